@@ -1,0 +1,28 @@
+# The two set-up commands of the README. Each builds the virtual environment on first use.
+PY      ?= python3
+VENV    ?= .venv
+BIN     := $(VENV)/bin
+# Pinned for dev and CI only: the CPU build lies on the dev machines' disk; an unpinned
+# torch would download a several-GB CUDA build. The package itself accepts torch>=2.3.
+TORCH_PIN ?= torch==2.13.0
+
+.PHONY: demo test setup clean
+
+$(BIN)/memledger: pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q "$(TORCH_PIN)"
+	$(BIN)/pip install -q -e ".[dev]"
+	touch $@
+
+setup: $(BIN)/memledger
+
+demo: setup
+	$(BIN)/memledger trace examples/train_gpt.py --steps 3 -o gpt.ledger
+	$(BIN)/memledger show gpt.ledger
+
+test: setup
+	$(BIN)/python -m pytest -q
+
+clean:
+	rm -rf $(VENV) *.ledger build *.egg-info

@@ -1,0 +1,48 @@
+"""The `memledger` command. Verbs live in memledger/commands/, one module each; errors are
+turned into one line and an exit code here and nowhere else."""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from memledger.commands import show, trace
+from memledger.commands.common import err_console
+from memledger.errors import EXIT_INTERRUPTED, EXIT_USAGE, MemledgerError
+
+app = typer.Typer(
+    name="memledger",
+    help="Where the memory of a PyTorch training step goes, and what to do about it.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+app.command()(trace.trace)
+app.command()(show.show)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the CLI; return the exit code (0 ok, 1 check failed, 2 bad input, 3 script failed)."""
+    try:
+        rv = app(args=argv, prog_name="memledger", standalone_mode=False)
+    except MemledgerError as e:
+        err_console.print(str(e), markup=False, style="red")
+        return e.exit_code
+    except typer.Exit as e:
+        return e.exit_code
+    except (typer.Abort, KeyboardInterrupt):
+        err_console.print("memledger: interrupted", style="red")
+        return EXIT_INTERRUPTED
+    except Exception as e:
+        # Usage errors: click's ClickException (typer < 0.20 uses click, later typer vendors
+        # it), matched by shape so either works.
+        if hasattr(e, "show") and hasattr(e, "exit_code"):
+            e.show()
+            return EXIT_USAGE
+        raise
+    return rv if isinstance(rv, int) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

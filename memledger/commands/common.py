@@ -1,0 +1,30 @@
+"""What the verbs share: consoles, JSON output, opening a ledger."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from memledger.ledger.model import Ledger
+
+console = Console(highlight=False)
+err_console = Console(stderr=True, highlight=False)
+
+
+def print_json(data: Any) -> None:
+    """Plain JSON on stdout (no Rich markup), for scripts and CI."""
+    sys.stdout.write(json.dumps(data, indent=2) + "\n")
+    sys.stdout.flush()
+
+
+def open_ledger(path: Path) -> Ledger:
+    led = Ledger.load(path)
+    if led.truncated or not led.complete:
+        status = (led.end or {}).get("status", "cut off")
+        err_console.print(f"memledger: note: {path} is a partial ledger ({status}); "
+                          "showing what was recorded", style="yellow")
+    return led

@@ -1,0 +1,25 @@
+"""`memledger show LEDGER`: what is live at the peak, and why."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from memledger.commands.common import console, open_ledger, print_json
+from memledger.report.terminal import print_summary
+
+
+def show(
+    ledger: Annotated[Path, typer.Argument(help="a ledger written by `memledger trace`")],
+    json_: Annotated[bool, typer.Option("--json", help="print the summary contract as JSON")] =
+        False,
+    top: Annotated[int, typer.Option(help="rows in the largest-tensor and idle tables")] = 10,
+) -> None:
+    """Peak, category breakdown, per-phase peaks, largest tensors, activations, idle memory."""
+    s = open_ledger(ledger).summary(top=top)
+    if json_:
+        print_json(s.to_json_dict())
+    else:
+        print_summary(s, console, source=str(ledger))

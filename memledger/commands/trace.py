@@ -1,0 +1,33 @@
+"""`memledger trace SCRIPT [-- ARGS]`: record the lifetime ledger of a training run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from memledger.commands.common import console, err_console, open_ledger
+from memledger.trace.session import trace_script
+from memledger.units import format_bytes
+
+
+def trace(
+    script: Annotated[Path, typer.Argument(help="the training script, run as __main__")],
+    script_args: Annotated[Optional[list[str]], typer.Argument(
+        help="arguments for the script, after --", show_default=False)] = None,
+    output: Annotated[Path, typer.Option("-o", "--output", help="ledger file to write")] =
+        Path("run.ledger"),
+    steps: Annotated[int, typer.Option(help="optimizer steps to trace, then stop the script")] = 3,
+    measure: Annotated[bool, typer.Option(
+        help="also run the script untraced under the allocator for the independent peak")] = True,
+) -> None:
+    """Trace STEPS optimizer steps of SCRIPT into a ledger, then print where the peak is."""
+    res = trace_script(script, script_args or [], output, steps=steps, measure=measure)
+    s = open_ledger(res.ledger_path).summary()
+    line = (f"[bold]{res.ledger_path}[/]: {res.steps} steps, peak "
+            f"[magenta]{format_bytes(s.peak.bytes)}[/] at step {s.peak.step} ({s.peak.phase})")
+    if res.measured:
+        line += f"; allocator peak {format_bytes(s.measured.peak_bytes)}"
+    console.print(line)
+    err_console.print(f"next: memledger show {res.ledger_path}", style="dim")

@@ -1,0 +1,53 @@
+"""One error hierarchy; each error carries the exit code the CLI returns for it.
+
+Exit codes (design contract): 0 ok; 1 a check failed (over budget, a gate failed);
+2 memledger could not do its job (bad input); 3 the traced script itself failed
+(its traceback is shown, the partial ledger is kept); 130 interrupted (Ctrl-C).
+"""
+
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_CHECK_FAILED = 1
+EXIT_USAGE = 2
+EXIT_SCRIPT_FAILED = 3
+EXIT_INTERRUPTED = 130
+
+
+class MemledgerError(Exception):
+    """Base of every error memledger raises on purpose. The message is one line."""
+
+    exit_code = EXIT_USAGE
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message if message.startswith("memledger") else f"memledger: {message}")
+
+
+class LedgerFormatError(MemledgerError):
+    """A ledger file is missing, corrupt, truncated beyond use, or of an unknown schema."""
+
+
+class PolicyError(MemledgerError):
+    """A policy string or file is malformed, or cannot apply to the model."""
+
+
+class BudgetError(MemledgerError):
+    """A budget is malformed (unknown category, size without a unit, ...)."""
+
+
+class UnitError(MemledgerError):
+    """A size string could not be read (`800` without a unit, `-1GiB`, `1.5XB`)."""
+
+
+class ScriptError(MemledgerError):
+    """The traced script could not be run, or failed."""
+
+    def __init__(self, message: str, exit_code: int = EXIT_SCRIPT_FAILED) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+class CheckFailed(MemledgerError):
+    """A check ran and failed (over budget, a gate failed): exit 1."""
+
+    exit_code = EXIT_CHECK_FAILED

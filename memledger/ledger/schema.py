@@ -1,0 +1,76 @@
+"""The ledger's vocabulary: categories, phases, record kinds and the file schema.
+
+No torch here: a ledger is read anywhere.
+
+# Note [Ledger file format]
+A ledger is JSON Lines, one record per line, written as the run goes (so a crash, an OOM or
+Ctrl-C leaves every line written so far). Line 1 is the header. Every record has `k` (its
+kind). Events are the ops the dispatch mode saw, numbered 0, 1, 2, ...; a storage created by
+event 7 and freed after event 11 is live on [7, 12): `created=7`, `freed=12`.
+
+    {"k":"header","schema":"memledger.ledger/1","device":"cpu",...}
+    {"k":"alloc","sid":3,"ev":7,"bytes":4096,"dev":"cpu","dtype":"float32","shape":[32,32],
+     "op":"aten.mm.default","mod":"blocks.0.mlp.fc","ph":"forward","step":1}
+    {"k":"role","sid":3,"role":"activation"}           # a storage's role, learned as it happens
+    {"k":"saved","sid":3,"ev":8,"mod":"blocks.0.mlp"}   # packed by autograd (saved for backward)
+    {"k":"unpack","sid":3,"ev":40}                      # unpacked by backward
+    {"k":"free","sid":3,"ev":12,"last":11}              # freed; `last` = last event that used it
+    {"k":"live","sid":5,"last":90}                      # still live when tracing stopped
+    {"k":"phase","ev":12,"ph":"backward","step":1}      # phase from this event on
+    {"k":"scope","mod":"blocks.0","ev0":3,"ev1":20,"ph":"forward","step":1,"ns":123456}
+    {"k":"step","step":1,"ev":99,"ns":...}              # optimizer step `step` ended after event ev
+    {"k":"measured","source":"cpu-profiler","peak_bytes":...}
+    {"k":"end","ev":100,"status":"ok","message":""}
+
+Readers ignore record kinds they do not know (a newer writer may add some); a different
+schema major version is refused.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+SCHEMA = "memledger.ledger/1"
+SCHEMA_FAMILY = "memledger.ledger/"
+SUMMARY_SCHEMA = "memledger.summary/1"
+
+
+class Category(str, Enum):
+    """What a storage is for. Every byte of the measured peak lands in exactly one."""
+
+    PARAMETER = "parameter"              #: a module parameter (by storage identity)
+    BUFFER = "buffer"                    #: a module buffer (BatchNorm running stats, ...)
+    GRADIENT = "gradient"                #: a `.grad` storage of a parameter
+    OPTIMIZER_STATE = "optimizer_state"  #: held in `optimizer.state` (exp_avg, step, momentum)
+    ACTIVATION = "activation"            #: saved for backward by autograd, not a parameter
+    TEMPORARY = "temporary"              #: created in a step, never saved: intermediates, scratch
+    INPUT = "input"                      #: the batch (model inputs and loss targets)
+    WORKSPACE = "workspace"              #: allocator bytes no tracked tensor explains
+    OTHER = "other"                      #: created outside any step and in no role above
+
+
+CATEGORIES: tuple[str, ...] = tuple(c.value for c in Category)
+
+# When a storage has several roles, the first in this order wins: a parameter that autograd
+# saves is still a parameter; the batch saved by the first Linear is still the input.
+ROLE_PRIORITY: tuple[str, ...] = (
+    "parameter", "buffer", "gradient", "optimizer_state", "input", "activation",
+)
+
+
+class Phase(str, Enum):
+    """Where in the training step an event happened."""
+
+    SETUP = "setup"            #: before the first forward (model and optimizer creation)
+    FORWARD = "forward"        #: inside the forward of a module that has parameters
+    LOSS = "loss"              #: after the model's forward, before backward (loss function)
+    BACKWARD = "backward"      #: inside the autograd engine
+    OPTIMIZER = "optimizer"    #: inside `optimizer.step()`
+    ZERO_GRAD = "zero_grad"    #: inside `optimizer.zero_grad()`
+    OTHER = "other"            #: between those: the next batch, gradient clipping, logging
+
+
+PHASES: tuple[str, ...] = tuple(p.value for p in Phase)
+
+# Phases whose new storages are "the batch" when the model or the loss consumes them.
+INPUT_PHASES = frozenset({"setup", "other"})

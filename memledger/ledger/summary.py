@@ -1,0 +1,108 @@
+"""The summary contract (`memledger show --json`, schema memledger.summary/1).
+
+Keys here are a promise to CI scripts: add, never rename without a schema bump.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from memledger.ledger.model import Ledger
+from memledger.ledger.schema import CATEGORIES, SUMMARY_SCHEMA
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Peak(_Model):
+    bytes: int = Field(description="highest live bytes the ledger accounts for (tracked storages)")
+    event: int = Field(description="event index of the peak")
+    step: int
+    phase: str
+    op: str = Field(description="the op whose output made the peak")
+    module: str = Field(description="module path running at the peak ('' outside modules)")
+
+
+class Activations(_Model):
+    saved_bytes: int = Field(description="saved-for-backward bytes live just before backward")
+    by_module: dict[str, int] = Field(description="the same, by the module that saved them")
+
+
+class Measured(_Model):
+    peak_bytes: int = Field(description="allocator-level peak, independent of the ledger")
+    source: str = Field(description="'cpu-profiler', 'cuda-allocator' or 'none'")
+
+
+class TensorRow(_Model):
+    bytes: int
+    category: str
+    module: str
+    shape: str
+    dtype: str
+    op: str
+    name: str
+
+
+class IdleRow(_Model):
+    bytes: int
+    category: str
+    module: str
+    shape: str
+    op: str
+    name: str
+    idle_events: int
+    idle_byte_events: int
+
+
+class Summary(_Model):
+    """What a ledger says, in one object. `at_peak` sums to max(peak.bytes, measured)."""
+
+    schema_: str = Field(SUMMARY_SCHEMA, alias="schema", serialization_alias="schema")
+    device: str
+    steps_traced: int
+    complete: bool = Field(description="False when the run crashed or was interrupted")
+    peak: Peak
+    at_peak: dict[str, int]
+    by_phase_peak: dict[str, int]
+    by_step_peak: dict[str, int]
+    activations: Activations
+    measured: Measured
+    resident: dict[str, int]
+    top_tensors: list[TensorRow]
+    idle: list[IdleRow]
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    def to_json_dict(self) -> dict:
+        return self.model_dump(by_alias=True)
+
+
+def summarize(led: Ledger, top: int = 10) -> Summary:
+    pk = led.peak()
+    at_peak = led.at_peak()
+    live = led.live_at(pk.event).head(top)
+    _, saved = led.saved_before_backward()
+    by_mod = saved.groupby("saved_module")["bytes"].sum().sort_values(ascending=False)
+    idle = led.idle(top)
+    meas = led.measured or {"peak_bytes": 0, "source": "none"}
+    return Summary(
+        device=led.device,
+        steps_traced=led.steps_traced,
+        complete=led.complete,
+        peak=Peak(bytes=pk.bytes, event=pk.event, step=pk.step, phase=pk.phase, op=pk.op,
+                  module=pk.module),
+        at_peak={c: at_peak.get(c, 0) for c in CATEGORIES},
+        by_phase_peak={k: v for k, v in led.peak_by("phase").items()},
+        by_step_peak={str(k): v for k, v in led.peak_by("step").items()},
+        activations=Activations(saved_bytes=int(saved["bytes"].sum()),
+                                by_module={str(k): int(v) for k, v in by_mod.items()}),
+        measured=Measured(peak_bytes=int(meas["peak_bytes"]), source=str(meas["source"])),
+        resident=led.resident_at_end(),
+        top_tensors=[TensorRow(bytes=int(r.bytes), category=r.category, module=r.module,
+                               shape=r.shape, dtype=r.dtype, op=r.op, name=r.name)
+                     for r in live.itertuples()],
+        idle=[IdleRow(bytes=int(r.bytes), category=r.category, module=r.module, shape=r.shape,
+                      op=r.op, name=r.name, idle_events=int(r.idle_events),
+                      idle_byte_events=int(r.idle_byte_events)) for r in idle.itertuples()],
+    )

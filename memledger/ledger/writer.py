@@ -1,0 +1,82 @@
+"""Writing a ledger as the run goes.
+
+A sink takes one record (a dict) at a time. `FileSink` appends JSON lines and flushes often
+enough that a crash loses at most the last few hundred records (and flushes on close, which
+the tracer guarantees on exceptions and Ctrl-C); `MemorySink` keeps them for the in-process API.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Protocol
+
+from memledger.errors import LedgerFormatError
+
+Record = dict[str, Any]
+
+
+class Sink(Protocol):
+    def write(self, record: Record) -> None: ...
+    def flush(self) -> None: ...
+    def close(self) -> None: ...
+
+
+class MemorySink:
+    """Keeps records in a list (the `memledger.trace()` API)."""
+
+    def __init__(self) -> None:
+        self.records: list[Record] = []
+
+    def write(self, record: Record) -> None:
+        self.records.append(record)
+
+    def flush(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+class FileSink:
+    """Streams records to a JSON Lines file.
+
+    Lines are buffered in memory and written every `flush_every` records; `flush()` also
+    syncs to the OS so another process (or a post-mortem) can read what happened so far.
+    """
+
+    def __init__(self, path: str | Path, flush_every: int = 512) -> None:
+        self.path = Path(path)
+        try:
+            self._fh = open(self.path, "w", encoding="utf-8")
+        except OSError as e:
+            raise LedgerFormatError(f"cannot write ledger {str(path)!r}: {e.strerror}") from None
+        self._pending: list[str] = []
+        self._flush_every = flush_every
+        self._dumps = json.JSONEncoder(separators=(",", ":")).encode
+
+    def write(self, record: Record) -> None:
+        self._pending.append(self._dumps(record))
+        if len(self._pending) >= self._flush_every:
+            self.flush()
+
+    def flush(self) -> None:
+        if self._pending and not self._fh.closed:
+            self._fh.write("\n".join(self._pending) + "\n")
+            self._pending.clear()
+        if not self._fh.closed:
+            self._fh.flush()
+
+    def close(self) -> None:
+        if not self._fh.closed:
+            self.flush()
+            os.fsync(self._fh.fileno())
+            self._fh.close()
+
+
+def append_records(path: str | Path, records: list[Record]) -> None:
+    """Add records at the end of a finished ledger (e.g. the allocator measurement)."""
+    with open(path, "a", encoding="utf-8") as fh:
+        for r in records:
+            fh.write(json.dumps(r, separators=(",", ":")) + "\n")

@@ -1,0 +1,1 @@
+"""Reporters: turn a ledger (or a result built on one) into something a person reads."""

@@ -1,0 +1,1 @@
+"""Collectors: the only code that hooks torch while recording a ledger."""

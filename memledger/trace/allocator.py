@@ -1,0 +1,111 @@
+"""The allocator's own view of memory: the independent check on the ledger.
+
+# Note [What the CPU allocator sees]
+With `profile_memory=True` the profiler receives one `[memory]` event per allocation and
+free from c10's CPU allocator (positive bytes for an allocation, negative for a free).
+Only blocks allocated while profiling are known to it (c10 `ProfiledCPUMemoryReporter`
+keeps a size table from profiler start), so the CLI starts the profiler before the script
+runs: then the running sum of events is the process's live tensor bytes, and its maximum
+is the measured peak. Kernel-internal scratch (e.g. 4 + 8 bytes inside a `sum`) appears
+here and never in the dispatch mode: that difference is the `workspace` category.
+
+On CUDA the caching allocator counts for itself: `max_memory_allocated` after
+`reset_peak_memory_stats`, reserved bytes (segments held from the driver), and the gap
+between the two (fragmentation).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+
+class CpuProfilerProbe:
+    """Peak live bytes per device from the profiler's allocator events."""
+
+    source = "cpu-profiler"
+
+    def __init__(self) -> None:
+        self._prof = torch.profiler.profile(
+            activities=[torch.profiler.ProfilerActivity.CPU], profile_memory=True)
+
+    def start(self) -> None:
+        self._prof.__enter__()
+
+    def stop(self) -> None:
+        self._prof.__exit__(None, None, None)
+
+    def peaks(self) -> dict[str, int]:
+        """{device: highest running sum of allocations minus frees} since start()."""
+        events = [e for e in self._prof.profiler.kineto_results.events() if e.name() == "[memory]"]
+        return peaks_from_events(
+            (e.start_ns(), _device_name(e), int(e.nbytes())) for e in events)
+
+
+def peaks_from_events(events) -> dict[str, int]:
+    """Pure part of the CPU probe: events are (time_ns, device, signed bytes)."""
+    live: dict[str, int] = {}
+    peak: dict[str, int] = {}
+    for _, dev, nbytes in sorted(events, key=lambda e: e[0]):
+        live[dev] = live.get(dev, 0) + nbytes
+        if live[dev] > peak.get(dev, 0):
+            peak[dev] = live[dev]
+    return peak
+
+
+def _device_name(e) -> str:
+    kind = str(e.device_type()).split(".")[-1].lower()
+    return "cpu" if kind == "cpu" else f"{kind}:{max(e.device_index(), 0)}"
+
+
+class CudaProbe:
+    """The caching allocator's counters for one CUDA device."""
+
+    source = "cuda-allocator"
+
+    def __init__(self, device: int = 0, record_history: bool = True) -> None:
+        self.device = device
+        self.record_history = record_history
+        self.baseline = 0
+        self.oom: dict[str, Any] | None = None
+
+    def start(self) -> None:
+        torch.cuda.synchronize(self.device)
+        torch.cuda.reset_peak_memory_stats(self.device)
+        self.baseline = torch.cuda.memory_allocated(self.device)
+        if self.record_history:
+            torch.cuda.memory._record_memory_history(max_entries=100_000)
+
+    def note_oom(self, exc: BaseException) -> None:
+        self.oom = {"message": str(exc).splitlines()[0] if str(exc) else "out of memory",
+                    **cuda_stats_record(torch.cuda.memory_stats(self.device))}
+
+    def stop(self) -> dict[str, Any]:
+        torch.cuda.synchronize(self.device)
+        stats = torch.cuda.memory_stats(self.device)
+        if self.record_history:
+            torch.cuda.memory._record_memory_history(enabled=None)
+        rec = {"k": "measured", "source": self.source, "device": f"cuda:{self.device}",
+               **cuda_stats_record(stats)}
+        if self.oom:
+            rec["oom"] = self.oom
+        return rec
+
+
+def cuda_stats_record(stats: dict[str, Any]) -> dict[str, int]:
+    """Pure part of the CUDA probe: the counters a ledger keeps, from `memory_stats()`."""
+    peak_alloc = int(stats.get("allocated_bytes.all.peak", 0))
+    peak_reserved = int(stats.get("reserved_bytes.all.peak", 0))
+    return {
+        "peak_bytes": peak_alloc,
+        "reserved_peak_bytes": peak_reserved,
+        "allocated_bytes": int(stats.get("allocated_bytes.all.current", 0)),
+        "reserved_bytes": int(stats.get("reserved_bytes.all.current", 0)),
+        # bytes the allocator holds but cannot hand out as one block: reserved minus allocated
+        "fragmentation_bytes": max(0, int(stats.get("reserved_bytes.all.current", 0))
+                                   - int(stats.get("allocated_bytes.all.current", 0))),
+        "inactive_split_peak_bytes": int(stats.get("inactive_split_bytes.all.peak", 0)),
+        "num_ooms": int(stats.get("num_ooms", 0)),
+        "num_alloc_retries": int(stats.get("num_alloc_retries", 0)),
+    }

@@ -1,0 +1,390 @@
+"""The collector: the only code that hooks torch while a ledger is recorded.
+
+One object wires five of torch's own mechanisms and writes ledger records as they fire:
+
+- a `TorchDispatchMode` sees every op: the storages it creates and every storage it reads
+  (so *last use* is known), plus `record_function` markers (optimizer.zero_grad's phase);
+- a weakref on each untyped storage sees its free;
+- `saved_tensors_hooks` see what autograd saves for backward (pack) and when backward
+  reads it (unpack);
+- global module forward hooks give the module path and the forward phase;
+- global optimizer step hooks give step boundaries, gradients and optimizer state.
+
+# Note [Events]
+Every op the dispatch mode sees is one event, numbered from 0. A storage created by event 7
+and freed right after event 11 gets `ev=7` on its alloc record and `ev=12` on its free
+record: it is live on [7, 12). Frees that happen between ops (Python dropping a reference)
+take the index of the next event, so outputs and the inputs they replace overlap for one
+event, exactly as the allocator sees them.
+
+# Note [What autograd saves]
+`pack` returns the tensor itself: autograd would hold the same storage anyway, so tracing
+adds no bytes. A saved tensor that is a parameter stays a parameter (see ROLE_PRIORITY).
+"""
+
+from __future__ import annotations
+
+import time
+import weakref
+from typing import Any, Callable
+
+import torch
+from torch.nn.modules import module as nn_module
+from torch.optim.optimizer import (
+    register_optimizer_step_post_hook,
+    register_optimizer_step_pre_hook,
+)
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from memledger.ledger.schema import SCHEMA
+from memledger.ledger.writer import Sink
+
+_graph_task_id = torch._C._current_graph_task_id
+_RF_ENTER = torch.ops.profiler._record_function_enter_new.default
+_RF_EXIT = torch.ops.profiler._record_function_exit._RecordFunction
+_Tensor = torch.Tensor
+
+
+class StopTracing(BaseException):
+    """Raised from the optimizer step hook once the requested steps are traced.
+
+    A BaseException so that a script's `except Exception:` does not swallow it.
+    """
+
+
+class Collector(TorchDispatchMode):
+    """Records a lifetime ledger of every storage while active.
+
+    Example usage::
+
+        sink = MemorySink()
+        with Collector(sink) as c:
+            train_some_steps()
+        Ledger.from_records(sink.records)
+
+    Known limitations: one thread (the autograd engine's CPU work runs in the caller's
+    thread; CUDA backward runs in engine threads that inherit the mode); tensor subclasses
+    without storages (sparse, nested) are not counted.
+    """
+
+    def __init__(self, sink: Sink, max_steps: int | None = None,
+                 header: dict[str, Any] | None = None,
+                 on_steps_done: Callable[[], None] | None = None) -> None:
+        super().__init__()
+        self.sink = sink
+        self.max_steps = max_steps
+        self.on_steps_done = on_steps_done
+        self._header = header or {}
+        self._ev = 0                       # index of the next event
+        self._next_sid = 0
+        self._sids: dict[int, int] = {}    # storage _cdata -> sid, while alive
+        self._last: dict[int, int] = {}    # sid -> last event that used it
+        self._refs: dict[int, tuple[int, int, weakref.ref]] = {}  # id(ref) -> (sid, key, ref)
+        self._outside: set[int] = set()    # sids made in setup/other phases (batch candidates)
+        self._saved_mod: dict[int, str] = {}
+        self._roles_written: set[tuple[int, str]] = set()  # sids are never reused
+        self._phase = "setup"
+        self._step = 1                     # the step in progress (1-based)
+        self._steps_done = 0
+        self._step_t0 = time.perf_counter_ns()
+        self._mod_stack: list[tuple[str, int, int, bool]] = []  # (path, ev0, t0, is_root)
+        self._paths: dict[int, str] = {}   # id(module) -> path
+        self._param_names: dict[int, str] = {}  # id(param) -> name
+        self._roots: list[weakref.ref] = []
+        self._rf_stack: list[str] = []
+        self._bw_module = ""
+        self._handles: list[Any] = []
+        self._saved_hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack)
+        self._closed = False
+
+    # ---- lifecycle ------------------------------------------------------------------------
+    def __enter__(self) -> "Collector":
+        self.sink.write({"k": "header", "schema": SCHEMA, "torch": torch.__version__,
+                         "started_unix": time.time(), **self._header})
+        self.sink.write({"k": "phase", "ev": 0, "ph": "setup", "step": 1})
+        self._handles = [
+            nn_module.register_module_forward_pre_hook(self._module_pre),
+            nn_module.register_module_forward_hook(self._module_post, always_call=True),
+            register_optimizer_step_pre_hook(self._opt_pre),
+            register_optimizer_step_post_hook(self._opt_post),
+        ]
+        self._saved_hooks.__enter__()
+        return super().__enter__()
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        super().__exit__(exc_type, exc, tb)
+        self._saved_hooks.__exit__(exc_type, exc, tb)
+        for h in self._handles:
+            h.remove()
+        self._handles = []
+        if exc_type is None or issubclass(exc_type, StopTracing) or (
+                issubclass(exc_type, SystemExit) and exc.code in (None, 0)):
+            status, message = "ok", ""
+        elif issubclass(exc_type, KeyboardInterrupt):
+            status, message = "interrupted", "interrupted (Ctrl-C)"
+        else:
+            status, message = "error", f"{exc_type.__name__}: {exc}"
+        self.close(status, message)
+
+    def close(self, status: str = "ok", message: str = "") -> None:
+        """Write what is still live and the end record; flush. Safe to call twice."""
+        if self._closed:
+            return
+        self._closed = True
+        for _, (sid, _, _) in list(self._refs.items()):
+            self.sink.write({"k": "live", "sid": sid, "last": self._last.get(sid, -1)})
+        self.sink.write({"k": "end", "ev": self._ev, "status": status, "message": message,
+                         "steps": self._steps_done})
+        self.sink.flush()
+
+    @property
+    def steps_done(self) -> int:
+        return self._steps_done
+
+    @property
+    def events(self) -> int:
+        return self._ev
+
+    # ---- the hot path: one call per op ---------------------------------------------------
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if kwargs is None:
+            kwargs = {}
+        out = func(*args, **kwargs)
+        if func is _RF_ENTER or func is _RF_EXIT:
+            self._record_function(func, args)
+            return out
+        ev = self._ev
+        self._ev = ev + 1
+        if (_graph_task_id() != -1) != (self._phase == "backward"):
+            self._switch_backward(ev)
+        last = self._last
+        for a in args:
+            if isinstance(a, _Tensor):
+                last[self._sid(a, ev)] = ev
+            elif isinstance(a, (list, tuple)):
+                for b in a:
+                    if isinstance(b, _Tensor):
+                        last[self._sid(b, ev)] = ev
+        for a in kwargs.values():
+            if isinstance(a, _Tensor):
+                last[self._sid(a, ev)] = ev
+        if isinstance(out, _Tensor):
+            self._output(out, ev, func)
+        elif isinstance(out, (list, tuple)):
+            for o in out:
+                if isinstance(o, _Tensor):
+                    self._output(o, ev, func)
+        if self._phase == "loss":
+            self._mark_loss_inputs(args)
+        return out
+
+    def _sid(self, t: torch.Tensor, ev: int) -> int:
+        """The sid of an input's storage; a storage never seen before existed already."""
+        try:
+            st = t.untyped_storage()
+        except (RuntimeError, NotImplementedError):
+            return -1  # no storage (sparse, nested): not counted
+        sid = self._sids.get(st._cdata)
+        if sid is None:
+            sid = self._new_storage(t, st, ev, "", pre=True)
+        return sid
+
+    def _output(self, t: torch.Tensor, ev: int, func) -> None:
+        try:
+            st = t.untyped_storage()
+        except (RuntimeError, NotImplementedError):
+            return
+        sid = self._sids.get(st._cdata)
+        if sid is None:  # a new storage: this op created it
+            sid = self._new_storage(t, st, ev, func.__name__ if hasattr(func, "__name__")
+                                    else str(func), pre=False)
+        self._last[sid] = ev
+
+    def _new_storage(self, t: torch.Tensor, st, ev: int, op: str, pre: bool) -> int:
+        sid = self._next_sid
+        self._next_sid = sid + 1
+        key = st._cdata
+        self._sids[key] = sid
+        ref = weakref.ref(st, self._on_free)
+        self._refs[id(ref)] = (sid, key, ref)
+        phase = self._phase
+        self.sink.write({
+            "k": "alloc", "sid": sid, "ev": 0 if pre else ev, "bytes": st.nbytes(),
+            "dev": str(st.device), "dtype": str(t.dtype).removeprefix("torch."),
+            "shape": list(t.shape), "op": op, "mod": self._module_now(),
+            "ph": "setup" if pre else phase, "step": self._step, **({"pre": True} if pre else {}),
+        })
+        if pre or phase == "setup" or phase == "other":
+            self._outside.add(sid)
+        return sid
+
+    def _on_free(self, ref: weakref.ref) -> None:
+        entry = self._refs.pop(id(ref), None)
+        if entry is None or self._closed:
+            return
+        sid, key, _ = entry
+        if self._sids.get(key) == sid:
+            del self._sids[key]
+        self._outside.discard(sid)
+        self._saved_mod.pop(sid, None)
+        self.sink.write({"k": "free", "sid": sid, "ev": self._ev,
+                         "last": self._last.pop(sid, -1)})
+
+    def _module_now(self) -> str:
+        if self._phase == "backward":
+            return self._bw_module
+        if self._phase in ("optimizer", "zero_grad"):
+            return "optimizer"
+        return self._mod_stack[-1][0] if self._mod_stack else ""
+
+    # ---- phases ---------------------------------------------------------------------------
+    def _set_phase(self, phase: str, ev: int | None = None) -> None:
+        if phase != self._phase:
+            self._phase = phase
+            self.sink.write({"k": "phase", "ev": self._ev if ev is None else ev, "ph": phase,
+                             "step": self._step})
+
+    def _switch_backward(self, ev: int) -> None:
+        if self._phase != "backward":
+            self._set_phase("backward", ev)
+        else:  # backward just ended: the gradients now exist
+            self._set_phase("other", ev)
+            self._mark_gradients()
+
+    def _record_function(self, func, args) -> None:
+        if func is _RF_ENTER:
+            name = str(args[0]) if args else ""
+            self._rf_stack.append(name)
+            if name.startswith("Optimizer.zero_grad"):
+                self._set_phase("zero_grad")
+        elif self._rf_stack:
+            name = self._rf_stack.pop()
+            if name.startswith("Optimizer.zero_grad"):
+                self._set_phase("other")
+
+    # ---- modules --------------------------------------------------------------------------
+    def _module_pre(self, module: torch.nn.Module, args) -> None:
+        path = self._paths.get(id(module))
+        is_root = not self._mod_stack and self._phase != "backward"
+        if path is None:
+            path = self._register_root(module) if not self._mod_stack else (
+                f"{self._mod_stack[-1][0]}.{type(module).__name__}".lstrip("."))
+        if is_root:
+            has_params = next(module.parameters(), None) is not None
+            if has_params:
+                self._set_phase("forward")
+                self._mark_inputs(args)
+            elif self._phase == "forward":
+                self._set_phase("loss")
+        self._mod_stack.append((path, self._ev, time.perf_counter_ns(), is_root))
+
+    def _module_post(self, module, args, output) -> None:
+        if not self._mod_stack:
+            return
+        path, ev0, t0, is_root = self._mod_stack.pop()
+        self.sink.write({"k": "scope", "mod": path, "ev0": ev0, "ev1": self._ev,
+                         "ph": self._phase, "step": self._step,
+                         "ns": time.perf_counter_ns() - t0})
+        if is_root and self._phase == "forward":
+            self._set_phase("loss")
+
+    def _register_root(self, root: torch.nn.Module) -> str:
+        """Name a top-level module's submodules, parameters and buffers, as named_modules() does."""
+        has_params = next(root.parameters(), None) is not None
+        prefix = "" if has_params and not any(r() is not None for r in self._roots) \
+            else type(root).__name__
+        self._roots.append(weakref.ref(root))
+        for name, mod in root.named_modules():
+            self._paths.setdefault(id(mod), ".".join(p for p in (prefix, name) if p))
+        for name, p in root.named_parameters():
+            full = ".".join(x for x in (prefix, name) if x)
+            self._param_names[id(p)] = full
+            self._role(p, "parameter", full)
+        for name, b in root.named_buffers():
+            self._role(b, "buffer", ".".join(x for x in (prefix, name) if x))
+        return self._paths[id(root)]
+
+    def _mark_inputs(self, args) -> None:
+        for a in args:
+            if isinstance(a, _Tensor):
+                sid = self._sid(a, self._ev)
+                if sid in self._outside:
+                    self._outside.discard(sid)
+                    self.sink.write({"k": "role", "sid": sid, "role": "input"})
+
+    def _mark_loss_inputs(self, args) -> None:
+        """Loss targets: tensors made outside the step that the loss reads are the batch too."""
+        for a in args:
+            if isinstance(a, _Tensor):
+                try:
+                    sid = self._sids.get(a.untyped_storage()._cdata)
+                except (RuntimeError, NotImplementedError):
+                    continue
+                if sid in self._outside:
+                    self._outside.discard(sid)
+                    self.sink.write({"k": "role", "sid": sid, "role": "input"})
+
+    # ---- roles ----------------------------------------------------------------------------
+    def _role(self, t: torch.Tensor, role: str, name: str = "") -> None:
+        sid = self._sid(t, self._ev)
+        if sid >= 0 and (sid, role) not in self._roles_written:
+            self._roles_written.add((sid, role))
+            self._outside.discard(sid)
+            rec = {"k": "role", "sid": sid, "role": role}
+            if name:
+                rec["name"] = name
+            self.sink.write(rec)
+
+    def _mark_gradients(self, params=None) -> None:
+        if params is None:
+            params = [p for r in self._roots if (m := r()) is not None for p in m.parameters()]
+        for p in params:
+            if p.grad is not None:
+                self._role(p.grad, "gradient", self._param_names.get(id(p), ""))
+
+    def _opt_pre(self, opt: torch.optim.Optimizer, args, kwargs) -> None:
+        self._set_phase("optimizer")
+        params = [p for g in opt.param_groups for p in g["params"]]
+        for p in params:
+            if id(p) not in self._param_names:
+                self._role(p, "parameter", "")
+        self._mark_gradients(params)
+        self._mark_optimizer_state(opt)
+
+    def _opt_post(self, opt: torch.optim.Optimizer, args, kwargs) -> None:
+        self._mark_optimizer_state(opt)
+        now = time.perf_counter_ns()
+        self.sink.write({"k": "step", "step": self._step, "ev": self._ev - 1,
+                         "ns": now - self._step_t0})
+        self._step_t0 = now
+        self._steps_done += 1
+        self._step += 1
+        self._set_phase("other")
+        self.sink.flush()
+        if self.max_steps is not None and self._steps_done >= self.max_steps:
+            if self.on_steps_done is not None:
+                self.on_steps_done()
+            raise StopTracing()
+
+    def _mark_optimizer_state(self, opt: torch.optim.Optimizer) -> None:
+        for p, state in opt.state.items():
+            pname = self._param_names.get(id(p), "")
+            for key, v in state.items():
+                if isinstance(v, _Tensor):
+                    self._role(v, "optimizer_state", f"{pname}.{key}" if pname else str(key))
+
+    # ---- saved tensors --------------------------------------------------------------------
+    def _pack(self, t: torch.Tensor) -> torch.Tensor:
+        sid = self._sid(t, self._ev)
+        if sid >= 0:
+            mod = self._module_now()
+            self._saved_mod[sid] = mod
+            self.sink.write({"k": "saved", "sid": sid, "ev": self._ev - 1, "mod": mod})
+        return t
+
+    def _unpack(self, t: torch.Tensor) -> torch.Tensor:
+        sid = self._sid(t, self._ev)
+        if sid >= 0:
+            self._bw_module = self._saved_mod.get(sid, self._bw_module)
+            self.sink.write({"k": "unpack", "sid": sid, "ev": self._ev})
+        return t

@@ -1,0 +1,47 @@
+"""Running a user's training script as `__main__`, unmodified, and reporting how it ended."""
+
+from __future__ import annotations
+
+import os
+import runpy
+import sys
+import traceback
+from pathlib import Path
+
+from memledger.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_SCRIPT_FAILED
+from memledger.trace.collector import StopTracing
+
+
+def run_script(script: str | Path, argv: list[str]) -> None:
+    """Run `script` with `sys.argv = [script, *argv]`, as `python script argv...` would."""
+    script = Path(script).resolve()
+    sys.argv = [str(script), *argv]
+    sys.path.insert(0, str(script.parent))
+    runpy.run_path(str(script), run_name="__main__")
+
+
+def run_and_classify(script: str | Path, argv: list[str]) -> tuple[int, str]:
+    """Run the script; return (exit code, one-line reason). Prints the script's traceback."""
+    try:
+        run_script(script, argv)
+    except StopTracing:
+        return EXIT_OK, "stopped after the requested steps"
+    except SystemExit as e:
+        if e.code in (None, 0):
+            return EXIT_OK, "script finished"
+        return EXIT_SCRIPT_FAILED, f"script exited with status {e.code}"
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED, "interrupted (Ctrl-C)"
+    except BaseException as e:  # the script's own failure: show it as Python would
+        print_script_traceback(e, Path(script).resolve())
+        return EXIT_SCRIPT_FAILED, f"script raised {type(e).__name__}: {e}".splitlines()[0]
+    return EXIT_OK, "script finished"
+
+
+def print_script_traceback(exc: BaseException, script: Path) -> None:
+    """The traceback from the script's first frame on, without memledger's and runpy's."""
+    tb = exc.__traceback__
+    while tb is not None and os.path.abspath(tb.tb_frame.f_code.co_filename) != str(script):
+        tb = tb.tb_next
+    traceback.print_exception(type(exc), exc, tb if tb is not None else exc.__traceback__,
+                              file=sys.stderr)

@@ -1,0 +1,101 @@
+"""One pass over a training script in a fresh process: `python -m memledger.trace.worker`.
+
+    ledger     record the ledger (dispatch mode + hooks), streamed to --out
+    allocator  no tracing: the allocator's own peak (profiler from process start, or CUDA
+               counters), written as JSON measured records to --out
+
+The parent (`memledger trace`) runs one pass after the other and joins them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from memledger.errors import EXIT_OK, EXIT_USAGE
+from memledger.ledger.writer import FileSink
+from memledger.trace.collector import Collector, StopTracing
+from memledger.trace.script import run_and_classify
+
+NO_STEP_MESSAGE = (
+    "memledger: the script ran no optimizer step ({events} ops seen, {forwards} forward "
+    "scopes); memledger traces training steps: call optimizer.step() in the script"
+)
+
+
+def _ledger_pass(args) -> int:
+    sink = FileSink(args.out)
+    collector = Collector(sink, max_steps=args.steps, header={
+        "script": args.script, "argv": args.argv, "steps_requested": args.steps})
+    code, reason = EXIT_OK, ""
+    try:
+        with collector:
+            code, reason = run_and_classify(args.script, args.argv)
+    except StopTracing:
+        pass
+    finally:
+        sink.close()
+    _write_status(args.status, code, reason, collector.steps_done, collector.events)
+    return code
+
+
+def _allocator_pass(args) -> int:
+    import torch
+    from torch.optim.optimizer import register_optimizer_step_post_hook
+
+    from memledger.trace.allocator import CpuProfilerProbe, CudaProbe
+
+    steps = {"n": 0}
+
+    def count(*_):
+        steps["n"] += 1
+        if steps["n"] >= args.steps:
+            raise StopTracing()
+
+    cuda = CudaProbe() if torch.cuda.is_available() else None
+    cpu = CpuProfilerProbe()
+    handle = register_optimizer_step_post_hook(count)
+    if cuda:
+        cuda.start()
+    cpu.start()
+    try:
+        code, reason = run_and_classify(args.script, args.argv)
+    finally:
+        cpu.stop()
+        handle.remove()
+    records = [{"k": "measured", "source": cpu.source, "device": dev, "peak_bytes": peak}
+               for dev, peak in cpu.peaks().items() if dev == "cpu"]
+    if cuda:
+        records.append(cuda.stop())
+    with open(args.out, "w", encoding="utf-8") as fh:
+        json.dump({"records": records, "steps": steps["n"]}, fh)
+    _write_status(args.status, code, reason, steps["n"], 0)
+    return code
+
+
+def _write_status(path: str | None, code: int, reason: str, steps: int, events: int) -> None:
+    if path:
+        with open(path, "w", encoding="utf-8") as fh:
+            json.dump({"code": code, "reason": reason, "steps": steps, "events": events}, fh)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="memledger.trace.worker")
+    p.add_argument("mode", choices=["ledger", "allocator"])
+    p.add_argument("--out", required=True)
+    p.add_argument("--status")
+    p.add_argument("--steps", type=int, default=3)
+    p.add_argument("script")
+    p.add_argument("argv", nargs=argparse.REMAINDER)
+    args = p.parse_args(argv)
+    if args.argv and args.argv[0] == "--":
+        args.argv = args.argv[1:]
+    if args.steps < 1:
+        print("memledger: --steps must be >= 1", file=sys.stderr)
+        return EXIT_USAGE
+    return _ledger_pass(args) if args.mode == "ledger" else _allocator_pass(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

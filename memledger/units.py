@@ -1,0 +1,64 @@
+"""Byte sizes: parse what people write, print what people read.
+
+Binary units (KiB, MiB, GiB, TiB = 2^10..2^40) and decimal units (KB, MB, GB, TB = 10^3..10^12)
+are both accepted and never confused. A bare number is refused: "800" could mean anything.
+"""
+
+from __future__ import annotations
+
+import re
+
+from memledger.errors import UnitError
+
+_UNITS = {
+    "b": 1,
+    "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40,
+    "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+}
+_SIZE = re.compile(r"^\s*(?P<num>[0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*(?P<unit>[A-Za-z]+)\s*$")
+
+
+def parse_bytes(text: str | int) -> int:
+    """`"1.5GiB"` -> 1610612736; `"2GB"` -> 2000000000; ints pass through (they are bytes).
+
+    Raises UnitError for a missing or unknown unit and for negative sizes.
+    """
+    if isinstance(text, bool):
+        raise UnitError(f"size {text!r} is not a size; write e.g. 800MiB")
+    if isinstance(text, int):
+        if text < 0:
+            raise UnitError(f"size {text} is negative")
+        return text
+    s = str(text).strip()
+    if s.startswith("-"):
+        raise UnitError(f"size {text!r} is negative; sizes are >= 0")
+    m = _SIZE.match(s)
+    if m is None:
+        if re.fullmatch(r"[0-9.]+", s):
+            raise UnitError(f"size {text!r} has no unit; write {s}MiB, {s}GiB or {s}B")
+        raise UnitError(f"cannot read size {text!r}; write e.g. 512MiB, 1.5GiB or 2GB")
+    unit = m.group("unit").lower()
+    if unit not in _UNITS:
+        raise UnitError(
+            f"unknown unit {m.group('unit')!r} in {text!r}; use B, KiB, MiB, GiB, TiB (binary) "
+            "or KB, MB, GB, TB (decimal)"
+        )
+    return int(round(float(m.group("num")) * _UNITS[unit]))
+
+
+def format_bytes(n: int | float, precision: int = 1) -> str:
+    """Binary units for people: 1536 -> '1.5 KiB'; exact below 1 KiB ('512 B')."""
+    n = int(n)
+    sign = "-" if n < 0 else ""
+    a = abs(n)
+    if a < 1024:
+        return f"{sign}{a} B"
+    for unit, scale in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if a >= scale:
+            return f"{sign}{a / scale:.{precision}f} {unit}"
+    raise AssertionError("unreachable")
+
+
+def format_signed_bytes(n: int) -> str:
+    """'+1.5 MiB' / '-512 B' for differences."""
+    return ("+" if n >= 0 else "") + format_bytes(n)
