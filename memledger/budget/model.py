@@ -1,0 +1,89 @@
+"""The Budget: what a training step may use, as data (pydantic, unknown keys refused).
+
+A budget file (TOML) reads the same as the model, e.g. `configs/budget.toml`::
+
+    steps = 2                      # optimizer steps to trace when checking a script
+    peak = "42MiB"                 # total peak: the allocator's when measured, else the ledger's
+    [categories]                   # bytes of each category live at the peak
+    activation = "26MiB"
+    [phases]                       # highest live bytes within each phase
+    backward = "40MiB"
+    [baseline]                     # relative to a ledger recorded before the change
+    ledger = "main.ledger"
+    max_increase = "5%"            # or a size: "2MiB"
+    [step_time]                    # opt-in, noisy: never exact
+    max = "900ms"
+    tolerance = "25%"
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from memledger.budget.sizes import DurationField, FractionField, IncreaseField, SizeField
+from memledger.ledger.schema import CATEGORIES, PHASES
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class BaselineBudget(_Strict):
+    """Growth allowed over a baseline ledger recorded from the same model."""
+
+    ledger: Path | None = Field(None, description="the baseline ledger file (or --baseline)")
+    max_increase: IncreaseField = Field(description="'5%' of the baseline peak, or a size")
+
+
+class StepTimeBudget(_Strict):
+    """Opt-in: median traced step time must stay under max × (1 + tolerance)."""
+
+    max: DurationField = Field(description="e.g. '900ms'")
+    tolerance: FractionField = Field(0.10, description="slack for noise, e.g. '25%' (default 10%)")
+
+
+class Budget(_Strict):
+    """Every limit is optional; a budget with no limit at all is refused by `load_budget`.
+
+    Example usage::
+
+        Budget(peak="800MiB", categories={"activation": "300MiB"})
+
+    Known limitations: per-phase peaks come from the ledger (tracked tensors only); the
+    allocator is measured for the whole run, not per phase.
+    """
+
+    steps: int | None = Field(None, ge=1, description="optimizer steps to trace a script for")
+    peak: SizeField | None = Field(None, description="total peak")
+    categories: dict[str, SizeField] = Field(default_factory=dict,
+                                             description="category -> bytes live at the peak")
+    phases: dict[str, SizeField] = Field(default_factory=dict,
+                                         description="phase -> highest live bytes in it")
+    baseline: BaselineBudget | None = None
+    step_time: StepTimeBudget | None = None
+
+    @field_validator("categories", mode="before")
+    @classmethod
+    def _known_categories(cls, v: Any) -> Any:
+        return _check_keys(v, CATEGORIES, "category")
+
+    @field_validator("phases", mode="before")
+    @classmethod
+    def _known_phases(cls, v: Any) -> Any:
+        return _check_keys(v, PHASES, "phase")
+
+    @property
+    def has_limits(self) -> bool:
+        return bool(self.peak or self.categories or self.phases or self.baseline
+                    or self.step_time)
+
+
+def _check_keys(v: Any, known: tuple[str, ...], what: str) -> Any:
+    if isinstance(v, dict):
+        for k in v:
+            if k not in known:
+                raise ValueError(f"unknown {what} {k!r}; known: {', '.join(known)}")
+    return v
