@@ -9,6 +9,7 @@ import typer
 
 from memledger.commands.common import console, open_ledger, print_json
 from memledger.report.terminal import print_summary
+from memledger.report.timeline import print_timeline
 
 
 def show(
@@ -16,10 +17,16 @@ def show(
     json_: Annotated[bool, typer.Option("--json", help="print the summary contract as JSON")] =
         False,
     top: Annotated[int, typer.Option(help="rows in the largest-tensor and idle tables")] = 10,
+    timeline: Annotated[bool, typer.Option(
+        "--timeline", help="also draw the live-bytes curve as a Unicode chart")] = False,
 ) -> None:
     """Peak, category breakdown, per-phase peaks, largest tensors, activations, idle memory."""
-    s = open_ledger(ledger).summary(top=top)
+    led = open_ledger(ledger)
+    s = led.summary(top=top)
     if json_:
         print_json(s.to_json_dict())
     else:
         print_summary(s, console, source=str(ledger))
+        if timeline:
+            console.print()
+            print_timeline(led, console)
