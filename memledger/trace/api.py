@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import contextlib
+import gc
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -17,6 +18,14 @@ from memledger.ledger.model import Ledger
 from memledger.ledger.writer import FileSink, MemorySink
 from memledger.trace.allocator import CpuProfilerProbe, CudaProbe
 from memledger.trace.collector import Collector
+
+
+def _live_tensors() -> list[torch.Tensor]:
+    """Every tensor Python can reach now (parameters, optimizer state, the batch, ...):
+    they are recorded as live from event 0, so the ledger starts with what already exists."""
+    tensor = torch.Tensor
+    # type(), not isinstance(): isinstance reads __class__, which wakes lazy module proxies
+    return [o for o in gc.get_objects() if issubclass(type(o), tensor)]
 
 
 class TracedLedger:
@@ -46,7 +55,8 @@ def trace(path: str | Path | None = None, measure: bool = False,
     peak (CUDA: always, it is free; CPU: runs the profiler alongside, which is slow)."""
     sink = FileSink(path) if path is not None else MemorySink()
     handle = TracedLedger()
-    collector = Collector(sink, max_steps=max_steps, header={"script": "<api>"})
+    collector = Collector(sink, max_steps=max_steps, header={"script": "<api>"},
+                          pre_existing=_live_tensors())
     cuda = CudaProbe(record_history=False) if torch.cuda.is_available() else None
     cpu = CpuProfilerProbe() if measure else None
     if cuda:

@@ -1,0 +1,155 @@
+"""The ledger's queries on a ledger written by hand, where every number can be checked."""
+
+import json
+
+import pytest
+
+from memledger.errors import LedgerFormatError
+from memledger.ledger.model import Ledger
+from memledger.ledger.schema import SCHEMA
+
+# A step in miniature (events 0..9), bytes chosen so every sum is unambiguous:
+#   sid 0  parameter 1000 B  live from 0 (made in setup)
+#   sid 1  input       10 B  made ev 1 (other phase), freed at 9
+#   sid 2  activation 200 B  made ev 2 (forward), saved, unpacked ev 6, freed at 7
+#   sid 3  temporary   30 B  made ev 3 (forward), freed at 4
+#   sid 4  gradient   1000 B made ev 6 (backward), last used ev 8, never freed
+#   sid 5  opt state  2000 B made ev 8 (optimizer), never freed
+RECORDS = [
+    {"k": "header", "schema": SCHEMA},
+    {"k": "phase", "ev": 0, "ph": "setup", "step": 1},
+    {"k": "alloc", "sid": 0, "ev": 0, "bytes": 1000, "dev": "cpu", "dtype": "float32",
+     "shape": [250], "op": "empty.memory_format", "mod": "", "ph": "setup", "step": 1},
+    {"k": "role", "sid": 0, "role": "parameter", "name": "fc.weight"},
+    {"k": "phase", "ev": 1, "ph": "other", "step": 1},
+    {"k": "alloc", "sid": 1, "ev": 1, "bytes": 10, "dev": "cpu", "op": "randn.default",
+     "mod": "", "ph": "other", "step": 1},
+    {"k": "phase", "ev": 2, "ph": "forward", "step": 1},
+    {"k": "role", "sid": 1, "role": "input"},
+    {"k": "alloc", "sid": 2, "ev": 2, "bytes": 200, "dev": "cpu", "op": "mm.default",
+     "mod": "fc", "ph": "forward", "step": 1},
+    {"k": "saved", "sid": 2, "ev": 2, "mod": "act"},
+    {"k": "alloc", "sid": 3, "ev": 3, "bytes": 30, "dev": "cpu", "op": "add.Tensor",
+     "mod": "fc", "ph": "forward", "step": 1},
+    {"k": "free", "sid": 3, "ev": 4, "last": 3},
+    {"k": "phase", "ev": 5, "ph": "backward", "step": 1},
+    {"k": "unpack", "sid": 2, "ev": 6},
+    {"k": "alloc", "sid": 4, "ev": 6, "bytes": 1000, "dev": "cpu", "op": "mm.default",
+     "mod": "act", "ph": "backward", "step": 1},
+    {"k": "free", "sid": 2, "ev": 7, "last": 6},
+    {"k": "phase", "ev": 8, "ph": "optimizer", "step": 1},
+    {"k": "role", "sid": 4, "role": "gradient", "name": "fc.weight"},
+    {"k": "alloc", "sid": 5, "ev": 8, "bytes": 2000, "dev": "cpu", "op": "zeros_like.default",
+     "mod": "optimizer", "ph": "optimizer", "step": 1},
+    {"k": "role", "sid": 5, "role": "optimizer_state", "name": "fc.weight.exp_avg"},
+    {"k": "step", "step": 1, "ev": 8, "ns": 1000},
+    {"k": "free", "sid": 1, "ev": 9, "last": 2},
+    {"k": "live", "sid": 0, "last": 8},
+    {"k": "live", "sid": 4, "last": 8},
+    {"k": "live", "sid": 5, "last": 8},
+    {"k": "end", "ev": 10, "status": "ok"},
+    {"k": "measured", "source": "cpu-profiler", "device": "cpu", "peak_bytes": 4016},
+]
+
+
+@pytest.fixture
+def led():
+    return Ledger.from_records(RECORDS)
+
+
+def test_curve_is_live_bytes_after_each_event(led):
+    assert led.n_events == 10
+    # ev0 param 1000; ev1 +input 10; ev2 +act 200; ev3 +tmp 30; ev4 tmp freed; ev5 same;
+    # ev6 +grad 1000; ev7 act freed; ev8 +state 2000; ev9 input freed
+    assert led.curve().tolist() == [1000, 1010, 1210, 1240, 1210, 1210, 2210, 2010, 4010, 4000]
+
+
+def test_peak_and_where(led):
+    pk = led.peak()
+    assert (pk.bytes, pk.event, pk.step, pk.phase, pk.op) == (4010, 8, 1, "optimizer",
+                                                               "zeros_like.default")
+
+
+def test_categories_and_breakdown_at_peak(led):
+    assert led.storages["category"].tolist() == [
+        "parameter", "input", "activation", "temporary", "gradient", "optimizer_state"]
+    at = led.at_peak()
+    assert at["parameter"] == 1000 and at["gradient"] == 1000 and at["optimizer_state"] == 2000
+    assert at["input"] == 10 and at["activation"] == 0
+    assert at["workspace"] == 4016 - 4010           # measured − ledger peak
+    assert sum(at.values()) == 4016                 # every measured byte in one category
+
+
+def test_parameter_module_comes_from_its_name(led):
+    assert led.storages.loc[0, "module"] == "fc"
+
+
+def test_peak_by_phase_and_step(led):
+    assert led.peak_by("phase") == {"setup": 1000, "forward": 1240, "backward": 2210,
+                                    "optimizer": 4010, "other": 1010}
+    assert led.peak_by("step") == {1: 4010}
+
+
+def test_live_at_and_saved_before_backward(led):
+    assert led.live_at(3)["sid"].tolist() == [0, 2, 3, 1]   # largest first
+    ev, saved = led.saved_before_backward()
+    assert ev == 4 and saved["bytes"].sum() == 200 and saved["saved_module"].tolist() == ["act"]
+
+
+def test_idle_residency(led):
+    idle = led.idle(top=None)
+    # input: last used 2, freed 9 → idle events 3..8 = 6 × 10 B; gradient: last 8, live to 10 → 1 × 1000
+    rows = {int(r.sid): (int(r.idle_events), int(r.idle_byte_events)) for r in idle.itertuples()}
+    assert rows == {1: (6, 60), 4: (1, 1000)}
+
+
+def test_summary_contract_keys(led):
+    d = led.summary().to_json_dict()
+    assert d["schema"] == "memledger.summary/1"
+    for key in ("device", "steps_traced", "peak", "at_peak", "by_phase_peak", "activations",
+                "measured", "resident"):
+        assert key in d
+    assert d["peak"]["bytes"] == 4010 and d["measured"] == {"peak_bytes": 4016,
+                                                            "source": "cpu-profiler"}
+    assert d["resident"]["optimizer_state"] == 2000 and d["resident"]["input"] == 0
+
+
+def _write(path, records, tail=""):
+    path.write_text("".join(json.dumps(r) + "\n" for r in records) + tail)
+    return path
+
+
+def test_truncated_last_line_is_kept_partial(tmp_path):
+    p = _write(tmp_path / "cut.ledger", RECORDS[:12], tail='{"k": "free", "sid"')
+    led = Ledger.load(p)
+    assert led.truncated and not led.complete
+    assert led.peak().bytes == 1240        # what happened up to the cut is all there
+
+
+def test_corrupt_middle_line_is_an_error(tmp_path):
+    p = tmp_path / "bad.ledger"
+    lines = [json.dumps(r) for r in RECORDS]
+    lines[5] = "{garbage"
+    p.write_text("\n".join(lines) + "\n")
+    with pytest.raises(LedgerFormatError, match="line 6 is not valid JSON"):
+        Ledger.load(p)
+
+
+def test_unknown_schema_and_not_a_ledger(tmp_path):
+    p = _write(tmp_path / "v9.ledger", [{"k": "header", "schema": "memledger.ledger/9"}])
+    with pytest.raises(LedgerFormatError, match="upgrade memledger"):
+        Ledger.load(p)
+    q = tmp_path / "x.ledger"
+    q.write_bytes(b"\x80\x04\x95 pickle")
+    with pytest.raises(LedgerFormatError, match="not a memledger ledger"):
+        Ledger.load(q)
+    with pytest.raises(LedgerFormatError, match="no ledger at"):
+        Ledger.load(tmp_path / "missing.ledger")
+
+
+def test_ledger_reads_without_torch():
+    import subprocess
+    import sys
+    code = ("import sys; import memledger.ledger, memledger.ledger.summary, memledger.units; "
+            "assert 'torch' not in sys.modules, 'ledger imported torch'")
+    subprocess.run([sys.executable, "-c", code], check=True)
