@@ -1,0 +1,302 @@
+"""Policies are data: what to do with which modules' saved activations.
+
+A policy string is `kind:selector[:option...]`, parts joined by `+`:
+
+    none                                    the baseline: nothing changes
+    checkpoint:blocks.*                     non-reentrant activation checkpointing per block
+    selective:@Block:save=mm,addmm          selective checkpointing: keep those ops' outputs
+    offload:blocks.[0-1]:min=64KiB          saved activations >= 64 KiB leave the device
+    checkpoint:blocks.[0-1]+offload:blocks.[2-3]
+
+Selectors are globs over module paths as `model.named_modules()` names them: `*` matches
+within one path segment (`blocks.*` is `blocks.0`, `blocks.1`, ..., not `blocks.0.attn`),
+`**` matches across segments, `?` one character, `[0-3]` a character class. `@Block`
+selects every module whose class is named `Block`.
+
+No torch here: selectors resolve against a list of (path, class name) pairs, taken from a
+ledger's scopes (predict) or from `model.named_modules()` (measure).
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from enum import Enum
+from pathlib import Path
+from typing import Iterable
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from memledger.errors import PolicyError, UnitError
+from memledger.units import parse_bytes
+
+
+class PolicyKind(str, Enum):
+    """What a policy part does to the selected modules."""
+
+    NONE = "none"              #: nothing: the baseline
+    CHECKPOINT = "checkpoint"  #: drop activations saved inside; recompute before backward
+    SELECTIVE = "selective"    #: like checkpoint, but keep the outputs of the `save` ops
+    OFFLOAD = "offload"        #: saved activations leave the device at pack, return at unpack
+
+
+# Op kinds whose outputs selective checkpointing keeps by default: the expensive ones.
+DEFAULT_SAVE_OPS: tuple[str, ...] = (
+    "mm", "bmm", "addmm", "baddbmm", "convolution", "_scaled_dot_product_flash_attention",
+    "_scaled_dot_product_efficient_attention", "_scaled_dot_product_cudnn_attention",
+)
+
+
+class PolicyPart(BaseModel):
+    """One `kind:selector[:options]` part of a policy."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: PolicyKind = Field(description="what to do")
+    selector: str = Field("", description="glob over module paths, or @ClassName")
+    save: tuple[str, ...] = Field((), description="selective: op kinds whose outputs are kept")
+    min_bytes: int = Field(0, ge=0, description="offload: only saved storages of >= this size")
+
+    def text(self) -> str:
+        if self.kind is PolicyKind.NONE:
+            return "none"
+        s = f"{self.kind.value}:{self.selector}"
+        if self.kind is PolicyKind.SELECTIVE and self.save != DEFAULT_SAVE_OPS:
+            s += ":save=" + ",".join(self.save)
+        if self.min_bytes:
+            s += f":min={self.min_bytes}B"
+        return s
+
+    def save_ops(self) -> tuple[str, ...]:
+        return self.save or DEFAULT_SAVE_OPS
+
+
+class Policy(BaseModel):
+    """A whole policy: parts applied together. `Policy.parse("checkpoint:blocks.*")`.
+
+    Known limitations: regions may not nest (a selected module inside another selected one),
+    neither within a part nor across parts.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    parts: tuple[PolicyPart, ...] = Field((), description="empty for the baseline")
+    name: str = Field("", description="a label (from a TOML file); defaults to the text")
+
+    @classmethod
+    def parse(cls, text: str) -> "Policy":
+        return parse_policy(text)
+
+    def text(self) -> str:
+        return "+".join(p.text() for p in self.parts) or "none"
+
+    def __str__(self) -> str:
+        return self.name or self.text()
+
+    @property
+    def is_baseline(self) -> bool:
+        return not self.parts
+
+
+class Region(BaseModel):
+    """A selected module and what the policy does to it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    path: str
+    cls: str = ""
+    part: PolicyPart
+
+
+# ---- parsing ------------------------------------------------------------------------------
+_KINDS = ", ".join(k.value for k in PolicyKind)
+
+
+def parse_policy(text: str) -> Policy:
+    """Read a policy string; raise PolicyError (exit 2) with what to write instead."""
+    if not isinstance(text, str) or not text.strip():
+        raise PolicyError("empty policy; write e.g. 'checkpoint:blocks.*' or 'none'")
+    parts = []
+    for raw in text.strip().split("+"):
+        raw = raw.strip()
+        if not raw:
+            raise PolicyError(f"policy {text!r} has an empty part around '+'; "
+                              "write e.g. 'checkpoint:blocks.[0-1]+offload:blocks.[2-3]'")
+        part = _parse_part(raw, text)
+        if part.kind is not PolicyKind.NONE:
+            parts.append(part)
+        elif len(text.split("+")) > 1:
+            raise PolicyError(f"policy {text!r}: 'none' cannot be combined with other parts")
+    return Policy(parts=tuple(parts))
+
+
+def _parse_part(raw: str, whole: str) -> PolicyPart:
+    kind_s, _, rest = raw.partition(":")
+    try:
+        kind = PolicyKind(kind_s.strip().lower())
+    except ValueError:
+        raise PolicyError(f"unknown policy kind {kind_s!r} in {whole!r}; kinds are {_KINDS}") \
+            from None
+    if kind is PolicyKind.NONE:
+        if rest.strip():
+            raise PolicyError(f"policy {whole!r}: 'none' takes no selector")
+        return PolicyPart(kind=kind)
+    selector, *options = [s.strip() for s in rest.split(":")] if rest else [""]
+    if not selector:
+        raise PolicyError(f"policy part {raw!r} has no selector; write e.g. "
+                          f"'{kind.value}:blocks.*' or '{kind.value}:@Block'")
+    _check_selector(selector, whole)
+    fields: dict = {"kind": kind, "selector": selector}
+    for opt in options:
+        key, eq, value = opt.partition("=")
+        key = key.strip().lower()
+        if not eq or not value.strip():
+            raise PolicyError(f"option {opt!r} in {whole!r} is not key=value; "
+                              "write e.g. 'save=mm,addmm' or 'min=1MiB'")
+        if key == "save" and kind is PolicyKind.SELECTIVE:
+            ops = tuple(o.strip() for o in value.split(",") if o.strip())
+            bad = [o for o in ops if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", o)]
+            if bad or not ops:
+                raise PolicyError(f"save={value!r} in {whole!r}: op kinds are aten names like "
+                                  "mm,addmm,bmm,convolution")
+            fields["save"] = ops
+        elif key == "min" and kind is PolicyKind.OFFLOAD:
+            try:
+                fields["min_bytes"] = parse_bytes(value.strip())
+            except UnitError as e:
+                raise PolicyError(f"min={value!r} in {whole!r}: {str(e).removeprefix('memledger: ')}") \
+                    from None
+        else:
+            allowed = {"selective": "save=", "offload": "min="}.get(kind.value, "no options")
+            raise PolicyError(f"option {key!r} does not apply to {kind.value} in {whole!r} "
+                              f"({kind.value} takes {allowed})")
+    if kind is PolicyKind.SELECTIVE and "save" not in fields:
+        fields["save"] = DEFAULT_SAVE_OPS
+    return PolicyPart(**fields)
+
+
+def _check_selector(selector: str, whole: str) -> None:
+    if selector.startswith("@"):
+        if not re.fullmatch(r"@[A-Za-z_][A-Za-z0-9_]*", selector):
+            raise PolicyError(f"class selector {selector!r} in {whole!r} is not a class name; "
+                              "write e.g. '@Block'")
+        return
+    if selector.count("[") != selector.count("]") or not re.fullmatch(
+            r"[A-Za-z0-9_.*?\[\]\-!]+", selector):
+        raise PolicyError(f"selector {selector!r} in {whole!r} is not a module-path glob; "
+                          "write e.g. 'blocks.*', 'blocks.[0-3]' or '@Block'")
+
+
+def glob_regex(selector: str) -> re.Pattern:
+    """`*` within a segment, `**` across segments, `?` one char, `[..]` a class."""
+    out, i = [], 0
+    while i < len(selector):
+        c = selector[i]
+        if selector.startswith("**", i):
+            out.append(".*")
+            i += 2
+            continue
+        if c == "*":
+            out.append(r"[^.]*")
+        elif c == "?":
+            out.append(r"[^.]")
+        elif c == "[":
+            j = selector.index("]", i)
+            body = selector[i + 1:j]
+            out.append("[^" + body[1:] + "]" if body.startswith("!") else "[" + body + "]")
+            i = j + 1
+            continue
+        else:
+            out.append(re.escape(c))
+        i += 1
+    return re.compile("".join(out))
+
+
+# ---- resolution against a model's modules ---------------------------------------------------
+def resolve(policy: Policy, modules: Iterable[tuple[str, str]]) -> list[Region]:
+    """The regions a policy selects among (path, class name) pairs, in model order.
+
+    Raises PolicyError when a selector matches nothing (listing the module names), when two
+    selected modules nest, or when two parts select the same module.
+    """
+    mods = [(p, c) for p, c in dict.fromkeys(modules) if p]  # the root ("") is never a region
+    regions: list[Region] = []
+    taken: dict[str, str] = {}
+    for part in policy.parts:
+        sel = part.selector
+        if sel.startswith("@"):
+            hits = [(p, c) for p, c in mods if c == sel[1:]]
+        else:
+            rx = glob_regex(sel)
+            hits = [(p, c) for p, c in mods if rx.fullmatch(p)]
+        if not hits:
+            raise PolicyError(f"selector {sel!r} matches no module; the model's modules are "
+                              f"{_names(mods)}")
+        for p, c in hits:
+            if p in taken:
+                raise PolicyError(f"module {p!r} is selected by both {taken[p]!r} and "
+                                  f"{part.text()!r}; select each module once")
+            taken[p] = part.text()
+            regions.append(Region(path=p, cls=c, part=part))
+    paths = sorted(taken)
+    for a, b in zip(paths, paths[1:]):
+        if b.startswith(a + "."):
+            raise PolicyError(f"regions nest: {b!r} ({taken[b]}) is inside {a!r} ({taken[a]}); "
+                              "select modules that do not contain each other")
+    return regions
+
+
+def _names(mods: list[tuple[str, str]], limit: int = 24) -> str:
+    shown = [f"{p} ({c})" if c else p for p, c in mods[:limit]]
+    more = f", ... ({len(mods) - limit} more)" if len(mods) > limit else ""
+    return ", ".join(shown) + more if shown else "(none recorded)"
+
+
+# ---- TOML files ---------------------------------------------------------------------------
+class PolicyFileEntry(BaseModel):
+    """One `[[policy]]` table of a policy file."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field("", description="a label for tables")
+    policy: str = Field(description="the policy string, e.g. 'checkpoint:blocks.*'")
+
+
+class PolicyFile(BaseModel):
+    """A TOML policy file: `[[policy]]` tables with `name` and `policy`."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    policy: list[PolicyFileEntry] = Field(default_factory=list)
+
+
+def load_policies(path: str | Path) -> list[Policy]:
+    """Policies from a TOML file (see configs/policies.toml)."""
+    p = Path(path)
+    try:
+        data = tomllib.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise PolicyError(f"no policy file at {str(path)!r}") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise PolicyError(f"policy file {str(path)!r} is not valid TOML: {e}") from None
+    try:
+        pf = PolicyFile.model_validate(data)
+    except ValidationError as e:
+        first = e.errors()[0]
+        loc = ".".join(str(x) for x in first["loc"])
+        raise PolicyError(f"policy file {str(path)!r}: {loc}: {first['msg']}; each [[policy]] "
+                          "has policy = '...' and an optional name") from None
+    if not pf.policy:
+        raise PolicyError(f"policy file {str(path)!r} has no [[policy]] table")
+    return [parse_policy(e.policy).model_copy(update={"name": e.name}) for e in pf.policy]
+
+
+def policies_from_args(values: Iterable[str]) -> list[Policy]:
+    """`--policy` values: a policy string, or `@file.toml` / a path ending in .toml."""
+    out: list[Policy] = []
+    for v in values:
+        if v.startswith("@") and v.endswith(".toml") or v.endswith(".toml"):
+            out.extend(load_policies(v.removeprefix("@")))
+        else:
+            out.append(parse_policy(v))
+    return out
