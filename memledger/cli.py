@@ -7,7 +7,7 @@ import sys
 
 import typer
 
-from memledger.commands import show, trace
+from memledger.commands import check, show, trace
 from memledger.commands.common import err_console
 from memledger.errors import EXIT_INTERRUPTED, EXIT_USAGE, MemledgerError
 
@@ -20,6 +20,7 @@ app = typer.Typer(
 )
 app.command()(trace.trace)
 app.command()(show.show)
+app.command()(check.check)
 
 
 def main(argv: list[str] | None = None) -> int:

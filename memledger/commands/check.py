@@ -1,0 +1,144 @@
+"""`memledger check SCRIPT|LEDGER`: exit 0 within budget, 1 over budget, 2 could not check."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.table import Table
+
+from memledger.budget import CheckResult, evaluate, load_budget
+from memledger.budget.junit import junit_xml, write_text
+from memledger.budget.markdown import markdown
+from memledger.commands.common import console, err_console, print_json
+from memledger.errors import BudgetError, CheckFailed, LedgerFormatError
+from memledger.ledger.model import Ledger
+from memledger.trace.session import trace_script
+from memledger.units import format_bytes
+
+DEFAULT_STEPS = 3  # as `memledger trace`
+
+
+def _pairs(values: list[str] | None, what: str) -> dict[str, str]:
+    out = {}
+    for v in values or []:
+        key, eq, size = v.partition("=")
+        if not eq or not key.strip():
+            raise BudgetError(f"--{what} {v!r} must read NAME=SIZE, e.g. --{what} "
+                              f"{'activation' if what == 'category' else 'backward'}=300MiB")
+        out[key.strip()] = size.strip()
+    return out
+
+
+def _load(path: Path, what: str) -> Ledger:
+    led = Ledger.load(path)
+    if led.truncated or not led.complete:
+        status = (led.end or {}).get("status", "cut off")
+        raise LedgerFormatError(f"{what} {path} is a partial ledger ({status}): its peak may be "
+                                "below the full run's; check a complete ledger")
+    return led
+
+
+def check(
+    target: Annotated[Path, typer.Argument(help="a training script (.py, traced) or a ledger")],
+    script_args: Annotated[Optional[list[str]], typer.Argument(
+        help="arguments for the script, after --", show_default=False)] = None,
+    budget: Annotated[Optional[str], typer.Option(
+        "--budget", help="total peak, e.g. 1.2GiB (MiB/GiB binary, MB/GB decimal)")] = None,
+    category: Annotated[Optional[list[str]], typer.Option(
+        help="category at the peak, e.g. activation=300MiB (repeatable)")] = None,
+    phase: Annotated[Optional[list[str]], typer.Option(
+        help="peak within a phase, e.g. backward=1GiB (repeatable)")] = None,
+    config: Annotated[Optional[Path], typer.Option(
+        help="TOML budget file, or a pyproject.toml with [tool.memledger.budget]; "
+             "default: the nearest pyproject.toml that has one")] = None,
+    baseline: Annotated[Optional[Path], typer.Option(
+        help="ledger recorded before the change (same model)")] = None,
+    max_increase: Annotated[Optional[str], typer.Option(
+        help="peak growth allowed over --baseline: 5% or a size such as 10MiB")] = None,
+    step_time: Annotated[Optional[str], typer.Option(
+        help="opt-in: median traced step time, e.g. 900ms (noisy: use a tolerance)")] = None,
+    step_time_tolerance: Annotated[Optional[str], typer.Option(
+        help="slack on --step-time, e.g. 25% (default 10%)")] = None,
+    steps: Annotated[Optional[int], typer.Option(
+        help=f"optimizer steps to trace a script for (default: budget's, else {DEFAULT_STEPS})")]
+        = None,
+    output: Annotated[Optional[Path], typer.Option(
+        "-o", "--output", help="keep the traced ledger here (default: a temporary file)")] = None,
+    measure: Annotated[bool, typer.Option(
+        help="also run the script untraced for the allocator peak (the peak checked)")] = True,
+    json_: Annotated[bool, typer.Option("--json", help="print memledger.check/1 JSON")] = False,
+    junit: Annotated[Optional[Path], typer.Option(help="write JUnit XML, one testcase per limit")]
+        = None,
+    markdown_: Annotated[Optional[Path], typer.Option(
+        "--markdown", help="write a Markdown summary (e.g. $GITHUB_STEP_SUMMARY)")] = None,
+) -> None:
+    """Check a script's (or a ledger's) memory against a budget. Exit 1 when over budget."""
+    flags: dict = {"peak": budget, "categories": _pairs(category, "category"),
+                   "phases": _pairs(phase, "phase"), "steps": steps}
+    if max_increase is not None or baseline is not None:
+        flags["baseline"] = {k: v for k, v in (("max_increase", max_increase),
+                                               ("ledger", baseline)) if v is not None}
+    if step_time is not None or step_time_tolerance is not None:
+        flags["step_time"] = {k: v for k, v in (("max", step_time),
+                                                ("tolerance", step_time_tolerance))
+                              if v is not None}
+    bud, sources = load_budget(config, flags, search_from=Path.cwd())
+    base = None
+    if bud.baseline is not None and bud.baseline.ledger is not None:
+        base = _load(bud.baseline.ledger, "baseline")
+    elif baseline is not None:
+        raise BudgetError("--baseline needs --max-increase (e.g. 5% or 10MiB)")
+
+    if target.suffix == ".py":
+        with tempfile.TemporaryDirectory(prefix="memledger-check-") as tmp:
+            out = output or Path(tmp) / "check.ledger"
+            res = trace_script(target, script_args or [], out, measure=measure,
+                               steps=bud.steps or DEFAULT_STEPS)
+            led = _load(res.ledger_path, "ledger")
+    else:
+        if script_args:
+            raise BudgetError(f"{target} is not a .py script: script arguments make no sense")
+        led = _load(target, "ledger")
+    result = evaluate(led, bud, baseline=base,
+                      baseline_name=str(bud.baseline.ledger) if bud.baseline else "",
+                      sources=sources)
+    if junit is not None:
+        write_text(junit, junit_xml(result), "JUnit report")
+    if markdown_ is not None:
+        write_text(markdown_, markdown(result), "Markdown summary")
+    if json_:
+        print_json(result.to_json_dict())
+    else:
+        print_result(result, str(target))
+    if not result.ok:
+        raise CheckFailed(f"over budget: {len(result.violations)} of {len(result.limits)} "
+                          f"limits exceeded ({', '.join(v.limit for v in result.violations)})")
+
+
+def print_result(result: CheckResult, source: str) -> None:
+    verdict = "[green]PASS[/]" if result.ok else "[red bold]FAIL[/]"
+    console.print(f"{verdict} {source}: peak [magenta]{format_bytes(result.peak_bytes)}[/] "
+                  f"({result.peak_bytes:,} B), {result.peak_source}; "
+                  f"{result.steps_traced} steps traced")
+    if result.budget_sources:
+        console.print(f"budget from {', '.join(result.budget_sources)}", style="dim")
+    t = Table(box=None, pad_edge=False)
+    for col in ("limit", "budget (as written)", "budget", "actual", "margin", ""):
+        t.add_column(col, justify="right" if col in ("budget", "actual", "margin") else "left")
+    for lim in result.limits:
+        margin = -lim.over
+        m = format_bytes(int(margin)) if lim.budget_bytes is not None else f"{margin*1e3:.1f} ms"
+        t.add_row(lim.limit, lim.budget_text, lim.budget_str(), lim.actual_str(), m,
+                  "ok" if lim.ok else "[red]OVER[/]")
+    console.print(t)
+    for v in result.violations:
+        console.print(v.line(), markup=False, highlight=False, soft_wrap=True)
+        if v.growth:
+            console.print("  grew most since the baseline: "
+                          + ", ".join(str(g) for g in v.growth[:6]), markup=False,
+                          soft_wrap=True)
+    if result.ok:
+        err_console.print("within budget", style="dim")
