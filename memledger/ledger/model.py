@@ -26,7 +26,7 @@ from memledger.ledger.writer import Record
 STORAGE_COLUMNS = [
     "sid", "bytes", "device", "dtype", "shape", "op", "module", "phase", "step",
     "created", "last_use", "freed", "category", "name", "saved_module", "saved_ev",
-    "unpack_ev", "pre",
+    "unpack_ev", "pre", "saved_last_ev",
 ]
 
 
@@ -72,7 +72,8 @@ class Ledger:
         phases = pd.DataFrame(by_kind.pop("phase", []), columns=["ev", "ph", "step"]).rename(
             columns={"ph": "phase"})
         scopes = pd.DataFrame(by_kind.pop("scope", []),
-                              columns=["mod", "ev0", "ev1", "ph", "step", "ns"])
+                              columns=["mod", "ev0", "ev1", "ph", "step", "ns", "cls"])
+        scopes["cls"] = scopes["cls"].fillna("").astype(str)  # class name (newer ledgers)
         steps = pd.DataFrame(by_kind.pop("step", []), columns=["step", "ev", "ns"])
         ends = by_kind.pop("end", [])
         measured = by_kind.pop("measured", [])
@@ -277,11 +278,15 @@ def _storages(by_kind: dict[str, list[Record]]) -> pd.DataFrame:
     saved = by_kind.pop("saved", [])
     df["saved_module"] = ""
     df["saved_ev"] = -1
+    df["saved_last_ev"] = -1  # the last save (a storage saved by several ops)
     if saved:
         first = pd.DataFrame(saved).drop_duplicates("sid", keep="first").set_index("sid")
         first = first[first.index.isin(df.index)]
         df.loc[first.index, "saved_module"] = first.get("mod", "").fillna("").astype(str)
         df.loc[first.index, "saved_ev"] = first["ev"]
+        last_save = pd.DataFrame(saved).drop_duplicates("sid", keep="last").set_index("sid")
+        last_save = last_save[last_save.index.isin(df.index)]
+        df.loc[last_save.index, "saved_last_ev"] = last_save["ev"]
     unpacks = by_kind.pop("unpack", [])
     df["unpack_ev"] = -1
     if unpacks:
@@ -293,7 +298,8 @@ def _storages(by_kind: dict[str, list[Record]]) -> pd.DataFrame:
     # A parameter or buffer belongs to the module that owns it, whatever op made its storage.
     owned = df["category"].isin(["parameter", "buffer"]).to_numpy() & (df["name"] != "").to_numpy()
     df.loc[owned, "module"] = [n.rpartition(".")[0] for n in df.loc[owned, "name"]]
-    for col in ("created", "last_use", "freed", "saved_ev", "unpack_ev", "bytes", "step"):
+    for col in ("created", "last_use", "freed", "saved_ev", "unpack_ev", "bytes", "step",
+                "saved_last_ev"):
         df[col] = df[col].astype(np.int64)
     return df[STORAGE_COLUMNS]
 

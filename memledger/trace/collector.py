@@ -262,6 +262,10 @@ class Collector(TorchDispatchMode):
     def _switch_backward(self, ev: int) -> None:
         if self._phase != "backward":
             self._set_phase("backward", ev)
+            # For replay: the last forward use of everything autograd holds (see
+            # memledger/replay/rewrite.py, Note [Replay of a checkpointed region]).
+            for sid in list(self._saved_mod):
+                self.sink.write({"k": "fwdlast", "sid": sid, "last": self._last.get(sid, -1)})
         else:  # backward just ended: the gradients now exist
             self._set_phase("other", ev)
             self._mark_gradients()
@@ -299,7 +303,7 @@ class Collector(TorchDispatchMode):
         path, ev0, t0, is_root = self._mod_stack.pop()
         self.sink.write({"k": "scope", "mod": path, "ev0": ev0, "ev1": self._ev,
                          "ph": self._phase, "step": self._step,
-                         "ns": time.perf_counter_ns() - t0})
+                         "ns": time.perf_counter_ns() - t0, "cls": type(module).__name__})
         if is_root and self._phase == "forward":
             self._set_phase("loss")
 
