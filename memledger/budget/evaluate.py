@@ -38,7 +38,7 @@ def top_tensors(rows: pd.DataFrame, n: int = TOP) -> list[TensorAtPeak]:
     rows = rows.sort_values("bytes", ascending=False, kind="stable").head(n)
     return [TensorAtPeak(bytes=int(r.bytes), category=r.category,
                          module=module_of(r.module, r.saved_module), shape=r.shape,
-                         dtype=r.dtype, op=r.op) for r in rows.itertuples()]
+                         dtype=r.dtype, op=r.op, name=r.name) for r in rows.itertuples()]
 
 
 def evaluate(led: Ledger, budget: Budget, baseline: Ledger | None = None,

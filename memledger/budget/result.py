@@ -23,10 +23,16 @@ class TensorAtPeak(_Model):
     shape: str
     dtype: str
     op: str
+    name: str = Field("", description="parameter/gradient/state name when it has one")
+
+    def describe(self, with_category: bool = False) -> str:
+        """`blocks.3.mlp.c_fc addmm 512x512 1.0 MiB` (a named storage shows its name)."""
+        what = self.name or f"{self.module} {self.op.split('.')[0]}"
+        s = f"{what} {self.shape or '?'} {format_bytes(self.bytes)}"
+        return f"{self.category} {s}" if with_category else s
 
     def __str__(self) -> str:
-        op = self.op.split(".")[0]
-        return f"{self.module} {op} {self.shape or '?'} {format_bytes(self.bytes)}"
+        return self.describe()
 
 
 class Growth(_Model):
@@ -91,7 +97,8 @@ class LimitResult(_Model):
         if self.growth:
             parts.append("grew most: " + ", ".join(str(g) for g in self.growth[:3]))
         if self.top:
-            parts.append("top at peak: " + ", ".join(str(t) for t in self.top[:3]))
+            mixed = not self.limit.startswith("category:")
+            parts.append("top at peak: " + ", ".join(t.describe(mixed) for t in self.top[:3]))
         return "; ".join(parts)
 
 
