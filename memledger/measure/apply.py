@@ -1,0 +1,200 @@
+"""Applying a policy to a real model with torch's own machinery.
+
+Two entry points:
+
+    handle = apply_policy(model, Policy.parse("checkpoint:blocks.*"))   # a model you hold
+    ... train ...
+    handle.remove()                                                     # the plain model again
+
+    handle = install_policy(Policy.parse("offload:blocks.*"))           # a script you run
+    run_script("train.py", argv)        # the policy lands on the model's first forward
+    handle.applied                      # the PolicyHandle once it landed (None before)
+    handle.remove()
+
+What each kind does to a selected module (its `forward` is wrapped as an instance attribute,
+so the module's hooks, `state_dict` and parameters are untouched):
+
+- `checkpoint`: `torch.utils.checkpoint.checkpoint(forward, *args, use_reentrant=False,
+  preserve_rng_state=True)`. Activations saved inside are dropped after the forward and
+  recomputed at the first unpack in backward (early stop on; dropout masks identical
+  because the RNG state is restored), so gradients are bitwise equal to the baseline.
+- `selective`: the same with `context_fn=create_selective_checkpoint_contexts(fn)`, where
+  `fn` answers MUST_SAVE for the part's `save` op kinds (aten overload-packet names such as
+  `mm`, `addmm`) and PREFER_RECOMPUTE otherwise.
+- `offload`: `torch.autograd.graph.saved_tensors_hooks` around the forward (see
+  memledger/measure/offload.py): on CPU each saved storage goes to a file and is read back
+  at unpack (so the bytes really leave memory); on CUDA to pinned host memory on a side
+  stream. Parameters and storages below `min_bytes` stay where they are.
+
+`install_policy` is for unmodified scripts: a global module forward pre-hook waits for the
+first call of a module that has parameters and no enclosing module call (the model the
+optimizer trains, in any ordinary training loop), resolves the selectors against its
+`named_modules()` and wraps the selected submodules, then removes itself.
+
+Known limitations: regions never nest (the policy refuses it); a module called twice per
+step is checkpointed per call; a model first called under `torch.no_grad()` (evaluation
+before training) still gets the policy, which only acts when gradients are enabled.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import torch
+from torch import nn
+from torch.nn.modules import module as nn_module
+from torch.utils.checkpoint import (
+    CheckpointPolicy,
+    checkpoint,
+    create_selective_checkpoint_contexts,
+)
+
+from memledger.errors import PolicyError
+from memledger.measure.offload import Offloader
+from memledger.replay.policies import Policy, PolicyKind, Region, resolve
+
+
+@dataclass
+class PolicyHandle:
+    """What `apply_policy` did; `remove()` puts the original forwards back."""
+
+    model: nn.Module
+    policy: Policy
+    regions: list[Region]
+    modules: dict[str, nn.Module] = field(default_factory=dict)   # path -> wrapped module
+    offloaders: list[Offloader] = field(default_factory=list)
+
+    def remove(self) -> None:
+        for mod in self.modules.values():
+            mod.__dict__.pop("forward", None)   # the class's forward again
+        self.modules.clear()
+        for o in self.offloaders:
+            o.close()
+        self.offloaders.clear()
+
+    def __enter__(self) -> "PolicyHandle":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.remove()
+
+
+def module_table(model: nn.Module) -> list[tuple[str, str]]:
+    """(path, class name) of every module, as the policy resolver wants them."""
+    return [(name, type(m).__name__) for name, m in model.named_modules()]
+
+
+def apply_policy(model: nn.Module, policy: Policy, offload_dir: str | None = None) -> PolicyHandle:
+    """Wrap the forward of each module the policy selects; raise PolicyError if it cannot.
+
+    `offload_dir`: where CPU offload writes its files (default: a fresh temporary folder).
+    """
+    regions = resolve(policy, module_table(model))
+    handle = PolicyHandle(model=model, policy=policy, regions=regions)
+    named = dict(model.named_modules())
+    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    params |= {b.untyped_storage().data_ptr() for b in model.buffers()}
+    offloaders: dict[int, Offloader] = {}
+    for r in regions:
+        mod = named[r.path]
+        orig = mod.forward   # the bound class forward
+        kind = r.part.kind
+        if kind is PolicyKind.CHECKPOINT:
+            wrapped = _checkpointed(orig, None)
+        elif kind is PolicyKind.SELECTIVE:
+            wrapped = _checkpointed(orig, _selective_context(r.part.save_ops()))
+        elif kind is PolicyKind.OFFLOAD:
+            key = r.part.min_bytes
+            if key not in offloaders:
+                offloaders[key] = Offloader(min_bytes=key, skip_storages=params,
+                                            directory=offload_dir)
+            wrapped = _offloaded(orig, offloaders[key])
+        else:  # pragma: no cover - resolve never yields NONE regions
+            continue
+        mod.forward = wrapped   # instance attribute shadows the class's forward
+        handle.modules[r.path] = mod
+    handle.offloaders = list(offloaders.values())
+    return handle
+
+
+def _checkpointed(orig: Callable, context_fn: Callable | None) -> Callable:
+    @functools.wraps(orig)
+    def forward(*args: Any, **kwargs: Any) -> Any:
+        if not torch.is_grad_enabled():
+            return orig(*args, **kwargs)
+        extra = {"context_fn": context_fn} if context_fn is not None else {}
+        return checkpoint(orig, *args, use_reentrant=False, preserve_rng_state=True,
+                          **extra, **kwargs)
+    return forward
+
+
+def _selective_context(save_ops: tuple[str, ...]) -> Callable:
+    keep = frozenset(save_ops)
+
+    def policy_fn(ctx, op, *args, **kwargs) -> CheckpointPolicy:
+        name = getattr(getattr(op, "overloadpacket", op), "__name__", str(op))
+        return CheckpointPolicy.MUST_SAVE if name in keep else CheckpointPolicy.PREFER_RECOMPUTE
+
+    return functools.partial(create_selective_checkpoint_contexts, policy_fn)
+
+
+def _offloaded(orig: Callable, offloader: Offloader) -> Callable:
+    @functools.wraps(orig)
+    def forward(*args: Any, **kwargs: Any) -> Any:
+        if not torch.is_grad_enabled():
+            return orig(*args, **kwargs)
+        with torch.autograd.graph.saved_tensors_hooks(offloader.pack, offloader.unpack):
+            return orig(*args, **kwargs)
+    return forward
+
+
+class PolicyInstaller:
+    """Applies a policy to the first top-level module with parameters that is called."""
+
+    def __init__(self, policy: Policy, offload_dir: str | None = None,
+                 on_applied: Callable[[PolicyHandle], None] | None = None) -> None:
+        self.policy = policy
+        self.offload_dir = offload_dir
+        self.on_applied = on_applied
+        self.applied: PolicyHandle | None = None
+        self.error: PolicyError | None = None
+        self._depth = 0
+        self._hooks = [
+            nn_module.register_module_forward_pre_hook(self._pre),
+            nn_module.register_module_forward_hook(self._post, always_call=True),
+        ]
+
+    def _pre(self, module: nn.Module, args) -> None:
+        self._depth += 1
+        if self.applied is not None or self._depth != 1:
+            return
+        if next(module.parameters(), None) is None:
+            return  # a loss module or a parameter-free helper: not the model
+        try:
+            self.applied = apply_policy(module, self.policy, self.offload_dir)
+        except PolicyError as e:
+            self.error = e   # the runner reports it as exit 2, not as the script's failure
+            raise
+        if self.on_applied is not None:
+            self.on_applied(self.applied)
+
+    def _post(self, module, args, output) -> None:
+        self._depth = max(0, self._depth - 1)
+
+    def remove(self) -> None:
+        for h in self._hooks:
+            h.remove()
+        self._hooks = []
+        if self.applied is not None:
+            self.applied.remove()
+
+
+def install_policy(policy: Policy, offload_dir: str | None = None,
+                   on_applied: Callable[[PolicyHandle], None] | None = None) -> PolicyInstaller:
+    """Arrange for `policy` to be applied to the model of a script about to run.
+
+    The baseline (`none`) installs nothing but still reports the model through `on_applied`.
+    """
+    return PolicyInstaller(policy, offload_dir, on_applied)

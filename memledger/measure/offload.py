@@ -1,0 +1,145 @@
+"""Offloading saved activations: `saved_tensors_hooks` that move bytes off the device.
+
+# Note [Offload moves storages, once each]
+Autograd calls `pack` once per *save*, not per storage: q, k and v of one attention are
+three views of the single `qkv` storage (2*64*384*4 = 196,608 bytes at B=2, T=64, C=128),
+saved by three ops. Writing each view separately would write (and read back) the storage
+three times, so the offloader works on whole untyped storages:
+
+- pack: the first save of a storage writes its bytes once (CPU: a file; CUDA: a pinned host
+  buffer filled on a side stream) and every save gets a small `_Packed` record (dtype,
+  size, stride, storage offset) pointing at that copy. Autograd now holds the record, not
+  the tensor, so the device bytes are freed at the storage's last forward use.
+- unpack: the first unpack reads the storage back into one fresh device allocation of
+  196,608 bytes; the other views' unpacks, while that allocation lives, reuse it (a weak
+  cache), and each view is rebuilt with `as_strided`-equal metadata, so kernels see the same
+  strides as in the baseline and gradients stay bitwise equal.
+
+Parameters, buffers and storages smaller than `min_bytes` stay on the device (`pack`
+returns them unchanged): parameters are resident anyway and copying them would only add.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import shutil
+import tempfile
+import weakref
+from dataclasses import dataclass
+
+import torch
+
+
+class _Copy:
+    """One storage's bytes off the device; the file (CPU) goes when the last record does."""
+
+    def __init__(self, nbytes: int, device: torch.device, path: str | None = None,
+                 host: torch.Tensor | None = None, event=None) -> None:
+        self.nbytes = nbytes
+        self.device = device
+        self.path = path
+        self.host = host
+        self.event = event
+
+    def __del__(self) -> None:
+        if self.path is not None:
+            try:
+                os.unlink(self.path)
+            except OSError:
+                pass
+
+
+@dataclass
+class _Packed:
+    copy: _Copy
+    dtype: torch.dtype
+    size: tuple[int, ...]
+    stride: tuple[int, ...]
+    offset: int
+
+
+class Offloader:
+    """pack/unpack for `saved_tensors_hooks`. See Note [Offload moves storages, once each]."""
+
+    def __init__(self, min_bytes: int = 0, skip_storages: set[int] | None = None,
+                 directory: str | None = None) -> None:
+        self.min_bytes = min_bytes
+        self.skip = skip_storages or set()
+        self._own_dir = directory is None
+        self.directory = directory or tempfile.mkdtemp(prefix="memledger-offload-")
+        os.makedirs(self.directory, exist_ok=True)
+        self._ids = itertools.count()
+        # data_ptr -> (weakref(storage), weakref(_Copy)); id(_Copy) -> (weakref(_Copy),
+        # weakref(loaded storage)). Both check identity: addresses and ids are reused.
+        self._written: dict[int, tuple[weakref.ref, weakref.ref]] = {}
+        self._loaded: dict[int, tuple[weakref.ref, weakref.ref]] = {}
+        self._stream = None
+        self.bytes_out = 0                            # bytes written off the device
+        self.bytes_in = 0                             # bytes read back
+
+    # ---- pack -----------------------------------------------------------------------------
+    def pack(self, t: torch.Tensor):
+        try:
+            st = t.untyped_storage()
+        except (RuntimeError, NotImplementedError):
+            return t
+        ptr = st.data_ptr()
+        if ptr in self.skip or st.nbytes() < self.min_bytes or st.nbytes() == 0 or \
+                t.device.type not in ("cpu", "cuda"):
+            return t
+        refs = self._written.get(ptr)
+        copy = refs[1]() if refs is not None and refs[0]() is st else None
+        if copy is None:
+            copy = self._write(st, t.device)
+            self._written[ptr] = (weakref.ref(st), weakref.ref(copy))
+        return _Packed(copy, t.dtype, tuple(t.shape), tuple(t.stride()), t.storage_offset())
+
+    def _write(self, st: torch.UntypedStorage, device: torch.device) -> _Copy:
+        raw = torch.empty(0, dtype=torch.uint8, device=device).set_(st)  # a byte view, no copy
+        self.bytes_out += st.nbytes()
+        if device.type == "cpu":
+            path = os.path.join(self.directory, f"{next(self._ids)}.bin")
+            raw.numpy().tofile(path)
+            return _Copy(st.nbytes(), device, path=path)
+        # CUDA: pinned host buffer, copied on a side stream that waits for the producer.
+        if self._stream is None:
+            self._stream = torch.cuda.Stream(device)
+        host = torch.empty(st.nbytes(), dtype=torch.uint8, pin_memory=True)
+        self._stream.wait_stream(torch.cuda.current_stream(device))
+        with torch.cuda.stream(self._stream):
+            host.copy_(raw, non_blocking=True)
+            raw.record_stream(self._stream)   # keep the device block until the copy is done
+            event = torch.cuda.Event()
+            event.record(self._stream)
+        return _Copy(st.nbytes(), device, host=host, event=event)
+
+    # ---- unpack ---------------------------------------------------------------------------
+    def unpack(self, packed):
+        if not isinstance(packed, _Packed):
+            return packed
+        copy = packed.copy
+        refs = self._loaded.get(id(copy))
+        st = refs[1]() if refs is not None and refs[0]() is copy else None
+        if st is None:
+            st = self._read(copy)
+            self._loaded[id(copy)] = (weakref.ref(copy), weakref.ref(st))
+        out = torch.empty(0, dtype=packed.dtype, device=copy.device)
+        return out.set_(st, packed.offset, packed.size, packed.stride)
+
+    def _read(self, copy: _Copy) -> torch.UntypedStorage:
+        self.bytes_in += copy.nbytes
+        buf = torch.empty(copy.nbytes, dtype=torch.uint8, device=copy.device)
+        if copy.path is not None:
+            with open(copy.path, "rb") as fh:
+                fh.readinto(memoryview(buf.numpy()))
+        else:
+            torch.cuda.current_stream(copy.device).wait_event(copy.event)
+            buf.copy_(copy.host, non_blocking=True)
+        return buf.untyped_storage()
+
+    def close(self) -> None:
+        self._written.clear()
+        self._loaded.clear()
+        if self._own_dir:
+            shutil.rmtree(self.directory, ignore_errors=True)
