@@ -8,6 +8,7 @@ import sys
 import typer
 
 from memledger.commands import check, show, trace
+from memledger.commands import diff, export, import_, report
 from memledger.commands.common import err_console
 from memledger.errors import EXIT_INTERRUPTED, EXIT_USAGE, MemledgerError
 
@@ -20,6 +21,10 @@ app = typer.Typer(
 )
 app.command()(trace.trace)
 app.command()(show.show)
+app.command()(report.report)
+app.command()(export.export)
+app.command(name="import")(import_.import_)
+app.command()(diff.diff)
 app.command()(check.check)
 
 

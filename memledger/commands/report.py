@@ -1,0 +1,28 @@
+"""`memledger report LEDGER -o report.html`: the memory timeline as one self-contained page."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from memledger.commands.common import console, err_console, open_ledger
+from memledger.report.html import write_html
+from memledger.report.html_data import MAX_POINTS
+
+
+def report(
+    ledger: Annotated[Path, typer.Argument(help="a ledger written by `memledger trace`")],
+    output: Annotated[Path, typer.Option("-o", "--output", help="HTML file to write")] =
+        Path("report.html"),
+    max_points: Annotated[int, typer.Option(
+        min=10, help="most events drawn on the curve (per-bucket maximum; the peak is kept)")] =
+        MAX_POINTS,
+) -> None:
+    """Write an HTML page: stacked timeline by category, phases, steps, the peak explained."""
+    led = open_ledger(ledger)
+    out = write_html(led, output, source=ledger.name, max_points=max_points)
+    console.print(f"[bold]{out}[/]: report of {ledger} ({led.n_events:,} events)")
+    err_console.print(f"open it in a browser (works offline); {out}#peak opens the peak panel",
+                      style="dim")

@@ -1,0 +1,1 @@
+"""Importers: other tools' memory records turned into memledger ledgers (no torch needed)."""

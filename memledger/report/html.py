@@ -1,0 +1,95 @@
+"""`memledger report`: one self-contained HTML file with the memory timeline.
+
+The page is static HTML for the tables (readable even with scripts off) plus an inline SVG
+renderer for the chart (`html_assets.JS`) that reads the JSON of `html_data.report_data`.
+"""
+
+from __future__ import annotations
+
+import json
+from html import escape
+from pathlib import Path
+
+from memledger.errors import MemledgerError
+from memledger.ledger.model import Ledger
+from memledger.report.html_assets import CSS, JS
+from memledger.report.html_data import MAX_POINTS, report_data
+from memledger.units import format_bytes
+
+
+def _json_for_script(data: dict) -> str:
+    # "</" would end the <script> element early; "<\/" means the same thing to JSON.
+    return json.dumps(data, separators=(",", ":")).replace("</", "<\\/")
+
+
+NUM_TD = '<td class="num">'
+
+
+def _table(head: list[str], rows: list[list[str]], num: set[int]) -> str:
+    out = ["<table><tr>" + "".join(f"<th>{escape(h)}</th>" for h in head) + "</tr>"]
+    for r in rows:
+        out.append("<tr>" + "".join(
+            (NUM_TD if i in num else "<td>") + escape(str(v)) + "</td>"
+            for i, v in enumerate(r)) + "</tr>")
+    return "".join(out) + "</table>"
+
+
+def render_html(led: Ledger, source: str = "", max_points: int = MAX_POINTS) -> str:
+    d = report_data(led, source, max_points)
+    pk, meas = d["peak"], d["measured"]
+    total = sum(d["at_peak"].values())
+    sub = (f"device {d['device']} · {d['steps_traced']} steps traced · "
+           f"{d['n_events']:,} events" + ("" if d["complete"] else " · INCOMPLETE run"))
+    lead = (f"Peak <b>{escape(pk['human'])}</b> ({pk['bytes']:,} B) at step {pk['step']}, "
+            f"{escape(pk['phase'])}, op {escape(pk['op'] or '-')} in "
+            f"{escape(pk['module'] or '(no module)')}")
+    if meas:
+        lead += (f"; allocator peak <b>{escape(meas['human'])}</b> ({meas['peak_bytes']:,} B, "
+                 f"{escape(meas['source'])})")
+    cats = _table(["category", "bytes", "", "share"],
+                  [[c, f"{b:,}", format_bytes(b), f"{100 * b / total:.1f}%" if total else "-"]
+                   for c, b in d["at_peak"].items() if b], {1, 2, 3})
+    phases = _table(["phase", "peak"], [[p, format_bytes(b)] for p, b in
+                                        d["by_phase_peak"].items()], {1})
+    idle = _table(["bytes", "category", "module", "shape", "what", "last used", "freed",
+                   "idle events"],
+                  [[r["human"], r["category"], r["module"] or "(no module)", r["shape"],
+                    r["name"] or r["op"], r["last_use"],
+                    "live at end" if r["freed"] >= d["n_events"] else r["freed"],
+                    f"{r['idle_events']:,}"] for r in d["idle"]], {0, 5, 6, 7})
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>memledger · {escape(d['title'])}</title>
+<style>{CSS}</style></head>
+<body>
+<h1>memledger · {escape(d['title'])}</h1>
+<div class="dim">{escape(sub)}</div>
+<p>{lead}</p>
+<div id="ml-legend"></div>
+<div id="ml-chart-wrap"><div id="ml-peak-panel"></div><div id="ml-tip"></div></div>
+<div class="dim">Stacked: live bytes by category after each event (each drawn point is the
+highest event of its bucket, so the peak is exact). Bands: phases. Dashed verticals: ends of
+optimizer steps. Dashed horizontal: the allocator's own peak. Hover or click the peak.</div>
+<h2>At the peak</h2>{cats}
+<h2>Peak by phase</h2>{phases}
+<h2>Saved for backward: {escape(format_bytes(d['activations']['saved_bytes']))}
+(live just before backward), by module</h2>
+<table id="ml-activations"></table>
+<h2>Idle residency: held after last use</h2>{idle if d['idle'] else '<p class="dim">none</p>'}
+<div id="ml-status" data-status="pending"></div>
+<script type="application/json" id="ml-data">{_json_for_script(d)}</script>
+<script>{JS}</script>
+</body></html>
+"""
+
+
+def write_html(led: Ledger, out: str | Path, source: str = "",
+               max_points: int = MAX_POINTS) -> Path:
+    out = Path(out)
+    try:
+        out.write_text(render_html(led, source, max_points), encoding="utf-8")
+    except OSError as e:
+        raise MemledgerError(f"cannot write report {str(out)!r}: {e.strerror}; "
+                             "pick another -o path") from None
+    return out

@@ -1,0 +1,85 @@
+"""What the HTML report draws, as one JSON-able dict (the page's only data).
+
+Kept apart from the page itself so that tests check the numbers without a browser, and the
+browser test checks that the page shows those same numbers.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from memledger.ledger.model import Ledger
+from memledger.report.downsample import downsample
+from memledger.report.palette import CATEGORY_COLORS, PHASE_STYLES
+from memledger.units import format_bytes
+
+MAX_POINTS = 2000   # kept events on the curve; ~1.5 points per pixel of a wide screen
+TOP_TENSORS = 20    # rows in the peak panel
+
+
+def phase_spans(led: Ledger) -> list[list[Any]]:
+    """[[ev0, ev1, phase, step], ...]: maximal runs of one phase, ev1 exclusive."""
+    ph = led.phases
+    if not len(ph):
+        return [[0, led.n_events, "setup", 1]]
+    evs = ph["ev"].to_numpy().tolist() + [led.n_events]
+    spans: list[list[Any]] = []
+    for i, (phase, step) in enumerate(zip(ph["phase"], ph["step"])):
+        ev0, ev1 = int(evs[i]), int(evs[i + 1])
+        if ev1 <= ev0:
+            continue
+        if spans and spans[-1][2] == phase and spans[-1][3] == int(step):
+            spans[-1][1] = ev1
+        else:
+            spans.append([ev0, ev1, str(phase), int(step)])
+    return spans
+
+
+def _rows(df, cols: list[str]) -> list[dict[str, Any]]:
+    out = []
+    for r in df[cols].itertuples(index=False):
+        d = {c: (int(v) if isinstance(v, (int, np.integer)) else str(v)) for c, v in zip(cols, r)}
+        d["human"] = format_bytes(d["bytes"])
+        out.append(d)
+    return out
+
+
+def report_data(led: Ledger, source: str = "", max_points: int = MAX_POINTS) -> dict[str, Any]:
+    """Everything the page shows. Byte counts are exact ints; `human` fields are for reading."""
+    s = led.summary(top=TOP_TENSORS)
+    by_cat = led.curve_by_category()
+    drawn = [c for c in by_cat.columns if by_cat[c].to_numpy().any()]
+    keep, values = downsample(by_cat[drawn], max_points)
+    pk = s.peak
+    live = led.live_at(pk.event).head(TOP_TENSORS)
+    idle = led.idle(12)
+    meas = led.measured
+    return {
+        "title": source or "memledger report",
+        "device": s.device,
+        "steps_traced": s.steps_traced,
+        "complete": s.complete,
+        "n_events": int(led.n_events),
+        "categories": drawn,
+        "colors": {c: CATEGORY_COLORS[c][0] for c in CATEGORY_COLORS},
+        "phase_colors": {p: v[0] for p, v in PHASE_STYLES.items()},
+        "x": keep.tolist(),
+        "series": {c: values[c].to_numpy().tolist() for c in drawn},
+        "phases": phase_spans(led),
+        "step_ends": [int(e) for e in led.steps["ev"]],
+        "peak": {"event": pk.event, "bytes": pk.bytes, "human": format_bytes(pk.bytes),
+                 "step": pk.step, "phase": pk.phase, "op": pk.op, "module": pk.module},
+        "measured": None if meas is None else {
+            "peak_bytes": int(meas["peak_bytes"]), "source": str(meas["source"]),
+            "human": format_bytes(int(meas["peak_bytes"]))},
+        "at_peak": {c: int(b) for c, b in s.at_peak.items()},
+        "top": _rows(live, ["bytes", "category", "module", "shape", "dtype", "op", "name",
+                            "created", "last_use", "freed"]),
+        "activations": {"saved_bytes": s.activations.saved_bytes,
+                        "by_module": [[m, int(b)] for m, b in s.activations.by_module.items()]},
+        "idle": _rows(idle, ["bytes", "category", "module", "shape", "op", "name",
+                             "last_use", "freed", "idle_events"]),
+        "by_phase_peak": s.by_phase_peak,
+    }
