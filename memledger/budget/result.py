@@ -27,7 +27,7 @@ class TensorAtPeak(_Model):
 
     def describe(self, with_category: bool = False) -> str:
         """`blocks.3.mlp.c_fc addmm 512x512 1.0 MiB` (a named storage shows its name)."""
-        what = self.name or f"{self.module} {self.op.split('.')[0]}"
+        what = self.name or f"{self.module} {self.op.removeprefix('aten.').split('.')[0]}"
         s = f"{what} {self.shape or '?'} {format_bytes(self.bytes)}"
         return f"{self.category} {s}" if with_category else s
 
@@ -68,14 +68,21 @@ class LimitResult(_Model):
             return (self.actual_bytes or 0) - self.budget_bytes
         return (self.actual_s or 0.0) - (self.budget_s or 0.0)
 
+    def _exact(self) -> bool:
+        """Byte counts when the rounded sizes would read the same (40.3 MiB > 40.3 MiB)."""
+        return self.budget_bytes is not None and \
+            format_bytes(self.actual_bytes or 0) == format_bytes(self.budget_bytes)
+
     def actual_str(self) -> str:
         if self.budget_bytes is not None:
-            return format_bytes(self.actual_bytes or 0)
+            a = self.actual_bytes or 0
+            return f"{a:,} B" if self._exact() else format_bytes(a)
         return f"{(self.actual_s or 0) * 1e3:.1f} ms"
 
     def budget_str(self) -> str:
         if self.budget_bytes is not None:
-            return format_bytes(self.budget_bytes)
+            b = self.budget_bytes
+            return f"{b:,} B" if self._exact() else format_bytes(b)
         return f"{(self.budget_s or 0) * 1e3:.1f} ms"
 
     def over_str(self) -> str:

@@ -1,0 +1,161 @@
+"""Checking a hand-built ledger against budgets: exact bytes, the boundary, the messages.
+
+The ledger (event: what happens; live bytes after the event):
+  ev0 setup     fc.weight parameter 1000 B                               1000
+  ev1 forward   activation 400 B made by `fc`, saved for backward        1400
+  ev2 forward   temporary 100 B (freed at ev3)                           1500
+  ev3 backward  gradient of fc.weight 1000 B                             2400  <- peak
+  ev4 backward  the activation is freed                                  2000
+  ev5 optimizer optimizer_state 200 B                                    2200
+At the peak (ev3): parameter 1000 + activation 400 + gradient 1000 = 2400.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from memledger.budget import build_budget, evaluate
+from memledger.errors import BudgetError
+from memledger.ledger.model import Ledger
+
+
+def make_ledger(act: int = 400, measured: int | None = None, name: str = "fc.weight",
+                shape: tuple = (10, 25), step_ns: tuple = (3_000_000,)) -> Ledger:
+    recs = [
+        {"k": "header", "schema": "memledger.ledger/1"},
+        {"k": "phase", "ev": 0, "ph": "setup", "step": 1},
+        {"k": "alloc", "sid": 0, "ev": 0, "bytes": 1000, "dtype": "float32",
+         "shape": list(shape), "op": "empty", "mod": "", "ph": "setup", "step": 1},
+        {"k": "role", "sid": 0, "role": "parameter", "name": name},
+        {"k": "phase", "ev": 1, "ph": "forward", "step": 1},
+        {"k": "alloc", "sid": 1, "ev": 1, "bytes": act, "dtype": "float32", "shape": [act // 4],
+         "op": "aten.relu.default", "mod": "fc", "ph": "forward", "step": 1},
+        {"k": "saved", "sid": 1, "ev": 1, "mod": "fc"},
+        {"k": "alloc", "sid": 2, "ev": 2, "bytes": 100, "shape": [25], "op": "aten.mul.default",
+         "mod": "fc", "ph": "forward", "step": 1},
+        {"k": "free", "sid": 2, "ev": 3, "last": 2},
+        {"k": "phase", "ev": 3, "ph": "backward", "step": 1},
+        {"k": "alloc", "sid": 3, "ev": 3, "bytes": 1000, "shape": list(shape),
+         "op": "aten.mm.default", "mod": "fc", "ph": "backward", "step": 1},
+        {"k": "role", "sid": 3, "role": "gradient", "name": name},
+        {"k": "free", "sid": 1, "ev": 4, "last": 3},
+        {"k": "phase", "ev": 5, "ph": "optimizer", "step": 1},
+        {"k": "alloc", "sid": 4, "ev": 5, "bytes": 200, "shape": [50], "op": "zeros_like",
+         "mod": "", "ph": "optimizer", "step": 1},
+        {"k": "role", "sid": 4, "role": "optimizer_state", "name": name + ".exp_avg"},
+    ]
+    recs += [{"k": "step", "step": i + 1, "ev": 5, "ns": ns} for i, ns in enumerate(step_ns)]
+    if measured is not None:
+        recs.append({"k": "measured", "source": "cpu-profiler", "device": "cpu",
+                     "peak_bytes": measured})
+    recs.append({"k": "end", "ev": 6, "status": "ok"})
+    return Ledger.from_records(recs)
+
+
+def check(led, base=None, **data):
+    return evaluate(led, build_budget(data, "test"), baseline=base, baseline_name="base")
+
+
+def test_the_hand_built_ledger_is_what_the_docstring_says():
+    led = make_ledger()
+    assert led.peak().bytes == 2400                       # 1000 + 400 + 1000
+    assert led.at_peak()["activation"] == 400
+
+
+def test_exactly_at_budget_passes_one_byte_over_fails():
+    led = make_ledger()
+    at = check(led, peak="2400B")
+    assert at.ok and at.peak_bytes == 2400 and at.violations == []
+    over = check(led, peak="2399B")
+    assert not over.ok
+    (v,) = over.violations
+    assert (v.limit, v.budget_bytes, v.actual_bytes, v.over) == ("peak", 2399, 2400, 1)
+    assert v.line() == ("peak 2,400 B > budget 2,399 B by 1 B (top at peak: parameter "
+                        "fc.weight 10x25 1000 B, gradient fc.weight 10x25 1000 B, "
+                        "activation fc relu 100 400 B)")
+    assert over.peak_source == "ledger (no allocator measurement)"
+
+
+def test_measured_peak_is_checked_when_present():
+    led = make_ledger(measured=2432)                      # 32 B the ledger cannot explain
+    r = check(led, peak="2431B", categories={"workspace": "32B"})
+    assert r.peak_source == "allocator (cpu-profiler)"
+    assert r.peak_bytes == 2432 and r.ledger_peak_bytes == 2400
+    assert [(v.limit, v.actual_bytes) for v in r.violations] == [("peak", 2432)]
+    assert r.limits[1].actual_bytes == 32 and r.limits[1].ok   # workspace = 2432 - 2400
+
+
+def test_per_category_limits_name_the_tensors_of_that_category():
+    led = make_ledger()
+    r = check(led, categories={"activation": "399B", "gradient": "1000B"})
+    assert [(lim.limit, lim.ok) for lim in r.limits] == [
+        ("category:activation", False), ("category:gradient", True)]
+    (v,) = r.violations
+    assert v.actual_bytes == 400 and v.over == 1
+    assert [t.module for t in v.top] == ["fc"]            # only activations, not the gradient
+    assert v.line() == "activation 400 B > budget 399 B by 1 B (top at peak: fc relu 100 400 B)"
+    # the one-line test failure, in the shape of `peak X > budget Y (activation +Z: ...)`
+    r2 = check(led, peak="2000B", categories={"activation": "300B"})
+    assert r2.headline() == ("peak 2.3 KiB > budget 2.0 KiB "
+                             "(activation +100 B: fc relu 100 400 B)")
+
+
+def test_per_phase_limits():
+    led = make_ledger()
+    r = check(led, phases={"forward": "1500B", "backward": "2399B", "zero_grad": "1B"})
+    got = {lim.limit: (lim.actual_bytes, lim.ok) for lim in r.limits}
+    assert got == {
+        "phase:forward": (1500, True),                    # ev2: 1000 + 400 + 100
+        "phase:backward": (2400, False),                  # ev3
+        "phase:zero_grad": (0, True),                     # never seen
+    }
+
+
+def test_baseline_regression():
+    base = make_ledger(act=400)                           # peak 2400
+    grown = make_ledger(act=520)                          # peak 2520 = 2400 + 120 (5.0%)
+    assert check(grown, base=base, baseline={"max_increase": "5%"}).ok  # 2400*1.05 = 2520
+    r = check(make_ledger(act=524), base=base, baseline={"max_increase": "5%"})
+    (v,) = r.violations                                   # 2524 > 2520
+    assert (v.limit, v.budget_bytes, v.actual_bytes) == ("baseline", 2520, 2524)
+    assert [(g.category, g.module, g.delta_bytes) for g in v.growth] == [
+        ("activation", "(all)", 124), ("activation", "fc", 124)]
+    assert "grew most: activation (all) +124 B, activation fc +124 B" in v.line()
+    r = check(make_ledger(act=524), base=base, baseline={"max_increase": "124B"})
+    assert r.ok                                           # 2400 + 124 = 2524
+
+
+def test_baseline_from_another_model_is_refused():
+    base = make_ledger(name="fc.weight")
+    other = make_ledger(name="head.weight")
+    with pytest.raises(BudgetError) as e:
+        check(other, base=base, baseline={"max_increase": "5%"})
+    assert str(e.value) == (
+        "memledger: baseline base is from another model: the parameter sets differ (1 only "
+        "here (e.g. head.weight 10x25); 1 only in the baseline (e.g. fc.weight 10x25)); record "
+        "the baseline from the same model")
+    with pytest.raises(BudgetError, match="from another model"):  # same name, other shape
+        check(make_ledger(shape=(25, 10)), base=base, baseline={"max_increase": "5%"})
+
+
+def test_max_increase_without_baseline_ledger():
+    with pytest.raises(BudgetError, match="needs a baseline ledger; pass --baseline"):
+        check(make_ledger(), baseline={"max_increase": "5%"})
+
+
+def test_step_time_is_opt_in_with_tolerance():
+    # steps of 9 ms, 4 ms, 6 ms: the first is left out, median(4, 6) = 5 ms
+    led = make_ledger(step_ns=(9_000_000, 4_000_000, 6_000_000))
+    r = check(led, step_time={"max": "4.6ms", "tolerance": "10%"})   # 4.6 * 1.1 = 5.06 ms
+    assert r.ok and r.limits[0].actual_s == pytest.approx(0.005)
+    r = check(led, step_time={"max": "4.5ms", "tolerance": "10%"})   # 4.95 ms < 5 ms
+    assert not r.ok and r.violations[0].budget_bytes is None
+
+
+def test_json_contract():
+    d = check(make_ledger(), peak="2399B").to_json_dict()
+    assert d["schema"] == "memledger.check/1"
+    assert d["ok"] is False and d["peak_bytes"] == 2400
+    assert [{k: v[k] for k in ("limit", "budget_bytes", "actual_bytes")}
+            for v in d["violations"]] == [
+        {"limit": "peak", "budget_bytes": 2399, "actual_bytes": 2400}]
