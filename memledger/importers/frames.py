@@ -7,9 +7,9 @@ first, the Python frames recorded with each `alloc` (frame = {"filename", "line"
      a frame named `zero_grad` -> zero_grad;
   2. a frame of the autograd entry points (`torch/autograd/`, `_engine_run_backward`, a C++
      frame naming `autograd::Engine`/`AccumulateGrad`) -> backward;
-  3. a frame named `forward`, or one in `torch/nn/modules/` -> forward;
-  4. `_apply` / `to` / `cuda` / `reset_parameters` in `torch/nn/` -> setup (model moved or
+  3. `_apply` / `to` / `cuda` / `reset_parameters` in `torch/nn/` -> setup (model moved or
      built on the device: parameters and buffers);
+  4. a frame named `forward`, or one in `torch/nn/modules/` -> forward;
   5. no frame at all: on CUDA the autograd engine runs backward on its own device thread,
      which has no Python stack, so a frameless allocation after forward/loss is backward;
      otherwise it keeps the phase of the event before it.
@@ -39,7 +39,7 @@ def _in_torch(f: Frame) -> bool:
 
 
 def phase_from_frames(frames: list[Frame]) -> str | None:
-    """The phase the frames prove (rules 1-4 of the Note), or None when they prove none."""
+    """The phase the frames prove (rules 1-4 of the Note, in order), or None when they prove none."""
     names = [str(f.get("name", "")) for f in frames]
     files = [_fname(f) for f in frames]
     if any("torch/optim/" in fn for fn in files):
@@ -49,11 +49,11 @@ def phase_from_frames(frames: list[Frame]) -> str | None:
     if any("torch/autograd/" in fn or "_engine_run_backward" in n or "autograd::Engine" in n
            or "AccumulateGrad" in n for fn, n in zip(files, names)):
         return "backward"
-    if any(n == "forward" or "torch/nn/modules/" in fn for fn, n in zip(files, names)):
-        return "forward"
     if any(n in ("_apply", "to", "cuda", "reset_parameters") and "torch/nn/" in fn
            for fn, n in zip(files, names)):
         return "setup"
+    if any(n == "forward" or "torch/nn/modules/" in fn for fn, n in zip(files, names)):
+        return "forward"
     return None
 
 

@@ -5,8 +5,9 @@ Unpickling runs code only through *globals*: the GLOBAL / STACK_GLOBAL / INST / 
 (and the EXT1/2/4 extension-registry ones) resolve a callable by name through
 `Unpickler.find_class`, and REDUCE / NEWOBJ / BUILD then call or populate what was resolved.
 Plain containers and scalars (dict, list, tuple, set, str, bytes, int, float, bool, None)
-have their own opcodes and never go through `find_class`. So refusing *every* global, and
-every persistent id, leaves a loader that can only build those. A pickle carrying
+have their own opcodes and never go through `find_class`. So refusing every global (but
+the four that older protocols use to spell `set`, `frozenset`, `bytearray` and `bytes`, see
+ALLOWED), and every persistent id, leaves a loader that can only build those. A pickle carrying
 `os.system` fails at `find_class("posix", "system")`, before anything is called.
 
 A CUDA snapshot (`torch.cuda.memory._dump_snapshot`) is exactly such plain data: dicts of
@@ -28,6 +29,24 @@ class UnsafePickleError(MemledgerError):
     """A pickle asked for a Python object other than plain data; nothing was executed."""
 
 
+def _latin1_bytes(text: str, encoding: str = "latin1") -> bytes:
+    """What pickle protocols 0-2 call (`_codecs.encode(s, 'latin1')`) to rebuild `bytes`."""
+    if encoding not in ("latin1", "latin-1") or not isinstance(text, str):
+        raise UnsafePickleError("refusing a pickle that encodes bytes with codec "
+                                f"{encoding!r} (only latin1 is plain data)")
+    return text.encode("latin1")
+
+
+# The only globals a plain-data pickle may name: constructors of built-in containers that
+# protocols 0-3 spell as calls (a set is `builtins.set([...])`, bytes `_codecs.encode`).
+ALLOWED: dict[tuple[str, str], Any] = {
+    ("builtins", "set"): set,
+    ("builtins", "frozenset"): frozenset,
+    ("builtins", "bytearray"): bytearray,
+    ("_codecs", "encode"): _latin1_bytes,
+}
+
+
 class PlainDataUnpickler(pickle.Unpickler):
     """Builds only plain containers, numbers, strings and bytes. See Note above."""
 
@@ -36,6 +55,9 @@ class PlainDataUnpickler(pickle.Unpickler):
         self._source = source
 
     def find_class(self, module: str, name: str) -> Any:
+        allowed = ALLOWED.get((module, name))
+        if allowed is not None:
+            return allowed
         raise UnsafePickleError(
             f"refusing to load {self._source!r}: it asks for the Python object "
             f"{module}.{name}, and loading it could run code; memledger only reads pickles "
