@@ -12,9 +12,13 @@ At the peak (ev3): parameter 1000 + activation 400 + gradient 1000 = 2400.
 
 from __future__ import annotations
 
+import xml.etree.ElementTree as ET
+
 import pytest
 
 from memledger.budget import build_budget, evaluate
+from memledger.budget.junit import junit_xml
+from memledger.budget.markdown import markdown
 from memledger.errors import BudgetError
 from memledger.ledger.model import Ledger
 
@@ -159,3 +163,39 @@ def test_json_contract():
     assert [{k: v[k] for k in ("limit", "budget_bytes", "actual_bytes")}
             for v in d["violations"]] == [
         {"limit": "peak", "budget_bytes": 2399, "actual_bytes": 2400}]
+
+
+# ---- reports: JUnit XML (parsed back) and Markdown ----------------------------------------
+def result3():
+    # peak 2400 B (ledger); activation 400 B; gradient 1000 B (see test_budget_evaluate)
+    b = build_budget({"peak": "2400B", "categories": {"activation": "399B",
+                                                      "gradient": "1000B"}}, "t")
+    return evaluate(make_ledger(), b)
+
+
+def test_junit_one_testcase_per_limit_and_a_failure_per_violation():
+    root = ET.fromstring(junit_xml(result3()))
+    assert root.tag == "testsuites"
+    (suite,) = root.findall("testsuite")
+    assert (suite.get("name"), suite.get("tests"), suite.get("failures"), suite.get("errors")) \
+        == ("memledger", "3", "1", "0")
+    cases = suite.findall("testcase")
+    assert [c.get("name") for c in cases] == ["peak", "category:activation", "category:gradient"]
+    assert all(c.get("classname") == "memledger.budget" for c in cases)
+    assert [c.find("failure") is not None for c in cases] == [False, True, False]
+    fail = cases[1].find("failure")
+    assert fail.get("message") == ("activation 400 B > budget 399 B by 1 B "
+                                   "(top at peak: fc relu 100 400 B)")
+    assert "budget as written: 399B (= 399 B)" in fail.text
+    props = {p.get("name"): p.get("value") for p in suite.find("properties")}
+    assert props["peak_bytes"] == "2400"
+
+
+def test_markdown_summary():
+    md = markdown(result3())
+    lines = md.splitlines()
+    assert lines[0] == "### memledger budget: ❌ 1 over budget"
+    assert "| `peak` | 2400B (= 2.3 KiB) | 2,400 B | 0 B | ok |" in lines
+    assert "| `category:activation` | 399B (= 399 B) | 400 B | -1 B | **OVER** |" in lines
+    assert lines[-1] == ("- activation 400 B > budget 399 B by 1 B "
+                         "(top at peak: fc relu 100 400 B)")
