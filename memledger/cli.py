@@ -33,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         rv = app(args=argv, prog_name="memledger", standalone_mode=False)
     except MemledgerError as e:
-        err_console.print(str(e), markup=False, style="red")
+        err_console.print(str(e), markup=False, style="red", soft_wrap=True)
         return e.exit_code
     except typer.Exit as e:
         return e.exit_code

@@ -58,6 +58,10 @@ def read_records(path: str | Path) -> tuple[list[Record], bool]:
             if last and not ends_cleanly and i > 0:
                 truncated = True  # the writer was stopped mid-line: keep everything before it
                 break
+            if i == 0:
+                raise LedgerFormatError(
+                    f"{str(path)!r} is not a memledger ledger (its first line is not JSON)"
+                ) from None
             raise LedgerFormatError(
                 f"{str(path)!r} line {i + 1} is not valid JSON: the ledger is corrupt"
             ) from None

@@ -13,7 +13,7 @@ import argparse
 import json
 import sys
 
-from memledger.errors import EXIT_OK, EXIT_USAGE
+from memledger.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 from memledger.ledger.writer import FileSink
 from memledger.trace.collector import Collector, StopTracing
 from memledger.trace.script import run_and_classify
@@ -32,6 +32,10 @@ def _ledger_pass(args) -> int:
     try:
         with collector:
             code, reason = run_and_classify(args.script, args.argv)
+            if code == EXIT_INTERRUPTED:
+                collector.close("interrupted", reason)
+            elif code != EXIT_OK:
+                collector.close("error", reason)
     except StopTracing:
         pass
     finally:

@@ -1,0 +1,77 @@
+"""Saved-for-backward bytes of one GPT block, counted by hand, against the API's ledger.
+
+B=2, T=5, C=12, nh=3 (hs=4), dropout 0, fp32. What autograd keeps (not parameters, not the
+block input x):
+  ln_1: mean, rstd (B, T, 1) each                      2 × B·T·4       =   80
+  c_attn: its input ln_1(x) (B·T, C)                   B·T·C·4         =  480
+  q @ kᵀ: q and kᵀ copied contiguous for bmm           2 × B·T·C·4     =  960
+  masked_fill: the mask (1, 1, T, T) bool              T·T·1           =   25
+  softmax: its output (B, nh, T, T)                    B·nh·T·T·4      =  600
+  att @ v: v copied contiguous (softmax output already counted)  B·T·C·4 = 480
+  c_proj: y made contiguous (B, T, nh, hs)             B·T·C·4         =  480
+  ln_2: its input x + attn (B, T, C), mean, rstd       B·T·C·4 + 2·B·T·4 = 560
+  c_fc: its input ln_2(x)                              B·T·C·4         =  480
+  gelu: its input c_fc(x) (B·T, 4C)                    B·T·4C·4        = 1920
+  mlp.c_proj: gelu's output                            B·T·4C·4        = 1920
+                                                                 total = 7985
+"""
+
+import torch
+
+import memledger
+from tests.conftest import load_example
+
+B, T, C, NH = 2, 5, 12, 3
+
+
+def test_gpt_block_saved_activations_exact():
+    ex = load_example("gpt")
+    cfg = ex.GPTConfig(vocab_size=16, block_size=T, n_layer=1, n_head=NH, n_embd=C, dropout=0.0)
+    torch.manual_seed(0)
+    block = ex.Block(cfg)
+    x = torch.randn(B, T, C)
+    with memledger.trace() as led:
+        block(x).sum().backward()
+    _, saved = led.saved_before_backward()
+    f = 4  # bytes per fp32 element
+    expected = {
+        "ln_1": 2 * B * T * f,
+        "attn.c_attn": B * T * C * f,
+        "attn": 2 * B * T * C * f + T * T + B * NH * T * T * f + B * T * C * f,
+        "attn.c_proj": B * T * C * f,
+        "ln_2": B * T * C * f + 2 * B * T * f,
+        "mlp.c_fc": B * T * C * f,
+        "mlp.gelu": B * T * 4 * C * f,
+        "mlp.c_proj": B * T * 4 * C * f,
+    }
+    assert saved.groupby("saved_module")["bytes"].sum().to_dict() == expected
+    assert saved["bytes"].sum() == 7985
+    # the block input is not an activation, and parameters never are
+    assert led.storages.loc[led.storages["pre"], "category"].isin(
+        ["parameter", "buffer", "input", "other"]).all()
+
+
+def test_views_and_split_never_double_count():
+    # qkv = Linear(x) is one storage of B·T·3C·4 bytes; split/view/transpose add none.
+    lin = torch.nn.Linear(C, 3 * C)
+    x = torch.randn(B, T, C)
+    with torch.no_grad(), memledger.trace() as led:
+        qkv = lin(x)
+        q, k, v = qkv.split(C, dim=2)
+        q.view(B, T, NH, C // NH).transpose(1, 2)
+        k.t() if k.dim() == 2 else k.transpose(0, 1)
+    made = led.storages[~led.storages["pre"]]
+    assert made["bytes"].tolist() == [B * T * 3 * C * 4]
+
+
+def test_gradients_accumulate_into_one_storage():
+    # Two backward passes without zero_grad: .grad is accumulated in place, one storage.
+    lin = torch.nn.Linear(C, C, bias=False)
+    opt = torch.optim.SGD(lin.parameters(), lr=0.1)
+    x = torch.randn(B, C)
+    with memledger.trace() as led:
+        lin(x).sum().backward()
+        lin(x).sum().backward()
+        opt.step()
+    grads = led.storages[led.storages["category"] == "gradient"]
+    assert grads["bytes"].tolist() == [C * C * 4]
