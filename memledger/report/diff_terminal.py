@@ -43,19 +43,19 @@ def render_diff(d: Diff) -> Group:
                         Text(format_signed_bytes(x.delta), style=_delta_style(x.delta)))
     parts += [Text(""), cat]
     if d.by_module:
-        parts += [Text(""), _mods("At the peak, by module (largest changes)", d.by_module)]
+        parts += [Text(""), _mods("By module, at the peak", d.by_module)]
     if d.saved_by_module:
         parts += [Text(""), _mods("Saved for backward, by module", d.saved_by_module)]
     if d.grown:
         t = Table(title="Largest new or grown tensors at the peak", title_justify="left",
                   show_edge=False)
-        for col in ("change", "category", "module", "what", "shape (B)", "A", "B"):
+        for col in ("change", "", "category", "module", "what", "shape", "A", "B"):
             t.add_column(col, justify="right" if col in ("change", "A", "B") else "left")
         for r in d.grown:
-            t.add_row(Text(format_signed_bytes(r.delta), style="red"), r.category,
-                      r.module or "(no module)", r.what + ("  [new]" if r.new else ""),
-                      r.shape, f"{format_bytes(r.a)} ×{r.count_a}",
-                      f"{format_bytes(r.b)} ×{r.count_b}")
+            t.add_row(Text(format_signed_bytes(r.delta), style="red"),
+                      "new" if r.new else "grown", r.category,
+                      r.module or "(no module)", r.what, r.shape,
+                      format_bytes(r.a), format_bytes(r.b))
         parts += [Text(""), t]
     return Group(*parts)
 
