@@ -123,9 +123,18 @@ def validation_lines(e: ValidationError, model: type[BaseModel]) -> list[str]:
             allowed = ", ".join(_fields_at(model, err["loc"][:-1]))
             lines.append(f"unknown key {loc!r}; allowed here: {allowed}")
             continue
+        if err["type"] == "missing":
+            lines.append(f"{loc} is required{_HINTS.get(loc, '')}")
+            continue
         msg = err["msg"].removeprefix("Value error, ")
         lines.append(f"{loc}: {msg}" if loc else msg)
     return lines
+
+
+_HINTS = {
+    "baseline.max_increase": " with a baseline: --max-increase 5% (or max_increase = \"5%\")",
+    "step_time.max": ": --step-time 900ms (or max = \"900ms\" under [step_time])",
+}
 
 
 def _fields_at(model: type[BaseModel], loc: tuple) -> list[str]:

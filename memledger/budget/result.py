@@ -87,7 +87,7 @@ class LimitResult(_Model):
 
     def over_str(self) -> str:
         if self.budget_bytes is not None:
-            return format_bytes(int(self.over))
+            return f"{int(self.over):,} B" if self._exact() else format_bytes(int(self.over))
         return f"{self.over * 1e3:.1f} ms"
 
     def line(self) -> str:

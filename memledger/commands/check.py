@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import sys
 import tempfile
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Iterator, Optional
 
 import typer
 from rich.table import Table
@@ -39,6 +42,23 @@ def _load(path: Path, what: str) -> Ledger:
         raise LedgerFormatError(f"{what} {path} is a partial ledger ({status}): its peak may be "
                                 "below the full run's; check a complete ledger")
     return led
+
+
+@contextlib.contextmanager
+def _stdout_to_stderr(active: bool) -> Iterator[None]:
+    """Send the traced script's prints (its child process inherits fd 1) to stderr."""
+    if not active:
+        yield
+        return
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
 
 
 def check(
@@ -89,14 +109,13 @@ def check(
     base = None
     if bud.baseline is not None and bud.baseline.ledger is not None:
         base = _load(bud.baseline.ledger, "baseline")
-    elif baseline is not None:
-        raise BudgetError("--baseline needs --max-increase (e.g. 5% or 10MiB)")
 
     if target.suffix == ".py":
         with tempfile.TemporaryDirectory(prefix="memledger-check-") as tmp:
             out = output or Path(tmp) / "check.ledger"
-            res = trace_script(target, script_args or [], out, measure=measure,
-                               steps=bud.steps or DEFAULT_STEPS)
+            with _stdout_to_stderr(json_):  # --json: stdout holds the JSON and nothing else
+                res = trace_script(target, script_args or [], out, measure=measure,
+                                   steps=bud.steps or DEFAULT_STEPS)
             led = _load(res.ledger_path, "ledger")
     else:
         if script_args:

@@ -1,0 +1,162 @@
+"""`memledger check` through the real CLI: exit codes 0/1/2, JSON, JUnit, Markdown, baseline.
+
+One ledger of the MLP example (2 steps, with the allocator pass) is traced once per session.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from memledger.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+MEMLEDGER = [sys.executable, "-m", "memledger"]
+
+
+@pytest.fixture(scope="session")
+def mlp_ledger(tmp_path_factory) -> Path:
+    from memledger.trace.session import trace_script
+
+    out = tmp_path_factory.mktemp("check") / "mlp.ledger"
+    return trace_script(ROOT / "examples" / "train_mlp.py", [], out, steps=2).ledger_path
+
+
+@pytest.fixture(scope="session")
+def mlp_peak(mlp_ledger) -> int:
+    from memledger.ledger.model import Ledger
+
+    m = Ledger.load(mlp_ledger).measured
+    assert m is not None and m["source"] == "cpu-profiler"
+    return int(m["peak_bytes"])
+
+
+def run(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    env = {**os.environ, "COLUMNS": "200"}
+    return subprocess.run([*MEMLEDGER, *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=300)
+
+
+def test_exactly_at_budget_exits_0_one_byte_over_exits_1(mlp_ledger, mlp_peak, capsys):
+    assert main(["check", str(mlp_ledger), "--budget", f"{mlp_peak}B", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert (d["schema"], d["ok"], d["peak_bytes"]) == ("memledger.check/1", True, mlp_peak)
+    assert d["peak_source"] == "allocator (cpu-profiler)" and d["violations"] == []
+
+    assert main(["check", str(mlp_ledger), "--budget", f"{mlp_peak - 1}B", "--json"]) == 1
+    d = json.loads(capsys.readouterr().out)
+    assert d["ok"] is False
+    assert d["violations"][0]["limit"] == "peak"
+    assert (d["violations"][0]["budget_bytes"], d["violations"][0]["actual_bytes"]) == (
+        mlp_peak - 1, mlp_peak)
+
+
+def test_real_cli_exit_codes_0_1_2(mlp_ledger, mlp_peak, tmp_path):
+    ok = run("check", str(mlp_ledger), "--budget", "1GiB")
+    assert ok.returncode == 0, ok.stderr
+    assert ok.stdout.startswith("PASS ")
+    assert "1GiB" in ok.stdout                                     # the budget, echoed as written
+
+    over = run("check", str(mlp_ledger), "--category", "optimizer_state=3MiB")
+    assert over.returncode == 1
+    # Adam state of 399,370 fp32 parameters (fc1 131,584 + fc2 262,656 + head 5,130):
+    # exp_avg + exp_avg_sq = 2 x 4 B x 399,370 = 3,194,960 B, plus one fp32 step counter per
+    # parameter tensor, 6 x 4 B = 24 B: 3,194,984 B > 3 MiB = 3,145,728 B by 49,256 B
+    assert "optimizer_state 3.0 MiB > budget 3.0 MiB" not in over.stdout  # exact when alike
+    assert "optimizer_state 3,194,984 B > budget 3,145,728 B by 49,256 B" in over.stdout
+    assert "fc2.weight.exp_avg 512x512 1.0 MiB" in over.stdout      # the top tensor, named
+    assert "memledger: over budget: 1 of 1 limits exceeded (category:optimizer_state)" \
+        in over.stderr
+
+    bad = run("check", str(mlp_ledger), "--budget", "800")
+    assert bad.returncode == 2
+    assert bad.stderr.strip() == ("memledger: flags: peak: size '800' has no unit; "
+                                  "write 800MiB, 800GiB or 800B")
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--category", "activations=1MiB"], "unknown category 'activations'"),
+    (["--category", "activation"], "must read NAME=SIZE"),
+    (["--budget", "-1GiB"], "is negative"),
+    (["--baseline", "{ledger}"], "baseline.max_increase is required with a baseline: "
+                                 "--max-increase 5%"),
+    (["--step-time-tolerance", "5%"], "step_time.max is required: --step-time 900ms"),
+    (["--config", "{missing}"], "no budget file at"),
+    ([], "no limit to check"),
+])
+def test_bad_input_exits_2(mlp_ledger, tmp_path, capsys, args, says):
+    args = [a.format(ledger=mlp_ledger, missing=tmp_path / "nope.toml") for a in args]
+    assert main(["check", str(mlp_ledger), *args]) == 2
+    err = capsys.readouterr().err
+    assert says in err and err.startswith("memledger:")
+
+
+def test_unknown_keys_in_a_budget_file_one_line_each(mlp_ledger, tmp_path, capsys):
+    cfg = tmp_path / "b.toml"
+    cfg.write_text('peak = "1GiB"\nactivation = "1MiB"\n[phases]\nbackwards = "1MiB"\n')
+    assert main(["check", str(mlp_ledger), "--config", str(cfg)]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 2 and all(line.startswith(f"memledger: {cfg}: ") for line in lines)
+
+
+def test_not_a_ledger_exits_2(tmp_path, capsys):
+    p = tmp_path / "x.ledger"
+    p.write_text("hello\n")
+    assert main(["check", str(p), "--budget", "1GiB"]) == 2
+    assert "is not a memledger ledger" in capsys.readouterr().err
+
+
+def test_baseline_regression_and_other_model(mlp_ledger, tmp_path, capsys):
+    # the same ledger as its own baseline: growth 0 B passes even at 0%
+    assert main(["check", str(mlp_ledger), "--baseline", str(mlp_ledger),
+                 "--max-increase", "0%"]) == 0
+    capsys.readouterr()
+    # a baseline whose allocator peak is just over 5% lower: the same file with its measured
+    # record rewritten, so the current peak m > base + floor(base * 5 / 100)
+    from memledger.ledger.model import Ledger
+
+    m = Ledger.load(mlp_ledger).measured["peak_bytes"]
+    lines = mlp_ledger.read_text().splitlines()
+    base_peak = (m * 100) // 105 - 1                                 # current > base * 1.05
+    lines = [ln if '"k":"measured"' not in ln.replace(" ", "")
+             else json.dumps({"k": "measured", "source": "cpu-profiler", "device": "cpu",
+                              "peak_bytes": base_peak}) for ln in lines]
+    base = tmp_path / "base.ledger"
+    base.write_text("\n".join(lines) + "\n")
+    assert main(["check", str(mlp_ledger), "--baseline", str(base), "--max-increase", "5%",
+                 "--json"]) == 1
+    (v,) = json.loads(capsys.readouterr().out)["violations"]
+    assert v["limit"] == "baseline"
+    assert v["budget_bytes"] == base_peak + (base_peak * 5) // 100
+    assert v["actual_bytes"] == m
+
+    # a baseline of another model is refused: exit 2, said plainly
+    other = tmp_path / "other.ledger"
+    other.write_text(mlp_ledger.read_text().replace('"name":"fc1.weight"', '"name":"enc.weight"')
+                     .replace('"name": "fc1.weight"', '"name": "enc.weight"'))
+    assert main(["check", str(mlp_ledger), "--baseline", str(other),
+                 "--max-increase", "5%"]) == 2
+    assert "is from another model: the parameter sets differ" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_script_with_budget_file_writes_junit_and_markdown(tmp_path):
+    junit, md, led = tmp_path / "m.xml", tmp_path / "m.md", tmp_path / "run.ledger"
+    r = run("check", "examples/train_mlp.py", "--config", "configs/budget_mlp.toml",
+            "--junit", str(junit), "--markdown", str(md), "-o", str(led), "--json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    d = json.loads(r.stdout)
+    assert d["ok"] is True and d["steps_traced"] == 2                # steps = 2 in the file
+    assert d["budget_sources"] == ["configs/budget_mlp.toml"]
+    suite = ET.parse(junit).getroot().find("testsuite")
+    assert (suite.get("tests"), suite.get("failures")) == ("2", "0")
+    assert [c.get("name") for c in suite.iter("testcase")] == [
+        "peak", "category:optimizer_state"]
+    assert md.read_text().startswith("### memledger budget: ✅ within budget")
+    assert led.exists()                                              # -o keeps the ledger
