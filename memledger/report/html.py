@@ -67,7 +67,8 @@ def render_html(led: Ledger, source: str = "", max_points: int = MAX_POINTS) -> 
 <div class="dim">{escape(sub)}</div>
 <p>{lead}</p>
 <div id="ml-legend"></div>
-<div id="ml-chart-wrap"><div id="ml-peak-panel"></div><div id="ml-tip"></div></div>
+<div id="ml-chart-wrap"><div id="ml-tip"></div></div>
+<div id="ml-peak-panel"></div>
 <div class="dim">Stacked: live bytes by category after each event (each drawn point is the
 highest event of its bucket, so the peak is exact). Bands: phases. Dashed verticals: ends of
 optimizer steps. Dashed horizontal: the allocator's own peak. Hover or click the peak.</div>

@@ -21,10 +21,12 @@ th { text-align: left; font-weight: 600; }
 #ml-legend i { display: inline-block; width: 11px; height: 11px; margin-right: 4px;
                vertical-align: -1px; }
 #ml-peak-label { font-weight: 600; cursor: pointer; }
-#ml-peak-panel, #ml-tip { position: absolute; background: #fff; border: 1px solid #bbb;
-  box-shadow: 0 2px 8px rgba(0,0,0,.15); padding: 8px; font-size: 12px; display: none; }
-#ml-peak-panel { right: 0; top: 30px; max-height: 330px; overflow: auto; z-index: 2; }
-#ml-tip { pointer-events: none; z-index: 1; }
+#ml-peak-panel, #ml-tip { background: #fff; border: 1px solid #bbb; padding: 8px;
+  font-size: 12px; display: none; }
+#ml-peak-panel { margin: 6px 0 10px; max-height: 320px; overflow: auto; }
+#ml-peak-panel td { white-space: nowrap; }
+#ml-tip { position: absolute; pointer-events: none; z-index: 1;
+  box-shadow: 0 2px 8px rgba(0,0,0,.15); }
 .bar { height: 14px; display: inline-block; vertical-align: middle; }
 """
 
