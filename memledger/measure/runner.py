@@ -1,0 +1,85 @@
+"""`measure_script`: run a script under a policy in a fresh process; peak and step time.
+
+    res = measure_script("examples/train_gpt.py", [], Policy.parse("checkpoint:blocks.*"))
+    res.peak_bytes, res.step_time_s
+
+Each call is a new Python process (memledger/measure/worker.py): no allocator cache,
+profiler state or compiled kernel carries over between policies, and the script's own
+seeds make every run see the same inputs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from memledger.errors import EXIT_OK, EXIT_SCRIPT_FAILED, EXIT_USAGE, PolicyError, ScriptError
+from memledger.replay.policies import Policy
+from memledger.trace.session import check_script
+
+MEASURE_SCHEMA = "memledger.measure/1"
+
+
+class MeasureResult(BaseModel):
+    """The `memledger.measure/1` contract."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    schema_: str = Field(MEASURE_SCHEMA, alias="schema")
+    policy: str = Field(description="the policy as given")
+    peak_bytes: int = Field(description="allocator peak over the first `steps` steps")
+    step_time_s: float = Field(description="median wall time of the timed steps")
+    source: str = Field(description="cpu-profiler | cuda-allocator")
+    steps: int = Field(description="optimizer steps profiled for the peak")
+    step_times_s: list[float] = Field(default_factory=list, description="each timed step")
+    regions: list[str] = Field(default_factory=list, description="modules the policy wrapped")
+
+    def to_json_dict(self) -> dict:
+        return self.model_dump(by_alias=True)
+
+
+def measure_script(script: str | Path, argv: list[str], policy: Policy, steps: int = 3,
+                   time_steps: int = 5, quiet: bool = True) -> MeasureResult:
+    """Measure `policy` on `script`; raise PolicyError (2) or ScriptError (3) on failure."""
+    script = check_script(script)
+    if steps < 1 or time_steps < 1:
+        raise ScriptError("--steps and --time-steps must be at least 1", exit_code=EXIT_USAGE)
+    with tempfile.TemporaryDirectory(prefix="memledger-measure-") as tmp:
+        out = Path(tmp) / "result.json"
+        cmd = [sys.executable, "-m", "memledger.measure.worker", "--out", str(out),
+               "--policy", policy.text(), "--steps", str(steps), "--time-steps",
+               str(time_steps), str(script), "--", *argv]
+        proc = subprocess.run(cmd, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                              stdout=subprocess.PIPE if quiet else None,
+                              stderr=subprocess.STDOUT if quiet else None)
+        if not out.exists():
+            if quiet and proc.stdout:
+                sys.stderr.write(proc.stdout.decode(errors="replace"))
+            raise ScriptError(f"measure worker died with status {proc.returncode}")
+        res = json.loads(out.read_text())
+    if res["code"] != EXIT_OK:
+        if res["code"] == EXIT_USAGE:
+            raise PolicyError(res["error"].splitlines()[0] if res["error"] else "policy failed")
+        if quiet and proc.stdout:
+            sys.stderr.write(proc.stdout.decode(errors="replace"))
+        raise ScriptError(f"the script failed under {policy.text()!r}: {res['error']}",
+                          exit_code=EXIT_SCRIPT_FAILED)
+    if res["steps"] < steps:
+        raise ScriptError(f"the script ran {res['steps']} optimizer steps; measure needs "
+                          f"{steps} for the peak and more to time (pass e.g. -- --steps "
+                          f"{steps + time_steps})", exit_code=EXIT_USAGE)
+    times = res["step_times_s"]
+    if not times:
+        raise ScriptError(f"the script ran only {res['steps']} optimizer steps, none left to "
+                          f"time; let it run {steps + time_steps} (e.g. -- --steps "
+                          f"{steps + time_steps})", exit_code=EXIT_USAGE)
+    return MeasureResult(policy=str(policy), peak_bytes=res["peak_bytes"],
+                         step_time_s=statistics.median(times), source=res["source"],
+                         steps=steps, step_times_s=times, regions=res["regions"])

@@ -1,0 +1,119 @@
+"""One measured run in a fresh process: `python -m memledger.measure.worker`.
+
+The policy is installed (memledger/measure/apply.py `install_policy`) before the script
+runs, so it lands on the model's first forward. Then:
+
+1. steps 1..S (`--steps`): the allocator's peak. CPU: the profiler's memory events from
+   process start (memledger/trace/allocator.py CpuProfilerProbe); CUDA: `max_memory_allocated`
+   after `reset_peak_memory_stats` at process start.
+2. steps S+1..S+T (`--time-steps`): the profiler is off; each step's wall time is the time
+   between consecutive `optimizer.step()` ends (so it includes data, forward, backward and
+   the optimizer, as the user's loop runs them). The step time is their median.
+
+The result is one JSON file (`--out`); the parent process reads it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+from memledger.errors import EXIT_OK, EXIT_USAGE, PolicyError
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="memledger.measure.worker")
+    p.add_argument("--out", required=True)
+    p.add_argument("--policy", default="none")
+    p.add_argument("--steps", type=int, default=3)
+    p.add_argument("--time-steps", type=int, default=5)
+    p.add_argument("script")
+    p.add_argument("argv", nargs=argparse.REMAINDER)
+    args = p.parse_args(argv)
+    if args.argv and args.argv[0] == "--":
+        args.argv = args.argv[1:]
+
+    import torch
+    from torch.optim.optimizer import register_optimizer_step_post_hook
+
+    from memledger.measure.apply import install_policy
+    from memledger.replay.policies import parse_policy
+    from memledger.trace.allocator import CpuProfilerProbe
+    from memledger.trace.collector import StopTracing
+    from memledger.trace.script import run_and_classify
+
+    result: dict = {"policy": args.policy, "steps": 0, "peak_bytes": 0, "source": "",
+                    "step_times_s": [], "regions": [], "error": "", "code": EXIT_OK}
+
+    def write() -> None:
+        with open(args.out, "w", encoding="utf-8") as fh:
+            json.dump(result, fh)
+
+    try:
+        policy = parse_policy(args.policy)
+    except PolicyError as e:
+        result.update(error=str(e), code=EXIT_USAGE)
+        write()
+        return EXIT_USAGE
+    cuda = torch.cuda.is_available()
+    cpu = None if cuda else CpuProfilerProbe()
+    state = {"n": 0, "t": 0.0, "profiling": True}
+
+    def finish_peak() -> None:
+        state["profiling"] = False
+        if cuda:
+            torch.cuda.synchronize()
+            result.update(peak_bytes=int(torch.cuda.max_memory_allocated()),
+                          source="cuda-allocator")
+        else:
+            cpu.stop()
+            result.update(peak_bytes=int(cpu.peaks().get("cpu", 0)), source="cpu-profiler")
+
+    def on_step(*_) -> None:
+        state["n"] += 1
+        result["steps"] = state["n"]
+        if cuda:
+            torch.cuda.synchronize()
+        now = time.perf_counter()
+        if state["n"] == args.steps:
+            finish_peak()
+            now = time.perf_counter()
+        elif state["n"] > args.steps:
+            result["step_times_s"].append(now - state["t"])
+        state["t"] = now
+        if state["n"] >= args.steps + args.time_steps:
+            raise StopTracing()
+
+    installer = None
+    if policy.parts:
+        installer = install_policy(
+            policy, on_applied=lambda h: result.update(regions=[r.path for r in h.regions]))
+    handle = register_optimizer_step_post_hook(on_step)
+    if cuda:
+        torch.cuda.reset_peak_memory_stats()
+    else:
+        cpu.start()
+    try:
+        outcome = run_and_classify(args.script, args.argv)
+        code, reason = (outcome.code, outcome.reason) if hasattr(outcome, "code") else outcome
+    finally:
+        handle.remove()
+        if state["profiling"]:
+            finish_peak()
+        if installer is not None:
+            installer.remove()
+    if installer is not None and installer.error is not None:
+        result.update(error=str(installer.error), code=EXIT_USAGE)
+    elif installer is not None and installer.applied is None and code == EXIT_OK:
+        result.update(error="memledger: the policy never applied: the script called no module "
+                            "with parameters; measure needs a model's forward", code=EXIT_USAGE)
+    elif code != EXIT_OK:
+        result.update(error=reason, code=code)
+    write()
+    return int(result["code"])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

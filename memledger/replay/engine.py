@@ -1,0 +1,246 @@
+"""Replay: rewrite the storages' lifetimes as a policy would, then recompute the live curve.
+
+No torch here, and no Python loop over events or storages: each policy costs a handful of
+numpy passes over the storage arrays (searchsorted, boolean masks, bincount, cumsum). The
+only Python loops run over policy parts.
+
+# Note [Replay of a checkpointed region]
+Non-reentrant `torch.utils.checkpoint` (use_reentrant=False, early stop on) on a region R
+whose forward call spans events [ev0, ev1):
+
+1. A storage made inside R and saved for backward only by ops inside R (first save >= ev0,
+   last save < ev1 - 1; see Rule 5) is *dropped*: autograd holds a placeholder, so the
+   storage is freed at its last forward use (`fwdlast` record + 1) instead of in backward.
+2. R's inputs stay (checkpoint keeps them to re-run R); so does everything made outside R.
+3. At the first unpack of any dropped storage (event U, in backward) the forward of R is
+   re-run *before* event U: its events ev0 .. E-1 are inserted there, where E is one past
+   the op that saved the last dropped storage (early stop: recomputation ends once every
+   saved tensor is back). Dropped storages reappear at U + (created - ev0) and live until
+   their original free; the region's temporaries reappear and die as they did in forward.
+4. preserve_rng_state keeps the CPU generator state (5056 bytes, `torch.get_rng_state()`)
+   from ev0 until R's backward ends; recomputation forks it once more while it runs.
+5. Event numbers of saves: autograd saves an op's *inputs* before the op runs, so a save
+   record's event is the op before the saving op; a save at ev1 - 1 is the next region's
+   first op saving R's output, which R does not own.
+
+Worked example (tiny GPT, B=8, T=64, C=128, fp32; one block, forward events 247..310):
+the block saves 14 storages of its own (ln outputs 262,144 B each = 8*64*128*4, the GELU
+input and output 1,048,576 B each = 8*64*512*4, attention 524,288 B each = 8*4*64*64*4,
+...), 6.3 MiB in all; with `checkpoint:blocks.0` they are freed during the block's forward,
+the block input (262,144 B) stays, and before the block's backward starts the 6.3 MiB come
+back as the block's forward is re-run.
+
+Selective checkpointing keeps the outputs of its `save` op kinds (they are cached in
+forward and handed back during recomputation): those storages keep their lifetime, and one
+that was not saved by autograd is held until the recomputation that reuses it.
+
+Offload: a storage saved only inside offloaded regions (and at least `min` bytes) leaves the
+device at its last forward use; at its unpack one copy comes back and lives until its
+original free (see memledger/measure/offload.py: one copy per storage, not per save).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from memledger.ledger.schema import CATEGORIES
+from memledger.replay.policies import Policy, PolicyKind, resolve
+from memledger.replay.prepared import ACTIVATION, Prepared
+
+CPU_RNG_STATE_BYTES = 5056  # torch.get_rng_state().nbytes: the mt19937 state of the CPU generator
+
+_KIND_CODE = {PolicyKind.CHECKPOINT: 1, PolicyKind.SELECTIVE: 2, PolicyKind.OFFLOAD: 3}
+
+
+@dataclass
+class Replayed:
+    """What one policy does to a ledger."""
+
+    policy: Policy
+    peak_bytes: int                     # predicted allocator peak (ledger curve + workspace)
+    ledger_peak_bytes: int              # predicted peak of tracked storages alone
+    peak_event: int                     # in the original numbering (a recompute: its trigger)
+    in_recompute: str                   # module whose recomputation holds the peak, or ""
+    at_peak: dict[str, int]             # bytes per category at the new peak
+    recompute_ns_per_step: float        # traced forward time re-run per step (before scaling)
+    recompute_events: int               # events re-run over the whole ledger
+    offload_bytes: int                  # bytes written off the device over the whole ledger
+    regions: list[str] = field(default_factory=list)
+    events: int = 0                     # events of the rewritten stream
+
+
+def replay(prep: Prepared, policy: Policy, rng_bytes: int = CPU_RNG_STATE_BYTES) -> Replayed:
+    """Predict the live curve of `prep`'s run under `policy`. See Note [Replay of a
+    checkpointed region]. `rng_bytes`: device bytes per checkpoint frame (0 on CUDA)."""
+    regions = resolve(policy, prep.modules()) if policy.parts else []
+    by_path = {r.path: r.part for r in regions}
+    # ---- the selected forward calls, sorted (they never overlap: regions do not nest) ----
+    sel = np.isin(prep.scope_mod, list(by_path)) if by_path else np.zeros(
+        len(prep.scope_mod), dtype=bool)
+    order = np.argsort(prep.scope_ev0[sel], kind="stable")
+    mods = prep.scope_mod[sel][order]
+    ev0 = prep.scope_ev0[sel][order]
+    ev1 = prep.scope_ev1[sel][order]
+    ns = prep.scope_ns[sel][order]
+    step = prep.scope_step[sel][order]
+    parts = [by_path[m] for m in mods]
+    kind = np.array([_KIND_CODE[p.kind] for p in parts], dtype=np.int64)
+    min_b = np.array([p.min_bytes for p in parts], dtype=np.int64)
+
+    n, nb, cr, fr0 = prep.n_events, prep.nbytes, prep.created, prep.freed
+    is_act = prep.cat == ACTIVATION
+    k_c = _which(ev0, ev1, cr)                                   # call that made it
+    k_s = _which(ev0 - 1, ev1 - 1, prep.saved_first)             # call of the first save
+    k_l = _which(ev0 - 1, ev1 - 1, prep.saved_last)              # call of the last save
+    one_call = (k_s >= 0) & (k_s == k_l)
+    fwd_end = np.where(prep.fwd_last >= 0, prep.fwd_last + 1, prep.saved_last + 2)
+    fwd_end = np.maximum(fwd_end, prep.arg_end)                  # an argument: until return
+    fwd_end = np.clip(fwd_end, cr + 1, fr0)                      # last forward use + 1
+
+    # ---- checkpoint / selective: drop (Rule 1) ------------------------------------------
+    kc = np.where(k_c >= 0, kind[np.maximum(k_c, 0)], 0) if len(kind) else np.zeros_like(cr)
+    ckpt_call = (kc == 1) | (kc == 2)
+    in_save_list = np.zeros(len(cr), dtype=bool)
+    for i, p in enumerate(policy.parts):
+        if p.kind is PolicyKind.SELECTIVE:
+            mine = (kc == 2) & np.isin(mods[np.maximum(k_c, 0)], [m for m in by_path
+                                                                   if by_path[m] is p])
+            in_save_list |= mine & np.isin(prep.op, list(p.save_ops()))
+    dropped = is_act & ckpt_call & one_call & (k_s == k_c) & ~in_save_list
+    kept_cache = ckpt_call & in_save_list & ~is_act               # SAC cache holds it
+
+    # ---- offload --------------------------------------------------------------------------
+    ks_kind = np.where(k_s >= 0, kind[np.maximum(k_s, 0)], 0) if len(kind) else np.zeros_like(cr)
+    kl_kind = np.where(k_l >= 0, kind[np.maximum(k_l, 0)], 0) if len(kind) else np.zeros_like(cr)
+    off = is_act & (ks_kind == 3) & (kl_kind == 3) & (
+        nb >= (min_b[np.maximum(k_s, 0)] if len(min_b) else 0))
+
+    # ---- recompute segments (Rule 3) ------------------------------------------------------
+    n_calls = len(ev0)
+    big = np.iinfo(np.int64).max
+    kd = np.where(dropped, k_c, n_calls)                          # n_calls: a bin for "none"
+    trig = np.full(n_calls + 1, big, dtype=np.int64)
+    np.minimum.at(trig, kd, np.where(prep.unpack >= 0, prep.unpack, big))
+    stop = np.full(n_calls + 1, -1, dtype=np.int64)
+    np.maximum.at(stop, kd, prep.saved_last + 2)
+    bw_end = np.full(n_calls + 1, -1, dtype=np.int64)
+    np.maximum.at(bw_end, kd, fr0)
+    trig, stop, bw_end = trig[:n_calls], stop[:n_calls], bw_end[:n_calls]
+    has_seg = (trig < big) & (stop > ev0)
+    seg_end = np.minimum(stop, ev1)
+    seg_len = np.where(has_seg, seg_end - ev0, 0)
+    # positions: a segment inserted before its trigger event shifts everything from there
+    seg_idx = np.flatnonzero(has_seg)
+    seg_at = trig[seg_idx]
+    o = np.argsort(seg_at, kind="stable")
+    seg_idx, seg_at = seg_idx[o], seg_at[o]
+    cum = np.concatenate([[0], np.cumsum(seg_len[seg_idx])])
+    seg_start = np.full(n_calls, -1, dtype=np.int64)
+    seg_start[seg_idx] = seg_at + cum[:-1]
+
+    def pos_c(e):  # where an event that creates lands
+        return e + cum[np.searchsorted(seg_at, e, side="right")]
+
+    def pos_f(e):  # where a free lands: before a segment inserted at the same event
+        return e + cum[np.searchsorted(seg_at, e, side="left")]
+
+    fr = np.where(dropped | off, fwd_end, fr0)
+    rows_c = [pos_c(cr)]
+    rows_f = [pos_f(fr)]
+    rows_b = [nb]
+    rows_k = [prep.cat]
+
+    # dropped storages come back at the trigger, in forward order, until their old free
+    d = np.flatnonzero(dropped & has_seg[np.maximum(k_c, 0)]) if n_calls else np.zeros(0, int)
+    if len(d):
+        k = k_c[d]
+        rows_c.append(seg_start[k] + (cr[d] - ev0[k]))
+        rows_f.append(pos_f(fr0[d]))
+        rows_b.append(nb[d])
+        rows_k.append(prep.cat[d])
+    # temporaries and kept outputs made inside a segment's span are made again (or held)
+    if n_calls:
+        kk = np.maximum(k_c, 0)
+        t_mask = (k_c >= 0) & has_seg[kk] & ~dropped & (cr < seg_end[kk]) & ~is_act
+        t = np.flatnonzero(t_mask & ~kept_cache)
+        if len(t):
+            k = k_c[t]
+            rows_c.append(seg_start[k] + (cr[t] - ev0[k]))
+            rows_f.append(seg_start[k] + (np.minimum(fr0[t], seg_end[k]) - ev0[k]))
+            rows_b.append(nb[t])
+            rows_k.append(prep.cat[t])
+        h = np.flatnonzero(t_mask & kept_cache)   # SAC: held from forward to its reuse
+        if len(h):
+            k = k_c[h]
+            rows_f[0][h] = np.maximum(rows_f[0][h],
+                                      seg_start[k] + (np.minimum(fr0[h], seg_end[k]) - ev0[k]))
+        # Rule 4: the RNG state of every checkpointed call, and the fork while recomputing
+        ck = np.flatnonzero((kind == 1) | (kind == 2)) if rng_bytes else np.zeros(0, int)
+        if len(ck):
+            end = np.where(bw_end[ck] >= 0, bw_end[ck], ev1[ck])
+            rows_c.append(pos_c(ev0[ck]))
+            rows_f.append(pos_f(end))
+            rows_b.append(np.full(len(ck), rng_bytes, dtype=np.int64))
+            rows_k.append(np.full(len(ck), CATEGORIES.index("other"), dtype=np.int64))
+            s = ck[has_seg[ck]]
+            rows_c.append(seg_start[s])
+            rows_f.append(seg_start[s] + seg_len[s])
+            rows_b.append(np.full(len(s), rng_bytes, dtype=np.int64))
+            rows_k.append(np.full(len(s), CATEGORIES.index("other"), dtype=np.int64))
+    # offloaded storages come back at their unpack
+    u = np.flatnonzero(off & (prep.unpack >= 0))
+    if len(u):
+        rows_c.append(pos_c(prep.unpack[u]))
+        rows_f.append(pos_f(np.maximum(fr0[u], prep.unpack[u] + 1)))
+        rows_b.append(nb[u])
+        rows_k.append(prep.cat[u])
+
+    c = np.concatenate(rows_c)
+    f = np.concatenate(rows_f)
+    b = np.concatenate(rows_b)
+    cat = np.concatenate(rows_k)
+    total = n + int(cum[-1])
+    f = np.maximum(f, c)   # a zero-length life adds nothing
+    w = b.astype(np.float64)
+    delta = np.bincount(c, weights=w, minlength=total + 1) - np.bincount(
+        f, weights=w, minlength=total + 1)
+    curve = np.rint(np.cumsum(delta[:total])).astype(np.int64)
+    p = int(np.argmax(curve)) if total else 0
+    live = (c <= p) & (f > p)
+    by_cat = np.bincount(cat[live], weights=w[live], minlength=len(CATEGORIES))
+    at_peak = {name: int(round(by_cat[i])) for i, name in enumerate(CATEGORIES)}
+    at_peak["workspace"] = prep.workspace
+    # back to the original numbering: inside a segment, the event that triggered it
+    where, orig = "", p
+    if len(seg_idx):
+        starts = seg_at + cum[:-1]
+        j = int(np.searchsorted(starts, p, side="right")) - 1
+        if j >= 0 and p < starts[j] + seg_len[seg_idx[j]]:
+            where, orig = str(mods[seg_idx[j]]), int(seg_at[j])
+        else:
+            orig = int(p - cum[j + 1]) if j >= 0 else p
+    frac = np.where(ev1 > ev0, seg_len / np.maximum(ev1 - ev0, 1), 0.0)
+    steps_seen = np.unique(step[has_seg]) if len(step) else np.zeros(0)
+    warm = steps_seen[steps_seen > 1] if (steps_seen > 1).any() else steps_seen
+    warm_mask = np.isin(step, warm) & has_seg
+    recompute_ns = float((ns[warm_mask] * frac[warm_mask]).sum() / max(len(warm), 1))
+    ledger_peak = int(curve[p]) if total else 0
+    return Replayed(
+        policy=policy, peak_bytes=ledger_peak + prep.workspace, ledger_peak_bytes=ledger_peak,
+        peak_event=int(min(max(orig, 0), max(n - 1, 0))), in_recompute=where,
+        at_peak=at_peak, recompute_ns_per_step=recompute_ns,
+        recompute_events=int(cum[-1]), offload_bytes=int(nb[off].sum()),
+        regions=[r.path for r in regions], events=total,
+    )
+
+
+def _which(ev0: np.ndarray, ev1: np.ndarray, e: np.ndarray) -> np.ndarray:
+    """Index of the call whose [ev0, ev1) holds each event in `e`, else -1 (calls sorted by
+    ev0 and disjoint)."""
+    if not len(ev0):
+        return np.full(len(e), -1, dtype=np.int64)
+    k = np.searchsorted(ev0, e, side="right") - 1
+    ok = (k >= 0) & (e >= 0) & (e < ev1[np.maximum(k, 0)])
+    return np.where(ok, k, -1)

@@ -1,0 +1,136 @@
+"""A ledger turned into flat numpy arrays once, so that each policy replays in microseconds.
+
+No torch here. `Prepared.from_ledger(led)` reads the device's storages, the module forward
+scopes and the per-storage facts replay needs (first/last save, last unpack, last forward
+use); every policy then works on these arrays only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from memledger.ledger.model import Ledger
+from memledger.ledger.schema import CATEGORIES
+
+CAT_INDEX = {c: i for i, c in enumerate(CATEGORIES)}
+ACTIVATION = CAT_INDEX["activation"]
+INPUT = CAT_INDEX["input"]
+OTHER = CAT_INDEX["other"]
+
+
+@dataclass
+class Prepared:
+    """Column arrays (one entry per device storage) and forward scopes (one per call)."""
+
+    n_events: int
+    nbytes: np.ndarray        # int64 bytes
+    created: np.ndarray       # int64 event
+    freed: np.ndarray         # int64 event (n_events when still live)
+    cat: np.ndarray           # int64 index into CATEGORIES
+    saved_first: np.ndarray   # int64 event of the first save (-1: never saved)
+    saved_last: np.ndarray    # int64 event of the last save
+    unpack: np.ndarray        # int64 event of the last unpack (-1: none)
+    fwd_last: np.ndarray      # int64 last use before backward began (-1: unknown)
+    arg_end: np.ndarray       # int64 end of the module call it was passed to (0: none)
+    op: np.ndarray            # object: overload packet of the creating op ("addmm")
+    scope_mod: np.ndarray     # object: module path per forward call
+    scope_cls: np.ndarray     # object: class name per forward call
+    scope_ev0: np.ndarray     # int64 first event of the call
+    scope_ev1: np.ndarray     # int64 one past the call's last event
+    scope_ns: np.ndarray      # int64 wall time of the call while traced
+    scope_step: np.ndarray    # int64 step of the call
+    step_ns: np.ndarray       # int64 traced wall time per step
+    untraced_step_ns: float   # median step time without the dispatch mode (0: unknown)
+    copy_bytes_per_s: float   # calibrated host/disk copy bandwidth (0: unknown)
+    workspace: int            # measured peak minus ledger peak (bytes no storage explains)
+    baseline_ledger_peak: int
+
+    @classmethod
+    def from_ledger(cls, led: Ledger) -> "Prepared":
+        st = led.on_device()
+        n = led.n_events
+        fwd = np.full(len(st), -1, dtype=np.int64)
+        recs = led.extra.get("fwdlast", [])
+        if recs:
+            fl = pd.DataFrame(recs, columns=["k", "sid", "last"]).drop_duplicates(
+                "sid", keep="last").set_index("sid")["last"]
+            fwd = fl.reindex(st.index).fillna(-1).to_numpy(dtype=np.int64)
+        saved_last = (st["saved_last_ev"] if "saved_last_ev" in st else st["saved_ev"])
+        sc = led.scopes
+        sc = sc[sc["ph"] == "forward"] if len(sc) else sc
+        cls_col = sc["cls"] if "cls" in sc else pd.Series([""] * len(sc))
+        steps_ns = led.steps["ns"].to_numpy(dtype=np.int64) if len(led.steps) else \
+            np.zeros(0, dtype=np.int64)
+        meas = led.measured or {}
+        calib = (led.extra.get("calibration") or [{}])[-1]
+        curve_peak = led.peak().bytes
+        untraced = meas.get("step_ns") or calib.get("step_ns") or []
+        return cls(
+            n_events=n,
+            nbytes=st["bytes"].to_numpy(dtype=np.int64),
+            created=st["created"].to_numpy(dtype=np.int64),
+            freed=st["freed"].to_numpy(dtype=np.int64),
+            cat=st["category"].map(CAT_INDEX).fillna(OTHER).to_numpy(dtype=np.int64),
+            saved_first=st["saved_ev"].to_numpy(dtype=np.int64),
+            saved_last=saved_last.to_numpy(dtype=np.int64),
+            unpack=st["unpack_ev"].to_numpy(dtype=np.int64),
+            fwd_last=fwd,
+            arg_end=_arg_end(sc, n, st["created"].to_numpy(dtype=np.int64), fwd),
+            op=st["op"].astype(str).str.split(".").str[0].to_numpy(dtype=object),
+            scope_mod=sc["mod"].to_numpy(dtype=object),
+            scope_cls=cls_col.fillna("").to_numpy(dtype=object),
+            scope_ev0=sc["ev0"].to_numpy(dtype=np.int64),
+            scope_ev1=sc["ev1"].to_numpy(dtype=np.int64),
+            scope_ns=sc["ns"].fillna(0).to_numpy(dtype=np.int64),
+            scope_step=sc["step"].to_numpy(dtype=np.int64),
+            step_ns=steps_ns,
+            untraced_step_ns=float(np.median(untraced[1:] if len(untraced) > 1 else untraced))
+            if len(untraced) else 0.0,
+            copy_bytes_per_s=float(calib.get("copy_bytes_per_s", 0.0)),
+            workspace=max(0, int(meas.get("peak_bytes", 0)) - curve_peak) if meas else 0,
+            baseline_ledger_peak=curve_peak,
+        )
+
+    def modules(self) -> list[tuple[str, str]]:
+        """(path, class name) of every module that ran a forward, in first-call order."""
+        return list(dict.fromkeys(zip(self.scope_mod.tolist(), self.scope_cls.tolist())))
+
+
+def _arg_end(scopes: pd.DataFrame, n: int, created: np.ndarray,
+             fwd_last: np.ndarray) -> np.ndarray:
+    """For each storage, one past the end of the outermost module call that began after the
+    storage was made and that holds its last forward use (0 when there is none).
+
+    A tensor handed to a module call as an argument stays referenced by that call's frame
+    until it returns, whatever its last use inside: `ln_1`'s output is `x` in the attention
+    forward until the attention returns, although `c_attn` read it last. Calls nest, so
+    painting them in order of first event leaves the innermost call on each event; the
+    parent chain is then walked up (vectorised, once per nesting level) while the parent
+    began after the storage was made.
+    """
+    out = np.zeros(len(created), dtype=np.int64)
+    if not len(scopes) or not len(created):
+        return out
+    sc = scopes.assign(_len=scopes["ev1"] - scopes["ev0"]).sort_values(
+        ["ev0", "_len"], ascending=[True, False], kind="stable")
+    e0 = sc["ev0"].to_numpy(dtype=np.int64)
+    e1 = sc["ev1"].to_numpy(dtype=np.int64)
+    inner = np.full(n + 1, -1, dtype=np.int64)
+    parent = np.full(len(e0), -1, dtype=np.int64)
+    for i in range(len(e0)):            # once per call, at preparation (not per policy)
+        parent[i] = inner[min(e0[i], n)]
+        inner[e0[i]:e1[i]] = i
+    f = np.clip(fwd_last, 0, n)
+    cur = np.where(fwd_last >= 0, inner[f], -1)
+    best = np.full(len(created), -1, dtype=np.int64)
+    for _ in range(64):                 # nesting depth
+        ok = cur >= 0
+        if not ok.any():
+            break
+        after = ok & (e0[np.maximum(cur, 0)] > created)
+        best = np.where(after, cur, best)
+        cur = np.where(after, parent[np.maximum(cur, 0)], -1)
+    return np.where(best >= 0, e1[np.maximum(best, 0)], 0)
