@@ -78,8 +78,7 @@ class CudaProbe:
             torch.cuda.memory._record_memory_history(max_entries=100_000)
 
     def note_oom(self, exc: BaseException) -> None:
-        self.oom = {"message": str(exc).splitlines()[0] if str(exc) else "out of memory",
-                    **cuda_stats_record(torch.cuda.memory_stats(self.device))}
+        self.oom = {k: v for k, v in cuda_oom_record(exc, self.device).items() if k != "k"}
 
     def stop(self) -> dict[str, Any]:
         torch.cuda.synchronize(self.device)
@@ -109,3 +108,10 @@ def cuda_stats_record(stats: dict[str, Any]) -> dict[str, int]:
         "num_ooms": int(stats.get("num_ooms", 0)),
         "num_alloc_retries": int(stats.get("num_alloc_retries", 0)),
     }
+
+
+def cuda_oom_record(exc: BaseException, device: int = 0) -> dict[str, Any]:
+    """An `oom` ledger record: the message and the allocator's counters when it happened."""
+    message = str(exc).splitlines()[0] if str(exc) else "CUDA out of memory"
+    return {"k": "oom", "device": f"cuda:{device}", "message": message,
+            **cuda_stats_record(torch.cuda.memory_stats(device))}

@@ -85,6 +85,8 @@ class Collector(TorchDispatchMode):
         self._outside: set[int] = set()    # sids made in setup/other phases (batch candidates)
         self._saved_mod: dict[int, str] = {}
         self._roles_written: set[tuple[int, str]] = set()  # sids are never reused
+        self._op_names: dict[Any, str] = {}   # caches for the hot path: op, dtype, device names
+        self._names: dict[Any, str] = {}
         self._phase = "setup"
         self._step = 1                     # the step in progress (1-based)
         self._steps_done = 0
@@ -211,8 +213,10 @@ class Collector(TorchDispatchMode):
             return
         sid = self._sids.get(st._cdata)
         if sid is None:  # a new storage: this op created it
-            sid = self._new_storage(t, st, ev, func.__name__ if hasattr(func, "__name__")
-                                    else str(func), pre=False)
+            op = self._op_names.get(func)
+            if op is None:
+                op = self._op_names[func] = getattr(func, "__name__", str(func))
+            sid = self._new_storage(t, st, ev, op, pre=False)
         self._last[sid] = ev
 
     def _new_storage(self, t: torch.Tensor, st, ev: int, op: str, pre: bool) -> int:
@@ -223,9 +227,15 @@ class Collector(TorchDispatchMode):
         ref = weakref.ref(st, self._on_free)
         self._refs[id(ref)] = (sid, key, ref)
         phase = self._phase
+        dev = self._names.get(st.device)
+        if dev is None:
+            dev = self._names[st.device] = str(st.device)
+        dtype = self._names.get(t.dtype)
+        if dtype is None:
+            dtype = self._names[t.dtype] = str(t.dtype).removeprefix("torch.")
         self.sink.write({
             "k": "alloc", "sid": sid, "ev": 0 if pre else ev, "bytes": st.nbytes(),
-            "dev": str(st.device), "dtype": str(t.dtype).removeprefix("torch."),
+            "dev": dev, "dtype": dtype,
             "shape": list(t.shape), "op": op, "mod": self._module_now(),
             "ph": "setup" if pre else phase, "step": self._step, **({"pre": True} if pre else {}),
         })

@@ -6,6 +6,7 @@ import os
 import runpy
 import sys
 import traceback
+from dataclasses import dataclass
 from pathlib import Path
 
 from memledger.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_SCRIPT_FAILED
@@ -20,22 +21,33 @@ def run_script(script: str | Path, argv: list[str]) -> None:
     runpy.run_path(str(script), run_name="__main__")
 
 
-def run_and_classify(script: str | Path, argv: list[str]) -> tuple[int, str]:
-    """Run the script; return (exit code, one-line reason). Prints the script's traceback."""
+@dataclass
+class ScriptOutcome:
+    code: int                       # EXIT_OK, EXIT_SCRIPT_FAILED or EXIT_INTERRUPTED
+    reason: str                     # one line
+    error: BaseException | None = None   # the script's own exception, if it raised
+
+    def __iter__(self):  # `code, reason = run_and_classify(...)` keeps working
+        return iter((self.code, self.reason))
+
+
+def run_and_classify(script: str | Path, argv: list[str]) -> ScriptOutcome:
+    """Run the script and say how it ended. Prints the script's traceback if it raised."""
     try:
         run_script(script, argv)
     except StopTracing:
-        return EXIT_OK, "stopped after the requested steps"
+        return ScriptOutcome(EXIT_OK, "stopped after the requested steps")
     except SystemExit as e:
         if e.code in (None, 0):
-            return EXIT_OK, "script finished"
-        return EXIT_SCRIPT_FAILED, f"script exited with status {e.code}"
-    except KeyboardInterrupt:
-        return EXIT_INTERRUPTED, "interrupted (Ctrl-C)"
+            return ScriptOutcome(EXIT_OK, "script finished")
+        return ScriptOutcome(EXIT_SCRIPT_FAILED, f"script exited with status {e.code}", e)
+    except KeyboardInterrupt as e:
+        return ScriptOutcome(EXIT_INTERRUPTED, "interrupted (Ctrl-C)", e)
     except BaseException as e:  # the script's own failure: show it as Python would
         print_script_traceback(e, Path(script).resolve())
-        return EXIT_SCRIPT_FAILED, f"script raised {type(e).__name__}: {e}".splitlines()[0]
-    return EXIT_OK, "script finished"
+        reason = f"script raised {type(e).__name__}: {e}".splitlines()[0]
+        return ScriptOutcome(EXIT_SCRIPT_FAILED, reason, e)
+    return ScriptOutcome(EXIT_OK, "script finished")
 
 
 def print_script_traceback(exc: BaseException, script: Path) -> None:

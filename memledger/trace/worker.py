@@ -16,7 +16,7 @@ import sys
 from memledger.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 from memledger.ledger.writer import FileSink
 from memledger.trace.collector import Collector, StopTracing
-from memledger.trace.script import run_and_classify
+from memledger.trace.script import ScriptOutcome, run_and_classify
 
 NO_STEP_MESSAGE = (
     "memledger: the script ran no optimizer step ({events} ops seen, {forwards} forward "
@@ -28,20 +28,30 @@ def _ledger_pass(args) -> int:
     sink = FileSink(args.out)
     collector = Collector(sink, max_steps=args.steps, header={
         "script": args.script, "argv": args.argv, "steps_requested": args.steps})
-    code, reason = EXIT_OK, ""
+    outcome = ScriptOutcome(EXIT_OK, "")
     try:
         with collector:
-            code, reason = run_and_classify(args.script, args.argv)
-            if code == EXIT_INTERRUPTED:
-                collector.close("interrupted", reason)
-            elif code != EXIT_OK:
-                collector.close("error", reason)
+            outcome = run_and_classify(args.script, args.argv)
+            if _is_cuda_oom(outcome.error):  # the allocator's state at the OOM, for `show`
+                from memledger.trace.allocator import cuda_oom_record
+                sink.write(cuda_oom_record(outcome.error))
+            if outcome.code == EXIT_INTERRUPTED:
+                collector.close("interrupted", outcome.reason)
+            elif outcome.code != EXIT_OK:
+                collector.close("error", outcome.reason)
     except StopTracing:
         pass
     finally:
         sink.close()
-    _write_status(args.status, code, reason, collector.steps_done, collector.events)
-    return code
+    _write_status(args.status, outcome.code, outcome.reason, collector.steps_done,
+                  collector.events)
+    return outcome.code
+
+
+def _is_cuda_oom(error: BaseException | None) -> bool:
+    import torch
+
+    return error is not None and isinstance(error, torch.OutOfMemoryError)
 
 
 def _allocator_pass(args) -> int:
@@ -64,18 +74,20 @@ def _allocator_pass(args) -> int:
         cuda.start()
     cpu.start()
     try:
-        code, reason = run_and_classify(args.script, args.argv)
+        outcome = run_and_classify(args.script, args.argv)
     finally:
         cpu.stop()
         handle.remove()
+    if cuda and _is_cuda_oom(outcome.error):
+        cuda.note_oom(outcome.error)
     records = [{"k": "measured", "source": cpu.source, "device": dev, "peak_bytes": peak}
                for dev, peak in cpu.peaks().items() if dev == "cpu"]
     if cuda:
         records.append(cuda.stop())
     with open(args.out, "w", encoding="utf-8") as fh:
         json.dump({"records": records, "steps": steps["n"]}, fh)
-    _write_status(args.status, code, reason, steps["n"], 0)
-    return code
+    _write_status(args.status, outcome.code, outcome.reason, steps["n"], 0)
+    return outcome.code
 
 
 def _write_status(path: str | None, code: int, reason: str, steps: int, events: int) -> None:
