@@ -9,6 +9,7 @@ import typer
 
 from memledger.commands import check, show, trace
 from memledger.commands import diff, export, import_, report
+from memledger.commands import measure, predict
 from memledger.commands.common import err_console
 from memledger.errors import EXIT_INTERRUPTED, EXIT_USAGE, MemledgerError
 
@@ -26,6 +27,8 @@ app.command()(export.export)
 app.command(name="import")(import_.import_)
 app.command()(diff.diff)
 app.command()(check.check)
+app.command()(predict.predict)
+app.command()(measure.measure)
 
 
 def main(argv: list[str] | None = None) -> int:

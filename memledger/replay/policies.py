@@ -247,6 +247,7 @@ def resolve(policy: Policy, modules: Iterable[tuple[str, str]]) -> list[Region]:
 
 
 def _names(mods: list[tuple[str, str]], limit: int = 24) -> str:
+    mods = sorted(mods)
     shown = [f"{p} ({c})" if c else p for p, c in mods[:limit]]
     more = f", ... ({len(mods) - limit} more)" if len(mods) > limit else ""
     return ", ".join(shown) + more if shown else "(none recorded)"

@@ -1,0 +1,42 @@
+"""`memledger measure SCRIPT --policy P`: run the script with the policy, for real."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from memledger.commands.common import console, print_json
+from memledger.errors import PolicyError
+from memledger.measure.runner import measure_script
+from memledger.replay.policies import policies_from_args
+from memledger.units import format_bytes
+
+
+def measure(
+    script: Annotated[Path, typer.Argument(help="the training script, run as __main__")],
+    script_args: Annotated[Optional[list[str]], typer.Argument(
+        help="arguments for the script, after --", show_default=False)] = None,
+    policy: Annotated[str, typer.Option(
+        "--policy", "-p", help="'kind:selector[:options]' joined by '+' (default: none)")] =
+        "none",
+    steps: Annotated[int, typer.Option(help="optimizer steps profiled for the peak")] = 3,
+    time_steps: Annotated[int, typer.Option(
+        help="further steps timed without profiling (median)")] = 5,
+    json_: Annotated[bool, typer.Option("--json", help="print memledger.measure/1 JSON")] = False,
+) -> None:
+    """Measured allocator peak and median step time of SCRIPT with POLICY applied."""
+    pols = policies_from_args([policy])
+    if len(pols) != 1:
+        raise PolicyError("measure takes one policy; run it once per policy")
+    res = measure_script(script, script_args or [], pols[0], steps=steps, time_steps=time_steps)
+    if json_:
+        print_json(res.to_json_dict())
+        return
+    console.print(f"[bold]{script}[/] with [cyan]{res.policy}[/]: peak "
+                  f"[magenta]{format_bytes(res.peak_bytes)}[/] ({res.peak_bytes:,} B, "
+                  f"{res.source}, {res.steps} steps); step time {res.step_time_s * 1e3:.1f} ms "
+                  f"(median of {len(res.step_times_s)})")
+    if res.regions:
+        console.print(f"applied to {', '.join(res.regions)}", style="dim")

@@ -1,0 +1,98 @@
+"""`predict(ledger, policies)`: the `memledger.predict/1` contract, and its cost model.
+
+No torch here. Added time per step = recompute + transfer:
+
+- recompute: the traced forward time of each re-run region call (scope `ns`), times the
+  share of its events that early stop re-runs, averaged over the warm steps (step 1 is
+  left out when there are more: first calls pay one-time costs), then scaled from traced to
+  untraced time by `untraced step time / traced step time` (the dispatch mode slows every
+  op about equally). The untraced step time comes from `--step-time` or from the ledger's
+  measurement when it carries one; without either the scale is 1 (an upper bound).
+- transfer: bytes offloaded per step, written and read back, at the copy bandwidth
+  (`--bandwidth`, else the ledger's calibration, else measured here: see cost.py).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from memledger.ledger.model import Ledger
+from memledger.replay.cost import disk_bandwidth
+from memledger.replay.engine import CPU_RNG_STATE_BYTES, Replayed, replay
+from memledger.replay.policies import Policy
+from memledger.replay.prepared import Prepared
+
+PREDICT_SCHEMA = "memledger.predict/1"
+
+
+class PolicyPrediction(BaseModel):
+    """One policy's predicted peak and added time."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    policy: str
+    peak_bytes: int = Field(description="predicted allocator peak")
+    saving_bytes: int = Field(description="baseline peak minus predicted peak")
+    added_time_s: float = Field(description="predicted added time per step")
+    recompute_s: float = Field(description="of which recomputation")
+    transfer_s: float = Field(description="of which offload copies (both ways)")
+    at_peak: dict[str, int] = Field(description="bytes per category at the predicted peak")
+    peak_event: int = Field(description="event of the peak (original numbering)")
+    peak_phase: str
+    peak_step: int
+    peak_in_recompute: str = Field(description="module being recomputed at the peak, or ''")
+    regions: list[str] = Field(description="selected modules")
+
+
+class PredictReport(BaseModel):
+    """The `memledger.predict/1` contract."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    schema_: str = Field(PREDICT_SCHEMA, alias="schema")
+    baseline_peak_bytes: int
+    untraced_step_time_s: float = Field(description="0 when unknown")
+    copy_bytes_per_s: float = Field(description="0 when no policy offloads")
+    policies: list[PolicyPrediction]
+
+    def to_json_dict(self) -> dict:
+        return self.model_dump(by_alias=True)
+
+
+def predict(led: Ledger, policies: list[Policy], step_time_s: float | None = None,
+            bandwidth: float | None = None, prep: Prepared | None = None) -> PredictReport:
+    prep = prep or Prepared.from_ledger(led)
+    rng = CPU_RNG_STATE_BYTES if led.device == "cpu" else 0
+    results = [replay(prep, p, rng_bytes=rng) for p in policies]
+    base = prep.baseline_ledger_peak + prep.workspace
+    untraced = step_time_s * 1e9 if step_time_s else prep.untraced_step_ns
+    traced = float(np.median(prep.step_ns[1:] if len(prep.step_ns) > 1 else prep.step_ns)) \
+        if len(prep.step_ns) else 0.0
+    scale = untraced / traced if untraced and traced else 1.0
+    bw = 0.0
+    if any(r.offload_bytes for r in results):
+        bw = bandwidth or prep.copy_bytes_per_s or disk_bandwidth()
+    phase, step = led.phase_of_events()
+    steps = max(led.steps_traced, 1)
+    out = []
+    for r in results:
+        recompute = r.recompute_ns_per_step * scale / 1e9
+        transfer = 2 * r.offload_bytes / steps / bw if bw and r.offload_bytes else 0.0
+        out.append(_prediction(r, base, recompute, transfer, phase, step))
+    return PredictReport(baseline_peak_bytes=base, untraced_step_time_s=untraced / 1e9,
+                         copy_bytes_per_s=bw, policies=out)
+
+
+def _prediction(r: Replayed, base: int, recompute: float, transfer: float, phase,
+                step) -> PolicyPrediction:
+    ev = r.peak_event
+    ph = str(phase[ev]) if len(phase) else ""
+    if r.in_recompute:
+        ph = "backward"
+    return PolicyPrediction(
+        policy=str(r.policy), peak_bytes=r.peak_bytes, saving_bytes=base - r.peak_bytes,
+        added_time_s=recompute + transfer, recompute_s=recompute, transfer_s=transfer,
+        at_peak=r.at_peak, peak_event=ev, peak_phase=ph,
+        peak_step=int(step[ev]) if len(step) else 1, peak_in_recompute=r.in_recompute,
+        regions=r.regions)
