@@ -117,17 +117,19 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--batch-size", type=int, default=8)
     p.add_argument("--n-layer", type=int, default=4)
+    p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, ...")
     args = p.parse_args()
 
     torch.manual_seed(0)
     cfg = GPTConfig(n_layer=args.n_layer)
     gen = torch.Generator().manual_seed(1234)
     data = torch.randint(cfg.vocab_size, (20_000,), generator=gen)   # a synthetic corpus
-    model = GPT(cfg)
+    model = GPT(cfg).to(args.device)
     opt = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.1)
     model.train()
     for step in range(args.steps):
         x, y = get_batch(data, args.batch_size, cfg.block_size, gen)
+        x, y = x.to(args.device), y.to(args.device)
         logits = model(x)
         loss = F.cross_entropy(logits.view(-1, logits.size(-1)), y.view(-1))
         opt.zero_grad(set_to_none=True)

@@ -30,15 +30,16 @@ def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, ...")
     args = p.parse_args()
 
     torch.manual_seed(0)
-    model = MLP()
+    model = MLP().to(args.device)
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     gen = torch.Generator().manual_seed(1234)          # the data has its own seed
     for step in range(args.steps):
-        x = torch.randn(args.batch_size, 256, generator=gen)
-        y = torch.randint(0, 10, (args.batch_size,), generator=gen)
+        x = torch.randn(args.batch_size, 256, generator=gen).to(args.device)
+        y = torch.randint(0, 10, (args.batch_size,), generator=gen).to(args.device)
         logits = model(x)
         loss = F.cross_entropy(logits, y)
         opt.zero_grad(set_to_none=True)

@@ -1,0 +1,126 @@
+"""The CUDA paths, checked in one run on a GPU machine; prints a short table.
+
+    pip install -e . && python benchmarks/gpu_check.py [--out DIR]
+
+CI has no GPU: this script is how the CUDA code is exercised (see docs/gpu.md for the
+last recorded run). Without CUDA it says so and exits 0. It checks:
+
+1. `memledger trace` of each example on `cuda`: the ledger's tracked peak against the
+   caching allocator's `max_memory_allocated` (the allocator pass), reserved bytes and
+   fragmentation, and the gradient/optimizer-state counts on the GPU;
+2. the in-process API (`memledger.trace()`) on CUDA, measured with the allocator counters;
+3. OOM capture: a script that asks for far more than the GPU has; the ledger must end with
+   status "error" and an `oom` record holding the allocator's counters.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+OOM_SCRIPT = """
+import torch
+model = torch.nn.Linear(64, 64).cuda()
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+model(torch.randn(8, 64, device="cuda")).sum().backward()
+opt.step()
+too_much = torch.empty(1 << 50, dtype=torch.uint8, device="cuda")   # 1 PiB
+"""
+
+
+def _row(*cells) -> str:
+    return "  ".join(f"{c:>14}" if i else f"{c:<26}" for i, c in enumerate(cells))
+
+
+def check_examples(out: Path) -> list[str]:
+    from memledger.ledger.model import Ledger
+    from memledger.trace.session import trace_script
+    from memledger.units import format_bytes
+
+    rows = [_row("case", "ledger peak", "allocated pk", "reserved pk", "ledger/alloc",
+                 "trace s")]
+    for name in ("mlp", "gpt", "cnn"):
+        t0 = time.perf_counter()
+        res = trace_script(ROOT / "examples" / f"train_{name}.py", ["--device", "cuda"],
+                           out / f"{name}-cuda.ledger", steps=3)
+        dt = time.perf_counter() - t0
+        led = Ledger.load(res.ledger_path)
+        m = led.measured or {}
+        peak = led.peak().bytes
+        rows.append(_row(f"trace {name} ({led.device})", format_bytes(peak),
+                         format_bytes(m.get("peak_bytes", 0)),
+                         format_bytes(m.get("reserved_peak_bytes", 0)),
+                         f"{peak / max(1, m.get('peak_bytes', 1)):.4f}", f"{dt:.1f}"))
+    return rows
+
+
+def check_api() -> list[str]:
+    import torch
+
+    import memledger
+    from memledger.units import format_bytes
+
+    model = torch.nn.Sequential(torch.nn.Linear(1024, 4096), torch.nn.GELU(),
+                                torch.nn.Linear(4096, 1024)).cuda()
+    opt = torch.optim.Adam(model.parameters())
+    x = torch.randn(256, 1024, device="cuda")
+    with memledger.trace() as led:
+        for _ in range(2):
+            opt.zero_grad()
+            model(x).sum().backward()
+            opt.step()
+    s = led.summary()
+    p_bytes = sum(p.numel() * 4 for p in model.parameters())
+    ok = s.resident["optimizer_state"] == 2 * p_bytes + 4 * len(list(model.parameters()))
+    return [_row("api Adam MLP (cuda)", format_bytes(s.peak.bytes),
+                 format_bytes(s.measured.peak_bytes), s.measured.source,
+                 f"{s.peak.bytes / max(1, s.measured.peak_bytes):.4f}",
+                 "state exact" if ok else "STATE WRONG")]
+
+
+def check_oom(out: Path) -> list[str]:
+    from memledger.errors import ScriptError
+    from memledger.ledger.model import Ledger
+    from memledger.trace.session import trace_script
+
+    script = out / "oom.py"
+    script.write_text(textwrap.dedent(OOM_SCRIPT))
+    code = 0
+    try:
+        trace_script(script, [], out / "oom.ledger", steps=5)
+    except ScriptError as e:
+        code = e.exit_code
+    led = Ledger.load(out / "oom.ledger")
+    ooms = led.extra.get("oom", [])
+    status = (led.end or {}).get("status")
+    ok = code == 3 and status == "error" and ooms and ooms[0]["num_ooms"] >= 1
+    return [_row("oom capture", f"exit {code}", f"status {status}",
+                 f"oom records {len(ooms)}", "", "ok" if ok else "MISSING")]
+
+
+def main() -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("--out", default=None, help="folder for the ledgers (default: a temp dir)")
+    args = p.parse_args()
+    import torch
+
+    if not torch.cuda.is_available():
+        print("gpu_check: no CUDA device here; nothing to check")
+        return 0
+    out = Path(args.out or tempfile.mkdtemp(prefix="memledger-gpu-"))
+    out.mkdir(parents=True, exist_ok=True)
+    print(f"torch {torch.__version__}, {torch.cuda.get_device_name(0)}")
+    rows = check_examples(out) + check_api() + check_oom(out)
+    print("\n".join(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,105 @@
+"""Tracing overhead on the tiny-GPT training step, side by side in one process.
+
+    python benchmarks/overhead.py [--steps 12] [--warmup 3] [--n-embd 128 --batch-size 8]
+
+Runs the same training step (examples/train_gpt.py's model, AdamW) untraced, under
+memledger's collector, under `torch.profiler(profile_memory=True, record_shapes=True,
+with_stack=True)` (what its memory timeline needs) and under
+`torch.distributed._tools.mem_tracker.MemTracker`, and prints the median step time of each
+as a ratio to untraced. Modes are interleaved round-robin so machine noise hits all alike.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from memledger.ledger.writer import MemorySink  # noqa: E402
+from memledger.trace.collector import Collector  # noqa: E402
+from tests.conftest import load_example  # noqa: E402
+
+
+def build(args):
+    ex = load_example("gpt")
+    torch.manual_seed(0)
+    cfg = ex.GPTConfig(n_layer=args.n_layer, n_embd=args.n_embd, block_size=args.block_size)
+    model = ex.GPT(cfg)
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-4)
+    gen = torch.Generator().manual_seed(0)
+    data = torch.randint(cfg.vocab_size, (20_000,), generator=gen)
+
+    def step():
+        x, y = ex.get_batch(data, args.batch_size, cfg.block_size, gen)
+        logits = model(x)
+        loss = F.cross_entropy(logits.view(-1, logits.size(-1)), y.view(-1))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+    return model, opt, step
+
+
+def modes(model, opt):
+    """name -> a context manager factory; each wraps exactly one step."""
+    from torch.distributed._tools.mem_tracker import MemTracker
+
+    def memledger_ctx():
+        return Collector(MemorySink())
+
+    def profiler_ctx():
+        return torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU],
+                                      profile_memory=True, record_shapes=True, with_stack=True)
+
+    def memtracker_ctx():
+        mt = MemTracker()
+        mt.track_external(model, opt)
+        return mt
+
+    return {"untraced": contextlib.nullcontext, "memledger": memledger_ctx,
+            "torch.profiler": profiler_ctx, "MemTracker": memtracker_ctx}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--steps", type=int, default=12)
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--n-layer", type=int, default=4)
+    p.add_argument("--n-embd", type=int, default=128)
+    p.add_argument("--block-size", type=int, default=64)
+    p.add_argument("--batch-size", type=int, default=8)
+    args = p.parse_args()
+    torch.set_num_threads(max(1, torch.get_num_threads()))
+    model, opt, step = build(args)
+    ctxs = modes(model, opt)
+    times: dict[str, list[float]] = {name: [] for name in ctxs}
+    for i in range(args.warmup + args.steps):
+        for name, make in ctxs.items():       # round-robin: noise hits every mode alike
+            ctx = make()
+            t0 = time.perf_counter()
+            with ctx:
+                step()
+            dt = time.perf_counter() - t0
+            if i >= args.warmup:
+                times[name].append(dt)
+    base = statistics.median(times["untraced"])
+    print(f"tiny GPT step (n_layer={args.n_layer}, n_embd={args.n_embd}, T={args.block_size}, "
+          f"B={args.batch_size}), torch {torch.__version__}, {torch.get_num_threads()} threads, "
+          f"median of {args.steps} steps")
+    print(f"{'mode':<16}{'median step':>14}{'ratio':>9}")
+    for name, ts in times.items():
+        med = statistics.median(ts)
+        print(f"{name:<16}{med * 1e3:>11.1f} ms{med / base:>8.2f}x")
+
+
+if __name__ == "__main__":
+    main()
