@@ -1,0 +1,190 @@
+"""The pytest plugin on CPU, through pytest itself (`pytester`): marker, fixture, options.
+
+Every marked test below traces the same tiny step. Its peak, in backward (all fp32):
+  weight 256x256 = 262,144 B (parameter) + its gradient being made by mm 262,144 B
+  (temporary until it lands in .grad) + x 64x256 = 65,536 B (input) + relu's gradient
+  64x256 = 65,536 B (temporary) + two 4 B scalars (sum, ones_like)      = 655,368 B
+So temporary at the peak = 262,144 + 65,536 + 4 + 4 = 327,688 B.
+"""
+
+from __future__ import annotations
+
+import json
+
+# pytester's in-process runs restore sys.modules afterwards; torch must already be imported
+# here, or every run would import it afresh, which torch does not survive.
+import torch  # noqa: F401
+
+import memledger.trace.api  # noqa: F401  (the same reason: it holds torch objects)
+
+pytest_plugins = ["pytester"]
+
+STEP = """
+import pytest, torch
+
+def step():
+    torch.manual_seed(0)
+    m = torch.nn.Linear(256, 256, bias=False)
+    x = torch.randn(64, 256)
+    m(x).relu().sum().backward()
+"""
+
+
+def test_marker_exactly_at_budget_passes_one_byte_over_fails(pytester):
+    pytester.makepyfile(STEP + """
+@pytest.mark.memledger(peak="655368B")
+def test_at():
+    step()
+
+@pytest.mark.memledger("655367B")
+def test_over():
+    step()
+""")
+    r = pytester.runpytest("-p", "no:cacheprovider")
+    r.assert_outcomes(passed=1, failed=1)
+    r.stdout.fnmatch_lines([
+        "*memledger: peak 655,368 B > budget 655,367 B (top at peak: parameter weight 256x256 "
+        "256.0 KiB, temporary (no module) mm 256x256 256.0 KiB, input (no module) randn 64x256 "
+        "64.0 KiB)",
+        "FAILED *::test_over*",   # (the summary adds the message when the width allows)
+    ])
+
+
+def test_category_failure_reads_like_the_issue(pytester):
+    pytester.makepyfile(STEP + """
+@pytest.mark.memledger(peak="640KiB", temporary="300KiB", input="64KiB")
+def test_step():
+    step()
+""")
+    r = pytester.runpytest("-p", "no:cacheprovider")
+    r.assert_outcomes(failed=1)
+    # peak 655,368 > 640 KiB = 655,360 (by 8 B); temporary 327,688 > 300 KiB = 307,200 by
+    # 20,488 B = 20.0 KiB; input 65,536 = 64 KiB exactly: passes, so not named
+    r.stdout.fnmatch_lines([
+        "memledger: peak 655,368 B > budget 655,360 B (temporary +20.0 KiB: (no module) mm "
+        "256x256 256.0 KiB, (no module) threshold_backward 64x256 64.0 KiB, (no module) sum ? 4 B)",
+        "  peak 655,368 B > budget 655,360 B by 8 B *",
+        "  temporary 320.0 KiB > budget 300.0 KiB by 20.0 KiB *",
+    ])
+    assert "input 64.0 KiB > " not in r.stdout.str()
+
+
+def test_bad_marker_fails_the_test_with_what_to_write(pytester):
+    pytester.makepyfile(STEP + """
+@pytest.mark.memledger(peak="800")
+def test_unitless():
+    step()
+
+@pytest.mark.memledger(peek="800MiB")
+def test_typo():
+    step()
+""")
+    r = pytester.runpytest("-p", "no:cacheprovider")
+    r.assert_outcomes(failed=2)
+    r.stdout.fnmatch_lines_random([
+        "memledger: @pytest.mark.memledger: peak: size '800' has no unit; write 800MiB, 800GiB "
+        "or 800B",
+        "memledger: @pytest.mark.memledger: unknown argument 'peek'; use peak, measure, phases, "
+        "step_time or a category *",
+    ])
+
+
+def test_a_test_failing_on_its_own_keeps_its_own_failure(pytester):
+    pytester.makepyfile(STEP + """
+@pytest.mark.memledger(peak="1B")
+def test_boom():
+    step()
+    assert 1 == 2, "its own failure"
+""")
+    r = pytester.runpytest("-p", "no:cacheprovider")
+    r.assert_outcomes(failed=1)
+    r.stdout.fnmatch_lines(["*AssertionError: its own failure*"])
+    assert "budget" not in r.stdout.str()
+
+
+def test_fixture_traces_a_block_and_checks_it(pytester):
+    pytester.makepyfile(STEP + """
+def test_trace(memledger):
+    with memledger.trace() as led:
+        step()
+    s = led.summary()
+    assert s.at_peak["parameter"] == 256 * 256 * 4            # 262,144 B
+    assert s.peak.bytes == 655_368
+    r = memledger.check(led, peak="1MiB", temporary="320KiB")  # 327,688 <= 327,680? no:
+    assert False, "unreachable: temporary 327,688 B > 320 KiB = 327,680 B"
+
+def test_within(memledger):
+    with memledger.trace() as led:
+        step()
+    r = memledger.check(led, "655368B", temporary="327688B")
+    assert r.ok and r.peak_bytes == 655_368
+""")
+    r = pytester.runpytest("-p", "no:cacheprovider")
+    r.assert_outcomes(passed=1, failed=1)
+    r.stdout.fnmatch_lines([
+        "*memledger: temporary 327,688 B > budget 327,680 B (temporary +8 B: *",
+    ])
+    assert "unreachable" not in r.stdout.str()
+
+
+def test_report_and_json_options_and_their_ini_twins(pytester):
+    pytester.makepyfile(STEP + """
+@pytest.mark.memledger(peak="1MiB")
+def test_fits():
+    step()
+
+@pytest.mark.memledger(peak="1MiB", measure=True)
+def test_measured():
+    step()
+
+@pytest.mark.memledger(peak="600KiB")
+def test_over():
+    step()
+
+def test_plain():
+    pass
+""")
+    out = pytester.path / "run.json"
+    # in a subprocess: the profiler (measure=True) imports torch modules that an in-process
+    # run would have to import again
+    r = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--memledger",
+                                      "--memledger-json", str(out))
+    r.assert_outcomes(passed=3, failed=1)
+    r.stdout.fnmatch_lines([
+        "*= memledger: peak of each marked test =*",
+        "ok  *640.0 KiB  test_report_and_json_options_and_their_ini_twins.py::test_fits",
+        "OVER  640.0 KiB  *::test_over  (peak 640.0 KiB > budget 600.0 KiB *",
+    ])
+    data = json.loads(out.read_text())
+    assert data["schema"] == "memledger.pytest/1" and data["ok"] is False
+    by = {t["nodeid"].split("::")[1]: t for t in data["tests"]}
+    assert sorted(by) == ["test_fits", "test_measured", "test_over"]   # marked tests only
+    assert by["test_fits"]["peak_bytes"] == 655_368
+    assert by["test_fits"]["peak_source"] == "ledger (no allocator measurement)"
+    assert by["test_measured"]["peak_source"].startswith("allocator (cpu-profiler")
+    assert by["test_over"]["violations"][0]["limit"] == "peak"
+
+    # the ini twins: `memledger = true` and `memledger_json = PATH`
+    pytester.makeini("[pytest]\nmemledger = true\nmemledger_json = ini.json\n")
+    r = pytester.runpytest("-p", "no:cacheprovider", "-k", "test_fits")
+    r.stdout.fnmatch_lines(["*= memledger: peak of each marked test =*"])
+    assert json.loads((pytester.path / "ini.json").read_text())["ok"] is True
+    r = pytester.runpytest("-p", "no:cacheprovider", "-k", "plain")    # nothing marked ran
+    assert "peak of each marked test" not in r.stdout.str()
+
+
+def test_plugin_is_light_when_unused(pytester):
+    """No torch import at start-up or for unmarked tests; the marker is registered."""
+    pytester.makeconftest("""
+import sys
+def pytest_sessionfinish(session):
+    with open("modules.txt", "w") as f:
+        f.write(" ".join(m for m in ("torch", "pydantic") if m in sys.modules))
+""")
+    pytester.makepyfile("def test_plain():\n    assert True\n")
+    r = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--strict-markers")
+    r.assert_outcomes(passed=1)
+    assert (pytester.path / "modules.txt").read_text() == ""
+    r = pytester.runpytest_subprocess("--markers")
+    r.stdout.fnmatch_lines(["@pytest.mark.memledger(peak=None, *, measure=False, phases=None, "
+                            "step_time=None, **categories): fail the test when *"])
