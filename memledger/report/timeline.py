@@ -90,7 +90,8 @@ def render_timeline(led: Ledger, width: int = 80, height: int = 8) -> Group:
                 legends.append(Text(" " * LABEL_W))
             legends[-1].append("█ ", style=category_style(name))
             legends[-1].append(f"{name}  ")
-    head = Text(f"Live bytes over {n:,} events ({size:,} per column, the highest shown)",
+    head = Text(f"Live bytes over {n:,} event{'s' * (n != 1)} ({size:,} per column, "
+                "the highest shown)",
                 style="dim")
     for t in (head, marker, *rows, axis, strip, *legends):
         t.rstrip()

@@ -76,3 +76,19 @@ def test_million_events_fit_the_width():
 def test_rejects_a_width_too_small():
     with pytest.raises(ValueError, match="width must be >= 18"):
         render_timeline(tiny_ledger(), width=10)
+
+
+def test_show_timeline_cli(tmp_path, capsys):
+    import json
+
+    from memledger.cli import main
+
+    ledger = tmp_path / "t.ledger"
+    recs = [{"k": "header", "schema": "memledger.ledger/1"},
+            {"k": "alloc", "sid": 0, "ev": 0, "bytes": 400, "ph": "forward"},
+            {"k": "end", "ev": 1, "status": "ok"}]
+    ledger.write_text("\n".join(json.dumps(r) for r in recs) + "\n")
+    assert main(["show", str(ledger), "--timeline"]) == 0
+    assert "Live bytes over 1 event (1 per column, the highest shown)" in capsys.readouterr().out
+    assert main(["show", str(ledger)]) == 0
+    assert "Live bytes over" not in capsys.readouterr().out
