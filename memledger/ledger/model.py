@@ -26,7 +26,7 @@ from memledger.ledger.writer import Record
 STORAGE_COLUMNS = [
     "sid", "bytes", "device", "dtype", "shape", "op", "module", "phase", "step",
     "created", "last_use", "freed", "category", "name", "saved_module", "saved_ev",
-    "unpack_ev", "pre", "saved_last_ev",
+    "unpack_ev", "pre", "saved_last_ev", "unpack_first_ev",
 ]
 
 
@@ -289,17 +289,21 @@ def _storages(by_kind: dict[str, list[Record]]) -> pd.DataFrame:
         df.loc[last_save.index, "saved_last_ev"] = last_save["ev"]
     unpacks = by_kind.pop("unpack", [])
     df["unpack_ev"] = -1
+    df["unpack_first_ev"] = -1  # the first unpack (a storage saved by several ops)
     if unpacks:
         last = pd.DataFrame(unpacks).drop_duplicates("sid", keep="last").set_index("sid")
         last = last[last.index.isin(df.index)]
         df.loc[last.index, "unpack_ev"] = last["ev"]
+        first_un = pd.DataFrame(unpacks).drop_duplicates("sid", keep="first").set_index("sid")
+        first_un = first_un[first_un.index.isin(df.index)]
+        df.loc[first_un.index, "unpack_first_ev"] = first_un["ev"]
 
     df["category"], df["name"] = _categories(df, by_kind.pop("role", []), saved)
     # A parameter or buffer belongs to the module that owns it, whatever op made its storage.
     owned = df["category"].isin(["parameter", "buffer"]).to_numpy() & (df["name"] != "").to_numpy()
     df.loc[owned, "module"] = [n.rpartition(".")[0] for n in df.loc[owned, "name"]]
     for col in ("created", "last_use", "freed", "saved_ev", "unpack_ev", "bytes", "step",
-                "saved_last_ev"):
+                "saved_last_ev", "unpack_first_ev"):
         df[col] = df[col].astype(np.int64)
     return df[STORAGE_COLUMNS]
 

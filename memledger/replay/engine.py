@@ -36,7 +36,9 @@ that was not saved by autograd is held until the recomputation that reuses it.
 
 Offload: a storage saved only inside offloaded regions (and at least `min` bytes) leaves the
 device at its last forward use; at its unpack one copy comes back and lives until its
-original free (see memledger/measure/offload.py: one copy per storage, not per save).
+original free (see memledger/measure/offload.py: one copy per storage, not per save),
+counted from the storage's first unpack (a ReLU output saved by the ReLU and by the next
+MaxPool is read back at the pool's backward already).
 """
 
 from __future__ import annotations
@@ -69,11 +71,15 @@ class Replayed:
     offload_bytes: int                  # bytes written off the device over the whole ledger
     regions: list[str] = field(default_factory=list)
     events: int = 0                     # events of the rewritten stream
+    at_probe: dict[str, int] = field(default_factory=dict)  # live per category at `probe`
 
 
-def replay(prep: Prepared, policy: Policy, rng_bytes: int = CPU_RNG_STATE_BYTES) -> Replayed:
+def replay(prep: Prepared, policy: Policy, rng_bytes: int = CPU_RNG_STATE_BYTES,
+           probe: int | None = None) -> Replayed:
     """Predict the live curve of `prep`'s run under `policy`. See Note [Replay of a
-    checkpointed region]. `rng_bytes`: device bytes per checkpoint frame (0 on CUDA)."""
+    checkpointed region]. `rng_bytes`: device bytes per checkpoint frame (0 on CUDA).
+    `probe`: an original event; `Replayed.at_probe` is then the bytes per category live
+    right after it in the rewritten stream."""
     regions = resolve(policy, prep.modules()) if policy.parts else []
     by_path = {r.path: r.part for r in regions}
     # ---- the selected forward calls, sorted (they never overlap: regions do not nest) ----
@@ -190,9 +196,9 @@ def replay(prep: Prepared, policy: Policy, rng_bytes: int = CPU_RNG_STATE_BYTES)
             rows_b.append(np.full(len(s), rng_bytes, dtype=np.int64))
             rows_k.append(np.full(len(s), CATEGORIES.index("other"), dtype=np.int64))
     # offloaded storages come back at their unpack
-    u = np.flatnonzero(off & (prep.unpack >= 0))
+    u = np.flatnonzero(off & (prep.unpack_first >= 0))
     if len(u):
-        rows_c.append(pos_c(prep.unpack[u]))
+        rows_c.append(pos_c(prep.unpack_first[u]))
         rows_f.append(pos_f(np.maximum(fr0[u], prep.unpack[u] + 1)))
         rows_b.append(nb[u])
         rows_k.append(prep.cat[u])
@@ -212,6 +218,12 @@ def replay(prep: Prepared, policy: Policy, rng_bytes: int = CPU_RNG_STATE_BYTES)
     by_cat = np.bincount(cat[live], weights=w[live], minlength=len(CATEGORIES))
     at_peak = {name: int(round(by_cat[i])) for i, name in enumerate(CATEGORIES)}
     at_peak["workspace"] = prep.workspace
+    at_probe: dict[str, int] = {}
+    if probe is not None:
+        q = int(pos_c(np.array([probe]))[0])
+        lv = (c <= q) & (f > q)
+        pc = np.bincount(cat[lv], weights=w[lv], minlength=len(CATEGORIES))
+        at_probe = {name: int(round(pc[i])) for i, name in enumerate(CATEGORIES)}
     # back to the original numbering: inside a segment, the event that triggered it
     where, orig = "", p
     if len(seg_idx):
@@ -232,7 +244,7 @@ def replay(prep: Prepared, policy: Policy, rng_bytes: int = CPU_RNG_STATE_BYTES)
         peak_event=int(min(max(orig, 0), max(n - 1, 0))), in_recompute=where,
         at_peak=at_peak, recompute_ns_per_step=recompute_ns,
         recompute_events=int(cum[-1]), offload_bytes=int(nb[off].sum()),
-        regions=[r.path for r in regions], events=total,
+        regions=[r.path for r in regions], events=total, at_probe=at_probe,
     )
 
 

@@ -33,6 +33,7 @@ class Prepared:
     saved_first: np.ndarray   # int64 event of the first save (-1: never saved)
     saved_last: np.ndarray    # int64 event of the last save
     unpack: np.ndarray        # int64 event of the last unpack (-1: none)
+    unpack_first: np.ndarray  # int64 event of the first unpack (-1: none)
     fwd_last: np.ndarray      # int64 last use before backward began (-1: unknown)
     arg_end: np.ndarray       # int64 end of the module call it was passed to (0: none)
     op: np.ndarray            # object: overload packet of the creating op ("addmm")
@@ -77,6 +78,8 @@ class Prepared:
             saved_first=st["saved_ev"].to_numpy(dtype=np.int64),
             saved_last=saved_last.to_numpy(dtype=np.int64),
             unpack=st["unpack_ev"].to_numpy(dtype=np.int64),
+            unpack_first=(st["unpack_first_ev"] if "unpack_first_ev" in st
+                          else st["unpack_ev"]).to_numpy(dtype=np.int64),
             fwd_last=fwd,
             arg_end=_arg_end(sc, n, st["created"].to_numpy(dtype=np.int64), fwd),
             op=st["op"].astype(str).str.split(".").str[0].to_numpy(dtype=object),
