@@ -1,0 +1,35 @@
+"""Predicted vs measured peak on the bundled examples: |pred - meas| / meas <= 1 %.
+
+Each measurement is a fresh process (about 3-6 s here), so this file is marked slow.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from memledger.ledger.model import Ledger
+from memledger.measure.runner import measure_script
+from memledger.replay.policies import parse_policy
+from memledger.replay.predict import predict
+from memledger.trace.session import trace_script
+
+CASES = {
+    "examples/train_gpt.py": ["none", "checkpoint:blocks.*", "checkpoint:blocks.[0-1]",
+                              "selective:blocks.*", "offload:blocks.*",
+                              "checkpoint:blocks.[0-1]+offload:blocks.[2-3]"],
+    "examples/train_cnn.py": ["none", "checkpoint:blocks.*", "checkpoint:blocks.[0-1]",
+                              "selective:blocks.*", "checkpoint:blocks.0+offload:blocks.[1-2]"],
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("script", list(CASES))
+def test_predicted_peak_within_one_percent(script, tmp_path):
+    out = tmp_path / "run.ledger"
+    trace_script(script, [], out, steps=3)
+    pols = [parse_policy(p) for p in CASES[script]]
+    rep = predict(Ledger.load(out), pols, bandwidth=1e9)
+    for pol, pred in zip(pols, rep.policies):
+        meas = measure_script(script, [], pol, steps=3, time_steps=1)
+        err = abs(pred.peak_bytes - meas.peak_bytes) / meas.peak_bytes
+        assert err <= 0.01, f"{pol.text()}: predicted {pred.peak_bytes}, measured {meas.peak_bytes}"

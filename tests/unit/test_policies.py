@@ -1,0 +1,73 @@
+"""Policy strings, selectors and TOML files."""
+
+from __future__ import annotations
+
+import pytest
+
+from memledger.errors import PolicyError
+from memledger.replay.policies import (
+    DEFAULT_SAVE_OPS, PolicyKind, load_policies, parse_policy, resolve,
+)
+
+MODS = [("", "GPT"), ("wte", "Embedding"), ("blocks.0", "Block"), ("blocks.0.attn", "Attn"),
+        ("blocks.1", "Block"), ("blocks.1.attn", "Attn"), ("blocks.2", "Block"),
+        ("head", "Linear")]
+
+
+@pytest.mark.parametrize("text,paths", [
+    ("checkpoint:blocks.*", ["blocks.0", "blocks.1", "blocks.2"]),   # * stays in a segment
+    ("checkpoint:blocks.[0-1]", ["blocks.0", "blocks.1"]),
+    ("offload:@Block", ["blocks.0", "blocks.1", "blocks.2"]),
+    ("checkpoint:**.attn", ["blocks.0.attn", "blocks.1.attn"]),
+    ("checkpoint:blocks.0+offload:blocks.[12]", ["blocks.0", "blocks.1", "blocks.2"]),
+    ("none", []),
+])
+def test_selectors_resolve(text, paths):
+    assert [r.path for r in resolve(parse_policy(text), MODS)] == paths
+
+
+def test_options_and_round_trip():
+    p = parse_policy("offload:blocks.*:min=1MiB")
+    assert p.parts[0].min_bytes == 1048576   # 1 MiB = 2**20 bytes
+    s = parse_policy("selective:@Block:save=mm,bmm")
+    assert s.parts[0].kind is PolicyKind.SELECTIVE and s.parts[0].save == ("mm", "bmm")
+    assert parse_policy("selective:@Block").parts[0].save == DEFAULT_SAVE_OPS
+    assert parse_policy(p.text()) == p
+
+
+@pytest.mark.parametrize("text,needle", [
+    ("explode:blocks.*", "unknown policy kind 'explode'"),
+    ("checkpoint", "has no selector"),
+    ("checkpoint:blocks.*:min=1MiB", "does not apply to checkpoint"),
+    ("offload:blocks.*:min=12", "has no unit"),
+    ("checkpoint:blocks.*+", "empty part"),
+    ("none+checkpoint:x", "cannot be combined"),
+    ("checkpoint:bl{o}cks", "not a module-path glob"),
+])
+def test_bad_strings_are_one_line_policy_errors(text, needle):
+    with pytest.raises(PolicyError) as e:
+        resolve(parse_policy(text), MODS)
+    assert needle in str(e.value) and "\n" not in str(e.value)
+    assert str(e.value).startswith("memledger:") and e.value.exit_code == 2
+
+
+def test_selector_matching_nothing_lists_modules():
+    with pytest.raises(PolicyError, match=r"matches no module.*blocks\.0 \(Block\)"):
+        resolve(parse_policy("checkpoint:layers.*"), MODS)
+
+
+def test_nested_and_twice_selected_regions_are_refused():
+    with pytest.raises(PolicyError, match="regions nest"):
+        resolve(parse_policy("checkpoint:blocks.0+offload:blocks.0.attn"), MODS)
+    with pytest.raises(PolicyError, match="selected by both"):
+        resolve(parse_policy("checkpoint:blocks.0+offload:@Block"), MODS)
+
+
+def test_toml_file(tmp_path):
+    pols = load_policies("configs/policies.toml")
+    assert [p.text() for p in pols][:2] == ["none", "checkpoint:blocks.*"]
+    assert str(pols[1]) == "checkpoint every block"
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[[policy]]\npolicy = "checkpoint:x"\nextra = 1\n')
+    with pytest.raises(PolicyError, match="extra"):
+        load_policies(bad)
