@@ -5,7 +5,7 @@ that category). Every problem is a BudgetError (exit 2) with one line per proble
 
 from __future__ import annotations
 
-import tomllib
+import sys
 import typing
 from pathlib import Path
 from typing import Any
@@ -14,6 +14,11 @@ from pydantic import BaseModel, ValidationError
 
 from memledger.budget.model import Budget
 from memledger.errors import BudgetError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - the dev machines and CI run 3.11
+    import tomli as tomllib
 
 PYPROJECT_TABLE = ("tool", "memledger", "budget")
 
