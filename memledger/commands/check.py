@@ -72,7 +72,7 @@ def check(
     phase: Annotated[Optional[list[str]], typer.Option(
         help="peak within a phase, e.g. backward=1GiB (repeatable)")] = None,
     config: Annotated[Optional[Path], typer.Option(
-        help="TOML budget file, or a pyproject.toml with [tool.memledger.budget]; "
+        help="TOML budget file, or a pyproject.toml with \\[tool.memledger.budget]; "
              "default: the nearest pyproject.toml that has one")] = None,
     baseline: Annotated[Optional[Path], typer.Option(
         help="ledger recorded before the change (same model)")] = None,

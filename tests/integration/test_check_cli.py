@@ -160,3 +160,16 @@ def test_script_with_budget_file_writes_junit_and_markdown(tmp_path):
         "peak", "category:optimizer_state"]
     assert md.read_text().startswith("### memledger budget: ✅ within budget")
     assert led.exists()                                              # -o keeps the ledger
+
+
+def test_example_ci_workflow_checks_a_bundled_budget():
+    """The GitHub Actions example runs `memledger check` on files that exist, with the
+    reports the issue asks for (parsed as text: no YAML dependency)."""
+    text = (ROOT / "examples" / "ci" / "memledger.yml").read_text()
+    (cmd,) = [line.strip().rstrip("\\").strip() for line in text.splitlines()
+              if line.strip().startswith("memledger check examples/")]
+    words = cmd.split()
+    assert (ROOT / words[2]).is_file()                              # the script
+    assert (ROOT / words[words.index("--config") + 1]).is_file()    # the budget file
+    assert "--junit memledger-junit.xml" in text and "--markdown memledger-summary.md" in text
+    assert "actions/upload-artifact" in text and "GITHUB_STEP_SUMMARY" in text
