@@ -133,8 +133,10 @@ class _Converter:
             frames = [f for f in (e.get("frames") or []) if isinstance(f, dict)]
             if act == "alloc":
                 ph = fr.phase_from_frames(frames)
-                if ph is None:
-                    ph = "backward" if not frames and self.phase in STEP_PHASES else self.phase
+                if ph is None and not frames:      # rule 5 of the Note on frames
+                    ph = "backward" if self.phase in STEP_PHASES else self.phase
+                elif ph is None:                    # rule 6
+                    ph = "loss" if self.phase in ("forward", "loss") else "other"
                 self._set_phase(ev, ph)
                 self.live[addr] = self._new(ev, size, frames, False, ph)
             elif act == "free_requested" and addr in self.live:

@@ -12,7 +12,10 @@ first, the Python frames recorded with each `alloc` (frame = {"filename", "line"
   4. a frame named `forward`, or one in `torch/nn/modules/` -> forward;
   5. no frame at all: on CUDA the autograd engine runs backward on its own device thread,
      which has no Python stack, so a frameless allocation after forward/loss is backward;
-     otherwise it keeps the phase of the event before it.
+     otherwise it keeps the phase of the event before it;
+  6. frames that prove none of the above (user code calling torch outside any module):
+     right after forward that is the loss (`F.cross_entropy(model(x), y)`), otherwise it is
+     "other" (the next batch, logging) — never the optimizer's or backward's phase.
 The "module" of an allocation is the innermost frame outside torch (the user's code), as
 `file.py:line:function`; module paths (`blocks.0.attn`) are not in a snapshot.
 """

@@ -145,3 +145,42 @@ def test_not_a_snapshot_and_not_a_pickle(tmp_path):
     bad.write_bytes(b"not a pickle at all")
     with pytest.raises(MemledgerError, match="is not a readable pickle"):
         import_snapshot(bad, tmp_path / "x.ledger")
+
+
+def test_user_frames_after_forward_are_loss_after_optimizer_other():
+    user = [fr("train.py", 30, "<module>")]
+    snap = {"segments": [], "device_traces": [[
+        ev("alloc", 1, 100, [fr("train.py", 20, "forward")]),       # 0 forward
+        ev("alloc", 2, 10, user),                                    # 1 loss
+        ev("alloc", 3, 50),                                          # 2 backward (no frames)
+        ev("alloc", 4, 8, [fr(f"{TORCH}/optim/sgd.py", 80, "_single_tensor_sgd")]),  # 3
+        ev("alloc", 5, 64, user),                                    # 4 next batch: other
+        ev("alloc", 6, 100, [fr("train.py", 20, "forward")]),       # 5 forward of step 2
+    ]]}
+    led = Ledger.from_records(snapshot_records(snap))
+    assert led.phases[["ev", "phase", "step"]].values.tolist() == [
+        [0, "setup", 1], [0, "forward", 1], [1, "loss", 1], [2, "backward", 1],
+        [3, "optimizer", 1], [4, "other", 2], [5, "forward", 2]]
+    assert led.steps[["step", "ev"]].values.tolist() == [[1, 3]]  # step 1 ended after ev 3
+    # the SGD buffer made in optimizer.step() and alive at the end is optimizer state
+    assert led.storages.set_index("created").loc[3, "category"] == "optimizer_state"
+    assert led.storages.set_index("created").loc[4, "category"] == "temporary"
+
+
+def test_imported_ledger_feeds_report_timeline_and_perfetto(led):
+    from io import StringIO
+
+    from rich.console import Console
+
+    from memledger.report.html_data import report_data
+    from memledger.report.perfetto import trace_events
+    from memledger.report.timeline import render_timeline
+
+    d = report_data(led, "snap")
+    assert d["peak"]["bytes"] == 7808 and d["measured"]["source"] == "cuda-snapshot"
+    assert d["device"] == "cuda:0"
+    con = Console(file=StringIO(), width=60, color_system=None)
+    con.print(render_timeline(led, width=60))
+    assert "peak 7.6 KiB at event 3 (step 1, backward)" in con.file.getvalue()   # 7808/1024
+    [peak] = [e for e in trace_events(led) if e["ph"] == "i"]
+    assert peak["args"]["bytes"] == 7808
