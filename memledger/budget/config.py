@@ -103,10 +103,10 @@ def load_budget(config: Path | None = None, flags: dict[str, Any] | None = None,
     sources: list[str] = []
     base: dict[str, Any] = {}
     if config is not None:
-        base = table_of(config)
+        base = _anchor(table_of(config), Path(config))
         sources.append(str(config))
     elif search_from is not None and (found := find_pyproject(search_from)) is not None:
-        base = table_of(found)
+        base = _anchor(table_of(found), found)
         sources.append(f"{found} [tool.memledger.budget]")
     flags = {k: v for k, v in (flags or {}).items() if v not in (None, {}, [])}
     if flags:
@@ -116,6 +116,16 @@ def load_budget(config: Path | None = None, flags: dict[str, Any] | None = None,
         raise BudgetError("no limit to check; pass --budget 1.2GiB, --category "
                           "activation=300MiB, --baseline LEDGER --max-increase 5%, or --config")
     return budget, sources
+
+
+def _anchor(table: dict[str, Any], path: Path) -> dict[str, Any]:
+    """A baseline ledger named in a file is relative to that file (as --baseline is to the
+    current directory), so a budget file works from wherever CI runs it."""
+    b = table.get("baseline")
+    if isinstance(b, dict) and isinstance(b.get("ledger"), str) and \
+            not Path(b["ledger"]).is_absolute():
+        table = {**table, "baseline": {**b, "ledger": str(path.parent / b["ledger"])}}
+    return table
 
 
 def validation_lines(e: ValidationError, model: type[BaseModel]) -> list[str]:

@@ -116,3 +116,14 @@ def test_bundled_configs_are_valid():
     for f in files:
         b, _ = load_budget(f)
         assert b.has_limits
+
+
+def test_baseline_ledger_in_a_file_is_relative_to_the_file(tmp_path):
+    d = tmp_path / "ci"
+    d.mkdir()
+    p = d / "budget.toml"
+    p.write_text('[baseline]\nledger = "main.ledger"\nmax_increase = "5%"\n')
+    b, _ = load_budget(p)
+    assert b.baseline.ledger == d / "main.ledger"
+    b, _ = load_budget(p, {"baseline": {"ledger": "other.ledger"}})   # a flag: as given
+    assert b.baseline.ledger == Path("other.ledger")
