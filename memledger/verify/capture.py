@@ -1,0 +1,226 @@
+"""What one verification run records, in-process, while an unmodified script trains.
+
+    cap = Capture(max_steps=3)
+    installer = install_policy(policy, on_applied=cap.on_model)   # the model, when it appears
+    cap.start()
+    run_script(...)            # stops with StopTracing after 3 optimizer steps
+    cap.stop(); save_capture(cap.data(meta), path)
+
+Per optimizer step (one `optimizer.step()` call) it keeps:
+
+- `inputs`: (label, digest) of every tensor passed to the model's forward (the root module
+  call) and, between the end of that forward and the backward, of every tensor argument that
+  does not require grad of a torch function (the loss's targets: `F.cross_entropy(logits,
+  y)` gives `y`). See Note [Which tensors are inputs].
+- `grads`: a CPU copy of every parameter's gradient, taken in an optimizer step *pre*-hook,
+  before the optimizer reads it (`None` where the gradient is missing).
+- `params`, `buffers`, `optim`: CPU copies after the step (post-hook); optimizer state per
+  parameter name and key (`exp_avg`, `step`, ...), plain numbers turned into 0-d tensors.
+- `unmoved`: trainable parameters with a gradient that the step left bitwise unchanged;
+  `frozen_changed`: `requires_grad=False` parameters the step changed; `nonfinite`:
+  parameters whose gradient holds a NaN or an infinity.
+
+# Note [Which tensors are inputs]
+"Inputs" are data, not values the model computes: a policy may legally change *how* the
+forward runs, never *what* it is fed. So only tensors that do not require grad count after
+the forward (targets, masks), and recording stops at the first backward call, so a
+checkpoint's recompute inside backward (which calls the same functions again) is never
+counted. Forward inputs are read in a global forward hook with kwargs, after the forward:
+a forward that writes into its own input in place would be recorded as written.
+
+Everything is saved with `torch.save` as plain tensors, strings and numbers into a file of
+our own making and read back with `weights_only=True`: never a user's pickle.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import torch
+from torch import nn
+from torch.nn.modules import module as nn_module
+from torch.optim.optimizer import (
+    register_optimizer_step_post_hook,
+    register_optimizer_step_pre_hook,
+)
+from torch.overrides import TorchFunctionMode
+
+from memledger.trace.collector import StopTracing
+
+FORMAT = "memledger.capture/1"
+
+
+def digest(t: torch.Tensor) -> str:
+    """sha256 over dtype, shape and the raw bytes of a tensor (any dtype, any device)."""
+    x = t.detach().contiguous().cpu()
+    h = hashlib.sha256(f"{x.dtype}|{tuple(x.shape)}|".encode())
+    if x.numel():
+        h.update(x.reshape(-1).view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()[:32]
+
+
+def _cpu(t: torch.Tensor) -> torch.Tensor:
+    return t.detach().to("cpu", copy=True)
+
+
+def _tensors(obj: Any, label: str) -> list[tuple[str, torch.Tensor]]:
+    """(label, tensor) for every tensor in nested args (tuples, lists, dicts)."""
+    if isinstance(obj, torch.Tensor):
+        return [(label, obj)]
+    if isinstance(obj, (list, tuple)):
+        return [x for i, v in enumerate(obj) for x in _tensors(v, f"{label}[{i}]")]
+    if isinstance(obj, dict):
+        return [x for k, v in obj.items() for x in _tensors(v, f"{label}[{k!r}]")]
+    return []
+
+
+class _LossInputs(TorchFunctionMode):
+    """Records data tensors given to torch functions after the forward, until backward."""
+
+    def __init__(self, cap: "Capture") -> None:
+        super().__init__()
+        self.cap = cap
+        self.recording = True
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func in (torch.Tensor.backward, torch.autograd.backward):
+            self.recording = False
+        if self.recording:
+            name = getattr(func, "__name__", "fn")
+            for label, t in _tensors(list(args), f"{name} arg") + _tensors(kwargs, name):
+                if not t.requires_grad:
+                    self.cap.record_input(label, t)
+        return func(*args, **kwargs)
+
+
+class Capture:
+    """Hooks that record inputs, gradients and post-step state; see the module docstring."""
+
+    def __init__(self, max_steps: int) -> None:
+        self.max_steps = max_steps
+        self.model: nn.Module | None = None
+        self.device = "cpu"
+        self.steps: list[dict] = []
+        self._inputs: list[tuple[str, str]] = []
+        self._before: dict[str, torch.Tensor] = {}
+        self._mode: _LossInputs | None = None
+        self._hooks: list = []
+
+    # ---- wiring ------------------------------------------------------------------------
+    def on_model(self, handle) -> None:
+        """`install_policy`'s callback: the model the optimizer trains has been found."""
+        self.model = handle.model
+        first = next(self.model.parameters(), None)
+        self.device = str(first.device) if first is not None else "cpu"
+
+    def start(self) -> None:
+        self._hooks = [
+            nn_module.register_module_forward_hook(self._forward_done, with_kwargs=True),
+            register_optimizer_step_pre_hook(self._pre_step),
+            register_optimizer_step_post_hook(self._post_step),
+        ]
+
+    def stop(self) -> None:
+        self._leave_mode()
+        for h in self._hooks:
+            h.remove()
+        self._hooks = []
+
+    def record_input(self, label: str, t: torch.Tensor) -> None:
+        self._inputs.append((label, digest(t)))
+
+    # ---- hooks ---------------------------------------------------------------------------
+    def _forward_done(self, module, args, kwargs, output) -> None:
+        if module is not self.model or not torch.is_grad_enabled():
+            return
+        for label, t in _tensors(args, "forward arg") + _tensors(kwargs, "forward kwarg"):
+            self.record_input(label, t)
+        if self._mode is None:
+            self._mode = _LossInputs(self)
+            self._mode.__enter__()
+        self._mode.recording = True
+
+    def _leave_mode(self) -> None:
+        if self._mode is not None:
+            self._mode.__exit__(None, None, None)
+            self._mode = None
+
+    def _named_params(self, opt) -> list[tuple[str, nn.Parameter]]:
+        names = {}
+        if self.model is not None:
+            names = {id(p): n for n, p in self.model.named_parameters()}
+        out, seen = [], set()
+        for g, group in enumerate(opt.param_groups):
+            for j, p in enumerate(group["params"]):
+                if id(p) not in seen:
+                    seen.add(id(p))
+                    out.append((names.get(id(p), f"param_groups[{g}][{j}]"), p))
+        return out
+
+    def _pre_step(self, opt, args, kwargs) -> None:
+        self._leave_mode()
+        grads, nonfinite = {}, []
+        for name, p in self._named_params(opt):
+            grads[name] = None if p.grad is None else _cpu(p.grad)
+            if p.grad is not None and not bool(torch.isfinite(p.grad).all()):
+                nonfinite.append(name)
+        every = self.model.named_parameters() if self.model is not None else []
+        self._before = {n: _cpu(p) for n, p in every}
+        self._before.update({n: _cpu(p) for n, p in self._named_params(opt)})
+        self._pending = {"inputs": self._inputs, "grads": grads, "nonfinite": nonfinite}
+        self._inputs = []
+
+    def _post_step(self, opt, args, kwargs) -> None:
+        step = self._pending
+        params = dict(self._named_params(opt))
+        if self.model is not None:
+            params.update(dict(self.model.named_parameters()))
+        after = {n: _cpu(p) for n, p in params.items()}
+        step["params"] = after
+        step["buffers"] = ({n: _cpu(b) for n, b in self.model.named_buffers()}
+                           if self.model is not None else {})
+        step["optim"] = {}
+        for name, p in self._named_params(opt):
+            st = opt.state.get(p, {})
+            step["optim"][name] = {k: _cpu(v) if isinstance(v, torch.Tensor)
+                                   else torch.tensor(float(v))
+                                   for k, v in st.items()
+                                   if isinstance(v, (torch.Tensor, int, float))}
+        moved = {n: not bitwise_equal(self._before[n], after[n])
+                 for n in after if n in self._before}
+        step["unmoved"] = [n for n, p in params.items()
+                           if p.requires_grad and step["grads"].get(n) is not None
+                           and not moved.get(n, True)]
+        step["frozen_changed"] = [n for n, p in params.items()
+                                  if not p.requires_grad and moved.get(n, False)]
+        self.steps.append(step)
+        if len(self.steps) >= self.max_steps:
+            raise StopTracing()
+
+    # ---- file ----------------------------------------------------------------------------
+    def data(self, meta: dict) -> dict:
+        return {"format": FORMAT, "meta": meta, "steps": self.steps}
+
+
+def save_capture(data: dict, path: str) -> None:
+    """Write a capture (plain tensors, strings, numbers) to our own file."""
+    torch.save(data, path)
+
+
+def bitwise_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
+    if a.dtype != b.dtype or a.shape != b.shape:
+        return False
+    if a.numel() == 0:
+        return True
+    return bool(torch.equal(a.contiguous().reshape(-1).view(torch.uint8),
+                            b.contiguous().reshape(-1).view(torch.uint8)))
+
+
+def load_capture(path: str) -> dict:
+    """Read a capture file back (tensors and plain containers only)."""
+    data = torch.load(path, map_location="cpu", weights_only=True)
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise ValueError(f"{path} is not a {FORMAT} file")
+    return data

@@ -1,0 +1,120 @@
+"""The correctness gates of `memledger compare`: baseline twice, then each candidate.
+
+    report = run_gates("train.py", [], [Variant.of(p) for p in policies], steps=3)
+    for o in report.outcomes:
+        print(o.variant.label, o.passed, o.reason)
+
+1. inputs, 2. gradients, 3. update: see memledger/verify/diff.py.
+4. Baseline determinism: the baseline is captured twice. If its *inputs* differ between the
+   two runs the script is not reproducible and nothing can be compared: every candidate is
+   rejected at the inputs gate with the input named. If only its numbers differ, the
+   tolerance becomes `max(rtol, 2 × noise floor)` (the largest relative difference between
+   the two baseline runs; twice it, because a candidate is one more sample of that noise).
+
+Default tolerance: bitwise on CPU; `CUDA_RTOL` relative on CUDA (kernels may choose other
+algorithms between runs, e.g. split-K matmuls; see Note [Tolerance] in diff.py).
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from memledger.errors import EXIT_OK, ScriptError
+from memledger.verify.diff import Comparison, Finding, Tolerance, compare, noise_floor
+from memledger.verify.runs import BASELINE, CaptureResult, Variant, capture_run
+
+CUDA_RTOL = 1e-5    # relative to each tensor's max |value|; fp32 accumulation-order noise
+NOISE_FACTOR = 2.0  # a candidate is one more sample of the baseline's noise
+
+
+@dataclass
+class GateOutcome:
+    """One candidate against the baseline."""
+
+    variant: Variant
+    comparison: Comparison | None = None
+    failure: str = ""          # the script failed under the candidate (its reason)
+
+    @property
+    def passed(self) -> bool:
+        return not self.failure and self.comparison is not None \
+            and self.comparison.finding is None
+
+    @property
+    def gates(self) -> dict[str, bool]:
+        if self.comparison is None:
+            return {"inputs": False, "gradients": False, "update": False}
+        return self.comparison.gates
+
+    @property
+    def reason(self) -> str:
+        if self.failure:
+            return f"the script failed under this policy: {self.failure}"
+        f = self.comparison.finding if self.comparison else None
+        return f"{f.gate}: {f.message}" if f else "gates passed"
+
+
+@dataclass
+class GateReport:
+    """Everything the gates found; `outcomes` in the order the candidates were given."""
+
+    steps: int
+    device: str
+    tolerance: Tolerance
+    noise_floor: float                  # 0.0: the baseline agrees with itself bitwise
+    reproducible: bool                  # the baseline's inputs agree between its two runs
+    outcomes: list[GateOutcome] = field(default_factory=list)
+    note: str = ""
+
+
+def run_gates(script: str | Path, argv: list[str], variants: list[Variant], steps: int,
+              rtol: float | None = None, workdir: str | Path | None = None,
+              runner: Callable[..., CaptureResult] = capture_run) -> GateReport:
+    """Capture the baseline twice and each variant once (fresh processes); compare them.
+
+    `runner(script, argv, variant, steps, out)`: `capture_run` (a fresh process each); unit
+    tests pass an in-process runner for tiny self-seeding scripts.
+    """
+    with tempfile.TemporaryDirectory(prefix="memledger-verify-", dir=workdir) as tmp:
+        tmp = Path(tmp)
+        base = [_baseline(runner, script, argv, steps, tmp / f"baseline{i}.capture")
+                for i in (0, 1)]
+        device = base[0]["meta"].get("device", "cpu")
+        tol = Tolerance(rtol if rtol is not None else
+                        (CUDA_RTOL if device.startswith("cuda") else 0.0))
+        self_check = compare(base[0], base[1], Tolerance(0.0))
+        report = GateReport(steps, device, tol, 0.0, True)
+        f = self_check.finding
+        if f is not None and f.gate == "inputs":
+            report.reproducible = False
+            report.note = (f"the script's inputs are not reproducible: two baseline runs "
+                           f"differ at step {f.step} on {f.name}; seed the data loader")
+            why = Finding("inputs", f.step, f.name, report.note)
+            report.outcomes = [GateOutcome(v, Comparison(f.step + 1, why, ("inputs",)))
+                               for v in variants]
+            return report
+        if f is not None:
+            report.noise_floor = noise_floor(base[0], base[1])
+            report.tolerance = Tolerance(max(tol.rtol, NOISE_FACTOR * report.noise_floor))
+            report.note = (f"the baseline does not agree with itself (noise floor rel "
+                           f"{report.noise_floor:.2g}); gates use {report.tolerance.describe()}")
+        for i, v in enumerate(variants):
+            res = runner(script, argv, v, steps, tmp / f"candidate{i}.capture")
+            if res.code != EXIT_OK or res.data is None:
+                report.outcomes.append(GateOutcome(v, failure=res.reason))
+                continue
+            report.outcomes.append(GateOutcome(v, compare(base[0], res.data, report.tolerance)))
+        return report
+
+
+def _baseline(runner, script, argv, steps: int, out: Path) -> dict:
+    res = runner(script, argv, BASELINE, steps, out)
+    if res.code != EXIT_OK or res.data is None:
+        sys.stderr.write(res.output)   # the script's own traceback, as Python printed it
+        raise ScriptError(f"the baseline run failed ({res.reason}); fix the script so that "
+                          f"it trains {steps} steps on its own", exit_code=res.code or 3)
+    return res.data

@@ -1,0 +1,114 @@
+"""One capture run: in this process (`capture_in_process`) or in a fresh one (`capture_run`).
+
+`memledger compare` always uses fresh processes (`capture_run`): a script may leave global
+state behind (RNG, caches, registered hooks), and each run must start from the same place.
+`capture_in_process` is what the fresh process runs, and what unit tests call directly on
+tiny scripts that seed themselves.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from memledger.errors import EXIT_OK, EXIT_USAGE, PolicyError, ScriptError
+
+
+@dataclass(frozen=True)
+class Variant:
+    """What a capture run applies: a policy string, or (tests only) a broken candidate."""
+
+    label: str
+    policy: str = "none"
+    broken: str = ""       # a name from memledger/verify/broken.py (tests only)
+    selector: str = ""     # the broken candidate's selector
+
+    @classmethod
+    def of(cls, policy) -> "Variant":
+        return cls(label=str(policy), policy=policy.text())
+
+
+BASELINE = Variant("none")
+
+
+@dataclass
+class CaptureResult:
+    code: int
+    reason: str
+    data: dict | None      # the capture (see capture.py); None when no step was captured
+    output: str = ""       # the script's output (fresh process only)
+
+
+def capture_in_process(script: str | Path, argv: list[str], variant: Variant,
+                       steps: int) -> CaptureResult:
+    """Run `script` here under `variant`; raise PolicyError if the policy cannot apply."""
+    from memledger.measure.apply import install_policy
+    from memledger.replay.policies import parse_policy
+    from memledger.trace.script import run_and_classify
+    from memledger.verify.broken import apply_broken
+    from memledger.verify.capture import Capture
+
+    cap = Capture(max_steps=steps)
+    applied: list[str] = []
+    errors: list[PolicyError] = []
+
+    def on_applied(handle) -> None:
+        cap.on_model(handle)
+        applied.extend(handle.modules)
+        if variant.broken:
+            try:
+                applied.extend(apply_broken(handle.model, variant.broken, variant.selector))
+            except PolicyError as e:
+                errors.append(e)
+                raise
+
+    installer = install_policy(parse_policy(variant.policy), on_applied=on_applied)
+    cap.start()
+    try:
+        code, reason = run_and_classify(script, argv)
+    finally:
+        cap.stop()
+        installer.remove()
+    if installer.error is not None or errors:
+        raise installer.error or errors[0]
+    if code == EXIT_OK and not cap.steps:
+        return CaptureResult(EXIT_USAGE, "the script ran no optimizer step; call "
+                             "optimizer.step() in the training loop", None)
+    meta = {"policy": variant.policy, "broken": variant.broken, "selector": variant.selector,
+            "regions": applied, "device": cap.device, "steps_requested": steps}
+    return CaptureResult(code, reason, cap.data(meta) if cap.steps else None)
+
+
+def capture_run(script: str | Path, argv: list[str], variant: Variant, steps: int,
+                out: str | Path) -> CaptureResult:
+    """Run `script` once under `variant` in a fresh process, capturing `steps` steps.
+
+    Raises PolicyError when the policy cannot apply to the model (exit 2).
+    """
+    from memledger.verify.capture import load_capture
+
+    out = Path(out)
+    status = out.with_suffix(".status.json")
+    cmd = [sys.executable, "-m", "memledger.verify.worker", "--out", str(out),
+           "--status", str(status), "--steps", str(steps), "--policy", variant.policy]
+    if variant.broken:
+        cmd += ["--broken", variant.broken, "--selector", variant.selector]
+    cmd += [str(script), "--", *argv]
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    output = proc.stdout.decode(errors="replace")
+    if not status.exists():
+        tail = (output.strip().splitlines() or [""])[-1]
+        raise ScriptError(f"capture worker died with status {proc.returncode}: {tail}")
+    st = json.loads(status.read_text())
+    if st.get("policy_error"):
+        raise PolicyError(st["reason"])
+    data = None
+    if out.exists():
+        data = load_capture(str(out))
+        out.unlink()
+    return CaptureResult(st["code"], st["reason"], data, output)

@@ -1,0 +1,191 @@
+"""The gates on tiny self-seeding scripts, captured in this process (fast, exact).
+
+Each broken candidate (memledger/verify/broken.py) must be rejected at the right gate with
+the right tensor named; real policies must pass bitwise on CPU.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from memledger.errors import PolicyError
+from memledger.verify.gates import run_gates
+from memledger.verify.runs import CaptureResult, Variant, capture_in_process
+
+# Three blocks of Linear -> ReLU -> Dropout, then a head; Adam; data from a seeded generator.
+DROPOUT_NET = """
+import torch
+from torch import nn
+import torch.nn.functional as F
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(16, 16)
+        self.drop = nn.Dropout(0.5)
+    def forward(self, x):
+        return self.drop(F.relu(self.fc(x)))
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.inp = nn.Linear(8, 16)
+        self.blocks = nn.ModuleList([Block() for _ in range(3)])
+        self.head = nn.Linear(16, 4)
+    def forward(self, x):
+        x = self.inp(x)
+        for b in self.blocks:
+            x = b(x)
+        return self.head(x)
+
+torch.manual_seed(0)
+model = Net()
+opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+gen = {gen}
+for step in range(5):
+    x = torch.randn(32, 8, generator=gen)
+    y = torch.randint(0, 4, (32,), generator=gen)
+    loss = F.cross_entropy(model(x), y)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+"""
+SEEDED = "torch.Generator().manual_seed(1)"
+UNSEEDED = "torch.Generator(); gen.seed()".replace("; gen.seed()", "") + "\ngen.seed()"
+
+# Two blocks of Linear -> BatchNorm1d (training mode) -> ReLU; SGD with momentum.
+BN_NET = """
+import torch
+from torch import nn
+import torch.nn.functional as F
+
+torch.manual_seed(0)
+model = nn.Sequential()
+model.blocks = nn.Sequential(
+    nn.Sequential(nn.Linear(8, 16), nn.BatchNorm1d(16), nn.ReLU()),
+    nn.Sequential(nn.Linear(16, 16), nn.BatchNorm1d(16), nn.ReLU()))
+model.head = nn.Linear(16, 4)
+opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+gen = torch.Generator().manual_seed(1)
+model.train()
+for step in range(5):
+    x = torch.randn(32, 8, generator=gen)
+    loss = F.cross_entropy(model(x), torch.randint(0, 4, (32,), generator=gen))
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+"""
+
+
+def in_process(script, argv, variant, steps, out) -> CaptureResult:
+    return capture_in_process(script, argv, variant, steps)
+
+
+def _write(tmp_path: Path, name: str, body: str) -> Path:
+    p = tmp_path / name
+    p.write_text(textwrap.dedent(body))
+    return p
+
+
+@pytest.fixture
+def dropout_net(tmp_path):
+    return _write(tmp_path, "dropout_net.py", DROPOUT_NET.format(gen=SEEDED))
+
+
+def _one(script: Path, variant: Variant, steps: int = 2):
+    report = run_gates(script, [], [variant], steps=steps, runner=in_process)
+    return report, report.outcomes[0]
+
+
+@pytest.mark.parametrize("policy", ["checkpoint:blocks.*", "offload:blocks.*",
+                                    "selective:blocks.*", "checkpoint:blocks.[0-1]"])
+def test_real_policies_pass_bitwise(dropout_net, policy):
+    report, o = _one(dropout_net, Variant(policy, policy))
+    assert report.reproducible and report.noise_floor == 0.0
+    assert report.tolerance.describe() == "bitwise"
+    assert o.passed and o.gates == {"inputs": True, "gradients": True, "update": True}
+    assert o.reason == "gates passed"
+    assert o.comparison.steps_compared == 2
+    assert o.comparison.worst_gradient.max_abs == 0.0
+
+
+def test_checkpoint_without_rng_state_fails_gradients(dropout_net):
+    # GIVEN dropout inside every block, recomputed without restoring the RNG state
+    _, o = _one(dropout_net, Variant("no-rng", broken="checkpoint_no_rng", selector="blocks.*"))
+    # THEN the masks differ in backward: the gradients gate fails at step 0 and names the
+    # parameter with the largest relative difference, one inside the first recomputed block
+    assert not o.passed
+    assert o.gates == {"inputs": True, "gradients": False, "update": True}
+    f = o.comparison.finding
+    assert (f.gate, f.step, f.name) == ("gradients", 0, "blocks.0.fc.bias")
+    assert f.diff.max_rel > 0.5   # other dropout masks: not noise, a different gradient
+    assert o.reason.startswith(f"gradients: gradient of {f.name} differs at step 0: max abs ")
+
+
+def test_detached_output_fails_update_naming_the_parameter(dropout_net):
+    _, o = _one(dropout_net, Variant("detach", broken="detach_output", selector="blocks.1"))
+    f = o.comparison.finding
+    # everything before blocks.1's output: inp, blocks.0, blocks.1 (4 + 2 = 6 tensors)
+    assert f.gate == "update" and f.step == 0 and f.name == "inp.weight"
+    assert o.reason == ("update: inp.weight (and 5 more) has no gradient at step 0: the graph "
+                        "was cut (detach, no_grad or a frozen branch)")
+    # the gradients that remain (blocks.2, head) are bitwise the baseline's
+    assert o.gates == {"inputs": True, "gradients": True, "update": False}
+
+
+def test_perturbed_saved_activations_fail_gradients(dropout_net):
+    _, o = _one(dropout_net, Variant("perturb", broken="perturb_saved", selector="blocks.2"))
+    f = o.comparison.finding
+    # the saved input of blocks.2.fc is 1e-3 off: its weight gradient (grad_out^T @ x) is
+    # the worst, a few 1e-3 relative (dropout and ReLU masks are saved too, ×1.001 as well)
+    assert (f.gate, f.step, f.name) == ("gradients", 0, "blocks.2.fc.weight")
+    assert 1e-3 <= f.diff.max_rel < 1e-2
+    assert o.gates == {"inputs": True, "gradients": False, "update": True}
+
+
+def test_unseeded_data_fails_inputs_for_every_candidate(tmp_path):
+    script = _write(tmp_path, "unseeded.py", DROPOUT_NET.format(gen=UNSEEDED))
+    report = run_gates(script, [], [Variant("checkpoint:blocks.*", "checkpoint:blocks.*"),
+                                    Variant("offload:blocks.*", "offload:blocks.*")],
+                       steps=2, runner=in_process)
+    assert not report.reproducible
+    assert report.note == ("the script's inputs are not reproducible: two baseline runs differ "
+                           "at step 0 on forward arg[0]; seed the data loader")
+    for o in report.outcomes:
+        assert o.gates == {"inputs": False, "gradients": False, "update": False}
+        assert o.reason == "inputs: " + report.note
+
+
+def test_checkpointed_batchnorm_is_caught_on_buffers(tmp_path):
+    script = _write(tmp_path, "bn_net.py", BN_NET)
+    _, o = _one(script, Variant("plain", broken="checkpoint_plain", selector="blocks.*"))
+    f = o.comparison.finding
+    # the recompute in backward updates running stats a second time: gradients are equal
+    # (training mode normalises with batch statistics), the buffers are not
+    assert o.gates == {"inputs": True, "gradients": True, "update": False}
+    assert f.gate == "update" and f.step == 0
+    # num_batches_tracked is 2 instead of 1: rel difference 1.0, the worst buffer
+    assert f.name == "blocks.0.1.num_batches_tracked"
+    assert (f.diff.max_abs, f.diff.max_rel) == (1.0, 1.0)
+
+
+@pytest.mark.parametrize("policy", ["checkpoint:blocks.*", "selective:blocks.*"])
+def test_memledger_checkpoint_of_batchnorm_is_caught_too(tmp_path, policy):
+    # memledger's own checkpoint application (measure/apply.py) recomputes the BatchNorm in
+    # training mode as torch's checkpoint does: the double update is not prevented there,
+    # so the gate catches it for the real policy as well. (offload does not recompute.)
+    script = _write(tmp_path, "bn_net.py", BN_NET)
+    _, o = _one(script, Variant(policy, policy))
+    assert o.reason == ("update: buffer blocks.0.1.num_batches_tracked differs after step 0: "
+                        "max abs 1, rel 1 (bitwise)")
+    _, o = _one(script, Variant("offload:blocks.*", "offload:blocks.*"))
+    assert o.passed
+
+
+def test_unknown_selector_is_a_policy_error(dropout_net):
+    with pytest.raises(PolicyError):
+        run_gates(dropout_net, [], [Variant("x", "checkpoint:nothing.*")], steps=1,
+                  runner=in_process)
