@@ -231,6 +231,22 @@ class Ledger:
             "idle_byte_events", ascending=False, kind="stable")
         return rows if top is None else rows.head(top)
 
+    def idle_offenders(self, top: int | None = 10) -> pd.DataFrame:
+        """`idle()` with the same tensor of every step folded into one row.
+
+        A row is (category, module, shape, dtype, op, name); `count` says how many storages
+        (usually one per step) it stands for, `idle_events` and `idle_byte_events` are sums.
+        """
+        keys = ["category", "module", "shape", "dtype", "op", "name"]
+        rows = self.idle(top=None)
+        if not len(rows):
+            return rows.assign(count=pd.Series(dtype=np.int64))
+        grouped = rows.groupby(keys, sort=False, dropna=False).agg(
+            bytes=("bytes", "max"), count=("sid", "size"), idle_events=("idle_events", "sum"),
+            idle_byte_events=("idle_byte_events", "sum")).reset_index()
+        grouped = grouped.sort_values("idle_byte_events", ascending=False, kind="stable")
+        return grouped if top is None else grouped.head(top)
+
     def resident_at_end(self) -> dict[str, int]:
         return self.by_category(self.n_events - 1)
 

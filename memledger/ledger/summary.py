@@ -45,14 +45,15 @@ class TensorRow(_Model):
 
 
 class IdleRow(_Model):
-    bytes: int
+    bytes: int = Field(description="bytes of one storage")
+    count: int = Field(description="storages folded into this row (one per step, usually)")
     category: str
     module: str
     shape: str
     op: str
     name: str
-    idle_events: int
-    idle_byte_events: int
+    idle_events: int = Field(description="events held after last use, summed over `count`")
+    idle_byte_events: int = Field(description="bytes × idle events, summed over `count`")
 
 
 class Summary(_Model):
@@ -84,7 +85,7 @@ def summarize(led: Ledger, top: int = 10) -> Summary:
     live = led.live_at(pk.event).head(top)
     _, saved = led.saved_before_backward()
     by_mod = saved.groupby("saved_module")["bytes"].sum().sort_values(ascending=False)
-    idle = led.idle(top)
+    idle = led.idle_offenders(top)
     meas = led.measured or {"peak_bytes": 0, "source": "none"}
     return Summary(
         device=led.device,
@@ -102,7 +103,8 @@ def summarize(led: Ledger, top: int = 10) -> Summary:
         top_tensors=[TensorRow(bytes=int(r.bytes), category=r.category, module=r.module,
                                shape=r.shape, dtype=r.dtype, op=r.op, name=r.name)
                      for r in live.itertuples()],
-        idle=[IdleRow(bytes=int(r.bytes), category=r.category, module=r.module, shape=r.shape,
+        idle=[IdleRow(bytes=int(r.bytes), count=int(r.count), category=r.category,
+                      module=r.module, shape=r.shape,
                       op=r.op, name=r.name, idle_events=int(r.idle_events),
                       idle_byte_events=int(r.idle_byte_events)) for r in idle.itertuples()],
     )

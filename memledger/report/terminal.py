@@ -1,4 +1,9 @@
-"""`memledger show`: the ledger summary as Rich tables a person reads in ten seconds."""
+"""`memledger show`: the ledger summary as Rich tables a person reads in ten seconds.
+
+Top to bottom: where the peak is and whether the allocator agrees; what the peak is made
+of (next to the peak of each phase and step); the largest tensors live there; what is saved
+for backward, by module; memory held after its last use.
+"""
 
 from __future__ import annotations
 
@@ -10,81 +15,124 @@ from memledger.ledger.schema import CATEGORIES
 from memledger.ledger.summary import Summary
 from memledger.units import format_bytes
 
+BAR_WIDTH = 16
 
-def _mod(path: str) -> str:
-    return path if path else "(no module)"
+
+def _mod(path: str, width: int = 20) -> str:
+    """A module path for a narrow column: its tail is the informative end."""
+    if not path:
+        return "(no module)"
+    return path if len(path) <= width else "…" + path[-(width - 1):]
+
+
+def _op(op: str) -> str:
+    """`addmm.default` -> `addmm`: the overload name only when it says something."""
+    return op.removesuffix(".default")
 
 
 def _pct(part: int, whole: int) -> str:
-    return f"{100.0 * part / whole:5.1f}%" if whole else "    -"
+    return f"{100.0 * part / whole:.1f}%" if whole else "-"
+
+
+def _bar(part: int, whole: int) -> str:
+    n = round(BAR_WIDTH * part / whole) if whole else 0
+    return "█" * n
+
+
+def _headline(s: Summary, source: str) -> list[Text]:
+    pk = s.peak
+    lines = [
+        Text(f"{source} · {s.device} · {s.steps_traced} steps traced"
+             + ("" if s.complete else " · INCOMPLETE (crashed or interrupted)"), style="dim"),
+        Text.assemble(("Peak ", "bold"), (format_bytes(pk.bytes), "bold magenta"),
+                      f" at step {pk.step} · {pk.phase} · {_op(pk.op) or '-'} in {_mod(pk.module, 40)}"
+                      f" · event {pk.event}"),
+    ]
+    if s.measured.source != "none":
+        diff = s.measured.peak_bytes - pk.bytes
+        lines.append(Text(
+            f"Allocator peak {format_bytes(s.measured.peak_bytes)} ({s.measured.source}): "
+            f"the ledger explains all but {diff:,} bytes "
+            f"({_pct(abs(diff), s.measured.peak_bytes)})", style="dim"))
+    return lines
+
+
+def _breakdown(s: Summary) -> Table:
+    total = sum(s.at_peak.values())
+    t = Table(title="At the peak", title_justify="left", show_edge=False, pad_edge=False)
+    t.add_column("category")
+    t.add_column("bytes", justify="right")
+    t.add_column("share", justify="right")
+    t.add_column("")
+    for c in CATEGORIES:
+        b = s.at_peak.get(c, 0)
+        if b:
+            t.add_row(c, format_bytes(b), _pct(b, total), Text(_bar(b, total), style="cyan"))
+    t.add_row("total", format_bytes(total), "", "", style="bold")
+    return t
+
+
+def _phases(s: Summary) -> Table:
+    t = Table(title="Peak by phase / step", title_justify="left", show_edge=False,
+              pad_edge=False)
+    t.add_column("when")
+    t.add_column("peak", justify="right")
+    for name, b in s.by_phase_peak.items():
+        t.add_row(name, format_bytes(b), style="bold" if name == s.peak.phase else None)
+    for step, b in s.by_step_peak.items():
+        t.add_row(f"step {step}", format_bytes(b), style="dim")
+    return t
+
+
+def _top_tensors(s: Summary) -> Table:
+    t = Table(title="Largest tensors live at the peak", title_justify="left", show_edge=False,
+              pad_edge=False)
+    t.add_column("bytes", justify="right", no_wrap=True, min_width=9)
+    t.add_column("category", no_wrap=True, min_width=10)
+    for col in ("module", "shape", "dtype", "made by / name"):
+        t.add_column(col, no_wrap=True)
+    for r in s.top_tensors:
+        t.add_row(format_bytes(r.bytes), r.category, _mod(r.module), r.shape, r.dtype,
+                  _mod(r.name, 24) if r.name else _op(r.op))
+    return t
+
+
+def _activations(s: Summary) -> Table:
+    t = Table(title=f"Saved for backward: {format_bytes(s.activations.saved_bytes)} live just "
+                    "before backward, by the module that saved it",
+              title_justify="left", show_edge=False, pad_edge=False)
+    t.add_column("module", no_wrap=True)
+    t.add_column("bytes", justify="right")
+    t.add_column("share", justify="right")
+    total = s.activations.saved_bytes
+    for mod, b in list(s.activations.by_module.items())[:10]:
+        t.add_row(_mod(mod, 40), format_bytes(b), _pct(b, total))
+    if len(s.activations.by_module) > 10:
+        t.add_row(f"... {len(s.activations.by_module) - 10} more", "", "", style="dim")
+    return t
+
+
+def _idle(s: Summary) -> Table:
+    t = Table(title="Held after last use (idle bytes × events; same tensor of each step "
+                    "folded)", title_justify="left", show_edge=False, pad_edge=False)
+    for col in ("bytes", "×", "category", "what", "shape", "idle events"):
+        t.add_column(col, justify="right" if col in ("bytes", "×", "idle events") else "left",
+                     no_wrap=True)
+    for r in s.idle[:8]:
+        what = _mod(r.name, 28) if r.name else f"{_op(r.op)} in {_mod(r.module, 16)}"
+        t.add_row(format_bytes(r.bytes), str(r.count), r.category, what, r.shape,
+                  f"{r.idle_events:,}")
+    return t
 
 
 def render_summary(s: Summary, source: str = "") -> Group:
     """All of `show`'s tables, top to bottom."""
-    pk = s.peak
-    total = max(pk.bytes, s.measured.peak_bytes)
-    head = Text.assemble(
-        ("Peak ", "bold"), (format_bytes(pk.bytes), "bold magenta"),
-        f"  at step {pk.step}, {pk.phase}, op {pk.op or '-'} in {_mod(pk.module)}"
-        f"  (event {pk.event})",
-    )
-    lines: list = [Text(f"{source}  ·  device {s.device}  ·  {s.steps_traced} steps traced"
-                        + ("" if s.complete else "  ·  INCOMPLETE (crashed or interrupted)"),
-                        style="dim"), head]
-    if s.measured.source != "none":
-        diff = s.measured.peak_bytes - pk.bytes
-        lines.append(Text(
-            f"Allocator peak {format_bytes(s.measured.peak_bytes)} ({s.measured.source}); "
-            f"the ledger explains all but {diff:,} bytes "
-            f"({_pct(abs(diff), s.measured.peak_bytes).strip()})", style="dim"))
-
-    cat = Table(title="At the peak", title_justify="left", show_edge=False)
-    cat.add_column("category")
-    cat.add_column("bytes", justify="right")
-    cat.add_column("", justify="right")
-    cat.add_column("share", justify="right")
-    for c in CATEGORIES:
-        b = s.at_peak.get(c, 0)
-        if b:
-            cat.add_row(c, f"{b:,}", format_bytes(b), _pct(b, total))
-    cat.add_row("total", f"{sum(s.at_peak.values()):,}", format_bytes(sum(s.at_peak.values())),
-                "", style="bold")
-
-    ph = Table(title="Peak by phase", title_justify="left", show_edge=False)
-    ph.add_column("phase")
-    ph.add_column("peak", justify="right")
-    for name, b in s.by_phase_peak.items():
-        ph.add_row(name, format_bytes(b))
-    ph.add_row("", "")
-    for step, b in s.by_step_peak.items():
-        ph.add_row(f"step {step}", format_bytes(b))
-
-    top = Table(title="Largest tensors live at the peak", title_justify="left", show_edge=False)
-    for col in ("bytes", "category", "module", "shape", "dtype", "op / name"):
-        top.add_column(col, justify="right" if col == "bytes" else "left")
-    for r in s.top_tensors:
-        top.add_row(format_bytes(r.bytes), r.category, _mod(r.module), r.shape, r.dtype,
-                    r.name or r.op)
-
-    act = Table(title=f"Saved for backward: {format_bytes(s.activations.saved_bytes)} "
-                      "(live just before backward), by module",
-                title_justify="left", show_edge=False)
-    act.add_column("module")
-    act.add_column("bytes", justify="right")
-    for mod, b in list(s.activations.by_module.items())[:12]:
-        act.add_row(_mod(mod), format_bytes(b))
-
-    idle = Table(title="Idle residency: held after last use (bytes × events)",
-                 title_justify="left", show_edge=False)
-    for col in ("bytes", "category", "module", "shape", "idle events", "what"):
-        idle.add_column(col, justify="right" if col in ("bytes", "idle events") else "left")
-    for r in s.idle[:8]:
-        idle.add_row(format_bytes(r.bytes), r.category, _mod(r.module), r.shape,
-                     f"{r.idle_events:,}", r.name or r.op)
-
-    parts = [*lines, Text(""), cat, Text(""), ph, Text(""), top, Text(""), act]
+    side = Table.grid(padding=(0, 4))
+    side.add_row(_breakdown(s), _phases(s))
+    parts: list = [*_headline(s, source), Text(""), side, Text(""), _top_tensors(s), Text(""),
+                   _activations(s)]
     if s.idle:
-        parts += [Text(""), idle]
+        parts += [Text(""), _idle(s)]
     return Group(*parts)
 
 

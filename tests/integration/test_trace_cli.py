@@ -57,7 +57,7 @@ def test_trace_then_show_json_contract(tmp_path, capsys):
 def test_show_renders_for_people(traced_examples, capsys):
     assert main(["show", str(traced_examples["gpt"])]) == 0
     out = capsys.readouterr().out
-    for needle in ("Peak", "At the peak", "activation", "Saved for backward", "Idle residency",
+    for needle in ("Peak", "At the peak", "activation", "Saved for backward", "Held after last use",
                    "Allocator peak"):
         assert needle in out
 
