@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from memledger.budget.result import Growth
+from memledger.budget.result import ALL, Growth
 from memledger.errors import BudgetError
 from memledger.ledger.model import Ledger
 
@@ -50,7 +50,7 @@ def growth(current: Ledger, base: Ledger, top: int = 5) -> list[Growth]:
     """Largest growths of bytes at the peak, per category and per (category, module),
     categories first (their sum is the growth of the peak), then modules."""
     cur_cat, base_cat = current.at_peak(), base.at_peak()
-    cats = [Growth(category=c, module="(all)", delta_bytes=cur_cat[c] - base_cat.get(c, 0))
+    cats = [Growth(category=c, module=ALL, delta_bytes=cur_cat[c] - base_cat.get(c, 0))
             for c in cur_cat]
     cats = sorted((g for g in cats if g.delta_bytes > 0), key=lambda g: -g.delta_bytes)
 

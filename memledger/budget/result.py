@@ -8,6 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from memledger.units import format_bytes, format_signed_bytes
 
 CHECK_SCHEMA = "memledger.check/1"
+ALL = "(all)"  # Growth.module of a whole-category growth
 
 
 class _Model(BaseModel):
@@ -43,7 +44,8 @@ class Growth(_Model):
     delta_bytes: int
 
     def __str__(self) -> str:
-        return f"{self.category} {self.module} {format_signed_bytes(self.delta_bytes)}"
+        where = self.category if self.module == ALL else f"{self.category} {self.module}"
+        return f"{where} {format_signed_bytes(self.delta_bytes)}"
 
 
 class LimitResult(_Model):
@@ -102,7 +104,9 @@ class LimitResult(_Model):
     def why(self) -> str:
         parts = []
         if self.growth:
-            parts.append("grew most: " + ", ".join(str(g) for g in self.growth[:3]))
+            cats = [g for g in self.growth if g.module == ALL][:2]
+            mods = [g for g in self.growth if g.module != ALL][:3]
+            parts.append("grew most: " + ", ".join(str(g) for g in cats + mods))
         if self.top:
             mixed = not self.limit.startswith("category:")
             parts.append("top at peak: " + ", ".join(t.describe(mixed) for t in self.top[:3]))
