@@ -180,6 +180,12 @@ class Ledger:
         sums = live.groupby("category")["bytes"].sum()
         return {c: int(sums.get(c, 0)) for c in CATEGORIES}
 
+    def live_by(self, ev: int, key: str) -> dict[Any, int]:
+        """Bytes live right after `ev`, grouped by a storage column: `module`, `phase` (where
+        each was made), `step`, `category`, `dtype`, ... Largest first."""
+        sums = self.live_at(ev).groupby(key)["bytes"].sum().sort_values(ascending=False)
+        return {k: int(v) for k, v in sums.items()}
+
     def at_peak(self) -> dict[str, int]:
         """Category breakdown at the ledger peak, with `workspace` = measured − ledger peak."""
         pk = self.peak()

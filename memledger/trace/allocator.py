@@ -80,13 +80,18 @@ class CudaProbe:
     def note_oom(self, exc: BaseException) -> None:
         self.oom = {k: v for k, v in cuda_oom_record(exc, self.device).items() if k != "k"}
 
-    def stop(self) -> dict[str, Any]:
+    def stop(self, snapshot_path: str | None = None) -> dict[str, Any]:
+        """The measured record; with history on, also dump the allocator's snapshot (its
+        segments, blocks and events, for `memledger import`) to `snapshot_path`."""
         torch.cuda.synchronize(self.device)
         stats = torch.cuda.memory_stats(self.device)
-        if self.record_history:
-            torch.cuda.memory._record_memory_history(enabled=None)
         rec = {"k": "measured", "source": self.source, "device": f"cuda:{self.device}",
                **cuda_stats_record(stats)}
+        if self.record_history:
+            if snapshot_path:
+                torch.cuda.memory._dump_snapshot(snapshot_path)
+                rec["snapshot"] = str(snapshot_path)
+            torch.cuda.memory._record_memory_history(enabled=None)
         if self.oom:
             rec["oom"] = self.oom
         return rec

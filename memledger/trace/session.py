@@ -54,11 +54,11 @@ def check_writable(out: str | Path) -> Path:
 
 
 def _worker(mode: str, script: Path, argv: list[str], out: Path, steps: int,
-            quiet: bool) -> dict:
+            quiet: bool, extra: tuple[str, ...] = ()) -> dict:
     with tempfile.TemporaryDirectory(prefix="memledger-") as tmp:
         status = Path(tmp) / "status.json"
         cmd = [sys.executable, "-m", "memledger.trace.worker", mode, "--out", str(out),
-               "--status", str(status), "--steps", str(steps), str(script), "--", *argv]
+               "--status", str(status), "--steps", str(steps), *extra, str(script), "--", *argv]
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         proc = subprocess.Popen(cmd, env=env,
                                 stdout=subprocess.PIPE if quiet else None,
@@ -102,7 +102,11 @@ def trace_script(script: str | Path, argv: list[str], out: str | Path, steps: in
     if measure:
         with tempfile.TemporaryDirectory(prefix="memledger-") as tmp:
             mpath = Path(tmp) / "measured.json"
-            mres = _worker("allocator", script, argv, mpath, res["steps"], quiet=True)
+            # On CUDA the allocator pass also leaves the allocator's own snapshot beside the
+            # ledger (a torch pickle: read it with `memledger import`, never plain pickle).
+            snapshot = ("--snapshot", str(out) + ".cuda-snapshot.pickle")
+            mres = _worker("allocator", script, argv, mpath, res["steps"], quiet=True,
+                           extra=snapshot)
             if mres["code"] == EXIT_OK and mpath.exists():
                 append_records(out, json.loads(mpath.read_text())["records"])
                 measured = True

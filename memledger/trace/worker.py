@@ -83,7 +83,7 @@ def _allocator_pass(args) -> int:
     records = [{"k": "measured", "source": cpu.source, "device": dev, "peak_bytes": peak}
                for dev, peak in cpu.peaks().items() if dev == "cpu"]
     if cuda:
-        records.append(cuda.stop())
+        records.append(cuda.stop(args.snapshot))
     with open(args.out, "w", encoding="utf-8") as fh:
         json.dump({"records": records, "steps": steps["n"]}, fh)
     _write_status(args.status, outcome.code, outcome.reason, steps["n"], 0)
@@ -102,6 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", required=True)
     p.add_argument("--status")
     p.add_argument("--steps", type=int, default=3)
+    p.add_argument("--snapshot", help="allocator pass on CUDA: dump the allocator snapshot here")
     p.add_argument("script")
     p.add_argument("argv", nargs=argparse.REMAINDER)
     args = p.parse_args(argv)

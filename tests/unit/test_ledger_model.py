@@ -96,6 +96,14 @@ def test_live_at_and_saved_before_backward(led):
     assert ev == 4 and saved["bytes"].sum() == 200 and saved["saved_module"].tolist() == ["act"]
 
 
+def test_live_by_module_phase_step(led):
+    # right after ev 3: param (fc, setup) 1000, act (fc, forward) 200, tmp (fc, forward) 30,
+    # input ('', other) 10
+    assert led.live_by(3, "module") == {"fc": 1230, "": 10}
+    assert led.live_by(3, "phase") == {"setup": 1000, "forward": 230, "other": 10}
+    assert led.live_by(3, "step") == {1: 1240}
+
+
 def test_idle_residency(led):
     idle = led.idle(top=None)
     # input: last used 2, freed 9 → idle events 3..8 = 6 × 10 B; gradient: last 8, live to 10 → 1 × 1000
