@@ -130,7 +130,7 @@ class _Converter:
         free_action = "free_completed" if self.has_completed else "free_requested"
         for ev, e in enumerate(self.entries):
             act, addr, size = e.get("action"), e.get("addr"), int(e.get("size", 0) or 0)
-            frames = [f for f in (e.get("frames") or []) if isinstance(f, dict)]
+            frames = [fr.normalize(f) for f in (e.get("frames") or []) if isinstance(f, dict)]
             if act == "alloc":
                 ph = fr.phase_from_frames(frames)
                 if ph is None and not frames:      # rule 5 of the Note on frames
@@ -158,11 +158,17 @@ class _Converter:
         n = max(len(self.entries), 1)
         traced = set(self.live)
         for seg in self.segments:                        # active blocks no alloc explains
+            addr = seg.get("address")
             for b in seg.get("blocks") or []:
-                if b.get("state") in ACTIVE and b.get("address") not in traced:
-                    st = self._new(0, int(b.get("size", 0)), b.get("frames") or [], True,
-                                   "setup")
-                    self.live[b.get("address")] = st
+                # blocks tile their segment in address order; a block without an address
+                # (torch's profile-to-snapshot writes none) sits right after the one before
+                at = b.get("address", addr)
+                size = int(b.get("size", 0) or 0)
+                addr = at + size if isinstance(at, int) else None
+                if b.get("state") in ACTIVE and (at is None or at not in traced):
+                    frames = [fr.normalize(f) for f in b.get("frames") or []
+                              if isinstance(f, dict)]
+                    self.live[("pre", self.sid)] = self._new(0, size, frames, True, "setup")
         for st in self.live.values():
             self.records.append({"k": "live", "sid": st["sid"], "last": n - 1})
             self._roles(st, None, alive_at_end=True)

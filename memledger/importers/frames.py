@@ -22,9 +22,23 @@ The "module" of an allocation is the innermost frame outside torch (the user's c
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 Frame = dict[str, Any]
+
+# torch's own `_memory_viz._profile_to_snapshot` (a snapshot built from a torch.profiler run)
+# writes frames as {"filename": "none", "line": 0, "name": "torch/nn/modules/linear.py(130):
+# forward"}: the location is inside the name. `normalize` splits it back out.
+_PACKED = re.compile(r"^(?P<file>.+\.py)\((?P<line>\d+)\): (?P<name>.*)$")
+
+
+def normalize(f: Frame) -> Frame:
+    name = str(f.get("name", ""))
+    m = _PACKED.match(name) if f.get("filename") in (None, "", "none") else None
+    if m is None:
+        return f
+    return {"filename": m["file"], "line": int(m["line"]), "name": m["name"]}
 
 
 def _fname(f: Frame) -> str:
@@ -38,7 +52,8 @@ def frame_label(f: Frame) -> str:
 
 def _in_torch(f: Frame) -> bool:
     fn = _fname(f)
-    return "/torch/" in fn or fn.startswith("torch/") or not fn.endswith(".py")
+    return ("/torch/" in fn or fn.startswith("torch/") or "/site-packages/" in fn
+            or not fn.endswith(".py"))
 
 
 def phase_from_frames(frames: list[Frame]) -> str | None:
