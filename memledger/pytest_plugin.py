@@ -11,7 +11,7 @@
 Options (each with an ini twin): `--memledger` (ini `memledger = true`) prints the peak of
 every marked test at the end; `--memledger-json PATH` (ini `memledger_json`) writes them all.
 
-Kept light: nothing here imports torch or pydantic until a marked test runs or the fixture is
+Kept light: nothing here imports torch or the budget code until a marked test runs or the fixture is
 used, so a test run that never uses memledger pays only for this module.
 """
 

@@ -179,7 +179,8 @@ def test_plugin_is_light_when_unused(pytester):
 import sys
 def pytest_sessionfinish(session):
     with open("modules.txt", "w") as f:
-        f.write(" ".join(m for m in ("torch", "pydantic") if m in sys.modules))
+        f.write(" ".join(m for m in ("torch", "memledger.budget", "memledger.trace.api")
+                         if m in sys.modules))
 """)
     pytester.makepyfile("def test_plain():\n    assert True\n")
     r = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--strict-markers")
