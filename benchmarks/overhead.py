@@ -15,6 +15,7 @@ import argparse
 import contextlib
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -24,7 +25,7 @@ import torch.nn.functional as F
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from memledger.ledger.writer import MemorySink  # noqa: E402
+from memledger.ledger.writer import FileSink  # noqa: E402
 from memledger.trace.collector import Collector  # noqa: E402
 from tests.conftest import load_example  # noqa: E402
 
@@ -49,12 +50,22 @@ def build(args):
     return model, opt, step
 
 
+class _ClosingCollector(Collector):
+    """The collector plus closing its file, as the worker does at the end of a run."""
+
+    def __exit__(self, *exc):
+        super().__exit__(*exc)
+        self.sink.close()
+
+
 def modes(model, opt):
     """name -> a context manager factory; each wraps exactly one step."""
     from torch.distributed._tools.mem_tracker import MemTracker
 
-    def memledger_ctx():
-        return Collector(MemorySink())
+    ledger_file = Path(tempfile.mkdtemp(prefix="memledger-bench-")) / "step.ledger"
+
+    def memledger_ctx():  # the real ledger pass writes JSON lines to a file as it goes
+        return _ClosingCollector(FileSink(ledger_file))
 
     def profiler_ctx():
         return torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU],
