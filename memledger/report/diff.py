@@ -50,7 +50,8 @@ class Diff(_M):
     a: str
     b: str
     peak: Delta
-    measured: Delta = Field(description="allocator peaks (0 when a ledger has none)")
+    measured: Delta | None = Field(description="allocator peaks; null unless both ledgers "
+                                               "were measured")
     at_peak: dict[str, Delta]
     by_module: list[ModuleDelta] = Field(description="live at the peak, by module, by |delta|")
     saved_by_module: list[ModuleDelta] = Field(description="saved for backward, by module")
@@ -98,15 +99,17 @@ def diff_ledgers(a: Ledger, b: Ledger, name_a: str = "A", name_b: str = "B",
                  top: int = 10) -> Diff:
     pa, pb = a.peak(), b.peak()
     ca, cb = a.at_peak(), b.at_peak()
-    ma = int(a.measured["peak_bytes"]) if a.measured else 0
-    mb = int(b.measured["peak_bytes"]) if b.measured else 0
+    measured = None
+    if a.measured and b.measured:
+        ma, mb = int(a.measured["peak_bytes"]), int(b.measured["peak_bytes"])
+        measured = Delta(a=ma, b=mb, delta=mb - ma)
     la, lb = a.live_at(pa.event), b.live_at(pb.event)
     _, sa = a.saved_before_backward()
     _, sb = b.saved_before_backward()
     return Diff(
         a=name_a, b=name_b,
         peak=Delta(a=pa.bytes, b=pb.bytes, delta=pb.bytes - pa.bytes),
-        measured=Delta(a=ma, b=mb, delta=mb - ma),
+        measured=measured,
         at_peak={c: Delta(a=ca.get(c, 0), b=cb.get(c, 0), delta=cb.get(c, 0) - ca.get(c, 0))
                  for c in CATEGORIES},
         by_module=_by("module", la, lb, top),

@@ -30,10 +30,13 @@ def render_diff(d: Diff) -> Group:
                          (f"{format_signed_bytes(pk.delta)} ({pk.delta:+,} B)",
                           _delta_style(pk.delta)))
     parts: list = [Text(f"A = {d.a}   B = {d.b}", style="dim"), head]
-    if d.measured.a or d.measured.b:
+    if d.measured:
         m = d.measured
         parts.append(Text(f"Allocator peak {format_bytes(m.a)} → {format_bytes(m.b)}  "
                           f"{format_signed_bytes(m.delta)}", style="dim"))
+    else:
+        parts.append(Text("Allocator peaks: not compared (a ledger was traced with "
+                          "--no-measure)", style="dim"))
     cat = Table(title="At the peak, by category", title_justify="left", show_edge=False)
     for col in ("category", "A", "B", "change"):
         cat.add_column(col, justify="left" if col == "category" else "right")

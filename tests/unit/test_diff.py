@@ -38,6 +38,13 @@ def test_diff_by_peak_category_module_and_tensor():
         ("temporary", "aten.add.Tensor", "25", 0, 100, 100, True)]
 
 
+def test_measured_is_compared_only_when_both_were_measured():
+    unmeasured = Ledger.from_records([r for r in grown_records() if r["k"] != "measured"])
+    d = diff_ledgers(Ledger.from_records(tiny_records()), unmeasured)
+    assert d.measured is None
+    assert d.at_peak["workspace"].b == 0            # no allocator view: nothing unexplained
+
+
 def test_diff_of_a_ledger_with_itself_is_empty():
     led = Ledger.from_records(tiny_records())
     d = diff_ledgers(led, led)
