@@ -184,3 +184,26 @@ def test_imported_ledger_feeds_report_timeline_and_perfetto(led):
     assert "peak 7.6 KiB at event 3 (step 1, backward)" in con.file.getvalue()   # 7808/1024
     [peak] = [e for e in trace_events(led) if e["ph"] == "i"]
     assert peak["args"]["bytes"] == 7808
+
+
+def test_cpp_frames_of_the_autograd_engine_mean_backward():
+    # _record_memory_history(stacks="all") (what `memledger trace` uses on CUDA) records C++
+    # frames too: backward shows the engine's frames instead of an empty stack.
+    engine = fr("/pytorch/torch/csrc/autograd/engine.cpp", 1107,
+                "torch::autograd::Engine::evaluate_function(...)")
+    accum = fr("/pytorch/torch/csrc/autograd/functions/accumulate_grad.h", 60,
+               "torch::autograd::AccumulateGrad::accumulateGrad(...)")
+    kernel = fr("/pytorch/aten/src/ATen/native/Linear.cpp", 90, "at::native::linear(...)")
+    snap = {"segments": [], "device_traces": [[
+        ev("alloc", 1, 100, [kernel, fr("train.py", 20, "forward")]),    # 0 forward
+        ev("alloc", 2, 30, [kernel, engine]),                            # 1 backward scratch
+        ev("alloc", 3, 40, [accum, engine]),                             # 2 a .grad
+        ev("free_completed", 2, 30, [kernel, engine]),                   # 3
+        ev("free_completed", 3, 40, [accum, engine]),                    # 4 freed in backward
+    ]]}
+    led = Ledger.from_records(snapshot_records(snap))
+    cats = led.storages.set_index("created")["category"].to_dict()
+    # AccumulateGrad makes a gradient even when it is freed inside backward
+    assert cats == {0: "temporary", 1: "temporary", 2: "gradient"}
+    assert led.phases["phase"].tolist() == ["setup", "forward", "backward"]
+    assert led.storages.set_index("created").loc[0, "module"] == "train.py:20:forward"
