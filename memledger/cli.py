@@ -9,7 +9,8 @@ import typer
 
 from memledger.commands import check, show, trace
 from memledger.commands import diff, export, import_, report
-from memledger.commands import measure, predict
+from memledger.commands import measure, plan, predict
+from memledger.commands import compare
 from memledger.commands.common import err_console
 from memledger.errors import EXIT_INTERRUPTED, EXIT_USAGE, MemledgerError
 
@@ -28,7 +29,9 @@ app.command(name="import")(import_.import_)
 app.command()(diff.diff)
 app.command()(check.check)
 app.command()(predict.predict)
+app.command()(plan.plan)
 app.command()(measure.measure)
+app.command()(compare.compare)
 
 
 def main(argv: list[str] | None = None) -> int:

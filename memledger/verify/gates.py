@@ -73,12 +73,14 @@ class GateReport:
 
 def run_gates(script: str | Path, argv: list[str], variants: list[Variant], steps: int,
               rtol: float | None = None, workdir: str | Path | None = None,
-              runner: Callable[..., CaptureResult] = capture_run) -> GateReport:
+              runner: Callable[..., CaptureResult] = capture_run,
+              progress: Callable[[str], None] | None = None) -> GateReport:
     """Capture the baseline twice and each variant once (fresh processes); compare them.
 
     `runner(script, argv, variant, steps, out)`: `capture_run` (a fresh process each); unit
     tests pass an in-process runner for tiny self-seeding scripts.
     """
+    say = progress or (lambda msg: None)
     with tempfile.TemporaryDirectory(prefix="memledger-verify-", dir=workdir) as tmp:
         tmp = Path(tmp)
         base = [_baseline(runner, script, argv, steps, tmp / f"baseline{i}.capture")
@@ -103,6 +105,7 @@ def run_gates(script: str | Path, argv: list[str], variants: list[Variant], step
             report.note = (f"the baseline does not agree with itself (noise floor rel "
                            f"{report.noise_floor:.2g}); gates use {report.tolerance.describe()}")
         for i, v in enumerate(variants):
+            say(f"gates: capturing {v.label}")
             res = runner(script, argv, v, steps, tmp / f"candidate{i}.capture")
             if res.code != EXIT_OK or res.data is None:
                 report.outcomes.append(GateOutcome(v, failure=res.reason))

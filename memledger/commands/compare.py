@@ -1,0 +1,84 @@
+"""`memledger compare SCRIPT --policy A --policy B`: gates first, then performance."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, Iterator, Optional
+
+import typer
+
+from memledger.commands.common import console, err_console, print_json
+from memledger.errors import CheckFailed, ScriptError
+from memledger.replay.policies import policies_from_args
+from memledger.report.compare_table import compare_table, reasons
+from memledger.verify.compare import run_compare
+
+
+def compare(
+    script: Annotated[Path, typer.Argument(help="the training script, run as __main__")],
+    script_args: Annotated[Optional[list[str]], typer.Argument(
+        help="arguments for the script, after --", show_default=False)] = None,
+    policy: Annotated[Optional[list[str]], typer.Option(
+        "--policy", "-p", help="'kind:selector[:options]' joined by '+', or a policy .toml; "
+        "repeat for several", show_default=False)] = None,
+    steps: Annotated[int, typer.Option(help="optimizer steps compared (and profiled)")] = 3,
+    time_steps: Annotated[int, typer.Option(
+        help="further steps timed without profiling (median)")] = 5,
+    rtol: Annotated[Optional[float], typer.Option(
+        help="relative tolerance for gradients and state (default: bitwise on CPU, 1e-5 on "
+        "CUDA)", show_default=False)] = None,
+    performance: Annotated[bool, typer.Option(
+        help="after the gates, predict and measure peak and step time")] = True,
+    json_: Annotated[bool, typer.Option("--json", help="print memledger.compare/1 JSON")] = False,
+    html: Annotated[Optional[Path], typer.Option(
+        help="also write a self-contained HTML report here", dir_okay=False)] = None,
+) -> None:
+    """Prove each POLICY leaves training unchanged, then compare predicted and measured
+    peak and step time. Exit 1 if any policy is rejected."""
+    pols = policies_from_args(policy or [])
+    if not pols:
+        raise ScriptError("give at least one --policy, e.g. --policy 'checkpoint:blocks.*'",
+                          exit_code=2)
+    if steps < 1 or time_steps < 1:
+        raise ScriptError("--steps and --time-steps must be at least 1", exit_code=2)
+    if rtol is not None and not rtol >= 0:
+        raise ScriptError(f"--rtol must be >= 0, got {rtol!r}", exit_code=2)
+    with _stdout_to_stderr(json_):   # --json: stdout holds the JSON and nothing else
+        rep = run_compare(script, script_args or [], pols, steps=steps, time_steps=time_steps,
+                          rtol=rtol, performance=performance,
+                          progress=lambda m: err_console.print(m, style="dim"))
+    if html is not None:
+        from memledger.report.compare_html import write_compare_html
+        write_compare_html(rep, html)
+    if json_:
+        print_json(rep.to_json_dict())
+    else:
+        console.print(compare_table(rep))
+        for line in reasons(rep):
+            console.print(line, soft_wrap=True)
+    if html is not None:
+        err_console.print(f"wrote {html}", style="dim")
+    if rep.rejected:
+        n = sum(p.verdict == "REJECT" for p in rep.policies)
+        raise CheckFailed(f"{n} of {len(rep.policies)} policies rejected; see the reasons "
+                          "above (the gate, the tensor, the step)")
+
+
+@contextlib.contextmanager
+def _stdout_to_stderr(active: bool) -> Iterator[None]:
+    """Send the script's and the workers' output (fd 1) to stderr while active."""
+    if not active:
+        yield
+        return
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)

@@ -1,0 +1,161 @@
+"""`memledger compare --html`: one self-contained page (inline CSS and SVG, no scripts, no
+network) with the verdict table, peak by category per policy, and the memory–time trade-off.
+
+- Bars: the predicted bytes per category at each policy's peak (the baseline's from its
+  ledger), stacked, with the measured peak drawn as a black tick on the same axis, so the
+  prediction error is visible as the gap between the bar's top and the tick.
+- Scatter: measured added step time (x) against measured peak (y), one dot per policy that
+  passed the gates, the baseline at x = 0; down and left is better.
+"""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+
+from memledger.ledger.schema import CATEGORIES
+from memledger.report.palette import category_hex
+from memledger.units import format_bytes
+from memledger.verify.verdict import CompareReport
+
+W, H, PAD = 640, 260, 48          # px: chart width, height, left/bottom margin
+VERDICT_COLOR = {"ADOPT": "#2e7d32", "OK": "#558b2f", "REJECT": "#c62828"}
+
+CSS = """
+body{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#222;max-width:980px}
+table{border-collapse:collapse;margin:12px 0}td,th{padding:4px 10px;border-bottom:1px solid #ddd}
+th{text-align:left;background:#f4f4f4}td.n{text-align:right;font-variant-numeric:tabular-nums}
+.ok{color:#2e7d32}.bad{color:#c62828;font-weight:bold}.dim{color:#888}
+.legend span{display:inline-block;margin-right:12px}.sw{width:10px;height:10px;display:inline-block;
+margin-right:4px}svg text{font:11px system-ui,sans-serif}
+"""
+
+
+def _e(s: object) -> str:
+    return html.escape(str(s), quote=True)
+
+
+def _mark(ok: bool) -> str:
+    return '<span class="ok">✓</span>' if ok else '<span class="bad">✗</span>'
+
+
+def _table(rep: CompareReport) -> str:
+    head = ["policy", "verdict", "inputs", "gradients", "update", "measured peak", "saved",
+            "predicted peak", "error", "added time", "predicted added", "reason"]
+    rows = []
+    if rep.performance:
+        b = rep.baseline
+        rows.append('<tr class="dim"><td>none (baseline)</td><td></td><td></td><td></td><td></td>'
+                    f'<td class="n">{_e(format_bytes(b["measured_peak_bytes"]))}</td><td></td>'
+                    f'<td class="n">{_e(format_bytes(b["predicted_peak_bytes"]))}</td><td></td>'
+                    f'<td class="n">{b["measured_step_time_s"] * 1e3:.1f} ms/step</td>'
+                    '<td></td><td></td></tr>')
+    for p in rep.policies:
+        measured = rep.performance and p.verdict != "REJECT"
+        err = (f"{p.peak_prediction_error:+.1%}" if p.peak_prediction_error is not None
+               else "–")
+        cells = [
+            _e(p.policy),
+            f'<b style="color:{VERDICT_COLOR[p.verdict]}">{p.verdict}</b>',
+            _mark(p.gates.inputs), _mark(p.gates.gradients), _mark(p.gates.update),
+            _e(format_bytes(p.measured_peak_bytes)) if measured else "–",
+            _e(format_bytes(p.saving_bytes)) if measured else "–",
+            _e(format_bytes(p.predicted_peak_bytes)) if p.predicted_peak_bytes else "–",
+            err if measured else "–",
+            f"{p.measured_added_time_s * 1e3:+.1f} ms" if measured else "–",
+            f"{p.predicted_added_time_s * 1e3:+.1f} ms" if p.predicted_peak_bytes else "–",
+            _e(p.reason),
+        ]
+        rows.append("<tr>" + "".join(
+            f'<td class="n">{c}</td>' if 5 <= i <= 10 else f"<td>{c}</td>"
+            for i, c in enumerate(cells)) + "</tr>")
+    return ("<table><tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr>"
+            + "".join(rows) + "</table>")
+
+
+def _bars(rep: CompareReport) -> str:
+    """Stacked bars of predicted bytes by category at the peak; measured peak as a tick."""
+    items = [("none (baseline)", rep.baseline.get("at_peak", {}),
+              rep.baseline.get("measured_peak_bytes", 0))]
+    items += [(p.policy, p.at_peak, p.measured_peak_bytes if p.verdict != "REJECT" else 0)
+              for p in rep.policies if p.at_peak]
+    top = max([sum(a.values()) for _, a, _ in items] + [m for _, _, m in items] + [1])
+    bw = min(80, (W - PAD) // max(len(items), 1) - 16)
+    out = [f'<svg width="{W}" height="{H + 60}" role="img" aria-label="peak by category">',
+           f'<line x1="{PAD}" y1="{H}" x2="{W}" y2="{H}" stroke="#999"/>',
+           f'<text x="4" y="12">{_e(format_bytes(top))}</text>']
+    for i, (label, at_peak, measured) in enumerate(items):
+        x = PAD + 8 + i * (bw + 16)
+        y = H
+        for cat in CATEGORIES:
+            b = at_peak.get(cat, 0)
+            if b <= 0:
+                continue
+            h = (H - 20) * b / top
+            y -= h
+            out.append(f'<rect x="{x}" y="{y:.1f}" width="{bw}" height="{h:.1f}" '
+                       f'fill="{category_hex(cat)}"><title>{_e(label)}: {_e(cat)} '
+                       f'{_e(format_bytes(b))}</title></rect>')
+        if measured:
+            ym = H - (H - 20) * measured / top
+            out.append(f'<line x1="{x - 4}" y1="{ym:.1f}" x2="{x + bw + 4}" y2="{ym:.1f}" '
+                       f'stroke="#000" stroke-width="2"><title>measured '
+                       f'{_e(format_bytes(measured))}</title></line>')
+        out.append(f'<text x="{x}" y="{H + 14 + 12 * (i % 2)}">{_e(label[:22])}</text>')
+    out.append("</svg>")
+    legend = "".join(f'<span><i class="sw" style="background:{category_hex(c)}"></i>{c}</span>'
+                     for c in CATEGORIES)
+    return ('<div class="legend">' + legend + ' <span>▬ measured peak</span></div>'
+            + "".join(out))
+
+
+def _scatter(rep: CompareReport) -> str:
+    """Measured added time (x) vs measured peak (y) of each policy that passed."""
+    pts = [("none (baseline)", 0.0, rep.baseline.get("measured_peak_bytes", 0), "#555")]
+    pts += [(p.policy, p.measured_added_time_s, p.measured_peak_bytes,
+             VERDICT_COLOR[p.verdict]) for p in rep.policies if p.verdict != "REJECT"]
+    xs = [x for _, x, _, _ in pts]
+    x0, x1 = min(xs + [0.0]), max(xs + [1e-3])
+    ytop = max([y for _, _, y, _ in pts] + [1])
+    out = [f'<svg width="{W}" height="{H + 30}" role="img" aria-label="memory-time trade-off">',
+           f'<line x1="{PAD}" y1="{H}" x2="{W}" y2="{H}" stroke="#999"/>',
+           f'<line x1="{PAD}" y1="10" x2="{PAD}" y2="{H}" stroke="#999"/>',
+           f'<text x="{W - 190}" y="{H + 24}">added step time (ms) →</text>',
+           f'<text x="4" y="12">{_e(format_bytes(ytop))}</text>',
+           f'<text x="{PAD}" y="{H + 14}">{x0 * 1e3:+.1f}</text>',
+           f'<text x="{W - 40}" y="{H + 14}">{x1 * 1e3:+.1f}</text>']
+    for label, x, y, color in pts:
+        px = PAD + 10 + (W - PAD - 60) * (x - x0) / ((x1 - x0) or 1)
+        py = H - (H - 20) * y / ytop
+        out.append(f'<circle cx="{px:.1f}" cy="{py:.1f}" r="5" fill="{color}"><title>'
+                   f'{_e(label)}: {_e(format_bytes(y))}, {x * 1e3:+.1f} ms</title></circle>'
+                   f'<text x="{px + 8:.1f}" y="{py - 6:.1f}">{_e(label[:28])}</text>')
+    out.append("</svg>")
+    return "".join(out)
+
+
+def render_compare_html(rep: CompareReport) -> str:
+    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>memledger compare: "
+             f"{_e(rep.script)}</title><style>{CSS}</style></head><body>",
+             f"<h1>memledger compare: {_e(rep.script)}</h1>",
+             f"<p>{rep.steps} steps compared on {_e(rep.device)}; gradients and state "
+             f"{_e(rep.tolerance)}; baseline reproducible: {'yes' if rep.reproducible else 'no'}"
+             f"{'; noise floor ' + format(rep.noise_floor, '.2g') if rep.noise_floor else ''}"
+             f".</p>"]
+    if rep.note:
+        parts.append(f"<p><b>Note:</b> {_e(rep.note)}</p>")
+    parts.append(_table(rep))
+    if rep.performance:
+        parts += ["<h2>Peak by category (predicted) and measured peak</h2>", _bars(rep),
+                  "<h2>Memory–time trade-off (measured)</h2>", _scatter(rep)]
+    else:
+        parts.append('<p class="dim">Performance was not measured (gates only, or no policy '
+                     "passed).</p>")
+    parts.append("</body></html>")
+    return "\n".join(parts)
+
+
+def write_compare_html(rep: CompareReport, out: str | Path) -> Path:
+    out = Path(out)
+    out.write_text(render_compare_html(rep), encoding="utf-8")
+    return out

@@ -1,0 +1,81 @@
+"""The Rich table of `memledger compare`: one row per policy, read at a glance.
+
+    policy               verdict gates     peak    saved predicted (err) added ms (pred.)
+    none (baseline)                     40.3 MiB         40.3 MiB                 25/step
+    checkpoint:blocks.*  ADOPT   ✓✓✓   21.4 MiB 18.8 MiB 21.4 MiB (+0%)           +9 (+8)
+
+`gates` shows inputs, gradients and update as ✓/✗ (– where not evaluated: nothing after
+different inputs is comparable). Rejected and adopted rows get their reason under the
+table.
+"""
+
+from __future__ import annotations
+
+from rich import box
+from rich.table import Table
+from rich.text import Text
+
+from memledger.units import format_bytes
+from memledger.verify.verdict import CompareReport, PolicyComparison
+
+VERDICT_STYLE = {"ADOPT": "bold green", "OK": "green", "REJECT": "bold red"}
+
+
+def _mark(ok: bool, evaluated: bool = True) -> Text:
+    if not evaluated:
+        return Text("–", style="dim")
+    return Text("✓", style="green") if ok else Text("✗", style="bold red")
+
+
+def compare_table(rep: CompareReport) -> Table:
+    t = Table(title=f"{rep.script}: {rep.steps} steps compared, gradients {rep.tolerance}",
+              title_justify="left", header_style="bold", box=box.SIMPLE_HEAD, pad_edge=False,
+              collapse_padding=True)
+    t.add_column("policy", overflow="fold", min_width=12)
+    t.add_column("verdict", no_wrap=True)
+    t.add_column("gates", no_wrap=True)   # inputs, gradients, update
+    for name in ("peak", "saved", "pred. (err)", "+ms (pred.)"):
+        t.add_column(name, justify="right", no_wrap=True)
+    b = rep.baseline
+    if rep.performance:
+        t.add_row("none (baseline)", "", "", format_bytes(b["measured_peak_bytes"]), "",
+                  format_bytes(b["predicted_peak_bytes"]),
+                  f"{b['measured_step_time_s'] * 1e3:.0f}/step", style="dim")
+    for p in rep.policies:
+        t.add_row(*_cells(p, rep.performance))
+    return t
+
+
+def _cells(p: PolicyComparison, performance: bool) -> list:
+    inputs_failed = p.failed_gate == "inputs" or p.failed_gate == "script"
+    gates = Text.assemble(_mark(p.gates.inputs, p.failed_gate != "script"),
+                          _mark(p.gates.gradients, not inputs_failed),
+                          _mark(p.gates.update, not inputs_failed))
+    measured = performance and p.verdict != "REJECT"
+    peak = format_bytes(p.measured_peak_bytes) if measured else "–"
+    saved = format_bytes(p.saving_bytes) if measured else "–"
+    if performance and p.predicted_peak_bytes:
+        pred = format_bytes(p.predicted_peak_bytes)
+        if p.peak_prediction_error is not None:
+            pred += f" ({p.peak_prediction_error:+.0%})"
+    else:
+        pred = "–"
+    if measured:
+        added = (f"{p.measured_added_time_s * 1e3:+.0f} "
+                 f"({p.predicted_added_time_s * 1e3:+.0f})")
+    else:
+        added = "–"
+    return [p.policy, Text(p.verdict, style=VERDICT_STYLE[p.verdict]), gates, peak, saved,
+            pred, added]
+
+
+def reasons(rep: CompareReport) -> list[Text]:
+    """One line per policy that was rejected or adopted, saying why."""
+    out = []
+    for p in rep.policies:
+        if p.verdict != "OK":
+            out.append(Text.assemble((f"{p.verdict} ", VERDICT_STYLE[p.verdict]),
+                                     (f"{p.policy}: ", "bold"), p.reason))
+    if rep.note:
+        out.append(Text(f"note: {rep.note}", style="yellow"))
+    return out

@@ -1,0 +1,107 @@
+"""`run_compare`: gates first, then predicted vs measured performance, then verdicts.
+
+    report = run_compare("train.py", [], [Policy.parse("checkpoint:blocks.*")], steps=3)
+    report.policies[0].verdict      # "ADOPT" | "OK" | "REJECT"
+
+The runs, each a fresh process, in this order:
+
+1. capture: baseline twice, each policy once (memledger/verify/gates.py). These copy every
+   gradient and state tensor, so nothing is measured in them.
+2. only if some policy passed: trace the baseline once (`trace_script`: ledger + allocator
+   pass), `predict` every policy from that ledger (replay, no run), and `measure_script`
+   the baseline and each passing policy (allocator peak, median step time, no capture
+   hooks). Rejected policies are not measured: a number for a wrong training run would
+   only invite its use.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Callable
+
+from memledger.ledger.model import Ledger
+from memledger.measure.runner import measure_script
+from memledger.replay.policies import Policy
+from memledger.replay.predict import predict
+from memledger.trace.session import check_script, trace_script
+from memledger.verify.gates import GateOutcome, run_gates
+from memledger.verify.runs import Variant
+from memledger.verify.verdict import (
+    CompareReport,
+    Gates,
+    PolicyComparison,
+    Worst,
+    assign_verdicts,
+)
+
+Progress = Callable[[str], None]
+
+
+def run_compare(script: str | Path, argv: list[str], policies: list[Policy], steps: int = 3,
+                time_steps: int = 5, rtol: float | None = None, performance: bool = True,
+                progress: Progress | None = None) -> CompareReport:
+    say = progress or (lambda msg: None)
+    script = check_script(script)
+    say(f"gates: capturing the baseline twice and {len(policies)} policies, {steps} steps each")
+    gates = run_gates(script, argv, [Variant.of(p) for p in policies], steps, rtol=rtol,
+                      progress=say)
+    rows = [_row(o) for o in gates.outcomes]
+    report = CompareReport(script=str(script), steps=steps, device=gates.device,
+                           tolerance=gates.tolerance.describe(),
+                           reproducible=gates.reproducible, noise_floor=gates.noise_floor,
+                           note=gates.note, performance=False, policies=rows)
+    passing = [(p, r) for p, r in zip(policies, rows) if r.verdict != "REJECT"]
+    if performance and passing:
+        _performance(report, script, argv, policies, passing, steps, time_steps, say)
+    assign_verdicts(rows, report.performance)
+    for r in rows:
+        if r.verdict == "OK" and report.performance and r.saving_bytes <= 0:
+            r.reason = "gates passed; saves no memory (measured)"
+    return report
+
+
+def _row(o: GateOutcome) -> PolicyComparison:
+    c = o.comparison
+    f = c.finding if c else None
+    w = c.worst_gradient if c else None
+    return PolicyComparison(
+        policy=o.variant.label, verdict="OK" if o.passed else "REJECT",
+        reason=o.reason, gates=Gates(**o.gates), failed_gate=f.gate if f else
+        ("script" if o.failure else None), tensor=f.name if f else "",
+        step=f.step if f else None, steps_compared=c.steps_compared if c else 0,
+        worst_gradient=Worst(name=w.name, step=w.step, max_abs=w.max_abs, max_rel=w.max_rel)
+        if w else None)
+
+
+def _performance(report: CompareReport, script: Path, argv: list[str],
+                 policies: list[Policy], passing: list, steps: int, time_steps: int,
+                 say: Progress) -> None:
+    with tempfile.TemporaryDirectory(prefix="memledger-compare-") as tmp:
+        say("performance: tracing the baseline for the prediction")
+        res = trace_script(script, argv, Path(tmp) / "baseline.ledger", steps=steps,
+                           measure=True)
+        led = Ledger.load(res.ledger_path)
+        pred = predict(led, policies)
+        at_peak = led.summary().at_peak
+    say("performance: measuring the baseline")
+    base = measure_script(script, argv, Policy.parse("none"), steps=steps,
+                          time_steps=time_steps)
+    report.baseline = {"predicted_peak_bytes": pred.baseline_peak_bytes,
+                       "measured_peak_bytes": base.peak_bytes,
+                       "measured_step_time_s": base.step_time_s,
+                       "at_peak": dict(at_peak)}
+    for row, pp in zip(report.policies, pred.policies):   # same order as `policies`
+        row.predicted_peak_bytes = pp.peak_bytes
+        row.predicted_added_time_s = pp.added_time_s
+        row.at_peak = dict(pp.at_peak)
+    for policy, row in passing:
+        say(f"performance: measuring {policy}")
+        m = measure_script(script, argv, policy, steps=steps, time_steps=time_steps)
+        row.measured_peak_bytes = m.peak_bytes
+        row.measured_step_time_s = m.step_time_s
+        row.measured_added_time_s = m.step_time_s - base.step_time_s
+        row.saving_bytes = base.peak_bytes - m.peak_bytes
+        if m.peak_bytes:
+            row.peak_prediction_error = (row.predicted_peak_bytes - m.peak_bytes) / m.peak_bytes
+    report.performance = True

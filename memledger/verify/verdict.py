@@ -1,0 +1,112 @@
+"""The `memledger.compare/1` contract and the verdict rule. No torch here.
+
+Verdict per policy:
+
+- `REJECT`: a gate failed (inputs, gradients, update) or the script failed under it; the
+  reason names the gate, the tensor, the step and by how much.
+- `ADOPT`: among the policies that pass every gate and save memory (measured), the one with
+  the most bytes saved per second of added step time (measured). A policy that adds no time
+  (or runs faster) and saves memory beats any that costs time; ties go to the larger saving.
+- `OK`: passes the gates, but is not the best trade (or performance was not measured).
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+COMPARE_SCHEMA = "memledger.compare/1"
+MIN_ADDED_S = 1e-6   # added time below this counts as free (a clock tick, not a cost)
+
+
+class Gates(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    inputs: bool
+    gradients: bool
+    update: bool
+
+
+class Worst(BaseModel):
+    """The largest gradient difference against the baseline (0.0 and 0.0: bitwise equal)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    step: int
+    max_abs: float
+    max_rel: float
+
+
+class PolicyComparison(BaseModel):
+    """One policy's row."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    policy: str
+    verdict: str = Field(description="ADOPT | OK | REJECT")
+    reason: str
+    gates: Gates
+    failed_gate: str | None = Field(description="the gate named in the reason, or null")
+    tensor: str = Field("", description="the parameter/buffer/input the reason names")
+    step: int | None = Field(None, description="the step the reason names")
+    worst_gradient: Worst | None = None
+    steps_compared: int = 0
+    predicted_peak_bytes: int = 0
+    measured_peak_bytes: int = 0
+    predicted_added_time_s: float = 0.0
+    measured_added_time_s: float = 0.0
+    measured_step_time_s: float = 0.0
+    saving_bytes: int = Field(0, description="baseline measured peak minus measured peak")
+    peak_prediction_error: float | None = Field(
+        None, description="(predicted - measured) / measured peak")
+    bytes_saved_per_s: float | None = Field(None, description="saving / added time; null "
+                                            "when the policy adds no time")
+    at_peak: dict[str, int] = Field(default_factory=dict,
+                                    description="predicted bytes per category at the peak")
+
+
+class CompareReport(BaseModel):
+    """The `memledger.compare/1` contract."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    schema_: str = Field(COMPARE_SCHEMA, alias="schema")
+    script: str
+    steps: int
+    device: str
+    tolerance: str = Field(description="bitwise | rtol 1.0e-05 (see docs/compare.md)")
+    reproducible: bool = Field(description="the baseline's inputs agree between two runs")
+    noise_floor: float = Field(description="largest relative difference of two baseline runs")
+    note: str = ""
+    performance: bool = Field(description="false when only the gates were run")
+    baseline: dict = Field(default_factory=dict, description="predicted_peak_bytes, "
+                           "measured_peak_bytes, measured_step_time_s, at_peak")
+    policies: list[PolicyComparison]
+
+    @property
+    def rejected(self) -> bool:
+        return any(p.verdict == "REJECT" for p in self.policies)
+
+    def to_json_dict(self) -> dict:
+        return self.model_dump(by_alias=True)
+
+
+def assign_verdicts(rows: list[PolicyComparison], performance: bool) -> None:
+    """Set ADOPT on the best trade among the rows that passed (REJECT rows are left alone)."""
+    best, best_key = None, None
+    for r in rows:
+        if r.verdict == "REJECT":
+            continue
+        r.verdict = "OK"
+        if not performance or r.saving_bytes <= 0:
+            continue
+        free = r.measured_added_time_s < MIN_ADDED_S
+        per_s = float("inf") if free else r.saving_bytes / r.measured_added_time_s
+        r.bytes_saved_per_s = None if free else per_s
+        key = (per_s, r.saving_bytes)
+        if best_key is None or key > best_key:
+            best, best_key = r, key
+    if best is not None:
+        best.verdict = "ADOPT"
+        best.reason = ("best saving per second of added time" if best.bytes_saved_per_s
+                       else "saves memory at no measured cost in time")
