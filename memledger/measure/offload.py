@@ -11,9 +11,11 @@ three times, so the offloader works on whole untyped storages:
   size, stride, storage offset) pointing at that copy. Autograd now holds the record, not
   the tensor, so the device bytes are freed at the storage's last forward use.
 - unpack: the first unpack reads the storage back into one fresh device allocation of
-  196,608 bytes; the other views' unpacks, while that allocation lives, reuse it (a weak
-  cache), and each view is rebuilt with `as_strided`-equal metadata, so kernels see the same
-  strides as in the baseline and gradients stay bitwise equal.
+  196,608 bytes, which the copy holds until the last of its saves has been unpacked; the
+  other views' unpacks reuse it, and each view is rebuilt with the same size, stride and
+  offset, so kernels see the same strides as in the baseline and gradients stay bitwise
+  equal. (A weak cache is not enough: autograd may drop the storage's Python object while
+  its C++ storage is still in use, and a second read would then double the bytes.)
 
 Parameters, buffers and storages smaller than `min_bytes` stay on the device (`pack`
 returns them unchanged): parameters are resident anyway and copying them would only add.
@@ -41,6 +43,9 @@ class _Copy:
         self.path = path
         self.host = host
         self.event = event
+        self.saves = 0          # _Packed records made for this copy (one per save)
+        self.unpacked = 0       # unpacks served so far
+        self.loaded: torch.UntypedStorage | None = None  # read back, held until the last unpack
 
     def __del__(self) -> None:
         if self.path is not None:
@@ -70,10 +75,9 @@ class Offloader:
         self.directory = directory or tempfile.mkdtemp(prefix="memledger-offload-")
         os.makedirs(self.directory, exist_ok=True)
         self._ids = itertools.count()
-        # data_ptr -> (weakref(storage), weakref(_Copy)); id(_Copy) -> (weakref(_Copy),
-        # weakref(loaded storage)). Both check identity: addresses and ids are reused.
+        # data_ptr -> (weakref(storage), weakref(_Copy)); identity is checked on use because
+        # addresses are reused.
         self._written: dict[int, tuple[weakref.ref, weakref.ref]] = {}
-        self._loaded: dict[int, tuple[weakref.ref, weakref.ref]] = {}
         self._stream = None
         self.bytes_out = 0                            # bytes written off the device
         self.bytes_in = 0                             # bytes read back
@@ -93,6 +97,7 @@ class Offloader:
         if copy is None:
             copy = self._write(st, t.device)
             self._written[ptr] = (weakref.ref(st), weakref.ref(copy))
+        copy.saves += 1
         return _Packed(copy, t.dtype, tuple(t.shape), tuple(t.stride()), t.storage_offset())
 
     def _write(self, st: torch.UntypedStorage, device: torch.device) -> _Copy:
@@ -119,11 +124,14 @@ class Offloader:
         if not isinstance(packed, _Packed):
             return packed
         copy = packed.copy
-        refs = self._loaded.get(id(copy))
-        st = refs[1]() if refs is not None and refs[0]() is copy else None
+        st = copy.loaded
         if st is None:
             st = self._read(copy)
-            self._loaded[id(copy)] = (weakref.ref(copy), weakref.ref(st))
+            copy.loaded = st
+        copy.unpacked += 1
+        if copy.unpacked >= copy.saves:   # the last save read back: the tensor holds it now
+            copy.loaded = None
+            copy.unpacked = 0               # a second backward (retain_graph) reads again
         out = torch.empty(0, dtype=packed.dtype, device=copy.device)
         return out.set_(st, packed.offset, packed.size, packed.stride)
 
@@ -140,6 +148,5 @@ class Offloader:
 
     def close(self) -> None:
         self._written.clear()
-        self._loaded.clear()
         if self._own_dir:
             shutil.rmtree(self.directory, ignore_errors=True)
