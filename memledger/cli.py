@@ -9,7 +9,7 @@ import typer
 
 from memledger.commands import check, show, trace
 from memledger.commands import diff, export, import_, report
-from memledger.commands import measure, predict
+from memledger.commands import measure, plan, predict
 from memledger.commands import compare
 from memledger.commands.common import err_console
 from memledger.errors import EXIT_INTERRUPTED, EXIT_USAGE, MemledgerError
@@ -29,6 +29,7 @@ app.command(name="import")(import_.import_)
 app.command()(diff.diff)
 app.command()(check.check)
 app.command()(predict.predict)
+app.command()(plan.plan)
 app.command()(measure.measure)
 app.command()(compare.compare)
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 
 from memledger.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 from memledger.ledger.writer import FileSink
@@ -55,38 +56,57 @@ def _is_cuda_oom(error: BaseException | None) -> bool:
 
 
 def _allocator_pass(args) -> int:
+    """The allocator's peak over the first `--steps` steps, then `--timing-steps` more steps
+    timed with nothing attached (for the cost model's untraced step time)."""
     import torch
     from torch.optim.optimizer import register_optimizer_step_post_hook
 
     from memledger.trace.allocator import CpuProfilerProbe, CudaProbe
 
-    steps = {"n": 0}
-
-    def count(*_):
-        steps["n"] += 1
-        if steps["n"] >= args.steps:
-            raise StopTracing()
-
     cuda = CudaProbe() if torch.cuda.is_available() else None
     cpu = CpuProfilerProbe()
-    handle = register_optimizer_step_post_hook(count)
+    state: dict = {"n": 0, "t": 0, "step_ns": [], "cuda": None, "probing": True}
+
+    def stop_probes() -> None:
+        if state["probing"]:
+            state["probing"] = False
+            cpu.stop()
+            if cuda:
+                state["cuda"] = cuda.stop(args.snapshot)
+
+    def on_step(*_) -> None:
+        if cuda:
+            torch.cuda.synchronize()
+        now = time.perf_counter_ns()
+        state["n"] += 1
+        if state["n"] == args.steps:
+            stop_probes()
+        elif state["n"] > args.steps:
+            state["step_ns"].append(now - state["t"])
+        state["t"] = time.perf_counter_ns()
+        if state["n"] >= args.steps + args.timing_steps:
+            raise StopTracing()
+
+    handle = register_optimizer_step_post_hook(on_step)
     if cuda:
         cuda.start()
     cpu.start()
     try:
         outcome = run_and_classify(args.script, args.argv)
     finally:
-        cpu.stop()
+        stop_probes()
         handle.remove()
     if cuda and _is_cuda_oom(outcome.error):
         cuda.note_oom(outcome.error)
-    records = [{"k": "measured", "source": cpu.source, "device": dev, "peak_bytes": peak}
+    timing = {"step_ns": state["step_ns"]} if state["step_ns"] else {}
+    records = [{"k": "measured", "source": cpu.source, "device": dev, "peak_bytes": peak, **timing}
                for dev, peak in cpu.peaks().items() if dev == "cpu"]
-    if cuda:
-        records.append(cuda.stop(args.snapshot))
+    if state["cuda"]:
+        records.append({**state["cuda"], **timing})
+    steps = min(state["n"], args.steps)
     with open(args.out, "w", encoding="utf-8") as fh:
-        json.dump({"records": records, "steps": steps["n"]}, fh)
-    _write_status(args.status, outcome.code, outcome.reason, steps["n"], 0)
+        json.dump({"records": records, "steps": steps}, fh)
+    _write_status(args.status, outcome.code, outcome.reason, steps, 0)
     return outcome.code
 
 
@@ -103,6 +123,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--status")
     p.add_argument("--steps", type=int, default=3)
     p.add_argument("--snapshot", help="allocator pass on CUDA: dump the allocator snapshot here")
+    p.add_argument("--timing-steps", type=int, default=3,
+                   help="allocator pass: steps timed untraced after the measured ones")
     p.add_argument("script")
     p.add_argument("argv", nargs=argparse.REMAINDER)
     args = p.parse_args(argv)

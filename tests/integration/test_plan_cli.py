@@ -1,0 +1,33 @@
+"""`memledger plan` on the traced tiny GPT."""
+
+import json
+
+from memledger.cli import main
+from memledger.ledger.model import Ledger
+
+
+def test_plan_picks_cheapest_fitting_policy(traced_examples, capsys):
+    path = traced_examples["gpt"]
+    base = Ledger.load(path).summary().measured.peak_bytes
+    budget = int(base * 0.8)
+    assert main(["plan", str(path), "--budget", f"{budget}B", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["schema"] == "memledger.plan/1" and d["fits"]
+    assert d["blocks"] == ["blocks.0", "blocks.1", "blocks.2", "blocks.3"]
+    assert d["predicted_peak_bytes"] <= budget
+    fitting = [c for c in d["candidates"] if c["peak_bytes"] <= budget]
+    assert d["predicted_added_time_s"] == min(c["added_time_s"] for c in fitting)
+    assert d["policy"] != "none"                    # the baseline does not fit 80 %
+
+
+def test_plan_baseline_fits_its_own_peak(traced_examples, capsys):
+    path = traced_examples["gpt"]
+    base = Ledger.load(path).summary().measured.peak_bytes
+    assert main(["plan", str(path), "--budget", f"{base}B", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["policy"] == "none" and d["predicted_added_time_s"] == 0.0
+
+
+def test_plan_nothing_fits_exit_1(traced_examples, capsys):
+    assert main(["plan", str(traced_examples["gpt"]), "--budget", "1MiB"]) == 1
+    assert "no candidate fits 1MiB" in capsys.readouterr().err
