@@ -24,7 +24,7 @@ VERDICT_COLOR = {"ADOPT": "#2e7d32", "OK": "#558b2f", "REJECT": "#c62828"}
 CSS = """
 body{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#222;max-width:980px}
 table{border-collapse:collapse;margin:12px 0}td,th{padding:4px 10px;border-bottom:1px solid #ddd}
-th{text-align:left;background:#f4f4f4}td.n{text-align:right;font-variant-numeric:tabular-nums}
+th{text-align:left;background:#f4f4f4}td.n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 .ok{color:#2e7d32}.bad{color:#c62828;font-weight:bold}.dim{color:#888}
 .legend span{display:inline-block;margin-right:12px}.sw{width:10px;height:10px;display:inline-block;
 margin-right:4px}svg text{font:11px system-ui,sans-serif}

@@ -49,8 +49,11 @@ class Diff:
     step: int
     max_abs: float = 0.0
     max_rel: float = 0.0
+    bitwise: bool = True     # the bytes are equal
 
     def text(self) -> str:
+        if not self.bitwise and self.max_abs == 0:
+            return "equal values, different bytes (a signed zero or a NaN payload)"
         return f"max abs {self.max_abs:.3g}, rel {self.max_rel:.3g}"
 
 
@@ -87,6 +90,7 @@ def tensor_diff(name: str, step: int, a: torch.Tensor, b: torch.Tensor) -> Diff:
     d = Diff(name, step)
     if bitwise_equal(a, b):
         return d
+    d.bitwise = False
     if a.shape != b.shape or a.dtype != b.dtype:
         d.max_abs = d.max_rel = float("inf")
         return d
@@ -95,13 +99,13 @@ def tensor_diff(name: str, step: int, a: torch.Tensor, b: torch.Tensor) -> Diff:
     if d.max_abs != d.max_abs:  # NaN
         d.max_abs = float("inf")
     scale = float(a64.abs().max()) if a.numel() else 0.0
-    d.max_rel = d.max_abs / scale if scale > 0 else float("inf")
+    d.max_rel = d.max_abs / scale if scale > 0 else (0.0 if d.max_abs == 0 else float("inf"))
     return d
 
 
 def _ok(d: Diff, tol: Tolerance) -> bool:
     if tol.rtol == 0:
-        return d.max_abs == 0 and d.max_rel == 0
+        return d.bitwise
     return d.max_rel <= tol.rtol
 
 

@@ -1,0 +1,115 @@
+"""Verdict rule, the Rich table and the HTML page, on a hand-made CompareReport."""
+
+from __future__ import annotations
+
+import re
+from io import StringIO
+
+from rich.console import Console
+
+from memledger.report.compare_html import render_compare_html
+from memledger.report.compare_table import compare_table, reasons
+from memledger.verify.verdict import (
+    CompareReport,
+    Gates,
+    PolicyComparison,
+    assign_verdicts,
+)
+
+MiB = 2**20
+
+
+def _row(policy, saving=0, added=0.0, passed=True, **kw):
+    return PolicyComparison(
+        policy=policy, verdict="OK" if passed else "REJECT",
+        reason=kw.pop("reason", "gates passed"),
+        gates=Gates(inputs=True, gradients=passed, update=True),
+        failed_gate=None if passed else "gradients", saving_bytes=saving,
+        measured_added_time_s=added, **kw)
+
+
+def test_adopt_goes_to_the_best_saving_per_second():
+    # 18 MiB for 9 ms = 2.10e9 B/s; 22 MiB for 3 ms = 7.69e9 B/s; 30 MiB rejected
+    rows = [_row("checkpoint", 18 * MiB, 0.009), _row("offload", 22 * MiB, 0.003),
+            _row("broken", 30 * MiB, 0.001, passed=False)]
+    assign_verdicts(rows, performance=True)
+    assert [r.verdict for r in rows] == ["OK", "ADOPT", "REJECT"]
+    assert rows[1].reason == "best saving per second of added time"
+    assert round(rows[1].bytes_saved_per_s) == round(22 * MiB / 0.003)
+
+
+def test_a_free_saving_beats_any_costly_one_and_no_saving_is_never_adopted():
+    rows = [_row("a", 18 * MiB, 0.001), _row("b", 1 * MiB, -0.002), _row("c", 0, -0.01)]
+    assign_verdicts(rows, performance=True)
+    assert [r.verdict for r in rows] == ["OK", "ADOPT", "OK"]
+    assert rows[1].reason == "saves memory at no measured cost in time"
+    assert rows[1].bytes_saved_per_s is None
+
+
+def test_without_performance_nothing_is_adopted():
+    rows = [_row("a", 18 * MiB, 0.001)]
+    assign_verdicts(rows, performance=False)
+    assert rows[0].verdict == "OK"
+
+
+def _report() -> CompareReport:
+    rows = [
+        _row("checkpoint:blocks.*", 18 * MiB, 0.009, measured_peak_bytes=22 * MiB,
+             predicted_peak_bytes=21 * MiB, predicted_added_time_s=0.008,
+             peak_prediction_error=-1 / 22, at_peak={"parameter": 4 * MiB,
+                                                     "activation": 11 * MiB}),
+        _row("selective:blocks.*", passed=False, predicted_peak_bytes=29 * MiB,
+             reason="gradients: gradient of blocks.0.fc.bias differs at step 0: max abs "
+                    "0.026, rel 1.72 (bitwise)", at_peak={"activation": 19 * MiB}),
+    ]
+    assign_verdicts(rows, performance=True)
+    return CompareReport(
+        script="train.py", steps=2, device="cpu", tolerance="bitwise", reproducible=True,
+        noise_floor=0.0, performance=True, policies=rows,
+        baseline={"predicted_peak_bytes": 40 * MiB, "measured_peak_bytes": 40 * MiB,
+                  "measured_step_time_s": 0.025, "at_peak": {"activation": 36 * MiB}})
+
+
+def test_json_contract_keys():
+    d = _report().to_json_dict()
+    assert d["schema"] == "memledger.compare/1"
+    p = d["policies"][0]
+    for key in ("policy", "verdict", "reason", "gates", "predicted_peak_bytes",
+                "measured_peak_bytes", "predicted_added_time_s", "measured_added_time_s"):
+        assert key in p
+    assert p["gates"] == {"inputs": True, "gradients": True, "update": True}
+    assert d["policies"][1]["gates"]["gradients"] is False
+    assert isinstance(p["measured_peak_bytes"], int) and p["measured_peak_bytes"] == 22 * MiB
+
+
+def test_table_lines():
+    con = Console(file=StringIO(), width=100, color_system=None)
+    rep = _report()
+    con.print(compare_table(rep))
+    for line in reasons(rep):
+        con.print(line)
+    lines = [ln.rstrip() for ln in con.file.getvalue().splitlines() if ln.strip()]
+    assert lines[0] == "train.py: 2 steps compared, gradients bitwise"
+    assert lines[1].split() == ["policy", "verdict", "gates", "peak", "saved", "pred.",
+                                "(err)", "+ms", "(pred.)"]
+    assert lines[3].split() == ["none", "(baseline)", "40.0", "MiB", "40.0", "MiB", "25/step"]
+    assert lines[4].split() == ["checkpoint:blocks.*", "ADOPT", "✓✓✓", "22.0", "MiB", "18.0",
+                                "MiB", "21.0", "MiB", "(-5%)", "+9", "(+8)"]
+    assert lines[5].split() == ["selective:blocks.*", "REJECT", "✓✗✓", "–", "–", "29.0",
+                                "MiB", "–"]
+    assert lines[6] == "ADOPT checkpoint:blocks.*: best saving per second of added time"
+    assert " ".join(lines[7:]) == ("REJECT selective:blocks.*: gradients: gradient of blocks.0.fc.bias "
+                        "differs at step 0: max abs 0.026, rel 1.72 (bitwise)")
+
+
+def test_html_is_self_contained_with_table_bars_and_scatter():
+    page = render_compare_html(_report())
+    assert page.startswith("<!doctype html>") and page.endswith("</html>")
+    assert not re.search(r"<script|https?://|src=", page)   # opens offline
+    assert page.count("<svg") == 2
+    assert "<b style=\"color:#c62828\">REJECT</b>" in page
+    # bars: baseline (1 category) + checkpoint (2) + selective (1) = 4 rects
+    assert page.count("<rect") == 4
+    # scatter: baseline and the one policy that passed
+    assert page.count("<circle") == 2
+    assert "differs at step 0: max abs 0.026, rel 1.72 (bitwise)" in page
