@@ -10,7 +10,9 @@ last recorded run). Without CUDA it says so and exits 0. It checks:
    fragmentation, and the gradient/optimizer-state counts on the GPU;
 2. the in-process API (`memledger.trace()`) on CUDA, measured with the allocator counters;
 3. OOM capture: a script that asks for far more than the GPU has; the ledger must end with
-   status "error" and an `oom` record holding the allocator's counters.
+   status "error" and an `oom` record holding the allocator's counters;
+4. policies on CUDA (checkpoint; offload to pinned host memory on a side stream): the
+   measured peak (`max_memory_allocated`) and step time against replay's prediction.
 """
 
 from __future__ import annotations
@@ -105,6 +107,28 @@ def check_oom(out: Path) -> list[str]:
                  f"oom records {len(ooms)}", "", "ok" if ok else "MISSING")]
 
 
+def check_policies(out: Path) -> list[str]:
+    from memledger.ledger.model import Ledger
+    from memledger.measure.runner import measure_script
+    from memledger.replay.policies import parse_policy
+    from memledger.replay.predict import predict
+    from memledger.units import format_bytes
+
+    script = ROOT / "examples" / "train_gpt.py"
+    led = Ledger.load(out / "gpt-cuda.ledger")
+    texts = ["none", "checkpoint:blocks.*", "offload:blocks.*", "selective:blocks.*"]
+    pred = {p.policy: p for p in predict(led, [parse_policy(t) for t in texts]).policies}
+    rows = [_row("policy (gpt, cuda)", "predicted pk", "measured pk", "pred/meas", "step ms", "")]
+    for t in texts:
+        m = measure_script(script, ["--device", "cuda", "--steps", "12"], parse_policy(t),
+                           steps=3, time_steps=5)
+        p = pred[parse_policy(t).text()] if parse_policy(t).text() in pred else pred[t]
+        rows.append(_row(t, format_bytes(p.peak_bytes), format_bytes(m.peak_bytes),
+                         f"{p.peak_bytes / max(1, m.peak_bytes):.4f}",
+                         f"{m.step_time_s * 1e3:.2f}", m.source))
+    return rows
+
+
 def main() -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--out", default=None, help="folder for the ledgers (default: a temp dir)")
@@ -118,6 +142,10 @@ def main() -> int:
     out.mkdir(parents=True, exist_ok=True)
     print(f"torch {torch.__version__}, {torch.cuda.get_device_name(0)}")
     rows = check_examples(out) + check_api() + check_oom(out)
+    try:
+        rows += check_policies(out)
+    except Exception as e:  # report, keep the rows above
+        rows.append(_row("policies", f"FAILED: {type(e).__name__}: {e}"[:80]))
     print("\n".join(rows))
     return 0
 
