@@ -120,9 +120,10 @@ def check_policies(out: Path) -> list[str]:
     pred = {p.policy: p for p in predict(led, [parse_policy(t) for t in texts]).policies}
     rows = [_row("policy (gpt, cuda)", "predicted pk", "measured pk", "pred/meas", "step ms", "")]
     for t in texts:
-        m = measure_script(script, ["--device", "cuda", "--steps", "12"], parse_policy(t),
+        policy = parse_policy(t)
+        m = measure_script(script, ["--device", "cuda", "--steps", "12"], policy,
                            steps=3, time_steps=5)
-        p = pred[parse_policy(t).text()] if parse_policy(t).text() in pred else pred[t]
+        p = pred[str(policy)]
         rows.append(_row(t, format_bytes(p.peak_bytes), format_bytes(m.peak_bytes),
                          f"{p.peak_bytes / max(1, m.peak_bytes):.4f}",
                          f"{m.step_time_s * 1e3:.2f}", m.source))

@@ -83,17 +83,24 @@ def replay(prep: Prepared, policy: Policy, rng_bytes: int = CPU_RNG_STATE_BYTES,
     regions = resolve(policy, prep.modules()) if policy.parts else []
     by_path = {r.path: r.part for r in regions}
     # ---- the selected forward calls, sorted (they never overlap: regions do not nest) ----
-    sel = np.isin(prep.scope_mod, list(by_path)) if by_path else np.zeros(
-        len(prep.scope_mod), dtype=bool)
+    wanted = np.flatnonzero(np.isin(prep.mod_names, list(by_path)))
+    sel = np.isin(prep.scope_code, wanted)
     order = np.argsort(prep.scope_ev0[sel], kind="stable")
     mods = prep.scope_mod[sel][order]
     ev0 = prep.scope_ev0[sel][order]
     ev1 = prep.scope_ev1[sel][order]
     ns = prep.scope_ns[sel][order]
     step = prep.scope_step[sel][order]
-    parts = [by_path[m] for m in mods]
-    kind = np.array([_KIND_CODE[p.kind] for p in parts], dtype=np.int64)
-    min_b = np.array([p.min_bytes for p in parts], dtype=np.int64)
+    # per distinct module: its part's index, kind and min bytes; then per call by lookup
+    part_of = {p: i for i, p in enumerate(policy.parts)}
+    code_part = np.full(len(prep.mod_names), -1, dtype=np.int64)
+    for c in wanted:
+        code_part[c] = part_of[by_path[prep.mod_names[c]]]
+    call_part = code_part[prep.scope_code[sel][order]]
+    part_kind = np.array([_KIND_CODE[p.kind] for p in policy.parts] or [0], dtype=np.int64)
+    part_min = np.array([p.min_bytes for p in policy.parts] or [0], dtype=np.int64)
+    kind = part_kind[call_part] if len(call_part) else np.zeros(0, dtype=np.int64)
+    min_b = part_min[call_part] if len(call_part) else np.zeros(0, dtype=np.int64)
 
     n, nb, cr, fr0 = prep.n_events, prep.nbytes, prep.created, prep.freed
     is_act = prep.cat == ACTIVATION
@@ -110,10 +117,10 @@ def replay(prep: Prepared, policy: Policy, rng_bytes: int = CPU_RNG_STATE_BYTES,
     ckpt_call = (kc == 1) | (kc == 2)
     in_save_list = np.zeros(len(cr), dtype=bool)
     for i, p in enumerate(policy.parts):
-        if p.kind is PolicyKind.SELECTIVE:
-            mine = (kc == 2) & np.isin(mods[np.maximum(k_c, 0)], [m for m in by_path
-                                                                   if by_path[m] is p])
-            in_save_list |= mine & np.isin(prep.op, list(p.save_ops()))
+        if p.kind is PolicyKind.SELECTIVE and len(call_part):
+            codes = np.flatnonzero(np.isin(prep.op_names, list(p.save_ops())))
+            mine = (kc == 2) & (call_part[np.maximum(k_c, 0)] == i)
+            in_save_list |= mine & np.isin(prep.op_code, codes)
     dropped = is_act & ckpt_call & one_call & (k_s == k_c) & ~in_save_list
     kept_cache = ckpt_call & in_save_list & ~is_act               # SAC cache holds it
 

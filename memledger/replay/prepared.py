@@ -36,8 +36,11 @@ class Prepared:
     unpack_first: np.ndarray  # int64 event of the first unpack (-1: none)
     fwd_last: np.ndarray      # int64 last use before backward began (-1: unknown)
     arg_end: np.ndarray       # int64 end of the module call it was passed to (0: none)
-    op: np.ndarray            # object: overload packet of the creating op ("addmm")
+    op_code: np.ndarray       # int64 index into op_names of the creating op's packet
+    op_names: np.ndarray      # object: the distinct overload packets ("addmm", "gelu", ...)
     scope_mod: np.ndarray     # object: module path per forward call
+    scope_code: np.ndarray    # int64 index into mod_names per forward call
+    mod_names: np.ndarray     # object: the distinct module paths
     scope_cls: np.ndarray     # object: class name per forward call
     scope_ev0: np.ndarray     # int64 first event of the call
     scope_ev1: np.ndarray     # int64 one past the call's last event
@@ -68,6 +71,8 @@ class Prepared:
         meas = led.measured or {}
         calib = (led.extra.get("calibration") or [{}])[-1]
         curve_peak = led.peak().bytes
+        op_code, op_names = pd.factorize(st["op"].astype(str).str.split(".").str[0])
+        mod_code, mod_names = pd.factorize(sc["mod"].astype(str))
         untraced = meas.get("step_ns") or calib.get("step_ns") or []
         return cls(
             n_events=n,
@@ -82,8 +87,11 @@ class Prepared:
                           else st["unpack_ev"]).to_numpy(dtype=np.int64),
             fwd_last=fwd,
             arg_end=_arg_end(sc, n, st["created"].to_numpy(dtype=np.int64), fwd),
-            op=st["op"].astype(str).str.split(".").str[0].to_numpy(dtype=object),
+            op_code=op_code.astype(np.int64),
+            op_names=np.asarray(op_names, dtype=object),
             scope_mod=sc["mod"].to_numpy(dtype=object),
+            scope_code=mod_code.astype(np.int64),
+            mod_names=np.asarray(mod_names, dtype=object),
             scope_cls=cls_col.fillna("").to_numpy(dtype=object),
             scope_ev0=sc["ev0"].to_numpy(dtype=np.int64),
             scope_ev1=sc["ev1"].to_numpy(dtype=np.int64),

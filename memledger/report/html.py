@@ -51,12 +51,11 @@ def render_html(led: Ledger, source: str = "", max_points: int = MAX_POINTS) -> 
                    for c, b in d["at_peak"].items() if b], {1, 2, 3})
     phases = _table(["phase", "peak"], [[p, format_bytes(b)] for p, b in
                                         d["by_phase_peak"].items()], {1})
-    idle = _table(["bytes", "category", "module", "shape", "what", "last used", "freed",
-                   "idle events"],
+    idle = _table(["bytes", "category", "module", "shape", "what", "storages",
+                   "idle events", "bytes × idle events"],
                   [[r["human"], r["category"], r["module"] or "(no module)", r["shape"],
-                    r["name"] or r["op"], r["last_use"],
-                    "live at end" if r["freed"] >= d["n_events"] else r["freed"],
-                    f"{r['idle_events']:,}"] for r in d["idle"]], {0, 5, 6, 7})
+                    r["name"] or r["op"], r["count"], f"{r['idle_events']:,}",
+                    f"{r['idle_byte_events']:,}"] for r in d["idle"]], {0, 5, 6, 7})
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
@@ -77,7 +76,7 @@ optimizer steps. Dashed horizontal: the allocator's own peak. Hover or click the
 <h2>Saved for backward: {escape(format_bytes(d['activations']['saved_bytes']))}
 (live just before backward), by module</h2>
 <table id="ml-activations"></table>
-<h2>Idle residency: held after last use</h2>{idle if d['idle'] else '<p class="dim">none</p>'}
+<h2>Idle residency: held after last use (the same tensor of each step folded)</h2>{idle if d['idle'] else '<p class="dim">none</p>'}
 <div id="ml-status" data-status="pending"></div>
 <script type="application/json" id="ml-data">{_json_for_script(d)}</script>
 <script>{JS}</script>

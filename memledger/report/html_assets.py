@@ -17,6 +17,7 @@ th { text-align: left; font-weight: 600; }
 #ml-chart-wrap { position: relative; }
 #ml-chart { max-width: 100%; height: auto; }
 #ml-chart text { font-size: 11px; fill: #444; }
+#ml-chart .ml-phase-name { fill: #999; }
 #ml-legend span { display: inline-block; margin-right: 14px; }
 #ml-legend i { display: inline-block; width: 11px; height: 11px; margin-right: 4px;
                vertical-align: -1px; }
@@ -66,6 +67,9 @@ JS = r"""
     const r = el('rect', {x: X(e0), y: T, width: Math.max(X(e1) - X(e0), 0.5), height: H - T - B,
                           fill: D.phase_colors[ph] || '#fff', 'data-phase': ph}, bands);
     el('title', {}, r, `${ph} (step ${st}): events ${e0}–${e1 - 1}`);
+    if (X(e1) - X(e0) > 8 * ph.length)   // name the band under the chart where it fits
+      el('text', {x: (X(e0) + X(e1)) / 2, y: H - B + 14, 'text-anchor': 'middle',
+                  class: 'ml-phase-name'}, svg, ph);
   }
   for (let i = 0; i <= 4; i++) {   // y grid
     const b = top / 1.08 * i / 4;

@@ -54,7 +54,7 @@ def report_data(led: Ledger, source: str = "", max_points: int = MAX_POINTS) -> 
     keep, values = downsample(by_cat[drawn], max_points)
     pk = s.peak
     live = led.live_at(pk.event).head(TOP_TENSORS)
-    idle = led.idle(12)
+    idle = led.idle_offenders(12)          # the same tensor of every step folded, as `show`
     meas = led.measured
     return {
         "title": source or "memledger report",
@@ -79,7 +79,7 @@ def report_data(led: Ledger, source: str = "", max_points: int = MAX_POINTS) -> 
                             "created", "last_use", "freed"]),
         "activations": {"saved_bytes": s.activations.saved_bytes,
                         "by_module": [[m, int(b)] for m, b in s.activations.by_module.items()]},
-        "idle": _rows(idle, ["bytes", "category", "module", "shape", "op", "name",
-                             "last_use", "freed", "idle_events"]),
+        "idle": _rows(idle, ["bytes", "category", "module", "shape", "op", "name", "count",
+                             "idle_events", "idle_byte_events"]),
         "by_phase_peak": s.by_phase_peak,
     }

@@ -45,6 +45,7 @@ def test_report_data_of_a_tiny_ledger():
     assert [(r["category"], r["bytes"], r["freed"]) for r in d["top"]] == [
         ("parameter", 400, 4), ("activation", 400, 3)]     # freed 4 = n_events: live at end
     assert d["activations"] == {"saved_bytes": 400, "by_module": [["fc", 400]]}
+    assert d["idle"] == []   # the activation: last used at 2, freed at 3 -> 3 - 1 - 2 = 0
 
 
 def test_a_million_events_downsample_to_max_points_and_keep_the_peak():
