@@ -75,7 +75,7 @@ class _Converter:
         self.records: list[Record] = []
         self.pre: list[Record] = []
         self.sid = 0
-        self.live: dict[int, dict[str, Any]] = {}     # addr -> storage facts
+        self.live: dict[Any, dict[str, Any]] = {}     # addr (or a key for pre-existing) -> facts
         self.phase, self.step = "setup", 1
         self.has_completed = any(e.get("action") == "free_completed" for e in self.entries)
         self.oom: Record | None = None
