@@ -1,0 +1,131 @@
+"""`memledger compare` through the real CLI and fresh processes, on tiny scripts and on the
+bundled examples."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from memledger.cli import main
+from memledger.verify.gates import run_gates
+from memledger.verify.runs import CaptureResult, Variant, capture_in_process
+from tests.conftest import EXAMPLES
+
+TINY = """
+import torch
+from torch import nn
+torch.manual_seed(0)
+model = nn.Sequential()
+model.blocks = nn.Sequential(*[nn.Sequential(nn.Linear(64, 256), nn.GELU(), nn.Linear(256, 64))
+                               for _ in range(2)])
+opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+gen = {gen}
+for step in range(12):
+    x = torch.randn(64, 64, generator=gen)
+    loss = (model(x) - x).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+"""
+
+
+def _tiny(tmp_path: Path, seeded: bool = True) -> Path:
+    p = tmp_path / ("tiny.py" if seeded else "unseeded.py")
+    gen = "torch.Generator().manual_seed(1)" if seeded else "torch.Generator()\ngen.seed()"
+    p.write_text(textwrap.dedent(TINY.format(gen=gen)))
+    return p
+
+
+@pytest.mark.slow
+def test_compare_json_gates_then_performance(tmp_path, capsys):
+    html = tmp_path / "compare.html"
+    code = main(["compare", str(_tiny(tmp_path)), "--policy", "checkpoint:blocks.*",
+                 "--steps", "2", "--time-steps", "2", "--json", "--html", str(html)])
+    out = capsys.readouterr().out
+    d = json.loads(out)   # stdout holds the JSON and nothing else
+    assert code == 0
+    assert d["schema"] == "memledger.compare/1" and d["performance"] is True
+    assert (d["device"], d["tolerance"], d["reproducible"]) == ("cpu", "bitwise", True)
+    (p,) = d["policies"]
+    assert p["policy"] == "checkpoint:blocks.*"
+    assert p["gates"] == {"inputs": True, "gradients": True, "update": True}
+    assert p["worst_gradient"]["max_abs"] == 0.0 and p["steps_compared"] == 2
+    assert p["measured_peak_bytes"] > 0 and p["predicted_peak_bytes"] > 0
+    assert p["saving_bytes"] == d["baseline"]["measured_peak_bytes"] - p["measured_peak_bytes"]
+    # the only policy that passes is adopted exactly when it saves memory
+    assert p["verdict"] == ("ADOPT" if p["saving_bytes"] > 0 else "OK")
+    page = html.read_text()
+    assert "checkpoint:blocks.*" in page and page.count("<svg") == 2
+
+
+def test_unseeded_script_is_rejected_at_the_inputs_gate(tmp_path, capsys):
+    code = main(["compare", str(_tiny(tmp_path, seeded=False)), "-p", "checkpoint:blocks.*",
+                 "--steps", "1", "--json"])
+    captured = capsys.readouterr()
+    d = json.loads(captured.out)
+    assert code == 1
+    assert d["reproducible"] is False and d["performance"] is False
+    (p,) = d["policies"]
+    assert p["verdict"] == "REJECT" and p["failed_gate"] == "inputs"
+    assert p["reason"] == ("inputs: the script's inputs are not reproducible: two baseline "
+                           "runs differ at step 0 on forward arg[0]; seed the data loader")
+    assert "memledger: 1 of 1 policies rejected" in captured.err
+
+
+@pytest.mark.parametrize("args,message", [
+    ([], "memledger: give at least one --policy"),
+    (["-p", "explode:blocks.*"], "memledger: unknown policy kind 'explode'"),
+    (["-p", "checkpoint:blocks.*", "--steps", "0"], "memledger: --steps and --time-steps"),
+])
+def test_bad_input_exits_2_before_running_anything(tmp_path, capsys, args, message):
+    assert main(["compare", str(_tiny(tmp_path)), *args]) == 2
+    assert capsys.readouterr().err.startswith(message)
+
+
+# ---- the bundled examples -----------------------------------------------------------------
+STANDARD = ["checkpoint:blocks.*", "offload:blocks.*", "selective:blocks.*"]
+
+
+def _in_process(script, argv, variant, steps, out) -> CaptureResult:
+    return capture_in_process(script, argv, variant, steps)
+
+
+@pytest.mark.slow
+def test_gpt_standard_policies_pass_bitwise_and_rng_free_recompute_is_rejected():
+    # fresh processes, as `memledger compare` runs them
+    variants = [Variant(p, p) for p in STANDARD]
+    variants.append(Variant("no-rng", broken="checkpoint_no_rng", selector="blocks.*"))
+    rep = run_gates(EXAMPLES / "train_gpt.py", [], variants, steps=2)
+    assert rep.reproducible and rep.noise_floor == 0.0
+    for o in rep.outcomes[:3]:
+        assert o.passed, (o.variant.label, o.reason)
+        assert o.comparison.worst_gradient.max_abs == 0.0
+    bad = rep.outcomes[3].comparison
+    # the recompute draws other dropout masks; the worst relative difference is in the
+    # first block (its LayerNorm bias sums the gradient over every position)
+    assert bad.gates == {"inputs": True, "gradients": False, "update": True}
+    assert (bad.finding.gate, bad.finding.step, bad.finding.name) == (
+        "gradients", 0, "blocks.0.ln_1.bias")
+
+
+def test_mlp_policies_pass_bitwise():
+    rep = run_gates(EXAMPLES / "train_mlp.py", ["--steps", "3"],
+                    [Variant(p, p) for p in ("checkpoint:fc*", "offload:fc*", "selective:fc*")],
+                    steps=2, runner=_in_process)
+    assert [o.reason for o in rep.outcomes] == ["gates passed"] * 3
+
+
+def test_cnn_offload_passes_and_checkpoint_updates_batchnorm_twice():
+    rep = run_gates(EXAMPLES / "train_cnn.py", ["--steps", "3"],
+                    [Variant(p, p) for p in STANDARD], steps=2, runner=_in_process)
+    ck, off, sel = rep.outcomes
+    assert off.passed
+    # memledger's checkpoint recomputes each ConvBlock's BatchNorm in training mode: the
+    # running statistics are updated twice per step and the buffer gate names it
+    for o in (ck, sel):
+        assert o.gates == {"inputs": True, "gradients": True, "update": False}
+        assert o.reason == ("update: buffer blocks.0.bn.num_batches_tracked differs after "
+                            "step 0: max abs 1, rel 1 (bitwise)")
