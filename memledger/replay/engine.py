@@ -80,7 +80,7 @@ def replay(prep: Prepared, policy: Policy, rng_bytes: int = CPU_RNG_STATE_BYTES,
     checkpointed region]. `rng_bytes`: device bytes per checkpoint frame (0 on CUDA).
     `probe`: an original event; `Replayed.at_probe` is then the bytes per category live
     right after it in the rewritten stream."""
-    regions = resolve(policy, prep.modules()) if policy.parts else []
+    regions = resolve(policy, prep.module_table) if policy.parts else []
     by_path = {r.path: r.part for r in regions}
     # ---- the selected forward calls, sorted (they never overlap: regions do not nest) ----
     wanted = np.flatnonzero(np.isin(prep.mod_names, list(by_path)))
@@ -219,7 +219,7 @@ def replay(prep: Prepared, policy: Policy, rng_bytes: int = CPU_RNG_STATE_BYTES,
     w = b.astype(np.float64)
     delta = np.bincount(c, weights=w, minlength=total + 1) - np.bincount(
         f, weights=w, minlength=total + 1)
-    curve = np.rint(np.cumsum(delta[:total])).astype(np.int64)
+    curve = np.cumsum(delta[:total])   # float64: exact below 2**53 bytes (8 PiB)
     p = int(np.argmax(curve)) if total else 0
     live = (c <= p) & (f > p)
     by_cat = np.bincount(cat[live], weights=w[live], minlength=len(CATEGORIES))
@@ -245,7 +245,7 @@ def replay(prep: Prepared, policy: Policy, rng_bytes: int = CPU_RNG_STATE_BYTES,
     warm = steps_seen[steps_seen > 1] if (steps_seen > 1).any() else steps_seen
     warm_mask = np.isin(step, warm) & has_seg
     recompute_ns = float((ns[warm_mask] * frac[warm_mask]).sum() / max(len(warm), 1))
-    ledger_peak = int(curve[p]) if total else 0
+    ledger_peak = int(round(curve[p])) if total else 0
     return Replayed(
         policy=policy, peak_bytes=ledger_peak + prep.workspace, ledger_peak_bytes=ledger_peak,
         peak_event=int(min(max(orig, 0), max(n - 1, 0))), in_recompute=where,

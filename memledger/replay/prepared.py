@@ -109,6 +109,13 @@ class Prepared:
         """(path, class name) of every module that ran a forward, in first-call order."""
         return list(dict.fromkeys(zip(self.scope_mod.tolist(), self.scope_cls.tolist())))
 
+    @property
+    def module_table(self) -> list[tuple[str, str]]:
+        """`modules()`, computed once."""
+        if "_modules" not in self.__dict__:
+            self.__dict__["_modules"] = self.modules()
+        return self.__dict__["_modules"]
+
 
 def _arg_end(scopes: pd.DataFrame, n: int, created: np.ndarray,
              fwd_last: np.ndarray) -> np.ndarray:
