@@ -213,16 +213,20 @@ def _update(s: int, b: dict, c: dict, tol: Tolerance, same_grads: bool) -> Findi
 
 def _state(s: int, what: str, b: dict, c: dict, tol: Tolerance) -> Finding | None:
     worst: Diff | None = None
+    bad = 0
     for name, bt in b.items():
         ct = c.get(name)
         if ct is None:
             return Finding("update", s, name, f"{what} {name} is missing after step {s}")
         d = tensor_diff(name, s, bt, ct)
-        if not _ok(d, tol) and (worst is None or d.max_rel > worst.max_rel):
-            worst = d
+        if not _ok(d, tol):
+            bad += 1
+            if worst is None or d.max_rel > worst.max_rel:
+                worst = d
     if worst is not None:
+        more = f"; {bad - 1} more differ" if bad > 1 else ""
         return Finding("update", s, worst.name, f"{what} {worst.name} differs after step {s}: "
-                       f"{worst.text()} ({tol.describe()})", worst)
+                       f"{worst.text()} ({tol.describe()}{more})", worst)
     extra = [n for n in c if n not in b]
     if extra:
         return Finding("update", s, extra[0], f"{what} {extra[0]} appears only under the policy")
