@@ -1,0 +1,106 @@
+"""apply_policy / install_policy / Offloader on small real models (fast, in process)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from memledger.errors import PolicyError
+from memledger.measure.apply import apply_policy, install_policy
+from memledger.measure.offload import Offloader
+from memledger.replay.policies import parse_policy
+
+
+class Block(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(16, 64)
+        self.out = nn.Linear(64, 16)
+        self.drop = nn.Dropout(0.2)
+
+    def forward(self, x):
+        return x + self.drop(self.out(F.gelu(self.fc(x))))
+
+
+class Net(nn.Module):
+    def __init__(self, n: int = 3) -> None:
+        super().__init__()
+        self.blocks = nn.ModuleList([Block() for _ in range(n)])
+        self.head = nn.Linear(16, 4)
+
+    def forward(self, x):
+        for b in self.blocks:
+            x = b(x)
+        return self.head(x)
+
+
+def grads(policy: str) -> dict[str, torch.Tensor]:
+    torch.manual_seed(0)
+    net = Net()
+    x = torch.randn(8, 16, generator=torch.Generator().manual_seed(1))
+    with apply_policy(net, parse_policy(policy)):
+        torch.manual_seed(7)   # dropout masks: the same stream for every policy
+        net(x).square().mean().backward()
+    return {n: p.grad for n, p in net.named_parameters()}
+
+
+@pytest.mark.parametrize("policy", [
+    "checkpoint:blocks.*", "checkpoint:blocks.[0-1]", "selective:@Block",
+    "selective:blocks.*:save=addmm", "offload:blocks.*", "offload:**.fc:min=1KiB",
+    "checkpoint:blocks.0+offload:blocks.[1-2]",
+])
+def test_policies_leave_gradients_bitwise_equal(policy):
+    base, got = grads("none"), grads(policy)
+    assert all(torch.equal(base[k], got[k]) for k in base)
+
+
+def test_remove_restores_the_class_forward():
+    net = Net()
+    h = apply_policy(net, parse_policy("checkpoint:blocks.*"))
+    assert "forward" in net.blocks[0].__dict__ and h.regions[0].path == "blocks.0"
+    h.remove()
+    assert "forward" not in net.blocks[0].__dict__
+
+
+def test_apply_refuses_a_selector_matching_nothing():
+    with pytest.raises(PolicyError, match="matches no module"):
+        apply_policy(Net(), parse_policy("checkpoint:layers.*"))
+
+
+def test_install_lands_on_the_first_model_called():
+    seen = []
+    inst = install_policy(parse_policy("checkpoint:@Block"), on_applied=seen.append)
+    try:
+        nn.ReLU()(torch.zeros(1))            # parameter-free: not the model
+        net = Net(2)
+        net(torch.randn(2, 16))
+        assert [r.path for r in seen[0].regions] == ["blocks.0", "blocks.1"]
+        assert seen[0].model is net
+    finally:
+        inst.remove()
+    assert "forward" not in net.blocks[0].__dict__
+
+
+def test_offloader_writes_a_storage_once_for_several_views():
+    off = Offloader()
+    qkv = torch.randn(2, 8, 48)              # 2*8*48*4 = 3,072 bytes, one storage
+    q, k, v = qkv.split(16, dim=2)
+    packed = [off.pack(t) for t in (q, k, v)]
+    assert off.bytes_out == 3072             # written once, not 3 x 1,024
+    back = [off.unpack(p) for p in packed]
+    assert off.bytes_in == 3072              # read once while the three saves are pending
+    for a, b in zip((q, k, v), back):
+        assert torch.equal(a, b) and a.stride() == b.stride()
+        assert a.storage_offset() == b.storage_offset()
+    off.close()
+
+
+def test_offloader_keeps_parameters_and_small_storages():
+    w = nn.Parameter(torch.randn(4, 4))
+    off = Offloader(min_bytes=1024, skip_storages={w.untyped_storage().data_ptr()})
+    assert off.pack(w) is w
+    small = torch.randn(16)                   # 64 bytes < 1,024
+    assert off.pack(small) is small
+    assert off.bytes_out == 0
