@@ -39,6 +39,8 @@ class MeasureResult(BaseModel):
     source: str = Field(description="cpu-profiler | cuda-allocator")
     steps: int = Field(description="optimizer steps profiled for the peak")
     step_times_s: list[float] = Field(default_factory=list, description="each timed step")
+    step_cpu_time_s: float = Field(0.0, description="median process CPU time of the timed "
+                                   "steps (all threads); steadier than wall time when shared")
     regions: list[str] = Field(default_factory=list, description="modules the policy wrapped")
 
     def to_json_dict(self) -> dict:
@@ -82,4 +84,5 @@ def measure_script(script: str | Path, argv: list[str], policy: Policy, steps: i
                           f"{steps + time_steps})", exit_code=EXIT_USAGE)
     return MeasureResult(policy=str(policy), peak_bytes=res["peak_bytes"],
                          step_time_s=statistics.median(times), source=res["source"],
-                         steps=steps, step_times_s=times, regions=res["regions"])
+                         steps=steps, step_times_s=times, regions=res["regions"],
+                         step_cpu_time_s=statistics.median(res.get("step_cpu_s") or [0.0]))

@@ -8,7 +8,9 @@ runs, so it lands on the model's first forward. Then:
    after `reset_peak_memory_stats` at process start.
 2. steps S+1..S+T (`--time-steps`): the profiler is off; each step's wall time is the time
    between consecutive `optimizer.step()` ends (so it includes data, forward, backward and
-   the optimizer, as the user's loop runs them). The step time is their median.
+   the optimizer, as the user's loop runs them). The step time is their median. The
+   process CPU time of each step is kept too: on a shared machine it is the steadier
+   number (other processes stretch wall time, not this process's CPU time).
 
 The result is one JSON file (`--out`); the parent process reads it.
 """
@@ -45,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     from memledger.trace.script import run_and_classify
 
     result: dict = {"policy": args.policy, "steps": 0, "peak_bytes": 0, "source": "",
-                    "step_times_s": [], "regions": [], "error": "", "code": EXIT_OK}
+                    "step_times_s": [], "step_cpu_s": [], "regions": [], "error": "", "code": EXIT_OK}
 
     def write() -> None:
         with open(args.out, "w", encoding="utf-8") as fh:
@@ -59,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
     cuda = torch.cuda.is_available()
     cpu = None if cuda else CpuProfilerProbe()
-    state = {"n": 0, "t": 0.0, "profiling": True}
+    state = {"n": 0, "t": 0.0, "c": 0.0, "profiling": True}
 
     def finish_peak() -> None:
         state["profiling"] = False
@@ -76,13 +78,14 @@ def main(argv: list[str] | None = None) -> int:
         result["steps"] = state["n"]
         if cuda:
             torch.cuda.synchronize()
-        now = time.perf_counter()
+        now, cpu_now = time.perf_counter(), time.process_time()
         if state["n"] == args.steps:
             finish_peak()
-            now = time.perf_counter()
+            now, cpu_now = time.perf_counter(), time.process_time()
         elif state["n"] > args.steps:
             result["step_times_s"].append(now - state["t"])
-        state["t"] = now
+            result["step_cpu_s"].append(cpu_now - state["c"])   # all threads' CPU time
+        state["t"], state["c"] = now, cpu_now
         if state["n"] >= args.steps + args.time_steps:
             raise StopTracing()
 
