@@ -144,6 +144,9 @@ def render_compare_html(rep: CompareReport) -> str:
              f".</p>"]
     if rep.note:
         parts.append(f"<p><b>Note:</b> {_e(rep.note)}</p>")
+    if rep.frozen_changed:
+        parts.append("<p><b>Note:</b> frozen parameters that the optimizer step changes (in "
+                     f"the baseline too): {_e(', '.join(rep.frozen_changed))}</p>")
     parts.append(_table(rep))
     if rep.performance:
         parts += ["<h2>Peak by category (predicted) and measured peak</h2>", _bars(rep),

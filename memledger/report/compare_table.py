@@ -78,4 +78,8 @@ def reasons(rep: CompareReport) -> list[Text]:
                                      (f"{p.policy}: ", "bold"), p.reason))
     if rep.note:
         out.append(Text(f"note: {rep.note}", style="yellow"))
+    if rep.frozen_changed:
+        out.append(Text(f"note: frozen parameters (requires_grad=False) that the optimizer "
+                        f"step changes, in the baseline too: {', '.join(rep.frozen_changed)}",
+                        style="yellow"))
     return out

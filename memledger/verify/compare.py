@@ -50,7 +50,8 @@ def run_compare(script: str | Path, argv: list[str], policies: list[Policy], ste
     report = CompareReport(script=str(script), steps=steps, device=gates.device,
                            tolerance=gates.tolerance.describe(),
                            reproducible=gates.reproducible, noise_floor=gates.noise_floor,
-                           note=gates.note, performance=False, policies=rows)
+                           note=gates.note, performance=False, policies=rows,
+                           frozen_changed=gates.frozen_changed)
     passing = [(p, r) for p, r in zip(policies, rows) if r.verdict != "REJECT"]
     if performance and passing:
         _performance(report, script, argv, policies, passing, steps, time_steps, say)

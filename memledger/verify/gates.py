@@ -69,6 +69,7 @@ class GateReport:
     reproducible: bool                  # the baseline's inputs agree between its two runs
     outcomes: list[GateOutcome] = field(default_factory=list)
     note: str = ""
+    frozen_changed: list[str] = field(default_factory=list)   # in the baseline itself
 
 
 def run_gates(script: str | Path, argv: list[str], variants: list[Variant], steps: int,
@@ -90,6 +91,8 @@ def run_gates(script: str | Path, argv: list[str], variants: list[Variant], step
                         (CUDA_RTOL if device.startswith("cuda") else 0.0))
         self_check = compare(base[0], base[1], Tolerance(0.0))
         report = GateReport(steps, device, tol, 0.0, True)
+        report.frozen_changed = sorted({n for st in base[0]["steps"]
+                                        for n in st["frozen_changed"]})
         f = self_check.finding
         if f is not None and f.gate == "inputs":
             report.reproducible = False

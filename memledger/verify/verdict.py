@@ -79,6 +79,8 @@ class CompareReport(BaseModel):
     noise_floor: float = Field(description="largest relative difference of two baseline runs")
     note: str = ""
     performance: bool = Field(description="false when only the gates were run")
+    frozen_changed: list[str] = Field(default_factory=list, description="requires_grad=False "
+                                      "parameters that the baseline's optimizer step changes")
     baseline: dict = Field(default_factory=dict, description="predicted_peak_bytes, "
                            "measured_peak_bytes, measured_step_time_s, at_peak")
     policies: list[PolicyComparison]

@@ -185,6 +185,32 @@ def test_memledger_checkpoint_of_batchnorm_is_caught_too(tmp_path, policy):
     assert o.passed
 
 
+FROZEN_NET = """
+import torch
+from torch import nn
+torch.manual_seed(0)
+model = nn.Sequential()
+model.blocks = nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 4))
+opt = torch.optim.SGD(model.parameters(), lr=0.1, weight_decay=0.1)
+model.blocks[0].bias.requires_grad_(False)
+model.blocks[0].bias.grad = torch.ones(4)    # stale; zero_grad zeroes it, weight decay moves it
+gen = torch.Generator().manual_seed(1)
+for step in range(3):
+    loss = model(torch.randn(8, 4, generator=gen)).pow(2).mean()
+    opt.zero_grad(set_to_none=False)
+    loss.backward()
+    opt.step()
+"""
+
+
+def test_frozen_parameter_that_changes_is_named(tmp_path):
+    script = _write(tmp_path, "frozen.py", FROZEN_NET)
+    report, o = _one(script, Variant("checkpoint:blocks.*", "checkpoint:blocks.*"))
+    # the baseline changes it too: named in the report, not held against the policy
+    assert report.frozen_changed == ["blocks.0.bias"]
+    assert o.passed and o.comparison.frozen_changed == ["blocks.0.bias"]
+
+
 def test_unknown_selector_is_a_policy_error(dropout_net):
     with pytest.raises(PolicyError):
         run_gates(dropout_net, [], [Variant("x", "checkpoint:nothing.*")], steps=1,
