@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from memledger.units import format_bytes
+
 COMPARE_SCHEMA = "memledger.compare/1"
 MIN_ADDED_S = 1e-6   # added time below this counts as free (a clock tick, not a cost)
 
@@ -110,5 +112,8 @@ def assign_verdicts(rows: list[PolicyComparison], performance: bool) -> None:
             best, best_key = r, key
     if best is not None:
         best.verdict = "ADOPT"
-        best.reason = ("best saving per second of added time" if best.bytes_saved_per_s
-                       else "saves memory at no measured cost in time")
+        saved = format_bytes(best.saving_bytes)
+        best.reason = (f"best saving per second of added time: {saved} for "
+                       f"{best.measured_added_time_s * 1e3:+.1f} ms/step "
+                       f"({format_bytes(best.bytes_saved_per_s)}/s)" if best.bytes_saved_per_s
+                       else f"saves {saved} at no measured cost in time")

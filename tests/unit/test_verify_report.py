@@ -34,7 +34,9 @@ def test_adopt_goes_to_the_best_saving_per_second():
             _row("broken", 30 * MiB, 0.001, passed=False)]
     assign_verdicts(rows, performance=True)
     assert [r.verdict for r in rows] == ["OK", "ADOPT", "REJECT"]
-    assert rows[1].reason == "best saving per second of added time"
+    # 22 MiB / 3 ms = 7,689,557,333 B/s = 7.2 GiB/s
+    assert rows[1].reason == ("best saving per second of added time: 22.0 MiB for +3.0 ms/step "
+                              "(7.2 GiB/s)")
     assert round(rows[1].bytes_saved_per_s) == round(22 * MiB / 0.003)
 
 
@@ -42,7 +44,7 @@ def test_a_free_saving_beats_any_costly_one_and_no_saving_is_never_adopted():
     rows = [_row("a", 18 * MiB, 0.001), _row("b", 1 * MiB, -0.002), _row("c", 0, -0.01)]
     assign_verdicts(rows, performance=True)
     assert [r.verdict for r in rows] == ["OK", "ADOPT", "OK"]
-    assert rows[1].reason == "saves memory at no measured cost in time"
+    assert rows[1].reason == "saves 1.0 MiB at no measured cost in time"
     assert rows[1].bytes_saved_per_s is None
 
 
@@ -97,8 +99,9 @@ def test_table_lines():
                                 "MiB", "21.0", "MiB", "(-5%)", "+9", "(+8)"]
     assert lines[5].split() == ["selective:blocks.*", "REJECT", "✓✗✓", "–", "–", "29.0",
                                 "MiB", "–"]
-    assert lines[6] == "ADOPT checkpoint:blocks.*: best saving per second of added time"
-    assert " ".join(lines[7:]) == ("REJECT selective:blocks.*: gradients: gradient of blocks.0.fc.bias "
+    assert " ".join(lines[6:8]) == ("ADOPT checkpoint:blocks.*: best saving per second of added "
+                                    "time: 18.0 MiB for +9.0 ms/step (2.0 GiB/s)")
+    assert " ".join(lines[8:]) == ("REJECT selective:blocks.*: gradients: gradient of blocks.0.fc.bias "
                         "differs at step 0: max abs 0.026, rel 1.72 (bitwise)")
 
 
