@@ -111,6 +111,7 @@ def run_gates(script: str | Path, argv: list[str], variants: list[Variant], step
             say(f"gates: capturing {v.label}")
             res = runner(script, argv, v, steps, tmp / f"candidate{i}.capture")
             if res.code != EXIT_OK or res.data is None:
+                sys.stderr.write(res.output)   # the script's traceback under the policy
                 report.outcomes.append(GateOutcome(v, failure=res.reason))
                 continue
             report.outcomes.append(GateOutcome(v, compare(base[0], res.data, report.tolerance)))

@@ -67,12 +67,14 @@ def capture_in_process(script: str | Path, argv: list[str], variant: Variant,
                 raise
 
     installer = install_policy(parse_policy(variant.policy), on_applied=on_applied)
+    saved_argv, saved_path = sys.argv[:], sys.path[:]
     cap.start()
     try:
         code, reason = run_and_classify(script, argv)
     finally:
         cap.stop()
         installer.remove()
+        sys.argv[:], sys.path[:] = saved_argv, saved_path   # run_script sets both
     if installer.error is not None or errors:
         raise installer.error or errors[0]
     if code == EXIT_OK and not cap.steps:
