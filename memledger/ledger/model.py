@@ -19,7 +19,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from memledger.ledger.reader import read_records
+from memledger.errors import LedgerFormatError
+from memledger.ledger.reader import group_records, read_records
 from memledger.ledger.schema import CATEGORIES, PHASES, ROLE_PRIORITY
 from memledger.ledger.writer import Record
 
@@ -58,15 +59,13 @@ class Ledger:
     @classmethod
     def load(cls, path: str | Path) -> "Ledger":
         records, truncated = read_records(path)
-        led = cls.from_records(records)
+        led = cls.from_records(records, source=repr(str(path)))
         led.truncated = truncated
         return led
 
     @classmethod
-    def from_records(cls, records: list[Record]) -> "Ledger":
-        by_kind: dict[str, list[Record]] = {}
-        for r in records:
-            by_kind.setdefault(r["k"], []).append(r)
+    def from_records(cls, records: list[Record], source: str = "ledger") -> "Ledger":
+        by_kind = group_records(records, source)
         header = by_kind.pop("header", [{}])[0]
         storages = _storages(by_kind)
         phases = pd.DataFrame(by_kind.pop("phase", []), columns=["ev", "ph", "step"]).rename(
@@ -273,85 +272,113 @@ class PeakPoint:
     module: str
 
 
+def _table(records: list[Record], columns: dict[str, Any]) -> pd.DataFrame:
+    """Records of one kind as columns, with a default for each optional field."""
+    df = pd.DataFrame.from_records(records) if records else pd.DataFrame()
+    for col, default in columns.items():
+        if col not in df:
+            df[col] = default
+        elif default is not None:
+            df[col] = df[col].fillna(default) if df[col].isna().any() else df[col]
+    return df
+
+
+def _check_required(kind: str, df: pd.DataFrame, fields: tuple[str, ...]) -> None:
+    for f in fields:
+        if len(df) and (f not in df or df[f].isna().any()):
+            raise LedgerFormatError(f"ledger: {kind} records lack {f!r}; the ledger is corrupt")
+
+
 def _storages(by_kind: dict[str, list[Record]]) -> pd.DataFrame:
-    """One row per storage from the alloc/free/live/role/saved/unpack records."""
-    allocs = by_kind.pop("alloc", [])
-    df = pd.DataFrame.from_records(
-        [(a["sid"], a["bytes"], a.get("dev", "cpu"), a.get("dtype", ""),
-          "x".join(str(d) for d in a.get("shape", [])) if a.get("shape") else "",
-          a.get("op", ""), a.get("mod", ""), a.get("ph", "setup"), a.get("step", 1), a["ev"],
-          bool(a.get("pre", False)))
-         for a in allocs],
-        columns=["sid", "bytes", "device", "dtype", "shape", "op", "module", "phase", "step",
-                 "created", "pre"],
-    ).set_index("sid", drop=False)
-    df["last_use"] = df["created"]
-    df["freed"] = -1
-    frees = by_kind.pop("free", [])
-    if frees:
-        sid = [f["sid"] for f in frees]
-        df.loc[sid, "freed"] = [f["ev"] for f in frees]
-        df.loc[sid, "last_use"] = [f.get("last", f["ev"] - 1) for f in frees]
-    lives = by_kind.pop("live", [])
-    if lives:
-        df.loc[[r["sid"] for r in lives], "last_use"] = [r.get("last", -1) for r in lives]
-    df["last_use"] = np.maximum(df["last_use"].to_numpy(), df["created"].to_numpy())
+    """One row per storage from the alloc/free/live/role/saved/unpack records (vectorised:
+    a million-event ledger has hundreds of thousands of these)."""
+    a = _table(by_kind.pop("alloc", []), {"sid": None, "ev": None, "bytes": None, "dev": "cpu",
+                                          "dtype": "", "shape": None, "op": "", "mod": "",
+                                          "ph": "setup", "step": 1, "pre": False})
+    _check_required("alloc", a, ("sid", "ev", "bytes"))
+    df = pd.DataFrame({
+        "sid": a["sid"].astype(np.int64), "bytes": a["bytes"].astype(np.int64),
+        "device": a["dev"].astype(str), "dtype": a["dtype"].astype(str),
+        "shape": ["x".join(map(str, s)) if isinstance(s, list) else "" for s in a["shape"]],
+        "op": a["op"].astype(str), "module": a["mod"].astype(str), "phase": a["ph"].astype(str),
+        "step": a["step"].astype(np.int64), "created": a["ev"].astype(np.int64),
+        "pre": a["pre"].astype(bool),
+    })
+    df.index = pd.Index(df["sid"].to_numpy(), name="sid")
+    pos = pd.Series(np.arange(len(df)), index=df.index)  # sid -> row
 
-    saved = by_kind.pop("saved", [])
-    df["saved_module"] = ""
-    df["saved_ev"] = -1
-    df["saved_last_ev"] = -1  # the last save (a storage saved by several ops)
-    if saved:
-        first = pd.DataFrame(saved).drop_duplicates("sid", keep="first").set_index("sid")
-        first = first[first.index.isin(df.index)]
-        df.loc[first.index, "saved_module"] = first.get("mod", "").fillna("").astype(str)
-        df.loc[first.index, "saved_ev"] = first["ev"]
-        last_save = pd.DataFrame(saved).drop_duplicates("sid", keep="last").set_index("sid")
-        last_save = last_save[last_save.index.isin(df.index)]
-        df.loc[last_save.index, "saved_last_ev"] = last_save["ev"]
-    unpacks = by_kind.pop("unpack", [])
-    df["unpack_ev"] = -1
-    df["unpack_first_ev"] = -1  # the first unpack (a storage saved by several ops)
-    if unpacks:
-        last = pd.DataFrame(unpacks).drop_duplicates("sid", keep="last").set_index("sid")
-        last = last[last.index.isin(df.index)]
-        df.loc[last.index, "unpack_ev"] = last["ev"]
-        first_un = pd.DataFrame(unpacks).drop_duplicates("sid", keep="first").set_index("sid")
-        first_un = first_un[first_un.index.isin(df.index)]
-        df.loc[first_un.index, "unpack_first_ev"] = first_un["ev"]
+    def rows_of(events: pd.DataFrame) -> tuple[np.ndarray, pd.DataFrame]:
+        events = events[events["sid"].isin(df.index)]
+        return pos.loc[events["sid"]].to_numpy(), events
 
-    df["category"], df["name"] = _categories(df, by_kind.pop("role", []), saved)
+    last_use = df["created"].to_numpy().copy()
+    freed = np.full(len(df), -1, dtype=np.int64)
+    f = _table(by_kind.pop("free", []), {"sid": None, "ev": None, "last": None})
+    _check_required("free", f, ("sid", "ev"))
+    if len(f):
+        idx, f = rows_of(f)
+        freed[idx] = f["ev"].to_numpy(dtype=np.int64)
+        last_use[idx] = f["last"].fillna(f["ev"] - 1).to_numpy(dtype=np.int64)
+    lv = _table(by_kind.pop("live", []), {"sid": None, "last": -1})
+    _check_required("live", lv, ("sid",))
+    if len(lv):
+        idx, lv = rows_of(lv)
+        last_use[idx] = lv["last"].to_numpy(dtype=np.int64)
+    df["last_use"] = np.maximum(last_use, df["created"].to_numpy())
+    df["freed"] = freed
+
+    saved_records = by_kind.pop("saved", [])
+    sv = _table(saved_records, {"sid": None, "ev": None, "mod": ""})
+    _check_required("saved", sv, ("sid", "ev"))
+    df["saved_module"], df["saved_ev"], df["saved_last_ev"] = "", -1, -1
+    if len(sv):
+        first = sv.drop_duplicates("sid", keep="first")
+        idx, first = rows_of(first)
+        df.iloc[idx, df.columns.get_loc("saved_module")] = first["mod"].astype(str).to_numpy()
+        df.iloc[idx, df.columns.get_loc("saved_ev")] = first["ev"].to_numpy(dtype=np.int64)
+        idx, last = rows_of(sv.drop_duplicates("sid", keep="last"))
+        df.iloc[idx, df.columns.get_loc("saved_last_ev")] = last["ev"].to_numpy(dtype=np.int64)
+    up = _table(by_kind.pop("unpack", []), {"sid": None, "ev": None})
+    _check_required("unpack", up, ("sid", "ev"))
+    df["unpack_ev"], df["unpack_first_ev"] = -1, -1  # a storage saved by several ops: both
+    if len(up):
+        idx, last = rows_of(up.drop_duplicates("sid", keep="last"))
+        df.iloc[idx, df.columns.get_loc("unpack_ev")] = last["ev"].to_numpy(dtype=np.int64)
+        idx, first = rows_of(up.drop_duplicates("sid", keep="first"))
+        df.iloc[idx, df.columns.get_loc("unpack_first_ev")] = first["ev"].to_numpy(np.int64)
+
+    roles = _table(by_kind.pop("role", []), {"sid": None, "role": None, "name": ""})
+    _check_required("role", roles, ("sid", "role"))
+    df["category"], df["name"] = _categories(df, roles, sv)
     # A parameter or buffer belongs to the module that owns it, whatever op made its storage.
     owned = df["category"].isin(["parameter", "buffer"]).to_numpy() & (df["name"] != "").to_numpy()
     df.loc[owned, "module"] = [n.rpartition(".")[0] for n in df.loc[owned, "name"]]
-    for col in ("created", "last_use", "freed", "saved_ev", "unpack_ev", "bytes", "step",
-                "saved_last_ev", "unpack_first_ev"):
+    for col in ("saved_ev", "unpack_ev", "saved_last_ev", "unpack_first_ev"):
         df[col] = df[col].astype(np.int64)
     return df[STORAGE_COLUMNS]
 
 
-def _categories(df: pd.DataFrame, roles: list[Record], saved: list[Record]):
-    """Resolve each storage's category: its highest-priority role, else by when it was made."""
+def _categories(df: pd.DataFrame, roles: pd.DataFrame, saved: pd.DataFrame):
+    """Each storage's category: its highest-priority role (see ROLE_PRIORITY), else by when
+    it was made: during the run, a temporary; while setting up (or already there when
+    tracing began), other. Returns (categories, names)."""
     rank = {r: i for i, r in enumerate(ROLE_PRIORITY)}
-    best: dict[int, tuple[int, str]] = {}
-    names: dict[int, str] = {}
-    for r in roles:
-        k = rank.get(r["role"])
-        if k is None:
-            continue
-        sid = r["sid"]
-        if sid not in best or k < best[sid][0]:
-            best[sid] = (k, r["role"])
-            if r.get("name"):
-                names[sid] = r["name"]
-    for s in saved:
-        k = rank["activation"]
-        if s["sid"] not in best or k < best[s["sid"]][0]:
-            best[s["sid"]] = (k, "activation")
-    # Made during the run and in no role: a temporary. Made while setting up (or already
-    # there when tracing began) and in no role: other.
+    parts = []
+    if len(roles):
+        r = roles[roles["role"].isin(list(rank))]
+        parts.append(pd.DataFrame({"sid": r["sid"].to_numpy(), "role": r["role"].to_numpy(),
+                                   "name": r["name"].fillna("").astype(str).to_numpy()}))
+    if len(saved):
+        parts.append(pd.DataFrame({"sid": saved["sid"].to_numpy(), "role": "activation",
+                                   "name": ""}))
     made_in_run = (df["phase"] != "setup").to_numpy() & ~df["pre"].to_numpy(dtype=bool)
-    default = np.where(made_in_run, "temporary", "other")
-    cats = [best[sid][1] if sid in best else d for sid, d in zip(df.index, default)]
-    return cats, [names.get(sid, "") for sid in df.index]
-
+    cats = pd.Series(np.where(made_in_run, "temporary", "other"), index=df.index, dtype=object)
+    names = pd.Series("", index=df.index, dtype=object)
+    if parts:
+        allr = pd.concat(parts, ignore_index=True)
+        allr["rank"] = allr["role"].map(rank)
+        best = allr.sort_values(["sid", "rank"], kind="stable").drop_duplicates("sid")
+        best = best[best["sid"].isin(df.index)].set_index("sid")
+        cats.loc[best.index] = best["role"]
+        names.loc[best.index] = best["name"]
+    return cats.to_numpy(), names.to_numpy()

@@ -8,12 +8,19 @@ middle of the file.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from memledger.errors import LedgerFormatError
 from memledger.ledger.schema import SCHEMA, SCHEMA_FAMILY
 from memledger.ledger.writer import Record
+
+try:  # a C parser: ~10x faster than json on a million-line ledger
+    from orjson import loads as _loads
+except ImportError:  # pragma: no cover - orjson is a dependency; json still works
+    from json import loads as _loads
+
+# Kinds checked column-wise when the Ledger is built (see model._check_required).
+COLUMN_CHECKED = frozenset({"alloc", "free", "live", "role", "saved", "unpack"})
 
 # Fields each record kind must carry; extra fields are allowed (a newer writer may add some).
 REQUIRED: dict[str, tuple[str, ...]] = {
@@ -32,46 +39,51 @@ REQUIRED: dict[str, tuple[str, ...]] = {
 
 
 def read_records(path: str | Path) -> tuple[list[Record], bool]:
-    """Return (records, truncated). `truncated` is True when the last line was cut off."""
+    """Return (records, truncated). `truncated` is True when the last line was cut off.
+
+    Fast path: the whole file is parsed by one `orjson` call (a million-event ledger in
+    about a second); only when that fails are lines parsed one by one, to tell a cut-off
+    last line (kept, reported) from damage in the middle (refused, with its line number).
+    """
     p = Path(path)
     if not p.exists():
         raise LedgerFormatError(f"no ledger at {str(path)!r}")
     if p.is_dir():
         raise LedgerFormatError(f"{str(path)!r} is a directory, not a ledger file")
     try:
-        text = p.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise LedgerFormatError(f"{str(path)!r} is not a memledger ledger (not UTF-8 text)") from None
+        data = p.read_bytes()
     except OSError as e:
         raise LedgerFormatError(f"cannot read ledger {str(path)!r}: {e.strerror}") from None
-    lines = text.split("\n")
-    ends_cleanly = text.endswith("\n")
+    lines = data.split(b"\n")
+    ends_cleanly = data.endswith(b"\n")
     if ends_cleanly:
         lines.pop()
-    records: list[Record] = []
     truncated = False
+    try:
+        records = _loads(b"[" + b",".join(lines) + b"]")
+    except ValueError:  # orjson's and json's decode errors are ValueErrors
+        records, truncated = _parse_lines(lines, ends_cleanly, path)
+    if not records:
+        raise LedgerFormatError(f"{str(path)!r} is empty: not a memledger ledger")
+    _check_header(records[0], path)
+    return records, truncated
+
+
+def _parse_lines(lines: list[bytes], ends_cleanly: bool, path) -> tuple[list[Record], bool]:
+    records: list[Record] = []
     for i, line in enumerate(lines):
-        last = i == len(lines) - 1
         try:
-            rec = json.loads(line)
-        except json.JSONDecodeError:
-            if last and not ends_cleanly and i > 0:
-                truncated = True  # the writer was stopped mid-line: keep everything before it
-                break
+            records.append(_loads(line))
+        except ValueError:
+            if i == len(lines) - 1 and not ends_cleanly and i > 0:
+                return records, True  # stopped mid-line: keep everything before it
             if i == 0:
                 raise LedgerFormatError(
                     f"{str(path)!r} is not a memledger ledger (its first line is not JSON)"
                 ) from None
             raise LedgerFormatError(
-                f"{str(path)!r} line {i + 1} is not valid JSON: the ledger is corrupt"
-            ) from None
-        if i == 0:
-            _check_header(rec, path)
-        _check_record(rec, path, i + 1)
-        records.append(rec)
-    if not records:
-        raise LedgerFormatError(f"{str(path)!r} is empty: not a memledger ledger")
-    return records, truncated
+                f"{str(path)!r} line {i + 1} is not valid JSON: the ledger is corrupt") from None
+    return records, False
 
 
 def _check_header(rec: object, path: str | Path) -> None:
@@ -87,14 +99,26 @@ def _check_header(rec: object, path: str | Path) -> None:
         )
 
 
-def _check_record(rec: object, path: str | Path, lineno: int) -> None:
-    if not isinstance(rec, dict) or not isinstance(rec.get("k"), str):
-        raise LedgerFormatError(f"{str(path)!r} line {lineno}: not a ledger record")
-    need = REQUIRED.get(rec["k"])
-    if need is None:
-        return  # header, or a kind from a newer writer: ignored by queries
-    missing = [f for f in need if f not in rec]
-    if missing:
-        raise LedgerFormatError(
-            f"{str(path)!r} line {lineno}: {rec['k']} record lacks {', '.join(missing)}"
-        )
+def group_records(records: list[Record], source: str = "ledger") -> dict[str, list[Record]]:
+    """Records by kind, in order, after checking that each is a ledger record and that the
+    few marker kinds carry their fields. (The numerous storage kinds are checked
+    column-wise when the Ledger is built: see model._check_required.)"""
+    by_kind: dict[str, list[Record]] = {}
+    for i, rec in enumerate(records):
+        try:
+            kind = rec["k"]
+            by_kind[kind].append(rec)
+        except KeyError:
+            if not isinstance(rec.get("k"), str):
+                raise LedgerFormatError(f"{source} line {i + 1}: not a ledger record") from None
+            by_kind[kind] = [rec]
+        except (TypeError, AttributeError):
+            raise LedgerFormatError(f"{source} line {i + 1}: not a ledger record") from None
+    for kind, need in REQUIRED.items():
+        if kind in COLUMN_CHECKED:
+            continue
+        for rec in by_kind.get(kind, ()):
+            missing = [f for f in need if f not in rec]
+            if missing:
+                raise LedgerFormatError(f"{source}: a {kind} record lacks {', '.join(missing)}")
+    return by_kind

@@ -161,3 +161,13 @@ def test_ledger_reads_without_torch():
     code = ("import sys; import memledger.ledger, memledger.ledger.summary, memledger.units; "
             "assert 'torch' not in sys.modules, 'ledger imported torch'")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_record_lacking_a_field_is_refused(tmp_path):
+    broken = [dict(r) for r in RECORDS]
+    del broken[2]["bytes"]                 # the parameter's alloc record
+    with pytest.raises(LedgerFormatError, match="alloc records lack 'bytes'"):
+        Ledger.load(_write(tmp_path / "nobytes.ledger", broken))
+    nokind = RECORDS[:3] + [{"sid": 9}] + RECORDS[3:]
+    with pytest.raises(LedgerFormatError, match="line 4: not a ledger record"):
+        Ledger.load(_write(tmp_path / "nokind.ledger", nokind))
