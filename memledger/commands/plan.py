@@ -22,8 +22,10 @@ def plan(
         help="untraced step time in seconds (default: from the ledger)")] = None,
     top: Annotated[int, typer.Option(help="candidates to list")] = 8,
 ) -> None:
-    """Replay candidate policies on the ledger's repeated blocks; pick the one that fits
-    the budget with the least added step time. Exit 1 when none fits."""
+    """Pick the policy that fits BUDGET with the least added step time (exit 1: none fits).
+
+    Candidates (checkpoint, selective, offload and their mixes on the ledger's repeated
+    blocks) are judged by replay, as `predict` does."""
     budget_bytes = parse_bytes(budget)
     report = make_plan(open_ledger(ledger), budget_bytes, step_time_s=step_time)
     if json_:
