@@ -7,19 +7,24 @@ For each example: trace 3 steps (`memledger trace`, with its allocator pass), me
 baseline (`none`) for its untraced step time, then for each policy predict (replay, with
 that step time to scale traced recompute times) and measure (a fresh process: peak over 3
 steps, median of --time-steps further steps). Added time = step time - baseline step time,
-in process CPU time (the development machines are shared: wall time there mostly measures
-the neighbours; the wall-time difference is printed too).
+in process CPU time with OMP_NUM_THREADS=1 (the development machines are shared: wall time
+there mostly measures the neighbours, and spinning OpenMP threads inflate multi-threaded CPU
+time; the wall-time difference is printed too).
 Prints one markdown table per example, ready for docs/accuracy.md.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+# One intra-op thread in every process (trace, measure workers): with two or more, idle
+# OpenMP threads spin on a shared machine and CPU time stops measuring work.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 from memledger.ledger.model import Ledger  # noqa: E402
 from memledger.measure.runner import measure_script  # noqa: E402
