@@ -104,9 +104,9 @@ def replay(prep: Prepared, policy: Policy, rng_bytes: int = CPU_RNG_STATE_BYTES,
 
     n, nb, cr, fr0 = prep.n_events, prep.nbytes, prep.created, prep.freed
     is_act = prep.cat == ACTIVATION
-    k_c = _which(ev0, ev1, cr)                                   # call that made it
-    k_s = _which(ev0 - 1, ev1 - 1, prep.saved_first)             # call of the first save
-    k_l = _which(ev0 - 1, ev1 - 1, prep.saved_last)              # call of the last save
+    k_c = _which(ev0, ev1, cr, n)                                # call that made it
+    k_s = _which(ev0 - 1, ev1 - 1, prep.saved_first, n)          # call of the first save
+    k_l = _which(ev0 - 1, ev1 - 1, prep.saved_last, n)           # call of the last save
     one_call = (k_s >= 0) & (k_s == k_l)
     fwd_end = np.where(prep.fwd_last >= 0, prep.fwd_last + 1, prep.saved_last + 2)
     fwd_end = np.maximum(fwd_end, prep.arg_end)                  # an argument: until return
@@ -153,11 +153,15 @@ def replay(prep: Prepared, policy: Policy, rng_bytes: int = CPU_RNG_STATE_BYTES,
     seg_start = np.full(n_calls, -1, dtype=np.int64)
     seg_start[seg_idx] = seg_at + cum[:-1]
 
-    def pos_c(e):  # where an event that creates lands
-        return e + cum[np.searchsorted(seg_at, e, side="right")]
+    # shift[e] = events inserted before or at e (a gather per storage, not a search)
+    shift = np.cumsum(np.bincount(seg_at, weights=seg_len[seg_idx], minlength=n + 2)
+                      ).astype(np.int64) if len(seg_at) else np.zeros(n + 2, dtype=np.int64)
+
+    def pos_c(e):  # where an event that creates lands: after segments inserted at e
+        return e + shift[np.clip(e, 0, n + 1)]
 
     def pos_f(e):  # where a free lands: before a segment inserted at the same event
-        return e + cum[np.searchsorted(seg_at, e, side="left")]
+        return e + np.where(e > 0, shift[np.clip(e - 1, 0, n + 1)], 0)
 
     fr = np.where(dropped | off, fwd_end, fr0)
     rows_c = [pos_c(cr)]
@@ -255,11 +259,15 @@ def replay(prep: Prepared, policy: Policy, rng_bytes: int = CPU_RNG_STATE_BYTES,
     )
 
 
-def _which(ev0: np.ndarray, ev1: np.ndarray, e: np.ndarray) -> np.ndarray:
-    """Index of the call whose [ev0, ev1) holds each event in `e`, else -1 (calls sorted by
-    ev0 and disjoint)."""
+def _which(ev0: np.ndarray, ev1: np.ndarray, e: np.ndarray, n: int) -> np.ndarray:
+    """Index of the call whose [ev0, ev1) holds each event in `e`, else -1. Calls never
+    overlap, so painting them onto the event axis (+k+1 at ev0, -(k+1) at ev1, cumsum)
+    labels every event at once; each storage is then one gather."""
     if not len(ev0):
         return np.full(len(e), -1, dtype=np.int64)
-    k = np.searchsorted(ev0, e, side="right") - 1
-    ok = (k >= 0) & (e >= 0) & (e < ev1[np.maximum(k, 0)])
-    return np.where(ok, k, -1)
+    lo, hi = np.clip(ev0, 0, n + 1), np.clip(ev1, 0, n + 1)
+    label = np.arange(1, len(ev0) + 1, dtype=np.int64)
+    marks = np.bincount(lo, weights=label, minlength=n + 2) - np.bincount(
+        hi, weights=label, minlength=n + 2)
+    owner = np.rint(np.cumsum(marks)).astype(np.int64) - 1
+    return np.where((e >= 0) & (e <= n), owner[np.clip(e, 0, n + 1)], -1)
