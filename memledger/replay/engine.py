@@ -260,14 +260,10 @@ def replay(prep: Prepared, policy: Policy, rng_bytes: int = CPU_RNG_STATE_BYTES,
 
 
 def _which(ev0: np.ndarray, ev1: np.ndarray, e: np.ndarray, n: int) -> np.ndarray:
-    """Index of the call whose [ev0, ev1) holds each event in `e`, else -1. Calls never
-    overlap, so painting them onto the event axis (+k+1 at ev0, -(k+1) at ev1, cumsum)
-    labels every event at once; each storage is then one gather."""
+    """Index of the call whose [ev0, ev1) holds each event in `e`, else -1 (calls sorted by
+    ev0 and disjoint). `n`: the event count (unused by the search; kept for callers)."""
     if not len(ev0):
         return np.full(len(e), -1, dtype=np.int64)
-    lo, hi = np.clip(ev0, 0, n + 1), np.clip(ev1, 0, n + 1)
-    label = np.arange(1, len(ev0) + 1, dtype=np.int64)
-    marks = np.bincount(lo, weights=label, minlength=n + 2) - np.bincount(
-        hi, weights=label, minlength=n + 2)
-    owner = np.rint(np.cumsum(marks)).astype(np.int64) - 1
-    return np.where((e >= 0) & (e <= n), owner[np.clip(e, 0, n + 1)], -1)
+    k = np.searchsorted(ev0, e, side="right") - 1
+    ok = (k >= 0) & (e >= 0) & (e < ev1[np.maximum(k, 0)])
+    return np.where(ok, k, -1)
