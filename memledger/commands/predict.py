@@ -50,6 +50,7 @@ def predict(
                   f"{top[0]} {format_bytes(top[1])}")
     console.print(t)
     if not rep.untraced_step_time_s:
-        console.print("added time scaled from traced times (an upper bound); pass --step-time "
+        console.print("added time from traced times, tracing overhead included (an upper "
+                      "bound); pass --step-time "
                       "with the untraced step time from `memledger measure ... --policy none`",
                       style="dim")

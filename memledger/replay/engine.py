@@ -67,6 +67,7 @@ class Replayed:
     in_recompute: str                   # module whose recomputation holds the peak, or ""
     at_peak: dict[str, int]             # bytes per category at the new peak
     recompute_ns_per_step: float        # traced forward time re-run per step (before scaling)
+    recompute_events_per_step: float    # events re-run per step (warm steps)
     recompute_events: int               # events re-run over the whole ledger
     offload_bytes: int                  # bytes written off the device over the whole ledger
     regions: list[str] = field(default_factory=list)
@@ -249,11 +250,13 @@ def replay(prep: Prepared, policy: Policy, rng_bytes: int = CPU_RNG_STATE_BYTES,
     warm = steps_seen[steps_seen > 1] if (steps_seen > 1).any() else steps_seen
     warm_mask = np.isin(step, warm) & has_seg
     recompute_ns = float((ns[warm_mask] * frac[warm_mask]).sum() / max(len(warm), 1))
+    recompute_ev = float(seg_len[warm_mask].sum() / max(len(warm), 1))
     ledger_peak = int(round(curve[p])) if total else 0
     return Replayed(
         policy=policy, peak_bytes=ledger_peak + prep.workspace, ledger_peak_bytes=ledger_peak,
         peak_event=int(min(max(orig, 0), max(n - 1, 0))), in_recompute=where,
         at_peak=at_peak, recompute_ns_per_step=recompute_ns,
+        recompute_events_per_step=recompute_ev,
         recompute_events=int(cum[-1]), offload_bytes=int(nb[off].sum()),
         regions=[r.path for r in regions], events=total, at_probe=at_probe,
     )

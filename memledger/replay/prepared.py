@@ -47,6 +47,7 @@ class Prepared:
     scope_ns: np.ndarray      # int64 wall time of the call while traced
     scope_step: np.ndarray    # int64 step of the call
     step_ns: np.ndarray       # int64 traced wall time per step
+    step_events: np.ndarray   # int64 events per step
     untraced_step_ns: float   # median step time without the dispatch mode (0: unknown)
     copy_bytes_per_s: float   # calibrated host/disk copy bandwidth (0: unknown)
     workspace: int            # measured peak minus ledger peak (bytes no storage explains)
@@ -98,6 +99,8 @@ class Prepared:
             scope_ns=sc["ns"].fillna(0).to_numpy(dtype=np.int64),
             scope_step=sc["step"].to_numpy(dtype=np.int64),
             step_ns=steps_ns,
+            step_events=np.diff(np.concatenate([[-1], led.steps["ev"].to_numpy(dtype=np.int64)]))
+            if len(led.steps) else np.zeros(0, dtype=np.int64),
             untraced_step_ns=float(np.median(untraced[1:] if len(untraced) > 1 else untraced))
             if len(untraced) else 0.0,
             copy_bytes_per_s=float(calib.get("copy_bytes_per_s", 0.0)),
