@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 
 from memledger.cli import main
+from memledger.measure.runner import measure_script
+from memledger.replay.policies import Policy
 from memledger.verify.gates import run_gates
 from memledger.verify.runs import CaptureResult, Variant, capture_in_process
 from tests.conftest import EXAMPLES
@@ -59,6 +61,11 @@ def test_compare_json_gates_then_performance(tmp_path, capsys):
     assert p["verdict"] == ("ADOPT" if p["saving_bytes"] > 0 else "OK")
     page = html.read_text()
     assert "checkpoint:blocks.*" in page and page.count("<svg") == 2
+    # capture never touches what is measured: compare's peak is exactly what a plain
+    # `memledger measure` run of the same policy reads from the allocator
+    plain = measure_script(tmp_path / "tiny.py", [], Policy.parse("checkpoint:blocks.*"),
+                           steps=2, time_steps=2)
+    assert plain.peak_bytes == p["measured_peak_bytes"]
 
 
 def test_unseeded_script_is_rejected_at_the_inputs_gate(tmp_path, capsys):
@@ -95,10 +102,11 @@ def _in_process(script, argv, variant, steps, out) -> CaptureResult:
 
 @pytest.mark.slow
 def test_gpt_standard_policies_pass_bitwise_and_rng_free_recompute_is_rejected():
-    # fresh processes, as `memledger compare` runs them
+    # in this process (the CLI tests above cover fresh processes); the script seeds itself
     variants = [Variant(p, p) for p in STANDARD]
     variants.append(Variant("no-rng", broken="checkpoint_no_rng", selector="blocks.*"))
-    rep = run_gates(EXAMPLES / "train_gpt.py", [], variants, steps=2)
+    rep = run_gates(EXAMPLES / "train_gpt.py", ["--steps", "3"], variants, steps=2,
+                    runner=_in_process)
     assert rep.reproducible and rep.noise_floor == 0.0
     for o in rep.outcomes[:3]:
         assert o.passed, (o.variant.label, o.reason)
