@@ -27,7 +27,7 @@ table{border-collapse:collapse;margin:12px 0}td,th{padding:4px 10px;border-botto
 th{text-align:left;background:#f4f4f4}td.n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 .ok{color:#2e7d32}.bad{color:#c62828;font-weight:bold}.dim{color:#888}
 .legend span{display:inline-block;margin-right:12px}.sw{width:10px;height:10px;display:inline-block;
-margin-right:4px}svg text{font:11px system-ui,sans-serif}
+margin-right:4px}svg text{font:11px system-ui,sans-serif}td.why{min-width:260px}
 """
 
 
@@ -67,7 +67,8 @@ def _table(rep: CompareReport) -> str:
             _e(p.reason),
         ]
         rows.append("<tr>" + "".join(
-            f'<td class="n">{c}</td>' if 5 <= i <= 10 else f"<td>{c}</td>"
+            f'<td class="n">{c}</td>' if 5 <= i <= 10 else
+            (f'<td class="why">{c}</td>' if i == 11 else f"<td>{c}</td>")
             for i, c in enumerate(cells)) + "</tr>")
     return ("<table><tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr>"
             + "".join(rows) + "</table>")
@@ -128,8 +129,11 @@ def _scatter(rep: CompareReport) -> str:
         px = PAD + 10 + (W - PAD - 60) * (x - x0) / ((x1 - x0) or 1)
         py = H - (H - 20) * y / ytop
         out.append(f'<circle cx="{px:.1f}" cy="{py:.1f}" r="5" fill="{color}"><title>'
-                   f'{_e(label)}: {_e(format_bytes(y))}, {x * 1e3:+.1f} ms</title></circle>'
-                   f'<text x="{px + 8:.1f}" y="{py - 6:.1f}">{_e(label[:28])}</text>')
+                   f'{_e(label)}: {_e(format_bytes(y))}, {x * 1e3:+.1f} ms</title></circle>')
+        right = px > W - 160   # label to the left of a dot near the right edge
+        anchor = ' text-anchor="end"' if right else ""
+        out.append(f'<text x="{px - 8 if right else px + 8:.1f}" y="{py - 6:.1f}"{anchor}>'
+                   f'{_e(label[:28])}</text>')
     out.append("</svg>")
     return "".join(out)
 
