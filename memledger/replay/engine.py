@@ -51,6 +51,7 @@ from memledger.ledger.schema import CATEGORIES
 from memledger.replay.policies import Policy, PolicyKind, resolve
 from memledger.replay.prepared import ACTIVATION, Prepared
 
+WORKSPACE = CATEGORIES.index("workspace")
 CPU_RNG_STATE_BYTES = 5056  # torch.get_rng_state().nbytes: the mt19937 state of the CPU generator
 
 _KIND_CODE = {PolicyKind.CHECKPOINT: 1, PolicyKind.SELECTIVE: 2, PolicyKind.OFFLOAD: 3}
@@ -106,8 +107,9 @@ def replay(prep: Prepared, policy: Policy, rng_bytes: int = CPU_RNG_STATE_BYTES,
     n, nb, cr, fr0 = prep.n_events, prep.nbytes, prep.created, prep.freed
     is_act = prep.cat == ACTIVATION
     k_c = _which(ev0, ev1, cr, n)                                # call that made it
-    k_s = _which(ev0 - 1, ev1 - 1, prep.saved_first, n)          # call of the first save
-    k_l = _which(ev0 - 1, ev1 - 1, prep.saved_last, n)           # call of the last save
+    k_s = _save_call(prep, by_path, mods, ev0, ev1)               # call of the first save
+    k_l = np.where(prep.saved_last == prep.saved_first, k_s,
+                   _which(ev0 - 1, ev1 - 1, prep.saved_last, n))  # call of the last save
     one_call = (k_s >= 0) & (k_s == k_l)
     fwd_end = np.where(prep.fwd_last >= 0, prep.fwd_last + 1, prep.saved_last + 2)
     fwd_end = np.maximum(fwd_end, prep.arg_end)                  # an argument: until return
@@ -207,6 +209,23 @@ def replay(prep: Prepared, policy: Policy, rng_bytes: int = CPU_RNG_STATE_BYTES,
             rows_f.append(seg_start[s] + seg_len[s])
             rows_b.append(np.full(len(s), rng_bytes, dtype=np.int64))
             rows_k.append(np.full(len(s), CATEGORIES.index("other"), dtype=np.int64))
+    # kernel scratch (Note [Kernel scratch]) for one event, and again where it is re-run
+    if len(prep.scratch_ev):
+        se, sb = prep.scratch_ev, prep.scratch_bytes
+        rows_c.append(pos_c(se))
+        rows_f.append(pos_c(se) + 1)
+        rows_b.append(sb)
+        rows_k.append(np.full(len(se), WORKSPACE, dtype=np.int64))
+        if n_calls:
+            ks = _which(ev0, ev1, se, n)
+            rr = np.flatnonzero((ks >= 0) & has_seg[np.maximum(ks, 0)]
+                                & (se < seg_end[np.maximum(ks, 0)]))
+            if len(rr):
+                at = seg_start[ks[rr]] + (se[rr] - ev0[ks[rr]])
+                rows_c.append(at)
+                rows_f.append(at + 1)
+                rows_b.append(sb[rr])
+                rows_k.append(np.full(len(rr), WORKSPACE, dtype=np.int64))
     # offloaded storages come back at their unpack
     u = np.flatnonzero(off & (prep.unpack_first >= 0))
     if len(u):
@@ -229,7 +248,7 @@ def replay(prep: Prepared, policy: Policy, rng_bytes: int = CPU_RNG_STATE_BYTES,
     live = (c <= p) & (f > p)
     by_cat = np.bincount(cat[live], weights=w[live], minlength=len(CATEGORIES))
     at_peak = {name: int(round(by_cat[i])) for i, name in enumerate(CATEGORIES)}
-    at_peak["workspace"] = prep.workspace
+    at_peak["workspace"] += prep.workspace
     at_probe: dict[str, int] = {}
     if probe is not None:
         q = int(pos_c(np.array([probe]))[0])
@@ -260,6 +279,35 @@ def replay(prep: Prepared, policy: Policy, rng_bytes: int = CPU_RNG_STATE_BYTES,
         recompute_events=int(cum[-1]), offload_bytes=int(nb[off].sum()),
         regions=[r.path for r in regions], events=total, at_probe=at_probe,
     )
+
+
+def _save_call(prep: Prepared, by_path: dict, mods: np.ndarray, ev0: np.ndarray,
+               ev1: np.ndarray) -> np.ndarray:
+    """The selected call during which each storage was first saved, else -1.
+
+    Rule 5: a save record's event is the op before an input-saving op, so a call on events
+    [ev0, ev1) owns saves recorded on [ev0 - 1, ev1 - 1], and a save at the boundary may
+    be the last op of one call saving its output (MaxPool's indices) or the first op of the
+    next saving its input. The save record's module tells them apart: a save belongs to a
+    call only if the call's module path contains the module that saved.
+    """
+    s = prep.saved_first
+    if not len(ev0):
+        return np.full(len(s), -1, dtype=np.int64)
+    # distinct saving modules -> the selected region path that contains them, as a code
+    paths = list(by_path)
+    owner = np.array([next((i for i, p in enumerate(paths) if m == p or m.startswith(p + ".")),
+                           -1) for m in prep.saved_mod_names], dtype=np.int64)
+    path_ix = {p: i for i, p in enumerate(paths)}
+    call_path = np.array([path_ix[m] for m in mods], dtype=np.int64)
+    own = owner[prep.saved_mod_code] if len(owner) else np.full(len(s), -1, dtype=np.int64)
+    b = np.searchsorted(ev0 - 1, s, side="right") - 1          # latest call with ev0-1 <= s
+    bb = np.maximum(b, 0)
+    in_b = (b >= 0) & (s >= 0) & (s <= ev1[bb] - 1) & (own == call_path[bb])
+    a = b - 1                                                   # the call before (adjacent)
+    aa = np.maximum(a, 0)
+    in_a = (a >= 0) & (s == ev1[aa] - 1) & (own == call_path[aa])
+    return np.where(in_b, b, np.where(in_a, a, -1))
 
 
 def _which(ev0: np.ndarray, ev1: np.ndarray, e: np.ndarray, n: int) -> np.ndarray:

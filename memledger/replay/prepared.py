@@ -32,6 +32,8 @@ class Prepared:
     cat: np.ndarray           # int64 index into CATEGORIES
     saved_first: np.ndarray   # int64 event of the first save (-1: never saved)
     saved_last: np.ndarray    # int64 event of the last save
+    saved_mod_code: np.ndarray  # int64 index into saved_mod_names: module of the first save
+    saved_mod_names: np.ndarray  # object: distinct modules that saved something ("" = none)
     unpack: np.ndarray        # int64 event of the last unpack (-1: none)
     unpack_first: np.ndarray  # int64 event of the first unpack (-1: none)
     fwd_last: np.ndarray      # int64 last use before backward began (-1: unknown)
@@ -50,7 +52,9 @@ class Prepared:
     step_events: np.ndarray   # int64 events per step
     untraced_step_ns: float   # median step time without the dispatch mode (0: unknown)
     copy_bytes_per_s: float   # calibrated host/disk copy bandwidth (0: unknown)
-    workspace: int            # measured peak minus ledger peak (bytes no storage explains)
+    scratch_ev: np.ndarray    # int64 events where a kernel held scratch (Note [Kernel scratch])
+    scratch_bytes: np.ndarray  # int64 that scratch, above the state after the event
+    workspace: int            # measured peak minus predicted baseline peak (unexplained bytes)
     baseline_ledger_peak: int
 
     @classmethod
@@ -71,9 +75,15 @@ class Prepared:
             np.zeros(0, dtype=np.int64)
         meas = led.measured or {}
         calib = (led.extra.get("calibration") or [{}])[-1]
-        curve_peak = led.peak().bytes
         op_code, op_names = pd.factorize(st["op"].astype(str).str.split(".").str[0])
+        scratch_ev, scratch_b = _scratch(led, st, op_code, op_names)
+        curve = led.curve()
+        if len(scratch_ev) and len(curve):
+            curve = curve.copy()
+            np.add.at(curve, np.minimum(scratch_ev, len(curve) - 1), scratch_b)
+        curve_peak = int(curve.max()) if len(curve) else 0
         mod_code, mod_names = pd.factorize(sc["mod"].astype(str))
+        smod_code, smod_names = pd.factorize(st["saved_module"].astype(str))
         untraced = meas.get("step_ns") or calib.get("step_ns") or []
         return cls(
             n_events=n,
@@ -83,6 +93,8 @@ class Prepared:
             cat=st["category"].map(CAT_INDEX).fillna(OTHER).to_numpy(dtype=np.int64),
             saved_first=st["saved_ev"].to_numpy(dtype=np.int64),
             saved_last=saved_last.to_numpy(dtype=np.int64),
+            saved_mod_code=smod_code.astype(np.int64),
+            saved_mod_names=np.asarray(smod_names, dtype=object),
             unpack=st["unpack_ev"].to_numpy(dtype=np.int64),
             unpack_first=(st["unpack_first_ev"] if "unpack_first_ev" in st
                           else st["unpack_ev"]).to_numpy(dtype=np.int64),
@@ -104,6 +116,8 @@ class Prepared:
             untraced_step_ns=float(np.median(untraced[1:] if len(untraced) > 1 else untraced))
             if len(untraced) else 0.0,
             copy_bytes_per_s=float(calib.get("copy_bytes_per_s", 0.0)),
+            scratch_ev=scratch_ev,
+            scratch_bytes=scratch_b,
             workspace=max(0, int(meas.get("peak_bytes", 0)) - curve_peak) if meas else 0,
             baseline_ledger_peak=curve_peak,
         )
@@ -155,3 +169,29 @@ def _arg_end(scopes: pd.DataFrame, n: int, created: np.ndarray,
         best = np.where(after, cur, best)
         cur = np.where(after, parent[np.maximum(cur, 0)], -1)
     return np.where(best >= 0, e1[np.maximum(best, 0)], 0)
+
+
+def _scratch(led: Ledger, st: pd.DataFrame, op_code: np.ndarray,
+             op_names) -> tuple[np.ndarray, np.ndarray]:
+    """(event, bytes) of kernel scratch: the k-th call of an op in the allocator pass is the
+    k-th event that op created storages at in the ledger (memledger/trace/allocator.py,
+    Note [Kernel scratch]). An op whose call counts differ is skipped (the runs diverged)."""
+    recs = [r for r in led.extra.get("opscratch", []) if r.get("device", "cpu") == led.device]
+    if not recs:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    names = {n: i for i, n in enumerate(op_names)}
+    created = st["created"].to_numpy(dtype=np.int64)
+    evs, sizes = [], []
+    for op, per_call in recs[-1].get("ops", {}).items():
+        code = names.get(op)
+        if code is None:
+            continue
+        ev = np.unique(created[op_code == code])
+        if len(ev) != len(per_call):
+            continue
+        b = np.asarray(per_call, dtype=np.int64)
+        evs.append(ev[b > 0])
+        sizes.append(b[b > 0])
+    if not evs:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    return np.concatenate(evs), np.concatenate(sizes)

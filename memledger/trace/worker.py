@@ -61,7 +61,7 @@ def _allocator_pass(args) -> int:
     import torch
     from torch.optim.optimizer import register_optimizer_step_post_hook
 
-    from memledger.trace.allocator import CpuProfilerProbe, CudaProbe
+    from memledger.trace.allocator import CpuProfilerProbe, CudaProbe, op_scratch
 
     cuda = CudaProbe() if torch.cuda.is_available() else None
     cpu = CpuProfilerProbe()
@@ -103,6 +103,9 @@ def _allocator_pass(args) -> int:
                for dev, peak in cpu.peaks().items() if dev == "cpu"]
     if state["cuda"]:
         records.append({**state["cuda"], **timing})
+    scratch = op_scratch(cpu)   # Note [Kernel scratch]: for replay
+    if scratch:
+        records.append({"k": "opscratch", "device": "cpu", "ops": scratch})
     steps = min(state["n"], args.steps)
     with open(args.out, "w", encoding="utf-8") as fh:
         json.dump({"records": records, "steps": steps}, fh)
