@@ -265,9 +265,16 @@ def replay(prep: Prepared, policy: Policy, rng_bytes: int = CPU_RNG_STATE_BYTES,
         else:
             orig = int(p - cum[j + 1]) if j >= 0 else p
     frac = np.where(ev1 > ev0, seg_len / np.maximum(ev1 - ev0, 1), 0.0)
-    steps_seen = np.unique(step[has_seg]) if len(step) else np.zeros(0)
+    # A checkpointed call that drops nothing (a Linear: it saves only its input and weight,
+    # both kept) is still re-run in backward to refill its holders: its time, not its bytes.
+    saves_any = np.bincount(k_s[k_s >= 0], minlength=n_calls)[:n_calls] > 0 if n_calls \
+        else np.zeros(0, dtype=bool)
+    rerun_only = ((kind == 1) | (kind == 2)) & ~has_seg & saves_any
+    frac = np.where(rerun_only, 1.0, frac)
+    seg_len = np.where(rerun_only, ev1 - ev0, seg_len)
+    steps_seen = np.unique(step[has_seg | rerun_only]) if len(step) else np.zeros(0)
     warm = steps_seen[steps_seen > 1] if (steps_seen > 1).any() else steps_seen
-    warm_mask = np.isin(step, warm) & has_seg
+    warm_mask = np.isin(step, warm) & (has_seg | rerun_only)
     recompute_ns = float((ns[warm_mask] * frac[warm_mask]).sum() / max(len(warm), 1))
     recompute_ev = float(seg_len[warm_mask].sum() / max(len(warm), 1))
     ledger_peak = int(round(curve[p])) if total else 0
