@@ -31,6 +31,7 @@ for step in range(12):
     opt.zero_grad()
     loss.backward()
     opt.step()
+    print("step", step)   # the script's own output: never on stdout with --json
 """
 
 
@@ -90,6 +91,15 @@ def test_unseeded_script_is_rejected_at_the_inputs_gate(tmp_path, capsys):
 def test_bad_input_exits_2_before_running_anything(tmp_path, capsys, args, message):
     assert main(["compare", str(_tiny(tmp_path)), *args]) == 2
     assert capsys.readouterr().err.startswith(message)
+
+
+@pytest.mark.slow
+def test_selector_matching_no_module_exits_2_from_the_fresh_process(tmp_path, capsys):
+    code = main(["compare", str(_tiny(tmp_path)), "-p", "checkpoint:layers.*", "--steps", "1",
+                 "--no-performance"])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "memledger: selector 'layers.*' matches no module; the model's modules are" in err
 
 
 # ---- the bundled examples -----------------------------------------------------------------
