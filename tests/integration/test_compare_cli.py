@@ -58,6 +58,10 @@ def test_compare_json_gates_then_performance(tmp_path, capsys):
     assert p["worst_gradient"]["max_abs"] == 0.0 and p["steps_compared"] == 2
     assert p["measured_peak_bytes"] > 0 and p["predicted_peak_bytes"] > 0
     assert p["saving_bytes"] == d["baseline"]["measured_peak_bytes"] - p["measured_peak_bytes"]
+    # added time is against the faster of the two baseline timings
+    b = d["baseline"]
+    assert b["measured_step_time_s"] == min(b["measured_step_times_s"])
+    assert p["measured_added_time_s"] == p["measured_step_time_s"] - b["measured_step_time_s"]
     # the only policy that passes is adopted exactly when it saves memory
     assert p["verdict"] == ("ADOPT" if p["saving_bytes"] > 0 else "OK")
     page = html.read_text()
