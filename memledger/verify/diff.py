@@ -18,10 +18,25 @@ element, because gradients hold many values near zero whose element-wise relativ
 means nothing. Worked example: baseline grad [1.0, -2.0, 1e-9], candidate
 [1.0, -2.0002, 2e-9]: max abs diff 2e-4, scale 2.0, rel 1e-4 → passes rtol 1e-4, fails 1e-5.
 The reported `max_rel` is always this tensor-scale relative difference.
+
+A baseline that does not agree with itself gives each tensor at each step its own noise
+floor (its relative difference between the two baseline runs at that step) and the limit
+for that tensor at that step becomes `max(rtol, 10 × floor)`, where a tensor's floor is at
+least the median floor of its kind (gradient, parameter, buffer, optimizer state) at that
+step. Per tensor, not one global number: a bias whose gradient is nearly zero (a dead ReLU
+unit) has a relative noise of 0.1 where a weight has 1e-5, and a global floor would let
+every tensor drift by 10%. At least the median: a small tensor can come out bitwise equal
+in the two baseline runs by chance (the noise vanished in rounding) and differ in a third.
+Per step, because runs that differ by noise drift apart step by step (Adam turns a 1e-7
+difference in a near-zero gradient into a full learning-rate step). Ten times, because the
+candidate is one more sample of that noise, and the maximum over a small tensor varies
+several-fold between samples; a real defect (a 1e-3 perturbation, other dropout masks)
+sits orders of magnitude above it.
 """
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass, field
 
 import torch
@@ -31,14 +46,42 @@ from memledger.verify.capture import bitwise_equal
 GATES = ("inputs", "gradients", "update")
 
 
+NOISE_FACTOR = 10.0  # a candidate is one more sample of the noise; see Note [Tolerance]
+
+
 @dataclass(frozen=True)
 class Tolerance:
-    """How far apart two tensors may be; see Note [Tolerance]."""
+    """How far apart two tensors may be; see Note [Tolerance].
+
+    `floors`: per step and tensor ("0:gradient:w", "1:buffer:bn.running_mean",
+    "2:optimizer state:w.step", ...), the relative difference between two baseline runs;
+    that tensor may then differ by `NOISE_FACTOR` times as much at that step. Empty when the
+    baseline is deterministic.
+    """
 
     rtol: float = 0.0
+    floors: dict[str, float] = field(default_factory=dict)
+    typical: dict[str, float] = field(default_factory=dict)   # "step:kind" -> median floor
+
+    @classmethod
+    def with_noise(cls, rtol: float, floors: dict[str, float]) -> "Tolerance":
+        by_kind: dict[str, list[float]] = {}
+        for key, v in floors.items():
+            step, kind, _ = key.split(":", 2)
+            by_kind.setdefault(f"{step}:{kind}", []).append(v)
+        typical = {k: statistics.median(v) for k, v in by_kind.items()}
+        return cls(rtol, floors, typical)
+
+    def limit(self, step: int, key: str) -> float:
+        kind = key.split(":", 1)[0]
+        floor = max(self.floors.get(f"{step}:{key}", 0.0),
+                    self.typical.get(f"{step}:{kind}", 0.0))
+        return max(self.rtol, NOISE_FACTOR * floor)
 
     def describe(self) -> str:
-        return "bitwise" if self.rtol == 0 else f"rtol {self.rtol:.1e}"
+        base = "bitwise" if self.rtol == 0 else f"rtol {self.rtol:.1e}"
+        return base + (f" or {NOISE_FACTOR:g} × the baseline's own noise" if self.floors
+                       else "")
 
 
 @dataclass
@@ -103,10 +146,9 @@ def tensor_diff(name: str, step: int, a: torch.Tensor, b: torch.Tensor) -> Diff:
     return d
 
 
-def _ok(d: Diff, tol: Tolerance) -> bool:
-    if tol.rtol == 0:
-        return d.bitwise
-    return d.max_rel <= tol.rtol
+def _ok(d: Diff, tol: Tolerance, key: str) -> bool:
+    limit = tol.limit(d.step, key)
+    return d.bitwise if limit == 0 else d.max_rel <= limit
 
 
 def compare(base: dict, cand: dict, tol: Tolerance) -> Comparison:
@@ -165,7 +207,8 @@ def _gradients(s: int, b: dict, c: dict, tol: Tolerance, out: Comparison) -> Fin
         d = tensor_diff(name, s, bg, cg)
         if out.worst_gradient is None or d.max_rel > out.worst_gradient.max_rel:
             out.worst_gradient = d
-        if not _ok(d, tol) and (worst_bad is None or d.max_rel > worst_bad.max_rel):
+        if not _ok(d, tol, f"gradient:{name}") and (worst_bad is None
+                                                    or d.max_rel > worst_bad.max_rel):
             worst_bad = d
     extra = [n for n, g in c["grads"].items() if g is not None and b["grads"].get(n) is None]
     if worst_bad is not None:
@@ -219,7 +262,7 @@ def _state(s: int, what: str, b: dict, c: dict, tol: Tolerance) -> Finding | Non
         if ct is None:
             return Finding("update", s, name, f"{what} {name} is missing after step {s}")
         d = tensor_diff(name, s, bt, ct)
-        if not _ok(d, tol):
+        if not _ok(d, tol, f"{what}:{name}"):
             bad += 1
             if worst is None or d.max_rel > worst.max_rel:
                 worst = d
@@ -233,17 +276,22 @@ def _state(s: int, what: str, b: dict, c: dict, tol: Tolerance) -> Finding | Non
     return None
 
 
-def noise_floor(a: dict, b: dict) -> float:
-    """Largest tensor-scale relative difference between two baseline runs, over every
-    gradient and every post-step tensor of every step (0.0: the baseline is deterministic)."""
-    worst = 0.0
-    for sa, sb in zip(a["steps"], b["steps"]):
-        pairs = [(sa["grads"], sb["grads"]), (sa["params"], sb["params"]),
-                 (sa["buffers"], sb["buffers"])]
-        pairs += [(sa["optim"].get(n, {}), sb["optim"].get(n, {})) for n in sa["optim"]]
-        for da, db in pairs:
+def noise_floors(a: dict, b: dict) -> dict[str, float]:
+    """Per step and tensor, the relative difference between two baseline runs (keys as
+    `Tolerance.floors`); only tensors that differ are listed."""
+    floors: dict[str, float] = {}
+    for s, (sa, sb) in enumerate(zip(a["steps"], b["steps"])):
+        pairs = [("gradient", sa["grads"], sb["grads"]), ("parameter", sa["params"], sb["params"]),
+                 ("buffer", sa["buffers"], sb["buffers"])]
+        pairs.append(("optimizer state",
+                      {f"{n}.{k}": t for n, st in sa["optim"].items() for k, t in st.items()},
+                      {f"{n}.{k}": t for n, st in sb["optim"].items() for k, t in st.items()}))
+        for what, da, db in pairs:
             for name, ta in da.items():
                 tb = db.get(name)
-                if ta is not None and tb is not None:
-                    worst = max(worst, tensor_diff(name, 0, ta, tb).max_rel)
-    return worst
+                if ta is None or tb is None:
+                    continue
+                d = tensor_diff(name, s, ta, tb)
+                if not d.bitwise:
+                    floors[f"{s}:{what}:{name}"] = d.max_rel
+    return floors

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import copy
 
+import pytest
 import torch
 
 from memledger.verify.capture import digest
-from memledger.verify.diff import Tolerance, compare, noise_floor, tensor_diff
+from memledger.verify.diff import Tolerance, compare, noise_floors, tensor_diff
 
 
 def _step(w=(1.0, -2.0), grad=(0.5, 0.25), run_mean=(0.0,), inputs=(1.0, 2.0)):
@@ -117,11 +118,30 @@ def test_fewer_steps_under_the_policy_fail_update():
     assert c.finding.message == "the script stopped after 1 steps under this policy (baseline: 2)"
 
 
-def test_noise_floor_is_the_largest_relative_difference():
+def test_noise_floors_are_per_tensor():
     other = _cap(_step(grad=(0.5, 0.2505)), _step(w=(0.9, -1.9)))
-    # gradient: |0.25 - 0.2505| / 0.5 = 1e-3; exp_avg = 0.1 × grad -> same 1e-3
-    assert abs(noise_floor(BASE, other) - 1e-3) < 1e-6
-    assert noise_floor(BASE, copy.deepcopy(BASE)) == 0.0
+    # gradient: |0.25 - 0.2505| / 0.5 = 1e-3; exp_avg = 0.1 × grad -> the same 1e-3
+    floors = noise_floors(BASE, other)
+    assert sorted(floors) == ["0:gradient:w", "0:optimizer state:w.exp_avg"]
+    assert abs(floors["0:gradient:w"] - 1e-3) < 1e-6
+    assert noise_floors(BASE, copy.deepcopy(BASE)) == {}
+
+
+def test_a_noise_floor_widens_only_its_own_tensor():
+    tol = Tolerance.with_noise(0.0, {"0:gradient:w": 1e-4, "0:gradient:v": 3e-4,
+                                     "0:gradient:u": 5e-4})
+    assert tol.limit(0, "gradient:u") == pytest.approx(5e-3, rel=1e-12)   # 10 × its own
+    assert tol.limit(0, "gradient:w") == pytest.approx(3e-3, rel=1e-12)   # 10 × the median
+    assert tol.limit(1, "gradient:w") == 0.0 and tol.limit(0, "parameter:w") == 0.0
+    assert tol.describe() == "bitwise or 10 × the baseline's own noise"
+    # gradient 2.5e-3 rel off at step 0: within 3e-3, so only its consequence (the
+    # optimizer state, still bitwise) is found
+    near = _cap(_step(grad=(0.5, 0.25125)), _step(w=(0.9, -1.9)))
+    f = compare(BASE, near, tol).finding
+    assert (f.gate, f.name) == ("update", "w.exp_avg")
+    # 3.5e-3 is not
+    far = _cap(_step(grad=(0.5, 0.25175)), _step(w=(0.9, -1.9)))
+    assert compare(BASE, far, tol).finding.gate == "gradients"
 
 
 def test_digest_covers_dtype_shape_and_bytes():
