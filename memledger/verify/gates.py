@@ -9,10 +9,10 @@
    two runs the script is not reproducible and nothing can be compared: every candidate is
    rejected at the inputs gate with the input named. If only its numbers differ, each
    tensor gets the limit `max(rtol, 10 × its relative difference between the two baseline
-   runs at that step)` (see Note [Tolerance] in diff.py).
+   runs at that step)` (see Note [Tolerance] in tolerance.py).
 
 Default tolerance: bitwise on CPU; `CUDA_RTOL` relative on CUDA (kernels may choose other
-algorithms between runs, e.g. split-K matmuls; see Note [Tolerance] in diff.py).
+algorithms between runs, e.g. split-K matmuls; see Note [Tolerance] in tolerance.py).
 """
 
 from __future__ import annotations
@@ -24,14 +24,8 @@ from pathlib import Path
 from typing import Callable
 
 from memledger.errors import EXIT_OK, ScriptError
-from memledger.verify.diff import (
-    NOISE_FACTOR,
-    Comparison,
-    Finding,
-    Tolerance,
-    compare,
-    noise_floors,
-)
+from memledger.verify.diff import Comparison, Finding, compare
+from memledger.verify.tolerance import NOISE_FACTOR, Tolerance, noise_floors
 from memledger.verify.runs import BASELINE, CaptureResult, Variant, capture_run
 
 CUDA_RTOL = 1e-5    # relative to each tensor's max |value|; fp32 accumulation-order noise

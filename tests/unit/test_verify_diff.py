@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from memledger.verify.capture import digest
-from memledger.verify.diff import Tolerance, compare, noise_floors, tensor_diff
+from memledger.verify.diff import compare
+from memledger.verify.tolerance import Tolerance, noise_floors, tensor_diff
 
 
 def _step(w=(1.0, -2.0), grad=(0.5, 0.25), run_mean=(0.0,), inputs=(1.0, 2.0)):
