@@ -126,3 +126,29 @@ def test_selective_keeps_listed_ops():
                   rng_bytes=0, probe=before_bw)
     assert keep.at_probe["activation"] == L * H + (L - 1) * Y   # h is made by mul: kept
     assert drop.at_probe["activation"] == (L - 1) * Y
+
+
+def test_recompute_cost_subtracts_tracing_overhead_per_event():
+    from memledger.replay.predict import predict
+
+    L = 3
+    led, _ = chain(L)
+    # the step ends after event B + 10L = 62: 63 events. Traced 10,000 ns, untraced
+    # 9,370 ns: tracing added (10,000 - 9,370) / 63 = 10 ns per event.
+    rep = predict(led, [parse_policy("checkpoint:blocks.*")], step_time_s=9_370e-9)
+    # each call: 1,000 ns traced over 10 events, 4 re-run: 400 ns - 4 x 10 ns = 360 ns;
+    # 3 calls: 1,080 ns
+    assert rep.policies[0].recompute_s == pytest.approx(1_080e-9, rel=1e-9)
+    assert rep.policies[0].transfer_s == 0.0
+    upper = predict(led, [parse_policy("checkpoint:blocks.*")])   # no untraced time known
+    assert upper.policies[0].recompute_s == pytest.approx(1_200e-9, rel=1e-9)
+
+
+def test_offload_transfer_cost_uses_the_given_bandwidth():
+    from memledger.replay.predict import predict
+
+    L = 2
+    led, _ = chain(L)
+    rep = predict(led, [parse_policy("offload:blocks.*")], bandwidth=1e6)
+    # offloaded per step: 2 x 1,000 + 1 x 100 = 2,100 B, written and read: 4,200 B at 1e6 B/s
+    assert rep.policies[0].transfer_s == pytest.approx(4_200 / 1e6, rel=1e-9)
