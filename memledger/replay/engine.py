@@ -49,6 +49,7 @@ import numpy as np
 
 from memledger.ledger.schema import CATEGORIES
 from memledger.replay.policies import Policy, PolicyKind, resolve
+from memledger.replay.calls import save_call, which_call
 from memledger.replay.prepared import ACTIVATION, Prepared
 
 WORKSPACE = CATEGORIES.index("workspace")
@@ -106,10 +107,10 @@ def replay(prep: Prepared, policy: Policy, rng_bytes: int = CPU_RNG_STATE_BYTES,
 
     n, nb, cr, fr0 = prep.n_events, prep.nbytes, prep.created, prep.freed
     is_act = prep.cat == ACTIVATION
-    k_c = _which(ev0, ev1, cr, n)                                # call that made it
-    k_s = _save_call(prep, by_path, mods, ev0, ev1)               # call of the first save
+    k_c = which_call(ev0, ev1, cr, n)                                # call that made it
+    k_s = save_call(prep, by_path, mods, ev0, ev1)               # call of the first save
     k_l = np.where(prep.saved_last == prep.saved_first, k_s,
-                   _which(ev0 - 1, ev1 - 1, prep.saved_last, n))  # call of the last save
+                   which_call(ev0 - 1, ev1 - 1, prep.saved_last, n))  # call of the last save
     one_call = (k_s >= 0) & (k_s == k_l)
     fwd_end = np.where(prep.fwd_last >= 0, prep.fwd_last + 1, prep.saved_last + 2)
     fwd_end = np.maximum(fwd_end, prep.arg_end)                  # an argument: until return
@@ -217,7 +218,7 @@ def replay(prep: Prepared, policy: Policy, rng_bytes: int = CPU_RNG_STATE_BYTES,
         rows_b.append(sb)
         rows_k.append(np.full(len(se), WORKSPACE, dtype=np.int64))
         if n_calls:
-            ks = _which(ev0, ev1, se, n)
+            ks = which_call(ev0, ev1, se, n)
             rr = np.flatnonzero((ks >= 0) & has_seg[np.maximum(ks, 0)]
                                 & (se < seg_end[np.maximum(ks, 0)]))
             if len(rr):
@@ -286,42 +287,3 @@ def replay(prep: Prepared, policy: Policy, rng_bytes: int = CPU_RNG_STATE_BYTES,
         recompute_events=int(cum[-1]), offload_bytes=int(nb[off].sum()),
         regions=[r.path for r in regions], events=total, at_probe=at_probe,
     )
-
-
-def _save_call(prep: Prepared, by_path: dict, mods: np.ndarray, ev0: np.ndarray,
-               ev1: np.ndarray) -> np.ndarray:
-    """The selected call during which each storage was first saved, else -1.
-
-    Rule 5: a save record's event is the op before an input-saving op, so a call on events
-    [ev0, ev1) owns saves recorded on [ev0 - 1, ev1 - 1], and a save at the boundary may
-    be the last op of one call saving its output (MaxPool's indices) or the first op of the
-    next saving its input. The save record's module tells them apart: a save belongs to a
-    call only if the call's module path contains the module that saved.
-    """
-    s = prep.saved_first
-    if not len(ev0):
-        return np.full(len(s), -1, dtype=np.int64)
-    # distinct saving modules -> the selected region path that contains them, as a code
-    paths = list(by_path)
-    owner = np.array([next((i for i, p in enumerate(paths) if m == p or m.startswith(p + ".")),
-                           -1) for m in prep.saved_mod_names], dtype=np.int64)
-    path_ix = {p: i for i, p in enumerate(paths)}
-    call_path = np.array([path_ix[m] for m in mods], dtype=np.int64)
-    own = owner[prep.saved_mod_code] if len(owner) else np.full(len(s), -1, dtype=np.int64)
-    b = np.searchsorted(ev0 - 1, s, side="right") - 1          # latest call with ev0-1 <= s
-    bb = np.maximum(b, 0)
-    in_b = (b >= 0) & (s >= 0) & (s <= ev1[bb] - 1) & (own == call_path[bb])
-    a = b - 1                                                   # the call before (adjacent)
-    aa = np.maximum(a, 0)
-    in_a = (a >= 0) & (s == ev1[aa] - 1) & (own == call_path[aa])
-    return np.where(in_b, b, np.where(in_a, a, -1))
-
-
-def _which(ev0: np.ndarray, ev1: np.ndarray, e: np.ndarray, n: int) -> np.ndarray:
-    """Index of the call whose [ev0, ev1) holds each event in `e`, else -1 (calls sorted by
-    ev0 and disjoint). `n`: the event count (unused by the search; kept for callers)."""
-    if not len(ev0):
-        return np.full(len(e), -1, dtype=np.int64)
-    k = np.searchsorted(ev0, e, side="right") - 1
-    ok = (k >= 0) & (e >= 0) & (e < ev1[np.maximum(k, 0)])
-    return np.where(ok, k, -1)

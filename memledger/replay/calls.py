@@ -1,0 +1,46 @@
+"""Which selected module call an event belongs to (sorted, disjoint calls). No torch."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from memledger.replay.prepared import Prepared
+
+
+def save_call(prep: Prepared, by_path: dict, mods: np.ndarray, ev0: np.ndarray,
+               ev1: np.ndarray) -> np.ndarray:
+    """The selected call during which each storage was first saved, else -1.
+
+    Rule 5: a save record's event is the op before an input-saving op, so a call on events
+    [ev0, ev1) owns saves recorded on [ev0 - 1, ev1 - 1], and a save at the boundary may
+    be the last op of one call saving its output (MaxPool's indices) or the first op of the
+    next saving its input. The save record's module tells them apart: a save belongs to a
+    call only if the call's module path contains the module that saved.
+    """
+    s = prep.saved_first
+    if not len(ev0):
+        return np.full(len(s), -1, dtype=np.int64)
+    # distinct saving modules -> the selected region path that contains them, as a code
+    paths = list(by_path)
+    owner = np.array([next((i for i, p in enumerate(paths) if m == p or m.startswith(p + ".")),
+                           -1) for m in prep.saved_mod_names], dtype=np.int64)
+    path_ix = {p: i for i, p in enumerate(paths)}
+    call_path = np.array([path_ix[m] for m in mods], dtype=np.int64)
+    own = owner[prep.saved_mod_code] if len(owner) else np.full(len(s), -1, dtype=np.int64)
+    b = np.searchsorted(ev0 - 1, s, side="right") - 1          # latest call with ev0-1 <= s
+    bb = np.maximum(b, 0)
+    in_b = (b >= 0) & (s >= 0) & (s <= ev1[bb] - 1) & (own == call_path[bb])
+    a = b - 1                                                   # the call before (adjacent)
+    aa = np.maximum(a, 0)
+    in_a = (a >= 0) & (s == ev1[aa] - 1) & (own == call_path[aa])
+    return np.where(in_b, b, np.where(in_a, a, -1))
+
+
+def which_call(ev0: np.ndarray, ev1: np.ndarray, e: np.ndarray, n: int) -> np.ndarray:
+    """Index of the call whose [ev0, ev1) holds each event in `e`, else -1 (calls sorted by
+    ev0 and disjoint). `n`: the event count (unused by the search; kept for callers)."""
+    if not len(ev0):
+        return np.full(len(e), -1, dtype=np.int64)
+    k = np.searchsorted(ev0, e, side="right") - 1
+    ok = (k >= 0) & (e >= 0) & (e < ev1[np.maximum(k, 0)])
+    return np.where(ok, k, -1)
