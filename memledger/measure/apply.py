@@ -38,6 +38,7 @@ before training) still gets the policy, which only acts when gradients are enabl
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -102,9 +103,9 @@ def apply_policy(model: nn.Module, policy: Policy, offload_dir: str | None = Non
         orig = mod.forward   # the bound class forward
         kind = r.part.kind
         if kind is PolicyKind.CHECKPOINT:
-            wrapped = _checkpointed(orig, None)
+            wrapped = _checkpointed(orig, mod, None)
         elif kind is PolicyKind.SELECTIVE:
-            wrapped = _checkpointed(orig, _selective_context(r.part.save_ops()))
+            wrapped = _checkpointed(orig, mod, _selective_context(r.part.save_ops()))
         elif kind is PolicyKind.OFFLOAD:
             key = r.part.min_bytes
             if key not in offloaders:
@@ -119,15 +120,57 @@ def apply_policy(model: nn.Module, policy: Policy, offload_dir: str | None = Non
     return handle
 
 
-def _checkpointed(orig: Callable, context_fn: Callable | None) -> Callable:
+def _checkpointed(orig: Callable, module: nn.Module, context_fn: Callable | None) -> Callable:
+    def contexts() -> tuple[Any, Any]:
+        fwd, recompute = context_fn() if context_fn is not None else (
+            contextlib.nullcontext(), contextlib.nullcontext())
+        # the BatchNorm guard outermost: its own copies must not run under selective
+        # checkpointing's recompute mode, which would look for them among the saved ops
+        return fwd, _Both(_batchnorm_stats_frozen(module), recompute)
+
     @functools.wraps(orig)
     def forward(*args: Any, **kwargs: Any) -> Any:
         if not torch.is_grad_enabled():
             return orig(*args, **kwargs)
-        extra = {"context_fn": context_fn} if context_fn is not None else {}
         return checkpoint(orig, *args, use_reentrant=False, preserve_rng_state=True,
-                          **extra, **kwargs)
+                          context_fn=contexts, **kwargs)
     return forward
+
+
+# Note [BatchNorm under recompute]
+# A BatchNorm in training mode updates its running statistics on every forward, so plain
+# checkpointing updates them twice per step (forward, then recompute): running_mean drifts
+# and num_batches_tracked counts 2 per step. The recompute must still run BatchNorm exactly
+# as the forward did (same saved tensors, or checkpoint refuses it), so memledger lets it
+# update the statistics and then puts the values from before the recompute back. Cost: one
+# copy of the region's BatchNorm buffers (2 × C floats + 8 bytes each) per recompute.
+@contextlib.contextmanager
+def _batchnorm_stats_frozen(module: nn.Module):
+    bns = [m for m in module.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)
+           and m.training and m.track_running_stats]
+    kept = [(b, b.detach().clone()) for m in bns for b in m.buffers(recurse=False)
+            if b is not None]
+    try:
+        yield
+    finally:
+        with torch.no_grad():
+            for buf, value in kept:
+                buf.copy_(value)
+
+
+class _Both:
+    """Two context managers entered as one (checkpoint's context_fn wants one object)."""
+
+    def __init__(self, first: Any, second: Any) -> None:
+        self._stack = contextlib.ExitStack()
+        self._parts = (first, second)
+
+    def __enter__(self) -> None:
+        for cm in self._parts:
+            self._stack.enter_context(cm)
+
+    def __exit__(self, *exc: Any) -> Any:
+        return self._stack.__exit__(*exc)
 
 
 def _selective_context(save_ops: tuple[str, ...]) -> Callable:
