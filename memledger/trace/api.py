@@ -20,12 +20,20 @@ from memledger.trace.allocator import CpuProfilerProbe, CudaProbe
 from memledger.trace.collector import Collector
 
 
-def _live_tensors() -> list[torch.Tensor]:
-    """Every tensor Python can reach now (parameters, optimizer state, the batch, ...):
-    they are recorded as live from event 0, so the ledger starts with what already exists."""
+def _live_storage_keys() -> set[int]:
+    """The storages of every tensor Python can reach now (parameters, optimizer state, the
+    batch, ...). Those the block touches are recorded as live from event 0; the others
+    (another test's tensors, say) are not the block's business and stay out of the ledger."""
     tensor = torch.Tensor
-    # type(), not isinstance(): isinstance reads __class__, which wakes lazy module proxies
-    return [o for o in gc.get_objects() if issubclass(type(o), tensor)]
+    keys = set()
+    for o in gc.get_objects():
+        # type(), not isinstance(): isinstance reads __class__, which wakes lazy proxies
+        if issubclass(type(o), tensor):
+            try:
+                keys.add(o.untyped_storage()._cdata)
+            except (RuntimeError, NotImplementedError):
+                pass
+    return keys
 
 
 class TracedLedger:
@@ -56,7 +64,7 @@ def trace(path: str | Path | None = None, measure: bool = False,
     sink = FileSink(path) if path is not None else MemorySink()
     handle = TracedLedger()
     collector = Collector(sink, max_steps=max_steps, header={"script": "<api>"},
-                          pre_existing=_live_tensors())
+                          pre_existing=_live_storage_keys())
     cuda = CudaProbe(record_history=False) if torch.cuda.is_available() else None
     cpu = CpuProfilerProbe() if measure else None
     if cuda:

@@ -70,9 +70,11 @@ class Collector(TorchDispatchMode):
     def __init__(self, sink: Sink, max_steps: int | None = None,
                  header: dict[str, Any] | None = None,
                  on_steps_done: Callable[[], None] | None = None,
-                 pre_existing: Iterable[torch.Tensor] = ()) -> None:
+                 pre_existing: Iterable[int] = ()) -> None:
         super().__init__()
-        self._pre_existing = pre_existing
+        # Storages (by _cdata) alive before tracing began. Only keys: holding the tensors
+        # would keep them alive. One seen later is recorded as live from event 0.
+        self._pre_existing = frozenset(pre_existing)
         self.sink = sink
         self.max_steps = max_steps
         self.on_steps_done = on_steps_done
@@ -106,14 +108,6 @@ class Collector(TorchDispatchMode):
         self.sink.write({"k": "header", "schema": SCHEMA, "torch": torch.__version__,
                          "started_unix": time.time(), **self._header})
         self.sink.write({"k": "phase", "ev": 0, "ph": "setup", "step": 1})
-        for t in self._pre_existing:  # live before tracing began: live from event 0
-            try:
-                st = t.untyped_storage()
-            except (RuntimeError, NotImplementedError):
-                continue
-            if st._cdata not in self._sids:
-                self._new_storage(t, st, 0, "", pre=True)
-        self._pre_existing = ()
         self._handles = [
             nn_module.register_module_forward_pre_hook(self._module_pre),
             nn_module.register_module_forward_hook(self._module_post, always_call=True),
@@ -193,17 +187,21 @@ class Collector(TorchDispatchMode):
     def _sid(self, t: torch.Tensor, ev: int) -> int:
         """The sid of an input's storage.
 
-        A storage never seen before was made outside the dispatcher just now (a Python
-        scalar wrapped as a tensor, `torch.from_numpy`, C++ internals): everything that
-        existed when tracing began was registered in `__enter__`.
+        A storage never seen before either existed when tracing began (it is live from
+        event 0) or was made outside the dispatcher just now (a Python scalar wrapped as a
+        tensor, `torch.from_numpy`, C++ internals).
         """
         try:
             st = t.untyped_storage()
         except (RuntimeError, NotImplementedError):
             return -1  # no storage (sparse, nested): not counted
-        sid = self._sids.get(st._cdata)
+        key = st._cdata
+        sid = self._sids.get(key)
         if sid is None:
-            sid = self._new_storage(t, st, ev, "(outside dispatch)", pre=False)
+            if key in self._pre_existing:
+                sid = self._new_storage(t, st, 0, "", pre=True)
+            else:
+                sid = self._new_storage(t, st, ev, "(outside dispatch)", pre=False)
         return sid
 
     def _output(self, t: torch.Tensor, ev: int, func) -> None:
