@@ -7,6 +7,8 @@ memledger's collector, under `torch.profiler(profile_memory=True, record_shapes=
 with_stack=True)` (what its memory timeline needs) and under
 `torch.distributed._tools.mem_tracker.MemTracker`, and prints the median step time of each
 as a ratio to untraced. Modes are interleaved round-robin so machine noise hits all alike.
+"empty dispatch" is a TorchDispatchMode that does nothing: the floor under any tool that
+sees every op from Python, memledger included.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+from torch.utils._python_dispatch import TorchDispatchMode
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -50,6 +53,13 @@ def build(args):
     return model, opt, step
 
 
+class _EmptyMode(TorchDispatchMode):
+    """The floor for any tool built on a Python dispatch mode: one Python call per op."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        return func(*args, **(kwargs or {}))
+
+
 class _ClosingCollector(Collector):
     """The collector plus closing its file, as the worker does at the end of a run."""
 
@@ -67,6 +77,10 @@ def modes(model, opt):
     def memledger_ctx():  # the real ledger pass writes JSON lines to a file as it goes
         return _ClosingCollector(FileSink(ledger_file))
 
+    def allocator_pass_ctx():  # what `memledger trace`'s second pass runs under (CPU)
+        return torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU],
+                                      profile_memory=True)
+
     def profiler_ctx():
         return torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU],
                                       profile_memory=True, record_shapes=True, with_stack=True)
@@ -76,7 +90,8 @@ def modes(model, opt):
         mt.track_external(model, opt)
         return mt
 
-    return {"untraced": contextlib.nullcontext, "memledger": memledger_ctx,
+    return {"untraced": contextlib.nullcontext, "empty dispatch": _EmptyMode,
+            "memledger": memledger_ctx, "memledger alloc pass": allocator_pass_ctx,
             "torch.profiler": profiler_ctx, "MemTracker": memtracker_ctx}
 
 
@@ -106,10 +121,10 @@ def main() -> None:
     print(f"tiny GPT step (n_layer={args.n_layer}, n_embd={args.n_embd}, T={args.block_size}, "
           f"B={args.batch_size}), torch {torch.__version__}, {torch.get_num_threads()} threads, "
           f"median of {args.steps} steps")
-    print(f"{'mode':<16}{'median step':>14}{'ratio':>9}")
+    print(f"{'mode':<22}{'median step':>14}{'ratio':>9}")
     for name, ts in times.items():
         med = statistics.median(ts)
-        print(f"{name:<16}{med * 1e3:>11.1f} ms{med / base:>8.2f}x")
+        print(f"{name:<22}{med * 1e3:>11.1f} ms{med / base:>8.2f}x")
 
 
 if __name__ == "__main__":

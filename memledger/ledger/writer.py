@@ -7,12 +7,23 @@ the tracer guarantees on exceptions and Ctrl-C); `MemorySink` keeps them for the
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any, Protocol
 
 from memledger.errors import LedgerFormatError
+
+try:  # ~10x faster than json.dumps; the writer runs inside the traced step
+    import orjson
+
+    def _dumps(record: "Record") -> bytes:
+        # int dict keys and numpy scalars are written as json.dumps would (or better)
+        return orjson.dumps(record, option=orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY)
+except ImportError:  # pragma: no cover - orjson is a dependency
+    import json
+
+    def _dumps(record: "Record") -> bytes:
+        return json.dumps(record, separators=(",", ":")).encode()
 
 Record = dict[str, Any]
 
@@ -42,28 +53,29 @@ class MemorySink:
 class FileSink:
     """Streams records to a JSON Lines file.
 
-    Lines are buffered in memory and written every `flush_every` records; `flush()` also
-    syncs to the OS so another process (or a post-mortem) can read what happened so far.
+    Records are kept as dicts and encoded every `flush_every` records (orjson: the
+    collector calls `write` once per new storage, on the traced step's hot path);
+    `flush()` also hands the lines to the OS, so another process (or a post-mortem) can
+    read what happened so far.
     """
 
     def __init__(self, path: str | Path, flush_every: int = 512) -> None:
         self.path = Path(path)
         try:
-            self._fh = open(self.path, "w", encoding="utf-8")
+            self._fh = open(self.path, "wb")
         except OSError as e:
             raise LedgerFormatError(f"cannot write ledger {str(path)!r}: {e.strerror}") from None
-        self._pending: list[str] = []
+        self._pending: list[Record] = []
         self._flush_every = flush_every
-        self._dumps = json.JSONEncoder(separators=(",", ":")).encode
 
     def write(self, record: Record) -> None:
-        self._pending.append(self._dumps(record))
+        self._pending.append(record)
         if len(self._pending) >= self._flush_every:
             self.flush()
 
     def flush(self) -> None:
         if self._pending and not self._fh.closed:
-            self._fh.write("\n".join(self._pending) + "\n")
+            self._fh.write(b"".join([_dumps(r) + b"\n" for r in self._pending]))
             self._pending.clear()
         if not self._fh.closed:
             self._fh.flush()
@@ -77,6 +89,5 @@ class FileSink:
 
 def append_records(path: str | Path, records: list[Record]) -> None:
     """Add records at the end of a finished ledger (e.g. the allocator measurement)."""
-    with open(path, "a", encoding="utf-8") as fh:
-        for r in records:
-            fh.write(json.dumps(r, separators=(",", ":")) + "\n")
+    with open(path, "ab") as fh:
+        fh.write(b"".join([_dumps(r) + b"\n" for r in records]))
