@@ -7,10 +7,19 @@ import sys
 
 import typer
 
-from memledger.commands import check, show, trace
-from memledger.commands import diff, export, import_, report
-from memledger.commands import measure, plan, predict
-from memledger.commands import compare
+from memledger.commands import (
+    check,
+    compare,
+    diff,
+    export,
+    import_,
+    measure,
+    plan,
+    predict,
+    report,
+    show,
+    trace,
+)
 from memledger.commands.common import err_console
 from memledger.errors import EXIT_INTERRUPTED, EXIT_USAGE, MemledgerError
 
@@ -21,17 +30,18 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+# The order of `memledger --help`: record, look, what-if, for real, CI, pictures and files.
 app.command()(trace.trace)
 app.command()(show.show)
+app.command()(predict.predict)
+app.command()(measure.measure)
+app.command()(compare.compare)
+app.command()(plan.plan)
+app.command()(check.check)
 app.command()(report.report)
 app.command()(export.export)
 app.command(name="import")(import_.import_)
 app.command()(diff.diff)
-app.command()(check.check)
-app.command()(predict.predict)
-app.command()(plan.plan)
-app.command()(measure.measure)
-app.command()(compare.compare)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import contextlib
-import os
-import sys
 import tempfile
 from pathlib import Path
-from typing import Annotated, Iterator, Optional
+from typing import Annotated, Optional
 
 import typer
 from rich.table import Table
@@ -15,7 +12,7 @@ from rich.table import Table
 from memledger.budget import CheckResult, evaluate, load_budget
 from memledger.budget.junit import junit_xml, write_text
 from memledger.budget.markdown import markdown
-from memledger.commands.common import console, err_console, print_json
+from memledger.commands.common import console, err_console, print_json, stdout_to_stderr
 from memledger.errors import BudgetError, CheckFailed, LedgerFormatError
 from memledger.ledger.model import Ledger
 from memledger.trace.session import trace_script
@@ -42,23 +39,6 @@ def _load(path: Path, what: str) -> Ledger:
         raise LedgerFormatError(f"{what} {path} is a partial ledger ({status}): its peak may be "
                                 "below the full run's; check a complete ledger")
     return led
-
-
-@contextlib.contextmanager
-def _stdout_to_stderr(active: bool) -> Iterator[None]:
-    """Send the traced script's prints (its child process inherits fd 1) to stderr."""
-    if not active:
-        yield
-        return
-    sys.stdout.flush()
-    saved = os.dup(1)
-    os.dup2(2, 1)
-    try:
-        yield
-    finally:
-        sys.stdout.flush()
-        os.dup2(saved, 1)
-        os.close(saved)
 
 
 def check(
@@ -113,7 +93,7 @@ def check(
     if target.suffix == ".py":
         with tempfile.TemporaryDirectory(prefix="memledger-check-") as tmp:
             out = output or Path(tmp) / "check.ledger"
-            with _stdout_to_stderr(json_):  # --json: stdout holds the JSON and nothing else
+            with stdout_to_stderr(json_):  # --json: stdout holds the JSON and nothing else
                 res = trace_script(target, script_args or [], out, measure=measure,
                                    steps=bud.steps or DEFAULT_STEPS)
             led = _load(res.ledger_path, "ledger")

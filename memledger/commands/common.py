@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from rich.console import Console
 
@@ -28,3 +30,21 @@ def open_ledger(path: Path) -> Ledger:
         err_console.print(f"memledger: note: {path} is a partial ledger ({status}); "
                           "showing what was recorded", style="yellow")
     return led
+
+
+@contextlib.contextmanager
+def stdout_to_stderr(active: bool) -> Iterator[None]:
+    """Send everything written to fd 1 (the traced script's prints, the workers' output:
+    child processes inherit it) to stderr while active, so `--json` stdout holds only JSON."""
+    if not active:
+        yield
+        return
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import contextlib
-import os
-import sys
 from pathlib import Path
-from typing import Annotated, Iterator, Optional
+from typing import Annotated, Optional
 
 import typer
 
-from memledger.commands.common import console, err_console, print_json
+from memledger.commands.common import console, err_console, print_json, stdout_to_stderr
 from memledger.errors import CheckFailed, ScriptError
 from memledger.replay.policies import policies_from_args
 from memledger.report.compare_table import compare_table, reasons
@@ -36,8 +33,10 @@ def compare(
     html: Annotated[Optional[Path], typer.Option(
         help="also write a self-contained HTML report here", dir_okay=False)] = None,
 ) -> None:
-    """Prove each POLICY leaves training unchanged, then compare predicted and measured
-    peak and step time. Exit 1 if any policy is rejected."""
+    """Gate each POLICY on inputs, gradients and update, then predicted vs measured (exit 1: rejected).
+
+    Gates run first (same inputs, same gradients, an effective update, against a baseline
+    run twice); only policies that pass get a performance verdict: ADOPT, OK or REJECT."""
     pols = policies_from_args(policy or [])
     if not pols:
         raise ScriptError("give at least one --policy, e.g. --policy 'checkpoint:blocks.*'",
@@ -46,7 +45,7 @@ def compare(
         raise ScriptError("--steps and --time-steps must be at least 1", exit_code=2)
     if rtol is not None and not rtol >= 0:
         raise ScriptError(f"--rtol must be >= 0, got {rtol!r}", exit_code=2)
-    with _stdout_to_stderr(json_):   # --json: stdout holds the JSON and nothing else
+    with stdout_to_stderr(json_):   # --json: stdout holds the JSON and nothing else
         rep = run_compare(script, script_args or [], pols, steps=steps, time_steps=time_steps,
                           rtol=rtol, performance=performance,
                           progress=lambda m: err_console.print(m, style="dim"))
@@ -67,18 +66,3 @@ def compare(
                           "above (the gate, the tensor, the step)")
 
 
-@contextlib.contextmanager
-def _stdout_to_stderr(active: bool) -> Iterator[None]:
-    """Send the script's and the workers' output (fd 1) to stderr while active."""
-    if not active:
-        yield
-        return
-    sys.stdout.flush()
-    saved = os.dup(1)
-    os.dup2(2, 1)
-    try:
-        yield
-    finally:
-        sys.stdout.flush()
-        os.dup2(saved, 1)
-        os.close(saved)

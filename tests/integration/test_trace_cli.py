@@ -11,7 +11,6 @@ import textwrap
 import time
 from pathlib import Path
 
-import pytest
 
 from memledger.cli import main
 from memledger.ledger.model import Ledger
