@@ -100,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
         cpu.start()
     try:
         outcome = run_and_classify(args.script, args.argv)
-        code, reason = (outcome.code, outcome.reason) if hasattr(outcome, "code") else outcome
+        code, reason = outcome.code, outcome.reason
     finally:
         handle.remove()
         if state["profiling"]:

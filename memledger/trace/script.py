@@ -27,9 +27,6 @@ class ScriptOutcome:
     reason: str                     # one line
     error: BaseException | None = None   # the script's own exception, if it raised
 
-    def __iter__(self):  # `code, reason = run_and_classify(...)` keeps working
-        return iter((self.code, self.reason))
-
 
 def run_and_classify(script: str | Path, argv: list[str]) -> ScriptOutcome:
     """Run the script and say how it ended. Prints the script's traceback if it raised."""

@@ -70,7 +70,8 @@ def capture_in_process(script: str | Path, argv: list[str], variant: Variant,
     saved_argv, saved_path = sys.argv[:], sys.path[:]
     cap.start()
     try:
-        code, reason = run_and_classify(script, argv)
+        outcome = run_and_classify(script, argv)
+        code, reason = outcome.code, outcome.reason
     finally:
         cap.stop()
         installer.remove()
