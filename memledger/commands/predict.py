@@ -34,21 +34,24 @@ def predict(
     if json_:
         print_json(rep.to_json_dict())
         return
-    t = Table(title=f"{ledger}: baseline peak {format_bytes(rep.baseline_peak_bytes)}")
-    for col in ("policy", "peak", "saving", "added/step", "peak at", "activation", "top category"):
-        t.add_column(col, justify="left" if col in ("policy", "peak at") else "right")
+    t = Table(title=f"{ledger}: baseline peak {format_bytes(rep.baseline_peak_bytes)}",
+              title_justify="left", show_edge=False, pad_edge=False)
+    t.add_column("policy", no_wrap=True)
+    for col in ("peak", "saving", "+ms/step"):
+        t.add_column(col, justify="right", no_wrap=True)
+    t.add_column("peak at", no_wrap=True)   # step·phase
     for p in rep.policies:
-        where = f"step {p.peak_step} {p.peak_phase}"
+        where = f"{p.peak_step}·{p.peak_phase}"
         if p.peak_in_recompute:
             where += f" (recompute {p.peak_in_recompute})"
-        top = max(p.at_peak.items(), key=lambda kv: kv[1])
-        added = f"{p.added_time_s * 1e3:.1f} ms"
-        if p.transfer_s:
-            added += f" ({p.transfer_s * 1e3:.1f} copy)"
-        t.add_row(p.policy, format_bytes(p.peak_bytes), format_signed_bytes(-p.saving_bytes),
-                  added, where, format_bytes(p.at_peak.get("activation", 0)),
-                  f"{top[0]} {format_bytes(top[1])}")
+        t.add_row(p.policy.replace("+", "+\n"),  # one part per line
+                  format_bytes(p.peak_bytes), format_signed_bytes(-p.saving_bytes),
+                  f"{p.added_time_s * 1e3:.1f}", where)
     console.print(t)
+    if any(p.transfer_s for p in rep.policies):
+        console.print("+ms/step includes offload copies at "
+                      f"{rep.copy_bytes_per_s / 2**20:.0f} MiB/s (see --json: transfer_s)",
+                      style="dim")
     if not rep.untraced_step_time_s:
         console.print("added time from traced times, tracing overhead included (an upper "
                       "bound); pass --step-time "
