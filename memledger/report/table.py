@@ -13,14 +13,18 @@ from memledger.errors import MemledgerError
 from memledger.ledger.model import Ledger
 
 
-def write_csv(led: Ledger, out: str | Path) -> Path:
+def _write(out: str | Path, write) -> Path:
     out = Path(out)
     try:
-        led.storages.to_csv(out, index=False)
+        write(out, index=False)
     except OSError as e:
         raise MemledgerError(f"cannot write {str(out)!r}: {e.strerror}; pick another -o path") \
             from None
     return out
+
+
+def write_csv(led: Ledger, out: str | Path) -> Path:
+    return _write(out, led.storages.to_csv)
 
 
 def parquet_available() -> bool:
@@ -35,10 +39,4 @@ def write_parquet(led: Ledger, out: str | Path) -> Path:
     if not parquet_available():
         raise MemledgerError("parquet export needs pyarrow: pip install 'memledger[parquet]' "
                              "(or use --format csv)")
-    out = Path(out)
-    try:
-        led.storages.to_parquet(out, index=False)
-    except OSError as e:
-        raise MemledgerError(f"cannot write {str(out)!r}: {e.strerror}; pick another -o path") \
-            from None
-    return out
+    return _write(out, led.storages.to_parquet)
