@@ -271,7 +271,7 @@ class Collector(TorchDispatchMode):
         if self._phase != "backward":
             self._set_phase("backward", ev)
             # For replay: the last forward use of everything autograd holds (see
-            # memledger/replay/rewrite.py, Note [Replay of a checkpointed region]).
+            # memledger/replay/engine.py, Note [Replay of a checkpointed region]).
             for sid in list(self._saved_mod):
                 self.sink.write({"k": "fwdlast", "sid": sid, "last": self._last.get(sid, -1)})
         else:  # backward just ended: the gradients now exist
