@@ -19,8 +19,13 @@ event 7 and freed after event 11 is live on [7, 12): `created=7`, `freed=12`.
     {"k":"phase","ev":12,"ph":"backward","step":1}      # phase from this event on
     {"k":"scope","mod":"blocks.0","ev0":3,"ev1":20,"ph":"forward","step":1,"ns":123456}
     {"k":"step","step":1,"ev":99,"ns":...}              # optimizer step `step` ended after event ev
-    {"k":"measured","source":"cpu-profiler","peak_bytes":...}
+    {"k":"measured","source":"cpu-profiler","device":"cpu","peak_bytes":...,"step_ns":[...]}
     {"k":"end","ev":100,"status":"ok","message":""}
+
+Kinds for replay and the CUDA path, kept in `Ledger.extra`: `fwdlast` (the last forward use
+of each saved storage, written when backward starts), `opscratch` (kernel-internal scratch
+per op, from the allocator pass; Note [Kernel scratch] in trace/allocator.py) and `oom` (the
+CUDA allocator's counters when the script ran out of memory).
 
 Readers ignore record kinds they do not know (a newer writer may add some); a different
 schema major version is refused.
