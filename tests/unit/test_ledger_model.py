@@ -171,3 +171,12 @@ def test_record_lacking_a_field_is_refused(tmp_path):
     nokind = RECORDS[:3] + [{"sid": 9}] + RECORDS[3:]
     with pytest.raises(LedgerFormatError, match="line 4: not a ledger record"):
         Ledger.load(_write(tmp_path / "nokind.ledger", nokind))
+
+
+def test_a_ledger_file_is_plain_pandas_json_lines(tmp_path):
+    import pandas as pd
+
+    raw = pd.read_json(_write(tmp_path / "raw.ledger", RECORDS), lines=True)
+    assert len(raw) == len(RECORDS)
+    assert raw.loc[raw["k"] == "alloc", "bytes"].astype(int).tolist() == [1000, 10, 200, 30,
+                                                                           1000, 2000]
