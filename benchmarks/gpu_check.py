@@ -12,7 +12,9 @@ last recorded run). Without CUDA it says so and exits 0. It checks:
 3. OOM capture: a script that asks for far more than the GPU has; the ledger must end with
    status "error" and an `oom` record holding the allocator's counters;
 4. policies on CUDA (checkpoint; offload to pinned host memory on a side stream): the
-   measured peak (`max_memory_allocated`) and step time against replay's prediction.
+   measured peak (`max_memory_allocated`) and step time against replay's prediction;
+5. `memledger import` of the allocator snapshot trace wrote beside the GPT ledger, and
+   `memledger compare`'s gates on CUDA (relative tolerance 1e-5).
 """
 
 from __future__ import annotations
@@ -134,6 +136,24 @@ def check_policies(out: Path) -> list[str]:
     return rows
 
 
+def check_import_and_compare(out: Path) -> list[str]:
+    """The allocator snapshot that trace left beside the GPT ledger, through `import`; and
+    the correctness gates of `compare` on CUDA (documented tolerance, no performance)."""
+    from memledger.cli import main as cli
+
+    rows = []
+    snap = out / "gpt-cuda.ledger.cuda-snapshot.pickle"
+    code = cli(["import", str(snap), "-o", str(out / "gpt-snapshot.ledger")])
+    rows.append(_row("import cuda snapshot", f"exit {code}", "", "", "",
+                     "ok" if code == 0 else "FAILED"))
+    code = cli(["compare", str(ROOT / "examples" / "train_gpt.py"), "--policy",
+                "checkpoint:blocks.*", "--policy", "offload:blocks.*", "--steps", "2",
+                "--no-performance", "--", "--device", "cuda", "--steps", "6"])
+    rows.append(_row("compare gates (cuda)", f"exit {code}", "", "", "",
+                     "ok" if code == 0 else "REJECTED/FAILED"))
+    return rows
+
+
 def main() -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--out", default=None, help="folder for the ledgers (default: a temp dir)")
@@ -147,10 +167,11 @@ def main() -> int:
     out.mkdir(parents=True, exist_ok=True)
     print(f"torch {torch.__version__}, {torch.cuda.get_device_name(0)}")
     rows = check_examples(out) + check_api() + check_oom(out)
-    try:
-        rows += check_policies(out)
-    except Exception as e:  # report, keep the rows above
-        rows.append(_row("policies", f"FAILED: {type(e).__name__}: {e}"[:80]))
+    for check in (check_policies, check_import_and_compare):
+        try:
+            rows += check(out)
+        except Exception as e:  # report, keep the rows above
+            rows.append(_row(check.__name__, f"FAILED: {type(e).__name__}: {e}"[:80]))
     print("\n".join(rows))
     return 0
 
