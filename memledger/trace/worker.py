@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 
 from memledger.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 from memledger.ledger.writer import FileSink
 from memledger.trace.collector import Collector, StopTracing
+from memledger.trace.rank import for_rank, rank_header
 from memledger.trace.script import ScriptOutcome, run_and_classify
 
 NO_STEP_MESSAGE = (
@@ -28,10 +30,12 @@ NO_STEP_MESSAGE = (
 def _ledger_pass(args) -> int:
     sink = FileSink(args.out)
     collector = Collector(sink, max_steps=args.steps, header={
-        "script": args.script, "argv": args.argv, "steps_requested": args.steps})
+        "script": args.script, "argv": args.argv, "steps_requested": args.steps,
+        **rank_header()})
     outcome = ScriptOutcome(EXIT_OK, "")
+    guard = _guard(args, lambda reason: (collector.close("timeout", reason), sink.close()))
     try:
-        with collector:
+        with collector, guard:
             outcome = run_and_classify(args.script, args.argv)
             if _is_cuda_oom(outcome.error):  # the allocator's state at the OOM, for `show`
                 from memledger.trace.allocator import cuda_oom_record
@@ -45,8 +49,19 @@ def _ledger_pass(args) -> int:
     finally:
         sink.close()
     _write_status(args.status, outcome.code, outcome.reason, collector.steps_done,
-                  collector.events)
+                  collector.events, guard)
     return outcome.code
+
+
+def _guard(args, on_timeout=None):
+    """Under torchrun (`--nproc`): Note [A rank that never returns]; else nothing."""
+    import contextlib
+
+    if "RANK" not in os.environ:
+        return contextlib.nullcontext()
+    from memledger.trace.rank_guard import RankGuard
+
+    return RankGuard(args.timeout, args.status, on_timeout)
 
 
 def _is_cuda_oom(error: BaseException | None) -> bool:
@@ -59,9 +74,17 @@ def _allocator_pass(args) -> int:
     """The allocator's peak over the first `--steps` steps, then `--timing-steps` more steps
     timed with nothing attached (for the cost model's untraced step time)."""
     import torch
-    from torch.optim.optimizer import register_optimizer_step_post_hook
+    from torch.optim.optimizer import (
+        register_optimizer_step_post_hook,
+        register_optimizer_step_pre_hook,
+    )
 
-    from memledger.trace.allocator import CpuProfilerProbe, CudaProbe, op_scratch
+    from memledger.trace.allocator import (
+        CpuProfilerProbe,
+        CudaProbe,
+        collective_bytes_at_peak,
+        op_scratch,
+    )
 
     cuda = CudaProbe() if torch.cuda.is_available() else None
     cpu = CpuProfilerProbe()
@@ -74,7 +97,13 @@ def _allocator_pass(args) -> int:
             if cuda:
                 state["cuda"] = cuda.stop(args.snapshot)
 
+    def on_step_pre(*_) -> None:
+        state["depth"] = state.get("depth", 0) + 1
+
     def on_step(*_) -> None:
+        state["depth"] = state.get("depth", 1) - 1
+        if state["depth"] > 0:  # an optimizer stepped inside another's step (ZeRO): not a step
+            return
         if cuda:
             torch.cuda.synchronize()
         now = time.perf_counter_ns()
@@ -88,19 +117,24 @@ def _allocator_pass(args) -> int:
             raise StopTracing()
 
     handle = register_optimizer_step_post_hook(on_step)
+    handle_pre = register_optimizer_step_pre_hook(on_step_pre)
     if cuda:
         cuda.start()
     cpu.start()
+    guard = _guard(args)
     try:
-        outcome = run_and_classify(args.script, args.argv)
+        with guard:
+            outcome = run_and_classify(args.script, args.argv)
     finally:
         stop_probes()
         handle.remove()
+        handle_pre.remove()
     if cuda and _is_cuda_oom(outcome.error):
         cuda.note_oom(outcome.error)
     timing = {"step_ns": state["step_ns"]} if state["step_ns"] else {}
-    records = [{"k": "measured", "source": cpu.source, "device": dev, "peak_bytes": peak, **timing}
-               for dev, peak in cpu.peaks().items() if dev == "cpu"]
+    comm = collective_bytes_at_peak(cpu) if "RANK" in os.environ else {}  # Note [Collective scratch]
+    records = [{"k": "measured", "source": cpu.source, "device": dev, "peak_bytes": peak, **timing,
+                **comm} for dev, peak in cpu.peaks().items() if dev == "cpu"]
     if state["cuda"]:
         records.append({**state["cuda"], **timing})
     scratch = op_scratch(cpu)   # Note [Kernel scratch]: for replay
@@ -109,14 +143,19 @@ def _allocator_pass(args) -> int:
     steps = min(state["n"], args.steps)
     with open(args.out, "w", encoding="utf-8") as fh:
         json.dump({"records": records, "steps": steps}, fh)
-    _write_status(args.status, outcome.code, outcome.reason, steps, 0)
+    _write_status(args.status, outcome.code, outcome.reason, steps, 0, guard)
     return outcome.code
 
 
-def _write_status(path: str | None, code: int, reason: str, steps: int, events: int) -> None:
+def _write_status(path: str | None, code: int, reason: str, steps: int, events: int,
+                  guard=None) -> None:
     if path:
+        # under --nproc: when this rank stopped, and whether it ever joined a process group
+        rank = {"t": time.time(), "dist": guard.saw_process_group} if hasattr(
+            guard, "saw_process_group") else {}
         with open(path, "w", encoding="utf-8") as fh:
-            json.dump({"code": code, "reason": reason, "steps": steps, "events": events}, fh)
+            json.dump({"code": code, "reason": reason, "steps": steps, "events": events,
+                       **rank}, fh)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -128,11 +167,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--snapshot", help="allocator pass on CUDA: dump the allocator snapshot here")
     p.add_argument("--timing-steps", type=int, default=3,
                    help="allocator pass: steps timed untraced after the measured ones")
+    p.add_argument("--timeout", type=float, default=0,
+                   help="under torchrun: give up after this many seconds without a step")
     p.add_argument("script")
     p.add_argument("argv", nargs=argparse.REMAINDER)
     args = p.parse_args(argv)
     if args.argv and args.argv[0] == "--":
         args.argv = args.argv[1:]
+    # Under torchrun (`--nproc`) the paths are templates: one file per rank.
+    args.out, args.status, args.snapshot = map(for_rank, (args.out, args.status, args.snapshot))
     if args.steps < 1:
         print("memledger: --steps must be >= 1", file=sys.stderr)
         return EXIT_USAGE
