@@ -20,8 +20,19 @@ def trace(
     steps: Annotated[int, typer.Option(help="optimizer steps to trace, then stop the script")] = 3,
     measure: Annotated[bool, typer.Option(
         help="also run the script untraced under the allocator for the independent peak")] = True,
+    nproc: Annotated[int, typer.Option(
+        help="run SCRIPT on N ranks under torchrun: one ledger per rank (run.rank0.ledger, ...)",
+        min=1)] = 0,
+    timeout: Annotated[float, typer.Option(
+        help="with --nproc: seconds without an optimizer step before a rank counts as hung")] =
+        300.0,
 ) -> None:
     """Trace STEPS optimizer steps of SCRIPT into a ledger, then print where the peak is."""
+    if nproc:
+        from memledger.commands.ranks import trace_nproc
+
+        trace_nproc(script, script_args or [], output, nproc, steps, measure, timeout)
+        return
     from memledger.trace.session import trace_script
 
     res = trace_script(script, script_args or [], output, steps=steps, measure=measure)

@@ -190,6 +190,11 @@ class Ledger:
         pk = self.peak()
         out = self.by_category(pk.event)
         out["workspace"] = self.workspace_bytes(pk.bytes)
+        # The collectives' own buffers (gloo) are communication the ledger cannot see: they
+        # move from workspace to communication (trace/allocator.py, Note [Collective scratch]).
+        coll = min(int((self.measured or {}).get("collective_at_peak_bytes", 0)), out["workspace"])
+        out["workspace"] -= coll
+        out["communication"] += coll
         return out
 
     def workspace_bytes(self, ledger_peak: int | None = None) -> int:

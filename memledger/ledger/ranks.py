@@ -47,3 +47,36 @@ def find_rank_files(path: str | Path) -> list[Path]:
             f"{p}: rank ledgers {ranks} found, rank {missing[0]} missing; trace again with "
             f"--nproc or name one rank's ledger")
     return [f for _, f in found]
+
+
+def worst_rank(summaries: list) -> int:
+    """Index of the rank whose peak is highest: the allocator's where measured, else the
+    ledger's (the rank that runs out of memory first)."""
+    def peak(s) -> int:
+        return max(s.measured.peak_bytes, s.peak.bytes)
+    return max(range(len(summaries)), key=lambda i: (peak(summaries[i]), -i))
+
+
+def rank_skew(summaries: list) -> dict[str, int | float]:
+    """How far apart the ranks are: highest − lowest peak, and highest / mean."""
+    peaks = [max(s.measured.peak_bytes, s.peak.bytes) for s in summaries]
+    mean = sum(peaks) / len(peaks) if peaks else 0
+    return {"max_bytes": max(peaks, default=0), "min_bytes": min(peaks, default=0),
+            "spread_bytes": max(peaks, default=0) - min(peaks, default=0),
+            "max_over_mean": round(max(peaks) / mean, 4) if mean else 0.0}
+
+
+def ranks_json(per_rank: list[dict], worst: int, skew: dict) -> dict:
+    """Design contract for several ranks: the worst rank's object at top level, every rank's
+    under "ranks", plus `worst_rank` and `rank_skew`."""
+    return {**per_rank[worst], "worst_rank": worst, "rank_skew": skew, "ranks": per_rank}
+
+
+def summarize_ranks(paths: list[Path], top: int = 10, opener=None) -> tuple[list, int, dict]:
+    """(one Summary per rank, the worst rank's index, the skew) for the rank ledgers `paths`."""
+    if opener is None:
+        from memledger.ledger.model import Ledger
+
+        opener = Ledger.load
+    summaries = [opener(p).summary(top=top) for p in paths]
+    return summaries, worst_rank(summaries), rank_skew(summaries)

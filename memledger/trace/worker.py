@@ -132,7 +132,8 @@ def _allocator_pass(args) -> int:
     if cuda and _is_cuda_oom(outcome.error):
         cuda.note_oom(outcome.error)
     timing = {"step_ns": state["step_ns"]} if state["step_ns"] else {}
-    comm = collective_bytes_at_peak(cpu) if "RANK" in os.environ else {}  # Note [Collective scratch]
+    # Under torchrun: the peak counted by pointer (Note [Collective scratch])
+    comm = collective_bytes_at_peak(cpu) if "RANK" in os.environ else {}
     records = [{"k": "measured", "source": cpu.source, "device": dev, "peak_bytes": peak, **timing,
                 **comm} for dev, peak in cpu.peaks().items() if dev == "cpu"]
     if state["cuda"]:
