@@ -34,7 +34,7 @@ class Activations(_Model):
 class Measured(_Model):
     peak_bytes: int = Field(description="allocator-level peak, independent of the ledger")
     source: str = Field(description="'cpu-profiler', 'cuda-allocator' or 'none'")
-    collective_at_peak_bytes: int = Field(0, description="of peak_bytes: the collectives' own "
+    collective_at_peak_bytes: Optional[int] = Field(None, description="of peak_bytes: the collectives' own "
                                           "buffers (gloo), which no ledger sees (distributed)")
 
 
@@ -85,7 +85,8 @@ class Summary(_Model):
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
     def to_json_dict(self) -> dict:
-        return self.model_dump(by_alias=True)
+        # distributed-only keys (rank, world_size, ...) are left out of one-process summaries
+        return self.model_dump(by_alias=True, exclude_none=True)
 
 
 def summarize(led: Ledger, top: int = 10) -> Summary:
@@ -108,7 +109,7 @@ def summarize(led: Ledger, top: int = 10) -> Summary:
         activations=Activations(saved_bytes=int(saved["bytes"].sum()),
                                 by_module={str(k): int(v) for k, v in by_mod.items()}),
         measured=Measured(peak_bytes=int(meas["peak_bytes"]), source=str(meas["source"]),
-                          collective_at_peak_bytes=int(meas.get("collective_at_peak_bytes", 0))),
+                          collective_at_peak_bytes=meas.get("collective_at_peak_bytes")),
         resident=led.resident_at_end(),
         top_tensors=[TensorRow(bytes=int(r.bytes), category=r.category, module=r.module,
                                shape=r.shape, dtype=r.dtype, op=r.op, name=r.name)

@@ -46,7 +46,7 @@ def print_ranks(summaries: list[Summary], worst: int, skew: dict, console: Conso
     shards = ", ".join(f"{k} {format_bytes(v)}" for k, v in sorted(s.parameter_shards.items()))
     if shards:
         console.print(f"rank {worst} parameters at its peak: {shards}", highlight=False)
-    coll = s.measured.collective_at_peak_bytes
+    coll = s.measured.collective_at_peak_bytes or 0
     if coll:
         console.print(f"rank {worst}: {coll:,} B of its allocator peak are the collectives' own "
                       "buffers (gloo), which the dispatcher never sees (Note [Collective "

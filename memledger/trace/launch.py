@@ -3,7 +3,7 @@
     trace_ranks("examples/train_fsdp.py", [], "run.ledger", nproc=2, steps=2)
     # -> run.rank0.ledger, run.rank1.ledger (rank and world_size in each header)
 
-torch's own launcher (`python -m torch.distributed.run --standalone`) starts the ranks and
+torch's own launcher (`torch.distributed.run --standalone`, its Python API) starts the ranks and
 rendezvous; every rank runs `memledger.trace.worker` on the script, writing its own file
 (the paths are templates with `{rank}`). Both passes stop after the same optimizer step on
 every rank: the collector (and the allocator pass) raise `StopTracing` from the step's post
@@ -55,8 +55,9 @@ class RanksResult:
 
 
 def torchrun_command(nproc: int, worker_args: list[str]) -> list[str]:
-    """`python -m torch.distributed.run` running the trace worker on `nproc` local ranks."""
-    return [sys.executable, "-m", "torch.distributed.run", "--standalone",
+    """torch's launcher (`torch.distributed.run`, through memledger/trace/torchrun.py for a
+    quiet failure) running the trace worker on `nproc` local ranks."""
+    return [sys.executable, "-m", "memledger.trace.torchrun", "--standalone",
             "--nproc-per-node", str(nproc), "--max-restarts", "0",
             "-m", "memledger.trace.worker", *worker_args]
 

@@ -4,7 +4,8 @@ torchrun, and whether the script ever made a process group.
 # Note [A rank that never returns]
 A rank waiting in a collective that another rank never joins sits in C++ (gloo or NCCL)
 with the GIL released; Python signal handlers cannot run until the wait returns (gloo's own
-timeout is 30 min). The watchdog is a daemon thread: after `--timeout` seconds without an optimizer step it closes
+timeout is 30 min). The watchdog is a daemon thread: after `--timeout` seconds without an optimizer step (plus STARTUP_GRACE_S before the
+first one) it closes
 the ledger with status `timeout` (the records up to the last flush, plus the end record),
 writes the rank's status file and leaves with `os._exit(EXIT_SCRIPT_FAILED)`, so the other
 ranks' ledgers are kept and the launcher can name the rank that hung.
@@ -20,6 +21,11 @@ import time
 from typing import Callable
 
 from memledger.errors import EXIT_SCRIPT_FAILED
+
+
+# Before the first optimizer step the script imports, builds its model and joins the process
+# group: that much longer is allowed before the watchdog's first check.
+STARTUP_GRACE_S = 60.0
 
 
 class RankGuard:
@@ -51,7 +57,7 @@ class RankGuard:
             # so the collector writes its end record ("interrupted") and the file is whole.
             self._old_sigterm = signal.signal(signal.SIGTERM, signal.default_int_handler)
         if self.timeout_s and self.timeout_s > 0:
-            self._arm()
+            self._arm(STARTUP_GRACE_S)
         return self
 
     def __exit__(self, *exc) -> None:
@@ -62,10 +68,10 @@ class RankGuard:
         if self._old_sigterm is not None:
             signal.signal(signal.SIGTERM, self._old_sigterm)
 
-    def _arm(self) -> None:
+    def _arm(self, extra_s: float = 0.0) -> None:
         if self._timer is not None:
             self._timer.cancel()
-        self._timer = threading.Timer(self.timeout_s, self._fire)
+        self._timer = threading.Timer(self.timeout_s + extra_s, self._fire)
         self._timer.daemon = True
         self._timer.start()
 

@@ -1,0 +1,156 @@
+"""`--nproc 2`: FSDP2, DDP and ZeRO examples traced on two CPU ranks (gloo) through torchrun.
+
+One 2-rank trace per example, shared by every test here (each costs two torchrun launches).
+The model of examples/_dist_common.py with its defaults except `--vocab-size 255` for FSDP
+(to show the padding): n_layer 2, n_embd C=64, T=32, fp32.
+
+    parameters (floats): wte V×C + wpe 32×64 = 2,048 + 2 blocks × 49,984 + ln_f 128
+        V=256: 16,384 + 2,048 + 99,968 + 128 = 118,528 floats = 474,112 B
+        V=255: 16,320 + 2,048 + 99,968 + 128 = 118,464 floats = 473,856 B
+    block: ln_1 128 + c_attn 64×192+192 = 12,480 + c_proj 4,160 + ln_2 128
+           + c_fc 64×256+256 = 16,640 + c_proj 256×64+64 = 16,448  = 49,984 floats
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from memledger.cli import main
+from memledger.ledger.model import Ledger
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples"
+SCRIPTS = Path(__file__).parent / "scripts"
+
+MODEL_BYTES = 118_528 * 4                     # 474,112 B, V=256
+ADAMW_STATE = 2 * MODEL_BYTES + 28 * 4        # exp_avg + exp_avg_sq + a 4 B step per tensor (28)
+FSDP_ARGS = ["--vocab-size", "255"]
+
+
+@pytest.fixture(scope="module")
+def rank_ledgers(tmp_path_factory):
+    """{example: (run.ledger, [rank 0 Ledger, rank 1 Ledger])}: 1 step traced; FSDP and ZeRO
+    measured too (ZeRO runs under DDP, so its peak check covers DDP's buckets as well)."""
+    out = tmp_path_factory.mktemp("ranks")
+    found = {}
+    for name, extra, measure in (("fsdp", FSDP_ARGS, "--measure"), ("ddp", [], "--no-measure"),
+                                 ("zero", [], "--measure")):
+        path = out / f"{name}.ledger"
+        code = main(["trace", "--nproc", "2", "--steps", "1", measure,
+                     str(EXAMPLES / f"train_{name}.py"), "-o", str(path), "--", "--steps", "2",
+                     *extra])
+        assert code == 0, name
+        found[name] = (path, [Ledger.load(out / f"{name}.rank{r}.ledger") for r in (0, 1)])
+    return found
+
+
+def _sum(led: Ledger, **where) -> int:
+    st = led.storages
+    for col, val in where.items():
+        st = st[st[col] == val]
+    return int(st["bytes"].sum())
+
+
+def test_every_rank_has_its_own_ledger_with_rank_in_the_header(rank_ledgers):
+    for _, leds in rank_ledgers.values():
+        assert [(led.header["rank"], led.header["world_size"]) for led in leds] == [(0, 2), (1, 2)]
+        assert all(led.complete and led.steps_traced == 1 for led in leds)
+
+
+def test_fsdp_parameters_are_exactly_the_local_shards(rank_ledgers):
+    # V=255: wte (255, 64) pads to 256 rows, 128 per rank; every other dim 0 is even.
+    # per rank: (118,464 + 64 padding) / 2 = 59,264 floats = 237,056 B
+    for led in rank_ledgers["fsdp"][1]:
+        assert _sum(led, category="parameter", shard="sharded") == 237_056
+        s = led.summary()
+        assert s.parameter_shards["sharded"] == 237_056
+        # gathered for compute, freed after: named, and at most the model's unsharded size
+        unsharded = led.storages[led.storages["shard"] == "unsharded"]
+        assert {"blocks.0.attn.c_attn.weight", "blocks.1.mlp.c_fc.weight"} <= set(unsharded["name"])
+        assert 0 < s.parameter_shards.get("unsharded", 0) <= 473_856
+
+
+def test_fsdp_gathers_and_reduce_scatters_are_communication_per_unit(rank_ledgers):
+    led = rank_ledgers["fsdp"][1][0]
+    comm = led.storages[led.storages["category"] == "communication"]
+    # one block's flat all-gather / reduce-scatter buffer: 49,984 floats = 199,936 B,
+    # attributed to the FSDP unit it serves (Note [Sharded storages], 4.)
+    blocks = comm[comm["bytes"] == 199_936]
+    assert set(blocks["module"]) == {"blocks.0", "blocks.1"}
+    assert (blocks["phase"] == "backward").any() and (blocks["phase"] == "forward").any()
+    # the reduce-scatter's output is the sharded gradient: 2 blocks + root, per rank ½
+    assert _sum(led, category="gradient") == 237_056
+
+
+def test_ddp_holds_the_whole_model_and_its_bucket_is_communication(rank_ledgers):
+    for led in rank_ledgers["ddp"][1]:
+        assert _sum(led, category="parameter") == MODEL_BYTES
+        assert set(led.storages.loc[led.storages["category"] == "parameter", "shard"]) == {""}
+        assert _sum(led, category="gradient") == MODEL_BYTES
+        # one bucket (the model is under DDP's first-bucket cap of 1 MiB): 474,112 B
+        comm = led.storages[led.storages["category"] == "communication"]
+        assert MODEL_BYTES in set(comm["bytes"])
+        assert not ((led.storages["category"] == "temporary")
+                    & (led.storages["bytes"] == MODEL_BYTES)).any()
+
+
+def test_zero_shards_the_optimizer_state(rank_ledgers):
+    state = [led.resident_at_end()["optimizer_state"] for led in rank_ledgers["zero"][1]]
+    # AdamW state of all 28 tensors: 2 × 474,112 + 28 × 4 = 948,336 B, split by ZeRO's
+    # greedy partition (by size) into two near-halves
+    assert sum(state) == ADAMW_STATE
+    assert all(0.45 * ADAMW_STATE < s < 0.55 * ADAMW_STATE for s in state)
+    for led in rank_ledgers["zero"][1]:   # parameters and gradients stay whole (DDP)
+        assert _sum(led, category="parameter") == MODEL_BYTES
+
+
+@pytest.mark.parametrize("name", ["fsdp", "zero"])
+def test_each_rank_ledger_peak_matches_its_allocator_peak(rank_ledgers, name):
+    # within 0.5 %, once the collectives' own buffers (gloo's, inside c10d ops, which the
+    # dispatcher never sees: Note [Collective scratch]) are named
+    for led in rank_ledgers[name][1]:
+        m = led.measured
+        explained = m["peak_bytes"] - m.get("collective_at_peak_bytes", 0)
+        assert abs(explained - led.peak().bytes) <= 0.005 * m["peak_bytes"], (name, m)
+
+
+def test_show_finds_every_rank_and_names_the_worst(rank_ledgers, capsys):
+    path, leds = rank_ledgers["fsdp"]
+    assert main(["show", str(path), "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert [r["rank"] for r in d["ranks"]] == [0, 1]
+    worst = d["worst_rank"]
+    assert d["peak"] == d["ranks"][worst]["peak"] and d["schema"] == "memledger.summary/1"
+    peaks = [max(r["measured"]["peak_bytes"], r["peak"]["bytes"]) for r in d["ranks"]]
+    assert d["rank_skew"]["spread_bytes"] == max(peaks) - min(peaks)
+    assert main(["show", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "2 ranks" in out and "◀" in out and "rank skew" in out
+
+
+def test_check_limits_every_rank(rank_ledgers, capsys):
+    path, leds = rank_ledgers["zero"]
+    assert main(["check", str(path), "--budget", "100MiB", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["ok"] is True and len(d["ranks"]) == 2 and d["schema"] == "memledger.check/1"
+    assert main(["check", str(path), "--budget", "1MiB"]) == 1
+    assert "over budget on ranks 0, 1 of 2" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("mode, code, words", [
+    ("nopg", 2, ["never initialised a process group"]),
+    ("crash", 3, ["rank 1 failed", "ValueError: rank 1 broke on purpose"]),
+    ("hang", 3, ["rank", "no optimizer step for 4 s"]),
+])
+def test_bad_runs_end_in_one_line_and_keep_every_ledger(tmp_path, capsys, mode, code, words):
+    out = tmp_path / "bad.ledger"
+    rc = main(["trace", "--nproc", "2", "--timeout", "4", "--no-measure",
+               str(SCRIPTS / "dist_modes.py"), "-o", str(out), "--", mode])
+    err = capsys.readouterr().err
+    last = [ln for ln in err.splitlines() if ln.startswith("memledger:")][-1]
+    assert rc == code and all(w in last for w in words), err
+    for r in (0, 1):   # every rank's (partial) ledger is kept and readable
+        Ledger.load(tmp_path / f"bad.rank{r}.ledger")
