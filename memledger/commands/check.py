@@ -4,19 +4,18 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 from rich.table import Table
 
-from memledger.budget import CheckResult, evaluate, load_budget
-from memledger.budget.junit import junit_xml, write_text
-from memledger.budget.markdown import markdown
 from memledger.commands.common import console, err_console, print_json, stdout_to_stderr
 from memledger.errors import BudgetError, CheckFailed, LedgerFormatError
-from memledger.ledger.model import Ledger
-from memledger.trace.session import trace_script
 from memledger.units import format_bytes
+
+if TYPE_CHECKING:
+    from memledger.budget import CheckResult
+    from memledger.ledger.model import Ledger
 
 DEFAULT_STEPS = 3  # as `memledger trace`
 
@@ -33,6 +32,8 @@ def _pairs(values: list[str] | None, what: str) -> dict[str, str]:
 
 
 def _load(path: Path, what: str) -> Ledger:
+    from memledger.ledger.model import Ledger
+
     led = Ledger.load(path)
     if led.truncated or not led.complete:
         status = (led.end or {}).get("status", "cut off")
@@ -76,6 +77,11 @@ def check(
         "--markdown", help="write a Markdown summary (e.g. $GITHUB_STEP_SUMMARY)")] = None,
 ) -> None:
     """Check a script's (or a ledger's) memory against a budget. Exit 1 when over budget."""
+    from memledger.budget import evaluate, load_budget
+    from memledger.budget.junit import junit_xml, write_text
+    from memledger.budget.markdown import markdown
+    from memledger.trace.session import trace_script
+
     flags: dict = {"peak": budget, "categories": _pairs(category, "category"),
                    "phases": _pairs(phase, "phase"), "steps": steps}
     if max_increase is not None or baseline is not None:
