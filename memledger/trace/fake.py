@@ -14,8 +14,10 @@ Rules (numbered so that code can point here):
 1. Every tensor the script makes is fake: its storage is a `meta` storage of the same
    nbytes, so the ledger's rows (created/freed events, bytes) are those of the real run.
    A tensor that exists for real (made before the mode, `torch.from_numpy`, a file read
-   through numpy) is a *real constant*: FakeTensorMode fakes a copy of it when an op reads
-   it; its row keeps its real device and gets a `{"k": "real"}` record, so `show` labels it.
+   through numpy, the `torch.tensor(0)` behind BatchNorm's `num_batches_tracked`) is a
+   *real constant*: FakeTensorMode fakes a copy of it when an op reads it. Its row is on
+   device `real:cpu` (never the target's, so no category of the target counts it) and
+   gets a `{"k": "real"}` record; `show` gives their count and bytes.
 2. Ops that fake tensors send through dispatch but that allocate nothing and that a real
    run never dispatches (`prim.device` on every `.device` read, `aten.sym_size`, ...) are not
    events: event numbers stay those of the real run.
@@ -101,6 +103,10 @@ for _cpu, _like in (("_scaled_dot_product_flash_attention_for_cpu",
 # Rule 3: integer and bool results up to this many elements are also computed for real
 # (batch indices, token ids, masks), so `data[i:i + T]` slices T tokens, as in the run.
 SHADOW_NUMEL = 1 << 20   # 8 MiB of int64 at most
+
+# Rule 1: the device name of a real storage in a fake ledger ("real:cpu"): queries of the
+# target device never count it.
+REAL_PREFIX = "real:"
 
 FAKE_ERRORS = (DataDependentOutputException, DynamicOutputShapeException,
                UnsupportedOperatorException)
@@ -272,7 +278,11 @@ class FakeCollector(Collector):
         if ub is not None:
             self._note_standin(str(func), "upper bound: every element")
             func = ub
-        out = super().__torch_dispatch__(func, types, args, kwargs)
+        try:
+            out = super().__torch_dispatch__(func, types, args, kwargs)
+        except FAKE_ERRORS as e:   # Rule 3: the run stops here; exit 2 with the line
+            e.memledger_line = cannot_run_fake_line(e, str(func))
+            raise
         if isinstance(out, FakeTensor):             # Rule 4
             self._forget(out)
         elif isinstance(out, (list, tuple)):
@@ -336,7 +346,8 @@ class FakeCollector(Collector):
         fake_dev = getattr(t, "fake_device", None) if st.device.type == "meta" else None
         if fake_dev is None:   # Rule 1: a real tensor in a fake run
             self._real_next = True
-            return super()._where(t, st)
+            dev, n = super()._where(t, st)
+            return REAL_PREFIX + dev, n
         dev = self._fake_dev.get(fake_dev)
         if dev is None:
             dev = self.target.device if self.target.remap else str(fake_dev)
@@ -376,23 +387,31 @@ class FakeCollector(Collector):
                          "code": linecache.getline(filename, line).strip() if filename else ""})
 
 
-def fake_failure_line(exc: BaseException, script: str | Path | None = None) -> str | None:
-    """One line for a script that cannot run fake (exit 2), or None if `exc` is not that."""
-    if not isinstance(exc, FAKE_ERRORS):
-        return None
-    filename, line = "", 0
-    tb = exc.__traceback__
-    while tb is not None:
-        fn = tb.tb_frame.f_code.co_filename
-        if not (fn.startswith(_TORCH) or fn.startswith(_HERE) or fn.startswith("<frozen")
-                or fn.endswith("runpy.py")):
-            filename, line = fn, tb.tb_lineno
-        tb = tb.tb_next
-    what = {DataDependentOutputException: "reads a tensor's values",
-            DynamicOutputShapeException: "makes a tensor whose size depends on values",
-            UnsupportedOperatorException: "has no fake (meta) kernel"}
-    kind = next((v for k, v in what.items() if isinstance(exc, k)), "needs data")
-    op = str(exc.args[0]) if exc.args else type(exc).__name__
-    return (f"memledger: cannot run fake: {_where_text(filename, line) if filename else '?'}: "
-            f"{op} {kind}, which a --fake run does not have; run it for real, or compute that "
-            "value from shapes in the script")
+def cannot_run_fake_line(exc: BaseException, op: str) -> str:
+    """One line naming the script line where a fake run cannot go on (exit 2)."""
+    f = user_frame()
+    where = _where_text(f.f_code.co_filename, f.f_lineno) if f is not None else "?"
+    kind = ("makes a tensor whose size depends on its values"
+            if isinstance(exc, DynamicOutputShapeException) else
+            "has no fake (meta) kernel" if isinstance(exc, UnsupportedOperatorException)
+            else "reads tensor values")
+    return (f"memledger: cannot run fake at {where}: {op} {kind}, which a --fake run does "
+            "not have; compute it from shapes in the script, or trace it for real")
+
+
+NO_CUDA_HINT = "not compiled with CUDA"
+
+
+def fake_outcome(outcome, target: FakeTarget):
+    """A fake run's outcome, with CUDA calls on a CPU-only build turned into bad input."""
+    from memledger.errors import EXIT_SCRIPT_FAILED, EXIT_USAGE
+    from memledger.trace.script import ScriptOutcome
+
+    err = outcome.error
+    if outcome.code == EXIT_SCRIPT_FAILED and err is not None and (
+            NO_CUDA_HINT in str(err) or "not linked with support for cuda" in str(err)):
+        return ScriptOutcome(EXIT_USAGE, (
+            "memledger: the script asked for CUDA and this torch has none; run the script on "
+            f"cpu (e.g. `-- --device cpu`) and keep `--fake --device {target.device}`: the CPU "
+            "kernels' sizes are ledgered as CUDA (docs/fake.md)"), err)
+    return outcome
