@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from memledger.ledger.fake_info import FakeRun, fake_info
 from memledger.ledger.model import Ledger
 from memledger.ledger.names import block_of
 from memledger.ledger.schema import CATEGORIES, SUMMARY_SCHEMA
@@ -76,6 +77,7 @@ class Summary(_Model):
     resident: dict[str, int]
     top_tensors: list[TensorRow]
     idle: list[IdleRow]
+    fake: FakeRun | None = Field(None, description="fake runs only: target, stand-ins, FLOPs")
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
@@ -115,4 +117,5 @@ def summarize(led: Ledger, top: int = 10) -> Summary:
                       module=r.module, shape=r.shape,
                       op=r.op, name=r.name, idle_events=int(r.idle_events),
                       idle_byte_events=int(r.idle_byte_events)) for r in idle.itertuples()],
+        fake=fake_info(led),
     )

@@ -48,6 +48,8 @@ def _headline(s: Summary, source: str) -> list[Text]:
                       f" at step {pk.step} · {pk.phase} · {_op(pk.op) or '-'} in {_where(pk.module)}"
                       f" · event {pk.event}"),
     ]
+    if s.fake is not None:
+        lines.append(_fake_line(s))
     if s.measured.source != "none":
         lines.append(Text(f"Allocator peak {format_bytes(s.measured.peak_bytes)} "
                           f"({s.measured.source}): "
@@ -71,6 +73,24 @@ def agreement(measured: int, ledger: int) -> str:
     if diff > 0:
         return f"the ledger explains all but {diff:,} bytes ({share})"
     return f"the ledger counts {-diff:,} bytes ({share}) more than the allocator saw"
+
+
+def _fake_line(s: Summary) -> Text:
+    f = s.fake
+    how = ("fake CUDA tensors" if f.kernels == "cuda" else
+           "CPU kernels' sizes" + (f" as {f.target_device}" if f.target_device != "cpu" else ""))
+    rounding = f", every size rounded to {f.rounding_bytes} B blocks" if f.rounding_bytes else ""
+    text = (f"Fake run (FakeTensorMode, {how}{rounding}): no data, no allocator pass; "
+            f"{f.flops / 1e9:,.1f} GFLOP traced")
+    if f.real_storages:
+        text += (f"\n  {f.real_storages} real tensors ({format_bytes(f.real_bytes)}) stayed on "
+                 "the host as real:cpu, outside every category")
+    for si in f.standins[:8]:
+        text += f"\n  stand-in {si.value} for {si.op} at {si.file.rsplit('/', 1)[-1]}:{si.line}"
+        text += f"  {si.code}" if si.code else ""
+    if len(f.standins) > 8:
+        text += f"\n  ... {len(f.standins) - 8} more (show --json)"
+    return Text(text, style="yellow")
 
 
 def _breakdown(s: Summary) -> Table:
