@@ -9,7 +9,9 @@ from typing import Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from memledger.ledger.fake_info import FakeRun, fake_info
 from memledger.ledger.model import Ledger
+from memledger.ledger.names import block_of
 from memledger.ledger.schema import CATEGORIES, SUMMARY_SCHEMA
 
 
@@ -29,6 +31,9 @@ class Peak(_Model):
 class Activations(_Model):
     saved_bytes: int = Field(description="saved-for-backward bytes live just before backward")
     by_module: dict[str, int] = Field(description="the same, by the module that saved them")
+    by_block: dict[str, int] = Field(
+        default_factory=dict, description="the same, rolled up per repeated block "
+        "('blocks.0.attn' -> 'blocks.0', see ledger/names.py), largest first")
 
 
 class Measured(_Model):
@@ -81,6 +86,7 @@ class Summary(_Model):
     parameter_shards: dict[str, int] = Field(
         default_factory=dict, description="parameter bytes at the peak by shard role: "
         "'sharded' (the local shard), 'unsharded' (gathered for compute), 'full' (not sharded)")
+    fake: FakeRun | None = Field(None, description="fake runs only: target, stand-ins, FLOPs")
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
@@ -95,6 +101,9 @@ def summarize(led: Ledger, top: int = 10) -> Summary:
     live = led.live_at(pk.event).head(top)
     _, saved = led.saved_before_backward()
     by_mod = saved.groupby("saved_module")["bytes"].sum().sort_values(ascending=False)
+    by_block: dict[str, int] = {}
+    for mod, b in by_mod.items():
+        by_block[block_of(str(mod))] = by_block.get(block_of(str(mod)), 0) + int(b)
     idle = led.idle_offenders(top)
     meas = led.measured or {"peak_bytes": 0, "source": "none"}
     return Summary(
@@ -107,7 +116,8 @@ def summarize(led: Ledger, top: int = 10) -> Summary:
         by_phase_peak={k: v for k, v in led.peak_by("phase").items()},
         by_step_peak={str(k): v for k, v in led.peak_by("step").items()},
         activations=Activations(saved_bytes=int(saved["bytes"].sum()),
-                                by_module={str(k): int(v) for k, v in by_mod.items()}),
+                                by_module={str(k): int(v) for k, v in by_mod.items()},
+                                by_block=dict(sorted(by_block.items(), key=lambda kv: -kv[1]))),
         measured=Measured(peak_bytes=int(meas["peak_bytes"]), source=str(meas["source"]),
                           collective_at_peak_bytes=meas.get("collective_at_peak_bytes")),
         resident=led.resident_at_end(),
@@ -120,6 +130,7 @@ def summarize(led: Ledger, top: int = 10) -> Summary:
                       idle_byte_events=int(r.idle_byte_events)) for r in idle.itertuples()],
         rank=led.header.get("rank"), world_size=led.header.get("world_size"),
         parameter_shards=_shards(led, pk.event),
+        fake=fake_info(led),
     )
 
 

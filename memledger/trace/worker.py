@@ -29,14 +29,22 @@ NO_STEP_MESSAGE = (
 
 def _ledger_pass(args) -> int:
     sink = FileSink(args.out)
-    collector = Collector(sink, max_steps=args.steps, header={
-        "script": args.script, "argv": args.argv, "steps_requested": args.steps,
-        **rank_header()})
+    header = {"script": args.script, "argv": args.argv, "steps_requested": args.steps,
+              **rank_header()}
+    if args.fake:   # the script runs above FakeTensorMode: memledger/trace/fake.py
+        from memledger.trace.fake import FakeTarget
+        collector = FakeTarget.for_device(args.device).collector(
+            sink, max_steps=args.steps, header=header)
+    else:
+        collector = Collector(sink, max_steps=args.steps, header=header)
     outcome = ScriptOutcome(EXIT_OK, "")
     guard = _guard(args, lambda reason: (collector.close("timeout", reason), sink.close()))
     try:
         with collector, guard:
             outcome = run_and_classify(args.script, args.argv)
+            if args.fake:
+                from memledger.trace.fake import fake_outcome
+                outcome = fake_outcome(outcome, collector.target)
             if _is_cuda_oom(outcome.error):  # the allocator's state at the OOM, for `show`
                 from memledger.trace.allocator import cuda_oom_record
                 sink.write(cuda_oom_record(outcome.error))
@@ -170,6 +178,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="allocator pass: steps timed untraced after the measured ones")
     p.add_argument("--timeout", type=float, default=0,
                    help="under torchrun: give up after this many seconds without a step")
+    p.add_argument("--fake", action="store_true", help="ledger pass above FakeTensorMode")
+    p.add_argument("--device", help="--fake: the target device (cpu, cuda)")
     p.add_argument("script")
     p.add_argument("argv", nargs=argparse.REMAINDER)
     args = p.parse_args(argv)
