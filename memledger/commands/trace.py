@@ -20,7 +20,7 @@ def trace(
     steps: Annotated[int, typer.Option(help="optimizer steps to trace, then stop the script")] = 3,
     nproc: Annotated[int, typer.Option(
         help="run SCRIPT on N ranks under torchrun: one ledger per rank (run.rank0.ledger, ...)",
-        min=1)] = 0,
+        min=0)] = 0,
     timeout: Annotated[float, typer.Option(
         help="with --nproc: seconds without an optimizer step before a rank counts as hung")] =
         300.0,
