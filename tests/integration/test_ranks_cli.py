@@ -109,12 +109,17 @@ def test_zero_shards_the_optimizer_state(rank_ledgers):
 
 @pytest.mark.parametrize("name", ["fsdp", "zero"])
 def test_each_rank_ledger_peak_matches_its_allocator_peak(rank_ledgers, name):
-    # within 0.5 %, once the collectives' own buffers (gloo's, inside c10d ops, which the
-    # dispatcher never sees: Note [Collective scratch]) are named
+    # within 0.5 %, except for the gap named: the collectives' own buffers live at the
+    # allocator's peak (gloo's, allocated inside c10d ops, which the dispatcher never sees:
+    # Note [Collective scratch]). How much of them overlaps the peak depends on when gloo's
+    # async work finishes, so the gap lies anywhere from 0 to those bytes.
     for led in rank_ledgers[name][1]:
         m = led.measured
-        explained = m["peak_bytes"] - m.get("collective_at_peak_bytes", 0)
-        assert abs(explained - led.peak().bytes) <= 0.005 * m["peak_bytes"], (name, m)
+        gap = m["peak_bytes"] - led.peak().bytes
+        tol = 0.005 * m["peak_bytes"]
+        assert -tol <= gap <= m.get("collective_at_peak_bytes", 0) + tol, (name, m, gap)
+        if name == "zero":   # DDP's buckets are all-reduced in place: nothing to name
+            assert abs(gap) <= tol
 
 
 def test_show_finds_every_rank_and_names_the_worst(rank_ledgers, capsys):
