@@ -46,6 +46,7 @@ class PlanReport(BaseModel):
     predicted_added_time_s: float
     blocks: list[str] = Field(description="the repeated blocks the candidates act on")
     candidates: list[PolicyPrediction] = Field(description="every candidate, best first")
+    time_model: str = Field("traced", description="as predict's: 'traced' or how modelled")
 
     def to_json_dict(self) -> dict:
         return self.model_dump(by_alias=True)
@@ -104,13 +105,14 @@ def candidates(blocks: list[str]) -> list[Policy]:
 
 
 def plan(led: Ledger, budget_bytes: int, step_time_s: float | None = None,
-         bandwidth: float | None = None) -> PlanReport:
+         bandwidth: float | None = None, flops: float | None = None) -> PlanReport:
     blocks = repeated_blocks(led)
     if not blocks:
         raise PolicyError("plan found no repeated blocks (numbered children such as blocks.0, "
                           "blocks.1) in the ledger's modules; use `memledger predict` with "
                           "your own --policy instead")
-    report = predict(led, candidates(blocks), step_time_s=step_time_s, bandwidth=bandwidth)
+    report = predict(led, candidates(blocks), step_time_s=step_time_s, bandwidth=bandwidth,
+                     flops=flops)
     ranked = sorted(report.policies, key=lambda p: (p.peak_bytes > budget_bytes,
                                                     p.added_time_s if p.peak_bytes <= budget_bytes
                                                     else p.peak_bytes, p.peak_bytes))
@@ -120,4 +122,4 @@ def plan(led: Ledger, budget_bytes: int, step_time_s: float | None = None,
                       fits=fits, policy=best.policy if fits else "",
                       predicted_peak_bytes=best.peak_bytes,
                       predicted_added_time_s=best.added_time_s, blocks=blocks,
-                      candidates=ranked)
+                      candidates=ranked, time_model=report.time_model)

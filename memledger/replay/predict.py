@@ -58,14 +58,21 @@ class PredictReport(BaseModel):
     untraced_step_time_s: float = Field(description="0 when unknown")
     copy_bytes_per_s: float = Field(description="0 when no policy offloads")
     policies: list[PolicyPrediction]
+    time_model: str = Field("traced", description="'traced', or how a fake ledger's time "
+                            "was modelled (FLOPs at a throughput)")
 
     def to_json_dict(self) -> dict:
         return self.model_dump(by_alias=True)
 
 
 def predict(led: Ledger, policies: list[Policy], step_time_s: float | None = None,
-            bandwidth: float | None = None, prep: Prepared | None = None) -> PredictReport:
+            bandwidth: float | None = None, prep: Prepared | None = None,
+            flops: float | None = None) -> PredictReport:
     prep = prep or Prepared.from_ledger(led)
+    time_model = "traced"
+    if led.header.get("fake"):   # no wall time: FLOPs / --flops (Note [Modelled time])
+        from memledger.replay.fake_time import modelled
+        prep, time_model = modelled(prep, led, flops, bandwidth)
     rng = CPU_RNG_STATE_BYTES if led.device == "cpu" else 0
     results = [replay(prep, p, rng_bytes=rng) for p in policies]
     base = prep.baseline_ledger_peak + prep.workspace
@@ -87,7 +94,7 @@ def predict(led: Ledger, policies: list[Policy], step_time_s: float | None = Non
         transfer = 2 * r.offload_bytes / steps / bw if bw and r.offload_bytes else 0.0
         out.append(_prediction(r, base, recompute, transfer, phase, step))
     return PredictReport(baseline_peak_bytes=base, untraced_step_time_s=untraced / 1e9,
-                         copy_bytes_per_s=bw, policies=out)
+                         copy_bytes_per_s=bw, policies=out, time_model=time_model)
 
 
 def _prediction(r: Replayed, base: int, recompute: float, transfer: float, phase,
