@@ -139,8 +139,9 @@ def print_result(result: CheckResult, source: str) -> None:
     if result.budget_sources:
         console.print(f"budget from {', '.join(result.budget_sources)}", style="dim")
     t = Table(box=None, pad_edge=False)
-    for col in ("limit", "budget (as written)", "budget", "actual", "margin", ""):
-        t.add_column(col, justify="right" if col in ("budget", "actual", "margin") else "left")
+    for col in ("limit", "as written", "budget", "actual", "margin", ""):
+        t.add_column(col, justify="right" if col in ("budget", "actual", "margin") else "left",
+                     overflow="fold", no_wrap=col != "as written")   # numbers are never cut
     for lim in result.limits:
         margin = -lim.over
         m = format_bytes(int(margin)) if lim.budget_bytes is not None else f"{margin*1e3:.1f} ms"
