@@ -20,6 +20,11 @@ def plan(
     step_time: Annotated[Optional[str], typer.Option(
         help="untraced step time, e.g. 25ms or 1.2s (default: from the ledger)")] = None,
     top: Annotated[int, typer.Option(help="candidates to list")] = 8,
+    flops: Annotated[Optional[float], typer.Option(
+        help="fake ledgers: target FLOP/s for modelled time, e.g. 4e14 (default per device)")]
+        = None,
+    bandwidth: Annotated[Optional[float], typer.Option(
+        help="offload copy bandwidth in bytes/s (fake ledgers: default per device)")] = None,
 ) -> None:
     """Pick the policy that fits BUDGET with the least added step time (exit 1: none fits).
 
@@ -29,7 +34,8 @@ def plan(
 
     budget_bytes = parse_bytes(budget)
     step_time_s = None if step_time is None else parse_duration(step_time)
-    report = make_plan(open_ledger(ledger), budget_bytes, step_time_s=step_time_s)
+    report = make_plan(open_ledger(ledger), budget_bytes, step_time_s=step_time_s,
+                       flops=flops, bandwidth=bandwidth)
     if json_:
         print_json(report.to_json_dict())
     else:
@@ -54,3 +60,5 @@ def _render(report, budget: str, top: int) -> None:
                   "yes" if c.peak_bytes <= report.budget_bytes else "no",
                   f"{c.added_time_s * 1e3:.1f}")
     console.print(t)
+    if report.time_model != "traced":
+        console.print(f"added ms/step {report.time_model}", style="yellow")
