@@ -7,7 +7,7 @@ that belong to the machine and device, not to the model: what torch's checkpoint
 costs per call and per saved tensor, what selective checkpointing's dispatch mode costs per
 op, and what the offloader costs per storage and per byte. Each is measured here with the
 mechanism `measure` really uses (torch.utils.checkpoint, memledger's Offloader), in thread
-CPU time, `REPS` times; each constant is reported as its median with the 10th and 90th
+CPU time (wall with several intra-op threads), `REPS` times; each constant is reported as its median with the 10th and 90th
 percentiles of the repetitions (`lo`, `hi`: the uncertainty band replay carries beside
 every added time).
 
@@ -46,7 +46,7 @@ from memledger.replay.calib_cache import machine_key, read_cached, write_cached
 
 REPS = 15        # repetitions per constant (the band is their 10th..90th percentile)
 INNER = 20       # timed iterations per repetition (the clock's resolution is ~1 us)
-_clock = time.thread_time_ns
+_clock = time.thread_time_ns   # set by measure_constants (see memledger/trace/timing.py)
 
 
 def calibration(device: str = "cpu", refresh: bool = False) -> dict:
@@ -57,7 +57,9 @@ def calibration(device: str = "cpu", refresh: bool = False) -> dict:
         data = read_cached(device, model)
         if data:
             return data
-    data = {"key": machine_key(device, model), "device": device, "clock": "thread_cpu",
+    from memledger.trace.timing import pick_clock
+
+    data = {"key": machine_key(device, model), "device": device, "clock": pick_clock()[0],
             "reps": REPS, "params": measure_constants(),
             "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     write_cached(data, device, model)
@@ -94,6 +96,10 @@ def _sac_context():
 
 
 def measure_constants() -> dict:
+    global _clock
+    from memledger.trace.timing import pick_clock
+
+    _clock = pick_clock()[1]
     x = torch.randn(64, requires_grad=True)
     runs = {}
     for k in (1, 33):

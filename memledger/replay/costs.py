@@ -144,32 +144,34 @@ class CostModel:
 
     def price(self, r: Replayed) -> AddedTime:
         w = r.work
-        vals = {which: self._price(w, which) for which in ("median", "lo", "hi")}
-        rec, tr, mach = vals["median"]
-        tot = {k: max(0.0, sum(v)) / 1e9 for k, v in vals.items()}
-        return AddedTime(seconds=tot["median"], lo=min(tot.values()), hi=max(tot.values()),
-                         recompute_s=rec / 1e9, transfer_s=tr / 1e9, machinery_s=mach / 1e9)
-
-    def _price(self, w: Work, which: str) -> tuple[float, float, float]:
         if w is None or not len(w.kind):
-            return 0.0, 0.0, 0.0
-        c = self.consts[which]
+            return AddedTime(0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
         step = self.prep.scope_step[w.scope_row]
         warm_steps = np.unique(step)
         warm_steps = warm_steps[warm_steps > 1] if (warm_steps > 1).any() else warm_steps
         warm = np.isin(step, warm_steps)
-        n_warm = max(len(warm_steps), 1)
+        shared = (warm, max(len(warm_steps), 1), self._share(w.ev0, w.ev1, w.rerun_end),
+                  self._kept_ns(w))
+        vals = {which: self._price(w, which, *shared) for which in ("median", "lo", "hi")}
+        rec, tr, mach = vals["median"]
+        tot = {k: sum(v) / 1e9 for k, v in vals.items()}
+        return AddedTime(seconds=tot["median"], lo=min(tot.values()), hi=max(tot.values()),
+                         recompute_s=rec / 1e9, transfer_s=tr / 1e9, machinery_s=mach / 1e9)
+
+    def _price(self, w: Work, which: str, warm: np.ndarray, n_warm: int, share: np.ndarray,
+               kept: np.ndarray) -> tuple[float, float, float]:
+        c = self.consts[which]
         re = (w.kind == Kind.CHECKPOINT) | (w.kind == Kind.SELECTIVE)
         sel = w.kind == Kind.SELECTIVE
         fwd = self.fwd[which][w.scope_row]
-        share = self._share(w.ev0, w.ev1, w.rerun_end)
-        recompute = np.where(re, fwd * share, 0.0) - self._kept_ns(w)
+        # per call, never below 0: a call cannot re-run for less than nothing
+        recompute = np.maximum(0.0, np.where(re, fwd * share, 0.0) - kept)
         machinery = np.where(re, c.ckpt_call + w.saves * c.ckpt_save, 0.0)
-        machinery += np.where(sel, c.sac_call + ((w.ev1 - w.ev0) + (w.rerun_end - w.ev0))
-                              * c.sac_op, 0.0)
+        machinery += np.where(sel, np.maximum(0.0, c.sac_call + ((w.ev1 - w.ev0) + (
+            w.rerun_end - w.ev0)) * c.sac_op), 0.0)
         machinery += np.where(w.kind == Kind.OFFLOAD, w.saves * c.pack, 0.0)
         off_warm = warm[w.off_call] if len(w.off_call) else np.zeros(0, dtype=bool)
-        nb = self.prep.nbytes[w.off_rows][off_warm].astype(np.float64)
+        nb = w.off_bytes[off_warm].astype(np.float64)
         transfer = float((c.file + nb * c.per_byte).sum())
         return (float(recompute[warm].sum()) / n_warm, transfer / n_warm,
                 float(machinery[warm].sum()) / n_warm)

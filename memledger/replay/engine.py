@@ -109,6 +109,7 @@ class Work:
     saves: np.ndarray          # int64 saves (packs) made by the call
     off_rows: np.ndarray       # int64 storages offloaded (indices into Prepared arrays)
     off_call: np.ndarray       # int64 the call that saved each of them
+    off_bytes: np.ndarray      # int64 their sizes
     save_ops: list[tuple[str, ...]] = field(default_factory=list)  # per part: kept op kinds
 
 
@@ -400,6 +401,7 @@ def _work(prep: Prepared, calls: _Calls, own: _Owners, seg: _Segments, off: np.n
     return Work(scope_row=calls.row, kind=calls.kind, part=calls.part, ev0=calls.ev0,
                 ev1=calls.ev1, rerun_end=rerun_end, saves=saves,
                 off_rows=np.flatnonzero(off), off_call=own.first_save[off],
+                off_bytes=prep.nbytes[off],
                 save_ops=[p.save_ops() if p.kind is PolicyKind.SELECTIVE else ()
                           for p in policy.parts])
 

@@ -7,6 +7,7 @@ use); every policy then works on these arrays only.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -133,6 +134,18 @@ class Prepared:
                                   np.asarray(op_names, dtype=object)[op_code]),
             calibration=dict(calib.get("params") or {}),
         )
+
+    def subset(self, keep: np.ndarray) -> "Prepared":
+        """The same run with only the storages in `keep` (a bool mask) and the kernel
+        scratch inside `scratch_keep` events; scopes and events unchanged. Replaying a
+        policy on a block's own storages gives that block's effect (plan.py, Note
+        [Blocks add up])."""
+        per_storage = ("nbytes", "created", "freed", "cat", "saved_first", "saved_last",
+                       "saved_mod_code", "unpack", "unpack_first", "fwd_last", "arg_end",
+                       "op_code", "saves")
+        out = dataclasses.replace(self, **{f: getattr(self, f)[keep] for f in per_storage})
+        out.__dict__["_modules"] = self.module_table
+        return out
 
     def modules(self) -> list[tuple[str, str]]:
         """(path, class name) of every module that ran a forward, in first-call order."""

@@ -11,9 +11,12 @@ its profiled steps it times further steps with two light instruments, one at a t
   a recompute and the ops selective checkpointing does not re-run; the mode's own overhead
   falls outside the timed interval.
 
-Why thread CPU time: the development machines are shared, and another process preempting
-this one stretches wall time but not this thread's CPU time. With one intra-op thread (CPU
-backward runs in the calling thread) the thread's CPU time is the work itself.
+Which clock: with one intra-op thread (`torch.get_num_threads() == 1`; CPU backward runs
+in the calling thread) the thread's CPU time is the work itself, and on a shared machine
+another process preempting this one stretches wall time but not this thread's CPU time.
+With several threads an op's work is spread over OpenMP workers that the calling thread's
+CPU time does not see (a 2-thread `addmm` showed half its work), so wall time is used.
+The record names the clock (`thread_cpu` or `wall`).
 
 Both are written as one `timing` record:
 
@@ -30,14 +33,21 @@ import torch
 from torch.nn.modules import module as nn_module
 from torch.utils._python_dispatch import TorchDispatchMode
 
-_clock = time.thread_time_ns
+
+
+def pick_clock() -> tuple[str, object]:
+    """("thread_cpu", time.thread_time_ns) with one intra-op thread, else ("wall", ...)."""
+    if torch.get_num_threads() == 1:
+        return "thread_cpu", time.thread_time_ns
+    return "wall", time.perf_counter_ns
 
 
 class ModuleTimer:
     """Thread CPU time of each module forward call; paths as `named_modules()` names them
     from the first top-level module with parameters (the model)."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock=time.thread_time_ns) -> None:
+        self._clock = clock
         self.steps: list[list[tuple[str, int]]] = []
         self._paths: dict[int, str] = {}
         self._stack: list[tuple[str | None, int]] = []
@@ -56,14 +66,14 @@ class ModuleTimer:
         if path is None and not self._stack and next(module.parameters(), None) is not None:
             self._paths.update({id(m): n for n, m in module.named_modules()})
             path = self._paths[id(module)]
-        self._stack.append((path, _clock()))
+        self._stack.append((path, self._clock()))
 
     def _post(self, module, args, output) -> None:
         if not self._stack:
             return
         path, t0 = self._stack.pop()
         if path is not None and self.steps:
-            self.steps[-1].append((path, _clock() - t0))
+            self.steps[-1].append((path, self._clock() - t0))
 
     def remove(self) -> None:
         self.active = False
@@ -76,14 +86,15 @@ class OpTimer(TorchDispatchMode):
     """Each op's thread CPU time, in call order (record_function markers skipped, as the
     collector skips them, so the k-th op here is the k-th event of a traced step)."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock=time.thread_time_ns) -> None:
         super().__init__()
+        self._clock = clock
         self.ops: list[tuple[str, int]] = []
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        t0 = _clock()
+        t0 = self._clock()
         out = func(*args, **(kwargs or {}))
-        t1 = _clock()
+        t1 = self._clock()
         if func.namespace != "profiler":
             self.ops.append((func.overloadpacket.__name__, t1 - t0))
         return out
@@ -95,7 +106,8 @@ class StepTimers:
 
     def __init__(self, module_steps: int) -> None:
         self.module_steps = module_steps
-        self.modules = ModuleTimer()
+        self.clock_name, self._clock = pick_clock()
+        self.modules = ModuleTimer(self._clock)
         self.ops: OpTimer | None = None
         self.done = False
         self._n = 0
@@ -111,7 +123,7 @@ class StepTimers:
             self.modules.start_step()
         else:
             self.modules.active = False
-            self.ops = OpTimer()
+            self.ops = OpTimer(self._clock)
             self.ops.__enter__()
         self._n += 1
 
@@ -127,7 +139,7 @@ class StepTimers:
             steps = steps[:-1]            # the last module step was cut short
         if not steps:
             return None
-        return {"k": "timing", "device": device, "clock": "thread_cpu",
+        return {"k": "timing", "device": device, "clock": self.clock_name,
                 "modules": [[[p, int(ns)] for p, ns in s] for s in steps],
                 "ops": [[o, int(ns)] for o, ns in (self.ops.ops if self.ops and self.done
                                                     else [])]}

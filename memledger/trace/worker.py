@@ -112,9 +112,9 @@ def _allocator_pass(args) -> int:
     scratch = op_scratch(cpu)   # Note [Kernel scratch]: for replay
     if scratch:
         records.append({"k": "opscratch", "device": "cpu", "ops": scratch})
-    timing = timers.record("cuda:0" if cuda else "cpu")
-    if timing:
-        records.append(timing)
+    timed = timers.record("cuda:0" if cuda else "cpu")
+    if timed:
+        records.append(timed)
     records += _calibration_records("cuda:0" if cuda else "cpu")
     steps = min(state["n"], args.steps)
     with open(args.out, "w", encoding="utf-8") as fh:
