@@ -11,15 +11,15 @@ from rich.table import Table
 from memledger.commands.common import console, err_console, open_ledger, print_json, \
     stdout_to_stderr
 from memledger.errors import CheckFailed
-from memledger.units import format_bytes, parse_bytes
+from memledger.units import format_bytes, parse_bytes, parse_duration
 
 
 def plan(
     ledger: Annotated[Path, typer.Argument(help="a ledger written by `memledger trace`")],
     budget: Annotated[str, typer.Option(help="peak to fit under, e.g. 1.5GiB or 800MB")],
     json_: Annotated[bool, typer.Option("--json", help="print memledger.plan/1 as JSON")] = False,
-    step_time: Annotated[Optional[float], typer.Option(
-        help="untraced step time in seconds (only for ledgers without untraced timings)")] = None,
+    step_time: Annotated[Optional[str], typer.Option(
+        help="untraced step time, e.g. 25ms (only for ledgers without untraced timings)")] = None,
     bandwidth: Annotated[Optional[float], typer.Option(
         help="offload copy bandwidth in bytes/s (default: the machine's calibration)")] = None,
     measure: Annotated[bool, typer.Option(
@@ -37,7 +37,8 @@ def plan(
 
     budget_bytes = parse_bytes(budget)
     led = open_ledger(ledger)
-    report = make_plan(led, budget_bytes, step_time_s=step_time, bandwidth=bandwidth)
+    step_time_s = None if step_time is None else parse_duration(step_time)
+    report = make_plan(led, budget_bytes, step_time_s=step_time_s, bandwidth=bandwidth)
     if measure and report.fits:
         from memledger.measure.plan_check import measure_plan
 
