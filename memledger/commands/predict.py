@@ -23,8 +23,7 @@ def predict(
         help="untraced baseline step time, e.g. 25ms or 1.2s (scales traced recompute "
         "times)")] = None,
     bandwidth: Annotated[Optional[float], typer.Option(
-        help="offload copy bandwidth in bytes/s (default: measured on this machine; "
-             "fake ledgers: per device, docs/fake.md)")] = None,
+        help="offload copy bandwidth in bytes/s (default: measured on this machine)")] = None,
     flops: Annotated[Optional[float], typer.Option(
         help="fake ledgers: target FLOP/s for modelled time, e.g. 4e14 (default per device, "
              "docs/fake.md)")] = None,
@@ -53,7 +52,8 @@ def predict(
             where += f" (recompute {p.peak_in_recompute})"
         t.add_row(p.policy.replace("+", "+\n"),  # one part per line
                   format_bytes(p.peak_bytes), format_signed_bytes(-p.saving_bytes),
-                  f"{p.added_time_s * 1e3:.1f}", where)
+                  f"{p.added_time_s * 1e3:.1f}\n({p.added_time_lo_s * 1e3:.1f}–"
+                  f"{p.added_time_hi_s * 1e3:.1f})" if p.added_time_s else "0.0", where)
     console.print(t)
     if rep.time_model != "traced":
         console.print(f"+ms/step {rep.time_model}", style="yellow")
@@ -61,7 +61,7 @@ def predict(
         console.print("+ms/step includes offload copies at "
                       f"{rep.copy_bytes_per_s / 2**20:.0f} MiB/s (see --json: transfer_s)",
                       style="dim")
-    if not rep.untraced_step_time_s and rep.time_model == "traced":
+    if rep.cost_source == "traced" and not rep.untraced_step_time_s:
         console.print("added time from traced times, tracing overhead included (an upper "
                       "bound); pass --step-time "
                       "with the untraced step time from `memledger measure ... --policy none`",

@@ -24,6 +24,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from memledger.replay.timings import Timings
+
 
 @dataclass(frozen=True)
 class Rates:
@@ -58,19 +60,38 @@ def flops_by_event(led) -> np.ndarray:
 
 
 def modelled(prep, led, flops: float | None = None,
-             bandwidth: float | None = None) -> tuple[object, str]:
-    """`prep` with every time replaced by FLOPs / F (Note [Modelled time]), and a one-line
-    description for the output."""
+             bandwidth: float | None = None) -> tuple[object, str, float]:
+    """`prep` with its timings replaced by FLOPs / F (Note [Modelled time]), a one-line
+    description for the output, and the copy bandwidth to use. Idempotent."""
     r = rates_for(led.device, flops, bandwidth)
-    cum = np.concatenate([[0.0], np.cumsum(flops_by_event(led))])
-    ns = lambda f: np.rint(np.asarray(f) / r.flops * 1e9).astype(np.int64)   # noqa: E731
-    scope_ns = ns(cum[prep.scope_ev1] - cum[prep.scope_ev0])
-    ends = led.steps["ev"].to_numpy(dtype=np.int64) + 1 if len(led.steps) else np.zeros(0, int)
-    starts = np.concatenate([[0], ends[:-1]])
-    step_ns = ns(cum[np.minimum(ends, len(cum) - 1)] - cum[np.minimum(starts, len(cum) - 1)])
-    untraced = float(np.median(step_ns)) if len(step_ns) else 0.0
-    prep = replace(prep, scope_ns=scope_ns, step_ns=step_ns, untraced_step_ns=untraced,
-                   copy_bytes_per_s=r.bandwidth)
     text = (f"modelled: FLOPs at {r.flops / 1e12:g} TFLOP/s, copies at "
             f"{r.bandwidth / 1e9:g} GB/s (fake ledger, no measured time)")
-    return prep, text
+    if prep.timings is not None and prep.timings.source == "modelled":
+        return prep, text, r.bandwidth
+    per_ev = flops_by_event(led)
+    cum = np.concatenate([[0.0], np.cumsum(per_ev)])
+    n = len(cum) - 1
+    call = (cum[np.clip(prep.scope_ev1, 0, n)] - cum[np.clip(prep.scope_ev0, 0, n)]) \
+        / r.flops * 1e9                                                     # ns per call
+    ends = led.steps["ev"].to_numpy(dtype=np.int64) + 1 if len(led.steps) else np.zeros(0, int)
+    starts = np.concatenate([[0], ends[:-1]])
+    step_ns = np.rint((cum[np.minimum(ends, n)] - cum[np.minimum(starts, n)])
+                      / r.flops * 1e9).astype(np.int64)
+    timings = Timings(call_ns=call, call_lo=call.copy(), call_hi=call.copy(),
+                      op_ns=per_ev / r.flops * 1e9,
+                      op_kind=np.full(n, "", dtype=object), source="modelled")
+    prep = replace(prep, timings=timings, scope_ns=np.rint(call).astype(np.int64),
+                   step_ns=step_ns, copy_bytes_per_s=r.bandwidth,
+                   untraced_step_ns=float(np.median(step_ns)) if len(step_ns) else 0.0)
+    return prep, text, r.bandwidth
+
+
+def prepare(led, prep=None, flops: float | None = None, bandwidth: float | None = None):
+    """For predict and plan: (prep, time model text, bandwidth). Real ledgers pass through
+    ('traced' means whatever the cost model measured); fake ones are modelled."""
+    from memledger.replay.prepared import Prepared
+
+    prep = prep or Prepared.from_ledger(led)
+    if not led.header.get("fake"):
+        return prep, "traced", bandwidth
+    return modelled(prep, led, flops, bandwidth)
