@@ -167,9 +167,11 @@ def test_fake_predict_time_is_modelled_from_flops(real_and_fake):
     s1_end = int(fake.steps["ev"].iloc[0])
     step2 = per_ev[s1_end + 1:int(fake.steps["ev"].iloc[1]) + 1].sum()
     assert rep.untraced_step_time_s == pytest.approx(step2 / 1e12, abs=1e-9)   # whole ns
-    # recompute re-runs at most the blocks' forward FLOPs of one step
+    # recompute re-runs at most the blocks' forward FLOPs of one step (machinery constants,
+    # from this machine's calibration if any, come on top)
     sc = fake.scopes[(fake.scopes["ph"] == "forward") & (fake.scopes["step"] == 2)
                      & fake.scopes["mod"].str.fullmatch(r"blocks\.\d+")]
     blocks_fwd = sum(per_ev[a:b].sum() for a, b in zip(sc["ev0"], sc["ev1"]))
-    added = rep.policies[0].added_time_s
-    assert 0 < added <= blocks_fwd / 1e12 * (1 + 1e-9)
+    recompute = rep.policies[0].recompute_s
+    assert 0 < recompute <= blocks_fwd / 1e12 * (1 + 1e-9)
+    assert rep.cost_source == "modelled"
