@@ -124,6 +124,8 @@ class DoctorProbe(TorchFunctionMode):
         self._opts: dict[int, int] = {}                # id(optimizer) -> index
         self._opt_steps: dict[int, int] = {}
         self._scheds: list[tuple[weakref.ref, int, bool]] = []
+        self._sched_steps: dict[int, int] = {}         # scheduler index -> steps so far
+        self._sched_cls: list[str] = []
         self._steps = 0
         self._in_opt = 0
         # Note [Which backward reached a parameter]
@@ -161,14 +163,19 @@ class DoctorProbe(TorchFunctionMode):
         self._finish()
 
     def _finish(self) -> None:
-        for ref, opt_index, before_first in self._scheds:
-            s = ref()
-            if s is not None:
+        self._count_scheduler_steps()
+        for k, (ref, opt_index, before_first) in enumerate(self._scheds):
+            if opt_index >= 0:
                 self.records.append({
-                    "k": "sched", "cls": type(s).__name__, "opt": opt_index,
-                    "before_first_step": before_first,
-                    "steps": int(getattr(s, "_step_count", 1)) - 1,
+                    "k": "sched", "cls": self._sched_cls[k], "opt": opt_index,
+                    "before_first_step": before_first, "steps": self._sched_steps.get(k, 0),
                     "opt_steps": self._opt_steps.get(opt_index, 0)})
+
+    def _count_scheduler_steps(self) -> None:
+        for k, (ref, _, _) in enumerate(self._scheds):
+            s = ref()
+            if s is not None:   # gone once the script ends: keep the last count seen
+                self._sched_steps[k] = int(getattr(s, "_step_count", 1)) - 1
         self.records.append({"k": "end", "steps": self._steps, "backward": self._bw})
         self._prev_roots, self._pre_roots = {}, {}
 
@@ -233,6 +240,7 @@ class DoctorProbe(TorchFunctionMode):
                     fresh = not bool(g.any())
         if fresh:
             self._bws[pid] = []
+            self._accum[pid] = 0
             self._consumed.discard(pid)
         elif pid in self._consumed:
             self._consumed.discard(pid)
@@ -267,6 +275,8 @@ class DoctorProbe(TorchFunctionMode):
             if cut is not None:
                 if args and isinstance(args[0], _Tensor) and args[0].requires_grad:
                     self._cut(cut, args[0])
+                elif cut == "numpy":
+                    self._numpy_round_trip()
             elif not _grad_enabled() and getattr(func, "__name__", "") != "__get__":
                 for a in args:
                     if isinstance(a, _Tensor) and a.requires_grad:
@@ -329,6 +339,13 @@ class DoctorProbe(TorchFunctionMode):
             self._cuts[pid] = len(self.records)
         self.records.append({"k": "cut", "op": op, "window": self._steps + 1, "file": file,
                              "line": line, "params": sorted(self._index[p] for p in new)})
+
+    def _numpy_round_trip(self) -> None:
+        """`x.detach().numpy()`: the cut just recorded on this line is a numpy round trip."""
+        last = self.records[-1] if self.records else {}
+        if last.get("k") == "cut" and last["op"] == "detach" and \
+                (last["file"], last["line"]) == user_line(3):
+            last["op"] = "numpy"
 
     def _reach_params(self, root) -> list[int]:
         """Parameters whose AccumulateGrad the graph from `root` reaches (not yet visited)."""
@@ -423,6 +440,7 @@ class DoctorProbe(TorchFunctionMode):
             rec["frozen_moved"], rec["updated"] = moved, updated
             self._before = {}
             self._steps += 1
+            self._count_scheduler_steps()
             self._boundary()
             self._cuts, self._visited, self._ran, self._mode_seen = {}, set(), set(), set()
         self._in_opt -= 1
@@ -435,6 +453,7 @@ class DoctorProbe(TorchFunctionMode):
         for o in gc.get_objects():
             if issubclass(type(o), LRScheduler):  # type(): never wake lazy proxies
                 self._scheds.append((weakref.ref(o), -1, False))
+                self._sched_cls.append(type(o).__name__)
 
     # ---- step boundaries (Note [Cross-step retention]) --------------------------------------
     def _boundary(self) -> None:
