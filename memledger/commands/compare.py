@@ -26,6 +26,9 @@ def compare(
         "CUDA)", show_default=False)] = None,
     performance: Annotated[bool, typer.Option(
         help="after the gates, predict and measure peak and step time")] = True,
+    doctor: Annotated[bool, typer.Option(
+        help="first check the baseline's training mechanics (memledger doctor); an error "
+        "there stops compare with exit 1")] = True,
     json_: Annotated[bool, typer.Option("--json", help="print memledger.compare/1 JSON")] = False,
     html: Annotated[Optional[Path], typer.Option(
         help="also write a self-contained HTML report here", dir_okay=False)] = None,
@@ -48,7 +51,7 @@ def compare(
         raise ScriptError(f"--rtol must be >= 0, got {rtol!r}", exit_code=2)
     with stdout_to_stderr(json_):   # --json: stdout holds the JSON and nothing else
         rep = run_compare(script, script_args or [], pols, steps=steps, time_steps=time_steps,
-                          rtol=rtol, performance=performance,
+                          rtol=rtol, performance=performance, doctor=doctor,
                           progress=lambda m: err_console.print(m, style="dim"))
     if html is not None:
         from memledger.report.compare_html import write_compare_html
