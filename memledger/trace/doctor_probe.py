@@ -170,14 +170,14 @@ class DoctorProbe(TorchFunctionMode):
                     "k": "sched", "cls": self._sched_cls[k], "opt": opt_index,
                     "before_first_step": before_first, "steps": self._sched_steps.get(k, 0),
                     "opt_steps": self._opt_steps.get(opt_index, 0)})
+        self.records.append({"k": "end", "steps": self._steps, "backward": self._bw})
+        self._prev_roots, self._pre_roots = {}, {}
 
     def _count_scheduler_steps(self) -> None:
         for k, (ref, _, _) in enumerate(self._scheds):
             s = ref()
             if s is not None:   # gone once the script ends: keep the last count seen
                 self._sched_steps[k] = int(getattr(s, "_step_count", 1)) - 1
-        self.records.append({"k": "end", "steps": self._steps, "backward": self._bw})
-        self._prev_roots, self._pre_roots = {}, {}
 
     # ---- parameters and modules -----------------------------------------------------------
     def _add_param(self, p: nn.Parameter, name: str, owner: int, late: bool,
