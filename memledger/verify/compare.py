@@ -5,6 +5,9 @@
 
 The runs, each a fresh process, in this order:
 
+0. doctor (unless `doctor=False`): the probe alone on the baseline; an error finding stops
+   everything with exit 1 (`doctor_gate`): a policy cannot be judged against a baseline
+   that trains wrong (docs/doctor.md).
 1. capture: baseline twice, each policy once (memledger/verify/gates.py). These copy every
    gradient and state tensor, so nothing is measured in them.
 2. only if some policy passed: trace the baseline once (`trace_script`: ledger + allocator

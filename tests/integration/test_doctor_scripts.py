@@ -122,8 +122,10 @@ def test_no_false_positive_on_transformers_and_peft_loops(script):
     assert [f.line() for f in report.findings] == []
 
 
-@pytest.mark.parametrize("name", ["mlp", "cnn"])
+@pytest.mark.parametrize("name", ["mlp", "cnn", "gpt", "llama"])
 def test_no_false_positive_on_bundled_examples(name):
     example = Path(__file__).resolve().parents[2] / "examples" / f"train_{name}.py"
-    report, outcome = diagnose_in_process(example, ["--steps", "3"], 3)
+    if not example.exists():
+        pytest.skip(f"{example.name} is not in this checkout")
+    report, outcome = diagnose_in_process(example, [], 3)
     assert outcome.code == 0 and [f.line() for f in report.findings] == []
