@@ -27,12 +27,19 @@ def show(
     if rank_files := find_rank_files(ledger):  # `run.ledger` of `trace --nproc`: every rank
         _show_ranks(ledger, rank_files, json_, top)
         return
+    from memledger.doctor.findings import DoctorReport
+    from memledger.report.findings import print_findings
+
     led = open_ledger(ledger)
     s = led.summary(top=top)
+    doc = DoctorReport.from_ledger_extra(led.extra)   # None: the doctor did not run
     if json_:
-        print_json(s.to_json_dict())
+        print_json({**s.to_json_dict(), **({"doctor": doc.to_json_dict()} if doc else {})})
     else:
         print_summary(s, console, source=str(ledger))
+        if doc is not None:
+            console.print()
+            print_findings(doc, console)
         if timeline:
             console.print()
             print_timeline(led, console)

@@ -13,7 +13,9 @@ The model of examples/_dist_common.py with its defaults except `--vocab-size 255
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -30,12 +32,26 @@ ADAMW_STATE = 2 * MODEL_BYTES + 28 * 4        # exp_avg + exp_avg_sq + a 4 B ste
 FSDP_ARGS = ["--vocab-size", "255"]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def rank_ledgers(tmp_path_factory):
     """{example: (run.ledger, [rank 0 Ledger, rank 1 Ledger])}: 1 step traced; FSDP and ZeRO
     measured too (ZeRO runs under DDP, so its peak check covers DDP's buckets as well)."""
-    out = tmp_path_factory.mktemp("ranks")
-    found = {}
+    # One trace for the whole session even under pytest-xdist: the first worker traces into a
+    # directory every worker shares, the others wait on the lock and read the same ledgers.
+    base = tmp_path_factory.getbasetemp()   # under xdist: this session's popen-gwN
+    shared = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "ranks-ledgers"
+    shared.mkdir(exist_ok=True)
+    with open(shared / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (shared / "done").exists():
+            _trace_examples(shared)
+            (shared / "done").write_text("ok")
+    return {name: (shared / f"{name}.ledger",
+                   [Ledger.load(shared / f"{name}.rank{r}.ledger") for r in (0, 1)])
+            for name in ("fsdp", "ddp", "zero")}
+
+
+def _trace_examples(out: Path) -> None:
     for name, extra, measure in (("fsdp", FSDP_ARGS, "--measure"), ("ddp", [], "--no-measure"),
                                  ("zero", [], "--measure")):
         path = out / f"{name}.ledger"
@@ -43,8 +59,6 @@ def rank_ledgers(tmp_path_factory):
                      str(EXAMPLES / f"train_{name}.py"), "-o", str(path), "--", "--steps", "2",
                      *extra])
         assert code == 0, name
-        found[name] = (path, [Ledger.load(out / f"{name}.rank{r}.ledger") for r in (0, 1)])
-    return found
 
 
 def _sum(led: Ledger, **where) -> int:
