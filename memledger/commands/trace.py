@@ -31,6 +31,10 @@ def trace(
         help="run above FakeTensorMode: shapes, no data, no memory (docs/fake.md)")] = False,
     device: Annotated[Optional[str], typer.Option(
         help="--fake: the target device, cpu or cuda (default: the script's own)")] = None,
+    world: Annotated[int, typer.Option(
+        help="with --fake: simulate one rank of an N-rank job (fake process group), N <= 1024",
+        min=0)] = 0,
+    rank: Annotated[int, typer.Option(help="with --world: the rank simulated", min=0)] = 0,
 ) -> None:
     """Trace STEPS optimizer steps of SCRIPT into a ledger, then print where the peak is."""
     if nproc:
@@ -42,7 +46,7 @@ def trace(
     from memledger.trace.session import trace_script
 
     res = trace_script(script, script_args or [], output, steps=steps, measure=measure,
-                       fake=fake, device=device)
+                       fake=fake, device=device, world=world, rank=rank)
     s = open_ledger(res.ledger_path).summary()
     line = (f"[bold]{res.ledger_path}[/]: {res.steps} steps, peak "
             f"[magenta]{format_bytes(s.peak.bytes)}[/] at step {s.peak.step} ({s.peak.phase})")

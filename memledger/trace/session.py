@@ -81,7 +81,7 @@ def _worker(mode: str, script: Path, argv: list[str], out: Path, steps: int,
 
 def trace_script(script: str | Path, argv: list[str], out: str | Path, steps: int = 3,
                  measure: bool | None = None, fake: bool = False,
-                 device: str | None = None) -> TraceResult:
+                 device: str | None = None, world: int = 0, rank: int = 0) -> TraceResult:
     """Trace `steps` optimizer steps of `script` into the ledger `out`; raises on failure.
     `fake`: above FakeTensorMode for the target `device` (no allocator pass: docs/fake.md)."""
     script = check_script(script)
@@ -99,6 +99,11 @@ def trace_script(script: str | Path, argv: list[str], out: str | Path, steps: in
     if steps < 1:
         raise ScriptError("--steps must be at least 1", exit_code=EXIT_USAGE)
     fake_args = ("--fake", *(("--device", device) if device else ())) if fake else ()
+    if world:   # one simulated rank of `world`: memledger/trace/fake_world.py
+        if not fake:
+            raise ScriptError("--world simulates ranks above FakeTensorMode: add --fake (or "
+                              "run real ranks with --nproc)", exit_code=EXIT_USAGE)
+        fake_args += ("--world", str(world), "--rank", str(rank))
     res = _worker("ledger", script, argv, out, steps, quiet=False, extra=fake_args)
     if res["code"] == EXIT_USAGE and fake:   # the script cannot run fake: one line
         raise ScriptError(res["reason"], exit_code=EXIT_USAGE)

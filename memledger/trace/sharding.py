@@ -82,7 +82,8 @@ class ShardingMixin:
     def _mark_unsharded(self, module: torch.nn.Module, path: str) -> None:
         """Parameters FSDP has gathered for this module's forward (called from its hook)."""
         for name, p in module.named_parameters(recurse=False):
-            if (id(module), name) not in self._sharded_slots or type(p) not in _PLAIN:
+            if (id(module), name) not in self._sharded_slots \
+                    or getattr(p, "_local_tensor", None) is not None:   # still the DTensor
                 continue
             st = p.untyped_storage()
             if st.nbytes() == 0:
@@ -114,13 +115,21 @@ class ShardingMixin:
         self._refs[id(ref)] = (sid, key, ref)
         name, dtype, shape = self._unsharded.get(key, ("", "uint8", [new]))
         self.sink.write({"k": "alloc", "sid": sid, "ev": self._ev, "bytes": new,
-                         "dev": str(st.device), "dtype": dtype, "shape": shape, "op": "resize_",
+                         "dev": self._resized_device(st), "dtype": dtype, "shape": shape, "op": "resize_",
                          "mod": self._module_now(), "ph": self._phase, "step": self._step})
         self._last[sid] = self._ev
         if name:
             self._roles_written.add((sid, "parameter"))
             self.sink.write({"k": "role", "sid": sid, "role": "parameter", "name": name,
                              "shard": "unsharded"})
+
+    def _resized_device(self, st: torch.UntypedStorage) -> str:
+        """The device a resized storage is on; a fake run's meta storage stands for its
+        target device (memledger/trace/fake.py, Note [Fake runs] rule 5)."""
+        target = getattr(self, "target", None)
+        if st.device.type == "meta" and target is not None:
+            return target.device
+        return str(st.device)
 
     # ---- 3. collectives -----------------------------------------------------------------
     def _mark_communication(self, func: Any, args: tuple, out: Any) -> None:

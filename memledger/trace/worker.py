@@ -10,6 +10,7 @@ The parent (`memledger trace`) runs one pass after the other and joins them.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -31,6 +32,8 @@ def _ledger_pass(args) -> int:
     sink = FileSink(args.out)
     header = {"script": args.script, "argv": args.argv, "steps_requested": args.steps,
               **rank_header()}
+    world = _fake_world(args)
+    header.update(world.header() if world else {})
     if args.fake:   # the script runs above FakeTensorMode: memledger/trace/fake.py
         from memledger.trace.fake import FakeTarget
         collector = FakeTarget.for_device(args.device).collector(
@@ -40,11 +43,14 @@ def _ledger_pass(args) -> int:
     outcome = ScriptOutcome(EXIT_OK, "")
     guard = _guard(args, lambda reason: (collector.close("timeout", reason), sink.close()))
     try:
-        with collector, guard:
+        with world or contextlib.nullcontext(), collector, guard:
             outcome = run_and_classify(args.script, args.argv)
             if args.fake:
                 from memledger.trace.fake import fake_outcome
                 outcome = fake_outcome(outcome, collector.target)
+            if world and outcome.code != EXIT_OK:
+                from memledger.trace.fake_world import ddp_outcome
+                outcome = ddp_outcome(outcome, args.script)
             if _is_cuda_oom(outcome.error):  # the allocator's state at the OOM, for `show`
                 from memledger.trace.allocator import cuda_oom_record
                 sink.write(cuda_oom_record(outcome.error))
@@ -61,10 +67,17 @@ def _ledger_pass(args) -> int:
     return outcome.code
 
 
+def _fake_world(args):
+    """`--fake --world N --rank r`: Note [A simulated rank] (memledger/trace/fake_world.py)."""
+    if not args.world:
+        return None
+    from memledger.trace.fake_world import FakeWorld
+
+    return FakeWorld(args.world, args.rank)
+
+
 def _guard(args, on_timeout=None):
     """Under torchrun (`--nproc`): Note [A rank that never returns]; else nothing."""
-    import contextlib
-
     if "RANK" not in os.environ:
         return contextlib.nullcontext()
     from memledger.trace.rank_guard import RankGuard
@@ -197,6 +210,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="under torchrun: give up after this many seconds without a step")
     p.add_argument("--fake", action="store_true", help="ledger pass above FakeTensorMode")
     p.add_argument("--device", help="--fake: the target device (cpu, cuda)")
+    p.add_argument("--world", type=int, default=0, help="--fake: simulate one rank of N")
+    p.add_argument("--rank", type=int, default=0, help="--world: the rank simulated")
     p.add_argument("script")
     p.add_argument("argv", nargs=argparse.REMAINDER)
     args = p.parse_args(argv)

@@ -173,3 +173,43 @@ def test_bad_runs_end_in_one_line_and_keep_every_ledger(tmp_path, capsys, mode, 
     assert rc == code and all(w in last for w in words), err
     for r in (0, 1):   # every rank's (partial) ledger is kept and readable
         Ledger.load(tmp_path / f"bad.rank{r}.ledger")
+
+
+# ---- simulated ranks: --fake --world N (Note [A simulated rank]) -----------------------------
+
+def _fake_rank(tmp_path, world: int, *extra: str) -> Ledger:
+    out = tmp_path / f"sim{world}.ledger"
+    assert main(["trace", "--fake", "--world", str(world), "--steps", "1",
+                 str(EXAMPLES / "train_fsdp.py"), "-o", str(out), "--", "--steps", "2",
+                 *extra]) == 0
+    return Ledger.load(out)
+
+
+def test_fake_world_2_rank_0_is_the_real_rank_0(rank_ledgers, tmp_path):
+    real = rank_ledgers["fsdp"][1][0]
+    sim = _fake_rank(tmp_path, 2, *FSDP_ARGS)
+    assert (sim.header["rank"], sim.header["world_size"], sim.header["simulated"]) == (0, 2, True)
+    # the same categories at each one's peak, within 64 B (the real run's few Python scalars)
+    real_at, sim_at = real.by_category(real.peak().event), sim.by_category(sim.peak().event)
+    assert all(abs(real_at[c] - sim_at[c]) <= 64 for c in real_at), (real_at, sim_at)
+    assert abs(real.peak().bytes - sim.peak().bytes) <= 64
+    assert _sum(sim, category="parameter", shard="sharded") == 237_056
+
+
+def test_fake_world_64_keeps_one_64th_plus_padding(tmp_path):
+    sim = _fake_rank(tmp_path, 64, *FSDP_ARGS)
+    # each parameter's dim 0 is split in 64 rows-chunks, ceil(dim0 / 64) rows per rank:
+    #   wte (255, 64) -> 4 × 64 = 256; wpe (32, 64) -> 64; ln_f weight, bias -> 1 + 1
+    #   per block: ln_1 1 + 1, c_attn 3 × 64 + 3, attn c_proj 64 + 1, ln_2 1 + 1,
+    #              c_fc 4 × 64 + 4, mlp c_proj 1 × 256 + 1  = 781
+    #   256 + 64 + 2 + 2 × 781 = 1,884 floats = 7,536 B (the model / 64 is 7,404 B)
+    assert _sum(sim, category="parameter", shard="sharded") == 7_536
+    assert sim.summary().world_size == 64
+
+
+def test_fake_world_refuses_ddp_and_says_how_to_model_it(tmp_path, capsys):
+    rc = main(["trace", "--fake", "--world", "8", "--steps", "1",
+               str(EXAMPLES / "train_ddp.py"), "-o", str(tmp_path / "d.ledger"), "--",
+               "--steps", "2"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "memledger trace --nproc 1" in err and "DistributedDataParallel" in err
