@@ -175,3 +175,16 @@ def test_fake_predict_time_is_modelled_from_flops(real_and_fake):
     recompute = rep.policies[0].recompute_s
     assert 0 < recompute <= blocks_fwd / 1e12 * (1 + 1e-9)
     assert rep.cost_source == "modelled"
+
+
+@pytest.mark.parametrize("fake", [False, True])
+def test_device_reads_are_not_events(fake):
+    import torch
+
+    with memledger.trace(fake=fake) as led:
+        x = torch.randn(4)                      # event 0
+        for _ in range(10):
+            assert x.device.type == "cpu"       # prim.device under fake: not an event
+        y = x + 1                               # event 1
+        assert y.shape == (4,) and y.is_contiguous()
+    assert led.ledger.n_events == 2
