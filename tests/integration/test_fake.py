@@ -46,7 +46,7 @@ def real_and_fake():
 @pytest.mark.parametrize("name", list(EXAMPLES))
 def test_fake_peak_and_categories_equal_real(real_and_fake, name):
     real, fake = real_and_fake[name]
-    assert fake.header["fake"] is True and fake.header["target_device"] == "cpu"
+    assert fake.header["fake"] is True and fake_info(fake).target_device == "cpu"
     assert abs(fake.peak().bytes - real.peak().bytes) <= SETUP_CONSTANTS_BYTES
     assert fake.at_peak() == real.at_peak()
     assert (fake.peak().step, fake.peak().phase) == (real.peak().step, real.peak().phase)
@@ -188,3 +188,16 @@ def test_device_reads_are_not_events(fake):
         y = x + 1                               # event 1
         assert y.shape == (4,) and y.is_contiguous()
     assert led.ledger.n_events == 2
+
+
+def test_check_fake_gates_a_script_without_running_it(tmp_path, capsys):
+    import json
+
+    from memledger.cli import main
+
+    code = main(["check", str(ROOT / "examples" / "train_mlp.py"), "--fake", "--budget", "8MiB",
+                 "--json", "--", "--batch-size", "64"])
+    out = json.loads(capsys.readouterr().out)
+    # the MLP's real peak (tests/integration/test_check_deterministic.py): params 1,597,480
+    # + grads 1,597,480 + Adam state 3,194,984 + temporaries 2,101,764 + batch 66,048
+    assert out["peak_bytes"] == 8_557_756 and code == 1 and out["ok"] is False
