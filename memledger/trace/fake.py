@@ -161,7 +161,7 @@ class FakeTarget:
     @property
     def remap(self) -> bool:
         """CPU kernels stand in for another device: rewrite `device=` arguments."""
-        return self.kernels == "cpu" and self.device != "cpu"
+        return self.kernels == "cpu" and self.device.startswith("cuda")
 
     def header(self) -> dict[str, Any]:
         return {"fake": True, "target_device": self.device or "(the script's own)",
