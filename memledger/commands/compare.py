@@ -35,11 +35,15 @@ def compare(
     json_: Annotated[bool, typer.Option("--json", help="print memledger.compare/1 JSON")] = False,
     html: Annotated[Optional[Path], typer.Option(
         help="also write a self-contained HTML report here", dir_okay=False)] = None,
+    fake: Annotated[bool, typer.Option(hidden=True)] = False,
 ) -> None:
     """Gate each POLICY on inputs, gradients and update, then predicted vs measured (exit 1: rejected).
 
     Gates run first (same inputs, same gradients, an effective update, against a baseline
     run twice); only policies that pass get a performance verdict: ADOPT, OK or REJECT."""
+    if fake:
+        from memledger.trace.fake_options import refuse_fake
+        refuse_fake("compare")
     from memledger.replay.policies import policies_from_args
     from memledger.report.compare_table import compare_table, reasons
     from memledger.verify.compare import run_compare  # torch: only when comparing

@@ -22,6 +22,7 @@ from typing import Callable
 
 from memledger.ledger.model import Ledger
 from memledger.measure.runner import measure_script
+from memledger.replay.plan import pareto_points
 from memledger.replay.policies import Policy
 from memledger.replay.predict import predict
 from memledger.trace.session import check_script, trace_script
@@ -85,6 +86,7 @@ def _performance(report: CompareReport, script: Path, argv: list[str],
         led = Ledger.load(res.ledger_path)
         pred = predict(led, policies)
         at_peak = led.summary().at_peak
+        report.front = pareto_points(led)
     say("performance: measuring the baseline")
     none = Policy.parse("none")
     base = measure_script(script, argv, none, steps=steps, time_steps=time_steps)
