@@ -155,7 +155,8 @@ def _allocator_pass(script: Path, argv: list[str], nproc: int, steps: int, timeo
     status = str(tmp / "astatus.rank{rank}.json")
     snapshot = str(rank_file(out, 0)).replace(".rank0", ".rank{rank}") + ".cuda-snapshot.pickle"
     code, output = _launch(nproc, ["allocator", "--out", mtemplate, "--status", status,
-                                   "--steps", str(steps), "--timeout", str(timeout_s),
+                                   "--steps", str(steps), "--timing-steps", "2",
+                                   "--timeout", str(timeout_s),
                                    "--snapshot", snapshot, str(script), "--", *argv],
                            timeout_s, quiet=True)
     files = [tmp / f"measured.rank{r}.json" for r in range(nproc)]
