@@ -53,3 +53,12 @@ def test_fake_options_it_cannot_honour_exit_2_in_one_line(verb, capsys):
     assert main(verb) == 2
     err = capsys.readouterr().err
     assert err.startswith("memledger:") and err.strip().count("\n") == 0
+
+
+def test_budget_file_can_ask_for_a_fake_cuda_check():
+    from memledger.budget.model import Budget
+
+    b = Budget(fake=True, device="cuda", peak="80GiB")
+    assert (b.fake, b.device, b.peak.bytes if hasattr(b.peak, "bytes") else b.peak) == \
+        (True, "cuda", 80 * 2**30)
+    assert Budget(peak="1GiB").fake is False
