@@ -80,6 +80,11 @@ def check(
         = None,
     markdown_: Annotated[Optional[Path], typer.Option(
         "--markdown", help="write a Markdown summary (e.g. $GITHUB_STEP_SUMMARY)")] = None,
+    nproc: Annotated[int, typer.Option(
+        min=0, help="run the script on N ranks under torchrun; every rank is checked")] = 0,
+    timeout: Annotated[float, typer.Option(
+        help="with --nproc: seconds without an optimizer step before a rank counts as hung")] =
+        300.0,
     no_findings: Annotated[bool, typer.Option(
         "--no-findings", help="also fail on any `memledger doctor` finding (a script is "
         "doctored in its own run; a ledger must come from `memledger doctor -o`)")] = False,
@@ -110,6 +115,13 @@ def check(
     if bud.baseline is not None and bud.baseline.ledger is not None:
         base = _load(bud.baseline.ledger, "baseline")
 
+    if nproc or (target.suffix != ".py" and not target.exists()):  # several ranks
+        from memledger.commands.ranks import check_ranks, rank_ledgers_for_check
+
+        leds = rank_ledgers_for_check(target, script_args or [], nproc, bud.steps or DEFAULT_STEPS,
+                                      output, measure, timeout, json_, _load)
+        check_ranks(leds, bud, base, sources, str(target), json_, junit, markdown_)
+        return
     if target.suffix == ".py":
         with tempfile.TemporaryDirectory(prefix="memledger-check-") as tmp:
             out = output or Path(tmp) / "check.ledger"
