@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
+import contextlib
 import tempfile
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Iterator, Optional
 
 import typer
+from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from memledger.budget import CheckResult, evaluate, load_budget
-from memledger.budget.junit import junit_xml, write_text
-from memledger.budget.markdown import markdown
+from memledger.budget.junit import junit_error_xml, junit_xml, write_text
+from memledger.budget.markdown import markdown, markdown_error
 from memledger.commands.common import console, err_console, print_json, stdout_to_stderr
-from memledger.errors import BudgetError, CheckFailed, LedgerFormatError
+from memledger.errors import BudgetError, CheckFailed, LedgerFormatError, MemledgerError
 from memledger.ledger.model import Ledger
+from memledger.outputs import check_output
 from memledger.trace.session import trace_script
 from memledger.units import format_bytes
 
@@ -76,63 +80,96 @@ def check(
         "--markdown", help="write a Markdown summary (e.g. $GITHUB_STEP_SUMMARY)")] = None,
 ) -> None:
     """Check a script's (or a ledger's) memory against a budget. Exit 1 when over budget."""
-    flags: dict = {"peak": budget, "categories": _pairs(category, "category"),
-                   "phases": _pairs(phase, "phase"), "steps": steps}
-    if max_increase is not None or baseline is not None:
-        flags["baseline"] = {k: v for k, v in (("max_increase", max_increase),
-                                               ("ledger", baseline)) if v is not None}
-    if step_time is not None or step_time_tolerance is not None:
-        flags["step_time"] = {k: v for k, v in (("max", step_time),
-                                                ("tolerance", step_time_tolerance))
-                              if v is not None}
-    bud, sources = load_budget(config, flags, search_from=Path.cwd())
-    base = None
-    if bud.baseline is not None and bud.baseline.ledger is not None:
-        base = _load(bud.baseline.ledger, "baseline")
+    with _errors_reported(junit, markdown_, target):
+        flags: dict = {"peak": budget, "categories": _pairs(category, "category"),
+                       "phases": _pairs(phase, "phase"), "steps": steps}
+        if max_increase is not None or baseline is not None:
+            flags["baseline"] = {k: v for k, v in (("max_increase", max_increase),
+                                                   ("ledger", baseline)) if v is not None}
+        if step_time is not None or step_time_tolerance is not None:
+            flags["step_time"] = {k: v for k, v in (("max", step_time),
+                                                    ("tolerance", step_time_tolerance))
+                                  if v is not None}
+        bud, sources = load_budget(config, flags, search_from=Path.cwd())
+        _check_outputs(target, output, junit, markdown_)
+        base = None
+        if bud.baseline is not None and bud.baseline.ledger is not None:
+            base = _load(bud.baseline.ledger, "baseline")
 
-    if target.suffix == ".py":
-        with tempfile.TemporaryDirectory(prefix="memledger-check-") as tmp:
-            out = output or Path(tmp) / "check.ledger"
-            with stdout_to_stderr(json_):  # --json: stdout holds the JSON and nothing else
-                res = trace_script(target, script_args or [], out, measure=measure,
-                                   steps=bud.steps or DEFAULT_STEPS)
-            led = _load(res.ledger_path, "ledger")
-    else:
-        if script_args:
-            raise BudgetError(f"{target} is not a .py script: script arguments make no sense")
-        led = _load(target, "ledger")
-    result = evaluate(led, bud, baseline=base,
-                      baseline_name=str(bud.baseline.ledger) if bud.baseline else "",
-                      sources=sources)
-    if junit is not None:
-        write_text(junit, junit_xml(result), "JUnit report")
-    if markdown_ is not None:
-        write_text(markdown_, markdown(result), "Markdown summary")
-    if json_:
-        print_json(result.to_json_dict())
-    else:
-        print_result(result, str(target))
-    if not result.ok:
-        raise CheckFailed(f"over budget: {len(result.violations)} of {len(result.limits)} "
-                          f"limits exceeded ({', '.join(v.limit for v in result.violations)})")
+        if target.suffix == ".py":
+            with tempfile.TemporaryDirectory(prefix="memledger-check-") as tmp:
+                out = output or Path(tmp) / "check.ledger"
+                with stdout_to_stderr(json_):  # --json: stdout holds the JSON and nothing else
+                    res = trace_script(target, script_args or [], out, measure=measure,
+                                       steps=bud.steps or DEFAULT_STEPS)
+                led = _load(res.ledger_path, "ledger")
+        else:
+            if script_args:
+                raise BudgetError(f"{target} is not a .py script: script arguments make no sense")
+            led = _load(target, "ledger")
+        result = evaluate(led, bud, baseline=base,
+                          baseline_name=str(bud.baseline.ledger) if bud.baseline else "",
+                          sources=sources)
+        if json_:  # the verdict first: a report that cannot be written never hides it
+            print_json(result.to_json_dict())
+        else:
+            print_result(result, str(target))
+        if junit is not None:
+            write_text(junit, junit_xml(result), "JUnit report")
+        if markdown_ is not None:
+            write_text(markdown_, markdown(result), "Markdown summary")
+        if not result.ok:
+            raise CheckFailed(f"over budget: {len(result.violations)} of {len(result.limits)} "
+                              f"limits exceeded ({', '.join(v.limit for v in result.violations)})")
+
+
+@contextlib.contextmanager
+def _errors_reported(junit: Path | None, markdown_: Path | None, target: Path) -> Iterator[None]:
+    """Exit 2 (could not check) or 3 (the script failed) still writes JUnit (an <error>) and
+    Markdown, so CI shows why the budget was not checked rather than a stale report."""
+    try:
+        yield
+    except MemledgerError as e:
+        if not isinstance(e, CheckFailed):
+            for path, text, what in (
+                    (junit, lambda: junit_error_xml(str(e), e.exit_code), "JUnit report"),
+                    (markdown_, lambda: markdown_error(str(e), e.exit_code), "Markdown summary")):
+                if path is not None:
+                    with contextlib.suppress(MemledgerError):
+                        write_text(check_output(path, what, inputs=[target]), text(), what)
+        raise
+
+
+def _check_outputs(target: Path, output: Path | None, junit: Path | None,
+                   markdown_: Path | None) -> None:
+    """Every file the check will write, refused before anything runs (docs/reliability.md)."""
+    if output is not None:
+        check_output(output, "ledger", inputs=[target, junit, markdown_], ledger=True)
+    for path, what in ((junit, "JUnit report"), (markdown_, "Markdown summary")):
+        if path is not None:
+            check_output(path, what, inputs=[target])
 
 
 def print_result(result: CheckResult, source: str) -> None:
     verdict = "[green]PASS[/]" if result.ok else "[red bold]FAIL[/]"
-    console.print(f"{verdict} {source}: peak [magenta]{format_bytes(result.peak_bytes)}[/] "
+    console.print(f"{verdict} {escape(source)}: peak [magenta]{format_bytes(result.peak_bytes)}[/] "
                   f"({result.peak_bytes:,} B), {result.peak_source}; "
                   f"{result.steps_traced} steps traced")
     if result.budget_sources:
-        console.print(f"budget from {', '.join(result.budget_sources)}", style="dim")
+        console.print(f"budget from {', '.join(result.budget_sources)}", style="dim",
+                      markup=False)
     t = Table(box=None, pad_edge=False)
     for col in ("limit", "budget (as written)", "budget", "actual", "margin", ""):
         t.add_column(col, justify="right" if col in ("budget", "actual", "margin") else "left")
     for lim in result.limits:
         margin = -lim.over
         m = format_bytes(int(margin)) if lim.budget_bytes is not None else f"{margin*1e3:.1f} ms"
-        t.add_row(lim.limit, lim.budget_text, lim.budget_str(), lim.actual_str(), m,
+        t.add_row(Text(lim.limit), Text(lim.budget_text), lim.budget_str(), lim.actual_str(), m,
                   "ok" if lim.ok else "[red]OVER[/]")
     console.print(t)
+    if any(lim.limit.startswith("category:") for lim in result.limits):
+        console.print("each category is checked at its own peak, not only at the total's",
+                      style="dim")
     for v in result.violations:
         console.print(v.line(), markup=False, highlight=False, soft_wrap=True)
         if v.growth:

@@ -22,5 +22,6 @@ def import_(
 ) -> None:
     """Convert allocator events (alloc/free/segments/oom) into a ledger with the allocator view."""
     out = import_snapshot(snapshot, output, device)
-    console.print(f"[bold]{out}[/]: imported {snapshot}")
-    err_console.print(f"next: memledger show {out}  (or memledger report {out})", style="dim")
+    console.print(f"{out}: imported {snapshot}", markup=False)
+    err_console.print(f"next: memledger show {out}  (or memledger report {out})", style="dim",
+                      markup=False)

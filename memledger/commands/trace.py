@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+from rich.markup import escape
 
 from memledger.commands.common import console, err_console, open_ledger
 from memledger.trace.session import trace_script
@@ -25,9 +26,9 @@ def trace(
     """Trace STEPS optimizer steps of SCRIPT into a ledger, then print where the peak is."""
     res = trace_script(script, script_args or [], output, steps=steps, measure=measure)
     s = open_ledger(res.ledger_path).summary()
-    line = (f"[bold]{res.ledger_path}[/]: {res.steps} steps, peak "
+    line = (f"[bold]{escape(str(res.ledger_path))}[/]: {res.steps} steps, peak "
             f"[magenta]{format_bytes(s.peak.bytes)}[/] at step {s.peak.step} ({s.peak.phase})")
     if res.measured:
         line += f"; allocator peak {format_bytes(s.measured.peak_bytes)}"
     console.print(line)
-    err_console.print(f"next: memledger show {res.ledger_path}", style="dim")
+    err_console.print(f"next: memledger show {res.ledger_path}", style="dim", markup=False)

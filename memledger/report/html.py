@@ -10,7 +10,7 @@ import json
 from html import escape
 from pathlib import Path
 
-from memledger.errors import MemledgerError
+from memledger.outputs import write_atomic
 from memledger.ledger.model import Ledger
 from memledger.report.html_assets import CSS, JS
 from memledger.report.html_data import MAX_POINTS, report_data
@@ -86,10 +86,4 @@ optimizer steps. Dashed horizontal: the allocator's own peak. Hover or click the
 
 def write_html(led: Ledger, out: str | Path, source: str = "",
                max_points: int = MAX_POINTS) -> Path:
-    out = Path(out)
-    try:
-        out.write_text(render_html(led, source, max_points), encoding="utf-8")
-    except OSError as e:
-        raise MemledgerError(f"cannot write report {str(out)!r}: {e.strerror}; "
-                             "pick another -o path") from None
-    return out
+    return write_atomic(out, render_html(led, source, max_points), "report")

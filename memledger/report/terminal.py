@@ -30,6 +30,12 @@ def _op(op: str) -> str:
     return op.removesuffix(".default")
 
 
+def _plain(*cells: str) -> list[Text]:
+    """Names from the ledger (modules, ops, parameters) are data, never Rich markup: a
+    module named `[/x]` is printed as `[/x]`, not parsed as a closing tag."""
+    return [Text(c) for c in cells]
+
+
 def _pct(part: int, whole: int) -> str:
     return f"{100.0 * part / whole:.1f}%" if whole else "-"
 
@@ -92,8 +98,8 @@ def _top_tensors(s: Summary) -> Table:
     for col in ("module", "shape", "dtype", "made by / name"):
         t.add_column(col, no_wrap=True)
     for r in s.top_tensors:
-        t.add_row(format_bytes(r.bytes), r.category, _mod(r.module), r.shape, r.dtype,
-                  _mod(r.name, 24) if r.name else _op(r.op))
+        t.add_row(format_bytes(r.bytes), r.category, *_plain(
+            _mod(r.module), r.shape, r.dtype, _mod(r.name, 24) if r.name else _op(r.op)))
     return t
 
 
@@ -106,7 +112,7 @@ def _activations(s: Summary) -> Table:
     t.add_column("share", justify="right")
     total = s.activations.saved_bytes
     for mod, b in list(s.activations.by_module.items())[:10]:
-        t.add_row(_mod(mod, 40), format_bytes(b), _pct(b, total))
+        t.add_row(Text(_mod(mod, 40)), format_bytes(b), _pct(b, total))
     if len(s.activations.by_module) > 10:
         t.add_row(f"... {len(s.activations.by_module) - 10} more", "", "", style="dim")
     return t
@@ -120,7 +126,7 @@ def _idle(s: Summary) -> Table:
                      no_wrap=True)
     for r in s.idle[:8]:
         what = _mod(r.name, 28) if r.name else f"{_op(r.op)} in {_mod(r.module, 16)}"
-        t.add_row(format_bytes(r.bytes), str(r.count), r.category, what, r.shape,
+        t.add_row(format_bytes(r.bytes), str(r.count), r.category, *_plain(what, r.shape),
                   f"{r.idle_events:,}")
     return t
 

@@ -17,6 +17,18 @@ record: it is live on [7, 12). Frees that happen between ops (Python dropping a 
 take the index of the next event, so outputs and the inputs they replace overlap for one
 event, exactly as the allocator sees them.
 
+# Note [When a step ends]
+A training step ends when every parameter that had a gradient when the first optimizer
+stepped has been stepped by some optimizer since (trace/steps.py, worked example there):
+one optimizer, at its `step()`; a backbone optimizer and a head optimizer after one
+backward, at the second `step()` (so `--steps 2` traces two iterations, not one). A
+parameter with a gradient that no optimizer steps leaves the step open until the next
+top-level forward begins (or an optimizer steps again), which ends it. Once the requested
+steps are traced, nothing more is recorded, and the next op either raises `StopTracing`
+again (the in-process API) or, in the trace worker, closes the ledger and ends the process:
+a script whose bare `except:` swallowed the first one stops at its next torch op instead of
+running every remaining step untraced (8 iterations for `--steps 2` before this).
+
 # Note [What autograd saves]
 `pack` returns the tensor itself: autograd would hold the same storage anyway, so tracing
 adds no bytes. A saved tensor that is a parameter stays a parameter (see ROLE_PRIORITY).
@@ -24,6 +36,7 @@ adds no bytes. A saved tensor that is a parameter stays a parameter (see ROLE_PR
 
 from __future__ import annotations
 
+import threading
 import time
 import weakref
 from typing import Any, Callable, Iterable
@@ -38,6 +51,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from memledger.ledger.schema import SCHEMA
 from memledger.ledger.writer import Sink
+from memledger.trace.interrupts import redeliver
+from memledger.trace.steps import StepBoundary
 
 _graph_task_id = torch._C._current_graph_task_id
 _RF_ENTER = torch.ops.profiler._record_function_enter_new.default
@@ -78,6 +93,9 @@ class Collector(TorchDispatchMode):
         self.sink = sink
         self.max_steps = max_steps
         self.on_steps_done = on_steps_done
+        # Called (instead of raising again) at the first op after a swallowed StopTracing;
+        # the trace worker closes the ledger there and exits: Note [When a step ends].
+        self.on_stop_swallowed: Callable[[], None] | None = None
         self._header = header or {}
         self._ev = 0                       # index of the next event
         self._next_sid = 0
@@ -102,6 +120,9 @@ class Collector(TorchDispatchMode):
         self._handles: list[Any] = []
         self._saved_hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack)
         self._closed = False
+        self._done = False                 # max_steps reached: Note [When a step ends]
+        self._steps = StepBoundary()       # Note [When a step ends]
+        self._threads = 1                  # most Python threads seen at a step's end
 
     # ---- lifecycle ------------------------------------------------------------------------
     def __enter__(self) -> "Collector":
@@ -140,7 +161,8 @@ class Collector(TorchDispatchMode):
         for _, (sid, _, _) in list(self._refs.items()):
             self.sink.write({"k": "live", "sid": sid, "last": self._last.get(sid, -1)})
         self.sink.write({"k": "end", "ev": self._ev, "status": status, "message": message,
-                         "steps": self._steps_done})
+                         "steps": self._steps_done,
+                         **({"threads": self._threads} if self._threads > 1 else {})})
         self.sink.flush()
 
     @property
@@ -153,6 +175,10 @@ class Collector(TorchDispatchMode):
 
     # ---- the hot path: one call per op ---------------------------------------------------
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if self._done:  # Note [When a step ends]: the script swallowed StopTracing
+            if self.on_stop_swallowed is not None:
+                self.on_stop_swallowed()
+            raise StopTracing()
         if kwargs is None:
             kwargs = {}
         out = func(*args, **kwargs)
@@ -242,6 +268,12 @@ class Collector(TorchDispatchMode):
         return sid
 
     def _on_free(self, ref: weakref.ref) -> None:
+        try:
+            self._record_free(ref)
+        except KeyboardInterrupt:  # Python would swallow it here: Note [One interrupt, ...]
+            redeliver()
+
+    def _record_free(self, ref: weakref.ref) -> None:
         entry = self._refs.pop(id(ref), None)
         if entry is None or self._closed:
             return
@@ -296,6 +328,8 @@ class Collector(TorchDispatchMode):
         if path is None:
             path = self._register_root(module) if not self._mod_stack else (
                 f"{self._mod_stack[-1][0]}.{type(module).__name__}".lstrip("."))
+        if is_root and self._steps.open:  # left open by its optimizers: ends when the next
+            self._end_step()              # forward begins (not LBFGS's closure, in step())
         if is_root:
             has_params = next(module.parameters(), None) is not None
             if has_params:
@@ -370,6 +404,8 @@ class Collector(TorchDispatchMode):
                 self._role(p.grad, "gradient", self._param_names.get(id(p), ""))
 
     def _opt_pre(self, opt: torch.optim.Optimizer, args, kwargs) -> None:
+        if self._steps.pre(opt):   # a step left open by an optimizer that never steps
+            self._end_step()
         self._set_phase("optimizer")
         params = [p for g in opt.param_groups for p in g["params"]]
         for p in params:
@@ -380,6 +416,15 @@ class Collector(TorchDispatchMode):
 
     def _opt_post(self, opt: torch.optim.Optimizer, args, kwargs) -> None:
         self._mark_optimizer_state(opt)
+        if not self._steps.post(opt):  # another optimizer still has to step: same step
+            self._set_phase("other")
+            return
+        self._end_step()
+
+    def _end_step(self) -> None:
+        """Note [When a step ends]."""
+        self._steps.reset()
+        self._threads = max(self._threads, threading.active_count())
         now = time.perf_counter_ns()
         self.sink.write({"k": "step", "step": self._step, "ev": self._ev - 1,
                          "ns": now - self._step_t0})
@@ -391,6 +436,7 @@ class Collector(TorchDispatchMode):
         if self.max_steps is not None and self._steps_done >= self.max_steps:
             if self.on_steps_done is not None:
                 self.on_steps_done()
+            self._done = True
             raise StopTracing()
 
     def _mark_optimizer_state(self, opt: torch.optim.Optimizer) -> None:

@@ -20,10 +20,12 @@ from memledger.errors import (
     EXIT_OK,
     EXIT_SCRIPT_FAILED,
     EXIT_USAGE,
-    LedgerFormatError,
+    OutputError,
     ScriptError,
 )
 from memledger.ledger.writer import append_records
+from memledger.outputs import check_output, commit, partial_path
+from memledger.trace.interrupts import Forwarder
 
 
 @dataclass
@@ -43,19 +45,9 @@ def check_script(script: str | Path) -> Path:
     return p
 
 
-def check_writable(out: str | Path) -> Path:
-    p = Path(out)
-    try:
-        with open(p, "a", encoding="utf-8"):
-            pass
-    except OSError as e:
-        raise LedgerFormatError(f"cannot write ledger {str(out)!r}: {e.strerror}") from None
-    return p
-
-
 def _worker(mode: str, script: Path, argv: list[str], out: Path, steps: int,
             quiet: bool, extra: tuple[str, ...] = ()) -> dict:
-    with tempfile.TemporaryDirectory(prefix="memledger-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="memledger-") as tmp, Forwarder() as fw:
         status = Path(tmp) / "status.json"
         cmd = [sys.executable, "-m", "memledger.trace.worker", mode, "--out", str(out),
                "--status", str(status), "--steps", str(steps), *extra, str(script), "--", *argv]
@@ -63,33 +55,45 @@ def _worker(mode: str, script: Path, argv: list[str], out: Path, steps: int,
         proc = subprocess.Popen(cmd, env=env,
                                 stdout=subprocess.PIPE if quiet else None,
                                 stderr=subprocess.STDOUT if quiet else None)
-        try:
-            output, _ = proc.communicate()
-        except KeyboardInterrupt:
-            proc.wait()  # the child got the same Ctrl-C: let it finish writing
-            raise ScriptError(f"interrupted; the partial ledger is kept at {out}",
-                              exit_code=EXIT_INTERRUPTED) from None
+        fw.attach(proc)  # SIGINT/SIGTERM to memledger reach the worker (Note [One interrupt])
+        output, _ = proc.communicate()
         if status.exists():
             result = json.loads(status.read_text())
         else:
             result = {"code": proc.returncode or EXIT_USAGE,
                       "reason": f"worker died with status {proc.returncode}", "steps": 0}
-        if quiet and result["code"] != EXIT_OK and output:
+        if fw.interrupted:
+            result = {**result, "code": EXIT_INTERRUPTED, "signals": fw.signals}
+        if quiet and result["code"] not in (EXIT_OK, EXIT_INTERRUPTED) and output:
             sys.stderr.write(output.decode(errors="replace"))
         return result
 
 
 def trace_script(script: str | Path, argv: list[str], out: str | Path, steps: int = 3,
                  measure: bool = True) -> TraceResult:
-    """Trace `steps` optimizer steps of `script` into the ledger `out`; raises on failure."""
+    """Trace `steps` optimizer steps of `script` into the ledger `out`; raises on failure.
+
+    The ledger grows in a partial file beside `out` and is renamed over it at the end, kept
+    whatever happened (see memledger/outputs.py, Note [Two writers, one output])."""
     script = check_script(script)
-    out = check_writable(out)
+    out = check_output(out, "ledger", inputs=[script], ledger=True)
     if steps < 1:
         raise ScriptError("--steps must be at least 1", exit_code=EXIT_USAGE)
-    res = _worker("ledger", script, argv, out, steps, quiet=False)
+    partial = partial_path(out)
+    try:
+        return _trace_into(script, argv, partial, out, steps, measure)
+    finally:
+        commit(partial, out)
+
+
+def _trace_into(script: Path, argv: list[str], partial: Path, out: Path, steps: int,
+                measure: bool) -> TraceResult:
+    res = _worker("ledger", script, argv, partial, steps, quiet=False)
     if res["code"] == EXIT_INTERRUPTED:
-        raise ScriptError(f"interrupted; the partial ledger is kept at {out}",
+        raise ScriptError(f"{_interrupted(res)}; the partial ledger is kept at {out}",
                           exit_code=EXIT_INTERRUPTED)
+    if res["code"] == EXIT_USAGE:  # memledger's own failure (a full disk), not the script's
+        raise OutputError(f"{res['reason']}; what was recorded is kept at {out}")
     if res["code"] != EXIT_OK:
         raise ScriptError(f"{res['reason']}; the partial ledger is kept at {out}",
                           exit_code=EXIT_SCRIPT_FAILED)
@@ -107,10 +111,19 @@ def trace_script(script: str | Path, argv: list[str], out: str | Path, steps: in
             snapshot = ("--snapshot", str(out) + ".cuda-snapshot.pickle")
             mres = _worker("allocator", script, argv, mpath, res["steps"], quiet=True,
                            extra=snapshot)
+            if mres["code"] == EXIT_INTERRUPTED:
+                raise ScriptError(f"{_interrupted(mres)} during the allocator pass; the ledger "
+                                  f"(complete, without the allocator's peak) is kept at {out}",
+                                  exit_code=EXIT_INTERRUPTED)
             if mres["code"] == EXIT_OK and mpath.exists():
-                append_records(out, json.loads(mpath.read_text())["records"])
+                append_records(partial, json.loads(mpath.read_text())["records"])
                 measured = True
             else:
                 print(f"memledger: allocator pass failed ({mres['reason']}); the ledger has no "
                       "measured peak", file=sys.stderr)
     return TraceResult(ledger_path=out, steps=res["steps"], measured=measured)
+
+
+def _interrupted(res: dict) -> str:
+    sigs = res.get("signals") or []
+    return "terminated (SIGTERM)" if "SIGTERM" in sigs else "interrupted"

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 
 from memledger.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 from memledger.ledger.writer import FileSink
 from memledger.trace.collector import Collector, StopTracing
+from memledger.trace.interrupts import install_worker_handlers
 from memledger.trace.script import ScriptOutcome, run_and_classify
 
 NO_STEP_MESSAGE = (
@@ -30,6 +32,17 @@ def _ledger_pass(args) -> int:
     collector = Collector(sink, max_steps=args.steps, header={
         "script": args.script, "argv": args.argv, "steps_requested": args.steps})
     outcome = ScriptOutcome(EXIT_OK, "")
+
+    def stop_hard() -> None:  # Note [When a step ends] in trace/collector.py
+        collector.close("ok", "stopped after the requested steps (the script caught the stop)")
+        sink.close()
+        _write_status(args.status, EXIT_USAGE if sink.error else EXIT_OK,
+                      "stopped after the requested steps", collector.steps_done, collector.events)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(EXIT_OK)
+
+    collector.on_stop_swallowed = stop_hard
     try:
         with collector:
             outcome = run_and_classify(args.script, args.argv)
@@ -44,9 +57,13 @@ def _ledger_pass(args) -> int:
         pass
     finally:
         sink.close()
-    _write_status(args.status, outcome.code, outcome.reason, collector.steps_done,
-                  collector.events)
-    return outcome.code
+    code, reason = outcome.code, outcome.reason
+    if sink.error is not None:  # memledger could not write: never the script's fault
+        from memledger.outputs import os_error
+
+        code, reason = EXIT_USAGE, str(os_error(sink.error, f"the ledger {args.out!r}"))
+    _write_status(args.status, code, reason, collector.steps_done, collector.events)
+    return code
 
 
 def _is_cuda_oom(error: BaseException | None) -> bool:
@@ -59,7 +76,12 @@ def _allocator_pass(args) -> int:
     """The allocator's peak over the first `--steps` steps, then `--timing-steps` more steps
     timed with nothing attached (for the cost model's untraced step time)."""
     import torch
-    from torch.optim.optimizer import register_optimizer_step_post_hook
+    from torch.optim.optimizer import (
+        register_optimizer_step_post_hook,
+        register_optimizer_step_pre_hook,
+    )
+
+    from memledger.trace.steps import StepBoundary
 
     from memledger.trace.allocator import CpuProfilerProbe, CudaProbe, op_scratch
 
@@ -74,6 +96,16 @@ def _allocator_pass(args) -> int:
             if cuda:
                 state["cuda"] = cuda.stop(args.snapshot)
 
+    boundary = StepBoundary()  # the same steps as the ledger pass: Note [When a step ends]
+
+    def on_pre(opt, *_) -> None:
+        if boundary.pre(opt):
+            on_step()
+
+    def on_post(opt, *_) -> None:
+        if boundary.post(opt):
+            on_step()
+
     def on_step(*_) -> None:
         if cuda:
             torch.cuda.synchronize()
@@ -84,32 +116,44 @@ def _allocator_pass(args) -> int:
         elif state["n"] > args.steps:
             state["step_ns"].append(now - state["t"])
         state["t"] = time.perf_counter_ns()
+        if state["n"] > args.steps + args.timing_steps:  # the script swallowed the stop
+            finish(ScriptOutcome(EXIT_OK, "stopped after the requested steps"))
+            sys.stdout.flush()
+            os._exit(EXIT_OK)
         if state["n"] >= args.steps + args.timing_steps:
             raise StopTracing()
 
-    handle = register_optimizer_step_post_hook(on_step)
+    def finish(outcome: ScriptOutcome) -> None:
+        stop_probes()
+        for h in handles:
+            h.remove()
+        if cuda and _is_cuda_oom(outcome.error):
+            cuda.note_oom(outcome.error)
+        timing = {"step_ns": state["step_ns"]} if state["step_ns"] else {}
+        records = [{"k": "measured", "source": cpu.source, "device": dev, "peak_bytes": peak,
+                    **timing} for dev, peak in cpu.peaks().items() if dev == "cpu"]
+        if state["cuda"]:
+            records.append({**state["cuda"], **timing})
+        scratch = op_scratch(cpu)   # Note [Kernel scratch]: for replay
+        if scratch:
+            records.append({"k": "opscratch", "device": "cpu", "ops": scratch})
+        steps = min(state["n"], args.steps)
+        with open(args.out, "w", encoding="utf-8") as fh:
+            json.dump({"records": records, "steps": steps}, fh)
+        _write_status(args.status, outcome.code, outcome.reason, steps, 0)
+
+    handles = [register_optimizer_step_pre_hook(on_pre), register_optimizer_step_post_hook(on_post)]
     if cuda:
         cuda.start()
     cpu.start()
     try:
         outcome = run_and_classify(args.script, args.argv)
-    finally:
+    except BaseException:
         stop_probes()
-        handle.remove()
-    if cuda and _is_cuda_oom(outcome.error):
-        cuda.note_oom(outcome.error)
-    timing = {"step_ns": state["step_ns"]} if state["step_ns"] else {}
-    records = [{"k": "measured", "source": cpu.source, "device": dev, "peak_bytes": peak, **timing}
-               for dev, peak in cpu.peaks().items() if dev == "cpu"]
-    if state["cuda"]:
-        records.append({**state["cuda"], **timing})
-    scratch = op_scratch(cpu)   # Note [Kernel scratch]: for replay
-    if scratch:
-        records.append({"k": "opscratch", "device": "cpu", "ops": scratch})
-    steps = min(state["n"], args.steps)
-    with open(args.out, "w", encoding="utf-8") as fh:
-        json.dump({"records": records, "steps": steps}, fh)
-    _write_status(args.status, outcome.code, outcome.reason, steps, 0)
+        for h in handles:
+            h.remove()
+        raise
+    finish(outcome)
     return outcome.code
 
 
@@ -136,6 +180,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.steps < 1:
         print("memledger: --steps must be >= 1", file=sys.stderr)
         return EXIT_USAGE
+    install_worker_handlers()  # Note [One interrupt, delivered once]
     return _ledger_pass(args) if args.mode == "ledger" else _allocator_pass(args)
 
 
