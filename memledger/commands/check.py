@@ -5,22 +5,21 @@ from __future__ import annotations
 import contextlib
 import tempfile
 from pathlib import Path
-from typing import Annotated, Iterator, Optional
+from typing import TYPE_CHECKING, Annotated, Iterator, Optional
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from memledger.budget import CheckResult, evaluate, load_budget
-from memledger.budget.junit import junit_error_xml, junit_xml, write_text
-from memledger.budget.markdown import markdown, markdown_error
 from memledger.commands.common import console, err_console, print_json, stdout_to_stderr
 from memledger.errors import BudgetError, CheckFailed, LedgerFormatError, MemledgerError
-from memledger.ledger.model import Ledger
 from memledger.outputs import check_output
-from memledger.trace.session import trace_script
 from memledger.units import format_bytes
+
+if TYPE_CHECKING:
+    from memledger.budget import CheckResult
+    from memledger.ledger.model import Ledger
 
 DEFAULT_STEPS = 3  # as `memledger trace`
 
@@ -37,6 +36,8 @@ def _pairs(values: list[str] | None, what: str) -> dict[str, str]:
 
 
 def _load(path: Path, what: str) -> Ledger:
+    from memledger.ledger.model import Ledger
+
     led = Ledger.load(path)
     if led.truncated or not led.complete:
         status = (led.end or {}).get("status", "cut off")
@@ -80,6 +81,11 @@ def check(
         "--markdown", help="write a Markdown summary (e.g. $GITHUB_STEP_SUMMARY)")] = None,
 ) -> None:
     """Check a script's (or a ledger's) memory against a budget. Exit 1 when over budget."""
+    from memledger.budget import evaluate, load_budget
+    from memledger.budget.junit import junit_xml, write_text
+    from memledger.budget.markdown import markdown
+    from memledger.trace.session import trace_script
+
     with _errors_reported(junit, markdown_, target):
         flags: dict = {"peak": budget, "categories": _pairs(category, "category"),
                        "phases": _pairs(phase, "phase"), "steps": steps}
@@ -132,12 +138,25 @@ def _errors_reported(junit: Path | None, markdown_: Path | None, target: Path) -
     except MemledgerError as e:
         if not isinstance(e, CheckFailed):
             for path, text, what in (
-                    (junit, lambda: junit_error_xml(str(e), e.exit_code), "JUnit report"),
-                    (markdown_, lambda: markdown_error(str(e), e.exit_code), "Markdown summary")):
+                    (junit, lambda: _junit_error(e), "JUnit report"),
+                    (markdown_, lambda: _markdown_error(e), "Markdown summary")):
                 if path is not None:
                     with contextlib.suppress(MemledgerError):
+                        from memledger.budget.junit import write_text
                         write_text(check_output(path, what, inputs=[target]), text(), what)
         raise
+
+
+def _junit_error(e: MemledgerError) -> str:
+    from memledger.budget.junit import junit_error_xml
+
+    return junit_error_xml(str(e), e.exit_code)
+
+
+def _markdown_error(e: MemledgerError) -> str:
+    from memledger.budget.markdown import markdown_error
+
+    return markdown_error(str(e), e.exit_code)
 
 
 def _check_outputs(target: Path, output: Path | None, junit: Path | None,

@@ -7,11 +7,13 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 from rich.console import Console
 
-from memledger.ledger.model import Ledger
+if TYPE_CHECKING:
+    from memledger.ledger.model import Ledger
+
 
 console = Console(highlight=False)
 err_console = Console(stderr=True, highlight=False)
@@ -24,6 +26,8 @@ def print_json(data: Any) -> None:
 
 
 def open_ledger(path: Path) -> Ledger:
+    from memledger.ledger.model import Ledger  # pandas: only once a ledger is read
+
     led = Ledger.load(path)
     if led.truncated or not led.complete:
         status = (led.end or {}).get("status", "cut off")

@@ -10,9 +10,6 @@ import typer
 from memledger.commands.common import console, err_console, print_json, stdout_to_stderr
 from memledger.errors import CheckFailed, ScriptError
 from memledger.outputs import check_output
-from memledger.replay.policies import policies_from_args
-from memledger.report.compare_table import compare_table, reasons
-from memledger.verify.compare import run_compare
 
 
 def compare(
@@ -38,6 +35,10 @@ def compare(
 
     Gates run first (same inputs, same gradients, an effective update, against a baseline
     run twice); only policies that pass get a performance verdict: ADOPT, OK or REJECT."""
+    from memledger.replay.policies import policies_from_args
+    from memledger.report.compare_table import compare_table, reasons
+    from memledger.verify.compare import run_compare  # torch: only when comparing
+
     pols = policies_from_args(policy or [])
     if not pols:
         raise ScriptError("give at least one --policy, e.g. --policy 'checkpoint:blocks.*'",

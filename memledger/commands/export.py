@@ -10,7 +10,6 @@ import typer
 from memledger.commands.common import console, open_ledger
 from memledger.errors import MemledgerError
 from memledger.outputs import check_output
-from memledger.report.exporters import EXPORTERS
 
 
 def export(
@@ -23,6 +22,8 @@ def export(
         None,
 ) -> None:
     """Export a ledger for other tools: Perfetto/chrome://tracing, pandas, spreadsheets."""
+    from memledger.report.exporters import EXPORTERS
+
     exp = EXPORTERS.get(format_)
     if exp is None:
         raise MemledgerError(f"unknown export format {format_!r}; use one of "

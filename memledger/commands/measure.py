@@ -10,8 +10,6 @@ from rich.markup import escape
 
 from memledger.commands.common import console, print_json
 from memledger.errors import PolicyError
-from memledger.measure.runner import measure_script
-from memledger.replay.policies import policies_from_args
 from memledger.units import format_bytes
 
 
@@ -28,6 +26,9 @@ def measure(
     json_: Annotated[bool, typer.Option("--json", help="print memledger.measure/1 JSON")] = False,
 ) -> None:
     """Measured allocator peak and median step time of SCRIPT with POLICY applied."""
+    from memledger.measure.runner import measure_script
+    from memledger.replay.policies import policies_from_args
+
     pols = policies_from_args([policy])
     if len(pols) != 1:
         raise PolicyError("measure takes one policy; run it once per policy")

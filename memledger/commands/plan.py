@@ -10,7 +10,6 @@ from rich.table import Table
 
 from memledger.commands.common import console, open_ledger, print_json
 from memledger.errors import CheckFailed
-from memledger.replay.plan import plan as make_plan
 from memledger.units import format_bytes, parse_bytes
 
 
@@ -26,6 +25,8 @@ def plan(
 
     Candidates (checkpoint, selective, offload and their mixes on the ledger's repeated
     blocks) are judged by replay, as `predict` does."""
+    from memledger.replay.plan import plan as make_plan
+
     budget_bytes = parse_bytes(budget)
     report = make_plan(open_ledger(ledger), budget_bytes, step_time_s=step_time)
     if json_:

@@ -10,8 +10,6 @@ from rich.table import Table
 
 from memledger.commands.common import console, open_ledger, print_json
 from memledger.errors import PolicyError
-from memledger.replay.policies import policies_from_args
-from memledger.replay.predict import predict as predict_policies
 from memledger.units import format_bytes, format_signed_bytes
 
 
@@ -29,6 +27,9 @@ def predict(
     """Predicted peak, its breakdown and added step time for each policy, from the ledger."""
     if not policy:
         raise PolicyError("predict needs at least one --policy, e.g. --policy 'checkpoint:blocks.*'")
+    from memledger.replay.policies import policies_from_args
+    from memledger.replay.predict import predict as predict_policies
+
     pols = policies_from_args(policy)
     rep = predict_policies(open_ledger(ledger), pols, step_time_s=step_time, bandwidth=bandwidth)
     if json_:

@@ -9,8 +9,7 @@ import typer
 
 from memledger.commands.common import console, err_console, open_ledger
 from memledger.outputs import check_output
-from memledger.report.html import write_html
-from memledger.report.html_data import MAX_POINTS
+from memledger.report.defaults import MAX_POINTS
 
 
 def report(
@@ -23,6 +22,8 @@ def report(
 ) -> None:
     """Write an HTML page: stacked timeline by category, phases, steps, the peak explained."""
     check_output(output, "report", inputs=[ledger])
+    from memledger.report.html import write_html
+
     led = open_ledger(ledger)
     out = write_html(led, output, source=ledger.name, max_points=max_points)
     console.print(f"{out}: report of {ledger} ({led.n_events:,} events)", markup=False)

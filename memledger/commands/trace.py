@@ -9,7 +9,6 @@ import typer
 from rich.markup import escape
 
 from memledger.commands.common import console, err_console, open_ledger
-from memledger.trace.session import trace_script
 from memledger.units import format_bytes
 
 
@@ -24,6 +23,8 @@ def trace(
         help="also run the script untraced under the allocator for the independent peak")] = True,
 ) -> None:
     """Trace STEPS optimizer steps of SCRIPT into a ledger, then print where the peak is."""
+    from memledger.trace.session import trace_script
+
     res = trace_script(script, script_args or [], output, steps=steps, measure=measure)
     s = open_ledger(res.ledger_path).summary()
     line = (f"[bold]{escape(str(res.ledger_path))}[/]: {res.steps} steps, peak "
