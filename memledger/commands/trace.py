@@ -31,5 +31,5 @@ def trace(
             f"[magenta]{format_bytes(s.peak.bytes)}[/] at step {s.peak.step} ({s.peak.phase})")
     if res.measured:
         line += f"; allocator peak {format_bytes(s.measured.peak_bytes)}"
-    console.print(line)
+    console.print(line, soft_wrap=True)  # a long path must not split the line
     err_console.print(f"next: memledger show {res.ledger_path}", style="dim", markup=False)
