@@ -72,8 +72,13 @@ def check(
         = None,
     output: Annotated[Optional[Path], typer.Option(
         "-o", "--output", help="keep the traced ledger here (default: a temporary file)")] = None,
-    measure: Annotated[bool, typer.Option(
-        help="also run the script untraced for the allocator peak (the peak checked)")] = True,
+    measure: Annotated[Optional[bool], typer.Option(
+        help="also run the script untraced for the allocator peak (the peak checked) "
+             "[default: on; off with --fake]", show_default=False)] = None,
+    fake: Annotated[bool, typer.Option(
+        help="trace the script above FakeTensorMode: would it fit? (docs/fake.md)")] = False,
+    device: Annotated[Optional[str], typer.Option(
+        help="--fake: the target device, cpu or cuda (default: the script's own)")] = None,
     json_: Annotated[bool, typer.Option("--json", help="print memledger.check/1 JSON")] = False,
     junit: Annotated[Optional[Path], typer.Option(help="write JUnit XML, one testcase per limit")]
         = None,
@@ -107,11 +112,15 @@ def check(
                 out = output or Path(tmp) / "check.ledger"
                 with stdout_to_stderr(json_):  # --json: stdout holds the JSON and nothing else
                     res = trace_script(target, script_args or [], out, measure=measure,
-                                       steps=bud.steps or DEFAULT_STEPS)
+                                       steps=bud.steps or DEFAULT_STEPS, fake=fake,
+                                       device=device)
                 led = _load(res.ledger_path, "ledger")
         else:
             if script_args:
                 raise BudgetError(f"{target} is not a .py script: script arguments make no sense")
+            if fake or device:
+                raise BudgetError(f"{target} is a ledger: --fake/--device apply when tracing a "
+                                  ".py script; check the script, or drop them")
             led = _load(target, "ledger")
         result = evaluate(led, bud, baseline=base,
                           baseline_name=str(bud.baseline.ledger) if bud.baseline else "",
@@ -178,8 +187,9 @@ def print_result(result: CheckResult, source: str) -> None:
         console.print(f"budget from {', '.join(result.budget_sources)}", style="dim",
                       markup=False)
     t = Table(box=None, pad_edge=False)
-    for col in ("limit", "budget (as written)", "budget", "actual", "margin", ""):
-        t.add_column(col, justify="right" if col in ("budget", "actual", "margin") else "left")
+    for col in ("limit", "as written", "budget", "actual", "margin", ""):
+        t.add_column(col, justify="right" if col in ("budget", "actual", "margin") else "left",
+                     overflow="fold", no_wrap=col != "as written")   # numbers are never cut
     for lim in result.limits:
         margin = -lim.over
         m = format_bytes(int(margin)) if lim.budget_bytes is not None else f"{margin*1e3:.1f} ms"

@@ -7,7 +7,13 @@ from typing import Annotated, Optional
 
 import typer
 
-from memledger.commands.common import console, err_console, print_json, stdout_to_stderr
+from memledger.commands.common import (
+    console,
+    err_console,
+    print_json,
+    stage_progress,
+    stdout_to_stderr,
+)
 from memledger.errors import CheckFailed, ScriptError
 from memledger.outputs import check_output
 
@@ -49,10 +55,10 @@ def compare(
         raise ScriptError(f"--rtol must be >= 0, got {rtol!r}", exit_code=2)
     if html is not None:  # before minutes of runs, not after (docs/reliability.md)
         check_output(html, "HTML report", inputs=[script])
-    with stdout_to_stderr(json_):   # --json: stdout holds the JSON and nothing else
+    runs = 1 + len(pols) + (3 + len(pols) if performance else 0)   # stages of run_compare
+    with stdout_to_stderr(json_), stage_progress(runs) as say:   # --json: stdout is JSON only
         rep = run_compare(script, script_args or [], pols, steps=steps, time_steps=time_steps,
-                          rtol=rtol, performance=performance,
-                          progress=lambda m: err_console.print(m, style="dim"))
+                          rtol=rtol, performance=performance, progress=say)
     if json_:
         print_json(rep.to_json_dict())
     else:

@@ -70,25 +70,40 @@ def _worker(mode: str, script: Path, argv: list[str], out: Path, steps: int,
 
 
 def trace_script(script: str | Path, argv: list[str], out: str | Path, steps: int = 3,
-                 measure: bool = True) -> TraceResult:
+                 measure: bool | None = None, fake: bool = False,
+                 device: str | None = None) -> TraceResult:
     """Trace `steps` optimizer steps of `script` into the ledger `out`; raises on failure.
+    `fake`: above FakeTensorMode for the target `device` (no allocator pass: docs/fake.md).
 
     The ledger grows in a partial file beside `out` and is renamed over it at the end, kept
     whatever happened (see memledger/outputs.py, Note [Two writers, one output])."""
     script = check_script(script)
+    if fake:
+        from memledger.trace.fake_options import check_fake_options
+        check_fake_options(device, measure)
+        measure = False
+    else:
+        measure = True if measure is None else measure
+    if not fake and device is not None:
+        raise ScriptError("--device chooses a --fake run's target; without --fake the script "
+                          "picks its own device: pass it to the script after --",
+                          exit_code=EXIT_USAGE)
     out = check_output(out, "ledger", inputs=[script], ledger=True)
     if steps < 1:
         raise ScriptError("--steps must be at least 1", exit_code=EXIT_USAGE)
+    fake_args = ("--fake", *(("--device", device) if device else ())) if fake else ()
     partial = partial_path(out)
     try:
-        return _trace_into(script, argv, partial, out, steps, measure)
+        return _trace_into(script, argv, partial, out, steps, measure, fake_args)
     finally:
         commit(partial, out)
 
 
 def _trace_into(script: Path, argv: list[str], partial: Path, out: Path, steps: int,
-                measure: bool) -> TraceResult:
-    res = _worker("ledger", script, argv, partial, steps, quiet=False)
+                measure: bool, fake_args: tuple[str, ...]) -> TraceResult:
+    res = _worker("ledger", script, argv, partial, steps, quiet=False, extra=fake_args)
+    if res["code"] == EXIT_USAGE and fake_args:   # the script cannot run fake: one line
+        raise ScriptError(res["reason"], exit_code=EXIT_USAGE)
     if res["code"] == EXIT_INTERRUPTED:
         raise ScriptError(f"{_interrupted(res)}; the partial ledger is kept at {out}",
                           exit_code=EXIT_INTERRUPTED)
