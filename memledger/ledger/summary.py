@@ -78,6 +78,9 @@ class Summary(_Model):
     top_tensors: list[TensorRow]
     idle: list[IdleRow]
     fake: FakeRun | None = Field(None, description="fake runs only: target, stand-ins, FLOPs")
+    threads: int = Field(1, description="most Python threads alive at a step's end; tensors "
+                                        "made by threads other than the traced one are not in "
+                                        "the ledger (they are in the allocator's peak)")
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
@@ -118,4 +121,5 @@ def summarize(led: Ledger, top: int = 10) -> Summary:
                       op=r.op, name=r.name, idle_events=int(r.idle_events),
                       idle_byte_events=int(r.idle_byte_events)) for r in idle.itertuples()],
         fake=fake_info(led),
+        threads=int((led.end or {}).get("threads", 1)),
     )

@@ -18,8 +18,12 @@ from memledger.units import format_bytes
 
 
 def _json_for_script(data: dict) -> str:
-    # "</" would end the <script> element early; "<\/" means the same thing to JSON.
-    return json.dumps(data, separators=(",", ":")).replace("</", "<\\/")
+    # Module names are the script's: `</script>` would end the element early and `<!--`
+    # would put the parser in a comment state. JSON may write any character as \uXXXX, so
+    # <, > and & never appear raw inside the <script> (and U+2028/9 never break a line).
+    return (json.dumps(data, separators=(",", ":")).replace("<", "\\u003c")
+            .replace(">", "\\u003e").replace("&", "\\u0026")
+            .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
 
 
 NUM_TD = '<td class="num">'

@@ -35,7 +35,7 @@ def neutralise(value: object) -> object:
 def csv_safe(df: pd.DataFrame) -> pd.DataFrame:
     out = df.copy()
     for col in out.columns:
-        if out[col].dtype == object:
+        if out[col].dtype == object or pd.api.types.is_string_dtype(out[col]):
             out[col] = out[col].map(neutralise)
     return out
 

@@ -60,6 +60,11 @@ def _headline(s: Summary, source: str) -> list[Text]:
         lines.append(Text(f"Allocator peak {format_bytes(s.measured.peak_bytes)} "
                           f"({s.measured.source}): "
                           + agreement(s.measured.peak_bytes, pk.bytes), style="dim"))
+    if s.threads > 1:  # the dispatch mode sees one thread: never claim the rest is explained
+        lines.append(Text(f"Warning: {s.threads - 1} other Python thread(s) ran while tracing; "
+                          "tensors they made are not in the ledger (the allocator's peak "
+                          "includes them), so the ledger may not explain the peak",
+                          style="yellow"))
     return lines
 
 

@@ -176,6 +176,8 @@ class Collector(TorchDispatchMode):
     # ---- the hot path: one call per op ---------------------------------------------------
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         if self._done:  # Note [When a step ends]: the script swallowed StopTracing
+            if func is _RF_EXIT or func is _RF_ENTER:  # step()'s own profiler scope closing
+                return func(*args, **(kwargs or {}))
             if self.on_stop_swallowed is not None:
                 self.on_stop_swallowed()
             raise StopTracing()

@@ -108,7 +108,8 @@ def _trace_into(script: Path, argv: list[str], partial: Path, out: Path, steps: 
         raise ScriptError(f"{_interrupted(res)}; the partial ledger is kept at {out}",
                           exit_code=EXIT_INTERRUPTED)
     if res["code"] == EXIT_USAGE:  # memledger's own failure (a full disk), not the script's
-        raise OutputError(f"{res['reason']}; what was recorded is kept at {out}")
+        reason = res["reason"].replace(str(partial), str(out))
+        raise OutputError(f"{reason}; what was recorded is kept at {out}")
     if res["code"] != EXIT_OK:
         raise ScriptError(f"{res['reason']}; the partial ledger is kept at {out}",
                           exit_code=EXIT_SCRIPT_FAILED)

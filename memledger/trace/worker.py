@@ -41,8 +41,8 @@ def _ledger_pass(args) -> int:
     def stop_hard() -> None:  # Note [When a step ends] in trace/collector.py
         collector.close("ok", "stopped after the requested steps (the script caught the stop)")
         sink.close()
-        _write_status(args.status, EXIT_USAGE if sink.error else EXIT_OK,
-                      "stopped after the requested steps", collector.steps_done, collector.events)
+        code, reason = _sink_status(sink, EXIT_OK, "stopped after the requested steps", args)
+        _write_status(args.status, code, reason, collector.steps_done, collector.events)
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(EXIT_OK)
@@ -65,13 +65,20 @@ def _ledger_pass(args) -> int:
         pass
     finally:
         sink.close()
-    code, reason = outcome.code, outcome.reason
-    if sink.error is not None:  # memledger could not write: never the script's fault
-        from memledger.outputs import os_error
-
-        code, reason = EXIT_USAGE, str(os_error(sink.error, f"the ledger {args.out!r}"))
+    code, reason = _sink_status(sink, outcome.code, outcome.reason, args)
     _write_status(args.status, code, reason, collector.steps_done, collector.events)
     return code
+
+
+def _sink_status(sink: FileSink, code: int, reason: str, args) -> tuple[int, str]:
+    """A ledger that could not be written (disk full) is memledger's failure, exit 2: never
+    the script's (issue 10)."""
+    if sink.error is None:
+        return code, reason
+    from memledger.outputs import os_error
+
+    return EXIT_USAGE, str(os_error(sink.error, f"the ledger {args.out!r}")).removeprefix(
+        "memledger: ")
 
 
 def _is_cuda_oom(error: BaseException | None) -> bool:
