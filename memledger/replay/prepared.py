@@ -7,6 +7,7 @@ use); every policy then works on these arrays only.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -14,6 +15,7 @@ import pandas as pd
 
 from memledger.ledger.model import Ledger
 from memledger.ledger.schema import CATEGORIES
+from memledger.replay.timings import Timings, match_timings
 
 CAT_INDEX = {c: i for i, c in enumerate(CATEGORIES)}
 ACTIVATION = CAT_INDEX["activation"]
@@ -56,6 +58,9 @@ class Prepared:
     scratch_bytes: np.ndarray  # int64 that scratch, above the state after the event
     workspace: int            # measured peak minus predicted baseline peak (unexplained bytes)
     baseline_ledger_peak: int
+    saves: np.ndarray = None  # int64 saves (packs) per storage
+    timings: Timings = None   # untraced module and op times (memledger/replay/timings.py)
+    calibration: dict = None  # the machine's cost constants recorded in the ledger ({}: none)
 
     @classmethod
     def from_ledger(cls, led: Ledger) -> "Prepared":
@@ -85,6 +90,8 @@ class Prepared:
         mod_code, mod_names = pd.factorize(sc["mod"].astype(str))
         smod_code, smod_names = pd.factorize(st["saved_module"].astype(str))
         untraced = meas.get("step_ns") or calib.get("step_ns") or []
+        timing = [r for r in led.extra.get("timing", [])
+                  if r.get("device", led.device) == led.device]
         return cls(
             n_events=n,
             nbytes=st["bytes"].to_numpy(dtype=np.int64),
@@ -120,7 +127,25 @@ class Prepared:
             scratch_bytes=scratch_b,
             workspace=max(0, int(meas.get("peak_bytes", 0)) - curve_peak) if meas else 0,
             baseline_ledger_peak=curve_peak,
+            saves=(st["saves"] if "saves" in st else pd.Series(np.zeros(len(st)))).to_numpy(
+                dtype=np.int64),
+            timings=match_timings(timing[-1] if timing else None, sc, led.steps, n,
+                                  st["created"].to_numpy(dtype=np.int64),
+                                  np.asarray(op_names, dtype=object)[op_code]),
+            calibration=dict(calib.get("params") or {}),
         )
+
+    def subset(self, keep: np.ndarray) -> "Prepared":
+        """The same run with only the storages in `keep` (a bool mask) and the kernel
+        scratch inside `scratch_keep` events; scopes and events unchanged. Replaying a
+        policy on a block's own storages gives that block's effect (plan.py, Note
+        [Blocks add up])."""
+        per_storage = ("nbytes", "created", "freed", "cat", "saved_first", "saved_last",
+                       "saved_mod_code", "unpack", "unpack_first", "fwd_last", "arg_end",
+                       "op_code", "saves")
+        out = dataclasses.replace(self, **{f: getattr(self, f)[keep] for f in per_storage})
+        out.__dict__["_modules"] = self.module_table
+        return out
 
     def modules(self) -> list[tuple[str, str]]:
         """(path, class name) of every module that ran a forward, in first-call order."""

@@ -96,12 +96,14 @@ def _allocator_pass(args) -> int:
         register_optimizer_step_pre_hook,
     )
 
-    from memledger.trace.steps import StepBoundary
-
     from memledger.trace.allocator import CpuProfilerProbe, CudaProbe, op_scratch
+    from memledger.trace.steps import StepBoundary
+    from memledger.trace.timing import StepTimers
 
     cuda = CudaProbe() if torch.cuda.is_available() else None
     cpu = CpuProfilerProbe()
+    # the last timing step runs under the op timer: not a plain step time
+    timers = StepTimers(module_steps=max(args.timing_steps - 1, 1))
     state: dict = {"n": 0, "t": 0, "step_ns": [], "cuda": None, "probing": True}
 
     def stop_probes() -> None:
@@ -128,8 +130,10 @@ def _allocator_pass(args) -> int:
         state["n"] += 1
         if state["n"] == args.steps:
             stop_probes()
-        elif state["n"] > args.steps:
+        elif state["n"] > args.steps and timers.ops is None:
             state["step_ns"].append(now - state["t"])
+        if state["n"] >= args.steps:
+            timers.on_step()
         state["t"] = time.perf_counter_ns()
         if state["n"] > args.steps + args.timing_steps:  # the script swallowed the stop
             finish(ScriptOutcome(EXIT_OK, "stopped after the requested steps"))
@@ -140,6 +144,7 @@ def _allocator_pass(args) -> int:
 
     def finish(outcome: ScriptOutcome) -> None:
         stop_probes()
+        timers.close()
         for h in handles:
             h.remove()
         if cuda and _is_cuda_oom(outcome.error):
@@ -152,6 +157,10 @@ def _allocator_pass(args) -> int:
         scratch = op_scratch(cpu)   # Note [Kernel scratch]: for replay
         if scratch:
             records.append({"k": "opscratch", "device": "cpu", "ops": scratch})
+        timed = timers.record("cuda:0" if cuda else "cpu")
+        if timed:
+            records.append(timed)
+        records += _calibration_records("cuda:0" if cuda else "cpu")
         steps = min(state["n"], args.steps)
         with open(args.out, "w", encoding="utf-8") as fh:
             json.dump({"records": records, "steps": steps}, fh)
@@ -165,11 +174,19 @@ def _allocator_pass(args) -> int:
         outcome = run_and_classify(args.script, args.argv)
     except BaseException:
         stop_probes()
+        timers.close()
         for h in handles:
             h.remove()
         raise
     finish(outcome)
     return outcome.code
+
+
+def _calibration_records(device: str) -> list[dict]:
+    """This machine's cost calibration (cached per machine and device; measured once)."""
+    from memledger.measure.calibrate import calibration
+
+    return [{"k": "calibration", **calibration(device)}]
 
 
 def _write_status(path: str | None, code: int, reason: str, steps: int, events: int) -> None:
@@ -185,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--status")
     p.add_argument("--steps", type=int, default=3)
     p.add_argument("--snapshot", help="allocator pass on CUDA: dump the allocator snapshot here")
-    p.add_argument("--timing-steps", type=int, default=3,
+    p.add_argument("--timing-steps", type=int, default=8,
                    help="allocator pass: steps timed untraced after the measured ones")
     p.add_argument("--fake", action="store_true", help="ledger pass above FakeTensorMode")
     p.add_argument("--device", help="--fake: the target device (cpu, cuda)")
