@@ -18,6 +18,7 @@ from __future__ import annotations
 import _thread
 import signal
 import subprocess
+import sys
 import threading
 from typing import Any
 
@@ -32,10 +33,20 @@ def _on_signal(signum: int, frame: Any) -> None:
 
 
 def install_worker_handlers() -> None:
-    """In the worker: the first SIGINT or SIGTERM becomes one KeyboardInterrupt."""
+    """In the worker: the first SIGINT or SIGTERM becomes one KeyboardInterrupt; and on
+    Linux, a parent killed outright (SIGKILL, no chance to forward) sends it SIGTERM, so the
+    worker never runs on as an orphan."""
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
     signal.signal(signal.SIGINT, _on_signal)
     signal.signal(signal.SIGTERM, _on_signal)
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM))
+        except (OSError, AttributeError):  # pragma: no cover - not glibc: best effort
+            pass
 
 
 def redeliver() -> None:
