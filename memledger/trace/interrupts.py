@@ -58,29 +58,30 @@ def redeliver() -> None:
 
 
 class Forwarder:
-    """In the parent, while a worker runs: pass SIGINT/SIGTERM on to it (Note above).
+    """In the parent, while its workers run: pass SIGINT/SIGTERM on to them (Note above).
 
     `signals` lists what arrived ("SIGINT", "SIGTERM"); a second one kills the worker."""
 
     def __init__(self) -> None:
-        self.proc: subprocess.Popen | None = None
+        self.procs: list[subprocess.Popen] = []
         self.signals: list[str] = []
         self._old: dict[int, Any] = {}
 
     def attach(self, proc: subprocess.Popen) -> None:
-        """The worker now exists: pass on what arrived while it was being started."""
-        self.proc = proc
+        """A worker now exists: pass on what arrived while it was being started."""
+        self.procs.append(proc)
         if self.signals:
-            self._send(signal.Signals[self.signals[0]])
+            self._send(proc, signal.Signals[self.signals[0]])
 
     def _forward(self, signum: int, frame: Any) -> None:
         self.signals.append(signal.Signals(signum).name)
-        self._send(signum)
+        for proc in self.procs:
+            self._send(proc, signum)
 
-    def _send(self, signum: int) -> None:
-        if self.proc is not None and self.proc.poll() is None:
+    def _send(self, proc: subprocess.Popen, signum: int) -> None:
+        if proc.poll() is None:
             try:
-                self.proc.send_signal(signum if len(self.signals) == 1 else signal.SIGKILL)
+                proc.send_signal(signum if len(self.signals) == 1 else signal.SIGKILL)
             except OSError:
                 pass
 

@@ -7,6 +7,7 @@ Both stop after the same optimizer step, so they measure the same stretch of the
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -46,27 +47,70 @@ def check_script(script: str | Path) -> Path:
 
 
 def _worker(mode: str, script: Path, argv: list[str], out: Path, steps: int,
-            quiet: bool, extra: tuple[str, ...] = ()) -> dict:
-    with tempfile.TemporaryDirectory(prefix="memledger-") as tmp, Forwarder() as fw:
-        status = Path(tmp) / "status.json"
+            quiet: bool, extra: tuple[str, ...] = (), fw: Forwarder | None = None) -> dict:
+    return _Worker(mode, script, argv, out, steps, quiet, extra, fw=fw).result()
+
+
+# Note [Warm allocator pass]
+# `memledger trace` runs the script twice, each in a fresh process that imports torch
+# (~1.5 s of a 3-step tiny-GPT run of ~2 s). The allocator pass is started at once, beside
+# the ledger pass, with --wait-for-go: it imports torch while the ledger pass runs, then
+# blocks on stdin until the ledger pass is done and says how many steps it traced
+# ("go 3"). The two never run the script at the same time, so neither pass's step times
+# nor peaks see the other; only the imports overlap (one core each on a 2-core box).
+class _Worker:
+    """One worker process (`python -m memledger.trace.worker MODE ...`)."""
+
+    def __init__(self, mode: str, script: Path, argv: list[str], out: Path, steps: int,
+                 quiet: bool, extra: tuple[str, ...] = (), wait_for_go: bool = False,
+                 fw: Forwarder | None = None) -> None:
+        self.out = out
+        self.quiet = quiet
+        self.fw = fw
+        self._tmp = tempfile.TemporaryDirectory(prefix="memledger-")
+        self.status = Path(self._tmp.name) / "status.json"
         cmd = [sys.executable, "-m", "memledger.trace.worker", mode, "--out", str(out),
-               "--status", str(status), "--steps", str(steps), *extra, str(script), "--", *argv]
+               "--status", str(self.status), "--steps", str(steps), *extra,
+               *(("--wait-for-go",) if wait_for_go else ()), str(script), "--", *argv]
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-        proc = subprocess.Popen(cmd, env=env,
-                                stdout=subprocess.PIPE if quiet else None,
-                                stderr=subprocess.STDOUT if quiet else None)
-        fw.attach(proc)  # SIGINT/SIGTERM to memledger reach the worker (Note [One interrupt])
-        output, _ = proc.communicate()
-        if status.exists():
-            result = json.loads(status.read_text())
+        self.proc = subprocess.Popen(cmd, env=env,
+                                     stdin=subprocess.PIPE if wait_for_go else None,
+                                     stdout=subprocess.PIPE if quiet else None,
+                                     stderr=subprocess.STDOUT if quiet else None)
+        if fw is not None:  # SIGINT/SIGTERM to memledger reach it: Note [One interrupt, ...]
+            fw.attach(self.proc)
+
+    def result(self, go: str | None = None) -> dict:
+        """Wait for the worker (first telling a waiting one `go`) and read its status."""
+        try:
+            output, _ = self.proc.communicate(go.encode() if go is not None else None)
+        except KeyboardInterrupt:
+            self.proc.wait()  # the child got the same Ctrl-C: let it finish writing
+            self._done()
+            raise ScriptError(f"interrupted; the partial ledger is kept at {self.out}",
+                              exit_code=EXIT_INTERRUPTED) from None
+        if self.status.exists():
+            result = json.loads(self.status.read_text())
         else:
-            result = {"code": proc.returncode or EXIT_USAGE,
-                      "reason": f"worker died with status {proc.returncode}", "steps": 0}
-        if fw.interrupted:
-            result = {**result, "code": EXIT_INTERRUPTED, "signals": fw.signals}
-        if quiet and result["code"] not in (EXIT_OK, EXIT_INTERRUPTED) and output:
+            result = {"code": self.proc.returncode or EXIT_USAGE,
+                      "reason": f"worker died with status {self.proc.returncode}", "steps": 0}
+        self._done()
+        if self.fw is not None and self.fw.interrupted:
+            result = {**result, "code": EXIT_INTERRUPTED, "signals": self.fw.signals}
+        if self.quiet and result["code"] not in (EXIT_OK, EXIT_INTERRUPTED) and output:
             sys.stderr.write(output.decode(errors="replace"))
         return result
+
+    def cancel(self) -> None:
+        """A waiting worker that will not be needed: tell it to stop (no output kept)."""
+        if self.proc.poll() is None:
+            with contextlib.suppress(OSError, ValueError):
+                self.proc.communicate(b"stop\n", timeout=60)
+        self._done()
+
+    def _done(self) -> None:
+        with contextlib.suppress(OSError):
+            self._tmp.cleanup()
 
 
 def trace_script(script: str | Path, argv: list[str], out: str | Path, steps: int = 3,
@@ -94,15 +138,54 @@ def trace_script(script: str | Path, argv: list[str], out: str | Path, steps: in
     fake_args = ("--fake", *(("--device", device) if device else ())) if fake else ()
     partial = partial_path(out)
     try:
-        return _trace_into(script, argv, partial, out, steps, measure, fake_args)
+        with Forwarder() as fw:
+            return _trace_into(script, argv, out, partial, steps, measure, fake, fake_args, fw)
     finally:
         commit(partial, out)
 
 
-def _trace_into(script: Path, argv: list[str], partial: Path, out: Path, steps: int,
-                measure: bool, fake_args: tuple[str, ...]) -> TraceResult:
-    res = _worker("ledger", script, argv, partial, steps, quiet=False, extra=fake_args)
-    if res["code"] == EXIT_USAGE and fake_args:   # the script cannot run fake: one line
+def _trace_into(script: Path, argv: list[str], out: Path, partial: Path, steps: int,
+                measure: bool, fake: bool, fake_args: tuple[str, ...],
+                fw: Forwarder) -> TraceResult:
+    allocator = None
+    if measure:   # Note [Warm allocator pass]: it imports torch while the ledger pass runs
+        # On CUDA the allocator pass also leaves the allocator's own snapshot beside the
+        # ledger (a torch pickle: read it with `memledger import`, never plain pickle).
+        mtmp = tempfile.TemporaryDirectory(prefix="memledger-")
+        allocator = _Worker("allocator", script, argv, Path(mtmp.name) / "measured.json",
+                            steps, quiet=True, wait_for_go=True, fw=fw,
+                            extra=("--snapshot", str(out) + ".cuda-snapshot.pickle"))
+    try:
+        res = _worker("ledger", script, argv, partial, steps, quiet=False, extra=fake_args,
+                      fw=fw)
+        _raise_for_ledger_pass(res, out, partial, fake)
+    except BaseException:
+        if allocator is not None:
+            allocator.cancel()
+            mtmp.cleanup()
+        raise
+    measured = False
+    if allocator is not None:
+        mpath = allocator.out
+        try:
+            mres = allocator.result(go=f"go {res['steps']}\n")
+            if mres["code"] == EXIT_INTERRUPTED:
+                raise ScriptError(f"{_interrupted(mres)} during the allocator pass; the ledger "
+                                  f"(complete, without the allocator's peak) is kept at {out}",
+                                  exit_code=EXIT_INTERRUPTED)
+            if mres["code"] == EXIT_OK and mpath.exists():
+                append_records(partial, json.loads(mpath.read_text())["records"])
+                measured = True
+            else:
+                print(f"memledger: allocator pass failed ({mres['reason']}); the ledger has no "
+                      "measured peak", file=sys.stderr)
+        finally:
+            mtmp.cleanup()
+    return TraceResult(ledger_path=out, steps=res["steps"], measured=measured)
+
+
+def _raise_for_ledger_pass(res: dict, out: Path, partial: Path, fake: bool) -> None:
+    if res["code"] == EXIT_USAGE and fake:   # the script cannot run fake: one line
         raise ScriptError(res["reason"], exit_code=EXIT_USAGE)
     if res["code"] == EXIT_INTERRUPTED:
         raise ScriptError(f"{_interrupted(res)}; the partial ledger is kept at {out}",
@@ -118,26 +201,6 @@ def _trace_into(script: Path, argv: list[str], partial: Path, out: Path, steps: 
             f"the script ran no optimizer step ({res.get('events', 0)} ops seen); memledger "
             f"traces training steps, so call optimizer.step() in the script (ledger kept at {out})",
             exit_code=EXIT_USAGE)
-    measured = False
-    if measure:
-        with tempfile.TemporaryDirectory(prefix="memledger-") as tmp:
-            mpath = Path(tmp) / "measured.json"
-            # On CUDA the allocator pass also leaves the allocator's own snapshot beside the
-            # ledger (a torch pickle: read it with `memledger import`, never plain pickle).
-            snapshot = ("--snapshot", str(out) + ".cuda-snapshot.pickle")
-            mres = _worker("allocator", script, argv, mpath, res["steps"], quiet=True,
-                           extra=snapshot)
-            if mres["code"] == EXIT_INTERRUPTED:
-                raise ScriptError(f"{_interrupted(mres)} during the allocator pass; the ledger "
-                                  f"(complete, without the allocator's peak) is kept at {out}",
-                                  exit_code=EXIT_INTERRUPTED)
-            if mres["code"] == EXIT_OK and mpath.exists():
-                append_records(partial, json.loads(mpath.read_text())["records"])
-                measured = True
-            else:
-                print(f"memledger: allocator pass failed ({mres['reason']}); the ledger has no "
-                      "measured peak", file=sys.stderr)
-    return TraceResult(ledger_path=out, steps=res["steps"], measured=measured)
 
 
 def _interrupted(res: dict) -> str:

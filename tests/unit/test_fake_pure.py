@@ -38,7 +38,8 @@ def test_cuda_target_on_this_build():
     t = FakeTarget.for_device("cuda")
     assert (t.device, t.rounding) == ("cuda:0", 512)
     assert t.kernels == ("cpu" if torch.version.cuda is None else "cuda")
-    assert FakeTarget.for_device(None) == FakeTarget("cpu", "cpu", 0)
+    assert FakeTarget.for_device("cpu") == FakeTarget("cpu", "cpu", 0)
+    assert FakeTarget.for_device(None).device == ""     # the script's own devices
 
 
 @pytest.mark.parametrize("verb", [["measure", "examples/train_mlp.py", "--fake"],
