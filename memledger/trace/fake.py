@@ -283,7 +283,7 @@ class FakeCollector(Collector):
         if kwargs and self.target.remap and "device" in kwargs:   # Rule 5
             kwargs = self._remap(kwargs)
         ub = UPPER_BOUNDS.get(func)
-        if ub is not None:
+        if ub is not None and isinstance(args[0], FakeTensor):   # real inputs: real values
             self._note_standin(str(func), "upper bound: every element")
             func = ub
         self._lifting = func is LIFT_FRESH          # Rule 1: a literal's real source

@@ -115,7 +115,7 @@ class _Worker:
 
 def trace_script(script: str | Path, argv: list[str], out: str | Path, steps: int = 3,
                  measure: bool | None = None, fake: bool = False,
-                 device: str | None = None) -> TraceResult:
+                 device: str | None = None, world: int = 0, rank: int = 0) -> TraceResult:
     """Trace `steps` optimizer steps of `script` into the ledger `out`; raises on failure.
     `fake`: above FakeTensorMode for the target `device` (no allocator pass: docs/fake.md).
 
@@ -136,6 +136,11 @@ def trace_script(script: str | Path, argv: list[str], out: str | Path, steps: in
     if steps < 1:
         raise ScriptError("--steps must be at least 1", exit_code=EXIT_USAGE)
     fake_args = ("--fake", *(("--device", device) if device else ())) if fake else ()
+    if world:   # one simulated rank of `world`: memledger/trace/fake_world.py
+        if not fake:
+            raise ScriptError("--world simulates ranks above FakeTensorMode: add --fake (or "
+                              "run real ranks with --nproc)", exit_code=EXIT_USAGE)
+        fake_args += ("--world", str(world), "--rank", str(rank))
     partial = partial_path(out)
     try:
         with Forwarder() as fw:

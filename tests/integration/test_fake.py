@@ -121,15 +121,26 @@ def test_fake_small_integers_are_computed_for_real():
 
 
 def test_fake_script_that_needs_data_exits_2_with_its_line(tmp_path, capfd):
-    from memledger.cli import main
+    import json
 
+    from memledger.trace.worker import main as worker_main
+
+    # the ledger pass in this process (the CLI runs the same worker in a fresh one and
+    # prints the status's reason as its one line, exit 2: session.trace_script)
     script = tmp_path / "needs_data.py"
     script.write_text("import torch\nx = torch.randint(5, (2_000_000,))\n"
                       "u = torch.unique(x)  # its size is the data\n")
-    code = main(["trace", str(script), "--fake", "-o", str(tmp_path / "x.ledger")])
-    err = capfd.readouterr().err
-    assert code == 2 and "needs_data.py:3 `u = torch.unique(x)" in err
-    assert "Traceback" not in err and err.strip().count("\n") == 0
+    status = tmp_path / "status.json"
+    argv, path = list(sys.argv), list(sys.path)
+    try:
+        code = worker_main(["ledger", "--fake", "--out", str(tmp_path / "x.ledger"),
+                            "--status", str(status), str(script)])
+    finally:
+        sys.argv[:], sys.path[:] = argv, path
+    reason = json.loads(status.read_text())["reason"]
+    assert code == 2 and "needs_data.py:3 `u = torch.unique(x)" in reason
+    assert reason.startswith("memledger: cannot run fake at ") and "\n" not in reason
+    assert "Traceback" not in capfd.readouterr().err
 
 
 def test_fake_with_measure_is_refused(tmp_path, capsys):
