@@ -22,8 +22,14 @@ def report(
 ) -> None:
     """Write an HTML page: stacked timeline by category, phases, steps, the peak explained."""
     check_output(output, "report", inputs=[ledger])
+    from memledger.ledger.ranks import find_rank_files
     from memledger.report.html import write_html
 
+    if files := find_rank_files(ledger):   # `trace --nproc`: an index page and one per rank
+        from memledger.commands.ranks import report_ranks
+
+        report_ranks(ledger, files, output, max_points)
+        return
     led = open_ledger(ledger)
     out = write_html(led, output, source=ledger.name, max_points=max_points)
     console.print(f"{out}: report of {ledger} ({led.n_events:,} events)", markup=False)
