@@ -26,7 +26,8 @@ Rules (numbered so that code can point here):
    events: event numbers stay those of the real run.
 3. Data-dependent values get a stand-in and a `{"k": "standin"}` record naming the script
    line (once per line): `.item()`, `float(t)`, `int(t)`, `bool(t)`, `.tolist()`, a tensor
-   used as an index -> 0, 0.0 or False; a bool that comes from a finiteness check gets the
+   used as an index -> 0, 0.0 or False (integer and bool results of up to SHADOW_NUMEL
+   elements whose inputs are known are computed for real instead); a bool that comes from a finiteness check gets the
    answer of a healthy run (`isnan(loss)` False, `isfinite(loss)` True), so
    `if not torch.isfinite(loss): continue` still trains. An op whose output *size* depends on values gets
    its upper bound: `nonzero(x)` -> (x.numel(), x.dim()) int64, `masked_select(x, m)` ->
@@ -259,6 +260,18 @@ class _UpperBound:
         return self.make(*args, **kwargs)
 
 
+class _RealSize:
+    """Rule 3: a value-sized op whose input is known (shadowed): a fake of the real size."""
+
+    def __init__(self, op, real: torch.Tensor) -> None:
+        self.op, self.real = op, real
+        self.__name__ = op.__name__
+        self._overloadpacket = op._overloadpacket
+
+    def __call__(self, *args, **kwargs):
+        return torch.empty(self.real.shape, dtype=self.real.dtype, device=args[0].device)
+
+
 UPPER_BOUNDS = {
     aten.nonzero.default: _UpperBound(aten.nonzero.default, lambda x: torch.empty(
         (x.numel(), x.dim()), dtype=torch.long, device=x.device)),
@@ -326,8 +339,12 @@ class FakeCollector(Collector):
             kwargs = self._remap(kwargs)
         ub = UPPER_BOUNDS.get(func)
         if ub is not None and isinstance(args[0], FakeTensor):   # real inputs: real values
-            self._note_standin(str(func), "upper bound: every element")
-            func = ub
+            known = self._real(func, args, kwargs or {})          # shadowed: the real size
+            if isinstance(known, torch.Tensor):
+                func = _RealSize(func, known)
+            else:
+                self._note_standin(str(func), "upper bound: every element")
+                func = ub
         self._lifting = func is LIFT_FRESH          # Rule 1: a literal's real source
         try:
             out = super().__torch_dispatch__(func, types, args, kwargs)
@@ -358,15 +375,15 @@ class FakeCollector(Collector):
                 self.sink.write({"k": "flops", "ev": self._ev - 1, "n": n})
         return out
 
-    def _shadow(self, func, args, kwargs, outs) -> None:
-        """Compute a small integer result for real from its inputs' shadows (Rule 3)."""
+    def _real(self, func, args, kwargs):
+        """The op run for real on its inputs' shadows (Rule 3), or None if one is unknown."""
         flat, spec = tree_flatten((args, kwargs))
         real = []
         for a in flat:
             if isinstance(a, torch.Tensor):
                 a = _shadow_of(a)
                 if a is None:
-                    return
+                    return None
             elif isinstance(a, torch.device):
                 a = torch.device("cpu")
             real.append(a)
@@ -376,8 +393,14 @@ class FakeCollector(Collector):
         op = getattr(func, "op", func)
         try:
             with _disable_current_modes():
-                r = op(*r_args, **r_kwargs)
+                return op(*r_args, **r_kwargs)
         except Exception:   # a shadow is a convenience: without it the stand-in applies
+            return None
+
+    def _shadow(self, func, args, kwargs, outs) -> None:
+        """Compute a small integer result for real from its inputs' shadows (Rule 3)."""
+        r = self._real(func, args, kwargs)
+        if r is None:
             return
         rs = (r,) if isinstance(r, torch.Tensor) else r
         if not isinstance(rs, (list, tuple)) or len(rs) != len(outs):

@@ -280,3 +280,13 @@ def test_fake_finiteness_checks_answer_as_a_healthy_run():
         assert bool(g.sum() > 0) is False                # no rule: the plain stand-in
     standins = sorted(fake_info(led.ledger).standins, key=lambda s: s.line)
     assert [s.value for s in standins] == ["True", "False", "False", "False", "False"]
+
+
+def test_fake_value_sized_op_on_known_integers_has_its_real_size():
+    import torch
+
+    with memledger.trace(fake=True) as led:
+        tokens = torch.tensor([5, 0, 3, 0, 0, 7])           # a literal: known values
+        idx = (tokens != 0).nonzero()                        # 3 non-padding tokens
+        assert idx.shape == (3, 1)
+    assert fake_info(led.ledger).standins == []              # computed, not stood in
