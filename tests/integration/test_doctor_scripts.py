@@ -8,6 +8,7 @@ expectation with it).
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 from pathlib import Path
 
@@ -23,6 +24,7 @@ def line_of(script: str, text: str) -> int:
     return next(i for i, s in enumerate(lines, 1) if s.split("  #")[0].strip() == text)
 
 
+@functools.lru_cache(maxsize=None)
 def doctor(script: str, *args: str, steps: int = 3):
     report, outcome = diagnose_in_process(SCRIPTS / script, list(args), steps)
     assert outcome.code == 0, outcome.reason
@@ -113,15 +115,6 @@ def test_deliberate_accumulation_is_not_a_leak():
     assert report.ok
 
 
-@pytest.mark.parametrize("script", ["hf_gpt2.py", "hf_lora.py"])
-def test_no_false_positive_on_transformers_and_peft_loops(script):
-    for pkg in ("transformers", "peft"):
-        if importlib.util.find_spec(pkg) is None:
-            pytest.skip(f"{pkg} is not installed (pip install '.[dev]')")
-    report = doctor(script)
-    assert [f.line() for f in report.findings] == []
-
-
 @pytest.mark.parametrize("name", ["mlp", "cnn", "gpt", "llama"])
 def test_no_false_positive_on_bundled_examples(name):
     example = Path(__file__).resolve().parents[2] / "examples" / f"train_{name}.py"
@@ -129,3 +122,12 @@ def test_no_false_positive_on_bundled_examples(name):
         pytest.skip(f"{example.name} is not in this checkout")
     report, outcome = diagnose_in_process(example, [], 3)
     assert outcome.code == 0 and [f.line() for f in report.findings] == []
+
+
+@pytest.mark.parametrize("script", ["hf_gpt2.py", "hf_lora.py"])
+def test_no_false_positive_on_transformers_and_peft_loops(script):
+    for pkg in ("transformers", "peft"):
+        if importlib.util.find_spec(pkg) is None:
+            pytest.skip(f"{pkg} is not installed (pip install '.[dev]')")
+    report = doctor(script)
+    assert [f.line() for f in report.findings] == []
