@@ -80,6 +80,11 @@ def check(
         = None,
     markdown_: Annotated[Optional[Path], typer.Option(
         "--markdown", help="write a Markdown summary (e.g. $GITHUB_STEP_SUMMARY)")] = None,
+    nproc: Annotated[int, typer.Option(
+        min=0, help="run the script on N ranks under torchrun; every rank is checked")] = 0,
+    timeout: Annotated[float, typer.Option(
+        help="with --nproc: seconds without an optimizer step before a rank counts as hung")] =
+        300.0,
     no_findings: Annotated[bool, typer.Option(
         "--no-findings", help="also fail on any `memledger doctor` finding (a script is "
         "doctored in its own run; a ledger must come from `memledger doctor -o`)")] = False,
@@ -91,7 +96,8 @@ def check(
     from memledger.trace.session import trace_script
 
     flags: dict = {"peak": budget, "categories": _pairs(category, "category"),
-                   "phases": _pairs(phase, "phase"), "steps": steps}
+                   "phases": _pairs(phase, "phase"), "steps": steps,
+                   "fake": fake or None, "device": device}
     if max_increase is not None or baseline is not None:
         flags["baseline"] = {k: v for k, v in (("max_increase", max_increase),
                                                ("ledger", baseline)) if v is not None}
@@ -109,12 +115,20 @@ def check(
     if bud.baseline is not None and bud.baseline.ledger is not None:
         base = _load(bud.baseline.ledger, "baseline")
 
+    if nproc or (target.suffix != ".py" and not target.exists()):  # several ranks
+        from memledger.commands.ranks import check_ranks, rank_ledgers_for_check
+
+        leds = rank_ledgers_for_check(target, script_args or [], nproc, bud.steps or DEFAULT_STEPS,
+                                      output, measure, timeout, json_, _load)
+        check_ranks(leds, bud, base, sources, str(target), json_, junit, markdown_)
+        return
     if target.suffix == ".py":
         with tempfile.TemporaryDirectory(prefix="memledger-check-") as tmp:
             out = output or Path(tmp) / "check.ledger"
             with stdout_to_stderr(json_):  # --json: stdout holds the JSON and nothing else
                 res = trace_script(target, script_args or [], out, measure=measure,
-                                   steps=bud.steps or DEFAULT_STEPS, fake=fake, device=device)
+                                   steps=bud.steps or DEFAULT_STEPS, fake=bud.fake,
+                                   device=bud.device)
             led = _load(res.ledger_path, "ledger")
             doc = _doctor(target, script_args or [], bud.steps or DEFAULT_STEPS, json_) \
                 if no_findings else None

@@ -27,7 +27,7 @@ from memledger.ledger.writer import Record
 STORAGE_COLUMNS = [
     "sid", "bytes", "device", "dtype", "shape", "op", "module", "phase", "step",
     "created", "last_use", "freed", "category", "name", "saved_module", "saved_ev",
-    "unpack_ev", "pre", "saved_last_ev", "unpack_first_ev", "saves",
+    "unpack_ev", "pre", "saved_last_ev", "unpack_first_ev", "saves", "shard",
 ]
 
 
@@ -190,6 +190,11 @@ class Ledger:
         pk = self.peak()
         out = self.by_category(pk.event)
         out["workspace"] = self.workspace_bytes(pk.bytes)
+        # The collectives' own buffers (gloo) are communication the ledger cannot see: they
+        # move from workspace to communication (trace/allocator.py, Note [Collective scratch]).
+        coll = min(int((self.measured or {}).get("collective_at_peak_bytes", 0)), out["workspace"])
+        out["workspace"] -= coll
+        out["communication"] += coll
         return out
 
     def workspace_bytes(self, ledger_peak: int | None = None) -> int:
@@ -351,9 +356,9 @@ def _storages(by_kind: dict[str, list[Record]]) -> pd.DataFrame:
         idx, first = rows_of(up.drop_duplicates("sid", keep="first"))
         df.iloc[idx, df.columns.get_loc("unpack_first_ev")] = first["ev"].to_numpy(np.int64)
 
-    roles = _table(by_kind.pop("role", []), {"sid": None, "role": None, "name": ""})
+    roles = _table(by_kind.pop("role", []), {"sid": None, "role": None, "name": "", "shard": ""})
     _check_required("role", roles, ("sid", "role"))
-    df["category"], df["name"] = _categories(df, roles, sv)
+    df["category"], df["name"], df["shard"] = _categories(df, roles, sv)
     # A parameter or buffer belongs to the module that owns it, whatever op made its storage.
     owned = df["category"].isin(["parameter", "buffer"]).to_numpy() & (df["name"] != "").to_numpy()
     df.loc[owned, "module"] = [n.rpartition(".")[0] for n in df.loc[owned, "name"]]
@@ -365,19 +370,21 @@ def _storages(by_kind: dict[str, list[Record]]) -> pd.DataFrame:
 def _categories(df: pd.DataFrame, roles: pd.DataFrame, saved: pd.DataFrame):
     """Each storage's category: its highest-priority role (see ROLE_PRIORITY), else by when
     it was made: during the run, a temporary; while setting up (or already there when
-    tracing began), other. Returns (categories, names)."""
+    tracing began), other. Returns (categories, names, shards)."""
     rank = {r: i for i, r in enumerate(ROLE_PRIORITY)}
     parts = []
     if len(roles):
         r = roles[roles["role"].isin(list(rank))]
         parts.append(pd.DataFrame({"sid": r["sid"].to_numpy(), "role": r["role"].to_numpy(),
-                                   "name": r["name"].fillna("").astype(str).to_numpy()}))
+                                   "name": r["name"].fillna("").astype(str).to_numpy(),
+                                   "shard": r["shard"].fillna("").astype(str).to_numpy()}))
     if len(saved):
         parts.append(pd.DataFrame({"sid": saved["sid"].to_numpy(), "role": "activation",
-                                   "name": ""}))
+                                   "name": "", "shard": ""}))
     made_in_run = (df["phase"] != "setup").to_numpy() & ~df["pre"].to_numpy(dtype=bool)
     cats = pd.Series(np.where(made_in_run, "temporary", "other"), index=df.index, dtype=object)
     names = pd.Series("", index=df.index, dtype=object)
+    shards = pd.Series("", index=df.index, dtype=object)
     if parts:
         allr = pd.concat(parts, ignore_index=True)
         allr["rank"] = allr["role"].map(rank)
@@ -385,4 +392,5 @@ def _categories(df: pd.DataFrame, roles: pd.DataFrame, saved: pd.DataFrame):
         best = best[best["sid"].isin(df.index)].set_index("sid")
         cats.loc[best.index] = best["role"]
         names.loc[best.index] = best["name"]
-    return cats.to_numpy(), names.to_numpy()
+        shards.loc[best.index] = best["shard"]
+    return cats.to_numpy(), names.to_numpy(), shards.to_numpy()

@@ -46,7 +46,7 @@ def render_html(led: Ledger, source: str = "", max_points: int = MAX_POINTS) -> 
            f"{d['n_events']:,} events" + ("" if d["complete"] else " · INCOMPLETE run"))
     lead = (f"Peak <b>{escape(pk['human'])}</b> ({pk['bytes']:,} B) at step {pk['step']}, "
             f"{escape(pk['phase'])}, op {escape(pk['op'] or '-')} in "
-            f"{escape(pk['module'] or '(no module)')}")
+            f"{escape(pk['module'] or '(script)')}")
     if meas:
         lead += (f"; allocator peak <b>{escape(meas['human'])}</b> ({meas['peak_bytes']:,} B, "
                  f"{escape(meas['source'])})")
@@ -57,7 +57,7 @@ def render_html(led: Ledger, source: str = "", max_points: int = MAX_POINTS) -> 
                                         d["by_phase_peak"].items()], {1})
     idle = _table(["bytes", "category", "module", "shape", "what", "storages",
                    "idle events", "bytes × idle events"],
-                  [[r["human"], r["category"], r["module"] or "(no module)", r["shape"],
+                  [[r["human"], r["category"], r["module"] or "(script)", r["shape"],
                     r["name"] or r["op"], r["count"], f"{r['idle_events']:,}",
                     f"{r['idle_byte_events']:,}"] for r in d["idle"]], {0, 5, 6, 7})
     return f"""<!DOCTYPE html>
@@ -73,9 +73,14 @@ def render_html(led: Ledger, source: str = "", max_points: int = MAX_POINTS) -> 
 <div id="ml-legend"></div>
 <div id="ml-chart-wrap"><div id="ml-tip"></div></div>
 <div id="ml-peak-panel"></div>
+<div id="ml-at-panel"></div>
 <div class="dim">Stacked: live bytes by category after each event (each drawn point is the
 highest event of its bucket, so the peak is exact). Bands: phases. Dashed verticals: ends of
-optimizer steps. Dashed horizontal: the allocator's own peak. Hover or click the peak.</div>
+optimizer steps. Dashed horizontal: the allocator's own peak. Hover for the op and module;
+click a point for the tensors live there; wheel to zoom, drag to pan, double-click or
+<button id="ml-reset" type="button">reset zoom</button> for the whole run; click a legend
+entry to hide or show its category. Hover or click the peak.</div>
+<div id="ml-selftest"></div>
 <h2>At the peak</h2>{cats}
 <h2>Peak by phase</h2>{phases}
 <h2>Saved for backward: {escape(format_bytes(d['activations']['saved_bytes']))}

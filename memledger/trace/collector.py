@@ -38,11 +38,39 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from memledger.ledger.schema import SCHEMA
 from memledger.ledger.writer import Sink
+from memledger.trace.resize import StorageResizeWatch
+from memledger.trace.sharding import ShardingMixin, local_tensor
 
 _graph_task_id = torch._C._current_graph_task_id
 _RF_ENTER = torch.ops.profiler._record_function_enter_new.default
 _RF_EXIT = torch.ops.profiler._record_function_exit._RecordFunction
 _Tensor = torch.Tensor
+_LIFT_FRESH = torch.ops.aten.lift_fresh.default
+
+
+class FirstUse:
+    """`Collector(pre_existing=FIRST_USE)`: a storage the block first meets as an op's input
+    existed before the block. See Note [Pre-existing storages, found on first use]."""
+
+    def __contains__(self, key: object) -> bool:
+        return True
+
+
+FIRST_USE = FirstUse()
+
+# Note [Pre-existing storages, found on first use]
+# `memledger.trace()` wraps a block of a running process: parameters, optimizer state and
+# the batch exist before it. Every op's outputs are seen, so a storage the block first meets
+# as an *input* was made before the block, or made just now outside the dispatcher. The
+# API counts it as pre-existing (live from event 0, `pre`), without walking every object of
+# the process at entry (~300,000 objects, ~65 ms of CPU in a pytest process: most of the
+# API's entry cost). One creation outside the dispatcher is common and told apart:
+# `torch.tensor(1.0)` is built in C++ and first seen as the input of `aten.lift_fresh`, so
+# that input counts as made at that event. Known limitation: a `torch.from_numpy` or
+# `torch.load` inside the block counts from event 0 (the allocator never sees numpy's
+# memory either). Example: fc.weight (1,000 B) made before the block and first used at event
+# 40 is live from event 0 (the block's peak includes it wherever it is); `b =
+# torch.tensor([1., 2.])` at event 7 is an 8 B storage made at event 7.
 
 
 class StopTracing(BaseException):
@@ -52,7 +80,7 @@ class StopTracing(BaseException):
     """
 
 
-class Collector(TorchDispatchMode):
+class Collector(ShardingMixin, TorchDispatchMode):
     """Records a lifetime ledger of every storage while active.
 
     Example usage::
@@ -74,7 +102,9 @@ class Collector(TorchDispatchMode):
         super().__init__()
         # Storages (by _cdata) alive before tracing began. Only keys: holding the tensors
         # would keep them alive. One seen later is recorded as live from event 0.
-        self._pre_existing = frozenset(pre_existing)
+        self._pre_existing = pre_existing if isinstance(pre_existing, FirstUse) \
+            else frozenset(pre_existing)
+        self._lifting = False   # the op running is aten.lift_fresh (see the Note above)
         self.sink = sink
         self.max_steps = max_steps
         self.on_steps_done = on_steps_done
@@ -102,6 +132,8 @@ class Collector(TorchDispatchMode):
         self._handles: list[Any] = []
         self._saved_hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack)
         self._closed = False
+        self._init_sharding()  # Note [Sharded storages]
+        self._resize_watch = StorageResizeWatch(self._on_resize)
 
     # ---- lifecycle ------------------------------------------------------------------------
     def __enter__(self) -> "Collector":
@@ -115,10 +147,12 @@ class Collector(TorchDispatchMode):
             register_optimizer_step_post_hook(self._opt_post),
         ]
         self._saved_hooks.__enter__()
+        self._resize_watch.__enter__()
         return super().__enter__()
 
     def __exit__(self, exc_type, exc, tb) -> None:
         super().__exit__(exc_type, exc, tb)
+        self._resize_watch.__exit__(exc_type, exc, tb)
         self._saved_hooks.__exit__(exc_type, exc, tb)
         for h in self._handles:
             h.remove()
@@ -138,6 +172,8 @@ class Collector(TorchDispatchMode):
             return
         self._closed = True
         for _, (sid, _, _) in list(self._refs.items()):
+            if sid in self._resized_away:
+                continue
             self.sink.write({"k": "live", "sid": sid, "last": self._last.get(sid, -1)})
         self.sink.write({"k": "end", "ev": self._ev, "status": status, "message": message,
                          "steps": self._steps_done})
@@ -161,6 +197,7 @@ class Collector(TorchDispatchMode):
             return out
         ev = self._ev
         self._ev = ev + 1
+        self._lifting = func is _LIFT_FRESH
         if (_graph_task_id() != -1) != (self._phase == "backward"):
             self._switch_backward(ev)
         last = self._last
@@ -182,6 +219,7 @@ class Collector(TorchDispatchMode):
                     self._output(o, ev, func)
         if self._phase == "loss":
             self._mark_loss_inputs(args)
+        self._mark_communication(func, args, out)
         return out
 
     def _sid(self, t: torch.Tensor, ev: int) -> int:
@@ -191,6 +229,7 @@ class Collector(TorchDispatchMode):
         event 0) or was made outside the dispatcher just now (a Python scalar wrapped as a
         tensor, `torch.from_numpy`, C++ internals).
         """
+        t = local_tensor(t)  # Note [Sharded storages]
         try:
             st = t.untyped_storage()
         except (RuntimeError, NotImplementedError):
@@ -198,13 +237,14 @@ class Collector(TorchDispatchMode):
         key = st._cdata
         sid = self._sids.get(key)
         if sid is None:
-            if key in self._pre_existing:
+            if key in self._pre_existing and not self._lifting:
                 sid = self._new_storage(t, st, 0, "", pre=True)
             else:
                 sid = self._new_storage(t, st, ev, "(outside dispatch)", pre=False)
         return sid
 
     def _output(self, t: torch.Tensor, ev: int, func) -> None:
+        t = local_tensor(t)
         try:
             st = t.untyped_storage()
         except (RuntimeError, NotImplementedError):
@@ -251,6 +291,9 @@ class Collector(TorchDispatchMode):
         if entry is None or self._closed:
             return
         sid, key, _ = entry
+        if sid in self._resized_away:  # its free was written at the resize
+            self._resized_away.discard(sid)
+            return
         if self._sids.get(key) == sid:
             del self._sids[key]
         self._outside.discard(sid)
@@ -259,6 +302,8 @@ class Collector(TorchDispatchMode):
                          "last": self._last.pop(sid, -1)})
 
     def _module_now(self) -> str:
+        if self._fsdp_units and (unit := self._fsdp_module()) is not None:
+            return unit  # Note [Sharded storages], 4.
         if self._phase == "backward":
             return self._bw_module
         if self._phase in ("optimizer", "zero_grad"):
@@ -287,10 +332,12 @@ class Collector(TorchDispatchMode):
         if func is _RF_ENTER:
             name = str(args[0]) if args else ""
             self._rf_stack.append(name)
+            self._fsdp_enter(name)
             if name.startswith("Optimizer.zero_grad"):
                 self._set_phase("zero_grad")
         elif self._rf_stack:
             name = self._rf_stack.pop()
+            self._fsdp_exit()
             if name.startswith("Optimizer.zero_grad"):
                 self._set_phase("other")
 
@@ -317,6 +364,8 @@ class Collector(TorchDispatchMode):
         self.sink.write({"k": "scope", "mod": path, "ev0": ev0, "ev1": self._ev,
                          "ph": self._phase, "step": self._step,
                          "ns": time.perf_counter_ns() - t0, "cls": type(module).__name__})
+        if self._sharded_slots:
+            self._mark_unsharded(module, path)
         if is_root and self._phase == "forward":
             self._set_phase("loss")
 
@@ -328,10 +377,14 @@ class Collector(TorchDispatchMode):
         self._roots.append(weakref.ref(root))
         for name, mod in root.named_modules():
             self._paths.setdefault(id(mod), ".".join(p for p in (prefix, name) if p))
+        for mname, mod in root.named_modules():
+            for pname, p in mod.named_parameters(recurse=False):
+                self._note_sharded(mod, pname, p)
         for name, p in root.named_parameters():
             full = ".".join(x for x in (prefix, name) if x)
             self._param_names[id(p)] = full
-            self._role(p, "parameter", full)
+            self._role(p, "parameter", full,
+                       shard="sharded" if getattr(p, "_local_tensor", None) is not None else "")
         for name, b in root.named_buffers():
             self._role(b, "buffer", ".".join(x for x in (prefix, name) if x))
         return self._paths[id(root)]
@@ -357,7 +410,7 @@ class Collector(TorchDispatchMode):
                     self.sink.write({"k": "role", "sid": sid, "role": "input"})
 
     # ---- roles ----------------------------------------------------------------------------
-    def _role(self, t: torch.Tensor, role: str, name: str = "") -> None:
+    def _role(self, t: torch.Tensor, role: str, name: str = "", shard: str = "") -> None:
         sid = self._sid(t, self._ev)
         if sid >= 0 and (sid, role) not in self._roles_written:
             self._roles_written.add((sid, role))
@@ -365,6 +418,8 @@ class Collector(TorchDispatchMode):
             rec = {"k": "role", "sid": sid, "role": role}
             if name:
                 rec["name"] = name
+            if shard:  # "sharded" | "unsharded": Note [Sharded storages]
+                rec["shard"] = shard
             self.sink.write(rec)
 
     def _mark_gradients(self, params=None) -> None:
@@ -385,6 +440,8 @@ class Collector(TorchDispatchMode):
 
     def _opt_post(self, opt: torch.optim.Optimizer, args, kwargs) -> None:
         self._mark_optimizer_state(opt)
+        if self._nested_step():  # ZeRO's inner optimizer: the outer step counts
+            return
         now = time.perf_counter_ns()
         self.sink.write({"k": "step", "step": self._step, "ev": self._ev - 1,
                          "ns": now - self._step_t0})
