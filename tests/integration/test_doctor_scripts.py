@@ -91,7 +91,8 @@ def test_planted_bug_is_caught_naming_what_and_where(script, args, check, severi
 FIXED = [("cut.py", ["--cut", c, "--fixed"]) for c in ("detach", "checkpoint")] + [
     ("optim_membership.py", ["--fixed"]), ("grad_leak.py", ["--fixed"]),
     ("accumulation.py", ["--fixed"]), ("retention.py", ["--fixed"]), ("eval_mode.py", ["--fixed"]),
-] + [("updates.py", ["--bug", b, "--fixed"]) for b in ("nonfinite", "scaler", "zeroed", "sched")]
+] + [("updates.py", ["--bug", b, "--fixed"]) for b in ("scaler", "sched")]   # with --fixed,
+# nonfinite and zeroed run the very loop of sched (the bug flags only pick the bug)
 
 
 @pytest.mark.parametrize("script,args", FIXED, ids=[f"{s}:{' '.join(a)}" for s, a in FIXED])
