@@ -92,3 +92,50 @@ def check_ranks(leds: list, bud, base, sources, source: str, json_: bool, junit,
         raise CheckFailed(f"over budget on rank{'s' * (len(bad) > 1)} "
                           f"{', '.join(map(str, bad))} of {len(results)}: rank {bad[0]} "
                           f"{r.headline()}")
+
+
+def report_ranks(ledger: Path, files: list[Path], output: Path, max_points: int) -> None:
+    """`memledger report run.ledger` on rank ledgers: index page plus one page per rank."""
+    from memledger.ledger.ranks import rank_skew, worst_rank
+    from memledger.report.ranks_html import write_rank_reports
+
+    leds = [open_ledger(p) for p in files]
+    summaries = [led.summary() for led in leds]
+    worst = worst_rank(summaries)
+    pages = write_rank_reports(leds, summaries, worst, rank_skew(summaries), output,
+                               ledger.name, max_points)
+    console.print(f"[bold]{pages[0]}[/]: {len(files)} ranks of {ledger} (the worst: rank "
+                  f"{worst}, {pages[1 + worst]})")
+    err_console.print(f"open {pages[0]} in a browser; each rank has its own page", style="dim")
+
+
+def diff_ranks(before: Path, after: Path, json_: bool, top: int) -> None:
+    """`memledger diff A B` on rank ledgers: rank r of A against rank r of B; a per-rank
+    table, then the rank whose peak grew most in full. JSON: the diff of that rank at top
+    level, one per rank under "ranks"."""
+    from memledger.commands.common import print_json
+    from memledger.errors import LedgerFormatError
+    from memledger.ledger.ranks import find_rank_files, ranks_json
+    from memledger.report.diff import diff_ledgers
+    from memledger.report.diff_terminal import print_diff
+
+    fa = find_rank_files(before) or [before]
+    fb = find_rank_files(after) or [after]
+    if len(fa) != len(fb):
+        raise LedgerFormatError(f"{before} has {len(fa)} rank ledger(s) and {after} {len(fb)}: "
+                                "diff runs of the same world size, or name one rank's ledger")
+    diffs = [diff_ledgers(open_ledger(a), open_ledger(b), str(a), str(b), top)
+             for a, b in zip(fa, fb)]
+    worst = max(range(len(diffs)), key=lambda r: (diffs[r].peak.delta, -r))
+    deltas = [d.peak.delta for d in diffs]
+    skew = {"max_delta_bytes": max(deltas), "min_delta_bytes": min(deltas)}
+    if json_:
+        print_json(ranks_json([{"rank": r, **d.to_json_dict()} for r, d in enumerate(diffs)],
+                              worst, skew))
+        return
+    for r, d in enumerate(diffs):
+        console.print(f"rank {r}: peak {format_bytes(d.peak.a)} -> {format_bytes(d.peak.b)} "
+                      f"({'+' if d.peak.delta >= 0 else ''}{d.peak.delta:,} B)"
+                      + ("  [bold]◀ grew most[/]" if r == worst else ""), highlight=False)
+    console.print()
+    print_diff(diffs[worst], console)

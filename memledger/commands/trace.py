@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+from rich.markup import escape
 
 from memledger.commands.common import console, err_console, open_ledger
 from memledger.units import format_bytes
@@ -53,11 +54,11 @@ def trace(
     res = trace_script(script, script_args or [], output, steps=steps, measure=measure,
                        fake=fake, device=device, world=world, rank=rank)
     s = open_ledger(res.ledger_path).summary()
-    line = (f"[bold]{res.ledger_path}[/]: {res.steps} steps, peak "
+    line = (f"[bold]{escape(str(res.ledger_path))}[/]: {res.steps} steps, peak "
             f"[magenta]{format_bytes(s.peak.bytes)}[/] at step {s.peak.step} ({s.peak.phase})")
     if res.measured:
         line += f"; allocator peak {format_bytes(s.measured.peak_bytes)}"
     if fake:
         line += f"; fake run on {s.device}, no allocator pass"
-    console.print(line)
-    err_console.print(f"next: memledger show {res.ledger_path}", style="dim")
+    console.print(line, soft_wrap=True)  # a long path must not split the line
+    err_console.print(f"next: memledger show {res.ledger_path}", style="dim", markup=False)

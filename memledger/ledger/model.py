@@ -84,6 +84,7 @@ class Ledger:
         else:
             last_ev = 0
         n_events = last_ev + 1
+        _check_events(storages, n_events, len(records), source)
         freed = storages["freed"].to_numpy()
         storages["freed"] = np.where(freed < 0, n_events, freed)  # still live: until the end
         return cls(
@@ -277,6 +278,28 @@ class PeakPoint:
     module: str
 
 
+# Note [Event indices are checked on load]
+# Queries allocate arrays of n_events entries (8 bytes each), so a crafted `"ev": 1e12`
+# would ask for 8 TB. A trace writes phase, step and storage records as it goes: far more
+# than one per EVENTS_PER_RECORD events, so a ledger claiming more events than that (and
+# over a million) is refused, as is an index below 0 or past the end.
+EVENTS_PER_RECORD = 64
+MIN_EVENTS_ALLOWED = 1_000_000
+
+
+def _check_events(storages: pd.DataFrame, n_events: int, n_records: int, source: str) -> None:
+    limit = max(MIN_EVENTS_ALLOWED, EVENTS_PER_RECORD * n_records)
+    if n_events > limit:
+        raise LedgerFormatError(f"ledger {source} claims {n_events:,} events in {n_records:,} "
+                                "records; an event index is corrupt (re-trace, or check "
+                                "where the file came from)")
+    for col in ("created", "last_use", "freed"):
+        v = storages[col].to_numpy()
+        if len(v) and (v.min() < (-1 if col == "freed" else 0) or v.max() > n_events):
+            raise LedgerFormatError(f"ledger {source}: a storage's {col} event is outside "
+                                    f"0..{n_events}; the ledger is corrupt")
+
+
 def _table(records: list[Record], columns: dict[str, Any]) -> pd.DataFrame:
     """Records of one kind as columns, with a default for each optional field."""
     df = pd.DataFrame.from_records(records) if records else pd.DataFrame()
@@ -301,6 +324,9 @@ def _storages(by_kind: dict[str, list[Record]]) -> pd.DataFrame:
                                           "dtype": "", "shape": None, "op": "", "mod": "",
                                           "ph": "setup", "step": 1, "pre": False})
     _check_required("alloc", a, ("sid", "ev", "bytes"))
+    if len(a) and a["sid"].duplicated().any():
+        raise LedgerFormatError(f"ledger: storage {int(a['sid'][a['sid'].duplicated()].iloc[0])} "
+                                "is allocated twice; the ledger is corrupt")
     df = pd.DataFrame({
         "sid": a["sid"].astype(np.int64), "bytes": a["bytes"].astype(np.int64),
         "device": a["dev"].astype(str), "dtype": a["dtype"].astype(str),

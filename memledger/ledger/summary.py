@@ -87,6 +87,9 @@ class Summary(_Model):
         default_factory=dict, description="parameter bytes at the peak by shard role: "
         "'sharded' (the local shard), 'unsharded' (gathered for compute), 'full' (not sharded)")
     fake: FakeRun | None = Field(None, description="fake runs only: target, stand-ins, FLOPs")
+    threads: int = Field(1, description="most Python threads alive at a step's end; tensors "
+                                        "made by threads other than the traced one are not in "
+                                        "the ledger (they are in the allocator's peak)")
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
@@ -131,6 +134,7 @@ def summarize(led: Ledger, top: int = 10) -> Summary:
         rank=led.header.get("rank"), world_size=led.header.get("world_size"),
         parameter_shards=_shards(led, pk.event),
         fake=fake_info(led),
+        threads=int((led.end or {}).get("threads", 1)),
     )
 
 

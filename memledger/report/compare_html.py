@@ -16,6 +16,7 @@ import html
 from pathlib import Path
 
 from memledger.ledger.schema import CATEGORIES
+from memledger.outputs import write_atomic
 from memledger.report.palette import category_hex
 from memledger.units import format_bytes
 from memledger.verify.verdict import CompareReport
@@ -213,6 +214,4 @@ def render_compare_html(rep: CompareReport) -> str:
 
 
 def write_compare_html(rep: CompareReport, out: str | Path) -> Path:
-    out = Path(out)
-    out.write_text(render_compare_html(rep), encoding="utf-8")
-    return out
+    return write_atomic(out, render_compare_html(rep), "HTML report")

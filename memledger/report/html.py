@@ -10,7 +10,7 @@ import json
 from html import escape
 from pathlib import Path
 
-from memledger.errors import MemledgerError
+from memledger.outputs import write_atomic
 from memledger.ledger.model import Ledger
 from memledger.report.html_assets import CSS, JS
 from memledger.report.html_data import MAX_POINTS, report_data
@@ -18,8 +18,12 @@ from memledger.units import format_bytes
 
 
 def _json_for_script(data: dict) -> str:
-    # "</" would end the <script> element early; "<\/" means the same thing to JSON.
-    return json.dumps(data, separators=(",", ":")).replace("</", "<\\/")
+    # Module names are the script's: `</script>` would end the element early and `<!--`
+    # would put the parser in a comment state. JSON may write any character as \uXXXX, so
+    # <, > and & never appear raw inside the <script> (and U+2028/9 never break a line).
+    return (json.dumps(data, separators=(",", ":")).replace("<", "\\u003c")
+            .replace(">", "\\u003e").replace("&", "\\u0026")
+            .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
 
 
 NUM_TD = '<td class="num">'
@@ -96,10 +100,4 @@ entry to hide or show its category. Hover or click the peak.</div>
 
 def write_html(led: Ledger, out: str | Path, source: str = "",
                max_points: int = MAX_POINTS) -> Path:
-    out = Path(out)
-    try:
-        out.write_text(render_html(led, source, max_points), encoding="utf-8")
-    except OSError as e:
-        raise MemledgerError(f"cannot write report {str(out)!r}: {e.strerror}; "
-                             "pick another -o path") from None
-    return out
+    return write_atomic(out, render_html(led, source, max_points), "report")

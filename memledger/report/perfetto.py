@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from memledger.errors import MemledgerError
+from memledger.outputs import open_atomic
 from memledger.ledger.model import Ledger
 from memledger.report.html_data import phase_spans
 
@@ -114,10 +114,6 @@ def write_perfetto(led: Ledger, out: str | Path) -> Path:
     doc = {"traceEvents": trace_events(led),
            "otherData": {"source": "memledger", "time_axis": "event index (1 event = 1 us)",
                          "device": led.device}}
-    try:
-        with open(out, "w", encoding="utf-8") as fh:
-            json.dump(doc, fh, separators=(",", ":"))
-    except OSError as e:
-        raise MemledgerError(f"cannot write {str(out)!r}: {e.strerror}; pick another -o path") \
-            from None
+    with open_atomic(out, "Perfetto export") as fh:
+        json.dump(doc, fh, separators=(",", ":"))
     return out

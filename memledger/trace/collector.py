@@ -17,6 +17,18 @@ record: it is live on [7, 12). Frees that happen between ops (Python dropping a 
 take the index of the next event, so outputs and the inputs they replace overlap for one
 event, exactly as the allocator sees them.
 
+# Note [When a step ends]
+A training step ends when every parameter that had a gradient when the first optimizer
+stepped has been stepped by some optimizer since (trace/steps.py, worked example there):
+one optimizer, at its `step()`; a backbone optimizer and a head optimizer after one
+backward, at the second `step()` (so `--steps 2` traces two iterations, not one). A
+parameter with a gradient that no optimizer steps leaves the step open until the next
+top-level forward begins (or an optimizer steps again), which ends it. Once the requested
+steps are traced, nothing more is recorded, and the next op either raises `StopTracing`
+again (the in-process API) or, in the trace worker, closes the ledger and ends the process:
+a script whose bare `except:` swallowed the first one stops at its next torch op instead of
+running every remaining step untraced (8 iterations for `--steps 2` before this).
+
 # Note [What autograd saves]
 `pack` returns the tensor itself: autograd would hold the same storage anyway, so tracing
 adds no bytes. A saved tensor that is a parameter stays a parameter (see ROLE_PRIORITY).
@@ -24,6 +36,7 @@ adds no bytes. A saved tensor that is a parameter stays a parameter (see ROLE_PR
 
 from __future__ import annotations
 
+import threading
 import time
 import weakref
 from typing import Any, Callable, Iterable
@@ -38,6 +51,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from memledger.ledger.schema import SCHEMA
 from memledger.ledger.writer import Sink
+from memledger.trace.interrupts import redeliver
+from memledger.trace.steps import StepBoundary
 from memledger.trace.resize import StorageResizeWatch
 from memledger.trace.sharding import ShardingMixin, local_tensor
 
@@ -108,6 +123,9 @@ class Collector(ShardingMixin, TorchDispatchMode):
         self.sink = sink
         self.max_steps = max_steps
         self.on_steps_done = on_steps_done
+        # Called (instead of raising again) at the first op after a swallowed StopTracing;
+        # the trace worker closes the ledger there and exits: Note [When a step ends].
+        self.on_stop_swallowed: Callable[[], None] | None = None
         self._header = header or {}
         self._ev = 0                       # index of the next event
         self._next_sid = 0
@@ -132,6 +150,9 @@ class Collector(ShardingMixin, TorchDispatchMode):
         self._handles: list[Any] = []
         self._saved_hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack)
         self._closed = False
+        self._done = False                 # max_steps reached: Note [When a step ends]
+        self._steps = StepBoundary()       # Note [When a step ends]
+        self._threads = 1                  # most Python threads seen at a step's end
         self._init_sharding()  # Note [Sharded storages]
         self._resize_watch = StorageResizeWatch(self._on_resize)
 
@@ -176,7 +197,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
                 continue
             self.sink.write({"k": "live", "sid": sid, "last": self._last.get(sid, -1)})
         self.sink.write({"k": "end", "ev": self._ev, "status": status, "message": message,
-                         "steps": self._steps_done})
+                         "steps": self._steps_done,
+                         **({"threads": self._threads} if self._threads > 1 else {})})
         self.sink.flush()
 
     @property
@@ -189,6 +211,12 @@ class Collector(ShardingMixin, TorchDispatchMode):
 
     # ---- the hot path: one call per op ---------------------------------------------------
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if self._done:  # Note [When a step ends]: the script swallowed StopTracing
+            if func is _RF_EXIT or func is _RF_ENTER:  # step()'s own profiler scope closing
+                return func(*args, **(kwargs or {}))
+            if self.on_stop_swallowed is not None:
+                self.on_stop_swallowed()
+            raise StopTracing()
         if kwargs is None:
             kwargs = {}
         out = func(*args, **kwargs)
@@ -287,6 +315,12 @@ class Collector(ShardingMixin, TorchDispatchMode):
         return dev, st.nbytes()
 
     def _on_free(self, ref: weakref.ref) -> None:
+        try:
+            self._record_free(ref)
+        except KeyboardInterrupt:  # Python would swallow it here: Note [One interrupt, ...]
+            redeliver()
+
+    def _record_free(self, ref: weakref.ref) -> None:
         entry = self._refs.pop(id(ref), None)
         if entry is None or self._closed:
             return
@@ -348,6 +382,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
         if path is None:
             path = self._register_root(module) if not self._mod_stack else (
                 f"{self._mod_stack[-1][0]}.{type(module).__name__}".lstrip("."))
+        if is_root and self._steps.open:  # left open by its optimizers: ends when the next
+            self._end_step()              # forward begins (not LBFGS's closure, in step())
         if is_root:
             has_params = next(module.parameters(), None) is not None
             if has_params:
@@ -430,6 +466,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
                 self._role(p.grad, "gradient", self._param_names.get(id(p), ""))
 
     def _opt_pre(self, opt: torch.optim.Optimizer, args, kwargs) -> None:
+        if not self._nested_step() and self._steps.pre(opt):  # a step left open by an
+            self._end_step()                                      # optimizer that never steps
         self._set_phase("optimizer")
         params = [p for g in opt.param_groups for p in g["params"]]
         for p in params:
@@ -442,6 +480,15 @@ class Collector(ShardingMixin, TorchDispatchMode):
         self._mark_optimizer_state(opt)
         if self._nested_step():  # ZeRO's inner optimizer: the outer step counts
             return
+        if not self._steps.post(opt):  # another optimizer still has to step: same step
+            self._set_phase("other")
+            return
+        self._end_step()
+
+    def _end_step(self) -> None:
+        """Note [When a step ends]."""
+        self._steps.reset()
+        self._threads = max(self._threads, threading.active_count())
         now = time.perf_counter_ns()
         self.sink.write({"k": "step", "step": self._step, "ev": self._ev - 1,
                          "ns": now - self._step_t0})
@@ -453,6 +500,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
         if self.max_steps is not None and self._steps_done >= self.max_steps:
             if self.on_steps_done is not None:
                 self.on_steps_done()
+            self._done = True
             raise StopTracing()
 
     def _mark_optimizer_state(self, opt: torch.optim.Optimizer) -> None:

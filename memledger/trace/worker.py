@@ -19,6 +19,7 @@ import time
 from memledger.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 from memledger.ledger.writer import FileSink
 from memledger.trace.collector import Collector, StopTracing
+from memledger.trace.interrupts import install_worker_handlers
 from memledger.trace.rank import for_rank, rank_header
 from memledger.trace.script import ScriptOutcome, run_and_classify
 
@@ -42,6 +43,17 @@ def _ledger_pass(args) -> int:
         collector = Collector(sink, max_steps=args.steps, header=header)
     outcome = ScriptOutcome(EXIT_OK, "")
     guard = _guard(args, lambda reason: (collector.close("timeout", reason), sink.close()))
+
+    def stop_hard() -> None:  # Note [When a step ends] in trace/collector.py
+        collector.close("ok", "stopped after the requested steps (the script caught the stop)")
+        sink.close()
+        code, reason = _sink_status(sink, EXIT_OK, "stopped after the requested steps", args)
+        _write_status(args.status, code, reason, collector.steps_done, collector.events, guard)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(EXIT_OK)
+
+    collector.on_stop_swallowed = stop_hard
     try:
         with world or contextlib.nullcontext(), collector, guard:
             outcome = run_and_classify(args.script, args.argv)
@@ -62,9 +74,20 @@ def _ledger_pass(args) -> int:
         pass
     finally:
         sink.close()
-    _write_status(args.status, outcome.code, outcome.reason, collector.steps_done,
-                  collector.events, guard)
-    return outcome.code
+    code, reason = _sink_status(sink, outcome.code, outcome.reason, args)
+    _write_status(args.status, code, reason, collector.steps_done, collector.events, guard)
+    return code
+
+
+def _sink_status(sink: FileSink, code: int, reason: str, args) -> tuple[int, str]:
+    """A ledger that could not be written (disk full) is memledger's failure, exit 2: never
+    the script's (issue 10)."""
+    if sink.error is None:
+        return code, reason
+    from memledger.outputs import os_error
+
+    return EXIT_USAGE, str(os_error(sink.error, f"the ledger {args.out!r}")).removeprefix(
+        "memledger: ")
 
 
 def _fake_world(args):
@@ -106,6 +129,7 @@ def _allocator_pass(args) -> int:
         collective_bytes_at_peak,
         op_scratch,
     )
+    from memledger.trace.steps import StepBoundary
     from memledger.trace.timing import StepTimers
 
     cuda = CudaProbe() if torch.cuda.is_available() else None
@@ -121,13 +145,21 @@ def _allocator_pass(args) -> int:
             if cuda:
                 state["cuda"] = cuda.stop(args.snapshot)
 
-    def on_step_pre(*_) -> None:
-        state["depth"] = state.get("depth", 0) + 1
+    boundary = StepBoundary()  # the same steps as the ledger pass: Note [When a step ends]
 
-    def on_step(*_) -> None:
+    def on_step_pre(opt, *_) -> None:
+        state["depth"] = state.get("depth", 0) + 1
+        if state["depth"] == 1 and boundary.pre(opt):  # a step left open: it ends here
+            on_step()
+
+    def on_step_post(opt, *_) -> None:
         state["depth"] = state.get("depth", 1) - 1
         if state["depth"] > 0:  # an optimizer stepped inside another's step (ZeRO): not a step
             return
+        if boundary.post(opt):
+            on_step()
+
+    def on_step() -> None:
         if cuda:
             torch.cuda.synchronize()
         now = time.perf_counter_ns()
@@ -139,10 +171,40 @@ def _allocator_pass(args) -> int:
         if state["n"] >= args.steps:
             timers.on_step()
         state["t"] = time.perf_counter_ns()
+        if state["n"] > args.steps + args.timing_steps:  # the script swallowed the stop
+            finish(ScriptOutcome(EXIT_OK, "stopped after the requested steps"), guard)
+            sys.stdout.flush()
+            os._exit(EXIT_OK)
         if state["n"] >= args.steps + args.timing_steps:
             raise StopTracing()
 
-    handle = register_optimizer_step_post_hook(on_step)
+    def finish(outcome: ScriptOutcome, guard) -> None:
+        stop_probes()
+        timers.close()
+        handle.remove()
+        handle_pre.remove()
+        if cuda and _is_cuda_oom(outcome.error):
+            cuda.note_oom(outcome.error)
+        timing = {"step_ns": state["step_ns"]} if state["step_ns"] else {}
+        # Under torchrun: the peak counted by pointer (Note [Collective scratch])
+        comm = collective_bytes_at_peak(cpu) if "RANK" in os.environ else {}
+        records = [{"k": "measured", "source": cpu.source, "device": dev, "peak_bytes": peak,
+                    **timing, **comm} for dev, peak in cpu.peaks().items() if dev == "cpu"]
+        if state["cuda"]:
+            records.append({**state["cuda"], **timing})
+        scratch = op_scratch(cpu)   # Note [Kernel scratch]: for replay
+        if scratch:
+            records.append({"k": "opscratch", "device": "cpu", "ops": scratch})
+        timed = timers.record("cuda:0" if cuda else "cpu")
+        if timed:
+            records.append(timed)
+        records += _calibration_records("cuda:0" if cuda else "cpu")
+        steps = min(state["n"], args.steps)
+        with open(args.out, "w", encoding="utf-8") as fh:
+            json.dump({"records": records, "steps": steps}, fh)
+        _write_status(args.status, outcome.code, outcome.reason, steps, 0, guard)
+
+    handle = register_optimizer_step_post_hook(on_step_post)
     handle_pre = register_optimizer_step_pre_hook(on_step_pre)
     if cuda:
         cuda.start()
@@ -151,31 +213,13 @@ def _allocator_pass(args) -> int:
     try:
         with guard:
             outcome = run_and_classify(args.script, args.argv)
-    finally:
+    except BaseException:
         stop_probes()
         timers.close()
         handle.remove()
         handle_pre.remove()
-    if cuda and _is_cuda_oom(outcome.error):
-        cuda.note_oom(outcome.error)
-    timing = {"step_ns": state["step_ns"]} if state["step_ns"] else {}
-    # Under torchrun: the peak counted by pointer (Note [Collective scratch])
-    comm = collective_bytes_at_peak(cpu) if "RANK" in os.environ else {}
-    records = [{"k": "measured", "source": cpu.source, "device": dev, "peak_bytes": peak, **timing,
-                **comm} for dev, peak in cpu.peaks().items() if dev == "cpu"]
-    if state["cuda"]:
-        records.append({**state["cuda"], **timing})
-    scratch = op_scratch(cpu)   # Note [Kernel scratch]: for replay
-    if scratch:
-        records.append({"k": "opscratch", "device": "cpu", "ops": scratch})
-    timed = timers.record("cuda:0" if cuda else "cpu")
-    if timed:
-        records.append(timed)
-    records += _calibration_records("cuda:0" if cuda else "cpu")
-    steps = min(state["n"], args.steps)
-    with open(args.out, "w", encoding="utf-8") as fh:
-        json.dump({"records": records, "steps": steps}, fh)
-    _write_status(args.status, outcome.code, outcome.reason, steps, 0, guard)
+        raise
+    finish(outcome, guard)
     return outcome.code
 
 
@@ -224,11 +268,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.steps < 1:
         print("memledger: --steps must be >= 1", file=sys.stderr)
         return EXIT_USAGE
+    install_worker_handlers()  # Note [One interrupt, delivered once]
     if args.wait_for_go:   # started early, beside the ledger pass: Note [Warm allocator pass]
-        import torch  # noqa: F401  (the import is what starting early buys)
+        try:
+            import torch  # noqa: F401  (the import is what starting early buys)
 
-        import memledger.trace.allocator  # noqa: F401
-        word, _, steps = sys.stdin.readline().partition(" ")
+            import memledger.trace.allocator  # noqa: F401
+            word, _, steps = sys.stdin.readline().partition(" ")
+        except KeyboardInterrupt:   # Ctrl-C before its turn: nothing to measure
+            return EXIT_INTERRUPTED
         if word != "go":
             return EXIT_OK   # the ledger pass failed: nothing to measure
         args.steps = int(steps)

@@ -213,3 +213,35 @@ def test_fake_world_refuses_ddp_and_says_how_to_model_it(tmp_path, capsys):
                "--steps", "2"])
     err = capsys.readouterr().err
     assert rc == 2 and "memledger trace --nproc 1" in err and "DistributedDataParallel" in err
+
+
+def test_report_writes_an_index_and_a_page_per_rank(rank_ledgers, tmp_path):
+    path, _ = rank_ledgers["fsdp"]
+    assert main(["report", str(path), "-o", str(tmp_path / "r.html")]) == 0
+    index = (tmp_path / "r.html").read_text()
+    assert "2 ranks" in index and 'href="r.rank0.html"' in index and "worst" in index
+    assert (tmp_path / "r.rank1.html").exists()
+
+
+def test_diff_pairs_rank_with_rank(rank_ledgers, capsys):
+    (zero, zl), (fsdp, fl) = rank_ledgers["zero"], rank_ledgers["fsdp"]
+    assert main(["diff", str(zero), str(fsdp), "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    deltas = [r["peak"]["delta"] for r in d["ranks"]]
+    assert deltas == [f.peak().bytes - z.peak().bytes for z, f in zip(zl, fl)]
+    assert d["peak"] == d["ranks"][d["worst_rank"]]["peak"]
+
+
+def test_the_python_api_under_torchrun_writes_one_ledger_per_rank(tmp_path):
+    import subprocess
+    import sys
+
+    out = tmp_path / "api.ledger"
+    subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
+                    "--nproc-per-node", "2", str(SCRIPTS / "dist_modes.py"), "api", str(out)],
+                   check=True, capture_output=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    for r in (0, 1):
+        led = Ledger.load(tmp_path / f"api.rank{r}.ledger")
+        # Linear(8, 8): 64 + 8 floats = 288 B of parameters on every rank
+        assert (led.header["rank"], led.header["world_size"]) == (r, 2)
+        assert _sum(led, category="parameter") == 288 and led.steps_traced == 3
