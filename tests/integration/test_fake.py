@@ -265,3 +265,28 @@ def test_fake_runs_a_script_as_users_write_it(tmp_path):
     info = fake_info(fake)
     assert info.real_storages > 0
     assert {s.code.split("(")[0] for s in info.standins} == {'print'}   # .item(), .tolist()
+
+
+def test_fake_finiteness_checks_answer_as_a_healthy_run():
+    import torch
+
+    with memledger.trace(fake=True) as led:
+        loss = torch.randn(()) * 2
+        g = torch.randn(10)
+        assert bool(torch.isfinite(loss)) is True
+        assert bool(loss.isnan()) is False
+        assert bool(torch.logical_or(g.isnan(), g.isinf()).any()) is False
+        assert bool((~torch.isfinite(g)).any()) is False
+        assert bool(g.sum() > 0) is False                # no rule: the plain stand-in
+    standins = sorted(fake_info(led.ledger).standins, key=lambda s: s.line)
+    assert [s.value for s in standins] == ["True", "False", "False", "False", "False"]
+
+
+def test_fake_value_sized_op_on_known_integers_has_its_real_size():
+    import torch
+
+    with memledger.trace(fake=True) as led:
+        tokens = torch.tensor([5, 0, 3, 0, 0, 7])           # a literal: known values
+        idx = (tokens != 0).nonzero()                        # 3 non-padding tokens
+        assert idx.shape == (3, 1)
+    assert fake_info(led.ledger).standins == []              # computed, not stood in

@@ -230,3 +230,18 @@ def test_diff_pairs_rank_with_rank(rank_ledgers, capsys):
     deltas = [r["peak"]["delta"] for r in d["ranks"]]
     assert deltas == [f.peak().bytes - z.peak().bytes for z, f in zip(zl, fl)]
     assert d["peak"] == d["ranks"][d["worst_rank"]]["peak"]
+
+
+def test_the_python_api_under_torchrun_writes_one_ledger_per_rank(tmp_path):
+    import subprocess
+    import sys
+
+    out = tmp_path / "api.ledger"
+    subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
+                    "--nproc-per-node", "2", str(SCRIPTS / "dist_modes.py"), "api", str(out)],
+                   check=True, capture_output=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    for r in (0, 1):
+        led = Ledger.load(tmp_path / f"api.rank{r}.ledger")
+        # Linear(8, 8): 64 + 8 floats = 288 B of parameters on every rank
+        assert (led.header["rank"], led.header["world_size"]) == (r, 2)
+        assert _sum(led, category="parameter") == 288 and led.steps_traced == 3
