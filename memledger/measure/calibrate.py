@@ -23,7 +23,11 @@ f_k = k chained `sin` ops on a 64-float tensor (each saves its input): k = 1 and
   so  save = ((added(33) - fwd(33)) - (added(1) - fwd(1))) / 32,  call = added(1) - fwd(1) - save
   selective (every op PREFER_RECOMPUTE) minus checkpoint = sac_call + 2k * sac_op (each op
   passes the caching mode in forward and again in recompute).
-Offload: pack + unpack of one fresh storage of 64 KiB and of 4 MiB: per storage =
+recompute_factor: a real block (Linear-GELU-Linear at the tiny GPT's sizes) re-run inside
+  backward costs more than its plain forward (fresh allocations, colder caches):
+  factor = (added_ckpt - call - saves * save) / fwd; replay multiplies every untraced
+  forward it re-runs by it.
+Offload: pack + unpack of one fresh, filled storage of 64 KiB and of 4 MiB: per storage =
   file + bytes / bandwidth, two sizes give both; `pack_ns`: pack + unpack of a storage the
   offloader leaves in place (below min_bytes).
 """
@@ -126,10 +130,35 @@ def measure_constants() -> dict:
         sac_op.append(op)
         sac_call.append(d[1] - 2 * op)
     file_ns, per_byte, pack = _offload_constants()
-    return {"ckpt_call_ns": _band(call), "ckpt_save_ns": _band(save),
+    return {"recompute_factor": _band(_recompute_factor(median(call), median(save))),"ckpt_call_ns": _band(call), "ckpt_save_ns": _band(save),
             "sac_op_ns": _band(sac_op), "sac_call_ns": _band(sac_call),
             "offload_file_ns": _band(file_ns), "offload_ns_per_byte": _band(per_byte),
             "pack_ns": _band(pack)}
+
+
+def median(v: list[float]) -> float:
+    return float(np.median(v))
+
+
+def _recompute_factor(call: float, save: float) -> list[float]:
+    """Re-running a real block inside backward vs its plain forward (Note [Calibration
+    microbenchmarks]): a tiny-GPT-sized MLP block, B*T = 512 rows, C = 128, hidden 512."""
+    torch.manual_seed(0)
+    block = torch.nn.Sequential(torch.nn.Linear(128, 512), torch.nn.GELU(),
+                                torch.nn.Linear(512, 128))
+    x = torch.randn(512, 128, requires_grad=True)
+    saves = 4                                   # addmm input, gelu input, addmm input, (x)
+    plain = lambda: block(x).sum().backward()                                    # noqa: E731
+    ckpt = lambda: checkpoint(block, x, use_reentrant=False).sum().backward()    # noqa: E731
+    fwd = lambda: block(x)                                                        # noqa: E731
+    for fn in (plain, ckpt, fwd):
+        fn()
+    out = []
+    for _ in range(REPS):
+        t = {name: _per_iter(fn, 5) for name, fn in (("plain", plain), ("ckpt", ckpt),
+                                                       ("fwd", fwd))}
+        out.append((t["ckpt"] - t["plain"] - call - saves * save) / t["fwd"])
+    return out
 
 
 def _offload_constants() -> tuple[list[float], list[float], list[float]]:
@@ -138,7 +167,9 @@ def _offload_constants() -> tuple[list[float], list[float], list[float]]:
     tiny = torch.zeros(16)                      # 64 bytes: below min_bytes, stays in place
     try:
         def cycle(nbytes: int, n: int) -> float:
-            ts = [torch.empty(nbytes, dtype=torch.uint8) for _ in range(n)]
+            # filled, as activations are: an untouched buffer reads as the zero page and
+            # writes out in a third of the time
+            ts = [torch.ones(nbytes, dtype=torch.uint8) for _ in range(n)]
             t0 = _clock()
             for t in ts:
                 off.unpack(off.pack(t))

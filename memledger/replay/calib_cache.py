@@ -18,7 +18,7 @@ import socket
 from importlib import metadata
 from pathlib import Path
 
-VERSION = 1
+VERSION = 2   # bump when the constants measured change (v2: recompute_factor, filled offload buffers)
 
 
 def cache_dir() -> Path:
