@@ -70,7 +70,7 @@ def interleaved(script: str, policies: list[str], cycles: int) -> dict:
     """Step times of `policies` taking turns in one process (memledger.measure.interleave)."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "t.json"
-        steps = 3 + len(policies) * (cycles + 1)
+        steps = 3 + len(policies) * (cycles + 1) * 3       # turns of 3 steps
         cmd = [sys.executable, "-m", "memledger.measure.interleave", "--out", str(out),
                "--cycles", str(cycles)]
         for p in policies:

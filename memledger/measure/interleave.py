@@ -7,12 +7,15 @@
 On a shared machine the load changes from second to second, so two policies timed in two
 processes a minute apart differ by more than the policy costs (seen here: the same
 checkpoint policy +24.9 ms in one round, +18.2 ms in the next, CPU time, load average 14).
-This worker applies the policies to the running script's model in turn, one optimizer step
-each (`apply_policy` / `remove`, between steps), for `--cycles` cycles after `--warmup`
-plain steps: every policy's steps are spread over the same seconds as the baseline's, so
-load hits them alike. The first cycle is not timed (a policy's first step pays one-time
-costs). Per policy: the median over cycles of each step's thread CPU time (one intra-op
-thread: the work itself) and of its wall time.
+This worker applies the policies to the running script's model in turn, `--turn` optimizer
+steps each (`apply_policy` / `remove`, between steps), for `--cycles` cycles after
+`--warmup` plain steps: every policy's steps are spread over the same seconds as the
+baseline's, so load hits them alike. Only the last `--turn - 1` steps of a turn are timed:
+the first step after a switch pays for the switch (the allocator's free lists were shaped
+by the previous policy; with turns of one step, a policy that moves nothing, offload of a
+Linear's output, measured +0.6 ms on a 3 ms MLP step). The first cycle is not timed either.
+Per policy: the median of its timed steps' thread CPU time (one intra-op thread: the work
+itself) and of their wall time.
 
 Peaks are not measured here (policies share one process's allocator): see runner.py.
 """
@@ -31,6 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--policy", action="append", default=[])
     p.add_argument("--cycles", type=int, default=8)
     p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--turn", type=int, default=3, help="steps per policy turn (>= 2)")
     p.add_argument("script")
     p.add_argument("argv", nargs=argparse.REMAINDER)
     args = p.parse_args(argv)
@@ -50,7 +54,8 @@ def main(argv: list[str] | None = None) -> int:
     walls: dict[str, list[float]] = {t: [] for t in texts}
     model: dict = {}
     state = {"n": 0, "current": None, "idx": -1, "t": 0.0, "w": 0.0}
-    total = args.warmup + len(policies) * (args.cycles + 1)
+    turn = max(args.turn, 2)
+    total = args.warmup + len(policies) * (args.cycles + 1) * turn
 
     def switch(i: int) -> None:
         if state["current"] is not None:
@@ -64,14 +69,15 @@ def main(argv: list[str] | None = None) -> int:
         now, wall = time.thread_time(), time.perf_counter()
         n = state["n"]
         k = n - args.warmup                       # steps since the warm-up
-        if k >= len(policies):                    # the step that just ended ran policy idx
+        # the step that just ended ran policy idx, in its turn's position k % turn
+        if k >= len(policies) * turn and k % turn != 0:
             times[texts[state["idx"]]].append(now - state["t"])
             walls[texts[state["idx"]]].append(wall - state["w"])
         state["n"] = n + 1
         if state["n"] >= total:
             raise StopTracing()
-        if k >= -1 and "m" in model:
-            switch((k + 1) % len(policies))
+        if "m" in model and (k + 1) % turn == 0 and k >= -1:
+            switch(((k + 1) // turn) % len(policies))
         state["t"], state["w"] = time.thread_time(), time.perf_counter()
 
     installer = install_policy(parse_policy("none"),

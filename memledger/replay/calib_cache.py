@@ -18,7 +18,7 @@ import socket
 from importlib import metadata
 from pathlib import Path
 
-VERSION = 2   # bump when the constants measured change (v2: recompute_factor, filled offload buffers)
+VERSION = 3   # bump when the constants measured change (v3: factor, sac_op on a block mix, offload incl. unlink)
 
 
 def cache_dir() -> Path:
