@@ -29,6 +29,9 @@ def plan(
         help="--measure: the training script (default: the one the ledger traced)")] = None,
     time_steps: Annotated[int, typer.Option(help="--measure: timed steps per run")] = 20,
     front: Annotated[bool, typer.Option(help="print the Pareto front")] = True,
+    flops: Annotated[Optional[float], typer.Option(
+        help="fake ledgers: target FLOP/s for modelled time, e.g. 4e14 (default per device, "
+             "docs/fake.md)")] = None,
 ) -> None:
     """Pick the per-block mix (none / checkpoint / offload / selective on each repeated
     block) that fits BUDGET with the least added step time; exact under the cost model
@@ -38,7 +41,8 @@ def plan(
     budget_bytes = parse_bytes(budget)
     led = open_ledger(ledger)
     step_time_s = None if step_time is None else parse_duration(step_time)
-    report = make_plan(led, budget_bytes, step_time_s=step_time_s, bandwidth=bandwidth)
+    report = make_plan(led, budget_bytes, step_time_s=step_time_s, bandwidth=bandwidth,
+                       flops=flops)
     if measure and report.fits:
         from memledger.measure.plan_check import measure_plan
 
@@ -80,6 +84,8 @@ def _render(report, budget: str, front: bool) -> None:
                      "tightened (see docs/policies.md)"), style="dim")
     if report.runner_up:
         console.print(f"runner-up: {report.runner_up}", style="dim")
+    if report.time_model != "traced":
+        console.print(f"added time {report.time_model}", style="yellow")
     if report.measured:
         t = Table(title="Measured", title_justify="left", show_edge=False)
         for col in ("policy", "role", "peak pred", "peak meas", "fits", "+ms pred", "+ms meas"):

@@ -27,6 +27,11 @@ of each saved storage, written when backward starts), `opscratch` (kernel-intern
 per op, from the allocator pass; Note [Kernel scratch] in trace/allocator.py) and `oom` (the
 CUDA allocator's counters when the script ran out of memory).
 
+`memledger doctor -o` appends a `doctor` record (schema memledger.doctor/1, steps) and one
+`finding` record per finding (check, severity, message, evidence, where), read with
+`DoctorReport.from_ledger_extra` (memledger/doctor/findings.py); no `doctor` record means
+the ledger was never doctored.
+
 Readers ignore record kinds they do not know (a newer writer may add some); a different
 schema major version is refused.
 """

@@ -37,6 +37,7 @@ from memledger.ledger.model import Ledger
 from memledger.replay.block_options import Option, block_options
 from memledger.replay.costs import CostModel
 from memledger.replay.engine import CPU_RNG_STATE_BYTES, replay
+from memledger.replay.fake_time import prepare
 from memledger.replay.policies import Policy, parse_policy
 from memledger.replay.predict import PolicyPrediction, cost_model, predict
 from memledger.replay.prepared import Prepared
@@ -101,6 +102,7 @@ class PlanReport(BaseModel):
     front: list[FrontPoint] = Field(default_factory=list, description="Pareto front: peak "
                                     "vs least added time, lowest peak first")
     measured: list[MeasuredChoice] = Field(default_factory=list)
+    time_model: str = Field("traced", description="as predict's: 'traced' or how modelled")
 
     def to_json_dict(self) -> dict:
         return self.model_dump(by_alias=True)
@@ -289,20 +291,21 @@ def pareto_points(led: Ledger, points: int = FRONT_POINTS) -> list[dict]:
     blocks = repeated_blocks(led)
     if not blocks:
         return []
-    prep = Prepared.from_ledger(led)
+    prep, _, bandwidth = prepare(led)   # fake: modelled (Note [Modelled time])
     rng = CPU_RNG_STATE_BYTES if led.device == "cpu" else 0
-    model, _ = cost_model(led, prep)
+    model, _ = cost_model(led, prep, bandwidth=bandwidth)
     return [p.model_dump() for p in pareto_front(block_table(prep, model, blocks, rng), points)]
 
 
 def plan(led: Ledger, budget_bytes: int, step_time_s: float | None = None,
-         bandwidth: float | None = None, front_points: int = FRONT_POINTS) -> PlanReport:
+         bandwidth: float | None = None, front_points: int = FRONT_POINTS,
+         flops: float | None = None) -> PlanReport:
     blocks = repeated_blocks(led)
     if not blocks:
         raise PolicyError("plan found no repeated blocks (numbered children such as blocks.0, "
                           "blocks.1) in the ledger's modules; use `memledger predict` with "
                           "your own --policy instead")
-    prep = Prepared.from_ledger(led)
+    prep, time_model, bandwidth = prepare(led, None, flops, bandwidth)   # fake: modelled
     rng = CPU_RNG_STATE_BYTES if led.device == "cpu" else 0
     model, _ = cost_model(led, prep, step_time_s, bandwidth)
     table = block_table(prep, model, blocks, rng)
@@ -314,7 +317,7 @@ def plan(led: Ledger, budget_bytes: int, step_time_s: float | None = None,
     if not texts:
         texts = [front[0].policy] if front else ["none"]
     report = predict(led, [parse_policy(t) for t in texts], step_time_s=step_time_s,
-                     bandwidth=bandwidth, prep=prep)
+                     bandwidth=bandwidth, prep=prep, flops=flops)
     cands = report.policies
     fits = choice is not None
     best = cands[0] if fits else min(cands, key=lambda c: c.peak_bytes)
@@ -330,7 +333,7 @@ def plan(led: Ledger, budget_bytes: int, step_time_s: float | None = None,
         method="exhaustive" if no ** nb <= EXHAUSTIVE_MAX else "dp",
         assignments=float(no) ** nb, assumption_held=held,
         runner_up=table.policy(runner) if runner is not None else "",
-        candidates=cands, front=front)
+        candidates=cands, front=front, time_model=time_model)
 
 
 def _runner_up(table: BlockTable, prep: Prepared, budget: int, rng: int, choice):

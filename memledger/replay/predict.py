@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from memledger.ledger.model import Ledger
 from memledger.replay.costs import AddedTime, CostModel, cached_calibration
+from memledger.replay.fake_time import prepare
 from memledger.replay.engine import CPU_RNG_STATE_BYTES, Replayed, replay
 from memledger.replay.policies import Policy
 from memledger.replay.prepared import Prepared
@@ -58,6 +59,8 @@ class PredictReport(BaseModel):
     calibration: str = Field("", description="ledger | cache | none: where the machine's "
                              "constants came from")
     policies: list[PolicyPrediction]
+    time_model: str = Field("traced", description="'traced' (measured), or how a fake "
+                            "ledger's time was modelled (FLOPs at a throughput)")
 
     def to_json_dict(self) -> dict:
         return self.model_dump(by_alias=True)
@@ -75,8 +78,10 @@ def cost_model(led: Ledger, prep: Prepared, step_time_s: float | None = None,
 
 
 def predict(led: Ledger, policies: list[Policy], step_time_s: float | None = None,
-            bandwidth: float | None = None, prep: Prepared | None = None) -> PredictReport:
-    prep = prep or Prepared.from_ledger(led)
+            bandwidth: float | None = None, prep: Prepared | None = None,
+            flops: float | None = None) -> PredictReport:
+    # a fake ledger's times are FLOPs / --flops (Note [Modelled time] in fake_time.py)
+    prep, time_model, bandwidth = prepare(led, prep, flops, bandwidth)
     rng = CPU_RNG_STATE_BYTES if led.device == "cpu" else 0
     results = [replay(prep, p, rng_bytes=rng) for p in policies]
     base = prep.baseline_ledger_peak + prep.workspace
@@ -88,8 +93,9 @@ def predict(led: Ledger, policies: list[Policy], step_time_s: float | None = Non
     out = [_prediction(r, base, model.price(r), phase, step) for r in results]
     untraced = step_time_s * 1e9 if step_time_s else prep.untraced_step_ns
     return PredictReport(baseline_peak_bytes=base, untraced_step_time_s=untraced / 1e9,
-                         copy_bytes_per_s=bw, cost_source=model.source, calibration=where,
-                         policies=out)
+                         copy_bytes_per_s=bw, calibration=where, policies=out,
+                         cost_source="modelled" if time_model != "traced" else model.source,
+                         time_model=time_model)
 
 
 def _prediction(r: Replayed, base: int, t: AddedTime, phase, step) -> PolicyPrediction:

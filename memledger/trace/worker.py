@@ -155,6 +155,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="allocator pass: steps timed untraced after the measured ones")
     p.add_argument("--fake", action="store_true", help="ledger pass above FakeTensorMode")
     p.add_argument("--device", help="--fake: the target device (cpu, cuda)")
+    p.add_argument("--wait-for-go", action="store_true",
+                   help="import torch, then wait for 'go STEPS' on stdin (see trace_script)")
     p.add_argument("script")
     p.add_argument("argv", nargs=argparse.REMAINDER)
     args = p.parse_args(argv)
@@ -163,6 +165,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.steps < 1:
         print("memledger: --steps must be >= 1", file=sys.stderr)
         return EXIT_USAGE
+    if args.wait_for_go:   # started early, beside the ledger pass: Note [Warm allocator pass]
+        import torch  # noqa: F401  (the import is what starting early buys)
+
+        import memledger.trace.allocator  # noqa: F401
+        word, _, steps = sys.stdin.readline().partition(" ")
+        if word != "go":
+            return EXIT_OK   # the ledger pass failed: nothing to measure
+        args.steps = int(steps)
     return _ledger_pass(args) if args.mode == "ledger" else _allocator_pass(args)
 
 
