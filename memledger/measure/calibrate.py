@@ -18,6 +18,8 @@ torch version and thread count, so every trace on this machine gets the same num
 times everywhere). Delete the file to measure again.
 
 # Note [Calibration microbenchmarks]
+Every checkpointed or selective run goes through memledger's own `apply_policy` (the
+wrappers `measure` installs: BatchNorm guard, context objects), not bare torch checkpoint.
 f_k = k chained `sin` ops on a 64-float tensor (each saves its input): k = 1 and k = 33.
   added_ckpt(k) = t(checkpoint(f_k) fwd+bwd) - t(f_k fwd+bwd) = fwd(k) + call + k * save
   so  save = ((added(33) - fwd(33)) - (added(1) - fwd(1))) / 32,  call = added(1) - fwd(1) - save
@@ -46,11 +48,6 @@ import time
 
 import numpy as np
 import torch
-from torch.utils.checkpoint import (
-    CheckpointPolicy,
-    checkpoint,
-    create_selective_checkpoint_contexts,
-)
 
 from memledger.measure.offload import Offloader
 from memledger.replay.calib_cache import machine_key, read_cached, write_cached
@@ -83,6 +80,28 @@ def _band(values: list[float]) -> dict:
             "hi": float(np.percentile(v, 90))}
 
 
+class _Fn(torch.nn.Module):
+    def __init__(self, fn) -> None:
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, x):
+        return self.fn(x)
+
+
+def _wrapped(fn, policy: str):
+    """`fn` as module `body` of a root, under `policy` applied by memledger's own
+    apply_policy: the calibration prices the wrappers `measure` runs (BatchNorm guard,
+    context objects), not only torch's checkpoint."""
+    from memledger.measure.apply import apply_policy
+    from memledger.replay.policies import parse_policy
+
+    root = torch.nn.Module()
+    root.body = _Fn(fn)
+    apply_policy(root, parse_policy(policy))
+    return root.body
+
+
 def _chain(k: int):
     def f(x):
         for _ in range(k):
@@ -98,14 +117,6 @@ def _per_iter(fn, inner: int = INNER) -> float:
     return (_clock() - t0) / inner
 
 
-def _all_recompute(ctx, op, *args, **kwargs):
-    return CheckpointPolicy.PREFER_RECOMPUTE
-
-
-def _sac_context():
-    return create_selective_checkpoint_contexts(_all_recompute)
-
-
 def measure_constants() -> dict:
     global _clock
     from memledger.trace.timing import pick_clock
@@ -115,12 +126,12 @@ def measure_constants() -> dict:
     runs = {}
     for k in (1, 33):
         f = _chain(k)
+        ck, sc = _wrapped(f, "checkpoint:body"), _wrapped(f, "selective:body:save=none_")
         runs[k] = {
             "plain": lambda f=f: f(x).sum().backward(),
             "fwd": lambda f=f: f(x),
-            "ckpt": lambda f=f: checkpoint(f, x, use_reentrant=False).sum().backward(),
-            "sac": lambda f=f: checkpoint(f, x, use_reentrant=False,
-                                          context_fn=_sac_context).sum().backward(),
+            "ckpt": lambda ck=ck: ck(x).sum().backward(),
+            "sac": lambda sc=sc: sc(x).sum().backward(),
         }
     for k in runs:                      # warm up every path once
         for fn in runs[k].values():
@@ -164,8 +175,9 @@ def _recompute_factor(call: float, save: float) -> list[float]:
     microbenchmarks])."""
     block, x = _mlp_block()
     saves = 4                                   # addmm input, gelu input, addmm input, x
+    wrapped = _wrapped(block, "checkpoint:body")
     plain = lambda: block(x).sum().backward()                                    # noqa: E731
-    ckpt = lambda: checkpoint(block, x, use_reentrant=False).sum().backward()    # noqa: E731
+    ckpt = lambda: wrapped(x).sum().backward()                                   # noqa: E731
     fwd = lambda: block(x)                                                        # noqa: E731
     for fn in (plain, ckpt, fwd):
         fn()
@@ -204,9 +216,9 @@ def _sac_op() -> list[float]:
         with timer:
             f(x)
         ops[k] = len(timer.ops)
-        runs[k] = (lambda f=f: checkpoint(f, x, use_reentrant=False).sum().backward(),
-                   lambda f=f: checkpoint(f, x, use_reentrant=False,
-                                          context_fn=_sac_context).sum().backward())
+        ck, sc = _wrapped(f, "checkpoint:body"), _wrapped(f, "selective:body:save=none_")
+        runs[k] = (lambda ck=ck: ck(x).sum().backward(),
+                   lambda sc=sc: sc(x).sum().backward())
         for fn in runs[k]:
             fn()
     out = []
