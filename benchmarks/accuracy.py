@@ -16,6 +16,11 @@ module/op timings, the machine's calibration), then
    for `--cycles` cycles; added time = median step time under the policy - median step
    time of the baseline's turns. Repeated in `--rounds` processes; the median of rounds.
 
+"ratio at trace speed" scales the prediction by how much slower this machine ran a
+baseline step now than while `trace` took the ledger's timings (the speed column: on a
+shared machine the neighbours' load slows even CPU time, through caches and shared cores,
+and changes from minute to minute); "ratio" is the raw one.
+
 Step time is the thread CPU time of a step with OMP_NUM_THREADS=1 (one thread: CPU time is
 the work itself, and the neighbours' load stretches it far less than wall time); the
 wall-clock added time is printed too. Prints one markdown table per example, ready for docs/accuracy.md.
@@ -106,23 +111,28 @@ def run(name: str, rounds: int, cycles: int, repeats: int) -> list[str]:
             wall[p].append(statistics.median(t["wall_s"][key]) - base_w)
             print(f"  round {r + 1} {p}: {cpu[p][-1] * 1e3:+.2f} ms cpu", file=sys.stderr,
                   flush=True)
+    timed = runs[0].get("timed_step_s", 0.0)
+    speed = statistics.median(base_steps) / timed if timed else 1.0
     lines = [f"### {script.rpartition('/')[2]} (baseline step {statistics.median(base_steps) * 1e3:.1f}"
-             f" ms CPU; {rounds} rounds x {cycles} interleaved cycles; predictions "
+             f" ms CPU, {timed * 1e3:.1f} ms when the ledger's timings were taken: speed "
+             f"{speed:.2f};"
+             f" {rounds} rounds x {cycles} interleaved cycles; predictions "
              f"identical over {repeats} runs: "
              f"{'yes' if max(spread.values()) == 0 else 'no, max spread %.3g ms' % (max(spread.values()) * 1e3)})",
              "",
              "| policy | predicted peak | measured peak | predicted added (band) | measured "
-             "added (CPU, median) | rounds | ratio | wall added |",
-             "|---|---:|---:|---:|---:|---|---:|---:|"]
+             "added (CPU, median) | rounds | ratio | ratio at trace speed | wall added |",
+             "|---|---:|---:|---:|---:|---|---:|---:|---:|"]
     for p in pols:
         pp = pred[parse_policy(p).text()] if parse_policy(p).text() in pred else pred[p]
         added = statistics.median(cpu[p])
         ratio = f"{pp['added_time_s'] / added:.2f}" if added > 0 else "-"
+        norm = f"{pp['added_time_s'] * speed / added:.2f}" if added > 0 else "-"
         lines.append(
             f"| `{p}` | {pp['peak_bytes']:,} | {peaks[p]:,} | "
             f"{pp['added_time_s'] * 1e3:.2f} ({pp['added_time_lo_s'] * 1e3:.2f}-"
             f"{pp['added_time_hi_s'] * 1e3:.2f}) ms | {added * 1e3:.2f} ms | "
-            f"{', '.join(f'{c * 1e3:.2f}' for c in cpu[p])} | {ratio} | "
+            f"{', '.join(f'{c * 1e3:.2f}' for c in cpu[p])} | {ratio} | {norm} | "
             f"{statistics.median(wall[p]) * 1e3:.2f} ms |")
         print(lines[-1], flush=True)
     return lines

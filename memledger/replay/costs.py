@@ -19,8 +19,11 @@ prediction on every run. Per selected call in a warm step (steps after the first
 - kept: untraced op time of the save-list ops in the re-run part (their cached outputs are
   handed back instead of recomputed).
 - saves: packs made by the call (q, k and v of one attention are three).
-- factor, call, save, sac_call, sac_op, pack, file, per_byte: the calibration's
-  constants (factor: what re-running a forward inside backward costs over running it
+- sac_op, factor: this model's own cost per op under selective checkpointing's caching
+  mode and its own re-run/forward ratio, measured by `trace` after its timed steps
+  (memledger/trace/timing.py `sac_probe`, `recompute_probe`); the calibration's when the
+  ledger has none.
+- factor, call, save, sac_call, pack, file, per_byte: the calibration's constants (factor: what re-running a forward inside backward costs over running it
   plainly; 1 without a calibration).
 
 Worked example (tiny GPT block, this machine): fwd 1.40 ms, share 0.97 (early stop skips
@@ -35,6 +38,7 @@ without a calibration the constants are 0 and per_byte comes from a numpy file c
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -100,6 +104,17 @@ class CostModel:
         self.source = "untraced" if prep.timings.source else "traced"
         self.consts = {w: Constants.from_params(self.params, w, bandwidth)
                        for w in ("median", "lo", "hi")}
+        # the model's own selective cost per op and recompute factor, from the trace
+        # (memledger/trace/timing.py sac_probe, recompute_probe), over the machine's
+        sac = prep.timings.sac_op_ns if prep.timings is not None else ()
+        fac = prep.timings.factor if prep.timings is not None else ()
+        for i, w in enumerate(("median", "lo", "hi")):
+            c = self.consts[w]
+            if sac:
+                c = dataclasses.replace(c, sac_op=sac[i], sac_call=0.0)
+            if fac:
+                c = dataclasses.replace(c, factor=fac[i])
+            self.consts[w] = c
         t = prep.timings
         fwd = t.call_ns.copy()
         lo, hi = t.call_lo.copy(), t.call_hi.copy()
