@@ -121,6 +121,7 @@ def main() -> None:
     p.add_argument("--n-head", type=int, default=4, help="GPT-2 XL: 25")
     p.add_argument("--vocab-size", type=int, default=512, help="GPT-2: 50257")
     p.add_argument("--block-size", type=int, default=64, help="context length T")
+    p.add_argument("--dtype", choices=["fp32", "bf16"], default="fp32")
     p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, ...")
     args = p.parse_args()
 
@@ -130,6 +131,8 @@ def main() -> None:
     gen = torch.Generator().manual_seed(1234)
     data = torch.randint(cfg.vocab_size, (20_000,), generator=gen)   # a synthetic corpus
     model = GPT(cfg).to(args.device)
+    if args.dtype == "bf16":
+        model = model.to(torch.bfloat16)
     opt = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.1)
     model.train()
     for step in range(args.steps):

@@ -91,7 +91,8 @@ def check(
     from memledger.trace.session import trace_script
 
     flags: dict = {"peak": budget, "categories": _pairs(category, "category"),
-                   "phases": _pairs(phase, "phase"), "steps": steps}
+                   "phases": _pairs(phase, "phase"), "steps": steps,
+                   "fake": fake or None, "device": device}
     if max_increase is not None or baseline is not None:
         flags["baseline"] = {k: v for k, v in (("max_increase", max_increase),
                                                ("ledger", baseline)) if v is not None}
@@ -114,7 +115,8 @@ def check(
             out = output or Path(tmp) / "check.ledger"
             with stdout_to_stderr(json_):  # --json: stdout holds the JSON and nothing else
                 res = trace_script(target, script_args or [], out, measure=measure,
-                                   steps=bud.steps or DEFAULT_STEPS, fake=fake, device=device)
+                                   steps=bud.steps or DEFAULT_STEPS, fake=bud.fake,
+                                   device=bud.device)
             led = _load(res.ledger_path, "ledger")
             doc = _doctor(target, script_args or [], bud.steps or DEFAULT_STEPS, json_) \
                 if no_findings else None

@@ -26,8 +26,9 @@ class FakeRun(BaseModel):
     kernels: str = Field(description="'cuda': fake CUDA tensors; 'cpu': CPU kernels' sizes")
     rounding_bytes: int = Field(description="allocator block every size was rounded to (0: none)")
     flops: int = Field(description="FLOPs counted in the traced steps (torch's flop formulas)")
-    real_storages: int = Field(description="real (non-fake) storages, on device real:cpu")
-    real_bytes: int = Field(description="their bytes: host memory, in no target category")
+    real_storages: int = Field(description="real (non-fake) storages: read from files, made "
+                               "before the run, or literals' sources (device real:cpu)")
+    real_bytes: int = Field(description="their bytes")
     standins: list[StandIn]
 
 
@@ -36,12 +37,13 @@ def fake_info(led) -> FakeRun | None:
     h = led.header
     if not h.get("fake"):
         return None
-    real = led.storages["device"].str.startswith("real:")
+    real = led.storages.index.isin([r["sid"] for r in led.extra.get("real", [])])
     flops = sum(int(r.get("n", 0)) for r in led.extra.get("flops", []))
     return FakeRun(
-        target_device=str(h.get("target_device", led.device)),
+        target_device=led.device if str(h.get("target_device", "")).startswith("(") or
+        not h.get("target_device") else str(h["target_device"]),
         kernels=str(h.get("fake_kernels", "cpu")),
-        rounding_bytes=int(h.get("rounding_bytes", 0)),
+        rounding_bytes=int(h.get("rounding_bytes", 0)) if led.device.startswith("cuda") else 0,
         flops=flops, real_storages=int(real.sum()), real_bytes=int(led.storages["bytes"][real].sum()),
         standins=[StandIn(file=str(r.get("file", "")), line=int(r.get("line", 0)),
                           code=str(r.get("code", "")), op=str(r.get("op", "")),

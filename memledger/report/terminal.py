@@ -83,8 +83,8 @@ def _fake_line(s: Summary) -> Text:
     text = (f"Fake run (FakeTensorMode, {how}{rounding}): no data, no allocator pass; "
             f"{f.flops / 1e9:,.1f} GFLOP traced")
     if f.real_storages:
-        text += (f"\n  {f.real_storages} real tensors ({format_bytes(f.real_bytes)}) stayed on "
-                 "the host as real:cpu, outside every category")
+        text += (f"\n  {f.real_storages} real tensors ({format_bytes(f.real_bytes)}): data read "
+                 "for real, or literals' sources (real:cpu, in no category)")
     for si in f.standins[:8]:
         text += f"\n  stand-in {si.value} for {si.op} at {si.file.rsplit('/', 1)[-1]}:{si.line}"
         text += f"  {si.code}" if si.code else ""

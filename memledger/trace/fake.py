@@ -13,11 +13,14 @@ Rules (numbered so that code can point here):
 
 1. Every tensor the script makes is fake: its storage is a `meta` storage of the same
    nbytes, so the ledger's rows (created/freed events, bytes) are those of the real run.
-   A tensor that exists for real (made before the mode, `torch.from_numpy`, a file read
-   through numpy, the `torch.tensor(0)` behind BatchNorm's `num_batches_tracked`) is a
-   *real constant*: FakeTensorMode fakes a copy of it when an op reads it. Its row is on
-   device `real:cpu` (never the target's, so no category of the target counts it) and
-   gets a `{"k": "real"}` record; `show` gives their count and bytes.
+   A tensor that exists for real (made before the mode, `torch.from_numpy` of a file read
+   through numpy) is a *real tensor*: FakeTensorMode fakes a copy of it when an op reads
+   it. It gets a `{"k": "real"}` record (`show` gives their count and bytes) and keeps its
+   real device: a batch read from a file is host memory in the real run too, counted on a
+   cpu target and off the device on a cuda one. The real source of a literal
+   (`torch.tensor(0)` behind BatchNorm's `num_batches_tracked`, AdamW's scalars), which
+   `aten.lift_fresh` turns into the fake tensor the run uses, exists only in fake runs:
+   its row is on device `real:cpu`, which no query of the target counts.
 2. Ops that fake tensors send through dispatch but that allocate nothing and that a real
    run never dispatches (`prim.device` on every `.device` read, `aten.sym_size`, ...) are not
    events: event numbers stay those of the real run.
@@ -87,6 +90,9 @@ NOT_EVENTS = frozenset({
     aten.is_non_overlapping_and_dense.default,
 })
 
+# Rule 1: `torch.tensor(literal)` makes a real tensor that this op turns into a fake one.
+LIFT_FRESH = aten.lift_fresh.default
+
 # Rule 3: `.item()` and everything that reads a value out of a tensor.
 ITEM = aten._local_scalar_dense.default
 
@@ -135,36 +141,37 @@ def fake_cuda_kernels() -> bool:
 class FakeTarget:
     """Where the fake run pretends to be.
 
-    device: the target device as the ledger names it ("cpu", "cuda:0").
+    device: the target device as the ledger names it ("cpu", "cuda:0"); "" for the
+        script's own devices (each storage keeps its fake device).
     kernels: "cuda" (fake CUDA tensors) or "cpu" (CPU kernels stand in, Rule 5).
-    rounding: allocator block size applied to every fake storage (0: none).
+    rounding: allocator block size applied to every fake CUDA storage (0: none).
     """
 
-    device: str = "cpu"
+    device: str = ""
     kernels: str = "cpu"
     rounding: int = 0
 
     @classmethod
     def for_device(cls, device: str | None) -> "FakeTarget":
-        if device is None or device == "cpu":
-            return cls("cpu", "cpu", 0)
+        """The target for `--device` (validated by fake_options.check_fake_options)."""
+        native = "cuda" if fake_cuda_kernels() else "cpu"
+        if device is None:   # the script's own devices; CUDA storages (if any) rounded
+            return cls("", native, CUDA_BLOCK_BYTES)
         dev = torch.device(device)
+        if dev.type == "cpu":
+            return cls("cpu", "cpu", 0)
         if dev.type != "cuda":
-            from memledger.errors import ScriptError
-            from memledger.errors import EXIT_USAGE
-            raise ScriptError(f"--fake --device {device!r}: only cpu and cuda targets are "
-                              "modelled; use --device cpu or --device cuda",
-                              exit_code=EXIT_USAGE)
-        name = f"cuda:{dev.index or 0}"
-        return cls(name, "cuda" if fake_cuda_kernels() else "cpu", CUDA_BLOCK_BYTES)
+            raise ValueError(f"fake runs target cpu or cuda, not {device!r}")
+        return cls(f"cuda:{dev.index or 0}", native, CUDA_BLOCK_BYTES)
 
     @property
     def remap(self) -> bool:
         """CPU kernels stand in for another device: rewrite `device=` arguments."""
-        return self.kernels == "cpu" and self.device != "cpu"
+        return self.kernels == "cpu" and self.device.startswith("cuda")
 
     def header(self) -> dict[str, Any]:
-        return {"fake": True, "target_device": self.device, "fake_kernels": self.kernels,
+        return {"fake": True, "target_device": self.device or "(the script's own)",
+                "fake_kernels": self.kernels,
                 "rounding_bytes": self.rounding, "measured": "none (fake run: no allocator)"}
 
     def collector(self, sink, **kwargs) -> "FakeCollector":
@@ -241,6 +248,7 @@ class FakeCollector(Collector):
         self._memo = self.fake_mode.fake_tensor_converter.tensor_memo
         self._standin_sites: set[tuple[str, int, str]] = set()
         self._real_sids: set[int] = set()
+        self._lifting = False
         self._fake_dev: dict[Any, str] = {}
         self.flops = 0
 
@@ -278,11 +286,14 @@ class FakeCollector(Collector):
         if ub is not None:
             self._note_standin(str(func), "upper bound: every element")
             func = ub
+        self._lifting = func is LIFT_FRESH          # Rule 1: a literal's real source
         try:
             out = super().__torch_dispatch__(func, types, args, kwargs)
         except FAKE_ERRORS as e:   # Rule 3: the run stops here; exit 2 with the line
             e.memledger_line = cannot_run_fake_line(e, str(func))
             raise
+        finally:
+            self._lifting = False
         if isinstance(out, FakeTensor):             # Rule 4
             self._forget(out)
         elif isinstance(out, (list, tuple)):
@@ -347,7 +358,7 @@ class FakeCollector(Collector):
         if fake_dev is None:   # Rule 1: a real tensor in a fake run
             self._real_next = True
             dev, n = super()._where(t, st)
-            return REAL_PREFIX + dev, n
+            return (REAL_PREFIX + dev if self._lifting else dev), n
         dev = self._fake_dev.get(fake_dev)
         if dev is None:
             dev = self.target.device if self.target.remap else str(fake_dev)

@@ -38,7 +38,8 @@ def test_cuda_target_on_this_build():
     t = FakeTarget.for_device("cuda")
     assert (t.device, t.rounding) == ("cuda:0", 512)
     assert t.kernels == ("cpu" if torch.version.cuda is None else "cuda")
-    assert FakeTarget.for_device(None) == FakeTarget("cpu", "cpu", 0)
+    assert FakeTarget.for_device("cpu") == FakeTarget("cpu", "cpu", 0)
+    assert FakeTarget.for_device(None).device == ""     # the script's own devices
 
 
 @pytest.mark.parametrize("verb", [["measure", "examples/train_mlp.py", "--fake"],
@@ -52,3 +53,12 @@ def test_fake_options_it_cannot_honour_exit_2_in_one_line(verb, capsys):
     assert main(verb) == 2
     err = capsys.readouterr().err
     assert err.startswith("memledger:") and err.strip().count("\n") == 0
+
+
+def test_budget_file_can_ask_for_a_fake_cuda_check():
+    from memledger.budget.model import Budget
+
+    b = Budget(fake=True, device="cuda", peak="80GiB")
+    assert (b.fake, b.device, b.peak.bytes if hasattr(b.peak, "bytes") else b.peak) == \
+        (True, "cuda", 80 * 2**30)
+    assert Budget(peak="1GiB").fake is False
