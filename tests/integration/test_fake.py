@@ -28,19 +28,30 @@ EXAMPLES = {  # tiny sizes, 2 steps: the peak of each is in step 2 (Adam state e
 SETUP_CONSTANTS_BYTES = 64
 
 
-def _trace(name: str, fake: bool, device: str | None = None):
+def _trace(name: str, fake: bool, out: Path) -> None:
     argv, path = list(sys.argv), list(sys.path)   # run_script sets both
     try:
-        with memledger.trace(fake=fake, device=device) as led:
+        with memledger.trace(out, fake=fake):
             run_script(ROOT / "examples" / f"train_{name}.py", EXAMPLES[name])
     finally:
         sys.argv[:], sys.path[:] = argv, path
-    return led.ledger
 
 
 @pytest.fixture(scope="session")
-def real_and_fake():
-    return {name: (_trace(name, False), _trace(name, True)) for name in EXAMPLES}
+def real_and_fake(tmp_path_factory):
+    """{example: (real Ledger, fake Ledger)}, traced once per run (xdist workers share)."""
+    from memledger.ledger.model import Ledger
+    from tests.conftest import only_one_worker, shared_dir
+
+    d = shared_dir(tmp_path_factory, "fake-vs-real")
+    with only_one_worker(d):
+        if not (d / "done").exists():
+            for name in EXAMPLES:
+                for kind in ("real", "fake"):
+                    _trace(name, kind == "fake", d / f"{name}-{kind}.ledger")
+            (d / "done").write_text("ok")
+    return {name: (Ledger.load(d / f"{name}-real.ledger"), Ledger.load(d / f"{name}-fake.ledger"))
+            for name in EXAMPLES}
 
 
 @pytest.mark.parametrize("name", list(EXAMPLES))
@@ -121,15 +132,26 @@ def test_fake_small_integers_are_computed_for_real():
 
 
 def test_fake_script_that_needs_data_exits_2_with_its_line(tmp_path, capfd):
-    from memledger.cli import main
+    import json
 
+    from memledger.trace.worker import main as worker_main
+
+    # the ledger pass in this process (the CLI runs the same worker in a fresh one and
+    # prints the status's reason as its one line, exit 2: session.trace_script)
     script = tmp_path / "needs_data.py"
     script.write_text("import torch\nx = torch.randint(5, (2_000_000,))\n"
                       "u = torch.unique(x)  # its size is the data\n")
-    code = main(["trace", str(script), "--fake", "-o", str(tmp_path / "x.ledger")])
-    err = capfd.readouterr().err
-    assert code == 2 and "needs_data.py:3 `u = torch.unique(x)" in err
-    assert "Traceback" not in err and err.strip().count("\n") == 0
+    status = tmp_path / "status.json"
+    argv, path = list(sys.argv), list(sys.path)
+    try:
+        code = worker_main(["ledger", "--fake", "--out", str(tmp_path / "x.ledger"),
+                            "--status", str(status), str(script)])
+    finally:
+        sys.argv[:], sys.path[:] = argv, path
+    reason = json.loads(status.read_text())["reason"]
+    assert code == 2 and "needs_data.py:3 `u = torch.unique(x)" in reason
+    assert reason.startswith("memledger: cannot run fake at ") and "\n" not in reason
+    assert "Traceback" not in capfd.readouterr().err
 
 
 def test_fake_with_measure_is_refused(tmp_path, capsys):
@@ -254,3 +276,28 @@ def test_fake_runs_a_script_as_users_write_it(tmp_path):
     info = fake_info(fake)
     assert info.real_storages > 0
     assert {s.code.split("(")[0] for s in info.standins} == {'print'}   # .item(), .tolist()
+
+
+def test_fake_finiteness_checks_answer_as_a_healthy_run():
+    import torch
+
+    with memledger.trace(fake=True) as led:
+        loss = torch.randn(()) * 2
+        g = torch.randn(10)
+        assert bool(torch.isfinite(loss)) is True
+        assert bool(loss.isnan()) is False
+        assert bool(torch.logical_or(g.isnan(), g.isinf()).any()) is False
+        assert bool((~torch.isfinite(g)).any()) is False
+        assert bool(g.sum() > 0) is False                # no rule: the plain stand-in
+    standins = sorted(fake_info(led.ledger).standins, key=lambda s: s.line)
+    assert [s.value for s in standins] == ["True", "False", "False", "False", "False"]
+
+
+def test_fake_value_sized_op_on_known_integers_has_its_real_size():
+    import torch
+
+    with memledger.trace(fake=True) as led:
+        tokens = torch.tensor([5, 0, 3, 0, 0, 7])           # a literal: known values
+        idx = (tokens != 0).nonzero()                        # 3 non-padding tokens
+        assert idx.shape == (3, 1)
+    assert fake_info(led.ledger).standins == []              # computed, not stood in
