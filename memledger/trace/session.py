@@ -46,6 +46,12 @@ def check_script(script: str | Path) -> Path:
     return p
 
 
+def check_writable(out: str | Path, inputs: tuple[str | Path, ...] = ()) -> Path:
+    """A ledger path checked before any run: writable folder, not an input, and not an
+    existing file that is not a ledger (memledger/outputs.py)."""
+    return check_output(out, "ledger", inputs=inputs, ledger=True)
+
+
 def _worker(mode: str, script: Path, argv: list[str], out: Path, steps: int,
             quiet: bool, extra: tuple[str, ...] = (), fw: Forwarder | None = None) -> dict:
     return _Worker(mode, script, argv, out, steps, quiet, extra, fw=fw).result()
