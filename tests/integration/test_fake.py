@@ -28,19 +28,30 @@ EXAMPLES = {  # tiny sizes, 2 steps: the peak of each is in step 2 (Adam state e
 SETUP_CONSTANTS_BYTES = 64
 
 
-def _trace(name: str, fake: bool, device: str | None = None):
+def _trace(name: str, fake: bool, out: Path) -> None:
     argv, path = list(sys.argv), list(sys.path)   # run_script sets both
     try:
-        with memledger.trace(fake=fake, device=device) as led:
+        with memledger.trace(out, fake=fake):
             run_script(ROOT / "examples" / f"train_{name}.py", EXAMPLES[name])
     finally:
         sys.argv[:], sys.path[:] = argv, path
-    return led.ledger
 
 
 @pytest.fixture(scope="session")
-def real_and_fake():
-    return {name: (_trace(name, False), _trace(name, True)) for name in EXAMPLES}
+def real_and_fake(tmp_path_factory):
+    """{example: (real Ledger, fake Ledger)}, traced once per run (xdist workers share)."""
+    from memledger.ledger.model import Ledger
+    from tests.conftest import only_one_worker, shared_dir
+
+    d = shared_dir(tmp_path_factory, "fake-vs-real")
+    with only_one_worker(d):
+        if not (d / "done").exists():
+            for name in EXAMPLES:
+                for kind in ("real", "fake"):
+                    _trace(name, kind == "fake", d / f"{name}-{kind}.ledger")
+            (d / "done").write_text("ok")
+    return {name: (Ledger.load(d / f"{name}-real.ledger"), Ledger.load(d / f"{name}-fake.ledger"))
+            for name in EXAMPLES}
 
 
 @pytest.mark.parametrize("name", list(EXAMPLES))
