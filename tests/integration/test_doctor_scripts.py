@@ -69,6 +69,8 @@ BUGS = [
      "total_loss += loss"),
     ("retention.py", ["--bug", "list"], "cross_step_retention", "error", ["`losses`"],
      "losses.append(loss)"),
+    ("retention_attr.py", [], "cross_step_retention", "error", ["`seen`", "up from 10"],
+     "self.seen = self.seen + out.sum(0)"),
     ("eval_mode.py", [], "eval_mode", "warning", ["BatchNorm1d/Dropout", "step 2, 3"],
      "loss = nn.functional.cross_entropy(model(x), y)"),
 ]
@@ -90,7 +92,8 @@ def test_planted_bug_is_caught_naming_what_and_where(script, args, check, severi
 
 FIXED = [("cut.py", ["--cut", c, "--fixed"]) for c in ("detach", "checkpoint")] + [
     ("optim_membership.py", ["--fixed"]), ("grad_leak.py", ["--fixed"]),
-    ("accumulation.py", ["--fixed"]), ("retention.py", ["--fixed"]), ("eval_mode.py", ["--fixed"]),
+    ("accumulation.py", ["--fixed"]), ("retention.py", ["--fixed"]),
+    ("retention_attr.py", ["--fixed"]), ("eval_mode.py", ["--fixed"]),
 ] + [("updates.py", ["--bug", b, "--fixed"]) for b in ("scaler", "sched")]   # with --fixed,
 # nonfinite and zeroed run the very loop of sched (the bug flags only pick the bug)
 
