@@ -38,7 +38,8 @@ from memledger.errors import (
 )
 from memledger.ledger.ranks import rank_file, rank_file_template
 from memledger.ledger.writer import append_records
-from memledger.trace.session import check_script, check_writable
+from memledger.outputs import check_output
+from memledger.trace.session import check_script
 
 DEFAULT_TIMEOUT_S = 300.0   # seconds without an optimizer step before a rank is called hung
 # torchrun gives the other ranks this long after SIGTERM before SIGKILL; the launcher waits
@@ -118,7 +119,8 @@ def trace_ranks(script: str | Path, argv: list[str], out: str | Path, nproc: int
         raise ScriptError("--nproc must be at least 1", exit_code=EXIT_USAGE)
     if steps < 1:
         raise ScriptError("--steps must be at least 1", exit_code=EXIT_USAGE)
-    ledgers = [check_writable(rank_file(out, r)) for r in range(nproc)]
+    ledgers = [check_output(rank_file(out, r), "ledger", inputs=[script], ledger=True)
+               for r in range(nproc)]
     template = rank_file_template(out)
     common = ["--steps", str(steps), "--timeout", str(timeout_s)]
     with tempfile.TemporaryDirectory(prefix="memledger-ranks-") as tmp:
