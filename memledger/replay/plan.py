@@ -184,10 +184,11 @@ class BlockTable:
     def total(self, choice, which: str = "cost") -> float:
         return float(getattr(self, which)[np.arange(len(self.blocks)), np.asarray(choice)].sum())
 
-    def solve(self, budget_bytes: int, allowed: np.ndarray | None = None):
+    def solve(self, budget_bytes: int, allowed: np.ndarray | None = None,
+              stats: dict | None = None):
         cap = budget_bytes - self.workspace - self.floor
         return solve(self.delta, self.cost, cap, allowed, merge=self.delta.shape[2] > 8 * len(
-            self.blocks))
+            self.blocks), stats=stats)
 
     def policy(self, choice) -> str:
         return policy_text(self.blocks, self.options, choice)

@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import inspect
 import weakref
 from typing import Any, Iterator
 
@@ -119,6 +120,7 @@ class DoctorProbe(TorchFunctionMode):
         self._ran: set[int] = set()                    # modules run in this window
         self._mode_seen: set[int] = set()
         self._roots = 0
+        self._root_refs: list[tuple[str, weakref.ref]] = []   # (prefix, root module)
         self._handles: list[Any] = []
         self._param_handles: list[Any] = []
         self._opts: dict[int, int] = {}                # id(optimizer) -> index
@@ -201,6 +203,7 @@ class DoctorProbe(TorchFunctionMode):
         prefix = "" if self._roots == 0 else type(root).__name__
         number = self._roots
         self._roots += next(root.parameters(), None) is not None
+        self._root_refs.append((prefix, weakref.ref(root)))
         for path, m in root.named_modules():
             full = ".".join(x for x in (prefix, path) if x)
             self._mods.setdefault(id(m), full)
@@ -484,6 +487,8 @@ class DoctorProbe(TorchFunctionMode):
 
     def _record_retained(self, t: _Tensor) -> None:
         name, var, file = self._name_of(t)
+        if not var:
+            return   # held only by a library's internals (torch.compile's caches): not the script's
         nodes, stack, seen = 0, [t.grad_fn], set()
         while stack and nodes < MAX_NODES:
             n = stack.pop()
@@ -516,6 +521,20 @@ class DoctorProbe(TorchFunctionMode):
             f = f.f_back
             while f is not None and not is_user_file(f.f_code.co_filename):
                 f = f.f_back
+        return self._attribute_of(t)
+
+    def _attribute_of(self, t: _Tensor) -> tuple[str, str, str]:
+        """A plain attribute of one of the model's modules (`model.side = out`), if any."""
+        for prefix, ref in self._root_refs:
+            root = ref()
+            for path, m in root.named_modules(prefix=prefix) if root is not None else ():
+                for k, v in vars(m).items():
+                    if v is t and not k.startswith("_"):
+                        try:
+                            file = inspect.getsourcefile(type(m)) or ""
+                        except TypeError:
+                            file = ""
+                        return ".".join(x for x in (path, k) if x), k, file
         return f"tensor{tuple(t.shape)}", "", ""
 
 
