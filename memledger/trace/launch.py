@@ -55,18 +55,20 @@ class RanksResult:
     statuses: list[dict] = field(default_factory=list)
 
 
-def torchrun_command(nproc: int, worker_args: list[str]) -> list[str]:
+def torchrun_command(nproc: int, worker_args: list[str],
+                     module: str = "memledger.trace.worker") -> list[str]:
     """torch's launcher (`torch.distributed.run`, through memledger/trace/torchrun.py for a
     quiet failure) running the trace worker on `nproc` local ranks."""
     return [sys.executable, "-m", "memledger.trace.torchrun", "--standalone",
             "--nproc-per-node", str(nproc), "--max-restarts", "0",
-            "-m", "memledger.trace.worker", *worker_args]
+            "-m", module, *worker_args]
 
 
-def _launch(nproc: int, worker_args: list[str], timeout_s: float, quiet: bool) -> tuple[int, str]:
+def _launch(nproc: int, worker_args: list[str], timeout_s: float, quiet: bool,
+            module: str = "memledger.trace.worker") -> tuple[int, str]:
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     env.setdefault("OMP_NUM_THREADS", "1")  # torchrun's own default for nproc > 1, said quietly
-    proc = subprocess.Popen(torchrun_command(nproc, worker_args), env=env,
+    proc = subprocess.Popen(torchrun_command(nproc, worker_args, module), env=env,
                             stdout=subprocess.PIPE if quiet else None,
                             stderr=subprocess.STDOUT if quiet else None,
                             start_new_session=True)
