@@ -233,7 +233,11 @@ def block_table(prep: Prepared, model: CostModel, blocks: list[str], rng: int) -
         for o, opt in enumerate(options):
             if opt.kind == "none":
                 continue
-            r = replay(sub, parse_policy(opt.part(block)), rng_bytes=rng, slots=True)
+            try:
+                r = replay(sub, parse_policy(opt.part(block)), rng_bytes=rng, slots=True)
+            except PolicyError:      # replay refuses it (a block that must not be re-run)
+                cost[b, o] = lo[b, o] = hi[b, o] = np.inf
+                continue
             delta[b, o] = np.rint(r.slots - own).astype(np.int64)
             t = model.price(r)
             cost[b, o], lo[b, o], hi[b, o] = t.seconds, t.lo, t.hi

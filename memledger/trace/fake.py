@@ -167,6 +167,11 @@ class FakeTarget:
             raise ValueError(f"fake runs target cpu or cuda, not {device!r}")
         return cls(f"cuda:{dev.index or 0}", native, CUDA_BLOCK_BYTES)
 
+    def storage_device(self) -> str:
+        """The device name for a fake storage seen without its tensor (FSDP2's
+        `storage.resize_`): the target, else where this build's fake kernels run."""
+        return self.device or ("cuda:0" if self.kernels == "cuda" else "cpu")
+
     @property
     def remap(self) -> bool:
         """CPU kernels stand in for another device: rewrite `device=` arguments."""

@@ -97,3 +97,12 @@ def test_cost_model_prices_a_replay_without_the_ledger_calibration(tmp_path, mon
     write_cached({"key": machine_key("cpu"), "device": "cpu", "params": CALIBRATION}, "cpu")
     model, where = cost_model(led, prep)
     assert where == "cache" and model.price(r).seconds == pytest.approx(60_500e-9)
+
+
+def test_replay_plan_and_the_time_model_never_import_torch():
+    from tests.unit.test_imports import loaded_after
+
+    heavy = loaded_after("import memledger.replay.plan, memledger.replay.costs, "
+                         "memledger.replay.solve, memledger.replay.calib_cache, "
+                         "memledger.replay.timings, memledger.replay.block_options")
+    assert "torch" not in heavy
