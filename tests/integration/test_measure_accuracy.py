@@ -39,5 +39,7 @@ def test_predicted_peak_within_one_percent(script, tmp_path):
         measured = list(pool.map(
             lambda p: measure_script(script, [], p, steps=2, time_steps=1), pols))
     for pol, pred, meas in zip(pols, rep.policies, measured):
+        # docs/accuracy.md: the largest gap on the examples is 536 B (GPT checkpoint:
+        # 22,474,680 predicted vs 22,474,144 measured = 0.0024 %); the claim is 0.003 %
         err = abs(pred.peak_bytes - meas.peak_bytes) / meas.peak_bytes
-        assert err <= 0.01, f"{pol.text()}: predicted {pred.peak_bytes}, measured {meas.peak_bytes}"
+        assert err <= 3e-5, f"{pol.text()}: predicted {pred.peak_bytes}, measured {meas.peak_bytes}"

@@ -91,7 +91,11 @@ def test_ledger_peak_matches_allocator(ledgers, name):
     led = ledgers[name]
     s = led.summary()
     assert s.measured.source == "cpu-profiler"
-    assert abs(s.measured.peak_bytes - s.peak.bytes) / s.measured.peak_bytes <= 0.005
+    # The allocator never sees less than the ledger, and what it sees beyond is a few
+    # bytes of kernel scratch: MLP 12 B, GPT 32 B, CNN 512 B (of 5,885,080 B: 0.0087 %),
+    # stable run to run on torch 2.13 (README: "agree to within 512 bytes").
+    gap = s.measured.peak_bytes - s.peak.bytes
+    assert 0 <= gap <= 512, gap
     assert sum(s.at_peak.values()) == max(s.peak.bytes, s.measured.peak_bytes)
     tracked = sum(v for k, v in s.at_peak.items() if k != "workspace")
     assert tracked == s.peak.bytes
