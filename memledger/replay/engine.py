@@ -14,8 +14,12 @@ whose forward call spans events [ev0, ev1):
 2. R's inputs stay (checkpoint keeps them to re-run R); so does everything made outside R.
 3. At the first unpack of any dropped storage (event U, in backward) the forward of R is
    re-run *before* event U: its events ev0 .. E-1 are inserted there, where E is one past
-   the op that saved the last dropped storage (early stop: recomputation ends once every
-   saved tensor is back). Dropped storages reappear at U + (created - ev0) and live until
+   the last dropped storage's save record (early stop: torch raises from its pack hook as
+   the last saved tensor is packed again). An op packs its *inputs* before it runs, so an
+   input-saving last op is not re-run: on CPU `nn.Dropout` is `x * mask`, the multiply
+   saves `mask` and the recompute stops before the multiply (with E one further, replay
+   re-made the block's (B, T, C) output, +1 MiB at B=4, T=64, C=1024... and was 1.9 % high).
+   An op packs its *outputs* after it ran (softmax, tanh): the record's event is that op. Dropped storages reappear at U + (created - ev0) and live until
    their original free; the region's temporaries reappear and die as they did in forward.
 4. preserve_rng_state keeps the CPU generator state (5056 bytes, `torch.get_rng_state()`)
    from ev0 until R's backward ends; recomputation forks it once more while it runs.
@@ -51,6 +55,7 @@ from memledger.ledger.schema import CATEGORIES
 from memledger.replay.policies import Policy, PolicyKind, resolve
 from memledger.replay.calls import save_call, which_call
 from memledger.replay.prepared import ACTIVATION, Prepared
+from memledger.replay.stateful import refuse_recompute_of_stateful
 
 WORKSPACE = CATEGORIES.index("workspace")
 CPU_RNG_STATE_BYTES = 5056  # torch.get_rng_state().nbytes: the mt19937 state of the CPU generator
@@ -104,6 +109,9 @@ def replay(prep: Prepared, policy: Policy, rng_bytes: int = CPU_RNG_STATE_BYTES,
     part_min = np.array([p.min_bytes for p in policy.parts] or [0], dtype=np.int64)
     kind = part_kind[call_part] if len(call_part) else np.zeros(0, dtype=np.int64)
     min_b = part_min[call_part] if len(call_part) else np.zeros(0, dtype=np.int64)
+    if prep.stateful_mod is not None:   # never re-run a call that writes outside state
+        refuse_recompute_of_stateful(policy.text(), mods, ev0, (kind == 1) | (kind == 2),
+                                     prep.stateful_mod, prep.stateful_ev0, prep.stateful_obj)
 
     n, nb, cr, fr0 = prep.n_events, prep.nbytes, prep.created, prep.freed
     is_act = prep.cat == ACTIVATION
@@ -133,6 +141,7 @@ def replay(prep: Prepared, policy: Policy, rng_bytes: int = CPU_RNG_STATE_BYTES,
     kl_kind = np.where(k_l >= 0, kind[np.maximum(k_l, 0)], 0) if len(kind) else np.zeros_like(cr)
     off = is_act & (ks_kind == 3) & (kl_kind == 3) & (
         nb >= (min_b[np.maximum(k_s, 0)] if len(min_b) else 0))
+    held = prep.held if prep.held is not None else np.zeros(len(cr), dtype=bool)
 
     # ---- recompute segments (Rule 3) ------------------------------------------------------
     n_calls = len(ev0)
@@ -141,7 +150,7 @@ def replay(prep: Prepared, policy: Policy, rng_bytes: int = CPU_RNG_STATE_BYTES,
     trig = np.full(n_calls + 1, big, dtype=np.int64)
     np.minimum.at(trig, kd, np.where(prep.unpack >= 0, prep.unpack, big))
     stop = np.full(n_calls + 1, -1, dtype=np.int64)
-    np.maximum.at(stop, kd, prep.saved_last + 2)
+    np.maximum.at(stop, kd, prep.saved_last + 1)   # Rule 3: the last pack ends it
     bw_end = np.full(n_calls + 1, -1, dtype=np.int64)
     np.maximum.at(bw_end, kd, fr0)
     trig, stop, bw_end = trig[:n_calls], stop[:n_calls], bw_end[:n_calls]
@@ -167,7 +176,7 @@ def replay(prep: Prepared, policy: Policy, rng_bytes: int = CPU_RNG_STATE_BYTES,
     def pos_f(e):  # where a free lands: before a segment inserted at the same event
         return e + np.where(e > 0, shift[np.clip(e - 1, 0, n + 1)], 0)
 
-    fr = np.where(dropped | off, fwd_end, fr0)
+    fr = np.where((dropped | off) & ~held, fwd_end, fr0)   # a cache keeps what it holds
     rows_c = [pos_c(cr)]
     rows_f = [pos_f(fr)]
     rows_b = [nb]
@@ -231,7 +240,9 @@ def replay(prep: Prepared, policy: Policy, rng_bytes: int = CPU_RNG_STATE_BYTES,
     u = np.flatnonzero(off & (prep.unpack_first >= 0))
     if len(u):
         rows_c.append(pos_c(prep.unpack_first[u]))
-        rows_f.append(pos_f(np.maximum(fr0[u], prep.unpack[u] + 1)))
+        # a held storage's own free is the holder's: its read-back goes with autograd's use
+        rows_f.append(pos_f(np.where(held[u], prep.unpack[u] + 1,
+                                     np.maximum(fr0[u], prep.unpack[u] + 1))))
         rows_b.append(nb[u])
         rows_k.append(prep.cat[u])
 

@@ -14,6 +14,7 @@ import pandas as pd
 
 from memledger.ledger.model import Ledger
 from memledger.ledger.schema import CATEGORIES
+from memledger.replay.stateful import held_sids, stateful_calls
 
 CAT_INDEX = {c: i for i, c in enumerate(CATEGORIES)}
 ACTIVATION = CAT_INDEX["activation"]
@@ -56,6 +57,10 @@ class Prepared:
     scratch_bytes: np.ndarray  # int64 that scratch, above the state after the event
     workspace: int            # measured peak minus predicted baseline peak (unexplained bytes)
     baseline_ledger_peak: int
+    held: np.ndarray = None   # bool: kept alive by an object outside its call (a KV cache)
+    stateful_mod: np.ndarray = None   # object: module of each call that wrote outside state
+    stateful_ev0: np.ndarray = None   # int64: that call's first event
+    stateful_obj: np.ndarray = None   # object: the class of the object it wrote into
 
     @classmethod
     def from_ledger(cls, led: Ledger) -> "Prepared":
@@ -85,6 +90,8 @@ class Prepared:
         mod_code, mod_names = pd.factorize(sc["mod"].astype(str))
         smod_code, smod_names = pd.factorize(st["saved_module"].astype(str))
         untraced = meas.get("step_ns") or calib.get("step_ns") or []
+        stateful = led.extra.get("stateful", [])   # Note [State written outside a region]
+        st_mod, st_ev0, st_obj = stateful_calls(stateful)
         return cls(
             n_events=n,
             nbytes=st["bytes"].to_numpy(dtype=np.int64),
@@ -120,6 +127,8 @@ class Prepared:
             scratch_bytes=scratch_b,
             workspace=max(0, int(meas.get("peak_bytes", 0)) - curve_peak) if meas else 0,
             baseline_ledger_peak=curve_peak,
+            held=st.index.isin(list(held_sids(stateful))),
+            stateful_mod=st_mod, stateful_ev0=st_ev0, stateful_obj=st_obj,
         )
 
     def modules(self) -> list[tuple[str, str]]:

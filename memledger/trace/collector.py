@@ -18,8 +18,15 @@ take the index of the next event, so outputs and the inputs they replace overlap
 event, exactly as the allocator sees them.
 
 # Note [What autograd saves]
-`pack` returns the tensor itself: autograd would hold the same storage anyway, so tracing
-adds no bytes. A saved tensor that is a parameter stays a parameter (see ROLE_PRIORITY).
+`pack` returns a detached alias of the tensor (same storage, no `grad_fn`): autograd would
+hold the same storage anyway, so tracing adds no bytes. Not the tensor itself: an op that
+saves its own output (`tanh`, `exp`, `sigmoid`) would then have its graph node hold a
+tensor that holds the node, a reference cycle in C++ that `gc.collect()` cannot see. A
+graph that backward never reaches (an output detached, an evaluation under grad) is then
+never freed: a 512 x 512 fp32 `tanh` output (1,048,576 B) leaked once per step. Without
+hooks autograd saves outputs without their `grad_fn` for this very reason; the alias does
+the same. The alias is made with the dispatch mode switched off, so it is no event.
+A saved tensor that is a parameter stays a parameter (see ROLE_PRIORITY).
 """
 
 from __future__ import annotations
@@ -38,11 +45,13 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from memledger.ledger.schema import SCHEMA
 from memledger.ledger.writer import Sink
+from memledger.trace.outside_state import written_state
 
 _graph_task_id = torch._C._current_graph_task_id
 _RF_ENTER = torch.ops.profiler._record_function_enter_new.default
 _RF_EXIT = torch.ops.profiler._record_function_exit._RecordFunction
 _Tensor = torch.Tensor
+_no_dispatch = torch._C._DisableTorchDispatch
 
 
 class StopTracing(BaseException):
@@ -98,6 +107,7 @@ class Collector(TorchDispatchMode):
         self._param_names: dict[int, str] = {}  # id(param) -> name
         self._roots: list[weakref.ref] = []
         self._rf_stack: list[str] = []
+        self._sid_marks: list[int] = []    # per open module call: its first new sid
         self._bw_module = ""
         self._handles: list[Any] = []
         self._saved_hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack)
@@ -110,6 +120,10 @@ class Collector(TorchDispatchMode):
         self.sink.write({"k": "phase", "ev": 0, "ph": "setup", "step": 1})
         self._handles = [
             nn_module.register_module_forward_pre_hook(self._module_pre),
+            nn_module.register_module_forward_pre_hook(self._call_begin),
+            # before _module_post, which pops the call this one reads
+            nn_module.register_module_forward_hook(self._call_end, with_kwargs=True,
+                                                   always_call=True),
             nn_module.register_module_forward_hook(self._module_post, always_call=True),
             register_optimizer_step_pre_hook(self._opt_pre),
             register_optimizer_step_post_hook(self._opt_post),
@@ -315,6 +329,29 @@ class Collector(TorchDispatchMode):
         if is_root and self._phase == "forward":
             self._set_phase("loss")
 
+    def _call_begin(self, module, args) -> None:
+        self._sid_marks.append(self._next_sid)   # storages made from here on: this call's
+
+    def _call_end(self, module, args, kwargs, output) -> None:
+        """Keyword inputs and state written outside the call (global pre-hooks get no
+        kwargs, so both are read when the call returns)."""
+        first_new = self._sid_marks.pop() if self._sid_marks else self._next_sid
+        if not self._mod_stack:
+            return
+        path, ev0, _, is_root = self._mod_stack[-1]
+        # the model's keyword tensors (`model(input_ids=ids)`) are the batch too; a role
+        # holds for the storage's whole life, so the moment does not matter
+        if kwargs and is_root and self._phase == "forward":
+            self._mark_inputs(kwargs.values())
+        if self._phase == "backward":
+            return
+        sids = self._sids
+        for obj, keys in written_state(args, kwargs,
+                                       lambda k: sids.get(k, -1) >= first_new):
+            # Note [State written outside a region] (memledger/trace/outside_state.py)
+            self.sink.write({"k": "stateful", "mod": path, "ev0": ev0, "ev1": self._ev,
+                             "obj": obj, "sids": [sids[k] for k in keys]})
+
     def _register_root(self, root: torch.nn.Module) -> str:
         """Name a top-level module's submodules, parameters and buffers, as named_modules() does."""
         has_params = next(root.parameters(), None) is not None
@@ -407,6 +444,9 @@ class Collector(TorchDispatchMode):
             mod = self._module_now()
             self._saved_mod[sid] = mod
             self.sink.write({"k": "saved", "sid": sid, "ev": self._ev - 1, "mod": mod})
+        if type(t) is _Tensor or type(t) is torch.nn.Parameter:   # subclasses: as they are
+            with _no_dispatch():
+                return t.detach()   # Note [What autograd saves]: no cycle through grad_fn
         return t
 
     def _unpack(self, t: torch.Tensor) -> torch.Tensor:
