@@ -122,6 +122,8 @@ def replay(prep: Prepared, policy: Policy, rng_bytes: int = CPU_RNG_STATE_BYTES,
     one_call = (k_s >= 0) & (k_s == k_l)
     fwd_end = np.where(prep.fwd_last >= 0, prep.fwd_last + 1, prep.saved_last + 2)
     fwd_end = np.maximum(fwd_end, prep.arg_end)                  # an argument: until return
+    rel = prep.released if prep.released is not None else np.full(len(cr), -2, np.int64)
+    fwd_end = np.where(rel >= 0, rel, fwd_end)   # measured: when the script let go of it
     fwd_end = np.clip(fwd_end, cr + 1, fr0)                      # last forward use + 1
 
     # ---- checkpoint / selective: drop (Rule 1) ------------------------------------------
@@ -142,6 +144,7 @@ def replay(prep: Prepared, policy: Policy, rng_bytes: int = CPU_RNG_STATE_BYTES,
     off = is_act & (ks_kind == 3) & (kl_kind == 3) & (
         nb >= (min_b[np.maximum(k_s, 0)] if len(min_b) else 0))
     held = prep.held if prep.held is not None else np.zeros(len(cr), dtype=bool)
+    held = held | (rel == -1)       # the script still held it when backward began
 
     # ---- recompute segments (Rule 3) ------------------------------------------------------
     n_calls = len(ev0)

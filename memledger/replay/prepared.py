@@ -58,6 +58,7 @@ class Prepared:
     workspace: int            # measured peak minus predicted baseline peak (unexplained bytes)
     baseline_ledger_peak: int
     held: np.ndarray = None   # bool: kept alive by an object outside its call (a KV cache)
+    released: np.ndarray = None  # int64: first event only autograd held it (-1: never, -2: ?)
     stateful_mod: np.ndarray = None   # object: module of each call that wrote outside state
     stateful_ev0: np.ndarray = None   # int64: that call's first event
     stateful_obj: np.ndarray = None   # object: the class of the object it wrote into
@@ -128,6 +129,7 @@ class Prepared:
             workspace=max(0, int(meas.get("peak_bytes", 0)) - curve_peak) if meas else 0,
             baseline_ledger_peak=curve_peak,
             held=st.index.isin(list(held_sids(stateful))),
+            released=_released(led, st),
             stateful_mod=st_mod, stateful_ev0=st_ev0, stateful_obj=st_obj,
         )
 
@@ -204,3 +206,15 @@ def _scratch(led: Ledger, st: pd.DataFrame, op_code: np.ndarray,
     if not evs:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     return np.concatenate(evs), np.concatenate(sizes)
+
+
+def _released(led: Ledger, st: pd.DataFrame) -> np.ndarray:
+    """Per storage: the first event at which only autograd held it (collector's Note [When a
+    saved storage is released]); -1 if the script held it into backward; -2 if unknown (not
+    saved, or a ledger from before the record existed)."""
+    recs = led.extra.get("released", [])
+    if not recs:
+        return np.full(len(st), -2, dtype=np.int64)
+    rel = pd.DataFrame(recs, columns=["k", "sid", "ev"]).drop_duplicates(
+        "sid", keep="first").set_index("sid")["ev"]
+    return rel.reindex(st.index).fillna(-2).to_numpy(dtype=np.int64)

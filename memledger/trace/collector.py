@@ -52,6 +52,7 @@ _RF_ENTER = torch.ops.profiler._record_function_enter_new.default
 _RF_EXIT = torch.ops.profiler._record_function_exit._RecordFunction
 _Tensor = torch.Tensor
 _no_dispatch = torch._C._DisableTorchDispatch
+_use_count = torch._C._storage_Use_Count
 
 
 class StopTracing(BaseException):
@@ -108,6 +109,8 @@ class Collector(TorchDispatchMode):
         self._roots: list[weakref.ref] = []
         self._rf_stack: list[str] = []
         self._sid_marks: list[int] = []    # per open module call: its first new sid
+        # saved storages something besides autograd still holds: sid -> [weakref, packs]
+        self._held: dict[int, list] = {}
         self._bw_module = ""
         self._handles: list[Any] = []
         self._saved_hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack)
@@ -175,6 +178,8 @@ class Collector(TorchDispatchMode):
             return out
         ev = self._ev
         self._ev = ev + 1
+        if self._held:
+            self._check_released(ev)
         if (_graph_task_id() != -1) != (self._phase == "backward"):
             self._switch_backward(ev)
         last = self._last
@@ -264,6 +269,7 @@ class Collector(TorchDispatchMode):
             del self._sids[key]
         self._outside.discard(sid)
         self._saved_mod.pop(sid, None)
+        self._held.pop(sid, None)
         self.sink.write({"k": "free", "sid": sid, "ev": self._ev,
                          "last": self._last.pop(sid, -1)})
 
@@ -288,6 +294,9 @@ class Collector(TorchDispatchMode):
             # memledger/replay/engine.py, Note [Replay of a checkpointed region]).
             for sid in list(self._saved_mod):
                 self.sink.write({"k": "fwdlast", "sid": sid, "last": self._last.get(sid, -1)})
+            for sid in self._held:   # still held by the script at backward: never released
+                self.sink.write({"k": "released", "sid": sid, "ev": -1})
+            self._held.clear()
         else:  # backward just ended: the gradients now exist
             self._set_phase("other", ev)
             self._mark_gradients()
@@ -444,10 +453,40 @@ class Collector(TorchDispatchMode):
             mod = self._module_now()
             self._saved_mod[sid] = mod
             self.sink.write({"k": "saved", "sid": sid, "ev": self._ev - 1, "mod": mod})
+            self._note_held(sid, t)
         if type(t) is _Tensor or type(t) is torch.nn.Parameter:   # subclasses: as they are
             with _no_dispatch():
                 return t.detach()   # Note [What autograd saves]: no cycle through grad_fn
         return t
+
+    # Note [When a saved storage is released]
+    # Checkpoint and offload take autograd's references to a saved storage away; it is then
+    # freed when the script's own references go: a local of the caller's frame, a view, a
+    # KV cache. Last use does not tell when that is (`h = ln1(x)` in a block's forward lives
+    # until the block returns, after its last use by the attention). The storage's use count
+    # does: it is 1 (its Python object, which the collector made) + 1 per alias autograd holds
+    # (one per save, Note [What autograd saves]) + 1 per other tensor on it. The first event
+    # at which nothing else holds it is written as `released`; `ev: -1` when the script
+    # still holds it as backward starts (offload cannot free it). Example: a (4, 64, 128)
+    # fp32 `h` (131,072 B) saved twice is released at the event after its block returns,
+    # when its use count falls from 4 to 3. Parameters and buffers are not followed.
+    def _note_held(self, sid: int, t: torch.Tensor) -> None:
+        if self._phase == "backward" or (sid, "parameter") in self._roles_written or \
+                (sid, "buffer") in self._roles_written:
+            return
+        entry = self._held.get(sid)
+        if entry is not None:
+            entry[1] += 1
+        elif type(t) is _Tensor or type(t) is torch.nn.Parameter:
+            self._held[sid] = [weakref.ref(t.untyped_storage()), 1]
+
+    def _check_released(self, ev: int) -> None:
+        for sid, (ref, packs) in list(self._held.items()):
+            st = ref()
+            if st is None or _use_count(st._cdata) <= 1 + packs:
+                del self._held[sid]
+                if st is not None:
+                    self.sink.write({"k": "released", "sid": sid, "ev": ev})
 
     def _unpack(self, t: torch.Tensor) -> torch.Tensor:
         sid = self._sid(t, self._ev)

@@ -64,10 +64,14 @@ def main() -> None:
     p.add_argument("--vocab", type=int, default=256)
     p.add_argument("--seq", type=int, default=32)
     p.add_argument("--batch-size", type=int, default=2)
+    p.add_argument("--no-cache", action="store_true",
+                   help="use_cache=False (the library's default is True, even in training)")
     args = p.parse_args()
 
     torch.manual_seed(0)
     model = build(args.model, args.layers, args.hidden, args.heads, args.vocab, args.seq)
+    if args.no_cache:
+        model.config.use_cache = False
     model.train()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     gen = torch.Generator().manual_seed(1234)

@@ -30,13 +30,15 @@ def main() -> None:
     p.add_argument("--vocab", type=int, default=256)
     p.add_argument("--seq", type=int, default=32)
     p.add_argument("--batch-size", type=int, default=2)
+    p.add_argument("--no-cache", action="store_true",
+                   help="use_cache=False (the library's default is True, even in training)")
     p.add_argument("--rank", type=int, default=8)
     args = p.parse_args()
 
     torch.manual_seed(0)
     base = GPT2LMHeadModel(GPT2Config(n_layer=args.layers, n_embd=args.hidden,
                                       n_head=args.heads, vocab_size=args.vocab,
-                                      n_positions=args.seq))
+                                      n_positions=args.seq, use_cache=not args.no_cache))
     model = get_peft_model(base, LoraConfig(r=args.rank, lora_alpha=16, lora_dropout=0.05,
                                             target_modules=["c_attn"], task_type="CAUSAL_LM"))
     model.train()
