@@ -5,6 +5,9 @@ BIN     := $(VENV)/bin
 # Pinned for dev and CI only: the CPU build lies on the dev machines' disk; an unpinned
 # torch would download a several-GB CUDA build. The package itself accepts torch>=2.3.
 TORCH_PIN ?= torch==2.13.0
+# Test workers (pytest-xdist): most tests wait on a traced script in a fresh process, so two
+# workers keep both cores of a 2-core box busy; `make test PYTEST_WORKERS=0` runs serially.
+PYTEST_WORKERS ?= auto
 
 .PHONY: demo test setup clean
 
@@ -22,7 +25,7 @@ demo: setup
 	$(BIN)/memledger show gpt.ledger
 
 test: setup
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS)
 
 clean:
 	rm -rf $(VENV) *.ledger build *.egg-info

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
+from typing import TYPE_CHECKING, Any
+
 import memledger.trace as _trace_package  # noqa: F401  (before `trace` below; see there)
-from memledger.ledger.model import Ledger
+
+if TYPE_CHECKING:
+    from memledger.ledger.model import Ledger
 
 
 def trace(*args, **kwargs):
@@ -20,9 +24,21 @@ def trace(*args, **kwargs):
     return _trace(*args, **kwargs)
 
 
-def load(path) -> Ledger:
+def load(path) -> "Ledger":
     """Read a ledger file (no torch needed)."""
+    from memledger.ledger.model import Ledger
+
     return Ledger.load(path)
+
+
+def __getattr__(name: str) -> Any:
+    # `memledger.Ledger` on first use: importing the package (the CLI, the pytest plugin)
+    # must not pay for pandas and numpy until a ledger is read (tests/unit/test_imports.py).
+    if name == "Ledger":
+        from memledger.ledger.model import Ledger
+
+        return Ledger
+    raise AttributeError(f"module 'memledger' has no attribute {name!r}")
 
 
 __all__ = ["Ledger", "load", "trace", "__version__"]

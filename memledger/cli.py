@@ -21,6 +21,7 @@ from memledger.commands import (
     trace,
 )
 from memledger.commands.common import err_console
+from memledger.commands.help import HelpGroup, version_option
 from memledger.errors import EXIT_INTERRUPTED, EXIT_USAGE, MemledgerError
 
 app = typer.Typer(
@@ -29,7 +30,9 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    cls=HelpGroup,
 )
+app.callback()(version_option)
 # The order of `memledger --help`: record, look, what-if, for real, CI, pictures and files.
 app.command()(trace.trace)
 app.command()(show.show)

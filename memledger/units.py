@@ -6,6 +6,7 @@ are both accepted and never confused. A bare number is refused: "800" could mean
 
 from __future__ import annotations
 
+import math
 import re
 
 from memledger.errors import UnitError
@@ -62,3 +63,42 @@ def format_bytes(n: int | float, precision: int = 1) -> str:
 def format_signed_bytes(n: int) -> str:
     """'+1.5 MiB' / '-512 B' for differences."""
     return ("+" if n >= 0 else "") + format_bytes(n)
+
+
+def format_percent(fraction: float, signed: bool = False) -> str:
+    """A fraction as a percentage with two significant digits, never rounded to a false zero:
+    0.0036 -> '0.36%', -0.0036 -> '-0.36%' (not '-0%'), 0.125 -> '12%', 3e-7 -> '0.00003%';
+    exactly 0 -> '0%'. `signed` puts '+' before positive values."""
+    p = 100.0 * fraction
+    if p == 0 or math.isnan(p):
+        return "0%" if p == 0 else "n/a"
+    decimals = max(0, min(6, 1 - math.floor(math.log10(abs(p)))))
+    text = f"{p:.{decimals}f}"
+    if float(text) == 0:   # below 0.000001%: say so rather than print zero
+        return ("-" if p < 0 else ("+" if signed else "")) + "<0.000001%"
+    return ("+" if signed and p > 0 else "") + text + "%"
+
+
+_DURATION = re.compile(r"^\s*(?P<num>[0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*(?P<unit>[A-Za-z]+)\s*$")
+_SECONDS = {"us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "min": 60.0}
+
+
+def parse_duration(text: str) -> float:
+    """`"900ms"` -> 0.9, `"1.5s"` -> 1.5, `"250us"` -> 0.00025 (seconds).
+
+    Every `--step-time` (predict, plan, check) and budget file reads durations here. A bare
+    number is refused as a bare size is: "0.9" could be seconds or milliseconds.
+    """
+    s = str(text).strip()
+    if s.startswith("-"):
+        raise UnitError(f"duration {text!r} is negative; durations are >= 0")
+    m = _DURATION.match(s.replace("µs", "us"))
+    if m is None:
+        if re.fullmatch(r"[0-9.]+", s):
+            raise UnitError(f"duration {text!r} has no unit; write {s}s or {s}ms")
+        raise UnitError(f"cannot read duration {text!r}; write e.g. 250ms or 1.5s")
+    unit = m.group("unit").lower()
+    if unit not in _SECONDS:
+        raise UnitError(f"unknown unit {m.group('unit')!r} in duration {text!r}; "
+                        "use us, ms, s or min")
+    return float(m.group("num")) * _SECONDS[unit]

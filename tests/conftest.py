@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import importlib.util
+import os
 import sys
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -22,14 +26,50 @@ def load_example(name: str):
     return mod
 
 
+def shared_dir(tmp_path_factory, name: str) -> Path:
+    """A folder every pytest-xdist worker of this run sees (the workers' common temp root),
+    so a session fixture's expensive files are made once per run, not once per worker."""
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent   # .../pytest-N/popen-gw0 -> .../pytest-N, shared by gw0, gw1...
+    d = root / name
+    d.mkdir(exist_ok=True)
+    return d
+
+
+@contextlib.contextmanager
+def only_one_worker(folder: Path) -> Iterator[None]:
+    """Hold an exclusive lock on `folder` (the other workers wait, then find the files)."""
+    with open(folder / ".lock", "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
 @pytest.fixture(scope="session")
-def traced_examples(tmp_path_factory):
-    """{name: ledger path} for mlp, gpt and cnn, each traced for 3 steps with the allocator pass."""
+def trace_example(tmp_path_factory):
+    """`trace_example("mlp", steps=2)` -> the ledger of examples/train_mlp.py, traced with the
+    allocator pass once per test run, whichever test or xdist worker asks first."""
     from memledger.trace.session import trace_script
 
-    out = tmp_path_factory.mktemp("ledgers")
-    paths = {}
-    for name in ("mlp", "gpt", "cnn"):
-        res = trace_script(EXAMPLES / f"train_{name}.py", [], out / f"{name}.ledger", steps=3)
-        paths[name] = res.ledger_path
-    return paths
+    out = shared_dir(tmp_path_factory, "traced_examples")
+
+    def trace(name: str, steps: int = 3) -> Path:
+        path = out / f"{name}-{steps}steps.ledger"
+        with only_one_worker(out):
+            if not path.exists():   # written under another name, renamed once complete
+                partial = path.with_suffix(".partial")
+                trace_script(EXAMPLES / f"train_{name}.py", [], partial, steps=steps)
+                partial.rename(path)
+        return path
+
+    return trace
+
+
+@pytest.fixture(scope="session")
+def traced_examples(trace_example) -> dict[str, Path]:
+    """{name: ledger path} for mlp, gpt and cnn, each traced for 3 steps with the allocator
+    pass, once per test run (shared by the xdist workers)."""
+    return {name: trace_example(name, steps=3) for name in ("mlp", "gpt", "cnn")}

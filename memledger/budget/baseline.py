@@ -11,6 +11,7 @@ import pandas as pd
 from memledger.budget.result import ALL, Growth
 from memledger.errors import BudgetError
 from memledger.ledger.model import Ledger
+from memledger.ledger.names import module_label
 
 
 def parameter_set(led: Ledger) -> set[tuple[str, str]]:
@@ -43,7 +44,7 @@ def _at_peak_rows(led: Ledger) -> pd.DataFrame:
 
 
 def module_of(row_module: str, saved_module: str) -> str:
-    return row_module or saved_module or "(no module)"
+    return module_label(row_module or saved_module)
 
 
 def growth(current: Ledger, base: Ledger, top: int = 5) -> list[Growth]:

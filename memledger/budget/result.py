@@ -20,7 +20,7 @@ class TensorAtPeak(_Model):
 
     bytes: int
     category: str
-    module: str = Field(description="module that made it ('(no module)' outside modules)")
+    module: str = Field(description="module that made it ('(script)' outside modules)")
     shape: str
     dtype: str
     op: str

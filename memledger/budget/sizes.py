@@ -13,7 +13,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from memledger.errors import UnitError
-from memledger.units import format_bytes, parse_bytes
+from memledger.units import format_bytes, parse_bytes, parse_duration
 
 
 class _Value(BaseModel):
@@ -106,10 +106,6 @@ def to_increase(v: Any) -> Any:
 
 IncreaseField = Annotated[Increase, BeforeValidator(to_increase)]
 
-_DUR = re.compile(r"^\s*(?P<num>[0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*(?P<unit>ms|s|us|min)\s*$")
-_DUR_SCALE = {"us": 1e-6, "ms": 1e-3, "s": 1.0, "min": 60.0}
-
-
 class Duration(_Value):
     """A time in seconds and the text it was read from (`"250ms"` -> 0.25)."""
 
@@ -124,12 +120,10 @@ def to_duration(v: Any) -> Any:
     if isinstance(v, (Duration, dict)):
         return v
     s = str(v).strip()
-    m = _DUR.match(s)
-    if m is None:
-        if s.startswith("-"):
-            raise ValueError(f"duration {v!r} is negative")
-        raise ValueError(f"cannot read duration {v!r}; write e.g. 250ms or 1.5s")
-    return Duration(seconds=float(m.group("num")) * _DUR_SCALE[m.group("unit")], text=s)
+    try:
+        return Duration(seconds=parse_duration(s), text=s)
+    except UnitError as e:
+        raise ValueError(_strip(str(e))) from None
 
 
 DurationField = Annotated[Duration, BeforeValidator(to_duration)]

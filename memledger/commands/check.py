@@ -4,19 +4,18 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 from rich.table import Table
 
-from memledger.budget import CheckResult, evaluate, load_budget
-from memledger.budget.junit import junit_xml, write_text
-from memledger.budget.markdown import markdown
 from memledger.commands.common import console, err_console, print_json, stdout_to_stderr
 from memledger.errors import BudgetError, CheckFailed, LedgerFormatError
-from memledger.ledger.model import Ledger
-from memledger.trace.session import trace_script
 from memledger.units import format_bytes
+
+if TYPE_CHECKING:
+    from memledger.budget import CheckResult
+    from memledger.ledger.model import Ledger
 
 DEFAULT_STEPS = 3  # as `memledger trace`
 
@@ -33,6 +32,8 @@ def _pairs(values: list[str] | None, what: str) -> dict[str, str]:
 
 
 def _load(path: Path, what: str) -> Ledger:
+    from memledger.ledger.model import Ledger
+
     led = Ledger.load(path)
     if led.truncated or not led.complete:
         status = (led.end or {}).get("status", "cut off")
@@ -67,8 +68,13 @@ def check(
         = None,
     output: Annotated[Optional[Path], typer.Option(
         "-o", "--output", help="keep the traced ledger here (default: a temporary file)")] = None,
-    measure: Annotated[bool, typer.Option(
-        help="also run the script untraced for the allocator peak (the peak checked)")] = True,
+    measure: Annotated[Optional[bool], typer.Option(
+        help="also run the script untraced for the allocator peak (the peak checked) "
+             "[default: on; off with --fake]", show_default=False)] = None,
+    fake: Annotated[bool, typer.Option(
+        help="trace the script above FakeTensorMode: would it fit? (docs/fake.md)")] = False,
+    device: Annotated[Optional[str], typer.Option(
+        help="--fake: the target device, cpu or cuda (default: the script's own)")] = None,
     json_: Annotated[bool, typer.Option("--json", help="print memledger.check/1 JSON")] = False,
     junit: Annotated[Optional[Path], typer.Option(help="write JUnit XML, one testcase per limit")]
         = None,
@@ -76,6 +82,11 @@ def check(
         "--markdown", help="write a Markdown summary (e.g. $GITHUB_STEP_SUMMARY)")] = None,
 ) -> None:
     """Check a script's (or a ledger's) memory against a budget. Exit 1 when over budget."""
+    from memledger.budget import evaluate, load_budget
+    from memledger.budget.junit import junit_xml, write_text
+    from memledger.budget.markdown import markdown
+    from memledger.trace.session import trace_script
+
     flags: dict = {"peak": budget, "categories": _pairs(category, "category"),
                    "phases": _pairs(phase, "phase"), "steps": steps}
     if max_increase is not None or baseline is not None:
@@ -95,11 +106,14 @@ def check(
             out = output or Path(tmp) / "check.ledger"
             with stdout_to_stderr(json_):  # --json: stdout holds the JSON and nothing else
                 res = trace_script(target, script_args or [], out, measure=measure,
-                                   steps=bud.steps or DEFAULT_STEPS)
+                                   steps=bud.steps or DEFAULT_STEPS, fake=fake, device=device)
             led = _load(res.ledger_path, "ledger")
     else:
         if script_args:
             raise BudgetError(f"{target} is not a .py script: script arguments make no sense")
+        if fake or device:
+            raise BudgetError(f"{target} is a ledger: --fake/--device apply when tracing a .py "
+                              "script; check the script, or drop them")
         led = _load(target, "ledger")
     result = evaluate(led, bud, baseline=base,
                       baseline_name=str(bud.baseline.ledger) if bud.baseline else "",
@@ -125,8 +139,9 @@ def print_result(result: CheckResult, source: str) -> None:
     if result.budget_sources:
         console.print(f"budget from {', '.join(result.budget_sources)}", style="dim")
     t = Table(box=None, pad_edge=False)
-    for col in ("limit", "budget (as written)", "budget", "actual", "margin", ""):
-        t.add_column(col, justify="right" if col in ("budget", "actual", "margin") else "left")
+    for col in ("limit", "as written", "budget", "actual", "margin", ""):
+        t.add_column(col, justify="right" if col in ("budget", "actual", "margin") else "left",
+                     overflow="fold", no_wrap=col != "as written")   # numbers are never cut
     for lim in result.limits:
         margin = -lim.over
         m = format_bytes(int(margin)) if lim.budget_bytes is not None else f"{margin*1e3:.1f} ms"

@@ -7,11 +7,14 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any, Iterator
+import time
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from rich.console import Console
 
-from memledger.ledger.model import Ledger
+if TYPE_CHECKING:
+    from memledger.ledger.model import Ledger
+
 
 console = Console(highlight=False)
 err_console = Console(stderr=True, highlight=False)
@@ -24,6 +27,8 @@ def print_json(data: Any) -> None:
 
 
 def open_ledger(path: Path) -> Ledger:
+    from memledger.ledger.model import Ledger  # pandas: only once a ledger is read
+
     led = Ledger.load(path)
     if led.truncated or not led.complete:
         status = (led.end or {}).get("status", "cut off")
@@ -48,3 +53,41 @@ def stdout_to_stderr(active: bool) -> Iterator[None]:
         sys.stdout.flush()
         os.dup2(saved, 1)
         os.close(saved)
+
+
+@contextlib.contextmanager
+def stage_progress(total: int) -> Iterator[Callable[[str], None]]:
+    """Stages of a long verb (compare runs many fresh processes) on stderr.
+
+    Yields `say(message)`: each call closes the stage before (one line with its time:
+    `✓ gates: capturing checkpoint:blocks.* (41.2 s)`) and starts the next. On a terminal a
+    Rich progress bar shows the running stage, its count out of `total` and the time spent;
+    in a CI log (no terminal) the lines alone stay, one per stage.
+    """
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn
+    from rich.progress import TextColumn, TimeElapsedColumn
+
+    bar = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
+                   MofNCompleteColumn(), TimeElapsedColumn(), console=err_console,
+                   transient=True)
+    task = bar.add_task("starting", total=total)
+    current: list = []   # [message, start time] of the running stage
+
+    def close() -> None:
+        if current:
+            msg, t0 = current.pop()
+            bar.console.print(f"✓ {msg} ({time.perf_counter() - t0:.1f} s)", style="dim",
+                              markup=False, highlight=False)
+            bar.advance(task)
+
+    def say(msg: str) -> None:
+        close()
+        current.append((msg, time.perf_counter()))
+        bar.update(task, description=msg)
+
+    with bar:
+        try:
+            yield say
+            close()
+        finally:
+            current.clear()

@@ -7,11 +7,14 @@ from typing import Annotated, Optional
 
 import typer
 
-from memledger.commands.common import console, err_console, print_json, stdout_to_stderr
+from memledger.commands.common import (
+    console,
+    err_console,
+    print_json,
+    stage_progress,
+    stdout_to_stderr,
+)
 from memledger.errors import CheckFailed, ScriptError
-from memledger.replay.policies import policies_from_args
-from memledger.report.compare_table import compare_table, reasons
-from memledger.verify.compare import run_compare
 
 
 def compare(
@@ -37,6 +40,10 @@ def compare(
 
     Gates run first (same inputs, same gradients, an effective update, against a baseline
     run twice); only policies that pass get a performance verdict: ADOPT, OK or REJECT."""
+    from memledger.replay.policies import policies_from_args
+    from memledger.report.compare_table import compare_table, reasons
+    from memledger.verify.compare import run_compare  # torch: only when comparing
+
     pols = policies_from_args(policy or [])
     if not pols:
         raise ScriptError("give at least one --policy, e.g. --policy 'checkpoint:blocks.*'",
@@ -45,10 +52,10 @@ def compare(
         raise ScriptError("--steps and --time-steps must be at least 1", exit_code=2)
     if rtol is not None and not rtol >= 0:
         raise ScriptError(f"--rtol must be >= 0, got {rtol!r}", exit_code=2)
-    with stdout_to_stderr(json_):   # --json: stdout holds the JSON and nothing else
+    runs = 1 + len(pols) + (3 + len(pols) if performance else 0)   # stages of run_compare
+    with stdout_to_stderr(json_), stage_progress(runs) as say:   # --json: stdout is JSON only
         rep = run_compare(script, script_args or [], pols, steps=steps, time_steps=time_steps,
-                          rtol=rtol, performance=performance,
-                          progress=lambda m: err_console.print(m, style="dim"))
+                          rtol=rtol, performance=performance, progress=say)
     if html is not None:
         from memledger.report.compare_html import write_compare_html
         write_compare_html(rep, html)

@@ -8,8 +8,6 @@ from typing import Annotated
 import typer
 
 from memledger.commands.common import console, open_ledger, print_json
-from memledger.report.diff import diff_ledgers
-from memledger.report.diff_terminal import print_diff
 
 
 def diff(
@@ -19,6 +17,9 @@ def diff(
     top: Annotated[int, typer.Option(min=1, help="rows in the module and tensor tables")] = 10,
 ) -> None:
     """What grew from A to B at the peak: by category, by module, and the tensors."""
+    from memledger.report.diff import diff_ledgers
+    from memledger.report.diff_terminal import print_diff
+
     d = diff_ledgers(open_ledger(before), open_ledger(after), str(before), str(after), top)
     if json_:
         print_json(d.to_json_dict())

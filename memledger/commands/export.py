@@ -9,7 +9,6 @@ import typer
 
 from memledger.commands.common import console, open_ledger
 from memledger.errors import MemledgerError
-from memledger.report.exporters import EXPORTERS
 
 
 def export(
@@ -22,6 +21,8 @@ def export(
         None,
 ) -> None:
     """Export a ledger for other tools: Perfetto/chrome://tracing, pandas, spreadsheets."""
+    from memledger.report.exporters import EXPORTERS
+
     exp = EXPORTERS.get(format_)
     if exp is None:
         raise MemledgerError(f"unknown export format {format_!r}; use one of "

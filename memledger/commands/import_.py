@@ -8,7 +8,6 @@ from typing import Annotated, Optional
 import typer
 
 from memledger.commands.common import console, err_console
-from memledger.importers.cuda_snapshot import import_snapshot
 
 
 def import_(
@@ -21,6 +20,8 @@ def import_(
         None,
 ) -> None:
     """Convert allocator events (alloc/free/segments/oom) into a ledger with the allocator view."""
+    from memledger.importers.cuda_snapshot import import_snapshot
+
     out = import_snapshot(snapshot, output, device)
     console.print(f"[bold]{out}[/]: imported {snapshot}")
     err_console.print(f"next: memledger show {out}  (or memledger report {out})", style="dim")

@@ -9,8 +9,6 @@ import typer
 
 from memledger.commands.common import console, print_json
 from memledger.errors import PolicyError
-from memledger.measure.runner import measure_script
-from memledger.replay.policies import policies_from_args
 from memledger.units import format_bytes
 
 
@@ -27,6 +25,9 @@ def measure(
     json_: Annotated[bool, typer.Option("--json", help="print memledger.measure/1 JSON")] = False,
 ) -> None:
     """Measured allocator peak and median step time of SCRIPT with POLICY applied."""
+    from memledger.measure.runner import measure_script
+    from memledger.replay.policies import policies_from_args
+
     pols = policies_from_args([policy])
     if len(pols) != 1:
         raise PolicyError("measure takes one policy; run it once per policy")

@@ -10,24 +10,26 @@ from rich.table import Table
 
 from memledger.commands.common import console, open_ledger, print_json
 from memledger.errors import CheckFailed
-from memledger.replay.plan import plan as make_plan
-from memledger.units import format_bytes, parse_bytes
+from memledger.units import format_bytes, parse_bytes, parse_duration
 
 
 def plan(
     ledger: Annotated[Path, typer.Argument(help="a ledger written by `memledger trace`")],
     budget: Annotated[str, typer.Option(help="peak to fit under, e.g. 1.5GiB or 800MB")],
     json_: Annotated[bool, typer.Option("--json", help="print memledger.plan/1 as JSON")] = False,
-    step_time: Annotated[Optional[float], typer.Option(
-        help="untraced step time in seconds (default: from the ledger)")] = None,
+    step_time: Annotated[Optional[str], typer.Option(
+        help="untraced step time, e.g. 25ms or 1.2s (default: from the ledger)")] = None,
     top: Annotated[int, typer.Option(help="candidates to list")] = 8,
 ) -> None:
     """Pick the policy that fits BUDGET with the least added step time (exit 1: none fits).
 
     Candidates (checkpoint, selective, offload and their mixes on the ledger's repeated
     blocks) are judged by replay, as `predict` does."""
+    from memledger.replay.plan import plan as make_plan
+
     budget_bytes = parse_bytes(budget)
-    report = make_plan(open_ledger(ledger), budget_bytes, step_time_s=step_time)
+    step_time_s = None if step_time is None else parse_duration(step_time)
+    report = make_plan(open_ledger(ledger), budget_bytes, step_time_s=step_time_s)
     if json_:
         print_json(report.to_json_dict())
     else:

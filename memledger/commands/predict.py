@@ -10,9 +10,7 @@ from rich.table import Table
 
 from memledger.commands.common import console, open_ledger, print_json
 from memledger.errors import PolicyError
-from memledger.replay.policies import policies_from_args
-from memledger.replay.predict import predict as predict_policies
-from memledger.units import format_bytes, format_signed_bytes
+from memledger.units import format_bytes, format_signed_bytes, parse_duration
 
 
 def predict(
@@ -21,16 +19,21 @@ def predict(
         "--policy", "-p", help="'kind:selector[:options]' joined by '+', or a .toml file; "
         "repeat for several")] = None,
     json_: Annotated[bool, typer.Option("--json", help="print memledger.predict/1 JSON")] = False,
-    step_time: Annotated[Optional[float], typer.Option(
-        help="untraced baseline step time in seconds (scales traced recompute times)")] = None,
+    step_time: Annotated[Optional[str], typer.Option(
+        help="untraced baseline step time, e.g. 25ms or 1.2s (scales traced recompute "
+        "times)")] = None,
     bandwidth: Annotated[Optional[float], typer.Option(
         help="offload copy bandwidth in bytes/s (default: measured on this machine)")] = None,
 ) -> None:
     """Predicted peak, its breakdown and added step time for each policy, from the ledger."""
     if not policy:
         raise PolicyError("predict needs at least one --policy, e.g. --policy 'checkpoint:blocks.*'")
+    from memledger.replay.policies import policies_from_args
+    from memledger.replay.predict import predict as predict_policies
+
     pols = policies_from_args(policy)
-    rep = predict_policies(open_ledger(ledger), pols, step_time_s=step_time, bandwidth=bandwidth)
+    rep = predict_policies(open_ledger(ledger), pols, bandwidth=bandwidth,
+                          step_time_s=None if step_time is None else parse_duration(step_time))
     if json_:
         print_json(rep.to_json_dict())
         return

@@ -8,8 +8,7 @@ from typing import Annotated
 import typer
 
 from memledger.commands.common import console, err_console, open_ledger
-from memledger.report.html import write_html
-from memledger.report.html_data import MAX_POINTS
+from memledger.report.defaults import MAX_POINTS
 
 
 def report(
@@ -21,6 +20,8 @@ def report(
         MAX_POINTS,
 ) -> None:
     """Write an HTML page: stacked timeline by category, phases, steps, the peak explained."""
+    from memledger.report.html import write_html
+
     led = open_ledger(ledger)
     out = write_html(led, output, source=ledger.name, max_points=max_points)
     console.print(f"[bold]{out}[/]: report of {ledger} ({led.n_events:,} events)")

@@ -8,8 +8,6 @@ from typing import Annotated
 import typer
 
 from memledger.commands.common import console, open_ledger, print_json
-from memledger.report.terminal import print_summary
-from memledger.report.timeline import print_timeline
 
 
 def show(
@@ -21,6 +19,9 @@ def show(
         "--timeline", help="also draw the live-bytes curve as a Unicode chart")] = False,
 ) -> None:
     """Peak, category breakdown, per-phase peaks, largest tensors, activations, idle memory."""
+    from memledger.report.terminal import print_summary
+    from memledger.report.timeline import print_timeline
+
     led = open_ledger(ledger)
     s = led.summary(top=top)
     if json_:

@@ -8,7 +8,6 @@ from typing import Annotated, Optional
 import typer
 
 from memledger.commands.common import console, err_console, open_ledger
-from memledger.trace.session import trace_script
 from memledger.units import format_bytes
 
 
@@ -19,15 +18,25 @@ def trace(
     output: Annotated[Path, typer.Option("-o", "--output", help="ledger file to write")] =
         Path("run.ledger"),
     steps: Annotated[int, typer.Option(help="optimizer steps to trace, then stop the script")] = 3,
-    measure: Annotated[bool, typer.Option(
-        help="also run the script untraced under the allocator for the independent peak")] = True,
+    measure: Annotated[Optional[bool], typer.Option(
+        help="also run the script untraced under the allocator for the independent peak "
+             "[default: on; off with --fake]", show_default=False)] = None,
+    fake: Annotated[bool, typer.Option(
+        help="run above FakeTensorMode: shapes, no data, no memory (docs/fake.md)")] = False,
+    device: Annotated[Optional[str], typer.Option(
+        help="--fake: the target device, cpu or cuda (default: the script's own)")] = None,
 ) -> None:
     """Trace STEPS optimizer steps of SCRIPT into a ledger, then print where the peak is."""
-    res = trace_script(script, script_args or [], output, steps=steps, measure=measure)
+    from memledger.trace.session import trace_script
+
+    res = trace_script(script, script_args or [], output, steps=steps, measure=measure,
+                       fake=fake, device=device)
     s = open_ledger(res.ledger_path).summary()
     line = (f"[bold]{res.ledger_path}[/]: {res.steps} steps, peak "
             f"[magenta]{format_bytes(s.peak.bytes)}[/] at step {s.peak.step} ({s.peak.phase})")
     if res.measured:
         line += f"; allocator peak {format_bytes(s.measured.peak_bytes)}"
+    if fake:
+        line += f"; fake run on {s.device}, no allocator pass"
     console.print(line)
     err_console.print(f"next: memledger show {res.ledger_path}", style="dim")

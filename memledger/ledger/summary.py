@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from memledger.ledger.fake_info import FakeRun, fake_info
 from memledger.ledger.model import Ledger
+from memledger.ledger.names import block_of
 from memledger.ledger.schema import CATEGORIES, SUMMARY_SCHEMA
 
 
@@ -27,6 +29,9 @@ class Peak(_Model):
 class Activations(_Model):
     saved_bytes: int = Field(description="saved-for-backward bytes live just before backward")
     by_module: dict[str, int] = Field(description="the same, by the module that saved them")
+    by_block: dict[str, int] = Field(
+        default_factory=dict, description="the same, rolled up per repeated block "
+        "('blocks.0.attn' -> 'blocks.0', see ledger/names.py), largest first")
 
 
 class Measured(_Model):
@@ -72,6 +77,7 @@ class Summary(_Model):
     resident: dict[str, int]
     top_tensors: list[TensorRow]
     idle: list[IdleRow]
+    fake: FakeRun | None = Field(None, description="fake runs only: target, stand-ins, FLOPs")
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
@@ -85,6 +91,9 @@ def summarize(led: Ledger, top: int = 10) -> Summary:
     live = led.live_at(pk.event).head(top)
     _, saved = led.saved_before_backward()
     by_mod = saved.groupby("saved_module")["bytes"].sum().sort_values(ascending=False)
+    by_block: dict[str, int] = {}
+    for mod, b in by_mod.items():
+        by_block[block_of(str(mod))] = by_block.get(block_of(str(mod)), 0) + int(b)
     idle = led.idle_offenders(top)
     meas = led.measured or {"peak_bytes": 0, "source": "none"}
     return Summary(
@@ -97,7 +106,8 @@ def summarize(led: Ledger, top: int = 10) -> Summary:
         by_phase_peak={k: v for k, v in led.peak_by("phase").items()},
         by_step_peak={str(k): v for k, v in led.peak_by("step").items()},
         activations=Activations(saved_bytes=int(saved["bytes"].sum()),
-                                by_module={str(k): int(v) for k, v in by_mod.items()}),
+                                by_module={str(k): int(v) for k, v in by_mod.items()},
+                                by_block=dict(sorted(by_block.items(), key=lambda kv: -kv[1]))),
         measured=Measured(peak_bytes=int(meas["peak_bytes"]), source=str(meas["source"])),
         resident=led.resident_at_end(),
         top_tensors=[TensorRow(bytes=int(r.bytes), category=r.category, module=r.module,
@@ -107,4 +117,5 @@ def summarize(led: Ledger, top: int = 10) -> Summary:
                       module=r.module, shape=r.shape,
                       op=r.op, name=r.name, idle_events=int(r.idle_events),
                       idle_byte_events=int(r.idle_byte_events)) for r in idle.itertuples()],
+        fake=fake_info(led),
     )

@@ -6,6 +6,7 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
+from memledger.ledger.names import module_label
 from memledger.report.diff import Diff, ModuleDelta
 from memledger.units import format_bytes, format_signed_bytes
 
@@ -17,9 +18,10 @@ def _delta_style(d: int) -> str:
 def _mods(title: str, rows: list[ModuleDelta]) -> Table:
     t = Table(title=title, title_justify="left", show_edge=False)
     for col in ("module", "A", "B", "change"):
-        t.add_column(col, justify="left" if col == "module" else "right")
+        t.add_column(col, justify="left" if col == "module" else "right",
+                     overflow="fold", no_wrap=col != "module")
     for r in rows:
-        t.add_row(r.module or "(no module)", format_bytes(r.a), format_bytes(r.b),
+        t.add_row(module_label(r.module), format_bytes(r.a), format_bytes(r.b),
                   Text(format_signed_bytes(r.delta), style=_delta_style(r.delta)))
     return t
 
@@ -39,7 +41,7 @@ def render_diff(d: Diff) -> Group:
                           "--no-measure)", style="dim"))
     cat = Table(title="At the peak, by category", title_justify="left", show_edge=False)
     for col in ("category", "A", "B", "change"):
-        cat.add_column(col, justify="left" if col == "category" else "right")
+        cat.add_column(col, justify="left" if col == "category" else "right", no_wrap=True)
     for c, x in d.at_peak.items():
         if x.a or x.b:
             cat.add_row(c, format_bytes(x.a), format_bytes(x.b),
@@ -52,13 +54,13 @@ def render_diff(d: Diff) -> Group:
     if d.grown:
         t = Table(title="Largest new or grown tensors at the peak", title_justify="left",
                   show_edge=False)
-        for col in ("change", "", "category", "module", "what", "shape", "A", "B"):
-            t.add_column(col, justify="right" if col in ("change", "A", "B") else "left")
-        for r in d.grown:
-            t.add_row(Text(format_signed_bytes(r.delta), style="red"),
-                      "new" if r.new else "grown", r.category,
-                      r.module or "(no module)", r.what, r.shape,
-                      format_bytes(r.a), format_bytes(r.b))
+        for col in ("change", "category", "made by, in module", "shape", "A", "B"):
+            t.add_column(col, justify="right" if col in ("change", "A", "B") else "left",
+                         overflow="fold", no_wrap=col != "made by, in module")
+        for r in d.grown:   # new: A is "new"; the op and the module share one folding column
+            t.add_row(Text(format_signed_bytes(r.delta), style="red"), r.category,
+                      f"{r.what} in {module_label(r.module)}", r.shape,
+                      "new" if r.new else format_bytes(r.a), format_bytes(r.b))
         parts += [Text(""), t]
     return Group(*parts)
 

@@ -11,11 +11,11 @@ from typing import Any
 import numpy as np
 
 from memledger.ledger.model import Ledger
+from memledger.report.defaults import MAX_POINTS
 from memledger.report.downsample import downsample
 from memledger.report.palette import CATEGORY_COLORS, PHASE_STYLES
 from memledger.units import format_bytes
 
-MAX_POINTS = 2000   # kept events on the curve; ~1.5 points per pixel of a wide screen
 TOP_TENSORS = 20    # rows in the peak panel
 
 

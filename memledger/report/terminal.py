@@ -13,16 +13,16 @@ from rich.text import Text
 
 from memledger.ledger.schema import CATEGORIES
 from memledger.ledger.summary import Summary
-from memledger.units import format_bytes
+from memledger.ledger.names import module_label
+from memledger.units import format_bytes, format_percent
 
-BAR_WIDTH = 16
+BAR_WIDTH = 12
+SIDE_BY_SIDE_WIDTH = 80   # breakdown (51 columns) + gap (4) + phases (22)
 
 
-def _mod(path: str, width: int = 20) -> str:
-    """A module path for a narrow column: its tail is the informative end."""
-    if not path:
-        return "(no module)"
-    return path if len(path) <= width else "…" + path[-(width - 1):]
+def _mod(path: str) -> str:
+    """A module path, whole: a narrow column folds it onto a second line rather than cut it."""
+    return module_label(path)
 
 
 def _op(op: str) -> str:
@@ -45,25 +45,61 @@ def _headline(s: Summary, source: str) -> list[Text]:
         Text(f"{source} · {s.device} · {s.steps_traced} steps traced"
              + ("" if s.complete else " · INCOMPLETE (crashed or interrupted)"), style="dim"),
         Text.assemble(("Peak ", "bold"), (format_bytes(pk.bytes), "bold magenta"),
-                      f" at step {pk.step} · {pk.phase} · {_op(pk.op) or '-'} in {_mod(pk.module, 40)}"
+                      f" at step {pk.step} · {pk.phase} · {_op(pk.op) or '-'} in {_where(pk.module)}"
                       f" · event {pk.event}"),
     ]
+    if s.fake is not None:
+        lines.append(_fake_line(s))
     if s.measured.source != "none":
-        diff = s.measured.peak_bytes - pk.bytes
-        lines.append(Text(
-            f"Allocator peak {format_bytes(s.measured.peak_bytes)} ({s.measured.source}): "
-            f"the ledger explains all but {diff:,} bytes "
-            f"({_pct(abs(diff), s.measured.peak_bytes)})", style="dim"))
+        lines.append(Text(f"Allocator peak {format_bytes(s.measured.peak_bytes)} "
+                          f"({s.measured.source}): "
+                          + agreement(s.measured.peak_bytes, pk.bytes), style="dim"))
     return lines
+
+
+def _where(module: str) -> str:
+    return "the script (outside any module)" if not module else module
+
+
+def agreement(measured: int, ledger: int) -> str:
+    """How the ledger's peak compares with the allocator's, in words that keep their sign:
+    measured 4016, ledger 4000 -> 'the ledger explains all but 16 bytes (0.40%)';
+    measured 4000, ledger 4016 -> 'the ledger counts 16 bytes (0.40%) more than the
+    allocator saw'."""
+    diff = measured - ledger
+    if diff == 0:
+        return "the ledger explains every byte"
+    share = format_percent(abs(diff) / measured) if measured else "n/a"
+    if diff > 0:
+        return f"the ledger explains all but {diff:,} bytes ({share})"
+    return f"the ledger counts {-diff:,} bytes ({share}) more than the allocator saw"
+
+
+def _fake_line(s: Summary) -> Text:
+    f = s.fake
+    how = ("fake CUDA tensors" if f.kernels == "cuda" else
+           "CPU kernels' sizes" + (f" as {f.target_device}" if f.target_device != "cpu" else ""))
+    rounding = f", every size rounded to {f.rounding_bytes} B blocks" if f.rounding_bytes else ""
+    text = (f"Fake run (FakeTensorMode, {how}{rounding}): no data, no allocator pass; "
+            f"{f.flops / 1e9:,.1f} GFLOP traced")
+    if f.real_storages:
+        text += (f"\n  {f.real_storages} real tensors ({format_bytes(f.real_bytes)}) stayed on "
+                 "the host as real:cpu, outside every category")
+    for si in f.standins[:8]:
+        text += f"\n  stand-in {si.value} for {si.op} at {si.file.rsplit('/', 1)[-1]}:{si.line}"
+        text += f"  {si.code}" if si.code else ""
+    if len(f.standins) > 8:
+        text += f"\n  ... {len(f.standins) - 8} more (show --json)"
+    return Text(text, style="yellow")
 
 
 def _breakdown(s: Summary) -> Table:
     total = sum(s.at_peak.values())
     t = Table(title="At the peak", title_justify="left", show_edge=False, pad_edge=False)
-    t.add_column("category")
-    t.add_column("bytes", justify="right")
-    t.add_column("share", justify="right")
-    t.add_column("")
+    t.add_column("category", no_wrap=True)
+    t.add_column("bytes", justify="right", no_wrap=True)
+    t.add_column("share", justify="right", no_wrap=True)
+    t.add_column("", no_wrap=True)
     for c in CATEGORIES:
         b = s.at_peak.get(c, 0)
         if b:
@@ -74,9 +110,9 @@ def _breakdown(s: Summary) -> Table:
 
 def _phases(s: Summary) -> Table:
     t = Table(title="Peak by phase / step", title_justify="left", show_edge=False,
-              pad_edge=False)
-    t.add_column("when")
-    t.add_column("peak", justify="right")
+              pad_edge=False, min_width=22)   # the title's width: never wrapped
+    t.add_column("when", no_wrap=True)
+    t.add_column("peak", justify="right", no_wrap=True)
     for name, b in s.by_phase_peak.items():
         t.add_row(name, format_bytes(b), style="bold" if name == s.peak.phase else None)
     for step, b in s.by_step_peak.items():
@@ -87,29 +123,42 @@ def _phases(s: Summary) -> Table:
 def _top_tensors(s: Summary) -> Table:
     t = Table(title="Largest tensors live at the peak", title_justify="left", show_edge=False,
               pad_edge=False)
-    t.add_column("bytes", justify="right", no_wrap=True, min_width=9)
-    t.add_column("category", no_wrap=True, min_width=10)
-    for col in ("module", "shape", "dtype", "made by / name"):
-        t.add_column(col, no_wrap=True)
+    t.add_column("bytes", justify="right", no_wrap=True)
+    t.add_column("category", no_wrap=True)
+    t.add_column("module", overflow="fold")
+    t.add_column("shape", no_wrap=True)
+    t.add_column("dtype", no_wrap=True)
+    t.add_column("made by / name", overflow="fold")
     for r in s.top_tensors:
         t.add_row(format_bytes(r.bytes), r.category, _mod(r.module), r.shape, r.dtype,
-                  _mod(r.name, 24) if r.name else _op(r.op))
+                  r.name or _op(r.op))
     return t
 
 
-def _activations(s: Summary) -> Table:
-    t = Table(title=f"Saved for backward: {format_bytes(s.activations.saved_bytes)} live just "
-                    "before backward, by the module that saved it",
-              title_justify="left", show_edge=False, pad_edge=False)
-    t.add_column("module", no_wrap=True)
-    t.add_column("bytes", justify="right")
-    t.add_column("share", justify="right")
+def _activations(s: Summary) -> Group:
     total = s.activations.saved_bytes
+    title = Text(f"Saved for backward: {format_bytes(total)} live just before backward, by "
+                 "the module that saved it (per block, then per module)", style="italic")
+    t = Table(show_edge=False, pad_edge=False)
+    t.add_column("module", overflow="fold")
+    t.add_column("bytes", justify="right", no_wrap=True)
+    t.add_column("share", justify="right", no_wrap=True)
+    blocks = s.activations.by_block
+    if len(blocks) < len(s.activations.by_module):   # a roll-up says something: show it
+        for block, b in list(blocks.items())[:10]:
+            t.add_row(_mod(block) + (".*" if block and _has_children(block, s) else ""),
+                      format_bytes(b), _pct(b, total), style="bold")
+        t.add_section()
     for mod, b in list(s.activations.by_module.items())[:10]:
-        t.add_row(_mod(mod, 40), format_bytes(b), _pct(b, total))
+        t.add_row(_mod(mod), format_bytes(b), _pct(b, total))
     if len(s.activations.by_module) > 10:
-        t.add_row(f"... {len(s.activations.by_module) - 10} more", "", "", style="dim")
-    return t
+        t.add_row(f"... {len(s.activations.by_module) - 10} more modules", "", "",
+                  style="dim")
+    return Group(title, t)
+
+
+def _has_children(block: str, s: Summary) -> bool:
+    return any(m.startswith(block + ".") for m in s.activations.by_module)
 
 
 def _idle(s: Summary) -> Table:
@@ -117,19 +166,25 @@ def _idle(s: Summary) -> Table:
                     "folded)", title_justify="left", show_edge=False, pad_edge=False)
     for col in ("bytes", "×", "category", "what", "shape", "idle events"):
         t.add_column(col, justify="right" if col in ("bytes", "×", "idle events") else "left",
-                     no_wrap=True)
+                     no_wrap=col != "what", overflow="fold")
     for r in s.idle[:8]:
-        what = _mod(r.name, 28) if r.name else f"{_op(r.op)} in {_mod(r.module, 16)}"
+        what = r.name or f"{_op(r.op)} in {_mod(r.module)}"
         t.add_row(format_bytes(r.bytes), str(r.count), r.category, what, r.shape,
                   f"{r.idle_events:,}")
     return t
 
 
-def render_summary(s: Summary, source: str = "") -> Group:
-    """All of `show`'s tables, top to bottom."""
-    side = Table.grid(padding=(0, 4))
-    side.add_row(_breakdown(s), _phases(s))
-    parts: list = [*_headline(s, source), Text(""), side, Text(""), _top_tensors(s), Text(""),
+def render_summary(s: Summary, source: str = "", width: int = 120) -> Group:
+    """All of `show`'s tables, top to bottom; the breakdown and the per-phase peaks side by
+    side where `width` holds both (about 80 columns of tables), else one above the other."""
+    breakdown, phases = _breakdown(s), _phases(s)
+    if width >= SIDE_BY_SIDE_WIDTH:
+        side = Table.grid(padding=(0, 4))
+        side.add_row(breakdown, phases)
+        top: list = [side]
+    else:
+        top = [breakdown, Text(""), phases]
+    parts: list = [*_headline(s, source), Text(""), *top, Text(""), _top_tensors(s), Text(""),
                    _activations(s)]
     if s.idle:
         parts += [Text(""), _idle(s)]
@@ -137,4 +192,4 @@ def render_summary(s: Summary, source: str = "") -> Group:
 
 
 def print_summary(s: Summary, console: Console, source: str = "") -> None:
-    console.print(render_summary(s, source))
+    console.print(render_summary(s, source, width=console.width))

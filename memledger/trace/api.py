@@ -58,14 +58,26 @@ class TracedLedger:
 
 @contextlib.contextmanager
 def trace(path: str | Path | None = None, measure: bool = False,
-          max_steps: int | None = None) -> Iterator[TracedLedger]:
+          max_steps: int | None = None, fake: bool = False,
+          device: str | None = None) -> Iterator[TracedLedger]:
     """Trace the block. `path` streams the ledger to a file; `measure` adds the allocator's
-    peak (CUDA: always, it is free; CPU: runs the profiler alongside, which is slow)."""
+    peak (CUDA: always, it is free; CPU: runs the profiler alongside, which is slow).
+    `fake`: the block runs above FakeTensorMode (build the model inside the block so that
+    its parameters are fake); `device` is its target, cpu or cuda (docs/fake.md)."""
     sink = FileSink(path) if path is not None else MemorySink()
     handle = TracedLedger()
-    collector = Collector(sink, max_steps=max_steps, header={"script": "<api>"},
-                          pre_existing=_live_storage_keys())
-    cuda = CudaProbe(record_history=False) if torch.cuda.is_available() else None
+    if fake:
+        from memledger.trace.fake import FakeTarget
+        from memledger.trace.fake_options import check_fake_options
+
+        check_fake_options(device, measure)
+        collector: Collector = FakeTarget.for_device(device).collector(
+            sink, max_steps=max_steps, header={"script": "<api>"},
+            pre_existing=_live_storage_keys())
+    else:
+        collector = Collector(sink, max_steps=max_steps, header={"script": "<api>"},
+                              pre_existing=_live_storage_keys())
+    cuda = CudaProbe(record_history=False) if torch.cuda.is_available() and not fake else None
     cpu = CpuProfilerProbe() if measure else None
     if cuda:
         cuda.start()

@@ -244,14 +244,12 @@ class Collector(TorchDispatchMode):
         ref = weakref.ref(st, self._on_free)
         self._refs[id(ref)] = (sid, key, ref)
         phase = self._phase
-        dev = self._names.get(st.device)
-        if dev is None:
-            dev = self._names[st.device] = str(st.device)
+        dev, nbytes = self._where(t, st)
         dtype = self._names.get(t.dtype)
         if dtype is None:
             dtype = self._names[t.dtype] = str(t.dtype).removeprefix("torch.")
         self.sink.write({
-            "k": "alloc", "sid": sid, "ev": 0 if pre else ev, "bytes": st.nbytes(),
+            "k": "alloc", "sid": sid, "ev": 0 if pre else ev, "bytes": nbytes,
             "dev": dev, "dtype": dtype,
             "shape": list(t.shape), "op": op, "mod": self._module_now(),
             "ph": "setup" if pre else phase, "step": self._step, **({"pre": True} if pre else {}),
@@ -259,6 +257,13 @@ class Collector(TorchDispatchMode):
         if pre or phase == "setup" or phase == "other":
             self._outside.add(sid)
         return sid
+
+    def _where(self, t: torch.Tensor, st) -> tuple[str, int]:
+        """The device name and bytes of a new storage (FakeCollector: the fake device)."""
+        dev = self._names.get(st.device)
+        if dev is None:
+            dev = self._names[st.device] = str(st.device)
+        return dev, st.nbytes()
 
     def _on_free(self, ref: weakref.ref) -> None:
         entry = self._refs.pop(id(ref), None)

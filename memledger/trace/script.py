@@ -9,7 +9,7 @@ import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
-from memledger.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_SCRIPT_FAILED
+from memledger.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_SCRIPT_FAILED, EXIT_USAGE
 from memledger.trace.collector import StopTracing
 
 
@@ -41,6 +41,8 @@ def run_and_classify(script: str | Path, argv: list[str]) -> ScriptOutcome:
     except KeyboardInterrupt as e:
         return ScriptOutcome(EXIT_INTERRUPTED, "interrupted (Ctrl-C)", e)
     except BaseException as e:  # the script's own failure: show it as Python would
+        if getattr(e, "memledger_line", None):  # cannot run fake (trace/fake.py): bad input
+            return ScriptOutcome(EXIT_USAGE, e.memledger_line, e)
         print_script_traceback(e, Path(script).resolve())
         reason = f"script raised {type(e).__name__}: {e}".splitlines()[0]
         return ScriptOutcome(EXIT_SCRIPT_FAILED, reason, e)

@@ -80,13 +80,28 @@ def _worker(mode: str, script: Path, argv: list[str], out: Path, steps: int,
 
 
 def trace_script(script: str | Path, argv: list[str], out: str | Path, steps: int = 3,
-                 measure: bool = True) -> TraceResult:
-    """Trace `steps` optimizer steps of `script` into the ledger `out`; raises on failure."""
+                 measure: bool | None = None, fake: bool = False,
+                 device: str | None = None) -> TraceResult:
+    """Trace `steps` optimizer steps of `script` into the ledger `out`; raises on failure.
+    `fake`: above FakeTensorMode for the target `device` (no allocator pass: docs/fake.md)."""
     script = check_script(script)
+    if fake:
+        from memledger.trace.fake_options import check_fake_options
+        check_fake_options(device, measure)
+        measure = False
+    else:
+        measure = True if measure is None else measure
+    if not fake and device is not None:
+        raise ScriptError("--device chooses a --fake run's target; without --fake the script "
+                          "picks its own device: pass it to the script after --",
+                          exit_code=EXIT_USAGE)
     out = check_writable(out)
     if steps < 1:
         raise ScriptError("--steps must be at least 1", exit_code=EXIT_USAGE)
-    res = _worker("ledger", script, argv, out, steps, quiet=False)
+    fake_args = ("--fake", *(("--device", device) if device else ())) if fake else ()
+    res = _worker("ledger", script, argv, out, steps, quiet=False, extra=fake_args)
+    if res["code"] == EXIT_USAGE and fake:   # the script cannot run fake: one line
+        raise ScriptError(res["reason"], exit_code=EXIT_USAGE)
     if res["code"] == EXIT_INTERRUPTED:
         raise ScriptError(f"interrupted; the partial ledger is kept at {out}",
                           exit_code=EXIT_INTERRUPTED)

@@ -27,12 +27,20 @@ NO_STEP_MESSAGE = (
 
 def _ledger_pass(args) -> int:
     sink = FileSink(args.out)
-    collector = Collector(sink, max_steps=args.steps, header={
-        "script": args.script, "argv": args.argv, "steps_requested": args.steps})
+    header = {"script": args.script, "argv": args.argv, "steps_requested": args.steps}
+    if args.fake:   # the script runs above FakeTensorMode: memledger/trace/fake.py
+        from memledger.trace.fake import FakeTarget
+        collector = FakeTarget.for_device(args.device).collector(
+            sink, max_steps=args.steps, header=header)
+    else:
+        collector = Collector(sink, max_steps=args.steps, header=header)
     outcome = ScriptOutcome(EXIT_OK, "")
     try:
         with collector:
             outcome = run_and_classify(args.script, args.argv)
+            if args.fake:
+                from memledger.trace.fake import fake_outcome
+                outcome = fake_outcome(outcome, collector.target)
             if _is_cuda_oom(outcome.error):  # the allocator's state at the OOM, for `show`
                 from memledger.trace.allocator import cuda_oom_record
                 sink.write(cuda_oom_record(outcome.error))
@@ -128,6 +136,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--snapshot", help="allocator pass on CUDA: dump the allocator snapshot here")
     p.add_argument("--timing-steps", type=int, default=3,
                    help="allocator pass: steps timed untraced after the measured ones")
+    p.add_argument("--fake", action="store_true", help="ledger pass above FakeTensorMode")
+    p.add_argument("--device", help="--fake: the target device (cpu, cuda)")
     p.add_argument("script")
     p.add_argument("argv", nargs=argparse.REMAINDER)
     args = p.parse_args(argv)

@@ -21,11 +21,8 @@ MEMLEDGER = [sys.executable, "-m", "memledger"]
 
 
 @pytest.fixture(scope="session")
-def mlp_ledger(tmp_path_factory) -> Path:
-    from memledger.trace.session import trace_script
-
-    out = tmp_path_factory.mktemp("check") / "mlp.ledger"
-    return trace_script(ROOT / "examples" / "train_mlp.py", [], out, steps=2).ledger_path
+def mlp_ledger(trace_example) -> Path:
+    return trace_example("mlp", steps=2)
 
 
 @pytest.fixture(scope="session")

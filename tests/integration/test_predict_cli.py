@@ -10,10 +10,8 @@ from memledger.cli import main
 
 
 @pytest.fixture(scope="module")
-def gpt_ledger(tmp_path_factory):
-    out = tmp_path_factory.mktemp("predict") / "gpt.ledger"
-    assert main(["trace", "examples/train_gpt.py", "--steps", "3", "-o", str(out)]) == 0
-    return out
+def gpt_ledger(traced_examples):
+    return traced_examples["gpt"]   # 3 steps, traced once per test run (tests/conftest.py)
 
 
 def test_predict_json_contract(gpt_ledger, capsys):

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import sys
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -28,15 +27,12 @@ needs_chromium = pytest.mark.skipif(
 
 
 @pytest.fixture(scope="session")
-def example_reports(tmp_path_factory) -> dict[str, tuple[Path, Path]]:
-    """{name: (ledger, report.html)}: each example traced once, 2 steps, through the CLI."""
+def example_reports(traced_examples, tmp_path_factory) -> dict[str, tuple[Path, Path]]:
+    """{name: (ledger, report.html)}: the session's traced examples, each reported once."""
     out = tmp_path_factory.mktemp("report_examples")
     paths = {}
     for name in EXAMPLES:
-        ledger, html = out / f"{name}.ledger", out / f"{name}.html"
-        subprocess.run([sys.executable, "-m", "memledger", "trace",
-                        str(ROOT / "examples" / f"train_{name}.py"), "--steps", "2",
-                        "-o", str(ledger)], check=True, cwd=out, capture_output=True)
+        ledger, html = traced_examples[name], out / f"{name}.html"
         assert main(["report", str(ledger), "-o", str(html)]) == 0
         paths[name] = (ledger, html)
     return paths

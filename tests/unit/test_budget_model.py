@@ -85,7 +85,7 @@ def test_step_time_and_tolerance():
     assert b.step_time.max.seconds == pytest.approx(0.25)
     assert b.step_time.tolerance == pytest.approx(0.20)
     assert build_budget({"step_time": {"max": "1.5s"}}, "f").step_time.tolerance == 0.10
-    with pytest.raises(BudgetError, match="cannot read duration '1'; write e.g. 250ms"):
+    with pytest.raises(BudgetError, match="duration '1' has no unit; write 1s or 1ms"):
         build_budget({"step_time": {"max": "1"}}, "f")
     with pytest.raises(BudgetError, match="tolerance 20 must be a percentage"):
         build_budget({"step_time": {"max": "1s", "tolerance": 20}}, "f")

@@ -1,0 +1,50 @@
+"""What `memledger --help` and `memledger --version` say, shared by every verb."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+from typer.core import TyperGroup
+
+
+class HelpGroup(TyperGroup):
+    """The verbs' help names what to type rather than Python types.
+
+    Typer labels a repeatable argument `<list[str]>` and a flag `<bool>`; a user types the
+    script's own arguments after `--`, and a flag takes no value. Applied once to every verb
+    (those added later too), so no verb has to remember it.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for cmd in [self, *getattr(self, "commands", {}).values()]:
+            for param in cmd.params:
+                if param.metavar is not None:
+                    continue
+                if param.param_type_name == "argument" and param.nargs == -1:
+                    param.display_type_rich = _script_args_label  # instance attribute
+                elif getattr(param, "is_flag", False):
+                    param.metavar = ""   # `--json`, `--measure/--no-measure`: no value
+                elif getattr(param, "multiple", False):   # `--policy P --policy Q`
+                    param.metavar = (param.name or "value").upper().rstrip("_")
+
+
+def _script_args_label(ctx: Any = None) -> str:
+    return "-- ARGS..."
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from memledger import __version__
+
+        typer.echo(f"memledger {__version__}")
+        raise typer.Exit(0)
+
+
+def version_option(
+    version: Annotated[bool, typer.Option(
+        "--version", callback=_print_version, is_eager=True,
+        help="print memledger's version and exit")] = False,
+) -> None:
+    """Where the memory of a PyTorch training step goes, and what to do about it."""

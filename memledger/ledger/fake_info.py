@@ -1,0 +1,49 @@
+"""What a fake ledger says about itself (header `fake: true`, Note [Fake runs] in
+memledger/trace/fake.py): its target, how sizes were made, and the stand-ins it used.
+No torch here."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class StandIn(BaseModel):
+    """A data-dependent value the fake run replaced (Note [Fake runs], Rule 3)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    file: str = Field(description="the script file of the line that asked for the value")
+    line: int
+    code: str = Field(description="that line's source text")
+    op: str = Field(description="aten._local_scalar_dense (.item() etc.) or an upper-bound op")
+    value: str = Field(description="the stand-in used, as text")
+
+
+class FakeRun(BaseModel):
+    """`show --json` key `fake`: present only for fake ledgers."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    target_device: str
+    kernels: str = Field(description="'cuda': fake CUDA tensors; 'cpu': CPU kernels' sizes")
+    rounding_bytes: int = Field(description="allocator block every size was rounded to (0: none)")
+    flops: int = Field(description="FLOPs counted in the traced steps (torch's flop formulas)")
+    real_storages: int = Field(description="real (non-fake) storages, on device real:cpu")
+    real_bytes: int = Field(description="their bytes: host memory, in no target category")
+    standins: list[StandIn]
+
+
+def fake_info(led) -> FakeRun | None:
+    """The fake-run facts of a Ledger, or None for a real ledger."""
+    h = led.header
+    if not h.get("fake"):
+        return None
+    real = led.storages["device"].str.startswith("real:")
+    flops = sum(int(r.get("n", 0)) for r in led.extra.get("flops", []))
+    return FakeRun(
+        target_device=str(h.get("target_device", led.device)),
+        kernels=str(h.get("fake_kernels", "cpu")),
+        rounding_bytes=int(h.get("rounding_bytes", 0)),
+        flops=flops, real_storages=int(real.sum()), real_bytes=int(led.storages["bytes"][real].sum()),
+        standins=[StandIn(file=str(r.get("file", "")), line=int(r.get("line", 0)),
+                          code=str(r.get("code", "")), op=str(r.get("op", "")),
+                          value=str(r.get("value", ""))) for r in led.extra.get("standin", [])],
+    )

@@ -1,0 +1,29 @@
+"""How reports name what has no module path.
+
+A storage made outside every module's forward (the batch, the loss, code of the training
+loop) has module path "" in the ledger. Reports call it "(script)": it was made by the
+script's own code, not by a module (the optimizer's allocations are named "optimizer").
+"""
+
+from __future__ import annotations
+
+OUTSIDE_MODULES = "(script)"
+
+
+def module_label(path: str) -> str:
+    """'' -> '(script)'; any other module path as it is."""
+    return path or OUTSIDE_MODULES
+
+
+def block_of(path: str) -> str:
+    """The repeated block a module belongs to: the path up to its first numeric part.
+
+    'blocks.0.attn.c_attn' -> 'blocks.0'; 'encoder.layers.11.ff' -> 'encoder.layers.11';
+    a path with no index rolls up to its top-level module ('lm_head.proj' -> 'lm_head');
+    '' (the script) stays ''.
+    """
+    parts = path.split(".") if path else []
+    for i, part in enumerate(parts):
+        if part.isdigit():
+            return ".".join(parts[: i + 1])
+    return parts[0] if parts else ""

@@ -1,0 +1,417 @@
+"""Fake runs: the collector above torch's `FakeTensorMode` (shapes, dtypes and devices, no
+data, no memory). `memledger trace --fake`, `check --fake` and `memledger.trace(fake=True)`
+all come here through `FakeCollector` (or `FakeTarget.collector`).
+
+# Note [Fake runs]
+The mode stack, innermost last, while a fake run is recorded:
+
+    FakeTensorMode(allow_non_fake_inputs=True)   entered first, so the script's
+                                                 nn.Module construction makes fake params
+    FakeCollector (a Collector)                  sees every op first, as in a real run
+
+Rules (numbered so that code can point here):
+
+1. Every tensor the script makes is fake: its storage is a `meta` storage of the same
+   nbytes, so the ledger's rows (created/freed events, bytes) are those of the real run.
+   A tensor that exists for real (made before the mode, `torch.from_numpy`, a file read
+   through numpy, the `torch.tensor(0)` behind BatchNorm's `num_batches_tracked`) is a
+   *real constant*: FakeTensorMode fakes a copy of it when an op reads it. Its row is on
+   device `real:cpu` (never the target's, so no category of the target counts it) and
+   gets a `{"k": "real"}` record; `show` gives their count and bytes.
+2. Ops that fake tensors send through dispatch but that allocate nothing and that a real
+   run never dispatches (`prim.device` on every `.device` read, `aten.sym_size`, ...) are not
+   events: event numbers stay those of the real run.
+3. Data-dependent values get a stand-in and a `{"k": "standin"}` record naming the script
+   line (once per line): `.item()`, `float(t)`, `int(t)`, `bool(t)`, `.tolist()`, a tensor
+   used as an index -> 0, 0.0 or False. An op whose output *size* depends on values gets
+   its upper bound: `nonzero(x)` -> (x.numel(), x.dim()) int64, `masked_select(x, m)` ->
+   every element kept. Anything else data-dependent stops the run: exit 2 and the line.
+4. FakeTensorMode memoises each output FakeTensor in a WeakValueDictionary; the weakref
+   makes `torch.utils.swap_tensors` refuse it, and `nn.Module._apply` swaps fake
+   parameters, so `model.to(device)` fails (pytorch/pytorch#170770, open in torch 2.13).
+   The collector drops that memo entry for every output: the memo only dedupes a meta
+   tensor that was just made and is never seen again.
+5. Target device. Where the build can make fake CUDA tensors, the script's own devices
+   are used. On a CPU-only build (`torch.version.cuda is None`) fake CUDA tensors can be
+   created but not initialised or run backward, so with `--device cuda` every `device=`
+   argument is rewritten to `cpu`, the CPU kernels' shapes stand in, and each fake storage
+   is written as `cuda:0` with its size rounded as the CUDA caching allocator does
+   (see `cuda_block_bytes`). The header says `"fake_kernels": "cpu"`.
+6. FLOPs: ops in `torch.utils.flop_counter`'s registry write `{"k": "flops", "ev", "n"}`
+   records, so that replay can model time without torch (memledger/replay/fake_time.py).
+
+Worked example (MLP of examples/train_mlp.py, B=64, fp32, fake, target cpu): fc1.weight is
+a fake 512×256 tensor whose meta storage has 512·256·4 = 524,288 bytes; its row is the
+same 524,288 bytes made by `aten.empty` in setup as in the real run. Traced with
+`--device cuda` on a CPU build the head's bias (10 floats = 40 bytes) becomes one 512-byte
+block: 512 bytes on `cuda:0`, as `torch.cuda.memory_allocated` would count it.
+"""
+
+from __future__ import annotations
+
+import linecache
+import os
+import sys
+import weakref
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch._subclasses.fake_tensor import (
+    DataDependentOutputException,
+    DynamicOutputShapeException,
+    FakeTensor,
+    FakeTensorMode,
+    UnsupportedOperatorException,
+)
+from torch.utils._python_dispatch import _disable_current_modes
+from torch.utils._pytree import tree_flatten, tree_unflatten
+from torch.utils.flop_counter import flop_registry
+
+from memledger.trace.collector import Collector
+
+aten = torch.ops.aten
+
+# The CUDA caching allocator rounds every request up to a multiple of 512 bytes
+# (kMinBlockSize = 512 and round_size() in c10/cuda/CUDACachingAllocator.cpp:
+# "constexpr size_t kMinBlockSize = 512; // all sizes are rounded to at least 512 bytes").
+CUDA_BLOCK_BYTES = 512
+
+# Rule 2: dispatched for fake tensors only; they allocate nothing.
+NOT_EVENTS = frozenset({
+    torch.ops.prim.device.default, aten.sym_size.default, aten.sym_size.int,
+    aten.sym_stride.default, aten.sym_stride.int, aten.sym_numel.default,
+    aten.sym_storage_offset.default, aten.is_contiguous.default,
+    aten.is_contiguous.memory_format, aten.is_strides_like_format.default,
+    aten.is_non_overlapping_and_dense.default,
+})
+
+# Rule 3: `.item()` and everything that reads a value out of a tensor.
+ITEM = aten._local_scalar_dense.default
+
+# Rule 6: FLOP formulas by op packet. CPU attention kernels are not in torch's registry;
+# they do the same work as the flash kernels, so they borrow those formulas.
+FLOPS: dict[Any, Any] = dict(flop_registry)
+for _cpu, _like in (("_scaled_dot_product_flash_attention_for_cpu",
+                     "_scaled_dot_product_flash_attention"),
+                    ("_scaled_dot_product_flash_attention_for_cpu_backward",
+                     "_scaled_dot_product_flash_attention_backward")):
+    if hasattr(aten, _cpu) and getattr(aten, _like) in flop_registry:
+        FLOPS[getattr(aten, _cpu)] = flop_registry[getattr(aten, _like)]
+
+# Rule 3: integer and bool results up to this many elements are also computed for real
+# (batch indices, token ids, masks), so `data[i:i + T]` slices T tokens, as in the run.
+SHADOW_NUMEL = 1 << 20   # 8 MiB of int64 at most
+
+# Rule 1: the device name of a real storage in a fake ledger ("real:cpu"): queries of the
+# target device never count it.
+REAL_PREFIX = "real:"
+
+FAKE_ERRORS = (DataDependentOutputException, DynamicOutputShapeException,
+               UnsupportedOperatorException)
+
+_HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # memledger/
+_TORCH = os.path.dirname(os.path.abspath(torch.__file__))
+
+
+def cuda_block_bytes(nbytes: int) -> int:
+    """Bytes the CUDA caching allocator hands out for a request of `nbytes`.
+
+    >>> cuda_block_bytes(40), cuda_block_bytes(512), cuda_block_bytes(513)
+    (512, 512, 1024)
+    """
+    if nbytes <= 0:
+        return 0   # malloc(0) returns no block
+    return -(-nbytes // CUDA_BLOCK_BYTES) * CUDA_BLOCK_BYTES
+
+
+def fake_cuda_kernels() -> bool:
+    """Whether this build of torch can run fake CUDA tensors (Rule 5)."""
+    return torch.version.cuda is not None or torch.version.hip is not None
+
+
+@dataclass(frozen=True)
+class FakeTarget:
+    """Where the fake run pretends to be.
+
+    device: the target device as the ledger names it ("cpu", "cuda:0").
+    kernels: "cuda" (fake CUDA tensors) or "cpu" (CPU kernels stand in, Rule 5).
+    rounding: allocator block size applied to every fake storage (0: none).
+    """
+
+    device: str = "cpu"
+    kernels: str = "cpu"
+    rounding: int = 0
+
+    @classmethod
+    def for_device(cls, device: str | None) -> "FakeTarget":
+        if device is None or device == "cpu":
+            return cls("cpu", "cpu", 0)
+        dev = torch.device(device)
+        if dev.type != "cuda":
+            from memledger.errors import ScriptError
+            from memledger.errors import EXIT_USAGE
+            raise ScriptError(f"--fake --device {device!r}: only cpu and cuda targets are "
+                              "modelled; use --device cpu or --device cuda",
+                              exit_code=EXIT_USAGE)
+        name = f"cuda:{dev.index or 0}"
+        return cls(name, "cuda" if fake_cuda_kernels() else "cpu", CUDA_BLOCK_BYTES)
+
+    @property
+    def remap(self) -> bool:
+        """CPU kernels stand in for another device: rewrite `device=` arguments."""
+        return self.kernels == "cpu" and self.device != "cpu"
+
+    def header(self) -> dict[str, Any]:
+        return {"fake": True, "target_device": self.device, "fake_kernels": self.kernels,
+                "rounding_bytes": self.rounding, "measured": "none (fake run: no allocator)"}
+
+    def collector(self, sink, **kwargs) -> "FakeCollector":
+        return FakeCollector(sink, target=self, **kwargs)
+
+
+def user_frame(skip_memledger: bool = True):
+    """The innermost frame outside torch, memledger and runpy: the script's line."""
+    f = sys._getframe(1)
+    while f is not None:
+        fn = f.f_code.co_filename
+        if not (fn.startswith(_TORCH) or (skip_memledger and fn.startswith(_HERE))
+                or fn.startswith("<frozen") or fn.endswith("runpy.py")):
+            return f
+        f = f.f_back
+    return None
+
+
+def _where_text(filename: str, line: int) -> str:
+    code = linecache.getline(filename, line).strip()
+    return f"{os.path.relpath(filename) if filename else '?'}:{line}" + (
+        f" `{code}`" if code else "")
+
+
+def _shadow_of(t: torch.Tensor) -> torch.Tensor | None:
+    """The real values behind a tensor, where known: a real tensor is its own; a fake one
+    has a shadow (small integers computed for real) or a FakeTensorMode constant."""
+    if not isinstance(t, FakeTensor):
+        return t
+    s = getattr(t, "_memledger_shadow", None)
+    return s if s is not None else t.constant
+
+
+class _UpperBound:
+    """Rule 3: an op whose output size depends on values, replaced by its upper bound."""
+
+    def __init__(self, op, make) -> None:
+        self.op, self.make = op, make
+        self.__name__ = f"{op.__name__}(upper bound)"
+        self._overloadpacket = op._overloadpacket
+
+    def __call__(self, *args, **kwargs):
+        return self.make(*args, **kwargs)
+
+
+UPPER_BOUNDS = {
+    aten.nonzero.default: _UpperBound(aten.nonzero.default, lambda x: torch.empty(
+        (x.numel(), x.dim()), dtype=torch.long, device=x.device)),
+    aten.masked_select.default: _UpperBound(aten.masked_select.default, lambda x, m: torch.empty(
+        (torch.broadcast_shapes(x.shape, m.shape).numel(),), dtype=x.dtype, device=x.device)),
+}
+
+
+class FakeCollector(Collector):
+    """A Collector that runs the script above its own FakeTensorMode (Note [Fake runs]).
+
+    Example usage::
+
+        target = FakeTarget.for_device("cuda")
+        with target.collector(sink, max_steps=1):
+            model = build_model()          # fake parameters: no memory
+            train_one_step(model)
+
+    Known limitations: values are stand-ins (Rule 3): control flow that depends on data
+    takes the stand-in's branch; CUDA-only kernels (flash attention, cuBLAS workspace) are
+    modelled by the CPU kernels' shapes when this build has no CUDA (docs/fake.md).
+    """
+
+    def __init__(self, sink, target: FakeTarget | None = None, **kwargs) -> None:
+        self.target = target or FakeTarget()
+        header = {**self.target.header(), **(kwargs.pop("header", None) or {})}
+        super().__init__(sink, header=header, **kwargs)
+        self.fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
+        self._memo = self.fake_mode.fake_tensor_converter.tensor_memo
+        self._standin_sites: set[tuple[str, int, str]] = set()
+        self._real_sids: set[int] = set()
+        self._fake_dev: dict[Any, str] = {}
+        self.flops = 0
+
+    # ---- lifecycle: FakeTensorMode below the collector ---------------------------------
+    def __enter__(self) -> "FakeCollector":
+        self.fake_mode.__enter__()
+        try:
+            return super().__enter__()
+        except BaseException:
+            self.fake_mode.__exit__(*sys.exc_info())
+            raise
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        try:
+            super().__exit__(exc_type, exc, tb)
+        finally:
+            self.fake_mode.__exit__(exc_type, exc, tb)
+
+    # ---- the hot path -------------------------------------------------------------------
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func in NOT_EVENTS:                      # Rule 2
+            return func(*args, **(kwargs or {}))
+        if func is ITEM:                            # Rule 3
+            shadow = _shadow_of(args[0])
+            if shadow is not None:
+                with _disable_current_modes():
+                    return shadow.item()
+            try:   # FakeTensorMode knows the values of small constants (optimizer step)
+                return func(*args, **(kwargs or {}))
+            except DataDependentOutputException:
+                return self._standin(args[0])
+        if kwargs and self.target.remap and "device" in kwargs:   # Rule 5
+            kwargs = self._remap(kwargs)
+        ub = UPPER_BOUNDS.get(func)
+        if ub is not None:
+            self._note_standin(str(func), "upper bound: every element")
+            func = ub
+        try:
+            out = super().__torch_dispatch__(func, types, args, kwargs)
+        except FAKE_ERRORS as e:   # Rule 3: the run stops here; exit 2 with the line
+            e.memledger_line = cannot_run_fake_line(e, str(func))
+            raise
+        if isinstance(out, FakeTensor):             # Rule 4
+            self._forget(out)
+        elif isinstance(out, (list, tuple)):
+            for o in out:
+                if isinstance(o, FakeTensor):
+                    self._forget(o)
+        if isinstance(out, FakeTensor):
+            if not out.is_floating_point() and out.numel() <= SHADOW_NUMEL:
+                self._shadow(func, args, kwargs or {}, (out,))   # Rule 3: index integers
+        elif isinstance(out, (list, tuple)) and out and isinstance(out[0], FakeTensor) \
+                and not out[0].is_floating_point() and len(out) <= SHADOW_NUMEL:
+            self._shadow(func, args, kwargs or {}, out)     # unbind: `for i in ix`
+        fl = FLOPS.get(getattr(func, "_overloadpacket", None))
+        if fl is not None:                          # Rule 6
+            n = int(fl(*args, **(kwargs or {}), out_val=out))
+            if n:
+                self.flops += n
+                self.sink.write({"k": "flops", "ev": self._ev - 1, "n": n})
+        return out
+
+    def _shadow(self, func, args, kwargs, outs) -> None:
+        """Compute a small integer result for real from its inputs' shadows (Rule 3)."""
+        flat, spec = tree_flatten((args, kwargs))
+        real = []
+        for a in flat:
+            if isinstance(a, torch.Tensor):
+                a = _shadow_of(a)
+                if a is None:
+                    return
+            elif isinstance(a, torch.device):
+                a = torch.device("cpu")
+            real.append(a)
+        r_args, r_kwargs = tree_unflatten(real, spec)
+        if "device" in r_kwargs:
+            r_kwargs["device"] = torch.device("cpu")
+        op = getattr(func, "op", func)
+        try:
+            with _disable_current_modes():
+                r = op(*r_args, **r_kwargs)
+        except Exception:   # a shadow is a convenience: without it the stand-in applies
+            return
+        rs = (r,) if isinstance(r, torch.Tensor) else r
+        if not isinstance(rs, (list, tuple)) or len(rs) != len(outs):
+            return
+        for o, x in zip(outs, rs):
+            if isinstance(o, FakeTensor) and isinstance(x, torch.Tensor) and x.shape == o.shape:
+                o._memledger_shadow = x
+
+    def _forget(self, t: FakeTensor) -> None:
+        for r in weakref.getweakrefs(t):
+            if type(r) is weakref.KeyedRef:
+                self._memo.pop(r.key, None)
+
+    def _remap(self, kwargs: dict) -> dict:
+        dev = kwargs["device"]
+        if dev is not None and torch.device(dev).type != "cpu":
+            kwargs = {**kwargs, "device": torch.device("cpu")}
+        return kwargs
+
+    def _where(self, t: torch.Tensor, st) -> tuple[str, int]:
+        fake_dev = getattr(t, "fake_device", None) if st.device.type == "meta" else None
+        if fake_dev is None:   # Rule 1: a real tensor in a fake run
+            self._real_next = True
+            dev, n = super()._where(t, st)
+            return REAL_PREFIX + dev, n
+        dev = self._fake_dev.get(fake_dev)
+        if dev is None:
+            dev = self.target.device if self.target.remap else str(fake_dev)
+            self._fake_dev[fake_dev] = dev
+        n = st.nbytes()
+        if self.target.rounding and dev.startswith("cuda"):
+            n = cuda_block_bytes(n)
+        return dev, n
+
+    def _new_storage(self, t, st, ev, op, pre):
+        self._real_next = False
+        sid = super()._new_storage(t, st, ev, op, pre)
+        if self._real_next:
+            self._real_sids.add(sid)
+            self.sink.write({"k": "real", "sid": sid})
+        return sid
+
+    # ---- stand-ins (Rule 3) -------------------------------------------------------------
+    def _standin(self, t: torch.Tensor):
+        if t.dtype.is_floating_point or t.dtype.is_complex:
+            value: Any = 0.0
+        elif t.dtype == torch.bool:
+            value = False
+        else:
+            value = 0
+        self._note_standin("aten._local_scalar_dense", value)
+        return value
+
+    def _note_standin(self, op: str, value: Any) -> None:
+        f = user_frame()
+        filename, line = (f.f_code.co_filename, f.f_lineno) if f is not None else ("", 0)
+        if (filename, line, op) in self._standin_sites:
+            return
+        self._standin_sites.add((filename, line, op))
+        self.sink.write({"k": "standin", "ev": self._ev, "op": op, "value": value,
+                         "file": filename, "line": line,
+                         "code": linecache.getline(filename, line).strip() if filename else ""})
+
+
+def cannot_run_fake_line(exc: BaseException, op: str) -> str:
+    """One line naming the script line where a fake run cannot go on (exit 2)."""
+    f = user_frame()
+    where = _where_text(f.f_code.co_filename, f.f_lineno) if f is not None else "?"
+    kind = ("makes a tensor whose size depends on its values"
+            if isinstance(exc, DynamicOutputShapeException) else
+            "has no fake (meta) kernel" if isinstance(exc, UnsupportedOperatorException)
+            else "reads tensor values")
+    return (f"memledger: cannot run fake at {where}: {op} {kind}, which a --fake run does "
+            "not have; compute it from shapes in the script, or trace it for real")
+
+
+NO_CUDA_HINT = "not compiled with CUDA"
+
+
+def fake_outcome(outcome, target: FakeTarget):
+    """A fake run's outcome, with CUDA calls on a CPU-only build turned into bad input."""
+    from memledger.errors import EXIT_SCRIPT_FAILED, EXIT_USAGE
+    from memledger.trace.script import ScriptOutcome
+
+    err = outcome.error
+    if outcome.code == EXIT_SCRIPT_FAILED and err is not None and (
+            NO_CUDA_HINT in str(err) or "not linked with support for cuda" in str(err)):
+        return ScriptOutcome(EXIT_USAGE, (
+            "memledger: the script asked for CUDA and this torch has none; run the script on "
+            f"cpu (e.g. `-- --device cpu`) and keep `--fake --device {target.device}`: the CPU "
+            "kernels' sizes are ledgered as CUDA (docs/fake.md)"), err)
+    return outcome

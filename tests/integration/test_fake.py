@@ -1,0 +1,141 @@
+"""`--fake`: the same ledger as the real run, without the data or the memory.
+
+Every bundled example and the Llama example at tiny size run twice in this process
+(`memledger.trace()` around the unmodified script, 2 steps): for real, and above
+FakeTensorMode. The peak and the bytes of every category at the peak must agree, within
+64 B of setup constants (Note [Fake runs] in memledger/trace/fake.py: a fake run copies
+the optimizer's scalar literals, a few 4-byte storages, outside the step's peak).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+import memledger
+from memledger.ledger.fake_info import fake_info
+from memledger.trace.script import run_script
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = {  # tiny sizes, 2 steps: the peak of each is in step 2 (Adam state exists)
+    "mlp": ["--steps", "2", "--batch-size", "16"],
+    "cnn": ["--steps", "2", "--batch-size", "4"],
+    "gpt": ["--steps", "2", "--batch-size", "2", "--n-layer", "2"],
+    "llama": ["--steps", "2", "--batch-size", "2", "--seq-len", "32"],
+}
+SETUP_CONSTANTS_BYTES = 64
+
+
+def _trace(name: str, fake: bool, device: str | None = None):
+    argv, path = list(sys.argv), list(sys.path)   # run_script sets both
+    try:
+        with memledger.trace(fake=fake, device=device) as led:
+            run_script(ROOT / "examples" / f"train_{name}.py", EXAMPLES[name])
+    finally:
+        sys.argv[:], sys.path[:] = argv, path
+    return led.ledger
+
+
+@pytest.fixture(scope="session")
+def real_and_fake():
+    return {name: (_trace(name, False), _trace(name, True)) for name in EXAMPLES}
+
+
+@pytest.mark.parametrize("name", list(EXAMPLES))
+def test_fake_peak_and_categories_equal_real(real_and_fake, name):
+    real, fake = real_and_fake[name]
+    assert fake.header["fake"] is True and fake.header["target_device"] == "cpu"
+    assert abs(fake.peak().bytes - real.peak().bytes) <= SETUP_CONSTANTS_BYTES
+    assert fake.at_peak() == real.at_peak()
+    assert (fake.peak().step, fake.peak().phase) == (real.peak().step, real.peak().phase)
+
+
+def test_fake_gpt_peak_exact(real_and_fake):
+    # params + grads + AdamW state + activations: identical storages, so identical bytes
+    real, fake = real_and_fake["gpt"]
+    assert fake.peak().bytes == real.peak().bytes
+    assert fake.storages["bytes"].sum() >= real.storages["bytes"].sum()
+
+
+def test_fake_standin_names_the_script_line(real_and_fake):
+    # train_llama.py prints loss.item() every step: a stand-in 0.0 recorded once, at its line
+    _, fake = real_and_fake["llama"]
+    info = fake_info(fake)
+    items = [s for s in info.standins if "loss.item()" in s.code]
+    assert len(items) == 1 and items[0].value == "0.0"
+    assert items[0].file.endswith("train_llama.py") and items[0].line > 0
+    assert info.flops > 0 and info.kernels == "cpu" and info.rounding_bytes == 0
+
+
+def test_fake_real_ledger_summary_has_no_fake_key(real_and_fake):
+    real, fake = real_and_fake["mlp"]
+    assert real.summary().fake is None
+    assert fake.summary().to_json_dict()["fake"]["target_device"] == "cpu"
+
+
+@pytest.mark.skipif(__import__("torch").version.cuda is not None,
+                    reason="CPU-only build: CPU kernels stand in for CUDA")
+def test_fake_cuda_target_rounds_every_size():
+    import torch
+
+    with memledger.trace(fake=True, device="cuda") as led:
+        model = torch.nn.Linear(256, 10)        # weight 10 x 256 x 4 = 10,240 B (20 blocks)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)    # bias 10 x 4 = 40 B -> 512
+        model(torch.randn(4, 256)).sum().backward()
+        opt.step()
+    st = led.storages
+    params = st[st["category"] == "parameter"]
+    assert sorted(params["bytes"]) == [512, 10240] and set(params["device"]) == {"cuda:0"}
+    assert led.device == "cuda:0" and led.header["fake_kernels"] == "cpu"
+    assert (st.loc[st["device"] == "cuda:0", "bytes"] % 512 == 0).all()
+
+
+def test_fake_value_dependent_sizes_take_their_upper_bound():
+    import torch
+
+    with memledger.trace(fake=True) as led:
+        x = torch.randn(100)
+        idx = torch.nonzero(x > 0)              # upper bound: (100, 1) int64 = 800 B
+        assert idx.shape == (100, 1)
+        n = int((x > 0).sum())                  # stand-in 0
+        assert n == 0
+    info = fake_info(led.ledger)
+    assert {s.op for s in info.standins} == {"aten.nonzero.default",
+                                            "aten._local_scalar_dense"}
+    assert 800 in set(led.storages["bytes"])
+
+
+def test_fake_small_integers_are_computed_for_real():
+    import torch
+
+    # batch indices drawn for real (same generator as a real run): slices have real lengths
+    with memledger.trace(fake=True) as led:
+        gen = torch.Generator().manual_seed(0)
+        data = torch.randint(100, (1000,), generator=gen)
+        ix = torch.randint(900, (4,), generator=gen)
+        x = torch.stack([data[i:i + 64] for i in ix])
+        assert x.shape == (4, 64)
+    assert fake_info(led.ledger).standins == []
+
+
+def test_fake_script_that_needs_data_exits_2_with_its_line(tmp_path, capfd):
+    from memledger.cli import main
+
+    script = tmp_path / "needs_data.py"
+    script.write_text("import torch\nx = torch.randint(5, (2_000_000,))\n"
+                      "u = torch.unique(x)  # its size is the data\n")
+    code = main(["trace", str(script), "--fake", "-o", str(tmp_path / "x.ledger")])
+    err = capfd.readouterr().err
+    assert code == 2 and "needs_data.py:3 `u = torch.unique(x)" in err
+    assert "Traceback" not in err and err.strip().count("\n") == 0
+
+
+def test_fake_with_measure_is_refused(tmp_path, capsys):
+    from memledger.cli import main
+
+    code = main(["trace", str(ROOT / "examples" / "train_mlp.py"), "--fake", "--measure",
+                 "-o", str(tmp_path / "x.ledger")])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "no allocator pass" in err

@@ -1,0 +1,64 @@
+"""Output read in a CI log: stdout piped, COLUMNS=80. Tables fold long names onto a second
+line; no number and no name is cut with an ellipsis, and no table line passes 80 columns."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from memledger.units import format_bytes
+
+WIDTH = 80
+
+
+def piped(*args: str) -> str:
+    """Run the real CLI with stdout a pipe (not a terminal) and COLUMNS=80."""
+    env = {**os.environ, "COLUMNS": str(WIDTH), "TERM": "dumb"}
+    env.pop("FORCE_COLOR", None)
+    r = subprocess.run([sys.executable, "-m", "memledger", *args], capture_output=True,
+                       text=True, env=env, timeout=300)
+    assert r.returncode in (0, 1), r.stderr
+    return r.stdout
+
+
+def assert_fits(out: str) -> None:
+    assert "…" not in out, out
+    # table rows: box characters, or columns apart by 2+ spaces (`check` draws no box);
+    # sentences (the violations) soft-wrap in the terminal and are not tables
+    table_lines = [ln for ln in out.splitlines()
+                   if "│" in ln or "┃" in ln or re.search(r"\S {2,}\S", ln)]
+    assert table_lines, out
+    too_wide = [ln for ln in table_lines if len(ln) > WIDTH]
+    assert not too_wide, "\n".join(too_wide)
+
+
+@pytest.fixture(scope="module")
+def gpt(traced_examples):
+    return str(traced_examples["gpt"])
+
+
+def test_show_fits_80_columns_with_every_name_whole(gpt):
+    out = piped("show", gpt)
+    assert_fits(out)
+    summary = json.loads(piped("show", gpt, "--json"))
+    assert format_bytes(summary["peak"]["bytes"]) in out
+    for row in summary["top_tensors"]:   # each category is printed whole
+        assert row["category"] in out
+    # the saved-for-backward roll-up: one row per block, then the modules
+    assert "blocks.0.*" in out and "blocks.0.attn" in out
+    assert "(no module)" not in out
+
+
+def test_check_and_diff_and_plan_fit_80_columns(gpt, traced_examples):
+    check = piped("check", gpt, "--budget", "1MiB", "--category", "optimizer_state=1KiB")
+    assert_fits(check)
+    assert "category:optimizer_state" in check    # the limit's name, whole
+    assert_fits(piped("diff", str(traced_examples["mlp"]), gpt))
+    assert_fits(piped("plan", gpt, "--budget", "30MiB"))
+    assert_fits(piped("predict", gpt, "-p", "checkpoint:blocks.*+offload:lm_head",
+                      "-p", "selective:@Block"))

@@ -1,0 +1,41 @@
+"""Pure parts of `--fake`: allocator rounding, option checks, the target."""
+
+from __future__ import annotations
+
+import pytest
+
+from memledger.errors import EXIT_USAGE, ScriptError
+from memledger.trace.fake_options import check_fake_options
+
+
+def test_cuda_block_bytes_rounds_to_512():
+    from memledger.trace.fake import cuda_block_bytes
+
+    # c10 CUDACachingAllocator round_size: max(512, ceil(n / 512) * 512); no block for 0
+    assert [cuda_block_bytes(n) for n in (0, 1, 40, 512, 513, 4096, 4097)] == \
+        [0, 512, 512, 512, 1024, 4096, 4608]
+
+
+@pytest.mark.parametrize("device, measure", [(None, True), ("tpu", None), ("cuda:x", None)])
+def test_fake_options_refused_with_exit_2(device, measure):
+    with pytest.raises(ScriptError) as e:
+        check_fake_options(device, measure)
+    assert e.value.exit_code == EXIT_USAGE and str(e.value).startswith("memledger:")
+    assert "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("device", [None, "cpu", "cuda", "cuda:1"])
+def test_fake_options_accepted(device):
+    check_fake_options(device, None)
+    check_fake_options(device, False)
+
+
+def test_cuda_target_on_this_build():
+    import torch
+
+    from memledger.trace.fake import FakeTarget
+
+    t = FakeTarget.for_device("cuda")
+    assert (t.device, t.rounding) == ("cuda:0", 512)
+    assert t.kernels == ("cpu" if torch.version.cuda is None else "cuda")
+    assert FakeTarget.for_device(None) == FakeTarget("cpu", "cpu", 0)
