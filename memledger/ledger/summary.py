@@ -78,6 +78,8 @@ class Summary(_Model):
     top_tensors: list[TensorRow]
     idle: list[IdleRow]
     fake: FakeRun | None = Field(None, description="fake runs only: target, stand-ins, FLOPs")
+    compiled: bool = Field(False, description="the script runs torch.compile'd code: the "
+                           "ledger is its eager run, `measured` the compiled run's allocator")
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
@@ -118,4 +120,5 @@ def summarize(led: Ledger, top: int = 10) -> Summary:
                       op=r.op, name=r.name, idle_events=int(r.idle_events),
                       idle_byte_events=int(r.idle_byte_events)) for r in idle.itertuples()],
         fake=fake_info(led),
+        compiled=bool(led.extra.get("compiled")),
     )

@@ -368,6 +368,11 @@ class Collector(TorchDispatchMode):
 
     def _register_root(self, root: torch.nn.Module) -> str:
         """Name a top-level module's submodules, parameters and buffers, as named_modules() does."""
+        if type(root).__name__ == "OptimizedModule" or \
+                getattr(root, "_compiled_call_impl", None) is not None:
+            # torch.compile'd: Dynamo compiles nothing under a dispatch mode, so this ledger
+            # is the eager run (docs/decisions.md, issue 9); `show` says so
+            self.sink.write({"k": "compiled", "mod": type(root).__name__})
         has_params = next(root.parameters(), None) is not None
         prefix = "" if has_params and not any(r() is not None for r in self._roots) \
             else type(root).__name__

@@ -43,6 +43,7 @@ class ClientRun:
     argv: list[str]
     ledger_peak: int
     allocator_peak: int
+    summary: object = None          # the ledger's Summary (`memledger show --json`)
     policies: dict[str, PolicyRun] = field(default_factory=dict)
 
 
@@ -70,7 +71,8 @@ def run_client(script: str, argv: list[str], policies: list[str], steps: int = 2
         assert code == EXIT_OK, f"allocator pass of {script} {argv}: exit {code}"
         append_records(led_path, json.loads(alloc.read_text())["records"])
         led = Ledger.load(led_path)
-        run = ClientRun(script, argv, led.summary().peak.bytes, led.measured["peak_bytes"])
+        summary = led.summary()
+        run = ClientRun(script, argv, summary.peak.bytes, led.measured["peak_bytes"], summary)
         for text in policies:
             pr = PolicyRun(text)
             try:

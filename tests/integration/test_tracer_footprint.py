@@ -15,7 +15,9 @@ import torch
 
 import memledger
 from memledger.ledger.model import Ledger
+from memledger.report.terminal import compiled_line
 from memledger.trace.session import trace_script
+from tests.clients.harness import run_client
 
 CLIENTS = Path(__file__).resolve().parents[1] / "clients"
 
@@ -46,3 +48,14 @@ def test_detached_branch_ledger_equals_allocator_and_does_not_grow(tmp_path):
     curve = led.curve()
     ends = led.steps["ev"].to_numpy(dtype=np.int64)
     assert curve[ends[1]] == curve[ends[2]]
+
+
+def test_compiled_script_ledger_says_it_is_the_eager_run():
+    # Dynamo compiles nothing under the collector's dispatch mode: the ledger pass runs the
+    # model eagerly, the allocator pass (no mode) runs the compiled code. `show` says so in
+    # one line with both peaks. aot_eager: compiled without a C++ toolchain.
+    run = run_client("train_compiled.py", ["--backend", "aot_eager", "--steps", "2"], [])
+    assert run.summary.compiled and run.summary.to_json_dict()["compiled"] is True
+    line = compiled_line(run.ledger_peak, run.allocator_peak).plain
+    assert line.startswith("torch.compile: this ledger is the EAGER run")
+    assert f"{run.ledger_peak:,} B" in line and f"{run.allocator_peak:,} B" in line
