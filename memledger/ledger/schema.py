@@ -27,7 +27,11 @@ of each saved storage, written when backward starts), `opscratch` (kernel-intern
 per op, from the allocator pass; Note [Kernel scratch] in trace/allocator.py), `oom` (the
 CUDA allocator's counters when the script ran out of memory) and `stateful` (a module call
 that stored storages it made into an object it was handed, e.g. a KV cache: `mod`, `ev0`,
-`ev1`, `obj`, `sids`; Note [State written outside a region] in trace/outside_state.py).
+`ev1`, `obj`, `sids`; Note [State written outside a region] in trace/outside_state.py),
+`released` (`sid`, `ev`: the first event at which only autograd held a saved storage, -1 if
+the script still held it at backward; Note [When a saved storage is released] in
+trace/collector.py) and `args` (`mod`, `ev0`, `sids`: the storages a module call was handed,
+parameters and buffers left out; checkpoint holds them until the call's backward).
 
 Readers ignore record kinds they do not know (a newer writer may add some); a different
 schema major version is refused.

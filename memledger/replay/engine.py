@@ -11,7 +11,9 @@ whose forward call spans events [ev0, ev1):
 1. A storage made inside R and saved for backward only by ops inside R (first save >= ev0,
    last save < ev1 - 1; see Rule 5) is *dropped*: autograd holds a placeholder, so the
    storage is freed at its last forward use (`fwdlast` record + 1) instead of in backward.
-2. R's inputs stay (checkpoint keeps them to re-run R); so does everything made outside R.
+2. R's inputs stay (checkpoint keeps them to re-run R) until R's backward is done, even
+   those autograd saved nothing for (`args` records; see `_hold_call_args`); so does
+   everything made outside R.
 3. At the first unpack of any dropped storage (event U, in backward) the forward of R is
    re-run *before* event U: its events ev0 .. E-1 are inserted there, where E is one past
    the last dropped storage's save record (early stop: torch raises from its pack hook as
@@ -180,6 +182,7 @@ def replay(prep: Prepared, policy: Policy, rng_bytes: int = CPU_RNG_STATE_BYTES,
         return e + np.where(e > 0, shift[np.clip(e - 1, 0, n + 1)], 0)
 
     fr = np.where((dropped | off) & ~held, fwd_end, fr0)   # a cache keeps what it holds
+    fr = _hold_call_args(prep, fr, mods, ev0, ev1, (kind == 1) | (kind == 2), bw_end, n)
     rows_c = [pos_c(cr)]
     rows_f = [pos_f(fr)]
     rows_b = [nb]
@@ -301,3 +304,24 @@ def replay(prep: Prepared, policy: Policy, rng_bytes: int = CPU_RNG_STATE_BYTES,
         recompute_events=int(cum[-1]), offload_bytes=int(nb[off].sum()),
         regions=[r.path for r in regions], events=total, at_probe=at_probe,
     )
+
+
+def _hold_call_args(prep: Prepared, fr: np.ndarray, mods: np.ndarray, ev0: np.ndarray,
+                    ev1: np.ndarray, ckpt: np.ndarray, bw_end: np.ndarray,
+                    n: int) -> np.ndarray:
+    """Rule 2: checkpoint's frame holds a region's arguments until its backward is done
+    (the frame goes with the last of its saved-tensor holders), even when autograd saved
+    none of them. A frozen LoRA base: the (2, 32, 64) fp32 hidden states entering a block
+    (16,384 B) are saved by nothing and freed as the next block starts; checkpointed, they
+    stay until that block's backward."""
+    if prep.arg_row is None or not len(prep.arg_row) or not ckpt.any():
+        return fr
+    k = which_call(ev0, ev1, prep.arg_ev0, n)
+    kk = np.maximum(k, 0)
+    mine = (k >= 0) & (ev0[kk] == prep.arg_ev0) & (mods[kk] == prep.arg_mod) & ckpt[kk] & \
+        (bw_end[kk] >= 0)
+    if not mine.any():
+        return fr
+    fr = fr.copy()
+    np.maximum.at(fr, prep.arg_row[mine], bw_end[kk[mine]])
+    return fr

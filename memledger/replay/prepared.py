@@ -59,6 +59,9 @@ class Prepared:
     baseline_ledger_peak: int
     held: np.ndarray = None   # bool: kept alive by an object outside its call (a KV cache)
     released: np.ndarray = None  # int64: first event only autograd held it (-1: never, -2: ?)
+    arg_mod: np.ndarray = None   # object: module of a call, per (call, argument storage) pair
+    arg_ev0: np.ndarray = None   # int64: that call's first event
+    arg_row: np.ndarray = None   # int64: the argument's row in the storage arrays
     stateful_mod: np.ndarray = None   # object: module of each call that wrote outside state
     stateful_ev0: np.ndarray = None   # int64: that call's first event
     stateful_obj: np.ndarray = None   # object: the class of the object it wrote into
@@ -130,6 +133,7 @@ class Prepared:
             baseline_ledger_peak=curve_peak,
             held=st.index.isin(list(held_sids(stateful))),
             released=_released(led, st),
+            **_call_args(led, st),
             stateful_mod=st_mod, stateful_ev0=st_ev0, stateful_obj=st_obj,
         )
 
@@ -218,3 +222,16 @@ def _released(led: Ledger, st: pd.DataFrame) -> np.ndarray:
     rel = pd.DataFrame(recs, columns=["k", "sid", "ev"]).drop_duplicates(
         "sid", keep="first").set_index("sid")["ev"]
     return rel.reindex(st.index).fillna(-2).to_numpy(dtype=np.int64)
+
+
+def _call_args(led: Ledger, st: pd.DataFrame) -> dict[str, np.ndarray]:
+    """(call module, call first event, storage row) per tensor a module call was handed."""
+    recs = led.extra.get("args", [])
+    mods = [r["mod"] for r in recs for _ in r["sids"]]
+    ev0 = [r["ev0"] for r in recs for _ in r["sids"]]
+    sids = [s for r in recs for s in r["sids"]]
+    row = pd.Index(st.index).get_indexer(sids) if sids else np.zeros(0, dtype=np.int64)
+    ok = row >= 0   # storages on another device are not in these arrays
+    return {"arg_mod": np.asarray(mods, dtype=object)[ok],
+            "arg_ev0": np.asarray(ev0, dtype=np.int64)[ok],
+            "arg_row": np.asarray(row, dtype=np.int64)[ok]}

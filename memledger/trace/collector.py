@@ -45,7 +45,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from memledger.ledger.schema import SCHEMA
 from memledger.ledger.writer import Sink
-from memledger.trace.outside_state import written_state
+from memledger.trace.outside_state import storage_key, written_state
 
 _graph_task_id = torch._C._current_graph_task_id
 _RF_ENTER = torch.ops.profiler._record_function_enter_new.default
@@ -359,12 +359,28 @@ class Collector(TorchDispatchMode):
             self._mark_inputs(kwargs.values())
         if self._phase == "backward":
             return
+        self._note_args(path, ev0, args, kwargs)
         sids = self._sids
         for obj, keys in written_state(args, kwargs,
                                        lambda k: sids.get(k, -1) >= first_new):
             # Note [State written outside a region] (memledger/trace/outside_state.py)
             self.sink.write({"k": "stateful", "mod": path, "ev0": ev0, "ev1": self._ev,
                              "obj": obj, "sids": [sids[k] for k in keys]})
+
+    def _note_args(self, path: str, ev0: int, args, kwargs) -> None:
+        """The storages a call was handed (not parameters or buffers): checkpoint keeps a
+        region's arguments until its backward, even those autograd does not save (the
+        hidden states entering a frozen LoRA base model's block). For replay."""
+        found = []
+        for a in (*args, *(kwargs or {}).values()):
+            for t in (a if isinstance(a, (tuple, list)) else (a,)):
+                if isinstance(t, _Tensor):
+                    sid = self._sids.get(storage_key(t), -1)
+                    if sid >= 0 and (sid, "parameter") not in self._roles_written and \
+                            (sid, "buffer") not in self._roles_written:
+                        found.append(sid)
+        if found:
+            self.sink.write({"k": "args", "mod": path, "ev0": ev0, "sids": found})
 
     def _register_root(self, root: torch.nn.Module) -> str:
         """Name a top-level module's submodules, parameters and buffers, as named_modules() does."""
