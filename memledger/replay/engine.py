@@ -19,8 +19,8 @@ whose forward call spans events [ev0, ev1):
    the last dropped storage's save record (early stop: torch raises from its pack hook as
    the last saved tensor is packed again). An op packs its *inputs* before it runs, so an
    input-saving last op is not re-run: on CPU `nn.Dropout` is `x * mask`, the multiply
-   saves `mask` and the recompute stops before the multiply (with E one further, replay
-   re-made the block's (B, T, C) output, +1 MiB at B=4, T=64, C=1024... and was 1.9 % high).
+   saves `mask` and the recompute stops before the multiply, so a block ending in dropout
+   does not make its (4, 64, 1024) fp32 output (1,048,576 B) again while recomputing.
    An op packs its *outputs* after it ran (softmax, tanh): the record's event is that op. Dropped storages reappear at U + (created - ev0) and live until
    their original free; the region's temporaries reappear and die as they did in forward.
 4. preserve_rng_state keeps the CPU generator state (5056 bytes, `torch.get_rng_state()`)
