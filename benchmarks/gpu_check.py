@@ -14,7 +14,8 @@ last recorded run). Without CUDA it says so and exits 0. It checks:
 4. policies on CUDA (checkpoint; offload to pinned host memory on a side stream): the
    measured peak (`max_memory_allocated`) and step time against replay's prediction;
 5. `memledger import` of the allocator snapshot trace wrote beside the GPT ledger, and
-   `memledger compare`'s gates on CUDA (relative tolerance 1e-5).
+   `memledger compare`'s gates on CUDA (relative tolerance 1e-5);
+6. `trace --fake --device cuda` of each example against its real CUDA run (docs/fake.md).
 """
 
 from __future__ import annotations
@@ -154,6 +155,40 @@ def check_import_and_compare(out: Path) -> list[str]:
     return rows
 
 
+def check_fake(out: Path) -> list[str]:
+    """`trace --fake --device cuda` against the real CUDA run of the same example: the fake
+    peak against the real ledger's peak with every size rounded to 512 B (what the fake
+    ledger does, Note [Fake runs] Rule 5) and against the allocator's max_memory_allocated;
+    and the largest per-category difference at the peak."""
+    import numpy as np
+
+    from memledger.ledger.model import Ledger
+    from memledger.trace.session import trace_script
+    from memledger.units import format_bytes
+
+    rows = [_row("fake vs real (cuda)", "fake peak", "real rounded", "allocated pk",
+                 "fake/alloc", "max cat diff")]
+    for name in ("mlp", "gpt", "cnn"):
+        real_path = out / f"{name}-cuda.ledger"
+        if not real_path.exists():
+            trace_script(ROOT / "examples" / f"train_{name}.py", ["--device", "cuda"],
+                         real_path, steps=3)
+        res = trace_script(ROOT / "examples" / f"train_{name}.py", ["--device", "cuda"],
+                           out / f"{name}-fake.ledger", steps=3, fake=True, device="cuda")
+        fake, real = Ledger.load(res.ledger_path), Ledger.load(real_path)
+        st = real.storages
+        st["bytes"] = np.where(st["bytes"] > 0, -(-st["bytes"] // 512) * 512, 0)
+        real.__dict__.pop("_device", None)
+        alloc = (real.measured or {}).get("peak_bytes", 0)
+        fa, ra = fake.at_peak(), real.at_peak()
+        diff = max(abs(fa[c] - ra[c]) for c in fa if c != "workspace")
+        rows.append(_row(f"fake {name} ({fake.header.get('fake_kernels')} kernels)",
+                         format_bytes(fake.peak().bytes), format_bytes(real.peak().bytes),
+                         format_bytes(alloc), f"{fake.peak().bytes / max(alloc, 1):.4f}",
+                         f"{diff:,} B"))
+    return rows
+
+
 def main() -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--out", default=None, help="folder for the ledgers (default: a temp dir)")
@@ -167,7 +202,7 @@ def main() -> int:
     out.mkdir(parents=True, exist_ok=True)
     print(f"torch {torch.__version__}, {torch.cuda.get_device_name(0)}")
     rows = check_examples(out) + check_api() + check_oom(out)
-    for check in (check_policies, check_import_and_compare):
+    for check in (check_policies, check_import_and_compare, check_fake):
         try:
             rows += check(out)
         except Exception as e:  # report, keep the rows above

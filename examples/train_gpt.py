@@ -117,14 +117,22 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--batch-size", type=int, default=8)
     p.add_argument("--n-layer", type=int, default=4)
+    p.add_argument("--n-embd", type=int, default=128, help="GPT-2 XL: 1600 (with --fake)")
+    p.add_argument("--n-head", type=int, default=4, help="GPT-2 XL: 25")
+    p.add_argument("--vocab-size", type=int, default=512, help="GPT-2: 50257")
+    p.add_argument("--block-size", type=int, default=64, help="context length T")
+    p.add_argument("--dtype", choices=["fp32", "bf16"], default="fp32")
     p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, ...")
     args = p.parse_args()
 
     torch.manual_seed(0)
-    cfg = GPTConfig(n_layer=args.n_layer)
+    cfg = GPTConfig(n_layer=args.n_layer, n_embd=args.n_embd, n_head=args.n_head,
+                    vocab_size=args.vocab_size, block_size=args.block_size)
     gen = torch.Generator().manual_seed(1234)
     data = torch.randint(cfg.vocab_size, (20_000,), generator=gen)   # a synthetic corpus
     model = GPT(cfg).to(args.device)
+    if args.dtype == "bf16":
+        model = model.to(torch.bfloat16)
     opt = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.1)
     model.train()
     for step in range(args.steps):

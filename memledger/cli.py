@@ -11,6 +11,7 @@ from memledger.commands import (
     check,
     compare,
     diff,
+    doctor,
     export,
     import_,
     measure,
@@ -38,6 +39,7 @@ app.command()(trace.trace)
 app.command()(show.show)
 app.command()(predict.predict)
 app.command()(measure.measure)
+app.command()(doctor.doctor)
 app.command()(compare.compare)
 app.command()(plan.plan)
 app.command()(check.check)

@@ -80,6 +80,9 @@ def check(
         = None,
     markdown_: Annotated[Optional[Path], typer.Option(
         "--markdown", help="write a Markdown summary (e.g. $GITHUB_STEP_SUMMARY)")] = None,
+    no_findings: Annotated[bool, typer.Option(
+        "--no-findings", help="also fail on any `memledger doctor` finding (a script is "
+        "doctored in its own run; a ledger must come from `memledger doctor -o`)")] = False,
 ) -> None:
     """Check a script's (or a ledger's) memory against a budget. Exit 1 when over budget."""
     from memledger.budget import evaluate, load_budget
@@ -96,7 +99,12 @@ def check(
         flags["step_time"] = {k: v for k, v in (("max", step_time),
                                                 ("tolerance", step_time_tolerance))
                               if v is not None}
-    bud, sources = load_budget(config, flags, search_from=Path.cwd())
+    try:
+        bud, sources = load_budget(config, flags, search_from=Path.cwd())
+    except BudgetError as e:
+        if not (no_findings and str(e).startswith("memledger: no limit to check")):
+            raise
+        return _findings_only(target, script_args or [], steps or DEFAULT_STEPS, json_)
     base = None
     if bud.baseline is not None and bud.baseline.ledger is not None:
         base = _load(bud.baseline.ledger, "baseline")
@@ -108,6 +116,8 @@ def check(
                 res = trace_script(target, script_args or [], out, measure=measure,
                                    steps=bud.steps or DEFAULT_STEPS, fake=fake, device=device)
             led = _load(res.ledger_path, "ledger")
+            doc = _doctor(target, script_args or [], bud.steps or DEFAULT_STEPS, json_) \
+                if no_findings else None
     else:
         if script_args:
             raise BudgetError(f"{target} is not a .py script: script arguments make no sense")
@@ -115,6 +125,7 @@ def check(
             raise BudgetError(f"{target} is a ledger: --fake/--device apply when tracing a .py "
                               "script; check the script, or drop them")
         led = _load(target, "ledger")
+        doc = _recorded_findings(led, target, no_findings)
     result = evaluate(led, bud, baseline=base,
                       baseline_name=str(bud.baseline.ledger) if bud.baseline else "",
                       sources=sources)
@@ -123,12 +134,66 @@ def check(
     if markdown_ is not None:
         write_text(markdown_, markdown(result), "Markdown summary")
     if json_:
-        print_json(result.to_json_dict())
+        out = result.to_json_dict()
+        if doc is not None:
+            out["doctor"] = doc.to_json_dict()
+            out["ok"] = out["ok"] and (doc.ok or not no_findings)
+        print_json(out)
     else:
         print_result(result, str(target))
+        if doc is not None:
+            from memledger.report.findings import print_findings
+            print_findings(doc, console)
     if not result.ok:
         raise CheckFailed(f"over budget: {len(result.violations)} of {len(result.limits)} "
                           f"limits exceeded ({', '.join(v.limit for v in result.violations)})")
+    _fail_on_findings(doc, no_findings)
+
+
+# ---- doctor findings (`--no-findings`) ------------------------------------------------------
+def _doctor(script: Path, argv: list[str], steps: int, json_: bool, ledger: Path | None = None):
+    from memledger.doctor.run import doctor_script
+
+    with stdout_to_stderr(json_):
+        return doctor_script(script, argv, steps=steps, ledger=ledger, quiet=True)
+
+
+def _recorded_findings(led: Ledger, path: Path, required: bool):
+    from memledger.doctor.findings import DoctorReport
+
+    doc = DoctorReport.from_ledger_extra(led.extra)
+    if doc is None and required:
+        raise LedgerFormatError(f"{path} holds no doctor findings, so --no-findings cannot "
+                                "check it; record it with `memledger doctor SCRIPT -o "
+                                f"{path}`, or check the script itself")
+    return doc
+
+
+def _fail_on_findings(doc, required: bool) -> None:
+    if required and doc is not None and not doc.ok:
+        raise CheckFailed(f"the doctor found {len(doc.findings)} problems ({len(doc.errors)} "
+                          "errors) and --no-findings asks for none")
+
+
+def _findings_only(target: Path, argv: list[str], steps: int, json_: bool) -> None:
+    """`check --no-findings` without a budget: the findings are the whole check."""
+    from memledger.budget.result import CHECK_SCHEMA
+    from memledger.report.findings import print_findings
+
+    with tempfile.TemporaryDirectory(prefix="memledger-check-") as tmp:
+        if target.suffix == ".py":
+            path = Path(tmp) / "doctor.ledger"
+            doc = _doctor(target, argv, steps, json_, ledger=path)
+            led = _load(path, "ledger")
+        else:
+            led = _load(target, "ledger")
+            doc = _recorded_findings(led, target, True)
+    if json_:
+        print_json({"schema": CHECK_SCHEMA, "ok": doc.ok, "peak_bytes": led.peak().bytes,
+                    "violations": [], "doctor": doc.to_json_dict()})
+    else:
+        print_findings(doc, console, title=str(target))
+    _fail_on_findings(doc, True)
 
 
 def print_result(result: CheckResult, source: str) -> None:

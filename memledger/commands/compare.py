@@ -32,14 +32,21 @@ def compare(
         "CUDA)", show_default=False)] = None,
     performance: Annotated[bool, typer.Option(
         help="after the gates, predict and measure peak and step time")] = True,
+    doctor: Annotated[bool, typer.Option(
+        help="first check the baseline's training mechanics (memledger doctor); an error "
+        "there stops compare with exit 1")] = True,
     json_: Annotated[bool, typer.Option("--json", help="print memledger.compare/1 JSON")] = False,
     html: Annotated[Optional[Path], typer.Option(
         help="also write a self-contained HTML report here", dir_okay=False)] = None,
+    fake: Annotated[bool, typer.Option(hidden=True)] = False,
 ) -> None:
     """Gate each POLICY on inputs, gradients and update, then predicted vs measured (exit 1: rejected).
 
     Gates run first (same inputs, same gradients, an effective update, against a baseline
     run twice); only policies that pass get a performance verdict: ADOPT, OK or REJECT."""
+    if fake:
+        from memledger.trace.fake_options import refuse_fake
+        refuse_fake("compare")
     from memledger.replay.policies import policies_from_args
     from memledger.report.compare_table import compare_table, reasons
     from memledger.verify.compare import run_compare  # torch: only when comparing
@@ -52,10 +59,10 @@ def compare(
         raise ScriptError("--steps and --time-steps must be at least 1", exit_code=2)
     if rtol is not None and not rtol >= 0:
         raise ScriptError(f"--rtol must be >= 0, got {rtol!r}", exit_code=2)
-    runs = 1 + len(pols) + (3 + len(pols) if performance else 0)   # stages of run_compare
+    runs = 1 + len(pols) + (3 + len(pols) if performance else 0) + doctor  # run_compare's stages
     with stdout_to_stderr(json_), stage_progress(runs) as say:   # --json: stdout is JSON only
         rep = run_compare(script, script_args or [], pols, steps=steps, time_steps=time_steps,
-                          rtol=rtol, performance=performance, progress=say)
+                          rtol=rtol, performance=performance, doctor=doctor, progress=say)
     if html is not None:
         from memledger.report.compare_html import write_compare_html
         write_compare_html(rep, html)

@@ -23,8 +23,12 @@ def measure(
     time_steps: Annotated[int, typer.Option(
         help="further steps timed without profiling (median)")] = 5,
     json_: Annotated[bool, typer.Option("--json", help="print memledger.measure/1 JSON")] = False,
+    fake: Annotated[bool, typer.Option(hidden=True)] = False,
 ) -> None:
     """Measured allocator peak and median step time of SCRIPT with POLICY applied."""
+    if fake:
+        from memledger.trace.fake_options import refuse_fake
+        refuse_fake("measure")
     from memledger.measure.runner import measure_script
     from memledger.replay.policies import policies_from_args
 

@@ -1,4 +1,4 @@
-"""`memledger plan LEDGER --budget 1.5GiB`: the cheapest policy predicted to fit."""
+"""`memledger plan LEDGER --budget 1.5GiB [--measure]`: the cheapest policy predicted to fit."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ from typing import Annotated, Optional
 import typer
 from rich.table import Table
 
-from memledger.commands.common import console, open_ledger, print_json
+from memledger.commands.common import console, err_console, open_ledger, print_json, \
+    stdout_to_stderr
 from memledger.errors import CheckFailed
 from memledger.units import format_bytes, parse_bytes, parse_duration
 
@@ -18,39 +19,90 @@ def plan(
     budget: Annotated[str, typer.Option(help="peak to fit under, e.g. 1.5GiB or 800MB")],
     json_: Annotated[bool, typer.Option("--json", help="print memledger.plan/1 as JSON")] = False,
     step_time: Annotated[Optional[str], typer.Option(
-        help="untraced step time, e.g. 25ms or 1.2s (default: from the ledger)")] = None,
-    top: Annotated[int, typer.Option(help="candidates to list")] = 8,
+        help="untraced step time, e.g. 25ms (only for ledgers without untraced timings)")] = None,
+    bandwidth: Annotated[Optional[float], typer.Option(
+        help="offload copy bandwidth in bytes/s (default: the machine's calibration)")] = None,
+    measure: Annotated[bool, typer.Option(
+        "--measure", help="run the chosen policy and the runner-up for real; fall back when "
+        "the measured peak does not fit")] = False,
+    script: Annotated[Optional[Path], typer.Option(
+        help="--measure: the training script (default: the one the ledger traced)")] = None,
+    time_steps: Annotated[int, typer.Option(help="--measure: timed steps per run")] = 20,
+    front: Annotated[bool, typer.Option(help="print the Pareto front")] = True,
+    flops: Annotated[Optional[float], typer.Option(
+        help="fake ledgers: target FLOP/s for modelled time, e.g. 4e14 (default per device, "
+             "docs/fake.md)")] = None,
 ) -> None:
-    """Pick the policy that fits BUDGET with the least added step time (exit 1: none fits).
-
-    Candidates (checkpoint, selective, offload and their mixes on the ledger's repeated
-    blocks) are judged by replay, as `predict` does."""
+    """Pick the per-block mix (none / checkpoint / offload / selective on each repeated
+    block) that fits BUDGET with the least added step time; exact under the cost model
+    (exit 1: none fits)."""
     from memledger.replay.plan import plan as make_plan
 
     budget_bytes = parse_bytes(budget)
+    led = open_ledger(ledger)
     step_time_s = None if step_time is None else parse_duration(step_time)
-    report = make_plan(open_ledger(ledger), budget_bytes, step_time_s=step_time_s)
+    report = make_plan(led, budget_bytes, step_time_s=step_time_s, bandwidth=bandwidth,
+                       flops=flops)
+    if measure and report.fits:
+        from memledger.measure.plan_check import measure_plan
+
+        path = script or Path(str(led.header.get("script", "")))
+        argv = [str(a) for a in led.header.get("argv", [])] if script is None else []
+        with stdout_to_stderr(json_):
+            report = measure_plan(report, path, argv, time_steps=time_steps,
+                                  say=lambda m: err_console.print(m, style="dim"),
+                                  clock=_clock(led))
     if json_:
         print_json(report.to_json_dict())
     else:
-        _render(report, budget, top)
+        _render(report, budget, front)
     if not report.fits:
         raise CheckFailed(f"memledger: no candidate fits {budget} ({budget_bytes:,} bytes); the "
                           f"lowest predicted peak is {format_bytes(report.predicted_peak_bytes)}")
 
 
-def _render(report, budget: str, top: int) -> None:
+def _clock(led) -> str:
+    timing = led.extra.get("timing") or [{}]
+    return "cpu" if timing[-1].get("clock") == "thread_cpu" else "wall"
+
+
+def _ms(s: float) -> str:
+    return f"{s * 1e3:.1f}"
+
+
+def _render(report, budget: str, front: bool) -> None:
     if report.fits:
-        console.print(f"[bold green]{report.policy}[/]  predicted peak "
-                      f"{format_bytes(report.predicted_peak_bytes)} ≤ {budget}, "
-                      f"+{report.predicted_added_time_s * 1e3:.1f} ms per step "
-                      f"(baseline {format_bytes(report.baseline_peak_bytes)})")
-    t = Table(title=f"Candidates on {len(report.blocks)} blocks, best first", title_justify="left",
-              show_edge=False)
-    for col in ("policy", "peak", "fits", "added ms/step"):
-        t.add_column(col, justify="left" if col == "policy" else "right")
-    for c in report.candidates[:top]:
-        t.add_row(c.policy, format_bytes(c.peak_bytes),
-                  "yes" if c.peak_bytes <= report.budget_bytes else "no",
-                  f"{c.added_time_s * 1e3:.1f}")
-    console.print(t)
+        console.print(f"[bold green]{report.policy}[/]")
+        console.print(f"  predicted peak {format_bytes(report.predicted_peak_bytes)} ≤ {budget} "
+                      f"(baseline {format_bytes(report.baseline_peak_bytes)}), "
+                      f"+{_ms(report.predicted_added_time_s)} ms per step "
+                      f"({_ms(report.added_time_lo_s)}–{_ms(report.added_time_hi_s)})")
+        console.print(f"  per block: {', '.join(report.choice)}", style="dim")
+    console.print(f"searched {report.assignments:,.0f} assignments ({len(report.options)} "
+                  f"options on {len(report.blocks)} blocks, {report.method}, exact)"
+                  + ("" if report.assumption_held else "; blocks did not add up, budget "
+                     "tightened (see docs/policies.md)"), style="dim")
+    if report.runner_up:
+        console.print(f"runner-up: {report.runner_up}", style="dim")
+    if report.time_model != "traced":
+        console.print(f"added time {report.time_model}", style="yellow")
+    if report.measured:
+        t = Table(title="Measured", title_justify="left", show_edge=False)
+        for col in ("policy", "role", "peak pred", "peak meas", "fits", "+ms pred", "+ms meas"):
+            t.add_column(col, justify="left" if col in ("policy", "role") else "right")
+        for m in report.measured:
+            t.add_row(m.policy.replace("+", "+\n"), m.role,
+                      format_bytes(m.predicted_peak_bytes),
+                      format_bytes(m.measured_peak_bytes), "yes" if m.fits else "no",
+                      _ms(m.predicted_added_time_s), _ms(m.measured_added_time_s))
+        console.print(t)
+    if front and report.front:
+        t = Table(title="Pareto front (least added time per peak)", title_justify="left",
+                  show_edge=False)
+        for col in ("peak", "+ms/step", "band", "policy"):
+            t.add_column(col, justify="left" if col == "policy" else "right")
+        for p in report.front:
+            t.add_row(format_bytes(p.peak_bytes), _ms(p.added_time_s),
+                      f"{_ms(p.added_time_lo_s)}–{_ms(p.added_time_hi_s)}",
+                      p.policy.replace("+", "+\n"))
+        console.print(t)

@@ -24,6 +24,9 @@ def predict(
         "times)")] = None,
     bandwidth: Annotated[Optional[float], typer.Option(
         help="offload copy bandwidth in bytes/s (default: measured on this machine)")] = None,
+    flops: Annotated[Optional[float], typer.Option(
+        help="fake ledgers: target FLOP/s for modelled time, e.g. 4e14 (default per device, "
+             "docs/fake.md)")] = None,
 ) -> None:
     """Predicted peak, its breakdown and added step time for each policy, from the ledger."""
     if not policy:
@@ -32,7 +35,7 @@ def predict(
     from memledger.replay.predict import predict as predict_policies
 
     pols = policies_from_args(policy)
-    rep = predict_policies(open_ledger(ledger), pols, bandwidth=bandwidth,
+    rep = predict_policies(open_ledger(ledger), pols, bandwidth=bandwidth, flops=flops,
                           step_time_s=None if step_time is None else parse_duration(step_time))
     if json_:
         print_json(rep.to_json_dict())
@@ -49,13 +52,16 @@ def predict(
             where += f" (recompute {p.peak_in_recompute})"
         t.add_row(p.policy.replace("+", "+\n"),  # one part per line
                   format_bytes(p.peak_bytes), format_signed_bytes(-p.saving_bytes),
-                  f"{p.added_time_s * 1e3:.1f}", where)
+                  f"{p.added_time_s * 1e3:.1f}\n({p.added_time_lo_s * 1e3:.1f}–"
+                  f"{p.added_time_hi_s * 1e3:.1f})" if p.added_time_s else "0.0", where)
     console.print(t)
+    if rep.time_model != "traced":
+        console.print(f"+ms/step {rep.time_model}", style="yellow")
     if any(p.transfer_s for p in rep.policies):
         console.print("+ms/step includes offload copies at "
                       f"{rep.copy_bytes_per_s / 2**20:.0f} MiB/s (see --json: transfer_s)",
                       style="dim")
-    if not rep.untraced_step_time_s:
+    if rep.cost_source == "traced" and not rep.untraced_step_time_s:
         console.print("added time from traced times, tracing overhead included (an upper "
                       "bound); pass --step-time "
                       "with the untraced step time from `memledger measure ... --policy none`",

@@ -22,12 +22,19 @@ def show(
     from memledger.report.terminal import print_summary
     from memledger.report.timeline import print_timeline
 
+    from memledger.doctor.findings import DoctorReport
+    from memledger.report.findings import print_findings
+
     led = open_ledger(ledger)
     s = led.summary(top=top)
+    doc = DoctorReport.from_ledger_extra(led.extra)   # None: the doctor did not run
     if json_:
-        print_json(s.to_json_dict())
+        print_json({**s.to_json_dict(), **({"doctor": doc.to_json_dict()} if doc else {})})
     else:
         print_summary(s, console, source=str(ledger))
+        if doc is not None:
+            console.print()
+            print_findings(doc, console)
         if timeline:
             console.print()
             print_timeline(led, console)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib
+import threading
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -29,6 +31,9 @@ def trace(
     """Trace STEPS optimizer steps of SCRIPT into a ledger, then print where the peak is."""
     from memledger.trace.session import trace_script
 
+    # the summary below needs pandas: import it while the workers run the script
+    threading.Thread(target=importlib.import_module, args=("memledger.ledger.summary",),
+                     daemon=True).start()
     res = trace_script(script, script_args or [], output, steps=steps, measure=measure,
                        fake=fake, device=device)
     s = open_ledger(res.ledger_path).summary()

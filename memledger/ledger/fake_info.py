@@ -39,9 +39,10 @@ def fake_info(led) -> FakeRun | None:
     real = led.storages["device"].str.startswith("real:")
     flops = sum(int(r.get("n", 0)) for r in led.extra.get("flops", []))
     return FakeRun(
-        target_device=str(h.get("target_device", led.device)),
+        target_device=led.device if str(h.get("target_device", "")).startswith("(") or
+        not h.get("target_device") else str(h["target_device"]),
         kernels=str(h.get("fake_kernels", "cpu")),
-        rounding_bytes=int(h.get("rounding_bytes", 0)),
+        rounding_bytes=int(h.get("rounding_bytes", 0)) if led.device.startswith("cuda") else 0,
         flops=flops, real_storages=int(real.sum()), real_bytes=int(led.storages["bytes"][real].sum()),
         standins=[StandIn(file=str(r.get("file", "")), line=int(r.get("line", 0)),
                           code=str(r.get("code", "")), op=str(r.get("op", "")),

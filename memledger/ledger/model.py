@@ -27,7 +27,7 @@ from memledger.ledger.writer import Record
 STORAGE_COLUMNS = [
     "sid", "bytes", "device", "dtype", "shape", "op", "module", "phase", "step",
     "created", "last_use", "freed", "category", "name", "saved_module", "saved_ev",
-    "unpack_ev", "pre", "saved_last_ev", "unpack_first_ev",
+    "unpack_ev", "pre", "saved_last_ev", "unpack_first_ev", "saves",
 ]
 
 
@@ -338,6 +338,10 @@ def _storages(by_kind: dict[str, list[Record]]) -> pd.DataFrame:
         df.iloc[idx, df.columns.get_loc("saved_ev")] = first["ev"].to_numpy(dtype=np.int64)
         idx, last = rows_of(sv.drop_duplicates("sid", keep="last"))
         df.iloc[idx, df.columns.get_loc("saved_last_ev")] = last["ev"].to_numpy(dtype=np.int64)
+    # saves per storage (one per pack: q, k, v of one qkv storage are three); the time model
+    # charges checkpoint's per-save work by it
+    counts = sv["sid"].value_counts() if len(sv) else pd.Series(dtype=np.int64)
+    df["saves"] = df["sid"].map(counts).fillna(0).to_numpy(dtype=np.int64)
     up = _table(by_kind.pop("unpack", []), {"sid": None, "ev": None})
     _check_required("unpack", up, ("sid", "ev"))
     df["unpack_ev"], df["unpack_first_ev"] = -1, -1  # a storage saved by several ops: both

@@ -33,6 +33,11 @@ the script still held it at backward; Note [When a saved storage is released] in
 trace/collector.py) and `args` (`mod`, `ev0`, `sids`: the storages a module call was handed,
 parameters and buffers left out; checkpoint holds them until the call's backward).
 
+`memledger doctor -o` appends a `doctor` record (schema memledger.doctor/1, steps) and one
+`finding` record per finding (check, severity, message, evidence, where), read with
+`DoctorReport.from_ledger_extra` (memledger/doctor/findings.py); no `doctor` record means
+the ledger was never doctored.
+
 Readers ignore record kinds they do not know (a newer writer may add some); a different
 schema major version is refused.
 """

@@ -22,8 +22,11 @@ def save_call(prep: Prepared, by_path: dict, mods: np.ndarray, ev0: np.ndarray,
         return np.full(len(s), -1, dtype=np.int64)
     # distinct saving modules -> the selected region path that contains them, as a code
     paths = list(by_path)
-    owner = np.array([next((i for i, p in enumerate(paths) if m == p or m.startswith(p + ".")),
-                           -1) for m in prep.saved_mod_names], dtype=np.int64)
+    names = prep.saved_mod_names.astype(str)
+    owner = np.full(len(names), -1, dtype=np.int64)
+    for i, p in enumerate(paths):               # the first path that contains the module
+        hit = (owner < 0) & ((names == p) | np.char.startswith(names, p + "."))
+        owner[hit] = i
     path_ix = {p: i for i, p in enumerate(paths)}
     call_path = np.array([path_ix[m] for m in mods], dtype=np.int64)
     own = owner[prep.saved_mod_code] if len(owner) else np.full(len(s), -1, dtype=np.int64)

@@ -40,6 +40,11 @@ Selective checkpointing keeps the outputs of its `save` op kinds (they are cache
 forward and handed back during recomputation): those storages keep their lifetime, and one
 that was not saved by autograd is held until the recomputation that reuses it.
 
+A dropped or offloaded storage leaves at the event the script let go of it (`released`
+records, Note [When a saved storage is released] in trace/collector.py: a local of the
+caller's frame holds it past its last use); without the record, at its last forward use.
+One the script holds into backward (a KV cache, a tensor it keeps) never leaves.
+
 Offload: a storage saved only inside offloaded regions (and at least `min` bytes) leaves the
 device at its last forward use; at its unpack one copy comes back and lives until its
 original free (see memledger/measure/offload.py: one copy per storage, not per save),
@@ -50,19 +55,37 @@ MaxPool is read back at the pool's backward already).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import IntEnum
 
 import numpy as np
 
 from memledger.ledger.schema import CATEGORIES
-from memledger.replay.policies import Policy, PolicyKind, resolve
 from memledger.replay.calls import save_call, which_call
+from memledger.replay.policies import Policy, PolicyKind, resolve
 from memledger.replay.prepared import ACTIVATION, Prepared
 from memledger.replay.stateful import refuse_recompute_of_stateful
 
 WORKSPACE = CATEGORIES.index("workspace")
+OTHER = CATEGORIES.index("other")
 CPU_RNG_STATE_BYTES = 5056  # torch.get_rng_state().nbytes: the mt19937 state of the CPU generator
+_BIG = np.iinfo(np.int64).max
 
-_KIND_CODE = {PolicyKind.CHECKPOINT: 1, PolicyKind.SELECTIVE: 2, PolicyKind.OFFLOAD: 3}
+
+class Kind(IntEnum):
+    """What a selected call does, as a number per call (numpy arrays hold these codes)."""
+
+    NONE = 0        #: not selected (or the baseline)
+    CHECKPOINT = 1  #: drop what the call saves; re-run it in backward
+    SELECTIVE = 2   #: like CHECKPOINT, but the save-list ops' outputs are kept
+    OFFLOAD = 3     #: what the call saves leaves the device and comes back at unpack
+
+
+_KIND_CODE = {PolicyKind.CHECKPOINT: Kind.CHECKPOINT, PolicyKind.SELECTIVE: Kind.SELECTIVE,
+              PolicyKind.OFFLOAD: Kind.OFFLOAD}
+
+
+def _is_recomputed(kind: np.ndarray) -> np.ndarray:
+    return (kind == Kind.CHECKPOINT) | (kind == Kind.SELECTIVE)
 
 
 @dataclass
@@ -75,253 +98,396 @@ class Replayed:
     peak_event: int                     # in the original numbering (a recompute: its trigger)
     in_recompute: str                   # module whose recomputation holds the peak, or ""
     at_peak: dict[str, int]             # bytes per category at the new peak
-    recompute_ns_per_step: float        # traced forward time re-run per step (before scaling)
-    recompute_events_per_step: float    # events re-run per step (warm steps)
     recompute_events: int               # events re-run over the whole ledger
     offload_bytes: int                  # bytes written off the device over the whole ledger
     regions: list[str] = field(default_factory=list)
     events: int = 0                     # events of the rewritten stream
     at_probe: dict[str, int] = field(default_factory=dict)  # live per category at `probe`
+    work: "Work | None" = None          # what the policy makes the machine do (costs.py)
+    slots: np.ndarray | None = None     # live bytes per slot (see `slot_curve`), on request
 
 
-def replay(prep: Prepared, policy: Policy, rng_bytes: int = CPU_RNG_STATE_BYTES,
-           probe: int | None = None) -> Replayed:
-    """Predict the live curve of `prep`'s run under `policy`. See Note [Replay of a
-    checkpointed region]. `rng_bytes`: device bytes per checkpoint frame (0 on CUDA).
-    `probe`: an original event; `Replayed.at_probe` is then the bytes per category live
-    right after it in the rewritten stream."""
+@dataclass
+class Work:
+    """Per selected call and per offloaded storage: the facts the time model prices
+    (memledger/replay/costs.py). Arrays are per selected call unless named otherwise."""
+
+    scope_row: np.ndarray      # int64 index into Prepared.scope_* of each call
+    kind: np.ndarray           # int64 Kind
+    part: np.ndarray           # int64 index into policy.parts
+    ev0: np.ndarray            # int64 first event of the call
+    ev1: np.ndarray            # int64 one past its last event
+    rerun_end: np.ndarray      # int64 one past the last re-run event (== ev0: nothing re-run)
+    saves: np.ndarray          # int64 saves (packs) made by the call
+    off_rows: np.ndarray       # int64 storages offloaded (indices into Prepared arrays)
+    off_call: np.ndarray       # int64 the call that saved each of them
+    off_bytes: np.ndarray      # int64 their sizes
+    save_ops: list[tuple[str, ...]] = field(default_factory=list)  # per part: kept op kinds
+
+
+# ---- stage 1: which calls the policy selects ----------------------------------------------
+@dataclass
+class _Calls:
+    """The selected forward calls, sorted by first event (they never overlap)."""
+
+    row: np.ndarray     # index into Prepared.scope_*
+    mods: np.ndarray
+    ev0: np.ndarray
+    ev1: np.ndarray
+    step: np.ndarray
+    part: np.ndarray    # index into policy.parts
+    kind: np.ndarray    # Kind
+    min_b: np.ndarray   # offload min bytes
+    by_path: dict
+
+    def __len__(self) -> int:
+        return len(self.ev0)
+
+    def at(self, values: np.ndarray, k: np.ndarray, default: int = 0) -> np.ndarray:
+        """values[k] where k >= 0, else `default` (k: a call index per storage, -1: none)."""
+        if not len(values):
+            return np.full(len(k), default, dtype=np.int64)
+        return np.where(k >= 0, values[np.maximum(k, 0)], default)
+
+
+def _select_calls(prep: Prepared, policy: Policy) -> _Calls:
     regions = resolve(policy, prep.module_table) if policy.parts else []
     by_path = {r.path: r.part for r in regions}
-    # ---- the selected forward calls, sorted (they never overlap: regions do not nest) ----
     wanted = np.flatnonzero(np.isin(prep.mod_names, list(by_path)))
-    sel = np.isin(prep.scope_code, wanted)
-    order = np.argsort(prep.scope_ev0[sel], kind="stable")
-    mods = prep.scope_mod[sel][order]
-    ev0 = prep.scope_ev0[sel][order]
-    ev1 = prep.scope_ev1[sel][order]
-    ns = prep.scope_ns[sel][order]
-    step = prep.scope_step[sel][order]
-    # per distinct module: its part's index, kind and min bytes; then per call by lookup
+    row = np.flatnonzero(np.isin(prep.scope_code, wanted))
+    row = row[np.argsort(prep.scope_ev0[row], kind="stable")]
     part_of = {p: i for i, p in enumerate(policy.parts)}
     code_part = np.full(len(prep.mod_names), -1, dtype=np.int64)
     for c in wanted:
         code_part[c] = part_of[by_path[prep.mod_names[c]]]
-    call_part = code_part[prep.scope_code[sel][order]]
+    part = code_part[prep.scope_code[row]]
     part_kind = np.array([_KIND_CODE[p.kind] for p in policy.parts] or [0], dtype=np.int64)
     part_min = np.array([p.min_bytes for p in policy.parts] or [0], dtype=np.int64)
-    kind = part_kind[call_part] if len(call_part) else np.zeros(0, dtype=np.int64)
-    min_b = part_min[call_part] if len(call_part) else np.zeros(0, dtype=np.int64)
-    if prep.stateful_mod is not None:   # never re-run a call that writes outside state
-        refuse_recompute_of_stateful(policy.text(), mods, ev0, (kind == 1) | (kind == 2),
-                                     prep.stateful_mod, prep.stateful_ev0, prep.stateful_obj)
+    return _Calls(row=row, mods=prep.scope_mod[row], ev0=prep.scope_ev0[row],
+                  ev1=prep.scope_ev1[row], step=prep.scope_step[row], part=part,
+                  kind=part_kind[part] if len(part) else np.zeros(0, dtype=np.int64),
+                  min_b=part_min[part] if len(part) else np.zeros(0, dtype=np.int64),
+                  by_path=by_path)
 
-    n, nb, cr, fr0 = prep.n_events, prep.nbytes, prep.created, prep.freed
-    is_act = prep.cat == ACTIVATION
-    k_c = which_call(ev0, ev1, cr, n)                                # call that made it
-    k_s = save_call(prep, by_path, mods, ev0, ev1)               # call of the first save
+
+# ---- stage 2: which call made, first saved and last saved each storage ---------------------
+@dataclass
+class _Owners:
+    made: np.ndarray         # call that created the storage (-1: none)
+    first_save: np.ndarray   # call of its first save (Rule 5)
+    last_save: np.ndarray    # call of its last save
+    fwd_end: np.ndarray      # one past its last forward use (an argument: until return)
+
+
+def _owners(prep: Prepared, calls: _Calls) -> _Owners:
+    n, cr = prep.n_events, prep.created
+    k_s = save_call(prep, calls.by_path, calls.mods, calls.ev0, calls.ev1)
     k_l = np.where(prep.saved_last == prep.saved_first, k_s,
-                   which_call(ev0 - 1, ev1 - 1, prep.saved_last, n))  # call of the last save
-    one_call = (k_s >= 0) & (k_s == k_l)
+                   which_call(calls.ev0 - 1, calls.ev1 - 1, prep.saved_last, n))
     fwd_end = np.where(prep.fwd_last >= 0, prep.fwd_last + 1, prep.saved_last + 2)
-    fwd_end = np.maximum(fwd_end, prep.arg_end)                  # an argument: until return
-    rel = prep.released if prep.released is not None else np.full(len(cr), -2, np.int64)
-    fwd_end = np.where(rel >= 0, rel, fwd_end)   # measured: when the script let go of it
-    fwd_end = np.clip(fwd_end, cr + 1, fr0)                      # last forward use + 1
+    fwd_end = np.maximum(fwd_end, prep.arg_end)
+    if prep.released is not None:   # measured: when the script let go of it
+        fwd_end = np.where(prep.released >= 0, prep.released, fwd_end)
+    fwd_end = np.clip(fwd_end, cr + 1, prep.freed)
+    return _Owners(made=which_call(calls.ev0, calls.ev1, cr, n), first_save=k_s,
+                   last_save=k_l, fwd_end=fwd_end)
 
-    # ---- checkpoint / selective: drop (Rule 1) ------------------------------------------
-    kc = np.where(k_c >= 0, kind[np.maximum(k_c, 0)], 0) if len(kind) else np.zeros_like(cr)
-    ckpt_call = (kc == 1) | (kc == 2)
-    in_save_list = np.zeros(len(cr), dtype=bool)
+
+# ---- stage 3: what checkpoint drops and what selective keeps (Rule 1) ----------------------
+def _checkpoint_drops(prep: Prepared, calls: _Calls, own: _Owners,
+                      policy: Policy) -> tuple[np.ndarray, np.ndarray]:
+    """(dropped, kept_cache) per storage."""
+    made_kind = calls.at(calls.kind, own.made)
+    recomputed = _is_recomputed(made_kind)
+    in_save_list = np.zeros(len(prep.created), dtype=bool)
+    made_part = calls.at(calls.part, own.made, default=-1)
     for i, p in enumerate(policy.parts):
-        if p.kind is PolicyKind.SELECTIVE and len(call_part):
+        if p.kind is PolicyKind.SELECTIVE and len(calls):
             codes = np.flatnonzero(np.isin(prep.op_names, list(p.save_ops())))
-            mine = (kc == 2) & (call_part[np.maximum(k_c, 0)] == i)
+            mine = (made_kind == Kind.SELECTIVE) & (made_part == i)
             in_save_list |= mine & np.isin(prep.op_code, codes)
-    dropped = is_act & ckpt_call & one_call & (k_s == k_c) & ~in_save_list
-    kept_cache = ckpt_call & in_save_list & ~is_act               # SAC cache holds it
-
-    # ---- offload --------------------------------------------------------------------------
-    ks_kind = np.where(k_s >= 0, kind[np.maximum(k_s, 0)], 0) if len(kind) else np.zeros_like(cr)
-    kl_kind = np.where(k_l >= 0, kind[np.maximum(k_l, 0)], 0) if len(kind) else np.zeros_like(cr)
-    off = is_act & (ks_kind == 3) & (kl_kind == 3) & (
-        nb >= (min_b[np.maximum(k_s, 0)] if len(min_b) else 0))
-    held = prep.held if prep.held is not None else np.zeros(len(cr), dtype=bool)
-    held = held | (rel == -1)       # the script still held it when backward began
-
-    # ---- recompute segments (Rule 3) ------------------------------------------------------
-    n_calls = len(ev0)
-    big = np.iinfo(np.int64).max
-    kd = np.where(dropped, k_c, n_calls)                          # n_calls: a bin for "none"
-    trig = np.full(n_calls + 1, big, dtype=np.int64)
-    np.minimum.at(trig, kd, np.where(prep.unpack >= 0, prep.unpack, big))
-    stop = np.full(n_calls + 1, -1, dtype=np.int64)
-    np.maximum.at(stop, kd, prep.saved_last + 1)   # Rule 3: the last pack ends it
-    bw_end = np.full(n_calls + 1, -1, dtype=np.int64)
-    np.maximum.at(bw_end, kd, fr0)
-    trig, stop, bw_end = trig[:n_calls], stop[:n_calls], bw_end[:n_calls]
-    has_seg = (trig < big) & (stop > ev0)
-    seg_end = np.minimum(stop, ev1)
-    seg_len = np.where(has_seg, seg_end - ev0, 0)
-    # positions: a segment inserted before its trigger event shifts everything from there
-    seg_idx = np.flatnonzero(has_seg)
-    seg_at = trig[seg_idx]
-    o = np.argsort(seg_at, kind="stable")
-    seg_idx, seg_at = seg_idx[o], seg_at[o]
-    cum = np.concatenate([[0], np.cumsum(seg_len[seg_idx])])
-    seg_start = np.full(n_calls, -1, dtype=np.int64)
-    seg_start[seg_idx] = seg_at + cum[:-1]
-
-    # shift[e] = events inserted before or at e (a gather per storage, not a search)
-    shift = np.cumsum(np.bincount(seg_at, weights=seg_len[seg_idx], minlength=n + 2)
-                      ).astype(np.int64) if len(seg_at) else np.zeros(n + 2, dtype=np.int64)
-
-    def pos_c(e):  # where an event that creates lands: after segments inserted at e
-        return e + shift[np.clip(e, 0, n + 1)]
-
-    def pos_f(e):  # where a free lands: before a segment inserted at the same event
-        return e + np.where(e > 0, shift[np.clip(e - 1, 0, n + 1)], 0)
-
-    fr = np.where((dropped | off) & ~held, fwd_end, fr0)   # a cache keeps what it holds
-    fr = _hold_call_args(prep, fr, mods, ev0, ev1, (kind == 1) | (kind == 2), bw_end, n)
-    rows_c = [pos_c(cr)]
-    rows_f = [pos_f(fr)]
-    rows_b = [nb]
-    rows_k = [prep.cat]
-
-    # dropped storages come back at the trigger, in forward order, until their old free
-    d = np.flatnonzero(dropped & has_seg[np.maximum(k_c, 0)]) if n_calls else np.zeros(0, int)
-    if len(d):
-        k = k_c[d]
-        rows_c.append(seg_start[k] + (cr[d] - ev0[k]))
-        rows_f.append(pos_f(fr0[d]))
-        rows_b.append(nb[d])
-        rows_k.append(prep.cat[d])
-    # temporaries and kept outputs made inside a segment's span are made again (or held)
-    if n_calls:
-        kk = np.maximum(k_c, 0)
-        t_mask = (k_c >= 0) & has_seg[kk] & ~dropped & (cr < seg_end[kk]) & ~is_act
-        t = np.flatnonzero(t_mask & ~kept_cache)
-        if len(t):
-            k = k_c[t]
-            rows_c.append(seg_start[k] + (cr[t] - ev0[k]))
-            rows_f.append(seg_start[k] + (np.minimum(fr0[t], seg_end[k]) - ev0[k]))
-            rows_b.append(nb[t])
-            rows_k.append(prep.cat[t])
-        h = np.flatnonzero(t_mask & kept_cache)   # SAC: held from forward to its reuse
-        if len(h):
-            k = k_c[h]
-            rows_f[0][h] = np.maximum(rows_f[0][h],
-                                      seg_start[k] + (np.minimum(fr0[h], seg_end[k]) - ev0[k]))
-        # Rule 4: the RNG state of every checkpointed call, and the fork while recomputing
-        ck = np.flatnonzero((kind == 1) | (kind == 2)) if rng_bytes else np.zeros(0, int)
-        if len(ck):
-            end = np.where(bw_end[ck] >= 0, bw_end[ck], ev1[ck])
-            rows_c.append(pos_c(ev0[ck]))
-            rows_f.append(pos_f(end))
-            rows_b.append(np.full(len(ck), rng_bytes, dtype=np.int64))
-            rows_k.append(np.full(len(ck), CATEGORIES.index("other"), dtype=np.int64))
-            s = ck[has_seg[ck]]
-            rows_c.append(seg_start[s])
-            rows_f.append(seg_start[s] + seg_len[s])
-            rows_b.append(np.full(len(s), rng_bytes, dtype=np.int64))
-            rows_k.append(np.full(len(s), CATEGORIES.index("other"), dtype=np.int64))
-    # kernel scratch (Note [Kernel scratch]) for one event, and again where it is re-run
-    if len(prep.scratch_ev):
-        se, sb = prep.scratch_ev, prep.scratch_bytes
-        rows_c.append(pos_c(se))
-        rows_f.append(pos_c(se) + 1)
-        rows_b.append(sb)
-        rows_k.append(np.full(len(se), WORKSPACE, dtype=np.int64))
-        if n_calls:
-            ks = which_call(ev0, ev1, se, n)
-            rr = np.flatnonzero((ks >= 0) & has_seg[np.maximum(ks, 0)]
-                                & (se < seg_end[np.maximum(ks, 0)]))
-            if len(rr):
-                at = seg_start[ks[rr]] + (se[rr] - ev0[ks[rr]])
-                rows_c.append(at)
-                rows_f.append(at + 1)
-                rows_b.append(sb[rr])
-                rows_k.append(np.full(len(rr), WORKSPACE, dtype=np.int64))
-    # offloaded storages come back at their unpack
-    u = np.flatnonzero(off & (prep.unpack_first >= 0))
-    if len(u):
-        rows_c.append(pos_c(prep.unpack_first[u]))
-        # a held storage's own free is the holder's: its read-back goes with autograd's use
-        rows_f.append(pos_f(np.where(held[u], prep.unpack[u] + 1,
-                                     np.maximum(fr0[u], prep.unpack[u] + 1))))
-        rows_b.append(nb[u])
-        rows_k.append(prep.cat[u])
-
-    c = np.concatenate(rows_c)
-    f = np.concatenate(rows_f)
-    b = np.concatenate(rows_b)
-    cat = np.concatenate(rows_k)
-    total = n + int(cum[-1])
-    f = np.maximum(f, c)   # a zero-length life adds nothing
-    w = b.astype(np.float64)
-    delta = np.bincount(c, weights=w, minlength=total + 1) - np.bincount(
-        f, weights=w, minlength=total + 1)
-    curve = np.cumsum(delta[:total])   # float64: exact below 2**53 bytes (8 PiB)
-    p = int(np.argmax(curve)) if total else 0
-    live = (c <= p) & (f > p)
-    by_cat = np.bincount(cat[live], weights=w[live], minlength=len(CATEGORIES))
-    at_peak = {name: int(round(by_cat[i])) for i, name in enumerate(CATEGORIES)}
-    at_peak["workspace"] += prep.workspace
-    at_probe: dict[str, int] = {}
-    if probe is not None:
-        q = int(pos_c(np.array([probe]))[0])
-        lv = (c <= q) & (f > q)
-        pc = np.bincount(cat[lv], weights=w[lv], minlength=len(CATEGORIES))
-        at_probe = {name: int(round(pc[i])) for i, name in enumerate(CATEGORIES)}
-    # back to the original numbering: inside a segment, the event that triggered it
-    where, orig = "", p
-    if len(seg_idx):
-        starts = seg_at + cum[:-1]
-        j = int(np.searchsorted(starts, p, side="right")) - 1
-        if j >= 0 and p < starts[j] + seg_len[seg_idx[j]]:
-            where, orig = str(mods[seg_idx[j]]), int(seg_at[j])
-        else:
-            orig = int(p - cum[j + 1]) if j >= 0 else p
-    frac = np.where(ev1 > ev0, seg_len / np.maximum(ev1 - ev0, 1), 0.0)
-    # A checkpointed call that drops nothing (a Linear: it saves only its input and weight,
-    # both kept) is still re-run in backward to refill its holders: its time, not its bytes.
-    saves_any = np.bincount(k_s[k_s >= 0], minlength=n_calls)[:n_calls] > 0 if n_calls \
-        else np.zeros(0, dtype=bool)
-    rerun_only = ((kind == 1) | (kind == 2)) & ~has_seg & saves_any
-    frac = np.where(rerun_only, 1.0, frac)
-    seg_len = np.where(rerun_only, ev1 - ev0, seg_len)
-    steps_seen = np.unique(step[has_seg | rerun_only]) if len(step) else np.zeros(0)
-    warm = steps_seen[steps_seen > 1] if (steps_seen > 1).any() else steps_seen
-    warm_mask = np.isin(step, warm) & (has_seg | rerun_only)
-    recompute_ns = float((ns[warm_mask] * frac[warm_mask]).sum() / max(len(warm), 1))
-    recompute_ev = float(seg_len[warm_mask].sum() / max(len(warm), 1))
-    ledger_peak = int(round(curve[p])) if total else 0
-    return Replayed(
-        policy=policy, peak_bytes=ledger_peak + prep.workspace, ledger_peak_bytes=ledger_peak,
-        peak_event=int(min(max(orig, 0), max(n - 1, 0))), in_recompute=where,
-        at_peak=at_peak, recompute_ns_per_step=recompute_ns,
-        recompute_events_per_step=recompute_ev,
-        recompute_events=int(cum[-1]), offload_bytes=int(nb[off].sum()),
-        regions=[r.path for r in regions], events=total, at_probe=at_probe,
-    )
+    one_call = (own.first_save >= 0) & (own.first_save == own.last_save)
+    is_act = prep.cat == ACTIVATION
+    dropped = is_act & recomputed & one_call & (own.first_save == own.made) & ~in_save_list
+    kept_cache = recomputed & in_save_list & ~is_act               # SAC cache holds it
+    return dropped, kept_cache
 
 
-def _hold_call_args(prep: Prepared, fr: np.ndarray, mods: np.ndarray, ev0: np.ndarray,
-                    ev1: np.ndarray, ckpt: np.ndarray, bw_end: np.ndarray,
-                    n: int) -> np.ndarray:
+# ---- stage 4: what offload moves ----------------------------------------------------------
+def _offloaded(prep: Prepared, calls: _Calls, own: _Owners) -> np.ndarray:
+    first = calls.at(calls.kind, own.first_save)
+    last = calls.at(calls.kind, own.last_save)
+    min_b = calls.at(calls.min_b, own.first_save)
+    return (prep.cat == ACTIVATION) & (first == Kind.OFFLOAD) & (last == Kind.OFFLOAD) & (
+        prep.nbytes >= min_b)
+
+
+# ---- stage 5: recompute segments and the renumbered stream (Rule 3) -----------------------
+@dataclass
+class _Segments:
+    """One recompute segment per call at most: events ev0 .. end-1 inserted before `trig`."""
+
+    has: np.ndarray      # per call
+    end: np.ndarray      # per call: one past the last re-run event
+    length: np.ndarray   # per call
+    bw_end: np.ndarray   # per call: last original free of what it dropped
+    start: np.ndarray    # per call: first position of the segment in the new stream
+    order: np.ndarray    # calls with a segment, by insertion point
+    at: np.ndarray       # their insertion points (original events), sorted
+    cum: np.ndarray      # events inserted before the j-th segment (len(order) + 1)
+    shift: np.ndarray    # per original event: events inserted at or before it
+    n: int
+
+    def pos_c(self, e: np.ndarray) -> np.ndarray:
+        """Where an event that creates lands: after the segments inserted at it."""
+        return e + self.shift[np.clip(e, 0, self.n + 1)]
+
+    def pos_f(self, e: np.ndarray) -> np.ndarray:
+        """Where a free lands: before a segment inserted at the same event."""
+        return e + np.where(e > 0, self.shift[np.clip(e - 1, 0, self.n + 1)], 0)
+
+    @property
+    def total(self) -> int:
+        return self.n + int(self.cum[-1])
+
+
+def _segments(prep: Prepared, calls: _Calls, dropped: np.ndarray, own: _Owners) -> _Segments:
+    n, m = prep.n_events, len(calls)
+    kd = np.where(dropped, own.made, m)                      # m: a bin for "not dropped"
+    trig = np.full(m + 1, _BIG, dtype=np.int64)
+    np.minimum.at(trig, kd, np.where(prep.unpack >= 0, prep.unpack, _BIG))
+    stop = np.full(m + 1, -1, dtype=np.int64)
+    np.maximum.at(stop, kd, prep.saved_last + 1)              # Rule 3: the last pack ends it
+    bw_end = np.full(m + 1, -1, dtype=np.int64)
+    np.maximum.at(bw_end, kd, prep.freed)
+    trig, stop, bw_end = trig[:m], stop[:m], bw_end[:m]
+    has = (trig < _BIG) & (stop > calls.ev0)
+    end = np.minimum(stop, calls.ev1)
+    length = np.where(has, end - calls.ev0, 0)
+    order = np.flatnonzero(has)
+    at = trig[order]
+    o = np.argsort(at, kind="stable")
+    order, at = order[o], at[o]
+    cum = np.concatenate([[0], np.cumsum(length[order])]).astype(np.int64)
+    start = np.full(m, -1, dtype=np.int64)
+    start[order] = at + cum[:-1]
+    shift = np.cumsum(np.bincount(at, weights=length[order], minlength=n + 2)
+                      ).astype(np.int64) if len(at) else np.zeros(n + 2, dtype=np.int64)
+    return _Segments(has=has, end=end, length=length, bw_end=bw_end, start=start, order=order,
+                     at=at, cum=cum, shift=shift, n=n)
+
+
+# ---- stage 6: the lifetimes of the rewritten stream ---------------------------------------
+@dataclass
+class _Lifetimes:
+    """Rows (created, freed, bytes, category) in the new numbering; row i < n_storages is
+    storage i itself."""
+
+    c: list = field(default_factory=list)
+    f: list = field(default_factory=list)
+    b: list = field(default_factory=list)
+    cat: list = field(default_factory=list)
+
+    def add(self, c, f, b, cat) -> None:
+        self.c.append(c)
+        self.f.append(f)
+        self.b.append(b)
+        self.cat.append(cat if not np.isscalar(cat) else np.full(len(c), cat, dtype=np.int64))
+
+    def arrays(self):
+        c, f = np.concatenate(self.c), np.concatenate(self.f)
+        return c, np.maximum(f, c), np.concatenate(self.b), np.concatenate(self.cat)
+
+
+def _lifetimes(prep: Prepared, calls: _Calls, own: _Owners, seg: _Segments,
+               dropped: np.ndarray, kept_cache: np.ndarray, off: np.ndarray,
+               rng_bytes: int) -> _Lifetimes:
+    cr, fr0, nb = prep.created, prep.freed, prep.nbytes
+    held = _held(prep)
+    fr = np.where((dropped | off) & ~held, own.fwd_end, fr0)   # a holder keeps what it holds
+    fr = _hold_call_args(prep, fr, calls, seg)
+    out = _Lifetimes()
+    out.add(seg.pos_c(cr), seg.pos_f(fr), nb, prep.cat)
+    if len(calls):
+        _recomputed_rows(prep, calls, own, seg, dropped, kept_cache, out)
+        if rng_bytes:
+            _rng_rows(calls, seg, rng_bytes, out)
+    _scratch_rows(prep, calls, seg, out)
+    u = np.flatnonzero(off & (prep.unpack_first >= 0))     # offloaded: back at first unpack
+    # a held storage's own free is its holder's: the read-back goes with autograd's last use
+    back_end = np.where(held[u], prep.unpack[u] + 1, np.maximum(fr0[u], prep.unpack[u] + 1))
+    out.add(seg.pos_c(prep.unpack_first[u]), seg.pos_f(back_end), nb[u], prep.cat[u])
+    return out
+
+
+def _held(prep: Prepared) -> np.ndarray:
+    """Storages something besides autograd keeps into backward (a KV cache, a tensor the
+    script keeps): checkpoint and offload cannot free them in forward."""
+    held = prep.held if prep.held is not None else np.zeros(len(prep.created), dtype=bool)
+    if prep.released is not None:
+        held = held | (prep.released == -1)
+    return held
+
+
+def _hold_call_args(prep: Prepared, fr: np.ndarray, calls: _Calls, seg: _Segments) -> np.ndarray:
     """Rule 2: checkpoint's frame holds a region's arguments until its backward is done
     (the frame goes with the last of its saved-tensor holders), even when autograd saved
     none of them. A frozen LoRA base: the (2, 32, 64) fp32 hidden states entering a block
     (16,384 B) are saved by nothing and freed as the next block starts; checkpointed, they
     stay until that block's backward."""
+    ckpt = _is_recomputed(calls.kind)
     if prep.arg_row is None or not len(prep.arg_row) or not ckpt.any():
         return fr
-    k = which_call(ev0, ev1, prep.arg_ev0, n)
+    k = which_call(calls.ev0, calls.ev1, prep.arg_ev0, prep.n_events)
     kk = np.maximum(k, 0)
-    mine = (k >= 0) & (ev0[kk] == prep.arg_ev0) & (mods[kk] == prep.arg_mod) & ckpt[kk] & \
-        (bw_end[kk] >= 0)
+    mine = (k >= 0) & (calls.ev0[kk] == prep.arg_ev0) & (calls.mods[kk] == prep.arg_mod) & \
+        ckpt[kk] & (seg.bw_end[kk] >= 0)
     if not mine.any():
         return fr
     fr = fr.copy()
-    np.maximum.at(fr, prep.arg_row[mine], bw_end[kk[mine]])
+    np.maximum.at(fr, prep.arg_row[mine], seg.bw_end[kk[mine]])
     return fr
+
+
+def _recomputed_rows(prep, calls, own, seg, dropped, kept_cache, out: _Lifetimes) -> None:
+    """Rule 3: dropped storages come back in their segment and live until their old free;
+    temporaries made in the segment's span are made again; SAC-cached outputs are held."""
+    cr, fr0 = prep.created, prep.freed
+    k = np.maximum(own.made, 0)
+    in_seg = (own.made >= 0) & seg.has[k]
+    d = np.flatnonzero(dropped & in_seg)
+    out.add(seg.start[k[d]] + (cr[d] - calls.ev0[k[d]]), seg.pos_f(fr0[d]), prep.nbytes[d],
+            prep.cat[d])
+    remade = in_seg & ~dropped & (cr < seg.end[k]) & (prep.cat != ACTIVATION)
+    t = np.flatnonzero(remade & ~kept_cache)
+    kt = k[t]
+    out.add(seg.start[kt] + (cr[t] - calls.ev0[kt]),
+            seg.start[kt] + (np.minimum(fr0[t], seg.end[kt]) - calls.ev0[kt]),
+            prep.nbytes[t], prep.cat[t])
+    h = np.flatnonzero(remade & kept_cache)       # SAC: held from forward to its reuse
+    kh = k[h]
+    out.f[0][h] = np.maximum(out.f[0][h], seg.start[kh] + (np.minimum(fr0[h], seg.end[kh])
+                                                            - calls.ev0[kh]))
+
+
+def _rng_rows(calls: _Calls, seg: _Segments, rng_bytes: int, out: _Lifetimes) -> None:
+    """Rule 4: each checkpointed call's RNG state until its backward ends, and the fork
+    while it is recomputed."""
+    ck = np.flatnonzero(_is_recomputed(calls.kind))
+    end = np.where(seg.bw_end[ck] >= 0, seg.bw_end[ck], calls.ev1[ck])
+    out.add(seg.pos_c(calls.ev0[ck]), seg.pos_f(end), np.full(len(ck), rng_bytes), OTHER)
+    s = ck[seg.has[ck]]
+    out.add(seg.start[s], seg.start[s] + seg.length[s], np.full(len(s), rng_bytes), OTHER)
+
+
+def _scratch_rows(prep: Prepared, calls: _Calls, seg: _Segments, out: _Lifetimes) -> None:
+    """Kernel scratch (Note [Kernel scratch]) for one event, and again where it is re-run."""
+    se, sb = prep.scratch_ev, prep.scratch_bytes
+    if not len(se):
+        return
+    out.add(seg.pos_c(se), seg.pos_c(se) + 1, sb, WORKSPACE)
+    if len(calls):
+        ks = which_call(calls.ev0, calls.ev1, se, prep.n_events)
+        kk = np.maximum(ks, 0)
+        rr = np.flatnonzero((ks >= 0) & seg.has[kk] & (se < seg.end[kk]))
+        at = seg.start[ks[rr]] + (se[rr] - calls.ev0[ks[rr]])
+        out.add(at, at + 1, sb[rr], WORKSPACE)
+
+
+# ---- stage 7: the live curve, its peak, and the peak in the original numbering ------------
+def _live(c, f, w, cat, at: int) -> dict[str, int]:
+    lv = (c <= at) & (f > at)
+    by = np.bincount(cat[lv], weights=w[lv], minlength=len(CATEGORIES))
+    return {name: int(round(by[i])) for i, name in enumerate(CATEGORIES)}
+
+
+def _original_event(p: int, calls: _Calls, seg: _Segments) -> tuple[int, str]:
+    """(event, module): inside a segment, the event that triggered it and the module."""
+    if not len(seg.order):
+        return p, ""
+    starts = seg.at + seg.cum[:-1]
+    j = int(np.searchsorted(starts, p, side="right")) - 1
+    if j >= 0 and p < starts[j] + seg.length[seg.order[j]]:
+        return int(seg.at[j]), str(calls.mods[seg.order[j]])
+    return (int(p - seg.cum[j + 1]) if j >= 0 else p), ""
+
+
+def slot_curve(curve: np.ndarray, created_bytes: np.ndarray, seg: _Segments) -> np.ndarray:
+    """Live bytes on a fixed axis of 2 slots per original event, whatever the policy.
+
+    Slot 2e+1: after event e. Slot 2e: just before it (frees at e done, nothing made at e
+    yet), or the highest point of a recompute segment inserted before e. Every policy maps
+    onto the same axis, so per-block effects can be added (memledger/replay/plan.py,
+    Note [Blocks add up])."""
+    n = seg.n
+    e = np.arange(n, dtype=np.int64)
+    q = seg.pos_f(e)
+    out = np.empty(2 * n, dtype=np.float64)
+    out[1::2] = curve[seg.pos_c(e)]
+    pre = curve[q] - created_bytes[q]
+    if len(seg.order):
+        s0 = seg.at + seg.cum[:-1]
+        seg_max = np.array([curve[a:a + ln].max() for a, ln in
+                            zip(s0, seg.length[seg.order])], dtype=np.float64)
+        np.maximum.at(pre, seg.at, seg_max)
+    out[0::2] = pre
+    return out
+
+
+# ---- stage 8: what the machine does (for the time model) ----------------------------------
+def _work(prep: Prepared, calls: _Calls, own: _Owners, seg: _Segments, off: np.ndarray,
+          policy: Policy) -> Work:
+    m = len(calls)
+    saves = np.bincount(own.first_save[own.first_save >= 0],
+                        weights=prep.saves[own.first_save >= 0],
+                        minlength=m)[:m].astype(np.int64) if m else np.zeros(0, dtype=np.int64)
+    # A checkpointed call that drops nothing (a Linear: it saves only its input and weight,
+    # both kept) is still re-run in backward to refill its holders: its time, not its bytes.
+    rerun_only = _is_recomputed(calls.kind) & ~seg.has & (saves > 0)
+    rerun_end = np.where(seg.has, seg.end, np.where(rerun_only, calls.ev1, calls.ev0))
+    return Work(scope_row=calls.row, kind=calls.kind, part=calls.part, ev0=calls.ev0,
+                ev1=calls.ev1, rerun_end=rerun_end, saves=saves,
+                off_rows=np.flatnonzero(off), off_call=own.first_save[off],
+                off_bytes=prep.nbytes[off],
+                save_ops=[p.save_ops() if p.kind is PolicyKind.SELECTIVE else ()
+                          for p in policy.parts])
+
+
+def replay(prep: Prepared, policy: Policy, rng_bytes: int = CPU_RNG_STATE_BYTES,
+           probe: int | None = None, slots: bool = False) -> Replayed:
+    """Predict the live curve of `prep`'s run under `policy`. See Note [Replay of a
+    checkpointed region]. `rng_bytes`: device bytes per checkpoint frame (0 on CUDA).
+    `probe`: an original event; `Replayed.at_probe` is then the bytes per category live
+    right after it in the rewritten stream. `slots`: also return `slot_curve`."""
+    calls = _select_calls(prep, policy)
+    if prep.stateful_mod is not None:   # never re-run a call that writes outside state
+        refuse_recompute_of_stateful(policy.text(), calls.mods, calls.ev0,
+                                     _is_recomputed(calls.kind), prep.stateful_mod,
+                                     prep.stateful_ev0, prep.stateful_obj)
+    own = _owners(prep, calls)
+    dropped, kept_cache = _checkpoint_drops(prep, calls, own, policy)
+    off = _offloaded(prep, calls, own)
+    seg = _segments(prep, calls, dropped, own)
+    c, f, b, cat = _lifetimes(prep, calls, own, seg, dropped, kept_cache, off,
+                              rng_bytes).arrays()
+    total = seg.total
+    w = b.astype(np.float64)
+    made = np.bincount(c, weights=w, minlength=total + 1)
+    curve = np.cumsum(made[:total] - np.bincount(f, weights=w, minlength=total + 1)[:total])
+    # float64: exact below 2**53 bytes (8 PiB)
+    p = int(np.argmax(curve)) if total else 0
+    at_peak = _live(c, f, w, cat, p)
+    at_peak["workspace"] += prep.workspace
+    at_probe = _live(c, f, w, cat, int(seg.pos_c(np.array([probe]))[0])) \
+        if probe is not None else {}
+    orig, where = _original_event(p, calls, seg)
+    ledger_peak = int(round(curve[p])) if total else 0
+    n = prep.n_events
+    return Replayed(
+        policy=policy, peak_bytes=ledger_peak + prep.workspace, ledger_peak_bytes=ledger_peak,
+        peak_event=int(min(max(orig, 0), max(n - 1, 0))), in_recompute=where,
+        at_peak=at_peak, recompute_events=int(seg.cum[-1]),
+        offload_bytes=int(prep.nbytes[off].sum()), regions=list(calls.by_path),
+        events=total, at_probe=at_probe, work=_work(prep, calls, own, seg, off, policy),
+        slots=slot_curve(curve, made, seg) if slots else None,
+    )

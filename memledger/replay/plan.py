@@ -1,35 +1,77 @@
-"""`memledger plan`: the cheapest policy whose predicted peak fits a budget.
+"""`memledger plan`: the policy with the least added time whose predicted peak fits a budget.
 
-No torch here: candidates are built from the ledger's module scopes and judged by replay.
+No torch here. The search is exact under the cost model: every per-block assignment of
+none / checkpoint / offload / selective (with ranked save lists, memledger/replay/
+block_options.py) on the ledger's repeated blocks is considered, not a fixed family.
 
-# Note [Plan candidates]
-Memory policies pay off on the model's repeated blocks (`blocks.0` ... `blocks.N-1`, the
-children of one ModuleList/Sequential with numbered names). For N blocks the candidates are
+# Note [Blocks add up]
+Replay maps every policy onto one axis of two slots per original event (engine.py
+`slot_curve`). Plan replays each (block, option) alone and keeps what it changes,
+delta[b, o, s] = slots(block b under o) - slots(baseline), and its added time cost[b, o].
+The assumption that makes blocks independent: **the live bytes of a mix are the baseline
+plus the sum of each block's delta, and its added time the sum of each block's cost.** It
+holds when each storage's fate depends only on the block that saved it (a block's drop,
+offload, recompute segment and RNG state touch only its own storages; a segment inserted
+before event e sees every other block as it is just before e). It fails when a storage
+is saved by two selected blocks (replay then keeps it: neither block owns it), which the
+repeated blocks of a model do not do. tests/unit/test_plan_exact.py checks it: on traced
+GPT and CNN ledgers, replaying random mixes gives exactly the summed curve. Plan still
+replays its answer in full; if that ever disagrees, it tightens the budget by the
+difference and solves again (`assumption_held` says whether it had to).
 
-    none
-    checkpoint on the first k blocks             k = 1..N
-    selective  on the first k blocks             k = 1..N
-    offload    on the first k blocks             k = 1..N
-    checkpoint on the first k, offload the next j        k, j >= 1, k + j <= N
-
-(the first blocks' activations live longest, from early forward to late backward). Each is
-replayed; among those whose predicted peak fits, the least added time wins, then the lowest
-peak. Example: 4 blocks give 1 + 3·4 + 6 = 19 candidates, replayed in milliseconds.
+With the assumption, the peak constraint is linear in the choice and the cheapest choice is
+an exact search (memledger/replay/solve.py, Note [Exact block choice]). Example (4 GPT
+blocks, 7 options each): 28 replays, 7^4 = 2,401 assignments scored at once.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from memledger.errors import PolicyError
 from memledger.ledger.model import Ledger
+from memledger.replay.block_options import Option, block_options
+from memledger.replay.costs import CostModel
+from memledger.replay.engine import CPU_RNG_STATE_BYTES, replay
+from memledger.replay.fake_time import prepare
 from memledger.replay.policies import Policy, parse_policy
-from memledger.replay.predict import PolicyPrediction, predict
+from memledger.replay.predict import PolicyPrediction, cost_model, predict
+from memledger.replay.prepared import Prepared
+from memledger.replay.solve import EXHAUSTIVE_MAX, reduce_runs, solve
 
 PLAN_SCHEMA = "memledger.plan/1"
+FRONT_POINTS = 16   # Pareto points computed at most
 _NUMBERED = re.compile(r"^(?P<prefix>.+)\.(?P<index>\d+)$")
+
+
+class FrontPoint(BaseModel):
+    """One point of the Pareto front: the least added time at this peak."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    policy: str
+    peak_bytes: int
+    added_time_s: float
+    added_time_lo_s: float
+    added_time_hi_s: float
+
+
+class MeasuredChoice(BaseModel):
+    """`plan --measure`: one policy run for real."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    policy: str
+    role: str = Field(description="chosen | runner-up")
+    predicted_peak_bytes: int
+    measured_peak_bytes: int
+    predicted_added_time_s: float
+    measured_added_time_s: float
+    fits: bool = Field(description="measured peak within the budget")
 
 
 class PlanReport(BaseModel):
@@ -40,12 +82,27 @@ class PlanReport(BaseModel):
     schema_: str = Field(PLAN_SCHEMA, alias="schema")
     budget_bytes: int
     baseline_peak_bytes: int
-    fits: bool = Field(description="some candidate's predicted peak is within the budget")
+    fits: bool = Field(description="some assignment's predicted peak is within the budget")
     policy: str = Field(description="the chosen policy ('' when nothing fits)")
     predicted_peak_bytes: int = Field(description="of the chosen policy, else the lowest seen")
     predicted_added_time_s: float
-    blocks: list[str] = Field(description="the repeated blocks the candidates act on")
-    candidates: list[PolicyPrediction] = Field(description="every candidate, best first")
+    added_time_lo_s: float = 0.0
+    added_time_hi_s: float = 0.0
+    blocks: list[str] = Field(description="the repeated blocks the search acts on")
+    choice: list[str] = Field(default_factory=list, description="the option per block")
+    options: list[str] = Field(default_factory=list, description="the options per block")
+    method: str = Field("", description="exhaustive | dp (both exact)")
+    assignments: float = Field(0, description="options ** blocks: the space searched")
+    assumption_held: bool = Field(True, description="the full replay of the answer agreed "
+                                  "with the summed block effects (Note [Blocks add up])")
+    runner_up: str = Field("", description="the best fitting policy without the chosen "
+                           "plan's costliest option kind")
+    candidates: list[PolicyPrediction] = Field(description="chosen, runner-up, then the "
+                                               "front, best first")
+    front: list[FrontPoint] = Field(default_factory=list, description="Pareto front: peak "
+                                    "vs least added time, lowest peak first")
+    measured: list[MeasuredChoice] = Field(default_factory=list)
+    time_model: str = Field("traced", description="as predict's: 'traced' or how modelled")
 
     def to_json_dict(self) -> dict:
         return self.model_dump(by_alias=True)
@@ -72,52 +129,223 @@ def repeated_blocks(led: Ledger) -> list[str]:
     return [p for _, p in sorted(groups[best])]
 
 
-def _selector(blocks: list[str], all_blocks: list[str]) -> str:
-    """`blocks.*` for all of them, `blocks.[0-2]` for a run of single digits, else one each."""
+def _selectors(blocks: list[str], all_blocks: list[str]) -> list[str]:
+    """Short globs that select exactly `blocks`: `blocks.*` for all of them, else one per
+    run of indices sharing all but the last digit: `blocks.[0-2]`, `blocks.[0245]`,
+    `blocks.1[0146]`, a single block by its path."""
     prefix = blocks[0].rpartition(".")[0]
-    idx = [int(b.rpartition(".")[2]) for b in blocks]
     if blocks == all_blocks:
-        return f"{prefix}.*"
-    if len(blocks) == 1:
-        return blocks[0]
-    if idx == list(range(idx[0], idx[-1] + 1)) and idx[-1] <= 9:
-        return f"{prefix}.[{idx[0]}-{idx[-1]}]"
-    return ""
+        return [f"{prefix}.*"]
+    by_tens: dict[str, list[str]] = {}
+    for b in blocks:
+        idx = b.rpartition(".")[2]
+        by_tens.setdefault(idx[:-1], []).append(idx[-1])
+    out = []
+    for tens, digits in by_tens.items():
+        if len(digits) == 1:
+            out.append(f"{prefix}.{tens}{digits[0]}")
+            continue
+        d = sorted(int(x) for x in digits)
+        cls = f"{d[0]}-{d[-1]}" if d == list(range(d[0], d[-1] + 1)) else "".join(map(str, d))
+        out.append(f"{prefix}.{tens}[{cls}]")
+    return out
 
 
-def _part(kind: str, blocks: list[str], all_blocks: list[str]) -> str:
-    sel = _selector(blocks, all_blocks)
-    return f"{kind}:{sel}" if sel else "+".join(f"{kind}:{b}" for b in blocks)
+def policy_text(blocks: list[str], options: list[Option], choice) -> str:
+    """The policy string of one option per block, parts in block order."""
+    groups: dict[int, list[str]] = {}
+    for b, o in zip(blocks, choice):
+        if options[o].kind != "none":
+            groups.setdefault(int(o), []).append(b)
+    return "+".join(options[o].part(sel) for o, bs in groups.items()
+                    for sel in _selectors(bs, blocks)) or "none"
 
 
-def candidates(blocks: list[str]) -> list[Policy]:
-    """See Note [Plan candidates]."""
-    texts = ["none"]
-    n = len(blocks)
-    for kind in ("checkpoint", "selective", "offload"):
-        texts += [_part(kind, blocks[:k], blocks) for k in range(1, n + 1)]
-    for k in range(1, n):
-        for j in range(1, n - k + 1):
-            texts.append(_part("checkpoint", blocks[:k], blocks) + "+"
-                         + _part("offload", blocks[k:k + j], blocks))
-    return [parse_policy(t) for t in texts]
+@dataclass
+class BlockTable:
+    """Each (block, option) replayed alone: its effect on the slot curve and its cost (Note
+    [Blocks add up]), kept as solve.py's run columns: the budget check of column r is
+    Σ_b delta[b, o_b, r] + floor[r] + workspace <= budget."""
+
+    blocks: list[str]
+    options: list[Option]
+    delta: np.ndarray         # int64 (blocks, options, columns)
+    floor: np.ndarray         # int64 (columns)
+    cost: np.ndarray          # float seconds (blocks, options)
+    lo: np.ndarray
+    hi: np.ndarray
+    workspace: int
+    slots: int = 0            # slots before reduction
+
+    def peak(self, choice) -> int:
+        d = self.delta[np.arange(len(self.blocks)), np.asarray(choice)].sum(axis=0)
+        return int((d + self.floor).max()) + self.workspace
+
+    def total(self, choice, which: str = "cost") -> float:
+        return float(getattr(self, which)[np.arange(len(self.blocks)), np.asarray(choice)].sum())
+
+    def solve(self, budget_bytes: int, allowed: np.ndarray | None = None):
+        cap = budget_bytes - self.workspace - self.floor
+        return solve(self.delta, self.cost, cap, allowed, merge=self.delta.shape[2] > 8 * len(
+            self.blocks))
+
+    def policy(self, choice) -> str:
+        return policy_text(self.blocks, self.options, choice)
+
+
+def _block_storages(prep: Prepared, block: str) -> np.ndarray:
+    """Storages whose fate the block's options can change: made during its calls or saved
+    by them (a superset is harmless: what does not change cancels out)."""
+    rows = np.flatnonzero(prep.scope_mod == block)
+    keep = np.zeros(len(prep.created), dtype=bool)
+    for e0, e1 in zip(prep.scope_ev0[rows], prep.scope_ev1[rows]):
+        keep |= (prep.created >= e0) & (prep.created < e1)
+        keep |= (prep.saved_first >= e0 - 1) & (prep.saved_first < e1)
+        keep |= (prep.saved_last >= e0 - 1) & (prep.saved_last < e1)
+    return keep
+
+
+def _plain_slots(prep: Prepared) -> np.ndarray:
+    """engine.slot_curve of the baseline without replaying it (no segments to insert)."""
+    n = prep.n_events
+    c = np.r_[prep.created, prep.scratch_ev]
+    f = np.maximum(np.r_[prep.freed, prep.scratch_ev + 1], c)
+    w = np.r_[prep.nbytes, prep.scratch_bytes].astype(np.float64)
+    made = np.bincount(c, weights=w, minlength=n + 1)[:n]
+    curve = np.cumsum(made - np.bincount(f, weights=w, minlength=n + 1)[:n])
+    out = np.empty(2 * n)
+    out[1::2], out[0::2] = curve, curve - made
+    return out
+
+
+def block_table(prep: Prepared, model: CostModel, blocks: list[str], rng: int) -> BlockTable:
+    """Replays each (block, option) on the block's own storages (Prepared.subset): the same
+    slot effect as on the whole ledger, in a fraction of the time."""
+    options = block_options(prep, blocks)
+    base = replay(prep, parse_policy("none"), rng_bytes=rng, slots=True).slots
+    nb, no = len(blocks), len(options)
+    delta = np.zeros((nb, no, len(base)), dtype=np.int64)
+    cost, lo, hi = np.zeros((nb, no)), np.zeros((nb, no)), np.zeros((nb, no))
+    for b, block in enumerate(blocks):
+        sub = prep.subset(_block_storages(prep, block))
+        own = _plain_slots(sub)
+        for o, opt in enumerate(options):
+            if opt.kind == "none":
+                continue
+            r = replay(sub, parse_policy(opt.part(block)), rng_bytes=rng, slots=True)
+            delta[b, o] = np.rint(r.slots - own).astype(np.int64)
+            t = model.price(r)
+            cost[b, o], lo[b, o], hi[b, o] = t.seconds, t.lo, t.hi
+    d, floor = reduce_runs(delta, base)
+    return BlockTable(blocks=blocks, options=options, delta=d, floor=floor, cost=cost,
+                      lo=lo, hi=hi, workspace=prep.workspace, slots=len(base))
+
+
+def _solve_checked(table: BlockTable, prep: Prepared, budget: int, rng: int,
+                   allowed: np.ndarray | None = None):
+    """Solve, then replay the answer in full; tighten and retry if the sum was wrong."""
+    held, b = True, budget
+    for _ in range(4):
+        choice, _ = table.solve(b, allowed)
+        if choice is None:
+            return None, held
+        real = replay(prep, parse_policy(table.policy(choice)), rng_bytes=rng).peak_bytes
+        if real <= budget:
+            return choice, held and real == table.peak(choice)
+        held = False
+        b -= real - budget
+    return None, False
+
+
+def pareto_front(table: BlockTable, points: int = FRONT_POINTS) -> list[FrontPoint]:
+    """Least added time per peak: solved from the baseline peak down, each budget one byte
+    under the last answer's peak (exact while `points` allows; then the lowest peak)."""
+    out: list[FrontPoint] = []
+    nb = len(table.blocks)
+    budget = table.peak([0] * nb)
+    floor = min(table.peak([o] * nb) for o in range(len(table.options)))
+    while len(out) < points:
+        choice, _ = table.solve(budget)
+        if choice is None:
+            break
+        peak = table.peak(choice)
+        out.append(FrontPoint(policy=table.policy(choice), peak_bytes=peak,
+                              added_time_s=table.total(choice),
+                              added_time_lo_s=table.total(choice, "lo"),
+                              added_time_hi_s=table.total(choice, "hi")))
+        if len(out) == points - 1 and peak - 1 > floor:
+            budget = floor                            # the last point: the lowest peak
+        else:
+            budget = peak - 1
+    front, best = [], float("inf")
+    for p in sorted(out, key=lambda p: (p.peak_bytes, p.added_time_s)):
+        if p.added_time_s < best:        # equal time at a higher peak is not on the front
+            front.append(p)
+            best = p.added_time_s
+    return front
+
+
+def pareto_points(led: Ledger, points: int = FRONT_POINTS) -> list[dict]:
+    """The ledger's Pareto front as plain dicts ([] without repeated blocks)."""
+    blocks = repeated_blocks(led)
+    if not blocks:
+        return []
+    prep, _, bandwidth = prepare(led)   # fake: modelled (Note [Modelled time])
+    rng = CPU_RNG_STATE_BYTES if led.device == "cpu" else 0
+    model, _ = cost_model(led, prep, bandwidth=bandwidth)
+    return [p.model_dump() for p in pareto_front(block_table(prep, model, blocks, rng), points)]
 
 
 def plan(led: Ledger, budget_bytes: int, step_time_s: float | None = None,
-         bandwidth: float | None = None) -> PlanReport:
+         bandwidth: float | None = None, front_points: int = FRONT_POINTS,
+         flops: float | None = None) -> PlanReport:
     blocks = repeated_blocks(led)
     if not blocks:
         raise PolicyError("plan found no repeated blocks (numbered children such as blocks.0, "
                           "blocks.1) in the ledger's modules; use `memledger predict` with "
                           "your own --policy instead")
-    report = predict(led, candidates(blocks), step_time_s=step_time_s, bandwidth=bandwidth)
-    ranked = sorted(report.policies, key=lambda p: (p.peak_bytes > budget_bytes,
-                                                    p.added_time_s if p.peak_bytes <= budget_bytes
-                                                    else p.peak_bytes, p.peak_bytes))
-    best = ranked[0]
-    fits = best.peak_bytes <= budget_bytes
-    return PlanReport(budget_bytes=budget_bytes, baseline_peak_bytes=report.baseline_peak_bytes,
-                      fits=fits, policy=best.policy if fits else "",
-                      predicted_peak_bytes=best.peak_bytes,
-                      predicted_added_time_s=best.added_time_s, blocks=blocks,
-                      candidates=ranked)
+    prep, time_model, bandwidth = prepare(led, None, flops, bandwidth)   # fake: modelled
+    rng = CPU_RNG_STATE_BYTES if led.device == "cpu" else 0
+    model, _ = cost_model(led, prep, step_time_s, bandwidth)
+    table = block_table(prep, model, blocks, rng)
+    choice, held = _solve_checked(table, prep, budget_bytes, rng)
+    front = pareto_front(table, front_points) if front_points else []
+    runner = _runner_up(table, prep, budget_bytes, rng, choice) if choice is not None else None
+    texts = [table.policy(c) for c in (choice, runner) if c is not None]
+    texts += [p.policy for p in front if p.policy not in texts]
+    if not texts:
+        texts = [front[0].policy] if front else ["none"]
+    report = predict(led, [parse_policy(t) for t in texts], step_time_s=step_time_s,
+                     bandwidth=bandwidth, prep=prep, flops=flops)
+    cands = report.policies
+    fits = choice is not None
+    best = cands[0] if fits else min(cands, key=lambda c: c.peak_bytes)
+    nb, no = len(blocks), len(table.options)
+    return PlanReport(
+        budget_bytes=budget_bytes, baseline_peak_bytes=report.baseline_peak_bytes, fits=fits,
+        policy=best.policy if fits else "", predicted_peak_bytes=best.peak_bytes,
+        predicted_added_time_s=best.added_time_s if fits else 0.0,
+        added_time_lo_s=best.added_time_lo_s if fits else 0.0,
+        added_time_hi_s=best.added_time_hi_s if fits else 0.0,
+        blocks=blocks, choice=[table.options[o].label() for o in choice] if fits else [],
+        options=[o.label() for o in table.options],
+        method="exhaustive" if no ** nb <= EXHAUSTIVE_MAX else "dp",
+        assignments=float(no) ** nb, assumption_held=held,
+        runner_up=table.policy(runner) if runner is not None else "",
+        candidates=cands, front=front, time_model=time_model)
+
+
+def _runner_up(table: BlockTable, prep: Prepared, budget: int, rng: int, choice):
+    """The best fitting assignment without the option that costs the chosen plan most."""
+    used = {}
+    for b, o in enumerate(choice):
+        used[int(o)] = used.get(int(o), 0.0) + float(table.cost[b, o])
+    for o, _ in sorted(used.items(), key=lambda kv: -kv[1]):
+        if table.options[o].kind == "none":
+            continue
+        allowed = np.ones(table.cost.shape, dtype=bool)
+        allowed[:, o] = False
+        alt, _ = _solve_checked(table, prep, budget, rng, allowed)
+        if alt is not None:
+            return alt
+    return None

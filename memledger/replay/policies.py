@@ -226,6 +226,8 @@ def resolve(policy: Policy, modules: Iterable[tuple[str, str]]) -> list[Region]:
         sel = part.selector
         if sel.startswith("@"):
             hits = [(p, c) for p, c in mods if c == sel[1:]]
+        elif not any(ch in sel for ch in "*?["):     # a plain path: no pattern to match
+            hits = [(p, c) for p, c in mods if p == sel][:1]
         else:
             rx = glob_regex(sel)
             hits = [(p, c) for p, c in mods if rx.fullmatch(p)]

@@ -1,18 +1,11 @@
-"""`predict(ledger, policies)`: the `memledger.predict/1` contract, and its cost model.
+"""`predict`: replay each policy; predicted peak, its breakdown and added time per step.
 
-No torch here. Added time per step = recompute + transfer:
-
-- recompute: the traced forward time of each re-run region call (scope `ns`), times the
-  share of its events that early stop re-runs, averaged over the warm steps (step 1 is
-  left out when there are more: first calls pay one-time costs), minus what tracing added
-  to those events. Tracing adds about the same per event, so the per-event cost is
-  (traced step time - untraced step time) / events per step. Example (tiny GPT, one
-  thread): traced step 65 ms over 1,348 events, untraced 50 ms: 11 us per event; a block
-  forward traced at 6.0 ms over 64 events costs 6.0 - 64 x 0.011 = 5.3 ms to recompute.
-  The untraced step time comes from `--step-time` or from the ledger's measurement when it
-  carries one; without either nothing is subtracted (an upper bound).
-- transfer: bytes offloaded per step, written and read back, at the copy bandwidth
-  (`--bandwidth`, else the ledger's calibration, else measured here: see cost.py).
+No torch. Peaks come from replay (memledger/replay/engine.py); added time from the cost
+model (memledger/replay/costs.py, Note [Added time]): untraced module and op times recorded
+by `trace` times counts taken from the replay, plus the machine's calibrated constants.
+Nothing is timed here, so one ledger predicts the same times on every run; each added time
+carries a band (`added_time_lo_s` .. `added_time_hi_s`) from the spread of the timings and
+constants that set it.
 """
 
 from __future__ import annotations
@@ -21,7 +14,8 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from memledger.ledger.model import Ledger
-from memledger.replay.cost import disk_bandwidth
+from memledger.replay.costs import AddedTime, CostModel, cached_calibration
+from memledger.replay.fake_time import prepare
 from memledger.replay.engine import CPU_RNG_STATE_BYTES, Replayed, replay
 from memledger.replay.policies import Policy
 from memledger.replay.prepared import Prepared
@@ -38,8 +32,11 @@ class PolicyPrediction(BaseModel):
     peak_bytes: int = Field(description="predicted allocator peak")
     saving_bytes: int = Field(description="baseline peak minus predicted peak")
     added_time_s: float = Field(description="predicted added time per step")
+    added_time_lo_s: float = Field(0.0, description="band: every cost at its 10th percentile")
+    added_time_hi_s: float = Field(0.0, description="band: every cost at its 90th percentile")
     recompute_s: float = Field(description="of which recomputation")
     transfer_s: float = Field(description="of which offload copies (both ways)")
+    machinery_s: float = Field(0.0, description="of which checkpoint / selective / hook work")
     at_peak: dict[str, int] = Field(description="bytes per category at the predicted peak")
     peak_event: int = Field(description="event of the peak (original numbering)")
     peak_phase: str
@@ -57,48 +54,59 @@ class PredictReport(BaseModel):
     baseline_peak_bytes: int
     untraced_step_time_s: float = Field(description="0 when unknown")
     copy_bytes_per_s: float = Field(description="0 when no policy offloads")
+    cost_source: str = Field("", description="untraced: module/op times measured without "
+                             "the tracer; traced: the fallback for older ledgers")
+    calibration: str = Field("", description="ledger | cache | none: where the machine's "
+                             "constants came from")
     policies: list[PolicyPrediction]
+    time_model: str = Field("traced", description="'traced' (measured), or how a fake "
+                            "ledger's time was modelled (FLOPs at a throughput)")
 
     def to_json_dict(self) -> dict:
         return self.model_dump(by_alias=True)
 
 
+def cost_model(led: Ledger, prep: Prepared, step_time_s: float | None = None,
+               bandwidth: float | None = None) -> tuple[CostModel, str]:
+    """The cost model for `led`: its own calibration, else this machine's cached one."""
+    params, where = prep.calibration, "ledger"
+    if not params:
+        params, where = cached_calibration(led.device), "cache"
+    if not params:
+        where = "none"
+    return CostModel(prep, params, bandwidth=bandwidth, step_time_s=step_time_s), where
+
+
 def predict(led: Ledger, policies: list[Policy], step_time_s: float | None = None,
-            bandwidth: float | None = None, prep: Prepared | None = None) -> PredictReport:
-    prep = prep or Prepared.from_ledger(led)
+            bandwidth: float | None = None, prep: Prepared | None = None,
+            flops: float | None = None) -> PredictReport:
+    # a fake ledger's times are FLOPs / --flops (Note [Modelled time] in fake_time.py)
+    prep, time_model, bandwidth = prepare(led, prep, flops, bandwidth)
     rng = CPU_RNG_STATE_BYTES if led.device == "cpu" else 0
     results = [replay(prep, p, rng_bytes=rng) for p in policies]
     base = prep.baseline_ledger_peak + prep.workspace
-    untraced = step_time_s * 1e9 if step_time_s else prep.untraced_step_ns
-    warm = slice(1, None) if len(prep.step_ns) > 1 else slice(None)
-    traced = float(np.median(prep.step_ns[warm])) if len(prep.step_ns) else 0.0
-    ev_per_step = float(np.median(prep.step_events[warm])) if len(prep.step_events) else 0.0
-    per_event_ns = max(0.0, traced - untraced) / ev_per_step if untraced and ev_per_step \
-        else 0.0
+    model, where = cost_model(led, prep, step_time_s, bandwidth)
     bw = 0.0
     if any(r.offload_bytes for r in results):
-        bw = bandwidth or prep.copy_bytes_per_s or disk_bandwidth()
+        bw = 2e9 / model.consts["median"].per_byte
     phase, step = led.phase_of_events()
-    steps = max(led.steps_traced, 1)
-    out = []
-    for r in results:
-        recompute = max(0.0, r.recompute_ns_per_step
-                        - per_event_ns * r.recompute_events_per_step) / 1e9
-        transfer = 2 * r.offload_bytes / steps / bw if bw and r.offload_bytes else 0.0
-        out.append(_prediction(r, base, recompute, transfer, phase, step))
+    out = [_prediction(r, base, model.price(r), phase, step) for r in results]
+    untraced = step_time_s * 1e9 if step_time_s else prep.untraced_step_ns
     return PredictReport(baseline_peak_bytes=base, untraced_step_time_s=untraced / 1e9,
-                         copy_bytes_per_s=bw, policies=out)
+                         copy_bytes_per_s=bw, calibration=where, policies=out,
+                         cost_source="modelled" if time_model != "traced" else model.source,
+                         time_model=time_model)
 
 
-def _prediction(r: Replayed, base: int, recompute: float, transfer: float, phase,
-                step) -> PolicyPrediction:
+def _prediction(r: Replayed, base: int, t: AddedTime, phase, step) -> PolicyPrediction:
     ev = r.peak_event
     ph = str(phase[ev]) if len(phase) else ""
     if r.in_recompute:
         ph = "backward"
     return PolicyPrediction(
         policy=str(r.policy), peak_bytes=r.peak_bytes, saving_bytes=base - r.peak_bytes,
-        added_time_s=recompute + transfer, recompute_s=recompute, transfer_s=transfer,
+        added_time_s=t.seconds, added_time_lo_s=t.lo, added_time_hi_s=t.hi,
+        recompute_s=t.recompute_s, transfer_s=t.transfer_s, machinery_s=t.machinery_s,
         at_peak=r.at_peak, peak_event=ev, peak_phase=ph,
         peak_step=int(step[ev]) if len(step) else 1, peak_in_recompute=r.in_recompute,
         regions=r.regions)

@@ -7,6 +7,7 @@ use); every policy then works on these arrays only.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -15,6 +16,7 @@ import pandas as pd
 from memledger.ledger.model import Ledger
 from memledger.ledger.schema import CATEGORIES
 from memledger.replay.stateful import held_sids, stateful_calls
+from memledger.replay.timings import Timings, match_timings
 
 CAT_INDEX = {c: i for i, c in enumerate(CATEGORIES)}
 ACTIVATION = CAT_INDEX["activation"]
@@ -65,6 +67,9 @@ class Prepared:
     stateful_mod: np.ndarray = None   # object: module of each call that wrote outside state
     stateful_ev0: np.ndarray = None   # int64: that call's first event
     stateful_obj: np.ndarray = None   # object: the class of the object it wrote into
+    saves: np.ndarray = None  # int64 saves (packs) per storage
+    timings: Timings = None   # untraced module and op times (memledger/replay/timings.py)
+    calibration: dict = None  # the machine's cost constants recorded in the ledger ({}: none)
 
     @classmethod
     def from_ledger(cls, led: Ledger) -> "Prepared":
@@ -96,6 +101,8 @@ class Prepared:
         untraced = meas.get("step_ns") or calib.get("step_ns") or []
         stateful = led.extra.get("stateful", [])   # Note [State written outside a region]
         st_mod, st_ev0, st_obj = stateful_calls(stateful)
+        timing = [r for r in led.extra.get("timing", [])
+                  if r.get("device", led.device) == led.device]
         return cls(
             n_events=n,
             nbytes=st["bytes"].to_numpy(dtype=np.int64),
@@ -135,7 +142,33 @@ class Prepared:
             released=_released(led, st),
             **_call_args(led, st),
             stateful_mod=st_mod, stateful_ev0=st_ev0, stateful_obj=st_obj,
+            saves=(st["saves"] if "saves" in st else pd.Series(np.zeros(len(st)))).to_numpy(
+                dtype=np.int64),
+            timings=match_timings(timing[-1] if timing else None, sc, led.steps, n,
+                                  st["created"].to_numpy(dtype=np.int64),
+                                  np.asarray(op_names, dtype=object)[op_code]),
+            calibration=dict(calib.get("params") or {}),
         )
+
+    def subset(self, keep: np.ndarray) -> "Prepared":
+        """The same run with only the storages in `keep` (a bool mask) and the kernel
+        scratch inside `scratch_keep` events; scopes and events unchanged. Replaying a
+        policy on a block's own storages gives that block's effect (plan.py, Note
+        [Blocks add up])."""
+        per_storage = ("nbytes", "created", "freed", "cat", "saved_first", "saved_last",
+                       "saved_mod_code", "unpack", "unpack_first", "fwd_last", "arg_end",
+                       "op_code", "saves")
+        out = dataclasses.replace(self, **{f: getattr(self, f)[keep] for f in per_storage})
+        for f in ("held", "released"):
+            if getattr(self, f) is not None:
+                setattr(out, f, getattr(self, f)[keep])
+        if self.arg_row is not None:   # argument rows point into the kept storages now
+            new_row = np.cumsum(keep) - 1
+            ok = keep[self.arg_row]
+            out.arg_row = new_row[self.arg_row[ok]]
+            out.arg_mod, out.arg_ev0 = self.arg_mod[ok], self.arg_ev0[ok]
+        out.__dict__["_modules"] = self.module_table
+        return out
 
     def modules(self) -> list[tuple[str, str]]:
         """(path, class name) of every module that ran a forward, in first-call order."""

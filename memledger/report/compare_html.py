@@ -5,7 +5,9 @@ network) with the verdict table, peak by category per policy, and the memory–t
   ledger), stacked, with the measured peak drawn as a black tick on the same axis, so the
   prediction error is visible as the gap between the bar's top and the tick.
 - Scatter: measured added step time (x) against measured peak (y), one dot per policy that
-  passed the gates, the baseline at x = 0; down and left is better.
+  passed the gates, the baseline at x = 0; down and left is better. Behind the dots, plan's
+  Pareto front on the baseline ledger (predicted: the least added time at each peak over
+  every per-block mix, memledger/replay/plan.py) as a dashed step line with hollow points.
 """
 
 from __future__ import annotations
@@ -115,9 +117,10 @@ def _scatter(rep: CompareReport) -> str:
     pts = [("none (baseline)", 0.0, rep.baseline.get("measured_peak_bytes", 0), "#555")]
     pts += [(p.policy, p.measured_added_time_s, p.measured_peak_bytes,
              VERDICT_COLOR[p.verdict]) for p in rep.policies if p.verdict != "REJECT"]
-    xs = [x for _, x, _, _ in pts]
+    front = [(f["policy"], f["added_time_s"], f["peak_bytes"]) for f in rep.front]
+    xs = [x for _, x, _, _ in pts] + [x for _, x, _ in front]
     x0, x1 = min(xs + [0.0]), max(xs + [1e-3])
-    ytop = max([y for _, _, y, _ in pts] + [1])
+    ytop = max([y for _, _, y, _ in pts] + [y for _, _, y in front] + [1])
     out = [f'<svg width="{W}" height="{H + 30}" role="img" aria-label="memory-time trade-off">',
            f'<line x1="{PAD}" y1="{H}" x2="{W}" y2="{H}" stroke="#999"/>',
            f'<line x1="{PAD}" y1="10" x2="{PAD}" y2="{H}" stroke="#999"/>',
@@ -125,6 +128,21 @@ def _scatter(rep: CompareReport) -> str:
            f'<text x="4" y="12">{_e(format_bytes(ytop))}</text>',
            f'<text x="{PAD}" y="{H + 14}">{x0 * 1e3:+.1f}</text>',
            f'<text x="{W - 40}" y="{H + 14}">{x1 * 1e3:+.1f}</text>']
+    def at(x: float, y: float) -> tuple[float, float]:
+        return PAD + 10 + (W - PAD - 60) * (x - x0) / ((x1 - x0) or 1), H - (H - 20) * y / ytop
+
+    if front:
+        line = " ".join(f"{at(x, y)[0]:.1f},{at(x, y)[1]:.1f}" for _, x, y in
+                        sorted(front, key=lambda f: f[1]))
+        out.append(f'<polyline points="{line}" fill="none" stroke="#1565c0" '
+                   'stroke-dasharray="4 3"><title>Pareto front (predicted)</title></polyline>')
+        for label, x, y in front:
+            px, py = at(x, y)
+            out.append(f'<circle class="front" cx="{px:.1f}" cy="{py:.1f}" r="3" fill="#fff" '
+                       f'stroke="#1565c0"><title>front: {_e(label)}: {_e(format_bytes(y))}, '
+                       f'{x * 1e3:+.1f} ms (predicted)</title></circle>')
+        out.append(f'<text x="{W - 190}" y="24" fill="#1565c0">- - Pareto front (plan, '
+                   'predicted)</text>')
     for label, x, y, color in pts:
         px = PAD + 10 + (W - PAD - 60) * (x - x0) / ((x1 - x0) or 1)
         py = H - (H - 20) * y / ytop

@@ -35,7 +35,11 @@ def _table(head: list[str], rows: list[list[str]], num: set[int]) -> str:
 
 
 def render_html(led: Ledger, source: str = "", max_points: int = MAX_POINTS) -> str:
+    from memledger.doctor.findings import DoctorReport
+    from memledger.report.findings import findings_html
+
     d = report_data(led, source, max_points)
+    doc = DoctorReport.from_ledger_extra(led.extra)
     pk, meas = d["peak"], d["measured"]
     total = sum(d["at_peak"].values())
     sub = (f"device {d['device']} · {d['steps_traced']} steps traced · "
@@ -65,6 +69,7 @@ def render_html(led: Ledger, source: str = "", max_points: int = MAX_POINTS) -> 
 <h1>memledger · {escape(d['title'])}</h1>
 <div class="dim">{escape(sub)}</div>
 <p>{lead}</p>
+{findings_html(doc) if doc is not None else ''}
 <div id="ml-legend"></div>
 <div id="ml-chart-wrap"><div id="ml-tip"></div></div>
 <div id="ml-peak-panel"></div>

@@ -8,51 +8,43 @@
 from __future__ import annotations
 
 import contextlib
-import gc
 from pathlib import Path
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 import torch
 
-from memledger.ledger.model import Ledger
 from memledger.ledger.writer import FileSink, MemorySink
 from memledger.trace.allocator import CpuProfilerProbe, CudaProbe
-from memledger.trace.collector import Collector
+from memledger.trace.collector import FIRST_USE, Collector
 
-
-def _live_storage_keys() -> set[int]:
-    """The storages of every tensor Python can reach now (parameters, optimizer state, the
-    batch, ...). Those the block touches are recorded as live from event 0; the others
-    (another test's tensors, say) are not the block's business and stay out of the ledger."""
-    tensor = torch.Tensor
-    keys = set()
-    for o in gc.get_objects():
-        # type(), not isinstance(): isinstance reads __class__, which wakes lazy proxies
-        if issubclass(type(o), tensor):
-            try:
-                keys.add(o.untyped_storage()._cdata)
-            except (RuntimeError, NotImplementedError):
-                pass
-    return keys
+if TYPE_CHECKING:
+    from memledger.ledger.model import Ledger
 
 
 class TracedLedger:
-    """Stands for the Ledger while tracing; behaves as that Ledger once the block ends."""
+    """Stands for the Ledger while tracing; behaves as that Ledger once the block ends.
+
+    The Ledger's tables are built on first use, not when the block ends: leaving the block
+    costs only closing the record stream (see docs/performance.md, "The Python API"), and a
+    block traced to a file that is never read in this process never pays for pandas.
+    """
 
     def __init__(self) -> None:
         self._ledger: Ledger | None = None
+        self._build: Any = None   # () -> Ledger, set when the block ends
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):
             raise AttributeError(name)
-        if self._ledger is None:
-            raise RuntimeError("memledger: the ledger is ready when the `with trace()` block ends")
-        return getattr(self._ledger, name)
+        return getattr(self.ledger, name)
 
     @property
     def ledger(self) -> Ledger:
         if self._ledger is None:
-            raise RuntimeError("memledger: the ledger is ready when the `with trace()` block ends")
+            if self._build is None:
+                raise RuntimeError("memledger: the ledger is ready when the `with trace()` "
+                                   "block ends")
+            self._ledger, self._build = self._build(), None
         return self._ledger
 
 
@@ -73,10 +65,10 @@ def trace(path: str | Path | None = None, measure: bool = False,
         check_fake_options(device, measure)
         collector: Collector = FakeTarget.for_device(device).collector(
             sink, max_steps=max_steps, header={"script": "<api>"},
-            pre_existing=_live_storage_keys())
+            pre_existing=FIRST_USE)
     else:
         collector = Collector(sink, max_steps=max_steps, header={"script": "<api>"},
-                              pre_existing=_live_storage_keys())
+                              pre_existing=FIRST_USE)
     cuda = CudaProbe(record_history=False) if torch.cuda.is_available() and not fake else None
     cpu = CpuProfilerProbe() if measure else None
     if cuda:
@@ -98,11 +90,17 @@ def trace(path: str | Path | None = None, measure: bool = False,
         for m in measured:
             sink.write(m)
         sink.close()
-        led = Ledger.from_records(sink.records) if isinstance(sink, MemorySink) \
-            else Ledger.load(sink.path)
-        if cpu:
-            pre = led.storages[led.storages["pre"] & (led.storages["device"] == "cpu")]
-            for m in led.measurements:
-                if m["source"].startswith("cpu-profiler"):
-                    m["peak_bytes"] += int(pre["bytes"].sum())
-        handle._ledger = led
+        handle._build = lambda: _build_ledger(sink, add_pre_existing=cpu is not None)
+
+
+def _build_ledger(sink: FileSink | MemorySink, add_pre_existing: bool) -> Ledger:
+    from memledger.ledger.model import Ledger   # pandas: when the ledger is first read
+
+    led = Ledger.from_records(sink.records) if isinstance(sink, MemorySink) \
+        else Ledger.load(sink.path)
+    if add_pre_existing:
+        pre = led.storages[led.storages["pre"] & (led.storages["device"] == "cpu")]
+        for m in led.measurements:
+            if m["source"].startswith("cpu-profiler"):
+                m["peak_bytes"] += int(pre["bytes"].sum())
+    return led

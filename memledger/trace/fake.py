@@ -135,36 +135,37 @@ def fake_cuda_kernels() -> bool:
 class FakeTarget:
     """Where the fake run pretends to be.
 
-    device: the target device as the ledger names it ("cpu", "cuda:0").
+    device: the target device as the ledger names it ("cpu", "cuda:0"); "" for the
+        script's own devices (each storage keeps its fake device).
     kernels: "cuda" (fake CUDA tensors) or "cpu" (CPU kernels stand in, Rule 5).
-    rounding: allocator block size applied to every fake storage (0: none).
+    rounding: allocator block size applied to every fake CUDA storage (0: none).
     """
 
-    device: str = "cpu"
+    device: str = ""
     kernels: str = "cpu"
     rounding: int = 0
 
     @classmethod
     def for_device(cls, device: str | None) -> "FakeTarget":
-        if device is None or device == "cpu":
-            return cls("cpu", "cpu", 0)
+        """The target for `--device` (validated by fake_options.check_fake_options)."""
+        native = "cuda" if fake_cuda_kernels() else "cpu"
+        if device is None:   # the script's own devices; CUDA storages (if any) rounded
+            return cls("", native, CUDA_BLOCK_BYTES)
         dev = torch.device(device)
+        if dev.type == "cpu":
+            return cls("cpu", "cpu", 0)
         if dev.type != "cuda":
-            from memledger.errors import ScriptError
-            from memledger.errors import EXIT_USAGE
-            raise ScriptError(f"--fake --device {device!r}: only cpu and cuda targets are "
-                              "modelled; use --device cpu or --device cuda",
-                              exit_code=EXIT_USAGE)
-        name = f"cuda:{dev.index or 0}"
-        return cls(name, "cuda" if fake_cuda_kernels() else "cpu", CUDA_BLOCK_BYTES)
+            raise ValueError(f"fake runs target cpu or cuda, not {device!r}")
+        return cls(f"cuda:{dev.index or 0}", native, CUDA_BLOCK_BYTES)
 
     @property
     def remap(self) -> bool:
         """CPU kernels stand in for another device: rewrite `device=` arguments."""
-        return self.kernels == "cpu" and self.device != "cpu"
+        return self.kernels == "cpu" and self.device.startswith("cuda")
 
     def header(self) -> dict[str, Any]:
-        return {"fake": True, "target_device": self.device, "fake_kernels": self.kernels,
+        return {"fake": True, "target_device": self.device or "(the script's own)",
+                "fake_kernels": self.kernels,
                 "rounding_bytes": self.rounding, "measured": "none (fake run: no allocator)"}
 
     def collector(self, sink, **kwargs) -> "FakeCollector":

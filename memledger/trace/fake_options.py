@@ -20,3 +20,10 @@ def check_fake_options(device: str | None, measure: bool | None) -> None:
     if device is not None and device.startswith("cuda:") and not device[5:].isdigit():
         raise ScriptError(f"--device {device!r} is not a CUDA device; write cuda or cuda:0",
                           exit_code=EXIT_USAGE)
+
+
+def refuse_fake(verb: str) -> None:
+    """`measure --fake`, `compare --fake`: those verbs run the script for real (exit 2)."""
+    raise ScriptError(f"{verb} runs the script for real and measures it; a fake run has nothing "
+                      "to measure: trace it with `memledger trace --fake` and use "
+                      "`memledger predict` / `plan` on that ledger", exit_code=EXIT_USAGE)

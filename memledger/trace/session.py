@@ -7,6 +7,7 @@ Both stop after the same optimizer step, so they measure the same stretch of the
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -55,28 +56,63 @@ def check_writable(out: str | Path) -> Path:
 
 def _worker(mode: str, script: Path, argv: list[str], out: Path, steps: int,
             quiet: bool, extra: tuple[str, ...] = ()) -> dict:
-    with tempfile.TemporaryDirectory(prefix="memledger-") as tmp:
-        status = Path(tmp) / "status.json"
+    return _Worker(mode, script, argv, out, steps, quiet, extra).result()
+
+
+# Note [Warm allocator pass]
+# `memledger trace` runs the script twice, each in a fresh process that imports torch
+# (~1.5 s of a 3-step tiny-GPT run of ~2 s). The allocator pass is started at once, beside
+# the ledger pass, with --wait-for-go: it imports torch while the ledger pass runs, then
+# blocks on stdin until the ledger pass is done and says how many steps it traced
+# ("go 3"). The two never run the script at the same time, so neither pass's step times
+# nor peaks see the other; only the imports overlap (one core each on a 2-core box).
+class _Worker:
+    """One worker process (`python -m memledger.trace.worker MODE ...`)."""
+
+    def __init__(self, mode: str, script: Path, argv: list[str], out: Path, steps: int,
+                 quiet: bool, extra: tuple[str, ...] = (), wait_for_go: bool = False) -> None:
+        self.out = out
+        self.quiet = quiet
+        self._tmp = tempfile.TemporaryDirectory(prefix="memledger-")
+        self.status = Path(self._tmp.name) / "status.json"
         cmd = [sys.executable, "-m", "memledger.trace.worker", mode, "--out", str(out),
-               "--status", str(status), "--steps", str(steps), *extra, str(script), "--", *argv]
+               "--status", str(self.status), "--steps", str(steps), *extra,
+               *(("--wait-for-go",) if wait_for_go else ()), str(script), "--", *argv]
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-        proc = subprocess.Popen(cmd, env=env,
-                                stdout=subprocess.PIPE if quiet else None,
-                                stderr=subprocess.STDOUT if quiet else None)
+        self.proc = subprocess.Popen(cmd, env=env,
+                                     stdin=subprocess.PIPE if wait_for_go else None,
+                                     stdout=subprocess.PIPE if quiet else None,
+                                     stderr=subprocess.STDOUT if quiet else None)
+
+    def result(self, go: str | None = None) -> dict:
+        """Wait for the worker (first telling a waiting one `go`) and read its status."""
         try:
-            output, _ = proc.communicate()
+            output, _ = self.proc.communicate(go.encode() if go is not None else None)
         except KeyboardInterrupt:
-            proc.wait()  # the child got the same Ctrl-C: let it finish writing
-            raise ScriptError(f"interrupted; the partial ledger is kept at {out}",
+            self.proc.wait()  # the child got the same Ctrl-C: let it finish writing
+            self._done()
+            raise ScriptError(f"interrupted; the partial ledger is kept at {self.out}",
                               exit_code=EXIT_INTERRUPTED) from None
-        if status.exists():
-            result = json.loads(status.read_text())
+        if self.status.exists():
+            result = json.loads(self.status.read_text())
         else:
-            result = {"code": proc.returncode or EXIT_USAGE,
-                      "reason": f"worker died with status {proc.returncode}", "steps": 0}
-        if quiet and result["code"] != EXIT_OK and output:
+            result = {"code": self.proc.returncode or EXIT_USAGE,
+                      "reason": f"worker died with status {self.proc.returncode}", "steps": 0}
+        self._done()
+        if self.quiet and result["code"] != EXIT_OK and output:
             sys.stderr.write(output.decode(errors="replace"))
         return result
+
+    def cancel(self) -> None:
+        """A waiting worker that will not be needed: tell it to stop (no output kept)."""
+        if self.proc.poll() is None:
+            with contextlib.suppress(OSError, ValueError):
+                self.proc.communicate(b"stop\n", timeout=60)
+        self._done()
+
+    def _done(self) -> None:
+        with contextlib.suppress(OSError):
+            self._tmp.cleanup()
 
 
 def trace_script(script: str | Path, argv: list[str], out: str | Path, steps: int = 3,
@@ -99,7 +135,39 @@ def trace_script(script: str | Path, argv: list[str], out: str | Path, steps: in
     if steps < 1:
         raise ScriptError("--steps must be at least 1", exit_code=EXIT_USAGE)
     fake_args = ("--fake", *(("--device", device) if device else ())) if fake else ()
-    res = _worker("ledger", script, argv, out, steps, quiet=False, extra=fake_args)
+    allocator = None
+    if measure:   # Note [Warm allocator pass]: it imports torch while the ledger pass runs
+        # On CUDA the allocator pass also leaves the allocator's own snapshot beside the
+        # ledger (a torch pickle: read it with `memledger import`, never plain pickle).
+        mtmp = tempfile.TemporaryDirectory(prefix="memledger-")
+        allocator = _Worker("allocator", script, argv, Path(mtmp.name) / "measured.json",
+                            steps, quiet=True, wait_for_go=True,
+                            extra=("--snapshot", str(out) + ".cuda-snapshot.pickle"))
+    try:
+        res = _worker("ledger", script, argv, out, steps, quiet=False, extra=fake_args)
+        _raise_for_ledger_pass(res, out, fake)
+    except BaseException:
+        if allocator is not None:
+            allocator.cancel()
+            mtmp.cleanup()
+        raise
+    measured = False
+    if allocator is not None:
+        mpath = allocator.out
+        try:
+            mres = allocator.result(go=f"go {res['steps']}\n")
+            if mres["code"] == EXIT_OK and mpath.exists():
+                append_records(out, json.loads(mpath.read_text())["records"])
+                measured = True
+            else:
+                print(f"memledger: allocator pass failed ({mres['reason']}); the ledger has no "
+                      "measured peak", file=sys.stderr)
+        finally:
+            mtmp.cleanup()
+    return TraceResult(ledger_path=out, steps=res["steps"], measured=measured)
+
+
+def _raise_for_ledger_pass(res: dict, out: Path, fake: bool) -> None:
     if res["code"] == EXIT_USAGE and fake:   # the script cannot run fake: one line
         raise ScriptError(res["reason"], exit_code=EXIT_USAGE)
     if res["code"] == EXIT_INTERRUPTED:
@@ -113,19 +181,3 @@ def trace_script(script: str | Path, argv: list[str], out: str | Path, steps: in
             f"the script ran no optimizer step ({res.get('events', 0)} ops seen); memledger "
             f"traces training steps, so call optimizer.step() in the script (ledger kept at {out})",
             exit_code=EXIT_USAGE)
-    measured = False
-    if measure:
-        with tempfile.TemporaryDirectory(prefix="memledger-") as tmp:
-            mpath = Path(tmp) / "measured.json"
-            # On CUDA the allocator pass also leaves the allocator's own snapshot beside the
-            # ledger (a torch pickle: read it with `memledger import`, never plain pickle).
-            snapshot = ("--snapshot", str(out) + ".cuda-snapshot.pickle")
-            mres = _worker("allocator", script, argv, mpath, res["steps"], quiet=True,
-                           extra=snapshot)
-            if mres["code"] == EXIT_OK and mpath.exists():
-                append_records(out, json.loads(mpath.read_text())["records"])
-                measured = True
-            else:
-                print(f"memledger: allocator pass failed ({mres['reason']}); the ledger has no "
-                      "measured peak", file=sys.stderr)
-    return TraceResult(ledger_path=out, steps=res["steps"], measured=measured)

@@ -70,9 +70,12 @@ def _allocator_pass(args) -> int:
     from torch.optim.optimizer import register_optimizer_step_post_hook
 
     from memledger.trace.allocator import CpuProfilerProbe, CudaProbe, op_scratch
+    from memledger.trace.timing import StepTimers
 
     cuda = CudaProbe() if torch.cuda.is_available() else None
     cpu = CpuProfilerProbe()
+    # the last timing step runs under the op timer: not a plain step time
+    timers = StepTimers(module_steps=max(args.timing_steps - 1, 1))
     state: dict = {"n": 0, "t": 0, "step_ns": [], "cuda": None, "probing": True}
 
     def stop_probes() -> None:
@@ -89,8 +92,10 @@ def _allocator_pass(args) -> int:
         state["n"] += 1
         if state["n"] == args.steps:
             stop_probes()
-        elif state["n"] > args.steps:
+        elif state["n"] > args.steps and timers.ops is None:
             state["step_ns"].append(now - state["t"])
+        if state["n"] >= args.steps:
+            timers.on_step()
         state["t"] = time.perf_counter_ns()
         if state["n"] >= args.steps + args.timing_steps:
             raise StopTracing()
@@ -103,6 +108,7 @@ def _allocator_pass(args) -> int:
         outcome = run_and_classify(args.script, args.argv)
     finally:
         stop_probes()
+        timers.close()
         handle.remove()
     if cuda and _is_cuda_oom(outcome.error):
         cuda.note_oom(outcome.error)
@@ -114,11 +120,22 @@ def _allocator_pass(args) -> int:
     scratch = op_scratch(cpu)   # Note [Kernel scratch]: for replay
     if scratch:
         records.append({"k": "opscratch", "device": "cpu", "ops": scratch})
+    timed = timers.record("cuda:0" if cuda else "cpu")
+    if timed:
+        records.append(timed)
+    records += _calibration_records("cuda:0" if cuda else "cpu")
     steps = min(state["n"], args.steps)
     with open(args.out, "w", encoding="utf-8") as fh:
         json.dump({"records": records, "steps": steps}, fh)
     _write_status(args.status, outcome.code, outcome.reason, steps, 0)
     return outcome.code
+
+
+def _calibration_records(device: str) -> list[dict]:
+    """This machine's cost calibration (cached per machine and device; measured once)."""
+    from memledger.measure.calibrate import calibration
+
+    return [{"k": "calibration", **calibration(device)}]
 
 
 def _write_status(path: str | None, code: int, reason: str, steps: int, events: int) -> None:
@@ -134,10 +151,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--status")
     p.add_argument("--steps", type=int, default=3)
     p.add_argument("--snapshot", help="allocator pass on CUDA: dump the allocator snapshot here")
-    p.add_argument("--timing-steps", type=int, default=3,
+    p.add_argument("--timing-steps", type=int, default=8,
                    help="allocator pass: steps timed untraced after the measured ones")
     p.add_argument("--fake", action="store_true", help="ledger pass above FakeTensorMode")
     p.add_argument("--device", help="--fake: the target device (cpu, cuda)")
+    p.add_argument("--wait-for-go", action="store_true",
+                   help="import torch, then wait for 'go STEPS' on stdin (see trace_script)")
     p.add_argument("script")
     p.add_argument("argv", nargs=argparse.REMAINDER)
     args = p.parse_args(argv)
@@ -146,6 +165,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.steps < 1:
         print("memledger: --steps must be >= 1", file=sys.stderr)
         return EXIT_USAGE
+    if args.wait_for_go:   # started early, beside the ledger pass: Note [Warm allocator pass]
+        import torch  # noqa: F401  (the import is what starting early buys)
+
+        import memledger.trace.allocator  # noqa: F401
+        word, _, steps = sys.stdin.readline().partition(" ")
+        if word != "go":
+            return EXIT_OK   # the ledger pass failed: nothing to measure
+        args.steps = int(steps)
     return _ledger_pass(args) if args.mode == "ledger" else _allocator_pass(args)
 
 

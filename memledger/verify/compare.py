@@ -5,6 +5,9 @@
 
 The runs, each a fresh process, in this order:
 
+0. doctor (unless `doctor=False`): the probe alone on the baseline; an error finding stops
+   everything with exit 1 (`doctor_gate`): a policy cannot be judged against a baseline
+   that trains wrong (docs/doctor.md).
 1. capture: baseline twice, each policy once (memledger/verify/gates.py). These copy every
    gradient and state tensor, so nothing is measured in them.
 2. only if some policy passed: trace the baseline once (`trace_script`: ledger + allocator
@@ -20,8 +23,10 @@ import tempfile
 from pathlib import Path
 from typing import Callable
 
+from memledger.errors import CheckFailed
 from memledger.ledger.model import Ledger
 from memledger.measure.runner import measure_script
+from memledger.replay.plan import pareto_points
 from memledger.replay.policies import Policy
 from memledger.replay.predict import predict
 from memledger.trace.session import check_script, trace_script
@@ -40,9 +45,12 @@ Progress = Callable[[str], None]
 
 def run_compare(script: str | Path, argv: list[str], policies: list[Policy], steps: int = 3,
                 time_steps: int = 5, rtol: float | None = None, performance: bool = True,
-                progress: Progress | None = None) -> CompareReport:
+                progress: Progress | None = None, doctor: bool = True) -> CompareReport:
     say = progress or (lambda msg: None)
     script = check_script(script)
+    if doctor:
+        say(f"doctor: checking the baseline's training mechanics, {steps} steps")
+        doctor_gate(script, argv, steps)
     say(f"gates: capturing the baseline twice and {len(policies)} policies, {steps} steps each")
     gates = run_gates(script, argv, [Variant.of(p) for p in policies], steps, rtol=rtol,
                       progress=say)
@@ -60,6 +68,20 @@ def run_compare(script: str | Path, argv: list[str], policies: list[Policy], ste
         if r.verdict == "OK" and report.performance and r.saving_bytes <= 0:
             r.reason = "gates passed; saves no memory (measured)"
     return report
+
+
+def doctor_gate(script: Path, argv: list[str], steps: int) -> None:
+    """A policy can only be judged against a baseline that trains correctly: raise
+    CheckFailed (exit 1) on the doctor's first error, before any policy runs."""
+    from memledger.doctor.run import doctor_script
+
+    errors = doctor_script(script, argv, steps=steps, quiet=True).errors
+    if errors:
+        f = errors[0]
+        more = f" (and {len(errors) - 1} more errors)" if len(errors) > 1 else ""
+        raise CheckFailed(f"the baseline fails the doctor, so no policy is judged: {f.check} "
+                          f"at {f.where}: {f.message}{more}; see `memledger doctor {script}`, "
+                          "or pass --no-doctor")
 
 
 def _row(o: GateOutcome) -> PolicyComparison:
@@ -85,6 +107,7 @@ def _performance(report: CompareReport, script: Path, argv: list[str],
         led = Ledger.load(res.ledger_path)
         pred = predict(led, policies)
         at_peak = led.summary().at_peak
+        report.front = pareto_points(led)
     say("performance: measuring the baseline")
     none = Policy.parse("none")
     base = measure_script(script, argv, none, steps=steps, time_steps=time_steps)

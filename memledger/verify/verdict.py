@@ -85,6 +85,8 @@ class CompareReport(BaseModel):
                                       "parameters that the baseline's optimizer step changes")
     baseline: dict = Field(default_factory=dict, description="predicted_peak_bytes, "
                            "measured_peak_bytes, measured_step_time_s, at_peak")
+    front: list[dict] = Field(default_factory=list, description="plan's Pareto front on the "
+                              "baseline ledger: policy, peak_bytes, added_time_s (predicted)")
     policies: list[PolicyComparison]
 
     @property

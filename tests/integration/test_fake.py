@@ -46,7 +46,7 @@ def real_and_fake():
 @pytest.mark.parametrize("name", list(EXAMPLES))
 def test_fake_peak_and_categories_equal_real(real_and_fake, name):
     real, fake = real_and_fake[name]
-    assert fake.header["fake"] is True and fake.header["target_device"] == "cpu"
+    assert fake.header["fake"] is True and fake_info(fake).target_device == "cpu"
     assert abs(fake.peak().bytes - real.peak().bytes) <= SETUP_CONSTANTS_BYTES
     assert fake.at_peak() == real.at_peak()
     assert (fake.peak().step, fake.peak().phase) == (real.peak().step, real.peak().phase)
@@ -139,3 +139,65 @@ def test_fake_with_measure_is_refused(tmp_path, capsys):
                  "-o", str(tmp_path / "x.ledger")])
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and "no allocator pass" in err
+
+
+def test_fake_flops_of_one_linear_step():
+    import torch
+
+    with memledger.trace(fake=True) as led:
+        model = torch.nn.Linear(256, 10)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        model(torch.randn(4, 256)).sum().backward()
+        opt.step()
+    # forward addmm 2·4·256·10 = 20,480; backward: grad weight 2·10·4·256 = 20,480 (the
+    # input needs no gradient, so no grad-input mm): 40,960 FLOPs
+    assert fake_info(led.ledger).flops == 40_960
+
+
+def test_fake_predict_time_is_modelled_from_flops(real_and_fake):
+    from memledger.replay.fake_time import flops_by_event
+    from memledger.replay.policies import parse_policy
+    from memledger.replay.predict import predict
+
+    _, fake = real_and_fake["gpt"]
+    rep = predict(fake, [parse_policy("checkpoint:blocks.*")], flops=1e12)
+    assert rep.time_model.startswith("modelled: FLOPs at 1 TFLOP/s")
+    # a step's modelled time = its FLOPs / 1e12: step 2 = events after step 1's last event
+    per_ev = flops_by_event(fake)
+    s1_end = int(fake.steps["ev"].iloc[0])
+    step2 = per_ev[s1_end + 1:int(fake.steps["ev"].iloc[1]) + 1].sum()
+    assert rep.untraced_step_time_s == pytest.approx(step2 / 1e12, abs=1e-9)   # whole ns
+    # recompute re-runs at most the blocks' forward FLOPs of one step (machinery constants,
+    # from this machine's calibration if any, come on top)
+    sc = fake.scopes[(fake.scopes["ph"] == "forward") & (fake.scopes["step"] == 2)
+                     & fake.scopes["mod"].str.fullmatch(r"blocks\.\d+")]
+    blocks_fwd = sum(per_ev[a:b].sum() for a, b in zip(sc["ev0"], sc["ev1"]))
+    recompute = rep.policies[0].recompute_s
+    assert 0 < recompute <= blocks_fwd / 1e12 * (1 + 1e-9)
+    assert rep.cost_source == "modelled"
+
+
+@pytest.mark.parametrize("fake", [False, True])
+def test_device_reads_are_not_events(fake):
+    import torch
+
+    with memledger.trace(fake=fake) as led:
+        x = torch.randn(4)                      # event 0
+        for _ in range(10):
+            assert x.device.type == "cpu"       # prim.device under fake: not an event
+        y = x + 1                               # event 1
+        assert y.shape == (4,) and y.is_contiguous()
+    assert led.ledger.n_events == 2
+
+
+def test_check_fake_gates_a_script_without_running_it(tmp_path, capsys):
+    import json
+
+    from memledger.cli import main
+
+    code = main(["check", str(ROOT / "examples" / "train_mlp.py"), "--fake", "--budget", "8MiB",
+                 "--json", "--", "--batch-size", "64"])
+    out = json.loads(capsys.readouterr().out)
+    # the MLP's real peak (tests/integration/test_check_deterministic.py): params 1,597,480
+    # + grads 1,597,480 + Adam state 3,194,984 + temporaries 2,101,764 + batch 66,048
+    assert out["peak_bytes"] == 8_557_756 and code == 1 and out["ok"] is False

@@ -38,4 +38,18 @@ def test_cuda_target_on_this_build():
     t = FakeTarget.for_device("cuda")
     assert (t.device, t.rounding) == ("cuda:0", 512)
     assert t.kernels == ("cpu" if torch.version.cuda is None else "cuda")
-    assert FakeTarget.for_device(None) == FakeTarget("cpu", "cpu", 0)
+    assert FakeTarget.for_device("cpu") == FakeTarget("cpu", "cpu", 0)
+    assert FakeTarget.for_device(None).device == ""     # the script's own devices
+
+
+@pytest.mark.parametrize("verb", [["measure", "examples/train_mlp.py", "--fake"],
+                                  ["compare", "examples/train_mlp.py", "--policy", "none",
+                                   "--fake"],
+                                  ["trace", "examples/train_mlp.py", "--fake", "--measure"],
+                                  ["trace", "examples/train_mlp.py", "--device", "cuda"]])
+def test_fake_options_it_cannot_honour_exit_2_in_one_line(verb, capsys):
+    from memledger.cli import main
+
+    assert main(verb) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("memledger:") and err.strip().count("\n") == 0

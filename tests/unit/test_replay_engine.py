@@ -129,7 +129,13 @@ def test_selective_keeps_listed_ops():
     assert drop.at_probe["activation"] == (L - 1) * Y
 
 
-def test_recompute_cost_subtracts_tracing_overhead_per_event():
+@pytest.fixture
+def no_calibration(tmp_path, monkeypatch):
+    """No cached calibration: the machine's constants are 0 (their own tests are below)."""
+    monkeypatch.setenv("MEMLEDGER_CACHE_DIR", str(tmp_path))
+
+
+def test_recompute_cost_subtracts_tracing_overhead_per_event(no_calibration):
     from memledger.replay.predict import predict
 
     L = 3
@@ -145,7 +151,7 @@ def test_recompute_cost_subtracts_tracing_overhead_per_event():
     assert upper.policies[0].recompute_s == pytest.approx(900e-9, rel=1e-9)   # 3 x 300 ns
 
 
-def test_offload_transfer_cost_uses_the_given_bandwidth():
+def test_offload_transfer_cost_uses_the_given_bandwidth(no_calibration):
     from memledger.replay.predict import predict
 
     L = 2

@@ -1,0 +1,205 @@
+"""What a user waits for many times a day: start-up, the Python API, `memledger trace`.
+
+    .venv/bin/python benchmarks/daily.py                  # all three, ~2 minutes idle
+    .venv/bin/python benchmarks/daily.py --only api --repeat 15
+
+Every figure is measured side by side in this one run, modes interleaved round-robin so
+that machine noise hits all alike, and printed as a median with its ratio to the anchor of
+its table. Wall time and CPU time both: on a shared machine wall time mostly measures the
+neighbours, CPU time (the process's own, children included) does not. One intra-op thread
+everywhere (OMP_NUM_THREADS=1), as benchmarks/accuracy.py: idle OpenMP threads spin.
+
+1. Start-up (fresh processes): `python -c pass` and `python -c "import torch"` are the
+   anchors; `memledger --help` and `memledger show` of a small ledger should sit near the
+   first, far below the second (goal: < 1 s wall).
+2. The Python API (one process, the tiny GPT step of examples/train_gpt.py): one step
+   untraced; one step inside `with memledger.trace():` (entering and leaving included, the
+   ledger not read); the same plus the first read (`.summary()`, which builds the tables);
+   the anchors `torch.profiler.profile(profile_memory=True, record_shapes=True,
+   with_stack=True)` and `MemTracker` around one step, entry and exit included; and the
+   per-step cost of N steps inside one block (goals: one step ≤ 1.2×, per step ≤ 1.05×).
+3. End to end (fresh processes): `python examples/train_gpt.py --steps 3` against
+   `memledger trace examples/train_gpt.py --steps 3` (goal ≤ 2×) and with `--no-measure`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+PY = sys.executable
+MEMLEDGER = [PY, "-m", "memledger"]
+
+
+def _children_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def run_process(cmd: list[str]) -> tuple[float, float]:
+    """(wall s, CPU s) of one fresh process, its children included."""
+    c0, t0 = _children_cpu(), time.perf_counter()
+    subprocess.run(cmd, check=True, cwd=ROOT, stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL)
+    return time.perf_counter() - t0, _children_cpu() - c0
+
+
+def table(title: str, rows: dict[str, list[tuple[float, float]]], anchor: str,
+          unit: str = "ms") -> None:
+    scale = 1e3 if unit == "ms" else 1.0
+    base_w = statistics.median(w for w, _ in rows[anchor])
+    base_c = statistics.median(c for _, c in rows[anchor])
+    print(f"\n{title} (median of {len(rows[anchor])}; ratios to {anchor!r})")
+    print(f"{'':<44}{'wall':>10}{'ratio':>8}{'CPU':>10}{'ratio':>8}")
+    for name, xs in rows.items():
+        w = statistics.median(x for x, _ in xs)
+        c = statistics.median(x for _, x in xs)
+        print(f"{name:<44}{w * scale:>8.0f}{unit:>2}{w / base_w:>7.2f}x"
+              f"{c * scale:>8.0f}{unit:>2}{c / base_c:>7.2f}x")
+
+
+def round_robin(modes: dict[str, Callable[[], tuple[float, float]]], repeat: int,
+                warmup: int = 1) -> dict[str, list[tuple[float, float]]]:
+    out: dict[str, list[tuple[float, float]]] = {name: [] for name in modes}
+    for i in range(warmup + repeat):
+        for name, fn in modes.items():
+            x = fn()
+            if i >= warmup:
+                out[name].append(x)
+    return out
+
+
+# ---- 1. start-up -------------------------------------------------------------------------
+def startup(repeat: int, tmp: Path) -> None:
+    ledger = tmp / "mlp.ledger"
+    subprocess.run([*MEMLEDGER, "trace", "examples/train_mlp.py", "--steps", "2", "-o",
+                    str(ledger)], check=True, cwd=ROOT, capture_output=True)
+    cmds = {
+        "python -c pass": [PY, "-c", "pass"],
+        "python -c 'import torch'": [PY, "-c", "import torch"],
+        "memledger --help": [*MEMLEDGER, "--help"],
+        "memledger show mlp.ledger (2 steps)": [*MEMLEDGER, "show", str(ledger)],
+        "memledger show mlp.ledger --json": [*MEMLEDGER, "show", str(ledger), "--json"],
+    }
+    rows = round_robin({k: (lambda c=c: run_process(c)) for k, c in cmds.items()}, repeat)
+    table("1. Start-up, fresh processes", rows, "python -c 'import torch'")
+
+
+# ---- 2. the Python API -------------------------------------------------------------------
+def api(repeat: int, per_step_n: int) -> None:
+    import torch
+    import torch.nn.functional as F
+
+    import memledger
+    from tests.conftest import load_example
+
+    torch.set_num_threads(1)
+    ex = load_example("gpt")
+    torch.manual_seed(0)
+    cfg = ex.GPTConfig()
+    model = ex.GPT(cfg)
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-4)
+    gen = torch.Generator().manual_seed(0)
+    data = torch.randint(cfg.vocab_size, (20_000,), generator=gen)
+
+    def step() -> None:
+        x, y = ex.get_batch(data, 8, cfg.block_size, gen)
+        logits = model(x)
+        loss = F.cross_entropy(logits.view(-1, logits.size(-1)), y.view(-1))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+    def timed(ctx_factory: Callable[[], contextlib.AbstractContextManager], n: int = 1,
+              after: Callable[[object], None] | None = None) -> Callable[[], tuple]:
+        def run() -> tuple[float, float]:
+            c0, t0 = time.process_time(), time.perf_counter()
+            with ctx_factory() as handle:
+                for _ in range(n):
+                    step()
+            if after is not None:
+                after(handle)
+            return time.perf_counter() - t0, time.process_time() - c0
+        return run
+
+    def profiler():
+        return torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU],
+                                      profile_memory=True, record_shapes=True,
+                                      with_stack=True)
+
+    def memtracker():
+        from torch.distributed._tools.mem_tracker import MemTracker
+
+        mt = MemTracker()
+        mt.track_external(model, opt)
+        return mt
+
+    for _ in range(3):
+        step()
+    modes = {
+        "one step, untraced": timed(contextlib.nullcontext),
+        "one step in memledger.trace() (entry+exit)": timed(memledger.trace),
+        "  ... and the first read (.summary())": timed(memledger.trace,
+                                                       after=lambda h: h.summary()),
+        "one step in torch.profiler (entry+exit)": timed(profiler),
+        "one step in MemTracker (entry+exit)": timed(memtracker),
+        f"{per_step_n} steps, untraced": timed(contextlib.nullcontext, per_step_n),
+        f"{per_step_n} steps in one memledger.trace()": timed(memledger.trace, per_step_n),
+    }
+    rows = round_robin(modes, repeat)
+    print(f"\n2. The Python API: tiny GPT (examples/train_gpt.py defaults), torch "
+          f"{torch.__version__}, 1 thread")
+    one = {k: v for k, v in rows.items() if k.startswith(("one", "  "))}
+    table("   one step, entering and leaving included", one, "one step, untraced")
+    many = {k: v for k, v in rows.items() if k.startswith(str(per_step_n))}
+    table(f"   per step: {per_step_n} steps in one block", many, f"{per_step_n} steps, untraced")
+
+
+# ---- 3. end to end -----------------------------------------------------------------------
+def end_to_end(repeat: int, tmp: Path) -> None:
+    script = "examples/train_gpt.py"
+    cmds = {
+        "python train_gpt.py --steps 3": [PY, script, "--steps", "3"],
+        "memledger trace --steps 3": [*MEMLEDGER, "trace", script, "--steps", "3", "-o",
+                                      str(tmp / "e2e.ledger")],
+        "memledger trace --steps 3 --no-measure": [*MEMLEDGER, "trace", script, "--steps",
+                                                   "3", "--no-measure", "-o",
+                                                   str(tmp / "e2e-nm.ledger")],
+    }
+    rows = round_robin({k: (lambda c=c: run_process(c)) for k, c in cmds.items()}, repeat)
+    table("3. End to end, fresh processes (tiny GPT, 3 steps)", rows,
+          "python train_gpt.py --steps 3", unit="s")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--only", choices=["startup", "api", "e2e"])
+    p.add_argument("--repeat", type=int, default=7)
+    p.add_argument("--per-step-n", type=int, default=10)
+    args = p.parse_args()
+    print(f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at start")
+    with tempfile.TemporaryDirectory(prefix="memledger-daily-") as d:
+        tmp = Path(d)
+        if args.only in (None, "startup"):
+            startup(args.repeat, tmp)
+        if args.only in (None, "api"):
+            api(args.repeat, args.per_step_n)
+        if args.only in (None, "e2e"):
+            end_to_end(max(3, args.repeat // 2), tmp)
+    print(f"\nload average {os.getloadavg()[0]:.1f} at the end")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,80 @@
+"""Check 4: gradient accumulation and the token denominator (the transformers#34191 class).
+
+With K backward passes per optimizer step, each on a loss that is a *mean* over its own
+micro-batch's valid tokens (targets != ignore_index), a token in micro-batch k weighs
+1 / (K · n_k) in the update instead of 1 / Σ n. Example: K=2, n = (30, 10): tokens of the
+second micro-batch weigh 1/20 against 1/60 for the first, 3.0× as much; the right weight
+is 1/40 for every token (relative weights 40/60 = 0.67 and 40/20 = 2.0).
+"""
+
+from __future__ import annotations
+
+from memledger.doctor.findings import Finding
+from memledger.doctor.records import Run, span, where
+
+REL = 1e-6   # "the same value": backward on the loss itself, not on loss / K
+
+
+def _micro_batches(run: Run) -> list[tuple[dict, list[dict]]]:
+    by_n = {b["n"]: b for b in run.backwards}
+    out = []
+    for st in run.steps:
+        bws = [by_n[n] for n in st["bw"] if n in by_n]
+        if len(bws) >= 2:
+            out.append((st, bws))
+    return out
+
+
+def token_denominator(run: Run) -> list[Finding]:
+    hits = []
+    for st, bws in _micro_batches(run):
+        losses = [b["losses"] for b in bws]
+        if not all(len(ls) == 1 and ls[0].get("reduction") == "mean" and "valid" in ls[0]
+                   for ls in losses):
+            continue
+        counts = [int(ls[0]["valid"]) for ls in losses]
+        if len(set(counts)) > 1 and min(counts) > 0:
+            hits.append((st, counts, losses[0][0]))
+    if not hits:
+        return []
+    st, counts, loss = hits[0]
+    k, total = len(counts), sum(counts)
+    ratio = max(counts) / min(counts)
+    rel = [round(total / (k * n), 4) for n in counts]
+    return [Finding(
+        check="token_denominator", severity="warning", where=where(loss),
+        message=(f"{k} backward passes per optimizer step, each a mean over a different number "
+                 f"of valid tokens {counts} (step {span(h[0]['step'] for h in hits)}): a token of "
+                 f"the micro-batch with {min(counts)} weighs {ratio:.2f}x one of the micro-batch "
+                 f"with {max(counts)}; use reduction='sum' and divide by the step's {total} "
+                 "valid tokens"),
+        evidence={"micro_batches": k, "tokens": counts, "total_tokens": total,
+                  "weight_ratio": round(ratio, 4), "relative_weights": rel,
+                  "steps": sorted(h[0]["step"] for h in hits)})]
+
+
+def loss_not_divided(run: Run) -> list[Finding]:
+    hits = []
+    for st, bws in _micro_batches(run):
+        if len({(b["file"], b["line"]) for b in bws}) != 1:
+            continue   # different backward lines: several objectives, not accumulation
+        if not all(len(b["losses"]) == 1 and b.get("value") is not None
+                   and b["losses"][0].get("value") is not None for b in bws):
+            continue
+        if len({(b["losses"][0]["file"], b["losses"][0]["line"]) for b in bws}) != 1:
+            continue
+        if all(abs(b["value"] - b["losses"][0]["value"]) <= REL * max(1.0, abs(b["value"]))
+               for b in bws):
+            hits.append((st, bws))
+    if not hits:
+        return []
+    st, bws = hits[0]
+    k = len(bws)
+    return [Finding(
+        check="loss_not_divided", severity="warning", where=where(bws[0]),
+        message=(f"{k} backward passes per optimizer step on the undivided loss (step "
+                 f"{span(h[0]['step'] for h in hits)}): the gradient is the sum of {k} "
+                 f"micro-batch means, {k}x their mean; backward on loss / {k}"),
+        evidence={"micro_batches": k, "loss_values": [b["losses"][0]["value"] for b in bws],
+                  "backward_values": [b["value"] for b in bws],
+                  "steps": sorted(h[0]["step"] for h in hits)})]

@@ -1,0 +1,32 @@
+"""All checks over one run's probe records: `diagnose(records) -> DoctorReport` (no torch)."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from memledger.doctor import accumulation, graph, modes, params, retention, updates
+from memledger.doctor.findings import DoctorReport, Finding
+from memledger.doctor.records import Record, Run
+
+CheckFn = Callable[[Run], list[Finding]]
+
+ALL_CHECKS: tuple[CheckFn, ...] = (
+    graph.cut_graph,                    # 1
+    params.frozen_moving,               # 2
+    params.optimizer_membership,        # 2
+    graph.grad_leak,                    # 3
+    accumulation.token_denominator,     # 4
+    accumulation.loss_not_divided,      # 4
+    updates.nonfinite_and_zeroed,       # 5
+    updates.dropped,                    # 5
+    updates.no_update,                  # 5
+    updates.schedulers,                 # 5
+    retention.cross_step_retention,     # 6
+    modes.eval_mode,                    # 7
+)
+
+
+def diagnose(records: list[Record]) -> DoctorReport:
+    run = Run.of(records)
+    findings = [f for check in ALL_CHECKS for f in check(run)]
+    return DoctorReport.of(findings, run.n_steps)

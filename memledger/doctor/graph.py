@@ -1,0 +1,99 @@
+"""Checks 1 and 3: parameters the loss did not reach, and gradients leaking across steps.
+
+cut_graph / unused_parameter: in a step where the loss reached some trainable parameters
+of an optimizer, the others got no gradient. The probe's `cut` records say which op cut
+the path to which parameters (the first cut, in program order, whose detached graph held
+them); without one, the parameter's module did not run or its output never reached the loss.
+
+grad_leak: a backward pass found a parameter's `.grad` still holding gradient that an
+optimizer step had already consumed (Note [Which backward reached a parameter] in
+memledger/trace/doctor_probe.py). Deliberate accumulation (K backward passes, one step,
+then zero) never produces a leak record.
+"""
+
+from __future__ import annotations
+
+from memledger.doctor.findings import Finding, Where
+from memledger.doctor.records import Run, span, where
+
+CUT_OPS = {
+    "detach": ("`.detach()`", "remove the detach (or detach only what you log)"),
+    "data": ("`.data`", "use the tensor itself, not `.data`"),
+    "numpy": ("a numpy round trip (`.numpy()`)", "keep the computation in torch"),
+    "no_grad": ("an op under `torch.no_grad()`", "run this part of the forward with grad "
+                "enabled"),
+    "checkpoint": ("a reentrant `checkpoint` none of whose inputs require grad",
+                   "use checkpoint(..., use_reentrant=False), or make its input require grad "
+                   "(model.enable_input_require_grads() for a frozen embedding)"),
+}
+
+
+def cut_graph(run: Run) -> list[Finding]:
+    cut_of: dict[tuple[int, int], dict] = {}
+    for c in run.cuts:
+        for i in c["params"]:
+            cut_of.setdefault((c["window"], i), c)
+    groups: dict[tuple, dict] = {}
+    first = run.first_steps()
+    for st in run.steps:
+        got = {int(i) for i in st["accum"]}
+        if not got:
+            continue   # the loss reached none of this optimizer's parameters: nothing to compare
+        late = set(st["late"]) if st["step"] in first else set()
+        for i in st["trainable"]:
+            if i in got or i in late:
+                continue
+            c = cut_of.get((st["step"], i))
+            if c is not None:
+                key = ("cut", c["op"], c["file"], c["line"])
+            elif i in st["not_run"]:
+                key = ("not_run", st["file"], st["line"])
+            else:
+                key = ("unreached", st["file"], st["line"])
+            g = groups.setdefault(key, {"params": set(), "steps": set(), "others": 0,
+                                        "where": c if c is not None else st})
+            g["params"].add(i)
+            g["steps"].add(st["step"])
+            g["others"] = max(g["others"], len(got))
+    return [_cut_finding(run, key, g) for key, g in groups.items()]
+
+
+def _cut_finding(run: Run, key: tuple, g: dict) -> Finding:
+    idx, steps = g["params"], g["steps"]
+    head = (f"{len(idx)} trainable parameters ({run.names(idx)}) got no gradient in step "
+            f"{span(steps)} while {g['others']} others did")
+    evidence = {"params_without_grad": len(idx), "params_with_grad": g["others"],
+                "bytes_without_grad": run.bytes_of(idx), "steps": sorted(steps)}
+    if key[0] == "cut":
+        what, fix = CUT_OPS.get(key[1], (key[1], "keep the path to the loss differentiable"))
+        return Finding(check="cut_graph", severity="error", where=where(g["where"]),
+                       message=f"{head}: the path from the loss was cut by {what}; {fix}",
+                       evidence=evidence)
+    if key[0] == "not_run":
+        msg = (f"{head}: their modules did not run in that step; if that is intended "
+               "(a branch not taken) ignore this, else call them in the forward")
+    else:
+        msg = (f"{head}: their modules ran but the output never reached the loss; use it in "
+               "the loss, or set requires_grad=False and leave them out of the optimizer")
+    return Finding(check="unused_parameter", severity="warning", where=where(g["where"]),
+                   message=msg, evidence=evidence)
+
+
+def grad_leak(run: Run) -> list[Finding]:
+    groups: dict[tuple, dict] = {}
+    for lk in run.leaks:
+        g = groups.setdefault((lk["file"], lk["line"]), {"params": set(), "steps": set()})
+        g["params"].add(lk["i"])
+        g["steps"].add(lk["window"])
+    out = []
+    for (file, line), g in groups.items():
+        idx = g["params"]
+        out.append(Finding(
+            check="grad_leak", severity="error", where=Where(file=file, line=line),
+            message=(f"gradients leak across optimizer steps: {len(idx)} parameters "
+                     f"({run.names(idx)}) entered the backward of step {span(g['steps'])} "
+                     "still holding the gradient an earlier optimizer.step() used; call "
+                     "optimizer.zero_grad() once per step"),
+            evidence={"params": len(idx), "steps": sorted(g["steps"]),
+                      "bytes": run.bytes_of(idx)}))
+    return out

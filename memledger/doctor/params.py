@@ -1,0 +1,58 @@
+"""Check 2: frozen parameters that move, trainable ones no optimizer holds, ones two hold."""
+
+from __future__ import annotations
+
+from memledger.doctor.findings import Finding
+from memledger.doctor.records import Run, span, where
+
+
+def frozen_moving(run: Run) -> list[Finding]:
+    moved: dict[int, set[int]] = {}
+    first = None
+    for st in run.steps:
+        for i in st.get("frozen_moved", []):
+            moved.setdefault(i, set()).add(st["step"])
+            first = first or st
+    if not moved:
+        return []
+    steps = set().union(*moved.values())
+    return [Finding(
+        check="frozen_moving", severity="error", where=where(first),
+        message=(f"{len(moved)} parameters with requires_grad=False ({run.names(moved)}) "
+                 f"were changed by optimizer.step() in step {span(steps)} (weight decay or "
+                 "momentum on a stale .grad); leave them out of the optimizer or set their "
+                 ".grad to None when freezing"),
+        evidence={"params": len(moved), "steps": sorted(steps), "bytes": run.bytes_of(moved)})]
+
+
+def optimizer_membership(run: Run) -> list[Finding]:
+    owners: dict[int, set[int]] = {}
+    where_of: dict[int, dict] = {}
+    for st in run.steps:
+        where_of.setdefault(st["opt"], st)
+        for i in st["params"]:
+            owners.setdefault(i, set()).add(st["opt"])
+    out = []
+    shared = [i for i, o in owners.items() if len(o) > 1]
+    if shared:
+        opts = sorted(set().union(*(owners[i] for i in shared)))
+        out.append(Finding(
+            check="two_optimizers", severity="error", where=where(where_of[opts[-1]]),
+            message=(f"{len(shared)} parameters ({run.names(shared)}) are in {len(opts)} "
+                     "optimizers: each step() updates them again with its own state; give "
+                     "every parameter to exactly one optimizer"),
+            evidence={"params": len(shared), "optimizers": len(opts),
+                      "bytes": run.bytes_of(shared)}))
+    # Trainable parameters of a model the optimizers train (same root) that none holds.
+    roots = {run.params[i].get("root") for i in owners if i in run.params}
+    orphans = [i for i, p in run.params.items()
+               if p.get("trainable") and i not in owners and p.get("root") in roots
+               and p.get("root") is not None]
+    if orphans and run.steps:
+        out.append(Finding(
+            check="no_optimizer", severity="warning", where=where(run.steps[0]),
+            message=(f"{len(orphans)} trainable parameters ({run.names(orphans)}) are in no "
+                     "optimizer: they get gradients but never change; add them to the "
+                     "optimizer or set requires_grad=False"),
+            evidence={"params": len(orphans), "bytes": run.bytes_of(orphans)}))
+    return out

@@ -1,0 +1,80 @@
+"""The probe's records, indexed for the checks (no torch).
+
+Record kinds (memledger/trace/doctor_probe.py writes them, in the order things happened):
+`param` (index, name, trainable, bytes), `step` (one optimizer step: its parameters,
+which backward passes reached each, gradients zeroed / non-finite, frozen ones that moved),
+`backward` (value, line, the loss-function calls since the previous backward), `cut`
+(an op that cut the graph and the parameters behind it), `leak`, `mode`, `retained`,
+`sched`, `end`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from memledger.doctor.findings import Where
+
+Record = dict[str, Any]
+
+
+@dataclass
+class Run:
+    params: dict[int, Record] = field(default_factory=dict)
+    steps: list[Record] = field(default_factory=list)
+    backwards: list[Record] = field(default_factory=list)
+    cuts: list[Record] = field(default_factory=list)
+    leaks: list[Record] = field(default_factory=list)
+    modes: list[Record] = field(default_factory=list)
+    retained: list[Record] = field(default_factory=list)
+    scheds: list[Record] = field(default_factory=list)
+    n_steps: int = 0
+
+    @classmethod
+    def of(cls, records: list[Record]) -> "Run":
+        run = cls()
+        lists = {"step": run.steps, "backward": run.backwards, "cut": run.cuts,
+                 "leak": run.leaks, "mode": run.modes, "retained": run.retained,
+                 "sched": run.scheds}
+        for r in records:
+            k = r.get("k")
+            if k == "param":
+                run.params[int(r["i"])] = r
+            elif k in lists:
+                lists[k].append(r)
+            elif k == "end":
+                run.n_steps = int(r.get("steps", 0))
+        return run
+
+    def name(self, i: int) -> str:
+        return str(self.params.get(i, {}).get("name", f"param{i}"))
+
+    def names(self, idx, most: int = 3) -> str:
+        """`a`, `b`, `c` and 4 more."""
+        idx = sorted(set(idx))
+        shown = ", ".join(f"`{self.name(i)}`" for i in idx[:most])
+        return shown + (f" and {len(idx) - most} more" if len(idx) > most else "")
+
+    def bytes_of(self, idx) -> int:
+        return sum(int(self.params.get(i, {}).get("bytes", 0)) for i in set(idx))
+
+    def first_steps(self) -> set[int]:
+        """`step` numbers that are an optimizer's first (its late-hooked params are unknown)."""
+        seen, out = set(), set()
+        for st in self.steps:
+            if st["opt"] not in seen:
+                seen.add(st["opt"])
+                out.add(st["step"])
+        return out
+
+
+def where(r: Record) -> Where:
+    return Where(file=str(r.get("file", "")), line=int(r.get("line", 0) or 0))
+
+
+def span(steps) -> str:
+    """[2, 3, 4] -> '2-4'; [1, 3] -> '1, 3'."""
+    s = sorted(set(steps))
+    if len(s) > 2 and s[-1] - s[0] == len(s) - 1:
+        return f"{s[0]}-{s[-1]}"
+    return ", ".join(str(x) for x in s)

@@ -1,0 +1,46 @@
+"""Check 6: tensors that carry autograd history across optimizer steps.
+
+The probe lists, at each step boundary, the live tensors whose graph reaches a graph that
+was alive at the previous boundary (Note [Cross-step retention] in
+memledger/trace/doctor_probe.py). Grouped by the variable holding them: `total_loss` (one
+tensor, its graph longer every step) or `losses` (one more tensor every step). History
+that grows between boundaries is an error (it grows without bound); history merely kept
+is a warning.
+"""
+
+from __future__ import annotations
+
+from memledger.doctor.findings import Finding, Where
+from memledger.doctor.source import accumulation_line
+from memledger.units import format_bytes
+
+
+def cross_step_retention(run) -> list[Finding]:
+    groups: dict[tuple[str, str], dict[int, dict]] = {}
+    for r in run.retained:
+        key = (r["var"] or r["name"], r["file"])
+        per = groups.setdefault(key, {}).setdefault(r["step"], {"bytes": 0, "nodes": 0,
+                                                                "tensors": 0})
+        per["bytes"] += int(r["bytes"])
+        per["nodes"] += int(r["nodes"])
+        per["tensors"] += 1
+    out = []
+    for (var, file), per in groups.items():
+        steps = sorted(per)
+        nodes = [per[s]["nodes"] for s in steps]
+        nbytes = [per[s]["bytes"] for s in steps]
+        tensors = [per[s]["tensors"] for s in steps]
+        grows = len(steps) > 1 and (nodes[-1] > nodes[0] or tensors[-1] > tensors[0])
+        line = accumulation_line(file, var)
+        msg = (f"`{var}` carries autograd history across optimizer steps (at the end of "
+               f"step {steps[0]}" + (f"-{steps[-1]}" if len(steps) > 1 else "") +
+               f": {tensors[-1]} tensor(s), {format_bytes(nbytes[-1])}, a graph of "
+               f"{nodes[-1]} nodes" + (f", up from {nodes[0]}" if nodes[-1] > nodes[0] else "")
+               + "): every step's graph stays reachable; accumulate loss.item() or "
+               "loss.detach() instead")
+        out.append(Finding(
+            check="cross_step_retention", severity="error" if grows else "warning",
+            where=Where(file=file, line=line), message=msg,
+            evidence={"steps": steps, "bytes_per_step": nbytes, "nodes_per_step": nodes,
+                      "tensors_per_step": tensors}))
+    return out

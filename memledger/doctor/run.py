@@ -1,0 +1,78 @@
+"""Running the doctor: in this process (tests, tiny scripts) or in a fresh one (the CLI).
+
+    report = doctor_script("train.py", [], steps=3)               # fresh process, probe only
+    report = doctor_script("train.py", [], 3, ledger="run.ledger") # + the Collector's ledger
+    report, outcome = diagnose_in_process("train.py", [], steps=3)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from memledger.doctor.findings import DoctorReport
+from memledger.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, ScriptError
+
+
+def diagnose_in_process(script: str | Path, argv: list[str], steps: int):
+    """Run `script` here under the probe alone; (DoctorReport, ScriptOutcome)."""
+    from memledger.doctor.analyze import diagnose
+    from memledger.trace.doctor_probe import DoctorProbe
+    from memledger.trace.script import run_and_classify
+
+    probe = DoctorProbe(max_steps=steps)
+    saved_argv, saved_path = sys.argv[:], sys.path[:]
+    try:
+        with probe:
+            outcome = run_and_classify(script, argv)
+    finally:
+        sys.argv[:], sys.path[:] = saved_argv, saved_path   # run_script sets both
+    return diagnose(probe.records), outcome
+
+
+def doctor_script(script: str | Path, argv: list[str], steps: int = 3,
+                  ledger: str | Path | None = None, quiet: bool = False) -> DoctorReport:
+    """Run the doctor on `script` in a fresh process; raise ScriptError when it cannot.
+
+    `ledger`: also record the ledger there (Collector alongside), findings appended to it.
+    `quiet`: keep the script's output unless it fails (compare's pre-flight).
+    """
+    from memledger.trace.session import check_script, check_writable
+
+    script = check_script(script)
+    if ledger is not None:
+        ledger = check_writable(ledger)
+    if steps < 1:
+        raise ScriptError("--steps must be at least 1", exit_code=EXIT_USAGE)
+    with tempfile.TemporaryDirectory(prefix="memledger-doctor-") as tmp:
+        report_path, status = Path(tmp) / "doctor.json", Path(tmp) / "status.json"
+        cmd = [sys.executable, "-m", "memledger.doctor.worker", "--report", str(report_path),
+               "--status", str(status), "--steps", str(steps)]
+        if ledger is not None:
+            cmd += ["--ledger", str(ledger)]
+        cmd += [str(script), "--", *argv]
+        proc = subprocess.Popen(cmd, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                                stdout=subprocess.PIPE if quiet else None,
+                                stderr=subprocess.STDOUT if quiet else None)
+        try:
+            output, _ = proc.communicate()
+        except KeyboardInterrupt:
+            proc.wait()
+            raise ScriptError("interrupted", exit_code=EXIT_INTERRUPTED) from None
+        res = json.loads(status.read_text()) if status.exists() else {
+            "code": proc.returncode or EXIT_USAGE, "steps": 0,
+            "reason": f"doctor worker died with status {proc.returncode}"}
+        if quiet and res["code"] != EXIT_OK and output:
+            sys.stderr.write(output.decode(errors="replace"))
+        if res["code"] != EXIT_OK:
+            raise ScriptError(f"the doctor could not watch the script: {res['reason']}",
+                              exit_code=res["code"])
+        if res["steps"] == 0:
+            raise ScriptError("the script ran no optimizer step; the doctor checks training "
+                              "steps, so call optimizer.step() in the script",
+                              exit_code=EXIT_USAGE)
+        return DoctorReport.model_validate(json.loads(report_path.read_text()))

@@ -1,0 +1,58 @@
+"""The line of a user's file where a variable is accumulated into (no torch, no import).
+
+`total_loss += loss` holds every step's graph; the probe knows the variable (`total_loss`)
+and the file it lives in, the line comes from the file's syntax tree: an augmented
+assignment to it first, then `.append` / `.extend` / `.insert` on it, then an assignment
+whose value reads it (`total = total + loss`), then any assignment.
+"""
+
+from __future__ import annotations
+
+import ast
+from functools import lru_cache
+
+
+@lru_cache(maxsize=32)
+def _tree(file: str) -> ast.AST | None:
+    try:
+        with open(file, encoding="utf-8") as fh:
+            return ast.parse(fh.read())
+    except (OSError, SyntaxError, ValueError):
+        return None
+
+
+def _is(node: ast.AST, var: str) -> bool:
+    return isinstance(node, ast.Name) and node.id == var
+
+
+_NUMBER_CALLS = frozenset({"item", "detach", "tolist", "float", "int", "cpu"})
+
+
+def _plain_number(node: ast.AST) -> bool:
+    """`loss.item()`, `float(loss)`, `loss.detach()`: carries no history (ranked last)."""
+    if not isinstance(node, ast.Call):
+        return False
+    f = node.func
+    return (isinstance(f, ast.Attribute) and f.attr in _NUMBER_CALLS) or \
+        (isinstance(f, ast.Name) and f.id in _NUMBER_CALLS)
+
+
+def accumulation_line(file: str, var: str) -> int:
+    """1-based line where `var` is accumulated into (0 when the file or the name is not found)."""
+    tree = _tree(file) if file and var else None
+    if tree is None:
+        return 0
+    ranked: list[tuple[int, int]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.AugAssign) and _is(node.target, var):
+            ranked.append((1 if _plain_number(node.value) else 0, node.lineno))
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                and node.func.attr in ("append", "extend", "insert") and _is(node.func.value, var):
+            ranked.append((2 if _plain_number(node.args[0] if node.args else node) else 1,
+                           node.lineno))
+        elif isinstance(node, ast.Assign) and any(
+                _is(t, var) or (isinstance(t, ast.Subscript) and _is(t.value, var))
+                for t in node.targets):
+            reads = any(_is(n, var) for n in ast.walk(node.value))
+            ranked.append((3 if reads else 4, node.lineno))
+    return min(ranked)[1] if ranked else 0

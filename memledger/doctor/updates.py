@@ -1,0 +1,101 @@
+"""Check 5: update accounting: step() calls against the updates they made.
+
+- nonfinite_grad: a step ran on gradients holding NaN or infinity (the parameters follow).
+- zeroed_before_step: this step's backward filled gradients that were gone (None, or every
+  one zero) when step() ran: zero_grad between backward and step.
+- dropped_update: backward passes whose gradients no step ever used (GradScaler skips the
+  step when its gradients are not finite; a zero_grad before step does the same).
+- no_update: step() changed no trainable parameter although some had gradients.
+- scheduler_order / scheduler_rate: an LR scheduler stepped before the first optimizer step
+  (its first value is skipped), or more often than its optimizer.
+"""
+
+from __future__ import annotations
+
+from memledger.doctor.findings import Finding
+from memledger.doctor.records import Run, span, where
+
+
+def nonfinite_and_zeroed(run: Run) -> list[Finding]:
+    out = []
+    bad = [st for st in run.steps if st["nonfinite"]]
+    if bad:
+        idx = set().union(*(set(st["nonfinite"]) for st in bad))
+        out.append(Finding(
+            check="nonfinite_grad", severity="error", where=where(bad[0]),
+            message=(f"optimizer.step() ran on non-finite gradients in step "
+                     f"{span(st['step'] for st in bad)} ({len(idx)} parameters: "
+                     f"{run.names(idx)}); the parameters become NaN: clip, lower the learning "
+                     "rate, or use a GradScaler"),
+            evidence={"params": len(idx), "steps": [st["step"] for st in bad]}))
+    zeroed = [st for st in run.steps if st["accum"] and (
+        st["zeroed"] or len(st.get("zero", [])) == len(st["accum"]))]
+    if zeroed:
+        idx = set().union(*(set(st["zeroed"]) | set(st.get("zero", [])) for st in zeroed))
+        out.append(Finding(
+            check="zeroed_before_step", severity="error", where=where(zeroed[0]),
+            message=(f"the gradients of {len(idx)} parameters ({run.names(idx)}) were "
+                     f"cleared between backward and optimizer.step() in step "
+                     f"{span(st['step'] for st in zeroed)}: the step used none of them; call "
+                     "zero_grad() before backward or after step()"),
+            evidence={"params": len(idx), "steps": [st["step"] for st in zeroed]}))
+    return out
+
+
+def dropped(run: Run) -> list[Finding]:
+    used = {n for st in run.steps for n in st["bw"]}
+    if not used:
+        return []
+    last = max(used)
+    lost = [b for b in run.backwards if b.get("params") and b["n"] not in used and b["n"] < last]
+    if not lost:
+        return []
+    bad = sum(1 for b in lost if b.get("nonfinite"))
+    why = (f"{bad} of them had non-finite gradients, so GradScaler skipped their step"
+           if bad else "a zero_grad ran before any step used them")
+    return [Finding(
+        check="dropped_update", severity="warning", where=where(lost[0]),
+        message=(f"{len(lost)} of {len(run.backwards)} backward passes made gradients that no "
+                 f"optimizer.step() used ({why}): {len(run.steps)} step() calls made "
+                 f"{len(run.steps)} updates for {len(run.backwards)} backward passes"),
+        evidence={"backward_passes": len(run.backwards), "dropped": len(lost),
+                  "dropped_nonfinite": bad, "optimizer_steps": len(run.steps)})]
+
+
+def no_update(run: Run) -> list[Finding]:
+    idle = [st for st in run.steps if st["accum"] and st.get("updated", 1) == 0]
+    if not idle:
+        return []
+    return [Finding(
+        check="no_update", severity="warning", where=where(idle[0]),
+        message=(f"optimizer.step() changed no trainable parameter in step "
+                 f"{span(st['step'] for st in idle)} although {len(idle[0]['accum'])} had "
+                 "gradients (learning rate 0? a wrapper that skips the step?)"),
+        evidence={"steps": [st["step"] for st in idle]})]
+
+
+def schedulers(run: Run) -> list[Finding]:
+    out = []
+    first = {}
+    for st in run.steps:
+        first.setdefault(st["opt"], st)
+    for s in run.scheds:
+        st = first.get(s["opt"])
+        if st is None:
+            continue
+        if s["before_first_step"]:
+            out.append(Finding(
+                check="scheduler_order", severity="warning", where=where(st),
+                message=(f"{s['cls']}.step() ran before the first optimizer.step(): the "
+                         "schedule's first learning rate is skipped; call scheduler.step() "
+                         "after optimizer.step()"),
+                evidence={"scheduler_steps": s["steps"], "optimizer_steps": s["opt_steps"]}))
+        if s["steps"] > s["opt_steps"]:
+            out.append(Finding(
+                check="scheduler_rate", severity="warning", where=where(st),
+                message=(f"{s['cls']} stepped {s['steps']} times for {s['opt_steps']} "
+                         "optimizer steps (stepping per micro-batch?): the schedule runs "
+                         f"{s['steps'] / max(1, s['opt_steps']):.1f}x fast; step it once per "
+                         "optimizer.step()"),
+                evidence={"scheduler_steps": s["steps"], "optimizer_steps": s["opt_steps"]}))
+    return out

@@ -1,0 +1,73 @@
+"""One doctor run in a fresh process: `python -m memledger.doctor.worker`.
+
+    python -m memledger.doctor.worker --report r.json --status s.json --steps 3 \\
+        [--ledger run.ledger] train.py -- --batch-size 8
+
+The probe (memledger/trace/doctor_probe.py) watches the script; with `--ledger` the
+Collector records the ledger alongside (the probe's hooks are registered first, so its
+step-boundary pass runs before the Collector stops the script), and the findings are
+appended to the ledger as `doctor` and `finding` records.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import sys
+
+from memledger.errors import EXIT_OK, EXIT_USAGE
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="memledger.doctor.worker")
+    p.add_argument("--report", required=True)
+    p.add_argument("--status", required=True)
+    p.add_argument("--steps", type=int, default=3)
+    p.add_argument("--ledger")
+    p.add_argument("script")
+    p.add_argument("argv", nargs=argparse.REMAINDER)
+    args = p.parse_args(argv)
+    if args.argv and args.argv[0] == "--":
+        args.argv = args.argv[1:]
+    if args.steps < 1:
+        return _status(args.status, EXIT_USAGE, "--steps must be >= 1", 0)
+
+    from memledger.doctor.analyze import diagnose
+    from memledger.ledger.writer import FileSink, append_records
+    from memledger.trace.collector import Collector, StopTracing
+    from memledger.trace.doctor_probe import DoctorProbe
+    from memledger.trace.script import ScriptOutcome, run_and_classify
+
+    probe = DoctorProbe(max_steps=None if args.ledger else args.steps)
+    sink = FileSink(args.ledger) if args.ledger else None
+    collector = Collector(sink, max_steps=args.steps, header={
+        "script": args.script, "argv": args.argv, "steps_requested": args.steps,
+        "doctor": True}) if sink else contextlib.nullcontext()
+    outcome = ScriptOutcome(EXIT_OK, "")
+    try:
+        with probe, collector:
+            outcome = run_and_classify(args.script, args.argv)
+            if sink is not None and outcome.code != EXIT_OK:
+                collector.close("error", outcome.reason)
+    except StopTracing:
+        pass
+    finally:
+        if sink is not None:
+            sink.close()
+    report = diagnose(probe.records)
+    if args.ledger:
+        append_records(args.ledger, report.ledger_records())
+    with open(args.report, "w", encoding="utf-8") as fh:
+        json.dump(report.to_json_dict(), fh)
+    return _status(args.status, outcome.code, outcome.reason, report.steps)
+
+
+def _status(path: str, code: int, reason: str, steps: int) -> int:
+    with open(path, "w", encoding="utf-8") as fh:
+        json.dump({"code": code, "reason": reason, "steps": steps}, fh)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,75 @@
+"""Where the machine's cost calibration is cached, and how it is keyed. No torch.
+
+The calibration itself is measured by memledger/measure/calibrate.py (which needs torch);
+reading it back needs only this module, so `predict` and `plan` stay torch-free.
+
+Folder: `$MEMLEDGER_CACHE_DIR`, else `$XDG_CACHE_HOME/memledger`, else
+`~/.cache/memledger`. File: `calibration-<key>.json`, the key naming the host, the device
+and its model, the torch version and the intra-op thread setting, e.g.
+`v1-vm-cpu-AMD_EPYC-torch2.13.0_cpu-tOMP1`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import socket
+from importlib import metadata
+from pathlib import Path
+
+VERSION = 1
+
+
+def cache_dir() -> Path:
+    env = os.environ.get("MEMLEDGER_CACHE_DIR")
+    if env:
+        return Path(env)
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "memledger"
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def machine_key(device: str, model: str | None = None) -> str:
+    try:
+        torch_version = metadata.version("torch")
+    except metadata.PackageNotFoundError:
+        torch_version = "none"
+    threads = os.environ.get("OMP_NUM_THREADS", "default")
+    raw = (f"{socket.gethostname()}-{device}-{model or cpu_model()}-torch{torch_version}"
+           f"-tOMP{threads}")
+    return f"v{VERSION}-" + "".join(c if c.isalnum() or c in "-_." else "_" for c in raw)[:180]
+
+
+def cache_path(device: str, model: str | None = None) -> Path:
+    return cache_dir() / f"calibration-{machine_key(device, model)}.json"
+
+
+def read_cached(device: str, model: str | None = None) -> dict:
+    """The cached calibration for this machine and device ({} if none)."""
+    path = cache_path(device, model)
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if data.get("key") == machine_key(device, model) and data.get("params") else {}
+
+
+def write_cached(data: dict, device: str, model: str | None = None) -> None:
+    path = cache_path(device, model)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(data, indent=1))
+        os.replace(tmp, path)     # atomic: a concurrent trace reads the old or the new file
+    except OSError:
+        pass                      # a read-only home: measured again next time

@@ -1,0 +1,203 @@
+"""Exact choice of one option per block under a peak budget. Pure numpy, no torch.
+
+    choice, cost = solve(delta, cost, cap)      # None, inf when nothing fits
+
+Input: `delta[b, o, s]` (int64 bytes): what option o of block b adds to the live bytes at
+slot s; `cost[b, o]`: its added time; `cap[s]`: the bytes slot s may still take. Find the
+assignment o_b minimising Σ cost[b, o_b] with Σ_b delta[b, o_b, s] <= cap[s] at every slot.
+
+# Note [Exact block choice]
+0. Runs of slots shrink to one column each (`reduce_runs`, once per ledger): along the
+   slot axis, consecutive slots where at most one block's rows change, k, are one
+   constraint, Σ_{b != k} delta[b, o_b] + max_s (delta[k, o_k, s] + base[s]) <= budget;
+   with no block changing, the highest base of the run is what counts. A 48-block GPT's
+   63,766 slots become 191 columns.
+1. Columns shrink without changing the answer. A slot where every block's row is zero is a
+   constant check (cap >= 0). Slots whose rows agree on every block but one, k, are one
+   constraint: Σ_{b != k} delta[b, o_b] + max_s (delta[k, o_k, s] - cap[s]) <= 0. Blocks'
+   effects nest in time (block k's recompute happens while blocks < k hold what they hold
+   and blocks > k are done), so a 4-block GPT's ~9,000 slots become a few dozen columns.
+   Rows are compared by hashes (int64 arithmetic, exact modulo 2^64, then equality is
+   re-checked on the merged group's representative).
+2. Exhaustive when options ** blocks <= EXHAUSTIVE_MAX: every assignment is scored at once.
+3. Beyond, dynamic programming over blocks in order. A state is the partial sum vector on
+   the columns some later block still touches, and its cost. A column that no later block
+   touches is checked and dropped; a state that cannot fit even with every later block at
+   its smallest delta is dropped; a state with another at no more cost and no more bytes on
+   every open column is dropped (it can never do better). What is left is exact.
+   Example: 48 identical blocks, options none / checkpoint / offload / selective: the open
+   columns after block k carry Σ_{b<k} delta_b on every one of them, so states differ only
+   by that sum and the front stays at a few hundred states.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+EXHAUSTIVE_MAX = 4_096
+
+
+def reduce_runs(delta: np.ndarray, base: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(delta', floor') with one column per run (Note rule 0): the budget check at run r is
+    Σ_b delta'[b, o_b, r] + floor'[r] <= budget (workspace aside)."""
+    delta = np.asarray(delta, dtype=np.int64)
+    base = np.rint(np.asarray(base, dtype=np.float64)).astype(np.int64)
+    nb, no, ns = delta.shape
+    if not ns:
+        return delta, base
+    chg = np.zeros((nb, ns), dtype=bool)
+    chg[:, 1:] = (delta[:, :, 1:] != delta[:, :, :-1]).any(axis=1)
+    nv, which = chg.sum(axis=0), chg.argmax(axis=0)
+    starts, vary = [0], [-1]
+    for s in np.flatnonzero(nv).tolist():
+        if s and nv[s] == 1 and vary[-1] in (-1, which[s]):
+            vary[-1] = int(which[s])
+        elif s:
+            starts.append(s)
+            vary.append(-1)
+    starts_a = np.array(starts, dtype=np.int64)
+    vary_a = np.array(vary, dtype=np.int64)
+    run_of = np.repeat(np.arange(len(starts)), np.diff(np.r_[starts_a, ns]))
+    out = delta[:, :, starts_a].copy()
+    floor = np.maximum.reduceat(base, starts_a)
+    kk = np.maximum(vary_a[run_of], 0)
+    varying = np.maximum.reduceat(delta[kk, :, np.arange(ns)].T + base[None, :], starts_a,
+                                  axis=1)                          # (options, runs)
+    r = np.flatnonzero(vary_a >= 0)
+    out[vary_a[r], :, r] = varying[:, r].T
+    floor[r] = 0
+    return out, floor
+
+
+def reduce_columns(delta: np.ndarray, cap: np.ndarray) -> tuple[np.ndarray, np.ndarray, bool]:
+    """(delta', cap', feasible_at_all): equivalent, fewer columns (Note rule 1)."""
+    delta = np.asarray(delta, dtype=np.int64)
+    cap = np.asarray(cap, dtype=np.int64)
+    nb, no, ns = delta.shape
+    touched = (delta != 0).any(axis=(0, 1))
+    if (cap[~touched] < 0).any():
+        return delta[:, :, :0], cap[:0], False
+    delta, cap = delta[:, :, touched], cap[touched]
+    rng = np.random.default_rng(12345)
+    for k in range(nb):
+        if not delta.shape[2]:
+            break
+        weights = rng.integers(1, 2**62, size=(nb, no), dtype=np.int64)
+        weights[k] = 0                              # hash every block but k
+        with np.errstate(over="ignore"):
+            key = np.einsum("bos,bo->s", delta, weights)
+        _, group = np.unique(key, return_inverse=True)
+        if group.max() + 1 == delta.shape[2]:
+            continue
+        reps = np.unique(group, return_index=True)[1]
+        new = delta[:, :, reps].copy()
+        slack = delta[k] - cap[None, :]             # (options, slots)
+        worst = np.full((no, len(reps)), np.iinfo(np.int64).min, dtype=np.int64)
+        np.maximum.at(worst.T, group, slack.T)
+        # exactness: the other blocks' rows must truly agree within each group
+        others = np.delete(delta, k, axis=0)
+        if not (others == np.delete(new, k, axis=0)[:, :, group]).all():
+            continue                                 # a hash collision: skip this merge
+        new[k] = worst
+        delta, cap = new, np.zeros(len(reps), dtype=np.int64)
+    return delta, cap, True
+
+
+def solve(delta: np.ndarray, cost: np.ndarray, cap: np.ndarray,
+          allowed: np.ndarray | None = None, method: str | None = None,
+          merge: bool = True) -> tuple[np.ndarray | None, float]:
+    """The cheapest assignment (options per block) that fits, and its cost. `allowed`:
+    (blocks, options) mask; `method`: "exhaustive" | "dp" (default: by size); `merge`:
+    apply rule 1 (off when the columns are already `reduce_runs`'s few)."""
+    cost = np.asarray(cost, dtype=np.float64)
+    if allowed is not None:
+        cost = np.where(allowed, cost, np.inf)
+    if merge:
+        d, c, ok = reduce_columns(delta, cap)
+    else:
+        d, c = np.asarray(delta, dtype=np.int64), np.asarray(cap, dtype=np.int64)
+        ok = True
+    if not ok:
+        return None, float("inf")
+    nb, no = cost.shape
+    if method == "exhaustive" or (method is None and no ** nb <= EXHAUSTIVE_MAX):
+        return _exhaustive(d, cost, c)
+    return _dp(d, cost, c)
+
+
+def _exhaustive(d: np.ndarray, cost: np.ndarray, cap: np.ndarray):
+    nb, no = cost.shape
+    combos = np.indices((no,) * nb).reshape(nb, -1).T          # (no**nb, nb)
+    total = cost[np.arange(nb), combos].sum(axis=1)
+    load = np.zeros((len(combos), d.shape[2]), dtype=np.int64)
+    for b in range(nb):
+        load += d[b][combos[:, b]]
+    fits = (load <= cap[None, :]).all(axis=1) & np.isfinite(total)
+    if not fits.any():
+        return None, float("inf")
+    best = np.flatnonzero(fits)[np.argmin(np.where(fits, total, np.inf)[fits])]
+    # ties: the lowest total, then the first in enumeration order (block 0 slowest varying)
+    return combos[best].copy(), float(total[best])
+
+
+def _dp(d: np.ndarray, cost: np.ndarray, cap: np.ndarray):
+    nb, no, ns = d.shape
+    touches = (d != 0).any(axis=1)                             # (blocks, cols)
+    last = np.where(touches.any(axis=0), nb - 1 - np.argmax(touches[::-1], axis=0), -1)
+    # the least any later blocks can add, per column: for the feasibility bound
+    finite = np.isfinite(cost)
+    mins = np.where(finite[:, :, None], d, np.iinfo(np.int64).max).min(axis=1)
+    future = np.concatenate([np.cumsum(mins[::-1], axis=0)[::-1],
+                             np.zeros((1, ns), dtype=np.int64)])
+    vec = np.zeros((1, ns), dtype=np.int64)
+    tot = np.zeros(1)
+    paths = np.zeros((1, 0), dtype=np.int64)
+    for b in range(nb):
+        opts = np.flatnonzero(finite[b])
+        vec = (vec[:, None, :] + d[b][opts][None, :, :]).reshape(-1, ns)
+        tot = (tot[:, None] + cost[b, opts][None, :]).reshape(-1)
+        paths = np.concatenate([np.repeat(paths, len(opts), axis=0),
+                                np.tile(opts, len(paths))[:, None]], axis=1)
+        ok = ((vec + future[b + 1]) <= cap).all(axis=1)
+        vec, tot, paths = vec[ok], tot[ok], paths[ok]
+        if not len(tot):
+            return None, float("inf")
+        open_cols = last > b
+        vec, tot, paths = _pareto(vec, tot, paths, open_cols)
+    best = int(np.argmin(tot))
+    return paths[best], float(tot[best])
+
+
+def _pareto_1d(v0: np.ndarray, vec: np.ndarray, tot: np.ndarray, paths: np.ndarray):
+    """Every open column carries the same partial sum plus a constant (blocks nest): one
+    number per state, so the front is a sort and a sweep."""
+    order = np.lexsort((tot, v0))
+    t = tot[order]
+    best_before = np.minimum.accumulate(np.r_[np.inf, t[:-1]])
+    keep = order[t < best_before]
+    return vec[keep], tot[keep], paths[keep]
+
+
+def _pareto(vec: np.ndarray, tot: np.ndarray, paths: np.ndarray, open_cols: np.ndarray):
+    """Drop states another state beats on cost and on every open column."""
+    v = vec[:, open_cols]
+    if v.shape[1] and len(v) > 1 and (v - v[:, :1] == (v[0] - v[0, 0])[None, :]).all():
+        return _pareto_1d(v[:, 0], vec, tot, paths)
+    order = np.lexsort((tot, *v.T[::-1])) if v.shape[1] else np.argsort(tot, kind="stable")
+    v, vec, tot, paths = v[order], vec[order], tot[order], paths[order]
+    if not v.shape[1]:
+        return vec[:1], tot[:1], paths[:1]
+    # identical open vectors: keep the cheapest (first after the sort)
+    same = np.r_[False, (v[1:] == v[:-1]).all(axis=1)]
+    keep = ~same
+    v, vec, tot, paths = v[keep], vec[keep], tot[keep], paths[keep]
+    by_cost = np.argsort(tot, kind="stable")
+    kept: list[int] = []
+    for i in by_cost:
+        if kept:
+            kv = v[kept]
+            if (kv <= v[i]).all(axis=1).any():
+                continue
+        kept.append(int(i))
+    kept_arr = np.array(kept, dtype=np.int64)
+    return vec[kept_arr], tot[kept_arr], paths[kept_arr]

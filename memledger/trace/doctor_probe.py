@@ -1,0 +1,529 @@
+"""The doctor's probe: what the training mechanics did, step by step, as plain records.
+
+It watches through torch's own mechanisms and never changes what the script computes:
+
+- a `TorchFunctionMode` sees `backward()` (count, loss value, line), the loss functions
+  (`cross_entropy`, `nll_loss`: reduction, valid tokens), and the ops that cut the graph
+  (`.detach()`, `.data`, `.numpy()`, an op run under `no_grad` on a tensor that requires
+  grad; torch's reentrant checkpoint runs its forward that way);
+- per parameter, a tensor hook (before autograd accumulates) and a post-accumulate-grad
+  hook: which backward passes reached it, and whether `.grad` still held a consumed gradient;
+- global module forward pre-hooks: parameter names, the modules that ran, Dropout and
+  BatchNorm in eval mode under grad;
+- global optimizer step pre/post hooks: the step's parameters, their gradients (finite?
+  zeroed?), frozen parameters that moved, and at each step boundary the tensors that still
+  carry autograd history from an earlier step (Note [Cross-step retention]).
+
+The records are read by memledger/doctor/ (pure, no torch), which turns them into findings.
+The probe's own tensor work runs with every mode disabled (`_quiet`), so a Collector traced
+alongside never sees it.
+
+# Note [Which backward reached a parameter]
+A step's window is everything since that optimizer's previous step. The tensor hook on
+parameter P runs before autograd adds the incoming gradient into `P.grad`; at that moment
+`P.grad` is None or zero (zeroed: a fresh start), or it still holds gradient. Holding
+gradient that a step already consumed is a leak (no `zero_grad` between steps); holding
+gradient no step consumed is deliberate accumulation. Whether `.grad` is zero is read only
+when it may have changed: `(id(grad), grad._version)` is remembered after each accumulation,
+and an untouched gradient is known to be non-zero without reading it. Example: K=2 micro
+batches, fc.weight (64 KiB of fp32): backward 1 finds None (fresh), backward 2 finds the
+same tensor at the same version (accumulating), step consumes both; backward 3 finds None
+(zero_grad ran): no finding. Without zero_grad, backward 3 finds the consumed tensor: leak.
+
+# Note [Cross-step retention]
+At each step boundary (optimizer post-hook) the probe lists every live tensor that has a
+`grad_fn` and keeps those nodes until the next boundary. A tensor alive at the next boundary
+whose graph reaches one of them carries history across the step: `total_loss += loss` (the
+same tensor, its graph one AddBackward longer each step), `total = total + loss` (a new
+tensor whose graph holds the old one) and `losses.append(loss)` alike. A normal loop's
+`loss` of step N is a new graph at boundary N+1 and reaches nothing old. Example: 3 steps of
+`total_loss += loss` on a 4-byte scalar: at boundary 2 `total_loss` reaches boundary 1's
+node; the finding reports 4 bytes held and the graph's node count per step.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import weakref
+from typing import Any, Iterator
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.nn.modules import module as nn_module
+from torch.optim.optimizer import (
+    register_optimizer_step_post_hook,
+    register_optimizer_step_pre_hook,
+)
+from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import _disable_current_modes
+
+from memledger.trace.collector import StopTracing
+from memledger.trace.where import (
+    in_reentrant_checkpoint,
+    is_user_file,
+    user_frame,
+    user_line,
+)
+
+_Tensor = torch.Tensor
+_DATA = torch._C.TensorBase.__dict__["data"]
+_CUTS = {torch._C.TensorBase.detach: "detach", torch._C.TensorBase.detach_: "detach",
+         torch._C.TensorBase.numpy: "numpy"}
+_BACKWARDS = (torch.Tensor.backward, torch.autograd.backward)
+_LOSSES = {F.cross_entropy: "cross_entropy", F.nll_loss: "nll_loss"}
+_grad_enabled = torch.is_grad_enabled
+MAX_NODES = 100_000      # graph walks stop here (a runaway graph is a finding already)
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    """The probe's own tensor work: no torch-function or dispatch mode sees it, no graph."""
+    with torch._C.DisableTorchFunction(), _disable_current_modes(), torch.no_grad():
+        yield
+
+
+def _loss_args(fn: str, args: tuple, kwargs: dict) -> tuple[Any, int, str]:
+    """(target, ignore_index, reduction) of cross_entropy / nll_loss, positional or keyword."""
+    target = args[1] if len(args) > 1 else kwargs.get("target")
+    ignore = args[4] if len(args) > 4 else kwargs.get("ignore_index", -100)
+    reduction = args[6] if len(args) > 6 else kwargs.get("reduction", "mean")
+    return target, int(ignore), str(reduction)
+
+
+class DoctorProbe(TorchFunctionMode):
+    """Records the training mechanics of a script while active (see the module docstring).
+
+    Example usage::
+
+        probe = DoctorProbe(max_steps=3)
+        with probe:
+            run_script("train.py", [])     # stops with StopTracing after 3 steps
+        findings = diagnose(probe.records)
+
+    Known limitations: one thread; loss functions other than cross_entropy / nll_loss are
+    not read for token counts; masks applied by hand (`(loss * mask).sum() / mask.sum()`)
+    are correct already and not inspected.
+    """
+
+    def __init__(self, max_steps: int | None = None) -> None:
+        super().__init__()
+        self.max_steps = max_steps
+        self.records: list[dict[str, Any]] = []
+        self._params: dict[int, nn.Parameter] = {}     # id -> parameter (alive anyway)
+        self._index: dict[int, int] = {}               # id(param) -> index in records
+        self._owner: dict[int, int] = {}               # id(param) -> id(owning module)
+        self._late: set[int] = set()                   # hooked at their first step only
+        self._mods: dict[int, str] = {}                # id(module) -> path
+        self._ran: set[int] = set()                    # modules run in this window
+        self._mode_seen: set[int] = set()
+        self._roots = 0
+        self._handles: list[Any] = []
+        self._param_handles: list[Any] = []
+        self._opts: dict[int, int] = {}                # id(optimizer) -> index
+        self._opt_steps: dict[int, int] = {}
+        self._scheds: list[tuple[weakref.ref, int, bool]] = []
+        self._sched_steps: dict[int, int] = {}         # scheduler index -> steps so far
+        self._sched_cls: list[str] = []
+        self._steps = 0
+        self._in_opt = 0
+        # Note [Which backward reached a parameter]
+        self._accum: dict[int, int] = {}               # id(param) -> backward passes this window
+        self._bws: dict[int, list[int]] = {}           # id(param) -> backward indices pending
+        self._consumed: set[int] = set()               # .grad consumed by a step, not reset
+        self._grad_state: dict[int, tuple[int, int]] = {}
+        self._bw = 0                                   # backward passes so far
+        self._bw_rec: dict[str, Any] | None = None
+        self._bw_params: set[int] = set()
+        self._losses: list[dict[str, Any]] = []
+        self._cuts: dict[int, int] = {}                # id(param) -> cut record index
+        self._visited: set[int] = set()
+        self._before: dict[int, Any] = {}
+        self._step_rec: dict[str, Any] = {}
+        self._prev_roots: dict[int, Any] = {}          # Note [Cross-step retention]
+        self._pre_roots: dict[int, Any] = {}
+
+    # ---- lifecycle ------------------------------------------------------------------------
+    def __enter__(self) -> "DoctorProbe":
+        self._handles = [
+            nn_module.register_module_forward_pre_hook(self._module_pre),
+            register_optimizer_step_pre_hook(self._opt_pre),
+            register_optimizer_step_post_hook(self._opt_post),
+        ]
+        # Graphs alive before the run (another run's leftovers, say) are not its history.
+        self._pre_roots = {id(t.grad_fn): t.grad_fn for t in _grad_tensors()}
+        return super().__enter__()
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        super().__exit__(exc_type, exc, tb)
+        for h in self._handles + self._param_handles:
+            h.remove()
+        self._handles, self._param_handles = [], []
+        self._finish()
+
+    def _finish(self) -> None:
+        self._count_scheduler_steps()
+        for k, (ref, opt_index, before_first) in enumerate(self._scheds):
+            if opt_index >= 0:
+                self.records.append({
+                    "k": "sched", "cls": self._sched_cls[k], "opt": opt_index,
+                    "before_first_step": before_first, "steps": self._sched_steps.get(k, 0),
+                    "opt_steps": self._opt_steps.get(opt_index, 0)})
+        self.records.append({"k": "end", "steps": self._steps, "backward": self._bw})
+        self._prev_roots, self._pre_roots = {}, {}
+
+    def _count_scheduler_steps(self) -> None:
+        for k, (ref, _, _) in enumerate(self._scheds):
+            s = ref()
+            if s is not None:   # gone once the script ends: keep the last count seen
+                self._sched_steps[k] = int(getattr(s, "_step_count", 1)) - 1
+
+    # ---- parameters and modules -----------------------------------------------------------
+    def _add_param(self, p: nn.Parameter, name: str, owner: int, late: bool,
+                   root: int | None = None) -> None:
+        pid = id(p)
+        if pid in self._index:
+            return
+        self._index[pid] = len(self._index)
+        self._params[pid] = p
+        self._owner[pid] = owner
+        if late:
+            self._late.add(pid)
+        self.records.append({"k": "param", "i": self._index[pid], "name": name,
+                             "trainable": bool(p.requires_grad), "bytes": p.nbytes,
+                             "root": root})
+        if p.requires_grad:
+            self._param_handles.append(p.register_hook(self._make_grad_pre(pid)))
+            self._param_handles.append(p.register_post_accumulate_grad_hook(self._grad_post))
+
+    def _register_root(self, root: nn.Module) -> None:
+        prefix = "" if self._roots == 0 else type(root).__name__
+        number = self._roots
+        self._roots += next(root.parameters(), None) is not None
+        for path, m in root.named_modules():
+            full = ".".join(x for x in (prefix, path) if x)
+            self._mods.setdefault(id(m), full)
+            for n, p in m.named_parameters(recurse=False):
+                self._add_param(p, ".".join(x for x in (full, n) if x), id(m), late=False,
+                                root=number)
+
+    def _module_pre(self, module: nn.Module, args) -> None:
+        mid = id(module)
+        if mid not in self._mods:
+            self._register_root(module)
+        self._ran.add(mid)
+        if not module.training and mid not in self._mode_seen and _grad_enabled() and (
+                (isinstance(module, nn.modules.dropout._DropoutNd) and module.p > 0) or
+                (isinstance(module, nn.modules.batchnorm._BatchNorm)
+                 and module.track_running_stats)):
+            self._mode_seen.add(mid)
+            file, line = user_line()
+            self.records.append({"k": "mode", "window": self._steps + 1, "mod": self._mods[mid],
+                                 "cls": type(module).__name__, "bw": self._bw,
+                                 "file": file, "line": line})
+
+    # ---- gradients (Note [Which backward reached a parameter]) ------------------------------
+    def _make_grad_pre(self, pid: int):
+        def pre(grad):
+            self._grad_pre(pid)
+        return pre
+
+    def _grad_pre(self, pid: int) -> None:
+        p = self._params[pid]
+        g = p.grad
+        fresh = g is None
+        if not fresh:
+            st = self._grad_state.get(pid)
+            if st is None or st != (id(g), g._version):
+                with _quiet():
+                    fresh = not bool(g.any())
+        if fresh:
+            self._bws[pid] = []
+            self._accum[pid] = 0
+            self._consumed.discard(pid)
+        elif pid in self._consumed:
+            self._consumed.discard(pid)
+            rec = self._bw_rec or {}
+            self.records.append({"k": "leak", "i": self._index[pid], "window": self._steps + 1,
+                                 "file": rec.get("file", ""), "line": rec.get("line", 0)})
+
+    def _grad_post(self, p: nn.Parameter) -> None:
+        pid = id(p)
+        self._accum[pid] = self._accum.get(pid, 0) + 1
+        bws = self._bws.setdefault(pid, [])
+        if not bws or bws[-1] != self._bw:
+            bws.append(self._bw)
+        self._bw_params.add(pid)
+        g = p.grad
+        if g is not None:
+            self._grad_state[pid] = (id(g), g._version)
+
+    # ---- torch functions ------------------------------------------------------------------
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if kwargs is None:
+            kwargs = {}
+        if func in _BACKWARDS:
+            return self._backward(func, args, kwargs)
+        loss = _LOSSES.get(func)
+        if loss is not None:
+            return self._loss(loss, func, args, kwargs)
+        if not self._in_opt:
+            cut = _CUTS.get(func)
+            if cut is None and getattr(func, "__self__", None) is _DATA:
+                cut = "data"
+            if cut is not None:
+                if args and isinstance(args[0], _Tensor) and args[0].requires_grad:
+                    self._cut(cut, args[0])
+                elif cut == "numpy":
+                    self._numpy_round_trip()
+            elif not _grad_enabled() and getattr(func, "__name__", "") != "__get__":
+                for a in args:
+                    if isinstance(a, _Tensor) and a.requires_grad:
+                        self._cut("no_grad", a)
+        return func(*args, **kwargs)
+
+    def _backward(self, func, args, kwargs):
+        t = args[0] if args else kwargs.get("tensors")
+        if isinstance(t, (list, tuple)):
+            t = t[0] if len(t) == 1 else None
+        value = None
+        if isinstance(t, _Tensor) and t.numel() == 1:
+            with _quiet():
+                value = float(t.detach().float().cpu())
+        file, line = user_line()
+        self._bw += 1
+        rec = {"k": "backward", "n": self._bw, "window": self._steps + 1, "value": value,
+               "file": file, "line": line, "losses": self._losses}
+        self._losses = []
+        self._bw_rec, self._bw_params = rec, set()
+        self.records.append(rec)
+        out = func(*args, **kwargs)
+        bad = 0
+        with _quiet():
+            for pid in self._bw_params:
+                g = self._params[pid].grad
+                if g is not None and not bool(torch.isfinite(g).all()):
+                    bad += 1
+        rec["params"], rec["nonfinite"] = len(self._bw_params), bad
+        self._bw_rec = None
+        return out
+
+    def _loss(self, name: str, func, args, kwargs):
+        out = func(*args, **kwargs)
+        target, ignore, reduction = _loss_args(name, args, kwargs)
+        rec: dict[str, Any] = {"fn": name, "reduction": reduction}
+        with _quiet():
+            if isinstance(target, _Tensor) and not target.is_floating_point():
+                rec["tokens"] = int(target.numel())
+                rec["valid"] = int((target != ignore).sum())
+            if isinstance(out, _Tensor) and out.numel() == 1:
+                rec["value"] = float(out.detach().float().cpu())
+        rec["file"], rec["line"] = user_line()
+        self._losses.append(rec)
+        return out
+
+    def _cut(self, op: str, t: _Tensor) -> None:
+        fn = t.grad_fn
+        if fn is None:
+            pids = [id(t)] if id(t) in self._params else []
+        else:
+            pids = self._reach_params(fn)
+        new = [pid for pid in pids if pid not in self._cuts]
+        if not new:
+            return
+        if op == "no_grad" and in_reentrant_checkpoint():
+            op = "checkpoint"
+        file, line = user_line(3)
+        for pid in new:
+            self._cuts[pid] = len(self.records)
+        self.records.append({"k": "cut", "op": op, "window": self._steps + 1, "file": file,
+                             "line": line, "params": sorted(self._index[p] for p in new)})
+
+    def _numpy_round_trip(self) -> None:
+        """`x.detach().numpy()`: the cut just recorded on this line is a numpy round trip."""
+        last = self.records[-1] if self.records else {}
+        if last.get("k") == "cut" and last["op"] == "detach" and \
+                (last["file"], last["line"]) == user_line(3):
+            last["op"] = "numpy"
+
+    def _reach_params(self, root) -> list[int]:
+        """Parameters whose AccumulateGrad the graph from `root` reaches (not yet visited)."""
+        out, stack, visited = [], [root], self._visited
+        while stack and len(visited) < MAX_NODES:
+            n = stack.pop()
+            if n is None or id(n) in visited:
+                continue
+            visited.add(id(n))
+            var = getattr(n, "variable", None)
+            if var is not None:
+                if id(var) in self._params:
+                    out.append(id(var))
+                continue
+            stack.extend(f for f, _ in n.next_functions)
+        return out
+
+    # ---- optimizer steps ------------------------------------------------------------------
+    def _opt_pre(self, opt: torch.optim.Optimizer, args, kwargs) -> None:
+        self._in_opt += 1
+        with torch._C.DisableTorchFunction():
+            self._step_pre(opt)
+
+    def _step_pre(self, opt: torch.optim.Optimizer) -> None:
+        params = [p for g in opt.param_groups for p in g["params"]]
+        oi = self._opts.get(id(opt))
+        first = oi is None
+        if first:
+            oi = self._opts[id(opt)] = len(self._opts)
+            for j, p in enumerate(params):
+                self._add_param(p, f"optimizer{oi}.param{j}", 0, late=True)
+            if oi == 0:
+                self._find_schedulers()
+        self._opt_steps[oi] = self._opt_steps.get(oi, 0) + 1
+        for k, (ref, o, _) in enumerate(self._scheds):
+            s = ref()
+            if s is not None and o == -1 and getattr(s, "optimizer", None) is opt:
+                self._scheds[k] = (ref, oi, int(getattr(s, "_step_count", 1)) > 1)
+        file, line = user_line()
+        idx = self._index
+        rec: dict[str, Any] = {"k": "step", "opt": oi, "cls": type(opt).__name__,
+                               "step": self._steps + 1, "file": file, "line": line,
+                               "params": [idx[id(p)] for p in params],
+                               "trainable": [idx[id(p)] for p in params if p.requires_grad],
+                               "late": [idx[id(p)] for p in params if id(p) in self._late],
+                               "accum": {}, "nonfinite": [], "zeroed": [], "zero": [], "not_run": [],
+                               "bw": []}
+        bws: set[int] = set()
+        self._before = {}
+        with _quiet():
+            for p in params:
+                pid = id(p)
+                n = self._accum.pop(pid, 0)
+                g = p.grad
+                if n:
+                    rec["accum"][idx[pid]] = n
+                    if g is None:
+                        rec["zeroed"].append(idx[pid])
+                    elif not bool(g.any()):
+                        rec["zero"].append(idx[pid])
+                elif p.requires_grad and self._owner.get(pid, 0) not in self._ran:
+                    rec["not_run"].append(idx[pid])
+                if g is not None and not bool(torch.isfinite(g).all()):
+                    rec["nonfinite"].append(idx[pid])
+                bws.update(self._bws.pop(pid, ()))
+                if g is not None:
+                    self._consumed.add(pid)
+                if not p.requires_grad:
+                    self._before[pid] = (p._version, p.detach().clone() if g is not None
+                                         else None)
+                else:
+                    self._before[pid] = (p._version, None)
+        rec["bw"] = sorted(bws)
+        self._step_rec = rec
+        self.records.append(rec)
+
+    def _opt_post(self, opt: torch.optim.Optimizer, args, kwargs) -> None:
+        from memledger.verify.capture import bitwise_equal
+
+        with torch._C.DisableTorchFunction():
+            rec = self._step_rec
+            moved, updated = [], 0
+            with _quiet():
+                for pid, (version, copy) in self._before.items():
+                    p = self._params[pid]
+                    changed = p._version != version
+                    if copy is not None:
+                        changed = not bitwise_equal(copy, p.detach())
+                    if not p.requires_grad and changed:
+                        moved.append(self._index[pid])
+                    updated += p.requires_grad and changed
+            rec["frozen_moved"], rec["updated"] = moved, updated
+            self._before = {}
+            self._steps += 1
+            self._count_scheduler_steps()
+            self._boundary()
+            self._cuts, self._visited, self._ran, self._mode_seen = {}, set(), set(), set()
+        self._in_opt -= 1
+        if self.max_steps is not None and self._steps >= self.max_steps:
+            raise StopTracing()
+
+    def _find_schedulers(self) -> None:
+        from torch.optim.lr_scheduler import LRScheduler
+
+        for o in gc.get_objects():
+            if issubclass(type(o), LRScheduler):  # type(): never wake lazy proxies
+                self._scheds.append((weakref.ref(o), -1, False))
+                self._sched_cls.append(type(o).__name__)
+
+    # ---- step boundaries (Note [Cross-step retention]) --------------------------------------
+    def _boundary(self) -> None:
+        pre = self._pre_roots
+        live = [t for t in _grad_tensors() if pre.get(id(t.grad_fn)) is not t.grad_fn]
+        old, clean = self._prev_roots, set()
+        for t in live if old else ():
+            if self._reaches(t.grad_fn, old, clean):
+                self._record_retained(t)
+        self._prev_roots = {id(t.grad_fn): t.grad_fn for t in live}
+
+    @staticmethod
+    def _reaches(root, old: dict[int, Any], clean: set[int]) -> bool:
+        """Does the graph from `root` reach a node in `old`? `clean`: nodes known not to."""
+        stack, seen = [root], set()
+        while stack:
+            n = stack.pop()
+            if n is None or id(n) in seen or id(n) in clean:
+                continue
+            if old.get(id(n)) is n:
+                return True
+            seen.add(id(n))
+            if len(seen) > MAX_NODES:
+                return False
+            stack.extend(f for f, _ in n.next_functions)
+        clean.update(seen)
+        return False
+
+    def _record_retained(self, t: _Tensor) -> None:
+        name, var, file = self._name_of(t)
+        nodes, stack, seen = 0, [t.grad_fn], set()
+        while stack and nodes < MAX_NODES:
+            n = stack.pop()
+            if n is None or id(n) in seen:
+                continue
+            seen.add(id(n))
+            nodes += 1
+            stack.extend(f for f, _ in n.next_functions)
+        try:
+            nbytes = t.untyped_storage().nbytes()
+        except (RuntimeError, NotImplementedError):
+            nbytes = 0
+        self.records.append({"k": "retained", "step": self._steps, "name": name, "var": var,
+                             "file": file, "shape": list(t.shape), "bytes": nbytes,
+                             "nodes": nodes})
+
+    def _name_of(self, t: _Tensor) -> tuple[str, str, str]:
+        """(display name, variable, file) of a user variable that holds `t`, if any."""
+        f = user_frame(3)
+        while f is not None:
+            for k, v in list(f.f_locals.items()):
+                if v is t:
+                    return k, k, f.f_code.co_filename
+                if isinstance(v, (list, tuple)) and any(x is t for x in v):
+                    i = next(i for i, x in enumerate(v) if x is t)
+                    return f"{k}[{i}]", k, f.f_code.co_filename
+                if isinstance(v, dict) and any(x is t for x in v.values()):
+                    key = next(key for key, x in v.items() if x is t)
+                    return f"{k}[{key!r}]", k, f.f_code.co_filename
+            f = f.f_back
+            while f is not None and not is_user_file(f.f_code.co_filename):
+                f = f.f_back
+        return f"tensor{tuple(t.shape)}", "", ""
+
+
+def _grad_tensors() -> list[_Tensor]:
+    """Every live tensor that carries autograd history (has a grad_fn)."""
+    out = []
+    with torch._C.DisableTorchFunction():
+        for o in gc.get_objects():
+            if issubclass(type(o), _Tensor) and o.grad_fn is not None:
+                out.append(o)
+    return out

@@ -1,0 +1,145 @@
+"""Untraced cost measurements for the time side of replay: module and op times.
+
+The allocator pass (memledger/trace/worker.py) runs the script with no dispatch mode. After
+its profiled steps it times further steps with two light instruments, one at a time:
+
+- `ModuleTimer` (global module forward hooks): the thread CPU time of every module forward
+  call, per step, in call order. Recomputing a checkpointed module re-runs exactly that
+  forward (with autograd recording), so its untraced time is the recompute cost.
+- `OpTimer` (a TorchDispatchMode that only reads the clock around `func`): each op's own
+  kernel time in one step, in call order. Replay uses it to weigh the early-stopped part of
+  a recompute and the ops selective checkpointing does not re-run; the mode's own overhead
+  falls outside the timed interval.
+
+Which clock: with one intra-op thread (`torch.get_num_threads() == 1`; CPU backward runs
+in the calling thread) the thread's CPU time is the work itself, and on a shared machine
+another process preempting this one stretches wall time but not this thread's CPU time.
+With several threads an op's work is spread over OpenMP workers that the calling thread's
+CPU time does not see (a 2-thread `addmm` showed half its work), so wall time is used.
+The record names the clock (`thread_cpu` or `wall`).
+
+Both are written as one `timing` record:
+
+    {"k": "timing", "device": "cpu", "clock": "thread_cpu",
+     "modules": [[[path, ns], ...] per timed step],      # forward calls in call order
+     "ops": [[op, ns], ...]}                             # one step, every op in call order
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+from torch.nn.modules import module as nn_module
+from torch.utils._python_dispatch import TorchDispatchMode
+
+
+
+def pick_clock() -> tuple[str, object]:
+    """("thread_cpu", time.thread_time_ns) with one intra-op thread, else ("wall", ...)."""
+    if torch.get_num_threads() == 1:
+        return "thread_cpu", time.thread_time_ns
+    return "wall", time.perf_counter_ns
+
+
+class ModuleTimer:
+    """Thread CPU time of each module forward call; paths as `named_modules()` names them
+    from the first top-level module with parameters (the model)."""
+
+    def __init__(self, clock=time.thread_time_ns) -> None:
+        self._clock = clock
+        self.steps: list[list[tuple[str, int]]] = []
+        self._paths: dict[int, str] = {}
+        self._stack: list[tuple[str | None, int]] = []
+        self.active = False
+        self._hooks = [nn_module.register_module_forward_pre_hook(self._pre),
+                       nn_module.register_module_forward_hook(self._post, always_call=True)]
+
+    def start_step(self) -> None:
+        self.active = True
+        self.steps.append([])
+
+    def _pre(self, module: torch.nn.Module, args) -> None:
+        if not self.active:
+            return
+        path = self._paths.get(id(module))
+        if path is None and not self._stack and next(module.parameters(), None) is not None:
+            self._paths.update({id(m): n for n, m in module.named_modules()})
+            path = self._paths[id(module)]
+        self._stack.append((path, self._clock()))
+
+    def _post(self, module, args, output) -> None:
+        if not self._stack:
+            return
+        path, t0 = self._stack.pop()
+        if path is not None and self.steps:
+            self.steps[-1].append((path, self._clock() - t0))
+
+    def remove(self) -> None:
+        self.active = False
+        for h in self._hooks:
+            h.remove()
+        self._hooks = []
+
+
+class OpTimer(TorchDispatchMode):
+    """Each op's thread CPU time, in call order (record_function markers skipped, as the
+    collector skips them, so the k-th op here is the k-th event of a traced step)."""
+
+    def __init__(self, clock=time.thread_time_ns) -> None:
+        super().__init__()
+        self._clock = clock
+        self.ops: list[tuple[str, int]] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        t0 = self._clock()
+        out = func(*args, **(kwargs or {}))
+        t1 = self._clock()
+        if func.namespace != "profiler":
+            self.ops.append((func.overloadpacket.__name__, t1 - t0))
+        return out
+
+
+class StepTimers:
+    """Drives the two timers over the steps after the profiled ones: `module_steps` steps
+    under ModuleTimer, then one under OpTimer. Call `on_step()` after each optimizer step."""
+
+    def __init__(self, module_steps: int) -> None:
+        self.module_steps = module_steps
+        self.clock_name, self._clock = pick_clock()
+        self.modules = ModuleTimer(self._clock)
+        self.ops: OpTimer | None = None
+        self.done = False
+        self._n = 0
+
+    def on_step(self) -> None:
+        if self.done:
+            return
+        if self.ops is not None:          # the op-timed step just ended
+            self.ops.__exit__(None, None, None)
+            self.done = True
+            return
+        if self._n < self.module_steps:
+            self.modules.start_step()
+        else:
+            self.modules.active = False
+            self.ops = OpTimer(self._clock)
+            self.ops.__enter__()
+        self._n += 1
+
+    def close(self) -> None:
+        if self.ops is not None and not self.done:
+            self.ops.__exit__(None, None, None)
+            self.ops.ops = []             # a partial step matches nothing
+        self.modules.remove()
+
+    def record(self, device: str) -> dict | None:
+        steps = [s for s in self.modules.steps if s]
+        if self.modules.active and steps:
+            steps = steps[:-1]            # the last module step was cut short
+        if not steps:
+            return None
+        return {"k": "timing", "device": device, "clock": self.clock_name,
+                "modules": [[[p, int(ns)] for p, ns in s] for s in steps],
+                "ops": [[o, int(ns)] for o, ns in (self.ops.ops if self.ops and self.done
+                                                    else [])]}

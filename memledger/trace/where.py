@@ -1,0 +1,68 @@
+"""Which line of the user's own code is running: the innermost frame outside libraries.
+
+The doctor names the line of a finding ("the path was cut by `.detach()` at train.py:31").
+Hooks fire deep inside torch (an optimizer wrapper, a module's `__call__`, a
+`__torch_function__`), so the line is the innermost frame whose file is neither torch,
+memledger, the standard library nor an installed package: the training script, or a module
+of the user's project that it imports. Frames of transformers or peft are installed packages,
+so their callers' lines are named (the `model(**batch)` line of the script).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import sysconfig
+from types import FrameType
+
+import torch
+
+import memledger
+
+
+def _library_dirs() -> tuple[str, ...]:
+    dirs = {os.path.dirname(torch.__file__), os.path.dirname(memledger.__file__)}
+    paths = sysconfig.get_paths()
+    for key in ("stdlib", "platstdlib", "purelib", "platlib"):
+        if paths.get(key):
+            dirs.add(paths[key])
+    return tuple(os.path.realpath(d) + os.sep for d in dirs)
+
+
+_LIBS = _library_dirs()
+_user_file: dict[str, bool] = {}
+
+
+def is_user_file(filename: str) -> bool:
+    known = _user_file.get(filename)
+    if known is None:
+        known = not filename.startswith("<") and \
+            not os.path.realpath(filename).startswith(_LIBS)
+        _user_file[filename] = known
+    return known
+
+
+def user_frame(depth: int = 1) -> FrameType | None:
+    """The innermost frame of user code above the caller (None when there is none)."""
+    f = sys._getframe(depth)
+    while f is not None and not is_user_file(f.f_code.co_filename):
+        f = f.f_back
+    return f
+
+
+def user_line(depth: int = 2) -> tuple[str, int]:
+    """(file, line) of the innermost user frame; ("", 0) when the stack has none."""
+    f = user_frame(depth)
+    return (f.f_code.co_filename, f.f_lineno) if f is not None else ("", 0)
+
+
+def in_reentrant_checkpoint() -> bool:
+    """True when torch's reentrant checkpoint (CheckpointFunction.forward) is on the stack."""
+    f = sys._getframe(1)
+    while f is not None:
+        code = f.f_code
+        if code.co_name == "forward" and code.co_filename.endswith(
+                os.path.join("utils", "checkpoint.py")):
+            return True
+        f = f.f_back
+    return False

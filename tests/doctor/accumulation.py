@@ -1,0 +1,37 @@
+"""Planted bugs (check 4): gradient accumulation over K=2 micro-batches of padded tokens.
+
+    --bug tokens   each micro-batch's loss is a mean over its own valid tokens (30, then 10):
+                   a token of the second weighs 3x one of the first (transformers#34191)
+    --bug nodiv    the loss is not divided by K
+    --fixed        sum over tokens, divided by the step's 40 valid tokens
+"""
+import sys
+
+import torch
+from torch import nn
+
+BUG = sys.argv[sys.argv.index("--bug") + 1] if "--bug" in sys.argv else "tokens"
+FIXED = "--fixed" in sys.argv
+K = 2
+torch.manual_seed(0)
+model = nn.Sequential(nn.Embedding(11, 8), nn.Linear(8, 11))
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for step in range(3):
+    batches = []
+    for valid in (30, 10):                  # valid (non-padding) tokens of 2 x 20
+        ids = torch.randint(0, 11, (2, 20))
+        labels = ids.clone().view(-1)
+        labels[valid:] = -100               # padding
+        batches.append((ids, labels))
+    total = sum(int((lab != -100).sum()) for _, lab in batches)       # 40
+    for ids, labels in batches:
+        logits = model(ids).view(-1, 11)
+        if FIXED:
+            loss = nn.functional.cross_entropy(logits, labels, reduction="sum") / total
+        elif BUG == "nodiv":
+            loss = nn.functional.cross_entropy(logits, labels)
+        else:
+            loss = nn.functional.cross_entropy(logits, labels) / K
+        loss.backward()
+    opt.step()
+    opt.zero_grad()

@@ -1,0 +1,50 @@
+"""Planted bug (check 1): the path from the loss to blocks.0 is cut, so it gets no gradient.
+
+    python cut.py --cut detach|data|numpy|no_grad|checkpoint      # the bug
+    python cut.py --cut detach --fixed                              # the same loop, fixed
+"""
+import sys
+
+import numpy as np
+import torch
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+CUT = sys.argv[sys.argv.index("--cut") + 1] if "--cut" in sys.argv else "detach"
+FIXED = "--fixed" in sys.argv
+torch.manual_seed(0)
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.ModuleList([nn.Linear(8, 8), nn.Linear(8, 8)])
+        self.head = nn.Linear(8, 2)
+
+    def forward(self, x):
+        if CUT == "checkpoint":   # the LoRA case: the checkpointed input needs no grad
+            h = checkpoint(self.blocks[0], x, use_reentrant=FIXED is False)
+        else:
+            h = self.blocks[0](x)
+        if FIXED or CUT == "checkpoint":
+            pass
+        elif CUT == "detach":
+            h = h.detach()
+        elif CUT == "data":
+            h = h.data
+        elif CUT == "numpy":
+            h = torch.from_numpy(np.tanh(h.detach().numpy()))
+        elif CUT == "no_grad":
+            with torch.no_grad():
+                h = torch.relu(h)
+        return self.head(torch.relu(self.blocks[1](h)))
+
+
+model = Net()
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for step in range(3):
+    x, y = torch.randn(4, 8), torch.randint(0, 2, (4,))
+    loss = nn.functional.cross_entropy(model(x), y)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()

@@ -1,0 +1,27 @@
+"""Planted bug (check 7): a validation pass puts the model in eval mode and training goes
+on without model.train(): dropout off, BatchNorm on running statistics.
+
+    python eval_mode.py            # the bug
+    python eval_mode.py --fixed    # model.train() after validation
+"""
+import sys
+
+import torch
+from torch import nn
+
+FIXED = "--fixed" in sys.argv
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(8, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Dropout(0.1),
+                      nn.Linear(8, 2))
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for step in range(3):
+    x, y = torch.randn(4, 8), torch.randint(0, 2, (4,))
+    loss = nn.functional.cross_entropy(model(x), y)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    model.eval()                    # validation
+    with torch.no_grad():
+        model(torch.randn(4, 8))
+    if FIXED:
+        model.train()

@@ -1,0 +1,22 @@
+"""Planted bug (check 3): gradients never zeroed, so each step adds the previous ones.
+
+    python grad_leak.py            # the bug: no zero_grad at all
+    python grad_leak.py --fixed    # deliberate accumulation: 2 backward, 1 step, then zero
+"""
+import sys
+
+import torch
+from torch import nn
+
+FIXED = "--fixed" in sys.argv
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 2))
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for step in range(3):
+    for micro in range(2 if FIXED else 1):
+        x, y = torch.randn(4, 8), torch.randint(0, 2, (4,))
+        loss = nn.functional.cross_entropy(model(x), y) / 2
+        loss.backward()
+    opt.step()
+    if FIXED:
+        opt.zero_grad()

@@ -1,0 +1,35 @@
+"""Planted bugs (check 2).
+
+    --bug frozen     fc1 frozen after step 1, zero_grad(set_to_none=False): AdamW's weight
+                     decay and momentum keep moving it (fixed: set_to_none=True)
+    --bug none_opt   the optimizer was given fc2 only: fc1 trains in no optimizer
+    --bug two_opts   fc1 is in two optimizers
+    --fixed          one optimizer, every parameter once
+"""
+import sys
+
+import torch
+from torch import nn
+
+BUG = sys.argv[sys.argv.index("--bug") + 1] if "--bug" in sys.argv else "frozen"
+FIXED = "--fixed" in sys.argv
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 2))
+fc1, fc2 = model[0], model[2]
+if BUG == "none_opt" and not FIXED:
+    opts = [torch.optim.AdamW(fc2.parameters(), lr=0.01)]
+elif BUG == "two_opts" and not FIXED:
+    opts = [torch.optim.AdamW(model.parameters(), lr=0.01),
+            torch.optim.SGD(fc1.parameters(), lr=0.01)]
+else:
+    opts = [torch.optim.AdamW(model.parameters(), lr=0.01, weight_decay=0.1)]
+for step in range(3):
+    x, y = torch.randn(4, 8), torch.randint(0, 2, (4,))
+    loss = nn.functional.cross_entropy(model(x), y)
+    for o in opts:
+        o.zero_grad(set_to_none=FIXED or BUG != "frozen")
+    loss.backward()
+    for o in opts:
+        o.step()
+    if step == 0 and BUG == "frozen":
+        fc1.requires_grad_(False)    # freeze after the first step

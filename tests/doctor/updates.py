@@ -1,0 +1,36 @@
+"""Planted bugs (check 5): update accounting.
+
+    --bug nonfinite   step 2's loss is NaN and step() runs on it
+    --bug scaler      GradScaler: step 2's gradients are infinite, scaler.step skips it
+    --bug zeroed      zero_grad between backward and step
+    --bug sched       the LR scheduler steps before the optimizer, twice per step
+    --fixed           the same loop without the bug
+"""
+import sys
+
+import torch
+from torch import nn
+
+BUG = sys.argv[sys.argv.index("--bug") + 1] if "--bug" in sys.argv else "nonfinite"
+FIXED = "--fixed" in sys.argv
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 2))
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+sched = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.9)
+scaler = torch.amp.GradScaler("cpu", enabled=BUG == "scaler")
+for step in range(4):
+    x, y = torch.randn(4, 8), torch.randint(0, 2, (4,))
+    loss = nn.functional.cross_entropy(model(x), y)
+    if step == 1 and BUG in ("nonfinite", "scaler") and not FIXED:
+        loss = loss * float("inf")
+    if BUG == "sched" and not FIXED:
+        sched.step()
+        sched.step()
+    opt.zero_grad()
+    scaler.scale(loss).backward()
+    if BUG == "zeroed" and not FIXED:
+        opt.zero_grad()
+    scaler.step(opt)
+    scaler.update()
+    if BUG != "sched" or FIXED:
+        sched.step()

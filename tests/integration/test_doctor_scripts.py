@@ -1,0 +1,131 @@
+"""Every doctor check on its planted-bug script, and the same script fixed: in-process,
+probe only (the fresh-process path with the Collector is in test_doctor_cli.py).
+
+Each row names the check, the parameters or tensor it must name, and the line it must point
+at (the script's line whose code is exactly that text, so editing a script moves the
+expectation with it).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from memledger.doctor.run import diagnose_in_process
+
+SCRIPTS = Path(__file__).resolve().parents[1] / "doctor"
+
+
+def line_of(script: str, text: str) -> int:
+    lines = (SCRIPTS / script).read_text().splitlines()
+    return next(i for i, s in enumerate(lines, 1) if s.split("  #")[0].strip() == text)
+
+
+def doctor(script: str, *args: str, steps: int = 3):
+    report, outcome = diagnose_in_process(SCRIPTS / script, list(args), steps)
+    assert outcome.code == 0, outcome.reason
+    return report
+
+
+BUGS = [
+    # script, args, check, severity, names in the message, line text
+    ("cut.py", ["--cut", "detach"], "cut_graph", "error",
+     ["`blocks.0.weight`", "`blocks.0.bias`", "`.detach()`"], "h = h.detach()"),
+    ("cut.py", ["--cut", "data"], "cut_graph", "error", ["`blocks.0.weight`", "`.data`"],
+     "h = h.data"),
+    ("cut.py", ["--cut", "numpy"], "cut_graph", "error", ["`blocks.0.bias`", "numpy round trip"],
+     "h = torch.from_numpy(np.tanh(h.detach().numpy()))"),
+    ("cut.py", ["--cut", "no_grad"], "cut_graph", "error", ["`blocks.0.weight`", "no_grad"],
+     "h = torch.relu(h)"),
+    ("cut.py", ["--cut", "checkpoint"], "cut_graph", "error",
+     ["`blocks.0.weight`", "reentrant `checkpoint`"], "h = checkpoint(self.blocks[0], x, use_reentrant=FIXED is False)"),
+    ("optim_membership.py", ["--bug", "frozen"], "frozen_moving", "error",
+     ["`0.weight`", "`0.bias`", "step 2, 3"], "o.step()"),
+    ("optim_membership.py", ["--bug", "none_opt"], "no_optimizer", "warning",
+     ["`0.weight`", "`0.bias`"], "o.step()"),
+    ("optim_membership.py", ["--bug", "two_opts"], "two_optimizers", "error",
+     ["`0.weight`", "2 optimizers"], "o.step()"),
+    ("grad_leak.py", [], "grad_leak", "error", ["4 parameters", "step 2, 3"], "loss.backward()"),
+    ("accumulation.py", ["--bug", "tokens"], "token_denominator", "warning",
+     ["[30, 10]", "3.00x", "40 valid tokens"], "loss = nn.functional.cross_entropy(logits, "
+     "labels) / K"),
+    ("accumulation.py", ["--bug", "nodiv"], "loss_not_divided", "warning",
+     ["2 backward passes", "loss / 2"], "loss.backward()"),
+    ("updates.py", ["--bug", "nonfinite"], "nonfinite_grad", "error", ["step 2, 3", "4 parameters"],
+     "scaler.step(opt)"),
+    ("updates.py", ["--bug", "scaler"], "dropped_update", "warning",
+     ["1 of 4 backward passes", "GradScaler skipped"], "scaler.scale(loss).backward()"),
+    ("updates.py", ["--bug", "zeroed"], "zeroed_before_step", "error", ["4 parameters"],
+     "scaler.step(opt)"),
+    ("updates.py", ["--bug", "sched"], "scheduler_order", "warning", ["StepLR"],
+     "scaler.step(opt)"),
+    ("updates.py", ["--bug", "sched"], "scheduler_rate", "warning",
+     ["6 times for 3 optimizer steps"], "scaler.step(opt)"),
+    ("retention.py", [], "cross_step_retention", "error", ["`total_loss`", "up from 12"],
+     "total_loss += loss"),
+    ("retention.py", ["--bug", "list"], "cross_step_retention", "error", ["`losses`"],
+     "losses.append(loss)"),
+    ("eval_mode.py", [], "eval_mode", "warning", ["BatchNorm1d/Dropout", "step 2, 3"],
+     "loss = nn.functional.cross_entropy(model(x), y)"),
+]
+
+
+@pytest.mark.parametrize("script,args,check,severity,names,line", BUGS,
+                         ids=[f"{b[0]}:{b[2]}" for b in BUGS])
+def test_planted_bug_is_caught_naming_what_and_where(script, args, check, severity, names,
+                                                    line):
+    report = doctor(script, *args)
+    (f,) = [f for f in report.findings if f.check == check]
+    assert f.severity == severity
+    for n in names:
+        assert n in f.message, (n, f.message)
+    assert f.where.file == str(SCRIPTS / script)
+    assert f.where.line == line_of(script, line)
+    assert report.ok is False and report.steps == 3
+
+
+FIXED = [("cut.py", ["--cut", c, "--fixed"]) for c in ("detach", "checkpoint")] + [
+    ("optim_membership.py", ["--fixed"]), ("grad_leak.py", ["--fixed"]),
+    ("accumulation.py", ["--fixed"]), ("retention.py", ["--fixed"]), ("eval_mode.py", ["--fixed"]),
+] + [("updates.py", ["--bug", b, "--fixed"]) for b in ("nonfinite", "scaler", "zeroed", "sched")]
+
+
+@pytest.mark.parametrize("script,args", FIXED, ids=[f"{s}:{' '.join(a)}" for s, a in FIXED])
+def test_the_same_script_fixed_has_no_finding(script, args):
+    report = doctor(script, *args)
+    assert report.findings == [] and report.ok
+
+
+def test_exact_numbers_of_the_token_denominator():
+    (f,) = [f for f in doctor("accumulation.py", "--bug", "tokens").findings]
+    # micro-batches of 30 and 10 valid tokens, K = 2: weights 1/60 and 1/20, ratio 3;
+    # against the right 1/40: 40/60 = 0.6667 and 40/20 = 2.0
+    assert f.evidence == {"micro_batches": 2, "tokens": [30, 10], "total_tokens": 40,
+                          "weight_ratio": 3.0, "relative_weights": [0.6667, 2.0],
+                          "steps": [1, 2, 3]}
+
+
+def test_deliberate_accumulation_is_not_a_leak():
+    # 2 backward passes per step, then step, then zero_grad: no grad_leak, no dropped update
+    report = doctor("grad_leak.py", "--fixed")
+    assert report.ok
+
+
+@pytest.mark.parametrize("script", ["hf_gpt2.py", "hf_lora.py"])
+def test_no_false_positive_on_transformers_and_peft_loops(script):
+    for pkg in ("transformers", "peft"):
+        if importlib.util.find_spec(pkg) is None:
+            pytest.skip(f"{pkg} is not installed (pip install '.[dev]')")
+    report = doctor(script)
+    assert [f.line() for f in report.findings] == []
+
+
+@pytest.mark.parametrize("name", ["mlp", "cnn", "gpt", "llama"])
+def test_no_false_positive_on_bundled_examples(name):
+    example = Path(__file__).resolve().parents[2] / "examples" / f"train_{name}.py"
+    if not example.exists():
+        pytest.skip(f"{example.name} is not in this checkout")
+    report, outcome = diagnose_in_process(example, [], 3)
+    assert outcome.code == 0 and [f.line() for f in report.findings] == []

@@ -1,0 +1,138 @@
+"""The doctor's checks on hand-written probe records (no torch, no script): exact numbers."""
+
+from __future__ import annotations
+
+from memledger.doctor.analyze import diagnose
+from memledger.doctor.findings import DoctorReport, Finding, Where
+from memledger.doctor.records import span
+from memledger.doctor.source import accumulation_line
+
+
+def _param(i, name, trainable=True, nbytes=64, root=0):
+    return {"k": "param", "i": i, "name": name, "trainable": trainable, "bytes": nbytes,
+            "root": root}
+
+
+def _step(step, params, accum, bw, **kw):
+    rec = {"k": "step", "opt": 0, "cls": "SGD", "step": step, "file": "t.py", "line": 9,
+           "params": params, "trainable": params, "late": [], "accum": accum,
+           "nonfinite": [], "zeroed": [], "zero": [], "not_run": [], "bw": bw,
+           "frozen_moved": [], "updated": len(accum)}
+    rec.update(kw)
+    return rec
+
+
+def _bw(n, window, valid=None, value=1.0, loss_value=None, line=7, nonfinite=0):
+    losses = [] if valid is None else [{"fn": "cross_entropy", "reduction": "mean",
+                                        "valid": valid, "tokens": 64, "value": loss_value,
+                                        "file": "t.py", "line": 5}]
+    return {"k": "backward", "n": n, "window": window, "value": value, "file": "t.py",
+            "line": line, "losses": losses, "params": 2, "nonfinite": nonfinite}
+
+
+def test_clean_run_has_no_finding():
+    recs = [_param(0, "a"), _param(1, "b"), _bw(1, 1), _step(1, [0, 1], {0: 1, 1: 1}, [1]),
+            {"k": "end", "steps": 1}]
+    rep = diagnose(recs)
+    assert rep.ok and rep.findings == [] and rep.steps == 1
+
+
+def test_token_weights_of_three_micro_batches():
+    # K = 3 micro-batches of 10, 20 and 30 valid tokens, each a mean: a token weighs
+    # 1/(3*10), 1/(3*20), 1/(3*30); the right weight is 1/60, so relative weights are
+    # 60/30 = 2.0, 60/60 = 1.0, 60/90 = 0.6667 and the most/least ratio 30/10 = 3.0
+    recs = [_param(0, "a"), _param(1, "b"),
+            _bw(1, 1, valid=10), _bw(2, 1, valid=20), _bw(3, 1, valid=30),
+            _step(1, [0, 1], {0: 3, 1: 3}, [1, 2, 3]), {"k": "end", "steps": 1}]
+    (f,) = diagnose(recs).findings
+    assert f.check == "token_denominator" and f.where == Where(file="t.py", line=5)
+    assert f.evidence == {"micro_batches": 3, "tokens": [10, 20, 30], "total_tokens": 60,
+                          "weight_ratio": 3.0, "relative_weights": [2.0, 1.0, 0.6667],
+                          "steps": [1]}
+
+
+def test_loss_not_divided_needs_one_backward_line_and_equal_values():
+    same = [_bw(1, 1, valid=8, value=2.5, loss_value=2.5),
+            _bw(2, 1, valid=8, value=1.5, loss_value=1.5)]
+    divided = [_bw(1, 1, valid=8, value=1.25, loss_value=2.5),
+               _bw(2, 1, valid=8, value=0.75, loss_value=1.5)]
+    two_objectives = [_bw(1, 1, valid=8, value=2.5, loss_value=2.5, line=7),
+                      _bw(2, 1, valid=8, value=1.5, loss_value=1.5, line=8)]
+    checks = []
+    for bws in (same, divided, two_objectives):
+        recs = [_param(0, "a"), *bws, _step(1, [0], {0: 2}, [1, 2]), {"k": "end", "steps": 1}]
+        checks.append([f.check for f in diagnose(recs).findings])
+    assert checks == [["loss_not_divided"], [], []]
+
+
+def test_dropped_backward_pass_counts_against_steps():
+    # 4 backward passes, 3 steps; pass 2 (non-finite) reached no step: GradScaler skipped it
+    recs = [_param(0, "a"), _bw(1, 1), _step(1, [0], {0: 1}, [1]), _bw(2, 2, nonfinite=1),
+            _bw(3, 2), _step(2, [0], {0: 1}, [3]), _bw(4, 3), _step(3, [0], {0: 1}, [4]),
+            {"k": "end", "steps": 3}]
+    (f,) = diagnose(recs).findings
+    assert f.check == "dropped_update" and f.severity == "warning"
+    assert f.evidence == {"backward_passes": 4, "dropped": 1, "dropped_nonfinite": 1,
+                          "optimizer_steps": 3}
+
+
+def test_cut_groups_parameters_by_the_op_that_cut_them():
+    recs = [_param(0, "enc.weight", nbytes=256), _param(1, "enc.bias", nbytes=32),
+            _param(2, "head.weight"),
+            {"k": "cut", "op": "detach", "window": 1, "file": "m.py", "line": 12,
+             "params": [0, 1]},
+            _bw(1, 1), _step(1, [0, 1, 2], {2: 1}, [1]), {"k": "end", "steps": 1}]
+    (f,) = diagnose(recs).findings
+    assert (f.check, f.severity, f.where) == ("cut_graph", "error", Where(file="m.py", line=12))
+    assert f.message.startswith("2 trainable parameters (`enc.weight`, `enc.bias`) got no "
+                                "gradient in step 1 while 1 others did: the path from the "
+                                "loss was cut by `.detach()`")
+    assert f.evidence == {"params_without_grad": 2, "params_with_grad": 1,
+                          "bytes_without_grad": 256 + 32, "steps": [1]}
+
+
+def test_retention_bytes_per_step_and_growth(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text("losses = []\nfor s in range(3):\n    losses.append(loss)\n")
+    recs = [{"k": "retained", "step": 2, "name": "losses[0]", "var": "losses",
+             "file": str(script), "shape": [], "bytes": 4, "nodes": 11},
+            {"k": "retained", "step": 3, "name": "losses[0]", "var": "losses",
+             "file": str(script), "shape": [], "bytes": 4, "nodes": 11},
+            {"k": "retained", "step": 3, "name": "losses[1]", "var": "losses",
+             "file": str(script), "shape": [], "bytes": 4, "nodes": 11},
+            {"k": "end", "steps": 3}]
+    (f,) = diagnose(recs).findings
+    assert f.severity == "error" and f.where == Where(file=str(script), line=3)
+    # one 4-byte scalar at the end of step 2, two (8 bytes) at the end of step 3
+    assert f.evidence == {"steps": [2, 3], "bytes_per_step": [4, 8], "nodes_per_step": [11, 22],
+                          "tensors_per_step": [1, 2]}
+
+
+def test_accumulation_line_prefers_the_line_that_keeps_history(tmp_path):
+    f = tmp_path / "t.py"
+    f.write_text("total = 0\nif a:\n    total += loss.item()\nelse:\n    total += loss\n"
+                 "t2 = 0\nt2 = t2 + loss\n")
+    assert accumulation_line(str(f), "total") == 5
+    assert accumulation_line(str(f), "t2") == 7
+    assert accumulation_line(str(f), "nope") == 0
+    assert accumulation_line(str(tmp_path / "missing.py"), "total") == 0
+
+
+def test_report_round_trips_through_ledger_records():
+    from memledger.ledger.model import Ledger
+
+    f = Finding(check="grad_leak", severity="error", message="m", evidence={"params": 2},
+                where=Where(file="t.py", line=3))
+    rep = DoctorReport.of([f], steps=3)
+    recs = [{"k": "header", "schema": "memledger.ledger/1"},
+            {"k": "end", "ev": 0, "status": "ok", "message": "", "steps": 0},
+            *rep.ledger_records()]
+    led = Ledger.from_records(recs)
+    back = DoctorReport.from_ledger_extra(led.extra)
+    assert back == rep and back.to_json_dict()["schema"] == "memledger.doctor/1"
+    # a ledger the doctor never saw has no report at all (not an empty one)
+    assert DoctorReport.from_ledger_extra(Ledger.from_records(recs[:2]).extra) is None
+
+
+def test_span_reads_like_a_range():
+    assert (span([3, 1, 2]), span([1, 3]), span([2])) == ("1-3", "1, 3", "2")

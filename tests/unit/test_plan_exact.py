@@ -1,0 +1,165 @@
+"""`plan` is exact: its choice is the brute-force optimum under the same cost model.
+
+Synthetic ledgers (tests/unit/plan_ledgers.py) with 4 and 8 blocks whose costs differ so
+that the optimum mixes checkpoint and offload at tight budgets; the traced examples check
+the assumption that blocks add up (Note [Blocks add up] in memledger/replay/plan.py).
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from memledger.ledger.model import Ledger
+from memledger.replay.engine import CPU_RNG_STATE_BYTES, replay
+from memledger.replay.plan import block_table, plan, policy_text, repeated_blocks
+from memledger.replay.policies import parse_policy
+from memledger.replay.predict import cost_model
+from memledger.replay.prepared import Prepared
+from memledger.replay.solve import solve
+
+from plan_ledgers import H8, T8, blocks_ledger
+
+RNG = CPU_RNG_STATE_BYTES
+
+
+def _table(led):
+    prep = Prepared.from_ledger(led)
+    model, _ = cost_model(led, prep)
+    return prep, model, block_table(prep, model, repeated_blocks(led), RNG)
+
+
+def _budgets(peaks: np.ndarray, k: int = 6) -> list[int]:
+    """k budgets between the lowest and the highest peak any assignment reaches."""
+    lo, hi = int(peaks.min()), int(peaks.max())
+    return [int(lo + (hi - lo) * q) for q in np.linspace(0.02, 0.9, k)]
+
+
+@pytest.fixture(scope="module")
+def four():
+    """4 blocks, every option, every assignment replayed in full by the engine."""
+    led = blocks_ledger(H8[:4], T8[:4])
+    prep, model, table = _table(led)
+    combos = list(itertools.product(range(len(table.options)), repeat=4))
+    peaks, costs = [], []
+    for c in combos:                          # 4 options ** 4 blocks = 256 full replays
+        r = replay(prep, parse_policy(table.policy(c)), rng_bytes=RNG)
+        peaks.append(r.peak_bytes)
+        costs.append(model.price(r).seconds)
+    return led, table, combos, np.array(peaks), np.array(costs)
+
+
+def test_four_blocks_plan_equals_brute_force_of_full_replays(four):
+    led, table, combos, peaks, costs = four
+    assert [o.label() for o in table.options] == ["none", "checkpoint", "offload", "selective"]
+    mixed = 0
+    for budget in _budgets(peaks):
+        fits = peaks <= budget
+        best = costs[fits].min()
+        rep = plan(led, budget, front_points=0)
+        assert rep.fits and rep.assumption_held
+        assert rep.predicted_peak_bytes <= budget
+        assert rep.predicted_added_time_s == pytest.approx(best, rel=1e-9, abs=1e-15)
+        kinds = {k for k in rep.choice if k != "none"}
+        mixed += len(kinds) > 1
+        # and the brute force's own optimum mixes kinds where plan's does
+    assert mixed >= 1, "some budget's optimum mixes checkpoint and offload"
+
+
+def test_four_blocks_nothing_fits_below_every_assignment(four):
+    led, table, combos, peaks, costs = four
+    rep = plan(led, int(peaks.min()) - 1, front_points=0)
+    assert not rep.fits and rep.policy == ""
+
+
+def test_summed_block_effects_equal_full_replay_on_every_assignment(four):
+    led, table, combos, peaks, costs = four
+    for c, p, t in zip(combos, peaks, costs):
+        assert table.peak(c) == p
+        assert table.total(c) == pytest.approx(t, rel=1e-9, abs=1e-15)
+
+
+@pytest.fixture(scope="module")
+def eight():
+    led = blocks_ledger(H8, T8)
+    prep, model, table = _table(led)
+    combos = np.indices((len(table.options),) * 8).reshape(8, -1).T   # 4 ** 8 = 65,536
+    sums = np.zeros((len(combos), table.delta.shape[2]), dtype=np.int64)
+    for b in range(8):
+        sums += table.delta[b][combos[:, b]]
+    peaks = (table.floor[None, :] + sums).max(axis=1) + table.workspace
+    costs = table.cost[np.arange(8), combos].sum(axis=1)
+    return led, prep, model, table, combos, peaks, costs
+
+
+def test_eight_blocks_sums_match_full_replays_on_a_sample(eight):
+    led, prep, model, table, combos, peaks, costs = eight
+    pick = np.random.default_rng(0).choice(len(combos), 150, replace=False)
+    for i in pick:
+        r = replay(prep, parse_policy(table.policy(combos[i])), rng_bytes=RNG)
+        assert r.peak_bytes == peaks[i]
+        assert model.price(r).seconds == pytest.approx(costs[i], rel=1e-9, abs=1e-15)
+
+
+@pytest.mark.parametrize("method", ["dp", "exhaustive"])
+def test_eight_blocks_solver_equals_brute_force(eight, method):
+    led, prep, model, table, combos, peaks, costs = eight
+    mixed = 0
+    for budget in _budgets(peaks):
+        fits = peaks <= budget
+        cap = budget - table.workspace - table.floor
+        choice, cost = solve(table.delta, table.cost, cap, method=method)
+        assert cost == pytest.approx(costs[fits].min(), rel=1e-12)
+        assert table.peak(choice) <= budget
+        labels = {table.options[o].kind for o in choice} - {"none"}
+        mixed += len(labels) > 1
+    assert mixed >= 2
+
+
+def test_eight_blocks_plan_uses_dp_and_its_answer_replays_within_budget(eight):
+    led, prep, model, table, combos, peaks, costs = eight
+    for budget in _budgets(peaks):
+        rep = plan(led, budget, front_points=0)
+        assert rep.method == "dp" and rep.assignments == 4 ** 8
+        assert rep.predicted_added_time_s == pytest.approx(costs[peaks <= budget].min(),
+                                                           rel=1e-9)
+        assert replay(prep, parse_policy(rep.policy), rng_bytes=RNG).peak_bytes <= budget
+
+
+def test_front_is_pareto_optimal(eight):
+    led, prep, model, table, combos, peaks, costs = eight
+    front = plan(led, int(peaks.max()), front_points=40).front
+    assert front[-1].policy == "none"
+    for p in front:   # no assignment is at most as high and strictly cheaper
+        assert not ((peaks <= p.peak_bytes) & (costs < p.added_time_s - 1e-15)).any()
+    assert [p.peak_bytes for p in front] == sorted(p.peak_bytes for p in front)
+    assert all(a.added_time_s > b.added_time_s for a, b in zip(front, front[1:]))
+
+
+def test_policy_text_groups_blocks_by_option():
+    from memledger.replay.block_options import Option
+
+    opts = [Option("none"), Option("checkpoint"), Option("offload")]
+    blocks = [f"blocks.{i}" for i in range(4)]
+    assert policy_text(blocks, opts, [1, 2, 1, 0]) == \
+        "checkpoint:blocks.[02]+offload:blocks.1"
+    assert policy_text(blocks, opts, [1, 1, 1, 1]) == "checkpoint:blocks.*"
+    assert policy_text(blocks, opts, [0, 0, 0, 0]) == "none"
+
+
+@pytest.mark.parametrize("name", ["gpt", "cnn"])
+def test_blocks_add_up_on_traced_examples(traced_examples, name):
+    """The assumption itself, on real ledgers: 40 random mixes, summed == replayed."""
+    led = Ledger.load(traced_examples[name])
+    prep, model, table = _table(led)
+    rng = CPU_RNG_STATE_BYTES
+    gen = np.random.default_rng(1)
+    nb, no = table.cost.shape
+    for _ in range(40):
+        c = gen.integers(0, no, size=nb)
+        r = replay(prep, parse_policy(table.policy(c)), rng_bytes=rng)
+        assert table.peak(c) == r.peak_bytes, table.policy(c)
+        assert table.total(c) == pytest.approx(model.price(r).seconds, rel=1e-9, abs=1e-12), \
+            table.policy(c)
