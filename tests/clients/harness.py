@@ -44,6 +44,7 @@ class ClientRun:
     ledger_peak: int
     allocator_peak: int
     summary: object = None          # the ledger's Summary (`memledger show --json`)
+    ledger: object = None           # the Ledger itself
     policies: dict[str, PolicyRun] = field(default_factory=dict)
 
 
@@ -57,6 +58,8 @@ def _call(main, argv: list[str]) -> int:
 
 
 def run_client(script: str, argv: list[str], policies: list[str], steps: int = 2) -> ClientRun:
+    # in-process, so the allocator pass (no collector) still measures the untraced run: a
+    # tracer that kept memory alive would show as ledger != allocator here too
     """Trace `steps` steps (ledger + allocator pass), then predict and measure each policy."""
     path = str(HERE / script)
     with tempfile.TemporaryDirectory(prefix="memledger-clients-") as tmp:
@@ -72,7 +75,8 @@ def run_client(script: str, argv: list[str], policies: list[str], steps: int = 2
         append_records(led_path, json.loads(alloc.read_text())["records"])
         led = Ledger.load(led_path)
         summary = led.summary()
-        run = ClientRun(script, argv, summary.peak.bytes, led.measured["peak_bytes"], summary)
+        run = ClientRun(script, argv, summary.peak.bytes, led.measured["peak_bytes"], summary,
+                        led)
         for text in policies:
             pr = PolicyRun(text)
             try:
