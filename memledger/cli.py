@@ -23,7 +23,7 @@ from memledger.commands import (
 )
 from memledger.commands.common import err_console
 from memledger.commands.help import HelpGroup, version_option
-from memledger.errors import EXIT_INTERRUPTED, EXIT_USAGE, MemledgerError
+from memledger.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE, MemledgerError
 
 app = typer.Typer(
     name="memledger",
@@ -50,7 +50,8 @@ app.command()(diff.diff)
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the CLI; return the exit code (0 ok, 1 check failed, 2 bad input, 3 script failed)."""
+    """Run the CLI; return the exit code (0 ok, 1 check failed, 2 bad input, 3 script failed,
+    70 a bug in memledger: one line, the traceback in a file it names; 130 interrupted)."""
     try:
         rv = app(args=argv, prog_name="memledger", standalone_mode=False)
     except MemledgerError as e:
@@ -67,7 +68,15 @@ def main(argv: list[str] | None = None) -> int:
         if hasattr(e, "show") and hasattr(e, "exit_code"):
             e.show()
             return EXIT_USAGE
-        raise
+        from memledger.crash import crash_line, environment_error
+
+        env = environment_error(e)  # a full disk is not a bug: exit 2, one line
+        if env is not None:
+            err_console.print(str(env), markup=False, style="red", soft_wrap=True)
+            return env.exit_code
+        # a bug: one line, the traceback in a file it names
+        err_console.print(crash_line(e), markup=False, style="red", soft_wrap=True)
+        return EXIT_INTERNAL
     return rv if isinstance(rv, int) else 0
 
 

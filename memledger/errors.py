@@ -2,7 +2,8 @@
 
 Exit codes (design contract): 0 ok; 1 a check failed (over budget, a gate failed);
 2 memledger could not do its job (bad input); 3 the traced script itself failed
-(its traceback is shown, the partial ledger is kept); 130 interrupted (Ctrl-C).
+(its traceback is shown, the partial ledger is kept); 70 memledger itself failed (a bug:
+one line naming the file that holds the traceback); 130 interrupted (Ctrl-C, SIGTERM).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ EXIT_OK = 0
 EXIT_CHECK_FAILED = 1
 EXIT_USAGE = 2
 EXIT_SCRIPT_FAILED = 3
+EXIT_INTERNAL = 70        # EX_SOFTWARE (sysexits.h): a bug in memledger, never "over budget"
 EXIT_INTERRUPTED = 130
 
 
@@ -51,3 +53,8 @@ class CheckFailed(MemledgerError):
     """A check ran and failed (over budget, a gate failed): exit 1."""
 
     exit_code = EXIT_CHECK_FAILED
+
+
+class OutputError(MemledgerError):
+    """An output cannot be written (missing folder, read-only, disk full) or would destroy
+    an input (`-o` naming the script or the ledger read): exit 2, checked before running."""

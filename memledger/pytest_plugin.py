@@ -63,6 +63,15 @@ def pytest_configure(config: pytest.Config) -> None:
         p.replace(annotation=inspect.Parameter.empty) for p in sig.parameters.values()])
     config.addinivalue_line("markers", f"memledger{sig}: {doc}")
     config.stash[_RUN] = []
+    path = _option(config, "memledger_json", "memledger_json")
+    if path and not hasattr(config, "workerinput"):  # checked before any test runs
+        from memledger.errors import MemledgerError
+        from memledger.outputs import check_output
+
+        try:
+            check_output(path, "--memledger-json file")
+        except MemledgerError as e:
+            raise pytest.UsageError(str(e)) from None
 
 
 def _option(config: pytest.Config, name: str, ini: str) -> Any:
@@ -86,25 +95,35 @@ def pytest_runtest_call(item: pytest.Item):
         budget, measure = budget_from_marker(mark.args, mark.kwargs)
     except MemledgerError as e:
         state.error = str(e)
+        _record(item, {"nodeid": item.nodeid, "ok": False, "peak_bytes": 0,
+                       "message": state.error})
         yield
         return
     from memledger.trace.api import trace
 
     with trace(measure=measure) as led:
         outcome = yield
-    if outcome.excinfo is not None:
-        return  # the test failed on its own: that is the report
+    if outcome.excinfo is not None:  # the test failed on its own: that is the report
+        _record(item, {"nodeid": item.nodeid, "ok": False, "peak_bytes": 0,
+                       "message": "the test failed before its budget was checked"})
+        return
     try:
         state.result = evaluate(led.ledger, budget)
     except MemledgerError as e:
         state.error = str(e)
+        _record(item, {"nodeid": item.nodeid, "ok": False, "peak_bytes": 0,
+                       "message": state.error})
         return
     r = state.result
     state.record = {"nodeid": item.nodeid, "ok": r.ok, "peak_bytes": r.peak_bytes,
                     "peak_source": r.peak_source, "message": r.headline(),
                     **{k: v for k, v in r.to_json_dict().items()
                        if k in ("violations", "limits")}}
-    item.config.stash[_RUN].append(state.record)
+    _record(item, state.record)
+
+
+def _record(item: pytest.Item, record: dict) -> None:
+    item.config.stash[_RUN].append(record)
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -172,12 +191,36 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
             + ("" if rec["ok"] else f"  ({rec['message']})"))
 
 
+# Note [Results under pytest-xdist]
+# Under `pytest -n N` the marked tests run in worker processes, each with its own stash. A
+# worker sends its records to the controller in `workeroutput` when it ends; the controller
+# gathers them (`pytest_testnodedown`) and alone writes --memledger-json. `ok` is true only
+# when every marked test was within budget AND the session passed: a failed test, over
+# budget or not, never leaves `"ok": true` behind.
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    out = getattr(node, "workeroutput", None) or {}
+    node.config.stash.setdefault(_RUN, []).extend(json.loads(out.get("memledger", "[]")))
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     config = session.config
+    records = config.stash.get(_RUN, [])
+    if hasattr(config, "workerinput"):  # an xdist worker: the controller writes the file
+        config.workeroutput["memledger"] = json.dumps(records)
+        return
     path = _option(config, "memledger_json", "memledger_json")
     if not path:
         return
-    records = config.stash.get(_RUN, [])
-    data = {"schema": "memledger.pytest/1", "ok": all(r["ok"] for r in records),
-            "tests": records}
-    Path(path).write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    from memledger.outputs import write_atomic
+
+    failed = int(getattr(session, "testsfailed", 0))
+    data = {"schema": "memledger.pytest/1",
+            "ok": all(r["ok"] for r in records) and failed == 0 and int(exitstatus) == 0,
+            "tests_failed": failed, "exitstatus": int(exitstatus),
+            "tests": sorted(records, key=lambda r: r["nodeid"])}
+    try:
+        write_atomic(path, json.dumps(data, indent=2) + "\n", "--memledger-json file")
+    except Exception as e:  # noqa: BLE001 - a report must not hide the session's own result
+        config.get_terminal_writer().line(f"{e}", red=True)
+        session.exitstatus = pytest.ExitCode.INTERNAL_ERROR

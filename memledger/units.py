@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import math
 import re
+from decimal import Decimal
 
 from memledger.errors import UnitError
+
+MAX_BYTES = 2**63 - 1  # int64, as the ledger's numpy columns hold bytes
 
 _UNITS = {
     "b": 1,
@@ -44,7 +47,14 @@ def parse_bytes(text: str | int) -> int:
             f"unknown unit {m.group('unit')!r} in {text!r}; use B, KiB, MiB, GiB, TiB (binary) "
             "or KB, MB, GB, TB (decimal)"
         )
-    return int(round(float(m.group("num")) * _UNITS[unit]))
+    num = m.group("num")
+    if len(num) > 30:  # more digits than any real size; Decimal would still be exact
+        raise UnitError(f"size {text[:20]!r}... has {len(num)} digits; write e.g. 512MiB")
+    value = round(Decimal(num) * _UNITS[unit])  # exact: '1.5GiB' is 1610612736, no float
+    if value > MAX_BYTES:
+        raise UnitError(f"size {text!r} is more than 8 EiB (2^63 bytes), larger than any "
+                        "memory; write e.g. 512MiB")
+    return int(value)
 
 
 def format_bytes(n: int | float, precision: int = 1) -> str:

@@ -43,15 +43,31 @@ def read_toml(path: Path) -> dict[str, Any]:
         raise BudgetError(f"budget file {str(path)!r} is not valid TOML: {e}") from None
 
 
+def pyproject_table(data: dict[str, Any], path: Path) -> Any:
+    """`[tool.memledger.budget]` of a parsed pyproject.toml, or None when it has none.
+
+    `[tool.memledger] budget = "2GiB"` is read as the peak; budget keys written directly
+    under `[tool.memledger]` (peak, categories, ...) are refused with where they belong."""
+    tool = data.get("tool", {}).get("memledger") if isinstance(data.get("tool"), dict) else None
+    if not isinstance(tool, dict):
+        return None
+    misplaced = [k for k in tool if k in Budget.model_fields]
+    if misplaced:
+        raise BudgetError(f"{str(path)!r}: {misplaced[0]!r} is under [tool.memledger]; budget "
+                          "keys go under [tool.memledger.budget] (e.g. peak = \"2GiB\")")
+    table = tool.get("budget")
+    if isinstance(table, (str, int)) and not isinstance(table, bool):
+        return {"peak": table}
+    return table
+
+
 def table_of(path: Path) -> dict[str, Any]:
     """The budget table of a file: the whole file, or `[tool.memledger.budget]` of a
     pyproject.toml (which must then exist)."""
     data = read_toml(path)
     if Path(path).name != "pyproject.toml":
         return data
-    table: Any = data
-    for key in PYPROJECT_TABLE:
-        table = table.get(key) if isinstance(table, dict) else None
+    table = pyproject_table(data, Path(path))
     if table is None:
         raise BudgetError(f"{str(path)!r} has no [tool.memledger.budget] table; add one "
                           "(see docs/budgets.md) or pass --budget")
@@ -61,18 +77,21 @@ def table_of(path: Path) -> dict[str, Any]:
 
 
 def find_pyproject(start: Path) -> Path | None:
-    """The nearest pyproject.toml at or above `start` that has a [tool.memledger.budget]."""
+    """The nearest pyproject.toml at or above `start` that has a memledger budget.
+
+    # Note [Where a budget is found]
+    Walk up from `start` (the current folder) to the root; a pyproject.toml WITHOUT
+    `[tool.memledger.budget]` (a sub-package's own) is skipped, so it never hides the
+    repository's budget above it; the first one WITH the table is used. A pyproject.toml on
+    the way that cannot be read or parsed is exit 2 (it might hold the budget: a typo must
+    never turn a budget into a pass). Example: repo/pyproject.toml has peak = "2GiB",
+    repo/pkg/pyproject.toml has only [project]: `memledger check` in repo/pkg checks 2 GiB.
+    """
     for d in (start.resolve(), *start.resolve().parents):
         p = d / "pyproject.toml"
         if p.is_file():
-            try:
-                data = tomllib.loads(p.read_text(encoding="utf-8"))
-            except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
-                return None  # not ours to complain about unless named with --config
-            t: Any = data
-            for key in PYPROJECT_TABLE:
-                t = t.get(key) if isinstance(t, dict) else None
-            return p if isinstance(t, dict) else None
+            if pyproject_table(read_toml(p), p) is not None:
+                return p
     return None
 
 

@@ -3,9 +3,11 @@
 # Note [Which peak a budget checks]
 The total peak checked is the allocator's (`ledger.measured`) when the ledger has one, since
 that is what a CI machine would run out of; otherwise the ledger's own peak (tracked storages),
-and the result says which (`peak_source`). Categories are read at the ledger's peak event,
-with `workspace` = allocator peak − ledger peak, so at_peak sums to the peak checked. Example
-(tiny GPT, 2 steps, CPU): allocator 42,210,300 B = ledger 42,210,268 B + workspace 32 B.
+and the result says which (`peak_source`). A category limit is checked at that category's
+OWN peak, the most bytes of it live at any event: activations peak at the end of forward,
+before the total peaks in backward, so reading them at the total's peak would pass an
+`activation = "256KiB"` budget while 2.1 MB of activations were live earlier (issue 10).
+`workspace` (allocator peak − ledger peak) exists only at the peak and is read there.
 Per-phase peaks are the ledger's (the allocator is measured for the whole run only).
 A limit passes when actual <= budget: exactly at budget passes, one byte over fails.
 """
@@ -54,14 +56,8 @@ def evaluate(led: Ledger, budget: Budget, baseline: Ledger | None = None,
             limit="peak", label="peak", ok=ok, budget_text=str(budget.peak),
             budget_bytes=budget.peak.bytes, actual_bytes=peak_bytes, note=source,
             top=[] if ok else top_tensors(live)))
-    at_peak = led.at_peak()
-    for cat, size in budget.categories.items():
-        actual = int(at_peak.get(cat, 0))
-        ok = actual <= size.bytes
-        limits.append(LimitResult(
-            limit=f"category:{cat}", label=cat, ok=ok, budget_text=str(size),
-            budget_bytes=size.bytes, actual_bytes=actual, note="at the ledger peak",
-            top=[] if ok else top_tensors(live[live["category"] == cat])))
+    if budget.categories:
+        limits += _category_limits(led, budget)
     if budget.phases:
         limits += _phase_limits(led, budget)
     if budget.baseline is not None:
@@ -75,6 +71,27 @@ def evaluate(led: Ledger, budget: Budget, baseline: Ledger | None = None,
                        peak_source=source, ledger_peak_bytes=pk.bytes,
                        steps_traced=led.steps_traced, limits=limits,
                        budget_sources=sources or [])
+
+
+def _category_limits(led: Ledger, budget: Budget) -> list[LimitResult]:
+    """Each category at its OWN peak (Note [Which peak a budget checks])."""
+    curves = led.curve_by_category()
+    out = []
+    for cat, size in budget.categories.items():
+        if cat == "workspace" or cat not in curves or not len(curves):
+            actual, ev = int(led.at_peak().get(cat, 0)), led.peak().event
+            note = "at the ledger peak"
+        else:
+            ev = int(np.argmax(curves[cat].to_numpy()))
+            actual = int(curves[cat].iloc[ev])
+            note = f"at the {cat} peak (event {ev})"
+        ok = actual <= size.bytes
+        live = led.live_at(ev)
+        out.append(LimitResult(
+            limit=f"category:{cat}", label=cat, ok=ok, budget_text=str(size),
+            budget_bytes=size.bytes, actual_bytes=actual, note=note,
+            top=[] if ok else top_tensors(live[live["category"] == cat])))
+    return out
 
 
 def _phase_limits(led: Ledger, budget: Budget) -> list[LimitResult]:

@@ -10,7 +10,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from memledger.budget.result import CheckResult
-from memledger.errors import BudgetError
+from memledger.outputs import write_atomic
 
 
 def junit_xml(result: CheckResult, suite: str = "memledger") -> str:
@@ -37,7 +37,19 @@ def junit_xml(result: CheckResult, suite: str = "memledger") -> str:
 
 
 def write_text(path: Path, text: str, what: str) -> None:
-    try:
-        Path(path).write_text(text, encoding="utf-8")
-    except OSError as e:
-        raise BudgetError(f"cannot write the {what} to {str(path)!r}: {e.strerror}") from None
+    write_atomic(path, text, what)
+
+
+def junit_error_xml(message: str, code: int, suite: str = "memledger") -> str:
+    """The check could not run (exit 2: its input; 3: the script failed): one <error>, so a
+    CI page shows why instead of an empty or stale report."""
+    root = ET.Element("testsuites")
+    ts = ET.SubElement(root, "testsuite", {"name": suite, "tests": "1", "failures": "0",
+                                           "errors": "1", "skipped": "0", "time": "0"})
+    tc = ET.SubElement(ts, "testcase", {"classname": f"{suite}.budget", "name": "check",
+                                        "time": "0"})
+    err = ET.SubElement(tc, "error", {"message": message.splitlines()[0] if message else "",
+                                      "type": f"exit{code}"})
+    err.text = f"{message}\nmemledger exit code {code}: the budget was NOT checked"
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, "unicode") + "\n"

@@ -32,3 +32,9 @@ def markdown(result: CheckResult, title: str = "memledger budget") -> str:
 
 def _md_escape(s: str) -> str:
     return s.replace("|", "\\|").replace("_", "\\_")
+
+
+def markdown_error(message: str, code: int, title: str = "memledger budget") -> str:
+    """The check could not run: say so, with memledger's one-line reason and exit code."""
+    return (f"### {title}: ⚠️ not checked (exit {code})\n\n"
+            f"{_md_escape(message)}\n")

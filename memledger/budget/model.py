@@ -3,6 +3,8 @@
 A budget file (TOML) reads the same as the model, e.g. `configs/budget.toml`::
 
     steps = 2                      # optimizer steps to trace when checking a script
+    fake = false                   # true: trace the script above FakeTensorMode (shapes only)
+    device = "cuda"                # with fake: the target device (docs/fake.md)
     peak = "42MiB"                 # total peak: the allocator's when measured, else the ledger's
     [categories]                   # bytes of each category live at the peak
     activation = "26MiB"
@@ -64,6 +66,8 @@ class Budget(_Strict):
                                          description="phase -> highest live bytes in it")
     baseline: BaselineBudget | None = None
     step_time: StepTimeBudget | None = None
+    fake: bool = Field(False, description="trace the script above FakeTensorMode (docs/fake.md)")
+    device: str | None = Field(None, description="with fake: the target device, cpu or cuda")
 
     @field_validator("categories", mode="before")
     @classmethod

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Iterator, Optional
 
 import typer
+from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from memledger.commands.common import console, err_console, print_json, stdout_to_stderr
-from memledger.errors import BudgetError, CheckFailed, LedgerFormatError
+from memledger.errors import BudgetError, CheckFailed, LedgerFormatError, MemledgerError
+from memledger.outputs import check_output
 from memledger.units import format_bytes
 
 if TYPE_CHECKING:
@@ -80,6 +84,11 @@ def check(
         = None,
     markdown_: Annotated[Optional[Path], typer.Option(
         "--markdown", help="write a Markdown summary (e.g. $GITHUB_STEP_SUMMARY)")] = None,
+    nproc: Annotated[int, typer.Option(
+        min=0, help="run the script on N ranks under torchrun; every rank is checked")] = 0,
+    timeout: Annotated[float, typer.Option(
+        help="with --nproc: seconds without an optimizer step before a rank counts as hung")] =
+        300.0,
     no_findings: Annotated[bool, typer.Option(
         "--no-findings", help="also fail on any `memledger doctor` finding (a script is "
         "doctored in its own run; a ledger must come from `memledger doctor -o`)")] = False,
@@ -90,64 +99,76 @@ def check(
     from memledger.budget.markdown import markdown
     from memledger.trace.session import trace_script
 
-    flags: dict = {"peak": budget, "categories": _pairs(category, "category"),
-                   "phases": _pairs(phase, "phase"), "steps": steps}
-    if max_increase is not None or baseline is not None:
-        flags["baseline"] = {k: v for k, v in (("max_increase", max_increase),
-                                               ("ledger", baseline)) if v is not None}
-    if step_time is not None or step_time_tolerance is not None:
-        flags["step_time"] = {k: v for k, v in (("max", step_time),
-                                                ("tolerance", step_time_tolerance))
-                              if v is not None}
-    try:
-        bud, sources = load_budget(config, flags, search_from=Path.cwd())
-    except BudgetError as e:
-        if not (no_findings and str(e).startswith("memledger: no limit to check")):
-            raise
-        return _findings_only(target, script_args or [], steps or DEFAULT_STEPS, json_)
-    base = None
-    if bud.baseline is not None and bud.baseline.ledger is not None:
-        base = _load(bud.baseline.ledger, "baseline")
+    with _errors_reported(junit, markdown_, target):
+        _check_outputs(target, output, junit, markdown_)
+        flags: dict = {"peak": budget, "categories": _pairs(category, "category"),
+                       "phases": _pairs(phase, "phase"), "steps": steps,
+                       "fake": fake or None, "device": device}
+        if max_increase is not None or baseline is not None:
+            flags["baseline"] = {k: v for k, v in (("max_increase", max_increase),
+                                                   ("ledger", baseline)) if v is not None}
+        if step_time is not None or step_time_tolerance is not None:
+            flags["step_time"] = {k: v for k, v in (("max", step_time),
+                                                    ("tolerance", step_time_tolerance))
+                                  if v is not None}
+        try:
+            bud, sources = load_budget(config, flags, search_from=Path.cwd())
+        except BudgetError as e:
+            if not (no_findings and str(e).startswith("memledger: no limit to check")):
+                raise
+            return _findings_only(target, script_args or [], steps or DEFAULT_STEPS, json_)
+        base = None
+        if bud.baseline is not None and bud.baseline.ledger is not None:
+            base = _load(bud.baseline.ledger, "baseline")
 
-    if target.suffix == ".py":
-        with tempfile.TemporaryDirectory(prefix="memledger-check-") as tmp:
-            out = output or Path(tmp) / "check.ledger"
-            with stdout_to_stderr(json_):  # --json: stdout holds the JSON and nothing else
-                res = trace_script(target, script_args or [], out, measure=measure,
-                                   steps=bud.steps or DEFAULT_STEPS, fake=fake, device=device)
-            led = _load(res.ledger_path, "ledger")
-            doc = _doctor(target, script_args or [], bud.steps or DEFAULT_STEPS, json_) \
-                if no_findings else None
-    else:
-        if script_args:
-            raise BudgetError(f"{target} is not a .py script: script arguments make no sense")
-        if fake or device:
-            raise BudgetError(f"{target} is a ledger: --fake/--device apply when tracing a .py "
-                              "script; check the script, or drop them")
-        led = _load(target, "ledger")
-        doc = _recorded_findings(led, target, no_findings)
-    result = evaluate(led, bud, baseline=base,
-                      baseline_name=str(bud.baseline.ledger) if bud.baseline else "",
-                      sources=sources)
-    if junit is not None:
-        write_text(junit, junit_xml(result), "JUnit report")
-    if markdown_ is not None:
-        write_text(markdown_, markdown(result), "Markdown summary")
-    if json_:
-        out = result.to_json_dict()
-        if doc is not None:
-            out["doctor"] = doc.to_json_dict()
-            out["ok"] = out["ok"] and (doc.ok or not no_findings)
-        print_json(out)
-    else:
-        print_result(result, str(target))
-        if doc is not None:
-            from memledger.report.findings import print_findings
-            print_findings(doc, console)
-    if not result.ok:
-        raise CheckFailed(f"over budget: {len(result.violations)} of {len(result.limits)} "
-                          f"limits exceeded ({', '.join(v.limit for v in result.violations)})")
-    _fail_on_findings(doc, no_findings)
+        if nproc or (target.suffix != ".py" and not target.exists()):  # several ranks
+            from memledger.commands.ranks import check_ranks, rank_ledgers_for_check
+
+            leds = rank_ledgers_for_check(target, script_args or [], nproc,
+                                          bud.steps or DEFAULT_STEPS, output, measure, timeout,
+                                          json_, _load)
+            check_ranks(leds, bud, base, sources, str(target), json_, junit, markdown_)
+            return
+        if target.suffix == ".py":
+            with tempfile.TemporaryDirectory(prefix="memledger-check-") as tmp:
+                out = output or Path(tmp) / "check.ledger"
+                with stdout_to_stderr(json_):  # --json: stdout holds the JSON and nothing else
+                    res = trace_script(target, script_args or [], out, measure=measure,
+                                       steps=bud.steps or DEFAULT_STEPS, fake=bud.fake,
+                                       device=bud.device)
+                led = _load(res.ledger_path, "ledger")
+                doc = _doctor(target, script_args or [], bud.steps or DEFAULT_STEPS, json_) \
+                    if no_findings else None
+        else:
+            if script_args:
+                raise BudgetError(f"{target} is not a .py script: script arguments make no sense")
+            if fake or device:
+                raise BudgetError(f"{target} is a ledger: --fake/--device apply when tracing a .py "
+                                  "script; check the script, or drop them")
+            led = _load(target, "ledger")
+            doc = _recorded_findings(led, target, no_findings)
+        result = evaluate(led, bud, baseline=base,
+                          baseline_name=str(bud.baseline.ledger) if bud.baseline else "",
+                          sources=sources)
+        if json_:  # the verdict first: a report that cannot be written never hides it
+            out = result.to_json_dict()
+            if doc is not None:
+                out["doctor"] = doc.to_json_dict()
+                out["ok"] = out["ok"] and (doc.ok or not no_findings)
+            print_json(out)
+        else:
+            print_result(result, str(target))
+            if doc is not None:
+                from memledger.report.findings import print_findings
+                print_findings(doc, console)
+        if junit is not None:
+            write_text(junit, junit_xml(result), "JUnit report")
+        if markdown_ is not None:
+            write_text(markdown_, markdown(result), "Markdown summary")
+        if not result.ok:
+            raise CheckFailed(f"over budget: {len(result.violations)} of {len(result.limits)} "
+                              f"limits exceeded ({', '.join(v.limit for v in result.violations)})")
+        _fail_on_findings(doc, no_findings)
 
 
 # ---- doctor findings (`--no-findings`) ------------------------------------------------------
@@ -196,13 +217,54 @@ def _findings_only(target: Path, argv: list[str], steps: int, json_: bool) -> No
     _fail_on_findings(doc, True)
 
 
+@contextlib.contextmanager
+def _errors_reported(junit: Path | None, markdown_: Path | None, target: Path) -> Iterator[None]:
+    """Exit 2 (could not check) or 3 (the script failed) still writes JUnit (an <error>) and
+    Markdown, so CI shows why the budget was not checked rather than a stale report."""
+    try:
+        yield
+    except MemledgerError as e:
+        if not isinstance(e, CheckFailed):
+            for path, text, what in (
+                    (junit, lambda: _junit_error(e), "JUnit report"),
+                    (markdown_, lambda: _markdown_error(e), "Markdown summary")):
+                if path is not None:
+                    with contextlib.suppress(MemledgerError):
+                        from memledger.budget.junit import write_text
+                        write_text(check_output(path, what, inputs=[target]), text(), what)
+        raise
+
+
+def _junit_error(e: MemledgerError) -> str:
+    from memledger.budget.junit import junit_error_xml
+
+    return junit_error_xml(str(e), e.exit_code)
+
+
+def _markdown_error(e: MemledgerError) -> str:
+    from memledger.budget.markdown import markdown_error
+
+    return markdown_error(str(e), e.exit_code)
+
+
+def _check_outputs(target: Path, output: Path | None, junit: Path | None,
+                   markdown_: Path | None) -> None:
+    """Every file the check will write, refused before anything runs (docs/reliability.md)."""
+    if output is not None:
+        check_output(output, "ledger", inputs=[target, junit, markdown_], ledger=True)
+    for path, what in ((junit, "JUnit report"), (markdown_, "Markdown summary")):
+        if path is not None:
+            check_output(path, what, inputs=[target])
+
+
 def print_result(result: CheckResult, source: str) -> None:
     verdict = "[green]PASS[/]" if result.ok else "[red bold]FAIL[/]"
-    console.print(f"{verdict} {source}: peak [magenta]{format_bytes(result.peak_bytes)}[/] "
+    console.print(f"{verdict} {escape(source)}: peak [magenta]{format_bytes(result.peak_bytes)}[/] "
                   f"({result.peak_bytes:,} B), {result.peak_source}; "
                   f"{result.steps_traced} steps traced")
     if result.budget_sources:
-        console.print(f"budget from {', '.join(result.budget_sources)}", style="dim")
+        console.print(f"budget from {', '.join(result.budget_sources)}", style="dim",
+                      markup=False)
     t = Table(box=None, pad_edge=False)
     for col in ("limit", "as written", "budget", "actual", "margin", ""):
         t.add_column(col, justify="right" if col in ("budget", "actual", "margin") else "left",
@@ -210,9 +272,12 @@ def print_result(result: CheckResult, source: str) -> None:
     for lim in result.limits:
         margin = -lim.over
         m = format_bytes(int(margin)) if lim.budget_bytes is not None else f"{margin*1e3:.1f} ms"
-        t.add_row(lim.limit, lim.budget_text, lim.budget_str(), lim.actual_str(), m,
+        t.add_row(Text(lim.limit), Text(lim.budget_text), lim.budget_str(), lim.actual_str(), m,
                   "ok" if lim.ok else "[red]OVER[/]")
     console.print(t)
+    if any(lim.limit.startswith("category:") for lim in result.limits):
+        console.print("each category is checked at its own peak, not only at the total's",
+                      style="dim")
     for v in result.violations:
         console.print(v.line(), markup=False, highlight=False, soft_wrap=True)
         if v.growth:

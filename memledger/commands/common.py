@@ -33,7 +33,7 @@ def open_ledger(path: Path) -> Ledger:
     if led.truncated or not led.complete:
         status = (led.end or {}).get("status", "cut off")
         err_console.print(f"memledger: note: {path} is a partial ledger ({status}); "
-                          "showing what was recorded", style="yellow")
+                          "showing what was recorded", style="yellow", markup=False)
     return led
 
 

@@ -15,6 +15,7 @@ from memledger.commands.common import (
     stdout_to_stderr,
 )
 from memledger.errors import CheckFailed, ScriptError
+from memledger.outputs import check_output
 
 
 def compare(
@@ -59,21 +60,22 @@ def compare(
         raise ScriptError("--steps and --time-steps must be at least 1", exit_code=2)
     if rtol is not None and not rtol >= 0:
         raise ScriptError(f"--rtol must be >= 0, got {rtol!r}", exit_code=2)
+    if html is not None:  # before minutes of runs, not after (docs/reliability.md)
+        check_output(html, "HTML report", inputs=[script])
     runs = 1 + len(pols) + (3 + len(pols) if performance else 0) + doctor  # run_compare's stages
     with stdout_to_stderr(json_), stage_progress(runs) as say:   # --json: stdout is JSON only
         rep = run_compare(script, script_args or [], pols, steps=steps, time_steps=time_steps,
                           rtol=rtol, performance=performance, doctor=doctor, progress=say)
-    if html is not None:
-        from memledger.report.compare_html import write_compare_html
-        write_compare_html(rep, html)
     if json_:
         print_json(rep.to_json_dict())
     else:
         console.print(compare_table(rep))
         for line in reasons(rep):
             console.print(line, soft_wrap=True)
-    if html is not None:
-        err_console.print(f"wrote {html}", style="dim")
+    if html is not None:  # after the verdict: a failed write never hides it
+        from memledger.report.compare_html import write_compare_html
+        write_compare_html(rep, html)
+        err_console.print(f"wrote {html}", style="dim", markup=False)
     if rep.rejected:
         n = sum(p.verdict == "REJECT" for p in rep.policies)
         raise CheckFailed(f"{n} of {len(rep.policies)} policies rejected; see the reasons "

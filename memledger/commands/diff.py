@@ -20,6 +20,13 @@ def diff(
     from memledger.report.diff import diff_ledgers
     from memledger.report.diff_terminal import print_diff
 
+    from memledger.ledger.ranks import find_rank_files
+
+    if find_rank_files(before) or find_rank_files(after):   # rank by rank (`trace --nproc`)
+        from memledger.commands.ranks import diff_ranks
+
+        diff_ranks(before, after, json_, top)
+        return
     d = diff_ledgers(open_ledger(before), open_ledger(after), str(before), str(after), top)
     if json_:
         print_json(d.to_json_dict())

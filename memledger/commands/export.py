@@ -9,6 +9,7 @@ import typer
 
 from memledger.commands.common import console, open_ledger
 from memledger.errors import MemledgerError
+from memledger.outputs import check_output
 
 
 def export(
@@ -27,6 +28,8 @@ def export(
     if exp is None:
         raise MemledgerError(f"unknown export format {format_!r}; use one of "
                              f"{', '.join(EXPORTERS)}")
+    target = check_output(output or ledger.with_suffix(exp.suffix), f"{format_} export",
+                          inputs=[ledger])
     led = open_ledger(ledger)
-    out = exp.write(led, output or ledger.with_suffix(exp.suffix))
-    console.print(f"[bold]{out}[/]: {format_} export of {ledger}")
+    out = exp.write(led, target)
+    console.print(f"{out}: {format_} export of {ledger}", markup=False)

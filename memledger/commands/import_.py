@@ -23,5 +23,6 @@ def import_(
     from memledger.importers.cuda_snapshot import import_snapshot
 
     out = import_snapshot(snapshot, output, device)
-    console.print(f"[bold]{out}[/]: imported {snapshot}")
-    err_console.print(f"next: memledger show {out}  (or memledger report {out})", style="dim")
+    console.print(f"{out}: imported {snapshot}", markup=False)
+    err_console.print(f"next: memledger show {out}  (or memledger report {out})", style="dim",
+                      markup=False)

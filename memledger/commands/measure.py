@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+from rich.markup import escape
 
 from memledger.commands.common import console, print_json
 from memledger.errors import PolicyError
@@ -39,9 +40,9 @@ def measure(
     if json_:
         print_json(res.to_json_dict())
         return
-    console.print(f"[bold]{script}[/] with [cyan]{res.policy}[/]: peak "
+    console.print(f"[bold]{escape(str(script))}[/] with [cyan]{escape(res.policy)}[/]: peak "
                   f"[magenta]{format_bytes(res.peak_bytes)}[/] ({res.peak_bytes:,} B, "
                   f"{res.source}, {res.steps} steps); step time {res.step_time_s * 1e3:.1f} ms "
                   f"(median of {len(res.step_times_s)})")
     if res.regions:
-        console.print(f"applied to {', '.join(res.regions)}", style="dim")
+        console.print(f"applied to {', '.join(res.regions)}", style="dim", markup=False)

@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from memledger.commands.common import console, err_console, open_ledger
+from memledger.outputs import check_output
 from memledger.report.defaults import MAX_POINTS
 
 
@@ -20,10 +21,17 @@ def report(
         MAX_POINTS,
 ) -> None:
     """Write an HTML page: stacked timeline by category, phases, steps, the peak explained."""
+    check_output(output, "report", inputs=[ledger])
+    from memledger.ledger.ranks import find_rank_files
     from memledger.report.html import write_html
 
+    if files := find_rank_files(ledger):   # `trace --nproc`: an index page and one per rank
+        from memledger.commands.ranks import report_ranks
+
+        report_ranks(ledger, files, output, max_points)
+        return
     led = open_ledger(ledger)
     out = write_html(led, output, source=ledger.name, max_points=max_points)
-    console.print(f"[bold]{out}[/]: report of {ledger} ({led.n_events:,} events)")
+    console.print(f"{out}: report of {ledger} ({led.n_events:,} events)", markup=False)
     err_console.print(f"open it in a browser (works offline); {out}#peak opens the peak panel",
-                      style="dim")
+                      style="dim", markup=False)

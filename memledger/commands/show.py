@@ -22,6 +22,11 @@ def show(
     from memledger.report.terminal import print_summary
     from memledger.report.timeline import print_timeline
 
+    from memledger.ledger.ranks import find_rank_files
+
+    if rank_files := find_rank_files(ledger):  # `run.ledger` of `trace --nproc`: every rank
+        _show_ranks(ledger, rank_files, json_, top)
+        return
     from memledger.doctor.findings import DoctorReport
     from memledger.report.findings import print_findings
 
@@ -38,3 +43,18 @@ def show(
         if timeline:
             console.print()
             print_timeline(led, console)
+
+
+def _show_ranks(ledger: Path, files: list[Path], json_: bool, top: int) -> None:
+    """Every rank's summary: a per-rank table, the worst rank, the skew; then the worst rank."""
+    from memledger.ledger.ranks import ranks_json, summarize_ranks
+    from memledger.report.ranks_table import print_ranks
+    from memledger.report.terminal import print_summary
+
+    summaries, worst, skew = summarize_ranks(files, top, opener=open_ledger)
+    if json_:
+        print_json(ranks_json([s.to_json_dict() for s in summaries], worst, skew))
+        return
+    print_ranks(summaries, worst, skew, console)
+    console.print()
+    print_summary(summaries[worst], console, source=f"{files[worst]} (the worst rank)")

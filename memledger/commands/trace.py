@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+from rich.markup import escape
 
 from memledger.commands.common import console, err_console, open_ledger
 from memledger.units import format_bytes
@@ -20,6 +21,12 @@ def trace(
     output: Annotated[Path, typer.Option("-o", "--output", help="ledger file to write")] =
         Path("run.ledger"),
     steps: Annotated[int, typer.Option(help="optimizer steps to trace, then stop the script")] = 3,
+    nproc: Annotated[int, typer.Option(
+        help="run SCRIPT on N ranks under torchrun: one ledger per rank (run.rank0.ledger, ...)",
+        min=0)] = 0,
+    timeout: Annotated[float, typer.Option(
+        help="with --nproc: seconds without an optimizer step before a rank counts as hung")] =
+        300.0,
     measure: Annotated[Optional[bool], typer.Option(
         help="also run the script untraced under the allocator for the independent peak "
              "[default: on; off with --fake]", show_default=False)] = None,
@@ -27,21 +34,31 @@ def trace(
         help="run above FakeTensorMode: shapes, no data, no memory (docs/fake.md)")] = False,
     device: Annotated[Optional[str], typer.Option(
         help="--fake: the target device, cpu or cuda (default: the script's own)")] = None,
+    world: Annotated[int, typer.Option(
+        help="with --fake: simulate one rank of an N-rank job (fake process group), N <= 1024",
+        min=0)] = 0,
+    rank: Annotated[int, typer.Option(help="with --world: the rank simulated", min=0)] = 0,
 ) -> None:
     """Trace STEPS optimizer steps of SCRIPT into a ledger, then print where the peak is."""
+    if nproc:
+        from memledger.commands.ranks import trace_nproc
+
+        trace_nproc(script, script_args or [], output, nproc, steps, measure is not False,
+                    timeout)
+        return
     from memledger.trace.session import trace_script
 
     # the summary below needs pandas: import it while the workers run the script
     threading.Thread(target=importlib.import_module, args=("memledger.ledger.summary",),
                      daemon=True).start()
     res = trace_script(script, script_args or [], output, steps=steps, measure=measure,
-                       fake=fake, device=device)
+                       fake=fake, device=device, world=world, rank=rank)
     s = open_ledger(res.ledger_path).summary()
-    line = (f"[bold]{res.ledger_path}[/]: {res.steps} steps, peak "
+    line = (f"[bold]{escape(str(res.ledger_path))}[/]: {res.steps} steps, peak "
             f"[magenta]{format_bytes(s.peak.bytes)}[/] at step {s.peak.step} ({s.peak.phase})")
     if res.measured:
         line += f"; allocator peak {format_bytes(s.measured.peak_bytes)}"
     if fake:
         line += f"; fake run on {s.device}, no allocator pass"
-    console.print(line)
-    err_console.print(f"next: memledger show {res.ledger_path}", style="dim")
+    console.print(line, soft_wrap=True)  # a long path must not split the line
+    err_console.print(f"next: memledger show {res.ledger_path}", style="dim", markup=False)

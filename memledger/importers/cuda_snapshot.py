@@ -38,6 +38,7 @@ from memledger.importers import frames as fr
 from memledger.importers.safe_pickle import load_plain_pickle
 from memledger.ledger.schema import SCHEMA
 from memledger.ledger.writer import FileSink, Record
+from memledger.outputs import check_output, commit, os_error, partial_path
 
 ACTIVE = ("active_allocated", "active_awaiting_free")
 STEP_PHASES = ("forward", "loss", "backward")
@@ -205,9 +206,15 @@ def snapshot_records(snap: Any, source: str = "snapshot", device: int | None = N
                      ) -> list[Record]:
     """All ledger records (header first, end last) for one device of a snapshot dict."""
     check_snapshot(snap, source)
-    dev = pick_device(snap, device)
-    conv = _Converter(snap, dev)
-    body = conv.run()
+    try:
+        dev = pick_device(snap, device)
+        conv = _Converter(snap, dev)
+        body = conv.run()
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as e:
+        # a snapshot is someone else's data: a field of the wrong type is bad input (exit 2)
+        raise MemledgerError(f"{source!r} is not a well-formed CUDA memory snapshot "
+                             f"({type(e).__name__}: {str(e)[:80]}); write it again with "
+                             "torch.cuda.memory._dump_snapshot(path)") from None
     header = {"k": "header", "schema": SCHEMA, "source": "cuda-snapshot", "snapshot": source,
               "device": conv.dname, "steps_requested": 0}
     end = {"k": "end", "ev": max(len(conv.entries), 1),
@@ -219,12 +226,18 @@ def snapshot_records(snap: Any, source: str = "snapshot", device: int | None = N
 
 def import_snapshot(path: str | Path, out: str | Path, device: int | None = None) -> Path:
     """Read a `_dump_snapshot` pickle safely and write the ledger to `out`."""
+    out = check_output(out, "ledger", inputs=[path], ledger=True)
     snap = load_plain_pickle(path)
     records = snapshot_records(snap, str(path), device)
-    sink = FileSink(out)
+    partial = partial_path(out)
+    sink = FileSink(partial)
     try:
         for r in records:
             sink.write(r)
     finally:
         sink.close()
-    return Path(out)
+    if sink.error is not None:
+        partial.unlink(missing_ok=True)
+        raise os_error(sink.error, f"the ledger {str(out)!r}")
+    commit(partial, out)
+    return out

@@ -26,8 +26,9 @@ class FakeRun(BaseModel):
     kernels: str = Field(description="'cuda': fake CUDA tensors; 'cpu': CPU kernels' sizes")
     rounding_bytes: int = Field(description="allocator block every size was rounded to (0: none)")
     flops: int = Field(description="FLOPs counted in the traced steps (torch's flop formulas)")
-    real_storages: int = Field(description="real (non-fake) storages, on device real:cpu")
-    real_bytes: int = Field(description="their bytes: host memory, in no target category")
+    real_storages: int = Field(description="real (non-fake) storages: read from files, made "
+                               "before the run, or literals' sources (device real:cpu)")
+    real_bytes: int = Field(description="their bytes")
     standins: list[StandIn]
 
 
@@ -36,7 +37,7 @@ def fake_info(led) -> FakeRun | None:
     h = led.header
     if not h.get("fake"):
         return None
-    real = led.storages["device"].str.startswith("real:")
+    real = led.storages.index.isin([r["sid"] for r in led.extra.get("real", [])])
     flops = sum(int(r.get("n", 0)) for r in led.extra.get("flops", []))
     return FakeRun(
         target_device=led.device if str(h.get("target_device", "")).startswith("(") or

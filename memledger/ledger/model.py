@@ -27,7 +27,7 @@ from memledger.ledger.writer import Record
 STORAGE_COLUMNS = [
     "sid", "bytes", "device", "dtype", "shape", "op", "module", "phase", "step",
     "created", "last_use", "freed", "category", "name", "saved_module", "saved_ev",
-    "unpack_ev", "pre", "saved_last_ev", "unpack_first_ev", "saves",
+    "unpack_ev", "pre", "saved_last_ev", "unpack_first_ev", "saves", "shard",
 ]
 
 
@@ -84,6 +84,7 @@ class Ledger:
         else:
             last_ev = 0
         n_events = last_ev + 1
+        _check_events(storages, n_events, len(records), source)
         freed = storages["freed"].to_numpy()
         storages["freed"] = np.where(freed < 0, n_events, freed)  # still live: until the end
         return cls(
@@ -190,6 +191,11 @@ class Ledger:
         pk = self.peak()
         out = self.by_category(pk.event)
         out["workspace"] = self.workspace_bytes(pk.bytes)
+        # The collectives' own buffers (gloo) are communication the ledger cannot see: they
+        # move from workspace to communication (trace/allocator.py, Note [Collective scratch]).
+        coll = min(int((self.measured or {}).get("collective_at_peak_bytes", 0)), out["workspace"])
+        out["workspace"] -= coll
+        out["communication"] += coll
         return out
 
     def workspace_bytes(self, ledger_peak: int | None = None) -> int:
@@ -272,6 +278,28 @@ class PeakPoint:
     module: str
 
 
+# Note [Event indices are checked on load]
+# Queries allocate arrays of n_events entries (8 bytes each), so a crafted `"ev": 1e12`
+# would ask for 8 TB. A trace writes phase, step and storage records as it goes: far more
+# than one per EVENTS_PER_RECORD events, so a ledger claiming more events than that (and
+# over a million) is refused, as is an index below 0 or past the end.
+EVENTS_PER_RECORD = 64
+MIN_EVENTS_ALLOWED = 1_000_000
+
+
+def _check_events(storages: pd.DataFrame, n_events: int, n_records: int, source: str) -> None:
+    limit = max(MIN_EVENTS_ALLOWED, EVENTS_PER_RECORD * n_records)
+    if n_events > limit:
+        raise LedgerFormatError(f"ledger {source} claims {n_events:,} events in {n_records:,} "
+                                "records; an event index is corrupt (re-trace, or check "
+                                "where the file came from)")
+    for col in ("created", "last_use", "freed"):
+        v = storages[col].to_numpy()
+        if len(v) and (v.min() < (-1 if col == "freed" else 0) or v.max() > n_events):
+            raise LedgerFormatError(f"ledger {source}: a storage's {col} event is outside "
+                                    f"0..{n_events}; the ledger is corrupt")
+
+
 def _table(records: list[Record], columns: dict[str, Any]) -> pd.DataFrame:
     """Records of one kind as columns, with a default for each optional field."""
     df = pd.DataFrame.from_records(records) if records else pd.DataFrame()
@@ -296,6 +324,9 @@ def _storages(by_kind: dict[str, list[Record]]) -> pd.DataFrame:
                                           "dtype": "", "shape": None, "op": "", "mod": "",
                                           "ph": "setup", "step": 1, "pre": False})
     _check_required("alloc", a, ("sid", "ev", "bytes"))
+    if len(a) and a["sid"].duplicated().any():
+        raise LedgerFormatError(f"ledger: storage {int(a['sid'][a['sid'].duplicated()].iloc[0])} "
+                                "is allocated twice; the ledger is corrupt")
     df = pd.DataFrame({
         "sid": a["sid"].astype(np.int64), "bytes": a["bytes"].astype(np.int64),
         "device": a["dev"].astype(str), "dtype": a["dtype"].astype(str),
@@ -351,9 +382,9 @@ def _storages(by_kind: dict[str, list[Record]]) -> pd.DataFrame:
         idx, first = rows_of(up.drop_duplicates("sid", keep="first"))
         df.iloc[idx, df.columns.get_loc("unpack_first_ev")] = first["ev"].to_numpy(np.int64)
 
-    roles = _table(by_kind.pop("role", []), {"sid": None, "role": None, "name": ""})
+    roles = _table(by_kind.pop("role", []), {"sid": None, "role": None, "name": "", "shard": ""})
     _check_required("role", roles, ("sid", "role"))
-    df["category"], df["name"] = _categories(df, roles, sv)
+    df["category"], df["name"], df["shard"] = _categories(df, roles, sv)
     # A parameter or buffer belongs to the module that owns it, whatever op made its storage.
     owned = df["category"].isin(["parameter", "buffer"]).to_numpy() & (df["name"] != "").to_numpy()
     df.loc[owned, "module"] = [n.rpartition(".")[0] for n in df.loc[owned, "name"]]
@@ -365,19 +396,21 @@ def _storages(by_kind: dict[str, list[Record]]) -> pd.DataFrame:
 def _categories(df: pd.DataFrame, roles: pd.DataFrame, saved: pd.DataFrame):
     """Each storage's category: its highest-priority role (see ROLE_PRIORITY), else by when
     it was made: during the run, a temporary; while setting up (or already there when
-    tracing began), other. Returns (categories, names)."""
+    tracing began), other. Returns (categories, names, shards)."""
     rank = {r: i for i, r in enumerate(ROLE_PRIORITY)}
     parts = []
     if len(roles):
         r = roles[roles["role"].isin(list(rank))]
         parts.append(pd.DataFrame({"sid": r["sid"].to_numpy(), "role": r["role"].to_numpy(),
-                                   "name": r["name"].fillna("").astype(str).to_numpy()}))
+                                   "name": r["name"].fillna("").astype(str).to_numpy(),
+                                   "shard": r["shard"].fillna("").astype(str).to_numpy()}))
     if len(saved):
         parts.append(pd.DataFrame({"sid": saved["sid"].to_numpy(), "role": "activation",
-                                   "name": ""}))
+                                   "name": "", "shard": ""}))
     made_in_run = (df["phase"] != "setup").to_numpy() & ~df["pre"].to_numpy(dtype=bool)
     cats = pd.Series(np.where(made_in_run, "temporary", "other"), index=df.index, dtype=object)
     names = pd.Series("", index=df.index, dtype=object)
+    shards = pd.Series("", index=df.index, dtype=object)
     if parts:
         allr = pd.concat(parts, ignore_index=True)
         allr["rank"] = allr["role"].map(rank)
@@ -385,4 +418,5 @@ def _categories(df: pd.DataFrame, roles: pd.DataFrame, saved: pd.DataFrame):
         best = best[best["sid"].isin(df.index)].set_index("sid")
         cats.loc[best.index] = best["role"]
         names.loc[best.index] = best["name"]
-    return cats.to_numpy(), names.to_numpy()
+        shards.loc[best.index] = best["shard"]
+    return cats.to_numpy(), names.to_numpy(), shards.to_numpy()

@@ -114,6 +114,9 @@ def group_records(records: list[Record], source: str = "ledger") -> dict[str, li
             by_kind[kind] = [rec]
         except (TypeError, AttributeError):
             raise LedgerFormatError(f"{source} line {i + 1}: not a ledger record") from None
+    if len(by_kind.get("header", ())) > 1:
+        raise LedgerFormatError(f"{source} holds {len(by_kind['header'])} ledgers (one header "
+                                "line each), e.g. two files joined with cat; keep one")
     for kind, need in REQUIRED.items():
         if kind in COLUMN_CHECKED:
             continue

@@ -63,6 +63,8 @@ class Category(str, Enum):
     INPUT = "input"                      #: the batch (model inputs and loss targets)
     WORKSPACE = "workspace"              #: allocator bytes no tracked tensor explains
     OTHER = "other"                      #: created outside any step and in no role above
+    COMMUNICATION = "communication"      #: a collective's buffer: all-gather / reduce-scatter
+    #: in or out, a DDP gradient bucket (sharded training; Note [Sharded storages])
 
 
 CATEGORIES: tuple[str, ...] = tuple(c.value for c in Category)
@@ -71,7 +73,13 @@ CATEGORIES: tuple[str, ...] = tuple(c.value for c in Category)
 # saves is still a parameter; the batch saved by the first Linear is still the input.
 ROLE_PRIORITY: tuple[str, ...] = (
     "parameter", "buffer", "gradient", "optimizer_state", "input", "activation",
+    "communication",
 )
+
+# A parameter's share of the model on this rank (role records' `shard`; "" elsewhere):
+# `sharded` = the local shard a rank keeps (FSDP2), `unsharded` = gathered for compute, freed
+# after. Parameters of unsharded training have no shard ("").
+SHARDS: tuple[str, ...] = ("sharded", "unsharded")
 
 
 class Phase(str, Enum):

@@ -5,6 +5,8 @@ Keys here are a promise to CI scripts: add, never rename without a schema bump.
 
 from __future__ import annotations
 
+from typing import Optional
+
 from pydantic import BaseModel, ConfigDict, Field
 
 from memledger.ledger.fake_info import FakeRun, fake_info
@@ -37,6 +39,8 @@ class Activations(_Model):
 class Measured(_Model):
     peak_bytes: int = Field(description="allocator-level peak, independent of the ledger")
     source: str = Field(description="'cpu-profiler', 'cuda-allocator' or 'none'")
+    collective_at_peak_bytes: Optional[int] = Field(None, description="of peak_bytes: the collectives' own "
+                                          "buffers (gloo), which no ledger sees (distributed)")
 
 
 class TensorRow(_Model):
@@ -77,14 +81,23 @@ class Summary(_Model):
     resident: dict[str, int]
     top_tensors: list[TensorRow]
     idle: list[IdleRow]
+    rank: Optional[int] = Field(None, description="this ledger's rank (distributed runs)")
+    world_size: Optional[int] = Field(None, description="ranks in the job (distributed runs)")
+    parameter_shards: dict[str, int] = Field(
+        default_factory=dict, description="parameter bytes at the peak by shard role: "
+        "'sharded' (the local shard), 'unsharded' (gathered for compute), 'full' (not sharded)")
     fake: FakeRun | None = Field(None, description="fake runs only: target, stand-ins, FLOPs")
     compiled: bool = Field(False, description="the script runs torch.compile'd code: the "
                            "ledger is its eager run, `measured` the compiled run's allocator")
+    threads: int = Field(1, description="most Python threads alive at a step's end; tensors "
+                                        "made by threads other than the traced one are not in "
+                                        "the ledger (they are in the allocator's peak)")
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
     def to_json_dict(self) -> dict:
-        return self.model_dump(by_alias=True)
+        # distributed-only keys (rank, world_size, ...) are left out of one-process summaries
+        return self.model_dump(by_alias=True, exclude_none=True)
 
 
 def summarize(led: Ledger, top: int = 10) -> Summary:
@@ -110,7 +123,8 @@ def summarize(led: Ledger, top: int = 10) -> Summary:
         activations=Activations(saved_bytes=int(saved["bytes"].sum()),
                                 by_module={str(k): int(v) for k, v in by_mod.items()},
                                 by_block=dict(sorted(by_block.items(), key=lambda kv: -kv[1]))),
-        measured=Measured(peak_bytes=int(meas["peak_bytes"]), source=str(meas["source"])),
+        measured=Measured(peak_bytes=int(meas["peak_bytes"]), source=str(meas["source"]),
+                          collective_at_peak_bytes=meas.get("collective_at_peak_bytes")),
         resident=led.resident_at_end(),
         top_tensors=[TensorRow(bytes=int(r.bytes), category=r.category, module=r.module,
                                shape=r.shape, dtype=r.dtype, op=r.op, name=r.name)
@@ -119,6 +133,17 @@ def summarize(led: Ledger, top: int = 10) -> Summary:
                       module=r.module, shape=r.shape,
                       op=r.op, name=r.name, idle_events=int(r.idle_events),
                       idle_byte_events=int(r.idle_byte_events)) for r in idle.itertuples()],
+        rank=led.header.get("rank"), world_size=led.header.get("world_size"),
+        parameter_shards=_shards(led, pk.event),
         fake=fake_info(led),
         compiled=bool(led.extra.get("compiled")),
+        threads=int((led.end or {}).get("threads", 1)),
     )
+
+
+def _shards(led: Ledger, ev: int) -> dict[str, int]:
+    """Parameter bytes live at `ev` by shard role (Note [Sharded storages])."""
+    live = led.live_at(ev)
+    params = live[live["category"] == "parameter"]
+    sums = params.groupby(params["shard"].replace("", "full"))["bytes"].sum()
+    return {str(k): int(v) for k, v in sums.items()}

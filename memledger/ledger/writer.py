@@ -7,6 +7,7 @@ the tracer guarantees on exceptions and Ctrl-C); `MemorySink` keeps them for the
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 from typing import Any, Protocol
@@ -67,6 +68,10 @@ class FileSink:
             raise LedgerFormatError(f"cannot write ledger {str(path)!r}: {e.strerror}") from None
         self._pending: list[Record] = []
         self._flush_every = flush_every
+        # A failed write (disk full) stops the file, never the traced script: the tracer
+        # reads `error` at the end and reports it as memledger's failure (exit 2), not the
+        # script's. Records after it are dropped; the lines already written stay readable.
+        self.error: OSError | None = None
 
     def write(self, record: Record) -> None:
         self._pending.append(record)
@@ -74,17 +79,40 @@ class FileSink:
             self.flush()
 
     def flush(self) -> None:
-        if self._pending and not self._fh.closed:
-            self._fh.write(b"".join([_dumps(r) + b"\n" for r in self._pending]))
+        if self.error is not None:
             self._pending.clear()
-        if not self._fh.closed:
-            self._fh.flush()
+            return
+        try:
+            if self._pending and not self._fh.closed:
+                self._fh.write(b"".join([_dumps(r) + b"\n" for r in self._pending]))
+                self._pending.clear()
+            if not self._fh.closed:
+                self._fh.flush()
+        except OSError as e:
+            self._fail(e)
+
+    def _fail(self, e: OSError) -> None:
+        self.error = e
+        self._pending.clear()
+        try:
+            self._fh.close()
+        except OSError:
+            pass
 
     def close(self) -> None:
         if not self._fh.closed:
             self.flush()
-            os.fsync(self._fh.fileno())
-            self._fh.close()
+        if not self._fh.closed:
+            try:
+                os.fsync(self._fh.fileno())
+            except OSError as e:
+                if e.errno not in (errno.EINVAL, errno.EROFS):  # a special file: no fsync
+                    self._fail(e)
+                    return
+            try:
+                self._fh.close()
+            except OSError as e:
+                self._fail(e)
 
 
 def append_records(path: str | Path, records: list[Record]) -> None:

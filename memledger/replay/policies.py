@@ -175,6 +175,10 @@ def _parse_part(raw: str, whole: str) -> PolicyPart:
     return PolicyPart(**fields)
 
 
+MAX_SELECTOR_CHARS = 200      # a module path glob; 'blocks.*.attn' is 13
+MAX_SELECTOR_WILDCARDS = 16   # runs of '*' and each '?'
+
+
 def _check_selector(selector: str, whole: str) -> None:
     if selector.startswith("@"):
         if not re.fullmatch(r"@[A-Za-z_][A-Za-z0-9_]*", selector):
@@ -185,6 +189,17 @@ def _check_selector(selector: str, whole: str) -> None:
             r"[A-Za-z0-9_.*?\[\]\-!]+", selector):
         raise PolicyError(f"selector {selector!r} in {whole!r} is not a module-path glob; "
                           "write e.g. 'blocks.*', 'blocks.[0-3]' or '@Block'")
+    # A regex of many `*` backtracks for minutes on a near miss: module paths need few.
+    stars = len(re.findall(r"\*+|\?", selector))
+    if len(selector) > MAX_SELECTOR_CHARS or stars > MAX_SELECTOR_WILDCARDS:
+        raise PolicyError(f"selector {selector[:40]!r}... in the policy has {len(selector)} "
+                          f"characters and {stars} wildcards; at most {MAX_SELECTOR_CHARS} and "
+                          f"{MAX_SELECTOR_WILDCARDS}: write e.g. 'blocks.*' or '@Block'")
+    try:
+        glob_regex(selector)
+    except (re.error, ValueError) as e:
+        raise PolicyError(f"selector {selector!r} in {whole!r} is not a valid glob ({e}); "
+                          "write a range low to high, e.g. 'blocks.[0-3]'") from None
 
 
 def glob_regex(selector: str) -> re.Pattern:

@@ -16,6 +16,7 @@ import html
 from pathlib import Path
 
 from memledger.ledger.schema import CATEGORIES
+from memledger.outputs import write_atomic
 from memledger.report.palette import category_hex
 from memledger.units import format_bytes
 from memledger.verify.verdict import CompareReport
@@ -23,14 +24,32 @@ from memledger.verify.verdict import CompareReport
 W, H, PAD = 640, 260, 48          # px: chart width, height, left/bottom margin
 VERDICT_COLOR = {"ADOPT": "#2e7d32", "OK": "#558b2f", "REJECT": "#c62828"}
 
+# The page fits its window: the table scrolls inside its own box (12 columns do not fit a
+# laptop's width), policy names and reasons wrap, the charts scale down with the window.
 CSS = """
 body{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#222;max-width:980px}
-table{border-collapse:collapse;margin:12px 0}td,th{padding:4px 10px;border-bottom:1px solid #ddd}
+.scroll{overflow-x:auto;max-width:100%}
+table{border-collapse:collapse;margin:12px 0}td,th{padding:4px 8px;border-bottom:1px solid #ddd}
 th{text-align:left;background:#f4f4f4}td.n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
+td.pol{overflow-wrap:anywhere;min-width:9em}td.why{min-width:14em}
 .ok{color:#2e7d32}.bad{color:#c62828;font-weight:bold}.dim{color:#888}
 .legend span{display:inline-block;margin-right:12px}.sw{width:10px;height:10px;display:inline-block;
-margin-right:4px}svg text{font:11px system-ui,sans-serif}td.why{min-width:260px}
+margin-right:4px}svg{max-width:100%;height:auto}svg text{font:11px system-ui,sans-serif}
 """
+TICKS = 4   # y-axis ticks above zero on both charts
+
+
+def _y_ticks(top: float, y_of, x_axis: int) -> list[str]:
+    """Gridlines and labels at 0, 1/4, ... of `top` bytes, labels right-aligned left of the
+    axis at x = `x_axis`."""
+    out = []
+    for i in range(TICKS + 1):
+        b = top * i / TICKS
+        y = y_of(b)
+        out.append(f'<line class="tick" x1="{x_axis}" y1="{y:.1f}" x2="{W}" y2="{y:.1f}" '
+                   f'stroke="#eee"/><text x="{x_axis - 4}" y="{y + 4:.1f}" '
+                   f'text-anchor="end">{_e(format_bytes(int(b)))}</text>')
+    return out
 
 
 def _e(s: object) -> str:
@@ -70,10 +89,11 @@ def _table(rep: CompareReport) -> str:
         ]
         rows.append("<tr>" + "".join(
             f'<td class="n">{c}</td>' if 5 <= i <= 10 else
-            (f'<td class="why">{c}</td>' if i == 11 else f"<td>{c}</td>")
+            (f'<td class="why">{c}</td>' if i == 11 else
+             f'<td class="pol">{c}</td>' if i == 0 else f"<td>{c}</td>")
             for i, c in enumerate(cells)) + "</tr>")
-    return ("<table><tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr>"
-            + "".join(rows) + "</table>")
+    return ('<div class="scroll"><table><tr>' + "".join(f"<th>{h}</th>" for h in head)
+            + "</tr>" + "".join(rows) + "</table></div>")
 
 
 def _bars(rep: CompareReport) -> str:
@@ -83,12 +103,16 @@ def _bars(rep: CompareReport) -> str:
     items += [(p.policy, p.at_peak, p.measured_peak_bytes if p.verdict != "REJECT" else 0)
               for p in rep.policies if p.at_peak]
     top = max([sum(a.values()) for _, a, _ in items] + [m for _, _, m in items] + [1])
-    bw = min(80, (W - PAD) // max(len(items), 1) - 16)
-    out = [f'<svg width="{W}" height="{H + 60}" role="img" aria-label="peak by category">',
-           f'<line x1="{PAD}" y1="{H}" x2="{W}" y2="{H}" stroke="#999"/>',
-           f'<text x="4" y="12">{_e(format_bytes(top))}</text>']
+    left = PAD + 24   # room for the tick labels ("1023.9 MiB")
+    bw = min(80, (W - left) // max(len(items), 1) - 16)
+    below = 110        # room for the policy names, turned 40 degrees
+    out = [f'<svg width="{W}" height="{H + below}" viewBox="0 0 {W} {H + below}" role="img" '
+           'aria-label="peak by category">',
+           *_y_ticks(top, lambda b: H - (H - 20) * b / top, left),
+           f'<line x1="{left}" y1="{H}" x2="{W}" y2="{H}" stroke="#999"/>',
+           f'<line x1="{left}" y1="10" x2="{left}" y2="{H}" stroke="#999"/>']
     for i, (label, at_peak, measured) in enumerate(items):
-        x = PAD + 8 + i * (bw + 16)
+        x = left + 8 + i * (bw + 16)
         y = H
         for cat in CATEGORIES:
             b = at_peak.get(cat, 0)
@@ -104,7 +128,9 @@ def _bars(rep: CompareReport) -> str:
             out.append(f'<line x1="{x - 4}" y1="{ym:.1f}" x2="{x + bw + 4}" y2="{ym:.1f}" '
                        f'stroke="#000" stroke-width="2"><title>measured '
                        f'{_e(format_bytes(measured))}</title></line>')
-        out.append(f'<text x="{x}" y="{H + 14 + 12 * (i % 2)}">{_e(label[:22])}</text>')
+        cx = x + bw / 2   # the whole name, turned so neighbours never overlap
+        out.append(f'<text class="label" x="{cx:.1f}" y="{H + 14}" text-anchor="end" '
+                   f'transform="rotate(-40 {cx:.1f} {H + 14})">{_e(label)}</text>')
     out.append("</svg>")
     legend = "".join(f'<span><i class="sw" style="background:{category_hex(c)}"></i>{c}</span>'
                      for c in CATEGORIES)
@@ -121,15 +147,23 @@ def _scatter(rep: CompareReport) -> str:
     xs = [x for _, x, _, _ in pts] + [x for _, x, _ in front]
     x0, x1 = min(xs + [0.0]), max(xs + [1e-3])
     ytop = max([y for _, _, y, _ in pts] + [y for _, _, y in front] + [1])
-    out = [f'<svg width="{W}" height="{H + 30}" role="img" aria-label="memory-time trade-off">',
-           f'<line x1="{PAD}" y1="{H}" x2="{W}" y2="{H}" stroke="#999"/>',
-           f'<line x1="{PAD}" y1="10" x2="{PAD}" y2="{H}" stroke="#999"/>',
-           f'<text x="{W - 190}" y="{H + 24}">added step time (ms) →</text>',
-           f'<text x="4" y="12">{_e(format_bytes(ytop))}</text>',
-           f'<text x="{PAD}" y="{H + 14}">{x0 * 1e3:+.1f}</text>',
-           f'<text x="{W - 40}" y="{H + 14}">{x1 * 1e3:+.1f}</text>']
+    left = PAD + 24
+
     def at(x: float, y: float) -> tuple[float, float]:
-        return PAD + 10 + (W - PAD - 60) * (x - x0) / ((x1 - x0) or 1), H - (H - 20) * y / ytop
+        return left + 10 + (W - left - 60) * (x - x0) / ((x1 - x0) or 1), H - (H - 20) * y / ytop
+
+    out = [f'<svg width="{W}" height="{H + 30}" viewBox="0 0 {W} {H + 30}" role="img" '
+           'aria-label="memory-time trade-off">',
+           *_y_ticks(ytop, lambda b: at(0, b)[1], left),
+           f'<line x1="{left}" y1="{H}" x2="{W}" y2="{H}" stroke="#999"/>',
+           f'<line x1="{left}" y1="10" x2="{left}" y2="{H}" stroke="#999"/>',
+           f'<text x="{W - 190}" y="{H + 26}">added step time (ms) →</text>']
+    for i in range(TICKS + 1):   # x ticks
+        xv = x0 + (x1 - x0) * i / TICKS
+        px = at(xv, 0)[0]
+        out.append(f'<line x1="{px:.1f}" y1="{H}" x2="{px:.1f}" y2="{H + 4}" stroke="#999"/>'
+                   f'<text x="{px:.1f}" y="{H + 15}" text-anchor="middle">{xv * 1e3:+.1f}'
+                   '</text>')
 
     if front:
         line = " ".join(f"{at(x, y)[0]:.1f},{at(x, y)[1]:.1f}" for _, x, y in
@@ -144,14 +178,13 @@ def _scatter(rep: CompareReport) -> str:
         out.append(f'<text x="{W - 190}" y="24" fill="#1565c0">- - Pareto front (plan, '
                    'predicted)</text>')
     for label, x, y, color in pts:
-        px = PAD + 10 + (W - PAD - 60) * (x - x0) / ((x1 - x0) or 1)
-        py = H - (H - 20) * y / ytop
+        px, py = at(x, y)
         out.append(f'<circle cx="{px:.1f}" cy="{py:.1f}" r="5" fill="{color}"><title>'
                    f'{_e(label)}: {_e(format_bytes(y))}, {x * 1e3:+.1f} ms</title></circle>')
-        right = px > W - 160   # label to the left of a dot near the right edge
+        right = px + 8 + 6.5 * len(label) > W   # ~6.5 px a character at 11 px: turn left
         anchor = ' text-anchor="end"' if right else ""
-        out.append(f'<text x="{px - 8 if right else px + 8:.1f}" y="{py - 6:.1f}"{anchor}>'
-                   f'{_e(label[:28])}</text>')
+        out.append(f'<text class="label" x="{px - 8 if right else px + 8:.1f}" '
+                   f'y="{max(py - 6, 12):.1f}"{anchor}>{_e(label)}</text>')
     out.append("</svg>")
     return "".join(out)
 
@@ -181,6 +214,4 @@ def render_compare_html(rep: CompareReport) -> str:
 
 
 def write_compare_html(rep: CompareReport, out: str | Path) -> Path:
-    out = Path(out)
-    out.write_text(render_compare_html(rep), encoding="utf-8")
-    return out
+    return write_atomic(out, render_compare_html(rep), "HTML report")

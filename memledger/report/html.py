@@ -10,7 +10,7 @@ import json
 from html import escape
 from pathlib import Path
 
-from memledger.errors import MemledgerError
+from memledger.outputs import write_atomic
 from memledger.ledger.model import Ledger
 from memledger.report.html_assets import CSS, JS
 from memledger.report.html_data import MAX_POINTS, report_data
@@ -18,8 +18,12 @@ from memledger.units import format_bytes
 
 
 def _json_for_script(data: dict) -> str:
-    # "</" would end the <script> element early; "<\/" means the same thing to JSON.
-    return json.dumps(data, separators=(",", ":")).replace("</", "<\\/")
+    # Module names are the script's: `</script>` would end the element early and `<!--`
+    # would put the parser in a comment state. JSON may write any character as \uXXXX, so
+    # <, > and & never appear raw inside the <script> (and U+2028/9 never break a line).
+    return (json.dumps(data, separators=(",", ":")).replace("<", "\\u003c")
+            .replace(">", "\\u003e").replace("&", "\\u0026")
+            .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
 
 
 NUM_TD = '<td class="num">'
@@ -46,7 +50,7 @@ def render_html(led: Ledger, source: str = "", max_points: int = MAX_POINTS) -> 
            f"{d['n_events']:,} events" + ("" if d["complete"] else " · INCOMPLETE run"))
     lead = (f"Peak <b>{escape(pk['human'])}</b> ({pk['bytes']:,} B) at step {pk['step']}, "
             f"{escape(pk['phase'])}, op {escape(pk['op'] or '-')} in "
-            f"{escape(pk['module'] or '(no module)')}")
+            f"{escape(pk['module'] or '(script)')}")
     if meas:
         lead += (f"; allocator peak <b>{escape(meas['human'])}</b> ({meas['peak_bytes']:,} B, "
                  f"{escape(meas['source'])})")
@@ -57,7 +61,7 @@ def render_html(led: Ledger, source: str = "", max_points: int = MAX_POINTS) -> 
                                         d["by_phase_peak"].items()], {1})
     idle = _table(["bytes", "category", "module", "shape", "what", "storages",
                    "idle events", "bytes × idle events"],
-                  [[r["human"], r["category"], r["module"] or "(no module)", r["shape"],
+                  [[r["human"], r["category"], r["module"] or "(script)", r["shape"],
                     r["name"] or r["op"], r["count"], f"{r['idle_events']:,}",
                     f"{r['idle_byte_events']:,}"] for r in d["idle"]], {0, 5, 6, 7})
     return f"""<!DOCTYPE html>
@@ -73,9 +77,14 @@ def render_html(led: Ledger, source: str = "", max_points: int = MAX_POINTS) -> 
 <div id="ml-legend"></div>
 <div id="ml-chart-wrap"><div id="ml-tip"></div></div>
 <div id="ml-peak-panel"></div>
+<div id="ml-at-panel"></div>
 <div class="dim">Stacked: live bytes by category after each event (each drawn point is the
 highest event of its bucket, so the peak is exact). Bands: phases. Dashed verticals: ends of
-optimizer steps. Dashed horizontal: the allocator's own peak. Hover or click the peak.</div>
+optimizer steps. Dashed horizontal: the allocator's own peak. Hover for the op and module;
+click a point for the tensors live there; wheel to zoom, drag to pan, double-click or
+<button id="ml-reset" type="button">reset zoom</button> for the whole run; click a legend
+entry to hide or show its category. Hover or click the peak.</div>
+<div id="ml-selftest"></div>
 <h2>At the peak</h2>{cats}
 <h2>Peak by phase</h2>{phases}
 <h2>Saved for backward: {escape(format_bytes(d['activations']['saved_bytes']))}
@@ -91,10 +100,4 @@ optimizer steps. Dashed horizontal: the allocator's own peak. Hover or click the
 
 def write_html(led: Ledger, out: str | Path, source: str = "",
                max_points: int = MAX_POINTS) -> Path:
-    out = Path(out)
-    try:
-        out.write_text(render_html(led, source, max_points), encoding="utf-8")
-    except OSError as e:
-        raise MemledgerError(f"cannot write report {str(out)!r}: {e.strerror}; "
-                             "pick another -o path") from None
-    return out
+    return write_atomic(out, render_html(led, source, max_points), "report")

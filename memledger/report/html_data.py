@@ -17,6 +17,7 @@ from memledger.report.palette import CATEGORY_COLORS, PHASE_STYLES
 from memledger.units import format_bytes
 
 TOP_TENSORS = 20    # rows in the peak panel
+MAX_TENSORS = 20_000   # storages sent to the page for "live at the clicked event", largest first
 
 
 def phase_spans(led: Ledger) -> list[list[Any]]:
@@ -46,6 +47,47 @@ def _rows(df, cols: list[str]) -> list[dict[str, Any]]:
     return out
 
 
+def tensor_columns(led: Ledger, limit: int = MAX_TENSORS) -> dict[str, Any]:
+    """The storages the page lists when a point is clicked, as columns (compact JSON):
+    created, freed (exclusive), bytes, category, module, shape, dtype, what (name or op).
+    The `limit` largest are kept; `smallest_bytes` says below which size rows are missing."""
+    st = led.on_device().sort_values("bytes", ascending=False, kind="stable")
+    kept = st.head(limit)
+    what = [n if n else o for n, o in zip(kept["name"].astype(str), kept["op"].astype(str))]
+    return {"created": kept["created"].astype(int).tolist(),
+            "freed": kept["freed"].astype(int).tolist(),
+            "bytes": kept["bytes"].astype(int).tolist(),
+            "category": kept["category"].astype(str).tolist(),
+            "module": kept["module"].astype(str).tolist(),
+            "shape": kept["shape"].astype(str).tolist(),
+            "dtype": kept["dtype"].astype(str).tolist(), "what": what,
+            "complete": len(kept) == len(st),
+            "smallest_bytes": int(kept["bytes"].min()) if len(kept) else 0}
+
+
+def where_at(led: Ledger, events: np.ndarray) -> tuple[list[str], list[str]]:
+    """For each event: the op that made the largest storage there ('' when it made none) and
+    the innermost module forward scope running (else the module recorded on that storage,
+    which is how backward events are attributed)."""
+    st = led.on_device()
+    made = st.sort_values("bytes", ascending=False, kind="stable").drop_duplicates("created")
+    by_ev = dict(zip(made["created"].astype(int), zip(made["op"].astype(str),
+                                                      made["module"].astype(str))))
+    sc = led.scopes
+    ev0, ev1 = sc["ev0"].to_numpy(), sc["ev1"].to_numpy()
+    span = ev1 - ev0
+    mods = sc["mod"].astype(str).to_numpy()
+    ops, modules = [], []
+    for e in events.tolist():
+        op, mod = by_ev.get(int(e), ("", ""))
+        inside = np.flatnonzero((ev0 <= e) & (e < ev1) & (mods != ""))
+        if len(inside):
+            mod = str(mods[inside[np.argmin(span[inside])]])
+        ops.append(op.removesuffix(".default"))
+        modules.append(mod)
+    return ops, modules
+
+
 def report_data(led: Ledger, source: str = "", max_points: int = MAX_POINTS) -> dict[str, Any]:
     """Everything the page shows. Byte counts are exact ints; `human` fields are for reading."""
     s = led.summary(top=TOP_TENSORS)
@@ -56,6 +98,7 @@ def report_data(led: Ledger, source: str = "", max_points: int = MAX_POINTS) -> 
     live = led.live_at(pk.event).head(TOP_TENSORS)
     idle = led.idle_offenders(12)          # the same tensor of every step folded, as `show`
     meas = led.measured
+    x_op, x_module = where_at(led, keep)
     return {
         "title": source or "memledger report",
         "device": s.device,
@@ -82,4 +125,6 @@ def report_data(led: Ledger, source: str = "", max_points: int = MAX_POINTS) -> 
         "idle": _rows(idle, ["bytes", "category", "module", "shape", "op", "name", "count",
                              "idle_events", "idle_byte_events"]),
         "by_phase_peak": s.by_phase_peak,
+        "x_op": x_op, "x_module": x_module,       # under the cursor, per drawn point
+        "tensors": tensor_columns(led),          # live at any clicked event
     }

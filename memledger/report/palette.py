@@ -15,6 +15,7 @@ CATEGORY_COLORS: dict[str, tuple[str, str]] = {
     "input": ("#9d755d", "bright_white"),
     "workspace": ("#bab0ac", "grey50"),
     "other": ("#79706e", "grey62"),
+    "communication": ("#f58518", "dark_orange"),
 }
 
 # Phase -> (band fill for HTML, Rich style, one-letter mark for the terminal strip).

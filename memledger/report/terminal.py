@@ -30,6 +30,12 @@ def _op(op: str) -> str:
     return op.removesuffix(".default")
 
 
+def _plain(*cells: str) -> list[Text]:
+    """Names from the ledger (modules, ops, parameters) are data, never Rich markup: a
+    module named `[/x]` is printed as `[/x]`, not parsed as a closing tag."""
+    return [Text(c) for c in cells]
+
+
 def _pct(part: int, whole: int) -> str:
     return f"{100.0 * part / whole:.1f}%" if whole else "-"
 
@@ -56,6 +62,11 @@ def _headline(s: Summary, source: str) -> list[Text]:
         lines.append(Text(f"Allocator peak {format_bytes(s.measured.peak_bytes)} "
                           f"({s.measured.source}): "
                           + agreement(s.measured.peak_bytes, pk.bytes), style="dim"))
+    if s.threads > 1:  # the dispatch mode sees one thread: never claim the rest is explained
+        lines.append(Text(f"Warning: {s.threads - 1} other Python thread(s) ran while tracing; "
+                          "tensors they made are not in the ledger (the allocator's peak "
+                          "includes them), so the ledger may not explain the peak",
+                          style="yellow"))
     return lines
 
 
@@ -94,8 +105,8 @@ def _fake_line(s: Summary) -> Text:
     text = (f"Fake run (FakeTensorMode, {how}{rounding}): no data, no allocator pass; "
             f"{f.flops / 1e9:,.1f} GFLOP traced")
     if f.real_storages:
-        text += (f"\n  {f.real_storages} real tensors ({format_bytes(f.real_bytes)}) stayed on "
-                 "the host as real:cpu, outside every category")
+        text += (f"\n  {f.real_storages} real tensors ({format_bytes(f.real_bytes)}): data read "
+                 "for real, or literals' sources (real:cpu, in no category)")
     for si in f.standins[:8]:
         text += f"\n  stand-in {si.value} for {si.op} at {si.file.rsplit('/', 1)[-1]}:{si.line}"
         text += f"  {si.code}" if si.code else ""
@@ -141,8 +152,8 @@ def _top_tensors(s: Summary) -> Table:
     t.add_column("dtype", no_wrap=True)
     t.add_column("made by / name", overflow="fold")
     for r in s.top_tensors:
-        t.add_row(format_bytes(r.bytes), r.category, _mod(r.module), r.shape, r.dtype,
-                  r.name or _op(r.op))
+        t.add_row(format_bytes(r.bytes), r.category, *_plain(
+            _mod(r.module), r.shape, r.dtype, r.name or _op(r.op)))
     return t
 
 
@@ -157,11 +168,11 @@ def _activations(s: Summary) -> Group:
     blocks = s.activations.by_block
     if len(blocks) < len(s.activations.by_module):   # a roll-up says something: show it
         for block, b in list(blocks.items())[:10]:
-            t.add_row(_mod(block) + (".*" if block and _has_children(block, s) else ""),
+            t.add_row(Text(_mod(block) + (".*" if block and _has_children(block, s) else "")),
                       format_bytes(b), _pct(b, total), style="bold")
         t.add_section()
     for mod, b in list(s.activations.by_module.items())[:10]:
-        t.add_row(_mod(mod), format_bytes(b), _pct(b, total))
+        t.add_row(Text(_mod(mod)), format_bytes(b), _pct(b, total))
     if len(s.activations.by_module) > 10:
         t.add_row(f"... {len(s.activations.by_module) - 10} more modules", "", "",
                   style="dim")
@@ -180,7 +191,7 @@ def _idle(s: Summary) -> Table:
                      no_wrap=col != "what", overflow="fold")
     for r in s.idle[:8]:
         what = r.name or f"{_op(r.op)} in {_mod(r.module)}"
-        t.add_row(format_bytes(r.bytes), str(r.count), r.category, what, r.shape,
+        t.add_row(format_bytes(r.bytes), str(r.count), r.category, *_plain(what, r.shape),
                   f"{r.idle_events:,}")
     return t
 

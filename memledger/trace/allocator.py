@@ -161,3 +161,75 @@ def op_scratch(probe: CpuProfilerProbe) -> dict[str, list[int]]:
         scratch = int(live[i0:i1].max()) - int(live[i1 - 1]) if i1 > i0 else 0
         out.setdefault(op, []).append(scratch if scratch >= SCRATCH_MIN_BYTES else 0)
     return {op: v for op, v in out.items() if any(v)}
+
+
+def collective_bytes_at_peak(probe: CpuProfilerProbe) -> dict[str, int]:
+    """The CPU peak counted by pointer, and the bytes the collectives held for themselves at it.
+
+    # Note [Collective scratch]
+    A collective's own buffers are allocated inside its kernel (gloo copies the input of
+    `_allgather_base_` into a flat buffer of the output's size, 199,936 B for a 2-layer GPT
+    block on 2 ranks, and an async work keeps it until the work is waited on); the dispatch
+    mode is switched off inside the op it is handling, so the ledger never sees them, while
+    the allocator does. The profiler's event tree nests each allocation under the op that
+    made it: an allocation under a `c10d::` op (or made on another thread: gloo's workers)
+    is a collective's, and is freed by the same pointer. Summing those live at the
+    allocator's peak names the part of `measured - ledger peak` that is communication.
+
+    Counting by pointer also mends the running sum of Note [What the CPU allocator sees]
+    where a free happens on a thread the profiler does not follow (gloo's workers release
+    an async work's tensors): its event never comes, and a plain running sum would keep
+    those bytes forever (199,936 B too high on a 2-rank FSDP2 GPT). When a pointer is
+    handed out again while it is still live, the block it held was freed unseen: it leaves
+    the count then. Returns {} when the tree is unavailable.
+    """
+    try:
+        from torch._C._profiler import _EventType
+
+        tree = probe._prof.profiler.kineto_results.experimental_event_tree()
+    except (AttributeError, ImportError, RuntimeError):  # pragma: no cover - older torch
+        return {}
+    allocs: list[tuple[int, int, int, bool, int]] = []   # (time, ptr, bytes ±, in c10d, tid)
+    stack = [(n, False) for n in tree]
+    while stack:
+        node, in_comm = stack.pop()
+        if node.tag == _EventType.Allocation:
+            f = node.extra_fields
+            if str(f.device).startswith("cpu"):
+                allocs.append((node.start_time_ns, int(f.ptr), int(f.alloc_size), in_comm,
+                               node.start_tid))
+            continue
+        here = in_comm or node.name.startswith("c10d::")
+        stack.extend((c, here) for c in node.children)
+    if not allocs:
+        return {}
+    return pointer_peak(allocs)
+
+
+def pointer_peak(allocs: list[tuple[int, int, int, bool, int]]) -> dict[str, int]:
+    """Pure part of `collective_bytes_at_peak`: allocs are (time, ptr, signed bytes,
+    made inside a c10d op, thread id); the first allocation's thread is the script's."""
+    allocs = sorted(allocs, key=lambda a: a[0])
+    tid0 = allocs[0][4]
+    live_ptrs: dict[int, tuple[int, bool]] = {}   # ptr -> (bytes, collective)
+    live = comm = peak = comm_at_peak = comm_peak = unseen = 0
+    for _, ptr, size, in_comm, tid in allocs:
+        if size > 0:
+            if ptr in live_ptrs:   # reused while live: its free was never reported
+                old, was_comm = live_ptrs.pop(ptr)
+                live -= old
+                comm -= old if was_comm else 0
+                unseen += 1
+            is_comm = in_comm or tid != tid0
+            live_ptrs[ptr] = (size, is_comm)
+            live += size
+            comm += size if is_comm else 0
+        else:
+            old, was_comm = live_ptrs.pop(ptr, (-size, False))
+            live -= old
+            comm -= old if was_comm else 0
+        comm_peak = max(comm_peak, comm)
+        if live > peak:
+            peak, comm_at_peak = live, comm
+    return {"peak_bytes": peak, "collective_at_peak_bytes": comm_at_peak,
+            "collective_peak_bytes": comm_peak, "unseen_frees": unseen}

@@ -55,7 +55,15 @@ def trace(path: str | Path | None = None, measure: bool = False,
     """Trace the block. `path` streams the ledger to a file; `measure` adds the allocator's
     peak (CUDA: always, it is free; CPU: runs the profiler alongside, which is slow).
     `fake`: the block runs above FakeTensorMode (build the model inside the block so that
-    its parameters are fake); `device` is its target, cpu or cuda (docs/fake.md)."""
+    its parameters are fake); `device` is its target, cpu or cuda (docs/fake.md).
+    Under torchrun (several ranks) `path` names one file per rank: run.ledger ->
+    run.rank0.ledger, ... and each header says its rank (docs/distributed.md)."""
+    from memledger.trace.rank import rank_and_world, rank_header
+
+    if path is not None and (rw := rank_and_world()) is not None and rw[1] > 1:
+        from memledger.ledger.ranks import rank_file
+
+        path = rank_file(path, rw[0])
     sink = FileSink(path) if path is not None else MemorySink()
     handle = TracedLedger()
     if fake:
@@ -64,10 +72,11 @@ def trace(path: str | Path | None = None, measure: bool = False,
 
         check_fake_options(device, measure)
         collector: Collector = FakeTarget.for_device(device).collector(
-            sink, max_steps=max_steps, header={"script": "<api>"},
+            sink, max_steps=max_steps, header={"script": "<api>", **rank_header()},
             pre_existing=FIRST_USE)
     else:
-        collector = Collector(sink, max_steps=max_steps, header={"script": "<api>"},
+        collector = Collector(sink, max_steps=max_steps,
+                              header={"script": "<api>", **rank_header()},
                               pre_existing=FIRST_USE)
     cuda = CudaProbe(record_history=False) if torch.cuda.is_available() and not fake else None
     cpu = CpuProfilerProbe() if measure else None

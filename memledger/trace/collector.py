@@ -17,6 +17,18 @@ record: it is live on [7, 12). Frees that happen between ops (Python dropping a 
 take the index of the next event, so outputs and the inputs they replace overlap for one
 event, exactly as the allocator sees them.
 
+# Note [When a step ends]
+A training step ends when every parameter that had a gradient when the first optimizer
+stepped has been stepped by some optimizer since (trace/steps.py, worked example there):
+one optimizer, at its `step()`; a backbone optimizer and a head optimizer after one
+backward, at the second `step()` (so `--steps 2` traces two iterations, not one). A
+parameter with a gradient that no optimizer steps leaves the step open until the next
+top-level forward begins (or an optimizer steps again), which ends it. Once the requested
+steps are traced, nothing more is recorded, and the next op either raises `StopTracing`
+again (the in-process API) or, in the trace worker, closes the ledger and ends the process:
+a script whose bare `except:` swallowed the first one stops at its next torch op instead of
+running every remaining step untraced (8 iterations for `--steps 2` before this).
+
 # Note [What autograd saves]
 `pack` returns a detached alias of the tensor (same storage, no `grad_fn`): autograd would
 hold the same storage anyway, so tracing adds no bytes. Not the tensor itself: an op that
@@ -31,6 +43,7 @@ A saved tensor that is a parameter stays a parameter (see ROLE_PRIORITY).
 
 from __future__ import annotations
 
+import threading
 import time
 import weakref
 from typing import Any, Callable, Iterable
@@ -46,6 +59,10 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from memledger.ledger.schema import SCHEMA
 from memledger.ledger.writer import Sink
 from memledger.trace.outside_state import storage_key, written_state
+from memledger.trace.interrupts import redeliver
+from memledger.trace.steps import StepBoundary
+from memledger.trace.resize import StorageResizeWatch
+from memledger.trace.sharding import ShardingMixin, local_tensor
 
 _graph_task_id = torch._C._current_graph_task_id
 _RF_ENTER = torch.ops.profiler._record_function_enter_new.default
@@ -88,7 +105,7 @@ class StopTracing(BaseException):
     """
 
 
-class Collector(TorchDispatchMode):
+class Collector(ShardingMixin, TorchDispatchMode):
     """Records a lifetime ledger of every storage while active.
 
     Example usage::
@@ -116,6 +133,9 @@ class Collector(TorchDispatchMode):
         self.sink = sink
         self.max_steps = max_steps
         self.on_steps_done = on_steps_done
+        # Called (instead of raising again) at the first op after a swallowed StopTracing;
+        # the trace worker closes the ledger there and exits: Note [When a step ends].
+        self.on_stop_swallowed: Callable[[], None] | None = None
         self._header = header or {}
         self._ev = 0                       # index of the next event
         self._next_sid = 0
@@ -143,6 +163,11 @@ class Collector(TorchDispatchMode):
         self._handles: list[Any] = []
         self._saved_hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack)
         self._closed = False
+        self._done = False                 # max_steps reached: Note [When a step ends]
+        self._steps = StepBoundary()       # Note [When a step ends]
+        self._threads = 1                  # most Python threads seen at a step's end
+        self._init_sharding()  # Note [Sharded storages]
+        self._resize_watch = StorageResizeWatch(self._on_resize)
 
     # ---- lifecycle ------------------------------------------------------------------------
     def __enter__(self) -> "Collector":
@@ -160,10 +185,12 @@ class Collector(TorchDispatchMode):
             register_optimizer_step_post_hook(self._opt_post),
         ]
         self._saved_hooks.__enter__()
+        self._resize_watch.__enter__()
         return super().__enter__()
 
     def __exit__(self, exc_type, exc, tb) -> None:
         super().__exit__(exc_type, exc, tb)
+        self._resize_watch.__exit__(exc_type, exc, tb)
         self._saved_hooks.__exit__(exc_type, exc, tb)
         for h in self._handles:
             h.remove()
@@ -183,9 +210,12 @@ class Collector(TorchDispatchMode):
             return
         self._closed = True
         for _, (sid, _, _) in list(self._refs.items()):
+            if sid in self._resized_away:
+                continue
             self.sink.write({"k": "live", "sid": sid, "last": self._last.get(sid, -1)})
         self.sink.write({"k": "end", "ev": self._ev, "status": status, "message": message,
-                         "steps": self._steps_done})
+                         "steps": self._steps_done,
+                         **({"threads": self._threads} if self._threads > 1 else {})})
         self.sink.flush()
 
     @property
@@ -198,6 +228,12 @@ class Collector(TorchDispatchMode):
 
     # ---- the hot path: one call per op ---------------------------------------------------
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if self._done:  # Note [When a step ends]: the script swallowed StopTracing
+            if func is _RF_EXIT or func is _RF_ENTER:  # step()'s own profiler scope closing
+                return func(*args, **(kwargs or {}))
+            if self.on_stop_swallowed is not None:
+                self.on_stop_swallowed()
+            raise StopTracing()
         if kwargs is None:
             kwargs = {}
         out = func(*args, **kwargs)
@@ -230,6 +266,7 @@ class Collector(TorchDispatchMode):
                     self._output(o, ev, func)
         if self._phase == "loss":
             self._mark_loss_inputs(args)
+        self._mark_communication(func, args, out)
         return out
 
     def _sid(self, t: torch.Tensor, ev: int) -> int:
@@ -239,6 +276,7 @@ class Collector(TorchDispatchMode):
         event 0) or was made outside the dispatcher just now (a Python scalar wrapped as a
         tensor, `torch.from_numpy`, C++ internals).
         """
+        t = local_tensor(t)  # Note [Sharded storages]
         try:
             st = t.untyped_storage()
         except (RuntimeError, NotImplementedError):
@@ -253,6 +291,7 @@ class Collector(TorchDispatchMode):
         return sid
 
     def _output(self, t: torch.Tensor, ev: int, func) -> None:
+        t = local_tensor(t)
         try:
             st = t.untyped_storage()
         except (RuntimeError, NotImplementedError):
@@ -295,10 +334,19 @@ class Collector(TorchDispatchMode):
         return dev, st.nbytes()
 
     def _on_free(self, ref: weakref.ref) -> None:
+        try:
+            self._record_free(ref)
+        except KeyboardInterrupt:  # Python would swallow it here: Note [One interrupt, ...]
+            redeliver()
+
+    def _record_free(self, ref: weakref.ref) -> None:
         entry = self._refs.pop(id(ref), None)
         if entry is None or self._closed:
             return
         sid, key, _ = entry
+        if sid in self._resized_away:  # its free was written at the resize
+            self._resized_away.discard(sid)
+            return
         if self._sids.get(key) == sid:
             del self._sids[key]
         self._outside.discard(sid)
@@ -308,6 +356,8 @@ class Collector(TorchDispatchMode):
                          "last": self._last.pop(sid, -1)})
 
     def _module_now(self) -> str:
+        if self._fsdp_units and (unit := self._fsdp_module()) is not None:
+            return unit  # Note [Sharded storages], 4.
         if self._phase == "backward":
             return self._bw_module
         if self._phase in ("optimizer", "zero_grad"):
@@ -339,10 +389,12 @@ class Collector(TorchDispatchMode):
         if func is _RF_ENTER:
             name = str(args[0]) if args else ""
             self._rf_stack.append(name)
+            self._fsdp_enter(name)
             if name.startswith("Optimizer.zero_grad"):
                 self._set_phase("zero_grad")
         elif self._rf_stack:
             name = self._rf_stack.pop()
+            self._fsdp_exit()
             if name.startswith("Optimizer.zero_grad"):
                 self._set_phase("other")
 
@@ -353,6 +405,8 @@ class Collector(TorchDispatchMode):
         if path is None:
             path = self._register_root(module) if not self._mod_stack else (
                 f"{self._mod_stack[-1][0]}.{type(module).__name__}".lstrip("."))
+        if is_root and self._steps.open:  # left open by its optimizers: ends when the next
+            self._end_step()              # forward begins (not LBFGS's closure, in step())
         if is_root:
             has_params = next(module.parameters(), None) is not None
             if has_params:
@@ -369,6 +423,8 @@ class Collector(TorchDispatchMode):
         self.sink.write({"k": "scope", "mod": path, "ev0": ev0, "ev1": self._ev,
                          "ph": self._phase, "step": self._step,
                          "ns": time.perf_counter_ns() - t0, "cls": type(module).__name__})
+        if self._sharded_slots:
+            self._mark_unsharded(module, path)
         if is_root and self._phase == "forward":
             self._set_phase("loss")
 
@@ -424,10 +480,14 @@ class Collector(TorchDispatchMode):
         self._roots.append(weakref.ref(root))
         for name, mod in root.named_modules():
             self._paths.setdefault(id(mod), ".".join(p for p in (prefix, name) if p))
+        for mname, mod in root.named_modules():
+            for pname, p in mod.named_parameters(recurse=False):
+                self._note_sharded(mod, pname, p)
         for name, p in root.named_parameters():
             full = ".".join(x for x in (prefix, name) if x)
             self._param_names[id(p)] = full
-            self._role(p, "parameter", full)
+            self._role(p, "parameter", full,
+                       shard="sharded" if getattr(p, "_local_tensor", None) is not None else "")
         for name, b in root.named_buffers():
             self._role(b, "buffer", ".".join(x for x in (prefix, name) if x))
         return self._paths[id(root)]
@@ -453,7 +513,7 @@ class Collector(TorchDispatchMode):
                     self.sink.write({"k": "role", "sid": sid, "role": "input"})
 
     # ---- roles ----------------------------------------------------------------------------
-    def _role(self, t: torch.Tensor, role: str, name: str = "") -> None:
+    def _role(self, t: torch.Tensor, role: str, name: str = "", shard: str = "") -> None:
         sid = self._sid(t, self._ev)
         if sid >= 0 and (sid, role) not in self._roles_written:
             self._roles_written.add((sid, role))
@@ -461,6 +521,8 @@ class Collector(TorchDispatchMode):
             rec = {"k": "role", "sid": sid, "role": role}
             if name:
                 rec["name"] = name
+            if shard:  # "sharded" | "unsharded": Note [Sharded storages]
+                rec["shard"] = shard
             self.sink.write(rec)
 
     def _mark_gradients(self, params=None) -> None:
@@ -471,6 +533,8 @@ class Collector(TorchDispatchMode):
                 self._role(p.grad, "gradient", self._param_names.get(id(p), ""))
 
     def _opt_pre(self, opt: torch.optim.Optimizer, args, kwargs) -> None:
+        if not self._nested_step() and self._steps.pre(opt):  # a step left open by an
+            self._end_step()                                      # optimizer that never steps
         self._set_phase("optimizer")
         params = [p for g in opt.param_groups for p in g["params"]]
         for p in params:
@@ -481,6 +545,17 @@ class Collector(TorchDispatchMode):
 
     def _opt_post(self, opt: torch.optim.Optimizer, args, kwargs) -> None:
         self._mark_optimizer_state(opt)
+        if self._nested_step():  # ZeRO's inner optimizer: the outer step counts
+            return
+        if not self._steps.post(opt):  # another optimizer still has to step: same step
+            self._set_phase("other")
+            return
+        self._end_step()
+
+    def _end_step(self) -> None:
+        """Note [When a step ends]."""
+        self._steps.reset()
+        self._threads = max(self._threads, threading.active_count())
         now = time.perf_counter_ns()
         self.sink.write({"k": "step", "step": self._step, "ev": self._ev - 1,
                          "ns": now - self._step_t0})
@@ -492,6 +567,7 @@ class Collector(TorchDispatchMode):
         if self.max_steps is not None and self._steps_done >= self.max_steps:
             if self.on_steps_done is not None:
                 self.on_steps_done()
+            self._done = True
             raise StopTracing()
 
     def _mark_optimizer_state(self, opt: torch.optim.Optimizer) -> None:

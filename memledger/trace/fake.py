@@ -13,11 +13,14 @@ Rules (numbered so that code can point here):
 
 1. Every tensor the script makes is fake: its storage is a `meta` storage of the same
    nbytes, so the ledger's rows (created/freed events, bytes) are those of the real run.
-   A tensor that exists for real (made before the mode, `torch.from_numpy`, a file read
-   through numpy, the `torch.tensor(0)` behind BatchNorm's `num_batches_tracked`) is a
-   *real constant*: FakeTensorMode fakes a copy of it when an op reads it. Its row is on
-   device `real:cpu` (never the target's, so no category of the target counts it) and
-   gets a `{"k": "real"}` record; `show` gives their count and bytes.
+   A tensor that exists for real (made before the mode, `torch.from_numpy` of a file read
+   through numpy) is a *real tensor*: FakeTensorMode fakes a copy of it when an op reads
+   it. It gets a `{"k": "real"}` record (`show` gives their count and bytes) and keeps its
+   real device: a batch read from a file is host memory in the real run too, counted on a
+   cpu target and off the device on a cuda one. The real source of a literal
+   (`torch.tensor(0)` behind BatchNorm's `num_batches_tracked`, AdamW's scalars), which
+   `aten.lift_fresh` turns into the fake tensor the run uses, exists only in fake runs:
+   its row is on device `real:cpu`, which no query of the target counts.
 2. Ops that fake tensors send through dispatch but that allocate nothing and that a real
    run never dispatches (`prim.device` on every `.device` read, `aten.sym_size`, ...) are not
    events: event numbers stay those of the real run.
@@ -86,6 +89,9 @@ NOT_EVENTS = frozenset({
     aten.is_contiguous.memory_format, aten.is_strides_like_format.default,
     aten.is_non_overlapping_and_dense.default,
 })
+
+# Rule 1: `torch.tensor(literal)` makes a real tensor that this op turns into a fake one.
+LIFT_FRESH = aten.lift_fresh.default
 
 # Rule 3: `.item()` and everything that reads a value out of a tensor.
 ITEM = aten._local_scalar_dense.default
@@ -242,6 +248,7 @@ class FakeCollector(Collector):
         self._memo = self.fake_mode.fake_tensor_converter.tensor_memo
         self._standin_sites: set[tuple[str, int, str]] = set()
         self._real_sids: set[int] = set()
+        self._lifting = False
         self._fake_dev: dict[Any, str] = {}
         self.flops = 0
 
@@ -276,14 +283,17 @@ class FakeCollector(Collector):
         if kwargs and self.target.remap and "device" in kwargs:   # Rule 5
             kwargs = self._remap(kwargs)
         ub = UPPER_BOUNDS.get(func)
-        if ub is not None:
+        if ub is not None and isinstance(args[0], FakeTensor):   # real inputs: real values
             self._note_standin(str(func), "upper bound: every element")
             func = ub
+        self._lifting = func is LIFT_FRESH          # Rule 1: a literal's real source
         try:
             out = super().__torch_dispatch__(func, types, args, kwargs)
         except FAKE_ERRORS as e:   # Rule 3: the run stops here; exit 2 with the line
             e.memledger_line = cannot_run_fake_line(e, str(func))
             raise
+        finally:
+            self._lifting = False
         if isinstance(out, FakeTensor):             # Rule 4
             self._forget(out)
         elif isinstance(out, (list, tuple)):
@@ -348,7 +358,7 @@ class FakeCollector(Collector):
         if fake_dev is None:   # Rule 1: a real tensor in a fake run
             self._real_next = True
             dev, n = super()._where(t, st)
-            return REAL_PREFIX + dev, n
+            return (REAL_PREFIX + dev if self._lifting else dev), n
         dev = self._fake_dev.get(fake_dev)
         if dev is None:
             dev = self.target.device if self.target.remap else str(fake_dev)

@@ -21,10 +21,12 @@ from memledger.errors import (
     EXIT_OK,
     EXIT_SCRIPT_FAILED,
     EXIT_USAGE,
-    LedgerFormatError,
+    OutputError,
     ScriptError,
 )
 from memledger.ledger.writer import append_records
+from memledger.outputs import check_output, commit, partial_path
+from memledger.trace.interrupts import Forwarder
 
 
 @dataclass
@@ -44,19 +46,9 @@ def check_script(script: str | Path) -> Path:
     return p
 
 
-def check_writable(out: str | Path) -> Path:
-    p = Path(out)
-    try:
-        with open(p, "a", encoding="utf-8"):
-            pass
-    except OSError as e:
-        raise LedgerFormatError(f"cannot write ledger {str(out)!r}: {e.strerror}") from None
-    return p
-
-
 def _worker(mode: str, script: Path, argv: list[str], out: Path, steps: int,
-            quiet: bool, extra: tuple[str, ...] = ()) -> dict:
-    return _Worker(mode, script, argv, out, steps, quiet, extra).result()
+            quiet: bool, extra: tuple[str, ...] = (), fw: Forwarder | None = None) -> dict:
+    return _Worker(mode, script, argv, out, steps, quiet, extra, fw=fw).result()
 
 
 # Note [Warm allocator pass]
@@ -70,9 +62,11 @@ class _Worker:
     """One worker process (`python -m memledger.trace.worker MODE ...`)."""
 
     def __init__(self, mode: str, script: Path, argv: list[str], out: Path, steps: int,
-                 quiet: bool, extra: tuple[str, ...] = (), wait_for_go: bool = False) -> None:
+                 quiet: bool, extra: tuple[str, ...] = (), wait_for_go: bool = False,
+                 fw: Forwarder | None = None) -> None:
         self.out = out
         self.quiet = quiet
+        self.fw = fw
         self._tmp = tempfile.TemporaryDirectory(prefix="memledger-")
         self.status = Path(self._tmp.name) / "status.json"
         cmd = [sys.executable, "-m", "memledger.trace.worker", mode, "--out", str(out),
@@ -83,6 +77,8 @@ class _Worker:
                                      stdin=subprocess.PIPE if wait_for_go else None,
                                      stdout=subprocess.PIPE if quiet else None,
                                      stderr=subprocess.STDOUT if quiet else None)
+        if fw is not None:  # SIGINT/SIGTERM to memledger reach it: Note [One interrupt, ...]
+            fw.attach(self.proc)
 
     def result(self, go: str | None = None) -> dict:
         """Wait for the worker (first telling a waiting one `go`) and read its status."""
@@ -99,7 +95,9 @@ class _Worker:
             result = {"code": self.proc.returncode or EXIT_USAGE,
                       "reason": f"worker died with status {self.proc.returncode}", "steps": 0}
         self._done()
-        if self.quiet and result["code"] != EXIT_OK and output:
+        if self.fw is not None and self.fw.interrupted:
+            result = {**result, "code": EXIT_INTERRUPTED, "signals": self.fw.signals}
+        if self.quiet and result["code"] not in (EXIT_OK, EXIT_INTERRUPTED) and output:
             sys.stderr.write(output.decode(errors="replace"))
         return result
 
@@ -117,9 +115,12 @@ class _Worker:
 
 def trace_script(script: str | Path, argv: list[str], out: str | Path, steps: int = 3,
                  measure: bool | None = None, fake: bool = False,
-                 device: str | None = None) -> TraceResult:
+                 device: str | None = None, world: int = 0, rank: int = 0) -> TraceResult:
     """Trace `steps` optimizer steps of `script` into the ledger `out`; raises on failure.
-    `fake`: above FakeTensorMode for the target `device` (no allocator pass: docs/fake.md)."""
+    `fake`: above FakeTensorMode for the target `device` (no allocator pass: docs/fake.md).
+
+    The ledger grows in a partial file beside `out` and is renamed over it at the end, kept
+    whatever happened (see memledger/outputs.py, Note [Two writers, one output])."""
     script = check_script(script)
     if fake:
         from memledger.trace.fake_options import check_fake_options
@@ -131,21 +132,38 @@ def trace_script(script: str | Path, argv: list[str], out: str | Path, steps: in
         raise ScriptError("--device chooses a --fake run's target; without --fake the script "
                           "picks its own device: pass it to the script after --",
                           exit_code=EXIT_USAGE)
-    out = check_writable(out)
+    out = check_output(out, "ledger", inputs=[script], ledger=True)
     if steps < 1:
         raise ScriptError("--steps must be at least 1", exit_code=EXIT_USAGE)
     fake_args = ("--fake", *(("--device", device) if device else ())) if fake else ()
+    if world:   # one simulated rank of `world`: memledger/trace/fake_world.py
+        if not fake:
+            raise ScriptError("--world simulates ranks above FakeTensorMode: add --fake (or "
+                              "run real ranks with --nproc)", exit_code=EXIT_USAGE)
+        fake_args += ("--world", str(world), "--rank", str(rank))
+    partial = partial_path(out)
+    try:
+        with Forwarder() as fw:
+            return _trace_into(script, argv, out, partial, steps, measure, fake, fake_args, fw)
+    finally:
+        commit(partial, out)
+
+
+def _trace_into(script: Path, argv: list[str], out: Path, partial: Path, steps: int,
+                measure: bool, fake: bool, fake_args: tuple[str, ...],
+                fw: Forwarder) -> TraceResult:
     allocator = None
     if measure:   # Note [Warm allocator pass]: it imports torch while the ledger pass runs
         # On CUDA the allocator pass also leaves the allocator's own snapshot beside the
         # ledger (a torch pickle: read it with `memledger import`, never plain pickle).
         mtmp = tempfile.TemporaryDirectory(prefix="memledger-")
         allocator = _Worker("allocator", script, argv, Path(mtmp.name) / "measured.json",
-                            steps, quiet=True, wait_for_go=True,
+                            steps, quiet=True, wait_for_go=True, fw=fw,
                             extra=("--snapshot", str(out) + ".cuda-snapshot.pickle"))
     try:
-        res = _worker("ledger", script, argv, out, steps, quiet=False, extra=fake_args)
-        _raise_for_ledger_pass(res, out, fake)
+        res = _worker("ledger", script, argv, partial, steps, quiet=False, extra=fake_args,
+                      fw=fw)
+        _raise_for_ledger_pass(res, out, partial, fake)
     except BaseException:
         if allocator is not None:
             allocator.cancel()
@@ -156,8 +174,12 @@ def trace_script(script: str | Path, argv: list[str], out: str | Path, steps: in
         mpath = allocator.out
         try:
             mres = allocator.result(go=f"go {res['steps']}\n")
+            if mres["code"] == EXIT_INTERRUPTED:
+                raise ScriptError(f"{_interrupted(mres)} during the allocator pass; the ledger "
+                                  f"(complete, without the allocator's peak) is kept at {out}",
+                                  exit_code=EXIT_INTERRUPTED)
             if mres["code"] == EXIT_OK and mpath.exists():
-                append_records(out, json.loads(mpath.read_text())["records"])
+                append_records(partial, json.loads(mpath.read_text())["records"])
                 measured = True
             else:
                 print(f"memledger: allocator pass failed ({mres['reason']}); the ledger has no "
@@ -167,12 +189,15 @@ def trace_script(script: str | Path, argv: list[str], out: str | Path, steps: in
     return TraceResult(ledger_path=out, steps=res["steps"], measured=measured)
 
 
-def _raise_for_ledger_pass(res: dict, out: Path, fake: bool) -> None:
+def _raise_for_ledger_pass(res: dict, out: Path, partial: Path, fake: bool) -> None:
     if res["code"] == EXIT_USAGE and fake:   # the script cannot run fake: one line
         raise ScriptError(res["reason"], exit_code=EXIT_USAGE)
     if res["code"] == EXIT_INTERRUPTED:
-        raise ScriptError(f"interrupted; the partial ledger is kept at {out}",
+        raise ScriptError(f"{_interrupted(res)}; the partial ledger is kept at {out}",
                           exit_code=EXIT_INTERRUPTED)
+    if res["code"] == EXIT_USAGE:  # memledger's own failure (a full disk), not the script's
+        reason = res["reason"].replace(str(partial), str(out))
+        raise OutputError(f"{reason}; what was recorded is kept at {out}")
     if res["code"] != EXIT_OK:
         raise ScriptError(f"{res['reason']}; the partial ledger is kept at {out}",
                           exit_code=EXIT_SCRIPT_FAILED)
@@ -181,3 +206,8 @@ def _raise_for_ledger_pass(res: dict, out: Path, fake: bool) -> None:
             f"the script ran no optimizer step ({res.get('events', 0)} ops seen); memledger "
             f"traces training steps, so call optimizer.step() in the script (ledger kept at {out})",
             exit_code=EXIT_USAGE)
+
+
+def _interrupted(res: dict) -> str:
+    sigs = res.get("signals") or []
+    return "terminated (SIGTERM)" if "SIGTERM" in sigs else "interrupted"

@@ -10,13 +10,17 @@ The parent (`memledger trace`) runs one pass after the other and joins them.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import sys
 import time
 
 from memledger.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 from memledger.ledger.writer import FileSink
 from memledger.trace.collector import Collector, StopTracing
+from memledger.trace.interrupts import install_worker_handlers
+from memledger.trace.rank import for_rank, rank_header
 from memledger.trace.script import ScriptOutcome, run_and_classify
 
 NO_STEP_MESSAGE = (
@@ -27,7 +31,10 @@ NO_STEP_MESSAGE = (
 
 def _ledger_pass(args) -> int:
     sink = FileSink(args.out)
-    header = {"script": args.script, "argv": args.argv, "steps_requested": args.steps}
+    header = {"script": args.script, "argv": args.argv, "steps_requested": args.steps,
+              **rank_header()}
+    world = _fake_world(args)
+    header.update(world.header() if world else {})
     if args.fake:   # the script runs above FakeTensorMode: memledger/trace/fake.py
         from memledger.trace.fake import FakeTarget
         collector = FakeTarget.for_device(args.device).collector(
@@ -35,12 +42,27 @@ def _ledger_pass(args) -> int:
     else:
         collector = Collector(sink, max_steps=args.steps, header=header)
     outcome = ScriptOutcome(EXIT_OK, "")
+    guard = _guard(args, lambda reason: (collector.close("timeout", reason), sink.close()))
+
+    def stop_hard() -> None:  # Note [When a step ends] in trace/collector.py
+        collector.close("ok", "stopped after the requested steps (the script caught the stop)")
+        sink.close()
+        code, reason = _sink_status(sink, EXIT_OK, "stopped after the requested steps", args)
+        _write_status(args.status, code, reason, collector.steps_done, collector.events, guard)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(EXIT_OK)
+
+    collector.on_stop_swallowed = stop_hard
     try:
-        with collector:
+        with world or contextlib.nullcontext(), collector, guard:
             outcome = run_and_classify(args.script, args.argv)
             if args.fake:
                 from memledger.trace.fake import fake_outcome
                 outcome = fake_outcome(outcome, collector.target)
+            if world and outcome.code != EXIT_OK:
+                from memledger.trace.fake_world import ddp_outcome
+                outcome = ddp_outcome(outcome, args.script)
             if _is_cuda_oom(outcome.error):  # the allocator's state at the OOM, for `show`
                 from memledger.trace.allocator import cuda_oom_record
                 sink.write(cuda_oom_record(outcome.error))
@@ -52,9 +74,38 @@ def _ledger_pass(args) -> int:
         pass
     finally:
         sink.close()
-    _write_status(args.status, outcome.code, outcome.reason, collector.steps_done,
-                  collector.events)
-    return outcome.code
+    code, reason = _sink_status(sink, outcome.code, outcome.reason, args)
+    _write_status(args.status, code, reason, collector.steps_done, collector.events, guard)
+    return code
+
+
+def _sink_status(sink: FileSink, code: int, reason: str, args) -> tuple[int, str]:
+    """A ledger that could not be written (disk full) is memledger's failure, exit 2: never
+    the script's (issue 10)."""
+    if sink.error is None:
+        return code, reason
+    from memledger.outputs import os_error
+
+    return EXIT_USAGE, str(os_error(sink.error, f"the ledger {args.out!r}")).removeprefix(
+        "memledger: ")
+
+
+def _fake_world(args):
+    """`--fake --world N --rank r`: Note [A simulated rank] (memledger/trace/fake_world.py)."""
+    if not args.world:
+        return None
+    from memledger.trace.fake_world import FakeWorld
+
+    return FakeWorld(args.world, args.rank)
+
+
+def _guard(args, on_timeout=None):
+    """Under torchrun (`--nproc`): Note [A rank that never returns]; else nothing."""
+    if "RANK" not in os.environ:
+        return contextlib.nullcontext()
+    from memledger.trace.rank_guard import RankGuard
+
+    return RankGuard(args.timeout, args.status, on_timeout)
 
 
 def _is_cuda_oom(error: BaseException | None) -> bool:
@@ -67,9 +118,18 @@ def _allocator_pass(args) -> int:
     """The allocator's peak over the first `--steps` steps, then `--timing-steps` more steps
     timed with nothing attached (for the cost model's untraced step time)."""
     import torch
-    from torch.optim.optimizer import register_optimizer_step_post_hook
+    from torch.optim.optimizer import (
+        register_optimizer_step_post_hook,
+        register_optimizer_step_pre_hook,
+    )
 
-    from memledger.trace.allocator import CpuProfilerProbe, CudaProbe, op_scratch
+    from memledger.trace.allocator import (
+        CpuProfilerProbe,
+        CudaProbe,
+        collective_bytes_at_peak,
+        op_scratch,
+    )
+    from memledger.trace.steps import StepBoundary
     from memledger.trace.timing import StepTimers
 
     cuda = CudaProbe() if torch.cuda.is_available() else None
@@ -85,7 +145,21 @@ def _allocator_pass(args) -> int:
             if cuda:
                 state["cuda"] = cuda.stop(args.snapshot)
 
-    def on_step(*_) -> None:
+    boundary = StepBoundary()  # the same steps as the ledger pass: Note [When a step ends]
+
+    def on_step_pre(opt, *_) -> None:
+        state["depth"] = state.get("depth", 0) + 1
+        if state["depth"] == 1 and boundary.pre(opt):  # a step left open: it ends here
+            on_step()
+
+    def on_step_post(opt, *_) -> None:
+        state["depth"] = state.get("depth", 1) - 1
+        if state["depth"] > 0:  # an optimizer stepped inside another's step (ZeRO): not a step
+            return
+        if boundary.post(opt):
+            on_step()
+
+    def on_step() -> None:
         if cuda:
             torch.cuda.synchronize()
         now = time.perf_counter_ns()
@@ -97,37 +171,55 @@ def _allocator_pass(args) -> int:
         if state["n"] >= args.steps:
             timers.on_step()
         state["t"] = time.perf_counter_ns()
+        if state["n"] > args.steps + args.timing_steps:  # the script swallowed the stop
+            finish(ScriptOutcome(EXIT_OK, "stopped after the requested steps"), guard)
+            sys.stdout.flush()
+            os._exit(EXIT_OK)
         if state["n"] >= args.steps + args.timing_steps:
             raise StopTracing()
 
-    handle = register_optimizer_step_post_hook(on_step)
-    if cuda:
-        cuda.start()
-    cpu.start()
-    try:
-        outcome = run_and_classify(args.script, args.argv)
-    finally:
+    def finish(outcome: ScriptOutcome, guard) -> None:
         stop_probes()
         timers.close()
         handle.remove()
-    if cuda and _is_cuda_oom(outcome.error):
-        cuda.note_oom(outcome.error)
-    timing = {"step_ns": state["step_ns"]} if state["step_ns"] else {}
-    records = [{"k": "measured", "source": cpu.source, "device": dev, "peak_bytes": peak, **timing}
-               for dev, peak in cpu.peaks().items() if dev == "cpu"]
-    if state["cuda"]:
-        records.append({**state["cuda"], **timing})
-    scratch = op_scratch(cpu)   # Note [Kernel scratch]: for replay
-    if scratch:
-        records.append({"k": "opscratch", "device": "cpu", "ops": scratch})
-    timed = timers.record("cuda:0" if cuda else "cpu")
-    if timed:
-        records.append(timed)
-    records += _calibration_records("cuda:0" if cuda else "cpu")
-    steps = min(state["n"], args.steps)
-    with open(args.out, "w", encoding="utf-8") as fh:
-        json.dump({"records": records, "steps": steps}, fh)
-    _write_status(args.status, outcome.code, outcome.reason, steps, 0)
+        handle_pre.remove()
+        if cuda and _is_cuda_oom(outcome.error):
+            cuda.note_oom(outcome.error)
+        timing = {"step_ns": state["step_ns"]} if state["step_ns"] else {}
+        # Under torchrun: the peak counted by pointer (Note [Collective scratch])
+        comm = collective_bytes_at_peak(cpu) if "RANK" in os.environ else {}
+        records = [{"k": "measured", "source": cpu.source, "device": dev, "peak_bytes": peak,
+                    **timing, **comm} for dev, peak in cpu.peaks().items() if dev == "cpu"]
+        if state["cuda"]:
+            records.append({**state["cuda"], **timing})
+        scratch = op_scratch(cpu)   # Note [Kernel scratch]: for replay
+        if scratch:
+            records.append({"k": "opscratch", "device": "cpu", "ops": scratch})
+        timed = timers.record("cuda:0" if cuda else "cpu")
+        if timed:
+            records.append(timed)
+        records += _calibration_records("cuda:0" if cuda else "cpu")
+        steps = min(state["n"], args.steps)
+        with open(args.out, "w", encoding="utf-8") as fh:
+            json.dump({"records": records, "steps": steps}, fh)
+        _write_status(args.status, outcome.code, outcome.reason, steps, 0, guard)
+
+    handle = register_optimizer_step_post_hook(on_step_post)
+    handle_pre = register_optimizer_step_pre_hook(on_step_pre)
+    if cuda:
+        cuda.start()
+    cpu.start()
+    guard = _guard(args)
+    try:
+        with guard:
+            outcome = run_and_classify(args.script, args.argv)
+    except BaseException:
+        stop_probes()
+        timers.close()
+        handle.remove()
+        handle_pre.remove()
+        raise
+    finish(outcome, guard)
     return outcome.code
 
 
@@ -138,10 +230,15 @@ def _calibration_records(device: str) -> list[dict]:
     return [{"k": "calibration", **calibration(device)}]
 
 
-def _write_status(path: str | None, code: int, reason: str, steps: int, events: int) -> None:
+def _write_status(path: str | None, code: int, reason: str, steps: int, events: int,
+                  guard=None) -> None:
     if path:
+        # under --nproc: when this rank stopped, and whether it ever joined a process group
+        rank = {"t": time.time(), "dist": guard.saw_process_group} if hasattr(
+            guard, "saw_process_group") else {}
         with open(path, "w", encoding="utf-8") as fh:
-            json.dump({"code": code, "reason": reason, "steps": steps, "events": events}, fh)
+            json.dump({"code": code, "reason": reason, "steps": steps, "events": events,
+                       **rank}, fh)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -153,8 +250,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--snapshot", help="allocator pass on CUDA: dump the allocator snapshot here")
     p.add_argument("--timing-steps", type=int, default=8,
                    help="allocator pass: steps timed untraced after the measured ones")
+    p.add_argument("--timeout", type=float, default=0,
+                   help="under torchrun: give up after this many seconds without a step")
     p.add_argument("--fake", action="store_true", help="ledger pass above FakeTensorMode")
     p.add_argument("--device", help="--fake: the target device (cpu, cuda)")
+    p.add_argument("--world", type=int, default=0, help="--fake: simulate one rank of N")
+    p.add_argument("--rank", type=int, default=0, help="--world: the rank simulated")
     p.add_argument("--wait-for-go", action="store_true",
                    help="import torch, then wait for 'go STEPS' on stdin (see trace_script)")
     p.add_argument("script")
@@ -162,14 +263,20 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.argv and args.argv[0] == "--":
         args.argv = args.argv[1:]
+    # Under torchrun (`--nproc`) the paths are templates: one file per rank.
+    args.out, args.status, args.snapshot = map(for_rank, (args.out, args.status, args.snapshot))
     if args.steps < 1:
         print("memledger: --steps must be >= 1", file=sys.stderr)
         return EXIT_USAGE
+    install_worker_handlers()  # Note [One interrupt, delivered once]
     if args.wait_for_go:   # started early, beside the ledger pass: Note [Warm allocator pass]
-        import torch  # noqa: F401  (the import is what starting early buys)
+        try:
+            import torch  # noqa: F401  (the import is what starting early buys)
 
-        import memledger.trace.allocator  # noqa: F401
-        word, _, steps = sys.stdin.readline().partition(" ")
+            import memledger.trace.allocator  # noqa: F401
+            word, _, steps = sys.stdin.readline().partition(" ")
+        except KeyboardInterrupt:   # Ctrl-C before its turn: nothing to measure
+            return EXIT_INTERRUPTED
         if word != "go":
             return EXIT_OK   # the ledger pass failed: nothing to measure
         args.steps = int(steps)

@@ -121,15 +121,26 @@ def test_fake_small_integers_are_computed_for_real():
 
 
 def test_fake_script_that_needs_data_exits_2_with_its_line(tmp_path, capfd):
-    from memledger.cli import main
+    import json
 
+    from memledger.trace.worker import main as worker_main
+
+    # the ledger pass in this process (the CLI runs the same worker in a fresh one and
+    # prints the status's reason as its one line, exit 2: session.trace_script)
     script = tmp_path / "needs_data.py"
     script.write_text("import torch\nx = torch.randint(5, (2_000_000,))\n"
                       "u = torch.unique(x)  # its size is the data\n")
-    code = main(["trace", str(script), "--fake", "-o", str(tmp_path / "x.ledger")])
-    err = capfd.readouterr().err
-    assert code == 2 and "needs_data.py:3 `u = torch.unique(x)" in err
-    assert "Traceback" not in err and err.strip().count("\n") == 0
+    status = tmp_path / "status.json"
+    argv, path = list(sys.argv), list(sys.path)
+    try:
+        code = worker_main(["ledger", "--fake", "--out", str(tmp_path / "x.ledger"),
+                            "--status", str(status), str(script)])
+    finally:
+        sys.argv[:], sys.path[:] = argv, path
+    reason = json.loads(status.read_text())["reason"]
+    assert code == 2 and "needs_data.py:3 `u = torch.unique(x)" in reason
+    assert reason.startswith("memledger: cannot run fake at ") and "\n" not in reason
+    assert "Traceback" not in capfd.readouterr().err
 
 
 def test_fake_with_measure_is_refused(tmp_path, capsys):
@@ -201,3 +212,56 @@ def test_check_fake_gates_a_script_without_running_it(tmp_path, capsys):
     # the MLP's real peak (tests/integration/test_check_deterministic.py): params 1,597,480
     # + grads 1,597,480 + Adam state 3,194,984 + temporaries 2,101,764 + batch 66,048
     assert out["peak_bytes"] == 8_557_756 and code == 1 and out["ok"] is False
+
+
+USER_SCRIPT = '''
+import argparse
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+p = argparse.ArgumentParser()
+p.add_argument("--data")
+p.add_argument("--steps", type=int, default=2)
+args = p.parse_args()
+torch.manual_seed(0)
+np.random.seed(0)
+tokens = np.load(args.data, mmap_mode="r")                  # data from a real file
+device = "cuda" if torch.cuda.is_available() else "cpu"
+model = nn.Sequential(nn.Embedding(100, 32), nn.Flatten(), nn.Linear(32 * 16, 100)).to(device)
+opt = torch.optim.AdamW(model.parameters())
+for step in range(args.steps):
+    ix = np.random.randint(0, len(tokens) - 17, size=8)     # a random batch
+    x = torch.from_numpy(np.stack([tokens[i:i + 16] for i in ix]).astype(np.int64)).to(device)
+    y = torch.from_numpy(tokens[ix + 16].astype(np.int64)).to(device)
+    loss = F.cross_entropy(model(x), y)
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    opt.step()
+    print(step, f"{loss.item():.3f}", model[2].bias[:2].tolist())   # logging
+'''
+
+
+def test_fake_runs_a_script_as_users_write_it(tmp_path):
+    import numpy as np
+
+    np.save(tmp_path / "tokens.npy", np.arange(1000, dtype=np.uint16) % 100)
+    (tmp_path / "train.py").write_text(USER_SCRIPT)
+    argv = ["--data", str(tmp_path / "tokens.npy")]
+    leds = []
+    for fake in (False, True):
+        saved = list(sys.argv), list(sys.path)
+        try:
+            with memledger.trace(fake=fake) as led:
+                run_script(tmp_path / "train.py", argv)
+        finally:
+            sys.argv[:], sys.path[:] = saved
+        leds.append(led.ledger)
+    real, fake = leds
+    assert fake.at_peak() == real.at_peak() and fake.peak().bytes == real.peak().bytes
+    # the batch came from the file for real: x 8 x 16 x 8 B = 1,024 and y 8 x 8 B = 64
+    assert fake.at_peak()["input"] == 1_088
+    info = fake_info(fake)
+    assert info.real_storages > 0
+    assert {s.code.split("(")[0] for s in info.standins} == {'print'}   # .item(), .tolist()

@@ -121,3 +121,38 @@ def test_perfetto_counters_at_the_peak_equal_the_ledger(name, example_reports):
     assert sum(last.values()) == pk.bytes
     [instant] = [e for e in events if e["ph"] == "i"]
     assert (instant["ts"], instant["args"]["bytes"]) == (pk.event, pk.bytes)
+
+
+@needs_chromium
+@pytest.mark.slow
+def test_report_interactions_zoom_pan_toggle_hover_click(example_reports, tmp_path):
+    # GIVEN the GPT report opened at #selftest, which drives the page's own handlers with
+    # real DOM events (wheel, drag, double click, legend clicks, hover, click on the chart)
+    ledger_path, html = example_reports["gpt"]
+    led = Ledger.load(ledger_path)
+    res = chromium(tmp_path, "--dump-dom", html.as_uri() + "#selftest")
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert [ln for ln in res.stderr.splitlines() if "CONSOLE" in ln] == []
+    dom = _Dom()
+    dom.feed(res.stdout)
+    st = dom.by_id["ml-selftest"]
+    assert st["data-status"] == "ok", st
+    n = led.n_events - 1
+    # the wheel zoomed in around the middle: 0.8 of the events, centred
+    z0, z1 = map(int, st["data-zoomed"].split(","))
+    assert 0 < z0 < z1 < n and abs((z1 - z0) - 0.8 * n) <= 2
+    assert st["data-panned"] == "right"            # dragging left shows later events
+    assert st["data-reset"] == f"0,{n}"            # double click: the whole run again
+    # a legend click hides its category (one area fewer, left out of the drawn list) and a
+    # second click brings it back
+    hidden = st["data-hidden"]
+    assert hidden not in st["data-drawn-hidden"].split(",")
+    assert int(st["data-areas-hidden"]) + 1 == int(st["data-areas-shown"])
+    # hover names the op and the module under the cursor (the peak: the loss, in the script)
+    assert st["data-tip"].startswith("op ") and " in " in st["data-tip"]
+    # a click lists the tensors live there: every storage is in the page for this size, so
+    # their bytes are the ledger's live bytes at that event, exactly
+    ev = int(st["data-clicked"])
+    assert abs(ev - led.peak().event) <= n // 200   # a pixel of a scaled chart: a few events
+    assert int(st["data-clicked-bytes"]) == int(led.live_at(ev)["bytes"].sum())
+    assert dom.by_id["ml-at-panel"]["data-event"] == str(ev)

@@ -111,7 +111,7 @@ def test_script_without_optimizer_step_exit_2(tmp_path, capfd):
 def test_unwritable_output_exit_2(tmp_path, capsys):
     script = _script(tmp_path, "tiny.py")
     assert main(["trace", str(script), "-o", str(tmp_path / "no" / "such" / "dir.ledger")]) == 2
-    assert "cannot write ledger" in capsys.readouterr().err
+    assert "cannot write the ledger" in capsys.readouterr().err
 
 
 def test_show_corrupt_and_unknown_schema_exit_2(tmp_path, capsys):

@@ -106,7 +106,7 @@ def test_unknown_key_in_file_names_file_and_key(tmp_path):
     with pytest.raises(BudgetError) as e:
         load_budget(p)
     assert str(e.value) == (f"memledger: {p}: unknown key 'activation'; allowed here: steps, "
-                            "peak, categories, phases, baseline, step_time")
+                            "peak, categories, phases, baseline, step_time, fake, device")
 
 
 def test_bundled_configs_are_valid():

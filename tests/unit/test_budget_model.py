@@ -57,7 +57,7 @@ def test_unknown_keys_one_line_each_with_allowed_keys():
     assert sorted(lines) == [
         "memledger: f: unknown key 'baseline.ledgr'; allowed here: ledger, max_increase",
         "memledger: f: unknown key 'peek'; allowed here: steps, peak, categories, phases, "
-        "baseline, step_time",
+        "baseline, step_time, fake, device",
     ]
 
 

@@ -51,6 +51,23 @@ def test_export_cli_writes_valid_trace_json(tmp_path):
     ledger.write_text("\n".join(json.dumps(r) for r in tiny_records()) + "\n")
     assert main(["export", str(ledger), "--format", "perfetto"]) == 0
     doc = json.loads((tmp_path / "t.json").read_text())   # default name: ledger + .json
-    assert doc["displayTimeUnit"] == "ns"
+    # ts is an event index, not time: no unit of real time is claimed
+    assert "displayTimeUnit" not in doc
+    assert doc["otherData"]["time_axis"].startswith("event index")
     assert all({"ph", "pid", "name"} <= set(e) for e in doc["traceEvents"])
     assert main(["export", str(ledger), "--format", "svg"]) == 2
+
+
+def test_backward_slices_by_module():
+    # grads made in backward at events 2 (fc) and 3 (fc), 4 (head): runs fc [2, 4), head [4, 5)
+    recs = tiny_records()
+    end = recs.pop()
+    recs += [
+        {"k": "alloc", "sid": 5, "ev": 2, "bytes": 8, "ph": "backward", "mod": "fc"},
+        {"k": "alloc", "sid": 6, "ev": 3, "bytes": 8, "ph": "backward", "mod": "fc"},
+        {"k": "alloc", "sid": 7, "ev": 4, "bytes": 8, "ph": "backward", "mod": "head"},
+        {**end, "ev": 5},
+    ]
+    events = trace_events(Ledger.from_records(recs))
+    bw = [(e["name"], e["ts"], e["dur"]) for e in events if e.get("tid") == 4 and e["ph"] == "X"]
+    assert bw == [("fc", 2, 2), ("head", 4, 1)]

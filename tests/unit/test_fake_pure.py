@@ -53,3 +53,25 @@ def test_fake_options_it_cannot_honour_exit_2_in_one_line(verb, capsys):
     assert main(verb) == 2
     err = capsys.readouterr().err
     assert err.startswith("memledger:") and err.strip().count("\n") == 0
+
+
+def test_budget_file_can_ask_for_a_fake_cuda_check():
+    from memledger.budget.model import Budget
+
+    b = Budget(fake=True, device="cuda", peak="80GiB")
+    assert (b.fake, b.device, b.peak.bytes if hasattr(b.peak, "bytes") else b.peak) == \
+        (True, "cuda", 80 * 2**30)
+    assert Budget(peak="1GiB").fake is False
+
+
+def test_session_turns_a_fake_workers_exit_2_into_one_line(tmp_path, monkeypatch):
+    from memledger.trace import session
+
+    line = "memledger: cannot run fake at t.py:3 `u = x.unique()`: ..."
+    monkeypatch.setattr(session, "_worker", lambda *a, **k: {"code": 2, "reason": line,
+                                                             "steps": 0})
+    script = tmp_path / "t.py"
+    script.write_text("")
+    with pytest.raises(ScriptError) as e:
+        session.trace_script(script, [], tmp_path / "x.ledger", fake=True)
+    assert e.value.exit_code == EXIT_USAGE and str(e.value) == line

@@ -69,7 +69,8 @@ def test_page_is_self_contained_and_escapes_ledger_text():
     evil = "</script><script>alert(1)</script>"
     html = render_html(Ledger.from_records(tiny_records(module=evil)), "tiny")
     assert "alert(1)</script>" not in html          # neither in the JSON nor in the tables
-    assert "<\\/script><script>alert(1)<\\/script>" in html           # JSON-escaped form
+    # JSON-escaped form: <, > and & never appear raw inside the <script> (issue 10)
+    assert "\\u003c/script\\u003e\\u003cscript\\u003ealert(1)\\u003c/script\\u003e" in html
     # no network: nothing is fetched from anywhere
     assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", html)
     assert "http://" not in html.replace("http://www.w3.org/2000/svg", "")

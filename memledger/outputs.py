@@ -1,0 +1,138 @@
+"""Writing the files memledger makes without ever losing one of the user's.
+
+Every output (a ledger, a report, an export, JUnit, Markdown, JSON) goes through here:
+
+- `check_output(path, inputs=...)` runs BEFORE any work: the folder exists and is writable,
+  the path is not a folder, and it is not one of the command's inputs (same resolved path or
+  same file, so `trace victim.py -o victim.py` and `report run.ledger -o run.ledger` are
+  refused with nothing run). A ledger output may replace an existing ledger, never another
+  kind of file.
+- `write_atomic(path, data)` writes a temporary file beside the target and renames it over
+  the target at the end (`os.replace`, atomic on POSIX): a reader sees the old file or the
+  new one, never half of one, and a failure (disk full) leaves the old file as it was.
+  Special files (`/dev/stdout`, a FIFO) are written in place: they cannot be renamed over.
+
+# Note [Two writers, one output]
+Two `memledger trace -o run.ledger` at once each stream into their own
+`.run.ledger.<pid>.partial` and rename it at the end; the last to finish wins with a whole
+ledger (say 9,812 bytes), the other's complete ledger is replaced whole, and no reader
+ever sees the two interleaved.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import stat
+from pathlib import Path
+from typing import IO, Iterable, Iterator
+
+from memledger.errors import OutputError
+
+LEDGER_MAGIC = b'{"k":"header"'
+
+
+def is_special(path: Path) -> bool:
+    """A character device, FIFO or socket: written in place, never replaced."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return not stat.S_ISREG(mode) and not stat.S_ISDIR(mode)
+
+
+def _same(a: Path, b: Path) -> bool:
+    try:
+        if a.resolve() == b.resolve():
+            return True
+        return a.exists() and b.exists() and os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def check_output(path: str | Path, what: str, inputs: Iterable[str | Path] = (),
+                 ledger: bool = False) -> Path:
+    """Refuse, before anything runs, an output that cannot be written or is an input."""
+    p = Path(path)
+    for i in inputs:
+        if i is not None and _same(p, Path(i)):
+            raise OutputError(f"the {what} {str(p)!r} is also an input of this command; "
+                              "writing it would destroy the input: pick another output path")
+    if p.is_dir():
+        raise OutputError(f"the {what} {str(p)!r} is a directory; give a file path")
+    if is_special(p):
+        return p
+    parent = p.parent if str(p.parent) else Path(".")
+    if not parent.is_dir():
+        raise OutputError(f"cannot write the {what} {str(p)!r}: folder {str(parent)!r} does "
+                          "not exist; create it or pick another path")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise OutputError(f"cannot write the {what} {str(p)!r}: folder {str(parent)!r} is not "
+                          "writable; pick another path")
+    if p.exists() and not os.access(p, os.W_OK):
+        raise OutputError(f"cannot write the {what} {str(p)!r}: the file is read-only; "
+                          "pick another path")
+    if ledger and p.is_file() and p.stat().st_size > 0 and not _looks_like_ledger(p):
+        raise OutputError(f"{str(p)!r} exists and is not a memledger ledger; memledger "
+                          "will not overwrite it: pick another -o path")
+    return p
+
+
+def _looks_like_ledger(p: Path) -> bool:
+    try:
+        with open(p, "rb") as fh:
+            return fh.read(len(LEDGER_MAGIC)) == LEDGER_MAGIC
+    except OSError:
+        return False
+
+
+def partial_path(target: Path) -> Path:
+    """Where a streamed output grows before it is renamed over `target` (see Note above)."""
+    if is_special(target):
+        return target
+    return target.with_name(f".{target.name}.{os.getpid()}.partial")
+
+
+def commit(partial: Path, target: Path) -> None:
+    """Rename a finished (or partial, kept) stream over its target."""
+    if partial != target and partial.exists():
+        try:
+            os.replace(partial, target)
+        except OSError as e:
+            raise os_error(e, f"the ledger {str(target)!r}",
+                           extra=f"; what was recorded is in {str(partial)!r}") from None
+
+
+def os_error(e: OSError, what: str, extra: str = "") -> OutputError:
+    """One line for a failed write; a full disk says so and never blames the script."""
+    if e.errno in (errno.ENOSPC, errno.EDQUOT):
+        return OutputError(f"no space left on the device writing {what}{extra}; free some "
+                           "space or write elsewhere (-o)")
+    return OutputError(f"cannot write {what}: {e.strerror or e}{extra}; pick another path")
+
+
+@contextlib.contextmanager
+def open_atomic(path: str | Path, what: str, mode: str = "w") -> Iterator[IO]:
+    """`with open_atomic(p, "report") as fh:` writes `p` whole or not at all."""
+    target = Path(path)
+    tmp = target if is_special(target) else target.with_name(
+        f".{target.name}.{os.getpid()}.tmp")
+    kw = {} if "b" in mode else {"encoding": "utf-8"}
+    try:
+        with open(tmp, mode, **kw) as fh:
+            yield fh
+        if tmp != target:
+            os.replace(tmp, target)
+    except OSError as e:
+        raise os_error(e, f"the {what} {str(target)!r}") from None
+    finally:
+        if tmp != target and tmp.exists():
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+
+
+def write_atomic(path: str | Path, data: str | bytes, what: str) -> Path:
+    with open_atomic(path, what, "wb" if isinstance(data, bytes) else "w") as fh:
+        fh.write(data)
+    return Path(path)

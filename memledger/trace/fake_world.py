@@ -1,0 +1,131 @@
+"""`--fake --world N [--rank r]`: one rank of an N-rank job, simulated in one process.
+
+# Note [A simulated rank]
+torch ships a fake process group (`torch.testing._internal.distributed.fake_pg`): every
+collective returns at once and moves no data, but each rank's *shapes* are those of the
+real job. Above `FakeTensorMode` (memledger/trace/fake.py) the script then builds, shards
+and trains its model exactly as rank r of N would, with no memory and no peers, so an
+FSDP2 rank of 64 or 1024 is one process on a laptop. The ledger is an ordinary fake ledger
+whose header says `rank`, `world_size` and `"simulated": true`.
+
+Two of torch's own calls need help, so while the rank runs:
+
+1. `torch.distributed.init_process_group(...)` is a no-op once this module has made the
+   fake default group (the script's own call, `gloo` or `nccl`, would wait for N real
+   peers). The original is put back afterwards.
+2. `init_device_mesh(...)` runs outside FakeTensorMode: a mesh is a small integer tensor
+   whose values (which rank sits where) DeviceMesh reads with `nonzero()` and `tolist()`;
+   fake values would give every rank every coordinate. FSDP2 builds its default mesh
+   through `torch.distributed.fsdp._fully_shard._fsdp_init.init_device_mesh`, so both
+   names are wrapped, and put back afterwards.
+
+Worked example (examples/train_fsdp.py, V=255, C=64, 2 blocks, fp32): simulated rank 0 of
+2 holds 237,056 B of sharded parameters and peaks at 2,235,688 B after 1 step; the real
+2-rank run's rank 0 (gloo, CPU) holds the same 237,056 B and peaks at 2,235,712 B (the
+24 B are Python scalars the fake run keeps as real constants).
+
+DDP is not simulated: its reducer reads gradient values to fill its buckets and checks
+parameter shapes across ranks with real collectives. A DDP rank holds what one process
+holds plus its buckets whatever N is, so `trace --nproc 1` measures it (Note in
+docs/distributed.md).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from memledger.errors import EXIT_USAGE, ScriptError
+
+MAX_WORLD = 1024
+
+
+class FakeWorld:
+    """Example usage::
+
+        with FakeWorld(world=64, rank=0):
+            run_script("train_fsdp.py", [])     # under a FakeCollector
+    """
+
+    def __init__(self, world: int, rank: int = 0) -> None:
+        if not 1 <= world <= MAX_WORLD:
+            raise ScriptError(f"--world {world}: simulate 1 to {MAX_WORLD} ranks",
+                              exit_code=EXIT_USAGE)
+        if not 0 <= rank < world:
+            raise ScriptError(f"--rank {rank} is not a rank of --world {world}; use 0 to "
+                              f"{world - 1}", exit_code=EXIT_USAGE)
+        self.world, self.rank = world, rank
+        self._saved: list[tuple[Any, str, Any]] = []
+        self._env: dict[str, str | None] = {}
+
+    def header(self) -> dict[str, Any]:
+        return {"rank": self.rank, "world_size": self.world, "simulated": True}
+
+    def __enter__(self) -> "FakeWorld":
+        import torch.distributed as dist
+        import torch.distributed.device_mesh as device_mesh
+        import torch.distributed.fsdp._fully_shard._fsdp_init as fsdp_init
+        import torch.testing._internal.distributed.fake_pg as fake_pg  # registers "fake"
+        from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+        env = {"RANK": str(self.rank), "LOCAL_RANK": str(self.rank),
+               "WORLD_SIZE": str(self.world), "LOCAL_WORLD_SIZE": str(self.world),
+               "MASTER_ADDR": "localhost", "MASTER_PORT": "0"}
+        self._env = {k: os.environ.get(k) for k in env}
+        os.environ.update(env)
+        dist.init_process_group("fake", store=fake_pg.FakeStore(), rank=self.rank,
+                                world_size=self.world)
+        real_mesh = device_mesh.init_device_mesh
+
+        def init_device_mesh(*args, **kwargs):   # rule 2
+            with unset_fake_temporarily():
+                return real_mesh(*args, **kwargs)
+
+        def init_process_group(*args, **kwargs):  # rule 1
+            if not dist.is_initialized():
+                return self._saved[0][2](*args, **kwargs)
+            return None
+
+        for owner, name, new in ((dist, "init_process_group", init_process_group),
+                                 (dist.distributed_c10d, "init_process_group",
+                                  init_process_group),
+                                 (device_mesh, "init_device_mesh", init_device_mesh),
+                                 (fsdp_init, "init_device_mesh", init_device_mesh)):
+            self._saved.append((owner, name, getattr(owner, name)))
+            setattr(owner, name, new)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        import torch.distributed as dist
+
+        for owner, name, old in reversed(self._saved):
+            setattr(owner, name, old)
+        self._saved = []
+        if dist.is_initialized():
+            dist.destroy_process_group()
+        for k, v in self._env.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+DDP_MESSAGE = (
+    "--fake --world cannot simulate DistributedDataParallel (its reducer reads gradient "
+    "values and checks shapes with real collectives); a DDP rank holds what one process "
+    "holds plus its gradient buckets at any world size, so measure one real rank: "
+    "memledger trace --nproc 1 {script}")
+
+
+def ddp_outcome(outcome, script: str):
+    """A failure inside DDP under a simulated world: exit 2 with the way to model DDP."""
+    from memledger.trace.script import ScriptOutcome
+
+    err = outcome.error
+    tb = err.__traceback__ if err is not None else None
+    while tb is not None:
+        name = tb.tb_frame.f_code.co_filename.replace(os.sep, "/")
+        if name.endswith("torch/nn/parallel/distributed.py"):
+            return ScriptOutcome(EXIT_USAGE, DDP_MESSAGE.format(script=script), err)
+        tb = tb.tb_next
+    return outcome

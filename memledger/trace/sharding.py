@@ -1,0 +1,169 @@
+"""What the collector needs for sharded training (FSDP2, DDP, ZeRO): a mixin of `Collector`.
+
+# Note [Sharded storages]
+Four things differ from one-process training, each with its own mechanism here:
+
+1. A sharded parameter (FSDP2) is a `DTensor`: a wrapper whose `untyped_storage()` is not the
+   rank's memory; its local shard (`_local_tensor`, a view of FSDP's padded
+   `_sharded_param_data`) is. Every storage lookup unwraps it first (`local_tensor`).
+   Example: c_fc.weight (256, 64) fp32 on 2 ranks is a (128, 64) local shard: 32,768 B,
+   not 65,536 B. A dim-0 size that does not divide is padded: (3, 64) on 2 ranks keeps
+   (2, 64) = 512 B on each rank.
+2. FSDP2 all-gathers a unit's parameters into one storage per parameter before the unit's
+   forward and backward, and frees them by resizing (Note [Storages resized outside
+   dispatch] in trace/resize.py). The module's parameter attribute then points at the
+   gathered tensor: the collector sees it from the module's forward hook (global hooks run
+   before FSDP's own post-forward reshard) and names it role `unsharded`; the same storage,
+   regathered later (backward), gets the name again on its resize.
+3. Collectives (`c10d.*` ops: DDP's all-reduce of a gradient bucket, FSDP's all-gather and
+   reduce-scatter, broadcasts) pass through the dispatcher; their tensors get the role
+   `communication` unless they have a stronger one (a reduce-scatter's output *is* the
+   sharded gradient, so it stays a gradient: ROLE_PRIORITY).
+4. FSDP labels its work with `record_function("FSDP::all_gather (blocks.1)")`; inside such a
+   region the module of a new storage is the FSDP unit named there, so a prefetched
+   all-gather for `blocks.2` issued while `blocks.1` runs is attributed to `blocks.2`.
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import Any
+
+import torch
+
+_PLAIN = frozenset({torch.Tensor, torch.nn.Parameter})
+
+
+def local_tensor(t: torch.Tensor) -> torch.Tensor:
+    """The tensor whose storage this rank holds: a DTensor's local shard, else `t` itself."""
+    if type(t) in _PLAIN:
+        return t
+    local = getattr(t, "_local_tensor", None)
+    return local if isinstance(local, torch.Tensor) else t
+
+
+def is_collective(func: Any) -> bool:
+    """A c10d collective op (in-place ops on process groups, or the functional ones)."""
+    ns = getattr(func, "namespace", "")
+    return ns in ("c10d", "_c10d_functional", "c10d_functional")
+
+
+def fsdp_unit(name: str) -> str | None:
+    """The FSDP unit a `record_function` label names: 'FSDP::all_gather (blocks.1)' ->
+    'blocks.1'; 'FSDP::forward_prefetch for blocks.2' -> 'blocks.2'; root labels -> ''."""
+    if not name.startswith("FSDP::"):
+        return None
+    if name.endswith(")") and " (" in name:
+        return name[name.rindex(" (") + 2:-1]
+    if " for " in name:
+        return name.rsplit(" for ", 1)[1]
+    return ""
+
+
+class ShardingMixin:
+    """Collector methods for sharded training; see Note [Sharded storages]."""
+
+    def _init_sharding(self) -> None:
+        self._sharded_slots: set[tuple[int, str]] = set()   # (id(module), param name)
+        self._unsharded: dict[int, tuple[str, str, list[int]]] = {}  # key -> name, dtype, shape
+        self._resized_away: set[int] = set()   # sids freed by resize_, their weakref not yet
+        self._fsdp_units: list[str | None] = []  # parallel to _rf_stack: FSDP unit or None
+        self._comm_ops: dict[Any, bool] = {}
+
+    # ---- 1. sharded parameters ------------------------------------------------------------
+    def _note_sharded(self, module: torch.nn.Module, name: str, p: torch.Tensor) -> bool:
+        """Remember a DTensor parameter's slot; True when it is one."""
+        if type(p) in _PLAIN or getattr(p, "_local_tensor", None) is None:
+            return False
+        self._sharded_slots.add((id(module), name))
+        return True
+
+    # ---- 2. unsharded parameters ------------------------------------------------------------
+    def _mark_unsharded(self, module: torch.nn.Module, path: str) -> None:
+        """Parameters FSDP has gathered for this module's forward (called from its hook)."""
+        for name, p in module.named_parameters(recurse=False):
+            if (id(module), name) not in self._sharded_slots \
+                    or getattr(p, "_local_tensor", None) is not None:   # still the DTensor
+                continue
+            st = p.untyped_storage()
+            if st.nbytes() == 0:
+                continue
+            full = f"{path}.{name}".lstrip(".")
+            self._unsharded.setdefault(
+                st._cdata, (full, str(p.dtype).removeprefix("torch."), list(p.shape)))
+            self._role(p, "parameter", self._unsharded[st._cdata][0], shard="unsharded")
+
+    def _on_resize(self, st: torch.UntypedStorage, old: int, new: int) -> None:
+        """Note [Storages resized outside dispatch]: a resize frees the old bytes and
+        allocates the new ones under a new sid."""
+        if self._closed or old == new:
+            return
+        key = st._cdata
+        sid = self._sids.pop(key, None)
+        if sid is not None:
+            self._resized_away.add(sid)
+            self._outside.discard(sid)
+            self._saved_mod.pop(sid, None)
+            self.sink.write({"k": "free", "sid": sid, "ev": self._ev,
+                             "last": self._last.pop(sid, -1)})
+        if new <= 0:
+            return
+        sid = self._next_sid
+        self._next_sid = sid + 1
+        self._sids[key] = sid
+        ref = weakref.ref(st, self._on_free)
+        self._refs[id(ref)] = (sid, key, ref)
+        name, dtype, shape = self._unsharded.get(key, ("", "uint8", [new]))
+        self.sink.write({"k": "alloc", "sid": sid, "ev": self._ev, "bytes": new,
+                         "dev": self._resized_device(st), "dtype": dtype, "shape": shape, "op": "resize_",
+                         "mod": self._module_now(), "ph": self._phase, "step": self._step})
+        self._last[sid] = self._ev
+        if name:
+            self._roles_written.add((sid, "parameter"))
+            self.sink.write({"k": "role", "sid": sid, "role": "parameter", "name": name,
+                             "shard": "unsharded"})
+
+    def _resized_device(self, st: torch.UntypedStorage) -> str:
+        """The device a resized storage is on; a fake run's meta storage stands for its
+        target device (memledger/trace/fake.py, Note [Fake runs] rule 5)."""
+        target = getattr(self, "target", None)
+        if st.device.type == "meta" and target is not None:
+            return target.device
+        return str(st.device)
+
+    # ---- 3. collectives -----------------------------------------------------------------
+    def _mark_communication(self, func: Any, args: tuple, out: Any) -> None:
+        comm = self._comm_ops.get(func)
+        if comm is None:
+            comm = self._comm_ops[func] = is_collective(func)
+        if not comm:
+            return
+        stack = [args, out]
+        while stack:
+            a = stack.pop()
+            if isinstance(a, torch.Tensor):
+                self._role(a, "communication")
+            elif isinstance(a, (list, tuple)):
+                stack.extend(a)
+
+    # ---- 4. FSDP's own labels -------------------------------------------------------------
+    def _fsdp_enter(self, name: str) -> None:
+        self._fsdp_units.append(fsdp_unit(name))
+
+    def _fsdp_exit(self) -> None:
+        if self._fsdp_units:
+            self._fsdp_units.pop()
+
+    def _fsdp_module(self) -> str | None:
+        """The innermost FSDP unit whose work is running, else None."""
+        for unit in reversed(self._fsdp_units):
+            if unit is not None:
+                return unit
+        return None
+
+    # ---- nested optimizers (ZeroRedundancyOptimizer steps an inner optimizer) ----------
+    def _nested_step(self) -> bool:
+        """True inside an optimizer step that runs inside another optimizer's step: ZeRO's
+        `step()` calls its local AdamW's `step()`; both fire the global step hooks, and only
+        the outer one is a training step."""
+        return sum(1 for n in self._rf_stack if n.startswith("Optimizer.step#")) > 1

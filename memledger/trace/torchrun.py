@@ -1,0 +1,31 @@
+"""`python -m memledger.trace.torchrun ARGS`: torch's own launcher (`torch.distributed.run`),
+with its failure report left to memledger.
+
+torchrun ends a failed job with a `ChildFailedError` traceback and an error table on stderr;
+memledger reads each rank's status file and says which rank failed and why in one line
+(memledger/trace/launch.py), so here the launcher runs through its Python API and a failure
+is only an exit status. The ranks' own output (the script's prints and tracebacks) is not
+touched: the workers write to the terminal directly.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+
+def main(argv: list[str] | None = None) -> int:
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+    from torch.distributed.run import get_args_parser, run
+
+    args = get_args_parser().parse_args(sys.argv[1:] if argv is None else argv)
+    logging.getLogger("torch.distributed.elastic").setLevel(logging.CRITICAL)
+    try:
+        run(args)
+    except ChildFailedError:
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,41 @@
+"""A tiny training script for the `--nproc` tests: python dist_modes.py MODE [OUT].
+
+    nopg   never calls init_process_group: every rank trains alone
+    crash  rank 1 raises before its first optimizer step
+    hang   after one step together, rank 1 never joins rank 0's all_reduce
+    ok     both ranks all-reduce their gradients by hand, 3 steps
+    api    as ok, inside `memledger.trace(OUT)`: one ledger per rank (run under torchrun)
+"""
+
+import contextlib
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+
+import memledger
+
+
+def train(mode: str, rank: int) -> None:
+    model = torch.nn.Linear(8, 8)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for step in range(3):
+        loss = model(torch.randn(4, 8)).square().sum()
+        loss.backward()
+        if mode == "crash" and rank == 1:
+            raise ValueError("rank 1 broke on purpose")
+        if mode == "hang" and rank == 1 and step == 1:
+            time.sleep(60)
+        if mode != "nopg":
+            for p in model.parameters():
+                dist.all_reduce(p.grad)
+        opt.step()
+        opt.zero_grad()
+
+
+mode = sys.argv[1]
+if mode != "nopg":
+    dist.init_process_group("gloo")
+with memledger.trace(sys.argv[2]) if mode == "api" else contextlib.nullcontext():
+    train(mode, dist.get_rank() if mode != "nopg" else 0)
