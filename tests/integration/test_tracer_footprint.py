@@ -32,7 +32,7 @@ def test_saved_output_of_an_unreached_graph_is_freed():
 
 
 def test_detached_branch_ledger_equals_allocator_and_does_not_grow():
-    run = run_client("train_detached.py", ["--steps", "3"], [], steps=3)
+    run = run_client("train_detached.py", ["--steps", "4"], [], steps=3)
     assert abs(run.ledger_peak - run.allocator_peak) <= 0.001 * run.allocator_peak, \
         (run.ledger_peak, run.allocator_peak)
     # live bytes right after steps 2 and 3 (parameters, the batch, the side branch of that
@@ -47,7 +47,7 @@ def test_compiled_script_ledger_says_it_is_the_eager_run():
     # Dynamo compiles nothing under the collector's dispatch mode: the ledger pass runs the
     # model eagerly, the allocator pass (no mode) runs the compiled code. `show` says so in
     # one line with both peaks. aot_eager: compiled without a C++ toolchain.
-    run = run_client("train_compiled.py", ["--backend", "aot_eager", "--steps", "2"], [])
+    run = run_client("train_compiled.py", ["--backend", "aot_eager", "--steps", "3"], [])
     assert run.summary.compiled and run.summary.to_json_dict()["compiled"] is True
     line = compiled_line(run.ledger_peak, run.allocator_peak).plain
     assert line.startswith("torch.compile: this ledger is the EAGER run")
