@@ -1,35 +1,50 @@
 """Predicted vs measured peak and added step time for every (example x policy).
 
     .venv/bin/python benchmarks/accuracy.py                       # all examples, markdown
-    .venv/bin/python benchmarks/accuracy.py --example gpt --time-steps 10
+    .venv/bin/python benchmarks/accuracy.py --example gpt --rounds 2 --cycles 10
 
-For each example: trace 3 steps (`memledger trace`, with its allocator pass), measure the
-baseline (`none`) for its untraced step time, then for each policy predict (replay, with
-that step time to scale traced recompute times) and measure (a fresh process: peak over 3
-steps, median of --time-steps further steps). Added time = step time - baseline step time,
-in process CPU time with OMP_NUM_THREADS=1 (the development machines are shared: wall time
-there mostly measures the neighbours, and spinning OpenMP threads inflate multi-threaded CPU
-time; the wall-time difference is printed too).
-Prints one markdown table per example, ready for docs/accuracy.md.
+For each example: trace 3 steps once (`memledger trace`: ledger, allocator pass, untraced
+module/op timings, the machine's calibration), then
+
+1. predictions: `memledger predict --json` of every policy, run `--repeats` times in fresh
+   processes on the same ledger; the spread of each added time across runs is reported
+   (the goal is 0: nothing is timed while predicting).
+2. peaks: one `measure_script` run per policy (a fresh process: the allocator's peak over
+   3 steps).
+3. added time, interleaved (memledger/measure/interleave.py, Note [Interleaved timing]):
+   one process runs the script while the policies take turns, one optimizer step each,
+   for `--cycles` cycles; added time = median step time under the policy - median step
+   time of the baseline's turns. Repeated in `--rounds` processes; the median of rounds.
+
+"ratio at trace speed" scales the prediction by how much slower this machine ran a
+baseline step now than while `trace` took the ledger's timings (the speed column: on a
+shared machine the neighbours' load slows even CPU time, through caches and shared cores,
+and changes from minute to minute); "ratio" is the raw one.
+
+Step time is the thread CPU time of a step with OMP_NUM_THREADS=1 (one thread: CPU time is
+the work itself, and the neighbours' load stretches it far less than wall time); the
+wall-clock added time is printed too. Prints one markdown table per example, ready for docs/accuracy.md.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import statistics
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 # One intra-op thread in every process (trace, measure workers): with two or more, idle
 # OpenMP threads spin on a shared machine and CPU time stops measuring work.
-os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ["OMP_NUM_THREADS"] = "1"
 
-from memledger.ledger.model import Ledger  # noqa: E402
 from memledger.measure.runner import measure_script  # noqa: E402
 from memledger.replay.policies import parse_policy  # noqa: E402
-from memledger.replay.predict import predict  # noqa: E402
 from memledger.trace.session import trace_script  # noqa: E402
 
 EXAMPLES = {
@@ -42,35 +57,83 @@ EXAMPLES = {
         "offload:blocks.*", "offload:blocks.[1-2]",
         "checkpoint:blocks.0+offload:blocks.[1-2]"]),
     "mlp": ("examples/train_mlp.py", [
-        "checkpoint:fc*", "checkpoint:act", "selective:@ReLU", "offload:**",
-        "offload:fc2", "checkpoint:act+offload:fc2"]),
+        "checkpoint:fc*", "selective:fc*", "offload:**", "offload:fc2",
+        "checkpoint:fc1+offload:fc2"]),
 }
 
 
-def run(name: str, time_steps: int) -> list[str]:
-    script, pols = EXAMPLES[name]
+def predictions(ledger: Path, policies: list[str], repeats: int) -> list[dict]:
+    """`memledger predict --json` in `repeats` fresh processes; one dict per run."""
+    cmd = [sys.executable, "-m", "memledger", "predict", str(ledger), "--json"]
+    for p in policies:
+        cmd += ["--policy", p]
+    return [json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
+            for _ in range(repeats)]
+
+
+def interleaved(script: str, policies: list[str], cycles: int) -> dict:
+    """Step times of `policies` taking turns in one process (memledger.measure.interleave)."""
     with tempfile.TemporaryDirectory() as tmp:
-        led_path = Path(tmp) / f"{name}.ledger"
-        trace_script(script, [], led_path, steps=3)
-        led = Ledger.load(led_path)
-    base = measure_script(script, [], parse_policy("none"), steps=3, time_steps=time_steps)
-    policies = [parse_policy("none")] + [parse_policy(p) for p in pols]
-    rep = predict(led, policies, step_time_s=base.step_cpu_time_s)
-    lines = [f"### {script} (baseline step: {base.step_time_s * 1e3:.1f} ms wall, "
-             f"{base.step_cpu_time_s * 1e3:.1f} ms CPU, untraced)", "",
-             "| policy | predicted peak | measured peak | error | predicted added | "
-             "measured added (CPU) | ratio | measured added (wall) |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|"]
-    for pol, pred in zip(policies, rep.policies):
-        m = base if pol.is_baseline else measure_script(script, [], pol, steps=3,
-                                                        time_steps=time_steps)
-        err = (pred.peak_bytes - m.peak_bytes) / m.peak_bytes * 100
-        added = m.step_cpu_time_s - base.step_cpu_time_s
-        wall = m.step_time_s - base.step_time_s
-        ratio = f"{pred.added_time_s / added:.2f}" if not pol.is_baseline and added > 0 else "-"
-        lines.append(f"| `{pol.text()}` | {pred.peak_bytes:,} | {m.peak_bytes:,} | "
-                     f"{err:+.2f} % | {pred.added_time_s * 1e3:.1f} ms | {added * 1e3:.1f} ms | "
-                     f"{ratio} | {wall * 1e3:.1f} ms |")
+        out = Path(tmp) / "t.json"
+        steps = 3 + len(policies) * (cycles + 1) * 3       # turns of 3 steps
+        cmd = [sys.executable, "-m", "memledger.measure.interleave", "--out", str(out),
+               "--cycles", str(cycles)]
+        for p in policies:
+            cmd += ["--policy", p]
+        subprocess.run(cmd + [script, "--", "--steps", str(steps + 1)], check=True,
+                       capture_output=True)
+        return json.loads(out.read_text())
+
+
+def run(name: str, rounds: int, cycles: int, repeats: int) -> list[str]:
+    script, pols = EXAMPLES[name]
+    script = str(ROOT / script)
+    with tempfile.TemporaryDirectory() as tmp:
+        led = Path(tmp) / f"{name}.ledger"
+        trace_script(script, [], led, steps=3)
+        runs = predictions(led, pols, repeats)
+    pred = {p["policy"]: p for p in runs[0]["policies"]}
+    spread = {p: max(abs(r["policies"][i]["added_time_s"] - runs[0]["policies"][i][
+        "added_time_s"]) for r in runs) for i, p in enumerate(pred)}
+    peaks = {p: measure_script(script, [], parse_policy(p), steps=3, time_steps=1).peak_bytes
+             for p in pols}
+    cpu: dict[str, list[float]] = {p: [] for p in pols}
+    wall: dict[str, list[float]] = {p: [] for p in pols}
+    base_steps = []
+    for r in range(rounds):
+        t = interleaved(script, ["none"] + pols, cycles)
+        base = statistics.median(t["cpu_s"]["none"])
+        base_w = statistics.median(t["wall_s"]["none"])
+        base_steps.append(base)
+        for p in pols:
+            key = str(parse_policy(p))
+            cpu[p].append(statistics.median(t["cpu_s"][key]) - base)
+            wall[p].append(statistics.median(t["wall_s"][key]) - base_w)
+            print(f"  round {r + 1} {p}: {cpu[p][-1] * 1e3:+.2f} ms cpu", file=sys.stderr,
+                  flush=True)
+    timed = runs[0].get("timed_step_s", 0.0)
+    speed = statistics.median(base_steps) / timed if timed else 1.0
+    lines = [f"### {script.rpartition('/')[2]} (baseline step {statistics.median(base_steps) * 1e3:.1f}"
+             f" ms CPU, {timed * 1e3:.1f} ms when the ledger's timings were taken: speed "
+             f"{speed:.2f};"
+             f" {rounds} rounds x {cycles} interleaved cycles; predictions "
+             f"identical over {repeats} runs: "
+             f"{'yes' if max(spread.values()) == 0 else 'no, max spread %.3g ms' % (max(spread.values()) * 1e3)})",
+             "",
+             "| policy | predicted peak | measured peak | predicted added (band) | measured "
+             "added (CPU, median) | rounds | ratio | ratio at trace speed | wall added |",
+             "|---|---:|---:|---:|---:|---|---:|---:|---:|"]
+    for p in pols:
+        pp = pred[parse_policy(p).text()] if parse_policy(p).text() in pred else pred[p]
+        added = statistics.median(cpu[p])
+        ratio = f"{pp['added_time_s'] / added:.2f}" if added > 0 else "-"
+        norm = f"{pp['added_time_s'] * speed / added:.2f}" if added > 0 else "-"
+        lines.append(
+            f"| `{p}` | {pp['peak_bytes']:,} | {peaks[p]:,} | "
+            f"{pp['added_time_s'] * 1e3:.2f} ({pp['added_time_lo_s'] * 1e3:.2f}-"
+            f"{pp['added_time_hi_s'] * 1e3:.2f}) ms | {added * 1e3:.2f} ms | "
+            f"{', '.join(f'{c * 1e3:.2f}' for c in cpu[p])} | {ratio} | {norm} | "
+            f"{statistics.median(wall[p]) * 1e3:.2f} ms |")
         print(lines[-1], flush=True)
     return lines
 
@@ -78,11 +141,13 @@ def run(name: str, time_steps: int) -> list[str]:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--example", choices=list(EXAMPLES), action="append")
-    ap.add_argument("--time-steps", type=int, default=10)
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--cycles", type=int, default=10)
+    ap.add_argument("--repeats", type=int, default=3, help="predict runs per ledger")
     args = ap.parse_args()
     out = []
     for name in args.example or list(EXAMPLES):
-        out += run(name, args.time_steps) + [""]
+        out += run(name, args.rounds, args.cycles, args.repeats) + [""]
     print("\n".join(out))
 
 

@@ -38,6 +38,8 @@ The rules behind the rows:
   over it at the end (`memledger/outputs.py`). A trace streams into
   `.NAME.<pid>.partial` and renames it when the run ends, whatever happened, so two traces
   to one `-o` leave one whole ledger and a crash leaves the partial ledger under its name.
+  Only if memledger itself is killed outright (SIGKILL) does the record stay in the
+  `.partial` file (its worker then gets SIGTERM and closes it).
 - **Results first, files second**: `check` and `compare` print the verdict before writing
   reports; a report that cannot be written is one more line and exit 2, never a lost verdict.
   When `check` cannot check (exit 2 or 3), `--junit` gets an `<error>` and `--markdown`

@@ -89,7 +89,8 @@ def _render(report, budget: str, front: bool) -> None:
     if report.measured:
         t = Table(title="Measured", title_justify="left", show_edge=False)
         for col in ("policy", "role", "peak pred", "peak meas", "fits", "+ms pred", "+ms meas"):
-            t.add_column(col, justify="left" if col in ("policy", "role") else "right")
+            t.add_column(col, justify="left" if col in ("policy", "role") else "right",
+                         overflow="fold", no_wrap=col != "policy")
         for m in report.measured:
             t.add_row(m.policy.replace("+", "+\n"), m.role,
                       format_bytes(m.predicted_peak_bytes),
@@ -100,7 +101,8 @@ def _render(report, budget: str, front: bool) -> None:
         t = Table(title="Pareto front (least added time per peak)", title_justify="left",
                   show_edge=False)
         for col in ("peak", "+ms/step", "band", "policy"):
-            t.add_column(col, justify="left" if col == "policy" else "right")
+            t.add_column(col, justify="left" if col == "policy" else "right",
+                         overflow="fold", no_wrap=col != "policy")
         for p in report.front:
             t.add_row(format_bytes(p.peak_bytes), _ms(p.added_time_s),
                       f"{_ms(p.added_time_lo_s)}–{_ms(p.added_time_hi_s)}",

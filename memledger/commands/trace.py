@@ -38,6 +38,10 @@ def trace(
         help="with --fake: simulate one rank of an N-rank job (fake process group), N <= 1024",
         min=0)] = 0,
     rank: Annotated[int, typer.Option(help="with --world: the rank simulated", min=0)] = 0,
+    steps_by: Annotated[str, typer.Option(
+        help="what ends a step: optimizer (optimizer.step()), forward (the next forward of "
+             "the model: evaluation, inference, a custom update) or whole (the whole "
+             "script is one step; --steps is ignored)")] = "optimizer",
 ) -> None:
     """Trace STEPS optimizer steps of SCRIPT into a ledger, then print where the peak is."""
     if nproc:
@@ -52,7 +56,8 @@ def trace(
     threading.Thread(target=importlib.import_module, args=("memledger.ledger.summary",),
                      daemon=True).start()
     res = trace_script(script, script_args or [], output, steps=steps, measure=measure,
-                       fake=fake, device=device, world=world, rank=rank)
+                       fake=fake, device=device, world=world, rank=rank,
+                       steps_by=_steps_by(steps_by))
     s = open_ledger(res.ledger_path).summary()
     line = (f"[bold]{escape(str(res.ledger_path))}[/]: {res.steps} steps, peak "
             f"[magenta]{format_bytes(s.peak.bytes)}[/] at step {s.peak.step} ({s.peak.phase})")
@@ -62,3 +67,13 @@ def trace(
         line += f"; fake run on {s.device}, no allocator pass"
     console.print(line, soft_wrap=True)  # a long path must not split the line
     err_console.print(f"next: memledger show {res.ledger_path}", style="dim", markup=False)
+
+
+def _steps_by(value: str) -> str:
+    from memledger.errors import ScriptError
+    from memledger.trace.steps import STEPS_BY
+
+    if value not in STEPS_BY:
+        raise ScriptError(f"--steps-by {value!r}: use one of {', '.join(STEPS_BY)}",
+                          exit_code=2)
+    return value

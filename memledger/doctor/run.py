@@ -41,11 +41,12 @@ def doctor_script(script: str | Path, argv: list[str], steps: int = 3,
     `ledger`: also record the ledger there (Collector alongside), findings appended to it.
     `quiet`: keep the script's output unless it fails (compare's pre-flight).
     """
-    from memledger.trace.session import check_script, check_writable
+    from memledger.outputs import check_output
+    from memledger.trace.session import check_script
 
     script = check_script(script)
     if ledger is not None:
-        ledger = check_writable(ledger)
+        ledger = check_output(ledger, "ledger", inputs=[script], ledger=True)
     if steps < 1:
         raise ScriptError("--steps must be at least 1", exit_code=EXIT_USAGE)
     with tempfile.TemporaryDirectory(prefix="memledger-doctor-") as tmp:

@@ -22,7 +22,9 @@ def _tree(file: str) -> ast.AST | None:
 
 
 def _is(node: ast.AST, var: str) -> bool:
-    return isinstance(node, ast.Name) and node.id == var
+    """`var`, or an attribute of that name (`self.var`: a module attribute)."""
+    return (isinstance(node, ast.Name) and node.id == var) or \
+        (isinstance(node, ast.Attribute) and node.attr == var)
 
 
 _NUMBER_CALLS = frozenset({"item", "detach", "tolist", "float", "int", "cpu"})
@@ -54,5 +56,6 @@ def accumulation_line(file: str, var: str) -> int:
                 _is(t, var) or (isinstance(t, ast.Subscript) and _is(t.value, var))
                 for t in node.targets):
             reads = any(_is(n, var) for n in ast.walk(node.value))
-            ranked.append((3 if reads else 4, node.lineno))
+            cuts = any(_plain_number(n) for n in ast.walk(node.value))
+            ranked.append(((3 if not cuts else 4) if reads else 5, node.lineno))
     return min(ranked)[1] if ranked else 0

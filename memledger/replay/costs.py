@@ -7,8 +7,9 @@ machine's constants from its calibration (memledger/measure/calibrate.py, record
 ledger by `trace`). Nothing is timed while predicting, so the same ledger gives the same
 prediction on every run. Per selected call in a warm step (steps after the first, averaged):
 
-    checkpoint   fwd × share + call + saves × save
-    selective    fwd × share - kept + call + saves × save + sac_call + (ops + rerun) × sac_op
+    checkpoint   factor × fwd × share + call + saves × save
+    selective    factor × fwd × share - kept + call + saves × save + sac_call
+                 + (ops + rerun) × sac_op
     offload      saves × pack + Σ over its offloaded storages (file + bytes × per_byte)
 
 - fwd: the call's untraced forward (thread CPU time, module hooks; recompute re-runs
@@ -18,7 +19,12 @@ prediction on every run. Per selected call in a warm step (steps after the first
 - kept: untraced op time of the save-list ops in the re-run part (their cached outputs are
   handed back instead of recomputed).
 - saves: packs made by the call (q, k and v of one attention are three).
-- call, save, sac_call, sac_op, pack, file, per_byte: the calibration's constants.
+- sac_op, factor: this model's own cost per op under selective checkpointing's caching
+  mode and its own re-run/forward ratio, measured by `trace` after its timed steps
+  (memledger/trace/timing.py `sac_probe`, `recompute_probe`); the calibration's when the
+  ledger has none.
+- factor, call, save, sac_call, pack, file, per_byte: the calibration's constants (factor: what re-running a forward inside backward costs over running it
+  plainly; 1 without a calibration).
 
 Worked example (tiny GPT block, this machine): fwd 1.40 ms, share 0.97 (early stop skips
 the last dropout and add), saves 21: 1.40 × 0.97 + 0.110 + 21 × 0.011 = 1.70 ms per block.
@@ -32,6 +38,7 @@ without a calibration the constants are 0 and per_byte comes from a numpy file c
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -41,8 +48,8 @@ from memledger.replay.cost import disk_bandwidth
 from memledger.replay.engine import Kind, Replayed, Work
 from memledger.replay.prepared import Prepared
 
-PARAMS = ("ckpt_call_ns", "ckpt_save_ns", "sac_op_ns", "sac_call_ns", "offload_file_ns",
-          "offload_ns_per_byte", "pack_ns")
+PARAMS = ("recompute_factor", "ckpt_call_ns", "ckpt_save_ns", "sac_op_ns", "sac_call_ns",
+          "offload_file_ns", "offload_ns_per_byte", "pack_ns")
 
 
 def cached_calibration(device: str) -> dict:
@@ -54,6 +61,7 @@ def cached_calibration(device: str) -> dict:
 class Constants:
     """One value of each calibrated constant (ns; per_byte in ns/byte)."""
 
+    factor: float = 1.0       # re-run forward / plain forward
     ckpt_call: float = 0.0
     ckpt_save: float = 0.0
     sac_op: float = 0.0
@@ -70,8 +78,8 @@ class Constants:
             per_byte = 2e9 / bandwidth
         elif not per_byte:
             per_byte = 2e9 / disk_bandwidth()
-        return cls(g["ckpt_call_ns"], g["ckpt_save_ns"], g["sac_op_ns"], g["sac_call_ns"],
-                   g["offload_file_ns"], per_byte, g["pack_ns"])
+        return cls(g["recompute_factor"] or 1.0, g["ckpt_call_ns"], g["ckpt_save_ns"],
+                   g["sac_op_ns"], g["sac_call_ns"], g["offload_file_ns"], per_byte, g["pack_ns"])
 
 
 @dataclass(frozen=True)
@@ -96,6 +104,17 @@ class CostModel:
         self.source = "untraced" if prep.timings.source else "traced"
         self.consts = {w: Constants.from_params(self.params, w, bandwidth)
                        for w in ("median", "lo", "hi")}
+        # the model's own selective cost per op and recompute factor, from the trace
+        # (memledger/trace/timing.py sac_probe, recompute_probe), over the machine's
+        sac = prep.timings.sac_op_ns if prep.timings is not None else ()
+        fac = prep.timings.factor if prep.timings is not None else ()
+        for i, w in enumerate(("median", "lo", "hi")):
+            c = self.consts[w]
+            if sac:
+                c = dataclasses.replace(c, sac_op=sac[i], sac_call=0.0)
+            if fac:
+                c = dataclasses.replace(c, factor=fac[i])
+            self.consts[w] = c
         t = prep.timings
         fwd = t.call_ns.copy()
         lo, hi = t.call_lo.copy(), t.call_hi.copy()
@@ -165,7 +184,7 @@ class CostModel:
         sel = w.kind == Kind.SELECTIVE
         fwd = self.fwd[which][w.scope_row]
         # per call, never below 0: a call cannot re-run for less than nothing
-        recompute = np.maximum(0.0, np.where(re, fwd * share, 0.0) - kept)
+        recompute = np.maximum(0.0, np.where(re, c.factor * fwd * share, 0.0) - kept)
         machinery = np.where(re, c.ckpt_call + w.saves * c.ckpt_save, 0.0)
         machinery += np.where(sel, np.maximum(0.0, c.sac_call + ((w.ev1 - w.ev0) + (
             w.rerun_end - w.ev0)) * c.sac_op), 0.0)

@@ -119,7 +119,7 @@ class Work:
     ev1: np.ndarray            # int64 one past its last event
     rerun_end: np.ndarray      # int64 one past the last re-run event (== ev0: nothing re-run)
     saves: np.ndarray          # int64 saves (packs) made by the call
-    off_rows: np.ndarray       # int64 storages offloaded (indices into Prepared arrays)
+    off_rows: np.ndarray       # int64 storages written to disk (indices into Prepared arrays)
     off_call: np.ndarray       # int64 the call that saved each of them
     off_bytes: np.ndarray      # int64 their sizes
     save_ops: list[tuple[str, ...]] = field(default_factory=list)  # per part: kept op kinds
@@ -445,10 +445,17 @@ def _work(prep: Prepared, calls: _Calls, own: _Owners, seg: _Segments, off: np.n
     # both kept) is still re-run in backward to refill its holders: its time, not its bytes.
     rerun_only = _is_recomputed(calls.kind) & ~seg.has & (saves > 0)
     rerun_end = np.where(seg.has, seg.end, np.where(rerun_only, calls.ev1, calls.ev0))
+    # Written to disk: every activation an offloaded call packs, whether or not its bytes
+    # can leave (a ReLU output saved by the ReLU too stays resident, but the offloader
+    # still writes the copy fc2 packs and reads it back).
+    first, last = calls.at(calls.kind, own.first_save), calls.at(calls.kind, own.last_save)
+    packer = np.where(first == Kind.OFFLOAD, own.first_save, own.last_save)
+    written = (prep.cat == ACTIVATION) & ((first == Kind.OFFLOAD) | (last == Kind.OFFLOAD)) & (
+        prep.nbytes >= calls.at(calls.min_b, packer))
     return Work(scope_row=calls.row, kind=calls.kind, part=calls.part, ev0=calls.ev0,
                 ev1=calls.ev1, rerun_end=rerun_end, saves=saves,
-                off_rows=np.flatnonzero(off), off_call=own.first_save[off],
-                off_bytes=prep.nbytes[off],
+                off_rows=np.flatnonzero(written), off_call=packer[written],
+                off_bytes=prep.nbytes[written],
                 save_ops=[p.save_ops() if p.kind is PolicyKind.SELECTIVE else ()
                           for p in policy.parts])
 

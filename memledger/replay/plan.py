@@ -184,10 +184,11 @@ class BlockTable:
     def total(self, choice, which: str = "cost") -> float:
         return float(getattr(self, which)[np.arange(len(self.blocks)), np.asarray(choice)].sum())
 
-    def solve(self, budget_bytes: int, allowed: np.ndarray | None = None):
+    def solve(self, budget_bytes: int, allowed: np.ndarray | None = None,
+              stats: dict | None = None):
         cap = budget_bytes - self.workspace - self.floor
         return solve(self.delta, self.cost, cap, allowed, merge=self.delta.shape[2] > 8 * len(
-            self.blocks))
+            self.blocks), stats=stats)
 
     def policy(self, choice) -> str:
         return policy_text(self.blocks, self.options, choice)
@@ -232,7 +233,11 @@ def block_table(prep: Prepared, model: CostModel, blocks: list[str], rng: int) -
         for o, opt in enumerate(options):
             if opt.kind == "none":
                 continue
-            r = replay(sub, parse_policy(opt.part(block)), rng_bytes=rng, slots=True)
+            try:
+                r = replay(sub, parse_policy(opt.part(block)), rng_bytes=rng, slots=True)
+            except PolicyError:      # replay refuses it (a block that must not be re-run)
+                cost[b, o] = lo[b, o] = hi[b, o] = np.inf
+                continue
             delta[b, o] = np.rint(r.slots - own).astype(np.int64)
             t = model.price(r)
             cost[b, o], lo[b, o], hi[b, o] = t.seconds, t.lo, t.hi

@@ -53,6 +53,8 @@ class PredictReport(BaseModel):
     schema_: str = Field(PREDICT_SCHEMA, alias="schema")
     baseline_peak_bytes: int
     untraced_step_time_s: float = Field(description="0 when unknown")
+    timed_step_s: float = Field(0.0, description="median step time while the module times "
+                                "were taken, on their clock (thread CPU or wall); 0: unknown")
     copy_bytes_per_s: float = Field(description="0 when no policy offloads")
     cost_source: str = Field("", description="untraced: module/op times measured without "
                              "the tracer; traced: the fallback for older ledgers")
@@ -93,6 +95,7 @@ def predict(led: Ledger, policies: list[Policy], step_time_s: float | None = Non
     out = [_prediction(r, base, model.price(r), phase, step) for r in results]
     untraced = step_time_s * 1e9 if step_time_s else prep.untraced_step_ns
     return PredictReport(baseline_peak_bytes=base, untraced_step_time_s=untraced / 1e9,
+                         timed_step_s=(prep.timings.step_ns if prep.timings else 0.0) / 1e9,
                          copy_bytes_per_s=bw, calibration=where, policies=out,
                          cost_source="modelled" if time_model != "traced" else model.source,
                          time_model=time_model)

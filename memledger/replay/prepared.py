@@ -151,13 +151,17 @@ class Prepared:
         )
 
     def subset(self, keep: np.ndarray) -> "Prepared":
-        """The same run with only the storages in `keep` (a bool mask) and the kernel
-        scratch inside `scratch_keep` events; scopes and events unchanged. Replaying a
+        """The same run with only the storages in `keep` (a bool mask): every per-storage
+        array (one entry per storage; scope, step, scratch and name tables are not) is cut
+        to them; scopes and events unchanged. Replaying a
         policy on a block's own storages gives that block's effect (plan.py, Note
         [Blocks add up])."""
-        per_storage = ("nbytes", "created", "freed", "cat", "saved_first", "saved_last",
-                       "saved_mod_code", "unpack", "unpack_first", "fwd_last", "arg_end",
-                       "op_code", "saves")
+        n = len(self.created)
+        not_per_storage = ("scope_", "step_", "scratch_", "stateful_")
+        per_storage = [f.name for f in dataclasses.fields(self)
+                       if isinstance(getattr(self, f.name), np.ndarray)
+                       and len(getattr(self, f.name)) == n and not f.name.endswith("_names")
+                       and not f.name.startswith(not_per_storage)]
         out = dataclasses.replace(self, **{f: getattr(self, f)[keep] for f in per_storage})
         for f in ("held", "released"):
             if getattr(self, f) is not None:

@@ -105,10 +105,12 @@ def reduce_columns(delta: np.ndarray, cap: np.ndarray) -> tuple[np.ndarray, np.n
 
 def solve(delta: np.ndarray, cost: np.ndarray, cap: np.ndarray,
           allowed: np.ndarray | None = None, method: str | None = None,
-          merge: bool = True) -> tuple[np.ndarray | None, float]:
+          merge: bool = True, stats: dict | None = None) -> tuple[np.ndarray | None, float]:
     """The cheapest assignment (options per block) that fits, and its cost. `allowed`:
     (blocks, options) mask; `method`: "exhaustive" | "dp" (default: by size); `merge`:
-    apply rule 1 (off when the columns are already `reduce_runs`'s few)."""
+    apply rule 1 (off when the columns are already `reduce_runs`'s few); `stats`: filled
+    with the work done (columns searched, method, most DP states kept after a block)."""
+    stats = {} if stats is None else stats
     cost = np.asarray(cost, dtype=np.float64)
     if allowed is not None:
         cost = np.where(allowed, cost, np.inf)
@@ -120,9 +122,12 @@ def solve(delta: np.ndarray, cost: np.ndarray, cap: np.ndarray,
     if not ok:
         return None, float("inf")
     nb, no = cost.shape
+    stats["columns"] = int(d.shape[2])
     if method == "exhaustive" or (method is None and no ** nb <= EXHAUSTIVE_MAX):
+        stats["method"] = "exhaustive"
         return _exhaustive(d, cost, c)
-    return _dp(d, cost, c)
+    stats["method"] = "dp"
+    return _dp(d, cost, c, stats)
 
 
 def _exhaustive(d: np.ndarray, cost: np.ndarray, cap: np.ndarray):
@@ -140,7 +145,7 @@ def _exhaustive(d: np.ndarray, cost: np.ndarray, cap: np.ndarray):
     return combos[best].copy(), float(total[best])
 
 
-def _dp(d: np.ndarray, cost: np.ndarray, cap: np.ndarray):
+def _dp(d: np.ndarray, cost: np.ndarray, cap: np.ndarray, stats: dict):
     nb, no, ns = d.shape
     touches = (d != 0).any(axis=1)                             # (blocks, cols)
     last = np.where(touches.any(axis=0), nb - 1 - np.argmax(touches[::-1], axis=0), -1)
@@ -164,6 +169,7 @@ def _dp(d: np.ndarray, cost: np.ndarray, cap: np.ndarray):
             return None, float("inf")
         open_cols = last > b
         vec, tot, paths = _pareto(vec, tot, paths, open_cols)
+        stats["max_states"] = max(stats.get("max_states", 0), len(tot))
     best = int(np.argmin(tot))
     return paths[best], float(tot[best])
 

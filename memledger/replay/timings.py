@@ -37,6 +37,9 @@ class Timings:
     op_ns: np.ndarray       # float per event: untraced op time (NaN: unknown)
     op_kind: np.ndarray     # object per event: overload packet ("" unknown)
     source: str             # "untraced" | "" (no timing record)
+    sac_op_ns: tuple = ()   # (median, lo, hi) of the model's own selective cost per op
+    step_ns: float = 0.0    # median untraced step time on the timing clock (0: unknown)
+    factor: tuple = ()      # (median, lo, hi) of the model's own recompute factor
 
     @classmethod
     def empty(cls, n_scopes: int, n_events: int) -> "Timings":
@@ -53,6 +56,14 @@ def match_timings(record: dict | None, scopes: pd.DataFrame, steps: pd.DataFrame
     if not record or not record.get("modules"):
         return out
     out.source = "untraced"
+    sac = record.get("sac_op_ns") or []
+    if sac:
+        out.sac_op_ns = (float(np.median(sac)), float(np.min(sac)), float(np.max(sac)))
+    fac = record.get("recompute_factor") or []
+    if fac:
+        out.factor = (float(np.median(fac)), float(np.min(fac)), float(np.max(fac)))
+    if record.get("step_ns"):
+        out.step_ns = float(np.median(record["step_ns"]))
     per_key: dict[tuple[str, int], list[int]] = {}
     for step in record["modules"]:
         seen: dict[str, int] = {}

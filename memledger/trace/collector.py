@@ -123,8 +123,10 @@ class Collector(ShardingMixin, TorchDispatchMode):
     def __init__(self, sink: Sink, max_steps: int | None = None,
                  header: dict[str, Any] | None = None,
                  on_steps_done: Callable[[], None] | None = None,
-                 pre_existing: Iterable[int] = ()) -> None:
+                 pre_existing: Iterable[int] = (), steps_by: str = "optimizer") -> None:
         super().__init__()
+        self._steps_by = steps_by    # what ends a step: trace/steps.py, STEPS_BY
+        self._forwards = 0           # root forwards begun (steps_by="forward")
         # Storages (by _cdata) alive before tracing began. Only keys: holding the tensors
         # would keep them alive. One seen later is recorded as live from event 0.
         self._pre_existing = pre_existing if isinstance(pre_existing, FirstUse) \
@@ -209,6 +211,12 @@ class Collector(ShardingMixin, TorchDispatchMode):
         if self._closed:
             return
         self._closed = True
+        if self._steps_by != "optimizer" and status == "ok" and not self._done and (
+                self._forwards or self._steps_by == "whole"):
+            try:
+                self._end_step()         # the script's end closes the open step
+            except StopTracing:
+                pass
         for _, (sid, _, _) in list(self._refs.items()):
             if sid in self._resized_away:
                 continue
@@ -405,10 +413,14 @@ class Collector(ShardingMixin, TorchDispatchMode):
         if path is None:
             path = self._register_root(module) if not self._mod_stack else (
                 f"{self._mod_stack[-1][0]}.{type(module).__name__}".lstrip("."))
-        if is_root and self._steps.open:  # left open by its optimizers: ends when the next
-            self._end_step()              # forward begins (not LBFGS's closure, in step())
-        if is_root:
+        if is_root and self._steps.open and self._steps_by == "optimizer":  # left open by
+            self._end_step()   # its optimizers: ends when the next forward begins (not
+        if is_root:            # LBFGS's closure, in step())
             has_params = next(module.parameters(), None) is not None
+            if has_params and self._steps_by == "forward":
+                if self._forwards:
+                    self._end_step()       # a new root forward: the previous step ended
+                self._forwards += 1
             if has_params:
                 self._set_phase("forward")
                 self._mark_inputs(args)
@@ -533,8 +545,9 @@ class Collector(ShardingMixin, TorchDispatchMode):
                 self._role(p.grad, "gradient", self._param_names.get(id(p), ""))
 
     def _opt_pre(self, opt: torch.optim.Optimizer, args, kwargs) -> None:
-        if not self._nested_step() and self._steps.pre(opt):  # a step left open by an
-            self._end_step()                                      # optimizer that never steps
+        if not self._nested_step() and self._steps.pre(opt) and \
+                self._steps_by == "optimizer":   # a step left open by an optimizer that
+            self._end_step()                     # never steps
         self._set_phase("optimizer")
         params = [p for g in opt.param_groups for p in g["params"]]
         for p in params:
@@ -547,8 +560,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
         self._mark_optimizer_state(opt)
         if self._nested_step():  # ZeRO's inner optimizer: the outer step counts
             return
-        if not self._steps.post(opt):  # another optimizer still has to step: same step
-            self._set_phase("other")
+        if not self._steps.post(opt) or self._steps_by != "optimizer":  # another optimizer
+            self._set_phase("other")   # still has to step, or steps are counted otherwise
             return
         self._end_step()
 

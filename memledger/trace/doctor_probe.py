@@ -12,7 +12,8 @@ It watches through torch's own mechanisms and never changes what the script comp
   BatchNorm in eval mode under grad;
 - global optimizer step pre/post hooks: the step's parameters, their gradients (finite?
   zeroed?), frozen parameters that moved, and at each step boundary the tensors that still
-  carry autograd history from an earlier step (Note [Cross-step retention]).
+  carry autograd history from an earlier step (Note [Cross-step retention] in
+  doctor_retention.py).
 
 The records are read by memledger/doctor/ (pure, no torch), which turns them into findings.
 The probe's own tensor work runs with every mode disabled (`_quiet`), so a Collector traced
@@ -29,16 +30,6 @@ and an untouched gradient is known to be non-zero without reading it. Example: K
 batches, fc.weight (64 KiB of fp32): backward 1 finds None (fresh), backward 2 finds the
 same tensor at the same version (accumulating), step consumes both; backward 3 finds None
 (zero_grad ran): no finding. Without zero_grad, backward 3 finds the consumed tensor: leak.
-
-# Note [Cross-step retention]
-At each step boundary (optimizer post-hook) the probe lists every live tensor that has a
-`grad_fn` and keeps those nodes until the next boundary. A tensor alive at the next boundary
-whose graph reaches one of them carries history across the step: `total_loss += loss` (the
-same tensor, its graph one AddBackward longer each step), `total = total + loss` (a new
-tensor whose graph holds the old one) and `losses.append(loss)` alike. A normal loop's
-`loss` of step N is a new graph at boundary N+1 and reaches nothing old. Example: 3 steps of
-`total_loss += loss` on a 4-byte scalar: at boundary 2 `total_loss` reaches boundary 1's
-node; the finding reports 4 bytes held and the graph's node count per step.
 """
 
 from __future__ import annotations
@@ -60,12 +51,8 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import _disable_current_modes
 
 from memledger.trace.collector import StopTracing
-from memledger.trace.where import (
-    in_reentrant_checkpoint,
-    is_user_file,
-    user_frame,
-    user_line,
-)
+from memledger.trace.doctor_retention import MAX_NODES, RetentionWatch
+from memledger.trace.where import in_reentrant_checkpoint, user_line
 
 _Tensor = torch.Tensor
 _DATA = torch._C.TensorBase.__dict__["data"]
@@ -74,7 +61,6 @@ _CUTS = {torch._C.TensorBase.detach: "detach", torch._C.TensorBase.detach_: "det
 _BACKWARDS = (torch.Tensor.backward, torch.autograd.backward)
 _LOSSES = {F.cross_entropy: "cross_entropy", F.nll_loss: "nll_loss"}
 _grad_enabled = torch.is_grad_enabled
-MAX_NODES = 100_000      # graph walks stop here (a runaway graph is a finding already)
 
 
 @contextlib.contextmanager
@@ -141,8 +127,7 @@ class DoctorProbe(TorchFunctionMode):
         self._visited: set[int] = set()
         self._before: dict[int, Any] = {}
         self._step_rec: dict[str, Any] = {}
-        self._prev_roots: dict[int, Any] = {}          # Note [Cross-step retention]
-        self._pre_roots: dict[int, Any] = {}
+        self._retention = RetentionWatch()             # Note [Cross-step retention]
 
     # ---- lifecycle ------------------------------------------------------------------------
     def __enter__(self) -> "DoctorProbe":
@@ -151,8 +136,7 @@ class DoctorProbe(TorchFunctionMode):
             register_optimizer_step_pre_hook(self._opt_pre),
             register_optimizer_step_post_hook(self._opt_post),
         ]
-        # Graphs alive before the run (another run's leftovers, say) are not its history.
-        self._pre_roots = {id(t.grad_fn): t.grad_fn for t in _grad_tensors()}
+        self._retention.start()
         return super().__enter__()
 
     def __exit__(self, exc_type, exc, tb) -> None:
@@ -171,7 +155,7 @@ class DoctorProbe(TorchFunctionMode):
                     "before_first_step": before_first, "steps": self._sched_steps.get(k, 0),
                     "opt_steps": self._opt_steps.get(opt_index, 0)})
         self.records.append({"k": "end", "steps": self._steps, "backward": self._bw})
-        self._prev_roots, self._pre_roots = {}, {}
+        self._retention.stop()
 
     def _count_scheduler_steps(self) -> None:
         for k, (ref, _, _) in enumerate(self._scheds):
@@ -201,6 +185,7 @@ class DoctorProbe(TorchFunctionMode):
         prefix = "" if self._roots == 0 else type(root).__name__
         number = self._roots
         self._roots += next(root.parameters(), None) is not None
+        self._retention.add_root(prefix, root)
         for path, m in root.named_modules():
             full = ".".join(x for x in (prefix, path) if x)
             self._mods.setdefault(id(m), full)
@@ -441,7 +426,7 @@ class DoctorProbe(TorchFunctionMode):
             self._before = {}
             self._steps += 1
             self._count_scheduler_steps()
-            self._boundary()
+            self.records.extend(self._retention.boundary(self._steps))
             self._cuts, self._visited, self._ran, self._mode_seen = {}, set(), set(), set()
         self._in_opt -= 1
         if self.max_steps is not None and self._steps >= self.max_steps:
@@ -454,76 +439,3 @@ class DoctorProbe(TorchFunctionMode):
             if issubclass(type(o), LRScheduler):  # type(): never wake lazy proxies
                 self._scheds.append((weakref.ref(o), -1, False))
                 self._sched_cls.append(type(o).__name__)
-
-    # ---- step boundaries (Note [Cross-step retention]) --------------------------------------
-    def _boundary(self) -> None:
-        pre = self._pre_roots
-        live = [t for t in _grad_tensors() if pre.get(id(t.grad_fn)) is not t.grad_fn]
-        old, clean = self._prev_roots, set()
-        for t in live if old else ():
-            if self._reaches(t.grad_fn, old, clean):
-                self._record_retained(t)
-        self._prev_roots = {id(t.grad_fn): t.grad_fn for t in live}
-
-    @staticmethod
-    def _reaches(root, old: dict[int, Any], clean: set[int]) -> bool:
-        """Does the graph from `root` reach a node in `old`? `clean`: nodes known not to."""
-        stack, seen = [root], set()
-        while stack:
-            n = stack.pop()
-            if n is None or id(n) in seen or id(n) in clean:
-                continue
-            if old.get(id(n)) is n:
-                return True
-            seen.add(id(n))
-            if len(seen) > MAX_NODES:
-                return False
-            stack.extend(f for f, _ in n.next_functions)
-        clean.update(seen)
-        return False
-
-    def _record_retained(self, t: _Tensor) -> None:
-        name, var, file = self._name_of(t)
-        nodes, stack, seen = 0, [t.grad_fn], set()
-        while stack and nodes < MAX_NODES:
-            n = stack.pop()
-            if n is None or id(n) in seen:
-                continue
-            seen.add(id(n))
-            nodes += 1
-            stack.extend(f for f, _ in n.next_functions)
-        try:
-            nbytes = t.untyped_storage().nbytes()
-        except (RuntimeError, NotImplementedError):
-            nbytes = 0
-        self.records.append({"k": "retained", "step": self._steps, "name": name, "var": var,
-                             "file": file, "shape": list(t.shape), "bytes": nbytes,
-                             "nodes": nodes})
-
-    def _name_of(self, t: _Tensor) -> tuple[str, str, str]:
-        """(display name, variable, file) of a user variable that holds `t`, if any."""
-        f = user_frame(3)
-        while f is not None:
-            for k, v in list(f.f_locals.items()):
-                if v is t:
-                    return k, k, f.f_code.co_filename
-                if isinstance(v, (list, tuple)) and any(x is t for x in v):
-                    i = next(i for i, x in enumerate(v) if x is t)
-                    return f"{k}[{i}]", k, f.f_code.co_filename
-                if isinstance(v, dict) and any(x is t for x in v.values()):
-                    key = next(key for key, x in v.items() if x is t)
-                    return f"{k}[{key!r}]", k, f.f_code.co_filename
-            f = f.f_back
-            while f is not None and not is_user_file(f.f_code.co_filename):
-                f = f.f_back
-        return f"tensor{tuple(t.shape)}", "", ""
-
-
-def _grad_tensors() -> list[_Tensor]:
-    """Every live tensor that carries autograd history (has a grad_fn)."""
-    out = []
-    with torch._C.DisableTorchFunction():
-        for o in gc.get_objects():
-            if issubclass(type(o), _Tensor) and o.grad_fn is not None:
-                out.append(o)
-    return out

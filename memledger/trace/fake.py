@@ -26,7 +26,10 @@ Rules (numbered so that code can point here):
    events: event numbers stay those of the real run.
 3. Data-dependent values get a stand-in and a `{"k": "standin"}` record naming the script
    line (once per line): `.item()`, `float(t)`, `int(t)`, `bool(t)`, `.tolist()`, a tensor
-   used as an index -> 0, 0.0 or False. An op whose output *size* depends on values gets
+   used as an index -> 0, 0.0 or False (integer and bool results of up to SHADOW_NUMEL
+   elements whose inputs are known are computed for real instead); a bool that comes from a finiteness check gets the
+   answer of a healthy run (`isnan(loss)` False, `isfinite(loss)` True), so
+   `if not torch.isfinite(loss): continue` still trains. An op whose output *size* depends on values gets
    its upper bound: `nonzero(x)` -> (x.numel(), x.dim()) int64, `masked_select(x, m)` ->
    every element kept. Anything else data-dependent stops the run: exit 2 and the line.
 4. FakeTensorMode memoises each output FakeTensor in a WeakValueDictionary; the weakref
@@ -164,6 +167,11 @@ class FakeTarget:
             raise ValueError(f"fake runs target cpu or cuda, not {device!r}")
         return cls(f"cuda:{dev.index or 0}", native, CUDA_BLOCK_BYTES)
 
+    def storage_device(self) -> str:
+        """The device name for a fake storage seen without its tensor (FSDP2's
+        `storage.resize_`): the target, else where this build's fake kernels run."""
+        return self.device or ("cuda:0" if self.kernels == "cuda" else "cpu")
+
     @property
     def remap(self) -> bool:
         """CPU kernels stand in for another device: rewrite `device=` arguments."""
@@ -205,6 +213,46 @@ def _shadow_of(t: torch.Tensor) -> torch.Tensor | None:
     return s if s is not None else t.constant
 
 
+# Rule 3: what a finiteness check answers when the data is healthy (finite), by op packet.
+# `torch.isfinite(x)` reaches dispatch as (x == x) * (abs(x) != inf).
+_INF = (float("inf"), float("-inf"))
+_HEALTHY_LEAF = {aten.isnan: False, aten.isinf: False, aten.isposinf: False,
+                 aten.isneginf: False}
+_HEALTHY_SAME = frozenset({aten.any, aten.all, aten.clone, aten.detach, aten.alias,
+                           aten.view, aten.reshape, aten.squeeze, aten.unsqueeze,
+                           aten.expand, aten.select, aten._to_copy, aten.lift_fresh})
+_HEALTHY_NOT = frozenset({aten.logical_not, aten.bitwise_not})
+_HEALTHY_OR = frozenset({aten.logical_or, aten.bitwise_or, aten.add})
+_HEALTHY_AND = frozenset({aten.logical_and, aten.bitwise_and, aten.mul})
+
+
+def _mark_healthy(func, args, out: torch.Tensor) -> None:
+    """Tag a bool result with its value in a run whose data is finite, where the op says:
+    `isnan(x).any()` -> False, `isfinite(loss)` -> True, `~isfinite(g).all()` -> False."""
+    packet = getattr(func, "_overloadpacket", None)
+    value = _HEALTHY_LEAF.get(packet)
+    if value is None:
+        tensors = [a for a in args if isinstance(a, torch.Tensor)]
+        known = [getattr(a, "_memledger_healthy", None) for a in tensors]
+        if packet in (aten.eq, aten.ne) and len(args) == 2:
+            if args[0] is args[1]:                       # x == x: not NaN
+                value = packet is aten.eq
+            elif not isinstance(args[1], torch.Tensor) and args[1] in _INF:
+                value = packet is aten.ne                # abs(x) != inf: finite
+        elif not tensors or None in known:
+            return
+        elif packet in _HEALTHY_SAME:
+            value = known[0]
+        elif packet in _HEALTHY_NOT:
+            value = not known[0]
+        elif packet in _HEALTHY_OR:
+            value = any(known)
+        elif packet in _HEALTHY_AND:
+            value = all(known)
+    if value is not None:
+        out._memledger_healthy = value
+
+
 class _UpperBound:
     """Rule 3: an op whose output size depends on values, replaced by its upper bound."""
 
@@ -215,6 +263,18 @@ class _UpperBound:
 
     def __call__(self, *args, **kwargs):
         return self.make(*args, **kwargs)
+
+
+class _RealSize:
+    """Rule 3: a value-sized op whose input is known (shadowed): a fake of the real size."""
+
+    def __init__(self, op, real: torch.Tensor) -> None:
+        self.op, self.real = op, real
+        self.__name__ = op.__name__
+        self._overloadpacket = op._overloadpacket
+
+    def __call__(self, *args, **kwargs):
+        return torch.empty(self.real.shape, dtype=self.real.dtype, device=args[0].device)
 
 
 UPPER_BOUNDS = {
@@ -284,8 +344,12 @@ class FakeCollector(Collector):
             kwargs = self._remap(kwargs)
         ub = UPPER_BOUNDS.get(func)
         if ub is not None and isinstance(args[0], FakeTensor):   # real inputs: real values
-            self._note_standin(str(func), "upper bound: every element")
-            func = ub
+            known = self._real(func, args, kwargs or {})          # shadowed: the real size
+            if isinstance(known, torch.Tensor):
+                func = _RealSize(func, known)
+            else:
+                self._note_standin(str(func), "upper bound: every element")
+                func = ub
         self._lifting = func is LIFT_FRESH          # Rule 1: a literal's real source
         try:
             out = super().__torch_dispatch__(func, types, args, kwargs)
@@ -301,6 +365,8 @@ class FakeCollector(Collector):
                 if isinstance(o, FakeTensor):
                     self._forget(o)
         if isinstance(out, FakeTensor):
+            if out.dtype is torch.bool:
+                _mark_healthy(func, args, out)              # Rule 3: finiteness checks
             if not out.is_floating_point() and out.numel() <= SHADOW_NUMEL:
                 self._shadow(func, args, kwargs or {}, (out,))   # Rule 3: index integers
         elif isinstance(out, (list, tuple)) and out and isinstance(out[0], FakeTensor) \
@@ -314,15 +380,15 @@ class FakeCollector(Collector):
                 self.sink.write({"k": "flops", "ev": self._ev - 1, "n": n})
         return out
 
-    def _shadow(self, func, args, kwargs, outs) -> None:
-        """Compute a small integer result for real from its inputs' shadows (Rule 3)."""
+    def _real(self, func, args, kwargs):
+        """The op run for real on its inputs' shadows (Rule 3), or None if one is unknown."""
         flat, spec = tree_flatten((args, kwargs))
         real = []
         for a in flat:
             if isinstance(a, torch.Tensor):
                 a = _shadow_of(a)
                 if a is None:
-                    return
+                    return None
             elif isinstance(a, torch.device):
                 a = torch.device("cpu")
             real.append(a)
@@ -332,8 +398,14 @@ class FakeCollector(Collector):
         op = getattr(func, "op", func)
         try:
             with _disable_current_modes():
-                r = op(*r_args, **r_kwargs)
+                return op(*r_args, **r_kwargs)
         except Exception:   # a shadow is a convenience: without it the stand-in applies
+            return None
+
+    def _shadow(self, func, args, kwargs, outs) -> None:
+        """Compute a small integer result for real from its inputs' shadows (Rule 3)."""
+        r = self._real(func, args, kwargs)
+        if r is None:
             return
         rs = (r,) if isinstance(r, torch.Tensor) else r
         if not isinstance(rs, (list, tuple)) or len(rs) != len(outs):
@@ -381,7 +453,7 @@ class FakeCollector(Collector):
         if t.dtype.is_floating_point or t.dtype.is_complex:
             value: Any = 0.0
         elif t.dtype == torch.bool:
-            value = False
+            value = getattr(t, "_memledger_healthy", False)   # Rule 3: a finite run's answer
         else:
             value = 0
         self._note_standin("aten._local_scalar_dense", value)

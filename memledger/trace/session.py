@@ -46,6 +46,12 @@ def check_script(script: str | Path) -> Path:
     return p
 
 
+def check_writable(out: str | Path, inputs: tuple[str | Path, ...] = ()) -> Path:
+    """A ledger path checked before any run: writable folder, not an input, and not an
+    existing file that is not a ledger (memledger/outputs.py)."""
+    return check_output(out, "ledger", inputs=inputs, ledger=True)
+
+
 def _worker(mode: str, script: Path, argv: list[str], out: Path, steps: int,
             quiet: bool, extra: tuple[str, ...] = (), fw: Forwarder | None = None) -> dict:
     return _Worker(mode, script, argv, out, steps, quiet, extra, fw=fw).result()
@@ -115,7 +121,8 @@ class _Worker:
 
 def trace_script(script: str | Path, argv: list[str], out: str | Path, steps: int = 3,
                  measure: bool | None = None, fake: bool = False,
-                 device: str | None = None, world: int = 0, rank: int = 0) -> TraceResult:
+                 device: str | None = None, world: int = 0, rank: int = 0,
+                 steps_by: str = "optimizer") -> TraceResult:
     """Trace `steps` optimizer steps of `script` into the ledger `out`; raises on failure.
     `fake`: above FakeTensorMode for the target `device` (no allocator pass: docs/fake.md).
 
@@ -136,6 +143,9 @@ def trace_script(script: str | Path, argv: list[str], out: str | Path, steps: in
     if steps < 1:
         raise ScriptError("--steps must be at least 1", exit_code=EXIT_USAGE)
     fake_args = ("--fake", *(("--device", device) if device else ())) if fake else ()
+    if steps_by != "optimizer":   # what ends a step: memledger/trace/steps.py
+        steps = 1 if steps_by == "whole" else steps
+        fake_args += ("--steps-by", steps_by)
     if world:   # one simulated rank of `world`: memledger/trace/fake_world.py
         if not fake:
             raise ScriptError("--world simulates ranks above FakeTensorMode: add --fake (or "
@@ -144,14 +154,16 @@ def trace_script(script: str | Path, argv: list[str], out: str | Path, steps: in
     partial = partial_path(out)
     try:
         with Forwarder() as fw:
-            return _trace_into(script, argv, out, partial, steps, measure, fake, fake_args, fw)
+            return _trace_into(script, argv, out, partial, steps, measure, fake, fake_args, fw,
+                       steps_by=steps_by)
     finally:
         commit(partial, out)
 
 
 def _trace_into(script: Path, argv: list[str], out: Path, partial: Path, steps: int,
                 measure: bool, fake: bool, fake_args: tuple[str, ...],
-                fw: Forwarder) -> TraceResult:
+                fw: Forwarder,
+                steps_by: str = "optimizer") -> TraceResult:
     allocator = None
     if measure:   # Note [Warm allocator pass]: it imports torch while the ledger pass runs
         # On CUDA the allocator pass also leaves the allocator's own snapshot beside the
@@ -159,7 +171,8 @@ def _trace_into(script: Path, argv: list[str], out: Path, partial: Path, steps: 
         mtmp = tempfile.TemporaryDirectory(prefix="memledger-")
         allocator = _Worker("allocator", script, argv, Path(mtmp.name) / "measured.json",
                             steps, quiet=True, wait_for_go=True, fw=fw,
-                            extra=("--snapshot", str(out) + ".cuda-snapshot.pickle"))
+                            extra=("--snapshot", str(out) + ".cuda-snapshot.pickle",
+                                   "--steps-by", steps_by))
     try:
         res = _worker("ledger", script, argv, partial, steps, quiet=False, extra=fake_args,
                       fw=fw)
@@ -203,8 +216,10 @@ def _raise_for_ledger_pass(res: dict, out: Path, partial: Path, fake: bool) -> N
                           exit_code=EXIT_SCRIPT_FAILED)
     if res["steps"] == 0:
         raise ScriptError(
-            f"the script ran no optimizer step ({res.get('events', 0)} ops seen); memledger "
-            f"traces training steps, so call optimizer.step() in the script (ledger kept at {out})",
+            f"the script ran no optimizer step ({res.get('events', 0)} ops seen); for "
+            "evaluation, inference or a hand-written update count steps by forward passes "
+            f"(--steps-by forward) or trace the whole script (--steps-by whole); ledger kept "
+            f"at {out}",
             exit_code=EXIT_USAGE)
 
 

@@ -128,7 +128,7 @@ class ShardingMixin:
         target device (memledger/trace/fake.py, Note [Fake runs] rule 5)."""
         target = getattr(self, "target", None)
         if st.device.type == "meta" and target is not None:
-            return target.device
+            return target.storage_device()
         return str(st.device)
 
     # ---- 3. collectives -----------------------------------------------------------------

@@ -68,3 +68,62 @@ class StepBoundary:
     def reset(self) -> None:
         self._pending = None
         self._stepped = set()
+
+
+# ---- steps without an optimizer ------------------------------------------------------------
+# For scripts that never call `optimizer.step()` (evaluation, inference, a hand-written
+# update), `memledger trace --steps-by forward` ends a step when the next forward of a root
+# module with parameters begins (a step is one forward and whatever follows it: backward
+# and update included; the last one ends with the script), and `--steps-by whole` makes
+# the whole script one step. The ledger pass counts them in the Collector, the allocator
+# pass with StepCounter below: the same rule in both passes.
+STEPS_BY = ("optimizer", "forward", "whole")
+
+
+class StepCounter:
+    """Calls `on_step()` at each step end for `by` in ("forward", "whole"); `remove()` takes
+    its hooks off; `script_ended()` closes the open step unless `on_step` already stopped
+    the script (it raised)."""
+
+    def __init__(self, by: str, on_step) -> None:
+        from torch.nn.modules import module as nn_module
+
+        if by not in STEPS_BY[1:]:
+            raise ValueError(f"StepCounter counts by forward or whole, not {by!r}")
+        self.by, self._on_step = by, on_step
+        self.forwards = 0
+        self.stopped = False
+        self._depth = 0
+        self._handles = [] if by == "whole" else [
+            nn_module.register_module_forward_pre_hook(self._pre),
+            nn_module.register_module_forward_hook(self._post, always_call=True)]
+
+    def _fire(self) -> None:
+        try:
+            self._on_step()
+        except BaseException:
+            self.stopped = True   # the steps asked for are done: the script stops here
+            raise
+
+    def _pre(self, module, args) -> None:
+        if self._depth == 0 and next(module.parameters(), None) is not None:
+            if self.forwards:
+                self._fire()      # a new root forward: the previous step ended
+            self.forwards += 1
+        self._depth += 1
+
+    def _post(self, module, args, output) -> None:
+        self._depth = max(self._depth - 1, 0)
+
+    def remove(self) -> None:
+        for h in self._handles:
+            h.remove()
+        self._handles = []
+
+    def script_ended(self) -> None:
+        self.remove()
+        if not self.stopped and (self.by == "whole" or self.forwards):
+            try:
+                self._fire()
+            except BaseException:
+                pass   # a stop raised at the very end: the script is over anyway

@@ -48,6 +48,7 @@ class ModuleTimer:
 
     def __init__(self, clock=time.thread_time_ns) -> None:
         self._clock = clock
+        self.root: tuple | None = None
         self.steps: list[list[tuple[str, int]]] = []
         self._paths: dict[int, str] = {}
         self._stack: list[tuple[str | None, int]] = []
@@ -66,6 +67,8 @@ class ModuleTimer:
         if path is None and not self._stack and next(module.parameters(), None) is not None:
             self._paths.update({id(m): n for n, m in module.named_modules()})
             path = self._paths[id(module)]
+        if path == "" and args and self.root is None:
+            self.root = (module, args)    # the model and one batch, for the SAC probe
         self._stack.append((path, self._clock()))
 
     def _post(self, module, args, output) -> None:
@@ -110,15 +113,25 @@ class StepTimers:
         self.modules = ModuleTimer(self._clock)
         self.ops: OpTimer | None = None
         self.done = False
+        self.sac_op: list[float] = []
+        self.factor: list[float] = []
+        self.step_ns: list[int] = []
+        self._t = 0
         self._n = 0
 
     def on_step(self) -> None:
         if self.done:
             return
+        now = self._clock()
+        if 0 < self._n <= self.module_steps:
+            self.step_ns.append(now - self._t)
         if self.ops is not None:          # the op-timed step just ended
             self.ops.__exit__(None, None, None)
             self.done = True
+            self.sac_op = sac_probe(self.modules.root, len(self.ops.ops), self._clock)
+            self.factor = recompute_probe(self.modules.root, self._clock)
             return
+        self._t = self._clock()
         if self._n < self.module_steps:
             self.modules.start_step()
         else:
@@ -140,6 +153,87 @@ class StepTimers:
         if not steps:
             return None
         return {"k": "timing", "device": device, "clock": self.clock_name,
+                "step_ns": self.step_ns[:len(steps)], "sac_op_ns": self.sac_op,
+                "recompute_factor": self.factor,
                 "modules": [[[p, int(ns)] for p, ns in s] for s in steps],
                 "ops": [[o, int(ns)] for o, ns in (self.ops.ops if self.ops and self.done
                                                     else [])]}
+
+
+def _recompute_everything(ctx, op, *args, **kwargs):
+    from torch.utils.checkpoint import CheckpointPolicy
+
+    return CheckpointPolicy.PREFER_RECOMPUTE
+
+
+def sac_probe(root: tuple | None, ops_per_step: int, clock, reps: int = 5) -> list[float]:
+    """Selective checkpointing's cost per op *on this model's ops*: its forward under
+    no_grad, plain and under SAC's caching mode (every op PREFER_RECOMPUTE), `reps` times
+    interleaved; (t_sac - t_plain) / ops in that forward. Run after the timed steps (it
+    draws random numbers for dropout; nothing after it is measured). A generic op chain
+    underprices real ops by half (tiny GPT: 16 us per op here, 8 us for 8x8 `sin`s)."""
+    if root is None or not ops_per_step:
+        return []
+    from torch.utils.checkpoint import create_selective_checkpoint_contexts
+
+    module, args = root
+    counter = OpTimer(clock)
+    out = []
+    try:
+        with torch.no_grad():
+            with counter:
+                module(*args)
+            n = len(counter.ops)
+            for _ in range(reps):
+                t0 = clock()
+                module(*args)
+                t1 = clock()
+                fwd_ctx, _ = create_selective_checkpoint_contexts(_recompute_everything)
+                with fwd_ctx:
+                    module(*args)
+                t2 = clock()
+                out.append(((t2 - t1) - (t1 - t0)) / max(n, 1))
+    except Exception:      # a model this probe cannot re-run: the calibration's value serves
+        return []
+    return out
+
+
+def _first_tensor(out):
+    if isinstance(out, torch.Tensor):
+        return out
+    if isinstance(out, (list, tuple)):
+        return next((o for o in out if isinstance(o, torch.Tensor)), None)
+    if isinstance(out, dict):
+        return next((o for o in out.values() if isinstance(o, torch.Tensor)), None)
+    return None
+
+
+def recompute_probe(root: tuple | None, clock, reps: int = 5) -> list[float]:
+    """What re-running *this model's* forward inside backward costs over its plain forward:
+    the whole model under memledger's own checkpoint wrapper (measure/apply.py) vs plain,
+    forward and backward of `output.sum()`, and the plain forward alone, `reps` times
+    interleaved; factor = (t_ckpt - t_plain) / t_fwd (the per-call and per-save costs are
+    the calibration's, and small beside a whole model). A small CNN re-runs at ~1.3x its
+    forward (BatchNorm's batch statistics, MaxPool indices), an MLP block at ~1.0x.
+    Gradients it leaves in `.grad` are never used: the pass ends after it."""
+    if root is None:
+        return []
+    from memledger.measure.apply import _checkpointed
+
+    module, args = root
+    wrapped = _checkpointed(module.forward, module, None)
+    out = []
+    try:
+        def run(fn, backward: bool = True) -> int:
+            t0 = clock()
+            y = _first_tensor(fn(*args))
+            if backward and y is not None and y.requires_grad:
+                y.float().sum().backward()
+            return clock() - t0
+        run(wrapped)
+        for _ in range(reps):
+            plain, ckpt, fwd = run(module), run(wrapped), run(module, backward=False)
+            out.append((ckpt - plain) / max(fwd, 1))
+    except Exception:      # a model this probe cannot re-run: the calibration's value serves
+        return []
+    return out

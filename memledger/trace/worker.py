@@ -22,6 +22,7 @@ from memledger.trace.collector import Collector, StopTracing
 from memledger.trace.interrupts import install_worker_handlers
 from memledger.trace.rank import for_rank, rank_header
 from memledger.trace.script import ScriptOutcome, run_and_classify
+from memledger.trace.steps import STEPS_BY
 
 NO_STEP_MESSAGE = (
     "memledger: the script ran no optimizer step ({events} ops seen, {forwards} forward "
@@ -32,7 +33,8 @@ NO_STEP_MESSAGE = (
 def _ledger_pass(args) -> int:
     sink = FileSink(args.out)
     header = {"script": args.script, "argv": args.argv, "steps_requested": args.steps,
-              **rank_header()}
+              **rank_header(), **({"steps_by": args.steps_by}
+                                  if args.steps_by != "optimizer" else {})}
     world = _fake_world(args)
     header.update(world.header() if world else {})
     if args.fake:   # the script runs above FakeTensorMode: memledger/trace/fake.py
@@ -40,7 +42,8 @@ def _ledger_pass(args) -> int:
         collector = FakeTarget.for_device(args.device).collector(
             sink, max_steps=args.steps, header=header)
     else:
-        collector = Collector(sink, max_steps=args.steps, header=header)
+        collector = Collector(sink, max_steps=args.steps, header=header,
+                              steps_by=args.steps_by)
     outcome = ScriptOutcome(EXIT_OK, "")
     guard = _guard(args, lambda reason: (collector.close("timeout", reason), sink.close()))
 
@@ -129,7 +132,7 @@ def _allocator_pass(args) -> int:
         collective_bytes_at_peak,
         op_scratch,
     )
-    from memledger.trace.steps import StepBoundary
+    from memledger.trace.steps import StepBoundary, StepCounter
     from memledger.trace.timing import StepTimers
 
     cuda = CudaProbe() if torch.cuda.is_available() else None
@@ -204,8 +207,11 @@ def _allocator_pass(args) -> int:
             json.dump({"records": records, "steps": steps}, fh)
         _write_status(args.status, outcome.code, outcome.reason, steps, 0, guard)
 
-    handle = register_optimizer_step_post_hook(on_step_post)
-    handle_pre = register_optimizer_step_pre_hook(on_step_pre)
+    if args.steps_by == "optimizer":
+        handle = register_optimizer_step_post_hook(on_step_post)
+        handle_pre = register_optimizer_step_pre_hook(on_step_pre)
+    else:   # evaluation, inference, a custom update: trace/steps.py
+        handle = handle_pre = counter = StepCounter(args.steps_by, on_step)
     if cuda:
         cuda.start()
     cpu.start()
@@ -213,6 +219,8 @@ def _allocator_pass(args) -> int:
     try:
         with guard:
             outcome = run_and_classify(args.script, args.argv)
+        if args.steps_by != "optimizer":
+            counter.script_ended()
     except BaseException:
         stop_probes()
         timers.close()
@@ -252,6 +260,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="allocator pass: steps timed untraced after the measured ones")
     p.add_argument("--timeout", type=float, default=0,
                    help="under torchrun: give up after this many seconds without a step")
+    p.add_argument("--steps-by", choices=STEPS_BY, default="optimizer",
+                   help="what ends a step (memledger/trace/steps.py)")
     p.add_argument("--fake", action="store_true", help="ledger pass above FakeTensorMode")
     p.add_argument("--device", help="--fake: the target device (cpu, cuda)")
     p.add_argument("--world", type=int, default=0, help="--fake: simulate one rank of N")

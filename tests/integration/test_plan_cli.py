@@ -31,3 +31,20 @@ def test_plan_baseline_fits_its_own_peak(traced_examples, capsys):
 def test_plan_nothing_fits_exit_1(traced_examples, capsys):
     assert main(["plan", str(traced_examples["gpt"]), "--budget", "1MiB"]) == 1
     assert "no candidate fits 1MiB" in capsys.readouterr().err
+
+
+def test_plan_prints_answer_band_search_and_front(traced_examples, capsys):
+    path = traced_examples["gpt"]
+    base = Ledger.load(path).summary().measured.peak_bytes
+    assert main(["plan", str(path), "--budget", f"{int(base * 0.8)}B"]) == 0
+    out = capsys.readouterr().out
+    assert "per block:" in out and "exact)" in out and "runner-up:" in out
+    assert "Pareto front (least added time per peak)" in out
+    d_budget = int(base * 0.8)
+    assert main(["plan", str(path), "--budget", f"{d_budget}B", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["method"] == "exhaustive" and d["assumption_held"]
+    assert d["added_time_lo_s"] <= d["predicted_added_time_s"] <= d["added_time_hi_s"]
+    front = d["front"]
+    assert front[-1]["policy"] == "none" and front[0]["peak_bytes"] < base
+    assert all(a["added_time_s"] > b["added_time_s"] for a, b in zip(front, front[1:]))

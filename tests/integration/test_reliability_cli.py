@@ -274,3 +274,32 @@ def test_run_cases_point_at_tests() -> None:
         name = test.split("::")[-1]
         assert f"def {name}(" in here + other, test
     assert PEAK_BYTES == 6_400
+
+
+# ---- the CI surface: the example workflow and the install lines ----------------------------
+def test_ci_example_installs_memledger_caches_pip_and_fetches_a_baseline() -> None:
+    yaml = pytest.importorskip("yaml")
+    wf = yaml.safe_load((ROOT / "examples" / "ci" / "memledger.yml").read_text())
+    steps = wf["jobs"]["memledger"]["steps"]
+    setup = next(s for s in steps if s.get("uses", "").startswith("actions/setup-python"))
+    assert setup["with"]["cache"] == "pip"
+    runs = "\n".join(s.get("run", "") for s in steps)
+    assert "pip install torch-memledger" in runs and "pip install -e ." not in runs
+    fetch = next(s for s in steps if "baseline" in s.get("name", "").lower())
+    assert "gh run download" in fetch["run"] and fetch["env"]["GH_TOKEN"]
+    check = next(s for s in steps if "memledger check" in s.get("run", ""))
+    assert "--baseline baseline/gpt.ledger" in check["run"]
+
+
+def test_every_install_line_names_the_distribution() -> None:
+    """The PyPI name `memledger` is another project's: docs say `torch-memledger`."""
+    import tomllib
+
+    assert tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["name"] == \
+        "torch-memledger"
+    docs = [ROOT / "README.md", *(ROOT / "docs").glob("*.md"), *(ROOT / "examples").rglob("*")]
+    for path in docs:
+        if path.is_file() and path.suffix in (".md", ".yml", ".py"):
+            text = path.read_text()
+            assert "pip install memledger" not in text, path
+            assert "pip install 'memledger[" not in text, path

@@ -69,3 +69,9 @@ def blocks_ledger(H: list[int], T: list[int]) -> Ledger:
              {"k": "calibration", "device": "cpu", "params": CALIBRATION},
              {"k": "end", "ev": B + 10 * L + 1, "status": "ok"}]
     return Ledger.from_records(recs)
+
+
+def identical_blocks(L: int) -> Ledger:
+    """L identical blocks (H8[0], T8[0] each): the hardest case for the DP's front (every
+    mix with the same counts ties) and the shape of a deep transformer."""
+    return blocks_ledger([H8[0]] * L, [T8[0]] * L)

@@ -75,3 +75,12 @@ def test_session_turns_a_fake_workers_exit_2_into_one_line(tmp_path, monkeypatch
     with pytest.raises(ScriptError) as e:
         session.trace_script(script, [], tmp_path / "x.ledger", fake=True)
     assert e.value.exit_code == EXIT_USAGE and str(e.value) == line
+
+
+def test_storage_device_without_a_tensor():
+    from memledger.trace.fake import FakeTarget
+
+    # FSDP2 resizes storages it holds no tensor for: they go where the target is
+    assert FakeTarget("cuda:0", "cpu", 512).storage_device() == "cuda:0"
+    assert FakeTarget("", "cpu", 512).storage_device() == "cpu"
+    assert FakeTarget("", "cuda", 512).storage_device() == "cuda:0"

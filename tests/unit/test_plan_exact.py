@@ -163,3 +163,23 @@ def test_blocks_add_up_on_traced_examples(traced_examples, name):
         assert table.peak(c) == r.peak_bytes, table.policy(c)
         assert table.total(c) == pytest.approx(model.price(r).seconds, rel=1e-9, abs=1e-12), \
             table.policy(c)
+
+
+def test_48_identical_blocks_scale_linearly_in_work():
+    """plan's algorithmic scale (its time is benchmarked in benchmarks/plan_scale.py): the
+    runs reduction leaves O(blocks) columns and the DP's front stays small, so work grows
+    with blocks, not with options ** blocks (4 ** 48 = 8e28)."""
+    from plan_ledgers import identical_blocks
+
+    led = identical_blocks(48)
+    prep, model, table = _table(led)
+    assert table.delta.shape == (48, 4, table.delta.shape[2])
+    assert table.delta.shape[2] <= 4 * 48          # from 2 x 961 = 1,922 slots
+    base = table.peak([0] * 48)
+    stats: dict = {}
+    choice, cost = table.solve(int(base * 0.5), stats=stats)
+    assert choice is not None and stats["method"] == "dp"
+    assert stats["max_states"] <= 2_000
+    assert table.peak(choice) <= int(base * 0.5)
+    r = replay(prep, parse_policy(table.policy(choice)), rng_bytes=RNG)
+    assert r.peak_bytes == table.peak(choice)

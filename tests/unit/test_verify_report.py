@@ -116,3 +116,17 @@ def test_html_is_self_contained_with_table_bars_and_scatter():
     # scatter: baseline and the one policy that passed
     assert page.count("<circle") == 2
     assert "differs at step 0: max abs 0.026, rel 1.72 (bitwise)" in page
+
+
+def test_html_draws_plans_pareto_front_behind_the_measured_points():
+    rep = _report()
+    rep.front = [{"policy": "offload:blocks.*", "peak_bytes": 18 * MiB, "added_time_s": 0.020,
+                  "added_time_lo_s": 0.018, "added_time_hi_s": 0.022},
+                 {"policy": "checkpoint:blocks.*", "peak_bytes": 21 * MiB,
+                  "added_time_s": 0.008, "added_time_lo_s": 0.007, "added_time_hi_s": 0.009},
+                 {"policy": "none", "peak_bytes": 40 * MiB, "added_time_s": 0.0,
+                  "added_time_lo_s": 0.0, "added_time_hi_s": 0.0}]
+    page = render_compare_html(rep)
+    assert page.count("<polyline") == 1 and page.count('class="front"') == 3
+    assert "front: offload:blocks.*: 18.0 MiB, +20.0 ms (predicted)" in page
+    assert page.count("<circle") == 2 + 3        # measured points + front points

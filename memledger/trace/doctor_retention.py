@@ -1,0 +1,137 @@
+"""Tensors that carry autograd history across optimizer steps, found at step boundaries.
+
+# Note [Cross-step retention]
+At each step boundary (optimizer post-hook) the probe lists every live tensor that has a
+`grad_fn` and keeps those nodes until the next boundary. A tensor alive at the next boundary
+whose graph reaches one of them carries history across the step: `total_loss += loss` (the
+same tensor, its graph one AddBackward longer each step), `total = total + loss` (a new
+tensor whose graph holds the old one) and `losses.append(loss)` alike. A normal loop's
+`loss` of step N is a new graph at boundary N+1 and reaches nothing old. Example: 3 steps of
+`total_loss += loss` on a 4-byte scalar: at boundary 2 `total_loss` reaches boundary 1's
+node; the finding reports 4 bytes held and the graph's node count per step.
+"""
+
+from __future__ import annotations
+
+import gc
+import inspect
+import weakref
+from typing import Any
+
+import torch
+from torch import nn
+
+from memledger.trace.where import is_user_file, user_frame
+
+_Tensor = torch.Tensor
+MAX_NODES = 100_000      # graph walks stop here (a runaway graph is a finding already)
+
+
+class RetentionWatch:
+    """Kept by the doctor's probe: `boundary(step)` at each optimizer post-hook returns
+    `retained` records (see the Note above)."""
+
+    def __init__(self) -> None:
+        self.roots: list[tuple[str, weakref.ref]] = []   # (name prefix, root module)
+        self._prev: dict[int, Any] = {}     # grad_fn nodes of the previous boundary
+        self._pre: dict[int, Any] = {}      # grad_fn nodes alive before the run
+
+    def start(self) -> None:
+        # Graphs alive before the run (another run's leftovers, say) are not its history.
+        self._pre = {id(t.grad_fn): t.grad_fn for t in _grad_tensors()}
+
+    def stop(self) -> None:
+        self._prev, self._pre = {}, {}
+
+    def add_root(self, prefix: str, root: nn.Module) -> None:
+        self.roots.append((prefix, weakref.ref(root)))
+
+    def boundary(self, step: int) -> list[dict[str, Any]]:
+        pre = self._pre
+        live = [t for t in _grad_tensors() if pre.get(id(t.grad_fn)) is not t.grad_fn]
+        old, clean, out = self._prev, set(), []
+        for t in live if old else ():
+            if _reaches(t.grad_fn, old, clean):
+                rec = self._retained(t, step)
+                if rec is not None:
+                    out.append(rec)
+        self._prev = {id(t.grad_fn): t.grad_fn for t in live}
+        return out
+
+    def _retained(self, t: _Tensor, step: int) -> dict[str, Any] | None:
+        name, var, file = self._name_of(t)
+        if not var:
+            return None   # held only by a library's internals (torch.compile's caches)
+        nodes, stack, seen = 0, [t.grad_fn], set()
+        while stack and nodes < MAX_NODES:
+            n = stack.pop()
+            if n is None or id(n) in seen:
+                continue
+            seen.add(id(n))
+            nodes += 1
+            stack.extend(f for f, _ in n.next_functions)
+        try:
+            nbytes = t.untyped_storage().nbytes()
+        except (RuntimeError, NotImplementedError):
+            nbytes = 0
+        return {"k": "retained", "step": step, "name": name, "var": var, "file": file,
+                "shape": list(t.shape), "bytes": nbytes, "nodes": nodes}
+
+    def _name_of(self, t: _Tensor) -> tuple[str, str, str]:
+        """(display name, variable, file) of a user variable that holds `t`, if any."""
+        f = user_frame(3)
+        while f is not None:
+            for k, v in list(f.f_locals.items()):
+                if v is t:
+                    return k, k, f.f_code.co_filename
+                if isinstance(v, (list, tuple)) and any(x is t for x in v):
+                    i = next(i for i, x in enumerate(v) if x is t)
+                    return f"{k}[{i}]", k, f.f_code.co_filename
+                if isinstance(v, dict) and any(x is t for x in v.values()):
+                    key = next(key for key, x in v.items() if x is t)
+                    return f"{k}[{key!r}]", k, f.f_code.co_filename
+            f = f.f_back
+            while f is not None and not is_user_file(f.f_code.co_filename):
+                f = f.f_back
+        return self._attribute_of(t)
+
+    def _attribute_of(self, t: _Tensor) -> tuple[str, str, str]:
+        """A plain attribute of one of the model's modules (`model.side = out`), if any."""
+        for prefix, ref in self.roots:
+            root = ref()
+            for path, m in root.named_modules(prefix=prefix) if root is not None else ():
+                for k, v in vars(m).items():
+                    if v is t and not k.startswith("_"):
+                        try:
+                            file = inspect.getsourcefile(type(m)) or ""
+                        except TypeError:
+                            file = ""
+                        return ".".join(x for x in (path, k) if x), k, file
+        return f"tensor{tuple(t.shape)}", "", ""
+
+
+def _reaches(root, old: dict[int, Any], clean: set[int]) -> bool:
+    """Does the graph from `root` reach a node in `old`? `clean`: nodes known not to."""
+    stack, seen = [root], set()
+    while stack:
+        n = stack.pop()
+        if n is None or id(n) in seen or id(n) in clean:
+            continue
+        if old.get(id(n)) is n:
+            return True
+        seen.add(id(n))
+        if len(seen) > MAX_NODES:
+            return False
+        stack.extend(f for f, _ in n.next_functions)
+    clean.update(seen)
+    return False
+
+
+def _grad_tensors() -> list[_Tensor]:
+    """Every live tensor that carries autograd history (has a grad_fn)."""
+    out = []
+    with torch._C.DisableTorchFunction():
+        for o in gc.get_objects():
+            if issubclass(type(o), _Tensor) and o.grad_fn is not None:
+                out.append(o)
+    return out

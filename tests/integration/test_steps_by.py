@@ -1,0 +1,73 @@
+"""Scripts without optimizer.step(): steps counted by forward passes, or the whole script."""
+
+from __future__ import annotations
+
+import textwrap
+
+import torch
+
+from memledger.cli import main
+from memledger.ledger.model import Ledger
+from memledger.trace.steps import StepCounter
+
+EVAL = """
+import torch
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(64, 32), torch.nn.ReLU(), torch.nn.Linear(32, 8))
+model.eval()
+with torch.no_grad():
+    for i in range(4):                      # four evaluation batches, no optimizer anywhere
+        out = model(torch.randn(16, 64))
+        print("batch", i, float(out.sum()))
+"""
+# parameters: 64*32*4 + 32*4 + 32*8*4 + 8*4 = 8192 + 128 + 1024 + 32 = 9376 bytes
+
+
+def _script(tmp_path, body: str):
+    p = tmp_path / "eval.py"
+    p.write_text(textwrap.dedent(body))
+    return p
+
+
+def test_count_steps_by_forward_in_process():
+    # GIVEN three root forwards (each with nested submodule forwards) WHEN counted by forward
+    # THEN steps end at the 2nd and 3rd forward and the script's end closes the third
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Linear(4, 4))
+    ticks = []
+    counter = StepCounter("forward", lambda: ticks.append(len(ticks) + 1))
+    for _ in range(3):
+        model(torch.randn(2, 4))
+    assert ticks == [1, 2]
+    counter.script_ended()
+    assert ticks == [1, 2, 3]
+    model(torch.randn(2, 4))                  # hooks removed: nothing more counted
+    assert ticks == [1, 2, 3]
+    whole = StepCounter("whole", lambda: ticks.append("end"))
+    model(torch.randn(2, 4))
+    whole.script_ended()
+    assert ticks[-1] == "end"
+
+
+def test_evaluation_script_traced_by_forward(tmp_path, capsys):
+    out = tmp_path / "eval.ledger"
+    assert main(["trace", str(_script(tmp_path, EVAL)), "--steps-by", "forward", "--steps", "2",
+                 "-o", str(out)]) == 0
+    led = Ledger.load(out)
+    assert led.steps_traced == 2 and led.header["steps_by"] == "forward"
+    assert led.at_peak()["parameter"] == 9376          # see the arithmetic beside EVAL
+    assert led.measured is not None                    # the allocator pass counted alike
+
+
+def test_whole_script_is_one_step(tmp_path):
+    out = tmp_path / "whole.ledger"
+    assert main(["trace", str(_script(tmp_path, EVAL)), "--steps-by", "whole", "--no-measure",
+                 "-o", str(out)]) == 0
+    led = Ledger.load(out)
+    assert led.steps_traced == 1 and led.complete
+    assert int(led.steps["ev"].iloc[0]) == led.n_events - 1   # the step ends with the script
+
+
+def test_refusal_names_the_way_out(tmp_path, capfd):
+    assert main(["trace", str(_script(tmp_path, EVAL)), "--no-measure",
+                 "-o", str(tmp_path / "n.ledger")]) == 2
+    assert "--steps-by forward" in capfd.readouterr().err

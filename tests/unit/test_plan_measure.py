@@ -1,0 +1,63 @@
+"""`plan --measure`: predicted vs measured, and the fallback when a peak does not fit
+(the runs are stubbed: tests/integration/test_plan_cli.py runs one for real)."""
+
+from __future__ import annotations
+
+import pytest
+
+from memledger.measure import plan_check
+from memledger.measure.runner import MeasureResult
+from memledger.replay.plan import plan
+
+from plan_ledgers import H8, T8, blocks_ledger
+
+
+def _stub(monkeypatch, peaks: dict, cpu: dict):
+    calls = []
+
+    def fake(script, argv, policy, steps=3, time_steps=5, quiet=True):
+        text = str(policy)
+        calls.append(text)
+        return MeasureResult(policy=text, peak_bytes=peaks.get(text, 0), step_time_s=0.1,
+                             source="stub", steps=steps, step_cpu_time_s=cpu.get(text, 0.05))
+
+    monkeypatch.setattr(plan_check, "measure_script", fake)
+    return calls
+
+
+@pytest.fixture(scope="module")
+def report():
+    led = blocks_ledger(H8[:4], T8[:4])
+    base = plan(led, 10**12).baseline_peak_bytes
+    return plan(led, int(base * 0.6))
+
+
+def test_chosen_fits_for_real(report, monkeypatch):
+    calls = _stub(monkeypatch, {report.policy: report.predicted_peak_bytes},
+                  {"none": 0.050, report.policy: 0.0502})
+    out = plan_check.measure_plan(report, "train.py", [])
+    # interleaved: baseline, chosen, runner-up, baseline again
+    assert calls == ["none", report.policy, report.runner_up, "none"]
+    assert out.fits and out.policy == report.policy
+    assert out.measured[0].role == "chosen"
+    assert out.measured[0].measured_added_time_s == pytest.approx(0.0002)
+
+
+def test_falls_back_to_runner_up_when_chosen_is_over(report, monkeypatch):
+    over = report.budget_bytes + 1
+    _stub(monkeypatch, {report.policy: over, report.runner_up: report.budget_bytes}, {})
+    out = plan_check.measure_plan(report, "train.py", [])
+    assert out.fits and out.policy == report.runner_up
+    assert [m.fits for m in out.measured] == [False, True]
+
+
+def test_nothing_fits_for_real(report, monkeypatch):
+    _stub(monkeypatch, {}, {})
+    big = {"peaks": report.budget_bytes + 1}
+    monkeypatch.setattr(plan_check, "measure_script", lambda s, a, p, steps=3, time_steps=5:
+                        MeasureResult(policy=str(p), peak_bytes=big["peaks"], step_time_s=0.1,
+                                      source="stub", steps=3))
+    out = plan_check.measure_plan(report, "train.py", [], max_extra=2)
+    assert not out.fits and out.policy == ""
+    assert [m.role for m in out.measured][:2] == ["chosen", "runner-up"]
+    assert 2 < len(out.measured) <= 4           # then up to 2 front points under the budget

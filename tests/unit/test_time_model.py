@@ -1,0 +1,108 @@
+"""The time side of replay: untraced timings matched to the ledger, the calibration cache,
+and the cost formula's arithmetic (memledger/replay/costs.py, Note [Added time])."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from memledger.replay.calib_cache import machine_key, read_cached, write_cached
+from memledger.replay.engine import replay
+from memledger.replay.policies import parse_policy
+from memledger.replay.predict import cost_model, predict
+from memledger.replay.prepared import Prepared
+from memledger.replay.timings import match_timings
+
+from plan_ledgers import CALIBRATION, blocks_ledger
+
+
+def test_module_calls_match_by_path_and_occurrence():
+    scopes = pd.DataFrame({"mod": ["a", "a", "b", "a", "a", "b"],
+                           "ev0": [0, 5, 10, 20, 25, 30], "ev1": [5, 10, 15, 25, 30, 35],
+                           "step": [1, 1, 1, 2, 2, 2]})
+    rec = {"modules": [[["a", 100], ["a", 300], ["b", 50]],
+                       [["a", 200], ["a", 500], ["b", 70]],
+                       [["a", 150], ["a", 400], ["b", 60]]]}
+    t = match_timings(rec, scopes, pd.DataFrame({"ev": [15, 35]}), 36)
+    # the first call of `a` in every step: median(100, 200, 150) = 150; the second: 400
+    assert t.call_ns.tolist() == [150, 400, 60, 150, 400, 60]
+    # p10 of (100, 150, 200) = 100 + 0.2 x 50 = 110
+    assert t.call_lo[0] == pytest.approx(110)
+
+
+def test_ops_walk_skips_events_the_plain_run_has_not():
+    # traced step: events 0..5; mm at 1 and add at 4 made storages; events 2, 3 are a
+    # view and a detach the untraced run does not have (detach only exists under hooks)
+    rec = {"modules": [[["m", 1]]], "ops": [["randint", 10], ["mm", 500], ["view", 3],
+                                            ["add", 40], ["sum", 7]]}
+    t = match_timings(rec, pd.DataFrame({"mod": [], "ev0": [], "ev1": [], "step": []}),
+                      pd.DataFrame({"ev": [5]}), 6, made_ev=np.array([1, 4]),
+                      made_op=np.array(["mm", "add"], dtype=object))
+    # randint -> 0; mm -> 1; view -> 2, the extra event 3 gets 0 ns; add -> 4; sum -> 5
+    assert t.op_ns.tolist() == [10, 500, 3, 0, 40, 7]
+    assert t.op_kind[1] == "mm" and t.op_kind[4] == "add"
+
+
+def test_checkpoint_cost_is_the_formula():
+    # one block: T = 150,000 ns untraced forward; early stop re-runs 4 of its 10 events
+    # (no op times: share by events = 0.4); 1 save of its own (h), calibration call 500 ns,
+    # save 0 ns: 150,000 x 0.4 + 500 = 60,500 ns
+    led = blocks_ledger([100_000], [150_000])
+    rep = predict(led, [parse_policy("checkpoint:blocks.0")])
+    assert rep.policies[0].added_time_s == pytest.approx(60_500e-9, rel=1e-12)
+    assert rep.cost_source == "untraced" and rep.calibration == "ledger"
+    # the band: lo/hi constants (call 400/600) with the one timed step as its own band
+    assert rep.policies[0].added_time_lo_s == pytest.approx(60_400e-9, rel=1e-12)
+    assert rep.policies[0].added_time_hi_s == pytest.approx(60_600e-9, rel=1e-12)
+
+
+def test_offload_cost_is_per_storage_and_per_byte():
+    # block 1 offloads h_1 (300,000 B) and y_0 (10,000 B, saved by block 1's first op):
+    # 2 x 2,000 ns + 310,000 B x 0.2 ns/B = 66,000 ns
+    led = blocks_ledger([100_000, 300_000], [150_000, 20_000])
+    rep = predict(led, [parse_policy("offload:blocks.1")])
+    assert rep.policies[0].transfer_s == pytest.approx(66_000e-9, rel=1e-12)
+
+
+def test_same_ledger_same_prediction():
+    led = blocks_ledger([100_000, 300_000], [150_000, 20_000])
+    pols = [parse_policy("checkpoint:blocks.*"), parse_policy("offload:blocks.0")]
+    a = predict(led, pols).to_json_dict()
+    b = predict(led, pols).to_json_dict()
+    assert json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+
+
+def test_calibration_cache_is_keyed(tmp_path, monkeypatch):
+    monkeypatch.setenv("MEMLEDGER_CACHE_DIR", str(tmp_path))
+    assert read_cached("cpu") == {}
+    write_cached({"key": machine_key("cpu"), "device": "cpu", "params": CALIBRATION}, "cpu")
+    assert read_cached("cpu")["params"] == CALIBRATION
+    monkeypatch.setenv("OMP_NUM_THREADS", "7")        # another thread setting: another key
+    assert read_cached("cpu") == {}
+
+
+def test_cost_model_prices_a_replay_without_the_ledger_calibration(tmp_path, monkeypatch):
+    """A ledger without its own calibration uses this machine's cached one."""
+    monkeypatch.setenv("MEMLEDGER_CACHE_DIR", str(tmp_path))
+    led = blocks_ledger([100_000], [150_000])
+    led.extra.pop("calibration")
+    prep = Prepared.from_ledger(led)
+    model, where = cost_model(led, prep)
+    assert where == "none"
+    r = replay(prep, parse_policy("checkpoint:blocks.0"))
+    assert model.price(r).seconds == pytest.approx(60_000e-9, rel=1e-12)   # no call cost
+    write_cached({"key": machine_key("cpu"), "device": "cpu", "params": CALIBRATION}, "cpu")
+    model, where = cost_model(led, prep)
+    assert where == "cache" and model.price(r).seconds == pytest.approx(60_500e-9)
+
+
+def test_replay_plan_and_the_time_model_never_import_torch():
+    from tests.unit.test_imports import loaded_after
+
+    heavy = loaded_after("import memledger.replay.plan, memledger.replay.costs, "
+                         "memledger.replay.solve, memledger.replay.calib_cache, "
+                         "memledger.replay.timings, memledger.replay.block_options")
+    assert "torch" not in heavy
