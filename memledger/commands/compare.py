@@ -48,9 +48,10 @@ def compare(
     if fake:
         from memledger.trace.fake_options import refuse_fake
         refuse_fake("compare")
+    if html is not None:  # before minutes of runs, not after (docs/reliability.md)
+        check_output(html, "HTML report", inputs=[script])
     from memledger.replay.policies import policies_from_args
     from memledger.report.compare_table import compare_table, reasons
-    from memledger.verify.compare import run_compare  # torch: only when comparing
 
     pols = policies_from_args(policy or [])
     if not pols:
@@ -60,8 +61,8 @@ def compare(
         raise ScriptError("--steps and --time-steps must be at least 1", exit_code=2)
     if rtol is not None and not rtol >= 0:
         raise ScriptError(f"--rtol must be >= 0, got {rtol!r}", exit_code=2)
-    if html is not None:  # before minutes of runs, not after (docs/reliability.md)
-        check_output(html, "HTML report", inputs=[script])
+    from memledger.verify.compare import run_compare  # torch: only when comparing
+
     runs = 1 + len(pols) + (3 + len(pols) if performance else 0) + doctor  # run_compare's stages
     with stdout_to_stderr(json_), stage_progress(runs) as say:   # --json: stdout is JSON only
         rep = run_compare(script, script_args or [], pols, steps=steps, time_steps=time_steps,

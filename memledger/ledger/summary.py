@@ -7,16 +7,16 @@ from __future__ import annotations
 
 from typing import Optional
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from memledger.ledger.fake_info import FakeRun, fake_info
 from memledger.ledger.model import Ledger
 from memledger.ledger.names import block_of
 from memledger.ledger.schema import CATEGORIES, SUMMARY_SCHEMA
+from memledger.values import Value
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+_Model = Value   # memledger/values.py: the one frozen, key-strict base
 
 
 class Peak(_Model):
