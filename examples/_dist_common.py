@@ -23,12 +23,16 @@ def parse_args(description: str) -> argparse.Namespace:
     p.add_argument("--n-head", type=int, default=4)
     p.add_argument("--block-size", type=int, default=32)   # context length T
     p.add_argument("--vocab-size", type=int, default=256)
+    p.add_argument("--dtype", default="float32", help="parameters' dtype: float32, bfloat16")
     p.add_argument("--backend", default="gloo", help="gloo (CPU) or nccl (CUDA)")
     return p.parse_args()
 
 
 def init_process_group(backend: str) -> tuple[int, int]:
-    """(rank, world size); torchrun sets RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT."""
+    """(rank, world size); torchrun sets RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT.
+    (`memledger trace --fake --world N` has made a fake process group already.)"""
+    if dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
     if "RANK" not in os.environ:
         raise SystemExit("run me under torchrun: torchrun --nproc_per_node 2 " + os.path.basename(
             __import__("sys").argv[0]))
@@ -40,7 +44,7 @@ def build_model(args: argparse.Namespace) -> GPT:
     torch.manual_seed(0)   # the same initial weights on every rank
     cfg = GPTConfig(vocab_size=args.vocab_size, block_size=args.block_size, n_layer=args.n_layer,
                     n_head=args.n_head, n_embd=args.n_embd, dropout=0.0)
-    return GPT(cfg)
+    return GPT(cfg).to(getattr(torch, args.dtype))
 
 
 def batches(args: argparse.Namespace, rank: int):

@@ -3,16 +3,16 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from memledger.units import format_bytes, format_signed_bytes
+from memledger.values import Value
 
 CHECK_SCHEMA = "memledger.check/1"
 ALL = "(all)"  # Growth.module of a whole-category growth
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+_Model = Value   # memledger/values.py: the one frozen, key-strict base
 
 
 class TensorAtPeak(_Model):

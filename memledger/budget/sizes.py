@@ -10,14 +10,14 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import BeforeValidator, Field
 
 from memledger.errors import UnitError
 from memledger.units import format_bytes, parse_bytes, parse_duration
+from memledger.values import Value
 
 
-class _Value(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+_Value = Value   # memledger/values.py: the one frozen, key-strict base
 
 
 def _strip(msg: str) -> str:

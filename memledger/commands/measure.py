@@ -25,6 +25,8 @@ def measure(
         help="further steps timed without profiling (median)")] = 5,
     json_: Annotated[bool, typer.Option("--json", help="print memledger.measure/1 JSON")] = False,
     fake: Annotated[bool, typer.Option(hidden=True)] = False,
+    nproc: Annotated[int, typer.Option(
+        min=0, help="run SCRIPT on N ranks under torchrun: one result per rank")] = 0,
 ) -> None:
     """Measured allocator peak and median step time of SCRIPT with POLICY applied."""
     if fake:
@@ -36,6 +38,11 @@ def measure(
     pols = policies_from_args([policy])
     if len(pols) != 1:
         raise PolicyError("measure takes one policy; run it once per policy")
+    if nproc:
+        from memledger.commands.ranks import measure_nproc
+
+        measure_nproc(script, script_args or [], pols[0], nproc, steps, time_steps, json_)
+        return
     res = measure_script(script, script_args or [], pols[0], steps=steps, time_steps=time_steps)
     if json_:
         print_json(res.to_json_dict())

@@ -24,7 +24,12 @@ def trace_nproc(script: Path, argv: list[str], output: Path, nproc: int, steps: 
         if res.measured:
             line += f"; allocator peak {format_bytes(s.measured.peak_bytes)}"
         console.print(line + ("  [bold]◀ worst[/]" if r == worst and nproc > 1 else ""))
-    err_console.print(f"next: memledger show {output}", style="dim")
+    if output.exists():   # Note: a file under the exact name wins (ledger/ranks.py)
+        err_console.print(f"memledger: note: {output} itself is an older one-process ledger, "
+                          f"and `show {output}` reads it; remove it to see every rank",
+                          style="yellow")
+    else:
+        err_console.print(f"next: memledger show {output}", style="dim")
     return res
 
 
@@ -139,3 +144,28 @@ def diff_ranks(before: Path, after: Path, json_: bool, top: int) -> None:
                       + ("  [bold]◀ grew most[/]" if r == worst else ""), highlight=False)
     console.print()
     print_diff(diffs[worst], console)
+
+
+def measure_nproc(script: Path, argv: list[str], policy, nproc: int, steps: int,
+                  time_steps: int, json_: bool) -> None:
+    """`memledger measure --nproc N`: every rank's measured peak and step time; JSON: one
+    memledger.measure/1 object per rank under "ranks", the worst rank's at top level."""
+    from memledger.commands.common import print_json
+    from memledger.ledger.ranks import ranks_json
+    from memledger.measure.ranks import measure_ranks
+
+    results = measure_ranks(script, argv, policy, nproc, steps=steps, time_steps=time_steps)
+    worst = max(range(nproc), key=lambda r: (results[r].peak_bytes, -r))
+    peaks = [r.peak_bytes for r in results]
+    skew = {"max_bytes": max(peaks), "min_bytes": min(peaks),
+            "spread_bytes": max(peaks) - min(peaks)}
+    if json_:
+        print_json(ranks_json([{"rank": r, **res.to_json_dict()}
+                               for r, res in enumerate(results)], worst, skew))
+        return
+    for r, res in enumerate(results):
+        console.print(f"rank {r} of {nproc} with {res.policy}: peak "
+                      f"[magenta]{format_bytes(res.peak_bytes)}[/] ({res.peak_bytes:,} B, "
+                      f"{res.source}); step time {res.step_time_s * 1e3:.1f} ms"
+                      + ("  [bold]◀ worst[/]" if r == worst and nproc > 1 else ""),
+                      highlight=False)

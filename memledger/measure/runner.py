@@ -66,11 +66,19 @@ def measure_script(script: str | Path, argv: list[str], policy: Policy, steps: i
                 sys.stderr.write(proc.stdout.decode(errors="replace"))
             raise ScriptError(f"measure worker died with status {proc.returncode}")
         res = json.loads(out.read_text())
+    return result_from_worker(res, policy, steps, time_steps,
+                              proc.stdout if quiet else None)
+
+
+def result_from_worker(res: dict, policy: Policy, steps: int, time_steps: int,
+                       output: bytes | None = None) -> MeasureResult:
+    """The MeasureResult of one worker's JSON (one rank's, under `--nproc`); raises on a
+    failed run. `output`: the worker's captured output, shown when the script failed."""
     if res["code"] != EXIT_OK:
         if res["code"] == EXIT_USAGE:
             raise PolicyError(res["error"].splitlines()[0] if res["error"] else "policy failed")
-        if quiet and proc.stdout:
-            sys.stderr.write(proc.stdout.decode(errors="replace"))
+        if output:
+            sys.stderr.write(output.decode(errors="replace"))
         raise ScriptError(f"the script failed under {policy.text()!r}: {res['error']}",
                           exit_code=EXIT_SCRIPT_FAILED)
     if res["steps"] < steps:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 
@@ -36,6 +37,9 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.argv and args.argv[0] == "--":
         args.argv = args.argv[1:]
+    from memledger.trace.rank import for_rank
+
+    args.out = for_rank(args.out)   # under torchrun (`measure --nproc`): one file per rank
 
     import torch
     from torch.optim.optimizer import register_optimizer_step_post_hook
@@ -72,6 +76,10 @@ def main(argv: list[str] | None = None) -> int:
         else:
             cpu.stop()
             result.update(peak_bytes=int(cpu.peaks().get("cpu", 0)), source="cpu-profiler")
+            if "RANK" in os.environ:   # under torchrun: the peak counted by pointer
+                from memledger.trace.allocator import collective_bytes_at_peak
+
+                result.update(collective_bytes_at_peak(cpu))   # Note [Collective scratch]
 
     def on_step(*_) -> None:
         state["n"] += 1
@@ -109,6 +117,8 @@ def main(argv: list[str] | None = None) -> int:
             installer.remove()
     if installer is not None and installer.error is not None:
         result.update(error=str(installer.error), code=EXIT_USAGE)
+    elif isinstance(outcome.error, PolicyError):   # refused while running (stateful call)
+        result.update(error=str(outcome.error), code=EXIT_USAGE)
     elif installer is not None and installer.applied is None and code == EXIT_OK:
         result.update(error="memledger: the policy never applied: the script called no module "
                             "with parameters; measure needs a model's forward", code=EXIT_USAGE)

@@ -9,16 +9,16 @@ absent from A is "new".
 from __future__ import annotations
 
 import pandas as pd
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from memledger.ledger.model import Ledger
 from memledger.ledger.schema import CATEGORIES
+from memledger.values import Value
 
 DIFF_SCHEMA = "memledger.diff/1"
 
 
-class _M(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+_M = Value   # memledger/values.py: the one frozen, key-strict base
 
 
 class Delta(_M):

@@ -38,7 +38,8 @@ from memledger.errors import (
 )
 from memledger.ledger.ranks import rank_file, rank_file_template
 from memledger.ledger.writer import append_records
-from memledger.trace.session import check_script, check_writable
+from memledger.outputs import check_output
+from memledger.trace.session import check_script
 
 DEFAULT_TIMEOUT_S = 300.0   # seconds without an optimizer step before a rank is called hung
 # torchrun gives the other ranks this long after SIGTERM before SIGKILL; the launcher waits
@@ -54,18 +55,20 @@ class RanksResult:
     statuses: list[dict] = field(default_factory=list)
 
 
-def torchrun_command(nproc: int, worker_args: list[str]) -> list[str]:
+def torchrun_command(nproc: int, worker_args: list[str],
+                     module: str = "memledger.trace.worker") -> list[str]:
     """torch's launcher (`torch.distributed.run`, through memledger/trace/torchrun.py for a
     quiet failure) running the trace worker on `nproc` local ranks."""
     return [sys.executable, "-m", "memledger.trace.torchrun", "--standalone",
             "--nproc-per-node", str(nproc), "--max-restarts", "0",
-            "-m", "memledger.trace.worker", *worker_args]
+            "-m", module, *worker_args]
 
 
-def _launch(nproc: int, worker_args: list[str], timeout_s: float, quiet: bool) -> tuple[int, str]:
+def _launch(nproc: int, worker_args: list[str], timeout_s: float, quiet: bool,
+            module: str = "memledger.trace.worker") -> tuple[int, str]:
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     env.setdefault("OMP_NUM_THREADS", "1")  # torchrun's own default for nproc > 1, said quietly
-    proc = subprocess.Popen(torchrun_command(nproc, worker_args), env=env,
+    proc = subprocess.Popen(torchrun_command(nproc, worker_args, module), env=env,
                             stdout=subprocess.PIPE if quiet else None,
                             stderr=subprocess.STDOUT if quiet else None,
                             start_new_session=True)
@@ -118,7 +121,8 @@ def trace_ranks(script: str | Path, argv: list[str], out: str | Path, nproc: int
         raise ScriptError("--nproc must be at least 1", exit_code=EXIT_USAGE)
     if steps < 1:
         raise ScriptError("--steps must be at least 1", exit_code=EXIT_USAGE)
-    ledgers = [check_writable(rank_file(out, r)) for r in range(nproc)]
+    ledgers = [check_output(rank_file(out, r), "ledger", inputs=[script], ledger=True)
+               for r in range(nproc)]
     template = rank_file_template(out)
     common = ["--steps", str(steps), "--timeout", str(timeout_s)]
     with tempfile.TemporaryDirectory(prefix="memledger-ranks-") as tmp:

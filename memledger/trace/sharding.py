@@ -65,7 +65,8 @@ class ShardingMixin:
 
     def _init_sharding(self) -> None:
         self._sharded_slots: set[tuple[int, str]] = set()   # (id(module), param name)
-        self._unsharded: dict[int, tuple[str, str, list[int]]] = {}  # key -> name, dtype, shape
+        # storage key -> (name, dtype, shape, device) of an unsharded parameter's storage
+        self._unsharded: dict[int, tuple[str, str, list[int], str]] = {}
         self._resized_away: set[int] = set()   # sids freed by resize_, their weakref not yet
         self._fsdp_units: list[str | None] = []  # parallel to _rf_stack: FSDP unit or None
         self._comm_ops: dict[Any, bool] = {}
@@ -89,8 +90,9 @@ class ShardingMixin:
             if st.nbytes() == 0:
                 continue
             full = f"{path}.{name}".lstrip(".")
-            self._unsharded.setdefault(
-                st._cdata, (full, str(p.dtype).removeprefix("torch."), list(p.shape)))
+            if st._cdata not in self._unsharded:
+                self._unsharded[st._cdata] = (full, str(p.dtype).removeprefix("torch."),
+                                              list(p.shape), self._where(p, st)[0])
             self._role(p, "parameter", self._unsharded[st._cdata][0], shard="unsharded")
 
     def _on_resize(self, st: torch.UntypedStorage, old: int, new: int) -> None:
@@ -113,9 +115,10 @@ class ShardingMixin:
         self._sids[key] = sid
         ref = weakref.ref(st, self._on_free)
         self._refs[id(ref)] = (sid, key, ref)
-        name, dtype, shape = self._unsharded.get(key, ("", "uint8", [new]))
-        self.sink.write({"k": "alloc", "sid": sid, "ev": self._ev, "bytes": new,
-                         "dev": self._resized_device(st), "dtype": dtype, "shape": shape, "op": "resize_",
+        name, dtype, shape, dev = self._unsharded.get(
+            key, ("", "uint8", [new], self._resized_device(st)))
+        self.sink.write({"k": "alloc", "sid": sid, "ev": self._ev,
+                         "bytes": self._resized_bytes(dev, new), "dev": dev, "dtype": dtype, "shape": shape, "op": "resize_",
                          "mod": self._module_now(), "ph": self._phase, "step": self._step})
         self._last[sid] = self._ev
         if name:
@@ -130,6 +133,15 @@ class ShardingMixin:
         if st.device.type == "meta" and target is not None:
             return target.storage_device()
         return str(st.device)
+
+    def _resized_bytes(self, dev: str, nbytes: int) -> int:
+        """A fake CUDA target rounds as the caching allocator does (fake.py rule 5)."""
+        target = getattr(self, "target", None)
+        if target is not None and target.rounding and dev.startswith("cuda"):
+            from memledger.trace.fake import cuda_block_bytes
+
+            return cuda_block_bytes(nbytes)
+        return nbytes
 
     # ---- 3. collectives -----------------------------------------------------------------
     def _mark_communication(self, func: Any, args: tuple, out: Any) -> None:

@@ -245,3 +245,12 @@ def test_the_python_api_under_torchrun_writes_one_ledger_per_rank(tmp_path):
         # Linear(8, 8): 64 + 8 floats = 288 B of parameters on every rank
         assert (led.header["rank"], led.header["world_size"]) == (r, 2)
         assert _sum(led, category="parameter") == 288 and led.steps_traced == 3
+
+
+def test_measure_gives_every_rank_its_own_result(capsys):
+    rc = main(["measure", "--nproc", "2", "--steps", "1", "--time-steps", "1", "--json",
+               str(SCRIPTS / "dist_modes.py"), "--", "ok"])
+    d = json.loads(capsys.readouterr().out)
+    assert rc == 0 and d["schema"] == "memledger.measure/1"
+    assert [r["rank"] for r in d["ranks"]] == [0, 1] and d["peak_bytes"] == max(
+        r["peak_bytes"] for r in d["ranks"])
