@@ -24,7 +24,12 @@ def trace_nproc(script: Path, argv: list[str], output: Path, nproc: int, steps: 
         if res.measured:
             line += f"; allocator peak {format_bytes(s.measured.peak_bytes)}"
         console.print(line + ("  [bold]◀ worst[/]" if r == worst and nproc > 1 else ""))
-    err_console.print(f"next: memledger show {output}", style="dim")
+    if output.exists():   # Note: a file under the exact name wins (ledger/ranks.py)
+        err_console.print(f"memledger: note: {output} itself is an older one-process ledger, "
+                          f"and `show {output}` reads it; remove it to see every rank",
+                          style="yellow")
+    else:
+        err_console.print(f"next: memledger show {output}", style="dim")
     return res
 
 

@@ -24,8 +24,14 @@ event 7 and freed after event 11 is live on [7, 12): `created=7`, `freed=12`.
 
 Kinds for replay and the CUDA path, kept in `Ledger.extra`: `fwdlast` (the last forward use
 of each saved storage, written when backward starts), `opscratch` (kernel-internal scratch
-per op, from the allocator pass; Note [Kernel scratch] in trace/allocator.py) and `oom` (the
-CUDA allocator's counters when the script ran out of memory).
+per op, from the allocator pass; Note [Kernel scratch] in trace/allocator.py), `oom` (the
+CUDA allocator's counters when the script ran out of memory) and `stateful` (a module call
+that stored storages it made into an object it was handed, e.g. a KV cache: `mod`, `ev0`,
+`ev1`, `obj`, `sids`; Note [State written outside a region] in trace/outside_state.py),
+`released` (`sid`, `ev`: the first event at which only autograd held a saved storage, -1 if
+the script still held it at backward; Note [When a saved storage is released] in
+trace/collector.py) and `args` (`mod`, `ev0`, `sids`: the storages a module call was handed,
+parameters and buffers left out; checkpoint holds them until the call's backward).
 
 `memledger doctor -o` appends a `doctor` record (schema memledger.doctor/1, steps) and one
 `finding` record per finding (check, severity, message, evidence, where), read with

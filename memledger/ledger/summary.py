@@ -87,6 +87,8 @@ class Summary(_Model):
         default_factory=dict, description="parameter bytes at the peak by shard role: "
         "'sharded' (the local shard), 'unsharded' (gathered for compute), 'full' (not sharded)")
     fake: FakeRun | None = Field(None, description="fake runs only: target, stand-ins, FLOPs")
+    compiled: bool = Field(False, description="the script runs torch.compile'd code: the "
+                           "ledger is its eager run, `measured` the compiled run's allocator")
     threads: int = Field(1, description="most Python threads alive at a step's end; tensors "
                                         "made by threads other than the traced one are not in "
                                         "the ledger (they are in the allocator's peak)")
@@ -134,6 +136,7 @@ def summarize(led: Ledger, top: int = 10) -> Summary:
         rank=led.header.get("rank"), world_size=led.header.get("world_size"),
         parameter_shards=_shards(led, pk.event),
         fake=fake_info(led),
+        compiled=bool(led.extra.get("compiled")),
         threads=int((led.end or {}).get("threads", 1)),
     )
 

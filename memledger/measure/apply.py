@@ -55,6 +55,13 @@ from torch.utils.checkpoint import (
 from memledger.errors import PolicyError
 from memledger.measure.offload import Offloader
 from memledger.replay.policies import Policy, PolicyKind, Region, resolve
+from memledger.replay.stateful import stateful_message
+from memledger.trace.outside_state import (
+    argument_objects,
+    reachable_tensors,
+    storage_key,
+    written_state,
+)
 
 
 @dataclass
@@ -103,9 +110,10 @@ def apply_policy(model: nn.Module, policy: Policy, offload_dir: str | None = Non
         orig = mod.forward   # the bound class forward
         kind = r.part.kind
         if kind is PolicyKind.CHECKPOINT:
-            wrapped = _checkpointed(orig, mod, None)
+            wrapped = _checkpointed(orig, mod, None, (policy.text(), r.path))
         elif kind is PolicyKind.SELECTIVE:
-            wrapped = _checkpointed(orig, mod, _selective_context(r.part.save_ops()))
+            wrapped = _checkpointed(orig, mod, _selective_context(r.part.save_ops()),
+                                    (policy.text(), r.path))
         elif kind is PolicyKind.OFFLOAD:
             key = r.part.min_bytes
             if key not in offloaders:
@@ -120,7 +128,8 @@ def apply_policy(model: nn.Module, policy: Policy, offload_dir: str | None = Non
     return handle
 
 
-def _checkpointed(orig: Callable, module: nn.Module, context_fn: Callable | None) -> Callable:
+def _checkpointed(orig: Callable, module: nn.Module, context_fn: Callable | None,
+                  where: tuple[str, str] = ("checkpoint", "")) -> Callable:
     def contexts() -> tuple[Any, Any]:
         fwd, recompute = context_fn() if context_fn is not None else (
             contextlib.nullcontext(), contextlib.nullcontext())
@@ -132,9 +141,27 @@ def _checkpointed(orig: Callable, module: nn.Module, context_fn: Callable | None
     def forward(*args: Any, **kwargs: Any) -> Any:
         if not torch.is_grad_enabled():
             return orig(*args, **kwargs)
-        return checkpoint(orig, *args, use_reentrant=False, preserve_rng_state=True,
-                          context_fn=contexts, **kwargs)
+        before = _state_storages(args, kwargs)
+        out = checkpoint(orig, *args, use_reentrant=False, preserve_rng_state=True,
+                         context_fn=contexts, **kwargs)
+        _refuse_written_state(args, kwargs, before, *where)
+        return out
     return forward
+
+
+# Note [State written outside a region] (memledger/trace/outside_state.py): a call that
+# stores new tensors into an object it was handed (a KV cache) would store them again when
+# recomputed. Checked after the region's forward, so the refusal comes before any recompute.
+def _state_storages(args: tuple, kwargs: dict) -> set[int]:
+    return {k for obj in argument_objects(args, kwargs) for t in reachable_tensors(obj)
+            if (k := storage_key(t)) is not None}
+
+
+def _refuse_written_state(args: tuple, kwargs: dict, before: set[int], policy: str,
+                          path: str) -> None:
+    written = written_state(args, kwargs, lambda k: k not in before)
+    if written:
+        raise PolicyError(stateful_message(policy, path, written[0][0]))
 
 
 # Note [BatchNorm under recompute]

@@ -117,6 +117,8 @@ def main(argv: list[str] | None = None) -> int:
             installer.remove()
     if installer is not None and installer.error is not None:
         result.update(error=str(installer.error), code=EXIT_USAGE)
+    elif isinstance(outcome.error, PolicyError):   # refused while running (stateful call)
+        result.update(error=str(outcome.error), code=EXIT_USAGE)
     elif installer is not None and installer.applied is None and code == EXIT_OK:
         result.update(error="memledger: the policy never applied: the script called no module "
                             "with parameters; measure needs a model's forward", code=EXIT_USAGE)

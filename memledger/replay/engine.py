@@ -11,11 +11,17 @@ whose forward call spans events [ev0, ev1):
 1. A storage made inside R and saved for backward only by ops inside R (first save >= ev0,
    last save < ev1 - 1; see Rule 5) is *dropped*: autograd holds a placeholder, so the
    storage is freed at its last forward use (`fwdlast` record + 1) instead of in backward.
-2. R's inputs stay (checkpoint keeps them to re-run R); so does everything made outside R.
+2. R's inputs stay (checkpoint keeps them to re-run R) until R's backward is done, even
+   those autograd saved nothing for (`args` records; see `_hold_call_args`); so does
+   everything made outside R.
 3. At the first unpack of any dropped storage (event U, in backward) the forward of R is
    re-run *before* event U: its events ev0 .. E-1 are inserted there, where E is one past
-   the op that saved the last dropped storage (early stop: recomputation ends once every
-   saved tensor is back). Dropped storages reappear at U + (created - ev0) and live until
+   the last dropped storage's save record (early stop: torch raises from its pack hook as
+   the last saved tensor is packed again). An op packs its *inputs* before it runs, so an
+   input-saving last op is not re-run: on CPU `nn.Dropout` is `x * mask`, the multiply
+   saves `mask` and the recompute stops before the multiply, so a block ending in dropout
+   does not make its (4, 64, 1024) fp32 output (1,048,576 B) again while recomputing.
+   An op packs its *outputs* after it ran (softmax, tanh): the record's event is that op. Dropped storages reappear at U + (created - ev0) and live until
    their original free; the region's temporaries reappear and die as they did in forward.
 4. preserve_rng_state keeps the CPU generator state (5056 bytes, `torch.get_rng_state()`)
    from ev0 until R's backward ends; recomputation forks it once more while it runs.
@@ -33,6 +39,11 @@ back as the block's forward is re-run.
 Selective checkpointing keeps the outputs of its `save` op kinds (they are cached in
 forward and handed back during recomputation): those storages keep their lifetime, and one
 that was not saved by autograd is held until the recomputation that reuses it.
+
+A dropped or offloaded storage leaves at the event the script let go of it (`released`
+records, Note [When a saved storage is released] in trace/collector.py: a local of the
+caller's frame holds it past its last use); without the record, at its last forward use.
+One the script holds into backward (a KV cache, a tensor it keeps) never leaves.
 
 Offload: a storage saved only inside offloaded regions (and at least `min` bytes) leaves the
 device at its last forward use; at its unpack one copy comes back and lives until its
@@ -52,6 +63,7 @@ from memledger.ledger.schema import CATEGORIES
 from memledger.replay.calls import save_call, which_call
 from memledger.replay.policies import Policy, PolicyKind, resolve
 from memledger.replay.prepared import ACTIVATION, Prepared
+from memledger.replay.stateful import refuse_recompute_of_stateful
 
 WORKSPACE = CATEGORIES.index("workspace")
 OTHER = CATEGORIES.index("other")
@@ -174,6 +186,8 @@ def _owners(prep: Prepared, calls: _Calls) -> _Owners:
                    which_call(calls.ev0 - 1, calls.ev1 - 1, prep.saved_last, n))
     fwd_end = np.where(prep.fwd_last >= 0, prep.fwd_last + 1, prep.saved_last + 2)
     fwd_end = np.maximum(fwd_end, prep.arg_end)
+    if prep.released is not None:   # measured: when the script let go of it
+        fwd_end = np.where(prep.released >= 0, prep.released, fwd_end)
     fwd_end = np.clip(fwd_end, cr + 1, prep.freed)
     return _Owners(made=which_call(calls.ev0, calls.ev1, cr, n), first_save=k_s,
                    last_save=k_l, fwd_end=fwd_end)
@@ -243,7 +257,7 @@ def _segments(prep: Prepared, calls: _Calls, dropped: np.ndarray, own: _Owners) 
     trig = np.full(m + 1, _BIG, dtype=np.int64)
     np.minimum.at(trig, kd, np.where(prep.unpack >= 0, prep.unpack, _BIG))
     stop = np.full(m + 1, -1, dtype=np.int64)
-    np.maximum.at(stop, kd, prep.saved_last + 2)              # early stop: last save + 1
+    np.maximum.at(stop, kd, prep.saved_last + 1)              # Rule 3: the last pack ends it
     bw_end = np.full(m + 1, -1, dtype=np.int64)
     np.maximum.at(bw_end, kd, prep.freed)
     trig, stop, bw_end = trig[:m], stop[:m], bw_end[:m]
@@ -289,17 +303,50 @@ def _lifetimes(prep: Prepared, calls: _Calls, own: _Owners, seg: _Segments,
                dropped: np.ndarray, kept_cache: np.ndarray, off: np.ndarray,
                rng_bytes: int) -> _Lifetimes:
     cr, fr0, nb = prep.created, prep.freed, prep.nbytes
+    held = _held(prep)
+    fr = np.where((dropped | off) & ~held, own.fwd_end, fr0)   # a holder keeps what it holds
+    fr = _hold_call_args(prep, fr, calls, seg)
     out = _Lifetimes()
-    out.add(seg.pos_c(cr), seg.pos_f(np.where(dropped | off, own.fwd_end, fr0)), nb, prep.cat)
+    out.add(seg.pos_c(cr), seg.pos_f(fr), nb, prep.cat)
     if len(calls):
         _recomputed_rows(prep, calls, own, seg, dropped, kept_cache, out)
         if rng_bytes:
             _rng_rows(calls, seg, rng_bytes, out)
     _scratch_rows(prep, calls, seg, out)
     u = np.flatnonzero(off & (prep.unpack_first >= 0))     # offloaded: back at first unpack
-    out.add(seg.pos_c(prep.unpack_first[u]), seg.pos_f(np.maximum(fr0[u], prep.unpack[u] + 1)),
-            nb[u], prep.cat[u])
+    # a held storage's own free is its holder's: the read-back goes with autograd's last use
+    back_end = np.where(held[u], prep.unpack[u] + 1, np.maximum(fr0[u], prep.unpack[u] + 1))
+    out.add(seg.pos_c(prep.unpack_first[u]), seg.pos_f(back_end), nb[u], prep.cat[u])
     return out
+
+
+def _held(prep: Prepared) -> np.ndarray:
+    """Storages something besides autograd keeps into backward (a KV cache, a tensor the
+    script keeps): checkpoint and offload cannot free them in forward."""
+    held = prep.held if prep.held is not None else np.zeros(len(prep.created), dtype=bool)
+    if prep.released is not None:
+        held = held | (prep.released == -1)
+    return held
+
+
+def _hold_call_args(prep: Prepared, fr: np.ndarray, calls: _Calls, seg: _Segments) -> np.ndarray:
+    """Rule 2: checkpoint's frame holds a region's arguments until its backward is done
+    (the frame goes with the last of its saved-tensor holders), even when autograd saved
+    none of them. A frozen LoRA base: the (2, 32, 64) fp32 hidden states entering a block
+    (16,384 B) are saved by nothing and freed as the next block starts; checkpointed, they
+    stay until that block's backward."""
+    ckpt = _is_recomputed(calls.kind)
+    if prep.arg_row is None or not len(prep.arg_row) or not ckpt.any():
+        return fr
+    k = which_call(calls.ev0, calls.ev1, prep.arg_ev0, prep.n_events)
+    kk = np.maximum(k, 0)
+    mine = (k >= 0) & (calls.ev0[kk] == prep.arg_ev0) & (calls.mods[kk] == prep.arg_mod) & \
+        ckpt[kk] & (seg.bw_end[kk] >= 0)
+    if not mine.any():
+        return fr
+    fr = fr.copy()
+    np.maximum.at(fr, prep.arg_row[mine], seg.bw_end[kk[mine]])
+    return fr
 
 
 def _recomputed_rows(prep, calls, own, seg, dropped, kept_cache, out: _Lifetimes) -> None:
@@ -420,6 +467,10 @@ def replay(prep: Prepared, policy: Policy, rng_bytes: int = CPU_RNG_STATE_BYTES,
     `probe`: an original event; `Replayed.at_probe` is then the bytes per category live
     right after it in the rewritten stream. `slots`: also return `slot_curve`."""
     calls = _select_calls(prep, policy)
+    if prep.stateful_mod is not None:   # never re-run a call that writes outside state
+        refuse_recompute_of_stateful(policy.text(), calls.mods, calls.ev0,
+                                     _is_recomputed(calls.kind), prep.stateful_mod,
+                                     prep.stateful_ev0, prep.stateful_obj)
     own = _owners(prep, calls)
     dropped, kept_cache = _checkpoint_drops(prep, calls, own, policy)
     off = _offloaded(prep, calls, own)

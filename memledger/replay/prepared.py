@@ -15,6 +15,7 @@ import pandas as pd
 
 from memledger.ledger.model import Ledger
 from memledger.ledger.schema import CATEGORIES
+from memledger.replay.stateful import held_sids, stateful_calls
 from memledger.replay.timings import Timings, match_timings
 
 CAT_INDEX = {c: i for i, c in enumerate(CATEGORIES)}
@@ -58,6 +59,14 @@ class Prepared:
     scratch_bytes: np.ndarray  # int64 that scratch, above the state after the event
     workspace: int            # measured peak minus predicted baseline peak (unexplained bytes)
     baseline_ledger_peak: int
+    held: np.ndarray = None   # bool: kept alive by an object outside its call (a KV cache)
+    released: np.ndarray = None  # int64: first event only autograd held it (-1: never, -2: ?)
+    arg_mod: np.ndarray = None   # object: module of a call, per (call, argument storage) pair
+    arg_ev0: np.ndarray = None   # int64: that call's first event
+    arg_row: np.ndarray = None   # int64: the argument's row in the storage arrays
+    stateful_mod: np.ndarray = None   # object: module of each call that wrote outside state
+    stateful_ev0: np.ndarray = None   # int64: that call's first event
+    stateful_obj: np.ndarray = None   # object: the class of the object it wrote into
     saves: np.ndarray = None  # int64 saves (packs) per storage
     timings: Timings = None   # untraced module and op times (memledger/replay/timings.py)
     calibration: dict = None  # the machine's cost constants recorded in the ledger ({}: none)
@@ -90,6 +99,8 @@ class Prepared:
         mod_code, mod_names = pd.factorize(sc["mod"].astype(str))
         smod_code, smod_names = pd.factorize(st["saved_module"].astype(str))
         untraced = meas.get("step_ns") or calib.get("step_ns") or []
+        stateful = led.extra.get("stateful", [])   # Note [State written outside a region]
+        st_mod, st_ev0, st_obj = stateful_calls(stateful)
         timing = [r for r in led.extra.get("timing", [])
                   if r.get("device", led.device) == led.device]
         return cls(
@@ -127,6 +138,10 @@ class Prepared:
             scratch_bytes=scratch_b,
             workspace=max(0, int(meas.get("peak_bytes", 0)) - curve_peak) if meas else 0,
             baseline_ledger_peak=curve_peak,
+            held=st.index.isin(list(held_sids(stateful))),
+            released=_released(led, st),
+            **_call_args(led, st),
+            stateful_mod=st_mod, stateful_ev0=st_ev0, stateful_obj=st_obj,
             saves=(st["saves"] if "saves" in st else pd.Series(np.zeros(len(st)))).to_numpy(
                 dtype=np.int64),
             timings=match_timings(timing[-1] if timing else None, sc, led.steps, n,
@@ -148,6 +163,14 @@ class Prepared:
                        and len(getattr(self, f.name)) == n and not f.name.endswith("_names")
                        and not f.name.startswith(not_per_storage)]
         out = dataclasses.replace(self, **{f: getattr(self, f)[keep] for f in per_storage})
+        for f in ("held", "released"):
+            if getattr(self, f) is not None:
+                setattr(out, f, getattr(self, f)[keep])
+        if self.arg_row is not None:   # argument rows point into the kept storages now
+            new_row = np.cumsum(keep) - 1
+            ok = keep[self.arg_row]
+            out.arg_row = new_row[self.arg_row[ok]]
+            out.arg_mod, out.arg_ev0 = self.arg_mod[ok], self.arg_ev0[ok]
         out.__dict__["_modules"] = self.module_table
         return out
 
@@ -224,3 +247,28 @@ def _scratch(led: Ledger, st: pd.DataFrame, op_code: np.ndarray,
     if not evs:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     return np.concatenate(evs), np.concatenate(sizes)
+
+
+def _released(led: Ledger, st: pd.DataFrame) -> np.ndarray:
+    """Per storage: the first event at which only autograd held it (collector's Note [When a
+    saved storage is released]); -1 if the script held it into backward; -2 if unknown (not
+    saved, or a ledger from before the record existed)."""
+    recs = led.extra.get("released", [])
+    if not recs:
+        return np.full(len(st), -2, dtype=np.int64)
+    rel = pd.DataFrame(recs, columns=["k", "sid", "ev"]).drop_duplicates(
+        "sid", keep="first").set_index("sid")["ev"]
+    return rel.reindex(st.index).fillna(-2).to_numpy(dtype=np.int64)
+
+
+def _call_args(led: Ledger, st: pd.DataFrame) -> dict[str, np.ndarray]:
+    """(call module, call first event, storage row) per tensor a module call was handed."""
+    recs = led.extra.get("args", [])
+    mods = [r["mod"] for r in recs for _ in r["sids"]]
+    ev0 = [r["ev0"] for r in recs for _ in r["sids"]]
+    sids = [s for r in recs for s in r["sids"]]
+    row = pd.Index(st.index).get_indexer(sids) if sids else np.zeros(0, dtype=np.int64)
+    ok = row >= 0   # storages on another device are not in these arrays
+    return {"arg_mod": np.asarray(mods, dtype=object)[ok],
+            "arg_ev0": np.asarray(ev0, dtype=np.int64)[ok],
+            "arg_row": np.asarray(row, dtype=np.int64)[ok]}

@@ -56,7 +56,9 @@ def _headline(s: Summary, source: str) -> list[Text]:
     ]
     if s.fake is not None:
         lines.append(_fake_line(s))
-    if s.measured.source != "none":
+    if s.compiled:
+        lines.append(compiled_line(pk.bytes, s.measured.peak_bytes))
+    elif s.measured.source != "none":
         lines.append(Text(f"Allocator peak {format_bytes(s.measured.peak_bytes)} "
                           f"({s.measured.source}): "
                           + agreement(s.measured.peak_bytes, pk.bytes), style="dim"))
@@ -66,6 +68,15 @@ def _headline(s: Summary, source: str) -> list[Text]:
                           "includes them), so the ledger may not explain the peak",
                           style="yellow"))
     return lines
+
+
+def compiled_line(ledger_peak: int, compiled_peak: int) -> Text:
+    """torch.compile: the ledger is the eager run (Dynamo compiles nothing under tracing)."""
+    compiled = f"{format_bytes(compiled_peak)} ({compiled_peak:,} B)" if compiled_peak \
+        else "not measured"
+    return Text(f"torch.compile: this ledger is the EAGER run (peak {format_bytes(ledger_peak)},"
+                f" {ledger_peak:,} B); the compiled run's allocator peak is {compiled}",
+                style="yellow")
 
 
 def _where(module: str) -> str:

@@ -209,7 +209,9 @@ def collective_bytes_at_peak(probe: CpuProfilerProbe) -> dict[str, int]:
 def pointer_peak(allocs: list[tuple[int, int, int, bool, int]]) -> dict[str, int]:
     """Pure part of `collective_bytes_at_peak`: allocs are (time, ptr, signed bytes,
     made inside a c10d op, thread id); the first allocation's thread is the script's."""
-    allocs = sorted(allocs, key=lambda a: a[0])
+    # frees before allocations at the same nanosecond: a pointer freed and handed out again
+    # within one clock tick is not an unseen free
+    allocs = sorted(allocs, key=lambda a: (a[0], a[2] > 0))
     tid0 = allocs[0][4]
     live_ptrs: dict[int, tuple[int, bool]] = {}   # ptr -> (bytes, collective)
     live = comm = peak = comm_at_peak = comm_peak = unseen = 0

@@ -30,8 +30,15 @@ a script whose bare `except:` swallowed the first one stops at its next torch op
 running every remaining step untraced (8 iterations for `--steps 2` before this).
 
 # Note [What autograd saves]
-`pack` returns the tensor itself: autograd would hold the same storage anyway, so tracing
-adds no bytes. A saved tensor that is a parameter stays a parameter (see ROLE_PRIORITY).
+`pack` returns a detached alias of the tensor (same storage, no `grad_fn`): autograd would
+hold the same storage anyway, so tracing adds no bytes. Not the tensor itself: an op that
+saves its own output (`tanh`, `exp`, `sigmoid`) would then have its graph node hold a
+tensor that holds the node, a reference cycle in C++ that `gc.collect()` cannot see. A
+graph that backward never reaches (an output detached, an evaluation under grad) is then
+never freed: a 512 x 512 fp32 `tanh` output (1,048,576 B) leaked once per step. Without
+hooks autograd saves outputs without their `grad_fn` for this very reason; the alias does
+the same. The alias is made with the dispatch mode switched off, so it is no event.
+A saved tensor that is a parameter stays a parameter (see ROLE_PRIORITY).
 """
 
 from __future__ import annotations
@@ -51,6 +58,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from memledger.ledger.schema import SCHEMA
 from memledger.ledger.writer import Sink
+from memledger.trace.outside_state import storage_key, written_state
 from memledger.trace.interrupts import redeliver
 from memledger.trace.steps import StepBoundary
 from memledger.trace.resize import StorageResizeWatch
@@ -60,6 +68,8 @@ _graph_task_id = torch._C._current_graph_task_id
 _RF_ENTER = torch.ops.profiler._record_function_enter_new.default
 _RF_EXIT = torch.ops.profiler._record_function_exit._RecordFunction
 _Tensor = torch.Tensor
+_no_dispatch = torch._C._DisableTorchDispatch
+_use_count = torch._C._storage_Use_Count
 _LIFT_FRESH = torch.ops.aten.lift_fresh.default
 
 
@@ -148,6 +158,9 @@ class Collector(ShardingMixin, TorchDispatchMode):
         self._param_names: dict[int, str] = {}  # id(param) -> name
         self._roots: list[weakref.ref] = []
         self._rf_stack: list[str] = []
+        self._sid_marks: list[int] = []    # per open module call: its first new sid
+        # saved storages something besides autograd still holds: sid -> [weakref, packs]
+        self._held: dict[int, list] = {}
         self._bw_module = ""
         self._handles: list[Any] = []
         self._saved_hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack)
@@ -165,6 +178,10 @@ class Collector(ShardingMixin, TorchDispatchMode):
         self.sink.write({"k": "phase", "ev": 0, "ph": "setup", "step": 1})
         self._handles = [
             nn_module.register_module_forward_pre_hook(self._module_pre),
+            nn_module.register_module_forward_pre_hook(self._call_begin),
+            # before _module_post, which pops the call this one reads
+            nn_module.register_module_forward_hook(self._call_end, with_kwargs=True,
+                                                   always_call=True),
             nn_module.register_module_forward_hook(self._module_post, always_call=True),
             register_optimizer_step_pre_hook(self._opt_pre),
             register_optimizer_step_post_hook(self._opt_post),
@@ -233,6 +250,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
             return out
         ev = self._ev
         self._ev = ev + 1
+        if self._held:
+            self._check_released(ev)
         self._lifting = func is _LIFT_FRESH
         if (_graph_task_id() != -1) != (self._phase == "backward"):
             self._switch_backward(ev)
@@ -340,6 +359,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
             del self._sids[key]
         self._outside.discard(sid)
         self._saved_mod.pop(sid, None)
+        self._held.pop(sid, None)
         self.sink.write({"k": "free", "sid": sid, "ev": self._ev,
                          "last": self._last.pop(sid, -1)})
 
@@ -366,6 +386,9 @@ class Collector(ShardingMixin, TorchDispatchMode):
             # memledger/replay/engine.py, Note [Replay of a checkpointed region]).
             for sid in list(self._saved_mod):
                 self.sink.write({"k": "fwdlast", "sid": sid, "last": self._last.get(sid, -1)})
+            for sid in self._held:   # still held by the script at backward: never released
+                self.sink.write({"k": "released", "sid": sid, "ev": -1})
+            self._held.clear()
         else:  # backward just ended: the gradients now exist
             self._set_phase("other", ev)
             self._mark_gradients()
@@ -417,8 +440,52 @@ class Collector(ShardingMixin, TorchDispatchMode):
         if is_root and self._phase == "forward":
             self._set_phase("loss")
 
+    def _call_begin(self, module, args) -> None:
+        self._sid_marks.append(self._next_sid)   # storages made from here on: this call's
+
+    def _call_end(self, module, args, kwargs, output) -> None:
+        """Keyword inputs and state written outside the call (global pre-hooks get no
+        kwargs, so both are read when the call returns)."""
+        first_new = self._sid_marks.pop() if self._sid_marks else self._next_sid
+        if not self._mod_stack:
+            return
+        path, ev0, _, is_root = self._mod_stack[-1]
+        # the model's keyword tensors (`model(input_ids=ids)`) are the batch too; a role
+        # holds for the storage's whole life, so the moment does not matter
+        if kwargs and is_root and self._phase == "forward":
+            self._mark_inputs(kwargs.values())
+        if self._phase == "backward":
+            return
+        self._note_args(path, ev0, args, kwargs)
+        sids = self._sids
+        for obj, keys in written_state(args, kwargs,
+                                       lambda k: sids.get(k, -1) >= first_new):
+            # Note [State written outside a region] (memledger/trace/outside_state.py)
+            self.sink.write({"k": "stateful", "mod": path, "ev0": ev0, "ev1": self._ev,
+                             "obj": obj, "sids": [sids[k] for k in keys]})
+
+    def _note_args(self, path: str, ev0: int, args, kwargs) -> None:
+        """The storages a call was handed (not parameters or buffers): checkpoint keeps a
+        region's arguments until its backward, even those autograd does not save (the
+        hidden states entering a frozen LoRA base model's block). For replay."""
+        found = []
+        for a in (*args, *(kwargs or {}).values()):
+            for t in (a if isinstance(a, (tuple, list)) else (a,)):
+                if isinstance(t, _Tensor):
+                    sid = self._sids.get(storage_key(t), -1)
+                    if sid >= 0 and (sid, "parameter") not in self._roles_written and \
+                            (sid, "buffer") not in self._roles_written:
+                        found.append(sid)
+        if found:
+            self.sink.write({"k": "args", "mod": path, "ev0": ev0, "sids": found})
+
     def _register_root(self, root: torch.nn.Module) -> str:
         """Name a top-level module's submodules, parameters and buffers, as named_modules() does."""
+        if type(root).__name__ == "OptimizedModule" or \
+                getattr(root, "_compiled_call_impl", None) is not None:
+            # torch.compile'd: Dynamo compiles nothing under a dispatch mode, so this ledger
+            # is the eager run (docs/decisions.md, issue 9); `show` says so
+            self.sink.write({"k": "compiled", "mod": type(root).__name__})
         has_params = next(root.parameters(), None) is not None
         prefix = "" if has_params and not any(r() is not None for r in self._roots) \
             else type(root).__name__
@@ -530,7 +597,40 @@ class Collector(ShardingMixin, TorchDispatchMode):
             mod = self._module_now()
             self._saved_mod[sid] = mod
             self.sink.write({"k": "saved", "sid": sid, "ev": self._ev - 1, "mod": mod})
+            self._note_held(sid, t)
+        if type(t) is _Tensor or type(t) is torch.nn.Parameter:   # subclasses: as they are
+            with _no_dispatch():
+                return t.detach()   # Note [What autograd saves]: no cycle through grad_fn
         return t
+
+    # Note [When a saved storage is released]
+    # Checkpoint and offload take autograd's references to a saved storage away; it is then
+    # freed when the script's own references go: a local of the caller's frame, a view, a
+    # KV cache. Last use does not tell when that is (`h = ln1(x)` in a block's forward lives
+    # until the block returns, after its last use by the attention). The storage's use count
+    # does: it is 1 (its Python object, which the collector made) + 1 per alias autograd holds
+    # (one per save, Note [What autograd saves]) + 1 per other tensor on it. The first event
+    # at which nothing else holds it is written as `released`; `ev: -1` when the script
+    # still holds it as backward starts (offload cannot free it). Example: a (4, 64, 128)
+    # fp32 `h` (131,072 B) saved twice is released at the event after its block returns,
+    # when its use count falls from 4 to 3. Parameters and buffers are not followed.
+    def _note_held(self, sid: int, t: torch.Tensor) -> None:
+        if self._phase == "backward" or (sid, "parameter") in self._roles_written or \
+                (sid, "buffer") in self._roles_written:
+            return
+        entry = self._held.get(sid)
+        if entry is not None:
+            entry[1] += 1
+        elif type(t) is _Tensor or type(t) is torch.nn.Parameter:
+            self._held[sid] = [weakref.ref(t.untyped_storage()), 1]
+
+    def _check_released(self, ev: int) -> None:
+        for sid, (ref, packs) in list(self._held.items()):
+            st = ref()
+            if st is None or _use_count(st._cdata) <= 1 + packs:
+                del self._held[sid]
+                if st is not None:
+                    self.sink.write({"k": "released", "sid": sid, "ev": ev})
 
     def _unpack(self, t: torch.Tensor) -> torch.Tensor:
         sid = self._sid(t, self._ev)

@@ -14,6 +14,7 @@ import json
 # pytester's in-process runs restore sys.modules afterwards; torch must already be imported
 # here, or every run would import it afresh, which torch does not survive.
 import torch  # noqa: F401
+import torch._dynamo  # noqa: F401  (torch.manual_seed imports it on first use: the same reason)
 
 import memledger.trace.api  # noqa: F401  (the same reason: it holds torch objects)
 

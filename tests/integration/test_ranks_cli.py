@@ -132,8 +132,6 @@ def test_each_rank_ledger_peak_matches_its_allocator_peak(rank_ledgers, name):
         gap = m["peak_bytes"] - led.peak().bytes
         tol = 0.005 * m["peak_bytes"]
         assert -tol <= gap <= m.get("collective_at_peak_bytes", 0) + tol, (name, m, gap)
-        if name == "zero":   # DDP's buckets are all-reduced in place: nothing to name
-            assert abs(gap) <= tol
 
 
 def test_show_finds_every_rank_and_names_the_worst(rank_ledgers, capsys):

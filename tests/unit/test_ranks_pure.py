@@ -70,6 +70,13 @@ def test_pointer_peak_drops_a_block_whose_free_was_never_reported():
                                     "collective_peak_bytes": 800, "unseen_frees": 1}
 
 
+def test_pointer_peak_orders_a_free_before_an_allocation_of_the_same_tick():
+    # 0xA freed and handed out again at t=2: a reuse, not an unseen free
+    allocs = [(1, 0xA, 1000, False, 1), (2, 0xA, 700, False, 1), (2, 0xA, -1000, False, 1)]
+    assert pointer_peak(allocs)["peak_bytes"] == 1000
+    assert pointer_peak(allocs)["unseen_frees"] == 0
+
+
 def test_resize_watch_sees_resizes_and_puts_the_method_back():
     seen = []
     st = torch.zeros(4).untyped_storage()            # 16 B

@@ -47,16 +47,16 @@ def test_ops_walk_skips_events_the_plain_run_has_not():
 
 
 def test_checkpoint_cost_is_the_formula():
-    # one block: T = 150,000 ns untraced forward; early stop re-runs 4 of its 10 events
-    # (no op times: share by events = 0.4); 1 save of its own (h), calibration call 500 ns,
-    # save 0 ns: 150,000 x 0.4 + 500 = 60,500 ns
+    # one block: T = 150,000 ns untraced forward; early stop re-runs 3 of its 10 events
+    # (up to its last save record: engine.py Rule 3; no op times: share by events = 0.3);
+    # 1 save of its own (h), calibration call 500 ns, save 0 ns: 150,000 x 0.3 + 500 = 45,500 ns
     led = blocks_ledger([100_000], [150_000])
     rep = predict(led, [parse_policy("checkpoint:blocks.0")])
-    assert rep.policies[0].added_time_s == pytest.approx(60_500e-9, rel=1e-12)
+    assert rep.policies[0].added_time_s == pytest.approx(45_500e-9, rel=1e-12)
     assert rep.cost_source == "untraced" and rep.calibration == "ledger"
     # the band: lo/hi constants (call 400/600) with the one timed step as its own band
-    assert rep.policies[0].added_time_lo_s == pytest.approx(60_400e-9, rel=1e-12)
-    assert rep.policies[0].added_time_hi_s == pytest.approx(60_600e-9, rel=1e-12)
+    assert rep.policies[0].added_time_lo_s == pytest.approx(45_400e-9, rel=1e-12)
+    assert rep.policies[0].added_time_hi_s == pytest.approx(45_600e-9, rel=1e-12)
 
 
 def test_offload_cost_is_per_storage_and_per_byte():
@@ -93,10 +93,10 @@ def test_cost_model_prices_a_replay_without_the_ledger_calibration(tmp_path, mon
     model, where = cost_model(led, prep)
     assert where == "none"
     r = replay(prep, parse_policy("checkpoint:blocks.0"))
-    assert model.price(r).seconds == pytest.approx(60_000e-9, rel=1e-12)   # no call cost
+    assert model.price(r).seconds == pytest.approx(45_000e-9, rel=1e-12)   # no call cost
     write_cached({"key": machine_key("cpu"), "device": "cpu", "params": CALIBRATION}, "cpu")
     model, where = cost_model(led, prep)
-    assert where == "cache" and model.price(r).seconds == pytest.approx(60_500e-9)
+    assert where == "cache" and model.price(r).seconds == pytest.approx(45_500e-9)
 
 
 def test_replay_plan_and_the_time_model_never_import_torch():

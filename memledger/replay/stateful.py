@@ -1,0 +1,51 @@
+"""Calls that write state outside themselves: never re-run them. No torch.
+
+See Note [State written outside a region] in memledger/trace/outside_state.py: the trace
+writes a `stateful` record for each module call that stored storages it made into an
+object it was handed (transformers' KV cache with `use_cache=True`). Re-running such a call
+(checkpoint, selective) stores them a second time, so the policy would change what the
+script computes: replay refuses it before predicting anything, with the fix. Offload
+re-runs nothing and is allowed; the storages the object holds stay on the device.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from memledger.errors import PolicyError
+
+
+def stateful_calls(records: list[dict]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(module path, first event, object class) per `stateful` record."""
+    mod = np.array([r["mod"] for r in records], dtype=object)
+    ev0 = np.array([r["ev0"] for r in records], dtype=np.int64)
+    obj = np.array([r.get("obj", "") for r in records], dtype=object)
+    return mod, ev0, obj
+
+
+def held_sids(records: list[dict]) -> set[int]:
+    """Storages an outside object keeps (they outlive the call that made them)."""
+    return {int(s) for r in records for s in r.get("sids", ())}
+
+
+def refuse_recompute_of_stateful(policy_text: str, mods: np.ndarray, ev0: np.ndarray,
+                                 recompute: np.ndarray, st_mod: np.ndarray,
+                                 st_ev0: np.ndarray, st_obj: np.ndarray) -> None:
+    """Raise PolicyError if a call to be re-run (`recompute` mask over the selected calls
+    `mods`/`ev0`) is one that wrote state outside itself."""
+    if not len(st_mod) or not recompute.any():
+        return
+    calls = set(zip(mods[recompute].tolist(), ev0[recompute].tolist()))
+    for m, e, o in zip(st_mod.tolist(), st_ev0.tolist(), st_obj.tolist()):
+        if (m, e) in calls:
+            raise PolicyError(stateful_message(policy_text, m, o))
+
+
+def stateful_message(policy_text: str, module: str, obj: str) -> str:
+    """One line: which call, what it writes, and the fix."""
+    hint = (" (transformers' KV cache: the model runs with use_cache=True)"
+            if obj.endswith("Cache") else "")
+    return (f"{policy_text} would re-run {module}, whose forward stores new tensors into the "
+            f"{obj} it is handed{hint}, so the recompute would store them twice and change "
+            "what the script computes; pass use_cache=False to the model (as transformers' "
+            "gradient checkpointing does), or offload that module instead")

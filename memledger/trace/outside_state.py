@@ -1,0 +1,94 @@
+"""Tensors a module call stores into objects it was handed: state written outside a region.
+
+# Note [State written outside a region]
+A checkpointed region is run twice (forward, then recompute in backward). That is only
+the same computation if the region's forward is a function of its inputs: if it also
+*stores* tensors into an object passed in from outside, the recompute stores them a
+second time. transformers' KV cache is the common case: with `use_cache=True` (the default
+of GPT-2 and Llama, even in training) each attention layer does, through the `cache`
+argument,
+
+    layer.keys = torch.cat([layer.keys, key_states], dim=-2)    # (B, nh, T, hs) more each call
+
+so the recompute doubles the cache (B=2, nh=2, T=32, hs=32, fp32: 16,384 B of keys and
+16,384 B of values per layer, then 32,768 + 32,768), the attention reads keys of length
+2T, and selective checkpointing fails in backward (`aten.slice.Tensor ... not found in
+storage`). It also keeps the keys alive after the region's forward, so a storage that
+checkpoint or offload would free is not freed.
+
+Detection, without knowing any library: when a module call returns, walk the non-tensor
+objects among its arguments (attributes, lists, dicts; a few levels deep, never through a
+module or a tensor) and collect the tensors reachable from them. One whose storage was
+created *during the call* was stored there by the call: the call writes state outside
+itself. The collector writes a `stateful` record for that call (its module, first event,
+the object's class and the storages), `predict` refuses to re-run such a call, and
+`measure` (memledger/measure/apply.py) refuses it after the call's first forward, before
+any recompute. Offload keeps those storages on the device (the object holds them).
+
+Known limitation: an in-place write into a tensor the call was handed (a static cache's
+`index_copy_`) is not a new storage and is not detected here.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+import torch
+
+_ATOMS = (str, bytes, int, float, complex, bool, type(None), type, torch.dtype,
+          torch.device, torch.Size)
+_MAX_DEPTH = 4
+_MAX_OBJECTS = 512   # per argument: a walk never costs more than this many objects
+
+
+def argument_objects(args: tuple, kwargs: dict | None) -> Iterator[Any]:
+    """The arguments that could hold state: anything but tensors, modules and atoms."""
+    for a in (*args, *(kwargs or {}).values()):
+        if not isinstance(a, (torch.Tensor, torch.nn.Module, *_ATOMS)) and not callable(a):
+            yield a
+
+
+def reachable_tensors(obj: Any) -> list[torch.Tensor]:
+    """Tensors reachable from `obj` through containers and instance attributes."""
+    found: list[torch.Tensor] = []
+    seen: set[int] = set()
+    stack: list[tuple[Any, int]] = [(obj, 0)]
+    while stack and len(seen) < _MAX_OBJECTS:
+        o, depth = stack.pop()
+        if id(o) in seen:
+            continue
+        seen.add(id(o))
+        if isinstance(o, torch.Tensor):
+            found.append(o)
+            continue
+        if depth >= _MAX_DEPTH or isinstance(o, (torch.nn.Module, *_ATOMS)):
+            continue
+        if isinstance(o, (list, tuple, set, frozenset)):
+            children = o
+        elif isinstance(o, dict):
+            children = o.values()
+        else:
+            d = getattr(o, "__dict__", None)   # plain instance attributes, no properties
+            if not isinstance(d, dict):
+                continue
+            children = d.values()
+        stack.extend((c, depth + 1) for c in children)
+    return found
+
+
+def storage_key(t: torch.Tensor) -> int | None:
+    try:
+        return t.untyped_storage()._cdata
+    except (RuntimeError, NotImplementedError):
+        return None
+
+
+def written_state(args: tuple, kwargs: dict | None, is_new) -> list[tuple[str, list[int]]]:
+    """[(class name, storage keys)] of argument objects holding storages `is_new(key)`."""
+    out = []
+    for obj in argument_objects(args, kwargs):
+        keys = [k for t in reachable_tensors(obj) if (k := storage_key(t)) is not None
+                and is_new(k)]
+        if keys:
+            out.append((type(obj).__name__, sorted(set(keys))))
+    return out

@@ -1,0 +1,98 @@
+"""Trace, predict and measure a client script in this process (for the test tier).
+
+The same code paths as `memledger trace` and `memledger measure` (the trace worker's ledger
+and allocator passes, the measure worker), called as functions instead of fresh processes:
+transformers takes ~3 s of CPU to import, and a tier of 4 models x 5 policies in fresh
+processes would cost minutes. Each run builds its model from scratch, so the CPU profiler
+(which counts only what is allocated after it starts) sees the same bytes as a fresh
+process would; `benchmarks/clients.py` measures the same clients in fresh processes.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from memledger.errors import EXIT_OK, EXIT_USAGE, PolicyError
+from memledger.ledger.model import Ledger
+from memledger.ledger.writer import append_records
+from memledger.measure import worker as measure_worker
+from memledger.replay.policies import parse_policy
+from memledger.replay.predict import predict
+from memledger.trace import worker as trace_worker
+
+HERE = Path(__file__).resolve().parent
+
+
+@dataclass
+class PolicyRun:
+    policy: str
+    predicted: int | None = None    # None: refused
+    measured: int | None = None     # None: refused
+    predict_refusal: str = ""
+    measure_refusal: str = ""
+
+
+@dataclass
+class ClientRun:
+    script: str
+    argv: list[str]
+    ledger_peak: int
+    allocator_peak: int
+    summary: object = None          # the ledger's Summary (`memledger show --json`)
+    ledger: object = None           # the Ledger itself
+    policies: dict[str, PolicyRun] = field(default_factory=dict)
+
+
+def _call(main, argv: list[str]) -> int:
+    saved_argv, saved_path = sys.argv[:], sys.path[:]
+    try:
+        return main(argv)
+    finally:
+        sys.argv[:], sys.path[:] = saved_argv, saved_path
+        gc.collect()
+
+
+def run_client(script: str, argv: list[str], policies: list[str], steps: int = 2) -> ClientRun:
+    # in-process, so the allocator pass (no collector) still measures the untraced run: a
+    # tracer that kept memory alive would show as ledger != allocator here too
+    """Trace `steps` steps (ledger + allocator pass), then predict and measure each policy."""
+    path = str(HERE / script)
+    with tempfile.TemporaryDirectory(prefix="memledger-clients-") as tmp:
+        led_path, alloc, status = Path(tmp) / "run.ledger", Path(tmp) / "alloc.json", \
+            str(Path(tmp) / "status.json")
+        code = _call(trace_worker.main, ["ledger", "--out", str(led_path), "--status", status,
+                                         "--steps", str(steps), path, "--", *argv])
+        assert code == EXIT_OK, f"ledger pass of {script} {argv}: exit {code}"
+        code = _call(trace_worker.main, ["allocator", "--out", str(alloc), "--status", status,
+                                         "--steps", str(steps), "--timing-steps", "0",
+                                         path, "--", *argv])
+        assert code == EXIT_OK, f"allocator pass of {script} {argv}: exit {code}"
+        append_records(led_path, json.loads(alloc.read_text())["records"])
+        led = Ledger.load(led_path)
+        summary = led.summary()
+        run = ClientRun(script, argv, summary.peak.bytes, led.measured["peak_bytes"], summary,
+                        led)
+        for text in policies:
+            pr = PolicyRun(text)
+            try:
+                pr.predicted = predict(led, [parse_policy(text)], bandwidth=1e9) \
+                    .policies[0].peak_bytes
+            except PolicyError as e:
+                pr.predict_refusal = str(e)
+            out = Path(tmp) / "measured.json"
+            code = _call(measure_worker.main, ["--out", str(out), "--policy", text, "--steps",
+                                               str(steps), "--time-steps", "0", path, "--",
+                                               *argv])
+            res = json.loads(out.read_text())
+            if code == EXIT_USAGE:
+                pr.measure_refusal = res["error"]
+            else:
+                assert code == EXIT_OK, f"{script} under {text}: {res['error']}"
+                pr.measured = res["peak_bytes"]
+            run.policies[text] = pr
+    return run

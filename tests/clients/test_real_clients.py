@@ -1,0 +1,76 @@
+"""Real clients: transformers GPT-2, Llama, a BERT masked LM and a peft LoRA fine-tune.
+
+Tiny configs built from config (2 layers, hidden 64, seq 32, batch 2; nothing downloaded),
+library defaults otherwise (GPT-2 and Llama keep `use_cache=True`). For each model and
+each of checkpoint / selective / offload / a combination over its blocks, either
+
+- the prediction is within 0.5 % of the measured allocator peak, or
+- predict refuses the policy before anything runs, with a one-line reason, and measure
+  refuses it too (exit 2) before any recompute: GPT-2, Llama and the LoRA GPT-2 write their
+  KV cache inside each block (Note [State written outside a region]).
+
+And the ledger's peak is within 0.1 % of the allocator's. One test per model, so each model
+is traced once even on several xdist workers. Skipped when transformers/peft are missing.
+The scripts run one step more than is traced (2), so the last traced step ends cleanly.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")   # built from configs: never reach the hub
+
+pytest.importorskip("transformers")
+
+from tests.clients.harness import run_client  # noqa: E402
+
+pytestmark = pytest.mark.clients
+
+SHAPE = ["--layers", "2", "--hidden", "64", "--seq", "32", "--batch-size", "2", "--steps", "3"]
+
+
+def _policies(blocks: str) -> list[str]:
+    first, second = blocks.replace("*", "0"), blocks.replace("*", "1")
+    return [f"checkpoint:{blocks}", f"selective:{blocks}", f"offload:{blocks}",
+            f"checkpoint:{first}+offload:{second}"]
+
+
+def _check(run, refused_kinds: set[str]) -> None:
+    assert abs(run.ledger_peak - run.allocator_peak) <= 0.001 * run.allocator_peak, \
+        f"ledger {run.ledger_peak:,} vs allocator {run.allocator_peak:,}"
+    for text, p in run.policies.items():
+        recomputes = text.startswith(("checkpoint", "selective"))
+        if p.predicted is None or p.measured is None:
+            # refused: by both, before anything ran, for the same one-line reason
+            assert p.predict_refusal and p.measure_refusal, (text, p)
+            assert p.predict_refusal == p.measure_refusal
+            assert "\n" not in p.predict_refusal and "use_cache=False" in p.predict_refusal
+            assert recomputes and refused_kinds, f"{text} refused: {p.predict_refusal}"
+            continue
+        assert not (recomputes and refused_kinds), f"{text} should have been refused"
+        err = abs(p.predicted - p.measured) / p.measured
+        assert err <= 0.005, f"{text}: predicted {p.predicted:,}, measured {p.measured:,}"
+
+
+def test_gpt2_defaults():
+    run = run_client("train_hf.py", ["--model", "gpt2", *SHAPE], _policies("transformer.h.*"))
+    _check(run, refused_kinds={"checkpoint", "selective"})
+
+
+def test_llama_defaults():
+    run = run_client("train_hf.py", ["--model", "llama", *SHAPE], _policies("model.layers.*"))
+    _check(run, refused_kinds={"checkpoint", "selective"})
+
+
+def test_bert_masked_lm():
+    run = run_client("train_hf.py", ["--model", "bert", *SHAPE],
+                     _policies("bert.encoder.layer.*"))
+    _check(run, refused_kinds=set())
+
+
+def test_peft_lora_gpt2():
+    pytest.importorskip("peft")
+    run = run_client("train_lora.py", SHAPE, _policies("base_model.model.transformer.h.*"))
+    _check(run, refused_kinds={"checkpoint", "selective"})

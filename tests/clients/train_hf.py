@@ -1,0 +1,87 @@
+"""Fine-tune a tiny transformers model built from its config (no download), as a user would.
+
+    python tests/clients/train_hf.py --model gpt2 --steps 5
+    memledger trace tests/clients/train_hf.py --steps 2 -o gpt2.ledger -- --model gpt2
+    memledger predict gpt2.ledger --policy 'checkpoint:transformer.h.*'
+
+Models (every setting left at the library's default but the sizes): `gpt2` (causal LM,
+dropout 0.1, KV cache on), `llama` (causal LM, RoPE, RMSNorm, SwiGLU, KV cache on), `bert`
+(masked LM, 15 % of positions labelled). Tokens are random, from their own generator.
+"""
+
+import argparse
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")   # built from a config: nothing to download
+
+import torch
+import transformers
+from transformers import (
+    BertConfig,
+    BertForMaskedLM,
+    GPT2Config,
+    GPT2LMHeadModel,
+    LlamaConfig,
+    LlamaForCausalLM,
+)
+
+transformers.logging.set_verbosity_error()   # token ids past a tiny vocab: not our concern
+
+
+def build(name: str, layers: int, hidden: int, heads: int, vocab: int, seq: int):
+    if name == "gpt2":
+        cfg = GPT2Config(n_layer=layers, n_embd=hidden, n_head=heads, vocab_size=vocab,
+                         n_positions=seq)
+        return GPT2LMHeadModel(cfg)
+    if name == "llama":
+        cfg = LlamaConfig(num_hidden_layers=layers, hidden_size=hidden, num_attention_heads=heads,
+                          num_key_value_heads=heads, intermediate_size=2 * hidden,
+                          vocab_size=vocab, max_position_embeddings=seq)
+        return LlamaForCausalLM(cfg)
+    if name == "bert":
+        cfg = BertConfig(num_hidden_layers=layers, hidden_size=hidden, num_attention_heads=heads,
+                         intermediate_size=4 * hidden, vocab_size=vocab,
+                         max_position_embeddings=seq)
+        return BertForMaskedLM(cfg)
+    raise SystemExit(f"unknown --model {name!r}: gpt2, llama or bert")
+
+
+def batch(name: str, gen: torch.Generator, bsz: int, seq: int, vocab: int) -> dict:
+    ids = torch.randint(0, vocab, (bsz, seq), generator=gen)
+    if name != "bert":
+        return {"input_ids": ids, "labels": ids}
+    labels = torch.where(torch.rand(bsz, seq, generator=gen) < 0.15, ids, -100)
+    return {"input_ids": ids, "attention_mask": torch.ones_like(ids), "labels": labels}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--model", default="gpt2", choices=["gpt2", "llama", "bert"])
+    p.add_argument("--steps", type=int, default=5)
+    p.add_argument("--layers", type=int, default=2)
+    p.add_argument("--hidden", type=int, default=64)
+    p.add_argument("--heads", type=int, default=2)
+    p.add_argument("--vocab", type=int, default=256)
+    p.add_argument("--seq", type=int, default=32)
+    p.add_argument("--batch-size", type=int, default=2)
+    p.add_argument("--no-cache", action="store_true",
+                   help="use_cache=False (the library's default is True, even in training)")
+    args = p.parse_args()
+
+    torch.manual_seed(0)
+    model = build(args.model, args.layers, args.hidden, args.heads, args.vocab, args.seq)
+    if args.no_cache:
+        model.config.use_cache = False
+    model.train()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    gen = torch.Generator().manual_seed(1234)
+    for step in range(args.steps):
+        out = model(**batch(args.model, gen, args.batch_size, args.seq, args.vocab))
+        out.loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        print(f"step {step}  loss {out.loss.item():.4f}")
+
+
+if __name__ == "__main__":
+    main()
