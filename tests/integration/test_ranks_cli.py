@@ -187,10 +187,19 @@ def test_fake_world_2_rank_0_is_the_real_rank_0(rank_ledgers, tmp_path):
     real = rank_ledgers["fsdp"][1][0]
     sim = _fake_rank(tmp_path, 2, *FSDP_ARGS)
     assert (sim.header["rank"], sim.header["world_size"], sim.header["simulated"]) == (0, 2, True)
-    # the same categories at each one's peak, within 64 B (the real run's few Python scalars)
+    # the same categories at each one's peak, within 64 B (the real run's few Python scalars).
+    # The simulated rank is deterministic; the real one is not quite: gloo frees a collective's
+    # buffer from its own thread, so under load (CI, two xdist workers) one communication
+    # buffer can still be live at the real peak or already gone (seen once in two full runs).
+    # That buffer, and what the peak's position moves with it, is the only slack allowed.
+    st = real.storages
+    async_slack = int(st[st["category"] == "communication"]["bytes"].max())   # 199,936 B here
     real_at, sim_at = real.by_category(real.peak().event), sim.by_category(sim.peak().event)
-    assert all(abs(real_at[c] - sim_at[c]) <= 64 for c in real_at), (real_at, sim_at)
-    assert abs(real.peak().bytes - sim.peak().bytes) <= 64
+    exact = [c for c in real_at if c not in ("communication", "temporary")]
+    assert all(abs(real_at[c] - sim_at[c]) <= 64 for c in exact), (real_at, sim_at)
+    assert all(abs(real_at[c] - sim_at[c]) <= 64 + async_slack
+               for c in ("communication", "temporary")), (real_at, sim_at)
+    assert abs(real.peak().bytes - sim.peak().bytes) <= 64 + async_slack, (real_at, sim_at)
     assert _sum(sim, category="parameter", shard="sharded") == 237_056
 
 
