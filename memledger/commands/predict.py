@@ -42,10 +42,11 @@ def predict(
         return
     t = Table(title=f"{ledger}: baseline peak {format_bytes(rep.baseline_peak_bytes)}",
               title_justify="left", show_edge=False, pad_edge=False)
-    t.add_column("policy", no_wrap=True)
+    # names fold onto further lines; numbers are never cut (a CI log is 80 columns wide)
+    t.add_column("policy", overflow="fold", min_width=12)
     for col in ("peak", "saving", "+ms/step"):
         t.add_column(col, justify="right", no_wrap=True)
-    t.add_column("peak at", no_wrap=True)   # step·phase
+    t.add_column("peak at", overflow="fold", min_width=10)   # step·phase (recompute module)
     for p in rep.policies:
         where = f"{p.peak_step}·{p.peak_phase}"
         if p.peak_in_recompute:
