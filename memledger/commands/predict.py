@@ -56,6 +56,8 @@ def predict(
                   f"{p.added_time_s * 1e3:.1f}\n({p.added_time_lo_s * 1e3:.1f}–"
                   f"{p.added_time_hi_s * 1e3:.1f})" if p.added_time_s else "0.0", where)
     console.print(t)
+    if rep.calibration_unsettled:
+        console.print(unsettled_line(rep.calibration_unsettled), style="yellow")
     if rep.time_model != "traced":
         console.print(f"+ms/step {rep.time_model}", style="yellow")
     if any(p.transfer_s for p in rep.policies):
@@ -67,3 +69,8 @@ def predict(
                       "bound); pass --step-time "
                       "with the untraced step time from `memledger measure ... --policy none`",
                       style="dim")
+
+
+def unsettled_line(reason: str) -> str:
+    return (f"time constants measured on a busy machine ({reason}): the +ms bands are wide; "
+            "the next trace on a quiet machine measures them again")
