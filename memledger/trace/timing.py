@@ -222,7 +222,8 @@ def _first_tensor(out):
 # that have parameters; else the whole model). Per repetition, one step plain and one with
 # every region under memledger's checkpoint wrapper (early stop off, so the whole forward
 # re-runs), forward + backward of `output.sum()`; each region's inner forward is timed as
-# it runs, so the re-run inside backward is measured directly:
+# it runs, so the re-run inside backward is measured directly (5 to 15 repetitions, as many
+# as ~1 s allows):
 #     factor     = re-run / plain forward of the regions
 #     region_ns  = (t_ckpt - t_plain - re-run) / regions      (everything else, per region)
 # and the saves made inside the regions are counted in the plain step. The cost model
@@ -315,8 +316,8 @@ def recompute_probe(root: tuple | None, clock, reps: int = 5, max_reps: int = 15
     try:
         run(True), run(False)
         pair = sum(run(c)[0] for c in (False, True))
-        # the difference of two whole steps: repeat it as often as ~2 s of probing allows
-        reps = int(min(max(reps, 2e9 // max(pair, 1)), max_reps))
+        # the difference of two whole steps: repeat it as often as ~1 s of probing allows
+        reps = int(min(max(reps, 1e9 // max(pair, 1)), max_reps))
         for _ in range(reps):
             plain, fwd, _, s = run(False)
             ckpt, _, rerun, _ = run(True)
