@@ -47,6 +47,7 @@ from torch.optim.optimizer import (
 from torch.overrides import TorchFunctionMode
 
 from memledger.trace.collector import StopTracing
+from memledger.trace.sharding import local_tensor
 
 FORMAT = "memledger.capture/1"
 
@@ -61,7 +62,9 @@ def digest(t: torch.Tensor) -> str:
 
 
 def _cpu(t: torch.Tensor) -> torch.Tensor:
-    return t.detach().to("cpu", copy=True)
+    """A CPU copy of what this rank holds: an FSDP2 parameter's (or gradient's) local shard,
+    not its DTensor (`compare --nproc` compares rank r's shards with rank r's)."""
+    return local_tensor(t.detach()).to("cpu", copy=True)
 
 
 def _tensors(obj: Any, label: str) -> list[tuple[str, torch.Tensor]]:
@@ -164,7 +167,7 @@ class Capture:
         grads, nonfinite = {}, []
         for name, p in self._named_params(opt):
             grads[name] = None if p.grad is None else _cpu(p.grad)
-            if p.grad is not None and not bool(torch.isfinite(p.grad).all()):
+            if p.grad is not None and not bool(torch.isfinite(grads[name]).all()):
                 nonfinite.append(name)
         every = self.model.named_parameters() if self.model is not None else []
         self._before = {n: _cpu(p) for n, p in every}
