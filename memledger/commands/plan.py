@@ -58,6 +58,12 @@ def plan(
         print_json(report.to_json_dict())
     else:
         _render(report, budget, front)
+        from memledger.replay.predict import calibration_unsettled
+
+        if reason := calibration_unsettled(led):
+            from memledger.commands.predict import unsettled_line
+
+            console.print(unsettled_line(reason), style="yellow")
     if not report.fits:
         raise CheckFailed(f"memledger: no candidate fits {budget} ({budget_bytes:,} bytes); the "
                           f"lowest predicted peak is {format_bytes(report.predicted_peak_bytes)}")
