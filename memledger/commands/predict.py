@@ -31,10 +31,9 @@ def predict(
     """Predicted peak, its breakdown and added step time for each policy, from the ledger."""
     if not policy:
         raise PolicyError("predict needs at least one --policy, e.g. --policy 'checkpoint:blocks.*'")
+    from memledger.ledger.ranks import find_rank_files
     from memledger.replay.policies import policies_from_args
     from memledger.replay.predict import predict as predict_policies
-
-    from memledger.ledger.ranks import find_rank_files
 
     pols = policies_from_args(policy)
     files = find_rank_files(ledger) or [ledger]   # run.ledger -> run.rank0.ledger, ...

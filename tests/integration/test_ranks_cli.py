@@ -155,8 +155,13 @@ def test_each_rank_ledger_peak_matches_its_allocator_peak(rank_ledgers, name):
             # DDP's broadcasts before the peak: the module states at construction, 474,112 B
             # of parameters + 2 blocks × 32×32 × 4 B causal masks = 482,304 B, and the masks
             # again in the forward, 8,192 B: the gap beyond 0.5 % is 0, 8,192, 482,304 or
-            # 490,496 B (seen: 8,192 on 4 of 40 rank runs, 2 CPU cores busy beside them)
-            assert freed == [8_192, 482_304]
+            # 490,496 B. Seen in 64 rank runs (2 CPU cores busy beside them): 8,192 on 9;
+            # the 482,304 B free went unseen on 6 of 16 and its address was handed out again
+            # before the peak each time; a CI failure of |gap| <= 0.5 % (13,186 B) could
+            # only have been that buffer kept (docs/distributed.md)
+            # (8,192 is in the list when gloo's thread freed it before the ledger's peak, as
+            # it did in every run seen; 8 and 608 B: DDP's and ZeRO's setup gathers)
+            assert 482_304 in freed and set(freed) <= {8, 608, 8_192, 482_304}, freed
         assert any(-tol <= gap - s <= m.get("collective_at_peak_bytes", 0) + tol
                    for s in _subset_sums(freed)), (name, m, gap, freed)
 
