@@ -19,7 +19,9 @@ event, exactly as the allocator sees them.
 
 # Note [When a step ends]
 A training step ends when every parameter that had a gradient when the first optimizer
-stepped has been stepped by some optimizer since (trace/steps.py, worked example there):
+stepped has been stepped by some optimizer since (trace/steps.py, worked example there; the
+parameters are those of the optimizers that stepped so far and, for the first step, of the
+root modules that ran forward: no walk over the process's objects):
 one optimizer, at its `step()`; a backbone optimizer and a head optimizer after one
 backward, at the second `step()` (so `--steps 2` traces two iterations, not one). A
 parameter with a gradient that no optimizer steps leaves the step open until the next
@@ -490,6 +492,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
         prefix = "" if has_params and not any(r() is not None for r in self._roots) \
             else type(root).__name__
         self._roots.append(weakref.ref(root))
+        self._steps.saw_root(root)   # its parameters count for the first step: trace/steps.py
         for name, mod in root.named_modules():
             self._paths.setdefault(id(mod), ".".join(p for p in (prefix, name) if p))
         for mname, mod in root.named_modules():
