@@ -64,7 +64,7 @@ from memledger.trace.outside_state import storage_key, written_state
 from memledger.trace.interrupts import redeliver
 from memledger.trace.steps import StepBoundary
 from memledger.trace.resize import StorageResizeWatch
-from memledger.trace.sharding import ShardingMixin, local_tensor
+from memledger.trace.sharding import _PLAIN, ShardingMixin, local_tensor
 
 _graph_task_id = torch._C._current_graph_task_id
 _RF_ENTER = torch.ops.profiler._record_function_enter_new.default
@@ -276,7 +276,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
                     self._output(o, ev, func)
         if self._phase == "loss":
             self._mark_loss_inputs(args)
-        self._mark_communication(func, args, out)
+        if self._comm_ops.get(func) is not False:   # a call per op saved: known not c10d
+            self._mark_communication(func, args, out)
         return out
 
     def _sid(self, t: torch.Tensor, ev: int) -> int:
@@ -286,7 +287,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
         event 0) or was made outside the dispatcher just now (a Python scalar wrapped as a
         tensor, `torch.from_numpy`, C++ internals).
         """
-        t = local_tensor(t)  # Note [Sharded storages]
+        if type(t) not in _PLAIN:   # inline: most inputs are plain tensors
+            t = local_tensor(t)  # Note [Sharded storages]
         try:
             st = t.untyped_storage()
         except (RuntimeError, NotImplementedError):
@@ -301,7 +303,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
         return sid
 
     def _output(self, t: torch.Tensor, ev: int, func) -> None:
-        t = local_tensor(t)
+        if type(t) not in _PLAIN:
+            t = local_tensor(t)
         try:
             st = t.untyped_storage()
         except (RuntimeError, NotImplementedError):
