@@ -33,8 +33,10 @@ first steps. The scan of every live object that handled both cost ~90 ms per tra
 from __future__ import annotations
 
 import weakref
+from typing import TYPE_CHECKING
 
-import torch
+if TYPE_CHECKING:   # torch is imported where a hook is registered: the `memledger trace`
+    import torch    # parent reads STEPS_BY and must not pay for it (~1.5 s CPU)
 
 
 class StepBoundary:
