@@ -42,10 +42,11 @@ def predict(
         return
     t = Table(title=f"{ledger}: baseline peak {format_bytes(rep.baseline_peak_bytes)}",
               title_justify="left", show_edge=False, pad_edge=False)
-    t.add_column("policy", no_wrap=True)
+    # names fold onto further lines; numbers are never cut (a CI log is 80 columns wide)
+    t.add_column("policy", overflow="fold", min_width=12)
     for col in ("peak", "saving", "+ms/step"):
         t.add_column(col, justify="right", no_wrap=True)
-    t.add_column("peak at", no_wrap=True)   # step·phase
+    t.add_column("peak at", overflow="fold", min_width=10)   # step·phase (recompute module)
     for p in rep.policies:
         where = f"{p.peak_step}·{p.peak_phase}"
         if p.peak_in_recompute:
@@ -55,6 +56,8 @@ def predict(
                   f"{p.added_time_s * 1e3:.1f}\n({p.added_time_lo_s * 1e3:.1f}–"
                   f"{p.added_time_hi_s * 1e3:.1f})" if p.added_time_s else "0.0", where)
     console.print(t)
+    if rep.calibration_unsettled:
+        console.print(unsettled_line(rep.calibration_unsettled), style="yellow")
     if rep.time_model != "traced":
         console.print(f"+ms/step {rep.time_model}", style="yellow")
     if any(p.transfer_s for p in rep.policies):
@@ -66,3 +69,8 @@ def predict(
                       "bound); pass --step-time "
                       "with the untraced step time from `memledger measure ... --policy none`",
                       style="dim")
+
+
+def unsettled_line(reason: str) -> str:
+    return (f"time constants measured on a busy machine ({reason}): the +ms bands are wide; "
+            "the next trace on a quiet machine measures them again")

@@ -14,6 +14,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from memledger.ledger.model import Ledger
+from memledger.replay.calib_cache import negative_band, read_cached
 from memledger.replay.costs import AddedTime, CostModel, cached_calibration
 from memledger.replay.fake_time import prepare
 from memledger.replay.engine import CPU_RNG_STATE_BYTES, Replayed, replay
@@ -60,6 +61,8 @@ class PredictReport(BaseModel):
                              "the tracer; traced: the fallback for older ledgers")
     calibration: str = Field("", description="ledger | cache | none: where the machine's "
                              "constants came from")
+    calibration_unsettled: str = Field("", description="why those constants are noise "
+                                       "(measured on a busy machine), '' when they are not")
     policies: list[PolicyPrediction]
     time_model: str = Field("traced", description="'traced' (measured), or how a fake "
                             "ledger's time was modelled (FLOPs at a throughput)")
@@ -77,6 +80,16 @@ def cost_model(led: Ledger, prep: Prepared, step_time_s: float | None = None,
     if not params:
         where = "none"
     return CostModel(prep, params, bandwidth=bandwidth, step_time_s=step_time_s), where
+
+
+def calibration_unsettled(led: Ledger) -> str:
+    """Why the constants pricing `led` are unreliable ('' when they are not): Note [A
+    calibration taken on a busy machine] in memledger/replay/calib_cache.py."""
+    calib = (led.extra.get("calibration") or [{}])[-1]
+    if not calib.get("params"):
+        calib = read_cached(led.device)
+    # ledgers from before the mark: their constants' bands still tell
+    return str(calib.get("unsettled") or negative_band(calib.get("params") or {}))
 
 
 def predict(led: Ledger, policies: list[Policy], step_time_s: float | None = None,
@@ -97,6 +110,7 @@ def predict(led: Ledger, policies: list[Policy], step_time_s: float | None = Non
     return PredictReport(baseline_peak_bytes=base, untraced_step_time_s=untraced / 1e9,
                          timed_step_s=(prep.timings.step_ns if prep.timings else 0.0) / 1e9,
                          copy_bytes_per_s=bw, calibration=where, policies=out,
+                         calibration_unsettled=calibration_unsettled(led),
                          cost_source="modelled" if time_model != "traced" else model.source,
                          time_model=time_model)
 

@@ -62,3 +62,10 @@ def test_check_and_diff_and_plan_fit_80_columns(gpt, traced_examples):
     assert_fits(piped("plan", gpt, "--budget", "30MiB"))
     assert_fits(piped("predict", gpt, "-p", "checkpoint:blocks.*+offload:lm_head",
                       "-p", "selective:@Block"))
+    # long parts and a long "peak at" (recompute blocks.3.mlp): names fold, the peak
+    # column keeps its digits (it once shrank to nothing)
+    long = piped("predict", gpt, "-p", "offload:blocks.[0-3].attn:min=1KiB+checkpoint:blocks.[0-3].mlp")
+    assert_fits(long)
+    rep = json.loads(piped("predict", gpt, "--json", "-p",
+                           "offload:blocks.[0-3].attn:min=1KiB+checkpoint:blocks.[0-3].mlp"))
+    assert format_bytes(rep["policies"][0]["peak_bytes"]) in long
