@@ -29,6 +29,9 @@ def plan(
         help="--measure: the training script (default: the one the ledger traced)")] = None,
     time_steps: Annotated[int, typer.Option(help="--measure: timed steps per run")] = 20,
     front: Annotated[bool, typer.Option(help="print the Pareto front")] = True,
+    front_points: Annotated[int, typer.Option(
+        min=2, help="Pareto points listed at most (a longer front is thinned: endpoints "
+        "and knee kept)")] = 16,
     flops: Annotated[Optional[float], typer.Option(
         help="fake ledgers: target FLOP/s for modelled time, e.g. 4e14 (default per device, "
              "docs/fake.md)")] = None,
@@ -44,7 +47,7 @@ def plan(
     led = open_ledger(one_rank_ledger(ledger, "plan"))
     step_time_s = None if step_time is None else parse_duration(step_time)
     report = make_plan(led, budget_bytes, step_time_s=step_time_s, bandwidth=bandwidth,
-                       flops=flops)
+                       flops=flops, front_points=front_points)
     if measure and report.fits:
         from memledger.measure.plan_check import measure_plan
 
@@ -106,13 +109,16 @@ def _render(report, budget: str, front: bool) -> None:
                       _ms(m.predicted_added_time_s), _ms(m.measured_added_time_s))
         console.print(t)
     if front and report.front:
-        t = Table(title="Pareto front (least added time per peak)", title_justify="left",
-                  show_edge=False)
-        for col in ("peak", "+ms/step", "band", "policy"):
-            t.add_column(col, justify="left" if col == "policy" else "right",
+        title = "Pareto front (least added time per peak)"
+        if not report.front_complete:
+            title += (f": thinned to {len(report.front)} points at evenly spaced peaks, "
+                      "endpoints and knee kept (--front-points for more)")
+        t = Table(title=title, title_justify="left", show_edge=False)
+        for col in ("peak", "+ms/step", "band", "", "policy"):
+            t.add_column(col, justify="left" if col in ("policy", "") else "right",
                          overflow="fold", no_wrap=col != "policy")
         for p in report.front:
             t.add_row(format_bytes(p.peak_bytes), _ms(p.added_time_s),
                       f"{_ms(p.added_time_lo_s)}–{_ms(p.added_time_hi_s)}",
-                      p.policy.replace("+", "+\n"))
+                      "knee" if p.knee else "", p.policy.replace("+", "+\n"))
         console.print(t)

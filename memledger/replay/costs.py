@@ -108,12 +108,16 @@ class CostModel:
         # (memledger/trace/timing.py sac_probe, recompute_probe), over the machine's
         sac = prep.timings.sac_op_ns if prep.timings is not None else ()
         fac = prep.timings.factor if prep.timings is not None else ()
+        reg = prep.timings.region_ns if prep.timings is not None else ()
         for i, w in enumerate(("median", "lo", "hi")):
             c = self.consts[w]
             if sac:
                 c = dataclasses.replace(c, sac_op=sac[i], sac_call=0.0)
             if fac:
                 c = dataclasses.replace(c, factor=fac[i])
+            if reg:      # the call cost in this model's own step, its saves taken out
+                call = reg[i] - prep.timings.probe_saves * c.ckpt_save
+                c = dataclasses.replace(c, ckpt_call=max(0.0, call))
             self.consts[w] = c
         t = prep.timings
         fwd = t.call_ns.copy()

@@ -44,7 +44,7 @@ from memledger.replay.prepared import Prepared
 from memledger.replay.solve import EXHAUSTIVE_MAX, reduce_runs, solve
 
 PLAN_SCHEMA = "memledger.plan/1"
-FRONT_POINTS = 16   # Pareto points computed at most
+FRONT_POINTS = 16   # Pareto points listed at most (Note [Pareto front])
 _NUMBERED = re.compile(r"^(?P<prefix>.+)\.(?P<index>\d+)$")
 
 
@@ -58,6 +58,7 @@ class FrontPoint(BaseModel):
     added_time_s: float
     added_time_lo_s: float
     added_time_hi_s: float
+    knee: bool = Field(False, description="the front's knee (docs/policies.md)")
 
 
 class MeasuredChoice(BaseModel):
@@ -101,6 +102,8 @@ class PlanReport(BaseModel):
                                                "front, best first")
     front: list[FrontPoint] = Field(default_factory=list, description="Pareto front: peak "
                                     "vs least added time, lowest peak first")
+    front_complete: bool = Field(True, description="every point of the front is listed; "
+                                 "false: thinned (endpoints and knee kept)")
     measured: list[MeasuredChoice] = Field(default_factory=list)
     time_model: str = Field("traced", description="as predict's: 'traced' or how modelled")
 
@@ -262,32 +265,113 @@ def _solve_checked(table: BlockTable, prep: Prepared, budget: int, rng: int,
     return None, False
 
 
-def pareto_front(table: BlockTable, points: int = FRONT_POINTS) -> list[FrontPoint]:
-    """Least added time per peak: solved from the baseline peak down, each budget one byte
-    under the last answer's peak (exact while `points` allows; then the lowest peak)."""
-    out: list[FrontPoint] = []
-    nb = len(table.blocks)
-    budget = table.peak([0] * nb)
-    floor = min(table.peak([o] * nb) for o in range(len(table.options)))
-    while len(out) < points:
-        choice, _ = table.solve(budget)
-        if choice is None:
-            break
-        peak = table.peak(choice)
-        out.append(FrontPoint(policy=table.policy(choice), peak_bytes=peak,
-                              added_time_s=table.total(choice),
-                              added_time_lo_s=table.total(choice, "lo"),
-                              added_time_hi_s=table.total(choice, "hi")))
-        if len(out) == points - 1 and peak - 1 > floor:
-            budget = floor                            # the last point: the lowest peak
-        else:
-            budget = peak - 1
+# Note [Pareto front]
+# The front is peak vs least added time: for each peak, the cheapest assignment that stays
+# at or under it. Small tables (exhaustive search) give the whole front at once: every
+# assignment's peak and time, then a sweep. Beyond, each point costs one exact solve, and a
+# 48-block GPT's front has hundreds of points (one per extra checkpointed block, per mix),
+# so it is *thinned*: solved at `points` budgets evenly spaced between the lowest reachable
+# peak and the baseline (both endpoints are on it), then twice more around the knee. Every
+# point printed is exact; the points between them are left out, and the report says so
+# (`front_complete: false`). The knee: the point farthest below the straight line from
+# (lowest peak, its time) to (baseline, 0), both axes scaled to [0, 1] by the endpoints,
+# where buying more memory starts costing disproportionately more time.
+# Example (48-block tiny GPT, 176 MiB budget): walking down from the baseline one byte at a
+# time, 16 solves reached only 223 MB of a front that goes down to 156 MB (offload every
+# block); the plan's own answer (176 MiB) was not among them. Sampled: 16 budgets from
+# 156 MB to 231 MB, one every 5 MB.
+def _point(table: BlockTable, choice, knee: bool = False) -> FrontPoint:
+    return FrontPoint(policy=table.policy(choice), peak_bytes=table.peak(choice),
+                      added_time_s=table.total(choice),
+                      added_time_lo_s=table.total(choice, "lo"),
+                      added_time_hi_s=table.total(choice, "hi"), knee=knee)
+
+
+def _sweep(points: list[FrontPoint]) -> list[FrontPoint]:
+    """Lowest peak first; drop any point another beats on peak and time."""
     front, best = [], float("inf")
-    for p in sorted(out, key=lambda p: (p.peak_bytes, p.added_time_s)):
+    for p in sorted(points, key=lambda p: (p.peak_bytes, p.added_time_s)):
         if p.added_time_s < best:        # equal time at a higher peak is not on the front
             front.append(p)
             best = p.added_time_s
     return front
+
+
+def _knee(front: list[FrontPoint]) -> int:
+    """Index of the knee (Note [Pareto front]); -1 for fewer than 3 points."""
+    if len(front) < 3:
+        return -1
+    p = np.array([f.peak_bytes for f in front], dtype=np.float64)
+    t = np.array([f.added_time_s for f in front], dtype=np.float64)
+    span_p, span_t = p[-1] - p[0], t[0] - t[-1]
+    if span_p <= 0 or span_t <= 0:
+        return -1
+    x, y = (p - p[0]) / span_p, (t - t[-1]) / span_t     # chord from (0, 1) to (1, 0)
+    below = (1.0 - x) - y
+    return int(np.argmax(below)) if below.max() > 0 else -1
+
+
+def _exhaustive_front(table: BlockTable) -> list[FrontPoint]:
+    nb, no = table.cost.shape
+    combos = np.indices((no,) * nb).reshape(nb, -1).T
+    ok = np.isfinite(table.cost[np.arange(nb), combos]).all(axis=1)
+    combos = combos[ok]
+    load = np.zeros((len(combos), table.delta.shape[2]), dtype=np.int64)
+    for b in range(nb):
+        load += table.delta[b][combos[:, b]]
+    peak = (load + table.floor[None, :]).max(axis=1) if load.shape[1] else np.zeros(len(load))
+    cost = table.cost[np.arange(nb), combos].sum(axis=1)
+    order = np.lexsort((cost, peak))
+    best, keep = float("inf"), []
+    for i in order.tolist():
+        if cost[i] < best:
+            keep.append(i)
+            best = cost[i]
+    return [_point(table, combos[i]) for i in keep]
+
+
+def pareto_front(table: BlockTable, points: int = FRONT_POINTS) -> list[FrontPoint]:
+    """The front, lowest peak first (complete, or thinned: see `front_is_thinned`)."""
+    return pareto_front_info(table, points)[0]
+
+
+def pareto_front_info(table: BlockTable, points: int = FRONT_POINTS
+                      ) -> tuple[list[FrontPoint], bool]:
+    """(front, complete): Note [Pareto front]. The knee is flagged (`knee`); a thinned front
+    keeps at most `points` points, always both endpoints and the knee."""
+    nb, no = table.cost.shape
+    if no ** nb <= EXHAUSTIVE_MAX:
+        front, complete = _exhaustive_front(table), True
+    else:
+        top = table.peak([0] * nb)
+        floor = min(table.peak([o] * nb) for o in range(no) if np.isfinite(table.cost[:, o]).all())
+        found: dict[str, FrontPoint] = {}
+
+        def at(budget: int) -> None:
+            choice, _ = table.solve(int(budget))
+            if choice is not None:
+                pt = _point(table, choice)
+                found.setdefault(pt.policy, pt)
+        for b in np.unique(np.linspace(floor, top, max(points, 2)).round().astype(np.int64)):
+            at(b)
+        front = _sweep(list(found.values()))
+        k = _knee(front)
+        if 0 < k < len(front) - 1:       # two more solves between the knee and its neighbours
+            for j in (k - 1, k + 1):
+                at((front[k].peak_bytes + front[j].peak_bytes) // 2)
+            front = _sweep(list(found.values()))
+        complete = False
+    k = _knee(front)
+    if len(front) > points > 0:          # thin: endpoints and knee kept, the rest evenly
+        keep = {0, len(front) - 1} | ({k} if k >= 0 else set())
+        extra = points - len(keep)
+        if extra > 0:
+            keep |= set(np.linspace(0, len(front) - 1, extra + 2).round().astype(int)[1:-1])
+        k = sorted(keep).index(k) if k >= 0 else -1
+        front, complete = [front[i] for i in sorted(keep)], False
+    if k >= 0:
+        front[k] = front[k].model_copy(update={"knee": True})
+    return front, complete
 
 
 def pareto_points(led: Ledger, points: int = FRONT_POINTS) -> list[dict]:
@@ -314,7 +398,7 @@ def plan(led: Ledger, budget_bytes: int, step_time_s: float | None = None,
     model, _ = cost_model(led, prep, step_time_s, bandwidth)
     table = block_table(prep, model, blocks, rng)
     choice, held = _solve_checked(table, prep, budget_bytes, rng)
-    front = pareto_front(table, front_points) if front_points else []
+    front, complete = pareto_front_info(table, front_points) if front_points else ([], True)
     runner = _runner_up(table, prep, budget_bytes, rng, choice) if choice is not None else None
     texts = [table.policy(c) for c in (choice, runner) if c is not None]
     texts += [p.policy for p in front if p.policy not in texts]
@@ -337,7 +421,7 @@ def plan(led: Ledger, budget_bytes: int, step_time_s: float | None = None,
         method="exhaustive" if no ** nb <= EXHAUSTIVE_MAX else "dp",
         assignments=float(no) ** nb, assumption_held=held,
         runner_up=table.policy(runner) if runner is not None else "",
-        candidates=cands, front=front, time_model=time_model)
+        candidates=cands, front=front, front_complete=complete, time_model=time_model)
 
 
 def _runner_up(table: BlockTable, prep: Prepared, budget: int, rng: int, choice):

@@ -40,6 +40,9 @@ class Timings:
     sac_op_ns: tuple = ()   # (median, lo, hi) of the model's own selective cost per op
     step_ns: float = 0.0    # median untraced step time on the timing clock (0: unknown)
     factor: tuple = ()      # (median, lo, hi) of the model's own recompute factor
+    region_ns: tuple = ()   # (median, lo, hi): what a checkpointed region adds besides its
+                            # re-run, measured in this model's own step (trace/timing.py)
+    probe_saves: float = 0.0   # saves per region in that measurement
 
     @classmethod
     def empty(cls, n_scopes: int, n_events: int) -> "Timings":
@@ -62,6 +65,10 @@ def match_timings(record: dict | None, scopes: pd.DataFrame, steps: pd.DataFrame
     fac = record.get("recompute_factor") or []
     if fac:
         out.factor = (float(np.median(fac)), float(np.min(fac)), float(np.max(fac)))
+    reg = record.get("ckpt_region_ns") or []
+    if reg:
+        out.region_ns = (float(np.median(reg)), float(np.min(reg)), float(np.max(reg)))
+        out.probe_saves = float(record.get("ckpt_probe_saves") or 0.0)
     if record.get("step_ns"):
         out.step_ns = float(np.median(record["step_ns"]))
     per_key: dict[tuple[str, int], list[int]] = {}

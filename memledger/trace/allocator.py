@@ -27,8 +27,13 @@ class CpuProfilerProbe:
     source = "cpu-profiler"
 
     def __init__(self) -> None:
-        self._prof = torch.profiler.profile(
-            activities=[torch.profiler.ProfilerActivity.CPU], profile_memory=True)
+        # The autograd profiler that `torch.profiler.profile(activities=[CPU],
+        # profile_memory=True)` drives, used directly: the same Kineto session and memory
+        # events, without its `prepare_trace`, whose `hasattr(torch, "_inductor")` imports
+        # torch._inductor and torch._dynamo (~1.5 s CPU per process, measured here:
+        # docs/performance.md) only to read a CUDA-graphs flag.
+        self._prof = torch.autograd.profiler.profile(
+            use_cpu=True, profile_memory=True, use_kineto=True)
 
     def start(self) -> None:
         self._prof.__enter__()
@@ -36,9 +41,13 @@ class CpuProfilerProbe:
     def stop(self) -> None:
         self._prof.__exit__(None, None, None)
 
+    @property
+    def kineto_results(self):
+        return self._prof.kineto_results
+
     def peaks(self) -> dict[str, int]:
         """{device: highest running sum of allocations minus frees} since start()."""
-        events = [e for e in self._prof.profiler.kineto_results.events() if e.name() == "[memory]"]
+        events = [e for e in self.kineto_results.events() if e.name() == "[memory]"]
         return peaks_from_events(
             (e.start_ns(), _device_name(e), int(e.nbytes())) for e in events)
 
@@ -141,7 +150,7 @@ def op_scratch(probe: CpuProfilerProbe) -> dict[str, list[int]]:
     """
     import numpy as np
 
-    events = list(probe._prof.profiler.kineto_results.events())
+    events = list(probe.kineto_results.events())
     mem = sorted(((e.start_ns(), int(e.nbytes())) for e in events
                   if e.name() == "[memory]" and _device_name(e) == "cpu"), key=lambda m: m[0])
     if not mem:
@@ -186,7 +195,7 @@ def collective_bytes_at_peak(probe: CpuProfilerProbe) -> dict[str, int]:
     try:
         from torch._C._profiler import _EventType
 
-        tree = probe._prof.profiler.kineto_results.experimental_event_tree()
+        tree = probe.kineto_results.experimental_event_tree()
     except (AttributeError, ImportError, RuntimeError):  # pragma: no cover - older torch
         return {}
     allocs: list[tuple[int, int, int, bool, int]] = []   # (time, ptr, bytes ±, in c10d, tid)

@@ -22,13 +22,16 @@ Both are written as one `timing` record:
 
     {"k": "timing", "device": "cpu", "clock": "thread_cpu",
      "modules": [[[path, ns], ...] per timed step],      # forward calls in call order
-     "ops": [[op, ns], ...]}                             # one step, every op in call order
+     "ops": [[op, ns], ...],                             # one step, every op in call order
+     "recompute_factor": [...], "ckpt_region_ns": [...],  # recompute_probe, per repetition
+     "ckpt_probe_saves": 28.0, "ckpt_probe_regions": 4}
 """
 
 from __future__ import annotations
 
 import time
 
+import numpy as np
 import torch
 from torch.nn.modules import module as nn_module
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -114,7 +117,7 @@ class StepTimers:
         self.ops: OpTimer | None = None
         self.done = False
         self.sac_op: list[float] = []
-        self.factor: list[float] = []
+        self.probe: dict = {}
         self.step_ns: list[int] = []
         self._t = 0
         self._n = 0
@@ -129,7 +132,7 @@ class StepTimers:
             self.ops.__exit__(None, None, None)
             self.done = True
             self.sac_op = sac_probe(self.modules.root, len(self.ops.ops), self._clock)
-            self.factor = recompute_probe(self.modules.root, self._clock)
+            self.probe = recompute_probe(self.modules.root, self._clock)
             return
         self._t = self._clock()
         if self._n < self.module_steps:
@@ -154,7 +157,10 @@ class StepTimers:
             return None
         return {"k": "timing", "device": device, "clock": self.clock_name,
                 "step_ns": self.step_ns[:len(steps)], "sac_op_ns": self.sac_op,
-                "recompute_factor": self.factor,
+                "recompute_factor": self.probe.get("factor", []),
+                "ckpt_region_ns": self.probe.get("region_ns", []),
+                "ckpt_probe_saves": self.probe.get("saves_per_region", 0.0),
+                "ckpt_probe_regions": self.probe.get("regions", 0),
                 "modules": [[[p, int(ns)] for p, ns in s] for s in steps],
                 "ops": [[o, int(ns)] for o, ns in (self.ops.ops if self.ops and self.done
                                                     else [])]}
@@ -208,32 +214,116 @@ def _first_tensor(out):
     return None
 
 
-def recompute_probe(root: tuple | None, clock, reps: int = 5) -> list[float]:
-    """What re-running *this model's* forward inside backward costs over its plain forward:
-    the whole model under memledger's own checkpoint wrapper (measure/apply.py) vs plain,
-    forward and backward of `output.sum()`, and the plain forward alone, `reps` times
-    interleaved; factor = (t_ckpt - t_plain) / t_fwd (the per-call and per-save costs are
-    the calibration's, and small beside a whole model). A small CNN re-runs at ~1.3x its
-    forward (BatchNorm's batch statistics, MaxPool indices), an MLP block at ~1.0x.
-    Gradients it leaves in `.grad` are never used: the pass ends after it."""
+# Note [Recompute probe in context]
+# What a checkpointed region adds to a training step, measured on *this model* after the
+# timed steps, the way policies run it: region by region, each re-run inside backward right
+# before its own gradients. The regions are the model's repeated blocks (the numbered
+# children with the most parameters: `blocks.0`, `blocks.1`, ...; else the root's children
+# that have parameters; else the whole model). Per repetition, one step plain and one with
+# every region under memledger's checkpoint wrapper (early stop off, so the whole forward
+# re-runs), forward + backward of `output.sum()`; each region's inner forward is timed as
+# it runs, so the re-run inside backward is measured directly:
+#     factor     = re-run / plain forward of the regions
+#     region_ns  = (t_ckpt - t_plain - re-run) / regions      (everything else, per region)
+# and the saves made inside the regions are counted in the plain step. The cost model
+# takes call = region_ns - saves per region x the calibration's per-save cost.
+# Why: torch's checkpoint costs far more per call inside a real step than in isolation.
+# Tiny GPT here (4 blocks, 28 saves each, one thread): re-run 1.05-1.08x the block's plain
+# forward, and 0.6-1.5 ms per region besides (checkpointing only `ln_1`, one op, costs
+# 1.0 ms per region; `gelu` 0.6 ms), against 84 us + 28 x 10 us from the isolated
+# calibration on 64-float `sin` chains: that gap was the GPT's 0.75-0.87 ratio.
+_NUMBERED = r"^(?P<prefix>.+)\.(?P<index>\d+)$"
+
+
+def probe_regions(module: torch.nn.Module) -> list[str]:
+    """The regions the recompute probe checkpoints (Note [Recompute probe in context])."""
+    import re
+
+    groups: dict[str, list[str]] = {}
+    for name, m in module.named_modules():
+        hit = re.match(_NUMBERED, name)
+        if hit and next(m.parameters(), None) is not None:
+            groups.setdefault(hit["prefix"], []).append(name)
+    groups = {k: v for k, v in groups.items() if len(v) >= 2}
+    if groups:
+        def n_params(k: str) -> int:
+            mods = dict(module.named_modules())
+            return sum(p.numel() for n in groups[k] for p in mods[n].parameters())
+        return groups[max(groups, key=n_params)]
+    kids = [n for n, m in module.named_children() if next(m.parameters(), None) is not None]
+    return kids or [""]
+
+
+def recompute_probe(root: tuple | None, clock, reps: int = 5, max_reps: int = 15) -> dict:
+    """{"factor": [...], "region_ns": [...], "saves_per_region": float, "regions": int}:
+    what re-running this model's blocks inside backward costs, per repetition (Note
+    [Recompute probe in context]); {} when the model cannot be probed. Gradients it leaves
+    in `.grad` are never used: the pass ends after it."""
     if root is None:
-        return []
+        return {}
+    from torch.utils.checkpoint import set_checkpoint_early_stop
+
     from memledger.measure.apply import _checkpointed
 
     module, args = root
-    wrapped = _checkpointed(module.forward, module, None)
-    out = []
-    try:
-        def run(fn, backward: bool = True) -> int:
+    named = dict(module.named_modules())
+    paths = probe_regions(module)
+    acc = {"fwd": 0, "rerun": 0, "saves": 0, "depth": 0, "phase": "fwd"}
+
+    def timed(orig):
+        def forward(*a, **k):
             t0 = clock()
-            y = _first_tensor(fn(*args))
-            if backward and y is not None and y.requires_grad:
+            acc["depth"] += 1
+            try:
+                return orig(*a, **k)
+            finally:
+                acc["depth"] -= 1
+                acc["fwd" if acc["phase"] == "fwd" else "rerun"] += clock() - t0
+        return forward
+
+    def count(t):
+        acc["saves"] += acc["depth"] > 0
+        return t
+
+    def install(ckpt: bool) -> None:
+        for p in paths:
+            m = named[p]
+            inner = timed(type(m).forward.__get__(m))
+            m.forward = _checkpointed(inner, m, None) if ckpt else inner
+
+    def remove() -> None:
+        for p in paths:
+            named[p].__dict__.pop("forward", None)
+
+    def run(ckpt: bool) -> tuple[int, int, int, int]:
+        acc.update(fwd=0, rerun=0, saves=0, phase="fwd")
+        install(ckpt)
+        try:
+            with set_checkpoint_early_stop(False), \
+                    torch.autograd.graph.saved_tensors_hooks(count, lambda t: t):
+                t0 = clock()
+                y = _first_tensor(module(*args))
+                acc["phase"] = "bwd"
+                if y is None or not y.requires_grad:
+                    raise RuntimeError("no differentiable output")
                 y.float().sum().backward()
-            return clock() - t0
-        run(wrapped)
+                return clock() - t0, acc["fwd"], acc["rerun"], acc["saves"]
+        finally:
+            remove()
+
+    factor, region_ns, saves = [], [], []
+    try:
+        run(True), run(False)
+        pair = sum(run(c)[0] for c in (False, True))
+        # the difference of two whole steps: repeat it as often as ~2 s of probing allows
+        reps = int(min(max(reps, 2e9 // max(pair, 1)), max_reps))
         for _ in range(reps):
-            plain, ckpt, fwd = run(module), run(wrapped), run(module, backward=False)
-            out.append((ckpt - plain) / max(fwd, 1))
+            plain, fwd, _, s = run(False)
+            ckpt, _, rerun, _ = run(True)
+            factor.append(rerun / max(fwd, 1))
+            region_ns.append((ckpt - plain - rerun) / len(paths))
+            saves.append(s)
     except Exception:      # a model this probe cannot re-run: the calibration's value serves
-        return []
-    return out
+        return {}
+    return {"factor": factor, "region_ns": region_ns, "regions": len(paths),
+            "saves_per_region": float(np.median(saves)) / len(paths)}

@@ -30,7 +30,8 @@ CALIBRATION = {   # ns; per_byte in ns/byte: a storage of N bytes costs 2,000 + 
 }
 
 
-def blocks_ledger(H: list[int], T: list[int]) -> Ledger:
+def blocks_ledger(H: list[int], T: list[int], timing: dict | None = None) -> Ledger:
+    """`timing`: extra keys of the `timing` record (the recompute probe's)."""
     L = len(H)
     recs = [{"k": "header", "schema": "memledger.ledger/1"},
             {"k": "phase", "ev": 0, "ph": "setup", "step": 1},
@@ -65,7 +66,8 @@ def blocks_ledger(H: list[int], T: list[int]) -> Ledger:
     recs += [{"k": "phase", "ev": B, "ph": "backward", "step": 1},
              {"k": "step", "step": 1, "ev": B + 10 * L, "ns": 10_000},
              {"k": "timing", "device": "cpu", "clock": "thread_cpu",
-              "modules": [[[f"blocks.{i}", T[i]] for i in range(L)]], "ops": []},
+              "modules": [[[f"blocks.{i}", T[i]] for i in range(L)]], "ops": [],
+              **(timing or {})},
              {"k": "calibration", "device": "cpu", "params": CALIBRATION},
              {"k": "end", "ev": B + 10 * L + 1, "status": "ok"}]
     return Ledger.from_records(recs)

@@ -1,0 +1,57 @@
+"""The trace's recompute probe (memledger/trace/timing.py, Note [Recompute probe in
+context]): which regions it checkpoints and what it counts. Its times are never asserted."""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+from memledger.trace.timing import probe_regions, recompute_probe
+
+
+class _Block(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        return torch.relu(self.fc(x))
+
+
+class _Net(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.blocks = torch.nn.ModuleList([_Block() for _ in range(3)])
+        self.head = torch.nn.Linear(4, 2)
+
+    def forward(self, x):
+        for b in self.blocks:
+            x = b(x)
+        return self.head(x)
+
+
+def test_regions_are_the_repeated_blocks_else_the_children_with_parameters():
+    assert probe_regions(_Net()) == ["blocks.0", "blocks.1", "blocks.2"]
+    seq = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.ReLU(), torch.nn.Linear(2, 2))
+    assert probe_regions(seq) == ["0", "2"]            # the ReLU has no parameters
+    assert probe_regions(torch.nn.Linear(2, 2)) == [""]   # the whole model, one region
+
+
+def test_probe_counts_saves_per_region_and_repeats():
+    torch.manual_seed(0)
+    net, x = _Net(), torch.randn(3, 4)
+    out = recompute_probe((net, (x,)), time.thread_time_ns, reps=5, max_reps=5)
+    assert out["regions"] == 3
+    assert len(out["factor"]) == len(out["region_ns"]) == 5
+    # saves inside the blocks: block 0 (input without grad): addmm's input + relu's
+    # result = 2; blocks 1 and 2: addmm's input and weight + relu's result = 3 each;
+    # (2 + 3 + 3) / 3 regions
+    assert out["saves_per_region"] == 8 / 3
+    # the model is left as it was: no wrapped forwards
+    assert all("forward" not in m.__dict__ for m in net.modules())
+
+
+def test_probe_gives_up_on_a_model_without_a_differentiable_output():
+    net = torch.nn.Linear(2, 2).requires_grad_(False)
+    assert recompute_probe((net, (torch.randn(1, 2),)), time.thread_time_ns) == {}
