@@ -62,3 +62,36 @@ def test_gradients_that_differ_on_one_rank_reject_the_policy_on_every_rank():
     assert [rep.policies[0].verdict for rep in ranks] == ["REJECT", "REJECT"]
     assert ranks[0].policies[0].gates.gradients is True   # rank 0's own gate is kept
     assert good.verdict == "ADOPT"
+
+
+def test_a_doctor_error_on_one_rank_stops_compare_naming_the_rank(tmp_path, monkeypatch):
+    # GIVEN a launch whose rank 1 reports an error finding (the files the doctor worker
+    # writes under torchrun, from their `{rank}` templates), WHEN compare checks the baseline
+    import json
+    from pathlib import Path
+
+    import pytest
+
+    import memledger.verify.compare_ranks as cr
+    from memledger.doctor.findings import DoctorReport, Finding, Where
+    from memledger.errors import CheckFailed
+
+    launched = []
+
+    def fake_launch(nproc, args, timeout_s, quiet, module):
+        launched.append((nproc, module))
+        report, status = args[args.index("--report") + 1], args[args.index("--status") + 1]
+        for r in range(nproc):
+            bad = [Finding(check="grad_leak", severity="error", message="grads kept",
+                           where=Where(file="train.py", line=7))] if r == 1 else []
+            Path(report.format(rank=r)).write_text(
+                DoctorReport(ok=not bad, steps=1, findings=bad).model_dump_json(by_alias=True))
+            Path(status.format(rank=r)).write_text(json.dumps({"code": 0, "reason": "",
+                                                              "steps": 1}))
+        return 0, ""
+
+    monkeypatch.setattr(cr, "_launch", fake_launch)
+    with pytest.raises(CheckFailed, match="fails the doctor on rank 1, so no policy is judged: "
+                       "grad_leak at train.py:7"):
+        cr._doctor_ranks(Path("train.py"), [], 1, 2, tmp_path, 60.0)
+    assert launched == [(2, "memledger.doctor.worker")]   # one launch for every rank
