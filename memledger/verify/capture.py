@@ -48,6 +48,7 @@ from torch.optim.optimizer import (
 from torch.overrides import TorchFunctionMode
 
 from memledger.trace.collector import StopTracing
+from memledger.trace.sharding import local_tensor
 from memledger.trace.steps import OptimizerSteps
 
 FORMAT = "memledger.capture/1"
@@ -63,7 +64,9 @@ def digest(t: torch.Tensor) -> str:
 
 
 def _cpu(t: torch.Tensor) -> torch.Tensor:
-    return t.detach().to("cpu", copy=True)
+    """A CPU copy of what this rank holds: an FSDP2 parameter's (or gradient's) local shard,
+    not its DTensor (`compare --nproc` compares rank r's shards with rank r's)."""
+    return local_tensor(t.detach()).to("cpu", copy=True)
 
 
 def _tensors(obj: Any, label: str) -> list[tuple[str, torch.Tensor]]:
@@ -192,7 +195,7 @@ class Capture:
             self._opts.append(opt)
         for name, p in self._named_params(opt):
             step["grads"][name] = None if p.grad is None else _cpu(p.grad)
-            if p.grad is not None and not bool(torch.isfinite(p.grad).all()):
+            if p.grad is not None and not bool(torch.isfinite(step["grads"][name]).all()):
                 step["nonfinite"].append(name)
             if name not in self._before:
                 self._before[name] = _cpu(p)
