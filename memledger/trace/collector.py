@@ -213,8 +213,11 @@ class Collector(ShardingMixin, TorchDispatchMode):
         if self._closed:
             return
         self._closed = True
-        if self._steps_by != "optimizer" and status == "ok" and not self._done and (
-                self._forwards or self._steps_by == "whole"):
+        if self._steps_by == "optimizer":   # a step its optimizers began and left open
+            open_step = self._steps.open    # (a trainable parameter none steps, the first
+        else:                               # step: trace/steps.py)
+            open_step = bool(self._forwards) or self._steps_by == "whole"
+        if status == "ok" and not self._done and open_step:
             try:
                 self._end_step()         # the script's end closes the open step
             except StopTracing:

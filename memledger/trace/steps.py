@@ -19,8 +19,9 @@ are known and the roots no longer count, so a parameter with a gradient that no 
 steps (a forgotten `requires_grad`) holds only the first step open.
 
 Fallbacks, for parameters with a gradient that no optimizer steps: the step also ends when
-an optimizer that already stepped in it steps again (the next iteration), and the collector
-ends it when the next top-level forward begins.
+an optimizer that already stepped in it steps again (the next iteration), the next
+forward of a root module ends it (the collector always; `OptimizerSteps` while its module
+hook is on, i.e. for the first step), and the script's end ends it.
 
 Known limitation (what lazy discovery cannot see): in the FIRST iteration, an optimizer
 whose parameters belong to no module that ran forward (a bare `nn.Parameter` used in the
@@ -108,23 +109,27 @@ class OptimizerSteps:
         run_script(...)
         steps.remove()
 
-    Or, for a caller that keeps its own optimizer hooks, `OptimizerSteps()` and call
-    `pre(opt)` / `post(opt)` from them: each returns True when a training step ended there.
-    Only the outermost `step()` counts (ZeRO's `step()` calls its inner optimizer's). Until
-    the first step ends, a global module forward pre-hook shows the root modules (a module
-    not seen before, with each of its submodules marked seen); it is removed at that first
-    end, so the steps timed after it run with no module hook at all.
+    Or, for a caller that keeps its own optimizer hooks, `OptimizerSteps(on_step,
+    hooks=False)` and call `pre(opt)` / `post(opt)` from them: each returns True when a
+    training step ended there. Only the outermost `step()` counts (ZeRO's `step()` calls
+    its inner optimizer's). Until the first step ends, a global module forward pre-hook
+    shows the root modules (a module not seen before, with each of its submodules marked
+    seen) and ends a first step left open when a root's forward begins again (the
+    collector's fallback; `on_step` is called); it is removed at that first end, so the
+    steps timed after it run with no module hook at all.
     """
 
-    def __init__(self, on_step=None) -> None:
+    def __init__(self, on_step=None, hooks: bool = True) -> None:
         from torch.nn.modules import module as nn_module
 
         self.boundary = StepBoundary()
+        self._on_step = on_step
         self._depth = 0
         self._seen: set[int] = set()   # ids of modules seen in forward (while discovering)
+        self._roots: set[int] = set()  # ids of the roots among them
         self._handles = [nn_module.register_module_forward_pre_hook(self._module_pre)]
         self._watching = True
-        if on_step is not None:
+        if on_step is not None and hooks:
             from torch.optim.optimizer import (
                 register_optimizer_step_post_hook,
                 register_optimizer_step_pre_hook,
@@ -143,15 +148,20 @@ class OptimizerSteps:
 
     def _module_pre(self, module, args) -> None:
         if id(module) in self._seen:
+            if id(module) in self._roots and self.boundary.open and self._on_step:
+                self.boundary.reset()   # a root's next forward: the open first step ended
+                self._stop_watching()
+                self._on_step()
             return
         self.boundary.saw_root(module)
+        self._roots.add(id(module))
         self._seen.update(id(m) for m in module.modules())
 
     def _stop_watching(self) -> None:
         if self._watching and not self.boundary.discovering:
             self._watching = False
             self._handles[0].remove()
-            self._seen = set()
+            self._seen, self._roots = set(), set()
 
     def pre(self, opt) -> bool:
         """Before `opt.step()`: True when a step left open ended here (a fallback)."""
@@ -174,6 +184,18 @@ class OptimizerSteps:
             h.remove()
         self._handles = []
         self._watching = False
+
+    def script_ended(self) -> None:
+        """The script ended inside a step its optimizers began (a trainable parameter that
+        no optimizer steps keeps the first step open): that step ends here, as the
+        collector ends it at close."""
+        self.remove()
+        if self.boundary.open and self._on_step:
+            self.boundary.reset()
+            try:
+                self._on_step()
+            except BaseException:
+                pass   # a stop raised at the very end: the script is over anyway
 
 
 # ---- steps without an optimizer ------------------------------------------------------------

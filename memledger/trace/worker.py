@@ -199,8 +199,9 @@ def _allocator_pass(args) -> int:
     try:
         with guard:
             outcome = run_and_classify(args.script, args.argv)
-        if args.steps_by != "optimizer":
-            counter.script_ended()
+        if args.steps_by != "optimizer" or outcome.code == EXIT_OK:
+            counter.script_ended()   # a step left open ends with the script, as in the
+                                     # ledger pass (Collector.close)
     except BaseException:
         stop_probes()
         timers.close()

@@ -125,7 +125,8 @@ class Capture:
         self.device = str(first.device) if first is not None else "cpu"
 
     def start(self) -> None:
-        self._steps = OptimizerSteps()   # a training step as trace counts it: trace/steps.py
+        # a training step as trace counts it: trace/steps.py (fed by the hooks below)
+        self._steps = OptimizerSteps(self._end_step, hooks=False)
         self._hooks = [
             nn_module.register_module_forward_hook(self._forward_done, with_kwargs=True),
             register_optimizer_step_pre_hook(self._pre_step),

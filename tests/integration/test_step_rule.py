@@ -141,3 +141,31 @@ def test_compare_capture_counts_two_optimizers_as_one_step(two_opt_script, tmp_p
     # each step holds both optimizers' gradients and moves all 4 parameters
     assert sorted(steps[0]["grads"]) == ["0.bias", "0.weight", "1.bias", "1.weight"]
     assert steps[0]["unmoved"] == []
+
+
+def test_a_trainable_parameter_no_optimizer_steps_holds_only_the_first_step_open():
+    # GIVEN a head optimizer only, the body trainable too (its gradients never stepped)
+    torch.manual_seed(0)
+    body, head = torch.nn.Linear(8, 16), torch.nn.Linear(16, 4)
+    model = torch.nn.Sequential(body, head)
+    opt = torch.optim.SGD(head.parameters(), lr=0.1)
+    ends = []
+    steps = OptimizerSteps(lambda: ends.append(1))
+    _iteration(model, [opt])
+    assert ends == []             # the body's 2 parameters are still pending
+    model(torch.randn(4, 8))      # the root's next forward ends step 1 (as in the collector)
+    assert ends == [1]
+    _iteration(model, [opt])      # from then on opt alone counts: one step per iteration
+    assert ends == [1, 1]
+    _iteration(model, [opt])
+    assert ends == [1, 1, 1]
+    steps.remove()
+    # WHEN the script ends inside that first open step THEN it is a step (trace agrees)
+    ends.clear()
+    steps = OptimizerSteps(lambda: ends.append(1))
+    _iteration(model, [opt])
+    steps.script_ended()
+    assert ends == [1]
+    with memledger.trace() as led:
+        _iteration(model, [opt])
+    assert led.steps_traced == 1
