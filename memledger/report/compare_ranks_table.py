@@ -38,10 +38,11 @@ def ranks_table(ranks: list[CompareReport], job: CompareReport, worst: int) -> T
                       peak(rep.baseline["measured_peak_bytes"], perf)
                       + (" ◀ worst" if r == worst else ""), style="dim")
     for p in job.policies:
+        mark = " ◀ rejected" if p.verdict == "REJECT" else " ◀ worst"   # the job row's rank
         for x in p.by_rank:
             r = x["rank"]
             t.add_row(p.policy if r == 0 else "", str(r), _mark(x["gradients"]),
                       peak(x["predicted_peak_bytes"], perf),
                       Text(peak(x["measured_peak_bytes"], perf)
-                           + (" ◀ worst" if r == p.rank and len(p.by_rank) > 1 else "")))
+                           + (mark if r == p.rank and len(p.by_rank) > 1 else "")))
     return t

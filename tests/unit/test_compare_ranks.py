@@ -95,3 +95,20 @@ def test_a_doctor_error_on_one_rank_stops_compare_naming_the_rank(tmp_path, monk
                        "grad_leak at train.py:7"):
         cr._doctor_ranks(Path("train.py"), [], 1, 2, tmp_path, 60.0)
     assert launched == [(2, "memledger.doctor.worker")]   # one launch for every rank
+
+
+def test_the_terminal_table_shows_every_rank_and_marks_the_one_that_rejected():
+    from io import StringIO
+
+    from rich.console import Console
+
+    from memledger.report.compare_ranks_table import ranks_table
+
+    ranks = [_report(4_000_000, [_row("offload:blocks.*", 3_000_000, 3_000_000)]),
+             _report(4_000_000, [_row("offload:blocks.*", 0, 0, gradients=False)])]
+    job, worst = combine_ranks(ranks)
+    out = StringIO()
+    Console(file=out, width=80).print(ranks_table(ranks, job, worst))
+    lines = [ln.rstrip() for ln in out.getvalue().splitlines() if "offload" in ln or "◀" in ln]
+    assert lines[-2].split() == ["offload:blocks.*", "0", "✓", "2.9", "MiB", "2.9", "MiB"]
+    assert lines[-1].split() == ["1", "✗", "–", "–", "◀", "rejected"]
