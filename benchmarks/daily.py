@@ -17,9 +17,11 @@ everywhere (OMP_NUM_THREADS=1), as benchmarks/accuracy.py: idle OpenMP threads s
    ledger not read); the same plus the first read (`.summary()`, which builds the tables);
    the anchors `torch.profiler.profile(profile_memory=True, record_shapes=True,
    with_stack=True)` and `MemTracker` around one step, entry and exit included; and the
-   per-step cost of N steps inside one block (goals: one step ≤ 1.2×, per step ≤ 1.05×).
+   per-step cost of N steps inside one block beside an empty TorchDispatchMode, the floor
+   under any dispatch-mode tool (goals: one step ≤ 1.2×, per step ≤ 1.05×).
 3. End to end (fresh processes): `python examples/train_gpt.py --steps 3` against
-   `memledger trace examples/train_gpt.py --steps 3` (goal ≤ 2×) and with `--no-measure`.
+   `memledger trace examples/train_gpt.py --steps 3` (goal ≤ 2×) and with `--no-measure`,
+   and each of its two passes alone (where the time goes).
 """
 
 from __future__ import annotations
@@ -66,8 +68,9 @@ def table(title: str, rows: dict[str, list[tuple[float, float]]], anchor: str,
     for name, xs in rows.items():
         w = statistics.median(x for x, _ in xs)
         c = statistics.median(x for _, x in xs)
-        print(f"{name:<44}{w * scale:>8.0f}{unit:>2}{w / base_w:>7.2f}x"
-              f"{c * scale:>8.0f}{unit:>2}{c / base_c:>7.2f}x")
+        digits = 0 if unit == "ms" else 1
+        print(f"{name:<44}{w * scale:>8.{digits}f}{unit:>2}{w / base_w:>7.2f}x"
+              f"{c * scale:>8.{digits}f}{unit:>2}{c / base_c:>7.2f}x")
 
 
 def round_robin(modes: dict[str, Callable[[], tuple[float, float]]], repeat: int,
@@ -146,6 +149,14 @@ def api(repeat: int, per_step_n: int) -> None:
         mt.track_external(model, opt)
         return mt
 
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class _EmptyMode(TorchDispatchMode):
+        """The floor under any tool built on a dispatch mode: one Python call per op."""
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
     for _ in range(3):
         step()
     modes = {
@@ -157,6 +168,7 @@ def api(repeat: int, per_step_n: int) -> None:
         "one step in MemTracker (entry+exit)": timed(memtracker),
         f"{per_step_n} steps, untraced": timed(contextlib.nullcontext, per_step_n),
         f"{per_step_n} steps in one memledger.trace()": timed(memledger.trace, per_step_n),
+        f"{per_step_n} steps in an empty dispatch mode (floor)": timed(_EmptyMode, per_step_n),
     }
     rows = round_robin(modes, repeat)
     print(f"\n2. The Python API: tiny GPT (examples/train_gpt.py defaults), torch "
@@ -177,6 +189,12 @@ def end_to_end(repeat: int, tmp: Path) -> None:
         "memledger trace --steps 3 --no-measure": [*MEMLEDGER, "trace", script, "--steps",
                                                    "3", "--no-measure", "-o",
                                                    str(tmp / "e2e-nm.ledger")],
+        # where the time goes: each pass alone, as `memledger trace` starts it
+        "  ledger pass alone": [PY, "-m", "memledger.trace.worker", "ledger", "--out",
+                                str(tmp / "pass.ledger"), "--steps", "3", script, "--"],
+        "  allocator pass alone (+8 timed steps, probes)": [
+            PY, "-m", "memledger.trace.worker", "allocator", "--out", str(tmp / "pass.json"),
+            "--steps", "3", script, "--"],
     }
     rows = round_robin({k: (lambda c=c: run_process(c)) for k, c in cmds.items()}, repeat)
     table("3. End to end, fresh processes (tiny GPT, 3 steps)", rows,

@@ -40,6 +40,9 @@ def compare(
     html: Annotated[Optional[Path], typer.Option(
         help="also write a self-contained HTML report here", dir_okay=False)] = None,
     fake: Annotated[bool, typer.Option(hidden=True)] = False,
+    nproc: Annotated[int, typer.Option(
+        min=0, help="run SCRIPT on N ranks under torchrun: every rank gated and measured, "
+        "a policy rejected on any rank rejected")] = 0,
 ) -> None:
     """Gate each POLICY on inputs, gradients and update, then predicted vs measured (exit 1: rejected).
 
@@ -65,12 +68,24 @@ def compare(
 
     runs = 1 + len(pols) + (3 + len(pols) if performance else 0) + doctor  # run_compare's stages
     with stdout_to_stderr(json_), stage_progress(runs) as say:   # --json: stdout is JSON only
-        rep = run_compare(script, script_args or [], pols, steps=steps, time_steps=time_steps,
-                          rtol=rtol, performance=performance, doctor=doctor, progress=say)
+        if nproc:
+            from memledger.verify.compare_ranks import run_compare_ranks
+
+            ranks = run_compare_ranks(script, script_args or [], pols, nproc, steps=steps,
+                                      time_steps=time_steps, rtol=rtol,
+                                      performance=performance, doctor=doctor, progress=say)
+            rep = ranks.job
+        else:
+            rep = run_compare(script, script_args or [], pols, steps=steps,
+                              time_steps=time_steps, rtol=rtol, performance=performance,
+                              doctor=doctor, progress=say)
     if json_:
-        print_json(rep.to_json_dict())
+        print_json(ranks.to_json_dict() if nproc else rep.to_json_dict())
     else:
         console.print(compare_table(rep))
+        if nproc:
+            from memledger.report.compare_ranks_table import ranks_table
+            console.print(ranks_table(ranks.ranks, rep, ranks.worst))
         for line in reasons(rep):
             console.print(line, soft_wrap=True)
     if html is not None:  # after the verdict: a failed write never hides it

@@ -29,6 +29,24 @@ class HelpGroup(TyperGroup):
                 elif getattr(param, "multiple", False):   # `--policy P --policy Q`
                     param.metavar = (param.name or "value").upper().rstrip("_")
 
+    # `--help` is not among `params`: Click makes it on first use (and caches it), so it is
+    # labelled here, for the group and for each verb as the group hands it out.
+    def get_help_option(self, ctx: Any) -> Any:
+        return _no_value(super().get_help_option(ctx))
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        cmd = super().get_command(ctx, cmd_name)
+        if cmd is not None:
+            _no_value(cmd.get_help_option(ctx))
+        return cmd
+
+
+def _no_value(option: Any) -> Any:
+    """A flag's metavar: empty (Typer would print `<bool>`)."""
+    if option is not None and option.metavar is None:
+        option.metavar = ""
+    return option
+
 
 def _script_args_label(ctx: Any = None) -> str:
     return "-- ARGS..."

@@ -41,8 +41,10 @@ def plan(
     (exit 1: none fits)."""
     from memledger.replay.plan import plan as make_plan
 
+    from memledger.commands.ranks import one_rank_ledger
+
     budget_bytes = parse_bytes(budget)
-    led = open_ledger(ledger)
+    led = open_ledger(one_rank_ledger(ledger, "plan"))
     step_time_s = None if step_time is None else parse_duration(step_time)
     report = make_plan(led, budget_bytes, step_time_s=step_time_s, bandwidth=bandwidth,
                        flops=flops, front_points=front_points)

@@ -31,16 +31,28 @@ def predict(
     """Predicted peak, its breakdown and added step time for each policy, from the ledger."""
     if not policy:
         raise PolicyError("predict needs at least one --policy, e.g. --policy 'checkpoint:blocks.*'")
+    from memledger.ledger.ranks import find_rank_files
     from memledger.replay.policies import policies_from_args
     from memledger.replay.predict import predict as predict_policies
 
     pols = policies_from_args(policy)
-    rep = predict_policies(open_ledger(ledger), pols, bandwidth=bandwidth, flops=flops,
-                          step_time_s=None if step_time is None else parse_duration(step_time))
-    if json_:
-        print_json(rep.to_json_dict())
+    files = find_rank_files(ledger) or [ledger]   # run.ledger -> run.rank0.ledger, ...
+    reps = [predict_policies(open_ledger(f), pols, bandwidth=bandwidth, flops=flops,
+                             step_time_s=None if step_time is None else parse_duration(step_time))
+            for f in files]
+    if len(files) > 1:
+        from memledger.commands.ranks import predict_ranks
+
+        predict_ranks(files, reps, json_, _print_table)
         return
-    t = Table(title=f"{ledger}: baseline peak {format_bytes(rep.baseline_peak_bytes)}",
+    if json_:
+        print_json(reps[0].to_json_dict())
+        return
+    _print_table(reps[0], str(ledger))
+
+
+def _print_table(rep, name: str) -> None:
+    t = Table(title=f"{name}: baseline peak {format_bytes(rep.baseline_peak_bytes)}",
               title_justify="left", show_edge=False, pad_edge=False)
     # names fold onto further lines; numbers are never cut (a CI log is 80 columns wide)
     t.add_column("policy", overflow="fold", min_width=12)

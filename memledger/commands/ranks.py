@@ -169,3 +169,42 @@ def measure_nproc(script: Path, argv: list[str], policy, nproc: int, steps: int,
                       f"{res.source}); step time {res.step_time_s * 1e3:.1f} ms"
                       + ("  [bold]◀ worst[/]" if r == worst and nproc > 1 else ""),
                       highlight=False)
+
+
+def predict_ranks(files: list[Path], reports: list, json_: bool, print_table) -> None:
+    """`memledger predict run.ledger` on rank ledgers: every rank replayed on its own ledger.
+    JSON: one memledger.predict/1 per rank under "ranks", the worst rank's (highest
+    predicted peak under any policy given) at top level."""
+    from memledger.commands.common import print_json
+    from memledger.ledger.ranks import ranks_json
+
+    def worst_peak(rep) -> int:
+        return max([rep.baseline_peak_bytes, *(p.peak_bytes for p in rep.policies)])
+
+    worst = max(range(len(reports)), key=lambda r: (worst_peak(reports[r]), -r))
+    peaks = [worst_peak(rep) for rep in reports]
+    skew = {"max_bytes": max(peaks), "min_bytes": min(peaks),
+            "spread_bytes": max(peaks) - min(peaks)}
+    if json_:
+        print_json(ranks_json([{"rank": r, **rep.to_json_dict()}
+                               for r, rep in enumerate(reports)], worst, skew))
+        return
+    for r, (f, rep) in enumerate(zip(files, reports)):
+        print_table(rep, f"rank {r} of {len(files)} ({f})"
+                    + ("  ◀ worst" if r == worst else ""))
+
+
+def one_rank_ledger(ledger: Path, verb: str) -> Path:
+    """`plan run.ledger` on rank ledgers: plan takes one rank's ledger; the worst rank's
+    (highest peak, the allocator's where measured), said in one line on stderr."""
+    from memledger.ledger.ranks import find_rank_files, summarize_ranks
+
+    files = find_rank_files(ledger)
+    if not files:
+        return ledger
+    _, worst, _ = summarize_ranks(files, opener=open_ledger)
+    err_console.print(f"memledger: note: {ledger} is {len(files)} rank ledgers; {verb} takes "
+                      f"one rank's: rank {worst}'s ({files[worst]}, the highest peak); name "
+                      "another rank's ledger to plan for it", style="yellow", markup=False,
+                      soft_wrap=True)
+    return files[worst]

@@ -41,7 +41,7 @@ def doctor_script(script: str | Path, argv: list[str], steps: int = 3,
     `ledger`: also record the ledger there (Collector alongside), findings appended to it.
     `quiet`: keep the script's output unless it fails (compare's pre-flight).
     """
-    from memledger.outputs import check_output
+    from memledger.outputs import check_output, commit, partial_path
     from memledger.trace.session import check_script
 
     script = check_script(script)
@@ -49,6 +49,19 @@ def doctor_script(script: str | Path, argv: list[str], steps: int = 3,
         ledger = check_output(ledger, "ledger", inputs=[script], ledger=True)
     if steps < 1:
         raise ScriptError("--steps must be at least 1", exit_code=EXIT_USAGE)
+    if ledger is None:
+        return _doctor_run(script, argv, steps, None, quiet)
+    # the worker streams into a partial file renamed over `ledger` at the end, whatever
+    # happened (memledger/outputs.py): never half a ledger at `ledger`
+    partial = partial_path(ledger)
+    try:
+        return _doctor_run(script, argv, steps, partial, quiet)
+    finally:
+        commit(partial, ledger)
+
+
+def _doctor_run(script: Path, argv: list[str], steps: int, ledger: Path | None,
+                quiet: bool) -> DoctorReport:
     with tempfile.TemporaryDirectory(prefix="memledger-doctor-") as tmp:
         report_path, status = Path(tmp) / "doctor.json", Path(tmp) / "status.json"
         cmd = [sys.executable, "-m", "memledger.doctor.worker", "--report", str(report_path),

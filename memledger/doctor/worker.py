@@ -30,6 +30,10 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.argv and args.argv[0] == "--":
         args.argv = args.argv[1:]
+    from memledger.trace.rank import for_rank
+
+    # under torchrun (`compare --nproc`): one report and one status per rank
+    args.report, args.status = for_rank(args.report), for_rank(args.status)
     if args.steps < 1:
         return _status(args.status, EXIT_USAGE, "--steps must be >= 1", 0)
 

@@ -56,6 +56,7 @@ from memledger.errors import PolicyError
 from memledger.measure.offload import Offloader
 from memledger.replay.policies import Policy, PolicyKind, Region, resolve
 from memledger.replay.stateful import stateful_message
+from memledger.trace.sharding import local_tensor
 from memledger.trace.outside_state import (
     argument_objects,
     reachable_tensors,
@@ -102,8 +103,9 @@ def apply_policy(model: nn.Module, policy: Policy, offload_dir: str | None = Non
     regions = resolve(policy, module_table(model))
     handle = PolicyHandle(model=model, policy=policy, regions=regions)
     named = dict(model.named_modules())
-    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
-    params |= {b.untyped_storage().data_ptr() for b in model.buffers()}
+    # an FSDP2 parameter is a DTensor: its storage is its local shard's (Note [Sharded storages])
+    params = {local_tensor(p).untyped_storage().data_ptr() for p in model.parameters()}
+    params |= {local_tensor(b).untyped_storage().data_ptr() for b in model.buffers()}
     offloaders: dict[int, Offloader] = {}
     for r in regions:
         mod = named[r.path]

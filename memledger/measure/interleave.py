@@ -41,12 +41,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.argv and args.argv[0] == "--":
         args.argv = args.argv[1:]
 
-    from torch.optim.optimizer import register_optimizer_step_post_hook
-
     from memledger.measure.apply import apply_policy, install_policy
     from memledger.replay.policies import parse_policy
     from memledger.trace.collector import StopTracing
     from memledger.trace.script import run_and_classify
+    from memledger.trace.steps import OptimizerSteps
 
     policies = [parse_policy(t) for t in (args.policy or ["none"])]
     texts = [str(pol) for pol in policies]
@@ -65,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
             state["current"] = apply_policy(model["m"], policies[i])
         state["idx"] = i
 
-    def on_step(*_) -> None:
+    def on_step() -> None:
         now, wall = time.thread_time(), time.perf_counter()
         n = state["n"]
         k = n - args.warmup                       # steps since the warm-up
@@ -82,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
 
     installer = install_policy(parse_policy("none"),
                                on_applied=lambda h: model.setdefault("m", h.model))
-    handle = register_optimizer_step_post_hook(on_step)
+    handle = OptimizerSteps(on_step)   # training steps, as trace counts them: trace/steps.py
     try:
         outcome = run_and_classify(args.script, args.argv)
     finally:

@@ -7,8 +7,9 @@ runs, so it lands on the model's first forward. Then:
    process start (memledger/trace/allocator.py CpuProfilerProbe); CUDA: `max_memory_allocated`
    after `reset_peak_memory_stats` at process start.
 2. steps S+1..S+T (`--time-steps`): the profiler is off; each step's wall time is the time
-   between consecutive `optimizer.step()` ends (so it includes data, forward, backward and
-   the optimizer, as the user's loop runs them). The step time is their median. The
+   between consecutive training step ends (so it includes data, forward, backward and
+   the optimizer, as the user's loop runs them; a step ends as trace/steps.py says: after
+   the last of several optimizers stepping after one backward). The step time is their median. The
    process CPU time of each step is kept too: on a shared machine it is the steadier
    number (other processes stretch wall time, not this process's CPU time).
 
@@ -42,13 +43,13 @@ def main(argv: list[str] | None = None) -> int:
     args.out = for_rank(args.out)   # under torchrun (`measure --nproc`): one file per rank
 
     import torch
-    from torch.optim.optimizer import register_optimizer_step_post_hook
 
     from memledger.measure.apply import install_policy
     from memledger.replay.policies import parse_policy
     from memledger.trace.allocator import CpuProfilerProbe
     from memledger.trace.collector import StopTracing
     from memledger.trace.script import run_and_classify
+    from memledger.trace.steps import OptimizerSteps
 
     result: dict = {"policy": args.policy, "steps": 0, "peak_bytes": 0, "source": "",
                     "step_times_s": [], "step_cpu_s": [], "regions": [], "error": "", "code": EXIT_OK}
@@ -81,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
 
                 result.update(collective_bytes_at_peak(cpu))   # Note [Collective scratch]
 
-    def on_step(*_) -> None:
+    def on_step() -> None:
         state["n"] += 1
         result["steps"] = state["n"]
         if cuda:
@@ -101,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     if policy.parts:
         installer = install_policy(
             policy, on_applied=lambda h: result.update(regions=[r.path for r in h.regions]))
-    handle = register_optimizer_step_post_hook(on_step)
+    handle = OptimizerSteps(on_step)   # training steps, as trace counts them: trace/steps.py
     if cuda:
         torch.cuda.reset_peak_memory_stats()
     else:

@@ -27,8 +27,13 @@ class CpuProfilerProbe:
     source = "cpu-profiler"
 
     def __init__(self) -> None:
-        self._prof = torch.profiler.profile(
-            activities=[torch.profiler.ProfilerActivity.CPU], profile_memory=True)
+        # The autograd profiler that `torch.profiler.profile(activities=[CPU],
+        # profile_memory=True)` drives, used directly: the same Kineto session and memory
+        # events, without its `prepare_trace`, whose `hasattr(torch, "_inductor")` imports
+        # torch._inductor and torch._dynamo (~1.5 s CPU per process, measured here:
+        # docs/performance.md) only to read a CUDA-graphs flag.
+        self._prof = torch.autograd.profiler.profile(
+            use_cpu=True, profile_memory=True, use_kineto=True)
 
     def start(self) -> None:
         self._prof.__enter__()
@@ -36,9 +41,13 @@ class CpuProfilerProbe:
     def stop(self) -> None:
         self._prof.__exit__(None, None, None)
 
+    @property
+    def kineto_results(self):
+        return self._prof.kineto_results
+
     def peaks(self) -> dict[str, int]:
         """{device: highest running sum of allocations minus frees} since start()."""
-        events = [e for e in self._prof.profiler.kineto_results.events() if e.name() == "[memory]"]
+        events = [e for e in self.kineto_results.events() if e.name() == "[memory]"]
         return peaks_from_events(
             (e.start_ns(), _device_name(e), int(e.nbytes())) for e in events)
 
@@ -141,7 +150,7 @@ def op_scratch(probe: CpuProfilerProbe) -> dict[str, list[int]]:
     """
     import numpy as np
 
-    events = list(probe._prof.profiler.kineto_results.events())
+    events = list(probe.kineto_results.events())
     mem = sorted(((e.start_ns(), int(e.nbytes())) for e in events
                   if e.name() == "[memory]" and _device_name(e) == "cpu"), key=lambda m: m[0])
     if not mem:
@@ -186,7 +195,7 @@ def collective_bytes_at_peak(probe: CpuProfilerProbe) -> dict[str, int]:
     try:
         from torch._C._profiler import _EventType
 
-        tree = probe._prof.profiler.kineto_results.experimental_event_tree()
+        tree = probe.kineto_results.experimental_event_tree()
     except (AttributeError, ImportError, RuntimeError):  # pragma: no cover - older torch
         return {}
     allocs: list[tuple[int, int, int, bool, int]] = []   # (time, ptr, bytes ±, in c10d, tid)
@@ -208,28 +217,47 @@ def collective_bytes_at_peak(probe: CpuProfilerProbe) -> dict[str, int]:
 
 def pointer_peak(allocs: list[tuple[int, int, int, bool, int]]) -> dict[str, int]:
     """Pure part of `collective_bytes_at_peak`: allocs are (time, ptr, signed bytes,
-    made inside a c10d op, thread id); the first allocation's thread is the script's."""
+    made inside a c10d op, thread id); the first allocation's thread is the script's.
+
+    An allocation whose bytes overlap a block still counted live proves that block was
+    freed unseen (two live blocks never share an address): it leaves the count then.
+    Example: a 482,304 B block at 0x1000 freed on gloo's thread (no event), then 8,192 B
+    handed out at 0x1000 + 4,096: the 482,304 B leave, the 8,192 B come in."""
+    from bisect import bisect_left, insort
+
     # frees before allocations at the same nanosecond: a pointer freed and handed out again
     # within one clock tick is not an unseen free
     allocs = sorted(allocs, key=lambda a: (a[0], a[2] > 0))
     tid0 = allocs[0][4]
     live_ptrs: dict[int, tuple[int, bool]] = {}   # ptr -> (bytes, collective)
+    starts: list[int] = []                         # live_ptrs' keys, sorted
     live = comm = peak = comm_at_peak = comm_peak = unseen = 0
+
+    def drop(ptr: int) -> None:
+        nonlocal live, comm
+        old, was_comm = live_ptrs.pop(ptr)
+        del starts[bisect_left(starts, ptr)]
+        live -= old
+        comm -= old if was_comm else 0
+
     for _, ptr, size, in_comm, tid in allocs:
         if size > 0:
-            if ptr in live_ptrs:   # reused while live: its free was never reported
-                old, was_comm = live_ptrs.pop(ptr)
-                live -= old
-                comm -= old if was_comm else 0
+            # live blocks that this one overlaps: their frees were never reported. Live
+            # blocks never overlap each other, so their ends rise with their starts.
+            i = bisect_left(starts, ptr + size) - 1
+            while i >= 0 and starts[i] + live_ptrs[starts[i]][0] > ptr:
+                drop(starts[i])
                 unseen += 1
+                i -= 1
             is_comm = in_comm or tid != tid0
             live_ptrs[ptr] = (size, is_comm)
+            insort(starts, ptr)
             live += size
             comm += size if is_comm else 0
-        else:
-            old, was_comm = live_ptrs.pop(ptr, (-size, False))
-            live -= old
-            comm -= old if was_comm else 0
+        elif ptr in live_ptrs:
+            drop(ptr)
+        else:   # freed, never seen allocated (before the profile): as the running sum does
+            live += size
         comm_peak = max(comm_peak, comm)
         if live > peak:
             peak, comm_at_peak = live, comm

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 import torch
 
 from memledger.ledger.writer import FileSink, MemorySink
+from memledger.outputs import check_output, commit, partial_path
 from memledger.trace.allocator import CpuProfilerProbe, CudaProbe
 from memledger.trace.collector import FIRST_USE, Collector
 
@@ -57,14 +58,21 @@ def trace(path: str | Path | None = None, measure: bool = False,
     `fake`: the block runs above FakeTensorMode (build the model inside the block so that
     its parameters are fake); `device` is its target, cpu or cuda (docs/fake.md).
     Under torchrun (several ranks) `path` names one file per rank: run.ledger ->
-    run.rank0.ledger, ... and each header says its rank (docs/distributed.md)."""
+    run.rank0.ledger, ... and each header says its rank (docs/distributed.md).
+    The ledger grows in a partial file beside `path` (`.run.ledger.<pid>.partial`) and is
+    renamed over `path` when the block ends, however it ends: a crash mid-block leaves the
+    partial file and whatever `path` held before, never half a ledger at `path`."""
     from memledger.trace.rank import rank_and_world, rank_header
 
     if path is not None and (rw := rank_and_world()) is not None and rw[1] > 1:
         from memledger.ledger.ranks import rank_file
 
         path = rank_file(path, rw[0])
-    sink = FileSink(path) if path is not None else MemorySink()
+    partial = None
+    if path is not None:   # streamed beside `path`, renamed over it when the block ends
+        path = check_output(path, "ledger", ledger=True)   # (memledger/outputs.py)
+        partial = partial_path(path)
+    sink = FileSink(partial) if partial is not None else MemorySink()
     handle = TracedLedger()
     if fake:
         from memledger.trace.fake import FakeTarget
@@ -99,6 +107,9 @@ def trace(path: str | Path | None = None, measure: bool = False,
         for m in measured:
             sink.write(m)
         sink.close()
+        if partial is not None:
+            commit(partial, path)   # whole, or the old file untouched: never half of one
+            sink.path = path
         handle._build = lambda: _build_ledger(sink, add_pre_existing=cpu is not None)
 
 

@@ -19,7 +19,9 @@ event, exactly as the allocator sees them.
 
 # Note [When a step ends]
 A training step ends when every parameter that had a gradient when the first optimizer
-stepped has been stepped by some optimizer since (trace/steps.py, worked example there):
+stepped has been stepped by some optimizer since (trace/steps.py, worked example there; the
+parameters are those of the optimizers that stepped so far and, for the first step, of the
+root modules that ran forward: no walk over the process's objects):
 one optimizer, at its `step()`; a backbone optimizer and a head optimizer after one
 backward, at the second `step()` (so `--steps 2` traces two iterations, not one). A
 parameter with a gradient that no optimizer steps leaves the step open until the next
@@ -62,7 +64,7 @@ from memledger.trace.outside_state import storage_key, written_state
 from memledger.trace.interrupts import redeliver
 from memledger.trace.steps import StepBoundary
 from memledger.trace.resize import StorageResizeWatch
-from memledger.trace.sharding import ShardingMixin, local_tensor
+from memledger.trace.sharding import _PLAIN, ShardingMixin, local_tensor
 
 _graph_task_id = torch._C._current_graph_task_id
 _RF_ENTER = torch.ops.profiler._record_function_enter_new.default
@@ -211,8 +213,11 @@ class Collector(ShardingMixin, TorchDispatchMode):
         if self._closed:
             return
         self._closed = True
-        if self._steps_by != "optimizer" and status == "ok" and not self._done and (
-                self._forwards or self._steps_by == "whole"):
+        if self._steps_by == "optimizer":   # a step its optimizers began and left open
+            open_step = self._steps.open    # (a trainable parameter none steps, the first
+        else:                               # step: trace/steps.py)
+            open_step = bool(self._forwards) or self._steps_by == "whole"
+        if status == "ok" and not self._done and open_step:
             try:
                 self._end_step()         # the script's end closes the open step
             except StopTracing:
@@ -274,7 +279,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
                     self._output(o, ev, func)
         if self._phase == "loss":
             self._mark_loss_inputs(args)
-        self._mark_communication(func, args, out)
+        if self._comm_ops.get(func) is not False:   # a call per op saved: known not c10d
+            self._mark_communication(func, args, out)
         return out
 
     def _sid(self, t: torch.Tensor, ev: int) -> int:
@@ -284,7 +290,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
         event 0) or was made outside the dispatcher just now (a Python scalar wrapped as a
         tensor, `torch.from_numpy`, C++ internals).
         """
-        t = local_tensor(t)  # Note [Sharded storages]
+        if type(t) not in _PLAIN:   # inline: most inputs are plain tensors
+            t = local_tensor(t)  # Note [Sharded storages]
         try:
             st = t.untyped_storage()
         except (RuntimeError, NotImplementedError):
@@ -299,7 +306,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
         return sid
 
     def _output(self, t: torch.Tensor, ev: int, func) -> None:
-        t = local_tensor(t)
+        if type(t) not in _PLAIN:
+            t = local_tensor(t)
         try:
             st = t.untyped_storage()
         except (RuntimeError, NotImplementedError):
@@ -490,6 +498,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
         prefix = "" if has_params and not any(r() is not None for r in self._roots) \
             else type(root).__name__
         self._roots.append(weakref.ref(root))
+        self._steps.saw_root(root)   # its parameters count for the first step: trace/steps.py
         for name, mod in root.named_modules():
             self._paths.setdefault(id(mod), ".".join(p for p in (prefix, name) if p))
         for mname, mod in root.named_modules():

@@ -38,7 +38,7 @@ from memledger.errors import (
 )
 from memledger.ledger.ranks import rank_file, rank_file_template
 from memledger.ledger.writer import append_records
-from memledger.outputs import check_output
+from memledger.outputs import check_output, commit, partial_path
 from memledger.trace.session import check_script
 
 DEFAULT_TIMEOUT_S = 300.0   # seconds without an optimizer step before a rank is called hung
@@ -94,12 +94,15 @@ def _statuses(tmp: Path, nproc: int) -> list[dict]:
     return out
 
 
-def _failure(statuses: list[dict], ledgers: list[Path]) -> ScriptError | None:
-    """One line naming the rank that failed first (the others usually fail because of it)."""
+def _failure(statuses: list[dict], ledgers: list[Path],
+             partials: list[Path] | None = None) -> ScriptError | None:
+    """One line naming the rank that failed first (the others usually fail because of it).
+    The ledgers named are those whose partial file is renamed over them on the way out."""
     bad = [s for s in statuses if s["code"] != EXIT_OK]
     if not bad:
         return None
-    kept = ", ".join(str(p) for p in ledgers if p.exists())
+    kept = ", ".join(str(p) for p, part in zip(ledgers, partials or ledgers)
+                     if part.exists() or p.exists())
     if all(s["code"] == EXIT_INTERRUPTED for s in bad) and len(bad) == len(statuses):
         return ScriptError(f"interrupted; the partial ledgers are kept: {kept}",
                            exit_code=EXIT_INTERRUPTED)
@@ -123,7 +126,21 @@ def trace_ranks(script: str | Path, argv: list[str], out: str | Path, nproc: int
         raise ScriptError("--steps must be at least 1", exit_code=EXIT_USAGE)
     ledgers = [check_output(rank_file(out, r), "ledger", inputs=[script], ledger=True)
                for r in range(nproc)]
-    template = rank_file_template(out)
+    # each rank streams into a partial file renamed over its ledger at the end, whatever
+    # happened (memledger/outputs.py): never half a ledger at a rank's path
+    partials = [partial_path(p) for p in ledgers]
+    try:
+        return _trace_ranks_into(script, argv, out, nproc, steps, measure, timeout_s,
+                                 ledgers, partials)
+    finally:
+        for partial, ledger in zip(partials, ledgers):
+            commit(partial, ledger)
+
+
+def _trace_ranks_into(script: Path, argv: list[str], out: str | Path, nproc: int, steps: int,
+                      measure: bool, timeout_s: float, ledgers: list[Path],
+                      partials: list[Path]) -> RanksResult:
+    template = str(partial_path(Path(rank_file_template(out))))
     common = ["--steps", str(steps), "--timeout", str(timeout_s)]
     with tempfile.TemporaryDirectory(prefix="memledger-ranks-") as tmp:
         status = str(Path(tmp) / "status.rank{rank}.json")
@@ -135,7 +152,7 @@ def trace_ranks(script: str | Path, argv: list[str], out: str | Path, nproc: int
                               f"{', '.join(map(str, ledgers))}", exit_code=EXIT_INTERRUPTED) \
                 from None
         statuses = _statuses(Path(tmp), nproc)
-        err = _failure(statuses, ledgers)
+        err = _failure(statuses, ledgers, partials)
         if err is not None:
             raise err
         if not all(s.get("dist", True) for s in statuses):
@@ -148,7 +165,7 @@ def trace_ranks(script: str | Path, argv: list[str], out: str | Path, nproc: int
             raise ScriptError(f"the script ran no optimizer step; memledger traces training "
                               f"steps, so call optimizer.step() in the script", exit_code=EXIT_USAGE)
         measured = measure and _allocator_pass(script, argv, nproc, done, timeout_s, Path(tmp),
-                                               ledgers, out)
+                                               partials, out)
     return RanksResult(ledger_paths=ledgers, steps=done, measured=measured, statuses=statuses)
 
 

@@ -1,31 +1,53 @@
-"""When a training step ends, for both passes of `memledger trace` (Note [When a step ends]
-in trace/collector.py).
+"""When a training step ends, for both passes of `memledger trace` and for the measure,
+compare and verify workers (Note [When a step ends] in trace/collector.py).
 
 A step ends at the optimizer `step()` after which every parameter that had a gradient when
-the step's first optimizer began has been stepped by some optimizer. The parameters come
-from every optimizer alive then (found once by a scan of live objects, then each optimizer
-that steps), so a backbone optimizer and a head optimizer stepping after one backward make
-ONE step. Example: body Linear(8, 16) under `o1`, head Linear(16, 4) under `o2`, both with
-gradients: after `o1.step()` the head's 2 parameters are still pending, after `o2.step()`
-none are: step 1 ends there.
+the step's first optimizer began has been stepped by some optimizer. Which parameters count
+is found lazily, never by a walk over every object of the process:
+
+1. every optimizer that has stepped so far (torch's global optimizer step hooks), and
+2. until the first step ends, the root modules seen in forward (torch's global module
+   forward hooks: the collector's own, or `OptimizerSteps`' while it discovers).
+
+So a backbone optimizer and a head optimizer stepping after one backward make ONE step, from
+the first iteration on. Example: model = Sequential(body Linear(8, 16), head Linear(16, 4)),
+`o1` over body, `o2` over head, both stepping after one backward. At `o1.step()` in the first
+iteration `o2` has never stepped, but the root `model` ran forward: 4 parameters have a
+gradient (body's weight and bias, head's weight and bias); after `o1.step()` the head's 2 are
+still pending, after `o2.step()` none are: step 1 ends there. From then on both optimizers
+are known and the roots no longer count, so a parameter with a gradient that no optimizer
+steps (a forgotten `requires_grad`) holds only the first step open.
 
 Fallbacks, for parameters with a gradient that no optimizer steps: the step also ends when
-an optimizer that already stepped in it steps again (the next iteration), and the collector
-ends it when the next top-level forward begins.
+an optimizer that already stepped in it steps again (the next iteration), the next
+forward of a root module ends it (the collector always; `OptimizerSteps` while its module
+hook is on, i.e. for the first step), and the script's end ends it.
+
+Known limitation (what lazy discovery cannot see): in the FIRST iteration, an optimizer
+whose parameters belong to no module that ran forward (a bare `nn.Parameter` used in the
+loss) is unknown until it steps, so that iteration's earlier optimizers end step 1 alone and
+it opens step 2 (ended by the fallbacks); from the second iteration on it is known and the
+steps line up again. An optimizer created later in the script is likewise unknown until it
+first steps. The scan of every live object that handled both cost ~90 ms per traced block.
 """
 
 from __future__ import annotations
 
-import gc
 import weakref
+from typing import TYPE_CHECKING
 
-import torch
+if TYPE_CHECKING:   # torch is imported where a hook is registered: the `memledger trace`
+    import torch    # parent reads STEPS_BY and must not pay for it (~1.5 s CPU)
 
 
 class StepBoundary:
+    """The rule above, fed by the caller's hooks: `saw_root` at a root module's first
+    forward, `pre` / `post` around each outermost `optimizer.step()`."""
+
     def __init__(self) -> None:
         self._opts: "weakref.WeakSet[torch.optim.Optimizer]" = weakref.WeakSet()
-        self._scanned = False
+        self._roots: "weakref.WeakSet[torch.nn.Module]" = weakref.WeakSet()
+        self.discovering = True                  # no step has ended yet: the roots count
         self._pending: set[int] | None = None   # param ids still to step in this step
         self._stepped: set[int] = set()         # optimizers (ids) that stepped in it
         self._depth = 0                          # step() calls in progress (LBFGS closure)
@@ -34,19 +56,23 @@ class StepBoundary:
     def _params(opt: torch.optim.Optimizer):
         return (p for g in opt.param_groups for p in g["params"])
 
+    def saw_root(self, module: torch.nn.Module) -> None:
+        """A top-level module ran forward: its parameters count until the first step ends."""
+        if self.discovering:
+            self._roots.add(module)
+
     def pre(self, opt: torch.optim.Optimizer) -> bool:
         """Called before `opt.step()`. True when an open step must end first (fallback)."""
         self._depth += 1
         self._opts.add(opt)
         restep = self._pending is not None and id(opt) in self._stepped
-        if self._pending is None or restep:
-            if not self._scanned:
-                self._scanned = True
-                # type(o), not isinstance: no attribute lookups on arbitrary objects
-                self._opts.update(o for o in gc.get_objects()
-                                  if issubclass(type(o), torch.optim.Optimizer))
-            self._pending = {id(p) for o in self._opts for p in self._params(o)
-                             if p.grad is not None}
+        if restep:
+            self.reset()
+        if self._pending is None:
+            params = [p for o in self._opts for p in self._params(o)]
+            if self.discovering:
+                params += [p for m in self._roots for p in m.parameters()]
+            self._pending = {id(p) for p in params if p.grad is not None}
             self._stepped = set()
         return restep
 
@@ -66,8 +92,110 @@ class StepBoundary:
         return bool(self._pending) and self._depth == 0
 
     def reset(self) -> None:
+        """The step ended (here or by a fallback): discovery is over."""
         self._pending = None
         self._stepped = set()
+        self.discovering = False
+        self._roots = weakref.WeakSet()
+
+
+class OptimizerSteps:
+    """StepBoundary wired to torch's hooks, for the workers that only count steps (the
+    allocator pass, measure, interleave, verify's capture).
+
+    Example usage::
+
+        steps = OptimizerSteps(on_step=lambda: print("step ended"))   # hooks on
+        run_script(...)
+        steps.remove()
+
+    Or, for a caller that keeps its own optimizer hooks, `OptimizerSteps(on_step,
+    hooks=False)` and call `pre(opt)` / `post(opt)` from them: each returns True when a
+    training step ended there. Only the outermost `step()` counts (ZeRO's `step()` calls
+    its inner optimizer's). Until the first step ends, a global module forward pre-hook
+    shows the root modules (a module not seen before, with each of its submodules marked
+    seen) and ends a first step left open when a root's forward begins again (the
+    collector's fallback; `on_step` is called); it is removed at that first end, so the
+    steps timed after it run with no module hook at all.
+    """
+
+    def __init__(self, on_step=None, hooks: bool = True) -> None:
+        from torch.nn.modules import module as nn_module
+
+        self.boundary = StepBoundary()
+        self._on_step = on_step
+        self._depth = 0
+        self._seen: set[int] = set()   # ids of modules seen in forward (while discovering)
+        self._roots: set[int] = set()  # ids of the roots among them
+        self._handles = [nn_module.register_module_forward_pre_hook(self._module_pre)]
+        self._watching = True
+        if on_step is not None and hooks:
+            from torch.optim.optimizer import (
+                register_optimizer_step_post_hook,
+                register_optimizer_step_pre_hook,
+            )
+
+            def pre_hook(opt, args, kwargs) -> None:
+                if self.pre(opt):
+                    on_step()
+
+            def post_hook(opt, args, kwargs) -> None:
+                if self.post(opt):
+                    on_step()
+
+            self._handles += [register_optimizer_step_pre_hook(pre_hook),
+                              register_optimizer_step_post_hook(post_hook)]
+
+    def _module_pre(self, module, args) -> None:
+        if id(module) in self._seen:
+            if id(module) in self._roots and self.boundary.open and self._on_step:
+                self.boundary.reset()   # a root's next forward: the open first step ended
+                self._stop_watching()
+                self._on_step()
+            return
+        self.boundary.saw_root(module)
+        self._roots.add(id(module))
+        self._seen.update(id(m) for m in module.modules())
+
+    def _stop_watching(self) -> None:
+        if self._watching and not self.boundary.discovering:
+            self._watching = False
+            self._handles[0].remove()
+            self._seen, self._roots = set(), set()
+
+    def pre(self, opt) -> bool:
+        """Before `opt.step()`: True when a step left open ended here (a fallback)."""
+        self._depth += 1
+        ended = self._depth == 1 and self.boundary.pre(opt)
+        self._stop_watching()
+        return ended
+
+    def post(self, opt) -> bool:
+        """After `opt.step()`: True when the training step ended with it."""
+        self._depth = max(self._depth - 1, 0)
+        if self._depth > 0:   # an optimizer stepped inside another's step (ZeRO): not a step
+            return False
+        ended = self.boundary.post(opt)
+        self._stop_watching()
+        return ended
+
+    def remove(self) -> None:
+        for h in self._handles:
+            h.remove()
+        self._handles = []
+        self._watching = False
+
+    def script_ended(self) -> None:
+        """The script ended inside a step its optimizers began (a trainable parameter that
+        no optimizer steps keeps the first step open): that step ends here, as the
+        collector ends it at close."""
+        self.remove()
+        if self.boundary.open and self._on_step:
+            self.boundary.reset()
+            try:
+                self._on_step()
+            except BaseException:
+                pass   # a stop raised at the very end: the script is over anyway
 
 
 # ---- steps without an optimizer ------------------------------------------------------------

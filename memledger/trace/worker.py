@@ -121,10 +121,6 @@ def _allocator_pass(args) -> int:
     """The allocator's peak over the first `--steps` steps, then `--timing-steps` more steps
     timed with nothing attached (for the cost model's untraced step time)."""
     import torch
-    from torch.optim.optimizer import (
-        register_optimizer_step_post_hook,
-        register_optimizer_step_pre_hook,
-    )
 
     from memledger.trace.allocator import (
         CpuProfilerProbe,
@@ -132,7 +128,7 @@ def _allocator_pass(args) -> int:
         collective_bytes_at_peak,
         op_scratch,
     )
-    from memledger.trace.steps import StepBoundary, StepCounter
+    from memledger.trace.steps import OptimizerSteps, StepCounter
     from memledger.trace.timing import StepTimers
 
     cuda = CudaProbe() if torch.cuda.is_available() else None
@@ -147,20 +143,6 @@ def _allocator_pass(args) -> int:
             cpu.stop()
             if cuda:
                 state["cuda"] = cuda.stop(args.snapshot)
-
-    boundary = StepBoundary()  # the same steps as the ledger pass: Note [When a step ends]
-
-    def on_step_pre(opt, *_) -> None:
-        state["depth"] = state.get("depth", 0) + 1
-        if state["depth"] == 1 and boundary.pre(opt):  # a step left open: it ends here
-            on_step()
-
-    def on_step_post(opt, *_) -> None:
-        state["depth"] = state.get("depth", 1) - 1
-        if state["depth"] > 0:  # an optimizer stepped inside another's step (ZeRO): not a step
-            return
-        if boundary.post(opt):
-            on_step()
 
     def on_step() -> None:
         if cuda:
@@ -184,8 +166,7 @@ def _allocator_pass(args) -> int:
     def finish(outcome: ScriptOutcome, guard) -> None:
         stop_probes()
         timers.close()
-        handle.remove()
-        handle_pre.remove()
+        counter.remove()
         if cuda and _is_cuda_oom(outcome.error):
             cuda.note_oom(outcome.error)
         timing = {"step_ns": state["step_ns"]} if state["step_ns"] else {}
@@ -207,11 +188,10 @@ def _allocator_pass(args) -> int:
             json.dump({"records": records, "steps": steps}, fh)
         _write_status(args.status, outcome.code, outcome.reason, steps, 0, guard)
 
-    if args.steps_by == "optimizer":
-        handle = register_optimizer_step_post_hook(on_step_post)
-        handle_pre = register_optimizer_step_pre_hook(on_step_pre)
+    if args.steps_by == "optimizer":   # the same steps as the ledger pass: trace/steps.py
+        counter = OptimizerSteps(on_step)
     else:   # evaluation, inference, a custom update: trace/steps.py
-        handle = handle_pre = counter = StepCounter(args.steps_by, on_step)
+        counter = StepCounter(args.steps_by, on_step)
     if cuda:
         cuda.start()
     cpu.start()
@@ -219,13 +199,13 @@ def _allocator_pass(args) -> int:
     try:
         with guard:
             outcome = run_and_classify(args.script, args.argv)
-        if args.steps_by != "optimizer":
-            counter.script_ended()
+        if args.steps_by != "optimizer" or outcome.code == EXIT_OK:
+            counter.script_ended()   # a step left open ends with the script, as in the
+                                     # ledger pass (Collector.close)
     except BaseException:
         stop_probes()
         timers.close()
-        handle.remove()
-        handle_pre.remove()
+        counter.remove()
         raise
     finish(outcome, guard)
     return outcome.code
@@ -283,7 +263,17 @@ def main(argv: list[str] | None = None) -> int:
         try:
             import torch  # noqa: F401  (the import is what starting early buys)
 
+            # what the pass imports later anyway, so that its CPU time falls in this
+            # overlap too: torch._dynamo is what the script's first optimizer imports
+            # (torch wraps `add_param_group` in `_disable_dynamo`, ~1 s CPU here; a plain
+            # run pays it as well), the rest the timers and probes after the measured steps
+            import torch._dynamo  # noqa: F401
+            import torch.utils.checkpoint  # noqa: F401
+
+            import memledger.measure.apply  # noqa: F401
+            import memledger.measure.calibrate  # noqa: F401
             import memledger.trace.allocator  # noqa: F401
+            import memledger.trace.timing  # noqa: F401
             word, _, steps = sys.stdin.readline().partition(" ")
         except KeyboardInterrupt:   # Ctrl-C before its turn: nothing to measure
             return EXIT_INTERRUPTED

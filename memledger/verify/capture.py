@@ -3,10 +3,11 @@
     cap = Capture(max_steps=3)
     installer = install_policy(policy, on_applied=cap.on_model)   # the model, when it appears
     cap.start()
-    run_script(...)            # stops with StopTracing after 3 optimizer steps
+    run_script(...)            # stops with StopTracing after 3 training steps
     cap.stop(); save_capture(cap.data(meta), path)
 
-Per optimizer step (one `optimizer.step()` call) it keeps:
+Per training step (one `optimizer.step()` call, or several optimizers stepping after one
+backward: trace/steps.py, the rule trace and measure count by) it keeps:
 
 - `inputs`: (label, digest) of every tensor passed to the model's forward (the root module
   call) and, between the end of that forward and the backward, of every tensor argument that
@@ -47,6 +48,8 @@ from torch.optim.optimizer import (
 from torch.overrides import TorchFunctionMode
 
 from memledger.trace.collector import StopTracing
+from memledger.trace.sharding import local_tensor
+from memledger.trace.steps import OptimizerSteps
 
 FORMAT = "memledger.capture/1"
 
@@ -61,7 +64,9 @@ def digest(t: torch.Tensor) -> str:
 
 
 def _cpu(t: torch.Tensor) -> torch.Tensor:
-    return t.detach().to("cpu", copy=True)
+    """A CPU copy of what this rank holds: an FSDP2 parameter's (or gradient's) local shard,
+    not its DTensor (`compare --nproc` compares rank r's shards with rank r's)."""
+    return local_tensor(t.detach()).to("cpu", copy=True)
 
 
 def _tensors(obj: Any, label: str) -> list[tuple[str, torch.Tensor]]:
@@ -107,6 +112,10 @@ class Capture:
         self._before: dict[str, torch.Tensor] = {}
         self._mode: _LossInputs | None = None
         self._hooks: list = []
+        self._pending: dict | None = None   # the training step being recorded
+        self._opts: list = []               # the optimizers that stepped in it
+        self._opt_index: dict[int, int] = {}  # id(optimizer) -> order of its first step
+        self._steps: OptimizerSteps | None = None
 
     # ---- wiring ------------------------------------------------------------------------
     def on_model(self, handle) -> None:
@@ -116,6 +125,8 @@ class Capture:
         self.device = str(first.device) if first is not None else "cpu"
 
     def start(self) -> None:
+        # a training step as trace counts it: trace/steps.py (fed by the hooks below)
+        self._steps = OptimizerSteps(self._end_step, hooks=False)
         self._hooks = [
             nn_module.register_module_forward_hook(self._forward_done, with_kwargs=True),
             register_optimizer_step_pre_hook(self._pre_step),
@@ -127,6 +138,13 @@ class Capture:
         for h in self._hooks:
             h.remove()
         self._hooks = []
+        if self._steps is not None:
+            self._steps.remove()
+        if self._pending is not None and len(self.steps) < self.max_steps:
+            try:   # the script ended inside a step some optimizer began: it ends here
+                self._end_step()
+            except StopTracing:
+                pass
 
     def record_input(self, label: str, t: torch.Tensor) -> None:
         self._inputs.append((label, digest(t)))
@@ -151,43 +169,60 @@ class Capture:
         names = {}
         if self.model is not None:
             names = {id(p): n for n, p in self.model.named_parameters()}
+        k = self._opt_index.setdefault(id(opt), len(self._opt_index))
+        prefix = f"optimizer{k}." if k else ""   # a second optimizer's unnamed parameters
         out, seen = [], set()
         for g, group in enumerate(opt.param_groups):
             for j, p in enumerate(group["params"]):
                 if id(p) not in seen:
                     seen.add(id(p))
-                    out.append((names.get(id(p), f"param_groups[{g}][{j}]"), p))
+                    out.append((names.get(id(p), f"{prefix}param_groups[{g}][{j}]"), p))
         return out
 
     def _pre_step(self, opt, args, kwargs) -> None:
         self._leave_mode()
-        grads, nonfinite = {}, []
-        for name, p in self._named_params(opt):
-            grads[name] = None if p.grad is None else _cpu(p.grad)
-            if p.grad is not None and not bool(torch.isfinite(p.grad).all()):
-                nonfinite.append(name)
-        every = self.model.named_parameters() if self.model is not None else []
-        self._before = {n: _cpu(p) for n, p in every}
-        self._before.update({n: _cpu(p) for n, p in self._named_params(opt)})
-        self._pending = {"inputs": self._inputs, "grads": grads, "nonfinite": nonfinite}
+        if self._steps.pre(opt):        # a step left open by its optimizers ends here
+            self._end_step()
+        if self._pending is None:       # the training step's first optimizer
+            every = self.model.named_parameters() if self.model is not None else []
+            self._before = {n: _cpu(p) for n, p in every}
+            self._pending = {"inputs": [], "grads": {}, "nonfinite": [], "optim": {}}
+            self._opts = []
+        step = self._pending
+        step["inputs"] += self._inputs
         self._inputs = []
+        if opt not in self._opts:
+            self._opts.append(opt)
+        for name, p in self._named_params(opt):
+            step["grads"][name] = None if p.grad is None else _cpu(p.grad)
+            if p.grad is not None and not bool(torch.isfinite(step["grads"][name]).all()):
+                step["nonfinite"].append(name)
+            if name not in self._before:
+                self._before[name] = _cpu(p)
 
     def _post_step(self, opt, args, kwargs) -> None:
-        step = self._pending
-        params = dict(self._named_params(opt))
+        for name, p in self._named_params(opt):
+            st = opt.state.get(p, {})
+            self._pending["optim"][name] = {
+                k: _cpu(v) if isinstance(v, torch.Tensor) else torch.tensor(float(v))
+                for k, v in st.items() if isinstance(v, (torch.Tensor, int, float))}
+        if self._steps.post(opt):      # the last optimizer of the training step
+            self._end_step()
+
+    def _end_step(self) -> None:
+        """One record per training step (trace/steps.py): every optimizer that stepped in it."""
+        step, self._pending = self._pending, None
+        if step is None:
+            return
+        params: dict[str, nn.Parameter] = {}
+        for opt in self._opts:
+            params.update(dict(self._named_params(opt)))
         if self.model is not None:
             params.update(dict(self.model.named_parameters()))
         after = {n: _cpu(p) for n, p in params.items()}
         step["params"] = after
         step["buffers"] = ({n: _cpu(b) for n, b in self.model.named_buffers()}
                            if self.model is not None else {})
-        step["optim"] = {}
-        for name, p in self._named_params(opt):
-            st = opt.state.get(p, {})
-            step["optim"][name] = {k: _cpu(v) if isinstance(v, torch.Tensor)
-                                   else torch.tensor(float(v))
-                                   for k, v in st.items()
-                                   if isinstance(v, (torch.Tensor, int, float))}
         moved = {n: not bitwise_equal(self._before[n], after[n])
                  for n in after if n in self._before}
         step["unmoved"] = [n for n, p in params.items()
@@ -196,6 +231,7 @@ class Capture:
         step["frozen_changed"] = [n for n, p in params.items()
                                   if not p.requires_grad and moved.get(n, False)]
         self.steps.append(step)
+        self._opts = []
         if len(self.steps) >= self.max_steps:
             raise StopTracing()
 

@@ -54,20 +54,30 @@ def run_compare(script: str | Path, argv: list[str], policies: list[Policy], ste
     say(f"gates: capturing the baseline twice and {len(policies)} policies, {steps} steps each")
     gates = run_gates(script, argv, [Variant.of(p) for p in policies], steps, rtol=rtol,
                       progress=say)
-    rows = [_row(o) for o in gates.outcomes]
-    report = CompareReport(script=str(script), steps=steps, device=gates.device,
-                           tolerance=gates.tolerance.describe(),
-                           reproducible=gates.reproducible, noise_floor=gates.noise_floor,
-                           note=gates.note, performance=False, policies=rows,
-                           frozen_changed=gates.frozen_changed)
-    passing = [(p, r) for p, r in zip(policies, rows) if r.verdict != "REJECT"]
+    report = gate_report(script, steps, gates)
+    passing = [(p, r) for p, r in zip(policies, report.policies) if r.verdict != "REJECT"]
     if performance and passing:
         _performance(report, script, argv, policies, passing, steps, time_steps, say)
-    assign_verdicts(rows, report.performance)
-    for r in rows:
+    finish_verdicts(report)
+    return report
+
+
+def gate_report(script: Path, steps: int, gates) -> CompareReport:
+    """The report of the gates alone (performance columns empty): one row per policy."""
+    return CompareReport(script=str(script), steps=steps, device=gates.device,
+                         tolerance=gates.tolerance.describe(),
+                         reproducible=gates.reproducible, noise_floor=gates.noise_floor,
+                         note=gates.note, performance=False,
+                         policies=[_row(o) for o in gates.outcomes],
+                         frozen_changed=gates.frozen_changed)
+
+
+def finish_verdicts(report: CompareReport) -> None:
+    """ADOPT / OK among the rows that passed (see verdict.py), once performance is in."""
+    assign_verdicts(report.policies, report.performance)
+    for r in report.policies:
         if r.verdict == "OK" and report.performance and r.saving_bytes <= 0:
             r.reason = "gates passed; saves no memory (measured)"
-    return report
 
 
 def doctor_gate(script: Path, argv: list[str], steps: int) -> None:
@@ -75,13 +85,18 @@ def doctor_gate(script: Path, argv: list[str], steps: int) -> None:
     CheckFailed (exit 1) on the doctor's first error, before any policy runs."""
     from memledger.doctor.run import doctor_script
 
-    errors = doctor_script(script, argv, steps=steps, quiet=True).errors
+    refuse_doctor_errors(doctor_script(script, argv, steps=steps, quiet=True), script)
+
+
+def refuse_doctor_errors(report, script: Path, where: str = "") -> None:
+    """CheckFailed on the doctor report's first error (`where`: "on rank 1" under --nproc)."""
+    errors = report.errors
     if errors:
         f = errors[0]
         more = f" (and {len(errors) - 1} more errors)" if len(errors) > 1 else ""
-        raise CheckFailed(f"the baseline fails the doctor, so no policy is judged: {f.check} "
-                          f"at {f.where}: {f.message}{more}; see `memledger doctor {script}`, "
-                          "or pass --no-doctor")
+        raise CheckFailed(f"the baseline fails the doctor{where}, so no policy is judged: "
+                          f"{f.check} at {f.where}: {f.message}{more}; see `memledger doctor "
+                          f"{script}`, or pass --no-doctor")
 
 
 def _row(o: GateOutcome) -> PolicyComparison:
@@ -105,19 +120,34 @@ def _performance(report: CompareReport, script: Path, argv: list[str],
         res = trace_script(script, argv, Path(tmp) / "baseline.ledger", steps=steps,
                            measure=True)
         led = Ledger.load(res.ledger_path)
-        pred = predict(led, policies)
-        at_peak = led.summary().at_peak
-        report.front = pareto_points(led)
+        pred = predict(led, policies)   # before minutes of measuring: a bad policy fails now
     say("performance: measuring the baseline")
     none = Policy.parse("none")
     base = measure_script(script, argv, none, steps=steps, time_steps=time_steps)
+    measured = {}
+    for policy, _ in passing:
+        say(f"performance: measuring {policy}")
+        measured[policy.text()] = measure_script(script, argv, policy, steps=steps,
+                                                 time_steps=time_steps)
+    say("performance: measuring the baseline again (step-time reference)")
+    again = measure_script(script, argv, none, steps=steps, time_steps=time_steps)
+    fill_performance(report, led, pred, policies, base, measured, again)
+
+
+def fill_performance(report: CompareReport, led: Ledger, pred, policies: list[Policy], base,
+                     measured: dict, again) -> None:
+    """One rank's (or the one process's) performance columns: `led` the traced baseline and
+    `pred` its prediction, `base`/`again` the baseline's MeasureResults, `measured`
+    {policy text: MeasureResult} for the policies that passed the gates."""
+    report.front = pareto_points(led)
     for row, pp in zip(report.policies, pred.policies):   # same order as `policies`
         row.predicted_peak_bytes = pp.peak_bytes
         row.predicted_added_time_s = pp.added_time_s
         row.at_peak = dict(pp.at_peak)
+    passing = [(p, row) for p, row in zip(policies, report.policies)
+               if p.text() in measured]
     for policy, row in passing:
-        say(f"performance: measuring {policy}")
-        m = measure_script(script, argv, policy, steps=steps, time_steps=time_steps)
+        m = measured[policy.text()]
         row.measured_peak_bytes = m.peak_bytes
         row.measured_step_time_s = m.step_time_s
         row.saving_bytes = base.peak_bytes - m.peak_bytes
@@ -127,8 +157,6 @@ def _performance(report: CompareReport, script: Path, argv: list[str],
     # so the baseline is timed before and after the policies and the faster median is the
     # reference; one burst of load during the first timing would otherwise make every
     # policy look free (seen: a 2.1 s baseline median against 60 ms policy medians).
-    say("performance: measuring the baseline again (step-time reference)")
-    again = measure_script(script, argv, none, steps=steps, time_steps=time_steps)
     step_s = min(base.step_time_s, again.step_time_s)
     for _, row in passing:
         row.measured_added_time_s = row.measured_step_time_s - step_s
@@ -136,5 +164,5 @@ def _performance(report: CompareReport, script: Path, argv: list[str],
                        "measured_peak_bytes": base.peak_bytes,
                        "measured_step_time_s": step_s,
                        "measured_step_times_s": [base.step_time_s, again.step_time_s],
-                       "at_peak": dict(at_peak)}
+                       "at_peak": dict(led.summary().at_peak)}
     report.performance = True

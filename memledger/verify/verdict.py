@@ -65,6 +65,10 @@ class PolicyComparison(BaseModel):
                                             "when the policy adds no time")
     at_peak: dict[str, int] = Field(default_factory=dict,
                                     description="predicted bytes per category at the peak")
+    rank: int | None = Field(None, description="`--nproc`: the rank these figures are from "
+                             "(the one that rejected the policy, else its highest measured peak)")
+    by_rank: list[dict] = Field(default_factory=list, description="`--nproc`: per rank: rank, "
+                                "gradients (gate), gates_passed, predicted_peak_bytes, measured_peak_bytes")
 
 
 class CompareReport(BaseModel):

@@ -32,6 +32,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.argv and args.argv[0] == "--":
         args.argv = args.argv[1:]
 
+    from memledger.trace.rank import for_rank
+
+    # under torchrun (`compare --nproc`): one capture and one status per rank
+    args.out, args.status = for_rank(args.out), for_rank(args.status)
     from memledger.verify.capture import save_capture
     from memledger.verify.runs import Variant, capture_in_process
 

@@ -121,17 +121,49 @@ def test_zero_shards_the_optimizer_state(rank_ledgers):
         assert _sum(led, category="parameter") == MODEL_BYTES
 
 
+def _freed_communication(led: Ledger) -> list[int]:
+    """Bytes of each communication storage the ledger saw freed before its own peak."""
+    st = led.storages
+    done = st[(st["category"] == "communication") & (st["freed"] <= led.peak().event)]
+    return sorted(int(b) for b in done["bytes"])
+
+
+def _subset_sums(sizes: list[int]) -> set[int]:
+    sums = {0}
+    for b in sizes:
+        sums |= {s + b for s in sums}
+    return sums
+
+
 @pytest.mark.parametrize("name", ["fsdp", "zero"])
 def test_each_rank_ledger_peak_matches_its_allocator_peak(rank_ledgers, name):
-    # within 0.5 %, except for the gap named: the collectives' own buffers live at the
-    # allocator's peak (gloo's, allocated inside c10d ops, which the dispatcher never sees:
-    # Note [Collective scratch]). How much of them overlaps the peak depends on when gloo's
-    # async work finishes, so the gap lies anywhere from 0 to those bytes.
+    # Within 0.5 %, except for two gaps, both gloo's and both named:
+    # 1. The collectives' own buffers live at the allocator's peak (allocated inside c10d
+    #    ops, which the dispatcher never sees: Note [Collective scratch]). How much of them
+    #    overlaps the peak depends on when gloo's async work finishes: 0 to those bytes.
+    # 2. Frees the profiler never reports: gloo's worker thread drops a finished work's last
+    #    reference to the tensors it sent, and no free made on that thread reaches the
+    #    profiler (allocator.py `pointer_peak`). The ledger sees those frees (communication
+    #    storages freed before its peak); the allocator's count keeps such a buffer until
+    #    its addresses are handed out again, so any subset of them may be counted.
     for led in rank_ledgers[name][1]:
         m = led.measured
         gap = m["peak_bytes"] - led.peak().bytes
         tol = 0.005 * m["peak_bytes"]
-        assert -tol <= gap <= m.get("collective_at_peak_bytes", 0) + tol, (name, m, gap)
+        freed = _freed_communication(led)
+        if name == "zero":
+            # DDP's broadcasts before the peak: the module states at construction, 474,112 B
+            # of parameters + 2 blocks × 32×32 × 4 B causal masks = 482,304 B, and the masks
+            # again in the forward, 8,192 B: the gap beyond 0.5 % is 0, 8,192, 482,304 or
+            # 490,496 B. Seen in 64 rank runs (2 CPU cores busy beside them): 8,192 on 9;
+            # the 482,304 B free went unseen on 6 of 16 and its address was handed out again
+            # before the peak each time; a CI failure of |gap| <= 0.5 % (13,186 B) could
+            # only have been that buffer kept (docs/distributed.md)
+            # (8,192 is in the list when gloo's thread freed it before the ledger's peak, as
+            # it did in every run seen; 8 and 608 B: DDP's and ZeRO's setup gathers)
+            assert 482_304 in freed and set(freed) <= {8, 608, 8_192, 482_304}, freed
+        assert any(-tol <= gap - s <= m.get("collective_at_peak_bytes", 0) + tol
+                   for s in _subset_sums(freed)), (name, m, gap, freed)
 
 
 def test_show_finds_every_rank_and_names_the_worst(rank_ledgers, capsys):
@@ -261,3 +293,64 @@ def test_measure_gives_every_rank_its_own_result(capsys):
     assert rc == 0 and d["schema"] == "memledger.measure/1"
     assert [r["rank"] for r in d["ranks"]] == [0, 1] and d["peak_bytes"] == max(
         r["peak_bytes"] for r in d["ranks"])
+
+
+def test_predict_answers_per_rank_and_plan_names_the_rank_it_takes(rank_ledgers, capsys):
+    from memledger.ledger.ranks import worst_rank
+    from memledger.replay.policies import Policy
+    from memledger.replay.predict import predict
+
+    path, leds = rank_ledgers["fsdp"]
+    assert main(["predict", str(path), "-p", "checkpoint:blocks.*", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["schema"] == "memledger.predict/1" and [r["rank"] for r in d["ranks"]] == [0, 1]
+    own = [predict(led, [Policy.parse("checkpoint:blocks.*")]) for led in leds]  # rank r's own
+    assert [r["policies"][0]["peak_bytes"] for r in d["ranks"]] == \
+        [p.policies[0].peak_bytes for p in own]
+    assert d["policies"] == d["ranks"][d["worst_rank"]]["policies"]
+    # plan takes one rank's ledger, the worst rank's, and says so in one line
+    assert main(["plan", str(path), "--budget", "100MiB"]) == 0
+    w = worst_rank([led.summary() for led in leds])
+    note = [ln for ln in capsys.readouterr().err.splitlines() if "rank ledgers" in ln]
+    assert len(note) == 1 and f"plan takes one rank's: rank {w}'s" in note[0], note
+
+
+def test_compare_gates_and_measures_every_rank(rank_ledgers, monkeypatch, capsys):
+    # FSDP2 on 2 ranks, one policy, 1 step compared and 1 timed: 3 capture launches and 3
+    # measured launches, each 2 ranks (~7 s CPU a launch, whatever the model's size). The
+    # baseline compare traces is the fixture's FSDP trace, the same command to the flag, so
+    # it is handed over instead of traced again (2 launches fewer). The doctor on ranks:
+    # tests/unit/test_compare_ranks.py.
+    import memledger.verify.compare_ranks as compare_ranks
+    from memledger.trace.launch import RanksResult
+
+    def traced_already(script, argv, out, nproc, steps, measure, timeout_s):
+        assert (Path(script).name, argv, nproc, steps, measure) == (
+            "train_fsdp.py", ["--steps", "2", *FSDP_ARGS], 2, 1, True)
+        path, leds = rank_ledgers["fsdp"]
+        return RanksResult([path.with_name(f"fsdp.rank{r}.ledger") for r in (0, 1)], 1, True)
+
+    monkeypatch.setattr(compare_ranks, "trace_ranks", traced_already)
+    rc = main(["compare", "--nproc", "2", "--no-doctor", "--steps", "1", "--time-steps", "1",
+               "--json",
+               "-p", "checkpoint:blocks.*", str(EXAMPLES / "train_fsdp.py"), "--",
+               "--steps", "2", *FSDP_ARGS])
+    d = json.loads(capsys.readouterr().out)
+    assert rc == 0 and d["schema"] == "memledger.compare/1" and d["performance"] is True
+    assert [r["rank"] for r in d["ranks"]] == [0, 1]
+    base = [r["baseline"]["measured_peak_bytes"] for r in d["ranks"]]
+    assert d["worst_rank"] == (1 if base[1] > base[0] else 0)
+    per_rank = [r["policies"][0] for r in d["ranks"]]
+    # each rank compares its own gradient shards with its own baseline's: bitwise equal
+    for p in per_rank:
+        assert p["gates"] == {"inputs": True, "gradients": True, "update": True}, p
+        assert (p["worst_gradient"]["max_abs"], p["steps_compared"]) == (0.0, 1)
+        assert p["predicted_peak_bytes"] > 0 and p["measured_peak_bytes"] > 0
+    row = d["policies"][0]   # the job's: the rank with the highest measured peak
+    assert row["measured_peak_bytes"] == max(p["measured_peak_bytes"] for p in per_rank)
+    assert row["saving_bytes"] == max(base) - row["measured_peak_bytes"]
+    assert [(x["rank"], x["gradients"], x["measured_peak_bytes"], x["predicted_peak_bytes"])
+            for x in row["by_rank"]] == [(r, True, p["measured_peak_bytes"],
+                                          p["predicted_peak_bytes"])
+                                         for r, p in enumerate(per_rank)]
+    assert row["verdict"] in ("ADOPT", "OK") and {p["verdict"] for p in per_rank} == {row["verdict"]}

@@ -98,3 +98,13 @@ def test_package_and_plugin_import_light():
 def test_ledger_writer_side_needs_no_pandas():
     # the traced process writes records; only the reader builds tables
     assert loaded_after("import memledger.ledger.writer, memledger.ledger.schema") == set()
+
+
+def test_trace_parent_imports_no_torch():
+    # GIVEN `memledger trace`'s own process (the workers import torch, not it) WHEN it
+    # checks --steps-by and loads the session code THEN torch stays out (it cost ~1.5 s CPU
+    # per trace when trace/steps.py imported torch at the top for STEPS_BY)
+    setup = ("from memledger.commands.trace import _steps_by\n"
+             "from memledger.trace.session import trace_script\n"
+             "assert _steps_by('forward') == 'forward'")
+    assert "torch" not in loaded_after(setup)

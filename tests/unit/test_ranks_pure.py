@@ -55,14 +55,14 @@ def test_plain_tensors_are_their_own_local_tensor():
 
 
 def test_pointer_peak_drops_a_block_whose_free_was_never_reported():
-    # (time, ptr, ±bytes, inside a c10d op, thread)
+    # (time, ptr, ±bytes, inside a c10d op, thread); blocks 4,096 B apart never overlap
     allocs = [
-        (1, 0xA, 1000, False, 1),
-        (2, 0xB, 500, True, 1),      # a collective's own buffer
-        (3, 0xB, -500, True, 1),
-        (4, 0xC, 800, False, 2),     # made on gloo's thread: a collective's too
-        (5, 0xC, 800, False, 2),     # 0xC again, never freed: the first one went unseen
-        (6, 0xA, -1000, False, 1),
+        (1, 0xA000, 1000, False, 1),
+        (2, 0xB000, 500, True, 1),      # a collective's own buffer
+        (3, 0xB000, -500, True, 1),
+        (4, 0xC000, 800, False, 2),     # made on gloo's thread: a collective's too
+        (5, 0xC000, 800, False, 2),     # 0xC000 again, never freed: the first one went unseen
+        (6, 0xA000, -1000, False, 1),
     ]
     # live: 1000, 1500 (500 of it collective), 1000, 1800 (the peak: 800 collective),
     # 1800 again (the unseen free, then the new block), 800
@@ -70,9 +70,25 @@ def test_pointer_peak_drops_a_block_whose_free_was_never_reported():
                                     "collective_peak_bytes": 800, "unseen_frees": 1}
 
 
+def test_pointer_peak_drops_a_live_block_that_a_new_one_overlaps():
+    # DDP's 482,304 B flat broadcast buffer, freed on gloo's thread (no event); malloc then
+    # hands out 8,192 B inside it: that block was free, so it leaves the count
+    allocs = [
+        (1, 0x10000, 482_304, False, 1),
+        (2, 0x10000 + 4_096, 8_192, False, 1),   # inside [0x10000, 0x10000 + 482,304)
+        (3, 0x90000, 100_000, False, 1),         # beyond it: 0x90000 > 0x10000 + 482,304
+    ]
+    # live: 482,304 (the peak), 8,192, 108,192
+    assert pointer_peak(allocs) == {"peak_bytes": 482_304, "collective_at_peak_bytes": 0,
+                                    "collective_peak_bytes": 0, "unseen_frees": 1}
+    # a block that ends exactly where the new one starts does not overlap it
+    edge = [(1, 0x1000, 4_096, False, 1), (2, 0x2000, 4_096, False, 1)]   # 0x1000 + 4,096
+    assert pointer_peak(edge)["peak_bytes"] == 8_192 and pointer_peak(edge)["unseen_frees"] == 0
+
+
 def test_pointer_peak_orders_a_free_before_an_allocation_of_the_same_tick():
-    # 0xA freed and handed out again at t=2: a reuse, not an unseen free
-    allocs = [(1, 0xA, 1000, False, 1), (2, 0xA, 700, False, 1), (2, 0xA, -1000, False, 1)]
+    # 0xA000 freed and handed out again at t=2: a reuse, not an unseen free
+    allocs = [(1, 0xA000, 1000, False, 1), (2, 0xA000, 700, False, 1), (2, 0xA000, -1000, False, 1)]
     assert pointer_peak(allocs)["peak_bytes"] == 1000
     assert pointer_peak(allocs)["unseen_frees"] == 0
 

@@ -1,0 +1,171 @@
+"""One training step, one rule: several optimizers stepping after one backward are ONE step
+in the ledger pass, the allocator pass, `measure` and `compare`'s capture (trace/steps.py)."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+from torch.optim.optimizer import (
+    register_optimizer_step_post_hook,
+    register_optimizer_step_pre_hook,
+)
+
+import memledger
+from memledger.measure.runner import measure_script
+from memledger.replay.policies import parse_policy
+from memledger.trace.steps import OptimizerSteps
+from memledger.verify.runs import Variant, capture_in_process
+
+TWO_OPTIMIZERS = """
+import pathlib, torch
+torch.manual_seed(0)
+body, head = torch.nn.Linear(8, 16), torch.nn.Linear(16, 4)
+model = torch.nn.Sequential(body, head)
+opts = [torch.optim.SGD(body.parameters(), lr=0.1), torch.optim.SGD(head.parameters(), lr=0.1)]
+for it in range(1, 6):
+    pathlib.Path(f"ITER{it}").touch()
+    loss = model(torch.randn(4, 8)).sum()
+    for o in opts:
+        o.zero_grad()
+    loss.backward()
+    for o in opts:        # a backbone and a head optimizer after one backward: one step
+        o.step()
+"""
+
+
+def _two_optimizers():
+    torch.manual_seed(0)
+    body, head = torch.nn.Linear(8, 16), torch.nn.Linear(16, 4)
+    model = torch.nn.Sequential(body, head)
+    return model, [torch.optim.SGD(body.parameters(), lr=0.1),
+                   torch.optim.SGD(head.parameters(), lr=0.1)]
+
+
+def _iteration(model, opts, extra_loss=None) -> None:
+    loss = model(torch.randn(4, 8)).sum() + (extra_loss() if extra_loss else 0)
+    for o in opts:
+        o.zero_grad()
+    loss.backward()
+    for o in opts:
+        o.step()
+
+
+def test_first_iteration_with_two_optimizers_is_one_step():
+    # GIVEN body under o1, head under o2, never stepped before
+    # WHEN the first iteration steps o1 then o2
+    # THEN one step ends, after o2 (the root `model` ran forward: its 4 parameters count)
+    model, opts = _two_optimizers()
+    ends = []
+    steps = OptimizerSteps(lambda: ends.append(len(ends) + 1))
+    try:
+        _iteration(model, opts)
+        assert ends == [1]
+        assert steps.boundary.discovering is False and steps._watching is False  # hook gone
+        _iteration(model, opts)
+        assert ends == [1, 2]
+    finally:
+        steps.remove()
+
+
+def test_step_ends_after_the_second_optimizer_not_the_first():
+    model, opts = _two_optimizers()
+    seen = []
+    steps = OptimizerSteps()
+    # the caller's own hooks feed pre/post, as Capture does
+    pre = register_optimizer_step_pre_hook(
+        lambda o, a, k: seen.append(("pre", opts.index(o), steps.pre(o))))
+    post = register_optimizer_step_post_hook(
+        lambda o, a, k: seen.append(("post", opts.index(o), steps.post(o))))
+    try:
+        _iteration(model, opts)
+    finally:
+        pre.remove(), post.remove(), steps.remove()
+    assert seen == [("pre", 0, False), ("post", 0, False), ("pre", 1, False), ("post", 1, True)]
+
+
+def test_a_bare_parameter_first_iteration_is_the_documented_limit():
+    # GIVEN o2 over a bare tensor that belongs to no module (the case the docstring names)
+    # THEN the first iteration ends at o1 (o2 unknown yet), and the count per iteration holds
+    model = torch.nn.Linear(8, 4)
+    w = torch.nn.Parameter(torch.ones(3))
+    opts = [torch.optim.SGD(model.parameters(), lr=0.1), torch.optim.SGD([w], lr=0.1)]
+    ends = []
+    steps = OptimizerSteps(lambda: ends.append(1))
+    try:
+        for _ in range(3):
+            loss = model(torch.randn(2, 8)).sum() + (w * w).sum()
+            for o in opts:
+                o.zero_grad()
+            loss.backward()
+            for o in opts:
+                o.step()
+    finally:
+        steps.remove()
+    assert len(ends) == 3        # one end per iteration, each after o1
+
+
+def test_api_traces_two_iterations_as_two_steps():
+    model, opts = _two_optimizers()
+    _iteration(model, opts)      # warm: lazy imports outside the block
+    model, opts = _two_optimizers()
+    with memledger.trace() as led:
+        for _ in range(2):
+            _iteration(model, opts)
+    assert led.steps_traced == 2     # 4 step() calls, 2 training steps
+
+
+@pytest.fixture
+def two_opt_script(tmp_path, monkeypatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    p = tmp_path / "train_two.py"
+    p.write_text(textwrap.dedent(TWO_OPTIMIZERS))
+    return p
+
+
+def test_measure_counts_two_optimizers_as_one_step(two_opt_script, tmp_path):
+    # 1 step for the peak + 1 timed = 2 training steps = 2 iterations (4 step() calls);
+    # counting every step() call stopped after iteration 1 and timed o2's step alone
+    res = measure_script(two_opt_script, [], parse_policy("none"), steps=1, time_steps=1)
+    assert len(res.step_times_s) == 1
+    assert (tmp_path / "ITER2").exists() and not (tmp_path / "ITER3").exists()
+
+
+def test_compare_capture_counts_two_optimizers_as_one_step(two_opt_script, tmp_path):
+    res = capture_in_process(two_opt_script, [], Variant(label="baseline", policy="none"), steps=2)
+    steps = res.data["steps"]
+    assert len(steps) == 2
+    assert (tmp_path / "ITER2").exists() and not (tmp_path / "ITER3").exists()
+    # each step holds both optimizers' gradients and moves all 4 parameters
+    assert sorted(steps[0]["grads"]) == ["0.bias", "0.weight", "1.bias", "1.weight"]
+    assert steps[0]["unmoved"] == []
+
+
+def test_a_trainable_parameter_no_optimizer_steps_holds_only_the_first_step_open():
+    # GIVEN a head optimizer only, the body trainable too (its gradients never stepped)
+    torch.manual_seed(0)
+    body, head = torch.nn.Linear(8, 16), torch.nn.Linear(16, 4)
+    model = torch.nn.Sequential(body, head)
+    opt = torch.optim.SGD(head.parameters(), lr=0.1)
+    ends = []
+    steps = OptimizerSteps(lambda: ends.append(1))
+    _iteration(model, [opt])
+    assert ends == []             # the body's 2 parameters are still pending
+    model(torch.randn(4, 8))      # the root's next forward ends step 1 (as in the collector)
+    assert ends == [1]
+    _iteration(model, [opt])      # from then on opt alone counts: one step per iteration
+    assert ends == [1, 1]
+    _iteration(model, [opt])
+    assert ends == [1, 1, 1]
+    steps.remove()
+    # WHEN the script ends inside that first open step THEN it is a step (trace agrees)
+    ends.clear()
+    steps = OptimizerSteps(lambda: ends.append(1))
+    _iteration(model, [opt])
+    steps.script_ended()
+    assert ends == [1]
+    with memledger.trace() as led:
+        _iteration(model, [opt])
+    assert led.steps_traced == 1
