@@ -70,6 +70,8 @@ class Prepared:
     saves: np.ndarray = None  # int64 saves (packs) per storage
     timings: Timings = None   # untraced module and op times (memledger/replay/timings.py)
     calibration: dict = None  # the machine's cost constants recorded in the ledger ({}: none)
+    fsdp_gather: np.ndarray = None  # bool: FSDP2's all-gather outputs and unsharded
+    #                                  parameters (Note [Replay of a checkpointed region] 6)
 
     @classmethod
     def from_ledger(cls, led: Ledger) -> "Prepared":
@@ -148,6 +150,7 @@ class Prepared:
                                   st["created"].to_numpy(dtype=np.int64),
                                   np.asarray(op_names, dtype=object)[op_code]),
             calibration=dict(calib.get("params") or {}),
+            fsdp_gather=_fsdp_gather(st),
         )
 
     def subset(self, keep: np.ndarray) -> "Prepared":
@@ -272,3 +275,11 @@ def _call_args(led: Ledger, st: pd.DataFrame) -> dict[str, np.ndarray]:
     return {"arg_mod": np.asarray(mods, dtype=object)[ok],
             "arg_ev0": np.asarray(ev0, dtype=np.int64)[ok],
             "arg_row": np.asarray(row, dtype=np.int64)[ok]}
+
+
+def _fsdp_gather(st: pd.DataFrame) -> np.ndarray | None:
+    """FSDP2's own gathers: in a ledger with unsharded parameters (Note [Sharded storages]),
+    every `communication` and `parameter` storage; None in any other ledger."""
+    if "shard" not in st or not (st["shard"] == "unsharded").any():
+        return None
+    return st["category"].isin(["communication", "parameter"]).to_numpy()
