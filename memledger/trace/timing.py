@@ -299,6 +299,7 @@ def recompute_probe(root: tuple | None, clock, reps: int = 5, max_reps: int = 15
 
     def run(ckpt: bool, counting: bool = False) -> tuple[int, int, int, int]:
         acc.update(fwd=0, rerun=0, saves=0, phase="fwd")
+        module.zero_grad(set_to_none=True)    # fresh gradients each step, as training has
         install(ckpt)
         hooks = torch.autograd.graph.saved_tensors_hooks(count, lambda t: t) if counting \
             else contextlib.nullcontext()
