@@ -23,7 +23,29 @@ and changes from minute to minute); "ratio" is the raw one.
 
 Step time is the thread CPU time of a step with OMP_NUM_THREADS=1 (one thread: CPU time is
 the work itself, and the neighbours' load stretches it far less than wall time); the
-wall-clock added time is printed too. Prints one markdown table per example, ready for docs/accuracy.md.
+wall-clock added time is printed too. Prints one markdown table per example, ready for
+docs/accuracy.md ("Peak memory and added step time, every example x policy"); `--out FILE`
+writes the same tables to FILE.
+
+When is a ratio a hit or a miss? (docs/accuracy.md, "Which ratios the measurement can
+judge") Each measured added time comes with a 90 % interval: 2,000 bootstrap resamples of
+the timed steps (each round's policy and baseline steps resampled, the added time
+recomputed as above, seed 0). The goal is 15 %, so a measurement can judge a ratio only if
+its own interval lies within +-15 % of its median; otherwise the verdict is "unresolved"
+and the table shows the interval instead of claiming a hit or a miss. A resolved ratio is
+"hit" within 0.85-1.15, else "miss".
+
+On a quiet machine (what the tables in docs/accuracy.md need; load average well under the
+core count, nothing else running):
+
+    .venv/bin/python benchmarks/accuracy.py --rounds 3 --cycles 10 --out /tmp/accuracy.md
+
+(about 20 min for the three examples on 2 cores; the script sets OMP_NUM_THREADS=1 itself)
+
+then paste /tmp/accuracy.md over the tables in docs/accuracy.md with the date and the load
+averages printed in each table's heading. Delete the cached calibration first
+(`python -m memledger.measure.calibrate` measures it again) if it was taken under load:
+`memledger predict` says so.
 """
 
 from __future__ import annotations
@@ -39,10 +61,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 # One intra-op thread in every process (trace, measure workers): with two or more, idle
 # OpenMP threads spin on a shared machine and CPU time stops measuring work.
 os.environ["OMP_NUM_THREADS"] = "1"
 
+from judge import added_interval, verdict  # noqa: E402
 from memledger.measure.runner import measure_script  # noqa: E402
 from memledger.replay.policies import parse_policy  # noqa: E402
 from memledger.trace.session import trace_script  # noqa: E402
@@ -100,6 +124,8 @@ def run(name: str, rounds: int, cycles: int, repeats: int) -> list[str]:
     cpu: dict[str, list[float]] = {p: [] for p in pols}
     wall: dict[str, list[float]] = {p: [] for p in pols}
     base_steps = []
+    samples: dict[str, list] = {p: [] for p in pols}
+    load0 = os.getloadavg()[0]
     for r in range(rounds):
         t = interleaved(script, ["none"] + pols, cycles)
         base = statistics.median(t["cpu_s"]["none"])
@@ -108,6 +134,7 @@ def run(name: str, rounds: int, cycles: int, repeats: int) -> list[str]:
         for p in pols:
             key = str(parse_policy(p))
             cpu[p].append(statistics.median(t["cpu_s"][key]) - base)
+            samples[p].append((t["cpu_s"][key], t["cpu_s"]["none"]))
             wall[p].append(statistics.median(t["wall_s"][key]) - base_w)
             print(f"  round {r + 1} {p}: {cpu[p][-1] * 1e3:+.2f} ms cpu", file=sys.stderr,
                   flush=True)
@@ -118,37 +145,47 @@ def run(name: str, rounds: int, cycles: int, repeats: int) -> list[str]:
              f"{speed:.2f};"
              f" {rounds} rounds x {cycles} interleaved cycles; predictions "
              f"identical over {repeats} runs: "
-             f"{'yes' if max(spread.values()) == 0 else 'no, max spread %.3g ms' % (max(spread.values()) * 1e3)})",
+             f"{'yes' if max(spread.values()) == 0 else 'no, max spread %.3g ms' % (max(spread.values()) * 1e3)};"
+             f" load average {load0:.1f} -> {os.getloadavg()[0]:.1f})",
              "",
              "| policy | predicted peak | measured peak | predicted added (band) | measured "
-             "added (CPU, median) | rounds | ratio | ratio at trace speed | wall added |",
-             "|---|---:|---:|---:|---:|---|---:|---:|---:|"]
+             "added (CPU, median) | 90 % interval | rounds | ratio | verdict | ratio at trace "
+             "speed | wall added |",
+             "|---|---:|---:|---:|---:|---:|---|---:|---|---:|---:|"]
     for p in pols:
         pp = pred[parse_policy(p).text()] if parse_policy(p).text() in pred else pred[p]
         added = statistics.median(cpu[p])
         ratio = f"{pp['added_time_s'] / added:.2f}" if added > 0 else "-"
+        lo, hi = added_interval(samples[p])
+        judged = verdict(pp["added_time_s"], added, lo, hi)
         norm = f"{pp['added_time_s'] * speed / added:.2f}" if added > 0 else "-"
         lines.append(
             f"| `{p}` | {pp['peak_bytes']:,} | {peaks[p]:,} | "
             f"{pp['added_time_s'] * 1e3:.2f} ({pp['added_time_lo_s'] * 1e3:.2f}-"
             f"{pp['added_time_hi_s'] * 1e3:.2f}) ms | {added * 1e3:.2f} ms | "
-            f"{', '.join(f'{c * 1e3:.2f}' for c in cpu[p])} | {ratio} | {norm} | "
+            f"{lo * 1e3:.2f}-{hi * 1e3:.2f} ms | "
+            f"{', '.join(f'{c * 1e3:.2f}' for c in cpu[p])} | {ratio} | {judged} | {norm} | "
             f"{statistics.median(wall[p]) * 1e3:.2f} ms |")
         print(lines[-1], flush=True)
     return lines
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 epilog=__doc__[__doc__.index("When is a ratio"):],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--example", choices=list(EXAMPLES), action="append")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--cycles", type=int, default=10)
     ap.add_argument("--repeats", type=int, default=3, help="predict runs per ledger")
+    ap.add_argument("--out", type=Path, help="also write the markdown tables to this file")
     args = ap.parse_args()
     out = []
     for name in args.example or list(EXAMPLES):
         out += run(name, args.rounds, args.cycles, args.repeats) + [""]
     print("\n".join(out))
+    if args.out:
+        args.out.write_text("\n".join(out) + "\n", encoding="utf-8")
 
 
 if __name__ == "__main__":

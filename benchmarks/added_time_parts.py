@@ -69,6 +69,33 @@ def gpt_setup(batch: int):
     return model, batch_fn, loss_fn
 
 
+def cnn_setup(batch: int):
+    c = _load("cnn")
+    torch.manual_seed(0)
+    model = c.CNN()
+    gen = torch.Generator().manual_seed(1234)
+
+    def batch_fn():
+        return (torch.randn(batch, 3, 32, 32, generator=gen),
+                torch.randint(0, 10, (batch,), generator=gen))
+    return model, batch_fn, F.cross_entropy
+
+
+def mlp_setup(batch: int):
+    m = _load("mlp")
+    torch.manual_seed(0)
+    model = m.MLP()
+    gen = torch.Generator().manual_seed(1234)
+
+    def batch_fn():
+        return (torch.randn(batch, 256, generator=gen),
+                torch.randint(0, 10, (batch,), generator=gen))
+    return model, batch_fn, F.cross_entropy
+
+
+SETUPS = {"gpt": (gpt_setup, 8), "cnn": (cnn_setup, 16), "mlp": (mlp_setup, 64)}
+
+
 class PartTimer:
     """Forward-call and in-backward re-run times of the modules in `paths`."""
 
@@ -127,11 +154,13 @@ def main() -> None:
     ap.add_argument("--policy", default="checkpoint:blocks.*")
     ap.add_argument("--cycles", type=int, default=10)
     ap.add_argument("--turn", type=int, default=3)
-    ap.add_argument("--batch-size", type=int, default=8)
+    ap.add_argument("--example", choices=list(SETUPS), default="gpt")
+    ap.add_argument("--batch-size", type=int, help="default: the example's own")
     args = ap.parse_args()
     torch.set_num_threads(1)
-    model, batch_fn, loss_fn = gpt_setup(args.batch_size)
-    opt = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.1)
+    setup, batch = SETUPS[args.example]
+    model, batch_fn, loss_fn = setup(args.batch_size or batch)
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.1)   # state: as Adam
     model.train()
     policy = parse_policy(args.policy)
     paths = [r.path for r in resolve(policy, module_table(model))]

@@ -6,7 +6,8 @@ Each ledger: `memledger trace examples/train_gpt.py --steps 2 -- --n-layer N
 --batch-size 2`. Then `plan(led, budget)` in-process at 80 % of the baseline peak (median of
 3 runs, wall and process CPU time, ledger already loaded) with its parts: the block table
 (one replay per block and option on the block's own storages), the exact solve, and the
-Pareto front (up to 16 more solves); and `memledger plan --json` end to end in a fresh
+Pareto front (16 evenly spaced budgets + 2 beside the knee; exhaustive when small); and
+`memledger plan --json` end to end in a fresh
 process (imports and ledger loading included).
 """
 

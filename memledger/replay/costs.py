@@ -19,15 +19,21 @@ prediction on every run. Per selected call in a warm step (steps after the first
 - kept: untraced op time of the save-list ops in the re-run part (their cached outputs are
   handed back instead of recomputed).
 - saves: packs made by the call (q, k and v of one attention are three).
-- sac_op, factor: this model's own cost per op under selective checkpointing's caching
-  mode and its own re-run/forward ratio, measured by `trace` after its timed steps
-  (memledger/trace/timing.py `sac_probe`, `recompute_probe`); the calibration's when the
-  ledger has none.
+- sac_op, factor, call: this model's own cost per op under selective checkpointing's
+  caching mode, its own re-run/forward ratio and its own cost per checkpointed call,
+  measured by `trace` after its timed steps (memledger/trace/timing.py `sac_probe`;
+  `recompute_probe`, Note [Recompute probe in context]: its blocks checkpointed one by one
+  in a real forward + backward, call = region_ns - saves per region x save); the
+  calibration's when the ledger has none. Inside a real step a checkpointed call costs far
+  more than in the calibration's isolated microbenchmark (tiny GPT: 0.6-1.5 ms per block
+  against 84 us + 28 x 10 us): that missing part made every GPT policy 13-25 % low.
 - factor, call, save, sac_call, pack, file, per_byte: the calibration's constants (factor: what re-running a forward inside backward costs over running it
   plainly; 1 without a calibration).
 
-Worked example (tiny GPT block, this machine): fwd 1.40 ms, share 0.97 (early stop skips
-the last dropout and add), saves 21: 1.40 × 0.97 + 0.110 + 21 × 0.011 = 1.70 ms per block.
+Worked example (tiny GPT block, batch 8, this machine): fwd 5.0 ms, factor 1.06 (probe),
+share 0.97 (early stop skips the last dropout and add), call 0.9 ms (probe: 1.2 ms per
+region less 28 saves x 10 us), saves 26.5: 1.06 × 5.0 × 0.97 + 0.9 + 26.5 × 0.010
+= 6.3 ms per block.
 The band (`lo`, `hi`) repeats the sum with every cost at its 10th and at its 90th
 percentile.
 

@@ -32,6 +32,11 @@ CALIBRATION = {   # ns; per_byte in ns/byte: a storage of N bytes costs 2,000 + 
 
 def blocks_ledger(H: list[int], T: list[int], timing: dict | None = None) -> Ledger:
     """`timing`: extra keys of the `timing` record (the recompute probe's)."""
+    return Ledger.from_records(blocks_records(H, T, timing))
+
+
+def blocks_records(H: list[int], T: list[int], timing: dict | None = None) -> list[dict]:
+    """The records of `blocks_ledger` (a ledger file is one JSON record per line)."""
     L = len(H)
     recs = [{"k": "header", "schema": "memledger.ledger/1"},
             {"k": "phase", "ev": 0, "ph": "setup", "step": 1},
@@ -70,7 +75,7 @@ def blocks_ledger(H: list[int], T: list[int], timing: dict | None = None) -> Led
               **(timing or {})},
              {"k": "calibration", "device": "cpu", "params": CALIBRATION},
              {"k": "end", "ev": B + 10 * L + 1, "status": "ok"}]
-    return Ledger.from_records(recs)
+    return recs
 
 
 def identical_blocks(L: int) -> Ledger:

@@ -73,6 +73,22 @@ def test_ledger_verbs_never_import_torch(small_ledger, verb):
     assert "torch" not in loaded_after(setup)
 
 
+def test_plan_without_measure_never_imports_torch(tmp_path):
+    # `memledger plan` reads, replays and solves: numpy and pandas, never torch (nor a
+    # timing probe: nothing is measured without --measure)
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from plan_ledgers import H8, T8, blocks_records
+
+    path = tmp_path / "blocks.ledger"
+    path.write_text("".join(json.dumps(r) + "\n" for r in blocks_records(H8, T8)),
+                    encoding="utf-8")
+    setup = (f"from memledger.cli import main\n"
+             f"assert main(['plan', {str(path)!r}, '--budget', '1GB', '--json']) == 0")
+    assert loaded_after(setup) == {"pandas", "numpy"}
+
+
 def test_package_and_plugin_import_light():
     # `import memledger` and the pytest11 plugin (loaded in every pytest session of a user
     # who installed memledger) hold nothing heavy until a ledger is read or a test traced
