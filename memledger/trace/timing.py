@@ -234,6 +234,10 @@ def _first_tensor(out):
 # forward, and 0.6-1.5 ms per region besides (checkpointing only `ln_1`, one op, costs
 # 1.0 ms per region; `gelu` 0.6 ms), against 84 us + 28 x 10 us from the isolated
 # calibration on 64-float `sin` chains: that gap was the GPT's 0.75-0.87 ratio.
+# That per-region cost moves with the machine, not only the model: 0.1-0.6 ms per GPT block
+# quiet, 0.5-1.7 ms with two busy neighbours, in the same process; run side by side with
+# training steps the probe reads what they pay at that moment (0.81-1.05 of their added
+# time over 15 runs: benchmarks/probe_vs_training.py, docs/accuracy.md).
 _NUMBERED = r"^(?P<prefix>.+)\.(?P<index>\d+)$"
 
 
