@@ -30,6 +30,7 @@ import argparse
 import contextlib
 import os
 import resource
+import shlex
 import statistics
 import subprocess
 import sys
@@ -180,24 +181,27 @@ def api(repeat: int, per_step_n: int) -> None:
 
 
 # ---- 3. end to end -----------------------------------------------------------------------
-def end_to_end(repeat: int, tmp: Path) -> None:
+def end_to_end(repeat: int, tmp: Path, model_args: list[str]) -> None:
     script = "examples/train_gpt.py"
     cmds = {
-        "python train_gpt.py --steps 3": [PY, script, "--steps", "3"],
+        "python train_gpt.py --steps 3": [PY, script, "--steps", "3", *model_args],
         "memledger trace --steps 3": [*MEMLEDGER, "trace", script, "--steps", "3", "-o",
-                                      str(tmp / "e2e.ledger")],
+                                      str(tmp / "e2e.ledger"), "--", *model_args],
         "memledger trace --steps 3 --no-measure": [*MEMLEDGER, "trace", script, "--steps",
                                                    "3", "--no-measure", "-o",
-                                                   str(tmp / "e2e-nm.ledger")],
+                                                   str(tmp / "e2e-nm.ledger"), "--",
+                                                   *model_args],
         # where the time goes: each pass alone, as `memledger trace` starts it
         "  ledger pass alone": [PY, "-m", "memledger.trace.worker", "ledger", "--out",
-                                str(tmp / "pass.ledger"), "--steps", "3", script, "--"],
+                                str(tmp / "pass.ledger"), "--steps", "3", script, "--",
+                                *model_args],
         "  allocator pass alone (+8 timed steps, probes)": [
             PY, "-m", "memledger.trace.worker", "allocator", "--out", str(tmp / "pass.json"),
-            "--steps", "3", script, "--"],
+            "--steps", "3", script, "--", *model_args],
     }
     rows = round_robin({k: (lambda c=c: run_process(c)) for k, c in cmds.items()}, repeat)
-    table("3. End to end, fresh processes (tiny GPT, 3 steps)", rows,
+    size = " ".join(model_args) or "defaults"
+    table(f"3. End to end, fresh processes (examples/train_gpt.py {size}, 3 steps)", rows,
           "python train_gpt.py --steps 3", unit="s")
 
 
@@ -205,6 +209,8 @@ def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--only", choices=["startup", "api", "e2e"])
     p.add_argument("--repeat", type=int, default=7)
+    p.add_argument("--model-args", default="", help="end to end: train_gpt.py's model flags, "
+                   "e.g. '--n-layer 6 --n-embd 384 --n-head 6 --block-size 256' (nanoGPT size)")
     p.add_argument("--per-step-n", type=int, default=10)
     args = p.parse_args()
     print(f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at start")
@@ -215,7 +221,7 @@ def main() -> None:
         if args.only in (None, "api"):
             api(args.repeat, args.per_step_n)
         if args.only in (None, "e2e"):
-            end_to_end(max(3, args.repeat // 2), tmp)
+            end_to_end(max(3, args.repeat // 2), tmp, shlex.split(args.model_args))
     print(f"\nload average {os.getloadavg()[0]:.1f} at the end")
 
 

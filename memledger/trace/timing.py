@@ -222,9 +222,10 @@ def _first_tensor(out):
 # that have parameters; else the whole model). Per repetition, one step plain and one with
 # every region under memledger's checkpoint wrapper (early stop off, so the whole forward
 # re-runs), forward + backward of `output.sum()`; each region's inner forward is timed as
-# it runs, so the re-run inside backward is measured directly (5 to 15 repetitions, as many
-# as ~2.5 s allows; each mode runs twice and only its second step is timed, as the
-# interleaved benchmark does: a step right after a switch is not a policy's usual step):
+# it runs, so the re-run inside backward is measured directly (as many repetitions as
+# ~2.5 s allows, 1 to 15: `probe_reps`; each mode runs twice and only its second step is
+# timed, as the interleaved benchmark does: a step right after a switch is not a policy's
+# usual step):
 #     factor     = re-run / plain forward of the regions
 #     region_ns  = (t_ckpt - t_plain - re-run) / regions      (everything else, per region)
 # and the saves made inside the regions are counted in one more plain step. The cost model
@@ -260,7 +261,21 @@ def probe_regions(module: torch.nn.Module) -> list[str]:
     return kids or [""]
 
 
-def recompute_probe(root: tuple | None, clock, reps: int = 5, max_reps: int = 15) -> dict:
+PROBE_BUDGET_NS = 2.5e9   # what the repetitions may cost, on the probe's clock
+
+
+def probe_reps(pair_ns: float, max_reps: int = 15) -> int:
+    """Repetitions of the probe (2 plain + 2 checkpointed steps each) for a model whose plain
+    + checkpointed pair of steps takes `pair_ns`: as many as PROBE_BUDGET_NS allows, at
+    least one, at most `max_reps`. The difference of two whole steps is noisy on a shared
+    machine (+-0.7 ms per GPT block at load 4), so short steps repeat it; a long step needs
+    fewer, because what the probe measures beside the re-run (~0.1-1.7 ms per region) is
+    small against its forward, and a fixed 5 repetitions of a 1 s step would cost 20 s, many
+    times the user's own steps. Tiny GPT (pair ~0.1 s): 12; a 0.5 s pair: 2; 2 s: 1."""
+    return max(1, min(int(PROBE_BUDGET_NS // max(2 * pair_ns, 1)), max_reps))
+
+
+def recompute_probe(root: tuple | None, clock, max_reps: int = 15) -> dict:
     """{"factor": [...], "region_ns": [...], "saves_per_region": float, "regions": int}:
     what re-running this model's blocks inside backward costs, per repetition (Note
     [Recompute probe in context]); {} when the model cannot be probed. Gradients it leaves
@@ -324,9 +339,7 @@ def recompute_probe(root: tuple | None, clock, reps: int = 5, max_reps: int = 15
         run(True)
         saves = run(False, counting=True)[3]      # once: the counting hook costs time
         pair = sum(run(c)[0] for c in (False, True))
-        # the difference of two whole steps, noisy on a shared machine (+-0.7 ms per GPT block
-        # at load 4): repeat it as often as ~2.5 s of probing allows
-        reps = int(min(max(reps, 2.5e9 // max(2 * pair, 1)), max_reps))
+        reps = probe_reps(pair, max_reps)
         for _ in range(reps):
             # each mode twice, the second timed: a step right after a switch runs on an
             # allocator shaped by the other mode, and a policy's steps follow its own

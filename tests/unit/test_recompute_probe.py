@@ -41,7 +41,7 @@ def test_regions_are_the_repeated_blocks_else_the_children_with_parameters():
 def test_probe_counts_saves_per_region_and_repeats():
     torch.manual_seed(0)
     net, x = _Net(), torch.randn(3, 4)
-    out = recompute_probe((net, (x,)), time.thread_time_ns, reps=5, max_reps=5)
+    out = recompute_probe((net, (x,)), time.thread_time_ns, max_reps=5)
     assert out["regions"] == 3
     assert len(out["factor"]) == len(out["region_ns"]) == 5
     # saves inside the blocks: block 0 (input without grad): addmm's input + relu's
@@ -55,3 +55,14 @@ def test_probe_counts_saves_per_region_and_repeats():
 def test_probe_gives_up_on_a_model_without_a_differentiable_output():
     net = torch.nn.Linear(2, 2).requires_grad_(False)
     assert recompute_probe((net, (torch.randn(1, 2),)), time.thread_time_ns) == {}
+
+
+def test_probe_repetitions_fit_the_budget():
+    """2.5 s of probing, 2 pairs of steps per repetition (Note [Recompute probe in context])."""
+    from memledger.trace.timing import probe_reps
+
+    assert probe_reps(100e6) == 12      # tiny GPT: 2.5e9 // (2 x 0.1e9)
+    assert probe_reps(1e6) == 15        # capped
+    assert probe_reps(1e6, max_reps=5) == 5
+    assert probe_reps(500e6) == 2       # a 0.5 s pair: 2 repetitions, not 5 (20 steps of 0.25 s)
+    assert probe_reps(2e9) == 1         # a step longer than the budget: probed once
