@@ -30,6 +30,7 @@ Both are written as one `timing` record:
 from __future__ import annotations
 
 import contextlib
+import statistics
 import time
 
 import torch
@@ -106,9 +107,26 @@ class OpTimer(TorchDispatchMode):
         return out
 
 
+# Note [Timing within a budget]
+# The timed steps and the probes serve the cost model, and each costs whole training steps:
+# a fixed 8 timed steps, 5 selective-probe and 5+ recompute-probe repetitions made the
+# allocator pass 5.8x a plain 3-step run of a nanoGPT-sized model (1.9 s steps), against
+# 2.4x on the tiny GPT (45 ms steps). Each now stops at TIMING_BUDGET_NS of its own work
+# (at least 2 module-timed steps, 1 probe repetition): short steps keep every sample they
+# had (tiny GPT: 7 module steps, 5 and 12 repetitions), long ones take fewer, and their
+# band (the spread of fewer samples) says how much that costs.
+TIMING_BUDGET_NS = 2.5e9
+
+
+def over_budget(samples_ns: list, least: int = 2) -> bool:
+    """True once `least` samples are in and they took TIMING_BUDGET_NS together."""
+    return len(samples_ns) >= least and sum(samples_ns) >= TIMING_BUDGET_NS
+
+
 class StepTimers:
     """Drives the two timers over the steps after the profiled ones: `module_steps` steps
-    under ModuleTimer, then one under OpTimer. Call `on_step()` after each optimizer step."""
+    under ModuleTimer (fewer for long steps: Note [Timing within a budget]), then one under
+    OpTimer. Call `on_step()` after each optimizer step; `done` once all is timed."""
 
     def __init__(self, module_steps: int) -> None:
         self.module_steps = module_steps
@@ -126,16 +144,17 @@ class StepTimers:
         if self.done:
             return
         now = self._clock()
-        if 0 < self._n <= self.module_steps:
+        if 0 < self._n and self.ops is None:       # a module-timed step just ended
             self.step_ns.append(now - self._t)
         if self.ops is not None:          # the op-timed step just ended
             self.ops.__exit__(None, None, None)
             self.done = True
             self.sac_op = sac_probe(self.modules.root, len(self.ops.ops), self._clock)
-            self.probe = recompute_probe(self.modules.root, self._clock)
+            pair = 2 * statistics.median(self.step_ns) if self.step_ns else None
+            self.probe = recompute_probe(self.modules.root, self._clock, pair_ns=pair)
             return
         self._t = self._clock()
-        if self._n < self.module_steps:
+        if self._n < self.module_steps and not over_budget(self.step_ns):
             self.modules.start_step()
         else:
             self.modules.active = False
@@ -190,7 +209,10 @@ def sac_probe(root: tuple | None, ops_per_step: int, clock, reps: int = 5) -> li
             with counter:
                 module(*args)
             n = len(counter.ops)
+            taken: list[int] = []
             for _ in range(reps):
+                if over_budget(taken, least=1):
+                    break
                 t0 = clock()
                 module(*args)
                 t1 = clock()
@@ -199,6 +221,7 @@ def sac_probe(root: tuple | None, ops_per_step: int, clock, reps: int = 5) -> li
                     module(*args)
                 t2 = clock()
                 out.append(((t2 - t1) - (t1 - t0)) / max(n, 1))
+                taken.append(t2 - t0)
     except Exception:      # a model this probe cannot re-run: the calibration's value serves
         return []
     return out
@@ -228,7 +251,7 @@ def _first_tensor(out):
 # usual step):
 #     factor     = re-run / plain forward of the regions
 #     region_ns  = (t_ckpt - t_plain - re-run) / regions      (everything else, per region)
-# and the saves made inside the regions are counted in one more plain step. The cost model
+# and the saves made inside the regions are counted in the first untimed plain step. The cost model
 # takes call = region_ns - saves per region x the calibration's per-save cost.
 # Why: torch's checkpoint costs far more per call inside a real step than in isolation.
 # Tiny GPT here (4 blocks, 28 saves each, one thread): re-run 1.05-1.08x the block's plain
@@ -261,7 +284,7 @@ def probe_regions(module: torch.nn.Module) -> list[str]:
     return kids or [""]
 
 
-PROBE_BUDGET_NS = 2.5e9   # what the repetitions may cost, on the probe's clock
+PROBE_BUDGET_NS = TIMING_BUDGET_NS   # what the repetitions may cost, on the probe's clock
 
 
 def probe_reps(pair_ns: float, max_reps: int = 15) -> int:
@@ -275,7 +298,8 @@ def probe_reps(pair_ns: float, max_reps: int = 15) -> int:
     return max(1, min(int(PROBE_BUDGET_NS // max(2 * pair_ns, 1)), max_reps))
 
 
-def recompute_probe(root: tuple | None, clock, max_reps: int = 15) -> dict:
+def recompute_probe(root: tuple | None, clock, max_reps: int = 15,
+                    pair_ns: float | None = None) -> dict:
     """{"factor": [...], "region_ns": [...], "saves_per_region": float, "regions": int}:
     what re-running this model's blocks inside backward costs, per repetition (Note
     [Recompute probe in context]); {} when the model cannot be probed. Gradients it leaves
@@ -334,16 +358,20 @@ def recompute_probe(root: tuple | None, clock, max_reps: int = 15) -> dict:
         finally:
             remove()
 
-    factor, region_ns = [], []
+    factor, region_ns, saves = [], [], 0
     try:
-        run(True)
-        saves = run(False, counting=True)[3]      # once: the counting hook costs time
-        pair = sum(run(c)[0] for c in (False, True))
-        reps = probe_reps(pair, max_reps)
-        for _ in range(reps):
+        # the pair's cost sizes the repetitions: two timed training steps when the caller
+        # knows them (a long step is not run twice more just to be measured); else one of
+        # each mode after a warm-up (a process's first checkpointed step pays for its set-up)
+        if not pair_ns:
+            run(True)
+            pair_ns = sum(run(c)[0] for c in (False, True))
+        for i in range(probe_reps(pair_ns, max_reps)):
             # each mode twice, the second timed: a step right after a switch runs on an
-            # allocator shaped by the other mode, and a policy's steps follow its own
-            run(False)
+            # allocator shaped by the other mode, and a policy's steps follow its own. The
+            # first untimed plain step counts the saves (the counting hook costs time).
+            untimed = run(False, counting=i == 0)
+            saves = untimed[3] if i == 0 else saves
             plain, fwd, _, _ = run(False)
             run(True)
             ckpt, _, rerun, _ = run(True)

@@ -160,8 +160,8 @@ def _allocator_pass(args) -> int:
             finish(ScriptOutcome(EXIT_OK, "stopped after the requested steps"), guard)
             sys.stdout.flush()
             os._exit(EXIT_OK)
-        if state["n"] >= args.steps + args.timing_steps:
-            raise StopTracing()
+        if state["n"] >= args.steps + args.timing_steps or timers.done:   # all timed: Note
+            raise StopTracing()                          # [Timing within a budget] (timing.py)
 
     def finish(outcome: ScriptOutcome, guard) -> None:
         stop_probes()

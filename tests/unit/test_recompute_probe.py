@@ -66,3 +66,31 @@ def test_probe_repetitions_fit_the_budget():
     assert probe_reps(1e6, max_reps=5) == 5
     assert probe_reps(500e6) == 2       # a 0.5 s pair: 2 repetitions, not 5 (20 steps of 0.25 s)
     assert probe_reps(2e9) == 1         # a step longer than the budget: probed once
+
+
+def test_timed_steps_stop_at_the_budget():
+    """Note [Timing within a budget]: 2.5 s of module-timed steps, at least 2 of them."""
+    from memledger.trace.timing import StepTimers, over_budget
+
+    assert over_budget([1.2e9, 1.3e9]) and not over_budget([1.2e9, 1.2e9])
+    assert not over_budget([3e9]) and over_budget([3e9], least=1)
+
+    def timed_steps(step_ns: float) -> int:
+        """Module-timed steps StepTimers(7) takes before its op-timed step, steps of step_ns."""
+        t = StepTimers(module_steps=7)
+        now = [0.0]
+        t._clock = lambda: now[0]
+        try:
+            for calls in range(1, 20):
+                t.on_step()
+                now[0] += step_ns
+                if t.done:
+                    assert t.step_ns == [step_ns] * (calls - 2)   # the op step is not one
+                    return calls - 2      # the first call opens, the last ends the op step
+        finally:
+            t.close()
+        raise AssertionError("never done")
+
+    assert timed_steps(45e6) == 7         # tiny GPT: 7 x 45 ms = 0.3 s, every step kept
+    assert timed_steps(1.9e9) == 2        # nanoGPT size: 2 x 1.9 s >= 2.5 s, then the op step
+    assert timed_steps(1e9) == 3          # 1 s steps: 2 s < 2.5 s after two, 3 s after three
