@@ -193,9 +193,10 @@ def _recompute_everything(ctx, op, *args, **kwargs):
 
 def sac_probe(root: tuple | None, ops_per_step: int, clock, reps: int = 5) -> list[float]:
     """Selective checkpointing's cost per op *on this model's ops*: its forward under
-    no_grad, plain and under SAC's caching mode (every op PREFER_RECOMPUTE), `reps` times
-    interleaved; (t_sac - t_plain) / ops in that forward. Run after the timed steps (it
-    draws random numbers for dropout; nothing after it is measured). A generic op chain
+    no_grad, plain and under SAC's caching mode (every op PREFER_RECOMPUTE), interleaved,
+    `reps` times at most (Note [Timing within a budget]); (t_sac - t_plain) / ops in that
+    forward. Run after the timed steps (it draws random numbers for dropout; nothing after
+    it is measured). A generic op chain
     underprices real ops by half (tiny GPT: 16 us per op here, 8 us for 8x8 `sin`s)."""
     if root is None or not ops_per_step:
         return []
@@ -251,8 +252,8 @@ def _first_tensor(out):
 # usual step):
 #     factor     = re-run / plain forward of the regions
 #     region_ns  = (t_ckpt - t_plain - re-run) / regions      (everything else, per region)
-# and the saves made inside the regions are counted in the first untimed plain step. The cost model
-# takes call = region_ns - saves per region x the calibration's per-save cost.
+# and the saves made inside the regions are counted in the first untimed plain step. The
+# cost model takes call = region_ns - saves per region x the calibration's per-save cost.
 # Why: torch's checkpoint costs far more per call inside a real step than in isolation.
 # Tiny GPT here (4 blocks, 28 saves each, one thread): re-run 1.05-1.08x the block's plain
 # forward, and 0.6-1.5 ms per region besides (checkpointing only `ln_1`, one op, costs
