@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import errno
 import os
+import threading
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -67,6 +68,16 @@ class FileSink:
         except OSError as e:
             raise LedgerFormatError(f"cannot write ledger {str(path)!r}: {e.strerror}") from None
         self._pending: list[Record] = []
+        # Note [Writes from other threads]: storages are also freed on threads that are
+        # not the script's (gloo's worker thread drops the last reference to DDP's and
+        # FSDP's buffers), and a free is a record. Without the lock, such a write landing
+        # between a flush's file write and its clearing of `_pending` flushed the same 512
+        # records a second time (a 2-rank FSDP ledger held its first 512 lines twice, header
+        # included, then the free that came in between: once in 4 clean-clone CI runs; the
+        # cause read from the file). Re-entrant: a finaliser run by the
+        # garbage collector inside a flush, on the flushing thread, appends to the fresh
+        # list the flush has already swapped in.
+        self._lock = threading.RLock()
         self._flush_every = flush_every
         # A failed write (disk full) stops the file, never the traced script: the tracer
         # reads `error` at the end and reports it as memledger's failure (exit 2), not the
@@ -74,22 +85,23 @@ class FileSink:
         self.error: OSError | None = None
 
     def write(self, record: Record) -> None:
-        self._pending.append(record)
-        if len(self._pending) >= self._flush_every:
-            self.flush()
+        with self._lock:   # Note [Writes from other threads]
+            self._pending.append(record)
+            if len(self._pending) >= self._flush_every:
+                self.flush()
 
     def flush(self) -> None:
-        if self.error is not None:
-            self._pending.clear()
-            return
-        try:
-            if self._pending and not self._fh.closed:
-                self._fh.write(b"".join([_dumps(r) + b"\n" for r in self._pending]))
-                self._pending.clear()
-            if not self._fh.closed:
-                self._fh.flush()
-        except OSError as e:
-            self._fail(e)
+        with self._lock:
+            pending, self._pending = self._pending, []   # each record is written once
+            if self.error is not None:
+                return
+            try:
+                if pending and not self._fh.closed:
+                    self._fh.write(b"".join([_dumps(r) + b"\n" for r in pending]))
+                if not self._fh.closed:
+                    self._fh.flush()
+            except OSError as e:
+                self._fail(e)
 
     def _fail(self, e: OSError) -> None:
         self.error = e
