@@ -71,7 +71,7 @@ def check_ranks(leds: list, bud, base, sources, source: str, json_: bool, junit,
     from memledger.commands.check import print_result
     from memledger.commands.common import print_json
     from memledger.errors import CheckFailed
-    from memledger.ledger.ranks import ranks_json
+    from memledger.ledger.ranks import peak_skew, ranks_json
 
     results = [evaluate(led, bud, baseline=base,
                         baseline_name=str(bud.baseline.ledger) if bud.baseline else "",
@@ -84,8 +84,7 @@ def check_ranks(leds: list, bud, base, sources, source: str, json_: bool, junit,
         write_text(markdown_, markdown(results[worst]), "Markdown summary")
     if json_:
         peaks = [r.peak_bytes for r in results]
-        skew = {"max_bytes": max(peaks), "min_bytes": min(peaks),
-                "spread_bytes": max(peaks) - min(peaks)}
+        skew = peak_skew(peaks)
         per_rank = [{"rank": i, **r.to_json_dict()} for i, r in enumerate(results)]
         print_json({**ranks_json(per_rank, worst, skew), "ok": all(r.ok for r in results)})
     else:
@@ -151,14 +150,13 @@ def measure_nproc(script: Path, argv: list[str], policy, nproc: int, steps: int,
     """`memledger measure --nproc N`: every rank's measured peak and step time; JSON: one
     memledger.measure/1 object per rank under "ranks", the worst rank's at top level."""
     from memledger.commands.common import print_json
-    from memledger.ledger.ranks import ranks_json
+    from memledger.ledger.ranks import peak_skew, ranks_json
     from memledger.measure.ranks import measure_ranks
 
     results = measure_ranks(script, argv, policy, nproc, steps=steps, time_steps=time_steps)
     worst = max(range(nproc), key=lambda r: (results[r].peak_bytes, -r))
     peaks = [r.peak_bytes for r in results]
-    skew = {"max_bytes": max(peaks), "min_bytes": min(peaks),
-            "spread_bytes": max(peaks) - min(peaks)}
+    skew = peak_skew(peaks)
     if json_:
         print_json(ranks_json([{"rank": r, **res.to_json_dict()}
                                for r, res in enumerate(results)], worst, skew))
@@ -176,15 +174,14 @@ def predict_ranks(files: list[Path], reports: list, json_: bool, print_table) ->
     JSON: one memledger.predict/1 per rank under "ranks", the worst rank's (highest
     predicted peak under any policy given) at top level."""
     from memledger.commands.common import print_json
-    from memledger.ledger.ranks import ranks_json
+    from memledger.ledger.ranks import peak_skew, ranks_json
 
     def worst_peak(rep) -> int:
         return max([rep.baseline_peak_bytes, *(p.peak_bytes for p in rep.policies)])
 
     worst = max(range(len(reports)), key=lambda r: (worst_peak(reports[r]), -r))
     peaks = [worst_peak(rep) for rep in reports]
-    skew = {"max_bytes": max(peaks), "min_bytes": min(peaks),
-            "spread_bytes": max(peaks) - min(peaks)}
+    skew = peak_skew(peaks)
     if json_:
         print_json(ranks_json([{"rank": r, **rep.to_json_dict()}
                                for r, rep in enumerate(reports)], worst, skew))

@@ -57,13 +57,17 @@ def worst_rank(summaries: list) -> int:
     return max(range(len(summaries)), key=lambda i: (peak(summaries[i]), -i))
 
 
+def peak_skew(peaks: list[int]) -> dict[str, int]:
+    """How far apart the ranks' peaks are: highest, lowest and highest − lowest."""
+    hi, lo = max(peaks, default=0), min(peaks, default=0)
+    return {"max_bytes": hi, "min_bytes": lo, "spread_bytes": hi - lo}
+
+
 def rank_skew(summaries: list) -> dict[str, int | float]:
-    """How far apart the ranks are: highest − lowest peak, and highest / mean."""
+    """`peak_skew` of the ranks' ledgers, and highest / mean."""
     peaks = [max(s.measured.peak_bytes, s.peak.bytes) for s in summaries]
     mean = sum(peaks) / len(peaks) if peaks else 0
-    return {"max_bytes": max(peaks, default=0), "min_bytes": min(peaks, default=0),
-            "spread_bytes": max(peaks, default=0) - min(peaks, default=0),
-            "max_over_mean": round(max(peaks) / mean, 4) if mean else 0.0}
+    return {**peak_skew(peaks), "max_over_mean": round(max(peaks) / mean, 4) if mean else 0.0}
 
 
 def ranks_json(per_rank: list[dict], worst: int, skew: dict) -> dict:

@@ -97,11 +97,10 @@ class RanksCompare:
     def to_json_dict(self) -> dict:
         """memledger.compare/1 for several ranks: the job's report at top level, every
         rank's under "ranks" (design.md), `worst_rank` and `rank_skew` (baseline peaks)."""
-        from memledger.ledger.ranks import ranks_json
+        from memledger.ledger.ranks import peak_skew, ranks_json
 
         peaks = [rep.baseline.get("measured_peak_bytes", 0) for rep in self.ranks]
-        skew = {"max_bytes": max(peaks), "min_bytes": min(peaks),
-                "spread_bytes": max(peaks) - min(peaks)}
+        skew = peak_skew(peaks)
         out = ranks_json([{"rank": r, **rep.to_json_dict()} for r, rep in enumerate(self.ranks)],
                          self.worst, skew)
         return {**out, **self.job.to_json_dict(), "rank": self.worst}
