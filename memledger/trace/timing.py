@@ -285,18 +285,15 @@ def probe_regions(module: torch.nn.Module) -> list[str]:
     return kids or [""]
 
 
-PROBE_BUDGET_NS = TIMING_BUDGET_NS   # what the repetitions may cost, on the probe's clock
-
-
 def probe_reps(pair_ns: float, max_reps: int = 15) -> int:
     """Repetitions of the probe (2 plain + 2 checkpointed steps each) for a model whose plain
-    + checkpointed pair of steps takes `pair_ns`: as many as PROBE_BUDGET_NS allows, at
+    + checkpointed pair of steps takes `pair_ns`: as many as TIMING_BUDGET_NS allows, at
     least one, at most `max_reps`. The difference of two whole steps is noisy on a shared
     machine (+-0.7 ms per GPT block at load 4), so short steps repeat it; a long step needs
     fewer, because what the probe measures beside the re-run (~0.1-1.7 ms per region) is
     small against its forward, and a fixed 5 repetitions of a 1 s step would cost 20 s, many
     times the user's own steps. Tiny GPT (pair ~0.1 s): 12; a 0.5 s pair: 2; 2 s: 1."""
-    return max(1, min(int(PROBE_BUDGET_NS // max(2 * pair_ns, 1)), max_reps))
+    return max(1, min(int(TIMING_BUDGET_NS // max(2 * pair_ns, 1)), max_reps))
 
 
 def recompute_probe(root: tuple | None, clock, max_reps: int = 15,
@@ -371,8 +368,8 @@ def recompute_probe(root: tuple | None, clock, max_reps: int = 15,
             # each mode twice, the second timed: a step right after a switch runs on an
             # allocator shaped by the other mode, and a policy's steps follow its own. The
             # first untimed plain step counts the saves (the counting hook costs time).
-            untimed = run(False, counting=i == 0)
-            saves = untimed[3] if i == 0 else saves
+            counted = run(False, counting=i == 0)[3]
+            saves = counted if i == 0 else saves
             plain, fwd, _, _ = run(False)
             run(True)
             ckpt, _, rerun, _ = run(True)
