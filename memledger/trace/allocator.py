@@ -41,6 +41,10 @@ class CpuProfilerProbe:
     def stop(self) -> None:
         self._prof.__exit__(None, None, None)
 
+    def release(self) -> None:
+        """Let the recorded events go (after peaks() and the other readings are taken)."""
+        self._prof = None
+
     @property
     def kineto_results(self):
         return self._prof.kineto_results

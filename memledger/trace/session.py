@@ -1,8 +1,10 @@
 """`memledger trace`: run the script twice in fresh processes and join the results.
 
-Pass 1 records the ledger (streamed, so it survives whatever happens). Pass 2 runs the same
-script with no tracing, under the allocator's own accounting, for the independent peak.
-Both stop after the same optimizer step, so they measure the same stretch of the run.
+The ledger pass records the ledger (streamed, so it survives whatever happens). The
+allocator pass runs the same script beside it with no tracing, under the allocator's own
+accounting, for the independent peak; its timed steps wait until the ledger pass is done
+(Note [Warm allocator pass]). Both measure up to the same optimizer step, so they measure
+the same stretch of the run.
 """
 
 from __future__ import annotations
@@ -58,12 +60,32 @@ def _worker(mode: str, script: Path, argv: list[str], out: Path, steps: int,
 
 
 # Note [Warm allocator pass]
-# `memledger trace` runs the script twice, each in a fresh process that imports torch
-# (~1.5 s of a 3-step tiny-GPT run of ~2 s). The allocator pass is started at once, beside
-# the ledger pass, with --wait-for-go: it imports torch while the ledger pass runs, then
-# blocks on stdin until the ledger pass is done and says how many steps it traced
-# ("go 3"). The two never run the script at the same time, so neither pass's step times
-# nor peaks see the other; only the imports overlap (one core each on a 2-core box).
+# `memledger trace` runs the script twice, each in a fresh process. The allocator pass is
+# started at once, beside the ledger pass, with --wait-for-go, and runs its measured steps
+# right away: their peak comes from the allocator's own events (the profiler's, or CUDA's
+# counters), which no timing moves, so they may share the machine with the ledger pass.
+# At the end of its measured steps (worker.py `wait_for_go`) it blocks on stdin until the
+# ledger pass is done and says how many steps it traced ("go 3"); only then come its timed
+# steps and probes (trace/timing.py), which feed the cost model and must run alone:
+#
+#     ledger pass     | import | set-up | step 1 | step 2 | step 3 |               (ends)
+#     allocator pass  | import | set-up | step 1 | step 2 | step 3 | wait | timed steps...
+#
+# Cases:
+# 1. Both passes measure the same steps: the ledger traced `steps` and the allocator
+#    waits after `steps` ("go 3", kept); or the script ended sooner in both (the allocator
+#    never waits; its status says the same steps, kept: both cover up to the script's end).
+# 2. The ledger pass traced fewer steps than the allocator pass measured (a script that
+#    behaves differently under tracing, e.g. ends sooner): the allocator's "go 1" does not
+#    match its 3 steps; it stops without timing and the parent drops its peak, saying so.
+# 3. The ledger pass fails or is interrupted: the allocator pass is killed, its CUDA
+#    snapshot (written under a partial name) removed: nothing is kept from it.
+# 4. Ctrl-C: both workers get it (Note [One interrupt, delivered once]); the ledger pass
+#    reports the interrupt, case 3 follows.
+# Only the ledger pass's own traced times (the cost model's fallback where untraced module
+# times are missing) can see the neighbour. The two runs of the script now overlap: a
+# script that downloads a data set or writes a fixed file at set-up does it twice at once.
+# `--nproc` (trace/launch.py) and `--fake` (no allocator pass) do not use this path.
 class _Worker:
     """One worker process (`python -m memledger.trace.worker MODE ...`)."""
 
@@ -79,9 +101,12 @@ class _Worker:
                "--status", str(self.status), "--steps", str(steps), *extra,
                *(("--wait-for-go",) if wait_for_go else ()), str(script), "--", *argv]
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        # a quiet worker's output goes to a file, not a pipe: it runs while the parent waits
+        # on the other pass, and a script that prints more than a pipe holds would stall
+        self._log = open(Path(self._tmp.name) / "output.txt", "w+b") if quiet else None
         self.proc = subprocess.Popen(cmd, env=env,
                                      stdin=subprocess.PIPE if wait_for_go else None,
-                                     stdout=subprocess.PIPE if quiet else None,
+                                     stdout=self._log,
                                      stderr=subprocess.STDOUT if quiet else None)
         if fw is not None:  # SIGINT/SIGTERM to memledger reach it: Note [One interrupt, ...]
             fw.attach(self.proc)
@@ -89,7 +114,8 @@ class _Worker:
     def result(self, go: str | None = None) -> dict:
         """Wait for the worker (first telling a waiting one `go`) and read its status."""
         try:
-            output, _ = self.proc.communicate(go.encode() if go is not None else None)
+            self.proc.communicate(go.encode() if go is not None else None)
+            output = self._output()
         except KeyboardInterrupt:
             self.proc.wait()  # the child got the same Ctrl-C: let it finish writing
             self._done()
@@ -108,13 +134,23 @@ class _Worker:
         return result
 
     def cancel(self) -> None:
-        """A waiting worker that will not be needed: tell it to stop (no output kept)."""
+        """A worker that will not be needed, wherever it is: kill it (no output kept)."""
         if self.proc.poll() is None:
-            with contextlib.suppress(OSError, ValueError):
-                self.proc.communicate(b"stop\n", timeout=60)
+            with contextlib.suppress(OSError):
+                self.proc.kill()
+        with contextlib.suppress(OSError, ValueError):
+            self.proc.communicate()
         self._done()
 
+    def _output(self) -> bytes:
+        if self._log is None:
+            return b""
+        self._log.seek(0)
+        return self._log.read()
+
     def _done(self) -> None:
+        if self._log is not None:
+            self._log.close()
         with contextlib.suppress(OSError):
             self._tmp.cleanup()
 
@@ -165,13 +201,15 @@ def _trace_into(script: Path, argv: list[str], out: Path, partial: Path, steps: 
                 fw: Forwarder,
                 steps_by: str = "optimizer") -> TraceResult:
     allocator = None
-    if measure:   # Note [Warm allocator pass]: it imports torch while the ledger pass runs
+    if measure:   # Note [Warm allocator pass]: it runs its measured steps beside the ledger's
         # On CUDA the allocator pass also leaves the allocator's own snapshot beside the
-        # ledger (a torch pickle: read it with `memledger import`, never plain pickle).
+        # ledger (a torch pickle: read it with `memledger import`, never plain pickle),
+        # under a partial name until its peak is kept.
         mtmp = tempfile.TemporaryDirectory(prefix="memledger-")
+        snapshot = Path(str(out) + ".cuda-snapshot.pickle")
         allocator = _Worker("allocator", script, argv, Path(mtmp.name) / "measured.json",
                             steps, quiet=True, wait_for_go=True, fw=fw,
-                            extra=("--snapshot", str(out) + ".cuda-snapshot.pickle",
+                            extra=("--snapshot", str(partial_path(snapshot)),
                                    "--steps-by", steps_by))
     try:
         res = _worker("ledger", script, argv, partial, steps, quiet=False, extra=fake_args,
@@ -181,25 +219,58 @@ def _trace_into(script: Path, argv: list[str], out: Path, partial: Path, steps: 
         if allocator is not None:
             allocator.cancel()
             mtmp.cleanup()
+            _drop_snapshot(snapshot)
         raise
     measured = False
     if allocator is not None:
-        mpath = allocator.out
         try:
-            mres = allocator.result(go=f"go {res['steps']}\n")
-            if mres["code"] == EXIT_INTERRUPTED:
-                raise ScriptError(f"{_interrupted(mres)} during the allocator pass; the ledger "
-                                  f"(complete, without the allocator's peak) is kept at {out}",
-                                  exit_code=EXIT_INTERRUPTED)
-            if mres["code"] == EXIT_OK and mpath.exists():
-                append_records(partial, json.loads(mpath.read_text())["records"])
-                measured = True
-            else:
-                print(f"memledger: allocator pass failed ({mres['reason']}); the ledger has no "
-                      "measured peak", file=sys.stderr)
+            measured = _join_allocator_pass(allocator, res["steps"], out, partial, snapshot)
         finally:
             mtmp.cleanup()
     return TraceResult(ledger_path=out, steps=res["steps"], measured=measured)
+
+
+def _join_allocator_pass(allocator: _Worker, steps: int, out: Path, partial: Path,
+                         snapshot: Path) -> bool:
+    """Let the allocator pass time its steps, then add its records to the ledger if they
+    cover the steps the ledger pass traced (Note [Warm allocator pass]). True: added."""
+    try:
+        mres = allocator.result(go=f"go {steps}\n")
+    except BaseException:
+        _drop_snapshot(snapshot)
+        raise
+    mpath = allocator.out
+    kept = False
+    try:
+        if mres["code"] == EXIT_INTERRUPTED:
+            raise ScriptError(f"{_interrupted(mres)} during the allocator pass; the ledger "
+                              f"(complete, without the allocator's peak) is kept at {out}",
+                              exit_code=EXIT_INTERRUPTED)
+        if mres["code"] != EXIT_OK or not mpath.exists():
+            print(f"memledger: allocator pass failed ({mres['reason']}); the ledger has no "
+                  "measured peak", file=sys.stderr)
+            return False
+        if mres["steps"] != steps:   # case 2 of the Note
+            print(f"memledger: the allocator pass measured {mres['steps']} step(s) where the "
+                  f"ledger pass traced {steps} (does the script run differently when "
+                  "traced?); the ledger has no measured peak", file=sys.stderr)
+            return False
+        records = json.loads(mpath.read_text())["records"]
+        for rec in records:   # the snapshot under its own name now that the peak is kept
+            if rec.get("snapshot") == str(partial_path(snapshot)):
+                os.replace(partial_path(snapshot), snapshot)
+                rec["snapshot"] = str(snapshot)
+        append_records(partial, records)
+        kept = True
+        return True
+    finally:
+        if not kept:
+            _drop_snapshot(snapshot)
+
+
+def _drop_snapshot(snapshot: Path) -> None:
+    with contextlib.suppress(OSError):
+        partial_path(snapshot).unlink()
 
 
 def _raise_for_ledger_pass(res: dict, out: Path, partial: Path, fake: bool) -> None:

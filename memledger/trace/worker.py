@@ -4,7 +4,8 @@
     allocator  no tracing: the allocator's own peak (profiler from process start, or CUDA
                counters), written as JSON measured records to --out
 
-The parent (`memledger trace`) runs one pass after the other and joins them.
+The parent (`memledger trace`) runs the two side by side, the allocator pass's timed steps
+alone after the ledger pass (Note [Warm allocator pass] in trace/session.py), and joins them.
 """
 
 from __future__ import annotations
@@ -119,7 +120,8 @@ def _is_cuda_oom(error: BaseException | None) -> bool:
 
 def _allocator_pass(args) -> int:
     """The allocator's peak over the first `--steps` steps, then `--timing-steps` more steps
-    timed with nothing attached (for the cost model's untraced step time)."""
+    timed with nothing attached (for the cost model's untraced step time). With
+    `--wait-for-go` the timed steps wait for the parent's "go" (Note [Warm allocator pass])."""
     import torch
 
     from memledger.trace.allocator import (
@@ -135,7 +137,8 @@ def _allocator_pass(args) -> int:
     cpu = CpuProfilerProbe()
     # the last timing step runs under the op timer: not a plain step time
     timers = StepTimers(module_steps=max(args.timing_steps - 1, 1))
-    state: dict = {"n": 0, "t": 0, "step_ns": [], "cuda": None, "probing": True}
+    state: dict = {"n": 0, "t": 0, "step_ns": [], "cuda": None, "probing": True,
+                   "stopped": False}
 
     def stop_probes() -> None:
         if state["probing"]:
@@ -143,14 +146,28 @@ def _allocator_pass(args) -> int:
             cpu.stop()
             if cuda:
                 state["cuda"] = cuda.stop(args.snapshot)
+            # read the profiler's events now, while the ledger pass may still run (Note
+            # [Warm allocator pass]), and let them go before the timed steps
+            state["measured"] = {
+                "peaks": cpu.peaks(), "scratch": op_scratch(cpu),   # Note [Kernel scratch]
+                # Under torchrun: the peak counted by pointer (Note [Collective scratch])
+                "comm": collective_bytes_at_peak(cpu) if "RANK" in os.environ else {}}
+            cpu.release()
 
     def on_step() -> None:
         if cuda:
             torch.cuda.synchronize()
         now = time.perf_counter_ns()
         state["n"] += 1
+        if state["stopped"]:   # the script swallowed the stop below: end here
+            finish(ScriptOutcome(EXIT_OK, "stopped after the measured steps"), guard)
+            sys.stdout.flush()
+            os._exit(EXIT_OK)
         if state["n"] == args.steps:
             stop_probes()
+            if not wait_for_go(args):   # the ledger pass traced other steps: no timing
+                state["stopped"] = True
+                raise StopTracing()
         elif state["n"] > args.steps and timers.ops is None:
             state["step_ns"].append(now - state["t"])
         if state["n"] >= args.steps:
@@ -170,13 +187,13 @@ def _allocator_pass(args) -> int:
         if cuda and _is_cuda_oom(outcome.error):
             cuda.note_oom(outcome.error)
         timing = {"step_ns": state["step_ns"]} if state["step_ns"] else {}
-        # Under torchrun: the peak counted by pointer (Note [Collective scratch])
-        comm = collective_bytes_at_peak(cpu) if "RANK" in os.environ else {}
+        measured = state["measured"]
         records = [{"k": "measured", "source": cpu.source, "device": dev, "peak_bytes": peak,
-                    **timing, **comm} for dev, peak in cpu.peaks().items() if dev == "cpu"]
+                    **timing, **measured["comm"]}
+                   for dev, peak in measured["peaks"].items() if dev == "cpu"]
         if state["cuda"]:
             records.append({**state["cuda"], **timing})
-        scratch = op_scratch(cpu)   # Note [Kernel scratch]: for replay
+        scratch = measured["scratch"]   # Note [Kernel scratch]: for replay
         if scratch:
             records.append({"k": "opscratch", "device": "cpu", "ops": scratch})
         timed = timers.record("cuda:0" if cuda else "cpu")
@@ -209,6 +226,18 @@ def _allocator_pass(args) -> int:
         raise
     finish(outcome, guard)
     return outcome.code
+
+
+def wait_for_go(args) -> bool:
+    """Under `--wait-for-go`, after the measured steps: block until the parent says the
+    ledger pass is done ("go STEPS", the steps it traced), so that the timed steps run
+    alone (Note [Warm allocator pass] in trace/session.py). True: time them. False: the
+    ledger pass traced other steps than these (the parent drops this pass's peak), or the
+    parent is gone."""
+    if not args.wait_for_go:
+        return True
+    word, _, steps = sys.stdin.readline().partition(" ")
+    return word == "go" and steps.strip() == str(args.steps)
 
 
 def _calibration_records(device: str) -> list[dict]:
@@ -247,7 +276,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--world", type=int, default=0, help="--fake: simulate one rank of N")
     p.add_argument("--rank", type=int, default=0, help="--world: the rank simulated")
     p.add_argument("--wait-for-go", action="store_true",
-                   help="import torch, then wait for 'go STEPS' on stdin (see trace_script)")
+                   help="allocator pass: after the measured steps, wait for 'go STEPS' on "
+                   "stdin before the timed ones (Note [Warm allocator pass], trace/session.py)")
     p.add_argument("script")
     p.add_argument("argv", nargs=argparse.REMAINDER)
     args = p.parse_args(argv)
@@ -259,27 +289,6 @@ def main(argv: list[str] | None = None) -> int:
         print("memledger: --steps must be >= 1", file=sys.stderr)
         return EXIT_USAGE
     install_worker_handlers()  # Note [One interrupt, delivered once]
-    if args.wait_for_go:   # started early, beside the ledger pass: Note [Warm allocator pass]
-        try:
-            import torch  # noqa: F401  (the import is what starting early buys)
-
-            # what the pass imports later anyway, so that its CPU time falls in this
-            # overlap too: torch._dynamo is what the script's first optimizer imports
-            # (torch wraps `add_param_group` in `_disable_dynamo`, ~1 s CPU here; a plain
-            # run pays it as well), the rest the timers and probes after the measured steps
-            import torch._dynamo  # noqa: F401
-            import torch.utils.checkpoint  # noqa: F401
-
-            import memledger.measure.apply  # noqa: F401
-            import memledger.measure.calibrate  # noqa: F401
-            import memledger.trace.allocator  # noqa: F401
-            import memledger.trace.timing  # noqa: F401
-            word, _, steps = sys.stdin.readline().partition(" ")
-        except KeyboardInterrupt:   # Ctrl-C before its turn: nothing to measure
-            return EXIT_INTERRUPTED
-        if word != "go":
-            return EXIT_OK   # the ledger pass failed: nothing to measure
-        args.steps = int(steps)
     return _ledger_pass(args) if args.mode == "ledger" else _allocator_pass(args)
 
 

@@ -126,15 +126,16 @@ def test_show_corrupt_and_unknown_schema_exit_2(tmp_path, capsys):
 
 
 def test_ctrl_c_mid_trace_keeps_ledger(tmp_path):
-    # The script sleeps after its first step; SIGINT arrives then, as Ctrl-C would.
-    script = _script(tmp_path, "slow.py",
-                     after_step="import time, pathlib; pathlib.Path('STEP').touch(); time.sleep(60)")
+    # The script sleeps after its first step; SIGINT arrives then, as Ctrl-C would. Both
+    # passes run the script at once (Note [Warm allocator pass]): wait for both.
+    script = _script(tmp_path, "slow.py", after_step=(
+        "import os, time, pathlib; pathlib.Path(f'STEP-{os.getpid()}').touch(); time.sleep(60)"))
     out = tmp_path / "slow.ledger"
     proc = subprocess.Popen([*MEMLEDGER, "trace", str(script), "--steps", "3", "-o", str(out)],
                             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, start_new_session=True)
     deadline = time.monotonic() + 60
-    while not (tmp_path / "STEP").exists() and time.monotonic() < deadline:
+    while len(list(tmp_path.glob("STEP-*"))) < 2 and time.monotonic() < deadline:
         time.sleep(0.1)
     os.killpg(proc.pid, signal.SIGINT)          # the whole process group, like a terminal
     _, err = proc.communicate(timeout=60)
