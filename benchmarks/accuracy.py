@@ -71,18 +71,26 @@ from memledger.measure.runner import measure_script  # noqa: E402
 from memledger.replay.policies import parse_policy  # noqa: E402
 from memledger.trace.session import trace_script  # noqa: E402
 
+# name: (script, its arguments, policies)
+BERT_ARGS = ["--model", "bert", "--layers", "3", "--hidden", "64", "--autocast", "bf16",
+             "--accum", "2", "--clip", "1"]
 EXAMPLES = {
-    "gpt": ("examples/train_gpt.py", [
+    "gpt": ("examples/train_gpt.py", [], [
         "checkpoint:blocks.*", "checkpoint:blocks.[0-1]", "selective:blocks.*",
         "selective:@Block:save=addmm", "offload:blocks.*", "offload:blocks.*:min=1MiB",
         "checkpoint:blocks.[0-1]+offload:blocks.[2-3]", "checkpoint:**.mlp"]),
-    "cnn": ("examples/train_cnn.py", [
+    "cnn": ("examples/train_cnn.py", [], [
         "checkpoint:blocks.*", "checkpoint:blocks.[0-1]", "selective:blocks.*",
         "offload:blocks.*", "offload:blocks.[1-2]",
         "checkpoint:blocks.0+offload:blocks.[1-2]"]),
-    "mlp": ("examples/train_mlp.py", [
+    "mlp": ("examples/train_mlp.py", [], [
         "checkpoint:fc*", "selective:fc*", "offload:**", "offload:fc2",
         "checkpoint:fc1+offload:fc2"]),
+    # a client nobody here wrote: transformers BERT built from config, bf16 autocast,
+    # 2 micro-batches per step, clipping (tests/clients/train_hf.py)
+    "bert": ("tests/clients/train_hf.py", BERT_ARGS, [
+        "checkpoint:bert.encoder.layer.*", "selective:bert.encoder.layer.*",
+        "offload:bert.encoder.layer.*", "checkpoint:bert.encoder.layer.0"]),
 }
 
 
@@ -95,7 +103,7 @@ def predictions(ledger: Path, policies: list[str], repeats: int) -> list[dict]:
             for _ in range(repeats)]
 
 
-def interleaved(script: str, policies: list[str], cycles: int) -> dict:
+def interleaved(script: str, args: list[str], policies: list[str], cycles: int) -> dict:
     """Step times of `policies` taking turns in one process (memledger.measure.interleave)."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "t.json"
@@ -104,22 +112,24 @@ def interleaved(script: str, policies: list[str], cycles: int) -> dict:
                "--cycles", str(cycles)]
         for p in policies:
             cmd += ["--policy", p]
-        subprocess.run(cmd + [script, "--", "--steps", str(steps + 1)], check=True,
+        subprocess.run(cmd + [script, "--", *args, "--steps", str(steps + 1)], check=True,
                        capture_output=True)
         return json.loads(out.read_text())
 
 
 def run(name: str, rounds: int, cycles: int, repeats: int) -> list[str]:
-    script, pols = EXAMPLES[name]
+    script, args, pols = EXAMPLES[name]
     script = str(ROOT / script)
     with tempfile.TemporaryDirectory() as tmp:
         led = Path(tmp) / f"{name}.ledger"
-        trace_script(script, [], led, steps=3)
+        # the script's own step count: 3 traced, the timed steps and the probes after them
+        trace_script(script, [*args, "--steps", "40"] if args else [], led, steps=3)
         runs = predictions(led, pols, repeats)
     pred = {p["policy"]: p for p in runs[0]["policies"]}
     spread = {p: max(abs(r["policies"][i]["added_time_s"] - runs[0]["policies"][i][
         "added_time_s"]) for r in runs) for i, p in enumerate(pred)}
-    peaks = {p: measure_script(script, [], parse_policy(p), steps=3, time_steps=1).peak_bytes
+    peaks = {p: measure_script(script, [*args, "--steps", "5"] if args else [], parse_policy(p),
+                               steps=3, time_steps=1).peak_bytes
              for p in pols}
     cpu: dict[str, list[float]] = {p: [] for p in pols}
     wall: dict[str, list[float]] = {p: [] for p in pols}
@@ -127,7 +137,7 @@ def run(name: str, rounds: int, cycles: int, repeats: int) -> list[str]:
     samples: dict[str, list] = {p: [] for p in pols}
     load0 = os.getloadavg()[0]
     for r in range(rounds):
-        t = interleaved(script, ["none"] + pols, cycles)
+        t = interleaved(script, args, ["none"] + pols, cycles)
         base = statistics.median(t["cpu_s"]["none"])
         base_w = statistics.median(t["wall_s"]["none"])
         base_steps.append(base)

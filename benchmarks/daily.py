@@ -51,11 +51,11 @@ def _children_cpu() -> float:
     return r.ru_utime + r.ru_stime
 
 
-def run_process(cmd: list[str]) -> tuple[float, float]:
+def run_process(cmd: list[str], env: dict | None = None) -> tuple[float, float]:
     """(wall s, CPU s) of one fresh process, its children included."""
     c0, t0 = _children_cpu(), time.perf_counter()
     subprocess.run(cmd, check=True, cwd=ROOT, stdout=subprocess.DEVNULL,
-                   stderr=subprocess.DEVNULL)
+                   stderr=subprocess.DEVNULL, env=env)
     return time.perf_counter() - t0, _children_cpu() - c0
 
 
@@ -181,7 +181,10 @@ def api(repeat: int, per_step_n: int) -> None:
 
 
 # ---- 3. end to end -----------------------------------------------------------------------
-def end_to_end(repeat: int, tmp: Path, model_args: list[str]) -> None:
+def end_to_end(repeat: int, tmp: Path, model_args: list[str],
+               baseline: str | None = None) -> None:
+    """`baseline`: another checkout of memledger (e.g. `git archive main | tar -x -C DIR`)
+    whose `memledger trace` runs in the same round-robin, for a before/after in one run."""
     script = "examples/train_gpt.py"
     cmds = {
         "python train_gpt.py --steps 3": [PY, script, "--steps", "3", *model_args],
@@ -199,7 +202,14 @@ def end_to_end(repeat: int, tmp: Path, model_args: list[str]) -> None:
             PY, "-m", "memledger.trace.worker", "allocator", "--out", str(tmp / "pass.json"),
             "--steps", "3", script, "--", *model_args],
     }
-    rows = round_robin({k: (lambda c=c: run_process(c)) for k, c in cmds.items()}, repeat)
+    envs = {}
+    if baseline:
+        name = f"memledger trace --steps 3 (baseline {Path(baseline).name})"
+        cmds[name] = [*MEMLEDGER, "trace", script, "--steps", "3", "-o",
+                      str(tmp / "e2e-base.ledger"), "--", *model_args]
+        envs[name] = {**os.environ, "PYTHONPATH": str(Path(baseline).resolve())}
+    rows = round_robin({k: (lambda c=c, e=envs.get(k): run_process(c, e))
+                        for k, c in cmds.items()}, repeat)
     size = " ".join(model_args) or "defaults"
     table(f"3. End to end, fresh processes (examples/train_gpt.py {size}, 3 steps)", rows,
           "python train_gpt.py --steps 3", unit="s")
@@ -212,6 +222,8 @@ def main() -> None:
     p.add_argument("--model-args", default="", help="end to end: train_gpt.py's model flags, "
                    "e.g. '--n-layer 6 --n-embd 384 --n-head 6 --block-size 256' (nanoGPT size)")
     p.add_argument("--per-step-n", type=int, default=10)
+    p.add_argument("--baseline", help="end to end: a second memledger checkout whose "
+                   "`memledger trace` runs beside this one's (before/after in one run)")
     args = p.parse_args()
     print(f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at start")
     with tempfile.TemporaryDirectory(prefix="memledger-daily-") as d:
@@ -221,7 +233,8 @@ def main() -> None:
         if args.only in (None, "api"):
             api(args.repeat, args.per_step_n)
         if args.only in (None, "e2e"):
-            end_to_end(max(3, args.repeat // 2), tmp, shlex.split(args.model_args))
+            end_to_end(max(3, args.repeat // 2), tmp, shlex.split(args.model_args),
+                       args.baseline)
     print(f"\nload average {os.getloadavg()[0]:.1f} at the end")
 
 

@@ -35,7 +35,7 @@ import torch  # noqa: E402
 from added_time_parts import SETUPS  # noqa: E402
 from memledger.measure.apply import apply_policy  # noqa: E402
 from memledger.replay.policies import parse_policy  # noqa: E402
-from memledger.trace.timing import probe_regions, recompute_probe  # noqa: E402
+from memledger.trace.timing import ProbeInput, probe_regions, recompute_probe  # noqa: E402
 
 clock = time.thread_time_ns
 
@@ -103,7 +103,7 @@ def main() -> None:
         if c:
             for p in paths:
                 named[p].__dict__.pop("forward", None)
-            got = recompute_probe((model, (fixed[0],)), clock, reps=args.probe_reps,
+            got = recompute_probe(ProbeInput(model, (fixed[0],)), clock,
                                   max_reps=args.probe_reps)
             install()
             for key in probe:

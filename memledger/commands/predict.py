@@ -73,9 +73,9 @@ def _print_table(rep, name: str) -> None:
     if rep.time_model != "traced":
         console.print(f"+ms/step {rep.time_model}", style="yellow")
     if any(p.transfer_s for p in rep.policies):
-        console.print("+ms/step includes offload copies at "
-                      f"{rep.copy_bytes_per_s / 2**20:.0f} MiB/s (see --json: transfer_s)",
-                      style="dim")
+        console.print("+ms/step includes offload copies to "
+                      f"{rep.offload_to} ({rep.copy_bytes_per_s / 2**20:.0f} MiB/s; "
+                      "--json: transfer_s)", style="dim")
     if rep.cost_source == "traced" and not rep.untraced_step_time_s:
         console.print("added time from traced times, tracing overhead included (an upper "
                       "bound); pass --step-time "

@@ -22,8 +22,9 @@ so the module's hooks, `state_dict` and parameters are untouched):
   `fn` answers MUST_SAVE for the part's `save` op kinds (aten overload-packet names such as
   `mm`, `addmm`) and PREFER_RECOMPUTE otherwise.
 - `offload`: `torch.autograd.graph.saved_tensors_hooks` around the forward (see
-  memledger/measure/offload.py): on CPU each saved storage goes to a file and is read back
-  at unpack (so the bytes really leave memory); on CUDA to pinned host memory on a side
+  memledger/measure/offload.py): on CPU each saved storage goes to a slot of one file and
+  is read back at unpack (the bytes leave the process's memory; the kernel's page cache
+  may keep them until it needs the room); on CUDA to pinned host memory on a side
   stream. Parameters and storages below `min_bytes` stay where they are.
 
 `install_policy` is for unmodified scripts: a global module forward pre-hook waits for the

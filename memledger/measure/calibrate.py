@@ -34,8 +34,9 @@ A real block (Linear-GELU-Linear at the tiny GPT's sizes):
   recompute_factor = (added_ckpt - call - saves * save) / fwd.
 Offload: 64 filled storages of 64 KiB, and 12 of 4 MiB, packed in order then unpacked in
   reverse into buffers that stay alive (as forward and backward do: reads from memory, not
-  from a cache the write just warmed), then dropped (each file is unlinked and its page
-  cache freed, in proportion to its size: leaving that out halved per_byte); per storage =
+  from a cache the write just warmed), then dropped (their slots of the offloader's file
+  are given back and taken again by the next cycle, as by the next training step: Note
+  [One file, slots reused] in memledger/measure/offload.py); per storage =
   file + bytes × per_byte, the two sizes
   give both; `pack_ns`: pack + unpack of a storage the offloader leaves in place (below
   min_bytes).
@@ -262,7 +263,7 @@ def _offload_constants() -> tuple[list[float], list[float], list[float]]:
             t0 = _clock()
             packed = [off.pack(t) for t in ts]
             back = [off.unpack(p) for p in reversed(packed)]
-            del back, packed                    # the files go too: unlink + page cache
+            del back, packed                    # their slots are given back
             return (_clock() - t0) / n
         cycle(small, 4), cycle(big, 4)          # warm up
         file_ns, per_byte, pack = [], [], []

@@ -6,8 +6,8 @@ three views of the single `qkv` storage (2*64*384*4 = 196,608 bytes at B=2, T=64
 saved by three ops. Writing each view separately would write (and read back) the storage
 three times, so the offloader works on whole untyped storages:
 
-- pack: the first save of a storage writes its bytes once (CPU: a file; CUDA: a pinned host
-  buffer filled on a side stream) and every save gets a small `_Packed` record (dtype,
+- pack: the first save of a storage writes its bytes once (CPU: a slot of one file, Note
+  [One file, slots reused]; CUDA: a pinned host buffer filled on a side stream) and every save gets a small `_Packed` record (dtype,
   size, stride, storage offset) pointing at that copy. Autograd now holds the record, not
   the tensor, so the device bytes are freed at the storage's last forward use.
 - unpack: the first unpack reads the storage back into one fresh device allocation of
@@ -19,11 +19,25 @@ three times, so the offloader works on whole untyped storages:
 
 Parameters, buffers and storages smaller than `min_bytes` stay on the device (`pack`
 returns them unchanged): parameters are resident anyway and copying them would only add.
+
+# Note [One file, slots reused]
+On CPU the copies go to one unnamed file per Offloader (in `directory`, `$TMPDIR` by
+default), at offsets: a slot is taken at pack and given back when the copy's last record
+goes, and the next step's storage of that size takes it again. Every step offloads the
+same sizes, so after the first step the file stops growing (one step's offloaded bytes)
+and a storage costs one `pwrite` and one `pread`. The first version wrote a file per
+storage and unlinked it after backward: create + unlink per storage per step (63 us
+each, calibrated), and on ext4 (`discard`) a cost that grew from process to process: the
+tiny GPT's `offload:blocks.*` read 17.9, 20.5, 22.6 ms in three processes in a row, then
+18.7, 26.8, 29.5 ms, where tmpfs held ~18.5 ms (docs/accuracy.md). A slot is reused only
+for a storage at least half its size, so varying sizes waste at most half the file.
+Slots given back from a finaliser (any thread, possibly in the middle of `pack`) go to a
+list that only `pack` drains, so the sorted free list is touched by one caller at a time.
 """
 
 from __future__ import annotations
 
-import itertools
+import bisect
 import os
 import shutil
 import tempfile
@@ -33,14 +47,57 @@ from dataclasses import dataclass
 import torch
 
 
-class _Copy:
-    """One storage's bytes off the device; the file (CPU) goes when the last record does."""
+class _SlotFile:
+    """CPU copies: one unnamed file, slots reused step after step (Note [One file, slots
+    reused]). A slot is (capacity in bytes, offset)."""
 
-    def __init__(self, nbytes: int, device: torch.device, path: str | None = None,
-                 host: torch.Tensor | None = None, event=None) -> None:
+    def __init__(self, directory: str) -> None:
+        self._file = tempfile.TemporaryFile(dir=directory, buffering=0)
+        self.fd = self._file.fileno()
+        self.end = 0                                # the file's length in slots so far
+        self._free: list[tuple[int, int]] = []      # sorted (capacity, offset)
+        self._returned: list[tuple[int, int]] = []  # given back, not yet sorted in
+
+    def take(self, nbytes: int) -> tuple[int, int]:
+        while self._returned:
+            bisect.insort(self._free, self._returned.pop())
+        i = bisect.bisect_left(self._free, (nbytes, -1))
+        if i < len(self._free) and self._free[i][0] <= 2 * nbytes:
+            return self._free.pop(i)
+        slot = (nbytes, self.end)
+        self.end += nbytes
+        return slot
+
+    def give_back(self, slot: tuple[int, int]) -> None:
+        self._returned.append(slot)                 # atomic: safe from any thread
+
+    def write(self, offset: int, data: memoryview) -> None:
+        while len(data):
+            n = os.pwrite(self.fd, data, offset)
+            data, offset = data[n:], offset + n
+
+    def read_into(self, offset: int, buf: memoryview) -> None:
+        while len(buf):
+            n = os.preadv(self.fd, [buf], offset)
+            if n <= 0:
+                raise OSError(f"memledger offload: short read at offset {offset}")
+            buf, offset = buf[n:], offset + n
+
+    def close(self) -> None:
+        self._file.close()
+
+
+class _Copy:
+    """One storage's bytes off the device; its slot (CPU) is given back when the last
+    record goes."""
+
+    def __init__(self, nbytes: int, device: torch.device, slots: _SlotFile | None = None,
+                 slot: tuple[int, int] | None = None, host: torch.Tensor | None = None,
+                 event=None) -> None:
         self.nbytes = nbytes
         self.device = device
-        self.path = path
+        self.slots = slots
+        self.slot = slot
         self.host = host
         self.event = event
         self.saves = 0          # _Packed records made for this copy (one per save)
@@ -48,11 +105,8 @@ class _Copy:
         self.loaded: torch.UntypedStorage | None = None  # read back, held until the last unpack
 
     def __del__(self) -> None:
-        if self.path is not None:
-            try:
-                os.unlink(self.path)
-            except OSError:
-                pass
+        if self.slots is not None:
+            self.slots.give_back(self.slot)
 
 
 @dataclass
@@ -74,12 +128,13 @@ class Offloader:
         self._own_dir = directory is None
         self.directory = directory or tempfile.mkdtemp(prefix="memledger-offload-")
         os.makedirs(self.directory, exist_ok=True)
-        self._ids = itertools.count()
+        self._slots: _SlotFile | None = None    # CPU: made at the first write
         # data_ptr -> (weakref(storage), weakref(_Copy)); identity is checked on use because
         # addresses are reused.
         self._written: dict[int, tuple[weakref.ref, weakref.ref]] = {}
         self._stream = None
         self.bytes_out = 0                            # bytes written off the device
+        self.storages_out = 0                         # storages written (one copy each)
         self.bytes_in = 0                             # bytes read back
 
     # ---- pack -----------------------------------------------------------------------------
@@ -103,10 +158,13 @@ class Offloader:
     def _write(self, st: torch.UntypedStorage, device: torch.device) -> _Copy:
         raw = torch.empty(0, dtype=torch.uint8, device=device).set_(st)  # a byte view, no copy
         self.bytes_out += st.nbytes()
+        self.storages_out += 1
         if device.type == "cpu":
-            path = os.path.join(self.directory, f"{next(self._ids)}.bin")
-            raw.numpy().tofile(path)
-            return _Copy(st.nbytes(), device, path=path)
+            if self._slots is None:
+                self._slots = _SlotFile(self.directory)
+            slot = self._slots.take(st.nbytes())
+            self._slots.write(slot[1], memoryview(raw.numpy()))
+            return _Copy(st.nbytes(), device, slots=self._slots, slot=slot)
         # CUDA: pinned host buffer, copied on a side stream that waits for the producer.
         if self._stream is None:
             self._stream = torch.cuda.Stream(device)
@@ -138,9 +196,8 @@ class Offloader:
     def _read(self, copy: _Copy) -> torch.UntypedStorage:
         self.bytes_in += copy.nbytes
         buf = torch.empty(copy.nbytes, dtype=torch.uint8, device=copy.device)
-        if copy.path is not None:
-            with open(copy.path, "rb") as fh:
-                fh.readinto(memoryview(buf.numpy()))
+        if copy.slots is not None:
+            copy.slots.read_into(copy.slot[1], memoryview(buf.numpy()))
         else:
             torch.cuda.current_stream(copy.device).wait_event(copy.event)
             buf.copy_(copy.host, non_blocking=True)
@@ -148,5 +205,28 @@ class Offloader:
 
     def close(self) -> None:
         self._written.clear()
+        if self._slots is not None:
+            self._slots.close()
+            self._slots = None
         if self._own_dir:
             shutil.rmtree(self.directory, ignore_errors=True)
+
+
+def where_copies_go(directory: str | None = None) -> str:
+    """CPU offload's destination as the user should read it: the folder its files go to and
+    that folder's file system (from /proc/mounts where there is one): the cost of a byte
+    written and read back differs by file system (docs/accuracy.md: ext4 drifted from 18 to
+    30 ms per step between processes where tmpfs held 18 ms)."""
+    directory = os.path.realpath(directory or tempfile.gettempdir())
+    fs = ""
+    try:
+        with open("/proc/mounts", encoding="utf-8") as fh:
+            best = ""
+            for line in fh:
+                parts = line.split()
+                if len(parts) >= 3 and (directory == parts[1] or directory.startswith(
+                        parts[1].rstrip("/") + "/")) and len(parts[1]) >= len(best):
+                    best, fs = parts[1], parts[2]
+    except OSError:
+        pass
+    return f"files in {directory}" + (f" ({fs})" if fs else "")

@@ -18,7 +18,8 @@ import socket
 from importlib import metadata
 from pathlib import Path
 
-VERSION = 4   # bump when the constants measured change (v4: through memledger's own wrappers)
+VERSION = 5   # bump when the constants measured change (v4: through memledger's own wrappers;
+              # v5: CPU offload writes slots of one file, Note [One file, slots reused])
 
 
 def cache_dir() -> Path:

@@ -10,7 +10,7 @@ prediction on every run. Per selected call in a warm step (steps after the first
     checkpoint   factor × fwd × share + call + saves × save
     selective    factor × fwd × share - kept + call + saves × save + sac_call
                  + (ops + rerun) × sac_op
-    offload      saves × pack + Σ over its offloaded storages (file + bytes × per_byte)
+    offload      saves × pack + Σ over its offloaded storages (file + bytes × per_byte) × s
 
 - fwd: the call's untraced forward (thread CPU time, module hooks; recompute re-runs
   exactly that forward with autograd recording).
@@ -27,6 +27,11 @@ prediction on every run. Per selected call in a warm step (steps after the first
   calibration's when the ledger has none. Inside a real step a checkpointed call costs far
   more than in the calibration's isolated microbenchmark (tiny GPT: 0.6-1.5 ms per block
   against 84 us + 28 x 10 us): that missing part made every GPT policy 13-25 % low.
+- s: what this model's own offloaded step paid per priced byte, from `trace`'s offload
+  probe (Note [Offload probe in context] in memledger/trace/timing.py): its measured added
+  time, less its saves × pack, over the price of the storages it wrote; 1 without a probe
+  or with `--bandwidth`. The calibration's isolated bursts underprice a step's stream
+  (tiny GPT, tmpfs: 14.0 ms priced, 18.5 ms paid).
 - factor, call, save, sac_call, pack, file, per_byte: the calibration's constants (factor: what re-running a forward inside backward costs over running it
   plainly; 1 without a calibration).
 
@@ -88,6 +93,18 @@ class Constants:
                    g["sac_op_ns"], g["sac_call_ns"], g["offload_file_ns"], per_byte, g["pack_ns"])
 
 
+def _offload_scale(probe: dict | None, c: Constants, i: int) -> float | None:
+    """What this model's own offloaded step paid per priced byte (Note [Offload probe in
+    context], memledger/trace/timing.py): the probe's added time, its packs taken out,
+    over the calibration's price of the storages it wrote; None without a probe."""
+    if not probe:
+        return None
+    priced = probe["storages"] * c.file + probe["bytes"] * c.per_byte
+    if priced <= 0:
+        return None
+    return max(0.0, probe["added"][i] - probe["saves"] * c.pack) / priced
+
+
 @dataclass(frozen=True)
 class AddedTime:
     """Predicted added time per step (seconds) and its band."""
@@ -112,6 +129,11 @@ class CostModel:
                        for w in ("median", "lo", "hi")}
         # the model's own selective cost per op and recompute factor, from the trace
         # (memledger/trace/timing.py sac_probe, recompute_probe), over the machine's
+        off = prep.timings.offload if prep.timings is not None else None
+        # where offload's copies go and what priced them, for the user (predict prints it)
+        self.offload_where = (off or {}).get("where", "")
+        self.offload_priced_by = "--bandwidth" if bandwidth else (
+            "this model's own offloaded steps" if off else "the calibration")
         sac = prep.timings.sac_op_ns if prep.timings is not None else ()
         fac = prep.timings.factor if prep.timings is not None else ()
         reg = prep.timings.region_ns if prep.timings is not None else ()
@@ -124,6 +146,9 @@ class CostModel:
             if reg:      # the call cost in this model's own step, its saves taken out
                 call = reg[i] - prep.timings.probe_saves * c.ckpt_save
                 c = dataclasses.replace(c, ckpt_call=max(0.0, call))
+            scale = None if bandwidth else _offload_scale(off, c, i)
+            if scale is not None:
+                c = dataclasses.replace(c, file=c.file * scale, per_byte=c.per_byte * scale)
             self.consts[w] = c
         t = prep.timings
         fwd = t.call_ns.copy()

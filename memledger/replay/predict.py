@@ -57,6 +57,9 @@ class PredictReport(BaseModel):
     timed_step_s: float = Field(0.0, description="median step time while the module times "
                                 "were taken, on their clock (thread CPU or wall); 0: unknown")
     copy_bytes_per_s: float = Field(description="0 when no policy offloads")
+    offload_to: str = Field("", description="where offload's copies go and what priced "
+                            "them, e.g. 'files in /tmp (ext4), priced by this model's own "
+                            "offloaded steps'; '' when no policy offloads")
     cost_source: str = Field("", description="untraced: module/op times measured without "
                              "the tracer; traced: the fallback for older ledgers")
     calibration: str = Field("", description="ledger | cache | none: where the machine's "
@@ -101,15 +104,19 @@ def predict(led: Ledger, policies: list[Policy], step_time_s: float | None = Non
     results = [replay(prep, p, rng_bytes=rng) for p in policies]
     base = prep.baseline_ledger_peak + prep.workspace
     model, where = cost_model(led, prep, step_time_s, bandwidth)
-    bw = 0.0
+    bw, offload_to = 0.0, ""
     if any(r.offload_bytes for r in results):
         bw = 2e9 / model.consts["median"].per_byte
+        dest = "pinned host memory" if led.device.startswith("cuda") else (
+            model.offload_where or "files")
+        offload_to = f"{dest}, priced by {model.offload_priced_by}"
     phase, step = led.phase_of_events()
     out = [_prediction(r, base, model.price(r), phase, step) for r in results]
     untraced = step_time_s * 1e9 if step_time_s else prep.untraced_step_ns
     return PredictReport(baseline_peak_bytes=base, untraced_step_time_s=untraced / 1e9,
                          timed_step_s=(prep.timings.step_ns if prep.timings else 0.0) / 1e9,
-                         copy_bytes_per_s=bw, calibration=where, policies=out,
+                         copy_bytes_per_s=bw, offload_to=offload_to, calibration=where,
+                         policies=out,
                          calibration_unsettled=calibration_unsettled(led),
                          cost_source="modelled" if time_model != "traced" else model.source,
                          time_model=time_model)

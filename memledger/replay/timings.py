@@ -43,6 +43,8 @@ class Timings:
     region_ns: tuple = ()   # (median, lo, hi): what a checkpointed region adds besides its
                             # re-run, measured in this model's own step (trace/timing.py)
     probe_saves: float = 0.0   # saves per region in that measurement
+    offload: dict = None    # offload_probe: {"added": (median, lo, hi) ns, "storages",
+                            # "bytes", "saves", "where"} (Note [Offload probe in context])
 
     @classmethod
     def empty(cls, n_scopes: int, n_events: int) -> "Timings":
@@ -72,6 +74,13 @@ def match_timings(record: dict | None, scopes: pd.DataFrame, steps: pd.DataFrame
         out.region_ns = (float(np.median(reg)), float(np.percentile(reg, 10)),
                          float(np.percentile(reg, 90)))
         out.probe_saves = float(record.get("ckpt_probe_saves") or 0.0)
+    off = record.get("offload_probe") or {}
+    if off.get("added_ns") and off.get("storages"):
+        a = off["added_ns"]
+        out.offload = {"added": (float(np.median(a)), float(np.percentile(a, 10)),
+                                 float(np.percentile(a, 90))),
+                       **{k: off.get(k, 0) for k in ("storages", "bytes", "saves")},
+                       "where": str(off.get("where", ""))}
     if record.get("step_ns"):
         out.step_ns = float(np.median(record["step_ns"]))
     per_key: dict[tuple[str, int], list[int]] = {}

@@ -24,7 +24,9 @@ Both are written as one `timing` record:
      "modules": [[[path, ns], ...] per timed step],      # forward calls in call order
      "ops": [[op, ns], ...],                             # one step, every op in call order
      "recompute_factor": [...], "ckpt_region_ns": [...],  # recompute_probe, per repetition
-     "ckpt_probe_saves": 28.0, "ckpt_probe_regions": 4}
+     "ckpt_probe_saves": 28.0, "ckpt_probe_regions": 4,
+     "offload_probe": {"added_ns": [...], "storages": 40, "bytes": 9437184, "saves": 112,
+                       "where": "files in /tmp (ext4)"}}          # offload_probe, CPU only
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import statistics
 import time
+from dataclasses import dataclass, field
 
 import torch
 from torch.nn.modules import module as nn_module
@@ -46,13 +49,59 @@ def pick_clock() -> tuple[str, object]:
     return "wall", time.perf_counter_ns
 
 
+# Note [The probes call the model as the script did]
+# The probes re-run the model on one batch the script gave it, after the timed steps. Two
+# things of that call outlive the hook that sees it, and both change what a step costs:
+# - keyword arguments: transformers models are called `model(**batch)`. The global forward
+#   hooks see positional arguments only, so the root's own `with_kwargs` pre-hook (put on
+#   when the root is first seen) takes the next call's arguments whole. Without it the
+#   probes had nothing to run on any transformers model and the isolated calibration
+#   priced its blocks.
+# - autocast: a script under `torch.autocast` runs (and re-runs) its blocks in bf16/fp16,
+#   re-casting weights inside every region (autocast's cast cache does not outlive the
+#   forward). The probes enter the same autocast state, per device type, that was on when
+#   the batch was taken.
+@dataclass
+class ProbeInput:
+    """The model and one call of it as the script made it (Note [The probes call the model
+    as the script did])."""
+
+    module: torch.nn.Module
+    args: tuple = ()
+    kwargs: dict = field(default_factory=dict)
+    autocast: tuple = ()        # ((device_type, dtype), ...) enabled when the call was made
+
+    def __call__(self):
+        with contextlib.ExitStack() as stack:
+            for device_type, dtype in self.autocast:
+                stack.enter_context(torch.autocast(device_type=device_type, dtype=dtype))
+            return self.module(*self.args, **self.kwargs)
+
+
+def autocast_state() -> tuple:
+    """((device_type, dtype), ...) for each device type whose autocast is on right now."""
+    on = []
+    for device_type in ("cpu", "cuda"):
+        try:
+            enabled = torch.is_autocast_enabled(device_type)
+            dtype = torch.get_autocast_dtype(device_type)
+        except TypeError:    # torch < 2.4: per-device functions
+            cpu = device_type == "cpu"
+            enabled = torch.is_autocast_cpu_enabled() if cpu else torch.is_autocast_enabled()
+            dtype = torch.get_autocast_cpu_dtype() if cpu else torch.get_autocast_gpu_dtype()
+        if enabled:
+            on.append((device_type, dtype))
+    return tuple(on)
+
+
 class ModuleTimer:
     """Thread CPU time of each module forward call; paths as `named_modules()` names them
     from the first top-level module with parameters (the model)."""
 
     def __init__(self, clock=time.thread_time_ns) -> None:
         self._clock = clock
-        self.root: tuple | None = None
+        self.root: ProbeInput | None = None
+        self._root_hook = None
         self.steps: list[list[tuple[str, int]]] = []
         self._paths: dict[int, str] = {}
         self._stack: list[tuple[str | None, int]] = []
@@ -71,9 +120,16 @@ class ModuleTimer:
         if path is None and not self._stack and next(module.parameters(), None) is not None:
             self._paths.update({id(m): n for n, m in module.named_modules()})
             path = self._paths[id(module)]
-        if path == "" and args and self.root is None:
-            self.root = (module, args)    # the model and one batch, for the SAC probe
+        if path == "" and self.root is None and self._root_hook is None:
+            # the model and one batch, for the probes: taken whole at the root's next call
+            self._root_hook = module.register_forward_pre_hook(self._take_root,
+                                                               with_kwargs=True)
         self._stack.append((path, self._clock()))
+
+    def _take_root(self, module, args, kwargs) -> None:
+        """Note [The probes call the model as the script did]."""
+        self.root = ProbeInput(module, tuple(args), dict(kwargs), autocast_state())
+        self._root_hook.remove()
 
     def _post(self, module, args, output) -> None:
         if not self._stack:
@@ -87,6 +143,8 @@ class ModuleTimer:
         for h in self._hooks:
             h.remove()
         self._hooks = []
+        if self._root_hook is not None:
+            self._root_hook.remove()
 
 
 class OpTimer(TorchDispatchMode):
@@ -128,14 +186,17 @@ class StepTimers:
     under ModuleTimer (fewer for long steps: Note [Timing within a budget]), then one under
     OpTimer. Call `on_step()` after each optimizer step; `done` once all is timed."""
 
-    def __init__(self, module_steps: int) -> None:
+    def __init__(self, module_steps: int, device: str = "cpu") -> None:
         self.module_steps = module_steps
+        self.device = device
         self.clock_name, self._clock = pick_clock()
         self.modules = ModuleTimer(self._clock)
         self.ops: OpTimer | None = None
         self.done = False
         self.sac_op: list[float] = []
         self.probe: dict = {}
+        self.offload: dict = {}     # offload_probe: CPU only (on CUDA the copies run on a
+                                    # side stream that this clock does not see)
         self.step_ns: list[int] = []
         self._t = 0
         self._n = 0
@@ -152,6 +213,8 @@ class StepTimers:
             self.sac_op = sac_probe(self.modules.root, len(self.ops.ops), self._clock)
             pair = 2 * statistics.median(self.step_ns) if self.step_ns else None
             self.probe = recompute_probe(self.modules.root, self._clock, pair_ns=pair)
+            self.offload = offload_probe(self.modules.root, self._clock) \
+                if self.device == "cpu" else {}
             return
         self._t = self._clock()
         if self._n < self.module_steps and not over_budget(self.step_ns):
@@ -180,6 +243,7 @@ class StepTimers:
                 "ckpt_region_ns": self.probe.get("region_ns", []),
                 "ckpt_probe_saves": self.probe.get("saves_per_region", 0.0),
                 "ckpt_probe_regions": self.probe.get("regions", 0),
+                **({"offload_probe": self.offload} if self.offload else {}),
                 "modules": [[[p, int(ns)] for p, ns in s] for s in steps],
                 "ops": [[o, int(ns)] for o, ns in (self.ops.ops if self.ops and self.done
                                                     else [])]}
@@ -191,7 +255,7 @@ def _recompute_everything(ctx, op, *args, **kwargs):
     return CheckpointPolicy.PREFER_RECOMPUTE
 
 
-def sac_probe(root: tuple | None, ops_per_step: int, clock, reps: int = 5) -> list[float]:
+def sac_probe(root: ProbeInput | None, ops_per_step: int, clock, reps: int = 5) -> list[float]:
     """Selective checkpointing's cost per op *on this model's ops*: its forward under
     no_grad, plain and under SAC's caching mode (every op PREFER_RECOMPUTE), interleaved,
     `reps` times at most (Note [Timing within a budget]); (t_sac - t_plain) / ops in that
@@ -202,24 +266,23 @@ def sac_probe(root: tuple | None, ops_per_step: int, clock, reps: int = 5) -> li
         return []
     from torch.utils.checkpoint import create_selective_checkpoint_contexts
 
-    module, args = root
     counter = OpTimer(clock)
     out = []
     try:
         with torch.no_grad():
             with counter:
-                module(*args)
+                root()
             n = len(counter.ops)
             taken: list[int] = []
             for _ in range(reps):
                 if over_budget(taken, least=1):
                     break
                 t0 = clock()
-                module(*args)
+                root()
                 t1 = clock()
                 fwd_ctx, _ = create_selective_checkpoint_contexts(_recompute_everything)
                 with fwd_ctx:
-                    module(*args)
+                    root()
                 t2 = clock()
                 out.append(((t2 - t1) - (t1 - t0)) / max(n, 1))
                 taken.append(t2 - t0)
@@ -296,24 +359,22 @@ def probe_reps(pair_ns: float, max_reps: int = 15) -> int:
     return max(1, min(int(TIMING_BUDGET_NS // max(2 * pair_ns, 1)), max_reps))
 
 
-def recompute_probe(root: tuple | None, clock, max_reps: int = 15,
-                    pair_ns: float | None = None) -> dict:
-    """{"factor": [...], "region_ns": [...], "saves_per_region": float, "regions": int}:
-    what re-running this model's blocks inside backward costs, per repetition (Note
-    [Recompute probe in context]); {} when the model cannot be probed. Gradients it leaves
-    in `.grad` are never used: the pass ends after it."""
-    if root is None:
-        return {}
-    from torch.utils.checkpoint import set_checkpoint_early_stop
+class _RegionSteps:
+    """Training steps of the probe's call (forward + backward of `output.sum()`) with the
+    model's probe regions run plain or wrapped (checkpointed, offloaded), each region's
+    forward timed as it runs: in forward, and again when a checkpoint re-runs it in
+    backward (Note [Recompute probe in context])."""
 
-    from memledger.measure.apply import _checkpointed
+    def __init__(self, root: ProbeInput, clock) -> None:
+        self.root = root
+        self.clock = clock
+        self.named = dict(root.module.named_modules())
+        self.paths = probe_regions(root.module)
+        self.acc = {"fwd": 0, "rerun": 0, "saves": 0, "depth": 0, "phase": "fwd"}
 
-    module, args = root
-    named = dict(module.named_modules())
-    paths = probe_regions(module)
-    acc = {"fwd": 0, "rerun": 0, "saves": 0, "depth": 0, "phase": "fwd"}
+    def _timed(self, orig):
+        acc, clock = self.acc, self.clock
 
-    def timed(orig):
         def forward(*a, **k):
             t0 = clock()
             acc["depth"] += 1
@@ -324,58 +385,123 @@ def recompute_probe(root: tuple | None, clock, max_reps: int = 15,
                 acc["fwd" if acc["phase"] == "fwd" else "rerun"] += clock() - t0
         return forward
 
-    def count(t):
-        acc["saves"] += acc["depth"] > 0
+    def _count(self, t):
+        self.acc["saves"] += self.acc["depth"] > 0
         return t
 
-    def install(ckpt: bool) -> None:
-        for p in paths:
-            m = named[p]
-            inner = timed(type(m).forward.__get__(m))
-            m.forward = _checkpointed(inner, m, None) if ckpt else inner
+    def run(self, wrap=None, counting: bool = False) -> tuple[int, int, int, int]:
+        """(step, regions' forward, regions' re-run, saves inside regions) in ns; `wrap`
+        (inner_forward, module) -> forward puts a policy's wrapper around each region."""
+        from torch.utils.checkpoint import set_checkpoint_early_stop
 
-    def remove() -> None:
-        for p in paths:
-            named[p].__dict__.pop("forward", None)
-
-    def run(ckpt: bool, counting: bool = False) -> tuple[int, int, int, int]:
+        acc = self.acc
         acc.update(fwd=0, rerun=0, saves=0, phase="fwd")
-        module.zero_grad(set_to_none=True)    # fresh gradients each step, as training has
-        install(ckpt)
-        hooks = torch.autograd.graph.saved_tensors_hooks(count, lambda t: t) if counting \
-            else contextlib.nullcontext()
+        self.root.module.zero_grad(set_to_none=True)   # fresh gradients, as training has
+        for p in self.paths:
+            m = self.named[p]
+            inner = self._timed(type(m).forward.__get__(m))
+            m.forward = wrap(inner, m) if wrap is not None else inner
+        hooks = torch.autograd.graph.saved_tensors_hooks(self._count, lambda t: t) \
+            if counting else contextlib.nullcontext()
         try:
             with set_checkpoint_early_stop(False), hooks:
-                t0 = clock()
-                y = _first_tensor(module(*args))
+                t0 = self.clock()
+                y = _first_tensor(self.root())
                 acc["phase"] = "bwd"
                 if y is None or not y.requires_grad:
                     raise RuntimeError("no differentiable output")
                 y.float().sum().backward()
-                return clock() - t0, acc["fwd"], acc["rerun"], acc["saves"]
+                return self.clock() - t0, acc["fwd"], acc["rerun"], acc["saves"]
         finally:
-            remove()
+            for p in self.paths:
+                self.named[p].__dict__.pop("forward", None)
 
-    factor, region_ns, saves = [], [], 0
-    try:
-        # the pair's cost sizes the repetitions: two timed training steps when the caller
-        # knows them (a long step is not run twice more just to be measured); else one of
-        # each mode after a warm-up (a process's first checkpointed step pays for its set-up)
+    def reps(self, wrap, pair_ns: float | None, max_reps: int):
+        """Yield (plain, wrapped) runs, each the second of its mode (a step right after a
+        switch runs on an allocator shaped by the other mode, and a policy's steps follow
+        its own), as often as TIMING_BUDGET_NS allows (`probe_reps`). The pair's cost
+        sizes the repetitions: two timed training steps when the caller knows them (a long
+        step is not run twice more just to be measured); else one of each mode after a
+        warm-up (a process's first wrapped step pays for its set-up)."""
         if not pair_ns:
-            run(True)
-            pair_ns = sum(run(c)[0] for c in (False, True))
-        for i in range(probe_reps(pair_ns, max_reps)):
-            # each mode twice, the second timed: a step right after a switch runs on an
-            # allocator shaped by the other mode, and a policy's steps follow its own. The
-            # first untimed plain step counts the saves (the counting hook costs time).
-            counted = run(False, counting=i == 0)[3]
-            saves = counted if i == 0 else saves
-            plain, fwd, _, _ = run(False)
-            run(True)
-            ckpt, _, rerun, _ = run(True)
-            factor.append(rerun / max(fwd, 1))
-            region_ns.append((ckpt - plain - rerun) / len(paths))
+            self.run(wrap)
+            pair_ns = self.run()[0] + self.run(wrap)[0]
+        for _ in range(probe_reps(pair_ns, max_reps)):
+            self.run()
+            plain = self.run()
+            self.run(wrap)
+            yield plain, self.run(wrap)
+
+
+def recompute_probe(root: ProbeInput | None, clock, max_reps: int = 15,
+                    pair_ns: float | None = None) -> dict:
+    """{"factor": [...], "region_ns": [...], "saves_per_region": float, "regions": int}:
+    what re-running this model's blocks inside backward costs, per repetition (Note
+    [Recompute probe in context]); {} when the model cannot be probed. Gradients it leaves
+    in `.grad` are never used: the pass ends after it."""
+    if root is None:
+        return {}
+    from memledger.measure.apply import _checkpointed
+
+    steps = _RegionSteps(root, clock)
+    n = len(steps.paths)
+    factor, region_ns = [], []
+    try:
+        # the counting hook costs time: the saves are counted in an untimed step
+        saves = steps.run(counting=True)[3]
+        for plain, ckpt in steps.reps(lambda inner, m: _checkpointed(inner, m, None), pair_ns,
+                                      max_reps):
+            factor.append(ckpt[2] / max(plain[1], 1))
+            region_ns.append((ckpt[0] - plain[0] - ckpt[2]) / n)
     except Exception:      # a model this probe cannot re-run: the calibration's value serves
         return {}
-    return {"factor": factor, "region_ns": region_ns, "regions": len(paths),
-            "saves_per_region": saves / len(paths)}
+    return {"factor": factor, "region_ns": region_ns, "regions": n,
+            "saves_per_region": saves / n}
+
+
+# Note [Offload probe in context]
+# The calibration prices offload from bursts of uniform storages written and read back in
+# isolation (memledger/measure/calibrate.py): 0.35 ns per byte here. A training step streams
+# the model's own storages every step, sizes mixed, with forward and backward between the
+# writes and the reads; measured that way the tiny GPT's `offload:blocks.*` costs 18.5 ms a
+# step against 14.0 ms priced (0.75; tmpfs, where the cost holds still), and every offload
+# ratio was a miss (0.21-0.60 on ext4, which also drifts from process to process).
+# So `trace` measures offload as it measured checkpointing: the probe regions offloaded
+# with memledger's own Offloader (the folder `measure` writes to by default), in real
+# forward + backward steps, interleaved with plain ones (`_RegionSteps.reps`). Per
+# repetition it records the added time; once, the storages and bytes written and the saves
+# packed. The cost model (memledger/replay/costs.py) scales the calibration's price of a
+# storage (file + bytes x per_byte) so that the probe's own stream costs what it measured.
+def offload_probe(root: ProbeInput | None, clock, max_reps: int = 15,
+                  pair_ns: float | None = None) -> dict:
+    """{"added_ns": [...], "storages": n, "bytes": b, "saves": s, "where": str} per probe
+    step (Note [Offload probe in context]); {} when the model cannot be probed."""
+    if root is None:
+        return {}
+    from memledger.measure.apply import _offloaded
+    from memledger.measure.offload import Offloader, where_copies_go
+
+    module = root.module
+    params = {p.untyped_storage().data_ptr() for p in module.parameters()}
+    params |= {b.untyped_storage().data_ptr() for b in module.buffers()}
+    off = Offloader(skip_storages=params)
+    steps = _RegionSteps(root, clock)
+    added: list[int] = []
+    counts: dict = {}
+    try:
+        saves = steps.run(counting=True)[3]
+        for plain, offloaded in steps.reps(lambda inner, m: _offloaded(inner, off), pair_ns,
+                                           max_reps):
+            added.append(offloaded[0] - plain[0])
+            if not counts:        # one offloaded step's stream (the same every step)
+                b0, n0 = off.bytes_out, off.storages_out
+                steps.run(lambda inner, m: _offloaded(inner, off))
+                counts = {"bytes": off.bytes_out - b0, "storages": off.storages_out - n0}
+    except Exception:      # a model this probe cannot run: the calibration's price serves
+        return {}
+    finally:
+        where = where_copies_go()   # the folder measure writes to by default
+        off.close()
+    if not counts.get("storages"):
+        return {}
+    return {"added_ns": added, **counts, "saves": saves, "where": where}

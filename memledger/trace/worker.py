@@ -136,7 +136,8 @@ def _allocator_pass(args) -> int:
     cuda = CudaProbe() if torch.cuda.is_available() else None
     cpu = CpuProfilerProbe()
     # the last timing step runs under the op timer: not a plain step time
-    timers = StepTimers(module_steps=max(args.timing_steps - 1, 1))
+    timers = StepTimers(module_steps=max(args.timing_steps - 1, 1),
+                        device="cuda:0" if cuda else "cpu")
     state: dict = {"n": 0, "t": 0, "step_ns": [], "cuda": None, "probing": True,
                    "stopped": False}
 

@@ -57,10 +57,12 @@ def _call(main, argv: list[str]) -> int:
         gc.collect()
 
 
-def run_client(script: str, argv: list[str], policies: list[str], steps: int = 2) -> ClientRun:
+def run_client(script: str, argv: list[str], policies: list[str], steps: int = 2,
+               timing_steps: int = 0) -> ClientRun:
     # in-process, so the allocator pass (no collector) still measures the untraced run: a
     # tracer that kept memory alive would show as ledger != allocator here too
-    """Trace `steps` steps (ledger + allocator pass), then predict and measure each policy."""
+    """Trace `steps` steps (ledger + allocator pass, with `timing_steps` timed steps and the
+    cost model's probes after them when > 0), then predict and measure each policy."""
     path = str(HERE / script)
     with tempfile.TemporaryDirectory(prefix="memledger-clients-") as tmp:
         led_path, alloc, status = Path(tmp) / "run.ledger", Path(tmp) / "alloc.json", \
@@ -69,7 +71,7 @@ def run_client(script: str, argv: list[str], policies: list[str], steps: int = 2
                                          "--steps", str(steps), path, "--", *argv])
         assert code == EXIT_OK, f"ledger pass of {script} {argv}: exit {code}"
         code = _call(trace_worker.main, ["allocator", "--out", str(alloc), "--status", status,
-                                         "--steps", str(steps), "--timing-steps", "0",
+                                         "--steps", str(steps), "--timing-steps", str(timing_steps),
                                          path, "--", *argv])
         assert code == EXIT_OK, f"allocator pass of {script} {argv}: exit {code}"
         append_records(led_path, json.loads(alloc.read_text())["records"])

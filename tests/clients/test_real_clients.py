@@ -70,6 +70,22 @@ def test_bert_masked_lm():
     _check(run, refused_kinds=set())
 
 
+def test_bert_under_autocast_with_accumulation():
+    """bf16 autocast, 2 micro-batches per step, clipping: peaks exact, and the cost model's
+    probes ran on the model (called `model(**batch)`) under the script's autocast (Note [The
+    probes call the model as the script did]): before, they had no call to re-run."""
+    # --steps 6 (the last one given wins): 2 traced, 3 timed, one more for the probes' turn
+    argv = ["--model", "bert", *SHAPE, "--steps", "6", "--autocast", "bf16", "--accum", "2",
+            "--clip", "1"]
+    run = run_client("train_hf.py", argv, _policies("bert.encoder.layer.*")[:3],
+                     timing_steps=3)
+    _check(run, refused_kinds=set())
+    timing = run.ledger.extra["timing"][-1]
+    assert timing["ckpt_probe_regions"] == 2                  # bert.encoder.layer.0 and .1
+    assert timing["recompute_factor"] and timing["ckpt_region_ns"] and timing["sac_op_ns"]
+    assert timing["ckpt_probe_saves"] > 0
+
+
 def test_peft_lora_gpt2():
     pytest.importorskip("peft")
     run = run_client("train_lora.py", SHAPE, _policies("base_model.model.transformer.h.*"))

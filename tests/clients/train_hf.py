@@ -3,6 +3,7 @@
     python tests/clients/train_hf.py --model gpt2 --steps 5
     memledger trace tests/clients/train_hf.py --steps 2 -o gpt2.ledger -- --model gpt2
     memledger predict gpt2.ledger --policy 'checkpoint:transformer.h.*'
+    python tests/clients/train_hf.py --model bert --autocast bf16 --accum 2 --clip 1
 
 Models (every setting left at the library's default but the sizes): `gpt2` (causal LM,
 dropout 0.1, KV cache on), `llama` (causal LM, RoPE, RMSNorm, SwiGLU, KV cache on), `bert`
@@ -66,6 +67,9 @@ def main() -> None:
     p.add_argument("--batch-size", type=int, default=2)
     p.add_argument("--no-cache", action="store_true",
                    help="use_cache=False (the library's default is True, even in training)")
+    p.add_argument("--autocast", choices=["bf16"], help="forward under CPU torch.autocast")
+    p.add_argument("--accum", type=int, default=1, help="micro-batches per optimizer step")
+    p.add_argument("--clip", type=float, help="clip the gradients' norm to this")
     args = p.parse_args()
 
     torch.manual_seed(0)
@@ -75,9 +79,14 @@ def main() -> None:
     model.train()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     gen = torch.Generator().manual_seed(1234)
+    amp = torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.autocast == "bf16")
     for step in range(args.steps):
-        out = model(**batch(args.model, gen, args.batch_size, args.seq, args.vocab))
-        out.loss.backward()
+        for _ in range(args.accum):
+            with amp:
+                out = model(**batch(args.model, gen, args.batch_size, args.seq, args.vocab))
+            (out.loss / args.accum).backward()
+        if args.clip:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip)
         opt.step()
         opt.zero_grad(set_to_none=True)
         print(f"step {step}  loss {out.loss.item():.4f}")

@@ -104,3 +104,42 @@ def test_offloader_keeps_parameters_and_small_storages():
     small = torch.randn(16)                   # 64 bytes < 1,024
     assert off.pack(small) is small
     assert off.bytes_out == 0
+
+
+def test_offloader_reuses_slots_of_one_file_step_after_step(tmp_path):
+    """Note [One file, slots reused]: the second step's storages take the first step's
+    slots, so the file stops growing; nothing is left in the folder (the file is unnamed)."""
+    off = Offloader(directory=str(tmp_path))
+
+    def step(sizes):
+        ts = [torch.full((n,), float(i), dtype=torch.float32) for i, n in enumerate(sizes)]
+        packed = [off.pack(t) for t in ts]
+        back = [off.unpack(p) for p in reversed(packed)]
+        assert all(torch.equal(a, b) for a, b in zip(ts, reversed(back)))
+
+    step([1000, 256, 1000])                       # 4,000 + 1,024 + 4,000 bytes
+    assert off._slots.end == 9024
+    for _ in range(3):
+        step([1000, 256, 1000])
+    assert off._slots.end == 9024                 # the same slots, every step
+    step([600])                                   # 2,400 B: takes a 4,000 B slot (<= 2x)
+    step([100])                                   # 400 B: no slot within 2x: a new one
+    assert off._slots.end == 9024 + 400
+    assert off.bytes_out == 4 * 9024 + 2400 + 400 and off.storages_out == 14
+    assert list(tmp_path.iterdir()) == []
+    off.close()
+
+
+def test_a_slot_given_back_from_another_thread_is_reused():
+    import threading
+
+    off = Offloader()
+    records = [off.pack(torch.randn(512))]
+    end = off._slots.end
+    worker = threading.Thread(target=records.clear)   # the last record dies on another thread
+    worker.start()
+    worker.join()
+    t = torch.randn(512)
+    assert torch.equal(off.unpack(off.pack(t)), t)
+    assert off._slots.end == end                  # the slot came back and was taken again
+    off.close()

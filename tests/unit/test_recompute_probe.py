@@ -7,7 +7,7 @@ import time
 
 import torch
 
-from memledger.trace.timing import probe_regions, recompute_probe
+from memledger.trace.timing import ProbeInput, probe_regions, recompute_probe, sac_probe
 
 
 class _Block(torch.nn.Module):
@@ -41,7 +41,7 @@ def test_regions_are_the_repeated_blocks_else_the_children_with_parameters():
 def test_probe_counts_saves_per_region_and_repeats():
     torch.manual_seed(0)
     net, x = _Net(), torch.randn(3, 4)
-    out = recompute_probe((net, (x,)), time.thread_time_ns, max_reps=5)
+    out = recompute_probe(ProbeInput(net, (x,)), time.thread_time_ns, max_reps=5)
     assert out["regions"] == 3
     assert len(out["factor"]) == len(out["region_ns"]) == 5
     # saves inside the blocks: block 0 (input without grad): addmm's input + relu's
@@ -54,7 +54,7 @@ def test_probe_counts_saves_per_region_and_repeats():
 
 def test_probe_gives_up_on_a_model_without_a_differentiable_output():
     net = torch.nn.Linear(2, 2).requires_grad_(False)
-    assert recompute_probe((net, (torch.randn(1, 2),)), time.thread_time_ns) == {}
+    assert recompute_probe(ProbeInput(net, (torch.randn(1, 2),)), time.thread_time_ns) == {}
 
 
 def test_probe_repetitions_fit_the_budget():
@@ -94,3 +94,83 @@ def test_timed_steps_stop_at_the_budget():
     assert timed_steps(45e6) == 7         # tiny GPT: 7 x 45 ms = 0.3 s, every step kept
     assert timed_steps(1.9e9) == 2        # nanoGPT size: 2 x 1.9 s >= 2.5 s, then the op step
     assert timed_steps(1e9) == 3          # 1 s steps: 2 s < 2.5 s after two, 3 s after three
+
+
+class _KwargsNet(torch.nn.Module):
+    """Called as transformers models are, `model(**batch)`; notes the autocast state its
+    blocks run under."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.blocks = torch.nn.ModuleList(torch.nn.Linear(4, 4) for _ in range(2))
+        self.seen: list = []
+
+    def forward(self, *, input_ids, scale=1.0):
+        self.seen.append((torch.is_autocast_enabled("cpu"), torch.get_autocast_dtype("cpu")))
+        x = input_ids * scale
+        for b in self.blocks:
+            x = b(x)
+        return {"loss": x.float().pow(2).mean(), "logits": x}
+
+
+def _timed_steps(net, steps, autocast: bool):
+    from memledger.trace.timing import ModuleTimer
+
+    timer = ModuleTimer()
+    timer.start_step()
+    try:
+        for _ in range(steps):
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+                net(input_ids=torch.randn(3, 4), scale=2.0)["loss"].backward()
+    finally:
+        timer.remove()
+    return timer.root
+
+
+def test_the_probes_get_keyword_arguments_and_the_scripts_autocast():
+    """Note [The probes call the model as the script did]: a model called with keyword
+    arguments only is probed (it used to get no probe at all), under the same autocast."""
+    net = _KwargsNet()
+    root = _timed_steps(net, 2, autocast=True)
+    assert root is not None and root.module is net
+    assert set(root.kwargs) == {"input_ids", "scale"} and root.args == ()
+    assert root.autocast == (("cpu", torch.bfloat16),)
+    net.seen.clear()
+    out = recompute_probe(root, time.thread_time_ns, max_reps=1)
+    assert out["regions"] == 2 and len(out["factor"]) == 1
+    # every forward the probe ran (warm-up, plain and checkpointed) was under bf16 autocast
+    assert net.seen and set(net.seen) == {(True, torch.bfloat16)}
+    assert not torch.is_autocast_enabled("cpu")       # and the state is restored after
+
+
+def test_without_autocast_the_probes_run_without_it():
+    net = _KwargsNet()
+    root = _timed_steps(net, 2, autocast=False)
+    assert root.autocast == ()
+    net.seen.clear()
+    sac = sac_probe(root, 10, time.thread_time_ns, reps=1)
+    assert len(sac) == 1
+    assert {s[0] for s in net.seen} == {False}
+
+
+def test_a_single_root_call_is_not_enough_to_capture():
+    """The root's arguments are taken at its next call (the global hooks see no keyword
+    arguments): one step leaves nothing to probe, and the hook is gone after remove()."""
+    net = _KwargsNet()
+    assert _timed_steps(net, 1, autocast=False) is None
+    assert not net._forward_pre_hooks
+
+
+def test_offload_probe_counts_the_stream_it_writes():
+    """Note [Offload probe in context]: the storages and bytes one offloaded step writes.
+    _Net's blocks save x (block 0's input), and each block's relu output (block k+1's
+    addmm input is block k's relu output: the same storage, written once); the weights
+    are parameters and stay: 4 storages of 3 x 4 floats = 192 bytes, 8 saves."""
+    from memledger.trace.timing import offload_probe
+
+    torch.manual_seed(0)
+    out = offload_probe(ProbeInput(_Net(), (torch.randn(3, 4),)), time.thread_time_ns,
+                        max_reps=2)
+    assert (out["storages"], out["bytes"], out["saves"]) == (4, 192, 8)
+    assert len(out["added_ns"]) == 2 and out["where"].startswith("files in ")
+    assert offload_probe(None, time.thread_time_ns) == {}

@@ -83,6 +83,34 @@ def test_offload_cost_is_per_storage_and_per_byte():
     assert rep.policies[0].transfer_s == pytest.approx(66_000e-9, rel=1e-12)
 
 
+def test_offload_cost_is_scaled_to_the_models_own_probe():
+    # Note [Offload probe in context]: the trace offloaded the probe regions and measured
+    # 150,000, 120,000 and 200,000 ns added per step while writing 2 storages of 310,000 B
+    # in all (2 saves; pack 0 here). The calibration prices that stream at 2 x 2,000 +
+    # 310,000 x 0.2 = 66,000 ns, so each storage costs 150,000 / 66,000 of its price:
+    # block 1's offload (the same 2 storages, 310,000 B) = 150,000 ns; the band follows the
+    # probe's 10th and 90th percentiles (126,000 and 190,000) over the band's constants
+    probe = {"added_ns": [150_000, 120_000, 200_000], "storages": 2, "bytes": 310_000,
+             "saves": 2, "where": "files in /tmp (ext4)"}
+    led = blocks_ledger([100_000, 300_000], [150_000, 20_000],
+                        timing={"offload_probe": probe})
+    rep = predict(led, [parse_policy("offload:blocks.1")])
+    p = rep.policies[0]
+    assert p.transfer_s == pytest.approx(150_000e-9, rel=1e-12)
+    assert (p.added_time_lo_s, p.added_time_hi_s) == (pytest.approx(126_000e-9, rel=1e-12),
+                                                      pytest.approx(190_000e-9, rel=1e-12))
+    assert rep.offload_to == "files in /tmp (ext4), priced by this model's own offloaded steps"
+    # a bandwidth the user gives wins over the probe: 310,000 B x 2 / 1e9 B/s = 620,000 ns
+    # (the calibration's 2 x 2,000 ns per storage stays)
+    rep = predict(led, [parse_policy("offload:blocks.1")], bandwidth=1e9)
+    assert rep.policies[0].transfer_s == pytest.approx(624_000e-9, rel=1e-12)
+    assert rep.offload_to == "files in /tmp (ext4), priced by --bandwidth"
+    # without a probe: the calibration's price, and no folder to name
+    rep = predict(blocks_ledger([100_000, 300_000], [150_000, 20_000]),
+                  [parse_policy("offload:blocks.1")])
+    assert rep.offload_to == "files, priced by the calibration"
+
+
 def test_same_ledger_same_prediction():
     led = blocks_ledger([100_000, 300_000], [150_000, 20_000])
     pols = [parse_policy("checkpoint:blocks.*"), parse_policy("offload:blocks.0")]
