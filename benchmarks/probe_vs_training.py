@@ -46,6 +46,9 @@ def main() -> None:
     ap.add_argument("--cycles", type=int, default=8)
     ap.add_argument("--turn", type=int, default=3)
     ap.add_argument("--probe-reps", type=int, default=2)
+    ap.add_argument("--probe-turn", type=int, nargs="+", default=[2],
+                    help="steps per mode in the probe, the first untimed (memledger/trace/"
+                    "timing.py `_RegionSteps.reps`); several: each, side by side")
     args = ap.parse_args()
     torch.set_num_threads(1)
     setup, batch = SETUPS[args.example]
@@ -84,7 +87,8 @@ def main() -> None:
         return clock() - t0, acc["fwd"], acc["rerun"]
 
     rows = {"plain": [], "ckpt": []}
-    probe = {"factor": [], "region_ns": []}
+    turns = sorted(set(args.probe_turn))
+    probes = {t: {"factor": [], "region_ns": []} for t in turns}
     load0 = os.getloadavg()[0]
     install()
     for _ in range(3):
@@ -103,11 +107,12 @@ def main() -> None:
         if c:
             for p in paths:
                 named[p].__dict__.pop("forward", None)
-            got = recompute_probe(ProbeInput(model, (fixed[0],)), clock,
-                                  max_reps=args.probe_reps)
+            for t in turns:   # each turn length in every cycle, side by side
+                got = recompute_probe(ProbeInput(model, (fixed[0],)), clock,
+                                      max_reps=args.probe_reps, turn=t)
+                for key in probes[t]:
+                    probes[t][key] += got.get(key, [])
             install()
-            for key in probe:
-                probe[key] += got.get(key, [])
     load1 = os.getloadavg()[0]
 
     def med(mode: str, i: int) -> float:
@@ -116,17 +121,19 @@ def main() -> None:
     plain, ckpt, fwd, rerun = med("plain", 0), med("ckpt", 0), med("plain", 1), med("ckpt", 2)
     n = len(paths)
     print(f"{args.example}: {n} regions ({paths[0]} ...), {len(rows['ckpt'])} timed steps "
-          f"per mode, {len(probe['region_ns'])} probe repetitions; thread CPU ms, medians; "
+          f"per mode, {args.probe_reps} probe repetitions per cycle; thread CPU ms, medians; "
           f"load average {load0:.2f} -> {load1:.2f}")
     print("| source | plain step | checkpointed step | added | re-run factor | per region besides re-run |")
     print("|---|---:|---:|---:|---:|---:|")
     print(f"| training (apply_policy) | {plain:.2f} | {ckpt:.2f} | {ckpt - plain:+.2f} | "
           f"{rerun / fwd:.3f} | {(ckpt - plain - rerun) / n:.3f} |")
-    if probe["region_ns"]:
+    for t, probe in probes.items():
+        if not probe["region_ns"]:
+            continue
         f, reg = statistics.median(probe["factor"]), statistics.median(probe["region_ns"]) / 1e6
         q = sorted(probe["region_ns"])
-        print(f"| recompute_probe | | | {f * fwd + reg * n:+.2f} (from its factor and region) | "
-              f"{f:.3f} | {reg:.3f} (reps {q[0] / 1e6:.2f} to {q[-1] / 1e6:.2f}) |")
+        print(f"| recompute_probe, turn {t} | | | {f * fwd + reg * n:+.2f} (from its factor and "
+              f"region) | {f:.3f} | {reg:.3f} (reps {q[0] / 1e6:.2f} to {q[-1] / 1e6:.2f}) |")
 
 
 if __name__ == "__main__":

@@ -416,25 +416,34 @@ class _RegionSteps:
             for p in self.paths:
                 self.named[p].__dict__.pop("forward", None)
 
-    def reps(self, wrap, pair_ns: float | None, max_reps: int):
-        """Yield (plain, wrapped) runs, each the second of its mode (a step right after a
-        switch runs on an allocator shaped by the other mode, and a policy's steps follow
-        its own), as often as TIMING_BUDGET_NS allows (`probe_reps`). The pair's cost
-        sizes the repetitions: two timed training steps when the caller knows them (a long
-        step is not run twice more just to be measured); else one of each mode after a
-        warm-up (a process's first wrapped step pays for its set-up)."""
+    def reps(self, wrap, pair_ns: float | None, max_reps: int, turn: int = 2):
+        """Yield (plain, wrapped) runs, as many pairs as TIMING_BUDGET_NS allows
+        (`probe_reps`). Each mode runs `turn` steps in a row and the first is not timed (a
+        step right after a switch runs on an allocator shaped by the other mode, and a
+        policy's steps follow its own); the k-th timed plain step pairs with the k-th timed
+        wrapped one. `turn` 3 would cost 3 steps a pair instead of 4, but its pairs read
+        less than `turn` 2's (tiny GPT: 1.2-2.6 ms less added time per step, in each of 4
+        runs of benchmarks/probe_vs_training.py --probe-turn 2 3: docs/performance.md), so
+        the probes keep 2. The pair's cost sizes the repetitions: two timed training steps
+        when the caller knows them (a long step is not run twice more just to be measured);
+        else one of each mode after a warm-up (a process's first wrapped step pays for its
+        set-up)."""
         if not pair_ns:
             self.run(wrap)
             pair_ns = self.run()[0] + self.run(wrap)[0]
-        for _ in range(probe_reps(pair_ns, max_reps)):
+        left = probe_reps(pair_ns, max_reps)
+        while left > 0:
+            k = min(turn - 1, left)
             self.run()
-            plain = self.run()
+            plain = [self.run() for _ in range(k)]
             self.run(wrap)
-            yield plain, self.run(wrap)
+            wrapped = [self.run(wrap) for _ in range(k)]
+            yield from zip(plain, wrapped)
+            left -= k
 
 
 def recompute_probe(root: ProbeInput | None, clock, max_reps: int = 15,
-                    pair_ns: float | None = None) -> dict:
+                    pair_ns: float | None = None, turn: int = 2) -> dict:
     """{"factor": [...], "region_ns": [...], "saves_per_region": float, "regions": int}:
     what re-running this model's blocks inside backward costs, per repetition (Note
     [Recompute probe in context]); {} when the model cannot be probed. Gradients it leaves
@@ -450,7 +459,7 @@ def recompute_probe(root: ProbeInput | None, clock, max_reps: int = 15,
         # the counting hook costs time: the saves are counted in an untimed step
         saves = steps.run(counting=True)[3]
         for plain, ckpt in steps.reps(lambda inner, m: _checkpointed(inner, m, None), pair_ns,
-                                      max_reps):
+                                      max_reps, turn):
             factor.append(ckpt[2] / max(plain[1], 1))
             region_ns.append((ckpt[0] - plain[0] - ckpt[2]) / n)
     except Exception:      # a model this probe cannot re-run: the calibration's value serves
