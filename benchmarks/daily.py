@@ -51,11 +51,11 @@ def _children_cpu() -> float:
     return r.ru_utime + r.ru_stime
 
 
-def run_process(cmd: list[str], env: dict | None = None) -> tuple[float, float]:
+def run_process(cmd: list[str], cwd: Path = ROOT) -> tuple[float, float]:
     """(wall s, CPU s) of one fresh process, its children included."""
     c0, t0 = _children_cpu(), time.perf_counter()
-    subprocess.run(cmd, check=True, cwd=ROOT, stdout=subprocess.DEVNULL,
-                   stderr=subprocess.DEVNULL, env=env)
+    subprocess.run(cmd, check=True, cwd=cwd, stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL)
     return time.perf_counter() - t0, _children_cpu() - c0
 
 
@@ -202,13 +202,13 @@ def end_to_end(repeat: int, tmp: Path, model_args: list[str],
             PY, "-m", "memledger.trace.worker", "allocator", "--out", str(tmp / "pass.json"),
             "--steps", "3", script, "--", *model_args],
     }
-    envs = {}
-    if baseline:
+    cwds = {}
+    if baseline:   # run from its own folder: `python -m` puts the working folder first
         name = f"memledger trace --steps 3 (baseline {Path(baseline).name})"
-        cmds[name] = [*MEMLEDGER, "trace", script, "--steps", "3", "-o",
+        cmds[name] = [*MEMLEDGER, "trace", str(ROOT / script), "--steps", "3", "-o",
                       str(tmp / "e2e-base.ledger"), "--", *model_args]
-        envs[name] = {**os.environ, "PYTHONPATH": str(Path(baseline).resolve())}
-    rows = round_robin({k: (lambda c=c, e=envs.get(k): run_process(c, e))
+        cwds[name] = Path(baseline).resolve()
+    rows = round_robin({k: (lambda c=c, d=cwds.get(k, ROOT): run_process(c, d))
                         for k, c in cmds.items()}, repeat)
     size = " ".join(model_args) or "defaults"
     table(f"3. End to end, fresh processes (examples/train_gpt.py {size}, 3 steps)", rows,
