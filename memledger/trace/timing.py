@@ -213,7 +213,7 @@ class StepTimers:
             self.sac_op = sac_probe(self.modules.root, len(self.ops.ops), self._clock)
             pair = 2 * statistics.median(self.step_ns) if self.step_ns else None
             self.probe = recompute_probe(self.modules.root, self._clock, pair_ns=pair)
-            self.offload = offload_probe(self.modules.root, self._clock) \
+            self.offload = offload_probe(self.modules.root, self._clock, pair_ns=pair) \
                 if self.device == "cpu" else {}
             return
         self._t = self._clock()
@@ -479,9 +479,11 @@ def recompute_probe(root: ProbeInput | None, clock, max_reps: int = 15,
 # with memledger's own Offloader (the folder `measure` writes to by default), in real
 # forward + backward steps, interleaved with plain ones (`_RegionSteps.reps`). Per
 # repetition it records the added time; once, the storages and bytes written and the saves
-# packed. The cost model (memledger/replay/costs.py) scales the calibration's price of a
-# storage (file + bytes x per_byte) so that the probe's own stream costs what it measured.
-def offload_probe(root: ProbeInput | None, clock, max_reps: int = 15,
+# packed. At most 5 repetitions: its readings spread less than the recompute probe's (2-10 %
+# on the tiny GPT) and each costs 4 training steps. The cost model
+# (memledger/replay/costs.py) scales the calibration's price of a storage (file + bytes x
+# per_byte) so that the probe's own stream costs what it measured.
+def offload_probe(root: ProbeInput | None, clock, max_reps: int = 5,
                   pair_ns: float | None = None) -> dict:
     """{"added_ns": [...], "storages": n, "bytes": b, "saves": s, "where": str} per probe
     step (Note [Offload probe in context]); {} when the model cannot be probed."""
