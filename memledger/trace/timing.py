@@ -474,7 +474,9 @@ def recompute_probe(root: ProbeInput | None, clock, max_reps: int = 15,
 # the model's own storages every step, sizes mixed, with forward and backward between the
 # writes and the reads; measured that way the tiny GPT's `offload:blocks.*` costs 18.5 ms a
 # step against 14.0 ms priced (0.75; tmpfs, where the cost holds still), and every offload
-# ratio was a miss (0.21-0.60 on ext4, which also drifts from process to process).
+# ratio was a miss (0.21-0.60 on ext4, which also drifts from process to process; that was
+# the file-per-storage offloader, before Note [One file, slots reused]). With this probe,
+# quiet: offload ratios 0.87-1.09 on the GPT, the CNN and a transformers BERT.
 # So `trace` measures offload as it measured checkpointing: the probe regions offloaded
 # with memledger's own Offloader (the folder `measure` writes to by default), in real
 # forward + backward steps, interleaved with plain ones (`_RegionSteps.reps`). Per
