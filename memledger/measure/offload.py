@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import bisect
 import os
-import shutil
 import tempfile
 import weakref
 from dataclasses import dataclass
@@ -125,8 +124,9 @@ class Offloader:
                  directory: str | None = None) -> None:
         self.min_bytes = min_bytes
         self.skip = skip_storages or set()
-        self._own_dir = directory is None
-        self.directory = directory or tempfile.mkdtemp(prefix="memledger-offload-")
+        # the file is unnamed (gone when closed or when the process dies): it needs no
+        # folder of its own, only one to live in
+        self.directory = directory or tempfile.gettempdir()
         os.makedirs(self.directory, exist_ok=True)
         self._slots: _SlotFile | None = None    # CPU: made at the first write
         # data_ptr -> (weakref(storage), weakref(_Copy)); identity is checked on use because
@@ -208,8 +208,6 @@ class Offloader:
         if self._slots is not None:
             self._slots.close()
             self._slots = None
-        if self._own_dir:
-            shutil.rmtree(self.directory, ignore_errors=True)
 
 
 def where_copies_go(directory: str | None = None) -> str:

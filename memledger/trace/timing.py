@@ -371,6 +371,7 @@ class _RegionSteps:
         self.named = dict(root.module.named_modules())
         self.paths = probe_regions(root.module)
         self.acc = {"fwd": 0, "rerun": 0, "saves": 0, "depth": 0, "phase": "fwd"}
+        self.wrapped_runs = 0     # steps run with the policy's wrapper, timed or not
 
     def _timed(self, orig):
         acc, clock = self.acc, self.clock
@@ -396,6 +397,7 @@ class _RegionSteps:
 
         acc = self.acc
         acc.update(fwd=0, rerun=0, saves=0, phase="fwd")
+        self.wrapped_runs += wrap is not None
         self.root.module.zero_grad(set_to_none=True)   # fresh gradients, as training has
         for p in self.paths:
             m = self.named[p]
@@ -500,21 +502,21 @@ def offload_probe(root: ProbeInput | None, clock, max_reps: int = 5,
     off = Offloader(skip_storages=params)
     steps = _RegionSteps(root, clock)
     added: list[int] = []
-    counts: dict = {}
     try:
         saves = steps.run(counting=True)[3]
         for plain, offloaded in steps.reps(lambda inner, m: _offloaded(inner, off), pair_ns,
                                            max_reps):
             added.append(offloaded[0] - plain[0])
-            if not counts:        # one offloaded step's stream (the same every step)
-                b0, n0 = off.bytes_out, off.storages_out
-                steps.run(lambda inner, m: _offloaded(inner, off))
-                counts = {"bytes": off.bytes_out - b0, "storages": off.storages_out - n0}
     except Exception:      # a model this probe cannot run: the calibration's price serves
         return {}
     finally:
         where = where_copies_go()   # the folder measure writes to by default
         off.close()
-    if not counts.get("storages"):
+    # one offloaded step's stream: every offloaded step writes the same storages, so the
+    # Offloader's counters over all of them (timed or not) divide evenly; counting them in
+    # a step of their own cost one more training step
+    runs = steps.wrapped_runs
+    if not runs or not off.storages_out:
         return {}
-    return {"added_ns": added, **counts, "saves": saves, "where": where}
+    return {"added_ns": added, "bytes": round(off.bytes_out / runs),
+            "storages": round(off.storages_out / runs), "saves": saves, "where": where}

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import tempfile
+
 import pytest
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -128,6 +131,18 @@ def test_offloader_reuses_slots_of_one_file_step_after_step(tmp_path):
     assert off.bytes_out == 4 * 9024 + 2400 + 400 and off.storages_out == 14
     assert list(tmp_path.iterdir()) == []
     off.close()
+
+
+def test_offloader_makes_no_folder_of_its_own(tmp_path, monkeypatch):
+    """The default destination is $TMPDIR itself: the file is unnamed, so nothing (not an
+    empty folder either) is left there, during the run or after."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    off = Offloader()
+    t = torch.randn(256)
+    assert torch.equal(off.unpack(off.pack(t)), t)
+    assert list(tmp_path.iterdir()) == []
+    off.close()
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_a_slot_given_back_from_another_thread_is_reused():

@@ -174,3 +174,19 @@ def test_offload_probe_counts_the_stream_it_writes():
     assert (out["storages"], out["bytes"], out["saves"]) == (4, 192, 8)
     assert len(out["added_ns"]) == 2 and out["where"].startswith("files in ")
     assert offload_probe(None, time.thread_time_ns) == {}
+
+
+def test_offload_probe_counts_within_its_timed_steps():
+    """The stream is read off the Offloader's counters over the probe's own offloaded
+    steps, not in a step of its own: with the pair's cost known, 1 counting step + 2
+    repetitions x (2 plain + 2 offloaded) = 9 calls of the model, the same counts."""
+    from memledger.trace.timing import offload_probe
+
+    torch.manual_seed(0)
+    net = _Net()
+    calls = []
+    net.register_forward_pre_hook(lambda m, a: calls.append(1))
+    out = offload_probe(ProbeInput(net, (torch.randn(3, 4),)), time.thread_time_ns,
+                        max_reps=2, pair_ns=1.0)
+    assert len(calls) == 9
+    assert (out["storages"], out["bytes"], out["saves"]) == (4, 192, 8)
