@@ -20,7 +20,8 @@ everywhere (OMP_NUM_THREADS=1), as benchmarks/accuracy.py: idle OpenMP threads s
    per-step cost of N steps inside one block beside an empty TorchDispatchMode, the floor
    under any dispatch-mode tool (goals: one step ≤ 1.2×, per step ≤ 1.05×).
 3. End to end (fresh processes): `python examples/train_gpt.py --steps 3` against
-   `memledger trace examples/train_gpt.py --steps 3` (goal ≤ 2×) and with `--no-measure`,
+   `memledger trace examples/train_gpt.py --steps 3` (goal ≤ 2×), with `--no-timing` (memory only, as
+   `check` traces) and with `--no-measure`,
    and each of its two passes alone (where the time goes).
 """
 
@@ -190,6 +191,11 @@ def end_to_end(repeat: int, tmp: Path, model_args: list[str],
         "python train_gpt.py --steps 3": [PY, script, "--steps", "3", *model_args],
         "memledger trace --steps 3": [*MEMLEDGER, "trace", script, "--steps", "3", "-o",
                                       str(tmp / "e2e.ledger"), "--", *model_args],
+        # memory only (what `check` runs): Note [Memory-only traces] in trace/session.py
+        "memledger trace --steps 3 --no-timing": [*MEMLEDGER, "trace", script, "--steps", "3",
+                                                  "--no-timing", "-o",
+                                                  str(tmp / "e2e-nt.ledger"), "--",
+                                                  *model_args],
         "memledger trace --steps 3 --no-measure": [*MEMLEDGER, "trace", script, "--steps",
                                                    "3", "--no-measure", "-o",
                                                    str(tmp / "e2e-nm.ledger"), "--",

@@ -133,9 +133,10 @@ def check(
             with tempfile.TemporaryDirectory(prefix="memledger-check-") as tmp:
                 out = output or Path(tmp) / "check.ledger"
                 with stdout_to_stderr(json_):  # --json: stdout holds the JSON and nothing else
+                    # peaks and traced step times only: Note [Memory-only traces]
                     res = trace_script(target, script_args or [], out, measure=measure,
                                        steps=bud.steps or DEFAULT_STEPS, fake=bud.fake,
-                                       device=bud.device)
+                                       device=bud.device, timing=False)
                 led = _load(res.ledger_path, "ledger")
                 doc = _doctor(target, script_args or [], bud.steps or DEFAULT_STEPS, json_) \
                     if no_findings else None

@@ -78,9 +78,10 @@ def _print_table(rep, name: str) -> None:
                       "--json: transfer_s)", style="dim")
     if rep.cost_source == "traced" and not rep.untraced_step_time_s:
         console.print("added time from traced times, tracing overhead included (an upper "
-                      "bound); pass --step-time "
-                      "with the untraced step time from `memledger measure ... --policy none`",
-                      style="dim")
+                      "bound): the ledger has no untraced timings (traced with --no-timing, "
+                      "by `check`, or --fake); trace again without --no-timing, or pass "
+                      "--step-time with the untraced step time from `memledger measure ... "
+                      "--policy none`", style="dim")
 
 
 def unsettled_line(reason: str) -> str:

@@ -42,6 +42,9 @@ def trace(
         help="what ends a step: optimizer (optimizer.step()), forward (the next forward of "
              "the model: evaluation, inference, a custom update) or whole (the whole "
              "script is one step; --steps is ignored)")] = "optimizer",
+    timing: Annotated[bool, typer.Option(
+        help="time untraced steps and probe checkpoint/offload costs for predict, plan and "
+             "compare; --no-timing: memory only, faster")] = True,
 ) -> None:
     """Trace STEPS optimizer steps of SCRIPT into a ledger, then print where the peak is."""
     if nproc:
@@ -57,7 +60,7 @@ def trace(
                      daemon=True).start()
     res = trace_script(script, script_args or [], output, steps=steps, measure=measure,
                        fake=fake, device=device, world=world, rank=rank,
-                       steps_by=_steps_by(steps_by))
+                       steps_by=_steps_by(steps_by), timing=timing)
     s = open_ledger(res.ledger_path).summary()
     line = (f"[bold]{escape(str(res.ledger_path))}[/]: {res.steps} steps, peak "
             f"[magenta]{format_bytes(s.peak.bytes)}[/] at step {s.peak.step} ({s.peak.phase})")

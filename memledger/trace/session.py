@@ -86,6 +86,15 @@ def _worker(mode: str, script: Path, argv: list[str], out: Path, steps: int,
 # times are missing) can see the neighbour. The two runs of the script now overlap: a
 # script that downloads a data set or writes a fixed file at set-up does it twice at once.
 # `--nproc` (trace/launch.py) and `--fake` (no allocator pass) do not use this path.
+#
+# Note [Memory-only traces]
+# The timed steps, the three probes and the machine's calibration serve the time side of
+# `predict`, `plan` and `compare`, and they are most of what `trace` costs beyond a plain
+# run (tiny GPT: ~2x a plain run, docs/performance.md). `check` (CI's verb) reads peaks and
+# the traced steps' own times, never those, so it traces without them (`timing=False`,
+# worker `--timing-steps 0`): the allocator pass ends with its measured steps and never
+# waits for "go". `memledger trace --no-timing` offers the same to a user who wants memory
+# only; `predict` on such a ledger says its times are the traced steps' and the cache's.
 class _Worker:
     """One worker process (`python -m memledger.trace.worker MODE ...`)."""
 
@@ -158,9 +167,12 @@ class _Worker:
 def trace_script(script: str | Path, argv: list[str], out: str | Path, steps: int = 3,
                  measure: bool | None = None, fake: bool = False,
                  device: str | None = None, world: int = 0, rank: int = 0,
-                 steps_by: str = "optimizer") -> TraceResult:
+                 steps_by: str = "optimizer", timing: bool = True) -> TraceResult:
     """Trace `steps` optimizer steps of `script` into the ledger `out`; raises on failure.
     `fake`: above FakeTensorMode for the target `device` (no allocator pass: docs/fake.md).
+    `timing` False: the allocator pass stops after its measured steps (Note [Memory-only
+    traces]): no timed steps, probes or calibration, so `predict` prices time from the
+    traced steps and the cached calibration only.
 
     The ledger grows in a partial file beside `out` and is renamed over it at the end, kept
     whatever happened (see memledger/outputs.py, Note [Two writers, one output])."""
@@ -191,15 +203,15 @@ def trace_script(script: str | Path, argv: list[str], out: str | Path, steps: in
     try:
         with Forwarder() as fw:
             return _trace_into(script, argv, out, partial, steps, measure, fake, fake_args, fw,
-                       steps_by=steps_by)
+                               steps_by=steps_by, timing=timing)
     finally:
         commit(partial, out)
 
 
 def _trace_into(script: Path, argv: list[str], out: Path, partial: Path, steps: int,
                 measure: bool, fake: bool, fake_args: tuple[str, ...],
-                fw: Forwarder,
-                steps_by: str = "optimizer") -> TraceResult:
+                fw: Forwarder, steps_by: str = "optimizer",
+                timing: bool = True) -> TraceResult:
     allocator = None
     if measure:   # Note [Warm allocator pass]: it runs its measured steps beside the ledger's
         # On CUDA the allocator pass also leaves the allocator's own snapshot beside the
@@ -210,7 +222,8 @@ def _trace_into(script: Path, argv: list[str], out: Path, partial: Path, steps: 
         allocator = _Worker("allocator", script, argv, Path(mtmp.name) / "measured.json",
                             steps, quiet=True, wait_for_go=True, fw=fw,
                             extra=("--snapshot", str(partial_path(snapshot)),
-                                   "--steps-by", steps_by))
+                                   "--steps-by", steps_by,
+                                   *(() if timing else ("--timing-steps", "0"))))
     try:
         res = _worker("ledger", script, argv, partial, steps, quiet=False, extra=fake_args,
                       fw=fw)

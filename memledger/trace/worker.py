@@ -166,7 +166,9 @@ def _allocator_pass(args) -> int:
             os._exit(EXIT_OK)
         if state["n"] == args.steps:
             stop_probes()
-            if not wait_for_go(args):   # the ledger pass traced other steps: no timing
+            # no timing asked (Note [Memory-only traces], trace/session.py), or the ledger
+            # pass traced other steps: stop here
+            if not args.timing_steps or not wait_for_go(args):
                 state["stopped"] = True
                 raise StopTracing()
         elif state["n"] > args.steps and timers.ops is None:
@@ -200,7 +202,8 @@ def _allocator_pass(args) -> int:
         timed = timers.record("cuda:0" if cuda else "cpu")
         if timed:
             records.append(timed)
-        records += _calibration_records("cuda:0" if cuda else "cpu")
+        if args.timing_steps:   # prices policies: a memory-only trace has no use for it
+            records += _calibration_records("cuda:0" if cuda else "cpu")
         steps = min(state["n"], args.steps)
         with open(args.out, "w", encoding="utf-8") as fh:
             json.dump({"records": records, "steps": steps}, fh)
@@ -267,7 +270,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--steps", type=int, default=3)
     p.add_argument("--snapshot", help="allocator pass on CUDA: dump the allocator snapshot here")
     p.add_argument("--timing-steps", type=int, default=8,
-                   help="allocator pass: steps timed untraced after the measured ones")
+                   help="allocator pass: steps timed untraced after the measured ones "
+                   "(0: none, no probes, no calibration: a memory-only trace)")
     p.add_argument("--timeout", type=float, default=0,
                    help="under torchrun: give up after this many seconds without a step")
     p.add_argument("--steps-by", choices=STEPS_BY, default="optimizer",

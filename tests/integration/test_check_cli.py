@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from memledger.cli import main
+from memledger.ledger.reader import read_records
 
 ROOT = Path(__file__).resolve().parents[2]
 MEMLEDGER = [sys.executable, "-m", "memledger"]
@@ -157,6 +158,10 @@ def test_script_with_budget_file_writes_junit_and_markdown(tmp_path):
         "peak", "category:optimizer_state"]
     assert md.read_text().startswith("### memledger budget: ✅ within budget")
     assert led.exists()                                              # -o keeps the ledger
+    # a check reads peaks, not policy costs: no timed steps, probes or calibration (Note
+    # [Memory-only traces]); the allocator's peak is there
+    kinds = {r["k"] for r in read_records(led)[0]}
+    assert "measured" in kinds and not kinds & {"timing", "calibration"}
 
 
 def test_example_ci_workflow_checks_a_bundled_budget():

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from memledger.cli import main
 from memledger.ledger.model import Ledger
+from memledger.ledger.reader import read_records
 from tests.conftest import EXAMPLES
 
 MEMLEDGER = [sys.executable, "-m", "memledger"]
@@ -51,6 +52,28 @@ def test_trace_then_show_json_contract(tmp_path, capsys):
     assert d["measured"]["source"] == "cpu-profiler"
     assert set(d["at_peak"]) >= {"parameter", "buffer", "gradient", "optimizer_state",
                                  "activation", "temporary", "input", "workspace", "other"}
+
+
+def test_no_timing_keeps_the_allocator_peak_and_drops_the_time_records(tmp_path, capsys):
+    """Note [Memory-only traces]: --no-timing stops the allocator pass after its measured
+    steps: the same allocator peak, no timed steps, probes or calibration; predict says
+    where its times come from."""
+    script = _script(tmp_path, "tiny.py")
+    led = {}
+    for flag in ("--timing", "--no-timing"):
+        led[flag] = tmp_path / f"tiny{flag}.ledger"
+        assert main(["trace", str(script), "--steps", "2", "-o", str(led[flag]), flag]) == 0
+    records = {f: read_records(p)[0] for f, p in led.items()}
+    kinds = {f: {r["k"] for r in recs} for f, recs in records.items()}
+    assert {"timing", "calibration"} <= kinds["--timing"]
+    assert "measured" in kinds["--no-timing"]
+    assert not kinds["--no-timing"] & {"timing", "calibration"}
+    peaks = {f: [r["peak_bytes"] for r in recs if r["k"] == "measured"]
+             for f, recs in records.items()}
+    assert peaks["--timing"] == peaks["--no-timing"]
+    capsys.readouterr()
+    assert main(["predict", str(led["--no-timing"]), "--policy", "none"]) == 0
+    assert "traced with --no-timing" in " ".join(capsys.readouterr().out.split())
 
 
 def test_show_renders_for_people(traced_examples, capsys):
