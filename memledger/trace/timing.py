@@ -213,7 +213,11 @@ class StepTimers:
             self.sac_op = sac_probe(self.modules.root, len(self.ops.ops), self._clock)
             pair = 2 * statistics.median(self.step_ns) if self.step_ns else None
             self.probe = recompute_probe(self.modules.root, self._clock, pair_ns=pair)
-            self.offload = offload_probe(self.modules.root, self._clock, pair_ns=pair) \
+            # the saves inside the regions were counted by the recompute probe: the same
+            # regions, the same plain step
+            saves = self.probe.get("saves_per_region", 0) * self.probe.get("regions", 0)
+            self.offload = offload_probe(self.modules.root, self._clock, pair_ns=pair,
+                                         saves=round(saves) if self.probe else None) \
                 if self.device == "cpu" else {}
             return
         self._t = self._clock()
@@ -488,9 +492,11 @@ def recompute_probe(root: ProbeInput | None, clock, max_reps: int = 15,
 # (memledger/replay/costs.py) scales the calibration's price of a storage (file + bytes x
 # per_byte) so that the probe's own stream costs what it measured.
 def offload_probe(root: ProbeInput | None, clock, max_reps: int = 5,
-                  pair_ns: float | None = None) -> dict:
+                  pair_ns: float | None = None, saves: int | None = None) -> dict:
     """{"added_ns": [...], "storages": n, "bytes": b, "saves": s, "where": str} per probe
-    step (Note [Offload probe in context]); {} when the model cannot be probed."""
+    step (Note [Offload probe in context]); {} when the model cannot be probed. `saves`: the
+    saves inside the probe regions when the recompute probe has counted them already
+    (else a plain step of its own counts them)."""
     if root is None:
         return {}
     from memledger.measure.apply import _offloaded
@@ -503,7 +509,8 @@ def offload_probe(root: ProbeInput | None, clock, max_reps: int = 5,
     steps = _RegionSteps(root, clock)
     added: list[int] = []
     try:
-        saves = steps.run(counting=True)[3]
+        if saves is None:
+            saves = steps.run(counting=True)[3]
         for plain, offloaded in steps.reps(lambda inner, m: _offloaded(inner, off), pair_ns,
                                            max_reps):
             added.append(offloaded[0] - plain[0])

@@ -190,3 +190,8 @@ def test_offload_probe_counts_within_its_timed_steps():
                         max_reps=2, pair_ns=1.0)
     assert len(calls) == 9
     assert (out["storages"], out["bytes"], out["saves"]) == (4, 192, 8)
+    # the saves counted already (by the recompute probe, same regions): no counting step
+    calls.clear()
+    again = offload_probe(ProbeInput(net, (torch.randn(3, 4),)), time.thread_time_ns,
+                          max_reps=2, pair_ns=1.0, saves=8)
+    assert len(calls) == 8 and again["saves"] == 8 and again["storages"] == 4
