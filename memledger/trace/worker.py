@@ -176,12 +176,16 @@ def _allocator_pass(args) -> int:
         if state["n"] >= args.steps:
             timers.on_step()
         state["t"] = time.perf_counter_ns()
-        if state["n"] > args.steps + args.timing_steps:  # the script swallowed the stop
+        # the timed steps end when the timers are done (Notes [Timing within a budget] and
+        # [Timed steps in a settled process], timing.py): at most twice the module steps
+        # asked for, and the op-timed one
+        last = args.steps + 2 * timers.module_steps + 1
+        if state["n"] > last:  # the script swallowed the stop
             finish(ScriptOutcome(EXIT_OK, "stopped after the requested steps"), guard)
             sys.stdout.flush()
             os._exit(EXIT_OK)
-        if state["n"] >= args.steps + args.timing_steps or timers.done:   # all timed: Note
-            raise StopTracing()                          # [Timing within a budget] (timing.py)
+        if state["n"] >= last or timers.done:
+            raise StopTracing()
 
     def finish(outcome: ScriptOutcome, guard) -> None:
         stop_probes()
@@ -189,7 +193,9 @@ def _allocator_pass(args) -> int:
         counter.remove()
         if cuda and _is_cuda_oom(outcome.error):
             cuda.note_oom(outcome.error)
-        timing = {"step_ns": state["step_ns"]} if state["step_ns"] else {}
+        # the timed steps the timing record keeps: Note [Timed steps in a settled process]
+        step_ns = [state["step_ns"][i] for i in timers.settled() if i < len(state["step_ns"])]
+        timing = {"step_ns": step_ns} if step_ns else {}
         measured = state["measured"]
         records = [{"k": "measured", "source": cpu.source, "device": dev, "peak_bytes": peak,
                     **timing, **measured["comm"]}

@@ -79,7 +79,7 @@ def test_timed_steps_stop_at_the_budget():
         """Module-timed steps StepTimers(7) takes before its op-timed step, steps of step_ns."""
         t = StepTimers(module_steps=7)
         now = [0.0]
-        t._clock = lambda: now[0]
+        t._clock, t._faults = (lambda: now[0]), (lambda: 0)
         try:
             for calls in range(1, 20):
                 t.on_step()
@@ -94,6 +94,52 @@ def test_timed_steps_stop_at_the_budget():
     assert timed_steps(45e6) == 7         # tiny GPT: 7 x 45 ms = 0.3 s, every step kept
     assert timed_steps(1.9e9) == 2        # nanoGPT size: 2 x 1.9 s >= 2.5 s, then the op step
     assert timed_steps(1e9) == 3          # 1 s steps: 2 s < 2.5 s after two, 3 s after three
+
+
+def test_timed_steps_keep_the_settled_ones():
+    """Note [Timed steps in a settled process]: steps that mapped fresh pages while the
+    process settled are timed but not kept, and timing goes on until half the steps asked
+    for are settled. The MLP example's faults: 298, 736, 608, 256, then none."""
+    from memledger.trace.timing import StepTimers, settled
+
+    assert settled([298, 736, 608, 256, 0, 0, 0]) == [4, 5, 6]
+    assert settled([0, 1, 0, 23, 0]) == [0, 1, 2, 3, 4]          # the tiny GPT: all
+    assert settled([5000, 4100, 4090, 4100]) == [1, 2, 3]        # faults alike every step
+    assert settled([]) == []
+
+    def run(faults_per_step: list[int], steps_ns: float = 3e6) -> tuple[StepTimers, dict]:
+        t = StepTimers(module_steps=7)
+        now, faults = [0.0], [0]
+        t._clock, t._faults = (lambda: now[0]), (lambda: faults[0])
+        try:
+            for f in [*faults_per_step, 0]:      # the last: the op-timed step
+                t.on_step()
+                if t.done:
+                    break
+                if t.modules.active:             # one module call per timed step
+                    t.modules.steps[-1].append(("", int(now[0]) + 1))
+                now[0] += steps_ns
+                faults[0] += f
+            else:
+                t.on_step()
+            assert t.done
+            return t, t.record("cpu")
+        finally:
+            t.close()
+
+    t, rec = run([298, 736, 608, 256, 0, 0, 0, 0, 0, 0])
+    assert t.step_faults == [298, 736, 608, 256, 0, 0, 0, 0]   # 8 steps: 4 settled
+    assert rec["unsettled_steps"] == 4
+    assert len(rec["modules"]) == len(rec["step_ns"]) == 4
+    assert [m[0][1] for m in rec["modules"]] == [12000001, 15000001, 18000001, 21000001]
+    t, rec = run([0] * 10)                                      # settled from the first
+    assert len(t.step_faults) == 7 and rec["unsettled_steps"] == 0
+    t, rec = run([900] * 20)                                    # never fewer: all kept
+    assert len(t.step_faults) == 7 and len(rec["modules"]) == 7
+    t, rec = run([900, 0] * 10)                                 # 4 settled after 8
+    assert len(t.step_faults) == 8 and len(rec["modules"]) == 4
+    t, rec = run([900] * 6 + [0] + [900] * 20)                  # at most twice the steps
+    assert len(t.step_faults) == 14 and len(rec["modules"]) == 1
 
 
 class _KwargsNet(torch.nn.Module):
