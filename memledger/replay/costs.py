@@ -80,6 +80,8 @@ class Constants:
     file: float = 0.0
     per_byte: float = 0.0
     pack: float = 0.0
+    sac_keep: float = 0.0     # per save-list op of a selective call (Note [Selective probe
+                              # in context]); 0 without a probe
 
     @classmethod
     def from_params(cls, params: dict, which: str, bandwidth: float | None = None) -> "Constants":
@@ -164,6 +166,40 @@ class CostModel:
         self._op_known = ~np.isnan(op)
         self._op_cum = np.concatenate([[0.0], np.cumsum(np.where(self._op_known, op, 0.0))])
         self._known_cum = np.concatenate([[0], np.cumsum(self._op_known)])
+        sel_probe = t.selective
+        for i, w in enumerate(("median", "lo", "hi") if sel_probe else ()):
+            keep = self._sac_keep(sel_probe, self.consts[w], i)
+            self.consts[w] = dataclasses.replace(self.consts[w], sac_keep=keep)
+
+    def _kept_ops(self, ev0: np.ndarray, ev1: np.ndarray, save_ops) -> tuple[np.ndarray,
+                                                                              np.ndarray]:
+        """(count, untraced op time) of the `save_ops` ops in each [ev0, ev1)."""
+        t = self.prep.timings
+        hit = np.isin(t.op_kind, list(save_ops))
+        cum_n = np.concatenate([[0], np.cumsum(hit)])
+        cum_ns = np.concatenate([[0.0], np.cumsum(np.where(hit & self._op_known, t.op_ns, 0.0))])
+        n = len(hit)
+        a, b = np.clip(ev0, 0, n), np.clip(ev1, 0, n)
+        return cum_n[b] - cum_n[a], cum_ns[b] - cum_ns[a]
+
+    def _sac_keep(self, probe: dict, c: Constants, i: int) -> float:
+        """The cost per kept op that makes the op-time model give what the selective probe
+        measured on its own regions (Note [Selective probe in context]): per region, the
+        probe's selective minus checkpointed step = sac_op x (forward ops + re-run ops,
+        early stop off: both the whole region) - kept op time + kept ops x sac_keep."""
+        p = self.prep
+        rows = np.flatnonzero(np.isin(p.scope_mod, probe["paths"]))
+        steps = np.unique(p.scope_step[rows])
+        warm = steps[steps > 1] if (steps > 1).any() else steps
+        rows = rows[np.isin(p.scope_step[rows], warm)]
+        if not len(rows):
+            return 0.0
+        ev0, ev1 = p.scope_ev0[rows], p.scope_ev1[rows]
+        n_kept, kept_ns = self._kept_ops(ev0, ev1, probe["save_ops"])
+        if not n_kept.sum():
+            return 0.0
+        modelled = (2 * (ev1 - ev0) * c.sac_op - kept_ns).sum()
+        return (probe["added"][i] * len(rows) - modelled) / n_kept.sum()
 
     def _tracer_ns_per_event(self, step_time_s: float | None) -> float:
         p = self.prep
@@ -185,16 +221,16 @@ class CostModel:
         by_ev = (e - a) / np.maximum(b - a, 1)
         return np.where(known & (full > 0), part / np.where(full > 0, full, 1), by_ev)
 
-    def _kept_ns(self, work: Work) -> np.ndarray:
-        """Untraced time of the save-list ops inside each selective call's re-run part."""
-        out = np.zeros(len(work.kind))
-        t = self.prep.timings
-        for i in np.flatnonzero(work.kind == Kind.SELECTIVE):
-            ops = work.save_ops[work.part[i]]
-            sl = slice(int(work.ev0[i]), int(work.rerun_end[i]))
-            hit = np.isin(t.op_kind[sl], list(ops)) & self._op_known[sl]
-            out[i] = float(t.op_ns[sl][hit].sum())
-        return out
+    def _kept(self, work: Work) -> tuple[np.ndarray, np.ndarray]:
+        """Per selective call: (untraced time of the save-list ops inside its re-run part,
+        their count over the whole call: each is cached in forward)."""
+        kept_ns, kept_ops = np.zeros(len(work.kind)), np.zeros(len(work.kind))
+        for part in np.unique(work.part[work.kind == Kind.SELECTIVE]):
+            i = np.flatnonzero((work.kind == Kind.SELECTIVE) & (work.part == part))
+            ops = work.save_ops[part]
+            kept_ops[i] = self._kept_ops(work.ev0[i], work.ev1[i], ops)[0]
+            kept_ns[i] = self._kept_ops(work.ev0[i], work.rerun_end[i], ops)[1]
+        return kept_ns, kept_ops
 
     def price(self, r: Replayed) -> AddedTime:
         w = r.work
@@ -205,7 +241,7 @@ class CostModel:
         warm_steps = warm_steps[warm_steps > 1] if (warm_steps > 1).any() else warm_steps
         warm = np.isin(step, warm_steps)
         shared = (warm, max(len(warm_steps), 1), self._share(w.ev0, w.ev1, w.rerun_end),
-                  self._kept_ns(w))
+                  *self._kept(w))
         vals = {which: self._price(w, which, *shared) for which in ("median", "lo", "hi")}
         rec, tr, mach = vals["median"]
         tot = {k: sum(v) / 1e9 for k, v in vals.items()}
@@ -213,7 +249,7 @@ class CostModel:
                          recompute_s=rec / 1e9, transfer_s=tr / 1e9, machinery_s=mach / 1e9)
 
     def _price(self, w: Work, which: str, warm: np.ndarray, n_warm: int, share: np.ndarray,
-               kept: np.ndarray) -> tuple[float, float, float]:
+               kept: np.ndarray, kept_ops: np.ndarray) -> tuple[float, float, float]:
         c = self.consts[which]
         re = (w.kind == Kind.CHECKPOINT) | (w.kind == Kind.SELECTIVE)
         sel = w.kind == Kind.SELECTIVE
@@ -222,7 +258,7 @@ class CostModel:
         recompute = np.maximum(0.0, np.where(re, c.factor * fwd * share, 0.0) - kept)
         machinery = np.where(re, c.ckpt_call + w.saves * c.ckpt_save, 0.0)
         machinery += np.where(sel, np.maximum(0.0, c.sac_call + ((w.ev1 - w.ev0) + (
-            w.rerun_end - w.ev0)) * c.sac_op), 0.0)
+            w.rerun_end - w.ev0)) * c.sac_op + kept_ops * c.sac_keep), 0.0)
         machinery += np.where(w.kind == Kind.OFFLOAD, w.saves * c.pack, 0.0)
         off_warm = warm[w.off_call] if len(w.off_call) else np.zeros(0, dtype=bool)
         nb = w.off_bytes[off_warm].astype(np.float64)

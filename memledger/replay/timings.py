@@ -43,6 +43,9 @@ class Timings:
     region_ns: tuple = ()   # (median, lo, hi): what a checkpointed region adds besides its
                             # re-run, measured in this model's own step (trace/timing.py)
     probe_saves: float = 0.0   # saves per region in that measurement
+    selective: dict = None  # selective_probe: {"added": (median, lo, hi) ns per region over
+                            # checkpoint, "paths", "save_ops"} (Note [Selective probe in
+                            # context])
     offload: dict = None    # offload_probe: {"added": (median, lo, hi) ns, "storages",
                             # "bytes", "saves", "where"} (Note [Offload probe in context])
 
@@ -74,6 +77,13 @@ def match_timings(record: dict | None, scopes: pd.DataFrame, steps: pd.DataFrame
         out.region_ns = (float(np.median(reg)), float(np.percentile(reg, 10)),
                          float(np.percentile(reg, 90)))
         out.probe_saves = float(record.get("ckpt_probe_saves") or 0.0)
+    sel = record.get("selective_probe") or {}
+    if sel.get("region_ns") and sel.get("paths"):
+        a = sel["region_ns"]
+        out.selective = {"added": (float(np.median(a)), float(np.percentile(a, 10)),
+                                   float(np.percentile(a, 90))),
+                         "paths": [str(x) for x in sel["paths"]],
+                         "save_ops": [str(x) for x in sel.get("save_ops", [])]}
     off = record.get("offload_probe") or {}
     if off.get("added_ns") and off.get("storages"):
         a = off["added_ns"]

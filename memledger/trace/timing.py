@@ -237,6 +237,7 @@ class StepTimers:
         self.done = False
         self.sac_op: list[float] = []
         self.probe: dict = {}
+        self.selective: dict = {}
         self.offload: dict = {}     # offload_probe: CPU only (on CUDA the copies run on a
                                     # side stream that this clock does not see)
         self.step_ns: list[int] = []
@@ -263,6 +264,7 @@ class StepTimers:
             # the saves inside the regions were counted by the recompute probe: the same
             # regions, the same plain step
             saves = self.probe.get("saves_per_region", 0) * self.probe.get("regions", 0)
+            self.selective = selective_probe(self.modules.root, self._clock, pair_ns=pair)
             self.offload = offload_probe(self.modules.root, self._clock, pair_ns=pair,
                                          saves=round(saves) if self.probe else None) \
                 if self.device == "cpu" else {}
@@ -305,6 +307,8 @@ class StepTimers:
                 "ckpt_region_ns": self.probe.get("region_ns", []),
                 "ckpt_probe_saves": self.probe.get("saves_per_region", 0.0),
                 "ckpt_probe_regions": self.probe.get("regions", 0),
+                "probe_paths": self.probe.get("paths", []),
+                **({"selective_probe": self.selective} if self.selective else {}),
                 **({"offload_probe": self.offload} if self.offload else {}),
                 "modules": [[[p, int(ns)] for p, ns in self.modules.steps[i]] for i in kept],
                 "ops": [[o, int(ns)] for o, ns in (self.ops.ops if self.ops and self.done
@@ -480,7 +484,7 @@ class _RegionSteps:
             for p in self.paths:
                 self.named[p].__dict__.pop("forward", None)
 
-    def reps(self, wrap, pair_ns: float | None, max_reps: int, turn: int = 2):
+    def reps(self, wrap, pair_ns: float | None, max_reps: int, turn: int = 2, base=None):
         """Yield (plain, wrapped) runs, as many pairs as TIMING_BUDGET_NS allows
         (`probe_reps`). Each mode runs `turn` steps in a row and the first is not timed (a
         step right after a switch runs on an allocator shaped by the other mode, and a
@@ -491,15 +495,16 @@ class _RegionSteps:
         the probes keep 2. The pair's cost sizes the repetitions: two timed training steps
         when the caller knows them (a long step is not run twice more just to be measured);
         else one of each mode after a warm-up (a process's first wrapped step pays for its
-        set-up)."""
+        set-up). `base`: a wrapper for the "plain" side (the selective probe pairs
+        selective with checkpointed steps)."""
         if not pair_ns:
             self.run(wrap)
-            pair_ns = self.run()[0] + self.run(wrap)[0]
+            pair_ns = self.run(base)[0] + self.run(wrap)[0]
         left = probe_reps(pair_ns, max_reps)
         while left > 0:
             k = min(turn - 1, left)
-            self.run()
-            plain = [self.run() for _ in range(k)]
+            self.run(base)
+            plain = [self.run(base) for _ in range(k)]
             self.run(wrap)
             wrapped = [self.run(wrap) for _ in range(k)]
             yield from zip(plain, wrapped)
@@ -528,8 +533,47 @@ def recompute_probe(root: ProbeInput | None, clock, max_reps: int = 15,
             region_ns.append((ckpt[0] - plain[0] - ckpt[2]) / n)
     except Exception:      # a model this probe cannot re-run: the calibration's value serves
         return {}
-    return {"factor": factor, "region_ns": region_ns, "regions": n,
+    return {"factor": factor, "region_ns": region_ns, "regions": n, "paths": steps.paths,
             "saves_per_region": saves / n}
+
+
+# Note [Selective probe in context]
+# Selective checkpointing costs what checkpointing does, plus its caching mode on every op
+# of the region, forward and re-run (`sac_op`, sac_probe above), minus the save-list ops
+# the re-run skips, plus what keeping their outputs costs. That last part the op times do
+# not show, and it is not small: tiny GPT, 4 blocks, 24 saved matmul outputs, one thread,
+# interleaved training steps: selective with nothing saved +30.3 ms over plain, with the
+# default save list +25.8 ms, though the 24 skipped ops took 4.3 ms of op time and `sac_op`
+# x ops priced the no-save run at checkpoint + 9.0 ms (measured + 9.6 ms). Counting only
+# the skipped op time put every selective policy at 0.58-0.91 of measured (MLP, CNN, GPT,
+# BERT: docs/accuracy.md). So `trace` measures it on the model: the probe regions under
+# selective checkpointing with the default save list, paired with the same regions plainly
+# checkpointed, in real forward + backward steps (`_RegionSteps.reps` with a checkpointed
+# base; early stop off in both). Per repetition: (t_selective - t_checkpoint) / regions.
+# The cost model (memledger/replay/costs.py) solves that for a cost per kept op, over the
+# probe regions' own ops in the ledger. At most 5 repetitions, as the offload probe.
+def selective_probe(root: ProbeInput | None, clock, max_reps: int = 5,
+                    pair_ns: float | None = None) -> dict:
+    """{"region_ns": [...], "paths": [...], "save_ops": [...]}: what selective checkpointing
+    (the default save list) adds per probe region over plain checkpointing, per repetition
+    (Note [Selective probe in context]); {} when the model cannot be probed."""
+    if root is None:
+        return {}
+    from memledger.measure.apply import _checkpointed, _selective_context
+    from memledger.replay.policies import DEFAULT_SAVE_OPS
+
+    steps = _RegionSteps(root, clock)
+    n = len(steps.paths)
+    sel = _selective_context(DEFAULT_SAVE_OPS)
+    out: list[float] = []
+    try:
+        for ckpt, selective in steps.reps(
+                lambda inner, m: _checkpointed(inner, m, sel), pair_ns, max_reps,
+                base=lambda inner, m: _checkpointed(inner, m, None)):
+            out.append((selective[0] - ckpt[0]) / n)
+    except Exception:      # a model this probe cannot run: the op-time model serves
+        return {}
+    return {"region_ns": out, "paths": steps.paths, "save_ops": list(DEFAULT_SAVE_OPS)}
 
 
 # Note [Offload probe in context]

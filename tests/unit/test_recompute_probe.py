@@ -241,3 +241,23 @@ def test_offload_probe_counts_within_its_timed_steps():
     again = offload_probe(ProbeInput(net, (torch.randn(3, 4),)), time.thread_time_ns,
                           max_reps=2, pair_ns=1.0, saves=8)
     assert len(calls) == 8 and again["saves"] == 8 and again["storages"] == 4
+
+
+def test_selective_probe_pairs_selective_with_checkpointed_steps():
+    """Note [Selective probe in context]: per repetition, (selective - checkpointed step) /
+    regions, the regions named and the save list given; each repetition runs 2 checkpointed
+    and 2 selective steps (the first of each untimed); the model is left as it was."""
+    from memledger.replay.policies import DEFAULT_SAVE_OPS
+    from memledger.trace.timing import selective_probe
+
+    torch.manual_seed(0)
+    net = _Net()
+    calls = []
+    net.register_forward_pre_hook(lambda m, a: calls.append(1))
+    out = selective_probe(ProbeInput(net, (torch.randn(3, 4),)), time.thread_time_ns,
+                          max_reps=2, pair_ns=1.0)
+    assert len(out["region_ns"]) == 2 and len(calls) == 8
+    assert out["paths"] == ["blocks.0", "blocks.1", "blocks.2"]
+    assert out["save_ops"] == list(DEFAULT_SAVE_OPS)
+    assert all("forward" not in m.__dict__ for m in net.modules())
+    assert selective_probe(None, time.thread_time_ns) == {}

@@ -150,3 +150,33 @@ def test_replay_plan_and_the_time_model_never_import_torch():
                          "memledger.replay.solve, memledger.replay.calib_cache, "
                          "memledger.replay.timings, memledger.replay.block_options")
     assert "torch" not in heavy
+
+
+def test_selective_cost_per_kept_op_comes_from_the_models_own_probe():
+    """Note [Selective probe in context]. Two blocks of 10 events; every event has an op
+    time: 100 ns, but the two `addmm` of each block (events e0+4, e0+6) 30,000 ns each.
+    The trace's selective probe measured selective steps 10,000 ns per region over
+    checkpointed ones, with sac_op 1,000 ns. The op-time model says, per region (early
+    stop off: forward and re-run both the whole 10 events): 2 x 10 x 1,000 - 60,000 kept
+    = -40,000; so the 2 x 2 kept ops cost (2 x 10,000 + 2 x 40,000) / 4 = 25,000 ns each."""
+    ops = [["view", 100]] * 43                    # events 0..42 of the one step
+    for i in range(2):
+        e0 = 1 + 10 * i
+        ops[e0 + 1], ops[e0 + 9] = ["mul", 100], ["add", 100]   # the storages' own ops
+        ops[e0 + 4] = ops[e0 + 6] = ["addmm", 30_000]
+    probe = {"region_ns": [10_000], "paths": ["blocks.0", "blocks.1"], "save_ops": ["addmm"]}
+    led = blocks_ledger([100_000, 300_000], [150_000, 20_000],
+                        timing={"ops": ops, "sac_op_ns": [1_000], "selective_probe": probe})
+    prep = Prepared.from_ledger(led)
+    model, _ = cost_model(led, prep)
+    assert model.consts["median"].sac_keep == 25_000
+    # block 0 under selective, beside checkpoint: early stop re-runs its first 3 events,
+    # before either addmm (nothing kept to subtract); selective adds sac_op x (10 forward +
+    # 3 re-run events) + 2 kept ops x 25,000 = 63,000 ns
+    ckpt, sel = (model.price(replay(prep, parse_policy(p)))
+                 for p in ("checkpoint:blocks.0", "selective:blocks.0:save=addmm"))
+    assert (sel.seconds - ckpt.seconds) == pytest.approx(63_000e-9, rel=1e-9)
+    # without the probe a kept op costs nothing beyond its caching mode's sac_op
+    plain = blocks_ledger([100_000, 300_000], [150_000, 20_000],
+                          timing={"ops": ops, "sac_op_ns": [1_000]})
+    assert cost_model(plain, Prepared.from_ledger(plain))[0].consts["median"].sac_keep == 0
