@@ -13,6 +13,14 @@ from typing import Iterator
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+
+# Under pytest-xdist each worker's traced scripts get the cores / workers intra-op threads:
+# two workers each tracing with torch's default two threads ran four busy threads on a
+# 2-core box, and every test that waits on a script waited longer. Set before any fixture
+# keys the calibration cache on it (calib_cache.machine_key reads OMP_NUM_THREADS).
+if os.environ.get("PYTEST_XDIST_WORKER") and "OMP_NUM_THREADS" not in os.environ:
+    _workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    os.environ["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // _workers))
 EXAMPLES = ROOT / "examples"
 
 

@@ -9,7 +9,7 @@ prediction on every run. Per selected call in a warm step (steps after the first
 
     checkpoint   factor × fwd × share + call + saves × save
     selective    factor × fwd × share - kept + call + saves × save + sac_call
-                 + (ops + rerun) × sac_op
+                 + (ops + rerun) × sac_op + kept ops × sac_keep
     offload      saves × pack + Σ over its offloaded storages (file + bytes × per_byte) × s
 
 - fwd: the call's untraced forward (thread CPU time, module hooks; recompute re-runs
@@ -27,6 +27,10 @@ prediction on every run. Per selected call in a warm step (steps after the first
   calibration's when the ledger has none. Inside a real step a checkpointed call costs far
   more than in the calibration's isolated microbenchmark (tiny GPT: 0.6-1.5 ms per block
   against 84 us + 28 x 10 us): that missing part made every GPT policy 13-25 % low.
+- kept ops, sac_keep: the save-list ops of the call (each output cached in forward) and
+  what keeping one costs beyond its op time, solved from `trace`'s selective probe
+  (Note [Selective probe in context] in memledger/trace/timing.py; `_sac_keep`); 0
+  without a probe.
 - s: what this model's own offloaded step paid per priced byte, from `trace`'s offload
   probe (Note [Offload probe in context] in memledger/trace/timing.py): its measured added
   time, less its saves × pack, over the price of the storages it wrote; 1 without a probe

