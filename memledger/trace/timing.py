@@ -307,7 +307,6 @@ class StepTimers:
                 "ckpt_region_ns": self.probe.get("region_ns", []),
                 "ckpt_probe_saves": self.probe.get("saves_per_region", 0.0),
                 "ckpt_probe_regions": self.probe.get("regions", 0),
-                "probe_paths": self.probe.get("paths", []),
                 **({"selective_probe": self.selective} if self.selective else {}),
                 **({"offload_probe": self.offload} if self.offload else {}),
                 "modules": [[[p, int(ns)] for p, ns in self.modules.steps[i]] for i in kept],
@@ -533,7 +532,7 @@ def recompute_probe(root: ProbeInput | None, clock, max_reps: int = 15,
             region_ns.append((ckpt[0] - plain[0] - ckpt[2]) / n)
     except Exception:      # a model this probe cannot re-run: the calibration's value serves
         return {}
-    return {"factor": factor, "region_ns": region_ns, "regions": n, "paths": steps.paths,
+    return {"factor": factor, "region_ns": region_ns, "regions": n,
             "saves_per_region": saves / n}
 
 

@@ -222,16 +222,21 @@ def test_offload_probe_counts_the_stream_it_writes():
     assert offload_probe(None, time.thread_time_ns) == {}
 
 
+def _counted_net() -> tuple[_Net, list]:
+    """A seeded _Net and the list its calls append to."""
+    torch.manual_seed(0)
+    net, calls = _Net(), []
+    net.register_forward_pre_hook(lambda m, a: calls.append(1))
+    return net, calls
+
+
 def test_offload_probe_counts_within_its_timed_steps():
     """The stream is read off the Offloader's counters over the probe's own offloaded
     steps, not in a step of its own: with the pair's cost known, 1 counting step + 2
     repetitions x (2 plain + 2 offloaded) = 9 calls of the model, the same counts."""
     from memledger.trace.timing import offload_probe
 
-    torch.manual_seed(0)
-    net = _Net()
-    calls = []
-    net.register_forward_pre_hook(lambda m, a: calls.append(1))
+    net, calls = _counted_net()
     out = offload_probe(ProbeInput(net, (torch.randn(3, 4),)), time.thread_time_ns,
                         max_reps=2, pair_ns=1.0)
     assert len(calls) == 9
@@ -250,10 +255,7 @@ def test_selective_probe_pairs_selective_with_checkpointed_steps():
     from memledger.replay.policies import DEFAULT_SAVE_OPS
     from memledger.trace.timing import selective_probe
 
-    torch.manual_seed(0)
-    net = _Net()
-    calls = []
-    net.register_forward_pre_hook(lambda m, a: calls.append(1))
+    net, calls = _counted_net()
     out = selective_probe(ProbeInput(net, (torch.randn(3, 4),)), time.thread_time_ns,
                           max_reps=2, pair_ns=1.0)
     assert len(out["region_ns"]) == 2 and len(calls) == 8
