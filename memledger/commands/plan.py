@@ -61,12 +61,13 @@ def plan(
         print_json(report.to_json_dict())
     else:
         _render(report, budget, front)
-        from memledger.replay.predict import calibration_unsettled
+        from memledger.commands.predict import UNPROBED_LINE, unsettled_line
+        from memledger.replay.predict import calibration_unsettled, costs_probed
 
         if reason := calibration_unsettled(led):
-            from memledger.commands.predict import unsettled_line
-
             console.print(unsettled_line(reason), style="yellow")
+        if led.extra.get("timing") and not costs_probed(led):
+            console.print(UNPROBED_LINE, style="yellow")
     if not report.fits:
         raise CheckFailed(f"memledger: no candidate fits {budget} ({budget_bytes:,} bytes); the "
                           f"lowest predicted peak is {format_bytes(report.predicted_peak_bytes)}")

@@ -76,12 +76,19 @@ def _print_table(rep, name: str) -> None:
         console.print("+ms/step includes offload copies to "
                       f"{rep.offload_to} ({rep.copy_bytes_per_s / 2**20:.0f} MiB/s; "
                       "--json: transfer_s)", style="dim")
+    if rep.cost_source == "untraced" and not rep.costs_probed and rep.policies:
+        console.print(UNPROBED_LINE, style="yellow")
     if rep.cost_source == "traced" and not rep.untraced_step_time_s:
         console.print("added time from traced times, tracing overhead included (an upper "
                       "bound): the ledger has no untraced timings (traced with --no-timing, "
                       "by `check`, or --fake); trace again without --no-timing, or pass "
                       "--step-time with the untraced step time from `memledger measure ... "
                       "--policy none`", style="dim")
+
+
+UNPROBED_LINE = ("checkpoint, selective and offload costs from the machine's calibration, "
+                 "not this model's own: the script ended before trace's probes ran (they "
+                 "follow its timed steps); let it run 16 steps more than --steps")
 
 
 def unsettled_line(reason: str) -> str:

@@ -66,6 +66,9 @@ class PredictReport(BaseModel):
                              "constants came from")
     calibration_unsettled: str = Field("", description="why those constants are noise "
                                        "(measured on a busy machine), '' when they are not")
+    costs_probed: bool = Field(False, description="trace measured this model's own "
+                               "checkpoint, selective and offload costs (its probes); "
+                               "False: the machine's calibration priced them")
     policies: list[PolicyPrediction]
     time_model: str = Field("traced", description="'traced' (measured), or how a fake "
                             "ledger's time was modelled (FLOPs at a throughput)")
@@ -83,6 +86,18 @@ def cost_model(led: Ledger, prep: Prepared, step_time_s: float | None = None,
     if not params:
         where = "none"
     return CostModel(prep, params, bandwidth=bandwidth, step_time_s=step_time_s), where
+
+
+_PROBES = ("recompute_factor", "ckpt_region_ns", "sac_op_ns", "selective_probe",
+           "offload_probe")
+
+
+def costs_probed(led: Ledger) -> bool:
+    """Whether `trace`'s probes measured this model's own checkpoint, selective and offload
+    costs (memledger/trace/timing.py). They run after the timed steps: a script that ends
+    first leaves a timing record without them, and the calibration prices those costs."""
+    timing = [r for r in led.extra.get("timing", []) if r.get("device", led.device) == led.device]
+    return bool(timing) and any(timing[-1].get(k) for k in _PROBES)
 
 
 def calibration_unsettled(led: Ledger) -> str:
@@ -118,6 +133,7 @@ def predict(led: Ledger, policies: list[Policy], step_time_s: float | None = Non
                          copy_bytes_per_s=bw, offload_to=offload_to, calibration=where,
                          policies=out,
                          calibration_unsettled=calibration_unsettled(led),
+                         costs_probed=costs_probed(led),
                          cost_source="modelled" if time_model != "traced" else model.source,
                          time_model=time_model)
 

@@ -180,3 +180,13 @@ def test_selective_cost_per_kept_op_comes_from_the_models_own_probe():
     plain = blocks_ledger([100_000, 300_000], [150_000, 20_000],
                           timing={"ops": ops, "sac_op_ns": [1_000]})
     assert cost_model(plain, Prepared.from_ledger(plain))[0].consts["median"].sac_keep == 0
+
+
+def test_predict_says_whether_the_models_own_costs_were_probed():
+    """A script that ends after its timed steps leaves a timing record without the probes:
+    the calibration prices checkpoint, selective and offload, and predict says so."""
+    bare = blocks_ledger([100_000], [150_000])
+    assert predict(bare, [parse_policy("checkpoint:blocks.0")]).costs_probed is False
+    probed = blocks_ledger([100_000], [150_000], timing={
+        "ckpt_region_ns": [3_000], "ckpt_probe_saves": 2.0, "ckpt_probe_regions": 4})
+    assert predict(probed, [parse_policy("checkpoint:blocks.0")]).costs_probed is True
