@@ -228,9 +228,10 @@ class StepTimers:
     process settles: Note [Timed steps in a settled process]), then one under OpTimer. Call
     `on_step()` after each optimizer step; `done` once all is timed."""
 
-    def __init__(self, module_steps: int, device: str = "cpu") -> None:
+    def __init__(self, module_steps: int, device: str = "cpu", probes: bool = True) -> None:
         self.module_steps = module_steps
         self.device = device
+        self.probes = probes      # Note [No probes on several ranks]
         self.clock_name, self._clock = pick_clock()
         self.modules = ModuleTimer(self._clock)
         self.ops: OpTimer | None = None
@@ -257,6 +258,8 @@ class StepTimers:
         if self.ops is not None:          # the op-timed step just ended
             self.ops.__exit__(None, None, None)
             self.done = True
+            if not self.probes:
+                return
             self.sac_op = sac_probe(self.modules.root, len(self.ops.ops), self._clock)
             kept = [self.step_ns[i] for i in self.settled()]
             pair = 2 * statistics.median(kept) if kept else None
@@ -278,6 +281,14 @@ class StepTimers:
             self.ops.__enter__()
         self._n += 1
 
+    # Note [No probes on several ranks]
+    # Under torchrun every probe step is a forward and backward of the rank's model, with
+    # the collectives DDP and FSDP put there, and how many steps each probe runs depends on
+    # what that rank measured (its timed steps' length, a budget read off its own clock).
+    # Two ranks that disagree by one step would wait on each other's collectives until the
+    # launch's timeout killed them, losing the allocator's peaks of every rank. So on
+    # several ranks the allocator pass times its steps and probes nothing: the cost model
+    # uses the calibration's constants there (predict says so).
     def settled(self) -> list[int]:
         """Indices of the module-timed steps kept (Note [Timed steps in a settled process])."""
         return settled(self.step_faults)

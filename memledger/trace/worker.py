@@ -136,8 +136,10 @@ def _allocator_pass(args) -> int:
     cuda = CudaProbe() if torch.cuda.is_available() else None
     cpu = CpuProfilerProbe()
     # the last timing step runs under the op timer: not a plain step time
+    # one rank of several: no probes (Note [No probes on several ranks], timing.py)
     timers = StepTimers(module_steps=max(args.timing_steps - 1, 1),
-                        device="cuda:0" if cuda else "cpu")
+                        device="cuda:0" if cuda else "cpu",
+                        probes=int(os.environ.get("WORLD_SIZE", "1")) <= 1)
     state: dict = {"n": 0, "t": 0, "step_ns": [], "cuda": None, "probing": True,
                    "stopped": False}
 

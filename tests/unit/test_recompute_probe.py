@@ -263,3 +263,25 @@ def test_selective_probe_pairs_selective_with_checkpointed_steps():
     assert out["save_ops"] == list(DEFAULT_SAVE_OPS)
     assert all("forward" not in m.__dict__ for m in net.modules())
     assert selective_probe(None, time.thread_time_ns) == {}
+
+
+def test_no_probes_on_several_ranks(monkeypatch):
+    """Note [No probes on several ranks]: the op-timed step ends the timing and no probe
+    runs (a probe's step count may differ between ranks, and their collectives would
+    wait on each other)."""
+    from memledger.trace import timing
+
+    ran = []
+    for name in ("sac_probe", "recompute_probe", "selective_probe", "offload_probe"):
+        monkeypatch.setattr(timing, name, lambda *a, _n=name, **k: ran.append(_n) or {})
+    for probes, expected in ((False, []), (True, ["sac_probe", "recompute_probe",
+                                                   "selective_probe", "offload_probe"])):
+        ran.clear()
+        t = timing.StepTimers(module_steps=1, probes=probes)
+        t._faults = lambda: 0
+        try:
+            for _ in range(3):          # opens the module step, then the op step, then ends
+                t.on_step()
+            assert t.done and ran == expected
+        finally:
+            t.close()
