@@ -91,6 +91,12 @@ EXAMPLES = {
     "bert": ("tests/clients/train_hf.py", BERT_ARGS, [
         "checkpoint:bert.encoder.layer.*", "selective:bert.encoder.layer.*",
         "offload:bert.encoder.layer.*", "checkpoint:bert.encoder.layer.0"]),
+    # another: transformers LLaMA (RoPE, RMSNorm, SwiGLU, SDPA attention), 3 layers,
+    # the KV cache off (checkpointing refuses a block that writes it)
+    "llama": ("tests/clients/train_hf.py", ["--model", "llama", "--layers", "3", "--hidden",
+                                            "64", "--no-cache", "--batch-size", "4"], [
+        "checkpoint:model.layers.*", "selective:model.layers.*", "offload:model.layers.*",
+        "checkpoint:model.layers.*.mlp"]),
 }
 
 

@@ -13,11 +13,13 @@ H = 1000   # bytes saved inside each block (one storage)
 Y = 100    # bytes of each block's output
 
 
-def chain(L: int) -> tuple[Ledger, int]:
+def chain(L: int, late_mm: int = 0) -> tuple[Ledger, int]:
     """An L-block chain, one step. Block i runs forward on events [1+10i, 11+10i):
     it makes h_i (H bytes, saved by its own op) and its output y_i (Y bytes) on its last
     event; block i+1's first op saves y_i (a save record at the event before, Rule 5).
     Backward runs the blocks in reverse, 10 events each, unpacking h_i and y_{i-1}.
+    `late_mm` > 0: each block also makes a temporary of that many bytes by `mm` at
+    e0 + 6 (after its last save), freed at e0 + 7.
     Returns (ledger, last event before backward)."""
     recs = [{"k": "header", "schema": "memledger.ledger/1"},
             {"k": "phase", "ev": 0, "ph": "setup", "step": 1},
@@ -34,6 +36,12 @@ def chain(L: int) -> tuple[Ledger, int]:
                  {"k": "unpack", "sid": sid, "ev": u}, {"k": "fwdlast", "sid": sid, "last": e0 + 3}]
         frees.append({"k": "free", "sid": sid, "ev": u + 1, "last": u})
         sid += 1
+        if late_mm:
+            allocs.append({"k": "alloc", "sid": sid, "ev": e0 + 6, "bytes": late_mm,
+                           "dev": "cpu", "op": "mm.default", "mod": f"blocks.{i}",
+                           "ph": "forward", "step": 1})
+            frees.append({"k": "free", "sid": sid, "ev": e0 + 7, "last": e0 + 6})
+            sid += 1
         allocs.append({"k": "alloc", "sid": sid, "ev": e1 - 1, "bytes": Y, "dev": "cpu",
                        "op": "add.Tensor", "mod": f"blocks.{i}", "ph": "forward", "step": 1})
         if i < L - 1:   # saved by the next block's first op; unpacked in its backward
@@ -127,6 +135,21 @@ def test_selective_keeps_listed_ops():
                   rng_bytes=0, probe=before_bw)
     assert keep.at_probe["activation"] == L * H + (L - 1) * Y   # h is made by mul: kept
     assert drop.at_probe["activation"] == (L - 1) * Y
+
+
+def test_selective_holds_a_cached_output_past_the_early_stop_until_backward():
+    """Rule 7: a save-list output made after the region's last save is cached in forward
+    and never handed back (the recompute stops first), so the cache holds it until the
+    block's backward is done. Each block makes a 7-byte `mm` temporary after its last save;
+    before backward both blocks' copies are live under selective, neither without it."""
+    L, T = 2, 7
+    led, before_bw = chain(L, late_mm=T)
+    prep = Prepared.from_ledger(led)
+    sel = replay(prep, parse_policy("selective:blocks.*:save=mm"), rng_bytes=0,
+                 probe=before_bw)
+    ckpt = replay(prep, parse_policy("checkpoint:blocks.*"), rng_bytes=0, probe=before_bw)
+    assert sel.at_probe["temporary"] - ckpt.at_probe["temporary"] == L * T
+    assert sel.at_probe["activation"] == ckpt.at_probe["activation"] == (L - 1) * Y
 
 
 @pytest.fixture
