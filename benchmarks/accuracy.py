@@ -97,6 +97,10 @@ EXAMPLES = {
                                             "64", "--no-cache", "--batch-size", "4"], [
         "checkpoint:model.layers.*", "selective:model.layers.*", "offload:model.layers.*",
         "checkpoint:model.layers.*.mlp"]),
+    # torch's own nn.TransformerEncoder (pre-norm, nn.MultiheadAttention), AdamW + cosine
+    "encoder": ("tests/clients/train_torch_encoder.py", ["--batch-size", "8"], [
+        "checkpoint:encoder.layers.*", "selective:encoder.layers.*",
+        "offload:encoder.layers.*", "checkpoint:**.self_attn"]),
 }
 
 

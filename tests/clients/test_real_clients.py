@@ -101,3 +101,17 @@ def test_llama_without_the_kv_cache():
     _check(run, refused_kinds=set())
     for text, p in run.policies.items():    # as exact as on the bundled examples
         assert abs(p.predicted - p.measured) <= 3e-5 * p.measured, (text, p)
+
+
+def test_torch_transformer_encoder():
+    """torch's own `nn.TransformerEncoder` (pre-norm, `nn.MultiheadAttention`), AdamW with
+    a cosine schedule: whole layers and their attention alone, every peak within 512 B
+    (checkpoint reads 256 B over measured here; not yet explained)."""
+    blocks = "encoder.layers.*"
+    run = run_client("train_torch_encoder.py", ["--steps", "3"], [
+        f"checkpoint:{blocks}", f"selective:{blocks}", f"offload:{blocks}",
+        "checkpoint:encoder.layers.0+offload:encoder.layers.1", "checkpoint:**.self_attn",
+        "selective:**.self_attn"])
+    _check(run, refused_kinds=set())
+    for text, p in run.policies.items():
+        assert abs(p.predicted - p.measured) <= 512, (text, p)
