@@ -1,10 +1,12 @@
-"""Real clients: transformers GPT-2, Llama, a BERT masked LM and a peft LoRA fine-tune.
+"""Real clients: transformers GPT-2, Llama, a BERT masked LM, a peft LoRA fine-tune and
+torch's own nn.TransformerEncoder.
 
 Tiny configs built from config (2 layers, hidden 64, seq 32, batch 2; nothing downloaded),
 library defaults otherwise (GPT-2 and Llama keep `use_cache=True`). For each model and
 each of checkpoint / selective / offload / a combination over its blocks, either
 
-- the prediction is within 0.5 % of the measured allocator peak, or
+- the prediction is within 512 B of the measured allocator peak (the bundled examples'
+  claim: 12 B on the MLP, 32 B on the GPT, 512 B of kernel scratch on the CNN), or
 - predict refuses the policy before anything runs, with a one-line reason, and measure
   refuses it too (exit 2) before any recompute: GPT-2, Llama and the LoRA GPT-2 write their
   KV cache inside each block (Note [State written outside a region]).
@@ -50,8 +52,8 @@ def _check(run, refused_kinds: set[str]) -> None:
             assert recomputes and refused_kinds, f"{text} refused: {p.predict_refusal}"
             continue
         assert not (recomputes and refused_kinds), f"{text} should have been refused"
-        err = abs(p.predicted - p.measured) / p.measured
-        assert err <= 0.005, f"{text}: predicted {p.predicted:,}, measured {p.measured:,}"
+        assert abs(p.predicted - p.measured) <= 512, \
+            f"{text}: predicted {p.predicted:,}, measured {p.measured:,}"
 
 
 def test_gpt2_defaults():
@@ -84,6 +86,10 @@ def test_bert_under_autocast_with_accumulation():
     assert timing["ckpt_probe_regions"] == 2                  # bert.encoder.layer.0 and .1
     assert timing["recompute_factor"] and timing["ckpt_region_ns"] and timing["sac_op_ns"]
     assert timing["ckpt_probe_saves"] > 0
+    # and the selective probe (Note [Selective probe in context]) on the same regions
+    assert timing["selective_probe"]["paths"] == ["bert.encoder.layer.0",
+                                                   "bert.encoder.layer.1"]
+    assert len(timing["selective_probe"]["region_ns"]) >= 1
 
 
 def test_peft_lora_gpt2():
