@@ -11,7 +11,7 @@ each of checkpoint / selective / offload / a combination over its blocks, either
   refuses it too (exit 2) before any recompute: GPT-2, Llama and the LoRA GPT-2 write their
   KV cache inside each block (Note [State written outside a region]).
 
-And the ledger's peak is within 0.1 % of the allocator's. One test per model, so each model
+And the ledger's peak is within 512 B of the allocator's. One test per model, so each model
 is traced once even on several xdist workers. Skipped when transformers/peft are missing.
 The scripts run one step more than is traced (2), so the last traced step ends cleanly.
 """
@@ -40,7 +40,7 @@ def _policies(blocks: str) -> list[str]:
 
 
 def _check(run, refused_kinds: set[str]) -> None:
-    assert abs(run.ledger_peak - run.allocator_peak) <= 0.001 * run.allocator_peak, \
+    assert abs(run.ledger_peak - run.allocator_peak) <= 512, \
         f"ledger {run.ledger_peak:,} vs allocator {run.allocator_peak:,}"
     for text, p in run.policies.items():
         recomputes = text.startswith(("checkpoint", "selective"))
