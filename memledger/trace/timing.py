@@ -28,6 +28,7 @@ Both are written as one `timing` record:
      "ops": [[op, ns], ...],                             # one step, every op in call order
      "recompute_factor": [...], "ckpt_region_ns": [...],  # recompute_probe, per repetition
      "ckpt_probe_saves": 28.0, "ckpt_probe_regions": 4,
+     "selective_probe": {"region_ns": [...], "paths": ["blocks.0", ...], "save_ops": [...]},
      "offload_probe": {"added_ns": [...], "storages": 40, "bytes": 9437184, "saves": 112,
                        "where": "files in /tmp (ext4)"}}          # offload_probe, CPU only
 """
@@ -263,14 +264,11 @@ class StepTimers:
             self.sac_op = sac_probe(self.modules.root, len(self.ops.ops), self._clock)
             kept = [self.step_ns[i] for i in self.settled()]
             pair = 2 * statistics.median(kept) if kept else None
-            self.probe = recompute_probe(self.modules.root, self._clock, pair_ns=pair)
-            # the saves inside the regions were counted by the recompute probe: the same
-            # regions, the same plain step
-            saves = self.probe.get("saves_per_region", 0) * self.probe.get("regions", 0)
-            self.selective = selective_probe(self.modules.root, self._clock, pair_ns=pair)
-            self.offload = offload_probe(self.modules.root, self._clock, pair_ns=pair,
-                                         saves=round(saves) if self.probe else None) \
-                if self.device == "cpu" else {}
+            # one pass (Note [One pass for the probes]); offload on the CPU only
+            kinds = PROBE_KINDS if self.device == "cpu" else ("checkpoint", "selective")
+            got = context_probes(self.modules.root, self._clock, kinds, pair_ns=pair)
+            self.probe, self.selective = got["checkpoint"], got["selective"]
+            self.offload = got.get("offload", {})
             return
         self._t, self._f = self._clock(), self._faults()
         if self._more_module_steps():
@@ -447,7 +445,6 @@ class _RegionSteps:
         self.named = dict(root.module.named_modules())
         self.paths = probe_regions(root.module)
         self.acc = {"fwd": 0, "rerun": 0, "saves": 0, "depth": 0, "phase": "fwd"}
-        self.wrapped_runs = 0     # steps run with the policy's wrapper, timed or not
 
     def _timed(self, orig):
         acc, clock = self.acc, self.clock
@@ -473,7 +470,6 @@ class _RegionSteps:
 
         acc = self.acc
         acc.update(fwd=0, rerun=0, saves=0, phase="fwd")
-        self.wrapped_runs += wrap is not None
         self.root.module.zero_grad(set_to_none=True)   # fresh gradients, as training has
         for p in self.paths:
             m = self.named[p]
@@ -494,31 +490,139 @@ class _RegionSteps:
             for p in self.paths:
                 self.named[p].__dict__.pop("forward", None)
 
-    def reps(self, wrap, pair_ns: float | None, max_reps: int, turn: int = 2, base=None):
-        """Yield (plain, wrapped) runs, as many pairs as TIMING_BUDGET_NS allows
-        (`probe_reps`). Each mode runs `turn` steps in a row and the first is not timed (a
-        step right after a switch runs on an allocator shaped by the other mode, and a
-        policy's steps follow its own); the k-th timed plain step pairs with the k-th timed
-        wrapped one. `turn` 3 would cost 3 steps a pair instead of 4, but its pairs read
-        less than `turn` 2's (tiny GPT: 1.2-2.6 ms less added time per step, in each of 4
-        runs of benchmarks/probe_vs_training.py --probe-turn 2 3: docs/performance.md), so
-        the probes keep 2. The pair's cost sizes the repetitions: two timed training steps
-        when the caller knows them (a long step is not run twice more just to be measured);
-        else one of each mode after a warm-up (a process's first wrapped step pays for its
-        set-up). `base`: a wrapper for the "plain" side (the selective probe pairs
-        selective with checkpointed steps)."""
+    def cycles(self, modes: dict, reps: dict[str, int], turn: int = 2):
+        """Yield {mode: timed run} per repetition, the modes taking turns: each runs `turn`
+        steps in a row and the first is not timed (a step right after a switch runs on an
+        allocator shaped by the other mode, and a policy's steps follow its own); mode m
+        takes part in the first reps[m] repetitions. `turn` 3 would cost fewer steps per
+        repetition, but its pairs read less than `turn` 2's (tiny GPT: 1.2-2.6 ms less
+        added time per step, in each of 4 runs of benchmarks/probe_vs_training.py
+        --probe-turn 2 3: docs/performance.md), so the probes keep 2."""
+        k, done = max(turn - 1, 1), 0
+        while any(done < reps[m] for m in modes):
+            timed: dict[str, list] = {}
+            for m, wrap in list(modes.items()):
+                if done < reps[m]:
+                    runs = self._or_drop(modes, m, lambda: [self.run(wrap)
+                                                             for _ in range(k + 1)])
+                    if runs:
+                        timed[m] = runs[1:]
+            for i in range(k):
+                yield {m: runs[i] for m, runs in timed.items()}
+            done += k
+
+    def warm_up(self, modes: dict) -> None:
+        """One step of each mode (dropping a mode this model cannot run)."""
+        for m, wrap in list(modes.items()):
+            self._or_drop(modes, m, lambda: self.run(wrap))
+
+    def _or_drop(self, modes: dict, m: str, steps):
+        """steps(); a mode that raises (a model selective checkpointing cannot run) leaves
+        `modes`, and the others go on."""
+        try:
+            return steps()
+        except Exception:
+            del modes[m]
+            return None
+
+
+# Note [One pass for the probes]
+# The recompute, selective and offload probes each compare two kinds of training step:
+# plain and checkpointed, checkpointed and selective, plain and offloaded. Run one after
+# the other they cost 12 steps a repetition (4 each); run as one cycle of plain,
+# checkpointed, selective and offloaded turns the same comparisons cost 8, and every pair
+# is still two neighbouring turns of one process. `context_probes` runs that cycle; the
+# three probe functions below are it with one kind each (what the tests and benchmarks
+# call). Each kind keeps its own cap on repetitions (checkpoint 15, the others 5), all
+# sized by the same budget (`probe_reps`). The pair's cost sizes the repetitions: two
+# timed training steps when the caller knows them (a long step is not run twice more just
+# to be measured); else one step of each mode after a warm-up of each (a process's first
+# wrapped step pays for its set-up).
+PROBE_KINDS = ("checkpoint", "selective", "offload")
+MAX_REPS = {"checkpoint": 15, "selective": 5, "offload": 5}
+
+
+def context_probes(root: ProbeInput | None, clock, kinds=PROBE_KINDS,
+                   pair_ns: float | None = None, turn: int = 2,
+                   max_reps: dict | None = None, saves: int | None = None) -> dict[str, dict]:
+    """{kind: its probe's record} for `kinds` (Notes [Recompute probe in context],
+    [Selective probe in context], [Offload probe in context], [One pass for the probes]);
+    a kind the model cannot be probed for maps to {}. `saves`: the saves inside the
+    probe regions when something has counted them already (else an untimed plain step
+    with a counting hook counts them: the hook costs time)."""
+    out: dict[str, dict] = {k: {} for k in kinds}
+    if root is None:
+        return out
+    from memledger.measure.apply import _checkpointed, _offloaded, _selective_context
+    from memledger.measure.offload import Offloader, where_copies_go
+    from memledger.replay.policies import DEFAULT_SAVE_OPS
+
+    caps = {**MAX_REPS, **(max_reps or {})}
+    steps = _RegionSteps(root, clock)
+    n = len(steps.paths)
+    modes: dict = {}
+    if "checkpoint" in kinds or "offload" in kinds:
+        modes["plain"] = None
+    if "checkpoint" in kinds or "selective" in kinds:
+        modes["checkpoint"] = lambda inner, m: _checkpointed(inner, m, None)
+    if "selective" in kinds:
+        sel = _selective_context(DEFAULT_SAVE_OPS)
+        modes["selective"] = lambda inner, m: _checkpointed(inner, m, sel)
+    off, wraps = None, {"offload": 0}
+    if "offload" in kinds:
+        module = root.module
+        params = {p.untyped_storage().data_ptr() for p in module.parameters()}
+        params |= {b.untyped_storage().data_ptr() for b in module.buffers()}
+        off = Offloader(skip_storages=params)
+
+        def offloaded(inner, m):
+            wraps["offload"] += 1            # once per region per offloaded step
+            return _offloaded(inner, off)
+        modes["offload"] = offloaded
+    pairs: dict[str, list] = {k: [] for k in kinds}
+    try:
+        if saves is None and ("checkpoint" in kinds or "offload" in kinds):
+            saves = steps.run(counting=True)[3]
         if not pair_ns:
-            self.run(wrap)
-            pair_ns = self.run(base)[0] + self.run(wrap)[0]
-        left = probe_reps(pair_ns, max_reps)
-        while left > 0:
-            k = min(turn - 1, left)
-            self.run(base)
-            plain = [self.run(base) for _ in range(k)]
-            self.run(wrap)
-            wrapped = [self.run(wrap) for _ in range(k)]
-            yield from zip(plain, wrapped)
-            left -= k
+            steps.warm_up(modes)            # each mode's first step pays for its set-up
+            if len(modes) < 2:
+                return out
+            base, wrapped = list(modes)[:2]
+            pair_ns = steps.run(modes[base])[0] + steps.run(modes[wrapped])[0]
+        want = {k: probe_reps(pair_ns, caps[k]) for k in kinds}
+        reps = {"plain": max(want.get("checkpoint", 0), want.get("offload", 0)),
+                "checkpoint": max(want.get("checkpoint", 0), want.get("selective", 0)),
+                "selective": want.get("selective", 0), "offload": want.get("offload", 0)}
+        for timed in steps.cycles(modes, reps, turn):
+            for kind, (a, b) in (("checkpoint", ("plain", "checkpoint")),
+                                 ("selective", ("checkpoint", "selective")),
+                                 ("offload", ("plain", "offload"))):
+                if kind in kinds and a in timed and b in timed:
+                    pairs[kind].append((timed[a], timed[b]))
+    except Exception:      # a model these probes cannot run: the calibration serves
+        return {k: {} for k in kinds}
+    finally:
+        where = where_copies_go() if off is not None else ""
+        if off is not None:
+            off.close()
+    if pairs.get("checkpoint"):
+        out["checkpoint"] = {
+            "factor": [c[2] / max(p[1], 1) for p, c in pairs["checkpoint"]],
+            "region_ns": [(c[0] - p[0] - c[2]) / n for p, c in pairs["checkpoint"]],
+            "regions": n, "saves_per_region": saves / n}
+    if pairs.get("selective"):
+        out["selective"] = {"region_ns": [(s_[0] - c[0]) / n for c, s_ in pairs["selective"]],
+                            "paths": steps.paths, "save_ops": list(DEFAULT_SAVE_OPS)}
+    # one offloaded step's stream: every offloaded step writes the same storages, so the
+    # Offloader's counters over all of them (timed or not) divide evenly; counting them in
+    # a step of their own cost one more training step
+    if pairs.get("offload") and off.storages_out:
+        r = wraps["offload"] / n
+        out["offload"] = {"added_ns": [o[0] - p[0] for p, o in pairs["offload"]],
+                          "bytes": round(off.bytes_out / r),
+                          "storages": round(off.storages_out / r), "saves": saves,
+                          "where": where}
+    return out
 
 
 def recompute_probe(root: ProbeInput | None, clock, max_reps: int = 15,
@@ -527,24 +631,8 @@ def recompute_probe(root: ProbeInput | None, clock, max_reps: int = 15,
     what re-running this model's blocks inside backward costs, per repetition (Note
     [Recompute probe in context]); {} when the model cannot be probed. Gradients it leaves
     in `.grad` are never used: the pass ends after it."""
-    if root is None:
-        return {}
-    from memledger.measure.apply import _checkpointed
-
-    steps = _RegionSteps(root, clock)
-    n = len(steps.paths)
-    factor, region_ns = [], []
-    try:
-        # the counting hook costs time: the saves are counted in an untimed step
-        saves = steps.run(counting=True)[3]
-        for plain, ckpt in steps.reps(lambda inner, m: _checkpointed(inner, m, None), pair_ns,
-                                      max_reps, turn):
-            factor.append(ckpt[2] / max(plain[1], 1))
-            region_ns.append((ckpt[0] - plain[0] - ckpt[2]) / n)
-    except Exception:      # a model this probe cannot re-run: the calibration's value serves
-        return {}
-    return {"factor": factor, "region_ns": region_ns, "regions": n,
-            "saves_per_region": saves / n}
+    return context_probes(root, clock, ("checkpoint",), pair_ns, turn,
+                          {"checkpoint": max_reps})["checkpoint"]
 
 
 # Note [Selective probe in context]
@@ -558,8 +646,8 @@ def recompute_probe(root: ProbeInput | None, clock, max_reps: int = 15,
 # the skipped op time put every selective policy at 0.58-0.91 of measured (MLP, CNN, GPT,
 # BERT: docs/accuracy.md). So `trace` measures it on the model: the probe regions under
 # selective checkpointing with the default save list, paired with the same regions plainly
-# checkpointed, in real forward + backward steps (`_RegionSteps.reps` with a checkpointed
-# base; early stop off in both). Per repetition: (t_selective - t_checkpoint) / regions.
+# checkpointed, in real forward + backward steps (Note [One pass for the probes]; early
+# stop off in both). Per repetition: (t_selective - t_checkpoint) / regions.
 # The cost model (memledger/replay/costs.py) solves that for a cost per kept op, over the
 # probe regions' own ops in the ledger. At most 5 repetitions, as the offload probe.
 def selective_probe(root: ProbeInput | None, clock, max_reps: int = 5,
@@ -567,23 +655,8 @@ def selective_probe(root: ProbeInput | None, clock, max_reps: int = 5,
     """{"region_ns": [...], "paths": [...], "save_ops": [...]}: what selective checkpointing
     (the default save list) adds per probe region over plain checkpointing, per repetition
     (Note [Selective probe in context]); {} when the model cannot be probed."""
-    if root is None:
-        return {}
-    from memledger.measure.apply import _checkpointed, _selective_context
-    from memledger.replay.policies import DEFAULT_SAVE_OPS
-
-    steps = _RegionSteps(root, clock)
-    n = len(steps.paths)
-    sel = _selective_context(DEFAULT_SAVE_OPS)
-    out: list[float] = []
-    try:
-        for ckpt, selective in steps.reps(
-                lambda inner, m: _checkpointed(inner, m, sel), pair_ns, max_reps,
-                base=lambda inner, m: _checkpointed(inner, m, None)):
-            out.append((selective[0] - ckpt[0]) / n)
-    except Exception:      # a model this probe cannot run: the op-time model serves
-        return {}
-    return {"region_ns": out, "paths": steps.paths, "save_ops": list(DEFAULT_SAVE_OPS)}
+    return context_probes(root, clock, ("selective",), pair_ns,
+                          max_reps={"selective": max_reps})["selective"]
 
 
 # Note [Offload probe in context]
@@ -597,10 +670,10 @@ def selective_probe(root: ProbeInput | None, clock, max_reps: int = 5,
 # quiet: offload ratios 0.87-1.09 on the GPT, the CNN and a transformers BERT.
 # So `trace` measures offload as it measured checkpointing: the probe regions offloaded
 # with memledger's own Offloader (the folder `measure` writes to by default), in real
-# forward + backward steps, interleaved with plain ones (`_RegionSteps.reps`). Per
+# forward + backward steps, interleaved with plain ones (Note [One pass for the probes]). Per
 # repetition it records the added time; once, the storages and bytes written and the saves
 # packed. At most 5 repetitions: its readings spread less than the recompute probe's (2-10 %
-# on the tiny GPT) and each costs 4 training steps. The cost model
+# on the tiny GPT). The cost model
 # (memledger/replay/costs.py) scales the calibration's price of a storage (file + bytes x
 # per_byte) so that the probe's own stream costs what it measured.
 def offload_probe(root: ProbeInput | None, clock, max_reps: int = 5,
@@ -609,33 +682,5 @@ def offload_probe(root: ProbeInput | None, clock, max_reps: int = 5,
     step (Note [Offload probe in context]); {} when the model cannot be probed. `saves`: the
     saves inside the probe regions when the recompute probe has counted them already
     (else a plain step of its own counts them)."""
-    if root is None:
-        return {}
-    from memledger.measure.apply import _offloaded
-    from memledger.measure.offload import Offloader, where_copies_go
-
-    module = root.module
-    params = {p.untyped_storage().data_ptr() for p in module.parameters()}
-    params |= {b.untyped_storage().data_ptr() for b in module.buffers()}
-    off = Offloader(skip_storages=params)
-    steps = _RegionSteps(root, clock)
-    added: list[int] = []
-    try:
-        if saves is None:
-            saves = steps.run(counting=True)[3]
-        for plain, offloaded in steps.reps(lambda inner, m: _offloaded(inner, off), pair_ns,
-                                           max_reps):
-            added.append(offloaded[0] - plain[0])
-    except Exception:      # a model this probe cannot run: the calibration's price serves
-        return {}
-    finally:
-        where = where_copies_go()   # the folder measure writes to by default
-        off.close()
-    # one offloaded step's stream: every offloaded step writes the same storages, so the
-    # Offloader's counters over all of them (timed or not) divide evenly; counting them in
-    # a step of their own cost one more training step
-    runs = steps.wrapped_runs
-    if not runs or not off.storages_out:
-        return {}
-    return {"added_ns": added, "bytes": round(off.bytes_out / runs),
-            "storages": round(off.storages_out / runs), "saves": saves, "where": where}
+    return context_probes(root, clock, ("offload",), pair_ns,
+                          max_reps={"offload": max_reps}, saves=saves)["offload"]

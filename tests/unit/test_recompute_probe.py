@@ -272,10 +272,11 @@ def test_no_probes_on_several_ranks(monkeypatch):
     from memledger.trace import timing
 
     ran = []
-    for name in ("sac_probe", "recompute_probe", "selective_probe", "offload_probe"):
-        monkeypatch.setattr(timing, name, lambda *a, _n=name, **k: ran.append(_n) or {})
-    for probes, expected in ((False, []), (True, ["sac_probe", "recompute_probe",
-                                                   "selective_probe", "offload_probe"])):
+    monkeypatch.setattr(timing, "sac_probe", lambda *a, **k: ran.append("sac_probe") or [])
+    monkeypatch.setattr(timing, "context_probes",
+                        lambda root, clock, kinds, **k: ran.append(kinds) or
+                        {kind: {} for kind in kinds})
+    for probes, expected in ((False, []), (True, ["sac_probe", timing.PROBE_KINDS])):
         ran.clear()
         t = timing.StepTimers(module_steps=1, probes=probes)
         t._faults = lambda: 0
@@ -285,3 +286,35 @@ def test_no_probes_on_several_ranks(monkeypatch):
             assert t.done and ran == expected
         finally:
             t.close()
+
+
+def test_one_pass_for_the_probes(monkeypatch):
+    """Note [One pass for the probes]: plain, checkpointed, selective and offloaded turns in
+    one cycle. Caps 3, 2 and 2 repetitions: 1 counting step + 2 cycles of 4 modes x 2
+    steps + 1 cycle of plain and checkpointed x 2 = 21 calls (one probe after the other:
+    13 + 8 + 8 = 29), the same counts as the probes alone. A mode the model cannot run
+    leaves the cycle and the other probes still answer."""
+    from memledger.measure import apply
+    from memledger.trace.timing import context_probes
+
+    net, calls = _counted_net()
+    got = context_probes(ProbeInput(net, (torch.randn(3, 4),)), time.thread_time_ns,
+                         pair_ns=1.0, max_reps={"checkpoint": 3, "selective": 2,
+                                                "offload": 2})
+    assert len(calls) == 21
+    assert len(got["checkpoint"]["factor"]) == 3 and got["checkpoint"]["regions"] == 3
+    assert len(got["selective"]["region_ns"]) == 2
+    off = got["offload"]
+    assert (off["storages"], off["bytes"], off["saves"], len(off["added_ns"])) == (4, 192, 8, 2)
+
+    def broken(save_ops):
+        def context_fn():
+            raise RuntimeError("this model's ops cannot run under selective checkpointing")
+        return context_fn
+    monkeypatch.setattr(apply, "_selective_context", broken)
+    got = context_probes(ProbeInput(net, (torch.randn(3, 4),)), time.thread_time_ns,
+                         pair_ns=1.0, max_reps={"checkpoint": 2, "selective": 2,
+                                                "offload": 2})
+    assert got["selective"] == {}
+    assert len(got["checkpoint"]["factor"]) == 2 and got["offload"]["storages"] == 4
+    assert all("forward" not in m.__dict__ for m in net.modules())
