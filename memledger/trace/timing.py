@@ -384,7 +384,7 @@ def _first_tensor(out):
 # every region under memledger's checkpoint wrapper (early stop off, so the whole forward
 # re-runs), forward + backward of `output.sum()`; each region's inner forward is timed as
 # it runs, so the re-run inside backward is measured directly (as many repetitions as
-# ~2.5 s allows, 1 to 15: `probe_reps`; each mode runs twice and only its second step is
+# ~2.5 s allows, 1 to 8: `probe_reps`; each mode runs twice and only its second step is
 # timed, as the interleaved benchmark does: a step right after a switch is not a policy's
 # usual step):
 #     factor     = re-run / plain forward of the regions
@@ -535,13 +535,16 @@ class _RegionSteps:
 # selective one, its ratio read 1.19 on the tiny GPT and 1.33 on the CNN in one quiet run,
 # against 1.09-1.16 and 0.85-1.12 before). `context_probes` runs that cycle; the
 # three probe functions below are it with one kind each (what the tests and benchmarks
-# call). Each kind keeps its own cap on repetitions (checkpoint 15, the others 5), all
-# sized by the same budget (`probe_reps`). The pair's cost sizes the repetitions: two
+# call). Each kind keeps its own cap on repetitions (checkpoint 8, the others 5), all
+# sized by the same budget (`probe_reps`). Checkpoint's cap was 15 when it ran alone; in
+# the cycle its extra repetitions beyond the others' cost 4 steps each, and on the tiny GPT
+# (15 then) they were half the pass. Its readings per repetition spread 0.4-1.1 ms per
+# block quiet: the median of the first 8 of one trace's 15 was 0.709 ms, of all 15 0.713. The pair's cost sizes the repetitions: two
 # timed training steps when the caller knows them (a long step is not run twice more just
 # to be measured); else one step of each mode after a warm-up of each (a process's first
 # wrapped step pays for its set-up).
 PROBE_KINDS = ("checkpoint", "selective", "offload")
-MAX_REPS = {"checkpoint": 15, "selective": 5, "offload": 5}
+MAX_REPS = {"checkpoint": 8, "selective": 5, "offload": 5}
 
 
 def context_probes(root: ProbeInput | None, clock, kinds=PROBE_KINDS,
@@ -629,7 +632,7 @@ def context_probes(root: ProbeInput | None, clock, kinds=PROBE_KINDS,
     return out
 
 
-def recompute_probe(root: ProbeInput | None, clock, max_reps: int = 15,
+def recompute_probe(root: ProbeInput | None, clock, max_reps: int = 8,
                     pair_ns: float | None = None, turn: int = 2) -> dict:
     """{"factor": [...], "region_ns": [...], "saves_per_region": float, "regions": int}:
     what re-running this model's blocks inside backward costs, per repetition (Note
