@@ -121,3 +121,18 @@ def test_torch_transformer_encoder():
     _check(run, refused_kinds=set())
     for text, p in run.policies.items():
         assert abs(p.predicted - p.measured) <= 512, (text, p)
+
+
+def test_albert_one_layer_called_for_every_layer():
+    """transformers ALBERT: one layer's weights shared by all 3 layers, so one module is
+    called 3 times a step and each call is a region of its own. Peaks within 0.06 %: the
+    checkpointed ones read 816 B (selective 1,048 B) over the allocator here, offload 64 B,
+    the attention alone exact; the few hundred bytes are not yet explained."""
+    layer = "albert.encoder.albert_layer_groups.0.albert_layers.0"
+    run = run_client("train_hf.py", ["--model", "albert", *SHAPE, "--layers", "3"], [
+        f"checkpoint:{layer}", f"selective:{layer}", f"offload:{layer}",
+        "checkpoint:**.attention"])
+    assert abs(run.ledger_peak - run.allocator_peak) <= 512
+    for text, p in run.policies.items():
+        assert p.predicted is not None and p.measured is not None, (text, p)
+        assert abs(p.predicted - p.measured) <= 0.0006 * p.measured, (text, p)

@@ -18,6 +18,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")   # built from a config: nothing to
 import torch
 import transformers
 from transformers import (
+    AlbertConfig,
+    AlbertForMaskedLM,
     BertConfig,
     BertForMaskedLM,
     GPT2Config,
@@ -39,17 +41,22 @@ def build(name: str, layers: int, hidden: int, heads: int, vocab: int, seq: int)
                           num_key_value_heads=heads, intermediate_size=2 * hidden,
                           vocab_size=vocab, max_position_embeddings=seq)
         return LlamaForCausalLM(cfg)
+    if name == "albert":   # one layer's weights shared by every layer: called `layers` times
+        cfg = AlbertConfig(num_hidden_layers=layers, hidden_size=hidden, embedding_size=hidden,
+                           num_attention_heads=heads, intermediate_size=4 * hidden,
+                           vocab_size=vocab, max_position_embeddings=seq)
+        return AlbertForMaskedLM(cfg)
     if name == "bert":
         cfg = BertConfig(num_hidden_layers=layers, hidden_size=hidden, num_attention_heads=heads,
                          intermediate_size=4 * hidden, vocab_size=vocab,
                          max_position_embeddings=seq)
         return BertForMaskedLM(cfg)
-    raise SystemExit(f"unknown --model {name!r}: gpt2, llama or bert")
+    raise SystemExit(f"unknown --model {name!r}: gpt2, llama, bert or albert")
 
 
 def batch(name: str, gen: torch.Generator, bsz: int, seq: int, vocab: int) -> dict:
     ids = torch.randint(0, vocab, (bsz, seq), generator=gen)
-    if name != "bert":
+    if name not in ("bert", "albert"):
         return {"input_ids": ids, "labels": ids}
     labels = torch.where(torch.rand(bsz, seq, generator=gen) < 0.15, ids, -100)
     return {"input_ids": ids, "attention_mask": torch.ones_like(ids), "labels": labels}
@@ -57,7 +64,7 @@ def batch(name: str, gen: torch.Generator, bsz: int, seq: int, vocab: int) -> di
 
 def main() -> None:
     p = argparse.ArgumentParser()
-    p.add_argument("--model", default="gpt2", choices=["gpt2", "llama", "bert"])
+    p.add_argument("--model", default="gpt2", choices=["gpt2", "llama", "bert", "albert"])
     p.add_argument("--steps", type=int, default=5)
     p.add_argument("--layers", type=int, default=2)
     p.add_argument("--hidden", type=int, default=64)
