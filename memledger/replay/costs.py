@@ -170,6 +170,7 @@ class CostModel:
         self._op_known = ~np.isnan(op)
         self._op_cum = np.concatenate([[0.0], np.cumsum(np.where(self._op_known, op, 0.0))])
         self._known_cum = np.concatenate([[0], np.cumsum(self._op_known)])
+        self._kept_cum: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
         sel_probe = t.selective
         for i, w in enumerate(("median", "lo", "hi") if sel_probe else ()):
             keep = self._sac_keep(sel_probe, self.consts[w], i)
@@ -178,11 +179,15 @@ class CostModel:
     def _kept_ops(self, ev0: np.ndarray, ev1: np.ndarray, save_ops) -> tuple[np.ndarray,
                                                                               np.ndarray]:
         """(count, untraced op time) of the `save_ops` ops in each [ev0, ev1)."""
-        t = self.prep.timings
-        hit = np.isin(t.op_kind, list(save_ops))
-        cum_n = np.concatenate([[0], np.cumsum(hit)])
-        cum_ns = np.concatenate([[0.0], np.cumsum(np.where(hit & self._op_known, t.op_ns, 0.0))])
-        n = len(hit)
+        key = tuple(save_ops)
+        if key not in self._kept_cum:         # once per save list: plan prices many mixes
+            t = self.prep.timings
+            hit = np.isin(t.op_kind, list(save_ops))
+            self._kept_cum[key] = (
+                np.concatenate([[0], np.cumsum(hit)]),
+                np.concatenate([[0.0], np.cumsum(np.where(hit & self._op_known, t.op_ns, 0.0))]))
+        cum_n, cum_ns = self._kept_cum[key]
+        n = len(cum_n) - 1
         a, b = np.clip(ev0, 0, n), np.clip(ev1, 0, n)
         return cum_n[b] - cum_n[a], cum_ns[b] - cum_ns[a]
 

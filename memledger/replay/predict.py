@@ -20,6 +20,7 @@ from memledger.replay.fake_time import prepare
 from memledger.replay.engine import CPU_RNG_STATE_BYTES, Replayed, replay
 from memledger.replay.policies import Policy
 from memledger.replay.prepared import Prepared
+from memledger.replay.timings import timing_record
 
 PREDICT_SCHEMA = "memledger.predict/1"
 
@@ -96,8 +97,8 @@ def costs_probed(led: Ledger) -> bool:
     """Whether `trace`'s probes measured this model's own checkpoint, selective and offload
     costs (memledger/trace/timing.py). They run after the timed steps: a script that ends
     first leaves a timing record without them, and the calibration prices those costs."""
-    timing = [r for r in led.extra.get("timing", []) if r.get("device", led.device) == led.device]
-    return bool(timing) and any(timing[-1].get(k) for k in _PROBES)
+    record = timing_record(led)
+    return record is not None and any(record.get(k) for k in _PROBES)
 
 
 def calibration_unsettled(led: Ledger) -> str:

@@ -16,7 +16,7 @@ import pandas as pd
 from memledger.ledger.model import Ledger
 from memledger.ledger.schema import CATEGORIES
 from memledger.replay.stateful import held_sids, stateful_calls
-from memledger.replay.timings import Timings, match_timings
+from memledger.replay.timings import Timings, match_timings, timing_record
 
 CAT_INDEX = {c: i for i, c in enumerate(CATEGORIES)}
 ACTIVATION = CAT_INDEX["activation"]
@@ -103,8 +103,6 @@ class Prepared:
         untraced = meas.get("step_ns") or calib.get("step_ns") or []
         stateful = led.extra.get("stateful", [])   # Note [State written outside a region]
         st_mod, st_ev0, st_obj = stateful_calls(stateful)
-        timing = [r for r in led.extra.get("timing", [])
-                  if r.get("device", led.device) == led.device]
         return cls(
             n_events=n,
             nbytes=st["bytes"].to_numpy(dtype=np.int64),
@@ -146,7 +144,7 @@ class Prepared:
             stateful_mod=st_mod, stateful_ev0=st_ev0, stateful_obj=st_obj,
             saves=(st["saves"] if "saves" in st else pd.Series(np.zeros(len(st)))).to_numpy(
                 dtype=np.int64),
-            timings=match_timings(timing[-1] if timing else None, sc, led.steps, n,
+            timings=match_timings(timing_record(led), sc, led.steps, n,
                                   st["created"].to_numpy(dtype=np.int64),
                                   np.asarray(op_names, dtype=object)[op_code]),
             calibration=dict(calib.get("params") or {}),

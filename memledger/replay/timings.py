@@ -56,6 +56,19 @@ class Timings:
                    np.full(n_events, "", dtype=object), "")
 
 
+def band(samples) -> tuple[float, float, float]:
+    """(median, 10th, 90th percentile) of repeated readings: one preempted reading must not
+    set the band."""
+    return (float(np.median(samples)), float(np.percentile(samples, 10)),
+            float(np.percentile(samples, 90)))
+
+
+def timing_record(led) -> dict | None:
+    """The ledger's last `timing` record for its own device (None: none)."""
+    timing = [r for r in led.extra.get("timing", []) if r.get("device", led.device) == led.device]
+    return timing[-1] if timing else None
+
+
 def match_timings(record: dict | None, scopes: pd.DataFrame, steps: pd.DataFrame,
                   n_events: int, made_ev: np.ndarray | None = None,
                   made_op: np.ndarray | None = None) -> Timings:
@@ -74,21 +87,18 @@ def match_timings(record: dict | None, scopes: pd.DataFrame, steps: pd.DataFrame
     if reg:
         # 10th and 90th percentiles: one preempted repetition (7 ms among 1 ms ones, seen
         # at load 5) must not set the band
-        out.region_ns = (float(np.median(reg)), float(np.percentile(reg, 10)),
-                         float(np.percentile(reg, 90)))
+        out.region_ns = band(reg)
         out.probe_saves = float(record.get("ckpt_probe_saves") or 0.0)
     sel = record.get("selective_probe") or {}
     if sel.get("region_ns") and sel.get("paths"):
         a = sel["region_ns"]
-        out.selective = {"added": (float(np.median(a)), float(np.percentile(a, 10)),
-                                   float(np.percentile(a, 90))),
+        out.selective = {"added": band(a),
                          "paths": [str(x) for x in sel["paths"]],
                          "save_ops": [str(x) for x in sel.get("save_ops", [])]}
     off = record.get("offload_probe") or {}
     if off.get("added_ns") and off.get("storages"):
         a = off["added_ns"]
-        out.offload = {"added": (float(np.median(a)), float(np.percentile(a, 10)),
-                                 float(np.percentile(a, 90))),
+        out.offload = {"added": band(a),
                        **{k: off.get(k, 0) for k in ("storages", "bytes", "saves")},
                        "where": str(off.get("where", ""))}
     if record.get("step_ns"):
@@ -100,8 +110,7 @@ def match_timings(record: dict | None, scopes: pd.DataFrame, steps: pd.DataFrame
             k = seen.get(path, 0)
             seen[path] = k + 1
             per_key.setdefault((path, k), []).append(ns)
-    stats = {k: (float(np.median(v)), float(np.percentile(v, 10)), float(np.percentile(v, 90)))
-             for k, v in per_key.items()}
+    stats = {k: band(v) for k, v in per_key.items()}
     if len(scopes):
         order = scopes.assign(_i=np.arange(len(scopes))).sort_values(["step", "ev0"],
                                                                      kind="stable")
