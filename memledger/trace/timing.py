@@ -650,7 +650,8 @@ def recompute_probe(root: ProbeInput | None, clock, max_reps: int = 8,
 # interleaved training steps: selective with nothing saved +30.3 ms over plain, with the
 # default save list +25.8 ms: keeping the 24 outputs saved 4.5 ms, where the skipped ops
 # took 8.4 ms of op time in a one-thread ledger, and `sac_op` x ops priced the no-save
-# run at checkpoint + 9.0 ms (measured + 9.6 ms). Counting only
+# run at checkpoint + 9.0 ms (measured + 9.6 ms; scratch measurements, which
+# benchmarks/probes_vs_policies.py now repeats with the probe beside them). Counting only
 # the skipped op time put every selective policy at 0.58-0.91 of measured (MLP, CNN, GPT,
 # BERT: docs/accuracy.md). So `trace` measures it on the model: the probe regions under
 # selective checkpointing with the default save list, paired with the same regions plainly
