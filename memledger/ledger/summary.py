@@ -89,6 +89,9 @@ class Summary(_Model):
     fake: FakeRun | None = Field(None, description="fake runs only: target, stand-ins, FLOPs")
     compiled: bool = Field(False, description="the script runs torch.compile'd code: the "
                            "ledger is its eager run, `measured` the compiled run's allocator")
+    script_checkpointed: Optional[list[str]] = Field(
+        None, description="modules the script checkpoints itself (torch.utils.checkpoint): "
+        "policies that would nest with them are refused; absent when none")
     threads: int = Field(1, description="most Python threads alive at a step's end; tensors "
                                         "made by threads other than the traced one are not in "
                                         "the ledger (they are in the allocator's peak)")
@@ -137,6 +140,9 @@ def summarize(led: Ledger, top: int = 10) -> Summary:
         parameter_shards=_shards(led, pk.event),
         fake=fake_info(led),
         compiled=bool(led.extra.get("compiled")),
+        script_checkpointed=list(dict.fromkeys(
+            r.get("mod", "") for r in led.extra["script_ckpt"])) or None
+        if led.extra.get("script_ckpt") else None,
         threads=int((led.end or {}).get("threads", 1)),
     )
 

@@ -56,7 +56,10 @@ from torch.utils.checkpoint import (
 from memledger.errors import PolicyError
 from memledger.measure.offload import Offloader
 from memledger.replay.policies import Policy, PolicyKind, Region, resolve
+from memledger.replay.script_checkpoint import nested_checkpoint_message, offload_inside_message
 from memledger.replay.stateful import stateful_message
+from memledger.trace.script_checkpoint import checkpoint_pack_hook, find_checkpoint_call
+from memledger.trace.where import in_reentrant_checkpoint
 from memledger.trace.sharding import local_tensor
 from memledger.trace.outside_state import (
     argument_objects,
@@ -75,11 +78,15 @@ class PolicyHandle:
     regions: list[Region]
     modules: dict[str, nn.Module] = field(default_factory=dict)   # path -> wrapped module
     offloaders: list[Offloader] = field(default_factory=list)
+    hooks: list[Any] = field(default_factory=list)   # the nesting guards' pre-hooks
 
     def remove(self) -> None:
         for mod in self.modules.values():
             mod.__dict__.pop("forward", None)   # the class's forward again
         self.modules.clear()
+        for h in self.hooks:
+            h.remove()
+        self.hooks.clear()
         for o in self.offloaders:
             o.close()
         self.offloaders.clear()
@@ -112,17 +119,20 @@ def apply_policy(model: nn.Module, policy: Policy, offload_dir: str | None = Non
         mod = named[r.path]
         orig = mod.forward   # the bound class forward
         kind = r.part.kind
-        if kind is PolicyKind.CHECKPOINT:
-            wrapped = _checkpointed(orig, mod, None, (policy.text(), r.path))
-        elif kind is PolicyKind.SELECTIVE:
-            wrapped = _checkpointed(orig, mod, _selective_context(r.part.save_ops()),
-                                    (policy.text(), r.path))
+        if kind in (PolicyKind.CHECKPOINT, PolicyKind.SELECTIVE):
+            guard = _NestingGuard(policy.text(), r.path, named)
+            handle.hooks += [m.register_forward_pre_hook(guard.check_inner)
+                             for m in mod.modules() if m is not mod]
+            context = _selective_context(r.part.save_ops()) \
+                if kind is PolicyKind.SELECTIVE else None
+            wrapped = _checkpointed(orig, mod, context, (policy.text(), r.path), guard)
         elif kind is PolicyKind.OFFLOAD:
             key = r.part.min_bytes
             if key not in offloaders:
                 offloaders[key] = Offloader(min_bytes=key, skip_storages=params,
                                             directory=offload_dir)
-            wrapped = _offloaded(orig, offloaders[key])
+            wrapped = _offloaded(orig, offloaders[key],
+                                 _NestingGuard(policy.text(), r.path, named))
         else:  # pragma: no cover - resolve never yields NONE regions
             continue
         mod.forward = wrapped   # instance attribute shadows the class's forward
@@ -131,8 +141,56 @@ def apply_policy(model: nn.Module, policy: Policy, offload_dir: str | None = Non
     return handle
 
 
+class _NestingGuard:
+    """Refuses a region that would nest with a checkpoint of the script's own (Note [The
+    script's own checkpoint], memledger/replay/script_checkpoint.py): a checkpointed or
+    offloaded region that runs inside the script's checkpoint (met as the region is
+    entered), or a checkpointed region inside which one of the script's runs (met at a
+    submodule's call, under a checkpoint hook that is not the region's own)."""
+
+    def __init__(self, policy: str, path: str, named: dict[str, nn.Module]) -> None:
+        self.policy, self.path = policy, path
+        self.paths = {id(m): p for p, m in named.items()}
+        self.own: list[Any] = []   # the region's own checkpoint pack hook while it runs
+
+    def run(self, orig: Callable) -> Callable:
+        """`orig` as checkpoint runs it, the region's own pack hook noted meanwhile."""
+        @functools.wraps(orig)
+        def forward(*args: Any, **kwargs: Any) -> Any:
+            pack = checkpoint_pack_hook()
+            if pack is None:           # the re-run: nothing to guard
+                return orig(*args, **kwargs)
+            self.own.append(pack)
+            try:
+                return orig(*args, **kwargs)
+            finally:
+                self.own.pop()
+        return forward
+
+    def check_outer(self, message: Callable = nested_checkpoint_message) -> None:
+        """As the region is entered: does it run inside a checkpoint of the script's?"""
+        if checkpoint_pack_hook() is not None or \
+                (not torch.is_grad_enabled() and in_reentrant_checkpoint()):
+            self._refuse(message)
+
+    def check_inner(self, module: nn.Module, args: Any) -> None:
+        if not self.own:
+            return
+        pack = checkpoint_pack_hook()
+        if (pack is not None and pack is not self.own[-1]) or \
+                (not torch.is_grad_enabled() and in_reentrant_checkpoint()):
+            self._refuse(nested_checkpoint_message)
+
+    def _refuse(self, message: Callable) -> None:
+        call = find_checkpoint_call()
+        region = self.paths.get(id(call.module), "") if call and call.module is not None \
+            else ""
+        raise PolicyError(message(self.policy, self.path, region))
+
+
 def _checkpointed(orig: Callable, module: nn.Module, context_fn: Callable | None,
-                  where: tuple[str, str] = ("checkpoint", "")) -> Callable:
+                  where: tuple[str, str] = ("checkpoint", ""),
+                  guard: _NestingGuard | None = None) -> Callable:
     def contexts() -> tuple[Any, Any]:
         fwd, recompute = context_fn() if context_fn is not None else (
             contextlib.nullcontext(), contextlib.nullcontext())
@@ -142,11 +200,14 @@ def _checkpointed(orig: Callable, module: nn.Module, context_fn: Callable | None
 
     @functools.wraps(orig)
     def forward(*args: Any, **kwargs: Any) -> Any:
+        if guard is not None:
+            guard.check_outer()
         if not torch.is_grad_enabled():
             return orig(*args, **kwargs)
         before = _state_storages(args, kwargs)
-        out = checkpoint(orig, *args, use_reentrant=False, preserve_rng_state=True,
-                         context_fn=contexts, **kwargs)
+        out = checkpoint(guard.run(orig) if guard is not None else orig, *args,
+                         use_reentrant=False, preserve_rng_state=True, context_fn=contexts,
+                         **kwargs)
         _refuse_written_state(args, kwargs, before, *where)
         return out
     return forward
@@ -213,9 +274,12 @@ def _selective_context(save_ops: tuple[str, ...]) -> Callable:
     return functools.partial(create_selective_checkpoint_contexts, policy_fn)
 
 
-def _offloaded(orig: Callable, offloader: Offloader) -> Callable:
+def _offloaded(orig: Callable, offloader: Offloader,
+               guard: _NestingGuard | None = None) -> Callable:
     @functools.wraps(orig)
     def forward(*args: Any, **kwargs: Any) -> Any:
+        if guard is not None:
+            guard.check_outer(offload_inside_message)
         if not torch.is_grad_enabled():
             return orig(*args, **kwargs)
         with torch.autograd.graph.saved_tensors_hooks(offloader.pack, offloader.unpack):

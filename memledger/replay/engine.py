@@ -75,6 +75,7 @@ from memledger.ledger.schema import CATEGORIES
 from memledger.replay.calls import save_call, which_call
 from memledger.replay.policies import Policy, PolicyKind, resolve
 from memledger.replay.prepared import ACTIVATION, Prepared
+from memledger.replay.script_checkpoint import refuse_around_script_checkpoints
 from memledger.replay.stateful import refuse_recompute_of_stateful
 
 WORKSPACE = CATEGORIES.index("workspace")
@@ -490,6 +491,8 @@ def replay(prep: Prepared, policy: Policy, rng_bytes: int = CPU_RNG_STATE_BYTES,
         refuse_recompute_of_stateful(policy.text(), calls.mods, calls.ev0,
                                      _is_recomputed(calls.kind), prep.stateful_mod,
                                      prep.stateful_ev0, prep.stateful_obj)
+    refuse_around_script_checkpoints(policy.text(), calls.mods, _is_recomputed(calls.kind),
+                                     calls.kind == Kind.OFFLOAD, prep.script_ckpt)
     own = _owners(prep, calls)
     dropped, kept_cache = _checkpoint_drops(prep, calls, own, policy)
     off = _offloaded(prep, calls, own)

@@ -15,6 +15,7 @@ import pandas as pd
 
 from memledger.ledger.model import Ledger
 from memledger.ledger.schema import CATEGORIES
+from memledger.replay.script_checkpoint import script_checkpoints
 from memledger.replay.stateful import held_sids, stateful_calls
 from memledger.replay.timings import Timings, match_timings, timing_record
 
@@ -67,6 +68,8 @@ class Prepared:
     stateful_mod: np.ndarray = None   # object: module of each call that wrote outside state
     stateful_ev0: np.ndarray = None   # int64: that call's first event
     stateful_obj: np.ndarray = None   # object: the class of the object it wrote into
+    # modules the script checkpoints itself (Note [The script's own checkpoint])
+    script_ckpt: tuple[tuple[str, str], ...] = ()   # (region, first call under it)
     saves: np.ndarray = None  # int64 saves (packs) per storage
     timings: Timings = None   # untraced module and op times (memledger/replay/timings.py)
     calibration: dict = None  # the machine's cost constants recorded in the ledger ({}: none)
@@ -142,6 +145,7 @@ class Prepared:
             released=_released(led, st),
             **_call_args(led, st),
             stateful_mod=st_mod, stateful_ev0=st_ev0, stateful_obj=st_obj,
+            script_ckpt=script_checkpoints(led.extra.get("script_ckpt", [])),
             saves=(st["saves"] if "saves" in st else pd.Series(np.zeros(len(st)))).to_numpy(
                 dtype=np.int64),
             timings=match_timings(timing_record(led), sc, led.steps, n,

@@ -62,6 +62,13 @@ def _headline(s: Summary, source: str) -> list[Text]:
         lines.append(Text(f"Allocator peak {format_bytes(s.measured.peak_bytes)} "
                           f"({s.measured.source}): "
                           + agreement(s.measured.peak_bytes, pk.bytes), style="dim"))
+    if s.script_checkpointed:   # Note [The script's own checkpoint]
+        mods = s.script_checkpointed
+        named = ", ".join(m or "(the model)" for m in mods[:3]) + \
+            (f" and {len(mods) - 3} more" if len(mods) > 3 else "")
+        lines.append(Text(f"The script checkpoints {named} itself (torch.utils.checkpoint): "
+                          "checkpointing them, inside or around them, and offload inside them are "
+                          "refused", style="dim"))
     if s.threads > 1:  # the dispatch mode sees one thread: never claim the rest is explained
         lines.append(Text(f"Warning: {s.threads - 1} other Python thread(s) ran while tracing; "
                           "tensors they made are not in the ledger (the allocator's peak "

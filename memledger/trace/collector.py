@@ -64,6 +64,12 @@ from memledger.trace.outside_state import storage_key, written_state
 from memledger.trace.interrupts import redeliver
 from memledger.trace.steps import StepBoundary
 from memledger.trace.resize import StorageResizeWatch
+from memledger.trace.script_checkpoint import (
+    RECOMPUTE_HOOK,
+    SeenCalls,
+    checkpoint_pack_hook,
+    find_checkpoint_call,
+)
 from memledger.trace.sharding import _PLAIN, ShardingMixin, local_tensor
 
 _graph_task_id = torch._C._current_graph_task_id
@@ -164,6 +170,11 @@ class Collector(ShardingMixin, TorchDispatchMode):
         # saved storages something besides autograd still holds: sid -> [weakref, packs]
         self._held: dict[int, list] = {}
         self._bw_module = ""
+        # Note [The script's own checkpoint]: its calls met so far, and the open re-run's
+        # (pack hook, sid of its generator fork) while one runs
+        self._ckpt_seen = SeenCalls()
+        self._ckpt_calls = 0
+        self._fork: tuple[Any, int | None] = (None, None)
         self._handles: list[Any] = []
         self._saved_hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack)
         self._closed = False
@@ -260,6 +271,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
         self._lifting = func is _LIFT_FRESH
         if (_graph_task_id() != -1) != (self._phase == "backward"):
             self._switch_backward(ev)
+        if self._ckpt_calls and self._phase == "backward":
+            self._watch_recompute(ev)
         last = self._last
         for a in args:
             if isinstance(a, _Tensor):
@@ -320,7 +333,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
             sid = self._new_storage(t, st, ev, op, pre=False)
         self._last[sid] = ev
 
-    def _new_storage(self, t: torch.Tensor, st, ev: int, op: str, pre: bool) -> int:
+    def _new_storage(self, t: torch.Tensor, st, ev: int, op: str, pre: bool,
+                     mod: str | None = None) -> int:
         sid = self._next_sid
         self._next_sid = sid + 1
         key = st._cdata
@@ -335,7 +349,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
         self.sink.write({
             "k": "alloc", "sid": sid, "ev": 0 if pre else ev, "bytes": nbytes,
             "dev": dev, "dtype": dtype,
-            "shape": list(t.shape), "op": op, "mod": self._module_now(),
+            "shape": list(t.shape), "op": op, "mod": self._module_now() if mod is None else mod,
             "ph": "setup" if pre else phase, "step": self._step, **({"pre": True} if pre else {}),
         })
         if pre or phase == "setup" or phase == "other":
@@ -435,6 +449,50 @@ class Collector(ShardingMixin, TorchDispatchMode):
             elif self._phase == "forward":
                 self._set_phase("loss")
         self._mod_stack.append((path, self._ev, time.perf_counter_ns(), is_root))
+        if self._phase != "backward":
+            self._see_script_checkpoint(path)
+
+    # ---- the script's own checkpoint: Note [The script's own checkpoint] -------------------
+    def _see_script_checkpoint(self, path: str) -> None:
+        """At a module call: record a checkpoint call of the script's met for the first
+        time (its region, and the generator state it keeps)."""
+        pack = checkpoint_pack_hook()
+        if pack is None and torch.is_grad_enabled():
+            return                      # neither kind of checkpoint's forward
+        if pack is not None and not self._ckpt_seen.first_time(pack):
+            return
+        call = find_checkpoint_call()
+        if call is None or (pack is None and not self._ckpt_seen.first_time(call.key)):
+            return
+        region = self._paths.get(id(call.module), path) if call.module is not None else path
+        self._ckpt_calls += 1
+        self.sink.write({"k": "script_ckpt", "mod": region, "first": path, "ev": self._ev})
+        t = call.rng_state
+        if t is not None and t.untyped_storage()._cdata not in self._sids:
+            self._new_storage(t, t.untyped_storage(), self._ev, "get_rng_state", pre=False,
+                              mod=region)
+
+    def _watch_recompute(self, ev: int) -> None:
+        """In backward: the generator fork of a re-run, live while its ops run."""
+        pack = checkpoint_pack_hook(RECOMPUTE_HOOK)
+        open_pack, sid = self._fork
+        if pack is open_pack:
+            return
+        if sid is not None:
+            self.sink.write({"k": "free", "sid": sid, "ev": ev, "last": -1})
+        self._fork = (pack, None)
+        if pack is None:
+            return
+        call = find_checkpoint_call()
+        if call is not None and call.rng_state is not None:
+            sid = self._next_sid
+            self._next_sid = sid + 1
+            n = call.rng_state.untyped_storage().nbytes()
+            self.sink.write({"k": "alloc", "sid": sid, "ev": ev, "bytes": n, "dev": "cpu",
+                             "dtype": "uint8", "shape": [n], "op": "fork_rng",
+                             "mod": self._module_now(), "ph": "backward",
+                             "step": self._step})
+            self._fork = (pack, sid)
 
     def _module_post(self, module, args, output) -> None:
         if not self._mod_stack:
@@ -451,12 +509,15 @@ class Collector(ShardingMixin, TorchDispatchMode):
     def _call_begin(self, module, args) -> None:
         self._sid_marks.append(self._next_sid)   # storages made from here on: this call's
 
-    def _call_end(self, module, args, kwargs, output) -> None:
+    def _call_end(self, module, args, *kwargs_output) -> None:
         """Keyword inputs and state written outside the call (global pre-hooks get no
-        kwargs, so both are read when the call returns)."""
+        kwargs, so both are read when the call returns). When the forward raised (a
+        checkpoint's re-run stopping early raises on purpose), torch calls this hook
+        without kwargs: (module, args, output)."""
         first_new = self._sid_marks.pop() if self._sid_marks else self._next_sid
-        if not self._mod_stack:
+        if not self._mod_stack or len(kwargs_output) != 2:
             return
+        kwargs = kwargs_output[0]
         path, ev0, _, is_root = self._mod_stack[-1]
         # the model's keyword tensors (`model(input_ids=ids)`) are the batch too; a role
         # holds for the storage's whole life, so the moment does not matter

@@ -588,8 +588,10 @@ def context_probes(root: ProbeInput | None, clock, kinds=PROBE_KINDS,
         modes["selective"] = lambda inner, m: _checkpointed(inner, m, sel)
     pairs: dict[str, list] = {k: [] for k in kinds}
     try:
-        if saves is None and ("checkpoint" in kinds or "offload" in kinds):
+        if saves is None:
             saves = steps.run(counting=True)[3]
+        if not saves:   # nothing saved in the regions (the script checkpoints them itself:
+            return out  # Note [The script's own checkpoint]): nothing to re-run or offload
         if not pair_ns:
             steps.warm_up(modes)            # each mode's first step pays for its set-up
             if len(modes) < 2:

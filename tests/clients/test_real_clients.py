@@ -123,6 +123,36 @@ def test_torch_transformer_encoder():
         assert abs(p.predicted - p.measured) <= 512, (text, p)
 
 
+def test_gpt2_with_its_own_gradient_checkpointing():
+    """Note [The script's own checkpoint]: transformers' gradient_checkpointing_enable().
+    The ledger holds the generator states checkpoint keeps (it read 5,080 B under the
+    allocator before). Checkpoint and selective on the library's checkpointed layers, inside
+    them or around them are refused by predict and measure alike (selective over them kept
+    192,088 B more than predicted before); offload of the layers, whose forward alone the
+    library checkpoints, and of the model around them is predicted within 512 B, and
+    offload inside a layer is refused."""
+    blocks = "transformer.h.*"
+    refused = [f"checkpoint:{blocks}", f"selective:{blocks}", "checkpoint:transformer",
+               f"selective:{blocks}.mlp", f"checkpoint:transformer.h.0+offload:transformer.h.1",
+               f"offload:{blocks}.mlp"]
+    run = run_client("train_hf.py", ["--model", "gpt2", "--grad-ckpt", *SHAPE],
+                     [*refused, f"offload:{blocks}", "offload:transformer"])
+    assert abs(run.ledger_peak - run.allocator_peak) <= 512, \
+        f"ledger {run.ledger_peak:,} vs allocator {run.allocator_peak:,}"
+    rng = run.ledger.storages.query("op == 'get_rng_state'")
+    assert len(rng) == 2 * 2 and set(rng["bytes"]) == {5056}   # 2 layers x 2 steps
+    assert {r["mod"] for r in run.ledger.extra["script_ckpt"]} == \
+        {"transformer.h.0", "transformer.h.1"}
+    for text in refused:
+        p = run.policies[text]
+        assert p.predicted is None and p.measured is None, (text, p)
+        assert p.predict_refusal == p.measure_refusal and "\n" not in p.predict_refusal
+        assert "the script" in p.predict_refusal and "transformer.h.0" in p.predict_refusal
+    for text in (f"offload:{blocks}", "offload:transformer"):
+        p = run.policies[text]
+        assert abs(p.predicted - p.measured) <= 512, (text, p)
+
+
 def test_albert_one_layer_called_for_every_layer():
     """transformers ALBERT: one layer's weights shared by all 3 layers, so one module is
     called 3 times a step and each call is a region of its own. Peaks within 0.06 %: the

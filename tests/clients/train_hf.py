@@ -4,6 +4,7 @@
     memledger trace tests/clients/train_hf.py --steps 2 -o gpt2.ledger -- --model gpt2
     memledger predict gpt2.ledger --policy 'checkpoint:transformer.h.*'
     python tests/clients/train_hf.py --model bert --autocast bf16 --accum 2 --clip 1
+    python tests/clients/train_hf.py --model gpt2 --grad-ckpt
 
 Models (every setting left at the library's default but the sizes): `gpt2` (causal LM,
 dropout 0.1, KV cache on), `llama` (causal LM, RoPE, RMSNorm, SwiGLU, KV cache on), `bert`
@@ -77,12 +78,16 @@ def main() -> None:
     p.add_argument("--autocast", choices=["bf16"], help="forward under CPU torch.autocast")
     p.add_argument("--accum", type=int, default=1, help="micro-batches per optimizer step")
     p.add_argument("--clip", type=float, help="clip the gradients' norm to this")
+    p.add_argument("--grad-ckpt", action="store_true",
+                   help="model.gradient_checkpointing_enable(): the library's own checkpoint")
     args = p.parse_args()
 
     torch.manual_seed(0)
     model = build(args.model, args.layers, args.hidden, args.heads, args.vocab, args.seq)
     if args.no_cache:
         model.config.use_cache = False
+    if args.grad_ckpt:
+        model.gradient_checkpointing_enable()
     model.train()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     gen = torch.Generator().manual_seed(1234)

@@ -251,14 +251,15 @@ def test_offload_probe_counts_within_its_timed_steps():
 def test_selective_probe_pairs_selective_with_checkpointed_steps():
     """Note [Selective probe in context]: per repetition, (selective - checkpointed step) /
     regions, the regions named and the save list given; each repetition runs 2 checkpointed
-    and 2 selective steps (the first of each untimed); the model is left as it was."""
+    and 2 selective steps (the first of each untimed), after one plain step that counts the
+    regions' saves (none: nothing to probe); the model is left as it was."""
     from memledger.replay.policies import DEFAULT_SAVE_OPS
     from memledger.trace.timing import selective_probe
 
     net, calls = _counted_net()
     out = selective_probe(ProbeInput(net, (torch.randn(3, 4),)), time.thread_time_ns,
                           max_reps=2, pair_ns=1.0)
-    assert len(out["region_ns"]) == 2 and len(calls) == 8
+    assert len(out["region_ns"]) == 2 and len(calls) == 9
     assert out["paths"] == ["blocks.0", "blocks.1", "blocks.2"]
     assert out["save_ops"] == list(DEFAULT_SAVE_OPS)
     assert all("forward" not in m.__dict__ for m in net.modules())

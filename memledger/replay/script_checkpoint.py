@@ -1,0 +1,84 @@
+"""Regions the script checkpoints itself: never wrap them in a second policy. No torch.
+
+See Note [The script's own checkpoint] in memledger/trace/script_checkpoint.py: the trace
+writes a `script_ckpt` record per checkpoint call of the script's own (transformers'
+gradient_checkpointing_enable(), torch.utils.checkpoint in a forward): `mod`, the module it
+checkpoints; `first`, the first module call that ran under it (`mod` itself when the
+checkpoint wraps the module's call, its first child when it wraps only its forward, as
+transformers does); `ev`. Two rules, each a refusal with the fix in one line, the same from
+replay (before predicting anything) and from `measure` (while running):
+
+1. Checkpoint or selective on such a region, one inside it or one around it nests one
+   checkpoint in another. What that keeps is neither the replay's prediction nor the
+   script's intent: selective over GPT-2's own checkpointed layers kept 192,088 B more than
+   predicted.
+2. Offload of a module whose call runs inside the script's checkpoint puts offload's
+   saved-tensor hooks innermost: they take the saved tensors the checkpoint would have
+   dropped (measured 270,720 B under the prediction on tests/clients/train_checkpointed.py).
+   Offload of the region itself, when the checkpoint wraps only its forward, or of a module
+   around it, re-runs nothing and is predicted exactly.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from memledger.errors import PolicyError
+
+ScriptCheckpoint = tuple[str, str]   # (the module it checkpoints, the first call under it)
+
+
+def script_checkpoints(records: list[dict]) -> tuple[ScriptCheckpoint, ...]:
+    """Distinct (region, first call) pairs, in first-seen order."""
+    return tuple(dict.fromkeys((str(r.get("mod", "")), str(r.get("first", r.get("mod", ""))))
+                               for r in records))
+
+
+def _inside(path: str, region: str) -> bool:
+    return not region or path.startswith(region + ".")
+
+
+def nests(path: str, region: str) -> bool:
+    """Whether checkpointing `path` would nest with the script's checkpoint of `region`:
+    the same module, one inside it, or one around it ("" is the whole model)."""
+    return path == region or not path or _inside(path, region) or region.startswith(path + ".")
+
+
+def runs_inside(path: str, region: str, first: str) -> bool:
+    """Whether `path`'s own call runs under the script's checkpoint of `region`."""
+    return path == first or (path != region and _inside(path, region))
+
+
+def refuse_around_script_checkpoints(policy_text: str, mods: np.ndarray,
+                                     recompute: np.ndarray, offload: np.ndarray,
+                                     checkpoints: tuple[ScriptCheckpoint, ...]) -> None:
+    """Raise PolicyError if a selected call (modules `mods`; `recompute` and `offload`
+    masks over them) breaks rule 1 or 2 against the script's own checkpoints."""
+    if not checkpoints:
+        return
+    for mask, broken, message in ((recompute, nests, nested_checkpoint_message),
+                                  (offload, None, offload_inside_message)):
+        for path in dict.fromkeys(mods[mask].tolist()):
+            for region, first in checkpoints:
+                if (broken(path, region) if broken else runs_inside(path, region, first)):
+                    raise PolicyError(message(policy_text, path, region))
+
+
+_WHOSE = "(torch.utils.checkpoint, e.g. transformers' gradient_checkpointing_enable())"
+_FIX = "turn the script's checkpointing off to compare policies"
+
+
+def nested_checkpoint_message(policy_text: str, path: str, region: str) -> str:
+    """One line: which module, whose checkpoint, and the fix."""
+    where = "which the script already checkpoints" if path == region else \
+        f"and the script already checkpoints {region or 'the model'}"
+    return (f"{policy_text} would checkpoint {path or 'the model'}, {where} itself {_WHOSE}: "
+            f"one checkpoint would run inside the other; {_FIX}, or offload that module "
+            "instead")
+
+
+def offload_inside_message(policy_text: str, path: str, region: str) -> str:
+    """One line: which module, whose checkpoint it runs inside, and the fix."""
+    return (f"{policy_text} would offload {path}, which runs inside the script's own "
+            f"checkpoint of {region or 'the model'} {_WHOSE}: offload would take the saved "
+            f"tensors that checkpoint drops; {_FIX}, or offload a module around it")

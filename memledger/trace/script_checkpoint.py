@@ -1,0 +1,139 @@
+"""The script's own activation checkpointing, as the trace sees it.
+
+# Note [The script's own checkpoint]
+A script may checkpoint modules itself: transformers' `gradient_checkpointing_enable()`,
+`torch.utils.checkpoint.checkpoint(block, x)` in a forward. Two things follow.
+
+1. Bytes the dispatcher never sees. To re-run a region with the same random numbers,
+   checkpoint keeps the CPU generator's state (`torch.get_rng_state()`, 5,056 B, made in
+   C++ and never handed to an op) from the region's forward until its frame is freed after
+   its backward; and each re-run forks the generator (`torch.random.fork_rng`), one more
+   copy from the re-run's first op to its last. The allocator counts both. The collector
+   finds the first through the checkpoint call on the Python stack (the non-reentrant
+   generator's `fwd_cpu_state`, or the reentrant Function's `ctx.fwd_cpu_state`) and
+   records it as a storage (op `get_rng_state`), freed when torch frees it; the second it
+   records over the events that run under checkpoint's re-run hooks (op `fork_rng`).
+   Example: transformers GPT-2 (2 layers, hidden 64) with gradient_checkpointing_enable()
+   read 5,080 B under the allocator at its peak (in layer 0's re-run) before, 24 B after.
+2. A policy must not checkpoint such a region again, nor a region inside or around it: the
+   checkpoints nest, and what they keep is neither prediction (selective over GPT-2's own
+   checkpointed layers kept 192,088 B more than the replay, which sees nothing saved
+   there). The ledger writes a `script_ckpt` record (`mod`, `ev`) per checkpointed call;
+   replay, `measure` and the probes refuse checkpoint and selective there, with the fix in
+   one line. Offload stays: inside the script's checkpoint nothing reaches its hooks, and
+   the replay, which sees nothing saved there either, predicts that exactly.
+
+The region is the module the checkpointed function belongs to (a module, its bound
+method, or a `functools.partial` over either or over a function taking the module first,
+as transformers does); failing that, the module whose forward called checkpoint.
+Everything here reads torch's private frames, so each step falls back to nothing rather
+than fail: the ledger then misses the 5,056 B, as it did before.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+import weakref
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+_top_hooks = torch._C._autograd._top_saved_tensors_default_hooks
+_CHECKPOINT_FILE = os.path.join("utils", "checkpoint.py")
+_MODULE = "torch.utils.checkpoint"
+FORWARD_HOOK = "_checkpoint_hook.__init__.<locals>.pack_hook"
+RECOMPUTE_HOOK = "_recomputation_hook.__init__.<locals>.pack_hook"
+
+
+def checkpoint_pack_hook(qualname: str = FORWARD_HOOK):
+    """The innermost saved-tensors pack hook when it is torch's non-reentrant checkpoint's
+    (`FORWARD_HOOK`: a checkpointed forward; `RECOMPUTE_HOOK`: its re-run), else None."""
+    top = _top_hooks(False)
+    if top is None:
+        return None
+    pack = top[0]
+    if getattr(pack, "__module__", None) == _MODULE and \
+            getattr(pack, "__qualname__", None) == qualname:
+        return pack
+    return None
+
+
+@dataclass
+class CheckpointCall:
+    """The innermost torch.utils.checkpoint call on the Python stack."""
+
+    module: nn.Module | None          # what it checkpoints, if a module
+    rng_state: torch.Tensor | None    # the generator state it keeps for the re-run
+    key: object                       # one per call: weakly referenceable, dedups it
+
+
+def find_checkpoint_call() -> CheckpointCall | None:
+    """Walk the stack to torch's checkpoint frames (cost: one walk per checkpointed call)."""
+    f = sys._getframe(1)
+    caller_self = None
+    while f is not None:
+        code = f.f_code
+        if code.co_filename.endswith(_CHECKPOINT_FILE):
+            loc = f.f_locals
+            if code.co_name == "forward" and "run_function" in loc:   # reentrant Function
+                ctx = loc.get("ctx")
+                return CheckpointCall(module_of(loc["run_function"]),
+                                      _tensor(getattr(ctx, "fwd_cpu_state", None)), ctx)
+            if code.co_name == "recompute_fn":                          # a non-reentrant re-run
+                return CheckpointCall(None, _tensor(loc.get("fwd_cpu_state")), None)
+            if code.co_name == "checkpoint" and "function" in loc:      # non-reentrant
+                gen = loc.get("gen")
+                gen_locals = gen.gi_frame.f_locals if gen is not None and \
+                    gen.gi_frame is not None else {}
+                caller = f.f_back
+                if caller is not None:
+                    caller_self = caller.f_locals.get("self")
+                module = module_of(loc["function"])
+                if module is None and isinstance(caller_self, nn.Module):
+                    module = caller_self
+                return CheckpointCall(module, _tensor(gen_locals.get("fwd_cpu_state")), gen)
+        f = f.f_back
+    return None
+
+
+def module_of(fn) -> nn.Module | None:
+    """The module a checkpointed callable runs: the module, its bound method, or a partial
+    over either (or over a function whose first argument is the module)."""
+    for _ in range(4):   # partials of partials, bound methods of partials: a few levels
+        if isinstance(fn, nn.Module):
+            return fn
+        owner = getattr(fn, "__self__", None)
+        if isinstance(owner, nn.Module):
+            return owner
+        if isinstance(fn, functools.partial):
+            if fn.args and isinstance(fn.args[0], nn.Module):
+                return fn.args[0]
+            fn = fn.func
+            continue
+        return None
+    return None
+
+
+def _tensor(x) -> torch.Tensor | None:
+    return x if isinstance(x, torch.Tensor) else None
+
+
+class SeenCalls:
+    """Checkpoint calls already recorded, held weakly (a call's key dies with it)."""
+
+    def __init__(self) -> None:
+        self._seen: weakref.WeakSet = weakref.WeakSet()
+
+    def first_time(self, key: object) -> bool:
+        if key is None:
+            return True
+        try:
+            if key in self._seen:
+                return False
+            self._seen.add(key)
+        except TypeError:   # not weakly referenceable: counted every time it is met
+            return True
+        return True

@@ -1,0 +1,131 @@
+"""Note [The script's own checkpoint]: a script that checkpoints its blocks itself.
+
+tests/clients/train_checkpointed.py: 2 blocks of Linear(64, 256) -> GELU -> Linear(256, 64)
+-> Dropout, each through torch.utils.checkpoint.checkpoint(block, x) in the model's forward
+(non-reentrant, or `--reentrant`), batch 512 so that the peak falls in backward, where the
+generator states checkpoint keeps are live.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+import memledger
+from memledger.errors import PolicyError
+from memledger.replay.script_checkpoint import nests, runs_inside
+from memledger.trace.timing import ProbeInput, context_probes
+from tests.clients.harness import run_client
+
+RNG_BYTES = torch.get_rng_state().nbytes   # 5,056: the CPU generator's mt19937 state
+REFUSED = ["checkpoint:blocks.*", "checkpoint:blocks.*.fc1", "selective:blocks.0",
+           "offload:blocks.*", "checkpoint:head+offload:blocks.1.fc2"]
+ALLOWED = ["checkpoint:head", "offload:head"]
+
+
+@pytest.mark.parametrize("kind", ["non-reentrant", "reentrant"])
+def test_ledger_and_policies_of_a_script_that_checkpoints_its_blocks(kind):
+    """The ledger peak equals the allocator's to 512 B (the generator states are counted:
+    5,056 B each, made outside the dispatcher); every policy that would nest with the
+    script's checkpoint is refused by predict and measure in the same line, before
+    anything is predicted; the others are predicted within 512 B."""
+    argv = ["--batch-size", "512", *(["--reentrant"] if kind == "reentrant" else [])]
+    run = run_client("train_checkpointed.py", argv, REFUSED + ALLOWED)
+    assert abs(run.ledger_peak - run.allocator_peak) <= 512, \
+        f"ledger {run.ledger_peak:,} vs allocator {run.allocator_peak:,}"
+    for text in REFUSED:
+        p = run.policies[text]
+        assert p.predicted is None and p.measured is None, (text, p)
+        assert p.predict_refusal == p.measure_refusal and "\n" not in p.predict_refusal
+        assert "the script" in p.predict_refusal, p.predict_refusal
+    for text in ALLOWED:
+        p = run.policies[text]
+        assert abs(p.predicted - p.measured) <= 512, (text, p)
+
+
+class _Block(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+
+    def forward(self, x):
+        return torch.relu(self.fc(x))
+
+
+class _Net(nn.Module):
+    def __init__(self, reentrant: bool | None) -> None:
+        super().__init__()
+        self.blocks = nn.ModuleList([_Block(), _Block()])
+        self.reentrant = reentrant
+
+    def forward(self, x):
+        for b in self.blocks:
+            x = b(x) if self.reentrant is None else checkpoint(b, x,
+                                                               use_reentrant=self.reentrant)
+        return x
+
+
+@pytest.mark.parametrize("reentrant", [False, True])
+def test_the_ledger_records_each_checkpoint_call_and_its_generator_states(reentrant):
+    """One `script_ckpt` per checkpointed call, naming the block; one `get_rng_state`
+    storage per call (5,056 B, in that block, freed in backward); a non-reentrant re-run's
+    generator fork (`fork_rng`, 5,056 B) live in backward only (the reentrant kind's fork
+    is not seen: a known gap). A re-run that stops early raises inside the forward; torch
+    then calls the collector's call hooks without kwargs, which once raised a warning."""
+    net = _Net(reentrant)
+    x = torch.randn(4, 8, requires_grad=True)
+    with warnings.catch_warnings(record=True) as caught, memledger.trace() as led:
+        warnings.simplefilter("always")
+        net(x).sum().backward()
+    assert not [w for w in caught if "always_call" in str(w.message)]
+    calls = led.extra["script_ckpt"]
+    assert [(r["mod"], r["first"]) for r in calls] == [("blocks.0", "blocks.0"),
+                                                       ("blocks.1", "blocks.1")]
+    st = led.storages
+    rng = st[st["op"] == "get_rng_state"]
+    assert rng["module"].tolist() == ["blocks.0", "blocks.1"]
+    assert set(rng["bytes"]) == {RNG_BYTES} and (rng["freed"] <= len(led.curve())).all()
+    fork = st[st["op"] == "fork_rng"]
+    assert len(fork) == (0 if reentrant else 2)
+    assert set(fork["phase"]) <= {"backward"} and set(fork["bytes"]) <= {RNG_BYTES}
+
+
+def test_a_plain_model_has_no_script_checkpoint():
+    with memledger.trace() as led:
+        _Net(None)(torch.randn(4, 8, requires_grad=True)).sum().backward()
+    assert "script_ckpt" not in led.extra
+    assert not led.storages["op"].isin(["get_rng_state", "fork_rng"]).any()
+
+
+def test_nesting_rules():
+    """Rule 1 (checkpoint/selective): the region, inside it or around it. Rule 2 (offload):
+    only a call that runs under the script's checkpoint (the region too, when the checkpoint
+    wraps its call; not when it wraps only its forward, as transformers does)."""
+    assert nests("h.0", "h.0") and nests("h.0.mlp", "h.0") and nests("h", "h.0")
+    assert nests("", "h.0") and not nests("h.1", "h.0") and not nests("h.00", "h.0")
+    assert runs_inside("h.0", "h.0", "h.0") and not runs_inside("h.0", "h.0", "h.0.ln_1")
+    assert runs_inside("h.0.mlp", "h.0", "h.0.ln_1") and not runs_inside("h", "h.0", "h.0")
+
+
+def test_probes_skip_regions_the_script_checkpoints():
+    """Nothing is saved inside the regions (checkpoint holds it): no probe runs a second
+    checkpoint around the script's, and every kind answers {} (the calibration prices it)."""
+    net = _Net(False)
+    out = context_probes(ProbeInput(net, (torch.randn(4, 8, requires_grad=True),)),
+                         __import__("time").perf_counter_ns, pair_ns=1.0)
+    assert out == {"checkpoint": {}, "selective": {}, "offload": {}}
+
+
+def test_apply_policy_refuses_while_running():
+    """`measure`'s side: the refusal comes from the first forward, before any recompute."""
+    from memledger.measure.apply import apply_policy
+    from memledger.replay.policies import parse_policy
+
+    for text in ("checkpoint:blocks.0", "offload:blocks.1"):
+        net = _Net(False)
+        with apply_policy(net, parse_policy(text)), pytest.raises(PolicyError, match="script"):
+            net(torch.randn(4, 8, requires_grad=True))
