@@ -31,7 +31,10 @@ that stored storages it made into an object it was handed, e.g. a KV cache: `mod
 `released` (`sid`, `ev`: the first event at which only autograd held a saved storage, -1 if
 the script still held it at backward; Note [When a saved storage is released] in
 trace/collector.py) and `args` (`mod`, `ev0`, `sids`: the storages a module call was handed,
-parameters and buffers left out; checkpoint holds them until the call's backward).
+parameters and buffers left out; checkpoint holds them until the call's backward) and
+`script_ckpt` (`mod`, `first`, `ev`: a checkpoint call of the script's own, the module it
+checkpoints and the first module call under it; Note [The script's own checkpoint] in
+trace/script_checkpoint.py).
 
 `memledger doctor -o` appends a `doctor` record (schema memledger.doctor/1, steps) and one
 `finding` record per finding (check, severity, message, evidence, where), read with

@@ -18,10 +18,11 @@ A script may checkpoint modules itself: transformers' `gradient_checkpointing_en
 2. A policy must not checkpoint such a region again, nor a region inside or around it: the
    checkpoints nest, and what they keep is neither prediction (selective over GPT-2's own
    checkpointed layers kept 192,088 B more than the replay, which sees nothing saved
-   there). The ledger writes a `script_ckpt` record (`mod`, `ev`) per checkpointed call;
-   replay, `measure` and the probes refuse checkpoint and selective there, with the fix in
-   one line. Offload stays: inside the script's checkpoint nothing reaches its hooks, and
-   the replay, which sees nothing saved there either, predicts that exactly.
+   there). Nor may it offload a module whose call runs inside the script's checkpoint:
+   offload's hooks, innermost, take the saved tensors the checkpoint drops. The ledger
+   writes a `script_ckpt` record (`mod`, `first`, `ev`) per checkpointed call; replay,
+   `measure` and the probes refuse those policies, with the fix in one line
+   (memledger/replay/script_checkpoint.py has the rules).
 
 The region is the module the checkpointed function belongs to (a module, its bound
 method, or a `functools.partial` over either or over a function taking the module first,
