@@ -98,6 +98,27 @@ def test_peft_lora_gpt2():
     _check(run, refused_kinds={"checkpoint", "selective"})
 
 
+def test_peft_lora_gpt2_with_gradient_checkpointing():
+    """The usual peft recipe: the base model's gradient checkpointing with
+    enable_input_require_grads(). Ledger within 512 B; checkpoint of the layers refused
+    (the library checkpoints them), offload of them within 512 B, offload inside them
+    refused, checkpoint of the head exact."""
+    pytest.importorskip("peft")
+    b = "base_model.model.transformer.h.*"
+    run = run_client("train_lora.py", [*SHAPE, "--grad-ckpt"], [
+        f"checkpoint:{b}", f"offload:{b}.attn", f"offload:{b}",
+        "checkpoint:base_model.model.lm_head"])
+    assert abs(run.ledger_peak - run.allocator_peak) <= 512
+    assert run.summary.script_checkpointed == ["base_model.model.transformer.h.0",
+                                               "base_model.model.transformer.h.1"]
+    for text in (f"checkpoint:{b}", f"offload:{b}.attn"):
+        p = run.policies[text]
+        assert p.predicted is None and p.predict_refusal == p.measure_refusal, (text, p)
+    for text in (f"offload:{b}", "checkpoint:base_model.model.lm_head"):
+        p = run.policies[text]
+        assert abs(p.predicted - p.measured) <= 512, (text, p)
+
+
 def test_llama_without_the_kv_cache():
     """Checkpointed, its blocks run: selective keeps each layer's last `mm` (`down_proj`,
     past the recompute's early stop) until the layer's backward (engine.py Rule 7); before

@@ -33,12 +33,18 @@ def main() -> None:
     p.add_argument("--no-cache", action="store_true",
                    help="use_cache=False (the library's default is True, even in training)")
     p.add_argument("--rank", type=int, default=8)
+    p.add_argument("--grad-ckpt", action="store_true",
+                   help="the usual peft recipe: the base model's gradient checkpointing, with "
+                        "enable_input_require_grads()")
     args = p.parse_args()
 
     torch.manual_seed(0)
     base = GPT2LMHeadModel(GPT2Config(n_layer=args.layers, n_embd=args.hidden,
                                       n_head=args.heads, vocab_size=args.vocab,
                                       n_positions=args.seq, use_cache=not args.no_cache))
+    if args.grad_ckpt:
+        base.gradient_checkpointing_enable()
+        base.enable_input_require_grads()
     model = get_peft_model(base, LoraConfig(r=args.rank, lora_alpha=16, lora_dropout=0.05,
                                             target_modules=["c_attn"], task_type="CAUSAL_LM"))
     model.train()
