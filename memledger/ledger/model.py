@@ -135,6 +135,40 @@ class Ledger:
         # float64 sums are exact below 2**53 bytes (8 PiB)
         return np.rint(np.cumsum(delta[:n])).astype(np.int64)
 
+    def kernel_scratch(self) -> tuple[np.ndarray, np.ndarray]:
+        """(event, bytes) of kernel scratch on the ledger's device: the k-th call of an op in
+        the allocator pass is the k-th event that op created storages at in the ledger
+        (memledger/trace/allocator.py, Note [Kernel scratch]). An op whose call counts differ
+        is skipped (the runs diverged)."""
+        none = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        recs = [r for r in self.extra.get("opscratch", [])
+                if r.get("device", "cpu") == self.device]
+        if not recs:
+            return none
+        st = self.on_device()
+        packet = st["op"].astype(str).str.split(".").str[0].to_numpy()
+        created = st["created"].to_numpy(dtype=np.int64)
+        evs, sizes = [], []
+        for op, per_call in recs[-1].get("ops", {}).items():
+            ev = np.unique(created[packet == op])
+            if not len(ev) or len(ev) != len(per_call):
+                continue
+            b = np.asarray(per_call, dtype=np.int64)
+            evs.append(ev[b > 0])
+            sizes.append(b[b > 0])
+        return (np.concatenate(evs), np.concatenate(sizes)) if evs else none
+
+    def peak_with_scratch(self) -> int:
+        """The ledger's peak with the kernel scratch the allocator pass measured per op."""
+        curve = self.curve()
+        if not len(curve):
+            return 0
+        ev, b = self.kernel_scratch()
+        if len(ev):
+            curve = curve.copy()
+            np.add.at(curve, np.minimum(ev, len(curve) - 1), b)
+        return int(curve.max())
+
     def curve_by_category(self) -> pd.DataFrame:
         """Live bytes per category after each event: one column per category."""
         rows = self.on_device()

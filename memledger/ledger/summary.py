@@ -41,6 +41,10 @@ class Measured(_Model):
     source: str = Field(description="'cpu-profiler', 'cuda-allocator' or 'none'")
     collective_at_peak_bytes: Optional[int] = Field(None, description="of peak_bytes: the collectives' own "
                                           "buffers (gloo), which no ledger sees (distributed)")
+    ledger_with_scratch_bytes: Optional[int] = Field(
+        None, description="the ledger's peak with the kernel scratch the allocator pass "
+        "measured op by op (memory a kernel takes inside itself, e.g. CPU bf16 GEMM packing); "
+        "absent when no op had any")
 
 
 class TensorRow(_Model):
@@ -127,7 +131,8 @@ def summarize(led: Ledger, top: int = 10) -> Summary:
                                 by_module={str(k): int(v) for k, v in by_mod.items()},
                                 by_block=dict(sorted(by_block.items(), key=lambda kv: -kv[1]))),
         measured=Measured(peak_bytes=int(meas["peak_bytes"]), source=str(meas["source"]),
-                          collective_at_peak_bytes=meas.get("collective_at_peak_bytes")),
+                          collective_at_peak_bytes=meas.get("collective_at_peak_bytes"),
+                          ledger_with_scratch_bytes=_with_scratch(led, pk.bytes)),
         resident=led.resident_at_end(),
         top_tensors=[TensorRow(bytes=int(r.bytes), category=r.category, module=r.module,
                                shape=r.shape, dtype=r.dtype, op=r.op, name=r.name)
@@ -145,6 +150,12 @@ def summarize(led: Ledger, top: int = 10) -> Summary:
         if led.extra.get("script_ckpt") else None,
         threads=int((led.end or {}).get("threads", 1)),
     )
+
+
+def _with_scratch(led: Ledger, peak: int) -> int | None:
+    """The ledger's peak with measured kernel scratch; None when that adds nothing."""
+    with_scratch = led.peak_with_scratch()
+    return with_scratch if with_scratch > peak else None
 
 
 def _shards(led: Ledger, ev: int) -> dict[str, int]:

@@ -95,7 +95,7 @@ class Prepared:
         meas = led.measured or {}
         calib = (led.extra.get("calibration") or [{}])[-1]
         op_code, op_names = pd.factorize(st["op"].astype(str).str.split(".").str[0])
-        scratch_ev, scratch_b = _scratch(led, st, op_code, op_names)
+        scratch_ev, scratch_b = led.kernel_scratch()
         curve = led.curve()
         if len(scratch_ev) and len(curve):
             curve = curve.copy()
@@ -226,32 +226,6 @@ def _arg_end(scopes: pd.DataFrame, n: int, created: np.ndarray,
         best = np.where(after, cur, best)
         cur = np.where(after, parent[np.maximum(cur, 0)], -1)
     return np.where(best >= 0, e1[np.maximum(best, 0)], 0)
-
-
-def _scratch(led: Ledger, st: pd.DataFrame, op_code: np.ndarray,
-             op_names) -> tuple[np.ndarray, np.ndarray]:
-    """(event, bytes) of kernel scratch: the k-th call of an op in the allocator pass is the
-    k-th event that op created storages at in the ledger (memledger/trace/allocator.py,
-    Note [Kernel scratch]). An op whose call counts differ is skipped (the runs diverged)."""
-    recs = [r for r in led.extra.get("opscratch", []) if r.get("device", "cpu") == led.device]
-    if not recs:
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    names = {n: i for i, n in enumerate(op_names)}
-    created = st["created"].to_numpy(dtype=np.int64)
-    evs, sizes = [], []
-    for op, per_call in recs[-1].get("ops", {}).items():
-        code = names.get(op)
-        if code is None:
-            continue
-        ev = np.unique(created[op_code == code])
-        if len(ev) != len(per_call):
-            continue
-        b = np.asarray(per_call, dtype=np.int64)
-        evs.append(ev[b > 0])
-        sizes.append(b[b > 0])
-    if not evs:
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    return np.concatenate(evs), np.concatenate(sizes)
 
 
 def _released(led: Ledger, st: pd.DataFrame) -> np.ndarray:

@@ -61,7 +61,8 @@ def _headline(s: Summary, source: str) -> list[Text]:
     elif s.measured.source != "none":
         lines.append(Text(f"Allocator peak {format_bytes(s.measured.peak_bytes)} "
                           f"({s.measured.source}): "
-                          + agreement(s.measured.peak_bytes, pk.bytes), style="dim"))
+                          + agreement(s.measured.peak_bytes, pk.bytes)
+                          + scratch_clause(s.measured), style="dim"))
     if s.script_checkpointed:   # Note [The script's own checkpoint]
         mods = s.script_checkpointed
         named = ", ".join(m or "(the model)" for m in mods[:3]) + \
@@ -88,6 +89,18 @@ def compiled_line(ledger_peak: int, compiled_peak: int) -> Text:
 
 def _where(module: str) -> str:
     return "the script (outside any module)" if not module else module
+
+
+def scratch_clause(m) -> str:
+    """What the kernels' own scratch (measured op by op) adds to the agreement: the
+    dispatcher never sees it, the allocator does (Note [Kernel scratch])."""
+    with_scratch = m.ledger_with_scratch_bytes
+    if not with_scratch or m.peak_bytes <= 0:
+        return ""
+    rest = m.peak_bytes - with_scratch
+    tail = "explains every byte" if rest == 0 else \
+        agreement(m.peak_bytes, with_scratch).removeprefix("the ledger ")
+    return f"; with the scratch kernels took inside ops (measured op by op), it {tail}"
 
 
 def agreement(measured: int, ledger: int) -> str:

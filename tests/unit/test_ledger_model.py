@@ -180,3 +180,26 @@ def test_a_ledger_file_is_plain_pandas_json_lines(tmp_path):
     assert len(raw) == len(RECORDS)
     assert raw.loc[raw["k"] == "alloc", "bytes"].astype(int).tolist() == [1000, 10, 200, 30,
                                                                            1000, 2000]
+
+
+def test_kernel_scratch_explains_what_no_tensor_does():
+    """Note [Kernel scratch]: the allocator pass measured mm's scratch per call (the k-th
+    call is the k-th event mm made storages at: events 2 and 6). 1,806 B inside the second
+    (backward) brings the curve there to 2,210 + 1,806 = 4,016 B, the allocator's peak, which
+    the tensors alone (peak 4,010 B) fall 6 B short of. A record whose call count differs
+    from the ledger's (the runs diverged) is left out."""
+    from memledger.report.terminal import scratch_clause
+
+    led = Ledger.from_records(RECORDS + [
+        {"k": "opscratch", "device": "cpu", "ops": {"mm": [0, 1806]}}])
+    ev, b = led.kernel_scratch()
+    assert ev.tolist() == [6] and b.tolist() == [1806]
+    assert led.peak_with_scratch() == 4016
+    m = led.summary().measured
+    assert m.ledger_with_scratch_bytes == 4016
+    assert scratch_clause(m) == ("; with the scratch kernels took inside ops (measured op by "
+                                 "op), it explains every byte")
+    diverged = Ledger.from_records(RECORDS + [
+        {"k": "opscratch", "device": "cpu", "ops": {"mm": [0, 1806, 5]}}])
+    assert diverged.kernel_scratch()[0].tolist() == []
+    assert diverged.summary().measured.ledger_with_scratch_bytes is None
