@@ -69,8 +69,13 @@ def plan(
         if led.extra.get("timing") and not costs_probed(led):
             console.print(UNPROBED_LINE, style="yellow")
     if not report.fits:
+        own = {r.get("mod", "") for r in led.extra.get("script_ckpt", [])}
+        hint = (f"; the script checkpoints {len(own)} module(s) itself, so checkpoint and "
+                "selective are no candidates there (turn its checkpointing off to plan them)"
+                if own else "")   # Note [The script's own checkpoint]
         raise CheckFailed(f"memledger: no candidate fits {budget} ({budget_bytes:,} bytes); the "
-                          f"lowest predicted peak is {format_bytes(report.predicted_peak_bytes)}")
+                          f"lowest predicted peak is {format_bytes(report.predicted_peak_bytes)}"
+                          + hint)
 
 
 def _clock(led) -> str:

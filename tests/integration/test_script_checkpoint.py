@@ -129,3 +129,20 @@ def test_apply_policy_refuses_while_running():
         net = _Net(False)
         with apply_policy(net, parse_policy(text)), pytest.raises(PolicyError, match="script"):
             net(torch.randn(4, 8, requires_grad=True))
+
+
+def test_plan_says_why_checkpoint_is_no_candidate(tmp_path, capsys):
+    """A budget nothing fits: plan's one line says the script checkpoints its blocks itself
+    (checkpoint and selective are refused there), with the fix."""
+    from memledger.cli import main
+
+    net, path = _Net(False), tmp_path / "own.ledger"
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    with memledger.trace(path):
+        for _ in range(2):
+            net(torch.randn(4, 8, requires_grad=True)).sum().backward()
+            opt.step()
+            opt.zero_grad()
+    assert main(["plan", str(path), "--budget", "1B"]) == 1
+    err = " ".join(capsys.readouterr().err.split())
+    assert "the script checkpoints 2 module(s) itself" in err and "turn its checkpointing" in err
