@@ -20,8 +20,10 @@ steps (a forgotten `requires_grad`) holds only the first step open.
 
 Fallbacks, for parameters with a gradient that no optimizer steps: the step also ends when
 an optimizer that already stepped in it steps again (the next iteration), the next
-forward of a root module ends it (the collector always; `OptimizerSteps` while its module
-hook is on, i.e. for the first step), and the script's end ends it.
+forward of a root module ends the first step (the collector and `OptimizerSteps` alike;
+later steps end only at an optimizer's `step()`, so that every pass ends every step at the
+same point: a GAN's step runs from the generator's `step()` to the discriminator's next),
+and the script's end ends it.
 
 Known limitation (what lazy discovery cannot see): in the FIRST iteration, an optimizer
 whose parameters belong to no module that ran forward (a bare `nn.Parameter` used in the
