@@ -174,6 +174,18 @@ def test_gpt2_with_its_own_gradient_checkpointing():
         assert abs(p.predicted - p.measured) <= 512, (text, p)
 
 
+def test_gpt2_under_transformers_trainer():
+    """transformers' own `Trainer` runs the loop (accelerate's optimizer wrapper, its own
+    zero_grad and schedule): steps counted at its optimizer, the ledger within 512 B of the
+    allocator, and every policy over the layers predicted within 512 B of what it measures
+    (24 B, 0 B, 40 B here)."""
+    blocks = "transformer.h.*"
+    run = run_client("train_hf_trainer.py", ["--steps", "3"],
+                     [f"checkpoint:{blocks}", f"selective:{blocks}", f"offload:{blocks}"])
+    assert run.summary.steps_traced == 2
+    _check(run, refused_kinds=set())
+
+
 def test_albert_one_layer_called_for_every_layer():
     """transformers ALBERT: one layer's weights shared by all 3 layers, so one module is
     called 3 times a step and each call is a region of its own. Peaks within 0.06 %: the
