@@ -71,8 +71,10 @@ class Ledger:
         phases = pd.DataFrame(by_kind.pop("phase", []), columns=["ev", "ph", "step"]).rename(
             columns={"ph": "phase"})
         scopes = pd.DataFrame(by_kind.pop("scope", []),
-                              columns=["mod", "ev0", "ev1", "ph", "step", "ns", "cls"])
+                              columns=["mod", "ev0", "ev1", "ph", "step", "ns", "cls", "nograd"])
         scopes["cls"] = scopes["cls"].fillna("").astype(str)  # class name (newer ledgers)
+        # called without gradients (an evaluation): newer ledgers write it, only when true
+        scopes["nograd"] = scopes["nograd"].fillna(False).astype(bool)
         steps = pd.DataFrame(by_kind.pop("step", []), columns=["step", "ev", "ns"])
         ends = by_kind.pop("end", [])
         measured = by_kind.pop("measured", [])

@@ -74,7 +74,7 @@ import numpy as np
 from memledger.ledger.schema import CATEGORIES
 from memledger.replay.calls import save_call, which_call
 from memledger.replay.policies import Policy, PolicyKind, resolve
-from memledger.replay.prepared import ACTIVATION, Prepared
+from memledger.replay.prepared import ACTIVATION, MODEL_STATE, Prepared
 from memledger.replay.script_checkpoint import refuse_around_script_checkpoints
 from memledger.replay.stateful import refuse_recompute_of_stateful
 
@@ -168,6 +168,8 @@ def _select_calls(prep: Prepared, policy: Policy) -> _Calls:
     by_path = {r.path: r.part for r in regions}
     wanted = np.flatnonzero(np.isin(prep.mod_names, list(by_path)))
     row = np.flatnonzero(np.isin(prep.scope_code, wanted))
+    if prep.scope_grad is not None:   # a call without gradients (an evaluation) runs plainly
+        row = row[prep.scope_grad[row]]
     row = row[np.argsort(prep.scope_ev0[row], kind="stable")]
     part_of = {p: i for i, p in enumerate(policy.parts)}
     code_part = np.full(len(prep.mod_names), -1, dtype=np.int64)
@@ -243,7 +245,8 @@ class _Segments:
     has: np.ndarray      # per call
     end: np.ndarray      # per call: one past the last re-run event
     length: np.ndarray   # per call
-    bw_end: np.ndarray   # per call: last original free of what it dropped
+    bw_end: np.ndarray   # per call: last original free of what it dropped (else one past
+    #                      the last unpack of what it saved; -1: it saved nothing)
     start: np.ndarray    # per call: first position of the segment in the new stream
     order: np.ndarray    # calls with a segment, by insertion point
     at: np.ndarray       # their insertion points (original events), sorted
@@ -273,6 +276,14 @@ def _segments(prep: Prepared, calls: _Calls, dropped: np.ndarray, own: _Owners) 
     np.maximum.at(stop, kd, prep.saved_last + 1)              # Rule 3: the last pack ends it
     bw_end = np.full(m + 1, -1, dtype=np.int64)
     np.maximum.at(bw_end, kd, prep.freed)
+    # a call that drops nothing (its saves are its arguments and parameters: one Linear)
+    # still has a frame, held until its backward unpacks what it saved (Rules 2 and 4);
+    # parameters and buffers do not say when (every call of every step saves them)
+    unpacked = np.full(m + 1, -1, dtype=np.int64)
+    done = np.where((prep.unpack >= 0) & ~np.isin(prep.cat, MODEL_STATE), prep.unpack + 1, -1)
+    for owner in (own.first_save, own.last_save):
+        np.maximum.at(unpacked, np.where(owner >= 0, owner, m), done)
+    bw_end = np.where(bw_end >= 0, bw_end, unpacked)
     trig, stop, bw_end = trig[:m], stop[:m], bw_end[:m]
     has = (trig < _BIG) & (stop > calls.ev0)
     end = np.minimum(stop, calls.ev1)
@@ -491,8 +502,11 @@ def replay(prep: Prepared, policy: Policy, rng_bytes: int = CPU_RNG_STATE_BYTES,
         refuse_recompute_of_stateful(policy.text(), calls.mods, calls.ev0,
                                      _is_recomputed(calls.kind), prep.stateful_mod,
                                      prep.stateful_ev0, prep.stateful_obj)
-    refuse_around_script_checkpoints(policy.text(), calls.mods, _is_recomputed(calls.kind),
-                                     calls.kind == Kind.OFFLOAD, prep.script_ckpt)
+    if prep.script_ckpt:   # every selected module, with gradients or not (reentrant)
+        paths = np.array(list(calls.by_path), dtype=object)
+        kinds = np.array([_KIND_CODE[p.kind] for p in calls.by_path.values()], dtype=np.int64)
+        refuse_around_script_checkpoints(policy.text(), paths, _is_recomputed(kinds),
+                                         kinds == Kind.OFFLOAD, prep.script_ckpt)
     own = _owners(prep, calls)
     dropped, kept_cache = _checkpoint_drops(prep, calls, own, policy)
     off = _offloaded(prep, calls, own)

@@ -23,6 +23,7 @@ CAT_INDEX = {c: i for i, c in enumerate(CATEGORIES)}
 ACTIVATION = CAT_INDEX["activation"]
 INPUT = CAT_INDEX["input"]
 OTHER = CAT_INDEX["other"]
+MODEL_STATE = (CAT_INDEX["parameter"], CAT_INDEX["buffer"])   # saved by every call, each step
 
 
 @dataclass
@@ -70,6 +71,7 @@ class Prepared:
     stateful_obj: np.ndarray = None   # object: the class of the object it wrote into
     # modules the script checkpoints itself (Note [The script's own checkpoint])
     script_ckpt: tuple[tuple[str, str], ...] = ()   # (region, first call under it)
+    scope_grad: np.ndarray = None  # bool per call: it ran with gradients (policies act on it)
     saves: np.ndarray = None  # int64 saves (packs) per storage
     timings: Timings = None   # untraced module and op times (memledger/replay/timings.py)
     calibration: dict = None  # the machine's cost constants recorded in the ledger ({}: none)
@@ -131,6 +133,7 @@ class Prepared:
             scope_ev1=sc["ev1"].to_numpy(dtype=np.int64),
             scope_ns=sc["ns"].fillna(0).to_numpy(dtype=np.int64),
             scope_step=sc["step"].to_numpy(dtype=np.int64),
+            scope_grad=~sc["nograd"].to_numpy(dtype=bool),
             step_ns=steps_ns,
             step_events=np.diff(np.concatenate([[-1], led.steps["ev"].to_numpy(dtype=np.int64)]))
             if len(led.steps) else np.zeros(0, dtype=np.int64),
