@@ -37,6 +37,16 @@ again (the in-process API) or, in the trace worker, closes the ledger and ends t
 a script whose bare `except:` swallowed the first one stops at its next torch op instead of
 running every remaining step untraced (8 iterations for `--steps 2` before this).
 
+# Note [Sparse tensors]
+A sparse COO tensor has no storage of its own: its indices and its values are two dense
+tensors, and those are what the allocator holds. `nn.Embedding(sparse=True)` makes its
+gradient that way (10,000 x 64 table, 256 x 20 ids: 2 x 5,120 x 8 B of indices + 5,120 x 64
+x 4 B of values per gradient), and SparseAdam coalesces and copies them; counted as nothing,
+they left 1,310,732 B (8.4 %) of the allocator's peak unexplained. They are recorded as the
+two storages, read with the dispatch mode off (no event): that example now reads 40,948 B
+(0.26 %) over the allocator, about one indices storage held too long in SparseAdam's step,
+not yet explained. Other layouts (CSR, nested) are still not counted.
+
 # Note [Phases at a module call]
 The phase follows autograd's graph task lazily, at the next op. A forward that begins right
 after `loss.backward()` with no op between (gradient accumulation over one batch, as
@@ -95,6 +105,14 @@ _Tensor = torch.Tensor
 _no_dispatch = torch._C._DisableTorchDispatch
 _use_count = torch._C._storage_Use_Count
 _LIFT_FRESH = torch.ops.aten.lift_fresh.default
+
+
+def sparse_parts(t: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """(indices, values) of a sparse COO tensor, read without events; () otherwise."""
+    if t.layout is not torch.sparse_coo:
+        return ()
+    with _no_dispatch():
+        return (t._indices(), t._values())
 
 
 class FirstUse:
@@ -324,7 +342,10 @@ class Collector(ShardingMixin, TorchDispatchMode):
         try:
             st = t.untyped_storage()
         except (RuntimeError, NotImplementedError):
-            return -1  # no storage (sparse, nested): not counted
+            parts = sparse_parts(t)   # Note [Sparse tensors]; nested: not counted
+            for part in parts[:-1]:
+                self._last[self._sid(part, ev)] = ev
+            return self._sid(parts[-1], ev) if parts else -1
         key = st._cdata
         sid = self._sids.get(key)
         if sid is None:
@@ -340,6 +361,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
         try:
             st = t.untyped_storage()
         except (RuntimeError, NotImplementedError):
+            for part in sparse_parts(t):   # Note [Sparse tensors]
+                self._output(part, ev, func)
             return
         sid = self._sids.get(st._cdata)
         if sid is None:  # a new storage: this op created it
@@ -622,6 +645,10 @@ class Collector(ShardingMixin, TorchDispatchMode):
 
     # ---- roles ----------------------------------------------------------------------------
     def _role(self, t: torch.Tensor, role: str, name: str = "", shard: str = "") -> None:
+        if t.layout is not torch.strided and (parts := sparse_parts(t)):
+            for part in parts:   # a sparse gradient: its indices and its values
+                self._role(part, role, name, shard)
+            return
         sid = self._sid(t, self._ev)
         if sid >= 0 and (sid, role) not in self._roles_written:
             self._roles_written.add((sid, role))

@@ -75,3 +75,20 @@ def test_gradients_accumulate_into_one_storage():
         opt.step()
     grads = led.storages[led.storages["category"] == "gradient"]
     assert grads["bytes"].tolist() == [C * C * 4]
+
+
+def test_a_sparse_gradient_is_its_indices_and_its_values():
+    """Note [Sparse tensors]: nn.Embedding(1000, 8, sparse=True) looked up with 4 x 5 ids
+    has a sparse COO gradient of 20 rows: indices (1, 20) int64 = 160 B and values (20, 8)
+    fp32 = 640 B, both counted as the gradient (before, neither was: a sparse tensor has no
+    storage of its own); SparseAdam's coalesced copy is the same two sizes again."""
+    torch.manual_seed(0)
+    emb = torch.nn.Embedding(1000, 8, sparse=True)
+    ids = torch.randint(0, 1000, (4, 5))
+    opt = torch.optim.SparseAdam(emb.parameters())
+    with memledger.trace() as led:
+        emb(ids).sum().backward()
+        opt.step()
+    st = led.storages
+    assert sorted(st.loc[st["category"] == "gradient", "bytes"]) == [160, 640]
+    assert sorted(st.loc[st["op"] == "_coalesce.default", "bytes"]) == [160, 640]
