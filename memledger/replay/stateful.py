@@ -47,5 +47,6 @@ def stateful_message(policy_text: str, module: str, obj: str) -> str:
             if obj.endswith("Cache") else "")
     return (f"{policy_text} would re-run {module}, whose forward stores new tensors into the "
             f"{obj} it is handed{hint}, so the recompute would store them twice and change "
-            "what the script computes; pass use_cache=False to the model (as transformers' "
-            "gradient checkpointing does), or offload that module instead")
+            "what the script computes; pass use_cache=False in the model's call (as "
+            "transformers' gradient checkpointing does; a config's use_cache may not reach "
+            "every part: T5's decoder keeps its own), or offload that module instead")
