@@ -179,12 +179,17 @@ class _NestingGuard:
         pack = checkpoint_pack_hook()
         if (pack is not None and pack is not self.own[-1]) or \
                 (not torch.is_grad_enabled() and in_reentrant_checkpoint()):
-            self._refuse(nested_checkpoint_message)
+            self._refuse(nested_checkpoint_message, module)
 
-    def _refuse(self, message: Callable) -> None:
+    def _refuse(self, message: Callable, module: nn.Module | None = None) -> None:
+        """Name the script's region as the ledger does: the module its checkpointed
+        function belongs to, else the outermost module called under it (this region, or
+        the submodule being entered)."""
         call = find_checkpoint_call()
-        region = self.paths.get(id(call.module), "") if call and call.module is not None \
-            else ""
+        if call is not None and call.module is not None:
+            region = self.paths.get(id(call.module), "")
+        else:
+            region = self.paths.get(id(module), "") if module is not None else self.path
         raise PolicyError(message(self.policy, self.path, region))
 
 

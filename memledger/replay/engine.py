@@ -164,7 +164,10 @@ class _Calls:
 
 
 def _select_calls(prep: Prepared, policy: Policy) -> _Calls:
-    regions = resolve(policy, prep.module_table) if policy.parts else []
+    # a ledger knows the modules its traced forward called (a container whose children
+    # are called directly, as checkpoint_sequential calls them, never ran)
+    regions = resolve(policy, prep.module_table,
+                      "the modules the traced forward called are") if policy.parts else []
     by_path = {r.path: r.part for r in regions}
     wanted = np.flatnonzero(np.isin(prep.mod_names, list(by_path)))
     row = np.flatnonzero(np.isin(prep.scope_code, wanted))

@@ -228,7 +228,8 @@ def glob_regex(selector: str) -> re.Pattern:
 
 
 # ---- resolution against a model's modules ---------------------------------------------------
-def resolve(policy: Policy, modules: Iterable[tuple[str, str]]) -> list[Region]:
+def resolve(policy: Policy, modules: Iterable[tuple[str, str]],
+            known: str = "the model's modules are") -> list[Region]:
     """The regions a policy selects among (path, class name) pairs, in model order.
 
     Raises PolicyError when a selector matches nothing (listing the module names), when two
@@ -247,8 +248,7 @@ def resolve(policy: Policy, modules: Iterable[tuple[str, str]]) -> list[Region]:
             rx = glob_regex(sel)
             hits = [(p, c) for p, c in mods if rx.fullmatch(p)]
         if not hits:
-            raise PolicyError(f"selector {sel!r} matches no module; the model's modules are "
-                              f"{_names(mods)}")
+            raise PolicyError(f"selector {sel!r} matches no module; {known} {_names(mods)}")
         for p, c in hits:
             if p in taken:
                 raise PolicyError(f"module {p!r} is selected by both {taken[p]!r} and "

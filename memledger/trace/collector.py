@@ -91,7 +91,7 @@ from memledger.trace.steps import StepBoundary
 from memledger.trace.resize import StorageResizeWatch
 from memledger.trace.script_checkpoint import (
     RECOMPUTE_HOOK,
-    SeenCalls,
+    CheckpointFrames,
     checkpoint_pack_hook,
     find_checkpoint_call,
 )
@@ -206,7 +206,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
         self._bw_module = ""
         # Note [The script's own checkpoint]: its calls met so far, and the open re-run's
         # (pack hook, sid of its generator fork) while one runs
-        self._ckpt_seen = SeenCalls()
+        self._ckpt_frames = CheckpointFrames()
         self._ckpt_calls = 0
         self._fork: tuple[Any, int | None] = (None, None)
         self._handles: list[Any] = []
@@ -501,22 +501,33 @@ class Collector(ShardingMixin, TorchDispatchMode):
     # ---- the script's own checkpoint: Note [The script's own checkpoint] -------------------
     def _see_script_checkpoint(self, path: str) -> None:
         """At a module call: record a checkpoint call of the script's met for the first
-        time (its region, and the generator state it keeps)."""
+        time (its region, and the generator state it keeps), and each further outermost
+        call under a checkpointed function of no module."""
         pack = checkpoint_pack_hook()
         if pack is None and torch.is_grad_enabled():
             return                      # neither kind of checkpoint's forward
-        if pack is not None and not self._ckpt_seen.first_time(pack):
-            return
-        call = find_checkpoint_call()
-        if call is None or (pack is None and not self._ckpt_seen.first_time(call.key)):
-            return
-        region = self._paths.get(id(call.module), path) if call.module is not None else path
-        self._ckpt_calls += 1
-        self.sink.write({"k": "script_ckpt", "mod": region, "first": path, "ev": self._ev})
-        t = call.rng_state
-        if t is not None and t.untyped_storage()._cdata not in self._sids:
-            self._new_storage(t, t.untyped_storage(), self._ev, "get_rng_state", pre=False,
-                              mod=region)
+        depth = len(self._mod_stack)
+        known = self._ckpt_frames.get(pack) if pack is not None else None
+        if known is None:
+            call = find_checkpoint_call()   # the reentrant kind: keyed by its ctx
+            if call is None:
+                return
+            key = pack if pack is not None else call.key
+            known = self._ckpt_frames.get(key)
+            if known is None:
+                region = self._paths.get(id(call.module)) if call.module is not None else None
+                self._ckpt_frames.put(key, region, depth)
+                self._ckpt_calls += 1
+                self.sink.write({"k": "script_ckpt", "mod": region or path, "first": path,
+                                 "ev": self._ev})
+                t = call.rng_state
+                if t is not None and t.untyped_storage()._cdata not in self._sids:
+                    self._new_storage(t, t.untyped_storage(), self._ev, "get_rng_state",
+                                      pre=False, mod=region or path)
+                return
+        region, first_depth = known
+        if region is None and depth == first_depth:   # checkpoint_sequential's next module
+            self.sink.write({"k": "script_ckpt", "mod": path, "first": path, "ev": self._ev})
 
     def _watch_recompute(self, ev: int) -> None:
         """In backward: the generator fork of a re-run, live while its ops run."""

@@ -26,7 +26,9 @@ A script may checkpoint modules itself: transformers' `gradient_checkpointing_en
 
 The region is the module the checkpointed function belongs to (a module, its bound
 method, or a `functools.partial` over either or over a function taking the module first,
-as transformers does); failing that, the module whose forward called checkpoint.
+as transformers does); failing that, the module whose forward called checkpoint. A
+function of no module (`checkpoint_sequential`'s segments) makes each outermost module
+call under it a region of its own: body.0 and body.1 for a segment of two.
 Everything here reads torch's private frames, so each step falls back to nothing rather
 than fail: the ledger then misses the 5,056 B, as it did before.
 """
@@ -122,19 +124,22 @@ def _tensor(x) -> torch.Tensor | None:
     return x if isinstance(x, torch.Tensor) else None
 
 
-class SeenCalls:
-    """Checkpoint calls already recorded, held weakly (a call's key dies with it)."""
+class CheckpointFrames:
+    """What the collector knows of each checkpoint call met so far: (the module it
+    checkpoints or None, the module-stack depth of its first call), held weakly (a call's
+    key, its pack hook or its reentrant ctx, dies with it)."""
 
     def __init__(self) -> None:
-        self._seen: weakref.WeakSet = weakref.WeakSet()
+        self._known: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
-    def first_time(self, key: object) -> bool:
-        if key is None:
-            return True
+    def get(self, key: object) -> tuple[str | None, int] | None:
         try:
-            if key in self._seen:
-                return False
-            self._seen.add(key)
-        except TypeError:   # not weakly referenceable: counted every time it is met
-            return True
-        return True
+            return self._known.get(key)
+        except TypeError:   # not weakly referenceable: met anew each time
+            return None
+
+    def put(self, key: object, region: str | None, depth: int) -> None:
+        try:
+            self._known[key] = (region, depth)
+        except TypeError:
+            pass

@@ -146,3 +146,33 @@ def test_plan_says_why_checkpoint_is_no_candidate(tmp_path, capsys):
     assert main(["plan", str(path), "--budget", "1B"]) == 1
     err = " ".join(capsys.readouterr().err.split())
     assert "the script checkpoints 2 module(s) itself" in err and "turn its checkpointing" in err
+
+
+def test_checkpoint_sequential_makes_each_module_of_a_segment_a_region():
+    """torch's checkpoint_sequential(body, 2, x) checkpoints body.0 and body.1 as one
+    segment through a function of no module (the last segment runs plainly): each of the
+    two is a region the script checkpoints, and a policy on either, or on body.*, is
+    refused; body.2 and body.3 are free."""
+    from torch.utils.checkpoint import checkpoint_sequential
+
+    from memledger.replay.engine import replay
+    from memledger.replay.policies import parse_policy
+    from memledger.replay.prepared import Prepared
+
+    class Net(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.body = nn.Sequential(*[nn.Linear(8, 8) for _ in range(4)])
+
+        def forward(self, x):
+            return checkpoint_sequential(self.body, 2, x, use_reentrant=False)
+
+    with memledger.trace() as led:
+        Net()(torch.randn(4, 8, requires_grad=True)).sum().backward()
+    assert [(r["mod"], r["first"]) for r in led.extra["script_ckpt"]] == [
+        ("body.0", "body.0"), ("body.1", "body.1")]
+    prep = Prepared.from_ledger(led)
+    for text in ("checkpoint:body.1", "checkpoint:body.*", "offload:body.0"):
+        with pytest.raises(PolicyError, match="the script"):
+            replay(prep, parse_policy(text))
+    replay(prep, parse_policy("checkpoint:body.2+offload:body.3"))
