@@ -31,6 +31,10 @@ def cross_step_retention(run) -> list[Finding]:
         nbytes = [per[s]["bytes"] for s in steps]
         tensors = [per[s]["tensors"] for s in steps]
         grows = len(steps) > 1 and (nodes[-1] > nodes[0] or tensors[-1] > tensors[0])
+        spent = all(r.get("backwarded") for r in run.retained
+                    if (r["var"] or r["name"], r["file"]) == (var, file))
+        if spent and not grows:   # a loss kept after its backward until the next replaces it
+            continue
         line = accumulation_line(file, var)
         msg = (f"`{var}` carries autograd history across optimizer steps (at the end of "
                f"step {steps[0]}" + (f"-{steps[-1]}" if len(steps) > 1 else "") +

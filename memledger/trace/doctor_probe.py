@@ -30,6 +30,11 @@ and an untouched gradient is known to be non-zero without reading it. Example: K
 batches, fc.weight (64 KiB of fp32): backward 1 finds None (fresh), backward 2 finds the
 same tensor at the same version (accumulating), step consumes both; backward 3 finds None
 (zero_grad ran): no finding. Without zero_grad, backward 3 finds the consumed tensor: leak.
+The finding waits for the step that consumes the tainted gradient: a GAN's generator
+backward adds to the discriminator's used gradient, but the discriminator's zero_grad
+clears it before its step (the next backward finds None): no leak. The doctor's step count
+and its retention boundaries follow the training-step rule of trace/steps.py; `--steps 3`
+means three training steps, as in `trace`.
 """
 
 from __future__ import annotations
@@ -52,6 +57,7 @@ from torch.utils._python_dispatch import _disable_current_modes
 
 from memledger.trace.collector import StopTracing
 from memledger.trace.doctor_retention import MAX_NODES, RetentionWatch
+from memledger.trace.steps import OptimizerSteps
 from memledger.trace.where import in_reentrant_checkpoint, user_line
 
 _Tensor = torch.Tensor
@@ -128,6 +134,13 @@ class DoctorProbe(TorchFunctionMode):
         self._before: dict[int, Any] = {}
         self._step_rec: dict[str, Any] = {}
         self._retention = RetentionWatch()             # Note [Cross-step retention]
+        # training steps, by the rule every other pass uses (trace/steps.py): two
+        # optimizers after one backward, or a GAN's, step once per iteration
+        self._step_rule = OptimizerSteps(self._training_step_ended, hooks=False)
+        self._train_steps = 0
+        # a consumed gradient that a backward added to: a leak only if a step consumes it
+        # before zero_grad (Note [Which backward reached a parameter])
+        self._tainted: dict[int, dict[str, Any]] = {}
 
     # ---- lifecycle ------------------------------------------------------------------------
     def __enter__(self) -> "DoctorProbe":
@@ -144,6 +157,7 @@ class DoctorProbe(TorchFunctionMode):
         for h in self._handles + self._param_handles:
             h.remove()
         self._handles, self._param_handles = [], []
+        self._step_rule.script_ended()   # a step its optimizers left open ends here
         self._finish()
 
     def _finish(self) -> None:
@@ -154,7 +168,8 @@ class DoctorProbe(TorchFunctionMode):
                     "k": "sched", "cls": self._sched_cls[k], "opt": opt_index,
                     "before_first_step": before_first, "steps": self._sched_steps.get(k, 0),
                     "opt_steps": self._opt_steps.get(opt_index, 0)})
-        self.records.append({"k": "end", "steps": self._steps, "backward": self._bw})
+        self.records.append({"k": "end", "steps": self._train_steps, "backward": self._bw,
+                             "optimizer_steps": self._steps})
         self._retention.stop()
 
     def _count_scheduler_steps(self) -> None:
@@ -227,11 +242,12 @@ class DoctorProbe(TorchFunctionMode):
             self._bws[pid] = []
             self._accum[pid] = 0
             self._consumed.discard(pid)
+            self._tainted.pop(pid, None)    # zeroed since: what was added is gone
         elif pid in self._consumed:
             self._consumed.discard(pid)
             rec = self._bw_rec or {}
-            self.records.append({"k": "leak", "i": self._index[pid], "window": self._steps + 1,
-                                 "file": rec.get("file", ""), "line": rec.get("line", 0)})
+            self._tainted[pid] = {"k": "leak", "i": self._index[pid], "window": self._steps + 1,
+                                  "file": rec.get("file", ""), "line": rec.get("line", 0)}
 
     def _grad_post(self, p: nn.Parameter) -> None:
         pid = id(p)
@@ -281,6 +297,8 @@ class DoctorProbe(TorchFunctionMode):
         rec = {"k": "backward", "n": self._bw, "window": self._steps + 1, "value": value,
                "file": file, "line": line, "losses": self._losses}
         self._losses = []
+        if isinstance(t, _Tensor):
+            self._retention.backward_from(t)
         self._bw_rec, self._bw_params = rec, set()
         self.records.append(rec)
         out = func(*args, **kwargs)
@@ -352,6 +370,8 @@ class DoctorProbe(TorchFunctionMode):
     def _opt_pre(self, opt: torch.optim.Optimizer, args, kwargs) -> None:
         self._in_opt += 1
         with torch._C.DisableTorchFunction():
+            if self._step_rule.pre(opt):    # a step left open ended here (a fallback)
+                self._training_step_ended()
             self._step_pre(opt)
 
     def _step_pre(self, opt: torch.optim.Optimizer) -> None:
@@ -396,6 +416,13 @@ class DoctorProbe(TorchFunctionMode):
                 if g is not None and not bool(torch.isfinite(g).all()):
                     rec["nonfinite"].append(idx[pid])
                 bws.update(self._bws.pop(pid, ()))
+                leak = self._tainted.pop(pid, None)
+                if leak is not None and g is not None and \
+                        self._grad_state.get(pid) == (id(g), g._version):
+                    # the gradient a backward added onto a consumed one, consumed again
+                    # untouched: a GAN's discriminator, whose gradient the generator's
+                    # backward adds to and zero_grad clears before its step, is not this
+                    self.records.append(leak)
                 if g is not None:
                     self._consumed.add(pid)
                 if not p.requires_grad:
@@ -426,10 +453,19 @@ class DoctorProbe(TorchFunctionMode):
             self._before = {}
             self._steps += 1
             self._count_scheduler_steps()
-            self.records.extend(self._retention.boundary(self._steps))
             self._cuts, self._visited, self._ran, self._mode_seen = {}, set(), set(), set()
+            ended = self._step_rule.post(opt)
         self._in_opt -= 1
-        if self.max_steps is not None and self._steps >= self.max_steps:
+        if ended:
+            self._training_step_ended()
+
+    def _training_step_ended(self) -> None:
+        """Note [Cross-step retention]: its boundaries are training steps (a tensor alive
+        between a backbone's and a head's optimizer.step() is one step's)."""
+        self._train_steps += 1
+        with torch._C.DisableTorchFunction():
+            self.records.extend(self._retention.boundary(self._train_steps))
+        if self.max_steps is not None and self._train_steps >= self.max_steps:
             raise StopTracing()
 
     def _find_schedulers(self) -> None:

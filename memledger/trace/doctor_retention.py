@@ -8,7 +8,10 @@ same tensor, its graph one AddBackward longer each step), `total = total + loss`
 tensor whose graph holds the old one) and `losses.append(loss)` alike. A normal loop's
 `loss` of step N is a new graph at boundary N+1 and reaches nothing old. Example: 3 steps of
 `total_loss += loss` on a 4-byte scalar: at boundary 2 `total_loss` reaches boundary 1's
-node; the finding reports 4 bytes held and the graph's node count per step.
+node; the finding reports 4 bytes held and the graph's node count per step. A loss that
+`backward()` started from, kept after it until the next one replaces it (a GAN's generator
+loss, alive when the discriminator steps), holds a spent graph that does not grow: not a
+finding. Growing history is, whatever started it.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ class RetentionWatch:
         self.roots: list[tuple[str, weakref.ref]] = []   # (name prefix, root module)
         self._prev: dict[int, Any] = {}     # grad_fn nodes of the previous boundary
         self._pre: dict[int, Any] = {}      # grad_fn nodes alive before the run
+        self._roots: dict[int, Any] = {}    # grad_fn nodes a backward() started from
 
     def start(self) -> None:
         # Graphs alive before the run (another run's leftovers, say) are not its history.
@@ -46,6 +50,12 @@ class RetentionWatch:
     def add_root(self, prefix: str, root: nn.Module) -> None:
         self.roots.append((prefix, weakref.ref(root)))
 
+    def backward_from(self, t: _Tensor) -> None:
+        """`t.backward()` ran: `t` kept afterwards is a loss kept for logging, its graph
+        spent (a warning only if it grows)."""
+        if t.grad_fn is not None:
+            self._roots[id(t.grad_fn)] = t.grad_fn
+
     def boundary(self, step: int) -> list[dict[str, Any]]:
         pre = self._pre
         live = [t for t in _grad_tensors() if pre.get(id(t.grad_fn)) is not t.grad_fn]
@@ -56,6 +66,7 @@ class RetentionWatch:
                 if rec is not None:
                     out.append(rec)
         self._prev = {id(t.grad_fn): t.grad_fn for t in live}
+        self._roots = {k: n for k, n in self._roots.items() if k in self._prev}
         return out
 
     def _retained(self, t: _Tensor, step: int) -> dict[str, Any] | None:
@@ -75,7 +86,8 @@ class RetentionWatch:
         except (RuntimeError, NotImplementedError):
             nbytes = 0
         return {"k": "retained", "step": step, "name": name, "var": var, "file": file,
-                "shape": list(t.shape), "bytes": nbytes, "nodes": nodes}
+                "shape": list(t.shape), "bytes": nbytes, "nodes": nodes,
+                "backwarded": self._roots.get(id(t.grad_fn)) is t.grad_fn}
 
     def _name_of(self, t: _Tensor) -> tuple[str, str, str]:
         """(display name, variable, file) of a user variable that holds `t`, if any."""

@@ -50,6 +50,10 @@ BUGS = [
     ("optim_membership.py", ["--bug", "two_opts"], "two_optimizers", "error",
      ["`0.weight`", "2 optimizers"], "o.step()"),
     ("grad_leak.py", [], "grad_leak", "error", ["4 parameters", "step 2, 3"], "loss.backward()"),
+    # the generator's backward adds to the discriminator's used gradient, which its step
+    # then consumes unzeroed
+    ("two_models.py", ["--loop", "gan", "--bug"], "grad_leak", "error", ["4 parameters"],
+     "loss_g.backward()"),
     ("accumulation.py", ["--bug", "tokens"], "token_denominator", "warning",
      ["[30, 10]", "3.00x", "40 valid tokens"], "loss = nn.functional.cross_entropy(logits, "
      "labels) / K"),
@@ -94,6 +98,11 @@ FIXED = [("cut.py", ["--cut", c, "--fixed"]) for c in ("detach", "checkpoint")] 
     ("optim_membership.py", ["--fixed"]), ("grad_leak.py", ["--fixed"]),
     ("accumulation.py", ["--fixed"]), ("retention.py", ["--fixed"]),
     ("retention_attr.py", ["--fixed"]), ("eval_mode.py", ["--fixed"]),
+    # two optimizers: a GAN (the generator's backward adds to the discriminator's used
+    # gradient, zeroed before its step; its loss kept until the next iteration) and a
+    # backbone + head after one backward (`loss` alive between the two step() calls): each
+    # once had a false grad_leak error or cross_step_retention warning
+    ("two_models.py", ["--loop", "gan"]), ("two_models.py", ["--loop", "heads"]),
 ] + [("updates.py", ["--bug", b, "--fixed"]) for b in ("scaler", "sched")]   # with --fixed,
 # nonfinite and zeroed run the very loop of sched (the bug flags only pick the bug)
 

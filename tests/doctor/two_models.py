@@ -1,0 +1,48 @@
+"""Two optimizers in one loop, as people write them: no finding unless a gradient leaks.
+
+    python two_models.py --loop gan          # a GAN, as in PyTorch's DCGAN tutorial
+    python two_models.py --loop gan --bug    # the discriminator's zero_grad forgotten
+    python two_models.py --loop heads        # a backbone and a head optimizer, one backward
+
+The GAN's generator loss backpropagates through the discriminator too, adding to the
+gradient its optimizer already used; its zero_grad() clears that before its next step, so
+nothing leaks. The generator's loss is kept after its backward until the next iteration.
+"""
+import sys
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+LOOP = sys.argv[sys.argv.index("--loop") + 1]
+BUG = "--bug" in sys.argv
+torch.manual_seed(0)
+if LOOP == "gan":
+    gen = nn.Sequential(nn.Linear(4, 16), nn.ReLU(), nn.Linear(16, 8))
+    disc = nn.Sequential(nn.Linear(8, 16), nn.LeakyReLU(0.2), nn.Linear(16, 1))
+    og = torch.optim.Adam(gen.parameters(), 2e-4)
+    od = torch.optim.Adam(disc.parameters(), 2e-4)
+    ones, zeros = torch.ones(8, 1), torch.zeros(8, 1)
+    for step in range(4):
+        fake = gen(torch.randn(8, 4))
+        loss_d = F.binary_cross_entropy_with_logits(disc(torch.randn(8, 8)), ones) + \
+            F.binary_cross_entropy_with_logits(disc(fake.detach()), zeros)
+        if not BUG:
+            od.zero_grad()
+        loss_d.backward()
+        od.step()
+        loss_g = F.binary_cross_entropy_with_logits(disc(fake), ones)
+        og.zero_grad()
+        loss_g.backward()
+        og.step()
+else:
+    body, head = nn.Linear(8, 16), nn.Linear(16, 4)
+    model = nn.Sequential(body, head)
+    opts = [torch.optim.SGD(body.parameters(), lr=0.1), torch.optim.SGD(head.parameters(), lr=0.1)]
+    for step in range(4):
+        loss = model(torch.randn(4, 8)).sum()
+        for o in opts:
+            o.zero_grad()
+        loss.backward()
+        for o in opts:
+            o.step()
