@@ -369,6 +369,8 @@ class DoctorProbe(TorchFunctionMode):
     # ---- optimizer steps ------------------------------------------------------------------
     def _opt_pre(self, opt: torch.optim.Optimizer, args, kwargs) -> None:
         self._in_opt += 1
+        if self._in_opt > 1:   # a wrapper's inner optimizer (accelerate's, ZeRO's): the
+            return             # outermost step() is the script's
         with torch._C.DisableTorchFunction():
             if self._step_rule.pre(opt):    # a step left open ended here (a fallback)
                 self._training_step_ended()
@@ -400,6 +402,7 @@ class DoctorProbe(TorchFunctionMode):
                                "bw": []}
         bws: set[int] = set()
         self._before = {}
+        fused = bool(getattr(opt, "defaults", {}).get("fused"))
         with _quiet():
             for p in params:
                 pid = id(p)
@@ -427,9 +430,13 @@ class DoctorProbe(TorchFunctionMode):
                     self._consumed.add(pid)
                 if not p.requires_grad:
                     self._before[pid] = (p._version, p.detach().clone() if g is not None
-                                         else None)
+                                         else None, None)
                 else:
-                    self._before[pid] = (p._version, None)
+                    # a fused optimizer (torch's fused AdamW, transformers' Trainer default
+                    # since torch 2.8) writes parameters without bumping their version
+                    # counters: a sum per parameter tells whether it moved
+                    self._before[pid] = (p._version, None, p.detach().double().sum()
+                                         if fused and g is not None else None)
         rec["bw"] = sorted(bws)
         self._step_rec = rec
         self.records.append(rec)
@@ -437,15 +444,21 @@ class DoctorProbe(TorchFunctionMode):
     def _opt_post(self, opt: torch.optim.Optimizer, args, kwargs) -> None:
         from memledger.verify.capture import bitwise_equal
 
+        if self._in_opt > 1:   # an inner optimizer's step inside the script's (see _opt_pre)
+            self._in_opt -= 1
+            return
+
         with torch._C.DisableTorchFunction():
             rec = self._step_rec
             moved, updated = [], 0
             with _quiet():
-                for pid, (version, copy) in self._before.items():
+                for pid, (version, copy, total) in self._before.items():
                     p = self._params[pid]
                     changed = p._version != version
                     if copy is not None:
                         changed = not bitwise_equal(copy, p.detach())
+                    elif total is not None and not changed:
+                        changed = bool(p.detach().double().sum() != total)
                     if not p.requires_grad and changed:
                         moved.append(self._index[pid])
                     updated += p.requires_grad and changed

@@ -54,6 +54,7 @@ BUGS = [
     # then consumes unzeroed
     ("two_models.py", ["--loop", "gan", "--bug"], "grad_leak", "error", ["4 parameters"],
      "loss_g.backward()"),
+    ("fused_adamw.py", ["--bug"], "no_update", "warning", ["4 had gradients"], "opt.step()"),
     ("accumulation.py", ["--bug", "tokens"], "token_denominator", "warning",
      ["[30, 10]", "3.00x", "40 valid tokens"], "loss = nn.functional.cross_entropy(logits, "
      "labels) / K"),
@@ -103,6 +104,8 @@ FIXED = [("cut.py", ["--cut", c, "--fixed"]) for c in ("detach", "checkpoint")] 
     # backbone + head after one backward (`loss` alive between the two step() calls): each
     # once had a false grad_leak error or cross_step_retention warning
     ("two_models.py", ["--loop", "gan"]), ("two_models.py", ["--loop", "heads"]),
+    # fused AdamW bumps no version counter: its updates once read as no_update
+    ("fused_adamw.py", []),
 ] + [("updates.py", ["--bug", b, "--fixed"]) for b in ("scaler", "sched")]   # with --fixed,
 # nonfinite and zeroed run the very loop of sched (the bug flags only pick the bug)
 
