@@ -84,6 +84,16 @@ def _loss_args(fn: str, args: tuple, kwargs: dict) -> tuple[Any, int, str]:
     return target, int(ignore), str(reduction)
 
 
+def _values(g: torch.Tensor) -> torch.Tensor:
+    """What a gradient holds, as a dense tensor to test: a sparse gradient's values
+    (nn.Embedding(sparse=True); `.any()` and `isfinite` have no sparse kernels)."""
+    if g.layout is torch.sparse_coo:
+        return g._values()
+    if g.layout is not torch.strided:   # CSR and friends
+        return g.values()
+    return g
+
+
 class DoctorProbe(TorchFunctionMode):
     """Records the training mechanics of a script while active (see the module docstring).
 
@@ -237,7 +247,7 @@ class DoctorProbe(TorchFunctionMode):
             st = self._grad_state.get(pid)
             if st is None or st != (id(g), g._version):
                 with _quiet():
-                    fresh = not bool(g.any())
+                    fresh = not bool(_values(g).any())
         if fresh:
             self._bws[pid] = []
             self._accum[pid] = 0
@@ -306,7 +316,7 @@ class DoctorProbe(TorchFunctionMode):
         with _quiet():
             for pid in self._bw_params:
                 g = self._params[pid].grad
-                if g is not None and not bool(torch.isfinite(g).all()):
+                if g is not None and not bool(torch.isfinite(_values(g)).all()):
                     bad += 1
         rec["params"], rec["nonfinite"] = len(self._bw_params), bad
         self._bw_rec = None
@@ -412,11 +422,11 @@ class DoctorProbe(TorchFunctionMode):
                     rec["accum"][idx[pid]] = n
                     if g is None:
                         rec["zeroed"].append(idx[pid])
-                    elif not bool(g.any()):
+                    elif not bool(_values(g).any()):
                         rec["zero"].append(idx[pid])
                 elif p.requires_grad and self._owner.get(pid, 0) not in self._ran:
                     rec["not_run"].append(idx[pid])
-                if g is not None and not bool(torch.isfinite(g).all()):
+                if g is not None and not bool(torch.isfinite(_values(g)).all()):
                     rec["nonfinite"].append(idx[pid])
                 bws.update(self._bws.pop(pid, ()))
                 leak = self._tainted.pop(pid, None)

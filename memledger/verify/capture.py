@@ -65,8 +65,13 @@ def digest(t: torch.Tensor) -> str:
 
 def _cpu(t: torch.Tensor) -> torch.Tensor:
     """A CPU copy of what this rank holds: an FSDP2 parameter's (or gradient's) local shard,
-    not its DTensor (`compare --nproc` compares rank r's shards with rank r's)."""
-    return local_tensor(t.detach()).to("cpu", copy=True)
+    not its DTensor (`compare --nproc` compares rank r's shards with rank r's). A sparse
+    gradient (nn.Embedding(sparse=True)) is compared dense: `isfinite` and the bitwise
+    gate have no sparse kernels, and its dense form is the update it makes."""
+    t = local_tensor(t.detach())
+    if t.layout is not torch.strided:
+        t = t.to_dense()
+    return t.to("cpu", copy=True)
 
 
 def _tensors(obj: Any, label: str) -> list[tuple[str, torch.Tensor]]:

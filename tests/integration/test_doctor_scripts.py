@@ -106,6 +106,8 @@ FIXED = [("cut.py", ["--cut", c, "--fixed"]) for c in ("detach", "checkpoint")] 
     ("two_models.py", ["--loop", "gan"]), ("two_models.py", ["--loop", "heads"]),
     # fused AdamW bumps no version counter: its updates once read as no_update
     ("fused_adamw.py", []),
+    # sparse gradients: the probe's `.any()` and `isfinite` once crashed the script
+    ("sparse_embedding.py", []),
 ] + [("updates.py", ["--bug", b, "--fixed"]) for b in ("scaler", "sched")]   # with --fixed,
 # nonfinite and zeroed run the very loop of sched (the bug flags only pick the bug)
 

@@ -92,3 +92,14 @@ def test_a_sparse_gradient_is_its_indices_and_its_values():
     st = led.storages
     assert sorted(st.loc[st["category"] == "gradient", "bytes"]) == [160, 640]
     assert sorted(st.loc[st["op"] == "_coalesce.default", "bytes"]) == [160, 640]
+
+
+def test_compare_captures_a_sparse_gradient_dense():
+    """`compare`'s gates read a sparse gradient as the dense update it makes (before, its
+    `isfinite` check raised inside the user's script and compare blamed the script)."""
+    from memledger.verify.capture import _cpu, bitwise_equal
+
+    g = torch.sparse_coo_tensor(torch.tensor([[0, 3, 3]]), torch.ones(3, 2), (5, 2))
+    dense = _cpu(g)
+    assert dense.layout is torch.strided and dense[3].tolist() == [2.0, 2.0]
+    assert bool(torch.isfinite(dense).all()) and bitwise_equal(dense, _cpu(g.coalesce()))
