@@ -209,6 +209,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
         self._ckpt_frames = CheckpointFrames()
         self._ckpt_calls = 0
         self._fork: tuple[Any, int | None] = (None, None)
+        self._nograd_depth: int | None = None   # module depth looked at without gradients
         self._handles: list[Any] = []
         self._saved_hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack)
         self._closed = False
@@ -504,9 +505,13 @@ class Collector(ShardingMixin, TorchDispatchMode):
         time (its region, and the generator state it keeps), and each further outermost
         call under a checkpointed function of no module."""
         pack = checkpoint_pack_hook()
-        if pack is None and torch.is_grad_enabled():
-            return                      # neither kind of checkpoint's forward
         depth = len(self._mod_stack)
+        if pack is None:
+            if torch.is_grad_enabled():
+                return                  # neither kind of checkpoint's forward
+            if self._nograd_depth is not None and depth > self._nograd_depth:
+                return   # inside a call already looked at (an evaluation's every module
+            self._nograd_depth = depth   # would walk the stack otherwise)
         known = self._ckpt_frames.get(pack) if pack is not None else None
         if known is None:
             call = find_checkpoint_call()   # the reentrant kind: keyed by its ctx
@@ -555,6 +560,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
         if not self._mod_stack:
             return
         path, ev0, t0, is_root = self._mod_stack.pop()
+        if self._nograd_depth is not None and len(self._mod_stack) < self._nograd_depth:
+            self._nograd_depth = None
         rec = {"k": "scope", "mod": path, "ev0": ev0, "ev1": self._ev, "ph": self._phase,
                "step": self._step, "ns": time.perf_counter_ns() - t0,
                "cls": type(module).__name__}
