@@ -62,7 +62,8 @@ def _headline(s: Summary, source: str) -> list[Text]:
         lines.append(Text(f"Allocator peak {format_bytes(s.measured.peak_bytes)} "
                           f"({s.measured.source}): "
                           + agreement(s.measured.peak_bytes, pk.bytes)
-                          + scratch_clause(s.measured), style="dim"))
+                          + collective_clause(s.measured) + scratch_clause(s.measured),
+                          style="dim"))
     if s.script_checkpointed:   # Note [The script's own checkpoint]
         mods = s.script_checkpointed
         named = ", ".join(m or "(the model)" for m in mods[:3]) + \
@@ -89,6 +90,14 @@ def compiled_line(ledger_peak: int, compiled_peak: int) -> Text:
 
 def _where(module: str) -> str:
     return "the script (outside any module)" if not module else module
+
+
+def collective_clause(m) -> str:
+    """The collectives' own buffers at the allocator's peak (gloo's, made on its threads):
+    the part of the gap no ledger can hold (docs/distributed.md)."""
+    coll = m.collective_at_peak_bytes or 0
+    return f"; {coll:,} B of it are the collectives' own buffers, which no ledger sees" \
+        if coll else ""
 
 
 def scratch_clause(m) -> str:

@@ -203,3 +203,17 @@ def test_kernel_scratch_explains_what_no_tensor_does():
         {"k": "opscratch", "device": "cpu", "ops": {"mm": [0, 1806, 5]}}])
     assert diverged.kernel_scratch()[0].tolist() == []
     assert diverged.summary().measured.ledger_with_scratch_bytes is None
+
+
+def test_the_collectives_own_buffers_are_named_in_the_agreement():
+    """A rank's allocator peak can hold gloo's own buffers (made on its threads, never an
+    op's output): `show` says how much of the gap they are."""
+    from memledger.report.terminal import collective_clause
+
+    led = Ledger.from_records(RECORDS[:-1] + [
+        {"k": "measured", "source": "cpu-profiler", "device": "cpu", "peak_bytes": 5016,
+         "collective_at_peak_bytes": 1000}])
+    m = led.summary().measured
+    assert collective_clause(m) == ("; 1,000 B of it are the collectives' own buffers, "
+                                    "which no ledger sees")
+    assert collective_clause(Ledger.from_records(RECORDS).summary().measured) == ""
