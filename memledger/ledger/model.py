@@ -160,16 +160,20 @@ class Ledger:
             sizes.append(b[b > 0])
         return (np.concatenate(evs), np.concatenate(sizes)) if evs else none
 
-    def peak_with_scratch(self) -> int:
-        """The ledger's peak with the kernel scratch the allocator pass measured per op."""
+    def curve_with_scratch(self) -> np.ndarray:
+        """`curve()` with the kernel scratch the allocator pass measured per op added where
+        the op ran (what replay starts from, and what `show` compares with the allocator)."""
         curve = self.curve()
-        if not len(curve):
-            return 0
         ev, b = self.kernel_scratch()
-        if len(ev):
+        if len(ev) and len(curve):
             curve = curve.copy()
             np.add.at(curve, np.minimum(ev, len(curve) - 1), b)
-        return int(curve.max())
+        return curve
+
+    def peak_with_scratch(self) -> int:
+        """The ledger's peak with the kernel scratch the allocator pass measured per op."""
+        curve = self.curve_with_scratch()
+        return int(curve.max()) if len(curve) else 0
 
     def curve_by_category(self) -> pd.DataFrame:
         """Live bytes per category after each event: one column per category."""

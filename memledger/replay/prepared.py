@@ -98,11 +98,7 @@ class Prepared:
         calib = (led.extra.get("calibration") or [{}])[-1]
         op_code, op_names = pd.factorize(st["op"].astype(str).str.split(".").str[0])
         scratch_ev, scratch_b = led.kernel_scratch()
-        curve = led.curve()
-        if len(scratch_ev) and len(curve):
-            curve = curve.copy()
-            np.add.at(curve, np.minimum(scratch_ev, len(curve) - 1), scratch_b)
-        curve_peak = int(curve.max()) if len(curve) else 0
+        curve_peak = led.peak_with_scratch()
         mod_code, mod_names = pd.factorize(sc["mod"].astype(str))
         smod_code, smod_names = pd.factorize(st["saved_module"].astype(str))
         untraced = meas.get("step_ns") or calib.get("step_ns") or []

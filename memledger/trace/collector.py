@@ -41,7 +41,8 @@ running every remaining step untraced (8 iterations for `--steps 2` before this)
 A sparse COO tensor has no storage of its own: its indices and its values are two dense
 tensors, and those are what the allocator holds. `nn.Embedding(sparse=True)` makes its
 gradient that way (10,000 x 64 table, 256 x 20 ids: 2 x 5,120 x 8 B of indices + 5,120 x 64
-x 4 B of values per gradient), and SparseAdam coalesces and copies them; counted as nothing,
+x 4 B of values per gradient; `memledger trace tests/doctor/sparse_embedding.py --steps 2
+--no-timing -- --batch 256 --ids 20`), and SparseAdam coalesces and copies them; counted as nothing,
 they left 1,310,732 B (8.4 %) of the allocator's peak unexplained. They are recorded as the
 two storages, read with the dispatch mode off (no event): that example now reads 40,948 B
 (0.26 %) over the allocator, about one indices storage held too long in SparseAdam's step,

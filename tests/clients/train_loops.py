@@ -10,6 +10,9 @@
 - `eval`: an evaluation forward under `torch.no_grad()` (4x the batch) between backward
   and the optimizer's step.
 - `twice`: the model called twice per step (two views of a batch, a contrastive loss).
+
+`--autocast` runs the eval and twice loops' forward under CPU bf16 autocast: oneDNN's bf16
+matmuls take scratch inside the op that no tensor holds (`show` names it).
 """
 
 import argparse
@@ -49,6 +52,8 @@ def main() -> None:
     p.add_argument("--width", type=int, default=64)
     p.add_argument("--depth", type=int, default=3)
     p.add_argument("--batch-size", type=int, default=128)
+    p.add_argument("--autocast", action="store_true",
+                   help="the forward under CPU bf16 autocast (eval and twice loops)")
     args = p.parse_args()
     torch.manual_seed(0)
     model = Net(args.width, args.depth)
@@ -79,11 +84,12 @@ def main() -> None:
                 opt.step()
                 opt.zero_grad()
             continue
-        if args.loop == "twice":
-            a, b = model(x), model(x + 0.1 * torch.randn(x.shape, generator=gen))
-            loss = F.cross_entropy(a @ b.T / 0.1, torch.arange(args.batch_size))
-        else:
-            loss = F.cross_entropy(model(x), y)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.autocast):
+            if args.loop == "twice":
+                a, b = model(x), model(x + 0.1 * torch.randn(x.shape, generator=gen))
+                loss = F.cross_entropy((a @ b.T).float() / 0.1, torch.arange(args.batch_size))
+            else:
+                loss = F.cross_entropy(model(x).float(), y)
         loss.backward()
         if args.loop == "eval":
             with torch.no_grad():
