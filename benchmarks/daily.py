@@ -22,7 +22,9 @@ everywhere (OMP_NUM_THREADS=1), as benchmarks/accuracy.py: idle OpenMP threads s
 3. End to end (fresh processes): `python examples/train_gpt.py --steps 3` against
    `memledger trace examples/train_gpt.py --steps 3` (goal ≤ 2×), with `--no-timing` (memory only, as
    `check` traces) and with `--no-measure`,
-   and each of its two passes alone (where the time goes).
+   and each of its two passes alone (where the time goes); `memledger compare` of one
+   policy (ten workers); and `trace` and `compare` again with cold starts
+   (MEMLEDGER_WARM_START=0: every worker a fresh process, Note [Warm starts]).
 """
 
 from __future__ import annotations
@@ -52,11 +54,12 @@ def _children_cpu() -> float:
     return r.ru_utime + r.ru_stime
 
 
-def run_process(cmd: list[str], cwd: Path = ROOT) -> tuple[float, float]:
-    """(wall s, CPU s) of one fresh process, its children included."""
+def run_process(cmd: list[str], cwd: Path = ROOT,
+                env: dict[str, str] | None = None) -> tuple[float, float]:
+    """(wall s, CPU s) of one fresh process, its children included (`env`: added to ours)."""
     c0, t0 = _children_cpu(), time.perf_counter()
     subprocess.run(cmd, check=True, cwd=cwd, stdout=subprocess.DEVNULL,
-                   stderr=subprocess.DEVNULL)
+                   stderr=subprocess.DEVNULL, env={**os.environ, **(env or {})})
     return time.perf_counter() - t0, _children_cpu() - c0
 
 
@@ -208,13 +211,24 @@ def end_to_end(repeat: int, tmp: Path, model_args: list[str],
             PY, "-m", "memledger.trace.worker", "allocator", "--out", str(tmp / "pass.json"),
             "--steps", "3", script, "--", *model_args],
     }
+    # Note [Warm starts] (memledger/processes.py): the same commands with every worker a
+    # fresh `python -m` process, as before the zygote; compare starts ten workers
+    cold = {"MEMLEDGER_WARM_START": "0"}
+    compare = [*MEMLEDGER, "compare", script, "-p", "checkpoint:blocks.*", "--steps", "2",
+               "--time-steps", "2", "--", *model_args]
+    envs = {"memledger trace --steps 3, cold starts": cold,
+            "memledger compare -p checkpoint:blocks.*, cold starts": cold}
+    cmds["memledger trace --steps 3, cold starts"] = cmds["memledger trace --steps 3"]
+    cmds["memledger compare -p checkpoint:blocks.* --steps 2 --time-steps 2"] = compare
+    cmds["memledger compare -p checkpoint:blocks.*, cold starts"] = compare
     cwds = {}
     if baseline:   # run from its own folder: `python -m` puts the working folder first
         name = f"memledger trace --steps 3 (baseline {Path(baseline).name})"
         cmds[name] = [*MEMLEDGER, "trace", str(ROOT / script), "--steps", "3", "-o",
                       str(tmp / "e2e-base.ledger"), "--", *model_args]
         cwds[name] = Path(baseline).resolve()
-    rows = round_robin({k: (lambda c=c, d=cwds.get(k, ROOT): run_process(c, d))
+    rows = round_robin({k: (lambda c=c, d=cwds.get(k, ROOT), e=envs.get(k):
+                            run_process(c, d, e))
                         for k, c in cmds.items()}, repeat)
     size = " ".join(model_args) or "defaults"
     table(f"3. End to end, fresh processes (examples/train_gpt.py {size}, 3 steps)", rows,

@@ -8,14 +8,13 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 from memledger.doctor.findings import DoctorReport
 from memledger.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, ScriptError
+from memledger.processes import run_worker
 
 
 def diagnose_in_process(script: str | Path, argv: list[str], steps: int):
@@ -64,22 +63,18 @@ def _doctor_run(script: Path, argv: list[str], steps: int, ledger: Path | None,
                 quiet: bool) -> DoctorReport:
     with tempfile.TemporaryDirectory(prefix="memledger-doctor-") as tmp:
         report_path, status = Path(tmp) / "doctor.json", Path(tmp) / "status.json"
-        cmd = [sys.executable, "-m", "memledger.doctor.worker", "--report", str(report_path),
-               "--status", str(status), "--steps", str(steps)]
+        args = ["--report", str(report_path), "--status", str(status), "--steps", str(steps)]
         if ledger is not None:
-            cmd += ["--ledger", str(ledger)]
-        cmd += [str(script), "--", *argv]
-        proc = subprocess.Popen(cmd, env={**os.environ, "PYTHONUNBUFFERED": "1"},
-                                stdout=subprocess.PIPE if quiet else None,
-                                stderr=subprocess.STDOUT if quiet else None)
+            args += ["--ledger", str(ledger)]
         try:
-            output, _ = proc.communicate()
+            returncode, output = run_worker("memledger.doctor.worker",
+                                            [*args, str(script), "--", *argv],
+                                            capture_output=quiet)
         except KeyboardInterrupt:
-            proc.wait()
             raise ScriptError("interrupted", exit_code=EXIT_INTERRUPTED) from None
         res = json.loads(status.read_text()) if status.exists() else {
-            "code": proc.returncode or EXIT_USAGE, "steps": 0,
-            "reason": f"doctor worker died with status {proc.returncode}"}
+            "code": returncode or EXIT_USAGE, "steps": 0,
+            "reason": f"doctor worker died with status {returncode}"}
         if quiet and res["code"] != EXIT_OK and output:
             sys.stderr.write(output.decode(errors="replace"))
         if res["code"] != EXIT_OK:

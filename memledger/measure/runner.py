@@ -11,9 +11,7 @@ seeds make every run see the same inputs.
 from __future__ import annotations
 
 import json
-import os
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -21,6 +19,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from memledger.errors import EXIT_OK, EXIT_SCRIPT_FAILED, EXIT_USAGE, PolicyError, ScriptError
+from memledger.processes import run_worker
 from memledger.replay.policies import Policy
 from memledger.trace.session import check_script
 
@@ -55,19 +54,16 @@ def measure_script(script: str | Path, argv: list[str], policy: Policy, steps: i
         raise ScriptError("--steps and --time-steps must be at least 1", exit_code=EXIT_USAGE)
     with tempfile.TemporaryDirectory(prefix="memledger-measure-") as tmp:
         out = Path(tmp) / "result.json"
-        cmd = [sys.executable, "-m", "memledger.measure.worker", "--out", str(out),
-               "--policy", policy.text(), "--steps", str(steps), "--time-steps",
-               str(time_steps), str(script), "--", *argv]
-        proc = subprocess.run(cmd, env={**os.environ, "PYTHONUNBUFFERED": "1"},
-                              stdout=subprocess.PIPE if quiet else None,
-                              stderr=subprocess.STDOUT if quiet else None)
+        args = ["--out", str(out), "--policy", policy.text(), "--steps", str(steps),
+                "--time-steps", str(time_steps), str(script), "--", *argv]
+        returncode, output = run_worker("memledger.measure.worker", args,
+                                        capture_output=quiet)
         if not out.exists():
-            if quiet and proc.stdout:
-                sys.stderr.write(proc.stdout.decode(errors="replace"))
-            raise ScriptError(f"measure worker died with status {proc.returncode}")
+            if output:
+                sys.stderr.write(output.decode(errors="replace"))
+            raise ScriptError(f"measure worker died with status {returncode}")
         res = json.loads(out.read_text())
-    return result_from_worker(res, policy, steps, time_steps,
-                              proc.stdout if quiet else None)
+    return result_from_worker(res, policy, steps, time_steps, output or None)
 
 
 def result_from_worker(res: dict, policy: Policy, steps: int, time_steps: int,

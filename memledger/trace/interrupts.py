@@ -39,6 +39,11 @@ def install_worker_handlers() -> None:
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
     signal.signal(signal.SIGINT, _on_signal)
     signal.signal(signal.SIGTERM, _on_signal)
+    die_with_parent()
+
+
+def die_with_parent() -> None:
+    """On Linux: SIGTERM to this process when its parent dies (PR_SET_PDEATHSIG)."""
     if sys.platform.startswith("linux"):
         try:
             import ctypes

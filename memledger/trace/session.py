@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ from memledger.errors import (
 )
 from memledger.ledger.writer import append_records
 from memledger.outputs import check_output, commit, partial_path
+from memledger.processes import start_worker
 from memledger.trace.interrupts import Forwarder
 
 
@@ -106,25 +106,18 @@ class _Worker:
         self.fw = fw
         self._tmp = tempfile.TemporaryDirectory(prefix="memledger-")
         self.status = Path(self._tmp.name) / "status.json"
-        cmd = [sys.executable, "-m", "memledger.trace.worker", mode, "--out", str(out),
-               "--status", str(self.status), "--steps", str(steps), *extra,
-               *(("--wait-for-go",) if wait_for_go else ()), str(script), "--", *argv]
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-        # a quiet worker's output goes to a file, not a pipe: it runs while the parent waits
-        # on the other pass, and a script that prints more than a pipe holds would stall
-        self._log = open(Path(self._tmp.name) / "output.txt", "w+b") if quiet else None
-        self.proc = subprocess.Popen(cmd, env=env,
-                                     stdin=subprocess.PIPE if wait_for_go else None,
-                                     stdout=self._log,
-                                     stderr=subprocess.STDOUT if quiet else None)
+        args = [mode, "--out", str(out), "--status", str(self.status), "--steps", str(steps),
+                *extra, *(("--wait-for-go",) if wait_for_go else ()), str(script), "--", *argv]
+        # a quiet worker's output is kept (in a file) and shown only if the run fails
+        self.proc = start_worker("memledger.trace.worker", args, capture_output=quiet,
+                                 stdin_pipe=wait_for_go)
         if fw is not None:  # SIGINT/SIGTERM to memledger reach it: Note [One interrupt, ...]
             fw.attach(self.proc)
 
     def result(self, go: str | None = None) -> dict:
         """Wait for the worker (first telling a waiting one `go`) and read its status."""
         try:
-            self.proc.communicate(go.encode() if go is not None else None)
-            output = self._output()
+            output = self.proc.communicate(go.encode() if go is not None else None)
         except KeyboardInterrupt:
             self.proc.wait()  # the child got the same Ctrl-C: let it finish writing
             self._done()
@@ -144,22 +137,14 @@ class _Worker:
 
     def cancel(self) -> None:
         """A worker that will not be needed, wherever it is: kill it (no output kept)."""
-        if self.proc.poll() is None:
-            with contextlib.suppress(OSError):
-                self.proc.kill()
+        with contextlib.suppress(OSError):
+            self.proc.kill()
         with contextlib.suppress(OSError, ValueError):
             self.proc.communicate()
         self._done()
 
-    def _output(self) -> bytes:
-        if self._log is None:
-            return b""
-        self._log.seek(0)
-        return self._log.read()
-
     def _done(self) -> None:
-        if self._log is not None:
-            self._log.close()
+        self.proc.close()
         with contextlib.suppress(OSError):
             self._tmp.cleanup()
 

@@ -9,13 +9,12 @@ tiny scripts that seed themselves.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from memledger.errors import EXIT_OK, EXIT_USAGE, PolicyError, ScriptError
+from memledger.processes import run_worker
 
 
 @dataclass(frozen=True)
@@ -96,17 +95,16 @@ def capture_run(script: str | Path, argv: list[str], variant: Variant, steps: in
 
     out = Path(out)
     status = out.with_suffix(".status.json")
-    cmd = [sys.executable, "-m", "memledger.verify.worker", "--out", str(out),
-           "--status", str(status), "--steps", str(steps), "--policy", variant.policy]
+    args = ["--out", str(out), "--status", str(status), "--steps", str(steps),
+            "--policy", variant.policy]
     if variant.broken:
-        cmd += ["--broken", variant.broken, "--selector", variant.selector]
-    cmd += [str(script), "--", *argv]
-    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    output = proc.stdout.decode(errors="replace")
+        args += ["--broken", variant.broken, "--selector", variant.selector]
+    returncode, out_bytes = run_worker("memledger.verify.worker",
+                                       [*args, str(script), "--", *argv], capture_output=True)
+    output = out_bytes.decode(errors="replace")
     if not status.exists():
         tail = (output.strip().splitlines() or [""])[-1]
-        raise ScriptError(f"capture worker died with status {proc.returncode}: {tail}")
+        raise ScriptError(f"capture worker died with status {returncode}: {tail}")
     st = json.loads(status.read_text())
     if st.get("policy_error"):
         raise PolicyError(st["reason"])

@@ -95,8 +95,6 @@ def test_rank_launcher_ranks_write_beside_their_ledgers(tmp_path, monkeypatch):
 
 def test_doctor_worker_writes_beside_the_ledger(tmp_path, monkeypatch):
     # GIVEN a stand-in for the doctor's worker process that dies after some records
-    import subprocess
-
     from memledger.doctor import run as doctor_run
 
     script = tmp_path / "train.py"
@@ -105,17 +103,13 @@ def test_doctor_worker_writes_beside_the_ledger(tmp_path, monkeypatch):
     ledger.write_text(OLD)
     seen = {}
 
-    class DyingWorker:
-        def __init__(self, cmd, **kwargs):
-            path = Path(cmd[cmd.index("--ledger") + 1])
-            seen["path"] = path
-            path.write_text('{"k":"header","schema":"memledger.ledger/1"}\n')
-            seen["old_kept"] = ledger.read_text() == OLD   # while it writes
-            self.returncode = 137
-
-        def communicate(self):
-            return b"", b""
-    monkeypatch.setattr(subprocess, "Popen", DyingWorker)
+    def dying_worker(module, args, capture_output=False):
+        path = Path(args[args.index("--ledger") + 1])
+        seen["path"] = path
+        path.write_text('{"k":"header","schema":"memledger.ledger/1"}\n')
+        seen["old_kept"] = ledger.read_text() == OLD   # while it writes
+        return 137, b""
+    monkeypatch.setattr(doctor_run, "run_worker", dying_worker)
     with pytest.raises(Exception, match="doctor worker died"):
         doctor_run.doctor_script(script, [], steps=1, ledger=ledger)
     # THEN it wrote beside the ledger, never into it, and what it wrote is renamed over it

@@ -1,0 +1,340 @@
+"""Worker processes, started warm when it is safe: `start_worker("memledger.trace.worker", args)`.
+
+Every run of a user's script is a fresh process (`memledger trace`'s two passes, `measure`,
+`doctor`, `compare`'s captures). This module starts them all, and nothing here imports torch.
+
+# Note [Warm starts]
+A fresh `python -m memledger.X.worker` spends 2-3.5 s of CPU importing torch (and Dynamo,
+which the script's first optimizer step imports) before the script's first line: more
+than a tiny script's whole run, and `compare` starts ten such processes. So the first
+worker a memledger process starts also starts a *zygote* (memledger/zygote.py): a process
+that imports torch, Dynamo and memledger's workers once, then forks one child per worker.
+A child is the state a fresh process reaches after those imports, then runs the worker's
+`main(args)` as `python -m` would (its own stdin, stdout, stderr, environment and working
+folder; Python's `random` and numpy's global generator re-seeded from the OS, as a fresh
+process seeds them). It is the zygote's child, not ours, so the zygote reports its exit
+status over the socket, and `Worker` offers the part of `subprocess.Popen` we use.
+
+Why this is safe, and where it is not used:
+1. Forking is safe only before torch starts threads of its own or initialises CUDA. The
+   zygote runs no op, so no OpenMP pool exists; it reports its threads, and any beyond
+   the main one and BLAS's pool (which re-creates itself after a fork) make it refuse.
+   Machines with an NVIDIA driver get cold starts: CUDA's driver must not be touched
+   before a fork, and that has not been checked with torch's imports on a GPU yet.
+2. Variables read once, at import (OMP_NUM_THREADS, TORCH_* flags...), must be the ones
+   the worker would have read: a zygote serves only launches whose environment equals
+   the one it started with (PYTEST_CURRENT_TEST aside); another environment gets its own.
+3. Linux only (fork after a framework import is unsafe on macOS); torchrun's ranks are
+   torchrun's processes. MEMLEDGER_WARM_START=0 forces cold starts everywhere.
+4. Anything wrong with the zygote (it cannot import torch, it died) means cold starts
+   for the rest of this process: a warm start is only ever faster, never different.
+What stays different: a zygote's children share one string-hash seed (fresh processes
+each draw their own), so iteration over a set of strings has the same order in each run.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import json
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from typing import IO
+
+# environment variables that may differ between a zygote and its children: read by no
+# import (pytest sets PYTEST_CURRENT_TEST per test; every launch sets PYTHONUNBUFFERED)
+_VOLATILE_ENV = frozenset({"PYTEST_CURRENT_TEST", "PYTHONUNBUFFERED", "MEMLEDGER_WARM_START"})
+_MAX_ZYGOTES = 2
+
+
+class Worker:
+    """A started worker process: the subset of `subprocess.Popen` memledger uses, for a
+    warm child (the zygote's) and a cold one (ours) alike. `communicate()` returns the
+    captured output (stdout and stderr together), or b"" when the worker writes to ours."""
+
+    def __init__(self, proc: "subprocess.Popen | _WarmChild", output: IO[bytes] | None,
+                 stdin: int | None) -> None:
+        self._proc = proc
+        self._output = output
+        self._stdin = stdin
+        self.pid = proc.pid
+
+    @property
+    def returncode(self) -> int | None:
+        return self._proc.returncode
+
+    def poll(self) -> int | None:
+        return self._proc.poll()
+
+    def wait(self, timeout: float | None = None) -> int:
+        return self._proc.wait(timeout)
+
+    def send_signal(self, signum: int) -> None:
+        if self.poll() is None:
+            os.kill(self.pid, signum)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+    def communicate(self, input: bytes | None = None) -> bytes:
+        """Write `input` to a worker started with `stdin_pipe`, wait for its end, and
+        return its captured output."""
+        if self._stdin is not None:
+            with contextlib.suppress(OSError):
+                if input:
+                    os.write(self._stdin, input)
+            with contextlib.suppress(OSError):
+                os.close(self._stdin)
+            self._stdin = None
+        self.wait()
+        return self.output()
+
+    def output(self) -> bytes:
+        if self._output is None or self._output.closed:
+            return b""
+        self._output.seek(0)
+        return self._output.read()
+
+    def close(self) -> None:
+        """Release the output file and the stdin pipe (the process is not touched)."""
+        if self._output is not None:
+            self._output.close()
+        if self._stdin is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._stdin)
+            self._stdin = None
+
+
+def start_worker(module: str, args: list[str], capture_output: bool = False,
+                 stdin_pipe: bool = False) -> Worker:
+    """Start `python -m module args...` (warm when it can: Note [Warm starts]).
+    `capture_output`: its stdout and stderr go to a file that `communicate()` returns
+    (a file, not a pipe: a script that prints more than a pipe holds would stall while
+    we wait on another worker); otherwise it writes to ours. `stdin_pipe`: its stdin is a
+    pipe that `communicate(input)` writes."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    output = tempfile.TemporaryFile() if capture_output else None
+    zygote = _zygote_for(env)
+    if zygote is not None:
+        r, w = os.pipe() if stdin_pipe else (None, None)
+        try:
+            out_fd = output.fileno() if output else 1
+            fds = [r if r is not None else _fd_or_devnull(0), out_fd,
+                   out_fd if output else _fd_or_devnull(2)]
+            child = zygote.start(module, args, env, os.getcwd(), fds)
+        finally:
+            if r is not None:
+                os.close(r)
+        if child is not None:
+            return Worker(child, output, w)
+        if w is not None:
+            os.close(w)
+    proc = subprocess.Popen([sys.executable, "-m", module, *args], env=env,
+                            stdin=subprocess.PIPE if stdin_pipe else None,
+                            stdout=output, stderr=subprocess.STDOUT if output else None)
+    stdin = None
+    if proc.stdin is not None:   # hand the pipe's fd to Worker, which writes and closes it
+        stdin = os.dup(proc.stdin.fileno())
+        proc.stdin.close()
+    return Worker(proc, output, stdin)
+
+
+def run_worker(module: str, args: list[str], capture_output: bool = False) -> tuple[int, bytes]:
+    """Run a worker to its end: (its exit status, its captured output)."""
+    w = start_worker(module, args, capture_output=capture_output)
+    try:
+        out = w.communicate()
+    except KeyboardInterrupt:
+        w.wait()   # the worker got the same Ctrl-C: let it finish writing
+        w.close()
+        raise
+    w.close()
+    return w.returncode, out
+
+
+def _fd_or_devnull(fd: int) -> int:
+    try:
+        os.fstat(fd)
+        return fd
+    except OSError:
+        return _devnull()
+
+
+_DEVNULL: list[int] = []
+
+
+def _devnull() -> int:
+    if not _DEVNULL:
+        _DEVNULL.append(os.open(os.devnull, os.O_RDWR))
+    return _DEVNULL[0]
+
+
+# ---- the zygote's client ---------------------------------------------------------------------
+
+_zygotes: dict[tuple, "_Zygote"] = {}
+_lock = threading.Lock()
+
+
+def warm_starts_possible() -> bool:
+    """Linux, no NVIDIA driver, and not switched off (Note [Warm starts], 1 and 3)."""
+    if os.environ.get("MEMLEDGER_WARM_START", "1") == "0":
+        return False
+    return sys.platform.startswith("linux") and not os.path.exists("/dev/nvidiactl")
+
+
+def _zygote_for(env: dict[str, str]) -> "_Zygote | None":
+    if not warm_starts_possible():
+        return None
+    key = tuple(sorted((k, v) for k, v in env.items() if k not in _VOLATILE_ENV))
+    with _lock:
+        z = _zygotes.get(key)
+        if z is None:
+            while len(_zygotes) >= _MAX_ZYGOTES:
+                _zygotes.pop(next(iter(_zygotes))).close()
+            try:
+                z = _zygotes[key] = _Zygote(env)
+            except OSError:
+                return None
+    return z if z.usable() else None
+
+
+class _Zygote:
+    """One zygote process (memledger/zygote.py) and the socket we talk to it through."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self.sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "memledger.zygote", str(theirs.fileno())],
+                pass_fds=[theirs.fileno()], env=env, stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        finally:
+            theirs.close()
+        self.ready: bool | None = None   # None until the zygote says it has imported
+        self.dead = False
+        self.exits: dict[int, int] = {}
+        self._replies: list[dict] = []
+        self._lock = threading.RLock()
+
+    def usable(self) -> bool:
+        with self._lock:
+            while self.ready is None and not self.dead:
+                self._pump(None)
+            return bool(self.ready) and not self.dead
+
+    def start(self, module: str, args: list[str], env: dict[str, str], cwd: str,
+              fds: list[int]) -> "_WarmChild | None":
+        request = json.dumps({"module": module, "args": args, "env": env, "cwd": cwd})
+        with self._lock:
+            try:
+                socket.send_fds(self.sock, [request.encode()], fds)
+            except OSError:
+                self.dead = True
+                return None
+            while not self._replies and not self.dead:
+                self._pump(None)
+            if not self._replies:
+                return None
+            return _WarmChild(self, self._replies.pop(0)["pid"])
+
+    def exit_code(self, pid: int, timeout: float | None) -> int | None:
+        """The child's exit status once the zygote reports it; None if not by `timeout`
+        (0: do not wait)."""
+        end = None if timeout is None else time.monotonic() + timeout
+        with self._lock:
+            while pid not in self.exits:
+                if self.dead:
+                    return self._orphaned(pid, end)
+                left = None if end is None else end - time.monotonic()
+                if left is not None and left <= 0:
+                    self._pump(0)
+                    return self.exits.get(pid)
+                self._pump(left)
+            return self.exits[pid]
+
+    def _pump(self, timeout: float | None) -> None:
+        """Read the zygote's messages for up to `timeout` seconds (None: until one)."""
+        if self.dead:
+            return
+        ready, _, _ = select.select([self.sock], [], [], timeout)
+        while ready:
+            try:
+                data = self.sock.recv(65536)
+            except OSError:
+                data = b""
+            if not data:
+                self.dead = True
+                self.ready = bool(self.ready)
+                return
+            msg = json.loads(data)
+            if "ready" in msg:
+                self.ready = bool(msg["ready"])
+            elif "exit" in msg:
+                self.exits[msg["exit"]] = msg["code"]
+            else:
+                self._replies.append(msg)
+            ready, _, _ = select.select([self.sock], [], [], 0)
+
+    def _orphaned(self, pid: int, end: float | None) -> int | None:
+        """The zygote died before reporting `pid`: its death sent the child SIGTERM
+        (zygote.py sets PR_SET_PDEATHSIG); wait until it is gone and say so."""
+        while _pid_alive(pid):
+            if end is not None and time.monotonic() >= end:
+                return None
+            time.sleep(0.02)
+        self.exits[pid] = -signal.SIGTERM
+        return self.exits[pid]
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.sock.close()
+        self.dead = True
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=5)
+
+
+class _WarmChild:
+    """A zygote's child, seen from here: `pid`, `returncode`, `poll()` and `wait()`."""
+
+    def __init__(self, zygote: _Zygote, pid: int) -> None:
+        self._zygote = zygote
+        self.pid = pid
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            self.returncode = self._zygote.exit_code(self.pid, 0)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        if self.returncode is None:
+            self.returncode = self._zygote.exit_code(self.pid, timeout)
+            if self.returncode is None:
+                raise subprocess.TimeoutExpired(f"memledger worker {self.pid}", timeout or 0)
+        return self.returncode
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _close_all() -> None:
+    for z in list(_zygotes.values()):
+        z.close()
+    _zygotes.clear()
+
+
+atexit.register(_close_all)   # our end of each socket closes; each zygote then exits

@@ -1,0 +1,85 @@
+"""Worker processes started warm, from a zygote, and cold (Note [Warm starts],
+memledger/processes.py): the same start, the same exits, the same streams."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from memledger import processes
+from memledger.processes import run_worker, start_worker
+
+ROOT = Path(__file__).resolve().parents[2]
+ECHO = "tests.unit.echo_worker"
+
+pytestmark = pytest.mark.skipif(not processes.warm_starts_possible(),
+                                reason="warm starts need Linux without an NVIDIA driver")
+
+
+@pytest.fixture(autouse=True)
+def _from_root(monkeypatch):
+    monkeypatch.chdir(ROOT)   # `python -m tests.unit.echo_worker` resolves from here
+
+
+def _state() -> dict:
+    code, out = run_worker(ECHO, ["state", "a b"], capture_output=True)
+    assert code == 0, out
+    return json.loads(out.decode().strip().splitlines()[-1])
+
+
+def test_a_warm_child_starts_where_a_fresh_process_starts(monkeypatch, tmp_path):
+    warm1, warm2 = _state(), _state()
+    monkeypatch.setenv("MEMLEDGER_WARM_START", "0")
+    cold, cold2 = _state(), _state()
+    # the zygote's children had torch before their first line, the cold one did not; a
+    # warm child is the zygote's child, a cold one ours
+    assert (warm1["warm"], warm2["warm"], cold["warm"]) == (True, True, False)
+    assert warm1["ppid"] == warm2["ppid"] != os.getpid() == cold["ppid"]
+    # torch's default generator: as in fresh processes, the same seed in each (older
+    # torch) or a seed of its own (torch 2.13 draws it from the OS)
+    assert (warm1["torch"] == warm2["torch"]) == (cold["torch"] == cold2["torch"])
+    # numpy's and Python's global generators: fresh from the OS in each child
+    assert warm1["numpy"] != warm2["numpy"] and warm1["random"] != warm2["random"]
+    for s in (warm1, warm2, cold):   # as `python -m` started from here, with these args
+        assert (s["cwd"], s["path0"], s["argv"], s["stdout_tty"]) == (
+            str(ROOT), str(ROOT), ["state", "a b"], False)
+
+
+def test_the_environment_and_folder_at_launch_are_the_childs(monkeypatch, tmp_path):
+    # another environment than the zygote's: a zygote of its own, which started with it
+    monkeypatch.setenv("ECHO_VAR", "set")
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    monkeypatch.chdir(tmp_path)
+    s = _state()
+    assert (s["var"], s["cwd"], s["path0"], s["warm"]) == ("set", str(tmp_path),
+                                                          str(tmp_path), True)
+    assert len(processes._zygotes) <= processes._MAX_ZYGOTES
+
+
+@pytest.mark.parametrize("warm", ["1", "0"])
+def test_exit_status_and_output_as_python_gives_them(monkeypatch, warm):
+    monkeypatch.setenv("MEMLEDGER_WARM_START", warm)
+    assert run_worker(ECHO, ["echo", "x"], capture_output=True) == (0, b"out x\nerr x\n")
+    assert run_worker(ECHO, ["exit", "3"], capture_output=True)[0] == 3
+    code, out = run_worker(ECHO, ["raise"], capture_output=True)
+    assert code == 1 and out.decode().strip().endswith("ValueError: broke on purpose")
+    w = start_worker(ECHO, ["reverse"], capture_output=True, stdin_pipe=True)
+    assert w.communicate(b"go 3\n") == b"3 og\n" and w.returncode == 0
+    w.close()
+
+
+@pytest.mark.parametrize("warm", ["1", "0"])
+def test_a_signal_ends_the_worker_and_its_status_says_which(monkeypatch, warm):
+    monkeypatch.setenv("MEMLEDGER_WARM_START", warm)
+    w = start_worker(ECHO, ["sleep"], capture_output=True)
+    time.sleep(0.2)
+    assert w.poll() is None
+    w.send_signal(signal.SIGTERM)
+    assert w.wait(timeout=30) == -signal.SIGTERM and w.poll() == -signal.SIGTERM
+    w.kill()   # no-op on an ended worker
+    w.close()
