@@ -52,6 +52,9 @@ from typing import IO
 # import (pytest sets PYTEST_CURRENT_TEST per test; every launch sets PYTHONUNBUFFERED)
 _VOLATILE_ENV = frozenset({"PYTEST_CURRENT_TEST", "PYTHONUNBUFFERED", "MEMLEDGER_WARM_START"})
 _MAX_ZYGOTES = 2
+# longer than any import of torch takes, even on a loaded machine; a zygote that has not
+# said "ready" by then is stuck, not slow
+_READY_TIMEOUT_S = 300.0
 
 
 class Worker:
@@ -224,9 +227,19 @@ class _Zygote:
         self._lock = threading.RLock()
 
     def usable(self) -> bool:
+        """Wait for the zygote's imports (once); False if it refused or died, or has not
+        imported within _READY_TIMEOUT_S (then it is stopped: cold starts from here on)."""
         with self._lock:
+            end = time.monotonic() + _READY_TIMEOUT_S
             while self.ready is None and not self.dead:
-                self._pump(None)
+                left = end - time.monotonic()
+                if left <= 0:
+                    with contextlib.suppress(OSError):
+                        self.proc.kill()
+                    self.close()
+                    self.ready = False
+                    break
+                self._pump(left)
             return bool(self.ready) and not self.dead
 
     def start(self, module: str, args: list[str], env: dict[str, str], cwd: str,
