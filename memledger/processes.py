@@ -28,6 +28,12 @@ Why this is safe, and where it is not used:
    torchrun's processes. MEMLEDGER_WARM_START=0 forces cold starts everywhere.
 4. Anything wrong with the zygote (it cannot import torch, it died) means cold starts
    for the rest of this process: a warm start is only ever faster, never different.
+5. Warm starts are used where workers run one after another: `compare` (ten of them),
+   `plan --measure`, `check` with its doctor run (`several_workers()`), and everywhere
+   with MEMLEDGER_WARM_START=1 (the test suite: two pytest processes start ~80 workers).
+   `trace` alone starts its two passes at once: cold, each imports on its own core in
+   the time the zygote would import on one (measured: the default trace of the tiny GPT
+   9.8 s wall cold, 11.0 s warm; 13.1 s and 11.8 s of CPU: docs/performance.md).
 What stays different: a zygote's children share one string-hash seed (fresh processes
 each draw their own), so iteration over a set of strings has the same order in each run.
 """
@@ -46,7 +52,7 @@ import sys
 import tempfile
 import threading
 import time
-from typing import IO
+from typing import IO, Iterator
 
 # environment variables that may differ between a zygote and its children: read by no
 # import (pytest sets PYTEST_CURRENT_TEST per test; every launch sets PYTHONUNBUFFERED)
@@ -185,15 +191,30 @@ _zygotes: dict[tuple, "_Zygote"] = {}
 _lock = threading.Lock()
 
 
+_several = [0]
+
+
+@contextlib.contextmanager
+def several_workers() -> Iterator[None]:
+    """Around work that starts workers one after another (`compare`, `plan --measure`):
+    there a zygote pays for itself from the second worker on (Note [Warm starts], 5)."""
+    _several[0] += 1
+    try:
+        yield
+    finally:
+        _several[0] -= 1
+
+
 def warm_starts_possible() -> bool:
     """Linux, no NVIDIA driver, and not switched off (Note [Warm starts], 1 and 3)."""
-    if os.environ.get("MEMLEDGER_WARM_START", "1") == "0":
+    if os.environ.get("MEMLEDGER_WARM_START") == "0":
         return False
     return sys.platform.startswith("linux") and not os.path.exists("/dev/nvidiactl")
 
 
 def _zygote_for(env: dict[str, str]) -> "_Zygote | None":
-    if not warm_starts_possible():
+    wanted = os.environ.get("MEMLEDGER_WARM_START") == "1" or _several[0] > 0
+    if not (wanted and warm_starts_possible()):
         return None
     key = tuple(sorted((k, v) for k, v in env.items() if k not in _VOLATILE_ENV))
     with _lock:

@@ -21,6 +21,10 @@ ROOT = Path(__file__).resolve().parents[1]
 if os.environ.get("PYTEST_XDIST_WORKER") and "OMP_NUM_THREADS" not in os.environ:
     _workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
     os.environ["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // _workers))
+# The suite's two pytest processes start ~80 workers between them: fork them all from one
+# zygote each (Note [Warm starts], memledger/processes.py); 460 of the suite's 638 s of CPU
+# had gone to starting workers cold. tests/unit/test_processes.py checks both ways.
+os.environ.setdefault("MEMLEDGER_WARM_START", "1")
 EXAMPLES = ROOT / "examples"
 
 

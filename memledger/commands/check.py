@@ -15,6 +15,7 @@ from rich.text import Text
 from memledger.commands.common import console, err_console, print_json, stdout_to_stderr
 from memledger.errors import BudgetError, CheckFailed, LedgerFormatError, MemledgerError
 from memledger.outputs import check_output
+from memledger.processes import several_workers
 from memledger.units import format_bytes
 
 if TYPE_CHECKING:
@@ -130,7 +131,9 @@ def check(
             check_ranks(leds, bud, base, sources, str(target), json_, junit, markdown_)
             return
         if target.suffix == ".py":
-            with tempfile.TemporaryDirectory(prefix="memledger-check-") as tmp:
+            # with its doctor run, three fresh processes: Note [Warm starts]
+            warm = several_workers() if no_findings else contextlib.nullcontext()
+            with warm, tempfile.TemporaryDirectory(prefix="memledger-check-") as tmp:
                 out = output or Path(tmp) / "check.ledger"
                 with stdout_to_stderr(json_):  # --json: stdout holds the JSON and nothing else
                     # peaks and traced step times only: Note [Memory-only traces]

@@ -20,10 +20,12 @@ from pathlib import Path
 from typing import Callable
 
 from memledger.measure.runner import MeasureResult, measure_script
+from memledger.processes import several_workers
 from memledger.replay.plan import MeasuredChoice, PlanReport
 from memledger.replay.policies import parse_policy
 
 
+@several_workers()   # fresh processes one after another: Note [Warm starts]
 def measure_plan(report: PlanReport, script: str | Path, argv: list[str], steps: int = 3,
                  time_steps: int = 20, max_extra: int = 2,
                  say: Callable[[str], None] = lambda m: None, clock: str = "cpu") -> PlanReport:

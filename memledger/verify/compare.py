@@ -26,6 +26,7 @@ from typing import Callable
 from memledger.errors import CheckFailed
 from memledger.ledger.model import Ledger
 from memledger.measure.runner import measure_script
+from memledger.processes import several_workers
 from memledger.replay.plan import pareto_points
 from memledger.replay.policies import Policy
 from memledger.replay.predict import predict
@@ -43,6 +44,7 @@ from memledger.verify.verdict import (
 Progress = Callable[[str], None]
 
 
+@several_workers()   # fresh processes one after another: Note [Warm starts]
 def run_compare(script: str | Path, argv: list[str], policies: list[Policy], steps: int = 3,
                 time_steps: int = 5, rtol: float | None = None, performance: bool = True,
                 progress: Progress | None = None, doctor: bool = True) -> CompareReport:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from memledger import processes
-from memledger.processes import run_worker, start_worker
+from memledger.processes import run_worker, several_workers, start_worker
 
 ROOT = Path(__file__).resolve().parents[2]
 ECHO = "tests.unit.echo_worker"
@@ -24,6 +24,7 @@ pytestmark = pytest.mark.skipif(not processes.warm_starts_possible(),
 @pytest.fixture(autouse=True)
 def _from_root(monkeypatch):
     monkeypatch.chdir(ROOT)   # `python -m tests.unit.echo_worker` resolves from here
+    monkeypatch.setenv("MEMLEDGER_WARM_START", "1")
 
 
 def _state() -> dict:
@@ -83,3 +84,11 @@ def test_a_signal_ends_the_worker_and_its_status_says_which(monkeypatch, warm):
     assert w.wait(timeout=30) == -signal.SIGTERM and w.poll() == -signal.SIGTERM
     w.kill()   # no-op on an ended worker
     w.close()
+
+
+def test_by_default_only_workers_started_one_after_another_are_warm(monkeypatch):
+    monkeypatch.delenv("MEMLEDGER_WARM_START")
+    assert _state()["warm"] is False            # `trace`: its two passes start cold
+    with several_workers():                     # `compare`, `plan --measure`
+        assert _state()["warm"] is True
+    assert _state()["warm"] is False
