@@ -6,13 +6,14 @@ Every run of a user's script is a fresh process (`memledger trace`'s two passes,
 # Note [Warm starts]
 A fresh `python -m memledger.X.worker` spends 2-3.5 s of CPU importing torch (and Dynamo,
 which the script's first optimizer step imports) before the script's first line: more
-than a tiny script's whole run, and `compare` starts ten such processes. So the first
-worker a memledger process starts also starts a *zygote* (memledger/zygote.py): a process
-that imports torch, Dynamo and memledger's workers once, then forks one child per worker.
-A child is the state a fresh process reaches after those imports, then runs the worker's
-`main(args)` as `python -m` would (its own stdin, stdout, stderr, environment and working
-folder; Python's `random` and numpy's global generator re-seeded from the OS, as a fresh
-process seeds them). It is the zygote's child, not ours, so the zygote reports its exit
+than a tiny script's whole run, and `compare` starts ten such processes. So where
+workers run one after another (5. below), the first one starts a *zygote*
+(memledger/zygote.py): a process that imports torch, Dynamo and memledger's workers once,
+then forks one child per worker. A child is the state a fresh process reaches after those
+imports, then runs the worker's `main(args)` as `python -m` would (its own stdin, stdout,
+stderr, environment and working folder; Python's `random`, numpy's global generator and,
+where torch draws its default seed from the OS, torch's default generator re-seeded, as a
+fresh process seeds them). It is the zygote's child, not ours, so the zygote reports its exit
 status over the socket, and `Worker` offers the part of `subprocess.Popen` we use.
 
 Why this is safe, and where it is not used:
@@ -134,9 +135,9 @@ def start_worker(module: str, args: list[str], capture_output: bool = False,
     if zygote is not None:
         r, w = os.pipe() if stdin_pipe else (None, None)
         try:
-            out_fd = output.fileno() if output else 1
-            fds = [r if r is not None else _fd_or_devnull(0), out_fd,
-                   out_fd if output else _fd_or_devnull(2)]
+            out = output.fileno() if output else _fd_or_devnull(1)
+            fds = [r if r is not None else _fd_or_devnull(0), out,
+                   out if output else _fd_or_devnull(2)]
             child = zygote.start(module, args, env, os.getcwd(), fds)
         finally:
             if r is not None:
