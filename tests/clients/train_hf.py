@@ -8,7 +8,8 @@
 
 Models (every setting left at the library's default but the sizes): `gpt2` (causal LM,
 dropout 0.1, KV cache on), `llama` (causal LM, RoPE, RMSNorm, SwiGLU, KV cache on), `bert`
-(masked LM, 15 % of positions labelled). Tokens are random, from their own generator.
+(masked LM, 15 % of positions labelled), `albert` (one layer shared by all), `distilbert`
+(masked LM, post-LN). Tokens are random, from their own generator.
 """
 
 import argparse
@@ -23,6 +24,8 @@ from transformers import (
     AlbertForMaskedLM,
     BertConfig,
     BertForMaskedLM,
+    DistilBertConfig,
+    DistilBertForMaskedLM,
     GPT2Config,
     GPT2LMHeadModel,
     LlamaConfig,
@@ -52,12 +55,16 @@ def build(name: str, layers: int, hidden: int, heads: int, vocab: int, seq: int)
                          intermediate_size=4 * hidden, vocab_size=vocab,
                          max_position_embeddings=seq)
         return BertForMaskedLM(cfg)
-    raise SystemExit(f"unknown --model {name!r}: gpt2, llama, bert or albert")
+    if name == "distilbert":   # post-LN: each layer ends in a LayerNorm (unlike GPT-2's add)
+        cfg = DistilBertConfig(n_layers=layers, dim=hidden, n_heads=heads, hidden_dim=4 * hidden,
+                               vocab_size=vocab, max_position_embeddings=seq)
+        return DistilBertForMaskedLM(cfg)
+    raise SystemExit(f"unknown --model {name!r}: gpt2, llama, bert, albert or distilbert")
 
 
 def batch(name: str, gen: torch.Generator, bsz: int, seq: int, vocab: int) -> dict:
     ids = torch.randint(0, vocab, (bsz, seq), generator=gen)
-    if name not in ("bert", "albert"):
+    if name not in ("bert", "albert", "distilbert"):
         return {"input_ids": ids, "labels": ids}
     labels = torch.where(torch.rand(bsz, seq, generator=gen) < 0.15, ids, -100)
     return {"input_ids": ids, "attention_mask": torch.ones_like(ids), "labels": labels}
@@ -65,7 +72,8 @@ def batch(name: str, gen: torch.Generator, bsz: int, seq: int, vocab: int) -> di
 
 def main() -> None:
     p = argparse.ArgumentParser()
-    p.add_argument("--model", default="gpt2", choices=["gpt2", "llama", "bert", "albert"])
+    p.add_argument("--model", default="gpt2", choices=["gpt2", "llama", "bert", "albert",
+                                                             "distilbert"])
     p.add_argument("--steps", type=int, default=5)
     p.add_argument("--layers", type=int, default=2)
     p.add_argument("--hidden", type=int, default=64)
