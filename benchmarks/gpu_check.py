@@ -15,7 +15,10 @@ last recorded run). Without CUDA it says so and exits 0. It checks:
    measured peak (`max_memory_allocated`) and step time against replay's prediction;
 5. `memledger import` of the allocator snapshot trace wrote beside the GPT ledger, and
    `memledger compare`'s gates on CUDA (relative tolerance 1e-5);
-6. `trace --fake --device cuda` of each example against its real CUDA run (docs/fake.md).
+6. `trace --fake --device cuda` of each example against its real CUDA run (docs/fake.md);
+7. warm starts on CUDA (Note [Warm starts], memledger/processes.py, off by default where
+   an NVIDIA driver is): `measure` of the GPT under checkpoint from a zygote's children
+   (MEMLEDGER_WARM_START=force) and from a fresh process must read the same peak.
 """
 
 from __future__ import annotations
@@ -189,6 +192,29 @@ def check_fake(out: Path) -> list[str]:
     return rows
 
 
+def check_warm_start(out: Path) -> list[str]:
+    """The same measured run started warm twice and cold once: equal CUDA peaks, exit 0."""
+    import os
+
+    from memledger.measure.runner import measure_script
+    from memledger.replay.policies import Policy
+
+    script, argv = ROOT / "examples" / "train_gpt.py", ["--device", "cuda", "--steps", "8"]
+    pol = Policy.parse("checkpoint:blocks.*")
+    peaks, secs = {}, {}
+    for mode in ("force", "force", "0"):
+        os.environ["MEMLEDGER_WARM_START"] = mode
+        t0 = time.perf_counter()
+        peaks.setdefault(mode, []).append(measure_script(script, argv, pol, steps=2,
+                                                         time_steps=2).peak_bytes)
+        secs.setdefault(mode, []).append(time.perf_counter() - t0)
+    os.environ.pop("MEMLEDGER_WARM_START")
+    same = len(set(peaks["force"] + peaks["0"])) == 1
+    return [_row("warm start (cuda)", f"warm {peaks['force'][-1]:,}", f"cold {peaks['0'][0]:,}",
+                 f"{secs['force'][-1]:.1f} s warm", f"{secs['0'][0]:.1f} s cold",
+                 "ok" if same else "DIFFERENT")]
+
+
 def main() -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--out", default=None, help="folder for the ledgers (default: a temp dir)")
@@ -202,7 +228,7 @@ def main() -> int:
     out.mkdir(parents=True, exist_ok=True)
     print(f"torch {torch.__version__}, {torch.cuda.get_device_name(0)}")
     rows = check_examples(out) + check_api() + check_oom(out)
-    for check in (check_policies, check_import_and_compare, check_fake):
+    for check in (check_policies, check_import_and_compare, check_fake, check_warm_start):
         try:
             rows += check(out)
         except Exception as e:  # report, keep the rows above

@@ -21,7 +21,8 @@ Why this is safe, and where it is not used:
    zygote runs no op, so no OpenMP pool exists; it reports its threads, and any beyond
    the main one and BLAS's pool (which re-creates itself after a fork) make it refuse.
    Machines with an NVIDIA driver get cold starts: CUDA's driver must not be touched
-   before a fork, and that has not been checked with torch's imports on a GPU yet.
+   before a fork, and that has not been checked with torch's imports on a GPU yet
+   (benchmarks/gpu_check.py checks it, with MEMLEDGER_WARM_START=force).
 2. Variables read once, at import (OMP_NUM_THREADS, TORCH_* flags...), must be the ones
    the worker would have read: a zygote serves only launches whose environment equals
    the one it started with (PYTEST_CURRENT_TEST aside); another environment gets its own.
@@ -190,9 +191,7 @@ def _devnull() -> int:
 
 _zygotes: dict[tuple, "_Zygote"] = {}
 _lock = threading.Lock()
-
-
-_several = [0]
+_several = [0]   # depth of several_workers() blocks
 
 
 @contextlib.contextmanager
@@ -207,14 +206,16 @@ def several_workers() -> Iterator[None]:
 
 
 def warm_starts_possible() -> bool:
-    """Linux, no NVIDIA driver, and not switched off (Note [Warm starts], 1 and 3)."""
-    if os.environ.get("MEMLEDGER_WARM_START") == "0":
+    """Linux, no NVIDIA driver, and not switched off (Note [Warm starts], 1 and 3).
+    MEMLEDGER_WARM_START=force skips the driver check (benchmarks/gpu_check.py)."""
+    setting = os.environ.get("MEMLEDGER_WARM_START")
+    if setting == "0" or not sys.platform.startswith("linux"):
         return False
-    return sys.platform.startswith("linux") and not os.path.exists("/dev/nvidiactl")
+    return setting == "force" or not os.path.exists("/dev/nvidiactl")
 
 
 def _zygote_for(env: dict[str, str]) -> "_Zygote | None":
-    wanted = os.environ.get("MEMLEDGER_WARM_START") == "1" or _several[0] > 0
+    wanted = os.environ.get("MEMLEDGER_WARM_START") in ("1", "force") or _several[0] > 0
     if not (wanted and warm_starts_possible()):
         return None
     key = tuple(sorted((k, v) for k, v in env.items() if k not in _VOLATILE_ENV))
