@@ -30,6 +30,9 @@ class FakeRun(BaseModel):
                                "before the run, or literals' sources (device real:cpu)")
     real_bytes: int = Field(description="their bytes")
     standins: list[StandIn]
+    fake_aware: list[str] = Field(default_factory=list, description="libraries the script "
+                                  "imported that branch on FakeTensor, and what it changes "
+                                  "(Note [Fake runs], Rule 7)")
 
 
 def fake_info(led) -> FakeRun | None:
@@ -48,4 +51,5 @@ def fake_info(led) -> FakeRun | None:
         standins=[StandIn(file=str(r.get("file", "")), line=int(r.get("line", 0)),
                           code=str(r.get("code", "")), op=str(r.get("op", "")),
                           value=str(r.get("value", ""))) for r in led.extra.get("standin", [])],
+        fake_aware=[str(r.get("what", "")) for r in led.extra.get("fake_aware", [])],
     )

@@ -141,6 +141,8 @@ def _fake_line(s: Summary) -> Text:
         text += f"  {si.code}" if si.code else ""
     if len(f.standins) > 8:
         text += f"\n  ... {len(f.standins) - 8} more (show --json)"
+    for what in f.fake_aware:
+        text += f"\n  {what}"
     return Text(text, style="yellow")
 
 
