@@ -92,3 +92,26 @@ def test_by_default_only_workers_started_one_after_another_are_warm(monkeypatch)
     with several_workers():                     # `compare`, `plan --measure`
         assert _state()["warm"] is True
     assert _state()["warm"] is False
+
+
+def _gone(pid: int) -> bool:
+    """Ended: no such process, or a zombie waiting for whoever adopted it."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+def test_workers_end_with_the_process_that_started_them():
+    # our end of the socket closes (as at our exit, or when we are killed): the zygote
+    # exits, and its death sends each running child SIGTERM (PR_SET_PDEATHSIG)
+    w = start_worker(ECHO, ["sleep"], capture_output=True)
+    time.sleep(0.2)
+    assert w.poll() is None
+    processes._close_all()
+    deadline = time.monotonic() + 30
+    while not _gone(w.pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _gone(w.pid)
+    w.close()
