@@ -11,9 +11,7 @@ negated signal number for a child killed by one). The end of the socket ends the
 
 from __future__ import annotations
 
-import atexit
 import contextlib
-import gc
 import importlib
 import json
 import os
@@ -152,15 +150,12 @@ def _reseed() -> None:
         torch.seed()
 
 
-def _exit(code: int) -> None:
-    """End the child as memledger's workers end (Note [A worker's exit], trace/worker.py)."""
-    with contextlib.suppress(BaseException):
-        gc.collect()
-        atexit._run_exitfuncs()
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(Exception):
-            stream.flush()
-    os._exit(code if isinstance(code, int) else 1)
+def _exit(code) -> None:
+    """End the child as memledger's workers end (Note [A worker's exit]): never back into
+    the zygote's loop, even under torchrun's RANK (exit_now would raise SystemExit)."""
+    from memledger.trace.worker import end_process
+
+    end_process(code if isinstance(code, int) else 1)
 
 
 if __name__ == "__main__":

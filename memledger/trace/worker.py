@@ -318,6 +318,11 @@ def main(argv: list[str] | None = None) -> int:
 def exit_now(code: int) -> None:
     if "RANK" in os.environ:
         sys.exit(code)
+    end_process(code)
+
+
+def end_process(code: int) -> None:
+    """What a normal exit runs for the script, then os._exit (Note [A worker's exit])."""
     import atexit
     import gc
 
