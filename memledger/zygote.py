@@ -155,7 +155,10 @@ def _exit(code) -> None:
     the zygote's loop, even under torchrun's RANK (exit_now would raise SystemExit)."""
     from memledger.trace.worker import end_process
 
-    end_process(code if isinstance(code, int) else 1)
+    try:
+        end_process(code if isinstance(code, int) else 1)
+    finally:   # reached only if a Ctrl-C landed in the atexit handlers
+        os._exit(130)
 
 
 if __name__ == "__main__":
