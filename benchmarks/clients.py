@@ -49,6 +49,15 @@ CLIENTS = {
     "lora-nocache": ("train_lora.py", ["--no-cache", *SHAPE],
                      _policies("base_model.model.transformer.h.*")),
     "dropout-gpt": ("train_dropout_gpt.py", ["--steps", "3"], _policies("blocks.*")),
+    # any transformers LM by model_type (train_auto.py defaults: 2 layers, hidden 64,
+    # 4 heads, batch 4, T=32), with clipping, a OneCycle schedule and an EMA copy
+    **{f"auto-{t}": ("train_auto.py", ["--model", t, "--steps", "3", "--clip", "1",
+                                       "--sched", "--ema"], _policies(layers))
+       for t, layers in (("qwen2", "model.layers.*"), ("mistral", "model.layers.*"),
+                         ("gemma", "model.layers.*"), ("gpt_neox", "gpt_neox.layers.*"),
+                         ("bloom", "transformer.h.*"), ("phi", "model.layers.*"),
+                         ("opt", "model.decoder.layers.*"),
+                         ("distilbert", "distilbert.transformer.layer.*"))},
     "detached": ("train_detached.py", ["--steps", "3"], []),
 }
 
