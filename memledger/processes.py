@@ -57,8 +57,15 @@ import time
 from typing import IO, Iterator
 
 # environment variables that may differ between a zygote and its children: read by no
-# import (pytest sets PYTEST_CURRENT_TEST per test; every launch sets PYTHONUNBUFFERED)
-_VOLATILE_ENV = frozenset({"PYTEST_CURRENT_TEST", "PYTHONUNBUFFERED", "MEMLEDGER_WARM_START"})
+# import (pytest sets PYTEST_CURRENT_TEST per test; every launch sets PYTHONUNBUFFERED;
+# MEMLEDGER_ZYGOTE names a zygote's socket to torchrun's ranks: Note [Warm ranks])
+VOLATILE_ENV = frozenset({"PYTEST_CURRENT_TEST", "PYTHONUNBUFFERED", "MEMLEDGER_WARM_START",
+                          "MEMLEDGER_ZYGOTE"})
+# what torchrun adds to each rank's environment (and TORCHELASTIC_*): read when the script
+# makes its process group, not at import, so a rank may differ from its zygote in them
+RANK_ENV = frozenset({"RANK", "LOCAL_RANK", "GROUP_RANK", "ROLE_RANK", "ROLE_NAME",
+                      "LOCAL_WORLD_SIZE", "WORLD_SIZE", "GROUP_WORLD_SIZE", "ROLE_WORLD_SIZE",
+                      "MASTER_ADDR", "MASTER_PORT", "TORCH_NCCL_ASYNC_ERROR_HANDLING"})
 _MAX_ZYGOTES = 2
 # longer than any import of torch takes, even on a loaded machine; a zygote that has not
 # said "ready" by then is stuck, not slow
@@ -124,13 +131,15 @@ class Worker:
 
 
 def start_worker(module: str, args: list[str], capture_output: bool = False,
-                 stdin_pipe: bool = False) -> Worker:
+                 stdin_pipe: bool = False, env: dict[str, str] | None = None,
+                 new_session: bool = False) -> Worker:
     """Start `python -m module args...` (warm when it can: Note [Warm starts]).
     `capture_output`: its stdout and stderr go to a file that `communicate()` returns
     (a file, not a pipe: a script that prints more than a pipe holds would stall while
     we wait on another worker); otherwise it writes to ours. `stdin_pipe`: its stdin is a
-    pipe that `communicate(input)` writes."""
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    pipe that `communicate(input)` writes. `env`: its environment (default: ours).
+    `new_session`: as Popen's `start_new_session`, a process group of its own to signal."""
+    env = {**(os.environ if env is None else env), "PYTHONUNBUFFERED": "1"}
     output = tempfile.TemporaryFile() if capture_output else None
     zygote = _zygote_for(env)
     if zygote is not None:
@@ -139,7 +148,7 @@ def start_worker(module: str, args: list[str], capture_output: bool = False,
             out = output.fileno() if output else _fd_or_devnull(1)
             fds = [r if r is not None else _fd_or_devnull(0), out,
                    out if output else _fd_or_devnull(2)]
-            child = zygote.start(module, args, env, os.getcwd(), fds)
+            child = zygote.start(module, args, env, os.getcwd(), fds, new_session)
         finally:
             if r is not None:
                 os.close(r)
@@ -149,12 +158,20 @@ def start_worker(module: str, args: list[str], capture_output: bool = False,
             os.close(w)
     proc = subprocess.Popen([sys.executable, "-m", module, *args], env=env,
                             stdin=subprocess.PIPE if stdin_pipe else None,
-                            stdout=output, stderr=subprocess.STDOUT if output else None)
+                            stdout=output, stderr=subprocess.STDOUT if output else None,
+                            start_new_session=new_session)
     stdin = None
     if proc.stdin is not None:   # hand the pipe's fd to Worker, which writes and closes it
         stdin = os.dup(proc.stdin.fileno())
         proc.stdin.close()
     return Worker(proc, output, stdin)
+
+
+def rank_address(env: dict[str, str]) -> str | None:
+    """The socket a torchrun rank's stand-in asks for its warm worker (Note [Warm ranks],
+    memledger/warm_rank.py), from the zygote that serves `env`; None: ranks start cold."""
+    zygote = _zygote_for({**env, "PYTHONUNBUFFERED": "1"})
+    return zygote.listen() if zygote is not None else None
 
 
 def run_worker(module: str, args: list[str], capture_output: bool = False) -> tuple[int, bytes]:
@@ -218,7 +235,7 @@ def _zygote_for(env: dict[str, str]) -> "_Zygote | None":
     wanted = os.environ.get("MEMLEDGER_WARM_START") in ("1", "force") or _several[0] > 0
     if not (wanted and warm_starts_possible()):
         return None
-    key = tuple(sorted((k, v) for k, v in env.items() if k not in _VOLATILE_ENV))
+    key = tuple(sorted((k, v) for k, v in env.items() if k not in VOLATILE_ENV))
     with _lock:
         z = _zygotes.get(key)
         if z is None:
@@ -246,6 +263,7 @@ class _Zygote:
         self.ready: bool | None = None   # None until the zygote says it has imported
         self.dead = False
         self.exits: dict[int, int] = {}
+        self.address: str | None = None   # the socket for torchrun's ranks, once asked
         self._replies: list[dict] = []
         self._lock = threading.RLock()
 
@@ -266,8 +284,9 @@ class _Zygote:
             return bool(self.ready) and not self.dead
 
     def start(self, module: str, args: list[str], env: dict[str, str], cwd: str,
-              fds: list[int]) -> "_WarmChild | None":
-        request = json.dumps({"module": module, "args": args, "env": env, "cwd": cwd})
+              fds: list[int], new_session: bool = False) -> "_WarmChild | None":
+        request = json.dumps({"module": module, "args": args, "env": env, "cwd": cwd,
+                              "session": new_session})
         with self._lock:
             try:
                 socket.send_fds(self.sock, [request.encode()], fds)
@@ -279,6 +298,18 @@ class _Zygote:
             if not self._replies:
                 return None
             return _WarmChild(self, self._replies.pop(0)["pid"])
+
+    def listen(self) -> str | None:
+        """The path of the zygote's socket for ranks (opened on first use); None if it died."""
+        with self._lock:
+            if self.address is None and not self.dead:
+                try:
+                    self.sock.send(json.dumps({"listen": True}).encode())
+                except OSError:
+                    self.dead = True
+                while self.address is None and not self.dead:
+                    self._pump(None)
+            return self.address
 
     def exit_code(self, pid: int, timeout: float | None) -> int | None:
         """The child's exit status once the zygote reports it; None if not by `timeout`
@@ -314,6 +345,8 @@ class _Zygote:
                 self.ready = bool(msg["ready"])
             elif "exit" in msg:
                 self.exits[msg["exit"]] = msg["code"]
+            elif "address" in msg:
+                self.address = msg["address"]
             else:
                 self._replies.append(msg)
             ready, _, _ = select.select([self.sock], [], [], 0)

@@ -3,10 +3,18 @@
     python -m memledger.zygote FD      # FD: our end of a SOCK_SEQPACKET socket pair
 
 Messages (one JSON object per packet). It sends {"ready": true} once imported (false with
-"error" when it cannot serve), then for each request {"module", "args", "env", "cwd"},
-which arrives with three file descriptors (the child's stdin, stdout, stderr), it forks and
-answers {"pid": N}; when a child ends, {"exit": N, "code": C} (C as Popen.returncode: the
-negated signal number for a child killed by one). The end of the socket ends the zygote.
+"error" when it cannot serve), then for each request {"module", "args", "env", "cwd",
+"session"}, which arrives with three file descriptors (the child's stdin, stdout, stderr),
+it forks (the child in a session of its own when "session" is true) and answers {"pid": N};
+when a child ends, {"exit": N, "code": C} (C as Popen.returncode: the negated signal number
+for a child killed by one). The end of the socket ends the zygote.
+
+{"listen": true} opens a second way in for torchrun's ranks (Note [Warm ranks],
+memledger/warm_rank.py): a socket file in a folder only this user can enter, answered with
+{"address": PATH}. Each connection there sends requests as above; a request whose
+environment differs from the zygote's in more than a rank's variables is answered
+{"refused": WHY}, and a connection that closes before its children end (the rank's
+stand-in was killed) sends them SIGTERM, as a dead parent's PR_SET_PDEATHSIG would.
 """
 
 from __future__ import annotations
@@ -16,9 +24,11 @@ import importlib
 import json
 import os
 import select
+import shutil
 import signal
 import socket
 import sys
+import tempfile
 import threading
 import traceback
 
@@ -54,9 +64,11 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     sock = socket.socket(fileno=int(argv[0]))
     signal.signal(signal.SIGINT, signal.SIG_IGN)   # a terminal's Ctrl-C is for the workers
+    signal.signal(signal.SIGTERM, _stop)           # a dead parent's PDEATHSIG: clean up first
     from memledger.trace.interrupts import die_with_parent
 
     die_with_parent()
+    started_with = dict(os.environ)
     try:
         refused = _preload()
     except BaseException as e:   # noqa: BLE001 - any failure means cold starts, said why
@@ -64,37 +76,124 @@ def main(argv: list[str] | None = None) -> int:
     _send(sock, {"ready": not refused, "error": refused})
     if refused:
         return 0
-    children: set[int] = set()
-    while True:
-        readable, _, _ = select.select([sock], [], [], 0.05 if children else None)
-        _reap(sock, children)
-        if not readable:
-            continue
+    server = _Server(sock, started_with)
+    try:
+        server.serve()
+    finally:
+        server.close()
+    return 0
+
+
+def _stop(signum, frame) -> None:
+    raise SystemExit(0)
+
+
+class _Server:
+    """The zygote's loop: requests from its client and, once asked to listen, from ranks."""
+
+    def __init__(self, sock: socket.socket, started_with: dict[str, str]) -> None:
+        self.main = sock
+        self.conns: list[socket.socket] = [sock]
+        self.listener: socket.socket | None = None
+        self.folder: str | None = None
+        self.children: dict[int, socket.socket] = {}   # pid -> the connection it came from
+        # what the imports put in the environment (torch sets TORCHINDUCTOR_CACHE_DIR): a
+        # fresh process has it too, unless its launch set it first
+        self.imports_set = {k: v for k, v in os.environ.items() if k not in started_with}
+        self.env = _comparable({**self.imports_set, **started_with})
+
+    def serve(self) -> None:
+        while True:
+            waiting = [*self.conns, *([self.listener] if self.listener else [])]
+            readable, _, _ = select.select(waiting, [], [], 0.05 if self.children else None)
+            self._reap()
+            for s in readable:
+                if s is self.listener:
+                    with contextlib.suppress(OSError):
+                        self.conns.append(self.listener.accept()[0])
+                elif not self._handle(s):
+                    return
+
+    def _handle(self, conn: socket.socket) -> bool:
+        """Serve one message from `conn`; False when the client is gone (the zygote ends)."""
         try:
-            data, fds, _, _ = socket.recv_fds(sock, 1 << 20, 3)
+            data, fds, _, _ = socket.recv_fds(conn, 1 << 20, 3)
         except OSError:
-            data = b""
+            data, fds = b"", []
         if not data:
-            return 0
-        pid = os.fork()
-        if pid == 0:
-            _child(sock, json.loads(data), fds)   # never returns
+            if conn is self.main:
+                return False
+            self._drop(conn)
+            return True
+        req = json.loads(data)
+        if req.get("listen"):
+            _send(conn, {"address": self._listen()})
+            return True
+        why = "" if conn is self.main else _env_differs(
+            self.env, {**self.imports_set, **req["env"]})
+        if why:
+            _send(conn, {"refused": why})
+        else:
+            pid = os.fork()
+            if pid == 0:
+                _child(self, req, fds)   # never returns
+            self.children[pid] = conn
+            _send(conn, {"pid": pid})
         for fd in fds:
             os.close(fd)
-        children.add(pid)
-        _send(sock, {"pid": pid})
+        return True
+
+    def _listen(self) -> str:
+        if self.listener is None:
+            self.folder = tempfile.mkdtemp(prefix="memledger-zygote-")   # mode 0700
+            self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+            self.listener.bind(os.path.join(self.folder, "ranks"))
+            self.listener.listen(64)
+        return self.listener.getsockname()
+
+    def _drop(self, conn: socket.socket) -> None:
+        """A rank's stand-in is gone: so are the workers it started."""
+        self.conns.remove(conn)
+        conn.close()
+        for pid, c in self.children.items():
+            if c is conn:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGTERM)
+
+    def _reap(self) -> None:
+        while self.children:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            conn = self.children.pop(pid, None)
+            if conn is not None:
+                _send(conn, {"exit": pid, "code": os.waitstatus_to_exitcode(status)})
+
+    def close_in_child(self) -> None:
+        """In a forked child: none of the zygote's sockets stay open."""
+        for s in [*self.conns, *([self.listener] if self.listener else [])]:
+            s.close()
+
+    def close(self) -> None:
+        if self.folder is not None:
+            shutil.rmtree(self.folder, ignore_errors=True)
 
 
-def _reap(sock: socket.socket, children: set[int]) -> None:
-    while children:
-        try:
-            pid, status = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return
-        children.discard(pid)
-        _send(sock, {"exit": pid, "code": os.waitstatus_to_exitcode(status)})
+def _comparable(env) -> dict[str, str]:
+    from memledger.processes import RANK_ENV, VOLATILE_ENV
+
+    return {k: v for k, v in env.items()
+            if k not in VOLATILE_ENV and k not in RANK_ENV and not k.startswith("TORCHELASTIC_")}
+
+
+def _env_differs(mine: dict[str, str], theirs: dict[str, str]) -> str:
+    """Why a rank's environment cannot be served by this zygote (Note [Warm starts], 2)."""
+    theirs = _comparable(theirs)
+    names = sorted(k for k in mine.keys() | theirs.keys() if mine.get(k) != theirs.get(k))
+    return f"environment differs in {', '.join(names[:5])}" if names else ""
 
 
 def _send(sock: socket.socket, msg: dict) -> None:
@@ -102,21 +201,24 @@ def _send(sock: socket.socket, msg: dict) -> None:
         sock.send(json.dumps(msg).encode())
 
 
-def _child(sock: socket.socket, req: dict, fds: list[int]) -> None:
+def _child(server: _Server, req: dict, fds: list[int]) -> None:
     """In the forked child: become `python -m MODULE ARGS` started from `req["cwd"]`."""
     code = 1
     try:
-        sock.close()
+        server.close_in_child()
+        if req.get("session"):
+            os.setsid()   # as Popen(start_new_session=True): a group the caller can signal
         for target, fd in zip((0, 1, 2), fds):
             os.dup2(fd, target)
         for fd in set(fds) - {0, 1, 2}:
             os.close(fd)
         signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
         from memledger.trace.interrupts import die_with_parent
 
         die_with_parent()   # the zygote's death (ours, or our parent's) ends the worker
         os.environ.clear()
-        os.environ.update(req["env"])
+        os.environ.update({**server.imports_set, **req["env"]})
         os.chdir(req["cwd"])
         sys.path[0] = req["cwd"]   # what `python -m` puts first
         _reseed()

@@ -39,6 +39,7 @@ from memledger.errors import (
 from memledger.ledger.ranks import rank_file, rank_file_template
 from memledger.ledger.writer import append_records
 from memledger.outputs import check_output, commit, partial_path
+from memledger.processes import rank_address, several_workers, start_worker
 from memledger.trace.session import check_script
 
 DEFAULT_TIMEOUT_S = 300.0   # seconds without an optimizer step before a rank is called hung
@@ -57,31 +58,37 @@ class RanksResult:
 
 def torchrun_command(nproc: int, worker_args: list[str],
                      module: str = "memledger.trace.worker") -> list[str]:
-    """torch's launcher (`torch.distributed.run`, through memledger/trace/torchrun.py for a
-    quiet failure) running the trace worker on `nproc` local ranks."""
-    return [sys.executable, "-m", "memledger.trace.torchrun", "--standalone",
-            "--nproc-per-node", str(nproc), "--max-restarts", "0",
-            "-m", module, *worker_args]
+    """The arguments of torch's launcher (`torch.distributed.run`, through
+    memledger/trace/torchrun.py for a quiet failure) running the trace worker on `nproc`
+    local ranks, each through memledger/warm_rank.py (Note [Warm ranks])."""
+    return ["--standalone", "--nproc-per-node", str(nproc), "--max-restarts", "0",
+            "-m", "memledger.warm_rank", module, *worker_args]
 
 
 def _launch(nproc: int, worker_args: list[str], timeout_s: float, quiet: bool,
             module: str = "memledger.trace.worker") -> tuple[int, str]:
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env = dict(os.environ)
     env.setdefault("OMP_NUM_THREADS", "1")  # torchrun's own default for nproc > 1, said quietly
-    proc = subprocess.Popen(torchrun_command(nproc, worker_args, module), env=env,
-                            stdout=subprocess.PIPE if quiet else None,
-                            stderr=subprocess.STDOUT if quiet else None,
-                            start_new_session=True)
+    with several_workers():   # the launcher and every rank from one zygote: Note [Warm ranks]
+        address = rank_address(env)
+        if address is not None:
+            env["MEMLEDGER_ZYGOTE"] = address
+        proc = start_worker("memledger.trace.torchrun", torchrun_command(nproc, worker_args,
+                                                                         module),
+                            capture_output=quiet, env=env, new_session=True)
     try:
-        out, _ = proc.communicate(timeout=timeout_s + _GRACE_S if timeout_s > 0 else None)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, _ = proc.communicate()
-    except KeyboardInterrupt:
-        os.killpg(proc.pid, signal.SIGINT)  # its own session: pass the Ctrl-C on
-        proc.wait()
-        raise
-    return proc.returncode, (out or b"").decode(errors="replace")
+        try:
+            proc.wait(timeout=timeout_s + _GRACE_S if timeout_s > 0 else None)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        except KeyboardInterrupt:
+            os.killpg(proc.pid, signal.SIGINT)  # its own session: pass the Ctrl-C on
+            proc.wait()
+            raise
+        return proc.returncode, proc.output().decode(errors="replace")
+    finally:
+        proc.close()
 
 
 def _statuses(tmp: Path, nproc: int) -> list[dict]:

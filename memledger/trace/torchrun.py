@@ -4,8 +4,9 @@ with its failure report left to memledger.
 torchrun ends a failed job with a `ChildFailedError` traceback and an error table on stderr;
 memledger reads each rank's status file and says which rank failed and why in one line
 (memledger/trace/launch.py), so here the launcher runs through its Python API and a failure
-is only an exit status. The ranks' own output (the script's prints and tracebacks) is not
-touched: the workers write to the terminal directly.
+is only an exit status; so is its stop on a signal (memledger passes a Ctrl-C on to it and
+says once that it was interrupted). The ranks' own output (the script's prints and
+tracebacks) is not touched: the workers write to the terminal directly.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import sys
 
 
 def main(argv: list[str] | None = None) -> int:
+    from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.run import get_args_parser, run
 
@@ -24,6 +26,8 @@ def main(argv: list[str] | None = None) -> int:
         run(args)
     except ChildFailedError:
         return 1
+    except SignalException as e:   # a Ctrl-C or SIGTERM passed on by memledger: it says so
+        return 128 + int(e.sigval)
     return 0
 
 

@@ -19,6 +19,7 @@ def main(args: list[str]) -> int:
 
         print(json.dumps({"warm": warm, "cwd": os.getcwd(), "path0": sys.path[0],
                           "var": os.environ.get("ECHO_VAR"), "argv": sys.argv[1:],
+                          "rank": os.environ.get("RANK"), "pid": os.getpid(),
                           "torch": torch.rand(1).item(), "numpy": float(numpy.random.rand()),
                           "random": random.random(), "ppid": os.getppid(),
                           "stdout_tty": sys.stdout.isatty()}))
@@ -27,7 +28,10 @@ def main(args: list[str]) -> int:
         print("err", *args[1:], file=sys.stderr)
     elif cmd == "reverse":
         print(sys.stdin.readline().strip()[::-1])
-    elif cmd == "sleep":
+    elif cmd == "sleep":   # [PIDFILE]: say who sleeps, for a test that kills around it
+        if len(args) > 1:
+            with open(args[1], "w") as f:
+                f.write(str(os.getpid()))
         time.sleep(60)
     elif cmd == "raise":
         raise ValueError("broke on purpose")

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -115,3 +117,75 @@ def test_workers_end_with_the_process_that_started_them():
         time.sleep(0.05)
     assert _gone(w.pid)
     w.close()
+
+
+# ---- Note [Warm ranks] (memledger/warm_rank.py) ------------------------------------------------
+
+def test_torchruns_ranks_are_forked_warm_and_run_as_ranks():
+    from memledger.trace.launch import _launch
+
+    code, out = _launch(2, ["state", "a b"], 60, quiet=True, module=ECHO)
+    states = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    assert code == 0, out
+    assert sorted(s["rank"] for s in states) == ["0", "1"]
+    # each rank's worker had torch before its first line, and is the zygote's child, not
+    # the stand-in's that torchrun started
+    assert all(s["warm"] and s["argv"] == ["state", "a b"] for s in states), states
+    assert states[0]["ppid"] == states[1]["ppid"]
+
+
+def test_a_failed_rank_fails_the_launch_warm_or_cold(monkeypatch):
+    from memledger.trace.launch import _launch
+
+    assert _launch(2, ["exit", "3"], 60, quiet=True, module=ECHO)[0] == 1
+    monkeypatch.setenv("MEMLEDGER_WARM_START", "0")
+    assert _launch(2, ["exit", "3"], 60, quiet=True, module=ECHO)[0] == 1
+
+
+def _stand_in(args: list[str], **env) -> subprocess.Popen:
+    address = processes.rank_address(dict(os.environ))
+    assert address is not None
+    return subprocess.Popen([sys.executable, "-m", "memledger.warm_rank", ECHO, *args],
+                            env={**os.environ, "MEMLEDGER_ZYGOTE": address, "RANK": "1",
+                                 "MASTER_PORT": "29555", **env},
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+
+
+def test_a_rank_whose_environment_differs_otherwise_starts_cold():
+    # torchrun's own variables may differ from the zygote's environment; anything else
+    # could change what an import did, so that rank becomes `python -m` itself
+    warm = json.loads(_stand_in(["state", "x"]).communicate()[0].splitlines()[-1])
+    cold = json.loads(_stand_in(["state", "x"], ECHO_VAR="other").communicate()[0]
+                      .splitlines()[-1])
+    assert (warm["warm"], warm["rank"]) == (True, "1")
+    assert (cold["warm"], cold["var"], cold["rank"]) == (False, "other", "1")
+
+
+def _wait_gone(pid: int) -> bool:
+    deadline = time.monotonic() + 30
+    while not _gone(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return _gone(pid)
+
+
+def _pid_from(path: Path) -> int:
+    deadline = time.monotonic() + 30
+    while not (path.exists() and path.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return int(path.read_text())
+
+
+def test_a_stand_ins_signals_reach_its_worker_and_its_death_ends_it(tmp_path):
+    # torchrun stops ranks with SIGTERM: the worker gets it and the stand-in ends as it did
+    rank = _stand_in(["sleep", str(tmp_path / "a")])
+    worker = _pid_from(tmp_path / "a")
+    assert worker != rank.pid
+    rank.send_signal(signal.SIGTERM)
+    assert rank.wait(timeout=30) == -signal.SIGTERM and _wait_gone(worker)
+    # a stand-in killed outright (torchrun's SIGKILL after its grace): the zygote sends its
+    # worker SIGTERM, as a dead parent's PDEATHSIG does for a cold rank
+    rank = _stand_in(["sleep", str(tmp_path / "b")])
+    worker = _pid_from(tmp_path / "b")
+    rank.kill()
+    rank.wait(timeout=30)
+    assert _wait_gone(worker)
