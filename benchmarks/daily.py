@@ -1,6 +1,6 @@
 """What a user waits for many times a day: start-up, the Python API, `memledger trace`.
 
-    .venv/bin/python benchmarks/daily.py                  # all three, ~2 minutes idle
+    .venv/bin/python benchmarks/daily.py                  # all four, ~4 minutes idle
     .venv/bin/python benchmarks/daily.py --only api --repeat 15
 
 Every figure is measured side by side in this one run, modes interleaved round-robin so
@@ -25,6 +25,10 @@ everywhere (OMP_NUM_THREADS=1), as benchmarks/accuracy.py: idle OpenMP threads s
    and each of its two passes alone (where the time goes); `memledger compare` of one
    policy (ten workers); and `trace` and `compare` again with cold starts
    (MEMLEDGER_WARM_START=0: every worker a fresh process, Note [Warm starts]).
+4. Several ranks (fresh processes, gloo on the CPU): `torchrun --nproc-per-node 2
+   examples/train_fsdp.py --steps 2` is the anchor; `memledger trace --nproc 2 --steps 1`
+   of it (two torchrun launches: the ledger pass and the allocator pass), with warm ranks
+   and cold (Note [Warm ranks], memledger/warm_rank.py).
 """
 
 from __future__ import annotations
@@ -235,9 +239,26 @@ def end_to_end(repeat: int, tmp: Path, model_args: list[str],
           "python train_gpt.py --steps 3", unit="s")
 
 
+# ---- 4. several ranks ----------------------------------------------------------------------
+def ranks(repeat: int, tmp: Path) -> None:
+    script = "examples/train_fsdp.py"
+    trace = [*MEMLEDGER, "trace", "--nproc", "2", "--steps", "1", script, "-o",
+             str(tmp / "ranks.ledger"), "--", "--steps", "2"]
+    cmds = {"torchrun --nproc-per-node 2 train_fsdp.py": [
+                PY, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+                script, "--steps", "2"],
+            "memledger trace --nproc 2 --steps 1": trace,
+            "memledger trace --nproc 2, cold ranks": trace}
+    envs = {"memledger trace --nproc 2, cold ranks": {"MEMLEDGER_WARM_START": "0"}}
+    rows = round_robin({k: (lambda c=c, e=envs.get(k): run_process(c, ROOT, e))
+                        for k, c in cmds.items()}, repeat)
+    table("4. Several ranks, fresh processes (examples/train_fsdp.py, 2 ranks, gloo)", rows,
+          "torchrun --nproc-per-node 2 train_fsdp.py", unit="s")
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
-    p.add_argument("--only", choices=["startup", "api", "e2e"])
+    p.add_argument("--only", choices=["startup", "api", "e2e", "ranks"])
     p.add_argument("--repeat", type=int, default=7)
     p.add_argument("--model-args", default="", help="end to end: train_gpt.py's model flags, "
                    "e.g. '--n-layer 6 --n-embd 384 --n-head 6 --block-size 256' (nanoGPT size)")
@@ -255,6 +276,8 @@ def main() -> None:
         if args.only in (None, "e2e"):
             end_to_end(max(3, args.repeat // 2), tmp, shlex.split(args.model_args),
                        args.baseline)
+        if args.only in (None, "ranks"):
+            ranks(max(3, args.repeat // 2), tmp)
     print(f"\nload average {os.getloadavg()[0]:.1f} at the end")
 
 

@@ -26,8 +26,8 @@ Why this is safe, and where it is not used:
 2. Variables read once, at import (OMP_NUM_THREADS, TORCH_* flags...), must be the ones
    the worker would have read: a zygote serves only launches whose environment equals
    the one it started with (PYTEST_CURRENT_TEST aside); another environment gets its own.
-3. Linux only (fork after a framework import is unsafe on macOS); torchrun's ranks are
-   torchrun's processes. MEMLEDGER_WARM_START=0 forces cold starts everywhere.
+3. Linux only (fork after a framework import is unsafe on macOS). MEMLEDGER_WARM_START=0
+   forces cold starts everywhere.
 4. Anything wrong with the zygote (it cannot import torch, it died) means cold starts
    for the rest of this process: a warm start is only ever faster, never different.
 5. Warm starts are used where workers run one after another: `compare` (ten of them),
@@ -36,6 +36,9 @@ Why this is safe, and where it is not used:
    `trace` alone starts its two passes at once: cold, each imports on its own core in
    the time the zygote would import on one (measured: the default trace of the tiny GPT
    9.8 s wall cold, 11.0 s warm; 13.1 s and 11.8 s of CPU: docs/performance.md).
+6. torchrun's ranks: every launch on several ranks (memledger/trace/launch.py) starts its
+   launcher and, through a stand-in, each rank from the zygote (Note [Warm ranks],
+   memledger/warm_rank.py): a launch imports torch once instead of nproc + 1 times.
 What stays different: a zygote's children share one string-hash seed (fresh processes
 each draw their own), so iteration over a set of strings has the same order in each run.
 """
