@@ -35,7 +35,9 @@ trace/collector.py) and `args` (`mod`, `ev0`, `sids`: the storages a module call
 parameters and buffers left out; checkpoint holds them until the call's backward) and
 `script_ckpt` (`mod`, `first`, `ev`: a checkpoint call of the script's own, the module it
 checkpoints and the first module call under it; Note [The script's own checkpoint] in
-trace/script_checkpoint.py). Fake runs add `real`, `standin`, `flops` and `fake_aware`
+trace/script_checkpoint.py) and `root` (`mod`: a top-level module other than the model,
+named by its class, as its modules' paths begin; policies do not reach it, because
+`measure` applies a policy to the model only). Fake runs add `real`, `standin`, `flops` and `fake_aware`
 (`lib`, `what`: a library the script imported that branches on FakeTensor; Note [Fake
 runs], Rule 7, in trace/fake.py).
 

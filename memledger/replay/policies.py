@@ -229,11 +229,11 @@ def glob_regex(selector: str) -> re.Pattern:
 
 # ---- resolution against a model's modules ---------------------------------------------------
 def resolve(policy: Policy, modules: Iterable[tuple[str, str]],
-            known: str = "the model's modules are") -> list[Region]:
+            known: str = "the model's modules are", after: str = "") -> list[Region]:
     """The regions a policy selects among (path, class name) pairs, in model order.
 
-    Raises PolicyError when a selector matches nothing (listing the module names), when two
-    selected modules nest, or when two parts select the same module.
+    Raises PolicyError when a selector matches nothing (listing the module names, then
+    `after`), when two selected modules nest, or when two parts select the same module.
     """
     mods = [(p, c) for p, c in dict.fromkeys(modules) if p]  # the root ("") is never a region
     regions: list[Region] = []
@@ -248,7 +248,8 @@ def resolve(policy: Policy, modules: Iterable[tuple[str, str]],
             rx = glob_regex(sel)
             hits = [(p, c) for p, c in mods if rx.fullmatch(p)]
         if not hits:
-            raise PolicyError(f"selector {sel!r} matches no module; {known} {_names(mods)}")
+            raise PolicyError(f"selector {sel!r} matches no module; {known} {_names(mods)}"
+                              f"{after}")
         for p, c in hits:
             if p in taken:
                 raise PolicyError(f"module {p!r} is selected by both {taken[p]!r} and "

@@ -77,6 +77,9 @@ class Prepared:
     calibration: dict = None  # the machine's cost constants recorded in the ledger ({}: none)
     fsdp_gather: np.ndarray = None  # bool: FSDP2's all-gather outputs and unsharded
     #                                  parameters (Note [Replay of a checkpointed region] 6)
+    # top-level modules besides the model (a GAN's discriminator), by path prefix: a policy
+    # never selects their modules, as `measure` applies it to the model only
+    other_roots: tuple[str, ...] = ()
 
     @classmethod
     def from_ledger(cls, led: Ledger) -> "Prepared":
@@ -145,6 +148,7 @@ class Prepared:
             **_call_args(led, st),
             stateful_mod=st_mod, stateful_ev0=st_ev0, stateful_obj=st_obj,
             script_ckpt=script_checkpoints(led.extra.get("script_ckpt", [])),
+            other_roots=tuple(dict.fromkeys(r["mod"] for r in led.extra.get("root", []))),
             saves=(st["saves"] if "saves" in st else pd.Series(np.zeros(len(st)))).to_numpy(
                 dtype=np.int64),
             timings=match_timings(timing_record(led), sc, led.steps, n,
@@ -179,8 +183,11 @@ class Prepared:
         return out
 
     def modules(self) -> list[tuple[str, str]]:
-        """(path, class name) of every module that ran a forward, in first-call order."""
-        return list(dict.fromkeys(zip(self.scope_mod.tolist(), self.scope_cls.tolist())))
+        """(path, class name) of every module of the model that ran a forward, in first-call
+        order (not those of `other_roots`)."""
+        mods = dict.fromkeys(zip(self.scope_mod.tolist(), self.scope_cls.tolist()))
+        return [(p, c) for p, c in mods
+                if not any(p == r or p.startswith(r + ".") for r in self.other_roots)]
 
     @property
     def module_table(self) -> list[tuple[str, str]]:

@@ -626,6 +626,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
         has_params = next(root.parameters(), None) is not None
         prefix = "" if has_params and not any(r() is not None for r in self._roots) \
             else type(root).__name__
+        if prefix:   # not the model: a GAN's discriminator, a loss module called on its own
+            self.sink.write({"k": "root", "mod": prefix})
         self._roots.append(weakref.ref(root))
         self._steps.saw_root(root)   # its parameters count for the first step: trace/steps.py
         for name, mod in root.named_modules():

@@ -12,6 +12,9 @@ Each loop found a mechanism that was wrong (predicted vs measured before the fix
   replay kept its frame (RNG state, arguments) only through its forward; it lives until
   its backward (-30,336 B: six frames of 5,056 B). Parameters, saved by every call of
   every step, do not say when that is (+113,472 B when they did).
+- a GAN (tests/clients/train_gan.py): predict resolved `checkpoint:*` over every module
+  the ledger names, the discriminator's too (`Sequential`, checkpointed whole), while
+  `measure` applies a policy to the model only: 375,872 B predicted vs 419,452 B measured.
 """
 
 from __future__ import annotations
@@ -35,3 +38,20 @@ def test_loop(loop):
     if loop == "eval":   # the evaluation calls ran without gradients: no policy acts on them
         sc = run.ledger.scopes
         assert sc["nograd"].sum() == 2 * (3 * 4 + 2)   # 2 steps x (3 blocks x 4 + head + root)
+
+
+def test_a_second_model_is_not_a_policy_target():
+    run = run_client("train_gan.py", ["--steps", "3"],
+                     ["checkpoint:*", "offload:*", "checkpoint:0+offload:2",
+                      "checkpoint:Sequential.*"])
+    assert run.ledger.extra["root"] == [{"k": "root", "mod": "Sequential"},
+                                        {"k": "root", "mod": "BCEWithLogitsLoss"}]
+    assert abs(run.ledger_peak - run.allocator_peak) <= 512
+    for text in ("checkpoint:*", "offload:*", "checkpoint:0+offload:2"):
+        p = run.policies[text]
+        assert p.predicted == p.measured, (text, p)
+    # the discriminator's modules are named in the ledger, and both sides refuse them
+    p = run.policies["checkpoint:Sequential.*"]
+    assert p.predicted is None and p.measured is None
+    assert "not on Sequential, BCEWithLogitsLoss" in p.predict_refusal
+    assert "'Sequential.*' matches no module" in p.measure_refusal
