@@ -90,6 +90,7 @@ from memledger.trace.outside_state import storage_key, written_state
 from memledger.trace.interrupts import redeliver
 from memledger.trace.steps import StepBoundary
 from memledger.trace.resize import StorageResizeWatch
+from memledger.trace.roots import RootNames, paths_under
 from memledger.trace.script_checkpoint import (
     RECOMPUTE_HOOK,
     CheckpointFrames,
@@ -199,7 +200,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
         self._mod_stack: list[tuple[str, int, int, bool]] = []  # (path, ev0, t0, is_root)
         self._paths: dict[int, str] = {}   # id(module) -> path
         self._param_names: dict[int, str] = {}  # id(param) -> name
-        self._roots: list[weakref.ref] = []
+        self._roots = RootNames()          # top-level modules: trace/roots.py
         self._rf_stack: list[str] = []
         self._sid_marks: list[int] = []    # per open module call: its first new sid
         # saved storages something besides autograd still holds: sid -> [weakref, packs]
@@ -623,15 +624,12 @@ class Collector(ShardingMixin, TorchDispatchMode):
             # torch.compile'd: Dynamo compiles nothing under a dispatch mode, so this ledger
             # is the eager run (docs/decisions.md, issue 9); `show` says so
             self.sink.write({"k": "compiled", "mod": type(root).__name__})
-        has_params = next(root.parameters(), None) is not None
-        prefix = "" if has_params and not any(r() is not None for r in self._roots) \
-            else type(root).__name__
+        prefix = self._roots.register(root)
         if prefix:   # not the model: a GAN's discriminator, a loss module called on its own
             self.sink.write({"k": "root", "mod": prefix})
-        self._roots.append(weakref.ref(root))
         self._steps.saw_root(root)   # its parameters count for the first step: trace/steps.py
-        for name, mod in root.named_modules():
-            self._paths.setdefault(id(mod), ".".join(p for p in (prefix, name) if p))
+        for key, path in paths_under(root, prefix).items():
+            self._paths.setdefault(key, path)
         for mname, mod in root.named_modules():
             for pname, p in mod.named_parameters(recurse=False):
                 self._note_sharded(mod, pname, p)
@@ -683,7 +681,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
 
     def _mark_gradients(self, params=None) -> None:
         if params is None:
-            params = [p for r in self._roots if (m := r()) is not None for p in m.parameters()]
+            params = [p for m in self._roots.alive() for p in m.parameters()]
         for p in params:
             if p.grad is not None:
                 self._role(p.grad, "gradient", self._param_names.get(id(p), ""))

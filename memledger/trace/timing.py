@@ -44,6 +44,8 @@ import torch
 from torch.nn.modules import module as nn_module
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from memledger.trace.roots import RootNames, paths_under
+
 
 
 def pick_clock() -> tuple[str, object]:
@@ -99,8 +101,10 @@ def autocast_state() -> tuple:
 
 
 class ModuleTimer:
-    """Thread CPU time of each module forward call; paths as `named_modules()` names them
-    from the first top-level module with parameters (the model)."""
+    """Thread CPU time of each module forward call; paths as the collector names them
+    (memledger/trace/roots.py: the model's as its `named_modules()` names them, another
+    top-level module's under its class name). Top-level modules are named from the
+    script's first call on, timed or not, so that they are named in the same order."""
 
     def __init__(self, clock=time.thread_time_ns) -> None:
         self._clock = clock
@@ -108,6 +112,7 @@ class ModuleTimer:
         self._root_hook = None
         self.steps: list[list[tuple[str, int]]] = []
         self._paths: dict[int, str] = {}
+        self._roots = RootNames()
         self._stack: list[tuple[str | None, int]] = []
         self.active = False
         self._hooks = [nn_module.register_module_forward_pre_hook(self._pre),
@@ -118,12 +123,14 @@ class ModuleTimer:
         self.steps.append([])
 
     def _pre(self, module: torch.nn.Module, args) -> None:
-        if not self.active:
-            return
         path = self._paths.get(id(module))
-        if path is None and not self._stack and next(module.parameters(), None) is not None:
-            self._paths.update({id(m): n for n, m in module.named_modules()})
+        if path is None and not self._stack:
+            for key, p in paths_under(module, self._roots.register(module)).items():
+                self._paths.setdefault(key, p)
             path = self._paths[id(module)]
+        if not self.active:
+            self._stack.append((None, 0))   # the depth only: top-level calls are named above
+            return
         if path == "" and self.root is None and self._root_hook is None:
             # the model and one batch, for the probes: taken whole at the root's next call
             self._root_hook = module.register_forward_pre_hook(self._take_root,
@@ -139,7 +146,7 @@ class ModuleTimer:
         if not self._stack:
             return
         path, t0 = self._stack.pop()
-        if path is not None and self.steps:
+        if path is not None and self.active and self.steps:
             self.steps[-1].append((path, self._clock() - t0))
 
     def remove(self) -> None:

@@ -319,3 +319,34 @@ def test_one_pass_for_the_probes(monkeypatch):
     assert got["selective"] == {}
     assert len(got["checkpoint"]["factor"]) == 2 and got["offload"]["storages"] == 4
     assert all("forward" not in m.__dict__ for m in net.modules())
+
+
+def test_the_module_timer_names_top_level_modules_as_the_ledger_does():
+    """memledger/trace/roots.py: the generator (called first) is the model; the
+    discriminator is named by its class. When the timer named every top-level module from
+    its own root, both had a module `fc`, and a policy on the generator's `fc` was priced
+    with the discriminator's times too. The discriminator runs first in a timed step here
+    (as a GAN's does when a step ends at its optimizer): names follow the first calls."""
+    from memledger.ledger.writer import MemorySink
+    from memledger.trace.collector import Collector
+    from memledger.trace.timing import ModuleTimer
+
+    gen, disc = _Block(), torch.nn.Sequential(torch.nn.Linear(4, 1))
+    x = torch.randn(2, 4)
+
+    def untimed_then_timed(timer=None):
+        disc(gen(x)).sum().backward()
+        if timer is not None:
+            timer.start_step()
+        disc(x).sum().backward()
+        gen(x).sum().backward()
+
+    timer = ModuleTimer()
+    untimed_then_timed(timer)
+    timer.remove()
+    assert [p for p, _ in timer.steps[0]] == ["Sequential.0", "Sequential", "fc", ""]
+    sink = MemorySink()
+    with Collector(sink):
+        untimed_then_timed()
+    scoped = {r["mod"] for r in sink.records if r["k"] == "scope"}
+    assert {"Sequential.0", "Sequential", "fc", ""} <= scoped
