@@ -148,7 +148,7 @@ class Prepared:
             **_call_args(led, st),
             stateful_mod=st_mod, stateful_ev0=st_ev0, stateful_obj=st_obj,
             script_ckpt=script_checkpoints(led.extra.get("script_ckpt", [])),
-            other_roots=tuple(dict.fromkeys(r["mod"] for r in led.extra.get("root", []))),
+            other_roots=other_roots(led),
             saves=(st["saves"] if "saves" in st else pd.Series(np.zeros(len(st)))).to_numpy(
                 dtype=np.int64),
             timings=match_timings(timing_record(led), sc, led.steps, n,
@@ -186,8 +186,7 @@ class Prepared:
         """(path, class name) of every module of the model that ran a forward, in first-call
         order (not those of `other_roots`)."""
         mods = dict.fromkeys(zip(self.scope_mod.tolist(), self.scope_cls.tolist()))
-        return [(p, c) for p, c in mods
-                if not any(p == r or p.startswith(r + ".") for r in self.other_roots)]
+        return [(p, c) for p, c in mods if of_the_model(p, self.other_roots)]
 
     @property
     def module_table(self) -> list[tuple[str, str]]:
@@ -195,6 +194,17 @@ class Prepared:
         if "_modules" not in self.__dict__:
             self.__dict__["_modules"] = self.modules()
         return self.__dict__["_modules"]
+
+
+def other_roots(led: Ledger) -> tuple[str, ...]:
+    """The path prefixes of the ledger's top-level modules besides the model (`root`
+    records, memledger/trace/roots.py)."""
+    return tuple(dict.fromkeys(r["mod"] for r in led.extra.get("root", [])))
+
+
+def of_the_model(path: str, others: tuple[str, ...]) -> bool:
+    """A module path of the model, not of another top-level module."""
+    return not any(path == r or path.startswith(r + ".") for r in others)
 
 
 def _arg_end(scopes: pd.DataFrame, n: int, created: np.ndarray,

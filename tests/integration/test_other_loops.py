@@ -55,3 +55,7 @@ def test_a_second_model_is_not_a_policy_target():
     assert p.predicted is None and p.measured is None
     assert "not on Sequential, BCEWithLogitsLoss" in p.predict_refusal
     assert "'Sequential.*' matches no module" in p.measure_refusal
+    # nor does plan offer them: the discriminator's Sequential.0-2 are numbered children
+    from memledger.replay.plan import repeated_blocks
+
+    assert repeated_blocks(run.ledger) == []
