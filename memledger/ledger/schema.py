@@ -37,7 +37,9 @@ parameters and buffers left out; checkpoint holds them until the call's backward
 checkpoints and the first module call under it; Note [The script's own checkpoint] in
 trace/script_checkpoint.py) and `root` (`mod`: a top-level module other than the model,
 named by its class, as its modules' paths begin; policies do not reach it, because
-`measure` applies a policy to the model only). Fake runs add `real`, `standin`, `flops` and `fake_aware`
+`measure` applies a policy to the model only) and `model` (`ev`: from this event on the
+model's names are another module's, the student of a teacher that held them until the
+first optimizer step; Note [The model] in trace/roots.py). Fake runs add `real`, `standin`, `flops` and `fake_aware`
 (`lib`, `what`: a library the script imported that branches on FakeTensor; Note [Fake
 runs], Rule 7, in trace/fake.py).
 

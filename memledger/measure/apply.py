@@ -47,6 +47,7 @@ from typing import Any, Callable
 import torch
 from torch import nn
 from torch.nn.modules import module as nn_module
+from torch.optim.optimizer import register_optimizer_step_pre_hook
 from torch.utils.checkpoint import (
     CheckpointPolicy,
     checkpoint,
@@ -59,6 +60,7 @@ from memledger.replay.policies import Policy, PolicyKind, Region, resolve
 from memledger.replay.script_checkpoint import nested_checkpoint_message, offload_inside_message
 from memledger.replay.stateful import stateful_message
 from memledger.trace.script_checkpoint import checkpoint_pack_hook, find_checkpoint_call
+from memledger.trace.roots import RootNames
 from memledger.trace.where import in_reentrant_checkpoint
 from memledger.trace.sharding import local_tensor
 from memledger.trace.outside_state import (
@@ -293,7 +295,10 @@ def _offloaded(orig: Callable, offloader: Offloader,
 
 
 class PolicyInstaller:
-    """Applies a policy to the first top-level module with parameters that is called."""
+    """Applies a policy to the model (Note [The model], memledger/trace/roots.py): the first
+    top-level module with parameters that is called; at the first optimizer step, if that
+    module never ran with gradients (a teacher), the policy moves to the module the step
+    updates most (its student), as the ledger's names do."""
 
     def __init__(self, policy: Policy, offload_dir: str | None = None,
                  on_applied: Callable[[PolicyHandle], None] | None = None) -> None:
@@ -303,22 +308,42 @@ class PolicyInstaller:
         self.applied: PolicyHandle | None = None
         self.error: PolicyError | None = None
         self._depth = 0
+        self._roots = RootNames()
         self._hooks = [
             nn_module.register_module_forward_pre_hook(self._pre),
             nn_module.register_module_forward_hook(self._post, always_call=True),
+            register_optimizer_step_pre_hook(self._step),
         ]
 
     def _pre(self, module: nn.Module, args) -> None:
         self._depth += 1
-        if self.applied is not None or self._depth != 1:
+        if self._depth != 1:
             return
-        if next(module.parameters(), None) is None:
-            return  # a loss module or a parameter-free helper: not the model
+        _, new = self._roots.path(module, top_level=True)
+        if new and self._roots.prefix[module] == "":   # the model, for now
+            self._apply(module)
+
+    def _step(self, optimizer, args, kwargs) -> None:
+        if self._roots.decided:
+            return
+        moved = self._roots.on_step(optimizer)
+        if moved:                     # the model is another module: its student
+            if self.applied is not None:
+                self.applied.remove()
+                self.applied = None
+            self._apply(moved[0])
+        elif self.error is not None:  # the model is decided, and the policy does not fit it
+            raise self.error
+
+    def _apply(self, module: nn.Module) -> None:
         try:
             self.applied = apply_policy(module, self.policy, self.offload_dir)
         except PolicyError as e:
             self.error = e   # the runner reports it as exit 2, not as the script's failure
+            if not self._roots.decided:
+                return       # the model may be another module still (Note [The model])
             raise
+        self.error = None
         if self.on_applied is not None:
             self.on_applied(self.applied)
 

@@ -80,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
         state["t"], state["w"] = time.thread_time(), time.perf_counter()
 
     installer = install_policy(parse_policy("none"),
-                               on_applied=lambda h: model.setdefault("m", h.model))
+                               on_applied=lambda h: model.update(m=h.model))
     handle = OptimizerSteps(on_step)   # training steps, as trace counts them: trace/steps.py
     try:
         outcome = run_and_classify(args.script, args.argv)

@@ -80,6 +80,8 @@ class Prepared:
     # top-level modules besides the model (a GAN's discriminator), by path prefix: a policy
     # never selects their modules, as `measure` applies it to the model only
     other_roots: tuple[str, ...] = ()
+    model_from: int = 0   # calls before this event under the model's names were another
+    #                       module's (a teacher's: Note [The model] in trace/roots.py)
 
     @classmethod
     def from_ledger(cls, led: Ledger) -> "Prepared":
@@ -149,6 +151,7 @@ class Prepared:
             stateful_mod=st_mod, stateful_ev0=st_ev0, stateful_obj=st_obj,
             script_ckpt=script_checkpoints(led.extra.get("script_ckpt", [])),
             other_roots=other_roots(led),
+            model_from=model_from(led),
             saves=(st["saves"] if "saves" in st else pd.Series(np.zeros(len(st)))).to_numpy(
                 dtype=np.int64),
             timings=match_timings(timing_record(led), sc, led.steps, n,
@@ -185,7 +188,8 @@ class Prepared:
     def modules(self) -> list[tuple[str, str]]:
         """(path, class name) of every module of the model that ran a forward, in first-call
         order (not those of `other_roots`)."""
-        mods = dict.fromkeys(zip(self.scope_mod.tolist(), self.scope_cls.tolist()))
+        mine = self.scope_ev0 >= self.model_from
+        mods = dict.fromkeys(zip(self.scope_mod[mine].tolist(), self.scope_cls[mine].tolist()))
         return [(p, c) for p, c in mods if of_the_model(p, self.other_roots)]
 
     @property
@@ -194,6 +198,11 @@ class Prepared:
         if "_modules" not in self.__dict__:
             self.__dict__["_modules"] = self.modules()
         return self.__dict__["_modules"]
+
+
+def model_from(led: Ledger) -> int:
+    """The event from which the model's names are the model's (Note [The model])."""
+    return max((int(r["ev"]) for r in led.extra.get("model", [])), default=0)
 
 
 def other_roots(led: Ledger) -> tuple[str, ...]:

@@ -90,7 +90,7 @@ from memledger.trace.outside_state import storage_key, written_state
 from memledger.trace.interrupts import redeliver
 from memledger.trace.steps import StepBoundary
 from memledger.trace.resize import StorageResizeWatch
-from memledger.trace.roots import RootNames, paths_under
+from memledger.trace.roots import RootNames
 from memledger.trace.script_checkpoint import (
     RECOMPUTE_HOOK,
     CheckpointFrames,
@@ -198,9 +198,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
         self._steps_done = 0
         self._step_t0 = time.perf_counter_ns()
         self._mod_stack: list[tuple[str, int, int, bool]] = []  # (path, ev0, t0, is_root)
-        self._paths: dict[int, str] = {}   # id(module) -> path
         self._param_names: dict[int, str] = {}  # id(param) -> name
-        self._roots = RootNames()          # top-level modules: trace/roots.py
+        self._roots = RootNames()          # module paths, the model: trace/roots.py
         self._rf_stack: list[str] = []
         self._sid_marks: list[int] = []    # per open module call: its first new sid
         # saved storages something besides autograd still holds: sid -> [weakref, packs]
@@ -478,11 +477,12 @@ class Collector(ShardingMixin, TorchDispatchMode):
             # switches here, else that forward would count as backward's (Note [Phases at
             # a module call])
             self._switch_backward(self._ev)
-        path = self._paths.get(id(module))
         is_root = not self._mod_stack and self._phase != "backward"
-        if path is None:
-            path = self._register_root(module) if not self._mod_stack else (
-                f"{self._mod_stack[-1][0]}.{type(module).__name__}".lstrip("."))
+        path, new = self._roots.path(module, top_level=not self._mod_stack)
+        if new:
+            self._register_root(module)
+        elif path is None:
+            path = f"{self._mod_stack[-1][0]}.{type(module).__name__}".lstrip(".")
         if is_root and self._steps.open and self._steps.discovering and \
                 self._steps_by == "optimizer":  # the first step, left open by its
             self._end_step()   # optimizers: ends when the next forward begins (not LBFGS's
@@ -522,7 +522,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
             key = pack if pack is not None else call.key
             known = self._ckpt_frames.get(key)
             if known is None:
-                region = self._paths.get(id(call.module)) if call.module is not None else None
+                region = self._roots.paths.get(call.module) \
+                    if call.module is not None else None
                 self._ckpt_frames.put(key, region, depth)
                 self._ckpt_calls += 1
                 self.sink.write({"k": "script_ckpt", "mod": region or path, "first": path,
@@ -617,19 +618,18 @@ class Collector(ShardingMixin, TorchDispatchMode):
         if found:
             self.sink.write({"k": "args", "mod": path, "ev0": ev0, "sids": found})
 
-    def _register_root(self, root: torch.nn.Module) -> str:
-        """Name a top-level module's submodules, parameters and buffers, as named_modules() does."""
+    def _register_root(self, root: torch.nn.Module) -> None:
+        """A top-level module just named (trace/roots.py): its parameters' and buffers'
+        names, and a `root` record when it is not the model."""
         if type(root).__name__ == "OptimizedModule" or \
                 getattr(root, "_compiled_call_impl", None) is not None:
             # torch.compile'd: Dynamo compiles nothing under a dispatch mode, so this ledger
             # is the eager run (docs/decisions.md, issue 9); `show` says so
             self.sink.write({"k": "compiled", "mod": type(root).__name__})
-        prefix = self._roots.register(root)
+        prefix = self._roots.prefix[root]
         if prefix:   # not the model: a GAN's discriminator, a loss module called on its own
             self.sink.write({"k": "root", "mod": prefix})
         self._steps.saw_root(root)   # its parameters count for the first step: trace/steps.py
-        for key, path in paths_under(root, prefix).items():
-            self._paths.setdefault(key, path)
         for mname, mod in root.named_modules():
             for pname, p in mod.named_parameters(recurse=False):
                 self._note_sharded(mod, pname, p)
@@ -640,7 +640,6 @@ class Collector(ShardingMixin, TorchDispatchMode):
                        shard="sharded" if getattr(p, "_local_tensor", None) is not None else "")
         for name, b in root.named_buffers():
             self._role(b, "buffer", ".".join(x for x in (prefix, name) if x))
-        return self._paths[id(root)]
 
     def _mark_inputs(self, args) -> None:
         for a in args:
@@ -691,6 +690,10 @@ class Collector(ShardingMixin, TorchDispatchMode):
                 self._steps_by == "optimizer":   # a step left open by an optimizer that
             self._end_step()                     # never steps
         self._set_phase("optimizer")
+        moved = self._roots.on_step(opt)        # Note [The model] (trace/roots.py)
+        if moved:   # the model's names are the student's from here; the teacher's: its class
+            self.sink.write({"k": "model", "ev": self._ev})
+            self.sink.write({"k": "root", "mod": self._roots.prefix[moved[1]]})
         params = [p for g in opt.param_groups for p in g["params"]]
         for p in params:
             if id(p) not in self._param_names:

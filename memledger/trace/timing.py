@@ -42,9 +42,10 @@ from dataclasses import dataclass, field
 
 import torch
 from torch.nn.modules import module as nn_module
+from torch.optim.optimizer import register_optimizer_step_pre_hook
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from memledger.trace.roots import RootNames, paths_under
+from memledger.trace.roots import RootNames
 
 
 
@@ -102,32 +103,31 @@ def autocast_state() -> tuple:
 
 class ModuleTimer:
     """Thread CPU time of each module forward call; paths as the collector names them
-    (memledger/trace/roots.py: the model's as its `named_modules()` names them, another
-    top-level module's under its class name). Top-level modules are named from the
-    script's first call on, timed or not, so that they are named in the same order."""
+    (Note [The model], memledger/trace/roots.py). Top-level modules are named from the
+    script's first call and first optimizer step on, timed or not, as the collector names
+    them."""
 
     def __init__(self, clock=time.thread_time_ns) -> None:
         self._clock = clock
         self.root: ProbeInput | None = None
         self._root_hook = None
         self.steps: list[list[tuple[str, int]]] = []
-        self._paths: dict[int, str] = {}
         self._roots = RootNames()
         self._stack: list[tuple[str | None, int]] = []
         self.active = False
         self._hooks = [nn_module.register_module_forward_pre_hook(self._pre),
-                       nn_module.register_module_forward_hook(self._post, always_call=True)]
+                       nn_module.register_module_forward_hook(self._post, always_call=True),
+                       register_optimizer_step_pre_hook(self._step)]
+
+    def _step(self, optimizer, args, kwargs) -> None:
+        self._roots.on_step(optimizer)   # the model is decided (Note [The model])
 
     def start_step(self) -> None:
         self.active = True
         self.steps.append([])
 
     def _pre(self, module: torch.nn.Module, args) -> None:
-        path = self._paths.get(id(module))
-        if path is None and not self._stack:
-            for key, p in paths_under(module, self._roots.register(module)).items():
-                self._paths.setdefault(key, p)
-            path = self._paths[id(module)]
+        path, _ = self._roots.path(module, top_level=not self._stack)
         if not self.active:
             self._stack.append((None, 0))   # the depth only: top-level calls are named above
             return

@@ -59,3 +59,23 @@ def test_a_second_model_is_not_a_policy_target():
     from memledger.replay.plan import repeated_blocks
 
     assert repeated_blocks(run.ledger) == []
+
+
+def test_a_teacher_run_without_gradients_is_not_the_model():
+    """Note [The model] (memledger/trace/roots.py): the teacher, called first under
+    no_grad, held the model's names, so every policy went to it and changed nothing
+    (predicted and measured 4,000,772 B, the baseline). From the first optimizer step the
+    student is the model, in the ledger as in measure."""
+    run = run_client("train_distill.py", ["--steps", "3"],
+                     ["checkpoint:blocks.*", "offload:blocks.*", "selective:blocks.*",
+                      "checkpoint:blocks.3"])
+    assert abs(run.ledger_peak - run.allocator_peak) <= 512
+    for text in ("checkpoint:blocks.*", "offload:blocks.*", "selective:blocks.*"):
+        p = run.policies[text]
+        assert p.predicted == p.measured < run.ledger_peak, (text, p)
+    # the teacher's fourth block is not the student's: refused by both
+    p = run.policies["checkpoint:blocks.3"]
+    assert p.predicted is None and p.measured is None, p
+    from memledger.replay.plan import repeated_blocks
+
+    assert repeated_blocks(run.ledger) == ["blocks.0", "blocks.1", "blocks.2"]

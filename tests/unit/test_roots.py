@@ -1,0 +1,47 @@
+"""Note [The model] (memledger/trace/roots.py): the names of top-level modules, and which
+one is the model, as the collector, ModuleTimer and measure's installer all decide it."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from memledger.trace.roots import RootNames
+
+
+def _call(names: RootNames, m: nn.Module) -> str:
+    return names.path(m, top_level=True)[0]
+
+
+def test_a_dead_modules_id_does_not_name_the_next_one():
+    names = RootNames()
+    for _ in range(50):     # ids of freed modules are reused at once
+        _call(names, nn.ReLU())
+    net = nn.Sequential(nn.Linear(2, 2))
+    assert _call(names, net) == "" and names.paths.get(net[0]) == "0"
+
+
+def test_the_model_moves_from_a_teacher_to_its_student_at_the_first_step():
+    names = RootNames()
+    teacher, proj, student = nn.Linear(8, 4), nn.Linear(8, 4), nn.Sequential(nn.Linear(4, 4))
+    with torch.no_grad():
+        _call(names, teacher)
+    _call(names, proj)                       # wants gradients, but no optimizer steps it
+    _call(names, student)
+    assert [names.prefix[m] for m in (teacher, proj, student)] == ["", "Linear", "Sequential"]
+    opt = torch.optim.SGD(student.parameters(), lr=0.1)
+    assert names.on_step(opt) == [student, teacher]
+    assert [names.prefix[m] for m in (teacher, student)] == ["Linear", ""]
+    assert names.paths.get(student[0]) == "0" and names.paths.get(teacher) == "Linear"
+    assert names.on_step(opt) == []          # decided once
+
+
+def test_a_model_that_ran_with_gradients_keeps_its_names():
+    # a GAN: the generator is called first, with gradients; the discriminator's optimizer
+    # steps first. The generator stays the model.
+    names = RootNames()
+    gen, disc = nn.Linear(4, 8), nn.Sequential(nn.Linear(8, 1))
+    _call(names, gen)
+    _call(names, disc)
+    assert names.on_step(torch.optim.SGD(disc.parameters(), lr=0.1)) == []
+    assert (names.prefix[gen], names.prefix[disc]) == ("", "Sequential")
