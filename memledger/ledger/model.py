@@ -454,7 +454,10 @@ def _categories(df: pd.DataFrame, roles: pd.DataFrame, saved: pd.DataFrame):
     if parts:
         allr = pd.concat(parts, ignore_index=True)
         allr["rank"] = allr["role"].map(rank)
-        best = allr.sort_values(["sid", "rank"], kind="stable").drop_duplicates("sid")
+        # of one role, the last record names it: a top-level module renamed (Note [The
+        # model] in trace/roots.py) writes its parameters' roles again
+        best = allr.sort_values(["sid", "rank"], kind="stable").drop_duplicates(
+            ["sid", "rank"], keep="last").drop_duplicates("sid")
         best = best[best["sid"].isin(df.index)].set_index("sid")
         cats.loc[best.index] = best["role"]
         names.loc[best.index] = best["name"]

@@ -633,13 +633,21 @@ class Collector(ShardingMixin, TorchDispatchMode):
         for mname, mod in root.named_modules():
             for pname, p in mod.named_parameters(recurse=False):
                 self._note_sharded(mod, pname, p)
-        for name, p in root.named_parameters():
-            full = ".".join(x for x in (prefix, name) if x)
-            self._param_names[id(p)] = full
-            self._role(p, "parameter", full,
-                       shard="sharded" if getattr(p, "_local_tensor", None) is not None else "")
-        for name, b in root.named_buffers():
-            self._role(b, "buffer", ".".join(x for x in (prefix, name) if x))
+        self._name_state(root, prefix)
+
+    def _name_state(self, root: torch.nn.Module, prefix: str, again: bool = False) -> None:
+        """The `parameter` and `buffer` roles of a top-level module's tensors, named under
+        `prefix`; `again`: renamed, so written again (the ledger reads the last name)."""
+        for role, tensors in (("parameter", root.named_parameters()),
+                              ("buffer", root.named_buffers())):
+            for name, t in tensors:
+                full = ".".join(x for x in (prefix, name) if x)
+                if role == "parameter":
+                    self._param_names[id(t)] = full
+                if again:
+                    self._roles_written.discard((self._sid(t, self._ev), role))
+                self._role(t, role, full, shard="sharded" if role == "parameter" and getattr(
+                    t, "_local_tensor", None) is not None else "")
 
     def _mark_inputs(self, args) -> None:
         for a in args:
@@ -694,6 +702,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
         if moved:   # the model's names are the student's from here; the teacher's: its class
             self.sink.write({"k": "model", "ev": self._ev})
             self.sink.write({"k": "root", "mod": self._roots.prefix[moved[1]]})
+            for root in moved:
+                self._name_state(root, self._roots.prefix[root], again=True)
         params = [p for g in opt.param_groups for p in g["params"]]
         for p in params:
             if id(p) not in self._param_names:

@@ -79,3 +79,8 @@ def test_a_teacher_run_without_gradients_is_not_the_model():
     from memledger.replay.plan import repeated_blocks
 
     assert repeated_blocks(run.ledger) == ["blocks.0", "blocks.1", "blocks.2"]
+    # the parameters are named as the modules are: the student's as the model's
+    st = run.ledger.storages
+    names = set(st.loc[st["category"] == "parameter", "name"])
+    assert {"blocks.0.0.weight", "Net.blocks.3.0.weight"} <= names
+    assert "blocks.3.0.weight" not in names
