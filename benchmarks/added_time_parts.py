@@ -40,6 +40,24 @@ from memledger.replay.policies import parse_policy, resolve  # noqa: E402
 clock = time.thread_time_ns
 
 
+def timed_turn(model, policy: str, step, timed: int = 2) -> list[int]:
+    """One turn of `policy` (memledger's own apply_policy; "none": plain): one untimed step
+    (the first after a switch runs on an allocator shaped by the other mode), then `timed`
+    steps, thread CPU ns each; the policy is removed after."""
+    handle = apply_policy(model, parse_policy(policy)) if policy != "none" else None
+    try:
+        step()
+        out = []
+        for _ in range(timed):
+            t0 = clock()
+            step()
+            out.append(clock() - t0)
+        return out
+    finally:
+        if handle is not None:
+            handle.remove()
+
+
 def faults() -> int:
     """Minor page faults of this thread so far (first touches of fresh pages)."""
     return resource.getrusage(resource.RUSAGE_THREAD).ru_minflt

@@ -33,10 +33,8 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import torch  # noqa: E402
+from added_time_parts import timed_turn  # noqa: E402
 from torch import nn  # noqa: E402
-
-from memledger.measure.apply import apply_policy  # noqa: E402
-from memledger.replay.policies import parse_policy  # noqa: E402
 
 clock = time.thread_time_ns
 KS = (1, 4, 16, 64)
@@ -133,15 +131,9 @@ def main() -> int:
     fwd: dict[str, list[int]] = {p: [] for p in policies}
     for cycle in range(args.cycles + 1):      # the first cycle is not counted
         for pol in times:
-            handle = apply_policy(model, parse_policy(pol)) if pol != "none" else None
-            step()
-            for _ in range(2):
-                t0 = clock()
-                step()
-                if cycle:
-                    times[pol].append(clock() - t0)
-            if handle is not None:
-                handle.remove()
+            ns = timed_turn(model, pol, step)
+            if cycle:
+                times[pol] += ns
         for pol in policies:
             f = _plain_forward_ns(model, step, regions[pol])
             if cycle:

@@ -30,10 +30,8 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import torch  # noqa: E402
+from added_time_parts import SETUPS, timed_turn  # noqa: E402
 
-from added_time_parts import SETUPS  # noqa: E402
-from memledger.measure.apply import apply_policy  # noqa: E402
-from memledger.replay.policies import parse_policy  # noqa: E402
 from memledger.trace.timing import ProbeInput, context_probes, probe_regions  # noqa: E402
 
 clock = time.thread_time_ns
@@ -68,15 +66,9 @@ def main() -> int:
     probes: dict[str, list[float]] = {"selective": [], "offload": []}
     for cycle in range(args.cycles + 1):
         for pol in policies:
-            handle = apply_policy(model, parse_policy(pol)) if pol != "none" else None
-            step()
-            for _ in range(2):
-                t0 = clock()
-                step()
-                if cycle:
-                    times[pol].append(clock() - t0)
-            if handle is not None:
-                handle.remove()
+            ns = timed_turn(model, pol, step)
+            if cycle:
+                times[pol] += ns
         got = context_probes(ProbeInput(model, (fixed[0],)), clock, pair_ns=1e12,
                              max_reps={"checkpoint": 1, "selective": 1, "offload": 1})
         if cycle:
