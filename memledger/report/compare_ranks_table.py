@@ -13,7 +13,7 @@ from rich import box
 from rich.table import Table
 from rich.text import Text
 
-from memledger.report.compare_table import _mark
+from memledger.report.compare_table import _mark, wrappable
 from memledger.units import format_bytes
 from memledger.verify.verdict import CompareReport
 
@@ -41,7 +41,7 @@ def ranks_table(ranks: list[CompareReport], job: CompareReport, worst: int) -> T
         mark = " ◀ rejected" if p.verdict == "REJECT" else " ◀ worst"   # the job row's rank
         for x in p.by_rank:
             r = x["rank"]
-            t.add_row(p.policy if r == 0 else "", str(r), _mark(x["gradients"]),
+            t.add_row(wrappable(p.policy) if r == 0 else "", str(r), _mark(x["gradients"]),
                       peak(x["predicted_peak_bytes"], perf),
                       Text(peak(x["measured_peak_bytes"], perf)
                            + (mark if r == p.rank and len(p.by_rank) > 1 else "")))

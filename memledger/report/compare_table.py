@@ -65,8 +65,15 @@ def _cells(p: PolicyComparison, performance: bool) -> list:
                  f"({p.predicted_added_time_s * 1e3:+.0f})")
     else:
         added = "–"
-    return [p.policy, Text(p.verdict, style=VERDICT_STYLE[p.verdict]), gates, peak, saved,
-            pred, added]
+    return [wrappable(p.policy), Text(p.verdict, style=VERDICT_STYLE[p.verdict]), gates, peak,
+            saved, pred, added]
+
+
+def wrappable(policy: str) -> str:
+    """A policy as the table shows it: a space after each kind and around each `+`, where a
+    narrow column wraps it (`checkpoint:` above `blocks.*`, not `checkpoint:bloc` above
+    `ks.*`); the policy parser reads it back unchanged."""
+    return " + ".join(": ".join(part.split(":", 1)) for part in policy.split("+"))
 
 
 def reasons(rep: CompareReport) -> list[Text]:
