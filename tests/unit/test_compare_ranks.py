@@ -110,5 +110,5 @@ def test_the_terminal_table_shows_every_rank_and_marks_the_one_that_rejected():
     out = StringIO()
     Console(file=out, width=80).print(ranks_table(ranks, job, worst))
     lines = [ln.rstrip() for ln in out.getvalue().splitlines() if "offload" in ln or "◀" in ln]
-    assert lines[-2].split() == ["offload:blocks.*", "0", "✓", "2.9", "MiB", "2.9", "MiB"]
+    assert lines[-2].split() == ["offload:", "blocks.*", "0", "✓", "2.9", "MiB", "2.9", "MiB"]
     assert lines[-1].split() == ["1", "✗", "–", "–", "◀", "rejected"]
