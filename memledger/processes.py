@@ -173,7 +173,7 @@ def start_worker(module: str, args: list[str], capture_output: bool = False,
 def rank_address(env: dict[str, str]) -> str | None:
     """The socket a torchrun rank's stand-in asks for its warm worker (Note [Warm ranks],
     memledger/warm_rank.py), from the zygote that serves `env`; None: ranks start cold."""
-    zygote = _zygote_for({**env, "PYTHONUNBUFFERED": "1"})
+    zygote = _zygote_for(env)
     return zygote.listen() if zygote is not None else None
 
 

@@ -184,7 +184,7 @@ def _select_calls(prep: Prepared, policy: Policy) -> _Calls:
                       after) if policy.parts else []
     by_path = {r.path: r.part for r in regions}
     wanted = np.flatnonzero(np.isin(prep.mod_names, list(by_path)))
-    row = np.flatnonzero(np.isin(prep.scope_code, wanted) & (prep.scope_ev0 >= prep.model_from))
+    row = np.flatnonzero(np.isin(prep.scope_code, wanted) & prep.scope_model)
     if prep.scope_grad is not None:   # a call without gradients (an evaluation) runs plainly
         row = row[prep.scope_grad[row]]
     row = row[np.argsort(prep.scope_ev0[row], kind="stable")]

@@ -40,7 +40,7 @@ from memledger.replay.engine import CPU_RNG_STATE_BYTES, replay
 from memledger.replay.fake_time import prepare
 from memledger.replay.policies import Policy, parse_policy
 from memledger.replay.predict import PolicyPrediction, cost_model, predict
-from memledger.replay.prepared import Prepared, model_from, of_the_model, other_roots
+from memledger.replay.prepared import Prepared, model_calls
 from memledger.replay.solve import EXHAUSTIVE_MAX, reduce_runs, solve
 
 PLAN_SCHEMA = "memledger.plan/1"
@@ -114,10 +114,10 @@ class PlanReport(BaseModel):
 def repeated_blocks(led: Ledger) -> list[str]:
     """The numbered children of the model's module list that holds the most saved
     activations (not another top-level module's: policies act on the model only)."""
-    others, sc = other_roots(led), led.scopes
-    sc = sc[sc["ev0"] >= model_from(led)] if len(sc) else sc
-    paths = [p for p in dict.fromkeys(str(m) for m in sc["mod"])
-             if of_the_model(p, others)] if len(sc) else []
+    sc = led.scopes
+    if len(sc):
+        sc = sc[model_calls(sc["mod"].to_numpy(dtype=object), sc["ev0"].to_numpy(), led)]
+    paths = list(dict.fromkeys(str(m) for m in sc["mod"])) if len(sc) else []
     groups: dict[str, list[tuple[int, str]]] = {}
     for p in paths:
         m = _NUMBERED.match(p)

@@ -80,8 +80,7 @@ class Prepared:
     # top-level modules besides the model (a GAN's discriminator), by path prefix: a policy
     # never selects their modules, as `measure` applies it to the model only
     other_roots: tuple[str, ...] = ()
-    model_from: int = 0   # calls before this event under the model's names were another
-    #                       module's (a teacher's: Note [The model] in trace/roots.py)
+    scope_model: np.ndarray = None  # bool per call: a call of the model's (model_calls)
 
     @classmethod
     def from_ledger(cls, led: Ledger) -> "Prepared":
@@ -151,7 +150,8 @@ class Prepared:
             stateful_mod=st_mod, stateful_ev0=st_ev0, stateful_obj=st_obj,
             script_ckpt=script_checkpoints(led.extra.get("script_ckpt", [])),
             other_roots=other_roots(led),
-            model_from=model_from(led),
+            scope_model=model_calls(sc["mod"].to_numpy(dtype=object),
+                                    sc["ev0"].to_numpy(dtype=np.int64), led),
             saves=(st["saves"] if "saves" in st else pd.Series(np.zeros(len(st)))).to_numpy(
                 dtype=np.int64),
             timings=match_timings(timing_record(led), sc, led.steps, n,
@@ -188,9 +188,9 @@ class Prepared:
     def modules(self) -> list[tuple[str, str]]:
         """(path, class name) of every module of the model that ran a forward, in first-call
         order (not those of `other_roots`)."""
-        mine = self.scope_ev0 >= self.model_from
-        mods = dict.fromkeys(zip(self.scope_mod[mine].tolist(), self.scope_cls[mine].tolist()))
-        return [(p, c) for p, c in mods if of_the_model(p, self.other_roots)]
+        mine = self.scope_model
+        return list(dict.fromkeys(zip(self.scope_mod[mine].tolist(),
+                                      self.scope_cls[mine].tolist())))
 
     @property
     def module_table(self) -> list[tuple[str, str]]:
@@ -200,20 +200,23 @@ class Prepared:
         return self.__dict__["_modules"]
 
 
-def model_from(led: Ledger) -> int:
-    """The event from which the model's names are the model's (Note [The model])."""
-    return max((int(r["ev"]) for r in led.extra.get("model", [])), default=0)
-
-
 def other_roots(led: Ledger) -> tuple[str, ...]:
     """The path prefixes of the ledger's top-level modules besides the model (`root`
     records, memledger/trace/roots.py)."""
     return tuple(dict.fromkeys(r["mod"] for r in led.extra.get("root", [])))
 
 
-def of_the_model(path: str, others: tuple[str, ...]) -> bool:
-    """A module path of the model, not of another top-level module."""
-    return not any(path == r or path.startswith(r + ".") for r in others)
+def model_calls(mods: np.ndarray, ev0: np.ndarray, led: Ledger) -> np.ndarray:
+    """Per module call (path, first event): a call of the model's, the only module a
+    policy acts on (Note [The model] in trace/roots.py): not another top-level module's,
+    and not one made under the model's names before they became the model's (`model`
+    record: a teacher's, before the first optimizer step named its student)."""
+    others = other_roots(led)
+    start = max((int(r["ev"]) for r in led.extra.get("model", [])), default=0)
+    codes, paths = pd.factorize(pd.Series(mods, dtype=object).astype(str))
+    ours = np.array([not any(p == r or p.startswith(r + ".") for r in others) for p in paths],
+                    dtype=bool)
+    return (ours[codes] if len(paths) else np.zeros(len(mods), dtype=bool)) & (ev0 >= start)
 
 
 def _arg_end(scopes: pd.DataFrame, n: int, created: np.ndarray,

@@ -56,7 +56,7 @@ class RanksResult:
     statuses: list[dict] = field(default_factory=list)
 
 
-def torchrun_command(nproc: int, worker_args: list[str],
+def torchrun_args(nproc: int, worker_args: list[str],
                      module: str = "memledger.trace.worker") -> list[str]:
     """The arguments of torch's launcher (`torch.distributed.run`, through
     memledger/trace/torchrun.py for a quiet failure) running the trace worker on `nproc`
@@ -73,8 +73,7 @@ def _launch(nproc: int, worker_args: list[str], timeout_s: float, quiet: bool,
         address = rank_address(env)
         if address is not None:
             env["MEMLEDGER_ZYGOTE"] = address
-        proc = start_worker("memledger.trace.torchrun", torchrun_command(nproc, worker_args,
-                                                                         module),
+        proc = start_worker("memledger.trace.torchrun", torchrun_args(nproc, worker_args, module),
                             capture_output=quiet, env=env, new_session=True)
     try:
         try:
