@@ -57,6 +57,7 @@ from torch.utils._python_dispatch import _disable_current_modes
 
 from memledger.trace.collector import StopTracing
 from memledger.trace.doctor_retention import MAX_NODES, RetentionWatch
+from memledger.trace.roots import RootNames, paths_under
 from memledger.trace.steps import OptimizerSteps
 from memledger.trace.where import in_reentrant_checkpoint, user_line
 
@@ -94,6 +95,13 @@ def _values(g: torch.Tensor) -> torch.Tensor:
     return g
 
 
+def _named_params(root: nn.Module, prefix: str) -> Iterator[tuple[nn.Module, nn.Parameter, str]]:
+    """(owning module, parameter, full name) of every parameter under `root`."""
+    for m, path in paths_under(root, prefix):
+        for n, p in m.named_parameters(recurse=False):
+            yield m, p, ".".join(x for x in (path, n) if x)
+
+
 class DoctorProbe(TorchFunctionMode):
     """Records the training mechanics of a script while active (see the module docstring).
 
@@ -117,7 +125,8 @@ class DoctorProbe(TorchFunctionMode):
         self._index: dict[int, int] = {}               # id(param) -> index in records
         self._owner: dict[int, int] = {}               # id(param) -> id(owning module)
         self._late: set[int] = set()                   # hooked at their first step only
-        self._mods: dict[int, str] = {}                # id(module) -> path
+        self._names = RootNames()                      # Note [The model]: as the ledger names
+        self._param_recs: dict[int, dict[str, Any]] = {}   # id(param) -> its "param" record
         self._ran: set[int] = set()                    # modules run in this window
         self._mode_seen: set[int] = set()
         self._roots = 0
@@ -199,28 +208,38 @@ class DoctorProbe(TorchFunctionMode):
         self._owner[pid] = owner
         if late:
             self._late.add(pid)
-        self.records.append({"k": "param", "i": self._index[pid], "name": name,
-                             "trainable": bool(p.requires_grad), "bytes": p.nbytes,
-                             "root": root})
+        self._param_recs[pid] = {"k": "param", "i": self._index[pid], "name": name,
+                                 "trainable": bool(p.requires_grad), "bytes": p.nbytes,
+                                 "root": root}
+        self.records.append(self._param_recs[pid])
         if p.requires_grad:
             self._param_handles.append(p.register_hook(self._make_grad_pre(pid)))
             self._param_handles.append(p.register_post_accumulate_grad_hook(self._grad_post))
 
     def _register_root(self, root: nn.Module) -> None:
-        prefix = "" if self._roots == 0 else type(root).__name__
+        prefix = self._names.prefix[root]
         number = self._roots
         self._roots += next(root.parameters(), None) is not None
         self._retention.add_root(prefix, root)
-        for path, m in root.named_modules():
-            full = ".".join(x for x in (prefix, path) if x)
-            self._mods.setdefault(id(m), full)
-            for n, p in m.named_parameters(recurse=False):
-                self._add_param(p, ".".join(x for x in (full, n) if x), id(m), late=False,
-                                root=number)
+        for m, p, name in _named_params(root, prefix):
+            self._add_param(p, name, id(m), late=False, root=number)
+
+    def _rename_roots(self, opt: torch.optim.Optimizer) -> None:
+        """At the first step the model may move to another top-level module (a student run
+        after its teacher): name their parameters as the ledger does from then on."""
+        for root in self._names.on_step(opt):
+            prefix = self._names.prefix[root]
+            self._retention.rename_root(root, prefix)
+            for _, p, name in _named_params(root, prefix):
+                if id(p) in self._param_recs:
+                    self._param_recs[id(p)]["name"] = name
 
     def _module_pre(self, module: nn.Module, args) -> None:
         mid = id(module)
-        if mid not in self._mods:
+        # a top-level call: a module no other holds, or one already known as top-level
+        top = module in self._names.prefix or module not in self._names.paths
+        path, new = self._names.path(module, top_level=top)
+        if new:
             self._register_root(module)
         self._ran.add(mid)
         if not module.training and mid not in self._mode_seen and _grad_enabled() and (
@@ -229,7 +248,7 @@ class DoctorProbe(TorchFunctionMode):
                  and module.track_running_stats)):
             self._mode_seen.add(mid)
             file, line = user_line()
-            self.records.append({"k": "mode", "window": self._steps + 1, "mod": self._mods[mid],
+            self.records.append({"k": "mode", "window": self._steps + 1, "mod": self._names.paths.get(module, ""),
                                  "cls": type(module).__name__, "bw": self._bw,
                                  "file": file, "line": line})
 
@@ -382,6 +401,7 @@ class DoctorProbe(TorchFunctionMode):
         if self._in_opt > 1:   # a wrapper's inner optimizer (accelerate's, ZeRO's): the
             return             # outermost step() is the script's
         with torch._C.DisableTorchFunction():
+            self._rename_roots(opt)
             if self._step_rule.pre(opt):    # a step left open ended here (a fallback)
                 self._training_step_ended()
             self._step_pre(opt)

@@ -50,6 +50,9 @@ class RetentionWatch:
     def add_root(self, prefix: str, root: nn.Module) -> None:
         self.roots.append((prefix, weakref.ref(root)))
 
+    def rename_root(self, root: nn.Module, prefix: str) -> None:
+        self.roots = [(prefix if r() is root else p, r) for p, r in self.roots]
+
     def backward_from(self, t: _Tensor) -> None:
         """`t.backward()` ran: `t` kept afterwards is a loss kept for logging, its graph
         spent (a warning only if it grows)."""

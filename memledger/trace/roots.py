@@ -13,12 +13,13 @@ as in `measure` (whose policy moves to the student at that step too). Why not th
 module whose call trains: a distillation script calls a projection `Linear` on the batch
 before the student (its parameters want gradients, its output is detached).
 
-The collector (ledger pass), ModuleTimer (allocator pass) and the policy installer
-(`measure`) must agree: untraced module times are matched to the ledger's calls by path,
+The collector (ledger pass), ModuleTimer (allocator pass), the policy installer
+(`measure`) and the doctor's probe (whose findings name parameters) must agree: untraced module times are matched to the ledger's calls by path,
 and a policy names modules as the model's `named_modules()` does. When the timer named
 every top-level module from its own root, a GAN's generator and discriminator both had a
 module `0`; when the installer took the first module with parameters, a distillation
-script's policies went to its teacher.
+script's policies went to its teacher, and the doctor named a student's parameters
+`Sequential.2.weight` where `show` said `2.weight`.
 """
 
 from __future__ import annotations

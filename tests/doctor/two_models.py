@@ -3,6 +3,8 @@
     python two_models.py --loop gan          # a GAN, as in PyTorch's DCGAN tutorial
     python two_models.py --loop gan --bug    # the discriminator's zero_grad forgotten
     python two_models.py --loop heads        # a backbone and a head optimizer, one backward
+    python two_models.py --loop distill      # a teacher under no_grad, then its student
+    python two_models.py --loop distill --bug   # the student's head left out of its optimizer
 
 The GAN's generator loss backpropagates through the discriminator too, adding to the
 gradient its optimizer already used; its zero_grad() clears that before its next step, so
@@ -35,6 +37,20 @@ if LOOP == "gan":
         og.zero_grad()
         loss_g.backward()
         og.step()
+elif LOOP == "distill":
+    # the teacher runs first, so the student is named the model at the first step (Note
+    # [The model]): its parameters are `0.weight`, not `Sequential.0.weight`
+    teacher = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 4)).eval()
+    student = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
+    opt = torch.optim.SGD(student[0].parameters() if BUG else student.parameters(), lr=0.1)
+    for step in range(4):
+        x = torch.randn(4, 8)
+        with torch.no_grad():
+            target = teacher(x)
+        loss = F.mse_loss(student(x), target)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
 else:
     body, head = nn.Linear(8, 16), nn.Linear(16, 4)
     model = nn.Sequential(body, head)

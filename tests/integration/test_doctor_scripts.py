@@ -54,6 +54,10 @@ BUGS = [
     # then consumes unzeroed
     ("two_models.py", ["--loop", "gan", "--bug"], "grad_leak", "error", ["4 parameters"],
      "loss_g.backward()"),
+    # a student trained after its teacher is the model, named as the ledger names it
+    # (Note [The model]): `0.weight`, not `Sequential.0.weight`
+    ("two_models.py", ["--loop", "distill", "--bug"], "no_optimizer", "warning",
+     ["`2.weight`", "`2.bias`"], "opt.step()"),
     ("fused_adamw.py", ["--bug"], "no_update", "warning", ["4 had gradients"], "opt.step()"),
     ("accumulation.py", ["--bug", "tokens"], "token_denominator", "warning",
      ["[30, 10]", "3.00x", "40 valid tokens"], "loss = nn.functional.cross_entropy(logits, "
@@ -104,6 +108,7 @@ FIXED = [("cut.py", ["--cut", c, "--fixed"]) for c in ("detach", "checkpoint")] 
     # backbone + head after one backward (`loss` alive between the two step() calls): each
     # once had a false grad_leak error or cross_step_retention warning
     ("two_models.py", ["--loop", "gan"]), ("two_models.py", ["--loop", "heads"]),
+    ("two_models.py", ["--loop", "distill"]),
     # fused AdamW bumps no version counter: its updates once read as no_update
     ("fused_adamw.py", []),
     # sparse gradients: the probe's `.any()` and `isfinite` once crashed the script
