@@ -27,7 +27,7 @@ from memledger.ledger.writer import Record
 STORAGE_COLUMNS = [
     "sid", "bytes", "device", "dtype", "shape", "op", "module", "phase", "step",
     "created", "last_use", "freed", "category", "name", "saved_module", "saved_ev",
-    "unpack_ev", "pre", "saved_last_ev", "unpack_first_ev", "saves", "shard",
+    "unpack_ev", "pre", "saved_last_ev", "unpack_first_ev", "saves", "shard", "unpack_end_ev",
 ]
 
 
@@ -413,12 +413,15 @@ def _storages(by_kind: dict[str, list[Record]]) -> pd.DataFrame:
     # charges checkpoint's per-save work by it
     counts = sv["sid"].value_counts() if len(sv) else pd.Series(dtype=np.int64)
     df["saves"] = df["sid"].map(counts).fillna(0).to_numpy(dtype=np.int64)
-    up = _table(by_kind.pop("unpack", []), {"sid": None, "ev": None})
+    # `end`: when the node that unpacked it returned (Note [When an unpacked tensor goes] in
+    # trace/collector.py); -1 in ledgers written before it was recorded
+    up = _table(by_kind.pop("unpack", []), {"sid": None, "ev": None, "end": -1})
     _check_required("unpack", up, ("sid", "ev"))
-    df["unpack_ev"], df["unpack_first_ev"] = -1, -1  # a storage saved by several ops: both
-    if len(up):
+    df["unpack_ev"], df["unpack_first_ev"], df["unpack_end_ev"] = -1, -1, -1  # a storage
+    if len(up):                                             # saved by several ops: all three
         idx, last = rows_of(up.drop_duplicates("sid", keep="last"))
         df.iloc[idx, df.columns.get_loc("unpack_ev")] = last["ev"].to_numpy(dtype=np.int64)
+        df.iloc[idx, df.columns.get_loc("unpack_end_ev")] = last["end"].to_numpy(np.int64)
         idx, first = rows_of(up.drop_duplicates("sid", keep="first"))
         df.iloc[idx, df.columns.get_loc("unpack_first_ev")] = first["ev"].to_numpy(np.int64)
 
@@ -428,7 +431,7 @@ def _storages(by_kind: dict[str, list[Record]]) -> pd.DataFrame:
     # A parameter or buffer belongs to the module that owns it, whatever op made its storage.
     owned = df["category"].isin(["parameter", "buffer"]).to_numpy() & (df["name"] != "").to_numpy()
     df.loc[owned, "module"] = [n.rpartition(".")[0] for n in df.loc[owned, "name"]]
-    for col in ("saved_ev", "unpack_ev", "saved_last_ev", "unpack_first_ev"):
+    for col in ("saved_ev", "unpack_ev", "saved_last_ev", "unpack_first_ev", "unpack_end_ev"):
         df[col] = df[col].astype(np.int64)
     return df[STORAGE_COLUMNS]
 

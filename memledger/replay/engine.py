@@ -21,9 +21,13 @@ whose forward call spans events [ev0, ev1):
    input-saving last op is not re-run: on CPU `nn.Dropout` is `x * mask`, the multiply
    saves `mask` and the recompute stops before the multiply, so a block ending in dropout
    does not make its (4, 64, 1024) fp32 output (1,048,576 B) again while recomputing.
-   An op packs its *outputs* after it ran (softmax, tanh): the record's event is that op. Dropped storages reappear at U + (created - ev0) and live until
-   their original free; the region's temporaries reappear and die as they did in forward,
-   and, under checkpoint (selective hands cached outputs back instead, not modelled), so
+   An op packs its *outputs* after it ran (softmax, tanh): the record's event is that op.
+   Dropped storages reappear at U + (created - ev0) and live until the backward node that
+   unpacked them last returned (the unpack record's `end`; autograd held the original
+   until it released the node, after summing a broadcast bias gradient: 256 B more on
+   BERT's layers; Note [When an unpacked tensor goes] in trace/collector.py), or their
+   original free if sooner or not recorded; the region's temporaries reappear and die as
+   they did in forward, and, under checkpoint (selective hands cached outputs back instead, not modelled), so
    does what it made that outlives it without being dropped (its output, saved by the
    next region), made again by the re-run and let go at the early stop. A post-LN
    layer (DistilBERT, BERT) ends in a LayerNorm, which packs its mean and rstd after it
@@ -404,7 +408,11 @@ def _recomputed_rows(prep, calls, own, seg, dropped, kept_cache, out: _Lifetimes
     k = np.maximum(own.made, 0)
     in_seg = (own.made >= 0) & seg.has[k]
     d = np.flatnonzero(dropped & in_seg)
-    out.add(seg.start[k[d]] + (cr[d] - calls.ev0[k[d]]), seg.pos_f(fr0[d]), prep.nbytes[d],
+    # held by the backward node that unpacks it, until that node returns (Note [When an
+    # unpacked tensor goes] in trace/collector.py); autograd held the original longer
+    end = prep.unpack_end[d]
+    gone = np.where((end >= 0) & (end < fr0[d]), end, fr0[d])
+    out.add(seg.start[k[d]] + (cr[d] - calls.ev0[k[d]]), seg.pos_f(gone), prep.nbytes[d],
             prep.cat[d])
     # a kept activation (the region's output) is re-made by a full checkpoint's re-run; under
     # selective the re-run hands cached outputs back instead (not yet modelled there: the

@@ -41,6 +41,7 @@ class Prepared:
     saved_mod_names: np.ndarray  # object: distinct modules that saved something ("" = none)
     unpack: np.ndarray        # int64 event of the last unpack (-1: none)
     unpack_first: np.ndarray  # int64 event of the first unpack (-1: none)
+    unpack_end: np.ndarray    # int64 event its last unpacker returned at (-1: not recorded)
     fwd_last: np.ndarray      # int64 last use before backward began (-1: unknown)
     arg_end: np.ndarray       # int64 end of the module call it was passed to (0: none)
     op_code: np.ndarray       # int64 index into op_names of the creating op's packet
@@ -121,6 +122,8 @@ class Prepared:
             unpack=st["unpack_ev"].to_numpy(dtype=np.int64),
             unpack_first=(st["unpack_first_ev"] if "unpack_first_ev" in st
                           else st["unpack_ev"]).to_numpy(dtype=np.int64),
+            unpack_end=st["unpack_end_ev"].to_numpy(dtype=np.int64) if "unpack_end_ev" in st
+            else np.full(len(st), -1, dtype=np.int64),
             fwd_last=fwd,
             arg_end=_arg_end(sc, n, st["created"].to_numpy(dtype=np.int64), fwd),
             op_code=op_code.astype(np.int64),

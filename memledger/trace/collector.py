@@ -107,6 +107,21 @@ _Tensor = torch.Tensor
 _no_dispatch = torch._C._DisableTorchDispatch
 _use_count = torch._C._storage_Use_Count
 _LIFT_FRESH = torch.ops.aten.lift_fresh.default
+_current_node = torch._C._current_autograd_node
+
+
+def _node_now() -> int:
+    """The sequence number of the autograd node running now (-1: none). Not `id()` of the
+    node object: that wrapper is made per call and freed at once, so the next node's
+    wrapper takes the same address, and holding it would keep the node (and what a custom
+    Function's ctx holds) alive."""
+    n = _current_node()
+    return -1 if n is None else n._sequence_nr()
+
+
+# what autograd's engine runs on a node's outputs after the node returned (validate_outputs:
+# a broadcast gradient summed to its input's shape, a cast to its dtype)
+_GRAD_LAYOUT_OPS = frozenset({torch.ops.aten.sum.dim_IntList, torch.ops.aten._to_copy.default})
 
 
 def sparse_parts(t: torch.Tensor) -> tuple[torch.Tensor, ...]:
@@ -205,6 +220,11 @@ class Collector(ShardingMixin, TorchDispatchMode):
         # saved storages something besides autograd still holds: sid -> [weakref, packs]
         self._held: dict[int, list] = {}
         self._bw_module = ""
+        # Note [When an unpacked tensor goes]: the node now unpacking, its unpacks, its end
+        self._unpack_node = -1
+        self._unpacks: list[tuple[int, int]] = []
+        self._apply_end = 0
+        self._released = False     # the node let go of what it unpacked: its apply is over
         # Note [The script's own checkpoint]: its calls met so far, and the open re-run's
         # (pack hook, sid of its generator fork) while one runs
         self._ckpt_frames = CheckpointFrames()
@@ -260,6 +280,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
         if self._closed:
             return
         self._closed = True
+        self._unpacks_done()
         if self._steps_by == "optimizer":   # a step its optimizers began and left open
             open_step = self._steps.open    # (a trainable parameter none steps, the first
         else:                               # step: trace/steps.py)
@@ -320,12 +341,18 @@ class Collector(ShardingMixin, TorchDispatchMode):
         for a in kwargs.values():
             if isinstance(a, _Tensor):
                 last[self._sid(a, ev)] = ev
+        if self._unpacks and _node_now() != self._unpack_node:
+            self._unpacks_done()
+        made = self._next_sid
         if isinstance(out, _Tensor):
             self._output(out, ev, func)
         elif isinstance(out, (list, tuple)):
             for o in out:
                 if isinstance(o, _Tensor):
                     self._output(o, ev, func)
+        if self._unpacks and self._next_sid != made and func not in _GRAD_LAYOUT_OPS \
+                and not self._released:
+            self._apply_end = ev + 1
         if self._phase == "loss":
             self._mark_loss_inputs(args)
         if self._comm_ops.get(func) is not False:   # a call per op saved: known not c10d
@@ -421,6 +448,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
         if self._sids.get(key) == sid:
             del self._sids[key]
         self._outside.discard(sid)
+        if self._unpacks and not self._released:
+            self._released = any(u == sid for u, _ in self._unpacks)
         self._saved_mod.pop(sid, None)
         self._held.pop(sid, None)
         self.sink.write({"k": "free", "sid": sid, "ev": self._ev,
@@ -453,6 +482,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
                 self.sink.write({"k": "released", "sid": sid, "ev": -1})
             self._held.clear()
         else:  # backward just ended: the gradients now exist
+            self._unpacks_done()
             self._set_phase("other", ev)
             self._mark_gradients()
 
@@ -787,9 +817,31 @@ class Collector(ShardingMixin, TorchDispatchMode):
                 if st is not None:
                     self.sink.write({"k": "released", "sid": sid, "ev": ev})
 
+    # Note [When an unpacked tensor goes]
+    # A saved tensor that checkpoint made again in backward is held by the node that unpacked
+    # it until that node's apply returns, not until autograd releases the node: autograd then
+    # sums a broadcast gradient to its input's shape (a Linear's bias gradient, after the
+    # node returned) with the re-made tensor already gone, where without checkpoint the saved
+    # tensor is still held. So each unpack record says when its node returned (`end`): the
+    # event after the node's last op that made a storage, not counting those sums and casts
+    # nor what runs once the node let go of what it unpacked (the sum of two gradients
+    # flowing into one input, after autograd released the node: a model called twice).
+    # The node is autograd's current node, told apart by its sequence number. Example: BERT's layers
+    # under `checkpoint`, a 64-wide bias: the peak fell inside that sum, 256 B over measured.
     def _unpack(self, t: torch.Tensor) -> torch.Tensor:
         sid = self._sid(t, self._ev)
         if sid >= 0:
             self._bw_module = self._saved_mod.get(sid, self._bw_module)
-            self.sink.write({"k": "unpack", "sid": sid, "ev": self._ev})
+            node = _node_now()
+            if node != self._unpack_node or not self._unpacks:
+                self._unpacks_done()
+                self._unpack_node, self._apply_end = node, self._ev
+            self._unpacks.append((sid, self._ev))
         return t
+
+    def _unpacks_done(self) -> None:
+        end = self._apply_end
+        for sid, ev in self._unpacks:
+            self.sink.write({"k": "unpack", "sid": sid, "ev": ev, "end": end})
+        self._unpacks.clear()
+        self._released = False

@@ -1,5 +1,5 @@
 """Training loops as other people write them (tests/clients/train_loops.py): the ledger
-within 512 B of the allocator and every policy within 512 B of what it measures.
+equal to the allocator and every policy equal to what it measures, to the byte.
 
 Each loop found a mechanism that was wrong (predicted vs measured before the fix):
 - `accumulate`: the second micro-batch's forward followed backward with no op between, so
@@ -15,6 +15,9 @@ Each loop found a mechanism that was wrong (predicted vs measured before the fix
 - a GAN (tests/clients/train_gan.py): predict resolved `checkpoint:*` over every module
   the ledger names, the discriminator's too (`Sequential`, checkpointed whole), while
   `measure` applies a policy to the model only: 375,872 B predicted vs 419,452 B measured.
+- `twice` under `checkpoint:blocks.*`: +256 B, a re-made tensor kept through the sum of
+  the two calls' bias gradients, which autograd runs after it released the node (Note
+  [When an unpacked tensor goes] in memledger/trace/collector.py).
 """
 
 from __future__ import annotations
@@ -30,11 +33,11 @@ POLICIES = ["checkpoint:blocks.*", "selective:blocks.*", "offload:blocks.*",
 @pytest.mark.parametrize("loop", ["accumulate", "eval", "twice"])
 def test_loop(loop):
     run = run_client("train_loops.py", ["--loop", loop, "--steps", "3"], POLICIES)
-    assert abs(run.ledger_peak - run.allocator_peak) <= 512, \
+    assert run.ledger_peak == run.allocator_peak, \
         f"ledger {run.ledger_peak:,} vs allocator {run.allocator_peak:,}"
     for text, p in run.policies.items():
         assert p.predicted is not None and p.measured is not None, (text, p)
-        assert abs(p.predicted - p.measured) <= 512, (text, p)
+        assert p.predicted == p.measured, (text, p)
     if loop == "eval":   # the evaluation calls ran without gradients: no policy acts on them
         sc = run.ledger.scopes
         assert sc["nograd"].sum() == 2 * (3 * 4 + 2)   # 2 steps x (3 blocks x 4 + head + root)

@@ -103,3 +103,19 @@ def test_compare_captures_a_sparse_gradient_dense():
     dense = _cpu(g)
     assert dense.layout is torch.strided and dense[3].tolist() == [2.0, 2.0]
     assert bool(torch.isfinite(dense).all()) and bitwise_equal(dense, _cpu(g.coalesce()))
+
+
+def test_an_unpacked_tensor_goes_when_its_node_returns():
+    """Note [When an unpacked tensor goes]: AddmmBackward0 reads the Linear's input h; after
+    the node returned autograd sums the (5, 3) bias gradient to (3,) and only then releases
+    h. The unpack's `end` falls before that sum, h's free after it: a copy checkpoint made
+    again goes at `end`, 3 floats sooner than the baseline's h."""
+    lin = torch.nn.Linear(4, 3)
+    x = torch.randn(5, 4, requires_grad=True)
+    with memledger.trace() as led:
+        lin(x * 2).sum().backward()     # x * 2 saves nothing: only addmm saves h
+    st = led.storages
+    h = st[st["op"] == "mul.Tensor"].iloc[0]            # the forward's; then backward's x2
+    (bias_sum,) = [r for _, r in st[st["op"] == "sum.dim_IntList"].iterrows()]
+    assert (h["bytes"], bias_sum["bytes"]) == (5 * 4 * 4, 3 * 4)
+    assert h["unpack_ev"] < h["unpack_end_ev"] <= bias_sum["created"] < h["freed"]
