@@ -826,8 +826,12 @@ class Collector(ShardingMixin, TorchDispatchMode):
     # event after the node's last op that made a storage, not counting those sums and casts
     # nor what runs once the node let go of what it unpacked (the sum of two gradients
     # flowing into one input, after autograd released the node: a model called twice).
-    # The node is autograd's current node, told apart by its sequence number. Example: BERT's layers
-    # under `checkpoint`, a 64-wide bias: the peak fell inside that sum, 256 B over measured.
+    # A reentrant checkpoint's backward runs a nested backward inside its node: that node's
+    # record ends where the nested one begins (too soon), but policies are refused around a
+    # script's own checkpoint (Note [The script's own checkpoint]), so no replay reads it.
+    # The node is autograd's current node, told apart by its sequence number. Example:
+    # BERT's layers under `checkpoint`, a 64-wide bias: the peak fell inside that sum, 256 B
+    # over measured.
     def _unpack(self, t: torch.Tensor) -> torch.Tensor:
         sid = self._sid(t, self._ev)
         if sid >= 0:
