@@ -238,7 +238,7 @@ class DoctorProbe(TorchFunctionMode):
         mid = id(module)
         # a top-level call: a module no other holds, or one already known as top-level
         top = module in self._names.prefix or module not in self._names.paths
-        path, new = self._names.path(module, top_level=top)
+        _, new = self._names.path(module, top_level=top)
         if new:
             self._register_root(module)
         self._ran.add(mid)
