@@ -28,6 +28,7 @@ STORAGE_COLUMNS = [
     "sid", "bytes", "device", "dtype", "shape", "op", "module", "phase", "step",
     "created", "last_use", "freed", "category", "name", "saved_module", "saved_ev",
     "unpack_ev", "pre", "saved_last_ev", "unpack_first_ev", "saves", "shard", "unpack_end_ev",
+    "unpacks", "unpack_pass1_end_ev", "unpack_pass2_ev",
 ]
 
 
@@ -418,6 +419,13 @@ def _storages(by_kind: dict[str, list[Record]]) -> pd.DataFrame:
     up = _table(by_kind.pop("unpack", []), {"sid": None, "ev": None, "end": -1})
     _check_required("unpack", up, ("sid", "ev"))
     df["unpack_ev"], df["unpack_first_ev"], df["unpack_end_ev"] = -1, -1, -1  # a storage
+    # unpacks per storage: more than its saves when two backward passes read them
+    # (`retain_graph=True`, a gradient penalty)
+    ucount = up["sid"].value_counts() if len(up) else pd.Series(dtype=np.int64)
+    df["unpacks"] = df["sid"].map(ucount).fillna(0).to_numpy(dtype=np.int64)
+    df["unpack_pass1_end_ev"], df["unpack_pass2_ev"] = -1, -1
+    if len(up) and (df["unpacks"] > df["saves"]).any():
+        _second_pass(df, up, rows_of)
     if len(up):                                             # saved by several ops: all three
         idx, last = rows_of(up.drop_duplicates("sid", keep="last"))
         df.iloc[idx, df.columns.get_loc("unpack_ev")] = last["ev"].to_numpy(dtype=np.int64)
@@ -431,9 +439,29 @@ def _storages(by_kind: dict[str, list[Record]]) -> pd.DataFrame:
     # A parameter or buffer belongs to the module that owns it, whatever op made its storage.
     owned = df["category"].isin(["parameter", "buffer"]).to_numpy() & (df["name"] != "").to_numpy()
     df.loc[owned, "module"] = [n.rpartition(".")[0] for n in df.loc[owned, "name"]]
-    for col in ("saved_ev", "unpack_ev", "saved_last_ev", "unpack_first_ev", "unpack_end_ev"):
+    for col in ("saved_ev", "unpack_ev", "saved_last_ev", "unpack_first_ev", "unpack_end_ev",
+                "unpack_pass1_end_ev", "unpack_pass2_ev"):
         df[col] = df[col].astype(np.int64)
     return df[STORAGE_COLUMNS]
+
+
+def _second_pass(df: pd.DataFrame, up: pd.DataFrame, rows_of) -> None:
+    """A storage read by two backward passes (`retain_graph=True`, a gradient penalty): the
+    first pass is its first `saves` unpacks. When that pass's last unpacking node returned
+    (`unpack_pass1_end_ev`) and the second pass's first unpack (`unpack_pass2_ev`): an
+    offloaded copy is read back once per pass (memledger/measure/offload.py)."""
+    saves = up["sid"].map(df.set_index("sid")["saves"]).fillna(0).to_numpy(dtype=np.int64)
+    n = up.groupby("sid").cumcount().to_numpy()
+    end = np.where(up["end"].to_numpy(dtype=np.int64) >= 0, up["end"].to_numpy(dtype=np.int64),
+                   up["ev"].to_numpy(dtype=np.int64) + 1)
+    up = up.assign(n=n, saves=saves, pass_end=end)
+    last1 = up[(up["saves"] > 0) & (up["n"] == up["saves"] - 1)]
+    first2 = up[(up["saves"] > 0) & (up["n"] == up["saves"])]
+    idx, first2 = rows_of(first2)
+    df.iloc[idx, df.columns.get_loc("unpack_pass2_ev")] = first2["ev"].to_numpy(np.int64)
+    idx, last1 = rows_of(last1[last1["sid"].isin(first2["sid"])])
+    df.iloc[idx, df.columns.get_loc("unpack_pass1_end_ev")] = last1["pass_end"].to_numpy(
+        np.int64)
 
 
 def _categories(df: pd.DataFrame, roles: pd.DataFrame, saved: pd.DataFrame):

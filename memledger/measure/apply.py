@@ -56,6 +56,7 @@ from torch.utils.checkpoint import (
 
 from memledger.errors import PolicyError
 from memledger.measure.offload import Offloader
+from memledger.replay.engine import selective_twice_message
 from memledger.replay.policies import Policy, PolicyKind, Region, resolve
 from memledger.replay.script_checkpoint import nested_checkpoint_message, offload_inside_message
 from memledger.replay.stateful import stateful_message
@@ -203,7 +204,7 @@ def _checkpointed(orig: Callable, module: nn.Module, context_fn: Callable | None
             contextlib.nullcontext(), contextlib.nullcontext())
         # the BatchNorm guard outermost: its own copies must not run under selective
         # checkpointing's recompute mode, which would look for them among the saved ops
-        return fwd, _Both(_batchnorm_stats_frozen(module), recompute)
+        return fwd, _Recompute(module, recompute, where if context_fn is not None else None)
 
     @functools.wraps(orig)
     def forward(*args: Any, **kwargs: Any) -> Any:
@@ -256,19 +257,42 @@ def _batchnorm_stats_frozen(module: nn.Module):
                 buf.copy_(value)
 
 
-class _Both:
-    """Two context managers entered as one (checkpoint's context_fn wants one object)."""
+class _Recompute:
+    """The BatchNorm guard and checkpoint's own recompute context entered as one (context_fn
+    wants one object). Entered once per recompute: a step with two backward passes through
+    the region (`retain_graph=True`, a gradient penalty) re-runs it twice with this same
+    object, so the guard, a one-shot generator, is made afresh each time. Selective
+    checkpointing allows one recompute (torch raises "Trying to backward an extra time"):
+    `selective` names (policy, path) and refuses the second, as predict does."""
 
-    def __init__(self, first: Any, second: Any) -> None:
+    def __init__(self, module: nn.Module, recompute: Any,
+                 selective: tuple[str, str] | None = None) -> None:
+        self._module, self._recompute, self._selective = module, recompute, selective
         self._stack = contextlib.ExitStack()
-        self._parts = (first, second)
+        self._entered = 0
 
     def __enter__(self) -> None:
-        for cm in self._parts:
-            self._stack.enter_context(cm)
+        self._entered += 1
+        if self._selective is not None and self._entered > 1:
+            raise PolicyError(selective_twice_message(*self._selective))
+        self._stack = contextlib.ExitStack()
+        self._stack.enter_context(_batchnorm_stats_frozen(self._module))
+        self._stack.enter_context(self._recompute)
 
     def __exit__(self, *exc: Any) -> Any:
-        return self._stack.__exit__(*exc)
+        done = self._stack.__exit__(*exc)
+        if self._selective is not None and isinstance(exc[1], RuntimeError) and \
+                "selective activation checkpoint has been mutated" in str(exc[1]):
+            # an op kept in forward, then changed in place by the script (a Linear followed
+            # by ReLU(inplace=True)): torch's cache cannot hand it back
+            policy, path = self._selective
+            raise PolicyError(f"{policy} keeps an op's output in {path} that is changed in "
+                              "place afterwards (an inplace=True activation, `x += ...`, "
+                              "nn.LSTMCell's kernel), and torch's selective checkpoint "
+                              "cannot hand back a changed tensor; leave that op out of "
+                              "save=, make the change out of place, or checkpoint that "
+                              "module instead") from exc[1]
+        return done
 
 
 def _selective_context(save_ops: tuple[str, ...]) -> Callable:

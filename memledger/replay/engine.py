@@ -86,6 +86,7 @@ from enum import IntEnum
 
 import numpy as np
 
+from memledger.errors import PolicyError
 from memledger.ledger.schema import CATEGORIES
 from memledger.replay.calls import save_call, which_call
 from memledger.replay.policies import Policy, PolicyKind, resolve
@@ -249,6 +250,28 @@ def _checkpoint_drops(prep: Prepared, calls: _Calls, own: _Owners,
     return dropped, kept_cache
 
 
+def _refuse_selective_backward_twice(prep: Prepared, calls: _Calls, own: _Owners,
+                                     policy: Policy) -> None:
+    """torch's selective checkpoint re-runs a region for one backward pass only ("Trying to
+    backward an extra time"): refuse it where a step's second backward pass reads what the
+    region saved (`retain_graph=True`, a gradient penalty): more unpacks than saves."""
+    if prep.unpacks is None or not (calls.kind == Kind.SELECTIVE).any():
+        return
+    first = calls.at(calls.kind, own.first_save) == Kind.SELECTIVE
+    last = calls.at(calls.kind, own.last_save) == Kind.SELECTIVE
+    twice = (first | last) & (prep.unpacks > prep.saves)
+    if twice.any():   # named as measure meets it: the second backward reaches the last first
+        i = np.flatnonzero(twice)
+        k = int(np.where(first[i], own.first_save[i], own.last_save[i]).max())
+        raise PolicyError(selective_twice_message(policy.text(), str(calls.mods[k])))
+
+
+def selective_twice_message(policy_text: str, module: str) -> str:
+    return (f"{policy_text} would re-run {module} for a second backward pass through it "
+            "(retain_graph=True, a gradient penalty), and torch's selective checkpoint "
+            "allows one backward per region; checkpoint or offload that module instead")
+
+
 # ---- stage 4: what offload moves ----------------------------------------------------------
 def _offloaded(prep: Prepared, calls: _Calls, own: _Owners) -> np.ndarray:
     first = calls.at(calls.kind, own.first_save)
@@ -367,7 +390,15 @@ def _lifetimes(prep: Prepared, calls: _Calls, own: _Owners, seg: _Segments,
     u = np.flatnonzero(off & (prep.unpack_first >= 0))     # offloaded: back at first unpack
     # a held storage's own free is its holder's: the read-back goes with autograd's last use
     back_end = np.where(held[u], prep.unpack[u] + 1, np.maximum(fr0[u], prep.unpack[u] + 1))
-    out.add(seg.pos_c(prep.unpack_first[u]), seg.pos_f(back_end), nb[u], prep.cat[u])
+    back = prep.unpack_first[u]
+    if prep.pass2 is not None and (prep.pass2[u] >= 0).any():
+        # read by two backward passes: the offloader lets go of its copy when a pass has
+        # read every save, then reads it back for the second
+        two = u[prep.pass2[u] >= 0]
+        out.add(seg.pos_c(prep.unpack_first[two]), seg.pos_f(prep.pass1_end[two]), nb[two],
+                prep.cat[two])
+        back = np.where(prep.pass2[u] >= 0, prep.pass2[u], back)
+    out.add(seg.pos_c(back), seg.pos_f(back_end), nb[u], prep.cat[u])
     return out
 
 
@@ -376,7 +407,9 @@ def _held(prep: Prepared) -> np.ndarray:
     script keeps): checkpoint and offload cannot free them in forward."""
     held = prep.held if prep.held is not None else np.zeros(len(prep.created), dtype=bool)
     if prep.released is not None:
-        held = held | (prep.released == -1)
+        # a KV cache the script dropped after forward (it kept only `.loss`) holds nothing
+        # into backward: its `released` event says so (+65,576 B on a GPT-2 layer before)
+        held = (held & (prep.released < 0)) | (prep.released == -1)
     return held
 
 
@@ -545,6 +578,7 @@ def replay(prep: Prepared, policy: Policy, rng_bytes: int = CPU_RNG_STATE_BYTES,
                                          kinds == Kind.OFFLOAD, prep.script_ckpt)
     own = _owners(prep, calls)
     dropped, kept_cache = _checkpoint_drops(prep, calls, own, policy)
+    _refuse_selective_backward_twice(prep, calls, own, policy)
     off = _offloaded(prep, calls, own)
     seg = _segments(prep, calls, dropped, own)
     c, f, b, cat = _lifetimes(prep, calls, own, seg, dropped, kept_cache, off,

@@ -74,6 +74,9 @@ class Prepared:
     script_ckpt: tuple[tuple[str, str], ...] = ()   # (region, first call under it)
     scope_grad: np.ndarray = None  # bool per call: it ran with gradients (policies act on it)
     saves: np.ndarray = None  # int64 saves (packs) per storage
+    unpacks: np.ndarray = None  # int64 unpacks per storage (> saves: two backward passes)
+    pass1_end: np.ndarray = None  # int64 read twice: when the first pass's reader returned
+    pass2: np.ndarray = None      # int64 read twice: the second pass's first unpack (-1: no)
     timings: Timings = None   # untraced module and op times (memledger/replay/timings.py)
     calibration: dict = None  # the machine's cost constants recorded in the ledger ({}: none)
     fsdp_gather: np.ndarray = None  # bool: FSDP2's all-gather outputs and unsharded
@@ -122,8 +125,7 @@ class Prepared:
             unpack=st["unpack_ev"].to_numpy(dtype=np.int64),
             unpack_first=(st["unpack_first_ev"] if "unpack_first_ev" in st
                           else st["unpack_ev"]).to_numpy(dtype=np.int64),
-            unpack_end=st["unpack_end_ev"].to_numpy(dtype=np.int64) if "unpack_end_ev" in st
-            else np.full(len(st), -1, dtype=np.int64),
+            unpack_end=_column(st, "unpack_end_ev", -1),
             fwd_last=fwd,
             arg_end=_arg_end(sc, n, st["created"].to_numpy(dtype=np.int64), fwd),
             op_code=op_code.astype(np.int64),
@@ -157,6 +159,9 @@ class Prepared:
                                     sc["ev0"].to_numpy(dtype=np.int64), led),
             saves=(st["saves"] if "saves" in st else pd.Series(np.zeros(len(st)))).to_numpy(
                 dtype=np.int64),
+            unpacks=_column(st, "unpacks", 0),
+            pass1_end=_column(st, "unpack_pass1_end_ev", -1),
+            pass2=_column(st, "unpack_pass2_ev", -1),
             timings=match_timings(timing_record(led), sc, led.steps, n,
                                   st["created"].to_numpy(dtype=np.int64),
                                   np.asarray(op_names, dtype=object)[op_code]),
@@ -257,6 +262,12 @@ def _arg_end(scopes: pd.DataFrame, n: int, created: np.ndarray,
         best = np.where(after, cur, best)
         cur = np.where(after, parent[np.maximum(cur, 0)], -1)
     return np.where(best >= 0, e1[np.maximum(best, 0)], 0)
+
+
+def _column(st: pd.DataFrame, name: str, default: int) -> np.ndarray:
+    """An int64 storage column, `default` throughout for ledgers read before it existed."""
+    return st[name].to_numpy(dtype=np.int64) if name in st else \
+        np.full(len(st), default, dtype=np.int64)
 
 
 def _released(led: Ledger, st: pd.DataFrame) -> np.ndarray:

@@ -9,7 +9,13 @@ import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
-from memledger.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_SCRIPT_FAILED, EXIT_USAGE
+from memledger.errors import (
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_SCRIPT_FAILED,
+    EXIT_USAGE,
+    PolicyError,
+)
 from memledger.trace.collector import StopTracing
 
 
@@ -43,6 +49,8 @@ def run_and_classify(script: str | Path, argv: list[str]) -> ScriptOutcome:
     except BaseException as e:  # the script's own failure: show it as Python would
         if getattr(e, "memledger_line", None):  # cannot run fake (trace/fake.py): bad input
             return ScriptOutcome(EXIT_USAGE, e.memledger_line, e)
+        if isinstance(e, PolicyError):   # a policy refused while it ran: not the script's
+            return ScriptOutcome(EXIT_USAGE, str(e).removeprefix("memledger: "), e)
         print_script_traceback(e, Path(script).resolve())
         reason = f"script raised {type(e).__name__}: {e}".splitlines()[0]
         return ScriptOutcome(EXIT_SCRIPT_FAILED, reason, e)

@@ -14,6 +14,7 @@ dropout 0.1, KV cache on), `llama` (causal LM, RoPE, RMSNorm, SwiGLU, KV cache o
 
 import argparse
 import os
+from types import SimpleNamespace
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")   # built from a config: nothing to download
 
@@ -88,6 +89,8 @@ def main() -> None:
     p.add_argument("--clip", type=float, help="clip the gradients' norm to this")
     p.add_argument("--grad-ckpt", action="store_true",
                    help="model.gradient_checkpointing_enable(): the library's own checkpoint")
+    p.add_argument("--loss-only", action="store_true",
+                   help="keep only the loss of each forward (its KV cache goes before backward)")
     args = p.parse_args()
 
     torch.manual_seed(0)
@@ -104,6 +107,8 @@ def main() -> None:
         for _ in range(args.accum):
             with amp:
                 out = model(**batch(args.model, gen, args.batch_size, args.seq, args.vocab))
+                if args.loss_only:   # the output and its KV cache go before backward
+                    out = SimpleNamespace(loss=out.loss)
             (out.loss / args.accum).backward()
         if args.clip:
             torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip)

@@ -87,3 +87,37 @@ def test_a_teacher_run_without_gradients_is_not_the_model():
     names = set(st.loc[st["category"] == "parameter", "name"])
     assert {"blocks.0.0.weight", "Net.blocks.3.0.weight"} <= names
     assert "blocks.3.0.weight" not in names
+
+
+def test_two_backward_passes_per_step():
+    """`backward(retain_graph=True)` then a second backward (tests/clients/
+    train_backward_twice.py): checkpoint re-runs each region once per pass (measure crashed
+    on the second: its BatchNorm guard was a one-shot context); selective is refused by
+    predict and measure alike (torch's selective checkpoint allows one backward per region);
+    offload reads each copy back once per pass (predicted as if no saving, 105,712 B,
+    against 89,200 B measured, when the replay kept one copy across both)."""
+    run = run_client("train_backward_twice.py", ["--mode", "retain", "--steps", "3"],
+                     ["checkpoint:blocks.*", "selective:blocks.*", "offload:blocks.*",
+                      "checkpoint:blocks.0+offload:blocks.1"])
+    assert run.ledger_peak == run.allocator_peak
+    p = run.policies
+    assert p["checkpoint:blocks.*"].predicted == p["checkpoint:blocks.*"].measured
+    assert p["checkpoint:blocks.0+offload:blocks.1"].predicted == \
+        p["checkpoint:blocks.0+offload:blocks.1"].measured
+    sel = p["selective:blocks.*"]
+    assert sel.predict_refusal == sel.measure_refusal
+    assert "second backward pass" in sel.predict_refusal and "\n" not in sel.predict_refusal
+    off = p["offload:blocks.*"]
+    assert off.measured == 89_200 and 0 <= off.predicted - off.measured <= 2_304, off
+
+
+def test_selective_keeping_a_tensor_changed_in_place_is_refused_in_one_line():
+    """A Linear then ReLU(inplace=True): selective keeps the Linear's output, which the ReLU
+    then changes; measure said "the script failed" with torch's traceback (exit 3)."""
+    run = run_client("train_backward_twice.py", ["--mode", "inplace", "--steps", "3"],
+                     ["selective:blocks.*", "checkpoint:blocks.*"])
+    sel = run.policies["selective:blocks.*"]
+    assert sel.measured is None and "changed in place" in sel.measure_refusal
+    assert "\n" not in sel.measure_refusal
+    ck = run.policies["checkpoint:blocks.*"]
+    assert ck.predicted == ck.measured
