@@ -122,6 +122,12 @@ def _node_now() -> int:
 # what autograd's engine runs on a node's outputs after the node returned (validate_outputs:
 # a broadcast gradient summed to its input's shape, a cast to its dtype)
 _GRAD_LAYOUT_OPS = frozenset({torch.ops.aten.sum.dim_IntList, torch.ops.aten._to_copy.default})
+_ADD = torch.ops.aten.add.Tensor
+_aten = torch.ops.aten
+# Note [In place but for the mode]: backward ops torch runs out of place under a mode only
+_OUT_OF_PLACE_UNDER_MODE = frozenset({
+    _ADD, _aten.index_put.default, _aten.scatter.src, _aten.scatter.value,
+    _aten.scatter_add.default, _aten.index_add.default})
 
 
 def sparse_parts(t: torch.Tensor) -> tuple[torch.Tensor, ...]:
@@ -224,6 +230,10 @@ class Collector(ShardingMixin, TorchDispatchMode):
         self._unpack_node = -1
         self._unpacks: list[tuple[int, int]] = []
         self._apply_end = 0
+        # Note [In place but for the mode]: the node running, its first sid; the input an
+        # untraced run would have written in place, (sid, event)
+        self._node, self._node_sid = -1, 0
+        self._twin = (-1, -1)
         self._released = False     # the node let go of what it unpacked: its apply is over
         # Note [The script's own checkpoint]: its calls met so far, and the open re-run's
         # (pack hook, sid of its generator fork) while one runs
@@ -341,8 +351,12 @@ class Collector(ShardingMixin, TorchDispatchMode):
         for a in kwargs.values():
             if isinstance(a, _Tensor):
                 last[self._sid(a, ev)] = ev
-        if self._unpacks and _node_now() != self._unpack_node:
-            self._unpacks_done()
+        if self._phase == "backward":
+            node = _node_now()
+            if node != self._node:   # Note [In place but for the mode]: its first storage
+                self._node, self._node_sid = node, self._next_sid
+            if self._unpacks and node != self._unpack_node:
+                self._unpacks_done()
         made = self._next_sid
         if isinstance(out, _Tensor):
             self._output(out, ev, func)
@@ -353,6 +367,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
         if self._unpacks and self._next_sid != made and func not in _GRAD_LAYOUT_OPS \
                 and not self._released:
             self._apply_end = ev + 1
+        if func in _OUT_OF_PLACE_UNDER_MODE and self._phase == "backward":
+            self._in_place_twin(func, args, out, ev)
         if self._phase == "loss":
             self._mark_loss_inputs(args)
         if self._comm_ops.get(func) is not False:   # a call per op saved: known not c10d
@@ -448,12 +464,40 @@ class Collector(ShardingMixin, TorchDispatchMode):
         if self._sids.get(key) == sid:
             del self._sids[key]
         self._outside.discard(sid)
+        ev = self._ev
+        if self._twin == (sid, ev - 1):   # Note [In place but for the mode]
+            ev -= 1
         if self._unpacks and not self._released:
             self._released = any(u == sid for u, _ in self._unpacks)
         self._saved_mod.pop(sid, None)
         self._held.pop(sid, None)
-        self.sink.write({"k": "free", "sid": sid, "ev": self._ev,
-                         "last": self._last.pop(sid, -1)})
+        self.sink.write({"k": "free", "sid": sid, "ev": ev, "last": self._last.pop(sid, -1)})
+
+    # Note [In place but for the mode]
+    # While any dispatch mode is active torch treats every tensor as a subclass and takes the
+    # out-of-place branch of a few backward paths: autograd sums two gradients flowing into
+    # one input with `a + b` instead of `a.add_(b)` (when it holds the last reference to `a`),
+    # and the backward of indexing, gather, topk/sort and index_select fill a zero tensor
+    # with `index_put` / `scatter_add` / `scatter` / `index_add` instead of their in-place
+    # forms. Traced, each makes a second buffer the untraced run never has: a (4, 128, 128)
+    # fp32 parameter read slice by slice (`W[i]`, eager MoE experts) put the ledger 196,608 B
+    # over the allocator, the backward of `lin(x)[idx]` 850,944 B over. When the input the
+    # untraced run would write into dies right after such an op (nothing else held it), its
+    # free is written at the op's own event: the new buffer takes its place, as in place.
+    # An addition counts only when its first input came from an earlier node (a buffered
+    # gradient), not one the node computing now made (a sum inside a derivative formula),
+    # and only without grad mode (create_graph keeps autograd out of place anyway).
+    def _in_place_twin(self, func, args, out, ev: int) -> None:
+        a = args[0] if args else None
+        if type(a) is not _Tensor or not isinstance(out, _Tensor):
+            return
+        sid = self._sids.get(a.untyped_storage()._cdata, -1)
+        if sid < 0 or a.untyped_storage().nbytes() != out.untyped_storage().nbytes():
+            return
+        if func is _ADD and (_grad_enabled() or sid >= self._node_sid or a.shape != out.shape
+                             or not a.is_contiguous()):
+            return
+        self._twin = (sid, ev)
 
     def _module_now(self) -> str:
         if self._fsdp_units and (unit := self._fsdp_module()) is not None:
