@@ -43,7 +43,7 @@ def nonfinite_and_zeroed(run: Run) -> list[Finding]:
 
 
 def dropped(run: Run) -> list[Finding]:
-    used = {n for st in run.steps for n in st["bw"]}
+    used = {n for st in run.steps for n in (*st["bw"], *st.get("reeval", ()))}
     if not used:
         return []
     last = max(used)

@@ -152,6 +152,7 @@ class DoctorProbe(TorchFunctionMode):
         self._visited: set[int] = set()
         self._before: dict[int, Any] = {}
         self._step_rec: dict[str, Any] = {}
+        self._closure_pending = False   # Note [A step that runs its closure]
         self._retention = RetentionWatch()             # Note [Cross-step retention]
         # training steps, by the rule every other pass uses (trace/steps.py): two
         # optimizers after one backward, or a GAN's, step once per iteration
@@ -396,15 +397,55 @@ class DoctorProbe(TorchFunctionMode):
         return out
 
     # ---- optimizer steps ------------------------------------------------------------------
-    def _opt_pre(self, opt: torch.optim.Optimizer, args, kwargs) -> None:
+    def _opt_pre(self, opt: torch.optim.Optimizer, args, kwargs):
         self._in_opt += 1
         if self._in_opt > 1:   # a wrapper's inner optimizer (accelerate's, ZeRO's): the
-            return             # outermost step() is the script's
+            return None        # outermost step() is the script's
         with torch._C.DisableTorchFunction():
             self._rename_roots(opt)
             if self._step_rule.pre(opt):    # a step left open ended here (a fallback)
                 self._training_step_ended()
-            self._step_pre(opt)
+            # args: (optimizer, closure?) as step() was called
+            closure = kwargs.get("closure", args[1] if len(args) > 1 else None)
+            if not callable(closure):
+                self._step_pre(opt)
+                return None
+        return self._read_after_closure(opt, closure, args, kwargs)
+
+    # Note [A step that runs its closure]
+    # `optimizer.step(closure)` (Lightning's Trainer always steps so; LBFGS needs it) runs the
+    # forward and backward inside step(), after the pre-hook: read there, the gradients are
+    # the previous step's (a NaN this step's backward made went unseen) and this step's
+    # backward is credited to none (a false dropped_update). So the closure is wrapped: the
+    # step is read when its first call returns; later calls (LBFGS's line search) are the
+    # same step's re-evaluations (`reeval` in its record).
+    def _read_after_closure(self, opt: torch.optim.Optimizer, closure, args, kwargs):
+        calls = [0]
+
+        def read_after(*a, **kw):
+            loss = closure(*a, **kw)
+            with torch._C.DisableTorchFunction():
+                calls[0] += 1
+                if calls[0] == 1:
+                    self._step_pre(opt)
+                else:
+                    self._same_step(opt)
+            return loss
+
+        self._closure_pending = True
+        if "closure" in kwargs:
+            return args, {**kwargs, "closure": read_after}
+        return (args[0], read_after, *args[2:]), kwargs
+
+    def _same_step(self, opt: torch.optim.Optimizer) -> None:
+        """Backward passes of a step's later closure calls are that step's re-evaluations
+        (`reeval`): used by it, but not micro-batches of one gradient."""
+        again = set(self._step_rec.get("reeval", ()))
+        for g in opt.param_groups:
+            for p in g["params"]:
+                self._accum.pop(id(p), None)
+                again.update(self._bws.pop(id(p), ()))
+        self._step_rec["reeval"] = sorted(again - set(self._step_rec.get("bw", ())))
 
     def _step_pre(self, opt: torch.optim.Optimizer) -> None:
         params = [p for g in opt.param_groups for p in g["params"]]
@@ -479,6 +520,9 @@ class DoctorProbe(TorchFunctionMode):
             return
 
         with torch._C.DisableTorchFunction():
+            if self._closure_pending and not self._before:   # step() never ran its closure
+                self._step_pre(opt)
+            self._closure_pending = False
             rec = self._step_rec
             moved, updated = [], 0
             with _quiet():

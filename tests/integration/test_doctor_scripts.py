@@ -58,6 +58,9 @@ BUGS = [
     # (Note [The model]): `0.weight`, not `Sequential.0.weight`
     ("two_models.py", ["--loop", "distill", "--bug"], "no_optimizer", "warning",
      ["`2.weight`", "`2.bias`"], "opt.step()"),
+    # step(closure): the gradients are read after the closure's backward, not before it
+    ("closure.py", ["--bug", "nan"], "nonfinite_grad", "error", ["step 3", "4 parameters"],
+     "opt.step(closure)"),
     ("fused_adamw.py", ["--bug"], "no_update", "warning", ["4 had gradients"], "opt.step()"),
     ("accumulation.py", ["--bug", "tokens"], "token_denominator", "warning",
      ["[30, 10]", "3.00x", "40 valid tokens"], "loss = nn.functional.cross_entropy(logits, "
@@ -109,6 +112,9 @@ FIXED = [("cut.py", ["--cut", c, "--fixed"]) for c in ("detach", "checkpoint")] 
     # once had a false grad_leak error or cross_step_retention warning
     ("two_models.py", ["--loop", "gan"]), ("two_models.py", ["--loop", "heads"]),
     ("two_models.py", ["--loop", "distill"]),
+    # step(closure) with the last micro-batch inside it (Lightning's accumulation) once read
+    # as dropped_update; LBFGS calls the closure several times per step
+    ("closure.py", ["--accum", "2", "--fixed"]), ("closure.py", ["--lbfgs", "--fixed"]),
     # fused AdamW bumps no version counter: its updates once read as no_update
     ("fused_adamw.py", []),
     # sparse gradients: the probe's `.any()` and `isfinite` once crashed the script
