@@ -14,6 +14,7 @@ ALL_CHECKS: tuple[CheckFn, ...] = (
     graph.cut_graph,                    # 1
     params.frozen_moving,               # 2
     params.optimizer_membership,        # 2
+    params.stale_optimizer,             # 2
     graph.grad_leak,                    # 3
     accumulation.token_denominator,     # 4
     accumulation.loss_not_divided,      # 4

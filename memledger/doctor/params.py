@@ -1,4 +1,5 @@
-"""Check 2: frozen parameters that move, trainable ones no optimizer holds, ones two hold."""
+"""Check 2: frozen parameters that move, trainable ones no optimizer holds, ones two hold,
+an optimizer holding parameters the model no longer uses."""
 
 from __future__ import annotations
 
@@ -56,3 +57,37 @@ def optimizer_membership(run: Run) -> list[Finding]:
                      "optimizer or set requires_grad=False"),
             evidence={"params": len(orphans), "bytes": run.bytes_of(orphans)}))
     return out
+
+
+def stale_optimizer(run: Run) -> list[Finding]:
+    """An optimizer none of whose parameters ever got a gradient, while parameters that did
+    are in no optimizer: it was built on the model's old parameters (the model rebuilt,
+    deep-copied, or converted by `.to()` into new Parameter objects after the optimizer was
+    made), so the model never trains."""
+    reached = {i for b in run.backwards for i in b.get("reached", ())}
+    if not reached:
+        return []
+    held = {i for st in run.steps for i in st["params"]}
+    orphans = sorted(i for i in reached if i not in held and run.params.get(i, {}).get(
+        "trainable"))
+    first: dict[int, dict] = {}
+    for st in run.steps:
+        first.setdefault(st["opt"], st)
+    # and none had a .grad at its steps: master weights whose gradients the script copies
+    # in by hand (mixed precision done by hand) get none from backward, yet train
+    stale = [st for o, st in first.items()
+             if not any(i in reached or s.get("graded", 0)
+                        for s in run.steps if s["opt"] == o for i in s["params"])]
+    if not orphans or not stale:
+        return []
+    st = stale[0]
+    return [Finding(
+        check="stale_optimizer", severity="error", where=where(st),
+        message=(f"optimizer.step() ({st['cls']}) updates {len(st['params'])} parameters none "
+                 f"of which ever got a gradient, while the {len(orphans)} that do "
+                 f"({run.names(orphans)}) are in no optimizer: it was built on parameters the "
+                 "model no longer uses (the model rebuilt, deep-copied or converted by .to() "
+                 "after the optimizer was made), so the model never trains; build the "
+                 "optimizer from the model you train, after copying or moving it"),
+        evidence={"optimizer_params": len(st["params"]), "orphans": len(orphans),
+                  "bytes": run.bytes_of(orphans)})]

@@ -339,6 +339,7 @@ class DoctorProbe(TorchFunctionMode):
                 if g is not None and not bool(torch.isfinite(_values(g)).all()):
                     bad += 1
         rec["params"], rec["nonfinite"] = len(self._bw_params), bad
+        rec["reached"] = sorted(self._index[p] for p in self._bw_params)
         self._bw_rec = None
         return out
 
@@ -470,7 +471,7 @@ class DoctorProbe(TorchFunctionMode):
                                "trainable": [idx[id(p)] for p in params if p.requires_grad],
                                "late": [idx[id(p)] for p in params if id(p) in self._late],
                                "accum": {}, "nonfinite": [], "zeroed": [], "zero": [], "not_run": [],
-                               "bw": []}
+                               "bw": [], "graded": 0}
         bws: set[int] = set()
         self._before = {}
         fused = bool(getattr(opt, "defaults", {}).get("fused"))
@@ -489,6 +490,7 @@ class DoctorProbe(TorchFunctionMode):
                     rec["not_run"].append(idx[pid])
                 if g is not None and not bool(torch.isfinite(_values(g)).all()):
                     rec["nonfinite"].append(idx[pid])
+                rec["graded"] += g is not None
                 bws.update(self._bws.pop(pid, ()))
                 leak = self._tainted.pop(pid, None)
                 if leak is not None and g is not None and \

@@ -4,6 +4,8 @@
                      decay and momentum keep moving it (fixed: set_to_none=True)
     --bug none_opt   the optimizer was given fc2 only: fc1 trains in no optimizer
     --bug two_opts   fc1 is in two optimizers
+    --bug stale      the optimizer was built, then the model rebuilt as float64 (new
+                     Parameters): the optimizer holds the old ones (fixed: rebuilt before)
     --fixed          one optimizer, every parameter once
 """
 import sys
@@ -23,8 +25,13 @@ elif BUG == "two_opts" and not FIXED:
             torch.optim.SGD(fc1.parameters(), lr=0.01)]
 else:
     opts = [torch.optim.AdamW(model.parameters(), lr=0.01, weight_decay=0.1)]
+if BUG == "stale":
+    model = nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 2)).double()
+    if FIXED:
+        opts = [torch.optim.AdamW(model.parameters(), lr=0.01)]
+dtype = torch.float64 if BUG == "stale" else torch.float32
 for step in range(3):
-    x, y = torch.randn(4, 8), torch.randint(0, 2, (4,))
+    x, y = torch.randn(4, 8, dtype=dtype), torch.randint(0, 2, (4,))
     loss = nn.functional.cross_entropy(model(x), y)
     for o in opts:
         o.zero_grad(set_to_none=FIXED or BUG != "frozen")

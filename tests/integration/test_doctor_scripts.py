@@ -49,6 +49,8 @@ BUGS = [
      ["`0.weight`", "`0.bias`"], "o.step()"),
     ("optim_membership.py", ["--bug", "two_opts"], "two_optimizers", "error",
      ["`0.weight`", "2 optimizers"], "o.step()"),
+    ("optim_membership.py", ["--bug", "stale"], "stale_optimizer", "error",
+     ["AdamW", "4 parameters", "`0.weight`", "never trains"], "o.step()"),
     ("grad_leak.py", [], "grad_leak", "error", ["4 parameters", "step 2, 3"], "loss.backward()"),
     # the generator's backward adds to the discriminator's used gradient, which its step
     # then consumes unzeroed
@@ -103,7 +105,9 @@ def test_planted_bug_is_caught_naming_what_and_where(script, args, check, severi
 
 
 FIXED = [("cut.py", ["--cut", c, "--fixed"]) for c in ("detach", "checkpoint")] + [
-    ("optim_membership.py", ["--fixed"]), ("grad_leak.py", ["--fixed"]),
+    ("optim_membership.py", ["--fixed"]), ("optim_membership.py", ["--bug", "stale", "--fixed"]),
+    ("master_weights.py", []),
+    ("grad_leak.py", ["--fixed"]),
     ("accumulation.py", ["--fixed"]), ("retention.py", ["--fixed"]),
     ("retention_attr.py", ["--fixed"]), ("eval_mode.py", ["--fixed"]),
     # two optimizers: a GAN (the generator's backward adds to the discriminator's used
