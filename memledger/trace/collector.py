@@ -703,11 +703,13 @@ class Collector(ShardingMixin, TorchDispatchMode):
         prefix = self._roots.prefix[root]
         if prefix:   # not the model: a GAN's discriminator, a loss module called on its own
             self.sink.write({"k": "root", "mod": prefix})
+        elif self._roots.absorbed:   # it holds the module that was the model until now (Note
+            self.sink.write({"k": "model", "ev": self._ev})   # [The model]): renamed
         self._steps.saw_root(root)   # its parameters count for the first step: trace/steps.py
         for mname, mod in root.named_modules():
             for pname, p in mod.named_parameters(recurse=False):
                 self._note_sharded(mod, pname, p)
-        self._name_state(root, prefix)
+        self._name_state(root, prefix, again=bool(self._roots.absorbed))
 
     def _name_state(self, root: torch.nn.Module, prefix: str, again: bool = False) -> None:
         """The `parameter` and `buffer` roles of a top-level module's tensors, named under

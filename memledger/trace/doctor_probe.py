@@ -224,6 +224,8 @@ class DoctorProbe(TorchFunctionMode):
         self._retention.add_root(prefix, root)
         for m, p, name in _named_params(root, prefix):
             self._add_param(p, name, id(m), late=False, root=number)
+            if self._names.absorbed:   # a module seen on its own before is one of root's
+                self._param_recs[id(p)]["name"] = name
 
     def _rename_roots(self, opt: torch.optim.Optimizer) -> None:
         """At the first step the model may move to another top-level module (a student run

@@ -57,6 +57,11 @@ class ByModule:
         if m not in self:
             self[m] = value
 
+    def pop(self, m, default=None):
+        if m not in self:
+            return default
+        return self._d.pop(id(m))[1]
+
     def update(self, pairs) -> None:
         for m, value in pairs:
             self[m] = value
@@ -76,6 +81,7 @@ class RootNames:
         self.paths = ByModule()             # module -> path, submodules included
         self.decided = False                # the first optimizer step has been seen
         self._with_grad = ByModule()        # top-level modules called with gradients on
+        self.absorbed: list[torch.nn.Module] = []   # by the last new top-level module
 
     def path(self, module: torch.nn.Module, top_level: bool) -> tuple[str | None, bool]:
         """(path, new top-level module) of a module being called; a top-level call names a
@@ -83,14 +89,29 @@ class RootNames:
         backward) keeps its path. None: a module no top-level module holds."""
         new = top_level and module not in self.prefix and module not in self.paths
         if new:
+            self.absorbed = self._absorb(module)
             has_params = next(module.parameters(), None) is not None
             self.prefix[module] = "" if has_params and self.model() is None \
                 else type(module).__name__
+            moved = {id(m) for r in self.absorbed for m in r.modules()}
             for m, path in paths_under(module, self.prefix[module]):
-                self.paths.setdefault(m, path)   # a shared submodule keeps its first path
+                if id(m) in moved:
+                    self.paths[m] = path
+                else:
+                    self.paths.setdefault(m, path)   # a shared submodule keeps its first path
         if top_level and not self.decided and torch.is_grad_enabled() and module in self.prefix:
             self._with_grad[module] = True
         return self.paths.get(module), new
+
+    def _absorb(self, module: torch.nn.Module) -> list[torch.nn.Module]:
+        """Top-level modules seen before that `module` holds: they were called on their own
+        before it (spectral_norm calls its parametrization while the model is being built),
+        and are its submodules from now on; the model's names go with them."""
+        inside = {id(m) for m in module.modules()}
+        held = [m for m in self.prefix.keys() if m is not module and id(m) in inside]
+        for m in held:
+            self.prefix.pop(m)
+        return held
 
     def model(self) -> torch.nn.Module | None:
         return next((m for m, p in self.prefix.items() if p == ""), None)

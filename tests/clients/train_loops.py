@@ -11,6 +11,9 @@
   and the optimizer's step.
 - `twice`: the model called twice per step (two views of a batch, a contrastive loss).
 
+`--spectral` puts `spectral_norm` on each block's fc2: registering it calls the
+parametrization while the model is built, the first module call the trace sees.
+
 `--autocast` runs the eval and twice loops' forward under CPU bf16 autocast: oneDNN's bf16
 matmuls take scratch inside the op that no tensor holds (`show` names it).
 """
@@ -23,20 +26,22 @@ from torch import nn
 
 
 class Block(nn.Module):
-    def __init__(self, width: int) -> None:
+    def __init__(self, width: int, spectral: bool = False) -> None:
         super().__init__()
         self.ln = nn.LayerNorm(width)
         self.fc1 = nn.Linear(width, 4 * width)
         self.fc2 = nn.Linear(4 * width, width)
+        if spectral:   # registering it calls the parametrization: a module call before the
+            self.fc2 = nn.utils.parametrizations.spectral_norm(self.fc2)   # model's
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return x + self.fc2(F.gelu(self.fc1(self.ln(x))))
 
 
 class Net(nn.Module):
-    def __init__(self, width: int, depth: int) -> None:
+    def __init__(self, width: int, depth: int, spectral: bool = False) -> None:
         super().__init__()
-        self.blocks = nn.ModuleList(Block(width) for _ in range(depth))
+        self.blocks = nn.ModuleList(Block(width, spectral) for _ in range(depth))
         self.head = nn.Linear(width, 10)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -54,9 +59,11 @@ def main() -> None:
     p.add_argument("--batch-size", type=int, default=128)
     p.add_argument("--autocast", action="store_true",
                    help="the forward under CPU bf16 autocast (eval and twice loops)")
+    p.add_argument("--spectral", action="store_true",
+                   help="spectral_norm on each block's fc2 (its parametrization runs first)")
     args = p.parse_args()
     torch.manual_seed(0)
-    model = Net(args.width, args.depth)
+    model = Net(args.width, args.depth, args.spectral)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     accelerator = None
     if args.loop == "accumulate":

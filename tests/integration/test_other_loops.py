@@ -134,3 +134,12 @@ def test_backward_paths_torch_runs_out_of_place_under_a_mode():
     for text, p in run.policies.items():
         assert p.predicted == p.measured, (text, p)
     assert run.policies["checkpoint:blocks.*"].measured == 875_588
+
+
+def test_spectral_norm_called_while_the_model_is_built():
+    """spectral_norm calls its parametrization as it registers it: that module was the
+    model, so `blocks.*` matched nothing ("the model's modules are 0 (_SpectralNorm)")."""
+    run = run_client("train_loops.py", ["--loop", "eval", "--spectral", "--steps", "3"],
+                     ["checkpoint:blocks.*", "offload:blocks.*"])
+    for text, p in run.policies.items():
+        assert p.predicted is not None and p.predicted == p.measured, (text, p)

@@ -45,3 +45,18 @@ def test_a_model_that_ran_with_gradients_keeps_its_names():
     _call(names, disc)
     assert names.on_step(torch.optim.SGD(disc.parameters(), lr=0.1)) == []
     assert (names.prefix[gen], names.prefix[disc]) == ("", "Sequential")
+
+
+def test_a_module_called_on_its_own_while_the_model_is_built_becomes_the_models():
+    # spectral_norm calls its parametrization as it registers it, before the model that
+    # holds it runs: that container was the model, and every policy was refused
+    names = RootNames()
+    fc = torch.nn.utils.parametrizations.spectral_norm(nn.Linear(4, 4))
+    pl = fc.parametrizations.weight
+    _call(names, pl)
+    assert names.prefix[pl] == ""
+    net = nn.Sequential(nn.Linear(4, 4), nn.Sequential(fc))
+    assert _call(names, net) == "" and names.absorbed == [pl]
+    assert pl not in names.prefix and names.model() is net
+    assert names.paths.get(pl) == "1.0.parametrizations.weight"
+    assert names.paths.get(fc) == "1.0"
