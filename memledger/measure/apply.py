@@ -56,10 +56,9 @@ from torch.utils.checkpoint import (
 
 from memledger.errors import PolicyError
 from memledger.measure.offload import Offloader
-from memledger.replay.engine import selective_twice_message
 from memledger.replay.policies import Policy, PolicyKind, Region, resolve
 from memledger.replay.script_checkpoint import nested_checkpoint_message, offload_inside_message
-from memledger.replay.stateful import stateful_message
+from memledger.replay.stateful import selective_twice_message, stateful_message
 from memledger.trace.script_checkpoint import checkpoint_pack_hook, find_checkpoint_call
 from memledger.trace.roots import RootNames
 from memledger.trace.where import in_reentrant_checkpoint

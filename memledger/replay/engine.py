@@ -92,7 +92,7 @@ from memledger.replay.calls import save_call, which_call
 from memledger.replay.policies import Policy, PolicyKind, resolve
 from memledger.replay.prepared import ACTIVATION, MODEL_STATE, Prepared
 from memledger.replay.script_checkpoint import refuse_around_script_checkpoints
-from memledger.replay.stateful import refuse_recompute_of_stateful
+from memledger.replay.stateful import refuse_recompute_of_stateful, selective_twice_message
 
 WORKSPACE = CATEGORIES.index("workspace")
 OTHER = CATEGORIES.index("other")
@@ -264,12 +264,6 @@ def _refuse_selective_backward_twice(prep: Prepared, calls: _Calls, own: _Owners
         i = np.flatnonzero(twice)
         k = int(np.where(first[i], own.first_save[i], own.last_save[i]).max())
         raise PolicyError(selective_twice_message(policy.text(), str(calls.mods[k])))
-
-
-def selective_twice_message(policy_text: str, module: str) -> str:
-    return (f"{policy_text} would re-run {module} for a second backward pass through it "
-            "(retain_graph=True, a gradient penalty), and torch's selective checkpoint "
-            "allows one backward per region; checkpoint or offload that module instead")
 
 
 # ---- stage 4: what offload moves ----------------------------------------------------------

@@ -1,4 +1,5 @@
-"""Calls that write state outside themselves: never re-run them. No torch.
+"""Calls that write state outside themselves: never re-run them (and the one-line refusal
+of a selective region a second backward pass would re-run). No torch.
 
 See Note [State written outside a region] in memledger/trace/outside_state.py: the trace
 writes a `stateful` record for each module call that stored storages it made into an
@@ -50,3 +51,11 @@ def stateful_message(policy_text: str, module: str, obj: str) -> str:
             "what the script computes; pass use_cache=False in the model's call (as "
             "transformers' gradient checkpointing does; a config's use_cache may not reach "
             "every part: T5's decoder keeps its own), or offload that module instead")
+
+
+def selective_twice_message(policy_text: str, module: str) -> str:
+    """One line: a selective region a second backward pass would re-run (predict and
+    measure both refuse it; torch raises "Trying to backward an extra time")."""
+    return (f"{policy_text} would re-run {module} for a second backward pass through it "
+            "(retain_graph=True, a gradient penalty), and torch's selective checkpoint "
+            "allows one backward per region; checkpoint or offload that module instead")

@@ -11,7 +11,8 @@
   and the optimizer's step.
 - `twice`: the model called twice per step (two views of a batch, a contrastive loss).
 
-`--spectral` puts `spectral_norm` on each block's fc2: registering it calls the
+`--shared` makes the last block's fc1 the block before's: one module with two parents,
+named by its first (`blocks.1.fc1`) when the last block calls it. `--spectral` puts `spectral_norm` on each block's fc2: registering it calls the
 parametrization while the model is built, the first module call the trace sees.
 
 `--autocast` runs the eval and twice loops' forward under CPU bf16 autocast: oneDNN's bf16
@@ -59,11 +60,15 @@ def main() -> None:
     p.add_argument("--batch-size", type=int, default=128)
     p.add_argument("--autocast", action="store_true",
                    help="the forward under CPU bf16 autocast (eval and twice loops)")
+    p.add_argument("--shared", action="store_true",
+                   help="the last block's fc1 is the block before's (one module, two parents)")
     p.add_argument("--spectral", action="store_true",
                    help="spectral_norm on each block's fc2 (its parametrization runs first)")
     args = p.parse_args()
     torch.manual_seed(0)
     model = Net(args.width, args.depth, args.spectral)
+    if args.shared:
+        model.blocks[-1].fc1 = model.blocks[-2].fc1
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     accelerator = None
     if args.loop == "accumulate":
