@@ -319,7 +319,8 @@ def _segments(prep: Prepared, calls: _Calls, dropped: np.ndarray, own: _Owners) 
     # parameters and buffers do not say when (every call of every step saves them)
     unpacked = np.full(m + 1, -1, dtype=np.int64)
     state = np.isin(prep.cat, MODEL_STATE)
-    done = np.where((prep.unpack >= 0) & ~state, prep.unpack + 1, -1)
+    done = np.where((prep.unpack >= 0) & ~state,
+                    np.maximum(prep.unpack + 1, prep.unpack_end), -1)
     # saved, never unpacked and still live when tracing stopped: the call's backward comes
     # after the traced steps (a GAN's generator called for the next iteration before the
     # optimizer step that ends the window), so its frame is held to the end

@@ -44,13 +44,14 @@ def refuse_recompute_of_stateful(policy_text: str, mods: np.ndarray, ev0: np.nda
 
 def stateful_message(policy_text: str, module: str, obj: str) -> str:
     """One line: which call, what it writes, and the fix."""
-    hint = (" (transformers' KV cache: the model runs with use_cache=True)"
-            if obj.endswith("Cache") else "")
+    hint = (" (transformers' KV cache: the model runs with use_cache=True, or is handed "
+            "past_key_values, as peft's prefix tuning does)" if obj.endswith("Cache") else "")
     return (f"{policy_text} would re-run {module}, whose forward stores new tensors into the "
             f"{obj} it is handed{hint}, so the recompute would store them twice and change "
             "what the script computes; pass use_cache=False in the model's call (as "
             "transformers' gradient checkpointing does; a config's use_cache may not reach "
-            "every part: T5's decoder keeps its own), or offload that module instead")
+            "every part: T5's decoder keeps its own) where the cache is the model's own, or "
+            "offload that module instead")
 
 
 def selective_twice_message(policy_text: str, module: str) -> str:

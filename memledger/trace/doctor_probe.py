@@ -349,7 +349,9 @@ class DoctorProbe(TorchFunctionMode):
         out = func(*args, **kwargs)
         target, ignore, reduction = _loss_args(name, args, kwargs)
         rec: dict[str, Any] = {"fn": name, "reduction": reduction}
-        with _quiet():
+        # inside a torch.func transform (vmap of grad: per-sample gradients) a value cannot
+        # be read: the loss is then recorded without its numbers
+        with _quiet(), contextlib.suppress(RuntimeError):
             if isinstance(target, _Tensor) and not target.is_floating_point():
                 rec["tokens"] = int(target.numel())
                 rec["valid"] = int((target != ignore).sum())

@@ -34,6 +34,12 @@ class ScriptOutcome:
     error: BaseException | None = None   # the script's own exception, if it raised
 
 
+FUNC_TRANSFORMS = (
+    "the script differentiates with torch.func (grad, vjp, jacrev), whose transforms refuse "
+    "saved-tensor hooks, and memledger sees what autograd saves (and offloads it) through "
+    "them; trace a version of the step that calls loss.backward()")
+
+
 def run_and_classify(script: str | Path, argv: list[str]) -> ScriptOutcome:
     """Run the script and say how it ended. Prints the script's traceback if it raised."""
     try:
@@ -51,6 +57,9 @@ def run_and_classify(script: str | Path, argv: list[str]) -> ScriptOutcome:
             return ScriptOutcome(EXIT_USAGE, e.memledger_line, e)
         if isinstance(e, PolicyError):   # a policy refused while it ran: not the script's
             return ScriptOutcome(EXIT_USAGE, str(e).removeprefix("memledger: "), e)
+        if isinstance(e, RuntimeError) and "support saved tensor hooks" in str(e):
+            return ScriptOutcome(EXIT_USAGE, FUNC_TRANSFORMS, e)   # torch.func: not the
+            # script's failure either; it runs without memledger's hooks
         print_script_traceback(e, Path(script).resolve())
         reason = f"script raised {type(e).__name__}: {e}".splitlines()[0]
         return ScriptOutcome(EXIT_SCRIPT_FAILED, reason, e)

@@ -153,3 +153,35 @@ def test_a_submodule_shared_by_two_blocks():
                      ["checkpoint:blocks.2", "selective:blocks.*", "offload:blocks.*"])
     for text, p in run.policies.items():
         assert p.predicted is not None and p.predicted == p.measured, (text, p)
+
+
+def test_a_loop_that_differentiates_with_torch_func(tmp_path):
+    """torch.func refuses saved-tensor hooks: `trace` says so in one line, exit 2 (it said
+    "script raised RuntimeError", exit 3, blaming a script that runs); the doctor, which
+    needs none, checks the loop, per-sample gradients under vmap included (its loss probe
+    read a value inside vmap and failed)."""
+    import json
+
+    from memledger.doctor.run import diagnose_in_process
+    from memledger.errors import EXIT_USAGE
+    from memledger.trace import worker as trace_worker
+    from tests.clients.harness import HERE, _call
+
+    script = str(HERE / "train_func.py")
+    status = tmp_path / "status.json"
+    code = _call(trace_worker.main, ["ledger", "--out", str(tmp_path / "run.ledger"),
+                                     "--status", str(status), "--steps", "2", script, "--"])
+    reason = json.loads(status.read_text())["reason"]
+    assert code == EXIT_USAGE and reason.startswith("the script differentiates with torch.func")
+    for argv in ([], ["--vmap"]):
+        report, outcome = diagnose_in_process(script, argv, 2)
+        assert outcome.code == 0 and report.ok, (argv, outcome.reason)
+
+
+def test_a_checkpointed_call_that_drops_nothing_keeps_its_frame_through_its_backward():
+    """`checkpoint:2` on a strided Conv1d saves its input and weight only; the frame (the
+    5,056 B RNG state) is held until the node that unpacked them returns, past the
+    backward kernel's scratch: 5,056 B under measured when it ended at the unpack."""
+    run = run_client("train_conv1d.py", ["--steps", "3"], ["checkpoint:2", "checkpoint:0"])
+    for text, p in run.policies.items():
+        assert p.predicted == p.measured, (text, p)
