@@ -58,15 +58,21 @@ from memledger.errors import PolicyError
 from memledger.measure.offload import Offloader
 from memledger.replay.policies import Policy, PolicyKind, Region, resolve
 from memledger.replay.script_checkpoint import nested_checkpoint_message, offload_inside_message
-from memledger.replay.stateful import selective_twice_message, stateful_message
+from memledger.replay.stateful import (
+    INPUT_WRITTEN,
+    selective_twice_message,
+    stateful_message,
+)
 from memledger.trace.script_checkpoint import checkpoint_pack_hook, find_checkpoint_call
 from memledger.trace.roots import RootNames
 from memledger.trace.where import in_reentrant_checkpoint
 from memledger.trace.sharding import local_tensor
 from memledger.trace.outside_state import (
     argument_objects,
+    argument_versions,
     reachable_tensors,
     storage_key,
+    written_arguments,
     written_state,
 )
 
@@ -212,9 +218,12 @@ def _checkpointed(orig: Callable, module: nn.Module, context_fn: Callable | None
         if not torch.is_grad_enabled():
             return orig(*args, **kwargs)
         before = _state_storages(args, kwargs)
+        versions = argument_versions(args, kwargs)
         out = checkpoint(guard.run(orig) if guard is not None else orig, *args,
                          use_reentrant=False, preserve_rng_state=True, context_fn=contexts,
                          **kwargs)
+        if written_arguments(versions):   # the re-run would start from a changed input
+            raise PolicyError(stateful_message(where[0], where[1], INPUT_WRITTEN))
         _refuse_written_state(args, kwargs, before, *where)
         return out
     return forward

@@ -15,6 +15,8 @@ import numpy as np
 
 from memledger.errors import PolicyError
 
+INPUT_WRITTEN = "<input>"   # a `stateful` record's object when the call changed an argument
+
 
 def stateful_calls(records: list[dict]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(module path, first event, object class) per `stateful` record."""
@@ -44,6 +46,12 @@ def refuse_recompute_of_stateful(policy_text: str, mods: np.ndarray, ev0: np.nda
 
 def stateful_message(policy_text: str, module: str, obj: str) -> str:
     """One line: which call, what it writes, and the fix."""
+    if obj == INPUT_WRITTEN:
+        return (f"{policy_text} would re-run {module}, whose forward changes the tensor it is "
+                "handed in place (`x *= noise`, a router's jitter), so the re-run would "
+                "start from the changed tensor (torch's checkpoint fails in backward); "
+                "checkpoint a module around it, make the change out of place, or offload "
+                "that module instead")
     hint = (" (transformers' KV cache: the model runs with use_cache=True, or is handed "
             "past_key_values, as peft's prefix tuning does)" if obj.endswith("Cache") else "")
     return (f"{policy_text} would re-run {module}, whose forward stores new tensors into the "

@@ -86,7 +86,13 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from memledger.ledger.schema import SCHEMA
 from memledger.ledger.writer import Sink
-from memledger.trace.outside_state import storage_key, written_state
+from memledger.trace.outside_state import (
+    INPUT_WRITTEN,
+    argument_versions,
+    storage_key,
+    written_arguments,
+    written_state,
+)
 from memledger.trace.interrupts import redeliver
 from memledger.trace.steps import StepBoundary
 from memledger.trace.resize import StorageResizeWatch
@@ -223,6 +229,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
         self._roots = RootNames()          # module paths, the model: trace/roots.py
         self._rf_stack: list[str] = []
         self._sid_marks: list[int] = []    # per open module call: its first new sid
+        self._arg_versions: list[list] = []   # and its tensor arguments' versions
         # saved storages something besides autograd still holds: sid -> [weakref, packs]
         self._held: dict[int, list] = {}
         self._bw_module = ""
@@ -652,6 +659,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
 
     def _call_begin(self, module, args) -> None:
         self._sid_marks.append(self._next_sid)   # storages made from here on: this call's
+        self._arg_versions.append(argument_versions(args, None) if self._phase != "backward"
+                                  else [])
 
     def _call_end(self, module, args, *kwargs_output) -> None:
         """Keyword inputs and state written outside the call (global pre-hooks get no
@@ -659,6 +668,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
         checkpoint's re-run stopping early raises on purpose), torch calls this hook
         without kwargs: (module, args, output)."""
         first_new = self._sid_marks.pop() if self._sid_marks else self._next_sid
+        versions = self._arg_versions.pop() if self._arg_versions else []
         if not self._mod_stack or len(kwargs_output) != 2:
             return
         kwargs = kwargs_output[0]
@@ -671,6 +681,9 @@ class Collector(ShardingMixin, TorchDispatchMode):
             return
         self._note_args(path, ev0, args, kwargs)
         sids = self._sids
+        if written_arguments(versions):   # Note [State written outside a region]
+            self.sink.write({"k": "stateful", "mod": path, "ev0": ev0, "ev1": self._ev,
+                             "obj": INPUT_WRITTEN, "sids": []})
         for obj, keys in written_state(args, kwargs,
                                        lambda k: sids.get(k, -1) >= first_new):
             # Note [State written outside a region] (memledger/trace/outside_state.py)

@@ -25,8 +25,13 @@ the object's class and the storages), `predict` refuses to re-run such a call, a
 `measure` (memledger/measure/apply.py) refuses it after the call's first forward, before
 any recompute. Offload keeps those storages on the device (the object holds them).
 
-Known limitation: an in-place write into a tensor the call was handed (a static cache's
-`index_copy_`) is not a new storage and is not detected here.
+An in-place write into a tensor the call was handed is not a new storage: it is found by
+the tensor's version counter instead (`argument_versions` before the call,
+`written_arguments` after). A Mixtral layer's router jitter does `hidden_states *= noise`
+on its input: re-run, the region would start from the changed tensor, and torch's
+checkpoint fails in backward ("modified by an inplace operation"). The call is recorded
+as `stateful` with the object `INPUT_WRITTEN`, and refused alike. Known limitation: a
+write into a tensor held inside an object (a static cache's `index_copy_`) is not seen.
 """
 
 from __future__ import annotations
@@ -34,6 +39,8 @@ from __future__ import annotations
 from typing import Any, Iterator
 
 import torch
+
+from memledger.replay.stateful import INPUT_WRITTEN
 
 _ATOMS = (str, bytes, int, float, complex, bool, type(None), type, torch.dtype,
           torch.device, torch.Size)
@@ -92,3 +99,21 @@ def written_state(args: tuple, kwargs: dict | None, is_new) -> list[tuple[str, l
         if keys:
             out.append((type(obj).__name__, sorted(set(keys))))
     return out
+
+
+
+def argument_versions(args: tuple, kwargs: dict | None) -> list[tuple[torch.Tensor, int]]:
+    """(tensor, version) of a call's tensor arguments, before it runs."""
+    out = []
+    for a in (*args, *(kwargs or {}).values()):
+        if isinstance(a, torch.Tensor):
+            try:
+                out.append((a, a._version))
+            except RuntimeError:   # an inference tensor keeps no version counter
+                pass
+    return out
+
+
+def written_arguments(versions: list[tuple[torch.Tensor, int]]) -> bool:
+    """Did the call change one of its tensor arguments in place?"""
+    return any(t._version != v for t, v in versions)

@@ -185,3 +185,14 @@ def test_a_checkpointed_call_that_drops_nothing_keeps_its_frame_through_its_back
     run = run_client("train_conv1d.py", ["--steps", "3"], ["checkpoint:2", "checkpoint:0"])
     for text, p in run.policies.items():
         assert p.predicted == p.measured, (text, p)
+
+
+def test_a_region_that_changes_its_input_in_place_is_refused_alike():
+    """A router jitter (`x *= noise` on the MLP's input): checkpointing the MLP was predicted
+    while measure failed in backward ("modified by an inplace operation", exit 3)."""
+    run = run_client("train_jitter.py", ["--steps", "3"], ["checkpoint:*.mlp",
+                                                           "checkpoint:0+checkpoint:1"])
+    mlp = run.policies["checkpoint:*.mlp"]
+    assert mlp.predict_refusal == mlp.measure_refusal and "in place" in mlp.predict_refusal
+    whole = run.policies["checkpoint:0+checkpoint:1"]
+    assert abs(whole.predicted - whole.measured) <= 512, whole   # -12 B: not yet explained
