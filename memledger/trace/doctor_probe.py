@@ -95,6 +95,13 @@ def _values(g: torch.Tensor) -> torch.Tensor:
     return g
 
 
+def _frozen(module: nn.Module) -> bool:
+    """A BatchNorm frozen on purpose (fine-tuning a detection backbone): eval mode and no
+    parameter that wants a gradient."""
+    params = list(module.parameters(recurse=False))
+    return bool(params) and not any(p.requires_grad for p in params)
+
+
 def _named_params(root: nn.Module, prefix: str) -> Iterator[tuple[nn.Module, nn.Parameter, str]]:
     """(owning module, parameter, full name) of every parameter under `root`."""
     for m, path in paths_under(root, prefix):
@@ -248,7 +255,7 @@ class DoctorProbe(TorchFunctionMode):
         if not module.training and mid not in self._mode_seen and _grad_enabled() and (
                 (isinstance(module, nn.modules.dropout._DropoutNd) and module.p > 0) or
                 (isinstance(module, nn.modules.batchnorm._BatchNorm)
-                 and module.track_running_stats)):
+                 and module.track_running_stats and not _frozen(module))):
             self._mode_seen.add(mid)
             file, line = user_line()
             self.records.append({"k": "mode", "window": self._steps + 1, "mod": self._names.paths.get(module, ""),

@@ -66,10 +66,18 @@ def run_and_classify(script: str | Path, argv: list[str]) -> ScriptOutcome:
     return ScriptOutcome(EXIT_OK, "script finished")
 
 
+_OURS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # memledger/
+
+
 def print_script_traceback(exc: BaseException, script: Path) -> None:
-    """The traceback from the script's first frame on, without memledger's and runpy's."""
+    """The traceback from the script's first frame on, without memledger's and runpy's
+    (the doctor's and the collector's hooks run inside the script's calls: their frames
+    are not the script's)."""
     tb = exc.__traceback__
     while tb is not None and os.path.abspath(tb.tb_frame.f_code.co_filename) != str(script):
         tb = tb.tb_next
-    traceback.print_exception(type(exc), exc, tb if tb is not None else exc.__traceback__,
-                              file=sys.stderr)
+    te = traceback.TracebackException(type(exc), exc, tb if tb is not None
+                                      else exc.__traceback__)
+    te.stack = traceback.StackSummary.from_list(
+        [f for f in te.stack if not os.path.abspath(f.filename).startswith(_OURS + os.sep)])
+    sys.stderr.write("".join(te.format()))

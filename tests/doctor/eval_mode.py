@@ -3,6 +3,8 @@ on without model.train(): dropout off, BatchNorm on running statistics.
 
     python eval_mode.py            # the bug
     python eval_mode.py --fixed    # model.train() after validation
+    python eval_mode.py --fixed --frozen-bn   # and the BatchNorm frozen on purpose (eval,
+                                              # no gradient): not a finding
 """
 import sys
 
@@ -10,9 +12,12 @@ import torch
 from torch import nn
 
 FIXED = "--fixed" in sys.argv
+FROZEN_BN = "--frozen-bn" in sys.argv
 torch.manual_seed(0)
 model = nn.Sequential(nn.Linear(8, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Dropout(0.1),
                       nn.Linear(8, 2))
+if FROZEN_BN:
+    model[1].requires_grad_(False)
 opt = torch.optim.SGD(model.parameters(), lr=0.1)
 for step in range(3):
     x, y = torch.randn(4, 8), torch.randint(0, 2, (4,))
@@ -25,3 +30,5 @@ for step in range(3):
         model(torch.randn(4, 8))
     if FIXED:
         model.train()
+    if FROZEN_BN:
+        model[1].eval()

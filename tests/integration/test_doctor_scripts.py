@@ -110,6 +110,7 @@ FIXED = [("cut.py", ["--cut", c, "--fixed"]) for c in ("detach", "checkpoint")] 
     ("grad_leak.py", ["--fixed"]),
     ("accumulation.py", ["--fixed"]), ("retention.py", ["--fixed"]),
     ("retention_attr.py", ["--fixed"]), ("eval_mode.py", ["--fixed"]),
+    ("eval_mode.py", ["--fixed", "--frozen-bn"]),   # frozen on purpose: eval, no gradient
     # two optimizers: a GAN (the generator's backward adds to the discriminator's used
     # gradient, zeroed before its step; its loss kept until the next iteration) and a
     # backbone + head after one backward (`loss` alive between the two step() calls): each
