@@ -378,6 +378,12 @@ def _storages(by_kind: dict[str, list[Record]]) -> pd.DataFrame:
     })
     df.index = pd.Index(df["sid"].to_numpy(), name="sid")
     pos = pd.Series(np.arange(len(df)), index=df.index)  # sid -> row
+    # made by an op the untraced run calls in place (Note [In place but for the mode] in
+    # trace/collector.py): named as it is there
+    renamed = [r for r in by_kind.pop("inplace", []) if r.get("sid") in pos.index]
+    if renamed:
+        df.iloc[pos.loc[[r["sid"] for r in renamed]].to_numpy(), df.columns.get_loc("op")] = \
+            [str(r["op"]) for r in renamed]
 
     def rows_of(events: pd.DataFrame) -> tuple[np.ndarray, pd.DataFrame]:
         events = events[events["sid"].isin(df.index)]

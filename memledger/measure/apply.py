@@ -290,6 +290,17 @@ class _Recompute:
     def __exit__(self, *exc: Any) -> Any:
         done = self._stack.__exit__(*exc)
         if self._selective is not None and isinstance(exc[1], RuntimeError) and \
+                "encountered during backward but not found in storage" in str(exc[1]):
+            # the re-run called an op the forward did not: under autocast, a weight's cast
+            # that the forward found in autocast's cache (the module called twice)
+            policy, path = self._selective
+            op = str(exc[1]).split(" invocation")[0]
+            raise PolicyError(f"{policy} re-ran {path} and met {op} that its forward did not "
+                              "run (under autocast: a weight's cast the forward took from "
+                              "autocast's cache, the module called twice), which torch's "
+                              "selective checkpoint cannot replay; checkpoint or offload "
+                              "that module instead") from exc[1]
+        if self._selective is not None and isinstance(exc[1], RuntimeError) and \
                 "selective activation checkpoint has been mutated" in str(exc[1]):
             # an op kept in forward, then changed in place by the script (a Linear followed
             # by ReLU(inplace=True)): torch's cache cannot hand it back

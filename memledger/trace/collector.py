@@ -131,9 +131,11 @@ _GRAD_LAYOUT_OPS = frozenset({torch.ops.aten.sum.dim_IntList, torch.ops.aten._to
 _ADD = torch.ops.aten.add.Tensor
 _aten = torch.ops.aten
 # Note [In place but for the mode]: backward ops torch runs out of place under a mode only
-_OUT_OF_PLACE_UNDER_MODE = frozenset({
-    _ADD, _aten.index_put.default, _aten.scatter.src, _aten.scatter.value,
-    _aten.scatter_add.default, _aten.index_add.default})
+# -> the in-place op the untraced run calls (its name in the allocator pass's profile)
+_OUT_OF_PLACE_UNDER_MODE = {
+    _ADD: "add_", _aten.index_put.default: "_index_put_impl_", _aten.scatter.src: "scatter_",
+    _aten.scatter.value: "scatter_", _aten.scatter_add.default: "scatter_add_",
+    _aten.index_add.default: "index_add_"}
 
 
 def sparse_parts(t: torch.Tensor) -> tuple[torch.Tensor, ...]:
@@ -240,7 +242,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
         # Note [In place but for the mode]: the node running, its first sid; the input an
         # untraced run would have written in place, (sid, event)
         self._node, self._node_sid = -1, 0
-        self._twin = (-1, -1)
+        self._twin: tuple[int, int, int, str] = (-1, -1, -1, "")   # in, event, out, op
         self._released = False     # the node let go of what it unpacked: its apply is over
         # Note [The script's own checkpoint]: its calls met so far, and the open re-run's
         # (pack hook, sid of its generator fork) while one runs
@@ -472,8 +474,9 @@ class Collector(ShardingMixin, TorchDispatchMode):
             del self._sids[key]
         self._outside.discard(sid)
         ev = self._ev
-        if self._twin == (sid, ev - 1):   # Note [In place but for the mode]
+        if self._twin[:2] == (sid, ev - 1):   # Note [In place but for the mode]
             ev -= 1
+            self.sink.write({"k": "inplace", "sid": self._twin[2], "op": self._twin[3]})
         if self._unpacks and not self._released:
             self._released = any(u == sid for u, _ in self._unpacks)
         self._saved_mod.pop(sid, None)
@@ -490,7 +493,11 @@ class Collector(ShardingMixin, TorchDispatchMode):
     # fp32 parameter read slice by slice (`W[i]`, eager MoE experts) put the ledger 196,608 B
     # over the allocator, the backward of `lin(x)[idx]` 850,944 B over. When the input the
     # untraced run would write into dies right after such an op (nothing else held it), its
-    # free is written at the op's own event: the new buffer takes its place, as in place.
+    # free is written at the op's own event: the new buffer takes its place, as in place,
+    # and an `inplace` record names the op the untraced run calls (`add_`): kernel scratch
+    # is matched to ledger events by op name and call order (Note [Kernel scratch]), and
+    # the residual `x + h` of a bf16 autocast block (a 32,768 B fp32 copy of h inside the
+    # kernel) was matched to a gradient sum the untraced run does not call `add`.
     # An addition counts only when its first input came from an earlier node (a buffered
     # gradient), not one the node computing now made (a sum inside a derivative formula),
     # and only without grad mode (create_graph keeps autograd out of place anyway).
@@ -504,7 +511,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
         if func is _ADD and (_grad_enabled() or sid >= self._node_sid or a.shape != out.shape
                              or not a.is_contiguous()):
             return
-        self._twin = (sid, ev)
+        made = self._sids.get(out.untyped_storage()._cdata, -1)
+        self._twin = (sid, ev, made, _OUT_OF_PLACE_UNDER_MODE[func])
 
     def _module_now(self) -> str:
         if self._fsdp_units and (unit := self._fsdp_module()) is not None:

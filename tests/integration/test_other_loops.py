@@ -196,3 +196,23 @@ def test_a_region_that_changes_its_input_in_place_is_refused_alike():
     assert mlp.predict_refusal == mlp.measure_refusal and "in place" in mlp.predict_refusal
     whole = run.policies["checkpoint:0+checkpoint:1"]
     assert abs(whole.predicted - whole.measured) <= 512, whole   # -12 B: not yet explained
+
+
+def test_an_fp32_residual_under_bf16_autocast():
+    """`x + h` (h bf16) casts h inside the kernel; the scratch is matched to the ledger's
+    `add` events by call order, and backward's gradient sums, `add_` untraced, are named so
+    in the ledger (`inplace` records): `checkpoint:*` read 27,648 B high before."""
+    run = run_client("train_autocast_residual.py", ["--steps", "3"],
+                     ["checkpoint:*", "selective:*", "checkpoint:0"])
+    for text, p in run.policies.items():
+        assert p.predicted == p.measured, (text, p)
+
+
+def test_selective_under_autocast_on_a_model_called_twice_is_refused_in_one_line():
+    """Called twice in one autocast region, a block's second forward takes its weights'
+    casts from autocast's cache; its re-run casts again, which torch's selective checkpoint
+    cannot replay: measure said "the script failed" with torch's traceback."""
+    run = run_client("train_loops.py", ["--loop", "twice", "--autocast", "--steps", "3"],
+                     ["selective:blocks.*"])
+    p = run.policies["selective:blocks.*"]
+    assert p.measured is None and "autocast's cache" in p.measure_refusal
