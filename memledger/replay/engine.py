@@ -243,7 +243,12 @@ def _checkpoint_drops(prep: Prepared, calls: _Calls, own: _Owners,
             codes = np.flatnonzero(np.isin(prep.op_names, list(p.save_ops())))
             mine = (made_kind == Kind.SELECTIVE) & (made_part == i)
             in_save_list |= mine & np.isin(prep.op_code, codes)
-    one_call = (own.first_save >= 0) & (own.first_save == own.last_save)
+    # saved only inside re-run calls (one, or several: a weight's autocast cast, made by a
+    # block's first call and taken from autocast's cache by its second)
+    last_kind = calls.at(calls.kind, own.last_save)
+    one_call = (own.first_save >= 0) & ((own.first_save == own.last_save) | (
+        _is_recomputed(last_kind) & (calls.at(calls.part, own.last_save, default=-1) ==
+                                     made_part)))
     is_act = prep.cat == ACTIVATION
     dropped = is_act & recomputed & one_call & (own.first_save == own.made) & ~in_save_list
     kept_cache = recomputed & in_save_list & ~is_act               # SAC cache holds it
