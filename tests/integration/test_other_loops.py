@@ -115,7 +115,9 @@ def test_selective_keeping_a_tensor_changed_in_place_is_refused_in_one_line():
     """A Linear then ReLU(inplace=True): selective keeps the Linear's output, which the ReLU
     then changes; measure said "the script failed" with torch's traceback (exit 3)."""
     run = run_client("train_backward_twice.py", ["--mode", "inplace", "--steps", "3"],
-                     ["selective:blocks.*", "checkpoint:blocks.*"])
+                     ["checkpoint:blocks.*", "selective:blocks.*"])   # in this process, a
+    # measure after the refusal (raised in backward) read 1,210,640 B: measured last (the
+    # CLI measures each policy in a fresh process)
     sel = run.policies["selective:blocks.*"]
     assert sel.measured is None and "changed in place" in sel.measure_refusal
     assert "\n" not in sel.measure_refusal
@@ -213,7 +215,9 @@ def test_selective_under_autocast_on_a_model_called_twice_is_refused_in_one_line
     casts from autocast's cache; its re-run casts again, which torch's selective checkpoint
     cannot replay: measure said "the script failed" with torch's traceback."""
     run = run_client("train_loops.py", ["--loop", "twice", "--autocast", "--steps", "3"],
-                     ["selective:blocks.*", "checkpoint:blocks.*"])
+                     ["checkpoint:blocks.*", "selective:blocks.*"])   # in this process, a
+    # measure after the refusal (raised in backward) read 1,210,640 B: measured last (the
+    # CLI measures each policy in a fresh process)
     p = run.policies["selective:blocks.*"]
     assert p.measured is None and "autocast's cache" in p.measure_refusal
     # a weight's cast, made by the first call and saved by both, is dropped by both: it was
