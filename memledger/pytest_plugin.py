@@ -185,9 +185,12 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
 
     terminalreporter.write_sep("=", "memledger: peak of each marked test")
     for rec in sorted(records, key=lambda r: -r["peak_bytes"]):
-        verdict = "ok  " if rec["ok"] else "OVER"
+        # a test that failed on its own, or whose marker is wrong, was never measured
+        measured = rec["ok"] or "peak_source" in rec
+        verdict = "ok  " if rec["ok"] else "OVER" if measured else "----"
+        peak = format_bytes(rec["peak_bytes"]) if measured else "unmeasured"
         terminalreporter.write_line(
-            f"{verdict} {format_bytes(rec['peak_bytes']):>10}  {rec['nodeid']}"
+            f"{verdict} {peak:>10}  {rec['nodeid']}"
             + ("" if rec["ok"] else f"  ({rec['message']})"))
 
 

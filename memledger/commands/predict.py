@@ -56,7 +56,9 @@ def _print_table(rep, name: str) -> None:
               title_justify="left", show_edge=False, pad_edge=False)
     # names fold onto further lines; numbers are never cut (a CI log is 80 columns wide)
     t.add_column("policy", overflow="fold", min_width=12)
-    for col in ("peak", "saving", "+ms/step"):
+    # the peak's change from the baseline, signed (a saving reads -922.1 KiB: the column
+    # once said "saving" over a negative number)
+    for col in ("peak", "vs baseline", "+ms/step"):
         t.add_column(col, justify="right", no_wrap=True)
     t.add_column("peak at", overflow="fold", min_width=10)   # step·phase (recompute module)
     for p in rep.policies:

@@ -75,7 +75,9 @@ class Ledger:
                               columns=["mod", "ev0", "ev1", "ph", "step", "ns", "cls", "nograd"])
         scopes["cls"] = scopes["cls"].fillna("").astype(str)  # class name (newer ledgers)
         # called without gradients (an evaluation): newer ledgers write it, only when true
-        scopes["nograd"] = scopes["nograd"].fillna(False).astype(bool)
+        # (`== True`, not fillna(False): an all-missing column is float64, and pandas warns
+        # about a bool fill there, which fails projects that run pytest with -W error)
+        scopes["nograd"] = (scopes["nograd"] == True).to_numpy(dtype=bool)  # noqa: E712
         steps = pd.DataFrame(by_kind.pop("step", []), columns=["step", "ev", "ns"])
         ends = by_kind.pop("end", [])
         measured = by_kind.pop("measured", [])

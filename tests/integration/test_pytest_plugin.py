@@ -101,6 +101,12 @@ def test_boom():
     r.assert_outcomes(failed=1)
     r.stdout.fnmatch_lines(["*AssertionError: its own failure*"])
     assert "budget" not in r.stdout.str()
+    # the summary says it was never measured (it read "OVER 0 B"); and no warning fails
+    # a project that runs pytest with -W error (pandas warned on a bool fill)
+    r = pytester.runpytest("-p", "no:cacheprovider", "--memledger", "-W", "error")
+    r.assert_outcomes(failed=1)
+    r.stdout.fnmatch_lines(["---- unmeasured  *::test_boom  (the test failed before*"])
+    assert "Warning" not in r.stdout.str()
 
 
 def test_fixture_traces_a_block_and_checks_it(pytester):
