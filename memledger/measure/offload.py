@@ -38,12 +38,23 @@ list that only `pack` drains, so the sorted free list is touched by one caller a
 from __future__ import annotations
 
 import bisect
+import ctypes
 import os
 import tempfile
 import weakref
 from dataclasses import dataclass
 
 import torch
+
+
+def _bytes_of(st: torch.UntypedStorage) -> memoryview:
+    """A CPU storage's bytes, no copy. Not through `.numpy()`: that marks the storage not
+    resizable, and FSDP2 frees the parameters it gathered with `resize_(0)` ("Trying to
+    resize storage that is not resizable": offload crashed every FSDP2 script on CPU)."""
+    n = st.nbytes()
+    if n == 0:
+        return memoryview(b"")
+    return memoryview((ctypes.c_char * n).from_address(st.data_ptr())).cast("B")
 
 
 class _SlotFile:
@@ -156,16 +167,16 @@ class Offloader:
         return _Packed(copy, t.dtype, tuple(t.shape), tuple(t.stride()), t.storage_offset())
 
     def _write(self, st: torch.UntypedStorage, device: torch.device) -> _Copy:
-        raw = torch.empty(0, dtype=torch.uint8, device=device).set_(st)  # a byte view, no copy
         self.bytes_out += st.nbytes()
         self.storages_out += 1
         if device.type == "cpu":
             if self._slots is None:
                 self._slots = _SlotFile(self.directory)
             slot = self._slots.take(st.nbytes())
-            self._slots.write(slot[1], memoryview(raw.numpy()))
+            self._slots.write(slot[1], _bytes_of(st))
             return _Copy(st.nbytes(), device, slots=self._slots, slot=slot)
         # CUDA: pinned host buffer, copied on a side stream that waits for the producer.
+        raw = torch.empty(0, dtype=torch.uint8, device=device).set_(st)  # a byte view, no copy
         if self._stream is None:
             self._stream = torch.cuda.Stream(device)
         host = torch.empty(st.nbytes(), dtype=torch.uint8, pin_memory=True)
@@ -197,7 +208,7 @@ class Offloader:
         self.bytes_in += copy.nbytes
         buf = torch.empty(copy.nbytes, dtype=torch.uint8, device=copy.device)
         if copy.slots is not None:
-            copy.slots.read_into(copy.slot[1], memoryview(buf.numpy()))
+            copy.slots.read_into(copy.slot[1], _bytes_of(buf.untyped_storage()))
         else:
             torch.cuda.current_stream(copy.device).wait_event(copy.event)
             buf.copy_(copy.host, non_blocking=True)

@@ -158,3 +158,20 @@ def test_a_slot_given_back_from_another_thread_is_reused():
     assert torch.equal(off.unpack(off.pack(t)), t)
     assert off._slots.end == end                  # the slot came back and was taken again
     off.close()
+
+
+def test_an_offloaded_storage_can_still_be_freed_by_resize():
+    """FSDP2 frees the parameters it gathered with `resize_(0)` after forward; offload's
+    write once went through `.numpy()`, which marks the storage not resizable ("Trying to
+    resize storage that is not resizable": every FSDP2 script crashed under offload)."""
+    from memledger.measure.offload import Offloader
+
+    off = Offloader()
+    w = torch.randn(64, 64)
+    ref = w.clone()
+    packed = off.pack(w)
+    w.untyped_storage().resize_(0)          # what FSDP2's reshard does
+    assert off.bytes_out == 64 * 64 * 4
+    w.untyped_storage().resize_(64 * 64 * 4)
+    back = off.unpack(packed)
+    assert back.shape == (64, 64) and torch.equal(back, ref)
