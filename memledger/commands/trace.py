@@ -47,6 +47,7 @@ def trace(
              "compare; --no-timing: memory only, faster")] = True,
 ) -> None:
     """Trace STEPS optimizer steps of SCRIPT into a ledger, then print where the peak is."""
+    _check_options(nproc, fake, device, world, rank, steps_by, timing)
     if nproc:
         from memledger.commands.ranks import trace_nproc
 
@@ -70,6 +71,29 @@ def trace(
         line += f"; fake run on {s.device}, no allocator pass"
     console.print(line, soft_wrap=True)  # a long path must not split the line
     err_console.print(f"next: memledger show {res.ledger_path}", style="dim", markup=False)
+
+
+def _check_options(nproc: int, fake: bool, device: str | None, world: int, rank: int,
+                   steps_by: str, timing: bool) -> None:
+    """Refuse what would be ignored or fail later, before any file is touched: a bad
+    --rank once surfaced in the worker, after the output ledger had been emptied."""
+    from memledger.errors import EXIT_USAGE, ScriptError
+
+    if nproc:
+        given = [flag for flag, on in (("--fake", fake), ("--device", device is not None),
+                                       ("--world", world > 0), ("--rank", rank > 0),
+                                       ("--steps-by", steps_by != "optimizer"),
+                                       ("--no-timing", not timing)) if on]
+        if given:
+            raise ScriptError(f"{given[0]} does not apply with --nproc (a real run on N ranks); "
+                              "simulate ranks with --fake --world N instead "
+                              "(docs/distributed.md)", exit_code=EXIT_USAGE)
+    if rank and not world:
+        raise ScriptError("--rank needs --world N (the simulated job's size)",
+                          exit_code=EXIT_USAGE)
+    if world and rank >= world:
+        raise ScriptError(f"--rank {rank} is not a rank of --world {world} (ranks are 0 to "
+                          f"{world - 1})", exit_code=EXIT_USAGE)
 
 
 def _steps_by(value: str) -> str:
