@@ -75,6 +75,11 @@ def s_victim(d: Path) -> None:
     (d / "notes.txt").write_text("the user's notes\n")
 
 
+def s_user_csv(d: Path) -> None:
+    s_victim(d)
+    (d / "run.csv").write_text("my,precious,data\n")
+
+
 def s_alias(d: Path) -> None:
     s_victim(d)
     os.link(d / "run.ledger", d / "alias.csv")   # another name for the input
@@ -194,6 +199,15 @@ CASES: tuple[Case, ...] = (
          ("trace", "{d}/victim.py", "--nproc", "2", "--fake", "-o", "{d}/run.ledger"),
          2, "does not apply with --nproc", "the ledger, byte for byte; nothing is run",
          protected=("run.ledger",)),
+    Case("export-default-name-taken", 1,
+         "`export run.ledger -f csv` where run.csv is the user's own file",
+         ("export", "{d}/run.ledger", "-f", "csv"),
+         2, "run.csv exists; pass -o to replace it", "the user's run.csv, byte for byte",
+         setup=s_user_csv, protected=("run.csv",)),
+    Case("export-format-not-the-extension", 1, "`export -f csv -o out.parquet`",
+         ("export", "{d}/run.ledger", "-f", "csv", "-o", "{d}/out.parquet"),
+         2, "names a .parquet file but --format csv writes .csv", "nothing written",
+         absent=("out.parquet",)),
     # 2. outputs checked before running; results never dropped
     Case("compare-html-missing-folder", 2, "`compare --html missing/dir/x.html`",
          ("compare", "{d}/victim.py", "--policy", "checkpoint:*", "--html",
