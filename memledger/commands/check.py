@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import re
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Iterator, Optional
@@ -135,7 +136,7 @@ def check(
             warm = several_workers() if no_findings else contextlib.nullcontext()
             with warm, tempfile.TemporaryDirectory(prefix="memledger-check-") as tmp:
                 out = output or Path(tmp) / "check.ledger"
-                with stdout_to_stderr(json_):  # --json: stdout holds the JSON and nothing else
+                with stdout_to_stderr(json_), _no_temp_path(out if output is None else None):
                     # peaks and traced step times only: Note [Memory-only traces]
                     res = trace_script(target, script_args or [], out, measure=measure,
                                        steps=bud.steps or DEFAULT_STEPS, fake=bud.fake,
@@ -198,6 +199,21 @@ def _fail_on_findings(doc, required: bool) -> None:
     if required and doc is not None and not doc.ok:
         raise CheckFailed(f"the doctor found {len(doc.findings)} problems ({len(doc.errors)} "
                           "errors) and --no-findings asks for none")
+
+
+@contextlib.contextmanager
+def _no_temp_path(temp: Path | None):
+    """A failed trace into check's own temporary folder must not point at a ledger "kept"
+    there: the folder is gone when the message is read."""
+    try:
+        yield
+    except MemledgerError as e:
+        if temp is None or str(temp) not in str(e):
+            raise
+        head = str(e).split(f"{temp}")[0].rstrip()
+        head = re.sub(r"[;,]?\s*[^;,]*\bkept( at)?$", "", head).rstrip(" ;,")
+        e.args = (f"{head}; run with -o FILE to keep the partial ledger",)
+        raise
 
 
 def _findings_only(target: Path, argv: list[str], steps: int, json_: bool) -> None:

@@ -175,3 +175,13 @@ def test_example_ci_workflow_checks_a_bundled_budget():
     assert (ROOT / words[words.index("--config") + 1]).is_file()    # the budget file
     assert "--junit memledger-junit.xml" in text and "--markdown memledger-summary.md" in text
     assert "actions/upload-artifact" in text and "GITHUB_STEP_SUMMARY" in text
+
+
+def test_a_failing_script_is_not_said_to_leave_a_ledger_in_checks_own_folder(tmp_path):
+    """check traces into a temporary folder unless -o is given: the message once said the
+    partial ledger was kept there, in a folder gone by the time it was read."""
+    script = tmp_path / "boom.py"
+    script.write_text('raise SystemExit("boom")\n')
+    r = run("check", str(script), "--budget", "1GiB", cwd=tmp_path)
+    assert r.returncode == 3
+    assert "memledger-check-" not in r.stderr and "-o FILE" in r.stderr, r.stderr
