@@ -52,10 +52,20 @@ app.command()(diff.diff)
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; return the exit code (0 ok, 1 check failed, 2 bad input, 3 script failed,
     70 a bug in memledger: one line, the traceback in a file it names; 130 interrupted)."""
+    from memledger.commands.common import JSON_PRINTED
+
+    JSON_PRINTED[0] = False
     try:
         rv = app(args=argv, prog_name="memledger", standalone_mode=False)
     except MemledgerError as e:
         err_console.print(str(e), markup=False, style="red", soft_wrap=True)
+        if "--json" in (sys.argv[1:] if argv is None else argv) and not JSON_PRINTED[0]:
+            # a CI step parsing stdout gets one JSON document whatever happened, not an
+            # empty input (the verdict, when printed, is that document)
+            import json
+
+            print(json.dumps({"ok": False, "exit_code": e.exit_code,
+                              "error": str(e).removeprefix("memledger: ")}))
         return e.exit_code
     except typer.Exit as e:
         return e.exit_code

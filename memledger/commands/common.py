@@ -20,9 +20,13 @@ console = Console(highlight=False)
 err_console = Console(stderr=True, highlight=False)
 
 
+JSON_PRINTED = [False]   # a JSON document is on stdout: cli.main prints no error document
+
+
 def print_json(data: Any) -> None:
     """Plain JSON on stdout (no Rich markup), for scripts and CI."""
     sys.stdout.write(json.dumps(data, indent=2) + "\n")
+    JSON_PRINTED[0] = True
     sys.stdout.flush()
 
 

@@ -185,3 +185,14 @@ def test_a_failing_script_is_not_said_to_leave_a_ledger_in_checks_own_folder(tmp
     r = run("check", str(script), "--budget", "1GiB", cwd=tmp_path)
     assert r.returncode == 3
     assert "memledger-check-" not in r.stderr and "-o FILE" in r.stderr, r.stderr
+
+
+def test_json_on_a_usage_error_is_one_json_document(tmp_path, mlp_ledger):
+    """`check --json` with a bad flag printed nothing on stdout: a CI step parsing it read
+    empty input. Now one document says what went wrong; a verdict is still the only one."""
+    r = run("check", str(mlp_ledger), "--budget", "800", "--json", cwd=tmp_path)
+    d = json.loads(r.stdout)
+    assert r.returncode == 2 and d["ok"] is False and d["exit_code"] == 2
+    assert "has no unit" in d["error"]
+    r = run("check", str(mlp_ledger), "--budget", "1B", "--json", cwd=tmp_path)
+    assert r.returncode == 1 and json.loads(r.stdout)["ok"] is False   # one document
