@@ -63,7 +63,9 @@ def trace(
                        fake=fake, device=device, world=world, rank=rank,
                        steps_by=_steps_by(steps_by), timing=timing)
     s = open_ledger(res.ledger_path).summary()
-    line = (f"[bold]{escape(str(res.ledger_path))}[/]: {res.steps} steps, peak "
+    short = f" (the script ended after {res.steps} of the {steps} asked)" \
+        if res.steps < steps and steps_by != "whole" else ""
+    line = (f"[bold]{escape(str(res.ledger_path))}[/]: {res.steps} steps{short}, peak "
             f"[magenta]{format_bytes(s.peak.bytes)}[/] at step {s.peak.step} ({s.peak.phase})")
     if res.measured:
         line += f"; allocator peak {format_bytes(s.measured.peak_bytes)}"

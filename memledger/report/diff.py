@@ -52,6 +52,8 @@ class Diff(_M):
     peak: Delta
     measured: Delta | None = Field(description="allocator peaks; null unless both ledgers "
                                                "were measured")
+    unmeasured: str = Field("", description="why `measured` is null: which ledger has no "
+                            "allocator peak and why (a fake run, --no-measure)")
     at_peak: dict[str, Delta]
     by_module: list[ModuleDelta] = Field(description="live at the peak, by module, by |delta|")
     saved_by_module: list[ModuleDelta] = Field(description="saved for backward, by module")
@@ -95,6 +97,13 @@ def _tensors(a: pd.DataFrame, b: pd.DataFrame, top: int) -> list[TensorDelta]:
             for r in j.head(top).itertuples(index=False)]
 
 
+def _unmeasured(a: Ledger, b: Ledger, name_a: str, name_b: str) -> str:
+    why = [f"{name} is a fake run" if led.header.get("fake") else
+           f"{name} was traced with --no-measure"
+           for name, led in ((name_a, a), (name_b, b)) if not led.measured]
+    return "; ".join(why)
+
+
 def diff_ledgers(a: Ledger, b: Ledger, name_a: str = "A", name_b: str = "B",
                  top: int = 10) -> Diff:
     pa, pb = a.peak(), b.peak()
@@ -109,7 +118,7 @@ def diff_ledgers(a: Ledger, b: Ledger, name_a: str = "A", name_b: str = "B",
     return Diff(
         a=name_a, b=name_b,
         peak=Delta(a=pa.bytes, b=pb.bytes, delta=pb.bytes - pa.bytes),
-        measured=measured,
+        measured=measured, unmeasured=_unmeasured(a, b, name_a, name_b),
         at_peak={c: Delta(a=ca.get(c, 0), b=cb.get(c, 0), delta=cb.get(c, 0) - ca.get(c, 0))
                  for c in CATEGORIES},
         by_module=_by("module", la, lb, top),

@@ -37,8 +37,7 @@ def render_diff(d: Diff) -> Group:
         parts.append(Text(f"Allocator peak {format_bytes(m.a)} → {format_bytes(m.b)}  "
                           f"{format_signed_bytes(m.delta)}", style="dim"))
     else:
-        parts.append(Text("Allocator peaks: not compared (a ledger was traced with "
-                          "--no-measure)", style="dim"))
+        parts.append(Text(f"Allocator peaks: not compared ({d.unmeasured})", style="dim"))
     cat = Table(title="At the peak, by category", title_justify="left", show_edge=False)
     for col in ("category", "A", "B", "change"):
         cat.add_column(col, justify="left" if col == "category" else "right", no_wrap=True)
