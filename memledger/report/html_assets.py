@@ -77,6 +77,14 @@ JS = r"""
   const X = ev => L + (W - L - R) * (ev - view[0]) / (view[1] - view[0]);
   const Y = b => H - B - (H - T - B) * b / top;
   const evAt = mx => view[0] + (mx - L) / (W - L - R) * (view[1] - view[0]);
+  // the drawn point nearest to x = mx (clicks and hovers snap to what is drawn: a click on
+  // the peak's point once selected the event before it, at ~2 events per pixel)
+  const nearest = mx => {
+    const target = evAt(mx);
+    let lo = 0, hi = D.x.length - 1;
+    while (lo < hi) { const m = (lo + hi) >> 1; if (D.x[m] < target) lo = m + 1; else hi = m; }
+    return lo > 0 && target - D.x[lo - 1] < D.x[lo] - target ? lo - 1 : lo;
+  };
   const clip = el('clipPath', {id: 'ml-clip'}, el('defs', {}, svg));
   el('rect', {x: L, y: 0, width: W - L - R, height: H}, clip);
   const axes = el('g', {id: 'ml-axes'}, svg);
@@ -176,7 +184,13 @@ JS = r"""
   window.addEventListener('mouseup', ev => {
     if (drag && !drag.moved && ev.target.closest && ev.target.closest('#ml-chart')) {
       const box = svg.getBoundingClientRect(), mx = (ev.clientX - box.left) * W / box.width;
-      if (mx >= L && mx <= W - R) select(Math.round(evAt(mx)));
+      if (mx >= L && mx <= W - R) {
+        // a click within 4 screen pixels of the peak's marker selects the peak itself (it
+        // may fall between drawn points, and a click lands on whole pixels); else the
+        // nearest drawn point
+        const px = Math.abs(X(D.peak.event) - mx) * box.width / W;
+        select(px <= 4 ? D.peak.event : D.x[nearest(mx)]);
+      }
     }
     drag = null;
   });
@@ -234,9 +248,7 @@ JS = r"""
   svg.addEventListener('mousemove', ev => {
     const box = svg.getBoundingClientRect(), mx = (ev.clientX - box.left) * W / box.width;
     if (mx < L || mx > W - R || (drag && drag.moved)) { tip.style.display = 'none'; return; }
-    const target = evAt(mx);
-    let lo = 0, hi = D.x.length - 1;
-    while (lo < hi) { const m = (lo + hi) >> 1; if (D.x[m] < target) lo = m + 1; else hi = m; }
+    const lo = nearest(mx);
     tip.textContent = '';
     let tot = 0;
     for (const c of D.categories) if (!hidden.has(c)) tot += D.series[c][lo];
