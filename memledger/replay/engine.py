@@ -11,6 +11,9 @@ whose forward call spans events [ev0, ev1):
 1. A storage made inside R and saved for backward only by ops inside R (first save >= ev0,
    last save < ev1 - 1; see Rule 5) is *dropped*: autograd holds a placeholder, so the
    storage is freed at its last forward use (`fwdlast` record + 1) instead of in backward.
+   So is one saved by R and by later calls of the same policy part (a weight's bf16 cast
+   under autocast, made by a block's first call and taken from autocast's cache by its
+   second: every save of it is a placeholder).
 2. R's inputs stay (checkpoint keeps them to re-run R) until R's backward is done, even
    those autograd saved nothing for (`args` records; see `_hold_call_args`); so does
    everything made outside R.
@@ -27,12 +30,13 @@ whose forward call spans events [ev0, ev1):
    until it released the node, after summing a broadcast bias gradient: 256 B more on
    BERT's layers; Note [When an unpacked tensor goes] in trace/collector.py), or their
    original free if sooner or not recorded; the region's temporaries reappear and die as
-   they did in forward, and, under checkpoint (selective hands cached outputs back instead, not modelled), so
-   does what it made that outlives it without being dropped (its output, saved by the
-   next region), made again by the re-run and let go at the early stop. A post-LN
-   layer (DistilBERT, BERT) ends in a LayerNorm, which packs its mean and rstd after it
-   ran, so the re-run makes the layer's output again: leaving it out put DistilBERT's
-   peak, inside a recompute, 5,312 B short (tests/clients/test_real_clients.py).
+   they did in forward, and, under checkpoint (selective hands cached outputs back
+   instead, not modelled), so does what it made that outlives it without being dropped
+   (its output, saved by the next region), made again by the re-run and let go at the
+   early stop. A post-LN layer (DistilBERT, BERT) ends in a LayerNorm, which packs its
+   mean and rstd after it ran, so the re-run makes the layer's output again: leaving it
+   out put DistilBERT's peak, inside a recompute, 5,312 B short
+   (tests/clients/test_real_clients.py).
 4. preserve_rng_state keeps the CPU generator state (5056 bytes, `torch.get_rng_state()`)
    from ev0 until R's backward ends; recomputation forks it once more while it runs.
    A call whose backward comes after the traced steps (what it saved is never unpacked
@@ -92,7 +96,10 @@ from memledger.replay.calls import save_call, which_call
 from memledger.replay.policies import Policy, PolicyKind, resolve
 from memledger.replay.prepared import ACTIVATION, MODEL_STATE, Prepared
 from memledger.replay.script_checkpoint import refuse_around_script_checkpoints
-from memledger.replay.stateful import refuse_recompute_of_stateful, selective_twice_message
+from memledger.replay.stateful import (
+    refuse_recompute_of_stateful,
+    selective_twice_message,
+)
 
 WORKSPACE = CATEGORIES.index("workspace")
 OTHER = CATEGORIES.index("other")
