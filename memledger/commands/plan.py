@@ -74,8 +74,8 @@ def plan(
                 "selective are no candidates there (turn its checkpointing off to plan them)"
                 if own else "")   # Note [The script's own checkpoint]
         raise CheckFailed(f"memledger: no candidate fits {budget} ({budget_bytes:,} bytes); the "
-                          f"lowest predicted peak is {format_bytes(report.predicted_peak_bytes)}"
-                          + hint)
+                          f"lowest predicted peak is {format_bytes(report.predicted_peak_bytes)} "
+                          f"({report.predicted_peak_bytes:,} bytes)" + hint)
 
 
 def _clock(led) -> str:
