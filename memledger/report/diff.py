@@ -43,6 +43,7 @@ class TensorDelta(_M):
     b: int
     delta: int
     new: bool = Field(description="no tensor with this key was live at A's peak")
+    gone: bool = Field(False, description="no tensor with this key was live at B's peak")
 
 
 class Diff(_M):
@@ -58,6 +59,8 @@ class Diff(_M):
     by_module: list[ModuleDelta] = Field(description="live at the peak, by module, by |delta|")
     saved_by_module: list[ModuleDelta] = Field(description="saved for backward, by module")
     grown: list[TensorDelta] = Field(description="largest new or grown tensors, by delta")
+    shrunk: list[TensorDelta] = Field(default_factory=list, description="largest gone or "
+                                      "shrunk tensors, by |delta| (shape: A's)")
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
@@ -97,6 +100,14 @@ def _tensors(a: pd.DataFrame, b: pd.DataFrame, top: int) -> list[TensorDelta]:
             for r in j.head(top).itertuples(index=False)]
 
 
+def _shrunk(a: pd.DataFrame, b: pd.DataFrame, top: int) -> list[TensorDelta]:
+    """What grew from B to A, read the other way: gone or shrunk from A to B (what a
+    category's net change hides when new tensors offset it)."""
+    return [r.model_copy(update={"a": r.b, "b": r.a, "delta": -r.delta, "count_a": r.count_b,
+                                 "count_b": r.count_a, "new": False, "gone": r.new})
+            for r in _tensors(b, a, top)]
+
+
 def _unmeasured(a: Ledger, b: Ledger, name_a: str, name_b: str) -> str:
     why = [f"{name} is a fake run" if led.header.get("fake") else
            f"{name} was traced with --no-measure"
@@ -124,4 +135,5 @@ def diff_ledgers(a: Ledger, b: Ledger, name_a: str = "A", name_b: str = "B",
         by_module=_by("module", la, lb, top),
         saved_by_module=_by("saved_module", sa, sb, top),
         grown=_tensors(la, lb, top),
+        shrunk=_shrunk(la, lb, top),
     )

@@ -50,16 +50,20 @@ def render_diff(d: Diff) -> Group:
         parts += [Text(""), _mods("By module, at the peak", d.by_module)]
     if d.saved_by_module:
         parts += [Text(""), _mods("Saved for backward, by module", d.saved_by_module)]
-    if d.grown:
-        t = Table(title="Largest new or grown tensors at the peak", title_justify="left",
-                  show_edge=False)
+    for title, rows, style in (("Largest new or grown tensors at the peak", d.grown, "red"),
+                               ("Largest gone or shrunk tensors at the peak", d.shrunk,
+                                "green")):
+        if not rows:
+            continue
+        t = Table(title=title, title_justify="left", show_edge=False)
         for col in ("change", "category", "made by, in module", "shape", "A", "B"):
             t.add_column(col, justify="right" if col in ("change", "A", "B") else "left",
                          overflow="fold", no_wrap=col != "made by, in module")
-        for r in d.grown:   # new: A is "new"; the op and the module share one folding column
-            t.add_row(Text(format_signed_bytes(r.delta), style="red"), r.category,
+        for r in rows:   # new / gone: that side says so; op and module share one column
+            t.add_row(Text(format_signed_bytes(r.delta), style=style), r.category,
                       f"{r.what} in {module_label(r.module)}", r.shape,
-                      "new" if r.new else format_bytes(r.a), format_bytes(r.b))
+                      "new" if r.new else format_bytes(r.a),
+                      "gone" if r.gone else format_bytes(r.b))
         parts += [Text(""), t]
     return Group(*parts)
 

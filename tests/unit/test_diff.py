@@ -38,17 +38,27 @@ def test_diff_by_peak_category_module_and_tensor():
         ("temporary", "aten.add.Tensor", "25", 0, 100, 100, True)]
 
 
+def test_what_shrank_is_listed_too():
+    # the other way round: B -> A, the relu output shrank and the add's output is gone
+    # (a category's net change once hid tensors that shrank behind new ones)
+    d = diff_ledgers(Ledger.from_records(grown_records()), Ledger.from_records(tiny_records()))
+    assert [(t.what, t.a, t.b, t.delta, t.gone) for t in d.shrunk] == [
+        ("aten.relu.default", 1200, 400, -800, False), ("aten.add.Tensor", 100, 0, -100, True)]
+    assert not d.grown
+
+
 def test_measured_is_compared_only_when_both_were_measured():
     unmeasured = Ledger.from_records([r for r in grown_records() if r["k"] != "measured"])
     d = diff_ledgers(Ledger.from_records(tiny_records()), unmeasured)
     assert d.measured is None
+    assert d.unmeasured == "B was traced with --no-measure"
     assert d.at_peak["workspace"].b == 0            # no allocator view: nothing unexplained
 
 
 def test_diff_of_a_ledger_with_itself_is_empty():
     led = Ledger.from_records(tiny_records())
     d = diff_ledgers(led, led)
-    assert d.peak.delta == 0 and not d.by_module and not d.grown
+    assert d.peak.delta == 0 and not d.by_module and not d.grown and not d.shrunk
     assert all(x.delta == 0 for x in d.at_peak.values())
 
 
