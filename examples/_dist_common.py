@@ -25,6 +25,9 @@ def parse_args(description: str) -> argparse.Namespace:
     p.add_argument("--vocab-size", type=int, default=256)
     p.add_argument("--dtype", default="float32", help="parameters' dtype: float32, bfloat16")
     p.add_argument("--backend", default="gloo", help="gloo (CPU) or nccl (CUDA)")
+    p.add_argument("--accum", type=int, default=1,
+                   help="micro-batches per optimizer step (train_fsdp.py: without gradient "
+                        "sync but on the last)")
     return p.parse_args()
 
 

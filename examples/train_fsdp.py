@@ -26,10 +26,16 @@ def main() -> None:
     opt = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.1)
     data = batches(args, rank)
     for step in range(args.steps):
-        x, y = next(data)
-        loss = loss_fn(model(x), y)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
+        for micro in range(args.accum):   # --accum K: no reduce-scatter but on the last
+            if args.accum > 1:
+                model.set_requires_gradient_sync(micro == args.accum - 1)
+            x, y = next(data)
+            loss = loss_fn(model(x), y)
+            if args.accum > 1:
+                loss = loss / args.accum
+            if micro == 0:
+                opt.zero_grad(set_to_none=True)
+            loss.backward()
         opt.step()
         if rank == 0:
             print(f"step {step:4d}  loss {loss.item():.4f}  ({world} ranks)")

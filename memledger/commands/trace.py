@@ -47,7 +47,7 @@ def trace(
              "compare; --no-timing: memory only, faster")] = True,
 ) -> None:
     """Trace STEPS optimizer steps of SCRIPT into a ledger, then print where the peak is."""
-    _check_options(nproc, fake, device, world, rank, steps_by, timing)
+    _check_options(nproc, fake, device, world, rank, steps_by)
     if nproc:
         from memledger.commands.ranks import trace_nproc
 
@@ -76,7 +76,7 @@ def trace(
 
 
 def _check_options(nproc: int, fake: bool, device: str | None, world: int, rank: int,
-                   steps_by: str, timing: bool) -> None:
+                   steps_by: str) -> None:
     """Refuse what would be ignored or fail later, before any file is touched: a bad
     --rank once surfaced in the worker, after the output ledger had been emptied."""
     from memledger.errors import EXIT_USAGE, ScriptError
@@ -84,8 +84,7 @@ def _check_options(nproc: int, fake: bool, device: str | None, world: int, rank:
     if nproc:
         given = [flag for flag, on in (("--fake", fake), ("--device", device is not None),
                                        ("--world", world > 0), ("--rank", rank > 0),
-                                       ("--steps-by", steps_by != "optimizer"),
-                                       ("--no-timing", not timing)) if on]
+                                       ("--steps-by", steps_by != "optimizer")) if on]
         if given:
             raise ScriptError(f"{given[0]} does not apply with --nproc (a real run on N ranks); "
                               "simulate ranks with --fake --world N instead "

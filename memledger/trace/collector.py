@@ -789,6 +789,12 @@ class Collector(ShardingMixin, TorchDispatchMode):
         for p in params:
             if p.grad is not None:
                 self._role(p.grad, "gradient", self._param_names.get(id(p), ""))
+        # FSDP2 without gradient sync (accumulation) keeps the micro-batch's gradients on
+        # the unsharded parameters it gathered: they were counted as temporaries
+        for ref, name in list(self._unsharded_params.values()):
+            p = ref()
+            if p is not None and p.grad is not None:
+                self._role(p.grad, "gradient", name)
 
     def _opt_pre(self, opt: torch.optim.Optimizer, args, kwargs) -> None:
         if not self._nested_step() and self._steps.pre(opt) and \

@@ -67,6 +67,8 @@ class ShardingMixin:
         self._sharded_slots: set[tuple[int, str]] = set()   # (id(module), param name)
         # storage key -> (name, dtype, shape, device) of an unsharded parameter's storage
         self._unsharded: dict[int, tuple[str, str, list[int], str]] = {}
+        # id -> (weakref, name) of the unsharded parameters FSDP gathered
+        self._unsharded_params: dict[int, tuple[weakref.ref, str]] = {}
         self._resized_away: set[int] = set()   # sids freed by resize_, their weakref not yet
         self._fsdp_units: list[str | None] = []  # parallel to _rf_stack: FSDP unit or None
         self._comm_ops: dict[Any, bool] = {}
@@ -90,6 +92,8 @@ class ShardingMixin:
             if st.nbytes() == 0:
                 continue
             full = f"{path}.{name}".lstrip(".")
+            # its .grad, where FSDP2 accumulates without syncing, is a gradient too
+            self._unsharded_params[id(p)] = (weakref.ref(p), full)
             if st._cdata not in self._unsharded:
                 self._unsharded[st._cdata] = (full, str(p.dtype).removeprefix("torch."),
                                               list(p.shape), self._where(p, st)[0])

@@ -381,3 +381,19 @@ def test_compare_gates_and_measures_every_rank(rank_ledgers, monkeypatch, capsys
                    for cs in itertools.product(range(-2, 3), repeat=len(late))
                    if sum(map(abs, cs)) <= 3), (p["predicted_peak_bytes"],
                                                  p["measured_peak_bytes"])
+
+
+def test_fsdp_accumulated_gradients_are_gradients(tmp_path):
+    """FSDP2 accumulating without gradient sync (`set_requires_gradient_sync(False)`) keeps
+    the micro-batch's gradients on the unsharded parameters it gathered; they were counted
+    as `temporary` (gradient 0 B at a step-2 peak in backward)."""
+    path = tmp_path / "acc.ledger"
+    code = main(["trace", "--nproc", "2", "--steps", "2", "--no-measure",
+                 str(EXAMPLES / "train_fsdp.py"), "-o", str(path), "--", "--steps", "3",
+                 "--accum", "2", *FSDP_ARGS])
+    assert code == 0
+    led = Ledger.load(tmp_path / "acc.rank0.ledger")
+    peak = led.peak()
+    assert (peak.step, peak.phase) == (2, "backward")
+    # the first micro-batch's unsharded gradients, held through the second's backward
+    assert led.at_peak()["gradient"] == 473_856      # was 0 (all of it temporary)
