@@ -289,29 +289,32 @@ class _Recompute:
 
     def __exit__(self, *exc: Any) -> Any:
         done = self._stack.__exit__(*exc)
-        if self._selective is not None and isinstance(exc[1], RuntimeError) and \
-                "encountered during backward but not found in storage" in str(exc[1]):
-            # the re-run called an op the forward did not: under autocast, a weight's cast
-            # that the forward found in autocast's cache (the module called twice)
-            policy, path = self._selective
-            op = str(exc[1]).split(" invocation")[0]
-            raise PolicyError(f"{policy} re-ran {path} and met {op} that its forward did not "
-                              "run (under autocast: a weight's cast the forward took from "
-                              "autocast's cache, the module called twice), which torch's "
-                              "selective checkpoint cannot replay; checkpoint or offload "
-                              "that module instead") from exc[1]
-        if self._selective is not None and isinstance(exc[1], RuntimeError) and \
-                "selective activation checkpoint has been mutated" in str(exc[1]):
-            # an op kept in forward, then changed in place by the script (a Linear followed
-            # by ReLU(inplace=True)): torch's cache cannot hand it back
-            policy, path = self._selective
-            raise PolicyError(f"{policy} keeps an op's output in {path} that is changed in "
-                              "place afterwards (an inplace=True activation, `x += ...`, "
-                              "nn.LSTMCell's kernel), and torch's selective checkpoint "
-                              "cannot hand back a changed tensor; leave that op out of "
-                              "save=, make the change out of place, or checkpoint that "
-                              "module instead") from exc[1]
+        if self._selective is not None and isinstance(exc[1], RuntimeError):
+            text = str(exc[1])
+            for marker, why in _SAC_FAILURES:   # torch's own refusal, said in one line
+                if marker in text:
+                    policy, path = self._selective
+                    raise PolicyError(why.format(policy=policy, path=path,
+                                                 op=text.split(" invocation")[0])) from exc[1]
         return done
+
+
+# What torch's selective checkpoint raises in a re-run that the ledger cannot foresee, and
+# the one line measure says instead (exit 2, not "the script failed")
+_SAC_FAILURES = (
+    # the re-run called an op the forward did not: under autocast, a weight's cast that the
+    # forward found in autocast's cache (the module called twice)
+    ("encountered during backward but not found in storage",
+     "{policy} re-ran {path} and met {op} that its forward did not run (under autocast: a "
+     "weight's cast the forward took from autocast's cache, the module called twice), which "
+     "torch's selective checkpoint cannot replay; checkpoint or offload that module instead"),
+    # an op kept in forward, then changed in place (a Linear followed by ReLU(inplace=True))
+    ("selective activation checkpoint has been mutated",
+     "{policy} keeps an op's output in {path} that is changed in place afterwards (an "
+     "inplace=True activation, `x += ...`, nn.LSTMCell's kernel), and torch's selective "
+     "checkpoint cannot hand back a changed tensor; leave that op out of save=, make the "
+     "change out of place, or checkpoint that module instead"),
+)
 
 
 def _selective_context(save_ops: tuple[str, ...]) -> Callable:

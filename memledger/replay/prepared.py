@@ -157,8 +157,7 @@ class Prepared:
             other_roots=other_roots(led),
             scope_model=model_calls(sc["mod"].to_numpy(dtype=object),
                                     sc["ev0"].to_numpy(dtype=np.int64), led),
-            saves=(st["saves"] if "saves" in st else pd.Series(np.zeros(len(st)))).to_numpy(
-                dtype=np.int64),
+            saves=_column(st, "saves", 0),
             unpacks=_column(st, "unpacks", 0),
             pass1_end=_column(st, "unpack_pass1_end_ev", -1),
             pass2=_column(st, "unpack_pass2_ev", -1),

@@ -376,7 +376,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
         if self._unpacks and self._next_sid != made and func not in _GRAD_LAYOUT_OPS \
                 and not self._released:
             self._apply_end = ev + 1
-        if func in _OUT_OF_PLACE_UNDER_MODE and self._phase == "backward":
+        if self._phase == "backward" and func in _OUT_OF_PLACE_UNDER_MODE:   # cheap first
             self._in_place_twin(func, args, out, ev)
         if self._phase == "loss":
             self._mark_loss_inputs(args)
