@@ -40,7 +40,7 @@ def require_same_model(current: Ledger, base: Ledger, base_name: str) -> None:
 
 
 def _at_peak_rows(led: Ledger) -> pd.DataFrame:
-    return led.live_at(led.peak().event)
+    return led.labelled(led.live_at(led.peak().event))
 
 
 def module_of(row_module: str, saved_module: str) -> str:

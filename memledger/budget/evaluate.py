@@ -38,8 +38,8 @@ def checked_peak(led: Ledger) -> tuple[int, str]:
     return led.peak().bytes, "ledger (no allocator measurement)"
 
 
-def top_tensors(rows: pd.DataFrame, n: int = TOP) -> list[TensorAtPeak]:
-    rows = rows.sort_values("bytes", ascending=False, kind="stable").head(n)
+def top_tensors(led: Ledger, rows: pd.DataFrame, n: int = TOP) -> list[TensorAtPeak]:
+    rows = led.labelled(rows.sort_values("bytes", ascending=False, kind="stable").head(n))
     return [TensorAtPeak(bytes=int(r.bytes), category=r.category,
                          module=module_of(r.module, r.saved_module), shape=r.shape,
                          dtype=r.dtype, op=r.op, name=r.name) for r in rows.itertuples()]
@@ -57,7 +57,7 @@ def evaluate(led: Ledger, budget: Budget, baseline: Ledger | None = None,
         limits.append(LimitResult(
             limit="peak", label="peak", ok=ok, budget_text=str(budget.peak),
             budget_bytes=budget.peak.bytes, actual_bytes=peak_bytes, note=source,
-            top=[] if ok else top_tensors(live)))
+            top=[] if ok else top_tensors(led, live)))
     if budget.categories:
         limits += _category_limits(led, budget)
     if budget.phases:
@@ -92,7 +92,7 @@ def _category_limits(led: Ledger, budget: Budget) -> list[LimitResult]:
         out.append(LimitResult(
             limit=f"category:{cat}", label=cat, ok=ok, budget_text=str(size),
             budget_bytes=size.bytes, actual_bytes=actual, note=note,
-            top=[] if ok else top_tensors(live[live["category"] == cat])))
+            top=[] if ok else top_tensors(led, live[live["category"] == cat])))
     return out
 
 
@@ -108,7 +108,7 @@ def _phase_limits(led: Ledger, budget: Budget) -> list[LimitResult]:
         else:
             ev, actual = -1, 0
         ok = actual <= size.bytes
-        top = [] if ok or ev < 0 else top_tensors(led.live_at(ev))
+        top = [] if ok or ev < 0 else top_tensors(led, led.live_at(ev))
         out.append(LimitResult(
             limit=f"phase:{ph}", label=f"{ph} phase peak", ok=ok, budget_text=str(size),
             budget_bytes=size.bytes, actual_bytes=actual,
@@ -131,7 +131,7 @@ def _baseline_limit(led: Ledger, base: Ledger, budget: Budget, name: str) -> Lim
         budget_text=f"{name} + {inc}", budget_bytes=allowed, actual_bytes=cur,
         note=f"{what} peaks; baseline {base_peak} B, growth {cur - base_peak:+d} B",
         growth=growth(led, base),
-        top=[] if ok else top_tensors(led.live_at(pk.event)))
+        top=[] if ok else top_tensors(led, led.live_at(pk.event)))
 
 
 def _step_time_limit(led: Ledger, budget: Budget) -> LimitResult:

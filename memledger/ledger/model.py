@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from memledger.errors import LedgerFormatError
+from memledger.ledger.names import model_forward
 from memledger.ledger.reader import group_records, read_records
 from memledger.ledger.schema import CATEGORIES, PHASES, ROLE_PRIORITY
 from memledger.ledger.writer import Record
@@ -199,6 +200,35 @@ class Ledger:
         return phase, step
 
     # ---- queries ------------------------------------------------------------------------
+    def module_labels(self, paths, events) -> np.ndarray:
+        """Module paths for reports (ledger/names.py): a path "" at an event inside the
+        model's own forward becomes '(GPT.forward)'; "" elsewhere (the script) stays ""."""
+        out = np.asarray(paths, dtype=object).copy()
+        sc = self.scopes
+        root = sc[sc["mod"].astype(str) == ""].sort_values("ev0", kind="stable")
+        blank = np.flatnonzero(out == "")
+        if not len(root) or not len(blank):
+            return out
+        ev0, ev1 = root["ev0"].to_numpy(np.int64), root["ev1"].to_numpy(np.int64)
+        ev = np.asarray(events, dtype=np.int64)[blank]
+        i = np.searchsorted(ev0, ev, side="right") - 1
+        inside = (i >= 0) & (ev < ev1[np.maximum(i, 0)])
+        labels = [model_forward(c) for c in root["cls"].astype(str)]
+        out[blank[inside]] = [labels[j] for j in i[inside]]
+        return out
+
+    def labelled(self, rows: pd.DataFrame) -> pd.DataFrame:
+        """`rows` with `module` (by `created`) and `saved_module` (by `saved_ev`) as reports
+        name them (`module_labels`)."""
+        if not len(rows):
+            return rows
+        rows = rows.copy()
+        rows["module"] = self.module_labels(rows["module"].astype(str), rows["created"])
+        if "saved_module" in rows:
+            rows["saved_module"] = self.module_labels(rows["saved_module"].astype(str),
+                                                      rows["saved_ev"])
+        return rows
+
     def live_at(self, ev: int, rows: pd.DataFrame | None = None) -> pd.DataFrame:
         """Storages live right after event `ev`, largest first."""
         rows = self.on_device() if rows is None else rows
@@ -213,7 +243,8 @@ class Ledger:
         made_here = self.on_device()
         made_here = made_here[made_here["created"] == ev].sort_values("bytes", ascending=False)
         op = str(made_here["op"].iloc[0]) if len(made_here) else ""
-        module = str(made_here["module"].iloc[0]) if len(made_here) else ""
+        module = str(self.module_labels(made_here["module"].iloc[:1].astype(str), [ev])[0]) \
+            if len(made_here) else ""
         return PeakPoint(bytes=int(c[ev]) if len(c) else 0, event=ev, step=int(step[ev]),
                          phase=str(phase[ev]), op=op, module=module)
 
@@ -292,7 +323,7 @@ class Ledger:
         (usually one per step) it stands for, `idle_events` and `idle_byte_events` are sums.
         """
         keys = ["category", "module", "shape", "dtype", "op", "name"]
-        rows = self.idle(top=None)
+        rows = self.labelled(self.idle(top=None))
         if not len(rows):
             return rows.assign(count=pd.Series(dtype=np.int64))
         grouped = rows.groupby(keys, sort=False, dropna=False).agg(

@@ -3,11 +3,22 @@
 A storage made outside every module's forward (the batch, the loss, code of the training
 loop) has module path "" in the ledger. Reports call it "(script)": it was made by the
 script's own code, not by a module (the optimizer's allocations are named "optimizer").
+
+The model itself is module "" too (`named_modules()` names the root ""), so an op in the
+model's own `forward` but in none of its submodules (GPT's `tok + pos`, a Hugging Face
+model's loss) has path "" as well. Reports name it by the model's class instead,
+"(GPT2LMHeadModel.forward)" (`model_forward`; `Ledger.module_labels` tells the two
+apart by the model's forward scopes). Policies and replay keep the path "".
 """
 
 from __future__ import annotations
 
 OUTSIDE_MODULES = "(script)"
+
+
+def model_forward(cls: str) -> str:
+    """The label of ops in the model's own forward: 'GPT' -> '(GPT.forward)'."""
+    return f"({cls or 'model'}.forward)"
 
 
 def module_label(path: str) -> str:

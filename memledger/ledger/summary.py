@@ -25,7 +25,8 @@ class Peak(_Model):
     step: int
     phase: str
     op: str = Field(description="the op whose output made the peak")
-    module: str = Field(description="module path running at the peak ('' outside modules)")
+    module: str = Field(description="module path running at the peak ('' outside modules; "
+                        "'(GPT.forward)' in the model's own forward, outside its submodules)")
 
 
 class Activations(_Model):
@@ -110,8 +111,9 @@ class Summary(_Model):
 def summarize(led: Ledger, top: int = 10) -> Summary:
     pk = led.peak()
     at_peak = led.at_peak()
-    live = led.live_at(pk.event).head(top)
+    live = led.labelled(led.live_at(pk.event).head(top))
     _, saved = led.saved_before_backward()
+    saved = led.labelled(saved)
     by_mod = saved.groupby("saved_module")["bytes"].sum().sort_values(ascending=False)
     by_block: dict[str, int] = {}
     for mod, b in by_mod.items():

@@ -123,9 +123,8 @@ def diff_ledgers(a: Ledger, b: Ledger, name_a: str = "A", name_b: str = "B",
     if a.measured and b.measured:
         ma, mb = int(a.measured["peak_bytes"]), int(b.measured["peak_bytes"])
         measured = Delta(a=ma, b=mb, delta=mb - ma)
-    la, lb = a.live_at(pa.event), b.live_at(pb.event)
-    _, sa = a.saved_before_backward()
-    _, sb = b.saved_before_backward()
+    la, lb = a.labelled(a.live_at(pa.event)), b.labelled(b.live_at(pb.event))
+    sa, sb = a.labelled(a.saved_before_backward()[1]), b.labelled(b.saved_before_backward()[1])
     return Diff(
         a=name_a, b=name_b,
         peak=Delta(a=pa.bytes, b=pb.bytes, delta=pb.bytes - pa.bytes),

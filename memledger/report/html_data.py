@@ -52,7 +52,7 @@ def tensor_columns(led: Ledger, limit: int = MAX_TENSORS) -> dict[str, Any]:
     created, freed (exclusive), bytes, category, module, shape, dtype, what (name or op).
     The `limit` largest are kept; `smallest_bytes` says below which size rows are missing."""
     st = led.on_device().sort_values("bytes", ascending=False, kind="stable")
-    kept = st.head(limit)
+    kept = led.labelled(st.head(limit))
     what = [n if n else o for n, o in zip(kept["name"].astype(str), kept["op"].astype(str))]
     return {"created": kept["created"].astype(int).tolist(),
             "freed": kept["freed"].astype(int).tolist(),
@@ -85,7 +85,7 @@ def where_at(led: Ledger, events: np.ndarray) -> tuple[list[str], list[str]]:
             mod = str(mods[inside[np.argmin(span[inside])]])
         ops.append(op.removesuffix(".default"))
         modules.append(mod)
-    return ops, modules
+    return ops, [str(m) for m in led.module_labels(modules, events)]
 
 
 def report_data(led: Ledger, source: str = "", max_points: int = MAX_POINTS) -> dict[str, Any]:
@@ -95,7 +95,7 @@ def report_data(led: Ledger, source: str = "", max_points: int = MAX_POINTS) -> 
     drawn = [c for c in by_cat.columns if by_cat[c].to_numpy().any()]
     keep, values = downsample(by_cat[drawn], max_points)
     pk = s.peak
-    live = led.live_at(pk.event).head(TOP_TENSORS)
+    live = led.labelled(led.live_at(pk.event).head(TOP_TENSORS))
     idle = led.idle_offenders(12)          # the same tensor of every step folded, as `show`
     meas = led.measured
     x_op, x_module = where_at(led, keep)

@@ -217,3 +217,23 @@ def test_the_collectives_own_buffers_are_named_in_the_agreement():
     assert collective_clause(m) == ("; 1,000 B of it are the collectives' own buffers, "
                                     "which no ledger sees")
     assert collective_clause(Ledger.from_records(RECORDS).summary().measured) == ""
+
+
+def test_ops_of_the_models_own_forward_are_named_by_its_class():
+    """Module path "" is both the script and the model itself (named_modules() names the root
+    ""): reports tell them apart by the model's forward scope (ledger/names.py)."""
+    recs = [r for r in RECORDS if r["k"] not in ("end", "measured")]
+    recs[recs.index(next(r for r in recs if r.get("sid") == 3 and r["k"] == "alloc"))] = {
+        **next(r for r in recs if r.get("sid") == 3 and r["k"] == "alloc"), "mod": ""}
+    recs += [{"k": "scope", "mod": "", "ev0": 2, "ev1": 5, "ph": "forward", "step": 1,
+              "ns": 1, "cls": "TinyNet"},
+             {"k": "scope", "mod": "fc", "ev0": 2, "ev1": 3, "ph": "forward", "step": 1,
+              "ns": 1, "cls": "Linear"},
+             {"k": "end", "ev": 10, "status": "ok"}]
+    led = Ledger.from_records(recs)
+    # sid 1 (the batch, ev 1) is the script's; sid 3 (ev 3, inside TinyNet's forward) is not
+    rows = led.labelled(led.storages.loc[[1, 2, 3]])
+    assert rows["module"].tolist() == ["", "fc", "(TinyNet.forward)"]
+    assert led.module_labels(["", "", ""], [1, 4, 5]).tolist() == ["", "(TinyNet.forward)", ""]
+    # the replay's columns keep the path
+    assert led.storages.loc[3, "module"] == ""
