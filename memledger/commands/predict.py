@@ -94,5 +94,5 @@ UNPROBED_LINE = ("checkpoint, selective and offload costs from the machine's cal
 
 
 def unsettled_line(reason: str) -> str:
-    return (f"time constants measured on a busy machine ({reason}): the +ms bands are wide; "
-            "the next trace on a quiet machine measures them again")
+    return (f"time costs measured on a busy machine ({reason}): the +ms figures and their "
+            "bands may be far off; a trace on a quiet machine measures them again")

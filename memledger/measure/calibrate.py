@@ -45,15 +45,14 @@ Offload: 64 filled storages of 64 KiB, and 12 of 4 MiB, packed in order then unp
 from __future__ import annotations
 
 import json
-import os
 import time
 
 import numpy as np
 import torch
 
 from memledger.measure.offload import Offloader
-from memledger.replay.calib_cache import (busy_reason, machine_key, negative_band,
-                                          read_cached, write_cached)
+from memledger.replay.calib_cache import (load_average, machine_busy, machine_key,
+                                          negative_band, read_cached, write_cached)
 
 REPS = 15        # repetitions per constant (the band is their 10th..90th percentile)
 INNER = 20       # timed iterations per repetition (the clock's resolution is ~1 us)
@@ -67,33 +66,21 @@ def calibration(device: str = "cpu", refresh: bool = False) -> dict:
     if not refresh:
         data = read_cached(device, model)
         unsettled = data.get("unsettled") or negative_band(data.get("params") or {})
-        if data and not (unsettled and not busy_reason(_load(), _cores())):
+        if data and not (unsettled and not machine_busy()):
             return data      # kept unless it was taken on a busy machine and this one is quiet
     from memledger.trace.timing import pick_clock
 
-    load_before = _load()
+    load_before = load_average()
     params = measure_constants()
     data = {"key": machine_key(device, model), "device": device, "clock": pick_clock()[0],
             "reps": REPS, "params": params,
             "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     # Note [A calibration taken on a busy machine] in memledger/replay/calib_cache.py
-    reason = busy_reason(max(load_before, _load()), _cores()) or negative_band(params)
+    reason = machine_busy(load_before) or negative_band(params)
     if reason:
         data["unsettled"] = reason
     write_cached(data, device, model)
     return data
-
-
-def _load() -> float:
-    try:
-        return os.getloadavg()[0]
-    except OSError:          # no load average on this platform: count it as quiet
-        return 0.0
-
-
-def _cores() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") \
-        else (os.cpu_count() or 1)
 
 
 def _band(values: list[float]) -> dict:

@@ -94,6 +94,25 @@ def busy_reason(load: float, cores: int) -> str:
     return f"load average {load:.1f} on {cores} cores" if load > cores else ""
 
 
+def load_average() -> float:
+    """The 1-minute load average (0 where the platform has none: counted as quiet)."""
+    try:
+        return os.getloadavg()[0]
+    except (OSError, AttributeError):
+        return 0.0
+
+
+def cores() -> int:
+    """The cores this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") \
+        else (os.cpu_count() or 1)
+
+
+def machine_busy(load_before: float = 0.0) -> str:
+    """`busy_reason` now, or over a span that began at load `load_before`."""
+    return busy_reason(max(load_before, load_average()), cores())
+
+
 def negative_band(params: dict) -> str:
     """The constants whose 10th percentile fell below zero ('' when none did)."""
     bad = [f"{k} {params[k]['lo']:.3g}" for k in COSTS

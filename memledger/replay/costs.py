@@ -138,11 +138,16 @@ class CostModel:
         off = prep.timings.offload if prep.timings is not None else None
         # where offload's copies go and what priced them, for the user (predict prints it)
         self.offload_where = (off or {}).get("where", "")
-        self.offload_priced_by = "--bandwidth" if bandwidth else (
-            "this model's own offloaded steps" if off else "the calibration")
         sac = prep.timings.sac_op_ns if prep.timings is not None else ()
         fac = prep.timings.factor if prep.timings is not None else ()
         reg = prep.timings.region_ns if prep.timings is not None else ()
+        # a probe whose median paid nothing above its packs ran on a machine too busy to see
+        # the copies (a traced step of 1.2 s against 65 ms quiet): the calibration prices them
+        trust_probe = not bandwidth and bool(_offload_scale(off, self.consts["median"], 0))
+        self.offload_priced_by = "--bandwidth" if bandwidth else (
+            "this model's own offloaded steps" if trust_probe else
+            "the calibration (this model's offload probe saw no cost: a busy machine)" if off
+            else "the calibration")
         for i, w in enumerate(("median", "lo", "hi")):
             c = self.consts[w]
             if sac:
@@ -152,7 +157,7 @@ class CostModel:
             if reg:      # the call cost in this model's own step, its saves taken out
                 call = reg[i] - prep.timings.probe_saves * c.ckpt_save
                 c = dataclasses.replace(c, ckpt_call=max(0.0, call))
-            scale = None if bandwidth else _offload_scale(off, c, i)
+            scale = _offload_scale(off, c, i) if trust_probe else None
             if scale is not None:
                 c = dataclasses.replace(c, file=c.file * scale, per_byte=c.per_byte * scale)
             self.consts[w] = c

@@ -104,6 +104,9 @@ def costs_probed(led: Ledger) -> bool:
 def calibration_unsettled(led: Ledger) -> str:
     """Why the constants pricing `led` are unreliable ('' when they are not): Note [A
     calibration taken on a busy machine] in memledger/replay/calib_cache.py."""
+    record = timing_record(led)   # Note [Timings taken on a busy machine] (trace/timing.py)
+    if record is not None and record.get("busy"):
+        return f"this trace's own timings: {record['busy']}"
     calib = (led.extra.get("calibration") or [{}])[-1]
     if not calib.get("params"):
         calib = read_cached(led.device)
@@ -122,7 +125,8 @@ def predict(led: Ledger, policies: list[Policy], step_time_s: float | None = Non
     model, where = cost_model(led, prep, step_time_s, bandwidth)
     bw, offload_to = 0.0, ""
     if any(r.offload_bytes for r in results):
-        bw = 2e9 / model.consts["median"].per_byte
+        per_byte = model.consts["median"].per_byte
+        bw = 2e9 / per_byte if per_byte > 0 else 0.0
         dest = "pinned host memory" if led.device.startswith("cuda") else (
             model.offload_where or "files")
         offload_to = f"{dest}, priced by {model.offload_priced_by}"

@@ -45,6 +45,7 @@ from torch.nn.modules import module as nn_module
 from torch.optim.optimizer import register_optimizer_step_pre_hook
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from memledger.replay.calib_cache import load_average, machine_busy
 from memledger.trace.roots import RootNames
 
 
@@ -249,6 +250,7 @@ class StepTimers:
         self.selective: dict = {}
         self.offload: dict = {}     # offload_probe: CPU only (on CUDA the copies run on a
                                     # side stream that this clock does not see)
+        self.load_before = load_average()   # Note [Timings taken on a busy machine]
         self.step_ns: list[int] = []
         self.step_faults: list[int] = []   # minor page faults per module-timed step
         self._faults = minor_faults
@@ -310,6 +312,14 @@ class StepTimers:
             self.ops.ops = []             # a partial step matches nothing
         self.modules.remove()
 
+    # Note [Timings taken on a busy machine]
+    # The probes' costs are differences of timings, as the calibration's are (Note [A
+    # calibration taken on a busy machine] in replay/calib_cache.py), and noise when other
+    # processes take the cores: the GPT example traced at load average 5.8 on 2 cores timed
+    # 1.2 s steps (65 ms quiet) and its probes read a recompute factor of 0.16, a negative
+    # selective cost per op and an offload that saved 0.86 s. The record says so (`busy`,
+    # the load average from the timers' start to the record): `predict` and `plan` print it
+    # beside the times, as they do for a busy calibration.
     def record(self, device: str) -> dict | None:
         # whole module-timed steps (a step cut short has no step_ns), settled ones only
         kept = [i for i in self.settled() if self.modules.steps[i]]
@@ -318,6 +328,7 @@ class StepTimers:
         return {"k": "timing", "device": device, "clock": self.clock_name,
                 "step_ns": [self.step_ns[i] for i in kept],
                 "unsettled_steps": len(self.step_ns) - len(self.settled()),
+                **({"busy": busy} if (busy := machine_busy(self.load_before)) else {}),
                 "sac_op_ns": self.sac_op,
                 "recompute_factor": self.probe.get("factor", []),
                 "ckpt_region_ns": self.probe.get("region_ns", []),

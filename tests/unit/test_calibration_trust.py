@@ -41,8 +41,9 @@ def machine(tmp_path, monkeypatch):
         state["measured"] += 1
         return state["params"]
 
-    monkeypatch.setattr(calibrate, "_load", lambda: state["load"])
-    monkeypatch.setattr(calibrate, "_cores", lambda: 2)
+    monkeypatch.setattr(calibrate, "load_average", lambda: state["load"])
+    monkeypatch.setattr(calib_cache, "load_average", lambda: state["load"])
+    monkeypatch.setattr(calib_cache, "cores", lambda: 2)
     monkeypatch.setattr(calibrate, "measure_constants", measure)
     return state
 
@@ -73,6 +74,15 @@ def test_predict_says_when_its_constants_are_noise():
     assert predict(led, pol).calibration_unsettled == ""
     led.extra["calibration"][-1]["unsettled"] = "load average 9.3 on 2 cores"
     assert predict(led, pol).calibration_unsettled == "load average 9.3 on 2 cores"
+
+
+def test_predict_says_when_the_traces_own_timings_are_noise():
+    """Note [Timings taken on a busy machine] (trace/timing.py): the trace's probes ran at a
+    load above the cores; that is said before the calibration's state."""
+    led = blocks_ledger([100_000], [150_000], timing={"busy": "load average 5.8 on 2 cores"})
+    pol = [parse_policy("checkpoint:blocks.0")]
+    assert predict(led, pol).calibration_unsettled == \
+        "this trace's own timings: load average 5.8 on 2 cores"
 
 
 def test_an_old_noisy_cache_is_measured_again_when_quiet(machine):

@@ -111,6 +111,20 @@ def test_offload_cost_is_scaled_to_the_models_own_probe():
     assert rep.offload_to == "files, priced by the calibration"
 
 
+def test_an_offload_probe_that_saw_no_cost_leaves_the_price_to_the_calibration():
+    # a trace on a busy machine: the offloaded probe steps ran faster than the plain ones
+    # (-859 ms on a 1.2 s step). Scaling by it priced every byte at 0 and `predict` divided
+    # by that price (ZeroDivisionError, exit 70); now the calibration prices it: 66,000 ns
+    probe = {"added_ns": [-859_000, -900_000, 10_000], "storages": 2, "bytes": 310_000,
+             "saves": 2, "where": "files in /tmp (ext4)"}
+    led = blocks_ledger([100_000, 300_000], [150_000, 20_000],
+                        timing={"offload_probe": probe})
+    rep = predict(led, [parse_policy("offload:blocks.1")])
+    assert rep.policies[0].transfer_s == pytest.approx(66_000e-9, rel=1e-12)
+    assert rep.copy_bytes_per_s == pytest.approx(2e9 / 0.2)
+    assert "priced by the calibration (this model's offload probe saw no cost" in rep.offload_to
+
+
 def test_same_ledger_same_prediction():
     led = blocks_ledger([100_000, 300_000], [150_000, 20_000])
     pols = [parse_policy("checkpoint:blocks.*"), parse_policy("offload:blocks.0")]
