@@ -38,7 +38,7 @@ from memledger.replay.block_options import Option, block_options
 from memledger.replay.costs import CostModel
 from memledger.replay.engine import CPU_RNG_STATE_BYTES, replay
 from memledger.replay.fake_time import prepare
-from memledger.replay.policies import Policy, parse_policy
+from memledger.replay.policies import parse_policy
 from memledger.replay.predict import PolicyPrediction, cost_model, predict
 from memledger.replay.prepared import Prepared, model_calls
 from memledger.replay.solve import EXHAUSTIVE_MAX, reduce_runs, solve

@@ -10,7 +10,6 @@ constants that set it.
 
 from __future__ import annotations
 
-import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from memledger.ledger.model import Ledger

@@ -68,7 +68,6 @@ import os
 import sys
 import weakref
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import torch

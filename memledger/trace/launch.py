@@ -168,8 +168,8 @@ def _trace_ranks_into(script: Path, argv: list[str], out: str | Path, nproc: int
                 "or trace it without --nproc", exit_code=EXIT_USAGE)
         done = min(s["steps"] for s in statuses)
         if done == 0:
-            raise ScriptError(f"the script ran no optimizer step; memledger traces training "
-                              f"steps, so call optimizer.step() in the script", exit_code=EXIT_USAGE)
+            raise ScriptError("the script ran no optimizer step; memledger traces training "
+                              "steps, so call optimizer.step() in the script", exit_code=EXIT_USAGE)
         measured = measure and _allocator_pass(script, argv, nproc, done, timeout_s, Path(tmp),
                                                partials, out)
     return RanksResult(ledger_paths=ledgers, steps=done, measured=measured, statuses=statuses)

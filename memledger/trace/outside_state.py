@@ -40,7 +40,6 @@ from typing import Any, Iterator
 
 import torch
 
-from memledger.replay.stateful import INPUT_WRITTEN
 
 _ATOMS = (str, bytes, int, float, complex, bool, type(None), type, torch.dtype,
           torch.device, torch.Size)

@@ -162,7 +162,7 @@ def test_gpt2_with_its_own_gradient_checkpointing():
     offload inside a layer is refused."""
     blocks = "transformer.h.*"
     refused = [f"checkpoint:{blocks}", f"selective:{blocks}", "checkpoint:transformer",
-               f"selective:{blocks}.mlp", f"checkpoint:transformer.h.0+offload:transformer.h.1",
+               f"selective:{blocks}.mlp", "checkpoint:transformer.h.0+offload:transformer.h.1",
                f"offload:{blocks}.mlp"]
     run = run_client("train_hf.py", ["--model", "gpt2", "--grad-ckpt", *SHAPE],
                      [*refused, f"offload:{blocks}", "offload:transformer"])

@@ -205,7 +205,7 @@ def test_sigint_to_memledger_pid(tmp_path: Path) -> None:
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
     assert err.strip().splitlines()[-1] == (
-        f"memledger: interrupted; the partial ledger is kept at run.ledger")
+        "memledger: interrupted; the partial ledger is kept at run.ledger")
     assert not any(_alive(w) for w in workers)
     end = json.loads((tmp_path / "run.ledger").read_text().splitlines()[-1])
     assert end["k"] == "end" and end["status"] == "interrupted" and end["steps"] == 1

@@ -12,7 +12,7 @@ from memledger.replay.calib_cache import read_cached
 from memledger.replay.policies import parse_policy
 from memledger.replay.predict import predict
 
-from plan_ledgers import CALIBRATION, blocks_ledger
+from plan_ledgers import blocks_ledger
 
 QUIET = {k: {"median": 1.0, "lo": 0.9, "hi": 1.1} for k in calib_cache.COSTS}
 # the constants measured on the dev box at load average 9.3 (2 cores), two of them
