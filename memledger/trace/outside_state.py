@@ -40,6 +40,7 @@ from typing import Any, Iterator
 
 import torch
 
+from memledger.replay.stateful import INPUT_WRITTEN  # noqa: F401 - the collector's name for it
 
 _ATOMS = (str, bytes, int, float, complex, bool, type(None), type, torch.dtype,
           torch.device, torch.Size)
