@@ -76,7 +76,9 @@ def gate_report(script: Path, steps: int, gates) -> CompareReport:
 
 def finish_verdicts(report: CompareReport) -> None:
     """ADOPT / OK among the rows that passed (see verdict.py), once performance is in."""
-    assign_verdicts(report.policies, report.performance)
+    times = report.baseline.get("measured_step_times_s") or []
+    noise = max(times) - min(times) if len(times) >= 2 else 0.0
+    assign_verdicts(report.policies, report.performance, noise_s=noise)
     for r in report.policies:
         if r.verdict == "OK" and report.performance and r.saving_bytes <= 0:
             r.reason = "gates passed; saves no memory (measured)"

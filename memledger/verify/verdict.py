@@ -5,8 +5,11 @@ Verdict per policy:
 - `REJECT`: a gate failed (inputs, gradients, update) or the script failed under it; the
   reason names the gate, the tensor, the step and by how much.
 - `ADOPT`: among the policies that pass every gate and save memory (measured), the one with
-  the most bytes saved per second of added step time (measured). A policy that adds no time
-  (or runs faster) and saves memory beats any that costs time; ties go to the larger saving.
+  the most bytes saved per second of added step time (measured). An added time below the
+  timing's noise (the two baseline medians' difference) counts as that noise, not as free:
+  a policy whose step happened to time faster is not worth infinitely many bytes per second
+  (a 512-byte saving at -0.4 ms beat 18 MiB at +9 ms that way). Ties go to the larger
+  saving.
 - `OK`: passes the gates, but is not the best trade (or performance was not measured).
 """
 
@@ -62,7 +65,7 @@ class PolicyComparison(BaseModel):
     peak_prediction_error: float | None = Field(
         None, description="(predicted - measured) / measured peak")
     bytes_saved_per_s: float | None = Field(None, description="saving / added time; null "
-                                            "when the policy adds no time")
+                                            "when the added time is within the noise")
     at_peak: dict[str, int] = Field(default_factory=dict,
                                     description="predicted bytes per category at the peak")
     rank: int | None = Field(None, description="`--nproc`: the rank these figures are from "
@@ -101,8 +104,11 @@ class CompareReport(BaseModel):
         return self.model_dump(by_alias=True)
 
 
-def assign_verdicts(rows: list[PolicyComparison], performance: bool) -> None:
-    """Set ADOPT on the best trade among the rows that passed (REJECT rows are left alone)."""
+def assign_verdicts(rows: list[PolicyComparison], performance: bool,
+                    noise_s: float = 0.0) -> None:
+    """Set ADOPT on the best trade among the rows that passed (REJECT rows are left alone).
+    `noise_s`: how far two timings of the same step differ (module docstring)."""
+    floor = max(noise_s, MIN_ADDED_S)
     best, best_key = None, None
     for r in rows:
         if r.verdict == "REJECT":
@@ -110,16 +116,19 @@ def assign_verdicts(rows: list[PolicyComparison], performance: bool) -> None:
         r.verdict = "OK"
         if not performance or r.saving_bytes <= 0:
             continue
-        free = r.measured_added_time_s < MIN_ADDED_S
-        per_s = float("inf") if free else r.saving_bytes / r.measured_added_time_s
-        r.bytes_saved_per_s = None if free else per_s
+        within_noise = r.measured_added_time_s < floor
+        per_s = r.saving_bytes / max(r.measured_added_time_s, floor)
+        r.bytes_saved_per_s = None if within_noise else per_s
         key = (per_s, r.saving_bytes)
         if best_key is None or key > best_key:
             best, best_key = r, key
     if best is not None:
         best.verdict = "ADOPT"
         saved = format_bytes(best.saving_bytes)
+        noise = f" (timings of the baseline differ by {noise_s * 1e3:.1f} ms)" \
+            if noise_s >= MIN_ADDED_S else ""
         best.reason = (f"best saving per second of added time: {saved} for "
                        f"{best.measured_added_time_s * 1e3:+.1f} ms/step "
                        f"({format_bytes(best.bytes_saved_per_s)}/s)" if best.bytes_saved_per_s
-                       else f"saves {saved} at no measured cost in time")
+                       else f"saves {saved} at no cost in time measurable above the "
+                       f"noise{noise}")

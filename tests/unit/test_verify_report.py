@@ -44,8 +44,23 @@ def test_a_free_saving_beats_any_costly_one_and_no_saving_is_never_adopted():
     rows = [_row("a", 18 * MiB, 0.001), _row("b", 1 * MiB, -0.002), _row("c", 0, -0.01)]
     assign_verdicts(rows, performance=True)
     assert [r.verdict for r in rows] == ["OK", "ADOPT", "OK"]
-    assert rows[1].reason == "saves 1.0 MiB at no measured cost in time"
+    assert rows[1].reason == "saves 1.0 MiB at no cost in time measurable above the noise"
     assert rows[1].bytes_saved_per_s is None
+
+
+def test_an_added_time_within_the_noise_is_the_noise_not_free():
+    # the baseline timed 60.0 and 62.0 ms: 2 ms of noise. A 512-byte saving that happened to
+    # time 0.4 ms faster is 512 B / 2 ms = 256 KB/s, far below 18 MiB / 9 ms = 2.1 GB/s
+    rows = [_row("checkpoint", 18 * MiB, 0.009), _row("crumb", 512, -0.0004)]
+    assign_verdicts(rows, performance=True, noise_s=0.002)
+    assert [r.verdict for r in rows] == ["ADOPT", "OK"]
+    assert rows[1].bytes_saved_per_s is None
+    # two savings inside the noise: the larger wins, and the reason names the noise
+    rows = [_row("a", 1 * MiB, 0.001), _row("b", 4 * MiB, 0.0015)]
+    assign_verdicts(rows, performance=True, noise_s=0.002)
+    assert [r.verdict for r in rows] == ["OK", "ADOPT"]
+    assert rows[1].reason == ("saves 4.0 MiB at no cost in time measurable above the noise "
+                              "(timings of the baseline differ by 2.0 ms)")
 
 
 def test_without_performance_nothing_is_adopted():
