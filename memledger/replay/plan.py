@@ -411,6 +411,7 @@ def plan(led: Ledger, budget_bytes: int, step_time_s: float | None = None,
     report = predict(led, [parse_policy(t) for t in texts], step_time_s=step_time_s,
                      bandwidth=bandwidth, prep=prep, flops=flops)
     cands = report.policies
+    front = _replayed(front, cands)
     fits = choice is not None
     best = cands[0] if fits else min(cands, key=lambda c: c.peak_bytes)
     nb, no = len(blocks), len(table.options)
@@ -426,6 +427,20 @@ def plan(led: Ledger, budget_bytes: int, step_time_s: float | None = None,
         assignments=float(no) ** nb, assumption_held=held,
         runner_up=table.policy(runner) if runner is not None else "",
         candidates=cands, front=front, front_complete=complete, time_model=time_model)
+
+
+def _replayed(front: list[FrontPoint], cands) -> list[FrontPoint]:
+    """The front's points with their full replay's figures (the ones `predict` prints), so
+    that one policy never shows two peaks: they differ only where blocks did not add up
+    (Note [Blocks add up])."""
+    full = {c.policy: c for c in cands}
+    out = []
+    for p in front:
+        c = full.get(p.policy)
+        out.append(p if c is None else p.model_copy(update={
+            "peak_bytes": c.peak_bytes, "added_time_s": c.added_time_s,
+            "added_time_lo_s": c.added_time_lo_s, "added_time_hi_s": c.added_time_hi_s}))
+    return out
 
 
 def _runner_up(table: BlockTable, prep: Prepared, budget: int, rng: int, choice):

@@ -97,3 +97,22 @@ def test_plan_report_says_when_the_front_is_thinned(eight):
     assert rep.front_complete is False and len(rep.front) <= 4
     small = plan(blocks_ledger(H8[:2], T8[:2]), 10**9)
     assert small.front_complete is True
+
+
+def test_front_points_carry_the_full_replays_figures():
+    """Where blocks do not add up (Note [Blocks add up]) the summed table and the full replay
+    differ; the front shows the full replay's figures, those `predict` prints for the same
+    policy, so one policy never shows two peaks."""
+    from types import SimpleNamespace
+
+    from memledger.replay.plan import FrontPoint, _replayed
+
+    front = [FrontPoint(policy="checkpoint:blocks.0", peak_bytes=1000, added_time_s=0.001,
+                        added_time_lo_s=0.0009, added_time_hi_s=0.0011, knee=True),
+             FrontPoint(policy="none", peak_bytes=2000, added_time_s=0.0,
+                        added_time_lo_s=0.0, added_time_hi_s=0.0)]
+    full = [SimpleNamespace(policy="checkpoint:blocks.0", peak_bytes=1256, added_time_s=0.002,
+                            added_time_lo_s=0.0018, added_time_hi_s=0.0022)]
+    out = _replayed(front, full)
+    assert (out[0].peak_bytes, out[0].added_time_s, out[0].knee) == (1256, 0.002, True)
+    assert out[1] == front[1]
