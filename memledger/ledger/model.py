@@ -418,6 +418,14 @@ def _storages(by_kind: dict[str, list[Record]]) -> pd.DataFrame:
         df.iloc[pos.loc[[r["sid"] for r in renamed]].to_numpy(), df.columns.get_loc("op")] = \
             [str(r["op"]) for r in renamed]
 
+    # a fake CUDA run's optimizer step counter, which CUDA keeps on the host (Note [Fake
+    # runs], Rule 8, in trace/fake.py): on `cpu`, at its own size
+    host = [r for r in by_kind.pop("host", []) if r.get("sid") in pos.index]
+    if host:
+        at = pos.loc[[r["sid"] for r in host]].to_numpy()
+        df.iloc[at, df.columns.get_loc("device")] = "cpu"
+        df.iloc[at, df.columns.get_loc("bytes")] = [int(r["bytes"]) for r in host]
+
     def rows_of(events: pd.DataFrame) -> tuple[np.ndarray, pd.DataFrame]:
         events = events[events["sid"].isin(df.index)]
         return pos.loc[events["sid"]].to_numpy(), events

@@ -42,7 +42,8 @@ Rules (numbered so that code can point here):
    created but not initialised or run backward, so with `--device cuda` every `device=`
    argument is rewritten to `cpu`, the CPU kernels' shapes stand in, and each fake storage
    is written as `cuda:0` with its size rounded as the CUDA caching allocator does
-   (see `cuda_block_bytes`). The header says `"fake_kernels": "cpu"`.
+   (see `cuda_block_bytes`). The header says `"fake_kernels": "cpu"`. Rule 8 takes back
+   what a CUDA run keeps on the host.
 6. FLOPs: ops in `torch.utils.flop_counter`'s registry write `{"k": "flops", "ev", "n"}`
    records, so that replay can model time without torch (memledger/replay/fake_time.py).
 7. Some libraries ask whether a tensor is a FakeTensor and take another path when it is:
@@ -53,6 +54,12 @@ Rules (numbered so that code can point here):
    98,304 B (3.4 %) more activation at the peak than their real runs; DistilBERT and BLOOM
    are exact. memledger does not patch the library: a `{"k": "fake_aware"}` record names
    it, and `show` says so (FAKE_AWARE below).
+8. Under Rule 5's rewrite every storage reads as `cuda:0`, but torch.optim's Adam, AdamW,
+   and the others with a tensor `step` keep that counter on the host unless the group is
+   `capturable` or `fused` (`torch.tensor(0.0)` in their `_init_group`, no device). Such a
+   counter gets a `{"k": "host", "sid", "bytes"}` record: the reader moves it to `cpu` at
+   its unrounded size, so a CUDA target's optimizer state is exactly 2 x the parameters
+   for AdamW (it read 512 B more per parameter tensor: 149 KB on Llama-2 7B's 291).
 
 Worked example (MLP of examples/train_mlp.py, B=64, fp32, fake, target cpu): fc1.weight is
 a fake 512×256 tensor whose meta storage has 512·256·4 = 524,288 bytes; its row is the
@@ -321,6 +328,7 @@ class FakeCollector(Collector):
         self._memo = self.fake_mode.fake_tensor_converter.tensor_memo
         self._standin_sites: set[tuple[str, int, str]] = set()
         self._real_sids: set[int] = set()
+        self._host_sids: set[int] = set()     # Rule 8
         self._lifting = False
         self._fake_dev: dict[Any, str] = {}
         self.flops = 0
@@ -467,6 +475,23 @@ class FakeCollector(Collector):
             self._real_sids.add(sid)
             self.sink.write({"k": "real", "sid": sid})
         return sid
+
+    # ---- Rule 8: optimizer step counters stay on the host --------------------------------
+    def _mark_optimizer_state(self, opt: torch.optim.Optimizer) -> None:
+        super()._mark_optimizer_state(opt)
+        if not self.target.remap or not type(opt).__module__.startswith("torch.optim"):
+            return
+        for group in opt.param_groups:
+            if group.get("capturable") or group.get("fused"):
+                continue           # these keep `step` on the parameter's device
+            for p in group["params"]:
+                step = opt.state.get(p, {}).get("step")
+                if isinstance(step, torch.Tensor) and step.dim() == 0:
+                    sid = self._sid(step, self._ev)
+                    if sid >= 0 and sid not in self._host_sids:
+                        self._host_sids.add(sid)
+                        self.sink.write({"k": "host", "sid": sid,
+                                         "bytes": step.untyped_storage().nbytes()})
 
     # ---- stand-ins (Rule 3) -------------------------------------------------------------
     def _standin(self, t: torch.Tensor):

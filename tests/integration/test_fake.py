@@ -103,6 +103,29 @@ def test_fake_cuda_target_rounds_every_size():
     assert (st.loc[st["device"] == "cuda:0", "bytes"] % 512 == 0).all()
 
 
+@pytest.mark.skipif(__import__("torch").version.cuda is not None,
+                    reason="CPU-only build: CPU kernels stand in for CUDA")
+def test_fake_cuda_target_keeps_adams_step_counters_on_the_host():
+    """Note [Fake runs], Rule 8: AdamW's `step` is a host tensor on CUDA unless capturable
+    or fused, so the device's optimizer state is exactly 2 x the parameters."""
+    import torch
+
+    def run():
+        with memledger.trace(fake=True, device="cuda") as led:
+            model = torch.nn.Linear(256, 10)     # 10,240 B + 40 B bias -> 512 B block
+            opt = torch.optim.AdamW(model.parameters(), lr=0.1)
+            for _ in range(2):
+                model(torch.randn(4, 256)).sum().backward()
+                opt.step()
+                opt.zero_grad()
+        st = led.storages
+        return st[st["category"] == "optimizer_state"].groupby("device")["bytes"].sum()
+
+    # (capturable=True cannot run here: torch refuses it on the CPU kernels standing in)
+    by_dev = run()
+    assert by_dev["cuda:0"] == 2 * (10_240 + 512) and by_dev["cpu"] == 2 * 4
+
+
 def test_fake_value_dependent_sizes_take_their_upper_bound():
     import torch
 
