@@ -170,6 +170,21 @@ def start_worker(module: str, args: list[str], capture_output: bool = False,
     return Worker(proc, output, stdin)
 
 
+def worker_death(returncode: int | None) -> str:
+    """Why a worker left no status behind, in words: the script ended its process itself
+    (`os._exit`) or a signal killed it (the out-of-memory killer sends SIGKILL). Callers
+    exit 3 with it: the traced script's process ended, not memledger's job."""
+    if returncode is not None and returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = f"signal {-returncode}"
+        hint = " (the out-of-memory killer?)" if name == "SIGKILL" else ""
+        return f"the script's process was killed by {name}{hint} before memledger finished"
+    return (f"the script's process ended with status {returncode} before memledger finished "
+            "(os._exit in the script?)")
+
+
 def rank_address(env: dict[str, str]) -> str | None:
     """The socket a torchrun rank's stand-in asks for its warm worker (Note [Warm ranks],
     memledger/warm_rank.py), from the zygote that serves `env`; None: ranks start cold."""

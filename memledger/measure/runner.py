@@ -19,7 +19,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from memledger.errors import EXIT_OK, EXIT_SCRIPT_FAILED, EXIT_USAGE, PolicyError, ScriptError
-from memledger.processes import run_worker
+from memledger.processes import run_worker, worker_death
 from memledger.replay.policies import Policy
 from memledger.trace.session import check_script
 
@@ -61,7 +61,7 @@ def measure_script(script: str | Path, argv: list[str], policy: Policy, steps: i
         if not out.exists():
             if output:
                 sys.stderr.write(output.decode(errors="replace"))
-            raise ScriptError(f"measure worker died with status {returncode}")
+            raise ScriptError(worker_death(returncode))
         res = json.loads(out.read_text())
     return result_from_worker(res, policy, steps, time_steps, output or None)
 

@@ -27,7 +27,7 @@ from memledger.errors import (
 )
 from memledger.ledger.writer import append_records
 from memledger.outputs import check_output, commit, partial_path
-from memledger.processes import start_worker
+from memledger.processes import start_worker, worker_death
 from memledger.trace.interrupts import Forwarder
 
 
@@ -126,8 +126,8 @@ class _Worker:
         if self.status.exists():
             result = json.loads(self.status.read_text())
         else:
-            result = {"code": self.proc.returncode or EXIT_USAGE,
-                      "reason": f"worker died with status {self.proc.returncode}", "steps": 0}
+            result = {"code": EXIT_SCRIPT_FAILED, "reason": worker_death(self.proc.returncode),
+                      "steps": 0}
         self._done()
         if self.fw is not None and self.fw.interrupted:
             result = {**result, "code": EXIT_INTERRUPTED, "signals": self.fw.signals}

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from memledger.errors import EXIT_OK, EXIT_USAGE, PolicyError, ScriptError
-from memledger.processes import run_worker
+from memledger.processes import run_worker, worker_death
 
 
 @dataclass(frozen=True)
@@ -104,7 +104,8 @@ def capture_run(script: str | Path, argv: list[str], variant: Variant, steps: in
     output = out_bytes.decode(errors="replace")
     if not status.exists():
         tail = (output.strip().splitlines() or [""])[-1]
-        raise ScriptError(f"capture worker died with status {returncode}: {tail}")
+        raise ScriptError(f"{worker_death(returncode)}: {tail}" if tail
+                          else worker_death(returncode))
     st = json.loads(status.read_text())
     if st.get("policy_error"):
         raise PolicyError(st["reason"])

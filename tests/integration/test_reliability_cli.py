@@ -108,6 +108,10 @@ for it in range(1, 9):
     if mode == "sleep":
         pathlib.Path(f"STEP-{os.getpid()}").touch()
         time.sleep(60)
+    if mode == "kill" and it == 2:   # the out-of-memory killer's signal
+        os.kill(os.getpid(), 9)
+    if mode == "osexit" and it == 2:
+        os._exit(0)
 """
 
 
@@ -130,6 +134,22 @@ def _alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     return True
+
+
+@pytest.mark.parametrize("mode", ["kill", "osexit"])
+def test_script_process_killed_or_ended_is_exit_3(tmp_path: Path, mode: str) -> None:
+    """A script whose process dies (SIGKILL, `os._exit`) leaves no status: exit 3 naming
+    why, never the raw status (247, 0 -> 2) or 1 (a finding), and the ledger kept."""
+    script = _script(tmp_path)
+    why = "killed by SIGKILL (the out-of-memory killer?)" if mode == "kill" else \
+        "ended with status 0 before memledger finished (os._exit in the script?)"
+    for verb in (["trace", str(script), "--steps", "5", "-o", "k.ledger"],
+                 ["doctor", str(script), "--steps", "5"]):
+        r = _run([*MEMLEDGER, *verb], tmp_path, MODE=mode)
+        assert r.returncode == 3, (verb[0], r.stderr)
+        assert why in r.stderr and "Traceback" not in r.stderr, r.stderr
+    shown = _run([*MEMLEDGER, "show", "k.ledger"], tmp_path)   # the partial ledger reads
+    assert shown.returncode == 0 and "INCOMPLETE" in shown.stdout, shown.stderr
 
 
 def test_internal_error_exit_70(tmp_path: Path) -> None:
