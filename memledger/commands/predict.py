@@ -72,6 +72,11 @@ def _print_table(rep, name: str) -> None:
     console.print(t)
     if rep.calibration_unsettled:
         console.print(unsettled_line(rep.calibration_unsettled), style="yellow")
+    if rep.collective_bytes:   # Note [A gloo rank's gap] in replay/prepared.py
+        console.print(f"gloo's own collective buffers ({rep.collective_bytes:,} B at the traced "
+                      "peak) are live at a measured peak or not as its threads let them go: "
+                      "a measured peak on this rank can differ by up to that much",
+                      style="dim")
     if rep.time_model != "traced":
         console.print(f"+ms/step {rep.time_model}", style="yellow")
     if any(p.transfer_s for p in rep.policies):

@@ -18,7 +18,7 @@ from memledger.replay.costs import AddedTime, CostModel, cached_calibration
 from memledger.replay.fake_time import prepare
 from memledger.replay.engine import CPU_RNG_STATE_BYTES, Replayed, replay
 from memledger.replay.policies import Policy
-from memledger.replay.prepared import Prepared
+from memledger.replay.prepared import Prepared, rank_gap_is_collective
 from memledger.replay.timings import timing_record
 
 PREDICT_SCHEMA = "memledger.predict/1"
@@ -72,6 +72,9 @@ class PredictReport(BaseModel):
     policies: list[PolicyPrediction]
     time_model: str = Field("traced", description="'traced' (measured), or how a fake "
                             "ledger's time was modelled (FLOPs at a throughput)")
+    collective_bytes: int = Field(0, description="a CPU rank: gloo's own buffers at the "
+                                  "traced peak, live or not at a measured peak as its threads "
+                                  "let them go (Note [A gloo rank's gap]); 0 elsewhere")
 
     def to_json_dict(self) -> dict:
         return self.model_dump(by_alias=True)
@@ -139,7 +142,10 @@ def predict(led: Ledger, policies: list[Policy], step_time_s: float | None = Non
                          calibration_unsettled=calibration_unsettled(led),
                          costs_probed=costs_probed(led),
                          cost_source="modelled" if time_model != "traced" else model.source,
-                         time_model=time_model)
+                         time_model=time_model,
+                         collective_bytes=int((led.measured or {}).get(
+                             "collective_at_peak_bytes") or 0)
+                         if rank_gap_is_collective(led) else 0)
 
 
 def _prediction(r: Replayed, base: int, t: AddedTime, phase, step) -> PolicyPrediction:

@@ -126,3 +126,33 @@ def test_communication_role_yields_to_gradient():
             {"k": "end", "ev": 1, "status": "ok"}]
     led = Ledger.from_records(recs)
     assert list(led.storages["category"]) == ["gradient", "communication"]
+
+
+def test_a_gloo_ranks_gap_stays_at_its_moment():
+    """Note [A gloo rank's gap] (replay/prepared.py): on one process the allocator - ledger
+    gap is carried to every policy's peak; on a CPU rank it is gloo's buffers at the traced
+    peak's moment, so a policy whose peak is elsewhere does not carry it."""
+    from memledger.ledger.model import Ledger
+    from memledger.replay.policies import parse_policy
+    from memledger.replay.predict import predict
+
+    from plan_ledgers import blocks_records
+
+    def led(rank: bool) -> Ledger:
+        recs = blocks_records([100_000, 300_000], [150_000, 20_000])
+        base = Ledger.from_records(recs).peak().bytes
+        if rank:
+            recs[0] = {**recs[0], "rank": 0, "world_size": 2}
+        return Ledger.from_records(recs + [{"k": "measured", "source": "cpu-profiler",
+                                            "device": "cpu", "peak_bytes": base + 50_000,
+                                            "collective_at_peak_bytes": 50_000}])
+
+    pol = [parse_policy("checkpoint:blocks.*")]
+    one, ranked = predict(led(False), pol), predict(led(True), pol)
+    # the baseline predicts the allocator's peak either way
+    assert one.baseline_peak_bytes == ranked.baseline_peak_bytes == \
+        led(False).measured["peak_bytes"]
+    # checkpointing moves the peak into backward: the rank's prediction is the replay's
+    p1, pr = one.policies[0], ranked.policies[0]
+    assert p1.peak_bytes == pr.peak_bytes + 50_000
+    assert (one.collective_bytes, ranked.collective_bytes) == (0, 50_000)
