@@ -5,8 +5,9 @@ Every output (a ledger, a report, an export, JUnit, Markdown, JSON) goes through
 - `check_output(path, inputs=...)` runs BEFORE any work: the folder exists and is writable,
   the path is not a folder, and it is not one of the command's inputs (same resolved path or
   same file, so `trace victim.py -o victim.py` and `report run.ledger -o run.ledger` are
-  refused with nothing run). A ledger output may replace an existing ledger, never another
-  kind of file.
+  refused with nothing run). An output may replace a file memledger wrote (a ledger only a
+  ledger), never any other file: `report run.ledger -o train.py` is refused, not a script
+  turned into HTML (`written_by_memledger`).
 - `write_atomic(path, data)` writes a temporary file beside the target and renames it over
   the target at the end (`os.replace`, atomic on POSIX): a reader sees the old file or the
   new one, never half of one, and a failure (disk full) leaves the old file as it was.
@@ -73,18 +74,61 @@ def check_output(path: str | Path, what: str, inputs: Iterable[str | Path] = (),
     if p.exists() and not os.access(p, os.W_OK):
         raise OutputError(f"cannot write the {what} {str(p)!r}: the file is read-only; "
                           "pick another path")
-    if ledger and p.is_file() and p.stat().st_size > 0 and not _looks_like_ledger(p):
-        raise OutputError(f"{str(p)!r} exists and is not a memledger ledger; memledger "
-                          "will not overwrite it: pick another -o path")
+    if p.is_file() and p.stat().st_size > 0:
+        if ledger and not _head(p).startswith(LEDGER_MAGIC):
+            raise OutputError(f"{str(p)!r} exists and is not a memledger ledger; memledger "
+                              "will not overwrite it: pick another -o path")
+        if not ledger and not written_by_memledger(p):
+            raise OutputError(f"{str(p)!r} exists and memledger did not write it; memledger "
+                              f"will not overwrite it with the {what}: pick another path, "
+                              "or delete it first")
     return p
 
 
-def _looks_like_ledger(p: Path) -> bool:
+SNIFF_BYTES = 65_536
+CSV_HEADER = b"sid,bytes,device,"      # the tensor table's first columns (report/exporters.py)
+
+
+def _head(p: Path, n: int = SNIFF_BYTES) -> bytes:
     try:
         with open(p, "rb") as fh:
-            return fh.read(len(LEDGER_MAGIC)) == LEDGER_MAGIC
+            return fh.read(n)
     except OSError:
-        return False
+        return b""
+
+
+def _tail(p: Path, n: int = SNIFF_BYTES) -> bytes:
+    try:
+        with open(p, "rb") as fh:
+            fh.seek(max(0, p.stat().st_size - n))
+            return fh.read(n)
+    except OSError:
+        return b""
+
+
+# What each output begins with (a script that merely mentions memledger is none of them)
+SIGNATURES = (
+    LEDGER_MAGIC,                     # a ledger
+    CSV_HEADER,                       # `export -f csv`
+    b"### memledger ",                # `check --markdown`
+)
+MARKS = (
+    b"<title>memledger ",             # `report`, `compare --html`, a ranks page
+    b'<testsuite name="memledger"',   # `check --junit`
+    b'"schema": "memledger.',         # `pytest --memledger-json`
+)
+
+
+def written_by_memledger(p: Path) -> bool:
+    """Whether an existing file is one of memledger's outputs: its start is one of theirs
+    (SIGNATURES, MARKS; a Perfetto trace names memledger's process; a Parquet tensor
+    table's footer names its columns)."""
+    head = _head(p)
+    if head.startswith(SIGNATURES) or any(m in head[:4096] for m in MARKS):
+        return True
+    if head.startswith(b'{"traceEvents":') and b'"name":"memledger ' in head[:4096]:
+        return True
+    return head.startswith(b"PAR1") and b"saved_module" in _tail(p)
 
 
 def partial_path(target: Path) -> Path:

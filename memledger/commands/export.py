@@ -34,11 +34,8 @@ def export(
     if implied is not None and implied != format_:
         raise MemledgerError(f"-o {output} names a {output.suffix} file but --format {format_} "
                              f"writes {exp.suffix}; drop --format or change the extension")
-    if output is None and ledger.with_suffix(exp.suffix).exists():
-        # a name the user did not give: never replace a file there (an earlier export or
-        # their own data); -o names it to replace it
-        raise MemledgerError(f"{ledger.with_suffix(exp.suffix)} exists; pass -o to replace it "
-                             "or to write elsewhere")
+    # an earlier export is replaced; any other file there (the user's own run.csv) is
+    # refused, with or without -o (memledger/outputs.py, written_by_memledger)
     target = check_output(output or ledger.with_suffix(exp.suffix), f"{format_} export",
                           inputs=[ledger])
     led = open_ledger(ledger)

@@ -45,7 +45,7 @@ def test_over():
     r.assert_outcomes(passed=1, failed=1)
     r.stdout.fnmatch_lines([
         "*memledger: peak 655,368 B > budget 655,367 B (top at peak: parameter weight 256x256 "
-        "256.0 KiB, temporary (script) mm 256x256 256.0 KiB, input (script) randn 64x256 "
+        "256.0 KiB, temporary (script) mm 256x256 256.0 KiB, input (Linear.forward) randn 64x256 "
         "64.0 KiB)",
         "FAILED *::test_over*",   # (the summary adds the message when the width allows)
     ])
