@@ -138,6 +138,18 @@ def test_backward_paths_torch_runs_out_of_place_under_a_mode():
     assert run.policies["checkpoint:blocks.*"].measured == 875_588
 
 
+def test_a_tied_embedding_and_head():
+    """The tied weight's two gradients are summed out of place (the head's is a view: torch
+    adds in place only into a buffer that holds the last reference to its storage). The
+    ledger folded that sum as in place and read 1,040,384 B (18 %) under the allocator."""
+    run = run_client("train_tied.py", ["--steps", "3"],
+                     ["checkpoint:blocks.*", "offload:blocks.*"])
+    assert run.ledger_peak == run.allocator_peak
+    assert run.summary.peak.op.startswith("add")    # the sum is the peak
+    for text, p in run.policies.items():
+        assert p.predicted is not None and p.predicted == p.measured, (text, p)
+
+
 def test_spectral_norm_called_while_the_model_is_built():
     """spectral_norm calls its parametrization as it registers it: that module was the
     model, so `blocks.*` matched nothing ("the model's modules are 0 (_SpectralNorm)")."""
