@@ -816,9 +816,11 @@ class Collector(ShardingMixin, TorchDispatchMode):
             for root in moved:
                 self._name_state(root, self._roots.prefix[root], again=True)
         params = [p for g in opt.param_groups for p in g["params"]]
-        for p in params:
-            if id(p) not in self._param_names:
-                self._role(p, "parameter", "")
+        for p in params:   # every step: a storage made again since it was named gets its role
+            # (FSDP2's lazy init re-makes an unevenly padded shard after the model's first
+            # forward pre-hook named it; a simulated rank then read it as `temporary`)
+            self._role(p, "parameter", self._param_names.get(id(p), ""),
+                       shard="sharded" if getattr(p, "_local_tensor", None) is not None else "")
         self._mark_gradients(params)
         self._mark_optimizer_state(opt)
 

@@ -213,9 +213,9 @@ def test_bad_runs_end_in_one_line_and_keep_every_ledger(tmp_path, capsys, mode, 
 
 # ---- simulated ranks: --fake --world N (Note [A simulated rank]) -----------------------------
 
-def _fake_rank(tmp_path, world: int, *extra: str) -> Ledger:
-    out = tmp_path / f"sim{world}.ledger"
-    assert main(["trace", "--fake", "--world", str(world), "--steps", "1",
+def _fake_rank(tmp_path, world: int, *extra: str, rank: int = 0) -> Ledger:
+    out = tmp_path / f"sim{world}.{rank}.ledger"
+    assert main(["trace", "--fake", "--world", str(world), "--rank", str(rank), "--steps", "1",
                  str(EXAMPLES / "train_fsdp.py"), "-o", str(out), "--", "--steps", "2",
                  *extra]) == 0
     return Ledger.load(out)
@@ -250,6 +250,11 @@ def test_fake_world_64_keeps_one_64th_plus_padding(tmp_path):
     #   256 + 64 + 2 + 2 × 781 = 1,884 floats = 7,536 B (the model / 64 is 7,404 B)
     assert _sum(sim, category="parameter", shard="sharded") == 7_536
     assert sim.summary().world_size == 64
+    # the last rank holds padding only for most parameters: FSDP2's lazy init makes those
+    # shards again after the first forward pre-hook named them; they are still parameters
+    # (they read 7,280 B, the rest `temporary`, before the roles were written at each step)
+    last = _fake_rank(tmp_path, 64, *FSDP_ARGS, rank=63)
+    assert last.resident_at_end()["parameter"] == 7_536
 
 
 def test_fake_world_refuses_ddp_and_says_how_to_model_it(tmp_path, capsys):
