@@ -55,17 +55,23 @@ def main(argv: list[str] | None = None) -> int:
     from memledger.commands.common import JSON_PRINTED
 
     JSON_PRINTED[0] = False
+    args = sys.argv[1:] if argv is None else argv
+    args = args[:args.index("--")] if "--" in args else args   # the script's own flags
+
+    def json_error(code: int, message: str) -> None:
+        # a CI step parsing stdout gets one JSON document whatever happened, not an empty
+        # input (the verdict, when printed, is that document); a usage error too
+        if "--json" in args and not JSON_PRINTED[0]:
+            import json
+
+            print(json.dumps({"ok": False, "exit_code": code,
+                              "error": message.removeprefix("memledger: ")}))
+
     try:
         rv = app(args=argv, prog_name="memledger", standalone_mode=False)
     except MemledgerError as e:
         err_console.print(str(e), markup=False, style="red", soft_wrap=True)
-        if "--json" in (sys.argv[1:] if argv is None else argv) and not JSON_PRINTED[0]:
-            # a CI step parsing stdout gets one JSON document whatever happened, not an
-            # empty input (the verdict, when printed, is that document)
-            import json
-
-            print(json.dumps({"ok": False, "exit_code": e.exit_code,
-                              "error": str(e).removeprefix("memledger: ")}))
+        json_error(e.exit_code, str(e))
         return e.exit_code
     except typer.Exit as e:
         return e.exit_code
@@ -77,6 +83,8 @@ def main(argv: list[str] | None = None) -> int:
         # it), matched by shape so either works.
         if hasattr(e, "show") and hasattr(e, "exit_code"):
             e.show()
+            json_error(EXIT_USAGE, e.format_message() if hasattr(e, "format_message")
+                       else str(e))
             return EXIT_USAGE
         from memledger.crash import crash_line, environment_error
 

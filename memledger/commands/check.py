@@ -86,8 +86,8 @@ def check(
         = None,
     markdown_: Annotated[Optional[Path], typer.Option(
         "--markdown", help="write a Markdown summary (e.g. $GITHUB_STEP_SUMMARY)")] = None,
-    nproc: Annotated[int, typer.Option(
-        min=0, help="run the script on N ranks under torchrun; every rank is checked")] = 0,
+    nproc: Annotated[Optional[int], typer.Option(
+        min=1, help="run the script on N ranks under torchrun; every rank is checked")] = None,
     timeout: Annotated[float, typer.Option(
         help="with --nproc: seconds without an optimizer step before a rank counts as hung")] =
         300.0,

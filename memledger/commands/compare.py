@@ -40,9 +40,9 @@ def compare(
     html: Annotated[Optional[Path], typer.Option(
         help="also write a self-contained HTML report here", dir_okay=False)] = None,
     fake: Annotated[bool, typer.Option(hidden=True)] = False,
-    nproc: Annotated[int, typer.Option(
-        min=0, help="run SCRIPT on N ranks under torchrun: every rank gated and measured, "
-        "a policy rejected on any rank rejected")] = 0,
+    nproc: Annotated[Optional[int], typer.Option(
+        min=1, help="run SCRIPT on N ranks under torchrun: every rank gated and measured, "
+        "a policy rejected on any rank rejected")] = None,
 ) -> None:
     """Gate each POLICY on inputs, gradients and update, then predicted vs measured (exit 1: rejected).
 

@@ -25,8 +25,8 @@ def measure(
         help="further steps timed without profiling (median)")] = 5,
     json_: Annotated[bool, typer.Option("--json", help="print memledger.measure/1 JSON")] = False,
     fake: Annotated[bool, typer.Option(hidden=True)] = False,
-    nproc: Annotated[int, typer.Option(
-        min=0, help="run SCRIPT on N ranks under torchrun: one result per rank")] = 0,
+    nproc: Annotated[Optional[int], typer.Option(
+        min=1, help="run SCRIPT on N ranks under torchrun: one result per rank")] = None,
 ) -> None:
     """Measured allocator peak and median step time of SCRIPT with POLICY applied."""
     if fake:

@@ -21,9 +21,9 @@ def trace(
     output: Annotated[Path, typer.Option("-o", "--output", help="ledger file to write")] =
         Path("run.ledger"),
     steps: Annotated[int, typer.Option(help="optimizer steps to trace, then stop the script")] = 3,
-    nproc: Annotated[int, typer.Option(
+    nproc: Annotated[Optional[int], typer.Option(
         help="run SCRIPT on N ranks under torchrun: one ledger per rank (run.rank0.ledger, ...)",
-        min=0)] = 0,
+        min=1)] = None,
     timeout: Annotated[float, typer.Option(
         help="with --nproc: seconds without an optimizer step before a rank counts as hung")] =
         300.0,
@@ -34,9 +34,9 @@ def trace(
         help="run above FakeTensorMode: shapes, no data, no memory (docs/fake.md)")] = False,
     device: Annotated[Optional[str], typer.Option(
         help="--fake: the target device, cpu or cuda (default: the script's own)")] = None,
-    world: Annotated[int, typer.Option(
+    world: Annotated[Optional[int], typer.Option(
         help="with --fake: simulate one rank of an N-rank job (fake process group), N <= 1024",
-        min=0)] = 0,
+        min=1, max=1024)] = None,
     rank: Annotated[int, typer.Option(help="with --world: the rank simulated", min=0)] = 0,
     steps_by: Annotated[str, typer.Option(
         help="what ends a step: optimizer (optimizer.step()), forward (the next forward of "
@@ -60,7 +60,7 @@ def trace(
     threading.Thread(target=importlib.import_module, args=("memledger.ledger.summary",),
                      daemon=True).start()
     res = trace_script(script, script_args or [], output, steps=steps, measure=measure,
-                       fake=fake, device=device, world=world, rank=rank,
+                       fake=fake, device=device, world=world or 0, rank=rank,
                        steps_by=_steps_by(steps_by), timing=timing)
     s = open_ledger(res.ledger_path).summary()
     short = f" (the script ended after {res.steps} of the {steps} asked)" \
@@ -75,7 +75,8 @@ def trace(
     err_console.print(f"next: memledger show {res.ledger_path}", style="dim", markup=False)
 
 
-def _check_options(nproc: int, fake: bool, device: str | None, world: int, rank: int,
+def _check_options(nproc: int | None, fake: bool, device: str | None, world: int | None,
+                   rank: int,
                    steps_by: str) -> None:
     """Refuse what would be ignored or fail later, before any file is touched: a bad
     --rank once surfaced in the worker, after the output ledger had been emptied."""
@@ -83,7 +84,7 @@ def _check_options(nproc: int, fake: bool, device: str | None, world: int, rank:
 
     if nproc:
         given = [flag for flag, on in (("--fake", fake), ("--device", device is not None),
-                                       ("--world", world > 0), ("--rank", rank > 0),
+                                       ("--world", world is not None), ("--rank", rank > 0),
                                        ("--steps-by", steps_by != "optimizer")) if on]
         if given:
             raise ScriptError(f"{given[0]} does not apply with --nproc (a real run on N ranks); "

@@ -196,3 +196,11 @@ def test_json_on_a_usage_error_is_one_json_document(tmp_path, mlp_ledger):
     assert "has no unit" in d["error"]
     r = run("check", str(mlp_ledger), "--budget", "1B", "--json", cwd=tmp_path)
     assert r.returncode == 1 and json.loads(r.stdout)["ok"] is False   # one document
+    # click's own parse errors (a misspelt flag, a missing option) are such errors too
+    for argv in (["check", str(mlp_ledger), "--budgett", "1MiB", "--json"],
+                 ["plan", str(mlp_ledger), "--json"]):
+        r = run(*argv, cwd=tmp_path)
+        d = json.loads(r.stdout)
+        assert r.returncode == 2 and d == {"ok": False, "exit_code": 2, "error": d["error"]}
+    assert "--budgett" in json.loads(run("check", str(mlp_ledger), "--budgett", "1MiB",
+                                         "--json", cwd=tmp_path).stdout)["error"]
