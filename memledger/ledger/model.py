@@ -82,6 +82,11 @@ class Ledger:
         steps = pd.DataFrame(by_kind.pop("step", []), columns=["step", "ev", "ns"])
         ends = by_kind.pop("end", [])
         measured = by_kind.pop("measured", [])
+        for m in measured:   # a budget is checked against it: a bad one must not pass CI
+            peak = m.get("peak_bytes")
+            if isinstance(peak, bool) or not isinstance(peak, int) or peak < 0:
+                raise LedgerFormatError(f"{source}: its allocator measurement has peak_bytes "
+                                        f"{peak!r}, not a byte count; the ledger is corrupt")
         if ends:  # the writer's own count of events
             last_ev = int(ends[-1]["ev"]) - 1
         elif len(storages):  # cut short: the last event any record mentions
@@ -119,7 +124,8 @@ class Ledger:
 
     @property
     def complete(self) -> bool:
-        return self.end is not None and self.end.get("status") == "ok"
+        """The run ended cleanly and the file holds all it wrote (a cut last line is not)."""
+        return self.end is not None and self.end.get("status") == "ok" and not self.truncated
 
     @property
     def steps_traced(self) -> int:

@@ -108,6 +108,11 @@ def s_huge_event(d: Path) -> None:
     write_ledger(d / "run.ledger", recs)
 
 
+def s_negative_peak(d: Path) -> None:
+    write_ledger(d / "run.ledger", ledger_lines() + [
+        {"k": "measured", "source": "cpu-profiler", "device": "cpu", "peak_bytes": -5}])
+
+
 def s_snapshot(d: Path) -> None:
     snap = {"segments": [{"device": "abc", "address": 0, "total_size": 512, "blocks": []}],
             "device_traces": []}
@@ -280,6 +285,10 @@ CASES: tuple[Case, ...] = (
     Case("event-index-1e12", 6, "a ledger record with `\"ev\": 1e12`",
          ("show", "{d}/run.ledger"), 2, "an event index is corrupt",
          "the file; nothing allocated for 10^12 events", setup=s_huge_event,
+         protected=("run.ledger",)),
+    Case("negative-measured-peak", 6, "an allocator peak of -5 B in a ledger, `check --budget`",
+         ("check", "{d}/run.ledger", "--budget", "1KiB"), 2, "not a byte count",
+         "the ledger; no verdict (it once passed any budget)", setup=s_negative_peak,
          protected=("run.ledger",)),
     Case("policy-5000-stars", 6, "a policy glob of 5,000 `*`",
          ("predict", "{d}/run.ledger", "--policy", "checkpoint:" + "a*" * 5000),
