@@ -1,7 +1,8 @@
 """Byte sizes: parse what people write, print what people read.
 
 Binary units (KiB, MiB, GiB, TiB = 2^10..2^40) and decimal units (KB, MB, GB, TB = 10^3..10^12)
-are both accepted and never confused. A bare number is refused: "800" could mean anything.
+are both accepted and never confused. A bare number is refused: "800" could mean anything,
+and so is a lower-case b ("1Gb" is a gigabit by convention, not a gigabyte).
 """
 
 from __future__ import annotations
@@ -41,7 +42,11 @@ def parse_bytes(text: str | int) -> int:
         if re.fullmatch(r"[0-9.]+", s):
             raise UnitError(f"size {text!r} has no unit; write {s}MiB, {s}GiB or {s}B")
         raise UnitError(f"cannot read size {text!r}; write e.g. 512MiB, 1.5GiB or 2GB")
-    unit = m.group("unit").lower()
+    written = m.group("unit")
+    unit = written.lower()
+    if unit in _UNITS and written.endswith("b"):   # "1Gb" is a gigabit by convention
+        raise UnitError(f"{text!r}: a lower-case b is a bit; memledger counts bytes: write "
+                        f"{m.group('num')}{written[:-1].upper().replace('I', 'i')}B")
     if unit not in _UNITS:
         raise UnitError(
             f"unknown unit {m.group('unit')!r} in {text!r}; use B, KiB, MiB, GiB, TiB (binary) "

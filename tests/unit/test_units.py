@@ -11,7 +11,7 @@ from memledger.units import format_bytes, parse_bytes
     ("2 GiB", 2 * 2**30),
     ("800 MB", 800_000_000),
     ("0B", 0),
-    ("1kib", 1024),
+    ("1KIB", 1024),                 # the prefix's case does not matter; the B's does
     (4096, 4096),                   # ints are bytes already
 ])
 def test_parse_bytes(text, expected):
@@ -23,6 +23,8 @@ def test_parse_bytes(text, expected):
     ("-1GiB", "negative"),
     ("1.5XB", "unknown unit"),
     ("lots", "cannot read"),
+    ("1Gb", "a lower-case b is a bit; memledger counts bytes: write 1GB"),
+    ("1gib", "write 1GiB"),
 ])
 def test_parse_bytes_refuses(text, needle):
     with pytest.raises(UnitError, match=needle):
