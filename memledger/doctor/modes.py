@@ -1,8 +1,11 @@
 """Check 7: Dropout or BatchNorm in eval mode inside a training step.
 
-A module counts when it ran with grad enabled, not in `training` mode, in a step that
-went on to a backward pass: dropout is off, BatchNorm normalises with (and never updates)
-its running statistics. A fine-tune that freezes BatchNorm on purpose sees a warning.
+A module counts when it ran with grad enabled, not in `training` mode, in a step whose
+backward pass reached a parameter of the network it belongs to: dropout is off, BatchNorm
+normalises with (and never updates) its running statistics. A network no gradient reaches
+is not being trained: a frozen loss network (a perceptual loss, `.eval()` and
+`requires_grad_(False)`) or a distillation teacher whose logits are detached is in eval
+mode on purpose, and `model.train()` there would switch its dropout on.
 """
 
 from __future__ import annotations
@@ -12,8 +15,12 @@ from memledger.doctor.records import Run, span, where
 
 
 def eval_mode(run: Run) -> list[Finding]:
-    trained = {b["window"] for b in run.backwards}
-    hits = [m for m in run.modes if m["window"] in trained]
+    reached: dict[int, set[int]] = {}   # window -> networks a gradient reached
+    for b in run.backwards:
+        roots = reached.setdefault(b["window"], set())
+        roots.update(int(run.params.get(i, {}).get("root", -1)) for i in b.get("reached", []))
+    hits = [m for m in run.modes if m["window"] in reached and (
+        m.get("root", -1) < 0 or m["root"] in reached[m["window"]])]
     groups: dict[tuple, list[dict]] = {}
     for m in hits:
         groups.setdefault((m["file"], m["line"]), []).append(m)

@@ -154,6 +154,7 @@ class DoctorProbe(TorchFunctionMode):
         self._bw = 0                                   # backward passes so far
         self._bw_rec: dict[str, Any] | None = None
         self._bw_params: set[int] = set()
+        self._root_of: dict[int, int] = {}   # id(module) -> its top-level network's number
         self._losses: list[dict[str, Any]] = []
         self._cuts: dict[int, int] = {}                # id(param) -> cut record index
         self._visited: set[int] = set()
@@ -228,6 +229,8 @@ class DoctorProbe(TorchFunctionMode):
         prefix = self._names.prefix[root]
         number = self._roots
         self._roots += next(root.parameters(), None) is not None
+        for m in root.modules():   # check 7 asks whether a gradient reached this network
+            self._root_of.setdefault(id(m), number)
         self._retention.add_root(prefix, root)
         for m, p, name in _named_params(root, prefix):
             self._add_param(p, name, id(m), late=False, root=number)
@@ -260,6 +263,7 @@ class DoctorProbe(TorchFunctionMode):
             file, line = user_line()
             self.records.append({"k": "mode", "window": self._steps + 1, "mod": self._names.paths.get(module, ""),
                                  "cls": type(module).__name__, "bw": self._bw,
+                                 "root": self._root_of.get(mid, -1),
                                  "file": file, "line": line})
 
     # ---- gradients (Note [Which backward reached a parameter]) ------------------------------

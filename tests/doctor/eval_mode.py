@@ -5,6 +5,8 @@ on without model.train(): dropout off, BatchNorm on running statistics.
     python eval_mode.py --fixed    # model.train() after validation
     python eval_mode.py --fixed --frozen-bn   # and the BatchNorm frozen on purpose (eval,
                                               # no gradient): not a finding
+    python eval_mode.py --fixed --loss-net    # and a frozen loss network with Dropout in
+                                              # eval (a perceptual loss): not a finding
 """
 import sys
 
@@ -13,7 +15,11 @@ from torch import nn
 
 FIXED = "--fixed" in sys.argv
 FROZEN_BN = "--frozen-bn" in sys.argv
+LOSS_NET = "--loss-net" in sys.argv
 torch.manual_seed(0)
+# the output flows through it, but no gradient reaches its own (frozen) parameters
+loss_net = nn.Sequential(nn.Linear(2, 16), nn.ReLU(), nn.Dropout(0.5), nn.Linear(16, 4))
+loss_net.eval().requires_grad_(False)
 model = nn.Sequential(nn.Linear(8, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Dropout(0.1),
                       nn.Linear(8, 2))
 if FROZEN_BN:
@@ -21,7 +27,10 @@ if FROZEN_BN:
 opt = torch.optim.SGD(model.parameters(), lr=0.1)
 for step in range(3):
     x, y = torch.randn(4, 8), torch.randint(0, 2, (4,))
-    loss = nn.functional.cross_entropy(model(x), y)
+    out = model(x)
+    loss = nn.functional.cross_entropy(out, y)
+    if LOSS_NET:
+        loss = loss + loss_net(out).pow(2).mean()
     opt.zero_grad()
     loss.backward()
     opt.step()
