@@ -155,6 +155,7 @@ class DoctorProbe(TorchFunctionMode):
         self._bw_rec: dict[str, Any] | None = None
         self._bw_params: set[int] = set()
         self._root_of: dict[int, int] = {}   # id(module) -> its top-level network's number
+        self._hooked: set[int] = set()       # parameters whose gradient hooks are on
         self._losses: list[dict[str, Any]] = []
         self._cuts: dict[int, int] = {}                # id(param) -> cut record index
         self._visited: set[int] = set()
@@ -221,9 +222,25 @@ class DoctorProbe(TorchFunctionMode):
                                  "trainable": bool(p.requires_grad), "bytes": p.nbytes,
                                  "root": root}
         self.records.append(self._param_recs[pid])
-        if p.requires_grad:
+        self._hook(pid, p)
+
+    def _hook(self, pid: int, p: nn.Parameter) -> None:
+        """Gradient hooks on a parameter that wants a gradient (torch refuses them on one
+        that does not); `_hook_unfrozen` catches those that want one later."""
+        if p.requires_grad and pid not in self._hooked:
+            self._hooked.add(pid)
+            self._param_recs[pid]["trainable"] = True
             self._param_handles.append(p.register_hook(self._make_grad_pre(pid)))
             self._param_handles.append(p.register_post_accumulate_grad_hook(self._grad_post))
+
+    def _hook_unfrozen(self) -> None:
+        """Before each backward: parameters unfrozen since they were first seen (progressive
+        unfreezing; a GAN's discriminator frozen before its first forward) get their hooks,
+        or their gradients go unseen (an `unused_parameter` warning about parameters that
+        had gradients; a `grad_leak` missed)."""
+        if len(self._hooked) < len(self._params):
+            for pid, p in self._params.items():
+                self._hook(pid, p)
 
     def _register_root(self, root: nn.Module) -> None:
         prefix = self._names.prefix[root]
@@ -336,6 +353,7 @@ class DoctorProbe(TorchFunctionMode):
             with _quiet():
                 value = float(t.detach().float().cpu())
         file, line = user_line()
+        self._hook_unfrozen()
         self._bw += 1
         rec = {"k": "backward", "n": self._bw, "window": self._steps + 1, "value": value,
                "file": file, "line": line, "losses": self._losses}

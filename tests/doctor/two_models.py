@@ -2,6 +2,10 @@
 
     python two_models.py --loop gan          # a GAN, as in PyTorch's DCGAN tutorial
     python two_models.py --loop gan --bug    # the discriminator's zero_grad forgotten
+    python two_models.py --loop gan --bug --freeze-d   # the same, the discriminator frozen
+                                             # while the generator trains (pix2pix style):
+                                             # frozen when the doctor first sees it
+    python two_models.py --loop unfreeze     # a backbone frozen for 2 steps, then trained
     python two_models.py --loop heads        # a backbone and a head optimizer, one backward
     python two_models.py --loop distill      # a teacher under no_grad, then its student
     python two_models.py --loop distill --bug   # the student's head left out of its optimizer
@@ -18,6 +22,7 @@ from torch import nn
 
 LOOP = sys.argv[sys.argv.index("--loop") + 1]
 BUG = "--bug" in sys.argv
+FREEZE_D = "--freeze-d" in sys.argv
 torch.manual_seed(0)
 if LOOP == "gan":
     gen = nn.Sequential(nn.Linear(4, 16), nn.ReLU(), nn.Linear(16, 8))
@@ -26,17 +31,26 @@ if LOOP == "gan":
     od = torch.optim.Adam(disc.parameters(), 2e-4)
     ones, zeros = torch.ones(8, 1), torch.zeros(8, 1)
     for step in range(4):
+        if FREEZE_D:   # no gradient for the discriminator while the generator trains
+            disc.requires_grad_(False)
         fake = gen(torch.randn(8, 4))
+        if FREEZE_D:
+            g_loss = F.binary_cross_entropy_with_logits(disc(fake), ones)
+            og.zero_grad()
+            g_loss.backward()
+            og.step()
+            disc.requires_grad_(True)
         loss_d = F.binary_cross_entropy_with_logits(disc(torch.randn(8, 8)), ones) + \
             F.binary_cross_entropy_with_logits(disc(fake.detach()), zeros)
         if not BUG:
             od.zero_grad()
         loss_d.backward()
         od.step()
-        loss_g = F.binary_cross_entropy_with_logits(disc(fake), ones)
-        og.zero_grad()
-        loss_g.backward()
-        og.step()
+        if not FREEZE_D:
+            loss_g = F.binary_cross_entropy_with_logits(disc(fake), ones)
+            og.zero_grad()
+            loss_g.backward()
+            og.step()
 elif LOOP == "distill":
     # the teacher runs first, so the student is named the model at the first step (Note
     # [The model]): its parameters are `0.weight`, not `Sequential.0.weight`
@@ -48,6 +62,19 @@ elif LOOP == "distill":
         with torch.no_grad():
             target = teacher(x)
         loss = F.mse_loss(student(x), target)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+elif LOOP == "unfreeze":
+    # progressive unfreezing: the backbone is frozen for two steps, then trained (its
+    # parameters were in the optimizer all along; frozen when the doctor first saw them)
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
+    model[0].requires_grad_(False)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for step in range(4):
+        if step == 2:
+            model[0].requires_grad_(True)
+        loss = model(torch.randn(4, 8)).pow(2).mean()
         opt.zero_grad()
         loss.backward()
         opt.step()

@@ -56,6 +56,10 @@ BUGS = [
     # then consumes unzeroed
     ("two_models.py", ["--loop", "gan", "--bug"], "grad_leak", "error", ["4 parameters"],
      "loss_g.backward()"),
+    # the same leak with the discriminator frozen while the generator trains: frozen when
+    # the doctor first saw it, so its gradients once went unseen (no finding)
+    ("two_models.py", ["--loop", "gan", "--bug", "--freeze-d"], "grad_leak", "error",
+     ["4 parameters"], "loss_d.backward()"),
     # a student trained after its teacher is the model, named as the ledger names it
     # (Note [The model]): `0.weight`, not `Sequential.0.weight`
     ("two_models.py", ["--loop", "distill", "--bug"], "no_optimizer", "warning",
@@ -119,6 +123,9 @@ FIXED = [("cut.py", ["--cut", c, "--fixed"]) for c in ("detach", "checkpoint")] 
     # once had a false grad_leak error or cross_step_retention warning
     ("two_models.py", ["--loop", "gan"]), ("two_models.py", ["--loop", "heads"]),
     ("two_models.py", ["--loop", "distill"]),
+    # parameters frozen when first seen and trained later (progressive unfreezing, a GAN's
+    # frozen discriminator) once read as `unused_parameter`: their gradients went unseen
+    ("two_models.py", ["--loop", "unfreeze"]), ("two_models.py", ["--loop", "gan", "--freeze-d"]),
     # step(closure) with the last micro-batch inside it (Lightning's accumulation) once read
     # as dropped_update; LBFGS calls the closure several times per step
     ("closure.py", ["--accum", "2", "--fixed"]), ("closure.py", ["--lbfgs", "--fixed"]),
