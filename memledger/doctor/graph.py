@@ -3,7 +3,8 @@
 cut_graph / unused_parameter: in a step where the loss reached some trainable parameters
 of an optimizer, the others got no gradient. The probe's `cut` records say which op cut
 the path to which parameters (the first cut, in program order, whose detached graph held
-them); without one, the parameter's module did not run or its output never reached the loss.
+them); without one, backward reached the parameter and computed None for it (a custom
+Function), or its module did not run, or its output never reached the loss.
 
 grad_leak: a backward pass found a parameter's `.grad` still holding gradient that an
 optimizer step had already consumed (Note [Which backward reached a parameter] in
@@ -43,8 +44,12 @@ def cut_graph(run: Run) -> list[Finding]:
         for i in st["trainable"]:
             if i in got or i in late:
                 continue
-            c = cut_of.get((st["step"], i))
-            if c is not None:
+            # reached by backward with None: not cut (a Function's forward runs its ops
+            # under no_grad, which looks like a cut)
+            c = None if i in st.get("none_grad", ()) else cut_of.get((st["step"], i))
+            if i in st.get("none_grad", ()):
+                key = ("none_grad", st["file"], st["line"])
+            elif c is not None:
                 key = ("cut", c["op"], c["file"], c["line"])
             elif i in st["not_run"]:
                 key = ("not_run", st["file"], st["line"])
@@ -69,7 +74,11 @@ def _cut_finding(run: Run, key: tuple, g: dict) -> Finding:
         return Finding(check="cut_graph", severity="error", where=where(g["where"]),
                        message=f"{head}: the path from the loss was cut by {what}; {fix}",
                        evidence=evidence)
-    if key[0] == "not_run":
+    if key[0] == "none_grad":
+        msg = (f"{head}: backward reached them but computed no gradient (None): a custom "
+               "autograd.Function whose backward returns None for them, or a hook that drops "
+               "it; return their gradient, or freeze them")
+    elif key[0] == "not_run":
         msg = (f"{head}: their modules did not run in that step; if that is intended "
                "(a branch not taken) ignore this, else call them in the forward")
     else:

@@ -156,6 +156,7 @@ class DoctorProbe(TorchFunctionMode):
         self._bw_params: set[int] = set()
         self._root_of: dict[int, int] = {}   # id(module) -> its top-level network's number
         self._hooked: set[int] = set()       # parameters whose gradient hooks are on
+        self._none_grad: set[int] = set()    # reached by backward, no gradient computed
         self._losses: list[dict[str, Any]] = []
         self._cuts: dict[int, int] = {}                # id(param) -> cut record index
         self._visited: set[int] = set()
@@ -311,6 +312,10 @@ class DoctorProbe(TorchFunctionMode):
 
     def _grad_post(self, p: nn.Parameter) -> None:
         pid = id(p)
+        if p.grad is None:   # backward reached it and computed nothing: an autograd
+            self._none_grad.add(pid)   # Function whose backward returns None for it
+            return
+        self._none_grad.discard(pid)
         self._accum[pid] = self._accum.get(pid, 0) + 1
         bws = self._bws.setdefault(pid, [])
         if not bws or bws[-1] != self._bw:
@@ -503,7 +508,8 @@ class DoctorProbe(TorchFunctionMode):
                                "params": [idx[id(p)] for p in params],
                                "trainable": [idx[id(p)] for p in params if p.requires_grad],
                                "late": [idx[id(p)] for p in params if id(p) in self._late],
-                               "accum": {}, "nonfinite": [], "zeroed": [], "zero": [], "not_run": [],
+                               "accum": {}, "nonfinite": [], "zeroed": [], "zero": [],
+                               "zero_as_computed": [], "not_run": [], "none_grad": [],
                                "bw": [], "graded": 0}
         bws: set[int] = set()
         self._before = {}
@@ -518,7 +524,13 @@ class DoctorProbe(TorchFunctionMode):
                     if g is None:
                         rec["zeroed"].append(idx[pid])
                     elif not bool(_values(g).any()):
-                        rec["zero"].append(idx[pid])
+                        # cleared (zeroed in place, or another tensor) since backward left
+                        # it, or zero as backward left it: every hinge margin met, a
+                        # derivative that is zero there; only the first is a bug
+                        left = self._grad_state.get(pid) == (id(g), g._version)
+                        rec["zero_as_computed" if left else "zero"].append(idx[pid])
+                elif p.requires_grad and pid in self._none_grad and g is None:
+                    rec["none_grad"].append(idx[pid])
                 elif p.requires_grad and self._owner.get(pid, 0) not in self._ran:
                     rec["not_run"].append(idx[pid])
                 if g is not None and not bool(torch.isfinite(_values(g)).all()):

@@ -60,6 +60,10 @@ BUGS = [
     # the doctor first saw it, so its gradients once went unseen (no finding)
     ("two_models.py", ["--loop", "gan", "--bug", "--freeze-d"], "grad_leak", "error",
      ["4 parameters"], "loss_d.backward()"),
+    # a Function that returns None for a parameter: once "cleared between backward and
+    # step" (zeroed_before_step), then "cut by an op under no_grad" (its forward)
+    ("custom_function.py", ["--bug"], "unused_parameter", "warning",
+     ["`w`", "computed no gradient (None)", "autograd.Function"], "opt.step()"),
     # a student trained after its teacher is the model, named as the ledger names it
     # (Note [The model]): `0.weight`, not `Sequential.0.weight`
     ("two_models.py", ["--loop", "distill", "--bug"], "no_optimizer", "warning",
@@ -131,6 +135,9 @@ FIXED = [("cut.py", ["--cut", c, "--fixed"]) for c in ("detach", "checkpoint")] 
     ("closure.py", ["--accum", "2", "--fixed"]), ("closure.py", ["--lbfgs", "--fixed"]),
     # fused AdamW bumps no version counter: its updates once read as no_update
     ("fused_adamw.py", []),
+    # every gradient exactly zero as backward computed it (a hinge whose margins are met)
+    # once read as zeroed_before_step
+    ("custom_function.py", ["--hinge"]),
     # sparse gradients: the probe's `.any()` and `isfinite` once crashed the script
     ("sparse_embedding.py", []),
 ] + [("updates.py", ["--bug", b, "--fixed"]) for b in ("scaler", "sched")]   # with --fixed,
