@@ -110,7 +110,7 @@ def test_doctor_worker_writes_beside_the_ledger(tmp_path, monkeypatch):
         seen["old_kept"] = ledger.read_text() == OLD   # while it writes
         return 137, b""
     monkeypatch.setattr(doctor_run, "run_worker", dying_worker)
-    with pytest.raises(Exception, match="doctor worker died"):
+    with pytest.raises(Exception, match="ended with status 137 before memledger finished"):
         doctor_run.doctor_script(script, [], steps=1, ledger=ledger)
     # THEN it wrote beside the ledger, never into it, and what it wrote is renamed over it
     assert seen["path"] == partial_path(ledger) and seen["old_kept"]
