@@ -258,7 +258,10 @@ def _checkpoint_drops(prep: Prepared, calls: _Calls, own: _Owners,
                                      made_part)))
     is_act = prep.cat == ACTIVATION
     dropped = is_act & recomputed & one_call & (own.first_save == own.made) & ~in_save_list
-    kept_cache = recomputed & in_save_list & ~is_act               # SAC cache holds it
+    # SAC's cache holds a save-list output from forward to the re-run; that outlives the
+    # original when only a later call saved it (a post-LN block's output, saved by the
+    # next block or the head, freed after that one's backward, before this re-run)
+    kept_cache = recomputed & in_save_list & (~is_act | (own.first_save != own.made))
     return dropped, kept_cache
 
 
@@ -466,7 +469,8 @@ def _recomputed_rows(prep, calls, own, seg, dropped, kept_cache, out: _Lifetimes
     out.add(seg.start[kt] + (cr[t] - calls.ev0[kt]),
             seg.start[kt] + (np.minimum(fr0[t], seg.end[kt]) - calls.ev0[kt]),
             prep.nbytes[t], prep.cat[t])
-    h = np.flatnonzero(remade & kept_cache)       # SAC: held from forward to its reuse
+    # SAC: held from forward to its reuse, whatever its category
+    h = np.flatnonzero(in_seg & ~dropped & (cr < seg.end[k]) & kept_cache)
     kh = k[h]
     out.f[0][h] = np.maximum(out.f[0][h], seg.start[kh] + (np.minimum(fr0[h], seg.end[kh])
                                                             - calls.ev0[kh]))
