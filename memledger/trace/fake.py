@@ -535,16 +535,45 @@ def cannot_run_fake_line(exc: BaseException, op: str) -> str:
 NO_CUDA_HINT = "not compiled with CUDA"
 
 
-def fake_outcome(outcome, target: FakeTarget):
-    """A fake run's outcome, with CUDA calls on a CPU-only build turned into bad input."""
-    from memledger.errors import EXIT_SCRIPT_FAILED, EXIT_USAGE
+# Script code a fake run cannot run, recognised by torch's own message: (pattern, what it does)
+VALUE_READS = (
+    (".numpy() is not supported for tensor subclasses", "`.numpy()` reads tensor values"),
+    ("unsupported format string passed to FakeTensor.__format__",
+     "formatting a tensor's value (f\"{loss:.3f}\") reads it"),
+    ("Can't pickle local object 'WeakValueDictionary", "torch.save writes tensor values"),
+    ("cannot pickle 'WeakValueDictionary", "torch.save writes tensor values"),
+)
+
+
+def fake_refusal(err: BaseException, target: FakeTarget, script: str):
+    """What a fake run cannot do, as bad input (exit 2, one line naming the script's line):
+    CUDA on a CPU-only build, or script code that reads or writes tensor values; None for
+    the script's own failures."""
+    from memledger.errors import EXIT_USAGE
     from memledger.trace.script import ScriptOutcome
 
-    err = outcome.error
-    if outcome.code == EXIT_SCRIPT_FAILED and err is not None and (
-            NO_CUDA_HINT in str(err) or "not linked with support for cuda" in str(err)):
+    text = str(err)
+    if NO_CUDA_HINT in text or "not linked with support for cuda" in text:
         return ScriptOutcome(EXIT_USAGE, (
             "memledger: the script asked for CUDA and this torch has none; run the script on "
             f"cpu (e.g. `-- --device cpu`) and keep `--fake --device {target.device}`: the CPU "
             "kernels' sizes are ledgered as CUDA (docs/fake.md)"), err)
-    return outcome
+    what = next((w for pattern, w in VALUE_READS if pattern in text), None)
+    if what is None:
+        return None
+    where = _script_frame(err, script)
+    return ScriptOutcome(EXIT_USAGE, (
+        f"memledger: cannot run fake at {where}: {what}, which a --fake run does not have; "
+        "skip it under --fake (e.g. log only when not faking) or trace it for real"), err)
+
+
+def _script_frame(err: BaseException, script: str) -> str:
+    """`file:line` of the script's last frame in `err`'s traceback ('?' if none)."""
+    target = os.path.abspath(script)
+    tb, found = err.__traceback__, "?"
+    while tb is not None:
+        name = os.path.abspath(tb.tb_frame.f_code.co_filename)
+        if name == target:
+            found = _where_text(name, tb.tb_lineno)
+        tb = tb.tb_next
+    return found

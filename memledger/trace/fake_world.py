@@ -112,20 +112,21 @@ class FakeWorld:
 
 DDP_MESSAGE = (
     "--fake --world cannot simulate DistributedDataParallel (its reducer reads gradient "
-    "values and checks shapes with real collectives); a DDP rank holds what one process "
-    "holds plus its gradient buckets at any world size, so measure one real rank: "
-    "memledger trace --nproc 1 {script}")
+    "values and checks shapes with real collectives); a plain DDP rank holds what one "
+    "process holds plus its gradient buckets at any world size, so trace real ranks: "
+    "memledger trace --nproc 2 {script} (ZeroRedundancyOptimizer's shard of the optimizer "
+    "state depends on the world size: trace with as many ranks as you can)")
 
 
-def ddp_outcome(outcome, script: str):
-    """A failure inside DDP under a simulated world: exit 2 with the way to model DDP."""
+def ddp_refusal(err: BaseException, script: str):
+    """A failure inside DDP under a simulated world: exit 2 with the way to model DDP
+    (None: not DDP's)."""
     from memledger.trace.script import ScriptOutcome
 
-    err = outcome.error
-    tb = err.__traceback__ if err is not None else None
+    tb = err.__traceback__
     while tb is not None:
         name = tb.tb_frame.f_code.co_filename.replace(os.sep, "/")
         if name.endswith("torch/nn/parallel/distributed.py"):
             return ScriptOutcome(EXIT_USAGE, DDP_MESSAGE.format(script=script), err)
         tb = tb.tb_next
-    return outcome
+    return None

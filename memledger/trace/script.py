@@ -40,8 +40,11 @@ FUNC_TRANSFORMS = (
     "them; trace a version of the step that calls loss.backward()")
 
 
-def run_and_classify(script: str | Path, argv: list[str]) -> ScriptOutcome:
-    """Run the script and say how it ended. Prints the script's traceback if it raised."""
+def run_and_classify(script: str | Path, argv: list[str],
+                     refuse=None) -> ScriptOutcome:
+    """Run the script and say how it ended. Prints the script's traceback if it raised,
+    unless `refuse(exc)` names it bad input (a ScriptOutcome, exit 2: what a --fake run
+    cannot do), which is said in one line instead."""
     try:
         run_script(script, argv)
     except StopTracing:
@@ -60,6 +63,9 @@ def run_and_classify(script: str | Path, argv: list[str]) -> ScriptOutcome:
         if isinstance(e, RuntimeError) and "support saved tensor hooks" in str(e):
             return ScriptOutcome(EXIT_USAGE, FUNC_TRANSFORMS, e)   # torch.func: not the
             # script's failure either; it runs without memledger's hooks
+        refused = refuse(e) if refuse is not None else None
+        if refused is not None:
+            return refused
         print_script_traceback(e, Path(script).resolve())
         reason = f"script raised {type(e).__name__}: {e}".splitlines()[0]
         return ScriptOutcome(EXIT_SCRIPT_FAILED, reason, e)

@@ -60,13 +60,15 @@ def _ledger_pass(args) -> int:
     collector.on_stop_swallowed = stop_hard
     try:
         with world or contextlib.nullcontext(), collector, guard:
-            outcome = run_and_classify(args.script, args.argv)
-            if args.fake:
-                from memledger.trace.fake import fake_outcome
-                outcome = fake_outcome(outcome, collector.target)
-            if world and outcome.code != EXIT_OK:
-                from memledger.trace.fake_world import ddp_outcome
-                outcome = ddp_outcome(outcome, args.script)
+            refuse = None
+            if args.fake:   # what a fake run (or a simulated world) cannot do: exit 2
+                from memledger.trace.fake import fake_refusal
+                from memledger.trace.fake_world import ddp_refusal
+
+                def refuse(e: BaseException):
+                    return (ddp_refusal(e, args.script) if world else None) or \
+                        fake_refusal(e, collector.target, args.script)
+            outcome = run_and_classify(args.script, args.argv, refuse)
             if _is_cuda_oom(outcome.error):  # the allocator's state at the OOM, for `show`
                 from memledger.trace.allocator import cuda_oom_record
                 sink.write(cuda_oom_record(outcome.error))

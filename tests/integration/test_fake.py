@@ -9,6 +9,8 @@ the optimizer's scalar literals, a few 4-byte storages, outside the step's peak)
 
 from __future__ import annotations
 
+import json
+import os
 import sys
 from pathlib import Path
 
@@ -194,6 +196,33 @@ def test_fake_script_that_needs_data_exits_2_with_its_line(tmp_path, capfd):
     reason = json.loads(status.read_text())["reason"]
     assert code == 2 and "needs_data.py:3 `u = torch.unique(x)" in reason
     assert reason.startswith("memledger: cannot run fake at ") and "\n" not in reason
+    assert "Traceback" not in capfd.readouterr().err
+
+
+@pytest.mark.parametrize("line,what", [
+    ("print(loss.detach().numpy())", "`.numpy()` reads tensor values"),
+    ('print(f"{loss:.3f}")', "formatting a tensor's value"),
+    ("torch.save(model.state_dict(), 'ckpt.pt')", "torch.save writes tensor values"),
+])
+def test_fake_refuses_value_reads_in_one_line(tmp_path, capfd, line, what):
+    """A logging line or a checkpoint save reads values a fake run does not have: exit 2
+    naming the script's line, not exit 3 with torch's traceback."""
+    from memledger.trace.worker import main as worker_main
+
+    script = tmp_path / "train.py"
+    script.write_text("import torch\nmodel = torch.nn.Linear(4, 1)\n"
+                      "loss = model(torch.randn(2, 4)).sum()\n" + line + "\n")
+    status = tmp_path / "status.json"
+    argv, path, cwd = list(sys.argv), list(sys.path), os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        code = worker_main(["ledger", "--fake", "--out", str(tmp_path / "x.ledger"),
+                            "--status", str(status), str(script)])
+    finally:
+        sys.argv[:], sys.path[:] = argv, path
+        os.chdir(cwd)
+    reason = json.loads(status.read_text())["reason"]
+    assert code == 2 and f"train.py:4 `{line}`: {what}" in reason, reason
     assert "Traceback" not in capfd.readouterr().err
 
 
