@@ -262,7 +262,8 @@ def test_fake_world_refuses_ddp_and_says_how_to_model_it(tmp_path, capsys):
                str(EXAMPLES / "train_ddp.py"), "-o", str(tmp_path / "d.ledger"), "--",
                "--steps", "2"])
     err = capsys.readouterr().err
-    assert rc == 2 and "memledger trace --nproc 1" in err and "DistributedDataParallel" in err
+    assert rc == 2 and "memledger trace --nproc 2" in err and "DistributedDataParallel" in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
 
 
 def test_report_writes_an_index_and_a_page_per_rank(rank_ledgers, tmp_path):
