@@ -31,7 +31,9 @@ Rules (numbered so that code can point here):
    answer of a healthy run (`isnan(loss)` False, `isfinite(loss)` True), so
    `if not torch.isfinite(loss): continue` still trains. An op whose output *size* depends on values gets
    its upper bound: `nonzero(x)` -> (x.numel(), x.dim()) int64, `masked_select(x, m)` ->
-   every element kept. Anything else data-dependent stops the run: exit 2 and the line.
+   every element kept; `x[m]` with a bool mask `m` whose values are known (a padding mask
+   of token ids) gets its real size (`_mask_index_size`). Anything else data-dependent
+   stops the run: exit 2 and the line.
 4. FakeTensorMode memoises each output FakeTensor in a WeakValueDictionary; the weakref
    makes `torch.utils.swap_tensors` refuse it, and `nn.Module._apply` swaps fake
    parameters, so `model.to(device)` fails (pytorch/pytorch#170770, open in torch 2.13).
@@ -297,6 +299,27 @@ class _RealSize:
         return torch.empty(self.real.shape, dtype=self.real.dtype, device=args[0].device)
 
 
+INDEX = aten.index.Tensor
+
+
+def _mask_index_size(args) -> torch.Tensor | None:
+    """`x[m]` (or `x[:, m]`) with a known bool mask `m` (Rule 3: a padding mask of token ids):
+    a meta tensor of the result's real shape, x.shape[:d] + (m.sum(),) + x.shape[d + m.dim():];
+    None for any other indexing."""
+    x, indices = args[0], args[1]
+    tensors = [(d, i) for d, i in enumerate(indices) if i is not None]
+    if len(tensors) != 1 or tensors[0][1].dtype not in (torch.bool, torch.uint8):
+        return None
+    d, m = tensors[0]
+    shadow = _shadow_of(m)
+    if shadow is None or tuple(shadow.shape) != tuple(x.shape[d:d + m.dim()]):
+        return None
+    with _disable_current_modes():
+        n = int(shadow.bool().sum())
+    return torch.empty((*x.shape[:d], n, *x.shape[d + m.dim():]), dtype=x.dtype,
+                       device="meta")
+
+
 UPPER_BOUNDS = {
     aten.nonzero.default: _UpperBound(aten.nonzero.default, lambda x: torch.empty(
         (x.numel(), x.dim()), dtype=torch.long, device=x.device)),
@@ -375,6 +398,8 @@ class FakeCollector(Collector):
                 return self._standin(args[0])
         if kwargs and self.target.remap and "device" in kwargs:   # Rule 5
             kwargs = self._remap(kwargs)
+        if func is INDEX and (sized := _mask_index_size(args)) is not None:   # Rule 3
+            func = _RealSize(func, sized)
         ub = UPPER_BOUNDS.get(func)
         if ub is not None and isinstance(args[0], FakeTensor):   # real inputs: real values
             known = self._real(func, args, kwargs or {})          # shadowed: the real size

@@ -226,6 +226,35 @@ def test_fake_refuses_value_reads_in_one_line(tmp_path, capfd, line, what):
     assert "Traceback" not in capfd.readouterr().err
 
 
+def test_fake_masked_rows_take_their_real_count(tmp_path):
+    """`logits[ids != pad]`: the mask's values are known (token ids from the script's own
+    generator), so the selected rows are counted as the real run counts them; this stopped
+    the run (exit 2) before."""
+    script = tmp_path / "masked.py"
+    script.write_text(
+        "import torch\ntorch.manual_seed(0)\ngen = torch.Generator().manual_seed(1)\n"
+        "emb, head = torch.nn.Embedding(50, 16), torch.nn.Linear(16, 50)\n"
+        "opt = torch.optim.SGD([*emb.parameters(), *head.parameters()], lr=0.1)\n"
+        "for step in range(3):\n"
+        "    ids = torch.randint(0, 50, (4, 32), generator=gen)\n"
+        "    ids[:, 20:] = 0\n"
+        "    keep = ids != 0\n"
+        "    logits = head(emb(ids))\n"
+        "    loss = torch.nn.functional.cross_entropy(logits[keep], ids[keep])\n"
+        "    loss.backward(); opt.step(); opt.zero_grad()\n")
+    leds = {}
+    for fake in (False, True):
+        argv, path = list(sys.argv), list(sys.path)
+        try:
+            with memledger.trace(tmp_path / f"{fake}.ledger", fake=fake) as led:
+                run_script(script, [])
+        finally:
+            sys.argv[:], sys.path[:] = argv, path
+        leds[fake] = led
+    assert leds[True].peak().bytes == leds[False].peak().bytes
+    assert leds[True].at_peak() == leds[False].at_peak()
+
+
 def test_fake_with_measure_is_refused(tmp_path, capsys):
     from memledger.cli import main
 
