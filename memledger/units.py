@@ -117,3 +117,8 @@ def parse_duration(text: str) -> float:
         raise UnitError(f"unknown unit {m.group('unit')!r} in duration {text!r}; "
                         "use us, ms, s or min")
     return float(m.group("num")) * _SECONDS[unit]
+
+
+def count(n: int, noun: str, plural: str | None = None) -> str:
+    """`count(1, "finding")` -> '1 finding'; `count(3, "finding")` -> '3 findings'."""
+    return f"{n:,} {noun if n == 1 else (plural or noun + 's')}"

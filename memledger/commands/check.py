@@ -17,7 +17,7 @@ from memledger.commands.common import console, err_console, print_json, stdout_t
 from memledger.errors import BudgetError, CheckFailed, LedgerFormatError, MemledgerError
 from memledger.outputs import check_output
 from memledger.processes import several_workers
-from memledger.units import format_bytes
+from memledger.units import count, format_bytes
 
 if TYPE_CHECKING:
     from memledger.budget import CheckResult
@@ -197,8 +197,8 @@ def _recorded_findings(led: Ledger, path: Path, required: bool):
 
 def _fail_on_findings(doc, required: bool) -> None:
     if required and doc is not None and not doc.ok:
-        raise CheckFailed(f"the doctor found {len(doc.findings)} problems ({len(doc.errors)} "
-                          "errors) and --no-findings asks for none")
+        raise CheckFailed(f"the doctor found {count(len(doc.findings), 'problem')} "
+                          f"({count(len(doc.errors), 'error')}) and --no-findings asks for none")
 
 
 @contextlib.contextmanager

@@ -9,6 +9,7 @@ import typer
 
 from memledger.commands.common import console, err_console, print_json, stdout_to_stderr
 from memledger.errors import CheckFailed
+from memledger.units import count
 
 
 def doctor(
@@ -40,5 +41,5 @@ def doctor(
         err_console.print(f"ledger with findings: {output} (memledger show {output})",
                           style="dim")
     if not rep.ok:
-        raise CheckFailed(f"the doctor found {len(rep.findings)} problems in {script} "
-                          f"({len(rep.errors)} errors); see above")
+        raise CheckFailed(f"the doctor found {count(len(rep.findings), 'problem')} in {script} "
+                          f"({count(len(rep.errors), 'error')}); see above")

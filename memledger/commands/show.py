@@ -14,7 +14,7 @@ def show(
     ledger: Annotated[Path, typer.Argument(help="a ledger written by `memledger trace`")],
     json_: Annotated[bool, typer.Option("--json", help="print the summary contract as JSON")] =
         False,
-    top: Annotated[int, typer.Option(help="rows in the largest-tensor and idle tables")] = 10,
+    top: Annotated[int, typer.Option(min=1, help="rows in the largest-tensor and idle tables")] = 10,
     timeline: Annotated[bool, typer.Option(
         "--timeline", help="also draw the live-bytes curve as a Unicode chart")] = False,
 ) -> None:

@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from memledger.doctor.findings import DoctorReport
+from memledger.units import count
 
 
 def print_findings(report: DoctorReport, console: Console, title: str = "doctor") -> None:
@@ -16,8 +17,9 @@ def print_findings(report: DoctorReport, console: Console, title: str = "doctor"
     if report.ok:
         console.print(f"[green]{title}: no findings[/] in {report.steps} steps")
         return
-    console.print(f"[bold]{title}:[/] {len(report.findings)} findings in {report.steps} steps "
-                  f"([red]{n_err} errors[/], [yellow]{n_warn} warnings[/])")
+    console.print(f"[bold]{title}:[/] {count(len(report.findings), 'finding')} in "
+                  f"{count(report.steps, 'step')} ([red]{count(n_err, 'error')}[/], "
+                  f"[yellow]{count(n_warn, 'warning')}[/])")
     for f in report.findings:
         style = "red bold" if f.severity == "error" else "yellow bold"
         console.print(f"[{style}]{f.severity.upper()}[/] [bold]{f.check}[/] "
@@ -39,6 +41,7 @@ def findings_html(report: DoctorReport) -> str:
         f"<td>{html_escape(f.message)}<br><span class=\"dim\">"
         f"{html_escape(', '.join(f'{k}={v}' for k, v in f.evidence.items()))}</span></td></tr>"
         for f in report.findings)
-    return (f'<h2>Doctor: {len(report.findings)} findings ({len(report.errors)} errors)</h2>'
+    return (f'<h2>Doctor: {count(len(report.findings), "finding")} '
+            f'({count(len(report.errors), "error")})</h2>'
             f'<table id="ml-doctor"><tr><th>severity</th><th>check</th><th>where</th>'
             f"<th>finding</th></tr>{rows}</table>")

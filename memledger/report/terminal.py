@@ -52,7 +52,8 @@ def _headline(s: Summary, source: str) -> list[Text]:
              + ("" if s.complete else " · INCOMPLETE (crashed or interrupted)"), style="dim"),
         Text.assemble(("Peak ", "bold"), (format_bytes(pk.bytes), "bold magenta"),
                       f" at step {pk.step} · {pk.phase} · {_op(pk.op) or '-'} in {_where(pk.module)}"
-                      f" · event {pk.event}"),
+                      f" · event {pk.event}") if pk.bytes else
+        Text("Nothing recorded: no tensor was made before the run stopped", style="bold"),
     ]
     if s.fake is not None:
         lines.append(_fake_line(s))

@@ -52,7 +52,7 @@ def test_the_ledger_carries_the_findings_to_show_report_and_check(doctored, tmp_
     assert d["doctor"]["findings"][0]["check"] == "cut_graph"
     assert main(["report", str(ledger), "-o", str(tmp_path / "r.html")]) == 0
     page = (tmp_path / "r.html").read_text()
-    assert "Doctor: 1 findings (1 errors)" in page and "cut_graph" in page
+    assert "Doctor: 1 finding (1 error)" in page and "cut_graph" in page
     # a budget alone passes (the findings are shown); --no-findings fails on them
     assert main(["check", str(ledger), "--budget", "1GiB"]) == 0
     assert "ERROR cut_graph" in capsys.readouterr().out
