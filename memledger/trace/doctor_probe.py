@@ -67,6 +67,13 @@ _CUTS = {torch._C.TensorBase.detach: "detach", torch._C.TensorBase.detach_: "det
          torch._C.TensorBase.numpy: "numpy"}
 _BACKWARDS = (torch.Tensor.backward, torch.autograd.backward)
 _LOSSES = {F.cross_entropy: "cross_entropy", F.nll_loss: "nll_loss"}
+# losses read for their value only (check 4's loss_not_divided): no ignored targets
+_VALUE_LOSSES = {f: f.__name__ for f in (
+    F.mse_loss, F.l1_loss, F.smooth_l1_loss, F.huber_loss, F.binary_cross_entropy,
+    F.binary_cross_entropy_with_logits, F.kl_div, F.cosine_embedding_loss,
+    F.margin_ranking_loss, F.hinge_embedding_loss, F.soft_margin_loss,
+    F.multilabel_soft_margin_loss, F.poisson_nll_loss, F.gaussian_nll_loss)}
+_LOSSES.update(_VALUE_LOSSES)
 _grad_enabled = torch.is_grad_enabled
 
 
@@ -78,7 +85,10 @@ def _quiet() -> Iterator[None]:
 
 
 def _loss_args(fn: str, args: tuple, kwargs: dict) -> tuple[Any, int, str]:
-    """(target, ignore_index, reduction) of cross_entropy / nll_loss, positional or keyword."""
+    """(target, ignore_index, reduction) of cross_entropy / nll_loss, positional or keyword;
+    the others' reduction as a keyword (their positional orders differ), no target."""
+    if fn not in ("cross_entropy", "nll_loss"):
+        return None, -100, str(kwargs.get("reduction", "mean"))
     target = args[1] if len(args) > 1 else kwargs.get("target")
     ignore = args[4] if len(args) > 4 else kwargs.get("ignore_index", -100)
     reduction = args[6] if len(args) > 6 else kwargs.get("reduction", "mean")
@@ -120,7 +130,8 @@ class DoctorProbe(TorchFunctionMode):
         findings = diagnose(probe.records)
 
     Known limitations: one thread; loss functions other than cross_entropy / nll_loss are
-    not read for token counts; masks applied by hand (`(loss * mask).sum() / mask.sum()`)
+    read for their value only (not token counts; torch.nn.functional's, not a library's own);
+    masks applied by hand (`(loss * mask).sum() / mask.sum()`)
     are correct already and not inspected.
     """
 

@@ -3,6 +3,7 @@
     --bug tokens   each micro-batch's loss is a mean over its own valid tokens (30, then 10):
                    a token of the second weighs 3x one of the first (transformers#34191)
     --bug nodiv    the loss is not divided by K
+    --bug msenodiv the same with a regression loss (mse_loss on the logits)
     --fixed        sum over tokens, divided by the step's 40 valid tokens
 """
 import sys
@@ -30,6 +31,8 @@ for step in range(3):
             loss = nn.functional.cross_entropy(logits, labels, reduction="sum") / total
         elif BUG == "nodiv":
             loss = nn.functional.cross_entropy(logits, labels)
+        elif BUG == "msenodiv":
+            loss = nn.functional.mse_loss(logits, torch.zeros_like(logits))
         else:
             loss = nn.functional.cross_entropy(logits, labels) / K
         loss.backward()

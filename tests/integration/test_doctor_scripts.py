@@ -77,6 +77,9 @@ BUGS = [
      "labels) / K"),
     ("accumulation.py", ["--bug", "nodiv"], "loss_not_divided", "warning",
      ["2 backward passes", "loss / 2"], "loss.backward()"),
+    # any torch.nn.functional loss, not only cross_entropy / nll_loss (mse was missed)
+    ("accumulation.py", ["--bug", "msenodiv"], "loss_not_divided", "warning",
+     ["2 backward passes", "loss / 2"], "loss.backward()"),
     ("updates.py", ["--bug", "nonfinite"], "nonfinite_grad", "error", ["step 2, 3", "4 parameters"],
      "scaler.step(opt)"),
     ("updates.py", ["--bug", "scaler"], "dropped_update", "warning",
