@@ -64,7 +64,7 @@ from memledger.replay.stateful import (
     stateful_message,
 )
 from memledger.trace.script_checkpoint import checkpoint_pack_hook, find_checkpoint_call
-from memledger.trace.roots import RootNames
+from memledger.trace.roots import RootNames, named_modules
 from memledger.trace.where import in_reentrant_checkpoint
 from memledger.trace.sharding import local_tensor
 from memledger.trace.outside_state import (
@@ -108,7 +108,7 @@ class PolicyHandle:
 
 def module_table(model: nn.Module) -> list[tuple[str, str]]:
     """(path, class name) of every module, as the policy resolver wants them."""
-    return [(name, type(m).__name__) for name, m in model.named_modules()]
+    return [(name, type(m).__name__) for name, m in named_modules(model)]
 
 
 def apply_policy(model: nn.Module, policy: Policy, offload_dir: str | None = None) -> PolicyHandle:
@@ -118,7 +118,7 @@ def apply_policy(model: nn.Module, policy: Policy, offload_dir: str | None = Non
     """
     regions = resolve(policy, module_table(model))
     handle = PolicyHandle(model=model, policy=policy, regions=regions)
-    named = dict(model.named_modules())
+    named = dict(named_modules(model))
     # an FSDP2 parameter is a DTensor: its storage is its local shard's (Note [Sharded storages])
     params = {local_tensor(p).untyped_storage().data_ptr() for p in model.parameters()}
     params |= {local_tensor(b).untyped_storage().data_ptr() for b in model.buffers()}

@@ -96,7 +96,7 @@ from memledger.trace.outside_state import (
 from memledger.trace.interrupts import redeliver
 from memledger.trace.steps import StepBoundary
 from memledger.trace.resize import StorageResizeWatch
-from memledger.trace.roots import RootNames
+from memledger.trace.roots import RootNames, plain_name
 from memledger.trace.script_checkpoint import (
     RECOMPUTE_HOOK,
     CheckpointFrames,
@@ -746,7 +746,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
         for role, tensors in (("parameter", root.named_parameters()),
                               ("buffer", root.named_buffers())):
             for name, t in tensors:
-                full = ".".join(x for x in (prefix, name) if x)
+                full = ".".join(x for x in (prefix, plain_name(name)) if x)
                 if role == "parameter":
                     self._param_names[id(t)] = full
                 if again:

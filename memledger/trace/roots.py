@@ -140,6 +140,23 @@ class RootNames:
         return list(self.prefix.keys())
 
 
+COMPILED = "_orig_mod"   # torch.compile's OptimizedModule holds the model under this name
+
+
+def plain_name(name: str) -> str:
+    """A module or parameter name as the model itself has it: `torch.compile(model)` puts
+    `_orig_mod.` before every name (`_orig_mod.0.weight` is the model's `0.weight`)."""
+    if COMPILED not in name:
+        return name
+    return ".".join(p for p in name.split(".") if p != COMPILED)
+
+
+def named_modules(root: torch.nn.Module) -> list[tuple[str, torch.nn.Module]]:
+    """`root.named_modules()` under the model's own names (`plain_name`): a policy's
+    `blocks.*` selects the same modules with or without torch.compile."""
+    return [(plain_name(n), m) for n, m in root.named_modules()]
+
+
 def paths_under(root: torch.nn.Module, prefix: str) -> list[tuple[torch.nn.Module, str]]:
     """(module, path) for `root` and its submodules, under `prefix`."""
-    return [(m, ".".join(p for p in (prefix, name) if p)) for name, m in root.named_modules()]
+    return [(m, ".".join(p for p in (prefix, name) if p)) for name, m in named_modules(root)]

@@ -46,7 +46,7 @@ from torch.optim.optimizer import register_optimizer_step_pre_hook
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from memledger.replay.calib_cache import load_average, machine_busy
-from memledger.trace.roots import RootNames
+from memledger.trace.roots import RootNames, named_modules
 
 
 
@@ -426,14 +426,14 @@ def probe_regions(module: torch.nn.Module) -> list[str]:
     import re
 
     groups: dict[str, list[str]] = {}
-    for name, m in module.named_modules():
+    for name, m in named_modules(module):
         hit = re.match(_NUMBERED, name)
         if hit and next(m.parameters(), None) is not None:
             groups.setdefault(hit["prefix"], []).append(name)
     groups = {k: v for k, v in groups.items() if len(v) >= 2}
     if groups:
         def n_params(k: str) -> int:
-            mods = dict(module.named_modules())
+            mods = dict(named_modules(module))
             return sum(p.numel() for n in groups[k] for p in mods[n].parameters())
         return groups[max(groups, key=n_params)]
     kids = [n for n, m in module.named_children() if next(m.parameters(), None) is not None]
@@ -460,7 +460,7 @@ class _RegionSteps:
     def __init__(self, root: ProbeInput, clock) -> None:
         self.root = root
         self.clock = clock
-        self.named = dict(root.module.named_modules())
+        self.named = dict(named_modules(root.module))
         self.paths = probe_regions(root.module)
         self.acc = {"fwd": 0, "rerun": 0, "saves": 0, "depth": 0, "phase": "fwd"}
 

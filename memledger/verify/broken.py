@@ -30,6 +30,7 @@ from torch.utils.checkpoint import checkpoint
 from memledger.errors import PolicyError
 from memledger.measure.apply import module_table
 from memledger.replay.policies import parse_policy, resolve
+from memledger.trace.roots import named_modules
 
 PERTURBATION = 1e-3   # relative: saved × (1 + 1e-3)
 
@@ -79,7 +80,7 @@ def apply_broken(model: nn.Module, name: str, selector: str) -> list[str]:
     if name not in CANDIDATES:
         raise PolicyError(f"no broken candidate {name!r}; known: {', '.join(CANDIDATES)}")
     regions = resolve(parse_policy(f"checkpoint:{selector}"), module_table(model))
-    named = dict(model.named_modules())
+    named = dict(named_modules(model))
     for r in regions:
         mod = named[r.path]
         mod.forward = functools.wraps(mod.forward)(CANDIDATES[name](mod.forward, model))

@@ -60,3 +60,18 @@ def test_a_module_called_on_its_own_while_the_model_is_built_becomes_the_models(
     assert pl not in names.prefix and names.model() is net
     assert names.paths.get(pl) == "1.0.parametrizations.weight"
     assert names.paths.get(fc) == "1.0"
+
+
+def test_a_compiled_model_keeps_its_own_names():
+    """torch.compile wraps the model in an OptimizedModule that holds it as `_orig_mod`:
+    the ledger, the doctor and the policies name its modules as the model does (`0`,
+    `0.weight`), not `_orig_mod.0`."""
+    import torch
+
+    from memledger.trace.roots import named_modules, paths_under, plain_name
+
+    model = torch.nn.Sequential(torch.nn.Linear(2, 2))
+    compiled = torch.compile(model, backend="eager")
+    assert plain_name("_orig_mod.0.weight") == "0.weight" and plain_name("_orig_mod") == ""
+    assert [n for n, _ in named_modules(compiled)] == ["", "", "0"]
+    assert dict((id(m), p) for m, p in paths_under(compiled, ""))[id(model[0])] == "0"
