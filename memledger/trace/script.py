@@ -6,6 +6,7 @@ import os
 import runpy
 import sys
 import traceback
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,8 +20,15 @@ from memledger.errors import (
 from memledger.trace.collector import StopTracing
 
 
+# torch warns once per torch.compile(module) that global module hooks will fire an extra
+# time for the wrapper: those are memledger's (the collector's, the doctor's, the timers'),
+# which handle the wrapper; the warning is not about the user's code
+_OUR_HOOKS_WARNING = r"Using `torch.compile\(module\)` when there are global hooks on modules"
+
+
 def run_script(script: str | Path, argv: list[str]) -> None:
     """Run `script` with `sys.argv = [script, *argv]`, as `python script argv...` would."""
+    warnings.filterwarnings("ignore", message=_OUR_HOOKS_WARNING, category=UserWarning)
     script = Path(script).resolve()
     sys.argv = [str(script), *argv]
     sys.path.insert(0, str(script.parent))
