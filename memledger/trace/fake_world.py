@@ -55,6 +55,7 @@ class FakeWorld:
             raise ScriptError(f"--rank {rank} is not a rank of --world {world}; use 0 to "
                               f"{world - 1}", exit_code=EXIT_USAGE)
         self.world, self.rank = world, rank
+        self.joined = False   # the script called init_process_group or init_device_mesh
         self._saved: list[tuple[Any, str, Any]] = []
         self._env: dict[str, str | None] = {}
 
@@ -78,10 +79,12 @@ class FakeWorld:
         real_mesh = device_mesh.init_device_mesh
 
         def init_device_mesh(*args, **kwargs):   # rule 2
+            self.joined = True
             with unset_fake_temporarily():
                 return real_mesh(*args, **kwargs)
 
         def init_process_group(*args, **kwargs):  # rule 1
+            self.joined = True
             if not dist.is_initialized():
                 return self._saved[0][2](*args, **kwargs)
             return None
@@ -109,6 +112,11 @@ class FakeWorld:
             else:
                 os.environ[k] = v
 
+
+NOT_DISTRIBUTED = (
+    "memledger: --world simulates one rank of a distributed job, but the script never called "
+    "init_process_group or init_device_mesh: it is one process at any world size; trace it "
+    "without --world")
 
 DDP_MESSAGE = (
     "--fake --world cannot simulate DistributedDataParallel (its reducer reads gradient "

@@ -69,6 +69,9 @@ def _ledger_pass(args) -> int:
                     return (ddp_refusal(e, args.script) if world else None) or \
                         fake_refusal(e, collector.target, args.script)
             outcome = run_and_classify(args.script, args.argv, refuse)
+            if world and outcome.code == EXIT_OK and not world.joined:
+                from memledger.trace.fake_world import NOT_DISTRIBUTED
+                outcome = ScriptOutcome(EXIT_USAGE, NOT_DISTRIBUTED)
             if _is_cuda_oom(outcome.error):  # the allocator's state at the OOM, for `show`
                 from memledger.trace.allocator import cuda_oom_record
                 sink.write(cuda_oom_record(outcome.error))

@@ -403,3 +403,20 @@ def test_fsdp_accumulated_gradients_are_gradients(tmp_path):
     # 473,856 B at a step-2 backward peak here, where it read 0 (all of it temporary); not
     # asserted to the byte, as gloo's own buffers can move a rank's peak
     assert led.at_peak()["gradient"] > 0
+
+
+def test_fake_world_refuses_a_script_that_is_not_distributed(tmp_path, capsys):
+    """A script that never joins a process group is one process at any world size: a ledger
+    headed 'rank 0 of 2' would say otherwise (exit 0 before)."""
+    rc = main(["trace", "--fake", "--world", "2", "--steps", "1",
+               str(EXAMPLES / "train_mlp.py"), "-o", str(tmp_path / "w.ledger")])
+    assert rc == 2 and "never called init_process_group" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv", [["--nproc", "0"], ["--fake", "--world", "0"],
+                                  ["--fake", "--world", "1025"]])
+def test_rank_counts_out_of_range_are_usage_errors(tmp_path, argv):
+    """0 once meant 'off' (--nproc 0 ran the script without torchrun: exit 3) and --world
+    above 1024 failed in the worker with a traceback: both are refused as flags (exit 2)."""
+    assert main(["trace", *argv, str(EXAMPLES / "train_mlp.py"),
+                 "-o", str(tmp_path / "w.ledger")]) == 2
