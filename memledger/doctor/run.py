@@ -55,6 +55,12 @@ def doctor_script(script: str | Path, argv: list[str], steps: int = 3,
     partial = partial_path(ledger)
     try:
         return _doctor_run(script, argv, steps, partial, quiet)
+    except ScriptError as e:   # what was recorded is kept; say where, as trace does
+        commit(partial, ledger)
+        if e.exit_code == EXIT_USAGE and not ledger.exists():
+            raise
+        raise ScriptError(f"{str(e).removeprefix('memledger: ')}; the partial ledger is "
+                          f"kept at {ledger}", exit_code=e.exit_code) from None
     finally:
         commit(partial, ledger)
 
