@@ -94,7 +94,7 @@ from memledger.errors import PolicyError
 from memledger.ledger.schema import CATEGORIES
 from memledger.replay.calls import save_call, which_call
 from memledger.replay.policies import Policy, PolicyKind, resolve
-from memledger.replay.prepared import ACTIVATION, MODEL_STATE, Prepared
+from memledger.replay.prepared import ACTIVATION, INPUT, MODEL_STATE, Prepared
 from memledger.replay.script_checkpoint import refuse_around_script_checkpoints
 from memledger.replay.stateful import (
     refuse_recompute_of_stateful,
@@ -286,8 +286,12 @@ def _offloaded(prep: Prepared, calls: _Calls, own: _Owners) -> np.ndarray:
     first = calls.at(calls.kind, own.first_save)
     last = calls.at(calls.kind, own.last_save)
     min_b = calls.at(calls.min_b, own.first_save)
-    return (prep.cat == ACTIVATION) & (first == Kind.OFFLOAD) & (last == Kind.OFFLOAD) & (
-        prep.nbytes >= min_b)
+    # the batch too, where the script let go of it and only autograd held it
+    # (`model(torch.randn(...))`, `model(x.cuda())`): offload's hooks move it like any save
+    # (+262,144 B, the whole batch, on every offload of a post-LN model before)
+    movable = (prep.cat == ACTIVATION) | ((prep.cat == INPUT) & (prep.released >= 0)) \
+        if prep.released is not None else prep.cat == ACTIVATION
+    return movable & (first == Kind.OFFLOAD) & (last == Kind.OFFLOAD) & (prep.nbytes >= min_b)
 
 
 # ---- stage 5: recompute segments and the renumbered stream (Rule 3) -----------------------

@@ -168,6 +168,16 @@ def test_selective_keeping_a_post_ln_blocks_output():
         assert abs(p.predicted - p.measured) <= 512, (text, p)
 
 
+def test_offload_moves_a_batch_only_autograd_holds():
+    """`model(torch.randn(...))`: the script keeps no reference to the batch, so offload's
+    hooks move it like any save; the replay kept it on the device (predicted 262,144 B,
+    the whole batch, over the measured peak on every offload of this model)."""
+    run = run_client("train_postln.py", ["--steps", "3", "--depth", "3"],
+                     ["offload:blocks.*", "offload:blocks.[1-2]", "offload:blocks.*:min=64KiB"])
+    for text, p in run.policies.items():
+        assert p.predicted is not None and p.predicted == p.measured, (text, p)
+
+
 def test_spectral_norm_called_while_the_model_is_built():
     """spectral_norm calls its parametrization as it registers it: that module was the
     model, so `blocks.*` matched nothing ("the model's modules are 0 (_SpectralNorm)")."""
