@@ -12,6 +12,7 @@ from memledger.budget.result import ALL, Growth
 from memledger.errors import BudgetError
 from memledger.ledger.model import Ledger
 from memledger.ledger.names import module_label
+from memledger.units import count
 
 
 def parameter_set(led: Ledger) -> set[tuple[str, str]]:
@@ -22,7 +23,15 @@ def parameter_set(led: Ledger) -> set[tuple[str, str]]:
 
 
 def require_same_model(current: Ledger, base: Ledger, base_name: str) -> None:
-    """Refuse a baseline whose parameters differ in name or shape."""
+    """Refuse a baseline whose parameters differ in name or shape, or that traced another
+    number of steps (a 1-step baseline's peak holds no optimizer state: a 2-step run read
+    as +994 KiB of 'activation' growth where nothing grew)."""
+    if current.steps_traced != base.steps_traced and min(current.steps_traced,
+                                                          base.steps_traced) < 2:
+        raise BudgetError(
+            f"baseline {base_name} traced {count(base.steps_traced, 'step')} and this "
+            f"ledger {current.steps_traced}: the first step's peak holds no optimizer state, so the "
+            "two peaks do not compare; record both with the same --steps (2 or more)")
     mine, theirs = parameter_set(current), parameter_set(base)
     if mine == theirs:
         return

@@ -141,9 +141,15 @@ def check(
                     res = trace_script(target, script_args or [], out, measure=measure,
                                        steps=bud.steps or DEFAULT_STEPS, fake=bud.fake,
                                        device=bud.device, timing=False)
+                asked = bud.steps or DEFAULT_STEPS
+                if res.steps < asked:   # the first step's peak has no optimizer state yet
+                    raise BudgetError(
+                        f"the script ended after {res.steps} of the {asked} steps check "
+                        "traces: a peak of fewer steps than asked can pass a change that is "
+                        "over budget (the first step holds no optimizer state yet); let the "
+                        f"script run {asked} steps, or ask for --steps {max(res.steps, 1)}")
                 led = _load(res.ledger_path, "ledger")
-                doc = _doctor(target, script_args or [], bud.steps or DEFAULT_STEPS, json_) \
-                    if no_findings else None
+                doc = _doctor(target, script_args or [], asked, json_) if no_findings else None
         else:
             if script_args:
                 raise BudgetError(f"{target} is not a .py script: script arguments make no sense")

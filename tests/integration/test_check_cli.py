@@ -204,3 +204,13 @@ def test_json_on_a_usage_error_is_one_json_document(tmp_path, mlp_ledger):
         assert r.returncode == 2 and d == {"ok": False, "exit_code": 2, "error": d["error"]}
     assert "--budgett" in json.loads(run("check", str(mlp_ledger), "--budgett", "1MiB",
                                          "--json", cwd=tmp_path).stdout)["error"]
+
+
+def test_a_script_that_ends_before_the_steps_asked_is_not_checked(tmp_path):
+    """One step of three: its peak has no optimizer state, 25 % under the training peak on
+    GPT-2, and `check` passed it. Now exit 2, in the JUnit report too."""
+    r = run("check", str(ROOT / "examples" / "train_mlp.py"), "--budget", "1GiB",
+            "--junit", str(tmp_path / "j.xml"), "--", "--steps", "1", cwd=tmp_path)
+    assert r.returncode == 2, r.stderr
+    assert "the script ended after 1 of the 3 steps check traces" in r.stderr
+    assert "--steps 1" in r.stderr and "<error" in (tmp_path / "j.xml").read_text()

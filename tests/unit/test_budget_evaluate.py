@@ -142,6 +142,15 @@ def test_baseline_from_another_model_is_refused():
         check(make_ledger(shape=(25, 10)), base=base, baseline={"max_increase": "5%"})
 
 
+def test_baseline_of_another_step_count_is_refused():
+    """A 1-step baseline's peak holds no optimizer state: against a 2-step run it read as
+    growth where nothing grew. Same step counts (2 or more either way) compare."""
+    one, two = make_ledger(), make_ledger(step_ns=(3_000_000, 3_000_000))
+    with pytest.raises(BudgetError, match="baseline base traced 1 step and this ledger 2"):
+        check(two, base=one, baseline={"max_increase": "5%"})
+    assert check(two, base=make_ledger(step_ns=(1, 2, 3)), baseline={"max_increase": "5%"}).ok
+
+
 def test_max_increase_without_baseline_ledger():
     with pytest.raises(BudgetError, match="needs a baseline ledger; pass --baseline"):
         check(make_ledger(), baseline={"max_increase": "5%"})
