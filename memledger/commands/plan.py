@@ -101,6 +101,8 @@ def _render(report, budget: str, front: bool) -> None:
                      "tightened (see docs/policies.md)"), style="dim")
     if report.runner_up:
         console.print(f"runner-up: {report.runner_up}", style="dim")
+    for option, why in report.refused.items():   # what the search could not use, and why
+        console.print(f"{option} ruled out: {why}", style="yellow", markup=False)
     if report.time_model != "traced":
         console.print(f"added time {report.time_model}", style="yellow")
     if report.measured:

@@ -27,7 +27,7 @@ blocks, 7 options each): 28 replays, 7^4 = 2,401 assignments scored at once.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -106,6 +106,9 @@ class PlanReport(BaseModel):
                                  "false: thinned (endpoints and knee kept)")
     measured: list[MeasuredChoice] = Field(default_factory=list)
     time_model: str = Field("traced", description="as predict's: 'traced' or how modelled")
+    refused: dict[str, str] = Field(default_factory=dict, description="options replay "
+                                    "refused on some block, with the first reason (the KV "
+                                    "cache a block writes: checkpoint and selective)")
 
     def to_json_dict(self) -> dict:
         return self.model_dump(by_alias=True)
@@ -183,6 +186,7 @@ class BlockTable:
     hi: np.ndarray
     workspace: int
     slots: int = 0            # slots before reduction
+    refused: dict = field(default_factory=dict)   # option label -> first refusal, one line
 
     def peak(self, choice) -> int:
         d = self.delta[np.arange(len(self.blocks)), np.asarray(choice)].sum(axis=0)
@@ -234,6 +238,7 @@ def block_table(prep: Prepared, model: CostModel, blocks: list[str], rng: int) -
     nb, no = len(blocks), len(options)
     delta = np.zeros((nb, no, len(base)), dtype=np.int64)
     cost, lo, hi = np.zeros((nb, no)), np.zeros((nb, no)), np.zeros((nb, no))
+    refused: dict[str, str] = {}
     for b, block in enumerate(blocks):
         sub = prep.subset(_block_storages(prep, block))
         own = _plain_slots(sub)
@@ -242,15 +247,16 @@ def block_table(prep: Prepared, model: CostModel, blocks: list[str], rng: int) -
                 continue
             try:
                 r = replay(sub, parse_policy(opt.part(block)), rng_bytes=rng, slots=True)
-            except PolicyError:      # replay refuses it (a block that must not be re-run)
+            except PolicyError as e:   # replay refuses it (a block that must not be re-run)
                 cost[b, o] = lo[b, o] = hi[b, o] = np.inf
+                refused.setdefault(opt.label(), str(e).removeprefix("memledger: "))
                 continue
             delta[b, o] = np.rint(r.slots - own).astype(np.int64)
             t = model.price(r)
             cost[b, o], lo[b, o], hi[b, o] = t.seconds, t.lo, t.hi
     d, floor = reduce_runs(delta, base)
     return BlockTable(blocks=blocks, options=options, delta=d, floor=floor, cost=cost,
-                      lo=lo, hi=hi, workspace=prep.workspace, slots=len(base))
+                      lo=lo, hi=hi, workspace=prep.workspace, slots=len(base), refused=refused)
 
 
 def _solve_checked(table: BlockTable, prep: Prepared, budget: int, rng: int,
@@ -426,7 +432,8 @@ def plan(led: Ledger, budget_bytes: int, step_time_s: float | None = None,
         method="exhaustive" if no ** nb <= EXHAUSTIVE_MAX else "dp",
         assignments=float(no) ** nb, assumption_held=held,
         runner_up=table.policy(runner) if runner is not None else "",
-        candidates=cands, front=front, front_complete=complete, time_model=time_model)
+        candidates=cands, front=front, front_complete=complete, time_model=time_model,
+        refused=table.refused)
 
 
 def _replayed(front: list[FrontPoint], cands) -> list[FrontPoint]:

@@ -13,3 +13,23 @@ def test_selectors_stay_short_and_exact():
     # 8..10 crosses a tens digit: one class per tens
     assert _selectors(many[8:11], many) == ["h.[8-9]", "h.10"]
     assert _selectors([many[i] for i in (10, 11, 14, 23)], many) == ["h.1[014]", "h.23"]
+
+
+def test_plan_says_which_options_replay_refused():
+    """An option replay refuses on a block (selective, where a second backward pass reads
+    what the block saved) is named with its reason; plan dropped it in silence."""
+    from memledger.ledger.model import Ledger
+    from memledger.replay.plan import block_table, repeated_blocks
+    from memledger.replay.predict import cost_model
+    from memledger.replay.prepared import Prepared
+
+    from plan_ledgers import blocks_records
+
+    recs = blocks_records([100_000, 300_000], [150_000, 20_000])
+    recs += [{**r, "ev": r["ev"] + 1} for r in recs if r["k"] == "unpack"]   # read twice
+    led = Ledger.from_records(recs)
+    prep = Prepared.from_ledger(led)
+    model, _ = cost_model(led, prep)
+    table = block_table(prep, model, repeated_blocks(led), 0)
+    assert set(table.refused) == {"selective"}, table.refused
+    assert "backward" in table.refused["selective"]
