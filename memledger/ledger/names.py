@@ -31,8 +31,10 @@ def block_of(path: str) -> str:
 
     'blocks.0.attn.c_attn' -> 'blocks.0'; 'encoder.layers.11.ff' -> 'encoder.layers.11';
     a path with no index rolls up to its top-level module ('lm_head.proj' -> 'lm_head');
-    '' (the script) stays ''.
+    '' (the script) stays ''; a label such as '(GPT.forward)' stays whole.
     """
+    if path.startswith("("):   # a label, not a path: '(GPT.forward)' stays whole
+        return path
     parts = path.split(".") if path else []
     for i, part in enumerate(parts):
         if part.isdigit():

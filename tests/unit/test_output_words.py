@@ -56,6 +56,7 @@ def test_blocks_and_labels():
     assert block_of("encoder.layers.11.ff") == "encoder.layers.11"
     assert block_of("lm_head.proj") == "lm_head"
     assert block_of("") == ""
+    assert block_of("(GPT2LMHeadModel.forward)") == "(GPT2LMHeadModel.forward)"   # a label
     assert module_label("") == "(script)" and module_label("fc1") == "fc1"
 
 
