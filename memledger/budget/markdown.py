@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from memledger.budget.result import CheckResult
-from memledger.units import format_bytes
+from memledger.units import count, format_bytes
 
 
 def markdown(result: CheckResult, title: str = "memledger budget") -> str:
@@ -12,7 +12,7 @@ def markdown(result: CheckResult, title: str = "memledger budget") -> str:
         f"### {title}: {verdict}",
         "",
         f"Peak **{format_bytes(result.peak_bytes)}** ({result.peak_bytes:,} B), "
-        f"{result.peak_source}; {result.steps_traced} steps traced."
+        f"{result.peak_source}; {count(result.steps_traced, 'step')} traced."
         + (f" Budget from {', '.join(result.budget_sources)}." if result.budget_sources else ""),
         "",
         "| limit | budget (as written) | actual | margin | |",

@@ -287,7 +287,7 @@ def print_result(result: CheckResult, source: str) -> None:
     verdict = "[green]PASS[/]" if result.ok else "[red bold]FAIL[/]"
     console.print(f"{verdict} {escape(source)}: peak [magenta]{format_bytes(result.peak_bytes)}[/] "
                   f"({result.peak_bytes:,} B), {result.peak_source}; "
-                  f"{result.steps_traced} steps traced")
+                  f"{count(result.steps_traced, 'step')} traced")
     if result.budget_sources:
         console.print(f"budget from {', '.join(result.budget_sources)}", style="dim",
                       markup=False)

@@ -15,7 +15,7 @@ def print_findings(report: DoctorReport, console: Console, title: str = "doctor"
     n_err = len(report.errors)
     n_warn = len(report.findings) - n_err
     if report.ok:
-        console.print(f"[green]{title}: no findings[/] in {report.steps} steps")
+        console.print(f"[green]{title}: no findings[/] in {count(report.steps, 'step')}")
         return
     console.print(f"[bold]{title}:[/] {count(len(report.findings), 'finding')} in "
                   f"{count(report.steps, 'step')} ([red]{count(n_err, 'error')}[/], "
@@ -34,7 +34,7 @@ def findings_html(report: DoctorReport) -> str:
     """The doctor's findings as a static HTML section (the report page)."""
     if report.ok:
         return (f'<h2>Doctor</h2><p id="ml-doctor" class="dim">no findings in '
-                f'{report.steps} steps</p>')
+                f'{count(report.steps, "step")}</p>')
     rows = "".join(
         f'<tr class="ml-{f.severity}"><td>{f.severity.upper()}</td>'
         f"<td>{html_escape(f.check)}</td><td>{html_escape(str(f.where))}</td>"

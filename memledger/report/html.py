@@ -14,7 +14,7 @@ from memledger.outputs import write_atomic
 from memledger.ledger.model import Ledger
 from memledger.report.html_assets import CSS, JS
 from memledger.report.html_data import MAX_POINTS, report_data
-from memledger.units import format_bytes
+from memledger.units import count, format_bytes
 
 
 def _json_for_script(data: dict) -> str:
@@ -46,7 +46,7 @@ def render_html(led: Ledger, source: str = "", max_points: int = MAX_POINTS) -> 
     doc = DoctorReport.from_ledger_extra(led.extra)
     pk, meas = d["peak"], d["measured"]
     total = sum(d["at_peak"].values())
-    sub = (f"device {d['device']} · {d['steps_traced']} steps traced · "
+    sub = (f"device {d['device']} · {count(d['steps_traced'], 'step')} traced · "
            f"{d['n_events']:,} events" + ("" if d["complete"] else " · INCOMPLETE run"))
     lead = (f"Peak <b>{escape(pk['human'])}</b> ({pk['bytes']:,} B) at step {pk['step']}, "
             f"{escape(pk['phase'])}, op {escape(pk['op'] or '-')} in "

@@ -14,7 +14,7 @@ from rich.text import Text
 from memledger.ledger.schema import CATEGORIES
 from memledger.ledger.summary import Summary
 from memledger.ledger.names import module_label
-from memledger.units import format_bytes, format_percent
+from memledger.units import count, format_bytes, format_percent
 
 BAR_WIDTH = 12
 SIDE_BY_SIDE_WIDTH = 80   # breakdown (51 columns) + gap (4) + phases (22)
@@ -48,7 +48,7 @@ def _bar(part: int, whole: int) -> str:
 def _headline(s: Summary, source: str) -> list[Text]:
     pk = s.peak
     lines = [
-        Text(f"{source} · {s.device} · {s.steps_traced} steps traced"
+        Text(f"{source} · {s.device} · {count(s.steps_traced, 'step')} traced"
              + ("" if s.complete else " · INCOMPLETE (crashed or interrupted)"), style="dim"),
         Text.assemble(("Peak ", "bold"), (format_bytes(pk.bytes), "bold magenta"),
                       f" at step {pk.step} · {pk.phase} · {_op(pk.op) or '-'} in {_where(pk.module)}"
