@@ -72,6 +72,13 @@ def _print_table(rep, name: str) -> None:
     console.print(t)
     if rep.calibration_unsettled:
         console.print(unsettled_line(rep.calibration_unsettled), style="yellow")
+    elif wide := [p.policy for p in rep.policies if p.added_time_s > 0 and (
+            p.added_time_hi_s > WIDE * p.added_time_s or p.added_time_lo_s * WIDE <
+            p.added_time_s)]:   # noise no load average caught (a burst, another user)
+        console.print(f"the +ms band of {wide[0]}" + (f" and {len(wide) - 1} more" if
+                      len(wide) > 1 else "") + f" spans more than {WIDE}x its figure: the "
+                      "timings behind it were noisy; trace again on a quiet machine",
+                      style="yellow", markup=False)
     if rep.collective_bytes:   # Note [A gloo rank's gap] in replay/prepared.py
         console.print(f"gloo's own collective buffers ({rep.collective_bytes:,} B at the traced "
                       "peak) are live at a measured peak or not as its threads let them go: "
@@ -96,6 +103,9 @@ def _print_table(rep, name: str) -> None:
 UNPROBED_LINE = ("checkpoint, selective and offload costs from the machine's calibration, "
                  "not this model's own: the script ended before trace's probes ran (they "
                  "follow its timed steps); let it run 16 steps more than --steps")
+
+
+WIDE = 4   # a band this many times the figure, either way, is noise, not a range
 
 
 def unsettled_line(reason: str) -> str:

@@ -91,3 +91,23 @@ def test_an_old_noisy_cache_is_measured_again_when_quiet(machine):
 
     write_cached({"key": machine_key("cpu"), "device": "cpu", "params": NOISY}, "cpu")
     assert "unsettled" not in calibrate.calibration("cpu") and machine["measured"] == 1
+
+
+def test_predict_says_when_a_band_is_noise(tmp_path, capsys):
+    """A band many times its figure (a burst no load average caught) is said to be noise;
+    `88.5 (0.6-7306.4)` ms was printed as if it were a range."""
+    import json
+
+    from memledger.cli import main
+    from plan_ledgers import blocks_records
+
+    recs = blocks_records([100_000], [150_000])
+    for r in recs:
+        if r["k"] == "calibration":
+            r["params"] = {**r["params"], "ckpt_call_ns": {"median": 500.0, "lo": 1.0,
+                                                           "hi": 5e8}}
+    path = tmp_path / "wide.ledger"
+    path.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    assert main(["predict", str(path), "--policy", "checkpoint:blocks.0"]) == 0
+    out = capsys.readouterr().out
+    assert "spans more than 4x its figure" in " ".join(out.split())
