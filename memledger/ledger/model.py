@@ -485,6 +485,15 @@ def _storages(by_kind: dict[str, list[Record]]) -> pd.DataFrame:
         df.iloc[idx, df.columns.get_loc("unpack_end_ev")] = last["end"].to_numpy(np.int64)
         idx, first = rows_of(up.drop_duplicates("sid", keep="first"))
         df.iloc[idx, df.columns.get_loc("unpack_first_ev")] = first["ev"].to_numpy(np.int64)
+        # better, the first unpack in the step of its last save: a storage saved step
+        # after step (a module's plain tensor attribute, as peft's FourierFT keeps its
+        # `indices`) is read back for this step's backward, not from the first step's on;
+        # a step's own re-saves (the script's checkpoint, in backward) stay in that step
+        step_of = _step_of_events(by_kind.get("phase", []))
+        last_save = up["sid"].map(df["saved_last_ev"]).fillna(-1).to_numpy(np.int64)
+        late = up[step_of(up["ev"].to_numpy(np.int64)) >= step_of(last_save)]
+        idx, first = rows_of(late.drop_duplicates("sid", keep="first"))
+        df.iloc[idx, df.columns.get_loc("unpack_first_ev")] = first["ev"].to_numpy(np.int64)
 
     roles = _table(by_kind.pop("role", []), {"sid": None, "role": None, "name": "", "shard": ""})
     _check_required("role", roles, ("sid", "role"))
@@ -496,6 +505,19 @@ def _storages(by_kind: dict[str, list[Record]]) -> pd.DataFrame:
                 "unpack_pass1_end_ev", "unpack_pass2_ev"):
         df[col] = df[col].astype(np.int64)
     return df[STORAGE_COLUMNS]
+
+
+def _step_of_events(phases: list[Record]):
+    """A function from event numbers (an array) to the step each lies in, from the ledger's
+    phase records (step 1 before the first)."""
+    ph = sorted((int(r["ev"]), int(r.get("step", 1))) for r in phases)
+    ev = np.array([e for e, _ in ph], dtype=np.int64)
+    step = np.array([s for _, s in ph] or [1], dtype=np.int64)
+
+    def step_of(events: np.ndarray) -> np.ndarray:
+        i = np.searchsorted(ev, events, side="right") - 1
+        return np.where(i >= 0, step[np.maximum(i, 0)], 1)
+    return step_of
 
 
 def _second_pass(df: pd.DataFrame, up: pd.DataFrame, rows_of) -> None:

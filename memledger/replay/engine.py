@@ -238,6 +238,12 @@ def _owners(prep: Prepared, calls: _Calls) -> _Owners:
 
 
 # ---- stage 3: what checkpoint drops and what selective keeps (Rule 1) ----------------------
+def _save_codes(prep: Prepared, part) -> np.ndarray:
+    """The ledger's op codes that a selective part keeps (its save list)."""
+    return np.flatnonzero(np.isin(prep.op_names, list(part.save_ops())))
+
+
+
 def _checkpoint_drops(prep: Prepared, calls: _Calls, own: _Owners,
                       policy: Policy) -> tuple[np.ndarray, np.ndarray]:
     """(dropped, kept_cache) per storage."""
@@ -247,9 +253,8 @@ def _checkpoint_drops(prep: Prepared, calls: _Calls, own: _Owners,
     made_part = calls.at(calls.part, own.made, default=-1)
     for i, p in enumerate(policy.parts):
         if p.kind is PolicyKind.SELECTIVE and len(calls):
-            codes = np.flatnonzero(np.isin(prep.op_names, list(p.save_ops())))
             mine = (made_kind == Kind.SELECTIVE) & (made_part == i)
-            in_save_list |= mine & np.isin(prep.op_code, codes)
+            in_save_list |= mine & np.isin(prep.op_code, _save_codes(prep, p))
     # saved only inside re-run calls (one, or several: a weight's autocast cast, made by a
     # block's first call and taken from autocast's cache by its second)
     last_kind = calls.at(calls.kind, own.last_save)
@@ -261,7 +266,10 @@ def _checkpoint_drops(prep: Prepared, calls: _Calls, own: _Owners,
     # SAC's cache holds a save-list output from forward to the re-run; that outlives the
     # original when only a later call saved it (a post-LN block's output, saved by the
     # next block or the head, freed after that one's backward, before this re-run)
-    kept_cache = recomputed & in_save_list & (~is_act | (own.first_save != own.made))
+    # So does one saved but never unpacked (DoRA's weight-norm branch, used detached: its
+    # `lora_A` output, saved by `lora_B`, whose node dies with the forward)
+    kept_cache = recomputed & in_save_list & (
+        ~is_act | (own.first_save != own.made) | (prep.unpack < 0))
     return dropped, kept_cache
 
 
@@ -328,7 +336,16 @@ def _segments(prep: Prepared, calls: _Calls, dropped: np.ndarray, own: _Owners) 
     n, m = prep.n_events, len(calls)
     kd = np.where(dropped, own.made, m)                      # m: a bin for "not dropped"
     trig = np.full(m + 1, _BIG, dtype=np.int64)
-    np.minimum.at(trig, kd, np.where(prep.unpack >= 0, prep.unpack, _BIG))
+    # the re-run comes at the first read of what the call dropped: a tensor the call saved
+    # twice (by a sigmoid and a later broadcasting mul) is first read by the mul's backward,
+    # 32 KiB before the sigmoid's. In the last backward pass that reads it (two passes:
+    # the segment serves the second), and only for a storage one call saved (a weight's
+    # autocast cast saved by two calls of one block is first read by the other call's
+    # backward: its last read is this call's)
+    first = np.where(prep.pass2 >= 0, prep.pass2, prep.unpack_first) \
+        if prep.pass2 is not None else prep.unpack_first
+    read = np.where((own.first_save == own.last_save) & (first >= 0), first, prep.unpack)
+    np.minimum.at(trig, kd, np.where(read >= 0, read, _BIG))
     stop = np.full(m + 1, -1, dtype=np.int64)
     np.maximum.at(stop, kd, prep.saved_last + 1)              # Rule 3: the last pack ends it
     bw_end = np.full(m + 1, -1, dtype=np.int64)
@@ -389,7 +406,7 @@ class _Lifetimes:
 
 def _lifetimes(prep: Prepared, calls: _Calls, own: _Owners, seg: _Segments,
                dropped: np.ndarray, kept_cache: np.ndarray, off: np.ndarray,
-               rng_bytes: int) -> _Lifetimes:
+               rng_bytes: int, policy: Policy | None = None) -> _Lifetimes:
     cr, fr0, nb = prep.created, prep.freed, prep.nbytes
     held = _held(prep)
     fr = np.where((dropped | off) & ~held, own.fwd_end, fr0)   # a holder keeps what it holds
@@ -400,10 +417,16 @@ def _lifetimes(prep: Prepared, calls: _Calls, own: _Owners, seg: _Segments,
         _recomputed_rows(prep, calls, own, seg, dropped, kept_cache, out)
         if rng_bytes:
             _rng_rows(calls, seg, rng_bytes, out)
-    _scratch_rows(prep, calls, seg, out)
+    _scratch_rows(prep, calls, seg, out, policy)
     u = np.flatnonzero(off & (prep.unpack_first >= 0))     # offloaded: back at first unpack
     # a held storage's own free is its holder's: the read-back goes with autograd's last use
     back_end = np.where(held[u], prep.unpack[u] + 1, np.maximum(fr0[u], prep.unpack[u] + 1))
+    # the read-back copy is the unpacking node's and goes when it returns, before autograd
+    # frees the original after a broadcast gradient's sum (Mamba: 8 KiB); not under the
+    # script's own checkpoint, whose frame holds what its re-run unpacked
+    ue = prep.unpack_end[u] if not prep.script_ckpt else np.full(len(u), -1, dtype=np.int64)
+    back_end = np.where((ue >= 0) & (ue < back_end), np.maximum(ue, prep.unpack[u] + 1),
+                        back_end)
     back = prep.unpack_first[u]
     if prep.pass2 is not None and (prep.pass2[u] >= 0).any():
         # read by two backward passes: the offloader lets go of its copy when a pass has
@@ -459,8 +482,13 @@ def _recomputed_rows(prep, calls, own, seg, dropped, kept_cache, out: _Lifetimes
     # unpacked tensor goes] in trace/collector.py); autograd held the original longer
     end = prep.unpack_end[d]
     gone = np.where((end >= 0) & (end < fr0[d]), end, fr0[d])
-    out.add(seg.start[k[d]] + (cr[d] - calls.ev0[k[d]]), seg.pos_f(gone), prep.nbytes[d],
-            prep.cat[d])
+    kd = k[d]
+    # never unpacked (a dead branch): made again by the re-run, gone when its original went
+    # in that forward (ending it at the original free put it before the segment: 0 events)
+    gone_pos = np.where(prep.unpack[d] < 0,
+                        seg.start[kd] + (np.minimum(fr0[d], seg.end[kd]) - calls.ev0[kd]),
+                        seg.pos_f(gone))
+    out.add(seg.start[kd] + (cr[d] - calls.ev0[kd]), gone_pos, prep.nbytes[d], prep.cat[d])
     # a kept activation (the region's output) is re-made by a full checkpoint's re-run; under
     # selective the re-run hands cached outputs back instead (not yet modelled there: the
     # CNN's selective blocks read 5.6 % high when it was)
@@ -495,8 +523,11 @@ def _rng_rows(calls: _Calls, seg: _Segments, rng_bytes: int, out: _Lifetimes) ->
     out.add(seg.start[s], seg.start[s] + seg.length[s], np.full(len(s), rng_bytes), OTHER)
 
 
-def _scratch_rows(prep: Prepared, calls: _Calls, seg: _Segments, out: _Lifetimes) -> None:
-    """Kernel scratch (Note [Kernel scratch]) for one event, and again where it is re-run."""
+def _scratch_rows(prep: Prepared, calls: _Calls, seg: _Segments, out: _Lifetimes,
+                  policy: Policy | None = None) -> None:
+    """Kernel scratch (Note [Kernel scratch]) for one event, and again where it is re-run:
+    not for an op a selective part keeps, whose kernel the re-run does not call (its output
+    comes from the cache: T5's bf16 `wo` mm, 7,168 B)."""
     se, sb = prep.scratch_ev, prep.scratch_bytes
     if not len(se):
         return
@@ -504,7 +535,15 @@ def _scratch_rows(prep: Prepared, calls: _Calls, seg: _Segments, out: _Lifetimes
     if len(calls):
         ks = which_call(calls.ev0, calls.ev1, se, prep.n_events)
         kk = np.maximum(ks, 0)
-        rr = np.flatnonzero((ks >= 0) & seg.has[kk] & (se < seg.end[kk]))
+        rr = (ks >= 0) & seg.has[kk] & (se < seg.end[kk])
+        if policy is not None and (calls.kind == Kind.SELECTIVE).any():
+            ev_op = np.full(prep.n_events + 1, -1, dtype=np.int64)
+            ev_op[prep.created] = prep.op_code
+            for i, p in enumerate(policy.parts):
+                if p.kind is PolicyKind.SELECTIVE:
+                    rr &= ~((calls.kind[kk] == Kind.SELECTIVE) & (calls.part[kk] == i)
+                            & np.isin(ev_op[se], _save_codes(prep, p)))
+        rr = np.flatnonzero(rr)
         at = seg.start[ks[rr]] + (se[rr] - calls.ev0[ks[rr]])
         out.add(at, at + 1, sb[rr], WORKSPACE)
 
@@ -597,7 +636,7 @@ def replay(prep: Prepared, policy: Policy, rng_bytes: int = CPU_RNG_STATE_BYTES,
     off = _offloaded(prep, calls, own)
     seg = _segments(prep, calls, dropped, own)
     c, f, b, cat = _lifetimes(prep, calls, own, seg, dropped, kept_cache, off,
-                              rng_bytes).arrays()
+                              rng_bytes, policy).arrays()
     total = seg.total
     w = b.astype(np.float64)
     made = np.bincount(c, weights=w, minlength=total + 1)

@@ -178,6 +178,25 @@ def test_offload_moves_a_batch_only_autograd_holds():
         assert p.predicted is not None and p.predicted == p.measured, (text, p)
 
 
+@pytest.mark.parametrize("block,policies", [
+    # selective: a save-list output never unpacked stays in SAC's cache (-13,504 B);
+    # checkpoint: a dead branch is made again by the re-run (-9,408 B)
+    ("dead", ["selective:blocks.*", "checkpoint:blocks.*"]),
+    # offload: a tensor attribute saved each step is read back per step (+8,192 B)
+    ("attr", ["offload:blocks.*"]),
+    # checkpoint: re-run at the first unpack of what it dropped, the mul's (-32,768 B)
+    ("bcast", ["checkpoint:blocks.*"]),
+    # offload: the read-back goes with the mul's node, before the broadcast sum (+32,768 B)
+    ("bcast-plain", ["offload:blocks.*"]),
+])
+def test_saved_tensors_read_oddly(block, policies):
+    """Mechanisms found on peft DoRA / FourierFT and Mamba (the bytes each was off before)."""
+    run = run_client("train_branches.py", ["--block", block, "--steps", "3"], policies)
+    assert abs(run.ledger_peak - run.allocator_peak) <= 512
+    for text, p in run.policies.items():
+        assert p.predicted is not None and abs(p.predicted - p.measured) <= 16, (text, p)
+
+
 def test_spectral_norm_called_while_the_model_is_built():
     """spectral_norm calls its parametrization as it registers it: that module was the
     model, so `blocks.*` matched nothing ("the model's modules are 0 (_SpectralNorm)")."""
