@@ -243,7 +243,6 @@ def _save_codes(prep: Prepared, part) -> np.ndarray:
     return np.flatnonzero(np.isin(prep.op_names, list(part.save_ops())))
 
 
-
 def _checkpoint_drops(prep: Prepared, calls: _Calls, own: _Owners,
                       policy: Policy) -> tuple[np.ndarray, np.ndarray]:
     """(dropped, kept_cache) per storage."""
@@ -265,8 +264,8 @@ def _checkpoint_drops(prep: Prepared, calls: _Calls, own: _Owners,
     dropped = is_act & recomputed & one_call & (own.first_save == own.made) & ~in_save_list
     # SAC's cache holds a save-list output from forward to the re-run; that outlives the
     # original when only a later call saved it (a post-LN block's output, saved by the
-    # next block or the head, freed after that one's backward, before this re-run)
-    # So does one saved but never unpacked (DoRA's weight-norm branch, used detached: its
+    # next block or the head, freed after that one's backward, before this re-run), or
+    # when it is saved but never unpacked (DoRA's weight-norm branch, used detached: its
     # `lora_A` output, saved by `lora_B`, whose node dies with the forward)
     kept_cache = recomputed & in_save_list & (
         ~is_act | (own.first_save != own.made) | (prep.unpack < 0))
