@@ -17,8 +17,9 @@ whose forward call spans events [ev0, ev1):
 2. R's inputs stay (checkpoint keeps them to re-run R) until R's backward is done, even
    those autograd saved nothing for (`args` records; see `_hold_call_args`); so does
    everything made outside R.
-3. At the first unpack of any dropped storage (event U, in backward) the forward of R is
-   re-run *before* event U: its events ev0 .. E-1 are inserted there, where E is one past
+3. At the first unpack of any dropped storage (event U, in backward: a storage's first
+   read in the last backward pass that reads it, or its last read where several calls
+   saved it) the forward of R is re-run *before* event U: its events ev0 .. E-1 are inserted there, where E is one past
    the last dropped storage's save record (early stop: torch raises from its pack hook as
    the last saved tensor is packed again). An op packs its *inputs* before it runs, so an
    input-saving last op is not re-run: on CPU `nn.Dropout` is `x * mask`, the multiply
@@ -30,8 +31,9 @@ whose forward call spans events [ev0, ev1):
    until it released the node, after summing a broadcast bias gradient: 256 B more on
    BERT's layers; Note [When an unpacked tensor goes] in trace/collector.py), or their
    original free if sooner or not recorded; the region's temporaries reappear and die as
-   they did in forward, and, under checkpoint (selective hands cached outputs back
-   instead, not modelled), so does what it made that outlives it without being dropped
+   they did in forward (a dead branch, saved and never unpacked, too), and, under
+   checkpoint (selective hands cached outputs back instead, not modelled), so does what
+   it made that outlives it without being dropped
    (its output, saved by the next region), made again by the re-run and let go at the
    early stop. A post-LN layer (DistilBERT, BERT) ends in a LayerNorm, which packs its
    mean and rstd after it ran, so the re-run makes the layer's output again: leaving it
@@ -76,10 +78,11 @@ records, Note [When a saved storage is released] in trace/collector.py: a local 
 caller's frame holds it past its last use); without the record, at its last forward use.
 One the script holds into backward (a KV cache, a tensor it keeps) never leaves.
 
-Offload: a storage saved only inside offloaded regions (and at least `min` bytes) leaves the
-device at its last forward use; at its unpack one copy comes back and lives until its
-original free (see memledger/measure/offload.py: one copy per storage, not per save),
-counted from the storage's first unpack (a ReLU output saved by the ReLU and by the next
+Offload: a storage saved only inside offloaded regions (and at least `min` bytes; an
+activation, or the batch where the script let go of it) leaves the device at its last
+forward use; at its unpack one copy comes back and lives until the node that unpacked it
+last returns or its original free, whichever is first (see memledger/measure/offload.py:
+one copy per storage, not per save), counted from the storage's first unpack in the step (a ReLU output saved by the ReLU and by the next
 MaxPool is read back at the pool's backward already).
 """
 
