@@ -82,8 +82,9 @@ Offload: a storage saved only inside offloaded regions (and at least `min` bytes
 activation, or the batch where the script let go of it) leaves the device at its last
 forward use; at its unpack one copy comes back and lives until the node that unpacked it
 last returns or its original free, whichever is first (see memledger/measure/offload.py:
-one copy per storage, not per save), counted from the storage's first unpack in the step (a ReLU output saved by the ReLU and by the next
-MaxPool is read back at the pool's backward already).
+one copy per storage, not per save), counted from the storage's first unpack in the step
+(a ReLU output saved by the ReLU and by the next MaxPool is read back at the pool's
+backward already).
 """
 
 from __future__ import annotations
