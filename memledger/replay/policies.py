@@ -64,11 +64,21 @@ class PolicyPart(BaseModel):
         if self.kind is PolicyKind.SELECTIVE and self.save != DEFAULT_SAVE_OPS:
             s += ":save=" + ",".join(self.save)
         if self.min_bytes:
-            s += f":min={self.min_bytes}B"
+            s += f":min={_exact_size(self.min_bytes)}"
         return s
 
     def save_ops(self) -> tuple[str, ...]:
         return self.save or DEFAULT_SAVE_OPS
+
+
+def _exact_size(n: int) -> str:
+    """A byte count in the largest binary unit that holds it exactly, as people write it:
+    65536 -> '64KiB', 1048576 -> '1MiB', 500 -> '500B' (a policy echoed back reads as
+    written, and parses to the same bytes)."""
+    for unit, size in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n % size == 0:
+            return f"{n // size}{unit}"
+    return f"{n}B"
 
 
 class Policy(BaseModel):

@@ -71,3 +71,12 @@ def test_toml_file(tmp_path):
     bad.write_text('[[policy]]\npolicy = "checkpoint:x"\nextra = 1\n')
     with pytest.raises(PolicyError, match="extra"):
         load_policies(bad)
+
+
+def test_a_size_is_echoed_as_people_write_it():
+    """`min=1MiB` came back as `min=1048576B`; the text parses to the same bytes."""
+    for text in ("offload:blocks.*:min=1MiB", "offload:blocks.*:min=64KiB",
+                 "offload:blocks.*:min=500B"):
+        assert parse_policy(text).text() == text
+    p = parse_policy("offload:x:min=1.5MiB")
+    assert p.text() == "offload:x:min=1536KiB" and parse_policy(p.text()) == p
