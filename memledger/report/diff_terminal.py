@@ -8,6 +8,7 @@ from rich.text import Text
 
 from memledger.ledger.names import module_label
 from memledger.report.diff import Diff, ModuleDelta
+from memledger.report.names import Name
 from memledger.units import format_bytes, format_signed_bytes
 
 
@@ -21,7 +22,7 @@ def _mods(title: str, rows: list[ModuleDelta]) -> Table:
         t.add_column(col, justify="left" if col == "module" else "right",
                      overflow="fold", no_wrap=col != "module")
     for r in rows:
-        t.add_row(module_label(r.module), format_bytes(r.a), format_bytes(r.b),
+        t.add_row(Name(module_label(r.module)), format_bytes(r.a), format_bytes(r.b),
                   Text(format_signed_bytes(r.delta), style=_delta_style(r.delta)))
     return t
 
@@ -61,7 +62,7 @@ def render_diff(d: Diff) -> Group:
                          overflow="fold", no_wrap=col != "made by, in module")
         for r in rows:   # new / gone: that side says so; op and module share one column
             t.add_row(Text(format_signed_bytes(r.delta), style=style), r.category,
-                      f"{r.what} in {module_label(r.module)}", r.shape,
+                      Name(f"{r.what} in {module_label(r.module)}"), Text(r.shape),
                       "new" if r.new else format_bytes(r.a),
                       "gone" if r.gone else format_bytes(r.b))
         parts += [Text(""), t]

@@ -14,6 +14,7 @@ from rich.text import Text
 from memledger.ledger.schema import CATEGORIES
 from memledger.ledger.summary import Summary
 from memledger.ledger.names import module_label
+from memledger.report.names import Name
 from memledger.units import count, format_bytes, format_percent
 
 BAR_WIDTH = 12
@@ -184,8 +185,8 @@ def _top_tensors(s: Summary) -> Table:
     t.add_column("dtype", no_wrap=True)
     t.add_column("made by / name", overflow="fold")
     for r in s.top_tensors:
-        t.add_row(format_bytes(r.bytes), r.category, *_plain(
-            _mod(r.module), r.shape, r.dtype, r.name or _op(r.op)))
+        t.add_row(format_bytes(r.bytes), r.category, Name(_mod(r.module)), *_plain(
+            r.shape, r.dtype), Name(r.name or _op(r.op)))
     return t
 
 
@@ -200,11 +201,11 @@ def _activations(s: Summary) -> Group:
     blocks = s.activations.by_block
     if len(blocks) < len(s.activations.by_module):   # a roll-up says something: show it
         for block, b in list(blocks.items())[:10]:
-            t.add_row(Text(_mod(block) + (".*" if block and _has_children(block, s) else "")),
+            t.add_row(Name(_mod(block) + (".*" if block and _has_children(block, s) else "")),
                       format_bytes(b), _pct(b, total), style="bold")
         t.add_section()
     for mod, b in list(s.activations.by_module.items())[:10]:
-        t.add_row(Text(_mod(mod)), format_bytes(b), _pct(b, total))
+        t.add_row(Name(_mod(mod)), format_bytes(b), _pct(b, total))
     if len(s.activations.by_module) > 10:
         t.add_row(f"... {len(s.activations.by_module) - 10} more modules", "", "",
                   style="dim")
@@ -223,7 +224,7 @@ def _idle(s: Summary) -> Table:
                      no_wrap=col != "what", overflow="fold")
     for r in s.idle[:8]:
         what = r.name or f"{_op(r.op)} in {_mod(r.module)}"
-        t.add_row(format_bytes(r.bytes), str(r.count), r.category, *_plain(what, r.shape),
+        t.add_row(format_bytes(r.bytes), str(r.count), r.category, Name(what), Text(r.shape),
                   f"{r.idle_events:,}")
     return t
 
