@@ -93,7 +93,9 @@ def render_timeline(led: Ledger, width: int = 80, height: int = 8) -> Group:
     head = Text(f"Live bytes over {n:,} event{'s' * (n != 1)} ({size:,} per column, "
                 "the highest shown)",
                 style="dim")
-    for t in (head, marker, *rows, axis, strip, *legends):
+    # the chart's lines are drawn to the width and cropped; the heading is a sentence and
+    # wraps at a space instead (cropped at 60 columns it lost "the highest shown)")
+    for t in (marker, *rows, axis, strip, *legends):
         t.rstrip()
         t.no_wrap, t.overflow = True, "crop"
     return Group(head, marker, *rows, axis, strip, *legends)

@@ -92,3 +92,11 @@ def test_show_timeline_cli(tmp_path, capsys):
     assert "Live bytes over 1 event (1 per column, the highest shown)" in capsys.readouterr().out
     assert main(["show", str(ledger)]) == 0
     assert "Live bytes over" not in capsys.readouterr().out
+
+
+def test_heading_wraps_rather_than_cropped_when_narrow():
+    # at 30 columns the heading (58 characters) once lost its tail: "(1 per column, the hi"
+    lines = render(tiny_ledger(), width=30, height=2)
+    assert [ln.rstrip() for ln in lines[:2]] == ["Live bytes over 4 events (1",
+                                                 "per column, the highest shown)"]
+    assert max(len(ln) for ln in lines) <= 30
