@@ -9,7 +9,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Iterator, Optional
 
 import typer
+from rich.cells import cell_len
 from rich.markup import escape
+from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
@@ -17,6 +19,7 @@ from memledger.commands.common import console, err_console, print_json, stdout_t
 from memledger.errors import BudgetError, CheckFailed, LedgerFormatError, MemledgerError
 from memledger.outputs import check_output
 from memledger.processes import several_workers
+from memledger.report.names import Name
 from memledger.units import count, format_bytes
 
 if TYPE_CHECKING:
@@ -283,6 +286,22 @@ def _check_outputs(target: Path, output: Path | None, junit: Path | None,
             check_output(path, what, inputs=[target])
 
 
+def _limits_table(result: CheckResult, fold_limit: bool) -> Table:
+    """One row per limit; numbers are never cut, "as written" breaks after a space
+    (`1GB (= ` / `953.7 MiB)`) and, with `fold_limit`, the limit after its colon."""
+    t = Table(box=None, pad_edge=False)
+    for col in ("limit", "as written", "budget", "actual", "margin", ""):
+        t.add_column(col, justify="right" if col in ("budget", "actual", "margin") else "left",
+                     overflow="fold",
+                     no_wrap=col not in ("as written",) + (("limit",) if fold_limit else ()))
+    for lim in result.limits:
+        margin = -lim.over
+        m = format_bytes(int(margin)) if lim.budget_bytes is not None else f"{margin*1e3:.1f} ms"
+        t.add_row(Name(lim.limit) if fold_limit else Text(lim.limit), Name(lim.budget_text),
+                  lim.budget_str(), lim.actual_str(), m, "ok" if lim.ok else "[red]OVER[/]")
+    return t
+
+
 def print_result(result: CheckResult, source: str) -> None:
     verdict = "[green]PASS[/]" if result.ok else "[red bold]FAIL[/]"
     console.print(f"{verdict} {escape(source)}: peak [magenta]{format_bytes(result.peak_bytes)}[/] "
@@ -291,15 +310,16 @@ def print_result(result: CheckResult, source: str) -> None:
     if result.budget_sources:
         console.print(f"budget from {', '.join(result.budget_sources)}", style="dim",
                       markup=False)
-    t = Table(box=None, pad_edge=False)
-    for col in ("limit", "as written", "budget", "actual", "margin", ""):
-        t.add_column(col, justify="right" if col in ("budget", "actual", "margin") else "left",
-                     overflow="fold", no_wrap=col != "as written")   # numbers are never cut
-    for lim in result.limits:
-        margin = -lim.over
-        m = format_bytes(int(margin)) if lim.budget_bytes is not None else f"{margin*1e3:.1f} ms"
-        t.add_row(Text(lim.limit), Text(lim.budget_text), lim.budget_str(), lim.actual_str(), m,
-                  "ok" if lim.ok else "[red]OVER[/]")
+    t = _limits_table(result, fold_limit=False)
+    # "as written" wraps first; the limit's name only when even that cannot make the table
+    # fit (at 60 columns an unbreakable `category:optimizer_state` once squeezed "as
+    # written" into a column one letter wide, its text running down the page)
+    written = [Name(lim.budget_text) for lim in result.limits]
+    slack = max((cell_len(w.text) - max(cell_len(p.rstrip()) for p in w.parts)
+                 for w in written), default=0)
+    if Measurement.get(console, console.options.update_width(10_000), t).maximum - slack \
+            > console.width:
+        t = _limits_table(result, fold_limit=True)
     console.print(t)
     if any(lim.limit.startswith("category:") for lim in result.limits):
         console.print("each category is checked at its own peak, not only at the total's",

@@ -208,3 +208,30 @@ def test_markdown_summary():
     assert "| `category:activation` | 399B (= 399 B) | 400 B | -1 B | **OVER** |" in lines
     assert lines[-1] == ("- activation 400 B > budget 399 B by 1 B "
                          "(top at peak: fc relu 100 400 B)")
+
+
+@pytest.mark.parametrize("width", [60, 80])
+def test_terminal_table_keeps_every_limit_readable_at_60_and_80_columns(width, monkeypatch):
+    # at 60 columns an unbreakable `category:optimizer_state` (24 cells) once left "as
+    # written" one cell wide: "1GB (= 953.7 MiB)" ran down the page a letter per line
+    from io import StringIO
+
+    from rich.console import Console
+
+    from memledger.commands import check as check_cmd
+
+    con = Console(file=StringIO(), width=width, color_system=None)
+    monkeypatch.setattr(check_cmd, "console", con)
+    monkeypatch.setattr(check_cmd, "err_console", con)
+    b = build_budget({"peak": "1GB", "categories": {"optimizer_state": "1KiB"}}, "t")
+    check_cmd.print_result(evaluate(make_ledger(), b), "t.ledger")
+    lines = [ln.rstrip() for ln in con.file.getvalue().splitlines()]
+    table = lines[lines.index(next(ln for ln in lines if ln.startswith("limit"))):][:4]
+    assert max(len(ln) for ln in lines if "│" in ln or "  " in ln) <= width
+    if width == 80:   # room for everything on one line each
+        assert table[1].split()[:4] == ["peak", "1GB", "(=", "953.7"]
+        assert table[2].split()[:2] == ["category:optimizer_state", "1KiB"]
+    else:             # the limit breaks after its colon: the table stays 6 lines tall
+        assert any(ln.split()[:2] == ["category:", "1KiB"] for ln in table + lines)
+        end = next(i for i, ln in enumerate(lines) if ln.startswith("each category"))
+        assert end - lines.index(table[0]) == 6, "\n".join(lines)
