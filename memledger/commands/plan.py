@@ -11,6 +11,7 @@ from rich.table import Table
 from memledger.commands.common import console, err_console, open_ledger, print_json, \
     stdout_to_stderr
 from memledger.errors import CheckFailed
+from memledger.report.names import policy_cell
 from memledger.units import format_bytes, parse_bytes, parse_duration
 
 
@@ -111,7 +112,7 @@ def _render(report, budget: str, front: bool) -> None:
             t.add_column(col, justify="left" if col in ("policy", "role") else "right",
                          overflow="fold", no_wrap=col != "policy")
         for m in report.measured:
-            t.add_row(m.policy.replace("+", "+\n"), m.role,
+            t.add_row(policy_cell(m.policy), m.role,
                       format_bytes(m.predicted_peak_bytes),
                       format_bytes(m.measured_peak_bytes), "yes" if m.fits else "no",
                       _ms(m.predicted_added_time_s), _ms(m.measured_added_time_s))
@@ -128,5 +129,5 @@ def _render(report, budget: str, front: bool) -> None:
         for p in report.front:
             t.add_row(format_bytes(p.peak_bytes), _ms(p.added_time_s),
                       f"{_ms(p.added_time_lo_s)}–{_ms(p.added_time_hi_s)}",
-                      "knee" if p.knee else "", p.policy.replace("+", "+\n"))
+                      "knee" if p.knee else "", policy_cell(p.policy))
         console.print(t)

@@ -10,6 +10,7 @@ from rich.table import Table
 
 from memledger.commands.common import console, open_ledger, print_json
 from memledger.errors import PolicyError
+from memledger.report.names import Name, policy_cell
 from memledger.units import format_bytes, format_signed_bytes, parse_duration
 
 
@@ -55,20 +56,22 @@ def _print_table(rep, name: str) -> None:
     t = Table(title=f"{name}: baseline peak {format_bytes(rep.baseline_peak_bytes)}",
               title_justify="left", show_edge=False, pad_edge=False)
     # names fold onto further lines; numbers are never cut (a CI log is 80 columns wide)
-    t.add_column("policy", overflow="fold", min_width=12)
+    # (no min_width: a column held wider than the table gave it once cropped "peak at"
+    # to `2·backw` at 60 columns; a Name measures its own narrowest width)
+    t.add_column("policy", overflow="fold")
     # the peak's change from the baseline, signed (a saving reads -922.1 KiB: the column
     # once said "saving" over a negative number)
     for col in ("peak", "vs baseline", "+ms/step"):
         t.add_column(col, justify="right", no_wrap=True)
-    t.add_column("peak at", overflow="fold", min_width=10)   # step·phase (recompute module)
+    t.add_column("peak at", overflow="fold")   # step·phase (recompute module)
     for p in rep.policies:
         where = f"{p.peak_step}·{p.peak_phase}"
         if p.peak_in_recompute:
             where += f" (recompute {p.peak_in_recompute})"
-        t.add_row(p.policy.replace("+", "+\n"),  # one part per line
+        t.add_row(policy_cell(p.policy),  # one part per line, broken after a dot
                   format_bytes(p.peak_bytes), format_signed_bytes(-p.saving_bytes),
                   f"{p.added_time_s * 1e3:.1f}\n({p.added_time_lo_s * 1e3:.1f}–"
-                  f"{p.added_time_hi_s * 1e3:.1f})" if p.added_time_s else "0.0", where)
+                  f"{p.added_time_hi_s * 1e3:.1f})" if p.added_time_s else "0.0", Name(where))
     console.print(t)
     if rep.calibration_unsettled:
         console.print(unsettled_line(rep.calibration_unsettled), style="yellow")

@@ -14,12 +14,13 @@ from __future__ import annotations
 import re
 
 from rich.cells import cell_len
-from rich.console import Console, ConsoleOptions, RenderResult
+from rich.console import Console, ConsoleOptions, Group, RenderResult
 from rich.measure import Measurement
 from rich.text import Text
 
-# a part ends after its separators: `layers.` `0.` `checkpoint:` `+ ` `mm ` `in `
-_PART = re.compile(r"[^.:+\s]*[.:+\s]+|[^.:+\s]+")
+# a part ends after its separators: `layers.` `0.` `checkpoint:` `+ ` `mm ` `in ` `2·`
+# (predict's "peak at" is step·phase)
+_PART = re.compile(r"[^.:+·\s]*[.:+·\s]+|[^.:+·\s]+")
 # a part too wide for its column breaks after an underscore before it is folded:
 # `nll_loss_` / `backward`
 _SUBPART = re.compile(r"[^_]*_+|[^_]+")
@@ -58,3 +59,9 @@ class Name:
         # markup is never parsed: names are data (a module named `[/x]` prints as `[/x]`)
         yield Text("\n".join(self.lines(options.max_width)), style=self.style,
                    overflow="fold", no_wrap=False)
+
+
+def policy_cell(policy: str) -> Group:
+    """A policy in a table cell: one part per line (`checkpoint:blocks.0+` / `offload:lm_head`),
+    each part a `Name`, so a long selector breaks after a dot, never mid-word."""
+    return Group(*(Name(part) for part in re.findall(r"[^+]+\+?|\+", policy) or [""]))

@@ -52,3 +52,48 @@ def test_the_table_narrows_other_columns_before_it_breaks_a_part():
 
 def test_markup_in_a_name_is_printed_as_written():
     assert cells("blocks.[/x]", 40) == ["blocks.[/x]"]
+
+
+def _predict_table(width: int) -> list[str]:
+    """`memledger predict`'s table for two long policies, printed `width` columns wide."""
+    from types import SimpleNamespace
+
+    from memledger.commands import predict as predict_cmd
+
+    long = "base_model.model.transformer.h"
+    pols = [SimpleNamespace(policy=p, peak_bytes=978_534, saving_bytes=704_514,
+                            added_time_s=7e-4, added_time_lo_s=7e-4, added_time_hi_s=8e-4,
+                            peak_step=2, peak_phase="backward", peak_in_recompute="",
+                            transfer_s=0.0)
+            for p in (f"offload:{long}.*", f"checkpoint:{long}.0+offload:{long}.1")]
+    rep = SimpleNamespace(baseline_peak_bytes=1_683_048, policies=pols, collective_bytes=0,
+                          calibration_unsettled="", time_model="traced", cost_source="ledger",
+                          costs_probed=True, untraced_step_time_s=1.0)
+    out = io.StringIO()
+    con = Console(file=out, width=width, color_system=None)
+    orig, predict_cmd.console = predict_cmd.console, con
+    try:
+        predict_cmd._print_table(rep, "lora.ledger")
+    finally:
+        predict_cmd.console = orig
+    return [ln.rstrip() for ln in out.getvalue().splitlines()]
+
+
+def test_predict_policies_break_after_a_dot_and_peak_at_is_never_cropped():
+    # at 80 columns the policy once folded mid-word (`...model.tran` / `sformer.h.*`); at 60
+    # a min_width the table could not honour cropped "peak at" to `2·backw`
+    lines = _predict_table(80)
+    assert [ln.split("│")[0].rstrip() for ln in lines[3:9]] == [
+        "offload:base_model.model.", "transformer.h.*", "checkpoint:base_model.model.",
+        "transformer.h.0+", "offload:base_model.model.", "transformer.h.1"]
+    assert lines[3].endswith("│ 2·backward")
+    narrow = _predict_table(60)
+    assert max(len(ln) for ln in narrow) <= 60
+    peak_at = "".join(ln.split("│")[-1].strip() for ln in narrow[3:5])
+    assert peak_at == "2·backward"
+
+
+def test_a_step_and_phase_break_after_the_middle_dot():
+    assert cells("2·backward", 8) == ["2·", "backward"]
+    assert cells("2·backward (recompute blocks.3.mlp)", 10) == [
+        "2·backward", "(recompute", "blocks.3.", "mlp)"]
