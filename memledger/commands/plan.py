@@ -12,7 +12,7 @@ from memledger.commands.common import console, err_console, open_ledger, print_j
     stdout_to_stderr
 from memledger.errors import CheckFailed
 from memledger.report.names import policy_cell
-from memledger.units import format_bytes, parse_bytes, parse_duration
+from memledger.units import count, format_bytes, parse_bytes, parse_duration
 
 
 def plan(
@@ -74,9 +74,9 @@ def plan(
         hint = (f"; the script checkpoints {len(own)} module(s) itself, so checkpoint and "
                 "selective are no candidates there (turn its checkpointing off to plan them)"
                 if own else "")   # Note [The script's own checkpoint]
-        raise CheckFailed(f"memledger: no candidate fits {budget} ({budget_bytes:,} bytes); the "
+        raise CheckFailed(f"memledger: no candidate fits {budget} ({count(budget_bytes, 'byte')}); the "
                           f"lowest predicted peak is {format_bytes(report.predicted_peak_bytes)} "
-                          f"({report.predicted_peak_bytes:,} bytes)" + hint)
+                          f"({count(report.predicted_peak_bytes, 'byte')})" + hint)
 
 
 def _clock(led) -> str:

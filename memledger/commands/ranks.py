@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from memledger.commands.common import console, err_console, open_ledger
-from memledger.units import format_bytes
+from memledger.units import count, format_bytes
 
 
 def trace_nproc(script: Path, argv: list[str], output: Path, nproc: int, steps: int,
@@ -19,7 +19,7 @@ def trace_nproc(script: Path, argv: list[str], output: Path, nproc: int, steps: 
     summaries = [open_ledger(p).summary() for p in res.ledger_paths]
     worst = worst_rank(summaries)
     for r, (p, s) in enumerate(zip(res.ledger_paths, summaries)):
-        line = (f"[bold]{p}[/]: rank {r} of {nproc}, {res.steps} steps, peak "
+        line = (f"[bold]{p}[/]: rank {r} of {nproc}, {count(res.steps, 'step')}, peak "
                 f"[magenta]{format_bytes(s.peak.bytes)}[/] at step {s.peak.step} ({s.peak.phase})")
         if res.measured:
             line += f"; allocator peak {format_bytes(s.measured.peak_bytes)}"

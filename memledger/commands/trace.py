@@ -11,7 +11,7 @@ import typer
 from rich.markup import escape
 
 from memledger.commands.common import console, err_console, open_ledger
-from memledger.units import format_bytes
+from memledger.units import count, format_bytes
 
 
 def trace(
@@ -65,7 +65,7 @@ def trace(
     s = open_ledger(res.ledger_path).summary()
     short = f" (the script ended after {res.steps} of the {steps} asked)" \
         if res.steps < steps and steps_by != "whole" else ""
-    line = (f"[bold]{escape(str(res.ledger_path))}[/]: {res.steps} steps{short}, peak "
+    line = (f"[bold]{escape(str(res.ledger_path))}[/]: {count(res.steps, 'step')}{short}, peak "
             f"[magenta]{format_bytes(s.peak.bytes)}[/] at step {s.peak.step} ({s.peak.phase})")
     if res.measured:
         line += f"; allocator peak {format_bytes(s.measured.peak_bytes)}"

@@ -124,8 +124,8 @@ def agreement(measured: int, ledger: int) -> str:
         return "the ledger explains every byte"
     share = format_percent(abs(diff) / measured) if measured else "n/a"
     if diff > 0:
-        return f"the ledger explains all but {diff:,} bytes ({share})"
-    return f"the ledger counts {-diff:,} bytes ({share}) more than the allocator saw"
+        return f"the ledger explains all but {count(diff, 'byte')} ({share})"
+    return f"the ledger counts {count(-diff, 'byte')} ({share}) more than the allocator saw"
 
 
 def _fake_line(s: Summary) -> Text:

@@ -31,6 +31,7 @@ from memledger.replay.plan import pareto_points
 from memledger.replay.policies import Policy
 from memledger.replay.predict import predict
 from memledger.trace.session import check_script, trace_script
+from memledger.units import count
 from memledger.verify.gates import GateOutcome, run_gates
 from memledger.verify.runs import Variant
 from memledger.verify.verdict import (
@@ -53,7 +54,8 @@ def run_compare(script: str | Path, argv: list[str], policies: list[Policy], ste
     if doctor:
         say(f"doctor: checking the baseline's training mechanics, {steps} steps")
         doctor_gate(script, argv, steps)
-    say(f"gates: capturing the baseline twice and {len(policies)} policies, {steps} steps each")
+    say(f"gates: capturing the baseline twice and {count(len(policies), 'policy', 'policies')}, "
+        f"{count(steps, 'step')} each")
     gates = run_gates(script, argv, [Variant.of(p) for p in policies], steps, rtol=rtol,
                       progress=say)
     report = gate_report(script, steps, gates)

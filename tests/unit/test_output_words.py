@@ -101,3 +101,23 @@ def test_predict_step_time_takes_units_like_check(tmp_path, capsys):
         assert json.loads(capsys.readouterr().out)["schema"] == "memledger.predict/1"
     assert main(["predict", str(led), "-p", "none", "--step-time", "0.025"]) == 2
     assert "has no unit; write 0.025s or 0.025ms" in capsys.readouterr().err
+
+
+def test_one_byte_is_singular():
+    # `plan --budget 1B` once said "no candidate fits 1B (1 bytes)"
+    assert agreement(4001, 4000) == "the ledger explains all but 1 byte (0.025%)"
+    assert agreement(4000, 4001) == (
+        "the ledger counts 1 byte (0.025%) more than the allocator saw")
+
+
+def test_plan_with_nothing_that_fits_says_1_byte(tmp_path, capsys):
+    import json
+
+    from plan_ledgers import blocks_records
+
+    ledger = tmp_path / "t.ledger"
+    ledger.write_text("\n".join(json.dumps(r) for r in blocks_records([1000, 1000],
+                                                                      [1000, 1000])) + "\n")
+    assert main(["plan", str(ledger), "--budget", "1B"]) == 1
+    err = " ".join(capsys.readouterr().err.split())
+    assert "no candidate fits 1B (1 byte); the lowest predicted peak is" in err
