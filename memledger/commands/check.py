@@ -180,8 +180,8 @@ def check(
         if markdown_ is not None:
             write_text(markdown_, markdown(result), "Markdown summary")
         if not result.ok:
-            raise CheckFailed(f"over budget: {len(result.violations)} of {len(result.limits)} "
-                              f"limits exceeded ({', '.join(v.limit for v in result.violations)})")
+            raise CheckFailed(f"over budget: {len(result.violations)} of "
+                              f"{count(len(result.limits), 'limit')} exceeded ({', '.join(v.limit for v in result.violations)})")
         _fail_on_findings(doc, no_findings)
 
 

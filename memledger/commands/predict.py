@@ -98,7 +98,8 @@ def _print_table(rep, name: str) -> None:
     if rep.cost_source == "traced" and not rep.untraced_step_time_s:
         console.print("added time from traced times, tracing overhead included (an upper "
                       "bound): the ledger has no untraced timings (traced with --no-timing, "
-                      "by `check`, or --fake); trace again without --no-timing, or pass "
+                      "by `check`, with --fake, or with --steps-by whole: no later step to "
+                      "time); trace again without those, or pass "
                       "--step-time with the untraced step time from `memledger measure ... "
                       "--policy none`", style="dim")
 

@@ -49,8 +49,11 @@ def _bar(part: int, whole: int) -> str:
 def _headline(s: Summary, source: str) -> list[Text]:
     pk = s.peak
     lines = [
-        Text(f"{source} · {s.device} · {count(s.steps_traced, 'step')} traced"
-             + ("" if s.complete else " · INCOMPLETE (crashed or interrupted)"), style="dim"),
+        # an incomplete ledger's last step is cut short: its peak may lie in it
+        Text(f"{source} · {s.device} · {count(s.steps_traced, 'step')} "
+             + ("traced" if s.complete else "completed · INCOMPLETE (crashed or "
+                "interrupted; the step in progress is shown up to where it stopped)"),
+             style="dim"),
         Text.assemble(("Peak ", "bold"), (format_bytes(pk.bytes), "bold magenta"),
                       f" at step {pk.step} · {pk.phase} · {_op(pk.op) or '-'} in {_where(pk.module)}"
                       f" · event {pk.event}") if pk.bytes else

@@ -69,7 +69,7 @@ def test_real_cli_exit_codes_0_1_2(mlp_ledger, mlp_peak, tmp_path):
     assert "optimizer_state 3.0 MiB > budget 3.0 MiB" not in over.stdout  # exact when alike
     assert "optimizer_state 3,194,984 B > budget 3,145,728 B by 49,256 B" in over.stdout
     assert "fc2.weight.exp_avg 512x512 1.0 MiB" in over.stdout      # the top tensor, named
-    assert "memledger: over budget: 1 of 1 limits exceeded (category:optimizer_state)" \
+    assert "memledger: over budget: 1 of 1 limit exceeded (category:optimizer_state)" \
         in over.stderr
 
     bad = run("check", str(mlp_ledger), "--budget", "800")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import re
 import subprocess
 import sys
 import textwrap
@@ -150,6 +151,8 @@ def test_script_process_killed_or_ended_is_exit_3(tmp_path: Path, mode: str) -> 
         assert why in r.stderr and "Traceback" not in r.stderr, r.stderr
     shown = _run([*MEMLEDGER, "show", "k.ledger"], tmp_path)   # the partial ledger reads
     assert shown.returncode == 0 and "INCOMPLETE" in shown.stdout, shown.stderr
+    # the steps it finished, not "traced": its peak may lie in the step it was in
+    assert re.search(r"\d+ steps? completed · INCOMPLETE", shown.stdout), shown.stdout
 
 
 def test_internal_error_exit_70(tmp_path: Path) -> None:
