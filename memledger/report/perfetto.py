@@ -81,7 +81,12 @@ def trace_events(led: Ledger) -> list[dict[str, Any]]:
     out.append({"ph": "i", "s": "g", "pid": PID, "tid": TID_PHASES, "name": "peak",
                 "ts": pk.event, "args": {"bytes": pk.bytes, "step": pk.step, "phase": pk.phase,
                                          "op": pk.op, "module": pk.module,
-                                         "by_category": led.by_category(pk.event)}})
+                                         # as `show` has it: with `workspace`, the
+                                         # allocator bytes no storage explains
+                                         "by_category": led.at_peak(),
+                                         **({"allocator_bytes": int(
+                                             led.measured["peak_bytes"])}
+                                            if led.measured else {})}})
     return out
 
 

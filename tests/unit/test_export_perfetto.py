@@ -34,8 +34,19 @@ def test_counters_at_the_peak_equal_the_ledger():
     at = counters_at(events, 1)
     assert at == {"parameter": 400, "activation": 400}           # 400 + 400 = 800
     assert {c: b for c, b in led.by_category(1).items() if b} == at
+    assert peak[0]["args"]["by_category"] == led.at_peak()   # what `show --json` says
     # the activation track falls back to 0 when it is freed at event 3
     assert counters_at(events, 3)["activation"] == 0
+
+
+def test_the_peak_event_carries_the_allocators_workspace_as_show_does():
+    recs = tiny_records()
+    recs.append({"k": "measured", "peak_bytes": 848, "source": "cpu-profiler"})
+    led = Ledger.from_records(recs)
+    peak = [e for e in trace_events(led) if e["ph"] == "i"][0]["args"]
+    assert peak["bytes"] == 800 and peak["allocator_bytes"] == 848
+    assert peak["by_category"]["workspace"] == 48 == led.at_peak()["workspace"]
+    assert sum(peak["by_category"].values()) == 848
 
 
 def test_slices_for_phases_modules_and_steps():
