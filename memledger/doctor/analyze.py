@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from memledger.doctor import accumulation, graph, modes, params, retention, updates
+from memledger.doctor import accumulation, graph, modes, order, params, retention, updates
 from memledger.doctor.findings import DoctorReport, Finding
 from memledger.doctor.records import Record, Run
 
@@ -24,6 +24,8 @@ ALL_CHECKS: tuple[CheckFn, ...] = (
     updates.schedulers,                 # 5
     retention.cross_step_retention,     # 6
     modes.eval_mode,                    # 7
+    order.double_step,                  # 8
+    order.clip_order,                   # 8
 )
 
 

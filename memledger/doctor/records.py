@@ -5,7 +5,8 @@ Record kinds (memledger/trace/doctor_probe.py writes them, in the order things h
 which backward passes reached each, gradients zeroed / non-finite, frozen ones that moved),
 `backward` (value, line, the loss-function calls since the previous backward), `cut`
 (an op that cut the graph and the parameters behind it), `leak`, `mode`, `retained`,
-`sched`, `end`.
+`sched`, `clip` (a clip_grad_norm_ / clip_grad_value_ call and where it fell: Note [Where a
+clip and a step fall] in memledger/trace/doctor_order.py), `end`.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ class Run:
     modes: list[Record] = field(default_factory=list)
     retained: list[Record] = field(default_factory=list)
     scheds: list[Record] = field(default_factory=list)
+    clips: list[Record] = field(default_factory=list)
     n_steps: int = 0
 
     @classmethod
@@ -35,7 +37,7 @@ class Run:
         run = cls()
         lists = {"step": run.steps, "backward": run.backwards, "cut": run.cuts,
                  "leak": run.leaks, "mode": run.modes, "retained": run.retained,
-                 "sched": run.scheds}
+                 "sched": run.scheds, "clip": run.clips}
         for r in records:
             k = r.get("k")
             if k == "param":

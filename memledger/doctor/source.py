@@ -59,3 +59,40 @@ def accumulation_line(file: str, var: str) -> int:
             cuts = any(_plain_number(n) for n in ast.walk(node.value))
             ranked.append(((3 if not cuts else 4) if reads else 5, node.lineno))
     return min(ranked)[1] if ranked else 0
+
+
+_LOOPS = (ast.For, ast.AsyncFor, ast.While)
+
+
+def _innermost_loop(tree: ast.AST, line: int) -> ast.AST | None:
+    best = None
+    for node in ast.walk(tree):
+        if isinstance(node, _LOOPS) and node.lineno <= line <= (node.end_lineno or 0):
+            if best is None or node.lineno >= best.lineno:
+                best = node
+    return best
+
+
+def method_call_line(file: str, var: str, method: str, near: int) -> int:
+    """1-based line of a `var.method(...)` call (`sched.step()`, `self.sched.step()`) that
+    ran before line `near` did: in the innermost loop holding `near`, the first such call
+    above it, else the first in that loop, else the first in the file (0 when none).
+
+    `sched.step()` before the first `optimizer.step()` at `near`: the calls above it in the
+    loop are the candidates; a loop that steps the optimizer every K micro-batches and the
+    scheduler after it, every micro-batch, has its call below."""
+    tree = _tree(file) if file and var else None
+    if tree is None:
+        return 0
+    calls = sorted(node.lineno for node in ast.walk(tree)
+                   if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                   and node.func.attr == method and _is(node.func.value, var))
+    if not calls:
+        return 0
+    loop = _innermost_loop(tree, near)
+    if loop is not None:
+        inside = [c for c in calls if loop.lineno <= c <= (loop.end_lineno or 0)]
+        above = [c for c in inside if c < near]
+        if above or inside:
+            return (above or inside)[0]
+    return calls[0]

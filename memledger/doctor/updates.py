@@ -12,8 +12,9 @@
 
 from __future__ import annotations
 
-from memledger.doctor.findings import Finding
-from memledger.doctor.records import Run, span, where
+from memledger.doctor.findings import Finding, Where
+from memledger.doctor.records import Record, Run, span, where
+from memledger.doctor.source import method_call_line
 
 
 def nonfinite_and_zeroed(run: Run) -> list[Finding]:
@@ -74,6 +75,14 @@ def no_update(run: Run) -> list[Finding]:
         evidence={"steps": [st["step"] for st in idle]})]
 
 
+def _sched_where(s: Record, first_step: Record) -> Where:
+    """The scheduler's own `step()` call: found in the source by the variable the probe saw
+    holding it (its step() is invisible to hooks), else the first optimizer step's line."""
+    line = method_call_line(str(s.get("file", "")), str(s.get("var", "")), "step",
+                            int(s.get("line", 0) or 0))
+    return Where(file=str(s["file"]), line=line) if line else where(first_step)
+
+
 def schedulers(run: Run) -> list[Finding]:
     out = []
     first = {}
@@ -85,14 +94,14 @@ def schedulers(run: Run) -> list[Finding]:
             continue
         if s["before_first_step"]:
             out.append(Finding(
-                check="scheduler_order", severity="warning", where=where(st),
+                check="scheduler_order", severity="warning", where=_sched_where(s, st),
                 message=(f"{s['cls']}.step() ran before the first optimizer.step(): the "
                          "schedule's first learning rate is skipped; call scheduler.step() "
                          "after optimizer.step()"),
                 evidence={"scheduler_steps": s["steps"], "optimizer_steps": s["opt_steps"]}))
         if s["steps"] > s["opt_steps"]:
             out.append(Finding(
-                check="scheduler_rate", severity="warning", where=where(st),
+                check="scheduler_rate", severity="warning", where=_sched_where(s, st),
                 message=(f"{s['cls']} stepped {s['steps']} times for {s['opt_steps']} "
                          "optimizer steps (stepping per micro-batch?): the schedule runs "
                          f"{s['steps'] / max(1, s['opt_steps']):.1f}x fast; step it once per "

@@ -5,13 +5,16 @@ It watches through torch's own mechanisms and never changes what the script comp
 - a `TorchFunctionMode` sees `backward()` (count, loss value, line), the loss functions
   (`cross_entropy`, `nll_loss`: reduction, valid tokens), and the ops that cut the graph
   (`.detach()`, `.data`, `.numpy()`, an op run under `no_grad` on a tensor that requires
-  grad; torch's reentrant checkpoint runs its forward that way);
+  grad; torch's reentrant checkpoint runs its forward that way), the `p.grad` reads of
+  torch's clip functions and GradScaler's scale and unscale (Note [Where a clip and a step
+  fall] in doctor_order.py);
 - per parameter, a tensor hook (before autograd accumulates) and a post-accumulate-grad
   hook: which backward passes reached it, and whether `.grad` still held a consumed gradient;
 - global module forward pre-hooks: parameter names, the modules that ran, Dropout and
   BatchNorm in eval mode under grad;
 - global optimizer step pre/post hooks: the step's parameters, their gradients (finite?
-  zeroed?), frozen parameters that moved, and at each step boundary the tensors that still
+  zeroed? clipped? the previous step's again?), frozen parameters that moved, the variable
+  holding each LR scheduler, and at each step boundary the tensors that still
   carry autograd history from an earlier step (Note [Cross-step retention] in
   doctor_retention.py).
 
@@ -41,6 +44,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import sys
 import weakref
 from typing import Any, Iterator
 
@@ -56,13 +60,18 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import _disable_current_modes
 
 from memledger.trace.collector import StopTracing
+from memledger.trace.doctor_order import OrderWatch, clip_frame, clips_nothing
 from memledger.trace.doctor_retention import MAX_NODES, RetentionWatch
 from memledger.trace.roots import RootNames, paths_under
 from memledger.trace.steps import OptimizerSteps
-from memledger.trace.where import in_reentrant_checkpoint, user_line
+from memledger.trace.where import in_reentrant_checkpoint, user_line, user_name_of
 
 _Tensor = torch.Tensor
 _DATA = torch._C.TensorBase.__dict__["data"]
+_GRAD = torch._C.TensorBase.__dict__["grad"]   # `p.grad` reads: a clip function's (order.py)
+_SCALE_MULS = {torch.Tensor.mul, torch.Tensor.__mul__}   # GradScaler.scale()'s multiply
+_SCALER_FILE = torch.amp.grad_scaler.__file__
+_UNSCALE = torch._amp_foreach_non_finite_check_and_unscale_   # GradScaler.unscale_()
 _CUTS = {torch._C.TensorBase.detach: "detach", torch._C.TensorBase.detach_: "detach",
          torch._C.TensorBase.numpy: "numpy"}
 _BACKWARDS = (torch.Tensor.backward, torch.autograd.backward)
@@ -182,6 +191,9 @@ class DoctorProbe(TorchFunctionMode):
         # a consumed gradient that a backward added to: a leak only if a step consumes it
         # before zero_grad (Note [Which backward reached a parameter])
         self._tainted: dict[int, dict[str, Any]] = {}
+        # Note [Where a clip and a step fall] in doctor_order.py
+        self._order = OrderWatch(self.records, self._params, self._index)
+        self._sched_where: dict[int, dict[str, Any]] = {}   # scheduler index -> its variable
 
     # ---- lifecycle ------------------------------------------------------------------------
     def __enter__(self) -> "DoctorProbe":
@@ -208,7 +220,8 @@ class DoctorProbe(TorchFunctionMode):
                 self.records.append({
                     "k": "sched", "cls": self._sched_cls[k], "opt": opt_index,
                     "before_first_step": before_first, "steps": self._sched_steps.get(k, 0),
-                    "opt_steps": self._opt_steps.get(opt_index, 0)})
+                    "opt_steps": self._opt_steps.get(opt_index, 0),
+                    **self._sched_where.get(k, {})})
         self.records.append({"k": "end", "steps": self._train_steps, "backward": self._bw,
                              "optimizer_steps": self._steps})
         self._retention.stop()
@@ -310,6 +323,7 @@ class DoctorProbe(TorchFunctionMode):
             if st is None or st != (id(g), g._version):
                 with _quiet():
                     fresh = not bool(_values(g).any())
+        self._order.grad_arrives(pid, fresh)
         if fresh:
             self._bws[pid] = []
             self._accum[pid] = 0
@@ -345,10 +359,20 @@ class DoctorProbe(TorchFunctionMode):
         loss = _LOSSES.get(func)
         if loss is not None:
             return self._loss(loss, func, args, kwargs)
+        if func in _SCALE_MULS and sys._getframe(1).f_code.co_filename == _SCALER_FILE:
+            return self._scale(func, args, kwargs)
+        if func is _UNSCALE and args:
+            self._order.unscaled(args[0])
         if not self._in_opt:
             cut = _CUTS.get(func)
-            if cut is None and getattr(func, "__self__", None) is _DATA:
-                cut = "data"
+            if cut is None:
+                owner = getattr(func, "__self__", None)
+                if owner is _DATA:
+                    cut = "data"
+                elif owner is _GRAD:
+                    if args and id(args[0]) in self._params:
+                        self._grad_read(args[0])
+                    return func(*args, **kwargs)
             if cut is not None:
                 if args and isinstance(args[0], _Tensor) and args[0].requires_grad:
                     self._cut(cut, args[0])
@@ -370,6 +394,7 @@ class DoctorProbe(TorchFunctionMode):
                 value = float(t.detach().float().cpu())
         file, line = user_line()
         self._hook_unfrozen()
+        scaled = self._order.is_scaled(t)
         self._bw += 1
         rec = {"k": "backward", "n": self._bw, "window": self._steps + 1, "value": value,
                "file": file, "line": line, "losses": self._losses}
@@ -385,6 +410,8 @@ class DoctorProbe(TorchFunctionMode):
                 g = self._params[pid].grad
                 if g is not None and not bool(torch.isfinite(_values(g)).all()):
                     bad += 1
+        if scaled:
+            self._order.scaled_backward(self._bw_params)
         rec["params"], rec["nonfinite"] = len(self._bw_params), bad
         rec["reached"] = sorted(self._index[p] for p in self._bw_params)
         self._bw_rec = None
@@ -405,6 +432,40 @@ class DoctorProbe(TorchFunctionMode):
         rec["file"], rec["line"] = user_line()
         self._losses.append(rec)
         return out
+
+    def _scale(self, func, args, kwargs):
+        """`GradScaler.scale(loss)`: a backward from its output makes scaled gradients."""
+        out = func(*args, **kwargs)
+        factor = args[1] if len(args) > 1 else None
+        with _quiet(), contextlib.suppress(RuntimeError, TypeError, ValueError):
+            factor = float(factor)   # type: ignore[arg-type]
+        self._order.scaled_output(out, factor if isinstance(factor, float) else 0.0)
+        return out
+
+    def _grad_read(self, p: nn.Parameter) -> None:
+        """`p.grad` read by torch's clip_grad_norm_ / clip_grad_value_ (Note [Where a clip
+        and a step fall] in doctor_order.py); any other read returns at the first test."""
+        frame, fn, arg = clip_frame(sys._getframe(2))   # the frame that read `.grad`
+        if frame is None:
+            return
+        caller = frame.f_back
+        while caller is not None and caller.f_code.co_filename == frame.f_code.co_filename:
+            caller = caller.f_back   # past clip_grad.py's own wrappers
+        # one clip call, told from the next one: two calls from one line with no backward
+        # or step between them (a loop over models) share a position and a record
+        key = (id(frame), id(caller), getattr(caller, "f_lasti", 0), self._bw, self._steps)
+
+        def new_clip():
+            limit = frame.f_locals.get(arg)
+            with _quiet():
+                if clips_nothing(limit):
+                    return None   # clip_grad_norm_(params, inf): the norm read for logging
+                with contextlib.suppress(RuntimeError, TypeError, ValueError):
+                    limit = float(limit)
+            file, line = user_line()
+            return fn, limit if isinstance(limit, float) else None, file, line, self._steps + 1
+
+        self._order.clip_reads(p, key, new_clip)
 
     def _cut(self, op: str, t: _Tensor) -> None:
         fn = t.grad_fn
@@ -512,6 +573,10 @@ class DoctorProbe(TorchFunctionMode):
             s = ref()
             if s is not None and o == -1 and getattr(s, "optimizer", None) is opt:
                 self._scheds[k] = (ref, oi, int(getattr(s, "_step_count", 1)) > 1)
+                # the scheduler's own step() calls are invisible to hooks; the check finds
+                # them in the source by the variable that holds it (doctor/source.py)
+                var, vfile, vline = user_name_of(s)
+                self._sched_where[k] = {"var": var, "file": vfile, "line": vline}
         file, line = user_line()
         idx = self._index
         rec: dict[str, Any] = {"k": "step", "opt": oi, "cls": type(opt).__name__,
@@ -525,6 +590,9 @@ class DoctorProbe(TorchFunctionMode):
         bws: set[int] = set()
         self._before = {}
         fused = bool(getattr(opt, "defaults", {}).get("fused"))
+        # Note [Where a clip and a step fall]: clipped? a repeat of the previous step?
+        rec.update(self._order.at_step(oi, [id(p) for p in params],
+                                       {id(p) for p in params if self._accum.get(id(p))}))
         with _quiet():
             for p in params:
                 pid = id(p)
@@ -595,6 +663,8 @@ class DoctorProbe(TorchFunctionMode):
                         moved.append(self._index[pid])
                     updated += p.requires_grad and changed
             rec["frozen_moved"], rec["updated"] = moved, updated
+            self._order.after_step(rec["opt"], rec["step"],
+                                   [id(p) for g in opt.param_groups for p in g["params"]])
             self._before = {}
             self._steps += 1
             self._count_scheduler_steps()

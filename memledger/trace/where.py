@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import sys
 import sysconfig
-from types import FrameType
+from types import FrameType, FunctionType, ModuleType
 
 import torch
 
@@ -66,3 +66,37 @@ def in_reentrant_checkpoint() -> bool:
             return True
         f = f.f_back
     return False
+
+
+def user_name_of(obj: object) -> tuple[str, str, int]:
+    """(name, file, line) of the innermost user frame that holds `obj` in a variable: a
+    local, a global, or an attribute of a local (`self.sched` gives `sched`); the line is
+    where that frame is now. ("", "", 0) when no user frame holds it."""
+    f = sys._getframe(1)
+    while f is not None:
+        if is_user_file(f.f_code.co_filename):
+            name = _name_in(f, obj)
+            if name:
+                return name, f.f_code.co_filename, f.f_lineno
+        f = f.f_back
+    return "", "", 0
+
+
+def _name_in(frame: FrameType, obj: object) -> str:
+    scopes = (frame.f_locals, frame.f_globals)
+    for scope in scopes:
+        for name, value in scope.items():
+            if value is obj:
+                return name
+    for value in frame.f_locals.values():
+        if isinstance(value, (type, ModuleType, FunctionType)):
+            continue
+        try:   # never through __getattr__ (a lazy proxy would wake)
+            attrs = object.__getattribute__(value, "__dict__")
+        except Exception:
+            continue
+        if isinstance(attrs, dict):
+            for attr, v in attrs.items():
+                if v is obj:
+                    return attr
+    return ""

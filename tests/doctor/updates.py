@@ -4,6 +4,7 @@
     --bug scaler      GradScaler: step 2's gradients are infinite, scaler.step skips it
     --bug zeroed      zero_grad between backward and step
     --bug sched       the LR scheduler steps before the optimizer, twice per step
+    --bug sched1      the LR scheduler steps before the optimizer, once per step
     --fixed           the same loop without the bug
 """
 import sys
@@ -23,14 +24,15 @@ for step in range(4):
     loss = nn.functional.cross_entropy(model(x), y)
     if step == 1 and BUG in ("nonfinite", "scaler") and not FIXED:
         loss = loss * float("inf")
-    if BUG == "sched" and not FIXED:
+    if BUG in ("sched", "sched1") and not FIXED:
         sched.step()
-        sched.step()
+        if BUG == "sched":
+            sched.step()
     opt.zero_grad()
     scaler.scale(loss).backward()
     if BUG == "zeroed" and not FIXED:
         opt.zero_grad()
     scaler.step(opt)
     scaler.update()
-    if BUG != "sched" or FIXED:
+    if BUG not in ("sched", "sched1") or FIXED:
         sched.step()

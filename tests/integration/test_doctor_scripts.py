@@ -19,9 +19,12 @@ from memledger.doctor.run import diagnose_in_process
 SCRIPTS = Path(__file__).resolve().parents[1] / "doctor"
 
 
-def line_of(script: str, text: str) -> int:
+def line_of(script: str, text: str | tuple[str, int]) -> int:
+    """The line whose code is `text`; `(text, n)`: the n-th such line."""
+    text, nth = text if isinstance(text, tuple) else (text, 1)
     lines = (SCRIPTS / script).read_text().splitlines()
-    return next(i for i, s in enumerate(lines, 1) if s.split("  #")[0].strip() == text)
+    found = [i for i, s in enumerate(lines, 1) if s.split("  #")[0].strip() == text]
+    return found[nth - 1]
 
 
 @functools.lru_cache(maxsize=None)
@@ -86,10 +89,33 @@ BUGS = [
      ["1 of 4 backward passes", "GradScaler skipped"], "scaler.scale(loss).backward()"),
     ("updates.py", ["--bug", "zeroed"], "zeroed_before_step", "error", ["4 parameters"],
      "scaler.step(opt)"),
+    # the scheduler's own step() call (found in the source by the variable holding it); it
+    # once pointed at the first optimizer.step()
     ("updates.py", ["--bug", "sched"], "scheduler_order", "warning", ["StepLR"],
-     "scaler.step(opt)"),
+     "sched.step()"),
+    ("updates.py", ["--bug", "sched1"], "scheduler_order", "warning", ["StepLR"],
+     "sched.step()"),
     ("updates.py", ["--bug", "sched"], "scheduler_rate", "warning",
-     ["6 times for 3 optimizer steps"], "scaler.step(opt)"),
+     ["6 times for 3 optimizer steps"], "sched.step()"),
+    # the line of the second step() on the same gradients: after the loop, or the copy
+    ("double_step.py", ["--bug", "copy"], "double_step", "error",
+     ["(AdamW) ran 2 times", "step 2", "had stepped them already", "4 parameters"],
+     ("opt.step()", 3)),
+    ("double_step.py", ["--bug", "accum"], "double_step", "error",
+     ["(AdamW) ran 2 times", "step 3", "had stepped them already", "4 parameters"],
+     ("opt.step()", 2)),
+    ("clip_order.py", ["--bug", "before"], "clip_order", "error",
+     ["clip_grad_norm_() ran before the backward()", "step 2, 3", "4 parameters"],
+     ("clip(model.parameters(), 1.0)", 1)),
+    ("clip_order.py", ["--bug", "after"], "clip_order", "error",
+     ["clip_grad_norm_() ran after optimizer.step()", "step 1, 2", "4 parameters"],
+     ("clip(model.parameters(), 1.0)", 3)),
+    ("clip_order.py", ["--bug", "value"], "clip_order", "error",
+     ["clip_grad_value_() ran after optimizer.step()", "4 parameters"],
+     ("clip(model.parameters(), 1.0)", 3)),
+    ("clip_order.py", ["--bug", "scaler"], "clip_order", "error",
+     ["GradScaler's scale (65536)", "max_norm=1 acts as 1.53e-05", "step 1-3",
+      "scaler.unscale_(optimizer)"], ("clip(model.parameters(), 1.0)", 2)),
     ("retention.py", [], "cross_step_retention", "error", ["`total_loss`", "up from 12"],
      "total_loss += loss"),
     ("retention.py", ["--bug", "list"], "cross_step_retention", "error", ["`losses`"],
@@ -143,6 +169,13 @@ FIXED = [("cut.py", ["--cut", c, "--fixed"]) for c in ("detach", "checkpoint")] 
     ("custom_function.py", ["--hinge"]),
     # sparse gradients: the probe's `.any()` and `isfinite` once crashed the script
     ("sparse_embedding.py", []),
+    # one step per backward, K backward passes then one step
+    ("double_step.py", ["--bug", "copy", "--fixed"]),
+    ("double_step.py", ["--bug", "accum", "--fixed"]),
+    # clip between backward and step: after 2 micro-batches, after scaler.unscale_, and a
+    # clip_grad_norm_(..., inf) after the step that only reads the norm for logging
+    ("clip_order.py", ["--fixed"]), ("clip_order.py", ["--fixed", "--accum", "2", "--log-norm"]),
+    ("clip_order.py", ["--bug", "scaler", "--fixed", "--log-norm"]),
 ] + [("updates.py", ["--bug", b, "--fixed"]) for b in ("scaler", "sched")]   # with --fixed,
 # nonfinite and zeroed run the very loop of sched (the bug flags only pick the bug)
 
@@ -151,6 +184,59 @@ FIXED = [("cut.py", ["--cut", c, "--fixed"]) for c in ("detach", "checkpoint")] 
 def test_the_same_script_fixed_has_no_finding(script, args):
     report = doctor(script, *args)
     assert report.findings == [] and report.ok
+
+
+def test_exact_message_of_a_double_step():
+    (f,) = [f for f in doctor("double_step.py", "--bug", "copy").findings]
+    first = line_of("double_step.py", ("opt.step()", 2))
+    assert f.message == (
+        f"optimizer.step() (AdamW) ran 2 times on the gradients of one backward pass in step 2 "
+        f"(line {first} had stepped them already): 4 parameters (`0.weight`, `0.bias`, "
+        "`2.weight` and 1 more) got the same update 2 times; call step() once per backward "
+        "(once after the accumulation loop)")
+    assert f.evidence == {"optimizer": "AdamW", "steps_per_backward": 2, "steps": [2],
+                          "params": 4, "first_step_line": first}
+
+
+def test_exact_messages_of_clip_order():
+    names = "4 parameters (`0.weight`, `0.bias`, `2.weight` and 1 more)"
+    (before,) = doctor("clip_order.py", "--bug", "before").findings
+    assert before.message == (
+        "clip_grad_norm_() ran before the backward() that filled the gradients it should "
+        f"clip, in step 2, 3: optimizer.step() used the gradients of {names} unclipped; "
+        "call it after backward(), just before optimizer.step()")
+    (after,) = doctor("clip_order.py", "--bug", "after").findings
+    assert after.message == (
+        "clip_grad_norm_() ran after optimizer.step() had used the gradients, in step 1, 2: "
+        f"the step used the gradients of {names} unclipped; call it between backward() and "
+        "optimizer.step()")
+    # the clip after step 3 never runs: the doctor stops the script at the end of step 3
+    (scaled,) = doctor("clip_order.py", "--bug", "scaler").findings
+    # GradScaler's initial scale 2**16: max_norm 1.0 acts as 1 / 65536 = 1.53e-05
+    assert scaled.message == (
+        f"clip_grad_norm_() clipped the gradients of {names} while still multiplied by the "
+        "GradScaler's scale (65536), in step 1-3: max_norm=1 acts as 1.53e-05 on the true "
+        "gradients; call scaler.unscale_(optimizer) before clipping")
+    assert scaled.evidence == {"order": "scaled", "function": "clip_grad_norm_", "params": 4,
+                               "steps": [1, 2, 3], "scale": 65536.0, "limit": 1.0}
+
+
+# optimizer.step() more than once per backward, legitimately: a backbone and a head
+# optimizer, a GAN's two, K backward passes then one step, GradScaler skipping a step on
+# inf gradients (its dropped_update warning is the only finding), LBFGS's closure running
+# backward inside step(); and a clip after the last of 2 micro-batches
+STEPPING = [("two_models.py", ["--loop", "heads"], []), ("two_models.py", ["--loop", "gan"], []),
+            ("grad_leak.py", ["--fixed"], []),
+            ("double_step.py", ["--bug", "accum", "--fixed"], []),
+            ("updates.py", ["--bug", "scaler"], ["dropped_update"]),
+            ("closure.py", ["--lbfgs", "--fixed"], []),
+            ("clip_order.py", ["--fixed", "--accum", "2"], [])]
+
+
+@pytest.mark.parametrize("script,args,checks", STEPPING,
+                         ids=[f"{s}:{' '.join(a)}" for s, a, _ in STEPPING])
+def test_legitimate_step_patterns_are_not_double_steps(script, args, checks):
+    assert [f.check for f in doctor(script, *args).findings] == checks
 
 
 def test_exact_numbers_of_the_token_denominator():

@@ -1,0 +1,195 @@
+"""Where gradient clipping and `optimizer.step()` fall against backward, for the doctor.
+
+Kept by the doctor's probe (memledger/trace/doctor_probe.py), which feeds it from the hooks
+it has anyway: the tensor hook before a backward adds into a parameter's `.grad`, the
+optimizer step pre/post hooks, and its `TorchFunctionMode` (the `.grad` reads of
+`torch.nn.utils.clip_grad_norm_` / `clip_grad_value_`, the multiply in
+`GradScaler.scale()`, the unscale op of `GradScaler.unscale_()`). It writes `clip` records
+and adds fields to the probe's `step` records; memledger/doctor/order.py judges them.
+
+# Note [Where a clip and a step fall]
+A clip call reads `p.grad` of every parameter it was given. For each, at that moment:
+
+1. the gradient is exactly as an optimizer step left it (same tensor, same version, no
+   backward since): the clip comes *after* the step that used it (`used`, with that step);
+2. otherwise (None, zeroed, or holding this step's gradient) the clip waits: if a backward
+   then adds into that parameter before a step uses it, the clip came *before* backward
+   (`_early`); if the step comes first, the step's gradient was clipped (`clipped`);
+3. the gradient holds a GradScaler-scaled backward's contribution that no
+   `scaler.unscale_()` has divided back: the clip sees scaled values (`scaled`).
+
+Example: K=2 micro-batches, then clip, then step: backward 1 and 2 fill `fc.weight.grad`,
+the clip finds it unused (rule 2), the step finds it clipped: nothing to report. `clip;
+backward; step`: the backward arrives after the clip (rule 2): the step uses an unclipped
+gradient (`clip_early` in its record). `backward; step; clip; zero_grad`: rule 1, `used`
+names step N, whose record has no `clipped`. A clip that only reads the norm for logging
+(`max_norm=inf`) changes nothing and is not recorded.
+
+A step is a repeat (`double_step`) when no backward reached any of its optimizer's
+parameters since that optimizer's previous step and at least one still holds the gradient
+exactly as that step left it: the same backward's gradient applied again. A step whose
+closure runs backward (LBFGS) is read after the closure (Note [A step that runs its
+closure]), so its gradients are fresh; a GradScaler step skipped on inf calls no
+`optimizer.step()` at all; another optimizer's step is another optimizer's.
+"""
+
+from __future__ import annotations
+
+import math
+import weakref
+from typing import Any
+
+import torch
+import torch.nn.utils.clip_grad
+
+_CLIP_FILE = torch.nn.utils.clip_grad.__file__
+# the clip functions of torch.nn.utils and the argument that says how hard they clip
+CLIP_LIMITS = {"clip_grad_norm_": "max_norm", "clip_grad_norm": "max_norm",
+               "_clip_grads_with_norm_": "max_norm", "clip_grad_value_": "clip_value"}
+_PUBLIC = {"_clip_grads_with_norm_": "clip_grads_with_norm_"}
+
+
+def clip_frame(frame) -> tuple[Any, str, str]:
+    """(frame, function name, limit argument) of the outermost torch clip function on the
+    stack from `frame` up while frames stay in torch's clip_grad.py; (None, "", "")."""
+    found: tuple[Any, str, str] = (None, "", "")
+    f = frame
+    while f is not None and f.f_code.co_filename == _CLIP_FILE:
+        arg = CLIP_LIMITS.get(f.f_code.co_name)
+        if arg:
+            found = (f, _PUBLIC.get(f.f_code.co_name, f.f_code.co_name), arg)
+        f = f.f_back
+    return found
+
+
+def clips_nothing(limit: Any) -> bool:
+    """`clip_grad_norm_(params, inf)`: the norm read for logging, no gradient changed."""
+    try:
+        return math.isinf(float(limit))
+    except (TypeError, ValueError, RuntimeError):
+        return False
+
+
+class OrderWatch:
+    """The state of Note [Where a clip and a step fall]. `params` and `index` are the
+    probe's own maps (id(param) -> parameter, id(param) -> record index), read only."""
+
+    def __init__(self, records: list[dict[str, Any]], params: dict[int, Any],
+                 index: dict[int, int]) -> None:
+        self.records, self._params, self._index = records, params, index
+        self._used: dict[int, tuple[int, int, int, int]] = {}   # pid -> (opt, step, id, ver)
+        self._after: dict[int, dict[str, Any]] = {}   # pid -> clip not yet followed by backward
+        self._early: dict[int, dict[str, Any]] = {}   # pid -> clip a backward then added to
+        self._scaled: set[int] = set()                # pids holding scaled, not unscaled, grads
+        self._scale = 0.0                             # the last GradScaler factor seen
+        self._scaled_outs: list[tuple[weakref.ref, float]] = []
+        self._repeat: dict[int, int] = {}             # opt -> step() calls on one gradient
+        self._clip: dict[str, Any] | None = None      # the clip call being read
+        self._clip_key: tuple = ()
+        self._clip_seen: set[int] = set()             # pids the current clip call read
+        self._clips = 0
+
+    # ---- GradScaler ----------------------------------------------------------------------
+    def scaled_output(self, out: Any, factor: float) -> None:
+        """`GradScaler.scale()` returned `out` (the loss times `factor`)."""
+        if isinstance(out, torch.Tensor):
+            self._scaled_outs = [(r, f) for r, f in self._scaled_outs if r() is not None]
+            self._scaled_outs.append((weakref.ref(out), factor))
+
+    def is_scaled(self, t: Any) -> bool:
+        """Does this backward start from a GradScaler-scaled loss?"""
+        for r, factor in self._scaled_outs:
+            if r() is t:
+                self._scale = factor
+                return True
+        return False
+
+    def scaled_backward(self, pids) -> None:
+        self._scaled.update(pids)
+
+    def unscaled(self, grads) -> None:
+        """`scaler.unscale_(opt)` divided these gradients by the scale."""
+        ids = {id(g) for g in grads}
+        self._scaled = {pid for pid in self._scaled
+                        if id(getattr(self._params.get(pid), "grad", None)) not in ids}
+
+    # ---- backward ------------------------------------------------------------------------
+    def grad_arrives(self, pid: int, fresh: bool) -> None:
+        """A backward is about to add into this parameter's `.grad` (None or zero: fresh)."""
+        self._used.pop(pid, None)
+        if fresh:
+            self._scaled.discard(pid)
+        clip = self._after.pop(pid, None)
+        if clip is not None:      # rule 2: the clip came before this backward
+            self._early[pid] = clip
+
+    # ---- clipping ------------------------------------------------------------------------
+    def clip_reads(self, p: Any, key: tuple, new_clip) -> None:
+        """A clip function read `p.grad`; `key` tells one call from the next, `new_clip()`
+        gives (fn, limit, file, line, window) for a new call, or None when it clips
+        nothing (`max_norm=inf`)."""
+        pid = id(p)
+        if key != self._clip_key:
+            self._clip_key, self._clip, self._clip_seen = key, None, set()
+            made = new_clip()
+            if made is None:   # a call that clips nothing: its later reads are skipped
+                return
+            fn, limit, file, line, window = made
+            self._clips += 1
+            self._clip = {"k": "clip", "n": self._clips, "fn": fn, "limit": limit,
+                          "file": file, "line": line, "window": window, "params": [],
+                          "used": [], "used_by": [], "scaled": [], "scale": 0.0}
+            self.records.append(self._clip)
+        clip = self._clip
+        if clip is None or pid in self._clip_seen:   # clip_grad_norm_ reads each .grad twice
+            return
+        self._clip_seen.add(pid)
+        i = self._index[pid]
+        clip["params"].append(i)
+        g = p.grad
+        used = self._used.get(pid)
+        if g is not None and used is not None and used[2:] == (id(g), g._version):
+            clip["used"].append(i)                               # rule 1
+            if used[1] not in clip["used_by"]:
+                clip["used_by"].append(used[1])
+            return
+        if pid in self._scaled and g is not None:                # rule 3
+            clip["scaled"].append(i)
+            clip["scale"] = self._scale
+        self._after[pid] = clip                                  # rule 2
+        self._early.pop(pid, None)
+
+    # ---- optimizer steps -----------------------------------------------------------------
+    def at_step(self, opt: int, pids: list[int], fresh: set[int]) -> dict[str, Any]:
+        """Fields for the step record: `clipped` (parameters whose gradient a clip after
+        their last backward saw), `clip_early` (clip number -> parameters whose backward
+        came after that clip), `again` (parameters holding the gradient the optimizer's
+        previous step used, no backward since) and `repeat` (step() calls on it so far)."""
+        clipped, early, again = [], {}, []
+        for pid in pids:
+            i = self._index[pid]
+            if self._after.pop(pid, None) is not None and pid in fresh:
+                clipped.append(i)
+                self._early.pop(pid, None)
+            clip = self._early.pop(pid, None)
+            if clip is not None and pid in fresh:
+                early.setdefault(clip["n"], []).append(i)
+            g = getattr(self._params[pid], "grad", None)
+            used = self._used.get(pid)
+            if not fresh and g is not None and used is not None and \
+                    used[0] == opt and used[2:] == (id(g), g._version):
+                again.append(i)
+            self._scaled.discard(pid)   # scaler.step() unscales; a bare step() is its own bug
+        repeat = self._repeat.get(opt, 1) + 1 if again else 1
+        self._repeat[opt] = repeat
+        return {"clipped": clipped, "clip_early": {str(n): v for n, v in early.items()},
+                "again": again, "repeat": repeat}
+
+    def after_step(self, opt: int, step: int, pids: list[int]) -> None:
+        """The gradients as step `step` left them: what a repeat or a late clip would find."""
+        for pid in pids:
+            g = getattr(self._params[pid], "grad", None)
+            if g is None:
+                self._used.pop(pid, None)
+            else:
+                self._used[pid] = (opt, step, id(g), g._version)
