@@ -151,7 +151,8 @@ class Ledger:
         """(event, bytes) of kernel scratch on the ledger's device: the k-th call of an op in
         the allocator pass is the k-th event that op created storages at in the ledger
         (memledger/trace/allocator.py, Note [Kernel scratch]). An op whose call counts differ
-        is skipped (the runs diverged)."""
+        is skipped (the runs diverged). The outputs of an op a checkpoint re-run stopped in
+        (`stopped` records) are taken off its scratch: the ledger holds them already."""
         none = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
         recs = [r for r in self.extra.get("opscratch", [])
                 if r.get("device", "cpu") == self.device]
@@ -160,12 +161,20 @@ class Ledger:
         st = self.on_device()
         packet = st["op"].astype(str).str.split(".").str[0].to_numpy()
         created = st["created"].to_numpy(dtype=np.int64)
+        # outputs a checkpoint re-run's early stop freed inside their op: the allocator
+        # pass measured them as that op's scratch, and they are in the ledger already
+        # (Note [The script's own checkpoint], 3, in trace/script_checkpoint.py)
+        stopped = self.extra.get("stopped", [])
+        ours = [r["sid"] for r in stopped if r["sid"] in st.index]
+        taken = st.loc[ours].groupby("created")["bytes"].sum() if ours else None
         evs, sizes = [], []
         for op, per_call in recs[-1].get("ops", {}).items():
             ev = np.unique(created[packet == op])
             if not len(ev) or len(ev) != len(per_call):
                 continue
             b = np.asarray(per_call, dtype=np.int64)
+            if taken is not None:
+                b = np.maximum(b - taken.reindex(ev).fillna(0).to_numpy(dtype=np.int64), 0)
             evs.append(ev[b > 0])
             sizes.append(b[b > 0])
         return (np.concatenate(evs), np.concatenate(sizes)) if evs else none

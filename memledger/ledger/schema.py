@@ -42,7 +42,10 @@ trace/script_checkpoint.py) and `root` (`mod`: a top-level module other than the
 named by its class, as its modules' paths begin; policies do not reach it, because
 `measure` applies a policy to the model only) and `model` (`ev`: from this event on the
 model's names are another module's, the student of a teacher that held them until the
-first optimizer step; Note [The model] in trace/roots.py). Fake runs add `real`, `standin`, `flops` and `fake_aware`
+first optimizer step; Note [The model] in trace/roots.py) and `stopped` (`sid`, `ev`: an
+output of op `ev` freed inside that op by a checkpoint re-run's early stop, which the
+allocator pass measured as the op's scratch; Note [The script's own checkpoint], 3, in
+trace/script_checkpoint.py). Fake runs add `real`, `standin`, `flops` and `fake_aware`
 (`lib`, `what`: a library the script imported that branches on FakeTensor; Note [Fake
 runs], Rule 7, in trace/fake.py).
 

@@ -31,14 +31,15 @@ whose forward call spans events [ev0, ev1):
    until it released the node, after summing a broadcast bias gradient: 256 B more on
    BERT's layers; Note [When an unpacked tensor goes] in trace/collector.py), or their
    original free if sooner or not recorded; the region's temporaries reappear and die as
-   they did in forward (a dead branch, saved and never unpacked, too), and, under
-   checkpoint (selective hands cached outputs back instead, not modelled), so does what
-   it made that outlives it without being dropped
-   (its output, saved by the next region), made again by the re-run and let go at the
-   early stop. A post-LN layer (DistilBERT, BERT) ends in a LayerNorm, which packs its
+   they did in forward (a dead branch, saved and never unpacked, too), and so does what
+   it made that outlives it without being dropped (its output, saved by the next
+   region), made again by the re-run and let go at the early stop; under selective,
+   what is not in the save list (SAC's cache hands those outputs back instead: Rules 7
+   and 8). A post-LN layer (DistilBERT, BERT) ends in a LayerNorm, which packs its
    mean and rstd after it ran, so the re-run makes the layer's output again: leaving it
    out put DistilBERT's peak, inside a recompute, 5,312 B short
-   (tests/clients/test_real_clients.py).
+   (tests/clients/test_real_clients.py), and under selective RoBERTa's and DeBERTa-v2's
+   5,568 B short (2 layers, hidden 64, vocab 64).
 4. preserve_rng_state keeps the CPU generator state (5056 bytes, `torch.get_rng_state()`)
    from ev0 until R's backward ends; recomputation forks it once more while it runs.
    A call whose backward comes after the traced steps (what it saved is never unpacked
@@ -72,6 +73,15 @@ that was not saved by autograd is held until the recomputation that reuses it.
    it, so the recompute stops before it and its cached (4, 32, 64) fp32 output (32,768 B)
    stays through the layer's backward: `selective:model.layers.*` on 3 layers was
    predicted 3,473,220 B against 3,571,524 B measured before this rule.
+8. A cached output saved only by its own call (and unpacked) is handed back to the re-run,
+   which packs it again for the node that unpacks it: SAC's cache lets go of it there
+   (`_CONSUMED`), the checkpoint frame's `recomputed` once that node unpacked it, and the
+   node when it returns. So it goes at the unpack record's `end`, as a dropped storage
+   does, not when autograd releases the node (the baseline's free, after the engine sums a
+   broadcast gradient). The re-run packs every save of the call again, so this holds
+   whether or not the call drops anything: `h = fc(x)` saved only by a broadcasting
+   `h[..., None] * A` (tests/clients/train_branches.py --block bcast-plain) drops nothing
+   under the default save list, and was predicted 32,768 B (one h) over measured.
 
 A dropped or offloaded storage leaves at the event the script let go of it (`released`
 records, Note [When a saved storage is released] in trace/collector.py: a local of the
@@ -248,8 +258,8 @@ def _save_codes(prep: Prepared, part) -> np.ndarray:
 
 
 def _checkpoint_drops(prep: Prepared, calls: _Calls, own: _Owners,
-                      policy: Policy) -> tuple[np.ndarray, np.ndarray]:
-    """(dropped, kept_cache) per storage."""
+                      policy: Policy) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(dropped, kept_cache, handed_back, in_save_list) per storage."""
     made_kind = calls.at(calls.kind, own.made)
     recomputed = _is_recomputed(made_kind)
     in_save_list = np.zeros(len(prep.created), dtype=bool)
@@ -273,7 +283,12 @@ def _checkpoint_drops(prep: Prepared, calls: _Calls, own: _Owners,
     # `lora_A` output, saved by `lora_B`, whose node dies with the forward)
     kept_cache = recomputed & in_save_list & (
         ~is_act | (own.first_save != own.made) | (prep.unpack < 0))
-    return dropped, kept_cache
+    # a save-list output only its own call saved, and unpacked: SAC's cache hands it to the
+    # re-run, which packs it again for the node that unpacks it; from then on that node
+    # alone holds it (Rule 8)
+    handed_back = recomputed & in_save_list & is_act & (own.first_save == own.made) & (
+        own.last_save == own.made) & (prep.unpack >= 0)
+    return dropped, kept_cache, handed_back, in_save_list
 
 
 def _refuse_selective_backward_twice(prep: Prepared, calls: _Calls, own: _Owners,
@@ -409,7 +424,9 @@ class _Lifetimes:
 
 def _lifetimes(prep: Prepared, calls: _Calls, own: _Owners, seg: _Segments,
                dropped: np.ndarray, kept_cache: np.ndarray, off: np.ndarray,
-               rng_bytes: int, policy: Policy | None = None) -> _Lifetimes:
+               rng_bytes: int, policy: Policy | None = None,
+               handed_back: np.ndarray | None = None,
+               in_save_list: np.ndarray | None = None) -> _Lifetimes:
     cr, fr0, nb = prep.created, prep.freed, prep.nbytes
     held = _held(prep)
     fr = np.where((dropped | off) & ~held, own.fwd_end, fr0)   # a holder keeps what it holds
@@ -417,7 +434,9 @@ def _lifetimes(prep: Prepared, calls: _Calls, own: _Owners, seg: _Segments,
     out = _Lifetimes()
     out.add(seg.pos_c(cr), seg.pos_f(fr), nb, prep.cat)
     if len(calls):
-        _recomputed_rows(prep, calls, own, seg, dropped, kept_cache, out)
+        _recomputed_rows(prep, calls, own, seg, dropped, kept_cache, out, in_save_list)
+        if handed_back is not None:
+            _handed_back_rows(prep, own, seg, handed_back & ~held, out)
         if rng_bytes:
             _rng_rows(calls, seg, rng_bytes, out)
     _scratch_rows(prep, calls, seg, out, policy)
@@ -473,7 +492,8 @@ def _hold_call_args(prep: Prepared, fr: np.ndarray, calls: _Calls, seg: _Segment
     return fr
 
 
-def _recomputed_rows(prep, calls, own, seg, dropped, kept_cache, out: _Lifetimes) -> None:
+def _recomputed_rows(prep, calls, own, seg, dropped, kept_cache, out: _Lifetimes,
+                     in_save_list: np.ndarray | None = None) -> None:
     """Rule 3: dropped storages come back in their segment and live until their old free;
     everything else made in the segment's span is made again (until its old free or the
     segment's end); SAC-cached outputs are held."""
@@ -492,11 +512,14 @@ def _recomputed_rows(prep, calls, own, seg, dropped, kept_cache, out: _Lifetimes
                         seg.start[kd] + (np.minimum(fr0[d], seg.end[kd]) - calls.ev0[kd]),
                         seg.pos_f(gone))
     out.add(seg.start[kd] + (cr[d] - calls.ev0[kd]), gone_pos, prep.nbytes[d], prep.cat[d])
-    # a kept activation (the region's output) is re-made by a full checkpoint's re-run; under
-    # selective the re-run hands cached outputs back instead (not yet modelled there: the
-    # CNN's selective blocks read 5.6 % high when it was)
+    # a kept activation (the region's output) is re-made by the re-run; under selective the
+    # re-run hands the save list's outputs back instead (re-making those read the CNN's
+    # selective blocks 5.6 % high), but makes the rest again: a post-LN layer's output,
+    # saved by the next layer, is its last LayerNorm's, made again and let go at the early
+    # stop (RoBERTa, DeBERTa-v2: 960 B under measured when no activation was re-made)
+    cached = in_save_list if in_save_list is not None else np.ones(len(cr), dtype=bool)
     remade = in_seg & ~dropped & (cr < seg.end[k]) & (
-        (prep.cat != ACTIVATION) | (calls.kind[k] == Kind.CHECKPOINT))
+        (prep.cat != ACTIVATION) | (calls.kind[k] == Kind.CHECKPOINT) | ~cached)
     if prep.fsdp_gather is not None:   # rule 6: FSDP2's gathers are not re-run
         remade &= ~prep.fsdp_gather
     t = np.flatnonzero(remade & ~kept_cache)
@@ -514,6 +537,19 @@ def _recomputed_rows(prep, calls, own, seg, dropped, kept_cache, out: _Lifetimes
     late = np.flatnonzero(kept_cache & (own.made >= 0) & (seg.bw_end[k] >= 0) & ~(
         in_seg & (cr < seg.end[k])))
     out.f[0][late] = np.maximum(out.f[0][late], seg.pos_f(seg.bw_end[k[late]]))
+
+
+def _handed_back_rows(prep: Prepared, own: _Owners, seg: _Segments, handed: np.ndarray,
+                      out: _Lifetimes) -> None:
+    """Rule 8: a save-list output the re-run takes back from SAC's cache goes when the node
+    that unpacked it last returns, or at its own free if sooner. The re-run packs every
+    save of the call again before its early stop, so it reaches this output's op whether
+    or not the call drops anything (a segment)."""
+    fr0 = prep.freed
+    h = np.flatnonzero(handed & (own.made >= 0))
+    end = prep.unpack_end[h]
+    sooner = (end >= 0) & (end < fr0[h]) & (end > prep.unpack[h])
+    out.f[0][h[sooner]] = seg.pos_f(end[sooner])
 
 
 def _rng_rows(calls: _Calls, seg: _Segments, rng_bytes: int, out: _Lifetimes) -> None:
@@ -634,12 +670,13 @@ def replay(prep: Prepared, policy: Policy, rng_bytes: int = CPU_RNG_STATE_BYTES,
         refuse_around_script_checkpoints(policy.text(), paths, _is_recomputed(kinds),
                                          kinds == Kind.OFFLOAD, prep.script_ckpt)
     own = _owners(prep, calls)
-    dropped, kept_cache = _checkpoint_drops(prep, calls, own, policy)
+    dropped, kept_cache, handed_back, in_save_list = _checkpoint_drops(prep, calls, own,
+                                                                       policy)
     _refuse_selective_backward_twice(prep, calls, own, policy)
     off = _offloaded(prep, calls, own)
     seg = _segments(prep, calls, dropped, own)
     c, f, b, cat = _lifetimes(prep, calls, own, seg, dropped, kept_cache, off,
-                              rng_bytes, policy).arrays()
+                              rng_bytes, policy, handed_back, in_save_list).arrays()
     total = seg.total
     w = b.astype(np.float64)
     made = np.bincount(c, weights=w, minlength=total + 1)

@@ -102,6 +102,7 @@ from memledger.trace.script_checkpoint import (
     CheckpointFrames,
     checkpoint_pack_hook,
     find_checkpoint_call,
+    stopping_pack,
 )
 from memledger.trace.sharding import _PLAIN, ShardingMixin, local_tensor
 
@@ -249,6 +250,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
         self._ckpt_frames = CheckpointFrames()
         self._ckpt_calls = 0
         self._fork: tuple[Any, int | None] = (None, None)
+        self._op_made = 0   # the first sid the latest op made (its outputs: sids from here)
         self._nograd_depth: int | None = None   # module depth looked at without gradients
         self._handles: list[Any] = []
         self._saved_hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack)
@@ -366,7 +368,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
                 self._node, self._node_sid = node, self._next_sid
             if self._unpacks and node != self._unpack_node:
                 self._unpacks_done()
-        made = self._next_sid
+        made = self._op_made = self._next_sid
         if isinstance(out, _Tensor):
             self._output(out, ev, func)
         elif isinstance(out, (list, tuple)):
@@ -479,9 +481,27 @@ class Collector(ShardingMixin, TorchDispatchMode):
             self.sink.write({"k": "inplace", "sid": self._twin[2], "op": self._twin[3]})
         if self._unpacks and not self._released:
             self._released = any(u == sid for u, _ in self._unpacks)
+        if self._fork[0] is not None and sid >= self._op_made:
+            self._stopped_output(sid, ev - 1)
         self._saved_mod.pop(sid, None)
         self._held.pop(sid, None)
         self.sink.write({"k": "free", "sid": sid, "ev": ev, "last": self._last.pop(sid, -1)})
+
+    def _stopped_output(self, sid: int, ev: int) -> None:
+        """An output of the latest op (event `ev`), freed inside a script checkpoint's re-run:
+        when the re-run's early stop raised from that op's own output pack, it was freed
+        inside the op, where the allocator pass counts it as kernel scratch. Note [The
+        script's own checkpoint], 3 (trace/script_checkpoint.py)."""
+        pack = checkpoint_pack_hook(RECOMPUTE_HOOK)   # None once the stop was caught
+        x = stopping_pack(pack) if pack is not None else None
+        if x is None:
+            return
+        try:
+            packed = self._sids.get(x.untyped_storage()._cdata, -1)
+        except (RuntimeError, NotImplementedError):
+            return
+        if packed >= self._op_made:   # packed after the op ran: one of its outputs
+            self.sink.write({"k": "stopped", "sid": sid, "ev": ev})
 
     # Note [In place but for the mode]
     # While any dispatch mode is active torch treats every tensor as a subclass and takes the

@@ -23,6 +23,21 @@ A script may checkpoint modules itself: transformers' `gradient_checkpointing_en
    writes a `script_ckpt` record (`mod`, `first`, `ev`) per checkpointed call; replay,
    `measure` and the probes refuse those policies, with the fix in one line
    (memledger/replay/script_checkpoint.py has the rules).
+3. The early stop. A non-reentrant re-run stops by raising (`_StopRecomputationError`) from
+   its pack hook as the last saved tensor is packed again. An op that saves its outputs
+   packs them after it ran: a post-LN layer's final `native_layer_norm` packs its mean and
+   rstd, the stop raises inside that op, and its output, which nothing saved, is freed
+   before the op returns. The allocator pass sees it made and freed inside one op and
+   measures it as that op's kernel scratch (Note [Kernel scratch] in trace/allocator.py);
+   the ledger pass sees the op's output made and freed before the next op. Counted as
+   both, the peak inside such a re-run read one output too high: transformers RoBERTa
+   (2 layers, hidden 64, batch 4, seq 32) with gradient_checkpointing_enable(): the
+   ledger with scratch 32,768 B over the allocator, and every policy with it. The
+   collector writes a `stopped` record (`sid`, `ev`) for each output of the stopped op
+   freed by the stop (`stopping_pack` says the stop is in flight and which tensor's pack
+   raised it: one made by the op itself means its outputs were packed after it ran, not
+   its inputs before); the ledger takes those bytes off that op's measured scratch
+   (`Ledger.kernel_scratch`).
 
 The region is the module the checkpointed function belongs to (a module, its bound
 method, or a `functools.partial` over either or over a function taking the module first,
@@ -62,6 +77,28 @@ def checkpoint_pack_hook(qualname: str = FORWARD_HOOK):
             getattr(pack, "__qualname__", None) == qualname:
         return pack
     return None
+
+
+def stopping_pack(pack) -> torch.Tensor | None:
+    """While a re-run's early stop is in flight (its `_StopRecomputationError` raised and not
+    yet caught), the tensor whose pack raised it; else None. `pack`: the innermost pack hook,
+    `checkpoint_pack_hook(RECOMPUTE_HOOK)`. The stop is in flight when the frame stops early
+    and every tensor its forward saved has been packed again (the last pack raises at once;
+    the hook is popped as the exception leaves the re-run). Note [The script's own
+    checkpoint], 3."""
+    try:
+        fn = getattr(pack, "__wrapped__", pack)   # torch._dynamo.disable's wrapper
+        cells = dict(zip(fn.__code__.co_freevars, fn.__closure__ or ()))
+        gid = cells["gid"].cell_contents
+        frame = cells["target_frame_ref"].cell_contents()
+        if frame is None or not frame.early_stop or not frame.weak_holders or \
+                frame.recomp_counter[gid] != len(frame.weak_holders):
+            return None
+        holder = frame.weak_holders[-1]()
+        handle = holder.handles.get(gid) if holder is not None else None
+        return frame.recomputed[gid].get(handle) if handle is not None else None
+    except (AttributeError, KeyError, TypeError, ValueError):   # torch's private frames
+        return None
 
 
 @dataclass

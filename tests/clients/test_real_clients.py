@@ -182,6 +182,41 @@ def test_gpt2_with_its_own_gradient_checkpointing():
         assert abs(p.predicted - p.measured) <= 512, (text, p)
 
 
+def test_roberta_checkpointing_its_own_post_ln_layers():
+    """Note [The script's own checkpoint], 3: a post-LN layer's re-run stops early inside
+    its last op (`native_layer_norm` packs its mean and rstd after it ran), so that op's
+    output is made and freed inside the op: the allocator pass measured it as kernel scratch
+    while the ledger holds it, and the peak, inside layer 0's re-run, read 32,768 B (the
+    (4, 32, 64) fp32 output) over the allocator, the baseline and every policy with it."""
+    run = run_client("train_auto.py", ["--model", "roberta", "--grad-ckpt", "--steps", "3"],
+                     ["none", "offload:roberta.encoder.layer.*", "offload:roberta"])
+    stopped = run.ledger.extra["stopped"]
+    assert len(stopped) == 2 * 2   # 2 layers x 2 steps: each re-run stops in its last LN
+    st = run.ledger.storages.loc[[r["sid"] for r in stopped]]
+    assert set(st["op"].str.split(".").str[0]) == {"native_layer_norm"}
+    assert set(st["bytes"]) == {32_768}
+    assert run.ledger.peak_with_scratch() == run.ledger_peak == run.allocator_peak
+    for text, p in run.policies.items():
+        assert p.predicted is not None and p.predicted == p.measured, (text, p)
+
+
+@pytest.mark.parametrize("model_type, layers", [
+    ("roberta", "roberta.encoder.layer.*"),
+    ("deberta-v2", "deberta.encoder.layer.*"),
+])
+def test_selective_remakes_a_post_ln_layers_output(model_type, layers):
+    """Note [Replay of a checkpointed region], Rule 3: under selective the re-run hands the
+    save list's outputs back, but makes the rest again: a post-LN layer's output (its last
+    LayerNorm's, saved by the next layer) is made by the re-run and let go at the early
+    stop. With a small vocabulary the peak is there, in the first layer's re-run: predicted
+    5,568 B under measured when selective re-made no activation."""
+    run = run_client("train_auto.py", ["--model", model_type, "--vocab", "64", "--steps", "3"],
+                     [f"selective:{layers}", f"checkpoint:{layers}"])
+    assert run.ledger_peak == run.allocator_peak
+    for text, p in run.policies.items():
+        assert p.predicted is not None and p.predicted == p.measured, (text, p)
+
+
 def test_gpt2_under_transformers_trainer():
     """transformers' own `Trainer` runs the loop (accelerate's optimizer wrapper, its own
     zero_grad and schedule): steps counted at its optimizer, the ledger within 512 B of the

@@ -3,6 +3,7 @@ with the extras of a real loop: gradient clipping, a OneCycle schedule, an EMA c
 
     python tests/clients/train_auto.py --model qwen2 --steps 5
     python tests/clients/train_auto.py --model distilbert --clip 1 --sched --ema
+    python tests/clients/train_auto.py --model roberta --grad-ckpt
     memledger trace tests/clients/train_auto.py --steps 2 -o q.ledger -- --model bloom
 
 The sizes below are set on whichever of a config's names it has (`hidden_size`, `n_embd`,
@@ -34,6 +35,8 @@ def build(model_type: str, layers: int, hidden: int, heads: int, vocab: int, seq
     for name, value in sizes.items():
         if hasattr(cfg, name):
             setattr(cfg, name, value)
+    if "roberta" in model_type:   # positions count from past the padding index
+        cfg.max_position_embeddings = seq + cfg.pad_token_id + 1
     if getattr(cfg, "head_dim", None) is not None:
         cfg.head_dim = hidden // heads
     try:
@@ -55,9 +58,13 @@ def main() -> None:
     p.add_argument("--clip", type=float, default=0.0, help="clip_grad_norm_ to this")
     p.add_argument("--sched", action="store_true", help="OneCycleLR stepped every step")
     p.add_argument("--ema", action="store_true", help="an EMA copy updated every step")
+    p.add_argument("--grad-ckpt", action="store_true",
+                   help="model.gradient_checkpointing_enable(): the library's own checkpoint")
     a = p.parse_args()
     torch.manual_seed(0)
     model = build(a.model, a.layers, a.hidden, a.heads, a.vocab, a.seq)
+    if a.grad_ckpt:
+        model.gradient_checkpointing_enable()
     model.train()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=1e-3, total_steps=a.steps + 1) \
