@@ -178,18 +178,32 @@ def _phases(s: Summary) -> Table:
     return t
 
 
-def _top_tensors(s: Summary) -> Table:
+def _top_tensors(s: Summary, width: int = 120) -> Table:
+    """The largest tensors live at the peak. Below SIDE_BY_SIDE_WIDTH columns (a 60-column
+    terminal) six columns leave a name 5 characters: the module and the op or name share
+    one column, as the idle table has it (`mm in lm_head`; a parameter's name holds its
+    module), and shape and dtype another."""
     t = Table(title="Largest tensors live at the peak", title_justify="left", show_edge=False,
               pad_edge=False)
     t.add_column("bytes", justify="right", no_wrap=True)
     t.add_column("category", no_wrap=True)
-    t.add_column("module", overflow="fold")
-    t.add_column("shape", no_wrap=True)
-    t.add_column("dtype", no_wrap=True)
-    t.add_column("made by / name", overflow="fold")
+    narrow = width < SIDE_BY_SIDE_WIDTH
+    if narrow:
+        t.add_column("what")
+        t.add_column("shape, dtype")
+    else:
+        t.add_column("module")
+        t.add_column("shape", no_wrap=True)
+        t.add_column("dtype", no_wrap=True)
+        t.add_column("made by / name")
     for r in s.top_tensors:
-        t.add_row(format_bytes(r.bytes), r.category, Name(_mod(r.module)), *_plain(
-            r.shape, r.dtype), Name(r.name or _op(r.op)))
+        if narrow:
+            what = r.name or f"{_op(r.op)} in {_mod(r.module)}"
+            t.add_row(format_bytes(r.bytes), r.category, Name(what),
+                      Name(f"{r.shape} {r.dtype}"))
+        else:
+            t.add_row(format_bytes(r.bytes), r.category, Name(_mod(r.module)),
+                      *_plain(r.shape, r.dtype), Name(r.name or _op(r.op)))
     return t
 
 
@@ -242,7 +256,8 @@ def render_summary(s: Summary, source: str = "", width: int = 120) -> Group:
         top: list = [side]
     else:
         top = [breakdown, Text(""), phases]
-    parts: list = [*_headline(s, source), Text(""), *top, Text(""), _top_tensors(s), Text(""),
+    parts: list = [*_headline(s, source), Text(""), *top, Text(""), _top_tensors(s, width),
+                   Text(""),
                    _activations(s)]
     if s.idle:
         parts += [Text(""), _idle(s)]

@@ -97,3 +97,21 @@ def test_a_step_and_phase_break_after_the_middle_dot():
     assert cells("2·backward", 8) == ["2·", "backward"]
     assert cells("2·backward (recompute blocks.3.mlp)", 10) == [
         "2·backward", "(recompute", "blocks.3.", "mlp)"]
+
+
+def test_show_at_60_and_80_columns_keeps_every_name_part_whole():
+    from memledger.ledger.model import Ledger
+    from memledger.report.terminal import render_summary
+    from test_report_html import tiny_records   # tests/unit is on sys.path
+
+    led = Ledger.from_records(tiny_records("model.layers.0.mlp.gate_proj"))
+    for width in (60, 80):
+        out = io.StringIO()
+        Console(file=out, width=width, color_system=None).print(
+            render_summary(led.summary(), "t.ledger", width=width))
+        text = out.getvalue()
+        assert all(len(ln) <= width for ln in text.splitlines()), text
+        # each part of the module path and the parameter name is on one line: at 60
+        # columns six columns once left the module 8 characters (`gate_` / `proj`)
+        assert all("gate_proj" in ln for ln in text.splitlines() if "gate_" in ln), text
+        assert "float32" in text
