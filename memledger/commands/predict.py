@@ -38,9 +38,10 @@ def predict(
 
     pols = policies_from_args(policy)
     files = find_rank_files(ledger) or [ledger]   # run.ledger -> run.rank0.ledger, ...
-    reps = [predict_policies(open_ledger(f), pols, bandwidth=bandwidth, flops=flops,
+    leds = [open_ledger(f) for f in files]
+    reps = [predict_policies(led, pols, bandwidth=bandwidth, flops=flops,
                              step_time_s=None if step_time is None else parse_duration(step_time))
-            for f in files]
+            for led in leds]
     if len(files) > 1:
         from memledger.commands.ranks import predict_ranks
 
@@ -50,6 +51,10 @@ def predict(
         print_json(reps[0].to_json_dict())
         return
     _print_table(reps[0], str(ledger))
+    if not (leds[0].storages["category"] == "activation").any():
+        console.print("nothing in this ledger was saved for backward (no_grad or inference "
+                      "code): checkpoint, selective and offload have nothing to free",
+                      style="yellow")
 
 
 def _print_table(rep, name: str) -> None:
