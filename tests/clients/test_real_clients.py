@@ -273,3 +273,26 @@ def test_gpt2_keeping_only_the_loss():
                      ["offload:transformer.h.*"])
     p = run.policies["offload:transformer.h.*"]
     assert abs(p.predicted - p.measured) <= 512, p
+
+
+def _gates(script: str, argv: list[str], policies: list[str], steps: int = 2):
+    from memledger.verify.gates import run_gates
+    from memledger.verify.runs import Variant, capture_in_process
+    from tests.clients.harness import HERE
+    return run_gates(HERE / script, argv, [Variant(p, p) for p in policies], steps=steps,
+                     runner=lambda script, argv, variant, steps, out:
+                     capture_in_process(script, argv, variant, steps))
+
+
+def test_compiled_falcon_gates_pass():
+    """A torch.compile'd transformers model under the gates: dynamo traced the capture's
+    global forward hook at each submodule call and failed on reading the model there
+    ("UnspecializedNNModuleVariable(FalconForCausalLM) is already tracked for mutation"),
+    so the baseline itself 'failed'. Dropout on: checkpoint re-runs the same masks."""
+    rep = _gates("train_zoo.py", ["--model", "falcon", "--compile", "--steps", "3",
+                                  "--layers", "1"],
+                 ["checkpoint:transformer.h.*", "offload:transformer.h.*"])
+    assert rep.reproducible
+    for o in rep.outcomes:
+        assert o.passed and o.gates == {"inputs": True, "gradients": True, "update": True}, \
+            (o.variant.label, o.reason)
