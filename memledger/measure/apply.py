@@ -295,7 +295,7 @@ class _Recompute:
                 if marker in text:
                     policy, path = self._selective
                     raise PolicyError(why.format(policy=policy, path=path,
-                                                 op=text.split(" invocation")[0])) from exc[1]
+                                                 op=_sac_op(text))) from exc[1]
         return done
 
 
@@ -315,6 +315,14 @@ _SAC_FAILURES = (
      "checkpoint cannot hand back a changed tensor; leave that op out of save=, make the "
      "change out of place, or checkpoint that module instead"),
 )
+
+
+def _sac_op(text: str) -> str:
+    """The op torch's selective checkpoint names first in its error: "aten.mm.default
+    invocation index 0 encountered ..." when the op ran fewer times in the forward, but
+    "aten._to_copy.default encountered ..." when it never ran there (torch 2.13), which
+    splitting at " invocation" left whole, torch's multi-line advice in the one line."""
+    return text.split(maxsplit=1)[0] if text.strip() else "an op"
 
 
 def _selective_context(save_ops: tuple[str, ...]) -> Callable:

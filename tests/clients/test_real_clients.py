@@ -296,3 +296,27 @@ def test_compiled_falcon_gates_pass():
     for o in rep.outcomes:
         assert o.passed and o.gates == {"inputs": True, "gradients": True, "update": True}, \
             (o.variant.label, o.reason)
+
+
+def test_albert_selective_under_autocast_refused_in_one_line(tmp_path):
+    """ALBERT's one layer, called for every layer under bf16 autocast: selective's re-run
+    casts a weight that every call but the first took from autocast's cache. Torch 2.13
+    words that "aten._to_copy.default encountered during backward but not found in storage.
+    This can happen if ...", and measure's one line carried that whole text as the op."""
+    import json
+
+    from memledger.errors import EXIT_USAGE
+    from memledger.measure import worker as measure_worker
+    from tests.clients.harness import HERE, _call
+
+    layer = "albert.encoder.albert_layer_groups.0.albert_layers.0"
+    out = tmp_path / "measured.json"
+    code = _call(measure_worker.main, [
+        "--out", str(out), "--policy", f"selective:{layer}", "--steps", "1",
+        "--time-steps", "0", str(HERE / "train_hf.py"), "--", "--model", "albert", *SHAPE,
+        "--autocast", "bf16", "--steps", "2"])
+    error = json.loads(out.read_text())["error"]
+    assert code == EXIT_USAGE, error
+    assert f"re-ran {layer} and met aten._to_copy.default that its forward did not run" \
+        in error, error
+    assert "storage" not in error and "\n" not in error
