@@ -320,3 +320,32 @@ def test_albert_selective_under_autocast_refused_in_one_line(tmp_path):
     assert f"re-ran {layer} and met aten._to_copy.default that its forward did not run" \
         in error, error
     assert "storage" not in error and "\n" not in error
+
+
+def test_t5_with_dropout_and_its_decoder_cache_through_the_gates():
+    """T5 (encoder-decoder, dropout 0.1, use_cache=True): the encoder's blocks pass the
+    gates bitwise under checkpoint and selective (the re-run draws the same masks); the
+    decoder's blocks write the cache, so checkpointing them is refused while it runs and
+    that is their REJECT, one line, not the comparison's end."""
+    rep = _gates("train_zoo.py", ["--model", "t5", "--cache", "--steps", "3", "--layers", "1"],
+                 ["checkpoint:encoder.block.*", "selective:encoder.block.*",
+                  "offload:decoder.block.*", "checkpoint:decoder.block.*"])
+    ck, sel, off, refused = rep.outcomes
+    for o in (ck, sel, off):
+        assert o.passed and o.comparison.worst_gradient.max_abs == 0.0, o.reason
+    assert not refused.passed and refused.refused and "\n" not in refused.reason
+    assert refused.reason.startswith("refused: checkpoint:decoder.block.* would re-run "
+                                     "decoder.block.0, whose forward stores new tensors "
+                                     "into the EncoderDecoderCache")
+
+
+def test_resnet_batchnorm_through_the_gates():
+    """transformers' ResNet (BatchNorm in training mode in every stage): checkpoint and
+    selective re-run the stages and put the running statistics back, so buffers are
+    bitwise equal; offload passes as well."""
+    rep = _gates("train_zoo.py", ["--model", "resnet", "--steps", "3", "--batch-size", "4"],
+                 ["checkpoint:resnet.encoder.stages.*", "selective:resnet.encoder.stages.*",
+                  "offload:resnet.encoder.stages.*"])
+    for o in rep.outcomes:
+        assert o.passed and o.gates == {"inputs": True, "gradients": True, "update": True}, \
+            (o.variant.label, o.reason)
