@@ -56,7 +56,7 @@ from torch.utils.checkpoint import (
 
 from memledger.errors import PolicyError
 from memledger.measure.offload import Offloader
-from memledger.replay.policies import Policy, PolicyKind, Region, resolve
+from memledger.replay.policies import DEFAULT_SAVE_OPS, Policy, PolicyKind, Region, resolve
 from memledger.replay.script_checkpoint import nested_checkpoint_message, offload_inside_message
 from memledger.replay.stateful import (
     INPUT_WRITTEN,
@@ -111,10 +111,13 @@ def module_table(model: nn.Module) -> list[tuple[str, str]]:
     return [(name, type(m).__name__) for name, m in named_modules(model)]
 
 
-def apply_policy(model: nn.Module, policy: Policy, offload_dir: str | None = None) -> PolicyHandle:
+def apply_policy(model: nn.Module, policy: Policy, offload_dir: str | None = None,
+                 check_save: bool = True) -> PolicyHandle:
     """Wrap the forward of each module the policy selects; raise PolicyError if it cannot.
 
     `offload_dir`: where CPU offload writes its files (default: a fresh temporary folder).
+    `check_save=False` lets a save list name an op selective never sees (the calibration's
+    `save=none_`: keep nothing on purpose).
     """
     regions = resolve(policy, module_table(model))
     handle = PolicyHandle(model=model, policy=policy, regions=regions)
@@ -131,6 +134,8 @@ def apply_policy(model: nn.Module, policy: Policy, offload_dir: str | None = Non
             guard = _NestingGuard(policy.text(), r.path, named)
             handle.hooks += [m.register_forward_pre_hook(guard.check_inner)
                              for m in mod.modules() if m is not mod]
+            if check_save and kind is PolicyKind.SELECTIVE and r.part.save != DEFAULT_SAVE_OPS:
+                _check_save_ops(policy.text(), r.part.save)
             context = _selective_context(r.part.save_ops()) \
                 if kind is PolicyKind.SELECTIVE else None
             wrapped = _checkpointed(orig, mod, context, (policy.text(), r.path), guard)
@@ -295,7 +300,7 @@ class _Recompute:
                 if marker in text:
                     policy, path = self._selective
                     raise PolicyError(why.format(policy=policy, path=path,
-                                                 op=text.split(" invocation")[0])) from exc[1]
+                                                 op=_sac_op(text))) from exc[1]
         return done
 
 
@@ -315,6 +320,44 @@ _SAC_FAILURES = (
      "checkpoint cannot hand back a changed tensor; leave that op out of save=, make the "
      "change out of place, or checkpoint that module instead"),
 )
+
+
+def _sac_op(text: str) -> str:
+    """The op torch's selective checkpoint names first in its error: "aten.mm.default
+    invocation index 0 encountered ..." when the op ran fewer times in the forward, but
+    "aten._to_copy.default encountered ..." when it never ran there (torch 2.13), which
+    splitting at " invocation" left whole, torch's multi-line advice in the one line."""
+    return text.split(maxsplit=1)[0] if text.strip() else "an op"
+
+
+def _check_save_ops(policy: str, ops: tuple[str, ...]) -> None:
+    """Selective checkpointing's policy sees ops as they reach the dispatcher, after
+    torch's composite ops are broken up: `save=matmul`, `linear`, `conv2d`, `dropout` or
+    `scaled_dot_product_attention` never match, and a name that is no aten op at all never
+    does either; either way nothing is kept and the policy is plain checkpoint, silently.
+    Refuse those names in one line (the user's explicit save list only)."""
+    for name in ops:
+        packet = getattr(torch.ops.aten, name, None)
+        if packet is None:
+            raise PolicyError(f"{policy}: save={name} is no aten op, so selective would keep "
+                              "nothing (op kinds are aten names like mm,addmm,bmm,convolution)")
+        seen = False
+        for overload in packet.overloads():
+            if "out" in overload:   # aten.linear.out has a kernel of its own; never called
+                continue
+            try:
+                op = getattr(packet, overload)
+                if not op.has_kernel_for_dispatch_key(
+                        torch._C.DispatchKey.CompositeImplicitAutograd):
+                    seen = True
+                    break
+            except RuntimeError:   # an overload the build does not register
+                continue
+        if not seen:
+            raise PolicyError(f"{policy}: save={name} never reaches selective checkpointing "
+                              f"(torch breaks aten.{name} into other ops first), so nothing "
+                              "would be kept; name the ops it becomes instead (a matmul or "
+                              "linear becomes mm, addmm or bmm; a conv2d convolution)")
 
 
 def _selective_context(save_ops: tuple[str, ...]) -> Callable:

@@ -107,7 +107,7 @@ def _wrapped(fn, policy: str):
 
     root = torch.nn.Module()
     root.body = _Fn(fn)
-    apply_policy(root, parse_policy(policy))
+    apply_policy(root, parse_policy(policy), check_save=False)   # save=none_: keep nothing
     return root.body
 
 

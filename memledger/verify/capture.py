@@ -156,6 +156,12 @@ class Capture:
 
     # ---- hooks ---------------------------------------------------------------------------
     def _forward_done(self, module, args, kwargs, output) -> None:
+        # Inside a torch.compile'd forward dynamo traces every global hook at each submodule
+        # call; reading `self.model` there tracks the model a second time and dynamo fails
+        # (transformers' Falcon: "already tracked for mutation"). The model's own call, the
+        # one that records, runs outside the compiled frame (its wrapper's hooks run eager).
+        if torch.compiler.is_compiling():
+            return
         if module is not self.model or not torch.is_grad_enabled():
             return
         for label, t in _tensors(args, "forward arg") + _tensors(kwargs, "forward kwarg"):

@@ -23,7 +23,7 @@ import tempfile
 from pathlib import Path
 from typing import Callable
 
-from memledger.errors import CheckFailed
+from memledger.errors import CheckFailed, PolicyError
 from memledger.ledger.model import Ledger
 from memledger.measure.runner import measure_script
 from memledger.processes import several_workers
@@ -126,7 +126,8 @@ def _performance(report: CompareReport, script: Path, argv: list[str],
         res = trace_script(script, argv, Path(tmp) / "baseline.ledger", steps=steps,
                            measure=True)
         led = Ledger.load(res.ledger_path)
-        pred = predict(led, policies)   # before minutes of measuring: a bad policy fails now
+        # before minutes of measuring: a passing policy that predict refuses fails now
+        pred = predict_judged(led, policies, {p.text() for p, _ in passing})
     say("performance: measuring the baseline")
     none = Policy.parse("none")
     base = measure_script(script, argv, none, steps=steps, time_steps=time_steps)
@@ -140,13 +141,36 @@ def _performance(report: CompareReport, script: Path, argv: list[str],
     fill_performance(report, led, pred, policies, base, measured, again)
 
 
+def predict_judged(led: Ledger, policies: list[Policy], passed: set[str]):
+    """Predict every policy that passed the gates, and those rejected ones predict can read.
+
+    A policy the gates rejected because it was refused while it ran (a KV cache written in
+    its region, a module the script checkpoints itself) is refused by predict the same way;
+    that refusal must not turn the whole comparison into exit 2 and lose the other
+    policies' verdicts (it did: `-p checkpoint:model.layers.* -p offload:model.layers.*` on
+    a script with `gradient_checkpointing_enable()`). Its row keeps predicted 0."""
+    chosen = []
+    for p in policies:
+        if p.text() not in passed:
+            try:
+                predict(led, [p])
+            except PolicyError:
+                continue
+        chosen.append(p)
+    return predict(led, chosen)
+
+
 def fill_performance(report: CompareReport, led: Ledger, pred, policies: list[Policy], base,
                      measured: dict, again) -> None:
     """One rank's (or the one process's) performance columns: `led` the traced baseline and
     `pred` its prediction, `base`/`again` the baseline's MeasureResults, `measured`
     {policy text: MeasureResult} for the policies that passed the gates."""
     report.front = pareto_points(led)
-    for row, pp in zip(report.policies, pred.policies):   # same order as `policies`
+    predicted = {pp.policy: pp for pp in pred.policies}   # a refused policy has none
+    for row, p in zip(report.policies, policies):   # same order as `policies`
+        pp = predicted.get(str(p))
+        if pp is None:
+            continue
         row.predicted_peak_bytes = pp.peak_bytes
         row.predicted_added_time_s = pp.added_time_s
         row.at_peak = dict(pp.at_peak)

@@ -40,13 +40,13 @@ from memledger.errors import EXIT_OK, EXIT_SCRIPT_FAILED, PolicyError, ScriptErr
 from memledger.ledger.model import Ledger
 from memledger.measure.ranks import measure_ranks
 from memledger.replay.policies import Policy
-from memledger.replay.predict import predict
 from memledger.trace.launch import DEFAULT_TIMEOUT_S, _launch, trace_ranks
 from memledger.trace.session import check_script
 from memledger.verify.compare import (
     fill_performance,
     finish_verdicts,
     gate_report,
+    predict_judged,
     refuse_doctor_errors,
 )
 from memledger.verify.gates import run_gates
@@ -182,7 +182,8 @@ def _performance(reports: list[CompareReport], script: Path, argv: list[str],
     res = trace_ranks(script, argv, tmp / "baseline.ledger", nproc, steps=steps, measure=True,
                       timeout_s=timeout_s)
     leds = [Ledger.load(p) for p in res.ledger_paths]
-    preds = [predict(led, policies) for led in leds]   # a bad policy fails before measuring
+    judged = {p.text() for p in passing}   # a bad passing policy fails before measuring
+    preds = [predict_judged(led, policies, judged) for led in leds]
 
     def measure(policy: Policy) -> list:
         return measure_ranks(script, argv, policy, nproc, steps=steps, time_steps=time_steps,

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from memledger.errors import EXIT_OK, ScriptError
+from memledger.errors import EXIT_OK, EXIT_USAGE, ScriptError
 from memledger.verify.diff import Comparison, Finding, compare
 from memledger.verify.tolerance import NOISE_FACTOR, Tolerance, noise_floors
 from memledger.verify.runs import BASELINE, CaptureResult, Variant, capture_run
@@ -38,6 +38,7 @@ class GateOutcome:
     variant: Variant
     comparison: Comparison | None = None
     failure: str = ""          # the script failed under the candidate (its reason)
+    refused: bool = False      # ... because the policy was refused as it ran (exit 2 there)
 
     @property
     def passed(self) -> bool:
@@ -52,6 +53,8 @@ class GateOutcome:
 
     @property
     def reason(self) -> str:
+        if self.failure and self.refused:
+            return f"refused: {self.failure}"
         if self.failure:
             return f"the script failed under this policy: {self.failure}"
         f = self.comparison.finding if self.comparison else None
@@ -114,7 +117,8 @@ def run_gates(script: str | Path, argv: list[str], variants: list[Variant], step
             res = runner(script, argv, v, steps, tmp / f"candidate{i}.capture")
             if res.code != EXIT_OK or res.data is None:
                 sys.stderr.write(res.output)   # the script's traceback under the policy
-                report.outcomes.append(GateOutcome(v, failure=res.reason))
+                report.outcomes.append(GateOutcome(v, failure=res.reason,
+                                                   refused=res.code == EXIT_USAGE))
                 continue
             report.outcomes.append(GateOutcome(v, compare(base[0], res.data, report.tolerance)))
         return report

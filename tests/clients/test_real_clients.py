@@ -273,3 +273,79 @@ def test_gpt2_keeping_only_the_loss():
                      ["offload:transformer.h.*"])
     p = run.policies["offload:transformer.h.*"]
     assert abs(p.predicted - p.measured) <= 512, p
+
+
+def _gates(script: str, argv: list[str], policies: list[str], steps: int = 2):
+    from memledger.verify.gates import run_gates
+    from memledger.verify.runs import Variant, capture_in_process
+    from tests.clients.harness import HERE
+    return run_gates(HERE / script, argv, [Variant(p, p) for p in policies], steps=steps,
+                     runner=lambda script, argv, variant, steps, out:
+                     capture_in_process(script, argv, variant, steps))
+
+
+def test_compiled_falcon_gates_pass():
+    """A torch.compile'd transformers model under the gates: dynamo traced the capture's
+    global forward hook at each submodule call and failed on reading the model there
+    ("UnspecializedNNModuleVariable(FalconForCausalLM) is already tracked for mutation"),
+    so the baseline itself 'failed'. Dropout on: checkpoint re-runs the same masks."""
+    rep = _gates("train_zoo.py", ["--model", "falcon", "--compile", "--steps", "3",
+                                  "--layers", "1"],
+                 ["checkpoint:transformer.h.*", "offload:transformer.h.*"])
+    assert rep.reproducible
+    for o in rep.outcomes:
+        assert o.passed and o.gates == {"inputs": True, "gradients": True, "update": True}, \
+            (o.variant.label, o.reason)
+
+
+def test_albert_selective_under_autocast_refused_in_one_line(tmp_path):
+    """ALBERT's one layer, called for every layer under bf16 autocast: selective's re-run
+    casts a weight that every call but the first took from autocast's cache. Torch 2.13
+    words that "aten._to_copy.default encountered during backward but not found in storage.
+    This can happen if ...", and measure's one line carried that whole text as the op."""
+    import json
+
+    from memledger.errors import EXIT_USAGE
+    from memledger.measure import worker as measure_worker
+    from tests.clients.harness import HERE, _call
+
+    layer = "albert.encoder.albert_layer_groups.0.albert_layers.0"
+    out = tmp_path / "measured.json"
+    code = _call(measure_worker.main, [
+        "--out", str(out), "--policy", f"selective:{layer}", "--steps", "1",
+        "--time-steps", "0", str(HERE / "train_hf.py"), "--", "--model", "albert", *SHAPE,
+        "--autocast", "bf16", "--steps", "2"])
+    error = json.loads(out.read_text())["error"]
+    assert code == EXIT_USAGE, error
+    assert f"re-ran {layer} and met aten._to_copy.default that its forward did not run" \
+        in error, error
+    assert "storage" not in error and "\n" not in error
+
+
+def test_t5_with_dropout_and_its_decoder_cache_through_the_gates():
+    """T5 (encoder-decoder, dropout 0.1, use_cache=True): the encoder's blocks pass the
+    gates bitwise under checkpoint and selective (the re-run draws the same masks); the
+    decoder's blocks write the cache, so checkpointing them is refused while it runs and
+    that is their REJECT, one line, not the comparison's end."""
+    rep = _gates("train_zoo.py", ["--model", "t5", "--cache", "--steps", "3", "--layers", "1"],
+                 ["checkpoint:encoder.block.*", "selective:encoder.block.*",
+                  "offload:decoder.block.*", "checkpoint:decoder.block.*"])
+    ck, sel, off, refused = rep.outcomes
+    for o in (ck, sel, off):
+        assert o.passed and o.comparison.worst_gradient.max_abs == 0.0, o.reason
+    assert not refused.passed and refused.refused and "\n" not in refused.reason
+    assert refused.reason.startswith("refused: checkpoint:decoder.block.* would re-run "
+                                     "decoder.block.0, whose forward stores new tensors "
+                                     "into the EncoderDecoderCache")
+
+
+def test_resnet_batchnorm_through_the_gates():
+    """transformers' ResNet (BatchNorm in training mode in every stage): checkpoint and
+    selective re-run the stages and put the running statistics back, so buffers are
+    bitwise equal; offload passes as well."""
+    rep = _gates("train_zoo.py", ["--model", "resnet", "--steps", "3", "--batch-size", "4"],
+                 ["checkpoint:resnet.encoder.stages.*", "selective:resnet.encoder.stages.*",
+                  "offload:resnet.encoder.stages.*"])
+    for o in rep.outcomes:
+        assert o.passed and o.gates == {"inputs": True, "gradients": True, "update": True}, \
+            (o.variant.label, o.reason)

@@ -148,3 +148,52 @@ def test_cnn_standard_policies_pass_with_batchnorm():
     for o in rep.outcomes:
         assert o.passed, o.reason
         assert o.gates == {"inputs": True, "gradients": True, "update": True}
+
+
+OWN_CHECKPOINT = """
+import torch
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+torch.manual_seed(0)
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.Sequential(*[nn.Sequential(nn.Linear(32, 128), nn.GELU(),
+                                                    nn.Linear(128, 32)) for _ in range(2)])
+
+    def forward(self, x):   # the script checkpoints its first block itself
+        x = checkpoint(self.blocks[0], x, use_reentrant=False)
+        return self.blocks[1](x)
+
+model = Net()
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+gen = torch.Generator().manual_seed(1)
+for step in range(8):
+    x = torch.randn(16, 32, generator=gen)
+    loss = model(x).pow(2).mean()
+    loss.backward()
+    opt.step()
+    opt.zero_grad()
+"""
+
+
+def test_a_refused_policy_is_rejected_and_the_others_still_judged(tmp_path, capsys):
+    """A policy refused as it runs (here: checkpoint of a block the script checkpoints
+    itself, as `gradient_checkpointing_enable()` does) is that policy's REJECT, with the
+    refusal's one line; the other policies are still gated, predicted and measured. Before,
+    the gates rejected it, then predicting every policy refused it again and the whole
+    compare ended in exit 2 with no verdict at all."""
+    script = tmp_path / "own.py"
+    script.write_text(textwrap.dedent(OWN_CHECKPOINT))
+    code = main(["compare", str(script), "-p", "checkpoint:blocks.0", "-p", "offload:blocks.1",
+                 "--steps", "2", "--time-steps", "1", "--no-doctor", "--json"])
+    d = json.loads(capsys.readouterr().out)
+    assert code == 1
+    refused, offload = d["policies"]
+    assert refused["verdict"] == "REJECT" and refused["measured_peak_bytes"] == 0
+    assert refused["reason"].startswith("refused: checkpoint:blocks.0 would checkpoint "
+                                        "blocks.0, which the script already checkpoints")
+    assert "\n" not in refused["reason"]
+    assert offload["verdict"] in ("ADOPT", "OK")
+    assert offload["predicted_peak_bytes"] == offload["measured_peak_bytes"] > 0

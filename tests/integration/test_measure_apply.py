@@ -175,3 +175,19 @@ def test_an_offloaded_storage_can_still_be_freed_by_resize():
     w.untyped_storage().resize_(64 * 64 * 4)
     back = off.unpack(packed)
     assert back.shape == (64, 64) and torch.equal(back, ref)
+
+
+@pytest.mark.parametrize("save, why", [
+    ("matmul", "never reaches selective checkpointing"),   # dispatched as mm / bmm
+    ("linear", "never reaches selective checkpointing"),   # dispatched as addmm
+    ("dropout", "never reaches selective checkpointing"),  # dispatched as bernoulli_, mul
+    ("fooo", "is no aten op"),
+])
+def test_selective_refuses_a_save_list_name_it_would_never_see(save, why):
+    """torch's selective checkpointing sees ops after composite ones are broken up:
+    `save=matmul` kept nothing, silently, and measured (and gated) as plain checkpoint."""
+    model = nn.Sequential(nn.Linear(4, 4), nn.Sequential(nn.Linear(4, 4)))
+    with pytest.raises(PolicyError, match=why) as e:
+        apply_policy(model, parse_policy(f"selective:1:save=mm,{save}"))
+    assert "\n" not in str(e.value) and f"save={save}" in str(e.value)
+    apply_policy(model, parse_policy("selective:1:save=mm,native_dropout,_to_copy")).remove()
