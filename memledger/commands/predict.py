@@ -51,6 +51,8 @@ def predict(
         print_json(reps[0].to_json_dict())
         return
     _print_table(reps[0], str(ledger))
+    for line in unseen_save_ops(leds[0], pols):
+        console.print(line, style="yellow", markup=False)
     if not (leds[0].storages["category"] == "activation").any():
         console.print("nothing in this ledger was saved for backward (no_grad or inference "
                       "code): checkpoint, selective and offload have nothing to free",
@@ -120,3 +122,24 @@ WIDE = 4   # a band this many times the figure, either way, is noise, not a rang
 def unsettled_line(reason: str) -> str:
     return (f"time costs measured on a busy machine ({reason}): the +ms figures and their "
             "bands may be far off; a trace on a quiet machine measures them again")
+
+
+def unseen_save_ops(led, pols) -> list[str]:
+    """A line per name in a selective save list that no op of the traced steps had: the
+    replay keeps nothing for it, as selective checkpointing would (`measure` refuses a
+    name torch breaks up before the dispatcher, `save=matmul`; the ledger cannot tell that
+    from an op this model never runs)."""
+    from memledger.replay.policies import PolicyKind
+
+    ran = set(led.storages["op"].astype(str).str.split(".").str[0])   # as replay names them
+    out = []
+    for pol in pols:
+        for part in pol.parts:
+            if part.kind is not PolicyKind.SELECTIVE or not part.save:   # the default list
+                continue
+            for name in part.save_ops():
+                if name not in ran:
+                    out.append(f"{pol.text()}: save={name}: no op of that name ran in the "
+                               "traced steps, so nothing is kept for it (op names are aten's "
+                               "as the ledger shows them: mm, addmm, bmm, convolution, ...)")
+    return out
