@@ -129,14 +129,14 @@ def unseen_save_ops(led, pols) -> list[str]:
     replay keeps nothing for it, as selective checkpointing would (`measure` refuses a
     name torch breaks up before the dispatcher, `save=matmul`; the ledger cannot tell that
     from an op this model never runs)."""
-    from memledger.replay.policies import PolicyKind
+    from memledger.replay.policies import DEFAULT_SAVE_OPS, PolicyKind
 
     ran = set(led.storages["op"].astype(str).str.split(".").str[0])   # as replay names them
     out = []
     for pol in pols:
         for part in pol.parts:
-            if part.kind is not PolicyKind.SELECTIVE or not part.save:   # the default list
-                continue
+            if part.kind is not PolicyKind.SELECTIVE or part.save_ops() == DEFAULT_SAVE_OPS:
+                continue                  # the default list names ops some models never run
             for name in part.save_ops():
                 if name not in ran:
                     out.append(f"{pol.text()}: save={name}: no op of that name ran in the "
