@@ -82,7 +82,7 @@ from torch.optim.optimizer import (
     register_optimizer_step_post_hook,
     register_optimizer_step_pre_hook,
 )
-from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._python_dispatch import TorchDispatchMode, _get_current_dispatch_mode_stack
 
 from memledger.ledger.schema import SCHEMA
 from memledger.ledger.writer import Sink
@@ -190,7 +190,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
         Ledger.from_records(sink.records)
 
     Known limitations: one thread (the autograd engine's CPU work runs in the caller's
-    thread; CUDA backward runs in engine threads that inherit the mode); tensor subclasses
+    thread; CUDA backward runs in engine threads that inherit the mode; other threads'
+    modules and optimizers are ignored: Note [Other threads' modules]); tensor subclasses
     without storages (sparse, nested) are not counted.
     """
 
@@ -259,22 +260,25 @@ class Collector(ShardingMixin, TorchDispatchMode):
         self._steps = StepBoundary()       # Note [When a step ends]
         self._threads = 1                  # most Python threads seen at a step's end
         self._init_sharding()  # Note [Sharded storages]
-        self._resize_watch = StorageResizeWatch(self._on_resize)
+        self._owner = threading.get_ident()   # the tracing thread: set again at __enter__
+        self._resize_watch = StorageResizeWatch(self._only_ours(self._on_resize))
 
     # ---- lifecycle ------------------------------------------------------------------------
     def __enter__(self) -> "Collector":
         self.sink.write({"k": "header", "schema": SCHEMA, "torch": torch.__version__,
                          "started_unix": time.time(), **self._header})
         self.sink.write({"k": "phase", "ev": 0, "ph": "setup", "step": 1})
+        self._owner = threading.get_ident()
+        ours = self._only_ours   # the hooks are global: Note [Other threads' modules]
         self._handles = [
-            nn_module.register_module_forward_pre_hook(self._module_pre),
-            nn_module.register_module_forward_pre_hook(self._call_begin),
+            nn_module.register_module_forward_pre_hook(ours(self._module_pre)),
+            nn_module.register_module_forward_pre_hook(ours(self._call_begin)),
             # before _module_post, which pops the call this one reads
-            nn_module.register_module_forward_hook(self._call_end, with_kwargs=True,
+            nn_module.register_module_forward_hook(ours(self._call_end), with_kwargs=True,
                                                    always_call=True),
-            nn_module.register_module_forward_hook(self._module_post, always_call=True),
-            register_optimizer_step_pre_hook(self._opt_pre),
-            register_optimizer_step_post_hook(self._opt_post),
+            nn_module.register_module_forward_hook(ours(self._module_post), always_call=True),
+            register_optimizer_step_pre_hook(ours(self._opt_pre)),
+            register_optimizer_step_post_hook(ours(self._opt_post)),
         ]
         self._saved_hooks.__enter__()
         self._resize_watch.__enter__()
@@ -295,6 +299,29 @@ class Collector(ShardingMixin, TorchDispatchMode):
         else:
             status, message = "error", f"{exc_type.__name__}: {exc}"
         self.close(status, message)
+
+    # Note [Other threads' modules]
+    # Module hooks, optimizer hooks and the storage resize watch are process-wide, while the
+    # dispatch mode and the saved-tensor hooks belong to the thread that entered the block
+    # (and to the autograd engine threads it starts, which inherit them). Another thread's
+    # model (an evaluation thread, a server beside a `memledger.trace()` block, the main
+    # thread while a worker thread traces) fired the hooks: its parameters and batches were
+    # named into this ledger as pre-existing parameters and inputs, and its optimizer ended
+    # this ledger's steps. A Linear(100, 50) + Adam traced beside a thread running a
+    # 20-20-1 MLP read 21,964 B of parameters, not 20,200, and inputs of 28,160 B, not 3,200.
+    # A hook now acts only in the tracing thread or in a thread where this mode is active.
+    def _ours(self) -> bool:
+        if threading.get_ident() == self._owner:
+            return True
+        return any(m is self for m in _get_current_dispatch_mode_stack())
+
+    def _only_ours(self, hook: Callable[..., Any]) -> Callable[..., Any]:
+        ours = self._ours
+
+        def hook_if_ours(*args: Any, **kwargs: Any) -> Any:
+            return hook(*args, **kwargs) if ours() else None
+
+        return hook_if_ours
 
     def close(self, status: str = "ok", message: str = "") -> None:
         """Write what is still live and the end record; flush. Safe to call twice."""

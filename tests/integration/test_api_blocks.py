@@ -1,0 +1,138 @@
+"""`memledger.trace()` as a user of the Python API meets it: blocks beside other threads,
+blocks that raise, blocks repeated, and the exact bytes of a Linear + Adam step.
+
+The step traced below: Linear(100, 50) + Adam, a batch of 8, fp32.
+  parameters   (100·50 + 50)·4              = 20,200 B
+  gradients    the same                     = 20,200 B
+  Adam state   2 × 20,200 + 2 step counters (fp32 scalars, 4 B each) = 40,408 B
+  input        8·100·4                      =  3,200 B
+  peak: in the optimizer, Adam's sqrt and div of the weight live at once (2 × 20,000 B)
+        20,200 + 20,200 + 40,408 + 40,000 + 3,200 = 124,008 B
+"""
+
+from __future__ import annotations
+
+import threading
+
+import torch
+from torch.nn.modules import module as nn_module
+from torch.optim import optimizer as optim_module
+
+import memledger
+
+PARAMS = (100 * 50 + 50) * 4
+ADAM = 2 * PARAMS + 2 * 4
+INPUT = 8 * 100 * 4
+PEAK = PARAMS + PARAMS + ADAM + 2 * 100 * 50 * 4 + INPUT
+
+
+def _model():
+    torch.manual_seed(0)
+    m = torch.nn.Linear(100, 50)
+    return m, torch.optim.Adam(m.parameters()), torch.randn(8, 100)
+
+
+def _step(m, opt, x) -> None:
+    m(x).relu().sum().backward()
+    opt.step()
+    opt.zero_grad()
+
+
+def _hooks_left() -> tuple[int, ...]:
+    return (len(nn_module._global_forward_hooks), len(nn_module._global_forward_pre_hooks),
+            len(optim_module._global_optimizer_pre_hooks),
+            len(optim_module._global_optimizer_post_hooks),
+            torch._C._len_torch_dispatch_stack())
+
+
+def test_linear_adam_exact_and_nothing_left_behind():
+    before = _hooks_left()
+    with memledger.trace() as led:
+        m, opt, x = _model()
+        _step(m, opt, x)
+        _step(m, opt, x)
+    s = led.summary()
+    assert (s.steps_traced, s.complete, s.peak.bytes) == (2, True, PEAK)
+    assert s.at_peak["parameter"] == PARAMS and s.at_peak["gradient"] == PARAMS
+    assert s.at_peak["optimizer_state"] == ADAM and s.at_peak["input"] == INPUT
+    assert _hooks_left() == before
+    # a second block over the same model: what the first made is pre-existing, not new
+    with memledger.trace() as again:
+        _step(m, opt, x)
+    s2 = again.summary()
+    assert (s2.steps_traced, s2.peak.bytes) == (1, PEAK)
+    pre = again.storages[again.storages["pre"]]
+    assert int(pre["bytes"].sum()) == PARAMS + ADAM + INPUT
+    assert set(pre["phase"]) == {"setup"} and set(pre["created"]) == {0}
+    assert _hooks_left() == before
+
+
+def test_another_threads_model_is_not_in_the_ledger():
+    # Note [Other threads' modules]: the module and optimizer hooks are process-wide; a
+    # model that another thread trains while the block runs was named into this ledger
+    # (its 20-20-1 MLP's 1,764 B of parameters, its batches as input) and its optimizer
+    # ended this ledger's steps
+    m, opt, x = _model()
+
+    def other() -> None:
+        mlp = torch.nn.Sequential(torch.nn.Linear(20, 20), torch.nn.ReLU(),
+                                  torch.nn.Linear(20, 1))
+        sgd = torch.optim.SGD(mlp.parameters(), lr=0.1)
+        for _ in range(3):
+            mlp(torch.randn(4, 20)).sum().backward()
+            sgd.step()
+
+    with memledger.trace() as led:
+        _step(m, opt, x)
+        t = threading.Thread(target=other)
+        t.start()
+        t.join()
+        _step(m, opt, x)
+    s = led.summary()
+    assert (s.steps_traced, s.peak.bytes) == (2, PEAK)
+    assert s.at_peak["parameter"] == PARAMS and s.at_peak["input"] == INPUT
+    assert int(led.storages["bytes"].max()) == 100 * 50 * 4    # nothing of the other model
+    assert not (led.storages["shape"] == "20x20").any()
+
+
+def test_a_block_traced_in_a_thread():
+    out = {}
+
+    def worker() -> None:
+        with memledger.trace() as led:
+            m, opt, x = _model()
+            _step(m, opt, x)
+        out["summary"] = led.summary()
+
+    t = threading.Thread(target=worker)
+    t.start()
+    t.join()
+    s = out["summary"]
+    assert (s.steps_traced, s.peak.bytes, s.at_peak["optimizer_state"]) == (1, PEAK, ADAM)
+
+
+def test_an_exception_propagates_unchanged_and_the_partial_ledger_reads():
+    class Boom(Exception):
+        pass
+
+    raised = Boom("inside the block")
+    before = _hooks_left()
+    try:
+        with memledger.trace() as led:
+            m, opt, x = _model()
+            _step(m, opt, x)
+            raise raised
+    except Boom as e:
+        assert e is raised and e.__context__ is None
+    assert _hooks_left() == before
+    s = led.summary()
+    assert (s.complete, s.steps_traced, s.peak.bytes) == (False, 1, PEAK)
+    assert led.end["status"] == "error" and led.end["message"] == "Boom: inside the block"
+    try:
+        with memledger.trace() as led:
+            _step(m, opt, x)
+            raise KeyboardInterrupt
+    except KeyboardInterrupt:
+        pass
+    assert _hooks_left() == before
+    assert (led.end["status"], led.summary().steps_traced) == ("interrupted", 1)
