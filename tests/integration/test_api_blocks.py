@@ -136,3 +136,20 @@ def test_an_exception_propagates_unchanged_and_the_partial_ledger_reads():
         pass
     assert _hooks_left() == before
     assert (led.end["status"], led.summary().steps_traced) == ("interrupted", 1)
+
+
+def test_a_compiled_model_in_the_block_raises_no_warning_of_ours():
+    # torch warns that global module hooks (memledger's, inside the block) fire an extra
+    # time for a torch.compile'd module; under `-W error` that failed the user's code
+    import warnings
+
+    torch.manual_seed(0)
+    compiled = torch.compile(torch.nn.Linear(8, 8), backend="eager")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        filters = list(warnings.filters)
+        with memledger.trace() as led:
+            compiled(torch.randn(2, 8)).sum().backward()
+        assert warnings.filters == filters   # the block's filter is gone with the block
+    assert led.summary().compiled is True
+    assert led.summary().at_peak["parameter"] == (8 * 8 + 8) * 4
