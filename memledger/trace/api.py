@@ -17,7 +17,7 @@ import torch
 from memledger.ledger.writer import FileSink, MemorySink
 from memledger.outputs import check_output, commit, partial_path
 from memledger.trace.allocator import CpuProfilerProbe, CudaProbe
-from memledger.trace.collector import FIRST_USE, Collector
+from memledger.trace.collector import FIRST_USE, Collector, StopTracing
 from memledger.trace.script import _OUR_HOOKS_WARNING
 
 if TYPE_CHECKING:
@@ -57,6 +57,8 @@ def trace(path: str | Path | None = None, measure: bool = False,
           device: str | None = None) -> Iterator[TracedLedger]:
     """Trace the block. `path` streams the ledger to a file; `measure` adds the allocator's
     peak (CUDA: always, it is free; CPU: runs the profiler alongside, which is slow).
+    `max_steps`: trace that many training steps, then leave the block (the rest of it does
+    not run, as `memledger trace --steps N` stops a script); the code after the block runs.
     `fake`: the block runs above FakeTensorMode (build the model inside the block so that
     its parameters are fake); `device` is its target, cpu or cuda (docs/fake.md).
     Under torchrun (several ranks) `path` names one file per rank: run.ledger ->
@@ -98,6 +100,13 @@ def trace(path: str | Path | None = None, measure: bool = False,
     try:
         with collector:
             yield handle
+    except StopTracing:
+        # `max_steps` reached: the collector stops the block at its next op, as `memledger
+        # trace --steps N` stops the script. That ends the block, not the program: the
+        # exception escaped every `with memledger.trace(max_steps=N)` before. Another
+        # block's stop (an outer one's, passing through) goes on up.
+        if collector.max_steps is None or collector.steps_done < collector.max_steps:
+            raise
     finally:
         _unquiet(quiet)
         measured = []

@@ -153,3 +153,22 @@ def test_a_compiled_model_in_the_block_raises_no_warning_of_ours():
         assert warnings.filters == filters   # the block's filter is gone with the block
     assert led.summary().compiled is True
     assert led.summary().at_peak["parameter"] == (8 * 8 + 8) * 4
+
+
+def test_max_steps_leaves_the_block_not_the_program():
+    # StopTracing escaped the `with` (an empty-message BaseException) and ended the program
+    m, opt, x = _model()
+    ran = []
+    with memledger.trace(max_steps=1) as led:
+        for i in range(3):
+            _step(m, opt, x)
+            ran.append(i)
+    assert ran == []        # stopped inside the first step's optimizer step, at its end
+    s = led.summary()
+    assert (s.steps_traced, s.complete, s.peak.bytes) == (1, True, PEAK)
+    with memledger.trace(max_steps=2) as outer:
+        with memledger.trace() as inner:   # the outer block's stop passes through this one
+            for i in range(3):
+                _step(m, opt, x)
+                ran.append(i)
+    assert ran == [0] and outer.summary().steps_traced == 2 and inner.complete
