@@ -68,6 +68,14 @@ def trace(path: str | Path | None = None, measure: bool = False,
     partial file and whatever `path` held before, never half a ledger at `path`."""
     from memledger.trace.rank import rank_and_world, rank_header
 
+    if device is not None and not fake:
+        # a real block runs where its tensors are: `device="cuda"` alone was ignored, and a
+        # CPU block read as if it had been ledgered for the GPU
+        from memledger.errors import EXIT_USAGE, ScriptError
+
+        raise ScriptError(f"trace(device={device!r}) is the target of a fake run: pass "
+                          "fake=True too, or drop device (a real block is traced on the "
+                          "devices its tensors are on)", exit_code=EXIT_USAGE)
     if path is not None and (rw := rank_and_world()) is not None and rw[1] > 1:
         from memledger.ledger.ranks import rank_file
 

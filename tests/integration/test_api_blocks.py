@@ -172,3 +172,17 @@ def test_max_steps_leaves_the_block_not_the_program():
                 _step(m, opt, x)
                 ran.append(i)
     assert ran == [0] and outer.summary().steps_traced == 2 and inner.complete
+
+
+def test_device_without_fake_is_refused_before_the_block_runs():
+    # it was ignored: the block ran on the CPU and its ledger said cpu
+    import pytest
+
+    from memledger.errors import ScriptError
+
+    ran, before = [], _hooks_left()
+    with pytest.raises(ScriptError, match=r"trace\(device='cuda'\) is the target of a fake "
+                                          r"run: pass fake=True too"):
+        with memledger.trace(device="cuda"):
+            ran.append(1)
+    assert ran == [] and _hooks_left() == before
