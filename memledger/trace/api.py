@@ -54,11 +54,14 @@ class TracedLedger:
 @contextlib.contextmanager
 def trace(path: str | Path | None = None, measure: bool = False,
           max_steps: int | None = None, fake: bool = False,
-          device: str | None = None) -> Iterator[TracedLedger]:
+          device: str | None = None, steps_by: str = "optimizer") -> Iterator[TracedLedger]:
     """Trace the block. `path` streams the ledger to a file; `measure` adds the allocator's
     peak (CUDA: always, it is free; CPU: runs the profiler alongside, which is slow).
     `max_steps`: trace that many training steps, then leave the block (the rest of it does
     not run, as `memledger trace --steps N` stops a script); the code after the block runs.
+    `steps_by`: what ends a step, as `memledger trace --steps-by`: "optimizer" (a training
+    step), "forward" (the next forward of a model: evaluation, inference) or "whole" (the
+    block is one step); a block with no optimizer step otherwise traces 0 steps.
     `fake`: the block runs above FakeTensorMode (build the model inside the block so that
     its parameters are fake); `device` is its target, cpu or cuda (docs/fake.md).
     Under torchrun (several ranks) `path` names one file per rank: run.ledger ->
@@ -76,6 +79,15 @@ def trace(path: str | Path | None = None, measure: bool = False,
         raise ScriptError(f"trace(device={device!r}) is the target of a fake run: pass "
                           "fake=True too, or drop device (a real block is traced on the "
                           "devices its tensors are on)", exit_code=EXIT_USAGE)
+    from memledger.trace.steps import STEPS_BY
+
+    if steps_by not in STEPS_BY:
+        from memledger.errors import EXIT_USAGE, ScriptError
+
+        raise ScriptError(f"trace(steps_by={steps_by!r}): use one of {', '.join(STEPS_BY)}",
+                          exit_code=EXIT_USAGE)
+    header = {"script": "<api>", **rank_header(),
+              **({"steps_by": steps_by} if steps_by != "optimizer" else {})}
     if path is not None and (rw := rank_and_world()) is not None and rw[1] > 1:
         from memledger.ledger.ranks import rank_file
 
@@ -92,12 +104,11 @@ def trace(path: str | Path | None = None, measure: bool = False,
 
         check_fake_options(device, measure)
         collector: Collector = FakeTarget.for_device(device).collector(
-            sink, max_steps=max_steps, header={"script": "<api>", **rank_header()},
-            pre_existing=FIRST_USE)
+            sink, max_steps=max_steps, header=header, pre_existing=FIRST_USE,
+            steps_by=steps_by)
     else:
-        collector = Collector(sink, max_steps=max_steps,
-                              header={"script": "<api>", **rank_header()},
-                              pre_existing=FIRST_USE)
+        collector = Collector(sink, max_steps=max_steps, header=header,
+                              pre_existing=FIRST_USE, steps_by=steps_by)
     cuda = CudaProbe(record_history=False) if torch.cuda.is_available() and not fake else None
     cpu = CpuProfilerProbe() if measure else None
     if cuda:

@@ -186,3 +186,31 @@ def test_device_without_fake_is_refused_before_the_block_runs():
         with memledger.trace(device="cuda"):
             ran.append(1)
     assert ran == [] and _hooks_left() == before
+
+
+def test_steps_by_for_a_block_without_an_optimizer():
+    # inference: three forwards of Linear(100, 50) under no_grad, batch 8, fp32. Each step
+    # holds the parameters (20,200 B) and the batch (3,200 B); from the second on, the
+    # previous output (1,600 B) is still held by `y` while the next one is made
+    m, _, x = _model()
+
+    def infer() -> None:
+        with torch.no_grad():
+            for _ in range(3):
+                y = m(x)  # noqa: F841
+
+    one = PARAMS + INPUT + 1_600
+    for by, steps, peaks in [("optimizer", 0, {"1": one + 1_600}),
+                             ("forward", 3, {"1": one, "2": one + 1_600, "3": one + 1_600}),
+                             ("whole", 1, {"1": one + 1_600})]:
+        with memledger.trace(steps_by=by) as led:
+            infer()
+        s = led.summary()
+        assert (s.steps_traced, s.by_step_peak) == (steps, peaks), by
+    import pytest
+
+    from memledger.errors import ScriptError
+
+    with pytest.raises(ScriptError, match="use one of optimizer, forward, whole"):
+        with memledger.trace(steps_by="forwards"):
+            pass
