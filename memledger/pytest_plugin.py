@@ -161,11 +161,13 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
 class MemledgerFixture:
     """What the `memledger` fixture gives a test: trace a block, check a ledger."""
 
-    def trace(self, path: str | Path | None = None, measure: bool = False):
-        """`with memledger.trace() as led:` -> `led` acts as the Ledger after the block."""
+    def trace(self, path: str | Path | None = None, **options: Any):
+        """`with memledger.trace() as led:` -> `led` acts as the Ledger after the block.
+        Takes what `memledger.trace()` takes (`measure`, `max_steps`, `fake`, `device`,
+        `steps_by`); it took only `path` and `measure`."""
         from memledger.trace.api import trace
 
-        return trace(path=path, measure=measure)
+        return trace(path, **options)
 
     def check(self, ledger: Any, *args: Any, **limits: Any):
         """Check a ledger against marker-style limits; fail the test when over budget.

@@ -230,3 +230,18 @@ def test_xfails():
     assert by["test_skips"]["skipped"] is True and by["test_skips"]["peak_bytes"] == 0
     assert by["test_xfails"]["skipped"] is True and "skipped" not in by["test_fits"]
     assert by["test_fits"]["peak_bytes"] == 655_368
+
+
+def test_the_fixture_takes_what_the_api_takes(pytester):
+    pytester.makepyfile(STEP + """
+def test_options(memledger):
+    with memledger.trace(steps_by="whole") as led:
+        step()
+    assert led.summary().steps_traced == 1
+    with memledger.trace(fake=True, device="cuda") as big:
+        step()                                       # the model is made inside: fake
+    s = big.summary()
+    assert s.device == "cuda:0" and s.at_peak["parameter"] == 256 * 256 * 4
+""")
+    r = pytester.runpytest("-p", "no:cacheprovider")
+    r.assert_outcomes(passed=1)
