@@ -117,6 +117,13 @@ def pytest_runtest_call(item: pytest.Item):
                        "message": state.error})
         return
     r = state.result
+    if not (led.ledger.end or {}).get("ev"):
+        # no op at all in the test's thread: a body that trains in a worker thread (or a
+        # subprocess) passed every budget silently at 0 B
+        item.warn(pytest.PytestWarning(
+            "memledger: the test body ran no torch op in the test's thread, so its budget "
+            "was checked against 0 B; work in other threads or processes is not traced "
+            "(call it from the test itself, or trace it with the `memledger` fixture there)"))
     state.record = {"nodeid": item.nodeid, "ok": r.ok, "peak_bytes": r.peak_bytes,
                     "peak_source": r.peak_source, "message": r.headline(),
                     **{k: v for k, v in r.to_json_dict().items()

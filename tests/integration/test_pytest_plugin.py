@@ -245,3 +245,26 @@ def test_options(memledger):
 """)
     r = pytester.runpytest("-p", "no:cacheprovider")
     r.assert_outcomes(passed=1)
+
+
+def test_a_body_that_runs_nothing_in_its_thread_is_warned_about(pytester):
+    # a marked test training in a worker thread passed at 0 B without a word
+    pytester.makepyfile(STEP + """
+import threading
+
+@pytest.mark.memledger(peak="1KiB")
+def test_in_a_thread():
+    t = threading.Thread(target=step)
+    t.start()
+    t.join()
+
+@pytest.mark.memledger(peak="1MiB")
+def test_here():
+    step()
+""")
+    r = pytester.runpytest("-p", "no:cacheprovider")
+    r.assert_outcomes(passed=2, warnings=1)
+    r.stdout.fnmatch_lines(["*::test_in_a_thread*",
+                            "*PytestWarning: memledger: the test body ran no torch op in the "
+                            "test's thread, so its budget was checked against 0 B*"])
+    assert "test_here" not in r.stdout.str().split("warnings summary")[1]
