@@ -55,6 +55,8 @@ def test_linear_adam_exact_and_nothing_left_behind():
     assert (s.steps_traced, s.complete, s.peak.bytes) == (2, True, PEAK)
     assert s.at_peak["parameter"] == PARAMS and s.at_peak["gradient"] == PARAMS
     assert s.at_peak["optimizer_state"] == ADAM and s.at_peak["input"] == INPUT
+    # saved for backward: relu's output, 8·50·4 B (addmm saves x and the weight: not new)
+    assert s.activations.saved_bytes == 8 * 50 * 4
     assert _hooks_left() == before
     # a second block over the same model: what the first made is pre-existing, not new
     with memledger.trace() as again:
@@ -214,3 +216,21 @@ def test_steps_by_for_a_block_without_an_optimizer():
     with pytest.raises(ScriptError, match="use one of optimizer, forward, whole"):
         with memledger.trace(steps_by="forwards"):
             pass
+
+
+def test_a_ledger_file_reads_back_as_the_block_saw_it(tmp_path, capsys):
+    import json
+
+    from memledger.cli import main
+
+    path = tmp_path / "run.ledger"
+    m, opt, x = _model()
+    with memledger.trace(path) as led:
+        _step(m, opt, x)
+        _step(m, opt, x)
+    here = led.summary().to_json_dict()
+    assert memledger.load(path).summary().to_json_dict() == here
+    capsys.readouterr()
+    assert main(["show", str(path), "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown == here and shown["peak"]["bytes"] == PEAK
