@@ -42,7 +42,9 @@ def _hooks_left() -> tuple[int, ...]:
     return (len(nn_module._global_forward_hooks), len(nn_module._global_forward_pre_hooks),
             len(optim_module._global_optimizer_pre_hooks),
             len(optim_module._global_optimizer_post_hooks),
-            torch._C._len_torch_dispatch_stack())
+            torch._C._len_torch_dispatch_stack(),
+            torch._C._autograd._top_saved_tensors_default_hooks(False) is not None,
+            "resize_" in torch.UntypedStorage.__dict__)
 
 
 def test_linear_adam_exact_and_nothing_left_behind():
@@ -234,3 +236,39 @@ def test_a_ledger_file_reads_back_as_the_block_saw_it(tmp_path, capsys):
     assert main(["show", str(path), "--json"]) == 0
     shown = json.loads(capsys.readouterr().out)
     assert shown == here and shown["peak"]["bytes"] == PEAK
+
+
+def test_two_blocks_in_two_threads_at_once():
+    # A in, B in, A out, B out: each ledger holds its own model only, and nothing of
+    # either block is left on torch afterwards (B's resize wrapper had put A's back for good)
+    before = _hooks_left()
+    a_in, b_in, a_out = threading.Event(), threading.Event(), threading.Event()
+    out = {}
+
+    def block(name: str, n_in: int, go: threading.Event, wait: threading.Event,
+              done: threading.Event | None) -> None:
+        if name == "b":
+            a_in.wait()
+        torch.manual_seed(0)
+        m = torch.nn.Linear(n_in, 50)
+        opt = torch.optim.Adam(m.parameters())
+        x = torch.randn(8, n_in)
+        with memledger.trace() as led:
+            _step(m, opt, x)
+            go.set()
+            wait.wait()
+            _step(m, opt, x)
+        if done is not None:
+            done.set()
+        out[name] = led.summary()
+
+    threads = [threading.Thread(target=block, args=("a", 100, a_in, b_in, a_out)),
+               threading.Thread(target=block, args=("b", 30, b_in, a_out, None))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert (out["a"].steps_traced, out["a"].peak.bytes) == (2, PEAK)
+    assert out["a"].at_peak["parameter"] == PARAMS
+    assert out["b"].steps_traced == 2 and out["b"].at_peak["parameter"] == (30 * 50 + 50) * 4
+    assert _hooks_left() == before
