@@ -81,6 +81,13 @@ def trace(path: str | Path | None = None, measure: bool = False,
                           "devices its tensors are on)", exit_code=EXIT_USAGE)
     from memledger.trace.steps import STEPS_BY
 
+    if max_steps is not None and (isinstance(max_steps, bool) or
+                                  not isinstance(max_steps, int) or max_steps < 1):
+        # 0 and -1 traced one step, 2.5 three
+        from memledger.errors import EXIT_USAGE, ScriptError
+
+        raise ScriptError(f"trace(max_steps={max_steps!r}): a number of steps, 1 or more "
+                          "(None: every step of the block)", exit_code=EXIT_USAGE)
     if steps_by not in STEPS_BY:
         from memledger.errors import EXIT_USAGE, ScriptError
 

@@ -176,6 +176,14 @@ def test_max_steps_leaves_the_block_not_the_program():
                 _step(m, opt, x)
                 ran.append(i)
     assert ran == [0] and outer.summary().steps_traced == 2 and inner.complete
+    import pytest
+
+    from memledger.errors import ScriptError
+
+    for bad in (0, -1, 2.5, True):   # 0 and -1 traced one step, 2.5 three
+        with pytest.raises(ScriptError, match=r"a number of steps, 1 or more"):
+            with memledger.trace(max_steps=bad):
+                _step(m, opt, x)
 
 
 def test_device_without_fake_is_refused_before_the_block_runs():
