@@ -280,3 +280,32 @@ def test_two_blocks_in_two_threads_at_once():
     assert out["a"].at_peak["parameter"] == PARAMS
     assert out["b"].steps_traced == 2 and out["b"].at_peak["parameter"] == (30 * 50 + 50) * 4
     assert _hooks_left() == before
+
+
+class _Batches(torch.utils.data.Dataset):
+    """x: 100 fp32 (a batch of 64: 25,600 B), y: one int64 label (a batch: 512 B)."""
+
+    def __len__(self) -> int:
+        return 4096
+
+    def __getitem__(self, i: int):
+        g = torch.Generator().manual_seed(i)
+        return torch.randn(100, generator=g), torch.randint(0, 50, (), generator=g)
+
+
+def test_dataloader_workers_in_a_block_traced_to_a_file(tmp_path):
+    # Note [A forked child writes nothing] (ledger/writer.py): the workers' copies of the
+    # sink wrote into this file ("holds 3 ledgers (one header line each)")
+    m, opt, _ = _model()
+    path = tmp_path / "run.ledger"
+    with memledger.trace(path) as led:
+        loader = torch.utils.data.DataLoader(_Batches(), batch_size=64, num_workers=2)
+        for i, (x, y) in enumerate(loader):   # each worker makes 2 batches ahead: 128
+            torch.nn.functional.cross_entropy(m(x), y).backward()   # samples, ~800 records
+            opt.step()
+            opt.zero_grad()
+            if i == 3:
+                break
+    assert path.read_text().count('"k":"header"') == 1
+    s = memledger.load(path).summary()
+    assert (s.steps_traced, s.complete, s.at_peak["parameter"]) == (4, True, PARAMS)
