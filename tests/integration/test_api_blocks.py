@@ -309,3 +309,26 @@ def test_dataloader_workers_in_a_block_traced_to_a_file(tmp_path):
     assert path.read_text().count('"k":"header"') == 1
     s = memledger.load(path).summary()
     assert (s.steps_traced, s.complete, s.at_peak["parameter"]) == (4, True, PARAMS)
+
+
+def test_batches_from_a_worker_are_made_when_they_arrive():
+    # Note [Pre-existing storages, found on first use] (trace/collector.py): a batch rebuilt
+    # from a worker's shared memory was first met at `aten.set_` and counted from event 0,
+    # so the peak grew by a batch (25,600 + 512 B) per step traced. One worker keeps the
+    # order: at the optimizer's peak only the step's own batch is live, whatever the steps.
+    #   20,200 parameters + 20,200 gradients + 40,408 Adam + 40,000 Adam's sqrt and div
+    #   + 25,600 x + 512 y = 146,920 B
+    m, opt, _ = _model()
+    for steps in (1, 5):
+        with memledger.trace() as led:
+            loader = torch.utils.data.DataLoader(_Batches(), batch_size=64, num_workers=1)
+            for i, (x, y) in enumerate(loader):
+                torch.nn.functional.cross_entropy(m(x), y).backward()
+                opt.step()
+                opt.zero_grad()
+                if i == steps - 1:
+                    break
+        s = led.summary()
+        assert (s.steps_traced, s.peak.bytes, s.at_peak["input"]) == (steps, 146_920, 26_112)
+        batches = led.storages[led.storages["category"] == "input"]
+        assert len(batches) == 2 * steps and not batches["pre"].any()
