@@ -332,3 +332,14 @@ def test_batches_from_a_worker_are_made_when_they_arrive():
         assert (s.steps_traced, s.peak.bytes, s.at_peak["input"]) == (steps, 146_920, 26_112)
         batches = led.storages[led.storages["category"] == "input"]
         assert len(batches) == 2 * steps and not batches["pre"].any()
+
+
+def test_memledger_trace_shows_the_apis_parameters():
+    # it was `trace(*args, **kwargs)`: no parameters for help() or an editor to show
+    import inspect
+
+    from memledger.trace.api import trace
+
+    ours, api = inspect.signature(memledger.trace), inspect.signature(trace)
+    assert [(p.name, p.default) for p in ours.parameters.values()] == \
+        [(p.name, p.default) for p in api.parameters.values()]
