@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 import torch
 
 from memledger.ledger.writer import FileSink, MemorySink
+from memledger.errors import EXIT_USAGE, ScriptError
 from memledger.outputs import check_output, commit, partial_path
 from memledger.trace.allocator import CpuProfilerProbe, CudaProbe
 from memledger.trace.collector import FIRST_USE, Collector, StopTracing
@@ -74,8 +75,6 @@ def trace(path: str | Path | None = None, measure: bool = False,
     if device is not None and not fake:
         # a real block runs where its tensors are: `device="cuda"` alone was ignored, and a
         # CPU block read as if it had been ledgered for the GPU
-        from memledger.errors import EXIT_USAGE, ScriptError
-
         raise ScriptError(f"trace(device={device!r}) is the target of a fake run: pass "
                           "fake=True too, or drop device (a real block is traced on the "
                           "devices its tensors are on)", exit_code=EXIT_USAGE)
@@ -84,13 +83,9 @@ def trace(path: str | Path | None = None, measure: bool = False,
     if max_steps is not None and (isinstance(max_steps, bool) or
                                   not isinstance(max_steps, int) or max_steps < 1):
         # 0 and -1 traced one step, 2.5 three
-        from memledger.errors import EXIT_USAGE, ScriptError
-
         raise ScriptError(f"trace(max_steps={max_steps!r}): a number of steps, 1 or more "
                           "(None: every step of the block)", exit_code=EXIT_USAGE)
     if steps_by not in STEPS_BY:
-        from memledger.errors import EXIT_USAGE, ScriptError
-
         raise ScriptError(f"trace(steps_by={steps_by!r}): use one of {', '.join(STEPS_BY)}",
                           exit_code=EXIT_USAGE)
     header = {"script": "<api>", **rank_header(),
@@ -109,7 +104,10 @@ def trace(path: str | Path | None = None, measure: bool = False,
         from memledger.trace.fake import FakeTarget
         from memledger.trace.fake_options import check_fake_options
 
-        check_fake_options(device, measure)
+        try:
+            check_fake_options(device, measure)
+        except ScriptError as e:   # its words are the CLI's flags: say the API's arguments
+            raise ScriptError(_api_words(str(e)), exit_code=e.exit_code) from None
         collector: Collector = FakeTarget.for_device(device).collector(
             sink, max_steps=max_steps, header=header, pre_existing=FIRST_USE,
             steps_by=steps_by)
@@ -173,6 +171,15 @@ def _unquiet(entry: tuple) -> None:
     mutated = getattr(warnings, "_filters_mutated", None)   # clears the per-module caches
     if mutated is not None:
         mutated()
+
+
+def _api_words(message: str) -> str:
+    """A --fake option error in the words of `trace()`'s arguments (trace/fake_options.py)."""
+    for flag, arg in (("--fake", "fake=True"), ("--measure", "measure=True"),
+                      ("--device cuda", "device=\"cuda\""), ("--device cpu", "device=\"cpu\""),
+                      ("--device ", "device=")):
+        message = message.replace(flag, arg)
+    return message
 
 
 def _build_ledger(sink: FileSink | MemorySink, add_pre_existing: bool) -> Ledger:

@@ -383,3 +383,20 @@ def test_a_forked_child_traces_nothing():
     _, status = os.waitpid(pid, 0)
     assert os.WEXITSTATUS(status) == 0
     assert led.complete and _hooks_left()[-3:] == (0, False, False)
+
+
+def test_fake_option_errors_name_the_apis_arguments():
+    # they said "--fake has no allocator pass ...; drop --measure" to a Python caller
+    import pytest
+
+    from memledger.errors import ScriptError
+
+    with pytest.raises(ScriptError, match=r"^memledger: fake=True has no allocator pass .*; "
+                                          r"drop measure=True, or trace without fake=True"):
+        with memledger.trace(fake=True, measure=True):
+            pass
+    with pytest.raises(ScriptError, match=r"^memledger: device='tpu': a fake run targets cpu "
+                                          r"or cuda\[:N\]; use device=\"cpu\" or "
+                                          r"device=\"cuda\"$"):
+        with memledger.trace(fake=True, device="tpu"):
+            pass
