@@ -12,16 +12,25 @@ if TYPE_CHECKING:
     from memledger.ledger.model import Ledger
 
 
-def trace(*args, **kwargs):
-    """Record a ledger of a block of code: `with memledger.trace() as ledger: ...`.
+def trace(path=None, measure: bool = False, max_steps: int | None = None,
+          fake: bool = False, device: str | None = None, steps_by: str = "optimizer"):
+    """Record a ledger of a block of code: `with memledger.trace() as ledger: ...`; after
+    the block `ledger` acts as the `Ledger` (`ledger.summary()`, `ledger.peak()`, ...).
 
-    See `memledger.trace.api.trace`; imported lazily so reading ledgers needs no torch.
+    path: stream the ledger to this file (renamed into place when the block ends).
+    measure: add the allocator's peak (CPU: runs the profiler alongside, slow).
+    max_steps: leave the block after that many training steps.
+    fake, device: run the block above FakeTensorMode for a target device (cpu, cuda).
+    steps_by: what ends a step: "optimizer", "forward" or "whole" (as `--steps-by`).
+
+    Details: `memledger.trace.api.trace`, imported lazily so reading ledgers needs no torch.
     The subpackage `memledger.trace` was imported above, so this function, not the
     subpackage, is what `memledger.trace` names (submodules resolve through sys.modules).
     """
     from memledger.trace.api import trace as _trace
 
-    return _trace(*args, **kwargs)
+    return _trace(path, measure=measure, max_steps=max_steps, fake=fake, device=device,
+                  steps_by=steps_by)
 
 
 def load(path) -> "Ledger":

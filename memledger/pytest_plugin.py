@@ -104,8 +104,10 @@ def pytest_runtest_call(item: pytest.Item):
     with trace(measure=measure) as led:
         outcome = yield
     if outcome.excinfo is not None:  # the test failed on its own: that is the report
-        _record(item, {"nodeid": item.nodeid, "ok": False, "peak_bytes": 0,
-                       "message": "the test failed before its budget was checked"})
+        # (or it was skipped, or failed as expected: pytest_runtest_makereport says which)
+        state.record = {"nodeid": item.nodeid, "ok": False, "peak_bytes": 0,
+                        "message": "the test failed before its budget was checked"}
+        _record(item, state.record)
         return
     try:
         state.result = evaluate(led.ledger, budget)
@@ -115,6 +117,13 @@ def pytest_runtest_call(item: pytest.Item):
                        "message": state.error})
         return
     r = state.result
+    if not (led.ledger.end or {}).get("ev"):
+        # no op at all in the test's thread: a body that trains in a worker thread (or a
+        # subprocess) passed every budget silently at 0 B
+        item.warn(pytest.PytestWarning(
+            "memledger: the test body ran no torch op in the test's thread, so its budget "
+            "was checked against 0 B; work in other threads or processes is not traced "
+            "(call it from the test itself, or trace it with the `memledger` fixture there)"))
     state.record = {"nodeid": item.nodeid, "ok": r.ok, "peak_bytes": r.peak_bytes,
                     "peak_source": r.peak_source, "message": r.headline(),
                     **{k: v for k, v in r.to_json_dict().items()
@@ -135,6 +144,14 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     if state is None:
         return
     rep = outcome.get_result()
+    if rep.skipped and state.result is None and state.record:
+        # `pytest.skip()` in the body, or an xfail that failed as expected, is no failure
+        # of the session: its record said `"ok": false`, and so did the whole
+        # --memledger-json file of a session that passed (exit 0)
+        why = "xfailed" if hasattr(rep, "wasxfail") else "skipped"
+        state.record.update(ok=True, skipped=True,
+                            message=f"{why} before its budget was checked")
+        return
     if state.error and rep.passed:
         rep.outcome = "failed"
         rep.longrepr = state.error
@@ -151,11 +168,13 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
 class MemledgerFixture:
     """What the `memledger` fixture gives a test: trace a block, check a ledger."""
 
-    def trace(self, path: str | Path | None = None, measure: bool = False):
-        """`with memledger.trace() as led:` -> `led` acts as the Ledger after the block."""
+    def trace(self, path: str | Path | None = None, **options: Any):
+        """`with memledger.trace() as led:` -> `led` acts as the Ledger after the block.
+        Takes what `memledger.trace()` takes (`measure`, `max_steps`, `fake`, `device`,
+        `steps_by`); it took only `path` and `measure`."""
         from memledger.trace.api import trace
 
-        return trace(path=path, measure=measure)
+        return trace(path, **options)
 
     def check(self, ledger: Any, *args: Any, **limits: Any):
         """Check a ledger against marker-style limits; fail the test when over budget.
@@ -186,12 +205,14 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
     terminalreporter.write_sep("=", "memledger: peak of each marked test")
     for rec in sorted(records, key=lambda r: -r["peak_bytes"]):
         # a test that failed on its own, or whose marker is wrong, was never measured
-        measured = rec["ok"] or "peak_source" in rec
-        verdict = "ok  " if rec["ok"] else "OVER" if measured else "----"
+        skipped = rec.get("skipped", False)
+        measured = not skipped and (rec["ok"] or "peak_source" in rec)
+        verdict = "skip" if skipped else "ok  " if rec["ok"] else "OVER" if measured \
+            else "----"
         peak = format_bytes(rec["peak_bytes"]) if measured else "unmeasured"
         terminalreporter.write_line(
             f"{verdict} {peak:>10}  {rec['nodeid']}"
-            + ("" if rec["ok"] else f"  ({rec['message']})"))
+            + ("" if rec["ok"] and not skipped else f"  ({rec['message']})"))
 
 
 # Note [Results under pytest-xdist]

@@ -39,7 +39,9 @@ class Activations(_Model):
 
 class Measured(_Model):
     peak_bytes: int = Field(description="allocator-level peak, independent of the ledger")
-    source: str = Field(description="'cpu-profiler', 'cuda-allocator' or 'none'")
+    source: str = Field(description="'cpu-profiler', 'cuda-allocator' or 'none'; "
+                        "'cpu-profiler+pre-existing' from `memledger.trace(measure=True)`, "
+                        "which adds the bytes of tensors made before the block")
     collective_at_peak_bytes: Optional[int] = Field(None, description="of peak_bytes: the collectives' own "
                                           "buffers (gloo), which no ledger sees (distributed)")
     ledger_with_scratch_bytes: Optional[int] = Field(

@@ -10,6 +10,7 @@ from __future__ import annotations
 import errno
 import os
 import threading
+import weakref
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -52,6 +53,30 @@ class MemorySink:
         pass
 
 
+# Note [A forked child writes nothing]
+# `DataLoader(num_workers=2)` forks its workers (Linux's default start method) from inside
+# the traced step: each child holds a copy of the open sink, its unwritten records (the
+# header among them, early in a run) and a collector that goes on recording the child's
+# collate ops. At its 512th record a child flushed all that into the parent's file, and
+# the ledger read "holds 3 ledgers (one header line each)": unreadable, from the API and
+# from `memledger trace` alike. The file belongs to the process that opened it: in a
+# forked child every FileSink is inert (its records dropped, nothing written, the file
+# left to the parent), and its lock is a fresh one (a thread of the parent may have held
+# it at the fork).
+_FILE_SINKS: "weakref.WeakSet[FileSink]" = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for sink in list(_FILE_SINKS):
+        sink._lock = threading.RLock()
+        sink._pending = []
+        sink._child = True
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 class FileSink:
     """Streams records to a JSON Lines file.
 
@@ -83,14 +108,20 @@ class FileSink:
         # reads `error` at the end and reports it as memledger's failure (exit 2), not the
         # script's. Records after it are dropped; the lines already written stay readable.
         self.error: OSError | None = None
+        self._child = False   # Note [A forked child writes nothing]
+        _FILE_SINKS.add(self)
 
     def write(self, record: Record) -> None:
+        if self._child:
+            return
         with self._lock:   # Note [Writes from other threads]
             self._pending.append(record)
             if len(self._pending) >= self._flush_every:
                 self.flush()
 
     def flush(self) -> None:
+        if self._child:
+            return
         with self._lock:
             pending, self._pending = self._pending, []   # each record is written once
             if self.error is not None:
@@ -112,6 +143,8 @@ class FileSink:
             pass
 
     def close(self) -> None:
+        if self._child:   # the parent's file: the parent closes it
+            return
         if not self._fh.closed:
             self.flush()
         if not self._fh.closed:

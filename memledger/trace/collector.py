@@ -71,6 +71,7 @@ A saved tensor that is a parameter stays a parameter (see ROLE_PRIORITY).
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 import weakref
@@ -82,7 +83,7 @@ from torch.optim.optimizer import (
     register_optimizer_step_post_hook,
     register_optimizer_step_pre_hook,
 )
-from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._python_dispatch import TorchDispatchMode, _get_current_dispatch_mode_stack
 
 from memledger.ledger.schema import SCHEMA
 from memledger.ledger.writer import Sink
@@ -114,6 +115,8 @@ _Tensor = torch.Tensor
 _no_dispatch = torch._C._DisableTorchDispatch
 _use_count = torch._C._storage_Use_Count
 _LIFT_FRESH = torch.ops.aten.lift_fresh.default
+_SET_STORAGE = torch.ops.aten.set_.source_Storage_storage_offset
+_SET_STORAGE0 = torch.ops.aten.set_.source_Storage
 _current_node = torch._C._current_autograd_node
 
 
@@ -170,6 +173,55 @@ FIRST_USE = FirstUse()
 # memory either). Example: fc.weight (1,000 B) made before the block and first used at event
 # 40 is live from event 0 (the block's peak includes it wherever it is); `b =
 # torch.tensor([1., 2.])` at event 7 is an 8 B storage made at event 7.
+# The other common one: a tensor that arrives from another process (a batch from
+# `DataLoader(num_workers=N)`, anything through a torch.multiprocessing queue) is its
+# storage rebuilt from shared memory, outside the dispatcher, then put in an empty tensor
+# by `aten.set_.source_Storage*`, which the mode sees with that storage on its first
+# argument. It counted from event 0: every batch of the block was live from the start,
+# and the peak grew by a batch per step (Linear(100, 50) + Adam, batches of 64 x 100 fp32
+# from two workers: 381,928 B over ten steps for 124,008 + 25,600 + 512 B). A storage
+# first met at `set_` is made at that event (one the script re-seats on purpose, `t.set_(
+# old.untyped_storage())` of an older tensor never used in the block, reads as made there).
+
+
+# Note [A forked child traces nothing]
+# A process forked inside a block (the workers of `DataLoader(num_workers=N)`, forked by
+# default on Linux) starts with the forking thread's dispatch mode on its stack and the
+# global hooks in place: every op of the worker's dataset and collate ran through the
+# collector, into a sink that writes nothing there (Note [A forked child writes nothing]
+# in ledger/writer.py), and loading 128 batches of 64 x 100 from one worker took 4.1 s
+# instead of 0.35 s (a bare pass-through mode alone: 2.1 s). In the child each active
+# collector now leaves the dispatch stack (modes above it are put back), takes its hooks
+# off, and lets any op that still reaches it through unrecorded (the `_done` branch, off
+# the hot path); its `__exit__`, should the child leave the block, pops nothing.
+_ACTIVE: "weakref.WeakSet[Collector]" = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    ours = list(_ACTIVE)
+    if not ours:
+        return
+    for c in ours:
+        c._forked = c._done = True
+        for h in c._handles:
+            h.remove()
+        c._handles = []
+    try:
+        from torch.utils import _python_dispatch as pd
+
+        popped = []
+        while torch._C._len_torch_dispatch_stack():
+            popped.append(pd._pop_mode())
+        for mode in reversed(popped):
+            if not any(mode is c for c in ours):
+                pd._push_mode(mode)
+        pd._is_in_torch_dispatch_mode = torch._C._len_torch_dispatch_stack() > 0
+    except Exception:   # noqa: BLE001 - the child still works, only slower (the `_done` branch)
+        pass
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 class StopTracing(BaseException):
@@ -190,7 +242,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
         Ledger.from_records(sink.records)
 
     Known limitations: one thread (the autograd engine's CPU work runs in the caller's
-    thread; CUDA backward runs in engine threads that inherit the mode); tensor subclasses
+    thread; CUDA backward runs in engine threads that inherit the mode; other threads'
+    modules and optimizers are ignored: Note [Other threads' modules]); tensor subclasses
     without storages (sparse, nested) are not counted.
     """
 
@@ -205,7 +258,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
         # would keep them alive. One seen later is recorded as live from event 0.
         self._pre_existing = pre_existing if isinstance(pre_existing, FirstUse) \
             else frozenset(pre_existing)
-        self._lifting = False   # the op running is aten.lift_fresh (see the Note above)
+        self._lifting = False   # the op running is aten.lift_fresh or set_ (the Note above)
         self.sink = sink
         self.max_steps = max_steps
         self.on_steps_done = on_steps_done
@@ -256,32 +309,39 @@ class Collector(ShardingMixin, TorchDispatchMode):
         self._saved_hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack)
         self._closed = False
         self._done = False                 # max_steps reached: Note [When a step ends]
+        self._forked = False               # Note [A forked child traces nothing]
         self._steps = StepBoundary()       # Note [When a step ends]
         self._threads = 1                  # most Python threads seen at a step's end
         self._init_sharding()  # Note [Sharded storages]
-        self._resize_watch = StorageResizeWatch(self._on_resize)
+        self._owner = threading.get_ident()   # the tracing thread: set again at __enter__
+        self._resize_watch = StorageResizeWatch(self._only_ours(self._on_resize))
 
     # ---- lifecycle ------------------------------------------------------------------------
     def __enter__(self) -> "Collector":
         self.sink.write({"k": "header", "schema": SCHEMA, "torch": torch.__version__,
                          "started_unix": time.time(), **self._header})
         self.sink.write({"k": "phase", "ev": 0, "ph": "setup", "step": 1})
+        self._owner = threading.get_ident()
+        ours = self._only_ours   # the hooks are global: Note [Other threads' modules]
         self._handles = [
-            nn_module.register_module_forward_pre_hook(self._module_pre),
-            nn_module.register_module_forward_pre_hook(self._call_begin),
+            nn_module.register_module_forward_pre_hook(ours(self._module_pre)),
+            nn_module.register_module_forward_pre_hook(ours(self._call_begin)),
             # before _module_post, which pops the call this one reads
-            nn_module.register_module_forward_hook(self._call_end, with_kwargs=True,
+            nn_module.register_module_forward_hook(ours(self._call_end), with_kwargs=True,
                                                    always_call=True),
-            nn_module.register_module_forward_hook(self._module_post, always_call=True),
-            register_optimizer_step_pre_hook(self._opt_pre),
-            register_optimizer_step_post_hook(self._opt_post),
+            nn_module.register_module_forward_hook(ours(self._module_post), always_call=True),
+            register_optimizer_step_pre_hook(ours(self._opt_pre)),
+            register_optimizer_step_post_hook(ours(self._opt_post)),
         ]
         self._saved_hooks.__enter__()
         self._resize_watch.__enter__()
+        _ACTIVE.add(self)
         return super().__enter__()
 
     def __exit__(self, exc_type, exc, tb) -> None:
-        super().__exit__(exc_type, exc, tb)
+        if not self._forked:   # a forked child took the mode off already
+            super().__exit__(exc_type, exc, tb)
+        _ACTIVE.discard(self)
         self._resize_watch.__exit__(exc_type, exc, tb)
         self._saved_hooks.__exit__(exc_type, exc, tb)
         for h in self._handles:
@@ -295,6 +355,29 @@ class Collector(ShardingMixin, TorchDispatchMode):
         else:
             status, message = "error", f"{exc_type.__name__}: {exc}"
         self.close(status, message)
+
+    # Note [Other threads' modules]
+    # Module hooks, optimizer hooks and the storage resize watch are process-wide, while the
+    # dispatch mode and the saved-tensor hooks belong to the thread that entered the block
+    # (and to the autograd engine threads it starts, which inherit them). Another thread's
+    # model (an evaluation thread, a server beside a `memledger.trace()` block, the main
+    # thread while a worker thread traces) fired the hooks: its parameters and batches were
+    # named into this ledger as pre-existing parameters and inputs, and its optimizer ended
+    # this ledger's steps. A Linear(100, 50) + Adam traced beside a thread running a
+    # 20-20-1 MLP read 21,964 B of parameters, not 20,200, and inputs of 28,160 B, not 3,200.
+    # A hook now acts only in the tracing thread or in a thread where this mode is active.
+    def _ours(self) -> bool:
+        if threading.get_ident() == self._owner:
+            return True
+        return any(m is self for m in _get_current_dispatch_mode_stack())
+
+    def _only_ours(self, hook: Callable[..., Any]) -> Callable[..., Any]:
+        ours = self._ours
+
+        def hook_if_ours(*args: Any, **kwargs: Any) -> Any:
+            return hook(*args, **kwargs) if ours() else None
+
+        return hook_if_ours
 
     def close(self, status: str = "ok", message: str = "") -> None:
         """Write what is still live and the end record; flush. Safe to call twice."""
@@ -331,7 +414,9 @@ class Collector(ShardingMixin, TorchDispatchMode):
     # ---- the hot path: one call per op ---------------------------------------------------
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         if self._done:  # Note [When a step ends]: the script swallowed StopTracing
-            if func is _RF_EXIT or func is _RF_ENTER:  # step()'s own profiler scope closing
+            if self._forked or func is _RF_EXIT or func is _RF_ENTER:
+                # a forked child (Note [A forked child traces nothing]), or step()'s own
+                # profiler scope closing
                 return func(*args, **(kwargs or {}))
             if self.on_stop_swallowed is not None:
                 self.on_stop_swallowed()
@@ -346,7 +431,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
         self._ev = ev + 1
         if self._held:
             self._check_released(ev)
-        self._lifting = func is _LIFT_FRESH
+        self._lifting = func is _LIFT_FRESH or func is _SET_STORAGE or func is _SET_STORAGE0
         if (_graph_task_id() != -1) != (self._phase == "backward"):
             self._switch_backward(ev)
         if self._ckpt_calls and self._phase == "backward":

@@ -18,16 +18,53 @@ original and then tells the collector the storage's bytes before and after:
     resize_(0)        199,936 B -> 0 B      the collector writes a `free` for its sid
     resize_(199936)   0 B -> 199,936 B      a new sid (`alloc`, op `resize_`) on the same storage
 
-Only one watch may be active at a time (nested collectors are not supported).
+Watches may overlap (a block nested in another, blocks in two threads): one wrapper is
+installed while any watch is active and tells every active watch, in the order they began;
+the last watch to end removes it. Each watch used to install its own wrapper over the one
+before and put back on exit what it found: two blocks in two threads that ended in the
+order they began (A in, B in, A out, B out) left A's wrapper on `resize_` for good, and
+with it A's collector and every record it held.
 """
 
 from __future__ import annotations
 
+import threading
 from typing import Callable
 
 import torch
 
 OnResize = Callable[[torch.UntypedStorage, int, int], None]
+
+_LOCK = threading.Lock()
+_WATCHES: list["StorageResizeWatch"] = []   # active, in the order they began
+_SAVED: list = []   # [had its own resize_, what it was] while the wrapper is on
+
+
+def _install() -> None:
+    cls = torch.UntypedStorage
+    _SAVED[:] = ["resize_" in cls.__dict__, cls.__dict__.get("resize_")]
+    original = cls.resize_          # the C method (or whatever was there)
+
+    def resize_(storage, size):
+        old = storage.nbytes()
+        out = original(storage, size)
+        new = storage.nbytes()
+        for watch in tuple(_WATCHES):
+            watch._on_resize(storage, old, new)
+        return out
+
+    resize_.__wrapped__ = original  # type: ignore[attr-defined]
+    cls.resize_ = resize_           # type: ignore[method-assign]
+
+
+def _uninstall() -> None:
+    cls = torch.UntypedStorage
+    had_own, saved = _SAVED
+    if had_own:
+        cls.resize_ = saved         # type: ignore[method-assign]
+    else:
+        del cls.resize_
+    _SAVED.clear()
 
 
 class StorageResizeWatch:
@@ -35,34 +72,21 @@ class StorageResizeWatch:
 
     def __init__(self, on_resize: OnResize) -> None:
         self._on_resize = on_resize
-        self._had_own = False
-        self._saved = None
         self._active = False
 
     def __enter__(self) -> "StorageResizeWatch":
-        cls = torch.UntypedStorage
-        self._had_own = "resize_" in cls.__dict__
-        self._saved = cls.__dict__.get("resize_")
-        original = cls.resize_          # the C method (or whatever was there)
-        on_resize = self._on_resize
-
-        def resize_(storage, size):
-            old = storage.nbytes()
-            out = original(storage, size)
-            on_resize(storage, old, storage.nbytes())
-            return out
-
-        resize_.__wrapped__ = original  # type: ignore[attr-defined]
-        cls.resize_ = resize_           # type: ignore[method-assign]
-        self._active = True
+        with _LOCK:
+            if not _WATCHES:
+                _install()
+            _WATCHES.append(self)
+            self._active = True
         return self
 
     def __exit__(self, *exc) -> None:
-        if not self._active:
-            return
-        self._active = False
-        cls = torch.UntypedStorage
-        if self._had_own:
-            cls.resize_ = self._saved   # type: ignore[method-assign]
-        else:
-            del cls.resize_
+        with _LOCK:
+            if not self._active:
+                return
+            self._active = False
+            _WATCHES.remove(self)
+            if not _WATCHES:
+                _uninstall()

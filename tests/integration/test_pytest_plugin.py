@@ -196,3 +196,75 @@ def pytest_sessionfinish(session):
     r = pytester.runpytest_subprocess("--markers")
     r.stdout.fnmatch_lines(["@pytest.mark.memledger(peak=None, *, measure=False, phases=None, "
                             "step_time=None, **categories): fail the test when *"])
+
+
+def test_a_skipped_or_xfailed_marked_test_leaves_the_json_ok(pytester):
+    # a session that passed (exit 0) wrote `"ok": false`: a skip in the body or an expected
+    # failure was recorded as "the test failed before its budget was checked"
+    pytester.makepyfile(STEP + """
+@pytest.mark.memledger(peak="1MiB")
+def test_fits():
+    step()
+
+@pytest.mark.memledger(peak="1MiB")
+def test_skips():
+    step()
+    pytest.skip("no GPU here")
+
+@pytest.mark.memledger(peak="1MiB")
+@pytest.mark.xfail(reason="known")
+def test_xfails():
+    step()
+    assert False
+""")
+    out = pytester.path / "run.json"
+    r = pytester.runpytest("-p", "no:cacheprovider", "--memledger", "--memledger-json", str(out))
+    r.assert_outcomes(passed=1, skipped=1, xfailed=1)
+    r.stdout.fnmatch_lines_random([
+        "skip unmeasured  *::test_skips  (skipped before its budget was checked)",
+        "skip unmeasured  *::test_xfails  (xfailed before its budget was checked)",
+        "ok  *640.0 KiB  *::test_fits"])
+    data = json.loads(out.read_text())
+    assert (data["ok"], data["exitstatus"]) == (True, 0)
+    by = {t["nodeid"].split("::")[1]: t for t in data["tests"]}
+    assert by["test_skips"]["skipped"] is True and by["test_skips"]["peak_bytes"] == 0
+    assert by["test_xfails"]["skipped"] is True and "skipped" not in by["test_fits"]
+    assert by["test_fits"]["peak_bytes"] == 655_368
+
+
+def test_the_fixture_takes_what_the_api_takes(pytester):
+    pytester.makepyfile(STEP + """
+def test_options(memledger):
+    with memledger.trace(steps_by="whole") as led:
+        step()
+    assert led.summary().steps_traced == 1
+    with memledger.trace(fake=True, device="cuda") as big:
+        step()                                       # the model is made inside: fake
+    s = big.summary()
+    assert s.device == "cuda:0" and s.at_peak["parameter"] == 256 * 256 * 4
+""")
+    r = pytester.runpytest("-p", "no:cacheprovider")
+    r.assert_outcomes(passed=1)
+
+
+def test_a_body_that_runs_nothing_in_its_thread_is_warned_about(pytester):
+    # a marked test training in a worker thread passed at 0 B without a word
+    pytester.makepyfile(STEP + """
+import threading
+
+@pytest.mark.memledger(peak="1KiB")
+def test_in_a_thread():
+    t = threading.Thread(target=step)
+    t.start()
+    t.join()
+
+@pytest.mark.memledger(peak="1MiB")
+def test_here():
+    step()
+""")
+    r = pytester.runpytest("-p", "no:cacheprovider")
+    r.assert_outcomes(passed=2, warnings=1)
+    r.stdout.fnmatch_lines(["*::test_in_a_thread*",
+                            "*PytestWarning: memledger: the test body ran no torch op in the "
+                            "test's thread, so its budget was checked against 0 B*"])
+    assert "test_here" not in r.stdout.str().split("warnings summary")[1]

@@ -104,6 +104,24 @@ def test_resize_watch_sees_resizes_and_puts_the_method_back():
     assert "resize_" not in torch.UntypedStorage.__dict__
 
 
+def test_resize_watches_that_end_in_the_order_they_began_put_the_method_back():
+    # two blocks in two threads: A in, B in, A out, B out. B had wrapped A's wrapper and
+    # put it back on exit, so A's wrapper (and its collector) stayed on resize_ for good
+    seen = []
+    st = torch.zeros(4).untyped_storage()            # 16 B
+    a = StorageResizeWatch(lambda s, old, new: seen.append(("a", old, new)))
+    b = StorageResizeWatch(lambda s, old, new: seen.append(("b", old, new)))
+    a.__enter__()
+    b.__enter__()
+    st.resize_(0)
+    a.__exit__(None, None, None)
+    st.resize_(16)
+    b.__exit__(None, None, None)
+    st.resize_(8)                                     # after both: not seen
+    assert seen == [("a", 16, 0), ("b", 16, 0), ("b", 0, 16)]
+    assert "resize_" not in torch.UntypedStorage.__dict__
+
+
 def test_ledgers_before_sharding_read_with_no_shard():
     recs = [{"k": "header", "schema": "memledger.ledger/1"},
             {"k": "alloc", "sid": 0, "ev": 0, "bytes": 64},

@@ -49,3 +49,30 @@ def test_two_threads_writing_lose_and_repeat_nothing(tmp_path):
     sink.close()
     sids = [r["sid"] for r in _lines(tmp_path / "b.ledger")]
     assert sorted(sids) == list(range(2_000)) + list(range(10_000, 12_000))
+
+
+def test_a_forked_child_writes_nothing_into_the_parents_file(tmp_path):
+    # Note [A forked child writes nothing]: DataLoader workers forked mid-trace flushed the
+    # parent's unwritten records (header included) and their own into the parent's ledger
+    import json
+    import os
+
+    path = tmp_path / "run.ledger"
+    sink = FileSink(path, flush_every=4)
+    sink.write({"k": "header", "n": 0})          # not yet on disk when the child forks
+    pid = os.fork()
+    if pid == 0:   # the child: what a DataLoader worker's copy of the collector would do
+        try:
+            for i in range(10):
+                sink.write({"k": "child", "n": i})
+            sink.flush()
+            sink.close()
+        finally:
+            os._exit(0)
+    os.waitpid(pid, 0)
+    for i in range(1, 6):
+        sink.write({"k": "parent", "n": i})
+    sink.close()
+    lines = [json.loads(ln) for ln in path.read_text().splitlines()]
+    assert [(r["k"], r["n"]) for r in lines] == [("header", 0)] + [("parent", i)
+                                                                   for i in range(1, 6)]

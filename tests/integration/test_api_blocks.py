@@ -1,0 +1,402 @@
+"""`memledger.trace()` as a user of the Python API meets it: blocks beside other threads,
+blocks that raise, blocks repeated, and the exact bytes of a Linear + Adam step.
+
+The step traced below: Linear(100, 50) + Adam, a batch of 8, fp32.
+  parameters   (100·50 + 50)·4              = 20,200 B
+  gradients    the same                     = 20,200 B
+  Adam state   2 × 20,200 + 2 step counters (fp32 scalars, 4 B each) = 40,408 B
+  input        8·100·4                      =  3,200 B
+  peak: in the optimizer, Adam's sqrt and div of the weight live at once (2 × 20,000 B)
+        20,200 + 20,200 + 40,408 + 40,000 + 3,200 = 124,008 B
+"""
+
+from __future__ import annotations
+
+import threading
+
+import torch
+from torch.nn.modules import module as nn_module
+from torch.optim import optimizer as optim_module
+
+import memledger
+
+PARAMS = (100 * 50 + 50) * 4
+ADAM = 2 * PARAMS + 2 * 4
+INPUT = 8 * 100 * 4
+PEAK = PARAMS + PARAMS + ADAM + 2 * 100 * 50 * 4 + INPUT
+
+
+def _model():
+    torch.manual_seed(0)
+    m = torch.nn.Linear(100, 50)
+    return m, torch.optim.Adam(m.parameters()), torch.randn(8, 100)
+
+
+def _step(m, opt, x) -> None:
+    m(x).relu().sum().backward()
+    opt.step()
+    opt.zero_grad()
+
+
+def _hooks_left() -> tuple[int, ...]:
+    return (len(nn_module._global_forward_hooks), len(nn_module._global_forward_pre_hooks),
+            len(optim_module._global_optimizer_pre_hooks),
+            len(optim_module._global_optimizer_post_hooks),
+            torch._C._len_torch_dispatch_stack(),
+            torch._C._autograd._top_saved_tensors_default_hooks(False) is not None,
+            "resize_" in torch.UntypedStorage.__dict__)
+
+
+def test_linear_adam_exact_and_nothing_left_behind():
+    before = _hooks_left()
+    with memledger.trace() as led:
+        m, opt, x = _model()
+        _step(m, opt, x)
+        _step(m, opt, x)
+    s = led.summary()
+    assert (s.steps_traced, s.complete, s.peak.bytes) == (2, True, PEAK)
+    assert s.at_peak["parameter"] == PARAMS and s.at_peak["gradient"] == PARAMS
+    assert s.at_peak["optimizer_state"] == ADAM and s.at_peak["input"] == INPUT
+    # saved for backward: relu's output, 8·50·4 B (addmm saves x and the weight: not new)
+    assert s.activations.saved_bytes == 8 * 50 * 4
+    assert _hooks_left() == before
+    # a second block over the same model: what the first made is pre-existing, not new
+    with memledger.trace() as again:
+        _step(m, opt, x)
+    s2 = again.summary()
+    assert (s2.steps_traced, s2.peak.bytes) == (1, PEAK)
+    pre = again.storages[again.storages["pre"]]
+    assert int(pre["bytes"].sum()) == PARAMS + ADAM + INPUT
+    assert set(pre["phase"]) == {"setup"} and set(pre["created"]) == {0}
+    assert _hooks_left() == before
+
+
+def test_another_threads_model_is_not_in_the_ledger():
+    # Note [Other threads' modules]: the module and optimizer hooks are process-wide; a
+    # model that another thread trains while the block runs was named into this ledger
+    # (its 20-20-1 MLP's 1,764 B of parameters, its batches as input) and its optimizer
+    # ended this ledger's steps
+    m, opt, x = _model()
+
+    def other() -> None:
+        mlp = torch.nn.Sequential(torch.nn.Linear(20, 20), torch.nn.ReLU(),
+                                  torch.nn.Linear(20, 1))
+        sgd = torch.optim.SGD(mlp.parameters(), lr=0.1)
+        for _ in range(3):
+            mlp(torch.randn(4, 20)).sum().backward()
+            sgd.step()
+
+    with memledger.trace() as led:
+        _step(m, opt, x)
+        t = threading.Thread(target=other)
+        t.start()
+        t.join()
+        _step(m, opt, x)
+    s = led.summary()
+    assert (s.steps_traced, s.peak.bytes) == (2, PEAK)
+    assert s.at_peak["parameter"] == PARAMS and s.at_peak["input"] == INPUT
+    assert int(led.storages["bytes"].max()) == 100 * 50 * 4    # nothing of the other model
+    assert not (led.storages["shape"] == "20x20").any()
+
+
+def test_a_block_traced_in_a_thread():
+    out = {}
+
+    def worker() -> None:
+        with memledger.trace() as led:
+            m, opt, x = _model()
+            _step(m, opt, x)
+        out["summary"] = led.summary()
+
+    t = threading.Thread(target=worker)
+    t.start()
+    t.join()
+    s = out["summary"]
+    assert (s.steps_traced, s.peak.bytes, s.at_peak["optimizer_state"]) == (1, PEAK, ADAM)
+
+
+def test_an_exception_propagates_unchanged_and_the_partial_ledger_reads():
+    class Boom(Exception):
+        pass
+
+    raised = Boom("inside the block")
+    before = _hooks_left()
+    try:
+        with memledger.trace() as led:
+            m, opt, x = _model()
+            _step(m, opt, x)
+            raise raised
+    except Boom as e:
+        assert e is raised and e.__context__ is None
+    assert _hooks_left() == before
+    s = led.summary()
+    assert (s.complete, s.steps_traced, s.peak.bytes) == (False, 1, PEAK)
+    assert led.end["status"] == "error" and led.end["message"] == "Boom: inside the block"
+    try:
+        with memledger.trace() as led:
+            _step(m, opt, x)
+            raise KeyboardInterrupt
+    except KeyboardInterrupt:
+        pass
+    assert _hooks_left() == before
+    assert (led.end["status"], led.summary().steps_traced) == ("interrupted", 1)
+
+
+def test_a_compiled_model_in_the_block_raises_no_warning_of_ours():
+    # torch warns that global module hooks (memledger's, inside the block) fire an extra
+    # time for a torch.compile'd module; under `-W error` that failed the user's code
+    import warnings
+
+    torch.manual_seed(0)
+    compiled = torch.compile(torch.nn.Linear(8, 8), backend="eager")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        filters = list(warnings.filters)
+        with memledger.trace() as led:
+            compiled(torch.randn(2, 8)).sum().backward()
+        assert warnings.filters == filters   # the block's filter is gone with the block
+    assert led.summary().compiled is True
+    assert led.summary().at_peak["parameter"] == (8 * 8 + 8) * 4
+
+
+def test_max_steps_leaves_the_block_not_the_program():
+    # StopTracing escaped the `with` (an empty-message BaseException) and ended the program
+    m, opt, x = _model()
+    ran = []
+    with memledger.trace(max_steps=1) as led:
+        for i in range(3):
+            _step(m, opt, x)
+            ran.append(i)
+    assert ran == []        # stopped inside the first step's optimizer step, at its end
+    s = led.summary()
+    assert (s.steps_traced, s.complete, s.peak.bytes) == (1, True, PEAK)
+    with memledger.trace(max_steps=2) as outer:
+        with memledger.trace() as inner:   # the outer block's stop passes through this one
+            for i in range(3):
+                _step(m, opt, x)
+                ran.append(i)
+    assert ran == [0] and outer.summary().steps_traced == 2 and inner.complete
+    import pytest
+
+    from memledger.errors import ScriptError
+
+    for bad in (0, -1, 2.5, True):   # 0 and -1 traced one step, 2.5 three
+        with pytest.raises(ScriptError, match=r"a number of steps, 1 or more"):
+            with memledger.trace(max_steps=bad):
+                _step(m, opt, x)
+
+
+def test_device_without_fake_is_refused_before_the_block_runs():
+    # it was ignored: the block ran on the CPU and its ledger said cpu
+    import pytest
+
+    from memledger.errors import ScriptError
+
+    ran, before = [], _hooks_left()
+    with pytest.raises(ScriptError, match=r"trace\(device='cuda'\) is the target of a fake "
+                                          r"run: pass fake=True too"):
+        with memledger.trace(device="cuda"):
+            ran.append(1)
+    assert ran == [] and _hooks_left() == before
+
+
+def test_steps_by_for_a_block_without_an_optimizer():
+    # inference: three forwards of Linear(100, 50) under no_grad, batch 8, fp32. Each step
+    # holds the parameters (20,200 B) and the batch (3,200 B); from the second on, the
+    # previous output (1,600 B) is still held by `y` while the next one is made
+    m, _, x = _model()
+
+    def infer() -> None:
+        with torch.no_grad():
+            for _ in range(3):
+                y = m(x)  # noqa: F841
+
+    one = PARAMS + INPUT + 1_600
+    for by, steps, peaks in [("optimizer", 0, {"1": one + 1_600}),
+                             ("forward", 3, {"1": one, "2": one + 1_600, "3": one + 1_600}),
+                             ("whole", 1, {"1": one + 1_600})]:
+        with memledger.trace(steps_by=by) as led:
+            infer()
+        s = led.summary()
+        assert (s.steps_traced, s.by_step_peak) == (steps, peaks), by
+    import pytest
+
+    from memledger.errors import ScriptError
+
+    with pytest.raises(ScriptError, match="use one of optimizer, forward, whole"):
+        with memledger.trace(steps_by="forwards"):
+            pass
+
+
+def test_a_ledger_file_reads_back_as_the_block_saw_it(tmp_path, capsys):
+    import json
+
+    from memledger.cli import main
+
+    path = tmp_path / "run.ledger"
+    m, opt, x = _model()
+    with memledger.trace(path) as led:
+        _step(m, opt, x)
+        _step(m, opt, x)
+    here = led.summary().to_json_dict()
+    assert memledger.load(path).summary().to_json_dict() == here
+    capsys.readouterr()
+    assert main(["show", str(path), "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown == here and shown["peak"]["bytes"] == PEAK
+
+
+def test_two_blocks_in_two_threads_at_once():
+    # A in, B in, A out, B out: each ledger holds its own model only, and nothing of
+    # either block is left on torch afterwards (B's resize wrapper had put A's back for good)
+    before = _hooks_left()
+    a_in, b_in, a_out = threading.Event(), threading.Event(), threading.Event()
+    out = {}
+
+    def block(name: str, n_in: int, go: threading.Event, wait: threading.Event,
+              done: threading.Event | None) -> None:
+        if name == "b":
+            a_in.wait()
+        torch.manual_seed(0)
+        m = torch.nn.Linear(n_in, 50)
+        opt = torch.optim.Adam(m.parameters())
+        x = torch.randn(8, n_in)
+        with memledger.trace() as led:
+            _step(m, opt, x)
+            go.set()
+            wait.wait()
+            _step(m, opt, x)
+        if done is not None:
+            done.set()
+        out[name] = led.summary()
+
+    threads = [threading.Thread(target=block, args=("a", 100, a_in, b_in, a_out)),
+               threading.Thread(target=block, args=("b", 30, b_in, a_out, None))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert (out["a"].steps_traced, out["a"].peak.bytes) == (2, PEAK)
+    assert out["a"].at_peak["parameter"] == PARAMS
+    assert out["b"].steps_traced == 2 and out["b"].at_peak["parameter"] == (30 * 50 + 50) * 4
+    assert _hooks_left() == before
+
+
+class _Batches(torch.utils.data.Dataset):
+    """x: 100 fp32 (a batch of 64: 25,600 B), y: one int64 label (a batch: 512 B)."""
+
+    def __len__(self) -> int:
+        return 4096
+
+    def __getitem__(self, i: int):
+        g = torch.Generator().manual_seed(i)
+        return torch.randn(100, generator=g), torch.randint(0, 50, (), generator=g)
+
+
+def test_dataloader_workers_in_a_block_traced_to_a_file(tmp_path):
+    # Note [A forked child writes nothing] (ledger/writer.py): the workers' copies of the
+    # sink wrote into this file ("holds 3 ledgers (one header line each)")
+    m, opt, _ = _model()
+    path = tmp_path / "run.ledger"
+    with memledger.trace(path) as led:
+        loader = torch.utils.data.DataLoader(_Batches(), batch_size=64, num_workers=2)
+        for i, (x, y) in enumerate(loader):   # each worker makes 2 batches ahead: 128
+            torch.nn.functional.cross_entropy(m(x), y).backward()   # samples, ~800 records
+            opt.step()
+            opt.zero_grad()
+            if i == 3:
+                break
+    assert path.read_text().count('"k":"header"') == 1
+    s = memledger.load(path).summary()
+    assert (s.steps_traced, s.complete, s.at_peak["parameter"]) == (4, True, PARAMS)
+
+
+def test_batches_from_a_worker_are_made_when_they_arrive():
+    # Note [Pre-existing storages, found on first use] (trace/collector.py): a batch rebuilt
+    # from a worker's shared memory was first met at `aten.set_` and counted from event 0,
+    # so the peak grew by a batch (25,600 + 512 B) per step traced. One worker keeps the
+    # order: at the optimizer's peak only the step's own batch is live, whatever the steps.
+    #   20,200 parameters + 20,200 gradients + 40,408 Adam + 40,000 Adam's sqrt and div
+    #   + 25,600 x + 512 y = 146,920 B
+    m, opt, _ = _model()
+    for steps in (1, 5):
+        with memledger.trace() as led:
+            loader = torch.utils.data.DataLoader(_Batches(), batch_size=64, num_workers=1)
+            for i, (x, y) in enumerate(loader):
+                torch.nn.functional.cross_entropy(m(x), y).backward()
+                opt.step()
+                opt.zero_grad()
+                if i == steps - 1:
+                    break
+        s = led.summary()
+        assert (s.steps_traced, s.peak.bytes, s.at_peak["input"]) == (steps, 146_920, 26_112)
+        batches = led.storages[led.storages["category"] == "input"]
+        assert len(batches) == 2 * steps and not batches["pre"].any()
+
+
+def test_memledger_trace_shows_the_apis_parameters():
+    # it was `trace(*args, **kwargs)`: no parameters for help() or an editor to show
+    import inspect
+
+    from memledger.trace.api import trace
+
+    ours, api = inspect.signature(memledger.trace), inspect.signature(trace)
+    assert [(p.name, p.default) for p in ours.parameters.values()] == \
+        [(p.name, p.default) for p in api.parameters.values()]
+
+
+class _WhatTheWorkerHas(torch.utils.data.Dataset):
+    """Each sample: the worker's dispatch-mode stack depth and global forward hooks."""
+
+    def __len__(self) -> int:
+        return 4
+
+    def __getitem__(self, i: int):
+        return torch.tensor([torch._C._len_torch_dispatch_stack(),
+                             len(nn_module._global_forward_hooks)])
+
+
+def test_a_forked_child_traces_nothing():
+    # Note [A forked child traces nothing] (trace/collector.py): DataLoader workers ran every
+    # op of their dataset through the collector (data loading ~5x slower, records dropped)
+    import os
+
+    with memledger.trace() as led:
+        for batch in torch.utils.data.DataLoader(_WhatTheWorkerHas(), batch_size=2,
+                                                 num_workers=1):
+            assert batch.tolist() == [[0, 0], [0, 0]]
+    assert led.complete
+    # a child forked by hand that goes on and leaves the block: nothing to undo, no error
+    pid = None
+    try:
+        with memledger.trace() as led:
+            (torch.ones(3) * 2).sum()
+            pid = os.fork()
+            if pid == 0:
+                (torch.ones(3) * 3).sum()
+    except BaseException:
+        if pid == 0:
+            os._exit(2)
+        raise
+    if pid == 0:
+        os._exit(0 if torch._C._len_torch_dispatch_stack() == 0 else 3)
+    _, status = os.waitpid(pid, 0)
+    assert os.WEXITSTATUS(status) == 0
+    assert led.complete and _hooks_left()[-3:] == (0, False, False)
+
+
+def test_fake_option_errors_name_the_apis_arguments():
+    # they said "--fake has no allocator pass ...; drop --measure" to a Python caller
+    import pytest
+
+    from memledger.errors import ScriptError
+
+    with pytest.raises(ScriptError, match=r"^memledger: fake=True has no allocator pass .*; "
+                                          r"drop measure=True, or trace without fake=True"):
+        with memledger.trace(fake=True, measure=True):
+            pass
+    with pytest.raises(ScriptError, match=r"^memledger: device='tpu': a fake run targets cpu "
+                                          r"or cuda\[:N\]; use device=\"cpu\" or "
+                                          r"device=\"cuda\"$"):
+        with memledger.trace(fake=True, device="tpu"):
+            pass
