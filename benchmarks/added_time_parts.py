@@ -44,7 +44,10 @@ def timed_turn(model, policy: str, step, timed: int = 2) -> list[int]:
     """One turn of `policy` (memledger's own apply_policy; "none": plain): one untimed step
     (the first after a switch runs on an allocator shaped by the other mode), then `timed`
     steps, thread CPU ns each; the policy is removed after."""
-    handle = apply_policy(model, parse_policy(policy)) if policy != "none" else None
+    # check_save=False: a benchmark may name a save list nothing matches on purpose
+    # (probes_vs_policies.py's `save=no_op`: selective keeping nothing)
+    handle = apply_policy(model, parse_policy(policy), check_save=False) \
+        if policy != "none" else None
     try:
         step()
         out = []
@@ -112,6 +115,26 @@ def mlp_setup(batch: int):
 
 
 SETUPS = {"gpt": (gpt_setup, 8), "cnn": (cnn_setup, 16), "mlp": (mlp_setup, 64)}
+
+
+def training(example: str, steps: int = 3):
+    """(model, batch_fn, step) for `example`: one thread, AdamW, `step()` one training step
+    (fresh batch, the example's loss, zero_grad, backward, optimizer step), run `steps`
+    times already so the process has settled."""
+    torch.set_num_threads(1)
+    setup, batch = SETUPS[example]
+    model, batch_fn, loss_fn = setup(batch)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+
+    def step() -> None:
+        x, y = batch_fn()
+        opt.zero_grad(set_to_none=True)
+        loss_fn(model(x), y).backward()
+        opt.step()
+
+    for _ in range(steps):
+        step()
+    return model, batch_fn, step
 
 
 class PartTimer:

@@ -29,8 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-import torch  # noqa: E402
-from added_time_parts import SETUPS, timed_turn  # noqa: E402
+from added_time_parts import SETUPS, timed_turn, training  # noqa: E402
 
 from memledger.trace.timing import ProbeInput, context_probes, probe_regions  # noqa: E402
 
@@ -42,10 +41,7 @@ def main() -> int:
     p.add_argument("--example", choices=list(SETUPS), default="gpt")
     p.add_argument("--cycles", type=int, default=10)
     args = p.parse_args()
-    torch.set_num_threads(1)
-    setup, batch = SETUPS[args.example]
-    model, batch_fn, loss_fn = setup(batch)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    model, batch_fn, step = training(args.example)
     regions = probe_regions(model)
     def on_regions(kind: str, suffix: str = "") -> str:
         return "+".join(f"{kind}:{r}{suffix}" for r in regions)
@@ -53,15 +49,6 @@ def main() -> int:
     policies = ["none", on_regions("checkpoint"), on_regions("selective"),
                 on_regions("selective", ":save=no_op"), on_regions("offload")]
     fixed = batch_fn()
-
-    def step() -> None:
-        x, y = batch_fn()
-        opt.zero_grad(set_to_none=True)
-        loss_fn(model(x), y).backward()
-        opt.step()
-
-    for _ in range(3):
-        step()
     times: dict[str, list[int]] = {pol: [] for pol in policies}
     probes: dict[str, list[float]] = {"selective": [], "offload": []}
     for cycle in range(args.cycles + 1):

@@ -30,8 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-import torch  # noqa: E402
-from added_time_parts import SETUPS, timed_turn  # noqa: E402
+from added_time_parts import SETUPS, timed_turn, training  # noqa: E402
 
 clock = time.thread_time_ns
 GPT_POLICIES = ["checkpoint:blocks.*", "checkpoint:**.mlp", "checkpoint:**.attn",
@@ -52,20 +51,8 @@ def main() -> int:
     p.add_argument("--policy", action="append", help="checkpoint:SELECTOR (repeatable)")
     p.add_argument("--cycles", type=int, default=8)
     args = p.parse_args()
-    torch.set_num_threads(1)
-    setup, batch = SETUPS[args.example]
-    model, batch_fn, loss_fn = setup(batch)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    model, _, step = training(args.example)
     policies = args.policy or GPT_POLICIES
-
-    def step() -> None:
-        x, y = batch_fn()
-        opt.zero_grad(set_to_none=True)
-        loss_fn(model(x), y).backward()
-        opt.step()
-
-    for _ in range(3):
-        step()
     fwd: dict[str, list[int]] = {}
     started: dict[str, int] = {}
     hooks = []
