@@ -617,11 +617,14 @@ class DoctorProbe(TorchFunctionMode):
                 rec["graded"] += g is not None
                 bws.update(self._bws.pop(pid, ()))
                 leak = self._tainted.pop(pid, None)
-                if leak is not None and g is not None and \
-                        self._grad_state.get(pid) == (id(g), g._version):
+                if leak is not None and g is not None and (
+                        self._grad_state.get(pid) == (id(g), g._version)
+                        or bool(_values(g).any())):
                     # the gradient a backward added onto a consumed one, consumed again
-                    # untouched: a GAN's discriminator, whose gradient the generator's
-                    # backward adds to and zero_grad clears before its step, is not this
+                    # uncleared: as backward left it, or changed in place since (a clip,
+                    # `scaler.unscale_`) but not zeroed. A GAN's discriminator, whose
+                    # gradient the generator's backward adds to and zero_grad clears
+                    # before its step, is not this (None, or zero)
                     self.records.append(leak)
                 if g is not None:
                     self._consumed.add(pid)

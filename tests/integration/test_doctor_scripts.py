@@ -55,6 +55,9 @@ BUGS = [
     ("optim_membership.py", ["--bug", "stale"], "stale_optimizer", "error",
      ["AdamW", "4 parameters", "`0.weight`", "never trains"], "o.step()"),
     ("grad_leak.py", [], "grad_leak", "error", ["4 parameters", "step 2, 3"], "loss.backward()"),
+    # a clip between backward and step changes .grad in place: the leak once went unseen
+    ("grad_leak.py", ["--clip"], "grad_leak", "error", ["4 parameters", "step 2, 3"],
+     "loss.backward()"),
     # the generator's backward adds to the discriminator's used gradient, which its step
     # then consumes unzeroed
     ("two_models.py", ["--loop", "gan", "--bug"], "grad_leak", "error", ["4 parameters"],
@@ -144,7 +147,7 @@ def test_planted_bug_is_caught_naming_what_and_where(script, args, check, severi
 FIXED = [("cut.py", ["--cut", c, "--fixed"]) for c in ("detach", "checkpoint")] + [
     ("optim_membership.py", ["--fixed"]), ("optim_membership.py", ["--bug", "stale", "--fixed"]),
     ("master_weights.py", []),
-    ("grad_leak.py", ["--fixed"]),
+    ("grad_leak.py", ["--fixed"]), ("grad_leak.py", ["--fixed", "--clip"]),
     ("accumulation.py", ["--fixed"]), ("retention.py", ["--fixed"]),
     ("retention_attr.py", ["--fixed"]), ("eval_mode.py", ["--fixed"]),
     ("eval_mode.py", ["--fixed", "--frozen-bn"]),   # frozen on purpose: eval, no gradient
