@@ -64,14 +64,20 @@ def dropped(run: Run) -> list[Finding]:
 
 
 def no_update(run: Run) -> list[Finding]:
-    idle = [st for st in run.steps if st["accum"] and st.get("updated", 1) == 0]
+    # a step at learning rate 0 by a schedule that leaves 0 later (a warm-up from 0: the
+    # default of transformers' linear and cosine schedules) is meant to change nothing
+    scheduled = {st["opt"] for st in run.steps if st.get("lr_zero") is False}
+    idle = [st for st in run.steps if st["accum"] and st.get("updated", 1) == 0
+            and not (st.get("lr_zero") and st["opt"] in scheduled)]
     if not idle:
         return []
+    why = ("the learning rate is 0" if all(st.get("lr_zero") for st in idle)
+           else "learning rate 0? a wrapper that skips the step?")
     return [Finding(
         check="no_update", severity="warning", where=where(idle[0]),
         message=(f"optimizer.step() changed no trainable parameter in step "
                  f"{span(st['step'] for st in idle)} although {len(idle[0]['accum'])} had "
-                 "gradients (learning rate 0? a wrapper that skips the step?)"),
+                 f"gradients ({why})"),
         evidence={"steps": [st["step"] for st in idle]})]
 
 

@@ -114,6 +114,18 @@ def _values(g: torch.Tensor) -> torch.Tensor:
     return g
 
 
+def _lr_zero(opt: torch.optim.Optimizer) -> bool:
+    """Every parameter group holding a gradient steps with learning rate 0 (a warm-up
+    schedule's first step: transformers' linear and cosine warm-ups start at 0)."""
+    lrs = []
+    with _quiet():
+        for g in opt.param_groups:
+            if any(p.grad is not None for p in g["params"]):
+                with contextlib.suppress(KeyError, TypeError, ValueError, RuntimeError):
+                    lrs.append(float(g["lr"]))
+    return bool(lrs) and all(lr == 0.0 for lr in lrs)
+
+
 def _frozen(module: nn.Module) -> bool:
     """A BatchNorm frozen on purpose (fine-tuning a detection backbone): eval mode and no
     parameter that wants a gradient."""
@@ -638,6 +650,7 @@ class DoctorProbe(TorchFunctionMode):
                     self._before[pid] = (p._version, None, p.detach().double().sum()
                                          if fused and g is not None else None)
         rec["bw"] = sorted(bws)
+        rec["lr_zero"] = _lr_zero(opt)
         self._step_rec = rec
         self.records.append(rec)
 

@@ -77,7 +77,8 @@ BUGS = [
     # step(closure): the gradients are read after the closure's backward, not before it
     ("closure.py", ["--bug", "nan"], "nonfinite_grad", "error", ["step 3", "4 parameters"],
      "opt.step(closure)"),
-    ("fused_adamw.py", ["--bug"], "no_update", "warning", ["4 had gradients"], "opt.step()"),
+    ("fused_adamw.py", ["--bug"], "no_update", "warning", ["4 had gradients",
+     "the learning rate is 0"], "opt.step()"),
     ("accumulation.py", ["--bug", "tokens"], "token_denominator", "warning",
      ["[30, 10]", "3.00x", "40 valid tokens"], "loss = nn.functional.cross_entropy(logits, "
      "labels) / K"),
@@ -166,7 +167,7 @@ FIXED = [("cut.py", ["--cut", c, "--fixed"]) for c in ("detach", "checkpoint")] 
     # as dropped_update; LBFGS calls the closure several times per step
     ("closure.py", ["--accum", "2", "--fixed"]), ("closure.py", ["--lbfgs", "--fixed"]),
     # fused AdamW bumps no version counter: its updates once read as no_update
-    ("fused_adamw.py", []),
+    ("fused_adamw.py", []), ("fused_adamw.py", ["--warmup"]),
     # every gradient exactly zero as backward computed it (a hinge whose margins are met)
     # once read as zeroed_before_step
     ("custom_function.py", ["--hinge"]),
@@ -271,7 +272,7 @@ def test_no_false_positive_on_bundled_examples(name):
     assert outcome.code == 0 and [f.line() for f in report.findings] == []
 
 
-@pytest.mark.parametrize("script", ["hf_gpt2.py", "hf_lora.py"])
+@pytest.mark.parametrize("script", ["hf_gpt2.py", "hf_lora.py", "hf_trainer.py"])
 def test_no_false_positive_on_transformers_and_peft_loops(script):
     for pkg in ("transformers", "peft"):
         if importlib.util.find_spec(pkg) is None:
