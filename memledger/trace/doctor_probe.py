@@ -168,6 +168,7 @@ class DoctorProbe(TorchFunctionMode):
         self._param_recs: dict[int, dict[str, Any]] = {}   # id(param) -> its "param" record
         self._ran: set[int] = set()                    # modules run in this window
         self._mode_seen: set[int] = set()
+        self._mode_recs: list[tuple[weakref.ref, dict[str, Any]]] = []   # renamed with roots
         self._roots = 0
         self._handles: list[Any] = []
         self._param_handles: list[Any] = []
@@ -300,6 +301,12 @@ class DoctorProbe(TorchFunctionMode):
             for _, p, name in _named_params(root, prefix):
                 if id(p) in self._param_recs:
                     self._param_recs[id(p)]["name"] = name
+        # a module recorded before the rename (a student's Dropout in eval mode in step 1)
+        # is named as in later steps: one module, not `Sequential.2` and `2`
+        for ref, rec in self._mode_recs:
+            m = ref()
+            if m is not None:
+                rec["mod"] = self._names.paths.get(m, rec["mod"])
 
     def _module_pre(self, module: nn.Module, args) -> None:
         mid = id(module)
@@ -315,10 +322,13 @@ class DoctorProbe(TorchFunctionMode):
                  and module.track_running_stats and not _frozen(module))):
             self._mode_seen.add(mid)
             file, line = user_line()
-            self.records.append({"k": "mode", "window": self._steps + 1, "mod": self._names.paths.get(module, ""),
-                                 "cls": type(module).__name__, "bw": self._bw,
-                                 "root": self._root_of.get(mid, -1),
-                                 "file": file, "line": line})
+            rec = {"k": "mode", "window": self._steps + 1,
+                   "mod": self._names.paths.get(module, ""), "cls": type(module).__name__,
+                   "bw": self._bw, "root": self._root_of.get(mid, -1), "file": file,
+                   "line": line}
+            if not self._names.decided:
+                self._mode_recs.append((weakref.ref(module), rec))
+            self.records.append(rec)
 
     # ---- gradients (Note [Which backward reached a parameter]) ------------------------------
     def _make_grad_pre(self, pid: int):

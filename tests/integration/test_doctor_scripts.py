@@ -128,6 +128,10 @@ BUGS = [
      "self.seen = self.seen + out.sum(0)"),
     ("eval_mode.py", [], "eval_mode", "warning", ["BatchNorm1d/Dropout", "step 2, 3"],
      "out = model(x)"),
+    # a student (named the model at the first step, after its teacher) left in eval mode:
+    # one module, once named twice (`Sequential.3` in step 1, `3` after)
+    ("two_models.py", ["--loop", "distill", "--student-eval"], "eval_mode", "warning",
+     ["1 Dropout modules (`3`)", "step 1-3"], "loss = F.mse_loss(student(x), target)"),
 ]
 
 
