@@ -62,7 +62,7 @@ from torch.utils._python_dispatch import _disable_current_modes
 from memledger.trace.collector import StopTracing
 from memledger.trace.doctor_order import OrderWatch, clip_frame, clips_nothing
 from memledger.trace.doctor_retention import MAX_NODES, RetentionWatch
-from memledger.trace.roots import RootNames, paths_under
+from memledger.trace.roots import ByModule, RootNames, paths_under
 from memledger.trace.steps import OptimizerSteps
 from memledger.trace.where import in_reentrant_checkpoint, user_line, user_name_of
 
@@ -124,6 +124,16 @@ def _lr_zero(opt: torch.optim.Optimizer) -> bool:
                 with contextlib.suppress(KeyError, TypeError, ValueError, RuntimeError):
                     lrs.append(float(g["lr"]))
     return bool(lrs) and all(lr == 0.0 for lr in lrs)
+
+
+def _parent_training(parents: ByModule, module: nn.Module) -> bool | None:
+    """Is the module that holds `module` in training mode? (None: a top-level module.)
+    A BatchNorm or Dropout in eval inside a network in training was put there by a call of
+    its own (mmdetection's `norm_eval`, a `freeze_bn()` after `model.train()`); a
+    forgotten `model.train()` leaves the whole network, its parent too, in eval."""
+    ref = parents.get(module)
+    parent = ref() if ref is not None else None
+    return None if parent is None else bool(parent.training)
 
 
 def _frozen(module: nn.Module) -> bool:
@@ -188,6 +198,7 @@ class DoctorProbe(TorchFunctionMode):
         self._bw_rec: dict[str, Any] | None = None
         self._bw_params: set[int] = set()
         self._root_of: dict[int, int] = {}   # id(module) -> its top-level network's number
+        self._parent = ByModule()            # module -> weakref to the module holding it
         self._hooked: set[int] = set()       # parameters whose gradient hooks are on
         self._none_grad: set[int] = set()    # reached by backward, no gradient computed
         self._losses: list[dict[str, Any]] = []
@@ -286,6 +297,8 @@ class DoctorProbe(TorchFunctionMode):
         self._roots += next(root.parameters(), None) is not None
         for m in root.modules():   # check 7 asks whether a gradient reached this network
             self._root_of.setdefault(id(m), number)
+            for c in m.children():   # and whether the module holding it is in training
+                self._parent.setdefault(c, weakref.ref(m))
         self._retention.add_root(prefix, root)
         for m, p, name in _named_params(root, prefix):
             self._add_param(p, name, id(m), late=False, root=number)
@@ -325,7 +338,7 @@ class DoctorProbe(TorchFunctionMode):
             rec = {"k": "mode", "window": self._steps + 1,
                    "mod": self._names.paths.get(module, ""), "cls": type(module).__name__,
                    "bw": self._bw, "root": self._root_of.get(mid, -1), "file": file,
-                   "line": line}
+                   "line": line, "parent_training": _parent_training(self._parent, module)}
             if not self._names.decided:
                 self._mode_recs.append((weakref.ref(module), rec))
             self.records.append(rec)

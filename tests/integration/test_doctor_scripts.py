@@ -128,6 +128,8 @@ BUGS = [
      "self.seen = self.seen + out.sum(0)"),
     ("eval_mode.py", [], "eval_mode", "warning", ["BatchNorm1d/Dropout", "step 2, 3"],
      "out = model(x)"),
+    ("eval_mode.py", ["--norm-eval"], "eval_mode", "warning",
+     ["BatchNorm1d/Dropout", "step 2, 3"], "out = model(x)"),
     # a student (named the model at the first step, after its teacher) left in eval mode:
     # one module, once named twice (`Sequential.3` in step 1, `3` after)
     ("two_models.py", ["--loop", "distill", "--student-eval"], "eval_mode", "warning",
@@ -156,6 +158,9 @@ FIXED = [("cut.py", ["--cut", c, "--fixed"]) for c in ("detach", "checkpoint")] 
     ("accumulation.py", ["--fixed"]), ("retention.py", ["--fixed"]),
     ("retention_attr.py", ["--fixed"]), ("eval_mode.py", ["--fixed"]),
     ("eval_mode.py", ["--fixed", "--frozen-bn"]),   # frozen on purpose: eval, no gradient
+    # a BatchNorm put in eval on its own after model.train(), its affine parameters
+    # training (mmdetection's norm_eval): once an eval_mode warning
+    ("eval_mode.py", ["--fixed", "--norm-eval"]),
     ("eval_mode.py", ["--fixed", "--loss-net"]),    # a frozen loss network: no gradient
                                                     # reaches it (its Dropout once warned)
     # two optimizers: a GAN (the generator's backward adds to the discriminator's used
