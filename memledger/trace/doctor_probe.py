@@ -114,6 +114,14 @@ def _values(g: torch.Tensor) -> torch.Tensor:
     return g
 
 
+def _frozen_param_target(a: Any) -> bool:
+    """The target of an in-place op is a parameter without a gradient (`ema_p.add_`), or a
+    list starting with one (`torch._foreach_lerp_(ema_params, ...)`)."""
+    if isinstance(a, (list, tuple)):
+        a = a[0] if a else None
+    return type(a) is nn.Parameter and not a.requires_grad
+
+
 def _lr_zero(opt: torch.optim.Optimizer) -> bool:
     """Every parameter group holding a gradient steps with learning rate 0 (a warm-up
     schedule's first step: transformers' linear and cosine warm-ups start at 0)."""
@@ -275,8 +283,10 @@ class DoctorProbe(TorchFunctionMode):
 
     def _hook(self, pid: int, p: nn.Parameter) -> None:
         """Gradient hooks on a parameter that wants a gradient (torch refuses them on one
-        that does not); `_hook_unfrozen` catches those that want one later."""
-        if p.requires_grad and pid not in self._hooked:
+        that does not); `_hook_unfrozen` catches those that want one later. Not on one that
+        is no longer a leaf (an EMA copy updated in place outside `no_grad` has a graph):
+        torch refuses a post-accumulate hook there, and it accumulates no gradient."""
+        if p.requires_grad and p.is_leaf and pid not in self._hooked:
             self._hooked.add(pid)
             self._param_recs[pid]["trainable"] = True
             self._param_handles.append(p.register_hook(self._make_grad_pre(pid)))
@@ -398,6 +408,15 @@ class DoctorProbe(TorchFunctionMode):
             return self._scale(func, args, kwargs)
         if func is _UNSCALE and args:
             self._order.unscaled(args[0])
+        if args and _frozen_param_target(args[0]) and _grad_enabled() and \
+                getattr(func, "__name__", "").endswith("_"):
+            # an in-place op outside no_grad on a frozen parameter from a tensor that
+            # requires grad (an EMA update without torch.no_grad()): it gets history
+            out = func(*args, **kwargs)
+            for p in args[0] if isinstance(args[0], (list, tuple)) else (args[0],):
+                if isinstance(p, _Tensor) and p.grad_fn is not None:
+                    self._retention.param_history(p, *user_line())
+            return out
         if not self._in_opt:
             cut = _CUTS.get(func)
             if cut is None:

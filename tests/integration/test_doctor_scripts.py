@@ -128,6 +128,15 @@ BUGS = [
      "self.seen = self.seen + out.sum(0)"),
     ("eval_mode.py", [], "eval_mode", "warning", ["BatchNorm1d/Dropout", "step 2, 3"],
      "out = model(x)"),
+    # an EMA updated outside no_grad: its parameters get a growing graph (the script once
+    # crashed under the doctor; the parameters, held by the module only, went unreported)
+    ("ema.py", ["--bug"], "cross_step_retention", "error",
+     ["6 parameters of `ema`", "`ema.0.bias`", "step 2-3", "torch.no_grad()"],
+     "e.mul_(decay).add_(p, alpha=1 - decay)"),
+    ("ema.py", ["--bug", "--foreach"], "cross_step_retention", "error",
+     ["6 parameters of `ema`", "step 2-3"], "torch._foreach_lerp_(ema_params, params, 1 - decay)"),
+    ("ema.py", ["--bug", "--no-eval"], "cross_step_retention", "error",
+     ["6 parameters of `ema`", "step 2-3"], "e.mul_(decay).add_(p, alpha=1 - decay)"),
     ("eval_mode.py", ["--norm-eval"], "eval_mode", "warning",
      ["BatchNorm1d/Dropout", "step 2, 3"], "out = model(x)"),
     # a student (named the model at the first step, after its teacher) left in eval mode:
@@ -177,6 +186,8 @@ FIXED = [("cut.py", ["--cut", c, "--fixed"]) for c in ("detach", "checkpoint")] 
     ("closure.py", ["--accum", "2", "--fixed"]), ("closure.py", ["--lbfgs", "--fixed"]),
     # fused AdamW bumps no version counter: its updates once read as no_update
     ("fused_adamw.py", []), ("fused_adamw.py", ["--warmup"]),
+    # an EMA copy under no_grad (a loop, _foreach_lerp_), SWA's AveragedModel
+    ("ema.py", []), ("ema.py", ["--foreach"]), ("ema.py", ["--swa"]),
     # every gradient exactly zero as backward computed it (a hinge whose margins are met)
     # once read as zeroed_before_step
     ("custom_function.py", ["--hinge"]),
