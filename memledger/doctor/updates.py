@@ -4,7 +4,9 @@
 - zeroed_before_step: this step's backward filled gradients that were gone (None, or every
   one zero) when step() ran: zero_grad between backward and step.
 - dropped_update: backward passes whose gradients no step ever used (GradScaler skips the
-  step when its gradients are not finite; a zero_grad before step does the same).
+  step when its gradients are not finite; a zero_grad before step does the same). Not one
+  whose parameters moved in place before the next backward: SAM's first step uses the
+  gradient to perturb the weights, then zeroes it.
 - no_update: step() changed no trainable parameter although some had gradients.
 - scheduler_order / scheduler_rate: an LR scheduler stepped before the first optimizer step
   (its first value is skipped), or more often than its optimizer.
@@ -48,7 +50,10 @@ def dropped(run: Run) -> list[Finding]:
     if not used:
         return []
     last = max(used)
-    lost = [b for b in run.backwards if b.get("params") and b["n"] not in used and b["n"] < last]
+    # a backward whose parameters moved in place before the next one (SAM's ascent step
+    # along its gradient, then zero_grad) was used, though by no optimizer.step()
+    lost = [b for b in run.backwards if b.get("params") and b["n"] not in used and b["n"] < last
+            and not b.get("moved")]
     if not lost:
         return []
     bad = sum(1 for b in lost if b.get("nonfinite"))

@@ -205,6 +205,9 @@ class DoctorProbe(TorchFunctionMode):
         self._bw = 0                                   # backward passes so far
         self._bw_rec: dict[str, Any] | None = None
         self._bw_params: set[int] = set()
+        # the last backward's record and its parameters' versions as it left them: moved
+        # before the next backward (SAM's ascent step) means its gradient was used
+        self._bw_versions: tuple[dict[str, Any], dict[int, int]] | None = None
         self._root_of: dict[int, int] = {}   # id(module) -> its top-level network's number
         self._parent = ByModule()            # module -> weakref to the module holding it
         self._hooked: set[int] = set()       # parameters whose gradient hooks are on
@@ -449,6 +452,7 @@ class DoctorProbe(TorchFunctionMode):
         file, line = user_line()
         self._hook_unfrozen()
         scaled = self._order.is_scaled(t)
+        self._moved_since_backward()
         self._bw += 1
         rec = {"k": "backward", "n": self._bw, "window": self._steps + 1, "value": value,
                "file": file, "line": line, "losses": self._losses}
@@ -469,7 +473,20 @@ class DoctorProbe(TorchFunctionMode):
         rec["params"], rec["nonfinite"] = len(self._bw_params), bad
         rec["reached"] = sorted(self._index[p] for p in self._bw_params)
         self._bw_rec = None
+        self._bw_versions = (rec, {pid: self._params[pid]._version for pid in self._bw_params})
         return out
+
+    def _moved_since_backward(self) -> None:
+        """The previous backward's parameters changed in place since it ran (outside any
+        step: SAM's `first_step` moves them along the gradient, then zeroes it, and a second
+        backward at that point feeds the step): its gradient was used, not dropped."""
+        if self._bw_versions is None:
+            return
+        rec, versions = self._bw_versions
+        self._bw_versions = None
+        params = self._params
+        if any(params[pid]._version != v for pid, v in versions.items()):
+            rec["moved"] = True
 
     def _loss(self, name: str, func, args, kwargs):
         out = func(*args, **kwargs)

@@ -77,6 +77,10 @@ BUGS = [
     # step(closure): the gradients are read after the closure's backward, not before it
     ("closure.py", ["--bug", "nan"], "nonfinite_grad", "error", ["step 3", "4 parameters"],
      "opt.step(closure)"),
+    # a zero_grad between two backward passes, the first gradient unused
+    ("sam.py", ["--no-ascent"], "dropped_update", "warning", ["3 of 6 backward passes",
+     "a zero_grad ran before any step used them"],
+     "nn.functional.cross_entropy(model(x), y).backward()"),
     ("fused_adamw.py", ["--bug"], "no_update", "warning", ["4 had gradients",
      "the learning rate is 0"], "opt.step()"),
     ("accumulation.py", ["--bug", "tokens"], "token_denominator", "warning",
@@ -186,6 +190,9 @@ FIXED = [("cut.py", ["--cut", c, "--fixed"]) for c in ("detach", "checkpoint")] 
     ("closure.py", ["--accum", "2", "--fixed"]), ("closure.py", ["--lbfgs", "--fixed"]),
     # fused AdamW bumps no version counter: its updates once read as no_update
     ("fused_adamw.py", []), ("fused_adamw.py", ["--warmup"]),
+    # SAM: the first gradient moves the weights (the ascent) and is zeroed; no step uses
+    # it (once a dropped_update warning)
+    ("sam.py", []),
     # an EMA copy under no_grad (a loop, _foreach_lerp_), SWA's AveragedModel
     ("ema.py", []), ("ema.py", ["--foreach"]), ("ema.py", ["--swa"]),
     # every gradient exactly zero as backward computed it (a hinge whose margins are met)
