@@ -181,6 +181,8 @@ class DoctorProbe(TorchFunctionMode):
         self._params: dict[int, nn.Parameter] = {}     # id -> parameter (alive anyway)
         self._index: dict[int, int] = {}               # id(param) -> index in records
         self._owner: dict[int, int] = {}               # id(param) -> id(owning module)
+        self._owner_ref: dict[int, weakref.ref] = {}   # id(param) -> its owning module
+        self._module_of: dict[int, weakref.ref] = {}   # id(module) -> module, while registering
         self._late: set[int] = set()                   # hooked at their first step only
         self._names = RootNames()                      # Note [The model]: as the ledger names
         self._param_recs: dict[int, dict[str, Any]] = {}   # id(param) -> its "param" record
@@ -276,6 +278,10 @@ class DoctorProbe(TorchFunctionMode):
         self._index[pid] = len(self._index)
         self._params[pid] = p
         self._owner[pid] = owner
+        if owner and self._owner_ref.get(pid) is None:
+            m = self._module_of.get(owner)
+            if m is not None:
+                self._owner_ref[pid] = m
         if late:
             self._late.add(pid)
         self._param_recs[pid] = {"k": "param", "i": self._index[pid], "name": name,
@@ -304,6 +310,25 @@ class DoctorProbe(TorchFunctionMode):
             for pid, p in self._params.items():
                 self._hook(pid, p)
 
+    def _routed_around(self, pid: int) -> bool:
+        """The parameter's module did not run because the forward chose among the elements
+        of a ModuleList / ModuleDict: the element holding it did not run while a sibling
+        did (a mixture of experts' unrouted expert, a task head, LayerDrop's skipped
+        block). A submodule a running element never calls (`blocks.3.extra`, forgotten in
+        every block) is not this: its element ran."""
+        ref = self._owner_ref.get(pid)
+        child = ref() if ref is not None else None
+        while child is not None:
+            pref = self._parent.get(child)
+            parent = pref() if pref is not None else None
+            if isinstance(parent, (nn.ModuleList, nn.ModuleDict)):
+                if any(id(m) in self._ran for m in child.modules()):
+                    return False
+                return any(id(m) in self._ran for s in parent.children() if s is not child
+                           for m in s.modules())
+            child = parent
+        return False
+
     def _register_root(self, root: nn.Module) -> None:
         prefix = self._names.prefix[root]
         number = self._roots
@@ -314,6 +339,7 @@ class DoctorProbe(TorchFunctionMode):
                 self._parent.setdefault(c, weakref.ref(m))
         self._retention.add_root(prefix, root)
         for m, p, name in _named_params(root, prefix):
+            self._module_of = {id(m): weakref.ref(m)}
             self._add_param(p, name, id(m), late=False, root=number)
             if self._names.absorbed:   # a module seen on its own before is one of root's
                 self._param_recs[id(p)]["name"] = name
@@ -656,7 +682,7 @@ class DoctorProbe(TorchFunctionMode):
                                "trainable": [idx[id(p)] for p in params if p.requires_grad],
                                "late": [idx[id(p)] for p in params if id(p) in self._late],
                                "accum": {}, "nonfinite": [], "zeroed": [], "zero": [],
-                               "zero_as_computed": [], "not_run": [], "none_grad": [],
+                               "zero_as_computed": [], "not_run": [], "routed": [], "none_grad": [],
                                "bw": [], "graded": 0}
         bws: set[int] = set()
         self._before = {}
@@ -683,6 +709,8 @@ class DoctorProbe(TorchFunctionMode):
                     rec["none_grad"].append(idx[pid])
                 elif p.requires_grad and self._owner.get(pid, 0) not in self._ran:
                     rec["not_run"].append(idx[pid])
+                    if self._routed_around(pid):
+                        rec["routed"].append(idx[pid])
                 if g is not None and not bool(torch.isfinite(_values(g)).all()):
                     rec["nonfinite"].append(idx[pid])
                 rec["graded"] += g is not None

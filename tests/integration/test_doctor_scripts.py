@@ -81,6 +81,9 @@ BUGS = [
     ("sam.py", ["--no-ascent"], "dropped_update", "warning", ["3 of 6 backward passes",
      "a zero_grad ran before any step used them"],
      "nn.functional.cross_entropy(model(x), y).backward()"),
+    ("moe.py", ["--bug"], "unused_parameter", "warning",
+     ["2 trainable parameters (`1.norm.weight`, `1.norm.bias`)", "did not run"],
+     "opt.step()"),
     ("fused_adamw.py", ["--bug"], "no_update", "warning", ["4 had gradients",
      "the learning rate is 0"], "opt.step()"),
     ("accumulation.py", ["--bug", "tokens"], "token_denominator", "warning",
@@ -190,6 +193,9 @@ FIXED = [("cut.py", ["--cut", c, "--fixed"]) for c in ("detach", "checkpoint")] 
     ("closure.py", ["--accum", "2", "--fixed"]), ("closure.py", ["--lbfgs", "--fixed"]),
     # fused AdamW bumps no version counter: its updates once read as no_update
     ("fused_adamw.py", []), ("fused_adamw.py", ["--warmup"]),
+    # modules chosen by the data: unrouted MoE experts, an auxiliary head every other step
+    # (once unused_parameter warnings)
+    ("moe.py", []), ("moe.py", ["--aux"]),
     # SAM: the first gradient moves the weights (the ascent) and is zeroed; no step uses
     # it (once a dropped_update warning)
     ("sam.py", []),
