@@ -115,3 +115,27 @@ def grad_leak(run: Run) -> list[Finding]:
             evidence={"params": len(idx), "steps": sorted(g["steps"]),
                       "bytes": run.bytes_of(idx)}))
     return out
+
+
+def mixed_gradient(run: Run) -> list[Finding]:
+    """A step used a gradient summed over backward passes taken at different weights: the
+    parameters changed in place between them, outside any step (Note [Gradients of two
+    weights] in memledger/trace/doctor_probe.py)."""
+    groups: dict[tuple, dict] = {}
+    for r in run.mixed:
+        g = groups.setdefault((r["file"], r["line"]), {"params": set(), "steps": set()})
+        g["params"].add(r["i"])
+        g["steps"].add(r.get("step", r["window"]))
+    out = []
+    for (file, line), g in groups.items():
+        idx = g["params"]
+        out.append(Finding(
+            check="mixed_gradient", severity="error", where=Where(file=file, line=line),
+            message=(f"{len(idx)} parameters ({run.names(idx)}) changed in place between two "
+                     "backward passes whose gradients optimizer.step() then used together, in "
+                     f"step {span(g['steps'])}: the update is a gradient at the old weights "
+                     "plus one at the new; zero the gradient once it has been used (SAM's "
+                     "first_step(zero_grad=True)) or move the weights only after the step"),
+            evidence={"params": len(idx), "steps": sorted(g["steps"]),
+                      "bytes": run.bytes_of(idx)}))
+    return out

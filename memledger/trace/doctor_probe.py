@@ -38,6 +38,17 @@ backward adds to the discriminator's used gradient, but the discriminator's zero
 clears it before its step (the next backward finds None): no leak. The doctor's step count
 and its retention boundaries follow the training-step rule of trace/steps.py; `--steps 3`
 means three training steps, as in `trace`.
+
+# Note [Gradients of two weights]
+A gradient no step has used yet is only meant to be added to at the same weights (K
+micro-batches, one step). When a parameter changed value in place between the backward
+that filled its `.grad` and the next backward that adds to it, outside any step (SAM's
+`first_step` ascends along the gradient and must zero it; a hand-made weight perturbation),
+the step uses g(w) + g(w'): a `mixed` record, written when a step consumes it. The change
+is told by the version counter, confirmed by a checksum (the L2 norm) taken when the gradient arrived
+(in-place writes of the same values, a sharded parameter gathered again, are not changes).
+SAM's first_step(zero_grad=True) clears the gradient: the next backward is fresh, nothing
+to report.
 """
 
 from __future__ import annotations
@@ -112,6 +123,12 @@ def _values(g: torch.Tensor) -> torch.Tensor:
     if g.layout is not torch.strided:   # CSR and friends
         return g.values()
     return g
+
+
+def _checksum(p: torch.Tensor) -> torch.Tensor:
+    """A parameter's L2 norm in float32, kept as a tensor (no device sync): not a sum, which
+    a step along a gradient that sums to zero (a softmax layer's bias) leaves unchanged."""
+    return torch.linalg.vector_norm(p.detach(), dtype=torch.float32)
 
 
 def _frozen_param_target(a: Any) -> bool:
@@ -228,6 +245,9 @@ class DoctorProbe(TorchFunctionMode):
         # a consumed gradient that a backward added to: a leak only if a step consumes it
         # before zero_grad (Note [Which backward reached a parameter])
         self._tainted: dict[int, dict[str, Any]] = {}
+        # Note [Gradients of two weights]
+        self._pver: dict[int, tuple[int, Any]] = {}    # id(param) -> (version, sum) at backward
+        self._mixed: dict[int, dict[str, Any]] = {}    # id(param) -> its `mixed` record
         # Note [Where a clip and a step fall] in doctor_order.py
         self._order = OrderWatch(self.records, self._params, self._index)
         self._sched_where: dict[int, dict[str, Any]] = {}   # scheduler index -> its variable
@@ -408,6 +428,24 @@ class DoctorProbe(TorchFunctionMode):
             rec = self._bw_rec or {}
             self._tainted[pid] = {"k": "leak", "i": self._index[pid], "window": self._steps + 1,
                                   "file": rec.get("file", ""), "line": rec.get("line", 0)}
+        else:
+            self._moved_under_grad(pid, p)
+        if fresh:
+            self._mixed.pop(pid, None)
+
+    def _moved_under_grad(self, pid: int, p: nn.Parameter) -> None:
+        """Note [Gradients of two weights]: a backward is about to add into a gradient no
+        step has used, and the parameter changed value since that gradient was taken."""
+        seen = self._pver.get(pid)
+        if seen is None or seen[0] == p._version or pid in self._mixed:
+            return
+        changed = False
+        with _quiet(), contextlib.suppress(RuntimeError, TypeError):
+            changed = seen[1] is not None and bool(_checksum(p) != seen[1])
+        if changed:
+            rec = self._bw_rec or {}
+            self._mixed[pid] = {"k": "mixed", "i": self._index[pid], "window": self._steps + 1,
+                                "file": rec.get("file", ""), "line": rec.get("line", 0)}
 
     def _grad_post(self, p: nn.Parameter) -> None:
         pid = id(p)
@@ -423,6 +461,10 @@ class DoctorProbe(TorchFunctionMode):
         g = p.grad
         if g is not None:
             self._grad_state[pid] = (id(g), g._version)
+        total = None
+        with _quiet(), contextlib.suppress(RuntimeError, TypeError):
+            total = _checksum(p)   # the weights this gradient was taken at
+        self._pver[pid] = (p._version, total)
 
     # ---- torch functions ------------------------------------------------------------------
     def __torch_function__(self, func, types, args=(), kwargs=None):
@@ -715,6 +757,10 @@ class DoctorProbe(TorchFunctionMode):
                     rec["nonfinite"].append(idx[pid])
                 rec["graded"] += g is not None
                 bws.update(self._bws.pop(pid, ()))
+                mixed = self._mixed.pop(pid, None)
+                if mixed is not None and g is not None:
+                    mixed["step"] = self._steps + 1
+                    self.records.append(mixed)
                 leak = self._tainted.pop(pid, None)
                 if leak is not None and g is not None and (
                         self._grad_state.get(pid) == (id(g), g._version)

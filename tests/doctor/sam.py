@@ -6,6 +6,8 @@ zeroed; the second, taken there, feeds the base optimizer's step.
                                  # no optimizer.step() consumed it, a zero_grad cleared it)
     python sam.py --no-ascent    # the bug: first_step zeroes the gradient without using it
                                  # (dropped_update: half the backward passes are wasted)
+    python sam.py --no-zero      # the bug: first_step(zero_grad=False), so the step uses the
+                                 # gradient at w plus the one at the perturbed w (mixed_gradient)
 """
 import sys
 
@@ -13,6 +15,7 @@ import torch
 from torch import nn
 
 ASCENT = "--no-ascent" not in sys.argv
+ZERO = "--no-zero" not in sys.argv
 torch.manual_seed(0)
 
 
@@ -54,6 +57,6 @@ opt = SAM(model.parameters(), torch.optim.SGD, lr=0.1, momentum=0.9)
 for step in range(4):
     x, y = torch.randn(8, 8), torch.randint(0, 2, (8,))
     nn.functional.cross_entropy(model(x), y).backward()
-    opt.first_step(zero_grad=True)
+    opt.first_step(zero_grad=ZERO)
     nn.functional.cross_entropy(model(x), y).backward()
     opt.second_step(zero_grad=True)

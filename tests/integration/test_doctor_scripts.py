@@ -81,6 +81,10 @@ BUGS = [
     ("sam.py", ["--no-ascent"], "dropped_update", "warning", ["3 of 6 backward passes",
      "a zero_grad ran before any step used them"],
      "nn.functional.cross_entropy(model(x), y).backward()"),
+    # SAM's first gradient not zeroed: the step adds gradients taken at two weights
+    ("sam.py", ["--no-zero"], "mixed_gradient", "error",
+     ["4 parameters (`0.weight`, `0.bias`, `2.weight` and 1 more)", "step 1-3",
+     "first_step(zero_grad=True)"], ("nn.functional.cross_entropy(model(x), y).backward()", 2)),
     ("moe.py", ["--bug"], "unused_parameter", "warning",
      ["2 trainable parameters (`1.norm.weight`, `1.norm.bias`)", "did not run"],
      "opt.step()"),
