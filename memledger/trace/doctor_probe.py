@@ -44,7 +44,10 @@ A gradient no step has used yet is only meant to be added to at the same weights
 micro-batches, one step). When a parameter changed value in place between the backward
 that filled its `.grad` and the next backward that adds to it, outside any step (SAM's
 `first_step` ascends along the gradient and must zero it; a hand-made weight perturbation),
-the step uses g(w) + g(w'): a `mixed` record, written when a step consumes it. The change
+the step uses g(w) + g(w'): a `mixed` record, written when a step consumes it. Only when
+something read `.grad` in between (SAM's ascent is computed from it): weight noise injected
+and removed around each micro-batch of an accumulation reads no gradient and is the
+intended estimate, gradients at perturbed weights. The change
 is told by the version counter, confirmed by a checksum (the L2 norm) taken when the gradient arrived
 (in-place writes of the same values, a sharded parameter gathered again, are not changes).
 SAM's first_step(zero_grad=True) clears the gradient: the next backward is fresh, nothing
@@ -248,6 +251,7 @@ class DoctorProbe(TorchFunctionMode):
         # Note [Gradients of two weights]
         self._pver: dict[int, tuple[int, Any]] = {}    # id(param) -> (version, sum) at backward
         self._mixed: dict[int, dict[str, Any]] = {}    # id(param) -> its `mixed` record
+        self._grads_read: set[int] = set()             # `.grad` read since it last arrived
         # Note [Where a clip and a step fall] in doctor_order.py
         self._order = OrderWatch(self.records, self._params, self._index)
         self._sched_where: dict[int, dict[str, Any]] = {}   # scheduler index -> its variable
@@ -437,7 +441,8 @@ class DoctorProbe(TorchFunctionMode):
         """Note [Gradients of two weights]: a backward is about to add into a gradient no
         step has used, and the parameter changed value since that gradient was taken."""
         seen = self._pver.get(pid)
-        if seen is None or seen[0] == p._version or pid in self._mixed:
+        if seen is None or seen[0] == p._version or pid in self._mixed or \
+                pid not in self._grads_read:
             return
         changed = False
         with _quiet(), contextlib.suppress(RuntimeError, TypeError):
@@ -465,6 +470,7 @@ class DoctorProbe(TorchFunctionMode):
         with _quiet(), contextlib.suppress(RuntimeError, TypeError):
             total = _checksum(p)   # the weights this gradient was taken at
         self._pver[pid] = (p._version, total)
+        self._grads_read.discard(pid)
 
     # ---- torch functions ------------------------------------------------------------------
     def __torch_function__(self, func, types, args=(), kwargs=None):
@@ -496,6 +502,7 @@ class DoctorProbe(TorchFunctionMode):
                     cut = "data"
                 elif owner is _GRAD:
                     if args and id(args[0]) in self._params:
+                        self._grads_read.add(id(args[0]))   # Note [Gradients of two weights]
                         self._grad_read(args[0])
                     return func(*args, **kwargs)
             if cut is not None:

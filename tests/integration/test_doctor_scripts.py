@@ -203,6 +203,8 @@ FIXED = [("cut.py", ["--cut", c, "--fixed"]) for c in ("detach", "checkpoint")] 
     # SAM: the first gradient moves the weights (the ascent) and is zeroed; no step uses
     # it (once a dropped_update warning)
     ("sam.py", []),
+    # weights moved between two accumulated backward passes, no gradient read between
+    ("weight_noise.py", []),
     # an EMA copy under no_grad (a loop, _foreach_lerp_), SWA's AveragedModel
     ("ema.py", []), ("ema.py", ["--foreach"]), ("ema.py", ["--swa"]),
     # every gradient exactly zero as backward computed it (a hinge whose margins are met)
