@@ -205,6 +205,9 @@ FIXED = [("cut.py", ["--cut", c, "--fixed"]) for c in ("detach", "checkpoint")] 
     ("sam.py", []),
     # weights moved between two accumulated backward passes, no gradient read between
     ("weight_noise.py", []),
+    # correct loops whose patterns look like bugs (see the script's docstring)
+    *[("styles.py", ["--loop", lp]) for lp in ("tbptt", "rl", "gp", "queue", "groups",
+                                                 "topzero", "maml")],
     # an EMA copy under no_grad (a loop, _foreach_lerp_), SWA's AveragedModel
     ("ema.py", []), ("ema.py", ["--foreach"]), ("ema.py", ["--swa"]),
     # every gradient exactly zero as backward computed it (a hinge whose margins are met)
