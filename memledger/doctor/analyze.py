@@ -16,6 +16,7 @@ ALL_CHECKS: tuple[CheckFn, ...] = (
     params.optimizer_membership,        # 2
     params.stale_optimizer,             # 2
     graph.grad_leak,                    # 3
+    graph.mixed_gradient,               # 3
     accumulation.token_denominator,     # 4
     accumulation.loss_not_divided,      # 4
     updates.nonfinite_and_zeroed,       # 5

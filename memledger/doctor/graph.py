@@ -4,7 +4,11 @@ cut_graph / unused_parameter: in a step where the loss reached some trainable pa
 of an optimizer, the others got no gradient. The probe's `cut` records say which op cut
 the path to which parameters (the first cut, in program order, whose detached graph held
 them); without one, backward reached the parameter and computed None for it (a custom
-Function), or its module did not run, or its output never reached the loss.
+Function), or its module did not run, or its output never reached the loss. Without a cut,
+a parameter that got a gradient in another step of the window, or whose module is an
+element of a ModuleList / ModuleDict not chosen in that step while a sibling was (a
+mixture of experts' unrouted expert, a task's head, LayerDrop), is chosen by the data: not
+reported.
 
 grad_leak: a backward pass found a parameter's `.grad` still holding gradient that an
 optimizer step had already consumed (Note [Which backward reached a parameter] in
@@ -36,6 +40,9 @@ def cut_graph(run: Run) -> list[Finding]:
             cut_of.setdefault((c["window"], i), c)
     groups: dict[tuple, dict] = {}
     first = run.first_steps()
+    # a parameter that got a gradient in another step of the window: its module runs, or
+    # reaches the loss, depending on the data (a branch, a task, an expert): not unused
+    ever = {int(i) for st in run.steps for i in st["accum"]}
     for st in run.steps:
         got = {int(i) for i in st["accum"]}
         if not got:
@@ -47,6 +54,8 @@ def cut_graph(run: Run) -> list[Finding]:
             # reached by backward with None: not cut (a Function's forward runs its ops
             # under no_grad, which looks like a cut)
             c = None if i in st.get("none_grad", ()) else cut_of.get((st["step"], i))
+            if c is None and (i in ever or i in st.get("routed", ())):
+                continue   # chosen by the data (above), or an unrouted expert (the probe)
             if i in st.get("none_grad", ()):
                 key = ("none_grad", st["file"], st["line"])
             elif c is not None:
@@ -103,6 +112,30 @@ def grad_leak(run: Run) -> list[Finding]:
                      f"({run.names(idx)}) entered the backward of step {span(g['steps'])} "
                      "still holding the gradient an earlier optimizer.step() used; call "
                      "optimizer.zero_grad() once per step"),
+            evidence={"params": len(idx), "steps": sorted(g["steps"]),
+                      "bytes": run.bytes_of(idx)}))
+    return out
+
+
+def mixed_gradient(run: Run) -> list[Finding]:
+    """A step used a gradient summed over backward passes taken at different weights: the
+    parameters changed in place between them, outside any step (Note [Gradients of two
+    weights] in memledger/trace/doctor_probe.py)."""
+    groups: dict[tuple, dict] = {}
+    for r in run.mixed:
+        g = groups.setdefault((r["file"], r["line"]), {"params": set(), "steps": set()})
+        g["params"].add(r["i"])
+        g["steps"].add(r.get("step", r["window"]))
+    out = []
+    for (file, line), g in groups.items():
+        idx = g["params"]
+        out.append(Finding(
+            check="mixed_gradient", severity="error", where=Where(file=file, line=line),
+            message=(f"{len(idx)} parameters ({run.names(idx)}) changed in place between two "
+                     "backward passes whose gradients optimizer.step() then used together, in "
+                     f"step {span(g['steps'])}: the update is a gradient at the old weights "
+                     "plus one at the new; zero the gradient once it has been used (SAM's "
+                     "first_step(zero_grad=True)) or move the weights only after the step"),
             evidence={"params": len(idx), "steps": sorted(g["steps"]),
                       "bytes": run.bytes_of(idx)}))
     return out

@@ -5,7 +5,11 @@ backward pass reached a parameter of the network it belongs to: dropout is off, 
 normalises with (and never updates) its running statistics. A network no gradient reaches
 is not being trained: a frozen loss network (a perceptual loss, `.eval()` and
 `requires_grad_(False)`) or a distillation teacher whose logits are detached is in eval
-mode on purpose, and `model.train()` there would switch its dropout on.
+mode on purpose, and `model.train()` there would switch its dropout on. Nor is a module
+whose parent is in training mode: it was put in eval by a call of its own, after
+`model.train()` (mmdetection's `norm_eval=True` keeps every BatchNorm's statistics frozen
+while its affine parameters train; a `freeze_bn()` helper); the bug, a `model.eval()` for
+validation and no `model.train()` after it, leaves the parent in eval too.
 """
 
 from __future__ import annotations
@@ -20,7 +24,8 @@ def eval_mode(run: Run) -> list[Finding]:
         roots = reached.setdefault(b["window"], set())
         roots.update(int(run.params.get(i, {}).get("root", -1)) for i in b.get("reached", []))
     hits = [m for m in run.modes if m["window"] in reached and (
-        m.get("root", -1) < 0 or m["root"] in reached[m["window"]])]
+        m.get("root", -1) < 0 or m["root"] in reached[m["window"]])
+        and m.get("parent_training") is not True]
     groups: dict[tuple, list[dict]] = {}
     for m in hits:
         groups.setdefault((m["file"], m["line"]), []).append(m)

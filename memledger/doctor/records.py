@@ -6,7 +6,8 @@ which backward passes reached each, gradients zeroed / non-finite, frozen ones t
 `backward` (value, line, the loss-function calls since the previous backward), `cut`
 (an op that cut the graph and the parameters behind it), `leak`, `mode`, `retained`,
 `sched`, `clip` (a clip_grad_norm_ / clip_grad_value_ call and where it fell: Note [Where a
-clip and a step fall] in memledger/trace/doctor_order.py), `end`.
+clip and a step fall] in memledger/trace/doctor_order.py), `mixed` (a gradient added to
+at changed weights: Note [Gradients of two weights] in doctor_probe.py), `end`.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ class Run:
     retained: list[Record] = field(default_factory=list)
     scheds: list[Record] = field(default_factory=list)
     clips: list[Record] = field(default_factory=list)
+    mixed: list[Record] = field(default_factory=list)
     n_steps: int = 0
 
     @classmethod
@@ -37,7 +39,7 @@ class Run:
         run = cls()
         lists = {"step": run.steps, "backward": run.backwards, "cut": run.cuts,
                  "leak": run.leaks, "mode": run.modes, "retained": run.retained,
-                 "sched": run.scheds, "clip": run.clips}
+                 "sched": run.scheds, "clip": run.clips, "mixed": run.mixed}
         for r in records:
             k = r.get("k")
             if k == "param":

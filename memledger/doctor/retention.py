@@ -5,7 +5,9 @@ was alive at the previous boundary (Note [Cross-step retention] in
 memledger/trace/doctor_probe.py). Grouped by the variable holding them: `total_loss` (one
 tensor, its graph longer every step) or `losses` (one more tensor every step). History
 that grows between boundaries is an error (it grows without bound); history merely kept
-is a warning.
+is a warning. A parameter or buffer of a module with history (`ema.0.weight`: an EMA update
+outside `torch.no_grad()`) is an error at once: it is no leaf any more and the update adds
+to its graph every step; the finding points at the op that first gave it history.
 """
 
 from __future__ import annotations
@@ -31,8 +33,12 @@ def cross_step_retention(run) -> list[Finding]:
         nbytes = [per[s]["bytes"] for s in steps]
         tensors = [per[s]["tensors"] for s in steps]
         grows = len(steps) > 1 and (nodes[-1] > nodes[0] or tensors[-1] > tensors[0])
-        spent = all(r.get("backwarded") for r in run.retained
-                    if (r["var"] or r["name"], r["file"]) == (var, file))
+        recs = [r for r in run.retained if (r["var"] or r["name"], r["file"]) == (var, file)]
+        spent = all(r.get("backwarded") for r in recs)
+        state = [r for r in recs if r.get("state")]
+        if state:
+            out.append(_state_finding(var, file, state, steps, per))
+            continue
         if spent and not grows:   # a loss kept after its backward until the next replaces it
             continue
         line = accumulation_line(file, var)
@@ -48,3 +54,26 @@ def cross_step_retention(run) -> list[Finding]:
             evidence={"steps": steps, "bytes_per_step": nbytes, "nodes_per_step": nodes,
                       "tensors_per_step": tensors}))
     return out
+
+
+def _state_finding(var: str, file: str, recs: list, steps: list, per: dict) -> Finding:
+    """Parameters or buffers of the module `var` that carry autograd history."""
+    names = sorted({r["name"] for r in recs})
+    kinds = sorted({r["state"] for r in recs})
+    line = next((int(r["line"]) for r in recs if r.get("line")), 0) or \
+        accumulation_line(file, var)
+    shown = ", ".join(f"`{n}`" for n in names[:3]) + (
+        f" and {len(names) - 3} more" if len(names) > 3 else "")
+    last = per[steps[-1]]
+    return Finding(
+        check="cross_step_retention", severity="error", where=Where(file=file, line=line),
+        message=(f"{len(names)} {'/'.join(kinds)}s of `{var}` ({shown}) carry autograd "
+                 f"history across optimizer steps (at the end of step {steps[0]}"
+                 + (f"-{steps[-1]}" if len(steps) > 1 else "") +
+                 f": a graph of {last['nodes']} nodes): they were updated in place outside "
+                 "torch.no_grad() from tensors that require grad (an EMA or momentum-encoder "
+                 "update?), so they are no leaves and their graph grows every step; do the "
+                 "update under torch.no_grad()"),
+        evidence={"steps": steps, "tensors": len(names), "bytes_per_step":
+                  [per[s]["bytes"] for s in steps], "nodes_per_step":
+                  [per[s]["nodes"] for s in steps]})

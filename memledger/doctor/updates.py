@@ -4,7 +4,9 @@
 - zeroed_before_step: this step's backward filled gradients that were gone (None, or every
   one zero) when step() ran: zero_grad between backward and step.
 - dropped_update: backward passes whose gradients no step ever used (GradScaler skips the
-  step when its gradients are not finite; a zero_grad before step does the same).
+  step when its gradients are not finite; a zero_grad before step does the same). Not one
+  whose parameters moved in place before the next backward: SAM's first step uses the
+  gradient to perturb the weights, then zeroes it.
 - no_update: step() changed no trainable parameter although some had gradients.
 - scheduler_order / scheduler_rate: an LR scheduler stepped before the first optimizer step
   (its first value is skipped), or more often than its optimizer.
@@ -48,7 +50,10 @@ def dropped(run: Run) -> list[Finding]:
     if not used:
         return []
     last = max(used)
-    lost = [b for b in run.backwards if b.get("params") and b["n"] not in used and b["n"] < last]
+    # a backward whose parameters moved in place before the next one (SAM's ascent step
+    # along its gradient, then zero_grad) was used, though by no optimizer.step()
+    lost = [b for b in run.backwards if b.get("params") and b["n"] not in used and b["n"] < last
+            and not b.get("moved")]
     if not lost:
         return []
     bad = sum(1 for b in lost if b.get("nonfinite"))
@@ -64,14 +69,20 @@ def dropped(run: Run) -> list[Finding]:
 
 
 def no_update(run: Run) -> list[Finding]:
-    idle = [st for st in run.steps if st["accum"] and st.get("updated", 1) == 0]
+    # a step at learning rate 0 by a schedule that leaves 0 later (a warm-up from 0: the
+    # default of transformers' linear and cosine schedules) is meant to change nothing
+    scheduled = {st["opt"] for st in run.steps if st.get("lr_zero") is False}
+    idle = [st for st in run.steps if st["accum"] and st.get("updated", 1) == 0
+            and not (st.get("lr_zero") and st["opt"] in scheduled)]
     if not idle:
         return []
+    why = ("the learning rate is 0" if all(st.get("lr_zero") for st in idle)
+           else "learning rate 0? a wrapper that skips the step?")
     return [Finding(
         check="no_update", severity="warning", where=where(idle[0]),
         message=(f"optimizer.step() changed no trainable parameter in step "
                  f"{span(st['step'] for st in idle)} although {len(idle[0]['accum'])} had "
-                 "gradients (learning rate 0? a wrapper that skips the step?)"),
+                 f"gradients ({why})"),
         evidence={"steps": [st["step"] for st in idle]})]
 
 

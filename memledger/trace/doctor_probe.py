@@ -38,6 +38,20 @@ backward adds to the discriminator's used gradient, but the discriminator's zero
 clears it before its step (the next backward finds None): no leak. The doctor's step count
 and its retention boundaries follow the training-step rule of trace/steps.py; `--steps 3`
 means three training steps, as in `trace`.
+
+# Note [Gradients of two weights]
+A gradient no step has used yet is only meant to be added to at the same weights (K
+micro-batches, one step). When a parameter changed value in place between the backward
+that filled its `.grad` and the next backward that adds to it, outside any step (SAM's
+`first_step` ascends along the gradient and must zero it; a hand-made weight perturbation),
+the step uses g(w) + g(w'): a `mixed` record, written when a step consumes it. Only when
+something read `.grad` in between (SAM's ascent is computed from it): weight noise injected
+and removed around each micro-batch of an accumulation reads no gradient and is the
+intended estimate, gradients at perturbed weights. The change
+is told by the version counter, confirmed by a checksum (the L2 norm) taken when the gradient arrived
+(in-place writes of the same values, a sharded parameter gathered again, are not changes).
+SAM's first_step(zero_grad=True) clears the gradient: the next backward is fresh, nothing
+to report.
 """
 
 from __future__ import annotations
@@ -62,7 +76,7 @@ from torch.utils._python_dispatch import _disable_current_modes
 from memledger.trace.collector import StopTracing
 from memledger.trace.doctor_order import OrderWatch, clip_frame, clips_nothing
 from memledger.trace.doctor_retention import MAX_NODES, RetentionWatch
-from memledger.trace.roots import RootNames, paths_under
+from memledger.trace.roots import ByModule, RootNames, paths_under
 from memledger.trace.steps import OptimizerSteps
 from memledger.trace.where import in_reentrant_checkpoint, user_line, user_name_of
 
@@ -114,6 +128,42 @@ def _values(g: torch.Tensor) -> torch.Tensor:
     return g
 
 
+def _checksum(p: torch.Tensor) -> torch.Tensor:
+    """A parameter's L2 norm in float32, kept as a tensor (no device sync): not a sum, which
+    a step along a gradient that sums to zero (a softmax layer's bias) leaves unchanged."""
+    return torch.linalg.vector_norm(p.detach(), dtype=torch.float32)
+
+
+def _frozen_param_target(a: Any) -> bool:
+    """The target of an in-place op is a parameter without a gradient (`ema_p.add_`), or a
+    list starting with one (`torch._foreach_lerp_(ema_params, ...)`)."""
+    if isinstance(a, (list, tuple)):
+        a = a[0] if a else None
+    return type(a) is nn.Parameter and not a.requires_grad
+
+
+def _lr_zero(opt: torch.optim.Optimizer) -> bool:
+    """Every parameter group holding a gradient steps with learning rate 0 (a warm-up
+    schedule's first step: transformers' linear and cosine warm-ups start at 0)."""
+    lrs = []
+    with _quiet():
+        for g in opt.param_groups:
+            if any(p.grad is not None for p in g["params"]):
+                with contextlib.suppress(KeyError, TypeError, ValueError, RuntimeError):
+                    lrs.append(float(g["lr"]))
+    return bool(lrs) and all(lr == 0.0 for lr in lrs)
+
+
+def _parent_training(parents: ByModule, module: nn.Module) -> bool | None:
+    """Is the module that holds `module` in training mode? (None: a top-level module.)
+    A BatchNorm or Dropout in eval inside a network in training was put there by a call of
+    its own (mmdetection's `norm_eval`, a `freeze_bn()` after `model.train()`); a
+    forgotten `model.train()` leaves the whole network, its parent too, in eval."""
+    ref = parents.get(module)
+    parent = ref() if ref is not None else None
+    return None if parent is None else bool(parent.training)
+
+
 def _frozen(module: nn.Module) -> bool:
     """A BatchNorm frozen on purpose (fine-tuning a detection backbone): eval mode and no
     parameter that wants a gradient."""
@@ -151,11 +201,14 @@ class DoctorProbe(TorchFunctionMode):
         self._params: dict[int, nn.Parameter] = {}     # id -> parameter (alive anyway)
         self._index: dict[int, int] = {}               # id(param) -> index in records
         self._owner: dict[int, int] = {}               # id(param) -> id(owning module)
+        self._owner_ref: dict[int, weakref.ref] = {}   # id(param) -> its owning module
+        self._module_of: dict[int, weakref.ref] = {}   # id(module) -> module, while registering
         self._late: set[int] = set()                   # hooked at their first step only
         self._names = RootNames()                      # Note [The model]: as the ledger names
         self._param_recs: dict[int, dict[str, Any]] = {}   # id(param) -> its "param" record
         self._ran: set[int] = set()                    # modules run in this window
         self._mode_seen: set[int] = set()
+        self._mode_recs: list[tuple[weakref.ref, dict[str, Any]]] = []   # renamed with roots
         self._roots = 0
         self._handles: list[Any] = []
         self._param_handles: list[Any] = []
@@ -174,7 +227,11 @@ class DoctorProbe(TorchFunctionMode):
         self._bw = 0                                   # backward passes so far
         self._bw_rec: dict[str, Any] | None = None
         self._bw_params: set[int] = set()
+        # the last backward's record and its parameters' versions as it left them: moved
+        # before the next backward (SAM's ascent step) means its gradient was used
+        self._bw_versions: tuple[dict[str, Any], dict[int, int]] | None = None
         self._root_of: dict[int, int] = {}   # id(module) -> its top-level network's number
+        self._parent = ByModule()            # module -> weakref to the module holding it
         self._hooked: set[int] = set()       # parameters whose gradient hooks are on
         self._none_grad: set[int] = set()    # reached by backward, no gradient computed
         self._losses: list[dict[str, Any]] = []
@@ -191,6 +248,10 @@ class DoctorProbe(TorchFunctionMode):
         # a consumed gradient that a backward added to: a leak only if a step consumes it
         # before zero_grad (Note [Which backward reached a parameter])
         self._tainted: dict[int, dict[str, Any]] = {}
+        # Note [Gradients of two weights]
+        self._pver: dict[int, tuple[int, Any]] = {}    # id(param) -> (version, sum) at backward
+        self._mixed: dict[int, dict[str, Any]] = {}    # id(param) -> its `mixed` record
+        self._grads_read: set[int] = set()             # `.grad` read since it last arrived
         # Note [Where a clip and a step fall] in doctor_order.py
         self._order = OrderWatch(self.records, self._params, self._index)
         self._sched_where: dict[int, dict[str, Any]] = {}   # scheduler index -> its variable
@@ -241,6 +302,10 @@ class DoctorProbe(TorchFunctionMode):
         self._index[pid] = len(self._index)
         self._params[pid] = p
         self._owner[pid] = owner
+        if owner and self._owner_ref.get(pid) is None:
+            m = self._module_of.get(owner)
+            if m is not None:
+                self._owner_ref[pid] = m
         if late:
             self._late.add(pid)
         self._param_recs[pid] = {"k": "param", "i": self._index[pid], "name": name,
@@ -251,8 +316,10 @@ class DoctorProbe(TorchFunctionMode):
 
     def _hook(self, pid: int, p: nn.Parameter) -> None:
         """Gradient hooks on a parameter that wants a gradient (torch refuses them on one
-        that does not); `_hook_unfrozen` catches those that want one later."""
-        if p.requires_grad and pid not in self._hooked:
+        that does not); `_hook_unfrozen` catches those that want one later. Not on one that
+        is no longer a leaf (an EMA copy updated in place outside `no_grad` has a graph):
+        torch refuses a post-accumulate hook there, and it accumulates no gradient."""
+        if p.requires_grad and p.is_leaf and pid not in self._hooked:
             self._hooked.add(pid)
             self._param_recs[pid]["trainable"] = True
             self._param_handles.append(p.register_hook(self._make_grad_pre(pid)))
@@ -267,14 +334,36 @@ class DoctorProbe(TorchFunctionMode):
             for pid, p in self._params.items():
                 self._hook(pid, p)
 
+    def _routed_around(self, pid: int) -> bool:
+        """The parameter's module did not run because the forward chose among the elements
+        of a ModuleList / ModuleDict: the element holding it did not run while a sibling
+        did (a mixture of experts' unrouted expert, a task head, LayerDrop's skipped
+        block). A submodule a running element never calls (`blocks.3.extra`, forgotten in
+        every block) is not this: its element ran."""
+        ref = self._owner_ref.get(pid)
+        child = ref() if ref is not None else None
+        while child is not None:
+            pref = self._parent.get(child)
+            parent = pref() if pref is not None else None
+            if isinstance(parent, (nn.ModuleList, nn.ModuleDict)):
+                if any(id(m) in self._ran for m in child.modules()):
+                    return False
+                return any(id(m) in self._ran for s in parent.children() if s is not child
+                           for m in s.modules())
+            child = parent
+        return False
+
     def _register_root(self, root: nn.Module) -> None:
         prefix = self._names.prefix[root]
         number = self._roots
         self._roots += next(root.parameters(), None) is not None
         for m in root.modules():   # check 7 asks whether a gradient reached this network
             self._root_of.setdefault(id(m), number)
+            for c in m.children():   # and whether the module holding it is in training
+                self._parent.setdefault(c, weakref.ref(m))
         self._retention.add_root(prefix, root)
         for m, p, name in _named_params(root, prefix):
+            self._module_of = {id(m): weakref.ref(m)}
             self._add_param(p, name, id(m), late=False, root=number)
             if self._names.absorbed:   # a module seen on its own before is one of root's
                 self._param_recs[id(p)]["name"] = name
@@ -288,6 +377,12 @@ class DoctorProbe(TorchFunctionMode):
             for _, p, name in _named_params(root, prefix):
                 if id(p) in self._param_recs:
                     self._param_recs[id(p)]["name"] = name
+        # a module recorded before the rename (a student's Dropout in eval mode in step 1)
+        # is named as in later steps: one module, not `Sequential.2` and `2`
+        for ref, rec in self._mode_recs:
+            m = ref()
+            if m is not None:
+                rec["mod"] = self._names.paths.get(m, rec["mod"])
 
     def _module_pre(self, module: nn.Module, args) -> None:
         mid = id(module)
@@ -303,10 +398,13 @@ class DoctorProbe(TorchFunctionMode):
                  and module.track_running_stats and not _frozen(module))):
             self._mode_seen.add(mid)
             file, line = user_line()
-            self.records.append({"k": "mode", "window": self._steps + 1, "mod": self._names.paths.get(module, ""),
-                                 "cls": type(module).__name__, "bw": self._bw,
-                                 "root": self._root_of.get(mid, -1),
-                                 "file": file, "line": line})
+            rec = {"k": "mode", "window": self._steps + 1,
+                   "mod": self._names.paths.get(module, ""), "cls": type(module).__name__,
+                   "bw": self._bw, "root": self._root_of.get(mid, -1), "file": file,
+                   "line": line, "parent_training": _parent_training(self._parent, module)}
+            if not self._names.decided:
+                self._mode_recs.append((weakref.ref(module), rec))
+            self.records.append(rec)
 
     # ---- gradients (Note [Which backward reached a parameter]) ------------------------------
     def _make_grad_pre(self, pid: int):
@@ -334,6 +432,25 @@ class DoctorProbe(TorchFunctionMode):
             rec = self._bw_rec or {}
             self._tainted[pid] = {"k": "leak", "i": self._index[pid], "window": self._steps + 1,
                                   "file": rec.get("file", ""), "line": rec.get("line", 0)}
+        else:
+            self._moved_under_grad(pid, p)
+        if fresh:
+            self._mixed.pop(pid, None)
+
+    def _moved_under_grad(self, pid: int, p: nn.Parameter) -> None:
+        """Note [Gradients of two weights]: a backward is about to add into a gradient no
+        step has used, and the parameter changed value since that gradient was taken."""
+        seen = self._pver.get(pid)
+        if seen is None or seen[0] == p._version or pid in self._mixed or \
+                pid not in self._grads_read:
+            return
+        changed = False
+        with _quiet(), contextlib.suppress(RuntimeError, TypeError):
+            changed = seen[1] is not None and bool(_checksum(p) != seen[1])
+        if changed:
+            rec = self._bw_rec or {}
+            self._mixed[pid] = {"k": "mixed", "i": self._index[pid], "window": self._steps + 1,
+                                "file": rec.get("file", ""), "line": rec.get("line", 0)}
 
     def _grad_post(self, p: nn.Parameter) -> None:
         pid = id(p)
@@ -349,6 +466,11 @@ class DoctorProbe(TorchFunctionMode):
         g = p.grad
         if g is not None:
             self._grad_state[pid] = (id(g), g._version)
+        total = None
+        with _quiet(), contextlib.suppress(RuntimeError, TypeError):
+            total = _checksum(p)   # the weights this gradient was taken at
+        self._pver[pid] = (p._version, total)
+        self._grads_read.discard(pid)
 
     # ---- torch functions ------------------------------------------------------------------
     def __torch_function__(self, func, types, args=(), kwargs=None):
@@ -363,6 +485,15 @@ class DoctorProbe(TorchFunctionMode):
             return self._scale(func, args, kwargs)
         if func is _UNSCALE and args:
             self._order.unscaled(args[0])
+        if args and _frozen_param_target(args[0]) and _grad_enabled() and \
+                getattr(func, "__name__", "").endswith("_"):
+            # an in-place op outside no_grad on a frozen parameter from a tensor that
+            # requires grad (an EMA update without torch.no_grad()): it gets history
+            out = func(*args, **kwargs)
+            for p in args[0] if isinstance(args[0], (list, tuple)) else (args[0],):
+                if isinstance(p, _Tensor) and p.grad_fn is not None:
+                    self._retention.param_history(p, *user_line())
+            return out
         if not self._in_opt:
             cut = _CUTS.get(func)
             if cut is None:
@@ -371,6 +502,7 @@ class DoctorProbe(TorchFunctionMode):
                     cut = "data"
                 elif owner is _GRAD:
                     if args and id(args[0]) in self._params:
+                        self._grads_read.add(id(args[0]))   # Note [Gradients of two weights]
                         self._grad_read(args[0])
                     return func(*args, **kwargs)
             if cut is not None:
@@ -395,6 +527,7 @@ class DoctorProbe(TorchFunctionMode):
         file, line = user_line()
         self._hook_unfrozen()
         scaled = self._order.is_scaled(t)
+        self._moved_since_backward()
         self._bw += 1
         rec = {"k": "backward", "n": self._bw, "window": self._steps + 1, "value": value,
                "file": file, "line": line, "losses": self._losses}
@@ -415,7 +548,20 @@ class DoctorProbe(TorchFunctionMode):
         rec["params"], rec["nonfinite"] = len(self._bw_params), bad
         rec["reached"] = sorted(self._index[p] for p in self._bw_params)
         self._bw_rec = None
+        self._bw_versions = (rec, {pid: self._params[pid]._version for pid in self._bw_params})
         return out
+
+    def _moved_since_backward(self) -> None:
+        """The previous backward's parameters changed in place since it ran (outside any
+        step: SAM's `first_step` moves them along the gradient, then zeroes it, and a second
+        backward at that point feeds the step): its gradient was used, not dropped."""
+        if self._bw_versions is None:
+            return
+        rec, versions = self._bw_versions
+        self._bw_versions = None
+        params = self._params
+        if any(params[pid]._version != v for pid, v in versions.items()):
+            rec["moved"] = True
 
     def _loss(self, name: str, func, args, kwargs):
         out = func(*args, **kwargs)
@@ -585,7 +731,7 @@ class DoctorProbe(TorchFunctionMode):
                                "trainable": [idx[id(p)] for p in params if p.requires_grad],
                                "late": [idx[id(p)] for p in params if id(p) in self._late],
                                "accum": {}, "nonfinite": [], "zeroed": [], "zero": [],
-                               "zero_as_computed": [], "not_run": [], "none_grad": [],
+                               "zero_as_computed": [], "not_run": [], "routed": [], "none_grad": [],
                                "bw": [], "graded": 0}
         bws: set[int] = set()
         self._before = {}
@@ -612,16 +758,25 @@ class DoctorProbe(TorchFunctionMode):
                     rec["none_grad"].append(idx[pid])
                 elif p.requires_grad and self._owner.get(pid, 0) not in self._ran:
                     rec["not_run"].append(idx[pid])
+                    if self._routed_around(pid):
+                        rec["routed"].append(idx[pid])
                 if g is not None and not bool(torch.isfinite(_values(g)).all()):
                     rec["nonfinite"].append(idx[pid])
                 rec["graded"] += g is not None
                 bws.update(self._bws.pop(pid, ()))
+                mixed = self._mixed.pop(pid, None)
+                if mixed is not None and g is not None:
+                    mixed["step"] = self._steps + 1
+                    self.records.append(mixed)
                 leak = self._tainted.pop(pid, None)
-                if leak is not None and g is not None and \
-                        self._grad_state.get(pid) == (id(g), g._version):
+                if leak is not None and g is not None and (
+                        self._grad_state.get(pid) == (id(g), g._version)
+                        or bool(_values(g).any())):
                     # the gradient a backward added onto a consumed one, consumed again
-                    # untouched: a GAN's discriminator, whose gradient the generator's
-                    # backward adds to and zero_grad clears before its step, is not this
+                    # uncleared: as backward left it, or changed in place since (a clip,
+                    # `scaler.unscale_`) but not zeroed. A GAN's discriminator, whose
+                    # gradient the generator's backward adds to and zero_grad clears
+                    # before its step, is not this (None, or zero)
                     self.records.append(leak)
                 if g is not None:
                     self._consumed.add(pid)
@@ -635,6 +790,7 @@ class DoctorProbe(TorchFunctionMode):
                     self._before[pid] = (p._version, None, p.detach().double().sum()
                                          if fused and g is not None else None)
         rec["bw"] = sorted(bws)
+        rec["lr_zero"] = _lr_zero(opt)
         self._step_rec = rec
         self.records.append(rec)
 

@@ -12,6 +12,13 @@ node; the finding reports 4 bytes held and the graph's node count per step. A lo
 `backward()` started from, kept after it until the next one replaces it (a GAN's generator
 loss, alive when the discriminator steps), holds a spent graph that does not grow: not a
 finding. Growing history is, whatever started it.
+
+A parameter (or buffer) of a module with history is always a bug: it was updated in place
+outside `no_grad` from a tensor that requires grad (an EMA / momentum-encoder update
+`ema_p.mul_(d).add_(p, alpha=1 - d)` without `torch.no_grad()`), so it is no longer a leaf
+and its graph grows by that update every step. It is named by the module variable that
+holds it (`ema.0.weight`, also when that module never runs in the window) and located at
+the op that first gave it history, which the probe sees (`param_history`).
 """
 
 from __future__ import annotations
@@ -39,6 +46,8 @@ class RetentionWatch:
         self._prev: dict[int, Any] = {}     # grad_fn nodes of the previous boundary
         self._pre: dict[int, Any] = {}      # grad_fn nodes alive before the run
         self._roots: dict[int, Any] = {}    # grad_fn nodes a backward() started from
+        # id(parameter) -> (weakref, file, line) of the op that first gave it history
+        self._param_ops: dict[int, tuple[weakref.ref, str, int]] = {}
 
     def start(self) -> None:
         # Graphs alive before the run (another run's leftovers, say) are not its history.
@@ -59,13 +68,31 @@ class RetentionWatch:
         if t.grad_fn is not None:
             self._roots[id(t.grad_fn)] = t.grad_fn
 
+    def param_history(self, p: _Tensor, file: str, line: int) -> None:
+        """An in-place op at file:line gave the parameter `p` autograd history."""
+        known = self._param_ops.get(id(p))
+        if known is None or known[0]() is not p:
+            self._param_ops[id(p)] = (weakref.ref(p), file, line)
+
     def boundary(self, step: int) -> list[dict[str, Any]]:
         pre = self._pre
         live = [t for t in _grad_tensors() if pre.get(id(t.grad_fn)) is not t.grad_fn]
         old, clean, out = self._prev, set(), []
+        found: set[int] = set()
         for t in live if old else ():
             if _reaches(t.grad_fn, old, clean):
                 rec = self._retained(t, step)
+                if rec is not None:
+                    out.append(rec)
+                    found.add(id(t))
+        # a parameter given history in place carries it from the boundary after that op on
+        # (its graph reaches an old one only a boundary later)
+        for pid, (ref, _, _) in list(self._param_ops.items()):
+            p = ref()
+            if p is None:
+                del self._param_ops[pid]
+            elif pid not in found and p.grad_fn is not None:
+                rec = self._retained(p, step)
                 if rec is not None:
                     out.append(rec)
         self._prev = {id(t.grad_fn): t.grad_fn for t in live}
@@ -73,7 +100,8 @@ class RetentionWatch:
         return out
 
     def _retained(self, t: _Tensor, step: int) -> dict[str, Any] | None:
-        name, var, file = self._name_of(t)
+        state = _module_state_of(t)
+        name, var, file = state or self._name_of(t)
         if not var:
             return None   # held only by a library's internals (torch.compile's caches)
         nodes, stack, seen = 0, [t.grad_fn], set()
@@ -88,9 +116,15 @@ class RetentionWatch:
             nbytes = t.untyped_storage().nbytes()
         except (RuntimeError, NotImplementedError):
             nbytes = 0
-        return {"k": "retained", "step": step, "name": name, "var": var, "file": file,
-                "shape": list(t.shape), "bytes": nbytes, "nodes": nodes,
-                "backwarded": self._roots.get(id(t.grad_fn)) is t.grad_fn}
+        rec = {"k": "retained", "step": step, "name": name, "var": var, "file": file,
+               "shape": list(t.shape), "bytes": nbytes, "nodes": nodes,
+               "backwarded": self._roots.get(id(t.grad_fn)) is t.grad_fn}
+        if state is not None:
+            rec["state"] = "parameter" if isinstance(t, nn.Parameter) else "buffer"
+            op = self._param_ops.get(id(t))
+            if op is not None and op[0]() is t:
+                rec["file"], rec["line"] = op[1], op[2]
+        return rec
 
     def _name_of(self, t: _Tensor) -> tuple[str, str, str]:
         """(display name, variable, file) of a user variable that holds `t`, if any."""
@@ -123,6 +157,31 @@ class RetentionWatch:
                             file = ""
                         return ".".join(x for x in (path, k) if x), k, file
         return f"tensor{tuple(t.shape)}", "", ""
+
+
+def _module_state_of(t: _Tensor) -> tuple[str, str, str] | None:
+    """(`ema.0.weight`, `ema`, file) when `t` is a parameter or buffer of a module that a
+    variable of the user's code holds; None otherwise (most retained tensors: a loss)."""
+    f = user_frame(4)
+    seen: set[int] = set()
+    while f is not None:
+        for k, v in list(f.f_locals.items()):
+            # a module variable, or one attribute down (`self.ema` in a trainer's method)
+            held = [(k, v)] if isinstance(v, nn.Module) else [
+                (f"{k}.{a}", m) for a, m in list(getattr(v, "__dict__", {}).items())
+                if isinstance(m, nn.Module)] if not isinstance(v, type) else []
+            for name, m in held:
+                if id(m) in seen:
+                    continue
+                seen.add(id(m))
+                for n, x in (*m.named_parameters(remove_duplicate=False),
+                             *m.named_buffers(remove_duplicate=False)):
+                    if x is t:
+                        return f"{name}.{n}", name, f.f_code.co_filename
+        f = f.f_back
+        while f is not None and not is_user_file(f.f_code.co_filename):
+            f = f.f_back
+    return None
 
 
 def _reaches(root, old: dict[int, Any], clean: set[int]) -> bool:

@@ -7,6 +7,11 @@ on without model.train(): dropout off, BatchNorm on running statistics.
                                               # no gradient): not a finding
     python eval_mode.py --fixed --loss-net    # and a frozen loss network with Dropout in
                                               # eval (a perceptual loss): not a finding
+    python eval_mode.py --fixed --norm-eval   # and the BatchNorm put in eval after
+                                              # model.train(), its affine parameters still
+                                              # training (mmdetection's norm_eval=True): not a
+                                              # finding
+    python eval_mode.py --norm-eval           # the bug (no model.train()) with it: a finding
 """
 import sys
 
@@ -16,6 +21,7 @@ from torch import nn
 FIXED = "--fixed" in sys.argv
 FROZEN_BN = "--frozen-bn" in sys.argv
 LOSS_NET = "--loss-net" in sys.argv
+NORM_EVAL = "--norm-eval" in sys.argv
 torch.manual_seed(0)
 # the output flows through it, but no gradient reaches its own (frozen) parameters
 loss_net = nn.Sequential(nn.Linear(2, 16), nn.ReLU(), nn.Dropout(0.5), nn.Linear(16, 4))
@@ -39,5 +45,5 @@ for step in range(3):
         model(torch.randn(4, 8))
     if FIXED:
         model.train()
-    if FROZEN_BN:
+    if FROZEN_BN or NORM_EVAL:
         model[1].eval()

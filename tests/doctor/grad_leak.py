@@ -2,6 +2,8 @@
 
     python grad_leak.py            # the bug: no zero_grad at all
     python grad_leak.py --fixed    # deliberate accumulation: 2 backward, 1 step, then zero
+    python grad_leak.py --clip     # the bug, with clip_grad_norm_ between backward and step
+                                   # (the clip changes .grad in place: the leak once went unseen)
 """
 import sys
 
@@ -9,6 +11,7 @@ import torch
 from torch import nn
 
 FIXED = "--fixed" in sys.argv
+CLIP = "--clip" in sys.argv
 torch.manual_seed(0)
 model = nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 2))
 opt = torch.optim.SGD(model.parameters(), lr=0.1)
@@ -17,6 +20,8 @@ for step in range(3):
         x, y = torch.randn(4, 8), torch.randint(0, 2, (4,))
         loss = nn.functional.cross_entropy(model(x), y) / 2
         loss.backward()
+    if CLIP:
+        nn.utils.clip_grad_norm_(model.parameters(), 0.5)
     opt.step()
     if FIXED:
         opt.zero_grad()

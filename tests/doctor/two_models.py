@@ -9,6 +9,9 @@
     python two_models.py --loop heads        # a backbone and a head optimizer, one backward
     python two_models.py --loop distill      # a teacher under no_grad, then its student
     python two_models.py --loop distill --bug   # the student's head left out of its optimizer
+    python two_models.py --loop distill --student-eval   # the student left in eval mode:
+                                             # its Dropout is named `3` in every step (step 1
+                                             # ran before it was named the model)
 
 The GAN's generator loss backpropagates through the discriminator too, adding to the
 gradient its optimizer already used; its zero_grad() clears that before its next step, so
@@ -23,6 +26,7 @@ from torch import nn
 LOOP = sys.argv[sys.argv.index("--loop") + 1]
 BUG = "--bug" in sys.argv
 FREEZE_D = "--freeze-d" in sys.argv
+STUDENT_EVAL = "--student-eval" in sys.argv
 torch.manual_seed(0)
 if LOOP == "gan":
     gen = nn.Sequential(nn.Linear(4, 16), nn.ReLU(), nn.Linear(16, 8))
@@ -54,8 +58,9 @@ if LOOP == "gan":
 elif LOOP == "distill":
     # the teacher runs first, so the student is named the model at the first step (Note
     # [The model]): its parameters are `0.weight`, not `Sequential.0.weight`
-    teacher = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 4)).eval()
-    student = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
+    teacher = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 4), nn.Dropout(0.2)).eval()
+    student = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4), nn.Dropout(0.1))
+    student.train(not STUDENT_EVAL)
     opt = torch.optim.SGD(student[0].parameters() if BUG else student.parameters(), lr=0.1)
     for step in range(4):
         x = torch.randn(4, 8)
