@@ -38,8 +38,16 @@ def eval_mode(run: Run) -> list[Finding]:
         out.append(Finding(
             check="eval_mode", severity="warning", where=where(ms[0]),
             message=(f"{len(mods)} {'/'.join(classes)} modules ({shown}) ran in eval mode in "
-                     f"training step {span(m['window'] for m in ms)}: dropout is off and "
-                     "BatchNorm uses frozen running statistics; call model.train() before the "
-                     "training forward"),
+                     f"training step {span(m['window'] for m in ms)}: {_effect(classes)}; "
+                     "call model.train() before the training forward"),
             evidence={"modules": len(mods), "steps": sorted({m["window"] for m in ms})}))
     return out
+
+
+def _effect(classes: list[str]) -> str:
+    """What eval mode does to these module classes, naming only the kinds present."""
+    drop = any("Dropout" in c for c in classes)
+    norm = any(c != "Dropout" and "Dropout" not in c for c in classes)
+    parts = (["dropout is off"] if drop else []) + (
+        ["BatchNorm uses frozen running statistics"] if norm else [])
+    return " and ".join(parts)

@@ -137,7 +137,8 @@ BUGS = [
      "losses.append(loss)"),
     ("retention_attr.py", [], "cross_step_retention", "error", ["`seen`", "up from 10"],
      "self.seen = self.seen + out.sum(0)"),
-    ("eval_mode.py", [], "eval_mode", "warning", ["BatchNorm1d/Dropout", "step 2, 3"],
+    ("eval_mode.py", [], "eval_mode", "warning", ["BatchNorm1d/Dropout", "step 2, 3",
+                                                  "dropout is off and BatchNorm uses frozen"],
      "out = model(x)"),
     # an EMA updated outside no_grad: its parameters get a growing graph (the script once
     # crashed under the doctor; the parameters, held by the module only, went unreported)
@@ -153,7 +154,8 @@ BUGS = [
     # a student (named the model at the first step, after its teacher) left in eval mode:
     # one module, once named twice (`Sequential.3` in step 1, `3` after)
     ("two_models.py", ["--loop", "distill", "--student-eval"], "eval_mode", "warning",
-     ["1 Dropout modules (`3`)", "step 1-3"], "loss = F.mse_loss(student(x), target)"),
+     ["1 Dropout modules (`3`)", "step 1-3: dropout is off; call"],
+     "loss = F.mse_loss(student(x), target)"),
 ]
 
 
