@@ -140,9 +140,18 @@ def _exhaustive(d: np.ndarray, cost: np.ndarray, cap: np.ndarray):
     fits = (load <= cap[None, :]).all(axis=1) & np.isfinite(total)
     if not fits.any():
         return None, float("inf")
-    best = np.flatnonzero(fits)[np.argmin(np.where(fits, total, np.inf)[fits])]
-    # ties: the lowest total, then the first in enumeration order (block 0 slowest varying)
+    ok = np.flatnonzero(fits)
+    best = ok[_cheapest_then_lowest(total[ok], (load[ok] - cap[None, :]).max(axis=1))]
     return combos[best].copy(), float(total[best])
+
+
+def _cheapest_then_lowest(total: np.ndarray, over: np.ndarray) -> int:
+    """Index of the cheapest; among equal costs (identical blocks offloaded at [0-2] or
+    [1-3]: the same sum to the last bit, or to summation order) the one whose highest
+    column sits lowest under its cap, which is the lower peak (peak = budget + over)."""
+    tie = total <= total.min() * (1 + 1e-12) + 1e-18
+    cand = np.flatnonzero(tie)
+    return int(cand[np.argmin(over[cand])])
 
 
 def _dp(d: np.ndarray, cost: np.ndarray, cap: np.ndarray, stats: dict):
@@ -168,36 +177,44 @@ def _dp(d: np.ndarray, cost: np.ndarray, cap: np.ndarray, stats: dict):
         if not len(tot):
             return None, float("inf")
         open_cols = last > b
-        vec, tot, paths = _pareto(vec, tot, paths, open_cols)
+        # how far the closed columns sit under their caps: breaks ties in cost toward the
+        # lower peak (they can no longer change, so it is final for the state)
+        closed = (vec[:, ~open_cols] - cap[None, ~open_cols]).max(axis=1) \
+            if (~open_cols).any() else np.zeros(len(tot), dtype=np.int64)
+        vec, tot, paths = _pareto(vec, tot, paths, open_cols, closed)
         stats["max_states"] = max(stats.get("max_states", 0), len(tot))
-    best = int(np.argmin(tot))
+    best = _cheapest_then_lowest(tot, (vec - cap[None, :]).max(axis=1))
     return paths[best], float(tot[best])
 
 
-def _pareto_1d(v0: np.ndarray, vec: np.ndarray, tot: np.ndarray, paths: np.ndarray):
+def _pareto_1d(v0: np.ndarray, vec: np.ndarray, tot: np.ndarray, paths: np.ndarray,
+               closed: np.ndarray):
     """Every open column carries the same partial sum plus a constant (blocks nest): one
     number per state, so the front is a sort and a sweep."""
-    order = np.lexsort((tot, v0))
+    order = np.lexsort((closed, tot, v0))
     t = tot[order]
     best_before = np.minimum.accumulate(np.r_[np.inf, t[:-1]])
     keep = order[t < best_before]
     return vec[keep], tot[keep], paths[keep]
 
 
-def _pareto(vec: np.ndarray, tot: np.ndarray, paths: np.ndarray, open_cols: np.ndarray):
-    """Drop states another state beats on cost and on every open column."""
+def _pareto(vec: np.ndarray, tot: np.ndarray, paths: np.ndarray, open_cols: np.ndarray,
+            closed: np.ndarray):
+    """Drop states another state beats on cost and on every open column; among equal costs
+    the one whose closed columns sit lower (`closed`) comes first, so it is the one kept."""
     v = vec[:, open_cols]
     if v.shape[1] and len(v) > 1 and (v - v[:, :1] == (v[0] - v[0, 0])[None, :]).all():
-        return _pareto_1d(v[:, 0], vec, tot, paths)
-    order = np.lexsort((tot, *v.T[::-1])) if v.shape[1] else np.argsort(tot, kind="stable")
-    v, vec, tot, paths = v[order], vec[order], tot[order], paths[order]
+        return _pareto_1d(v[:, 0], vec, tot, paths, closed)
+    order = np.lexsort((closed, tot, *v.T[::-1])) if v.shape[1] else np.lexsort((closed, tot))
+    v, vec, tot, paths, closed = v[order], vec[order], tot[order], paths[order], closed[order]
     if not v.shape[1]:
         return vec[:1], tot[:1], paths[:1]
     # identical open vectors: keep the cheapest (first after the sort)
     same = np.r_[False, (v[1:] == v[:-1]).all(axis=1)]
     keep = ~same
     v, vec, tot, paths = v[keep], vec[keep], tot[keep], paths[keep]
-    by_cost = np.argsort(tot, kind="stable")
+    closed = closed[keep]
+    by_cost = np.lexsort((closed, tot))
     kept: list[int] = []
     for i in by_cost:
         if kept:

@@ -183,3 +183,15 @@ def test_48_identical_blocks_scale_linearly_in_work():
     assert table.peak(choice) <= int(base * 0.5)
     r = replay(prep, parse_policy(table.policy(choice)), rng_bytes=RNG)
     assert r.peak_bytes == table.peak(choice)
+
+
+@pytest.mark.parametrize("method", ["dp", "exhaustive"])
+def test_equal_costs_go_to_the_lower_peak(method):
+    # two blocks; offloading either costs the same 5 ms; offloading block 0 frees more at
+    # the peak (column 0), so its peak is lower: a user choosing at equal time wants it
+    delta = np.array([[[0, 0], [-300, -50]],       # block 0: none, offload
+                      [[0, 0], [-100, -60]]])      # block 1: none, offload
+    cost = np.array([[0.0, 5e-3], [0.0, 5e-3]])
+    cap = np.array([-80, 0])                       # one offload needed, either fits
+    choice, total = solve(delta, cost, cap, method=method, merge=False)
+    assert total == 5e-3 and list(choice) == [1, 0]
