@@ -461,7 +461,8 @@ def _storages(by_kind: dict[str, list[Record]]) -> pd.DataFrame:
     df["last_use"] = np.maximum(last_use, df["created"].to_numpy())
     df["freed"] = freed
 
-    saved_records = by_kind.pop("saved", [])
+    # kept in `extra` too: the replay matches each save to its unpack (a parameter's, per call)
+    saved_records = by_kind.get("saved", [])
     sv = _table(saved_records, {"sid": None, "ev": None, "mod": ""})
     _check_required("saved", sv, ("sid", "ev"))
     df["saved_module"], df["saved_ev"], df["saved_last_ev"] = "", -1, -1
@@ -478,7 +479,7 @@ def _storages(by_kind: dict[str, list[Record]]) -> pd.DataFrame:
     df["saves"] = df["sid"].map(counts).fillna(0).to_numpy(dtype=np.int64)
     # `end`: when the node that unpacked it returned (Note [When an unpacked tensor goes] in
     # trace/collector.py); -1 in ledgers written before it was recorded
-    up = _table(by_kind.pop("unpack", []), {"sid": None, "ev": None, "end": -1})
+    up = _table(by_kind.get("unpack", []), {"sid": None, "ev": None, "end": -1})
     _check_required("unpack", up, ("sid", "ev"))
     df["unpack_ev"], df["unpack_first_ev"], df["unpack_end_ev"] = -1, -1, -1  # a storage
     # unpacks per storage: more than its saves when two backward passes read them

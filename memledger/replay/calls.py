@@ -17,19 +17,25 @@ def save_call(prep: Prepared, by_path: dict, mods: np.ndarray, ev0: np.ndarray,
     next saving its input. The save record's module tells them apart: a save on a call's
     boundary belongs to it only if the call's module path contains the module that saved.
     """
-    s = prep.saved_first
+    return record_call(prep.saved_first, prep.saved_mod_code, prep.saved_mod_names, by_path,
+                       mods, ev0, ev1)
+
+
+def record_call(s: np.ndarray, mod_code: np.ndarray, mod_names: np.ndarray, by_path: dict,
+                mods: np.ndarray, ev0: np.ndarray, ev1: np.ndarray) -> np.ndarray:
+    """`save_call` for save records at events `s` by modules `mod_names[mod_code]`."""
     if not len(ev0):
         return np.full(len(s), -1, dtype=np.int64)
     # distinct saving modules -> the selected region path that contains them, as a code
     paths = list(by_path)
-    names = prep.saved_mod_names.astype(str)
+    names = mod_names.astype(str)
     owner = np.full(len(names), -1, dtype=np.int64)
     for i, p in enumerate(paths):               # the first path that contains the module
         hit = (owner < 0) & ((names == p) | np.char.startswith(names, p + "."))
         owner[hit] = i
     path_ix = {p: i for i, p in enumerate(paths)}
     call_path = np.array([path_ix[m] for m in mods], dtype=np.int64)
-    own = owner[prep.saved_mod_code] if len(owner) else np.full(len(s), -1, dtype=np.int64)
+    own = owner[mod_code] if len(owner) else np.full(len(s), -1, dtype=np.int64)
     b = np.searchsorted(ev0 - 1, s, side="right") - 1          # latest call with ev0-1 <= s
     bb = np.maximum(b, 0)
     # strictly inside a call, a save is the call's whatever module made it: a submodule

@@ -21,7 +21,15 @@ whose forward call spans events [ev0, ev1):
    read in the last backward pass that reads it, or its last read where several calls
    saved it) the forward of R is re-run *before* event U: its events ev0 .. E-1 are inserted there, where E is one past
    the last dropped storage's save record (early stop: torch raises from its pack hook as
-   the last saved tensor is packed again). An op packs its *inputs* before it runs, so an
+   the last saved tensor is packed again). Checkpoint holds every save of R, not only the
+   dropped ones, so U is the first unpack of anything R saved (its own save's unpack:
+   the `saved` and `unpack` records matched per storage, a parameter's per call) and E is
+   one past R's last save of anything: peft DoRA on a Llama leaves `down_proj` frozen, its
+   `mm` saves only the weight, and its backward unpacks that weight (starting the re-run)
+   before making its (4, 32, 128) fp32 input gradient (65,536 B) and before the next node
+   reads the dropped silu output; the re-run stops as that weight is packed again, after
+   the `act * up` product was made. `selective` was predicted 8,640 B over measured before
+   (tests/clients/test_real_clients.py). An op packs its *inputs* before it runs, so an
    input-saving last op is not re-run: on CPU `nn.Dropout` is `x * mask`, the multiply
    saves `mask` and the recompute stops before the multiply, so a block ending in dropout
    does not make its (4, 64, 1024) fp32 output (1,048,576 B) again while recomputing.
@@ -106,7 +114,7 @@ import numpy as np
 
 from memledger.errors import PolicyError
 from memledger.ledger.schema import CATEGORIES
-from memledger.replay.calls import save_call, which_call
+from memledger.replay.calls import record_call, save_call, which_call
 from memledger.replay.policies import Policy, PolicyKind, resolve
 from memledger.replay.prepared import ACTIVATION, INPUT, MODEL_STATE, Prepared
 from memledger.replay.script_checkpoint import refuse_around_script_checkpoints
@@ -366,6 +374,27 @@ def _segments(prep: Prepared, calls: _Calls, dropped: np.ndarray, own: _Owners) 
     np.minimum.at(trig, kd, np.where(read >= 0, read, _BIG))
     stop = np.full(m + 1, -1, dtype=np.int64)
     np.maximum.at(stop, kd, prep.saved_last + 1)              # Rule 3: the last pack ends it
+    # the re-run serves every save of the call, not only what it dropped: checkpoint holds
+    # them all, so the first unpack of any (a frozen Linear's weight, which its backward
+    # reads before the next node reads what the call dropped) starts it, and its early stop
+    # comes as the last of them is packed again (that weight, after the op before it ran)
+    # (Rule 3). Not where the call's dropped storages are read by two backward passes
+    if prep.pack_ev is not None and len(prep.pack_ev) and m:
+        kp = record_call(prep.pack_ev, prep.pack_mod_code, prep.pack_mod_names, calls.by_path,
+                         calls.mods, calls.ev0, calls.ev1)
+        kp = np.where(kp >= 0, kp, m)
+        stop_all = np.full(m + 1, -1, dtype=np.int64)
+        np.maximum.at(stop_all, kp, prep.pack_ev + 1)
+        trig_all = np.full(m + 1, _BIG, dtype=np.int64)
+        np.minimum.at(trig_all, np.where(prep.pack_unpack >= 0, kp, m),
+                      np.where(prep.pack_unpack >= 0, prep.pack_unpack, _BIG))
+        two = np.zeros(m + 1, dtype=bool)
+        if prep.pass2 is not None:
+            np.logical_or.at(two, kd, prep.pass2 >= 0)
+        some = trig < _BIG
+        stop = np.where(some, np.maximum(stop, stop_all), stop)
+        trig = np.where(some & ~two, np.minimum(trig, trig_all), trig)
+        trig[m], stop[m] = _BIG, -1
     bw_end = np.full(m + 1, -1, dtype=np.int64)
     np.maximum.at(bw_end, kd, prep.freed)
     # a call that drops nothing (its saves are its arguments and parameters: one Linear)

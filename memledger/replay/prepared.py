@@ -104,6 +104,12 @@ class Prepared:
     # never selects their modules, as `measure` applies it to the model only
     other_roots: tuple[str, ...] = ()
     scope_model: np.ndarray = None  # bool per call: a call of the model's (model_calls)
+    # one entry per `saved` record (a parameter saved by every call has one per call):
+    pack_row: np.ndarray = None     # int64 its storage's row
+    pack_ev: np.ndarray = None      # int64 its event (Rule 5 of the replay)
+    pack_mod_code: np.ndarray = None  # int64 index into pack_mod_names: the module that saved
+    pack_mod_names: np.ndarray = None  # object
+    pack_unpack: np.ndarray = None  # int64 the unpack that read this save back (-1: none)
 
     @classmethod
     def from_ledger(cls, led: Ledger) -> "Prepared":
@@ -190,6 +196,7 @@ class Prepared:
                                   np.asarray(op_names, dtype=object)[op_code]),
             calibration=dict(calib.get("params") or {}),
             fsdp_gather=_fsdp_gather(st),
+            **_packs(led, st),
         )
 
     def subset(self, keep: np.ndarray) -> "Prepared":
@@ -199,7 +206,7 @@ class Prepared:
         policy on a block's own storages gives that block's effect (plan.py, Note
         [Blocks add up])."""
         n = len(self.created)
-        not_per_storage = ("scope_", "step_", "scratch_", "stateful_")
+        not_per_storage = ("scope_", "step_", "scratch_", "stateful_", "pack_")
         per_storage = [f.name for f in dataclasses.fields(self)
                        if isinstance(getattr(self, f.name), np.ndarray)
                        and len(getattr(self, f.name)) == n and not f.name.endswith("_names")
@@ -213,6 +220,12 @@ class Prepared:
             ok = keep[self.arg_row]
             out.arg_row = new_row[self.arg_row[ok]]
             out.arg_mod, out.arg_ev0 = self.arg_mod[ok], self.arg_ev0[ok]
+        if self.pack_row is not None:   # so do the save records' rows
+            new_row = np.cumsum(keep) - 1
+            ok = keep[self.pack_row]
+            out.pack_row = new_row[self.pack_row[ok]]
+            out.pack_ev, out.pack_mod_code = self.pack_ev[ok], self.pack_mod_code[ok]
+            out.pack_unpack = self.pack_unpack[ok]
         out.__dict__["_modules"] = self.module_table
         return out
 
@@ -316,6 +329,43 @@ def _call_args(led: Ledger, st: pd.DataFrame) -> dict[str, np.ndarray]:
     return {"arg_mod": np.asarray(mods, dtype=object)[ok],
             "arg_ev0": np.asarray(ev0, dtype=np.int64)[ok],
             "arg_row": np.asarray(row, dtype=np.int64)[ok]}
+
+
+def _packs(led: Ledger, st: pd.DataFrame) -> dict[str, np.ndarray]:
+    """Every `saved` record (row, event, module) and the event of the `unpack` record that
+    read it back. A storage's saves and unpacks nest: backward reads the saves of one
+    forward last first (a layer's weight, saved once per step; a shared block's, once per
+    call), so an unpack reads the latest save not yet read (a stack per storage). Unpacks
+    beyond the saves (a second backward pass) read none."""
+    sv = pd.DataFrame(led.extra.get("saved", []), columns=["sid", "ev", "mod"])
+    up = pd.DataFrame(led.extra.get("unpack", []), columns=["sid", "ev"])
+    idx = pd.Index(st.index)
+    sv_row = idx.get_indexer(sv["sid"]) if len(sv) else np.zeros(0, dtype=np.int64)
+    up_row = idx.get_indexer(up["sid"]) if len(up) else np.zeros(0, dtype=np.int64)
+    sv, up = sv[sv_row >= 0], up[up_row >= 0]   # storages on another device: not here
+    sv_row, up_row = sv_row[sv_row >= 0].astype(np.int64), up_row[up_row >= 0].astype(np.int64)
+    mod_code, mod_names = pd.factorize(sv["mod"].fillna("").astype(str))
+    n_s = len(sv)
+    row = np.concatenate([sv_row, up_row])
+    ev = np.concatenate([sv["ev"].to_numpy(dtype=np.int64), up["ev"].to_numpy(dtype=np.int64)])
+    is_up = np.concatenate([np.zeros(n_s, dtype=np.int64), np.ones(len(up), dtype=np.int64)])
+    o = np.lexsort((np.arange(len(row)), is_up, ev, row))   # by storage, then time; a save
+    row, ev, is_up = row[o], ev[o], is_up[o]                 # first at one event
+    delta = 1 - 2 * is_up
+    depth = np.cumsum(delta)
+    start = np.flatnonzero(np.r_[True, row[1:] != row[:-1]]) if len(row) else np.zeros(0, int)
+    base = np.repeat(depth[start] - delta[start], np.diff(np.r_[start, len(row)]))
+    depth = depth - base                    # per storage
+    level = np.where(is_up == 1, depth + 1, depth)   # a save and the unpack that reads it
+    o2 = np.lexsort((np.arange(len(row)), level, row))   # are adjacent here
+    matched = np.full(n_s, -1, dtype=np.int64)
+    if len(o2) > 1:
+        a, b = o2[:-1], o2[1:]
+        pair = (row[a] == row[b]) & (level[a] == level[b]) & (is_up[a] == 0) & (is_up[b] == 1)
+        matched[o[a[pair]]] = ev[b[pair]]
+    return {"pack_row": sv_row, "pack_ev": sv["ev"].to_numpy(dtype=np.int64),
+            "pack_mod_code": mod_code.astype(np.int64),
+            "pack_mod_names": np.asarray(mod_names, dtype=object), "pack_unpack": matched}
 
 
 def _fsdp_gather(st: pd.DataFrame) -> np.ndarray | None:
