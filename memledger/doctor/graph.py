@@ -97,14 +97,20 @@ def _cut_finding(run: Run, key: tuple, g: dict) -> Finding:
                    message=msg, evidence=evidence)
 
 
-def grad_leak(run: Run) -> list[Finding]:
+def _by_line(records: list[dict], step=lambda r: r["window"]) -> dict[tuple, dict]:
+    """{(file, line): {"params": parameter indices, "steps": steps}} of per-parameter
+    records: one finding per script line."""
     groups: dict[tuple, dict] = {}
-    for lk in run.leaks:
-        g = groups.setdefault((lk["file"], lk["line"]), {"params": set(), "steps": set()})
-        g["params"].add(lk["i"])
-        g["steps"].add(lk["window"])
+    for r in records:
+        g = groups.setdefault((r["file"], r["line"]), {"params": set(), "steps": set()})
+        g["params"].add(r["i"])
+        g["steps"].add(step(r))
+    return groups
+
+
+def grad_leak(run: Run) -> list[Finding]:
     out = []
-    for (file, line), g in groups.items():
+    for (file, line), g in _by_line(run.leaks).items():
         idx = g["params"]
         out.append(Finding(
             check="grad_leak", severity="error", where=Where(file=file, line=line),
@@ -121,13 +127,8 @@ def mixed_gradient(run: Run) -> list[Finding]:
     """A step used a gradient summed over backward passes taken at different weights: the
     parameters changed in place between them, outside any step (Note [Gradients of two
     weights] in memledger/trace/doctor_probe.py)."""
-    groups: dict[tuple, dict] = {}
-    for r in run.mixed:
-        g = groups.setdefault((r["file"], r["line"]), {"params": set(), "steps": set()})
-        g["params"].add(r["i"])
-        g["steps"].add(r.get("step", r["window"]))
     out = []
-    for (file, line), g in groups.items():
+    for (file, line), g in _by_line(run.mixed, lambda r: r.get("step", r["window"])).items():
         idx = g["params"]
         out.append(Finding(
             check="mixed_gradient", severity="error", where=Where(file=file, line=line),
