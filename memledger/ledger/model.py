@@ -56,6 +56,10 @@ class Ledger:
     end: dict[str, Any] | None = None
     truncated: bool = False
     extra: dict[str, list[Record]] = field(default_factory=dict)   # kinds queries don't use
+    # every save (sid, ev, mod) and unpack (sid, ev, end) record, as read: the replay
+    # matches each save to the unpack that reads it back (replay/prepared.py `_packs`)
+    saves: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=["sid", "ev", "mod"]))
+    unpacks: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=["sid", "ev", "end"]))
 
     # ---- construction -------------------------------------------------------------------
     @classmethod
@@ -69,7 +73,7 @@ class Ledger:
     def from_records(cls, records: list[Record], source: str = "ledger") -> "Ledger":
         by_kind = group_records(records, source)
         header = by_kind.pop("header", [{}])[0]
-        storages = _storages(by_kind)
+        storages, saves, unpacks = _storages(by_kind)
         phases = pd.DataFrame(by_kind.pop("phase", []), columns=["ev", "ph", "step"]).rename(
             columns={"ph": "phase"})
         scopes = pd.DataFrame(by_kind.pop("scope", []),
@@ -101,7 +105,7 @@ class Ledger:
         return cls(
             header=header, storages=storages, phases=phases, scopes=scopes, steps=steps,
             n_events=max(n_events, 1), measurements=measured,
-            end=ends[-1] if ends else None, extra=by_kind,
+            end=ends[-1] if ends else None, extra=by_kind, saves=saves, unpacks=unpacks,
         )
 
     # ---- basic facts --------------------------------------------------------------------
@@ -406,9 +410,11 @@ def _check_required(kind: str, df: pd.DataFrame, fields: tuple[str, ...]) -> Non
             raise LedgerFormatError(f"ledger: {kind} records lack {f!r}; the ledger is corrupt")
 
 
-def _storages(by_kind: dict[str, list[Record]]) -> pd.DataFrame:
+def _storages(by_kind: dict[str, list[Record]]) -> tuple[pd.DataFrame, pd.DataFrame,
+                                                          pd.DataFrame]:
     """One row per storage from the alloc/free/live/role/saved/unpack records (vectorised:
-    a million-event ledger has hundreds of thousands of these)."""
+    a million-event ledger has hundreds of thousands of these), and the saved and unpack
+    records themselves as tables."""
     a = _table(by_kind.pop("alloc", []), {"sid": None, "ev": None, "bytes": None, "dev": "cpu",
                                           "dtype": "", "shape": None, "op": "", "mod": "",
                                           "ph": "setup", "step": 1, "pre": False})
@@ -461,9 +467,7 @@ def _storages(by_kind: dict[str, list[Record]]) -> pd.DataFrame:
     df["last_use"] = np.maximum(last_use, df["created"].to_numpy())
     df["freed"] = freed
 
-    # kept in `extra` too: the replay matches each save to its unpack (a parameter's, per call)
-    saved_records = by_kind.get("saved", [])
-    sv = _table(saved_records, {"sid": None, "ev": None, "mod": ""})
+    sv = _table(by_kind.pop("saved", []), {"sid": None, "ev": None, "mod": ""})
     _check_required("saved", sv, ("sid", "ev"))
     df["saved_module"], df["saved_ev"], df["saved_last_ev"] = "", -1, -1
     if len(sv):
@@ -479,7 +483,7 @@ def _storages(by_kind: dict[str, list[Record]]) -> pd.DataFrame:
     df["saves"] = df["sid"].map(counts).fillna(0).to_numpy(dtype=np.int64)
     # `end`: when the node that unpacked it returned (Note [When an unpacked tensor goes] in
     # trace/collector.py); -1 in ledgers written before it was recorded
-    up = _table(by_kind.get("unpack", []), {"sid": None, "ev": None, "end": -1})
+    up = _table(by_kind.pop("unpack", []), {"sid": None, "ev": None, "end": -1})
     _check_required("unpack", up, ("sid", "ev"))
     df["unpack_ev"], df["unpack_first_ev"], df["unpack_end_ev"] = -1, -1, -1  # a storage
     # unpacks per storage: more than its saves when two backward passes read them
@@ -514,7 +518,7 @@ def _storages(by_kind: dict[str, list[Record]]) -> pd.DataFrame:
     for col in ("saved_ev", "unpack_ev", "saved_last_ev", "unpack_first_ev", "unpack_end_ev",
                 "unpack_pass1_end_ev", "unpack_pass2_ev"):
         df[col] = df[col].astype(np.int64)
-    return df[STORAGE_COLUMNS]
+    return df[STORAGE_COLUMNS], sv, up
 
 
 def _step_of_events(phases: list[Record]):

@@ -337,8 +337,7 @@ def _packs(led: Ledger, st: pd.DataFrame) -> dict[str, np.ndarray]:
     forward last first (a layer's weight, saved once per step; a shared block's, once per
     call), so an unpack reads the latest save not yet read (a stack per storage). Unpacks
     beyond the saves (a second backward pass) read none."""
-    sv = pd.DataFrame(led.extra.get("saved", []), columns=["sid", "ev", "mod"])
-    up = pd.DataFrame(led.extra.get("unpack", []), columns=["sid", "ev"])
+    sv, up = led.saves, led.unpacks
     idx = pd.Index(st.index)
     sv_row = idx.get_indexer(sv["sid"]) if len(sv) else np.zeros(0, dtype=np.int64)
     up_row = idx.get_indexer(up["sid"]) if len(up) else np.zeros(0, dtype=np.int64)
