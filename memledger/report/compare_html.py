@@ -83,7 +83,7 @@ def _table(rep: CompareReport) -> str:
             _e(format_bytes(p.saving_bytes)) if measured else "–",
             _e(format_bytes(p.predicted_peak_bytes)) if p.predicted_peak_bytes else "–",
             err if measured else "–",
-            f"{p.measured_added_time_s * 1e3:+.1f} ms" if measured else "–",
+            _measured_added(p) if measured else "–",
             f"{p.predicted_added_time_s * 1e3:+.1f} ms" if p.predicted_peak_bytes else "–",
             _e(p.reason),
         ]
@@ -215,3 +215,16 @@ def render_compare_html(rep: CompareReport) -> str:
 
 def write_compare_html(rep: CompareReport, out: str | Path) -> Path:
     return write_atomic(out, render_compare_html(rep), "HTML report")
+
+
+def _measured_added(p) -> str:
+    """The measured +ms cell: its 90 % interval on hover, and `?` where that interval is
+    wider than +-15 % (too noisy to judge the prediction: memledger/measure/interval.py)."""
+    text = f"{p.measured_added_time_s * 1e3:+.1f} ms"
+    if not p.measured_added_interval_s:
+        return text
+    lo, hi = p.measured_added_interval_s
+    rough = p.measured_added_resolved is False
+    title = f"90 % interval {lo * 1e3:+.1f} to {hi * 1e3:+.1f} ms" + \
+        (": too noisy to judge the prediction" if rough else "")
+    return f'<span title="{_e(title)}">{text}{"?" if rough else ""}</span>'

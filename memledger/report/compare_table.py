@@ -61,7 +61,8 @@ def _cells(p: PolicyComparison, performance: bool) -> list:
     else:
         pred = "–"
     if measured:
-        added = (f"{p.measured_added_time_s * 1e3:+.0f} "
+        rough = "?" if p.measured_added_resolved is False else ""
+        added = (f"{p.measured_added_time_s * 1e3:+.0f}{rough} "
                  f"({p.predicted_added_time_s * 1e3:+.0f})")
     else:
         added = "–"
@@ -83,6 +84,14 @@ def reasons(rep: CompareReport) -> list[Text]:
         if p.verdict != "OK":
             out.append(Text.assemble((f"{p.verdict} ", VERDICT_STYLE[p.verdict]),
                                      (f"{p.policy}: ", "bold"), p.reason))
+    rough = [p for p in rep.policies if p.measured_added_resolved is False
+             and p.verdict != "REJECT" and p.measured_added_interval_s]
+    if rough:
+        spans = "; ".join(f"{p.policy} {_ms_span(p.measured_added_interval_s)}"
+                          for p in rough)
+        out.append(Text(f"? measured +ms too noisy to judge the prediction (its 90 % "
+                        f"interval is wider than +-15 %): {spans}; more --time-steps or a "
+                        f"quieter machine narrow it", style="yellow"))
     if rep.note:
         out.append(Text(f"note: {rep.note}", style="yellow"))
     if rep.frozen_changed:
@@ -90,3 +99,8 @@ def reasons(rep: CompareReport) -> list[Text]:
                         f"step changes, in the baseline too: {', '.join(rep.frozen_changed)}",
                         style="yellow"))
     return out
+
+
+def _ms_span(interval: list[float]) -> str:
+    lo, hi = interval
+    return f"{lo * 1e3:+.1f}..{hi * 1e3:+.1f} ms"

@@ -146,3 +146,49 @@ def test_html_draws_plans_pareto_front_behind_the_measured_points():
     assert page.count("<polyline") == 1 and page.count('class="front"') == 3
     assert "front: offload:blocks.*: 18.0 MiB, +20.0 ms (predicted)" in page
     assert page.count("<circle") == 2 + 3        # measured points + front points
+
+
+def test_a_measured_time_too_noisy_to_judge_is_marked_with_its_interval():
+    """A MoE model's policy steps took 0.19-4.2 s against a 14 ms baseline: the median said
+    +1981 ms and nothing said it meant little. The row now carries the 90 % bootstrap
+    interval of the added time, `?` in the table and a line saying why."""
+    from memledger.measure.runner import MeasureResult
+    from memledger.verify.compare import _judge_measured_time
+
+    base = [0.010, 0.011, 0.010, 0.012, 0.011]
+    steady = _row("checkpoint:blocks.*", 18 * MiB, predicted_added_time_s=0.008)
+    steady.measured_added_time_s = 0.020 - 0.011          # medians: 20 ms vs 11 ms
+    _judge_measured_time(steady, [0.020, 0.0201, 0.0199, 0.020, 0.0202], base)
+    lo, hi = steady.measured_added_interval_s
+    # every resample's medians lie in 19.9-20.2 ms and 10-12 ms: the interval in 7.9-10.2 ms,
+    # inside +-15 % of 9 ms (7.65-10.35)
+    assert steady.measured_added_resolved is True and 0.0079 <= lo <= hi <= 0.0102
+    rough = _row("offload:blocks.*", 22 * MiB, predicted_added_time_s=0.008)
+    rough.measured_added_time_s = 0.4 - 0.011
+    _judge_measured_time(rough, [0.19, 4.2, 0.4, 1.3, 0.27], base)
+    assert rough.measured_added_resolved is False
+    assert rough.measured_added_interval_s[1] > 1.15 * rough.measured_added_time_s
+    few = _row("x", 1)
+    _judge_measured_time(few, [0.02], base)                # one timed step: nothing to say
+    assert few.measured_added_interval_s is None and few.measured_added_resolved is None
+    assert "step_times_s" in MeasureResult.model_fields
+
+    rep = _report()
+    rep.policies = [steady, rough]
+    con = Console(file=StringIO(), width=100, color_system=None)
+    con.print(compare_table(rep))
+    for line in reasons(rep):
+        con.print(line)
+    out = con.file.getvalue()
+    rows = {ln.split()[0]: ln.split() for ln in out.splitlines() if ln.strip()}
+    assert rows["checkpoint:"][-2:] == ["+9", "(+8)"]
+    assert rows["offload:"][-2:] == ["+389?", "(+8)"]
+    lo, hi = (v * 1e3 for v in rough.measured_added_interval_s)
+    assert (f"? measured +ms too noisy to judge the prediction (its 90 % interval is wider "
+            f"than +-15 %): offload:blocks.* {lo:+.1f}..{hi:+.1f} ms; more --time-steps or a "
+            f"quieter machine narrow it") in " ".join(out.split())
+    page = render_compare_html(rep)
+    assert f'title="90 % interval {lo:+.1f} to {hi:+.1f} ms: too noisy to judge the ' \
+           f'prediction">+389.0 ms?</span>' in page
+    d = rep.to_json_dict()["policies"]
+    assert d[0]["measured_added_resolved"] is True and d[1]["measured_added_resolved"] is False
