@@ -84,6 +84,11 @@ def _clock(led) -> str:
     return "cpu" if timing[-1].get("clock") == "thread_cpu" else "wall"
 
 
+def rough(m) -> bool:
+    """A measured added time whose 90 % interval is wider than +-15 % (measure/interval.py)."""
+    return m.measured_added_resolved is False and bool(m.measured_added_interval_s)
+
+
 def _ms(s: float) -> str:
     return f"{s * 1e3:.1f}"
 
@@ -115,8 +120,14 @@ def _render(report, budget: str, front: bool) -> None:
             t.add_row(policy_cell(m.policy), m.role,
                       format_bytes(m.predicted_peak_bytes),
                       format_bytes(m.measured_peak_bytes), "yes" if m.fits else "no",
-                      _ms(m.predicted_added_time_s), _ms(m.measured_added_time_s))
+                      _ms(m.predicted_added_time_s),
+                      _ms(m.measured_added_time_s) + ("?" if rough(m) else ""))
         console.print(t)
+        for m in filter(rough, report.measured):
+            lo, hi = m.measured_added_interval_s
+            console.print(f"? {m.policy}: measured +ms too noisy to judge the prediction "
+                          f"(90 % interval {lo * 1e3:+.1f}..{hi * 1e3:+.1f} ms, wider than "
+                          f"+-15 %)", style="yellow", markup=False)
     if front and report.front:
         title = "Pareto front (least added time per peak)"
         if not report.front_complete:

@@ -38,3 +38,13 @@ def added_interval(rounds: list[tuple[list[float], list[float]]]) -> tuple[float
 def resolved(measured: float, lo: float, hi: float, goal: float = GOAL) -> bool:
     """Whether the interval [lo, hi] lies within +-goal of a positive measured time."""
     return measured > 0 and lo >= measured * (1 - goal) and hi <= measured * (1 + goal)
+
+
+def judged(added: float, policy_steps: list[float],
+           baseline_steps: list[float]) -> tuple[list[float] | None, bool | None]:
+    """([lo, hi], resolved) for an added time measured as median(policy_steps) -
+    median(baseline_steps); (None, None) when either side has fewer than 2 timed steps."""
+    if len(policy_steps) < 2 or len(baseline_steps) < 2:
+        return None, None
+    lo, hi = added_interval([(policy_steps, baseline_steps)])
+    return [lo, hi], resolved(added, lo, hi)

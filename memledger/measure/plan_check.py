@@ -19,6 +19,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable
 
+from memledger.measure.interval import judged
 from memledger.measure.runner import MeasureResult, measure_script
 from memledger.processes import several_workers
 from memledger.replay.plan import MeasuredChoice, PlanReport
@@ -37,6 +38,9 @@ def measure_plan(report: PlanReport, script: str | Path, argv: list[str], steps:
     def step(m: MeasureResult) -> float:
         return m.step_cpu_time_s if clock == "cpu" else m.step_time_s
 
+    def steps_of(m: MeasureResult) -> list[float]:
+        return m.step_cpu_times_s if clock == "cpu" else m.step_times_s
+
     pred = {c.policy: c for c in report.candidates}
     order = [("chosen", report.policy)]
     if report.runner_up:
@@ -44,8 +48,9 @@ def measure_plan(report: PlanReport, script: str | Path, argv: list[str], steps:
     base = run("none")
     runs = [(role, text, run(text)) for role, text in order]
     again = run("none")
-    ref = min(step(base), step(again))
-    measured = [_row(role, text, m, pred, ref, step, report.budget_bytes)
+    ref_run = min((base, again), key=step)
+    ref = step(ref_run), steps_of(ref_run)
+    measured = [_row(role, text, m, pred, ref, step, steps_of, report.budget_bytes)
                 for role, text, m in runs]
     winner = next((m for m in measured if m.fits), None)
     if winner is None:                          # fall back down the front, cheapest first
@@ -53,7 +58,7 @@ def measure_plan(report: PlanReport, script: str | Path, argv: list[str], steps:
         extra = sorted((p for p in report.front if p.peak_bytes <= report.budget_bytes
                         and p.policy not in tried), key=lambda p: p.added_time_s)
         for p in extra[:max_extra]:
-            row = _row("fallback", p.policy, run(p.policy), pred, ref, step,
+            row = _row("fallback", p.policy, run(p.policy), pred, ref, step, steps_of,
                        report.budget_bytes, p.peak_bytes, p.added_time_s)
             measured.append(row)
             if row.fits:
@@ -68,12 +73,16 @@ def measure_plan(report: PlanReport, script: str | Path, argv: list[str], steps:
     return report.model_copy(update=update)
 
 
-def _row(role: str, text: str, m: MeasureResult, pred: dict, ref: float, step,
+def _row(role: str, text: str, m: MeasureResult, pred: dict, ref: tuple, step, steps_of,
          budget: int, peak: int | None = None, added: float | None = None) -> MeasuredChoice:
+    """`ref`: the baseline's (step time, timed steps)."""
     p = pred.get(text)
+    measured_added = step(m) - ref[0]
+    interval, resolved = judged(measured_added, steps_of(m), ref[1])
     return MeasuredChoice(
         policy=text, role=role,
         predicted_peak_bytes=p.peak_bytes if p else int(peak or 0),
         measured_peak_bytes=m.peak_bytes,
         predicted_added_time_s=p.added_time_s if p else float(added or 0.0),
-        measured_added_time_s=step(m) - ref, fits=m.peak_bytes <= budget)
+        measured_added_time_s=measured_added, fits=m.peak_bytes <= budget,
+        measured_added_interval_s=interval, measured_added_resolved=resolved)

@@ -40,6 +40,8 @@ class MeasureResult(BaseModel):
     step_times_s: list[float] = Field(default_factory=list, description="each timed step")
     step_cpu_time_s: float = Field(0.0, description="median process CPU time of the timed "
                                    "steps (all threads); steadier than wall time when shared")
+    step_cpu_times_s: list[float] = Field(default_factory=list, description="each timed "
+                                          "step's process CPU time")
     regions: list[str] = Field(default_factory=list, description="modules the policy wrapped")
 
     def to_json_dict(self) -> dict:
@@ -89,4 +91,5 @@ def result_from_worker(res: dict, policy: Policy, steps: int, time_steps: int,
     return MeasureResult(policy=str(policy), peak_bytes=res["peak_bytes"],
                          step_time_s=statistics.median(times), source=res["source"],
                          steps=steps, step_times_s=times, regions=res["regions"],
-                         step_cpu_time_s=statistics.median(res.get("step_cpu_s") or [0.0]))
+                         step_cpu_time_s=statistics.median(res.get("step_cpu_s") or [0.0]),
+                         step_cpu_times_s=res.get("step_cpu_s") or [])

@@ -73,6 +73,11 @@ class MeasuredChoice(BaseModel):
     predicted_added_time_s: float
     measured_added_time_s: float
     fits: bool = Field(description="measured peak within the budget")
+    measured_added_interval_s: list[float] | None = Field(
+        None, description="90 % bootstrap interval of measured_added_time_s "
+        "(memledger/measure/interval.py)")
+    measured_added_resolved: bool | None = Field(
+        None, description="whether that interval lies within +-15 % of the measured time")
 
 
 class PlanReport(BaseModel):

@@ -61,3 +61,26 @@ def test_nothing_fits_for_real(report, monkeypatch):
     assert not out.fits and out.policy == ""
     assert [m.role for m in out.measured][:2] == ["chosen", "runner-up"]
     assert 2 < len(out.measured) <= 4           # then up to 2 front points under the budget
+
+
+def test_measured_times_carry_their_interval(report, monkeypatch):
+    """The chosen policy's CPU step times agree (resolved); the runner-up's spread over
+    10x (its +ms cannot judge the prediction): memledger/measure/interval.py."""
+    steps = {"none": [0.050, 0.051, 0.050, 0.052, 0.050],
+             report.policy: [0.060, 0.061, 0.060, 0.060, 0.061],
+             report.runner_up: [0.06, 0.6, 0.07, 0.2, 0.09]}
+
+    def fake(script, argv, policy, steps_=3, time_steps=5, quiet=True, **kw):
+        t = steps[str(policy)]
+        return MeasureResult(policy=str(policy), peak_bytes=0, step_time_s=0.1,
+                             source="stub", steps=3, step_cpu_time_s=sorted(t)[2],
+                             step_cpu_times_s=t)
+
+    monkeypatch.setattr(plan_check, "measure_script", fake)
+    out = plan_check.measure_plan(report, "train.py", [])
+    chosen, runner = out.measured[:2]
+    assert chosen.measured_added_time_s == pytest.approx(0.010)
+    lo, hi = chosen.measured_added_interval_s   # resampled medians: 60-61 ms vs 50-52 ms
+    assert chosen.measured_added_resolved is True and 0.008 <= lo <= hi <= 0.011
+    assert runner.measured_added_time_s == pytest.approx(0.040)
+    assert runner.measured_added_resolved is False

@@ -153,24 +153,24 @@ def test_a_measured_time_too_noisy_to_judge_is_marked_with_its_interval():
     +1981 ms and nothing said it meant little. The row now carries the 90 % bootstrap
     interval of the added time, `?` in the table and a line saying why."""
     from memledger.measure.runner import MeasureResult
-    from memledger.verify.compare import _judge_measured_time
+    from memledger.measure.interval import judged
 
     base = [0.010, 0.011, 0.010, 0.012, 0.011]
     steady = _row("checkpoint:blocks.*", 18 * MiB, predicted_added_time_s=0.008)
     steady.measured_added_time_s = 0.020 - 0.011          # medians: 20 ms vs 11 ms
-    _judge_measured_time(steady, [0.020, 0.0201, 0.0199, 0.020, 0.0202], base)
+    steady.measured_added_interval_s, steady.measured_added_resolved = judged(
+        steady.measured_added_time_s, [0.020, 0.0201, 0.0199, 0.020, 0.0202], base)
     lo, hi = steady.measured_added_interval_s
     # every resample's medians lie in 19.9-20.2 ms and 10-12 ms: the interval in 7.9-10.2 ms,
     # inside +-15 % of 9 ms (7.65-10.35)
     assert steady.measured_added_resolved is True and 0.0079 <= lo <= hi <= 0.0102
     rough = _row("offload:blocks.*", 22 * MiB, predicted_added_time_s=0.008)
     rough.measured_added_time_s = 0.4 - 0.011
-    _judge_measured_time(rough, [0.19, 4.2, 0.4, 1.3, 0.27], base)
+    rough.measured_added_interval_s, rough.measured_added_resolved = judged(
+        rough.measured_added_time_s, [0.19, 4.2, 0.4, 1.3, 0.27], base)
     assert rough.measured_added_resolved is False
     assert rough.measured_added_interval_s[1] > 1.15 * rough.measured_added_time_s
-    few = _row("x", 1)
-    _judge_measured_time(few, [0.02], base)                # one timed step: nothing to say
-    assert few.measured_added_interval_s is None and few.measured_added_resolved is None
+    assert judged(0.01, [0.02], base) == (None, None)     # one timed step: nothing to say
     assert "step_times_s" in MeasureResult.model_fields
 
     rep = _report()
