@@ -86,7 +86,7 @@ def _clock(led) -> str:
 
 def rough(m) -> bool:
     """A measured added time whose 90 % interval is wider than +-15 % (measure/interval.py)."""
-    return m.measured_added_resolved is False and bool(m.measured_added_interval_s)
+    return m.measured_added_resolved is False
 
 
 def _ms(s: float) -> str:
@@ -124,10 +124,12 @@ def _render(report, budget: str, front: bool) -> None:
                       _ms(m.measured_added_time_s) + ("?" if rough(m) else ""))
         console.print(t)
         for m in filter(rough, report.measured):
-            lo, hi = m.measured_added_interval_s
+            why = "fewer than 3 timed steps"
+            if m.measured_added_interval_s:
+                lo, hi = m.measured_added_interval_s
+                why = f"90 % interval {lo * 1e3:+.1f}..{hi * 1e3:+.1f} ms, wider than +-15 %"
             console.print(f"? {m.policy}: measured +ms too noisy to judge the prediction "
-                          f"(90 % interval {lo * 1e3:+.1f}..{hi * 1e3:+.1f} ms, wider than "
-                          f"+-15 %)", style="yellow", markup=False)
+                          f"({why})", style="yellow", markup=False)
     if front and report.front:
         title = "Pareto front (least added time per peak)"
         if not report.front_complete:

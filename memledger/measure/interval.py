@@ -40,11 +40,15 @@ def resolved(measured: float, lo: float, hi: float, goal: float = GOAL) -> bool:
     return measured > 0 and lo >= measured * (1 - goal) and hi <= measured * (1 + goal)
 
 
+MIN_STEPS = 3   # resampling 2 steps says nothing: their two bootstrap medians can agree by chance
+
+
 def judged(added: float, policy_steps: list[float],
-           baseline_steps: list[float]) -> tuple[list[float] | None, bool | None]:
+           baseline_steps: list[float]) -> tuple[list[float] | None, bool]:
     """([lo, hi], resolved) for an added time measured as median(policy_steps) -
-    median(baseline_steps); (None, None) when either side has fewer than 2 timed steps."""
-    if len(policy_steps) < 2 or len(baseline_steps) < 2:
-        return None, None
+    median(baseline_steps); (None, False) when either side has fewer than MIN_STEPS timed
+    steps: too few to resolve anything."""
+    if len(policy_steps) < MIN_STEPS or len(baseline_steps) < MIN_STEPS:
+        return None, False
     lo, hi = added_interval([(policy_steps, baseline_steps)])
     return [lo, hi], resolved(added, lo, hi)

@@ -77,7 +77,8 @@ class MeasuredChoice(BaseModel):
         None, description="90 % bootstrap interval of measured_added_time_s "
         "(memledger/measure/interval.py)")
     measured_added_resolved: bool | None = Field(
-        None, description="whether that interval lies within +-15 % of the measured time")
+        None, description="whether that interval lies within +-15 % of the measured time "
+        "(false with fewer than 3 timed steps)")
 
 
 class PlanReport(BaseModel):

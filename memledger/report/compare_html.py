@@ -222,7 +222,7 @@ def _measured_added(p) -> str:
     wider than +-15 % (too noisy to judge the prediction: memledger/measure/interval.py)."""
     text = f"{p.measured_added_time_s * 1e3:+.1f} ms"
     if not p.measured_added_interval_s:
-        return text
+        return text + ("?" if p.measured_added_resolved is False else "")
     lo, hi = p.measured_added_interval_s
     rough = p.measured_added_resolved is False
     title = f"90 % interval {lo * 1e3:+.1f} to {hi * 1e3:+.1f} ms" + \

@@ -15,6 +15,7 @@ from rich import box
 from rich.table import Table
 from rich.text import Text
 
+from memledger.measure.interval import MIN_STEPS
 from memledger.units import format_bytes
 from memledger.verify.verdict import CompareReport, PolicyComparison
 
@@ -85,7 +86,7 @@ def reasons(rep: CompareReport) -> list[Text]:
             out.append(Text.assemble((f"{p.verdict} ", VERDICT_STYLE[p.verdict]),
                                      (f"{p.policy}: ", "bold"), p.reason))
     rough = [p for p in rep.policies if p.measured_added_resolved is False
-             and p.verdict != "REJECT" and p.measured_added_interval_s]
+             and p.verdict != "REJECT"]
     if rough:
         spans = "; ".join(f"{p.policy} {_ms_span(p.measured_added_interval_s)}"
                           for p in rough)
@@ -101,6 +102,8 @@ def reasons(rep: CompareReport) -> list[Text]:
     return out
 
 
-def _ms_span(interval: list[float]) -> str:
+def _ms_span(interval: list[float] | None) -> str:
+    if not interval:
+        return f"(fewer than {MIN_STEPS} timed steps)"
     lo, hi = interval
     return f"{lo * 1e3:+.1f}..{hi * 1e3:+.1f} ms"

@@ -63,10 +63,11 @@ class PolicyComparison(BaseModel):
     measured_step_time_s: float = 0.0
     measured_added_interval_s: list[float] | None = Field(
         None, description="90 % bootstrap interval [lo, hi] of measured_added_time_s from "
-        "the timed steps (memledger/measure/interval.py); null when too few were timed")
+        "the timed steps (memledger/measure/interval.py); null with fewer than 3 timed steps")
     measured_added_resolved: bool | None = Field(
         None, description="whether that interval lies within +-15 % of the measured added "
-        "time: false means the measurement cannot judge the prediction")
+        "time (false also with fewer than 3 timed steps): false means the measurement "
+        "cannot judge the prediction; null when not measured")
     saving_bytes: int = Field(0, description="baseline measured peak minus measured peak")
     peak_prediction_error: float | None = Field(
         None, description="(predicted - measured) / measured peak")
