@@ -17,6 +17,7 @@ from pathlib import Path
 
 from memledger.ledger.schema import CATEGORIES
 from memledger.outputs import write_atomic
+from memledger.report.compare_table import peak_error
 from memledger.report.palette import category_hex
 from memledger.units import format_bytes
 from memledger.verify.verdict import CompareReport
@@ -73,7 +74,7 @@ def _table(rep: CompareReport) -> str:
                     '<td></td><td></td></tr>')
     for p in rep.policies:
         measured = rep.performance and p.verdict != "REJECT"
-        err = (f"{p.peak_prediction_error:+.1%}" if p.peak_prediction_error is not None
+        err = (peak_error(p.peak_prediction_error) if p.peak_prediction_error is not None
                else "–")
         cells = [
             _e(p.policy),

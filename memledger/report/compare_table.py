@@ -2,7 +2,7 @@
 
     policy               verdict gates     peak    saved predicted (err) added ms (pred.)
     none (baseline)                     40.3 MiB         40.3 MiB                 25/step
-    checkpoint:blocks.*  ADOPT   ✓✓✓   21.4 MiB 18.8 MiB 21.4 MiB (+0%)           +9 (+8)
+    checkpoint:blocks.*  ADOPT   ✓✓✓   21.4 MiB 18.8 MiB 21.4 MiB (exact)         +9 (+8)
 
 `gates` shows inputs, gradients and update as ✓/✗ (– where not evaluated: nothing after
 different inputs is comparable). Rejected and adopted rows get their reason under the
@@ -16,7 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from memledger.measure.interval import MIN_STEPS
-from memledger.units import format_bytes
+from memledger.units import format_bytes, format_percent
 from memledger.verify.verdict import CompareReport, PolicyComparison
 
 VERDICT_STYLE = {"ADOPT": "bold green", "OK": "green", "REJECT": "bold red"}
@@ -58,7 +58,7 @@ def _cells(p: PolicyComparison, performance: bool) -> list:
     if performance and p.predicted_peak_bytes:
         pred = format_bytes(p.predicted_peak_bytes)
         if p.peak_prediction_error is not None:
-            pred += f" ({p.peak_prediction_error:+.0%})"
+            pred += f" ({peak_error(p.peak_prediction_error)})"
     else:
         pred = "–"
     if measured:
@@ -69,6 +69,12 @@ def _cells(p: PolicyComparison, performance: bool) -> list:
         added = "–"
     return [wrappable(p.policy), Text(p.verdict, style=VERDICT_STYLE[p.verdict]), gates, peak,
             saved, pred, added]
+
+
+def peak_error(error: float) -> str:
+    """`exact`, or the signed error with two digits (`-0.00049%` for 8 B of 1.6 MiB, not
+    `-0%`)."""
+    return "exact" if error == 0 else format_percent(error, signed=True)
 
 
 def wrappable(policy: str) -> str:

@@ -112,7 +112,7 @@ def test_table_lines():
     assert lines[3].split() == ["none", "(baseline)", "40.0", "MiB", "40.0", "MiB", "25/step"]
     # a space after the kind, where a narrow column wraps it (compare_table.wrappable)
     assert lines[4].split() == ["checkpoint:", "blocks.*", "ADOPT", "✓✓✓", "22.0", "MiB", "18.0",
-                                "MiB", "21.0", "MiB", "(-5%)", "+9", "(+8)"]
+                                "MiB", "21.0", "MiB", "(-4.5%)", "+9", "(+8)"]
     assert lines[5].split() == ["selective:", "blocks.*", "REJECT", "✓✗✓", "–", "–", "29.0",
                                 "MiB", "–"]
     assert " ".join(lines[6:8]) == ("ADOPT checkpoint:blocks.*: best saving per second of added "
