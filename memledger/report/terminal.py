@@ -203,8 +203,17 @@ def _top_tensors(s: Summary, width: int = 120) -> Table:
                       Name(f"{r.shape} {r.dtype}"))
         else:
             t.add_row(format_bytes(r.bytes), r.category, Name(_mod(r.module)),
-                      *_plain(r.shape, r.dtype), Name(r.name or _op(r.op)))
+                      *_plain(r.shape, r.dtype), Name(_in_module(r.name, r.module)
+                                                      or _op(r.op)))
     return t
+
+
+def _in_module(name: str, module: str) -> str:
+    """A name beside its module's column, without the module said twice (`gate_up_proj`
+    beside `model.layers.0.mlp.experts`, which wrapped to three lines at 80 columns)."""
+    if module and name.startswith(module + "."):
+        return name[len(module) + 1:]
+    return name
 
 
 def _activations(s: Summary) -> Group:

@@ -121,3 +121,14 @@ def test_plan_with_nothing_that_fits_says_1_byte(tmp_path, capsys):
     assert main(["plan", str(ledger), "--budget", "1B"]) == 1
     err = " ".join(capsys.readouterr().err.split())
     assert "no candidate fits 1B (1 byte); the lowest predicted peak is" in err
+
+
+def test_largest_tensors_do_not_say_the_module_twice():
+    from memledger.report.terminal import _in_module
+
+    assert _in_module("model.layers.0.mlp.experts.gate_up_proj",
+                      "model.layers.0.mlp.experts") == "gate_up_proj"
+    # an optimizer state's module is the optimizer: its name keeps the parameter's path
+    assert _in_module("fc.weight.exp_avg", "optimizer") == "fc.weight.exp_avg"
+    assert _in_module("fc2.weight", "fc") == "fc2.weight"     # a prefix, not the module
+    assert _in_module("", "fc") == ""
