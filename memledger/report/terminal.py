@@ -227,8 +227,8 @@ def _activations(s: Summary) -> Group:
     blocks = s.activations.by_block
     if len(blocks) < len(s.activations.by_module):   # a roll-up says something: show it
         for block, b in list(blocks.items())[:10]:
-            t.add_row(Name(_mod(block) + (".*" if block and _has_children(block, s) else "")),
-                      format_bytes(b), _pct(b, total), style="bold")
+            t.add_row(Name(_block_label(block, blocks, s)), format_bytes(b), _pct(b, total),
+                      style="bold")
         t.add_section()
     for mod, b in list(s.activations.by_module.items())[:10]:
         t.add_row(Name(_mod(mod)), format_bytes(b), _pct(b, total))
@@ -236,6 +236,18 @@ def _activations(s: Summary) -> Group:
         t.add_row(f"... {len(s.activations.by_module) - 10} more modules", "", "",
                   style="dim")
     return Group(title, t)
+
+
+def _block_label(block: str, blocks: dict, s: Summary) -> str:
+    """`blocks.0.*` for a block and what is under it; `model.* (rest)` for a top-level
+    module whose blocks have rows of their own (model.norm and model.embed_tokens beside
+    model.layers.0.*: plain `model.*` read as if it held the layers too)."""
+    label = _mod(block)
+    if not block or not _has_children(block, s):
+        return label
+    if any(other.startswith(block + ".") for other in blocks):
+        return label + ".* (rest)"
+    return label + ".*"
 
 
 def _has_children(block: str, s: Summary) -> bool:

@@ -132,3 +132,17 @@ def test_largest_tensors_do_not_say_the_module_twice():
     assert _in_module("fc.weight.exp_avg", "optimizer") == "fc.weight.exp_avg"
     assert _in_module("fc2.weight", "fc") == "fc2.weight"     # a prefix, not the module
     assert _in_module("", "fc") == ""
+
+
+def test_a_top_level_module_beside_its_own_blocks_reads_as_the_rest():
+    from types import SimpleNamespace
+
+    from memledger.report.terminal import _block_label
+
+    by_module = {"model.layers.0.mlp": 1, "model.norm": 1, "lm_head.proj": 1, "fc": 1}
+    s = SimpleNamespace(activations=SimpleNamespace(by_module=by_module))
+    blocks = {"model.layers.0": 1, "model": 1, "lm_head": 1, "fc": 1}
+    assert _block_label("model.layers.0", blocks, s) == "model.layers.0.*"
+    assert _block_label("model", blocks, s) == "model.* (rest)"
+    assert _block_label("lm_head", blocks, s) == "lm_head.*"
+    assert _block_label("fc", blocks, s) == "fc"
