@@ -425,6 +425,12 @@ class PolicyInstaller:
             raise self.error
 
     def _apply(self, module: nn.Module) -> None:
+        # a module taken for the model before (spectral_norm's parametrization, called while
+        # the model was built: Note [The model]) lets go of the policy first, so it is never
+        # applied twice
+        if self.applied is not None:
+            self.applied.remove()
+            self.applied = None
         try:
             self.applied = apply_policy(module, self.policy, self.offload_dir)
         except PolicyError as e:

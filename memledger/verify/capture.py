@@ -125,6 +125,16 @@ class Capture:
     # ---- wiring ------------------------------------------------------------------------
     def on_model(self, handle) -> None:
         """`install_policy`'s callback: the model the optimizer trains has been found."""
+        earlier = self.model
+        if earlier is not None and earlier is not handle.model and \
+                any(m is earlier for m in handle.model.modules()):
+            # what was taken for the model is part of it, called on its own while the model
+            # was built (spectral_norm's parametrization: Note [The model]). What its
+            # "forward" recorded is not the step's input: since then _LossInputs has been
+            # recording every torch call, memledger's own policy code included (a policy
+            # read `untyped_storage` on buffers, an input the baseline never had)
+            self._leave_mode()
+            self._inputs.clear()
         self.model = handle.model
         first = next(self.model.parameters(), None)
         self.device = str(first.device) if first is not None else "cpu"

@@ -197,3 +197,62 @@ def test_a_refused_policy_is_rejected_and_the_others_still_judged(tmp_path, caps
     assert "\n" not in refused["reason"]
     assert offload["verdict"] in ("ADOPT", "OK")
     assert offload["predicted_peak_bytes"] == offload["measured_peak_bytes"] > 0
+
+
+PARAMETRIZED = """
+    import torch, torch.nn as nn
+    from torch.nn.utils import parametrizations as P
+
+    class Block(nn.Module):
+        def __init__(self, h):
+            super().__init__()
+            self.rnn = nn.LSTM(h, h, batch_first=True)
+            self.proj = P.weight_norm(nn.Linear(h, h))
+
+        def forward(self, x):
+            return x + torch.tanh(self.proj(self.rnn(x)[0]))
+
+    class LM(nn.Module):
+        def __init__(self, v=50, h=16):
+            super().__init__()
+            self.emb = nn.Embedding(v, h)
+            self.blocks = nn.Sequential(Block(h), Block(h))
+            # spectral_norm calls its parametrization while the model is being built
+            self.head = P.spectral_norm(nn.Linear(h, v))
+
+        def forward(self, x):
+            return self.head(self.blocks(self.emb(x)))
+
+    torch.manual_seed(0)
+    m = LM()
+    opt = torch.optim.Adam(m.parameters(), 1e-3)
+    g = torch.Generator().manual_seed(1)
+    for step in range(3):
+        x = torch.randint(0, 50, (4, 8), generator=g)
+        loss = nn.functional.cross_entropy(m(x).flatten(0, 1), x.roll(-1, 1).flatten())
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+"""
+
+
+def test_a_parametrization_called_while_the_model_is_built_is_not_the_model(tmp_path, capsys):
+    """spectral_norm calls its ParametrizationList once while the model is built: the
+    policy installer took it for the model, applied the policy to it and then to the model
+    as well, and the gradient capture recorded every torch call from then on as the step's
+    input, memledger's own `untyped_storage` reads under a policy included. Every policy
+    was rejected with "input untyped_storage arg[0] differs at step 0". Now the capture
+    starts over when the real model takes the parametrization in, and a re-run of the
+    spectral-normed head is still caught: its power iteration updates `_u` again."""
+    script = tmp_path / "parametrized.py"
+    script.write_text(textwrap.dedent(PARAMETRIZED))
+    code = main(["compare", str(script), "-p", "checkpoint:blocks.*", "-p", "offload:blocks.*",
+                 "-p", "checkpoint:head", "--steps", "2", "--no-performance", "--no-doctor",
+                 "--json"])
+    d = json.loads(capsys.readouterr().out)
+    assert code == 1
+    ckpt, offload, head = d["policies"]
+    assert (ckpt["verdict"], offload["verdict"]) == ("OK", "OK")
+    assert head["verdict"] == "REJECT" and head["failed_gate"] == "gradients"
+    assert head["reason"].startswith("gradients: gradient of head.parametrizations.weight."
+                                     "original differs at step 0")
