@@ -33,6 +33,12 @@ class PolicyError(MemledgerError):
     """A policy string or file is malformed, or cannot apply to the model."""
 
 
+class PolicyRefused(PolicyError):
+    """A well-formed policy that this model cannot run (a region holding a TorchScript
+    module): exit 2 where it is the one policy asked for (`measure`), that policy's
+    `REJECT refused:` among others (`compare`), never the end of a whole comparison."""
+
+
 class BudgetError(MemledgerError):
     """A budget is malformed (unknown category, size without a unit, ...)."""
 

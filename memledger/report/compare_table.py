@@ -35,8 +35,12 @@ def compare_table(rep: CompareReport) -> Table:
     t.add_column("policy", overflow="fold", min_width=12)
     t.add_column("verdict", no_wrap=True)
     t.add_column("gates", no_wrap=True)   # inputs, gradients, update
-    for name in ("peak", "saved", "pred. (err)", "+ms (pred.)"):
+    for name in ("peak", "saved"):
         t.add_column(name, justify="right", no_wrap=True)
+    # two figures a cell: at 80 columns the bracketed one goes under the first rather than
+    # off the edge (`+555? (+11)` was cut to `+555? (`)
+    for name in ("pred. (err)", "+ms (pred.)"):
+        t.add_column(name, justify="right", overflow="fold")
     b = rep.baseline
     if rep.performance:
         t.add_row("none (baseline)", "", "", format_bytes(b["measured_peak_bytes"]), "",

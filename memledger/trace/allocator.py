@@ -146,32 +146,68 @@ def op_scratch(probe: CpuProfilerProbe) -> dict[str, list[int]]:
     Some CPU kernels allocate scratch that the dispatch mode never sees: BatchNorm's
     backward allocates `empty_like(input)` beside its `grad_input` and frees it before
     returning (B=16, C=16, 32x32, fp32: 1,048,576 bytes of scratch). For each call of an op
-    (outermost call of that name): scratch = highest live bytes inside the call - live bytes
-    at its end, i.e. what the allocator held above the state the ledger records right after
-    the op. Replay matches the k-th call here with the k-th event of that op in the ledger
-    (the same script, the same steps) and adds the scratch for that one event, so a policy
-    that moves the peak next to such a kernel still predicts the allocator's peak.
-    """
-    import numpy as np
+    (outermost call of that name): scratch = the highest bytes the call itself allocated and
+    still held inside it - what it still holds at its end (its outputs). Replay matches the
+    k-th call here with the k-th event of that op in the ledger (the same script, the same
+    steps) and adds the scratch for that one event, so a policy that moves the peak next to
+    such a kernel still predicts the allocator's peak.
 
-    events = list(probe.kineto_results.events())
-    mem = sorted(((e.start_ns(), int(e.nbytes())) for e in events
-                  if e.name() == "[memory]" and _device_name(e) == "cpu"), key=lambda m: m[0])
-    if not mem:
+    Counted by pointer (`call_scratch`): a free inside the call of memory allocated before
+    it is not the call's scratch. TorchScript's interpreter drops a value at its last use
+    inside the op that uses it (`aten::relu` frees the `addmm` output it was given), and a
+    running sum of live bytes read that free as 8,192 B of scratch in every `relu` of a
+    scripted MLP: the ledger's peak came out 15,872 B (4.9 %) above the allocator's, and
+    `compare` predicted the baseline's peak 2.4 % high.
+    """
+    try:
+        from torch._C._profiler import _EventType
+
+        tree = probe.kineto_results.experimental_event_tree()
+    except (AttributeError, ImportError, RuntimeError):  # pragma: no cover - older torch
         return {}
-    t = np.array([m[0] for m in mem], dtype=np.int64)
-    live = np.cumsum(np.array([m[1] for m in mem], dtype=np.int64))
-    calls = sorted(((e.start_ns(), e.end_ns(), e.name()[6:]) for e in events
-                    if e.name().startswith("aten::")), key=lambda c: (c[0], -c[1]))
+    mem: list[tuple[int, int, int]] = []
+    calls: list[tuple[int, int, str]] = []
+    stack = list(tree)
+    while stack:
+        node = stack.pop()
+        if node.tag == _EventType.Allocation:
+            f = node.extra_fields
+            if str(f.device).startswith("cpu"):
+                mem.append((node.start_time_ns, int(f.ptr), int(f.alloc_size)))
+            continue
+        if node.name.startswith("aten::"):
+            calls.append((node.start_time_ns, node.end_time_ns, node.name[6:]))
+        stack.extend(node.children)
+    return call_scratch(mem, calls)
+
+
+def call_scratch(mem: list[tuple[int, int, int]],
+                 calls: list[tuple[int, int, str]]) -> dict[str, list[int]]:
+    """Pure part of `op_scratch`: `mem` (time, ptr, signed bytes) of every CPU allocation
+    and free, `calls` (start, end, op name) of every aten call. Per outermost call of a
+    name, in call order: max over the call of (bytes it allocated and has not freed) minus
+    that at its end; frees of memory allocated before the call do not count."""
+    from bisect import bisect_left, bisect_right
+
+    mem = sorted(mem, key=lambda m: (m[0], m[2] > 0))   # frees first within one tick
+    times = [m[0] for m in mem]
     out: dict[str, list[int]] = {}
     open_until: dict[str, int] = {}       # skip a call nested in a call of the same name
-    for start, end, op in calls:
+    for start, end, op in sorted(calls, key=lambda c: (c[0], -c[1])):
         if start < open_until.get(op, -1):
             continue
         open_until[op] = end
-        i0 = int(np.searchsorted(t, start, side="left"))
-        i1 = int(np.searchsorted(t, end, side="right"))
-        scratch = int(live[i0:i1].max()) - int(live[i1 - 1]) if i1 > i0 else 0
+        mine: set[int] = set()
+        held = most = 0
+        for _, ptr, size in mem[bisect_left(times, start):bisect_right(times, end)]:
+            if size > 0:
+                mine.add(ptr)
+                held += size
+            elif ptr in mine:
+                mine.discard(ptr)
+                held += size
+            most = max(most, held)
+        scratch = most - held
         out.setdefault(op, []).append(scratch if scratch >= SCRATCH_MIN_BYTES else 0)
     return {op: v for op, v in out.items() if any(v)}
 

@@ -13,7 +13,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from memledger.errors import EXIT_OK, EXIT_USAGE, PolicyError, ScriptError
+from memledger.errors import EXIT_OK, EXIT_USAGE, PolicyError, PolicyRefused, ScriptError
 from memledger.processes import run_worker, worker_death
 
 
@@ -76,7 +76,10 @@ def capture_in_process(script: str | Path, argv: list[str], variant: Variant,
         installer.remove()
         sys.argv[:], sys.path[:] = saved_argv, saved_path   # run_script sets both
     if installer.error is not None or errors:
-        raise installer.error or errors[0]
+        err = installer.error or errors[0]
+        if isinstance(err, PolicyRefused):   # this policy's REJECT, not the comparison's end
+            return CaptureResult(EXIT_USAGE, str(err).removeprefix("memledger: "), None)
+        raise err
     if code == EXIT_OK and not cap.steps:
         return CaptureResult(EXIT_USAGE, "the script ran no optimizer step; call "
                              "optimizer.step() in the training loop", None)

@@ -256,3 +256,53 @@ def test_a_parametrization_called_while_the_model_is_built_is_not_the_model(tmp_
     assert head["verdict"] == "REJECT" and head["failed_gate"] == "gradients"
     assert head["reason"].startswith("gradients: gradient of head.parametrizations.weight."
                                      "original differs at step 0")
+
+
+SCRIPTED = """
+    import torch, torch.nn as nn
+
+    class MLP(nn.Module):
+        def __init__(self, h):
+            super().__init__()
+            self.a, self.b = nn.Linear(h, 4 * h), nn.Linear(4 * h, h)
+
+        def forward(self, x):
+            return x + self.b(torch.relu(self.a(x)))
+
+    torch.manual_seed(0)
+    blocks = [nn.Sequential(torch.jit.script(MLP(16)), nn.LayerNorm(16)) for _ in range(2)]
+    m = nn.Sequential(*blocks, nn.Linear(16, 4))
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    g = torch.Generator().manual_seed(1)
+    for step in range(3):
+        x, y = torch.randn(8, 16, generator=g), torch.randint(0, 4, (8,), generator=g)
+        nn.functional.cross_entropy(m(x), y).backward()
+        opt.step()
+        opt.zero_grad()
+"""
+
+
+def test_a_region_holding_a_torchscript_module_is_refused_and_the_others_judged(tmp_path,
+                                                                                  capsys):
+    """Note [TorchScript inside a region] (measure/apply.py): checkpointing a block that
+    holds a scripted module crashed the script under the policy (torch's CheckpointError
+    and its advice on the terminal), and the scripted module itself failed in the
+    interpreter, which ended the whole comparison in exit 2. Now each is that policy's
+    `REJECT refused:` in one line, and a policy on the unscripted modules is judged."""
+    script = tmp_path / "scripted.py"
+    script.write_text(textwrap.dedent(SCRIPTED))
+    code = main(["compare", str(script), "-p", "checkpoint:[0-1]", "-p", "selective:*.0",
+                 "-p", "checkpoint:*.1", "--steps", "2", "--no-performance", "--no-doctor",
+                 "--json"])
+    d = json.loads(capsys.readouterr().out)
+    assert code == 1
+    block, scripted, norm = d["policies"]
+    assert block["verdict"] == scripted["verdict"] == "REJECT"
+    assert block["reason"] == (
+        "refused: checkpoint:[0-1] would checkpoint 0, which holds 0.0, a TorchScript module "
+        "(torch.jit.script or trace): TorchScript runs another graph by the time a checkpoint "
+        "re-runs it in backward, so the re-run cannot match; select modules without "
+        "scripted parts, or script them after choosing a policy")
+    assert scripted["reason"].startswith("refused: selective:*.0 would checkpoint 0.0, a "
+                                         "TorchScript module (torch.jit.script or trace)")
+    assert norm["verdict"] == "OK"

@@ -41,3 +41,20 @@ def test_cuda_probe_counts_an_allocation():
     rec = probe.stop()
     del x
     assert rec["peak_bytes"] >= probe.baseline + 2**20
+
+
+def test_scratch_is_what_a_call_allocated_and_let_go_not_its_inputs():
+    from memledger.trace.allocator import call_scratch
+
+    K = 8192
+    mem = [(10, 0xA, K),          # addmm's output, made before relu
+           # BatchNorm backward: grad_input (kept) and empty_like scratch (freed inside)
+           (21, 0xB, 4 * K), (22, 0xC, 4 * K), (23, 0xC, -4 * K),
+           # TorchScript's relu: its output, then the addmm output it was given, freed
+           # inside the call at its last use (was read as 8,192 B of scratch)
+           (31, 0xD, K), (32, 0xA, -K)]
+    calls = [(20, 25, "native_batch_norm_backward"), (30, 35, "relu"),
+             (30, 34, "clamp_min"), (31, 31, "relu")]     # a same-name call nested: skipped
+    assert call_scratch(mem, calls) == {"native_batch_norm_backward": [4 * K]}
+    # below SCRATCH_MIN_BYTES it is the workspace category's
+    assert call_scratch([(1, 0xE, 512), (2, 0xE, -512)], [(0, 3, "mm")]) == {}
