@@ -54,10 +54,11 @@ from torch.utils.checkpoint import (
     create_selective_checkpoint_contexts,
 )
 
-from memledger.errors import PolicyError, PolicyRefused
+from memledger.errors import PolicyError
 from memledger.measure.offload import Offloader
 from memledger.replay.policies import DEFAULT_SAVE_OPS, Policy, PolicyKind, Region, resolve
 from memledger.replay.script_checkpoint import nested_checkpoint_message, offload_inside_message
+from memledger.replay.scripted import refuse_scripted_regions
 from memledger.replay.stateful import (
     INPUT_WRITTEN,
     selective_twice_message,
@@ -106,24 +107,6 @@ class PolicyHandle:
         self.remove()
 
 
-# Note [TorchScript inside a region]
-# TorchScript's profiling executor runs another graph once a module has been called a few
-# times, so a checkpoint's re-run in backward does not make what the first run saved (torch:
-# "Recomputed values for the following tensors have different metadata"), and a scripted
-# module checkpointed itself fails in the interpreter. Both were the script's crash under
-# `compare`, its traceback and torch's advice on the terminal; now checkpoint and selective
-# refuse a region that is or holds a ScriptModule, before it runs. Offload wraps nothing
-# that re-runs, and runs. (The nesting guard's pre-hooks skip ScriptModules: they take no
-# hooks, and no checkpoint of the script's can run inside scripted code.)
-def scripted_region_message(policy: str, path: str, scripted: str) -> str:
-    where = "a TorchScript module" if scripted == path else f"which holds {scripted}, a " \
-        "TorchScript module"
-    return (f"{policy} would checkpoint {path}, {where} (torch.jit.script or trace): "
-            f"TorchScript runs another graph by the time a checkpoint re-runs it in backward, "
-            f"so the re-run cannot match; select modules without scripted parts, or script "
-            f"them after choosing a policy")
-
-
 def module_table(model: nn.Module) -> list[tuple[str, str]]:
     """(path, class name) of every module, as the policy resolver wants them."""
     return [(name, type(m).__name__) for name, m in named_modules(model)]
@@ -149,11 +132,10 @@ def apply_policy(model: nn.Module, policy: Policy, offload_dir: str | None = Non
         orig = mod.forward   # the bound class forward
         kind = r.part.kind
         if kind in (PolicyKind.CHECKPOINT, PolicyKind.SELECTIVE):
-            scripted = next((p for p, m in named_modules(mod)
-                             if isinstance(m, torch.jit.ScriptModule)), None)
-            if scripted is not None:
-                inner = ".".join(x for x in (r.path, scripted) if x)
-                raise PolicyRefused(scripted_region_message(policy.text(), r.path, inner))
+            # Note [TorchScript inside a region] (memledger/replay/scripted.py)
+            refuse_scripted_regions(policy.text(), [r.path], [
+                (".".join(x for x in (r.path, p) if x), "ScriptModule")
+                for p, m in named_modules(mod) if isinstance(m, torch.jit.ScriptModule)])
             guard = _NestingGuard(policy.text(), r.path, named)
             handle.hooks += [m.register_forward_pre_hook(guard.check_inner)
                              for m in mod.modules()

@@ -118,6 +118,7 @@ from memledger.replay.calls import record_call, save_call, which_call
 from memledger.replay.policies import Policy, PolicyKind, resolve
 from memledger.replay.prepared import ACTIVATION, INPUT, MODEL_STATE, Prepared
 from memledger.replay.script_checkpoint import refuse_around_script_checkpoints
+from memledger.replay.scripted import refuse_scripted_regions
 from memledger.replay.stateful import (
     refuse_recompute_of_stateful,
     selective_twice_message,
@@ -217,6 +218,8 @@ def _select_calls(prep: Prepared, policy: Policy) -> _Calls:
     regions = resolve(policy, prep.module_table, "the modules the traced forward called are",
                       after) if policy.parts else []
     by_path = {r.path: r.part for r in regions}
+    refuse_scripted_regions(policy.text(), [r.path for r in regions if r.part.kind in (
+        PolicyKind.CHECKPOINT, PolicyKind.SELECTIVE)], prep.module_table)
     wanted = np.flatnonzero(np.isin(prep.mod_names, list(by_path)))
     row = np.flatnonzero(np.isin(prep.scope_code, wanted) & prep.scope_model)
     if prep.scope_grad is not None:   # a call without gradients (an evaluation) runs plainly
