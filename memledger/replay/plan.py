@@ -13,11 +13,15 @@ plus the sum of each block's delta, and its added time the sum of each block's c
 holds when each storage's fate depends only on the block that saved it (a block's drop,
 offload, recompute segment and RNG state touch only its own storages; a segment inserted
 before event e sees every other block as it is just before e). It fails when a storage
-is saved by two selected blocks (replay then keeps it: neither block owns it), which the
-repeated blocks of a model do not do. tests/unit/test_plan_exact.py checks it: on traced
-GPT and CNN ledgers, replaying random mixes gives exactly the summed curve. Plan still
-replays its answer in full; if that ever disagrees, it tightens the budget by the
-difference and solves again (`assumption_held` says whether it had to).
+is saved by two selected blocks (replay then keeps it: neither block owns it). The repeated
+blocks of a model do not do that under none / checkpoint / offload / selective with the
+default save list; an op-level save list that keeps `add` does (a block's residual output,
+which the next block saves as its input: selective:blocks.0:save=add,native_layer_norm +
+offload:blocks.[1-2] on the tiny GPT summed 24,360,892 B where the full replay says
+24,623,036 B). tests/unit/test_plan_exact.py checks it: on traced GPT and CNN ledgers,
+replaying random mixes of the first four options gives exactly the summed curve. Plan
+replays its answer in full; where it disagrees, it tightens the budget by the difference
+and solves again (`assumption_held` says whether it had to).
 
 With the assumption, the peak constraint is linear in the choice and the cheapest choice is
 an exact search (memledger/replay/solve.py, Note [Exact block choice]). Example (4 GPT
