@@ -17,6 +17,18 @@ three times, so the offloader works on whole untyped storages:
   equal. (A weak cache is not enough: autograd may drop the storage's Python object while
   its C++ storage is still in use, and a second read would then double the bytes.)
 
+A later save of a storage already copied is written again, over its own byte range of the
+copy, unless it is a view of a tensor an earlier save was a view of, at the same version (q,
+k and v: nothing changed since, so nothing is written). Why: tensors that share a storage
+without being views of one another have version counters of their own, and one may change
+after another was saved. torch's GRU cell splits its gates with `unsafe_chunk` and runs
+`add_().sigmoid_()` on each chunk in turn: the reset gate is saved (and the storage
+copied) before the update gate is computed in the same storage, so the update gate read
+back stale and every GRU gradient differed under offload (`compare` rejected it). Each
+view's elements are what they were at its own save as long as no saved view changes after
+its save (what autograd needs without offload too), so writing each later save's range at
+its save is exact.
+
 Parameters, buffers and storages smaller than `min_bytes` stay on the device (`pack`
 returns them unchanged): parameters are resident anyway and copying them would only add.
 
@@ -111,6 +123,9 @@ class _Copy:
         self.host = host
         self.event = event
         self.saves = 0          # _Packed records made for this copy (one per save)
+        # (tensor a save was a view of, or that tensor; its version then) for each range
+        # written: a later save of a view of one of them at that version needs no write
+        self.written: list[tuple[weakref.ref, int]] = []
         self.unpacked = 0       # unpacks served so far
         self.loaded: torch.UntypedStorage | None = None  # read back, held until the last unpack
 
@@ -160,9 +175,14 @@ class Offloader:
             return t
         refs = self._written.get(ptr)
         copy = refs[1]() if refs is not None and refs[0]() is st else None
+        base = t._base if t._base is not None else t
         if copy is None:
             copy = self._write(st, t.device)
+            copy.written.append((weakref.ref(base), t._version))
             self._written[ptr] = (weakref.ref(st), weakref.ref(copy))
+        elif not any(b() is base and v == t._version for b, v in copy.written):
+            self._rewrite(copy, st, t)    # Note [Offload moves storages, once each]
+            copy.written.append((weakref.ref(base), t._version))
         copy.saves += 1
         return _Packed(copy, t.dtype, tuple(t.shape), tuple(t.stride()), t.storage_offset())
 
@@ -187,6 +207,25 @@ class Offloader:
             event = torch.cuda.Event()
             event.record(self._stream)
         return _Copy(st.nbytes(), device, host=host, event=event)
+
+    def _rewrite(self, copy: _Copy, st: torch.UntypedStorage, t: torch.Tensor) -> None:
+        """Write `t`'s byte range of its storage over the copy made at an earlier save."""
+        if t.numel() == 0:
+            return
+        item = t.element_size()
+        last = t.storage_offset() + sum((n - 1) * abs(d) for n, d in zip(t.shape, t.stride()))
+        lo, hi = t.storage_offset() * item, min((last + 1) * item, st.nbytes())
+        self.bytes_out += hi - lo
+        if copy.slots is not None:
+            copy.slots.write(copy.slot[1] + lo, _bytes_of(st)[lo:hi])
+            return
+        raw = torch.empty(0, dtype=torch.uint8, device=copy.device).set_(st)
+        self._stream.wait_stream(torch.cuda.current_stream(copy.device))
+        with torch.cuda.stream(self._stream):
+            copy.host[lo:hi].copy_(raw[lo:hi], non_blocking=True)
+            raw.record_stream(self._stream)
+            copy.event = torch.cuda.Event()
+            copy.event.record(self._stream)
 
     # ---- unpack ---------------------------------------------------------------------------
     def unpack(self, packed):

@@ -100,6 +100,36 @@ def test_offloader_writes_a_storage_once_for_several_views():
     off.close()
 
 
+def test_a_storage_changed_after_an_earlier_save_is_written_again():
+    """torch's GRU cell splits its gates with `unsafe_chunk` (views with version counters of
+    their own) and runs add_().sigmoid_() on one chunk after another: the reset gate is
+    saved, and its storage copied, before the update gate is made in the same storage. The
+    copy made at the first save read the update gate back stale and every GRU gradient
+    differed under offload (Note [Offload moves storages, once each])."""
+    torch.manual_seed(0)
+    gru = nn.GRU(16, 16, batch_first=True)
+    x = torch.randn(4, 8, 16)
+
+    def grads(off: Offloader | None):
+        gru.zero_grad()
+        if off is None:
+            y, _ = gru(x)
+        else:
+            with torch.autograd.graph.saved_tensors_hooks(off.pack, off.unpack):
+                y, _ = gru(x)
+        y.sum().backward()
+        return [p.grad.clone() for p in gru.parameters()]
+
+    params = {p.untyped_storage().data_ptr() for p in gru.parameters()}
+    off = Offloader(skip_storages=params)
+    assert all(torch.equal(a, b) for a, b in zip(grads(None), grads(off)))
+    # the batch's 32x16 fp32 copy (2,048 B), then per time step the gates' 4x48 storage
+    # (768 B) at the reset gate's save, the update gate's range of it again at its first
+    # save (elements 16..175: 640 B; not at its second), and four 4x16 storages (256 B)
+    assert off.storages_out == 1 + 8 * 5
+    assert off.bytes_out == 2_048 + 8 * (768 + 640 + 4 * 256)
+
+
 def test_offloader_keeps_parameters_and_small_storages():
     w = nn.Parameter(torch.randn(4, 4))
     off = Offloader(min_bytes=1024, skip_storages={w.untyped_storage().data_ptr()})
