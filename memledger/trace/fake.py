@@ -62,6 +62,16 @@ Rules (numbered so that code can point here):
    counter gets a `{"k": "host", "sid", "bytes"}` record: the reader moves it to `cpu` at
    its unrounded size, so a CUDA target's optimizer state is exactly 2 x the parameters
    for AdamW (it read 512 B more per parameter tensor: 149 KB on Llama-2 7B's 291).
+9. Autograd saves a fake tensor through the collector's pack hook as it saves a real one
+   (Note [What autograd saves], trace/collector.py): as a detached alias, made by
+   FakeTensorMode with the collector looking away (no event). Before, a fake tensor was
+   saved as itself: an op that saves its own output (`linalg.vector_norm`, `tanh`) then
+   held its own graph node in a C++ cycle, and a graph backward never reached stayed
+   alive. peft's DoRA makes one per adapted Linear at setup (the weight norm, whose graph
+   `nn.Parameter(...)` drops): 4 x 64 x 64 x 4 B = 65,536 B of `activation` the real run
+   frees at once, held to the end of the fake run (tests/clients/train_zoo.py --model
+   llama-dora). The alias also lets the release of a saved fake storage be followed, as a
+   real one's is (Note [When a saved storage is released]).
 
 Worked example (MLP of examples/train_mlp.py, B=64, fp32, fake, target cpu): fc1.weight is
 a fake 512×256 tensor whose meta storage has 512·256·4 = 524,288 bytes; its row is the
@@ -347,6 +357,8 @@ class FakeCollector(Collector):
     # out-of-place branches too; without them here a fake backward read 786,432 B (23 %)
     # over the real run's ledger (a 3-D parameter read slice by slice)
     TWIN_TYPES = (torch.Tensor, FakeTensor)
+    # Rule 9: a saved fake tensor is aliased as a plain one is, and its release followed
+    ALIAS_TYPES = (torch.Tensor, torch.nn.Parameter, FakeTensor)
 
     def __init__(self, sink, target: FakeTarget | None = None, **kwargs) -> None:
         self.target = target or FakeTarget()
@@ -358,6 +370,7 @@ class FakeCollector(Collector):
         self._real_sids: set[int] = set()
         self._host_sids: set[int] = set()     # Rule 8
         self._lifting = False
+        self._aliasing = False                # Rule 9: the saved alias being made
         self._fake_dev: dict[Any, str] = {}
         self.flops = 0
 
@@ -385,7 +398,7 @@ class FakeCollector(Collector):
 
     # ---- the hot path -------------------------------------------------------------------
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        if func in NOT_EVENTS:                      # Rule 2
+        if func in NOT_EVENTS or self._aliasing:    # Rule 2, Rule 9
             return func(*args, **(kwargs or {}))
         if func is ITEM:                            # Rule 3
             shadow = _shadow_of(args[0])
@@ -437,6 +450,16 @@ class FakeCollector(Collector):
                 self.flops += n
                 self.sink.write({"k": "flops", "ev": self._ev - 1, "n": n})
         return out
+
+    def _saved_alias(self, t: torch.Tensor) -> torch.Tensor:
+        """Rule 9: the detached alias autograd keeps of a saved fake tensor."""
+        if type(t) is not FakeTensor:
+            return super()._saved_alias(t)
+        self._aliasing = True   # FakeTensorMode (below) makes it; the ledger sees no event
+        try:
+            return t.detach()
+        finally:
+            self._aliasing = False
 
     def _real(self, func, args, kwargs):
         """The op run for real on its inputs' shadows (Rule 3), or None if one is unknown."""
@@ -498,9 +521,9 @@ class FakeCollector(Collector):
             n = cuda_block_bytes(n)
         return dev, n
 
-    def _new_storage(self, t, st, ev, op, pre):
+    def _new_storage(self, t, st, ev, op, pre, mod=None):
         self._real_next = False
-        sid = super()._new_storage(t, st, ev, op, pre)
+        sid = super()._new_storage(t, st, ev, op, pre, mod=mod)
         if self._real_next:
             self._real_sids.add(sid)
             self.sink.write({"k": "real", "sid": sid})
