@@ -255,6 +255,7 @@ class DoctorProbe(TorchFunctionMode):
         # Note [Where a clip and a step fall] in doctor_order.py
         self._order = OrderWatch(self.records, self._params, self._index)
         self._sched_where: dict[int, dict[str, Any]] = {}   # scheduler index -> its variable
+        self._ddp = False   # a DistributedDataParallel module ran (Note [Replicas that drift])
 
     # ---- lifecycle ------------------------------------------------------------------------
     def __enter__(self) -> "DoctorProbe":
@@ -392,6 +393,8 @@ class DoctorProbe(TorchFunctionMode):
         if new:
             self._register_root(module)
         self._ran.add(mid)
+        if not self._ddp and type(module).__name__ == "DistributedDataParallel":
+            self._ddp = True
         if not module.training and mid not in self._mode_seen and _grad_enabled() and (
                 (isinstance(module, nn.modules.dropout._DropoutNd) and module.p > 0) or
                 (isinstance(module, nn.modules.batchnorm._BatchNorm)
@@ -793,6 +796,36 @@ class DoctorProbe(TorchFunctionMode):
         rec["lr_zero"] = _lr_zero(opt)
         self._step_rec = rec
         self.records.append(rec)
+        self._replica_record(oi, params, file, line)
+
+    # Note [Replicas that drift] (the check: memledger/doctor/replicas.py)
+    # On several ranks each rank's probe writes, at every optimizer step, four float64
+    # checksums per replicated trainable parameter with a gradient: its gradient's sum and
+    # L2 norm, its weight's sum and L2 norm, as step() is about to use them. No collective:
+    # the launcher compares the ranks' records after the run. Sharded parameters (DTensor:
+    # FSDP2, each rank holds its own shard) are left out. One `.tolist()` per step.
+    def _replica_record(self, oi: int, params: list, file: str, line: int) -> None:
+        dist = torch.distributed
+        if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() < 2:
+            return
+        rows, sums = [], []
+        with _quiet():
+            for p in params:
+                g = p.grad
+                if (not p.requires_grad or g is None or g.layout is not torch.strided
+                        or type(p).__name__ == "DTensor" or type(g).__name__ == "DTensor"):
+                    continue
+                gd, pd = g.detach().double(), p.detach().double()
+                rows.append(self._index[id(p)])
+                sums.append(torch.stack([gd.sum(), torch.linalg.vector_norm(gd),
+                                         pd.sum(), torch.linalg.vector_norm(pd)]).cpu())
+            values = torch.stack(sums).tolist() if sums else []
+        names = {i: self._param_recs.get(pid, {}).get("name", f"param{i}")
+                 for pid, i in self._index.items() if i in set(rows)}
+        self.records.append({"k": "replica", "rank": dist.get_rank(), "opt": oi,
+                             "step": self._steps + 1, "file": file, "line": line,
+                             "ddp": self._ddp,
+                             "params": [[i, names[i], *v] for i, v in zip(rows, values)]})
 
     def _opt_post(self, opt: torch.optim.Optimizer, args, kwargs) -> None:
         from memledger.verify.capture import bitwise_equal
