@@ -431,6 +431,8 @@ def test_fake_transformers_with_its_own_checkpoint_is_exact(tmp_path):
     assert fake.peak().bytes == real.peak().bytes == 2_100_640
     assert fake.at_peak() == real.at_peak()
     assert fake_info(fake).fake_aware == []
+    # Rule 9: saved fake tensors' releases are followed as real ones' (none were before)
+    assert len(fake.extra["released"]) == len(real.extra["released"]) > 0
     import transformers.utils.import_utils as iu   # put back after the run
     assert iu.is_fake_tensor.__name__ == "is_fake_tensor"
 
