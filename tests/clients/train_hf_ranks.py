@@ -38,6 +38,8 @@ def main() -> None:
     p.add_argument("--batch-size", type=int, default=2)   # per rank
     p.add_argument("--accum", type=int, default=1)
     p.add_argument("--bug", choices=["no-sync-always", "loss-sum"])
+    p.add_argument("--mixed", action="store_true",
+                   help="FSDP2 MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32)")
     args = p.parse_args()
 
     if not dist.is_initialized():   # `--fake --world N` made a fake group already
@@ -52,10 +54,12 @@ def main() -> None:
         from torch.nn.parallel import DistributedDataParallel as DDP
         model = DDP(model)
     else:
-        from torch.distributed.fsdp import fully_shard
+        from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+        mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32) \
+            if args.mixed else MixedPrecisionPolicy()
         for layer in model.model.layers:
-            fully_shard(layer)
-        fully_shard(model)
+            fully_shard(layer, mp_policy=mp)
+        fully_shard(model, mp_policy=mp)
     model.train()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     gen = torch.Generator().manual_seed(1234 + rank)
