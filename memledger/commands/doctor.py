@@ -66,8 +66,10 @@ def _doctor_nproc(script: Path, argv: list[str], steps: int, output: Optional[Pa
         raise ScriptError("doctor --nproc records no ledger; trace the ranks with `memledger "
                           f"trace --nproc {nproc}` and run the doctor without -o",
                           exit_code=EXIT_USAGE)
+    from memledger.trace.session import check_script
+
     with stdout_to_stderr(json_):
-        reps = doctor_ranks(script, argv, steps, nproc, timeout)
+        reps = doctor_ranks(check_script(script), argv, steps, nproc, timeout)
     worst = worst_rank(reps)
     if json_:
         per_rank = [{"rank": r, **rep.to_json_dict()} for r, rep in enumerate(reps)]

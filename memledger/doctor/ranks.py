@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 
 from memledger.doctor.findings import DoctorReport
-from memledger.doctor.replicas import unsynced_gradients
+from memledger.doctor.replicas import unaveraged_gradients, unsynced_gradients
 from memledger.errors import EXIT_OK, EXIT_SCRIPT_FAILED, EXIT_USAGE, ScriptError
 
 
@@ -24,9 +24,7 @@ def doctor_ranks(script: str | Path, argv: list[str], steps: int, nproc: int,
                  timeout_s: float | None = None) -> list[DoctorReport]:
     """Each rank's DoctorReport; ScriptError (its exit code) when a rank could not be watched."""
     from memledger.trace.launch import DEFAULT_TIMEOUT_S, _launch
-    from memledger.trace.session import check_script
 
-    script = check_script(script)
     if steps < 1:
         raise ScriptError("--steps must be at least 1", exit_code=EXIT_USAGE)
     with tempfile.TemporaryDirectory(prefix="memledger-doctor-ranks-") as d:
@@ -53,7 +51,7 @@ def doctor_ranks(script: str | Path, argv: list[str], steps: int, nproc: int,
                 json.loads(Path(str(report).format(rank=r)).read_text())))
             rep_file = Path(str(replicas).format(rank=r))
             by_rank.append(json.loads(rep_file.read_text()) if rep_file.exists() else [])
-    across = unsynced_gradients(by_rank)
+    across = unsynced_gradients(by_rank) + unaveraged_gradients(by_rank)
     if not across:
         return reports
     return [DoctorReport.of([*rep.findings, *across], rep.steps) for rep in reports]

@@ -27,6 +27,16 @@ element, so a small tensor whose gradients have the same signs on every rank can
 equal a step later and be counted there too (tests/integration/scripts/ddp_accum.py: steps
 1 and 2).
 
+`unaveraged_gradients`, the same records read the other way: where the gradients are equal
+on every rank (they were reduced), each parameter's gradient is compared with the mean over
+the ranks of what each rank's own backward brought it (its fifth checksum, taken by a
+tensor hook before any all-reduce). DDP's average gives a ratio of 1; a hand-written
+`dist.all_reduce(p.grad)` without `/ world_size` gives N, on every parameter: the update is
+N times the data-parallel one (for SGD an N-times learning rate). The median ratio over the
+step's parameters decides (a gradient that sums to about zero gives a ratio of noise).
+Example (tests/integration/scripts/dist_modes.py `ok`, 2 ranks, SGD): ratio 2.00 in every
+step.
+
 An error when a DistributedDataParallel module ran (its promise is equal replicas); a
 warning otherwise (ranks that train on purpose alone, from one seed, would read the same).
 """
@@ -93,4 +103,62 @@ def unsynced_gradients(by_rank: list[list[Record]]) -> list[Finding]:
         evidence={"ranks": len(by_rank), "parameters": len(names), "steps": bad_steps,
                   "max_relative_grad_norm_difference": round(worst, 6),
                   "ddp": ddp},
+        where=where or Where())]
+
+
+SUMMED_RTOL = 0.01   # the median ratio within 1 % of the world size
+
+
+def unaveraged_gradients(by_rank: list[list[Record]]) -> list[Finding]:
+    """Note [Replicas that drift], the other way: gradients reduced by sum, not mean."""
+    n = len(by_rank)
+    if n < 2 or not all(by_rank):
+        return []
+    steps: dict[tuple[int, int], list[Record]] = {}
+    for recs in by_rank:
+        for rec in recs:
+            steps.setdefault((int(rec["opt"]), int(rec["step"])), []).append(rec)
+    found_steps, names, ratios, where = [], set(), [], None
+    for (_, step), recs in sorted(steps.items(), key=lambda kv: kv[0][1]):
+        if len(recs) != n:
+            continue
+        rows = [{int(r[0]): r for r in rec["params"] if len(r) > 6} for rec in recs]
+        common = set(rows[0]).intersection(*rows[1:])
+        step_ratios = {}
+        for i in sorted(common):
+            vals = [row[i][2:] for row in rows]
+            if not all(_close(v[0], vals[0][0]) and _close(v[1], vals[0][1]) for v in vals):
+                continue   # not reduced: unsynced_gradients' case
+            local = [v[4] for v in vals]
+            if any(x != x for x in local):   # NaN: no hook saw this rank's gradient
+                continue
+            mean = sum(local) / n
+            if abs(mean) <= 1e-9 * max(abs(vals[0][0]), 1e-30):
+                continue
+            step_ratios[i] = vals[0][0] / mean
+        if not step_ratios:
+            continue
+        median = sorted(step_ratios.values())[len(step_ratios) // 2]
+        if abs(median - n) <= SUMMED_RTOL * n:
+            found_steps.append(step)
+            ratios.append(median)
+            names.update(str(rows[0][i][1]) for i in step_ratios)
+            if where is None:
+                where = Where(file=str(recs[0].get("file", "")), line=int(recs[0].get("line", 0)))
+    if not found_steps:
+        return []
+    shown = sorted(names)
+    text = ", ".join(f"`{x}`" for x in shown[:3]) + (
+        f" and {len(shown) - 3} more" if len(shown) > 3 else "")
+    step_text = (f"step {found_steps[0]}" if len(found_steps) == 1
+                 else f"steps {', '.join(map(str, found_steps))}")
+    return [Finding(
+        check="unaveraged_gradients", severity="error",
+        message=(f"the gradients optimizer.step() used in {step_text} ({len(shown)} "
+                 f"parameters: {text}) are the sum of the {n} ranks' gradients, not their "
+                 f"mean ({max(ratios):.2f}x the mean): reduced without dividing by the world "
+                 f"size, so the update is {n}x the data-parallel one; divide the gradients "
+                 "(or the loss) by dist.get_world_size(), or let DDP average them"),
+        evidence={"ranks": n, "parameters": len(shown), "steps": found_steps,
+                  "ratio_to_mean": round(max(ratios), 4)},
         where=where or Where())]

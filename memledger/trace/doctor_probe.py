@@ -256,6 +256,8 @@ class DoctorProbe(TorchFunctionMode):
         self._order = OrderWatch(self.records, self._params, self._index)
         self._sched_where: dict[int, dict[str, Any]] = {}   # scheduler index -> its variable
         self._ddp = False   # a DistributedDataParallel module ran (Note [Replicas that drift])
+        self._ranks: int | None = None   # world size, once a process group exists
+        self._local: dict[int, Any] = {}   # id(param) -> this rank's gradient sum (float64)
 
     # ---- lifecycle ------------------------------------------------------------------------
     def __enter__(self) -> "DoctorProbe":
@@ -413,7 +415,21 @@ class DoctorProbe(TorchFunctionMode):
     def _make_grad_pre(self, pid: int):
         def pre(grad):
             self._grad_pre(pid)
+            if self._replicated():   # Note [Replicas that drift]: this rank's own gradient
+                with _quiet():
+                    if grad.layout is torch.strided and type(grad).__name__ != "DTensor":
+                        part = grad.detach().double().sum()
+                        self._local[pid] = part if self._accum.get(pid, 0) == 0 or \
+                            pid not in self._local else self._local[pid] + part
         return pre
+
+    def _replicated(self) -> bool:
+        """Several ranks (Note [Replicas that drift]); decided once the group exists."""
+        if self._ranks is None:
+            dist = torch.distributed
+            if dist.is_available() and dist.is_initialized():
+                self._ranks = dist.get_world_size()
+        return bool(self._ranks and self._ranks > 1)
 
     def _grad_pre(self, pid: int) -> None:
         p = self._params[pid]
@@ -799,9 +815,11 @@ class DoctorProbe(TorchFunctionMode):
         self._replica_record(oi, params, file, line)
 
     # Note [Replicas that drift] (the check: memledger/doctor/replicas.py)
-    # On several ranks each rank's probe writes, at every optimizer step, four float64
+    # On several ranks each rank's probe writes, at every optimizer step, five float64
     # checksums per replicated trainable parameter with a gradient: its gradient's sum and
-    # L2 norm, its weight's sum and L2 norm, as step() is about to use them. No collective:
+    # L2 norm, its weight's sum and L2 norm, as step() is about to use them, and the sum of
+    # the gradients this rank's backward passes brought it since it was last cleared
+    # (its own gradient, before any all-reduce: a tensor hook on the parameter). No collective:
     # the launcher compares the ranks' records after the run. Sharded parameters (DTensor:
     # FSDP2, each rank holds its own shard) are left out. One `.tolist()` per step.
     def _replica_record(self, oi: int, params: list, file: str, line: int) -> None:
@@ -816,9 +834,12 @@ class DoctorProbe(TorchFunctionMode):
                         or type(p).__name__ == "DTensor" or type(g).__name__ == "DTensor"):
                     continue
                 gd, pd = g.detach().double(), p.detach().double()
+                local = self._local.pop(id(p), None)   # before the ranks' all-reduce
                 rows.append(self._index[id(p)])
-                sums.append(torch.stack([gd.sum(), torch.linalg.vector_norm(gd),
-                                         pd.sum(), torch.linalg.vector_norm(pd)]).cpu())
+                sums.append(torch.stack([
+                    gd.sum(), torch.linalg.vector_norm(gd), pd.sum(), torch.linalg.vector_norm(pd),
+                    local.to(gd.device) if local is not None else gd.new_tensor(float("nan"))
+                ]).cpu())
             values = torch.stack(sums).tolist() if sums else []
         names = {i: self._param_recs.get(pid, {}).get("name", f"param{i}")
                  for pid, i in self._index.items() if i in set(rows)}

@@ -73,13 +73,13 @@ Rules (numbered so that code can point here):
    llama-dora). The alias also lets the release of a saved fake storage be followed, as a
    real one's is (Note [When a saved storage is released]).
 10. A kernel whose outputs' dtypes torch's fake implementation gets wrong is corrected
-   (KERNEL_DTYPES). `native_layer_norm` keeps its mean and rstd for backward (B·T values
-   each). The CPU kernel makes them fp32 when the input is bf16/fp16 and the weight fp32
-   (its mixed-type path: a LayerNorm under `torch.autocast("cpu")`, a bf16 activation into
-   fp32 weights), the CUDA kernel always for a bf16/fp16 input (its accumulate type); torch's
-   fake one (`native_layer_norm` in torch/_refs) casts them to the input's dtype on CPU.
-   DistilBERT under CPU autocast bf16 (tests/clients/train_hf.py, B=2, T=32): each of its
-   saved pairs read 2 x 64 x 2 = 256 B where the real run keeps 512 B.
+   (`_layer_norm_stats_in_float`). `native_layer_norm` keeps its mean and rstd for
+   backward (B·T values each). The CPU kernel makes them fp32 when the input is bf16/fp16
+   and the weight fp32 (its mixed-type path: a LayerNorm under `torch.autocast("cpu")`, a
+   bf16 activation into fp32 weights), the CUDA kernel always for a bf16/fp16 input (its
+   accumulate type); torch's fake one (`native_layer_norm` in torch/_refs) casts them to
+   the input's dtype on CPU. DistilBERT under CPU autocast bf16 (tests/clients/train_hf.py,
+   B=2, T=32): each saved pair read 2 x 64 x 2 = 256 B where the real run keeps 512 B.
 
 Worked example (MLP of examples/train_mlp.py, B=64, fp32, fake, target cpu): fc1.weight is
 a fake 512×256 tensor whose meta storage has 512·256·4 = 524,288 bytes; its row is the

@@ -11,7 +11,8 @@ Gradient accumulation (`--accum K`) skips the gradient sync but on the last micr
 DDP's `no_sync()`, FSDP2's `set_requires_gradient_sync(False)`. `--bug` plants a mistake a
 user makes: `no-sync-always` (DDP: every micro-batch under `no_sync()`, so gradients are
 never all-reduced and the ranks' replicas drift apart), `loss-sum` (the accumulated loss
-not divided by K). Tokens come from a generator seeded by rank (different data per rank).
+not divided by K), `grad-sum` (`--wrap manual`: the gradients all-reduced by hand and not
+divided by the world size). Tokens come from a generator seeded by rank (different data per rank).
 """
 
 import argparse
@@ -29,7 +30,8 @@ transformers.logging.set_verbosity_error()
 
 def main() -> None:
     p = argparse.ArgumentParser()
-    p.add_argument("--wrap", choices=["ddp", "fsdp"], default="fsdp")
+    p.add_argument("--wrap", choices=["ddp", "fsdp", "manual"], default="fsdp",
+                   help="manual: no wrapper; the gradients all-reduced by hand before step()")
     p.add_argument("--steps", type=int, default=3)
     p.add_argument("--layers", type=int, default=2)
     p.add_argument("--hidden", type=int, default=64)
@@ -37,7 +39,7 @@ def main() -> None:
     p.add_argument("--seq", type=int, default=32)
     p.add_argument("--batch-size", type=int, default=2)   # per rank
     p.add_argument("--accum", type=int, default=1)
-    p.add_argument("--bug", choices=["no-sync-always", "loss-sum"])
+    p.add_argument("--bug", choices=["no-sync-always", "loss-sum", "grad-sum"])
     p.add_argument("--mixed", action="store_true",
                    help="FSDP2 MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32)")
     args = p.parse_args()
@@ -53,7 +55,7 @@ def main() -> None:
     if args.wrap == "ddp":
         from torch.nn.parallel import DistributedDataParallel as DDP
         model = DDP(model)
-    else:
+    elif args.wrap == "fsdp":
         from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
         mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32) \
             if args.mixed else MixedPrecisionPolicy()
@@ -76,6 +78,11 @@ def main() -> None:
             with ctx:
                 loss = model(input_ids=ids, labels=ids).loss
                 (loss if args.bug == "loss-sum" else loss / args.accum).backward()
+        if args.wrap == "manual":   # what DDP does, by hand: the mean over the ranks
+            for q in model.parameters():
+                dist.all_reduce(q.grad)
+                if args.bug != "grad-sum":
+                    q.grad /= dist.get_world_size()
         opt.step()
         opt.zero_grad(set_to_none=True)
         if rank == 0:

@@ -36,3 +36,18 @@ def test_ddp_accumulation_with_its_last_micro_batch_synced_is_clean(capsys):
     rc, out = _doctor(capsys)
     assert rc == 0 and out["ok"] is True and out["schema"] == "memledger.doctor/1"
     assert [rep["findings"] for rep in out["ranks"]] == [[], []]
+
+
+def test_gradients_all_reduced_by_hand_without_dividing_are_an_error(capsys):
+    """dist_modes.py `ok` all-reduces each gradient by hand and never divides by the world
+    size: every step's gradient is 2.00x the mean of the ranks' own (a tensor hook's sum)."""
+    script = SCRIPT.parent / "dist_modes.py"
+    rc = main(["doctor", "--nproc", "2", "--steps", "2", "--json", str(script), "--", "ok"])
+    out = json.loads(capsys.readouterr().out)
+    assert rc == 1 and out["ok"] is False
+    for rep in out["ranks"]:
+        (f,) = rep["findings"]
+        assert (f["check"], f["severity"]) == ("unaveraged_gradients", "error")
+        assert f["evidence"] == {"ranks": 2, "parameters": 2, "steps": [1, 2],
+                                 "ratio_to_mean": 2.0}
+        assert "dist.get_world_size()" in f["message"]

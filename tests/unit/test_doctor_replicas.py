@@ -38,3 +38,20 @@ def test_one_rank_or_a_rank_without_records_compares_nothing():
     rows = [[0, "w", 0.5, 2.0, 1.0, 3.0]]
     assert unsynced_gradients([[_rec(0, 1, rows)]]) == []
     assert unsynced_gradients([[_rec(0, 1, rows)], []]) == []
+
+
+def test_reduced_gradients_that_are_the_ranks_sum_not_their_mean():
+    from memledger.doctor.replicas import unaveraged_gradients
+
+    # rank 0's own gradient sums 0.2, rank 1's 0.6: their mean 0.4, their sum 0.8
+    def rows(local):
+        return [[0, "w", 0.8, 2.0, 1.0, 3.0, local]]
+    (f,) = unaveraged_gradients([[_rec(0, 1, rows(0.2))], [_rec(1, 1, rows(0.6))]])
+    assert (f.check, f.evidence["ratio_to_mean"], f.evidence["steps"]) == \
+        ("unaveraged_gradients", 2.0, [1])
+    averaged = [[0, "w", 0.4, 2.0, 1.0, 3.0]]
+    assert unaveraged_gradients([[_rec(0, 1, [averaged[0] + [0.2]])],
+                                 [_rec(1, 1, [averaged[0] + [0.6]])]]) == []
+    # unreduced (different on the ranks): unsynced_gradients' case, not this one
+    assert unaveraged_gradients([[_rec(0, 1, [[0, "w", 0.2, 2.0, 1.0, 3.0, 0.2]])],
+                                 [_rec(1, 1, [[0, "w", 0.6, 2.1, 1.0, 3.0, 0.6]])]]) == []
