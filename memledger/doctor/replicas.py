@@ -1,4 +1,5 @@
-"""`unsynced_gradients`: replicas whose gradients were never averaged across ranks (no torch).
+"""`unsynced_gradients` and `unaveraged_gradients`: data-parallel gradients that were not
+averaged across ranks, told from the ranks' records after the run (no torch).
 
 # Note [Replicas that drift]
 Data parallelism (DDP, ZeRO) keeps one replica of the model per rank and holds them equal by
@@ -13,8 +14,8 @@ float64 checksums of the gradient and the weight that step() is about to use (th
 record, memledger/trace/doctor_probe.py). Here the ranks are compared: a parameter whose
 weights are equal on every rank (sum and L2 norm within RTOL) and whose gradients are not
 entered that step unsynchronised. Averaged gradients are equal on every rank (the all-reduce
-hands every rank the same sum; checked bitwise on gloo), so the tolerance only absorbs a
-backend that sums in another order per rank. Steps after the first drifted one have unequal
+hands every rank the same sum: no finding on the correct DDP loops, gloo), so the tolerance
+only absorbs a backend that sums in another order per rank. Steps after the first drifted one have unequal
 weights, so they are not counted again.
 
 Worked example (tests/clients/train_hf_ranks.py --wrap ddp --accum 2 --bug no-sync-always,
@@ -37,8 +38,9 @@ step's parameters decides (a gradient that sums to about zero gives a ratio of n
 Example (tests/integration/scripts/dist_modes.py `ok`, 2 ranks, SGD): ratio 2.00 in every
 step.
 
-An error when a DistributedDataParallel module ran (its promise is equal replicas); a
-warning otherwise (ranks that train on purpose alone, from one seed, would read the same).
+`unsynced_gradients` is an error when a DistributedDataParallel module ran (its promise is
+equal replicas), a warning otherwise (ranks that train alone on purpose, from one seed, read
+the same); `unaveraged_gradients` is always an error (the gradients were reduced, wrongly).
 """
 
 from __future__ import annotations
