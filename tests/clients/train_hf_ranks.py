@@ -35,6 +35,8 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=3)
     p.add_argument("--layers", type=int, default=2)
     p.add_argument("--hidden", type=int, default=64)
+    p.add_argument("--intermediate", type=int, help="MLP width (default 2 x hidden)")
+    p.add_argument("--heads", type=int, default=2)
     p.add_argument("--vocab", type=int, default=256)   # 256 rows: 128 per rank on 2 ranks
     p.add_argument("--seq", type=int, default=32)
     p.add_argument("--batch-size", type=int, default=2)   # per rank
@@ -49,8 +51,9 @@ def main() -> None:
     rank = dist.get_rank()
     torch.manual_seed(0)   # the same initial weights on every rank
     model = transformers.LlamaForCausalLM(transformers.LlamaConfig(
-        hidden_size=args.hidden, intermediate_size=2 * args.hidden,
-        num_hidden_layers=args.layers, num_attention_heads=2, num_key_value_heads=2,
+        hidden_size=args.hidden, intermediate_size=args.intermediate or 2 * args.hidden,
+        num_hidden_layers=args.layers, num_attention_heads=args.heads,
+        num_key_value_heads=args.heads,
         vocab_size=args.vocab, max_position_embeddings=args.seq, use_cache=False))
     if args.wrap == "ddp":
         from torch.nn.parallel import DistributedDataParallel as DDP
