@@ -26,6 +26,7 @@ import contextlib
 import errno
 import os
 import stat
+import threading
 from pathlib import Path
 from typing import IO, Iterable, Iterator
 
@@ -160,8 +161,10 @@ def os_error(e: OSError, what: str, extra: str = "") -> OutputError:
 def open_atomic(path: str | Path, what: str, mode: str = "w") -> Iterator[IO]:
     """`with open_atomic(p, "report") as fh:` writes `p` whole or not at all."""
     target = Path(path)
+    # one temporary name per process and thread: a rank's hang watchdog (a thread) and its
+    # main thread may write the same status file at once (Note [A rank that never returns])
     tmp = target if is_special(target) else target.with_name(
-        f".{target.name}.{os.getpid()}.tmp")
+        f".{target.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     kw = {} if "b" in mode else {"encoding": "utf-8"}
     try:
         with open(tmp, mode, **kw) as fh:

@@ -22,6 +22,12 @@ def doctor(
         "-o", "--output", help="also record the ledger here, findings included (show, "
         "report and check read them)", dir_okay=False)] = None,
     json_: Annotated[bool, typer.Option("--json", help="print memledger.doctor/1 JSON")] = False,
+    nproc: Annotated[Optional[int], typer.Option(
+        help="run SCRIPT on N ranks under torchrun: every rank watched, and the ranks' "
+             "gradients compared (unsynced_gradients)", min=1)] = None,
+    timeout: Annotated[float, typer.Option(
+        help="with --nproc: seconds without an optimizer step before a rank counts as hung")] =
+        300.0,
 ) -> None:
     """Check the training loop's mechanics (exit 1: findings; 3: the script failed).
 
@@ -31,6 +37,9 @@ def doctor(
     from memledger.doctor.run import doctor_script
     from memledger.report.findings import print_findings
 
+    if nproc:
+        _doctor_nproc(script, script_args or [], steps, output, json_, nproc, timeout)
+        return
     with stdout_to_stderr(json_):   # --json: stdout holds the JSON and nothing else
         rep = doctor_script(script, script_args or [], steps=steps, ledger=output)
     if json_:
@@ -43,3 +52,35 @@ def doctor(
     if not rep.ok:
         raise CheckFailed(f"the doctor found {count(len(rep.findings), 'problem')} in {script} "
                           f"({count(len(rep.errors), 'error')}); see above")
+
+
+def _doctor_nproc(script: Path, argv: list[str], steps: int, output: Optional[Path], json_: bool,
+                  nproc: int, timeout: float) -> None:
+    """`doctor --nproc N`: every rank's findings; the job's JSON per the several-ranks
+    contract (the worst rank's report on top, every rank's under "ranks")."""
+    from memledger.doctor.ranks import doctor_ranks, worst_rank
+    from memledger.errors import EXIT_USAGE, ScriptError
+    from memledger.report.findings import print_findings
+
+    if output is not None:
+        raise ScriptError("doctor --nproc records no ledger; trace the ranks with `memledger "
+                          f"trace --nproc {nproc}` and run the doctor without -o",
+                          exit_code=EXIT_USAGE)
+    from memledger.trace.session import check_script
+
+    with stdout_to_stderr(json_):
+        reps = doctor_ranks(check_script(script), argv, steps, nproc, timeout)
+    worst = worst_rank(reps)
+    if json_:
+        per_rank = [{"rank": r, **rep.to_json_dict()} for r, rep in enumerate(reps)]
+        print_json({**per_rank[worst], "ok": all(rep.ok for rep in reps), "worst_rank": worst,
+                    "ranks": per_rank})
+    else:
+        for r, rep in enumerate(reps):
+            print_findings(rep, console, title=f"{script} (rank {r} of {nproc})")
+    bad = [r for r, rep in enumerate(reps) if not rep.ok]
+    if bad:
+        rep = reps[worst]
+        raise CheckFailed(f"the doctor found {count(len(rep.findings), 'problem')} in {script} "
+                          f"on rank {worst} ({count(len(rep.errors), 'error')}); ranks with "
+                          f"findings: {', '.join(map(str, bad))}; see above")

@@ -25,6 +25,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--status", required=True)
     p.add_argument("--steps", type=int, default=3)
     p.add_argument("--ledger")
+    p.add_argument("--replicas", help="under torchrun: this rank's `replica` records (JSON)")
     p.add_argument("script")
     p.add_argument("argv", nargs=argparse.REMAINDER)
     args = p.parse_args(argv)
@@ -34,6 +35,8 @@ def main(argv: list[str] | None = None) -> int:
 
     # under torchrun (`compare --nproc`): one report and one status per rank
     args.report, args.status = for_rank(args.report), for_rank(args.status)
+    if args.replicas:
+        args.replicas = for_rank(args.replicas)
     if args.steps < 1:
         return _status(args.status, EXIT_USAGE, "--steps must be >= 1", 0)
 
@@ -64,6 +67,9 @@ def main(argv: list[str] | None = None) -> int:
         append_records(args.ledger, report.ledger_records())
     with open(args.report, "w", encoding="utf-8") as fh:
         json.dump(report.to_json_dict(), fh)
+    if args.replicas:   # Note [Replicas that drift]: compared across ranks by the launcher
+        with open(args.replicas, "w", encoding="utf-8") as fh:
+            json.dump([r for r in probe.records if r.get("k") == "replica"], fh)
     return _status(args.status, outcome.code, outcome.reason, report.steps)
 
 

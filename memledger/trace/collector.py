@@ -971,7 +971,14 @@ class Collector(ShardingMixin, TorchDispatchMode):
             self._saved_mod[sid] = mod
             self.sink.write({"k": "saved", "sid": sid, "ev": self._ev - 1, "mod": mod})
             self._note_held(sid, t)
-        if type(t) is _Tensor or type(t) is torch.nn.Parameter:   # subclasses: as they are
+        return self._saved_alias(t)
+
+    # Note [What autograd saves]: the alias autograd keeps; other tensor subclasses as they
+    # are. FakeCollector adds FakeTensor (its alias made through FakeTensorMode, no event).
+    ALIAS_TYPES: tuple[type, ...] = (_Tensor, torch.nn.Parameter)
+
+    def _saved_alias(self, t: torch.Tensor) -> torch.Tensor:
+        if type(t) is _Tensor or type(t) is torch.nn.Parameter:
             with _no_dispatch():
                 return t.detach()   # Note [What autograd saves]: no cycle through grad_fn
         return t
@@ -994,7 +1001,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
         entry = self._held.get(sid)
         if entry is not None:
             entry[1] += 1
-        elif type(t) is _Tensor or type(t) is torch.nn.Parameter:
+        elif type(t) in self.ALIAS_TYPES:   # the use count counts the aliases it made
             self._held[sid] = [weakref.ref(t.untyped_storage()), 1]
 
     def _check_released(self, ev: int) -> None:

@@ -255,6 +255,9 @@ class DoctorProbe(TorchFunctionMode):
         # Note [Where a clip and a step fall] in doctor_order.py
         self._order = OrderWatch(self.records, self._params, self._index)
         self._sched_where: dict[int, dict[str, Any]] = {}   # scheduler index -> its variable
+        self._ddp = False   # a DistributedDataParallel module ran (Note [Replicas that drift])
+        self._ranks: int | None = None   # world size, once a process group exists
+        self._local: dict[int, Any] = {}   # id(param) -> this rank's gradient sum (float64)
 
     # ---- lifecycle ------------------------------------------------------------------------
     def __enter__(self) -> "DoctorProbe":
@@ -392,6 +395,8 @@ class DoctorProbe(TorchFunctionMode):
         if new:
             self._register_root(module)
         self._ran.add(mid)
+        if not self._ddp and type(module).__name__ == "DistributedDataParallel":
+            self._ddp = True
         if not module.training and mid not in self._mode_seen and _grad_enabled() and (
                 (isinstance(module, nn.modules.dropout._DropoutNd) and module.p > 0) or
                 (isinstance(module, nn.modules.batchnorm._BatchNorm)
@@ -410,7 +415,21 @@ class DoctorProbe(TorchFunctionMode):
     def _make_grad_pre(self, pid: int):
         def pre(grad):
             self._grad_pre(pid)
+            if self._replicated():   # Note [Replicas that drift]: this rank's own gradient
+                with _quiet():
+                    if grad.layout is torch.strided and type(grad).__name__ != "DTensor":
+                        part = grad.detach().double().sum()
+                        self._local[pid] = part if self._accum.get(pid, 0) == 0 or \
+                            pid not in self._local else self._local[pid] + part
         return pre
+
+    def _replicated(self) -> bool:
+        """Several ranks (Note [Replicas that drift]); decided once the group exists."""
+        if self._ranks is None:
+            dist = torch.distributed
+            if dist.is_available() and dist.is_initialized():
+                self._ranks = dist.get_world_size()
+        return bool(self._ranks and self._ranks > 1)
 
     def _grad_pre(self, pid: int) -> None:
         p = self._params[pid]
@@ -793,6 +812,41 @@ class DoctorProbe(TorchFunctionMode):
         rec["lr_zero"] = _lr_zero(opt)
         self._step_rec = rec
         self.records.append(rec)
+        self._replica_record(oi, params, file, line)
+
+    # Note [Replicas that drift] (the check: memledger/doctor/replicas.py)
+    # On several ranks each rank's probe writes, at every optimizer step, five float64
+    # checksums per replicated trainable parameter with a gradient: its gradient's sum and
+    # L2 norm, its weight's sum and L2 norm, as step() is about to use them, and the sum of
+    # the gradients this rank's backward passes brought it since it was last cleared
+    # (its own gradient, before any all-reduce: a tensor hook on the parameter). No collective:
+    # the launcher compares the ranks' records after the run. Sharded parameters (DTensor:
+    # FSDP2, each rank holds its own shard) are left out. One `.tolist()` per step.
+    def _replica_record(self, oi: int, params: list, file: str, line: int) -> None:
+        dist = torch.distributed
+        if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() < 2:
+            return
+        rows, sums = [], []
+        with _quiet():
+            for p in params:
+                g = p.grad
+                if (not p.requires_grad or g is None or g.layout is not torch.strided
+                        or type(p).__name__ == "DTensor" or type(g).__name__ == "DTensor"):
+                    continue
+                gd, pd = g.detach().double(), p.detach().double()
+                local = self._local.pop(id(p), None)   # before the ranks' all-reduce
+                rows.append(self._index[id(p)])
+                sums.append(torch.stack([
+                    gd.sum(), torch.linalg.vector_norm(gd), pd.sum(), torch.linalg.vector_norm(pd),
+                    local.to(gd.device) if local is not None else gd.new_tensor(float("nan"))
+                ]).cpu())
+            values = torch.stack(sums).tolist() if sums else []
+        names = {i: self._param_recs.get(pid, {}).get("name", f"param{i}")
+                 for pid, i in self._index.items() if i in set(rows)}
+        self.records.append({"k": "replica", "rank": dist.get_rank(), "opt": oi,
+                             "step": self._steps + 1, "file": file, "line": line,
+                             "ddp": self._ddp,
+                             "params": [[i, names[i], *v] for i, v in zip(rows, values)]})
 
     def _opt_post(self, opt: torch.optim.Optimizer, args, kwargs) -> None:
         from memledger.verify.capture import bitwise_equal

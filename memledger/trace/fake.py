@@ -49,19 +49,37 @@ Rules (numbered so that code can point here):
 6. FLOPs: ops in `torch.utils.flop_counter`'s registry write `{"k": "flops", "ev", "n"}`
    records, so that replay can model time without torch (memledger/replay/fake_time.py).
 7. Some libraries ask whether a tensor is a FakeTensor and take another path when it is:
-   transformers' `is_tracing(t)` is true for one, so its masks take the export-safe path
-   (an explicit causal mask built with `arange`/`index`/`where`, attention fed that mask)
-   instead of SDPA's `is_causal` after `(mask == 0).all()`. The fake run then traces code
-   the real run does not run: Qwen2 and Gemma (tests/clients/train_auto.py defaults) read
-   98,304 B (3.4 %) more activation at the peak than their real runs; DistilBERT and BLOOM
-   are exact. memledger does not patch the library: a `{"k": "fake_aware"}` record names
-   it, and `show` says so (FAKE_AWARE below).
+   transformers' `is_tracing(t)` is true for one, and its masks then take the export-safe
+   path (an explicit causal mask instead of SDPA's `is_causal`). The fake run traced code
+   the real run does not run (Qwen2 +98,304 B, 3.4 %). While a fake run records, such a
+   question gets the real run's answer (Note [Asked whether a tensor is fake],
+   trace/fake_questions.py), and Rule 3 answers the questions about values that follow.
+   A library known to branch on FakeTensor that memledger does not answer would get a
+   `{"k": "fake_aware"}` record, and `show` would say so (FAKE_AWARE below).
 8. Under Rule 5's rewrite every storage reads as `cuda:0`, but torch.optim's Adam, AdamW,
    and the others with a tensor `step` keep that counter on the host unless the group is
    `capturable` or `fused` (`torch.tensor(0.0)` in their `_init_group`, no device). Such a
    counter gets a `{"k": "host", "sid", "bytes"}` record: the reader moves it to `cpu` at
    its unrounded size, so a CUDA target's optimizer state is exactly 2 x the parameters
    for AdamW (it read 512 B more per parameter tensor: 149 KB on Llama-2 7B's 291).
+9. Autograd saves a fake tensor through the collector's pack hook as it saves a real one
+   (Note [What autograd saves], trace/collector.py): as a detached alias, made by
+   FakeTensorMode with the collector looking away (no event). Before, a fake tensor was
+   saved as itself: an op that saves its own output (`linalg.vector_norm`, `tanh`) then
+   held its own graph node in a C++ cycle, and a graph backward never reached stayed
+   alive. peft's DoRA makes one per adapted Linear at setup (the weight norm, whose graph
+   `nn.Parameter(...)` drops): 4 x 64 x 64 x 4 B = 65,536 B of `activation` the real run
+   frees at once, held to the end of the fake run (tests/clients/train_zoo.py --model
+   llama-dora). The alias also lets the release of a saved fake storage be followed, as a
+   real one's is (Note [When a saved storage is released]).
+10. A kernel whose outputs' dtypes torch's fake implementation gets wrong is corrected
+   (`_layer_norm_stats_in_float`). `native_layer_norm` keeps its mean and rstd for
+   backward (B·T values each). The CPU kernel makes them fp32 when the input is bf16/fp16
+   and the weight fp32 (its mixed-type path: a LayerNorm under `torch.autocast("cpu")`, a
+   bf16 activation into fp32 weights), the CUDA kernel always for a bf16/fp16 input (its
+   accumulate type); torch's fake one (`native_layer_norm` in torch/_refs) casts them to
+   the input's dtype on CPU. DistilBERT under CPU autocast bf16 (tests/clients/train_hf.py,
+   B=2, T=32): each saved pair read 2 x 64 x 2 = 256 B where the real run keeps 512 B.
 
 Worked example (MLP of examples/train_mlp.py, B=64, fp32, fake, target cpu): fc1.weight is
 a fake 512×256 tensor whose meta storage has 512·256·4 = 524,288 bytes; its row is the
@@ -92,6 +110,7 @@ from torch.utils._pytree import tree_flatten, tree_unflatten
 from torch.utils.flop_counter import flop_registry
 
 from memledger.trace.collector import Collector
+from memledger.trace.fake_questions import RealAnswers
 
 aten = torch.ops.aten
 
@@ -129,11 +148,8 @@ for _cpu, _like in (("_scaled_dot_product_flash_attention_for_cpu",
 # (batch indices, token ids, masks), so `data[i:i + T]` slices T tokens, as in the run.
 SHADOW_NUMEL = 1 << 20   # 8 MiB of int64 at most
 # Rule 7: imported by the script, these branch on FakeTensor; what that changes
-FAKE_AWARE = {
-    "transformers": "transformers takes its tracing path for fake tensors (explicit "
-                    "causal masks, no SDPA is_causal): attention may save more than in a "
-                    "real run (Qwen2, Gemma: +3.4 % at the peak; docs/fake.md)",
-}
+# (none now: transformers' question is answered, trace/fake_questions.py)
+FAKE_AWARE: dict[str, str] = {}
 
 # Rule 1: the device name of a real storage in a fake ledger ("real:cpu"): queries of the
 # target device never count it.
@@ -300,6 +316,37 @@ class _RealSize:
 
 
 INDEX = aten.index.Tensor
+LAYER_NORM = aten.native_layer_norm.default
+REDUCED = (torch.bfloat16, torch.float16)
+
+
+class _StatsInFloat:
+    """Rule 10: `native_layer_norm` whose mean and rstd the real kernel makes in fp32."""
+
+    def __init__(self, op) -> None:
+        self.op = op
+        self.__name__ = op.__name__
+        self._overloadpacket = op._overloadpacket
+
+    def __call__(self, *args, **kwargs):
+        out, mean, rstd = self.op(*args, **kwargs)   # FakeTensorMode only: no events
+        return out, mean.to(torch.float32), rstd.to(torch.float32)
+
+
+LAYER_NORM_FP32_STATS = _StatsInFloat(LAYER_NORM)
+
+
+def _layer_norm_stats_in_float(args, kernels_for_cuda: bool) -> bool:
+    """Rule 10: does the real kernel make this layer norm's mean and rstd in fp32?"""
+    x = args[0]
+    if x.dtype not in REDUCED:
+        return False
+    if kernels_for_cuda:          # CUDA: the accumulate type, whatever the weight
+        return True
+    if x.device.type != "cpu":    # a CUDA build's fake CUDA tensors: torch's own rule
+        return False
+    params = [a for a in args[2:4] if isinstance(a, torch.Tensor)]
+    return any(p.dtype == torch.float32 for p in params)   # CPU's mixed-type path
 
 
 def _mask_index_size(args) -> torch.Tensor | None:
@@ -347,17 +394,21 @@ class FakeCollector(Collector):
     # out-of-place branches too; without them here a fake backward read 786,432 B (23 %)
     # over the real run's ledger (a 3-D parameter read slice by slice)
     TWIN_TYPES = (torch.Tensor, FakeTensor)
+    # Rule 9: a saved fake tensor is aliased as a plain one is, and its release followed
+    ALIAS_TYPES = (torch.Tensor, torch.nn.Parameter, FakeTensor)
 
     def __init__(self, sink, target: FakeTarget | None = None, **kwargs) -> None:
         self.target = target or FakeTarget()
         header = {**self.target.header(), **(kwargs.pop("header", None) or {})}
         super().__init__(sink, header=header, **kwargs)
         self.fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
+        self._answers = RealAnswers()            # Rule 7
         self._memo = self.fake_mode.fake_tensor_converter.tensor_memo
         self._standin_sites: set[tuple[str, int, str]] = set()
         self._real_sids: set[int] = set()
         self._host_sids: set[int] = set()     # Rule 8
         self._lifting = False
+        self._aliasing = False                # Rule 9: the saved alias being made
         self._fake_dev: dict[Any, str] = {}
         self.flops = 0
 
@@ -365,8 +416,10 @@ class FakeCollector(Collector):
     def __enter__(self) -> "FakeCollector":
         self.fake_mode.__enter__()
         try:
+            self._answers.__enter__()
             return super().__enter__()
         except BaseException:
+            self._answers.__exit__(*sys.exc_info())
             self.fake_mode.__exit__(*sys.exc_info())
             raise
 
@@ -374,6 +427,7 @@ class FakeCollector(Collector):
         try:
             super().__exit__(exc_type, exc, tb)
         finally:
+            self._answers.__exit__(exc_type, exc, tb)
             self.fake_mode.__exit__(exc_type, exc, tb)
 
     def close(self, status: str = "ok", message: str = "") -> None:
@@ -385,7 +439,7 @@ class FakeCollector(Collector):
 
     # ---- the hot path -------------------------------------------------------------------
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        if func in NOT_EVENTS:                      # Rule 2
+        if func in NOT_EVENTS or self._aliasing:    # Rule 2, Rule 9
             return func(*args, **(kwargs or {}))
         if func is ITEM:                            # Rule 3
             shadow = _shadow_of(args[0])
@@ -400,6 +454,8 @@ class FakeCollector(Collector):
             kwargs = self._remap(kwargs)
         if func is INDEX and (sized := _mask_index_size(args)) is not None:   # Rule 3
             func = _RealSize(func, sized)
+        elif func is LAYER_NORM and _layer_norm_stats_in_float(args, self.target.remap):
+            func = LAYER_NORM_FP32_STATS                 # Rule 10
         ub = UPPER_BOUNDS.get(func)
         if ub is not None and isinstance(args[0], FakeTensor):   # real inputs: real values
             known = self._real(func, args, kwargs or {})          # shadowed: the real size
@@ -437,6 +493,16 @@ class FakeCollector(Collector):
                 self.flops += n
                 self.sink.write({"k": "flops", "ev": self._ev - 1, "n": n})
         return out
+
+    def _saved_alias(self, t: torch.Tensor) -> torch.Tensor:
+        """Rule 9: the detached alias autograd keeps of a saved fake tensor."""
+        if type(t) is not FakeTensor:
+            return super()._saved_alias(t)
+        self._aliasing = True   # FakeTensorMode (below) makes it; the ledger sees no event
+        try:
+            return t.detach()
+        finally:
+            self._aliasing = False
 
     def _real(self, func, args, kwargs):
         """The op run for real on its inputs' shadows (Rule 3), or None if one is unknown."""
@@ -498,9 +564,9 @@ class FakeCollector(Collector):
             n = cuda_block_bytes(n)
         return dev, n
 
-    def _new_storage(self, t, st, ev, op, pre):
+    def _new_storage(self, t, st, ev, op, pre, mod=None):
         self._real_next = False
-        sid = super()._new_storage(t, st, ev, op, pre)
+        sid = super()._new_storage(t, st, ev, op, pre, mod=mod)
         if self._real_next:
             self._real_sids.add(sid)
             self.sink.write({"k": "real", "sid": sid})

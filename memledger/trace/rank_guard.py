@@ -90,8 +90,12 @@ class RankGuard:
             if self.on_timeout is not None:
                 self.on_timeout(reason)
         finally:
-            if self.status_path:
-                with open(self.status_path, "w", encoding="utf-8") as fh:
-                    json.dump({"code": EXIT_SCRIPT_FAILED, "reason": reason, "timeout": True,
-                               "steps": -1, "events": 0, "t": time.time()}, fh)
-            os._exit(EXIT_SCRIPT_FAILED)
+            try:
+                if self.status_path:   # whole or not at all: the main thread may be writing
+                    from memledger.outputs import write_atomic   # its own as it unwinds
+
+                    write_atomic(self.status_path, json.dumps(
+                        {"code": EXIT_SCRIPT_FAILED, "reason": reason, "timeout": True,
+                         "steps": -1, "events": 0, "t": time.time()}), "status")
+            finally:
+                os._exit(EXIT_SCRIPT_FAILED)

@@ -270,9 +270,12 @@ def _write_status(path: str | None, code: int, reason: str, steps: int, events: 
         # under --nproc: when this rank stopped, and whether it ever joined a process group
         rank = {"t": time.time(), "dist": guard.saw_process_group} if hasattr(
             guard, "saw_process_group") else {}
-        with open(path, "w", encoding="utf-8") as fh:
-            json.dump({"code": code, "reason": reason, "steps": steps, "events": events,
-                       **rank}, fh)
+        # whole or not at all: the hang watchdog's thread may write it at the same moment
+        # (two plain writes once left `{...}{...}`, and the launcher failed with exit 70)
+        from memledger.outputs import write_atomic
+
+        write_atomic(path, json.dumps({"code": code, "reason": reason, "steps": steps,
+                                       "events": events, **rank}), "status")
 
 
 def main(argv: list[str] | None = None) -> int:

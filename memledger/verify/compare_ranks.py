@@ -153,25 +153,9 @@ class _RankCaptures:
 def _doctor_ranks(script: Path, argv: list[str], steps: int, nproc: int, tmp: Path,
                   timeout_s: float) -> None:
     """The doctor on every rank (one launch); CheckFailed on the first rank with an error."""
-    from memledger.doctor.findings import DoctorReport
+    from memledger.doctor.ranks import doctor_ranks
 
-    report, status = tmp / "doctor.rank{rank}.json", tmp / "doctor-status.rank{rank}.json"
-    code, output = _launch(nproc, ["--report", str(report), "--status", str(status), "--steps",
-                                   str(steps), str(script), "--", *argv], timeout_s,
-                           quiet=True, module="memledger.doctor.worker")
-    for r in range(nproc):
-        st_file = Path(str(status).format(rank=r))
-        st = json.loads(st_file.read_text()) if st_file.exists() else {
-            "code": EXIT_SCRIPT_FAILED, "steps": 0,
-            "reason": f"died before it could report (torchrun status {code})"}
-        if st["code"] != EXIT_OK or st["steps"] == 0:
-            import sys
-
-            sys.stderr.write(output)
-            raise ScriptError(f"the doctor could not watch rank {r}: "
-                              f"{st['reason'] or 'the script ran no optimizer step'}",
-                              exit_code=st["code"] or 2)
-        rep = DoctorReport.model_validate(json.loads(Path(str(report).format(rank=r)).read_text()))
+    for r, rep in enumerate(doctor_ranks(script, argv, steps, nproc, timeout_s)):
         refuse_doctor_errors(rep, script, where=f" on rank {r}")
 
 

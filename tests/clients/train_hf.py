@@ -36,14 +36,16 @@ from transformers import (
 transformers.logging.set_verbosity_error()   # token ids past a tiny vocab: not our concern
 
 
-def build(name: str, layers: int, hidden: int, heads: int, vocab: int, seq: int):
+def build(name: str, layers: int, hidden: int, heads: int, vocab: int, seq: int,
+          intermediate: int | None = None):
     if name == "gpt2":
         cfg = GPT2Config(n_layer=layers, n_embd=hidden, n_head=heads, vocab_size=vocab,
                          n_positions=seq)
         return GPT2LMHeadModel(cfg)
     if name == "llama":
         cfg = LlamaConfig(num_hidden_layers=layers, hidden_size=hidden, num_attention_heads=heads,
-                          num_key_value_heads=heads, intermediate_size=2 * hidden,
+                          num_key_value_heads=heads,
+                          intermediate_size=intermediate or 2 * hidden,
                           vocab_size=vocab, max_position_embeddings=seq)
         return LlamaForCausalLM(cfg)
     if name == "albert":   # one layer's weights shared by every layer: called `layers` times
@@ -79,6 +81,7 @@ def main() -> None:
     p.add_argument("--layers", type=int, default=2)
     p.add_argument("--hidden", type=int, default=64)
     p.add_argument("--heads", type=int, default=2)
+    p.add_argument("--intermediate", type=int, help="llama's MLP width (default 2 x hidden)")
     p.add_argument("--vocab", type=int, default=256)
     p.add_argument("--seq", type=int, default=32)
     p.add_argument("--batch-size", type=int, default=2)
@@ -94,7 +97,8 @@ def main() -> None:
     args = p.parse_args()
 
     torch.manual_seed(0)
-    model = build(args.model, args.layers, args.hidden, args.heads, args.vocab, args.seq)
+    model = build(args.model, args.layers, args.hidden, args.heads, args.vocab, args.seq,
+                  args.intermediate)
     if args.no_cache:
         model.config.use_cache = False
     if args.grad_ckpt:

@@ -90,7 +90,10 @@ def test_a_doctor_error_on_one_rank_stops_compare_naming_the_rank(tmp_path, monk
                                                               "steps": 1}))
         return 0, ""
 
-    monkeypatch.setattr(cr, "_launch", fake_launch)
+    import importlib   # `memledger.trace` the attribute is the trace() API: import by name
+
+    launch = importlib.import_module("memledger.trace.launch")   # doctor_ranks launches
+    monkeypatch.setattr(launch, "_launch", fake_launch)
     with pytest.raises(CheckFailed, match="fails the doctor on rank 1, so no policy is judged: "
                        "grad_leak at train.py:7"):
         cr._doctor_ranks(Path("train.py"), [], 1, 2, tmp_path, 60.0)

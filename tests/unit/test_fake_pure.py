@@ -84,3 +84,30 @@ def test_storage_device_without_a_tensor():
     assert FakeTarget("cuda:0", "cpu", 512).storage_device() == "cuda:0"
     assert FakeTarget("", "cpu", 512).storage_device() == "cpu"
     assert FakeTarget("", "cuda", 512).storage_device() == "cuda:0"
+
+
+def test_real_answers_patch_a_module_imported_inside_and_put_it_back(tmp_path, monkeypatch):
+    """Note [Asked whether a tensor is fake]: a library imported during a fake run gets the
+    real run's answer from its import on; after the run its own function is back."""
+    import importlib
+    import sys
+
+    from memledger.trace import fake_questions
+
+    pkg = tmp_path / "asklib"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "utils.py").write_text("def is_fake(x):\n    return True\n\n"
+                                  "def tracing(x):\n    return is_fake(x)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setitem(fake_questions.QUESTIONS, "asklib.utils", {"is_fake": lambda x: False})
+    for name in ("asklib", "asklib.utils"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    with fake_questions.RealAnswers() as answers:
+        utils = importlib.import_module("asklib.utils")
+        assert utils.tracing(0) is False                 # asked inside: the real answer
+        assert answers in sys.meta_path
+    assert utils.tracing(0) is True and answers not in sys.meta_path
+    with fake_questions.RealAnswers():                  # already imported: patched at entry
+        assert utils.tracing(0) is False
+    assert utils.tracing(0) is True

@@ -116,3 +116,35 @@ def test_doctor_worker_writes_beside_the_ledger(tmp_path, monkeypatch):
     assert seen["path"] == partial_path(ledger) and seen["old_kept"]
     assert ledger.read_text().startswith('{"k":"header","schema":"memledger.ledger/1"}')
     assert _partials(tmp_path) == []
+
+
+def test_two_threads_writing_one_file_leave_one_whole_file(tmp_path):
+    """A rank's hang watchdog and its main thread may write its status at once: each write
+    is whole (a temporary per process and thread, then os.replace). With one temporary per
+    process the launcher once read `{...}{...}` and failed with exit 70."""
+    import json
+    import threading
+
+    from memledger.outputs import write_atomic
+
+    path = tmp_path / "status.rank0.json"
+    texts = [json.dumps({"code": 3, "reason": "x" * 5000}), json.dumps({"code": 130})]
+    errors: list[BaseException] = []
+
+    def writer(text: str) -> None:
+        try:
+            for _ in range(200):
+                write_atomic(path, text, "status")
+        except BaseException as e:   # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=writer, args=(t,)) for t in texts]
+    for t in threads:
+        t.start()
+    for _ in range(200):
+        if path.exists():
+            assert path.read_text() in texts
+    for t in threads:
+        t.join()
+    assert errors == [] and path.read_text() in texts
+    assert list(tmp_path.iterdir()) == [path]   # no temporary left
