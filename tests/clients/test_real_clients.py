@@ -280,6 +280,20 @@ def test_albert_one_layer_called_for_every_layer():
         assert abs(p.predicted - p.measured) <= 0.0006 * p.measured, (text, p)
 
 
+def test_albert_checkpointed_under_autocast_with_accumulation():
+    """ALBERT's one layer under bf16 autocast, 2 micro-batches: the layer's first call
+    casts its weights and the other two take the casts from autocast's cache, but each
+    call's re-run in backward casts them again (Note [Replay of a checkpointed region],
+    Rule 9). Predicted 1,870,364 B against 1,884,076 B measured before (13,712 B under);
+    now 560 B over, what the same case reads in fp32 (no casts), not yet explained."""
+    layer = "albert.encoder.albert_layer_groups.0.albert_layers.0"
+    run = run_client("train_hf.py", ["--model", "albert", *SHAPE, "--layers", "3",
+                                     "--autocast", "bf16", "--accum", "2"],
+                     [f"checkpoint:{layer}"])
+    p = run.policies[f"checkpoint:{layer}"]
+    assert p.predicted - p.measured == 560, p
+
+
 def test_gpt2_keeping_only_the_loss():
     """GPT-2 with its KV cache on, the script keeping only `.loss`: the cache goes after the
     forward, so offloaded keys and values leave the device (the replay kept them as the

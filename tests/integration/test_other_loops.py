@@ -290,6 +290,21 @@ def test_selective_under_autocast_on_a_model_called_twice_is_refused_in_one_line
     assert abs(ck.predicted - ck.measured) <= 512, ck   # tests both move (+8 B there)
 
 
+def test_checkpoint_of_one_block_called_for_every_layer_casts_its_weights_again():
+    """Note [Replay of a checkpointed region], Rule 9: one block called for all 4 layers
+    (ALBERT's sharing), the model called twice, under bf16 autocast. Only the first call
+    casts the block's weights; the others take the casts from autocast's cache. In
+    backward that cache is gone, so each call's re-run casts again (fc1's and fc2's
+    weights, 64 x 256 x 2 B = 32,768 B each, and their biases), and holds the weights'
+    casts until the node that read them returns. Predicted 685,556 B against 738,804 B
+    measured before (the re-runs of the later calls made no cast)."""
+    run = run_client("train_loops.py", ["--loop", "twice", "--one-block", "--autocast",
+                                        "--depth", "4", "--batch-size", "32", "--steps", "3"],
+                     ["checkpoint:blocks.0"])
+    p = run.policies["checkpoint:blocks.0"]
+    assert p.predicted == p.measured == 738_804, p
+
+
 def test_selective_frees_a_cached_output_when_its_unpacking_node_returns():
     """Note [Replay of a checkpointed region], Rule 8: `h = fc(x)` kept by selective (an
     `addmm`) and saved only by the broadcasting `h[..., None] * A` of its own block. SAC's
