@@ -46,19 +46,24 @@ def test_loop(loop):
 def test_a_second_model_is_not_a_policy_target():
     run = run_client("train_gan.py", ["--steps", "3"],
                      ["checkpoint:*", "offload:*", "checkpoint:0+offload:2",
-                      "checkpoint:Sequential.*"])
-    assert run.ledger.extra["root"] == [{"k": "root", "mod": "Sequential"},
-                                        {"k": "root", "mod": "BCEWithLogitsLoss"}]
+                      "checkpoint:D.*"])
+    # named as the script calls them (Note [Root names]): the discriminator `D`, not
+    # `Sequential` (its first weight read `Sequential.0.weight` beside the generator's
+    # `0.weight`), the loss module `bce`
+    assert run.ledger.extra["root"] == [{"k": "root", "mod": "D"},
+                                        {"k": "root", "mod": "bce"}]
+    st = run.ledger.storages
+    assert {"0.weight", "D.0.weight"} <= set(st.loc[st["category"] == "parameter", "name"])
     assert abs(run.ledger_peak - run.allocator_peak) <= 512
     for text in ("checkpoint:*", "offload:*", "checkpoint:0+offload:2"):
         p = run.policies[text]
         assert p.predicted == p.measured, (text, p)
     # the discriminator's modules are named in the ledger, and both sides refuse them
-    p = run.policies["checkpoint:Sequential.*"]
+    p = run.policies["checkpoint:D.*"]
     assert p.predicted is None and p.measured is None
-    assert "not on Sequential, BCEWithLogitsLoss" in p.predict_refusal
-    assert "'Sequential.*' matches no module" in p.measure_refusal
-    # nor does plan offer them: the discriminator's Sequential.0-2 are numbered children
+    assert "not on D, bce" in p.predict_refusal
+    assert "'D.*' matches no module" in p.measure_refusal
+    # nor does plan offer them: the discriminator's D.0-2 are numbered children
     from memledger.replay.plan import repeated_blocks
 
     assert repeated_blocks(run.ledger) == []
@@ -82,10 +87,11 @@ def test_a_teacher_run_without_gradients_is_not_the_model():
     from memledger.replay.plan import repeated_blocks
 
     assert repeated_blocks(run.ledger) == ["blocks.0", "blocks.1", "blocks.2"]
-    # the parameters are named as the modules are: the student's as the model's
+    # the parameters are named as the modules are: the student's as the model's, the
+    # teacher's under the script's name for it (Note [Root names]; `Net.blocks...` before)
     st = run.ledger.storages
     names = set(st.loc[st["category"] == "parameter", "name"])
-    assert {"blocks.0.0.weight", "Net.blocks.3.0.weight"} <= names
+    assert {"blocks.0.0.weight", "teacher.blocks.3.0.weight"} <= names
     assert "blocks.3.0.weight" not in names
 
 
