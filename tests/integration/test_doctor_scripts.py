@@ -77,7 +77,8 @@ BUGS = [
     # WGAN-GP's penalty from torch.autograd.grad without create_graph=True: a constant
     # added to the critic's loss, which trained nothing and went unseen
     ("gradient_penalty.py", ["--bug"], "dead_penalty", "error",
-     ["without create_graph=True", "step 1-3"], "grad, = torch.autograd.grad(D(mixed).sum(), mixed)"),
+     ["without create_graph=True", "step 1-3"],
+     "grad, = torch.autograd.grad(D(mixed).sum(), mixed)"),
     # step(closure): the gradients are read after the closure's backward, not before it
     ("closure.py", ["--bug", "nan"], "nonfinite_grad", "error", ["step 3", "4 parameters"],
      "opt.step(closure)"),
