@@ -18,9 +18,10 @@ The collector (ledger pass), ModuleTimer (allocator pass), the policy installer
 (`measure`) and the doctor's probe (whose findings name parameters) must agree: untraced
 module times are matched to the ledger's calls by path, and a policy names modules as the
 model's `named_modules()` does. When the timer named every top-level module from its own
-root, a GAN's generator and discriminator both had a module `0`; when the installer took the first module with parameters, a distillation
-script's policies went to its teacher, and the doctor named a student's parameters
-`Sequential.2.weight` where `show` said `2.weight`.
+root, a GAN's generator and discriminator both had a module `0`; when the installer took
+the first module with parameters, a distillation script's policies went to its teacher,
+and the doctor named a student's parameters `Sequential.2.weight` where `show` said
+`2.weight`.
 
 # Note [Root names]
 The model's modules keep `named_modules()`'s names (policies select them so). Every other
