@@ -163,10 +163,14 @@ FIRST_USE = FirstUse()
 
 def is_pinned(t: torch.Tensor) -> bool:
     """Whether `t` lives in pinned host memory (Note [Pre-existing storages, found on first
-    use]); False where torch has no accelerator to pin for (a CPU-only build)."""
+    use]); False where torch has no accelerator to pin for (a CPU-only build). Asked only
+    once CUDA is initialized (pinning initializes it): `is_pinned()` asks the driver, which
+    could make a CUDA context for a run that never used the GPU."""
+    if t.device.type != "cpu" or not torch.cuda.is_initialized():
+        return False
     try:
         with _no_dispatch():
-            return t.device.type == "cpu" and t.is_pinned()
+            return t.is_pinned()
     except (RuntimeError, NotImplementedError):
         return False
 

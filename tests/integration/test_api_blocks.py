@@ -346,6 +346,7 @@ def test_a_batch_pinned_by_another_thread_is_made_when_it_arrives(monkeypatch):
     #   + 25,600 x + 512 y (made before the block) = 146,920 B
     from memledger.trace import collector
 
+    assert collector.is_pinned(torch.ones(2)) is False   # and no CUDA context made for it
     pinned: set[int] = set()
     monkeypatch.setattr(collector, "is_pinned",
                         lambda t: t.untyped_storage()._cdata in pinned)
