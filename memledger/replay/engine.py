@@ -57,7 +57,12 @@ whose forward call spans events [ev0, ev1):
    371,516 B against 419,452 B measured, no frame and no argument held).
 5. Event numbers of saves: autograd saves an op's *inputs* before the op runs, so a save
    record's event is the op before the saving op; a save at ev1 - 1 is the next region's
-   first op saving R's output, which R does not own.
+   first op saving R's output, which R does not own. Unless R's own last op saved its own
+   output (LayerNorm packs its mean and rstd after it ran: the record is at that op, by the
+   module that made them) and the next region is a call of the same module, back to back
+   (ALBERT's shared layer), where the saving module cannot tell the two calls apart:
+   those saves are R's. Read as the next call's, ALBERT's (2, 32, 1) mean and rstd (256 B
+   each) were kept through forward: `checkpoint` 512 B over measured (calls.py).
 6. FSDP2 skips its pre- and post-forward hooks while backward runs (its pre-backward hook
    has already gathered the block), so a recompute makes no all-gather output and no
    unsharded parameter again: in a ledger with unsharded parameters, the region's
@@ -128,7 +133,7 @@ import numpy as np
 
 from memledger.errors import PolicyError
 from memledger.ledger.schema import CATEGORIES
-from memledger.replay.calls import record_call, save_call, which_call
+from memledger.replay.calls import output_saves, record_call, save_call, which_call
 from memledger.replay.policies import Policy, PolicyKind, resolve
 from memledger.replay.prepared import ACTIVATION, INPUT, MODEL_STATE, Prepared
 from memledger.replay.script_checkpoint import refuse_around_script_checkpoints
@@ -395,7 +400,9 @@ def _segments(prep: Prepared, calls: _Calls, dropped: np.ndarray, own: _Owners) 
     # (Rule 3). Not where the call's dropped storages are read by two backward passes
     if prep.pack_ev is not None and len(prep.pack_ev) and m:
         kp = record_call(prep.pack_ev, prep.pack_mod_code, prep.pack_mod_names, calls.by_path,
-                         calls.mods, calls.ev0, calls.ev1)
+                         calls.mods, calls.ev0, calls.ev1, output_saves(
+                             prep, prep.pack_ev, prep.pack_row, prep.pack_mod_code,
+                             prep.pack_mod_names))
         kp = np.where(kp >= 0, kp, m)
         stop_all = np.full(m + 1, -1, dtype=np.int64)
         np.maximum.at(stop_all, kp, prep.pack_ev + 1)
@@ -648,7 +655,9 @@ def _cached_cast_rows(prep: Prepared, calls: _Calls, own: _Owners, seg: _Segment
     gone = seg_end.copy()
     if prep.pack_row is not None and len(prep.pack_row):
         kp = record_call(prep.pack_ev, prep.pack_mod_code, prep.pack_mod_names, calls.by_path,
-                         calls.mods, calls.ev0, calls.ev1)
+                         calls.mods, calls.ev0, calls.ev1, output_saves(
+                             prep, prep.pack_ev, prep.pack_row, prep.pack_mod_code,
+                             prep.pack_mod_names))
         slot = _position_in(cand, prep.pack_row)
         ok = (kp >= 0) & (slot >= 0) & (prep.pack_unpack_end >= 0)
         end = np.full(pair.shape, -1, dtype=np.int64)

@@ -112,6 +112,7 @@ class Prepared:
     pack_unpack: np.ndarray = None  # int64 the unpack that read this save back (-1: none)
     pack_unpack_end: np.ndarray = None  # int64 when that unpack's node returned (-1: unknown)
     last_use: np.ndarray = None   # int64 event of the storage's last use (any phase)
+    made_mod: np.ndarray = None   # object: the module that made the storage ("" = none)
 
     @classmethod
     def from_ledger(cls, led: Ledger) -> "Prepared":
@@ -160,6 +161,7 @@ class Prepared:
             unpack_end=_column(st, "unpack_end_ev", -1),
             fwd_last=fwd,
             last_use=_column(st, "last_use", -1),
+            made_mod=st["module"].fillna("").astype(str).to_numpy(dtype=object),
             arg_end=_arg_end(sc, n, st["created"].to_numpy(dtype=np.int64), fwd),
             op_code=op_code.astype(np.int64),
             op_names=np.asarray(op_names, dtype=object),
