@@ -7,7 +7,9 @@ which backward passes reached each, gradients zeroed / non-finite, frozen ones t
 (an op that cut the graph and the parameters behind it), `leak`, `mode`, `retained`,
 `sched`, `clip` (a clip_grad_norm_ / clip_grad_value_ call and where it fell: Note [Where a
 clip and a step fall] in memledger/trace/doctor_order.py), `mixed` (a gradient added to
-at changed weights: Note [Gradients of two weights] in doctor_probe.py), `end`.
+at changed weights: Note [Gradients of two weights] in doctor_probe.py), `penalty` (a
+backward from a loss with a term made of gradients taken without a graph: Note [A
+gradient penalty without create_graph] in doctor_penalty.py), `end`.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ class Run:
     scheds: list[Record] = field(default_factory=list)
     clips: list[Record] = field(default_factory=list)
     mixed: list[Record] = field(default_factory=list)
+    penalties: list[Record] = field(default_factory=list)
     n_steps: int = 0
 
     @classmethod
@@ -39,7 +42,8 @@ class Run:
         run = cls()
         lists = {"step": run.steps, "backward": run.backwards, "cut": run.cuts,
                  "leak": run.leaks, "mode": run.modes, "retained": run.retained,
-                 "sched": run.scheds, "clip": run.clips, "mixed": run.mixed}
+                 "sched": run.scheds, "clip": run.clips, "mixed": run.mixed,
+                 "penalty": run.penalties}
         for r in records:
             k = r.get("k")
             if k == "param":

@@ -39,7 +39,8 @@ parameters and buffers left out; checkpoint holds them until the call's backward
 `script_ckpt` (`mod`, `first`, `ev`: a checkpoint call of the script's own, the module it
 checkpoints and the first module call under it; Note [The script's own checkpoint] in
 trace/script_checkpoint.py) and `root` (`mod`: a top-level module other than the model,
-named by its class, as its modules' paths begin; policies do not reach it, because
+named as the script calls it (Note [Root names] in trace/roots.py), as its modules'
+paths begin; policies do not reach it, because
 `measure` applies a policy to the model only) and `model` (`ev`: from this event on the
 model's names are another module's, the student of a teacher that held them until the
 first optimizer step; Note [The model] in trace/roots.py) and `stopped` (`sid`, `ev`: an

@@ -17,13 +17,35 @@ def save_call(prep: Prepared, by_path: dict, mods: np.ndarray, ev0: np.ndarray,
     next saving its input. The save record's module tells them apart: a save on a call's
     boundary belongs to it only if the call's module path contains the module that saved.
     """
+    rows = np.arange(len(prep.saved_first))
     return record_call(prep.saved_first, prep.saved_mod_code, prep.saved_mod_names, by_path,
-                       mods, ev0, ev1)
+                       mods, ev0, ev1, output_saves(prep, prep.saved_first, rows,
+                                                     prep.saved_mod_code, prep.saved_mod_names))
+
+
+def output_saves(prep: Prepared, s: np.ndarray, rows: np.ndarray, mod_code: np.ndarray,
+                 mod_names: np.ndarray) -> np.ndarray | None:
+    """Per save record (event `s`, storage row, saving module): an op saving its own output
+    (LayerNorm's mean and rstd), recorded at the op that made it, by the module that made
+    it; None for a ledger without the makers' modules."""
+    if prep.made_mod is None or not len(s):
+        return None
+    saver = mod_names.astype(object)[mod_code] if len(mod_names) else \
+        np.full(len(s), "", dtype=object)
+    return (prep.created[rows] == s) & (prep.made_mod[rows] == saver)
 
 
 def record_call(s: np.ndarray, mod_code: np.ndarray, mod_names: np.ndarray, by_path: dict,
-                mods: np.ndarray, ev0: np.ndarray, ev1: np.ndarray) -> np.ndarray:
-    """`save_call` for save records at events `s` by modules `mod_names[mod_code]`."""
+                mods: np.ndarray, ev0: np.ndarray, ev1: np.ndarray,
+                own_output: np.ndarray | None = None) -> np.ndarray:
+    """`save_call` for save records at events `s` by modules `mod_names[mod_code]`.
+
+    `own_output` (bool per record, `output_saves`): the save of an op's own output. Two
+    calls of one module back to back (ALBERT's shared layer) share the boundary event and
+    both contain the saving module; there the record is the earlier call's when its last
+    op saved what it made (its final LayerNorm's mean and rstd, 256 B each at (2, 32, 1):
+    read as the next call's, kept through forward, the replay's peak 512 B over), else the
+    later call's (its first op saving its input)."""
     if not len(ev0):
         return np.full(len(s), -1, dtype=np.int64)
     # distinct saving modules -> the selected region path that contains them, as a code
@@ -46,6 +68,8 @@ def record_call(s: np.ndarray, mod_code: np.ndarray, mod_names: np.ndarray, by_p
     a = b - 1                                                   # the call before (adjacent)
     aa = np.maximum(a, 0)
     in_a = (a >= 0) & (s == ev1[aa] - 1) & (own == call_path[aa])
+    if own_output is not None:
+        in_b &= ~(in_a & own_output & (s < ev0[bb]))
     return np.where(in_b, b, np.where(in_a, a, -1))
 
 

@@ -57,7 +57,12 @@ whose forward call spans events [ev0, ev1):
    371,516 B against 419,452 B measured, no frame and no argument held).
 5. Event numbers of saves: autograd saves an op's *inputs* before the op runs, so a save
    record's event is the op before the saving op; a save at ev1 - 1 is the next region's
-   first op saving R's output, which R does not own.
+   first op saving R's output, which R does not own. Unless R's own last op saved its own
+   output (LayerNorm packs its mean and rstd after it ran: the record is at that op, by the
+   module that made them) and the next region is a call of the same module, back to back
+   (ALBERT's shared layer), where the saving module cannot tell the two calls apart:
+   those saves are R's. Read as the next call's, ALBERT's (2, 32, 1) mean and rstd (256 B
+   each) were kept through forward: `checkpoint` 512 B over measured (calls.py).
 6. FSDP2 skips its pre- and post-forward hooks while backward runs (its pre-backward hook
    has already gathered the block), so a recompute makes no all-gather output and no
    unsharded parameter again: in a ledger with unsharded parameters, the region's
@@ -90,6 +95,20 @@ that was not saved by autograd is held until the recomputation that reuses it.
    whether or not the call drops anything: `h = fc(x)` saved only by a broadcasting
    `h[..., None] * A` (tests/clients/train_branches.py --block bcast-plain) drops nothing
    under the default save list, and was predicted 32,768 B (one h) over measured.
+9. Under autocast, a parameter's low-precision cast is made once per autocast region:
+   the first call of a module casts it, later calls of the same module (a shared layer:
+   ALBERT, one block called for every layer, a model called twice) take it from
+   autocast's cache and record no `_to_copy`. A re-run happens in backward, outside the
+   forward's region (whose cache went at its exit, the `released` event), inside an
+   autocast region of its own: each later call's re-run casts every such weight and bias
+   again, where its own ops resume after the cast (its offsets are the first call's, less
+   the cached casts before), and holds the copy until that region ends (its early stop)
+   or, for a weight its ops saved, until the node that unpacked that call's save returns.
+   One block called for 4 layers, the model called twice, batch 32, width 64
+   (tests/clients/train_loops.py --loop twice --one-block --autocast): fc1's and fc2's
+   bf16 weights are 32,768 B each; `checkpoint:blocks.0` was predicted 685,556 B against
+   738,804 B measured before this rule, exact after. ALBERT, bf16, 2 micro-batches:
+   13,712 B under before, and now the 560 B over that its fp32 run reads too.
 
 A dropped or offloaded storage leaves at the event the script let go of it (`released`
 records, Note [When a saved storage is released] in trace/collector.py: a local of the
@@ -114,7 +133,7 @@ import numpy as np
 
 from memledger.errors import PolicyError
 from memledger.ledger.schema import CATEGORIES
-from memledger.replay.calls import record_call, save_call, which_call
+from memledger.replay.calls import output_saves, record_call, save_call, which_call
 from memledger.replay.policies import Policy, PolicyKind, resolve
 from memledger.replay.prepared import ACTIVATION, INPUT, MODEL_STATE, Prepared
 from memledger.replay.script_checkpoint import refuse_around_script_checkpoints
@@ -384,7 +403,9 @@ def _segments(prep: Prepared, calls: _Calls, dropped: np.ndarray, own: _Owners) 
     # (Rule 3). Not where the call's dropped storages are read by two backward passes
     if prep.pack_ev is not None and len(prep.pack_ev) and m:
         kp = record_call(prep.pack_ev, prep.pack_mod_code, prep.pack_mod_names, calls.by_path,
-                         calls.mods, calls.ev0, calls.ev1)
+                         calls.mods, calls.ev0, calls.ev1, output_saves(
+                             prep, prep.pack_ev, prep.pack_row, prep.pack_mod_code,
+                             prep.pack_mod_names))
         kp = np.where(kp >= 0, kp, m)
         stop_all = np.full(m + 1, -1, dtype=np.int64)
         np.maximum.at(stop_all, kp, prep.pack_ev + 1)
@@ -469,6 +490,7 @@ def _lifetimes(prep: Prepared, calls: _Calls, own: _Owners, seg: _Segments,
         _recomputed_rows(prep, calls, own, seg, dropped, kept_cache, out, in_save_list)
         if handed_back is not None:
             _handed_back_rows(prep, own, seg, handed_back & ~held, out)
+        _cached_cast_rows(prep, calls, own, seg, out)
         if rng_bytes:
             _rng_rows(calls, seg, rng_bytes, out)
     _scratch_rows(prep, calls, seg, out, policy)
@@ -582,6 +604,79 @@ def _handed_back_rows(prep: Prepared, own: _Owners, seg: _Segments, handed: np.n
     end = prep.unpack_end[h]
     sooner = (end >= 0) & (end < fr0[h]) & (end > prep.unpack[h])
     out.f[0][h[sooner]] = seg.pos_f(end[sooner])
+
+
+def _cached_cast_rows(prep: Prepared, calls: _Calls, own: _Owners, seg: _Segments,
+                      out: _Lifetimes) -> None:
+    """Rule 9: a parameter's autocast cast that one call made and later calls of the same
+    module took from autocast's cache is cast again by each later call's re-run.
+
+    Candidates: a `_to_copy` output made inside a call, used after that call ended (its
+    last forward use: the `fwdlast` record, else its last use) and gone from forward's
+    cache before backward (`released`). A later call B of the same module, re-run, whose
+    span starts by that last use and that was not handed the storage as an argument,
+    re-makes it: in B's segment where B's own events resume after the cast (B ran none of
+    the casts its first call made, so its offsets are the first call's less the cached
+    casts before), until the node that unpacked B's save of it returns, or the re-run's
+    end (the re-run's autocast region holds it in its cache until then)."""
+    if prep.last_use is None or not len(calls):
+        return
+    n, cr = prep.n_events, prep.created
+    is_cast = np.isin(prep.op_code, np.flatnonzero(prep.op_names == "_to_copy"))
+    a = own.made
+    aa = np.maximum(a, 0)
+    fl = np.where(prep.fwd_last >= 0, prep.fwd_last, prep.last_use)
+    rel = prep.released if prep.released is not None else np.full(len(cr), -2, np.int64)
+    rel = np.where((rel == -2) & (prep.saved_first < 0), prep.freed, rel)   # a bias's cast
+    cand = np.flatnonzero(is_cast & (a >= 0) & (fl >= calls.ev1[aa]) & (rel >= 0)
+                          & _is_recomputed(calls.kind[aa]))
+    if not len(cand):
+        return
+    cand = cand[np.argsort(cr[cand], kind="stable")]
+    ca = a[cand]
+    rec = _is_recomputed(calls.kind) & seg.has
+    pair = (calls.mods[None, :] == calls.mods[ca][:, None]) & rec[None, :] & (
+        calls.ev0[None, :] >= calls.ev1[ca][:, None]) & (
+        calls.ev0[None, :] <= fl[cand][:, None]) & (
+        seg.pos_f(rel[cand])[:, None] <= seg.start[None, :])
+    if prep.arg_row is not None and len(prep.arg_row):   # handed to B: B's frame holds it
+        kb = which_call(calls.ev0, calls.ev1, prep.arg_ev0, n)
+        slot = _position_in(cand, prep.arg_row)
+        ok = (kb >= 0) & (slot >= 0)
+        pair[slot[ok], kb[ok]] = False
+    if not pair.any():
+        return
+    # the casts the first call made before this one, and B took from the cache too
+    before = np.cumsum(pair, axis=0) - pair
+    first_of_call = np.searchsorted(ca, ca, side="left")
+    j = before - before[first_of_call]
+    ci, kb = np.nonzero(pair)
+    off = cr[cand[ci]] - calls.ev0[ca[ci]] - j[ci, kb]
+    keep = off < seg.length[kb]        # past the early stop: not re-made
+    ci, kb, off = ci[keep], kb[keep], off[keep]
+    seg_end = seg.start[kb] + seg.length[kb]
+    gone = seg_end.copy()
+    if prep.pack_row is not None and len(prep.pack_row):
+        kp = record_call(prep.pack_ev, prep.pack_mod_code, prep.pack_mod_names, calls.by_path,
+                         calls.mods, calls.ev0, calls.ev1, output_saves(
+                             prep, prep.pack_ev, prep.pack_row, prep.pack_mod_code,
+                             prep.pack_mod_names))
+        slot = _position_in(cand, prep.pack_row)
+        ok = (kp >= 0) & (slot >= 0) & (prep.pack_unpack_end >= 0)
+        end = np.full(pair.shape, -1, dtype=np.int64)
+        np.maximum.at(end, (slot[ok], kp[ok]), seg.pos_f(prep.pack_unpack_end[ok]))
+        gone = np.maximum(gone, end[ci, kb])
+    rows = cand[ci]
+    out.add(seg.start[kb] + off, gone, prep.nbytes[rows], prep.cat[rows])
+
+
+def _position_in(rows: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Index of each of `values` in `rows` (distinct), -1 where absent."""
+    if not len(rows):
+        return np.full(len(values), -1, dtype=np.int64)
+    o = np.argsort(rows, kind="stable")
+    i = np.clip(np.searchsorted(rows[o], values), 0, len(rows) - 1)
+    return np.where(rows[o][i] == values, o[i], -1)
 
 
 def _rng_rows(calls: _Calls, seg: _Segments, rng_bytes: int, out: _Lifetimes) -> None:

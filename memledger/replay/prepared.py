@@ -110,6 +110,9 @@ class Prepared:
     pack_mod_code: np.ndarray = None  # int64 index into pack_mod_names: the module that saved
     pack_mod_names: np.ndarray = None  # object
     pack_unpack: np.ndarray = None  # int64 the unpack that read this save back (-1: none)
+    pack_unpack_end: np.ndarray = None  # int64 when that unpack's node returned (-1: unknown)
+    last_use: np.ndarray = None   # int64 event of the storage's last use (any phase)
+    made_mod: np.ndarray = None   # object: the module that made the storage ("" = none)
 
     @classmethod
     def from_ledger(cls, led: Ledger) -> "Prepared":
@@ -157,6 +160,8 @@ class Prepared:
                           else st["unpack_ev"]).to_numpy(dtype=np.int64),
             unpack_end=_column(st, "unpack_end_ev", -1),
             fwd_last=fwd,
+            last_use=_column(st, "last_use", -1),
+            made_mod=st["module"].fillna("").astype(str).to_numpy(dtype=object),
             arg_end=_arg_end(sc, n, st["created"].to_numpy(dtype=np.int64), fwd),
             op_code=op_code.astype(np.int64),
             op_names=np.asarray(op_names, dtype=object),
@@ -226,6 +231,7 @@ class Prepared:
             out.pack_row = new_row[self.pack_row[ok]]
             out.pack_ev, out.pack_mod_code = self.pack_ev[ok], self.pack_mod_code[ok]
             out.pack_unpack = self.pack_unpack[ok]
+            out.pack_unpack_end = self.pack_unpack_end[ok]
         out.__dict__["_modules"] = self.module_table
         return out
 
@@ -347,9 +353,12 @@ def _packs(led: Ledger, st: pd.DataFrame) -> dict[str, np.ndarray]:
     n_s = len(sv)
     row = np.concatenate([sv_row, up_row])
     ev = np.concatenate([sv["ev"].to_numpy(dtype=np.int64), up["ev"].to_numpy(dtype=np.int64)])
+    up_end = up["end"].fillna(-1).to_numpy(dtype=np.int64) if "end" in up else \
+        np.full(len(up), -1, dtype=np.int64)
+    end = np.concatenate([np.full(n_s, -1, dtype=np.int64), up_end])
     is_up = np.concatenate([np.zeros(n_s, dtype=np.int64), np.ones(len(up), dtype=np.int64)])
     o = np.lexsort((np.arange(len(row)), is_up, ev, row))   # by storage, then time; a save
-    row, ev, is_up = row[o], ev[o], is_up[o]                 # first at one event
+    row, ev, is_up, end = row[o], ev[o], is_up[o], end[o]    # first at one event
     delta = 1 - 2 * is_up
     depth = np.cumsum(delta)
     start = np.flatnonzero(np.r_[True, row[1:] != row[:-1]]) if len(row) else np.zeros(0, int)
@@ -358,13 +367,16 @@ def _packs(led: Ledger, st: pd.DataFrame) -> dict[str, np.ndarray]:
     level = np.where(is_up == 1, depth + 1, depth)   # a save and the unpack that reads it
     o2 = np.lexsort((np.arange(len(row)), level, row))   # are adjacent here
     matched = np.full(n_s, -1, dtype=np.int64)
+    matched_end = np.full(n_s, -1, dtype=np.int64)
     if len(o2) > 1:
         a, b = o2[:-1], o2[1:]
         pair = (row[a] == row[b]) & (level[a] == level[b]) & (is_up[a] == 0) & (is_up[b] == 1)
         matched[o[a[pair]]] = ev[b[pair]]
+        matched_end[o[a[pair]]] = end[b[pair]]
     return {"pack_row": sv_row, "pack_ev": sv["ev"].to_numpy(dtype=np.int64),
             "pack_mod_code": mod_code.astype(np.int64),
-            "pack_mod_names": np.asarray(mod_names, dtype=object), "pack_unpack": matched}
+            "pack_mod_names": np.asarray(mod_names, dtype=object), "pack_unpack": matched,
+            "pack_unpack_end": matched_end}
 
 
 def _fsdp_gather(st: pd.DataFrame) -> np.ndarray | None:

@@ -160,6 +160,20 @@ class FirstUse:
 
 FIRST_USE = FirstUse()
 
+
+def is_pinned(t: torch.Tensor) -> bool:
+    """Whether `t` lives in pinned host memory (Note [Pre-existing storages, found on first
+    use]); False where torch has no accelerator to pin for (a CPU-only build). Asked only
+    once CUDA is initialized (pinning initializes it): `is_pinned()` asks the driver, which
+    could make a CUDA context for a run that never used the GPU."""
+    if t.device.type != "cpu" or not torch.cuda.is_initialized():
+        return False
+    try:
+        with _no_dispatch():
+            return t.is_pinned()
+    except (RuntimeError, NotImplementedError):
+        return False
+
 # Note [Pre-existing storages, found on first use]
 # `memledger.trace()` wraps a block of a running process: parameters, optimizer state and
 # the batch exist before it. Every op's outputs are seen, so a storage the block first meets
@@ -182,6 +196,18 @@ FIRST_USE = FirstUse()
 # from two workers: 381,928 B over ten steps for 124,008 + 25,600 + 512 B). A storage
 # first met at `set_` is made at that event (one the script re-seats on purpose, `t.set_(
 # old.untyped_storage())` of an older tensor never used in the block, reads as made there).
+# The third: `DataLoader(pin_memory=True, num_workers=N)` pins each batch in a thread of
+# its own (`pin_memory_thread`), where this thread's dispatch mode does not reach, and the
+# main thread first meets the pinned copy as the input of `.to("cuda", non_blocking=True)`.
+# It counted from event 0 too (a batch more per step, host memory). A pinned storage first
+# met in the block is made at that event: the loader made it at most its prefetch ahead
+# (2 batches per worker), and a pinned copy is made for a batch, not kept from before.
+# Known limitation: a pinned staging buffer the script made *before* the block and first
+# uses inside it counts from that first use. (`t.pin_memory()` in the traced thread is
+# `aten._pin_memory`, an op whose output the mode sees: made at its event, CLI and API
+# alike. The CLI traces from the script's start, so every storage it first meets as an
+# input is made at that event already.) CPU-only torch cannot pin (`pin_memory()` raises
+# "Cannot access accelerator device", DataLoader skips pinning with a warning).
 
 
 # Note [A forked child traces nothing]
@@ -490,7 +516,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
         key = st._cdata
         sid = self._sids.get(key)
         if sid is None:
-            if key in self._pre_existing and not self._lifting:
+            if key in self._pre_existing and not self._lifting and not is_pinned(t):
                 sid = self._new_storage(t, st, 0, "", pre=True)
             else:
                 sid = self._new_storage(t, st, ev, "(outside dispatch)", pre=False)

@@ -75,6 +75,7 @@ from torch.utils._python_dispatch import _disable_current_modes
 
 from memledger.trace.collector import StopTracing
 from memledger.trace.doctor_order import OrderWatch, clip_frame, clips_nothing
+from memledger.trace.doctor_penalty import PenaltyWatch
 from memledger.trace.doctor_retention import MAX_NODES, RetentionWatch
 from memledger.trace.roots import ByModule, RootNames, paths_under
 from memledger.trace.steps import OptimizerSteps
@@ -89,6 +90,7 @@ _UNSCALE = torch._amp_foreach_non_finite_check_and_unscale_   # GradScaler.unsca
 _CUTS = {torch._C.TensorBase.detach: "detach", torch._C.TensorBase.detach_: "detach",
          torch._C.TensorBase.numpy: "numpy"}
 _BACKWARDS = (torch.Tensor.backward, torch.autograd.backward)
+_AUTOGRAD_GRAD = torch.autograd.grad
 _LOSSES = {F.cross_entropy: "cross_entropy", F.nll_loss: "nll_loss"}
 # losses read for their value only (check 4's loss_not_divided): no ignored targets
 _VALUE_LOSSES = {f: f.__name__ for f in (
@@ -198,6 +200,7 @@ class DoctorProbe(TorchFunctionMode):
         super().__init__()
         self.max_steps = max_steps
         self.records: list[dict[str, Any]] = []
+        self._penalty = PenaltyWatch(self.records)     # Note [A gradient penalty without ...]
         self._params: dict[int, nn.Parameter] = {}     # id -> parameter (alive anyway)
         self._index: dict[int, int] = {}               # id(param) -> index in records
         self._owner: dict[int, int] = {}               # id(param) -> id(owning module)
@@ -495,12 +498,25 @@ class DoctorProbe(TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         if kwargs is None:
             kwargs = {}
+        if func is _AUTOGRAD_GRAD:   # Note [A gradient penalty without create_graph]
+            self._penalty.backward_from(args[0] if args else kwargs.get("outputs"),
+                                        self._train_steps + 1)
+            out = func(*args, **kwargs)
+            self._penalty.grad_taken(args, kwargs, out)
+            return out
+        out = self._function(func, args, kwargs)
+        if self._penalty.watching:
+            self._penalty.after(func, args, kwargs, out)
+        return out
+
+    def _function(self, func, args, kwargs):
         if func in _BACKWARDS:
             return self._backward(func, args, kwargs)
         loss = _LOSSES.get(func)
         if loss is not None:
             return self._loss(loss, func, args, kwargs)
-        if func in _SCALE_MULS and sys._getframe(1).f_code.co_filename == _SCALER_FILE:
+        # the caller of __torch_function__, which called this
+        if func in _SCALE_MULS and sys._getframe(2).f_code.co_filename == _SCALER_FILE:
             return self._scale(func, args, kwargs)
         if func is _UNSCALE and args:
             self._order.unscaled(args[0])
@@ -539,6 +555,8 @@ class DoctorProbe(TorchFunctionMode):
         t = args[0] if args else kwargs.get("tensors")
         if isinstance(t, (list, tuple)):
             t = t[0] if len(t) == 1 else None
+        self._penalty.backward_from(args[0] if args else kwargs.get("tensors"),
+                                    self._train_steps + 1)
         value = None
         if isinstance(t, _Tensor) and t.numel() == 1:
             with _quiet():
@@ -610,7 +628,7 @@ class DoctorProbe(TorchFunctionMode):
     def _grad_read(self, p: nn.Parameter) -> None:
         """`p.grad` read by torch's clip_grad_norm_ / clip_grad_value_ (Note [Where a clip
         and a step fall] in doctor_order.py); any other read returns at the first test."""
-        frame, fn, arg = clip_frame(sys._getframe(2))   # the frame that read `.grad`
+        frame, fn, arg = clip_frame(sys._getframe(3))   # the frame that read `.grad`
         if frame is None:
             return
         caller = frame.f_back

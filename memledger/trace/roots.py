@@ -3,30 +3,58 @@
 # Note [The model]
 Policies act on one module, the model; the ledger names its modules as its
 `named_modules()` names them (`blocks.0`) and every other top-level module's under that
-module's class name (`Sequential.0`: a GAN's discriminator, a loss module called on its
-own). The model is the first top-level module with parameters the script calls, unless no
-call of it had gradients by the first optimizer step (a teacher, run under `no_grad`
-before its student): then it is the top-level module with the most parameters that step
-updates, which takes the model's names from then on, and the teacher is named by its
-class. Calls made before that step keep the names they were recorded with, in the ledger
-as in `measure` (whose policy moves to the student at that step too). Why not the first
-module whose call trains: a distillation script calls a projection `Linear` on the batch
-before the student (its parameters want gradients, its output is detached).
+module's own name (`D.0`: a GAN's discriminator, a loss module called on its own; Note
+[Root names] below). The model is the first top-level module with parameters the script
+calls, unless no call of it had gradients by the first optimizer step (a teacher, run
+under `no_grad` before its student): then it is the top-level module with the most
+parameters that step updates, which takes the model's names from then on, and the teacher
+is named as the others are. Calls made before that step keep the names they were recorded
+with, in the ledger as in `measure` (whose policy moves to the student at that step too).
+Why not the first module whose call trains: a distillation script calls a projection
+`Linear` on the batch before the student (its parameters want gradients, its output is
+detached).
 
 The collector (ledger pass), ModuleTimer (allocator pass), the policy installer
-(`measure`) and the doctor's probe (whose findings name parameters) must agree: untraced module times are matched to the ledger's calls by path,
-and a policy names modules as the model's `named_modules()` does. When the timer named
-every top-level module from its own root, a GAN's generator and discriminator both had a
-module `0`; when the installer took the first module with parameters, a distillation
-script's policies went to its teacher, and the doctor named a student's parameters
-`Sequential.2.weight` where `show` said `2.weight`.
+(`measure`) and the doctor's probe (whose findings name parameters) must agree: untraced
+module times are matched to the ledger's calls by path, and a policy names modules as the
+model's `named_modules()` does. When the timer named every top-level module from its own
+root, a GAN's generator and discriminator both had a module `0`; when the installer took
+the first module with parameters, a distillation script's policies went to its teacher,
+and the doctor named a student's parameters `Sequential.2.weight` where `show` said
+`2.weight`.
+
+# Note [Root names]
+The model's modules keep `named_modules()`'s names (policies select them so). Every other
+top-level module is named, at its first call, by the first of these that no other
+top-level module has taken (nor a child of the model: `head` would read as the model's):
+1. the name the script calls it by: a variable of the calling frame (the first frame
+   outside torch and memledger) bound to that very module, else an attribute of that
+   frame's `self` holding it, else a global of that frame (the first in definition order
+   if several);
+2. its class name;
+3. its class name and an ordinal, `Sequential#2` (order of first call).
+A GAN `G = nn.Sequential(...); D = nn.Sequential(...)` with `bce = nn.BCEWithLogitsLoss()`
+names D's first weight `D.0.weight` (it read `Sequential.0.weight` beside the
+generator's `0.weight`) and the loss `bce`; two losses of one class called through a
+helper's argument `crit` read `crit` and `MSELoss`. Every pass runs the same script, so
+it finds the same frames and names. A teacher called first names itself then, so it is
+`teacher` once the student takes the model's names at the first step. Reading a frame's
+variables before Python 3.13 leaves a snapshot of them on the frame (its tensors, kept
+until the frame ends): `script_name` empties it.
 """
 
 from __future__ import annotations
 
+import inspect
+import os
+import sys
 import weakref
 
 import torch
+
+# frames of torch and of memledger are not the script's (Note [Root names])
+_NOT_THE_SCRIPT = (os.path.dirname(torch.__file__) + os.sep,
+                   os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep)
 
 
 class ByModule:
@@ -81,6 +109,7 @@ class RootNames:
         self.paths = ByModule()             # module -> path, submodules included
         self.decided = False                # the first optimizer step has been seen
         self._with_grad = ByModule()        # top-level modules called with gradients on
+        self._script_name = ByModule()      # top-level module -> the script's name for it
         self.absorbed: list[torch.nn.Module] = []   # by the last new top-level module
 
     def path(self, module: torch.nn.Module, top_level: bool) -> tuple[str | None, bool]:
@@ -91,8 +120,9 @@ class RootNames:
         if new:
             self.absorbed = self._absorb(module)
             has_params = next(module.parameters(), None) is not None
+            self._script_name[module] = script_name(module)
             self.prefix[module] = "" if has_params and self.model() is None \
-                else type(module).__name__
+                else self._label(module)
             moved = {id(m) for r in self.absorbed for m in r.modules()}
             for m, path in paths_under(module, self.prefix[module]):
                 if id(m) in moved:
@@ -113,6 +143,21 @@ class RootNames:
             self.prefix.pop(m)
         return held
 
+    def _label(self, module: torch.nn.Module) -> str:
+        """A name for a top-level module besides the model (Note [Root names])."""
+        taken = {p for m, p in self.prefix.items() if m is not module and p}
+        model = self.model()
+        if model is not None and model is not module:
+            taken |= {n for n, _ in model.named_children()}
+        cls = type(module).__name__
+        for name in (self._script_name.get(module), cls):
+            if name and name not in taken:
+                return name
+        i = 2
+        while f"{cls}#{i}" in taken:
+            i += 1
+        return f"{cls}#{i}"
+
     def model(self) -> torch.nn.Module | None:
         return next((m for m, p in self.prefix.items() if p == ""), None)
 
@@ -130,14 +175,46 @@ class RootNames:
         n, best = max(count, key=lambda c: c[0], default=(0, None))
         if best is None or best is held or n == 0:
             return []
-        self.prefix[held] = type(held).__name__
         self.prefix[best] = ""
+        self.prefix[held] = self._label(held)
         for m in (best, held):
             self.paths.update(paths_under(m, self.prefix[m]))
         return [best, held]
 
     def alive(self) -> list[torch.nn.Module]:
         return list(self.prefix.keys())
+
+
+def script_name(module: torch.nn.Module) -> str | None:
+    """The name the script calls `module` by, in the first frame outside torch and
+    memledger (Note [Root names], 1); None when it has none there."""
+    f = sys._getframe(1)
+    while f is not None and f.f_code.co_filename.startswith(_NOT_THE_SCRIPT):
+        f = f.f_back
+    if f is None:
+        return None
+    local = f.f_locals
+    try:
+        owner = local.get("self")
+        held = {**vars(owner), **getattr(owner, "_modules", {})} \
+            if owner is not None and hasattr(owner, "__dict__") else {}
+        for space in (local, held, f.f_globals):
+            for name, value in list(space.items()):
+                if value is module and name.isidentifier() and not name.startswith("_") \
+                        and name != "self":
+                    return name
+        return None
+    finally:
+        if _LOCALS_SNAPSHOT and f.f_code.co_flags & inspect.CO_OPTIMIZED:
+            # before 3.13 `f_locals` of a function's frame is a dict the frame keeps: it held
+            # every local of the script's frame (its tensors) until the frame ended, and
+            # moved a measured peak by 8,448 B (tests/clients/train_loops.py --one-block)
+            local.clear()
+        del local, f
+
+
+# Python 3.13 (PEP 667): `f_locals` is a proxy that writes through; before: a snapshot
+_LOCALS_SNAPSHOT = sys.version_info < (3, 13)
 
 
 COMPILED = "_orig_mod"   # torch.compile's OptimizedModule holds the model under this name

@@ -267,9 +267,13 @@ def test_models_built_by_type_with_a_real_loop(model_type, layers):
 
 def test_albert_one_layer_called_for_every_layer():
     """transformers ALBERT: one layer's weights shared by all 3 layers, so one module is
-    called 3 times a step and each call is a region of its own. Peaks within 0.06 %: the
-    checkpointed ones read 816 B (selective 1,048 B) over the allocator here, offload 64 B,
-    the attention alone exact; the few hundred bytes are not yet explained."""
+    called 3 times a step and each call is a region of its own. The checkpointed peak read
+    560 B over the allocator (selective 1,048 B): the layer's last LayerNorm saves its mean
+    and rstd at the boundary with the next call of the same layer, and they were read as
+    that call's, so kept (calls.py, `record_call`). Now checkpoint +48 B, selective +24 B,
+    offload +64 B (the baseline's 96 B of unexplained allocator bytes, carried to every
+    policy, against what each run's allocator reads above its own ledger), the attention
+    alone exact."""
     layer = "albert.encoder.albert_layer_groups.0.albert_layers.0"
     run = run_client("train_hf.py", ["--model", "albert", *SHAPE, "--layers", "3"], [
         f"checkpoint:{layer}", f"selective:{layer}", f"offload:{layer}",
@@ -277,7 +281,24 @@ def test_albert_one_layer_called_for_every_layer():
     assert abs(run.ledger_peak - run.allocator_peak) <= 512
     for text, p in run.policies.items():
         assert p.predicted is not None and p.measured is not None, (text, p)
-        assert abs(p.predicted - p.measured) <= 0.0006 * p.measured, (text, p)
+        assert 0 <= p.predicted - p.measured <= 64, (text, p)
+
+
+def test_albert_checkpointed_under_autocast_with_accumulation():
+    """ALBERT's one layer under bf16 autocast, 2 micro-batches: the layer's first call
+    casts its weights and the other two take the casts from autocast's cache, but each
+    call's re-run in backward casts them again (Note [Replay of a checkpointed region],
+    Rule 9). Predicted 1,870,364 B against 1,884,076 B measured before (13,712 B under),
+    then 560 B over as in fp32: the layer's last LayerNorm's mean and rstd, saved at the
+    boundary with the next call of the same layer, were read as that call's (calls.py,
+    `record_call`). 48 B over now: the baseline's unexplained allocator bytes (96 B) carried
+    to the policy, where the checkpointed run's allocator reads 48 B above its ledger."""
+    layer = "albert.encoder.albert_layer_groups.0.albert_layers.0"
+    run = run_client("train_hf.py", ["--model", "albert", *SHAPE, "--layers", "3",
+                                     "--autocast", "bf16", "--accum", "2"],
+                     [f"checkpoint:{layer}"])
+    p = run.policies[f"checkpoint:{layer}"]
+    assert p.predicted - p.measured == 48, p
 
 
 def test_gpt2_keeping_only_the_loss():

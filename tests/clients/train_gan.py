@@ -5,7 +5,7 @@
 
 The generator is called first, so it is the model policies act on (memledger applies a
 policy to the first top-level module with parameters the script calls); the ledger names
-the discriminator's modules `Sequential.*`. The discriminator runs three times per
+the discriminator's modules `D.*` (Note [Root names]). The discriminator runs three times per
 iteration (real, detached fake, fake), and the generator's output is kept for its step.
 """
 

@@ -15,6 +15,10 @@
 named by its first (`blocks.1.fc1`) when the last block calls it. `--spectral` puts `spectral_norm` on each block's fc2: registering it calls the
 parametrization while the model is built, the first module call the trace sees.
 
+`--one-block` makes every layer one block called `--depth` times (ALBERT's sharing, a
+universal transformer): under autocast its first call casts the weights and the later
+ones take the casts from autocast's cache.
+
 `--autocast` runs the eval and twice loops' forward under CPU bf16 autocast: oneDNN's bf16
 matmuls take scratch inside the op that no tensor holds (`show` names it).
 """
@@ -40,14 +44,18 @@ class Block(nn.Module):
 
 
 class Net(nn.Module):
-    def __init__(self, width: int, depth: int, spectral: bool = False) -> None:
+    def __init__(self, width: int, depth: int, spectral: bool = False,
+                 one_block: bool = False) -> None:
         super().__init__()
-        self.blocks = nn.ModuleList(Block(width, spectral) for _ in range(depth))
+        self.blocks = nn.ModuleList(Block(width, spectral) for _ in range(1 if one_block
+                                                                         else depth))
+        self.calls = depth if one_block else 1   # calls of each block per forward
         self.head = nn.Linear(width, 10)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         for block in self.blocks:
-            x = block(x)
+            for _ in range(self.calls):
+                x = block(x)
         return self.head(x)
 
 
@@ -64,9 +72,11 @@ def main() -> None:
                    help="the last block's fc1 is the block before's (one module, two parents)")
     p.add_argument("--spectral", action="store_true",
                    help="spectral_norm on each block's fc2 (its parametrization runs first)")
+    p.add_argument("--one-block", action="store_true",
+                   help="one block called --depth times (its weights shared by every layer)")
     args = p.parse_args()
     torch.manual_seed(0)
-    model = Net(args.width, args.depth, args.spectral)
+    model = Net(args.width, args.depth, args.spectral, args.one_block)
     if args.shared:
         model.blocks[-1].fc1 = model.blocks[-2].fc1
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import threading
 
+import pytest
 import torch
 from torch.nn.modules import module as nn_module
 from torch.optim import optimizer as optim_module
@@ -332,6 +333,64 @@ def test_batches_from_a_worker_are_made_when_they_arrive():
         assert (s.steps_traced, s.peak.bytes, s.at_peak["input"]) == (steps, 146_920, 26_112)
         batches = led.storages[led.storages["category"] == "input"]
         assert len(batches) == 2 * steps and not batches["pre"].any()
+
+
+def test_a_batch_pinned_by_another_thread_is_made_when_it_arrives(monkeypatch):
+    # Note [Pre-existing storages, found on first use] (trace/collector.py), the third
+    # case: DataLoader(pin_memory=True) pins each batch in a thread of its own, out of the
+    # dispatch mode's reach, and the block first met the pinned copy as an input: live
+    # from event 0, a batch more at the peak per step traced (5 steps: 4 x 25,600 B more).
+    # CPU-only torch cannot pin, so a thread makes the batch and `is_pinned` says it is
+    # pinned; `test_dataloader_pin_memory_batches_are_made_when_they_arrive` is the real one.
+    #   20,200 parameters + 20,200 gradients + 40,408 Adam + 40,000 Adam's sqrt and div
+    #   + 25,600 x + 512 y (made before the block) = 146,920 B
+    from memledger.trace import collector
+
+    assert collector.is_pinned(torch.ones(2)) is False   # and no CUDA context made for it
+    pinned: set[int] = set()
+    monkeypatch.setattr(collector, "is_pinned",
+                        lambda t: t.untyped_storage()._cdata in pinned)
+    m, opt, _ = _model()
+    y = torch.randint(0, 50, (64,))
+    for steps in (1, 5):
+        with memledger.trace() as led:
+            for _ in range(steps):
+                box: list[torch.Tensor] = []
+                pinner = threading.Thread(target=lambda: box.append(torch.randn(64, 100)))
+                pinner.start()
+                pinner.join()
+                x = box.pop()
+                pinned.add(x.untyped_storage()._cdata)
+                torch.nn.functional.cross_entropy(m(x), y).backward()
+                opt.step()
+                opt.zero_grad()
+                del x
+        s = led.summary()   # x is saved by the Linear: an activation
+        assert (s.steps_traced, s.peak.bytes, s.at_peak["input"]) == (steps, 146_920, 512)
+        batches = led.storages[led.storages["bytes"] == 25_600]
+        assert len(batches) == steps and not batches["pre"].any()
+        assert (batches["created"].diff().dropna() > 0).all()
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="pinning needs an accelerator")
+def test_dataloader_pin_memory_batches_are_made_when_they_arrive():
+    # the same with a real pinning thread: at the optimizer's peak only the step's own
+    # pinned batch is live, whatever the steps (host storages; the model stays on the CPU)
+    #   146,920 B as above, y pinned with x
+    m, opt, _ = _model()
+    for steps in (1, 5):
+        with memledger.trace() as led:
+            loader = torch.utils.data.DataLoader(_Batches(), batch_size=64, num_workers=1,
+                                                 pin_memory=True)
+            for i, (x, y) in enumerate(loader):
+                assert x.is_pinned()
+                torch.nn.functional.cross_entropy(m(x), y).backward()
+                opt.step()
+                opt.zero_grad()
+                if i == steps - 1:
+                    break
+        s = led.summary()
+        assert (s.steps_traced, s.peak.bytes, s.at_peak["input"]) == (steps, 146_920, 26_112)
 
 
 def test_memledger_trace_shows_the_apis_parameters():

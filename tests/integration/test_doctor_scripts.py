@@ -74,6 +74,11 @@ BUGS = [
     # (Note [The model]): `0.weight`, not `Sequential.0.weight`
     ("two_models.py", ["--loop", "distill", "--bug"], "no_optimizer", "warning",
      ["`2.weight`", "`2.bias`"], "opt.step()"),
+    # WGAN-GP's penalty from torch.autograd.grad without create_graph=True: a constant
+    # added to the critic's loss, which trained nothing and went unseen
+    ("gradient_penalty.py", ["--bug"], "dead_penalty", "error",
+     ["without create_graph=True", "step 1-3"],
+     "grad, = torch.autograd.grad(D(mixed).sum(), mixed)"),
     # step(closure): the gradients are read after the closure's backward, not before it
     ("closure.py", ["--bug", "nan"], "nonfinite_grad", "error", ["step 3", "4 parameters"],
      "opt.step(closure)"),
@@ -207,6 +212,10 @@ FIXED = [("cut.py", ["--cut", c, "--fixed"]) for c in ("detach", "checkpoint")] 
     ("sam.py", []),
     # weights moved between two accumulated backward passes, no gradient read between
     ("weight_noise.py", []),
+    # gradients taken without a graph on purpose: first-order MAML's fast weights, a norm
+    # logged; and WGAN-GP with create_graph=True
+    ("gradient_penalty.py", ["--fixed"]), ("gradient_penalty.py", ["--first-order"]),
+    ("gradient_penalty.py", ["--fixed", "--log-norm"]),
     # correct loops whose patterns look like bugs (see the script's docstring)
     *[("styles.py", ["--loop", lp]) for lp in ("tbptt", "rl", "gp", "queue", "groups",
                                                  "topzero", "maml")],
@@ -244,6 +253,20 @@ def test_exact_message_of_a_double_step():
         "(once after the accumulation loop)")
     assert f.evidence == {"optimizer": "AdamW", "steps_per_backward": 2, "steps": [2],
                           "params": 4, "first_step_line": first}
+
+
+def test_exact_message_of_a_dead_penalty():
+    (f,) = doctor("gradient_penalty.py", "--bug").findings
+    grad = line_of("gradient_penalty.py", "grad, = torch.autograd.grad(D(mixed).sum(), mixed)")
+    add = line_of("gradient_penalty.py", "loss_d = D(fake).mean() - D(real).mean() + 10 * penalty")
+    bw = line_of("gradient_penalty.py", ("loss_d.backward()", 1))
+    assert f.message == (
+        f"a loss term made from torch.autograd.grad() without create_graph=True (line {grad}) "
+        f"was added to the loss at line {add} and backpropagated at line {bw}, in step 1-3: "
+        "the gradients carry no history, so the term changes the loss's value and trains "
+        "nothing (a gradient penalty); pass create_graph=True to torch.autograd.grad()")
+    assert f.evidence == {"backward_passes": 3, "steps": [1, 2, 3], "add_line": add,
+                          "backward_line": bw}
 
 
 def test_exact_messages_of_clip_order():

@@ -136,3 +136,20 @@ def test_report_round_trips_through_ledger_records():
 
 def test_span_reads_like_a_range():
     assert (span([3, 1, 2]), span([1, 3]), span([2])) == ("1-3", "1, 3", "2")
+
+
+def test_a_dead_penalty_per_autograd_grad_line():
+    # Note [A gradient penalty without create_graph]: one finding per `autograd.grad` line,
+    # its steps and backward passes counted
+    pen = {"k": "penalty", "grad_file": "t.py", "grad_line": 4, "add_file": "t.py",
+           "add_line": 6, "file": "t.py", "line": 8}
+    recs = [_param(0, "a"), _bw(1, 1), {**pen, "step": 1}, _step(1, [0], {0: 1}, [1]),
+            _bw(2, 2), {**pen, "step": 2}, _step(2, [0], {0: 1}, [2]),
+            {"k": "end", "steps": 2}]
+    (f,) = diagnose(recs).findings
+    assert (f.check, f.severity, f.where) == ("dead_penalty", "error", Where(file="t.py", line=4))
+    assert f.evidence == {"backward_passes": 2, "steps": [1, 2], "add_line": 6,
+                          "backward_line": 8}
+    assert f.message.startswith("a loss term made from torch.autograd.grad() without "
+                                "create_graph=True (line 4) was added to the loss at line 6 "
+                                "and backpropagated at line 8, in step 1, 2:")

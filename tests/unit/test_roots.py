@@ -9,8 +9,55 @@ from torch import nn
 from memledger.trace.roots import RootNames
 
 
-def _call(names: RootNames, m: nn.Module) -> str:
-    return names.path(m, top_level=True)[0]
+def _call(names: RootNames, _m: nn.Module) -> str:
+    # `_m`: a name Note [Root names] skips, so these modules are named by their class
+    return names.path(_m, top_level=True)[0]
+
+
+def _traced(run) -> tuple[list[str], set[str]]:
+    """(`root` records, parameter names) of a Collector's ledger records for `run()`."""
+    from memledger.ledger.writer import MemorySink
+    from memledger.trace.collector import Collector
+
+    sink = MemorySink()
+    with Collector(sink):
+        run()
+    roots = [r["mod"] for r in sink.records if r["k"] == "root"]
+    params = {r["name"] for r in sink.records if r["k"] == "role" and r["role"] == "parameter"}
+    return roots, params
+
+
+def test_roots_are_named_as_the_script_calls_them():
+    # Note [Root names]: a GAN of two Sequentials read `0.weight` and `Sequential.0.weight`
+    G = nn.Sequential(nn.Linear(4, 8))
+    D = nn.Sequential(nn.Linear(8, 1))
+    kept = [nn.Sequential(nn.Linear(4, 4)) for _ in range(3)]
+
+    def run():
+        D(G(torch.randn(2, 4))).sum().backward()
+        for m in kept:   # `m` taken by the first, then the class: the class and an ordinal
+            m(torch.randn(2, 4))
+        torch.optim.SGD(G.parameters(), lr=0.1).step()
+
+    roots, params = _traced(run)
+    assert roots == ["D", "m", "Sequential", "Sequential#2"]
+    assert {"0.weight", "D.0.weight", "m.0.weight", "Sequential.0.weight",
+            "Sequential#2.0.weight"} <= params
+
+
+def test_a_teacher_is_named_by_the_script_once_its_student_is_the_model():
+    teacher, student = nn.Sequential(nn.Linear(4, 4)), nn.Sequential(nn.Linear(4, 4))
+
+    def run():
+        with torch.no_grad():
+            target = teacher(torch.randn(2, 4))
+        ((student(torch.randn(2, 4)) - target) ** 2).sum().backward()
+        torch.optim.SGD(student.parameters(), lr=0.1).step()
+
+    roots, params = _traced(run)
+    # the student, called second, was `student` until the first step made it the model
+    assert roots == ["student", "teacher"]
+    assert {"0.weight", "teacher.0.weight"} <= params
 
 
 def test_a_dead_modules_id_does_not_name_the_next_one():
@@ -31,8 +78,9 @@ def test_the_model_moves_from_a_teacher_to_its_student_at_the_first_step():
     assert [names.prefix[m] for m in (teacher, proj, student)] == ["", "Linear", "Sequential"]
     opt = torch.optim.SGD(student.parameters(), lr=0.1)
     assert names.on_step(opt) == [student, teacher]
-    assert [names.prefix[m] for m in (teacher, student)] == ["Linear", ""]
-    assert names.paths.get(student[0]) == "0" and names.paths.get(teacher) == "Linear"
+    # `Linear` is proj's: two top-level Linears once shared it (Note [Root names])
+    assert [names.prefix[m] for m in (teacher, student)] == ["Linear#2", ""]
+    assert names.paths.get(student[0]) == "0" and names.paths.get(teacher) == "Linear#2"
     assert names.on_step(opt) == []          # decided once
 
 
