@@ -428,7 +428,21 @@ class PolicyInstaller:
                 self.applied = None
             self._apply(moved[0])
         elif self.error is not None:  # the model is decided, and the policy does not fit it
+            self.error = self._explained(self.error)
             raise self.error
+
+    def _explained(self, error: PolicyError) -> PolicyError:
+        """The error again, now that the top-level modules called beside the model are
+        known: a selector that names one of them is told so (replay/policies.py)."""
+        model = self._roots.model()
+        others = [p for _, p in self._roots.prefix.items() if p]
+        if model is None or not others:
+            return error
+        try:
+            resolve(self.policy, module_table(model), others=others)
+        except PolicyError as better:
+            return better
+        return error
 
     def _apply(self, module: nn.Module) -> None:
         # a module taken for the model before (spectral_norm's parametrization, called while

@@ -239,13 +239,18 @@ def glob_regex(selector: str) -> re.Pattern:
 
 # ---- resolution against a model's modules ---------------------------------------------------
 def resolve(policy: Policy, modules: Iterable[tuple[str, str]],
-            known: str = "the model's modules are", after: str = "") -> list[Region]:
+            known: str = "the model's modules are", after: str = "",
+            others: Iterable[str] = ()) -> list[Region]:
     """The regions a policy selects among (path, class name) pairs, in model order.
 
     Raises PolicyError when a selector matches nothing (listing the module names, then
-    `after`), when two selected modules nest, or when two parts select the same module.
+    `after`; or, where it names a top-level module the script calls beside the model, one
+    of `others`, saying so), when two selected modules nest, or when two parts select the
+    same module.
     """
-    mods = [(p, c) for p, c in dict.fromkeys(modules) if p]  # the root ("") is never a region
+    modules = list(dict.fromkeys(modules))
+    root = next((c for p, c in modules if not p), "")
+    mods = [(p, c) for p, c in modules if p]  # the root ("") is never a region
     regions: list[Region] = []
     taken: dict[str, str] = {}
     for part in policy.parts:
@@ -258,8 +263,18 @@ def resolve(policy: Policy, modules: Iterable[tuple[str, str]],
             rx = glob_regex(sel)
             hits = [(p, c) for p, c in mods if rx.fullmatch(p)]
         if not hits:
-            raise PolicyError(f"selector {sel!r} matches no module; {known} {_names(mods)}"
-                              f"{after}")
+            beside = _beside_the_model(sel, others)
+            if beside:
+                model = f" ({_a(root)}: the first top-level module with parameters the " \
+                    "script called)" if root else ""
+                raise PolicyError(
+                    f"selector {sel!r} selects modules of {beside!r}, which the script calls "
+                    f"beside the model; policies act on the model alone{model}: put the "
+                    f"modules the script calls (the model, {', '.join(others)}) in one "
+                    f"nn.Module whose forward does what the script does, and select inside it")
+            names = _names(mods) if mods or not root else f"(none: the model, {_a(root)}, " \
+                "has no submodules)"
+            raise PolicyError(f"selector {sel!r} matches no module; {known} {names}{after}")
         for p, c in hits:
             if p in taken:
                 raise PolicyError(f"module {p!r} is selected by both {taken[p]!r} and "
@@ -272,6 +287,21 @@ def resolve(policy: Policy, modules: Iterable[tuple[str, str]],
             raise PolicyError(f"regions nest: {b!r} ({taken[b]}) is inside {a!r} ({taken[a]}); "
                               "select modules that do not contain each other")
     return regions
+
+
+def _a(name: str) -> str:
+    return f"{'an' if name[:1] in 'AEIOU' else 'a'} {name}"
+
+
+def _beside_the_model(selector: str, others: Iterable[str]) -> str:
+    """The top-level module besides the model (`blocks`, named as the script calls it:
+    Note [Root names], trace/roots.py) whose name the selector's first part matches."""
+    if selector.startswith("@"):
+        return ""
+    head = selector.split(".")[0]
+    rx = glob_regex(head) if any(ch in head for ch in "*?[") else None
+    return next((o for o in others if o and (o == head or (rx is not None and
+                                                            rx.fullmatch(o)))), "")
 
 
 def _names(mods: list[tuple[str, str]], limit: int = 24) -> str:

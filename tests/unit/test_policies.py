@@ -80,3 +80,24 @@ def test_a_size_is_echoed_as_people_write_it():
         assert parse_policy(text).text() == text
     p = parse_policy("offload:x:min=1.5MiB")
     assert p.text() == "offload:x:min=1536KiB" and parse_policy(p.text()) == p
+
+
+def test_a_selector_naming_a_module_called_beside_the_model_says_so():
+    """A script whose "model" is a function calling `emb`, `blocks` and `head` in turn:
+    the model is `emb` (the first top-level module with parameters called), and `show`
+    names the others' modules `blocks.0` ... as the script calls them. `blocks.*` matched
+    "(none recorded)"; now the error says where those modules are and what to do."""
+    mods = [("", "Embedding")]
+    with pytest.raises(PolicyError) as e:
+        resolve(parse_policy("checkpoint:blocks.*"), mods, others=("blocks", "head"))
+    assert str(e.value) == (
+        "memledger: selector 'blocks.*' selects modules of 'blocks', which the script calls "
+        "beside the model; policies act on the model alone (an Embedding: the first "
+        "top-level module with parameters the script called): put the modules the script "
+        "calls (the model, blocks, head) in one nn.Module whose forward does what the "
+        "script does, and select inside it")
+    with pytest.raises(PolicyError, match=r"selects modules of 'head'"):
+        resolve(parse_policy("offload:h*"), mods, others=("blocks", "head"))
+    with pytest.raises(PolicyError, match=r"matches no module; the model's modules are "
+                       r"\(none: the model, an Embedding, has no submodules\)$"):
+        resolve(parse_policy("checkpoint:foo.*"), mods, others=("blocks", "head"))
