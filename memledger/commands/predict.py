@@ -53,7 +53,13 @@ def predict(
     _print_table(reps[0], str(ledger))
     for line in unseen_save_ops(leds[0], pols):
         console.print(line, style="yellow", markup=False)
-    if not (leds[0].storages["category"] == "activation").any():
+    hooks = leds[0].extra.get("hooks")
+    if hooks:   # Note [The script's own saved-tensor hooks] (trace/collector.py)
+        console.print(f"the script runs its forward under saved-tensor hooks of its own "
+                      f"({hooks[0].get('pack', '')}): what it saves there is not in the "
+                      f"ledger as saved, so these predictions do not move it", style="yellow",
+                      markup=False)
+    elif not (leds[0].storages["category"] == "activation").any():
         console.print("nothing in this ledger was saved for backward (no_grad or inference "
                       "code): checkpoint, selective and offload have nothing to free",
                       style="yellow")

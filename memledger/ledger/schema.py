@@ -46,7 +46,9 @@ model's names are another module's, the student of a teacher that held them unti
 first optimizer step; Note [The model] in trace/roots.py) and `stopped` (`sid`, `ev`: an
 output of op `ev` freed inside that op by a checkpoint re-run's early stop, which the
 allocator pass measured as the op's scratch; Note [The script's own checkpoint], 3, in
-trace/script_checkpoint.py). Fake runs add `real`, `standin`, `flops` and `fake_aware`
+trace/script_checkpoint.py) and `hooks` (`ev`, `pack`, `module`: the script ran its
+forward under saved-tensor hooks of its own, which hide its saves from the ledger; Note
+[The script's own saved-tensor hooks] in trace/collector.py). Fake runs add `real`, `standin`, `flops` and `fake_aware`
 (`lib`, `what`: a library the script imported that branches on FakeTensor; Note [Fake
 runs], Rule 7, in trace/fake.py).
 

@@ -99,6 +99,10 @@ class Summary(_Model):
     script_checkpointed: Optional[list[str]] = Field(
         None, description="modules the script checkpoints itself (torch.utils.checkpoint): "
         "policies that would nest with them are refused; absent when none")
+    saved_hooks: Optional[str] = Field(
+        None, description="the script's own saved-tensor hooks around its forward (their "
+        "pack function, e.g. save_on_cpu's): saves under them are not in the ledger; absent "
+        "when none")
     threads: int = Field(1, description="most Python threads alive at a step's end; tensors "
                                         "made by threads other than the traced one are not in "
                                         "the ledger (they are in the allocator's peak)")
@@ -152,8 +156,19 @@ def summarize(led: Ledger, top: int = 10) -> Summary:
         script_checkpointed=list(dict.fromkeys(
             r.get("mod", "") for r in led.extra["script_ckpt"])) or None
         if led.extra.get("script_ckpt") else None,
+        saved_hooks=_saved_hooks(led),
         threads=int((led.end or {}).get("threads", 1)),
     )
+
+
+def _saved_hooks(led: Ledger) -> str | None:
+    """`module.qualname` of the script's own saved-tensor pack hook (Note [The script's own
+    saved-tensor hooks], trace/collector.py), or None."""
+    recs = led.extra.get("hooks") or []
+    if not recs:
+        return None
+    r = recs[0]
+    return ".".join(x for x in (r.get("module", ""), r.get("pack", "")) if x)
 
 
 def _with_scratch(led: Ledger, peak: int) -> int | None:

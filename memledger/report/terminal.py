@@ -76,6 +76,11 @@ def _headline(s: Summary, source: str) -> list[Text]:
         lines.append(Text(f"The script checkpoints {named} itself (torch.utils.checkpoint): "
                           "checkpointing them, inside or around them, and offload inside them are "
                           "refused", style="dim"))
+    if s.saved_hooks:   # Note [The script's own saved-tensor hooks]
+        lines.append(Text(f"Warning: the script runs its forward under saved-tensor hooks of "
+                          f"its own ({s.saved_hooks}): what autograd saves under them is not "
+                          f"seen as saved (their copies count as temporaries), so predictions "
+                          f"of checkpoint and offload cannot move it", style="yellow"))
     if s.threads > 1:  # the dispatch mode sees one thread: never claim the rest is explained
         lines.append(Text(f"Warning: {s.threads - 1} other Python thread(s) ran while tracing; "
                           "tensors they made are not in the ledger (the allocator's peak "

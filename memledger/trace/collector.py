@@ -118,6 +118,9 @@ _LIFT_FRESH = torch.ops.aten.lift_fresh.default
 _SET_STORAGE = torch.ops.aten.set_.source_Storage_storage_offset
 _SET_STORAGE0 = torch.ops.aten.set_.source_Storage
 _current_node = torch._C._current_autograd_node
+# the saved-tensor hooks in force (Note [The script's own saved-tensor hooks]); private, so
+# looked up softly: without it the note is never written
+_top_saved_hooks = getattr(torch._C._autograd, "_top_saved_tensors_default_hooks", None)
 
 
 def _node_now() -> int:
@@ -333,6 +336,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
         self._nograd_depth: int | None = None   # module depth looked at without gradients
         self._handles: list[Any] = []
         self._saved_hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack)
+        self._hooks_noted = False   # Note [The script's own saved-tensor hooks]
         self._closed = False
         self._done = False                 # max_steps reached: Note [When a step ends]
         self._forked = False               # Note [A forked child traces nothing]
@@ -723,6 +727,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
             if has_params:
                 self._set_phase("forward")
                 self._mark_inputs(args)
+                self._foreign_saved_hooks()
             elif self._phase == "forward":
                 self._set_phase("loss")
         self._mod_stack.append((path, self._ev, time.perf_counter_ns(), is_root))
@@ -990,6 +995,31 @@ class Collector(ShardingMixin, TorchDispatchMode):
                     self._role(v, "optimizer_state", f"{pname}.{key}" if pname else str(key))
 
     # ---- saved tensors --------------------------------------------------------------------
+    # Note [The script's own saved-tensor hooks]
+    # Autograd calls only the innermost pair of saved-tensor hooks. A script that runs its
+    # forward under its own (`torch.autograd.graph.save_on_cpu()`, a library's offloader)
+    # hides every save inside from the collector's pack hook: the ledger then has no
+    # `saved` records there, the copies its hook makes read as temporaries, and replay
+    # cannot move what it never saw saved (the peak itself stays exact: every byte is
+    # still an op's). At each root forward the collector looks at the hooks in force, and
+    # the first time they are not its own (nor a checkpoint's, Note [The script's own
+    # checkpoint]) writes a `hooks` record with their pack function's name: `show` and
+    # `predict` say so.
+    def _foreign_saved_hooks(self) -> None:
+        if self._hooks_noted or _top_saved_hooks is None:
+            return
+        try:
+            top = _top_saved_hooks(False)
+        except (RuntimeError, TypeError):
+            return
+        if top is None or top[0] == self._pack or checkpoint_pack_hook() is not None:
+            return
+        self._hooks_noted = True
+        pack = top[0]
+        name = getattr(pack, "__qualname__", "") or type(pack).__name__
+        self.sink.write({"k": "hooks", "ev": self._ev, "pack": name[:200],
+                         "module": getattr(pack, "__module__", "") or ""})
+
     def _pack(self, t: torch.Tensor) -> torch.Tensor:
         sid = self._sid(t, self._ev)
         if sid >= 0:

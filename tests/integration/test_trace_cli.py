@@ -166,3 +166,39 @@ def test_ctrl_c_mid_trace_keeps_ledger(tmp_path):
     assert "interrupted" in err
     led = Ledger.load(out)
     assert led.end["status"] == "interrupted" and led.steps_traced == 1
+
+
+SAVE_ON_CPU = """
+import torch, torch.nn as nn
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(8, 64), nn.ReLU(), nn.Linear(64, 4))
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for step in range(3):
+    with torch.autograd.graph.save_on_cpu():
+        loss = model(torch.randn(16, 8)).sum()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+"""
+
+
+def test_the_scripts_own_saved_tensor_hooks_are_named(tmp_path, capsys):
+    """Note [The script's own saved-tensor hooks] (trace/collector.py): save_on_cpu hides
+    every save from the ledger (autograd calls only the innermost hooks), so the ledger had
+    no activation at all and predictions could not move one; nothing said so."""
+    script = tmp_path / "soc.py"
+    script.write_text(SAVE_ON_CPU)
+    out = tmp_path / "soc.ledger"
+    assert main(["trace", str(script), "--no-timing", "--steps", "2", "-o", str(out)]) == 0
+    capsys.readouterr()
+    led = Ledger.load(out)
+    assert not (led.storages["category"] == "activation").any()
+    assert main(["show", str(out), "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["saved_hooks"] == "torch.autograd.graph.save_on_cpu.__init__.<locals>.pack_to_cpu"
+    assert main(["show", str(out)]) == 0
+    assert "Warning: the script runs its forward under saved-tensor hooks of its own " \
+           "(torch.autograd.graph.save_on_cpu" in " ".join(capsys.readouterr().out.split())
+    assert main(["predict", str(out), "-p", "checkpoint:0"]) == 0
+    assert "saved-tensor hooks of its own (save_on_cpu.__init__.<locals>.pack_to_cpu)" in \
+        " ".join(capsys.readouterr().out.split())
