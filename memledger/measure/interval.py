@@ -16,6 +16,7 @@ import statistics
 
 GOAL = 0.15          # predictions are held to 0.85-1.15 of measured (issue 14)
 BOOTSTRAP = 2_000
+MIN_STEPS = 3        # resampling 2 steps says nothing: two bootstrap medians can agree by chance
 
 
 def added_interval(rounds: list[tuple[list[float], list[float]]]) -> tuple[float, float]:
@@ -38,9 +39,6 @@ def added_interval(rounds: list[tuple[list[float], list[float]]]) -> tuple[float
 def resolved(measured: float, lo: float, hi: float, goal: float = GOAL) -> bool:
     """Whether the interval [lo, hi] lies within +-goal of a positive measured time."""
     return measured > 0 and lo >= measured * (1 - goal) and hi <= measured * (1 + goal)
-
-
-MIN_STEPS = 3   # resampling 2 steps says nothing: their two bootstrap medians can agree by chance
 
 
 def judged(added: float, policy_steps: list[float],
