@@ -29,7 +29,9 @@ class TensorAtPeak(_Model):
     def describe(self, with_category: bool = False) -> str:
         """`blocks.3.mlp.c_fc addmm 512x512 1.0 MiB` (a named storage shows its name)."""
         what = self.name or f"{self.module} {self.op.removeprefix('aten.').split('.')[0]}"
-        s = f"{what} {self.shape or '?'} {format_bytes(self.bytes)}"
+        # shape () reads '' in the ledger; an imported allocator block has no dtype either
+        shape = self.shape or ("scalar" if self.dtype else "?")
+        s = f"{what} {shape} {format_bytes(self.bytes)}"
         return f"{self.category} {s}" if with_category else s
 
     def __str__(self) -> str:

@@ -63,7 +63,7 @@ def test_step():
     # 20,488 B = 20.0 KiB; input 65,536 = 64 KiB exactly: passes, so not named
     r.stdout.fnmatch_lines([
         "memledger: peak 655,368 B > budget 655,360 B (temporary +20.0 KiB: (script) mm "
-        "256x256 256.0 KiB, (script) threshold_backward 64x256 64.0 KiB, (script) sum ? 4 B)",
+        "256x256 256.0 KiB, (script) threshold_backward 64x256 64.0 KiB, (script) sum scalar 4 B)",
         "  peak 655,368 B > budget 655,360 B by 8 B *",
         "  temporary 320.0 KiB > budget 300.0 KiB by 20.0 KiB *",
     ])
