@@ -61,8 +61,11 @@ def test_a_second_model_is_not_a_policy_target():
     # the discriminator's modules are named in the ledger, and both sides refuse them
     p = run.policies["checkpoint:D.*"]
     assert p.predicted is None and p.measured is None
-    assert "not on D, bce" in p.predict_refusal
-    assert "'D.*' matches no module" in p.measure_refusal
+    # ... and say where they are: beside the model, not in it (replay/policies.py)
+    for refusal in (p.predict_refusal, p.measure_refusal):
+        assert "selector 'D.*' selects modules of 'D', which the script calls beside the " \
+               "model; policies act on the model alone" in refusal
+        assert "(the model, D, bce)" in refusal
     # nor does plan offer them: the discriminator's D.0-2 are numbered children
     from memledger.replay.plan import repeated_blocks
 
