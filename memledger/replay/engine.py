@@ -765,12 +765,15 @@ def _work(prep: Prepared, calls: _Calls, own: _Owners, seg: _Segments, off: np.n
     # both kept) is still re-run in backward to refill its holders: its time, not its bytes.
     rerun_only = _is_recomputed(calls.kind) & ~seg.has & (saves > 0)
     rerun_end = np.where(seg.has, seg.end, np.where(rerun_only, calls.ev1, calls.ev0))
-    # Written to disk: every activation an offloaded call packs, whether or not its bytes
-    # can leave (a ReLU output saved by the ReLU too stays resident, but the offloader
-    # still writes the copy fc2 packs and reads it back).
+    # Written to disk: every storage an offloaded call packs that the offloader does not
+    # skip (parameters and buffers), whether or not its bytes can leave (a ReLU output
+    # saved by the ReLU too stays resident, but the offloader still writes the copy fc2
+    # packs and reads it back; the batch the script holds, saved by the first Linear, too:
+    # train_mlp.py's `offload:**` writes 3 storages, not the 2 activations)
     first, last = calls.at(calls.kind, own.first_save), calls.at(calls.kind, own.last_save)
     packer = np.where(first == Kind.OFFLOAD, own.first_save, own.last_save)
-    written = (prep.cat == ACTIVATION) & ((first == Kind.OFFLOAD) | (last == Kind.OFFLOAD)) & (
+    written = ~np.isin(prep.cat, MODEL_STATE) & (prep.nbytes > 0) & (
+        (first == Kind.OFFLOAD) | (last == Kind.OFFLOAD)) & (
         prep.nbytes >= calls.at(calls.min_b, packer))
     return Work(scope_row=calls.row, kind=calls.kind, part=calls.part, ev0=calls.ev0,
                 ev1=calls.ev1, rerun_end=rerun_end, saves=saves,

@@ -204,3 +204,16 @@ def test_predict_says_whether_the_models_own_costs_were_probed():
     probed = blocks_ledger([100_000], [150_000], timing={
         "ckpt_region_ns": [3_000], "ckpt_probe_saves": 2.0, "ckpt_probe_regions": 4})
     assert predict(probed, [parse_policy("checkpoint:blocks.0")]).costs_probed is True
+
+
+def test_offload_prices_every_storage_the_offloader_writes(traced_examples):
+    """The offloader writes what a region packs, parameters and buffers aside: on
+    train_mlp.py `offload:**` that is the batch fc1 saves (64 x 256 fp32 = 65,536 B) and
+    the two ReLU outputs (64 x 512 fp32 = 131,072 B each), every step. The time model
+    priced the activations alone: 2 storages a step, not 3."""
+    from memledger.ledger.model import Ledger
+
+    led = Ledger.load(traced_examples["mlp"])
+    w = replay(Prepared.from_ledger(led), parse_policy("offload:**")).work
+    steps = led.summary().steps_traced
+    assert sorted(w.off_bytes.tolist()) == sorted([65_536, 131_072, 131_072] * steps)
