@@ -122,3 +122,9 @@ def parse_duration(text: str) -> float:
 def count(n: int, noun: str, plural: str | None = None) -> str:
     """`count(1, "finding")` -> '1 finding'; `count(3, "finding")` -> '3 findings'."""
     return f"{n:,} {noun if n == 1 else (plural or noun + 's')}"
+
+
+def format_error(error: float) -> str:
+    """A prediction's relative error: `exact`, or signed with two digits (`-0.00049%` for
+    8 B of 1.6 MiB, not `-0%`)."""
+    return "exact" if error == 0 else format_percent(error, signed=True)

@@ -17,9 +17,8 @@ from pathlib import Path
 
 from memledger.ledger.schema import CATEGORIES
 from memledger.outputs import write_atomic
-from memledger.report.compare_table import peak_error
 from memledger.report.palette import category_hex
-from memledger.units import format_bytes
+from memledger.units import format_bytes, format_error
 from memledger.verify.verdict import CompareReport
 
 W, H, PAD = 640, 260, 48          # px: chart width, height, left/bottom margin
@@ -74,7 +73,7 @@ def _table(rep: CompareReport) -> str:
                     '<td></td><td></td></tr>')
     for p in rep.policies:
         measured = rep.performance and p.verdict != "REJECT"
-        err = (peak_error(p.peak_prediction_error) if p.peak_prediction_error is not None
+        err = (format_error(p.peak_prediction_error) if p.peak_prediction_error is not None
                else "–")
         cells = [
             _e(p.policy),

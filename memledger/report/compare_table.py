@@ -16,7 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from memledger.measure.interval import MIN_STEPS
-from memledger.units import format_bytes, format_percent
+from memledger.units import format_bytes, format_error
 from memledger.verify.verdict import CompareReport, PolicyComparison
 
 VERDICT_STYLE = {"ADOPT": "bold green", "OK": "green", "REJECT": "bold red"}
@@ -62,7 +62,7 @@ def _cells(p: PolicyComparison, performance: bool) -> list:
     if performance and p.predicted_peak_bytes:
         pred = format_bytes(p.predicted_peak_bytes)
         if p.peak_prediction_error is not None:
-            pred += f" ({peak_error(p.peak_prediction_error)})"
+            pred += f" ({format_error(p.peak_prediction_error)})"
     else:
         pred = "–"
     if measured:
@@ -73,12 +73,6 @@ def _cells(p: PolicyComparison, performance: bool) -> list:
         added = "–"
     return [wrappable(p.policy), Text(p.verdict, style=VERDICT_STYLE[p.verdict]), gates, peak,
             saved, pred, added]
-
-
-def peak_error(error: float) -> str:
-    """`exact`, or the signed error with two digits (`-0.00049%` for 8 B of 1.6 MiB, not
-    `-0%`)."""
-    return "exact" if error == 0 else format_percent(error, signed=True)
 
 
 def wrappable(policy: str) -> str:
