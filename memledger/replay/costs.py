@@ -12,6 +12,10 @@ prediction on every run. Per selected call in a warm step (steps after the first
                  + (ops + rerun) × sac_op + kept ops × sac_keep
     offload      saves × pack + Σ over its offloaded storages (file + bytes × per_byte) × s
 
+and once per warm step that re-runs any call (checkpoint or selective): `step`, what such a
+step pays besides its calls (Note [A checkpointed step's own cost] in
+memledger/trace/timing.py; 0 for ledgers whose probe did not measure it).
+
 - fwd: the call's untraced forward (thread CPU time, module hooks; recompute re-runs
   exactly that forward with autograd recording).
 - share: the part early stop re-runs, weighed by untraced op time: Σ op time over
@@ -19,6 +23,11 @@ prediction on every run. Per selected call in a warm step (steps after the first
 - kept: untraced op time of the save-list ops in the re-run part (their cached outputs are
   handed back instead of recomputed).
 - saves: packs made by the call (q, k and v of one attention are three).
+- share: taken to the call's last pack for a call that drops nothing (a Linear re-runs
+  its `t` only: engine.py Note [What a call does, for the time model]).
+- factor from a probe run with early stop (ledgers with `ckpt_early_stop`): the probe's
+  re-run over plain forward time covers only the part early stop re-runs, so it is divided
+  by the share the replay gives the probe's own regions (`_probe_share`).
 - sac_op, factor, call: this model's own cost per op under selective checkpointing's
   caching mode, its own re-run/forward ratio and its own cost per checkpointed call,
   measured by `trace` after its timed steps (memledger/trace/timing.py `sac_probe`;
@@ -60,7 +69,8 @@ import numpy as np
 
 from memledger.replay.calib_cache import read_cached
 from memledger.replay.cost import disk_bandwidth
-from memledger.replay.engine import Kind, Replayed, Work
+from memledger.replay.engine import Kind, Replayed, Work, replay
+from memledger.replay.policies import Policy, PolicyKind, PolicyPart
 from memledger.replay.prepared import Prepared
 
 PARAMS = ("recompute_factor", "ckpt_call_ns", "ckpt_save_ns", "sac_op_ns", "sac_call_ns",
@@ -86,6 +96,8 @@ class Constants:
     pack: float = 0.0
     sac_keep: float = 0.0     # per save-list op of a selective call (Note [Selective probe
                               # in context]); 0 without a probe
+    ckpt_step: float = 0.0    # once per step that re-runs anything (Note [A checkpointed
+                              # step's own cost]); 0 without a probe that measured it
 
     @classmethod
     def from_params(cls, params: dict, which: str, bandwidth: float | None = None) -> "Constants":
@@ -133,6 +145,11 @@ class CostModel:
         self.source = "untraced" if prep.timings.source else "traced"
         self.consts = {w: Constants.from_params(self.params, w, bandwidth)
                        for w in ("median", "lo", "hi")}
+        op = prep.timings.op_ns
+        self._op_known = ~np.isnan(op)
+        self._op_cum = np.concatenate([[0.0], np.cumsum(np.where(self._op_known, op, 0.0))])
+        self._known_cum = np.concatenate([[0], np.cumsum(self._op_known)])
+        self._kept_cum: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
         # the model's own selective cost per op and recompute factor, from the trace
         # (memledger/trace/timing.py sac_probe, recompute_probe), over the machine's
         off = prep.timings.offload if prep.timings is not None else None
@@ -141,6 +158,9 @@ class CostModel:
         sac = prep.timings.sac_op_ns if prep.timings is not None else ()
         fac = prep.timings.factor if prep.timings is not None else ()
         reg = prep.timings.region_ns if prep.timings is not None else ()
+        per_step = prep.timings.step_ckpt_ns if prep.timings is not None else ()
+        # a probe run with early stop timed the part of each re-run early stop makes
+        share = self._probe_share(prep) if fac and prep.timings.probe_paths else 1.0
         # a probe whose median paid nothing above its packs ran on a machine too busy to see
         # the copies (a traced step of 1.2 s against 65 ms quiet): the calibration prices them
         trust_probe = not bandwidth and bool(_offload_scale(off, self.consts["median"], 0))
@@ -153,7 +173,9 @@ class CostModel:
             if sac:
                 c = dataclasses.replace(c, sac_op=sac[i], sac_call=0.0)
             if fac:
-                c = dataclasses.replace(c, factor=fac[i])
+                c = dataclasses.replace(c, factor=fac[i] / share)
+            if per_step:
+                c = dataclasses.replace(c, ckpt_step=max(0.0, per_step[i]))
             if reg:      # the call cost in this model's own step, its saves taken out
                 call = reg[i] - prep.timings.probe_saves * c.ckpt_save
                 c = dataclasses.replace(c, ckpt_call=max(0.0, call))
@@ -171,15 +193,41 @@ class CostModel:
             traced = np.maximum(0.0, prep.scope_ns - per_ev * ev)
             fwd[missing], lo[missing], hi[missing] = (traced[missing],) * 3
         self.fwd = {"median": fwd, "lo": lo, "hi": hi}
-        op = t.op_ns
-        self._op_known = ~np.isnan(op)
-        self._op_cum = np.concatenate([[0.0], np.cumsum(np.where(self._op_known, op, 0.0))])
-        self._known_cum = np.concatenate([[0], np.cumsum(self._op_known)])
-        self._kept_cum: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
         sel_probe = t.selective
         for i, w in enumerate(("median", "lo", "hi") if sel_probe else ()):
             keep = self._sac_keep(sel_probe, self.consts[w], i)
             self.consts[w] = dataclasses.replace(self.consts[w], sac_keep=keep)
+
+    def _probe_work(self, prep: Prepared, kind: PolicyKind, paths) -> tuple[Work, np.ndarray]:
+        """The replay's `Work` of `kind` on the probe's regions, and which of its calls are
+        in warm steps; None where the replay cannot run it."""
+        if not paths or "" in paths:
+            return None
+        policy = Policy(parts=tuple(PolicyPart(kind=kind, selector=p) for p in paths))
+        try:
+            w = replay(prep, policy).work
+        except Exception:          # a region the replay refuses: priced without it
+            return None
+        if w is None or not len(w.kind):
+            return None
+        step = prep.scope_step[w.scope_row]
+        return w, (step > 1 if (step > 1).any() else np.ones(len(step), dtype=bool))
+
+    def _probe_share(self, prep: Prepared) -> float:
+        """The share of the probe regions' plain forward that their re-runs make under early
+        stop, weighed by untraced forward time (Note [A checkpointed step's own cost]):
+        the probe's factor (re-run time over plain forward time) over it is the factor of
+        a whole re-run. 1 where the ledger cannot tell."""
+        got = self._probe_work(prep, PolicyKind.CHECKPOINT, prep.timings.probe_paths)
+        if got is None:
+            return 1.0
+        w, warm = got
+        fwd = prep.timings.call_ns[w.scope_row]
+        ok = warm & ~np.isnan(fwd)
+        if not ok.any() or fwd[ok].sum() <= 0:
+            return 1.0
+        part = self._share(w.ev0, w.ev1, w.rerun_end)[ok]
+        return max(float((fwd[ok] * part).sum() / fwd[ok].sum()), 1e-3)
 
     def _kept_ops(self, ev0: np.ndarray, ev1: np.ndarray, save_ops) -> tuple[np.ndarray,
                                                                               np.ndarray]:
@@ -199,21 +247,30 @@ class CostModel:
     def _sac_keep(self, probe: dict, c: Constants, i: int) -> float:
         """The cost per kept op that makes the op-time model give what the selective probe
         measured on its own regions (Note [Selective probe in context]): per region, the
-        probe's selective minus checkpointed step = sac_op x (forward ops + re-run ops,
-        early stop off: both the whole region) - kept op time + kept ops x sac_keep."""
+        probe's selective minus checkpointed step = sac_op x (forward ops + re-run ops)
+        - kept op time in the re-run + kept ops x sac_keep. A probe run with early stop
+        re-runs what the replay's `rerun_end` says; one without re-ran whole regions."""
         p = self.prep
-        rows = np.flatnonzero(np.isin(p.scope_mod, probe["paths"]))
-        steps = np.unique(p.scope_step[rows])
-        warm = steps[steps > 1] if (steps > 1).any() else steps
-        rows = rows[np.isin(p.scope_step[rows], warm)]
-        if not len(rows):
+        if p.timings.probe_paths:
+            got = self._probe_work(p, PolicyKind.SELECTIVE, probe["paths"])
+            if got is None:
+                return 0.0
+            w, warm = got
+            w = dataclasses.replace(w, save_ops=[tuple(probe["save_ops"])] * len(w.save_ops))
+            kept_ns, n_kept = (x[warm] for x in self._kept(w))
+            ops = ((w.ev1 - w.ev0) + (w.rerun_end - w.ev0))[warm]
+        else:
+            rows = np.flatnonzero(np.isin(p.scope_mod, probe["paths"]))
+            steps = np.unique(p.scope_step[rows])
+            warm_steps = steps[steps > 1] if (steps > 1).any() else steps
+            rows = rows[np.isin(p.scope_step[rows], warm_steps)]
+            ev0, ev1 = p.scope_ev0[rows], p.scope_ev1[rows]
+            n_kept, kept_ns = self._kept_ops(ev0, ev1, probe["save_ops"])
+            ops = 2 * (ev1 - ev0)
+        if not len(ops) or not n_kept.sum():
             return 0.0
-        ev0, ev1 = p.scope_ev0[rows], p.scope_ev1[rows]
-        n_kept, kept_ns = self._kept_ops(ev0, ev1, probe["save_ops"])
-        if not n_kept.sum():
-            return 0.0
-        modelled = (2 * (ev1 - ev0) * c.sac_op - kept_ns).sum()
-        return (probe["added"][i] * len(rows) - modelled) / n_kept.sum()
+        modelled = (ops * c.sac_op - kept_ns).sum()
+        return (probe["added"][i] * len(ops) - modelled) / n_kept.sum()
 
     def _tracer_ns_per_event(self, step_time_s: float | None) -> float:
         p = self.prep
@@ -254,7 +311,8 @@ class CostModel:
         warm_steps = np.unique(step)
         warm_steps = warm_steps[warm_steps > 1] if (warm_steps > 1).any() else warm_steps
         warm = np.isin(step, warm_steps)
-        shared = (warm, max(len(warm_steps), 1), self._share(w.ev0, w.ev1, w.rerun_end),
+        n_re = self._steps_rerun(w, step, warm)
+        shared = (warm, max(len(warm_steps), 1), n_re, self._share(w.ev0, w.ev1, w.rerun_end),
                   *self._kept(w))
         vals = {which: self._price(w, which, *shared) for which in ("median", "lo", "hi")}
         rec, tr, mach = vals["median"]
@@ -262,8 +320,29 @@ class CostModel:
         return AddedTime(seconds=tot["median"], lo=min(tot.values()), hi=max(tot.values()),
                          recompute_s=rec / 1e9, transfer_s=tr / 1e9, machinery_s=mach / 1e9)
 
-    def _price(self, w: Work, which: str, warm: np.ndarray, n_warm: int, share: np.ndarray,
-               kept: np.ndarray, kept_ops: np.ndarray) -> tuple[float, float, float]:
+    @staticmethod
+    def _steps_rerun(w: Work, step: np.ndarray, warm: np.ndarray) -> int:
+        """Warm steps that re-run anything: each pays the checkpointed step's own cost once
+        (Note [A checkpointed step's own cost])."""
+        re = ((w.kind == Kind.CHECKPOINT) | (w.kind == Kind.SELECTIVE)) & (w.saves > 0)
+        return len(np.unique(step[warm & re]))
+
+    def per_step(self, r: Replayed) -> tuple[float, float, float]:
+        """(median, lo, hi) seconds of `price(r)` that are the checkpointed step's own cost,
+        paid once per step however many regions re-run: what plan's per-block costs leave
+        out and add back once (Note [Blocks add up], memledger/replay/plan.py)."""
+        w = r.work
+        if w is None or not len(w.kind):
+            return 0.0, 0.0, 0.0
+        step = self.prep.scope_step[w.scope_row]
+        warm_steps = np.unique(step)
+        warm_steps = warm_steps[warm_steps > 1] if (warm_steps > 1).any() else warm_steps
+        share = self._steps_rerun(w, step, np.isin(step, warm_steps)) / max(len(warm_steps), 1)
+        return tuple(share * self.consts[k].ckpt_step / 1e9 for k in ("median", "lo", "hi"))
+
+    def _price(self, w: Work, which: str, warm: np.ndarray, n_warm: int, n_re: int,
+               share: np.ndarray, kept: np.ndarray,
+               kept_ops: np.ndarray) -> tuple[float, float, float]:
         c = self.consts[which]
         re = (w.kind == Kind.CHECKPOINT) | (w.kind == Kind.SELECTIVE)
         sel = w.kind == Kind.SELECTIVE
@@ -278,4 +357,4 @@ class CostModel:
         nb = w.off_bytes[off_warm].astype(np.float64)
         transfer = float((c.file + nb * c.per_byte).sum())
         return (float(recompute[warm].sum()) / n_warm, transfer / n_warm,
-                float(machinery[warm].sum()) / n_warm)
+                (float(machinery[warm].sum()) + n_re * c.ckpt_step) / n_warm)

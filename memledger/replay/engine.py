@@ -755,16 +755,53 @@ def slot_curve(curve: np.ndarray, created_bytes: np.ndarray, seg: _Segments) -> 
 
 
 # ---- stage 8: what the machine does (for the time model) ----------------------------------
+
+# Note [What a call does, for the time model]
+# The time model (memledger/replay/costs.py) prices each selected call by what torch and
+# memledger's wrappers do in it, counted here from the ledger:
+# - saves: the packs autograd makes inside the call, one per `saved` record, parameters
+#   included (checkpoint's pack hook takes every one, and the recompute probe's count of
+#   saves per region, which its call cost is net of, counts them all). Counted per storage
+#   at its first save, a weight's saves of every step fell on step 1's call: a Linear's
+#   warm calls had 0 or 1 save where they pack 2 (its input and its weight's `t`).
+# - rerun_end: one past the last event the re-run makes. For a call that drops nothing,
+#   that is its last pack, where torch's early stop raises, not its last event. MLP
+#   example: fc1 = [t, addmm]; addmm packs x and t's output before its kernel runs, so the
+#   re-run is `t` alone (17 us of op time), not `t` + `addmm` (257 us).
+def _packs_per_call(prep: Prepared, calls: _Calls, own: _Owners) -> tuple[np.ndarray,
+                                                                          np.ndarray]:
+    """(saves, one past the last pack's event) per call: Note [What a call does, for the
+    time model]. Ledgers without save records: saves per storage at its first save."""
+    m = len(calls)
+    if not m:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    if prep.pack_ev is None or not len(prep.pack_ev):
+        first = own.first_save >= 0
+        saves = np.bincount(own.first_save[first], weights=prep.saves[first],
+                            minlength=m)[:m].astype(np.int64)
+        return saves, calls.ev1.copy()
+    k = record_call(prep.pack_ev, prep.pack_mod_code, prep.pack_mod_names, calls.by_path,
+                    calls.mods, calls.ev0, calls.ev1, output_saves(
+                        prep, prep.pack_ev, prep.pack_row, prep.pack_mod_code,
+                        prep.pack_mod_names))
+    mine = k >= 0
+    saves = np.bincount(k[mine], minlength=m)[:m].astype(np.int64)
+    last = np.full(m, -1, dtype=np.int64)
+    np.maximum.at(last, k[mine], prep.pack_ev[mine] + 1)
+    return saves, np.where(last >= 0, last, calls.ev1)
+
+
 def _work(prep: Prepared, calls: _Calls, own: _Owners, seg: _Segments, off: np.ndarray,
           policy: Policy) -> Work:
+    """Note [What a call does, for the time model]."""
     m = len(calls)
-    saves = np.bincount(own.first_save[own.first_save >= 0],
-                        weights=prep.saves[own.first_save >= 0],
-                        minlength=m)[:m].astype(np.int64) if m else np.zeros(0, dtype=np.int64)
+    saves, last_pack = _packs_per_call(prep, calls, own)
     # A checkpointed call that drops nothing (a Linear: it saves only its input and weight,
-    # both kept) is still re-run in backward to refill its holders: its time, not its bytes.
+    # both kept) is still re-run in backward to refill its holders: its time, not its bytes,
+    # up to its last pack (torch's early stop raises there)
     rerun_only = _is_recomputed(calls.kind) & ~seg.has & (saves > 0)
-    rerun_end = np.where(seg.has, seg.end, np.where(rerun_only, calls.ev1, calls.ev0))
+    stop = np.clip(last_pack, calls.ev0, calls.ev1) if m else calls.ev1
+    rerun_end = np.where(seg.has, seg.end, np.where(rerun_only, stop, calls.ev0))
     # Written to disk: every storage an offloaded call packs that the offloader does not
     # skip (parameters and buffers), whether or not its bytes can leave (a ReLU output
     # saved by the ReLU too stays resident, but the offloader still writes the copy fc2

@@ -23,6 +23,13 @@ replaying random mixes of the first four options gives exactly the summed curve.
 replays its answer in full; where it disagrees, it tightens the budget by the difference
 and solves again (`assumption_held` says whether it had to).
 
+One part of the time does not add up per block and is handled exactly beside it: a step
+that re-runs anything pays a fixed cost once (Note [A checkpointed step's own cost],
+memledger/trace/timing.py; ~0.05-0.3 ms on the MLP example). The table's costs leave it
+out, `BlockTable.total` adds it once where any block re-runs, and `BlockTable.solve` takes
+the cheaper of the best assignment overall (with it) and the best that re-runs no block
+(without it): exact, because only an assignment that re-runs something pays it.
+
 With the assumption, the peak constraint is linear in the choice and the cheapest choice is
 an exact search (memledger/replay/solve.py, Note [Exact block choice]). Example (4 GPT
 blocks, 7 options each): 28 replays, 7^4 = 2,401 assignments scored at once.
@@ -197,19 +204,38 @@ class BlockTable:
     workspace: int
     slots: int = 0            # slots before reduction
     refused: dict = field(default_factory=dict)   # option label -> first refusal, one line
+    # Note [A checkpointed step's own cost]: paid once by a step that re-runs any block,
+    # left out of `cost` (seconds: cost, lo, hi); `reruns`: per option, whether it re-runs
+    step: dict = field(default_factory=lambda: {"cost": 0.0, "lo": 0.0, "hi": 0.0})
+    reruns: np.ndarray = None
 
     def peak(self, choice) -> int:
         d = self.delta[np.arange(len(self.blocks)), np.asarray(choice)].sum(axis=0)
         return int((d + self.floor).max()) + self.workspace
 
     def total(self, choice, which: str = "cost") -> float:
-        return float(getattr(self, which)[np.arange(len(self.blocks)), np.asarray(choice)].sum())
+        c = np.asarray(choice)
+        once = self.step[which] if self.reruns is not None and self.reruns[c].any() else 0.0
+        return float(getattr(self, which)[np.arange(len(self.blocks)), c].sum()) + once
 
     def solve(self, budget_bytes: int, allowed: np.ndarray | None = None,
               stats: dict | None = None):
+        """The cheapest fitting assignment under the per-block costs plus the step's own
+        cost once: the best of any assignment (the step's cost added if it re-runs) and the
+        best that re-runs nothing; exact, since an assignment that re-runs nothing never
+        pays it (Note [Blocks add up])."""
         cap = budget_bytes - self.workspace - self.floor
-        return solve(self.delta, self.cost, cap, allowed, merge=self.delta.shape[2] > 8 * len(
-            self.blocks), stats=stats)
+        merge = self.delta.shape[2] > 8 * len(self.blocks)
+        choice, _ = solve(self.delta, self.cost, cap, allowed, merge=merge, stats=stats)
+        if choice is None or self.reruns is None or not self.step["cost"] \
+                or not self.reruns[choice].any():
+            return choice, (self.total(choice) if choice is not None else float("inf"))
+        no_rerun = np.broadcast_to(~self.reruns, self.cost.shape)
+        alt, _ = solve(self.delta, self.cost, cap, no_rerun if allowed is None
+                       else allowed & no_rerun, merge=merge)
+        if alt is not None and self.total(alt) < self.total(choice):
+            choice = alt
+        return choice, self.total(choice)
 
     def policy(self, choice) -> str:
         return policy_text(self.blocks, self.options, choice)
@@ -249,6 +275,7 @@ def block_table(prep: Prepared, model: CostModel, blocks: list[str], rng: int) -
     delta = np.zeros((nb, no, len(base)), dtype=np.int64)
     cost, lo, hi = np.zeros((nb, no)), np.zeros((nb, no)), np.zeros((nb, no))
     refused: dict[str, str] = {}
+    step = (0.0, 0.0, 0.0)     # the checkpointed step's own cost, once (per block: the same)
     for b, block in enumerate(blocks):
         sub = prep.subset(_block_storages(prep, block))
         own = _plain_slots(sub)
@@ -262,11 +289,14 @@ def block_table(prep: Prepared, model: CostModel, blocks: list[str], rng: int) -
                 refused.setdefault(opt.label(), str(e).removeprefix("memledger: "))
                 continue
             delta[b, o] = np.rint(r.slots - own).astype(np.int64)
-            t = model.price(r)
-            cost[b, o], lo[b, o], hi[b, o] = t.seconds, t.lo, t.hi
+            t, once = model.price(r), model.per_step(r)
+            cost[b, o], lo[b, o], hi[b, o] = t.seconds - once[0], t.lo - once[1], t.hi - once[2]
+            step = max(step, once)
     d, floor = reduce_runs(delta, base)
+    reruns = np.array([o.kind in ("checkpoint", "selective") for o in options])
     return BlockTable(blocks=blocks, options=options, delta=d, floor=floor, cost=cost,
-                      lo=lo, hi=hi, workspace=prep.workspace, slots=len(base), refused=refused)
+                      lo=lo, hi=hi, workspace=prep.workspace, slots=len(base), refused=refused,
+                      step=dict(zip(("cost", "lo", "hi"), step)), reruns=reruns)
 
 
 def _solve_checked(table: BlockTable, prep: Prepared, budget: int, rng: int,
@@ -341,6 +371,8 @@ def _exhaustive_front(table: BlockTable) -> list[FrontPoint]:
         load += table.delta[b][combos[:, b]]
     peak = (load + table.floor[None, :]).max(axis=1) if load.shape[1] else np.zeros(len(load))
     cost = table.cost[np.arange(nb), combos].sum(axis=1)
+    if table.reruns is not None:          # the step's own cost, once where any block re-runs
+        cost = cost + table.reruns[combos].any(axis=1) * table.step["cost"]
     order = np.lexsort((cost, peak))
     best, keep = float("inf"), []
     for i in order.tolist():

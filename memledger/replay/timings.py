@@ -43,6 +43,10 @@ class Timings:
     region_ns: tuple = ()   # (median, lo, hi): what a checkpointed region adds besides its
                             # re-run, measured in this model's own step (trace/timing.py)
     probe_saves: float = 0.0   # saves per region in that measurement
+    step_ckpt_ns: tuple = ()   # (median, lo, hi): what a step with anything checkpointed
+                               # pays once (Note [A checkpointed step's own cost])
+    probe_paths: tuple = ()    # the regions the recompute probe checkpointed, when it ran
+                               # early stop on: its factor is then over their re-run share
     selective: dict = None  # selective_probe: {"added": (median, lo, hi) ns per region over
                             # checkpoint, "paths", "save_ops"} (Note [Selective probe in
                             # context])
@@ -89,6 +93,10 @@ def match_timings(record: dict | None, scopes: pd.DataFrame, steps: pd.DataFrame
         # at load 5) must not set the band
         out.region_ns = band(reg)
         out.probe_saves = float(record.get("ckpt_probe_saves") or 0.0)
+        if record.get("ckpt_step_ns"):
+            out.step_ckpt_ns = band(record["ckpt_step_ns"])
+        if record.get("ckpt_early_stop"):
+            out.probe_paths = tuple(str(x) for x in record.get("ckpt_probe_paths") or ())
     sel = record.get("selective_probe") or {}
     if sel.get("region_ns") and sel.get("paths"):
         a = sel["region_ns"]

@@ -334,6 +334,9 @@ class StepTimers:
                 "ckpt_region_ns": self.probe.get("region_ns", []),
                 "ckpt_probe_saves": self.probe.get("saves_per_region", 0.0),
                 "ckpt_probe_regions": self.probe.get("regions", 0),
+                **({"ckpt_step_ns": self.probe["step_ns"]} if "step_ns" in self.probe else {}),
+                **({"ckpt_probe_paths": self.probe["paths"], "ckpt_early_stop": True}
+                   if self.probe.get("early_stop") else {}),
                 **({"selective_probe": self.selective} if self.selective else {}),
                 **({"offload_probe": self.offload} if self.offload else {}),
                 "modules": [[[p, int(ns)] for p, ns in self.modules.steps[i]] for i in kept],
@@ -399,14 +402,15 @@ def _first_tensor(out):
 # before its own gradients. The regions are the model's repeated blocks (the numbered
 # children with the most parameters: `blocks.0`, `blocks.1`, ...; else the root's children
 # that have parameters; else the whole model). Per repetition, one step plain and one with
-# every region under memledger's checkpoint wrapper (early stop off, so the whole forward
-# re-runs), forward + backward of `output.sum()`; each region's inner forward is timed as
-# it runs, so the re-run inside backward is measured directly (as many repetitions as
-# ~2.5 s allows, 1 to 8: `probe_reps`; each mode runs twice and only its second step is
-# timed, as the interleaved benchmark does: a step right after a switch is not a policy's
-# usual step):
-#     factor     = re-run / plain forward of the regions
+# every region under memledger's checkpoint wrapper (early stop as `measure` runs it),
+# forward + backward of `output.sum()`; each region's inner forward is timed as it runs,
+# so the re-run inside backward is measured directly, up to early stop's raise (as many
+# repetitions as ~2.5 s allows, 1 to 6: `probe_reps`; each mode runs twice and only its
+# second step is timed, as the interleaved benchmark does: a step right after a switch is
+# not a policy's usual step):
+#     factor     = re-run / plain forward of the regions (over the re-run share: costs.py)
 #     region_ns  = (t_ckpt - t_plain - re-run) / regions      (everything else, per region)
+# with a step's own part taken out of region_ns (Note [A checkpointed step's own cost])
 # and the saves made inside the regions are counted in the first untimed plain step. The
 # cost model takes call = region_ns - saves per region x the calibration's per-save cost.
 # Why: torch's checkpoint costs far more per call inside a real step than in isolation.
@@ -484,8 +488,6 @@ class _RegionSteps:
     def run(self, wrap=None, counting: bool = False) -> tuple[int, int, int, int]:
         """(step, regions' forward, regions' re-run, saves inside regions) in ns; `wrap`
         (inner_forward, module) -> forward puts a policy's wrapper around each region."""
-        from torch.utils.checkpoint import set_checkpoint_early_stop
-
         acc = self.acc
         acc.update(fwd=0, rerun=0, saves=0, phase="fwd")
         self.root.module.zero_grad(set_to_none=True)   # fresh gradients, as training has
@@ -496,7 +498,7 @@ class _RegionSteps:
         hooks = torch.autograd.graph.saved_tensors_hooks(self._count, lambda t: t) \
             if counting else contextlib.nullcontext()
         try:
-            with set_checkpoint_early_stop(False), hooks:
+            with hooks:
                 t0 = self.clock()
                 y = _first_tensor(self.root())
                 acc["phase"] = "bwd"
@@ -553,8 +555,10 @@ class _RegionSteps:
 # selective one, its ratio read 1.19 on the tiny GPT and 1.33 on the CNN in one quiet run,
 # against 1.09-1.16 and 0.85-1.12 before). `context_probes` runs that cycle; the
 # three probe functions below are it with one kind each (what the tests and benchmarks
-# call). Each kind keeps its own cap on repetitions (checkpoint 8, the others 5), all
-# sized by the same budget (`probe_reps`). Checkpoint's cap was 15 when it ran alone; in
+# call). Each kind keeps its own cap on repetitions (checkpoint 6, the others 5), all
+# sized by the same budget (`probe_reps`); the one-region turn (Note [A checkpointed
+# step's own cost]) runs as often as checkpoint's, which went from 8 to 6 to pay for it:
+# 56 training steps a pass on the tiny GPT, against 52. Checkpoint's cap was 15 when it ran alone; in
 # the cycle its extra repetitions beyond the others' cost 4 steps each, and on the tiny GPT
 # (15 then) they were half the pass. Its readings per repetition spread 0.4-1.1 ms per
 # block quiet: the median of the first 8 of one trace's 15 was 0.709 ms, of all 15 0.713. The pair's cost sizes the repetitions: two
@@ -562,7 +566,7 @@ class _RegionSteps:
 # to be measured); else one step of each mode after a warm-up of each (a process's first
 # wrapped step pays for its set-up).
 PROBE_KINDS = ("checkpoint", "selective", "offload")
-MAX_REPS = {"checkpoint": 8, "selective": 5, "offload": 5}
+MAX_REPS = {"checkpoint": 6, "selective": 5, "offload": 5}
 
 
 def context_probes(root: ProbeInput | None, clock, kinds=PROBE_KINDS,
@@ -599,12 +603,17 @@ def context_probes(root: ProbeInput | None, clock, kinds=PROBE_KINDS,
         modes["offload"] = offloaded
     if "checkpoint" in kinds or "offload" in kinds:
         modes["plain"] = None
+    first = steps.named[steps.paths[0]]
+    if "checkpoint" in kinds and n > 1:    # Note [A checkpointed step's own cost]
+        modes["one"] = lambda inner, m: (_checkpointed(inner, m, None) if m is first
+                                         else inner)
     if "checkpoint" in kinds or "selective" in kinds:
         modes["checkpoint"] = lambda inner, m: _checkpointed(inner, m, None)
     if "selective" in kinds:
         sel = _selective_context(DEFAULT_SAVE_OPS)
         modes["selective"] = lambda inner, m: _checkpointed(inner, m, sel)
     pairs: dict[str, list] = {k: [] for k in kinds}
+    ones: list = []           # (plain, one region checkpointed) of the checkpoint pairs
     try:
         if saves is None:
             saves = steps.run(counting=True)[3]
@@ -618,6 +627,7 @@ def context_probes(root: ProbeInput | None, clock, kinds=PROBE_KINDS,
             pair_ns = steps.run(modes[base])[0] + steps.run(modes[wrapped])[0]
         want = {k: probe_reps(pair_ns, caps[k]) for k in kinds}
         reps = {"plain": max(want.get("checkpoint", 0), want.get("offload", 0)),
+                "one": want.get("checkpoint", 0),
                 "checkpoint": max(want.get("checkpoint", 0), want.get("selective", 0)),
                 "selective": want.get("selective", 0), "offload": want.get("offload", 0)}
         for timed in steps.cycles(modes, reps, turn):
@@ -626,6 +636,8 @@ def context_probes(root: ProbeInput | None, clock, kinds=PROBE_KINDS,
                                  ("offload", ("plain", "offload"))):
                 if kind in kinds and a in timed and b in timed:
                     pairs[kind].append((timed[a], timed[b]))
+                    if kind == "checkpoint":
+                        ones.append(timed.get("one"))
     except Exception:      # a model these probes cannot run: the calibration serves
         return {k: {} for k in kinds}
     finally:
@@ -633,10 +645,8 @@ def context_probes(root: ProbeInput | None, clock, kinds=PROBE_KINDS,
         if off is not None:
             off.close()
     if pairs.get("checkpoint"):
-        out["checkpoint"] = {
-            "factor": [c[2] / max(p[1], 1) for p, c in pairs["checkpoint"]],
-            "region_ns": [(c[0] - p[0] - c[2]) / n for p, c in pairs["checkpoint"]],
-            "regions": n, "saves_per_region": saves / n}
+        out["checkpoint"] = _checkpoint_record(pairs["checkpoint"], ones, n, saves,
+                                               steps.paths)
     if pairs.get("selective"):
         out["selective"] = {"region_ns": [(s_[0] - c[0]) / n for c, s_ in pairs["selective"]],
                             "paths": steps.paths, "save_ops": list(DEFAULT_SAVE_OPS)}
@@ -650,6 +660,38 @@ def context_probes(root: ProbeInput | None, clock, kinds=PROBE_KINDS,
                           "storages": round(off.storages_out / r), "saves": saves,
                           "where": where}
     return out
+
+
+# Note [A checkpointed step's own cost]
+# What checkpointing adds to a step is not all per region. MLP example, one thread, one
+# process, 20 interleaved cycles (OMP_NUM_THREADS=1 benchmarks/probes_vs_policies.py
+# --example mlp reads the same): fc1 checkpointed +0.63 ms, fc1 and fc2 +1.04, fc1, fc2
+# and head +1.22, though each region re-runs one `t` (~10 us): ~0.3 ms the step pays once
+# when anything in it is checkpointed, and ~0.3 ms per region. Probed with every region
+# checkpointed, the step's part was spread over the regions, and a policy on fewer regions
+# than the probe's was priced low (MLP `checkpoint:fc*` and the CNN's
+# `checkpoint:blocks.[0-1]` at 0.84-0.85 of measured). So the cycle checkpoints the first
+# region alone as well (mode "one"), and per repetition, with D = step - plain step -
+# re-run time (what the checkpointed step paid besides re-running):
+#     per region  (D_all - D_one) / (n - 1)        per step  D_one - per region
+# The probe runs early stop as `measure` runs it (torch's default): the call cost then
+# includes the stop's raise, and the re-run it times is the part early stop re-runs, so
+# its factor is that re-run over the regions' plain forward, which the cost model divides
+# by the same share the replay re-runs (memledger/replay/costs.py, `_probe_share`).
+def _checkpoint_record(pairs: list, ones: list, n: int, saves: int, paths: list) -> dict:
+    """The recompute probe's record (Note [A checkpointed step's own cost])."""
+    region, step = [], []
+    for (p, c), o in zip(pairs, ones):
+        d_all = c[0] - p[0] - c[2]
+        if o is None:
+            region.append(d_all / n)
+            continue
+        d_one = o[0] - p[0] - o[2]
+        region.append((d_all - d_one) / (n - 1))
+        step.append(d_one - region[-1])
+    return {"factor": [c[2] / max(p[1], 1) for p, c in pairs], "region_ns": region,
+            **({"step_ns": step} if step else {}), "early_stop": True,
+            "regions": n, "saves_per_region": saves / n, "paths": list(paths)}
 
 
 def recompute_probe(root: ProbeInput | None, clock, max_reps: int = 8,
@@ -676,7 +718,8 @@ def recompute_probe(root: ProbeInput | None, clock, max_reps: int = 8,
 # BERT: docs/accuracy.md). So `trace` measures it on the model: the probe regions under
 # selective checkpointing with the default save list, paired with the same regions plainly
 # checkpointed, in real forward + backward steps (Note [One pass for the probes]; early
-# stop off in both). Per repetition: (t_selective - t_checkpoint) / regions.
+# stop as `measure` runs it, in both). Per repetition: (t_selective - t_checkpoint) /
+# regions.
 # The cost model (memledger/replay/costs.py) solves that for a cost per kept op, over the
 # probe regions' own ops in the ledger. At most 5 repetitions, as the offload probe.
 def selective_probe(root: ProbeInput | None, clock, max_reps: int = 5,

@@ -204,3 +204,36 @@ def test_equal_costs_go_to_the_lower_peak(method):
     cap = np.array([-80, 0])                       # one offload needed, either fits
     choice, total = solve(delta, cost, cap, method=method, merge=False)
     assert total == 5e-3 and list(choice) == [1, 0]
+
+
+def test_plan_pays_the_checkpointed_steps_own_cost_once_and_stays_exact():
+    """Note [A checkpointed step's own cost]: a step that re-runs any block pays a fixed
+    cost once, so block costs no longer simply add. 30,000 ns here: at a loose budget the
+    optimum offloads block 0 (22,000 ns) where checkpointing block 1 would now cost 36,500;
+    at tighter ones it pays the fixed cost and checkpoints block 1 (without it, the front
+    checkpoints block 1 first). Plan equals the brute force of full replays at every
+    budget, and the table's sum (per-block costs + the fixed cost once) equals every full
+    replay's price."""
+    led = blocks_ledger(H8[:4], T8[:4], timing={"ckpt_region_ns": [500.0],
+                                                 "ckpt_step_ns": [30_000.0]})
+    prep, model, table = _table(led)
+    assert table.step["cost"] == pytest.approx(30_000e-9)
+    combos = list(itertools.product(range(len(table.options)), repeat=4))
+    peaks, costs = [], []
+    for c in combos:
+        r = replay(prep, parse_policy(table.policy(c)), rng_bytes=RNG)
+        peaks.append(r.peak_bytes)
+        costs.append(model.price(r).seconds)
+        assert table.total(c) == pytest.approx(costs[-1], rel=1e-9, abs=1e-15)
+    peaks, costs = np.array(peaks), np.array(costs)
+    reran = set()
+    for budget in _budgets(peaks, 8) + [940_000]:
+        rep = plan(led, budget, front_points=0)
+        assert rep.predicted_peak_bytes <= budget
+        assert rep.predicted_added_time_s == pytest.approx(costs[peaks <= budget].min(),
+                                                           rel=1e-9, abs=1e-15)
+        reran.add(bool({"checkpoint", "selective"} & set(rep.choice)))
+    assert reran == {True, False}, "some budgets re-run a block, others only offload"
+    front = plan(led, int(peaks.max()), front_points=40).front
+    for p in front:
+        assert not ((peaks <= p.peak_bytes) & (costs < p.added_time_s - 1e-15)).any()

@@ -290,10 +290,10 @@ def test_no_probes_on_several_ranks(monkeypatch):
 
 
 def test_one_pass_for_the_probes(monkeypatch):
-    """Note [One pass for the probes]: plain, checkpointed, selective and offloaded turns in
-    one cycle. Caps 3, 2 and 2 repetitions: 1 counting step + 2 cycles of 4 modes x 2
-    steps + 1 cycle of plain and checkpointed x 2 = 21 calls (one probe after the other:
-    13 + 8 + 8 = 29), the same counts as the probes alone. A mode the model cannot run
+    """Note [One pass for the probes]: plain, one region checkpointed, checkpointed,
+    selective and offloaded turns in one cycle. Caps 3, 2 and 2 repetitions: 1 counting
+    step + 2 cycles of 5 modes x 2 steps + 1 cycle of plain, one and checkpointed x 2 = 27
+    calls (one probe after the other: 19 + 8 + 8 = 35). A mode the model cannot run
     leaves the cycle and the other probes still answer."""
     from memledger.measure import apply
     from memledger.trace.timing import context_probes
@@ -302,8 +302,10 @@ def test_one_pass_for_the_probes(monkeypatch):
     got = context_probes(ProbeInput(net, (torch.randn(3, 4),)), time.thread_time_ns,
                          pair_ns=1.0, max_reps={"checkpoint": 3, "selective": 2,
                                                 "offload": 2})
-    assert len(calls) == 21
+    assert len(calls) == 27
     assert len(got["checkpoint"]["factor"]) == 3 and got["checkpoint"]["regions"] == 3
+    # Note [A checkpointed step's own cost]: a per-step cost beside each per-region one
+    assert len(got["checkpoint"]["step_ns"]) == 3 and got["checkpoint"]["early_stop"]
     assert len(got["selective"]["region_ns"]) == 2
     off = got["offload"]
     assert (off["storages"], off["bytes"], off["saves"], len(off["added_ns"])) == (4, 192, 8, 2)
@@ -351,3 +353,20 @@ def test_the_module_timer_names_top_level_modules_as_the_ledger_does():
         untimed_then_timed()
     scoped = {r["mod"] for r in sink.records if r["k"] == "scope"}
     assert {"disc.0", "disc", "fc", ""} <= scoped
+
+
+def test_the_checkpoint_probe_splits_a_steps_own_cost_from_each_regions():
+    """Note [A checkpointed step's own cost]. Runs are (step, regions' forward, re-run);
+    3 regions. Plain 10,000 ns; all three checkpointed 11,500 with 300 of re-run: D_all =
+    1,200; the first alone 10,700 with 100 of re-run: D_one = 600. Per region (1,200 - 600)
+    / 2 = 300, per step 600 - 300 = 300. Without the one-region run: 1,200 / 3 = 400 per
+    region and no per-step reading. The factor is the re-run over the plain forward."""
+    from memledger.trace.timing import _checkpoint_record
+
+    plain, every, one = (10_000, 4_000, 0), (11_500, 4_000, 300), (10_700, 4_000, 100)
+    rec = _checkpoint_record([(plain, every)], [one], 3, 6, ["a", "b", "c"])
+    assert rec["region_ns"] == [300.0] and rec["step_ns"] == [300.0]
+    assert rec["factor"] == [300 / 4_000] and rec["saves_per_region"] == 2.0
+    assert rec["early_stop"] and rec["paths"] == ["a", "b", "c"]
+    alone = _checkpoint_record([(plain, every)], [None], 3, 6, ["a", "b", "c"])
+    assert alone["region_ns"] == [400.0] and "step_ns" not in alone

@@ -217,3 +217,36 @@ def test_offload_prices_every_storage_the_offloader_writes(traced_examples):
     w = replay(Prepared.from_ledger(led), parse_policy("offload:**")).work
     steps = led.summary().steps_traced
     assert sorted(w.off_bytes.tolist()) == sorted([65_536, 131_072, 131_072] * steps)
+
+
+def test_a_checkpointed_step_pays_its_own_cost_once():
+    # Note [A checkpointed step's own cost]: the probe read 10,000, 8,000 and 12,000 ns that
+    # a step with anything checkpointed pays once. Block 0 checkpointed alone adds it once
+    # on top of what it added before; blocks 0 and 1 together add it once, not twice
+    plain = {"ckpt_region_ns": [3_000, 2_000, 4_000], "ckpt_probe_saves": 2.0,
+             "ckpt_probe_regions": 2}
+    H, T = [100_000, 300_000], [150_000, 20_000]
+    before = blocks_ledger(H, T, timing=plain)
+    after = blocks_ledger(H, T, timing={**plain, "ckpt_step_ns": [10_000, 8_000, 12_000]})
+    pols = [parse_policy("checkpoint:blocks.0"), parse_policy("checkpoint:blocks.[0-1]"),
+            parse_policy("offload:blocks.0")]
+    b, a = predict(before, pols).policies, predict(after, pols).policies
+    assert a[0].added_time_s - b[0].added_time_s == pytest.approx(10_000e-9, rel=1e-9)
+    assert a[1].added_time_s - b[1].added_time_s == pytest.approx(10_000e-9, rel=1e-9)
+    assert a[0].added_time_lo_s - b[0].added_time_lo_s == pytest.approx(8_400e-9, rel=1e-9)
+    assert a[2].added_time_s == b[2].added_time_s      # offload re-runs nothing
+
+
+def test_a_probe_run_with_early_stop_has_its_factor_over_the_re_run_share():
+    # Note [A checkpointed step's own cost]: with early stop the probe times only the part
+    # of each re-run early stop makes: block 0 re-runs 0.3 of its forward (by op time), so
+    # a factor read as 0.33 is a whole re-run's 1.1: 1.1 x 150,000 x 0.3 = 49,500 ns. A
+    # ledger whose probe ran early stop off (no flag) keeps its factor as read
+    probe = {"recompute_factor": [0.33], "ckpt_region_ns": [0.0], "ckpt_probe_regions": 1}
+    H, T = [100_000], [150_000]
+    es = blocks_ledger(H, T, timing={**probe, "ckpt_early_stop": True,
+                                     "ckpt_probe_paths": ["blocks.0"]})
+    old = blocks_ledger(H, T, timing=probe)
+    pol = [parse_policy("checkpoint:blocks.0")]
+    assert predict(es, pol).policies[0].recompute_s == pytest.approx(49_500e-9, rel=1e-9)
+    assert predict(old, pol).policies[0].recompute_s == pytest.approx(14_850e-9, rel=1e-9)
