@@ -149,12 +149,57 @@ def commit(partial: Path, target: Path) -> None:
                            extra=f"; what was recorded is in {str(partial)!r}") from None
 
 
-def os_error(e: OSError, what: str, extra: str = "") -> OutputError:
+def os_error(e: OSError, what: str, extra: str = "",
+             elsewhere: str = "write elsewhere (-o)") -> OutputError:
     """One line for a failed write; a full disk says so and never blames the script."""
     if e.errno in (errno.ENOSPC, errno.EDQUOT):
         return OutputError(f"no space left on the device writing {what}{extra}; free some "
-                           "space or write elsewhere (-o)")
+                           f"space or {elsewhere}")
     return OutputError(f"cannot write {what}: {e.strerror or e}{extra}; pick another path")
+
+
+# Note [A full temporary folder]
+# memledger's workers write their results (a gradient capture, a status, a ledger) and
+# offload's copies into the temporary folder ($TMPDIR, else /tmp), which is often small on
+# a cluster node or in a container. A full one failed in ways that blamed the script:
+# torch.save's zip writer reports a short write as "RuntimeError: [enforce fail at
+# inline_container.cc:672] . unexpected pos 6016 vs 5910", the worker could then not write
+# its status either, and `compare` said "the script's process ended with status 1 (os._exit
+# in the script?)", exit 3. Now a write that fails while its folder has no room left is
+# a full disk (`writing`), and so is a worker that left no status in a folder with no room
+# (memledger/processes.py `dead_worker`): one line naming the folder, exit 2.
+ROOM_BYTES = 1 << 20          # less than this free in a folder: a failed write there is a
+                              # full disk (the partial file took what was left)
+TMP_ELSEWHERE = "set TMPDIR to a folder with room"
+
+
+def out_of_room(folder: str | Path) -> bool:
+    """True when `folder`'s file system has less than ROOM_BYTES free for us."""
+    try:
+        import shutil
+
+        return shutil.disk_usage(folder).free < ROOM_BYTES
+    except OSError:
+        return False
+
+
+@contextlib.contextmanager
+def writing(path: str | Path, what: str, elsewhere: str = TMP_ELSEWHERE) -> Iterator[None]:
+    """Raise OutputError, the partial file removed, when the write of `path` inside fails on
+    a full disk (Note [A full temporary folder]); any other failure propagates."""
+    try:
+        yield
+    except Exception as e:
+        full = (isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT)) or \
+            out_of_room(Path(path).parent)
+        if not full:
+            raise
+    else:
+        return
+    with contextlib.suppress(OSError):
+        os.unlink(path)
+    raise os_error(OSError(errno.ENOSPC, "No space left on device"),
+                   f"{what} in {str(Path(path).parent)!r}", elsewhere=elsewhere)
 
 
 @contextlib.contextmanager

@@ -185,6 +185,20 @@ def worker_death(returncode: int | None) -> str:
             "(os._exit in the script?)")
 
 
+def dead_worker(returncode: int | None, folder: str | os.PathLike, tail: str = ""):
+    """The error for a worker that left no status in `folder`: an OutputError (exit 2) when
+    the folder has no room left (it could not write its results: Note [A full temporary
+    folder] in memledger/outputs.py), else a ScriptError (exit 3) saying why it ended."""
+    from memledger.errors import OutputError, ScriptError
+    from memledger.outputs import TMP_ELSEWHERE, out_of_room
+
+    if out_of_room(folder):
+        return OutputError(f"no space left on the device in {str(folder)!r}, where memledger's "
+                           f"worker writes its results; free some space or {TMP_ELSEWHERE}")
+    why = worker_death(returncode)
+    return ScriptError(f"{why}: {tail}" if tail else why)
+
+
 def rank_address(env: dict[str, str]) -> str | None:
     """The socket a torchrun rank's stand-in asks for its warm worker (Note [Warm ranks],
     memledger/warm_rank.py), from the zygote that serves `env`; None: ranks start cold."""

@@ -13,8 +13,8 @@ import tempfile
 from pathlib import Path
 
 from memledger.doctor.findings import DoctorReport
-from memledger.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_SCRIPT_FAILED, EXIT_USAGE, ScriptError
-from memledger.processes import run_worker, worker_death
+from memledger.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, ScriptError
+from memledger.processes import dead_worker, run_worker
 
 
 def diagnose_in_process(script: str | Path, argv: list[str], steps: int):
@@ -78,8 +78,12 @@ def _doctor_run(script: Path, argv: list[str], steps: int, ledger: Path | None,
                                             capture_output=quiet)
         except KeyboardInterrupt:
             raise ScriptError("interrupted", exit_code=EXIT_INTERRUPTED) from None
-        res = json.loads(status.read_text()) if status.exists() else {
-            "code": EXIT_SCRIPT_FAILED, "steps": 0, "reason": worker_death(returncode)}
+        if not status.exists():
+            err = dead_worker(returncode, tmp)
+            res = {"code": getattr(err, "exit_code", EXIT_USAGE), "steps": 0,
+                   "reason": str(err).removeprefix("memledger: ")}
+        else:
+            res = json.loads(status.read_text())
         if quiet and res["code"] != EXIT_OK and output:
             sys.stderr.write(output.decode(errors="replace"))
         if res["code"] != EXIT_OK:

@@ -58,6 +58,8 @@ from dataclasses import dataclass
 
 import torch
 
+from memledger.outputs import TMP_ELSEWHERE, os_error
+
 
 def _bytes_of(st: torch.UntypedStorage) -> memoryview:
     """A CPU storage's bytes, no copy. Not through `.numpy()`: that marks the storage not
@@ -74,6 +76,7 @@ class _SlotFile:
     reused]). A slot is (capacity in bytes, offset)."""
 
     def __init__(self, directory: str) -> None:
+        self.directory = directory
         self._file = tempfile.TemporaryFile(dir=directory, buffering=0)
         self.fd = self._file.fileno()
         self.end = 0                                # the file's length in slots so far
@@ -94,9 +97,14 @@ class _SlotFile:
         self._returned.append(slot)                 # atomic: safe from any thread
 
     def write(self, offset: int, data: memoryview) -> None:
-        while len(data):
-            n = os.pwrite(self.fd, data, offset)
-            data, offset = data[n:], offset + n
+        try:
+            while len(data):
+                n = os.pwrite(self.fd, data, offset)
+                data, offset = data[n:], offset + n
+        except OSError as e:      # a full folder is the machine's state, not the script's
+            # failure (Note [A full temporary folder] in memledger/outputs.py)
+            raise os_error(e, f"offload's copies in {self.directory!r} (its file needed "
+                           f"{offset + len(data):,} bytes)", elsewhere=TMP_ELSEWHERE) from None
 
     def read_into(self, offset: int, buf: memoryview) -> None:
         while len(buf):

@@ -19,7 +19,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from memledger.errors import EXIT_OK, EXIT_SCRIPT_FAILED, EXIT_USAGE, PolicyError, ScriptError
-from memledger.processes import run_worker, worker_death
+from memledger.processes import dead_worker, run_worker
 from memledger.replay.policies import Policy
 from memledger.trace.session import check_script
 
@@ -63,7 +63,7 @@ def measure_script(script: str | Path, argv: list[str], policy: Policy, steps: i
         if not out.exists():
             if output:
                 sys.stderr.write(output.decode(errors="replace"))
-            raise ScriptError(worker_death(returncode))
+            raise dead_worker(returncode, tmp)
         res = json.loads(out.read_text())
     return result_from_worker(res, policy, steps, time_steps, output or None)
 

@@ -164,9 +164,11 @@ class CostModel:
         # a probe whose median paid nothing above its packs ran on a machine too busy to see
         # the copies (a traced step of 1.2 s against 65 ms quiet): the calibration prices them
         trust_probe = not bandwidth and bool(_offload_scale(off, self.consts["median"], 0))
+        failed = prep.timings.offload_failed if prep.timings is not None else ""
         self.offload_priced_by = "--bandwidth" if bandwidth else (
             "this model's own offloaded steps" if trust_probe else
             "the calibration (this model's offload probe saw no cost: a busy machine)" if off
+            else f"the calibration (this model's offload probe failed: {failed})" if failed
             else "the calibration")
         for i, w in enumerate(("median", "lo", "hi")):
             c = self.consts[w]

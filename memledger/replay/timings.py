@@ -50,6 +50,7 @@ class Timings:
     selective: dict = None  # selective_probe: {"added": (median, lo, hi) ns per region over
                             # checkpoint, "paths", "save_ops"} (Note [Selective probe in
                             # context])
+    offload_failed: str = ""   # why the offload probe could not run (a full disk), if so
     offload: dict = None    # offload_probe: {"added": (median, lo, hi) ns, "storages",
                             # "bytes", "saves", "where"} (Note [Offload probe in context])
 
@@ -104,6 +105,7 @@ def match_timings(record: dict | None, scopes: pd.DataFrame, steps: pd.DataFrame
                          "paths": [str(x) for x in sel["paths"]],
                          "save_ops": [str(x) for x in sel.get("save_ops", [])]}
     off = record.get("offload_probe") or {}
+    out.offload_failed = str(off.get("failed", ""))
     if off.get("added_ns") and off.get("storages"):
         a = off["added_ns"]
         out.offload = {"added": band(a),

@@ -15,6 +15,7 @@ from memledger.errors import (
     EXIT_OK,
     EXIT_SCRIPT_FAILED,
     EXIT_USAGE,
+    OutputError,
     PolicyError,
 )
 from memledger.trace.collector import StopTracing
@@ -66,7 +67,8 @@ def run_and_classify(script: str | Path, argv: list[str],
     except BaseException as e:  # the script's own failure: show it as Python would
         if getattr(e, "memledger_line", None):  # cannot run fake (trace/fake.py): bad input
             return ScriptOutcome(EXIT_USAGE, e.memledger_line, e)
-        if isinstance(e, PolicyError):   # a policy refused while it ran: not the script's
+        if isinstance(e, (PolicyError, OutputError)):   # a policy refused while it ran, or
+            # memledger's own file (offload's copies) met a full disk: not the script's
             return ScriptOutcome(EXIT_USAGE, str(e).removeprefix("memledger: "), e)
         if isinstance(e, RuntimeError) and "support saved tensor hooks" in str(e):
             return ScriptOutcome(EXIT_USAGE, FUNC_TRANSFORMS, e)   # torch.func: not the

@@ -27,7 +27,7 @@ from memledger.errors import (
 )
 from memledger.ledger.writer import append_records
 from memledger.outputs import check_output, commit, partial_path
-from memledger.processes import start_worker, worker_death
+from memledger.processes import dead_worker, start_worker
 from memledger.trace.interrupts import Forwarder
 
 
@@ -126,8 +126,9 @@ class _Worker:
         if self.status.exists():
             result = json.loads(self.status.read_text())
         else:
-            result = {"code": EXIT_SCRIPT_FAILED, "reason": worker_death(self.proc.returncode),
-                      "steps": 0}
+            err = dead_worker(self.proc.returncode, self.status.parent)
+            result = {"code": getattr(err, "exit_code", EXIT_USAGE),
+                      "reason": str(err).removeprefix("memledger: "), "steps": 0}
         self._done()
         if self.fw is not None and self.fw.interrupted:
             result = {**result, "code": EXIT_INTERRUPTED, "signals": self.fw.signals}

@@ -467,6 +467,7 @@ class _RegionSteps:
         self.named = dict(named_modules(root.module))
         self.paths = probe_regions(root.module)
         self.acc = {"fwd": 0, "rerun": 0, "saves": 0, "depth": 0, "phase": "fwd"}
+        self.dropped: dict[str, str] = {}      # mode -> why it left the cycle
 
     def _timed(self, orig):
         acc, clock = self.acc, self.clock
@@ -537,12 +538,13 @@ class _RegionSteps:
             self._or_drop(modes, m, lambda: self.run(wrap))
 
     def _or_drop(self, modes: dict, m: str, steps):
-        """steps(); a mode that raises (a model selective checkpointing cannot run) leaves
-        `modes`, and the others go on."""
+        """steps(); a mode that raises (a model selective checkpointing cannot run, offload's
+        copies on a full disk) leaves `modes`, and the others go on; `dropped` keeps why."""
         try:
             return steps()
-        except Exception:
+        except Exception as e:
             del modes[m]
+            self.dropped[m] = f"{type(e).__name__}: {e}".splitlines()[0][:200]
             return None
 
 
@@ -558,10 +560,11 @@ class _RegionSteps:
 # call). Each kind keeps its own cap on repetitions (checkpoint 6, the others 5), all
 # sized by the same budget (`probe_reps`); the one-region turn (Note [A checkpointed
 # step's own cost]) runs as often as checkpoint's, which went from 8 to 6 to pay for it:
-# 56 training steps a pass on the tiny GPT, against 52. Checkpoint's cap was 15 when it ran alone; in
-# the cycle its extra repetitions beyond the others' cost 4 steps each, and on the tiny GPT
-# (15 then) they were half the pass. Its readings per repetition spread 0.4-1.1 ms per
-# block quiet: the median of the first 8 of one trace's 15 was 0.709 ms, of all 15 0.713. The pair's cost sizes the repetitions: two
+# 56 training steps a pass on the tiny GPT, against 52. Checkpoint's cap was 15 when it
+# ran alone; in the cycle its extra repetitions beyond the others' cost 4 steps each, and
+# on the tiny GPT (15 then) they were half the pass. Its readings per repetition spread
+# 0.4-1.1 ms per block quiet: the median of the first 8 of one trace's 15 was 0.709 ms,
+# of all 15 0.713. The pair's cost sizes the repetitions: two
 # timed training steps when the caller knows them (a long step is not run twice more just
 # to be measured); else one step of each mode after a warm-up of each (a process's first
 # wrapped step pays for its set-up).
@@ -653,6 +656,9 @@ def context_probes(root: ProbeInput | None, clock, kinds=PROBE_KINDS,
     # one offloaded step's stream: every offloaded step writes the same storages, so the
     # Offloader's counters over all of them (timed or not) divide evenly; counting them in
     # a step of their own cost one more training step
+    if "offload" in steps.dropped:    # said by predict: the calibration prices offload
+        out["offload"] = {"failed": steps.dropped["offload"].removeprefix("OutputError: ")
+                          .removeprefix("memledger: ")}
     if pairs.get("offload") and off.storages_out:
         r = wraps["offload"] / n
         out["offload"] = {"added_ns": [o[0] - p[0] for p, o in pairs["offload"]],

@@ -262,8 +262,12 @@ class Capture:
 
 
 def save_capture(data: dict, path: str) -> None:
-    """Write a capture (plain tensors, strings, numbers) to our own file."""
-    torch.save(data, path)
+    """Write a capture (plain tensors, strings, numbers) to our own file. Through a file we
+    open: a failed write closes it at once, where torch.save opening the path itself keeps
+    it open from the exception's frames, its blocks held even once it is unlinked (Note [A
+    full temporary folder] in memledger/outputs.py)."""
+    with open(path, "wb") as fh:
+        torch.save(data, fh)
 
 
 def bitwise_equal(a: torch.Tensor, b: torch.Tensor) -> bool:

@@ -13,8 +13,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from memledger.errors import EXIT_OK, EXIT_USAGE, PolicyError, PolicyRefused, ScriptError
-from memledger.processes import run_worker, worker_death
+from memledger.errors import EXIT_OK, EXIT_USAGE, OutputError, PolicyError, PolicyRefused
+from memledger.processes import dead_worker, run_worker
 
 
 @dataclass(frozen=True)
@@ -106,12 +106,13 @@ def capture_run(script: str | Path, argv: list[str], variant: Variant, steps: in
                                        [*args, str(script), "--", *argv], capture_output=True)
     output = out_bytes.decode(errors="replace")
     if not status.exists():
-        tail = (output.strip().splitlines() or [""])[-1]
-        raise ScriptError(f"{worker_death(returncode)}: {tail}" if tail
-                          else worker_death(returncode))
+        raise dead_worker(returncode, status.parent,
+                          (output.strip().splitlines() or [""])[-1])
     st = json.loads(status.read_text())
     if st.get("policy_error"):
         raise PolicyError(st["reason"])
+    if st.get("output_error"):
+        raise OutputError(st["reason"])
     data = None
     if out.exists():
         data = load_capture(str(out))

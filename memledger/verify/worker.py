@@ -15,7 +15,8 @@ import argparse
 import json
 import sys
 
-from memledger.errors import EXIT_USAGE, PolicyError
+from memledger.errors import EXIT_USAGE, OutputError, PolicyError
+from memledger.outputs import writing
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -45,13 +46,19 @@ def main(argv: list[str] | None = None) -> int:
     except PolicyError as e:
         return _status(args.status, EXIT_USAGE, str(e), policy_error=True)
     if res.data is not None:
-        save_capture(res.data, args.out)
+        try:
+            with writing(args.out, "the gradient capture"):
+                save_capture(res.data, args.out)
+        except OutputError as e:   # Note [A full temporary folder]: the partial file is gone
+            return _status(args.status, EXIT_USAGE, str(e), output_error=True)
     return _status(args.status, res.code, res.reason)
 
 
-def _status(path: str, code: int, reason: str, policy_error: bool = False) -> int:
+def _status(path: str, code: int, reason: str, policy_error: bool = False,
+            output_error: bool = False) -> int:
     with open(path, "w", encoding="utf-8") as fh:
-        json.dump({"code": code, "reason": reason, "policy_error": policy_error}, fh)
+        json.dump({"code": code, "reason": reason, "policy_error": policy_error,
+                   "output_error": output_error}, fh)
     return code
 
 

@@ -370,3 +370,22 @@ def test_the_checkpoint_probe_splits_a_steps_own_cost_from_each_regions():
     assert rec["early_stop"] and rec["paths"] == ["a", "b", "c"]
     alone = _checkpoint_record([(plain, every)], [None], 3, 6, ["a", "b", "c"])
     assert alone["region_ns"] == [400.0] and "step_ns" not in alone
+
+
+def test_an_offload_probe_that_fails_says_why_and_the_others_still_answer(monkeypatch):
+    """Note [A full temporary folder]: offload's copies on a full disk drop the offload turn;
+    the record keeps why, and predict names it beside the calibration's price."""
+    from memledger.errors import OutputError
+    from memledger.measure import offload
+    from memledger.trace.timing import context_probes
+
+    def full(self, offset, data):
+        raise OutputError("memledger: no space left on the device writing offload's copies "
+                          "in '/tmp'")
+    monkeypatch.setattr(offload._SlotFile, "write", full)
+    net, calls = _counted_net()
+    got = context_probes(ProbeInput(net, (torch.randn(3, 4),)), time.thread_time_ns,
+                         pair_ns=1.0, max_reps={"checkpoint": 2, "selective": 2, "offload": 2})
+    assert got["offload"] == {"failed": "no space left on the device writing offload's "
+                                        "copies in '/tmp'"}
+    assert len(got["checkpoint"]["factor"]) == 2 and len(got["selective"]["region_ns"]) == 2
