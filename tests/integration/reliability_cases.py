@@ -336,6 +336,13 @@ RUN_CASES: tuple[tuple[int, str, int, str, str], ...] = (
         "test_script_process_killed_or_ended_is_exit_3"),
     (6, "disk full while tracing (`trace -o /dev/full`)", 2,
         "one line; the script is not blamed", "test_trace_disk_full"),
+    (6, "a full TMPDIR (a 64 KiB tmpfs) under `compare`, `measure -p offload:**`", 2,
+        "one line naming the folder: the gradient capture or offload's copies found no "
+        "space, set TMPDIR elsewhere; the partial capture removed (was: exit 3, the script "
+        "blamed)", "test_full_temp_folder.py"),
+    (6, "a full TMPDIR under `trace`", 0, "the ledger; its offload probe could not run, "
+        "and `predict` says why beside the calibration's price",
+        "test_recompute_probe.py::test_an_offload_probe_that_fails_says_why_and_the_others_still_answer"),
     (7, "two optimizers, a bare `except:`, a tensor made on another thread", 0,
         "`--steps 2` = two iterations; the run stops there; `show` warns about the thread",
         "test_counting"),
