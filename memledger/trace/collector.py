@@ -303,6 +303,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
         self._outside: set[int] = set()    # sids made in setup/other phases (batch candidates)
         self._saved_mod: dict[int, str] = {}
         self._roles_written: set[tuple[int, str]] = set()  # sids are never reused
+        self._unnamed_roles: set[tuple[int, str]] = set()  # of those, written without a name
         self._op_names: dict[Any, str] = {}   # caches for the hot path: op, dtype, device names
         self._names: dict[Any, str] = {}
         self._phase = "setup"
@@ -685,7 +686,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
             self._held.clear()
         else:  # backward just ended: the gradients now exist
             self._unpacks_done()
-            self._set_phase("other", ev)
+            self._set_phase(self._phase_between(), ev)
             self._mark_gradients()
 
     def _record_function(self, func, args) -> None:
@@ -699,7 +700,18 @@ class Collector(ShardingMixin, TorchDispatchMode):
             name = self._rf_stack.pop()
             self._fsdp_exit()
             if name.startswith("Optimizer.zero_grad"):
-                self._set_phase("other")
+                self._set_phase(self._phase_between())
+
+    # Note [A closure's step]
+    # Lightning's automatic optimization (and LBFGS) runs forward and backward inside
+    # `optimizer.step(closure)`: the step's pre-hook fires before the closure, the update
+    # after it returns. Backward's end and zero_grad's set the phase back to "optimizer"
+    # there, not "other": the MLP trained that way peaked "at step 2 · other · div.Tensor
+    # in the script" where the same loop written plainly peaks "in optimizer".
+    def _phase_between(self) -> str:
+        """The phase after backward or zero_grad: "optimizer" inside an optimizer's step."""
+        return "optimizer" if any(n.startswith("Optimizer.step#") for n in self._rf_stack) \
+            else "other"
 
     # ---- modules --------------------------------------------------------------------------
     def _module_pre(self, module: torch.nn.Module, args) -> None:
@@ -917,8 +929,16 @@ class Collector(ShardingMixin, TorchDispatchMode):
                 self._role(part, role, name, shard)
             return
         sid = self._sid(t, self._ev)
-        if sid >= 0 and (sid, role) not in self._roles_written:
+        # written once, or again when a name comes after a role written without one (a
+        # closure's step marks the parameters before the forward inside it names them:
+        # Note [A closure's step]); the ledger reads the last name
+        if sid >= 0 and ((sid, role) not in self._roles_written or (
+                name and (sid, role) in self._unnamed_roles)):
             self._roles_written.add((sid, role))
+            if name:
+                self._unnamed_roles.discard((sid, role))
+            else:
+                self._unnamed_roles.add((sid, role))
             self._outside.discard(sid)
             rec = {"k": "role", "sid": sid, "role": role}
             if name:

@@ -1,0 +1,44 @@
+"""Note [A closure's step] (memledger/trace/collector.py): a training loop that runs forward
+and backward inside `optimizer.step(closure)`, as Lightning's automatic optimization and
+LBFGS do, reads as the plain loop does: the update after the closure is the `optimizer`
+phase (it read `other`), and the parameters are named (they read `(script)`,
+`empty.memory_format`: the step's pre-hook marked them before the forward inside the closure
+named them)."""
+
+from __future__ import annotations
+
+import torch
+
+import memledger
+
+
+def _closure_loop(path, steps: int = 3):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+    opt = torch.optim.Adam(model.parameters())
+    with memledger.trace(path) as led:
+        for _ in range(steps):
+            x = torch.randn(4, 8)
+
+            def closure():
+                opt.zero_grad()
+                loss = model(x).sum()
+                loss.backward()
+                return loss
+            opt.step(closure)
+    return led
+
+
+def test_a_closures_step_peaks_in_the_optimizer_with_named_parameters(tmp_path):
+    led = _closure_loop(tmp_path / "run.ledger")
+    peak = led.summary().peak
+    # Adam's update: parameters, gradients, exp_avg and exp_avg_sq of 8x16 + 16 + 16x4 + 4
+    # = 212 floats (848 B each), 4 step counters, the batch, two temporaries of the update
+    assert (peak.phase, peak.module, peak.op) == ("optimizer", "optimizer", "div.Tensor")
+    live = led.labelled(led.live_at(peak.event))
+    params = live[live["category"] == "parameter"]
+    assert sorted(params["name"]) == ["0.bias", "0.weight", "2.bias", "2.weight"]
+    assert int(params["bytes"].sum()) == 212 * 4
+    assert sorted(live[live["category"] == "optimizer_state"]["name"])[:2] == \
+        ["0.bias.exp_avg", "0.bias.exp_avg_sq"]
+    assert set(led.summary().by_phase_peak) >= {"forward", "backward", "optimizer"}
