@@ -42,3 +42,23 @@ def test_a_closures_step_peaks_in_the_optimizer_with_named_parameters(tmp_path):
     assert sorted(live[live["category"] == "optimizer_state"]["name"])[:2] == \
         ["0.bias.exp_avg", "0.bias.exp_avg_sq"]
     assert set(led.summary().by_phase_peak) >= {"forward", "backward", "optimizer"}
+
+
+def test_other_threads_are_a_warning_only_where_the_peak_is_not_explained(tmp_path):
+    """A DataLoader with worker processes runs 2 queue threads in the main process: where the
+    allocator's peak is what the ledger says (to 12 B on the MLP fed that way), `show` says
+    so in one dim line; where it is not measured or not explained, the warning stays."""
+    from memledger.ledger.summary import Measured
+    from memledger.report.terminal import _headline
+
+    s = _closure_loop(tmp_path / "run.ledger").summary()
+    peak = s.peak.bytes
+
+    def lines(measured: int, source: str = "cpu-profiler") -> str:
+        m = Measured(peak_bytes=measured, source=source)
+        return "\n".join(t.plain for t in _headline(s.model_copy(update={
+            "threads": 3, "measured": m}), "run.ledger"))
+    assert "2 other Python thread(s) ran while tracing; tensors they made are not in the " \
+        "ledger, and it still explains the allocator's peak" in lines(peak + 12)
+    assert "Warning: 2 other Python thread(s)" in lines(peak + 8192)
+    assert "Warning: 2 other Python thread(s)" in lines(0, "none")
