@@ -24,9 +24,9 @@ backward: trace/steps.py, the rule trace and measure count by) it keeps:
 # Note [Which tensors are inputs]
 "Inputs" are data, not values the model computes: a policy may legally change *how* the
 forward runs, never *what* it is fed. So only tensors that do not require grad count after
-the forward (targets, masks), and recording stops at the first backward call, so a
-checkpoint's recompute inside backward (which calls the same functions again) is never
-counted. Forward inputs are read in a global forward hook with kwargs, after the forward:
+the forward (targets, masks), and recording stops at the first backward call (or
+`torch.autograd.grad`) and never runs inside a backward pass, so a checkpoint's recompute
+inside backward (which calls the same functions again) is never counted. Forward inputs are read in a global forward hook with kwargs, after the forward:
 a forward that writes into its own input in place would be recorded as written.
 
 Everything is saved with `torch.save` as plain tensors, strings and numbers into a file of
@@ -95,9 +95,13 @@ class _LossInputs(TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        if func in (torch.Tensor.backward, torch.autograd.backward):
+        if func in (torch.Tensor.backward, torch.autograd.backward, torch.autograd.grad):
             self.recording = False
-        if self.recording:
+        # inside a backward pass (a checkpoint's recompute, which calls the same functions
+        # again): never an input. A MAML loop's inner `torch.autograd.grad(create_graph=True)`
+        # re-ran a checkpointed Linear there, and `checkpoint:0` was rejected for an input
+        # the baseline never had ("input linear arg[0] differs")
+        if self.recording and torch._C._current_graph_task_id() == -1:
             name = getattr(func, "__name__", "fn")
             for label, t in _tensors(list(args), f"{name} arg") + _tensors(kwargs, name):
                 if not t.requires_grad:

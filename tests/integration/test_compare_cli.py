@@ -14,7 +14,9 @@ from memledger.measure.runner import measure_script
 from memledger.replay.policies import Policy
 from memledger.verify.gates import run_gates
 from memledger.verify.runs import CaptureResult, Variant, capture_in_process
-from tests.conftest import EXAMPLES
+from tests.conftest import EXAMPLES, ROOT
+
+CLIENTS = ROOT / "tests" / "clients"
 
 TINY = """
 import torch
@@ -306,3 +308,20 @@ def test_a_region_holding_a_torchscript_module_is_refused_and_the_others_judged(
     assert scripted["reason"].startswith("refused: selective:*.0 would checkpoint 0.0, a "
                                          "TorchScript module (torch.jit.script or trace)")
     assert norm["verdict"] == "OK"
+
+
+@pytest.mark.slow
+def test_maml_second_order_gradients_through_checkpoint():
+    """A MAML loop (tests/clients/train_maml.py). Its inner `torch.autograd.grad(create_graph=
+    True)` re-runs a checkpointed module inside a backward pass; the capture recorded that
+    re-run's `linear` call as an input and rejected `checkpoint:0` ("input linear arg[0]
+    differs"), wrongly: its gradients are bitwise the baseline's. torch's own checkpoint of
+    the last Linear does change the second-order gradients (plain torch, no memledger:
+    0.054 max abs on 0.weight), and the gradient gate says so."""
+    variants = [Variant(p, p) for p in ("checkpoint:0", "checkpoint:2")]
+    rep = run_gates(CLIENTS / "train_maml.py", ["4"], variants, steps=2, runner=_in_process)
+    ok, wrong = rep.outcomes
+    assert ok.passed, ok.reason
+    assert ok.comparison.worst_gradient.max_abs == 0.0
+    assert wrong.comparison.gates == {"inputs": True, "gradients": False, "update": True}
+    assert (wrong.comparison.finding.step, wrong.comparison.finding.name) == (0, "0.weight")
