@@ -29,7 +29,7 @@ STORAGE_COLUMNS = [
     "sid", "bytes", "device", "dtype", "shape", "op", "module", "phase", "step",
     "created", "last_use", "freed", "category", "name", "saved_module", "saved_ev",
     "unpack_ev", "pre", "saved_last_ev", "unpack_first_ev", "saves", "shard", "unpack_end_ev",
-    "unpacks", "unpack_pass1_end_ev", "unpack_pass2_ev",
+    "unpacks", "unpack_pass1_end_ev", "unpack_pass2_ev", "unpack_rel_ev",
 ]
 
 
@@ -483,9 +483,10 @@ def _storages(by_kind: dict[str, list[Record]]) -> tuple[pd.DataFrame, pd.DataFr
     df["saves"] = df["sid"].map(counts).fillna(0).to_numpy(dtype=np.int64)
     # `end`: when the node that unpacked it returned (Note [When an unpacked tensor goes] in
     # trace/collector.py); -1 in ledgers written before it was recorded
-    up = _table(by_kind.pop("unpack", []), {"sid": None, "ev": None, "end": -1})
+    up = _table(by_kind.pop("unpack", []), {"sid": None, "ev": None, "end": -1, "rel": -1})
     _check_required("unpack", up, ("sid", "ev"))
     df["unpack_ev"], df["unpack_first_ev"], df["unpack_end_ev"] = -1, -1, -1  # a storage
+    df["unpack_rel_ev"] = -1
     # unpacks per storage: more than its saves when two backward passes read them
     # (`retain_graph=True`, a gradient penalty)
     ucount = up["sid"].value_counts() if len(up) else pd.Series(dtype=np.int64)
@@ -497,6 +498,7 @@ def _storages(by_kind: dict[str, list[Record]]) -> tuple[pd.DataFrame, pd.DataFr
         idx, last = rows_of(up.drop_duplicates("sid", keep="last"))
         df.iloc[idx, df.columns.get_loc("unpack_ev")] = last["ev"].to_numpy(dtype=np.int64)
         df.iloc[idx, df.columns.get_loc("unpack_end_ev")] = last["end"].to_numpy(np.int64)
+        df.iloc[idx, df.columns.get_loc("unpack_rel_ev")] = last["rel"].to_numpy(np.int64)
         idx, first = rows_of(up.drop_duplicates("sid", keep="first"))
         df.iloc[idx, df.columns.get_loc("unpack_first_ev")] = first["ev"].to_numpy(np.int64)
         # better, the first unpack in the step of its last save: a storage saved step
@@ -516,7 +518,7 @@ def _storages(by_kind: dict[str, list[Record]]) -> tuple[pd.DataFrame, pd.DataFr
     owned = df["category"].isin(["parameter", "buffer"]).to_numpy() & (df["name"] != "").to_numpy()
     df.loc[owned, "module"] = [n.rpartition(".")[0] for n in df.loc[owned, "name"]]
     for col in ("saved_ev", "unpack_ev", "saved_last_ev", "unpack_first_ev", "unpack_end_ev",
-                "unpack_pass1_end_ev", "unpack_pass2_ev"):
+                "unpack_pass1_end_ev", "unpack_pass2_ev", "unpack_rel_ev"):
         df[col] = df[col].astype(np.int64)
     return df[STORAGE_COLUMNS], sv, up
 

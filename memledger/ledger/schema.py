@@ -13,8 +13,10 @@ event 7 and freed after event 11 is live on [7, 12): `created=7`, `freed=12`.
      "op":"aten.mm.default","mod":"blocks.0.mlp.fc","ph":"forward","step":1}
     {"k":"role","sid":3,"role":"activation"}           # a storage's role, learned as it happens
     {"k":"saved","sid":3,"ev":8,"mod":"blocks.0.mlp"}   # packed by autograd (saved for backward)
-    {"k":"unpack","sid":3,"ev":40,"end":44}             # unpacked by backward; `end`: the
-                                 # event its node returned at (optional: older ledgers lack it)
+    {"k":"unpack","sid":3,"ev":40,"end":44,"rel":46}    # unpacked by backward; `end`: the
+                                 # event its node returned at, `rel`: the event before which
+                                 # autograd let go of the node (both optional: older ledgers
+                                 # lack them)
     {"k":"free","sid":3,"ev":12,"last":11}              # freed; `last` = last event that used it
     {"k":"live","sid":5,"last":90}                      # still live when tracing stopped
     {"k":"phase","ev":12,"ph":"backward","step":1}      # phase from this event on

@@ -422,12 +422,15 @@ def _segments(prep: Prepared, calls: _Calls, dropped: np.ndarray, own: _Owners) 
     bw_end = np.full(m + 1, -1, dtype=np.int64)
     np.maximum.at(bw_end, kd, prep.freed)
     # a call that drops nothing (its saves are its arguments and parameters: one Linear)
-    # still has a frame, held until its backward unpacks what it saved (Rules 2 and 4);
-    # parameters and buffers do not say when (every call of every step saves them)
+    # still has a frame, held until autograd lets go of the node that unpacked what it
+    # saved (Rules 2 and 4): after that node's broadcast sums (a Linear's bias gradient,
+    # made with the frame and its RNG state still there: 2,048 B under on the MLP whose
+    # peak is at fc1's backward); parameters and buffers do not say when (every call of
+    # every step saves them)
     unpacked = np.full(m + 1, -1, dtype=np.int64)
     state = np.isin(prep.cat, MODEL_STATE)
-    done = np.where((prep.unpack >= 0) & ~state,
-                    np.maximum(prep.unpack + 1, prep.unpack_end), -1)
+    done = np.where((prep.unpack >= 0) & ~state, np.maximum.reduce(
+        [prep.unpack + 1, prep.unpack_end, prep.unpack_rel]), -1)
     # saved, never unpacked and still live when tracing stopped: the call's backward comes
     # after the traced steps (a GAN's generator called for the next iteration before the
     # optimizer step that ends the window), so its frame is held to the end
@@ -512,7 +515,49 @@ def _lifetimes(prep: Prepared, calls: _Calls, own: _Owners, seg: _Segments,
                 prep.cat[two])
         back = np.where(prep.pass2[u] >= 0, prep.pass2[u], back)
     out.add(seg.pos_c(back), seg.pos_f(back_end), nb[u], prep.cat[u])
+    if len(calls) and (calls.kind == Kind.OFFLOAD).any():
+        _resident_copies(prep, calls, seg, off, out)
     return out
+
+
+def _resident_copies(prep: Prepared, calls: _Calls, seg: _Segments, off: np.ndarray,
+                     out: _Lifetimes) -> None:
+    """Offload writes every storage an offloaded call packs (parameters and buffers aside,
+    at least its `min` bytes) and reads it back in backward, whether or not the storage
+    could leave the device. One that stays (the batch the script holds, a ReLU output its
+    own ReLU saves too) is on the device twice from its first read-back until the last node
+    that unpacked one of those saves returns: one copy per storage (measure/offload.py).
+    MLP, `loss.backward(); opt.step(); opt.zero_grad()` (the peak in backward, at fc1's):
+    `offload:**` was predicted 63,488 B under measured, the batch's copy."""
+    if prep.pack_ev is None or not len(prep.pack_ev):
+        return
+    k = _pack_call(prep, calls)
+    r = prep.pack_row
+    kk = np.maximum(k, 0)
+    ours = (k >= 0) & (calls.kind[kk] == Kind.OFFLOAD) & (prep.pack_unpack >= 0) & \
+        ~np.isin(prep.cat[r], MODEL_STATE) & (prep.nbytes[r] > 0) & \
+        (prep.nbytes[r] >= calls.min_b[kk]) & ~off[r]
+    if not ours.any():
+        return
+    rows, packed = r[ours], prep.pack_ev[ours]
+    first, ends = prep.pack_unpack[ours], prep.pack_unpack_end[ours]
+    ends = np.where(ends >= 0, np.maximum(ends, first + 1), first + 1)
+    # one copy per storage while its saves are out: a save made after every earlier one was
+    # read back and let go starts a new copy (accumulation: each micro-batch saves a view
+    # of the batch and reads its own copy back in its own backward)
+    o = np.lexsort((packed, rows))
+    rows, packed, first, ends = rows[o], packed[o], first[o], ends[o]
+    big = prep.n_events + 2
+    run = np.maximum.accumulate(ends + rows * big)           # groups ascend: no resets needed
+    prev = np.r_[-1, run[:-1]] - rows * big
+    new = np.r_[True, rows[1:] != rows[:-1]] | (packed >= prev)
+    gen = np.cumsum(new) - 1
+    start = np.full(gen[-1] + 1, np.iinfo(np.int64).max, dtype=np.int64)
+    stop = np.full(gen[-1] + 1, -1, dtype=np.int64)
+    np.minimum.at(start, gen, first)
+    np.maximum.at(stop, gen, ends)
+    which = rows[new]
+    out.add(seg.pos_c(start), seg.pos_f(stop), prep.nbytes[which], prep.cat[which])
 
 
 def _held(prep: Prepared) -> np.ndarray:
@@ -768,6 +813,14 @@ def slot_curve(curve: np.ndarray, created_bytes: np.ndarray, seg: _Segments) -> 
 #   that is its last pack, where torch's early stop raises, not its last event. MLP
 #   example: fc1 = [t, addmm]; addmm packs x and t's output before its kernel runs, so the
 #   re-run is `t` alone (17 us of op time), not `t` + `addmm` (257 us).
+def _pack_call(prep: Prepared, calls: _Calls) -> np.ndarray:
+    """The selected call that made each `saved` record (-1: none), Rule 5's boundaries."""
+    return record_call(prep.pack_ev, prep.pack_mod_code, prep.pack_mod_names, calls.by_path,
+                       calls.mods, calls.ev0, calls.ev1, output_saves(
+                           prep, prep.pack_ev, prep.pack_row, prep.pack_mod_code,
+                           prep.pack_mod_names))
+
+
 def _packs_per_call(prep: Prepared, calls: _Calls, own: _Owners) -> tuple[np.ndarray,
                                                                           np.ndarray]:
     """(saves, one past the last pack's event) per call: Note [What a call does, for the
@@ -780,10 +833,7 @@ def _packs_per_call(prep: Prepared, calls: _Calls, own: _Owners) -> tuple[np.nda
         saves = np.bincount(own.first_save[first], weights=prep.saves[first],
                             minlength=m)[:m].astype(np.int64)
         return saves, calls.ev1.copy()
-    k = record_call(prep.pack_ev, prep.pack_mod_code, prep.pack_mod_names, calls.by_path,
-                    calls.mods, calls.ev0, calls.ev1, output_saves(
-                        prep, prep.pack_ev, prep.pack_row, prep.pack_mod_code,
-                        prep.pack_mod_names))
+    k = _pack_call(prep, calls)
     mine = k >= 0
     saves = np.bincount(k[mine], minlength=m)[:m].astype(np.int64)
     last = np.full(m, -1, dtype=np.int64)

@@ -61,6 +61,8 @@ class Prepared:
     unpack: np.ndarray        # int64 event of the last unpack (-1: none)
     unpack_first: np.ndarray  # int64 event of the first unpack (-1: none)
     unpack_end: np.ndarray    # int64 event its last unpacker returned at (-1: not recorded)
+    unpack_rel: np.ndarray    # int64 event before which autograd let go of that node (-1: not
+    #                           recorded): what its saves kept alive goes then
     fwd_last: np.ndarray      # int64 last use before backward began (-1: unknown)
     arg_end: np.ndarray       # int64 end of the module call it was passed to (0: none)
     op_code: np.ndarray       # int64 index into op_names of the creating op's packet
@@ -159,6 +161,7 @@ class Prepared:
             unpack_first=(st["unpack_first_ev"] if "unpack_first_ev" in st
                           else st["unpack_ev"]).to_numpy(dtype=np.int64),
             unpack_end=_column(st, "unpack_end_ev", -1),
+            unpack_rel=_column(st, "unpack_rel_ev", -1),
             fwd_last=fwd,
             last_use=_column(st, "last_use", -1),
             made_mod=st["module"].fillna("").astype(str).to_numpy(dtype=object),

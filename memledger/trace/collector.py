@@ -483,7 +483,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
             if node != self._node:   # Note [In place but for the mode]: its first storage
                 self._node, self._node_sid = node, self._next_sid
             if self._unpacks and node != self._unpack_node:
-                self._unpacks_done()
+                self._unpacks_done(ev)
         made = self._op_made = self._next_sid
         if isinstance(out, _Tensor):
             self._output(out, ev, func)
@@ -685,7 +685,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
                 self.sink.write({"k": "released", "sid": sid, "ev": -1})
             self._held.clear()
         else:  # backward just ended: the gradients now exist
-            self._unpacks_done()
+            self._unpacks_done(ev)
             self._set_phase(self._phase_between(), ev)
             self._mark_gradients()
 
@@ -1114,9 +1114,15 @@ class Collector(ShardingMixin, TorchDispatchMode):
             self._unpacks.append((sid, self._ev))
         return t
 
-    def _unpacks_done(self) -> None:
+    def _unpacks_done(self, rel: int | None = None) -> None:
+        """Write the running node's unpack records. `rel`: the event before which autograd
+        let go of the node (the next node's first op, or the first op after backward): its
+        broadcast sums ran with the node still held, and so did what the node's saves
+        kept alive (a checkpoint's frame and RNG state: a Linear's bias gradient is summed
+        with its frame still there, Note [When an unpacked tensor goes])."""
         end = self._apply_end
+        rel = self._ev if rel is None else rel
         for sid, ev in self._unpacks:
-            self.sink.write({"k": "unpack", "sid": sid, "ev": ev, "end": end})
+            self.sink.write({"k": "unpack", "sid": sid, "ev": ev, "end": end, "rel": rel})
         self._unpacks.clear()
         self._released = False
