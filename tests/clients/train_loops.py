@@ -61,7 +61,9 @@ class Net(nn.Module):
 
 def main() -> None:
     p = argparse.ArgumentParser()
-    p.add_argument("--loop", choices=["accumulate", "eval", "twice"], required=True)
+    p.add_argument("--loop", choices=["accumulate", "eval", "twice", "sgd"], required=True,
+                   help="sgd: the plain loop with SGD and momentum, whose state is small "
+                        "enough that the step's peak is at the end of backward")
     p.add_argument("--steps", type=int, default=3)
     p.add_argument("--width", type=int, default=64)
     p.add_argument("--depth", type=int, default=3)
@@ -79,7 +81,8 @@ def main() -> None:
     model = Net(args.width, args.depth, args.spectral, args.one_block)
     if args.shared:
         model.blocks[-1].fc1 = model.blocks[-2].fc1
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-2, momentum=0.9) if args.loop == "sgd" \
+        else torch.optim.AdamW(model.parameters(), lr=1e-3)
     accelerator = None
     if args.loop == "accumulate":
         try:

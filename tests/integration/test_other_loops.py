@@ -18,6 +18,11 @@ Each loop found a mechanism that was wrong (predicted vs measured before the fix
 - `twice` under `checkpoint:blocks.*`: +256 B, a re-made tensor kept through the sum of
   the two calls' bias gradients, which autograd runs after it released the node (Note
   [When an unpacked tensor goes] in memledger/trace/collector.py).
+- `sgd` (momentum: small optimizer state, so the peak is at the end of backward, in the
+  first block's): `offload:blocks.*` 65,536 B under (the batch the script holds is written
+  and read back all the same: a second copy while fc1's node runs; engine.py
+  `_resident_copies`), `checkpoint:**.fc1` 256 B under (the first fc1's frame lives until
+  autograd lets go of its node, after its bias gradient's sum: the unpack record's `rel`).
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ POLICIES = ["checkpoint:blocks.*", "selective:blocks.*", "offload:blocks.*",
             "checkpoint:blocks.0+offload:blocks.[1-2]", "checkpoint:**.fc1"]
 
 
-@pytest.mark.parametrize("loop", ["accumulate", "eval", "twice"])
+@pytest.mark.parametrize("loop", ["accumulate", "eval", "twice", "sgd"])
 def test_loop(loop):
     run = run_client("train_loops.py", ["--loop", loop, "--steps", "3"], POLICIES)
     assert run.ledger_peak == run.allocator_peak, \
