@@ -1,0 +1,114 @@
+"""transformers models with their own backward or two towers, built from config (no
+download), under loops users write: Reformer (reversible layers: a custom autograd Function
+that re-makes each layer's input in backward, chunked feed-forward), CLIP (a text and a vision
+tower, contrastive loss), XLNet (two attention streams); and loops with an EMA copy of the
+model (`torch.optim.swa_utils.AveragedModel`), two parameter groups with different weight
+decay, an LR scheduler, `zero_grad(set_to_none=False)`, gradient clipping, and accelerate's
+`accumulate()`. docs/accuracy.md, "Reversible layers, two towers, EMA loops".
+
+    python tests/clients/train_more2.py --model reformer --steps 3
+    memledger compare tests/clients/train_more2.py -p 'checkpoint:clip.text_model.encoder.layers.*' -- --model clip
+    memledger doctor tests/clients/train_more2.py -- --model gpt2 --loop ema
+"""
+import argparse
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")   # built from a config: nothing to download
+
+import torch
+import transformers
+
+transformers.logging.set_verbosity_error()
+
+H, FF, V, SEQ = 64, 128, 256, 16
+
+
+def build(name: str, layers: int):
+    t = transformers
+    if name == "reformer":
+        # "lsh" and "local" layers alternate; reversible residuals (ReformerModel's
+        # _ReversibleFunction) need an even number of layers' halves
+        return t.ReformerModelWithLMHead(t.ReformerConfig(
+            hidden_size=H, feed_forward_size=FF, attention_head_size=16, num_attention_heads=2,
+            attn_layers=["local", "lsh"][:layers] * max(1, layers // 2), vocab_size=V,
+            axial_pos_embds=False, max_position_embeddings=SEQ, local_attn_chunk_length=8,
+            lsh_attn_chunk_length=8, num_buckets=2, num_hashes=1, chunk_size_feed_forward=8,
+            is_decoder=True, hidden_dropout_prob=0.1, lsh_attention_probs_dropout_prob=0.0,
+            local_attention_probs_dropout_prob=0.1, pad_token_id=0, eos_token_id=1))
+    if name == "clip":
+        return t.CLIPModel(t.CLIPConfig(
+            text_config=dict(hidden_size=H, intermediate_size=FF, num_hidden_layers=layers,
+                             num_attention_heads=2, vocab_size=V, max_position_embeddings=SEQ,
+                             projection_dim=32),
+            vision_config=dict(hidden_size=H, intermediate_size=FF, num_hidden_layers=layers,
+                               num_attention_heads=2, image_size=32, patch_size=8,
+                               projection_dim=32),
+            projection_dim=32))
+    if name == "xlnet":
+        return t.XLNetLMHeadModel(t.XLNetConfig(
+            d_model=H, n_layer=layers, n_head=2, d_inner=FF, vocab_size=V, dropout=0.1,
+            use_mems_train=False, mem_len=None))
+    if name == "gpt2":
+        return t.GPT2LMHeadModel(t.GPT2Config(n_embd=H, n_layer=layers, n_head=4, vocab_size=V,
+                                              n_positions=SEQ, use_cache=False))
+    raise SystemExit(f"unknown model {name!r}")
+
+
+def loss_of(name, model, batch, g):
+    ids = torch.randint(2, V, (batch, SEQ), generator=g)
+    if name == "clip":
+        pixels = torch.randn(batch, 3, 32, 32, generator=g)
+        return model(input_ids=ids, pixel_values=pixels, return_loss=True).loss
+    return model(input_ids=ids, labels=ids).loss
+
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--model", default="reformer")
+ap.add_argument("--loop", default="plain", choices=["plain", "ema", "groups", "accelerate"])
+ap.add_argument("--layers", type=int, default=2)
+ap.add_argument("--steps", type=int, default=3)
+ap.add_argument("--batch", type=int, default=4)
+a = ap.parse_args()
+torch.manual_seed(0)
+model = build(a.model, a.layers)
+model.train()
+g = torch.Generator().manual_seed(1)
+
+if a.loop == "groups":
+    # no weight decay on biases and norms, as most fine-tuning scripts do
+    decay = [p for n, p in model.named_parameters() if p.ndim >= 2]
+    no_decay = [p for n, p in model.named_parameters() if p.ndim < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01},
+                             {"params": no_decay, "weight_decay": 0.0}], lr=1e-3)
+else:
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / 10))
+ema = torch.optim.swa_utils.AveragedModel(
+    model, multi_avg_fn=torch.optim.swa_utils.get_ema_multi_avg_fn(0.99)) \
+    if a.loop == "ema" else None
+
+if a.loop == "accelerate":
+    from accelerate import Accelerator
+    acc = Accelerator(gradient_accumulation_steps=2, cpu=True)
+    model, opt = acc.prepare(model, opt)
+    for step in range(a.steps):
+        for micro in range(2):
+            with acc.accumulate(model):
+                loss = loss_of(a.model, model, a.batch, g)
+                acc.backward(loss)
+                if acc.sync_gradients:
+                    acc.clip_grad_norm_(model.parameters(), 1.0)
+                opt.step()
+                opt.zero_grad()
+        print(f"step {step} loss {loss.item():.4f}")
+else:
+    for step in range(a.steps):
+        loss = loss_of(a.model, model, a.batch, g)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        sched.step()
+        opt.zero_grad(set_to_none=(a.loop != "groups"))
+        if ema is not None:
+            ema.update_parameters(model)
+        print(f"step {step} loss {loss.item():.4f}")
