@@ -61,6 +61,7 @@ from memledger.replay.script_checkpoint import nested_checkpoint_message, offloa
 from memledger.replay.scripted import refuse_scripted_regions
 from memledger.replay.stateful import (
     INPUT_WRITTEN,
+    selective_mutated_message,
     selective_twice_message,
     stateful_message,
 )
@@ -337,12 +338,11 @@ _SAC_FAILURES = (
      "{policy} re-ran {path} and met {op} that its forward did not run (under autocast: a "
      "weight's cast the forward took from autocast's cache, the module called twice), which "
      "torch's selective checkpoint cannot replay; checkpoint or offload that module instead"),
-    # an op kept in forward, then changed in place (a Linear followed by ReLU(inplace=True))
+    # an op kept in forward, then changed in place (a Linear followed by ReLU(inplace=True));
+    # predict refuses it too from a ledger's `mutated` records (Note [Written in place in
+    # forward], trace/collector.py), in the same line
     ("selective activation checkpoint has been mutated",
-     "{policy} keeps an op's output in {path} that is changed in place afterwards (an "
-     "inplace=True activation, `x += ...`, nn.LSTMCell's kernel), and torch's selective "
-     "checkpoint cannot hand back a changed tensor; leave that op out of save=, make the "
-     "change out of place, or checkpoint that module instead"),
+     selective_mutated_message("{policy}", "{path}")),
 )
 
 

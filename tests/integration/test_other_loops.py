@@ -122,7 +122,10 @@ def test_two_backward_passes_per_step():
 
 def test_selective_keeping_a_tensor_changed_in_place_is_refused_in_one_line():
     """A Linear then ReLU(inplace=True): selective keeps the Linear's output, which the ReLU
-    then changes; measure said "the script failed" with torch's traceback (exit 3)."""
+    then changes; measure said "the script failed" with torch's traceback (exit 3). predict
+    gave a number for it (as for peft AdaLoRA's `result += ...` into a Conv1D's `addmm`
+    output, tests/clients/train_more2.py --model adalora): now it refuses it in the same
+    line, from the ledger's `mutated` records (Note [Written in place in forward])."""
     run = run_client("train_backward_twice.py", ["--mode", "inplace", "--steps", "3"],
                      ["checkpoint:blocks.*", "selective:blocks.*"])   # in this process, a
     # measure after the refusal (raised in backward) read 1,210,640 B: measured last (the
@@ -130,6 +133,7 @@ def test_selective_keeping_a_tensor_changed_in_place_is_refused_in_one_line():
     sel = run.policies["selective:blocks.*"]
     assert sel.measured is None and "changed in place" in sel.measure_refusal
     assert "\n" not in sel.measure_refusal
+    assert sel.predicted is None and sel.predict_refusal == sel.measure_refusal
     ck = run.policies["checkpoint:blocks.*"]
     assert ck.predicted == ck.measured
 
