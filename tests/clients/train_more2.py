@@ -51,6 +51,12 @@ def build(name: str, layers: int):
         return t.XLNetLMHeadModel(t.XLNetConfig(
             d_model=H, n_layer=layers, n_head=2, d_inner=FF, vocab_size=V, dropout=0.1,
             use_mems_train=False, mem_len=None))
+    if name == "bigbird":   # block-sparse attention (seq 64 = 8 blocks of 8)
+        return t.BigBirdForMaskedLM(t.BigBirdConfig(
+            hidden_size=H, num_hidden_layers=layers, num_attention_heads=2,
+            intermediate_size=FF, vocab_size=V, max_position_embeddings=64,
+            attention_type="block_sparse", block_size=8, num_random_blocks=2,
+            hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1))
     if name == "mamba2":
         return t.Mamba2ForCausalLM(t.Mamba2Config(
             hidden_size=H, num_hidden_layers=layers, vocab_size=V, num_heads=4, head_dim=32,
@@ -86,7 +92,7 @@ def loss_of(name, model, batch, g, functional=False):
         audio = torch.randn(batch, 800, generator=g)      # 800 samples -> 79 frames
         labels = torch.randint(1, 32, (batch, 8), generator=g)
         return model(input_values=audio, labels=labels).loss
-    ids = torch.randint(2, V, (batch, SEQ), generator=g)
+    ids = torch.randint(2, V, (batch, 64 if name == "bigbird" else SEQ), generator=g)
     if functional:   # the model's own parameters, handed in by name
         params = dict(model.named_parameters()) | dict(model.named_buffers())
         return torch.func.functional_call(model, params, (), {"input_ids": ids,
@@ -100,7 +106,7 @@ def loss_of(name, model, batch, g, functional=False):
 ap = argparse.ArgumentParser()
 ap.add_argument("--model", default="reformer")
 ap.add_argument("--loop", default="plain", choices=["plain", "ema", "groups", "accelerate",
-                                                     "functional"])
+                                                     "accelerate-bf16", "functional"])
 ap.add_argument("--grad-ckpt", action="store_true", help="the model's own checkpointing")
 ap.add_argument("--layers", type=int, default=2)
 ap.add_argument("--steps", type=int, default=3)
@@ -126,9 +132,10 @@ ema = torch.optim.swa_utils.AveragedModel(
     model, multi_avg_fn=torch.optim.swa_utils.get_ema_multi_avg_fn(0.99)) \
     if a.loop == "ema" else None
 
-if a.loop == "accelerate":
+if a.loop.startswith("accelerate"):
     from accelerate import Accelerator
-    acc = Accelerator(gradient_accumulation_steps=2, cpu=True)
+    acc = Accelerator(gradient_accumulation_steps=2, cpu=True,   # bf16: autocast on CPU
+                      mixed_precision="bf16" if a.loop.endswith("bf16") else "no")
     model, opt = acc.prepare(model, opt)
     for step in range(a.steps):
         for micro in range(2):
