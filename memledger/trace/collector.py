@@ -133,8 +133,6 @@ def _node_now() -> int:
     return -1 if n is None else n._sequence_nr()
 
 
-# what autograd's engine runs on a node's outputs after the node returned (validate_outputs:
-# a broadcast gradient summed to its input's shape, a cast to its dtype)
 @functools.lru_cache(maxsize=None)
 def _written_args(func) -> tuple[int, ...]:
     """Positions of the arguments an op writes in place (`Tensor(a!) self`); Note [Written
@@ -144,6 +142,8 @@ def _written_args(func) -> tuple[int, ...]:
                  if a.alias_info is not None and a.alias_info.is_write) if schema else ()
 
 
+# what autograd's engine runs on a node's outputs after the node returned (validate_outputs:
+# a broadcast gradient summed to its input's shape, a cast to its dtype)
 _GRAD_LAYOUT_OPS = frozenset({torch.ops.aten.sum.dim_IntList, torch.ops.aten._to_copy.default})
 _ADD = torch.ops.aten.add.Tensor
 _aten = torch.ops.aten
