@@ -86,6 +86,10 @@ def _print_table(rep, name: str) -> None:
                   f"{p.added_time_s * 1e3:.1f}\n({p.added_time_lo_s * 1e3:.1f}–"
                   f"{p.added_time_hi_s * 1e3:.1f})" if p.added_time_s else "0.0", Name(where))
     console.print(t)
+    for p in rep.policies:
+        if p.idle_regions:
+            console.print(idle_line(p.policy, p.idle_regions, len(p.regions)), style="yellow",
+                          markup=False)
     if rep.calibration_unsettled:
         console.print(unsettled_line(rep.calibration_unsettled), style="yellow")
     elif wide := [p.policy for p in rep.policies if p.added_time_s > 0 and (
@@ -123,6 +127,15 @@ UNPROBED_LINE = ("checkpoint, selective and offload costs from the machine's cal
 
 
 WIDE = 4   # a band this many times the figure, either way, is noise, not a range
+
+
+def idle_line(policy: str, idle: list[str], n: int) -> str:
+    """One line: the selected modules a policy acts on no call of."""
+    names = ", ".join(idle[:2]) + (f" and {len(idle) - 2} more" if len(idle) > 2 else "")
+    which = "none of its modules" if len(idle) == n else f"{len(idle)} of its {n} modules"
+    return (f"{policy}: {which} ({names}) ran with gradients in forward (called under "
+            "no_grad, or only from inside backward, as a reversible layer's re-run): the "
+            "policy leaves those calls as they are, here and in measure")
 
 
 def unsettled_line(reason: str) -> str:

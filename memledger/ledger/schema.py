@@ -50,7 +50,9 @@ output of op `ev` freed inside that op by a checkpoint re-run's early stop, whic
 allocator pass measured as the op's scratch; Note [The script's own checkpoint], 3, in
 trace/script_checkpoint.py) and `hooks` (`ev`, `pack`, `module`: the script ran its
 forward under saved-tensor hooks of its own, which hide its saves from the ledger; Note
-[The script's own saved-tensor hooks] in trace/collector.py). Fake runs add `real`, `standin`, `flops` and `fake_aware`
+[The script's own saved-tensor hooks] in trace/collector.py) and `mutated` (`sid`, `ev`, `op`: the
+first op that wrote a storage in place in forward or the loss; selective refuses to keep
+it; Note [Written in place in forward] in trace/collector.py). Fake runs add `real`, `standin`, `flops` and `fake_aware`
 (`lib`, `what`: a library the script imported that branches on FakeTensor; Note [Fake
 runs], Rule 7, in trace/fake.py).
 

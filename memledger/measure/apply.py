@@ -61,6 +61,7 @@ from memledger.replay.script_checkpoint import nested_checkpoint_message, offloa
 from memledger.replay.scripted import refuse_scripted_regions
 from memledger.replay.stateful import (
     INPUT_WRITTEN,
+    selective_mutated_message,
     selective_twice_message,
     stateful_message,
 )
@@ -212,6 +213,22 @@ class _NestingGuard:
         raise PolicyError(message(self.policy, self.path, region))
 
 
+# Note [A region called inside backward]
+# A policy acts on a region's calls in forward only: the ledger's replay selects the calls
+# recorded in the forward phase (memledger/replay/prepared.py), so a call made while
+# autograd's engine runs a node must run plainly here too, or `measure` would measure what
+# `predict` never priced. Such calls come from a custom backward that runs modules again:
+# transformers' Reformer makes each reversible layer's input again in
+# `_ReversibleFunction.backward` by calling the layer's `attention` and `feed_forward` under
+# `enable_grad` (its forward calls them under `no_grad`). Checkpointing `attention` there
+# measured 174.1 KiB under the baseline (2 layers, hidden 64, batch 16, seq 16) while the
+# replay predicted the baseline to the byte. Checkpoint's own re-run calls the wrapped
+# function, never these wrappers (regions never nest), so it is not affected.
+def _in_backward() -> bool:
+    """Whether autograd's engine is running a node (a custom backward calls the module)."""
+    return torch._C._current_autograd_node() is not None
+
+
 def _checkpointed(orig: Callable, module: nn.Module, context_fn: Callable | None,
                   where: tuple[str, str] = ("checkpoint", ""),
                   guard: _NestingGuard | None = None) -> Callable:
@@ -224,6 +241,8 @@ def _checkpointed(orig: Callable, module: nn.Module, context_fn: Callable | None
 
     @functools.wraps(orig)
     def forward(*args: Any, **kwargs: Any) -> Any:
+        if _in_backward():   # Note [A region called inside backward]: no policy there
+            return orig(*args, **kwargs)
         if guard is not None:
             guard.check_outer()
         if not torch.is_grad_enabled():
@@ -319,12 +338,11 @@ _SAC_FAILURES = (
      "{policy} re-ran {path} and met {op} that its forward did not run (under autocast: a "
      "weight's cast the forward took from autocast's cache, the module called twice), which "
      "torch's selective checkpoint cannot replay; checkpoint or offload that module instead"),
-    # an op kept in forward, then changed in place (a Linear followed by ReLU(inplace=True))
+    # an op kept in forward, then changed in place (a Linear followed by ReLU(inplace=True));
+    # predict refuses it too from a ledger's `mutated` records (Note [Written in place in
+    # forward], trace/collector.py), in the same line
     ("selective activation checkpoint has been mutated",
-     "{policy} keeps an op's output in {path} that is changed in place afterwards (an "
-     "inplace=True activation, `x += ...`, nn.LSTMCell's kernel), and torch's selective "
-     "checkpoint cannot hand back a changed tensor; leave that op out of save=, make the "
-     "change out of place, or checkpoint that module instead"),
+     selective_mutated_message("{policy}", "{path}")),
 )
 
 
@@ -380,6 +398,8 @@ def _offloaded(orig: Callable, offloader: Offloader,
                guard: _NestingGuard | None = None) -> Callable:
     @functools.wraps(orig)
     def forward(*args: Any, **kwargs: Any) -> Any:
+        if _in_backward():   # Note [A region called inside backward]: no policy there
+            return orig(*args, **kwargs)
         if guard is not None:
             guard.check_outer(offload_inside_message)
         if not torch.is_grad_enabled():

@@ -140,6 +140,7 @@ from memledger.replay.script_checkpoint import refuse_around_script_checkpoints
 from memledger.replay.scripted import refuse_scripted_regions
 from memledger.replay.stateful import (
     refuse_recompute_of_stateful,
+    selective_mutated_message,
     selective_twice_message,
 )
 
@@ -335,6 +336,20 @@ def _refuse_selective_backward_twice(prep: Prepared, calls: _Calls, own: _Owners
         i = np.flatnonzero(twice)
         k = int(np.where(first[i], own.first_save[i], own.last_save[i]).max())
         raise PolicyError(selective_twice_message(policy.text(), str(calls.mods[k])))
+
+
+def _refuse_selective_mutated(prep: Prepared, calls: _Calls, own: _Owners, policy: Policy,
+                              in_save_list: np.ndarray) -> None:
+    """torch's selective checkpoint hands the re-run its cached save-list outputs and fails
+    on one changed in place since (Note [Written in place in forward], trace/collector.py):
+    refuse it, named as measure meets it, by the last such call (backward re-runs it first).
+    """
+    if prep.mutated is None or not prep.mutated.any():
+        return
+    bad = np.flatnonzero(in_save_list & prep.mutated)
+    if len(bad):
+        k = int(own.made[bad].max())
+        raise PolicyError(selective_mutated_message(policy.text(), str(calls.mods[k])))
 
 
 # ---- stage 4: what offload moves ----------------------------------------------------------
@@ -890,6 +905,7 @@ def replay(prep: Prepared, policy: Policy, rng_bytes: int = CPU_RNG_STATE_BYTES,
     dropped, kept_cache, handed_back, in_save_list = _checkpoint_drops(prep, calls, own,
                                                                        policy)
     _refuse_selective_backward_twice(prep, calls, own, policy)
+    _refuse_selective_mutated(prep, calls, own, policy, in_save_list)
     off = _offloaded(prep, calls, own)
     seg = _segments(prep, calls, dropped, own)
     c, f, b, cat = _lifetimes(prep, calls, own, seg, dropped, kept_cache, off,

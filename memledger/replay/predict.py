@@ -44,6 +44,10 @@ class PolicyPrediction(BaseModel):
     peak_step: int
     peak_in_recompute: str = Field(description="module being recomputed at the peak, or ''")
     regions: list[str] = Field(description="selected modules")
+    idle_regions: list[str] = Field(default_factory=list, description="selected modules no "
+                                    "traced call of which ran with gradients in forward "
+                                    "(under no_grad, or only from inside backward): the "
+                                    "policy leaves them as they are, and so does measure")
 
 
 class PredictReport(BaseModel):
@@ -133,7 +137,7 @@ def predict(led: Ledger, policies: list[Policy], step_time_s: float | None = Non
             model.offload_where or "files")
         offload_to = f"{dest}, priced by {model.offload_priced_by}"
     phase, step = led.phase_of_events()
-    out = [_prediction(r, base, model.price(r), phase, step) for r in results]
+    out = [_prediction(r, base, model.price(r), phase, step, prep) for r in results]
     untraced = step_time_s * 1e9 if step_time_s else prep.untraced_step_ns
     return PredictReport(baseline_peak_bytes=base, untraced_step_time_s=untraced / 1e9,
                          timed_step_s=(prep.timings.step_ns if prep.timings else 0.0) / 1e9,
@@ -148,8 +152,14 @@ def predict(led: Ledger, policies: list[Policy], step_time_s: float | None = Non
                          if rank_gap_is_collective(led) else 0)
 
 
-def _prediction(r: Replayed, base: int, t: AddedTime, phase, step) -> PolicyPrediction:
+def _prediction(r: Replayed, base: int, t: AddedTime, phase, step,
+                prep: Prepared) -> PolicyPrediction:
     ev = r.peak_event
+    # Note [A region called inside backward] (measure/apply.py): Reformer's layers run under
+    # no_grad in forward and again inside its reversible backward; a policy on them acts on
+    # no call, and the prediction is the baseline's: say which modules
+    acting = set(prep.scope_mod[r.work.scope_row].tolist()) if len(r.work.scope_row) \
+        else set()
     ph = str(phase[ev]) if len(phase) else ""
     if r.in_recompute:
         ph = "backward"
@@ -159,4 +169,4 @@ def _prediction(r: Replayed, base: int, t: AddedTime, phase, step) -> PolicyPred
         recompute_s=t.recompute_s, transfer_s=t.transfer_s, machinery_s=t.machinery_s,
         at_peak=r.at_peak, peak_event=ev, peak_phase=ph,
         peak_step=int(step[ev]) if len(step) else 1, peak_in_recompute=r.in_recompute,
-        regions=r.regions)
+        regions=r.regions, idle_regions=[m for m in r.regions if m not in acting])

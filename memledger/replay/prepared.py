@@ -88,6 +88,7 @@ class Prepared:
     arg_mod: np.ndarray = None   # object: module of a call, per (call, argument storage) pair
     arg_ev0: np.ndarray = None   # int64: that call's first event
     arg_row: np.ndarray = None   # int64: the argument's row in the storage arrays
+    mutated: np.ndarray = None   # bool per storage: written in place before backward
     stateful_mod: np.ndarray = None   # object: module of each call that wrote outside state
     stateful_ev0: np.ndarray = None   # int64: that call's first event
     stateful_obj: np.ndarray = None   # object: the class of the object it wrote into
@@ -188,6 +189,8 @@ class Prepared:
             workspace=workspace,
             baseline_ledger_peak=curve_peak,
             held=st.index.isin(list(held_sids(stateful))),
+            # Note [Written in place in forward] (trace/collector.py)
+            mutated=st.index.isin([r["sid"] for r in led.extra.get("mutated", [])]),
             released=_released(led, st),
             **_call_args(led, st),
             stateful_mod=st_mod, stateful_ev0=st_ev0, stateful_obj=st_obj,

@@ -68,3 +68,14 @@ def selective_twice_message(policy_text: str, module: str) -> str:
     return (f"{policy_text} would re-run {module} for a second backward pass through it "
             "(retain_graph=True, a gradient penalty), and torch's selective checkpoint "
             "allows one backward per region; checkpoint or offload that module instead")
+
+
+def selective_mutated_message(policy_text: str, module: str) -> str:
+    """One line: a selective region keeps an op's output that is then changed in place
+    (Note [Written in place in forward], trace/collector.py); predict and measure both
+    refuse it (torch raises "Tensor cached during selective activation checkpoint has been
+    mutated" in the re-run)."""
+    return (f"{policy_text} keeps an op's output in {module} that is changed in place "
+            "afterwards (an inplace=True activation, `x += ...`, nn.LSTMCell's kernel), and "
+            "torch's selective checkpoint cannot hand back a changed tensor; leave that op out "
+            "of save=, make the change out of place, or checkpoint that module instead")

@@ -71,6 +71,7 @@ A saved tensor that is a parameter stays a parameter (see ROLE_PRIORITY).
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 import time
@@ -130,6 +131,15 @@ def _node_now() -> int:
     Function's ctx holds) alive."""
     n = _current_node()
     return -1 if n is None else n._sequence_nr()
+
+
+@functools.lru_cache(maxsize=None)
+def _written_args(func) -> tuple[int, ...]:
+    """Positions of the arguments an op writes in place (`Tensor(a!) self`); Note [Written
+    in place in forward]."""
+    schema = getattr(func, "_schema", None)
+    return tuple(i for i, a in enumerate(schema.arguments)
+                 if a.alias_info is not None and a.alias_info.is_write) if schema else ()
 
 
 # what autograd's engine runs on a node's outputs after the node returned (validate_outputs:
@@ -334,6 +344,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
         self._ckpt_calls = 0
         self._fork: tuple[Any, int | None] = (None, None)
         self._op_made = 0   # the first sid the latest op made (its outputs: sids from here)
+        self._mutated: set[int] = set()   # Note [Written in place in forward]
         self._nograd_depth: int | None = None   # module depth looked at without gradients
         self._handles: list[Any] = []
         self._saved_hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack)
@@ -498,9 +509,29 @@ class Collector(ShardingMixin, TorchDispatchMode):
             self._in_place_twin(func, args, out, ev)
         if self._phase == "loss":
             self._mark_loss_inputs(args)
+        if (self._phase == "forward" or self._phase == "loss") and (w := _written_args(func)):
+            self._note_mutated(func, w, args, ev)
         if self._comm_ops.get(func) is not False:   # a call per op saved: known not c10d
             self._mark_communication(func, args, out)
         return out
+
+    # Note [Written in place in forward]
+    # torch's selective checkpoint keeps the outputs of its save list (`addmm`, `mm`, ...) in
+    # a cache and hands them to the re-run; one changed in place afterwards fails there
+    # ("Tensor cached during selective activation checkpoint has been mutated"). peft's
+    # AdaLoRA adds its update into the base layer's `addmm` output (`result += ...`), a
+    # `ReLU(inplace=True)` rewrites the Linear's. So that `predict` and `plan` refuse what
+    # `measure` cannot run, a `mutated` record (`sid`, `ev`, `op`) names the first op that
+    # wrote each storage in place before backward (the arguments its schema marks `a!`),
+    # once per storage: a BatchNorm's running stats, written every step, are one record.
+    def _note_mutated(self, func, written: tuple[int, ...], args, ev: int) -> None:
+        for i in written:
+            if i < len(args) and isinstance(args[i], _Tensor):
+                sid = self._sids.get(storage_key(args[i]), -1)
+                if sid >= 0 and sid not in self._mutated:
+                    self._mutated.add(sid)
+                    self.sink.write({"k": "mutated", "sid": sid, "ev": ev,
+                                     "op": func.__name__})
 
     def _sid(self, t: torch.Tensor, ev: int) -> int:
         """The sid of an input's storage.

@@ -25,7 +25,13 @@ from typing import Callable
 
 from memledger.errors import EXIT_OK, EXIT_USAGE, ScriptError
 from memledger.verify.diff import Comparison, Finding, compare
-from memledger.verify.tolerance import NOISE_FACTOR, Tolerance, noise_floors
+from memledger.verify.tolerance import (
+    NOISE_FACTOR,
+    UNSEEDED,
+    Tolerance,
+    first_step_spread,
+    noise_floors,
+)
 from memledger.verify.runs import BASELINE, CaptureResult, Variant, capture_run
 
 CUDA_RTOL = 1e-5    # relative to each tensor's max |value|; fp32 accumulation-order noise
@@ -112,6 +118,17 @@ def run_gates(script: str | Path, argv: list[str], variants: list[Variant], step
             report.note = (f"the baseline does not agree with itself ({len(floors)} tensors "
                            f"differ, up to rel {report.noise_floor:.2g}); each is compared "
                            f"within {NOISE_FACTOR:g} × its own baseline difference")
+            spread, name, worst = first_step_spread(base[0], base[1])
+            if spread > UNSEEDED:   # Note [A baseline drawn anew] (tolerance.py)
+                report.note = (f"the baseline draws other random numbers in each run: its "
+                               f"gradients differ at step 0 by a median rel {spread:.2g} (up "
+                               f"to {worst:.2g} on {name}), more than rounding makes, so no "
+                               f"policy can be judged; seed every generator the script and "
+                               f"its model use (torch.seed() draws from the OS)")
+                why = Finding("gradients", 0, name, report.note)
+                report.outcomes = [GateOutcome(v, Comparison(1, why, ("gradients",)))
+                                   for v in variants]
+                return report
         for i, v in enumerate(variants):
             say(f"gates: capturing {v.label}")
             res = runner(script, argv, v, steps, tmp / f"candidate{i}.capture")

@@ -34,6 +34,32 @@ import torch
 from memledger.verify.capture import bitwise_equal
 
 NOISE_FACTOR = 10.0  # a candidate is one more sample of the noise; see Note [Tolerance]
+UNSEEDED = 0.1       # median relative gradient difference at step 0; Note [A baseline drawn anew]
+
+
+# Note [A baseline drawn anew]
+# Rounding makes two runs of one deterministic script differ at their first step by a few
+# ulps of each gradient (fp32: ~1e-6 of the tensor's largest value; bf16: a few 1e-3),
+# whatever the kernels' order. When the *median* gradient at step 0 differs by more than
+# `UNSEEDED` (10 %), the runs drew other random numbers: a generator seeded from the OS
+# (`torch.seed()`; transformers' Reformer calls it for every layer in every forward to draw
+# its dropout seeds). Ten times that difference is then a limit of 100 % or more, which every
+# candidate meets whatever it did to the gradients (Reformer, 2 layers: median 0.77 at step
+# 0, up to 1.13; every policy passed). Such a baseline judges nothing, so `run_gates`
+# rejects every candidate at the gradients gate and names the cure.
+def first_step_spread(a: dict, b: dict) -> tuple[float, str, float]:
+    """The median relative difference of the first step's gradients between two baseline
+    runs (tensors equal in both count as 0), and the tensor that differs most with its
+    difference."""
+    if not a["steps"] or not b["steps"]:
+        return 0.0, "", 0.0
+    ga, gb = a["steps"][0]["grads"], b["steps"][0]["grads"]
+    diffs = [tensor_diff(n, 0, t, gb[n]) for n, t in ga.items()
+             if t is not None and gb.get(n) is not None]
+    if not diffs:
+        return 0.0, "", 0.0
+    worst = max(diffs, key=lambda d: d.max_rel)
+    return statistics.median(d.max_rel for d in diffs), worst.name, worst.max_rel
 
 
 @dataclass(frozen=True)

@@ -127,7 +127,10 @@ def test_two_backward_passes_per_step():
 
 def test_selective_keeping_a_tensor_changed_in_place_is_refused_in_one_line():
     """A Linear then ReLU(inplace=True): selective keeps the Linear's output, which the ReLU
-    then changes; measure said "the script failed" with torch's traceback (exit 3)."""
+    then changes; measure said "the script failed" with torch's traceback (exit 3). predict
+    gave a number for it (as for peft AdaLoRA's `result += ...` into a Conv1D's `addmm`
+    output, tests/clients/train_more2.py --model adalora): now it refuses it in the same
+    line, from the ledger's `mutated` records (Note [Written in place in forward])."""
     run = run_client("train_backward_twice.py", ["--mode", "inplace", "--steps", "3"],
                      ["checkpoint:blocks.*", "selective:blocks.*"])   # in this process, a
     # measure after the refusal (raised in backward) read 1,210,640 B: measured last (the
@@ -135,6 +138,7 @@ def test_selective_keeping_a_tensor_changed_in_place_is_refused_in_one_line():
     sel = run.policies["selective:blocks.*"]
     assert sel.measured is None and "changed in place" in sel.measure_refusal
     assert "\n" not in sel.measure_refusal
+    assert sel.predicted is None and sel.predict_refusal == sel.measure_refusal
     ck = run.policies["checkpoint:blocks.*"]
     assert ck.predicted == ck.measured
 
@@ -330,3 +334,26 @@ def test_selective_frees_a_cached_output_when_its_unpacking_node_returns():
                      ["selective:blocks.*", "selective:blocks.*:save=mm,addmm"])
     for text, p in run.policies.items():
         assert p.predicted is not None and p.predicted == p.measured, (text, p)
+
+
+def test_blocks_a_custom_backward_runs_again_are_left_alone():
+    """`tests/clients/train_rerun.py`: a custom autograd Function runs each block under
+    no_grad in forward and again, with gradients, inside its backward (as Reformer's
+    reversible layers do). The replay prices forward calls only, so it predicted the
+    baseline, while measure wrapped the calls made in backward: checkpoint measured 257,088 B
+    under the prediction, offload 262,144 B (2,016,056 and 2,011,000 against 2,273,144).
+    Such a call now runs plainly (Note [A region called inside backward]), and predict names
+    the modules the policy acts on no call of."""
+    from memledger.replay.policies import parse_policy
+    from memledger.replay.predict import predict
+
+    pols = ["checkpoint:blocks.*", "offload:blocks.*", "selective:blocks.*"]
+    run = run_client("train_rerun.py", ["--steps", "3"], pols)
+    assert run.ledger_peak == run.allocator_peak
+    for text in pols:
+        p = run.policies[text]
+        assert p.predicted == p.measured == run.allocator_peak, (text, p)
+    rep = predict(run.ledger, [parse_policy("checkpoint:blocks.*"),
+                               parse_policy("checkpoint:head")], bandwidth=1e9)
+    assert rep.policies[0].idle_regions == ["blocks.0", "blocks.1"]
+    assert rep.policies[1].idle_regions == []

@@ -240,6 +240,31 @@ def test_nondeterministic_baseline_widens_the_tolerance_to_its_noise_floor(tmp_p
         "gradients", "blocks.2.fc.weight")
 
 
+def test_a_baseline_drawing_other_dropout_masks_each_run_judges_nothing(tmp_path):
+    # GIVEN seeded data and weights, but dropout drawing from a generator seeded from the OS
+    # after the model is built (as transformers' Reformer does with torch.seed() per layer)
+    body = DROPOUT_NET.format(gen=SEEDED).replace(
+        "model = Net()\n", "model = Net()\ntorch.seed()\n")
+    script = _write(tmp_path, "reseeded.py", body)
+    report = run_gates(script, [], [
+        Variant("checkpoint:blocks.*", "checkpoint:blocks.*"),
+        Variant("perturb", broken="perturb_saved", selector="blocks.2")], steps=2,
+        runner=in_process)
+    # THEN ten times its own difference would let any candidate through (the 1e-3
+    # perturbation passed): every candidate is rejected at the gradients gate, named why
+    # (Note [A baseline drawn anew], tolerance.py)
+    assert report.reproducible
+    assert report.note.startswith("the baseline draws other random numbers in each run: its "
+                                  "gradients differ at step 0 by a median rel ")
+    assert report.note.endswith("more than rounding makes, so no policy can be judged; seed "
+                                "every generator the script and its model use (torch.seed() "
+                                "draws from the OS)")
+    for o in report.outcomes:
+        assert not o.passed and o.gates == {"inputs": True, "gradients": False,
+                                            "update": True}
+        assert o.reason == "gradients: " + report.note
+
+
 def test_unknown_selector_is_a_policy_error(dropout_net):
     with pytest.raises(PolicyError):
         run_gates(dropout_net, [], [Variant("x", "checkpoint:nothing.*")], steps=1,
