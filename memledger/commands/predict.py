@@ -10,6 +10,7 @@ from rich.table import Table
 
 from memledger.commands.common import console, open_ledger, print_json
 from memledger.errors import PolicyError
+from memledger.report.compare_table import idle_line
 from memledger.report.names import Name, policy_cell
 from memledger.units import format_bytes, format_signed_bytes, parse_duration
 
@@ -127,15 +128,6 @@ UNPROBED_LINE = ("checkpoint, selective and offload costs from the machine's cal
 
 
 WIDE = 4   # a band this many times the figure, either way, is noise, not a range
-
-
-def idle_line(policy: str, idle: list[str], n: int) -> str:
-    """One line: the selected modules a policy acts on no call of."""
-    names = ", ".join(idle[:2]) + (f" and {len(idle) - 2} more" if len(idle) > 2 else "")
-    which = "none of its modules" if len(idle) == n else f"{len(idle)} of its {n} modules"
-    return (f"{policy}: {which} ({names}) ran with gradients in forward (called under "
-            "no_grad, or only from inside backward, as a reversible layer's re-run): the "
-            "policy leaves those calls as they are, here and in measure")
 
 
 def unsettled_line(reason: str) -> str:

@@ -97,6 +97,9 @@ def reasons(rep: CompareReport) -> list[Text]:
         out.append(Text(f"? measured +ms too noisy to judge the prediction (its 90 % "
                         f"interval is wider than +-15 %): {spans}; more --time-steps or a "
                         f"quieter machine narrow it", style="yellow"))
+    for p in rep.policies:
+        if p.idle_regions and p.verdict != "REJECT":
+            out.append(Text(idle_line(p.policy, p.idle_regions, p.selected), style="yellow"))
     if rep.note:
         out.append(Text(f"note: {rep.note}", style="yellow"))
     if rep.frozen_changed:
@@ -104,6 +107,15 @@ def reasons(rep: CompareReport) -> list[Text]:
                         f"step changes, in the baseline too: {', '.join(rep.frozen_changed)}",
                         style="yellow"))
     return out
+
+
+def idle_line(policy: str, idle: list[str], n: int) -> str:
+    """One line: the selected modules a policy acts on no call of (predict and compare)."""
+    names = ", ".join(idle[:2]) + (f" and {len(idle) - 2} more" if len(idle) > 2 else "")
+    which = "none of its modules" if len(idle) == n else f"{len(idle)} of its {n} modules"
+    return (f"{policy}: {which} ({names}) ran with gradients in forward (called under "
+            "no_grad, or only from inside backward, as a reversible layer's re-run): the "
+            "policy leaves those calls as they are, here and in measure")
 
 
 def _ms_span(interval: list[float] | None) -> str:

@@ -58,6 +58,10 @@ class PolicyComparison(BaseModel):
     steps_compared: int = 0
     predicted_peak_bytes: int = 0
     measured_peak_bytes: int = 0
+    idle_regions: list[str] = Field(default_factory=list, description="selected modules the "
+                                    "policy acts on no call of (called only without "
+                                    "gradients, or from inside backward)")
+    selected: int = Field(0, description="modules the policy selects (in the prediction)")
     predicted_added_time_s: float = 0.0
     measured_added_time_s: float = 0.0
     measured_step_time_s: float = 0.0

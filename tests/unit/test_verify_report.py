@@ -193,3 +193,15 @@ def test_a_measured_time_too_noisy_to_judge_is_marked_with_its_interval():
            f'prediction">+389.0 ms?</span>' in page
     d = rep.to_json_dict()["policies"]
     assert d[0]["measured_added_resolved"] is True and d[1]["measured_added_resolved"] is False
+
+
+def test_a_policy_acting_on_no_call_says_why_in_compare_too():
+    # a reversible layer's modules called only from inside backward (tests/clients/
+    # train_rerun.py): predict named them; compare's table showed the same "+0 B" silently
+    from memledger.report.compare_table import reasons
+
+    rep = _report()
+    rep.policies[0].idle_regions, rep.policies[0].selected = ["blocks.0.f", "blocks.1.f"], 2
+    lines = [t.plain for t in reasons(rep)]
+    assert ("checkpoint:blocks.*: none of its modules (blocks.0.f, blocks.1.f) ran with "
+            "gradients in forward") in " ".join(lines)
