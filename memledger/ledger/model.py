@@ -515,7 +515,9 @@ def _storages(by_kind: dict[str, list[Record]]) -> tuple[pd.DataFrame, pd.DataFr
     _check_required("role", roles, ("sid", "role"))
     df["category"], df["name"], df["shard"] = _categories(df, roles, sv)
     # A parameter or buffer belongs to the module that owns it, whatever op made its storage.
-    owned = df["category"].isin(["parameter", "buffer"]).to_numpy() & (df["name"] != "").to_numpy()
+    # So does a named `other` (a module the script never calls: Note [Modules never called])
+    owned = df["category"].isin(["parameter", "buffer", "other"]).to_numpy() & \
+        (df["name"] != "").to_numpy()
     df.loc[owned, "module"] = [n.rpartition(".")[0] for n in df.loc[owned, "name"]]
     for col in ("saved_ev", "unpack_ev", "saved_last_ev", "unpack_first_ev", "unpack_end_ev",
                 "unpack_pass1_end_ev", "unpack_pass2_ev", "unpack_rel_ev"):

@@ -97,6 +97,7 @@ CATEGORIES: tuple[str, ...] = tuple(c.value for c in Category)
 ROLE_PRIORITY: tuple[str, ...] = (
     "parameter", "buffer", "gradient", "optimizer_state", "input", "activation",
     "communication",
+    "other",   # only to name it: a module the script keeps and never calls (an EMA copy)
 )
 
 # A parameter's share of the model on this rank (role records' `shard`; "" elsewhere):

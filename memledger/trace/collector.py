@@ -98,7 +98,7 @@ from memledger.trace.outside_state import (
 from memledger.trace.interrupts import redeliver
 from memledger.trace.steps import StepBoundary
 from memledger.trace.resize import StorageResizeWatch
-from memledger.trace.roots import RootNames, plain_name
+from memledger.trace.roots import ByModule, RootNames, plain_name, script_modules
 from memledger.trace.script_checkpoint import (
     RECOMPUTE_HOOK,
     CheckpointFrames,
@@ -314,6 +314,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
         self._saved_mod: dict[int, str] = {}
         self._roles_written: set[tuple[int, str]] = set()  # sids are never reused
         self._unnamed_roles: set[tuple[int, str]] = set()  # of those, written without a name
+        self._never_called = ByModule()   # Note [Modules never called]: module -> name
         self._op_names: dict[Any, str] = {}   # caches for the hot path: op, dtype, device names
         self._names: dict[Any, str] = {}
         self._phase = "setup"
@@ -1010,6 +1011,28 @@ class Collector(ShardingMixin, TorchDispatchMode):
                        shard="sharded" if getattr(p, "_local_tensor", None) is not None else "")
         self._mark_gradients(params)
         self._mark_optimizer_state(opt)
+        self._name_modules_never_called()
+
+    # Note [Modules never called]
+    # A module the script keeps but never calls in a step has no root to name it: an EMA
+    # copy (`ema = torch.optim.swa_utils.AveragedModel(model)`, updated by
+    # `ema.update_parameters(model)`), a frozen copy for a later evaluation. Its weights read
+    # "other · (script) · clone" in `show` (a GPT-2's EMA: 463 KiB, a seventh of the peak,
+    # with no name). At each optimizer step the script's frame is read for modules (as Note
+    # [Root names] reads it for a root's name); one that is neither a top-level module
+    # called so far nor inside one gets its parameters and buffers named under the script's
+    # name for it (`ema.module.transformer.wte.weight`), in the role `other`: the lowest,
+    # so a module called later, whose tensors become parameters, keeps that category.
+    def _name_modules_never_called(self) -> None:
+        for name, module in script_modules():
+            if module in self._roots.prefix or module in self._roots.paths or \
+                    module in self._never_called:
+                continue
+            self._never_called[module] = name
+            for role, tensors in (("other", module.named_parameters()),
+                                  ("other", module.named_buffers())):
+                for pname, t in tensors:
+                    self._role(t, role, f"{name}.{plain_name(pname)}")
 
     def _opt_post(self, opt: torch.optim.Optimizer, args, kwargs) -> None:
         self._mark_optimizer_state(opt)

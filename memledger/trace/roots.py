@@ -188,22 +188,37 @@ class RootNames:
 def script_name(module: torch.nn.Module) -> str | None:
     """The name the script calls `module` by, in the first frame outside torch and
     memledger (Note [Root names], 1); None when it has none there."""
+    return next((name for name, value in _script_names() if value is module), None)
+
+
+def script_modules() -> list[tuple[str, torch.nn.Module]]:
+    """(name, module) of every module the script's frame names (Note [Modules never
+    called]), first by local, then by its `self`'s attributes, then by global."""
+    seen: set[int] = set()
+    out = []
+    for name, value in _script_names():
+        if isinstance(value, torch.nn.Module) and id(value) not in seen:
+            seen.add(id(value))
+            out.append((name, value))
+    return out
+
+
+def _script_names() -> list[tuple[str, object]]:
+    """(name, value) of the first frame outside torch and memledger: its locals, its
+    `self`'s attributes and submodules, its globals (public identifiers only)."""
     f = sys._getframe(1)
     while f is not None and f.f_code.co_filename.startswith(_NOT_THE_SCRIPT):
         f = f.f_back
     if f is None:
-        return None
+        return []
     local = f.f_locals
     try:
         owner = local.get("self")
         held = {**vars(owner), **getattr(owner, "_modules", {})} \
             if owner is not None and hasattr(owner, "__dict__") else {}
-        for space in (local, held, f.f_globals):
-            for name, value in list(space.items()):
-                if value is module and name.isidentifier() and not name.startswith("_") \
-                        and name != "self":
-                    return name
-        return None
+        return [(name, value) for space in (local, held, f.f_globals)
+                for name, value in list(space.items())
+                if name.isidentifier() and not name.startswith("_") and name != "self"]
     finally:
         if _LOCALS_SNAPSHOT and f.f_code.co_flags & inspect.CO_OPTIMIZED:
             # before 3.13 `f_locals` of a function's frame is a dict the frame keeps: it held

@@ -62,3 +62,31 @@ def test_other_threads_are_a_warning_only_where_the_peak_is_not_explained(tmp_pa
         "ledger, and it still explains the allocator's peak" in lines(peak + 12)
     assert "Warning: 2 other Python thread(s)" in lines(peak + 8192)
     assert "Warning: 2 other Python thread(s)" in lines(0, "none")
+
+
+def test_a_module_the_script_keeps_and_never_calls_is_named(tmp_path):
+    """Note [Modules never called] (memledger/trace/collector.py): an EMA copy updated by
+    `update_parameters`, never called, read "other · (script) · clone"; its tensors are now
+    named by the script's name for it, in their module, and stay `other`."""
+    from torch.optim.swa_utils import AveragedModel
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with memledger.trace(tmp_path / "run.ledger") as led:
+        ema = AveragedModel(model)
+        for _ in range(3):
+            model(torch.randn(4, 8)).sum().backward()
+            opt.step()
+            opt.zero_grad()
+            ema.update_parameters(model)
+    st = led.storages
+    copies = st[st["name"].str.startswith("ema.")]
+    assert sorted(copies["name"]) == ["ema.module.0.bias", "ema.module.0.weight",
+                                      "ema.module.2.bias", "ema.module.2.weight",
+                                      "ema.n_averaged"]
+    assert set(copies["category"]) == {"other"}
+    assert int(copies.loc[copies["name"] == "ema.module.0.weight", "bytes"].iloc[0]) == 8 * 16 * 4
+    assert copies.loc[copies["name"] == "ema.module.0.weight", "module"].iloc[0] == "ema.module.0"
+    assert set(st.loc[st["category"] == "parameter", "name"]) == {
+        "0.weight", "0.bias", "2.weight", "2.bias"}
