@@ -156,12 +156,15 @@ class Ledger:
         the allocator pass is the k-th event that op created storages at in the ledger
         (memledger/trace/allocator.py, Note [Kernel scratch]). An op whose call counts differ
         is skipped (the runs diverged). The outputs of an op a checkpoint re-run stopped in
-        (`stopped` records) are taken off its scratch: the ledger holds them already."""
+        (`stopped` records) are taken off its scratch: the ledger holds them already.
+        The Python numbers ops were handed as tensors are added at their ops (Note [Wrapped
+        scalars] in trace/scalars.py)."""
         none = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
         recs = [r for r in self.extra.get("opscratch", [])
                 if r.get("device", "cpu") == self.device]
+        wrapped = self._wrapped_scalars()
         if not recs:
-            return none
+            return wrapped if len(wrapped[0]) else none
         st = self.on_device()
         packet = st["op"].astype(str).str.split(".").str[0].to_numpy()
         created = st["created"].to_numpy(dtype=np.int64)
@@ -181,7 +184,20 @@ class Ledger:
                 b = np.maximum(b - taken.reindex(ev).fillna(0).to_numpy(dtype=np.int64), 0)
             evs.append(ev[b > 0])
             sizes.append(b[b > 0])
-        return (np.concatenate(evs), np.concatenate(sizes)) if evs else none
+        evs.append(wrapped[0])
+        sizes.append(wrapped[1])
+        return np.concatenate(evs), np.concatenate(sizes)
+
+    def _wrapped_scalars(self) -> tuple[np.ndarray, np.ndarray]:
+        """(event, bytes) of the Python numbers ops were handed as 0-dim CPU tensors, with
+        their casts (`scalars` records; Note [Wrapped scalars] in trace/scalars.py)."""
+        recs = [r for r in self.extra.get("scalars", [])
+                if r.get("device", "cpu") == self.device]
+        if not recs:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        ev = np.concatenate([np.asarray(r["ev"], dtype=np.int64) for r in recs])
+        b = np.concatenate([np.asarray(r["bytes"], dtype=np.int64) for r in recs])
+        return ev[b > 0], b[b > 0]
 
     def curve_with_scratch(self) -> np.ndarray:
         """`curve()` with the kernel scratch the allocator pass measured per op added where

@@ -98,6 +98,8 @@ from memledger.trace.interrupts import redeliver
 from memledger.trace.steps import StepBoundary
 from memledger.trace.resize import StorageResizeWatch
 from memledger.trace.roots import RootNames, plain_name
+from memledger.trace.scalars import NUMBERS as _NUMBERS
+from memledger.trace.scalars import WrappedScalars
 from memledger.trace.script_checkpoint import (
     RECOMPUTE_HOOK,
     CheckpointFrames,
@@ -345,6 +347,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
         self._init_sharding()  # Note [Sharded storages]
         self._owner = threading.get_ident()   # the tracing thread: set again at __enter__
         self._resize_watch = StorageResizeWatch(self._only_ours(self._on_resize))
+        self._scalars = WrappedScalars(self._wrapped_saved)   # Note [Wrapped scalars]
 
     # ---- lifecycle ------------------------------------------------------------------------
     def __enter__(self) -> "Collector":
@@ -428,10 +431,28 @@ class Collector(ShardingMixin, TorchDispatchMode):
             if sid in self._resized_away:
                 continue
             self.sink.write({"k": "live", "sid": sid, "last": self._last.get(sid, -1)})
+        self._write_scalars()
         self.sink.write({"k": "end", "ev": self._ev, "status": status, "message": message,
                          "steps": self._steps_done,
                          **({"threads": self._threads} if self._threads > 1 else {})})
         self.sink.flush()
+
+    def _wrapped_saved(self, t: torch.Tensor, ev: int) -> bool:
+        """A Python number op `ev` was handed, which its autograd node saved (Note [Wrapped
+        scalars saved for backward] in trace/scalars.py): a storage of its own from `ev`
+        until the node goes, saved for backward (no saved-tensor hook ever sees it)."""
+        st = t.untyped_storage()
+        if st._cdata in self._sids:
+            return False
+        sid = self._new_storage(t, st, ev, "(wrapped number)", pre=False)
+        self._last[sid] = ev
+        self.sink.write({"k": "role", "sid": sid, "role": "activation"})
+        return True
+
+    def _write_scalars(self) -> None:
+        rec = self._scalars.take()
+        if rec is not None:
+            self.sink.write(rec)
 
     @property
     def steps_done(self) -> int:
@@ -459,6 +480,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
             return out
         ev = self._ev
         self._ev = ev + 1
+        if self._scalars.pending:   # the last op's node is set now: Note [Wrapped scalars]
+            self._scalars.resolve()
         if self._held:
             self._check_released(ev)
         self._lifting = func is _LIFT_FRESH or func is _SET_STORAGE or func is _SET_STORAGE0
@@ -467,6 +490,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
         if self._ckpt_calls and self._phase == "backward":
             self._watch_recompute(ev)
         last = self._last
+        numbers = False
         for a in args:
             if isinstance(a, _Tensor):
                 last[self._sid(a, ev)] = ev
@@ -474,6 +498,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
                 for b in a:
                     if isinstance(b, _Tensor):
                         last[self._sid(b, ev)] = ev
+            elif a.__class__ in _NUMBERS:
+                numbers = True
         for a in kwargs.values():
             if isinstance(a, _Tensor):
                 last[self._sid(a, ev)] = ev
@@ -495,6 +521,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
             self._apply_end = ev + 1
         if self._phase == "backward" and func in _OUT_OF_PLACE_UNDER_MODE:   # cheap first
             self._in_place_twin(func, args, out, ev)
+        if numbers:   # Note [Wrapped scalars] in trace/scalars.py
+            self._scalars.note(func, args, out, ev)
         if self._phase == "loss":
             self._mark_loss_inputs(args)
         if self._comm_ops.get(func) is not False:   # a call per op saved: known not c10d
@@ -980,6 +1008,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
         self._steps_done += 1
         self._step += 1
         self._set_phase("other")
+        self._write_scalars()
         self.sink.flush()
         if self.max_steps is not None and self._steps_done >= self.max_steps:
             if self.on_steps_done is not None:
