@@ -29,6 +29,27 @@ read 8 B short.
 A wrapped number is a CPU tensor whatever the op's device (CUDA kernels take it by value),
 so only ops on CPU tensors count. An op's tensor output gives the common dtype (an
 in-place op's output is its `self`).
+
+# Note [Wrapped scalars saved for backward]
+`div` and `mul` save their `other` for backward; when `other` is a wrapped number, the
+node holds that 8 B tensor until its backward ran (or the graph goes), and no saved-tensor
+hook sees it (autograd skips the hooks for wrapped numbers), so it is no activation of the
+ledger's, and neither checkpoint nor offload moves it: it stays where it is under every
+policy. Autograd sets the op's node on its output after the op returns, so the collector
+looks at the next op: the node's `_saved_<argument name>` is the very tensor (the same
+storage), which becomes a storage of the ledger from the op's event (`(wrapped number)`,
+role `activation`, no `saved` record) with a weakref on its free like any other, and its
+8 B leave the op's `scalars` bytes. In backward the node hands the same tensor to its ops
+(`grad / other`): the mode sees the number again, but nothing new is allocated, only the
+cast; a number the running node saved (by value) counts its cast alone.
+
+Gemma2 (2 layers, hidden 64): soft-capping's `x / cap` and `tanh(...) * cap` in each layer
+and on the logits keep eight of them at the baseline's peak in backward, 64 B the ledger
+lacked; carried to every policy as unexplained bytes, they read checkpoint +40 B,
+selective +16 B and offload +64 B. ALBERT's attention `scores / sqrt(head_size)`: 96 B.
+CPU profiler, `y = x / 3.0; (y * 2.0).sum().backward()`: 8 B before the forward `div`,
+freed under `evaluate_function: DivBackward0`; the backward `div` allocates only its 4 B
+cast.
 """
 
 from __future__ import annotations

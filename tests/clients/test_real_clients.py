@@ -236,7 +236,9 @@ def test_gpt2_under_transformers_trainer():
     """transformers' own `Trainer` runs the loop (accelerate's optimizer wrapper, its own
     zero_grad and schedule): steps counted at its optimizer, the ledger within 512 B of the
     allocator, and every policy over the layers predicted within 512 B of what it measures
-    (24 B, 0 B, 40 B here)."""
+    (16 B each here, in one process: peft, imported by the first traced run, makes two
+    8 B tensors at import that the allocator pass in the same process never sees again; 0 B
+    in fresh processes, docs/accuracy.md)."""
     blocks = "transformer.h.*"
     run = run_client("train_hf_trainer.py", ["--steps", "3"],
                      [f"checkpoint:{blocks}", f"selective:{blocks}", f"offload:{blocks}"])
@@ -270,18 +272,19 @@ def test_albert_one_layer_called_for_every_layer():
     called 3 times a step and each call is a region of its own. The checkpointed peak read
     560 B over the allocator (selective 1,048 B): the layer's last LayerNorm saves its mean
     and rstd at the boundary with the next call of the same layer, and they were read as
-    that call's, so kept (calls.py, `record_call`). Now checkpoint +48 B, selective +24 B,
-    offload +64 B (the baseline's 96 B of unexplained allocator bytes, carried to every
-    policy, against what each run's allocator reads above its own ledger), the attention
-    alone exact."""
+    that call's, so kept (calls.py, `record_call`). Then checkpoint +48 B, selective +24 B,
+    offload +64 B: the baseline's 96 B of allocator bytes no tensor explained, carried to
+    every policy. They were the attention's divisors, Python floats wrapped as 8 B tensors
+    that autograd saves (Note [Wrapped scalars saved for backward], trace/scalars.py):
+    every policy exact now, and the ledger equals the allocator."""
     layer = "albert.encoder.albert_layer_groups.0.albert_layers.0"
     run = run_client("train_hf.py", ["--model", "albert", *SHAPE, "--layers", "3"], [
         f"checkpoint:{layer}", f"selective:{layer}", f"offload:{layer}",
         "checkpoint:**.attention"])
-    assert abs(run.ledger_peak - run.allocator_peak) <= 512
+    assert run.ledger_peak == run.allocator_peak
     for text, p in run.policies.items():
         assert p.predicted is not None and p.measured is not None, (text, p)
-        assert 0 <= p.predicted - p.measured <= 64, (text, p)
+        assert p.predicted == p.measured, (text, p)
 
 
 def test_albert_checkpointed_under_autocast_with_accumulation():
@@ -291,14 +294,17 @@ def test_albert_checkpointed_under_autocast_with_accumulation():
     Rule 9). Predicted 1,870,364 B against 1,884,076 B measured before (13,712 B under),
     then 560 B over as in fp32: the layer's last LayerNorm's mean and rstd, saved at the
     boundary with the next call of the same layer, were read as that call's (calls.py,
-    `record_call`). 48 B over now: the baseline's unexplained allocator bytes (96 B) carried
-    to the policy, where the checkpointed run's allocator reads 48 B above its ledger."""
+    `record_call`). Then 48 B over: the baseline's 96 B of allocator bytes no tensor
+    explained, carried to the policy. They were the attention's divisor, a Python float
+    wrapped as an 8 B tensor that autograd saves (Note [Wrapped scalars saved for
+    backward], trace/scalars.py): exact now, and the ledger equals the allocator."""
     layer = "albert.encoder.albert_layer_groups.0.albert_layers.0"
     run = run_client("train_hf.py", ["--model", "albert", *SHAPE, "--layers", "3",
                                      "--autocast", "bf16", "--accum", "2"],
                      [f"checkpoint:{layer}"])
     p = run.policies[f"checkpoint:{layer}"]
-    assert p.predicted - p.measured == 48, p
+    assert run.ledger_peak == run.allocator_peak
+    assert p.predicted == p.measured, p
 
 
 def test_gpt2_keeping_only_the_loss():
@@ -385,3 +391,21 @@ def test_resnet_batchnorm_through_the_gates():
     for o in rep.outcomes:
         assert o.passed and o.gates == {"inputs": True, "gradients": True, "update": True}, \
             (o.variant.label, o.reason)
+
+
+@pytest.mark.parametrize("model, policies", [
+    # the offloaded run peaks in AdamW's `exp_avg_sq.sqrt() / bias_correction2_sqrt`, a
+    # Python float wrapped as an 8 B tensor, cast to 4 B inside the `div`: 8 B under before
+    ("qwen2", ["offload:model.layers.*"]),
+    # soft-capping's `x / cap` and `tanh(...) * cap` save their wrapped floats for backward
+    # (8 B each, 64 B at the baseline's peak): +40, +16, +64 before
+    ("gemma2", ["checkpoint:model.layers.*", "selective:model.layers.*",
+                "offload:model.layers.*"]),
+])
+def test_python_numbers_wrapped_as_tensors(model, policies):
+    """Note [Wrapped scalars] and [Wrapped scalars saved for backward] (trace/scalars.py):
+    the ledger equals the allocator, and every policy is predicted to the byte."""
+    run = run_client("train_more.py", ["--model", model], policies)
+    assert run.ledger_peak == run.allocator_peak
+    for text, p in run.policies.items():
+        assert p.predicted == p.measured, (text, p)

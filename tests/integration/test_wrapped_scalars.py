@@ -25,3 +25,25 @@ def test_python_numbers_wrapped_as_tensors_are_counted_at_their_op():
     # (measured with the CPU profiler: 1 B before `aten::add`, 4 B inside it)
     assert led.peak().bytes == 3 * 4096 + 32 + 8
     assert led.peak_with_scratch() == 3 * 4096 + 32 + 8 + 5
+
+
+def test_a_wrapped_number_autograd_saves_lives_until_its_node_goes():
+    """Note [Wrapped scalars saved for backward]: `x / 3.0` saves its divisor, the 8 B
+    wrapped double, for backward (no saved-tensor hook sees a wrapped number), and the node
+    frees it after its backward; that backward's `grad / other` hands the same tensor back,
+    so only the 4 B float cast is new there (CPU profiler: 8 B before the forward `div`,
+    freed in `evaluate_function: DivBackward0`; 4 B inside the backward `div`)."""
+    with memledger.trace() as led:
+        x = torch.ones(1024, requires_grad=True)      # 4,096 B
+        y = x / 3.0                                   # saves 3.0: 8 B
+        z = (y * 2.0).sum()                           # saves 2.0: 8 B
+        z.backward()
+    s = led.storages
+    saved = s[s["op"] == "(wrapped number)"]
+    assert saved["bytes"].tolist() == [8, 8]
+    assert set(saved["category"]) == {"activation"}
+    # each goes after its node's backward ran: MulBackward0 first, then DivBackward0
+    assert (saved["freed"] > saved["created"]).all()
+    assert saved["freed"].tolist()[0] > saved["freed"].tolist()[1]
+    (rec,) = led.extra["scalars"]
+    assert rec["bytes"] == [4, 4, 4, 4]    # forward div, mul; backward mul, div: the casts
