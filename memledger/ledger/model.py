@@ -22,7 +22,7 @@ import pandas as pd
 from memledger.errors import LedgerFormatError
 from memledger.ledger.names import model_forward
 from memledger.ledger.reader import group_records, read_records
-from memledger.ledger.schema import CATEGORIES, PHASES, ROLE_PRIORITY
+from memledger.ledger.schema import CATEGORIES, PHASES, ROLE_PRIORITY, WRAPPED_NUMBER_OP
 from memledger.ledger.writer import Record
 
 STORAGE_COLUMNS = [
@@ -493,6 +493,11 @@ def _storages(by_kind: dict[str, list[Record]]) -> tuple[pd.DataFrame, pd.DataFr
         df.iloc[idx, df.columns.get_loc("saved_ev")] = first["ev"].to_numpy(dtype=np.int64)
         idx, last = rows_of(sv.drop_duplicates("sid", keep="last"))
         df.iloc[idx, df.columns.get_loc("saved_last_ev")] = last["ev"].to_numpy(dtype=np.int64)
+    # a Python number autograd saved, which no hook saw (no `saved` record): the module of
+    # the op that saved it (Note [Wrapped scalars saved for backward] in trace/scalars.py)
+    wrapped = (df["op"] == WRAPPED_NUMBER_OP).to_numpy()
+    if wrapped.any():
+        df.loc[wrapped, "saved_module"] = df.loc[wrapped, "module"].astype(str)
     # saves per storage (one per pack: q, k, v of one qkv storage are three); the time model
     # charges checkpoint's per-save work by it
     counts = sv["sid"].value_counts() if len(sv) else pd.Series(dtype=np.int64)

@@ -85,7 +85,7 @@ from torch.optim.optimizer import (
 )
 from torch.utils._python_dispatch import TorchDispatchMode, _get_current_dispatch_mode_stack
 
-from memledger.ledger.schema import SCHEMA
+from memledger.ledger.schema import SCHEMA, WRAPPED_NUMBER_OP
 from memledger.ledger.writer import Sink
 from memledger.trace.outside_state import (
     INPUT_WRITTEN,
@@ -437,14 +437,14 @@ class Collector(ShardingMixin, TorchDispatchMode):
                          **({"threads": self._threads} if self._threads > 1 else {})})
         self.sink.flush()
 
-    def _wrapped_saved(self, t: torch.Tensor, ev: int) -> bool:
+    def _wrapped_saved(self, t: torch.Tensor, ev: int, mod: str) -> bool:
         """A Python number op `ev` was handed, which its autograd node saved (Note [Wrapped
         scalars saved for backward] in trace/scalars.py): a storage of its own from `ev`
         until the node goes, saved for backward (no saved-tensor hook ever sees it)."""
         st = t.untyped_storage()
         if st._cdata in self._sids:
             return False
-        sid = self._new_storage(t, st, ev, "(wrapped number)", pre=False)
+        sid = self._new_storage(t, st, ev, WRAPPED_NUMBER_OP, pre=False, mod=mod)
         self._last[sid] = ev
         self.sink.write({"k": "role", "sid": sid, "role": "activation"})
         return True
@@ -522,7 +522,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
         if self._phase == "backward" and func in _OUT_OF_PLACE_UNDER_MODE:   # cheap first
             self._in_place_twin(func, args, out, ev)
         if numbers:   # Note [Wrapped scalars] in trace/scalars.py
-            self._scalars.note(func, args, out, ev)
+            self._scalars.note(func, args, out, ev, self._module_now)
         if self._phase == "loss":
             self._mark_loss_inputs(args)
         if self._comm_ops.get(func) is not False:   # a call per op saved: known not c10d

@@ -72,13 +72,13 @@ class WrappedScalars:
     autograd saved (Note [Wrapped scalars saved for backward]) goes to `on_saved(tensor,
     event)` instead, which makes it a storage of the ledger."""
 
-    def __init__(self, on_saved: Callable[[torch.Tensor, int], bool]) -> None:
+    def __init__(self, on_saved: Callable[[torch.Tensor, int, str], bool]) -> None:
         self._slots: dict[Any, tuple[tuple[int, str], ...]] = {}   # op -> Tensor positions
         self._on_saved = on_saved
         self.events: list[int] = []
         self.bytes: list[int] = []
         # ops whose autograd node may hold a number: (output, event, entry, [(name, bytes)])
-        self.pending: list[tuple[weakref.ref, int, int, list[tuple[str, int, Any]]]] = []
+        self.pending: list[tuple[weakref.ref, int, int, list[tuple[str, int, Any]], str]] = []
         # id(node) -> the numbers it saved: its backward hands them to ops again, as the
         # tensors it holds (no new allocation, only the cast). Cleared at each step's end
         self.saved_by_node: dict[int, list[Any]] = {}
@@ -95,8 +95,9 @@ class WrappedScalars:
                 if not a.kwarg_only and a.type.isSubtypeOf(torch._C.TensorType.get()))
         return slots
 
-    def note(self, func, args: tuple, out: Any, ev: int) -> None:
-        """Called for an op that had a Python number among its positional arguments."""
+    def note(self, func, args: tuple, out: Any, ev: int, module: Callable[[], str]) -> None:
+        """Called for an op that had a Python number among its positional arguments;
+        `module()`: the module running it."""
         slots = self._tensor_slots(func)
         if not slots:
             return
@@ -120,16 +121,17 @@ class WrappedScalars:
                 total += t.dtype.itemsize
         self.events.append(ev)
         self.bytes.append(total)
-        if type(t) is torch.Tensor and torch.is_grad_enabled() and any(
+        if t is not None and torch.is_grad_enabled() and any(
                 isinstance(a, torch.Tensor) and a.requires_grad for a in args):
             # autograd sets the output's node after this op returns: look at the next op
             self.pending.append((weakref.ref(t), ev, len(self.events) - 1,
-                                 [(name, _WRAPPED[type(a)][0], a) for a, name in found]))
+                                 [(name, _WRAPPED[type(a)][0], a) for a, name in found],
+                                 module()))
 
     def resolve(self) -> None:
         """Note [Wrapped scalars saved for backward]: the numbers the ops' nodes saved."""
         pending, self.pending = self.pending, []
-        for ref, ev, entry, names in pending:
+        for ref, ev, entry, names, mod in pending:
             out = ref()
             node = getattr(out, "grad_fn", None)
             if node is None:
@@ -139,8 +141,8 @@ class WrappedScalars:
                     saved = getattr(node, "_saved_" + name, None)
                 except RuntimeError:   # freed already (a graph backward went through)
                     continue
-                if type(saved) is torch.Tensor and saved.dim() == 0 and \
-                        self._on_saved(saved, ev):
+                if isinstance(saved, torch.Tensor) and saved.dim() == 0 and \
+                        self._on_saved(saved, ev, mod):
                     self.bytes[entry] -= nbytes   # a storage of the ledger now
                     self.saved_by_node.setdefault(id(node), []).append(value)
 
