@@ -138,6 +138,7 @@ def _node_now() -> int:
 # a broadcast gradient summed to its input's shape, a cast to its dtype)
 _GRAD_LAYOUT_OPS = frozenset({torch.ops.aten.sum.dim_IntList, torch.ops.aten._to_copy.default})
 _ADD = torch.ops.aten.add.Tensor
+_COPY = torch.ops.aten.copy_.default
 _aten = torch.ops.aten
 # Note [In place but for the mode]: backward ops torch runs out of place under a mode only
 # -> the in-place op the untraced run calls (its name in the allocator pass's profile)
@@ -527,6 +528,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
             self._mark_loss_inputs(args)
         if self._comm_ops.get(func) is not False:   # a call per op saved: known not c10d
             self._mark_communication(func, args, out)
+        if func is _COPY and self._phase == "setup":   # Note [Sharded storages], 5
+            self._note_copy(args)
         return out
 
     def _sid(self, t: torch.Tensor, ev: int) -> int:
@@ -954,6 +957,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
             if shard:  # "sharded" | "unsharded": Note [Sharded storages]
                 rec["shard"] = shard
             self.sink.write(rec)
+            if shard == "sharded":   # the full weight it was cut from: Note [Sharded storages], 5
+                self._name_original(sid, name)
 
     def _mark_gradients(self, params=None) -> None:
         if params is None:
