@@ -59,8 +59,8 @@ from typing import Any, Callable
 
 import torch
 
-# bytes of the 0-dim tensor torch wraps a Python number in, and its dtype
 _current_node = torch._C._current_autograd_node
+# bytes of the 0-dim tensor torch wraps a Python number in, and its dtype
 _WRAPPED = {float: (8, torch.float64), int: (8, torch.int64), bool: (1, torch.bool),
             complex: (16, torch.complex128)}
 NUMBERS = frozenset(_WRAPPED)
@@ -77,7 +77,8 @@ class WrappedScalars:
         self._on_saved = on_saved
         self.events: list[int] = []
         self.bytes: list[int] = []
-        # ops whose autograd node may hold a number: (output, event, entry, [(name, bytes)])
+        # ops whose autograd node may hold a number: (output, event, entry in `bytes`,
+        # [(argument name, wrapped bytes, value)], module)
         self.pending: list[tuple[weakref.ref, int, int, list[tuple[str, int, Any]], str]] = []
         # id(node) -> the numbers it saved: its backward hands them to ops again, as the
         # tensors it holds (no new allocation, only the cast). Cleared at each step's end
