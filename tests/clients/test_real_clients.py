@@ -261,8 +261,12 @@ def test_models_built_by_type_with_a_real_loop(model_type, layers):
     run = run_client("train_auto.py", ["--model", model_type, "--steps", "3", "--clip", "1",
                                        "--sched", "--ema"],
                      [f"checkpoint:{layers}", f"selective:{layers}", f"offload:{layers}"])
-    # BLOOM's ledger reads 12 B under the allocator (3,904,388 / 3,904,400): not explained
+    # BLOOM's tensors read 12 B under the allocator (3,904,388 / 3,904,400): its GELU
+    # backward's `add` of a Python float, wrapped as 8 B and cast to 4 B inside the op
+    # (Note [Wrapped scalars], trace/scalars.py), which the ledger's scratch now counts
     assert 0 <= run.allocator_peak - run.ledger_peak <= (12 if model_type == "bloom" else 0)
+    if model_type == "bloom":
+        assert run.summary.measured.ledger_with_scratch_bytes == run.allocator_peak
     for text, p in run.policies.items():
         assert p.predicted == p.measured, (text, p)
 
