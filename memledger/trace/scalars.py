@@ -13,7 +13,7 @@ numbers for Python), so the ledger has no storage for either; the CPU allocator 
 Measured with the CPU profiler (float32 `x` of 1,024 elements): `x / 3` allocates 8 B
 before `aten::div`, 4 B inside it, frees the 4 B inside and the 8 B after it returns;
 `x.mul_(0.5)` the same; a float64 `x * 0.5` only the 8 B (no cast); a bfloat16 `x + 1`
-8 B and 2 B; `x - True` 1 B and 4 B. Both are live while the op's output is made, so they
+8 B and 2 B; `x + True` 1 B and 4 B. Both are live while the op's output is made, so they
 count as one op's transient bytes, like kernel scratch (Note [Kernel scratch] in
 trace/allocator.py): the collector writes `scalars` records (events, bytes) and
 `Ledger.kernel_scratch` adds them where the op ran; replay adds them again where a re-run
