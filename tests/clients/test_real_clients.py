@@ -401,8 +401,8 @@ def test_resnet_batchnorm_through_the_gates():
     # the offloaded run peaks in AdamW's `exp_avg_sq.sqrt() / bias_correction2_sqrt`, a
     # Python float wrapped as an 8 B tensor, cast to 4 B inside the `div`: 8 B under before
     ("qwen2", ["offload:model.layers.*"]),
-    # soft-capping's `x / cap` and `tanh(...) * cap` save their wrapped floats for backward
-    # (8 B each, 64 B at the baseline's peak): +40, +16, +64 before
+    # the attention's `* scaling` and soft-capping's `/ cap` and `* cap` save their wrapped
+    # floats for backward (8 B each, 64 B at the baseline's peak): +40, +16, +64 before
     ("gemma2", ["checkpoint:model.layers.*", "selective:model.layers.*",
                 "offload:model.layers.*"]),
 ])
