@@ -278,8 +278,9 @@ def test_albert_one_layer_called_for_every_layer():
     and rstd at the boundary with the next call of the same layer, and they were read as
     that call's, so kept (calls.py, `record_call`). Then checkpoint +48 B, selective +24 B,
     offload +64 B: the baseline's 96 B of allocator bytes no tensor explained, carried to
-    every policy. They were the attention's divisors, Python floats wrapped as 8 B tensors
-    that autograd saves (Note [Wrapped scalars saved for backward], trace/scalars.py):
+    every policy. They were the constants of the layer's `gelu_new`, Python floats wrapped
+    as 8 B tensors that its `mul`s save (Note [Wrapped scalars saved for backward],
+    trace/scalars.py): 3 per call, 3 calls and the prediction head, 96 B;
     every policy exact now, and the ledger equals the allocator."""
     layer = "albert.encoder.albert_layer_groups.0.albert_layers.0"
     run = run_client("train_hf.py", ["--model", "albert", *SHAPE, "--layers", "3"], [
@@ -299,8 +300,8 @@ def test_albert_checkpointed_under_autocast_with_accumulation():
     then 560 B over as in fp32: the layer's last LayerNorm's mean and rstd, saved at the
     boundary with the next call of the same layer, were read as that call's (calls.py,
     `record_call`). Then 48 B over: the baseline's 96 B of allocator bytes no tensor
-    explained, carried to the policy. They were the attention's divisor, a Python float
-    wrapped as an 8 B tensor that autograd saves (Note [Wrapped scalars saved for
+    explained, carried to the policy. They were the constants of `gelu_new`, Python floats
+    wrapped as 8 B tensors that its `mul`s save (Note [Wrapped scalars saved for
     backward], trace/scalars.py): exact now, and the ledger equals the allocator."""
     layer = "albert.encoder.albert_layer_groups.0.albert_layers.0"
     run = run_client("train_hf.py", ["--model", "albert", *SHAPE, "--layers", "3",
