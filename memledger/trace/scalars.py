@@ -45,8 +45,9 @@ cast; a number the running node saved (by value) counts its cast alone.
 
 Gemma2 (2 layers, hidden 64): each layer's attention scaling (`scores * scaling`) and
 soft-capping (`/ cap`, `tanh(...) * cap`), and the logits' soft-capping, keep eight of
-them at the baseline's peak in backward, 64 B the ledger lacked; carried to every policy as unexplained bytes, they read checkpoint +40 B,
-selective +16 B and offload +64 B. ALBERT's `gelu_new` constants (3 per call): 96 B.
+them at the baseline's peak in backward, 64 B the ledger lacked; carried to every policy
+as unexplained bytes, they read checkpoint +40 B, selective +16 B and offload +64 B.
+ALBERT's `gelu_new` constants (3 per call): 96 B.
 CPU profiler, `y = x / 3.0; (y * 2.0).sum().backward()`: 8 B before the forward `div`,
 freed under `evaluate_function: DivBackward0`; the backward `div` allocates only its 4 B
 cast.
