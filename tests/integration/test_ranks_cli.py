@@ -257,6 +257,8 @@ def test_fake_world_2_rank_0_is_the_real_rank_0(rank_ledgers, tmp_path):
                for c in ("communication", "temporary")), (real_at, sim_at)
     assert abs(real.peak().bytes - sim.peak().bytes) <= 64 + async_slack, (real_at, sim_at)
     assert _sum(sim, category="parameter", shard="sharded") == 237_056
+    # the full weights the shards were cut from (Note [Sharded storages], 5), as the real's
+    assert _sum(sim, category="parameter", shard="unsharded", phase="setup") == 118_464 * 4
 
 
 def test_fake_world_64_keeps_one_64th_plus_padding(tmp_path):
@@ -268,6 +270,8 @@ def test_fake_world_64_keeps_one_64th_plus_padding(tmp_path):
     #   256 + 64 + 2 + 2 × 781 = 1,884 floats = 7,536 B (the model / 64 is 7,404 B)
     assert _sum(sim, category="parameter", shard="sharded") == 7_536
     assert sim.summary().world_size == 64
+    # every rank builds the whole model before sharding: 118,464 floats, named parameters
+    assert _sum(sim, category="parameter", shard="unsharded", phase="setup") == 118_464 * 4
     # the last rank holds padding only for most parameters: FSDP2's lazy init makes those
     # shards again after the first forward pre-hook named them; they are still parameters
     # (they read 7,280 B, the rest `temporary`, before the roles were written at each step)
