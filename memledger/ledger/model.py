@@ -22,7 +22,7 @@ import pandas as pd
 from memledger.errors import LedgerFormatError
 from memledger.ledger.names import model_forward
 from memledger.ledger.reader import group_records, read_records
-from memledger.ledger.schema import CATEGORIES, PHASES, ROLE_PRIORITY
+from memledger.ledger.schema import CATEGORIES, PHASES, ROLE_PRIORITY, WRAPPED_NUMBER_OP
 from memledger.ledger.writer import Record
 
 STORAGE_COLUMNS = [
@@ -156,12 +156,15 @@ class Ledger:
         the allocator pass is the k-th event that op created storages at in the ledger
         (memledger/trace/allocator.py, Note [Kernel scratch]). An op whose call counts differ
         is skipped (the runs diverged). The outputs of an op a checkpoint re-run stopped in
-        (`stopped` records) are taken off its scratch: the ledger holds them already."""
+        (`stopped` records) are taken off its scratch: the ledger holds them already.
+        The Python numbers ops were handed as tensors are added at their ops (Note [Wrapped
+        scalars] in trace/scalars.py)."""
         none = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
         recs = [r for r in self.extra.get("opscratch", [])
                 if r.get("device", "cpu") == self.device]
+        wrapped = self._wrapped_scalars()
         if not recs:
-            return none
+            return wrapped if len(wrapped[0]) else none
         st = self.on_device()
         packet = st["op"].astype(str).str.split(".").str[0].to_numpy()
         created = st["created"].to_numpy(dtype=np.int64)
@@ -181,7 +184,20 @@ class Ledger:
                 b = np.maximum(b - taken.reindex(ev).fillna(0).to_numpy(dtype=np.int64), 0)
             evs.append(ev[b > 0])
             sizes.append(b[b > 0])
-        return (np.concatenate(evs), np.concatenate(sizes)) if evs else none
+        evs.append(wrapped[0])
+        sizes.append(wrapped[1])
+        return np.concatenate(evs), np.concatenate(sizes)
+
+    def _wrapped_scalars(self) -> tuple[np.ndarray, np.ndarray]:
+        """(event, bytes) of the Python numbers ops were handed as 0-dim CPU tensors, with
+        their casts (`scalars` records; Note [Wrapped scalars] in trace/scalars.py)."""
+        recs = [r for r in self.extra.get("scalars", [])
+                if r.get("device", "cpu") == self.device]
+        if not recs:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        ev = np.concatenate([np.asarray(r["ev"], dtype=np.int64) for r in recs])
+        b = np.concatenate([np.asarray(r["bytes"], dtype=np.int64) for r in recs])
+        return ev[b > 0], b[b > 0]
 
     def curve_with_scratch(self) -> np.ndarray:
         """`curve()` with the kernel scratch the allocator pass measured per op added where
@@ -477,6 +493,11 @@ def _storages(by_kind: dict[str, list[Record]]) -> tuple[pd.DataFrame, pd.DataFr
         df.iloc[idx, df.columns.get_loc("saved_ev")] = first["ev"].to_numpy(dtype=np.int64)
         idx, last = rows_of(sv.drop_duplicates("sid", keep="last"))
         df.iloc[idx, df.columns.get_loc("saved_last_ev")] = last["ev"].to_numpy(dtype=np.int64)
+    # a Python number autograd saved, which no hook saw (no `saved` record): the module of
+    # the op that saved it (Note [Wrapped scalars saved for backward] in trace/scalars.py)
+    wrapped = (df["op"] == WRAPPED_NUMBER_OP).to_numpy()
+    if wrapped.any():
+        df.loc[wrapped, "saved_module"] = df.loc[wrapped, "module"].astype(str)
     # saves per storage (one per pack: q, k, v of one qkv storage are three); the time model
     # charges checkpoint's per-save work by it
     counts = sv["sid"].value_counts() if len(sv) else pd.Series(dtype=np.int64)

@@ -52,7 +52,11 @@ trace/script_checkpoint.py) and `hooks` (`ev`, `pack`, `module`: the script ran 
 forward under saved-tensor hooks of its own, which hide its saves from the ledger; Note
 [The script's own saved-tensor hooks] in trace/collector.py) and `mutated` (`sid`, `ev`, `op`: the
 first op that wrote a storage in place in forward or the loss; selective refuses to keep
-it; Note [Written in place in forward] in trace/collector.py). Fake runs add `real`, `standin`, `flops` and `fake_aware`
+it; Note [Written in place in forward] in trace/collector.py) and `scalars` (`device`,
+`ev`, `bytes`: lists, one entry per op that was handed Python numbers for Tensor
+arguments, the bytes of their 0-dim wrapped tensors and casts, transient at that op; a
+number autograd saved is a storage of its own instead, op `(wrapped number)`; Note
+[Wrapped scalars] in trace/scalars.py). Fake runs add `real`, `standin`, `flops` and `fake_aware`
 (`lib`, `what`: a library the script imported that branches on FakeTensor; Note [Fake
 runs], Rule 7, in trace/fake.py).
 
@@ -72,6 +76,9 @@ from enum import Enum
 SCHEMA = "memledger.ledger/1"
 SCHEMA_FAMILY = "memledger.ledger/"
 SUMMARY_SCHEMA = "memledger.summary/1"
+# the `op` of a storage that is a Python number an op's autograd node saved (Note [Wrapped
+# scalars saved for backward] in trace/scalars.py)
+WRAPPED_NUMBER_OP = "(wrapped number)"
 
 
 class Category(str, Enum):

@@ -86,7 +86,7 @@ from torch.optim.optimizer import (
 )
 from torch.utils._python_dispatch import TorchDispatchMode, _get_current_dispatch_mode_stack
 
-from memledger.ledger.schema import SCHEMA
+from memledger.ledger.schema import SCHEMA, WRAPPED_NUMBER_OP
 from memledger.ledger.writer import Sink
 from memledger.trace.outside_state import (
     INPUT_WRITTEN,
@@ -99,6 +99,8 @@ from memledger.trace.interrupts import redeliver
 from memledger.trace.steps import StepBoundary
 from memledger.trace.resize import StorageResizeWatch
 from memledger.trace.roots import ByModule, RootNames, plain_name, script_modules
+from memledger.trace.scalars import NUMBERS as _NUMBERS
+from memledger.trace.scalars import WrappedScalars
 from memledger.trace.script_checkpoint import (
     RECOMPUTE_HOOK,
     CheckpointFrames,
@@ -146,6 +148,7 @@ def _written_args(func) -> tuple[int, ...]:
 # a broadcast gradient summed to its input's shape, a cast to its dtype)
 _GRAD_LAYOUT_OPS = frozenset({torch.ops.aten.sum.dim_IntList, torch.ops.aten._to_copy.default})
 _ADD = torch.ops.aten.add.Tensor
+_COPY = torch.ops.aten.copy_.default
 _aten = torch.ops.aten
 # Note [In place but for the mode]: backward ops torch runs out of place under a mode only
 # -> the in-place op the untraced run calls (its name in the allocator pass's profile)
@@ -358,6 +361,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
         self._init_sharding()  # Note [Sharded storages]
         self._owner = threading.get_ident()   # the tracing thread: set again at __enter__
         self._resize_watch = StorageResizeWatch(self._only_ours(self._on_resize))
+        self._scalars = WrappedScalars(self._wrapped_saved)   # Note [Wrapped scalars]
 
     # ---- lifecycle ------------------------------------------------------------------------
     def __enter__(self) -> "Collector":
@@ -441,10 +445,28 @@ class Collector(ShardingMixin, TorchDispatchMode):
             if sid in self._resized_away:
                 continue
             self.sink.write({"k": "live", "sid": sid, "last": self._last.get(sid, -1)})
+        self._write_scalars()
         self.sink.write({"k": "end", "ev": self._ev, "status": status, "message": message,
                          "steps": self._steps_done,
                          **({"threads": self._threads} if self._threads > 1 else {})})
         self.sink.flush()
+
+    def _wrapped_saved(self, t: torch.Tensor, ev: int, mod: str) -> bool:
+        """A Python number op `ev` was handed, which its autograd node saved (Note [Wrapped
+        scalars saved for backward] in trace/scalars.py): a storage of its own from `ev`
+        until the node goes, saved for backward (no saved-tensor hook ever sees it)."""
+        st = t.untyped_storage()
+        if st._cdata in self._sids:
+            return False
+        sid = self._new_storage(t, st, ev, WRAPPED_NUMBER_OP, pre=False, mod=mod)
+        self._last[sid] = ev
+        self.sink.write({"k": "role", "sid": sid, "role": "activation"})
+        return True
+
+    def _write_scalars(self) -> None:
+        rec = self._scalars.take()
+        if rec is not None:
+            self.sink.write(rec)
 
     @property
     def steps_done(self) -> int:
@@ -472,6 +494,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
             return out
         ev = self._ev
         self._ev = ev + 1
+        if self._scalars.pending:   # the last op's node is set now: Note [Wrapped scalars]
+            self._scalars.resolve()
         if self._held:
             self._check_released(ev)
         self._lifting = func is _LIFT_FRESH or func is _SET_STORAGE or func is _SET_STORAGE0
@@ -480,6 +504,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
         if self._ckpt_calls and self._phase == "backward":
             self._watch_recompute(ev)
         last = self._last
+        numbers = False
         for a in args:
             if isinstance(a, _Tensor):
                 last[self._sid(a, ev)] = ev
@@ -487,6 +512,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
                 for b in a:
                     if isinstance(b, _Tensor):
                         last[self._sid(b, ev)] = ev
+            elif a.__class__ in _NUMBERS:
+                numbers = True
         for a in kwargs.values():
             if isinstance(a, _Tensor):
                 last[self._sid(a, ev)] = ev
@@ -508,12 +535,16 @@ class Collector(ShardingMixin, TorchDispatchMode):
             self._apply_end = ev + 1
         if self._phase == "backward" and func in _OUT_OF_PLACE_UNDER_MODE:   # cheap first
             self._in_place_twin(func, args, out, ev)
+        if numbers:   # Note [Wrapped scalars] in trace/scalars.py
+            self._scalars.note(func, args, out, ev, self._module_now)
         if self._phase == "loss":
             self._mark_loss_inputs(args)
         if (self._phase == "forward" or self._phase == "loss") and (w := _written_args(func)):
             self._note_mutated(func, w, args, ev)
         if self._comm_ops.get(func) is not False:   # a call per op saved: known not c10d
             self._mark_communication(func, args, out)
+        if func is _COPY and self._phase == "setup":   # Note [Sharded storages], 5
+            self._note_copy(args)
         return out
 
     # Note [Written in place in forward]
@@ -978,6 +1009,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
             if shard:  # "sharded" | "unsharded": Note [Sharded storages]
                 rec["shard"] = shard
             self.sink.write(rec)
+            if shard == "sharded":   # the full weight it was cut from: Note [Sharded storages], 5
+                self._name_original(sid, name)
 
     def _mark_gradients(self, params=None) -> None:
         if params is None:
@@ -1054,6 +1087,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
         self._steps_done += 1
         self._step += 1
         self._set_phase("other")
+        self._write_scalars()
         self.sink.flush()
         if self.max_steps is not None and self._steps_done >= self.max_steps:
             if self.on_steps_done is not None:

@@ -22,6 +22,17 @@ Four things differ from one-process training, each with its own mechanism here:
 4. FSDP labels its work with `record_function("FSDP::all_gather (blocks.1)")`; inside such a
    region the module of a new storage is the FSDP unit named there, so a prefetched
    all-gather for `blocks.2` issued while `blocks.1` runs is attributed to `blocks.2`.
+5. `fully_shard` cuts each parameter's local shard out of the full weight the script built
+   (`copy_` of the rank's chunk into a zero-padded storage) and lets the full weight go.
+   Roles are written at the first forward and optimizer step, by which time the full weight
+   is gone, so it read as `other`: on a 2-layer GPT on 2 ranks, 473,856 B of the setup's
+   580,310 B of `other`; on a simulated 7B rank of 8, 26.9 GB, the whole setup peak. A
+   `copy_` during setup is remembered (destination storage -> source storage), and when a
+   storage becomes a sharded parameter, the storage it was copied from becomes that
+   parameter too, shard `unsharded` (the full weight, before sharding: its bytes are the
+   parameter's, unpadded: wte (255, 64) fp32 is 65,280 B, where the gathered copies are
+   padded to 65,536 B). A weight the script discards without sharding it (nanoGPT's head
+   before it is tied) is copied into no shard and stays `other`.
 """
 
 from __future__ import annotations
@@ -72,6 +83,7 @@ class ShardingMixin:
         self._resized_away: set[int] = set()   # sids freed by resize_, their weakref not yet
         self._fsdp_units: list[str | None] = []  # parallel to _rf_stack: FSDP unit or None
         self._comm_ops: dict[Any, bool] = {}
+        self._copied_from: dict[int, int] = {}   # rule 5: sid -> the sid copied into it
 
     # ---- 1. sharded parameters ------------------------------------------------------------
     def _note_sharded(self, module: torch.nn.Module, name: str, p: torch.Tensor) -> bool:
@@ -146,6 +158,28 @@ class ShardingMixin:
 
             return cuda_block_bytes(nbytes)
         return nbytes
+
+    # ---- 5. the full weights fully_shard cut the shards from --------------------------------
+    def _note_copy(self, args: tuple) -> None:
+        """A `copy_(dst, src)` during setup: remember where dst's data came from."""
+        dst, src = args[0], args[1]
+        if isinstance(dst, torch.Tensor) and isinstance(src, torch.Tensor) and getattr(
+                dst, "_local_tensor", None) is None and getattr(src, "_local_tensor", None) is None:
+            d, s = self._sids.get(dst.untyped_storage()._cdata), \
+                self._sids.get(src.untyped_storage()._cdata)
+            if d is not None and s is not None and d != s:
+                self._copied_from.setdefault(d, s)
+
+    def _name_original(self, sid: int, name: str) -> None:
+        """A sharded parameter's storage was cut from a full weight: name that weight."""
+        src = self._copied_from.pop(sid, None)
+        if src is None or (src, "parameter") in self._roles_written:
+            return
+        self._roles_written.add((src, "parameter"))
+        rec = {"k": "role", "sid": src, "role": "parameter", "shard": "unsharded"}
+        if name:
+            rec["name"] = name
+        self.sink.write(rec)
 
     # ---- 3. collectives -----------------------------------------------------------------
     def _mark_communication(self, func: Any, args: tuple, out: Any) -> None:

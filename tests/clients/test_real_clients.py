@@ -236,7 +236,9 @@ def test_gpt2_under_transformers_trainer():
     """transformers' own `Trainer` runs the loop (accelerate's optimizer wrapper, its own
     zero_grad and schedule): steps counted at its optimizer, the ledger within 512 B of the
     allocator, and every policy over the layers predicted within 512 B of what it measures
-    (24 B, 0 B, 40 B here)."""
+    (16 B each here, in one process: peft, imported by the first traced run, makes two
+    8 B tensors at import that the allocator pass in the same process never sees again; 0 B
+    in fresh processes, docs/accuracy.md)."""
     blocks = "transformer.h.*"
     run = run_client("train_hf_trainer.py", ["--steps", "3"],
                      [f"checkpoint:{blocks}", f"selective:{blocks}", f"offload:{blocks}"])
@@ -259,8 +261,12 @@ def test_models_built_by_type_with_a_real_loop(model_type, layers):
     run = run_client("train_auto.py", ["--model", model_type, "--steps", "3", "--clip", "1",
                                        "--sched", "--ema"],
                      [f"checkpoint:{layers}", f"selective:{layers}", f"offload:{layers}"])
-    # BLOOM's ledger reads 12 B under the allocator (3,904,388 / 3,904,400): not explained
+    # BLOOM's tensors read 12 B under the allocator (3,904,388 / 3,904,400): its GELU
+    # backward's `add` of a Python float, wrapped as 8 B and cast to 4 B inside the op
+    # (Note [Wrapped scalars], trace/scalars.py), which the ledger's scratch now counts
     assert 0 <= run.allocator_peak - run.ledger_peak <= (12 if model_type == "bloom" else 0)
+    if model_type == "bloom":
+        assert run.summary.measured.ledger_with_scratch_bytes == run.allocator_peak
     for text, p in run.policies.items():
         assert p.predicted == p.measured, (text, p)
 
@@ -270,18 +276,20 @@ def test_albert_one_layer_called_for_every_layer():
     called 3 times a step and each call is a region of its own. The checkpointed peak read
     560 B over the allocator (selective 1,048 B): the layer's last LayerNorm saves its mean
     and rstd at the boundary with the next call of the same layer, and they were read as
-    that call's, so kept (calls.py, `record_call`). Now checkpoint +48 B, selective +24 B,
-    offload +64 B (the baseline's 96 B of unexplained allocator bytes, carried to every
-    policy, against what each run's allocator reads above its own ledger), the attention
-    alone exact."""
+    that call's, so kept (calls.py, `record_call`). Then checkpoint +48 B, selective +24 B,
+    offload +64 B: the baseline's 96 B of allocator bytes no tensor explained, carried to
+    every policy. They were the constants of the layer's `gelu_new`, Python floats wrapped
+    as 8 B tensors that its `mul`s save (Note [Wrapped scalars saved for backward],
+    trace/scalars.py): 3 per call, 3 calls and the prediction head, 96 B;
+    every policy exact now, and the ledger equals the allocator."""
     layer = "albert.encoder.albert_layer_groups.0.albert_layers.0"
     run = run_client("train_hf.py", ["--model", "albert", *SHAPE, "--layers", "3"], [
         f"checkpoint:{layer}", f"selective:{layer}", f"offload:{layer}",
         "checkpoint:**.attention"])
-    assert abs(run.ledger_peak - run.allocator_peak) <= 512
+    assert run.ledger_peak == run.allocator_peak
     for text, p in run.policies.items():
         assert p.predicted is not None and p.measured is not None, (text, p)
-        assert 0 <= p.predicted - p.measured <= 64, (text, p)
+        assert p.predicted == p.measured, (text, p)
 
 
 def test_albert_checkpointed_under_autocast_with_accumulation():
@@ -291,14 +299,17 @@ def test_albert_checkpointed_under_autocast_with_accumulation():
     Rule 9). Predicted 1,870,364 B against 1,884,076 B measured before (13,712 B under),
     then 560 B over as in fp32: the layer's last LayerNorm's mean and rstd, saved at the
     boundary with the next call of the same layer, were read as that call's (calls.py,
-    `record_call`). 48 B over now: the baseline's unexplained allocator bytes (96 B) carried
-    to the policy, where the checkpointed run's allocator reads 48 B above its ledger."""
+    `record_call`). Then 48 B over: the baseline's 96 B of allocator bytes no tensor
+    explained, carried to the policy. They were the constants of `gelu_new`, Python floats
+    wrapped as 8 B tensors that its `mul`s save (Note [Wrapped scalars saved for
+    backward], trace/scalars.py): exact now, and the ledger equals the allocator."""
     layer = "albert.encoder.albert_layer_groups.0.albert_layers.0"
     run = run_client("train_hf.py", ["--model", "albert", *SHAPE, "--layers", "3",
                                      "--autocast", "bf16", "--accum", "2"],
                      [f"checkpoint:{layer}"])
     p = run.policies[f"checkpoint:{layer}"]
-    assert p.predicted - p.measured == 48, p
+    assert run.ledger_peak == run.allocator_peak
+    assert p.predicted == p.measured, p
 
 
 def test_gpt2_keeping_only_the_loss():
@@ -403,3 +414,21 @@ def test_reformer_regions_its_reversible_backward_calls_run_plainly():
     for text in pols:
         p = run.policies[text]
         assert p.predicted == p.measured == run.allocator_peak, (text, p)
+
+
+@pytest.mark.parametrize("model, policies", [
+    # the offloaded run peaks in AdamW's `exp_avg_sq.sqrt() / bias_correction2_sqrt`, a
+    # Python float wrapped as an 8 B tensor, cast to 4 B inside the `div`: 8 B under before
+    ("qwen2", ["offload:model.layers.*"]),
+    # the attention's `* scaling` and soft-capping's `/ cap` and `* cap` save their wrapped
+    # floats for backward (8 B each, 64 B at the baseline's peak): +40, +16, +56 before
+    ("gemma2", ["checkpoint:model.layers.*", "selective:model.layers.*",
+                "offload:model.layers.*"]),
+])
+def test_python_numbers_wrapped_as_tensors(model, policies):
+    """Note [Wrapped scalars] and [Wrapped scalars saved for backward] (trace/scalars.py):
+    the ledger equals the allocator, and every policy is predicted to the byte."""
+    run = run_client("train_more.py", ["--model", model], policies)
+    assert run.ledger_peak == run.allocator_peak
+    for text, p in run.policies.items():
+        assert p.predicted == p.measured, (text, p)

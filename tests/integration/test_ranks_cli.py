@@ -88,6 +88,24 @@ def test_fsdp_parameters_are_exactly_the_local_shards(rank_ledgers):
         assert 0 < s.parameter_shards.get("unsharded", 0) <= 473_856
 
 
+def test_fsdp_full_weights_cut_into_shards_are_parameters(rank_ledgers):
+    """Note [Sharded storages], 5: the full weights the script built, which `fully_shard`
+    cuts each rank's shard from and lets go, are `parameter` (shard `unsharded`) under
+    their names, not `other`: once per rank, the full parameter bytes, unpadded."""
+    for led in rank_ledgers["fsdp"][1]:
+        st = led.storages
+        full = st[(st["category"] == "parameter") & (st["phase"] == "setup")
+                  & (st["shard"] == "unsharded")]
+        # V=255: 118,464 floats = 473,856 B (the shards pad wte to 256 rows; this does not)
+        assert int(full["bytes"].sum()) == 118_464 * 4
+        by_name = full.set_index("name")["bytes"]
+        assert by_name["wte.weight"] == 255 * 64 * 4            # 65,280 B
+        assert by_name["blocks.0.mlp.c_fc.weight"] == 256 * 64 * 4
+        assert len(by_name) == 28 and by_name.index.is_unique
+        # freed in setup, once fully_shard returned: not the peak's
+        assert (full["freed"] < st.loc[st["phase"] == "forward", "created"].min()).all()
+
+
 def test_fsdp_gathers_and_reduce_scatters_are_communication_per_unit(rank_ledgers):
     led = rank_ledgers["fsdp"][1][0]
     comm = led.storages[led.storages["category"] == "communication"]
@@ -239,6 +257,8 @@ def test_fake_world_2_rank_0_is_the_real_rank_0(rank_ledgers, tmp_path):
                for c in ("communication", "temporary")), (real_at, sim_at)
     assert abs(real.peak().bytes - sim.peak().bytes) <= 64 + async_slack, (real_at, sim_at)
     assert _sum(sim, category="parameter", shard="sharded") == 237_056
+    # the full weights the shards were cut from (Note [Sharded storages], 5), as the real's
+    assert _sum(sim, category="parameter", shard="unsharded", phase="setup") == 118_464 * 4
 
 
 def test_fake_world_64_keeps_one_64th_plus_padding(tmp_path):
@@ -250,6 +270,8 @@ def test_fake_world_64_keeps_one_64th_plus_padding(tmp_path):
     #   256 + 64 + 2 + 2 × 781 = 1,884 floats = 7,536 B (the model / 64 is 7,404 B)
     assert _sum(sim, category="parameter", shard="sharded") == 7_536
     assert sim.summary().world_size == 64
+    # every rank builds the whole model before sharding: 118,464 floats, named parameters
+    assert _sum(sim, category="parameter", shard="unsharded", phase="setup") == 118_464 * 4
     # the last rank holds padding only for most parameters: FSDP2's lazy init makes those
     # shards again after the first forward pre-hook named them; they are still parameters
     # (they read 7,280 B, the rest `temporary`, before the roles were written at each step)

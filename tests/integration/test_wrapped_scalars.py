@@ -1,0 +1,49 @@
+"""Note [Wrapped scalars] (trace/scalars.py): a Python number handed to an op whose schema
+takes a Tensor is wrapped in a 0-dim CPU tensor the dispatch mode never sees, and cast
+inside the op to the op's dtype; the allocator counts both."""
+
+from __future__ import annotations
+
+import torch
+
+import memledger
+
+
+def test_python_numbers_wrapped_as_tensors_are_counted_at_their_op():
+    with memledger.trace() as led:
+        x = torch.ones(1024)                              # 4,096 B
+        y = x / 3.0                                       # 4,096 B; 8 B double + 4 B float cast
+        y.mul_(0.5)                                       # 8 + 4
+        z = torch.ones(4, dtype=torch.float64) * 0.5      # 8 (a double needs no cast)
+        w = torch.ones(4, dtype=torch.bfloat16) + 1       # 8 B int64 + 2 B bfloat16 cast
+        z.pow(2)                                          # pow.Tensor_Scalar: a Scalar, nothing
+        v = x + True                                      # 1 B bool + 4 B float cast
+        del x, y, z, w, v
+    (rec,) = led.extra["scalars"]
+    assert rec["bytes"] == [12, 12, 8, 10, 5]
+    # the peak is at `x + True`: x, y, z (32 B), w (8 B) and v live, with v's 1 + 4 B
+    # (measured with the CPU profiler: 1 B before `aten::add`, 4 B inside it)
+    assert led.peak().bytes == 3 * 4096 + 32 + 8
+    assert led.peak_with_scratch() == 3 * 4096 + 32 + 8 + 5
+
+
+def test_a_wrapped_number_autograd_saves_lives_until_its_node_goes():
+    """Note [Wrapped scalars saved for backward]: `x / 3.0` saves its divisor, the 8 B
+    wrapped double, for backward (no saved-tensor hook sees a wrapped number), and the node
+    frees it after its backward; that backward's `grad / other` hands the same tensor back,
+    so only the 4 B float cast is new there (CPU profiler: 8 B before the forward `div`,
+    freed in `evaluate_function: DivBackward0`; 4 B inside the backward `div`)."""
+    with memledger.trace() as led:
+        x = torch.ones(1024, requires_grad=True)      # 4,096 B
+        y = x / 3.0                                   # saves 3.0: 8 B
+        z = (y * 2.0).sum()                           # saves 2.0: 8 B
+        z.backward()
+    s = led.storages
+    saved = s[s["op"] == "(wrapped number)"]
+    assert saved["bytes"].tolist() == [8, 8]
+    assert set(saved["category"]) == {"activation"}
+    # each goes after its node's backward ran: MulBackward0 first, then DivBackward0
+    assert (saved["freed"] > saved["created"]).all()
+    assert saved["freed"].tolist()[0] > saved["freed"].tolist()[1]
+    (rec,) = led.extra["scalars"]
+    assert rec["bytes"] == [4, 4, 4, 4]    # forward div, mul; backward mul, div: the casts
