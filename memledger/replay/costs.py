@@ -19,12 +19,12 @@ memledger/trace/timing.py; 0 for ledgers whose probe did not measure it).
 - fwd: the call's untraced forward (thread CPU time, module hooks; recompute re-runs
   exactly that forward with autograd recording).
 - share: the part early stop re-runs, weighed by untraced op time: Σ op time over
-  [ev0, rerun_end) / Σ over [ev0, ev1) (by event count where op times are missing).
+  [ev0, rerun_end) / Σ over [ev0, ev1) (by event count where op times are missing); for a
+  call that drops nothing, to its last pack (a Linear re-runs its `t` only: engine.py
+  Note [What a call does, for the time model]).
 - kept: untraced op time of the save-list ops in the re-run part (their cached outputs are
   handed back instead of recomputed).
 - saves: packs made by the call (q, k and v of one attention are three).
-- share: taken to the call's last pack for a call that drops nothing (a Linear re-runs
-  its `t` only: engine.py Note [What a call does, for the time model]).
 - factor from a probe run with early stop (ledgers with `ckpt_early_stop`): the probe's
   re-run over plain forward time covers only the part early stop re-runs, so it is divided
   by the share the replay gives the probe's own regions (`_probe_share`).
@@ -200,7 +200,8 @@ class CostModel:
             keep = self._sac_keep(sel_probe, self.consts[w], i)
             self.consts[w] = dataclasses.replace(self.consts[w], sac_keep=keep)
 
-    def _probe_work(self, prep: Prepared, kind: PolicyKind, paths) -> tuple[Work, np.ndarray]:
+    def _probe_work(self, prep: Prepared, kind: PolicyKind,
+                    paths) -> tuple[Work, np.ndarray] | None:
         """The replay's `Work` of `kind` on the probe's regions, and which of its calls are
         in warm steps; None where the replay cannot run it."""
         if not paths or "" in paths:

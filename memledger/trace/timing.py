@@ -669,18 +669,21 @@ def context_probes(root: ProbeInput | None, clock, kinds=PROBE_KINDS,
 
 
 # Note [A checkpointed step's own cost]
-# What checkpointing adds to a step is not all per region. MLP example, one thread, one
-# process, 20 interleaved cycles (OMP_NUM_THREADS=1 benchmarks/probes_vs_policies.py
-# --example mlp reads the same): fc1 checkpointed +0.63 ms, fc1 and fc2 +1.04, fc1, fc2
-# and head +1.22, though each region re-runs one `t` (~10 us): ~0.3 ms the step pays once
-# when anything in it is checkpointed, and ~0.3 ms per region. Probed with every region
+# What checkpointing adds to a step is not all per region. MLP example, whole training
+# steps, one process (OMP_NUM_THREADS=1 benchmarks/region_count.py --example mlp): fc1
+# checkpointed +0.40 ms, fc1 and fc2 +0.76, all three +1.07 on a quiet machine (0.33 ms
+# per region, 0.07 ms per step), +0.63, +1.04, +1.22 with two other jobs running (~0.3 ms
+# per step), though each region re-runs one `t` (~10 us). Probed with every region
 # checkpointed, the step's part was spread over the regions, and a policy on fewer regions
-# than the probe's was priced low (MLP `checkpoint:fc*` and the CNN's
-# `checkpoint:blocks.[0-1]` at 0.84-0.85 of measured). So the cycle checkpoints the first
-# region alone as well (mode "one"), and per repetition, with D = step - plain step -
-# re-run time (what the checkpointed step paid besides re-running):
+# than the probe's was priced low, the more so the busier the machine. So the cycle
+# checkpoints the first region alone as well (mode "one"), and per repetition, with D =
+# step - plain step - re-run time (what the checkpointed step paid besides re-running):
 #     per region  (D_all - D_one) / (n - 1)        per step  D_one - per region
-# The probe runs early stop as `measure` runs it (torch's default): the call cost then
+# The probe runs early stop as `measure` runs it (torch's default); it ran it off to time
+# whole re-runs, so a Linear re-ran its `addmm` in the probe and not in the policy (early
+# stop raises at addmm's packs, before its kernel): the selective probe, selective minus
+# checkpointed, then read the caching mode's cost less an addmm, and the MLP's
+# `selective:fc*` was priced at 0.62-0.72 of measured (0.90 after). The call cost now
 # includes the stop's raise, and the re-run it times is the part early stop re-runs, so
 # its factor is that re-run over the regions' plain forward, which the cost model divides
 # by the same share the replay re-runs (memledger/replay/costs.py, `_probe_share`).
