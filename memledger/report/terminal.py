@@ -132,7 +132,8 @@ def scratch_clause(m) -> str:
     rest = m.peak_bytes - with_scratch
     tail = "explains every byte" if rest == 0 else \
         agreement(m.peak_bytes, with_scratch).removeprefix("the ledger ")
-    return f"; with the scratch kernels took inside ops (measured op by op), it {tail}"
+    return (f"; with the scratch kernels took inside ops and the Python numbers ops wrapped "
+            f"as tensors (measured op by op), it {tail}")
 
 
 def agreement(measured: int, ledger: int) -> str:

@@ -197,8 +197,9 @@ def test_kernel_scratch_explains_what_no_tensor_does():
     assert led.peak_with_scratch() == 4016
     m = led.summary().measured
     assert m.ledger_with_scratch_bytes == 4016
-    assert scratch_clause(m) == ("; with the scratch kernels took inside ops (measured op by "
-                                 "op), it explains every byte")
+    assert scratch_clause(m) == ("; with the scratch kernels took inside ops and the Python "
+                                 "numbers ops wrapped as tensors (measured op by op), it "
+                                 "explains every byte")
     diverged = Ledger.from_records(RECORDS + [
         {"k": "opscratch", "device": "cpu", "ops": {"mm": [0, 1806, 5]}}])
     assert diverged.kernel_scratch()[0].tolist() == []
