@@ -699,8 +699,17 @@ def _checkpoint_record(pairs: list, ones: list, n: int, saves: int, paths: list)
         region.append((d_all - d_one) / (n - 1))
         step.append(d_one - region[-1])
     return {"factor": [c[2] / max(p[1], 1) for p, c in pairs], "region_ns": region,
-            **({"step_ns": step} if step else {}), "early_stop": True,
+            **({"step_ns": step} if step else {}), "early_stop": _early_stop(),
             "regions": n, "saves_per_region": saves / n, "paths": list(paths)}
+
+
+def _early_stop() -> bool:
+    """Whether checkpoint stops its re-runs early here: torch's default, unless the script
+    turned it off for everything (`set_checkpoint_early_stop(False)` around its loop)."""
+    import torch.utils.checkpoint as ckpt
+
+    flag = getattr(ckpt, "_enable_checkpoint_early_stop", None)
+    return True if flag is None else bool(flag)
 
 
 def recompute_probe(root: ProbeInput | None, clock, max_reps: int = 8,

@@ -389,3 +389,16 @@ def test_an_offload_probe_that_fails_says_why_and_the_others_still_answer(monkey
     assert got["offload"] == {"failed": "no space left on the device writing offload's "
                                         "copies in '/tmp'"}
     assert len(got["checkpoint"]["factor"]) == 2 and len(got["selective"]["region_ns"]) == 2
+
+
+def test_the_probe_records_whether_early_stop_was_on():
+    """A script that turns early stop off for everything has its probe (and its policies)
+    re-run whole regions: the record says so, and the cost model keeps the factor as read."""
+    from torch.utils.checkpoint import set_checkpoint_early_stop
+
+    from memledger.trace.timing import _checkpoint_record
+
+    plain, every = (10_000, 4_000, 0), (11_500, 4_000, 300)
+    assert _checkpoint_record([(plain, every)], [None], 3, 6, ["a"])["early_stop"]
+    with set_checkpoint_early_stop(False):
+        assert not _checkpoint_record([(plain, every)], [None], 3, 6, ["a"])["early_stop"]
