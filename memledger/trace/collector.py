@@ -101,6 +101,7 @@ from memledger.trace.resize import StorageResizeWatch
 from memledger.trace.roots import ByModule, RootNames, plain_name, script_modules
 from memledger.trace.scalars import NUMBERS as _NUMBERS
 from memledger.trace.scalars import WrappedScalars
+from memledger.trace.scalars import tensor_slots as _tensor_slots
 from memledger.trace.script_checkpoint import (
     RECOMPUTE_HOOK,
     CheckpointFrames,
@@ -535,7 +536,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
             self._apply_end = ev + 1
         if self._phase == "backward" and func in _OUT_OF_PLACE_UNDER_MODE:   # cheap first
             self._in_place_twin(func, args, out, ev)
-        if numbers:   # Note [Wrapped scalars] in trace/scalars.py
+        if numbers and _tensor_slots(func):   # Note [Wrapped scalars] in trace/scalars.py
             self._scalars.note(func, args, out, ev, self._module_now)
         if self._phase == "loss":
             self._mark_loss_inputs(args)

@@ -55,16 +55,32 @@ cast.
 
 from __future__ import annotations
 
+import functools
 import weakref
 from typing import Any, Callable
 
 import torch
 
 _current_node = torch._C._current_autograd_node
+_Tensor = torch.Tensor
 # bytes of the 0-dim tensor torch wraps a Python number in, and its dtype
 _WRAPPED = {float: (8, torch.float64), int: (8, torch.int64), bool: (1, torch.bool),
             complex: (16, torch.complex128)}
 NUMBERS = frozenset(_WRAPPED)
+
+
+@functools.lru_cache(maxsize=None)
+def tensor_slots(func) -> tuple[tuple[int, str], ...]:
+    """(position, name) of an op's positional Tensor arguments: where a Python number is
+    wrapped. Cached per op, so that the many ops handed only ints for int arguments (`t`,
+    `transpose`, `softmax`'s dim) cost the tracer one lookup (a call per such op made the
+    tiny GPT's traced step ~5 % slower)."""
+    try:
+        args = func._schema.arguments
+    except AttributeError:   # not an OpOverload
+        return ()
+    return tuple((i, a.name) for i, a in enumerate(args)
+                 if not a.kwarg_only and a.type.isSubtypeOf(torch._C.TensorType.get()))
 
 
 class WrappedScalars:
@@ -74,7 +90,6 @@ class WrappedScalars:
     event)` instead, which makes it a storage of the ledger."""
 
     def __init__(self, on_saved: Callable[[torch.Tensor, int, str], bool]) -> None:
-        self._slots: dict[Any, tuple[tuple[int, str], ...]] = {}   # op -> Tensor positions
         self._on_saved = on_saved
         self.events: list[int] = []
         self.bytes: list[int] = []
@@ -85,46 +100,43 @@ class WrappedScalars:
         # tensors it holds (no new allocation, only the cast). Cleared at each step's end
         self.saved_by_node: dict[int, list[Any]] = {}
 
-    def _tensor_slots(self, func) -> tuple[tuple[int, str], ...]:
-        slots = self._slots.get(func)
-        if slots is None:
-            try:
-                args = func._schema.arguments
-            except AttributeError:   # not an OpOverload
-                args = []
-            slots = self._slots[func] = tuple(
-                (i, a.name) for i, a in enumerate(args)
-                if not a.kwarg_only and a.type.isSubtypeOf(torch._C.TensorType.get()))
-        return slots
-
     def note(self, func, args: tuple, out: Any, ev: int, module: Callable[[], str]) -> None:
-        """Called for an op that had a Python number among its positional arguments;
-        `module()`: the module running it."""
-        slots = self._tensor_slots(func)
-        if not slots:
-            return
-        found = [(a, name) for i, name in slots if i < len(args)
+        """Called for an op that had a Python number among its positional arguments and
+        takes a Tensor positionally (`tensor_slots`); `module()`: the module running it."""
+        found = [(a, name) for i, name in tensor_slots(func) if i < len(args)
                  and type(a := args[i]) in NUMBERS]
         if not found:
             return
-        t = out if isinstance(out, torch.Tensor) else next(
-            (o for o in out if isinstance(o, torch.Tensor)), None) \
-            if isinstance(out, (list, tuple)) else None
-        first = next((a for a in args if isinstance(a, torch.Tensor)), t)
+        # plain loops, not generators: ~500 such ops a tiny-GPT step (AdamW's `mul_(beta)`)
+        t = None
+        if isinstance(out, _Tensor):
+            t = out
+        elif isinstance(out, (list, tuple)):
+            for o in out:
+                if isinstance(o, _Tensor):
+                    t = o
+                    break
+        first, grad = None, False
+        for a in args:
+            if isinstance(a, _Tensor):
+                if first is None:
+                    first = a
+                grad = grad or a.requires_grad
+        first = t if first is None else first
         if first is None or first.device.type != "cpu":
             return   # a CUDA op: the wrapped number is host memory, not the device's
         mine = self.saved_by_node.get(id(_current_node())) if self.saved_by_node else None
+        out_dtype = t.dtype if t is not None else None
         total = 0
         for a, _ in found:
             nbytes, dtype = _WRAPPED[type(a)]
             if mine is None or a not in mine:   # a node's own saved number: no new tensor
                 total += nbytes
-            if t is not None and t.dtype != dtype:   # TensorIterator's cast inside the op
-                total += t.dtype.itemsize
+            if out_dtype is not None and out_dtype != dtype:   # TensorIterator's cast
+                total += out_dtype.itemsize
         self.events.append(ev)
         self.bytes.append(total)
-        if t is not None and torch.is_grad_enabled() and any(
-                isinstance(a, torch.Tensor) and a.requires_grad for a in args):
+        if grad and t is not None and torch.is_grad_enabled():
             # autograd sets the output's node after this op returns: look at the next op
             self.pending.append((weakref.ref(t), ev, len(self.events) - 1,
                                  [(name, _WRAPPED[type(a)][0], a) for a, name in found],
