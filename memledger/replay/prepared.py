@@ -114,6 +114,7 @@ class Prepared:
     pack_mod_names: np.ndarray = None  # object
     pack_unpack: np.ndarray = None  # int64 the unpack that read this save back (-1: none)
     pack_unpack_end: np.ndarray = None  # int64 when that unpack's node returned (-1: unknown)
+    pack_unpack_rel: np.ndarray = None  # int64 when autograd let go of that node (-1: unknown)
     last_use: np.ndarray = None   # int64 event of the storage's last use (any phase)
     made_mod: np.ndarray = None   # object: the module that made the storage ("" = none)
 
@@ -238,6 +239,7 @@ class Prepared:
             out.pack_ev, out.pack_mod_code = self.pack_ev[ok], self.pack_mod_code[ok]
             out.pack_unpack = self.pack_unpack[ok]
             out.pack_unpack_end = self.pack_unpack_end[ok]
+            out.pack_unpack_rel = self.pack_unpack_rel[ok]
         out.__dict__["_modules"] = self.module_table
         return out
 
@@ -362,9 +364,12 @@ def _packs(led: Ledger, st: pd.DataFrame) -> dict[str, np.ndarray]:
     up_end = up["end"].fillna(-1).to_numpy(dtype=np.int64) if "end" in up else \
         np.full(len(up), -1, dtype=np.int64)
     end = np.concatenate([np.full(n_s, -1, dtype=np.int64), up_end])
+    up_rel = up["rel"].fillna(-1).to_numpy(dtype=np.int64) if "rel" in up else \
+        np.full(len(up), -1, dtype=np.int64)
+    rel = np.concatenate([np.full(n_s, -1, dtype=np.int64), up_rel])
     is_up = np.concatenate([np.zeros(n_s, dtype=np.int64), np.ones(len(up), dtype=np.int64)])
     o = np.lexsort((np.arange(len(row)), is_up, ev, row))   # by storage, then time; a save
-    row, ev, is_up, end = row[o], ev[o], is_up[o], end[o]    # first at one event
+    row, ev, is_up, end, rel = row[o], ev[o], is_up[o], end[o], rel[o]   # first at one event
     delta = 1 - 2 * is_up
     depth = np.cumsum(delta)
     start = np.flatnonzero(np.r_[True, row[1:] != row[:-1]]) if len(row) else np.zeros(0, int)
@@ -374,15 +379,17 @@ def _packs(led: Ledger, st: pd.DataFrame) -> dict[str, np.ndarray]:
     o2 = np.lexsort((np.arange(len(row)), level, row))   # are adjacent here
     matched = np.full(n_s, -1, dtype=np.int64)
     matched_end = np.full(n_s, -1, dtype=np.int64)
+    matched_rel = np.full(n_s, -1, dtype=np.int64)
     if len(o2) > 1:
         a, b = o2[:-1], o2[1:]
         pair = (row[a] == row[b]) & (level[a] == level[b]) & (is_up[a] == 0) & (is_up[b] == 1)
         matched[o[a[pair]]] = ev[b[pair]]
         matched_end[o[a[pair]]] = end[b[pair]]
+        matched_rel[o[a[pair]]] = rel[b[pair]]
     return {"pack_row": sv_row, "pack_ev": sv["ev"].to_numpy(dtype=np.int64),
             "pack_mod_code": mod_code.astype(np.int64),
             "pack_mod_names": np.asarray(mod_names, dtype=object), "pack_unpack": matched,
-            "pack_unpack_end": matched_end}
+            "pack_unpack_end": matched_end, "pack_unpack_rel": matched_rel}
 
 
 def _fsdp_gather(st: pd.DataFrame) -> np.ndarray | None:

@@ -23,6 +23,10 @@ Each loop found a mechanism that was wrong (predicted vs measured before the fix
   and read back all the same: a second copy while fc1's node runs; engine.py
   `_resident_copies`), `checkpoint:**.fc1` 256 B under (the first fc1's frame lives until
   autograd lets go of its node, after its bias gradient's sum: the unpack record's `rel`).
+- LBFGS (tests/clients/train_closure.py: the closure called 3 times a step on one
+  batch): `checkpoint:fc1` one RNG state over (5,052 B): every call's frame was held to
+  the batch's last unpack, the third closure's; now each call's own saves say when its
+  node was let go (engine.py `_segments`).
 """
 
 from __future__ import annotations
@@ -357,3 +361,12 @@ def test_blocks_a_custom_backward_runs_again_are_left_alone():
                                parse_policy("checkpoint:head")], bandwidth=1e9)
     assert rep.policies[0].idle_regions == ["blocks.0", "blocks.1"]
     assert rep.policies[1].idle_regions == []
+
+
+def test_lbfgs_calls_its_closure_three_times_on_one_batch():
+    run = run_client("train_closure.py", ["--optimizer", "lbfgs", "--steps", "3"],
+                     ["checkpoint:fc1", "checkpoint:fc*", "offload:**"])
+    assert run.ledger_peak == run.allocator_peak
+    assert run.summary.peak.phase == "optimizer"    # Note [A closure's step]
+    for text, p in run.policies.items():
+        assert p.predicted is not None and p.predicted == p.measured, (text, p)
