@@ -218,6 +218,7 @@ class _Calls:
     kind: np.ndarray    # Kind
     min_b: np.ndarray   # offload min bytes
     by_path: dict
+    pack_call: np.ndarray | None = field(default=None, repr=False)   # `_pack_call`, once
 
     def __len__(self) -> int:
         return len(self.ev0)
@@ -257,6 +258,18 @@ def _select_calls(prep: Prepared, policy: Policy) -> _Calls:
                   kind=part_kind[part] if len(part) else np.zeros(0, dtype=np.int64),
                   min_b=part_min[part] if len(part) else np.zeros(0, dtype=np.int64),
                   by_path=by_path)
+
+
+def _pack_call(prep: Prepared, calls: _Calls) -> np.ndarray:
+    """The selected call that made each `saved` record (-1: none), Rule 5's boundaries;
+    computed once per replay (the segments, the frames, offload's copies and the time
+    model all read it)."""
+    if calls.pack_call is None:
+        calls.pack_call = record_call(
+            prep.pack_ev, prep.pack_mod_code, prep.pack_mod_names, calls.by_path, calls.mods,
+            calls.ev0, calls.ev1, output_saves(prep, prep.pack_ev, prep.pack_row,
+                                               prep.pack_mod_code, prep.pack_mod_names))
+    return calls.pack_call
 
 
 # ---- stage 2: which call made, first saved and last saved each storage ---------------------
@@ -417,10 +430,7 @@ def _segments(prep: Prepared, calls: _Calls, dropped: np.ndarray, own: _Owners) 
     # comes as the last of them is packed again (that weight, after the op before it ran)
     # (Rule 3). Not where the call's dropped storages are read by two backward passes
     if prep.pack_ev is not None and len(prep.pack_ev) and m:
-        kp = record_call(prep.pack_ev, prep.pack_mod_code, prep.pack_mod_names, calls.by_path,
-                         calls.mods, calls.ev0, calls.ev1, output_saves(
-                             prep, prep.pack_ev, prep.pack_row, prep.pack_mod_code,
-                             prep.pack_mod_names))
+        kp = _pack_call(prep, calls)
         kp = np.where(kp >= 0, kp, m)
         stop_all = np.full(m + 1, -1, dtype=np.int64)
         np.maximum.at(stop_all, kp, prep.pack_ev + 1)
@@ -737,10 +747,7 @@ def _cached_cast_rows(prep: Prepared, calls: _Calls, own: _Owners, seg: _Segment
     seg_end = seg.start[kb] + seg.length[kb]
     gone = seg_end.copy()
     if prep.pack_row is not None and len(prep.pack_row):
-        kp = record_call(prep.pack_ev, prep.pack_mod_code, prep.pack_mod_names, calls.by_path,
-                         calls.mods, calls.ev0, calls.ev1, output_saves(
-                             prep, prep.pack_ev, prep.pack_row, prep.pack_mod_code,
-                             prep.pack_mod_names))
+        kp = _pack_call(prep, calls)
         slot = _position_in(cand, prep.pack_row)
         ok = (kp >= 0) & (slot >= 0) & (prep.pack_unpack_end >= 0)
         end = np.full(pair.shape, -1, dtype=np.int64)
@@ -848,14 +855,6 @@ def slot_curve(curve: np.ndarray, created_bytes: np.ndarray, seg: _Segments) -> 
 #   that is its last pack, where torch's early stop raises, not its last event. MLP
 #   example: fc1 = [t, addmm]; addmm packs x and t's output before its kernel runs, so the
 #   re-run is `t` alone (17 us of op time), not `t` + `addmm` (257 us).
-def _pack_call(prep: Prepared, calls: _Calls) -> np.ndarray:
-    """The selected call that made each `saved` record (-1: none), Rule 5's boundaries."""
-    return record_call(prep.pack_ev, prep.pack_mod_code, prep.pack_mod_names, calls.by_path,
-                       calls.mods, calls.ev0, calls.ev1, output_saves(
-                           prep, prep.pack_ev, prep.pack_row, prep.pack_mod_code,
-                           prep.pack_mod_names))
-
-
 def _packs_per_call(prep: Prepared, calls: _Calls, own: _Owners) -> tuple[np.ndarray,
                                                                           np.ndarray]:
     """(saves, one past the last pack's event) per call: Note [What a call does, for the
