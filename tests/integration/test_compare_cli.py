@@ -238,6 +238,16 @@ PARAMETRIZED = """
 """
 
 
+def _gates_json(tmp_path, capsys, source: str, *policies: str) -> tuple[int, dict]:
+    """`compare --json` of a script made of `source`, the gates only (2 steps): its exit
+    code and report."""
+    script = tmp_path / "train.py"
+    script.write_text(textwrap.dedent(source))
+    code = main(["compare", str(script), *[a for p in policies for a in ("-p", p)],
+                 "--steps", "2", "--no-performance", "--no-doctor", "--json"])
+    return code, json.loads(capsys.readouterr().out)
+
+
 def test_a_parametrization_called_while_the_model_is_built_is_not_the_model(tmp_path, capsys):
     """spectral_norm calls its ParametrizationList once while the model is built: the
     policy installer took it for the model, applied the policy to it and then to the model
@@ -246,12 +256,8 @@ def test_a_parametrization_called_while_the_model_is_built_is_not_the_model(tmp_
     was rejected with "input untyped_storage arg[0] differs at step 0". Now the capture
     starts over when the real model takes the parametrization in, and a re-run of the
     spectral-normed head is still caught: its power iteration updates `_u` again."""
-    script = tmp_path / "parametrized.py"
-    script.write_text(textwrap.dedent(PARAMETRIZED))
-    code = main(["compare", str(script), "-p", "checkpoint:blocks.*", "-p", "offload:blocks.*",
-                 "-p", "checkpoint:head", "--steps", "2", "--no-performance", "--no-doctor",
-                 "--json"])
-    d = json.loads(capsys.readouterr().out)
+    code, d = _gates_json(tmp_path, capsys, PARAMETRIZED, "checkpoint:blocks.*",
+                          "offload:blocks.*", "checkpoint:head")
     assert code == 1
     ckpt, offload, head = d["policies"]
     assert (ckpt["verdict"], offload["verdict"]) == ("OK", "OK")
@@ -291,12 +297,8 @@ def test_a_region_holding_a_torchscript_module_is_refused_and_the_others_judged(
     and its advice on the terminal), and the scripted module itself failed in the
     interpreter, which ended the whole comparison in exit 2. Now each is that policy's
     `REJECT refused:` in one line, and a policy on the unscripted modules is judged."""
-    script = tmp_path / "scripted.py"
-    script.write_text(textwrap.dedent(SCRIPTED))
-    code = main(["compare", str(script), "-p", "checkpoint:[0-1]", "-p", "selective:*.0",
-                 "-p", "checkpoint:*.1", "--steps", "2", "--no-performance", "--no-doctor",
-                 "--json"])
-    d = json.loads(capsys.readouterr().out)
+    code, d = _gates_json(tmp_path, capsys, SCRIPTED, "checkpoint:[0-1]", "selective:*.0",
+                          "checkpoint:*.1")
     assert code == 1
     block, scripted, norm = d["policies"]
     assert block["verdict"] == scripted["verdict"] == "REJECT"
