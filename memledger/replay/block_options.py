@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from memledger.replay.policies import DEFAULT_SAVE_OPS
+from memledger.replay.policies import DEFAULT_SAVE_OPS, is_op_kind
 from memledger.replay.prepared import ACTIVATION, Prepared
 
 SAVE_LISTS = 2     # ranked save lists offered per block (beside the default one)
@@ -72,7 +72,9 @@ def op_ranking(prep: Prepared, blocks: list[str]) -> list[tuple[str, int, float]
 def block_options(prep: Prepared, blocks: list[str]) -> list[Option]:
     opts = [Option("none"), Option("checkpoint"), Option("offload"),
             Option("selective", DEFAULT_SAVE_OPS)]
-    ranked = [name for name, _, ns in op_ranking(prep, blocks) if ns > 0]
+    # a save list names op kinds: a saved wrapped number (op `(wrapped number)`, trace/
+    # scalars.py) is no op's output, and `plan` once offered `save=(wrapped number)`
+    ranked = [name for name, _, ns in op_ranking(prep, blocks) if ns > 0 and is_op_kind(name)]
     for k in range(1, min(SAVE_LISTS, len(ranked)) + 1):
         o = Option("selective", tuple(sorted(ranked[:k])))
         if o not in opts:

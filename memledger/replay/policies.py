@@ -47,6 +47,12 @@ DEFAULT_SAVE_OPS: tuple[str, ...] = (
 )
 
 
+def is_op_kind(name: str) -> bool:
+    """An aten op kind a save list can name (`mm`, `_scaled_dot_product_flash_attention`);
+    not the ledger's pseudo-ops such as `(wrapped number)`, which no op returns."""
+    return re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) is not None
+
+
 class PolicyPart(BaseModel):
     """One `kind:selector[:options]` part of a policy."""
 
@@ -165,7 +171,7 @@ def _parse_part(raw: str, whole: str) -> PolicyPart:
                               "write e.g. 'save=mm,addmm' or 'min=1MiB'")
         if key == "save" and kind is PolicyKind.SELECTIVE:
             ops = tuple(o.strip() for o in value.split(",") if o.strip())
-            bad = [o for o in ops if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", o)]
+            bad = [o for o in ops if not is_op_kind(o)]
             if bad or not ops:
                 raise PolicyError(f"save={value!r} in {whole!r}: op kinds are aten names like "
                                   "mm,addmm,bmm,convolution")
