@@ -40,16 +40,18 @@ def predict(
     pols = policies_from_args(policy)
     files = find_rank_files(ledger) or [ledger]   # run.ledger -> run.rank0.ledger, ...
     leds = [open_ledger(f) for f in files]
-    reps = [predict_policies(led, pols, bandwidth=bandwidth, flops=flops,
+    reps = [predict_policies(led, pols, bandwidth=bandwidth, flops=flops, keep_going=True,
                              step_time_s=None if step_time is None else parse_duration(step_time))
             for led in leds]
     if len(files) > 1:
         from memledger.commands.ranks import predict_ranks
 
         predict_ranks(files, reps, json_, _print_table)
+        _raise_refused(reps, len(pols))
         return
     if json_:
         print_json(reps[0].to_json_dict())
+        _raise_refused(reps, len(pols))
         return
     _print_table(reps[0], str(ledger))
     for line in unseen_save_ops(leds[0], pols):
@@ -64,6 +66,20 @@ def predict(
         console.print("nothing in this ledger was saved for backward (no_grad or inference "
                       "code): checkpoint, selective and offload have nothing to free",
                       style="yellow")
+    _raise_refused(reps, len(pols))
+
+
+def _raise_refused(reps, asked: int) -> None:
+    """Exit 2 when a policy was refused, after the others were shown (a refusal of one of
+    several used to end `predict` before any table: the usual `checkpoint` + `offload` pair
+    on a transformers model that keeps its KV cache printed only the checkpoint refusal)."""
+    refused = {r.policy: r.reason for rep in reps for r in rep.refused}
+    if not refused:
+        return
+    if len(refused) == 1:
+        raise PolicyError(f"memledger: {next(iter(refused.values()))}")
+    raise PolicyError(f"memledger: {len(refused)} of {asked} policies refused: "
+                      + "; ".join(f"{p}: {why}" for p, why in refused.items()))
 
 
 def _print_table(rep, name: str) -> None:

@@ -17,7 +17,7 @@ from memledger.replay.calib_cache import negative_band, read_cached
 from memledger.replay.costs import AddedTime, CostModel, cached_calibration
 from memledger.replay.fake_time import prepare
 from memledger.replay.engine import CPU_RNG_STATE_BYTES, Replayed, replay
-from memledger.replay.policies import Policy
+from memledger.replay.policies import Policy, PolicyError
 from memledger.replay.prepared import Prepared, rank_gap_is_collective
 from memledger.replay.timings import timing_record
 
@@ -50,6 +50,16 @@ class PolicyPrediction(BaseModel):
                                     "policy leaves them as they are, and so does measure")
 
 
+class RefusedPolicy(BaseModel):
+    """A policy the replay refused (a KV cache written in its region, a module the script
+    checkpoints itself, a save list on an op changed in place): predict says why."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    policy: str
+    reason: str = Field(description="why, in one line")
+
+
 class PredictReport(BaseModel):
     """The `memledger.predict/1` contract."""
 
@@ -74,6 +84,8 @@ class PredictReport(BaseModel):
                                "checkpoint, selective and offload costs (its probes); "
                                "False: the machine's calibration priced them")
     policies: list[PolicyPrediction]
+    refused: list[RefusedPolicy] = Field(default_factory=list, description="policies the "
+                                         "replay refused, with why (their peaks unknown)")
     time_model: str = Field("traced", description="'traced' (measured), or how a fake "
                             "ledger's time was modelled (FLOPs at a throughput)")
     collective_bytes: int = Field(0, description="a CPU rank: gloo's own buffers at the "
@@ -122,11 +134,24 @@ def calibration_unsettled(led: Ledger) -> str:
 
 def predict(led: Ledger, policies: list[Policy], step_time_s: float | None = None,
             bandwidth: float | None = None, prep: Prepared | None = None,
-            flops: float | None = None) -> PredictReport:
+            flops: float | None = None, keep_going: bool = False) -> PredictReport:
+    """`keep_going`: a policy the replay refuses goes to `refused` and the others are
+    predicted (PolicyError only when every one is refused); else its PolicyError is raised."""
     # a fake ledger's times are FLOPs / --flops (Note [Modelled time] in fake_time.py)
     prep, time_model, bandwidth = prepare(led, prep, flops, bandwidth)
     rng = CPU_RNG_STATE_BYTES if led.device == "cpu" else 0
-    results = [replay(prep, p, rng_bytes=rng) for p in policies]
+    results, refused, first = [], [], None
+    for p in policies:
+        try:
+            results.append(replay(prep, p, rng_bytes=rng))
+        except PolicyError as e:
+            if not keep_going:
+                raise
+            first = first or e
+            refused.append(RefusedPolicy(policy=str(p),
+                                         reason=str(e).removeprefix("memledger: ")))
+    if first is not None and not results:
+        raise first
     base = prep.baseline_ledger_peak + prep.workspace
     model, where = cost_model(led, prep, step_time_s, bandwidth)
     bw, offload_to = 0.0, ""
@@ -142,7 +167,7 @@ def predict(led: Ledger, policies: list[Policy], step_time_s: float | None = Non
     return PredictReport(baseline_peak_bytes=base, untraced_step_time_s=untraced / 1e9,
                          timed_step_s=(prep.timings.step_ns if prep.timings else 0.0) / 1e9,
                          copy_bytes_per_s=bw, offload_to=offload_to, calibration=where,
-                         policies=out,
+                         policies=out, refused=refused,
                          calibration_unsettled=calibration_unsettled(led),
                          costs_probed=costs_probed(led),
                          cost_source="modelled" if time_model != "traced" else model.source,

@@ -149,16 +149,13 @@ def predict_judged(led: Ledger, policies: list[Policy], passed: set[str]):
     its region, a module the script checkpoints itself) is refused by predict the same way;
     that refusal must not turn the whole comparison into exit 2 and lose the other
     policies' verdicts (it did: `-p checkpoint:model.layers.* -p offload:model.layers.*` on
-    a script with `gradient_checkpointing_enable()`). Its row keeps predicted 0."""
-    chosen = []
-    for p in policies:
-        if p.text() not in passed:
-            try:
-                predict(led, [p])
-            except PolicyError:
-                continue
-        chosen.append(p)
-    return predict(led, chosen)
+    a script with `gradient_checkpointing_enable()`). Its row keeps predicted 0. One that
+    passed the gates yet predict refuses is an error of its own (exit 2)."""
+    pred = predict(led, policies, keep_going=True)
+    for r in pred.refused:
+        if r.policy in passed:
+            raise PolicyError(f"memledger: {r.reason}")
+    return pred
 
 
 def fill_performance(report: CompareReport, led: Ledger, pred, policies: list[Policy], base,

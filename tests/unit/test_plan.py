@@ -33,3 +33,31 @@ def test_plan_says_which_options_replay_refused():
     table = block_table(prep, model, repeated_blocks(led), 0)
     assert set(table.refused) == {"selective"}, table.refused
     assert "backward" in table.refused["selective"]
+
+
+def test_predict_shows_the_policies_it_can_and_refuses_the_others(tmp_path, capsys):
+    """One refused policy among several used to end `predict` before any table (the usual
+    checkpoint + offload pair on a transformers model keeping its KV cache printed only the
+    refusal): now the others are predicted, the refusal follows in one line, exit 2."""
+    import json
+
+    from memledger.cli import main
+
+    from plan_ledgers import blocks_records
+
+    recs = blocks_records([100_000, 300_000], [150_000, 20_000])
+    recs += [{**r, "ev": r["ev"] + 1} for r in recs if r["k"] == "unpack"]   # read twice
+    path = tmp_path / "twice.ledger"
+    path.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    args = ["predict", str(path), "-p", "selective:blocks.*", "-p", "offload:blocks.*"]
+    assert main(args) == 2
+    out, err = capsys.readouterr()
+    assert "offload:blocks.*" in out and "selective:blocks.*" not in out
+    assert err.count("\n") == 1 and "selective:blocks.*" in err and "backward" in err
+    assert main([*args, "--json"]) == 2
+    d = json.loads(capsys.readouterr().out)         # one JSON document, the report
+    assert [p["policy"] for p in d["policies"]] == ["offload:blocks.*"]
+    assert [r["policy"] for r in d["refused"]] == ["selective:blocks.*"]
+    assert main(["predict", str(path), "-p", "selective:blocks.*"]) == 2   # alone: as before
+    out, err = capsys.readouterr()
+    assert out == "" and err.startswith("memledger: selective:blocks.*")
