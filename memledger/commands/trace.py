@@ -35,7 +35,7 @@ def trace(
     device: Annotated[Optional[str], typer.Option(
         help="--fake: the target device, cpu or cuda (default: the script's own)")] = None,
     world: Annotated[Optional[int], typer.Option(
-        help="with --fake: simulate one rank of an N-rank job (fake process group), N <= 1024",
+        help="with --fake: simulate one rank of an N-rank job (fake process group)",
         min=1, max=1024)] = None,
     rank: Annotated[int, typer.Option(help="with --world: the rank simulated", min=0)] = 0,
     steps_by: Annotated[str, typer.Option(

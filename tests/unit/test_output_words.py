@@ -146,3 +146,16 @@ def test_a_top_level_module_beside_its_own_blocks_reads_as_the_rest():
     assert _block_label("model", blocks, s) == "model.* (rest)"
     assert _block_label("lm_head", blocks, s) == "lm_head.*"
     assert _block_label("fc", blocks, s) == "fc"
+
+
+def test_bounded_numbers_keep_the_type_column_narrow(capsys, monkeypatch):
+    # `<int range> [1<=x<=1024]` took 24 of 80 columns and squeezed every description of
+    # `trace --help` to ~23 characters; the bounds now end the description
+    monkeypatch.setenv("COLUMNS", "80")
+    assert main(["trace", "--help"]) == 0
+    out = capsys.readouterr().out
+    assert "range" not in out and "<=x" not in out
+    import re
+
+    flat = re.sub(r"[\s│]+", " ", out)        # descriptions wrap inside the box
+    assert "(1 to 1024)" in flat and "(at least 1)" in flat
