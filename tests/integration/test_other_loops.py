@@ -319,12 +319,15 @@ def test_checkpoint_of_one_block_called_for_every_layer_casts_its_weights_again(
     backward that cache is gone, so each call's re-run casts again (fc1's and fc2's
     weights, 64 x 256 x 2 B = 32,768 B each, and their biases), and holds the weights'
     casts until the node that read them returns. Predicted 685,556 B against 738,804 B
-    measured before (the re-runs of the later calls made no cast)."""
+    measured before (the re-runs of the later calls made no cast). The total moves with
+    the machine and its threads (oneDNN's bf16 scratch, in the baseline's workspace that
+    both sides carry: 738,804, 752,244 and 765,172 B seen), so predicted = measured is the
+    claim."""
     run = run_client("train_loops.py", ["--loop", "twice", "--one-block", "--autocast",
                                         "--depth", "4", "--batch-size", "32", "--steps", "3"],
                      ["checkpoint:blocks.0"])
     p = run.policies["checkpoint:blocks.0"]
-    assert p.predicted == p.measured == 738_804, p
+    assert p.predicted == p.measured, p
 
 
 def test_selective_frees_a_cached_output_when_its_unpacking_node_returns():
