@@ -286,6 +286,26 @@ def _owners(prep: Prepared, calls: _Calls) -> _Owners:
     k_s = save_call(prep, calls.by_path, calls.mods, calls.ev0, calls.ev1)
     k_l = np.where(prep.saved_last == prep.saved_first, k_s,
                    which_call(calls.ev0 - 1, calls.ev1 - 1, prep.saved_last, n))
+    if prep.pack_ev is not None and len(prep.pack_ev) and len(calls):
+        # Two saves at one event by two calls: a block ending in ReLU (which saves its
+        # output after it ran) followed by a block starting with a conv (which saves that
+        # output, its input, before it ran; Rule 5 puts both records at the ReLU). The
+        # storage's first and last save events are equal, yet two calls saved it; read
+        # as one call's, checkpoint or offload of the first block alone dropped it while
+        # the next block's conv node held it (channels_last CNN, `checkpoint:blocks.0`
+        # 103,296 B under measured, tests/clients/train_mech.py). So a save by any other
+        # call (per save record) is the storage's "last" save; one outside every selected
+        # call wins, as nothing the policy does can let go of it.
+        kp = _pack_call(prep, calls)
+        r = prep.pack_row
+        other = kp != k_s[r]
+        if other.any():
+            ro, eo, ko = r[other], prep.pack_ev[other], kp[other]
+            o = np.lexsort((eo, ko >= 0, ro))   # per storage: outside calls first, then by
+            ro, ko = ro[o], ko[o]                # event; the first of each storage wins
+            first = np.r_[True, ro[1:] != ro[:-1]]
+            k_l = k_l.copy()
+            k_l[ro[first]] = ko[first]
     fwd_end = np.where(prep.fwd_last >= 0, prep.fwd_last + 1, prep.saved_last + 2)
     fwd_end = np.maximum(fwd_end, prep.arg_end)
     if prep.released is not None:   # measured: when the script let go of it
@@ -531,6 +551,7 @@ def _lifetimes(prep: Prepared, calls: _Calls, own: _Owners, seg: _Segments,
     cr, fr0, nb = prep.created, prep.freed, prep.nbytes
     held = _held(prep)
     fr = np.where((dropped | off) & ~held, own.fwd_end, fr0)   # a holder keeps what it holds
+    fr = _release_partly_saved(prep, calls, own, fr, dropped | off | held, in_save_list)
     fr = _hold_call_args(prep, fr, calls, seg)
     out = _Lifetimes()
     out.add(seg.pos_c(cr), seg.pos_f(fr), nb, prep.cat)
@@ -603,6 +624,54 @@ def _resident_copies(prep: Prepared, calls: _Calls, seg: _Segments, off: np.ndar
     np.maximum.at(stop, gen, ends)
     which = rows[new]
     out.add(seg.pos_c(start), seg.pos_f(stop), prep.nbytes[which], prep.cat[which])
+
+
+def _release_partly_saved(prep: Prepared, calls: _Calls, own: _Owners, fr: np.ndarray,
+                          settled: np.ndarray, in_save_list: np.ndarray | None) -> np.ndarray:
+    """An activation saved both inside a re-run or offloaded call and by a node outside
+    it (a block ending in ReLU, which saves its output, before a block starting with a
+    conv, which saves it as its input) is neither dropped nor moved: the outside node keeps
+    it. But the call's own saves no longer hold it (checkpoint packs a placeholder, offload
+    a copy on disk), so it goes when the script let go of it and the last node outside
+    that unpacked it returned, not at its baseline free after the call's own backward.
+    channels_last CNN, `checkpoint:blocks.0` (tests/clients/train_mech.py): the first
+    block's (8, 16, 16, 16) fp32 ReLU output (131,072 B) stayed into the block's re-run,
+    predicted 14,336 B over measured; with the next block offloaded, 130,936 B over. A save
+    whose node never unpacked it keeps the
+    baseline's free; so do the call's own arguments, which checkpoint's frame holds
+    (`_hold_call_args`)."""
+    if prep.pack_ev is None or not len(prep.pack_ev) or not len(calls):
+        return fr
+    kp = _pack_call(prep, calls)
+    r = prep.pack_row
+    kk = np.maximum(kp, 0)
+    nb = prep.nbytes[r]
+    released = (kp >= 0) & (_is_recomputed(calls.kind[kk]) | (
+        (calls.kind[kk] == Kind.OFFLOAD) & (nb >= calls.min_b[kk])))
+    if in_save_list is not None:   # SAC's cache holds what its save list keeps
+        released &= ~in_save_list[r]
+    cand = np.zeros(len(fr), dtype=bool)
+    cand[r[released]] = True
+    # made by the call that saves it (its input, made outside, is the frame's: Rule 2)
+    cand &= (prep.cat == ACTIVATION) & ~settled & (own.made >= 0) & (own.first_save == own.made)
+    if not cand.any():
+        return fr
+    ends = np.maximum.reduce([prep.pack_unpack + 1, prep.pack_unpack_end,
+                              prep.pack_unpack_rel if prep.pack_unpack_rel is not None
+                              else prep.pack_unpack_end])
+    holds = ~released & cand[r]
+    never = np.zeros(len(fr), dtype=bool)
+    never[r[holds & (prep.pack_unpack < 0)]] = True
+    end = np.full(len(fr), -1, dtype=np.int64)
+    np.maximum.at(end, r[holds], ends[holds])
+    # no node outside holds it (saved by a re-run call and by an offloaded one: the
+    # first block checkpointed, the next offloaded): it goes as a dropped storage does
+    c = np.flatnonzero(cand & ~never)
+    if not len(c):
+        return fr
+    fr = fr.copy()
+    fr[c] = np.minimum(fr[c], np.maximum(own.fwd_end[c], end[c]))
+    return fr
 
 
 def _held(prep: Prepared) -> np.ndarray:
