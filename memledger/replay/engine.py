@@ -110,6 +110,16 @@ that was not saved by autograd is held until the recomputation that reuses it.
    738,804 B measured before this rule, exact after. ALBERT, bf16, 2 micro-batches:
    13,712 B under before, and now the 560 B over that its fp32 run reads too.
 
+10. A tensor a call keeps as a plain attribute of its module (`stash` records: pruning's
+   `fc1.weight`, set by a forward pre-hook; Note [Tensors a call keeps on its module] in
+   trace/collector.py) is made again by the call's re-run, which sets the attribute
+   again: the forward's copy goes right after its op in the re-run, the re-made one stays
+   until the forward's copy would have gone (the next forward). And a storage something
+   else holds ends the call's frame (Rule 4) when the node that unpacked it returned, not
+   at its own free. Two pruned blocks (tests/clients/train_mech.py --case prune):
+   `checkpoint:blocks.*` was predicted 33,728 B over measured, both copies of each pruned
+   (128, 32) fp32 weight live at once and both RNG states held to the end; exact after.
+
 A dropped or offloaded storage leaves at the event the script let go of it (`released`
 records, Note [When a saved storage is released] in trace/collector.py: a local of the
 caller's frame holds it past its last use); without the record, at its last forward use.
@@ -465,7 +475,14 @@ def _segments(prep: Prepared, calls: _Calls, dropped: np.ndarray, own: _Owners) 
         trig = np.where(some & ~two, np.minimum(trig, trig_all), trig)
         trig[m], stop[m] = _BIG, -1
     bw_end = np.full(m + 1, -1, dtype=np.int64)
-    np.maximum.at(bw_end, kd, prep.freed)
+    # a storage something else holds (Rule 10: a pruned weight its module keeps) says by its
+    # free when that holder let go, not when the call's backward was done: there, the node
+    # that unpacked it returned (its RNG state and arguments were held to the end of the
+    # traced steps: 10,112 B over on two pruned blocks)
+    held_end = np.where(prep.unpack >= 0, np.maximum(prep.unpack + 1, prep.unpack_end),
+                        prep.freed)
+    np.maximum.at(bw_end, kd, np.where(_held(prep), np.minimum(held_end, prep.freed),
+                                       prep.freed))
     # a call that drops nothing (its saves are its arguments and parameters: one Linear)
     # still has a frame, held until autograd lets go of the node that unpacked what it
     # saved (Rules 2 and 4): after that node's broadcast sums (a Linear's bias gradient,
@@ -713,7 +730,8 @@ def _recomputed_rows(prep, calls, own, seg, dropped, kept_cache, out: _Lifetimes
     cr, fr0 = prep.created, prep.freed
     k = np.maximum(own.made, 0)
     in_seg = (own.made >= 0) & seg.has[k]
-    d = np.flatnonzero(dropped & in_seg)
+    restash = _restashed(prep, calls, own, seg)   # Rule 10 re-makes those
+    d = np.flatnonzero(dropped & in_seg & ~restash)
     # held by the backward node that unpacks it, until that node returns (Note [When an
     # unpacked tensor goes] in trace/collector.py); autograd held the original longer
     end = prep.unpack_end[d]
@@ -735,7 +753,7 @@ def _recomputed_rows(prep, calls, own, seg, dropped, kept_cache, out: _Lifetimes
         (prep.cat != ACTIVATION) | (calls.kind[k] == Kind.CHECKPOINT) | ~cached)
     if prep.fsdp_gather is not None:   # rule 6: FSDP2's gathers are not re-run
         remade &= ~prep.fsdp_gather
-    t = np.flatnonzero(remade & ~kept_cache)
+    t = np.flatnonzero(remade & ~kept_cache & ~restash)
     kt = k[t]
     out.add(seg.start[kt] + (cr[t] - calls.ev0[kt]),
             seg.start[kt] + (np.minimum(fr0[t], seg.end[kt]) - calls.ev0[kt]),
@@ -750,6 +768,38 @@ def _recomputed_rows(prep, calls, own, seg, dropped, kept_cache, out: _Lifetimes
     late = np.flatnonzero(kept_cache & (own.made >= 0) & (seg.bw_end[k] >= 0) & ~(
         in_seg & (cr < seg.end[k])))
     out.f[0][late] = np.maximum(out.f[0][late], seg.pos_f(seg.bw_end[k[late]]))
+    if restash.any():
+        _restashed_rows(prep, calls, own, seg, out)
+
+
+def _restashed_rows(prep, calls, own, seg, out: _Lifetimes) -> None:
+    """Rule 10: a tensor a call keeps as a plain attribute of its module (a pruned weight,
+    Note [Tensors a call keeps on its module] in trace/collector.py) is made again by the
+    call's re-run, which sets the attribute again: the one forward made goes right after
+    its op in the re-run, and the re-made one stays (the module holds it) until the one
+    forward made would have gone, the next forward's. Two blocks whose fc1 is pruned
+    (`l1_unstructured`, a (128, 32) fp32 weight, 16,384 B): `checkpoint:blocks.*` was
+    predicted with both copies live through each block's backward, 16,384 B over measured
+    (tests/clients/train_mech.py --case prune)."""
+    cr, fr0 = prep.created, prep.freed
+    k = np.maximum(own.made, 0)
+    r = np.flatnonzero(_restashed(prep, calls, own, seg))
+    if not len(r):
+        return
+    kr = k[r]
+    at = seg.start[kr] + (cr[r] - calls.ev0[kr])
+    out.f[0][r] = np.minimum(out.f[0][r], at + 1)
+    # the re-made copy (Rule 3 left it out: `_restashed`) lives on as the module's attribute
+    out.add(at, np.maximum(seg.pos_f(fr0[r]), at + 1), prep.nbytes[r], prep.cat[r])
+
+
+def _restashed(prep, calls, own, seg) -> np.ndarray:
+    """Per storage: Rule 10 re-makes it (not Rule 3)."""
+    if prep.stashed is None or not prep.stashed.any() or not len(calls):
+        return np.zeros(len(prep.created), dtype=bool)
+    k = np.maximum(own.made, 0)
+    return prep.stashed & (own.made >= 0) & seg.has[k] & (prep.created < seg.end[k]) & \
+        _is_recomputed(calls.kind[k])
 
 
 def _handed_back_rows(prep: Prepared, own: _Owners, seg: _Segments, handed: np.ndarray,

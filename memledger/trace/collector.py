@@ -975,6 +975,20 @@ class Collector(ShardingMixin, TorchDispatchMode):
             # Note [State written outside a region] (memledger/trace/outside_state.py)
             self.sink.write({"k": "stateful", "mod": path, "ev0": ev0, "ev1": self._ev,
                              "obj": obj, "sids": [sids[k] for k in keys]})
+        stash = [sid for v in module.__dict__.values() if type(v) is _Tensor
+                 and (sid := sids.get(storage_key(v), -1)) >= first_new]
+        if stash:   # Note [Tensors a call keeps on its module]
+            self.sink.write({"k": "stash", "mod": path, "ev0": ev0, "sids": stash})
+
+    # Note [Tensors a call keeps on its module]
+    # A call may keep a tensor it made as a plain attribute of its module: pruning's
+    # forward pre-hook sets `fc1.weight = weight_orig * weight_mask` before every forward
+    # (as the old `torch.nn.utils.weight_norm` and `spectral_norm` hooks do), a model may
+    # keep its last attention map. The module holds it into backward (`released` -1), and
+    # checkpoint's re-run sets the attribute again: the re-made tensor replaces the one
+    # forward made, which goes there, and the module holds the new one until the next
+    # forward. A `stash` record (the call's module and first event, the storages) lets
+    # replay say so (memledger/replay/engine.py, Rule 10).
 
     def _note_args(self, path: str, ev0: int, args, kwargs) -> None:
         """The storages a call was handed (not parameters or buffers): checkpoint keeps a
