@@ -39,6 +39,8 @@ class Block(nn.Module):
             self.fc2 = P.orthogonal(nn.Linear(4 * W, W))
         elif case == "spectral":
             self.fc1 = P.spectral_norm(self.fc1)
+        elif case == "weightnorm-old":   # the deprecated hook: sets fc1.weight per forward
+            self.fc1 = nn.utils.weight_norm(self.fc1)
         elif case == "prune":
             prune.l1_unstructured(self.fc1, "weight", amount=0.3)
 
