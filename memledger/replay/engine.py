@@ -654,9 +654,8 @@ def _release_partly_saved(prep: Prepared, calls: _Calls, own: _Owners, fr: np.nd
     channels_last CNN, `checkpoint:blocks.0` (tests/clients/train_mech.py): the first
     block's (8, 16, 16, 16) fp32 ReLU output (131,072 B) stayed into the block's re-run,
     predicted 14,336 B over measured; with the next block offloaded, 130,936 B over. A save
-    whose node never unpacked it keeps the
-    baseline's free; so do the call's own arguments, which checkpoint's frame holds
-    (`_hold_call_args`)."""
+    whose node never unpacked it keeps the baseline's free; so do the call's own
+    arguments, which checkpoint's frame holds (`_hold_call_args`)."""
     if prep.pack_ev is None or not len(prep.pack_ev) or not len(calls):
         return fr
     kp = _pack_call(prep, calls)
@@ -670,7 +669,8 @@ def _release_partly_saved(prep: Prepared, calls: _Calls, own: _Owners, fr: np.nd
     cand = np.zeros(len(fr), dtype=bool)
     cand[r[released]] = True
     # made by the call that saves it (its input, made outside, is the frame's: Rule 2)
-    cand &= (prep.cat == ACTIVATION) & ~settled & (own.made >= 0) & (own.first_save == own.made)
+    cand &= (prep.cat == ACTIVATION) & ~settled & (own.made >= 0) & \
+        (own.first_save == own.made)
     if not cand.any():
         return fr
     ends = np.maximum.reduce([prep.pack_unpack + 1, prep.pack_unpack_end,
