@@ -56,7 +56,9 @@ it; Note [Written in place in forward] in trace/collector.py) and `scalars` (`de
 `ev`, `bytes`: lists, one entry per op that was handed Python numbers for Tensor
 arguments, the bytes of their 0-dim wrapped tensors and casts, transient at that op; a
 number autograd saved is a storage of its own instead, op `(wrapped number)`; Note
-[Wrapped scalars] in trace/scalars.py). Fake runs add `real`, `standin`, `flops` and `fake_aware`
+[Wrapped scalars] in trace/scalars.py) and `stash` (`mod`, `ev0`, `sids`: storages a module
+call made and kept as plain attributes of its module, a pruned `weight`; checkpoint's re-run
+replaces them; Note [Tensors a call keeps on its module] in trace/collector.py). Fake runs add `real`, `standin`, `flops` and `fake_aware`
 (`lib`, `what`: a library the script imported that branches on FakeTensor; Note [Fake
 runs], Rule 7, in trace/fake.py).
 

@@ -110,6 +110,16 @@ that was not saved by autograd is held until the recomputation that reuses it.
    738,804 B measured before this rule, exact after. ALBERT, bf16, 2 micro-batches:
    13,712 B under before, and now the 560 B over that its fp32 run reads too.
 
+10. A tensor a call keeps as a plain attribute of its module (`stash` records: pruning's
+   `fc1.weight`, set by a forward pre-hook; Note [Tensors a call keeps on its module] in
+   trace/collector.py) is made again by the call's re-run, which sets the attribute
+   again: the forward's copy goes right after its op in the re-run, the re-made one stays
+   until the forward's copy would have gone (the next forward). And a storage something
+   else holds ends the call's frame (Rule 4) when the node that unpacked it returned, not
+   at its own free. Two pruned blocks (tests/clients/train_mech.py --case prune):
+   `checkpoint:blocks.*` was predicted 33,728 B over measured, both copies of each pruned
+   (128, 32) fp32 weight live at once and both RNG states held to the end; exact after.
+
 A dropped or offloaded storage leaves at the event the script let go of it (`released`
 records, Note [When a saved storage is released] in trace/collector.py: a local of the
 caller's frame holds it past its last use); without the record, at its last forward use.
@@ -286,6 +296,26 @@ def _owners(prep: Prepared, calls: _Calls) -> _Owners:
     k_s = save_call(prep, calls.by_path, calls.mods, calls.ev0, calls.ev1)
     k_l = np.where(prep.saved_last == prep.saved_first, k_s,
                    which_call(calls.ev0 - 1, calls.ev1 - 1, prep.saved_last, n))
+    if prep.pack_ev is not None and len(prep.pack_ev) and len(calls):
+        # Two saves at one event by two calls: a block ending in ReLU (which saves its
+        # output after it ran) followed by a block starting with a conv (which saves that
+        # output, its input, before it ran; Rule 5 puts both records at the ReLU). The
+        # storage's first and last save events are equal, yet two calls saved it; read
+        # as one call's, checkpoint or offload of the first block alone dropped it while
+        # the next block's conv node held it (channels_last CNN, `checkpoint:blocks.0`
+        # 103,296 B under measured, tests/clients/train_mech.py). So a save by any other
+        # call (per save record) is the storage's "last" save; one outside every selected
+        # call wins, as nothing the policy does can let go of it.
+        kp = _pack_call(prep, calls)
+        r = prep.pack_row
+        other = kp != k_s[r]
+        if other.any():
+            ro, eo, ko = r[other], prep.pack_ev[other], kp[other]
+            o = np.lexsort((eo, ko >= 0, ro))   # per storage: outside calls first, then by
+            ro, ko = ro[o], ko[o]                # event; the first of each storage wins
+            first = np.r_[True, ro[1:] != ro[:-1]]
+            k_l = k_l.copy()
+            k_l[ro[first]] = ko[first]
     fwd_end = np.where(prep.fwd_last >= 0, prep.fwd_last + 1, prep.saved_last + 2)
     fwd_end = np.maximum(fwd_end, prep.arg_end)
     if prep.released is not None:   # measured: when the script let go of it
@@ -445,7 +475,14 @@ def _segments(prep: Prepared, calls: _Calls, dropped: np.ndarray, own: _Owners) 
         trig = np.where(some & ~two, np.minimum(trig, trig_all), trig)
         trig[m], stop[m] = _BIG, -1
     bw_end = np.full(m + 1, -1, dtype=np.int64)
-    np.maximum.at(bw_end, kd, prep.freed)
+    # a storage something else holds (Rule 10: a pruned weight its module keeps) says by its
+    # free when that holder let go, not when the call's backward was done: there, the node
+    # that unpacked it returned (its RNG state and arguments were held to the end of the
+    # traced steps: 10,112 B over on two pruned blocks)
+    held_end = np.where(prep.unpack >= 0, np.maximum(prep.unpack + 1, prep.unpack_end),
+                        prep.freed)
+    np.maximum.at(bw_end, kd, np.where(_held(prep), np.minimum(held_end, prep.freed),
+                                       prep.freed))
     # a call that drops nothing (its saves are its arguments and parameters: one Linear)
     # still has a frame, held until autograd lets go of the node that unpacked what it
     # saved (Rules 2 and 4): after that node's broadcast sums (a Linear's bias gradient,
@@ -531,6 +568,7 @@ def _lifetimes(prep: Prepared, calls: _Calls, own: _Owners, seg: _Segments,
     cr, fr0, nb = prep.created, prep.freed, prep.nbytes
     held = _held(prep)
     fr = np.where((dropped | off) & ~held, own.fwd_end, fr0)   # a holder keeps what it holds
+    fr = _release_partly_saved(prep, calls, own, fr, dropped | off | held, in_save_list)
     fr = _hold_call_args(prep, fr, calls, seg)
     out = _Lifetimes()
     out.add(seg.pos_c(cr), seg.pos_f(fr), nb, prep.cat)
@@ -605,6 +643,54 @@ def _resident_copies(prep: Prepared, calls: _Calls, seg: _Segments, off: np.ndar
     out.add(seg.pos_c(start), seg.pos_f(stop), prep.nbytes[which], prep.cat[which])
 
 
+def _release_partly_saved(prep: Prepared, calls: _Calls, own: _Owners, fr: np.ndarray,
+                          settled: np.ndarray, in_save_list: np.ndarray | None) -> np.ndarray:
+    """An activation saved both inside a re-run or offloaded call and by a node outside
+    it (a block ending in ReLU, which saves its output, before a block starting with a
+    conv, which saves it as its input) is neither dropped nor moved: the outside node keeps
+    it. But the call's own saves no longer hold it (checkpoint packs a placeholder, offload
+    a copy on disk), so it goes when the script let go of it and the last node outside
+    that unpacked it returned, not at its baseline free after the call's own backward.
+    channels_last CNN, `checkpoint:blocks.0` (tests/clients/train_mech.py): the first
+    block's (8, 16, 16, 16) fp32 ReLU output (131,072 B) stayed into the block's re-run,
+    predicted 14,336 B over measured; with the next block offloaded, 130,936 B over. A save
+    whose node never unpacked it keeps the baseline's free; so do the call's own
+    arguments, which checkpoint's frame holds (`_hold_call_args`)."""
+    if prep.pack_ev is None or not len(prep.pack_ev) or not len(calls):
+        return fr
+    kp = _pack_call(prep, calls)
+    r = prep.pack_row
+    kk = np.maximum(kp, 0)
+    nb = prep.nbytes[r]
+    released = (kp >= 0) & (_is_recomputed(calls.kind[kk]) | (
+        (calls.kind[kk] == Kind.OFFLOAD) & (nb >= calls.min_b[kk])))
+    if in_save_list is not None:   # SAC's cache holds what its save list keeps
+        released &= ~in_save_list[r]
+    cand = np.zeros(len(fr), dtype=bool)
+    cand[r[released]] = True
+    # made by the call that saves it (its input, made outside, is the frame's: Rule 2)
+    cand &= (prep.cat == ACTIVATION) & ~settled & (own.made >= 0) & \
+        (own.first_save == own.made)
+    if not cand.any():
+        return fr
+    ends = np.maximum.reduce([prep.pack_unpack + 1, prep.pack_unpack_end,
+                              prep.pack_unpack_rel if prep.pack_unpack_rel is not None
+                              else prep.pack_unpack_end])
+    holds = ~released & cand[r]
+    never = np.zeros(len(fr), dtype=bool)
+    never[r[holds & (prep.pack_unpack < 0)]] = True
+    end = np.full(len(fr), -1, dtype=np.int64)
+    np.maximum.at(end, r[holds], ends[holds])
+    # no node outside holds it (saved by a re-run call and by an offloaded one: the
+    # first block checkpointed, the next offloaded): it goes as a dropped storage does
+    c = np.flatnonzero(cand & ~never)
+    if not len(c):
+        return fr
+    fr = fr.copy()
+    fr[c] = np.minimum(fr[c], np.maximum(own.fwd_end[c], end[c]))
+    return fr
+
+
 def _held(prep: Prepared) -> np.ndarray:
     """Storages something besides autograd keeps into backward (a KV cache, a tensor the
     script keeps): checkpoint and offload cannot free them in forward."""
@@ -644,7 +730,8 @@ def _recomputed_rows(prep, calls, own, seg, dropped, kept_cache, out: _Lifetimes
     cr, fr0 = prep.created, prep.freed
     k = np.maximum(own.made, 0)
     in_seg = (own.made >= 0) & seg.has[k]
-    d = np.flatnonzero(dropped & in_seg)
+    restash = _restashed(prep, calls, own, seg)   # Rule 10 re-makes those
+    d = np.flatnonzero(dropped & in_seg & ~restash)
     # held by the backward node that unpacks it, until that node returns (Note [When an
     # unpacked tensor goes] in trace/collector.py); autograd held the original longer
     end = prep.unpack_end[d]
@@ -666,7 +753,7 @@ def _recomputed_rows(prep, calls, own, seg, dropped, kept_cache, out: _Lifetimes
         (prep.cat != ACTIVATION) | (calls.kind[k] == Kind.CHECKPOINT) | ~cached)
     if prep.fsdp_gather is not None:   # rule 6: FSDP2's gathers are not re-run
         remade &= ~prep.fsdp_gather
-    t = np.flatnonzero(remade & ~kept_cache)
+    t = np.flatnonzero(remade & ~kept_cache & ~restash)
     kt = k[t]
     out.add(seg.start[kt] + (cr[t] - calls.ev0[kt]),
             seg.start[kt] + (np.minimum(fr0[t], seg.end[kt]) - calls.ev0[kt]),
@@ -681,6 +768,38 @@ def _recomputed_rows(prep, calls, own, seg, dropped, kept_cache, out: _Lifetimes
     late = np.flatnonzero(kept_cache & (own.made >= 0) & (seg.bw_end[k] >= 0) & ~(
         in_seg & (cr < seg.end[k])))
     out.f[0][late] = np.maximum(out.f[0][late], seg.pos_f(seg.bw_end[k[late]]))
+    if restash.any():
+        _restashed_rows(prep, calls, own, seg, out)
+
+
+def _restashed_rows(prep, calls, own, seg, out: _Lifetimes) -> None:
+    """Rule 10: a tensor a call keeps as a plain attribute of its module (a pruned weight,
+    Note [Tensors a call keeps on its module] in trace/collector.py) is made again by the
+    call's re-run, which sets the attribute again: the one forward made goes right after
+    its op in the re-run, and the re-made one stays (the module holds it) until the one
+    forward made would have gone, the next forward's. Two blocks whose fc1 is pruned
+    (`l1_unstructured`, a (128, 32) fp32 weight, 16,384 B): `checkpoint:blocks.*` was
+    predicted with both copies live through each block's backward, 16,384 B over measured
+    (tests/clients/train_mech.py --case prune)."""
+    cr, fr0 = prep.created, prep.freed
+    k = np.maximum(own.made, 0)
+    r = np.flatnonzero(_restashed(prep, calls, own, seg))
+    if not len(r):
+        return
+    kr = k[r]
+    at = seg.start[kr] + (cr[r] - calls.ev0[kr])
+    out.f[0][r] = np.minimum(out.f[0][r], at + 1)
+    # the re-made copy (Rule 3 left it out: `_restashed`) lives on as the module's attribute
+    out.add(at, np.maximum(seg.pos_f(fr0[r]), at + 1), prep.nbytes[r], prep.cat[r])
+
+
+def _restashed(prep, calls, own, seg) -> np.ndarray:
+    """Per storage: Rule 10 re-makes it (not Rule 3)."""
+    if prep.stashed is None or not prep.stashed.any() or not len(calls):
+        return np.zeros(len(prep.created), dtype=bool)
+    k = np.maximum(own.made, 0)
+    return prep.stashed & (own.made >= 0) & seg.has[k] & (prep.created < seg.end[k]) & \
+        _is_recomputed(calls.kind[k])
 
 
 def _handed_back_rows(prep: Prepared, own: _Owners, seg: _Segments, handed: np.ndarray,

@@ -85,6 +85,8 @@ class Prepared:
     baseline_ledger_peak: int
     held: np.ndarray = None   # bool: kept alive by an object outside its call (a KV cache)
     released: np.ndarray = None  # int64: first event only autograd held it (-1: never, -2: ?)
+    stashed: np.ndarray = None   # bool: kept as a plain attribute of the module whose call made
+    #                              it (Note [Tensors a call keeps on its module], collector.py)
     arg_mod: np.ndarray = None   # object: module of a call, per (call, argument storage) pair
     arg_ev0: np.ndarray = None   # int64: that call's first event
     arg_row: np.ndarray = None   # int64: the argument's row in the storage arrays
@@ -193,6 +195,8 @@ class Prepared:
             # Note [Written in place in forward] (trace/collector.py)
             mutated=st.index.isin([r["sid"] for r in led.extra.get("mutated", [])]),
             released=_released(led, st),
+            stashed=st.index.isin([int(x) for r in led.extra.get("stash", [])
+                                   for x in r.get("sids", ())]),
             **_call_args(led, st),
             stateful_mod=st_mod, stateful_ev0=st_ev0, stateful_obj=st_obj,
             script_ckpt=script_checkpoints(led.extra.get("script_ckpt", [])),
@@ -224,7 +228,7 @@ class Prepared:
                        and len(getattr(self, f.name)) == n and not f.name.endswith("_names")
                        and not f.name.startswith(not_per_storage)]
         out = dataclasses.replace(self, **{f: getattr(self, f)[keep] for f in per_storage})
-        for f in ("held", "released"):
+        for f in ("held", "released", "stashed"):
             if getattr(self, f) is not None:
                 setattr(out, f, getattr(self, f)[keep])
         if self.arg_row is not None:   # argument rows point into the kept storages now

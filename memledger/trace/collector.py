@@ -145,6 +145,19 @@ def _written_args(func) -> tuple[int, ...]:
                  if a.alias_info is not None and a.alias_info.is_write) if schema else ()
 
 
+@functools.lru_cache(maxsize=None)
+def _written_slots(func) -> tuple[tuple[int, str], ...]:
+    """(position, name) of each single-tensor argument an op writes (`Tensor(a!) self`,
+    `*, Tensor(a!) out`): Note [Storages grown inside an op]. Lists (`Tensor(a!)[]`, the
+    foreach ops) are left out."""
+    schema = getattr(func, "_schema", None)
+    if not schema:
+        return ()
+    return tuple((i, a.name) for i, a in enumerate(schema.arguments)
+                 if a.alias_info is not None and a.alias_info.is_write
+                 and str(a.type) in ("Tensor", "Optional[Tensor]"))
+
+
 # what autograd's engine runs on a node's outputs after the node returned (validate_outputs:
 # a broadcast gradient summed to its input's shape, a cast to its dtype)
 _GRAD_LAYOUT_OPS = frozenset({torch.ops.aten.sum.dim_IntList, torch.ops.aten._to_copy.default})
@@ -318,6 +331,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
         self._saved_mod: dict[int, str] = {}
         self._roles_written: set[tuple[int, str]] = set()  # sids are never reused
         self._unnamed_roles: set[tuple[int, str]] = set()  # of those, written without a name
+        # sid -> the roles written for it (role, name, shard): Note [Storages grown inside an op]
+        self._sid_roles: dict[int, list[tuple[str, str, str]]] = {}
         self._never_called = ByModule()   # Note [Modules never called]: module -> name
         self._op_names: dict[Any, str] = {}   # caches for the hot path: op, dtype, device names
         self._names: dict[Any, str] = {}
@@ -489,6 +504,9 @@ class Collector(ShardingMixin, TorchDispatchMode):
             raise StopTracing()
         if kwargs is None:
             kwargs = {}
+        grow = _written_slots(func)
+        if grow:   # Note [Storages grown inside an op]
+            grow = self._written_sizes(grow, args, kwargs)
         out = func(*args, **kwargs)
         if func is _RF_ENTER or func is _RF_EXIT:
             self._record_function(func, args)
@@ -531,6 +549,10 @@ class Collector(ShardingMixin, TorchDispatchMode):
             for o in out:
                 if isinstance(o, _Tensor):
                     self._output(o, ev, func)
+        if grow:
+            for t, st, nbytes in grow:
+                if st.nbytes() != nbytes:
+                    self._grown(t, st, nbytes, ev)
         if self._unpacks and self._next_sid != made and func not in _GRAD_LAYOUT_OPS \
                 and not self._released:
             self._apply_end = ev + 1
@@ -547,6 +569,42 @@ class Collector(ShardingMixin, TorchDispatchMode):
         if func is _COPY and self._phase == "setup":   # Note [Sharded storages], 5
             self._note_copy(args)
         return out
+
+    # Note [Storages grown inside an op]
+    # An op may resize a tensor it was handed to write: an `out=` argument of the wrong size
+    # (`torch.mm(a, b, out=buf)` with `buf = torch.empty(0)`), `x.resize_(n)`, and kernels
+    # that resize their state arguments inside (eager QAT's `fused_moving_avg_obs_fake_quant`
+    # grows each per-channel observer's empty `min_val` / `max_val`, and the fake quantizer's
+    # `scale` / `zero_point`, to one value per channel at the first forward). The storage
+    # object stays the same, so no new output and no free is seen: the ledger kept the old
+    # size (QAT on two 32-128-32 blocks: 5,240 B under the allocator, 8 x 512 + 8 x 128 +
+    # 4 x 40 B). So the sizes of the single tensors an op writes are read before it runs, and
+    # one that changed is written as resized at the op's event: its old bytes freed, its new
+    # ones a new sid (op `resize_`) that keeps the old one's roles (a buffer stays a buffer).
+    def _written_sizes(self, slots, args, kwargs) -> list:
+        out = []
+        for i, name in slots:
+            t = args[i] if i < len(args) else kwargs.get(name)
+            if type(t) is _Tensor:   # plain tensors only: a subclass's storage is its own
+                try:
+                    st = t.untyped_storage()
+                except (RuntimeError, NotImplementedError):
+                    continue
+                out.append((t, st, st.nbytes()))
+        return out
+
+    def _grown(self, t: torch.Tensor, st, old: int, ev: int) -> None:
+        key = st._cdata
+        roles = self._sid_roles.get(self._sids.get(key, -1), ())
+        saved, self._ev = self._ev, ev
+        try:
+            self._on_resize(st, old, st.nbytes(), t)
+        finally:
+            self._ev = saved
+        sid = self._sids.get(key, -1)
+        for role, name, shard in roles:
+            if sid >= 0:
+                self._role(t, role, name, shard)
 
     # Note [Written in place in forward]
     # torch's selective checkpoint keeps the outputs of its save list (`addmm`, `mm`, ...) in
@@ -917,6 +975,20 @@ class Collector(ShardingMixin, TorchDispatchMode):
             # Note [State written outside a region] (memledger/trace/outside_state.py)
             self.sink.write({"k": "stateful", "mod": path, "ev0": ev0, "ev1": self._ev,
                              "obj": obj, "sids": [sids[k] for k in keys]})
+        stash = [sid for v in module.__dict__.values() if type(v) is _Tensor
+                 and (sid := sids.get(storage_key(v), -1)) >= first_new]
+        if stash:   # Note [Tensors a call keeps on its module]
+            self.sink.write({"k": "stash", "mod": path, "ev0": ev0, "sids": stash})
+
+    # Note [Tensors a call keeps on its module]
+    # A call may keep a tensor it made as a plain attribute of its module: pruning's
+    # forward pre-hook sets `fc1.weight = weight_orig * weight_mask` before every forward
+    # (as the old `torch.nn.utils.weight_norm` and `spectral_norm` hooks do), a model may
+    # keep its last attention map. The module holds it into backward (`released` -1), and
+    # checkpoint's re-run sets the attribute again: the re-made tensor replaces the one
+    # forward made, which goes there, and the module holds the new one until the next
+    # forward. A `stash` record (the call's module and first event, the storages) lets
+    # replay say so (memledger/replay/engine.py, Rule 10).
 
     def _note_args(self, path: str, ev0: int, args, kwargs) -> None:
         """The storages a call was handed (not parameters or buffers): checkpoint keeps a
@@ -1010,6 +1082,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
             if shard:  # "sharded" | "unsharded": Note [Sharded storages]
                 rec["shard"] = shard
             self.sink.write(rec)
+            self._sid_roles.setdefault(sid, []).append((role, name, shard))
             if shard == "sharded":   # the full weight it was cut from: Note [Sharded storages], 5
                 self._name_original(sid, name)
 

@@ -111,9 +111,11 @@ class ShardingMixin:
                                               list(p.shape), self._where(p, st)[0])
             self._role(p, "parameter", self._unsharded[st._cdata][0], shard="unsharded")
 
-    def _on_resize(self, st: torch.UntypedStorage, old: int, new: int) -> None:
+    def _on_resize(self, st: torch.UntypedStorage, old: int, new: int,
+                   t: torch.Tensor | None = None) -> None:
         """Note [Storages resized outside dispatch]: a resize frees the old bytes and
-        allocates the new ones under a new sid."""
+        allocates the new ones under a new sid. `t`: a tensor on the storage, for its dtype
+        and shape (Note [Storages grown inside an op] in collector.py)."""
         if self._closed or old == new:
             return
         key = st._cdata
@@ -133,6 +135,8 @@ class ShardingMixin:
         self._refs[id(ref)] = (sid, key, ref)
         name, dtype, shape, dev = self._unsharded.get(
             key, ("", "uint8", [new], self._resized_device(st)))
+        if t is not None and not name:
+            dtype, shape = str(t.dtype).removeprefix("torch."), list(t.shape)
         self.sink.write({"k": "alloc", "sid": sid, "ev": self._ev,
                          "bytes": self._resized_bytes(dev, new), "dev": dev, "dtype": dtype, "shape": shape, "op": "resize_",
                          "mod": self._module_now(), "ph": self._phase, "step": self._step})

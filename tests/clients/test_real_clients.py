@@ -432,3 +432,29 @@ def test_python_numbers_wrapped_as_tensors(model, policies):
     assert run.ledger_peak == run.allocator_peak
     for text, p in run.policies.items():
         assert p.predicted == p.measured, (text, p)
+
+
+def test_channels_last_cnn_relu_output_saved_by_two_blocks():
+    """A channels_last CNN whose blocks end in ReLU (saving its output) and start with a
+    conv (saving that as its input), `clip_grad_norm_(foreach=True)`: policies on one block
+    (engine.py `_release_partly_saved`). Before: `checkpoint:blocks.0` 103,296 B under
+    measured (`offload:blocks.0` 121,664 B under: tests/unit/test_replay_engine.py), the two
+    mixed 144,376 B over; now within the 128 B of kernel scratch the ledger leaves out."""
+    run = run_client("train_mech.py", ["--case", "channels_last", "--steps", "3"], [
+        "checkpoint:blocks.0", "checkpoint:blocks.0+offload:blocks.1"])
+    assert abs(run.ledger_peak - run.allocator_peak) <= 512
+    for text, p in run.policies.items():
+        assert abs(p.predicted - p.measured) <= 512, (text, p)
+
+
+def test_pruned_weights_kept_on_their_modules():
+    """`torch.nn.utils.prune`: each block's fc1 weight is made by a forward pre-hook and kept
+    on the module (`stash` records), so the re-run replaces it (engine.py Rule 10). Before:
+    `checkpoint:blocks.*` predicted 33,728 B over measured (both copies of each pruned
+    weight at once, both RNG states held to the end), `selective:blocks.*` 16,384 B over."""
+    run = run_client("train_mech.py", ["--case", "prune", "--steps", "3"],
+                     ["checkpoint:blocks.*", "selective:blocks.*"])
+    assert run.ledger_peak == run.allocator_peak
+    assert {r["mod"] for r in run.ledger.extra["stash"]} == {"blocks.0.fc1", "blocks.1.fc1"}
+    for text, p in run.policies.items():
+        assert p.predicted == p.measured, (text, p)

@@ -459,3 +459,38 @@ def test_fake_option_errors_name_the_apis_arguments():
                                           r"device=\"cuda\"$"):
         with memledger.trace(fake=True, device="tpu"):
             pass
+
+
+def test_storages_grown_inside_an_op():
+    """Note [Storages grown inside an op]: an `out=` of the wrong size, `resize_`, and eager
+    QAT's observers (their empty per-channel `min_val`/`max_val` and the fake quantizer's
+    `scale`/`zero_point`, grown inside `fused_moving_avg_obs_fake_quant` at the first
+    forward) are counted at their new size, named as before. Before: the ledger kept each
+    at its old size (the `out=` buffer at 0 B; QAT's buffers 5,240 B short of the
+    allocator: 356 B of buffers where the model holds 5,596 B)."""
+    torch.manual_seed(0)
+    q = torch.ao.quantization
+    m = torch.nn.Sequential(q.QuantStub(), torch.nn.Linear(16, 64), torch.nn.ReLU(),
+                            torch.nn.Linear(64, 4), q.DeQuantStub())
+    m.train()
+    m.qconfig = q.get_default_qat_qconfig("x86")
+    m = q.prepare_qat(m)
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    x, buf, grown = torch.randn(8, 16), torch.empty(0), torch.empty(0)
+    with memledger.trace() as led:
+        for _ in range(2):
+            torch.mm(x, x.t(), out=buf)        # (8, 8) fp32 into an empty buffer
+            grown.resize_(100)                 # 400 B
+            m(x).sum().backward()
+            opt.step()
+            opt.zero_grad()
+    st = led.storages
+    made = st[st["op"] == "resize_"]
+    assert 8 * 8 * 4 in set(made["bytes"]) and 100 * 4 in set(made["bytes"])
+    buffers = sum(b.untyped_storage().nbytes() for b in m.buffers())
+    end = led.resident_at_end()
+    # fc1 and fc2 weights quantized per channel (64 and 4 channels): min_val, max_val,
+    # scale (fp32) and zero_point (int32) grown to 4 x (64 + 4) x 4 = 1,088 B
+    assert end["buffer"] == buffers == 1_236
+    assert set(made[made["category"] == "buffer"]["name"]) >= {
+        "1.weight_fake_quant.activation_post_process.min_val", "1.weight_fake_quant.scale"}

@@ -13,13 +13,16 @@ H = 1000   # bytes saved inside each block (one storage)
 Y = 100    # bytes of each block's output
 
 
-def chain(L: int, late_mm: int = 0) -> tuple[Ledger, int]:
+def chain(L: int, late_mm: int = 0, relu_end: bool = False) -> tuple[Ledger, int]:
     """An L-block chain, one step. Block i runs forward on events [1+10i, 11+10i):
     it makes h_i (H bytes, saved by its own op) and its output y_i (Y bytes) on its last
     event; block i+1's first op saves y_i (a save record at the event before, Rule 5).
     Backward runs the blocks in reverse, 10 events each, unpacking h_i and y_{i-1}.
     `late_mm` > 0: each block also makes a temporary of that many bytes by `mm` at
     e0 + 6 (after its last save), freed at e0 + 7.
+    `relu_end`: each block ends in a ReLU that saves its own output y_i too (a record at
+    e1 - 1 by the block, as the next block's input save is), unpacked first in the block's
+    own backward, which frees y_i (a conv after a ReLU across blocks).
     Returns (ledger, last event before backward)."""
     recs = [{"k": "header", "schema": "memledger.ledger/1"},
             {"k": "phase", "ev": 0, "ph": "setup", "step": 1},
@@ -44,12 +47,16 @@ def chain(L: int, late_mm: int = 0) -> tuple[Ledger, int]:
             sid += 1
         allocs.append({"k": "alloc", "sid": sid, "ev": e1 - 1, "bytes": Y, "dev": "cpu",
                        "op": "add.Tensor", "mod": f"blocks.{i}", "ph": "forward", "step": 1})
+        if relu_end:    # its own ReLU saves it after it ran: a record at the ReLU
+            recs += [{"k": "saved", "sid": sid, "ev": e1 - 1, "mod": f"blocks.{i}"},
+                     {"k": "unpack", "sid": sid, "ev": u - 1}]
         if i < L - 1:   # saved by the next block's first op; unpacked in its backward
             un = B + 10 * (L - 2 - i) + 3
             recs += [{"k": "saved", "sid": sid, "ev": e1 - 1, "mod": f"blocks.{i + 1}"},
                      {"k": "unpack", "sid": sid, "ev": un},
                      {"k": "fwdlast", "sid": sid, "last": e1}]
-            frees.append({"k": "free", "sid": sid, "ev": un + 1, "last": un})
+            last = u - 1 if relu_end else un
+            frees.append({"k": "free", "sid": sid, "ev": last + 1, "last": last})
         else:           # the last output: read by the loss, not saved
             frees.append({"k": "free", "sid": sid, "ev": B, "last": B - 1})
         sid += 1
@@ -182,3 +189,28 @@ def test_offload_transfer_cost_uses_the_given_bandwidth(no_calibration):
     rep = predict(led, [parse_policy("offload:blocks.*")], bandwidth=1e6)
     # offloaded per step: 2 x 1,000 + 1 x 100 = 2,100 B, written and read: 4,200 B at 1e6 B/s
     assert rep.policies[0].transfer_s == pytest.approx(4_200 / 1e6, rel=1e-9)
+
+
+@pytest.mark.parametrize("policy", ["checkpoint:blocks.0", "offload:blocks.0"])
+def test_output_saved_by_its_block_and_the_next_goes_after_the_next_ones_backward(policy):
+    """Block 0 ends in a ReLU saving its output y_0, block 1 starts with an op saving it
+    as its input: two saves at one event by two calls (Rule 5). Under a policy on block 0
+    alone, block 1's save still holds y_0 through forward; block 0's own save no longer
+    does (a placeholder, or a copy on disk), so y_0 goes once block 1's node that read it
+    returned, before block 0's backward, which gets it back by re-running (reading back).
+    Read as saved by block 0 alone, y_0 was dropped (moved) while block 1's node held it:
+    a channels_last CNN's `checkpoint:blocks.0` was predicted 103,296 B under measured,
+    `offload:blocks.0` 121,664 B under (tests/clients/train_mech.py --case channels_last);
+    kept instead to block 0's backward, 14,336 B over."""
+    L = 2
+    led, before_bw = chain(L, relu_end=True)
+    B = before_bw + 1
+    prep = Prepared.from_ledger(led)
+    base = replay(prep, parse_policy("none"), probe=before_bw)
+    assert base.at_probe["activation"] == 2 * H + 2 * Y
+    r = replay(prep, parse_policy(policy), rng_bytes=0, probe=before_bw)
+    assert r.at_probe["activation"] == H + 2 * Y     # h_1, y_1 and y_0 (block 1 holds it)
+    # between block 1's backward (B .. B+9, y_0 read at B+3) and block 0's (from B+10)
+    assert replay(prep, parse_policy("none"), probe=B + 9).at_probe["activation"] == H + Y
+    r = replay(prep, parse_policy(policy), rng_bytes=0, probe=B + 9)
+    assert r.at_probe["activation"] == 0

@@ -1,0 +1,211 @@
+"""Torch-level mechanics on a small residual model with `blocks.*`, one per `--case`:
+
+- `plain`: a residual MLP (with `--opt` any torch optimizer, or transformers' Adafactor);
+- `fno`: an FNO-style spectral conv (`torch.fft.rfft` / `irfft`, `torch.cfloat` weights);
+- `weightnorm`, `orthogonal`, `spectral`: `torch.nn.utils.parametrizations` on each block;
+- `prune`: `torch.prune.l1_unstructured` (a forward pre-hook rewriting `weight`);
+- `qat`: eager fake-quant QAT (`torch.ao.quantization.prepare_qat`);
+- `persample`: per-sample gradients by `torch.func.vmap(grad(...))` + `functional_call`,
+  written into `.grad` by hand, then the optimizer;
+- `channels_last`: a small CNN with `memory_format=torch.channels_last` and
+  `clip_grad_norm_(foreach=True)`;
+- `sparse`: `nn.Embedding(sparse=True)` under `SparseAdam` and the dense rest under Adam
+  (two optimizers, one step).
+
+    python tests/clients/train_mech.py --case fno --opt adam --steps 3
+    memledger trace tests/clients/train_mech.py --steps 2 -o m.ledger -- --case qat
+"""
+
+import argparse
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.nn.utils import prune
+
+W = 32
+
+
+class Block(nn.Module):
+    def __init__(self, case: str) -> None:
+        super().__init__()
+        self.ln = nn.LayerNorm(W)
+        self.fc1 = nn.Linear(W, 4 * W)
+        self.fc2 = nn.Linear(4 * W, W)
+        P = nn.utils.parametrizations
+        if case == "weightnorm":
+            self.fc1 = P.weight_norm(self.fc1)
+        elif case == "orthogonal":
+            self.fc2 = P.orthogonal(nn.Linear(4 * W, W))
+        elif case == "spectral":
+            self.fc1 = P.spectral_norm(self.fc1)
+        elif case == "weightnorm-old":   # the deprecated hook: sets fc1.weight per forward
+            self.fc1 = nn.utils.weight_norm(self.fc1)
+        elif case == "prune":
+            prune.l1_unstructured(self.fc1, "weight", amount=0.3)
+
+    def forward(self, x):
+        return x + self.fc2(F.gelu(self.fc1(self.ln(x))))
+
+
+class Spectral(nn.Module):
+    """FNO's spectral conv: rfft over the sequence, a complex weight on the low modes."""
+    def __init__(self, modes: int = 6) -> None:
+        super().__init__()
+        self.modes = modes
+        self.w = nn.Parameter(torch.randn(W, W, modes, dtype=torch.cfloat) / W)
+        self.skip = nn.Linear(W, W)
+
+    def forward(self, x):   # x: (B, L, W)
+        xf = torch.fft.rfft(x.transpose(1, 2), dim=-1)          # (B, W, L/2+1) complex
+        out = torch.zeros_like(xf)
+        out[..., :self.modes] = torch.einsum("bim,iom->bom", xf[..., :self.modes], self.w)
+        y = torch.fft.irfft(out, n=x.shape[1], dim=-1).transpose(1, 2)
+        return F.gelu(y + self.skip(x))
+
+
+class Net(nn.Module):
+    def __init__(self, case: str, depth: int = 2) -> None:
+        super().__init__()
+        mk = (lambda: Spectral()) if case == "fno" else (lambda: Block(case))
+        self.blocks = nn.ModuleList(mk() for _ in range(depth))
+        self.head = nn.Linear(W, 10)
+
+    def forward(self, x):
+        for b in self.blocks:
+            x = b(x)
+        return self.head(x.mean(1) if x.dim() == 3 else x)
+
+
+class CNN(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.blocks = nn.ModuleList(nn.Sequential(
+            nn.Conv2d(c, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU()) for c in (3, 16))
+        self.head = nn.Linear(16, 10)
+
+    def forward(self, x):
+        for b in self.blocks:
+            x = b(x)
+        return self.head(x.mean((2, 3)))
+
+
+class QATNet(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.quant = torch.ao.quantization.QuantStub()
+        self.blocks = nn.ModuleList(nn.Sequential(nn.Linear(W, 4 * W), nn.ReLU(),
+                                                  nn.Linear(4 * W, W)) for _ in range(2))
+        self.head = nn.Linear(W, 10)
+        self.dequant = torch.ao.quantization.DeQuantStub()
+
+    def forward(self, x):
+        x = self.quant(x)
+        for b in self.blocks:
+            x = b(x)
+        return self.dequant(self.head(x))
+
+
+class SparseNet(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.emb = nn.Embedding(500, W, sparse=True)
+        self.blocks = nn.ModuleList(Block("plain") for _ in range(2))
+        self.head = nn.Linear(W, 10)
+
+    def forward(self, ids):
+        x = self.emb(ids)
+        for b in self.blocks:
+            x = b(x)
+        return self.head(x.mean(1))
+
+
+def optimizer(name: str, params):
+    O = torch.optim
+    table = {
+        "adam": lambda: O.Adam(params, lr=1e-3),
+        "adam-amsgrad": lambda: O.Adam(params, lr=1e-3, amsgrad=True),
+        "adam-loop": lambda: O.Adam(params, lr=1e-3, foreach=False),
+        "adam-max": lambda: O.Adam(params, lr=1e-3, maximize=True),
+        "adam-fused": lambda: O.Adam(params, lr=1e-3, fused=True),
+        "adagrad": lambda: O.Adagrad(params, lr=1e-2),
+        "rmsprop": lambda: O.RMSprop(params, lr=1e-3, centered=True, momentum=0.9),
+        "nadam": lambda: O.NAdam(params, lr=1e-3),
+        "nadam-decoupled": lambda: O.NAdam(params, lr=1e-3, decoupled_weight_decay=True,
+                                           weight_decay=0.01),
+        "radam": lambda: O.RAdam(params, lr=1e-3),
+        "adamax": lambda: O.Adamax(params, lr=1e-3),
+        "asgd": lambda: O.ASGD(params, lr=1e-3),
+        "rprop": lambda: O.Rprop(params, lr=1e-3),
+        "adadelta": lambda: O.Adadelta(params),
+        "sgd-nesterov": lambda: O.SGD(params, lr=1e-2, momentum=0.9, nesterov=True),
+        "adamw-capturable": lambda: O.AdamW(params, lr=1e-3, capturable=False, amsgrad=True),
+    }
+    if name == "adafactor":
+        from transformers.optimization import Adafactor
+        return Adafactor(params, lr=1e-3, relative_step=False, scale_parameter=False)
+    return table[name]()
+
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--case", default="plain")
+ap.add_argument("--opt", default="adam")
+ap.add_argument("--steps", type=int, default=3)
+ap.add_argument("--batch", type=int, default=8)
+a = ap.parse_args()
+torch.manual_seed(0)
+g = torch.Generator().manual_seed(1)
+
+if a.case == "channels_last":
+    model = CNN().to(memory_format=torch.channels_last)
+elif a.case == "qat":
+    model = QATNet()
+    model.train()
+    model.qconfig = torch.ao.quantization.get_default_qat_qconfig("x86")
+    model = torch.ao.quantization.prepare_qat(model)
+elif a.case == "sparse":
+    model = SparseNet()
+else:
+    model = Net(a.case)
+model.train()
+
+if a.case == "sparse":
+    dense = [p for n, p in model.named_parameters() if not n.startswith("emb.")]
+    opts = [torch.optim.SparseAdam(model.emb.parameters(), lr=1e-3),
+            optimizer(a.opt, dense)]
+else:
+    opts = [optimizer(a.opt, model.parameters())]
+
+if a.case == "persample":
+    from torch.func import functional_call, grad, vmap
+
+    names = [n for n, _ in model.named_parameters()]
+
+    def sample_loss(params, x, y):
+        out = functional_call(model, params, (x.unsqueeze(0),))
+        return F.cross_entropy(out, y.unsqueeze(0))
+
+for step in range(a.steps):
+    if a.case == "channels_last":
+        x = torch.randn(a.batch, 3, 16, 16, generator=g).to(memory_format=torch.channels_last)
+    elif a.case == "sparse":
+        x = torch.randint(0, 500, (a.batch, 12), generator=g)
+    elif a.case == "qat":
+        x = torch.randn(a.batch, W, generator=g)
+    else:
+        x = torch.randn(a.batch, 12, W, generator=g)
+    y = torch.randint(0, 10, (a.batch,), generator=g)
+    for o in opts:
+        o.zero_grad(set_to_none=True)
+    if a.case == "persample":
+        params = {n: p.detach() for n, p in model.named_parameters()}
+        grads = vmap(grad(sample_loss), in_dims=(None, 0, 0))(params, x, y)
+        for n, p in model.named_parameters():
+            p.grad = grads[n].mean(0)
+    else:
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+    if a.case == "channels_last":
+        nn.utils.clip_grad_norm_(model.parameters(), 1.0, foreach=True)
+    for o in opts:
+        o.step()
