@@ -46,6 +46,7 @@ def build(name: str, layers: int):
             vocab_size=V, d_model=H, d_kv=16, d_ff=FF, num_layers=layers,
             num_decoder_layers=layers, num_heads=2, num_experts=4, expert_capacity=16,
             num_sparse_encoder_layers=1, num_sparse_decoder_layers=1, dropout_rate=0.1,
+            router_jitter_noise=0.01,
             use_cache=False, decoder_start_token_id=0, pad_token_id=0))
     if name == "swin":
         return t.SwinForImageClassification(t.SwinConfig(
@@ -115,7 +116,9 @@ def loss_of(name, model, batch, g):
                                                                generator=g)).loss
     ids = torch.randint(2, V, (batch, SEQ), generator=g)
     if name == "switch":
-        return model(input_ids=ids, labels=ids[:, :8].contiguous()).loss
+        # the router's z-loss and load-balancing loss join the loss
+        return model(input_ids=ids, labels=ids[:, :8].contiguous(),
+                     output_router_logits=True).loss
     if name == "electra":
         return model(input_ids=ids, labels=(ids % 2)).loss
     if name == "longformer":
