@@ -78,6 +78,18 @@ def build(name: str, layers: int):
         return t.ModernBertForMaskedLM(t.ModernBertConfig(
             **common, max_position_embeddings=SEQ, global_attn_every_n_layers=2,
             local_attention=8, pad_token_id=0))
+    if name == "sewd":   # DeBERTa's XSoftmax / XDropout: autograd Functions of its own
+        return t.SEWDForCTC(t.SEWDConfig(
+            **dict(common, vocab_size=32), conv_dim=(32, 32), conv_stride=(5, 2),
+            conv_kernel=(10, 3), conv_bias=True, num_conv_pos_embeddings=16,
+            num_conv_pos_embedding_groups=4, squeeze_factor=2, max_position_embeddings=64,
+            position_buckets=16, hidden_dropout=0.1, attention_dropout=0.1,
+            activation_dropout=0.1, feat_proj_dropout=0.1, mask_time_prob=0.0, layerdrop=0.0,
+            pad_token_id=0, ctc_loss_reduction="mean"))
+    if name == "phimoe":   # sparsemixer routing through PhimoeMultiplier (autograd Function)
+        return t.PhimoeForCausalLM(t.PhimoeConfig(
+            **common, num_key_value_heads=1, num_local_experts=4, num_experts_per_tok=2,
+            max_position_embeddings=SEQ, use_cache=False))
     if name == "llama":
         return t.LlamaForCausalLM(t.LlamaConfig(
             **common, num_key_value_heads=1, max_position_embeddings=SEQ, use_cache=False))
@@ -110,6 +122,10 @@ def build(name: str, layers: int):
 
 
 def loss_of(name, model, batch, g):
+    if name == "sewd":
+        audio = torch.randn(batch, 800, generator=g)      # 800 samples -> 79 frames
+        return model(input_values=audio,
+                     labels=torch.randint(1, 32, (batch, 8), generator=g)).loss
     if name in VISION:
         pixels = torch.randn(batch, 3, 32, 32, generator=g)
         return model(pixel_values=pixels, labels=torch.randint(0, 10, (batch,),
