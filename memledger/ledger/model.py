@@ -237,7 +237,8 @@ class Ledger:
     # ---- queries ------------------------------------------------------------------------
     def module_labels(self, paths, events) -> np.ndarray:
         """Module paths for reports (ledger/names.py): a path "" at an event inside the
-        model's own forward becomes '(GPT.forward)'; "" elsewhere (the script) stays ""."""
+        model's own forward becomes '(GPT.forward)', and so does a backward op whose node
+        unpacked a storage saved there; "" elsewhere (the script) stays ""."""
         out = np.asarray(paths, dtype=object).copy()
         sc = self.scopes
         root = sc[sc["mod"].astype(str) == ""].sort_values("ev0", kind="stable")
@@ -250,7 +251,43 @@ class Ledger:
         inside = (i >= 0) & (ev < ev1[np.maximum(i, 0)])
         labels = [model_forward(c) for c in root["cls"].astype(str)]
         out[blank[inside]] = [labels[j] for j in i[inside]]
+        self._label_root_backward(out, blank[~inside], np.asarray(events, dtype=np.int64)
+                                  [blank[~inside]], ev0, ev1, labels)
         return out
+
+    def _label_root_backward(self, out, rows, ev, ev0, ev1, labels) -> None:
+        """Backward ops carry the module that saved what their node unpacked (the latest
+        unpack's storage, trace/collector.py `_unpack`); a save in the model's own forward
+        (a transformers model's `self.loss_function`, ModernBERT's, Llama's) has path "" like
+        the script's, so the peak of a masked LM, in the loss's backward, read "in the script
+        (outside any module)". Where that save was inside the model's forward scope, it is
+        labelled by the model's class as the forward ops are."""
+        un, sv = self.unpacks, self.saves
+        if not len(rows) or not len(un) or not len(sv):
+            return
+        phase, _ = self.phase_of_events()
+        back = (ev >= 0) & (ev < len(phase))
+        back[back] = phase[ev[back]] == "backward"
+        rows, ev = rows[back], ev[back]
+        if not len(rows):
+            return
+        un = un.sort_values("ev", kind="stable")
+        u_ev, u_sid = un["ev"].to_numpy(np.int64), un["sid"].to_numpy(np.int64)
+        j = np.searchsorted(u_ev, ev, side="right") - 1
+        ok = j >= 0
+        sid, at = u_sid[np.maximum(j, 0)], u_ev[np.maximum(j, 0)]
+        # the storage's last save before that unpack: one sorted key per (sid, event)
+        span = int(max(self.n_events, u_ev.max(), sv["ev"].max())) + 1
+        sv = sv.assign(key=sv["sid"].to_numpy(np.int64) * span + sv["ev"].to_numpy(np.int64))
+        sv = sv.sort_values("key", kind="stable")
+        keys = sv["key"].to_numpy(np.int64)
+        k = np.searchsorted(keys, sid * span + at, side="right") - 1
+        s_sid, s_ev = keys[np.maximum(k, 0)] // span, keys[np.maximum(k, 0)] % span
+        s_mod = sv["mod"].astype(str).to_numpy(dtype=object)[np.maximum(k, 0)]
+        ok &= (k >= 0) & (s_sid == sid) & (s_mod == "")
+        i = np.searchsorted(ev0, s_ev, side="right") - 1
+        ok &= (i >= 0) & (s_ev < ev1[np.maximum(i, 0)])
+        out[rows[ok]] = [labels[x] for x in i[ok]]
 
     def labelled(self, rows: pd.DataFrame) -> pd.DataFrame:
         """`rows` with `module` (by `created`) and `saved_module` (by `saved_ev`) as reports

@@ -520,7 +520,12 @@ def _segments(prep: Prepared, calls: _Calls, dropped: np.ndarray, own: _Owners) 
         has = np.zeros(m + 1, dtype=bool)
         has[kp[mine]] = True
         unpacked = np.where(has, np.maximum(by_save, live_on), unpacked)
-    bw_end = np.where(bw_end >= 0, bw_end, unpacked)
+    # the frame goes with the last of its holders, dropped or not: a region whose first op
+    # saves only its argument (ConvNeXt's depthwise conv on the block input) has its last
+    # dropped storage (the LayerNorm's mean) freed before that conv's backward unpacks the
+    # argument, and the frame, its RNG state and the argument live until then (5,056 B
+    # under measured at the conv's backward scratch, tests/clients/train_more3.py)
+    bw_end = np.maximum(bw_end, unpacked)
     trig, stop, bw_end = trig[:m], stop[:m], bw_end[:m]
     has = (trig < _BIG) & (stop > calls.ev0)
     end = np.minimum(stop, calls.ev1)

@@ -180,6 +180,22 @@ def sparse_parts(t: torch.Tensor) -> tuple[torch.Tensor, ...]:
         return (t._indices(), t._values())
 
 
+def _nested_tensors(obj, depth: int = 0):
+    """The tensors in `obj` through tuples, lists and dicts at any depth: checkpoint's frame
+    holds the whole arguments, and Funnel hands each layer its relative position
+    embeddings as a list (one per block) of lists of tensors inside a tuple; read one level
+    deep, the replay let 24,576 B of them go while `measure` kept them to the layer's
+    backward (tests/clients/train_more3.py)."""
+    if isinstance(obj, _Tensor):
+        yield obj
+    elif depth < 8 and isinstance(obj, (tuple, list)):
+        for o in obj:
+            yield from _nested_tensors(o, depth + 1)
+    elif depth < 8 and isinstance(obj, dict):
+        for o in obj.values():
+            yield from _nested_tensors(o, depth + 1)
+
+
 class FirstUse:
     """`Collector(pre_existing=FIRST_USE)`: a storage the block first meets as an op's input
     existed before the block. See Note [Pre-existing storages, found on first use]."""
@@ -995,13 +1011,11 @@ class Collector(ShardingMixin, TorchDispatchMode):
         region's arguments until its backward, even those autograd does not save (the
         hidden states entering a frozen LoRA base model's block). For replay."""
         found = []
-        for a in (*args, *(kwargs or {}).values()):
-            for t in (a if isinstance(a, (tuple, list)) else (a,)):
-                if isinstance(t, _Tensor):
-                    sid = self._sids.get(storage_key(t), -1)
-                    if sid >= 0 and (sid, "parameter") not in self._roles_written and \
-                            (sid, "buffer") not in self._roles_written:
-                        found.append(sid)
+        for t in _nested_tensors((*args, *(kwargs or {}).values())):
+            sid = self._sids.get(storage_key(t), -1)
+            if sid >= 0 and (sid, "parameter") not in self._roles_written and \
+                    (sid, "buffer") not in self._roles_written:
+                found.append(sid)
         if found:
             self.sink.write({"k": "args", "mod": path, "ev0": ev0, "sids": found})
 

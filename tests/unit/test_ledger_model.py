@@ -238,3 +238,33 @@ def test_ops_of_the_models_own_forward_are_named_by_its_class():
     assert led.module_labels(["", "", ""], [1, 4, 5]).tolist() == ["", "(TinyNet.forward)", ""]
     # the replay's columns keep the path
     assert led.storages.loc[3, "module"] == ""
+
+
+def test_backward_of_the_models_own_forward_is_named_by_its_class():
+    """A backward op carries the module that saved what its node unpacked: "" both for a
+    save in the model's own forward (a transformers model's loss) and for one in the
+    script; the save's event tells them apart (ModernBERT's peak read "in the script")."""
+    a = {"dev": "cpu", "op": "x.default"}
+    recs = [{"k": "header", "schema": SCHEMA},
+            {"k": "phase", "ev": 0, "ph": "forward", "step": 1},
+            {"k": "alloc", "sid": 1, "ev": 1, "bytes": 8, "mod": "", "ph": "forward",
+             "step": 1, **a},
+            {"k": "saved", "sid": 1, "ev": 1, "mod": ""},
+            {"k": "scope", "mod": "", "ev0": 0, "ev1": 2, "ph": "forward", "step": 1,
+             "ns": 1, "cls": "TinyNet"},
+            {"k": "alloc", "sid": 2, "ev": 3, "bytes": 8, "mod": "", "ph": "forward",
+             "step": 1, **a},
+            {"k": "saved", "sid": 2, "ev": 3, "mod": ""},
+            {"k": "phase", "ev": 4, "ph": "backward", "step": 1},
+            {"k": "unpack", "sid": 2, "ev": 4},
+            {"k": "alloc", "sid": 3, "ev": 4, "bytes": 8, "mod": "", "ph": "backward",
+             "step": 1, **a},
+            {"k": "unpack", "sid": 1, "ev": 6},
+            {"k": "alloc", "sid": 4, "ev": 6, "bytes": 8, "mod": "", "ph": "backward",
+             "step": 1, **a},
+            {"k": "end", "ev": 8, "status": "ok"}]
+    led = Ledger.from_records(recs)
+    assert led.module_labels([""] * 4, [1, 3, 4, 6]).tolist() == [
+        "(TinyNet.forward)", "", "", "(TinyNet.forward)"]
+    assert led.labelled(led.storages.loc[[3, 4]])["module"].tolist() == [
+        "", "(TinyNet.forward)"]
