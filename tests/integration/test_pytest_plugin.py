@@ -45,7 +45,7 @@ def test_over():
     r.assert_outcomes(passed=1, failed=1)
     r.stdout.fnmatch_lines([
         "*memledger: peak 655,368 B > budget 655,367 B (top at peak: parameter weight 256x256 "
-        "256.0 KiB, temporary (script) mm 256x256 256.0 KiB, input (Linear.forward) randn 64x256 "
+        "256.0 KiB, temporary (Linear.forward) mm 256x256 256.0 KiB, input (Linear.forward) randn 64x256 "
         "64.0 KiB)",
         "FAILED *::test_over*",   # (the summary adds the message when the width allows)
     ])
@@ -62,7 +62,7 @@ def test_step():
     # peak 655,368 > 640 KiB = 655,360 (by 8 B); temporary 327,688 > 300 KiB = 307,200 by
     # 20,488 B = 20.0 KiB; input 65,536 = 64 KiB exactly: passes, so not named
     r.stdout.fnmatch_lines([
-        "memledger: peak 655,368 B > budget 655,360 B (temporary +20.0 KiB: (script) mm "
+        "memledger: peak 655,368 B > budget 655,360 B (temporary +20.0 KiB: (Linear.forward) mm "
         "256x256 256.0 KiB, (script) threshold_backward 64x256 64.0 KiB, (script) sum scalar 4 B)",
         "  peak 655,368 B > budget 655,360 B by 8 B *",
         "  temporary 320.0 KiB > budget 300.0 KiB by 20.0 KiB *",
