@@ -23,7 +23,9 @@ Rules (numbered so that code can point here):
    its row is on device `real:cpu`, which no query of the target counts.
 2. Ops that fake tensors send through dispatch but that allocate nothing and that a real
    run never dispatches (`prim.device` on every `.device` read, `aten.sym_size`, ...) are not
-   events: event numbers stay those of the real run.
+   events: event numbers stay those of the real run. `.item()` (`_local_scalar_dense`)
+   allocates nothing but is an event in a real run, so it is one in a fake run too, its
+   value found first (Rule 3) and handed through the collector (`ITEM_VALUE`).
 3. Data-dependent values get a stand-in and a `{"k": "standin"}` record naming the script
    line (once per line): `.item()`, `float(t)`, `int(t)`, `bool(t)`, `.tolist()`, a tensor
    used as an index -> 0, 0.0 or False (integer and bool results of up to SHADOW_NUMEL
@@ -80,6 +82,11 @@ Rules (numbered so that code can point here):
    accumulate type); torch's fake one (`native_layer_norm` in torch/_refs) casts them to
    the input's dtype on CPU. DistilBERT under CPU autocast bf16 (tests/clients/train_hf.py,
    B=2, T=32): each saved pair read 2 x 64 x 2 = 256 B where the real run keeps 512 B.
+11. A kernel whose meta implementation disagrees with the CPU kernel standing in gets the
+   CPU kernel's output (`_CpuKernel`). `_grouped_mm` (transformers' MoE experts, Mixtral,
+   on CPU in fp32): the meta kernel copies the CUDA kernel's bf16-only check, so the fake
+   run crashed where the real one trains, and on a CPU-only build makes a contiguous output
+   where the CPU kernel (as the CUDA one) pads each row's stride to 16 bytes.
 
 Worked example (MLP of examples/train_mlp.py, B=64, fp32, fake, target cpu): fc1.weight is
 a fake 512×256 tensor whose meta storage has 512·256·4 = 524,288 bytes; its row is the
@@ -315,6 +322,23 @@ class _RealSize:
         return torch.empty(self.real.shape, dtype=self.real.dtype, device=args[0].device)
 
 
+class _Valued:
+    """Rule 2/3: `.item()` with its value found beforehand, run through the collector as the
+    event it is in a real run. One instance (ITEM_VALUE): the collector caches per op."""
+
+    def __init__(self, op) -> None:
+        self.op, self.value = op, None
+        self.__name__ = op.__name__
+        self._overloadpacket = op._overloadpacket
+
+    def __call__(self, *args, **kwargs):
+        value, self.value = self.value, None
+        return value
+
+
+ITEM_VALUE = _Valued(ITEM)
+
+
 INDEX = aten.index.Tensor
 LAYER_NORM = aten.native_layer_norm.default
 REDUCED = (torch.bfloat16, torch.float16)
@@ -347,6 +371,45 @@ def _layer_norm_stats_in_float(args, kernels_for_cuda: bool) -> bool:
         return False
     params = [a for a in args[2:4] if isinstance(a, torch.Tensor)]
     return any(p.dtype == torch.float32 for p in params)   # CPU's mixed-type path
+
+
+GROUPED_MM = aten._grouped_mm.default
+
+
+def _grouped_mm_out(mat_a, mat_b, offs=None, bias=None, out_dtype=None):
+    """Rule 11: `_grouped_mm`'s output as the CPU kernel makes it. The meta kernel copies the
+    CUDA kernel's checks (bf16 inputs only) and, on a CPU-only build, returns a contiguous
+    output; the CPU kernel takes fp32/fp16 too and, as the CUDA one, pads each row's
+    stride to 16 bytes: a (10, 5) fp32 result has strides (8, 1) and a 308-byte storage."""
+    dtype = out_dtype or mat_a.dtype
+    a2, b2 = mat_a.dim() == 2, mat_b.dim() == 2
+    if a2 and b2:              # (M, K) x (K, N) by groups of K: one (M, N) per group
+        size = [offs.shape[0], mat_a.shape[0], mat_b.shape[1]]
+    elif a2:                   # tokens sorted by expert x (E, K, N)
+        size = [mat_a.shape[0], mat_b.shape[-1]]
+    elif b2:                   # (E, M, K) x (K, N)
+        size = [mat_a.shape[1], mat_b.shape[1]]
+    else:                      # batched
+        size = [mat_a.shape[0], mat_a.shape[1], mat_b.shape[-1]]
+    per = max(1, 16 // dtype.itemsize)
+    row = -(-size[-1] // per) * per
+    stride = [row, 1] if len(size) == 2 else [size[1] * row, row, 1]
+    return torch.empty_strided(size, stride, dtype=dtype, device=mat_a.device)
+
+
+class _CpuKernel:
+    """Rule 11: an op whose meta kernel disagrees with the CPU kernel standing in."""
+
+    def __init__(self, op, make) -> None:
+        self.op, self.make = op, make
+        self.__name__ = op.__name__
+        self._overloadpacket = op._overloadpacket
+
+    def __call__(self, *args, **kwargs):
+        return self.make(*args, **kwargs)
+
+
+GROUPED_MM_CPU = _CpuKernel(GROUPED_MM, _grouped_mm_out)
 
 
 def _mask_index_size(args) -> torch.Tensor | None:
@@ -442,20 +505,19 @@ class FakeCollector(Collector):
         if func in NOT_EVENTS or self._aliasing:    # Rule 2, Rule 9
             return func(*args, **(kwargs or {}))
         if func is ITEM:                            # Rule 3
-            shadow = _shadow_of(args[0])
-            if shadow is not None:
-                with _disable_current_modes():
-                    return shadow.item()
-            try:   # FakeTensorMode knows the values of small constants (optimizer step)
-                return func(*args, **(kwargs or {}))
-            except DataDependentOutputException:
-                return self._standin(args[0])
+            # Rule 2: `.item()` is an event in a real run, so it is one here: without it a
+            # script ending `opt.zero_grad(); print(loss.item())` had its gradients' free
+            # fall after the last event, read as resident at the end (Mixtral: 1,019,136 B)
+            ITEM_VALUE.value = self._item(func, args, kwargs or {})
+            return super().__torch_dispatch__(ITEM_VALUE, types, args, kwargs)
         if kwargs and self.target.remap and "device" in kwargs:   # Rule 5
             kwargs = self._remap(kwargs)
         if func is INDEX and (sized := _mask_index_size(args)) is not None:   # Rule 3
             func = _RealSize(func, sized)
         elif func is LAYER_NORM and _layer_norm_stats_in_float(args, self.target.remap):
             func = LAYER_NORM_FP32_STATS                 # Rule 10
+        elif func is GROUPED_MM and args[0].device.type == "cpu":
+            func = GROUPED_MM_CPU                        # Rule 11
         ub = UPPER_BOUNDS.get(func)
         if ub is not None and isinstance(args[0], FakeTensor):   # real inputs: real values
             known = self._real(func, args, kwargs or {})          # shadowed: the real size
@@ -493,6 +555,17 @@ class FakeCollector(Collector):
                 self.flops += n
                 self.sink.write({"k": "flops", "ev": self._ev - 1, "n": n})
         return out
+
+    def _item(self, func, args, kwargs):
+        """Rule 3: the value `.item()` reads: the shadow's, a constant's, or a stand-in."""
+        shadow = _shadow_of(args[0])
+        if shadow is not None:
+            with _disable_current_modes():
+                return shadow.item()
+        try:   # FakeTensorMode knows the values of small constants (optimizer step)
+            return func(*args, **kwargs)
+        except DataDependentOutputException:
+            return self._standin(args[0])
 
     def _saved_alias(self, t: torch.Tensor) -> torch.Tensor:
         """Rule 9: the detached alias autograd keeps of a saved fake tensor."""

@@ -477,3 +477,44 @@ def test_fake_layer_norm_keeps_fp32_statistics_where_the_kernel_does():
         rows = st[st["op"] == "native_layer_norm.default"]
         kept[fake] = sorted(zip(rows["dtype"], rows["bytes"]))
     assert kept[True] == kept[False] == [("bfloat16", 8192), ("float32", 256), ("float32", 256)]
+
+
+def test_fake_grouped_mm_takes_the_cpu_kernels_sizes():
+    """Rule 11: transformers' MoE experts (Mixtral) call `torch._grouped_mm` in fp32 on CPU;
+    the meta kernel refused anything but bf16 (the fake run crashed) and made a contiguous
+    output where the CPU kernel pads each row to 16 B: (10, 5) fp32 is 308 B, not 200."""
+    import torch
+
+    got = {}
+    for fake in (False, True):
+        with memledger.trace(fake=fake) as led:
+            offs = torch.tensor([3, 7, 10], dtype=torch.int32)
+            x = torch.randn(10, 8, requires_grad=True)
+            w = torch.nn.Parameter(torch.randn(3, 12, 8))
+            (torch._grouped_mm(x, w.transpose(-2, -1), offs=offs) ** 2).sum().backward()
+            torch._grouped_mm(x.detach(), torch.randn(3, 5, 8).transpose(-2, -1), offs=offs)
+        st = led.storages
+        rows = st[st["op"] == "_grouped_mm.default"]
+        got[fake] = (sorted(zip(rows["shape"], rows["bytes"])), led.peak().bytes)
+    assert got[True] == got[False] == (
+        [("10x12", 480), ("10x5", 308), ("10x8", 320), ("3x12x8", 1152)], 3744)
+
+
+def test_fake_item_is_an_event_so_the_last_frees_fall_before_the_end():
+    """Rule 2: `.item()` is an event in a real run. A fake one returned its value without
+    one, so `opt.zero_grad(); print(loss.item())` at a script's end freed the gradients
+    after the last event: 16,640 B of `gradient` resident at the end, 0 in the real run."""
+    import torch
+
+    ends = {}
+    for fake in (False, True):
+        with memledger.trace(fake=fake) as led:
+            lin = torch.nn.Linear(64, 64)
+            opt = torch.optim.SGD(lin.parameters(), lr=0.1)
+            loss = lin(torch.randn(4, 64)).sum()
+            loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            loss.item()
+        ends[fake] = led.ledger.resident_at_end()
+    assert ends[True] == ends[False] and ends[True]["gradient"] == 0
