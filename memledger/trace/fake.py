@@ -35,7 +35,11 @@ Rules (numbered so that code can point here):
    its upper bound: `nonzero(x)` -> (x.numel(), x.dim()) int64, `masked_select(x, m)` ->
    every element kept; `x[m]` with a bool mask `m` whose values are known (a padding mask
    of token ids) gets its real size (`_mask_index_size`). Anything else data-dependent
-   stops the run: exit 2 and the line.
+   stops the run: exit 2 and the line. Float results are known too where the call fixes
+   them (`torch.ones(B, T)`, KNOWN_FACTORIES) or all their fake inputs are known: BART's
+   decoder asks whether its float `ones` mask is all true, and a stand-in False built an
+   explicit causal mask the real run does not (+8,192 B). A known tensor written from
+   unknown values (`m[:, 8:] = x`) is forgotten (`_STALE`), never answered with old values.
 4. FakeTensorMode memoises each output FakeTensor in a WeakValueDictionary; the weakref
    makes `torch.utils.swap_tensors` refuse it, and `nn.Module._apply` swaps fake
    parameters, so `model.to(device)` fails (pytorch/pytorch#170770, open in torch 2.13).
@@ -116,7 +120,7 @@ from torch.utils._python_dispatch import _disable_current_modes
 from torch.utils._pytree import tree_flatten, tree_unflatten
 from torch.utils.flop_counter import flop_registry
 
-from memledger.trace.collector import Collector
+from memledger.trace.collector import Collector, _written_args
 from memledger.trace.fake_questions import RealAnswers
 
 aten = torch.ops.aten
@@ -255,7 +259,14 @@ def _shadow_of(t: torch.Tensor) -> torch.Tensor | None:
     if not isinstance(t, FakeTensor):
         return t
     s = getattr(t, "_memledger_shadow", None)
+    if s is not None and s.untyped_storage()._cdata in _STALE:
+        return None        # written by an op whose values are unknown: no longer the values
     return s if s is not None else t.constant
+
+
+# Rule 3: storages of shadows an op wrote without its values being known (`m[:, :5] = x` with
+# `x` a fake activation). Their values are no longer the run's, so they are not answered.
+_STALE: set[int] = set()
 
 
 # Rule 3: what a finiteness check answers when the data is healthy (finite), by op packet.
@@ -412,6 +423,29 @@ class _CpuKernel:
 GROUPED_MM_CPU = _CpuKernel(GROUPED_MM, _grouped_mm_out)
 
 
+# Rule 3: factories whose values the call fixes: a float result of one is known
+# (`attention_mask = torch.ones(B, T)`, BART's decoder), as are float results computed from
+# known tensors only (`mask.to(torch.bool)`, `(1.0 - mask) * min`), up to SHADOW_NUMEL.
+KNOWN_FACTORIES = frozenset({aten.ones, aten.zeros, aten.full, aten.ones_like, aten.zeros_like,
+                             aten.full_like, aten.new_ones, aten.new_zeros, aten.new_full,
+                             aten.arange, aten.scalar_tensor})
+
+
+def _float_known(func, args) -> bool:
+    """Rule 3: is a float result's value known? A value-fixing factory's, or one whose tensor
+    inputs are all known (shadowed or real), at least one of them."""
+    if getattr(func, "_overloadpacket", None) in KNOWN_FACTORIES:
+        return True
+    n = 0
+    for a in args:
+        for t in (a if isinstance(a, (list, tuple)) else (a,)):
+            if isinstance(t, torch.Tensor):
+                if _shadow_of(t) is None:
+                    return False
+                n += isinstance(t, FakeTensor)   # real inputs alone: not ours to compute
+    return n > 0
+
+
 def _mask_index_size(args) -> torch.Tensor | None:
     """`x[m]` (or `x[:, m]`) with a known bool mask `m` (Rule 3: a padding mask of token ids):
     a meta tensor of the result's real shape, x.shape[:d] + (m.sum(),) + x.shape[d + m.dim():];
@@ -477,6 +511,7 @@ class FakeCollector(Collector):
 
     # ---- lifecycle: FakeTensorMode below the collector ---------------------------------
     def __enter__(self) -> "FakeCollector":
+        _STALE.clear()
         self.fake_mode.__enter__()
         try:
             self._answers.__enter__()
@@ -543,8 +578,11 @@ class FakeCollector(Collector):
         if isinstance(out, FakeTensor):
             if out.dtype is torch.bool:
                 _mark_healthy(func, args, out)              # Rule 3: finiteness checks
-            if not out.is_floating_point() and out.numel() <= SHADOW_NUMEL:
+            if out.numel() <= SHADOW_NUMEL and (not out.is_floating_point()
+                                                or _float_known(func, args)):
                 self._shadow(func, args, kwargs or {}, (out,))   # Rule 3: index integers
+            elif hasattr(out, "_memledger_shadow"):
+                self._stale(func, args, kwargs or {})
         elif isinstance(out, (list, tuple)) and out and isinstance(out[0], FakeTensor) \
                 and not out[0].is_floating_point() and len(out) <= SHADOW_NUMEL:
             self._shadow(func, args, kwargs or {}, out)     # unbind: `for i in ix`
@@ -603,13 +641,30 @@ class FakeCollector(Collector):
         """Compute a small integer result for real from its inputs' shadows (Rule 3)."""
         r = self._real(func, args, kwargs)
         if r is None:
+            self._stale(func, args, kwargs)
             return
         rs = (r,) if isinstance(r, torch.Tensor) else r
         if not isinstance(rs, (list, tuple)) or len(rs) != len(outs):
             return
+        fresh = not _written_args(func) and not getattr(func, "is_view", True)
         for o, x in zip(outs, rs):
             if isinstance(o, FakeTensor) and isinstance(x, torch.Tensor) and x.shape == o.shape:
                 o._memledger_shadow = x
+                if fresh:   # a new storage that reuses a stale one's address is not stale
+                    _STALE.discard(x.untyped_storage()._cdata)
+
+    def _stale(self, func, args, kwargs) -> None:
+        """Rule 3: an op wrote a shadowed tensor with values not known: forget its values
+        (before, the shadow kept the old ones, and a mask filled from an activation read as
+        the constant it started as)."""
+        for i in _written_args(func):
+            t = args[i] if i < len(args) else None
+            s = getattr(t, "_memledger_shadow", None)
+            if s is not None:
+                _STALE.add(s.untyped_storage()._cdata)
+        t = kwargs.get("out")
+        if isinstance(t, FakeTensor) and getattr(t, "_memledger_shadow", None) is not None:
+            _STALE.add(t._memledger_shadow.untyped_storage()._cdata)
 
     def _forget(self, t: FakeTensor) -> None:
         for r in weakref.getweakrefs(t):

@@ -518,3 +518,20 @@ def test_fake_item_is_an_event_so_the_last_frees_fall_before_the_end():
             loss.item()
         ends[fake] = led.ledger.resident_at_end()
     assert ends[True] == ends[False] and ends[True]["gradient"] == 0
+
+
+def test_fake_float_mask_of_known_values_is_known_until_written_unknown():
+    """Rule 3: BART's decoder makes `attention_mask = torch.ones(B, T)` (float) and asks
+    `mask.bool().sum() == numel`; only integer results were computed for real, so the fake
+    run stood in False and built an explicit causal mask (+8,192 B of `where` saved per
+    run, 3,764,228 B against 3,756,036). A shadow written from unknown values is forgotten,
+    not kept stale (it answered 64 here, where the real run has its own count)."""
+    import torch
+
+    with memledger.trace(fake=True) as led:
+        m = torch.ones(4, 16)
+        assert bool(m.to(torch.bool).sum() == m.numel())    # known: no stand-in
+        m[:, 8:] = torch.randn(4, 8)
+        assert int(m.to(torch.bool).sum()) == 0             # unknown now: the stand-in
+    assert [s.code for s in fake_info(led.ledger).standins] == [
+        "assert int(m.to(torch.bool).sum()) == 0             # unknown now: the stand-in"]
