@@ -91,6 +91,8 @@ Rules (numbered so that code can point here):
    on CPU in fp32): the meta kernel copies the CUDA kernel's bf16-only check, so the fake
    run crashed where the real one trains, and on a CPU-only build makes a contiguous output
    where the CPU kernel (as the CUDA one) pads each row's stride to 16 bytes.
+12. A deep copy of a fake tensor keeps the run's mode (`_RunMode`): `copy.deepcopy(model)`
+   copied the mode with each tensor, and the copies were then faked again as foreign.
 
 Worked example (MLP of examples/train_mlp.py, B=64, fp32, fake, target cpu): fc1.weight is
 a fake 512×256 tensor whose meta storage has 512·256·4 = 524,288 bytes; its row is the
@@ -415,12 +417,33 @@ class _CpuKernel:
         self.op, self.make = op, make
         self.__name__ = op.__name__
         self._overloadpacket = op._overloadpacket
+        self._schema = op._schema      # the arguments it writes: Note [Storages grown ...]
 
     def __call__(self, *args, **kwargs):
         return self.make(*args, **kwargs)
 
 
 GROUPED_MM_CPU = _CpuKernel(GROUPED_MM, _grouped_mm_out)
+OBS_FQ = aten._fused_moving_avg_obs_fq_helper.default
+
+
+def _obs_fq_grown(x, observer_on, fake_quant_on, running_min, running_max, scale, zero_point,
+                  *rest, **kwargs):
+    """Rule 11: eager QAT's per-channel observer. The CPU (and CUDA) kernel grows its empty
+    `running_min`, `running_max`, `scale` and `zero_point` to one value per channel at the
+    first call; the meta kernel leaves them empty (5,240 B of `buffer` short on
+    tests/clients/train_mech.py --case qat)."""
+    ch_axis = rest[3] if len(rest) > 3 else kwargs.get("ch_axis", 0)
+    per_row = rest[4] if len(rest) > 4 else kwargs.get("per_row_fake_quant", False)
+    if per_row and running_min.numel() == 0:
+        n = x.shape[ch_axis]
+        for t in (running_min, running_max, scale, zero_point):
+            t.resize_(n)
+    return OBS_FQ(x, observer_on, fake_quant_on, running_min, running_max, scale, zero_point,
+                  *rest, **kwargs)
+
+
+OBS_FQ_CPU = _CpuKernel(OBS_FQ, _obs_fq_grown)
 
 
 # Rule 3: factories whose values the call fixes: a float result of one is known
@@ -472,6 +495,19 @@ UPPER_BOUNDS = {
 }
 
 
+class _RunMode(FakeTensorMode):
+    """Rule 12: the run's FakeTensorMode, which `copy.deepcopy` leaves as it is.
+
+    A FakeTensor keeps its mode in its `__dict__`, and `Tensor.__deepcopy__` deep-copies that
+    dict: `copy.deepcopy(model)` (eager QAT's `prepare_qat`, EMA copies) gave every copied
+    parameter a mode of its own. The run's mode then took them for real tensors and faked
+    them again (a weakref on each), and the copy's `.to(device)` failed to swap them:
+    `_apply(): Couldn't swap Linear.weight` (tests/clients/train_mech.py --case qat)."""
+
+    def __deepcopy__(self, memo):
+        return self
+
+
 class FakeCollector(Collector):
     """A Collector that runs the script above its own FakeTensorMode (Note [Fake runs]).
 
@@ -493,12 +529,17 @@ class FakeCollector(Collector):
     TWIN_TYPES = (torch.Tensor, FakeTensor)
     # Rule 9: a saved fake tensor is aliased as a plain one is, and its release followed
     ALIAS_TYPES = (torch.Tensor, torch.nn.Parameter, FakeTensor)
+    # Note [Storages grown inside an op] (trace/collector.py): a fake tensor's meta storage
+    # grows as a real one does; without it eager QAT's observers (per-channel min/max,
+    # scale, zero_point grown at the first forward) read 5,240 B of `buffer` under the real
+    # run (tests/clients/train_mech.py --case qat: 307,312 B against 312,552)
+    GROW_TYPES = (torch.Tensor, FakeTensor)
 
     def __init__(self, sink, target: FakeTarget | None = None, **kwargs) -> None:
         self.target = target or FakeTarget()
         header = {**self.target.header(), **(kwargs.pop("header", None) or {})}
         super().__init__(sink, header=header, **kwargs)
-        self.fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
+        self.fake_mode = _RunMode(allow_non_fake_inputs=True)    # Rule 12
         self._answers = RealAnswers()            # Rule 7
         self._memo = self.fake_mode.fake_tensor_converter.tensor_memo
         self._standin_sites: set[tuple[str, int, str]] = set()
@@ -553,6 +594,8 @@ class FakeCollector(Collector):
             func = LAYER_NORM_FP32_STATS                 # Rule 10
         elif func is GROUPED_MM and args[0].device.type == "cpu":
             func = GROUPED_MM_CPU                        # Rule 11
+        elif func is OBS_FQ:
+            func = OBS_FQ_CPU                            # Rule 11
         ub = UPPER_BOUNDS.get(func)
         if ub is not None and isinstance(args[0], FakeTensor):   # real inputs: real values
             known = self._real(func, args, kwargs or {})          # shadowed: the real size

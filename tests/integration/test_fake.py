@@ -535,3 +535,25 @@ def test_fake_float_mask_of_known_values_is_known_until_written_unknown():
         assert int(m.to(torch.bool).sum()) == 0             # unknown now: the stand-in
     assert [s.code for s in fake_info(led.ledger).standins] == [
         "assert int(m.to(torch.bool).sum()) == 0             # unknown now: the stand-in"]
+
+
+def test_fake_eager_qat_copies_and_grows_its_observers_as_a_real_run():
+    """Rule 12: `prepare_qat` deep-copies the model; each copied fake tensor got a copy of
+    the run's FakeTensorMode and the copy's `.to(device)` crashed (`_apply(): Couldn't swap
+    Linear.weight`). Rule 11: the observers' per-channel state grows at the first forward
+    on CPU but not in the meta kernel: buffers 164 B fake against 1,236 B real."""
+    import torch
+
+    q = torch.ao.quantization
+    got = {}
+    for fake in (False, True):
+        with memledger.trace(fake=fake) as led:
+            torch.manual_seed(0)
+            m = torch.nn.Sequential(q.QuantStub(), torch.nn.Linear(16, 64), torch.nn.ReLU(),
+                                    torch.nn.Linear(64, 4), q.DeQuantStub())
+            m.train()
+            m.qconfig = q.get_default_qat_qconfig("x86")
+            m = q.prepare_qat(m)
+            m(torch.randn(8, 16)).sum().backward()
+        got[fake] = (led.ledger.resident_at_end()["buffer"], led.peak().bytes)
+    assert got[True] == got[False] and got[True][0] == 1_236
