@@ -260,10 +260,32 @@ def _shadow_of(t: torch.Tensor) -> torch.Tensor | None:
     has a shadow (small integers computed for real) or a FakeTensorMode constant."""
     if not isinstance(t, FakeTensor):
         return t
-    s = getattr(t, "_memledger_shadow", None)
+    s = _shadow_tensor(t)
     if s is not None and s.untyped_storage()._cdata in _STALE:
         return None        # written by an op whose values are unknown: no longer the values
     return s if s is not None else t.constant
+
+
+class _Shadow:
+    """Rule 3: the real values behind a fake tensor, kept in its `__dict__`. `copy.deepcopy`
+    of a module copies that dict inside the run's FakeTensorMode, where copying a real
+    tensor's storage fails ("set the storage of a tensor on device meta to a storage on
+    ... cpu": an EMA copy of GPT-2 whose zero biases were known); so a copy clones the
+    values with the modes off."""
+
+    __slots__ = ("t",)
+
+    def __init__(self, t: torch.Tensor) -> None:
+        self.t = t
+
+    def __deepcopy__(self, memo) -> "_Shadow":
+        with _disable_current_modes():
+            return _Shadow(self.t.clone())
+
+
+def _shadow_tensor(t) -> torch.Tensor | None:
+    s = getattr(t, "_memledger_shadow", None)
+    return s.t if s is not None else None
 
 
 # Rule 3: storages of shadows an op wrote without its values being known (`m[:, :5] = x` with
@@ -692,7 +714,7 @@ class FakeCollector(Collector):
         fresh = not _written_args(func) and not getattr(func, "is_view", True)
         for o, x in zip(outs, rs):
             if isinstance(o, FakeTensor) and isinstance(x, torch.Tensor) and x.shape == o.shape:
-                o._memledger_shadow = x
+                o._memledger_shadow = _Shadow(x)
                 if fresh:   # a new storage that reuses a stale one's address is not stale
                     _STALE.discard(x.untyped_storage()._cdata)
 
@@ -702,12 +724,12 @@ class FakeCollector(Collector):
         the constant it started as)."""
         for i in _written_args(func):
             t = args[i] if i < len(args) else None
-            s = getattr(t, "_memledger_shadow", None)
+            s = _shadow_tensor(t)
             if s is not None:
                 _STALE.add(s.untyped_storage()._cdata)
         t = kwargs.get("out")
-        if isinstance(t, FakeTensor) and getattr(t, "_memledger_shadow", None) is not None:
-            _STALE.add(t._memledger_shadow.untyped_storage()._cdata)
+        if isinstance(t, FakeTensor) and (s := _shadow_tensor(t)) is not None:
+            _STALE.add(s.untyped_storage()._cdata)
 
     def _forget(self, t: FakeTensor) -> None:
         for r in weakref.getweakrefs(t):

@@ -557,3 +557,20 @@ def test_fake_eager_qat_copies_and_grows_its_observers_as_a_real_run():
             m(torch.randn(8, 16)).sum().backward()
         got[fake] = (led.ledger.resident_at_end()["buffer"], led.peak().bytes)
     assert got[True] == got[False] and got[True][0] == 1_236
+
+
+def test_fake_deep_copy_of_a_module_with_known_values():
+    """Rule 3's shadows live in a fake tensor's `__dict__`; `copy.deepcopy(model)` (an EMA
+    copy) copied them inside FakeTensorMode and crashed ("set the storage of a tensor on
+    device meta to a storage on different device cpu"): a `position_ids = arange(...)`
+    buffer was enough. The copy now keeps the values."""
+    import copy
+
+    import torch
+
+    with memledger.trace(fake=True) as led:
+        m = torch.nn.Linear(4, 4)
+        m.register_buffer("ids", torch.arange(16))
+        twin = copy.deepcopy(m).to("cpu")                  # Rule 12: the run's mode
+        assert int(twin.ids.sum()) == 120
+    assert fake_info(led.ledger).standins == []
