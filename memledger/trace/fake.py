@@ -34,7 +34,8 @@ Rules (numbered so that code can point here):
    `if not torch.isfinite(loss): continue` still trains. An op whose output *size* depends on values gets
    its upper bound: `nonzero(x)` -> (x.numel(), x.dim()) int64, `masked_select(x, m)` ->
    every element kept; `x[m]` with a bool mask `m` whose values are known (a padding mask
-   of token ids) gets its real size (`_mask_index_size`). Anything else data-dependent
+   of token ids) gets its real size (`_mask_index_size`), as does `ctc_loss` with known
+   target lengths (`_ctc_out`: wav2vec2's CTC head). Anything else data-dependent
    stops the run: exit 2 and the line. Float results are known too where the call fixes
    them (`torch.ones(B, T)`, KNOWN_FACTORIES) or all their fake inputs are known: BART's
    decoder asks whether its float `ones` mask is all true, and a stand-in False built an
@@ -466,6 +467,30 @@ def _obs_fq_grown(x, observer_on, fake_quant_on, running_min, running_max, scale
 
 
 OBS_FQ_CPU = _CpuKernel(OBS_FQ, _obs_fq_grown)
+CTC_LOSS = aten._ctc_loss.Tensor
+
+
+def _ctc_known_lengths(args) -> bool:
+    """Rule 3: are the target lengths of a `ctc_loss` known (token counts of the script's
+    own labels)? Then its outputs have their real size."""
+    return len(args) > 3 and _shadow_of(args[3]) is not None
+
+
+def _ctc_out(log_probs, targets, input_lengths, target_lengths, *rest, **kwargs):
+    """Rule 3: `_ctc_loss`'s outputs from known target lengths, as the kernel sizes them: the
+    loss per sample (B,) and log_alpha (B, T, 2 * max(target_lengths) + 1), saved for
+    backward. torch's fake kernel refuses (the size is in the values); wav2vec2's CTC head
+    (tests/clients/train_more2.py --model wav2vec2) stopped the run with exit 2."""
+    with _disable_current_modes():
+        tl = _shadow_of(target_lengths)
+        longest = int(tl.max()) if tl.numel() else 0
+    b = log_probs.shape[1]
+    opts = {"dtype": log_probs.dtype, "device": log_probs.device}
+    return (torch.empty((b,), **opts),
+            torch.empty((b, log_probs.shape[0], 2 * longest + 1), **opts))
+
+
+CTC_LOSS_KNOWN = _CpuKernel(CTC_LOSS, _ctc_out)
 
 
 # Rule 3: factories whose values the call fixes: a float result of one is known
@@ -618,6 +643,8 @@ class FakeCollector(Collector):
             func = GROUPED_MM_CPU                        # Rule 11
         elif func is OBS_FQ:
             func = OBS_FQ_CPU                            # Rule 11
+        elif func is CTC_LOSS and _ctc_known_lengths(args):
+            func = CTC_LOSS_KNOWN                        # Rule 3
         ub = UPPER_BOUNDS.get(func)
         if ub is not None and isinstance(args[0], FakeTensor):   # real inputs: real values
             known = self._real(func, args, kwargs or {})          # shadowed: the real size

@@ -574,3 +574,25 @@ def test_fake_deep_copy_of_a_module_with_known_values():
         twin = copy.deepcopy(m).to("cpu")                  # Rule 12: the run's mode
         assert int(twin.ids.sum()) == 120
     assert fake_info(led.ledger).standins == []
+
+
+def test_fake_ctc_loss_with_known_target_lengths_has_its_real_size():
+    """Rule 3: `_ctc_loss` sizes its saved log_alpha by max(target_lengths); torch's fake
+    kernel refuses (exit 2 on wav2vec2's CTC head). Target lengths counted from the script's
+    own labels are known: log_alpha (2, 50, 2 x 10 + 1) fp32 = 8,400 B, as in the real run."""
+    import torch
+    import torch.nn.functional as F
+
+    got = {}
+    for fake in (False, True):
+        with memledger.trace(fake=fake) as led:
+            g = torch.Generator().manual_seed(0)
+            lin = torch.nn.Linear(16, 20)
+            labels = torch.randint(1, 20, (2, 10), generator=g)
+            labels[1, 7:] = 0
+            log_probs = lin(torch.randn(50, 2, 16, generator=g)).log_softmax(-1)
+            F.ctc_loss(log_probs, labels, torch.full((2,), 50), (labels > 0).sum(-1)).backward()
+        st = led.storages
+        rows = st[st["op"] == "_ctc_loss.Tensor"]
+        got[fake] = (sorted(zip(rows["shape"], rows["bytes"])), led.peak().bytes)
+    assert got[True] == got[False] and got[True][0] == [("2", 8), ("2x50x21", 8400)]
