@@ -713,9 +713,13 @@ class FakeCollector(Collector):
         real = []
         for a in flat:
             if isinstance(a, torch.Tensor):
+                own = isinstance(a, FakeTensor) and _shadow_tensor(a) is None
                 a = _shadow_of(a)
                 if a is None:
                     return None
+                if own:   # FakeTensorMode's own constant: an in-place op here must not
+                    with _disable_current_modes():   # write it too (AdamW's `step += 1`
+                        a = a.clone()                # counted twice: 6.0 after 3 steps)
             elif isinstance(a, torch.device):
                 a = torch.device("cpu")
             real.append(a)

@@ -596,3 +596,19 @@ def test_fake_ctc_loss_with_known_target_lengths_has_its_real_size():
         rows = st[st["op"] == "_ctc_loss.Tensor"]
         got[fake] = (sorted(zip(rows["shape"], rows["bytes"])), led.peak().bytes)
     assert got[True] == got[False] and got[True][0] == [("2", 8), ("2x50x21", 8400)]
+
+
+def test_fake_optimizer_step_counter_counts_once():
+    """Rule 3: a float computed from known values is computed for real; on FakeTensorMode's
+    own constant (AdamW's `step`) that must not write the constant as well: `step += 1`
+    counted twice (6.0 after 3 steps) before the constant was copied first."""
+    import torch
+
+    with memledger.trace(fake=True):
+        lin = torch.nn.Linear(4, 4)
+        opt = torch.optim.AdamW(lin.parameters())
+        for _ in range(3):
+            lin(torch.randn(2, 4)).sum().backward()
+            opt.step()
+            opt.zero_grad()
+        assert opt.state[lin.weight]["step"].item() == 3.0
