@@ -94,6 +94,9 @@ Rules (numbered so that code can point here):
    where the CPU kernel (as the CUDA one) pads each row's stride to 16 bytes.
 12. A deep copy of a fake tensor keeps the run's mode (`_RunMode`): `copy.deepcopy(model)`
    copied the mode with each tensor, and the copies were then faked again as foreign.
+13. FakeTensorMode's sparse ops keep no entries (`clone` of a sparse COO gradient has
+   nnz 0): a sparse embedding gradient reads 0 B. Not modelled; an op that loses a sparse
+   input's entries gets a stand-in record naming the line, not a silent 0 B.
 
 Worked example (MLP of examples/train_mlp.py, B=64, fp32, fake, target cpu): fc1.weight is
 a fake 512×256 tensor whose meta storage has 512·256·4 = 524,288 bytes; its row is the
@@ -157,6 +160,21 @@ for _cpu, _like in (("_scaled_dot_product_flash_attention_for_cpu",
                      "_scaled_dot_product_flash_attention_backward")):
     if hasattr(aten, _cpu) and getattr(aten, _like) in flop_registry:
         FLOPS[getattr(aten, _cpu)] = flop_registry[getattr(aten, _like)]
+
+# Rule 13: FakeTensorMode's sparse ops (`clone`, `_coalesce`, `sparse_mask`) return COO
+# tensors with no entries whatever their input's: AccumulateGrad clones
+# `nn.Embedding(sparse=True)`'s gradient, which reads 0 B where the real run keeps
+# 13,056 B (tests/clients/train_mech.py --case sparse, resident at the end). Not modelled:
+# the first op on each line that loses entries gets a stand-in record, `show` prints it.
+SPARSE_NOTE = "nnz 0: FakeTensorMode kept no entries of this sparse tensor (its bytes read 0)"
+
+
+def _lost_entries(args, out) -> bool:
+    """Rule 13: a sparse result with no entries from a sparse input that had some."""
+    if out.layout is not torch.sparse_coo or out._nnz() != 0:
+        return False
+    return any(isinstance(a, torch.Tensor) and a.layout is torch.sparse_coo and a._nnz() > 0
+               for a in args)
 
 # Rule 3: integer and bool results up to this many elements are also computed for real
 # (batch indices, token ids, masks), so `data[i:i + T]` slices T tokens, as in the run.
@@ -678,6 +696,8 @@ class FakeCollector(Collector):
         elif isinstance(out, (list, tuple)) and out and isinstance(out[0], FakeTensor) \
                 and not out[0].is_floating_point() and len(out) <= SHADOW_NUMEL:
             self._shadow(func, args, kwargs or {}, out)     # unbind: `for i in ix`
+        if isinstance(out, FakeTensor) and out.is_sparse and _lost_entries(args, out):
+            self._note_standin(str(func), SPARSE_NOTE)   # Rule 13: said, not a silent 0 B
         fl = FLOPS.get(getattr(func, "_overloadpacket", None))
         if fl is not None:                          # Rule 6
             n = int(fl(*args, **(kwargs or {}), out_val=out))

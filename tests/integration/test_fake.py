@@ -612,3 +612,16 @@ def test_fake_optimizer_step_counter_counts_once():
             opt.step()
             opt.zero_grad()
         assert opt.state[lin.weight]["step"].item() == 3.0
+
+
+def test_fake_sparse_gradient_without_entries_is_said():
+    """Rule 13: FakeTensorMode's `clone` of a sparse COO tensor keeps no entries, so a sparse
+    embedding gradient reads 0 B (960 B real here). Not modelled: a stand-in record names
+    the line instead of a silent 0."""
+    import torch
+
+    with memledger.trace(fake=True) as led:
+        e = torch.nn.Embedding(50, 8, sparse=True)
+        e(torch.randint(0, 50, (4, 6))).sum().backward()
+    notes = [s for s in fake_info(led.ledger).standins if s.op == "aten.clone.default"]
+    assert len(notes) == 1 and notes[0].value.startswith("nnz 0") and "backward()" in notes[0].code
