@@ -597,11 +597,13 @@ class Collector(ShardingMixin, TorchDispatchMode):
     # 4 x 40 B). So the sizes of the single tensors an op writes are read before it runs, and
     # one that changed is written as resized at the op's event: its old bytes freed, its new
     # ones a new sid (op `resize_`) that keeps the old one's roles (a buffer stays a buffer).
+    GROW_TYPES: tuple[type, ...] = (_Tensor,)   # FakeCollector adds FakeTensor (meta storages)
+
     def _written_sizes(self, slots, args, kwargs) -> list:
         out = []
         for i, name in slots:
             t = args[i] if i < len(args) else kwargs.get(name)
-            if type(t) is _Tensor:   # plain tensors only: a subclass's storage is its own
+            if type(t) in self.GROW_TYPES:   # plain tensors: a subclass's storage is its own
                 try:
                     st = t.untyped_storage()
                 except (RuntimeError, NotImplementedError):

@@ -23,7 +23,9 @@ Rules (numbered so that code can point here):
    its row is on device `real:cpu`, which no query of the target counts.
 2. Ops that fake tensors send through dispatch but that allocate nothing and that a real
    run never dispatches (`prim.device` on every `.device` read, `aten.sym_size`, ...) are not
-   events: event numbers stay those of the real run.
+   events: event numbers stay those of the real run. `.item()` (`_local_scalar_dense`)
+   allocates nothing but is an event in a real run, so it is one in a fake run too, its
+   value found first (Rule 3) and handed through the collector (`ITEM_VALUE`).
 3. Data-dependent values get a stand-in and a `{"k": "standin"}` record naming the script
    line (once per line): `.item()`, `float(t)`, `int(t)`, `bool(t)`, `.tolist()`, a tensor
    used as an index -> 0, 0.0 or False (integer and bool results of up to SHADOW_NUMEL
@@ -32,8 +34,13 @@ Rules (numbered so that code can point here):
    `if not torch.isfinite(loss): continue` still trains. An op whose output *size* depends on values gets
    its upper bound: `nonzero(x)` -> (x.numel(), x.dim()) int64, `masked_select(x, m)` ->
    every element kept; `x[m]` with a bool mask `m` whose values are known (a padding mask
-   of token ids) gets its real size (`_mask_index_size`). Anything else data-dependent
-   stops the run: exit 2 and the line.
+   of token ids) gets its real size (`_mask_index_size`), as does `ctc_loss` with known
+   target lengths (`_ctc_out`: wav2vec2's CTC head). Anything else data-dependent
+   stops the run: exit 2 and the line. Float results are known too where the call fixes
+   them (`torch.ones(B, T)`, KNOWN_FACTORIES) or all their fake inputs are known: BART's
+   decoder asks whether its float `ones` mask is all true, and a stand-in False built an
+   explicit causal mask the real run does not (+8,192 B). A known tensor written from
+   unknown values (`m[:, 8:] = x`) is forgotten (`_STALE`), never answered with old values.
 4. FakeTensorMode memoises each output FakeTensor in a WeakValueDictionary; the weakref
    makes `torch.utils.swap_tensors` refuse it, and `nn.Module._apply` swaps fake
    parameters, so `model.to(device)` fails (pytorch/pytorch#170770, open in torch 2.13).
@@ -80,6 +87,16 @@ Rules (numbered so that code can point here):
    accumulate type); torch's fake one (`native_layer_norm` in torch/_refs) casts them to
    the input's dtype on CPU. DistilBERT under CPU autocast bf16 (tests/clients/train_hf.py,
    B=2, T=32): each saved pair read 2 x 64 x 2 = 256 B where the real run keeps 512 B.
+11. A kernel whose meta implementation disagrees with the CPU kernel standing in gets the
+   CPU kernel's output (`_CpuKernel`). `_grouped_mm` (transformers' MoE experts, Mixtral,
+   on CPU in fp32): the meta kernel copies the CUDA kernel's bf16-only check, so the fake
+   run crashed where the real one trains, and on a CPU-only build makes a contiguous output
+   where the CPU kernel (as the CUDA one) pads each row's stride to 16 bytes.
+12. A deep copy of a fake tensor keeps the run's mode (`_RunMode`): `copy.deepcopy(model)`
+   copied the mode with each tensor, and the copies were then faked again as foreign.
+13. FakeTensorMode's sparse ops keep no entries (`clone` of a sparse COO gradient has
+   nnz 0): a sparse embedding gradient reads 0 B. Not modelled; an op that loses a sparse
+   input's entries gets a stand-in record naming the line, not a silent 0 B.
 
 Worked example (MLP of examples/train_mlp.py, B=64, fp32, fake, target cpu): fc1.weight is
 a fake 512×256 tensor whose meta storage has 512·256·4 = 524,288 bytes; its row is the
@@ -109,7 +126,7 @@ from torch.utils._python_dispatch import _disable_current_modes
 from torch.utils._pytree import tree_flatten, tree_unflatten
 from torch.utils.flop_counter import flop_registry
 
-from memledger.trace.collector import Collector
+from memledger.trace.collector import Collector, _written_args
 from memledger.trace.fake_questions import RealAnswers
 
 aten = torch.ops.aten
@@ -143,6 +160,21 @@ for _cpu, _like in (("_scaled_dot_product_flash_attention_for_cpu",
                      "_scaled_dot_product_flash_attention_backward")):
     if hasattr(aten, _cpu) and getattr(aten, _like) in flop_registry:
         FLOPS[getattr(aten, _cpu)] = flop_registry[getattr(aten, _like)]
+
+# Rule 13: FakeTensorMode's sparse ops (`clone`, `_coalesce`, `sparse_mask`) return COO
+# tensors with no entries whatever their input's: AccumulateGrad clones
+# `nn.Embedding(sparse=True)`'s gradient, which reads 0 B where the real run keeps
+# 13,056 B (tests/clients/train_mech.py --case sparse, resident at the end). Not modelled:
+# the first op on each line that loses entries gets a stand-in record, `show` prints it.
+SPARSE_NOTE = "nnz 0: FakeTensorMode kept no entries of this sparse tensor (its bytes read 0)"
+
+
+def _lost_entries(args, out) -> bool:
+    """Rule 13: a sparse result with no entries from a sparse input that had some."""
+    if out.layout is not torch.sparse_coo or out._nnz() != 0:
+        return False
+    return any(isinstance(a, torch.Tensor) and a.layout is torch.sparse_coo and a._nnz() > 0
+               for a in args)
 
 # Rule 3: integer and bool results up to this many elements are also computed for real
 # (batch indices, token ids, masks), so `data[i:i + T]` slices T tokens, as in the run.
@@ -247,8 +279,37 @@ def _shadow_of(t: torch.Tensor) -> torch.Tensor | None:
     has a shadow (small integers computed for real) or a FakeTensorMode constant."""
     if not isinstance(t, FakeTensor):
         return t
-    s = getattr(t, "_memledger_shadow", None)
+    s = _shadow_tensor(t)
+    if s is not None and s.untyped_storage()._cdata in _STALE:
+        return None        # written by an op whose values are unknown: no longer the values
     return s if s is not None else t.constant
+
+
+class _Shadow:
+    """Rule 3: the real values behind a fake tensor, kept in its `__dict__`. `copy.deepcopy`
+    of a module copies that dict inside the run's FakeTensorMode, where copying a real
+    tensor's storage fails ("set the storage of a tensor on device meta to a storage on
+    ... cpu": an EMA copy of GPT-2 whose zero biases were known); so a copy clones the
+    values with the modes off."""
+
+    __slots__ = ("t",)
+
+    def __init__(self, t: torch.Tensor) -> None:
+        self.t = t
+
+    def __deepcopy__(self, memo) -> "_Shadow":
+        with _disable_current_modes():
+            return _Shadow(self.t.clone())
+
+
+def _shadow_tensor(t) -> torch.Tensor | None:
+    s = getattr(t, "_memledger_shadow", None)
+    return s.t if s is not None else None
+
+
+# Rule 3: storages of shadows an op wrote without its values being known (`m[:, :5] = x` with
+# `x` a fake activation). Their values are no longer the run's, so they are not answered.
+_STALE: set[int] = set()
 
 
 # Rule 3: what a finiteness check answers when the data is healthy (finite), by op packet.
@@ -315,6 +376,23 @@ class _RealSize:
         return torch.empty(self.real.shape, dtype=self.real.dtype, device=args[0].device)
 
 
+class _Valued:
+    """Rule 2/3: `.item()` with its value found beforehand, run through the collector as the
+    event it is in a real run. One instance (ITEM_VALUE): the collector caches per op."""
+
+    def __init__(self, op) -> None:
+        self.op, self.value = op, None
+        self.__name__ = op.__name__
+        self._overloadpacket = op._overloadpacket
+
+    def __call__(self, *args, **kwargs):
+        value, self.value = self.value, None
+        return value
+
+
+ITEM_VALUE = _Valued(ITEM)
+
+
 INDEX = aten.index.Tensor
 LAYER_NORM = aten.native_layer_norm.default
 REDUCED = (torch.bfloat16, torch.float16)
@@ -349,6 +427,113 @@ def _layer_norm_stats_in_float(args, kernels_for_cuda: bool) -> bool:
     return any(p.dtype == torch.float32 for p in params)   # CPU's mixed-type path
 
 
+GROUPED_MM = aten._grouped_mm.default
+
+
+def _grouped_mm_out(mat_a, mat_b, offs=None, bias=None, out_dtype=None):
+    """Rule 11: `_grouped_mm`'s output as the CPU kernel makes it. The meta kernel copies the
+    CUDA kernel's checks (bf16 inputs only) and, on a CPU-only build, returns a contiguous
+    output; the CPU kernel takes fp32/fp16 too and, as the CUDA one, pads each row's
+    stride to 16 bytes: a (10, 5) fp32 result has strides (8, 1) and a 308-byte storage."""
+    dtype = out_dtype or mat_a.dtype
+    a2, b2 = mat_a.dim() == 2, mat_b.dim() == 2
+    if a2 and b2:              # (M, K) x (K, N) by groups of K: one (M, N) per group
+        size = [offs.shape[0], mat_a.shape[0], mat_b.shape[1]]
+    elif a2:                   # tokens sorted by expert x (E, K, N)
+        size = [mat_a.shape[0], mat_b.shape[-1]]
+    elif b2:                   # (E, M, K) x (K, N)
+        size = [mat_a.shape[1], mat_b.shape[1]]
+    else:                      # batched
+        size = [mat_a.shape[0], mat_a.shape[1], mat_b.shape[-1]]
+    per = max(1, 16 // dtype.itemsize)
+    row = -(-size[-1] // per) * per
+    stride = [row, 1] if len(size) == 2 else [size[1] * row, row, 1]
+    return torch.empty_strided(size, stride, dtype=dtype, device=mat_a.device)
+
+
+class _CpuKernel:
+    """Rule 11: an op whose meta kernel disagrees with the CPU kernel standing in."""
+
+    def __init__(self, op, make) -> None:
+        self.op, self.make = op, make
+        self.__name__ = op.__name__
+        self._overloadpacket = op._overloadpacket
+        self._schema = op._schema      # the arguments it writes: Note [Storages grown ...]
+
+    def __call__(self, *args, **kwargs):
+        return self.make(*args, **kwargs)
+
+
+GROUPED_MM_CPU = _CpuKernel(GROUPED_MM, _grouped_mm_out)
+OBS_FQ = aten._fused_moving_avg_obs_fq_helper.default
+
+
+def _obs_fq_grown(x, observer_on, fake_quant_on, running_min, running_max, scale, zero_point,
+                  *rest, **kwargs):
+    """Rule 11: eager QAT's per-channel observer. The CPU (and CUDA) kernel grows its empty
+    `running_min`, `running_max`, `scale` and `zero_point` to one value per channel at the
+    first call; the meta kernel leaves them empty (5,240 B of `buffer` short on
+    tests/clients/train_mech.py --case qat)."""
+    ch_axis = rest[3] if len(rest) > 3 else kwargs.get("ch_axis", 0)
+    per_row = rest[4] if len(rest) > 4 else kwargs.get("per_row_fake_quant", False)
+    if per_row and running_min.numel() == 0:
+        n = x.shape[ch_axis]
+        for t in (running_min, running_max, scale, zero_point):
+            t.resize_(n)
+    return OBS_FQ(x, observer_on, fake_quant_on, running_min, running_max, scale, zero_point,
+                  *rest, **kwargs)
+
+
+OBS_FQ_CPU = _CpuKernel(OBS_FQ, _obs_fq_grown)
+CTC_LOSS = aten._ctc_loss.Tensor
+
+
+def _ctc_known_lengths(args) -> bool:
+    """Rule 3: are the target lengths of a `ctc_loss` known (token counts of the script's
+    own labels)? Then its outputs have their real size."""
+    return len(args) > 3 and _shadow_of(args[3]) is not None
+
+
+def _ctc_out(log_probs, targets, input_lengths, target_lengths, *rest, **kwargs):
+    """Rule 3: `_ctc_loss`'s outputs from known target lengths, as the kernel sizes them: the
+    loss per sample (B,) and log_alpha (B, T, 2 * max(target_lengths) + 1), saved for
+    backward. torch's fake kernel refuses (the size is in the values); wav2vec2's CTC head
+    (tests/clients/train_more2.py --model wav2vec2) stopped the run with exit 2."""
+    with _disable_current_modes():
+        tl = _shadow_of(target_lengths)
+        longest = int(tl.max()) if tl.numel() else 0
+    b = log_probs.shape[1]
+    opts = {"dtype": log_probs.dtype, "device": log_probs.device}
+    return (torch.empty((b,), **opts),
+            torch.empty((b, log_probs.shape[0], 2 * longest + 1), **opts))
+
+
+CTC_LOSS_KNOWN = _CpuKernel(CTC_LOSS, _ctc_out)
+
+
+# Rule 3: factories whose values the call fixes: a float result of one is known
+# (`attention_mask = torch.ones(B, T)`, BART's decoder), as are float results computed from
+# known tensors only (`mask.to(torch.bool)`, `(1.0 - mask) * min`), up to SHADOW_NUMEL.
+KNOWN_FACTORIES = frozenset({aten.ones, aten.zeros, aten.full, aten.ones_like, aten.zeros_like,
+                             aten.full_like, aten.new_ones, aten.new_zeros, aten.new_full,
+                             aten.arange, aten.scalar_tensor})
+
+
+def _float_known(func, args) -> bool:
+    """Rule 3: is a float result's value known? A value-fixing factory's, or one whose tensor
+    inputs are all known (shadowed or real), at least one of them."""
+    if getattr(func, "_overloadpacket", None) in KNOWN_FACTORIES:
+        return True
+    n = 0
+    for a in args:
+        for t in (a if isinstance(a, (list, tuple)) else (a,)):
+            if isinstance(t, torch.Tensor):
+                if _shadow_of(t) is None:
+                    return False
+                n += isinstance(t, FakeTensor)   # real inputs alone: not ours to compute
+    return n > 0
+
+
 def _mask_index_size(args) -> torch.Tensor | None:
     """`x[m]` (or `x[:, m]`) with a known bool mask `m` (Rule 3: a padding mask of token ids):
     a meta tensor of the result's real shape, x.shape[:d] + (m.sum(),) + x.shape[d + m.dim():];
@@ -375,6 +560,19 @@ UPPER_BOUNDS = {
 }
 
 
+class _RunMode(FakeTensorMode):
+    """Rule 12: the run's FakeTensorMode, which `copy.deepcopy` leaves as it is.
+
+    A FakeTensor keeps its mode in its `__dict__`, and `Tensor.__deepcopy__` deep-copies that
+    dict: `copy.deepcopy(model)` (eager QAT's `prepare_qat`, EMA copies) gave every copied
+    parameter a mode of its own. The run's mode then took them for real tensors and faked
+    them again (a weakref on each), and the copy's `.to(device)` failed to swap them:
+    `_apply(): Couldn't swap Linear.weight` (tests/clients/train_mech.py --case qat)."""
+
+    def __deepcopy__(self, memo):
+        return self
+
+
 class FakeCollector(Collector):
     """A Collector that runs the script above its own FakeTensorMode (Note [Fake runs]).
 
@@ -396,12 +594,17 @@ class FakeCollector(Collector):
     TWIN_TYPES = (torch.Tensor, FakeTensor)
     # Rule 9: a saved fake tensor is aliased as a plain one is, and its release followed
     ALIAS_TYPES = (torch.Tensor, torch.nn.Parameter, FakeTensor)
+    # Note [Storages grown inside an op] (trace/collector.py): a fake tensor's meta storage
+    # grows as a real one does; without it eager QAT's observers (per-channel min/max,
+    # scale, zero_point grown at the first forward) read 5,240 B of `buffer` under the real
+    # run (tests/clients/train_mech.py --case qat: 307,312 B against 312,552)
+    GROW_TYPES = (torch.Tensor, FakeTensor)
 
     def __init__(self, sink, target: FakeTarget | None = None, **kwargs) -> None:
         self.target = target or FakeTarget()
         header = {**self.target.header(), **(kwargs.pop("header", None) or {})}
         super().__init__(sink, header=header, **kwargs)
-        self.fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
+        self.fake_mode = _RunMode(allow_non_fake_inputs=True)    # Rule 12
         self._answers = RealAnswers()            # Rule 7
         self._memo = self.fake_mode.fake_tensor_converter.tensor_memo
         self._standin_sites: set[tuple[str, int, str]] = set()
@@ -414,6 +617,7 @@ class FakeCollector(Collector):
 
     # ---- lifecycle: FakeTensorMode below the collector ---------------------------------
     def __enter__(self) -> "FakeCollector":
+        _STALE.clear()
         self.fake_mode.__enter__()
         try:
             self._answers.__enter__()
@@ -442,20 +646,23 @@ class FakeCollector(Collector):
         if func in NOT_EVENTS or self._aliasing:    # Rule 2, Rule 9
             return func(*args, **(kwargs or {}))
         if func is ITEM:                            # Rule 3
-            shadow = _shadow_of(args[0])
-            if shadow is not None:
-                with _disable_current_modes():
-                    return shadow.item()
-            try:   # FakeTensorMode knows the values of small constants (optimizer step)
-                return func(*args, **(kwargs or {}))
-            except DataDependentOutputException:
-                return self._standin(args[0])
+            # Rule 2: `.item()` is an event in a real run, so it is one here: without it a
+            # script ending `opt.zero_grad(); print(loss.item())` had its gradients' free
+            # fall after the last event, read as resident at the end (Mixtral: 1,019,136 B)
+            ITEM_VALUE.value = self._item(func, args, kwargs or {})
+            return super().__torch_dispatch__(ITEM_VALUE, types, args, kwargs)
         if kwargs and self.target.remap and "device" in kwargs:   # Rule 5
             kwargs = self._remap(kwargs)
         if func is INDEX and (sized := _mask_index_size(args)) is not None:   # Rule 3
             func = _RealSize(func, sized)
         elif func is LAYER_NORM and _layer_norm_stats_in_float(args, self.target.remap):
             func = LAYER_NORM_FP32_STATS                 # Rule 10
+        elif func is GROUPED_MM and args[0].device.type == "cpu":
+            func = GROUPED_MM_CPU                        # Rule 11
+        elif func is OBS_FQ:
+            func = OBS_FQ_CPU                            # Rule 11
+        elif func is CTC_LOSS and _ctc_known_lengths(args):
+            func = CTC_LOSS_KNOWN                        # Rule 3
         ub = UPPER_BOUNDS.get(func)
         if ub is not None and isinstance(args[0], FakeTensor):   # real inputs: real values
             known = self._real(func, args, kwargs or {})          # shadowed: the real size
@@ -481,11 +688,16 @@ class FakeCollector(Collector):
         if isinstance(out, FakeTensor):
             if out.dtype is torch.bool:
                 _mark_healthy(func, args, out)              # Rule 3: finiteness checks
-            if not out.is_floating_point() and out.numel() <= SHADOW_NUMEL:
+            if out.numel() <= SHADOW_NUMEL and (not out.is_floating_point()
+                                                or _float_known(func, args)):
                 self._shadow(func, args, kwargs or {}, (out,))   # Rule 3: index integers
+            elif hasattr(out, "_memledger_shadow"):
+                self._stale(func, args, kwargs or {})
         elif isinstance(out, (list, tuple)) and out and isinstance(out[0], FakeTensor) \
                 and not out[0].is_floating_point() and len(out) <= SHADOW_NUMEL:
             self._shadow(func, args, kwargs or {}, out)     # unbind: `for i in ix`
+        if isinstance(out, FakeTensor) and out.is_sparse and _lost_entries(args, out):
+            self._note_standin(str(func), SPARSE_NOTE)   # Rule 13: said, not a silent 0 B
         fl = FLOPS.get(getattr(func, "_overloadpacket", None))
         if fl is not None:                          # Rule 6
             n = int(fl(*args, **(kwargs or {}), out_val=out))
@@ -493,6 +705,17 @@ class FakeCollector(Collector):
                 self.flops += n
                 self.sink.write({"k": "flops", "ev": self._ev - 1, "n": n})
         return out
+
+    def _item(self, func, args, kwargs):
+        """Rule 3: the value `.item()` reads: the shadow's, a constant's, or a stand-in."""
+        shadow = _shadow_of(args[0])
+        if shadow is not None:
+            with _disable_current_modes():
+                return shadow.item()
+        try:   # FakeTensorMode knows the values of small constants (optimizer step)
+            return func(*args, **kwargs)
+        except DataDependentOutputException:
+            return self._standin(args[0])
 
     def _saved_alias(self, t: torch.Tensor) -> torch.Tensor:
         """Rule 9: the detached alias autograd keeps of a saved fake tensor."""
@@ -510,9 +733,13 @@ class FakeCollector(Collector):
         real = []
         for a in flat:
             if isinstance(a, torch.Tensor):
+                own = isinstance(a, FakeTensor) and _shadow_tensor(a) is None
                 a = _shadow_of(a)
                 if a is None:
                     return None
+                if own:   # FakeTensorMode's own constant: an in-place op here must not
+                    with _disable_current_modes():   # write it too (AdamW's `step += 1`
+                        a = a.clone()                # counted twice: 6.0 after 3 steps)
             elif isinstance(a, torch.device):
                 a = torch.device("cpu")
             real.append(a)
@@ -530,13 +757,30 @@ class FakeCollector(Collector):
         """Compute a small integer result for real from its inputs' shadows (Rule 3)."""
         r = self._real(func, args, kwargs)
         if r is None:
+            self._stale(func, args, kwargs)
             return
         rs = (r,) if isinstance(r, torch.Tensor) else r
         if not isinstance(rs, (list, tuple)) or len(rs) != len(outs):
             return
+        fresh = not _written_args(func) and not getattr(func, "is_view", True)
         for o, x in zip(outs, rs):
             if isinstance(o, FakeTensor) and isinstance(x, torch.Tensor) and x.shape == o.shape:
-                o._memledger_shadow = x
+                o._memledger_shadow = _Shadow(x)
+                if fresh:   # a new storage that reuses a stale one's address is not stale
+                    _STALE.discard(x.untyped_storage()._cdata)
+
+    def _stale(self, func, args, kwargs) -> None:
+        """Rule 3: an op wrote a shadowed tensor with values not known: forget its values
+        (before, the shadow kept the old ones, and a mask filled from an activation read as
+        the constant it started as)."""
+        for i in _written_args(func):
+            t = args[i] if i < len(args) else None
+            s = _shadow_tensor(t)
+            if s is not None:
+                _STALE.add(s.untyped_storage()._cdata)
+        t = kwargs.get("out")
+        if isinstance(t, FakeTensor) and (s := _shadow_tensor(t)) is not None:
+            _STALE.add(s.untyped_storage()._cdata)
 
     def _forget(self, t: FakeTensor) -> None:
         for r in weakref.getweakrefs(t):

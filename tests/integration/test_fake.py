@@ -477,3 +477,151 @@ def test_fake_layer_norm_keeps_fp32_statistics_where_the_kernel_does():
         rows = st[st["op"] == "native_layer_norm.default"]
         kept[fake] = sorted(zip(rows["dtype"], rows["bytes"]))
     assert kept[True] == kept[False] == [("bfloat16", 8192), ("float32", 256), ("float32", 256)]
+
+
+def test_fake_grouped_mm_takes_the_cpu_kernels_sizes():
+    """Rule 11: transformers' MoE experts (Mixtral) call `torch._grouped_mm` in fp32 on CPU;
+    the meta kernel refused anything but bf16 (the fake run crashed) and made a contiguous
+    output where the CPU kernel pads each row to 16 B: (10, 5) fp32 is 308 B, not 200."""
+    import torch
+
+    got = {}
+    for fake in (False, True):
+        with memledger.trace(fake=fake) as led:
+            offs = torch.tensor([3, 7, 10], dtype=torch.int32)
+            x = torch.randn(10, 8, requires_grad=True)
+            w = torch.nn.Parameter(torch.randn(3, 12, 8))
+            (torch._grouped_mm(x, w.transpose(-2, -1), offs=offs) ** 2).sum().backward()
+            torch._grouped_mm(x.detach(), torch.randn(3, 5, 8).transpose(-2, -1), offs=offs)
+        st = led.storages
+        rows = st[st["op"] == "_grouped_mm.default"]
+        got[fake] = (sorted(zip(rows["shape"], rows["bytes"])), led.peak().bytes)
+    assert got[True] == got[False] == (
+        [("10x12", 480), ("10x5", 308), ("10x8", 320), ("3x12x8", 1152)], 3744)
+
+
+def test_fake_item_is_an_event_so_the_last_frees_fall_before_the_end():
+    """Rule 2: `.item()` is an event in a real run. A fake one returned its value without
+    one, so `opt.zero_grad(); print(loss.item())` at a script's end freed the gradients
+    after the last event: 16,640 B of `gradient` resident at the end, 0 in the real run."""
+    import torch
+
+    ends = {}
+    for fake in (False, True):
+        with memledger.trace(fake=fake) as led:
+            lin = torch.nn.Linear(64, 64)
+            opt = torch.optim.SGD(lin.parameters(), lr=0.1)
+            loss = lin(torch.randn(4, 64)).sum()
+            loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            loss.item()
+        ends[fake] = led.ledger.resident_at_end()
+    assert ends[True] == ends[False] and ends[True]["gradient"] == 0
+
+
+def test_fake_float_mask_of_known_values_is_known_until_written_unknown():
+    """Rule 3: BART's decoder makes `attention_mask = torch.ones(B, T)` (float) and asks
+    `mask.bool().sum() == numel`; only integer results were computed for real, so the fake
+    run stood in False and built an explicit causal mask (+8,192 B of `where` saved per
+    run, 3,764,228 B against 3,756,036). A shadow written from unknown values is forgotten,
+    not kept stale (it answered 64 here, where the real run has its own count)."""
+    import torch
+
+    with memledger.trace(fake=True) as led:
+        m = torch.ones(4, 16)
+        assert bool(m.to(torch.bool).sum() == m.numel())    # known: no stand-in
+        m[:, 8:] = torch.randn(4, 8)
+        assert int(m.to(torch.bool).sum()) == 0             # unknown now: the stand-in
+    assert [s.code for s in fake_info(led.ledger).standins] == [
+        "assert int(m.to(torch.bool).sum()) == 0             # unknown now: the stand-in"]
+
+
+def test_fake_eager_qat_copies_and_grows_its_observers_as_a_real_run():
+    """Rule 12: `prepare_qat` deep-copies the model; each copied fake tensor got a copy of
+    the run's FakeTensorMode and the copy's `.to(device)` crashed (`_apply(): Couldn't swap
+    Linear.weight`). Rule 11: the observers' per-channel state grows at the first forward
+    on CPU but not in the meta kernel: buffers 164 B fake against 1,236 B real."""
+    import torch
+
+    q = torch.ao.quantization
+    got = {}
+    for fake in (False, True):
+        with memledger.trace(fake=fake) as led:
+            torch.manual_seed(0)
+            m = torch.nn.Sequential(q.QuantStub(), torch.nn.Linear(16, 64), torch.nn.ReLU(),
+                                    torch.nn.Linear(64, 4), q.DeQuantStub())
+            m.train()
+            m.qconfig = q.get_default_qat_qconfig("x86")
+            m = q.prepare_qat(m)
+            m(torch.randn(8, 16)).sum().backward()
+        got[fake] = (led.ledger.resident_at_end()["buffer"], led.peak().bytes)
+    assert got[True] == got[False] and got[True][0] == 1_236
+
+
+def test_fake_deep_copy_of_a_module_with_known_values():
+    """Rule 3's shadows live in a fake tensor's `__dict__`; `copy.deepcopy(model)` (an EMA
+    copy) copied them inside FakeTensorMode and crashed ("set the storage of a tensor on
+    device meta to a storage on different device cpu"): a `position_ids = arange(...)`
+    buffer was enough. The copy now keeps the values."""
+    import copy
+
+    import torch
+
+    with memledger.trace(fake=True) as led:
+        m = torch.nn.Linear(4, 4)
+        m.register_buffer("ids", torch.arange(16))
+        twin = copy.deepcopy(m).to("cpu")                  # Rule 12: the run's mode
+        assert int(twin.ids.sum()) == 120
+    assert fake_info(led.ledger).standins == []
+
+
+def test_fake_ctc_loss_with_known_target_lengths_has_its_real_size():
+    """Rule 3: `_ctc_loss` sizes its saved log_alpha by max(target_lengths); torch's fake
+    kernel refuses (exit 2 on wav2vec2's CTC head). Target lengths counted from the script's
+    own labels are known: log_alpha (2, 50, 2 x 10 + 1) fp32 = 8,400 B, as in the real run."""
+    import torch
+    import torch.nn.functional as F
+
+    got = {}
+    for fake in (False, True):
+        with memledger.trace(fake=fake) as led:
+            g = torch.Generator().manual_seed(0)
+            lin = torch.nn.Linear(16, 20)
+            labels = torch.randint(1, 20, (2, 10), generator=g)
+            labels[1, 7:] = 0
+            log_probs = lin(torch.randn(50, 2, 16, generator=g)).log_softmax(-1)
+            F.ctc_loss(log_probs, labels, torch.full((2,), 50), (labels > 0).sum(-1)).backward()
+        st = led.storages
+        rows = st[st["op"] == "_ctc_loss.Tensor"]
+        got[fake] = (sorted(zip(rows["shape"], rows["bytes"])), led.peak().bytes)
+    assert got[True] == got[False] and got[True][0] == [("2", 8), ("2x50x21", 8400)]
+
+
+def test_fake_optimizer_step_counter_counts_once():
+    """Rule 3: a float computed from known values is computed for real; on FakeTensorMode's
+    own constant (AdamW's `step`) that must not write the constant as well: `step += 1`
+    counted twice (6.0 after 3 steps) before the constant was copied first."""
+    import torch
+
+    with memledger.trace(fake=True):
+        lin = torch.nn.Linear(4, 4)
+        opt = torch.optim.AdamW(lin.parameters())
+        for _ in range(3):
+            lin(torch.randn(2, 4)).sum().backward()
+            opt.step()
+            opt.zero_grad()
+        assert opt.state[lin.weight]["step"].item() == 3.0
+
+
+def test_fake_sparse_gradient_without_entries_is_said():
+    """Rule 13: FakeTensorMode's `clone` of a sparse COO tensor keeps no entries, so a sparse
+    embedding gradient reads 0 B (960 B real here). Not modelled: a stand-in record names
+    the line instead of a silent 0."""
+    import torch
+
+    with memledger.trace(fake=True) as led:
+        e = torch.nn.Embedding(50, 8, sparse=True)
+        e(torch.randint(0, 50, (4, 6))).sum().backward()
+    notes = [s for s in fake_info(led.ledger).standins if s.op == "aten.clone.default"]
+    assert len(notes) == 1 and notes[0].value.startswith("nnz 0") and "backward()" in notes[0].code
