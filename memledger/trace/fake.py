@@ -375,6 +375,14 @@ class _RealSize:
     def __call__(self, *args, **kwargs):
         return torch.empty(self.real.shape, dtype=self.real.dtype, device=args[0].device)
 
+    # one is made per call; the collector caches per op (`_written_slots`, op names), so
+    # each equals its op: those caches keep one per op, not every call's `real` tensor
+    def __eq__(self, other) -> bool:
+        return isinstance(other, _RealSize) and other.op == self.op
+
+    def __hash__(self) -> int:
+        return hash(self.op)
+
 
 class _Valued:
     """Rule 2/3: `.item()` with its value found beforehand, run through the collector as the
