@@ -774,10 +774,10 @@ def _recomputed_rows(prep, calls, own, seg, dropped, kept_cache, out: _Lifetimes
         in_seg & (cr < seg.end[k])))
     out.f[0][late] = np.maximum(out.f[0][late], seg.pos_f(seg.bw_end[k[late]]))
     if restash.any():
-        _restashed_rows(prep, calls, own, seg, out)
+        _restashed_rows(prep, calls, own, seg, restash, out)
 
 
-def _restashed_rows(prep, calls, own, seg, out: _Lifetimes) -> None:
+def _restashed_rows(prep, calls, own, seg, restash: np.ndarray, out: _Lifetimes) -> None:
     """Rule 10: a tensor a call keeps as a plain attribute of its module (a pruned weight,
     Note [Tensors a call keeps on its module] in trace/collector.py) is made again by the
     call's re-run, which sets the attribute again: the one forward made goes right after
@@ -787,11 +787,8 @@ def _restashed_rows(prep, calls, own, seg, out: _Lifetimes) -> None:
     predicted with both copies live through each block's backward, 16,384 B over measured
     (tests/clients/train_mech.py --case prune)."""
     cr, fr0 = prep.created, prep.freed
-    k = np.maximum(own.made, 0)
-    r = np.flatnonzero(_restashed(prep, calls, own, seg))
-    if not len(r):
-        return
-    kr = k[r]
+    r = np.flatnonzero(restash)     # `_restashed`, computed once by the caller
+    kr = np.maximum(own.made, 0)[r]
     at = seg.start[kr] + (cr[r] - calls.ev0[kr])
     out.f[0][r] = np.minimum(out.f[0][r], at + 1)
     # the re-made copy (Rule 3 left it out: `_restashed`) lives on as the module's attribute
