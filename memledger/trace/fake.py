@@ -352,25 +352,32 @@ def _mark_healthy(func, args, out: torch.Tensor) -> None:
         out._memledger_healthy = value
 
 
-class _UpperBound:
+class _StandIn:
+    """What runs in an op's place in a fake run; the collector names it as the op."""
+
+    def __init__(self, op, name: str = "") -> None:
+        self.op = op
+        self.__name__ = name or op.__name__
+        self._overloadpacket = op._overloadpacket
+
+
+class _UpperBound(_StandIn):
     """Rule 3: an op whose output size depends on values, replaced by its upper bound."""
 
     def __init__(self, op, make) -> None:
-        self.op, self.make = op, make
-        self.__name__ = f"{op.__name__}(upper bound)"
-        self._overloadpacket = op._overloadpacket
+        super().__init__(op, f"{op.__name__}(upper bound)")
+        self.make = make
 
     def __call__(self, *args, **kwargs):
         return self.make(*args, **kwargs)
 
 
-class _RealSize:
+class _RealSize(_StandIn):
     """Rule 3: a value-sized op whose input is known (shadowed): a fake of the real size."""
 
     def __init__(self, op, real: torch.Tensor) -> None:
-        self.op, self.real = op, real
-        self.__name__ = op.__name__
-        self._overloadpacket = op._overloadpacket
+        super().__init__(op)
+        self.real = real
 
     def __call__(self, *args, **kwargs):
         return torch.empty(self.real.shape, dtype=self.real.dtype, device=args[0].device)
@@ -384,14 +391,13 @@ class _RealSize:
         return hash(self.op)
 
 
-class _Valued:
+class _Valued(_StandIn):
     """Rule 2/3: `.item()` with its value found beforehand, run through the collector as the
     event it is in a real run. One instance (ITEM_VALUE): the collector caches per op."""
 
     def __init__(self, op) -> None:
-        self.op, self.value = op, None
-        self.__name__ = op.__name__
-        self._overloadpacket = op._overloadpacket
+        super().__init__(op)
+        self.value = None
 
     def __call__(self, *args, **kwargs):
         value, self.value = self.value, None
@@ -406,13 +412,8 @@ LAYER_NORM = aten.native_layer_norm.default
 REDUCED = (torch.bfloat16, torch.float16)
 
 
-class _StatsInFloat:
+class _StatsInFloat(_StandIn):
     """Rule 10: `native_layer_norm` whose mean and rstd the real kernel makes in fp32."""
-
-    def __init__(self, op) -> None:
-        self.op = op
-        self.__name__ = op.__name__
-        self._overloadpacket = op._overloadpacket
 
     def __call__(self, *args, **kwargs):
         out, mean, rstd = self.op(*args, **kwargs)   # FakeTensorMode only: no events
@@ -459,13 +460,12 @@ def _grouped_mm_out(mat_a, mat_b, offs=None, bias=None, out_dtype=None):
     return torch.empty_strided(size, stride, dtype=dtype, device=mat_a.device)
 
 
-class _CpuKernel:
+class _CpuKernel(_StandIn):
     """Rule 11: an op whose meta kernel disagrees with the CPU kernel standing in."""
 
     def __init__(self, op, make) -> None:
-        self.op, self.make = op, make
-        self.__name__ = op.__name__
-        self._overloadpacket = op._overloadpacket
+        super().__init__(op)
+        self.make = make
         self._schema = op._schema      # the arguments it writes: Note [Storages grown ...]
 
     def __call__(self, *args, **kwargs):
