@@ -155,7 +155,9 @@ def predict(led: Ledger, policies: list[Policy], step_time_s: float | None = Non
     base = prep.baseline_ledger_peak + prep.workspace
     model, where = cost_model(led, prep, step_time_s, bandwidth)
     bw, offload_to = 0.0, ""
-    if any(r.offload_bytes for r in results):
+    # what offload writes, not what leaves: `offload:fc2` on the MLP writes the ReLU output
+    # fc2 packs though the ReLU keeps it resident (0 B saved, its copies still priced)
+    if any(r.work.off_rows.size for r in results):
         per_byte = model.consts["median"].per_byte
         bw = 2e9 / per_byte if per_byte > 0 else 0.0
         dest = "pinned host memory" if led.device.startswith("cuda") else (

@@ -219,6 +219,18 @@ def test_offload_prices_every_storage_the_offloader_writes(traced_examples):
     assert sorted(w.off_bytes.tolist()) == sorted([65_536, 131_072, 131_072] * steps)
 
 
+def test_where_copies_go_is_said_when_the_copies_free_nothing(traced_examples):
+    """train_mlp.py's `offload:fc2`: fc2 packs the ReLU output the ReLU keeps, so the offload
+    frees 0 B but still writes and reads back 131,072 B a step. The table's last line read
+    "includes offload copies to  (0 MiB/s": where and at what rate came from freed bytes."""
+    from memledger.ledger.model import Ledger
+
+    rep = predict(Ledger.load(traced_examples["mlp"]), [parse_policy("offload:fc2")])
+    p = rep.policies[0]
+    assert p.saving_bytes == 0 and p.transfer_s > 0
+    assert rep.offload_to.startswith("files") and rep.copy_bytes_per_s > 0
+
+
 def test_a_checkpointed_step_pays_its_own_cost_once():
     # Note [A checkpointed step's own cost]: the probe read 10,000, 8,000 and 12,000 ns that
     # a step with anything checkpointed pays once. Block 0 checkpointed alone adds it once
