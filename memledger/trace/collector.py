@@ -95,6 +95,7 @@ from memledger.trace.outside_state import (
     written_arguments,
     written_state,
 )
+from memledger.trace.external import external
 from memledger.trace.interrupts import redeliver
 from memledger.trace.steps import StepBoundary
 from memledger.trace.resize import StorageResizeWatch
@@ -702,6 +703,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
             "dev": dev, "dtype": dtype,
             "shape": list(t.shape), "op": op, "mod": self._module_now() if mod is None else mod,
             "ph": "setup" if pre else phase, "step": self._step, **({"pre": True} if pre else {}),
+            # Note [Memory torch's allocator did not hand out] in trace/external.py
+            **({"external": True} if external(st) else {}),
         })
         if pre or phase == "setup" or phase == "other":
             self._outside.add(sid)
@@ -863,8 +866,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
             self._switch_backward(self._ev)
         is_root = not self._mod_stack and self._phase != "backward"
         path, new = self._roots.path(module, top_level=not self._mod_stack)
-        if new:
-            self._register_root(module)
+        if new:   # the module, or the one whose method called it (trace/roots.py)
+            self._register_root(self._roots.root)
         elif path is None:
             path = f"{self._mod_stack[-1][0]}.{type(module).__name__}".lstrip(".")
         if is_root and self._steps.open and self._steps.discovering and \
