@@ -667,15 +667,22 @@ def _release_partly_saved(prep: Prepared, calls: _Calls, own: _Owners, fr: np.nd
     r = prep.pack_row
     kk = np.maximum(kp, 0)
     nb = prep.nbytes[r]
-    released = (kp >= 0) & (_is_recomputed(calls.kind[kk]) | (
-        (calls.kind[kk] == Kind.OFFLOAD) & (nb >= calls.min_b[kk])))
+    rerun = (kp >= 0) & _is_recomputed(calls.kind[kk])
     if in_save_list is not None:   # SAC's cache holds what its save list keeps
-        released &= ~in_save_list[r]
+        rerun &= ~in_save_list[r]
+    moved = (kp >= 0) & (calls.kind[kk] == Kind.OFFLOAD) & (nb >= calls.min_b[kk])
+    released = rerun | moved
     cand = np.zeros(len(fr), dtype=bool)
-    cand[r[released]] = True
-    # made by the call that saves it (its input, made outside, is the frame's: Rule 2)
-    cand &= (prep.cat == ACTIVATION) & ~settled & (own.made >= 0) & \
-        (own.first_save == own.made)
+    cand[r[rerun]] = True
+    # re-run: made by the call that saves it (its input, made outside, is the frame's:
+    # Rule 2). Offload has no frame: whoever made it, an offloaded save holds a copy on
+    # disk, not the storage. diffusers' UNet hands its time embedding (2, 64) fp32 to
+    # every resnet, whose checkpoint (the library's own) saves it as an input in each down
+    # block, mid block and up block; with `offload:down_blocks.*` it went when the mid
+    # block's backward let go of it, long before the down blocks' (512 B over measured)
+    cand &= (own.made >= 0) & (own.first_save == own.made)
+    cand[r[moved]] = True
+    cand &= (prep.cat == ACTIVATION) & ~settled
     if not cand.any():
         return fr
     ends = np.maximum.reduce([prep.pack_unpack + 1, prep.pack_unpack_end,
