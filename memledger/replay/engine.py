@@ -660,7 +660,8 @@ def _release_partly_saved(prep: Prepared, calls: _Calls, own: _Owners, fr: np.nd
     block's (8, 16, 16, 16) fp32 ReLU output (131,072 B) stayed into the block's re-run,
     predicted 14,336 B over measured; with the next block offloaded, 130,936 B over. A save
     whose node never unpacked it keeps the baseline's free; so do the call's own
-    arguments, which checkpoint's frame holds (`_hold_call_args`)."""
+    arguments, which checkpoint's frame holds (`_hold_call_args`). Offload has no frame, so
+    there the storage may be made anywhere, and may be the batch the script let go of."""
     if prep.pack_ev is None or not len(prep.pack_ev) or not len(calls):
         return fr
     kp = _pack_call(prep, calls)
@@ -680,9 +681,16 @@ def _release_partly_saved(prep: Prepared, calls: _Calls, own: _Owners, fr: np.nd
     # every resnet, whose checkpoint (the library's own) saves it as an input in each down
     # block, mid block and up block; with `offload:down_blocks.*` it went when the mid
     # block's backward let go of it, long before the down blocks' (512 B over measured)
-    cand &= (own.made >= 0) & (own.first_save == own.made)
-    cand[r[moved]] = True
-    cand &= (prep.cat == ACTIVATION) & ~settled
+    cand &= (own.made >= 0) & (own.first_save == own.made) & (prep.cat == ACTIVATION)
+    off = np.zeros(len(fr), dtype=bool)
+    off[r[moved]] = True
+    # and the batch, where the script let go of it (`_offloaded`): an autoencoder's MSE
+    # saves its target, the image the encoder's first conv saved too; `offload:encoder`
+    # left it only the loss node's, gone early in backward (diffusers' AutoencoderKL:
+    # the (2, 3, 16, 16) fp32 batch, 6,144 B over measured)
+    cand |= off & ((prep.cat == ACTIVATION) | ((prep.cat == INPUT) & (prep.released >= 0))
+                   if prep.released is not None else prep.cat == ACTIVATION)
+    cand &= ~settled
     if not cand.any():
         return fr
     ends = np.maximum.reduce([prep.pack_unpack + 1, prep.pack_unpack_end,

@@ -216,18 +216,22 @@ def test_output_saved_by_its_block_and_the_next_goes_after_the_next_ones_backwar
     assert r.at_probe["activation"] == 0
 
 
-def _shared_input_ledger() -> Ledger:
+def _shared_input_ledger(batch: bool = False) -> Ledger:
     """E (64 B) is made by `temb` (event 1) and saved as an input by blocks.0 (record at
     3), blocks.1 (7) and `head` (11); each also saves its own h_i (H B). The script lets go
     of E as forward ends (event 14). Backward: head's node unpacks h2 and E at 16-17,
-    blocks.1's h1 and E at 20-21, blocks.0's h0 and E at 24-25; E is freed at 26."""
+    blocks.1's h1 and E at 20-21, blocks.0's h0 and E at 24-25; E is freed at 26.
+    `batch`: E is the batch instead, made in setup (event 0), an `input`."""
     recs = [{"k": "header", "schema": "memledger.ledger/1"},
             {"k": "phase", "ev": 0, "ph": "setup", "step": 1},
             {"k": "phase", "ev": 1, "ph": "forward", "step": 1},
-            {"k": "alloc", "sid": 0, "ev": 1, "bytes": 64, "dev": "cpu", "op": "addmm.default",
-             "mod": "temb", "ph": "forward", "step": 1},
+            {"k": "alloc", "sid": 0, "ev": 0 if batch else 1, "bytes": 64, "dev": "cpu",
+             "op": "randn.default" if batch else "addmm.default", "mod": "" if batch
+             else "temb", "ph": "setup" if batch else "forward", "step": 1},
             {"k": "scope", "mod": "temb", "cls": "Linear", "ev0": 1, "ev1": 2, "ph": "forward",
              "step": 1, "ns": 1000}]
+    if batch:
+        recs.append({"k": "role", "sid": 0, "role": "input"})
     for i, (mod, e0) in enumerate((("blocks.0", 2), ("blocks.1", 6), ("head", 10))):
         u = 16 + 4 * (2 - i)
         recs += [{"k": "scope", "mod": mod, "cls": "Block", "ev0": e0, "ev1": e0 + 4,
@@ -248,16 +252,25 @@ def _shared_input_ledger() -> Ledger:
     return Ledger.from_records(recs)
 
 
-def test_an_input_that_offloaded_calls_save_goes_with_its_last_holder_outside():
+@pytest.mark.parametrize("batch", [False, True])
+def test_an_input_that_offloaded_calls_save_goes_with_its_last_holder_outside(batch):
     """Offload has no frame: a storage made outside the offloaded calls (a UNet's time
     embedding, handed to every resnet) and saved by them and by a call outside the policy
     is held, under offload, only by the outside call's save. It goes when that node
     returned (head's, at 17), not at its baseline free after blocks.0's backward (26);
     blocks.1's read-back copy comes at 21. diffusers' UNet2DConditionModel with its own
-    gradient checkpointing, `offload:down_blocks.*`: 512 B over measured before."""
-    prep = Prepared.from_ledger(_shared_input_ledger())
+    gradient checkpointing, `offload:down_blocks.*`: 512 B over measured before. So does
+    the batch the script let go of (an autoencoder's MSE saves its target, the image the
+    encoder's first conv saved: diffusers' AutoencoderKL, `offload:encoder`, 6,144 B over)."""
+    prep = Prepared.from_ledger(_shared_input_ledger(batch))
     pol = parse_policy("offload:blocks.*")
-    assert replay(prep, parse_policy("none"), probe=19).at_probe["activation"] == 64 + 2 * H
-    assert replay(prep, pol, rng_bytes=0, probe=19).at_probe["activation"] == 0
+    e = 64 if batch else 0
+
+    def live(policy, probe):   # (saved bytes, of which the batch)
+        at = replay(prep, policy, rng_bytes=0, probe=probe).at_probe
+        return at["activation"] + at["input"], at["input"]
+
+    assert live(parse_policy("none"), 19) == (64 + 2 * H, e)
+    assert live(pol, 19) == (0, 0)
     # blocks.1's node read h1 (at 20) and E (at 21) back: one copy of each
-    assert replay(prep, pol, rng_bytes=0, probe=21).at_probe["activation"] == 64 + H
+    assert live(pol, 21) == (64 + H, e)
