@@ -630,6 +630,15 @@ def _resident_copies(prep: Prepared, calls: _Calls, seg: _Segments, off: np.ndar
     rows, packed = r[ours], prep.pack_ev[ours]
     first, ends = prep.pack_unpack[ours], prep.pack_unpack_end[ours]
     ends = np.where(ends >= 0, np.maximum(ends, first + 1), first + 1)
+    if prep.script_ckpt:
+        # the script's own checkpoint re-runs its function on the inputs its node unpacked,
+        # here the read-back copy, and the re-run's saves hold that copy as they held the
+        # original: where this save was the storage's last read, until the original's free
+        # (as offloaded storages' copies, `_lifetimes`). diffusers' UNet2DConditionModel
+        # checkpointing its transformer blocks, `offload:down_blocks.*`: the cross-attention
+        # states (2, 6, 16) fp32 went at the node's return, 768 B under measured
+        last = (first == prep.unpack[rows]) & (prep.freed[rows] > ends)
+        ends = np.where(last, prep.freed[rows], ends)
     # one copy per storage while its saves are out: a save made after every earlier one was
     # read back and let go starts a new copy (accumulation: each micro-batch saves a view
     # of the batch and reads its own copy back in its own backward)

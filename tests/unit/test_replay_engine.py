@@ -216,12 +216,13 @@ def test_output_saved_by_its_block_and_the_next_goes_after_the_next_ones_backwar
     assert r.at_probe["activation"] == 0
 
 
-def _shared_input_ledger(batch: bool = False) -> Ledger:
+def _shared_input_ledger(batch: bool = False, free_at: int = 26, extra: tuple = ()) -> Ledger:
     """E (64 B) is made by `temb` (event 1) and saved as an input by blocks.0 (record at
     3), blocks.1 (7) and `head` (11); each also saves its own h_i (H B). The script lets go
     of E as forward ends (event 14). Backward: head's node unpacks h2 and E at 16-17,
     blocks.1's h1 and E at 20-21, blocks.0's h0 and E at 24-25; E is freed at 26.
-    `batch`: E is the batch instead, made in setup (event 0), an `input`."""
+    `batch`: E is the batch instead, made in setup (event 0), an `input`. `free_at`: E's
+    free; `extra`: more records."""
     recs = [{"k": "header", "schema": "memledger.ledger/1"},
             {"k": "phase", "ev": 0, "ph": "setup", "step": 1},
             {"k": "phase", "ev": 1, "ph": "forward", "step": 1},
@@ -246,10 +247,12 @@ def _shared_input_ledger(batch: bool = False) -> Ledger:
                  {"k": "free", "sid": i + 1, "ev": u + 2, "last": u}]
     recs += [{"k": "fwdlast", "sid": 0, "last": 11}, {"k": "released", "sid": 0, "ev": 14},
              {"k": "phase", "ev": 15, "ph": "backward", "step": 1},
-             {"k": "free", "sid": 0, "ev": 26, "last": 25},
-             {"k": "step", "step": 1, "ev": 27, "ns": 10_000},
-             {"k": "end", "ev": 28, "status": "ok"}]
-    return Ledger.from_records(recs)
+             {"k": "free", "sid": 0, "ev": free_at, "last": 25},
+             {"k": "step", "step": 1, "ev": 28, "ns": 10_000},
+             {"k": "end", "ev": 29, "status": "ok"}, *extra]
+    # unpack records in event order, as a trace writes them (a storage's last is its last)
+    unpacks = sorted((r for r in recs if r["k"] == "unpack"), key=lambda r: r["ev"])
+    return Ledger.from_records([r for r in recs if r["k"] != "unpack"] + unpacks)
 
 
 @pytest.mark.parametrize("batch", [False, True])
@@ -274,3 +277,19 @@ def test_an_input_that_offloaded_calls_save_goes_with_its_last_holder_outside(ba
     assert live(pol, 19) == (0, 0)
     # blocks.1's node read h1 (at 20) and E (at 21) back: one copy of each
     assert live(pol, 21) == (64 + H, e)
+
+
+def test_a_read_back_copy_the_scripts_own_checkpoint_reruns_on_lives_as_the_original():
+    """As above, but each block's save of E is the input its own checkpoint (the
+    script's: `blocks.i.inner`, diffusers' checkpointed transformer blocks) keeps. The
+    re-run after blocks.0's node unpacked E runs on the read-back copy and saves it again,
+    so the copy lives as the original did in the baseline, to its free at 27, not to the
+    node's return at 26. diffusers' UNet2DConditionModel with its own checkpointing,
+    `offload:down_blocks.*`: the cross-attention states (2, 6, 16) fp32, 768 B under."""
+    ckpt = tuple({"k": "script_ckpt", "mod": f"blocks.{i}.inner", "first": f"blocks.{i}.inner",
+                  "ev": 2 + 4 * i} for i in range(2))
+    prep = Prepared.from_ledger(_shared_input_ledger(free_at=27, extra=ckpt))
+    pol = parse_policy("offload:blocks.*")
+    assert replay(prep, parse_policy("none"), probe=26).at_probe["activation"] == 64
+    assert replay(prep, pol, rng_bytes=0, probe=26).at_probe["activation"] == 64
+    assert replay(prep, pol, rng_bytes=0, probe=27).at_probe["activation"] == 0
