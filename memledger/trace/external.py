@@ -18,9 +18,10 @@ uses, roles) but leaves it out of the device's curve, peak, categories and repla
 memory it does not own; every storage its allocators make is resizable. One exception on
 CPU: shared memory (a DataLoader worker's batch, rebuilt in this process from the worker's
 file descriptor; `UntypedStorage.from_file`) is non-resizable too, but its allocator
-reports to the profiler: the allocator pass counts it (a (64, 100) fp32 batch from one
-worker: +25,600 B as it arrives; tests/integration/test_api_blocks.py), so the ledger does (`is_shared()`; on CUDA that is true
-of every storage, and memory opened from another process is not this one's allocator's).
+reports to the profiler, and the allocator pass counts it (a (64, 100) fp32 batch from one
+worker: +25,600 B as it arrives; tests/integration/test_api_blocks.py), so the ledger does:
+`is_shared()`. On CUDA every storage says it is shared, and memory opened from another
+process is not this process's allocator's.
 """
 
 from __future__ import annotations
