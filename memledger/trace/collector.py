@@ -704,11 +704,15 @@ class Collector(ShardingMixin, TorchDispatchMode):
             "shape": list(t.shape), "op": op, "mod": self._module_now() if mod is None else mod,
             "ph": "setup" if pre else phase, "step": self._step, **({"pre": True} if pre else {}),
             # Note [Memory torch's allocator did not hand out] in trace/external.py
-            **({"external": True} if external(st) else {}),
+            **({"external": True} if self._external(t, st) else {}),
         })
         if pre or phase == "setup" or phase == "other":
             self._outside.add(sid)
         return sid
+
+    def _external(self, t: torch.Tensor, st) -> bool:
+        """Note [Memory torch's allocator did not hand out] (FakeCollector: a fake's source)."""
+        return external(st)
 
     def _where(self, t: torch.Tensor, st) -> tuple[str, int]:
         """The device name and bytes of a new storage (FakeCollector: the fake device)."""

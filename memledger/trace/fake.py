@@ -17,7 +17,9 @@ Rules (numbered so that code can point here):
    through numpy) is a *real tensor*: FakeTensorMode fakes a copy of it when an op reads
    it. It gets a `{"k": "real"}` record (`show` gives their count and bytes) and keeps its
    real device: a batch read from a file is host memory in the real run too, counted on a
-   cpu target and off the device on a cuda one. The real source of a literal
+   cpu target and off the device on a cuda one; but one over numpy's memory
+   (`torch.from_numpy`), and the fake lifted from it, is `external` on a cpu target, as in
+   the real run (Note [Memory torch's allocator did not hand out] in trace/external.py). The real source of a literal
    (`torch.tensor(0)` behind BatchNorm's `num_batches_tracked`, AdamW's scalars), which
    `aten.lift_fresh` turns into the fake tensor the run uses, exists only in fake runs:
    its row is on device `real:cpu`, which no query of the target counts.
@@ -127,6 +129,7 @@ from torch.utils._pytree import tree_flatten, tree_unflatten
 from torch.utils.flop_counter import flop_registry
 
 from memledger.trace.collector import Collector, _written_args
+from memledger.trace.external import external
 from memledger.trace.fake_questions import RealAnswers
 
 aten = torch.ops.aten
@@ -619,6 +622,7 @@ class FakeCollector(Collector):
         self._real_sids: set[int] = set()
         self._host_sids: set[int] = set()     # Rule 8
         self._lifting = False
+        self._lift_external = False           # Rule 1: lifting memory torch did not allocate
         self._aliasing = False                # Rule 9: the saved alias being made
         self._fake_dev: dict[Any, str] = {}
         self.flops = 0
@@ -680,13 +684,16 @@ class FakeCollector(Collector):
                 self._note_standin(str(func), "upper bound: every element")
                 func = ub
         self._lifting = func is LIFT_FRESH          # Rule 1: a literal's real source
+        # ... whose memory numpy's may be (`torch.from_numpy`): so is the fake's, on the host
+        self._lift_external = self._lifting and bool(args) and type(args[0]) is torch.Tensor \
+            and external(args[0].untyped_storage())
         try:
             out = super().__torch_dispatch__(func, types, args, kwargs)
         except FAKE_ERRORS as e:   # Rule 3: the run stops here; exit 2 with the line
             e.memledger_line = cannot_run_fake_line(e, str(func))
             raise
         finally:
-            self._lifting = False
+            self._lifting = self._lift_external = False
         if isinstance(out, FakeTensor):             # Rule 4
             self._forget(out)
         elif isinstance(out, (list, tuple)):
@@ -815,6 +822,15 @@ class FakeCollector(Collector):
         if self.target.rounding and dev.startswith("cuda"):
             n = cuda_block_bytes(n)
         return dev, n
+
+    def _external(self, t, st) -> bool:
+        """Rule 1: a fake lifted from a tensor over numpy's memory (`torch.from_numpy`) on a
+        host target is that memory, which the allocator never sees (Note [Memory torch's
+        allocator did not hand out] in trace/external.py); a real tensor is as it is."""
+        if not isinstance(t, FakeTensor):
+            return external(st)
+        return self._lift_external and \
+            self._fake_dev.get(getattr(t, "fake_device", None), "").startswith("cpu")
 
     def _new_storage(self, t, st, ev, op, pre, mod=None):
         self._real_next = False

@@ -372,8 +372,14 @@ def test_fake_runs_a_script_as_users_write_it(tmp_path):
         leds.append(led.ledger)
     real, fake = leds
     assert fake.at_peak() == real.at_peak() and fake.peak().bytes == real.peak().bytes
-    # the batch came from the file for real: x 8 x 16 x 8 B = 1,024 and y 8 x 8 B = 64
-    assert fake.at_peak()["input"] == 1_088
+    # the batch came from the file for real, x 8 x 16 x 8 B = 1,024 and y 8 x 8 B = 64, in
+    # numpy's memory (`torch.from_numpy`), which the allocator never sees: in both ledgers,
+    # off the curve (Note [Memory torch's allocator did not hand out])
+    for led in (real, fake):
+        st = led.storages
+        ext = st["external"] & (st["device"] == "cpu")   # a fake run's real sources aside
+        assert sorted(st.loc[ext, "bytes"]) == [64, 64, 1_024, 1_024]
+    assert fake.at_peak()["input"] == 0
     info = fake_info(fake)
     assert info.real_storages > 0
     assert {s.code.split("(")[0] for s in info.standins} == {'print'}   # .item(), .tolist()
