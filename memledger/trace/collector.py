@@ -1232,6 +1232,10 @@ class Collector(ShardingMixin, TorchDispatchMode):
             self._saved_mod[sid] = mod
             self.sink.write({"k": "saved", "sid": sid, "ev": self._ev - 1, "mod": mod})
             self._note_held(sid, t)
+            alias = self._saved_alias(t)
+            if alias is not t:   # Note [The module of a backward op]: this save's module
+                alias._memledger_mod = mod
+            return alias
         return self._saved_alias(t)
 
     # Note [What autograd saves]: the alias autograd keeps; other tensor subclasses as they
@@ -1288,10 +1292,20 @@ class Collector(ShardingMixin, TorchDispatchMode):
     # The node is autograd's current node, told apart by its sequence number. Example:
     # BERT's layers under `checkpoint`, a 64-wide bias: the peak fell inside that sum, 256 B
     # over measured.
+    # Note [The module of a backward op]
+    # A backward op is named by the module whose save its node unpacked last, the module of
+    # *that* save: a storage several modules saved (a UNet's text states, which every
+    # cross-attention saves) named every node that unpacked it by its last saver. In
+    # diffusers' UNet2DConditionModel checkpointing its own transformer blocks, the first
+    # down block's backward unpacks those states (the script's checkpoint re-runs the
+    # block on them; what the re-run saves, its nodes unpack unseen), and its whole
+    # backward, the step's peak with it, read "in up_blocks.1.attentions.1". The alias
+    # autograd keeps carries its save's module.
     def _unpack(self, t: torch.Tensor) -> torch.Tensor:
         sid = self._sid(t, self._ev)
         if sid >= 0:
-            self._bw_module = self._saved_mod.get(sid, self._bw_module)
+            self._bw_module = getattr(t, "_memledger_mod", None) or \
+                self._saved_mod.get(sid, self._bw_module)
             node = _node_now()
             if node != self._unpack_node or not self._unpacks:
                 self._unpacks_done()
