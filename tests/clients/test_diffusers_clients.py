@@ -65,4 +65,7 @@ def test_unet_checkpointing_itself_with_its_down_blocks_offloaded():
     assert refused.predicted is None and refused.measured is None
     assert refused.predict_refusal == refused.measure_refusal
     assert "the script already checkpoints down_blocks.0.resnets.0" in refused.predict_refusal
+    # in the first down block's backward, named so though the text states its node unpacks
+    # were saved last by up_blocks.1 (Note [The module of a backward op])
+    assert run.summary.peak.module == "down_blocks.0.attentions.0"
     _exact(run)
