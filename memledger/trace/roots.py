@@ -37,6 +37,9 @@ is the top-level module instead, named and chosen as the model by the rules abov
 the called module takes its path under it (`encoder`). Later top-level calls of its parts
 are calls of that module's submodules; `measure` and the doctor's probe find the same
 root. Torch's own frames are left out: its `_call_impl` runs as the module being called.
+So is a constructor: a model that runs a part on a dummy input in its `__init__` (to size
+its head) does not hold its later parts yet, and its names are taken when it is called,
+which absorbs that part (`_absorb`).
 
 # Note [Root names]
 The model's modules keep `named_modules()`'s names (policies select them so). Every other
@@ -217,7 +220,7 @@ def method_owner(module: torch.nn.Module) -> torch.nn.Module | None:
     while f is not None:
         code = f.f_code
         if code.co_argcount and code.co_varnames[0] == "self" and \
-                not code.co_filename.startswith(_NOT_THE_SCRIPT):
+                code.co_name != "__init__" and not code.co_filename.startswith(_NOT_THE_SCRIPT):
             local = f.f_locals
             me = local.get("self")
             if _LOCALS_SNAPSHOT and code.co_flags & inspect.CO_OPTIMIZED:
