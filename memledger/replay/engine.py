@@ -705,6 +705,14 @@ def _release_partly_saved(prep: Prepared, calls: _Calls, own: _Owners, fr: np.nd
     ends = np.maximum.reduce([prep.pack_unpack + 1, prep.pack_unpack_end,
                               prep.pack_unpack_rel if prep.pack_unpack_rel is not None
                               else prep.pack_unpack_end])
+    if prep.script_ckpt:
+        # the script's own checkpoint re-runs its function on what its node unpacked, and
+        # the re-run's saves hold it: where that save was the storage's last read, to its
+        # baseline free (`_resident_copies`). UNet2DConditionModel checkpointing its
+        # transformer blocks, `offload:up_blocks.*`: the first down block's re-run held the
+        # text states, which went at its node's return, 768 B under measured
+        ends = np.where(prep.pack_unpack == prep.unpack[r], np.maximum(ends, prep.freed[r]),
+                        ends)
     holds = ~released & cand[r]
     never = np.zeros(len(fr), dtype=bool)
     never[r[holds & (prep.pack_unpack < 0)]] = True

@@ -57,10 +57,13 @@ def test_unet_checkpointing_itself_with_its_down_blocks_offloaded():
     """UNet2DConditionModel (cross-attention) with `enable_gradient_checkpointing()`: each
     resnet's checkpoint saves the time embedding as an input, in every down, mid and up
     block. Offloading the down blocks leaves it to the mid and up blocks' saves, whose
-    backward comes first: it goes there (512 B over before). Checkpointing a down block
-    nests with the library's own checkpoint: refused by predict and measure alike."""
+    backward comes first: it goes there (512 B over before). Offloading the up blocks
+    instead, the first down block's checkpoint re-runs its transformer block on the text
+    states that block saved, which live on to the re-run's backward (768 B under before).
+    Checkpointing a down block nests with the library's own checkpoint: refused by predict
+    and measure alike."""
     run = run_client("train_diffusers.py", ["--model", "cond", "--grad-ckpt", "--steps", "3"],
-                     ["offload:down_blocks.*", "checkpoint:down_blocks.*"])
+                     ["offload:down_blocks.*", "offload:up_blocks.*", "checkpoint:down_blocks.*"])
     refused = run.policies.pop("checkpoint:down_blocks.*")
     assert refused.predicted is None and refused.measured is None
     assert refused.predict_refusal == refused.measure_refusal

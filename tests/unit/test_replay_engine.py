@@ -293,3 +293,7 @@ def test_a_read_back_copy_the_scripts_own_checkpoint_reruns_on_lives_as_the_orig
     assert replay(prep, parse_policy("none"), probe=26).at_probe["activation"] == 64
     assert replay(prep, pol, rng_bytes=0, probe=26).at_probe["activation"] == 64
     assert replay(prep, pol, rng_bytes=0, probe=27).at_probe["activation"] == 0
+    # head offloaded instead: blocks.0's save, E's last read, holds the original, and the
+    # re-run it starts keeps it to its free as well (768 B under on that UNet before)
+    head = parse_policy("offload:head")
+    assert replay(prep, head, rng_bytes=0, probe=26).at_probe["activation"] == 64
