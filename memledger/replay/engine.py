@@ -792,9 +792,11 @@ def _recomputed_rows(prep, calls, own, seg, dropped, kept_cache, out: _Lifetimes
         remade &= ~prep.fsdp_gather
     t = np.flatnonzero(remade & ~kept_cache & ~restash)
     kt = k[t]
-    out.add(seg.start[kt] + (cr[t] - calls.ev0[kt]),
-            seg.start[kt] + (np.minimum(fr0[t], seg.end[kt]) - calls.ev0[kt]),
-            prep.nbytes[t], prep.cat[t])
+    gone_t = seg.start[kt] + (np.minimum(fr0[t], seg.end[kt]) - calls.ev0[kt])
+    own_end = _own_save_end(prep, calls, own)[t]
+    gone_t = np.where((own_end >= 0) & (prep.cat[t] == ACTIVATION),
+                      np.maximum(gone_t, seg.pos_f(np.maximum(own_end, 0))), gone_t)
+    out.add(seg.start[kt] + (cr[t] - calls.ev0[kt]), gone_t, prep.nbytes[t], prep.cat[t])
     # SAC: held from forward to its reuse, whatever its category
     h = np.flatnonzero(in_seg & ~dropped & (cr < seg.end[k]) & kept_cache)
     kh = k[h]
@@ -807,6 +809,25 @@ def _recomputed_rows(prep, calls, own, seg, dropped, kept_cache, out: _Lifetimes
     out.f[0][late] = np.maximum(out.f[0][late], seg.pos_f(seg.bw_end[k[late]]))
     if restash.any():
         _restashed_rows(prep, calls, own, seg, restash, out)
+
+
+def _own_save_end(prep: Prepared, calls: _Calls, own: _Owners) -> np.ndarray:
+    """Per storage: when the node that unpacked the save of the call that made it returned
+    (-1: no such save). A storage a re-run call makes and saves, and a node outside saves
+    too, is kept, not dropped; the re-run makes it again and packs it again for its own
+    node, which holds that copy until it returns (Rule 3). DiT's output layer calls the
+    first block's embedding again, taking its linear's bf16 weight cast from autocast's
+    cache: `checkpoint:transformer_blocks.*` under bf16 let the re-made cast (512 B) go at
+    the early stop, 512 B under measured."""
+    end = np.full(len(prep.created), -1, dtype=np.int64)
+    if prep.pack_ev is None or not len(prep.pack_ev) or not len(calls):
+        return end
+    kp = _pack_call(prep, calls)
+    r = prep.pack_row
+    mine = (kp >= 0) & (kp == own.made[r]) & (prep.pack_unpack >= 0)
+    np.maximum.at(end, r[mine], np.maximum(prep.pack_unpack[mine] + 1,
+                                           prep.pack_unpack_end[mine]))
+    return end
 
 
 def _restashed_rows(prep, calls, own, seg, restash: np.ndarray, out: _Lifetimes) -> None:

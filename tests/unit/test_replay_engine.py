@@ -297,3 +297,47 @@ def test_a_read_back_copy_the_scripts_own_checkpoint_reruns_on_lives_as_the_orig
     # re-run it starts keeps it to its free as well (768 B under on that UNet before)
     head = parse_policy("offload:head")
     assert replay(prep, head, rng_bytes=0, probe=26).at_probe["activation"] == 64
+
+
+def test_a_kept_storage_its_own_call_saved_is_held_again_after_the_rerun():
+    """blocks.0 makes W (512 B: a weight's autocast cast) and saves it; `head`, called
+    after it, takes W from autocast's cache and saves it too (DiT's output layer calls the
+    first block's embedding again). W is kept, not dropped; blocks.0's re-run (inserted at
+    15, its first unpack) makes W again and packs it for blocks.0's node, which unpacks it
+    at 17 and returns at 19: that copy lives to 19, where it went at the re-run's early
+    stop before (512 B under measured on DiT under bf16, `checkpoint:transformer_blocks.*`).
+    """
+    fw = {"ph": "forward", "step": 1}
+    recs = [{"k": "header", "schema": "memledger.ledger/1"},
+            {"k": "phase", "ev": 0, "ph": "setup", "step": 1},
+            {"k": "phase", "ev": 1, "ph": "forward", "step": 1},
+            {"k": "scope", "mod": "blocks.0", "cls": "Block", "ev0": 1, "ev1": 6, "ns": 1, **fw},
+            {"k": "scope", "mod": "head", "cls": "Head", "ev0": 6, "ev1": 9, "ns": 1, **fw},
+            {"k": "alloc", "sid": 0, "ev": 2, "bytes": 512, "dev": "cpu", "op": "_to_copy.default",
+             "mod": "blocks.0", **fw},
+            {"k": "alloc", "sid": 1, "ev": 3, "bytes": H, "dev": "cpu", "op": "mul.Tensor",
+             "mod": "blocks.0", **fw},
+            {"k": "alloc", "sid": 2, "ev": 5, "bytes": Y, "dev": "cpu", "op": "add.Tensor",
+             "mod": "blocks.0", **fw},
+            {"k": "saved", "sid": 0, "ev": 2, "mod": "blocks.0"},
+            {"k": "saved", "sid": 1, "ev": 3, "mod": "blocks.0"},
+            {"k": "saved", "sid": 2, "ev": 6, "mod": "head"},
+            {"k": "saved", "sid": 0, "ev": 7, "mod": "head"},
+            {"k": "released", "sid": 0, "ev": 9},
+            {"k": "phase", "ev": 10, "ph": "backward", "step": 1},
+            {"k": "fwdlast", "sid": 0, "last": 7}, {"k": "fwdlast", "sid": 1, "last": 4},
+            {"k": "fwdlast", "sid": 2, "last": 7},
+            {"k": "unpack", "sid": 2, "ev": 11},
+            {"k": "unpack", "sid": 0, "ev": 12, "end": 13},
+            {"k": "free", "sid": 2, "ev": 12, "last": 11},
+            {"k": "unpack", "sid": 1, "ev": 15},
+            {"k": "free", "sid": 1, "ev": 16, "last": 15},
+            {"k": "unpack", "sid": 0, "ev": 17, "end": 19},
+            {"k": "free", "sid": 0, "ev": 20, "last": 17},
+            {"k": "step", "step": 1, "ev": 21, "ns": 10_000},
+            {"k": "end", "ev": 22, "status": "ok"}]
+    prep = Prepared.from_ledger(Ledger.from_records(recs))
+    pol = parse_policy("checkpoint:blocks.0")
+    assert replay(prep, parse_policy("none"), probe=18).at_probe["activation"] == 512
+    assert replay(prep, pol, rng_bytes=0, probe=18).at_probe["activation"] == 512
+    assert replay(prep, pol, rng_bytes=0, probe=19).at_probe["activation"] == 0
