@@ -72,3 +72,14 @@ def test_unet_checkpointing_itself_with_its_down_blocks_offloaded():
     # were saved last by up_blocks.1 (Note [The module of a backward op])
     assert run.summary.peak.module == "down_blocks.0.attentions.0"
     _exact(run)
+
+
+def test_dit_under_bf16_autocast():
+    """DiT's output layer calls the first block's embedding again, which takes its linear's
+    bf16 weight cast from autocast's cache and saves it too. Checkpointed, that block's
+    re-run makes the cast again and its own node holds it to its backward (engine.py
+    `_own_save_end`; 512 B under before)."""
+    run = run_client("train_diffusers.py", ["--model", "dit", "--autocast", "bf16", "--batch",
+                                            "8", "--steps", "3"],
+                     ["checkpoint:transformer_blocks.*", "offload:transformer_blocks.*"])
+    _exact(run)
