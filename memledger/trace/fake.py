@@ -19,10 +19,11 @@ Rules (numbered so that code can point here):
    real device: a batch read from a file is host memory in the real run too, counted on a
    cpu target and off the device on a cuda one; but one over numpy's memory
    (`torch.from_numpy`), and the fake lifted from it, is `external` on a cpu target, as in
-   the real run (Note [Memory torch's allocator did not hand out] in trace/external.py). The real source of a literal
-   (`torch.tensor(0)` behind BatchNorm's `num_batches_tracked`, AdamW's scalars), which
-   `aten.lift_fresh` turns into the fake tensor the run uses, exists only in fake runs:
-   its row is on device `real:cpu`, which no query of the target counts.
+   the real run (Note [Memory torch's allocator did not hand out] in trace/external.py).
+   The real source of a literal (`torch.tensor(0)` behind BatchNorm's
+   `num_batches_tracked`, AdamW's scalars), which `aten.lift_fresh` turns into the fake
+   tensor the run uses, exists only in fake runs: its row is on device `real:cpu`, which no
+   query of the target counts.
 2. Ops that fake tensors send through dispatch but that allocate nothing and that a real
    run never dispatches (`prim.device` on every `.device` read, `aten.sym_size`, ...) are not
    events: event numbers stay those of the real run. `.item()` (`_local_scalar_dense`)
