@@ -100,6 +100,9 @@ Rules (numbered so that code can point here):
 13. FakeTensorMode's sparse ops keep no entries (`clone` of a sparse COO gradient has
    nnz 0): a sparse embedding gradient reads 0 B. Not modelled; an op that loses a sparse
    input's entries gets a stand-in record naming the line, not a silent 0 B.
+14. A reduced `mse_loss` (and `smooth_l1_loss`, `binary_cross_entropy`,
+   `soft_margin_loss`) on the host keeps its unreduced input-sized buffer under the 0-dim
+   loss; its row has those bytes (trace/fake_losses.py).
 
 Worked example (MLP of examples/train_mlp.py, B=64, fp32, fake, target cpu): fc1.weight is
 a fake 512×256 tensor whose meta storage has 512·256·4 = 524,288 bytes; its row is the
@@ -131,6 +134,7 @@ from torch.utils.flop_counter import flop_registry
 
 from memledger.trace.collector import Collector, _written_args
 from memledger.trace.external import external
+from memledger.trace.fake_losses import reduced_loss_bytes
 from memledger.trace.fake_questions import RealAnswers
 
 aten = torch.ops.aten
@@ -624,6 +628,7 @@ class FakeCollector(Collector):
         self._host_sids: set[int] = set()     # Rule 8
         self._lifting = False
         self._lift_external = False           # Rule 1: lifting memory torch did not allocate
+        self._loss_bytes: int | None = None   # Rule 14: a reduced loss's host buffer
         self._aliasing = False                # Rule 9: the saved alias being made
         self._fake_dev: dict[Any, str] = {}
         self.flops = 0
@@ -688,6 +693,7 @@ class FakeCollector(Collector):
         # ... whose memory numpy's may be (`torch.from_numpy`): so is the fake's, on the host
         self._lift_external = self._lifting and bool(args) and type(args[0]) is torch.Tensor \
             and external(args[0].untyped_storage())
+        self._loss_bytes = reduced_loss_bytes(func, args, kwargs)   # Rule 14
         try:
             out = super().__torch_dispatch__(func, types, args, kwargs)
         except FAKE_ERRORS as e:   # Rule 3: the run stops here; exit 2 with the line
@@ -695,6 +701,7 @@ class FakeCollector(Collector):
             raise
         finally:
             self._lifting = self._lift_external = False
+            self._loss_bytes = None
         if isinstance(out, FakeTensor):             # Rule 4
             self._forget(out)
         elif isinstance(out, (list, tuple)):
@@ -820,6 +827,8 @@ class FakeCollector(Collector):
             dev = self.target.device if self.target.remap else str(fake_dev)
             self._fake_dev[fake_dev] = dev
         n = st.nbytes()
+        if self._loss_bytes is not None and t.dim() == 0 and dev.startswith("cpu"):
+            n = self._loss_bytes                        # Rule 14
         if self.target.rounding and dev.startswith("cuda"):
             n = cuda_block_bytes(n)
         return dev, n
