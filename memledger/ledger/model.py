@@ -29,7 +29,7 @@ STORAGE_COLUMNS = [
     "sid", "bytes", "device", "dtype", "shape", "op", "module", "phase", "step",
     "created", "last_use", "freed", "category", "name", "saved_module", "saved_ev",
     "unpack_ev", "pre", "saved_last_ev", "unpack_first_ev", "saves", "shard", "unpack_end_ev",
-    "unpacks", "unpack_pass1_end_ev", "unpack_pass2_ev", "unpack_rel_ev",
+    "unpacks", "unpack_pass1_end_ev", "unpack_pass2_ev", "unpack_rel_ev", "external",
 ]
 
 
@@ -136,9 +136,12 @@ class Ledger:
         return int(len(self.steps))
 
     def on_device(self, device: str | None = None) -> pd.DataFrame:
-        """Storages of one device (default: the ledger's device)."""
+        """Storages of one device (default: the ledger's device) that its allocator holds:
+        memory torch did not allocate (`torch.from_numpy`) is left out (Note [Memory
+        torch's allocator did not hand out] in trace/external.py)."""
         dev = device or self.device
-        return self.storages[self.storages["device"] == dev]
+        st = self.storages
+        return st[(st["device"] == dev) & ~st["external"]]
 
     # ---- curves -------------------------------------------------------------------------
     def curve(self, rows: pd.DataFrame | None = None) -> np.ndarray:
@@ -470,7 +473,8 @@ def _storages(by_kind: dict[str, list[Record]]) -> tuple[pd.DataFrame, pd.DataFr
     records themselves as tables."""
     a = _table(by_kind.pop("alloc", []), {"sid": None, "ev": None, "bytes": None, "dev": "cpu",
                                           "dtype": "", "shape": None, "op": "", "mod": "",
-                                          "ph": "setup", "step": 1, "pre": False})
+                                          "ph": "setup", "step": 1, "pre": False,
+                                          "external": False})
     _check_required("alloc", a, ("sid", "ev", "bytes"))
     if len(a) and a["sid"].duplicated().any():
         raise LedgerFormatError(f"ledger: storage {int(a['sid'][a['sid'].duplicated()].iloc[0])} "
@@ -482,6 +486,8 @@ def _storages(by_kind: dict[str, list[Record]]) -> tuple[pd.DataFrame, pd.DataFr
         "op": a["op"].astype(str), "module": a["mod"].astype(str), "phase": a["ph"].astype(str),
         "step": a["step"].astype(np.int64), "created": a["ev"].astype(np.int64),
         "pre": a["pre"].astype(bool),
+        # Note [Memory torch's allocator did not hand out] in trace/external.py
+        "external": a["external"].astype(bool),
     })
     df.index = pd.Index(df["sid"].to_numpy(), name="sid")
     pos = pd.Series(np.arange(len(df)), index=df.index)  # sid -> row

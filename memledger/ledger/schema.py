@@ -11,6 +11,9 @@ event 7 and freed after event 11 is live on [7, 12): `created=7`, `freed=12`.
     {"k":"header","schema":"memledger.ledger/1","device":"cpu",...}
     {"k":"alloc","sid":3,"ev":7,"bytes":4096,"dev":"cpu","dtype":"float32","shape":[32,32],
      "op":"aten.mm.default","mod":"blocks.0.mlp.fc","ph":"forward","step":1}
+                                 # + "external": true for memory torch's allocator did not
+                                 # hand out (`torch.from_numpy`), which no curve counts
+                                 # (Note [Memory torch's allocator did not hand out])
     {"k":"role","sid":3,"role":"activation"}           # a storage's role, learned as it happens
     {"k":"saved","sid":3,"ev":8,"mod":"blocks.0.mlp"}   # packed by autograd (saved for backward)
     {"k":"unpack","sid":3,"ev":40,"end":44,"rel":46}    # unpacked by backward; `end`: the

@@ -435,8 +435,9 @@ class PolicyInstaller:
         if self._depth != 1:
             return
         _, new = self._roots.path(module, top_level=True)
-        if new and self._roots.prefix[module] == "":   # the model, for now
-            self._apply(module)
+        root = self._roots.root   # the module, or the one whose method called it
+        if new and self._roots.prefix[root] == "":   # the model, for now
+            self._apply(root)
 
     def _step(self, optimizer, args, kwargs) -> None:
         if self._roots.decided:

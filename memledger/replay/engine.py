@@ -630,6 +630,15 @@ def _resident_copies(prep: Prepared, calls: _Calls, seg: _Segments, off: np.ndar
     rows, packed = r[ours], prep.pack_ev[ours]
     first, ends = prep.pack_unpack[ours], prep.pack_unpack_end[ours]
     ends = np.where(ends >= 0, np.maximum(ends, first + 1), first + 1)
+    if prep.script_ckpt:
+        # the script's own checkpoint re-runs its function on the inputs its node unpacked,
+        # here the read-back copy, and the re-run's saves hold that copy as they held the
+        # original: where this save was the storage's last read, until the original's free
+        # (as offloaded storages' copies, `_lifetimes`). diffusers' UNet2DConditionModel
+        # checkpointing its transformer blocks, `offload:down_blocks.*`: the cross-attention
+        # states (2, 6, 16) fp32 went at the node's return, 768 B under measured
+        last = (first == prep.unpack[rows]) & (prep.freed[rows] > ends)
+        ends = np.where(last, prep.freed[rows], ends)
     # one copy per storage while its saves are out: a save made after every earlier one was
     # read back and let go starts a new copy (accumulation: each micro-batch saves a view
     # of the batch and reads its own copy back in its own backward)
@@ -660,27 +669,50 @@ def _release_partly_saved(prep: Prepared, calls: _Calls, own: _Owners, fr: np.nd
     block's (8, 16, 16, 16) fp32 ReLU output (131,072 B) stayed into the block's re-run,
     predicted 14,336 B over measured; with the next block offloaded, 130,936 B over. A save
     whose node never unpacked it keeps the baseline's free; so do the call's own
-    arguments, which checkpoint's frame holds (`_hold_call_args`)."""
+    arguments, which checkpoint's frame holds (`_hold_call_args`). Offload has no frame, so
+    there the storage may be made anywhere, and may be the batch the script let go of."""
     if prep.pack_ev is None or not len(prep.pack_ev) or not len(calls):
         return fr
     kp = _pack_call(prep, calls)
     r = prep.pack_row
     kk = np.maximum(kp, 0)
     nb = prep.nbytes[r]
-    released = (kp >= 0) & (_is_recomputed(calls.kind[kk]) | (
-        (calls.kind[kk] == Kind.OFFLOAD) & (nb >= calls.min_b[kk])))
+    rerun = (kp >= 0) & _is_recomputed(calls.kind[kk])
     if in_save_list is not None:   # SAC's cache holds what its save list keeps
-        released &= ~in_save_list[r]
+        rerun &= ~in_save_list[r]
+    moved = (kp >= 0) & (calls.kind[kk] == Kind.OFFLOAD) & (nb >= calls.min_b[kk])
+    released = rerun | moved
     cand = np.zeros(len(fr), dtype=bool)
-    cand[r[released]] = True
-    # made by the call that saves it (its input, made outside, is the frame's: Rule 2)
-    cand &= (prep.cat == ACTIVATION) & ~settled & (own.made >= 0) & \
-        (own.first_save == own.made)
+    cand[r[rerun]] = True
+    # re-run: made by the call that saves it (its input, made outside, is the frame's:
+    # Rule 2). Offload has no frame: whoever made it, an offloaded save holds a copy on
+    # disk, not the storage. diffusers' UNet hands its time embedding (2, 64) fp32 to
+    # every resnet, whose checkpoint (the library's own) saves it as an input in each down
+    # block, mid block and up block; with `offload:down_blocks.*` it went when the mid
+    # block's backward let go of it, long before the down blocks' (512 B over measured)
+    cand &= (own.made >= 0) & (own.first_save == own.made) & (prep.cat == ACTIVATION)
+    off = np.zeros(len(fr), dtype=bool)
+    off[r[moved]] = True
+    # and the batch, where the script let go of it (`_offloaded`): an autoencoder's MSE
+    # saves its target, the image the encoder's first conv saved too; `offload:encoder`
+    # left it only the loss node's, gone early in backward (diffusers' AutoencoderKL:
+    # the (2, 3, 16, 16) fp32 batch, 6,144 B over measured)
+    cand |= off & ((prep.cat == ACTIVATION) | ((prep.cat == INPUT) & (prep.released >= 0))
+                   if prep.released is not None else prep.cat == ACTIVATION)
+    cand &= ~settled
     if not cand.any():
         return fr
     ends = np.maximum.reduce([prep.pack_unpack + 1, prep.pack_unpack_end,
                               prep.pack_unpack_rel if prep.pack_unpack_rel is not None
                               else prep.pack_unpack_end])
+    if prep.script_ckpt:
+        # the script's own checkpoint re-runs its function on what its node unpacked, and
+        # the re-run's saves hold it: where that save was the storage's last read, to its
+        # baseline free (`_resident_copies`). UNet2DConditionModel checkpointing its
+        # transformer blocks, `offload:up_blocks.*`: the first down block's re-run held the
+        # text states, which went at its node's return, 768 B under measured
+        ends = np.where(prep.pack_unpack == prep.unpack[r], np.maximum(ends, prep.freed[r]),
+                        ends)
     holds = ~released & cand[r]
     never = np.zeros(len(fr), dtype=bool)
     never[r[holds & (prep.pack_unpack < 0)]] = True
@@ -760,9 +792,11 @@ def _recomputed_rows(prep, calls, own, seg, dropped, kept_cache, out: _Lifetimes
         remade &= ~prep.fsdp_gather
     t = np.flatnonzero(remade & ~kept_cache & ~restash)
     kt = k[t]
-    out.add(seg.start[kt] + (cr[t] - calls.ev0[kt]),
-            seg.start[kt] + (np.minimum(fr0[t], seg.end[kt]) - calls.ev0[kt]),
-            prep.nbytes[t], prep.cat[t])
+    gone_t = seg.start[kt] + (np.minimum(fr0[t], seg.end[kt]) - calls.ev0[kt])
+    own_end = _own_save_end(prep, calls, own)[t]
+    gone_t = np.where((own_end >= 0) & (prep.cat[t] == ACTIVATION),
+                      np.maximum(gone_t, seg.pos_f(np.maximum(own_end, 0))), gone_t)
+    out.add(seg.start[kt] + (cr[t] - calls.ev0[kt]), gone_t, prep.nbytes[t], prep.cat[t])
     # SAC: held from forward to its reuse, whatever its category
     h = np.flatnonzero(in_seg & ~dropped & (cr < seg.end[k]) & kept_cache)
     kh = k[h]
@@ -775,6 +809,25 @@ def _recomputed_rows(prep, calls, own, seg, dropped, kept_cache, out: _Lifetimes
     out.f[0][late] = np.maximum(out.f[0][late], seg.pos_f(seg.bw_end[k[late]]))
     if restash.any():
         _restashed_rows(prep, calls, own, seg, restash, out)
+
+
+def _own_save_end(prep: Prepared, calls: _Calls, own: _Owners) -> np.ndarray:
+    """Per storage: when the node that unpacked the save of the call that made it returned
+    (-1: no such save). A storage a re-run call makes and saves, and a node outside saves
+    too, is kept, not dropped; the re-run makes it again and packs it again for its own
+    node, which holds that copy until it returns (Rule 3). DiT's output layer calls the
+    first block's embedding again, taking its linear's bf16 weight cast from autocast's
+    cache: `checkpoint:transformer_blocks.*` under bf16 let the re-made cast (512 B) go at
+    the early stop, 512 B under measured."""
+    end = np.full(len(prep.created), -1, dtype=np.int64)
+    if prep.pack_ev is None or not len(prep.pack_ev) or not len(calls):
+        return end
+    kp = _pack_call(prep, calls)
+    r = prep.pack_row
+    mine = (kp >= 0) & (kp == own.made[r]) & (prep.pack_unpack >= 0)
+    np.maximum.at(end, r[mine], np.maximum(prep.pack_unpack[mine] + 1,
+                                           prep.pack_unpack_end[mine]))
+    return end
 
 
 def _restashed_rows(prep, calls, own, seg, restash: np.ndarray, out: _Lifetimes) -> None:

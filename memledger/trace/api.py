@@ -188,7 +188,8 @@ def _build_ledger(sink: FileSink | MemorySink, add_pre_existing: bool) -> Ledger
     led = Ledger.from_records(sink.records) if isinstance(sink, MemorySink) \
         else Ledger.load(sink.path)
     if add_pre_existing:
-        pre = led.storages[led.storages["pre"] & (led.storages["device"] == "cpu")]
+        pre = led.on_device("cpu")
+        pre = pre[pre["pre"]]
         for m in led.measurements:
             if m["source"].startswith("cpu-profiler"):
                 m["peak_bytes"] += int(pre["bytes"].sum())

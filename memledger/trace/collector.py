@@ -95,6 +95,7 @@ from memledger.trace.outside_state import (
     written_arguments,
     written_state,
 )
+from memledger.trace.external import external
 from memledger.trace.interrupts import redeliver
 from memledger.trace.steps import StepBoundary
 from memledger.trace.resize import StorageResizeWatch
@@ -702,10 +703,16 @@ class Collector(ShardingMixin, TorchDispatchMode):
             "dev": dev, "dtype": dtype,
             "shape": list(t.shape), "op": op, "mod": self._module_now() if mod is None else mod,
             "ph": "setup" if pre else phase, "step": self._step, **({"pre": True} if pre else {}),
+            # Note [Memory torch's allocator did not hand out] in trace/external.py
+            **({"external": True} if self._external(t, st) else {}),
         })
         if pre or phase == "setup" or phase == "other":
             self._outside.add(sid)
         return sid
+
+    def _external(self, t: torch.Tensor, st) -> bool:
+        """Note [Memory torch's allocator did not hand out] (FakeCollector: a fake's source)."""
+        return external(st)
 
     def _where(self, t: torch.Tensor, st) -> tuple[str, int]:
         """The device name and bytes of a new storage (FakeCollector: the fake device)."""
@@ -863,8 +870,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
             self._switch_backward(self._ev)
         is_root = not self._mod_stack and self._phase != "backward"
         path, new = self._roots.path(module, top_level=not self._mod_stack)
-        if new:
-            self._register_root(module)
+        if new:   # the module, or the one whose method called it (trace/roots.py)
+            self._register_root(self._roots.root)
         elif path is None:
             path = f"{self._mod_stack[-1][0]}.{type(module).__name__}".lstrip(".")
         if is_root and self._steps.open and self._steps.discovering and \
@@ -1225,6 +1232,10 @@ class Collector(ShardingMixin, TorchDispatchMode):
             self._saved_mod[sid] = mod
             self.sink.write({"k": "saved", "sid": sid, "ev": self._ev - 1, "mod": mod})
             self._note_held(sid, t)
+            alias = self._saved_alias(t)
+            if alias is not t:   # Note [The module of a backward op]: this save's module
+                alias._memledger_mod = mod
+            return alias
         return self._saved_alias(t)
 
     # Note [What autograd saves]: the alias autograd keeps; other tensor subclasses as they
@@ -1281,10 +1292,20 @@ class Collector(ShardingMixin, TorchDispatchMode):
     # The node is autograd's current node, told apart by its sequence number. Example:
     # BERT's layers under `checkpoint`, a 64-wide bias: the peak fell inside that sum, 256 B
     # over measured.
+    # Note [The module of a backward op]
+    # A backward op is named by the module whose save its node unpacked last, the module of
+    # *that* save: a storage several modules saved (a UNet's text states, which every
+    # cross-attention saves) named every node that unpacked it by its last saver. In
+    # diffusers' UNet2DConditionModel checkpointing its own transformer blocks, the first
+    # down block's backward unpacks those states (the script's checkpoint re-runs the
+    # block on them; what the re-run saves, its nodes unpack unseen), and its whole
+    # backward, the step's peak with it, read "in up_blocks.1.attentions.1". The alias
+    # autograd keeps carries its save's module.
     def _unpack(self, t: torch.Tensor) -> torch.Tensor:
         sid = self._sid(t, self._ev)
         if sid >= 0:
-            self._bw_module = self._saved_mod.get(sid, self._bw_module)
+            self._bw_module = getattr(t, "_memledger_mod", None) or \
+                self._saved_mod.get(sid, self._bw_module)
             node = _node_now()
             if node != self._unpack_node or not self._unpacks:
                 self._unpacks_done()

@@ -395,8 +395,8 @@ class DoctorProbe(TorchFunctionMode):
         # a top-level call: a module no other holds, or one already known as top-level
         top = module in self._names.prefix or module not in self._names.paths
         _, new = self._names.path(module, top_level=top)
-        if new:
-            self._register_root(module)
+        if new:   # the module, or the one whose method called it (trace/roots.py)
+            self._register_root(self._names.root)
         self._ran.add(mid)
         if not self._ddp and type(module).__name__ == "DistributedDataParallel":
             self._ddp = True

@@ -17,10 +17,13 @@ Rules (numbered so that code can point here):
    through numpy) is a *real tensor*: FakeTensorMode fakes a copy of it when an op reads
    it. It gets a `{"k": "real"}` record (`show` gives their count and bytes) and keeps its
    real device: a batch read from a file is host memory in the real run too, counted on a
-   cpu target and off the device on a cuda one. The real source of a literal
-   (`torch.tensor(0)` behind BatchNorm's `num_batches_tracked`, AdamW's scalars), which
-   `aten.lift_fresh` turns into the fake tensor the run uses, exists only in fake runs:
-   its row is on device `real:cpu`, which no query of the target counts.
+   cpu target and off the device on a cuda one; but one over numpy's memory
+   (`torch.from_numpy`), and the fake lifted from it, is `external` on a cpu target, as in
+   the real run (Note [Memory torch's allocator did not hand out] in trace/external.py).
+   The real source of a literal (`torch.tensor(0)` behind BatchNorm's
+   `num_batches_tracked`, AdamW's scalars), which `aten.lift_fresh` turns into the fake
+   tensor the run uses, exists only in fake runs: its row is on device `real:cpu`, which no
+   query of the target counts.
 2. Ops that fake tensors send through dispatch but that allocate nothing and that a real
    run never dispatches (`prim.device` on every `.device` read, `aten.sym_size`, ...) are not
    events: event numbers stay those of the real run. `.item()` (`_local_scalar_dense`)
@@ -97,6 +100,9 @@ Rules (numbered so that code can point here):
 13. FakeTensorMode's sparse ops keep no entries (`clone` of a sparse COO gradient has
    nnz 0): a sparse embedding gradient reads 0 B. Not modelled; an op that loses a sparse
    input's entries gets a stand-in record naming the line, not a silent 0 B.
+14. A reduced `mse_loss` (and `smooth_l1_loss`, `binary_cross_entropy`,
+   `soft_margin_loss`) on the host keeps its unreduced input-sized buffer under the 0-dim
+   loss; its row has those bytes (trace/fake_losses.py).
 
 Worked example (MLP of examples/train_mlp.py, B=64, fp32, fake, target cpu): fc1.weight is
 a fake 512×256 tensor whose meta storage has 512·256·4 = 524,288 bytes; its row is the
@@ -127,6 +133,8 @@ from torch.utils._pytree import tree_flatten, tree_unflatten
 from torch.utils.flop_counter import flop_registry
 
 from memledger.trace.collector import Collector, _written_args
+from memledger.trace.external import external
+from memledger.trace.fake_losses import reduced_loss_bytes
 from memledger.trace.fake_questions import RealAnswers
 
 aten = torch.ops.aten
@@ -619,6 +627,8 @@ class FakeCollector(Collector):
         self._real_sids: set[int] = set()
         self._host_sids: set[int] = set()     # Rule 8
         self._lifting = False
+        self._lift_external = False           # Rule 1: lifting memory torch did not allocate
+        self._loss_bytes: int | None = None   # Rule 14: a reduced loss's host buffer
         self._aliasing = False                # Rule 9: the saved alias being made
         self._fake_dev: dict[Any, str] = {}
         self.flops = 0
@@ -680,13 +690,18 @@ class FakeCollector(Collector):
                 self._note_standin(str(func), "upper bound: every element")
                 func = ub
         self._lifting = func is LIFT_FRESH          # Rule 1: a literal's real source
+        # ... whose memory numpy's may be (`torch.from_numpy`): so is the fake's, on the host
+        self._lift_external = self._lifting and bool(args) and type(args[0]) is torch.Tensor \
+            and external(args[0].untyped_storage())
+        self._loss_bytes = reduced_loss_bytes(func, args, kwargs)   # Rule 14
         try:
             out = super().__torch_dispatch__(func, types, args, kwargs)
         except FAKE_ERRORS as e:   # Rule 3: the run stops here; exit 2 with the line
             e.memledger_line = cannot_run_fake_line(e, str(func))
             raise
         finally:
-            self._lifting = False
+            self._lifting = self._lift_external = False
+            self._loss_bytes = None
         if isinstance(out, FakeTensor):             # Rule 4
             self._forget(out)
         elif isinstance(out, (list, tuple)):
@@ -812,9 +827,20 @@ class FakeCollector(Collector):
             dev = self.target.device if self.target.remap else str(fake_dev)
             self._fake_dev[fake_dev] = dev
         n = st.nbytes()
+        if self._loss_bytes is not None and t.dim() == 0 and dev.startswith("cpu"):
+            n = self._loss_bytes                        # Rule 14
         if self.target.rounding and dev.startswith("cuda"):
             n = cuda_block_bytes(n)
         return dev, n
+
+    def _external(self, t, st) -> bool:
+        """Rule 1: a fake lifted from a tensor over numpy's memory (`torch.from_numpy`) on a
+        host target is that memory, which the allocator never sees (Note [Memory torch's
+        allocator did not hand out] in trace/external.py); a real tensor is as it is."""
+        if not isinstance(t, FakeTensor):
+            return external(st)
+        return self._lift_external and \
+            self._fake_dev.get(getattr(t, "fake_device", None), "").startswith("cpu")
 
     def _new_storage(self, t, st, ev, op, pre, mod=None):
         self._real_next = False

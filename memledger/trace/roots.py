@@ -23,6 +23,24 @@ the first module with parameters, a distillation script's policies went to its t
 and the doctor named a student's parameters `Sequential.2.weight` where `show` said
 `2.weight`.
 
+# Note [A model called through its methods]
+A script may never call its model's forward, only methods that call its parts: diffusers'
+`AutoencoderKL` trains as `vae.encode(x).latent_dist` then `vae.decode(z)`, which call
+`vae.encoder`, `vae.quant_conv`, `vae.decoder`, `vae.post_quant_conv`. Each of those was
+a top-level module, the encoder taken for the model and the rest named beside it: the
+policies a user writes from `vae.named_modules()` (`decoder.up_blocks.*`) were refused
+as selecting "modules of 'decoder', which the script calls beside the model", and
+`encoder.down_blocks.*` as matching no module. So a top-level call of a module seen for
+the first time looks up the Python stack for a method (a frame outside torch and
+memledger whose `self` is a module) of a module that holds it; the outermost such module
+is the top-level module instead, named and chosen as the model by the rules above, and
+the called module takes its path under it (`encoder`). Later top-level calls of its parts
+are calls of that module's submodules; `measure` and the doctor's probe find the same
+root. Torch's own frames are left out: its `_call_impl` runs as the module being called.
+So is a constructor: a model that runs a part on a dummy input in its `__init__` (to size
+its head) does not hold its later parts yet, and its names are taken when it is called,
+which absorbs that part (`_absorb`).
+
 # Note [Root names]
 The model's modules keep `named_modules()`'s names (policies select them so). Every other
 top-level module is named, at its first call, by the first of these that no other
@@ -111,26 +129,34 @@ class RootNames:
         self._with_grad = ByModule()        # top-level modules called with gradients on
         self._script_name = ByModule()      # top-level module -> the script's name for it
         self.absorbed: list[torch.nn.Module] = []   # by the last new top-level module
+        self.root: torch.nn.Module | None = None    # the last new top-level module
+        self._owner = ByModule()            # module called by its root's method -> the root
 
     def path(self, module: torch.nn.Module, top_level: bool) -> tuple[str | None, bool]:
         """(path, new top-level module) of a module being called; a top-level call names a
-        module seen for the first time. A submodule called on its own (a recompute in
-        backward) keeps its path. None: a module no top-level module holds."""
+        module seen for the first time, or the module whose method called it (`root`: Note
+        [A model called through its methods]). A submodule called on its own (a recompute
+        in backward) keeps its path. None: a module no top-level module holds."""
         new = top_level and module not in self.prefix and module not in self.paths
         if new:
-            self.absorbed = self._absorb(module)
-            has_params = next(module.parameters(), None) is not None
-            self._script_name[module] = script_name(module)
-            self.prefix[module] = "" if has_params and self.model() is None \
-                else self._label(module)
+            root = self.root = method_owner(module) or module
+            self.absorbed = self._absorb(root)
+            has_params = next(root.parameters(), None) is not None
+            self._script_name[root] = script_name(root)
+            self.prefix[root] = "" if has_params and self.model() is None \
+                else self._label(root)
             moved = {id(m) for r in self.absorbed for m in r.modules()}
-            for m, path in paths_under(module, self.prefix[module]):
+            for m, path in paths_under(root, self.prefix[root]):
                 if id(m) in moved:
                     self.paths[m] = path
                 else:
                     self.paths.setdefault(m, path)   # a shared submodule keeps its first path
-        if top_level and not self.decided and torch.is_grad_enabled() and module in self.prefix:
-            self._with_grad[module] = True
+            if root is not module:
+                self._owner[module] = root
+        if top_level and not self.decided and torch.is_grad_enabled():
+            top = module if module in self.prefix else self._owner.get(module)
+            if top is not None and top in self.prefix:
+                self._with_grad[top] = True
         return self.paths.get(module), new
 
     def _absorb(self, module: torch.nn.Module) -> list[torch.nn.Module]:
@@ -183,6 +209,28 @@ class RootNames:
 
     def alive(self) -> list[torch.nn.Module]:
         return list(self.prefix.keys())
+
+
+def method_owner(module: torch.nn.Module) -> torch.nn.Module | None:
+    """The outermost module whose method, running in a frame outside torch and memledger,
+    called `module` at the top level and holds it (Note [A model called through its
+    methods]); None when no such frame is on the stack."""
+    owner = None
+    f = sys._getframe(1)
+    while f is not None:
+        code = f.f_code
+        if code.co_argcount and code.co_varnames[0] == "self" and \
+                code.co_name != "__init__" and not code.co_filename.startswith(_NOT_THE_SCRIPT):
+            local = f.f_locals
+            me = local.get("self")
+            if _LOCALS_SNAPSHOT and code.co_flags & inspect.CO_OPTIMIZED:
+                local.clear()   # Note [Root names]: a snapshot would keep its tensors alive
+            del local
+            if isinstance(me, torch.nn.Module) and me is not module and \
+                    any(m is module for m in me.modules()):
+                owner = me
+        f = f.f_back
+    return owner
 
 
 def script_name(module: torch.nn.Module) -> str | None:

@@ -214,3 +214,130 @@ def test_output_saved_by_its_block_and_the_next_goes_after_the_next_ones_backwar
     assert replay(prep, parse_policy("none"), probe=B + 9).at_probe["activation"] == H + Y
     r = replay(prep, parse_policy(policy), rng_bytes=0, probe=B + 9)
     assert r.at_probe["activation"] == 0
+
+
+def _shared_input_ledger(batch: bool = False, free_at: int = 26, extra: tuple = ()) -> Ledger:
+    """E (64 B) is made by `temb` (event 1) and saved as an input by blocks.0 (record at
+    3), blocks.1 (7) and `head` (11); each also saves its own h_i (H B). The script lets go
+    of E as forward ends (event 14). Backward: head's node unpacks h2 and E at 16-17,
+    blocks.1's h1 and E at 20-21, blocks.0's h0 and E at 24-25; E is freed at 26.
+    `batch`: E is the batch instead, made in setup (event 0), an `input`. `free_at`: E's
+    free; `extra`: more records."""
+    recs = [{"k": "header", "schema": "memledger.ledger/1"},
+            {"k": "phase", "ev": 0, "ph": "setup", "step": 1},
+            {"k": "phase", "ev": 1, "ph": "forward", "step": 1},
+            {"k": "alloc", "sid": 0, "ev": 0 if batch else 1, "bytes": 64, "dev": "cpu",
+             "op": "randn.default" if batch else "addmm.default", "mod": "" if batch
+             else "temb", "ph": "setup" if batch else "forward", "step": 1},
+            {"k": "scope", "mod": "temb", "cls": "Linear", "ev0": 1, "ev1": 2, "ph": "forward",
+             "step": 1, "ns": 1000}]
+    if batch:
+        recs.append({"k": "role", "sid": 0, "role": "input"})
+    for i, (mod, e0) in enumerate((("blocks.0", 2), ("blocks.1", 6), ("head", 10))):
+        u = 16 + 4 * (2 - i)
+        recs += [{"k": "scope", "mod": mod, "cls": "Block", "ev0": e0, "ev1": e0 + 4,
+                  "ph": "forward", "step": 1, "ns": 1000},
+                 {"k": "saved", "sid": 0, "ev": e0 + 1, "mod": mod},
+                 {"k": "unpack", "sid": 0, "ev": u + 1},
+                 {"k": "alloc", "sid": i + 1, "ev": e0 + 1, "bytes": H, "dev": "cpu",
+                  "op": "mul.Tensor", "mod": mod, "ph": "forward", "step": 1},
+                 {"k": "saved", "sid": i + 1, "ev": e0 + 2, "mod": mod},
+                 {"k": "fwdlast", "sid": i + 1, "last": e0 + 2},
+                 {"k": "unpack", "sid": i + 1, "ev": u},
+                 {"k": "free", "sid": i + 1, "ev": u + 2, "last": u}]
+    recs += [{"k": "fwdlast", "sid": 0, "last": 11}, {"k": "released", "sid": 0, "ev": 14},
+             {"k": "phase", "ev": 15, "ph": "backward", "step": 1},
+             {"k": "free", "sid": 0, "ev": free_at, "last": 25},
+             {"k": "step", "step": 1, "ev": 28, "ns": 10_000},
+             {"k": "end", "ev": 29, "status": "ok"}, *extra]
+    # unpack records in event order, as a trace writes them (a storage's last is its last)
+    unpacks = sorted((r for r in recs if r["k"] == "unpack"), key=lambda r: r["ev"])
+    return Ledger.from_records([r for r in recs if r["k"] != "unpack"] + unpacks)
+
+
+@pytest.mark.parametrize("batch", [False, True])
+def test_an_input_that_offloaded_calls_save_goes_with_its_last_holder_outside(batch):
+    """Offload has no frame: a storage made outside the offloaded calls (a UNet's time
+    embedding, handed to every resnet) and saved by them and by a call outside the policy
+    is held, under offload, only by the outside call's save. It goes when that node
+    returned (head's, at 17), not at its baseline free after blocks.0's backward (26);
+    blocks.1's read-back copy comes at 21. diffusers' UNet2DConditionModel with its own
+    gradient checkpointing, `offload:down_blocks.*`: 512 B over measured before. So does
+    the batch the script let go of (an autoencoder's MSE saves its target, the image the
+    encoder's first conv saved: diffusers' AutoencoderKL, `offload:encoder`, 6,144 B over)."""
+    prep = Prepared.from_ledger(_shared_input_ledger(batch))
+    pol = parse_policy("offload:blocks.*")
+    e = 64 if batch else 0
+
+    def live(policy, probe):   # (saved bytes, of which the batch)
+        at = replay(prep, policy, rng_bytes=0, probe=probe).at_probe
+        return at["activation"] + at["input"], at["input"]
+
+    assert live(parse_policy("none"), 19) == (64 + 2 * H, e)
+    assert live(pol, 19) == (0, 0)
+    # blocks.1's node read h1 (at 20) and E (at 21) back: one copy of each
+    assert live(pol, 21) == (64 + H, e)
+
+
+def test_a_read_back_copy_the_scripts_own_checkpoint_reruns_on_lives_as_the_original():
+    """As above, but each block's save of E is the input its own checkpoint (the
+    script's: `blocks.i.inner`, diffusers' checkpointed transformer blocks) keeps. The
+    re-run after blocks.0's node unpacked E runs on the read-back copy and saves it again,
+    so the copy lives as the original did in the baseline, to its free at 27, not to the
+    node's return at 26. diffusers' UNet2DConditionModel with its own checkpointing,
+    `offload:down_blocks.*`: the cross-attention states (2, 6, 16) fp32, 768 B under."""
+    ckpt = tuple({"k": "script_ckpt", "mod": f"blocks.{i}.inner", "first": f"blocks.{i}.inner",
+                  "ev": 2 + 4 * i} for i in range(2))
+    prep = Prepared.from_ledger(_shared_input_ledger(free_at=27, extra=ckpt))
+    pol = parse_policy("offload:blocks.*")
+    assert replay(prep, parse_policy("none"), probe=26).at_probe["activation"] == 64
+    assert replay(prep, pol, rng_bytes=0, probe=26).at_probe["activation"] == 64
+    assert replay(prep, pol, rng_bytes=0, probe=27).at_probe["activation"] == 0
+    # head offloaded instead: blocks.0's save, E's last read, holds the original, and the
+    # re-run it starts keeps it to its free as well (768 B under on that UNet before)
+    head = parse_policy("offload:head")
+    assert replay(prep, head, rng_bytes=0, probe=26).at_probe["activation"] == 64
+
+
+def test_a_kept_storage_its_own_call_saved_is_held_again_after_the_rerun():
+    """blocks.0 makes W (512 B: a weight's autocast cast) and saves it; `head`, called
+    after it, takes W from autocast's cache and saves it too (DiT's output layer calls the
+    first block's embedding again). W is kept, not dropped; blocks.0's re-run (inserted at
+    15, its first unpack) makes W again and packs it for blocks.0's node, which unpacks it
+    at 17 and returns at 19: that copy lives to 19, where it went at the re-run's early
+    stop before (512 B under measured on DiT under bf16, `checkpoint:transformer_blocks.*`).
+    """
+    fw = {"ph": "forward", "step": 1}
+    recs = [{"k": "header", "schema": "memledger.ledger/1"},
+            {"k": "phase", "ev": 0, "ph": "setup", "step": 1},
+            {"k": "phase", "ev": 1, "ph": "forward", "step": 1},
+            {"k": "scope", "mod": "blocks.0", "cls": "Block", "ev0": 1, "ev1": 6, "ns": 1, **fw},
+            {"k": "scope", "mod": "head", "cls": "Head", "ev0": 6, "ev1": 9, "ns": 1, **fw},
+            {"k": "alloc", "sid": 0, "ev": 2, "bytes": 512, "dev": "cpu", "op": "_to_copy.default",
+             "mod": "blocks.0", **fw},
+            {"k": "alloc", "sid": 1, "ev": 3, "bytes": H, "dev": "cpu", "op": "mul.Tensor",
+             "mod": "blocks.0", **fw},
+            {"k": "alloc", "sid": 2, "ev": 5, "bytes": Y, "dev": "cpu", "op": "add.Tensor",
+             "mod": "blocks.0", **fw},
+            {"k": "saved", "sid": 0, "ev": 2, "mod": "blocks.0"},
+            {"k": "saved", "sid": 1, "ev": 3, "mod": "blocks.0"},
+            {"k": "saved", "sid": 2, "ev": 6, "mod": "head"},
+            {"k": "saved", "sid": 0, "ev": 7, "mod": "head"},
+            {"k": "released", "sid": 0, "ev": 9},
+            {"k": "phase", "ev": 10, "ph": "backward", "step": 1},
+            {"k": "fwdlast", "sid": 0, "last": 7}, {"k": "fwdlast", "sid": 1, "last": 4},
+            {"k": "fwdlast", "sid": 2, "last": 7},
+            {"k": "unpack", "sid": 2, "ev": 11},
+            {"k": "unpack", "sid": 0, "ev": 12, "end": 13},
+            {"k": "free", "sid": 2, "ev": 12, "last": 11},
+            {"k": "unpack", "sid": 1, "ev": 15},
+            {"k": "free", "sid": 1, "ev": 16, "last": 15},
+            {"k": "unpack", "sid": 0, "ev": 17, "end": 19},
+            {"k": "free", "sid": 0, "ev": 20, "last": 17},
+            {"k": "step", "step": 1, "ev": 21, "ns": 10_000},
+            {"k": "end", "ev": 22, "status": "ok"}]
+    prep = Prepared.from_ledger(Ledger.from_records(recs))
+    pol = parse_policy("checkpoint:blocks.0")
+    assert replay(prep, parse_policy("none"), probe=18).at_probe["activation"] == 512
+    assert replay(prep, pol, rng_bytes=0, probe=18).at_probe["activation"] == 512
+    assert replay(prep, pol, rng_bytes=0, probe=19).at_probe["activation"] == 0
