@@ -125,6 +125,7 @@ class Capture:
         self._opts: list = []               # the optimizers that stepped in it
         self._opt_index: dict[int, int] = {}  # id(optimizer) -> order of its first step
         self._steps: OptimizerSteps | None = None
+        self._unread: dict[int, dict] = {}  # id(optimizer) -> its step, closure not yet run
 
     # ---- wiring ------------------------------------------------------------------------
     def on_model(self, handle) -> None:
@@ -204,7 +205,7 @@ class Capture:
                     out.append((names.get(id(p), f"{prefix}param_groups[{g}][{j}]"), p))
         return out
 
-    def _pre_step(self, opt, args, kwargs) -> None:
+    def _pre_step(self, opt, args, kwargs):
         self._leave_mode()
         if self._steps.pre(opt):        # a step left open by its optimizers ends here
             self._end_step()
@@ -214,18 +215,60 @@ class Capture:
             self._pending = {"inputs": [], "grads": {}, "nonfinite": [], "optim": {}}
             self._opts = []
         step = self._pending
-        step["inputs"] += self._inputs
-        self._inputs = []
         if opt not in self._opts:
             self._opts.append(opt)
+        for name, p in self._named_params(opt):
+            if name not in self._before:
+                self._before[name] = _cpu(p)
+        # args: (optimizer, closure?) as step() was called
+        closure = kwargs.get("closure", args[1] if len(args) > 1 else None)
+        if not callable(closure):
+            self._read_grads(opt, step)
+            return None
+        return self._read_after_closure(opt, step, closure, args, kwargs)
+
+    # Note [A capture's step that runs its closure]
+    # `optimizer.step(closure)` (Lightning's Trainer steps so even in manual optimization;
+    # LBFGS needs it) runs the forward and backward inside step(), after the pre-hook. Read
+    # there, the gradients were the previous step's (None in the first: Lightning zeroes
+    # them with set_to_none inside the closure) and the forward's inputs went to the next
+    # step, so a policy that changed the gradients was caught one step late, by the update
+    # gate ("parameter ... differs after step 0"), and a one-step compare compared none.
+    # So the closure is wrapped and the step is read when its first call returns (after
+    # Lightning's clipping, which runs inside it): the gradients the update uses. LBFGS's
+    # later calls re-evaluate the same step. As the doctor reads it (Note [A step that runs
+    # its closure] in trace/doctor_probe.py).
+    def _read_after_closure(self, opt, step: dict, closure, args, kwargs):
+        calls = [0]
+
+        def read_after(*a, **kw):
+            loss = closure(*a, **kw)
+            calls[0] += 1
+            if calls[0] == 1:
+                with torch._C.DisableTorchFunction():
+                    self._read_grads(opt, step)
+            return loss
+
+        self._unread[id(opt)] = step
+        if "closure" in kwargs:
+            return args, {**kwargs, "closure": read_after}
+        return (args[0], read_after, *args[2:]), kwargs
+
+    def _read_grads(self, opt, step: dict) -> None:
+        """The step's inputs so far and the gradients `opt` is about to use."""
+        self._unread.pop(id(opt), None)
+        step["inputs"] += self._inputs
+        self._inputs = []
+        self._leave_mode()
         for name, p in self._named_params(opt):
             step["grads"][name] = None if p.grad is None else _cpu(p.grad)
             if p.grad is not None and not bool(torch.isfinite(step["grads"][name]).all()):
                 step["nonfinite"].append(name)
-            if name not in self._before:
-                self._before[name] = _cpu(p)
 
     def _post_step(self, opt, args, kwargs) -> None:
+        step = self._unread.pop(id(opt), None)
+        if step is not None:   # step() never called its closure: the gradients it had
+            self._read_grads(opt, step)
         for name, p in self._named_params(opt):
             st = opt.state.get(p, {})
             self._pending["optim"][name] = {

@@ -10,6 +10,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+import torch
 
 from memledger.errors import PolicyError
 from memledger.verify.gates import run_gates
@@ -145,6 +146,47 @@ def test_perturbed_saved_activations_fail_gradients(dropout_net):
     assert 1e-3 <= f.diff.max_rel < 1e-2
     assert o.gates == {"inputs": True, "gradients": False, "update": True}
 
+
+
+# The same loop with its forward and backward inside `optimizer.step(closure)`, zeroing with
+# set_to_none inside the closure, as Lightning's automatic optimization runs it
+CLOSURE_STEP = """    def closure():
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        return loss
+    opt.step(closure)
+"""
+PLAIN_STEP = """    loss = F.cross_entropy(model(x), y)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+"""
+
+
+def test_a_step_that_runs_its_closure_is_captured_as_the_plain_loop(tmp_path):
+    """Note [A capture's step that runs its closure] (verify/capture.py): read in the step's
+    pre-hook, the closure loop's step 0 had no gradient (all 10 None) and its inputs went to
+    step 1, so a perturbed saved activation was caught one step late by the update gate
+    ("parameter ... differs after step 0"), and a one-step compare checked no gradient."""
+    plain = _write(tmp_path, "plain.py", DROPOUT_NET.format(gen=SEEDED))
+    body = DROPOUT_NET.format(gen=SEEDED).replace(PLAIN_STEP, CLOSURE_STEP)
+    assert body != DROPOUT_NET.format(gen=SEEDED)
+    closure = _write(tmp_path, "closure.py", body)
+    a = capture_in_process(plain, [], Variant("none"), 2).data["steps"]
+    b = capture_in_process(closure, [], Variant("none"), 2).data["steps"]
+    for sa, sb in zip(a, b):     # the same data, gradients and update, step by step
+        assert sb["inputs"] == sa["inputs"] and len(sb["inputs"]) == 2   # x, then y
+        assert sorted(sb["grads"]) == sorted(sa["grads"]) and len(sb["grads"]) == 10
+        for name, g in sa["grads"].items():
+            assert torch.equal(sb["grads"][name], g), name
+        for name, p in sa["params"].items():
+            assert torch.equal(sb["params"][name], p), name
+    _, o = _one(closure, Variant("perturb", broken="perturb_saved", selector="blocks.2"),
+                steps=1)
+    f = o.comparison.finding
+    assert (f.gate, f.step, f.name) == ("gradients", 0, "blocks.2.fc.weight")
+    assert o.gates == {"inputs": True, "gradients": False, "update": True}
 
 def test_unseeded_data_fails_inputs_for_every_candidate(tmp_path):
     script = _write(tmp_path, "unseeded.py", DROPOUT_NET.format(gen=UNSEEDED))

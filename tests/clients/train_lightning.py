@@ -1,0 +1,133 @@
+"""A tiny transformer trained by PyTorch Lightning's own `Trainer`, as Lightning users write it.
+
+    python tests/clients/train_lightning.py --loop auto --steps 4
+    memledger trace tests/clients/train_lightning.py --steps 2 -o pl.ledger -- --loop accum
+
+Lightning steps the optimizer as `optimizer.step(closure)`: the forward and backward run
+inside `step()` (automatic optimization). Loops:
+
+- `auto`: plain automatic optimization, AdamW.
+- `accum`: `accumulate_grad_batches=2` (the first micro-batch's backward outside `step()`,
+  the second inside its closure).
+- `clip`: `gradient_clip_val=1.0` (Lightning clips inside the closure, after backward).
+- `bf16`: `precision="bf16-mixed"` (CPU autocast around the training step).
+- `manual`: `self.automatic_optimization = False`, `manual_backward`, `opt.step()`.
+- `sched`: AdamW with a StepLR scheduler that Lightning steps every optimizer step.
+
+The model is `blocks.*` of pre-LN transformer blocks (self-attention, GELU MLP) with an
+embedding and a head; the data are random tokens, nothing is downloaded or written
+(`logger=False`, no checkpointing). `--max-steps` is the Trainer's own.
+"""
+
+import argparse
+import os
+import warnings
+
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+try:
+    import lightning.pytorch as pl
+except ImportError:
+    import pytorch_lightning as pl
+
+
+class Block(nn.Module):
+    def __init__(self, width: int, heads: int) -> None:
+        super().__init__()
+        self.ln1 = nn.LayerNorm(width)
+        self.attn = nn.MultiheadAttention(width, heads, batch_first=True)
+        self.ln2 = nn.LayerNorm(width)
+        self.fc1 = nn.Linear(width, 4 * width)
+        self.fc2 = nn.Linear(4 * width, width)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.ln1(x)
+        x = x + self.attn(h, h, h, need_weights=False)[0]
+        return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
+
+
+class TinyLM(pl.LightningModule):
+    def __init__(self, loop: str, vocab: int, width: int, depth: int, heads: int) -> None:
+        super().__init__()
+        self.loop = loop
+        self.embed = nn.Embedding(vocab, width)
+        self.blocks = nn.ModuleList(Block(width, heads) for _ in range(depth))
+        self.head = nn.Linear(width, vocab)
+        if loop == "manual":
+            self.automatic_optimization = False
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        x = self.embed(ids)
+        for block in self.blocks:
+            x = block(x)
+        return self.head(x)
+
+    def _loss(self, batch) -> torch.Tensor:
+        ids, labels = batch
+        logits = self(ids)
+        return F.cross_entropy(logits.flatten(0, 1), labels.flatten())
+
+    def training_step(self, batch, batch_idx):
+        if self.loop != "manual":
+            return self._loss(batch)
+        opt = self.optimizers()
+        opt.zero_grad()
+        loss = self._loss(batch)
+        self.manual_backward(loss)
+        opt.step()
+        return loss
+
+    def configure_optimizers(self):
+        opt = torch.optim.AdamW(self.parameters(), lr=1e-3)
+        if self.loop != "sched":
+            return opt
+        sched = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.9)
+        return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
+
+
+class RandomTokens(torch.utils.data.Dataset):
+    def __init__(self, n: int, seq: int, vocab: int) -> None:
+        self.n, self.seq, self.vocab = n, seq, vocab
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int):
+        g = torch.Generator().manual_seed(i)
+        ids = torch.randint(0, self.vocab, (self.seq + 1,), generator=g)
+        return ids[:-1], ids[1:]
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--loop", choices=["auto", "accum", "clip", "bf16", "manual", "sched"],
+                   default="auto")
+    p.add_argument("--steps", type=int, default=4, help="the Trainer's max_steps")
+    p.add_argument("--vocab", type=int, default=64)
+    p.add_argument("--width", type=int, default=32)
+    p.add_argument("--depth", type=int, default=2)
+    p.add_argument("--heads", type=int, default=2)
+    p.add_argument("--seq", type=int, default=16)
+    p.add_argument("--batch-size", type=int, default=4)
+    args = p.parse_args()
+    warnings.filterwarnings("ignore")
+    pl.seed_everything(0, verbose=False)
+    model = TinyLM(args.loop, args.vocab, args.width, args.depth, args.heads)
+    data = torch.utils.data.DataLoader(RandomTokens(256, args.seq, args.vocab),
+                                       batch_size=args.batch_size, shuffle=False,
+                                       num_workers=0)
+    trainer = pl.Trainer(
+        max_steps=args.steps, accelerator="cpu", devices=1, logger=False,
+        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+        accumulate_grad_batches=2 if args.loop == "accum" else 1,
+        gradient_clip_val=1.0 if args.loop == "clip" else None,
+        precision="bf16-mixed" if args.loop == "bf16" else "32-true",
+        num_sanity_val_steps=0)
+    trainer.fit(model, data)
+
+
+if __name__ == "__main__":
+    main()
