@@ -28,6 +28,13 @@ the forward (targets, masks), and recording stops at the first backward call (or
 `torch.autograd.grad`) and never runs inside a backward pass, so a checkpoint's recompute
 inside backward (which calls the same functions again) is never counted. Forward inputs are read in a global forward hook with kwargs, after the forward:
 a forward that writes into its own input in place would be recorded as written.
+Nor does a value computed from the model's count once its history is gone: the forward's
+outputs, and what a torch function makes from them or from another such value, are marked
+(`_LossInputs.mark`), so `loss.detach().clone()` (Lightning's closure does it every step)
+is no input while the targets, and what is made from them alone (`labels.flatten()`), are.
+Counted, a baseline whose gradients differ between runs in the last bits (a GPU's
+atomics) moved its step-2 loss, and every policy was rejected at the inputs gate with
+"the script's inputs are not reproducible ... seed the data loader".
 
 Everything is saved with `torch.save` as plain tensors, strings and numbers into a file of
 our own making and read back with `weights_only=True`: never a user's pickle.
@@ -36,6 +43,7 @@ our own making and read back with `weights_only=True`: never a user's pickle.
 from __future__ import annotations
 
 import hashlib
+import weakref
 from typing import Any
 
 import torch
@@ -92,6 +100,21 @@ class _LossInputs(TorchFunctionMode):
         super().__init__()
         self.cap = cap
         self.recording = True
+        self._made = cap.made   # kept by the capture: a running sum stays marked
+
+    def mark(self, obj: Any) -> None:
+        """Every tensor in `obj` is computed from the model's values: never an input."""
+        for _, t in _tensors(obj, ""):
+            self._made[id(t)] = weakref.ref(t)
+        if len(self._made) > 4096:     # ids of freed tensors are reused: drop the dead
+            for k in [k for k, r in self._made.items() if r() is None]:
+                del self._made[k]
+
+    def _computed(self, t: torch.Tensor) -> bool:
+        if t.requires_grad:
+            return True
+        r = self._made.get(id(t))
+        return r is not None and r() is t
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -101,12 +124,19 @@ class _LossInputs(TorchFunctionMode):
         # again): never an input. A MAML loop's inner `torch.autograd.grad(create_graph=True)`
         # re-ran a checkpointed Linear there, and `checkpoint:0` was rejected for an input
         # the baseline never had ("input linear arg[0] differs")
-        if self.recording and torch._C._current_graph_task_id() == -1:
-            name = getattr(func, "__name__", "fn")
-            for label, t in _tensors(list(args), f"{name} arg") + _tensors(kwargs, name):
-                if not t.requires_grad:
-                    self.cap.record_input(label, t)
-        return func(*args, **kwargs)
+        if not self.recording or torch._C._current_graph_task_id() != -1:
+            return func(*args, **kwargs)
+        name = getattr(func, "__name__", "fn")
+        computed = False
+        for label, t in _tensors(list(args), f"{name} arg") + _tensors(kwargs, name):
+            if self._computed(t):
+                computed = True
+            else:
+                self.cap.record_input(label, t)
+        out = func(*args, **kwargs)
+        if computed:
+            self.mark(out)
+        return out
 
 
 class Capture:
@@ -125,6 +155,7 @@ class Capture:
         self._opts: list = []               # the optimizers that stepped in it
         self._opt_index: dict[int, int] = {}  # id(optimizer) -> order of its first step
         self._steps: OptimizerSteps | None = None
+        self.made: dict[int, weakref.ref] = {}   # computed from the model's: _LossInputs
         self._unread: dict[int, dict] = {}  # id(optimizer) -> its step, closure not yet run
 
     # ---- wiring ------------------------------------------------------------------------
@@ -185,6 +216,7 @@ class Capture:
             self._mode = _LossInputs(self)
             self._mode.__enter__()
         self._mode.recording = True
+        self._mode.mark(output)
 
     def _leave_mode(self) -> None:
         if self._mode is not None:

@@ -282,6 +282,31 @@ def test_nondeterministic_baseline_widens_the_tolerance_to_its_noise_floor(tmp_p
         "gradients", "blocks.2.fc.weight")
 
 
+
+def test_a_value_computed_from_the_model_is_no_input(tmp_path):
+    """Note [Which tensors are inputs]: Lightning's closure keeps `loss.detach().clone()`
+    every step. Under gradients that differ between runs in the last bits (a GPU's atomics;
+    here 1e-3 relative noise), step 2's loss differs too: the clone's argument counted as
+    an input, the baseline "differed" there and the policy was rejected at the inputs gate
+    ("input clone arg[0] differs at step 2"). The targets stay inputs."""
+    body = DROPOUT_NET.format(gen=SEEDED).replace(
+        "    loss.backward()\n",
+        "    logged = loss.detach().clone()\n"
+        "    loss.backward()\n"
+        "    for p in model.parameters():\n"
+        "        p.grad.mul_(1 + torch.randn(p.shape, generator=noise) * 1e-3)\n")
+    body = body.replace("gen = torch.Generator", "noise = torch.Generator()\nnoise.seed()\n"
+                        "gen = torch.Generator")
+    script = _write(tmp_path, "logged.py", body)
+    report = run_gates(script, [], [Variant("checkpoint:blocks.*", "checkpoint:blocks.*")],
+                       steps=3, runner=in_process)
+    assert report.reproducible and report.noise_floor > 0
+    (o,) = report.outcomes
+    assert o.passed and o.comparison.steps_compared == 3, o.reason
+    steps = capture_in_process(script, [], Variant("none"), 3).data["steps"]
+    assert [[label for label, _ in st["inputs"]] for st in steps] == \
+        [["forward arg[0]", "cross_entropy arg[1]"]] * 3
+
 def test_a_baseline_drawing_other_dropout_masks_each_run_judges_nothing(tmp_path):
     # GIVEN seeded data and weights, but dropout drawing from a generator seeded from the OS
     # after the model is built (as transformers' Reformer does with torch.seed() per layer)
