@@ -145,18 +145,38 @@ class RetentionWatch:
         return self._attribute_of(t)
 
     def _attribute_of(self, t: _Tensor) -> tuple[str, str, str]:
-        """A plain attribute of one of the model's modules (`model.side = out`), if any."""
+        """A plain attribute of one of the model's modules (`model.side = out`), or an item
+        of a list, tuple or dict one holds (`self.losses.append(loss)` in a
+        LightningModule's `training_step`, the usual Lightning leak: it went unreported as
+        a library's internals), if any."""
         for prefix, ref in self.roots:
             root = ref()
             for path, m in root.named_modules(prefix=prefix) if root is not None else ():
                 for k, v in vars(m).items():
-                    if v is t and not k.startswith("_"):
-                        try:
-                            file = inspect.getsourcefile(type(m)) or ""
-                        except TypeError:
-                            file = ""
-                        return ".".join(x for x in (path, k) if x), k, file
+                    if k.startswith("_"):
+                        continue
+                    item = _item_of(v, t)
+                    if item is None:
+                        continue
+                    try:
+                        file = inspect.getsourcefile(type(m)) or ""
+                    except TypeError:
+                        file = ""
+                    return ".".join(x for x in (path, k) if x) + item, k, file
         return f"tensor{tuple(t.shape)}", "", ""
+
+
+def _item_of(v: Any, t: _Tensor) -> str | None:
+    """"" when `v` is `t`, "[i]" / "[key]" when `v` is a list, tuple or dict holding it."""
+    if v is t:
+        return ""
+    if isinstance(v, (list, tuple)):
+        i = next((i for i, x in enumerate(v) if x is t), None)
+        return None if i is None else f"[{i}]"
+    if isinstance(v, dict):
+        key = next((key for key, x in v.items() if x is t), None)
+        return None if key is None else f"[{key!r}]"
+    return None
 
 
 def _module_state_of(t: _Tensor) -> tuple[str, str, str] | None:

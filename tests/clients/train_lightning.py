@@ -16,7 +16,11 @@ inside `step()` (automatic optimization). Loops:
 
 The model is `blocks.*` of pre-LN transformer blocks (self-attention, GELU MLP) with an
 embedding and a head; the data are random tokens, nothing is downloaded or written
-(`logger=False`, no checkpointing). `--max-steps` is the Trainer's own.
+(`logger=False`, no checkpointing). `--steps` is the Trainer's `max_steps`.
+
+`--bug` plants a mistake for `memledger doctor` to find: `retain` keeps every step's loss
+in a list on the module (`self.losses.append(loss)`, the usual Lightning leak), `detach`
+cuts the graph after the first block, `no-zero` (manual loop) never zeroes the gradients.
 """
 
 import argparse
@@ -50,9 +54,11 @@ class Block(nn.Module):
 
 
 class TinyLM(pl.LightningModule):
-    def __init__(self, loop: str, vocab: int, width: int, depth: int, heads: int) -> None:
+    def __init__(self, loop: str, vocab: int, width: int, depth: int, heads: int,
+                 bug: str = "") -> None:
         super().__init__()
-        self.loop = loop
+        self.loop, self.bug = loop, bug
+        self.losses = []
         self.embed = nn.Embedding(vocab, width)
         self.blocks = nn.ModuleList(Block(width, heads) for _ in range(depth))
         self.head = nn.Linear(width, vocab)
@@ -61,8 +67,10 @@ class TinyLM(pl.LightningModule):
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         x = self.embed(ids)
-        for block in self.blocks:
+        for i, block in enumerate(self.blocks):
             x = block(x)
+            if i == 0 and self.bug == "detach":
+                x = x.detach()
         return self.head(x)
 
     def _loss(self, batch) -> torch.Tensor:
@@ -72,9 +80,13 @@ class TinyLM(pl.LightningModule):
 
     def training_step(self, batch, batch_idx):
         if self.loop != "manual":
-            return self._loss(batch)
+            loss = self._loss(batch)
+            if self.bug == "retain":
+                self.losses.append(loss)
+            return loss
         opt = self.optimizers()
-        opt.zero_grad()
+        if self.bug != "no-zero":
+            opt.zero_grad()
         loss = self._loss(batch)
         self.manual_backward(loss)
         opt.step()
@@ -112,10 +124,11 @@ def main() -> None:
     p.add_argument("--heads", type=int, default=2)
     p.add_argument("--seq", type=int, default=16)
     p.add_argument("--batch-size", type=int, default=4)
+    p.add_argument("--bug", choices=["", "retain", "detach", "no-zero"], default="")
     args = p.parse_args()
     warnings.filterwarnings("ignore")
     pl.seed_everything(0, verbose=False)
-    model = TinyLM(args.loop, args.vocab, args.width, args.depth, args.heads)
+    model = TinyLM(args.loop, args.vocab, args.width, args.depth, args.heads, args.bug)
     data = torch.utils.data.DataLoader(RandomTokens(256, args.seq, args.vocab),
                                        batch_size=args.batch_size, shuffle=False,
                                        num_workers=0)
