@@ -125,6 +125,8 @@ def main() -> None:
     p.add_argument("--seq", type=int, default=16)
     p.add_argument("--batch-size", type=int, default=4)
     p.add_argument("--bug", choices=["", "retain", "detach", "no-zero"], default="")
+    p.add_argument("--devices", type=int, default=1)
+    p.add_argument("--strategy", default="auto", help="with --devices 2: ddp, ddp_spawn")
     args = p.parse_args()
     warnings.filterwarnings("ignore")
     pl.seed_everything(0, verbose=False)
@@ -133,7 +135,8 @@ def main() -> None:
                                        batch_size=args.batch_size, shuffle=False,
                                        num_workers=0)
     trainer = pl.Trainer(
-        max_steps=args.steps, accelerator="cpu", devices=1, logger=False,
+        max_steps=args.steps, accelerator="cpu", devices=args.devices, logger=False,
+        strategy=args.strategy,
         enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
         accumulate_grad_batches=2 if args.loop == "accum" else 1,
         gradient_clip_val=1.0 if args.loop == "clip" else None,
