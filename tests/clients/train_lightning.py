@@ -39,28 +39,29 @@ except ImportError:
 
 
 class Block(nn.Module):
-    def __init__(self, width: int, heads: int) -> None:
+    def __init__(self, width: int, heads: int, dropout: float = 0.0) -> None:
         super().__init__()
         self.ln1 = nn.LayerNorm(width)
-        self.attn = nn.MultiheadAttention(width, heads, batch_first=True)
+        self.attn = nn.MultiheadAttention(width, heads, dropout=dropout, batch_first=True)
         self.ln2 = nn.LayerNorm(width)
         self.fc1 = nn.Linear(width, 4 * width)
         self.fc2 = nn.Linear(4 * width, width)
+        self.drop = nn.Dropout(dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = self.ln1(x)
         x = x + self.attn(h, h, h, need_weights=False)[0]
-        return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
+        return x + self.drop(self.fc2(F.gelu(self.fc1(self.ln2(x)))))
 
 
 class TinyLM(pl.LightningModule):
     def __init__(self, loop: str, vocab: int, width: int, depth: int, heads: int,
-                 bug: str = "") -> None:
+                 bug: str = "", dropout: float = 0.0) -> None:
         super().__init__()
         self.loop, self.bug = loop, bug
         self.losses = []
         self.embed = nn.Embedding(vocab, width)
-        self.blocks = nn.ModuleList(Block(width, heads) for _ in range(depth))
+        self.blocks = nn.ModuleList(Block(width, heads, dropout) for _ in range(depth))
         self.head = nn.Linear(width, vocab)
         if loop == "manual":
             self.automatic_optimization = False
@@ -91,6 +92,9 @@ class TinyLM(pl.LightningModule):
         self.manual_backward(loss)
         opt.step()
         return loss
+
+    def validation_step(self, batch, batch_idx):
+        self.log("val_loss", self._loss(batch))
 
     def configure_optimizers(self):
         opt = torch.optim.AdamW(self.parameters(), lr=1e-3)
@@ -125,12 +129,16 @@ def main() -> None:
     p.add_argument("--seq", type=int, default=16)
     p.add_argument("--batch-size", type=int, default=4)
     p.add_argument("--bug", choices=["", "retain", "detach", "no-zero"], default="")
+    p.add_argument("--val", action="store_true",
+                   help="validate on 2 batches every 2 training steps (inference_mode, eval)")
+    p.add_argument("--dropout", type=float, default=0.0)
     p.add_argument("--devices", type=int, default=1)
     p.add_argument("--strategy", default="auto", help="with --devices 2: ddp, ddp_spawn")
     args = p.parse_args()
     warnings.filterwarnings("ignore")
     pl.seed_everything(0, verbose=False)
-    model = TinyLM(args.loop, args.vocab, args.width, args.depth, args.heads, args.bug)
+    model = TinyLM(args.loop, args.vocab, args.width, args.depth, args.heads, args.bug,
+                   args.dropout)
     data = torch.utils.data.DataLoader(RandomTokens(256, args.seq, args.vocab),
                                        batch_size=args.batch_size, shuffle=False,
                                        num_workers=0)
@@ -141,8 +149,11 @@ def main() -> None:
         accumulate_grad_batches=2 if args.loop == "accum" else 1,
         gradient_clip_val=1.0 if args.loop == "clip" else None,
         precision="bf16-mixed" if args.loop == "bf16" else "32-true",
-        num_sanity_val_steps=0)
-    trainer.fit(model, data)
+        num_sanity_val_steps=0, val_check_interval=2 if args.val else None,
+        limit_val_batches=2 if args.val else 0)
+    val = torch.utils.data.DataLoader(RandomTokens(8, args.seq, args.vocab),
+                                      batch_size=args.batch_size) if args.val else None
+    trainer.fit(model, data, val)
 
 
 if __name__ == "__main__":
