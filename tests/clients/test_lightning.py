@@ -67,6 +67,9 @@ def test_the_gates_judge_the_closures_own_gradients():
 
 @pytest.mark.parametrize("argv, check, line", [
     (["--loop", "clip", "--val", "--dropout", "0.1"], None, ""),
+    # the generator's step, then the discriminator's on `fake.detach()`: `fake` keeps its
+    # spent graph across the second step (a cross_step_retention warning before)
+    (["--loop", "gan"], None, ""),
     (["--bug", "detach"], "cut_graph", "x = x.detach()"),
     (["--bug", "retain"], "cross_step_retention", "self.losses.append(loss)"),
 ])

@@ -13,6 +13,10 @@ inside `step()` (automatic optimization). Loops:
 - `bf16`: `precision="bf16-mixed"` (CPU autocast around the training step).
 - `manual`: `self.automatic_optimization = False`, `manual_backward`, `opt.step()`.
 - `sched`: AdamW with a StepLR scheduler that Lightning steps every optimizer step.
+- `gan`: a GAN in manual optimization (Lightning's own GAN recipe): a generator of
+  residual MLP blocks (`gen.blocks.*`) and a discriminator, two optimizers stepped in one
+  `training_step`, each between `toggle_optimizer` / `untoggle_optimizer` (which sets
+  `requires_grad=False` on the other's parameters).
 
 The model is `blocks.*` of pre-LN transformer blocks (self-attention, GELU MLP) with an
 embedding and a head; the data are random tokens, nothing is downloaded or written
@@ -104,6 +108,73 @@ class TinyLM(pl.LightningModule):
         return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
 
 
+class MLPBlock(nn.Module):
+    def __init__(self, width: int) -> None:
+        super().__init__()
+        self.fc1 = nn.Linear(width, 2 * width)
+        self.fc2 = nn.Linear(2 * width, width)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.fc2(F.relu(self.fc1(x)))
+
+
+class Generator(nn.Module):
+    def __init__(self, width: int, depth: int) -> None:
+        super().__init__()
+        self.blocks = nn.ModuleList(MLPBlock(width) for _ in range(depth))
+
+    def forward(self, z: torch.Tensor) -> torch.Tensor:
+        for block in self.blocks:
+            z = block(z)
+        return z
+
+
+class GAN(pl.LightningModule):
+    def __init__(self, width: int, depth: int) -> None:
+        super().__init__()
+        self.automatic_optimization = False
+        self.width = width
+        self.gen = Generator(width, depth)
+        self.disc = nn.Sequential(nn.Linear(width, 2 * width), nn.LeakyReLU(0.2),
+                                  nn.Linear(2 * width, 1))
+
+    def training_step(self, batch, batch_idx):
+        real, _ = batch
+        opt_g, opt_d = self.optimizers()
+        z = torch.randn(real.shape[0], self.width)
+        ones, zeros = torch.ones(real.shape[0], 1), torch.zeros(real.shape[0], 1)
+        self.toggle_optimizer(opt_g)
+        fake = self.gen(z)
+        g_loss = F.binary_cross_entropy_with_logits(self.disc(fake), ones)
+        self.manual_backward(g_loss)
+        opt_g.step()
+        opt_g.zero_grad()
+        self.untoggle_optimizer(opt_g)
+        self.toggle_optimizer(opt_d)
+        d_loss = (F.binary_cross_entropy_with_logits(self.disc(real), ones)
+                  + F.binary_cross_entropy_with_logits(self.disc(fake.detach()), zeros)) / 2
+        self.manual_backward(d_loss)
+        opt_d.step()
+        opt_d.zero_grad()
+        self.untoggle_optimizer(opt_d)
+
+    def configure_optimizers(self):
+        return [torch.optim.Adam(self.gen.parameters(), lr=2e-4),
+                torch.optim.Adam(self.disc.parameters(), lr=2e-4)]
+
+
+class RandomVectors(torch.utils.data.Dataset):
+    def __init__(self, n: int, width: int) -> None:
+        self.n, self.width = n, width
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int):
+        g = torch.Generator().manual_seed(i)
+        return torch.randn(self.width, generator=g), 0
+
+
 class RandomTokens(torch.utils.data.Dataset):
     def __init__(self, n: int, seq: int, vocab: int) -> None:
         self.n, self.seq, self.vocab = n, seq, vocab
@@ -119,7 +190,7 @@ class RandomTokens(torch.utils.data.Dataset):
 
 def main() -> None:
     p = argparse.ArgumentParser()
-    p.add_argument("--loop", choices=["auto", "accum", "clip", "bf16", "manual", "sched"],
+    p.add_argument("--loop", choices=["auto", "accum", "clip", "bf16", "manual", "sched", "gan"],
                    default="auto")
     p.add_argument("--steps", type=int, default=4, help="the Trainer's max_steps")
     p.add_argument("--vocab", type=int, default=64)
@@ -142,6 +213,10 @@ def main() -> None:
     data = torch.utils.data.DataLoader(RandomTokens(256, args.seq, args.vocab),
                                        batch_size=args.batch_size, shuffle=False,
                                        num_workers=0)
+    if args.loop == "gan":
+        model = GAN(args.width, args.depth)
+        data = torch.utils.data.DataLoader(RandomVectors(256, args.width),
+                                           batch_size=args.batch_size * args.seq)
     trainer = pl.Trainer(
         max_steps=args.steps, accelerator="cpu", devices=args.devices, logger=False,
         strategy=args.strategy,
