@@ -22,6 +22,10 @@ The model is `blocks.*` of pre-LN transformer blocks (self-attention, GELU MLP) 
 embedding and a head; the data are random tokens, nothing is downloaded or written
 (`logger=False`, no checkpointing). `--steps` is the Trainer's `max_steps`.
 
+`--log` logs the loss every step (`self.log(..., prog_bar=True)`), `--val` validates on 2
+batches every 2 steps, `--dropout` puts dropout in the blocks, `--devices 2 [--strategy
+ddp_spawn]` starts Lightning's own ranks (memledger refuses that without `--nproc 2`).
+
 `--bug` plants a mistake for `memledger doctor` to find: `retain` keeps every step's loss
 in a list on the module (`self.losses.append(loss)`, the usual Lightning leak), `detach`
 cuts the graph after the first block, `no-zero` (manual loop) never zeroes the gradients.
@@ -63,6 +67,7 @@ class TinyLM(pl.LightningModule):
                  bug: str = "", dropout: float = 0.0) -> None:
         super().__init__()
         self.loop, self.bug = loop, bug
+        self.log_loss = False
         self.losses = []
         self.embed = nn.Embedding(vocab, width)
         self.blocks = nn.ModuleList(Block(width, heads, dropout) for _ in range(depth))
@@ -88,6 +93,8 @@ class TinyLM(pl.LightningModule):
             loss = self._loss(batch)
             if self.bug == "retain":
                 self.losses.append(loss)
+            if self.log_loss:
+                self.log("train_loss", loss, prog_bar=True)
             return loss
         opt = self.optimizers()
         if self.bug != "no-zero":
@@ -203,6 +210,7 @@ def main() -> None:
     p.add_argument("--val", action="store_true",
                    help="validate on 2 batches every 2 training steps (inference_mode, eval)")
     p.add_argument("--dropout", type=float, default=0.0)
+    p.add_argument("--log", action="store_true", help="self.log the loss every step")
     p.add_argument("--devices", type=int, default=1)
     p.add_argument("--strategy", default="auto", help="with --devices 2: ddp, ddp_spawn")
     args = p.parse_args()
@@ -210,6 +218,7 @@ def main() -> None:
     pl.seed_everything(0, verbose=False)
     model = TinyLM(args.loop, args.vocab, args.width, args.depth, args.heads, args.bug,
                    args.dropout)
+    model.log_loss = args.log
     data = torch.utils.data.DataLoader(RandomTokens(256, args.seq, args.vocab),
                                        batch_size=args.batch_size, shuffle=False,
                                        num_workers=0)
