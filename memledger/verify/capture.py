@@ -56,6 +56,7 @@ from torch.optim.optimizer import (
 from torch.overrides import TorchFunctionMode
 
 from memledger.trace.collector import StopTracing
+from memledger.trace.roots import plain_name
 from memledger.trace.sharding import local_tensor
 from memledger.trace.steps import OptimizerSteps
 
@@ -80,6 +81,12 @@ def _cpu(t: torch.Tensor) -> torch.Tensor:
     if t.layout is not torch.strided:
         t = t.to_dense()
     return t.to("cpu", copy=True)
+
+
+def _plain(named) -> list[tuple[str, Any]]:
+    """Names as the model has them, without a wrapper's (`_orig_mod.`, Fabric's
+    `_forward_module.`): what a verdict names is what the user wrote (trace/roots.py)."""
+    return [(plain_name(n), x) for n, x in named]
 
 
 def _tensors(obj: Any, label: str) -> list[tuple[str, torch.Tensor]]:
@@ -226,7 +233,7 @@ class Capture:
     def _named_params(self, opt) -> list[tuple[str, nn.Parameter]]:
         names = {}
         if self.model is not None:
-            names = {id(p): n for n, p in self.model.named_parameters()}
+            names = {id(p): n for n, p in _plain(self.model.named_parameters())}
         k = self._opt_index.setdefault(id(opt), len(self._opt_index))
         prefix = f"optimizer{k}." if k else ""   # a second optimizer's unnamed parameters
         out, seen = [], set()
@@ -242,7 +249,7 @@ class Capture:
         if self._steps.pre(opt):        # a step left open by its optimizers ends here
             self._end_step()
         if self._pending is None:       # the training step's first optimizer
-            every = self.model.named_parameters() if self.model is not None else []
+            every = _plain(self.model.named_parameters()) if self.model is not None else []
             self._before = {n: _cpu(p) for n, p in every}
             self._pending = {"inputs": [], "grads": {}, "nonfinite": [], "optim": {}}
             self._opts = []
@@ -318,10 +325,10 @@ class Capture:
         for opt in self._opts:
             params.update(dict(self._named_params(opt)))
         if self.model is not None:
-            params.update(dict(self.model.named_parameters()))
+            params.update(dict(_plain(self.model.named_parameters())))
         after = {n: _cpu(p) for n, p in params.items()}
         step["params"] = after
-        step["buffers"] = ({n: _cpu(b) for n, b in self.model.named_buffers()}
+        step["buffers"] = ({n: _cpu(b) for n, b in _plain(self.model.named_buffers())}
                            if self.model is not None else {})
         moved = {n: not bitwise_equal(self._before[n], after[n])
                  for n in after if n in self._before}

@@ -13,6 +13,9 @@ inside `step()` (automatic optimization). Loops:
 - `bf16`: `precision="bf16-mixed"` (CPU autocast around the training step).
 - `manual`: `self.automatic_optimization = False`, `manual_backward`, `opt.step()`.
 - `sched`: AdamW with a StepLR scheduler that Lightning steps every optimizer step.
+- `fabric`: the same model in a loop of the script's own under Lightning Fabric
+  (`fabric.setup`, `fabric.backward`, `fabric.clip_gradients`): the model is called
+  through Fabric's wrapper, which holds it as `_forward_module`.
 - `gan`: a GAN in manual optimization (Lightning's own GAN recipe): a generator of
   residual MLP blocks (`gen.blocks.*`) and a discriminator, two optimizers stepped in one
   `training_step`, each between `toggle_optimizer` / `untoggle_optimizer` (which sets
@@ -195,9 +198,26 @@ class RandomTokens(torch.utils.data.Dataset):
         return ids[:-1], ids[1:]
 
 
+def fabric_loop(model: nn.Module, data, steps: int) -> None:
+    from lightning_fabric import Fabric
+
+    fabric = Fabric(accelerator="cpu", devices=1)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    model, opt = fabric.setup(model, opt)
+    for step, (ids, labels) in enumerate(fabric.setup_dataloaders(data)):
+        if step == steps:
+            break
+        loss = F.cross_entropy(model(ids).flatten(0, 1), labels.flatten())
+        opt.zero_grad()
+        fabric.backward(loss)
+        fabric.clip_gradients(model, opt, max_norm=1.0)
+        opt.step()
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
-    p.add_argument("--loop", choices=["auto", "accum", "clip", "bf16", "manual", "sched", "gan"],
+    p.add_argument("--loop", choices=["auto", "accum", "clip", "bf16", "manual", "sched", "gan",
+                            "fabric"],
                    default="auto")
     p.add_argument("--steps", type=int, default=4, help="the Trainer's max_steps")
     p.add_argument("--vocab", type=int, default=64)
@@ -226,6 +246,9 @@ def main() -> None:
         model = GAN(args.width, args.depth)
         data = torch.utils.data.DataLoader(RandomVectors(256, args.width),
                                            batch_size=args.batch_size * args.seq)
+    if args.loop == "fabric":
+        fabric_loop(model, data, args.steps)
+        return
     trainer = pl.Trainer(
         max_steps=args.steps, accelerator="cpu", devices=args.devices, logger=False,
         strategy=args.strategy,
