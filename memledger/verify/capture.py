@@ -14,7 +14,9 @@ backward: trace/steps.py, the rule trace and measure count by) it keeps:
   does not require grad of a torch function (the loss's targets: `F.cross_entropy(logits,
   y)` gives `y`). See Note [Which tensors are inputs].
 - `grads`: a CPU copy of every parameter's gradient, taken in an optimizer step *pre*-hook,
-  before the optimizer reads it (`None` where the gradient is missing).
+  before the optimizer reads it (`None` where the gradient is missing); for
+  `step(closure)`, when the closure's first call returns (Note [A capture's step that runs
+  its closure]).
 - `params`, `buffers`, `optim`: CPU copies after the step (post-hook); optimizer state per
   parameter name and key (`exp_avg`, `step`, ...), plain numbers turned into 0-d tensors.
 - `unmoved`: trainable parameters with a gradient that the step left bitwise unchanged;
