@@ -230,6 +230,7 @@ def main() -> None:
     p.add_argument("--val", action="store_true",
                    help="validate on 2 batches every 2 training steps (inference_mode, eval)")
     p.add_argument("--dropout", type=float, default=0.0)
+    p.add_argument("--precision", default="", help="the Trainer's, e.g. bf16-true")
     p.add_argument("--log", action="store_true", help="self.log the loss every step")
     p.add_argument("--devices", type=int, default=1)
     p.add_argument("--strategy", default="auto", help="with --devices 2: ddp, ddp_spawn")
@@ -255,7 +256,7 @@ def main() -> None:
         enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
         accumulate_grad_batches=2 if args.loop == "accum" else 1,
         gradient_clip_val=1.0 if args.loop == "clip" else None,
-        precision="bf16-mixed" if args.loop == "bf16" else "32-true",
+        precision=args.precision or ("bf16-mixed" if args.loop == "bf16" else "32-true"),
         num_sanity_val_steps=0, val_check_interval=2 if args.val else None,
         limit_val_batches=2 if args.val else 0)
     val = torch.utils.data.DataLoader(RandomTokens(8, args.seq, args.vocab),
