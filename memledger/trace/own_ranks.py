@@ -12,8 +12,9 @@ optimizer step ... count steps by forward passes", which sends the user the wron
 So a run is refused in one line (exit 2) at the first optimizer step in a process group of
 more than one rank that memledger did not launch (`RANK` unset when the script started:
 torchrun sets it under `--nproc`, FakeWorld under `--fake --world`), and at the end of a
-script that stepped no optimizer here but set `MASTER_PORT` (Lightning's launchers set it in
-this process before they start the others). The stop is a BaseException, as StopTracing is:
+script that set `MASTER_PORT` (Lightning's launchers set it in this process before they
+start the others) and ran no module here (an evaluation script that makes a process group
+of one for its library's sake runs its model: not refused). The stop is a BaseException, as StopTracing is:
 Lightning's Trainer then kills the ranks it started. Under `--nproc N` Lightning joins
 torchrun's ranks instead of starting its own (`tests/clients/train_lightning.py --devices 2`
 traces to one ledger per rank), which is what the line says to do.
@@ -59,19 +60,27 @@ class OwnRanks:
         self.launched = "RANK" in os.environ     # by torchrun (--nproc) or FakeWorld
         self.port = os.environ.get("MASTER_PORT")
         self.steps = 0
-        self._hook = None
+        self.ran_module = False
+        self._hooks: list = []
 
     def __enter__(self) -> "OwnRanks":
         if not self.launched:
+            from torch.nn.modules.module import register_module_forward_pre_hook
             from torch.optim.optimizer import register_optimizer_step_pre_hook
 
-            self._hook = register_optimizer_step_pre_hook(self._on_step)
+            self._hooks = [register_optimizer_step_pre_hook(self._on_step),
+                           register_module_forward_pre_hook(self._on_forward)]
         return self
 
     def __exit__(self, *exc) -> None:
-        if self._hook is not None:
-            self._hook.remove()
-            self._hook = None
+        for h in self._hooks:
+            h.remove()
+        self._hooks = []
+
+    def _on_forward(self, *_) -> None:
+        self.ran_module = True   # once is enough: the hook goes, no cost per call after
+        if len(self._hooks) > 1:
+            self._hooks.pop().remove()
 
     def _on_step(self, *_) -> None:
         self.steps += 1
@@ -83,7 +92,7 @@ class OwnRanks:
     def after(self) -> str | None:
         """The line for a script that ran to its end without a step here, having started
         a job elsewhere; None otherwise."""
-        if self.launched or self.steps:
+        if self.launched or self.steps or self.ran_module:
             return None
         port = os.environ.get("MASTER_PORT")
         return SPAWN_MESSAGE if port is not None and port != self.port else None

@@ -65,3 +65,12 @@ def test_a_job_spawned_elsewhere_is_named_not_a_missing_step(script):
     out = run_and_classify(script("import os\nos.environ['MASTER_PORT'] = '29517'\n"), [])
     assert (out.code, out.reason) == (EXIT_USAGE, SPAWN_MESSAGE)
 
+
+
+def test_an_evaluation_with_a_process_group_of_its_own_is_not_a_spawned_job(script):
+    out = run_and_classify(script("""
+        import os, torch
+        os.environ['MASTER_PORT'] = '29518'
+        torch.nn.Linear(2, 2)(torch.ones(1, 2))
+    """), [])
+    assert (out.code, out.reason) == (EXIT_OK, "script finished")
