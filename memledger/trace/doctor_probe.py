@@ -712,12 +712,20 @@ class DoctorProbe(TorchFunctionMode):
     # the previous step's (a NaN this step's backward made went unseen) and this step's
     # backward is credited to none (a false dropped_update). So the closure is wrapped: the
     # step is read when its first call returns; later calls (LBFGS's line search) are the
-    # same step's re-evaluations (`reeval` in its record).
+    # same step's re-evaluations (`reeval` in its record). While the closure runs, the probe
+    # is not "in the optimizer": its forward and backward are the script's, and a cut there
+    # (`.detach()` in a LightningModule's forward) read as two unused_parameter warnings
+    # ("their modules did not run") where the plain loop gets its cut_graph error; Lightning's
+    # clipping, inside the closure after backward, was unwatched.
     def _read_after_closure(self, opt: torch.optim.Optimizer, closure, args, kwargs):
         calls = [0]
 
         def read_after(*a, **kw):
-            loss = closure(*a, **kw)
+            depth, self._in_opt = self._in_opt, 0
+            try:
+                loss = closure(*a, **kw)
+            finally:
+                self._in_opt = depth
             with torch._C.DisableTorchFunction():
                 calls[0] += 1
                 if calls[0] == 1:

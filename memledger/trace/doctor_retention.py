@@ -11,7 +11,11 @@ tensor whose graph holds the old one) and `losses.append(loss)` alike. A normal 
 node; the finding reports 4 bytes held and the graph's node count per step. A loss that
 `backward()` started from, kept after it until the next one replaces it (a GAN's generator
 loss, alive when the discriminator steps), holds a spent graph that does not grow: not a
-finding. Growing history is, whatever started it.
+finding; nor does any tensor whose graph a backward ran through, such as the generator's
+output that Lightning's GAN recipe keeps for the discriminator's step after the generator's
+(`fake`, a warning before: it is no root, and the root loss may be gone). The roots of a
+window are kept to the next boundary even when their loss is gone (`_fresh`). Growing
+history is a finding, whatever started it.
 
 A parameter (or buffer) of a module with history is always a bug: it was updated in place
 outside `no_grad` from a tensor that requires grad (an EMA / momentum-encoder update
@@ -46,6 +50,7 @@ class RetentionWatch:
         self._prev: dict[int, Any] = {}     # grad_fn nodes of the previous boundary
         self._pre: dict[int, Any] = {}      # grad_fn nodes alive before the run
         self._roots: dict[int, Any] = {}    # grad_fn nodes a backward() started from
+        self._fresh: set[int] = set()       # ... since the last boundary
         # id(parameter) -> (weakref, file, line) of the op that first gave it history
         self._param_ops: dict[int, tuple[weakref.ref, str, int]] = {}
 
@@ -67,6 +72,7 @@ class RetentionWatch:
         spent (a warning only if it grows)."""
         if t.grad_fn is not None:
             self._roots[id(t.grad_fn)] = t.grad_fn
+            self._fresh.add(id(t.grad_fn))
 
     def param_history(self, p: _Tensor, file: str, line: int) -> None:
         """An in-place op at file:line gave the parameter `p` autograd history."""
@@ -79,9 +85,12 @@ class RetentionWatch:
         live = [t for t in _grad_tensors() if pre.get(id(t.grad_fn)) is not t.grad_fn]
         old, clean, out = self._prev, set(), []
         found: set[int] = set()
+        spent: dict[int, Any] | None = None
         for t in live if old else ():
             if _reaches(t.grad_fn, old, clean):
-                rec = self._retained(t, step)
+                if spent is None:
+                    spent = _graph_nodes(self._roots.values())
+                rec = self._retained(t, step, spent)
                 if rec is not None:
                     out.append(rec)
                     found.add(id(t))
@@ -92,14 +101,16 @@ class RetentionWatch:
             if p is None:
                 del self._param_ops[pid]
             elif pid not in found and p.grad_fn is not None:
-                rec = self._retained(p, step)
+                rec = self._retained(p, step, {})
                 if rec is not None:
                     out.append(rec)
         self._prev = {id(t.grad_fn): t.grad_fn for t in live}
-        self._roots = {k: n for k, n in self._roots.items() if k in self._prev}
+        self._roots = {k: n for k, n in self._roots.items()
+                       if k in self._prev or k in self._fresh}
+        self._fresh = set()
         return out
 
-    def _retained(self, t: _Tensor, step: int) -> dict[str, Any] | None:
+    def _retained(self, t: _Tensor, step: int, spent: dict[int, Any]) -> dict[str, Any] | None:
         state = _module_state_of(t)
         name, var, file = state or self._name_of(t)
         if not var:
@@ -118,7 +129,7 @@ class RetentionWatch:
             nbytes = 0
         rec = {"k": "retained", "step": step, "name": name, "var": var, "file": file,
                "shape": list(t.shape), "bytes": nbytes, "nodes": nodes,
-               "backwarded": self._roots.get(id(t.grad_fn)) is t.grad_fn}
+               "backwarded": spent.get(id(t.grad_fn)) is t.grad_fn}
         if state is not None:
             rec["state"] = "parameter" if isinstance(t, nn.Parameter) else "buffer"
             op = self._param_ops.get(id(t))
@@ -145,18 +156,38 @@ class RetentionWatch:
         return self._attribute_of(t)
 
     def _attribute_of(self, t: _Tensor) -> tuple[str, str, str]:
-        """A plain attribute of one of the model's modules (`model.side = out`), if any."""
+        """A plain attribute of one of the model's modules (`model.side = out`), or an item
+        of a list, tuple or dict one holds (`self.losses.append(loss)` in a
+        LightningModule's `training_step`, the usual Lightning leak: it went unreported as
+        a library's internals), if any."""
         for prefix, ref in self.roots:
             root = ref()
             for path, m in root.named_modules(prefix=prefix) if root is not None else ():
                 for k, v in vars(m).items():
-                    if v is t and not k.startswith("_"):
-                        try:
-                            file = inspect.getsourcefile(type(m)) or ""
-                        except TypeError:
-                            file = ""
-                        return ".".join(x for x in (path, k) if x), k, file
+                    if k.startswith("_"):
+                        continue
+                    item = _item_of(v, t)
+                    if item is None:
+                        continue
+                    try:
+                        file = inspect.getsourcefile(type(m)) or ""
+                    except TypeError:
+                        file = ""
+                    return ".".join(x for x in (path, k) if x) + item, k, file
         return f"tensor{tuple(t.shape)}", "", ""
+
+
+def _item_of(v: Any, t: _Tensor) -> str | None:
+    """"" when `v` is `t`, "[i]" / "[key]" when `v` is a list, tuple or dict holding it."""
+    if v is t:
+        return ""
+    if isinstance(v, (list, tuple)):
+        i = next((i for i, x in enumerate(v) if x is t), None)
+        return None if i is None else f"[{i}]"
+    if isinstance(v, dict):
+        key = next((key for key, x in v.items() if x is t), None)
+        return None if key is None else f"[{key!r}]"
+    return None
 
 
 def _module_state_of(t: _Tensor) -> tuple[str, str, str] | None:
@@ -199,6 +230,19 @@ def _reaches(root, old: dict[int, Any], clean: set[int]) -> bool:
         stack.extend(f for f, _ in n.next_functions)
     clean.update(seen)
     return False
+
+
+def _graph_nodes(roots) -> dict[int, Any]:
+    """Every node of the graphs from `roots` (id -> node)."""
+    out: dict[int, Any] = {}
+    stack = list(roots)
+    while stack and len(out) < MAX_NODES:
+        n = stack.pop()
+        if n is None or id(n) in out:
+            continue
+        out[id(n)] = n
+        stack.extend(f for f, _ in n.next_functions)
+    return out
 
 
 def _grad_tensors() -> list[_Tensor]:

@@ -19,6 +19,7 @@ from memledger.errors import (
     PolicyError,
 )
 from memledger.trace.collector import StopTracing
+from memledger.trace.own_ranks import OwnRanks, OwnRanksStop
 
 
 # torch warns once per torch.compile(module) that global module hooks will fire an extra
@@ -54,13 +55,17 @@ def run_and_classify(script: str | Path, argv: list[str],
     """Run the script and say how it ended. Prints the script's traceback if it raised,
     unless `refuse(exc)` names it bad input (a ScriptOutcome, exit 2: what a --fake run
     cannot do), which is said in one line instead."""
+    own = OwnRanks()   # Note [Ranks the script starts itself] in trace/own_ranks.py
     try:
-        run_script(script, argv)
+        with own:
+            run_script(script, argv)
     except StopTracing:
         return ScriptOutcome(EXIT_OK, "stopped after the requested steps")
+    except OwnRanksStop as e:
+        return ScriptOutcome(EXIT_USAGE, str(e), e)
     except SystemExit as e:
         if e.code in (None, 0):
-            return ScriptOutcome(EXIT_OK, "script finished")
+            return _finished(own)
         return ScriptOutcome(EXIT_SCRIPT_FAILED, f"script exited with status {e.code}", e)
     except KeyboardInterrupt as e:
         return ScriptOutcome(EXIT_INTERRUPTED, "interrupted (Ctrl-C)", e)
@@ -79,7 +84,12 @@ def run_and_classify(script: str | Path, argv: list[str],
         print_script_traceback(e, Path(script).resolve())
         reason = f"script raised {type(e).__name__}: {e}".splitlines()[0]
         return ScriptOutcome(EXIT_SCRIPT_FAILED, reason, e)
-    return ScriptOutcome(EXIT_OK, "script finished")
+    return _finished(own)
+
+
+def _finished(own: OwnRanks) -> ScriptOutcome:
+    line = own.after()
+    return ScriptOutcome(EXIT_USAGE, line) if line else ScriptOutcome(EXIT_OK, "script finished")
 
 
 _OURS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # memledger/

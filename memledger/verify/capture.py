@@ -14,7 +14,9 @@ backward: trace/steps.py, the rule trace and measure count by) it keeps:
   does not require grad of a torch function (the loss's targets: `F.cross_entropy(logits,
   y)` gives `y`). See Note [Which tensors are inputs].
 - `grads`: a CPU copy of every parameter's gradient, taken in an optimizer step *pre*-hook,
-  before the optimizer reads it (`None` where the gradient is missing).
+  before the optimizer reads it (`None` where the gradient is missing); for
+  `step(closure)`, when the closure's first call returns (Note [A capture's step that runs
+  its closure]).
 - `params`, `buffers`, `optim`: CPU copies after the step (post-hook); optimizer state per
   parameter name and key (`exp_avg`, `step`, ...), plain numbers turned into 0-d tensors.
 - `unmoved`: trainable parameters with a gradient that the step left bitwise unchanged;
@@ -28,6 +30,13 @@ the forward (targets, masks), and recording stops at the first backward call (or
 `torch.autograd.grad`) and never runs inside a backward pass, so a checkpoint's recompute
 inside backward (which calls the same functions again) is never counted. Forward inputs are read in a global forward hook with kwargs, after the forward:
 a forward that writes into its own input in place would be recorded as written.
+Nor does a value computed from the model's count once its history is gone: the forward's
+outputs, and what a torch function makes from them or from another such value, are marked
+(`_LossInputs.mark`), so `loss.detach().clone()` (Lightning's closure does it every step)
+is no input while the targets, and what is made from them alone (`labels.flatten()`), are.
+Counted, a baseline whose gradients differ between runs in the last bits (a GPU's
+atomics) moved its step-2 loss, and every policy was rejected at the inputs gate with
+"the script's inputs are not reproducible ... seed the data loader".
 
 Everything is saved with `torch.save` as plain tensors, strings and numbers into a file of
 our own making and read back with `weights_only=True`: never a user's pickle.
@@ -36,6 +45,7 @@ our own making and read back with `weights_only=True`: never a user's pickle.
 from __future__ import annotations
 
 import hashlib
+import weakref
 from typing import Any
 
 import torch
@@ -48,6 +58,7 @@ from torch.optim.optimizer import (
 from torch.overrides import TorchFunctionMode
 
 from memledger.trace.collector import StopTracing
+from memledger.trace.roots import plain_name
 from memledger.trace.sharding import local_tensor
 from memledger.trace.steps import OptimizerSteps
 
@@ -74,6 +85,12 @@ def _cpu(t: torch.Tensor) -> torch.Tensor:
     return t.to("cpu", copy=True)
 
 
+def _plain(named) -> list[tuple[str, Any]]:
+    """Names as the model has them, without a wrapper's (`_orig_mod.`, Fabric's
+    `_forward_module.`): what a verdict names is what the user wrote (trace/roots.py)."""
+    return [(plain_name(n), x) for n, x in named]
+
+
 def _tensors(obj: Any, label: str) -> list[tuple[str, torch.Tensor]]:
     """(label, tensor) for every tensor in nested args (tuples, lists, dicts)."""
     if isinstance(obj, torch.Tensor):
@@ -92,6 +109,21 @@ class _LossInputs(TorchFunctionMode):
         super().__init__()
         self.cap = cap
         self.recording = True
+        self._made = cap.made   # kept by the capture: a running sum stays marked
+
+    def mark(self, obj: Any) -> None:
+        """Every tensor in `obj` is computed from the model's values: never an input."""
+        for _, t in _tensors(obj, ""):
+            self._made[id(t)] = weakref.ref(t)
+        if len(self._made) > 4096:     # ids of freed tensors are reused: drop the dead
+            for k in [k for k, r in self._made.items() if r() is None]:
+                del self._made[k]
+
+    def _computed(self, t: torch.Tensor) -> bool:
+        if t.requires_grad:
+            return True
+        r = self._made.get(id(t))
+        return r is not None and r() is t
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -101,12 +133,19 @@ class _LossInputs(TorchFunctionMode):
         # again): never an input. A MAML loop's inner `torch.autograd.grad(create_graph=True)`
         # re-ran a checkpointed Linear there, and `checkpoint:0` was rejected for an input
         # the baseline never had ("input linear arg[0] differs")
-        if self.recording and torch._C._current_graph_task_id() == -1:
-            name = getattr(func, "__name__", "fn")
-            for label, t in _tensors(list(args), f"{name} arg") + _tensors(kwargs, name):
-                if not t.requires_grad:
-                    self.cap.record_input(label, t)
-        return func(*args, **kwargs)
+        if not self.recording or torch._C._current_graph_task_id() != -1:
+            return func(*args, **kwargs)
+        name = getattr(func, "__name__", "fn")
+        computed = False
+        for label, t in _tensors(list(args), f"{name} arg") + _tensors(kwargs, name):
+            if self._computed(t):
+                computed = True
+            else:
+                self.cap.record_input(label, t)
+        out = func(*args, **kwargs)
+        if computed:
+            self.mark(out)
+        return out
 
 
 class Capture:
@@ -125,6 +164,8 @@ class Capture:
         self._opts: list = []               # the optimizers that stepped in it
         self._opt_index: dict[int, int] = {}  # id(optimizer) -> order of its first step
         self._steps: OptimizerSteps | None = None
+        self.made: dict[int, weakref.ref] = {}   # computed from the model's: _LossInputs
+        self._unread: dict[int, dict] = {}  # id(optimizer) -> its step, closure not yet run
 
     # ---- wiring ------------------------------------------------------------------------
     def on_model(self, handle) -> None:
@@ -184,6 +225,7 @@ class Capture:
             self._mode = _LossInputs(self)
             self._mode.__enter__()
         self._mode.recording = True
+        self._mode.mark(output)
 
     def _leave_mode(self) -> None:
         if self._mode is not None:
@@ -193,7 +235,7 @@ class Capture:
     def _named_params(self, opt) -> list[tuple[str, nn.Parameter]]:
         names = {}
         if self.model is not None:
-            names = {id(p): n for n, p in self.model.named_parameters()}
+            names = {id(p): n for n, p in _plain(self.model.named_parameters())}
         k = self._opt_index.setdefault(id(opt), len(self._opt_index))
         prefix = f"optimizer{k}." if k else ""   # a second optimizer's unnamed parameters
         out, seen = [], set()
@@ -204,28 +246,70 @@ class Capture:
                     out.append((names.get(id(p), f"{prefix}param_groups[{g}][{j}]"), p))
         return out
 
-    def _pre_step(self, opt, args, kwargs) -> None:
+    def _pre_step(self, opt, args, kwargs):
         self._leave_mode()
         if self._steps.pre(opt):        # a step left open by its optimizers ends here
             self._end_step()
         if self._pending is None:       # the training step's first optimizer
-            every = self.model.named_parameters() if self.model is not None else []
+            every = _plain(self.model.named_parameters()) if self.model is not None else []
             self._before = {n: _cpu(p) for n, p in every}
             self._pending = {"inputs": [], "grads": {}, "nonfinite": [], "optim": {}}
             self._opts = []
         step = self._pending
-        step["inputs"] += self._inputs
-        self._inputs = []
         if opt not in self._opts:
             self._opts.append(opt)
+        for name, p in self._named_params(opt):
+            if name not in self._before:
+                self._before[name] = _cpu(p)
+        # args: (optimizer, closure?) as step() was called
+        closure = kwargs.get("closure", args[1] if len(args) > 1 else None)
+        if not callable(closure):
+            self._read_grads(opt, step)
+            return None
+        return self._read_after_closure(opt, step, closure, args, kwargs)
+
+    # Note [A capture's step that runs its closure]
+    # `optimizer.step(closure)` (Lightning's Trainer steps so even in manual optimization;
+    # LBFGS needs it) runs the forward and backward inside step(), after the pre-hook. Read
+    # there, the gradients were the previous step's (None in the first: Lightning zeroes
+    # them with set_to_none inside the closure) and the forward's inputs went to the next
+    # step, so a policy that changed the gradients was caught one step late, by the update
+    # gate ("parameter ... differs after step 0"), and a one-step compare compared none.
+    # So the closure is wrapped and the step is read when its first call returns (after
+    # Lightning's clipping, which runs inside it): the gradients the update uses. LBFGS's
+    # later calls re-evaluate the same step. As the doctor reads it (Note [A step that runs
+    # its closure] in trace/doctor_probe.py).
+    def _read_after_closure(self, opt, step: dict, closure, args, kwargs):
+        calls = [0]
+
+        def read_after(*a, **kw):
+            loss = closure(*a, **kw)
+            calls[0] += 1
+            if calls[0] == 1:
+                with torch._C.DisableTorchFunction():
+                    self._read_grads(opt, step)
+            return loss
+
+        self._unread[id(opt)] = step
+        if "closure" in kwargs:
+            return args, {**kwargs, "closure": read_after}
+        return (args[0], read_after, *args[2:]), kwargs
+
+    def _read_grads(self, opt, step: dict) -> None:
+        """The step's inputs so far and the gradients `opt` is about to use."""
+        self._unread.pop(id(opt), None)
+        step["inputs"] += self._inputs
+        self._inputs = []
+        self._leave_mode()
         for name, p in self._named_params(opt):
             step["grads"][name] = None if p.grad is None else _cpu(p.grad)
             if p.grad is not None and not bool(torch.isfinite(step["grads"][name]).all()):
                 step["nonfinite"].append(name)
-            if name not in self._before:
-                self._before[name] = _cpu(p)
 
     def _post_step(self, opt, args, kwargs) -> None:
+        step = self._unread.pop(id(opt), None)
+        if step is not None:   # step() never called its closure: the gradients it had
+            self._read_grads(opt, step)
         for name, p in self._named_params(opt):
             st = opt.state.get(p, {})
             self._pending["optim"][name] = {
@@ -243,10 +327,10 @@ class Capture:
         for opt in self._opts:
             params.update(dict(self._named_params(opt)))
         if self.model is not None:
-            params.update(dict(self.model.named_parameters()))
+            params.update(dict(_plain(self.model.named_parameters())))
         after = {n: _cpu(p) for n, p in params.items()}
         step["params"] = after
-        step["buffers"] = ({n: _cpu(b) for n, b in self.model.named_buffers()}
+        step["buffers"] = ({n: _cpu(b) for n, b in _plain(self.model.named_buffers())}
                            if self.model is not None else {})
         moved = {n: not bitwise_equal(self._before[n], after[n])
                  for n in after if n in self._before}

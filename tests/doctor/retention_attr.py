@@ -3,6 +3,8 @@ in a module attribute, with their history.
 
     python retention_attr.py            # self.seen = self.seen + out
     python retention_attr.py --fixed    # self.seen = self.seen + out.detach()
+    python retention_attr.py --list     # self.kept.append(out.sum(0)), as a LightningModule's
+                                        # training_step keeps its outputs
 """
 import sys
 
@@ -10,6 +12,7 @@ import torch
 from torch import nn
 
 FIXED = "--fixed" in sys.argv
+LIST = "--list" in sys.argv
 torch.manual_seed(0)
 
 
@@ -18,10 +21,13 @@ class Net(nn.Module):
         super().__init__()
         self.fc = nn.Linear(8, 2)
         self.seen = torch.zeros(2)
+        self.kept = []
 
     def forward(self, x):
         out = self.fc(x)
-        if FIXED:
+        if LIST:
+            self.kept.append(out.sum(0).detach() if FIXED else out.sum(0))
+        elif FIXED:
             self.seen = self.seen + out.detach().sum(0)
         else:
             self.seen = self.seen + out.sum(0)

@@ -12,6 +12,10 @@ check. No finding on any of them.
     python styles.py --loop topzero    # zero_grad(set_to_none=False) at the top of the loop,
                                        # accumulation every 2, total += loss.item()
     python styles.py --loop maml       # MAML: inner steps with create_graph, functional_call
+    python styles.py --loop gan        # generator step first (the discriminator frozen), then
+                                       # the discriminator's on the kept `fake.detach()`
+                                       # (Lightning's GAN recipe): two training steps, and
+                                       # `fake` keeps its spent graph across the second
 """
 import copy
 import sys
@@ -137,3 +141,20 @@ elif LOOP == "maml":
             outer = F.mse_loss(functional_call(model, fast, (xq,)), a * torch.sin(xq)) / 2
             outer.backward()
         meta.step()
+elif LOOP == "gan":
+    G = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 16))
+    D = nn.Sequential(nn.Linear(16, 32), nn.LeakyReLU(0.2), nn.Linear(32, 1))
+    opt_g, opt_d = torch.optim.Adam(G.parameters()), torch.optim.Adam(D.parameters())
+    for it in range(4):
+        real, ones, zeros = torch.randn(16, 16), torch.ones(16, 1), torch.zeros(16, 1)
+        D.requires_grad_(False)   # Lightning's toggle_optimizer(opt_g): the step is G's alone
+        fake = G(torch.randn(16, 8))
+        F.binary_cross_entropy_with_logits(D(fake), ones).backward()
+        opt_g.step()
+        opt_g.zero_grad()
+        D.requires_grad_(True)
+        d_loss = (F.binary_cross_entropy_with_logits(D(real), ones)
+                  + F.binary_cross_entropy_with_logits(D(fake.detach()), zeros)) / 2
+        d_loss.backward()
+        opt_d.step()
+        opt_d.zero_grad()

@@ -82,6 +82,12 @@ BUGS = [
     # step(closure): the gradients are read after the closure's backward, not before it
     ("closure.py", ["--bug", "nan"], "nonfinite_grad", "error", ["step 3", "4 parameters"],
      "opt.step(closure)"),
+    # a cut, and a clip before backward, inside the closure (Lightning's forward, backward
+    # and clipping all run there): once an unused_parameter warning, and nothing
+    ("closure.py", ["--cut"], "cut_graph", "error", ["`0.weight`", "`.detach()`"],
+     "h = h.detach()"),
+    ("closure.py", ["--clip", "before"], "clip_order", "error", ["before the backward()"],
+     "nn.utils.clip_grad_norm_(model.parameters(), 1.0)"),
     # a zero_grad between two backward passes, the first gradient unused
     ("sam.py", ["--no-ascent"], "dropped_update", "warning", ["3 of 6 backward passes",
      "a zero_grad ran before any step used them"],
@@ -142,6 +148,9 @@ BUGS = [
      "losses.append(loss)"),
     ("retention_attr.py", [], "cross_step_retention", "error", ["`seen`", "up from 10"],
      "self.seen = self.seen + out.sum(0)"),
+    # a list on the model (a LightningModule's `self.outputs.append(loss)`): once unreported
+    ("retention_attr.py", ["--list"], "cross_step_retention", "error", ["`kept`", "up from"],
+     "self.kept.append(out.sum(0).detach() if FIXED else out.sum(0))"),
     ("eval_mode.py", [], "eval_mode", "warning", ["BatchNorm1d/Dropout", "step 2, 3",
                                                   "dropout is off and BatchNorm uses frozen"],
      "out = model(x)"),
@@ -202,6 +211,7 @@ FIXED = [("cut.py", ["--cut", c, "--fixed"]) for c in ("detach", "checkpoint")] 
     # step(closure) with the last micro-batch inside it (Lightning's accumulation) once read
     # as dropped_update; LBFGS calls the closure several times per step
     ("closure.py", ["--accum", "2", "--fixed"]), ("closure.py", ["--lbfgs", "--fixed"]),
+    ("closure.py", ["--clip", "after", "--fixed"]), ("retention_attr.py", ["--list", "--fixed"]),
     # fused AdamW bumps no version counter: its updates once read as no_update
     ("fused_adamw.py", []), ("fused_adamw.py", ["--warmup"]),
     # modules chosen by the data: unrouted MoE experts, an auxiliary head every other step
@@ -218,7 +228,7 @@ FIXED = [("cut.py", ["--cut", c, "--fixed"]) for c in ("detach", "checkpoint")] 
     ("gradient_penalty.py", ["--fixed", "--log-norm"]),
     # correct loops whose patterns look like bugs (see the script's docstring)
     *[("styles.py", ["--loop", lp]) for lp in ("tbptt", "rl", "gp", "queue", "groups",
-                                                 "topzero", "maml")],
+                                                 "topzero", "maml", "gan")],
     # an EMA copy under no_grad (a loop, _foreach_lerp_), SWA's AveragedModel
     ("ema.py", []), ("ema.py", ["--foreach"]), ("ema.py", ["--swa"]),
     # every gradient exactly zero as backward computed it (a hinge whose margins are met)

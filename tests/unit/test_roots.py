@@ -123,3 +123,22 @@ def test_a_compiled_model_keeps_its_own_names():
     assert plain_name("_orig_mod.0.weight") == "0.weight" and plain_name("_orig_mod") == ""
     assert [n for n, _ in named_modules(compiled)] == ["", "", "0"]
     assert dict((id(m), p) for m, p in paths_under(compiled, ""))[id(model[0])] == "0"
+
+
+def test_a_model_set_up_by_lightning_fabric_keeps_its_own_names():
+    """Lightning Fabric's `fabric.setup(model)` wraps it in a `_FabricModule` holding it as
+    `_forward_module` (and `_original_module`, the same object): `blocks.*` selected
+    nothing before ("the model's modules are _forward_module (LM), ...")."""
+    import torch
+
+    from memledger.trace.roots import named_modules, plain_name
+
+    class FabricLike(torch.nn.Module):   # the shape of lightning_fabric's _FabricModule
+        def __init__(self, model):
+            super().__init__()
+            self._forward_module = model
+            self._original_module = model
+
+    model = torch.nn.Sequential(torch.nn.Linear(2, 2))
+    assert plain_name("_forward_module.0.weight") == "0.weight"
+    assert [n for n, _ in named_modules(FabricLike(model))] == ["", "", "0"]

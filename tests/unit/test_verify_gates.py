@@ -10,6 +10,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+import torch
 
 from memledger.errors import PolicyError
 from memledger.verify.gates import run_gates
@@ -146,6 +147,47 @@ def test_perturbed_saved_activations_fail_gradients(dropout_net):
     assert o.gates == {"inputs": True, "gradients": False, "update": True}
 
 
+
+# The same loop with its forward and backward inside `optimizer.step(closure)`, zeroing with
+# set_to_none inside the closure, as Lightning's automatic optimization runs it
+CLOSURE_STEP = """    def closure():
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        return loss
+    opt.step(closure)
+"""
+PLAIN_STEP = """    loss = F.cross_entropy(model(x), y)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+"""
+
+
+def test_a_step_that_runs_its_closure_is_captured_as_the_plain_loop(tmp_path):
+    """Note [A capture's step that runs its closure] (verify/capture.py): read in the step's
+    pre-hook, the closure loop's step 0 had no gradient (all 10 None) and its inputs went to
+    step 1, so a perturbed saved activation was caught one step late by the update gate
+    ("parameter ... differs after step 0"), and a one-step compare checked no gradient."""
+    plain = _write(tmp_path, "plain.py", DROPOUT_NET.format(gen=SEEDED))
+    body = DROPOUT_NET.format(gen=SEEDED).replace(PLAIN_STEP, CLOSURE_STEP)
+    assert body != DROPOUT_NET.format(gen=SEEDED)
+    closure = _write(tmp_path, "closure.py", body)
+    a = capture_in_process(plain, [], Variant("none"), 2).data["steps"]
+    b = capture_in_process(closure, [], Variant("none"), 2).data["steps"]
+    for sa, sb in zip(a, b):     # the same data, gradients and update, step by step
+        assert sb["inputs"] == sa["inputs"] and len(sb["inputs"]) == 2   # x, then y
+        assert sorted(sb["grads"]) == sorted(sa["grads"]) and len(sb["grads"]) == 10
+        for name, g in sa["grads"].items():
+            assert torch.equal(sb["grads"][name], g), name
+        for name, p in sa["params"].items():
+            assert torch.equal(sb["params"][name], p), name
+    _, o = _one(closure, Variant("perturb", broken="perturb_saved", selector="blocks.2"),
+                steps=1)
+    f = o.comparison.finding
+    assert (f.gate, f.step, f.name) == ("gradients", 0, "blocks.2.fc.weight")
+    assert o.gates == {"inputs": True, "gradients": False, "update": True}
+
 def test_unseeded_data_fails_inputs_for_every_candidate(tmp_path):
     script = _write(tmp_path, "unseeded.py", DROPOUT_NET.format(gen=UNSEEDED))
     report = run_gates(script, [], [Variant("checkpoint:blocks.*", "checkpoint:blocks.*"),
@@ -239,6 +281,31 @@ def test_nondeterministic_baseline_widens_the_tolerance_to_its_noise_floor(tmp_p
     assert (bad.comparison.finding.gate, bad.comparison.finding.name) == (
         "gradients", "blocks.2.fc.weight")
 
+
+
+def test_a_value_computed_from_the_model_is_no_input(tmp_path):
+    """Note [Which tensors are inputs]: Lightning's closure keeps `loss.detach().clone()`
+    every step. Under gradients that differ between runs in the last bits (a GPU's atomics;
+    here 1e-3 relative noise), step 2's loss differs too: the clone's argument counted as
+    an input, the baseline "differed" there and the policy was rejected at the inputs gate
+    ("input clone arg[0] differs at step 2"). The targets stay inputs."""
+    body = DROPOUT_NET.format(gen=SEEDED).replace(
+        "    loss.backward()\n",
+        "    logged = loss.detach().clone()\n"
+        "    loss.backward()\n"
+        "    for p in model.parameters():\n"
+        "        p.grad.mul_(1 + torch.randn(p.shape, generator=noise) * 1e-3)\n")
+    body = body.replace("gen = torch.Generator", "noise = torch.Generator()\nnoise.seed()\n"
+                        "gen = torch.Generator")
+    script = _write(tmp_path, "logged.py", body)
+    report = run_gates(script, [], [Variant("checkpoint:blocks.*", "checkpoint:blocks.*")],
+                       steps=3, runner=in_process)
+    assert report.reproducible and report.noise_floor > 0
+    (o,) = report.outcomes
+    assert o.passed and o.comparison.steps_compared == 3, o.reason
+    steps = capture_in_process(script, [], Variant("none"), 3).data["steps"]
+    assert [[label for label, _ in st["inputs"]] for st in steps] == \
+        [["forward arg[0]", "cross_entropy arg[1]"]] * 3
 
 def test_a_baseline_drawing_other_dropout_masks_each_run_judges_nothing(tmp_path):
     # GIVEN seeded data and weights, but dropout drawing from a generator seeded from the OS
