@@ -63,6 +63,7 @@ until the frame ends): `script_name` empties it.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import os
 import sys
@@ -221,11 +222,8 @@ def method_owner(module: torch.nn.Module) -> torch.nn.Module | None:
         code = f.f_code
         if code.co_argcount and code.co_varnames[0] == "self" and \
                 code.co_name != "__init__" and not code.co_filename.startswith(_NOT_THE_SCRIPT):
-            local = f.f_locals
-            me = local.get("self")
-            if _LOCALS_SNAPSHOT and code.co_flags & inspect.CO_OPTIMIZED:
-                local.clear()   # Note [Root names]: a snapshot would keep its tensors alive
-            del local
+            with _frame_locals(f) as local:
+                me = local.get("self")
             if isinstance(me, torch.nn.Module) and me is not module and \
                     any(m is module for m in me.modules()):
                 owner = me
@@ -259,21 +257,28 @@ def _script_names() -> list[tuple[str, object]]:
         f = f.f_back
     if f is None:
         return []
-    local = f.f_locals
-    try:
+    with _frame_locals(f) as local:
         owner = local.get("self")
         held = {**vars(owner), **getattr(owner, "_modules", {})} \
             if owner is not None and hasattr(owner, "__dict__") else {}
         return [(name, value) for space in (local, held, f.f_globals)
                 for name, value in list(space.items())
                 if name.isidentifier() and not name.startswith("_") and name != "self"]
+
+
+@contextlib.contextmanager
+def _frame_locals(f):
+    """A frame's locals, let go of after use: before 3.13 `f_locals` of a function's frame
+    is a dict the frame keeps, which held every local of the script's frame (its tensors)
+    until the frame ended and moved a measured peak by 8,448 B
+    (tests/clients/train_loops.py --one-block)."""
+    local = f.f_locals
+    try:
+        yield local
     finally:
         if _LOCALS_SNAPSHOT and f.f_code.co_flags & inspect.CO_OPTIMIZED:
-            # before 3.13 `f_locals` of a function's frame is a dict the frame keeps: it held
-            # every local of the script's frame (its tensors) until the frame ended, and
-            # moved a measured peak by 8,448 B (tests/clients/train_loops.py --one-block)
             local.clear()
-        del local, f
+        del local
 
 
 # Python 3.13 (PEP 667): `f_locals` is a proxy that writes through; before: a snapshot
