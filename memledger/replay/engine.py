@@ -403,9 +403,16 @@ def _offloaded(prep: Prepared, calls: _Calls, own: _Owners) -> np.ndarray:
     # the batch too, where the script let go of it and only autograd held it
     # (`model(torch.randn(...))`, `model(x.cuda())`): offload's hooks move it like any save
     # (+262,144 B, the whole batch, on every offload of a post-LN model before)
-    movable = (prep.cat == ACTIVATION) | ((prep.cat == INPUT) & (prep.released >= 0)) \
-        if prep.released is not None else prep.cat == ACTIVATION
-    return movable & (first == Kind.OFFLOAD) & (last == Kind.OFFLOAD) & (prep.nbytes >= min_b)
+    return _movable(prep) & (first == Kind.OFFLOAD) & (last == Kind.OFFLOAD) & \
+        (prep.nbytes >= min_b)
+
+
+def _movable(prep: Prepared) -> np.ndarray:
+    """Per storage: what offload's hooks can take off the device, activations and the batch
+    the script let go of (`_offloaded`)."""
+    if prep.released is None:
+        return prep.cat == ACTIVATION
+    return (prep.cat == ACTIVATION) | ((prep.cat == INPUT) & (prep.released >= 0))
 
 
 # ---- stage 5: recompute segments and the renumbered stream (Rule 3) -----------------------
@@ -697,8 +704,7 @@ def _release_partly_saved(prep: Prepared, calls: _Calls, own: _Owners, fr: np.nd
     # saves its target, the image the encoder's first conv saved too; `offload:encoder`
     # left it only the loss node's, gone early in backward (diffusers' AutoencoderKL:
     # the (2, 3, 16, 16) fp32 batch, 6,144 B over measured)
-    cand |= off & ((prep.cat == ACTIVATION) | ((prep.cat == INPUT) & (prep.released >= 0))
-                   if prep.released is not None else prep.cat == ACTIVATION)
+    cand |= off & _movable(prep)
     cand &= ~settled
     if not cand.any():
         return fr
