@@ -1,7 +1,6 @@
 """Train transformers models of other shapes built from config (no download), dropout on:
 an encoder-decoder (T5), a vision transformer (ViT), a speech encoder-decoder (Whisper),
-decoder LMs (Mistral, GPT-NeoX, Falcon), a mixture of experts (Mixtral), a state-space
-model (Mamba), a convolutional net with BatchNorm (ResNet), and
+decoder LMs (Mistral, GPT-NeoX, Falcon), a state-space model (Mamba), a convolutional net with BatchNorm (ResNet), and
 peft adapters (LoRA, DoRA, IA3) on a Llama.
 
     python tests/clients/train_zoo.py --model t5 --steps 3
@@ -59,12 +58,6 @@ def build(name: str, layers: int, p: float, cache: bool):
         return t.FalconForCausalLM(t.FalconConfig(
             hidden_size=H, num_hidden_layers=layers, num_attention_heads=4, vocab_size=V,
             hidden_dropout=p, attention_dropout=p, use_cache=cache))
-    if name == "mixtral":   # mixture of experts: which experts run depends on the router
-        return t.MixtralForCausalLM(t.MixtralConfig(
-            hidden_size=H, intermediate_size=FF, num_hidden_layers=layers,
-            num_attention_heads=4, num_key_value_heads=2, num_local_experts=4,
-            num_experts_per_tok=2, vocab_size=V, max_position_embeddings=SEQ,
-            attention_dropout=p, output_router_logits=True, use_cache=cache))
     if name == "mamba":     # a state-space model: the sequential scan of the CPU path
         return t.MambaForCausalLM(t.MambaConfig(
             hidden_size=H, state_size=8, num_hidden_layers=layers, vocab_size=V,
