@@ -62,8 +62,8 @@ def plan(
         print_json(report.to_json_dict())
     else:
         _render(report, budget, front)
-        from memledger.commands.predict import UNPROBED_LINE, unsettled_line
-        from memledger.replay.predict import calibration_unsettled, costs_probed
+        from memledger.replay.predict import (UNPROBED_LINE, calibration_unsettled,
+                                              costs_probed, unsettled_line)
 
         if reason := calibration_unsettled(led):
             console.print(unsettled_line(reason), style="yellow")

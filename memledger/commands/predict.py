@@ -83,6 +83,8 @@ def _raise_refused(reps, asked: int) -> None:
 
 
 def _print_table(rep, name: str) -> None:
+    from memledger.replay.predict import UNPROBED_LINE, unsettled_line
+
     t = Table(title=f"{name}: baseline peak {format_bytes(rep.baseline_peak_bytes)}",
               title_justify="left", show_edge=False, pad_edge=False)
     # names fold onto further lines; numbers are never cut (a CI log is 80 columns wide)
@@ -138,17 +140,7 @@ def _print_table(rep, name: str) -> None:
                       "--policy none`", style="dim")
 
 
-UNPROBED_LINE = ("checkpoint, selective and offload costs from the machine's calibration, "
-                 "not this model's own: the script ended before trace's probes ran (they "
-                 "follow its timed steps); let it run 16 steps more than --steps")
-
-
 WIDE = 4   # a band this many times the figure, either way, is noise, not a range
-
-
-def unsettled_line(reason: str) -> str:
-    return (f"time costs measured on a busy machine ({reason}): the +ms figures and their "
-            "bands may be far off; a trace on a quiet machine measures them again")
 
 
 def unseen_save_ops(led, pols) -> list[str]:

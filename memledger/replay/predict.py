@@ -111,6 +111,27 @@ _PROBES = ("recompute_factor", "ckpt_region_ns", "sac_op_ns", "selective_probe",
            "offload_probe")
 
 
+UNPROBED_LINE = ("checkpoint, selective and offload costs from the machine's calibration, "
+                 "not this model's own: the script ended before trace's probes ran (they "
+                 "follow its timed steps); let it run 16 steps more than --steps")
+
+
+def unsettled_line(reason: str) -> str:
+    return (f"time costs measured on a busy machine ({reason}): the +ms figures and their "
+            "bands may be far off; a trace on a quiet machine measures them again")
+
+
+def time_caveats(rep: "PredictionReport") -> list[str]:
+    """Why `rep`'s added times may be far off, a line each ([] when this model's own probes
+    priced them on a quiet machine): what predict, plan and compare print under their
+    tables. compare said nothing, and a Mamba whose script ended before the probes showed
+    +367 ms predicted beside +192 measured with no word that the calibration priced it."""
+    out = [unsettled_line(rep.calibration_unsettled)] if rep.calibration_unsettled else []
+    if rep.cost_source == "untraced" and not rep.costs_probed and rep.policies:
+        out.append(UNPROBED_LINE)
+    return out
+
+
 def costs_probed(led: Ledger) -> bool:
     """Whether `trace`'s probes measured this model's own checkpoint, selective and offload
     costs (memledger/trace/timing.py). They run after the timed steps: a script that ends

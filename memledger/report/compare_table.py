@@ -97,6 +97,7 @@ def reasons(rep: CompareReport) -> list[Text]:
         out.append(Text(f"? measured +ms too noisy to judge the prediction (its 90 % "
                         f"interval is wider than +-15 %): {spans}; more --time-steps or a "
                         f"quieter machine narrow it", style="yellow"))
+    out += [Text(line, style="yellow") for line in rep.time_caveats]
     for p in rep.policies:
         if p.idle_regions and p.verdict != "REJECT":
             out.append(Text(idle_line(p.policy, p.idle_regions, p.selected), style="yellow"))

@@ -30,7 +30,7 @@ from memledger.measure.runner import measure_script
 from memledger.processes import several_workers
 from memledger.replay.plan import pareto_points
 from memledger.replay.policies import Policy
-from memledger.replay.predict import predict
+from memledger.replay.predict import predict, time_caveats
 from memledger.trace.session import check_script, trace_script
 from memledger.units import count
 from memledger.verify.gates import GateOutcome, run_gates
@@ -164,6 +164,7 @@ def fill_performance(report: CompareReport, led: Ledger, pred, policies: list[Po
     `pred` its prediction, `base`/`again` the baseline's MeasureResults, `measured`
     {policy text: MeasureResult} for the policies that passed the gates."""
     report.front = pareto_points(led)
+    report.time_caveats = time_caveats(pred)
     predicted = {pp.policy: pp for pp in pred.policies}   # a refused policy has none
     for row, p in zip(report.policies, policies):   # same order as `policies`
         pp = predicted.get(str(p))

@@ -105,6 +105,10 @@ class CompareReport(BaseModel):
                            "measured_peak_bytes, measured_step_time_s, at_peak")
     front: list[dict] = Field(default_factory=list, description="plan's Pareto front on the "
                               "baseline ledger: policy, peak_bytes, added_time_s (predicted)")
+    time_caveats: list[str] = Field(default_factory=list, description="why the predicted "
+                                    "added times may be far off, a line each (as predict "
+                                    "prints them); [] when this model's own probes priced "
+                                    "them on a quiet machine")
     policies: list[PolicyComparison]
 
     @property

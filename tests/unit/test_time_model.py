@@ -206,6 +206,46 @@ def test_predict_says_whether_the_models_own_costs_were_probed():
     assert predict(probed, [parse_policy("checkpoint:blocks.0")]).costs_probed is True
 
 
+def test_compare_says_what_priced_its_predicted_times():
+    """compare printed predicted +ms beside measured with no word that the machine's
+    calibration priced them (a Mamba whose script ended before trace's probes: +367 ms
+    predicted, +192 measured); its report now carries predict's caveats and prints them."""
+    from io import StringIO
+
+    from rich.console import Console
+
+    from memledger.measure.runner import MeasureResult
+    from memledger.replay.predict import UNPROBED_LINE, time_caveats
+    from memledger.report.compare_table import reasons
+    from memledger.verify.compare import fill_performance
+    from memledger.verify.verdict import CompareReport, Gates, PolicyComparison
+
+    pol = parse_policy("checkpoint:blocks.0")
+    bare = blocks_ledger([100_000], [150_000])
+    pred = predict(bare, [pol])
+    assert pred.cost_source == "untraced" and time_caveats(pred) == [UNPROBED_LINE]
+    probed = blocks_ledger([100_000], [150_000], timing={
+        "ckpt_region_ns": [3_000], "ckpt_probe_saves": 2.0, "ckpt_probe_regions": 4})
+    assert time_caveats(predict(probed, [pol])) == []
+
+    def run(policy: str, peak: int, step: float) -> MeasureResult:
+        return MeasureResult(policy=policy, peak_bytes=peak, step_time_s=step,
+                             source="cpu-profiler", steps=1, step_times_s=[step] * 3)
+
+    row = PolicyComparison(policy=str(pol), verdict="OK", reason="", failed_gate=None,
+                           gates=Gates(inputs=True, gradients=True, update=True))
+    rep = CompareReport(script="train.py", steps=1, device="cpu", tolerance="bitwise",
+                        reproducible=True, noise_floor=0.0, performance=False, policies=[row])
+    base = run("none", 1000, 0.010)
+    fill_performance(rep, bare, pred, [pol], base, {str(pol): run(str(pol), 900, 0.012)},
+                     base)
+    assert rep.to_json_dict()["time_caveats"] == [UNPROBED_LINE]
+    con = Console(file=StringIO(), width=300, color_system=None)
+    for line in reasons(rep):
+        con.print(line)
+    assert UNPROBED_LINE in con.file.getvalue()
+
+
 def test_offload_prices_every_storage_the_offloader_writes(traced_examples):
     """The offloader writes what a region packs, parameters and buffers aside: on
     train_mlp.py `offload:**` that is the batch fc1 saves (64 x 256 fp32 = 65,536 B) and
