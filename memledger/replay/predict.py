@@ -121,12 +121,21 @@ def unsettled_line(reason: str) -> str:
             "bands may be far off; a trace on a quiet machine measures them again")
 
 
-def time_caveats(rep: "PredictionReport") -> list[str]:
+OWN_TIMINGS = "this trace's own timings: "
+
+
+def time_caveats(rep: "PredictionReport", own_load: bool = True) -> list[str]:
     """Why `rep`'s added times may be far off, a line each ([] when this model's own probes
     priced them on a quiet machine): what predict, plan and compare print under their
     tables. compare said nothing, and a Mamba whose script ended before the probes showed
-    +367 ms predicted beside +192 measured with no word that the calibration priced it."""
-    out = [unsettled_line(rep.calibration_unsettled)] if rep.calibration_unsettled else []
+    +367 ms predicted beside +192 measured with no word that the calibration priced it.
+    `own_load=False` leaves out the trace's own load mark: compare traces right after a
+    minute of its own doctor and gate runs, whose load (2.0-2.1 on 2 cores, each run's
+    torch on both) the 1-minute average still holds."""
+    why = rep.calibration_unsettled
+    if not own_load and why.startswith(OWN_TIMINGS):
+        why = ""
+    out = [unsettled_line(why)] if why else []
     if rep.cost_source == "untraced" and not rep.costs_probed and rep.policies:
         out.append(UNPROBED_LINE)
     return out
@@ -145,7 +154,7 @@ def calibration_unsettled(led: Ledger) -> str:
     calibration taken on a busy machine] in memledger/replay/calib_cache.py."""
     record = timing_record(led)   # Note [Timings taken on a busy machine] (trace/timing.py)
     if record is not None and record.get("busy"):
-        return f"this trace's own timings: {record['busy']}"
+        return OWN_TIMINGS + record["busy"]
     calib = (led.extra.get("calibration") or [{}])[-1]
     if not calib.get("params"):
         calib = read_cached(led.device)

@@ -164,7 +164,7 @@ def fill_performance(report: CompareReport, led: Ledger, pred, policies: list[Po
     `pred` its prediction, `base`/`again` the baseline's MeasureResults, `measured`
     {policy text: MeasureResult} for the policies that passed the gates."""
     report.front = pareto_points(led)
-    report.time_caveats = time_caveats(pred)
+    report.time_caveats = time_caveats(pred, own_load=False)
     predicted = {pp.policy: pp for pp in pred.policies}   # a refused policy has none
     for row, p in zip(report.policies, policies):   # same order as `policies`
         pp = predicted.get(str(p))

@@ -227,6 +227,13 @@ def test_compare_says_what_priced_its_predicted_times():
     probed = blocks_ledger([100_000], [150_000], timing={
         "ckpt_region_ns": [3_000], "ckpt_probe_saves": 2.0, "ckpt_probe_regions": 4})
     assert time_caveats(predict(probed, [pol])) == []
+    # the trace's own load mark: predict says it; compare, whose own earlier runs make the
+    # load it reads, leaves it out (a busy calibration it keeps)
+    busy = blocks_ledger([100_000], [150_000], timing={
+        "busy": "load average 2.1 on 2 cores", "ckpt_region_ns": [3_000],
+        "ckpt_probe_saves": 2.0, "ckpt_probe_regions": 4})
+    assert len(time_caveats(predict(busy, [pol]))) == 1
+    assert time_caveats(predict(busy, [pol]), own_load=False) == []
 
     def run(policy: str, peak: int, step: float) -> MeasureResult:
         return MeasureResult(policy=policy, peak_bytes=peak, step_time_s=step,
