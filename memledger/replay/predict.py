@@ -126,8 +126,8 @@ OWN_TIMINGS = "this trace's own timings: "
 
 def time_caveats(rep: "PredictionReport", own_load: bool = True) -> list[str]:
     """Why `rep`'s added times may be far off, a line each ([] when this model's own probes
-    priced them on a quiet machine): what predict, plan and compare print under their
-    tables. compare said nothing, and a Mamba whose script ended before the probes showed
+    priced them on a quiet machine), for compare: the lines predict and plan print under
+    their tables. compare said nothing, and a Mamba whose script ended before the probes showed
     +367 ms predicted beside +192 measured with no word that the calibration priced it.
     `own_load=False` leaves out the trace's own load mark: compare traces right after a
     minute of its own doctor and gate runs, whose load (2.0-2.1 on 2 cores, each run's
