@@ -32,7 +32,7 @@ body{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#222;max-width:980px}
 table{border-collapse:collapse;margin:12px 0}td,th{padding:4px 8px;border-bottom:1px solid #ddd}
 th{text-align:left;background:#f4f4f4}td.n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 td.pol{overflow-wrap:anywhere;min-width:9em}td.why{min-width:14em}
-.ok{color:#2e7d32}.bad{color:#c62828;font-weight:bold}.dim{color:#888}
+.ok{color:#2e7d32}.bad{color:#c62828;font-weight:bold}.dim{color:#888}.warn{color:#8a5a00}
 .legend span{display:inline-block;margin-right:12px}.sw{width:10px;height:10px;display:inline-block;
 margin-right:4px}svg{max-width:100%;height:auto}svg text{font:11px system-ui,sans-serif}
 """
@@ -203,6 +203,7 @@ def render_compare_html(rep: CompareReport) -> str:
         parts.append("<p><b>Note:</b> frozen parameters that the optimizer step changes (in "
                      f"the baseline too): {_e(', '.join(rep.frozen_changed))}</p>")
     parts.append(_table(rep))
+    parts += [f'<p class="warn">{_e(line)}</p>' for line in rep.time_caveats]
     if rep.performance:
         parts += ["<h2>Peak by category (predicted) and measured peak</h2>", _bars(rep),
                   "<h2>Memory–time trade-off (measured)</h2>", _scatter(rep)]

@@ -134,6 +134,19 @@ def test_html_is_self_contained_with_table_bars_and_scatter():
     assert "differs at step 0: max abs 0.026, rel 1.72 (bitwise)" in page
 
 
+def test_html_says_what_priced_the_predicted_times():
+    """The terminal prints compare's time caveats under its table; the page says them too,
+    below the table they qualify."""
+    rep = _report()
+    rep.time_caveats = ["checkpoint, selective and offload costs from the machine's "
+                        "calibration, not this model's own"]
+    page = render_compare_html(rep)
+    assert page.index("</table>") < page.index(
+        '<p class="warn">checkpoint, selective and offload costs from the machine&#x27;s '
+        "calibration, not this model&#x27;s own</p>")
+    assert '<p class="warn">' not in render_compare_html(_report())
+
+
 def test_html_draws_plans_pareto_front_behind_the_measured_points():
     rep = _report()
     rep.front = [{"policy": "offload:blocks.*", "peak_bytes": 18 * MiB, "added_time_s": 0.020,
