@@ -443,6 +443,18 @@ def test_fake_transformers_with_its_own_checkpoint_is_exact(tmp_path):
     assert iu.is_fake_tensor.__name__ == "is_fake_tensor"
 
 
+def test_fake_state_space_scan_is_exact(tmp_path):
+    """transformers' Mamba on its CPU path: a Python loop over the sequence, hundreds of
+    small saved tensors a layer. Fake and real agreed to the byte when first tried
+    (2026-12-03, `trace --fake` against `trace`: 2,650,724 B, the allocator's too)."""
+    pytest.importorskip("transformers")
+    real, fake = _real_and_fake(tmp_path, ROOT / "tests" / "clients" / "train_zoo.py",
+                                ["--model", "mamba", "--steps", "2"])
+    assert fake.peak().bytes == real.peak().bytes == 2_650_724
+    assert fake.at_peak() == real.at_peak()
+    assert (fake.peak().step, fake.peak().phase) == (real.peak().step, real.peak().phase)
+
+
 def test_fake_graph_of_a_saved_output_is_freed_with_it(tmp_path):
     """Rule 9: a fake tensor saved for backward is kept as an alias, not itself. peft's DoRA
     makes `nn.Parameter(norm(W + B @ A))` at setup: the graph behind the norm (which saves its
