@@ -479,24 +479,24 @@ def test_checkpoint_frame_holds_what_the_replay_let_go(model, policy):
     assert p.predicted == p.measured, (policy, p)
 
 
-@pytest.mark.parametrize("script, model, blocks", [
+@pytest.mark.parametrize("script, model, blocks, gap", [
     # a mixture of experts (4 experts, 2 per token, router aux loss): the router picks which
-    # experts run per token, so a layer's saves depend on the data; a re-run routes the same
-    ("train_more.py", "mixtral", "model.layers.*"),
+    # experts run per token, so a layer's saves depend on the data; a re-run routes the same.
+    # Its peak is in AdamW's `div` (the experts' 3-D weights are the largest): 12 B of
+    # Python numbers wrapped as tensors there, which `show` explains op by op
+    ("train_more.py", "mixtral", "model.layers.*", 12),
     # state-space models: Mamba's CPU path scans in a Python loop over the sequence (hundreds
     # of small saved tensors per layer), Mamba2's pure-torch path in chunks
-    ("train_zoo.py", "mamba", "backbone.layers.*"),
-    ("train_more2.py", "mamba2", "backbone.layers.*"),
+    ("train_zoo.py", "mamba", "backbone.layers.*", 0),
+    ("train_more2.py", "mamba2", "backbone.layers.*", 0),
 ])
-def test_routed_and_scanned_layers_predicted_to_the_byte(script, model, blocks):
+def test_routed_and_scanned_layers_predicted_to_the_byte(script, model, blocks, gap):
     """transformers Mixtral, Mamba and Mamba2, built from config: every policy's peak
     predicted = measured. Found exact by hand in earlier rounds (docs/accuracy.md, "MoE,
     parametrizations, TorchScript, RNNs"; Mamba again 2026-12-03 under `compare` at 4
     layers, seq 64, batch 8, gates bitwise); this keeps them so."""
     pols = [f"checkpoint:{blocks}", f"selective:{blocks}", f"offload:{blocks}"]
     run = run_client(script, ["--model", model, "--steps", "3"], pols)
-    # Mixtral's peak is in AdamW's `div` (its experts' 3-D weights are the largest): 12 B of
-    # Python numbers wrapped as tensors there, which `show` explains op by op
-    assert 0 <= run.allocator_peak - run.ledger_peak <= 16
+    assert run.allocator_peak - run.ledger_peak == gap
     for text, p in run.policies.items():
         assert p.predicted == p.measured, (text, p)
