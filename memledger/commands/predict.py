@@ -83,7 +83,7 @@ def _raise_refused(reps, asked: int) -> None:
 
 
 def _print_table(rep, name: str) -> None:
-    from memledger.replay.predict import UNPROBED_LINE, unsettled_line
+    from memledger.replay.predict import UNPROBED_LINE, priced_by_calibration, unsettled_line
 
     t = Table(title=f"{name}: baseline peak {format_bytes(rep.baseline_peak_bytes)}",
               title_justify="left", show_edge=False, pad_edge=False)
@@ -129,7 +129,7 @@ def _print_table(rep, name: str) -> None:
         console.print("+ms/step includes offload copies to "
                       f"{rep.offload_to} ({rep.copy_bytes_per_s / 2**20:.0f} MiB/s; "
                       "--json: transfer_s)", style="dim")
-    if rep.cost_source == "untraced" and not rep.costs_probed and rep.policies:
+    if priced_by_calibration(rep):
         console.print(UNPROBED_LINE, style="yellow")
     if rep.cost_source == "traced" and not rep.untraced_step_time_s:
         console.print("added time from traced times, tracing overhead included (an upper "

@@ -124,6 +124,12 @@ def unsettled_line(reason: str) -> str:
 OWN_TIMINGS = "this trace's own timings: "
 
 
+def priced_by_calibration(rep: "PredictionReport") -> bool:
+    """The model's own probes never ran: the machine's calibration priced checkpoint,
+    selective and offload (UNPROBED_LINE)."""
+    return rep.cost_source == "untraced" and not rep.costs_probed and bool(rep.policies)
+
+
 def time_caveats(rep: "PredictionReport", own_load: bool = True) -> list[str]:
     """Why `rep`'s added times may be far off, a line each ([] when this model's own probes
     priced them on a quiet machine), for compare: the lines predict and plan print under
@@ -136,7 +142,7 @@ def time_caveats(rep: "PredictionReport", own_load: bool = True) -> list[str]:
     if not own_load and why.startswith(OWN_TIMINGS):
         why = ""
     out = [unsettled_line(why)] if why else []
-    if rep.cost_source == "untraced" and not rep.costs_probed and rep.policies:
+    if priced_by_calibration(rep):
         out.append(UNPROBED_LINE)
     return out
 
