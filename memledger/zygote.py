@@ -20,6 +20,7 @@ stand-in was killed) sends them SIGTERM, as a dead parent's PR_SET_PDEATHSIG wou
 from __future__ import annotations
 
 import contextlib
+import gc
 import importlib
 import json
 import os
@@ -57,6 +58,10 @@ def _preload() -> str:
         return f"the imports started threads ({_threads()} after, {before} before)"
     if torch.cuda.is_initialized():
         return "the imports initialised CUDA"
+    # the children never collect the imports' objects (Note [Objects from before the
+    # script] in memledger/trace/script.py), nor copy their pages by walking them
+    gc.collect()
+    gc.freeze()
     return ""
 
 

@@ -24,6 +24,7 @@ from memledger.measure import worker as measure_worker
 from memledger.replay.policies import parse_policy
 from memledger.replay.predict import predict
 from memledger.trace import worker as trace_worker
+from memledger.trace.script import earlier_objects_frozen
 
 HERE = Path(__file__).resolve().parent
 
@@ -64,11 +65,14 @@ def _fresh_library_state() -> None:
 def _call(main, argv: list[str]) -> int:
     saved_argv, saved_path = sys.argv[:], sys.path[:]
     _fresh_library_state()
-    try:
-        return main(argv)
-    finally:
-        sys.argv[:], sys.path[:] = saved_argv, saved_path
-        gc.collect()
+    # the collection after the call walks only what the call made (Note [Objects from
+    # before the script], memledger/trace/script.py): 0.2-0.4 s less per call here
+    with earlier_objects_frozen():
+        try:
+            return main(argv)
+        finally:
+            sys.argv[:], sys.path[:] = saved_argv, saved_path
+            gc.collect()
 
 
 def run_client(script: str, argv: list[str], policies: list[str], steps: int = 2,
