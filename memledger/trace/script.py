@@ -40,25 +40,28 @@ def run_script(script: str | Path, argv: list[str]) -> None:
 
 
 # Note [Objects from before the script]
-# A worker has imported torch, Dynamo and memledger before the script's first line: ~330,000
-# objects the cyclic garbage collector would walk in every full collection, every explicit
-# `gc.collect()` (0.15-0.3 s each here) and every `gc.get_objects()` scan of the doctor
-# (four a step boundary: 0.1 s each, 90 % of a tiny script's doctor run). None of them is
-# the script's, and none can become its garbage, so the script runs with them frozen
-# (`gc.freeze()`: Python's permanent generation, which collections and `gc.get_objects()`
-# skip); everything the script makes is collected and seen as before. The zygote freezes
-# its imports too (memledger/zygote.py: Python's advice before a fork), so its children
-# start frozen. Only the outermost freeze thaws, when the script ends: an in-process caller
-# (the test suite's harness, `diagnose_in_process`) gets its process back as it was. What
-# changes for the script: full collections come sooner (they run when the objects that
-# survived since the last one number a quarter of those that survived it, and the frozen
-# ones no longer count), so a cycle that outlives two younger collections is freed earlier
-# than in a plain run; its bytes are the same, and every pass and every measured run
-# memledger makes runs the same way.
+# Before the script's first line a worker holds ~290,000 objects of its imports (torch,
+# Dynamo, memledger). The cyclic garbage collector would walk them in every full
+# collection, every explicit `gc.collect()` (0.15-0.3 s each here) and every
+# `gc.get_objects()` scan of the doctor (four a step boundary, 0.1 s each: 90 % of a tiny
+# script's in-process doctor run). None of them is the script's, so the script runs with
+# them frozen (`gc.freeze()`: Python's permanent generation, which collections and
+# `gc.get_objects()` skip); whatever the script makes is collected and seen as before.
+# Dynamo is imported first (torch's first optimizer step would import it inside the
+# script: 120,000 objects left unfrozen) and the zygote freezes what it imported
+# (memledger/zygote.py, Python's advice before a fork), so warm and cold workers run alike.
+# Only the outermost freeze thaws, when the script ends: an in-process caller (the test
+# suite's harness, `diagnose_in_process`) gets its process back as it was. What changes
+# for the script: full collections come sooner (they run once the objects that survived
+# since the last one number a quarter of those that survived it, and frozen ones no longer
+# count), so a cycle that outlives two younger collections is freed sooner than in a plain
+# run; its bytes are the same, and every pass and measured run memledger makes runs so.
 @contextlib.contextmanager
 def earlier_objects_frozen():
     """Around a run of the script: what exists now is frozen for the garbage collector."""
     outermost = gc.get_freeze_count() == 0
+    import torch._dynamo  # noqa: F401  (as the zygote's PRELOAD: frozen with the rest)
+
     gc.freeze()
     try:
         yield

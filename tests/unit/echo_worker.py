@@ -14,6 +14,8 @@ def main(args: list[str]) -> int:
     cmd = args[0]
     if cmd == "state":   # what a child starts from
         warm = "torch" in sys.modules   # imported before main: a zygote's child
+        import gc
+
         import numpy
         import torch
 
@@ -22,7 +24,7 @@ def main(args: list[str]) -> int:
                           "rank": os.environ.get("RANK"), "pid": os.getpid(),
                           "torch": torch.rand(1).item(), "numpy": float(numpy.random.rand()),
                           "random": random.random(), "ppid": os.getppid(),
-                          "stdout_tty": sys.stdout.isatty()}))
+                          "stdout_tty": sys.stdout.isatty(), "frozen": gc.get_freeze_count()}))
     elif cmd == "echo":
         print("out", *args[1:])
         print("err", *args[1:], file=sys.stderr)

@@ -43,6 +43,9 @@ def test_a_warm_child_starts_where_a_fresh_process_starts(monkeypatch, tmp_path)
     # warm child is the zygote's child, a cold one ours
     assert (warm1["warm"], warm2["warm"], cold["warm"]) == (True, True, False)
     assert warm1["ppid"] == warm2["ppid"] != os.getpid() == cold["ppid"]
+    # the zygote froze its imports for the garbage collector (Note [Objects from before
+    # the script] in memledger/trace/script.py); a fresh process has frozen nothing
+    assert warm1["frozen"] > 100_000 and cold["frozen"] == 0
     # torch's default generator: as in fresh processes, the same seed in each (older
     # torch) or a seed of its own (torch 2.13 draws it from the OS)
     assert (warm1["torch"] == warm2["torch"]) == (cold["torch"] == cold2["torch"])
