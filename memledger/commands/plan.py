@@ -63,9 +63,10 @@ def plan(
     else:
         _render(report, budget, front)
         from memledger.replay.predict import (UNPROBED_LINE, calibration_unsettled,
-                                              costs_probed, unsettled_line)
+                                              costs_probed, timings_busy, unsettled_line,
+                                              unsettled_why)
 
-        if reason := calibration_unsettled(led):
+        if reason := unsettled_why(timings_busy(led), calibration_unsettled(led)):
             console.print(unsettled_line(reason), style="yellow")
         if led.extra.get("timing") and not costs_probed(led):
             console.print(UNPROBED_LINE, style="yellow")

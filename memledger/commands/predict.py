@@ -83,7 +83,8 @@ def _raise_refused(reps, asked: int) -> None:
 
 
 def _print_table(rep, name: str) -> None:
-    from memledger.replay.predict import UNPROBED_LINE, priced_by_calibration, unsettled_line
+    from memledger.replay.predict import (UNPROBED_LINE, priced_by_calibration, unsettled_line,
+                                          unsettled_why)
 
     t = Table(title=f"{name}: baseline peak {format_bytes(rep.baseline_peak_bytes)}",
               title_justify="left", show_edge=False, pad_edge=False)
@@ -109,8 +110,8 @@ def _print_table(rep, name: str) -> None:
         if p.idle_regions:
             console.print(idle_line(p.policy, p.idle_regions, len(p.regions)), style="yellow",
                           markup=False)
-    if rep.calibration_unsettled:
-        console.print(unsettled_line(rep.calibration_unsettled), style="yellow")
+    if why := unsettled_why(rep.timings_busy, rep.calibration_unsettled):
+        console.print(unsettled_line(why), style="yellow")
     elif wide := [p.policy for p in rep.policies if p.added_time_s > 0 and (
             p.added_time_hi_s > WIDE * p.added_time_s or p.added_time_lo_s * WIDE <
             p.added_time_s)]:   # noise no load average caught (a burst, another user)

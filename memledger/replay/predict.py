@@ -80,6 +80,9 @@ class PredictReport(BaseModel):
                              "constants came from")
     calibration_unsettled: str = Field("", description="why those constants are noise "
                                        "(measured on a busy machine), '' when they are not")
+    timings_busy: str = Field("", description="why the trace's own timed steps and probes "
+                              "are noise (the load they ran at, e.g. 'load average 5.8 on 2 "
+                              "cores'), '' when they ran on a quiet machine")
     costs_probed: bool = Field(False, description="trace measured this model's own "
                                "checkpoint, selective and offload costs (its probes); "
                                "False: the machine's calibration priced them")
@@ -121,7 +124,11 @@ def unsettled_line(reason: str) -> str:
             "bands may be far off; a trace on a quiet machine measures them again")
 
 
-OWN_TIMINGS = "this trace's own timings: "
+def unsettled_why(timings_busy: str, calibration_unsettled: str) -> str:
+    """The one reason said beside the times ('' when none): the trace's own timings first,
+    they priced the model (Note [Timings taken on a busy machine] in trace/timing.py)."""
+    return f"this trace's own timings: {timings_busy}" if timings_busy else \
+        calibration_unsettled
 
 
 def priced_by_calibration(rep: "PredictionReport") -> bool:
@@ -138,9 +145,7 @@ def time_caveats(rep: "PredictionReport", own_load: bool = True) -> list[str]:
     `own_load=False` leaves out the trace's own load mark: compare traces right after a
     minute of its own doctor and gate runs, whose load (2.0-2.1 on 2 cores, each run's
     torch on both) the 1-minute average still holds."""
-    why = rep.calibration_unsettled
-    if not own_load and why.startswith(OWN_TIMINGS):
-        why = ""
+    why = unsettled_why(rep.timings_busy if own_load else "", rep.calibration_unsettled)
     out = [unsettled_line(why)] if why else []
     if priced_by_calibration(rep):
         out.append(UNPROBED_LINE)
@@ -155,12 +160,16 @@ def costs_probed(led: Ledger) -> bool:
     return record is not None and any(record.get(k) for k in _PROBES)
 
 
+def timings_busy(led: Ledger) -> str:
+    """The load the trace's own timings ran at, when above the cores ('' when quiet): Note
+    [Timings taken on a busy machine] in memledger/trace/timing.py."""
+    record = timing_record(led)
+    return str(record.get("busy") or "") if record is not None else ""
+
+
 def calibration_unsettled(led: Ledger) -> str:
-    """Why the constants pricing `led` are unreliable ('' when they are not): Note [A
-    calibration taken on a busy machine] in memledger/replay/calib_cache.py."""
-    record = timing_record(led)   # Note [Timings taken on a busy machine] (trace/timing.py)
-    if record is not None and record.get("busy"):
-        return OWN_TIMINGS + record["busy"]
+    """Why the machine's constants pricing `led` are unreliable ('' when they are not):
+    Note [A calibration taken on a busy machine] in memledger/replay/calib_cache.py."""
     calib = (led.extra.get("calibration") or [{}])[-1]
     if not calib.get("params"):
         calib = read_cached(led.device)
@@ -207,6 +216,7 @@ def predict(led: Ledger, policies: list[Policy], step_time_s: float | None = Non
                          copy_bytes_per_s=bw, offload_to=offload_to, calibration=where,
                          policies=out, refused=refused,
                          calibration_unsettled=calibration_unsettled(led),
+                         timings_busy=timings_busy(led),
                          costs_probed=costs_probed(led),
                          cost_source="modelled" if time_model != "traced" else model.source,
                          time_model=time_model,

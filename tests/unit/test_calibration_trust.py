@@ -10,7 +10,7 @@ from memledger.measure import calibrate
 from memledger.replay import calib_cache
 from memledger.replay.calib_cache import read_cached
 from memledger.replay.policies import parse_policy
-from memledger.replay.predict import predict
+from memledger.replay.predict import predict, time_caveats, unsettled_line
 
 from plan_ledgers import blocks_ledger
 
@@ -81,8 +81,15 @@ def test_predict_says_when_the_traces_own_timings_are_noise():
     load above the cores; that is said before the calibration's state."""
     led = blocks_ledger([100_000], [150_000], timing={"busy": "load average 5.8 on 2 cores"})
     pol = [parse_policy("checkpoint:blocks.0")]
-    assert predict(led, pol).calibration_unsettled == \
-        "this trace's own timings: load average 5.8 on 2 cores"
+    rep = predict(led, pol)
+    assert (rep.timings_busy, rep.calibration_unsettled) == ("load average 5.8 on 2 cores", "")
+    own = unsettled_line("this trace's own timings: load average 5.8 on 2 cores")
+    assert time_caveats(rep)[0] == own
+    # compare leaves its own trace's load out (its own runs made it), not the calibration's
+    assert own not in time_caveats(rep, own_load=False)
+    led.extra["calibration"][-1]["unsettled"] = "load average 9.3 on 2 cores"
+    assert time_caveats(predict(led, pol), own_load=False)[0] == \
+        unsettled_line("load average 9.3 on 2 cores")
 
 
 def test_an_old_noisy_cache_is_measured_again_when_quiet(machine):

@@ -67,7 +67,7 @@ def _predict_table(width: int) -> list[str]:
                             transfer_s=0.0, idle_regions=[])
             for p in (f"offload:{long}.*", f"checkpoint:{long}.0+offload:{long}.1")]
     rep = SimpleNamespace(baseline_peak_bytes=1_683_048, policies=pols, collective_bytes=0,
-                          calibration_unsettled="", time_model="traced", cost_source="ledger",
+                          calibration_unsettled="", timings_busy="", time_model="traced", cost_source="ledger",
                           costs_probed=True, untraced_step_time_s=1.0)
     out = io.StringIO()
     con = Console(file=out, width=width, color_system=None)
