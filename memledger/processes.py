@@ -69,6 +69,9 @@ VOLATILE_ENV = frozenset({"PYTEST_CURRENT_TEST", "PYTHONUNBUFFERED", "MEMLEDGER_
 RANK_ENV = frozenset({"RANK", "LOCAL_RANK", "GROUP_RANK", "ROLE_RANK", "ROLE_NAME",
                       "LOCAL_WORLD_SIZE", "WORLD_SIZE", "GROUP_WORLD_SIZE", "ROLE_WORLD_SIZE",
                       "MASTER_ADDR", "MASTER_PORT", "TORCH_NCCL_ASYNC_ERROR_HANDLING"})
+# `python -m MODULE`, its imports made without the garbage collector (Note [Imports
+# without the collector] in memledger/worker_start.py)
+COLD_START = (sys.executable, "-m", "memledger.worker_start")
 _MAX_ZYGOTES = 2
 # longer than any import of torch takes, even on a loaded machine; a zygote that has not
 # said "ready" by then is stuck, not slow
@@ -159,7 +162,7 @@ def start_worker(module: str, args: list[str], capture_output: bool = False,
             return Worker(child, output, w)
         if w is not None:
             os.close(w)
-    proc = subprocess.Popen([sys.executable, "-m", module, *args], env=env,
+    proc = subprocess.Popen([*COLD_START, module, *args], env=env,
                             stdin=subprocess.PIPE if stdin_pipe else None,
                             stdout=output, stderr=subprocess.STDOUT if output else None,
                             start_new_session=new_session)

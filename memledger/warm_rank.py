@@ -45,7 +45,9 @@ def main(argv: list[str] | None = None) -> int:
     address = os.environ.get("MEMLEDGER_ZYGOTE")
     code = _run_warm(address, module, args) if address else None
     if code is None:    # cold: this process becomes the rank torchrun would have started
-        os.execv(sys.executable, [sys.executable, "-m", module, *args])
+        from memledger.processes import COLD_START
+
+        os.execv(sys.executable, [*COLD_START, module, *args])
     if code < 0:        # killed by a signal: die of the same one
         signal.signal(-code, signal.SIG_DFL)
         os.kill(os.getpid(), -code)

@@ -62,6 +62,7 @@ def _preload() -> str:
     # script] in memledger/trace/script.py), nor copy their pages by walking them
     gc.collect()
     gc.freeze()
+    gc.enable()
     return ""
 
 
@@ -74,6 +75,7 @@ def main(argv: list[str] | None = None) -> int:
 
     die_with_parent()
     started_with = dict(os.environ)
+    gc.disable()   # Note [Imports without the collector] (memledger/worker_start.py)
     try:
         refused = _preload()
     except BaseException as e:   # noqa: BLE001 - any failure means cold starts, said why

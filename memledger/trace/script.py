@@ -63,6 +63,7 @@ def earlier_objects_frozen():
     import torch._dynamo  # noqa: F401  (as the zygote's PRELOAD: frozen with the rest)
 
     gc.freeze()
+    gc.enable()   # off while a worker imported (Note [Imports without the collector])
     try:
         yield
     finally:

@@ -11,6 +11,7 @@ tracebacks) is not touched: the workers write to the terminal directly.
 
 from __future__ import annotations
 
+import gc
 import logging
 import sys
 
@@ -19,6 +20,8 @@ def main(argv: list[str] | None = None) -> int:
     from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.run import get_args_parser, run
+
+    gc.enable()   # off for the imports (Note [Imports without the collector]); it runs no script
 
     args = get_args_parser().parse_args(sys.argv[1:] if argv is None else argv)
     logging.getLogger("torch.distributed.elastic").setLevel(logging.CRITICAL)

@@ -7,7 +7,10 @@ from __future__ import annotations
 import gc
 import json
 
+import pytest
+
 from memledger.errors import EXIT_OK
+from memledger.processes import run_worker, several_workers
 from memledger.trace.script import earlier_objects_frozen, run_and_classify
 
 SCRIPT = """
@@ -58,3 +61,33 @@ def test_only_the_outermost_freeze_thaws():
             pass
         assert gc.get_freeze_count() >= outer > 0   # a zygote's child stays frozen
     assert gc.get_freeze_count() == 0
+
+
+COLLECTOR_STATE = """
+import gc, json, sys
+import torch
+m = torch.nn.Linear(4, 4)
+opt = torch.optim.SGD(m.parameters(), lr=0.1)
+for _ in range(2):
+    m(torch.randn(2, 4)).sum().backward()
+    opt.step()
+json.dump({"enabled": gc.isenabled(), "frozen": gc.get_freeze_count()}, open(sys.argv[1], "w"))
+"""
+
+
+@pytest.mark.parametrize("warm", ["0", "1"])
+def test_a_worker_runs_the_script_with_the_collector_on(tmp_path, monkeypatch, warm):
+    """Note [Imports without the collector] (memledger/worker_start.py): a cold worker
+    imports with the collector off, the zygote too; the script gets it back on, with the
+    imports frozen, in either."""
+    monkeypatch.setenv("MEMLEDGER_WARM_START", warm)
+    script, out = tmp_path / "train.py", tmp_path / "out.json"
+    script.write_text(COLLECTOR_STATE)
+    with several_workers():   # warm starts, where MEMLEDGER_WARM_START allows them
+        code, text = run_worker("memledger.doctor.worker",
+                                ["--report", str(tmp_path / "r.json"), "--status",
+                                 str(tmp_path / "s.json"), "--steps", "5", str(script),
+                                 str(out)], capture_output=True)
+    assert code == 0, text
+    seen = json.loads(out.read_text())
+    assert seen["enabled"] is True and seen["frozen"] > 100_000, seen
