@@ -60,7 +60,8 @@ def run_script(script: str | Path, argv: list[str]) -> None:
 def earlier_objects_frozen():
     """Around a run of the script: what exists now is frozen for the garbage collector."""
     outermost = gc.get_freeze_count() == 0
-    import torch._dynamo  # noqa: F401  (as the zygote's PRELOAD: frozen with the rest)
+    with contextlib.suppress(ImportError):   # a torch without it: the script lacks it too
+        import torch._dynamo  # noqa: F401  (as the zygote's PRELOAD: frozen with the rest)
 
     gc.freeze()
     gc.enable()   # off while a worker imported (Note [Imports without the collector])
