@@ -39,6 +39,13 @@ Why this is safe, and where it is not used:
 6. torchrun's ranks: every launch on several ranks (memledger/trace/launch.py) starts its
    launcher and, through a stand-in, each rank from the zygote (Note [Warm ranks],
    memledger/warm_rank.py): a launch imports torch once instead of nproc + 1 times.
+7. Another process's zygote: a memledger whose environment names a zygote's socket
+   (MEMLEDGER_ZYGOTE, from `zygote_address()`) asks that zygote first and uses it if it
+   serves this environment (the rule of 2., checked by the zygote); otherwise, or once it
+   is gone, it starts its own as above. Its workers are that zygote's children: the
+   zygote's death, or our end of the connection closing, sends them SIGTERM, as for a
+   rank (Note [Warm ranks]). The test suite's `memledger` runs in subprocesses fork their
+   workers from their pytest process's zygote so (tests/conftest.py, `cli_zygote`).
 What stays different: a zygote's children share one string-hash seed (fresh processes
 each draw their own), so iteration over a set of strings has the same order in each run.
 """
@@ -61,9 +68,11 @@ from typing import IO, Iterator
 
 # environment variables that may differ between a zygote and its children: read by no
 # import (pytest sets PYTEST_CURRENT_TEST per test; every launch sets PYTHONUNBUFFERED;
-# MEMLEDGER_ZYGOTE names a zygote's socket to torchrun's ranks: Note [Warm ranks])
+# MEMLEDGER_ZYGOTE names a zygote's socket: Note [Warm starts], 7; the terminal's size is
+# read when something is printed, and the zygote's imports make no console:
+# tests/unit/test_processes.py)
 VOLATILE_ENV = frozenset({"PYTEST_CURRENT_TEST", "PYTHONUNBUFFERED", "MEMLEDGER_WARM_START",
-                          "MEMLEDGER_ZYGOTE"})
+                          "MEMLEDGER_ZYGOTE", "COLUMNS", "LINES"})
 # what torchrun adds to each rank's environment (and TORCHELASTIC_*): read when the script
 # makes its process group, not at import, so a rank may differ from its zygote in them
 RANK_ENV = frozenset({"RANK", "LOCAL_RANK", "GROUP_RANK", "ROLE_RANK", "ROLE_NAME",
@@ -202,9 +211,11 @@ def dead_worker(returncode: int | None, folder: str | os.PathLike, tail: str = "
     return ScriptError(f"{why}: {tail}" if tail else why)
 
 
-def rank_address(env: dict[str, str]) -> str | None:
-    """The socket a torchrun rank's stand-in asks for its warm worker (Note [Warm ranks],
-    memledger/warm_rank.py), from the zygote that serves `env`; None: ranks start cold."""
+def zygote_address(env: dict[str, str]) -> str | None:
+    """The socket of the zygote that serves `env`, for other processes to fork their workers
+    from: torchrun's ranks (Note [Warm ranks], memledger/warm_rank.py) and memledger
+    processes started with it as MEMLEDGER_ZYGOTE (Note [Warm starts], 7). None: they start
+    cold, or their own zygote."""
     zygote = _zygote_for(env)
     return zygote.listen() if zygote is not None else None
 
@@ -277,30 +288,58 @@ def _zygote_for(env: dict[str, str]) -> "_Zygote | None":
             while len(_zygotes) >= _MAX_ZYGOTES:
                 _zygotes.pop(next(iter(_zygotes))).close()
             try:
-                z = _zygotes[key] = _Zygote(env)
+                z = _zygotes[key] = _Zygote.join(env) or _Zygote.spawn(env)
             except OSError:
                 return None
     return z if z.usable() else None
 
 
 class _Zygote:
-    """One zygote process (memledger/zygote.py) and the socket we talk to it through."""
+    """One zygote (memledger/zygote.py) and the socket we talk to it through: a process of
+    ours (`spawn`), or another's that serves our environment (`join`: Note [Warm starts], 7)."""
 
-    def __init__(self, env: dict[str, str]) -> None:
-        self.sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        try:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "memledger.zygote", str(theirs.fileno())],
-                pass_fds=[theirs.fileno()], env=env, stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        finally:
-            theirs.close()
-        self.ready: bool | None = None   # None until the zygote says it has imported
+    def __init__(self, sock: socket.socket, proc: subprocess.Popen | None) -> None:
+        self.sock = sock
+        self.proc = proc
+        self.ready: bool | None = None if proc else True   # None until it has imported
         self.dead = False
         self.exits: dict[int, int] = {}
         self.address: str | None = None   # the socket for torchrun's ranks, once asked
         self._replies: list[dict] = []
         self._lock = threading.RLock()
+
+    @classmethod
+    def spawn(cls, env: dict[str, str]) -> "_Zygote":
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "memledger.zygote", str(theirs.fileno())],
+                pass_fds=[theirs.fileno()], env=env, stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        except BaseException:
+            ours.close()
+            raise
+        finally:
+            theirs.close()
+        return cls(ours, proc)
+
+    @classmethod
+    def join(cls, env: dict[str, str]) -> "_Zygote | None":
+        """The zygote env's MEMLEDGER_ZYGOTE names, if it is there and serves `env`."""
+        address = env.get("MEMLEDGER_ZYGOTE")
+        if not address:
+            return None
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            sock.connect(address)
+            sock.send(json.dumps({"serves": env}).encode())
+            reply = json.loads(sock.recv(65536) or b"{}")
+        except (OSError, ValueError):
+            reply = {}
+        if not reply.get("serves"):
+            sock.close()
+            return None
+        return cls(sock, None)
 
     def usable(self) -> bool:
         """Wait for the zygote's imports (once); False if it refused or died, or has not
@@ -330,9 +369,9 @@ class _Zygote:
                 return None
             while not self._replies and not self.dead:
                 self._pump(None)
-            if not self._replies:
-                return None
-            return _WarmChild(self, self._replies.pop(0)["pid"])
+            reply = self._replies.pop(0) if self._replies else {}
+            # a joined zygote refuses another environment than the one it was asked about
+            return _WarmChild(self, reply["pid"]) if "pid" in reply else None
 
     def listen(self) -> str | None:
         """The path of the zygote's socket for ranks (opened on first use); None if it died."""
@@ -400,8 +439,9 @@ class _Zygote:
         with contextlib.suppress(OSError):
             self.sock.close()
         self.dead = True
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.proc.wait(timeout=5)
+        if self.proc is not None:   # a joined zygote is its owner's to end
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(timeout=5)
 
 
 class _WarmChild:

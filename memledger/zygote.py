@@ -10,11 +10,13 @@ when a child ends, {"exit": N, "code": C} (C as Popen.returncode: the negated si
 for a child killed by one). The end of the socket ends the zygote.
 
 {"listen": true} opens a second way in for torchrun's ranks (Note [Warm ranks],
-memledger/warm_rank.py): a socket file in a folder only this user can enter, answered with
-{"address": PATH}. Each connection there sends requests as above; a request whose
-environment differs from the zygote's in more than a rank's variables is answered
-{"refused": WHY}, and a connection that closes before its children end (the rank's
-stand-in was killed) sends them SIGTERM, as a dead parent's PR_SET_PDEATHSIG would.
+memledger/warm_rank.py) and other memledger processes (Note [Warm starts], 7): a socket
+file in a folder only this user can enter, answered with {"address": PATH}. Each connection
+there sends requests as above; a request whose environment differs from the zygote's in
+more than a rank's variables is answered {"refused": WHY}, and a connection that closes
+before its children end (the rank's stand-in was killed) sends them SIGTERM, as a dead
+parent's PR_SET_PDEATHSIG would. {"serves": ENV} asks ahead whether requests with ENV
+would be served: {"serves": true} or {"refused": WHY}.
 """
 
 from __future__ import annotations
@@ -135,6 +137,10 @@ class _Server:
         req = json.loads(data)
         if req.get("listen"):
             _send(conn, {"address": self._listen()})
+            return True
+        if "serves" in req:   # another memledger asks before it sends requests
+            why = _env_differs(self.env, {**self.imports_set, **req["serves"]})
+            _send(conn, {"refused": why} if why else {"serves": True})
             return True
         why = "" if conn is self.main else _env_differs(
             self.env, {**self.imports_set, **req["env"]})

@@ -25,7 +25,24 @@ if os.environ.get("PYTEST_XDIST_WORKER") and "OMP_NUM_THREADS" not in os.environ
 # zygote each (Note [Warm starts], memledger/processes.py); 460 of the suite's 638 s of CPU
 # had gone to starting workers cold. tests/unit/test_processes.py checks both ways.
 os.environ.setdefault("MEMLEDGER_WARM_START", "1")
+# The tests run `python -m memledger` from their own folders with the checkout on the path:
+# set here, it is the pytest process's environment too, and the `memledger` runs of a test
+# can fork their workers from that process's zygote (`cli_zygote` below).
+os.environ.setdefault("PYTHONPATH", str(ROOT))
 EXAMPLES = ROOT / "examples"
+
+
+@pytest.fixture
+def cli_zygote(monkeypatch) -> None:
+    """`memledger` run in a subprocess by this test forks its workers from this process's
+    zygote (Note [Warm starts], 7, in memledger/processes.py) instead of importing torch
+    in a zygote of its own: 3-4 s of CPU less for each run that starts workers. A run with
+    another environment (a variable that an import could read) starts its own, as before."""
+    from memledger.processes import zygote_address
+
+    address = zygote_address(dict(os.environ))
+    if address is not None:
+        monkeypatch.setenv("MEMLEDGER_ZYGOTE", address)
 
 
 def load_example(name: str):

@@ -39,7 +39,7 @@ from memledger.errors import (
 from memledger.ledger.ranks import rank_file, rank_file_template
 from memledger.ledger.writer import append_records
 from memledger.outputs import check_output, commit, partial_path
-from memledger.processes import rank_address, several_workers, start_worker
+from memledger.processes import zygote_address, several_workers, start_worker
 from memledger.trace.session import check_script
 
 DEFAULT_TIMEOUT_S = 300.0   # seconds without an optimizer step before a rank is called hung
@@ -70,7 +70,7 @@ def _launch(nproc: int, worker_args: list[str], timeout_s: float, quiet: bool,
     env = dict(os.environ)
     env.setdefault("OMP_NUM_THREADS", "1")  # torchrun's own default for nproc > 1, said quietly
     with several_workers():   # the launcher and every rank from one zygote: Note [Warm ranks]
-        address = rank_address(env)
+        address = zygote_address(env)
         if address is not None:
             env["MEMLEDGER_ZYGOTE"] = address
         proc = start_worker("memledger.trace.torchrun", torchrun_args(nproc, worker_args, module),

@@ -19,6 +19,8 @@ from memledger.ledger.reader import read_records
 
 ROOT = Path(__file__).resolve().parents[2]
 MEMLEDGER = [sys.executable, "-m", "memledger"]
+# its `memledger` runs fork their workers from this process's zygote (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("cli_zygote")
 
 
 @pytest.fixture(scope="session")

@@ -14,6 +14,8 @@ import pytest
 from memledger.units import format_bytes
 
 WIDTH = 80
+# its `memledger` runs fork their workers from this process's zygote (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("cli_zygote")
 
 
 def piped(*args: str) -> str:

@@ -26,6 +26,8 @@ from tests.integration.reliability_cases import CASES, PEAK_BYTES, RUN_CASES, Ca
 
 MEMLEDGER = [sys.executable, "-m", "memledger"]
 RUNNERS = {"memledger": MEMLEDGER, "pytest": [sys.executable, "-m", "pytest"]}
+# its `memledger` runs fork their workers from this process's zygote (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("cli_zygote")
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -81,11 +83,11 @@ def test_cases_and_table_agree() -> None:
 
 # ---- faults that need a real run ----------------------------------------------------------
 SCRIPT = """
-import os, pathlib, threading, time, torch
+import os, pathlib, sys, threading, time, torch
 torch.manual_seed(0)
 body, head = torch.nn.Linear(8, 16), torch.nn.Linear(16, 4)
 model = torch.nn.Sequential(body, head)
-mode = os.environ.get("MODE", "")
+mode = sys.argv[1] if len(sys.argv) > 1 else ""
 if mode == "two":   # a backbone and a head optimizer, stepping after one backward
     opts = [torch.optim.SGD(body.parameters(), lr=0.1), torch.optim.SGD(head.parameters(), lr=0.1)]
     def prefetch():   # a helper thread that makes a tensor and stays alive, as loaders do
@@ -146,7 +148,7 @@ def test_script_process_killed_or_ended_is_exit_3(tmp_path: Path, mode: str) -> 
         "ended with status 0 before memledger finished (os._exit in the script?)"
     for verb in (["trace", str(script), "--steps", "5", "-o", "k.ledger"],
                  ["doctor", str(script), "--steps", "5"]):
-        r = _run([*MEMLEDGER, *verb], tmp_path, MODE=mode)
+        r = _run([*MEMLEDGER, *verb, "--", mode], tmp_path)
         assert r.returncode == 3, (verb[0], r.stderr)
         assert why in r.stderr and "Traceback" not in r.stderr, r.stderr
     shown = _run([*MEMLEDGER, "show", "k.ledger"], tmp_path)   # the partial ledger reads
@@ -202,7 +204,7 @@ def test_counting(tmp_path: Path) -> None:
     anyway. A tensor made on another thread: `show` does not claim to explain the peak."""
     script = _script(tmp_path)
     r = _run([*MEMLEDGER, "trace", str(script), "--steps", "2", "--no-measure",
-              "-o", "run.ledger"], tmp_path, MODE="two")
+              "-o", "run.ledger", "--", "two"], tmp_path)
     assert r.returncode == 0, r.stderr
     # the stop swallowed after iteration 2 ends the run at iteration 3's first torch op
     assert (tmp_path / "ITER3").exists() and not (tmp_path / "ITER4").exists()
@@ -216,9 +218,9 @@ def test_counting(tmp_path: Path) -> None:
 def test_sigint_to_memledger_pid(tmp_path: Path) -> None:
     """SIGINT to memledger's own pid (not the group) reaches the workers at once."""
     script = _script(tmp_path)
-    env = {**os.environ, "MODE": "sleep", "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen([*MEMLEDGER, "trace", str(script), "--steps", "3", "-o",
-                             "run.ledger"], cwd=tmp_path, stdout=subprocess.PIPE,
+                             "run.ledger", "--", "sleep"], cwd=tmp_path, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=env,
                             start_new_session=True)
     # both passes sleep in step 1: they run the script at once (Note [Warm allocator pass])
@@ -238,9 +240,9 @@ def test_sigterm_in_allocator_pass(tmp_path: Path) -> None:
     """SIGTERM to memledger while the allocator pass runs: the worker is stopped (no
     orphan), the message names the ledger that exists, complete."""
     script = _script(tmp_path)
-    env = {**os.environ, "MODE": "sleep", "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen([*MEMLEDGER, "trace", str(script), "--steps", "1", "-o",
-                             "run.ledger"], cwd=tmp_path, stdout=subprocess.PIPE,
+                             "run.ledger", "--", "sleep"], cwd=tmp_path, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=env,
                             start_new_session=True)
     # the ledger pass stops after step 1 (no sleep); the allocator pass sleeps in step 1

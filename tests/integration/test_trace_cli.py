@@ -11,6 +11,7 @@ import textwrap
 import time
 from pathlib import Path
 
+import pytest
 
 from memledger.cli import main
 from memledger.ledger.model import Ledger
@@ -18,6 +19,8 @@ from memledger.ledger.reader import read_records
 from tests.conftest import EXAMPLES
 
 MEMLEDGER = [sys.executable, "-m", "memledger"]
+# its `memledger` runs fork their workers from this process's zygote (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("cli_zygote")
 
 TINY = """
 import torch

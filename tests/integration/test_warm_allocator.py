@@ -15,8 +15,12 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 MEMLEDGER = [sys.executable, "-m", "memledger"]
 ROOT = Path(__file__).resolve().parents[2]
+# its `memledger` runs fork their workers from this process's zygote (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("cli_zygote")
 
 HEAD = """
 import pathlib, time, torch

@@ -146,7 +146,7 @@ def test_a_failed_rank_fails_the_launch_warm_or_cold(monkeypatch):
 
 
 def _stand_in(args: list[str], **env) -> subprocess.Popen:
-    address = processes.rank_address(dict(os.environ))
+    address = processes.zygote_address(dict(os.environ))
     assert address is not None
     return subprocess.Popen([sys.executable, "-m", "memledger.warm_rank", ECHO, *args],
                             env={**os.environ, "MEMLEDGER_ZYGOTE": address, "RANK": "1",
@@ -192,3 +192,46 @@ def test_a_stand_ins_signals_reach_its_worker_and_its_death_ends_it(tmp_path):
     rank.kill()
     rank.wait(timeout=30)
     assert _wait_gone(worker)
+
+
+# ---- Note [Warm starts], 7: another process's zygote ------------------------------------------
+
+# a memledger of its own: starts one worker and prints its state
+_ANOTHER = ("import sys; from memledger.processes import run_worker; "
+            "code, out = run_worker('tests.unit.echo_worker', ['state', 'x'], "
+            "capture_output=True); sys.stdout.write(out.decode())")
+
+
+def _state_in_another_process(**env) -> dict:
+    out = subprocess.run([sys.executable, "-c", _ANOTHER], cwd=ROOT, capture_output=True,
+                         text=True, timeout=120, env={**os.environ, **env})
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_another_memledger_forks_its_workers_from_the_zygote_it_is_given(tmp_path):
+    ours = _state()["ppid"]                      # this process's zygote
+    address = processes.zygote_address(dict(os.environ))
+    joined = _state_in_another_process(MEMLEDGER_ZYGOTE=address, COLUMNS="123")
+    assert (joined["warm"], joined["ppid"]) == (True, ours)   # the terminal's size may differ
+    # another environment: that zygote refuses, and the process starts one of its own
+    own = _state_in_another_process(MEMLEDGER_ZYGOTE=address, ECHO_VAR="other")
+    assert (own["warm"], own["var"]) == (True, "other") and own["ppid"] != ours
+    # a zygote that is gone: the same
+    gone = _state_in_another_process(MEMLEDGER_ZYGOTE=str(tmp_path / "no-socket"))
+    assert gone["warm"] and gone["ppid"] != ours
+
+
+def test_the_zygotes_imports_make_no_console():
+    # COLUMNS and LINES may differ between a zygote and its children (VOLATILE_ENV): they are
+    # read when something is printed, never by an import the zygote makes
+    code = ("import gc, importlib, sys\n"
+            "from memledger.zygote import PRELOAD\n"
+            "for name in PRELOAD:\n    importlib.import_module(name)\n"
+            "rich = sys.modules.get('rich.console')\n"
+            "print(0 if rich is None else sum(isinstance(o, rich.Console) "
+            "for o in gc.get_objects()))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120, check=True).stdout
+    assert out.split() == ["0"]
+    assert {"COLUMNS", "LINES"} <= processes.VOLATILE_ENV
