@@ -1,5 +1,5 @@
 """Issue 10's hostile-user cases, as data: what is done, the exit code, the one-line message,
-what is kept. `test_reliability_cli.py` runs each through the real CLI in a fresh process;
+what is kept. `test_reliability_cli.py` runs each through the CLI (a sample in a fresh process);
 `tools/reliability_table.py` writes docs/reliability.md from the same list, so the table
 can only say what a test checks.
 
