@@ -16,6 +16,10 @@ def main(args: list[str]) -> int:
         warm = "torch" in sys.modules   # imported before main: a zygote's child
         import gc
 
+        # rich imported before main (by the zygote's imports, in a warm child)? Its objects
+        # would be frozen there, out of gc.get_objects()'s sight: ask for the module
+        console = "rich.console" in sys.modules
+
         import numpy
         import torch
 
@@ -24,7 +28,8 @@ def main(args: list[str]) -> int:
                           "rank": os.environ.get("RANK"), "pid": os.getpid(),
                           "torch": torch.rand(1).item(), "numpy": float(numpy.random.rand()),
                           "random": random.random(), "ppid": os.getppid(),
-                          "stdout_tty": sys.stdout.isatty(), "frozen": gc.get_freeze_count()}))
+                          "stdout_tty": sys.stdout.isatty(), "frozen": gc.get_freeze_count(),
+                          "console": console}))
     elif cmd == "echo":
         print("out", *args[1:])
         print("err", *args[1:], file=sys.stderr)
