@@ -21,6 +21,12 @@ baseline step now than while `trace` took the ledger's timings (the speed column
 shared machine the neighbours' load slows even CPU time, through caches and shared cores,
 and changes from minute to minute); "ratio" is the raw one.
 
+`--retrace`: every round traces the example again right before its measurement (a user's
+order: trace, then run), predicts from that ledger, and the ratio is each round's
+prediction over the same round's measurement (the median of rounds); the speed between a
+trace and its measurement is then a minute, not the whole run. The predictions column
+lists each round's.
+
 Step time is the thread CPU time of a step with OMP_NUM_THREADS=1 (one thread: CPU time is
 the work itself, and the neighbours' load stretches it far less than wall time); the
 wall-clock added time is printed too. Prints one markdown table per example, ready for
@@ -137,15 +143,33 @@ def cycles_for(step_s: float, cycles: int, min_seconds: float) -> int:
     return max(cycles, math.ceil(min_seconds / (2 * step_s)))
 
 
-def run(name: str, rounds: int, cycles: int, repeats: int, min_seconds: float = 0.0) -> list[str]:
-    script, args, pols = EXAMPLES[name]
-    script = str(ROOT / script)
+def traced_predictions(name: str, pols: list[str], repeats: int) -> list[dict]:
+    """Trace the example (3 steps, the timed steps and probes after them) and predict every
+    policy from the ledger in `repeats` fresh processes."""
+    script, args, _ = EXAMPLES[name]
     with tempfile.TemporaryDirectory() as tmp:
         led = Path(tmp) / f"{name}.ledger"
         # the script's own step count: 3 traced, the timed steps and the probes after them
-        trace_script(script, [*args, "--steps", "40"] if args else [], led, steps=3)
-        runs = predictions(led, pols, repeats)
-    pred = {p["policy"]: p for p in runs[0]["policies"]}
+        trace_script(str(ROOT / script), [*args, "--steps", "40"] if args else [], led,
+                     steps=3)
+        return predictions(led, pols, repeats)
+
+
+def by_policy(run: dict) -> dict[str, dict]:
+    return {p["policy"]: p for p in run["policies"]}
+
+
+def predicted(pred: dict[str, dict], p: str) -> dict:
+    text = parse_policy(p).text()
+    return pred[text] if text in pred else pred[p]
+
+
+def run(name: str, rounds: int, cycles: int, repeats: int, min_seconds: float = 0.0,
+        retrace: bool = False) -> list[str]:
+    script, args, pols = EXAMPLES[name]
+    script = str(ROOT / script)
+    runs = traced_predictions(name, pols, repeats)
+    pred = by_policy(runs[0])
     spread = {p: max(abs(r["policies"][i]["added_time_s"] - runs[0]["policies"][i][
         "added_time_s"]) for r in runs) for i, p in enumerate(pred)}
     peaks = {p: measure_script(script, [*args, "--steps", "5"] if args else [], parse_policy(p),
@@ -157,7 +181,16 @@ def run(name: str, rounds: int, cycles: int, repeats: int, min_seconds: float = 
     samples: dict[str, list] = {p: [] for p in pols}
     load0 = os.getloadavg()[0]
     cycles = cycles_for(runs[0].get("timed_step_s", 0.0), cycles, min_seconds)
+    round_preds = [runs[0]]      # the prediction each round is compared with
     for r in range(rounds):
+        if retrace and r > 0:
+            again = traced_predictions(name, pols, repeats)
+            round_preds.append(again[0])
+            for p in pols:   # on every ledger, predictions must not move between runs
+                spread[parse_policy(p).text()] = max(
+                    spread.get(parse_policy(p).text(), 0.0),
+                    *(abs(predicted(by_policy(a), p)["added_time_s"]
+                          - predicted(by_policy(again[0]), p)["added_time_s"]) for a in again))
         t = interleaved(script, args, ["none"] + pols, cycles)
         base = statistics.median(t["cpu_s"]["none"])
         base_w = statistics.median(t["wall_s"]["none"])
@@ -169,11 +202,16 @@ def run(name: str, rounds: int, cycles: int, repeats: int, min_seconds: float = 
             wall[p].append(statistics.median(t["wall_s"][key]) - base_w)
             print(f"  round {r + 1} {p}: {cpu[p][-1] * 1e3:+.2f} ms cpu", file=sys.stderr,
                   flush=True)
-    timed = runs[0].get("timed_step_s", 0.0)
-    speed = statistics.median(base_steps) / timed if timed else 1.0
+    if not retrace:
+        round_preds = [runs[0]] * rounds
+    timed_steps = [rp.get("timed_step_s", 0.0) for rp in round_preds]
+    speeds = [b / t for b, t in zip(base_steps, timed_steps) if t]
+    speed = statistics.median(speeds) if speeds else 1.0
+    timed = statistics.median(timed_steps)
     lines = [f"### {script.rpartition('/')[2]} (baseline step {statistics.median(base_steps) * 1e3:.1f}"
              f" ms CPU, {timed * 1e3:.1f} ms when the ledger's timings were taken: speed "
-             f"{speed:.2f};"
+             f"{speed:.2f}"
+             f"{' (median of rounds, each traced again)' if retrace else ''};"
              f" {rounds} rounds x {cycles} interleaved cycles; predictions "
              f"identical over {repeats} runs: "
              f"{'yes' if max(spread.values()) == 0 else 'no, max spread %.3g ms' % (max(spread.values()) * 1e3)};"
@@ -184,16 +222,28 @@ def run(name: str, rounds: int, cycles: int, repeats: int, min_seconds: float = 
              "speed | wall added |",
              "|---|---:|---:|---:|---:|---:|---|---:|---|---:|---:|"]
     for p in pols:
-        pp = pred[parse_policy(p).text()] if parse_policy(p).text() in pred else pred[p]
+        pp = predicted(pred, p)
+        per_round = [predicted(by_policy(rp), p)["added_time_s"] for rp in round_preds]
         added = statistics.median(cpu[p])
-        ratio = f"{pp['added_time_s'] / added:.2f}" if added > 0 else "-"
         lo, hi = added_interval(samples[p])
-        judged = verdict(pp["added_time_s"], added, lo, hi)
-        norm = f"{pp['added_time_s'] * speed / added:.2f}" if added > 0 else "-"
+        if retrace:   # each round's prediction against its own measurement
+            ratios = [a / m for a, m in zip(per_round, cpu[p]) if m > 0]
+            r_mid = statistics.median(ratios) if ratios else None
+            normed = [a * b / t / m for a, m, b, t in zip(per_round, cpu[p], base_steps,
+                                                          timed_steps) if m > 0 and t]
+            n_mid = statistics.median(normed) if normed else None
+            shown = " / ".join(f"{a * 1e3:.2f}" for a in per_round) + " ms"
+        else:
+            r_mid = pp["added_time_s"] / added if added > 0 else None
+            n_mid = pp["added_time_s"] * speed / added if added > 0 else None
+            shown = (f"{pp['added_time_s'] * 1e3:.2f} ({pp['added_time_lo_s'] * 1e3:.2f}-"
+                     f"{pp['added_time_hi_s'] * 1e3:.2f}) ms")
+        ratio = f"{r_mid:.2f}" if r_mid is not None else "-"
+        judged = verdict(r_mid * added, added, lo, hi) if r_mid is not None else "-"
+        norm = f"{n_mid:.2f}" if n_mid is not None else "-"
         lines.append(
             f"| `{p}` | {pp['peak_bytes']:,} | {peaks[p]:,} | "
-            f"{pp['added_time_s'] * 1e3:.2f} ({pp['added_time_lo_s'] * 1e3:.2f}-"
-            f"{pp['added_time_hi_s'] * 1e3:.2f}) ms | {added * 1e3:.2f} ms | "
+            f"{shown} | {added * 1e3:.2f} ms | "
             f"{lo * 1e3:.2f}-{hi * 1e3:.2f} ms | "
             f"{', '.join(f'{c * 1e3:.2f}' for c in cpu[p])} | {ratio} | {judged} | {norm} | "
             f"{statistics.median(wall[p]) * 1e3:.2f} ms |")
@@ -213,10 +263,13 @@ def main() -> None:
                          "least this long per round")
     ap.add_argument("--repeats", type=int, default=3, help="predict runs per ledger")
     ap.add_argument("--out", type=Path, help="also write the markdown tables to this file")
+    ap.add_argument("--retrace", action="store_true",
+                    help="trace again before each round; ratios per round (see above)")
     args = ap.parse_args()
     out = []
     for name in args.example or list(EXAMPLES):
-        out += run(name, args.rounds, args.cycles, args.repeats, args.min_seconds) + [""]
+        out += run(name, args.rounds, args.cycles, args.repeats, args.min_seconds,
+                   args.retrace) + [""]
     print("\n".join(out))
     if args.out:
         args.out.write_text("\n".join(out) + "\n", encoding="utf-8")
