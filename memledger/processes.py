@@ -85,6 +85,8 @@ _MAX_ZYGOTES = 2
 # longer than any import of torch takes, even on a loaded machine; a zygote that has not
 # said "ready" by then is stuck, not slow
 _READY_TIMEOUT_S = 300.0
+# another process's zygote answers at once, from its loop (Note [Warm starts], 7)
+_JOIN_TIMEOUT_S = 10.0
 
 
 class Worker:
@@ -330,10 +332,12 @@ class _Zygote:
         if not address:
             return None
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        sock.settimeout(_JOIN_TIMEOUT_S)   # a zygote that does not answer is not waited on
         try:
             sock.connect(address)
             sock.send(json.dumps({"serves": env}).encode())
             reply = json.loads(sock.recv(65536) or b"{}")
+            sock.settimeout(None)
         except (OSError, ValueError):
             reply = {}
         if not reply.get("serves"):

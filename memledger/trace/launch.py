@@ -39,7 +39,7 @@ from memledger.errors import (
 from memledger.ledger.ranks import rank_file, rank_file_template
 from memledger.ledger.writer import append_records
 from memledger.outputs import check_output, commit, partial_path
-from memledger.processes import zygote_address, several_workers, start_worker
+from memledger.processes import several_workers, start_worker, zygote_address
 from memledger.trace.session import check_script
 
 DEFAULT_TIMEOUT_S = 300.0   # seconds without an optimizer step before a rank is called hung
