@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -230,3 +231,19 @@ def test_the_zygotes_imports_make_no_console():
     # console (should they one day, see that none is made at import, then change this)
     assert _state()["console"] is False
     assert {"COLUMNS", "LINES"} <= processes.VOLATILE_ENV
+
+
+def test_a_zygote_that_does_not_answer_is_not_waited_on(tmp_path, monkeypatch):
+    import socket
+
+    mute = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)   # listens, never answers
+    mute.bind(str(tmp_path / "mute"))
+    mute.listen(1)
+    monkeypatch.setattr(processes, "_JOIN_TIMEOUT_S", 0.2)
+    got = []
+    asking = threading.Thread(target=lambda: got.append(processes._Zygote.join(
+        {**os.environ, "MEMLEDGER_ZYGOTE": str(tmp_path / "mute")})), daemon=True)
+    asking.start()
+    asking.join(timeout=120)   # a guard against a hang, not a measure of speed
+    assert got == [None]       # no answer: a zygote of one's own
+    mute.close()
