@@ -32,6 +32,16 @@ os.environ.setdefault("PYTHONPATH", str(ROOT))
 EXAMPLES = ROOT / "examples"
 
 
+@pytest.fixture(autouse=True)
+def _argv_and_path_given_back() -> Iterator[None]:
+    """A script run in-process sets sys.argv and puts its folder first on sys.path, as
+    `python script.py` would (memledger/trace/script.py, `run_script`): each test gives
+    them back, so no test runs with another's script folder on its path."""
+    argv, path = sys.argv[:], sys.path[:]
+    yield
+    sys.argv[:], sys.path[:] = argv, path
+
+
 @pytest.fixture
 def cli_zygote(monkeypatch) -> None:
     """`memledger` run in a subprocess by this test forks its workers from this process's
