@@ -11,13 +11,17 @@ table.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich import box
 from rich.table import Table
 from rich.text import Text
 
 from memledger.measure.interval import MIN_STEPS
 from memledger.units import format_bytes, format_error
-from memledger.verify.verdict import CompareReport, PolicyComparison
+
+if TYPE_CHECKING:   # annotations only: `show` and `--help` need no pydantic
+    from memledger.verify.verdict import CompareReport, PolicyComparison
 
 VERDICT_STYLE = {"ADOPT": "bold green", "OK": "green", "REJECT": "bold red"}
 
