@@ -55,7 +55,7 @@ def _run_in_process(argv: list[str], cwd: Path, capsys, monkeypatch
 
 
 # Every memledger case runs through `memledger.cli.main` in this process (a fresh Python
-# process costs ~1.3 s of imports: 48 cases, a minute of the suite), and every eighth also
+# process costs ~1.3 s of imports: 37 cases, a minute of the suite), and every eighth also
 # as `python -m memledger` in a fresh process, the command's own way in; pytest's cases run
 # pytest in a fresh process.
 FRESH = {c.id for c in CASES[::8]} | {c.id for c in CASES if c.runner != "memledger"}
