@@ -139,11 +139,10 @@ class _Server:
             _send(conn, {"address": self._listen()})
             return True
         if "serves" in req:   # another memledger asks before it sends requests
-            why = _env_differs(self.env, {**self.imports_set, **req["serves"]})
+            why = self._refusal(req["serves"])
             _send(conn, {"refused": why} if why else {"serves": True})
             return True
-        why = "" if conn is self.main else _env_differs(
-            self.env, {**self.imports_set, **req["env"]})
+        why = "" if conn is self.main else self._refusal(req["env"])
         if why:
             _send(conn, {"refused": why})
         else:
@@ -155,6 +154,10 @@ class _Server:
         for fd in fds:
             os.close(fd)
         return True
+
+    def _refusal(self, env: dict[str, str]) -> str:
+        """Why this zygote cannot serve a launch with `env` ("" when it can)."""
+        return _env_differs(self.env, {**self.imports_set, **env})
 
     def _listen(self) -> str:
         if self.listener is None:

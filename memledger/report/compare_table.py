@@ -20,7 +20,7 @@ from rich.text import Text
 from memledger.measure.interval import MIN_STEPS
 from memledger.units import format_bytes, format_error
 
-if TYPE_CHECKING:   # annotations only: `show` and `--help` need no pydantic
+if TYPE_CHECKING:   # annotations only: `memledger --help` imports no pydantic
     from memledger.verify.verdict import CompareReport, PolicyComparison
 
 VERDICT_STYLE = {"ADOPT": "bold green", "OK": "green", "REJECT": "bold red"}
