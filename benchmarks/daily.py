@@ -98,12 +98,22 @@ def startup(repeat: int, tmp: Path) -> None:
     ledger = tmp / "mlp.ledger"
     subprocess.run([*MEMLEDGER, "trace", "examples/train_mlp.py", "--steps", "2", "-o",
                     str(ledger)], check=True, cwd=ROOT, capture_output=True)
+    # the same ledger without the summary `trace` kept (Note [The summary kept in the
+    # ledger]): what `show` costs when it reads the ledger whole (a ledger from elsewhere)
+    whole = tmp / "mlp-whole.ledger"
+    data = ledger.read_bytes()
+    cut = data.rfind(b"\n", 0, len(data) - 1) + 1
+    assert data[cut:].startswith(b'{"k":"summary"'), "trace kept no summary"
+    whole.write_bytes(data[:cut])
     cmds = {
         "python -c pass": [PY, "-c", "pass"],
         "python -c 'import torch'": [PY, "-c", "import torch"],
         "memledger --help": [*MEMLEDGER, "--help"],
         "memledger show mlp.ledger (2 steps)": [*MEMLEDGER, "show", str(ledger)],
         "memledger show mlp.ledger --json": [*MEMLEDGER, "show", str(ledger), "--json"],
+        "memledger show, read whole (no kept summary)": [*MEMLEDGER, "show", str(whole)],
+        "memledger show --timeline (reads it whole)": [*MEMLEDGER, "show", str(ledger),
+                                                       "--timeline"],
     }
     rows = round_robin({k: (lambda c=c: run_process(c)) for k, c in cmds.items()}, repeat)
     table("1. Start-up, fresh processes", rows, "python -c 'import torch'")

@@ -14,6 +14,7 @@ from rich.console import Console
 
 if TYPE_CHECKING:
     from memledger.ledger.model import Ledger
+    from memledger.ledger.summary import Summary
 
 
 console = Console(highlight=False)
@@ -39,6 +40,40 @@ def open_ledger(path: Path) -> Ledger:
         err_console.print(f"memledger: note: {path} is a partial ledger ({status}); "
                           "showing what was recorded", style="yellow", markup=False)
     return led
+
+
+def kept_summary(path: Path, top: int = 10) -> Summary | None:
+    """The summary the ledger at `path` keeps of itself, when it still holds (read without
+    pandas: Note [The summary kept in the ledger]); None: read the ledger."""
+    from pydantic import ValidationError
+
+    from memledger.ledger import summary_cache
+    from memledger.ledger.summary import Summary
+
+    if (kept := summary_cache.load(path, top)) is None:
+        return None
+    try:
+        return Summary.model_validate(kept)
+    except ValidationError:   # the code that wrote it is ours, so only a hand-edited record
+        return None
+
+
+def ledger_summary(path: Path, top: int = 10) -> Summary:
+    """The summary of the ledger at `path`: the one it keeps, else computed from it."""
+    return kept_summary(path, top) or open_ledger(path).summary(top=top)
+
+
+def summarize_and_keep(path: Path) -> Summary:
+    """The summary of the ledger `trace` just wrote at `path`, appended to it for `show` to
+    reuse (Note [The summary kept in the ledger]); not to a partial ledger (shown with its
+    note) nor a doctored one (shown with its findings)."""
+    from memledger.ledger import summary_cache
+
+    led = open_ledger(path)
+    s = led.summary()
+    if led.complete and not led.truncated and not led.extra.get("doctor"):
+        summary_cache.append(path, s.model_dump(mode="json", by_alias=True), top=10)
+    return s
 
 
 @contextlib.contextmanager

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from memledger.commands.common import console, err_console, open_ledger
+from memledger.commands.common import console, err_console, ledger_summary, \
+    open_ledger, summarize_and_keep
 from memledger.units import count, format_bytes
 
 
@@ -16,7 +17,7 @@ def trace_nproc(script: Path, argv: list[str], output: Path, nproc: int, steps: 
 
     res = trace_ranks(script, argv, output, nproc, steps=steps, measure=measure,
                       timeout_s=timeout)
-    summaries = [open_ledger(p).summary() for p in res.ledger_paths]
+    summaries = [summarize_and_keep(p) for p in res.ledger_paths]
     worst = worst_rank(summaries)
     for r, (p, s) in enumerate(zip(res.ledger_paths, summaries)):
         line = (f"[bold]{p}[/]: rank {r} of {nproc}, {count(res.steps, 'step')}, peak "
@@ -199,7 +200,7 @@ def one_rank_ledger(ledger: Path, verb: str) -> Path:
     files = find_rank_files(ledger)
     if not files:
         return ledger
-    _, worst, _ = summarize_ranks(files, opener=open_ledger)
+    _, worst, _ = summarize_ranks(files, summarizer=ledger_summary)
     err_console.print(f"memledger: note: {ledger} is {len(files)} rank ledgers; {verb} takes "
                       f"one rank's: rank {worst}'s ({files[worst]}, the highest peak); name "
                       "another rank's ledger to plan for it", style="yellow", markup=False,

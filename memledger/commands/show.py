@@ -7,7 +7,8 @@ from typing import Annotated
 
 import typer
 
-from memledger.commands.common import console, open_ledger, print_json
+from memledger.commands.common import console, kept_summary, ledger_summary, open_ledger, \
+    print_json
 
 
 def show(
@@ -19,9 +20,6 @@ def show(
         "--timeline", help="also draw the live-bytes curve as a Unicode chart")] = False,
 ) -> None:
     """Peak, category breakdown, per-phase peaks, largest tensors, activations, idle memory."""
-    from memledger.report.terminal import print_summary
-    from memledger.report.timeline import print_timeline
-
     from memledger.ledger.ranks import find_rank_files
 
     if rank_files := find_rank_files(ledger):  # `run.ledger` of `trace --nproc`: every rank
@@ -29,20 +27,27 @@ def show(
         return
     from memledger.doctor.findings import DoctorReport
     from memledger.report.findings import print_findings
+    from memledger.report.terminal import print_summary
 
-    led = open_ledger(ledger)
-    s = led.summary(top=top)
-    doc = DoctorReport.from_ledger_extra(led.extra)   # None: the doctor did not run
+    # the summary the ledger keeps, which is never a doctored ledger's (keep_summary), or
+    # the ledger read whole
+    s = None if timeline else kept_summary(ledger, top)
+    led = open_ledger(ledger) if s is None else None
+    if led is not None:
+        s = led.summary(top=top)
+    doc = DoctorReport.from_ledger_extra(led.extra) if led is not None else None
     if json_:
         print_json({**s.to_json_dict(), **({"doctor": doc.to_json_dict()} if doc else {})})
-    else:
-        print_summary(s, console, source=str(ledger))
-        if doc is not None:
-            console.print()
-            print_findings(doc, console)
-        if timeline:
-            console.print()
-            print_timeline(led, console)
+        return
+    print_summary(s, console, source=str(ledger))
+    if doc is not None:   # None: the doctor did not run
+        console.print()
+        print_findings(doc, console)
+    if led is not None and timeline:
+        from memledger.report.timeline import print_timeline
+
+        console.print()
+        print_timeline(led, console)
 
 
 def _show_ranks(ledger: Path, files: list[Path], json_: bool, top: int) -> None:
@@ -51,7 +56,7 @@ def _show_ranks(ledger: Path, files: list[Path], json_: bool, top: int) -> None:
     from memledger.report.ranks_table import print_ranks
     from memledger.report.terminal import print_summary
 
-    summaries, worst, skew = summarize_ranks(files, top, opener=open_ledger)
+    summaries, worst, skew = summarize_ranks(files, top, summarizer=ledger_summary)
     if json_:
         print_json(ranks_json([s.to_json_dict() for s in summaries], worst, skew))
         return

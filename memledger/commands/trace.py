@@ -10,7 +10,7 @@ from typing import Annotated, Optional
 import typer
 from rich.markup import escape
 
-from memledger.commands.common import console, err_console, open_ledger
+from memledger.commands.common import console, err_console, summarize_and_keep
 from memledger.units import count, format_bytes
 
 
@@ -62,7 +62,7 @@ def trace(
     res = trace_script(script, script_args or [], output, steps=steps, measure=measure,
                        fake=fake, device=device, world=world or 0, rank=rank,
                        steps_by=_steps_by(steps_by), timing=timing)
-    s = open_ledger(res.ledger_path).summary()
+    s = summarize_and_keep(res.ledger_path)
     short = f" (the script ended after {res.steps} of the {steps} asked)" \
         if res.steps < steps and steps_by != "whole" else ""
     line = (f"[bold]{escape(str(res.ledger_path))}[/]: {count(res.steps, 'step')}{short}, peak "

@@ -76,11 +76,13 @@ def ranks_json(per_rank: list[dict], worst: int, skew: dict) -> dict:
     return {**per_rank[worst], "worst_rank": worst, "rank_skew": skew, "ranks": per_rank}
 
 
-def summarize_ranks(paths: list[Path], top: int = 10, opener=None) -> tuple[list, int, dict]:
-    """(one Summary per rank, the worst rank's index, the skew) for the rank ledgers `paths`."""
-    if opener is None:
+def summarize_ranks(paths: list[Path], top: int = 10, summarizer=None) -> tuple[list, int, dict]:
+    """(one Summary per rank, the worst rank's index, the skew) for the rank ledgers `paths`;
+    `summarizer(path, top)` gives a ledger's summary (default: read the ledger whole)."""
+    if summarizer is None:
         from memledger.ledger.model import Ledger
 
-        opener = Ledger.load
-    summaries = [opener(p).summary(top=top) for p in paths]
+        def summarizer(p: Path, top: int):
+            return Ledger.load(p).summary(top=top)
+    summaries = [summarizer(p, top) for p in paths]
     return summaries, worst_rank(summaries), rank_skew(summaries)

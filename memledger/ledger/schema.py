@@ -65,6 +65,10 @@ replaces them; Note [Tensors a call keeps on its module] in trace/collector.py).
 (`lib`, `what`: a library the script imported that branches on FakeTensor; Note [Fake
 runs], Rule 7, in trace/fake.py).
 
+`memledger trace` appends, last, a `summary` record (`of`, `blake2b`, `code`, `top`, `summary`:
+the summary it printed, which `show` reuses while it holds; Note [The summary kept in the
+ledger] in ledger/summary_cache.py).
+
 `memledger doctor -o` appends a `doctor` record (schema memledger.doctor/1, steps) and one
 `finding` record per finding (check, severity, message, evidence, where), read with
 `DoctorReport.from_ledger_extra` (memledger/doctor/findings.py); no `doctor` record means

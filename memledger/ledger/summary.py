@@ -5,15 +5,17 @@ Keys here are a promise to CI scripts: add, never rename without a schema bump.
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from pydantic import ConfigDict, Field
 
 from memledger.ledger.fake_info import FakeRun, fake_info
-from memledger.ledger.model import Ledger
 from memledger.ledger.names import block_of
 from memledger.ledger.schema import CATEGORIES, SUMMARY_SCHEMA
 from memledger.values import Value
+
+if TYPE_CHECKING:   # the types need no pandas: `show` reads a kept summary without it
+    from memledger.ledger.model import Ledger
 
 
 _Model = Value   # memledger/values.py: the one frozen, key-strict base

@@ -19,13 +19,13 @@ from memledger.errors import LedgerFormatError
 try:  # ~10x faster than json.dumps; the writer runs inside the traced step
     import orjson
 
-    def _dumps(record: "Record") -> bytes:
+    def encode_record(record: "Record") -> bytes:
         # int dict keys and numpy scalars are written as json.dumps would (or better)
         return orjson.dumps(record, option=orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY)
 except ImportError:  # pragma: no cover - orjson is a dependency
     import json
 
-    def _dumps(record: "Record") -> bytes:
+    def encode_record(record: "Record") -> bytes:
         return json.dumps(record, separators=(",", ":")).encode()
 
 Record = dict[str, Any]
@@ -128,7 +128,7 @@ class FileSink:
                 return
             try:
                 if pending and not self._fh.closed:
-                    self._fh.write(b"".join([_dumps(r) + b"\n" for r in pending]))
+                    self._fh.write(b"".join([encode_record(r) + b"\n" for r in pending]))
                 if not self._fh.closed:
                     self._fh.flush()
             except OSError as e:
@@ -163,4 +163,4 @@ class FileSink:
 def append_records(path: str | Path, records: list[Record]) -> None:
     """Add records at the end of a finished ledger (e.g. the allocator measurement)."""
     with open(path, "ab") as fh:
-        fh.write(b"".join([_dumps(r) + b"\n" for r in records]))
+        fh.write(b"".join([encode_record(r) + b"\n" for r in records]))

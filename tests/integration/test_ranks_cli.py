@@ -70,9 +70,14 @@ def _sum(led: Ledger, **where) -> int:
 
 
 def test_every_rank_has_its_own_ledger_with_rank_in_the_header(rank_ledgers):
-    for _, leds in rank_ledgers.values():
+    from memledger.commands.common import kept_summary
+
+    for path, leds in rank_ledgers.values():
         assert [(led.header["rank"], led.header["world_size"]) for led in leds] == [(0, 2), (1, 2)]
         assert all(led.complete and led.steps_traced == 1 for led in leds)
+        # each rank keeps the summary `trace` printed (Note [The summary kept in the ledger])
+        for r, led in enumerate(leds):
+            assert kept_summary(path.with_name(f"{path.stem}.rank{r}.ledger")) == led.summary()
 
 
 def test_fsdp_parameters_are_exactly_the_local_shards(rank_ledgers):

@@ -55,6 +55,11 @@ def test_trace_then_show_json_contract(tmp_path, capsys):
     assert d["measured"]["source"] == "cpu-profiler"
     assert set(d["at_peak"]) >= {"parameter", "buffer", "gradient", "optimizer_state",
                                  "activation", "temporary", "input", "workspace", "other"}
+    # what show printed is the summary trace kept in the ledger, equal to one computed now
+    from memledger.commands.common import kept_summary
+
+    assert read_records(out)[0][-1]["k"] == "summary"
+    assert kept_summary(out).to_json_dict() == d == Ledger.load(out).summary().to_json_dict()
 
 
 def test_no_timing_keeps_the_allocator_peak_and_drops_the_time_records(tmp_path, capsys):

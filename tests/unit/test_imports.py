@@ -63,6 +63,19 @@ def test_show_reads_a_ledger_without_torch(small_ledger):
     assert loaded_after(setup) == {"pandas", "numpy"}
 
 
+def test_show_of_a_kept_summary_needs_neither_pandas_nor_numpy(tmp_path):
+    # Note [The summary kept in the ledger]: the summary `trace` appended is read back with
+    # pydantic alone (pandas' import was half of a 1 s `show`)
+    from memledger.commands.common import summarize_and_keep
+
+    path = tmp_path / "kept.ledger"
+    path.write_text("".join(json.dumps(r) + "\n" for r in RECORDS), encoding="utf-8")
+    summarize_and_keep(path)
+    setup = (f"from memledger.cli import main\nassert main(['show', {str(path)!r}]) == 0\n"
+             f"assert main(['show', {str(path)!r}, '--json']) == 0")
+    assert loaded_after(setup) == set()
+
+
 @pytest.mark.parametrize("verb", [["show", "--json"], ["export", "--format", "csv", "-o"],
                                   ["report", "-o"], ["predict", "-p", "checkpoint:fc"]])
 def test_ledger_verbs_never_import_torch(small_ledger, verb):

@@ -1,0 +1,94 @@
+"""The summary a ledger keeps of itself, so that `memledger show` need not read it into pandas.
+
+# Note [The summary kept in the ledger]
+A ledger is traced once and shown many times, and `show` spent most of its second in
+pandas (its import alone ~0.5 s here) to print a summary that `memledger trace` had just
+computed for its own last line. So `trace` appends that summary as the ledger's last record:
+
+    {"k":"summary","of":N,"blake2b":"...","code":"...","top":10,"summary":{...}}
+
+`of` is the byte length of the ledger before this line, `blake2b` the digest of those bytes,
+`code` the digest of the code that computes a summary (every module of memledger/ledger/ and
+memledger/values.py: a memledger that summarizes differently computes it again) and
+`summary` the `memledger.summary/1` object for `--top top`. `show` uses it only when it is the
+file's last line and all of that still holds; anything else (a record appended after it, a
+byte changed, a corrupt line, other code, another `--top`, `--timeline`) reads the ledger
+whole, as a ledger without the record is read. Readers that do not know the kind ignore it
+(Note [Ledger file format]). Only complete ledgers get one: a partial ledger is shown with
+its note. No pandas, no torch here.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+from pathlib import Path
+
+from memledger.ledger.reader import decode
+from memledger.ledger.writer import encode_record
+
+KIND = "summary"
+
+
+def append(path: str | Path, summary: dict, top: int) -> bool:
+    """Append `summary` (a `Summary.model_dump(mode="json", by_alias=True)`) to the ledger at
+    `path`; False, and the file untouched, when it cannot be read or written."""
+    p = Path(path)
+    if not code_digest():
+        return False
+    try:
+        data = p.read_bytes()
+        if not data.endswith(b"\n"):   # a cut-off last line: not a complete ledger
+            return False
+        record = {"k": KIND, "of": len(data), "blake2b": _digest(data), "code": code_digest(),
+                  "top": top, "summary": summary}
+        line = encode_record(record) + b"\n"
+        with p.open("ab") as f:
+            f.write(line)
+    except OSError:
+        return False
+    return True
+
+
+def load(path: str | Path, top: int) -> dict | None:
+    """The summary kept in the ledger at `path` for `--top top`, or None when there is none
+    that still holds (Note [The summary kept in the ledger])."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError:
+        return None
+    if not data.endswith(b"\n"):
+        return None
+    start = data.rfind(b"\n", 0, len(data) - 1) + 1
+    if start == 0:   # one line: a header alone
+        return None
+    try:
+        rec = decode(data[start:])
+    except ValueError:
+        return None
+    if not (isinstance(rec, dict) and rec.get("k") == KIND and rec.get("of") == start
+            and rec.get("top") == top and rec.get("code") == code_digest() != ""
+            and isinstance(rec.get("summary"), dict)
+            and rec.get("blake2b") == _digest(data[:start])):
+        return None
+    return rec["summary"]
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+@functools.lru_cache(maxsize=1)
+def code_digest() -> str:
+    """Digest of the source of every module a summary is computed by."""
+    from memledger import __version__
+
+    here = Path(__file__).parent
+    h = hashlib.blake2b(__version__.encode(), digest_size=16)
+    for f in [*sorted(here.glob("*.py")), here.parent / "values.py"]:
+        try:
+            h.update(f.name.encode() + b"\0" + f.read_bytes())
+        except OSError:   # installed without sources: nothing to compare, so never kept
+            return ""
+    return h.hexdigest()
+

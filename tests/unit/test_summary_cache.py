@@ -1,0 +1,126 @@
+"""Note [The summary kept in the ledger]: `trace` appends the summary it printed; `show` reads
+it back without pandas only while it still holds, and otherwise reads the ledger whole."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+import memledger
+from memledger.cli import main
+from memledger.commands.common import kept_summary, summarize_and_keep
+from memledger.ledger import summary_cache
+from memledger.ledger.model import Ledger
+from memledger.ledger.reader import read_records
+from tests.unit.test_ledger_model import RECORDS
+
+
+def _write(path: Path, records: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    return path
+
+
+def _show_json(path: Path, capsys, *args: str) -> dict:
+    capsys.readouterr()
+    assert main(["show", str(path), "--json", *args]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+@pytest.fixture
+def kept(tmp_path) -> Path:
+    """The hand-written ledger of test_ledger_model, its summary kept."""
+    path = _write(tmp_path / "small.ledger", RECORDS)
+    summarize_and_keep(path)
+    return path
+
+
+def test_the_kept_summary_is_the_summary(kept, tmp_path, capsys):
+    # GIVEN a ledger whose summary was kept WHEN it is shown THEN it reads exactly as the
+    # same ledger without the record (which is computed from the ledger)
+    plain = _write(tmp_path / "plain.ledger", RECORDS)
+    last = read_records(kept)[0][-1]
+    assert last["k"] == "summary" and last["top"] == 10
+    assert last["of"] == plain.stat().st_size
+    assert kept_summary(kept) == Ledger.load(plain).summary()
+    assert _show_json(kept, capsys) == _show_json(plain, capsys)
+    # the record is one the model ignores: the ledger itself reads as before
+    assert Ledger.load(kept).peak() == Ledger.load(plain).peak()
+
+
+def test_a_real_trace_and_a_fake_one_round_trip(trace_example, tmp_path):
+    # every field of a real summary (measured, scratch, idle rows) and a fake one (FakeRun)
+    # comes back equal from the record
+    import torch
+
+    real = shutil.copy(trace_example("mlp", steps=3), tmp_path / "mlp.ledger")
+    fake = tmp_path / "fake.ledger"
+    with memledger.trace(fake, fake=True):
+        model = torch.nn.Linear(64, 8)
+        opt = torch.optim.Adam(model.parameters())
+        model(torch.randn(4, 64)).sum().backward()
+        opt.step()
+    for path in (Path(real), fake):
+        computed = summarize_and_keep(path)
+        assert kept_summary(path) == computed
+    assert kept_summary(fake).fake is not None
+
+
+@pytest.mark.parametrize("change", ["byte", "appended", "code", "top", "record"])
+def test_a_summary_that_no_longer_holds_is_not_used(kept, capsys, monkeypatch, change):
+    # GIVEN a kept summary WHEN the ledger or the code changed under it THEN show reads the
+    # ledger whole and prints what the ledger now says
+    top = 10
+    if change == "byte":        # same length, still JSON: only the digest sees it
+        data = kept.read_bytes()
+        assert data.count(b'"bytes": 2000') == 1   # the optimizer state
+        kept.write_bytes(data.replace(b'"bytes": 2000', b'"bytes": 2001'))
+    elif change == "appended":  # a record after it (a newer writer's, say)
+        with kept.open("a") as f:
+            f.write(json.dumps({"k": "note", "text": "later"}) + "\n")
+    elif change == "code":      # another memledger summarized it
+        monkeypatch.setattr(summary_cache, "code_digest", lambda: "another")
+    elif change == "top":
+        top = 3
+    elif change == "record":    # the record itself edited by hand
+        data = kept.read_bytes()
+        kept.write_bytes(data.replace(b'"steps_traced":', b'"steps_traced_":'))
+    assert kept_summary(kept, top) is None
+    assert (summary_cache.load(kept, top) is None) == (change != "record")   # it fails to validate
+    shown = _show_json(kept, capsys, "--top", str(top))
+    assert shown == Ledger.load(kept).summary(top=top).to_json_dict()
+
+
+def test_a_corrupt_line_is_still_an_error(kept, capsys):
+    data = kept.read_bytes()
+    kept.write_bytes(data.replace(b'{"k": "free"', b'{"k": "free"!', 1))
+    assert main(["show", str(kept)]) == 2
+    assert "corrupt" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("why", ["partial", "doctored"])
+def test_no_summary_kept_for_a_partial_or_doctored_ledger(tmp_path, why):
+    # a partial ledger is shown with its note and a doctored one with its findings: both
+    # are read whole
+    recs = [r for r in RECORDS if r["k"] != "end"] if why == "partial" else \
+        RECORDS + [{"k": "doctor", "schema": "memledger.doctor/1", "steps": 1, "ok": True}]
+    path = _write(tmp_path / f"{why}.ledger", recs)
+    before = path.read_bytes()
+    summarize_and_keep(path)
+    assert path.read_bytes() == before
+
+
+def test_a_ledger_that_cannot_be_written_is_left_as_it_is(tmp_path, monkeypatch):
+    # (a read-only file, a full disk: the summary is a convenience, never an error)
+    path = _write(tmp_path / "ro.ledger", RECORDS)
+    before = path.read_bytes()
+
+    def refuse(*args, **kwargs):
+        raise PermissionError("read-only")
+    monkeypatch.setattr(Path, "open", refuse)
+    assert summary_cache.append(path, {"schema": "x"}, top=10) is False
+    monkeypatch.undo()
+    assert path.read_bytes() == before
+    assert summary_cache.append(tmp_path / "gone" / "x.ledger", {}, top=10) is False
