@@ -31,10 +31,10 @@ def print_json(data: Any) -> None:
     sys.stdout.flush()
 
 
-def open_ledger(path: Path) -> Ledger:
+def open_ledger(path: Path, data: bytes | None = None) -> Ledger:
     from memledger.ledger.model import Ledger  # pandas: only once a ledger is read
 
-    led = Ledger.load(path)
+    led = Ledger.load(path, data)
     if led.truncated or not led.complete:
         status = (led.end or {}).get("status", "cut off")
         err_console.print(f"memledger: note: {path} is a partial ledger ({status}); "
@@ -69,10 +69,20 @@ def summarize_and_keep(path: Path) -> Summary:
     note) nor a doctored one (shown with its findings)."""
     from memledger.ledger import summary_cache
 
-    led = open_ledger(path)
-    s = led.summary()
-    if led.complete and not led.truncated and not led.extra.get("doctor"):
-        summary_cache.append(path, s.model_dump(mode="json", by_alias=True), top=10)
+    try:   # read and append through one open file: a ledger another trace renames over
+        f = os.fdopen(os.open(path, os.O_RDWR | os.O_APPEND), "r+b")   # `path` meanwhile
+    except OSError:                                  # never gets this one's summary
+        return open_ledger(path).summary()   # (its own error, if it cannot be read)
+    with f:
+        data = f.read()
+        led = open_ledger(path, data)
+        s = led.summary()
+        if led.complete and not led.truncated and not led.extra.get("doctor"):
+            line = summary_cache.record_line(data, s.model_dump(mode="json", by_alias=True),
+                                             top=10)
+            if line is not None:
+                with contextlib.suppress(OSError):   # a full disk: it is a convenience
+                    f.write(line)
     return s
 
 

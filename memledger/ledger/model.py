@@ -63,8 +63,9 @@ class Ledger:
 
     # ---- construction -------------------------------------------------------------------
     @classmethod
-    def load(cls, path: str | Path) -> "Ledger":
-        records, truncated = read_records(path)
+    def load(cls, path: str | Path, data: bytes | None = None) -> "Ledger":
+        """The ledger at `path` (`data`: its bytes, when the caller read them already)."""
+        records, truncated = read_records(path, data)
         led = cls.from_records(records, source=repr(str(path)))
         led.truncated = truncated
         return led

@@ -38,22 +38,24 @@ REQUIRED: dict[str, tuple[str, ...]] = {
 }
 
 
-def read_records(path: str | Path) -> tuple[list[Record], bool]:
+def read_records(path: str | Path, data: bytes | None = None) -> tuple[list[Record], bool]:
     """Return (records, truncated). `truncated` is True when the last line was cut off.
+    `data`: the file's bytes, already read (by the caller, from a file it holds open).
 
     Fast path: the whole file is parsed by one `orjson` call (a million-event ledger in
     about a second); only when that fails are lines parsed one by one, to tell a cut-off
     last line (kept, reported) from damage in the middle (refused, with its line number).
     """
     p = Path(path)
-    if not p.exists():
-        raise LedgerFormatError(f"no ledger at {str(path)!r}")
-    if p.is_dir():
-        raise LedgerFormatError(f"{str(path)!r} is a directory, not a ledger file")
-    try:
-        data = p.read_bytes()
-    except OSError as e:
-        raise LedgerFormatError(f"cannot read ledger {str(path)!r}: {e.strerror}") from None
+    if data is None:
+        if not p.exists():
+            raise LedgerFormatError(f"no ledger at {str(path)!r}")
+        if p.is_dir():
+            raise LedgerFormatError(f"{str(path)!r} is a directory, not a ledger file")
+        try:
+            data = p.read_bytes()
+        except OSError as e:
+            raise LedgerFormatError(f"cannot read ledger {str(path)!r}: {e.strerror}") from None
     lines = data.split(b"\n")
     ends_cleanly = data.endswith(b"\n")
     if ends_cleanly:

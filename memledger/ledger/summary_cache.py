@@ -3,7 +3,9 @@
 # Note [The summary kept in the ledger]
 A ledger is traced once and shown many times, and `show` spent most of its second in
 pandas (its import alone ~0.5 s here) to print a summary that `memledger trace` had just
-computed for its own last line. So `trace` appends that summary as the ledger's last record:
+computed for its own last line. So `trace` appends that summary as the ledger's last record,
+through the file it read the ledger from (a ledger another trace renames over the same name
+meanwhile does not get it):
 
     {"k":"summary","of":N,"blake2b":"...","code":"...","top":10,"summary":{...}}
 
@@ -30,24 +32,15 @@ from memledger.ledger.writer import encode_record
 KIND = "summary"
 
 
-def append(path: str | Path, summary: dict, top: int) -> bool:
-    """Append `summary` (a `Summary.model_dump(mode="json", by_alias=True)`) to the ledger at
-    `path`; False, and the file untouched, when it cannot be read or written."""
-    p = Path(path)
-    if not code_digest():
-        return False
-    try:
-        data = p.read_bytes()
-        if not data.endswith(b"\n"):   # a cut-off last line: not a complete ledger
-            return False
-        record = {"k": KIND, "of": len(data), "blake2b": _digest(data), "code": code_digest(),
-                  "top": top, "summary": summary}
-        line = encode_record(record) + b"\n"
-        with p.open("ab") as f:
-            f.write(line)
-    except OSError:
-        return False
-    return True
+def record_line(data: bytes, summary: dict, top: int) -> bytes | None:
+    """The line that keeps `summary` (a `Summary.model_dump(mode="json", by_alias=True)` of
+    the ledger whose bytes are `data`), to append right after `data`; None when it cannot be
+    kept (a cut-off last line: not a complete ledger; no sources to digest)."""
+    if not data.endswith(b"\n") or not code_digest():
+        return None
+    record = {"k": KIND, "of": len(data), "blake2b": _digest(data), "code": code_digest(),
+              "top": top, "summary": summary}
+    return encode_record(record) + b"\n"
 
 
 def load(path: str | Path, top: int) -> dict | None:

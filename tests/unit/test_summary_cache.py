@@ -110,17 +110,38 @@ def test_no_summary_kept_for_a_partial_or_doctored_ledger(tmp_path, why):
     before = path.read_bytes()
     summarize_and_keep(path)
     assert path.read_bytes() == before
+    assert summary_cache.record_line(before, {}, top=10) is not None   # the caller decides
 
 
-def test_a_ledger_that_cannot_be_written_is_left_as_it_is(tmp_path, monkeypatch):
-    # (a read-only file, a full disk: the summary is a convenience, never an error)
+def test_a_ledger_that_cannot_be_opened_for_appending_is_left_as_it_is(tmp_path, monkeypatch):
+    # (a read-only file: the summary is a convenience, never an error)
+    import os
+
     path = _write(tmp_path / "ro.ledger", RECORDS)
     before = path.read_bytes()
 
     def refuse(*args, **kwargs):
         raise PermissionError("read-only")
-    monkeypatch.setattr(Path, "open", refuse)
-    assert summary_cache.append(path, {"schema": "x"}, top=10) is False
-    monkeypatch.undo()
+    monkeypatch.setattr(os, "open", refuse)
+    assert summarize_and_keep(path) == Ledger.load(path).summary()
     assert path.read_bytes() == before
-    assert summary_cache.append(tmp_path / "gone" / "x.ledger", {}, top=10) is False
+    assert summary_cache.record_line(before[:-1], {}, top=10) is None   # cut off: none
+
+
+def test_a_ledger_renamed_over_meanwhile_gets_no_summary(tmp_path, monkeypatch):
+    # GIVEN two traces writing one output name WHEN the other's ledger is renamed over the
+    # name while this one summarizes THEN the summary goes with the bytes it was computed
+    # from (the file this trace opened, now unlinked), never onto the other's ledger
+    import os
+
+    path = _write(tmp_path / "run.ledger", RECORDS)
+    other = _write(tmp_path / "other.ledger", [r for r in RECORDS if r["k"] != "measured"])
+    expected = other.read_bytes()
+    summary = Ledger.summary
+
+    def summary_while_renamed(self, top=10):
+        os.replace(other, path)
+        return summary(self, top)
+    monkeypatch.setattr(Ledger, "summary", summary_while_renamed)
+    summarize_and_keep(path)
+    assert path.read_bytes() == expected and summary_cache.load(path, 10) is None
