@@ -18,7 +18,11 @@ import memledger
 
 
 def train(mode: str, rank: int) -> None:
+    # the same model on every rank, each its own data, the same on every run: a ratio of
+    # float sums (the doctor's evidence) must not move with unseeded data
+    torch.manual_seed(0)
     model = torch.nn.Linear(8, 8)
+    torch.manual_seed(1 + rank)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     for step in range(3):
         loss = model(torch.randn(4, 8)).square().sum()
