@@ -29,11 +29,12 @@ def show(
     from memledger.report.findings import print_findings
     from memledger.report.terminal import print_summary
 
-    # the summary the ledger keeps, which is never a doctored ledger's (keep_summary), or
-    # the ledger read whole
+    # the summary the ledger keeps (never a doctored ledger's: summarize_and_keep), or the
+    # ledger read whole
+    led = None
     s = None if timeline else kept_summary(ledger, top)
-    led = open_ledger(ledger) if s is None else None
-    if led is not None:
+    if s is None:
+        led = open_ledger(ledger)
         s = led.summary(top=top)
     doc = DoctorReport.from_ledger_extra(led.extra) if led is not None else None
     if json_:
