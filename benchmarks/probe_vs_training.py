@@ -5,7 +5,8 @@
 
 One process builds the example's model (benchmarks/added_time_parts.py) and, for
 `--cycles` cycles, runs in turn: `--turn` plain training steps (fresh batch, cross-entropy,
-zero_grad, backward, AdamW step), `--turn` steps with every probe region checkpointed by
+zero_grad, backward, AdamW step), `--turn` with the first probe region checkpointed, `--turn`
+steps with every probe region checkpointed by
 memledger's own `apply_policy` (as `compare` and the interleaved benchmark run it; the
 first step of each turn and the first cycle untimed), then `--probe-reps` repetitions of
 `recompute_probe` itself (memledger/trace/timing.py, what `trace` records). Thread CPU
@@ -57,7 +58,8 @@ def main() -> None:
     model.train()
     paths = probe_regions(model)
     named = dict(model.named_modules())
-    policy = parse_policy("+".join(f"checkpoint:{p}" for p in paths))
+    policies = {"ckpt": parse_policy("+".join(f"checkpoint:{p}" for p in paths)),
+                "one": parse_policy(f"checkpoint:{paths[0]}")}
     acc = {"fwd": 0, "rerun": 0, "phase": "fwd"}
 
     def timed(orig):
@@ -86,17 +88,17 @@ def main() -> None:
         opt.step()
         return clock() - t0, acc["fwd"], acc["rerun"]
 
-    rows = {"plain": [], "ckpt": []}
+    rows = {"plain": [], "one": [], "ckpt": []}
     turns = sorted(set(args.probe_turn))
-    probes = {t: {"factor": [], "region_ns": []} for t in turns}
+    probes = {t: {"factor": [], "region_ns": [], "step_ns": []} for t in turns}
     load0 = os.getloadavg()[0]
     install()
     for _ in range(3):
         step()
     fixed = batch_fn()
     for c in range(args.cycles + 1):
-        for mode in ("plain", "ckpt"):
-            handle = apply_policy(model, policy) if mode == "ckpt" else None
+        for mode in ("plain", "one", "ckpt"):
+            handle = apply_policy(model, policies[mode]) if mode != "plain" else None
             for k in range(args.turn):
                 r = step()
                 if c and k:
@@ -119,21 +121,29 @@ def main() -> None:
         return statistics.median(r[i] for r in rows[mode]) / 1e6
 
     plain, ckpt, fwd, rerun = med("plain", 0), med("ckpt", 0), med("plain", 1), med("ckpt", 2)
+    one, rerun_one = med("one", 0), med("one", 2)
     n = len(paths)
     print(f"{args.example}: {n} regions ({paths[0]} ...), {len(rows['ckpt'])} timed steps "
           f"per mode, {args.probe_reps} probe repetitions per cycle; thread CPU ms, medians; "
           f"load average {load0:.2f} -> {load1:.2f}")
-    print("| source | plain step | checkpointed step | added | re-run factor | per region besides re-run |")
-    print("|---|---:|---:|---:|---:|---:|")
-    print(f"| training (apply_policy) | {plain:.2f} | {ckpt:.2f} | {ckpt - plain:+.2f} | "
-          f"{rerun / fwd:.3f} | {(ckpt - plain - rerun) / n:.3f} |")
+    # besides the re-run (Note [A checkpointed step's own cost]): D = step - plain - re-run,
+    # per region (D_all - D_one) / (n - 1), per step D_one - per region
+    d_all, d_one = ckpt - plain - rerun, one - plain - rerun_one
+    print("| source | plain step | first region checkpointed: added | all: added | re-run "
+          "factor | D_one | D_all | per region | per step |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    reg_t = (d_all - d_one) / max(n - 1, 1)
+    print(f"| training (apply_policy) | {plain:.2f} | {one - plain:+.2f} | {ckpt - plain:+.2f} | "
+          f"{rerun / fwd:.3f} | {d_one:.3f} | {d_all:.3f} | {reg_t:.3f} | {d_one - reg_t:.3f} |")
     for t, probe in probes.items():
         if not probe["region_ns"]:
             continue
         f, reg = statistics.median(probe["factor"]), statistics.median(probe["region_ns"]) / 1e6
+        per_step = statistics.median(probe["step_ns"]) / 1e6 if probe["step_ns"] else 0.0
         q = sorted(probe["region_ns"])
-        print(f"| recompute_probe, turn {t} | | | {f * fwd + reg * n:+.2f} (from its factor and "
-              f"region) | {f:.3f} | {reg:.3f} (reps {q[0] / 1e6:.2f} to {q[-1] / 1e6:.2f}) |")
+        print(f"| recompute_probe, turn {t} | | | {f * fwd + reg * n + per_step:+.2f} (from its "
+              f"parts) | {f:.3f} | {reg + per_step:.3f} | {reg * n + per_step:.3f} | {reg:.3f} "
+              f"(reps {q[0] / 1e6:.2f} to {q[-1] / 1e6:.2f}) | {per_step:.3f} |")
 
 
 if __name__ == "__main__":
