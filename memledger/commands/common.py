@@ -70,19 +70,17 @@ def summarize_and_keep(path: Path) -> Summary:
     from memledger.ledger import summary_cache
 
     try:   # read and append through one open file: a ledger another trace renames over
-        f = os.fdopen(os.open(path, os.O_RDWR | os.O_APPEND), "r+b")   # `path` meanwhile
-    except OSError:                                  # never gets this one's summary
+        fd = os.open(path, os.O_RDWR | os.O_APPEND)   # `path` meanwhile never gets this
+    except OSError:                                   # one's summary
         return open_ledger(path).summary()   # (its own error, if it cannot be read)
-    with f:
-        data = f.read()
+    try:
+        data = summary_cache.read_all(fd)
         led = open_ledger(path, data)
         s = led.summary()
         if led.complete and not led.truncated and not led.extra.get("doctor"):
-            line = summary_cache.record_line(data, s.model_dump(mode="json", by_alias=True),
-                                             top=10)
-            if line is not None:
-                with contextlib.suppress(OSError):   # a full disk: it is a convenience
-                    f.write(line)
+            summary_cache.append(fd, data, s.model_dump(mode="json", by_alias=True), top=10)
+    finally:
+        os.close(fd)
     return s
 
 

@@ -22,8 +22,10 @@ its note. No pandas, no torch here.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
+import os
 from pathlib import Path
 
 from memledger.ledger.reader import decode
@@ -32,10 +34,33 @@ from memledger.ledger.writer import encode_record
 KIND = "summary"
 
 
+def read_all(fd: int) -> bytes:
+    """The bytes of the open file `fd`, from its start."""
+    with open(fd, "rb", closefd=False) as f:
+        return f.read()
+
+
+def append(fd: int, data: bytes, summary: dict, top: int) -> bool:
+    """Append the record that keeps `summary` (a `Summary.model_dump(mode="json",
+    by_alias=True)` of the ledger whose bytes are `data`) to `fd`, opened with O_APPEND on
+    that ledger. False, and the file as it was, when it cannot be kept: a cut-off last line
+    (not a complete ledger), no sources to digest, a full disk (a line half written is cut
+    off again: the summary is a convenience, never damage)."""
+    line = record_line(data, summary, top)
+    if line is None:
+        return False
+    try:
+        if os.write(fd, line) == len(line):
+            return True
+    except OSError:
+        pass
+    with contextlib.suppress(OSError):
+        os.ftruncate(fd, len(data))
+    return False
+
+
 def record_line(data: bytes, summary: dict, top: int) -> bytes | None:
-    """The line that keeps `summary` (a `Summary.model_dump(mode="json", by_alias=True)` of
-    the ledger whose bytes are `data`), to append right after `data`; None when it cannot be
-    kept (a cut-off last line: not a complete ledger; no sources to digest)."""
+    """The line that keeps `summary` of the ledger whose bytes are `data`, or None."""
     if not data.endswith(b"\n") or not code_digest():
         return None
     record = {"k": KIND, "of": len(data), "blake2b": _digest(data), "code": code_digest(),

@@ -128,6 +128,26 @@ def test_a_ledger_that_cannot_be_opened_for_appending_is_left_as_it_is(tmp_path,
     assert summary_cache.record_line(before[:-1], {}, top=10) is None   # cut off: none
 
 
+@pytest.mark.parametrize("how", ["half", "none"])
+def test_a_full_disk_leaves_the_ledger_as_it_was(tmp_path, monkeypatch, how):
+    # GIVEN the disk fills while the record is written (half of it, or none) THEN the
+    # ledger is cut back to its own bytes: complete, no half line for a reader to trip on
+    import os
+
+    path = _write(tmp_path / "full.ledger", RECORDS)
+    before = path.read_bytes()
+    write = os.write
+
+    def full_disk(fd, buf):
+        if how == "half":
+            write(fd, bytes(buf)[:len(buf) // 2])
+            return len(buf) // 2
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(os, "write", full_disk)
+    assert summarize_and_keep(path) == Ledger.load(path).summary()
+    assert path.read_bytes() == before
+
+
 def test_a_ledger_renamed_over_meanwhile_gets_no_summary(tmp_path, monkeypatch):
     # GIVEN two traces writing one output name WHEN the other's ledger is renamed over the
     # name while this one summarizes THEN the summary goes with the bytes it was computed
