@@ -62,14 +62,8 @@ def plan(
         print_json(report.to_json_dict())
     else:
         _render(report, budget, front)
-        from memledger.replay.predict import (UNPROBED_LINE, calibration_unsettled,
-                                              costs_probed, timings_busy, unsettled_line,
-                                              unsettled_why)
-
-        if reason := unsettled_why(timings_busy(led), calibration_unsettled(led)):
-            console.print(unsettled_line(reason), style="yellow")
-        if led.extra.get("timing") and not costs_probed(led):
-            console.print(UNPROBED_LINE, style="yellow")
+        for line in report.time_caveats:   # as predict and compare say them
+            console.print(line, style="yellow")
     if not report.fits:
         own = {r.get("mod", "") for r in led.extra.get("script_ckpt", [])}
         hint = (f"; the script checkpoints {len(own)} module(s) itself, so checkpoint and "

@@ -50,7 +50,7 @@ from memledger.replay.costs import CostModel
 from memledger.replay.engine import CPU_RNG_STATE_BYTES, replay
 from memledger.replay.fake_time import prepare
 from memledger.replay.policies import parse_policy
-from memledger.replay.predict import PolicyPrediction, cost_model, predict
+from memledger.replay.predict import PolicyPrediction, cost_model, predict, time_caveats
 from memledger.replay.prepared import Prepared, model_calls
 from memledger.replay.solve import EXHAUSTIVE_MAX, reduce_runs, solve
 
@@ -126,6 +126,10 @@ class PlanReport(BaseModel):
     refused: dict[str, str] = Field(default_factory=dict, description="options replay "
                                     "refused on some block, with the first reason (the KV "
                                     "cache a block writes: checkpoint and selective)")
+    time_caveats: list[str] = Field(default_factory=list, description="why the predicted "
+                                    "added times may be far off, a line each (as predict "
+                                    "and compare say them); [] when this model's own probes "
+                                    "priced them on a quiet machine")
 
     def to_json_dict(self) -> dict:
         return self.model_dump(by_alias=True)
@@ -475,7 +479,7 @@ def plan(led: Ledger, budget_bytes: int, step_time_s: float | None = None,
         assignments=float(no) ** nb, assumption_held=held,
         runner_up=table.policy(runner) if runner is not None else "",
         candidates=cands, front=front, front_complete=complete, time_model=time_model,
-        refused=table.refused)
+        refused=table.refused, time_caveats=time_caveats(report))
 
 
 def _replayed(front: list[FrontPoint], cands) -> list[FrontPoint]:

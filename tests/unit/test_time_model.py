@@ -309,3 +309,25 @@ def test_a_probe_run_with_early_stop_has_its_factor_over_the_re_run_share():
     pol = [parse_policy("checkpoint:blocks.0")]
     assert predict(es, pol).policies[0].recompute_s == pytest.approx(49_500e-9, rel=1e-9)
     assert predict(old, pol).policies[0].recompute_s == pytest.approx(14_850e-9, rel=1e-9)
+
+
+def test_plan_says_what_priced_its_times_as_predict_and_compare_do(tmp_path, capsys):
+    """plan decided its caveats from the ledger and printed them only on the terminal; its
+    report now carries predict's (`time_caveats`, in --json too), as compare's does."""
+    import json
+
+    from memledger.cli import main
+    from memledger.replay.plan import plan
+    from memledger.replay.predict import UNPROBED_LINE
+    from plan_ledgers import blocks_records
+
+    H, T = [100_000, 100_000], [150_000, 150_000]
+    assert plan(blocks_ledger(H, T), budget_bytes=10**9).time_caveats == [UNPROBED_LINE]
+    probed = {"ckpt_region_ns": [3_000], "ckpt_probe_saves": 2.0, "ckpt_probe_regions": 4}
+    assert plan(blocks_ledger(H, T, timing=probed), budget_bytes=10**9).time_caveats == []
+    path = tmp_path / "bare.ledger"
+    path.write_text("".join(json.dumps(r) + "\n" for r in blocks_records(H, T)))
+    assert main(["plan", str(path), "--budget", "1GB", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["time_caveats"] == [UNPROBED_LINE]
+    assert main(["plan", str(path), "--budget", "1GB"]) == 0
+    assert UNPROBED_LINE in " ".join(capsys.readouterr().out.split())
