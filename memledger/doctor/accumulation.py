@@ -63,6 +63,8 @@ def loss_not_divided(run: Run) -> list[Finding]:
             continue
         if len({(b["losses"][0]["file"], b["losses"][0]["line"]) for b in bws}) != 1:
             continue
+        if any(b["losses"][0].get("reduction") == "sum" for b in bws):
+            continue   # summed over samples: K sums add up to the step's sum, as one batch's
         if all(abs(b["value"] - b["losses"][0]["value"]) <= REL * max(1.0, abs(b["value"]))
                for b in bws):
             hits.append((st, bws))

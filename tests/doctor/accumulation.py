@@ -5,6 +5,9 @@
     --bug nodiv    the loss is not divided by K
     --bug msenodiv the same with a regression loss (mse_loss on the logits)
     --fixed        sum over tokens, divided by the step's 40 valid tokens
+    --fixed --sum  each micro-batch's loss a sum over its tokens, undivided: the step's
+                   gradient is the sum over its 40 tokens, as one batch's with
+                   reduction='sum' (no loss_not_divided)
 """
 import sys
 
@@ -27,7 +30,9 @@ for step in range(3):
     total = sum(int((lab != -100).sum()) for _, lab in batches)       # 40
     for ids, labels in batches:
         logits = model(ids).view(-1, 11)
-        if FIXED:
+        if FIXED and "--sum" in sys.argv:
+            loss = nn.functional.cross_entropy(logits, labels, reduction="sum")
+        elif FIXED:
             loss = nn.functional.cross_entropy(logits, labels, reduction="sum") / total
         elif BUG == "nodiv":
             loss = nn.functional.cross_entropy(logits, labels)

@@ -192,6 +192,8 @@ FIXED = [("cut.py", ["--cut", c, "--fixed"]) for c in ("detach", "checkpoint")] 
     ("master_weights.py", []),
     ("grad_leak.py", ["--fixed"]), ("grad_leak.py", ["--fixed", "--clip"]),
     ("accumulation.py", ["--fixed"]), ("retention.py", ["--fixed"]),
+    # micro-batch sums, undivided: the step's sum (once a loss_not_divided warning)
+    ("accumulation.py", ["--fixed", "--sum"]),
     ("retention_attr.py", ["--fixed"]), ("eval_mode.py", ["--fixed"]),
     ("eval_mode.py", ["--fixed", "--frozen-bn"]),   # frozen on purpose: eval, no gradient
     # a BatchNorm put in eval on its own after model.train(), its affine parameters
