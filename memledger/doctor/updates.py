@@ -9,7 +9,8 @@
   gradient to perturb the weights, then zeroes it.
 - no_update: step() changed no trainable parameter although some had gradients.
 - scheduler_order / scheduler_rate: an LR scheduler stepped before the first optimizer step
-  (its first value is skipped), or more often than its optimizer.
+  (its first value is skipped), or more often than its optimizer: its steps plus those a
+  GradScaler skipped (torch's AMP recipe steps the scheduler once per `scaler.step()`).
 """
 
 from __future__ import annotations
@@ -45,15 +46,20 @@ def nonfinite_and_zeroed(run: Run) -> list[Finding]:
     return out
 
 
-def dropped(run: Run) -> list[Finding]:
+def _lost(run: Run) -> list[Record]:
+    """Backward passes with parameter gradients that no optimizer.step() used."""
     used = {n for st in run.steps for n in (*st["bw"], *st.get("reeval", ()))}
     if not used:
         return []
     last = max(used)
     # a backward whose parameters moved in place before the next one (SAM's ascent step
     # along its gradient, then zero_grad) was used, though by no optimizer.step()
-    lost = [b for b in run.backwards if b.get("params") and b["n"] not in used and b["n"] < last
-            and not b.get("moved")]
+    return [b for b in run.backwards if b.get("params") and b["n"] not in used
+            and b["n"] < last and not b.get("moved")]
+
+
+def dropped(run: Run) -> list[Finding]:
+    lost = _lost(run)
     if not lost:
         return []
     bad = sum(1 for b in lost if b.get("nonfinite"))
@@ -99,6 +105,9 @@ def schedulers(run: Run) -> list[Finding]:
     first = {}
     for st in run.steps:
         first.setdefault(st["opt"], st)
+    # steps a GradScaler skipped on non-finite gradients: `scaler.step(opt)` ran, the
+    # optimizer's step did not, and a scheduler stepped once per scaler.step() is on time
+    skipped = sum(1 for b in _lost(run) if b.get("nonfinite"))
     for s in run.scheds:
         st = first.get(s["opt"])
         if st is None:
@@ -110,7 +119,7 @@ def schedulers(run: Run) -> list[Finding]:
                          "schedule's first learning rate is skipped; call scheduler.step() "
                          "after optimizer.step()"),
                 evidence={"scheduler_steps": s["steps"], "optimizer_steps": s["opt_steps"]}))
-        if s["steps"] > s["opt_steps"]:
+        if s["steps"] > s["opt_steps"] + skipped:
             out.append(Finding(
                 check="scheduler_rate", severity="warning", where=_sched_where(s, st),
                 message=(f"{s['cls']} stepped {s['steps']} times for {s['opt_steps']} "

@@ -2,6 +2,9 @@
 
     --bug nonfinite   step 2's loss is NaN and step() runs on it
     --bug scaler      GradScaler: step 2's gradients are infinite, scaler.step skips it
+    --bug scaler2     GradScaler: the first two steps' gradients are infinite (a scale still
+                      calibrating); the scheduler steps once per scaler.step(), as torch's
+                      AMP recipe does: on time, though ahead of the optimizer's first step
     --bug zeroed      zero_grad between backward and step
     --bug sched       the LR scheduler steps before the optimizer, twice per step
     --bug sched1      the LR scheduler steps before the optimizer, once per step
@@ -18,11 +21,13 @@ torch.manual_seed(0)
 model = nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 2))
 opt = torch.optim.SGD(model.parameters(), lr=0.1)
 sched = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.9)
-scaler = torch.amp.GradScaler("cpu", enabled=BUG == "scaler")
-for step in range(4):
+scaler = torch.amp.GradScaler("cpu", enabled=BUG in ("scaler", "scaler2"))
+for step in range(5):
     x, y = torch.randn(4, 8), torch.randint(0, 2, (4,))
     loss = nn.functional.cross_entropy(model(x), y)
     if step == 1 and BUG in ("nonfinite", "scaler") and not FIXED:
+        loss = loss * float("inf")
+    if step < 2 and BUG == "scaler2":
         loss = loss * float("inf")
     if BUG in ("sched", "sched1") and not FIXED:
         sched.step()

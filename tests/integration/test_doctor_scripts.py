@@ -312,6 +312,9 @@ STEPPING = [("two_models.py", ["--loop", "heads"], []), ("two_models.py", ["--lo
             ("grad_leak.py", ["--fixed"], []),
             ("double_step.py", ["--bug", "accum", "--fixed"], []),
             ("updates.py", ["--bug", "scaler"], ["dropped_update"]),
+            # the scheduler once per scaler.step(), two of them skipped: on time (once also
+            # a scheduler_rate warning, "5 times for 3 optimizer steps")
+            ("updates.py", ["--bug", "scaler2"], ["dropped_update", "scheduler_order"]),
             ("closure.py", ["--lbfgs", "--fixed"], []),
             ("clip_order.py", ["--fixed", "--accum", "2"], [])]
 
