@@ -32,8 +32,11 @@ def nonfinite_and_zeroed(run: Run) -> list[Finding]:
                      f"{run.names(idx)}); the parameters become NaN: clip, lower the learning "
                      "rate, or use a GradScaler"),
             evidence={"params": len(idx), "steps": [st["step"] for st in bad]}))
-    zeroed = [st for st in run.steps if st["accum"] and (
-        st["zeroed"] or len(st.get("zero", [])) == len(st["accum"]))]
+    # every gradient this step's backward filled, cleared: the step used none. Some of them
+    # cleared is a choice (DINO drops its last layer's gradients early in training by
+    # `p.grad = None`, and the optimizer skips those parameters)
+    zeroed = [st for st in run.steps if st["accum"] and
+              len(set(st["zeroed"]) | set(st.get("zero", []))) >= len(st["accum"])]
     if zeroed:
         idx = set().union(*(set(st["zeroed"]) | set(st.get("zero", [])) for st in zeroed))
         out.append(Finding(

@@ -6,6 +6,8 @@
                       calibrating); the scheduler steps once per scaler.step(), as torch's
                       AMP recipe does: on time, though ahead of the optimizer's first step
     --bug zeroed      zero_grad between backward and step
+    --bug lastlayer   the last layer's gradients dropped between backward and step, the
+                      rest kept (DINO's cancel_gradients_last_layer): on purpose, no bug
     --bug sched       the LR scheduler steps before the optimizer, twice per step
     --bug sched1      the LR scheduler steps before the optimizer, once per step
     --fixed           the same loop without the bug
@@ -37,6 +39,9 @@ for step in range(5):
     scaler.scale(loss).backward()
     if BUG == "zeroed" and not FIXED:
         opt.zero_grad()
+    if BUG == "lastlayer":
+        for p in model[2].parameters():
+            p.grad = None
     scaler.step(opt)
     scaler.update()
     if BUG not in ("sched", "sched1") or FIXED:

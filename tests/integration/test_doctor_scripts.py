@@ -315,6 +315,8 @@ STEPPING = [("two_models.py", ["--loop", "heads"], []), ("two_models.py", ["--lo
             # the scheduler once per scaler.step(), two of them skipped: on time (once also
             # a scheduler_rate warning, "5 times for 3 optimizer steps")
             ("updates.py", ["--bug", "scaler2"], ["dropped_update", "scheduler_order"]),
+            # some gradients dropped on purpose before the step (once zeroed_before_step)
+            ("updates.py", ["--bug", "lastlayer"], []),
             ("closure.py", ["--lbfgs", "--fixed"], []),
             ("clip_order.py", ["--fixed", "--accum", "2"], [])]
 
