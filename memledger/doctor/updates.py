@@ -6,7 +6,8 @@
 - dropped_update: backward passes whose gradients no step ever used (GradScaler skips the
   step when its gradients are not finite; a zero_grad before step does the same). Not one
   whose parameters moved in place before the next backward: SAM's first step uses the
-  gradient to perturb the weights, then zeroes it.
+  gradient to perturb the weights, then zeroes it; nor one that gave a gradient to an input
+  (FGSM and PGD take it for the perturbation, then zero the parameters').
 - no_update: step() changed no trainable parameter although some had gradients.
 - scheduler_order / scheduler_rate: an LR scheduler stepped before the first optimizer step
   (its first value is skipped), or more often than its optimizer: its steps plus those a
@@ -57,8 +58,9 @@ def _lost(run: Run) -> list[Record]:
     last = max(used)
     # a backward whose parameters moved in place before the next one (SAM's ascent step
     # along its gradient, then zero_grad) was used, though by no optimizer.step()
+    # nor one taken for an input's gradient (an adversarial example's perturbation)
     return [b for b in run.backwards if b.get("params") and b["n"] not in used
-            and b["n"] < last and not b.get("moved")]
+            and b["n"] < last and not b.get("moved") and not b.get("input_grads")]
 
 
 def dropped(run: Run) -> list[Finding]:

@@ -568,6 +568,8 @@ class DoctorProbe(TorchFunctionMode):
         self._bw += 1
         rec = {"k": "backward", "n": self._bw, "window": self._steps + 1, "value": value,
                "file": file, "line": line, "losses": self._losses}
+        if isinstance(t, _Tensor) and t.grad_fn is not None and self._input_leaves(t.grad_fn):
+            rec["input_grads"] = True
         self._losses = []
         if isinstance(t, _Tensor):
             self._retention.backward_from(t)
@@ -587,6 +589,25 @@ class DoctorProbe(TorchFunctionMode):
         self._bw_rec = None
         self._bw_versions = (rec, {pid: self._params[pid]._version for pid in self._bw_params})
         return out
+
+    def _input_leaves(self, root) -> bool:
+        """Does the graph from `root` give a gradient to a leaf that is no parameter (an
+        input that asked for one: FGSM's and PGD's perturbation `delta`)? Such a backward
+        is taken for that gradient; the parameters' it also fills are not the step's to use
+        (`dropped_update`)."""
+        stack, seen = [root], set()
+        while stack and len(seen) < MAX_NODES:
+            n = stack.pop()
+            if n is None or id(n) in seen:
+                continue
+            seen.add(id(n))
+            var = getattr(n, "variable", None)
+            if var is not None:
+                if id(var) not in self._params and not isinstance(var, nn.Parameter):
+                    return True
+                continue
+            stack.extend(f for f, _ in n.next_functions)
+        return False
 
     def _moved_since_backward(self) -> None:
         """The previous backward's parameters changed in place since it ran (outside any

@@ -16,6 +16,9 @@ check. No finding on any of them.
                                        # the discriminator's on the kept `fake.detach()`
                                        # (Lightning's GAN recipe): two training steps, and
                                        # `fake` keeps its spent graph across the second
+    python styles.py --loop fgsm       # adversarial training ("fast is better than free"):
+                                       # a backward for the perturbation's gradient, the
+                                       # parameters' zeroed before the training backward
 """
 import copy
 import sys
@@ -158,3 +161,17 @@ elif LOOP == "gan":
         d_loss.backward()
         opt_d.step()
         opt_d.zero_grad()
+elif LOOP == "fgsm":
+    model = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 4))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    epsilon, alpha = 0.1, 0.125
+    for it in range(4):
+        x, y = torch.randn(4, 32), torch.randint(0, 4, (4,))
+        delta = torch.zeros_like(x).uniform_(-epsilon, epsilon)
+        delta.requires_grad = True
+        F.cross_entropy(model(x + delta), y).backward()
+        delta = torch.clamp(delta + alpha * torch.sign(delta.grad), -epsilon, epsilon).detach()
+        loss = F.cross_entropy(model(x + delta), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()

@@ -230,7 +230,7 @@ FIXED = [("cut.py", ["--cut", c, "--fixed"]) for c in ("detach", "checkpoint")] 
     ("gradient_penalty.py", ["--fixed", "--log-norm"]),
     # correct loops whose patterns look like bugs (see the script's docstring)
     *[("styles.py", ["--loop", lp]) for lp in ("tbptt", "rl", "gp", "queue", "groups",
-                                                 "topzero", "maml", "gan")],
+                                                 "topzero", "maml", "gan", "fgsm")],
     # an EMA copy under no_grad (a loop, _foreach_lerp_), SWA's AveragedModel
     ("ema.py", []), ("ema.py", ["--foreach"]), ("ema.py", ["--swa"]),
     # every gradient exactly zero as backward computed it (a hinge whose margins are met)
