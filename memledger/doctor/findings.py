@@ -10,9 +10,11 @@ In a ledger (Note [Ledger file format] in memledger/ledger/schema.py) the doctor
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from memledger.units import count
 
 DOCTOR_SCHEMA = "memledger.doctor/1"
 
@@ -58,15 +60,28 @@ class DoctorReport(BaseModel):
 
     schema_: str = Field(DOCTOR_SCHEMA, alias="schema", serialization_alias="schema")
     ok: bool = Field(description="no finding at all")
-    steps: int = Field(0, description="optimizer steps the doctor watched")
+    steps: int = Field(0, description="training steps the doctor watched (as --steps counts "
+                       "them: a backbone's and a head's optimizer after one backward are one)")
+    optimizer_steps: Optional[int] = Field(
+        None, description="optimizer.step() calls in those steps, which the findings' step "
+        "numbers count (a GAN's two optimizers make two calls a training step)")
     findings: list[Finding] = Field(default_factory=list)
 
     @classmethod
-    def of(cls, findings: list[Finding], steps: int) -> "DoctorReport":
+    def of(cls, findings: list[Finding], steps: int,
+           optimizer_steps: int | None = None) -> "DoctorReport":
         order = {"error": 0, "warning": 1}
         fs = sorted(findings, key=lambda f: (order[f.severity], CHECKS.index(f.check)
                                              if f.check in CHECKS else 99))
-        return cls(ok=not fs, steps=steps, findings=fs)
+        return cls(ok=not fs, steps=steps, optimizer_steps=optimizer_steps, findings=fs)
+
+    def steps_text(self) -> str:
+        """'3 steps', or '3 steps (6 optimizer steps, as the findings number them)'."""
+        text = count(self.steps, "step")
+        if self.optimizer_steps is not None and self.optimizer_steps != self.steps:
+            text += (f" ({count(self.optimizer_steps, 'optimizer step')}, as the findings "
+                     "number them)")
+        return text
 
     @property
     def errors(self) -> list[Finding]:
@@ -77,7 +92,8 @@ class DoctorReport(BaseModel):
 
     # ---- in a ledger ---------------------------------------------------------------------
     def ledger_records(self) -> list[dict]:
-        head = {"k": "doctor", "schema": DOCTOR_SCHEMA, "steps": self.steps, "ok": self.ok}
+        head = {"k": "doctor", "schema": DOCTOR_SCHEMA, "steps": self.steps, "ok": self.ok,
+                "optimizer_steps": self.optimizer_steps}
         return [head] + [{"k": "finding", **f.model_dump()} for f in self.findings]
 
     @classmethod
@@ -88,4 +104,6 @@ class DoctorReport(BaseModel):
             return None
         findings = [Finding(**{k: v for k, v in r.items() if k != "k"})
                     for r in extra.get("finding", [])]
-        return cls.of(findings, int(heads[-1].get("steps", 0)))
+        opt = heads[-1].get("optimizer_steps")
+        return cls.of(findings, int(heads[-1].get("steps", 0)),
+                      None if opt is None else int(opt))

@@ -54,7 +54,8 @@ def doctor_ranks(script: str | Path, argv: list[str], steps: int, nproc: int,
     across = unsynced_gradients(by_rank) + unaveraged_gradients(by_rank)
     if not across:
         return reports
-    return [DoctorReport.of([*rep.findings, *across], rep.steps) for rep in reports]
+    return [DoctorReport.of([*rep.findings, *across], rep.steps, rep.optimizer_steps)
+            for rep in reports]
 
 
 def worst_rank(reports: list[DoctorReport]) -> int:

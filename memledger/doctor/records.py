@@ -36,6 +36,7 @@ class Run:
     mixed: list[Record] = field(default_factory=list)
     penalties: list[Record] = field(default_factory=list)
     n_steps: int = 0
+    n_optimizer_steps: int = 0
 
     @classmethod
     def of(cls, records: list[Record]) -> "Run":
@@ -52,6 +53,7 @@ class Run:
                 lists[k].append(r)
             elif k == "end":
                 run.n_steps = int(r.get("steps", 0))
+                run.n_optimizer_steps = int(r.get("optimizer_steps", run.n_steps))
         return run
 
     def name(self, i: int) -> str:

@@ -15,10 +15,10 @@ def print_findings(report: DoctorReport, console: Console, title: str = "doctor"
     n_err = len(report.errors)
     n_warn = len(report.findings) - n_err
     if report.ok:
-        console.print(f"[green]{title}: no findings[/] in {count(report.steps, 'step')}")
+        console.print(f"[green]{title}: no findings[/] in {report.steps_text()}")
         return
     console.print(f"[bold]{title}:[/] {count(len(report.findings), 'finding')} in "
-                  f"{count(report.steps, 'step')} ([red]{count(n_err, 'error')}[/], "
+                  f"{escape(report.steps_text())} ([red]{count(n_err, 'error')}[/], "
                   f"[yellow]{count(n_warn, 'warning')}[/])")
     for f in report.findings:
         style = "red bold" if f.severity == "error" else "yellow bold"
@@ -34,7 +34,7 @@ def findings_html(report: DoctorReport) -> str:
     """The doctor's findings as a static HTML section (the report page)."""
     if report.ok:
         return (f'<h2>Doctor</h2><p id="ml-doctor" class="dim">no findings in '
-                f'{count(report.steps, "step")}</p>')
+                f'{html_escape(report.steps_text())}</p>')
     rows = "".join(
         f'<tr class="ml-{f.severity}"><td>{f.severity.upper()}</td>'
         f"<td>{html_escape(f.check)}</td><td>{html_escape(str(f.where))}</td>"

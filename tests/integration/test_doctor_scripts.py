@@ -363,3 +363,14 @@ def test_no_false_positive_on_transformers_and_peft_loops(script):
             pytest.skip(f"{pkg} is not installed (pip install '.[dev]')")
     report = doctor(script)
     assert [f.line() for f in report.findings] == []
+
+
+def test_the_report_says_which_steps_its_findings_number():
+    """A GAN's two optimizers step twice a training step: the header said "in 3 steps" over a
+    finding in "step 4" (findings number optimizer.step() calls). The report now says both."""
+    gan, mlp = doctor("two_models.py", "--loop", "gan"), doctor("grad_leak.py", "--fixed")
+    # the generator's step, then the discriminator's, per iteration; the doctor stops as the
+    # third training step ends, with the fifth call
+    assert gan.steps == 3 and gan.optimizer_steps == 5
+    assert gan.steps_text() == "3 steps (5 optimizer steps, as the findings number them)"
+    assert (mlp.steps, mlp.optimizer_steps, mlp.steps_text()) == (3, 3, "3 steps")
