@@ -22,9 +22,14 @@ def _tree(file: str) -> ast.AST | None:
 
 
 def _is(node: ast.AST, var: str) -> bool:
-    """`var`, or an attribute of that name (`self.var`: a module attribute)."""
+    """`var`, or an attribute of that name (`self.var`: a module attribute); `var` may be a
+    path (`self.losses`, `meter.sum`: its last attribute, as a method of the class writes
+    it), and `node` an item of it (`history['loss']` is `history`'s)."""
+    while isinstance(node, ast.Subscript):
+        node = node.value
+    last = var.rsplit(".", 1)[-1]
     return (isinstance(node, ast.Name) and node.id == var) or \
-        (isinstance(node, ast.Attribute) and node.attr == var)
+        (isinstance(node, ast.Attribute) and node.attr in (var, last))
 
 
 _NUMBER_CALLS = frozenset({"item", "detach", "tolist", "float", "int", "cpu"})

@@ -27,8 +27,12 @@ the op that first gave it history, which the probe sees (`param_history`).
 
 from __future__ import annotations
 
+import collections
 import gc
 import inspect
+import re
+import sys
+import types
 import weakref
 from typing import Any
 
@@ -140,19 +144,26 @@ class RetentionWatch:
     def _name_of(self, t: _Tensor) -> tuple[str, str, str]:
         """(display name, variable, file) of a user variable that holds `t`, if any."""
         f = user_frame(3)
+        seen: set[int] = set()
         while f is not None:
-            for k, v in list(f.f_locals.items()):
-                if v is t:
-                    return k, k, f.f_code.co_filename
-                if isinstance(v, (list, tuple)) and any(x is t for x in v):
-                    i = next(i for i, x in enumerate(v) if x is t)
-                    return f"{k}[{i}]", k, f.f_code.co_filename
-                if isinstance(v, dict) and any(x is t for x in v.values()):
-                    key = next(key for key, x in v.items() if x is t)
-                    return f"{k}[{key!r}]", k, f.f_code.co_filename
+            scopes = [f.f_locals] + ([f.f_globals] if f.f_globals is not f.f_locals else [])
+            for scope in scopes:
+                for k, v in list(scope.items()):
+                    path = _path_to(v, t, HOLDER_DEPTH, seen)
+                    if path is not None:   # the holder: the path less its last indices
+                        holder = k + re.sub(r"(\[[^\[\]]*\])+$", "", path)
+                        return f"{k}{path}", holder, f.f_code.co_filename
             f = f.f_back
             while f is not None and not is_user_file(f.f_code.co_filename):
                 f = f.f_back
+        # a global of one of the project's own modules no frame names (`from logutil import
+        # log_loss`, whose list keeps what it is given)
+        for mod in [m for m in list(sys.modules.values()) if _users(m)]:
+            path = _path_to(mod, t, HOLDER_DEPTH, seen)
+            if path is not None:
+                short = mod.__name__.rsplit(".", 1)[-1]
+                holder = re.sub(r"(\[[^\[\]]*\])+$", "", path).lstrip(".")
+                return f"{short}{path}", holder, mod.__file__
         return self._attribute_of(t)
 
     def _attribute_of(self, t: _Tensor) -> tuple[str, str, str]:
@@ -175,6 +186,54 @@ class RetentionWatch:
                         file = ""
                     return ".".join(x for x in (path, k) if x) + item, k, file
         return f"tensor{tuple(t.shape)}", "", ""
+
+
+# Note [Who holds a retained tensor]
+# A tensor with history from an earlier step is reported only under a name the user can
+# find: a variable of the user's frames (locals, and the module's globals) or a path into
+# what it holds, through lists, tuples, dicts, deques and the attributes of objects whose
+# class or module is the user's own, at most HOLDER_DEPTH steps down:
+# `history['loss'][2]`, `records[2]['loss']`, `meter.sum` (pytorch/examples' AverageMeter
+# adding the loss itself), `trainer.losses[1]`, `logutil.HISTORY[0]` (a list in one of the
+# project's modules). A tensor reachable only through a library's objects stays unnamed and
+# unreported: torch.compile's caches hold graphs of their own.
+HOLDER_DEPTH = 4
+_HOLDER_OBJECTS = 20_000    # objects looked into per boundary at most
+
+
+def _path_to(v: Any, t: _Tensor, depth: int, seen: set[int]) -> str | None:
+    """The path from `v` to `t` ("" when `v` is `t`), or None (Note [Who holds a retained
+    tensor]); `seen` is shared by one search, so each object is looked into once."""
+    if v is t:
+        return ""
+    if depth == 0 or isinstance(v, (_Tensor, str, bytes, int, float, type)) or \
+            id(v) in seen or len(seen) > _HOLDER_OBJECTS:
+        return None
+    seen.add(id(v))
+    if isinstance(v, dict):
+        items = [(f"[{k!r}]", x) for k, x in list(v.items())]
+    elif isinstance(v, (list, tuple, collections.deque)):
+        items = [(f"[{i}]", x) for i, x in enumerate(list(v))]
+    elif _users(v):
+        items = [(f".{k}", x) for k, x in list(vars(v).items()) if not k.startswith("__")]
+    else:
+        return None
+    for step, x in items:
+        path = _path_to(x, t, depth - 1, seen)
+        if path is not None:
+            return step + path
+    return None
+
+
+def _users(v: Any) -> bool:
+    """An object of the user's own code to look into: a module of the project, or an
+    instance (no nn.Module: model modules are `_attribute_of`'s) of a class it defines."""
+    if isinstance(v, types.ModuleType):
+        return is_user_file(getattr(v, "__file__", None) or "<none>")
+    if isinstance(v, nn.Module) or not hasattr(v, "__dict__") or callable(v):
+        return False
+    mod = sys.modules.get(type(v).__module__)
+    return is_user_file(getattr(mod, "__file__", None) or "<none>")
 
 
 def _item_of(v: Any, t: _Tensor) -> str | None:

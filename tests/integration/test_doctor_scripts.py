@@ -146,6 +146,16 @@ BUGS = [
      "total_loss += loss"),
     ("retention.py", ["--bug", "list"], "cross_step_retention", "error", ["`losses`"],
      "losses.append(loss)"),
+    # held deeper than a variable or one list down (Note [Who holds a retained tensor]):
+    # each once "no findings"
+    ("retention.py", ["--bug", "dict"], "cross_step_retention", "error", ["`history`"],
+     'history["loss"].append(loss)'),
+    ("retention.py", ["--bug", "tuples"], "cross_step_retention", "error", ["`records`"],
+     "records.append((step, loss))"),
+    ("retention.py", ["--bug", "meter"], "cross_step_retention", "error", ["`meter.sum`"],
+     "self.sum += val * n"),
+    ("retention.py", ["--bug", "deque"], "cross_step_retention", "error", ["`window`"],
+     "window.append(loss)"),
     ("retention_attr.py", [], "cross_step_retention", "error", ["`seen`", "up from 10"],
      "self.seen = self.seen + out.sum(0)"),
     # a list on the model (a LightningModule's `self.outputs.append(loss)`): once unreported
@@ -374,3 +384,13 @@ def test_the_report_says_which_steps_its_findings_number():
     assert gan.steps == 3 and gan.optimizer_steps == 5
     assert gan.steps_text() == "3 steps (5 optimizer steps, as the findings number them)"
     assert (mlp.steps, mlp.optimizer_steps, mlp.steps_text()) == (3, 3, "3 steps")
+
+
+def test_a_tensor_kept_by_a_module_of_the_project_is_named_there():
+    """`from retention_log import log_loss`: the list is a global of the project's own module,
+    which no frame of the script names (Note [Who holds a retained tensor])."""
+    (f,) = doctor("retention.py", "--bug", "module").findings
+    assert (f.check, f.severity) == ("cross_step_retention", "error")
+    assert "`LOSSES`" in f.message
+    assert f.where.file == str(SCRIPTS / "retention_log.py")
+    assert f.where.line == line_of("retention_log.py", "LOSSES.append(loss)")
