@@ -33,11 +33,7 @@ def nonfinite_and_zeroed(run: Run) -> list[Finding]:
                      f"{run.names(idx)}); the parameters become NaN: clip, lower the learning "
                      "rate, or use a GradScaler"),
             evidence={"params": len(idx), "steps": [st["step"] for st in bad]}))
-    # every gradient this step's backward filled, cleared: the step used none. Some of them
-    # cleared is a choice (DINO drops its last layer's gradients early in training by
-    # `p.grad = None`, and the optimizer skips those parameters)
-    zeroed = [st for st in run.steps if st["accum"] and
-              len(set(st["zeroed"]) | set(st.get("zero", []))) >= len(st["accum"])]
+    zeroed = [st for st in run.steps if _cleared(st)]
     if zeroed:
         idx = set().union(*(set(st["zeroed"]) | set(st.get("zero", [])) for st in zeroed))
         out.append(Finding(
@@ -63,28 +59,39 @@ def _lost(run: Run) -> list[Record]:
             and b["n"] < last and not b.get("moved") and not b.get("input_grads")]
 
 
+def _cleared(st: Record) -> bool:
+    """Every gradient this step's backward filled was cleared before step(): it used none.
+    Some of them cleared is a choice (DINO drops its last layer's gradients early in
+    training by `p.grad = None`, and the optimizer skips those parameters)."""
+    return bool(st["accum"]) and \
+        len(set(st["zeroed"]) | set(st.get("zero", []))) >= len(st["accum"])
+
+
 def dropped(run: Run) -> list[Finding]:
     lost = _lost(run)
     if not lost:
         return []
     bad = sum(1 for b in lost if b.get("nonfinite"))
+    updates = sum(1 for st in run.steps if st.get("updated", 1) != 0 and not _cleared(st))
     why = (f"{bad} of them had non-finite gradients, so GradScaler skipped their step"
            if bad else "a zero_grad ran before any step used them")
     return [Finding(
         check="dropped_update", severity="warning", where=where(lost[0]),
         message=(f"{len(lost)} of {len(run.backwards)} backward passes made gradients that no "
                  f"optimizer.step() used ({why}): {len(run.steps)} step() calls made "
-                 f"{len(run.steps)} updates for {len(run.backwards)} backward passes"),
+                 f"{updates} updates for {len(run.backwards)} backward passes"),
         evidence={"backward_passes": len(run.backwards), "dropped": len(lost),
-                  "dropped_nonfinite": bad, "optimizer_steps": len(run.steps)})]
+                  "dropped_nonfinite": bad, "optimizer_steps": len(run.steps),
+                  "updates": updates})]
 
 
 def no_update(run: Run) -> list[Finding]:
     # a step at learning rate 0 by a schedule that leaves 0 later (a warm-up from 0: the
     # default of transformers' linear and cosine schedules) is meant to change nothing
     scheduled = {st["opt"] for st in run.steps if st.get("lr_zero") is False}
+    # (a step whose gradients were all cleared is zeroed_before_step's: its cause is said)
     idle = [st for st in run.steps if st["accum"] and st.get("updated", 1) == 0
-            and not (st.get("lr_zero") and st["opt"] in scheduled)]
+            and not (st.get("lr_zero") and st["opt"] in scheduled) and not _cleared(st)]
     if not idle:
         return []
     why = ("the learning rate is 0" if all(st.get("lr_zero") for st in idle)

@@ -73,7 +73,22 @@ def test_dropped_backward_pass_counts_against_steps():
     (f,) = diagnose(recs).findings
     assert f.check == "dropped_update" and f.severity == "warning"
     assert f.evidence == {"backward_passes": 4, "dropped": 1, "dropped_nonfinite": 1,
-                          "optimizer_steps": 3}
+                          "optimizer_steps": 3, "updates": 3}
+
+
+def test_steps_whose_gradients_were_cleared_made_no_update():
+    # zero_grad after every backward, a step every 2: the dropped-update count said "3
+    # step() calls made 3 updates" and no_update "although 1 had gradients" beside the
+    # zeroed_before_step error that says why; now 0 updates, and no no_update
+    recs = [_param(0, "a")]
+    for k in range(3):
+        recs += [_bw(2 * k + 1, k + 1), _bw(2 * k + 2, k + 1),
+                 {**_step(k + 1, [0], {0: 1}, [2 * k + 2]), "zeroed": [0], "updated": 0}]
+    recs.append({"k": "end", "steps": 3})
+    found = {f.check: f for f in diagnose(recs).findings}
+    assert set(found) == {"zeroed_before_step", "dropped_update"}
+    assert found["dropped_update"].evidence["updates"] == 0
+    assert "3 step() calls made 0 updates" in found["dropped_update"].message
 
 
 def test_cut_groups_parameters_by_the_op_that_cut_them():
