@@ -5,7 +5,8 @@ A ledger is traced once and shown many times, and `show` spent most of its secon
 pandas (its import alone ~0.5 s here) to print a summary that `memledger trace` had just
 computed for its own last line. So `trace` appends that summary as the ledger's last record,
 through the file it read the ledger from (a ledger another trace renames over the same name
-meanwhile does not get it):
+meanwhile does not get it), under a lock and only if nothing was appended since it read (two
+traces that opened the same file keep one summary):
 
     {"k":"summary","of":N,"blake2b":"...","code":"...","top":10,"summary":{...}}
 
@@ -44,19 +45,37 @@ def append(fd: int, data: bytes, summary: dict, top: int) -> bool:
     """Append the record that keeps `summary` (a `Summary.model_dump(mode="json",
     by_alias=True)` of the ledger whose bytes are `data`) to `fd`, opened with O_APPEND on
     that ledger. False, and the file as it was, when it cannot be kept: a cut-off last line
-    (not a complete ledger), no sources to digest, a full disk (a line half written is cut
-    off again: the summary is a convenience, never damage)."""
+    (not a complete ledger), no sources to digest, bytes appended since `data` was read
+    (another trace that opened the same file kept its summary first), a full disk (a line
+    half written is cut off again: the summary is a convenience, never damage)."""
     line = record_line(data, summary, top)
     if line is None:
         return False
+    with _locked(fd):   # the size checked and the line written as one, among memledgers
+        if os.fstat(fd).st_size != len(data):
+            return False
+        try:
+            if os.write(fd, line) == len(line):
+                return True
+        except OSError:
+            pass
+        with contextlib.suppress(OSError):
+            os.ftruncate(fd, len(data))
+        return False
+
+
+@contextlib.contextmanager
+def _locked(fd: int):
     try:
-        if os.write(fd, line) == len(line):
-            return True
-    except OSError:
-        pass
-    with contextlib.suppress(OSError):
-        os.ftruncate(fd, len(data))
-    return False
+        import fcntl
+    except ImportError:   # pragma: no cover - not POSIX: unlocked
+        yield
+        return
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    try:
+        yield
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
 
 
 def record_line(data: bytes, summary: dict, top: int) -> bytes | None:

@@ -165,3 +165,23 @@ def test_a_ledger_renamed_over_meanwhile_gets_no_summary(tmp_path, monkeypatch):
     monkeypatch.setattr(Ledger, "summary", summary_while_renamed)
     summarize_and_keep(path)
     assert path.read_bytes() == expected and summary_cache.load(path, 10) is None
+
+
+def test_two_traces_that_read_one_file_keep_one_summary(tmp_path):
+    # GIVEN two traces that opened the same ledger (the other's rename came first) WHEN
+    # both append THEN the second finds bytes appended since it read and keeps none
+    import os
+
+    path = _write(tmp_path / "run.ledger", RECORDS)
+    fds = [os.open(path, os.O_RDWR | os.O_APPEND) for _ in range(2)]
+    try:
+        datas = [summary_cache.read_all(fd) for fd in fds]
+        summary = Ledger.load(path).summary().model_dump(mode="json", by_alias=True)
+        assert summary_cache.append(fds[0], datas[0], summary, top=10) is True
+        assert summary_cache.append(fds[1], datas[1], summary, top=10) is False
+    finally:
+        for fd in fds:
+            os.close(fd)
+    kinds = [json.loads(ln)["k"] for ln in path.read_text().splitlines()]
+    assert kinds.count("summary") == 1 and kinds[-1] == "summary"
+    assert kept_summary(path) == Ledger.load(path).summary()
