@@ -46,7 +46,10 @@ x 4 B of values per gradient; `memledger trace tests/doctor/sparse_embedding.py 
 they left 1,310,732 B (8.4 %) of the allocator's peak unexplained. They are recorded as the
 two storages, read with the dispatch mode off (no event): that example now reads 40,948 B
 (0.26 %) over the allocator, about one indices storage held too long in SparseAdam's step,
-not yet explained. Other layouts (CSR, nested) are still not counted.
+not yet explained. A sparse tensor autograd saves (`w += sparse` in forward, as peft's SHiRA
+adds its delta) is recorded by its values; its parts are not followed for release. A nested
+tensor's buffer is a storage like any other, recorded with its flat size as its shape
+(`nn.TransformerEncoder`'s fast path under `src_key_padding_mask`). CSR is not counted.
 
 # Note [Phases at a module call]
 The phase follows autograd's graph task lazily, at the next op. A forward that begins right
@@ -701,7 +704,9 @@ class Collector(ShardingMixin, TorchDispatchMode):
         self.sink.write({
             "k": "alloc", "sid": sid, "ev": 0 if pre else ev, "bytes": nbytes,
             "dev": dev, "dtype": dtype,
-            "shape": list(t.shape), "op": op, "mod": self._module_now() if mod is None else mod,
+            # a nested tensor has no one shape: its buffer's, flat (Note [Sparse tensors])
+            "shape": list(t.shape) if not t.is_nested else [nbytes // t.element_size()],
+            "op": op, "mod": self._module_now() if mod is None else mod,
             "ph": "setup" if pre else phase, "step": self._step, **({"pre": True} if pre else {}),
             # Note [Memory torch's allocator did not hand out] in trace/external.py
             **({"external": True} if self._external(t, st) else {}),
@@ -1266,7 +1271,9 @@ class Collector(ShardingMixin, TorchDispatchMode):
         entry = self._held.get(sid)
         if entry is not None:
             entry[1] += 1
-        elif type(t) in self.ALIAS_TYPES:   # the use count counts the aliases it made
+        elif type(t) in self.ALIAS_TYPES and t.layout is torch.strided:
+            # the use count counts the aliases it made (a sparse save's parts are not
+            # followed: Note [Sparse tensors])
             self._held[sid] = [weakref.ref(t.untyped_storage()), 1]
 
     def _check_released(self, ev: int) -> None:
