@@ -595,19 +595,8 @@ class DoctorProbe(TorchFunctionMode):
         input that asked for one: FGSM's and PGD's perturbation `delta`)? Such a backward
         is taken for that gradient; the parameters' it also fills are not the step's to use
         (`dropped_update`)."""
-        stack, seen = [root], set()
-        while stack and len(seen) < MAX_NODES:
-            n = stack.pop()
-            if n is None or id(n) in seen:
-                continue
-            seen.add(id(n))
-            var = getattr(n, "variable", None)
-            if var is not None:
-                if id(var) not in self._params and not isinstance(var, nn.Parameter):
-                    return True
-                continue
-            stack.extend(f for f, _ in n.next_functions)
-        return False
+        return any(id(v) not in self._params and not isinstance(v, nn.Parameter)
+                   for v in _leaves(root, set()))
 
     def _moved_since_backward(self) -> None:
         """The previous backward's parameters changed in place since it ran (outside any
@@ -697,19 +686,7 @@ class DoctorProbe(TorchFunctionMode):
 
     def _reach_params(self, root) -> list[int]:
         """Parameters whose AccumulateGrad the graph from `root` reaches (not yet visited)."""
-        out, stack, visited = [], [root], self._visited
-        while stack and len(visited) < MAX_NODES:
-            n = stack.pop()
-            if n is None or id(n) in visited:
-                continue
-            visited.add(id(n))
-            var = getattr(n, "variable", None)
-            if var is not None:
-                if id(var) in self._params:
-                    out.append(id(var))
-                continue
-            stack.extend(f for f, _ in n.next_functions)
-        return out
+        return [id(v) for v in _leaves(root, self._visited) if id(v) in self._params]
 
     # ---- optimizer steps ------------------------------------------------------------------
     def _opt_pre(self, opt: torch.optim.Optimizer, args, kwargs):
@@ -947,3 +924,19 @@ class DoctorProbe(TorchFunctionMode):
             if issubclass(type(o), LRScheduler):  # type(): never wake lazy proxies
                 self._scheds.append((weakref.ref(o), -1, False))
                 self._sched_cls.append(type(o).__name__)
+
+
+def _leaves(root, visited: set[int]):
+    """The tensors whose AccumulateGrad nodes the graph from `root` reaches, each node once
+    (`visited`: nodes to skip, added to as the walk goes; at most MAX_NODES)."""
+    stack = [root]
+    while stack and len(visited) < MAX_NODES:
+        n = stack.pop()
+        if n is None or id(n) in visited:
+            continue
+        visited.add(id(n))
+        var = getattr(n, "variable", None)
+        if var is not None:
+            yield var
+            continue
+        stack.extend(f for f, _ in n.next_functions)
