@@ -151,7 +151,7 @@ class RetentionWatch:
                 for k, v in list(scope.items()):
                     path = _path_to(v, t, HOLDER_DEPTH, seen)
                     if path is not None:   # the holder: the path less its last indices
-                        holder = k + re.sub(r"(\[[^\[\]]*\])+$", "", path)
+                        holder = k + _less_last_items(path)
                         return f"{k}{path}", holder, f.f_code.co_filename
             f = f.f_back
             while f is not None and not is_user_file(f.f_code.co_filename):
@@ -162,7 +162,7 @@ class RetentionWatch:
             path = _path_to(mod, t, HOLDER_DEPTH, seen)
             if path is not None:
                 short = mod.__name__.rsplit(".", 1)[-1]
-                holder = re.sub(r"(\[[^\[\]]*\])+$", "", path).lstrip(".")
+                holder = _less_last_items(path).lstrip(".")
                 return f"{short}{path}", holder, mod.__file__
         return self._attribute_of(t)
 
@@ -171,13 +171,14 @@ class RetentionWatch:
         of a list, tuple or dict one holds (`self.losses.append(loss)` in a
         LightningModule's `training_step`, the usual Lightning leak: it went unreported as
         a library's internals), if any."""
+        seen: set[int] = set()
         for prefix, ref in self.roots:
             root = ref()
             for path, m in root.named_modules(prefix=prefix) if root is not None else ():
                 for k, v in vars(m).items():
                     if k.startswith("_"):
                         continue
-                    item = _item_of(v, t)
+                    item = _path_to(v, t, HOLDER_DEPTH, seen)
                     if item is None:
                         continue
                     try:
@@ -236,17 +237,9 @@ def _users(v: Any) -> bool:
     return is_user_file(getattr(mod, "__file__", None) or "<none>")
 
 
-def _item_of(v: Any, t: _Tensor) -> str | None:
-    """"" when `v` is `t`, "[i]" / "[key]" when `v` is a list, tuple or dict holding it."""
-    if v is t:
-        return ""
-    if isinstance(v, (list, tuple)):
-        i = next((i for i, x in enumerate(v) if x is t), None)
-        return None if i is None else f"[{i}]"
-    if isinstance(v, dict):
-        key = next((key for key, x in v.items() if x is t), None)
-        return None if key is None else f"[{key!r}]"
-    return None
+def _less_last_items(path: str) -> str:
+    """`.losses[1]` -> `.losses`, `['loss'][2]` -> '': the holder of the item a path ends at."""
+    return re.sub(r"(\[[^\[\]]*\])+$", "", path)
 
 
 def _module_state_of(t: _Tensor) -> tuple[str, str, str] | None:
