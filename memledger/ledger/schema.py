@@ -25,6 +25,9 @@ event 7 and freed after event 11 is live on [7, 12): `created=7`, `freed=12`.
     {"k":"phase","ev":12,"ph":"backward","step":1}      # phase from this event on
     {"k":"scope","mod":"blocks.0","ev0":3,"ev1":20,"ph":"forward","step":1,"ns":123456}
                                  # + "nograd": true for a call made without gradients
+                                 # + "stats": bytes of a training BatchNorm's running
+                                 # statistics, which `measure` copies around a re-run
+                                 # (Note [BatchNorm under recompute], measure/apply.py)
     {"k":"step","step":1,"ev":99,"ns":...}              # optimizer step `step` ended after event ev
     {"k":"measured","source":"cpu-profiler","device":"cpu","peak_bytes":...,"step_ns":[...]}
     {"k":"end","ev":100,"status":"ok","message":""}

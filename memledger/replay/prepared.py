@@ -97,6 +97,7 @@ class Prepared:
     # modules the script checkpoints itself (Note [The script's own checkpoint])
     script_ckpt: tuple[tuple[str, str], ...] = ()   # (region, first call under it)
     scope_grad: np.ndarray = None  # bool per call: it ran with gradients (policies act on it)
+    scope_stats: np.ndarray = None  # int64 per call: BatchNorm statistics a re-run copies
     saves: np.ndarray = None  # int64 saves (packs) per storage
     unpacks: np.ndarray = None  # int64 unpacks per storage (> saves: two backward passes)
     pass1_end: np.ndarray = None  # int64 read twice: when the first pass's reader returned
@@ -181,6 +182,7 @@ class Prepared:
             scope_ns=sc["ns"].fillna(0).to_numpy(dtype=np.int64),
             scope_step=sc["step"].to_numpy(dtype=np.int64),
             scope_grad=~sc["nograd"].to_numpy(dtype=bool),
+            scope_stats=sc["stats"].to_numpy(dtype=np.int64),
             step_ns=steps_ns,
             step_events=np.diff(np.concatenate([[-1], led.steps["ev"].to_numpy(dtype=np.int64)]))
             if len(led.steps) else np.zeros(0, dtype=np.int64),

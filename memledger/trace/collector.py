@@ -140,6 +140,15 @@ def _node_now() -> int:
     return -1 if n is None else n._sequence_nr()
 
 
+def _running_stats_bytes(module) -> int:
+    """The bytes `measure` copies, per re-run, to put a training BatchNorm's statistics
+    back (Note [BatchNorm under recompute], measure/apply.py); 0 for any other module."""
+    if not (isinstance(module, torch.nn.modules.batchnorm._BatchNorm) and module.training
+            and module.track_running_stats):
+        return 0
+    return sum(b.nbytes for b in module.buffers(recurse=False) if b is not None)
+
+
 @functools.lru_cache(maxsize=None)
 def _written_args(func) -> tuple[int, ...]:
     """Positions of the arguments an op writes in place (`Tensor(a!) self`); Note [Written
@@ -967,6 +976,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
                "cls": type(module).__name__}
         if not _grad_enabled():   # called without gradients (an evaluation): no policy acts
             rec["nograd"] = True  # on it (measure's wrappers run it plainly)
+        elif (stats := _running_stats_bytes(module)):
+            rec["stats"] = stats
         self.sink.write(rec)
         if self._sharded_slots:
             self._mark_unsharded(module, path)

@@ -447,6 +447,27 @@ def test_channels_last_cnn_relu_output_saved_by_two_blocks():
         assert abs(p.predicted - p.measured) <= 512, (text, p)
 
 
+def test_batchnorm_statistics_copied_around_a_rerun():
+    """peft LoRA on the convolutions of residual conv blocks: the frozen weights take no
+    gradient, so the peak sits inside a block's re-run, where `measure` holds a copy of the
+    block's BatchNorm statistics (Note [BatchNorm under recompute]). The trace writes their
+    bytes on the BatchNorm's scope (`stats`), and the replay holds them for the re-run.
+    Before: 136 B (2 x 16 channels x 4 B + 8 B) under measured."""
+    # imported first, so that every pass in this process sees the same state: peft's import
+    # makes two 8 B tensors, which only the first pass would see (in the CLI each pass is a
+    # fresh process, and `memledger measure` reads what the ledger predicts)
+    import peft  # noqa: F401
+    run = run_client("train_mech.py", ["--case", "lora_conv", "--batch", "4"],
+                     ["checkpoint:base_model.model.blocks.*", "checkpoint:base_model.model.blocks.1"])
+    # the convolutions' backward scratch (Note [Kernel scratch]) is outside the ledger's peak
+    assert run.ledger.peak_with_scratch() == run.allocator_peak
+    stats = run.ledger.scopes.groupby("mod")["stats"].max()
+    assert stats["base_model.model.blocks.0.bn"] == 2 * 16 * 4 + 8
+    assert stats.drop([f"base_model.model.blocks.{i}.bn" for i in (0, 1)]).eq(0).all()
+    for text, p in run.policies.items():
+        assert p.predicted == p.measured, (text, p)
+
+
 def test_pruned_weights_kept_on_their_modules():
     """`torch.nn.utils.prune`: each block's fc1 weight is made by a forward pre-hook and kept
     on the module (`stash` records), so the re-run replaces it (engine.py Rule 10). Before:

@@ -9,6 +9,9 @@
   written into `.grad` by hand, then the optimizer;
 - `channels_last`: a small CNN with `memory_format=torch.channels_last` and
   `clip_grad_norm_(foreach=True)`;
+- `lora_conv`: residual conv blocks (conv, BatchNorm in training mode, ReLU, conv) with
+  peft LoRA on the convolutions, whose frozen weights take no gradient, so a re-run's
+  activations make the peak;
 - `sparse`: `nn.Embedding(sparse=True)` under `SparseAdam` and the dense rest under Adam
   (two optimizers, one step).
 
@@ -90,6 +93,30 @@ class CNN(nn.Module):
         return self.head(x.mean((2, 3)))
 
 
+class ResConv(nn.Module):
+    def __init__(self, c: int) -> None:
+        super().__init__()
+        self.c1, self.bn, self.c2 = nn.Conv2d(c, c, 3, padding=1), nn.BatchNorm2d(c), \
+            nn.Conv2d(c, c, 3, padding=1)
+
+    def forward(self, x):
+        return x + self.c2(F.relu(self.bn(self.c1(x))))
+
+
+class ResCNN(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = nn.Conv2d(3, 16, 3, padding=1)
+        self.blocks = nn.ModuleList(ResConv(16) for _ in range(2))
+        self.head = nn.Linear(16, 10)
+
+    def forward(self, x):
+        x = self.stem(x)
+        for b in self.blocks:
+            x = b(x)
+        return self.head(x.mean((2, 3)))
+
+
 class QATNet(nn.Module):
     def __init__(self) -> None:
         super().__init__()
@@ -158,6 +185,10 @@ g = torch.Generator().manual_seed(1)
 
 if a.case == "channels_last":
     model = CNN().to(memory_format=torch.channels_last)
+elif a.case == "lora_conv":
+    import peft
+
+    model = peft.get_peft_model(ResCNN(), peft.LoraConfig(r=4, target_modules=["c1", "c2"]))
 elif a.case == "qat":
     model = QATNet()
     model.train()
@@ -174,7 +205,7 @@ if a.case == "sparse":
     opts = [torch.optim.SparseAdam(model.emb.parameters(), lr=1e-3),
             optimizer(a.opt, dense)]
 else:
-    opts = [optimizer(a.opt, model.parameters())]
+    opts = [optimizer(a.opt, [p for p in model.parameters() if p.requires_grad])]
 
 if a.case == "persample":
     from torch.func import functional_call, grad, vmap
@@ -188,6 +219,8 @@ if a.case == "persample":
 for step in range(a.steps):
     if a.case == "channels_last":
         x = torch.randn(a.batch, 3, 16, 16, generator=g).to(memory_format=torch.channels_last)
+    elif a.case == "lora_conv":
+        x = torch.randn(a.batch, 3, 16, 16, generator=g)
     elif a.case == "sparse":
         x = torch.randint(0, 500, (a.batch, 12), generator=g)
     elif a.case == "qat":
