@@ -447,6 +447,20 @@ def test_channels_last_cnn_relu_output_saved_by_two_blocks():
         assert abs(p.predicted - p.measured) <= 512, (text, p)
 
 
+def test_offload_read_back_goes_with_the_script_rerun():
+    """transformers Cohere with gradient_checkpointing_enable() (non-reentrant): offload's
+    hooks, outside the library's checkpoint, take the layer input that checkpoint saves,
+    and its re-run reads it back into a list that goes when the re-run ends; Cohere's
+    parallel block saves no raw input, so nothing holds the copy after that
+    (engine.py `_script_rerun_read_back_end`). Before: 32,768 B over measured (the copy held
+    until the original's free at the step's end)."""
+    run = run_client("train_auto.py", ["--model", "cohere", "--grad-ckpt"],
+                     ["offload:model.layers.*", "offload:model"])
+    assert run.ledger_peak == run.allocator_peak
+    for text, p in run.policies.items():
+        assert p.predicted == p.measured < run.allocator_peak, (text, p)
+
+
 def test_batchnorm_statistics_copied_around_a_rerun():
     """peft LoRA on the convolutions of residual conv blocks: the frozen weights take no
     gradient, so the peak sits inside a block's re-run, where `measure` holds a copy of the
