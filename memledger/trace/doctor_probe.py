@@ -52,6 +52,19 @@ is told by the version counter, confirmed by a checksum (the L2 norm) taken when
 (in-place writes of the same values, a sharded parameter gathered again, are not changes).
 SAM's first_step(zero_grad=True) clears the gradient: the next backward is fresh, nothing
 to report.
+
+# Note [Backward passes of one forward]
+K backward passes before one step are micro-batches (accumulation: loss_not_divided,
+token_denominator) only if each backpropagates a forward of its own. A multi-task loop
+that runs the trunk once and calls `loss_k.backward(retain_graph=True)` per head sums the
+partial gradients of one objective over one batch: dividing by K would be wrong. The
+probe tells them apart by the graph itself: each backward's walk (the one that looks for
+input leaves) tags every node it passes in the node's `metadata` dict with (window,
+backward number); a later backward of the same window that meets a tagged node shares a
+forward with that one (`shares` in its record). AccumulateGrad nodes (one per leaf, met
+by every forward) are not tagged. Tags, not `id(node)`: a node's Python wrapper dies after
+the walk and its id is reused, and sequence numbers restart in each thread (DataParallel's
+replicas).
 """
 
 from __future__ import annotations
@@ -100,6 +113,9 @@ _VALUE_LOSSES = {f: f.__name__ for f in (
     F.multilabel_soft_margin_loss, F.poisson_nll_loss, F.gaussian_nll_loss)}
 _LOSSES.update(_VALUE_LOSSES)
 _grad_enabled = torch.is_grad_enabled
+# Note [Backward passes of one forward]: the (window, backward number) that last walked a
+# graph node, kept in the node's own metadata dict (it lives and dies with the node)
+_WALKED = "memledger.doctor.walked"
 
 
 @contextlib.contextmanager
@@ -568,8 +584,12 @@ class DoctorProbe(TorchFunctionMode):
         self._bw += 1
         rec = {"k": "backward", "n": self._bw, "window": self._steps + 1, "value": value,
                "file": file, "line": line, "losses": self._losses}
-        if isinstance(t, _Tensor) and t.grad_fn is not None and self._input_leaves(t.grad_fn):
-            rec["input_grads"] = True
+        if isinstance(t, _Tensor) and t.grad_fn is not None:
+            inputs, shared = self._walk_graph(t.grad_fn)
+            if inputs:
+                rec["input_grads"] = True
+            if shared is not None:   # Note [Backward passes of one forward]
+                rec["shares"] = shared
         self._losses = []
         if isinstance(t, _Tensor):
             self._retention.backward_from(t)
@@ -590,13 +610,38 @@ class DoctorProbe(TorchFunctionMode):
         self._bw_versions = (rec, {pid: self._params[pid]._version for pid in self._bw_params})
         return out
 
-    def _input_leaves(self, root) -> bool:
-        """Does the graph from `root` give a gradient to a leaf that is no parameter (an
-        input that asked for one: FGSM's and PGD's perturbation `delta`)? Such a backward
-        is taken for that gradient; the parameters' it also fills are not the step's to use
-        (`dropped_update`)."""
-        return any(id(v) not in self._params and not isinstance(v, nn.Parameter)
-                   for v in _leaves(root, set()))
+    def _walk_graph(self, root) -> tuple[bool, int | None]:
+        """One walk of the graph about to be backpropagated (backward number `self._bw`):
+        (does it give a gradient to a leaf that is no parameter, the earliest backward of
+        this window that walked one of its nodes). An input leaf (FGSM's and PGD's
+        perturbation `delta`) means the backward is taken for that gradient; the
+        parameters' it also fills are not the step's to use (`dropped_update`). A shared
+        node: Note [Backward passes of one forward]."""
+        key, inputs, shared, count = (self._steps + 1, self._bw), False, None, 0
+        stack = [root]
+        while stack and count < MAX_NODES:
+            node = stack.pop()
+            if node is None:
+                continue
+            var = getattr(node, "variable", None)
+            if var is not None:   # AccumulateGrad: one per leaf, shared by every forward
+                if id(var) not in self._params and not isinstance(var, nn.Parameter):
+                    inputs = True
+                continue
+            try:
+                meta = node.metadata
+            except (AttributeError, RuntimeError):
+                meta = None
+            tag = meta.get(_WALKED) if meta is not None else None
+            if tag == key:
+                continue   # walked already in this walk (the tag, not id(): ids are reused)
+            if tag is not None and tag[0] == key[0] and (shared is None or tag[1] < shared):
+                shared = tag[1]
+            if meta is not None:
+                meta[_WALKED] = key
+            count += 1
+            stack.extend(f for f, _ in node.next_functions)
+        return inputs, shared
 
     def _moved_since_backward(self) -> None:
         """The previous backward's parameters changed in place since it ran (outside any

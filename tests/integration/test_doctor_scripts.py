@@ -105,10 +105,13 @@ BUGS = [
      ["[30, 10]", "3.00x", "40 valid tokens"], "loss = nn.functional.cross_entropy(logits, "
      "labels) / K"),
     ("accumulation.py", ["--bug", "nodiv"], "loss_not_divided", "warning",
-     ["2 backward passes", "loss / 2"], "loss.backward()"),
+     ["2 backward passes", "loss / 2"], "loss.backward(retain_graph=RETAIN)"),
     # any torch.nn.functional loss, not only cross_entropy / nll_loss (mse was missed)
     ("accumulation.py", ["--bug", "msenodiv"], "loss_not_divided", "warning",
-     ["2 backward passes", "loss / 2"], "loss.backward()"),
+     ["2 backward passes", "loss / 2"], "loss.backward(retain_graph=RETAIN)"),
+    # retain_graph=True alone: each micro-batch still has a forward of its own
+    ("accumulation.py", ["--bug", "nodiv", "--retain"], "loss_not_divided", "warning",
+     ["2 backward passes", "loss / 2"], "loss.backward(retain_graph=RETAIN)"),
     ("updates.py", ["--bug", "nonfinite"], "nonfinite_grad", "error", ["step 2, 3", "4 parameters"],
      "scaler.step(opt)"),
     ("updates.py", ["--bug", "scaler"], "dropped_update", "warning",
@@ -240,7 +243,8 @@ FIXED = [("cut.py", ["--cut", c, "--fixed"]) for c in ("detach", "checkpoint")] 
     ("gradient_penalty.py", ["--fixed", "--log-norm"]),
     # correct loops whose patterns look like bugs (see the script's docstring)
     *[("styles.py", ["--loop", lp]) for lp in ("tbptt", "rl", "gp", "queue", "groups",
-                                                 "topzero", "maml", "gan", "fgsm")],
+                                                 "topzero", "maml", "gan", "fgsm",
+                                                 "multitask")],
     # an EMA copy under no_grad (a loop, _foreach_lerp_), SWA's AveragedModel
     ("ema.py", []), ("ema.py", ["--foreach"]), ("ema.py", ["--swa"]),
     # every gradient exactly zero as backward computed it (a hinge whose margins are met)
