@@ -5,7 +5,9 @@ backward pass reached a parameter of the network it belongs to: dropout is off, 
 normalises with (and never updates) its running statistics. A network no gradient reaches
 is not being trained: a frozen loss network (a perceptual loss, `.eval()` and
 `requires_grad_(False)`) or a distillation teacher whose logits are detached is in eval
-mode on purpose, and `model.train()` there would switch its dropout on. Nor is a module
+mode on purpose, and `model.train()` there would switch its dropout on; so is one that
+gradients reach but no optimizer holds a parameter of (a teacher left trainable: the
+waste is params.py's wasted_gradients, the fix is freezing it). Nor is a module
 whose parent is in training mode: it was put in eval by a call of its own, after
 `model.train()` (mmdetection's `norm_eval=True` keeps every BatchNorm's statistics frozen
 while its affine parameters train; a `freeze_bn()` helper); the bug, a `model.eval()` for
@@ -23,9 +25,10 @@ def eval_mode(run: Run) -> list[Finding]:
     for b in run.backwards:
         roots = reached.setdefault(b["window"], set())
         roots.update(int(run.params.get(i, {}).get("root", -1)) for i in b.get("reached", []))
+    untrained = run.untrained_roots()   # a teacher no optimizer holds: eval on purpose
     hits = [m for m in run.modes if m["window"] in reached and (
         m.get("root", -1) < 0 or m["root"] in reached[m["window"]])
-        and m.get("parent_training") is not True]
+        and m.get("parent_training") is not True and m.get("root", -1) not in untrained]
     groups: dict[tuple, list[dict]] = {}
     for m in hits:
         groups.setdefault((m["file"], m["line"]), []).append(m)

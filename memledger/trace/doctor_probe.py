@@ -251,6 +251,8 @@ class DoctorProbe(TorchFunctionMode):
         self._bw_versions: tuple[dict[str, Any], dict[int, int]] | None = None
         self._root_of: dict[int, int] = {}   # id(module) -> its top-level network's number
         self._parent = ByModule()            # module -> weakref to the module holding it
+        self._root_num = ByModule()          # top-level network -> its number (with params)
+        self._net_seen: set[int] = set()     # networks whose first forward under grad is known
         self._hooked: set[int] = set()       # parameters whose gradient hooks are on
         self._none_grad: set[int] = set()    # reached by backward, no gradient computed
         self._losses: list[dict[str, Any]] = []
@@ -378,7 +380,9 @@ class DoctorProbe(TorchFunctionMode):
     def _register_root(self, root: nn.Module) -> None:
         prefix = self._names.prefix[root]
         number = self._roots
-        self._roots += next(root.parameters(), None) is not None
+        if next(root.parameters(), None) is not None:
+            self._roots += 1
+            self._root_num[root] = number
         for m in root.modules():   # check 7 asks whether a gradient reached this network
             self._root_of.setdefault(id(m), number)
             for c in m.children():   # and whether the module holding it is in training
@@ -414,6 +418,16 @@ class DoctorProbe(TorchFunctionMode):
         if new:   # the module, or the one whose method called it (trace/roots.py)
             self._register_root(self._names.root)
         self._ran.add(mid)
+        number = self._root_num.get(module)
+        if number is not None and number not in self._net_seen and _grad_enabled():
+            # a network's first forward under grad: where a frozen teacher or loss network
+            # would be wrapped in no_grad, and whether a gradient must flow through it
+            self._net_seen.add(number)
+            file, line = user_line()
+            self.records.append({
+                "k": "net", "root": number, "training": bool(module.training),
+                "input_grad": any(isinstance(a, _Tensor) and a.requires_grad for a in args),
+                "var": user_name_of(module)[0], "file": file, "line": line})
         if not self._ddp and type(module).__name__ == "DistributedDataParallel":
             self._ddp = True
         if not module.training and mid not in self._mode_seen and _grad_enabled() and (
@@ -554,6 +568,9 @@ class DoctorProbe(TorchFunctionMode):
                 elif owner is _GRAD:
                     if args and id(args[0]) in self._params:
                         self._grads_read.add(id(args[0]))   # Note [Gradients of two weights]
+                        # the script uses this gradient (master weights copied by hand):
+                        # not a wasted one (doctor/params.py wasted_gradients)
+                        self._param_recs[id(args[0])]["grad_read"] = True
                         self._grad_read(args[0])
                     return func(*args, **kwargs)
             if cut is not None:

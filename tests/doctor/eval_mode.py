@@ -12,6 +12,10 @@ on without model.train(): dropout off, BatchNorm on running statistics.
                                               # training (mmdetection's norm_eval=True): not a
                                               # finding
     python eval_mode.py --norm-eval           # the bug (no model.train()) with it: a finding
+    python eval_mode.py --fixed --loss-net --trainable-loss-net   # the loss network in eval
+                                              # but not frozen: gradients kept for its
+                                              # parameters, which no optimizer holds
+                                              # (wasted_gradients; not eval_mode)
 """
 import sys
 
@@ -21,11 +25,12 @@ from torch import nn
 FIXED = "--fixed" in sys.argv
 FROZEN_BN = "--frozen-bn" in sys.argv
 LOSS_NET = "--loss-net" in sys.argv
+TRAINABLE_LOSS_NET = "--trainable-loss-net" in sys.argv
 NORM_EVAL = "--norm-eval" in sys.argv
 torch.manual_seed(0)
 # the output flows through it, but no gradient reaches its own (frozen) parameters
 loss_net = nn.Sequential(nn.Linear(2, 16), nn.ReLU(), nn.Dropout(0.5), nn.Linear(16, 4))
-loss_net.eval().requires_grad_(False)
+loss_net.eval().requires_grad_(TRAINABLE_LOSS_NET)
 model = nn.Sequential(nn.Linear(8, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Dropout(0.1),
                       nn.Linear(8, 2))
 if FROZEN_BN:

@@ -183,6 +183,15 @@ BUGS = [
     ("two_models.py", ["--loop", "distill", "--student-eval"], "eval_mode", "warning",
      ["1 Dropout modules (`3`)", "step 1-3: dropout is off; call"],
      "loss = F.mse_loss(student(x), target)"),
+    # a teacher in eval mode, in no optimizer, run with grad: once eval_mode's "call
+    # model.train()"; the waste is its gradients, the fix freezing it
+    ("two_models.py", ["--loop", "distill", "--teacher-grad"], "wasted_gradients", "warning",
+     ["4 parameters", "`teacher`, a network in eval mode", "step 1-3", "requires_grad_(False)",
+      "torch.no_grad()"], "target = teacher(x)"),
+    # a loss network whose input's gradient is needed: freeze it, no_grad would cut it
+    ("eval_mode.py", ["--fixed", "--loss-net", "--trainable-loss-net"], "wasted_gradients",
+     "warning", ["4 parameters", "`loss_net`", "its input's gradient still flows"],
+     "loss = loss + loss_net(out).pow(2).mean()"),
 ]
 
 
@@ -191,6 +200,8 @@ BUGS = [
 def test_planted_bug_is_caught_naming_what_and_where(script, args, check, severity, names,
                                                     line):
     report = doctor(script, *args)
+    if check == "wasted_gradients":   # a network no optimizer trains: not eval_mode's train()
+        assert [f.check for f in report.findings] == [check]
     (f,) = [f for f in report.findings if f.check == check]
     assert f.severity == severity
     for n in names:
