@@ -112,6 +112,14 @@ _VALUE_LOSSES = {f: f.__name__ for f in (
     F.margin_ranking_loss, F.hinge_embedding_loss, F.soft_margin_loss,
     F.multilabel_soft_margin_loss, F.poisson_nll_loss, F.gaussian_nll_loss)}
 _LOSSES.update(_VALUE_LOSSES)
+# functional dropout (transformers' attention: `F.dropout(w, p, training=module.training)`):
+# check 7 sees nn.Dropout by its module hook; these by their call and the training flag
+# passed (a dispatch mode would not: with training=False no aten op runs at all)
+_DROPOUTS = {f: f"F.{f.__name__}" for f in (
+    F.dropout, F.dropout1d, F.dropout2d, F.dropout3d, F.alpha_dropout,
+    F.feature_alpha_dropout)}
+_DROPOUTS.update({f: f"torch.{f.__name__}" for f in (
+    torch.dropout, torch.alpha_dropout, torch.feature_dropout, torch.feature_alpha_dropout)})
 _grad_enabled = torch.is_grad_enabled
 # Note [Backward passes of one forward]: the (window, backward number) that last walked a
 # graph node, kept in the node's own metadata dict (it lives and dies with the node)
@@ -408,7 +416,7 @@ class DoctorProbe(TorchFunctionMode):
         for ref, rec in self._mode_recs:
             m = ref()
             if m is not None:
-                rec["mod"] = self._names.paths.get(m, rec["mod"])
+                rec["mod"] = self._names.paths.get(m) or rec["mod"]
 
     def _module_pre(self, module: nn.Module, args) -> None:
         mid = id(module)
@@ -443,6 +451,31 @@ class DoctorProbe(TorchFunctionMode):
             if not self._names.decided:
                 self._mode_recs.append((weakref.ref(module), rec))
             self.records.append(rec)
+
+    def _functional_dropout(self, name: str, args: tuple, kwargs: dict) -> None:
+        """Check 7 for a dropout call: off (training=False, p > 0) under grad, inside a
+        module's forward. The module that called it holds it as a module holds its
+        nn.Dropout: `parent_training` is that module's flag, so a forgotten
+        `model.train()` (`training=self.training`, the module in eval) is one, and a
+        `training=False` written while the module trains is on purpose."""
+        train = args[2] if len(args) > 2 else kwargs.get("training", kwargs.get("train", True))
+        p = args[1] if len(args) > 1 else kwargs.get("p", 0.5)
+        with contextlib.suppress(TypeError, ValueError, RuntimeError):
+            if train or float(p) <= 0 or not _grad_enabled():
+                return
+        module = _calling_module(sys._getframe(2))
+        if module is None or isinstance(module, nn.modules.dropout._DropoutNd) or \
+                id(module) in self._mode_seen:
+            return   # an nn.Dropout's own call: its module hook records it
+        self._mode_seen.add(id(module))
+        file, line = user_line()
+        rec = {"k": "mode", "window": self._steps + 1, "fn": True,
+               "mod": self._names.paths.get(module, "") or type(module).__name__,
+               "cls": name, "bw": self._bw, "root": self._root_of.get(id(module), -1),
+               "file": file, "line": line, "parent_training": bool(module.training)}
+        if not self._names.decided:
+            self._mode_recs.append((weakref.ref(module), rec))
+        self.records.append(rec)
 
     # ---- gradients (Note [Which backward reached a parameter]) ------------------------------
     def _make_grad_pre(self, pid: int):
@@ -545,6 +578,9 @@ class DoctorProbe(TorchFunctionMode):
         loss = _LOSSES.get(func)
         if loss is not None:
             return self._loss(loss, func, args, kwargs)
+        drop = _DROPOUTS.get(func)
+        if drop is not None:
+            self._functional_dropout(drop, args, kwargs)
         # the caller of __torch_function__, which called this
         if func in _SCALE_MULS and sys._getframe(2).f_code.co_filename == _SCALER_FILE:
             return self._scale(func, args, kwargs)
@@ -986,6 +1022,18 @@ class DoctorProbe(TorchFunctionMode):
             if issubclass(type(o), LRScheduler):  # type(): never wake lazy proxies
                 self._scheds.append((weakref.ref(o), -1, False))
                 self._sched_cls.append(type(o).__name__)
+
+
+def _calling_module(frame, depth: int = 12) -> nn.Module | None:
+    """The module whose method is running in `frame` or the frames around it (`self`):
+    transformers' `eager_attention_forward(module, ...)` is called by the attention
+    module's forward, one frame out."""
+    while frame is not None and depth > 0:
+        obj = frame.f_locals.get("self")
+        if isinstance(obj, nn.Module):
+            return obj
+        frame, depth = frame.f_back, depth - 1
+    return None
 
 
 def _leaves(root, visited: set[int]):

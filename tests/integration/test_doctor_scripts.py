@@ -178,6 +178,11 @@ BUGS = [
      ["6 parameters of `ema`", "step 2-3"], "e.mul_(decay).add_(p, alpha=1 - decay)"),
     ("eval_mode.py", ["--norm-eval"], "eval_mode", "warning",
      ["BatchNorm1d/Dropout", "step 2, 3"], "out = model(x)"),
+    # the model's only dropout is F.dropout(..., training=self.training): once unseen; at
+    # the call (the innermost line of the script's code, as for every finding)
+    ("eval_mode.py", ["--functional"], "eval_mode", "warning",
+     ["F.dropout in 1 modules (`1`)", "step 2, 3", "dropout is off; call model.train()"],
+     "return F.dropout(torch.relu(self.fc(x)), 0.1, training=False if HARD_FALSE else self.training)"),
     # a student (named the model at the first step, after its teacher) left in eval mode:
     # one module, once named twice (`Sequential.3` in step 1, `3` after)
     ("two_models.py", ["--loop", "distill", "--student-eval"], "eval_mode", "warning",
@@ -223,6 +228,8 @@ FIXED = [("cut.py", ["--cut", c, "--fixed"]) for c in ("detach", "checkpoint")] 
     # a BatchNorm put in eval on its own after model.train(), its affine parameters
     # training (mmdetection's norm_eval): once an eval_mode warning
     ("eval_mode.py", ["--fixed", "--norm-eval"]),
+    ("eval_mode.py", ["--functional", "--fixed"]),
+    ("eval_mode.py", ["--functional", "--fixed", "--hard-false"]),   # off on purpose
     ("eval_mode.py", ["--fixed", "--loss-net"]),    # a frozen loss network: no gradient
                                                     # reaches it (its Dropout once warned)
     # two optimizers: a GAN (the generator's backward adds to the discriminator's used
@@ -388,6 +395,18 @@ def test_no_false_positive_on_transformers_and_peft_loops(script):
             pytest.skip(f"{pkg} is not installed (pip install '.[dev]')")
     report = doctor(script)
     assert [f.line() for f in report.findings] == []
+
+
+def test_functional_dropout_of_a_transformers_model_left_in_eval_mode():
+    """BART's dropout is all `nn.functional.dropout(..., training=self.training)`: the model
+    left in eval read "no findings" (the rule saw nn.Dropout modules only)."""
+    if importlib.util.find_spec("transformers") is None:
+        pytest.skip("transformers is not installed (pip install '.[dev]')")
+    assert doctor("hf_bart.py").findings == []
+    (f,) = doctor("hf_bart.py", "--eval").findings
+    assert (f.check, f.severity) == ("eval_mode", "warning")
+    assert "F.dropout in 4 modules (`model.decoder`, `model.decoder.layers.0`" in f.message
+    assert f.where.line == line_of("hf_bart.py", "out = model(input_ids=ids, labels=ids)")
 
 
 def test_the_report_says_which_steps_its_findings_number():
