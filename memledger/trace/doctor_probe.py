@@ -457,12 +457,16 @@ class DoctorProbe(TorchFunctionMode):
         module's forward. The module that called it holds it as a module holds its
         nn.Dropout: `parent_training` is that module's flag, so a forgotten
         `model.train()` (`training=self.training`, the module in eval) is one, and a
-        `training=False` written while the module trains is on purpose."""
-        train = args[2] if len(args) > 2 else kwargs.get("training", kwargs.get("train", True))
+        `training=False` written while the module trains is on purpose. No `training`
+        passed: the default, on (dropping), or off whatever the mode (the alpha dropouts'):
+        not this."""
+        train = args[2] if len(args) > 2 else kwargs.get("training", kwargs.get("train"))
         p = args[1] if len(args) > 1 else kwargs.get("p", 0.5)
-        with contextlib.suppress(TypeError, ValueError, RuntimeError):
-            if train or float(p) <= 0 or not _grad_enabled():
+        try:
+            if train is None or train or float(p) <= 0 or not _grad_enabled():
                 return
+        except (TypeError, ValueError, RuntimeError):
+            return
         module = _calling_module(sys._getframe(2))
         if module is None or isinstance(module, nn.modules.dropout._DropoutNd) or \
                 id(module) in self._mode_seen:
@@ -665,8 +669,8 @@ class DoctorProbe(TorchFunctionMode):
 
     def _walk_graph(self, root) -> tuple[bool, int | None]:
         """One walk of the graph about to be backpropagated (backward number `self._bw`):
-        (does it give a gradient to a leaf that is no parameter, the earliest backward of
-        this window that walked one of its nodes). An input leaf (FGSM's and PGD's
+        (does it give a gradient to a leaf that is no parameter, the number of an earlier
+        backward of this window that walked one of its nodes). An input leaf (FGSM's and PGD's
         perturbation `delta`) means the backward is taken for that gradient; the
         parameters' it also fills are not the step's to use (`dropped_update`). A shared
         node: Note [Backward passes of one forward]."""
@@ -688,7 +692,7 @@ class DoctorProbe(TorchFunctionMode):
             tag = meta.get(_WALKED) if meta is not None else None
             if tag == key:
                 continue   # walked already in this walk (the tag, not id(): ids are reused)
-            if tag is not None and tag[0] == key[0] and (shared is None or tag[1] < shared):
+            if tag is not None and tag[0] == key[0]:
                 shared = tag[1]
             if meta is not None:
                 meta[_WALKED] = key
