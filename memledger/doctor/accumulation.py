@@ -20,7 +20,10 @@ def _micro_batches(run: Run) -> list[tuple[dict, list[dict]]]:
     out = []
     for st in run.steps:
         bws = [by_n[n] for n in st["bw"] if n in by_n]
-        if len(bws) >= 2:
+        # backward passes through one forward (a head each on a shared trunk, with
+        # retain_graph) sum one objective's parts, not micro-batches (Note [Backward passes
+        # of one forward] in memledger/trace/doctor_probe.py)
+        if len(bws) >= 2 and not any("shares" in b for b in bws):
             out.append((st, bws))
     return out
 

@@ -1,10 +1,12 @@
 """Check 2: frozen parameters that move, trainable ones no optimizer holds, ones two hold,
-an optimizer holding parameters the model no longer uses."""
+an optimizer holding parameters the model no longer uses, a network no optimizer trains
+whose parameters still get gradients."""
 
 from __future__ import annotations
 
 from memledger.doctor.findings import Finding
 from memledger.doctor.records import Run, span, where
+from memledger.units import format_bytes
 
 
 def frozen_moving(run: Run) -> list[Finding]:
@@ -91,3 +93,35 @@ def stale_optimizer(run: Run) -> list[Finding]:
                  "optimizer from the model you train, after copying or moving it"),
         evidence={"optimizer_params": len(st["params"]), "orphans": len(orphans),
                   "bytes": run.bytes_of(orphans)})]
+
+
+def wasted_gradients(run: Run) -> list[Finding]:
+    """A network no optimizer trains (a distillation teacher, a loss network) whose
+    parameters backward gives gradients that nothing reads: their `.grad` tensors take memory
+    and backward computes them, for nothing. Its eval mode is not the bug (eval_mode leaves
+    it alone); freezing it is the fix. A script that reads those gradients (copies them into
+    master weights, logs their norm) uses them: not reported."""
+    out = []
+    for root, idx in run.untrained_roots().items():
+        if any(run.params.get(i, {}).get("grad_read") for i in idx):
+            continue
+        net = run.nets.get(root)
+        steps = sorted({b["window"] for b in run.backwards if set(b.get("reached", ())) & set(idx)})
+        first = next(b for b in run.backwards if set(b.get("reached", ())) & set(idx))
+        evalm = net is not None and not net.get("training", True)
+        through = net is not None and net.get("input_grad")
+        name = f"`{net['var']}`, a network " if net is not None and net.get("var") else \
+            "a network "
+        fix = ("call requires_grad_(False) on it (its input's gradient still flows through it)"
+               if through else
+               "call requires_grad_(False) on it, or run its forward under torch.no_grad()")
+        out.append(Finding(
+            check="wasted_gradients", severity="warning", where=where(net or first),
+            message=(f"backward computes and stores gradients for {len(idx)} parameters "
+                     f"({run.names(idx)}, {format_bytes(run.bytes_of(idx))}) of {name}"
+                     f"{'in eval mode ' if evalm else ''}that no optimizer updates, in step "
+                     f"{span(steps)}, and nothing reads them: memory and compute spent for "
+                     f"nothing (a teacher or loss network left trainable?); {fix}"),
+            evidence={"params": len(idx), "bytes": run.bytes_of(idx), "steps": steps,
+                      "eval_mode": evalm}))
+    return out

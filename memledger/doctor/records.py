@@ -9,7 +9,9 @@ which backward passes reached each, gradients zeroed / non-finite, frozen ones t
 clip and a step fall] in memledger/trace/doctor_order.py), `mixed` (a gradient added to
 at changed weights: Note [Gradients of two weights] in doctor_probe.py), `penalty` (a
 backward from a loss with a term made of gradients taken without a graph: Note [A
-gradient penalty without create_graph] in doctor_penalty.py), `end`.
+gradient penalty without create_graph] in doctor_penalty.py), `net` (a top-level network's
+first forward under grad: its number, line, training flag, whether an input required
+grad), `end`. A `param` record has `grad_read` once the script read its `.grad`.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ class Run:
     clips: list[Record] = field(default_factory=list)
     mixed: list[Record] = field(default_factory=list)
     penalties: list[Record] = field(default_factory=list)
+    nets: dict[int, Record] = field(default_factory=dict)
     n_steps: int = 0
     n_optimizer_steps: int = 0
 
@@ -49,6 +52,8 @@ class Run:
             k = r.get("k")
             if k == "param":
                 run.params[int(r["i"])] = r
+            elif k == "net":
+                run.nets.setdefault(int(r["root"]), r)
             elif k in lists:
                 lists[k].append(r)
             elif k == "end":
@@ -67,6 +72,23 @@ class Run:
 
     def bytes_of(self, idx) -> int:
         return sum(int(self.params.get(i, {}).get("bytes", 0)) for i in set(idx))
+
+    def untrained_roots(self) -> dict[int, list[int]]:
+        """{network: its parameters backward gave gradients} for the top-level networks
+        backward reached of which no optimizer holds a parameter, while one it holds was
+        reached (so not a stale optimizer, nor master weights whose gradients the script
+        copies in by hand): a teacher or loss network, not trained."""
+        held = {i for st in self.steps for i in st["params"]}
+        reached = {i for b in self.backwards for i in b.get("reached", ())}
+        if not reached & held:
+            return {}
+        held_roots = {self.params.get(i, {}).get("root") for i in held}
+        out: dict[int, list[int]] = {}
+        for i in sorted(reached):
+            root = self.params.get(i, {}).get("root")
+            if root is not None and root not in held_roots:
+                out.setdefault(int(root), []).append(i)
+        return out
 
     def first_steps(self) -> set[int]:
         """`step` numbers that are an optimizer's first (its late-hooked params are unknown)."""

@@ -52,6 +52,19 @@ is told by the version counter, confirmed by a checksum (the L2 norm) taken when
 (in-place writes of the same values, a sharded parameter gathered again, are not changes).
 SAM's first_step(zero_grad=True) clears the gradient: the next backward is fresh, nothing
 to report.
+
+# Note [Backward passes of one forward]
+K backward passes before one step are micro-batches (accumulation: loss_not_divided,
+token_denominator) only if each backpropagates a forward of its own. A multi-task loop
+that runs the trunk once and calls `loss_k.backward(retain_graph=True)` per head sums the
+partial gradients of one objective over one batch: dividing by K would be wrong. The
+probe tells them apart by the graph itself: each backward's walk (the one that looks for
+input leaves) tags every node it passes in the node's `metadata` dict with (window,
+backward number); a later backward of the same window that meets a tagged node shares a
+forward with that one (`shares` in its record). AccumulateGrad nodes (one per leaf, met
+by every forward) are not tagged. Tags, not `id(node)`: a node's Python wrapper dies after
+the walk and its id is reused, and sequence numbers restart in each thread (DataParallel's
+replicas).
 """
 
 from __future__ import annotations
@@ -99,7 +112,18 @@ _VALUE_LOSSES = {f: f.__name__ for f in (
     F.margin_ranking_loss, F.hinge_embedding_loss, F.soft_margin_loss,
     F.multilabel_soft_margin_loss, F.poisson_nll_loss, F.gaussian_nll_loss)}
 _LOSSES.update(_VALUE_LOSSES)
+# functional dropout (transformers' attention: `F.dropout(w, p, training=module.training)`):
+# check 7 sees nn.Dropout by its module hook; these by their call and the training flag
+# passed (a dispatch mode would not: with training=False no aten op runs at all)
+_DROPOUTS = {f: f"F.{f.__name__}" for f in (
+    F.dropout, F.dropout1d, F.dropout2d, F.dropout3d, F.alpha_dropout,
+    F.feature_alpha_dropout)}
+_DROPOUTS.update({f: f"torch.{f.__name__}" for f in (
+    torch.dropout, torch.alpha_dropout, torch.feature_dropout, torch.feature_alpha_dropout)})
 _grad_enabled = torch.is_grad_enabled
+# Note [Backward passes of one forward]: the (window, backward number) that last walked a
+# graph node, kept in the node's own metadata dict (it lives and dies with the node)
+_WALKED = "memledger.doctor.walked"
 
 
 @contextlib.contextmanager
@@ -235,6 +259,8 @@ class DoctorProbe(TorchFunctionMode):
         self._bw_versions: tuple[dict[str, Any], dict[int, int]] | None = None
         self._root_of: dict[int, int] = {}   # id(module) -> its top-level network's number
         self._parent = ByModule()            # module -> weakref to the module holding it
+        self._root_num = ByModule()          # top-level network -> its number (with params)
+        self._net_seen: set[int] = set()     # networks whose first forward under grad is known
         self._hooked: set[int] = set()       # parameters whose gradient hooks are on
         self._none_grad: set[int] = set()    # reached by backward, no gradient computed
         self._losses: list[dict[str, Any]] = []
@@ -362,7 +388,9 @@ class DoctorProbe(TorchFunctionMode):
     def _register_root(self, root: nn.Module) -> None:
         prefix = self._names.prefix[root]
         number = self._roots
-        self._roots += next(root.parameters(), None) is not None
+        if next(root.parameters(), None) is not None:
+            self._roots += 1
+            self._root_num[root] = number
         for m in root.modules():   # check 7 asks whether a gradient reached this network
             self._root_of.setdefault(id(m), number)
             for c in m.children():   # and whether the module holding it is in training
@@ -388,7 +416,7 @@ class DoctorProbe(TorchFunctionMode):
         for ref, rec in self._mode_recs:
             m = ref()
             if m is not None:
-                rec["mod"] = self._names.paths.get(m, rec["mod"])
+                rec["mod"] = self._names.paths.get(m) or rec["mod"]
 
     def _module_pre(self, module: nn.Module, args) -> None:
         mid = id(module)
@@ -398,6 +426,16 @@ class DoctorProbe(TorchFunctionMode):
         if new:   # the module, or the one whose method called it (trace/roots.py)
             self._register_root(self._names.root)
         self._ran.add(mid)
+        number = self._root_num.get(module)
+        if number is not None and number not in self._net_seen and _grad_enabled():
+            # a network's first forward under grad: where a frozen teacher or loss network
+            # would be wrapped in no_grad, and whether a gradient must flow through it
+            self._net_seen.add(number)
+            file, line = user_line()
+            self.records.append({
+                "k": "net", "root": number, "training": bool(module.training),
+                "input_grad": any(isinstance(a, _Tensor) and a.requires_grad for a in args),
+                "var": user_name_of(module)[0], "file": file, "line": line})
         if not self._ddp and type(module).__name__ == "DistributedDataParallel":
             self._ddp = True
         if not module.training and mid not in self._mode_seen and _grad_enabled() and (
@@ -413,6 +451,35 @@ class DoctorProbe(TorchFunctionMode):
             if not self._names.decided:
                 self._mode_recs.append((weakref.ref(module), rec))
             self.records.append(rec)
+
+    def _functional_dropout(self, name: str, args: tuple, kwargs: dict) -> None:
+        """Check 7 for a dropout call: off (training=False, p > 0) under grad, inside a
+        module's forward. The module that called it holds it as a module holds its
+        nn.Dropout: `parent_training` is that module's flag, so a forgotten
+        `model.train()` (`training=self.training`, the module in eval) is one, and a
+        `training=False` written while the module trains is on purpose. No `training`
+        passed: the default, on (dropping), or off whatever the mode (the alpha dropouts'):
+        not this."""
+        train = args[2] if len(args) > 2 else kwargs.get("training", kwargs.get("train"))
+        p = args[1] if len(args) > 1 else kwargs.get("p", 0.5)
+        try:
+            if train is None or train or float(p) <= 0 or not _grad_enabled():
+                return
+        except (TypeError, ValueError, RuntimeError):
+            return
+        module = _calling_module(sys._getframe(2))
+        if module is None or isinstance(module, nn.modules.dropout._DropoutNd) or \
+                id(module) in self._mode_seen:
+            return   # an nn.Dropout's own call: its module hook records it
+        self._mode_seen.add(id(module))
+        file, line = user_line()
+        rec = {"k": "mode", "window": self._steps + 1, "fn": True,
+               "mod": self._names.paths.get(module, "") or type(module).__name__,
+               "cls": name, "bw": self._bw, "root": self._root_of.get(id(module), -1),
+               "file": file, "line": line, "parent_training": bool(module.training)}
+        if not self._names.decided:
+            self._mode_recs.append((weakref.ref(module), rec))
+        self.records.append(rec)
 
     # ---- gradients (Note [Which backward reached a parameter]) ------------------------------
     def _make_grad_pre(self, pid: int):
@@ -515,6 +582,9 @@ class DoctorProbe(TorchFunctionMode):
         loss = _LOSSES.get(func)
         if loss is not None:
             return self._loss(loss, func, args, kwargs)
+        drop = _DROPOUTS.get(func)
+        if drop is not None:
+            self._functional_dropout(drop, args, kwargs)
         # the caller of __torch_function__, which called this
         if func in _SCALE_MULS and sys._getframe(2).f_code.co_filename == _SCALER_FILE:
             return self._scale(func, args, kwargs)
@@ -538,6 +608,9 @@ class DoctorProbe(TorchFunctionMode):
                 elif owner is _GRAD:
                     if args and id(args[0]) in self._params:
                         self._grads_read.add(id(args[0]))   # Note [Gradients of two weights]
+                        # the script uses this gradient (master weights copied by hand):
+                        # not a wasted one (doctor/params.py wasted_gradients)
+                        self._param_recs[id(args[0])]["grad_read"] = True
                         self._grad_read(args[0])
                     return func(*args, **kwargs)
             if cut is not None:
@@ -568,8 +641,12 @@ class DoctorProbe(TorchFunctionMode):
         self._bw += 1
         rec = {"k": "backward", "n": self._bw, "window": self._steps + 1, "value": value,
                "file": file, "line": line, "losses": self._losses}
-        if isinstance(t, _Tensor) and t.grad_fn is not None and self._input_leaves(t.grad_fn):
-            rec["input_grads"] = True
+        if isinstance(t, _Tensor) and t.grad_fn is not None:
+            inputs, shared = self._walk_graph(t.grad_fn)
+            if inputs:
+                rec["input_grads"] = True
+            if shared is not None:   # Note [Backward passes of one forward]
+                rec["shares"] = shared
         self._losses = []
         if isinstance(t, _Tensor):
             self._retention.backward_from(t)
@@ -590,13 +667,38 @@ class DoctorProbe(TorchFunctionMode):
         self._bw_versions = (rec, {pid: self._params[pid]._version for pid in self._bw_params})
         return out
 
-    def _input_leaves(self, root) -> bool:
-        """Does the graph from `root` give a gradient to a leaf that is no parameter (an
-        input that asked for one: FGSM's and PGD's perturbation `delta`)? Such a backward
-        is taken for that gradient; the parameters' it also fills are not the step's to use
-        (`dropped_update`)."""
-        return any(id(v) not in self._params and not isinstance(v, nn.Parameter)
-                   for v in _leaves(root, set()))
+    def _walk_graph(self, root) -> tuple[bool, int | None]:
+        """One walk of the graph about to be backpropagated (backward number `self._bw`):
+        (does it give a gradient to a leaf that is no parameter, the number of an earlier
+        backward of this window that walked one of its nodes). An input leaf (FGSM's and PGD's
+        perturbation `delta`) means the backward is taken for that gradient; the
+        parameters' it also fills are not the step's to use (`dropped_update`). A shared
+        node: Note [Backward passes of one forward]."""
+        key, inputs, shared, count = (self._steps + 1, self._bw), False, None, 0
+        stack = [root]
+        while stack and count < MAX_NODES:
+            node = stack.pop()
+            if node is None:
+                continue
+            var = getattr(node, "variable", None)
+            if var is not None:   # AccumulateGrad: one per leaf, shared by every forward
+                if id(var) not in self._params and not isinstance(var, nn.Parameter):
+                    inputs = True
+                continue
+            try:
+                meta = node.metadata
+            except (AttributeError, RuntimeError):
+                meta = None
+            tag = meta.get(_WALKED) if meta is not None else None
+            if tag == key:
+                continue   # walked already in this walk (the tag, not id(): ids are reused)
+            if tag is not None and tag[0] == key[0]:
+                shared = tag[1]
+            if meta is not None:
+                meta[_WALKED] = key
+            count += 1
+            stack.extend(f for f, _ in node.next_functions)
+        return inputs, shared
 
     def _moved_since_backward(self) -> None:
         """The previous backward's parameters changed in place since it ran (outside any
@@ -924,6 +1026,18 @@ class DoctorProbe(TorchFunctionMode):
             if issubclass(type(o), LRScheduler):  # type(): never wake lazy proxies
                 self._scheds.append((weakref.ref(o), -1, False))
                 self._sched_cls.append(type(o).__name__)
+
+
+def _calling_module(frame, depth: int = 12) -> nn.Module | None:
+    """The module whose method is running in `frame` or the frames around it (`self`):
+    transformers' `eager_attention_forward(module, ...)` is called by the attention
+    module's forward, one frame out."""
+    while frame is not None and depth > 0:
+        obj = frame.f_locals.get("self")
+        if isinstance(obj, nn.Module):
+            return obj
+        frame, depth = frame.f_back, depth - 1
+    return None
 
 
 def _leaves(root, visited: set[int]):

@@ -4,6 +4,8 @@
                    a token of the second weighs 3x one of the first (transformers#34191)
     --bug nodiv    the loss is not divided by K
     --bug msenodiv the same with a regression loss (mse_loss on the logits)
+    --retain       backward(retain_graph=True): still K forwards, K micro-batches (the
+                   flag alone does not make the backward passes one objective's parts)
     --fixed        sum over tokens, divided by the step's 40 valid tokens
     --fixed --sum  each micro-batch's loss a sum over its tokens, undivided: the step's
                    gradient is the sum over its 40 tokens, as one batch's with
@@ -16,6 +18,7 @@ from torch import nn
 
 BUG = sys.argv[sys.argv.index("--bug") + 1] if "--bug" in sys.argv else "tokens"
 FIXED = "--fixed" in sys.argv
+RETAIN = "--retain" in sys.argv
 K = 2
 torch.manual_seed(0)
 model = nn.Sequential(nn.Embedding(11, 8), nn.Linear(8, 11))
@@ -40,6 +43,6 @@ for step in range(3):
             loss = nn.functional.mse_loss(logits, torch.zeros_like(logits))
         else:
             loss = nn.functional.cross_entropy(logits, labels) / K
-        loss.backward()
+        loss.backward(retain_graph=RETAIN)
     opt.step()
     opt.zero_grad()

@@ -12,22 +12,51 @@ on without model.train(): dropout off, BatchNorm on running statistics.
                                               # training (mmdetection's norm_eval=True): not a
                                               # finding
     python eval_mode.py --norm-eval           # the bug (no model.train()) with it: a finding
+    python eval_mode.py --functional          # the bug, the model's only dropout a functional
+                                              # call, F.dropout(h, p, training=self.training)
+                                              # (BART's, Whisper's layers): once unseen
+    python eval_mode.py --functional --fixed  # model.train() after validation
+    python eval_mode.py --functional --fixed --hard-false   # training=False written on
+                                              # purpose while the module trains: not a finding
+    python eval_mode.py --fixed --loss-net --trainable-loss-net   # the loss network in eval
+                                              # but not frozen: gradients kept for its
+                                              # parameters, which no optimizer holds
+                                              # (wasted_gradients; not eval_mode)
 """
 import sys
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 FIXED = "--fixed" in sys.argv
 FROZEN_BN = "--frozen-bn" in sys.argv
 LOSS_NET = "--loss-net" in sys.argv
+TRAINABLE_LOSS_NET = "--trainable-loss-net" in sys.argv
+FUNCTIONAL = "--functional" in sys.argv
+HARD_FALSE = "--hard-false" in sys.argv
+
+
+class Block(nn.Module):
+    """A layer that drops with torch.nn.functional, as transformers' BART layers do."""
+
+    def __init__(self, n: int) -> None:
+        super().__init__()
+        self.fc = nn.Linear(n, n)
+
+    def forward(self, x):
+        return F.dropout(torch.relu(self.fc(x)), 0.1, training=False if HARD_FALSE else self.training)
+
+
 NORM_EVAL = "--norm-eval" in sys.argv
 torch.manual_seed(0)
 # the output flows through it, but no gradient reaches its own (frozen) parameters
 loss_net = nn.Sequential(nn.Linear(2, 16), nn.ReLU(), nn.Dropout(0.5), nn.Linear(16, 4))
-loss_net.eval().requires_grad_(False)
+loss_net.eval().requires_grad_(TRAINABLE_LOSS_NET)
 model = nn.Sequential(nn.Linear(8, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Dropout(0.1),
                       nn.Linear(8, 2))
+if FUNCTIONAL:   # no Dropout or BatchNorm module at all
+    model = nn.Sequential(nn.Linear(8, 8), Block(8), nn.Linear(8, 2))
 if FROZEN_BN:
     model[1].requires_grad_(False)
 opt = torch.optim.SGD(model.parameters(), lr=0.1)
@@ -45,5 +74,5 @@ for step in range(3):
         model(torch.randn(4, 8))
     if FIXED:
         model.train()
-    if FROZEN_BN or NORM_EVAL:
+    if (FROZEN_BN or NORM_EVAL) and not FUNCTIONAL:
         model[1].eval()

@@ -19,6 +19,10 @@ check. No finding on any of them.
     python styles.py --loop fgsm       # adversarial training ("fast is better than free"):
                                        # a backward for the perturbation's gradient, the
                                        # parameters' zeroed before the training backward
+    python styles.py --loop multitask  # one trunk forward, a head per task, one
+                                       # backward(retain_graph=True) per head, one step: the
+                                       # parts of one objective, not micro-batches (not a
+                                       # loss_not_divided: the backward passes share a forward)
 """
 import copy
 import sys
@@ -174,4 +178,16 @@ elif LOOP == "fgsm":
         loss = F.cross_entropy(model(x + delta), y)
         opt.zero_grad()
         loss.backward()
+        opt.step()
+elif LOOP == "multitask":
+    trunk = nn.Sequential(nn.Linear(32, 64), nn.ReLU())
+    heads = nn.ModuleList([nn.Linear(64, 4) for _ in range(3)])
+    opt = torch.optim.AdamW([*trunk.parameters(), *heads.parameters()], lr=1e-3)
+    for it in range(4):
+        x, ys = torch.randn(4, 32), [torch.randint(0, 4, (4,)) for _ in heads]
+        opt.zero_grad()
+        feat = trunk(x)
+        for head, y in zip(heads, ys):
+            loss = F.cross_entropy(head(feat), y)
+            loss.backward(retain_graph=True)
         opt.step()

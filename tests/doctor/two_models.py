@@ -12,11 +12,16 @@
     python two_models.py --loop distill --student-eval   # the student left in eval mode:
                                              # its Dropout is named `3` in every step (step 1
                                              # ran before it was named the model)
+    python two_models.py --loop distill --teacher-grad   # the teacher (eval mode, in no
+                                             # optimizer) run with grad and not frozen: its
+                                             # gradients are computed and kept for nothing
+                                             # (wasted_gradients, not eval_mode's train())
 
 The GAN's generator loss backpropagates through the discriminator too, adding to the
 gradient its optimizer already used; its zero_grad() clears that before its next step, so
 nothing leaks. The generator's loss is kept after its backward until the next iteration.
 """
+import contextlib
 import sys
 
 import torch
@@ -27,6 +32,7 @@ LOOP = sys.argv[sys.argv.index("--loop") + 1]
 BUG = "--bug" in sys.argv
 FREEZE_D = "--freeze-d" in sys.argv
 STUDENT_EVAL = "--student-eval" in sys.argv
+TEACHER_GRAD = "--teacher-grad" in sys.argv
 torch.manual_seed(0)
 if LOOP == "gan":
     gen = nn.Sequential(nn.Linear(4, 16), nn.ReLU(), nn.Linear(16, 8))
@@ -64,7 +70,7 @@ elif LOOP == "distill":
     opt = torch.optim.SGD(student[0].parameters() if BUG else student.parameters(), lr=0.1)
     for step in range(4):
         x = torch.randn(4, 8)
-        with torch.no_grad():
+        with contextlib.nullcontext() if TEACHER_GRAD else torch.no_grad():
             target = teacher(x)
         loss = F.mse_loss(student(x), target)
         opt.zero_grad()

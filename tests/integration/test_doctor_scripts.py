@@ -105,10 +105,13 @@ BUGS = [
      ["[30, 10]", "3.00x", "40 valid tokens"], "loss = nn.functional.cross_entropy(logits, "
      "labels) / K"),
     ("accumulation.py", ["--bug", "nodiv"], "loss_not_divided", "warning",
-     ["2 backward passes", "loss / 2"], "loss.backward()"),
+     ["2 backward passes", "loss / 2"], "loss.backward(retain_graph=RETAIN)"),
     # any torch.nn.functional loss, not only cross_entropy / nll_loss (mse was missed)
     ("accumulation.py", ["--bug", "msenodiv"], "loss_not_divided", "warning",
-     ["2 backward passes", "loss / 2"], "loss.backward()"),
+     ["2 backward passes", "loss / 2"], "loss.backward(retain_graph=RETAIN)"),
+    # retain_graph=True alone: each micro-batch still has a forward of its own
+    ("accumulation.py", ["--bug", "nodiv", "--retain"], "loss_not_divided", "warning",
+     ["2 backward passes", "loss / 2"], "loss.backward(retain_graph=RETAIN)"),
     ("updates.py", ["--bug", "nonfinite"], "nonfinite_grad", "error", ["step 2, 3", "4 parameters"],
      "scaler.step(opt)"),
     ("updates.py", ["--bug", "scaler"], "dropped_update", "warning",
@@ -175,11 +178,25 @@ BUGS = [
      ["6 parameters of `ema`", "step 2-3"], "e.mul_(decay).add_(p, alpha=1 - decay)"),
     ("eval_mode.py", ["--norm-eval"], "eval_mode", "warning",
      ["BatchNorm1d/Dropout", "step 2, 3"], "out = model(x)"),
+    # the model's only dropout is F.dropout(..., training=self.training): once unseen; at
+    # the call (the innermost line of the script's code, as for every finding)
+    ("eval_mode.py", ["--functional"], "eval_mode", "warning",
+     ["F.dropout in 1 modules (`1`)", "step 2, 3", "dropout is off; call model.train()"],
+     "return F.dropout(torch.relu(self.fc(x)), 0.1, training=False if HARD_FALSE else self.training)"),
     # a student (named the model at the first step, after its teacher) left in eval mode:
     # one module, once named twice (`Sequential.3` in step 1, `3` after)
     ("two_models.py", ["--loop", "distill", "--student-eval"], "eval_mode", "warning",
      ["1 Dropout modules (`3`)", "step 1-3: dropout is off; call"],
      "loss = F.mse_loss(student(x), target)"),
+    # a teacher in eval mode, in no optimizer, run with grad: once eval_mode's "call
+    # model.train()"; the waste is its gradients, the fix freezing it
+    ("two_models.py", ["--loop", "distill", "--teacher-grad"], "wasted_gradients", "warning",
+     ["4 parameters", "`teacher`, a network in eval mode", "step 1-3", "requires_grad_(False)",
+      "torch.no_grad()"], "target = teacher(x)"),
+    # a loss network whose input's gradient is needed: freeze it, no_grad would cut it
+    ("eval_mode.py", ["--fixed", "--loss-net", "--trainable-loss-net"], "wasted_gradients",
+     "warning", ["4 parameters", "`loss_net`", "its input's gradient still flows"],
+     "loss = loss + loss_net(out).pow(2).mean()"),
 ]
 
 
@@ -188,6 +205,8 @@ BUGS = [
 def test_planted_bug_is_caught_naming_what_and_where(script, args, check, severity, names,
                                                     line):
     report = doctor(script, *args)
+    if check == "wasted_gradients":   # a network no optimizer trains: not eval_mode's train()
+        assert [f.check for f in report.findings] == [check]
     (f,) = [f for f in report.findings if f.check == check]
     assert f.severity == severity
     for n in names:
@@ -209,6 +228,8 @@ FIXED = [("cut.py", ["--cut", c, "--fixed"]) for c in ("detach", "checkpoint")] 
     # a BatchNorm put in eval on its own after model.train(), its affine parameters
     # training (mmdetection's norm_eval): once an eval_mode warning
     ("eval_mode.py", ["--fixed", "--norm-eval"]),
+    ("eval_mode.py", ["--functional", "--fixed"]),
+    ("eval_mode.py", ["--functional", "--fixed", "--hard-false"]),   # off on purpose
     ("eval_mode.py", ["--fixed", "--loss-net"]),    # a frozen loss network: no gradient
                                                     # reaches it (its Dropout once warned)
     # two optimizers: a GAN (the generator's backward adds to the discriminator's used
@@ -240,7 +261,8 @@ FIXED = [("cut.py", ["--cut", c, "--fixed"]) for c in ("detach", "checkpoint")] 
     ("gradient_penalty.py", ["--fixed", "--log-norm"]),
     # correct loops whose patterns look like bugs (see the script's docstring)
     *[("styles.py", ["--loop", lp]) for lp in ("tbptt", "rl", "gp", "queue", "groups",
-                                                 "topzero", "maml", "gan", "fgsm")],
+                                                 "topzero", "maml", "gan", "fgsm",
+                                                 "multitask")],
     # an EMA copy under no_grad (a loop, _foreach_lerp_), SWA's AveragedModel
     ("ema.py", []), ("ema.py", ["--foreach"]), ("ema.py", ["--swa"]),
     # every gradient exactly zero as backward computed it (a hinge whose margins are met)
@@ -373,6 +395,18 @@ def test_no_false_positive_on_transformers_and_peft_loops(script):
             pytest.skip(f"{pkg} is not installed (pip install '.[dev]')")
     report = doctor(script)
     assert [f.line() for f in report.findings] == []
+
+
+def test_functional_dropout_of_a_transformers_model_left_in_eval_mode():
+    """BART's dropout is all `nn.functional.dropout(..., training=self.training)`: the model
+    left in eval read "no findings" (the rule saw nn.Dropout modules only)."""
+    if importlib.util.find_spec("transformers") is None:
+        pytest.skip("transformers is not installed (pip install '.[dev]')")
+    assert doctor("hf_bart.py").findings == []
+    (f,) = doctor("hf_bart.py", "--eval").findings
+    assert (f.check, f.severity) == ("eval_mode", "warning")
+    assert "F.dropout in 4 modules (`model.decoder`, `model.decoder.layers.0`" in f.message
+    assert f.where.line == line_of("hf_bart.py", "out = model(input_ids=ids, labels=ids)")
 
 
 def test_the_report_says_which_steps_its_findings_number():
