@@ -295,8 +295,9 @@ class _Owners:
 def _owners(prep: Prepared, calls: _Calls) -> _Owners:
     n, cr = prep.n_events, prep.created
     k_s = save_call(prep, calls.by_path, calls.mods, calls.ev0, calls.ev1)
-    k_l = np.where(prep.saved_last == prep.saved_first, k_s,
-                   which_call(calls.ev0 - 1, calls.ev1 - 1, prep.saved_last, n))
+    saved_last = _saved_last_in_forward(prep)
+    k_l = np.where(saved_last == prep.saved_first, k_s,
+                   which_call(calls.ev0 - 1, calls.ev1 - 1, saved_last, n))
     if prep.pack_ev is not None and len(prep.pack_ev) and len(calls):
         # Two saves at one event by two calls: a block ending in ReLU (which saves its
         # output after it ran) followed by a block starting with a conv (which saves that
@@ -309,7 +310,7 @@ def _owners(prep: Prepared, calls: _Calls) -> _Owners:
         # call wins, as nothing the policy does can let go of it.
         kp = _pack_call(prep, calls)
         r = prep.pack_row
-        other = kp != k_s[r]
+        other = (kp != k_s[r]) & ~_saved_in_backward(prep)
         if other.any():
             ro, eo, ko = r[other], prep.pack_ev[other], kp[other]
             o = np.lexsort((eo, ko >= 0, ro))   # per storage: outside calls first, then by
@@ -324,6 +325,42 @@ def _owners(prep: Prepared, calls: _Calls) -> _Owners:
     fwd_end = np.clip(fwd_end, cr + 1, prep.freed)
     return _Owners(made=which_call(calls.ev0, calls.ev1, cr, n), first_save=k_s,
                    last_save=k_l, fwd_end=fwd_end)
+
+
+def _saved_in_backward(prep: Prepared) -> np.ndarray:
+    """Per save record: made after its storage was first unpacked, by a graph that a
+    backward builds (`create_graph=True`: a gradient penalty). Under a policy that node
+    saves whatever the backward ran with, the re-run's copy, not the forward's storage: it
+    does not keep the original from being dropped, and the copy it holds lives until it is
+    unpacked (Rule 3's unpack end). WGAN-GP style penalty over checkpointed blocks
+    (`autograd.grad(loss, w, create_graph=True)`, then backward): read as a holder outside
+    the blocks, each block's tanh output was kept and let go early, 131,072 B a block
+    under measured."""
+    if prep.pack_ev is None or not len(prep.pack_ev):
+        return np.zeros(0, dtype=bool)
+    first = prep.unpack_first[prep.pack_row]
+    # Rule 5: a save is recorded at the event before its op, and the node that runs the
+    # op unpacked first (LayerNorm's backward saving the mean and rstd it just unpacked)
+    op_ev = prep.pack_ev + 1
+    after_read = (first >= 0) & (op_ev >= first)
+    if prep.phase_bw_start is None:
+        return after_read
+    # in a backward phase: the next micro-batch's forward saves a weight's autocast cast
+    # that the previous backward read (ALBERT, accumulation), which is no such save
+    i = np.searchsorted(prep.phase_bw_start, op_ev, side="right") - 1
+    in_bw = (i >= 0) & (op_ev < prep.phase_bw_end[np.maximum(i, 0)])
+    return after_read & in_bw
+
+
+def _saved_last_in_forward(prep: Prepared) -> np.ndarray:
+    """`saved_last` without the saves a backward made (`_saved_in_backward`)."""
+    bw = _saved_in_backward(prep)
+    if not bw.any():
+        return prep.saved_last
+    last = prep.saved_first.copy()
+    fw = ~bw
+    np.maximum.at(last, prep.pack_row[fw], prep.pack_ev[fw])
+    return last
 
 
 # ---- stage 3: what checkpoint drops and what selective keeps (Rule 1) ----------------------
@@ -461,7 +498,7 @@ def _segments(prep: Prepared, calls: _Calls, dropped: np.ndarray, own: _Owners) 
     read = np.where((own.first_save == own.last_save) & (first >= 0), first, prep.unpack)
     np.minimum.at(trig, kd, np.where(read >= 0, read, _BIG))
     stop = np.full(m + 1, -1, dtype=np.int64)
-    np.maximum.at(stop, kd, prep.saved_last + 1)              # Rule 3: the last pack ends it
+    np.maximum.at(stop, kd, _saved_last_in_forward(prep) + 1)  # Rule 3: the last pack ends it
     # the re-run serves every save of the call, not only what it dropped: checkpoint holds
     # them all, so the first unpack of any (a frozen Linear's weight, which its backward
     # reads before the next node reads what the call dropped) starts it, and its early stop
@@ -840,6 +877,44 @@ def _recomputed_rows(prep, calls, own, seg, dropped, kept_cache, out: _Lifetimes
     out.f[0][late] = np.maximum(out.f[0][late], seg.pos_f(seg.bw_end[k[late]]))
     if restash.any():
         _restashed_rows(prep, calls, own, seg, restash, out)
+    _first_pass_copies(prep, calls, own, d, out, seg)
+
+
+def _first_pass_copies(prep: Prepared, calls: _Calls, own: _Owners, d: np.ndarray,
+                       out: _Lifetimes, seg: _Segments) -> None:
+    """A call whose dropped storages two backward passes read has its segment in the
+    second pass (`_segments`), but the first pass re-ran it too, and two kinds of that
+    run's copies outlive the first pass: one a backward saved again (`_saved_in_backward`:
+    the graph it built holds the copy until its reader in the second pass returned,
+    `pass1_end`), and one the first pass never read (`autograd.grad` of one weight skips
+    the other weights' branches: checkpoint's frame keeps that copy, by its save's holder,
+    until the second pass's node unpacked it and returned). Gradient penalty over
+    checkpointed blocks (tests/clients/train_mech.py --case penalty): each block's
+    first-pass tanh or GELU output, and the first LayerNorm's mean and rstd, 99,840 B
+    under measured on two blocks before."""
+    if prep.pass2 is None or not len(d):
+        return
+    k = own.made[d]
+    t1 = np.full(len(calls), _BIG, dtype=np.int64)   # the first pass's re-run of each call
+    np.minimum.at(t1, k, np.where(prep.unpack_first[d] >= 0, prep.unpack_first[d], _BIG))
+    trig = np.full(len(calls), -1, dtype=np.int64)   # where its segment went
+    trig[seg.order] = seg.at
+    # a second pass reads what the call dropped, and the segment is there
+    two = np.zeros(len(calls), dtype=bool)
+    np.logical_or.at(two, k, prep.pass2[d] >= 0)
+    two &= (t1 < trig) & (trig >= 0)
+    bw = _saved_in_backward(prep)
+    again = np.zeros(len(prep.created), dtype=bool)
+    again[prep.pack_row[bw]] = True
+    saved_again = again[d] & (prep.pass2[d] >= 0) & (prep.unpack_first[d] >= 0)
+    unread = two[k] & (prep.unpack_first[d] >= trig[k]) & (prep.pass2[d] < 0)
+    e = d[saved_again]
+    out.add(seg.pos_c(prep.unpack_first[e]), seg.pos_f(np.maximum(prep.pass1_end[e],
+                                                                  prep.unpack_first[e] + 1)),
+            prep.nbytes[e], prep.cat[e])
+    u = d[unread]
+    end = np.minimum(np.maximum(prep.unpack_end[u], prep.unpack[u] + 1), prep.freed[u])
+    out.add(seg.pos_c(t1[k[unread]]), seg.pos_f(end), prep.nbytes[u], prep.cat[u])
 
 
 def _own_save_end(prep: Prepared, calls: _Calls, own: _Owners) -> np.ndarray:

@@ -98,6 +98,9 @@ class Prepared:
     script_ckpt: tuple[tuple[str, str], ...] = ()   # (region, first call under it)
     scope_grad: np.ndarray = None  # bool per call: it ran with gradients (policies act on it)
     scope_stats: np.ndarray = None  # int64 per call: BatchNorm statistics a re-run copies
+    # the backward phases' spans of events, [start, end) (a graph built there saves again)
+    phase_bw_start: np.ndarray = None
+    phase_bw_end: np.ndarray = None
     saves: np.ndarray = None  # int64 saves (packs) per storage
     unpacks: np.ndarray = None  # int64 unpacks per storage (> saves: two backward passes)
     pass1_end: np.ndarray = None  # int64 read twice: when the first pass's reader returned
@@ -183,6 +186,7 @@ class Prepared:
             scope_step=sc["step"].to_numpy(dtype=np.int64),
             scope_grad=~sc["nograd"].to_numpy(dtype=bool),
             scope_stats=sc["stats"].to_numpy(dtype=np.int64),
+            **_backward_spans(led.phases, n),
             step_ns=steps_ns,
             step_events=np.diff(np.concatenate([[-1], led.steps["ev"].to_numpy(dtype=np.int64)]))
             if len(led.steps) else np.zeros(0, dtype=np.int64),
@@ -224,7 +228,7 @@ class Prepared:
         policy on a block's own storages gives that block's effect (plan.py, Note
         [Blocks add up])."""
         n = len(self.created)
-        not_per_storage = ("scope_", "step_", "scratch_", "stateful_", "pack_")
+        not_per_storage = ("scope_", "step_", "scratch_", "stateful_", "pack_", "phase_")
         per_storage = [f.name for f in dataclasses.fields(self)
                        if isinstance(getattr(self, f.name), np.ndarray)
                        and len(getattr(self, f.name)) == n and not f.name.endswith("_names")
@@ -281,6 +285,14 @@ def model_calls(mods: np.ndarray, ev0: np.ndarray, led: Ledger) -> np.ndarray:
     ours = np.array([not any(p == r or p.startswith(r + ".") for r in others) for p in paths],
                     dtype=bool)
     return (ours[codes] if len(paths) else np.zeros(len(mods), dtype=bool)) & (ev0 >= start)
+
+
+def _backward_spans(phases: pd.DataFrame, n: int) -> dict[str, np.ndarray]:
+    """[start, end) of each backward phase (a phase lasts until the next one begins)."""
+    ev = phases["ev"].to_numpy(dtype=np.int64)
+    end = np.r_[ev[1:], n + 1] if len(ev) else ev
+    bw = (phases["phase"] == "backward").to_numpy(dtype=bool)
+    return {"phase_bw_start": ev[bw], "phase_bw_end": end[bw]}
 
 
 def _arg_end(scopes: pd.DataFrame, n: int, created: np.ndarray,

@@ -9,6 +9,9 @@
   written into `.grad` by hand, then the optimizer;
 - `channels_last`: a small CNN with `memory_format=torch.channels_last` and
   `clip_grad_norm_(foreach=True)`;
+- `penalty`: the residual MLP with a gradient penalty, `autograd.grad(loss, first block's
+  fc1.weight, create_graph=True)` added to the loss (WGAN-GP, R1): two backward passes,
+  the first building a graph;
 - `lora_conv`: residual conv blocks (conv, BatchNorm in training mode, ReLU, conv) with
   peft LoRA on the convolutions, whose frozen weights take no gradient, so a re-run's
   activations make the peak;
@@ -237,6 +240,9 @@ for step in range(a.steps):
             p.grad = grads[n].mean(0)
     else:
         loss = F.cross_entropy(model(x), y)
+        if a.case == "penalty":
+            (gw,) = torch.autograd.grad(loss, model.blocks[0].fc1.weight, create_graph=True)
+            loss = loss + 0.1 * gw.square().sum()
         loss.backward()
     if a.case == "channels_last":
         nn.utils.clip_grad_norm_(model.parameters(), 1.0, foreach=True)
