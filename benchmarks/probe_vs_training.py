@@ -9,7 +9,8 @@ zero_grad, backward, AdamW step), `--turn` with the first probe region checkpoin
 steps with every probe region checkpointed by
 memledger's own `apply_policy` (as `compare` and the interleaved benchmark run it; the
 first step of each turn and the first cycle untimed), then `--probe-reps` repetitions of
-`recompute_probe` itself (memledger/trace/timing.py, what `trace` records). Thread CPU
+`recompute_probe` itself (memledger/trace/timing.py, what `trace` records), with and
+without the optimizer step in its step (`--probe-optimizer`). Thread CPU
 time, one thread. Each region's forward is timed as it runs, in training as in the probe,
 so the re-run inside backward is measured, not assumed. It prints per source: the
 plain step, the checkpointed step, added, re-run factor and the cost per region besides
@@ -50,6 +51,11 @@ def main() -> None:
     ap.add_argument("--probe-turn", type=int, nargs="+", default=[2],
                     help="steps per mode in the probe, the first untimed (memledger/trace/"
                     "timing.py `_RegionSteps.reps`); several: each, side by side")
+    ap.add_argument("--probe-optimizer", nargs="+", choices=["with", "without"],
+                    default=["with", "without"],
+                    help="the probe's step with the script's kind of optimizer step (Note "
+                    "[The probe's optimizer step], what trace runs) or without (before); "
+                    "both: side by side")
     args = ap.parse_args()
     torch.set_num_threads(1)
     setup, batch = SETUPS[args.example]
@@ -90,7 +96,8 @@ def main() -> None:
 
     rows = {"plain": [], "one": [], "ckpt": []}
     turns = sorted(set(args.probe_turn))
-    probes = {t: {"factor": [], "region_ns": [], "step_ns": []} for t in turns}
+    probes = {(t, o): {"factor": [], "region_ns": [], "step_ns": []} for t in turns
+              for o in args.probe_optimizer}
     load0 = os.getloadavg()[0]
     install()
     for _ in range(3):
@@ -109,11 +116,12 @@ def main() -> None:
         if c:
             for p in paths:
                 named[p].__dict__.pop("forward", None)
-            for t in turns:   # each turn length in every cycle, side by side
-                got = recompute_probe(ProbeInput(model, (fixed[0],)), clock,
-                                      max_reps=args.probe_reps, turn=t)
-                for key in probes[t]:
-                    probes[t][key] += got.get(key, [])
+            for t, o in probes:   # each variant in every cycle, side by side
+                got = recompute_probe(ProbeInput(model, (fixed[0],),
+                                                 optimizer=opt if o == "with" else None),
+                                      clock, max_reps=args.probe_reps, turn=t)
+                for key in probes[t, o]:
+                    probes[t, o][key] += got.get(key, [])
             install()
     load1 = os.getloadavg()[0]
 
@@ -135,13 +143,14 @@ def main() -> None:
     reg_t = (d_all - d_one) / max(n - 1, 1)
     print(f"| training (apply_policy) | {plain:.2f} | {one - plain:+.2f} | {ckpt - plain:+.2f} | "
           f"{rerun / fwd:.3f} | {d_one:.3f} | {d_all:.3f} | {reg_t:.3f} | {d_one - reg_t:.3f} |")
-    for t, probe in probes.items():
+    for (t, o), probe in probes.items():
         if not probe["region_ns"]:
             continue
         f, reg = statistics.median(probe["factor"]), statistics.median(probe["region_ns"]) / 1e6
         per_step = statistics.median(probe["step_ns"]) / 1e6 if probe["step_ns"] else 0.0
         q = sorted(probe["region_ns"])
-        print(f"| recompute_probe, turn {t} | | | {f * fwd + reg * n + per_step:+.2f} (from its "
+        print(f"| recompute_probe, turn {t}, {o} optimizer | | | "
+              f"{f * fwd + reg * n + per_step:+.2f} (from its "
               f"parts) | {f:.3f} | {reg + per_step:.3f} | {reg * n + per_step:.3f} | {reg:.3f} "
               f"(reps {q[0] / 1e6:.2f} to {q[-1] / 1e6:.2f}) | {per_step:.3f} |")
 

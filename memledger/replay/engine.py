@@ -119,6 +119,18 @@ that was not saved by autograd is held until the recomputation that reuses it.
    at its own free. Two pruned blocks (tests/clients/train_mech.py --case prune):
    `checkpoint:blocks.*` was predicted 33,728 B over measured, both copies of each pruned
    (128, 32) fp32 weight live at once and both RNG states held to the end; exact after.
+11. `measure` copies the running statistics of every training BatchNorm a re-run calls and
+   lets go of the copy as the re-run ends (Note [BatchNorm under recompute] in
+   measure/apply.py; `_running_stats_rows`, from the `stats` bytes on the BatchNorm's
+   scope record). peft LoRA on residual conv blocks peaked inside such a re-run: 136 B
+   (2 x 16 channels x 4 B + 8 B) under measured before.
+12. A backward that builds a graph (`autograd.grad(..., create_graph=True)`: a gradient
+   penalty) saves what it ran with: under a policy, the re-run's copy or the read-back,
+   so such a save (`_saved_in_backward`) is no holder outside the region; and the first
+   pass's re-run copies it saved, or never read, outlive that pass (`_first_pass_copies`;
+   the segment serves the second pass). tests/clients/train_mech.py --case penalty:
+   `checkpoint:blocks.*` 99,840 B under measured before; a TransformerEncoderLayer pair
+   659,456 B.
 
 A dropped or offloaded storage leaves at the event the script let go of it (`released`
 records, Note [When a saved storage is released] in trace/collector.py: a local of the

@@ -36,9 +36,11 @@ Both are written as one `timing` record:
 from __future__ import annotations
 
 import contextlib
+import inspect
 import statistics
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 from torch.nn.modules import module as nn_module
@@ -78,6 +80,9 @@ class ProbeInput:
     args: tuple = ()
     kwargs: dict = field(default_factory=dict)
     autocast: tuple = ()        # ((device_type, dtype), ...) enabled when the call was made
+    # the script's optimizer: its kind runs in the probe's step (Note [The probe's
+    # optimizer step]); None: the step ends at backward
+    optimizer: Any = None
 
     def __call__(self):
         with contextlib.ExitStack() as stack:
@@ -122,6 +127,8 @@ class ModuleTimer:
 
     def _step(self, optimizer, args, kwargs) -> None:
         self._roots.on_step(optimizer)   # the model is decided (Note [The model])
+        if self.root is not None and self.root.optimizer is None:
+            self.root.optimizer = _updating(optimizer, self.root.module)
 
     def start_step(self) -> None:
         self.active = True
@@ -455,6 +462,68 @@ def probe_reps(pair_ns: float, max_reps: int = 15) -> int:
     return max(1, min(int(TIMING_BUDGET_NS // max(2 * pair_ns, 1)), max_reps))
 
 
+# Note [The probe's optimizer step]
+# The probe's step was forward + backward of `output.sum()`, back to back. In a training
+# step the optimizer runs between two backward passes, and a checkpointed region cost more
+# there: in one process, every region of the MLP example checkpointed added 0.80-0.88 of
+# the training step's added time to the probe's step (docs/accuracy.md), ~0.12 ms a region,
+# per call and not per byte (the 5,130-parameter head as much as the 262,656-parameter
+# fc2). Varied one part at a time (helper session, /work/exp/probe19): cross-entropy, a
+# fresh batch, zero_grad and an input that needs a gradient each moved it by <= 0.03 ms;
+# AdamW run between the steps made up half of it (it streams parameters, gradients and
+# both moments through the cache, and the re-run's machinery then runs cold: an 8 MiB
+# scratch write between steps did much the same), and the rest is the optimizer step
+# itself, which ran ~0.11 ms slower after a checkpointed backward (not explained: no page
+# faults, same gradient strides). So the probe's step ends with the script's kind of
+# optimizer step, inside the timed span, on copies of the trainable parameters whose
+# gradients are the probe's own: the model's weights and the script's optimizer are not
+# touched. Cost: the copies and that optimizer's state (Adam: 3x the trainable bytes)
+# while the probes run; a step that fails (LBFGS wants a closure, a device out of memory)
+# drops the pass and the probe goes on without it.
+class OptimizerPass:
+    """One step of the script's kind of optimizer over copies of `module`'s trainable
+    parameters, reading the gradients the probe's backward left on them."""
+
+    def __init__(self, params: list, optimizer) -> None:
+        self.params = params
+        self.copies = [p.detach().clone() for p in params]
+        kind = type(optimizer)
+        # the settings its constructor takes (AdamW's defaults name one it sets itself)
+        takes = inspect.signature(kind.__init__).parameters
+        settings = {k: v for k, v in optimizer.defaults.items() if k in takes}
+        self.optimizer = kind(self.copies, **settings)
+
+    @classmethod
+    def build(cls, module: torch.nn.Module, optimizer) -> "OptimizerPass | None":
+        if optimizer is None:
+            return None
+        params = [p for p in module.parameters() if p.requires_grad]
+        if not params or any(type(p.data) is not torch.Tensor for p in params):
+            return None   # sharded (DTensor) or wrapped parameters: not copied
+        try:
+            return cls(params, optimizer)
+        except Exception:   # a constructor that wants more than its defaults
+            return None
+
+    def step(self) -> "OptimizerPass | None":
+        """Itself, or None once a step failed (and its copies are let go)."""
+        try:
+            for c, p in zip(self.copies, self.params):
+                c.grad = p.grad
+            self.optimizer.step()
+            return self
+        except Exception:
+            return None
+
+
+def _updating(optimizer, module: torch.nn.Module):
+    """`optimizer` if it updates a parameter of `module` (a GAN's other optimizer does
+    not), else None."""
+    mine = {id(p) for p in module.parameters()}
+    held = (p for g in getattr(optimizer, "param_groups", ()) for p in g.get("params", ()))
+    return optimizer if any(id(p) in mine for p in held) else None
+
+
 class _RegionSteps:
     """Training steps of the probe's call (forward + backward of `output.sum()`) with the
     model's probe regions run plain or wrapped (checkpointed, offloaded), each region's
@@ -468,6 +537,7 @@ class _RegionSteps:
         self.paths = probe_regions(root.module)
         self.acc = {"fwd": 0, "rerun": 0, "saves": 0, "depth": 0, "phase": "fwd"}
         self.dropped: dict[str, str] = {}      # mode -> why it left the cycle
+        self.update = OptimizerPass.build(root.module, root.optimizer)
 
     def _timed(self, orig):
         acc, clock = self.acc, self.clock
@@ -506,6 +576,8 @@ class _RegionSteps:
                 if y is None or not y.requires_grad:
                     raise RuntimeError("no differentiable output")
                 y.float().sum().backward()
+                if self.update is not None:
+                    self.update = self.update.step()
                 return self.clock() - t0, acc["fwd"], acc["rerun"], acc["saves"]
         finally:
             for p in self.paths:
