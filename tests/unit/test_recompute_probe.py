@@ -7,7 +7,14 @@ import time
 
 import torch
 
-from memledger.trace.timing import ProbeInput, probe_regions, recompute_probe, sac_probe
+from memledger.trace.timing import (
+    ModuleTimer,
+    ProbeInput,
+    _RegionSteps,
+    probe_regions,
+    recompute_probe,
+    sac_probe,
+)
 
 
 class _Block(torch.nn.Module):
@@ -402,3 +409,64 @@ def test_the_probe_records_whether_early_stop_was_on():
     assert _checkpoint_record([(plain, every)], [None], 3, 6, ["a"])["early_stop"]
     with set_checkpoint_early_stop(False):
         assert not _checkpoint_record([(plain, every)], [None], 3, 6, ["a"])["early_stop"]
+
+
+def _trained(opt_kind, **settings):
+    """A net and its optimizer after one real step (the optimizer has state)."""
+    torch.manual_seed(0)
+    net = _Net()
+    opt = opt_kind(net.parameters(), **settings)
+    net(torch.randn(3, 4)).sum().backward()
+    opt.step()
+    opt.zero_grad()
+    return net, opt
+
+
+def test_the_probe_step_ends_with_the_scripts_kind_of_optimizer_step_on_copies():
+    """Note [The probe's optimizer step]: AdamW (whose defaults name a setting its
+    constructor does not take) runs on copies, every probe step; the model's weights and
+    the script's optimizer state are as they were."""
+    net, opt = _trained(torch.optim.AdamW, lr=1e-3, weight_decay=0.1)
+    weights = [p.detach().clone() for p in net.parameters()]
+    state = {k: v.clone() for k, v in opt.state[net.head.weight].items()}
+    steps = _RegionSteps(ProbeInput(net, (torch.randn(3, 4),), optimizer=opt),
+                         time.thread_time_ns)
+    assert isinstance(steps.update.optimizer, torch.optim.AdamW)
+    assert steps.update.optimizer.defaults["weight_decay"] == 0.1
+    for _ in range(3):
+        steps.run()
+    copy = steps.update.optimizer.state[steps.update.copies[-1]]
+    assert float(copy["step"]) == 3
+    assert all(torch.equal(a, b) for a, b in zip(weights, net.parameters()))
+    assert all(torch.equal(v, opt.state[net.head.weight][k]) for k, v in state.items())
+
+
+def test_an_optimizer_the_probe_cannot_step_leaves_the_step_at_backward():
+    net, opt = _trained(torch.optim.SGD, lr=0.1)
+    lbfgs = torch.optim.LBFGS(net.parameters())     # its step wants a closure
+    steps = _RegionSteps(ProbeInput(net, (torch.randn(3, 4),), optimizer=lbfgs),
+                         time.thread_time_ns)
+    assert steps.update is not None
+    steps.run()
+    assert steps.update is None
+    assert _RegionSteps(ProbeInput(net, (torch.randn(3, 4),)), time.thread_time_ns).update \
+        is None
+
+
+def test_the_timer_takes_the_optimizer_that_updates_the_model():
+    """A GAN's other optimizer steps first: the probe takes the model's."""
+    net, opt = _trained(torch.optim.Adam)
+    other = torch.nn.Linear(2, 2)
+    other_opt = torch.optim.SGD(other.parameters(), lr=0.1)
+    timer = ModuleTimer()
+    try:
+        timer.start_step()
+        net(torch.randn(3, 4))
+        net(torch.randn(3, 4)).sum().backward()   # the root is taken at its next call
+        other(torch.randn(1, 2)).sum().backward()
+        other_opt.step()
+        assert timer.root is not None and timer.root.optimizer is None
+        opt.step()
+        assert timer.root.optimizer is opt
+    finally:
+        timer.remove()
