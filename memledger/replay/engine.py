@@ -348,6 +348,9 @@ def _saved_in_backward(prep: Prepared) -> np.ndarray:
     (`autograd.grad(loss, w, create_graph=True)`, then backward): read as a holder outside
     the blocks, each block's tanh output was kept and let go early, 131,072 B a block
     under measured."""
+    cached = prep.__dict__.get("_saved_in_backward")   # asked several times per replay
+    if cached is not None:
+        return cached
     if prep.pack_ev is None or not len(prep.pack_ev):
         return np.zeros(0, dtype=bool)
     first = prep.unpack_first[prep.pack_row]
@@ -355,13 +358,13 @@ def _saved_in_backward(prep: Prepared) -> np.ndarray:
     # op unpacked first (LayerNorm's backward saving the mean and rstd it just unpacked)
     op_ev = prep.pack_ev + 1
     after_read = (first >= 0) & (op_ev >= first)
-    if prep.phase_bw_start is None:
-        return after_read
-    # in a backward phase: the next micro-batch's forward saves a weight's autocast cast
-    # that the previous backward read (ALBERT, accumulation), which is no such save
-    i = np.searchsorted(prep.phase_bw_start, op_ev, side="right") - 1
-    in_bw = (i >= 0) & (op_ev < prep.phase_bw_end[np.maximum(i, 0)])
-    return after_read & in_bw
+    if prep.phase_bw_start is not None:
+        # in a backward phase: the next micro-batch's forward saves a weight's autocast
+        # cast that the previous backward read (ALBERT, accumulation), which is no such save
+        i = np.searchsorted(prep.phase_bw_start, op_ev, side="right") - 1
+        after_read &= (i >= 0) & (op_ev < prep.phase_bw_end[np.maximum(i, 0)])
+    prep.__dict__["_saved_in_backward"] = after_read
+    return after_read
 
 
 def _saved_last_in_forward(prep: Prepared) -> np.ndarray:

@@ -492,6 +492,11 @@ class OptimizerPass:
         takes = inspect.signature(kind.__init__).parameters
         settings = {k: v for k, v in optimizer.defaults.items() if k in takes}
         self.optimizer = kind(self.copies, **settings)
+        # its step without torch's step hooks: memledger's own count a training step at
+        # each optimizer step (a probe step read as the script's ended the allocator pass
+        # inside the probes), and the script's hooks are not the probe's to call
+        step = kind.step
+        self._step = step.__wrapped__ if getattr(step, "hooked", False) else step
 
     @classmethod
     def build(cls, module: torch.nn.Module, optimizer) -> "OptimizerPass | None":
@@ -510,7 +515,7 @@ class OptimizerPass:
         try:
             for c, p in zip(self.copies, self.params):
                 c.grad = p.grad
-            self.optimizer.step()
+            self._step(self.optimizer)
             return self
         except Exception:
             return None

@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 
 import torch
+from torch.optim.optimizer import register_optimizer_step_pre_hook
 
 from memledger.trace.timing import (
     ModuleTimer,
@@ -433,8 +434,14 @@ def test_the_probe_step_ends_with_the_scripts_kind_of_optimizer_step_on_copies()
                          time.thread_time_ns)
     assert isinstance(steps.update.optimizer, torch.optim.AdamW)
     assert steps.update.optimizer.defaults["weight_decay"] == 0.1
-    for _ in range(3):
-        steps.run()
+    seen = []   # torch's global step hooks (memledger counts training steps by them)
+    hook = register_optimizer_step_pre_hook(lambda *a: seen.append(a))
+    try:
+        for _ in range(3):
+            steps.run()
+    finally:
+        hook.remove()
+    assert seen == []
     copy = steps.update.optimizer.state[steps.update.copies[-1]]
     assert float(copy["step"]) == 3
     assert all(torch.equal(a, b) for a, b in zip(weights, net.parameters()))
