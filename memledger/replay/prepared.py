@@ -257,8 +257,11 @@ class Prepared:
         """(path, class name) of every module of the model that ran a forward, in first-call
         order (not those of `other_roots`)."""
         mine = self.scope_model
-        return list(dict.fromkeys(zip(self.scope_mod[mine].tolist(),
-                                      self.scope_cls[mine].tolist())))
+        # one entry per path: a compiled submodule's wrapper and the module it wraps have
+        # one name (`plain_name`), and the module's own class is the one to select by
+        first = dict(zip(self.scope_mod[mine].tolist()[::-1], self.scope_cls[mine].tolist()[::-1]))
+        order = dict.fromkeys(self.scope_mod[mine].tolist())
+        return [(p, first[p]) for p in order]
 
     @property
     def module_table(self) -> list[tuple[str, str]]:

@@ -461,6 +461,18 @@ def test_offload_read_back_goes_with_the_script_rerun():
         assert p.predicted == p.measured < run.allocator_peak, (text, p)
 
 
+def test_a_compiled_block_is_selected_once():
+    """A block wrapped by `torch.compile` (backend `eager`): the wrapper and the block it
+    wraps have one name (`plain_name`), and `checkpoint:blocks.*` was refused by predict and
+    measure alike: "module 'blocks.1' is selected by both 'checkpoint:blocks.*' and
+    'checkpoint:blocks.*'". The module tables now hold one entry per path, of the wrapped
+    module's class, so `@Block` selects it too."""
+    pols = ["checkpoint:blocks.*", "checkpoint:@Block", "offload:blocks.*"]
+    run = run_client("train_mech.py", ["--case", "compiled_block"], pols)
+    for text, p in run.policies.items():
+        assert p.predicted is not None and p.predicted == p.measured, (text, p)
+
+
 def test_gradient_penalty_under_checkpoint_and_offload():
     """`autograd.grad(loss, w, create_graph=True)` then backward through both (WGAN-GP, R1):
     the first pass builds a graph that saves what it ran with, under a policy the re-run's

@@ -12,6 +12,8 @@
 - `penalty`: the residual MLP with a gradient penalty, `autograd.grad(loss, first block's
   fc1.weight, create_graph=True)` added to the loss (WGAN-GP, R1): two backward passes,
   the first building a graph;
+- `compiled_block`: the residual MLP with its second block `torch.compile`'d (backend
+  `eager`): the wrapper and the block it wraps answer to one name, `blocks.1`;
 - `lora_conv`: residual conv blocks (conv, BatchNorm in training mode, ReLU, conv) with
   peft LoRA on the convolutions, whose frozen weights take no gradient, so a re-run's
   activations make the peak;
@@ -201,6 +203,8 @@ elif a.case == "sparse":
     model = SparseNet()
 else:
     model = Net(a.case)
+if a.case == "compiled_block":
+    model.blocks[1] = torch.compile(model.blocks[1], backend="eager")
 model.train()
 
 if a.case == "sparse":
