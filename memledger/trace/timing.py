@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import os
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -478,8 +479,9 @@ def probe_reps(pair_ns: float, max_reps: int = 15) -> int:
 # optimizer step, inside the timed span, on copies of the trainable parameters whose
 # gradients are the probe's own: the model's weights and the script's optimizer are not
 # touched. Cost: the copies and that optimizer's state (Adam: 3x the trainable bytes)
-# while the probes run; a step that fails (LBFGS wants a closure, a device out of memory)
-# drops the pass and the probe goes on without it.
+# while the probes run, so a model whose 3x is more than a quarter of the device's free
+# memory goes without the pass; a step that fails (LBFGS wants a closure, a device out of
+# memory) drops it too, and the probe goes on without it.
 class OptimizerPass:
     """One step of the script's kind of optimizer over copies of `module`'s trainable
     parameters, reading the gradients the probe's backward left on them."""
@@ -505,6 +507,9 @@ class OptimizerPass:
         params = [p for p in module.parameters() if p.requires_grad]
         if not params or any(type(p.data) is not torch.Tensor for p in params):
             return None   # sharded (DTensor) or wrapped parameters: not copied
+        need = 3 * sum(p.nbytes for p in params)   # copies + two moments (Adam's)
+        if need > _room(params[0].device) // 4:
+            return None   # a model near the memory's size: the probe goes without it
         try:
             return cls(params, optimizer)
         except Exception:   # a constructor that wants more than its defaults
@@ -519,6 +524,19 @@ class OptimizerPass:
             return self
         except Exception:
             return None
+
+
+def _room(device: torch.device) -> int:
+    """Free bytes on `device` (the CPU: physical memory available now; unknown: 0, so the
+    optimizer pass is skipped)."""
+    try:
+        if device.type == "cuda":
+            return int(torch.cuda.mem_get_info(device)[0])
+        if device.type == "cpu":
+            return int(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+    except (AttributeError, OSError, RuntimeError, ValueError):
+        pass
+    return 0
 
 
 def _updating(optimizer, module: torch.nn.Module):

@@ -3,6 +3,7 @@ context]): which regions it checkpoints and what it counts. Its times are never 
 
 from __future__ import annotations
 
+import importlib
 import time
 
 import torch
@@ -477,3 +478,16 @@ def test_the_timer_takes_the_optimizer_that_updates_the_model():
         assert timer.root.optimizer is opt
     finally:
         timer.remove()
+
+
+def test_a_model_near_the_memorys_size_goes_without_the_optimizer_pass(monkeypatch):
+    """Copies and Adam's moments are 3x the trainable bytes: more than a quarter of the
+    free memory, and the probe's step ends at backward as before."""
+    timing = importlib.import_module("memledger.trace.timing")
+    net, opt = _trained(torch.optim.Adam)
+    trainable = sum(p.nbytes for p in net.parameters())
+    monkeypatch.setattr(timing, "_room", lambda device: 4 * 3 * trainable - 4)
+    probe = ProbeInput(net, (torch.randn(3, 4),), optimizer=opt)
+    assert _RegionSteps(probe, time.thread_time_ns).update is None
+    monkeypatch.setattr(timing, "_room", lambda device: 4 * 3 * trainable)
+    assert _RegionSteps(probe, time.thread_time_ns).update is not None
