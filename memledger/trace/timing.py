@@ -469,7 +469,7 @@ def probe_reps(pair_ns: float, max_reps: int = 15) -> int:
 # there: in one process, every region of the MLP example checkpointed added 0.80-0.88 of
 # the training step's added time to the probe's step (docs/accuracy.md), ~0.12 ms a region,
 # per call and not per byte (the 5,130-parameter head as much as the 262,656-parameter
-# fc2). Varied one part at a time (helper session, /work/exp/probe19): cross-entropy, a
+# fc2). Varied one part at a time (a helper session; docs/accuracy.md): cross-entropy, a
 # fresh batch, zero_grad and an input that needs a gradient each moved it by <= 0.03 ms;
 # AdamW run between the steps made up half of it (it streams parameters, gradients and
 # both moments through the cache, and the re-run's machinery then runs cold: an 8 MiB
@@ -548,7 +548,8 @@ def _updating(optimizer, module: torch.nn.Module):
 
 
 class _RegionSteps:
-    """Training steps of the probe's call (forward + backward of `output.sum()`) with the
+    """Training steps of the probe's call (forward + backward of `output.sum()`, then the
+    script's kind of optimizer step on copies: Note [The probe's optimizer step]) with the
     model's probe regions run plain or wrapped (checkpointed, offloaded), each region's
     forward timed as it runs: in forward, and again when a checkpoint re-runs it in
     backward (Note [Recompute probe in context])."""
