@@ -112,8 +112,8 @@ def module_table(model: nn.Module) -> list[tuple[str, str]]:
     """(path, class name) of every module, as the policy resolver wants them: one per path
     (a compiled submodule's wrapper and the module it wraps share one, `plain_name`; the
     wrapped module's class is the one to select by)."""
-    table = dict.fromkeys(name for name, _ in named_modules(model))
-    for name, m in named_modules(model):
+    table: dict[str, str] = {}
+    for name, m in named_modules(model):   # the wrapper first, then the module it wraps
         table[name] = type(m).__name__
     return list(table.items())
 

@@ -372,9 +372,11 @@ def _saved_last_in_forward(prep: Prepared) -> np.ndarray:
     bw = _saved_in_backward(prep)
     if not bw.any():
         return prep.saved_last
-    last = prep.saved_first.copy()
-    fw = ~bw
-    np.maximum.at(last, prep.pack_row[fw], prep.pack_ev[fw])
+    last = prep.__dict__.get("_saved_last_in_forward")   # owners and segments both ask
+    if last is None:
+        last = prep.saved_first.copy()
+        np.maximum.at(last, prep.pack_row[~bw], prep.pack_ev[~bw])
+        prep.__dict__["_saved_last_in_forward"] = last
     return last
 
 

@@ -259,9 +259,10 @@ class Prepared:
         mine = self.scope_model
         # one entry per path: a compiled submodule's wrapper and the module it wraps have
         # one name (`plain_name`), and the module's own class is the one to select by
-        first = dict(zip(self.scope_mod[mine].tolist()[::-1], self.scope_cls[mine].tolist()[::-1]))
-        order = dict.fromkeys(self.scope_mod[mine].tolist())
-        return [(p, first[p]) for p in order]
+        table: dict[str, str] = {}
+        for path, cls in zip(self.scope_mod[mine].tolist(), self.scope_cls[mine].tolist()):
+            table.setdefault(path, cls)   # the wrapped module's call ends, and is recorded, first
+        return list(table.items())
 
     @property
     def module_table(self) -> list[tuple[str, str]]:
