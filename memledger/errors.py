@@ -39,6 +39,12 @@ class PolicyRefused(PolicyError):
     `REJECT refused:` among others (`compare`), never the end of a whole comparison."""
 
 
+class NotPredicted(PolicyRefused):
+    """A policy that runs but that the replay cannot predict (its region is inside code a
+    compiler owns: memledger/replay/compiled.py): `predict` refuses it, `measure` runs it,
+    `compare` measures and judges it with no prediction."""
+
+
 class BudgetError(MemledgerError):
     """A budget is malformed (unknown category, size without a unit, ...)."""
 

@@ -34,6 +34,7 @@ def predict(
     if not policy:
         raise PolicyError("predict needs at least one --policy, e.g. --policy 'checkpoint:blocks.*'")
     from memledger.ledger.ranks import find_rank_files
+    from memledger.replay.compiled import compiled_elsewhere_line
     from memledger.replay.policies import policies_from_args
     from memledger.replay.predict import predict as predict_policies
 
@@ -55,6 +56,8 @@ def predict(
         return
     _print_table(reps[0], str(ledger))
     for line in unseen_save_ops(leds[0], pols):
+        console.print(line, style="yellow", markup=False)
+    if (line := compiled_elsewhere_line(leds[0])):
         console.print(line, style="yellow", markup=False)
     hooks = leds[0].extra.get("hooks")
     if hooks:   # Note [The script's own saved-tensor hooks] (trace/collector.py)
@@ -79,7 +82,8 @@ def _raise_refused(reps, asked: int) -> None:
     if len(refused) == 1:
         raise PolicyError(f"memledger: {next(iter(refused.values()))}")
     raise PolicyError(f"memledger: {len(refused)} of {asked} policies refused: "
-                      + "; ".join(f"{p}: {why}" for p, why in refused.items()))
+                      + "; ".join(why if why.startswith(p) else f"{p}: {why}"
+                                  for p, why in refused.items()))
 
 
 def _print_table(rep, name: str) -> None:

@@ -64,7 +64,11 @@ arguments, the bytes of their 0-dim wrapped tensors and casts, transient at that
 number autograd saved is a storage of its own instead, op `(wrapped number)`; Note
 [Wrapped scalars] in trace/scalars.py) and `stash` (`mod`, `ev0`, `sids`: storages a module
 call made and kept as plain attributes of its module, a pruned `weight`; checkpoint's re-run
-replaces them; Note [Tensors a call keeps on its module] in trace/collector.py). Fake runs add `real`, `standin`, `flops` and `fake_aware`
+replaces them; Note [Tensors a call keeps on its module] in trace/collector.py) and
+`compiled` (`mod`: the class, `path`, `backend`: a torch.compile'd module, whose ledger is
+its eager run; `path` and `backend` optional: older ledgers lack them) and `compiles`
+(`frames`: frames Dynamo compiled in the allocator pass, which ran the compiled code; Note
+[Policies inside compiled code] in trace/compiled.py). Fake runs add `real`, `standin`, `flops` and `fake_aware`
 (`lib`, `what`: a library the script imported that branches on FakeTensor; Note [Fake
 runs], Rule 7, in trace/fake.py).
 

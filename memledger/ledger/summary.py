@@ -154,7 +154,7 @@ def summarize(led: Ledger, top: int = 10) -> Summary:
         rank=led.header.get("rank"), world_size=led.header.get("world_size"),
         parameter_shards=_shards(led, pk.event),
         fake=fake_info(led),
-        compiled=bool(led.extra.get("compiled")),
+        compiled=bool(led.extra.get("compiled") or led.extra.get("compiles")),
         script_checkpointed=list(dict.fromkeys(
             r.get("mod", "") for r in led.extra["script_ckpt"])) or None
         if led.extra.get("script_ckpt") else None,

@@ -156,6 +156,7 @@ import numpy as np
 from memledger.errors import PolicyError
 from memledger.ledger.schema import CATEGORIES
 from memledger.replay.calls import output_saves, record_call, save_call, which_call
+from memledger.replay.compiled import refuse_compiled_regions
 from memledger.replay.policies import Policy, PolicyKind, resolve
 from memledger.replay.prepared import ACTIVATION, INPUT, MODEL_STATE, Prepared
 from memledger.replay.script_checkpoint import refuse_around_script_checkpoints
@@ -264,6 +265,7 @@ def _select_calls(prep: Prepared, policy: Policy) -> _Calls:
     by_path = {r.path: r.part for r in regions}
     refuse_scripted_regions(policy.text(), [r.path for r in regions if r.part.kind in (
         PolicyKind.CHECKPOINT, PolicyKind.SELECTIVE)], prep.module_table)
+    refuse_compiled_regions(policy.text(), [r.path for r in regions], prep.compiled)
     wanted = np.flatnonzero(np.isin(prep.mod_names, list(by_path)))
     row = np.flatnonzero(np.isin(prep.scope_code, wanted) & prep.scope_model)
     if prep.scope_grad is not None:   # a call without gradients (an evaluation) runs plainly

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from memledger.errors import NotPredicted
 from memledger.ledger.model import Ledger
 from memledger.replay.calib_cache import negative_band, read_cached
 from memledger.replay.costs import AddedTime, CostModel, cached_calibration
@@ -58,6 +59,8 @@ class RefusedPolicy(BaseModel):
 
     policy: str
     reason: str = Field(description="why, in one line")
+    runs: bool = Field(False, description="the policy runs and only its prediction is "
+                       "refused (inside compiled code): `measure` it")
 
 
 class PredictReport(BaseModel):
@@ -193,7 +196,7 @@ def predict(led: Ledger, policies: list[Policy], step_time_s: float | None = Non
             if not keep_going:
                 raise
             first = first or e
-            refused.append(RefusedPolicy(policy=str(p),
+            refused.append(RefusedPolicy(policy=str(p), runs=isinstance(e, NotPredicted),
                                          reason=str(e).removeprefix("memledger: ")))
     if first is not None and not results:
         raise first

@@ -15,6 +15,7 @@ import pandas as pd
 
 from memledger.ledger.model import Ledger
 from memledger.ledger.schema import CATEGORIES
+from memledger.replay.compiled import compiled_regions
 from memledger.replay.script_checkpoint import script_checkpoints
 from memledger.replay.stateful import held_sids, stateful_calls
 from memledger.replay.timings import Timings, match_timings, timing_record
@@ -112,6 +113,7 @@ class Prepared:
     # top-level modules besides the model (a GAN's discriminator), by path prefix: a policy
     # never selects their modules, as `measure` applies it to the model only
     other_roots: tuple[str, ...] = ()
+    compiled: tuple[tuple[str, str], ...] = ()   # (path, backend): replay/compiled.py
     scope_model: np.ndarray = None  # bool per call: a call of the model's (model_calls)
     # one entry per `saved` record (a parameter saved by every call has one per call):
     pack_row: np.ndarray = None     # int64 its storage's row
@@ -207,6 +209,7 @@ class Prepared:
             stateful_mod=st_mod, stateful_ev0=st_ev0, stateful_obj=st_obj,
             script_ckpt=script_checkpoints(led.extra.get("script_ckpt", [])),
             other_roots=other_roots(led),
+            compiled=compiled_regions(led),
             scope_model=model_calls(sc["mod"].to_numpy(dtype=object),
                                     sc["ev0"].to_numpy(dtype=np.int64), led),
             saves=_column(st, "saves", 0),

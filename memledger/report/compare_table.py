@@ -71,8 +71,8 @@ def _cells(p: PolicyComparison, performance: bool) -> list:
         pred = "–"
     if measured:
         rough = "?" if p.measured_added_resolved is False else ""
-        added = (f"{p.measured_added_time_s * 1e3:+.0f}{rough} "
-                 f"({p.predicted_added_time_s * 1e3:+.0f})")
+        guess = "–" if p.not_predicted else f"{p.predicted_added_time_s * 1e3:+.0f}"
+        added = f"{p.measured_added_time_s * 1e3:+.0f}{rough} ({guess})"
     else:
         added = "–"
     return [wrappable(p.policy), Text(p.verdict, style=VERDICT_STYLE[p.verdict]), gates, peak,
@@ -102,6 +102,9 @@ def reasons(rep: CompareReport) -> list[Text]:
                         f"interval is wider than +-15 %): {spans}; more --time-steps or a "
                         f"quieter machine narrow it", style="yellow"))
     out += [Text(line, style="yellow") for line in rep.time_caveats]
+    out += [Text(f"{p.policy}: measured, not predicted: "
+                 f"{p.not_predicted.removeprefix(p.policy + ': ')}", style="yellow")
+            for p in rep.policies if p.not_predicted]
     for p in rep.policies:
         if p.idle_regions and p.verdict != "REJECT":
             out.append(Text(idle_line(p.policy, p.idle_regions, p.selected), style="yellow"))

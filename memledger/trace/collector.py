@@ -98,11 +98,12 @@ from memledger.trace.outside_state import (
     written_arguments,
     written_state,
 )
+from memledger.trace.compiled import compiled_backend
 from memledger.trace.external import external
 from memledger.trace.interrupts import redeliver
 from memledger.trace.steps import StepBoundary
 from memledger.trace.resize import StorageResizeWatch
-from memledger.trace.roots import ByModule, RootNames, plain_name, script_modules
+from memledger.trace.roots import ByModule, RootNames, paths_under, plain_name, script_modules
 from memledger.trace.scalars import NUMBERS as _NUMBERS
 from memledger.trace.scalars import WrappedScalars
 from memledger.trace.scalars import tensor_slots as _tensor_slots
@@ -1047,12 +1048,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
     def _register_root(self, root: torch.nn.Module) -> None:
         """A top-level module just named (trace/roots.py): its parameters' and buffers'
         names, and a `root` record when it is not the model."""
-        if type(root).__name__ == "OptimizedModule" or \
-                getattr(root, "_compiled_call_impl", None) is not None:
-            # torch.compile'd: Dynamo compiles nothing under a dispatch mode, so this ledger
-            # is the eager run (docs/decisions.md, issue 9); `show` says so
-            self.sink.write({"k": "compiled", "mod": type(root).__name__})
         prefix = self._roots.prefix[root]
+        self._note_compiled(root, prefix)
         if prefix:   # not the model: a GAN's discriminator, a loss module called on its own
             self.sink.write({"k": "root", "mod": prefix})
         elif self._roots.absorbed:   # it holds the module that was the model until now (Note
@@ -1062,6 +1059,19 @@ class Collector(ShardingMixin, TorchDispatchMode):
             for pname, p in mod.named_parameters(recurse=False):
                 self._note_sharded(mod, pname, p)
         self._name_state(root, prefix, again=bool(self._roots.absorbed))
+
+    def _note_compiled(self, root: torch.nn.Module, prefix: str) -> None:
+        """A `compiled` record per torch.compile'd module under a new root, with its backend:
+        Dynamo compiles nothing under a dispatch mode, so this ledger is the eager run
+        (docs/decisions.md, issue 9; `show` says so), and predict refuses policies inside
+        code a real backend compiled (Note [Policies inside compiled code], compiled.py)."""
+        seen = set()
+        for mod, path in paths_under(root, prefix):
+            backend = compiled_backend(mod)
+            if backend is not None and path not in seen:
+                seen.add(path)      # torch.compile's wrapper and the module it wraps
+                self.sink.write({"k": "compiled", "mod": type(mod).__name__, "path": path,
+                                 "backend": backend})
 
     def _name_state(self, root: torch.nn.Module, prefix: str, again: bool = False) -> None:
         """The `parameter` and `buffer` roles of a top-level module's tensors, named under

@@ -49,6 +49,7 @@ from torch.optim.optimizer import register_optimizer_step_pre_hook
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from memledger.replay.calib_cache import load_average, machine_busy
+from memledger.trace.compiled import compiles_so_far
 from memledger.trace.roots import RootNames, named_modules
 
 
@@ -261,6 +262,8 @@ class StepTimers:
         self.load_before = load_average()   # Note [Timings taken on a busy machine]
         self.step_ns: list[int] = []
         self.step_faults: list[int] = []   # minor page faults per module-timed step
+        self.step_compiles: list[int] = []  # frames Dynamo compiled in each of them
+        self._c = 0
         self._faults = minor_faults
         self._t = 0
         self._f = 0
@@ -273,6 +276,7 @@ class StepTimers:
         if 0 < self._n and self.ops is None:       # a module-timed step just ended
             self.step_ns.append(now - self._t)
             self.step_faults.append(faults - self._f)
+            self.step_compiles.append(compiles_so_far() - self._c)
         if self.ops is not None:          # the op-timed step just ended
             self.ops.__exit__(None, None, None)
             self.done = True
@@ -287,7 +291,7 @@ class StepTimers:
             self.probe, self.selective = got["checkpoint"], got["selective"]
             self.offload = got.get("offload", {})
             return
-        self._t, self._f = self._clock(), self._faults()
+        self._t, self._f, self._c = self._clock(), self._faults(), compiles_so_far()
         if self._more_module_steps():
             self.modules.start_step()
         else:
@@ -305,8 +309,9 @@ class StepTimers:
     # several ranks the allocator pass times its steps and probes nothing: the cost model
     # uses the calibration's constants there (predict says so).
     def settled(self) -> list[int]:
-        """Indices of the module-timed steps kept (Note [Timed steps in a settled process])."""
-        return settled(self.step_faults)
+        """Indices of the module-timed steps kept (Note [Timed steps in a settled process]):
+        and none during which Dynamo compiled (Note [A step that compiled], compiled.py)."""
+        return [i for i in settled(self.step_faults) if not self.step_compiles[i]]
 
     def _more_module_steps(self) -> bool:
         if over_budget(self.step_ns) or self._n >= 2 * self.module_steps:
@@ -336,6 +341,7 @@ class StepTimers:
         return {"k": "timing", "device": device, "clock": self.clock_name,
                 "step_ns": [self.step_ns[i] for i in kept],
                 "unsettled_steps": len(self.step_ns) - len(self.settled()),
+                **({"compiled_steps": n} if (n := sum(map(bool, self.step_compiles))) else {}),
                 **({"busy": busy} if (busy := machine_busy(self.load_before)) else {}),
                 "sac_op_ns": self.sac_op,
                 "recompute_factor": self.probe.get("factor", []),
@@ -616,14 +622,20 @@ class _RegionSteps:
         added time per step, in each of 4 runs of benchmarks/probe_vs_training.py
         --probe-turn 2 3: docs/performance.md), so the probes keep 2."""
         k, done = max(turn - 1, 1), 0
+
+        def turn_of(wrap) -> list:
+            self.run(wrap)
+            before = compiles_so_far()
+            runs = [self.run(wrap) for _ in range(k)]
+            return runs if compiles_so_far() == before else []   # Note [A step that
+                                                                  # compiled], compiled.py
         while any(done < reps[m] for m in modes):
             timed: dict[str, list] = {}
             for m, wrap in list(modes.items()):
                 if done < reps[m]:
-                    runs = self._or_drop(modes, m, lambda: [self.run(wrap)
-                                                             for _ in range(k + 1)])
+                    runs = self._or_drop(modes, m, lambda: turn_of(wrap))
                     if runs:
-                        timed[m] = runs[1:]
+                        timed[m] = runs
             for i in range(k):
                 yield {m: runs[i] for m, runs in timed.items()}
             done += k

@@ -20,6 +20,7 @@ import time
 from memledger.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 from memledger.ledger.writer import FileSink
 from memledger.trace.collector import Collector, StopTracing
+from memledger.trace.compiled import compiles_so_far
 from memledger.trace.interrupts import install_worker_handlers
 from memledger.trace.rank import for_rank, rank_header
 from memledger.trace.script import ScriptOutcome, run_and_classify
@@ -146,7 +147,7 @@ def _allocator_pass(args) -> int:
                         device="cuda:0" if cuda else "cpu",
                         probes=int(os.environ.get("WORLD_SIZE", "1")) <= 1)
     state: dict = {"n": 0, "t": 0, "step_ns": [], "cuda": None, "probing": True,
-                   "stopped": False}
+                   "stopped": False, "compiles": compiles_so_far()}
 
     def stop_probes() -> None:
         if state["probing"]:
@@ -212,6 +213,9 @@ def _allocator_pass(args) -> int:
         scratch = measured["scratch"]   # Note [Kernel scratch]: for replay
         if scratch:
             records.append({"k": "opscratch", "device": "cpu", "ops": scratch})
+        if (frames := compiles_so_far() - state["compiles"]):   # this pass ran compiled
+            records.append({"k": "compiles", "frames": frames})   # code; the ledger pass
+                                                                   # could not (compiled.py)
         timed = timers.record("cuda:0" if cuda else "cpu")
         if timed:
             records.append(timed)

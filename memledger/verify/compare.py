@@ -150,10 +150,11 @@ def predict_judged(led: Ledger, policies: list[Policy], passed: set[str]):
     that refusal must not turn the whole comparison into exit 2 and lose the other
     policies' verdicts (it did: `-p checkpoint:model.layers.* -p offload:model.layers.*` on
     a script with `gradient_checkpointing_enable()`). Its row keeps predicted 0. One that
-    passed the gates yet predict refuses is an error of its own (exit 2)."""
+    passed the gates yet predict refuses is an error of its own (exit 2), unless predict
+    only cannot predict it (`runs`: inside compiled code), which is measured and judged."""
     pred = predict(led, policies, keep_going=True)
     for r in pred.refused:
-        if r.policy in passed:
+        if r.policy in passed and not r.runs:
             raise PolicyError(f"memledger: {r.reason}")
     return pred
 
@@ -166,9 +167,11 @@ def fill_performance(report: CompareReport, led: Ledger, pred, policies: list[Po
     report.front = pareto_points(led)
     report.time_caveats = time_caveats(pred, own_load=False)
     predicted = {pp.policy: pp for pp in pred.policies}   # a refused policy has none
+    unpredicted = {r.policy: r.reason for r in pred.refused if r.runs}
     for row, p in zip(report.policies, policies):   # same order as `policies`
         pp = predicted.get(str(p))
         if pp is None:
+            row.not_predicted = unpredicted.get(str(p), "")
             continue
         row.predicted_peak_bytes = pp.peak_bytes
         row.predicted_added_time_s = pp.added_time_s
@@ -181,7 +184,7 @@ def fill_performance(report: CompareReport, led: Ledger, pred, policies: list[Po
         row.measured_peak_bytes = m.peak_bytes
         row.measured_step_time_s = m.step_time_s
         row.saving_bytes = base.peak_bytes - m.peak_bytes
-        if m.peak_bytes:
+        if m.peak_bytes and row.predicted_peak_bytes:
             row.peak_prediction_error = (row.predicted_peak_bytes - m.peak_bytes) / m.peak_bytes
     # Note [Baseline step time, twice]: other work on the machine only ever slows a step,
     # so the baseline is timed before and after the policies and the faster median is the

@@ -57,6 +57,9 @@ class PolicyComparison(BaseModel):
     worst_gradient: Worst | None = None
     steps_compared: int = 0
     predicted_peak_bytes: int = 0
+    not_predicted: str = Field("", description="why predict refused this policy though it "
+                               "runs (inside compiled code): measured and judged, not "
+                               "predicted")
     measured_peak_bytes: int = 0
     idle_regions: list[str] = Field(default_factory=list, description="selected modules the "
                                     "policy acts on no call of (called only without "

@@ -12,8 +12,8 @@
 - `penalty`: the residual MLP with a gradient penalty, `autograd.grad(loss, first block's
   fc1.weight, create_graph=True)` added to the loss (WGAN-GP, R1): two backward passes,
   the first building a graph;
-- `compiled_block`: the residual MLP with its second block `torch.compile`'d (backend
-  `eager`): the wrapper and the block it wraps answer to one name, `blocks.1`;
+- `compiled_block`: the residual MLP with its second block `torch.compile`'d (`--backend`,
+  default `eager`): the wrapper and the block it wraps answer to one name, `blocks.1`;
 - `lora_conv`: residual conv blocks (conv, BatchNorm in training mode, ReLU, conv) with
   peft LoRA on the convolutions, whose frozen weights take no gradient, so a re-run's
   activations make the peak;
@@ -184,6 +184,7 @@ ap.add_argument("--case", default="plain")
 ap.add_argument("--opt", default="adam")
 ap.add_argument("--steps", type=int, default=3)
 ap.add_argument("--batch", type=int, default=8)
+ap.add_argument("--backend", default="eager")   # compiled_block: torch.compile's backend
 a = ap.parse_args()
 torch.manual_seed(0)
 g = torch.Generator().manual_seed(1)
@@ -204,7 +205,7 @@ elif a.case == "sparse":
 else:
     model = Net(a.case)
 if a.case == "compiled_block":
-    model.blocks[1] = torch.compile(model.blocks[1], backend="eager")
+    model.blocks[1] = torch.compile(model.blocks[1], backend=a.backend)
 model.train()
 
 if a.case == "sparse":

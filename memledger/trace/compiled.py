@@ -1,0 +1,80 @@
+"""torch.compile seen from outside: which modules run compiled code and under which backend,
+and whether Dynamo compiled anything while a step was being timed.
+
+# Note [Policies inside compiled code]
+The ledger pass runs under a TorchDispatchMode, where Dynamo compiles nothing: the ledger
+is the eager run (docs/how-it-works.md). `measure`'s wrappers on a module inside compiled
+code are traced into the graph, and what the graph saves is then the compiler's choice: on
+a residual MLP whose second block was compiled with `aot_eager`, `checkpoint:blocks.1`
+measured 16.9 KiB above the baseline where the eager replay predicted 4.9 KiB, and
+`offload:blocks.1` moved nothing where it predicted 24.8 KiB saved; under `inductor` the
+re-run's fused kernels also changed the gradients' last bits. With the `eager` backend the
+wrappers act as on the plain model and the replay is exact. So the trace writes one
+`compiled` record per compiled module, with its path and backend, and `predict` refuses a
+policy on a region inside code compiled by any backend but `eager` (memledger/replay/
+compiled.py); `measure` still runs it, as the allocator measures it.
+
+# Note [A step that compiled]
+Dynamo compiles a frame at its first call, and again when a guard fails: a global module
+hook installed for timing, `measure`'s wrapper patched into a module's `forward`, a new
+input shape. Timed, such a step is compile time: the residual MLP's compiled block read
+602 ms of forward in the one step the timers kept (a plain call takes 0.2 ms) and predict
+priced checkpointing it at +394 ms per step where it measured +2 ms. So a timed step, or
+a probe's timed run, during which Dynamo compiled a frame is dropped, as an unsettled step
+is (Note [Timed steps in a settled process] in timing.py).
+"""
+
+from __future__ import annotations
+
+import sys
+
+import torch
+
+EAGER_BACKEND = "eager"      # Dynamo traces and runs the graph as it is: policies act
+UNKNOWN_BACKEND = "unknown"  # compiled, but the backend's name could not be read
+
+
+def compiled_backend(module: torch.nn.Module) -> str | None:
+    """The backend `torch.compile(module)` or `module.compile()` used (its registered name,
+    or a custom backend function's `__name__`), UNKNOWN_BACKEND when compiled but unnamed,
+    None when the module is not compiled."""
+    ctx = getattr(module, "dynamo_ctx", None)   # torch.compile(module): an OptimizedModule
+    if ctx is not None:
+        callback = getattr(ctx, "callback", None)
+    else:
+        call = module.__dict__.get("_compiled_call_impl")   # module.compile()
+        if call is None:
+            return None
+        callback = _closure_value(call, "callback")
+    # Dynamo wraps the backend in layers (CatchErrorsWrapper, ConvertFrame,
+    # WrapBackendDebug, the backend wrapper); the first with a name names it
+    for _ in range(8):
+        if callback is None:
+            break
+        name = getattr(callback, "compiler_name", None)
+        if isinstance(name, str) and name:
+            return name
+        callback = getattr(callback, "_torchdynamo_orig_backend", None) or \
+            getattr(callback, "_inner_convert", None)
+    return UNKNOWN_BACKEND
+
+
+def _closure_value(fn, name: str):
+    code = getattr(fn, "__code__", None)
+    cells = getattr(fn, "__closure__", None) or ()
+    if code is None or name not in code.co_freevars:
+        return None
+    try:
+        return cells[code.co_freevars.index(name)].cell_contents
+    except (IndexError, ValueError):
+        return None
+
+
+def compiles_so_far() -> int:
+    """Frames Dynamo has compiled in this process (Note [A step that compiled]); 0 when
+    Dynamo was never imported (it is not imported here: that takes seconds)."""
+    utils = sys.modules.get("torch._dynamo.utils")
+    try:
+        return int(utils.counters["frames"]["total"]) if utils is not None else 0
+    except (AttributeError, KeyError, TypeError, ValueError):
+        return 0
