@@ -91,8 +91,6 @@ def test_a_timed_step_that_compiled_is_not_kept():
 def test_compiled_code_outside_any_module_gets_a_line():
     """A `torch.compile`d function (a whole step) names no module and no backend: predict
     cannot refuse its policies, so it says the predictions may not hold."""
-
-
     frames = {"k": "compiles", "frames": 72}
     assert "outside any compiled module" in compiled_elsewhere_line(_ledger(frames))
     assert compiled_elsewhere_line(_ledger()) == ""
