@@ -17,9 +17,10 @@ def measure(
     script: Annotated[Path, typer.Argument(help="the training script, run as __main__")],
     script_args: Annotated[Optional[list[str]], typer.Argument(
         help="arguments for the script, after --", show_default=False)] = None,
-    policy: Annotated[str, typer.Option(
-        "--policy", "-p", help="'kind:selector[:options]' joined by '+' (default: none)")] =
-        "none",
+    # a list, so that a second -p is refused rather than silently replacing the first
+    policy: Annotated[Optional[list[str]], typer.Option(
+        "--policy", "-p", help="'kind:selector[:options]' joined by '+' (default: none); "
+        "one: `compare` takes several")] = None,
     steps: Annotated[int, typer.Option(help="optimizer steps profiled for the peak")] = 3,
     time_steps: Annotated[int, typer.Option(
         help="further steps timed without profiling (median)")] = 5,
@@ -35,9 +36,11 @@ def measure(
     from memledger.measure.runner import measure_script
     from memledger.replay.policies import policies_from_args
 
-    pols = policies_from_args([policy])
+    pols = policies_from_args(policy or ["none"])
     if len(pols) != 1:
-        raise PolicyError("measure takes one policy; run it once per policy")
+        raise PolicyError(f"measure takes one policy, not {len(pols)} "
+                          f"({', '.join(p.text() for p in pols)}): run it once per policy, "
+                          f"or `memledger compare` for several side by side")
     if nproc:
         from memledger.commands.ranks import measure_nproc
 

@@ -22,6 +22,7 @@ from memledger.errors import (
 )
 from memledger.trace.collector import StopTracing
 from memledger.trace.own_ranks import OwnRanks, OwnRanksStop
+from memledger.trace.session import port_taken
 
 
 # torch warns once per torch.compile(module) that global module hooks will fire an extra
@@ -116,9 +117,10 @@ def run_and_classify(script: str | Path, argv: list[str],
         refused = refuse(e) if refuse is not None else None
         if refused is not None:
             return refused
-        print_script_traceback(e, Path(script).resolve())
         reason = f"script raised {type(e).__name__}: {e}".splitlines()[0]
-        return ScriptOutcome(EXIT_SCRIPT_FAILED, reason, e)
+        if not port_taken(reason):   # that one is said in one line, and the parent runs
+            print_script_traceback(e, Path(script).resolve())   # the pass again (Note [Two
+        return ScriptOutcome(EXIT_SCRIPT_FAILED, reason, e)     # passes, one port])
     return _finished(own)
 
 

@@ -87,6 +87,16 @@ def _worker(mode: str, script: Path, argv: list[str], out: Path, steps: int,
 # script that downloads a data set or writes a fixed file at set-up does it twice at once.
 # `--nproc` (trace/launch.py) and `--fake` (no allocator pass) do not use this path.
 #
+# Note [Two passes, one port]
+# A one-process distributed script binds a fixed port at set-up (the tutorial's
+# `os.environ["MASTER_PORT"] = "12355"` before `init_process_group`): with the two passes
+# at once, the second to bind failed with EADDRINUSE, which ended the trace with the
+# script's traceback (or left the ledger without its measured peak). The worker says such a
+# failure in one line (trace/script.py `port_taken`) and the parent runs that pass again
+# once the other has let the port go: a ledger pass after the allocator pass is cancelled,
+# an allocator pass after the ledger pass is done. A port that is still taken then belongs
+# to another program, and the failure stands.
+#
 # Note [Memory-only traces]
 # The timed steps, the three probes and the machine's calibration serve the time side of
 # `predict`, `plan` and `compare`, and they are most of what `trace` costs beyond a plain
@@ -132,7 +142,8 @@ class _Worker:
         self._done()
         if self.fw is not None and self.fw.interrupted:
             result = {**result, "code": EXIT_INTERRUPTED, "signals": self.fw.signals}
-        if self.quiet and result["code"] not in (EXIT_OK, EXIT_INTERRUPTED) and output:
+        if self.quiet and result["code"] not in (EXIT_OK, EXIT_INTERRUPTED) and output and \
+                not port_taken(result.get("reason", "")):   # run again: Note [Two passes,
             sys.stderr.write(output.decode(errors="replace"))
         return result
 
@@ -198,43 +209,71 @@ def _trace_into(script: Path, argv: list[str], out: Path, partial: Path, steps: 
                 measure: bool, fake: bool, fake_args: tuple[str, ...],
                 fw: Forwarder, steps_by: str = "optimizer",
                 timing: bool = True) -> TraceResult:
-    allocator = None
+    allocator = start_allocator = None
     if measure:   # Note [Warm allocator pass]: it runs its measured steps beside the ledger's
         # On CUDA the allocator pass also leaves the allocator's own snapshot beside the
         # ledger (a torch pickle: read it with `memledger import`, never plain pickle),
         # under a partial name until its peak is kept.
         mtmp = tempfile.TemporaryDirectory(prefix="memledger-")
         snapshot = Path(str(out) + ".cuda-snapshot.pickle")
-        allocator = _Worker("allocator", script, argv, Path(mtmp.name) / "measured.json",
-                            steps, quiet=True, wait_for_go=True, fw=fw,
-                            extra=("--snapshot", str(partial_path(snapshot)),
-                                   "--steps-by", steps_by,
-                                   *(() if timing else ("--timing-steps", "0"))))
+
+        def start_allocator() -> _Worker:
+            return _Worker("allocator", script, argv, Path(mtmp.name) / "measured.json",
+                           steps, quiet=True, wait_for_go=True, fw=fw,
+                           extra=("--snapshot", str(partial_path(snapshot)),
+                                  "--steps-by", steps_by,
+                                  *(() if timing else ("--timing-steps", "0"))))
+        allocator = start_allocator()
     try:
         res = _worker("ledger", script, argv, partial, steps, quiet=False, extra=fake_args,
                       fw=fw)
+        if allocator is not None and port_taken(res.get("reason", "")):
+            allocator.cancel()   # Note [Two passes, one port]: it holds the port
+            allocator = None
+            _say_passes_apart()
+            res = _worker("ledger", script, argv, partial, steps, quiet=False,
+                          extra=fake_args, fw=fw)
+            allocator = start_allocator()
         _raise_for_ledger_pass(res, out, partial, fake)
     except BaseException:
         if allocator is not None:
             allocator.cancel()
+        if start_allocator is not None:
             mtmp.cleanup()
             _drop_snapshot(snapshot)
         raise
     measured = False
     if allocator is not None:
         try:
-            measured = _join_allocator_pass(allocator, res["steps"], out, partial, snapshot)
+            measured = _join_allocator_pass(allocator, res["steps"], out, partial, snapshot,
+                                            start_allocator)
         finally:
             mtmp.cleanup()
     return TraceResult(ledger_path=out, steps=res["steps"], measured=measured)
 
 
+def port_taken(reason: str) -> bool:
+    """A failure to bind a port in use (torch's TCPStore at a fixed MASTER_PORT: "... code:
+    -98, name: EADDRINUSE, message: address already in use"): Note [Two passes, one port]."""
+    return "EADDRINUSE" in reason or "address already in use" in reason.lower()
+
+
+def _say_passes_apart() -> None:
+    print("memledger: the script's fixed port (MASTER_PORT) was taken by its other pass "
+          "running beside it; running the two passes one after the other", file=sys.stderr)
+
+
 def _join_allocator_pass(allocator: _Worker, steps: int, out: Path, partial: Path,
-                         snapshot: Path) -> bool:
+                         snapshot: Path, restart=None) -> bool:
     """Let the allocator pass time its steps, then add its records to the ledger if they
-    cover the steps the ledger pass traced (Note [Warm allocator pass]). True: added."""
+    cover the steps the ledger pass traced (Note [Warm allocator pass]). True: added.
+    `restart()`: the pass anew, for one that found its port taken (Note [Two passes, one
+    port])."""
     try:
         mres = allocator.result(go=f"go {steps}\n")
+        if restart is not None and port_taken(mres.get("reason", "")):
+            _say_passes_apart()
+            mres = restart().result(go=f"go {steps}\n")
     except BaseException:
         _drop_snapshot(snapshot)
         raise

@@ -122,3 +122,69 @@ def test_allocator_peak_dropped_when_the_ledger_pass_traced_fewer_steps(
     events = (tmp_path / "events.log").read_text().splitlines()
     assert events.count("allocator step 3 done") == 1
     assert "allocator step 4 done" not in events
+
+
+# Note [Two passes, one port]: the tutorial's one-process gloo job at a fixed MASTER_PORT.
+# FIRST binds the port and holds it until the other pass has tried and failed; the other
+# waits for it to bind first. Each pass writes what happened to events.log.
+FIXED_PORT = HEAD + """
+import os
+import torch.distributed as dist
+os.environ["MASTER_ADDR"] = "127.0.0.1"
+os.environ["MASTER_PORT"] = os.environ["TEST_FIXED_PORT"]
+FIRST = os.environ["TEST_FIRST"]
+
+def wait_for(name):
+    for _ in range(1200):
+        if pathlib.Path(name).exists():
+            return
+        time.sleep(0.1)
+    note(f"gave up waiting for {name}")
+
+if PASS != FIRST:
+    wait_for(f"{FIRST}-bound")
+try:
+    dist.init_process_group("gloo", rank=0, world_size=1)
+except Exception:
+    note("port taken")
+    pathlib.Path(f"{PASS}-failed").touch()
+    raise
+note("bound")
+pathlib.Path(f"{PASS}-bound").touch()
+if PASS == FIRST and not pathlib.Path("retried").exists():
+    other = "allocator" if PASS == "ledger" else "ledger"
+    wait_for(f"{other}-failed")
+    pathlib.Path("retried").touch()
+for it in range(1, 5):
+    loss = model(torch.randn(16, 8)).sum()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+dist.destroy_process_group()
+"""
+
+
+@pytest.mark.parametrize("first", ["ledger", "allocator"])
+def test_a_fixed_port_taken_by_the_other_pass_runs_the_passes_apart(
+        tmp_path: Path, monkeypatch, first: str) -> None:
+    import socket
+
+    with socket.socket() as s:   # a port free now, fixed for both passes
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.setenv("TEST_FIXED_PORT", str(port))
+    monkeypatch.setenv("TEST_FIRST", first)
+    # GIVEN a pass that binds the script's fixed port while the other holds it
+    r = _trace(tmp_path, FIXED_PORT, steps=2)
+    # THEN the trace says so in one line, runs that pass again once the port is free, and
+    # keeps both the ledger and the allocator's peak; no traceback reaches the user
+    assert r.returncode == 0, r.stderr
+    assert "running the two passes one after the other" in r.stderr
+    assert "Traceback" not in r.stderr and "EADDRINUSE" not in r.stderr
+    events = (tmp_path / "events.log").read_text().splitlines()
+    second = "allocator" if first == "ledger" else "ledger"
+    assert f"{second} port taken" in events and not any("gave up" in e for e in events)
+    assert events.count(f"{second} bound") == 1
+    d = _measured(tmp_path)
+    assert d["steps_traced"] == 2 and d["measured"]["source"] == "cpu-profiler"
+    assert d["measured"]["peak_bytes"] > 0
