@@ -87,7 +87,7 @@ def _raise_refused(reps, asked: int) -> None:
 
 
 def _print_table(rep, name: str) -> None:
-    from memledger.replay.predict import (UNPROBED_LINE, priced_by_calibration, unsettled_line,
+    from memledger.replay.predict import (priced_by_calibration, unprobed_line, unsettled_line,
                                           unsettled_why)
 
     t = Table(title=f"{name}: baseline peak {format_bytes(rep.baseline_peak_bytes)}",
@@ -135,7 +135,7 @@ def _print_table(rep, name: str) -> None:
                       f"{rep.offload_to} ({rep.copy_bytes_per_s / 2**20:.0f} MiB/s; "
                       "--json: transfer_s)", style="dim")
     if priced_by_calibration(rep):
-        console.print(UNPROBED_LINE, style="yellow")
+        console.print(unprobed_line(rep), style="yellow")
     if rep.cost_source == "traced" and not rep.untraced_step_time_s:
         console.print("added time from traced times, tracing overhead included (an upper "
                       "bound): the ledger has no untraced timings (traced with --no-timing, "

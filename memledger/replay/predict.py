@@ -89,6 +89,9 @@ class PredictReport(BaseModel):
     costs_probed: bool = Field(False, description="trace measured this model's own "
                                "checkpoint, selective and offload costs (its probes); "
                                "False: the machine's calibration priced them")
+    probes_skipped: str = Field("", description="why trace did not probe this model's "
+                                "costs when it had the steps to: 'compiled' (it runs code "
+                                "torch.compile'd by a real backend), '' otherwise")
     policies: list[PolicyPrediction]
     refused: list[RefusedPolicy] = Field(default_factory=list, description="policies the "
                                          "replay refused, with why (their peaks unknown)")
@@ -120,6 +123,14 @@ _PROBES = ("recompute_factor", "ckpt_region_ns", "sac_op_ns", "selective_probe",
 UNPROBED_LINE = ("checkpoint, selective and offload costs from the machine's calibration, "
                  "not this model's own: the script ended before trace's probes ran (they "
                  "follow its timed steps); let it run 16 steps more than --steps")
+COMPILED_UNPROBED_LINE = ("checkpoint, selective and offload costs from the machine's "
+                          "calibration, not this model's own: trace's probes do not run "
+                          "torch.compile'd code (each probe would compile again)")
+
+
+def unprobed_line(rep: "PredictReport") -> str:
+    """Why the calibration priced the policies (priced_by_calibration)."""
+    return COMPILED_UNPROBED_LINE if rep.probes_skipped == "compiled" else UNPROBED_LINE
 
 
 def unsettled_line(reason: str) -> str:
@@ -151,7 +162,7 @@ def time_caveats(rep: "PredictionReport", own_load: bool = True) -> list[str]:
     why = unsettled_why(rep.timings_busy if own_load else "", rep.calibration_unsettled)
     out = [unsettled_line(why)] if why else []
     if priced_by_calibration(rep):
-        out.append(UNPROBED_LINE)
+        out.append(unprobed_line(rep))
     return out
 
 
@@ -221,6 +232,8 @@ def predict(led: Ledger, policies: list[Policy], step_time_s: float | None = Non
                          calibration_unsettled=calibration_unsettled(led),
                          timings_busy=timings_busy(led),
                          costs_probed=costs_probed(led),
+                         probes_skipped=str((timing_record(led) or {}).get("probes_skipped",
+                                                                          "")),
                          cost_source="modelled" if time_model != "traced" else model.source,
                          time_model=time_model,
                          collective_bytes=int((led.measured or {}).get(

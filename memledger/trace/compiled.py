@@ -59,6 +59,15 @@ def compiled_backend(module: torch.nn.Module) -> str | None:
     return UNKNOWN_BACKEND
 
 
+def compiled_inside(root) -> bool:
+    """Whether the model of a probe input (trace/timing.py ProbeInput) is, or holds, a module
+    compiled by a backend other than `eager` (Note [No probes of compiled code])."""
+    module = getattr(root, "module", None)
+    if module is None:
+        return False
+    return any(b not in (None, EAGER_BACKEND) for b in map(compiled_backend, module.modules()))
+
+
 def _closure_value(fn, name: str):
     code = getattr(fn, "__code__", None)
     cells = getattr(fn, "__closure__", None) or ()

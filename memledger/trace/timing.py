@@ -49,7 +49,7 @@ from torch.optim.optimizer import register_optimizer_step_pre_hook
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from memledger.replay.calib_cache import load_average, machine_busy
-from memledger.trace.compiled import compiles_so_far
+from memledger.trace.compiled import compiled_inside, compiles_so_far
 from memledger.trace.roots import RootNames, named_modules
 
 
@@ -249,7 +249,15 @@ class StepTimers:
     def __init__(self, module_steps: int, device: str = "cpu", probes: bool = True) -> None:
         self.module_steps = module_steps
         self.device = device
-        self.probes = probes      # Note [No probes on several ranks]
+        self.probes = probes      # Note [No probes of compiled code]
+    # Every probe turn patches the regions' `forward` (plain, checkpointed, selective,
+    # offloaded), a guard Dynamo checks: inside torch.compile'd code each turn compiles again
+    # (seconds with inductor, up to Dynamo's recompile limit), and those turns are dropped
+    # anyway (Note [A step that compiled], compiled.py), while predict refuses the policies
+    # there (Note [Policies inside compiled code]). So the probes do not run on a model that
+    # holds code compiled by a backend other than `eager`; the calibration prices the
+    # policies outside it, and the record says why (`probes_skipped`).
+    # Note [No probes on several ranks]
         self.clock_name, self._clock = pick_clock()
         self.modules = ModuleTimer(self._clock)
         self.ops: OpTimer | None = None
@@ -257,6 +265,7 @@ class StepTimers:
         self.sac_op: list[float] = []
         self.probe: dict = {}
         self.selective: dict = {}
+        self.probes_skipped = ""    # why the probes did not run, when they did not
         self.offload: dict = {}     # offload_probe: CPU only (on CUDA the copies run on a
                                     # side stream that this clock does not see)
         self.load_before = load_average()   # Note [Timings taken on a busy machine]
@@ -281,6 +290,9 @@ class StepTimers:
             self.ops.__exit__(None, None, None)
             self.done = True
             if not self.probes:
+                return
+            if compiled_inside(self.modules.root):   # Note [No probes of compiled code]
+                self.probes_skipped = "compiled"
                 return
             self.sac_op = sac_probe(self.modules.root, len(self.ops.ops), self._clock)
             kept = [self.step_ns[i] for i in self.settled()]
@@ -342,6 +354,7 @@ class StepTimers:
                 "step_ns": [self.step_ns[i] for i in kept],
                 "unsettled_steps": len(self.step_ns) - len(self.settled()),
                 **({"compiled_steps": n} if (n := sum(map(bool, self.step_compiles))) else {}),
+                **({"probes_skipped": self.probes_skipped} if self.probes_skipped else {}),
                 **({"busy": busy} if (busy := machine_busy(self.load_before)) else {}),
                 "sac_op_ns": self.sac_op,
                 "recompute_factor": self.probe.get("factor", []),
@@ -454,7 +467,10 @@ def probe_regions(module: torch.nn.Module) -> list[str]:
             mods = dict(named_modules(module))
             return sum(p.numel() for n in groups[k] for p in mods[n].parameters())
         return groups[max(groups, key=n_params)]
-    kids = [n for n, m in module.named_children() if next(m.parameters(), None) is not None]
+    # the model's own children: torch.compile's wrapper holds the model as `_orig_mod`,
+    # whose children are the model's (`plain_name`)
+    kids = [n for n, m in dict(named_modules(module)).items()
+            if n and "." not in n and next(m.parameters(), None) is not None]
     return kids or [""]
 
 

@@ -495,6 +495,22 @@ def test_policies_inside_aot_eager_code_are_measured_not_predicted():
     assert p.predicted == p.measured < run.allocator_peak, p
 
 
+def test_a_model_compiled_whole_is_timed_without_probes():
+    """`torch.compile(model)` with a real backend and steps enough for trace's probes: the
+    probes looked for the model's children under torch.compile's wrapper (`_orig_mod`) and
+    the allocator pass failed with KeyError: '_orig_mod', leaving the ledger without its
+    measured peak. They now skip compiled code (Note [No probes of compiled code]), the
+    record says why, and every region of the model is refused as inside compiled code."""
+    run = run_client("train_compiled.py", ["--backend", "aot_eager", "--steps", "12"],
+                     ["checkpoint:fc1"], timing_steps=4)
+    timing = run.ledger.extra["timing"][0]
+    assert timing["probes_skipped"] == "compiled" and timing["step_ns"]
+    assert run.allocator_peak > 0
+    p = run.policies["checkpoint:fc1"]
+    assert p.predicted is None and "fc1 runs inside the model, torch.compile'd (backend " \
+        "'aot_eager')" in p.predict_refusal, p
+
+
 def test_gradient_penalty_under_checkpoint_and_offload():
     """`autograd.grad(loss, w, create_graph=True)` then backward through both (WGAN-GP, R1):
     the first pass builds a graph that saves what it ran with, under a policy the re-run's

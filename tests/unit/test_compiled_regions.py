@@ -96,3 +96,16 @@ def test_compiled_code_outside_any_module_gets_a_line():
     assert compiled_elsewhere_line(_ledger()) == ""
     module = {"k": "compiled", "mod": "OptimizedModule", "path": "", "backend": "inductor"}
     assert compiled_elsewhere_line(_ledger(module, frames)) == ""
+
+
+def test_probe_regions_of_a_compiled_model_are_its_own_children():
+    """torch.compile's wrapper holds the model as `_orig_mod`: the probes looked for that
+    name among the model's modules and failed (KeyError: '_orig_mod')."""
+    from memledger.trace.timing import probe_regions
+
+    from collections import OrderedDict
+
+    model = torch.nn.Sequential(OrderedDict(fc1=torch.nn.Linear(2, 3), act=torch.nn.ReLU(),
+                                            fc2=torch.nn.Linear(3, 2)))
+    assert probe_regions(torch.compile(model, backend="eager")) == probe_regions(model) == \
+        ["fc1", "fc2"]
