@@ -8,7 +8,9 @@ for the module whose forward made it (`fn` in its record; doctor_probe.py's
 A module counts when it ran with grad enabled, not in `training` mode, in a step whose
 backward pass reached a parameter of the network it belongs to: dropout is off, BatchNorm
 normalises with (and never updates) its running statistics. A network no gradient reaches
-is not being trained: a frozen loss network (a perceptual loss, `.eval()` and
+is not being trained, nor is a call whose graph no backward used (a validation forward
+under grad, then `model.train()`: Note [A validation forward under grad] in
+trace/doctor_probe.py): a frozen loss network (a perceptual loss, `.eval()` and
 `requires_grad_(False)`) or a distillation teacher whose logits are detached is in eval
 mode on purpose, and `model.train()` there would switch its dropout on; so is one that
 gradients reach but no optimizer holds a parameter of (a teacher left trainable: the
@@ -33,7 +35,9 @@ def eval_mode(run: Run) -> list[Finding]:
     untrained = run.untrained_roots()   # a teacher no optimizer holds: eval on purpose
     hits = [m for m in run.modes if m["window"] in reached and (
         m.get("root", -1) < 0 or m["root"] in reached[m["window"]])
-        and m.get("parent_training") is not True and m.get("root", -1) not in untrained]
+        and m.get("parent_training") is not True and m.get("root", -1) not in untrained
+        and not (m.get("graph") and not m.get("backprop"))]   # a call no backward used
+        # (a validation forward without no_grad): Note [A validation forward under grad]
     groups: dict[tuple, list[dict]] = {}
     for m in hits:
         groups.setdefault((m["file"], m["line"]), []).append(m)

@@ -124,6 +124,20 @@ _grad_enabled = torch.is_grad_enabled
 # Note [Backward passes of one forward]: the (window, backward number) that last walked a
 # graph node, kept in the node's own metadata dict (it lives and dies with the node)
 _WALKED = "memledger.doctor.walked"
+# Note [A validation forward under grad]: the eval-mode records whose module's input this
+# node made, marked `backprop` when a backward walks the node
+_MODE = "memledger.doctor.mode"
+
+
+def _node_metadata(node) -> dict | None:
+    """A graph node's own metadata dict (it lives and dies with the node); None for no node
+    or one without it."""
+    if node is None:
+        return None
+    try:
+        return node.metadata
+    except (AttributeError, RuntimeError):
+        return None
 
 
 @contextlib.contextmanager
@@ -235,6 +249,7 @@ class DoctorProbe(TorchFunctionMode):
         self._param_recs: dict[int, dict[str, Any]] = {}   # id(param) -> its "param" record
         self._ran: set[int] = set()                    # modules run in this window
         self._mode_seen: set[int] = set()
+        self._mode_pending: dict[int, dict] = {}   # Note [A validation forward under grad]
         self._mode_recs: list[tuple[weakref.ref, dict[str, Any]]] = []   # renamed with roots
         self._roots = 0
         self._handles: list[Any] = []
@@ -442,15 +457,45 @@ class DoctorProbe(TorchFunctionMode):
                 (isinstance(module, nn.modules.dropout._DropoutNd) and module.p > 0) or
                 (isinstance(module, nn.modules.batchnorm._BatchNorm)
                  and module.track_running_stats and not _frozen(module))):
-            self._mode_seen.add(mid)
-            file, line = user_line()
-            rec = {"k": "mode", "window": self._steps + 1,
-                   "mod": self._names.paths.get(module, ""), "cls": type(module).__name__,
-                   "bw": self._bw, "root": self._root_of.get(mid, -1), "file": file,
-                   "line": line, "parent_training": _parent_training(self._parent, module)}
+            self._mode_call(module, args, {"mod": self._names.paths.get(module, ""),
+                                           "cls": type(module).__name__,
+                                           "parent_training": _parent_training(self._parent,
+                                                                               module)})
+
+    # Note [A validation forward under grad]
+    # `eval_mode` is a module in eval inside a training step, where dropout is off. A
+    # validation pass in eval without `torch.no_grad()`, then `model.train()`, ran the same
+    # modules in eval under grad in a window whose backward reached the network, and read as
+    # one. What tells them apart is whether a backward used the call: the record marks the
+    # graph node that made the call's input (`graph`), and a backward walk that passes it
+    # marks the record `backprop` (a walk cut off at MAX_NODES marks every pending one).
+    # A module keeps one record: a call no backward used yet is updated by the module's next
+    # call in eval (a validation loop's batches), and the first that is used stays. An
+    # input no graph node made (a BatchNorm on the raw batch) is counted as before.
+    def _mode_call(self, module: nn.Module, args: tuple, what: dict) -> None:
+        """Check 7's record of a module (or a functional dropout's caller) in eval under
+        grad (Note [A validation forward under grad])."""
+        mid = id(module)
+        file, line = user_line()
+        rec = self._mode_pending.get(mid)
+        if rec is None:
+            rec = {"k": "mode", "window": self._steps + 1, **what, "bw": self._bw,
+                   "root": self._root_of.get(mid, -1), "file": file, "line": line}
             if not self._names.decided:
                 self._mode_recs.append((weakref.ref(module), rec))
             self.records.append(rec)
+        else:   # its earlier calls' graphs went unused so far: this call speaks for them
+            rec.update(window=self._steps + 1, bw=self._bw, file=file, line=line)
+        node = next((a.grad_fn for a in args if isinstance(a, _Tensor)
+                     and a.grad_fn is not None), None)
+        meta = _node_metadata(node)
+        if meta is None:
+            rec.pop("graph", None)
+            self._mode_seen.add(mid)
+            return
+        rec["graph"] = True
+        meta.setdefault(_MODE, []).append((mid, rec))
+        self._mode_pending[mid] = rec
 
     def _functional_dropout(self, name: str, args: tuple, kwargs: dict) -> None:
         """Check 7 for a dropout call: off (training=False, p > 0) under grad, inside a
@@ -471,15 +516,9 @@ class DoctorProbe(TorchFunctionMode):
         if module is None or isinstance(module, nn.modules.dropout._DropoutNd) or \
                 id(module) in self._mode_seen:
             return   # an nn.Dropout's own call: its module hook records it
-        self._mode_seen.add(id(module))
-        file, line = user_line()
-        rec = {"k": "mode", "window": self._steps + 1, "fn": True,
-               "mod": self._names.paths.get(module, "") or type(module).__name__,
-               "cls": name, "bw": self._bw, "root": self._root_of.get(id(module), -1),
-               "file": file, "line": line, "parent_training": bool(module.training)}
-        if not self._names.decided:
-            self._mode_recs.append((weakref.ref(module), rec))
-        self.records.append(rec)
+        self._mode_call(module, args[:1], {
+            "fn": True, "mod": self._names.paths.get(module, "") or type(module).__name__,
+            "cls": name, "parent_training": bool(module.training)})
 
     # ---- gradients (Note [Which backward reached a parameter]) ------------------------------
     def _make_grad_pre(self, pid: int):
@@ -685,10 +724,7 @@ class DoctorProbe(TorchFunctionMode):
                 if id(var) not in self._params and not isinstance(var, nn.Parameter):
                     inputs = True
                 continue
-            try:
-                meta = node.metadata
-            except (AttributeError, RuntimeError):
-                meta = None
+            meta = _node_metadata(node)
             tag = meta.get(_WALKED) if meta is not None else None
             if tag == key:
                 continue   # walked already in this walk (the tag, not id(): ids are reused)
@@ -696,9 +732,21 @@ class DoctorProbe(TorchFunctionMode):
                 shared = tag[1]
             if meta is not None:
                 meta[_WALKED] = key
+                for mid, rec in meta.get(_MODE, ()):   # Note [A validation forward under
+                    self._mode_used(mid, rec)          # grad]
             count += 1
             stack.extend(f for f, _ in node.next_functions)
+        if stack and count >= MAX_NODES:   # cut off: the calls it did not reach may be its
+            for mid, rec in list(self._mode_pending.items()):
+                self._mode_used(mid, rec)
         return inputs, shared
+
+    def _mode_used(self, mid: int, rec: dict) -> None:
+        """A backward used the eval-mode call `rec` records: it stays as it is."""
+        rec["backprop"] = True
+        if self._mode_pending.get(mid) is rec:
+            del self._mode_pending[mid]
+            self._mode_seen.add(mid)
 
     def _moved_since_backward(self) -> None:
         """The previous backward's parameters changed in place since it ran (outside any
@@ -1005,6 +1053,7 @@ class DoctorProbe(TorchFunctionMode):
             self._steps += 1
             self._count_scheduler_steps()
             self._cuts, self._visited, self._ran, self._mode_seen = {}, set(), set(), set()
+            self._mode_pending = {}
             ended = self._step_rule.post(opt)
         self._in_opt -= 1
         if ended:

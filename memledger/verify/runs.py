@@ -47,6 +47,7 @@ def capture_in_process(script: str | Path, argv: list[str], variant: Variant,
     """Run `script` here under `variant`; raise PolicyError if the policy cannot apply."""
     from memledger.measure.apply import install_policy
     from memledger.replay.policies import parse_policy
+    from memledger.trace.compiled import compiles_so_far
     from memledger.trace.script import run_and_classify
     from memledger.verify.broken import apply_broken
     from memledger.verify.capture import Capture
@@ -67,6 +68,7 @@ def capture_in_process(script: str | Path, argv: list[str], variant: Variant,
 
     installer = install_policy(parse_policy(variant.policy), on_applied=on_applied)
     saved_argv, saved_path = sys.argv[:], sys.path[:]
+    compiled_before = compiles_so_far()
     cap.start()
     try:
         outcome = run_and_classify(script, argv)
@@ -84,7 +86,8 @@ def capture_in_process(script: str | Path, argv: list[str], variant: Variant,
         return CaptureResult(EXIT_USAGE, "the script ran no optimizer step; call "
                              "optimizer.step() in the training loop", None)
     meta = {"policy": variant.policy, "broken": variant.broken, "selector": variant.selector,
-            "regions": applied, "device": cap.device, "steps_requested": steps}
+            "regions": applied, "device": cap.device, "steps_requested": steps,
+            "compiled": compiles_so_far() - compiled_before}   # frames Dynamo compiled
     return CaptureResult(code, reason, cap.data(meta) if cap.steps else None)
 
 

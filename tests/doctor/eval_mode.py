@@ -18,11 +18,15 @@ on without model.train(): dropout off, BatchNorm on running statistics.
     python eval_mode.py --functional --fixed  # model.train() after validation
     python eval_mode.py --functional --fixed --hard-false   # training=False written on
                                               # purpose while the module trains: not a finding
+    python eval_mode.py --fixed --grad-validation   # validation without torch.no_grad(),
+                                              # then model.train(): not a finding (it was)
+    python eval_mode.py --grad-validation     # and without model.train(): the bug
     python eval_mode.py --fixed --loss-net --trainable-loss-net   # the loss network in eval
                                               # but not frozen: gradients kept for its
                                               # parameters, which no optimizer holds
                                               # (wasted_gradients; not eval_mode)
 """
+import contextlib
 import sys
 
 import torch
@@ -35,6 +39,7 @@ LOSS_NET = "--loss-net" in sys.argv
 TRAINABLE_LOSS_NET = "--trainable-loss-net" in sys.argv
 FUNCTIONAL = "--functional" in sys.argv
 HARD_FALSE = "--hard-false" in sys.argv
+GRAD_VALIDATION = "--grad-validation" in sys.argv
 
 
 class Block(nn.Module):
@@ -70,8 +75,9 @@ for step in range(3):
     loss.backward()
     opt.step()
     model.eval()                    # validation
-    with torch.no_grad():
-        model(torch.randn(4, 8))
+    with torch.no_grad() if not GRAD_VALIDATION else contextlib.nullcontext():
+        for _ in range(2):
+            model(torch.randn(4, 8))
     if FIXED:
         model.train()
     if (FROZEN_BN or NORM_EVAL) and not FUNCTIONAL:

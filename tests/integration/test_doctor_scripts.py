@@ -178,6 +178,10 @@ BUGS = [
      ["6 parameters of `ema`", "step 2-3"], "e.mul_(decay).add_(p, alpha=1 - decay)"),
     ("eval_mode.py", ["--norm-eval"], "eval_mode", "warning",
      ["BatchNorm1d/Dropout", "step 2, 3"], "out = model(x)"),
+    # validation without no_grad and no model.train(): the training forward's call is the one
+    # a backward used (Note [A validation forward under grad])
+    ("eval_mode.py", ["--grad-validation"], "eval_mode", "warning",
+     ["BatchNorm1d/Dropout", "step 2, 3"], "out = model(x)"),
     # the model's only dropout is F.dropout(..., training=self.training): once unseen; at
     # the call (the innermost line of the script's code, as for every finding)
     ("eval_mode.py", ["--functional"], "eval_mode", "warning",
@@ -232,6 +236,10 @@ FIXED = [("cut.py", ["--cut", c, "--fixed"]) for c in ("detach", "checkpoint")] 
     ("eval_mode.py", ["--functional", "--fixed", "--hard-false"]),   # off on purpose
     ("eval_mode.py", ["--fixed", "--loss-net"]),    # a frozen loss network: no gradient
                                                     # reaches it (its Dropout once warned)
+    # validation in eval without torch.no_grad(), then model.train(): no backward used those
+    # calls (once an eval_mode warning: Note [A validation forward under grad])
+    ("eval_mode.py", ["--fixed", "--grad-validation"]),
+    ("eval_mode.py", ["--functional", "--fixed", "--grad-validation"]),
     # two optimizers: a GAN (the generator's backward adds to the discriminator's used
     # gradient, zeroed before its step; its loss kept until the next iteration) and a
     # backbone + head after one backward (`loss` alive between the two step() calls): each
