@@ -686,6 +686,11 @@ class DoctorProbe(TorchFunctionMode):
                 rec["input_grads"] = True
             if shared is not None:   # Note [Backward passes of one forward]
                 rec["shares"] = shared
+        else:
+            # several tensors at once: no walk says which eval-mode calls this backward
+            # used, so all count (Note [A validation forward under grad])
+            for mid, pending in list(self._mode_pending.items()):
+                self._mode_used(mid, pending)
         self._losses = []
         if isinstance(t, _Tensor):
             self._retention.backward_from(t)
