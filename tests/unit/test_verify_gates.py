@@ -336,3 +336,19 @@ def test_unknown_selector_is_a_policy_error(dropout_net):
     with pytest.raises(PolicyError):
         run_gates(dropout_net, [], [Variant("x", "checkpoint:nothing.*")], steps=1,
                   runner=in_process)
+
+
+def test_a_baseline_that_compiled_code_is_judged_within_rounding(tmp_path):
+    """Note [Compiled code under the gates]: a policy inside torch.compile'd code changes the
+    graph the compiler fuses, and the rounding with it; such a baseline is judged within
+    CUDA_RTOL, and a real defect (other dropout masks) is still rejected."""
+    from memledger.verify.gates import CUDA_RTOL
+
+    body = DROPOUT_NET.format(gen=SEEDED).replace(
+        "model = Net()\n", "model = Net()\nmodel.blocks[1] = torch.compile(model.blocks[1], "
+        "backend='aot_eager')\n")
+    script = _write(tmp_path, "compiled_net.py", body)
+    report, o = _one(script, Variant("offload:blocks.0", "offload:blocks.0"))
+    assert report.tolerance.rtol == CUDA_RTOL and o.passed, o.reason
+    _, o = _one(script, Variant("no-rng", broken="checkpoint_no_rng", selector="blocks.0"))
+    assert not o.passed and o.comparison.finding.diff.max_rel > 0.5
