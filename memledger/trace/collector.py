@@ -1261,8 +1261,12 @@ class Collector(ShardingMixin, TorchDispatchMode):
             alias = self._saved_alias(t)
             if alias is not t:   # Note [The module of a backward op]: this save's module
                 alias._memledger_mod = mod
+                alias._memledger_version = t._version   # Note [Saved and then changed]
             return alias
-        return self._saved_alias(t)
+        alias = self._saved_alias(t)
+        if alias is not t:
+            alias._memledger_version = t._version
+        return alias
 
     # Note [What autograd saves]: the alias autograd keeps; other tensor subclasses as they
     # are. FakeCollector adds FakeTensor (its alias made through FakeTensorMode, no event).
@@ -1329,7 +1333,24 @@ class Collector(ShardingMixin, TorchDispatchMode):
     # block on them; what the re-run saves, its nodes unpack unseen), and its whole
     # backward, the step's peak with it, read "in up_blocks.1.attentions.1". The alias
     # autograd keeps carries its save's module.
+    # Note [Saved and then changed]
+    # Autograd checks, as backward unpacks a saved tensor, that nothing changed it in place
+    # since it was saved (its version counter), and raises "one of the variables needed for
+    # gradient computation has been modified by an inplace operation". With saved-tensor
+    # hooks installed it leaves that check out, so under the ledger pass a script that
+    # fails untraced ran on: `h = relu(fc1(x)); h[..., :16].mul_(0.5)` (relu saved `h`)
+    # traced to a ledger with gradients computed from the changed `h`, while the allocator
+    # pass, with no hooks, failed. The alias a save hands autograd keeps the version it
+    # had (the alias shares the tensor's version counter), and the unpack raises autograd's
+    # error when it moved: the trace fails where the script does.
     def _unpack(self, t: torch.Tensor) -> torch.Tensor:
+        saved = getattr(t, "_memledger_version", None)
+        if saved is not None and t._version != saved:
+            raise RuntimeError(
+                f"one of the variables needed for gradient computation has been modified by "
+                f"an inplace operation: [{t.type()} {list(t.shape)}] is at version "
+                f"{t._version}; expected version {saved} instead (raised by memledger's "
+                f"saved-tensor hooks in autograd's place: the script fails so untraced too)")
         sid = self._sid(t, self._ev)
         if sid >= 0:
             self._bw_module = getattr(t, "_memledger_mod", None) or \
