@@ -363,8 +363,10 @@ def _saved_in_backward(prep: Prepared) -> np.ndarray:
     if prep.phase_bw_start is not None:
         # in a backward phase: the next micro-batch's forward saves a weight's autocast
         # cast that the previous backward read (ALBERT, accumulation), which is no such save
+        # (a ledger cut off before its first backward has none)
         i = np.searchsorted(prep.phase_bw_start, op_ev, side="right") - 1
-        after_read &= (i >= 0) & (op_ev < prep.phase_bw_end[np.maximum(i, 0)])
+        end = prep.phase_bw_end[np.maximum(i, 0)] if len(prep.phase_bw_end) else op_ev
+        after_read &= (i >= 0) & (op_ev < end)
     prep.__dict__["_saved_in_backward"] = after_read
     return after_read
 

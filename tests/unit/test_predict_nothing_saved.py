@@ -38,3 +38,18 @@ def test_a_save_list_name_no_op_had_is_named(tmp_path, capsys):
     assert "save=relu:" not in out                 # relu ran
     assert main(["predict", path, "-p", "selective:fc"]) == 0   # the default list: silent
     assert "no op of that name" not in capsys.readouterr().out
+
+
+def test_a_ledger_cut_off_before_its_first_backward_is_predicted(tmp_path, capsys):
+    """A script that raised in its first forward leaves a partial ledger with saves and no
+    backward phase: predict read the backward phases' ends and failed (IndexError, exit 70)."""
+    cut = []
+    for r in tiny_records():
+        if r["k"] == "phase" and r.get("ph") == "backward":
+            break
+        cut.append(r)
+    cut.append({"k": "end", "ev": max(r.get("ev", 0) for r in cut) + 1, "status": "error",
+                "message": "script raised ValueError"})
+    assert any(r["k"] == "saved" for r in cut)
+    assert main(["predict", write(tmp_path, cut), "-p", "checkpoint:fc"]) == 0
+    assert "checkpoint:fc" in capsys.readouterr().out
