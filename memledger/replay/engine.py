@@ -119,6 +119,10 @@ that was not saved by autograd is held until the recomputation that reuses it.
    at its own free. Two pruned blocks (tests/clients/train_mech.py --case prune):
    `checkpoint:blocks.*` was predicted 33,728 B over measured, both copies of each pruned
    (128, 32) fp32 weight live at once and both RNG states held to the end; exact after.
+   The same for a storage the region made that the script holds into backward in a
+   container of its own (`KEPT[name] = h`: the re-run runs that line again), whose re-made
+   copy also keeps its re-run graph until the script lets go of it (`_kept_remakes`;
+   tests/clients/train_mech.py --case kept: 474,772 B under measured before).
 11. `measure` copies the running statistics of every training BatchNorm a re-run calls and
    lets go of the copy as the re-run ends (Note [BatchNorm under recompute] in
    measure/apply.py; `_running_stats_rows`, from the `stats` bytes on the BatchNorm's
@@ -640,7 +644,7 @@ def _lifetimes(prep: Prepared, calls: _Calls, own: _Owners, seg: _Segments,
     held = _held(prep)
     fr = np.where((dropped | off) & ~held, own.fwd_end, fr0)   # a holder keeps what it holds
     fr = _release_partly_saved(prep, calls, own, fr, dropped | off | held, in_save_list)
-    fr = _hold_call_args(prep, fr, calls, seg)
+    fr = _hold_call_args(prep, fr, calls, seg, own)
     out = _Lifetimes()
     out.add(seg.pos_c(cr), seg.pos_f(fr), nb, prep.cat)
     if len(calls):
@@ -657,10 +661,13 @@ def _lifetimes(prep: Prepared, calls: _Calls, own: _Owners, seg: _Segments,
     back_end = np.where(held[u], prep.unpack[u] + 1, np.maximum(fr0[u], prep.unpack[u] + 1))
     # the read-back copy is the unpacking node's and goes when it returns, before autograd
     # frees the original after a broadcast gradient's sum (Mamba: 8 KiB); not under the
-    # script's own checkpoint, whose frame holds what its re-run unpacked
+    # script's own checkpoint, whose frame holds what its re-run unpacked. A held one's
+    # too: a ReLU output the script keeps (`acts[i] = h`) was read back for fc2's addmm
+    # and then the ReLU's backward, whose `threshold_backward` runs while the copy is its
+    # input (131,072 B a block under measured when it went at the unpack)
     ue = prep.unpack_end[u] if not prep.script_ckpt else np.full(len(u), -1, dtype=np.int64)
-    back_end = np.where((ue >= 0) & (ue < back_end), np.maximum(ue, prep.unpack[u] + 1),
-                        back_end)
+    back_end = np.where((ue >= 0) & ((ue < back_end) | held[u]),
+                        np.maximum(ue, prep.unpack[u] + 1), back_end)
     if prep.script_ckpt:
         back_end = np.where(held[u], back_end, _script_rerun_read_back_end(prep, u, back_end))
     back = prep.unpack_first[u]
@@ -828,12 +835,14 @@ def _held(prep: Prepared) -> np.ndarray:
     return held
 
 
-def _hold_call_args(prep: Prepared, fr: np.ndarray, calls: _Calls, seg: _Segments) -> np.ndarray:
+def _hold_call_args(prep: Prepared, fr: np.ndarray, calls: _Calls, seg: _Segments,
+                    own: "_Owners | None" = None) -> np.ndarray:
     """Rule 2: checkpoint's frame holds a region's arguments until its backward is done
     (the frame goes with the last of its saved-tensor holders), even when autograd saved
     none of them. A frozen LoRA base: the (2, 32, 64) fp32 hidden states entering a block
     (16,384 B) are saved by nothing and freed as the next block starts; checkpointed, they
-    stay until that block's backward."""
+    stay until that block's backward. And until the script lets go of a re-made copy it
+    keeps, whose graph saved them (`_kept_remakes`)."""
     ckpt = _is_recomputed(calls.kind)
     if prep.arg_row is None or not len(prep.arg_row) or not ckpt.any():
         return fr
@@ -845,6 +854,10 @@ def _hold_call_args(prep: Prepared, fr: np.ndarray, calls: _Calls, seg: _Segment
         return fr
     fr = fr.copy()
     np.maximum.at(fr, prep.arg_row[mine], seg.bw_end[kk[mine]])
+    if own is not None:
+        _, keep_to = _kept_remakes(prep, calls, own, _restashed(prep, calls, own, seg))
+        kept = mine & (keep_to[kk] >= 0)
+        np.maximum.at(fr, prep.arg_row[kept], keep_to[kk[kept]])
     return fr
 
 
@@ -868,6 +881,11 @@ def _recomputed_rows(prep, calls, own, seg, dropped, kept_cache, out: _Lifetimes
     gone_pos = np.where(prep.unpack[d] < 0,
                         seg.start[kd] + (np.minimum(fr0[d], seg.end[kd]) - calls.ev0[kd]),
                         seg.pos_f(gone))
+    # the graph of a re-made copy the script keeps holds what the re-run saved before it
+    last_cr, keep_to = _kept_remakes(prep, calls, own, restash)
+    kept_by = last_cr[kd] > cr[d]
+    gone_pos = np.where(kept_by, np.maximum(gone_pos, seg.pos_f(np.maximum(keep_to[kd], 0))),
+                        gone_pos)
     out.add(seg.start[kd] + (cr[d] - calls.ev0[kd]), gone_pos, prep.nbytes[d], prep.cat[d])
     # a kept activation (the region's output) is re-made by the re-run; under selective the
     # re-run hands the save list's outputs back instead (re-making those read the CNN's
@@ -975,12 +993,37 @@ def _restashed_rows(prep, calls, own, seg, restash: np.ndarray, out: _Lifetimes)
     out.add(at, np.maximum(seg.pos_f(fr0[r]), at + 1), prep.nbytes[r], prep.cat[r])
 
 
+def _kept_remakes(prep, calls, own, restash: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Rule 10's second half: per call, the latest creation and the latest original free
+    (-1: none) of the storages its re-run makes again and the script keeps in a container
+    of its own. The re-made copy was made with gradients on, and its `grad_fn` holds what
+    the re-run saved before it, the region's input too, for as long as the script keeps
+    the copy: three blocks whose ReLU output the script keeps (`acts[name] = h`),
+    `checkpoint:blocks.*`: each block's re-run LayerNorm output, mean and rstd and its
+    input stayed until the next forward, 159,936 B under measured when they went with the
+    block's backward. Not a module attribute (`stash`): the ledger does not say which
+    saves a kept tensor's graph reaches, and a pruned weight's (`weight_orig * mask`, made
+    by a pre-hook) reaches none; a ReLU output kept as `self.h` is then 159,936 B under."""
+    n = len(calls.ev0)
+    last_cr, keep_to = np.full(n, -1, dtype=np.int64), np.full(n, -1, dtype=np.int64)
+    if prep.stashed is not None:
+        restash = restash & ~prep.stashed
+    r = np.flatnonzero(restash)
+    if len(r):
+        np.maximum.at(last_cr, own.made[r], prep.created[r])
+        np.maximum.at(keep_to, own.made[r], prep.freed[r])
+    return last_cr, keep_to
+
+
 def _restashed(prep, calls, own, seg) -> np.ndarray:
-    """Per storage: Rule 10 re-makes it (not Rule 3)."""
-    if prep.stashed is None or not prep.stashed.any() or not len(calls):
+    """Per storage: Rule 10 re-makes it (not Rule 3): kept as its module's attribute, or
+    held by the script into backward (`acts[name] = h` in the region's code: the re-run
+    runs that line again)."""
+    kept = _held(prep) if prep.stashed is None else (prep.stashed | _held(prep))
+    if not kept.any() or not len(calls):
         return np.zeros(len(prep.created), dtype=bool)
     k = np.maximum(own.made, 0)
-    return prep.stashed & (own.made >= 0) & seg.has[k] & (prep.created < seg.end[k]) & \
+    return kept & (own.made >= 0) & seg.has[k] & (prep.created < seg.end[k]) & \
         _is_recomputed(calls.kind[k])
 
 

@@ -18,7 +18,10 @@
   peft LoRA on the convolutions, whose frozen weights take no gradient, so a re-run's
   activations make the peak;
 - `sparse`: `nn.Embedding(sparse=True)` under `SparseAdam` and the dense rest under Adam
-  (two optimizers, one step).
+  (two optimizers, one step);
+- `kept`: the residual MLP whose blocks keep their GELU output in a dict of the script's
+  (`KEPT[id(block)] = h`, activations kept for a look after the step): held into backward
+  and made again, and kept, by a checkpoint's re-run.
 
     python tests/clients/train_mech.py --case fno --opt adam --steps 3
     memledger trace tests/clients/train_mech.py --steps 2 -o m.ledger -- --case qat
@@ -52,8 +55,16 @@ class Block(nn.Module):
         elif case == "prune":
             prune.l1_unstructured(self.fc1, "weight", amount=0.3)
 
+        self.case = case
+
     def forward(self, x):
-        return x + self.fc2(F.gelu(self.fc1(self.ln(x))))
+        h = F.gelu(self.fc1(self.ln(x)))
+        if self.case == "kept":      # activations kept for a look after the step
+            KEPT[id(self)] = h
+        return x + self.fc2(h)
+
+
+KEPT: dict = {}
 
 
 class Spectral(nn.Module):
