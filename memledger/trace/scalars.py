@@ -1,7 +1,7 @@
 """Python numbers that reach an op as tensors: the bytes the dispatch mode never sees.
 
 # Note [Wrapped scalars]
-`x / 3.0`, `x.mul_(beta)`, `1 - x`: the op's schema takes a Tensor (`div.Tensor(Tensor
+`x / 3.0`, `x.mul_(beta)`, `x + 1`: the op's schema takes a Tensor (`div.Tensor(Tensor
 self, Tensor other)`), so torch wraps the Python number in a 0-dim CPU tensor marked as a
 "wrapped number" (`scalar_to_tensor`: float64 for a float, int64 for an int, bool for a
 bool, complex128 for a complex), calls the op, and frees it when the op returns. Inside the
@@ -51,6 +51,28 @@ ALBERT's `gelu_new` constants (3 per call): 96 B.
 CPU profiler, `y = x / 3.0; (y * 2.0).sum().backward()`: 8 B before the forward `div`,
 freed under `evaluate_function: DivBackward0`; the backward `div` allocates only its 4 B
 cast.
+
+# Note [Numbers an op wraps itself]
+The `.Scalar` overloads of the binary TensorIterator ops take the number as a `Scalar`, not
+a Tensor, and their kernels wrap it themselves (`wrapped_scalar_tensor`, `scalar_to_tensor`)
+before TensorIterator casts it: the same 0-dim tensor and cast as above, made and freed
+inside the op. Python reaches them for comparisons (`x > 0.5` is `gt.Scalar`) and C++
+composites reach them for arithmetic: on CPU `nn.Dropout` is `empty_like`, `bernoulli_`,
+`div_.Scalar(noise, 1 - p)`, `mul`, and that `div_` takes 8 B (the double) + 4 B (its
+float cast) the dispatch mode never saw. An in-place op makes no storage, so no kernel
+scratch is matched to it either (Note [Kernel scratch] in trace/allocator.py; and it is
+under `SCRATCH_MIN_BYTES`). vit-pytorch's ViT (dropout inside its attention), checkpointed
+per attention block, peaks in the re-run's dropout: predicted 559,840 B, measured 559,852 B
+(tests/clients/train_lucid.py --case vit).
+Measured with the CPU profiler on every aten overload taking (Tensor, Scalar) or (Scalar,
+Tensor), fp32/int64/bool tensors with a float, an int and a bool: the overloads in
+`_WRAPS_SCALAR` allocate the wrapped number (8 B; 1 B for a bool) and, when the common
+dtype differs from the number's, one element of the common dtype (for a comparison, whose
+output is bool, the common dtype is the inputs' `result_type`: `gt.Scalar(fp32, 0.5)` 8 +
+4 B, `eq.Scalar(int64, 0)` 8 B; Python's `1 - x` is `rsub.Scalar`: 8 + 4 B). `where(c, x,
+0.0)` makes its 0-dim tensor with `scalar_tensor`, which the mode sees. Others take the
+number by value and allocate nothing for it: `pow.Tensor_Scalar`, `clamp`, `fill_`, `leaky_relu`,
+`hardtanh`, `lerp_.Scalar`, `masked_fill.Scalar`, `add.Tensor`'s `alpha`.
 """
 
 from __future__ import annotations
@@ -68,19 +90,55 @@ _WRAPPED = {float: (8, torch.float64), int: (8, torch.int64), bool: (1, torch.bo
             complex: (16, torch.complex128)}
 NUMBERS = frozenset(_WRAPPED)
 
+# Note [Numbers an op wraps itself]: overloads whose kernel wraps a Scalar argument
+_WRAPS_SCALAR = frozenset(
+    [f"{op}.{ov}" for op in ("add", "add_", "sub", "sub_", "subtract", "subtract_", "mul",
+                              "mul_", "multiply", "multiply_", "div", "div_", "divide",
+                              "divide_", "true_divide", "true_divide_", "floor_divide",
+                              "floor_divide_", "remainder", "remainder_", "fmod", "fmod_",
+                              "eq", "eq_", "ne", "ne_", "not_equal", "not_equal_", "lt",
+                              "lt_", "le", "le_", "gt", "gt_", "ge", "ge_", "less", "less_",
+                              "less_equal", "less_equal_", "greater", "greater_",
+                              "greater_equal", "greater_equal_", "bitwise_and",
+                              "bitwise_and_", "bitwise_or", "bitwise_or_", "bitwise_xor",
+                              "bitwise_xor_", "copysign", "copysign_")
+     for ov in ("Scalar", "Scalar_mode")]
+    + ["rsub.Scalar", "remainder.Scalar_Tensor", "pow.Scalar", "bitwise_and.Scalar_Tensor",
+       "bitwise_or.Scalar_Tensor", "bitwise_xor.Scalar_Tensor",
+       "bitwise_left_shift.Tensor_Scalar", "bitwise_left_shift_.Tensor_Scalar",
+       "bitwise_left_shift.Scalar_Tensor", "bitwise_right_shift.Tensor_Scalar",
+       "bitwise_right_shift_.Tensor_Scalar", "bitwise_right_shift.Scalar_Tensor",
+       "xlogy.Scalar_Other", "xlogy_.Scalar_Other", "xlogy.Scalar_Self",
+       "special_xlog1py.other_scalar", "special_xlog1py.self_scalar",
+       "special_zeta.other_scalar", "special_zeta.self_scalar", "isin.Tensor_Scalar"])
+# how a slot's number becomes a tensor: wrapped by torch before the op, or by its kernel
+TENSOR, SCALAR = 0, 1
+
 
 @functools.lru_cache(maxsize=None)
-def tensor_slots(func) -> tuple[tuple[int, str], ...]:
-    """(position, name) of an op's positional Tensor arguments: where a Python number is
-    wrapped. Cached per op, so that the many ops handed only ints for int arguments (`t`,
-    `transpose`, `softmax`'s dim) cost the tracer one lookup (a call per such op made the
-    tiny GPT's traced step ~5 % slower)."""
+def tensor_slots(func) -> tuple[tuple[int, str, int], ...]:
+    """(position, name, how) of an op's positional arguments where a Python number is made a
+    tensor: its Tensor arguments (`TENSOR`: torch wraps the number before the op), and the
+    Scalar arguments of the overloads that wrap them inside (`SCALAR`: Note
+    [Numbers an op wraps itself]). Cached per op, so that the many ops handed only ints for
+    int arguments (`t`, `transpose`, `softmax`'s dim) cost the tracer one lookup (a call per
+    such op made the tiny GPT's traced step ~5 % slower)."""
     try:
         args = func._schema.arguments
+        name = f"{func._overloadpacket.__name__}.{func._overloadname}"
     except AttributeError:   # not an OpOverload
         return ()
-    return tuple((i, a.name) for i, a in enumerate(args)
-                 if not a.kwarg_only and a.type.isSubtypeOf(torch._C.TensorType.get()))
+    how = SCALAR if name in _WRAPS_SCALAR else None
+    number = torch._C.NumberType.get()
+    out = []
+    for i, a in enumerate(args):
+        if a.kwarg_only:
+            continue
+        if a.type.isSubtypeOf(torch._C.TensorType.get()):
+            out.append((i, a.name, TENSOR))
+        elif how is not None and a.type == number and a.name != "alpha":   # by value
+            out.append((i, a.name, how))
+    return tuple(out)
 
 
 class WrappedScalars:
@@ -103,7 +161,7 @@ class WrappedScalars:
     def note(self, func, args: tuple, out: Any, ev: int, module: Callable[[], str]) -> None:
         """Called for an op that had a Python number among its positional arguments and
         takes a Tensor positionally (`tensor_slots`); `module()`: the module running it."""
-        found = [(a, name) for i, name in tensor_slots(func) if i < len(args)
+        found = [(a, name, how) for i, name, how in tensor_slots(func) if i < len(args)
                  and type(a := args[i]) in NUMBERS]
         if not found:
             return
@@ -128,18 +186,23 @@ class WrappedScalars:
         mine = self.saved_by_node.get(id(_current_node())) if self.saved_by_node else None
         out_dtype = t.dtype if t is not None else None
         total = 0
-        for a, _ in found:
+        wrapped_here = []   # (name, bytes, number) torch wrapped before the op: autograd
+        for a, name, how in found:   # may save those (Note [Wrapped scalars saved ...])
             nbytes, dtype = _WRAPPED[type(a)]
-            if mine is None or a not in mine:   # a node's own saved number: no new tensor
-                total += nbytes
-            if out_dtype is not None and out_dtype != dtype:   # TensorIterator's cast
-                total += out_dtype.itemsize
+            cast = out_dtype
+            if how == SCALAR and cast is torch.bool and first is not t:
+                cast = torch.result_type(first, a)   # a comparison casts to the inputs'
+            if how == SCALAR or mine is None or a not in mine:   # a node's own saved
+                total += nbytes                                   # number: no new tensor
+            if cast is not None and cast != dtype:   # TensorIterator's cast
+                total += cast.itemsize
+            if how == TENSOR:
+                wrapped_here.append((name, nbytes, a))
         self.events.append(ev)
         self.bytes.append(total)
-        if grad and t is not None and torch.is_grad_enabled():
+        if wrapped_here and grad and t is not None and torch.is_grad_enabled():
             # autograd sets the output's node after this op returns: look at the next op
-            self.pending.append((weakref.ref(t), ev, len(self.events) - 1,
-                                 [(name, _WRAPPED[type(a)][0], a) for a, name in found],
+            self.pending.append((weakref.ref(t), ev, len(self.events) - 1, wrapped_here,
                                  module()))
 
     def resolve(self) -> None:
