@@ -164,6 +164,7 @@ from memledger.replay.scripted import refuse_scripted_regions
 from memledger.replay.stateful import (
     refuse_recompute_of_stateful,
     selective_mutated_message,
+    selective_reused_message,
     selective_twice_message,
 )
 
@@ -450,6 +451,35 @@ def _refuse_selective_mutated(prep: Prepared, calls: _Calls, own: _Owners, polic
     if len(bad):
         k = int(own.made[bad].max())
         raise PolicyError(selective_mutated_message(policy.text(), str(calls.mods[k])))
+
+
+def _refuse_selective_reused(prep: Prepared, calls: _Calls, policy: Policy) -> None:
+    """Note [A buffer a call makes and later calls reuse] (trace/collector.py): a selective
+    call inside which a module made a buffer that its later calls reused (they made none,
+    and ran ops of their own: ALiBi's slice of its cached bias) is re-run with the buffer
+    there, on the reuse path, whose ops its forward did not run: torch's selective
+    checkpoint raises on them, so refuse it, by the last such call (measure meets the
+    latest first, in backward)."""
+    if not prep.kept or not (calls.kind == Kind.SELECTIVE).any():
+        return
+    made = {}
+    for mod, ev0 in prep.kept:
+        made.setdefault(mod, set()).add(ev0)
+    bad = []
+    for mod, firsts in made.items():
+        later = (prep.scope_mod == mod) & (prep.scope_ev1 > prep.scope_ev0)
+        reused = [int(e) for e in prep.scope_ev0[later] if int(e) not in firsts]
+        if not reused:
+            continue
+        for ev0 in firsts:
+            if ev0 >= min(reused):
+                continue   # made after a reuse: not the cache's first fill
+            k = int(np.searchsorted(calls.ev0, ev0, side="right")) - 1
+            if k >= 0 and ev0 < calls.ev1[k] and calls.kind[k] == Kind.SELECTIVE:
+                bad.append((k, mod))
+    if bad:
+        k, mod = max(bad)
+        raise PolicyError(selective_reused_message(policy.text(), str(calls.mods[k]), mod))
 
 
 # ---- stage 4: what offload moves ----------------------------------------------------------
@@ -1246,6 +1276,7 @@ def replay(prep: Prepared, policy: Policy, rng_bytes: int = CPU_RNG_STATE_BYTES,
                                                                        policy)
     _refuse_selective_backward_twice(prep, calls, own, policy)
     _refuse_selective_mutated(prep, calls, own, policy, in_save_list)
+    _refuse_selective_reused(prep, calls, policy)
     off = _offloaded(prep, calls, own)
     seg = _segments(prep, calls, dropped, own)
     c, f, b, cat = _lifetimes(prep, calls, own, seg, dropped, kept_cache, off,

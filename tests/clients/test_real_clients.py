@@ -620,4 +620,51 @@ def test_vit_pytorch_dropout_in_a_rerun():
     assert run.ledger_peak == run.allocator_peak
     for text, p in run.policies.items():
         assert p.predicted == p.measured, (text, p)
-    assert run.policies[f"checkpoint:{b}.0"].measured == 559_852
+
+
+def test_selective_refused_where_a_buffer_made_on_the_first_call_is_reused():
+    """Note [A buffer a call makes and later calls reuse] (trace/collector.py): a position
+    bias module shared by the blocks makes its bias on its first call (inside blocks.0),
+    keeps it with `register_buffer` and slices it on every later call, as x-transformers'
+    ALiBi does. Selective's re-run of blocks.0 finds the buffer and slices it, an op its
+    forward never ran, and torch's selective checkpoint raises. Before, predict predicted
+    `selective:blocks.0` (489,312 B) and `selective:blocks.*` (518,944 B) while measure
+    refused both; now predict refuses them too, in one line, and still predicts the
+    regions whose calls only reused the buffer."""
+    run = run_client("train_mech.py", ["--case", "cached_bias", "--steps", "3"], [
+        "selective:blocks.0", "selective:blocks.*", "selective:blocks.1",
+        "checkpoint:blocks.*", "checkpoint:blocks.0+selective:blocks.1"])
+    assert run.ledger_peak == run.allocator_peak
+    for text in ("selective:blocks.0", "selective:blocks.*"):
+        p = run.policies[text]
+        assert p.predicted is None and p.measured is None, (text, p)
+        assert "would re-run blocks.0, whose forward call made a buffer of pos that later " \
+            "calls reuse" in p.predict_refusal and "\n" not in p.predict_refusal
+        assert "re-ran blocks.0 and met aten.slice.Tensor" in p.measure_refusal
+    for text in ("selective:blocks.1", "checkpoint:blocks.*",
+                 "checkpoint:blocks.0+selective:blocks.1"):
+        p = run.policies[text]
+        assert p.predicted == p.measured, (text, p)
+
+
+def test_x_transformers_alibi_selective_refused_by_predict_and_measure():
+    """x-transformers' Decoder with ALiBi (`alibi_pos_bias=True`): its AlibiPositionalBias
+    registers its bias as a buffer on the first attention layer's call and slices it
+    after. Before, predict predicted `selective:attn_layers.layers.*.1` (1,835,200 B) while
+    measure refused it (torch's selective checkpoint met `aten.slice.Tensor` in the first
+    layer's re-run); now both refuse it, and checkpoint, offload and selective of the later
+    layers alone stay exact."""
+    pytest.importorskip("x_transformers")
+    b = "attn_layers.layers.*.1"
+    run = run_client("train_lucid.py", [
+        "--case", "gpt", "--feat", "alibi_pos_bias=True;rotary_pos_emb=False"],
+        [f"selective:{b}", "selective:attn_layers.layers.[1-3].1", f"checkpoint:{b}",
+         f"offload:{b}"])
+    assert run.ledger_peak == run.allocator_peak
+    p = run.policies[f"selective:{b}"]
+    assert p.predicted is None and p.measured is None, p
+    assert "would re-run attn_layers.layers.0.1, whose forward call made a buffer of " \
+        "attn_layers.rel_pos" in p.predict_refusal
+    for text, p in run.policies.items():
+        if text != f"selective:{b}":
+            assert p.predicted == p.measured, (text, p)

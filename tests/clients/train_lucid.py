@@ -10,7 +10,8 @@ Cases: gpt (Decoder, rotary, ff_glu, attn_flash False), gpt_flash (same, attn_fl
 scaled_dot_product_attention), memtok (memory tokens, RMSNorm, qk-norm, residual attention),
 xtransformer (XTransformer encoder-decoder with cross attention), vit (vit-pytorch ViT),
 cait (CaiT: layer scale, class-attention layers), vit_fft (SimpleViT with an FFT branch),
-vit_value_residual (SimpleViT whose blocks mix in the first block's values).
+vit_value_residual (SimpleViT whose blocks mix in the first block's values). `--feat
+k=v;...` passes more options to x-transformers' Decoder (`w_k=v`: to TransformerWrapper).
 """
 
 import argparse
@@ -45,6 +46,11 @@ def build(args):
             kw.update(use_rmsnorm=True, attn_qk_norm=True, residual_attn=True)
             kw.pop("rotary_pos_emb")
             extra = dict(num_memory_tokens=4)
+        for k, v in feats(args.feat).items():   # w_: the wrapper's, the rest the Decoder's
+            if k.startswith("w_"):
+                extra[k[2:]] = v
+            else:
+                kw[k] = v
         return TransformerWrapper(num_tokens=VOCAB, max_seq_len=args.seq,
                                   attn_layers=Decoder(**kw), **extra)
     if case == "xtransformer":
@@ -70,6 +76,16 @@ def build(args):
         from vit_pytorch.simple_vit_with_value_residual import SimpleViT
         return SimpleViT(**kw)
     raise SystemExit(f"unknown case {case}")
+
+
+def feats(text: str) -> dict:
+    """`--feat "rotary_pos_emb=False;attn_kv_heads=2"`: more x-transformers options."""
+    import ast
+    out = {}
+    for part in filter(None, text.split(";")):
+        k, v = part.split("=", 1)
+        out[k] = ast.literal_eval(v)
+    return out
 
 
 def batch(args, gen):
@@ -110,6 +126,7 @@ def main() -> None:
     p.add_argument("--accum", type=int, default=1)
     p.add_argument("--clip", type=float, default=0.0)
     p.add_argument("--bf16", action="store_true")
+    p.add_argument("--feat", default="")
     args = p.parse_args()
 
     torch.manual_seed(0)

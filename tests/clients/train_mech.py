@@ -18,7 +18,10 @@
   peft LoRA on the convolutions, whose frozen weights take no gradient, so a re-run's
   activations make the peak;
 - `sparse`: `nn.Embedding(sparse=True)` under `SparseAdam` and the dense rest under Adam
-  (two optimizers, one step).
+  (two optimizers, one step);
+- `cached_bias`: the residual MLP adding a position bias that a module shared by the
+  blocks makes on its first call and keeps as a buffer, slicing it after (x-transformers'
+  ALiBi does so).
 
     python tests/clients/train_mech.py --case fno --opt adam --steps 3
     memledger trace tests/clients/train_mech.py --steps 2 -o m.ledger -- --case qat
@@ -53,7 +56,19 @@ class Block(nn.Module):
             prune.l1_unstructured(self.fc1, "weight", amount=0.3)
 
     def forward(self, x):
+        if hasattr(self, "pos"):
+            x = x + self.pos[0](x.shape[1])
         return x + self.fc2(F.gelu(self.fc1(self.ln(x))))
+
+
+class CachedBias(nn.Module):
+    """A bias made on the first call, kept as a buffer, and sliced by later calls."""
+    def forward(self, n: int) -> torch.Tensor:
+        if getattr(self, "bias", None) is None or self.bias.shape[0] < n:
+            bias = torch.arange(n * W, dtype=torch.float32).view(n, W).mul(1.0 / (n * W))
+            self.register_buffer("bias", bias, persistent=False)
+            return self.bias
+        return self.bias[:n]
 
 
 class Spectral(nn.Module):
@@ -78,6 +93,10 @@ class Net(nn.Module):
         mk = (lambda: Spectral()) if case == "fno" else (lambda: Block(case))
         self.blocks = nn.ModuleList(mk() for _ in range(depth))
         self.head = nn.Linear(W, 10)
+        if case == "cached_bias":
+            self.pos = CachedBias()   # one module called by every block, as ALiBi is
+            for b in self.blocks:
+                b.pos = [self.pos]    # in a list: not a submodule of each block
 
     def forward(self, x):
         for b in self.blocks:
