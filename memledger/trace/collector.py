@@ -106,6 +106,7 @@ from memledger.trace.resize import StorageResizeWatch
 from memledger.trace.roots import ByModule, RootNames, paths_under, plain_name, script_modules
 from memledger.trace.scalars import NUMBERS as _NUMBERS
 from memledger.trace.scalars import WrappedScalars
+from memledger.trace.scalars import casts_inputs as _casts_inputs
 from memledger.trace.scalars import tensor_slots as _tensor_slots
 from memledger.trace.script_checkpoint import (
     RECOMPUTE_HOOK,
@@ -590,6 +591,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
             self._in_place_twin(func, args, out, ev)
         if numbers and _tensor_slots(func):   # Note [Wrapped scalars] in trace/scalars.py
             self._scalars.note(func, args, out, ev, self._module_now)
+        if _casts_inputs(func):   # Note [Inputs an op casts] in trace/scalars.py
+            self._scalars.note_casts(func, args, out, ev)
         if self._phase == "loss":
             self._mark_loss_inputs(args)
         if (self._phase == "forward" or self._phase == "loss") and (w := _written_args(func)):

@@ -73,6 +73,27 @@ output is bool, the common dtype is the inputs' `result_type`: `gt.Scalar(fp32, 
 0.0)` makes its 0-dim tensor with `scalar_tensor`, which the mode sees. Others take the
 number by value and allocate nothing for it: `pow.Tensor_Scalar`, `clamp`, `fill_`, `leaky_relu`,
 `hardtanh`, `lerp_.Scalar`, `masked_fill.Scalar`, `add.Tensor`'s `alpha`.
+
+# Note [Inputs an op casts]
+On CPU a TensorIterator op handed tensors of different dtypes copies each input whose
+dtype is not the common one (`torch.result_type`; a 0-dim tensor does not promote) into a
+temporary of the common dtype, in the input's shape, and frees it before returning; an
+in-place op whose `self` is not of the common dtype also computes into a temporary of the
+common dtype and copies back. Measured with the CPU profiler: `bf16 + f32` (1,024
+elements) allocates the output and a 4,096 B fp32 copy of the bf16 input; `f32.add_(bf16)`
+the copy; `bf16.add_(f32)` a copy of each and the temporary output (8,192 B); `addcmul(f32,
+bf16, bf16)` two copies; `where(c, bf16, f32)` one; `i64 < f32` one. The dispatch mode sees
+none of them. Under bf16 autocast a block that adds a bf16 branch output to an fp32
+residual pays one such copy per add: x-transformers' hyper-connections (`einsum(x, beta) +
+residuals`, bf16 + fp32) under `checkpoint:attn_layers` peaked in the re-run at that add:
+predicted 1,991,496 B, measured 1,999,688 B (the 8,192 B copy). The allocator pass measures
+such a copy as the op's kernel scratch too (Note [Kernel scratch] in trace/allocator.py),
+but only where it can match its calls of the op to the ledger's events, all of them or
+none: there the copy was in `add`, whose calls the ledger counts differently in backward
+(Note [In place but for the mode] in trace/collector.py), so none matched. The collector
+writes the copies' bytes per op (`cev`, `cbytes` in the `scalars` records) and
+`Ledger.kernel_scratch` takes them out of the matched scratch where it has it, so they
+count once.
 """
 
 from __future__ import annotations
@@ -114,6 +135,64 @@ _WRAPS_SCALAR = frozenset(
 # how a slot's number becomes a tensor: wrapped by torch before the op, or by its kernel
 TENSOR, SCALAR = 0, 1
 
+# Note [Inputs an op casts]: the TensorIterator ops that take tensors of mixed dtypes
+_CASTING_PACKETS = frozenset(
+    n + sfx for n in ("add", "sub", "rsub", "mul", "div", "true_divide", "floor_divide",
+                      "remainder", "fmod", "eq", "ne", "lt", "le", "gt", "ge", "maximum",
+                      "minimum", "fmax", "fmin", "addcmul", "addcdiv", "lerp", "pow",
+                      "atan2", "copysign", "hypot", "xlogy", "logical_and", "logical_or",
+                      "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor", "where",
+                      "clamp", "heaviside", "nextafter")
+    for sfx in ("", "_")) - {"where_", "rsub_"}
+
+
+@functools.lru_cache(maxsize=None)
+def casts_inputs(func) -> bool:
+    """Whether `func` is a TensorIterator op that casts mixed-dtype inputs (Note [Inputs an
+    op casts]). Cached per op: the tracer asks for every op."""
+    try:
+        return func._overloadpacket.__name__ in _CASTING_PACKETS
+    except AttributeError:
+        return False
+
+
+def _common(a: torch.Tensor, b: torch.Tensor) -> torch.dtype:
+    return torch.result_type(a, b)
+
+
+def cast_bytes(func, args: tuple, out: Any) -> int:
+    """Bytes of the temporaries a CPU TensorIterator op makes to cast its inputs (and, in
+    place, its output) to the common dtype: Note [Inputs an op casts]."""
+    ts = [a for a in args if isinstance(a, _Tensor)]
+    if func._overloadpacket.__name__ == "where" and ts:
+        ts = ts[1:]   # the condition is read as bool, never cast
+    if len(ts) < 2 or ts[0].device.type != "cpu":
+        return 0
+    first = ts[0].dtype
+    for t in ts[1:]:
+        if t.dtype is not first:
+            break
+    else:
+        return 0   # one dtype: nothing cast
+    common = _common(ts[0], ts[1])
+    if len(ts) > 2:   # addcmul, addcdiv, lerp: fold in the third as its own category
+        probe = torch.empty(() if ts[0].dim() == 0 and ts[1].dim() == 0 else (1,),
+                            dtype=common, device="meta")
+        for t in ts[2:]:
+            common = _common(probe, t)
+            probe = torch.empty(probe.shape if t.dim() == 0 else (1,), dtype=common,
+                                device="meta")
+    size = common.itemsize
+    total = 0
+    for t in ts:
+        if t.dtype is not common:
+            total += t.numel() * size
+    if func._overloadpacket.__name__.endswith("_"):
+        self_t = args[0] if args and isinstance(args[0], _Tensor) else None
+        if self_t is not None and self_t.dtype is not common:
+            total += self_t.numel() * size   # computed into a temporary, copied back
+    return total
+
 
 @functools.lru_cache(maxsize=None)
 def tensor_slots(func) -> tuple[tuple[int, str, int], ...]:
@@ -151,6 +230,8 @@ class WrappedScalars:
         self._on_saved = on_saved
         self.events: list[int] = []
         self.bytes: list[int] = []
+        self.cast_events: list[int] = []   # Note [Inputs an op casts]
+        self.cast_bytes: list[int] = []
         # ops whose autograd node may hold a number: (output, event, entry in `bytes`,
         # [(argument name, wrapped bytes, value)], module)
         self.pending: list[tuple[weakref.ref, int, int, list[tuple[str, int, Any]], str]] = []
@@ -223,13 +304,23 @@ class WrappedScalars:
                     self.bytes[entry] -= nbytes   # a storage of the ledger now
                     self.saved_by_node.setdefault(id(node), []).append(value)
 
+    def note_casts(self, func, args: tuple, out: Any, ev: int) -> None:
+        """Note [Inputs an op casts]: called for an op `casts_inputs` names."""
+        n = cast_bytes(func, args, out)
+        if n:
+            self.cast_events.append(ev)
+            self.cast_bytes.append(n)
+
     def take(self) -> dict | None:
         """A `scalars` ledger record of what was noted since the last take, or None."""
         if self.pending:
             self.resolve()
         self.saved_by_node = {}
-        if not self.events:
+        if not self.events and not self.cast_events:
             return None
         rec = {"k": "scalars", "device": "cpu", "ev": self.events, "bytes": self.bytes}
+        if self.cast_events:
+            rec["cev"], rec["cbytes"] = self.cast_events, self.cast_bytes
         self.events, self.bytes = [], []
+        self.cast_events, self.cast_bytes = [], []
         return rec

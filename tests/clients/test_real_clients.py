@@ -668,3 +668,21 @@ def test_x_transformers_alibi_selective_refused_by_predict_and_measure():
     for text, p in run.policies.items():
         if text != f"selective:{b}":
             assert p.predicted == p.measured, (text, p)
+
+
+def test_x_transformers_hyper_connections_under_bf16_autocast():
+    """x-transformers' hyper-connections (`num_residual_streams=2`) under bf16 autocast: each
+    layer adds its bf16 branch output into the fp32 residual streams (`einsum(x, beta) +
+    residuals`), and the CPU `add` copies the bf16 input to fp32 first (8,192 B here), a
+    copy the dispatch mode never sees (Note [Inputs an op casts] in trace/scalars.py).
+    `checkpoint:attn_layers` peaks at that add in the re-run: predicted 1,991,496 B,
+    measured 1,999,688 B before; now exact (and per-layer checkpoint 1,755,172 B, selective
+    1,861,668 B, offload 1,716,388 B, all exact)."""
+    pytest.importorskip("x_transformers")
+    b = "attn_layers.layers.*.1"
+    run = run_client("train_lucid.py", [
+        "--case", "gpt", "--bf16", "--feat", "num_residual_streams=2"],
+        ["checkpoint:attn_layers", f"offload:{b}"])
+    assert run.ledger.peak_with_scratch() == run.allocator_peak
+    for text, p in run.policies.items():
+        assert p.predicted == p.measured, (text, p)

@@ -70,3 +70,24 @@ def test_numbers_an_op_wraps_itself_are_counted_at_their_op():
     assert rec["bytes"] == [12, 12, 8, 12]
     assert led.peak().bytes == 8192                   # x and the mask, at the div_
     assert led.peak_with_scratch() == 8192 + 12 == led.measured["peak_bytes"]
+
+
+def test_inputs_an_op_casts_are_counted_at_their_op():
+    """Note [Inputs an op casts] (trace/scalars.py): a CPU TensorIterator op handed mixed
+    dtypes copies each input not of the common dtype (and, in place, computes into a
+    temporary when `self` is not of it); the dispatch mode sees none of them. Each count
+    here is the CPU profiler's, and the ledger with them equals it."""
+    with memledger.trace(measure=True) as led:
+        a = torch.randn(1024).bfloat16()             # 2,048 B
+        b = torch.randn(1024)                        # 4,096 B
+        c = torch.rand(1024) > 0.5                   # 1,024 B (gt.Scalar: 8 + 4)
+        x = a + b                                    # a as fp32: 4,096
+        y = b.clone().add_(a)                        # 4,096
+        z = a.clone().add_(b)                        # a as fp32 and the fp32 result: 8,192
+        w = torch.where(c, a, b)                     # 4,096
+        v = torch.addcmul(b, a, a)                   # a twice: 8,192
+        u = a + torch.tensor(1.0)                    # a 0-dim tensor does not promote: 2
+        del a, b, c, x, y, z, w, v, u
+    (rec,) = led.extra["scalars"]
+    assert rec["cbytes"] == [4096, 4096, 8192, 4096, 8192, 2]
+    assert led.peak_with_scratch() == led.measured["peak_bytes"] == led.peak().bytes + 6140
