@@ -10,7 +10,10 @@ Cases: gpt (Decoder, rotary, ff_glu, attn_flash False), gpt_flash (same, attn_fl
 scaled_dot_product_attention), memtok (memory tokens, RMSNorm, qk-norm, residual attention),
 xtransformer (XTransformer encoder-decoder with cross attention), vit (vit-pytorch ViT),
 cait (CaiT: layer scale, class-attention layers), vit_fft (SimpleViT with an FFT branch),
-vit_value_residual (SimpleViT whose blocks mix in the first block's values). `--feat
+vit_value_residual (SimpleViT whose blocks mix in the first block's values),
+vit_patch_dropout (SimpleViT dropping a random quarter of the patches), deepvit
+(re-attention), cct (convolutional tokenizer, stochastic depth, sequence pooling), maxvit
+(MBConv with BatchNorm and squeeze-excitation, block and grid attention). `--feat
 k=v;...` passes more options to x-transformers' Decoder (`w_k=v`: to TransformerWrapper).
 """
 
@@ -75,6 +78,22 @@ def build(args):
     if case == "vit_value_residual":
         from vit_pytorch.simple_vit_with_value_residual import SimpleViT
         return SimpleViT(**kw)
+    if case == "vit_patch_dropout":
+        from vit_pytorch.simple_vit_with_patch_dropout import SimpleViT
+        return SimpleViT(patch_dropout=0.25, **kw)
+    if case == "deepvit":
+        from vit_pytorch.deepvit import DeepViT
+        return DeepViT(dropout=0.1, **kw)
+    if case == "cct":
+        from vit_pytorch.cct import CCT
+        return CCT(img_size=16, embedding_dim=args.dim, n_conv_layers=1, kernel_size=3,
+                   stride=1, padding=1, pooling_kernel_size=3, pooling_stride=2,
+                   pooling_padding=1, num_layers=args.layers, num_heads=2, mlp_ratio=2,
+                   num_classes=10, positional_embedding="learnable")
+    if case == "maxvit":
+        from vit_pytorch.max_vit import MaxViT
+        return MaxViT(num_classes=10, dim=args.dim, depth=(1, 1), dim_head=16,
+                      window_size=2)
     raise SystemExit(f"unknown case {case}")
 
 
@@ -88,8 +107,15 @@ def feats(text: str) -> dict:
     return out
 
 
+VITS = ("vit", "cait", "vit_fft", "vit_value_residual", "vit_patch_dropout", "deepvit", "cct",
+        "maxvit")
+
+
 def batch(args, gen):
-    if args.case in ("vit", "cait", "vit_fft", "vit_value_residual"):
+    if args.case == "maxvit":
+        return (torch.randn(args.batch, 3, 32, 32, generator=gen),
+                torch.randint(0, 10, (args.batch,), generator=gen))
+    if args.case in VITS:
         return (torch.randn(args.batch, 3, 16, 16, generator=gen),
                 torch.randint(0, 10, (args.batch,), generator=gen))
     if args.case == "xtransformer":
@@ -99,7 +125,7 @@ def batch(args, gen):
 
 
 def loss_of(args, model, x, y):
-    if args.case in ("vit", "cait", "vit_fft", "vit_value_residual"):
+    if args.case in VITS:
         return F.cross_entropy(model(x), y)
     if args.case == "xtransformer":
         return model(x, y)                       # AutoregressiveWrapper's own loss
