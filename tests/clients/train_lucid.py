@@ -13,7 +13,9 @@ cait (CaiT: layer scale, class-attention layers), vit_fft (SimpleViT with an FFT
 vit_value_residual (SimpleViT whose blocks mix in the first block's values),
 vit_patch_dropout (SimpleViT dropping a random quarter of the patches), deepvit
 (re-attention), cct (convolutional tokenizer, stochastic depth, sequence pooling), maxvit
-(MBConv with BatchNorm and squeeze-excitation, block and grid attention). `--feat
+(MBConv with BatchNorm and squeeze-excitation, block and grid attention), xl (the
+decoder as Transformer-XL: two segments a batch, detached memories carried across segments
+and steps). `--feat
 k=v;...` passes more options to x-transformers' Decoder (`w_k=v`: to TransformerWrapper).
 """
 
@@ -40,7 +42,7 @@ VOCAB = 128
 
 def build(args):
     case = args.case
-    if case in ("gpt", "gpt_flash", "memtok"):
+    if case in ("gpt", "gpt_flash", "memtok", "xl"):
         from x_transformers import Decoder, TransformerWrapper
         kw = dict(dim=args.dim, depth=args.layers, heads=4, rotary_pos_emb=True, ff_glu=True,
                   attn_flash=(case == "gpt_flash"), attn_dropout=0.1, ff_dropout=0.1)
@@ -54,6 +56,8 @@ def build(args):
                 extra[k[2:]] = v
             else:
                 kw[k] = v
+        if case == "xl":
+            extra["max_mem_len"] = args.seq
         return TransformerWrapper(num_tokens=VOCAB, max_seq_len=args.seq,
                                   attn_layers=Decoder(**kw), **extra)
     if case == "xtransformer":
@@ -124,7 +128,19 @@ def batch(args, gen):
     return (torch.randint(0, VOCAB, (args.batch, args.seq + 1), generator=gen), None)
 
 
+MEMS = {}
+
+
 def loss_of(args, model, x, y):
+    if args.case == "xl":   # Transformer-XL: two segments, the memories carried on, detached
+        loss = 0.0
+        for seg in x.split(args.seq // 2 + 1, dim=1):
+            if seg.shape[1] < 2:
+                continue
+            logits, MEMS["m"] = model(seg[:, :-1], mems=MEMS.get("m"), return_mems=True)
+            loss = loss + F.cross_entropy(logits.reshape(-1, logits.size(-1)),
+                                          seg[:, 1:].reshape(-1))
+        return loss
     if args.case in VITS:
         return F.cross_entropy(model(x), y)
     if args.case == "xtransformer":
