@@ -164,6 +164,7 @@ from memledger.replay.scripted import refuse_scripted_regions
 from memledger.replay.stateful import (
     refuse_recompute_of_stateful,
     selective_mutated_message,
+    selective_recast_message,
     selective_reused_message,
     selective_twice_message,
 )
@@ -480,6 +481,38 @@ def _refuse_selective_reused(prep: Prepared, calls: _Calls, policy: Policy) -> N
     if bad:
         k, mod = max(bad)
         raise PolicyError(selective_reused_message(policy.text(), str(calls.mods[k]), mod))
+
+
+def _refuse_selective_recast(prep: Prepared, calls: _Calls, own: _Owners,
+                             policy: Policy) -> None:
+    """Rule 9's later calls, under selective: a module called again under autocast takes
+    its weights' casts from autocast's cache, and its re-run in backward (outside that
+    region) casts them again, an op its forward did not run, which torch's selective
+    checkpoint refuses. Refuse it as measure does, by the last such call (backward re-runs
+    it first). Candidates as `_cached_cast_rows`: a `_to_copy` made inside a call and used
+    after it ended, by a later call of the same module that was not handed it."""
+    if prep.last_use is None or not len(calls) or not (calls.kind == Kind.SELECTIVE).any():
+        return
+    is_cast = np.isin(prep.op_code, np.flatnonzero(prep.op_names == "_to_copy"))
+    a = own.made
+    aa = np.maximum(a, 0)
+    fl = np.where(prep.fwd_last >= 0, prep.fwd_last, prep.last_use)
+    cand = np.flatnonzero(is_cast & (a >= 0) & (fl >= calls.ev1[aa]))
+    if not len(cand):
+        return
+    ca = a[cand]
+    sel = calls.kind == Kind.SELECTIVE
+    pair = (calls.mods[None, :] == calls.mods[ca][:, None]) & sel[None, :] & (
+        calls.ev0[None, :] >= calls.ev1[ca][:, None]) & (
+        calls.ev0[None, :] <= fl[cand][:, None])
+    if prep.arg_row is not None and len(prep.arg_row):   # handed to B: no cast of its own
+        kb = which_call(calls.ev0, calls.ev1, prep.arg_ev0, prep.n_events)
+        slot = _position_in(cand, prep.arg_row)
+        ok = (kb >= 0) & (slot >= 0)
+        pair[slot[ok], kb[ok]] = False
+    if pair.any():
+        k = int(np.nonzero(pair)[1].max())
+        raise PolicyError(selective_recast_message(policy.text(), str(calls.mods[k])))
 
 
 # ---- stage 4: what offload moves ----------------------------------------------------------
@@ -1277,6 +1310,7 @@ def replay(prep: Prepared, policy: Policy, rng_bytes: int = CPU_RNG_STATE_BYTES,
     _refuse_selective_backward_twice(prep, calls, own, policy)
     _refuse_selective_mutated(prep, calls, own, policy, in_save_list)
     _refuse_selective_reused(prep, calls, policy)
+    _refuse_selective_recast(prep, calls, own, policy)
     off = _offloaded(prep, calls, own)
     seg = _segments(prep, calls, dropped, own)
     c, f, b, cat = _lifetimes(prep, calls, own, seg, dropped, kept_cache, off,

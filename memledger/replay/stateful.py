@@ -90,3 +90,14 @@ def selective_reused_message(policy_text: str, module: str, keeper: str) -> str:
             f"{keeper} that later calls reuse (a cache filled on the first call), so the "
             "re-run would run other ops than its forward, which torch's selective checkpoint "
             "cannot replay; checkpoint or offload that module instead")
+
+
+def selective_recast_message(policy_text: str, module: str) -> str:
+    """One line: under autocast, a selective region called again after the call that cast
+    its weights took the casts from autocast's cache; its re-run casts them again
+    (`aten._to_copy.default`), which torch's selective checkpoint refuses (measure's words
+    for the same error: measure/apply.py `_SAC_FAILURES`)."""
+    return (f"{policy_text} would re-run {module}, whose forward took a weight's autocast "
+            "cast from autocast's cache (the module called more than once under autocast), "
+            "so the re-run would cast it again (aten._to_copy.default), which torch's "
+            "selective checkpoint cannot replay; checkpoint or offload that module instead")

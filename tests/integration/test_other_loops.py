@@ -306,6 +306,10 @@ def test_selective_under_autocast_on_a_model_called_twice_is_refused_in_one_line
     assert " and met aten._to_copy.default that its forward" in p.measure_refusal, \
         p.measure_refusal
     assert "storage" not in p.measure_refusal and "\n" not in p.measure_refusal
+    # and predict refuses it too (engine.py `_refuse_selective_recast`): it predicted
+    # 2,321,252 B for it before
+    assert p.predicted is None and "from autocast's cache" in p.predict_refusal, p
+    assert "would re-run blocks." in p.predict_refusal and "\n" not in p.predict_refusal
     # a weight's cast, made by the first call and saved by both, is dropped by both: it was
     # kept through backward (2,094,008 B predicted against 1,991,288 B measured)
     ck = run.policies["checkpoint:blocks.*"]   # exact alone; on an xdist worker after other
