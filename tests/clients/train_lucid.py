@@ -13,7 +13,9 @@ cait (CaiT: layer scale, class-attention layers), vit_fft (SimpleViT with an FFT
 vit_value_residual (SimpleViT whose blocks mix in the first block's values),
 vit_patch_dropout (SimpleViT dropping a random quarter of the patches), deepvit
 (re-attention), cct (convolutional tokenizer, stochastic depth, sequence pooling), maxvit
-(MBConv with BatchNorm and squeeze-excitation, block and grid attention), xl (the
+(MBConv with BatchNorm and squeeze-excitation, block and grid attention), t2t (tokens-to-token: nn.Unfold), levit
+(conv stem, BatchNorm in attention), navit (NaViT: images of several sizes packed, token
+dropout), xl (the
 decoder as Transformer-XL: two segments a batch, detached memories carried across segments
 and steps). `--feat
 k=v;...` passes more options to x-transformers' Decoder (`w_k=v`: to TransformerWrapper).
@@ -98,6 +100,17 @@ def build(args):
         from vit_pytorch.max_vit import MaxViT
         return MaxViT(num_classes=10, dim=args.dim, depth=(1, 1), dim_head=16,
                       window_size=2)
+    if case == "t2t":
+        from vit_pytorch.t2t import T2TViT
+        return T2TViT(image_size=16, num_classes=10, dim=args.dim, depth=args.layers, heads=2,
+                      mlp_dim=2 * args.dim, dim_head=16, t2t_layers=((3, 2), (3, 2)))
+    if case == "levit":
+        from vit_pytorch.levit import LeViT
+        return LeViT(image_size=16, num_classes=10, dim=(args.dim, 2 * args.dim), depth=1,
+                     heads=(2, 2), mlp_mult=2, stages=2, dim_key=16, dim_value=16)
+    if case == "navit":
+        from vit_pytorch.na_vit import NaViT
+        return NaViT(token_dropout_prob=0.25, **kw)
     raise SystemExit(f"unknown case {case}")
 
 
@@ -112,7 +125,7 @@ def feats(text: str) -> dict:
 
 
 VITS = ("vit", "cait", "vit_fft", "vit_value_residual", "vit_patch_dropout", "deepvit", "cct",
-        "maxvit")
+        "maxvit", "t2t", "levit", "navit")
 
 
 def batch(args, gen):
@@ -141,6 +154,9 @@ def loss_of(args, model, x, y):
             loss = loss + F.cross_entropy(logits.reshape(-1, logits.size(-1)),
                                           seg[:, 1:].reshape(-1))
         return loss
+    if args.case == "navit":   # NaViT: lists of images of their own sizes, packed
+        imgs = [[x[0], x[1][:, :8, :12]], [x[1][:, :12, :8]]]
+        return F.cross_entropy(model(imgs), torch.cat([y, y[:1]]))
     if args.case in VITS:
         return F.cross_entropy(model(x), y)
     if args.case == "xtransformer":
