@@ -165,13 +165,18 @@ class Ledger:
         is skipped (the runs diverged). The outputs of an op a checkpoint re-run stopped in
         (`stopped` records) are taken off its scratch: the ledger holds them already.
         The Python numbers ops were handed as tensors are added at their ops (Note [Wrapped
-        scalars] in trace/scalars.py)."""
+        scalars] in trace/scalars.py), and so are the copies ops made of mixed-dtype inputs
+        (Note [Inputs an op casts]), taken off a matched op's scratch, which holds them."""
         none = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
         recs = [r for r in self.extra.get("opscratch", [])
                 if r.get("device", "cpu") == self.device]
         wrapped = self._wrapped_scalars()
         if not recs:
             return wrapped if len(wrapped[0]) else none
+        # the input casts are in `wrapped`; where the allocator matched the op's calls, its
+        # scratch holds them too (Note [Inputs an op casts] in trace/scalars.py)
+        cast_ev, cast_b = self._input_casts()
+        cast_at = dict(zip(cast_ev.tolist(), cast_b.tolist())) if len(cast_ev) else {}
         st = self.on_device()
         packet = st["op"].astype(str).str.split(".").str[0].to_numpy()
         created = st["created"].to_numpy(dtype=np.int64)
@@ -189,6 +194,9 @@ class Ledger:
             b = np.asarray(per_call, dtype=np.int64)
             if taken is not None:
                 b = np.maximum(b - taken.reindex(ev).fillna(0).to_numpy(dtype=np.int64), 0)
+            if cast_at:
+                b = np.maximum(b - np.array([cast_at.get(int(e), 0) for e in ev],
+                                            dtype=np.int64), 0)
             evs.append(ev[b > 0])
             sizes.append(b[b > 0])
         evs.append(wrapped[0])
@@ -202,9 +210,21 @@ class Ledger:
                 if r.get("device", "cpu") == self.device]
         if not recs:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-        ev = np.concatenate([np.asarray(r["ev"], dtype=np.int64) for r in recs])
-        b = np.concatenate([np.asarray(r["bytes"], dtype=np.int64) for r in recs])
+        ev = np.concatenate([np.asarray(r["ev"], dtype=np.int64) for r in recs]
+                            + [np.asarray(r.get("cev", []), dtype=np.int64) for r in recs])
+        b = np.concatenate([np.asarray(r["bytes"], dtype=np.int64) for r in recs]
+                           + [np.asarray(r.get("cbytes", []), dtype=np.int64) for r in recs])
         return ev[b > 0], b[b > 0]
+
+    def _input_casts(self) -> tuple[np.ndarray, np.ndarray]:
+        """(event, bytes) of the copies ops made to cast mixed-dtype inputs (Note [Inputs an
+        op casts] in trace/scalars.py)."""
+        recs = [r for r in self.extra.get("scalars", [])
+                if r.get("device", "cpu") == self.device and r.get("cev")]
+        if not recs:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        return (np.concatenate([np.asarray(r["cev"], dtype=np.int64) for r in recs]),
+                np.concatenate([np.asarray(r["cbytes"], dtype=np.int64) for r in recs]))
 
     def curve_with_scratch(self) -> np.ndarray:
         """`curve()` with the kernel scratch the allocator pass measured per op added where

@@ -62,9 +62,13 @@ it; Note [Written in place in forward] in trace/collector.py) and `scalars` (`de
 `ev`, `bytes`: lists, one entry per op that was handed Python numbers for Tensor
 arguments, the bytes of their 0-dim wrapped tensors and casts, transient at that op; a
 number autograd saved is a storage of its own instead, op `(wrapped number)`; Note
-[Wrapped scalars] in trace/scalars.py) and `stash` (`mod`, `ev0`, `sids`: storages a module
+[Wrapped scalars] in trace/scalars.py; optional `cev`, `cbytes`: the copies an op made to
+cast mixed-dtype inputs, Note [Inputs an op casts]) and `stash` (`mod`, `ev0`, `sids`: storages a module
 call made and kept as plain attributes of its module, a pruned `weight`; checkpoint's re-run
 replaces them; Note [Tensors a call keeps on its module] in trace/collector.py) and
+`kept` (`mod`, `ev0`, `sids`: storages a module call made and put in its module's buffers,
+which later calls may reuse; Note [A buffer a call makes and later calls reuse] in
+trace/collector.py) and
 `compiled` (`mod`: the class, `path`, `backend`: a torch.compile'd module, whose ledger is
 its eager run; `path` and `backend` optional: older ledgers lack them) and `compiles`
 (`frames`: frames Dynamo compiled in the allocator pass, which ran the compiled code; Note

@@ -168,6 +168,8 @@ from memledger.replay.scripted import refuse_scripted_regions
 from memledger.replay.stateful import (
     refuse_recompute_of_stateful,
     selective_mutated_message,
+    selective_recast_message,
+    selective_reused_message,
     selective_twice_message,
 )
 
@@ -456,6 +458,67 @@ def _refuse_selective_mutated(prep: Prepared, calls: _Calls, own: _Owners, polic
     if len(bad):
         k = int(own.made[bad].max())
         raise PolicyError(selective_mutated_message(policy.text(), str(calls.mods[k])))
+
+
+def _refuse_selective_reused(prep: Prepared, calls: _Calls, policy: Policy) -> None:
+    """Note [A buffer a call makes and later calls reuse] (trace/collector.py): a selective
+    call inside which a module made a buffer that its later calls reused (they made none,
+    and ran ops of their own: ALiBi's slice of its cached bias) is re-run with the buffer
+    there, on the reuse path, whose ops its forward did not run: torch's selective
+    checkpoint raises on them, so refuse it, by the last such call (measure meets the
+    latest first, in backward)."""
+    if not prep.kept or not (calls.kind == Kind.SELECTIVE).any():
+        return
+    made = {}
+    for mod, ev0 in prep.kept:
+        made.setdefault(mod, set()).add(ev0)
+    bad = []
+    for mod, firsts in made.items():
+        later = (prep.scope_mod == mod) & (prep.scope_ev1 > prep.scope_ev0)
+        reused = [int(e) for e in prep.scope_ev0[later] if int(e) not in firsts]
+        if not reused:
+            continue
+        for ev0 in firsts:
+            if ev0 >= min(reused):
+                continue   # made after a reuse: not the cache's first fill
+            k = int(np.searchsorted(calls.ev0, ev0, side="right")) - 1
+            if k >= 0 and ev0 < calls.ev1[k] and calls.kind[k] == Kind.SELECTIVE:
+                bad.append((k, mod))
+    if bad:
+        k, mod = max(bad)
+        raise PolicyError(selective_reused_message(policy.text(), str(calls.mods[k]), mod))
+
+
+def _refuse_selective_recast(prep: Prepared, calls: _Calls, own: _Owners,
+                             policy: Policy) -> None:
+    """Rule 9's later calls, under selective: a module called again under autocast takes
+    its weights' casts from autocast's cache, and its re-run in backward (outside that
+    region) casts them again, an op its forward did not run, which torch's selective
+    checkpoint refuses. Refuse it as measure does, by the last such call (backward re-runs
+    it first). Candidates as `_cached_cast_rows`: a `_to_copy` made inside a call and used
+    after it ended, by a later call of the same module that was not handed it."""
+    if prep.last_use is None or not len(calls) or not (calls.kind == Kind.SELECTIVE).any():
+        return
+    is_cast = np.isin(prep.op_code, np.flatnonzero(prep.op_names == "_to_copy"))
+    a = own.made
+    aa = np.maximum(a, 0)
+    fl = np.where(prep.fwd_last >= 0, prep.fwd_last, prep.last_use)
+    cand = np.flatnonzero(is_cast & (a >= 0) & (fl >= calls.ev1[aa]))
+    if not len(cand):
+        return
+    ca = a[cand]
+    sel = calls.kind == Kind.SELECTIVE
+    pair = (calls.mods[None, :] == calls.mods[ca][:, None]) & sel[None, :] & (
+        calls.ev0[None, :] >= calls.ev1[ca][:, None]) & (
+        calls.ev0[None, :] <= fl[cand][:, None])
+    if prep.arg_row is not None and len(prep.arg_row):   # handed to B: no cast of its own
+        kb = which_call(calls.ev0, calls.ev1, prep.arg_ev0, prep.n_events)
+        slot = _position_in(cand, prep.arg_row)
+        ok = (kb >= 0) & (slot >= 0)
+        pair[slot[ok], kb[ok]] = False
+    if pair.any():
+        k = int(np.nonzero(pair)[1].max())
+        raise PolicyError(selective_recast_message(policy.text(), str(calls.mods[k])))
 
 
 # ---- stage 4: what offload moves ----------------------------------------------------------
@@ -1291,6 +1354,8 @@ def replay(prep: Prepared, policy: Policy, rng_bytes: int = CPU_RNG_STATE_BYTES,
                                                                        policy)
     _refuse_selective_backward_twice(prep, calls, own, policy)
     _refuse_selective_mutated(prep, calls, own, policy, in_save_list)
+    _refuse_selective_reused(prep, calls, policy)
+    _refuse_selective_recast(prep, calls, own, policy)
     off = _offloaded(prep, calls, own)
     seg = _segments(prep, calls, dropped, own)
     c, f, b, cat = _lifetimes(prep, calls, own, seg, dropped, kept_cache, off,

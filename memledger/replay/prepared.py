@@ -92,6 +92,9 @@ class Prepared:
     arg_ev0: np.ndarray = None   # int64: that call's first event
     arg_row: np.ndarray = None   # int64: the argument's row in the storage arrays
     mutated: np.ndarray = None   # bool per storage: written in place before backward
+    # (module, first event) of each call that put a tensor it made in its module's buffers
+    # (Note [A buffer a call makes and later calls reuse], trace/collector.py)
+    kept: tuple[tuple[str, int], ...] = ()
     stateful_mod: np.ndarray = None   # object: module of each call that wrote outside state
     stateful_ev0: np.ndarray = None   # int64: that call's first event
     stateful_obj: np.ndarray = None   # object: the class of the object it wrote into
@@ -202,6 +205,7 @@ class Prepared:
             held=st.index.isin(list(held_sids(stateful))),
             # Note [Written in place in forward] (trace/collector.py)
             mutated=st.index.isin([r["sid"] for r in led.extra.get("mutated", [])]),
+            kept=tuple((str(r["mod"]), int(r["ev0"])) for r in led.extra.get("kept", [])),
             released=_released(led, st),
             stashed=st.index.isin([int(x) for r in led.extra.get("stash", [])
                                    for x in r.get("sids", ())]),

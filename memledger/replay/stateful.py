@@ -79,3 +79,25 @@ def selective_mutated_message(policy_text: str, module: str) -> str:
             "afterwards (an inplace=True activation, `x += ...`, nn.LSTMCell's kernel), and "
             "torch's selective checkpoint cannot hand back a changed tensor; leave that op out "
             "of save=, make the change out of place, or checkpoint that module instead")
+
+
+def selective_reused_message(policy_text: str, module: str, keeper: str) -> str:
+    """One line: a selective region whose forward call made a buffer that later calls reuse
+    (Note [A buffer a call makes and later calls reuse], trace/collector.py): its re-run
+    finds the buffer and runs other ops than its forward, which torch's selective
+    checkpoint refuses ("... encountered during backward but not found in storage")."""
+    return (f"{policy_text} would re-run {module}, whose forward call made a buffer of "
+            f"{keeper} that later calls reuse (a cache filled on the first call), so the "
+            "re-run would run other ops than its forward, which torch's selective checkpoint "
+            "cannot replay; checkpoint or offload that module instead")
+
+
+def selective_recast_message(policy_text: str, module: str) -> str:
+    """One line: under autocast, a selective region called again after the call that cast
+    its weights took the casts from autocast's cache; its re-run casts them again
+    (`aten._to_copy.default`), which torch's selective checkpoint refuses (measure's words
+    for the same error: measure/apply.py `_SAC_FAILURES`)."""
+    return (f"{policy_text} would re-run {module}, whose forward took a weight's autocast "
+            "cast from autocast's cache (the module called more than once under autocast), "
+            "so the re-run would cast it again (aten._to_copy.default), which torch's "
+            "selective checkpoint cannot replay; checkpoint or offload that module instead")

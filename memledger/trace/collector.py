@@ -106,6 +106,7 @@ from memledger.trace.resize import StorageResizeWatch
 from memledger.trace.roots import ByModule, RootNames, paths_under, plain_name, script_modules
 from memledger.trace.scalars import NUMBERS as _NUMBERS
 from memledger.trace.scalars import WrappedScalars
+from memledger.trace.scalars import casts_inputs as _casts_inputs
 from memledger.trace.scalars import tensor_slots as _tensor_slots
 from memledger.trace.script_checkpoint import (
     RECOMPUTE_HOOK,
@@ -590,6 +591,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
             self._in_place_twin(func, args, out, ev)
         if numbers and _tensor_slots(func):   # Note [Wrapped scalars] in trace/scalars.py
             self._scalars.note(func, args, out, ev, self._module_now)
+        if _casts_inputs(func):   # Note [Inputs an op casts] in trace/scalars.py
+            self._scalars.note_casts(func, args, out, ev)
         if self._phase == "loss":
             self._mark_loss_inputs(args)
         if (self._phase == "forward" or self._phase == "loss") and (w := _written_args(func)):
@@ -1021,6 +1024,11 @@ class Collector(ShardingMixin, TorchDispatchMode):
                  and (sid := sids.get(storage_key(v), -1)) >= first_new]
         if stash:   # Note [Tensors a call keeps on its module]
             self.sink.write({"k": "stash", "mod": path, "ev0": ev0, "sids": stash})
+        kept = [sid for v in module._buffers.values() if type(v) is _Tensor
+                and (sid := sids.get(storage_key(v), -1)) >= first_new] \
+            if module._buffers else []
+        if kept:   # Note [A buffer a call makes and later calls reuse]
+            self.sink.write({"k": "kept", "mod": path, "ev0": ev0, "sids": kept})
 
     # Note [Tensors a call keeps on its module]
     # A call may keep a tensor it made as a plain attribute of its module: pruning's
@@ -1031,6 +1039,19 @@ class Collector(ShardingMixin, TorchDispatchMode):
     # forward made, which goes there, and the module holds the new one until the next
     # forward. A `stash` record (the call's module and first event, the storages) lets
     # replay say so (memledger/replay/engine.py, Rule 10).
+
+    # Note [A buffer a call makes and later calls reuse]
+    # A module may make a tensor on its first call and keep it as a buffer for later calls
+    # (x-transformers' ALiBi: `register_buffer('bias', ...)` when none is big enough, else
+    # `self.bias[..., -i:, -j:]`): the call that made it and a re-run of that call run
+    # different ops (the re-run finds the buffer and slices it). torch's selective
+    # checkpoint replays the forward's ops by kind and count and raises on one the forward
+    # did not run ("aten.slice.Tensor encountered during backward but not found in
+    # storage"), so `measure` refused `selective` there while `predict` predicted it. A
+    # `kept` record (the call's module and first event, the storages it put in its module's
+    # buffers) lets predict refuse it too, where a later call of the module made none
+    # (it reused the buffer): engine.py `_refuse_selective_reused`. A module that
+    # registers a new buffer on every call re-makes it in the re-run as well: not refused.
 
     def _note_args(self, path: str, ev0: int, args, kwargs) -> None:
         """The storages a call was handed (not parameters or buffers): checkpoint keeps a

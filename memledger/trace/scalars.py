@@ -1,7 +1,7 @@
 """Python numbers that reach an op as tensors: the bytes the dispatch mode never sees.
 
 # Note [Wrapped scalars]
-`x / 3.0`, `x.mul_(beta)`, `1 - x`: the op's schema takes a Tensor (`div.Tensor(Tensor
+`x / 3.0`, `x.mul_(beta)`, `x + 1`: the op's schema takes a Tensor (`div.Tensor(Tensor
 self, Tensor other)`), so torch wraps the Python number in a 0-dim CPU tensor marked as a
 "wrapped number" (`scalar_to_tensor`: float64 for a float, int64 for an int, bool for a
 bool, complex128 for a complex), calls the op, and frees it when the op returns. Inside the
@@ -51,6 +51,49 @@ ALBERT's `gelu_new` constants (3 per call): 96 B.
 CPU profiler, `y = x / 3.0; (y * 2.0).sum().backward()`: 8 B before the forward `div`,
 freed under `evaluate_function: DivBackward0`; the backward `div` allocates only its 4 B
 cast.
+
+# Note [Numbers an op wraps itself]
+The `.Scalar` overloads of the binary TensorIterator ops take the number as a `Scalar`, not
+a Tensor, and their kernels wrap it themselves (`wrapped_scalar_tensor`, `scalar_to_tensor`)
+before TensorIterator casts it: the same 0-dim tensor and cast as above, made and freed
+inside the op. Python reaches them for comparisons (`x > 0.5` is `gt.Scalar`) and C++
+composites reach them for arithmetic: on CPU `nn.Dropout` is `empty_like`, `bernoulli_`,
+`div_.Scalar(noise, 1 - p)`, `mul`, and that `div_` takes 8 B (the double) + 4 B (its
+float cast) the dispatch mode never saw. An in-place op makes no storage, so no kernel
+scratch is matched to it either (Note [Kernel scratch] in trace/allocator.py; and it is
+under `SCRATCH_MIN_BYTES`). vit-pytorch's ViT (dropout inside its attention), checkpointed
+per attention block, peaks in the re-run's dropout: predicted 559,840 B, measured 559,852 B
+(tests/clients/train_lucid.py --case vit).
+Measured with the CPU profiler on every aten overload taking (Tensor, Scalar) or (Scalar,
+Tensor), fp32/int64/bool tensors with a float, an int and a bool: the overloads in
+`_WRAPS_SCALAR` allocate the wrapped number (8 B; 1 B for a bool) and, when the common
+dtype differs from the number's, one element of the common dtype (for a comparison, whose
+output is bool, the common dtype is the inputs' `result_type`: `gt.Scalar(fp32, 0.5)` 8 +
+4 B, `eq.Scalar(int64, 0)` 8 B; Python's `1 - x` is `rsub.Scalar`: 8 + 4 B). `where(c, x,
+0.0)` makes its 0-dim tensor with `scalar_tensor`, which the mode sees. Others take the
+number by value and allocate nothing for it: `pow.Tensor_Scalar`, `clamp`, `fill_`, `leaky_relu`,
+`hardtanh`, `lerp_.Scalar`, `masked_fill.Scalar`, `add.Tensor`'s `alpha`.
+
+# Note [Inputs an op casts]
+On CPU a TensorIterator op handed tensors of different dtypes copies each input whose
+dtype is not the common one (`torch.result_type`; a 0-dim tensor does not promote) into a
+temporary of the common dtype, in the input's shape, and frees it before returning; an
+in-place op whose `self` is not of the common dtype also computes into a temporary of the
+common dtype and copies back. Measured with the CPU profiler: `bf16 + f32` (1,024
+elements) allocates the output and a 4,096 B fp32 copy of the bf16 input; `f32.add_(bf16)`
+the copy; `bf16.add_(f32)` a copy of each and the temporary output (8,192 B); `addcmul(f32,
+bf16, bf16)` two copies; `where(c, bf16, f32)` one; `i64 < f32` one. The dispatch mode sees
+none of them. Under bf16 autocast a block that adds a bf16 branch output to an fp32
+residual pays one such copy per add: x-transformers' hyper-connections (`einsum(x, beta) +
+residuals`, bf16 + fp32) under `checkpoint:attn_layers` peaked in the re-run at that add:
+predicted 1,991,496 B, measured 1,999,688 B (the 8,192 B copy). The allocator pass measures
+such a copy as the op's kernel scratch too (Note [Kernel scratch] in trace/allocator.py),
+but only where it can match its calls of the op to the ledger's events, all of them or
+none: there the copy was in `add`, whose calls the ledger counts differently in backward
+(Note [In place but for the mode] in trace/collector.py), so none matched. The collector
+writes the copies' bytes per op (`cev`, `cbytes` in the `scalars` records) and
+`Ledger.kernel_scratch` takes them out of the matched scratch where it has it, so they
+count once.
 """
 
 from __future__ import annotations
@@ -68,19 +111,113 @@ _WRAPPED = {float: (8, torch.float64), int: (8, torch.int64), bool: (1, torch.bo
             complex: (16, torch.complex128)}
 NUMBERS = frozenset(_WRAPPED)
 
+# Note [Numbers an op wraps itself]: overloads whose kernel wraps a Scalar argument
+_WRAPS_SCALAR = frozenset(
+    [f"{op}.{ov}" for op in ("add", "add_", "sub", "sub_", "subtract", "subtract_", "mul",
+                              "mul_", "multiply", "multiply_", "div", "div_", "divide",
+                              "divide_", "true_divide", "true_divide_", "floor_divide",
+                              "floor_divide_", "remainder", "remainder_", "fmod", "fmod_",
+                              "eq", "eq_", "ne", "ne_", "not_equal", "not_equal_", "lt",
+                              "lt_", "le", "le_", "gt", "gt_", "ge", "ge_", "less", "less_",
+                              "less_equal", "less_equal_", "greater", "greater_",
+                              "greater_equal", "greater_equal_", "bitwise_and",
+                              "bitwise_and_", "bitwise_or", "bitwise_or_", "bitwise_xor",
+                              "bitwise_xor_", "copysign", "copysign_")
+     for ov in ("Scalar", "Scalar_mode")]
+    + ["rsub.Scalar", "remainder.Scalar_Tensor", "pow.Scalar", "bitwise_and.Scalar_Tensor",
+       "bitwise_or.Scalar_Tensor", "bitwise_xor.Scalar_Tensor",
+       "bitwise_left_shift.Tensor_Scalar", "bitwise_left_shift_.Tensor_Scalar",
+       "bitwise_left_shift.Scalar_Tensor", "bitwise_right_shift.Tensor_Scalar",
+       "bitwise_right_shift_.Tensor_Scalar", "bitwise_right_shift.Scalar_Tensor",
+       "xlogy.Scalar_Other", "xlogy_.Scalar_Other", "xlogy.Scalar_Self",
+       "special_xlog1py.other_scalar", "special_xlog1py.self_scalar",
+       "special_zeta.other_scalar", "special_zeta.self_scalar", "isin.Tensor_Scalar"])
+# how a slot's number becomes a tensor: wrapped by torch before the op, or by its kernel
+TENSOR, SCALAR = 0, 1
+
+# Note [Inputs an op casts]: the TensorIterator ops that take tensors of mixed dtypes
+_CASTING_PACKETS = frozenset(
+    n + sfx for n in ("add", "sub", "rsub", "mul", "div", "true_divide", "floor_divide",
+                      "remainder", "fmod", "eq", "ne", "lt", "le", "gt", "ge", "maximum",
+                      "minimum", "fmax", "fmin", "addcmul", "addcdiv", "lerp", "pow",
+                      "atan2", "copysign", "hypot", "xlogy", "logical_and", "logical_or",
+                      "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor", "where",
+                      "clamp", "heaviside", "nextafter")
+    for sfx in ("", "_")) - {"where_", "rsub_"}
+
 
 @functools.lru_cache(maxsize=None)
-def tensor_slots(func) -> tuple[tuple[int, str], ...]:
-    """(position, name) of an op's positional Tensor arguments: where a Python number is
-    wrapped. Cached per op, so that the many ops handed only ints for int arguments (`t`,
-    `transpose`, `softmax`'s dim) cost the tracer one lookup (a call per such op made the
-    tiny GPT's traced step ~5 % slower)."""
+def casts_inputs(func) -> bool:
+    """Whether `func` is a TensorIterator op that casts mixed-dtype inputs (Note [Inputs an
+    op casts]). Cached per op: the tracer asks for every op."""
+    try:
+        return func._overloadpacket.__name__ in _CASTING_PACKETS
+    except AttributeError:
+        return False
+
+
+def _common(a: torch.Tensor, b: torch.Tensor) -> torch.dtype:
+    return torch.result_type(a, b)
+
+
+def cast_bytes(func, args: tuple, out: Any) -> int:
+    """Bytes of the temporaries a CPU TensorIterator op makes to cast its inputs (and, in
+    place, its output) to the common dtype: Note [Inputs an op casts]."""
+    ts = [a for a in args if isinstance(a, _Tensor)]
+    if func._overloadpacket.__name__ == "where" and ts:
+        ts = ts[1:]   # the condition is read as bool, never cast
+    if len(ts) < 2 or ts[0].device.type != "cpu":
+        return 0
+    first = ts[0].dtype
+    for t in ts[1:]:
+        if t.dtype is not first:
+            break
+    else:
+        return 0   # one dtype: nothing cast
+    common = _common(ts[0], ts[1])
+    if len(ts) > 2:   # addcmul, addcdiv, lerp: fold in the third as its own category
+        probe = torch.empty(() if ts[0].dim() == 0 and ts[1].dim() == 0 else (1,),
+                            dtype=common, device="meta")
+        for t in ts[2:]:
+            common = _common(probe, t)
+            probe = torch.empty(probe.shape if t.dim() == 0 else (1,), dtype=common,
+                                device="meta")
+    size = common.itemsize
+    total = 0
+    for t in ts:
+        if t.dtype is not common:
+            total += t.numel() * size
+    if func._overloadpacket.__name__.endswith("_"):
+        self_t = args[0] if args and isinstance(args[0], _Tensor) else None
+        if self_t is not None and self_t.dtype is not common:
+            total += self_t.numel() * size   # computed into a temporary, copied back
+    return total
+
+
+@functools.lru_cache(maxsize=None)
+def tensor_slots(func) -> tuple[tuple[int, str, int], ...]:
+    """(position, name, how) of an op's positional arguments where a Python number is made a
+    tensor: its Tensor arguments (`TENSOR`: torch wraps the number before the op), and the
+    Scalar arguments of the overloads that wrap them inside (`SCALAR`: Note
+    [Numbers an op wraps itself]). Cached per op, so that the many ops handed only ints for
+    int arguments (`t`, `transpose`, `softmax`'s dim) cost the tracer one lookup (a call per
+    such op made the tiny GPT's traced step ~5 % slower)."""
     try:
         args = func._schema.arguments
+        name = f"{func._overloadpacket.__name__}.{func._overloadname}"
     except AttributeError:   # not an OpOverload
         return ()
-    return tuple((i, a.name) for i, a in enumerate(args)
-                 if not a.kwarg_only and a.type.isSubtypeOf(torch._C.TensorType.get()))
+    how = SCALAR if name in _WRAPS_SCALAR else None
+    number = torch._C.NumberType.get()
+    out = []
+    for i, a in enumerate(args):
+        if a.kwarg_only:
+            continue
+        if a.type.isSubtypeOf(torch._C.TensorType.get()):
+            out.append((i, a.name, TENSOR))
+        elif how is not None and a.type == number and a.name != "alpha":   # by value
+            out.append((i, a.name, how))
+    return tuple(out)
 
 
 class WrappedScalars:
@@ -93,6 +230,8 @@ class WrappedScalars:
         self._on_saved = on_saved
         self.events: list[int] = []
         self.bytes: list[int] = []
+        self.cast_events: list[int] = []   # Note [Inputs an op casts]
+        self.cast_bytes: list[int] = []
         # ops whose autograd node may hold a number: (output, event, entry in `bytes`,
         # [(argument name, wrapped bytes, value)], module)
         self.pending: list[tuple[weakref.ref, int, int, list[tuple[str, int, Any]], str]] = []
@@ -103,7 +242,7 @@ class WrappedScalars:
     def note(self, func, args: tuple, out: Any, ev: int, module: Callable[[], str]) -> None:
         """Called for an op that had a Python number among its positional arguments and
         takes a Tensor positionally (`tensor_slots`); `module()`: the module running it."""
-        found = [(a, name) for i, name in tensor_slots(func) if i < len(args)
+        found = [(a, name, how) for i, name, how in tensor_slots(func) if i < len(args)
                  and type(a := args[i]) in NUMBERS]
         if not found:
             return
@@ -128,18 +267,23 @@ class WrappedScalars:
         mine = self.saved_by_node.get(id(_current_node())) if self.saved_by_node else None
         out_dtype = t.dtype if t is not None else None
         total = 0
-        for a, _ in found:
+        wrapped_here = []   # (name, bytes, number) torch wrapped before the op: autograd
+        for a, name, how in found:   # may save those (Note [Wrapped scalars saved ...])
             nbytes, dtype = _WRAPPED[type(a)]
-            if mine is None or a not in mine:   # a node's own saved number: no new tensor
-                total += nbytes
-            if out_dtype is not None and out_dtype != dtype:   # TensorIterator's cast
-                total += out_dtype.itemsize
+            cast = out_dtype
+            if how == SCALAR and cast is torch.bool and first is not t:
+                cast = torch.result_type(first, a)   # a comparison casts to the inputs'
+            if how == SCALAR or mine is None or a not in mine:   # a node's own saved
+                total += nbytes                                   # number: no new tensor
+            if cast is not None and cast != dtype:   # TensorIterator's cast
+                total += cast.itemsize
+            if how == TENSOR:
+                wrapped_here.append((name, nbytes, a))
         self.events.append(ev)
         self.bytes.append(total)
-        if grad and t is not None and torch.is_grad_enabled():
+        if wrapped_here and grad and t is not None and torch.is_grad_enabled():
             # autograd sets the output's node after this op returns: look at the next op
-            self.pending.append((weakref.ref(t), ev, len(self.events) - 1,
-                                 [(name, _WRAPPED[type(a)][0], a) for a, name in found],
+            self.pending.append((weakref.ref(t), ev, len(self.events) - 1, wrapped_here,
                                  module()))
 
     def resolve(self) -> None:
@@ -160,13 +304,23 @@ class WrappedScalars:
                     self.bytes[entry] -= nbytes   # a storage of the ledger now
                     self.saved_by_node.setdefault(id(node), []).append(value)
 
+    def note_casts(self, func, args: tuple, out: Any, ev: int) -> None:
+        """Note [Inputs an op casts]: called for an op `casts_inputs` names."""
+        n = cast_bytes(func, args, out)
+        if n:
+            self.cast_events.append(ev)
+            self.cast_bytes.append(n)
+
     def take(self) -> dict | None:
         """A `scalars` ledger record of what was noted since the last take, or None."""
         if self.pending:
             self.resolve()
         self.saved_by_node = {}
-        if not self.events:
+        if not self.events and not self.cast_events:
             return None
         rec = {"k": "scalars", "device": "cpu", "ev": self.events, "bytes": self.bytes}
+        if self.cast_events:
+            rec["cev"], rec["cbytes"] = self.cast_events, self.cast_bytes
         self.events, self.bytes = [], []
+        self.cast_events, self.cast_bytes = [], []
         return rec

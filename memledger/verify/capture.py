@@ -34,6 +34,13 @@ Nor does a value computed from the model's count once its history is gone: the f
 outputs, and what a torch function makes from them or from another such value, are marked
 (`_LossInputs.mark`), so `loss.detach().clone()` (Lightning's closure does it every step)
 is no input while the targets, and what is made from them alone (`labels.flatten()`), are.
+Nor does what the model's torch calls are handed while it runs again in the same step (a
+model called twice: two views of a batch, Transformer-XL's segments): the second call's
+inputs are read by the forward hook like the first's, and inside it a policy's own code
+runs (non-reentrant checkpoint reads `x.device`, a `__get__` of the block's input), which
+put a tensor in the policy's list that the baseline's lacked: `checkpoint:blocks.*` on
+tests/clients/train_loops.py --loop twice was rejected with "input layer_norm arg[0]
+differs at step 0", and x-transformers as Transformer-XL with "input __get__ arg[0]".
 Counted, a baseline whose gradients differ between runs in the last bits (a GPU's
 atomics) moved its step-2 loss, and every policy was rejected at the inputs gate with
 "the script's inputs are not reproducible ... seed the data loader".
@@ -133,7 +140,10 @@ class _LossInputs(TorchFunctionMode):
         # again): never an input. A MAML loop's inner `torch.autograd.grad(create_graph=True)`
         # re-ran a checkpointed Linear there, and `checkpoint:0` was rejected for an input
         # the baseline never had ("input linear arg[0] differs")
-        if not self.recording or torch._C._current_graph_task_id() != -1:
+        # nor inside a later call of the model (Note [Which tensors are inputs]): its inputs
+        # are read after it, and what runs inside it is no loss's input
+        if not self.recording or torch._C._current_graph_task_id() != -1 or \
+                self.cap.in_model:
             return func(*args, **kwargs)
         name = getattr(func, "__name__", "fn")
         computed = False
@@ -165,6 +175,7 @@ class Capture:
         self._opt_index: dict[int, int] = {}  # id(optimizer) -> order of its first step
         self._steps: OptimizerSteps | None = None
         self.made: dict[int, weakref.ref] = {}   # computed from the model's: _LossInputs
+        self.in_model = 0   # calls of the model running now (_LossInputs records none inside)
         self._unread: dict[int, dict] = {}  # id(optimizer) -> its step, closure not yet run
 
     # ---- wiring ------------------------------------------------------------------------
@@ -188,6 +199,7 @@ class Capture:
         # a training step as trace counts it: trace/steps.py (fed by the hooks below)
         self._steps = OptimizerSteps(self._end_step, hooks=False)
         self._hooks = [
+            nn_module.register_module_forward_pre_hook(self._forward_begin),
             nn_module.register_module_forward_hook(self._forward_done, with_kwargs=True),
             register_optimizer_step_pre_hook(self._pre_step),
             register_optimizer_step_post_hook(self._post_step),
@@ -210,6 +222,10 @@ class Capture:
         self._inputs.append((label, digest(t)))
 
     # ---- hooks ---------------------------------------------------------------------------
+    def _forward_begin(self, module, args) -> None:
+        if module is self.model and not torch.compiler.is_compiling():
+            self.in_model += 1
+
     def _forward_done(self, module, args, kwargs, output) -> None:
         # Inside a torch.compile'd forward dynamo traces every global hook at each submodule
         # call; reading `self.model` there tracks the model a second time and dynamo fails
@@ -217,7 +233,10 @@ class Capture:
         # one that records, runs outside the compiled frame (its wrapper's hooks run eager).
         if torch.compiler.is_compiling():
             return
-        if module is not self.model or not torch.is_grad_enabled():
+        if module is not self.model:
+            return
+        self.in_model = max(self.in_model - 1, 0)
+        if not torch.is_grad_enabled():
             return
         for label, t in _tensors(args, "forward arg") + _tensors(kwargs, "forward kwarg"):
             self.record_input(label, t)

@@ -631,3 +631,91 @@ def test_sparse_and_nested_tensors_are_traced_to_the_byte(case, policy):
     assert run.ledger_peak == run.allocator_peak
     for text, p in run.policies.items():
         assert p.predicted == p.measured, (text, p)
+
+
+def test_vit_pytorch_dropout_in_a_rerun():
+    """lucidrains' vit-pytorch ViT (dropout 0.1 inside its attention and after it) under a
+    nanoGPT-style loop: checkpointing its attention blocks peaks in the last block's re-run,
+    at the output dropout's `div_.Scalar` on its mask, whose kernel wraps `1 / (1 - p)`
+    itself (8 B double + 4 B cast; Note [Numbers an op wraps itself] in trace/scalars.py).
+    Before: `checkpoint:transformer.layers.*.0` predicted 559,840 B, measured 559,852 B;
+    now every policy exact. (vit-pytorch imports torchvision at import; the script stands
+    in for it when torchvision is absent.)"""
+    import importlib.util
+
+    pytest.importorskip("einops")
+    if importlib.util.find_spec("vit_pytorch") is None:
+        pytest.skip("vit-pytorch is not installed")
+    b = "transformer.layers.*"
+    run = run_client("train_lucid.py", ["--case", "vit"], [
+        f"checkpoint:{b}.0", f"checkpoint:{b}.*", f"selective:{b}.*", f"offload:{b}.*",
+        "checkpoint:transformer.layers.0.*+offload:transformer.layers.1.*"])
+    assert run.ledger_peak == run.allocator_peak
+    for text, p in run.policies.items():
+        assert p.predicted == p.measured, (text, p)
+
+
+def test_selective_refused_where_a_buffer_made_on_the_first_call_is_reused():
+    """Note [A buffer a call makes and later calls reuse] (trace/collector.py): a position
+    bias module shared by the blocks makes its bias on its first call (inside blocks.0),
+    keeps it with `register_buffer` and slices it on every later call, as x-transformers'
+    ALiBi does. Selective's re-run of blocks.0 finds the buffer and slices it, an op its
+    forward never ran, and torch's selective checkpoint raises. Before, predict predicted
+    `selective:blocks.0` (489,312 B) and `selective:blocks.*` (518,944 B) while measure
+    refused both; now predict refuses them too, in one line, and still predicts the
+    regions whose calls only reused the buffer."""
+    run = run_client("train_mech.py", ["--case", "cached_bias", "--steps", "3"], [
+        "selective:blocks.0", "selective:blocks.*", "selective:blocks.1",
+        "checkpoint:blocks.*", "checkpoint:blocks.0+selective:blocks.1"])
+    assert run.ledger_peak == run.allocator_peak
+    for text in ("selective:blocks.0", "selective:blocks.*"):
+        p = run.policies[text]
+        assert p.predicted is None and p.measured is None, (text, p)
+        assert "would re-run blocks.0, whose forward call made a buffer of pos that later " \
+            "calls reuse" in p.predict_refusal and "\n" not in p.predict_refusal
+        assert "re-ran blocks.0 and met aten.slice.Tensor" in p.measure_refusal
+    for text in ("selective:blocks.1", "checkpoint:blocks.*",
+                 "checkpoint:blocks.0+selective:blocks.1"):
+        p = run.policies[text]
+        assert p.predicted == p.measured, (text, p)
+
+
+def test_x_transformers_alibi_selective_refused_by_predict_and_measure():
+    """x-transformers' Decoder with ALiBi (`alibi_pos_bias=True`): its AlibiPositionalBias
+    registers its bias as a buffer on the first attention layer's call and slices it
+    after. Before, predict predicted `selective:attn_layers.layers.*.1` (1,835,200 B) while
+    measure refused it (torch's selective checkpoint met `aten.slice.Tensor` in the first
+    layer's re-run); now both refuse it, and checkpoint, offload and selective of the later
+    layers alone stay exact."""
+    pytest.importorskip("x_transformers")
+    b = "attn_layers.layers.*.1"
+    run = run_client("train_lucid.py", [
+        "--case", "gpt", "--feat", "alibi_pos_bias=True;rotary_pos_emb=False"],
+        [f"selective:{b}", "selective:attn_layers.layers.[1-3].1", f"checkpoint:{b}",
+         f"offload:{b}"])
+    assert run.ledger_peak == run.allocator_peak
+    p = run.policies[f"selective:{b}"]
+    assert p.predicted is None and p.measured is None, p
+    assert "would re-run attn_layers.layers.0.1, whose forward call made a buffer of " \
+        "attn_layers.rel_pos" in p.predict_refusal
+    for text, p in run.policies.items():
+        if text != f"selective:{b}":
+            assert p.predicted == p.measured, (text, p)
+
+
+def test_x_transformers_hyper_connections_under_bf16_autocast():
+    """x-transformers' hyper-connections (`num_residual_streams=2`) under bf16 autocast: each
+    layer adds its bf16 branch output into the fp32 residual streams (`einsum(x, beta) +
+    residuals`), and the CPU `add` copies the bf16 input to fp32 first (8,192 B here), a
+    copy the dispatch mode never sees (Note [Inputs an op casts] in trace/scalars.py).
+    `checkpoint:attn_layers` peaks at that add in the re-run: predicted 1,991,496 B,
+    measured 1,999,688 B before; now exact (and per-layer checkpoint 1,755,172 B, selective
+    1,861,668 B, offload 1,716,388 B, all exact)."""
+    pytest.importorskip("x_transformers")
+    b = "attn_layers.layers.*.1"
+    run = run_client("train_lucid.py", [
+        "--case", "gpt", "--bf16", "--feat", "num_residual_streams=2"],
+        ["checkpoint:attn_layers", f"offload:{b}"])
+    assert run.ledger.peak_with_scratch() == run.allocator_peak
+    for text, p in run.policies.items():
+        assert p.predicted == p.measured, (text, p)

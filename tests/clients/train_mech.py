@@ -21,7 +21,10 @@
   (two optimizers, one step);
 - `kept`: the residual MLP whose blocks keep their GELU output in a dict of the script's
   (`KEPT[id(block)] = h`, activations kept for a look after the step): held into backward
-  and made again, and kept, by a checkpoint's re-run.
+  and made again, and kept, by a checkpoint's re-run;
+- `cached_bias`: the residual MLP adding a position bias that a module shared by the
+  blocks makes on its first call and keeps as a buffer, slicing it after (x-transformers'
+  ALiBi does so).
 
     python tests/clients/train_mech.py --case fno --opt adam --steps 3
     memledger trace tests/clients/train_mech.py --steps 2 -o m.ledger -- --case qat
@@ -58,6 +61,8 @@ class Block(nn.Module):
         self.case = case
 
     def forward(self, x):
+        if hasattr(self, "pos"):
+            x = x + self.pos[0](x.shape[1])
         h = F.gelu(self.fc1(self.ln(x)))
         if self.case == "kept":      # activations kept for a look after the step
             KEPT[id(self)] = h
@@ -65,6 +70,16 @@ class Block(nn.Module):
 
 
 KEPT: dict = {}
+
+
+class CachedBias(nn.Module):
+    """A bias made on the first call, kept as a buffer, and sliced by later calls."""
+    def forward(self, n: int) -> torch.Tensor:
+        if getattr(self, "bias", None) is None or self.bias.shape[0] < n:
+            bias = torch.arange(n * W, dtype=torch.float32).view(n, W).mul(1.0 / (n * W))
+            self.register_buffer("bias", bias, persistent=False)
+            return self.bias
+        return self.bias[:n]
 
 
 class Spectral(nn.Module):
@@ -89,6 +104,10 @@ class Net(nn.Module):
         mk = (lambda: Spectral()) if case == "fno" else (lambda: Block(case))
         self.blocks = nn.ModuleList(mk() for _ in range(depth))
         self.head = nn.Linear(W, 10)
+        if case == "cached_bias":
+            self.pos = CachedBias()   # one module called by every block, as ALiBi is
+            for b in self.blocks:
+                b.pos = [self.pos]    # in a list: not a submodule of each block
 
     def forward(self, x):
         for b in self.blocks:

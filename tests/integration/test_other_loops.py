@@ -306,6 +306,10 @@ def test_selective_under_autocast_on_a_model_called_twice_is_refused_in_one_line
     assert " and met aten._to_copy.default that its forward" in p.measure_refusal, \
         p.measure_refusal
     assert "storage" not in p.measure_refusal and "\n" not in p.measure_refusal
+    # and predict refuses it too (engine.py `_refuse_selective_recast`): it predicted
+    # 2,321,252 B for it before
+    assert p.predicted is None and "from autocast's cache" in p.predict_refusal, p
+    assert "would re-run blocks." in p.predict_refusal and "\n" not in p.predict_refusal
     # a weight's cast, made by the first call and saved by both, is dropped by both: it was
     # kept through backward (2,094,008 B predicted against 1,991,288 B measured)
     ck = run.policies["checkpoint:blocks.*"]   # exact alone; on an xdist worker after other
@@ -373,3 +377,26 @@ def test_lbfgs_calls_its_closure_three_times_on_one_batch():
     assert run.summary.peak.phase == "optimizer"    # Note [A closure's step]
     for text, p in run.policies.items():
         assert p.predicted is not None and p.predicted == p.measured, (text, p)
+
+
+def test_the_gates_pass_checkpoint_of_a_model_called_twice():
+    """Note [Which tensors are inputs] (verify/capture.py): the model called twice per step
+    (two views of a batch). Recording the loss's inputs ran on through the second call, where
+    non-reentrant checkpoint reads its block's `x.device`: an input the baseline never had,
+    and `checkpoint:blocks.*` was rejected with "input layer_norm arg[0] differs at step
+    0" (x-transformers as Transformer-XL, its segments one call each: "input __get__
+    arg[0]"). Now the gates pass it, gradients bitwise, and still catch a perturbed
+    activation."""
+    from memledger.verify.gates import run_gates
+    from memledger.verify.runs import Variant, capture_in_process
+    from tests.clients.harness import HERE
+
+    rep = run_gates(HERE / "train_loops.py", ["--loop", "twice", "--steps", "3"], [
+        Variant("checkpoint:blocks.*", "checkpoint:blocks.*"),
+        Variant("perturb", broken="perturb_saved", selector="blocks.1")], steps=2,
+        runner=lambda script, argv, variant, steps, out: capture_in_process(
+            script, argv, variant, steps))
+    assert rep.reproducible
+    ck, bad = rep.outcomes
+    assert ck.passed and ck.comparison.worst_gradient.max_abs == 0.0, ck.reason
+    assert not bad.passed and bad.comparison.finding.gate == "gradients", bad.reason

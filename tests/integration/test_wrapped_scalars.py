@@ -47,3 +47,47 @@ def test_a_wrapped_number_autograd_saves_lives_until_its_node_goes():
     assert saved["freed"].tolist()[0] > saved["freed"].tolist()[1]
     (rec,) = led.extra["scalars"]
     assert rec["bytes"] == [4, 4, 4, 4]    # forward div, mul; backward mul, div: the casts
+
+
+def test_numbers_an_op_wraps_itself_are_counted_at_their_op():
+    """Note [Numbers an op wraps itself]: a `.Scalar` overload takes the number as a Scalar
+    and its kernel wraps it (8 B double + 4 B float cast): CPU dropout's `div_.Scalar` on
+    its mask, Python's `x > 0.5` (`gt.Scalar`) and `1 - x` (`rsub.Scalar`); an int64
+    tensor compared with an int needs no cast, and `pow.Tensor_Scalar` allocates nothing.
+    Before, none was counted: the ledger with scratch read 8,192 B, the profiler 8,204 B."""
+    import torch.nn.functional as F
+
+    with memledger.trace(measure=True) as led:
+        x = torch.ones(1024)                          # 4,096 B
+        F.dropout(x, 0.5, True, inplace=True)         # mask 4,096 B; div_.Scalar: 8 + 4
+        s = torch.ones(8)                             # 32 B
+        m = s > 0.5                                   # 8 B; gt.Scalar: 8 + 4
+        k = torch.zeros(4, dtype=torch.int64) == 0    # 4 B; 8
+        y = 1 - s                                     # 32 B; rsub.Scalar: 8 + 4
+        s.pow(2.0)                                    # 32 B; pow.Tensor_Scalar: nothing
+        del x, s, m, k, y
+    (rec,) = led.extra["scalars"]
+    assert rec["bytes"] == [12, 12, 8, 12]
+    assert led.peak().bytes == 8192                   # x and the mask, at the div_
+    assert led.peak_with_scratch() == 8192 + 12 == led.measured["peak_bytes"]
+
+
+def test_inputs_an_op_casts_are_counted_at_their_op():
+    """Note [Inputs an op casts] (trace/scalars.py): a CPU TensorIterator op handed mixed
+    dtypes copies each input not of the common dtype (and, in place, computes into a
+    temporary when `self` is not of it); the dispatch mode sees none of them. Each count
+    here is the CPU profiler's, and the ledger with them equals it."""
+    with memledger.trace(measure=True) as led:
+        a = torch.randn(1024).bfloat16()             # 2,048 B
+        b = torch.randn(1024)                        # 4,096 B
+        c = torch.rand(1024) > 0.5                   # 1,024 B (gt.Scalar: 8 + 4)
+        x = a + b                                    # a as fp32: 4,096
+        y = b.clone().add_(a)                        # 4,096
+        z = a.clone().add_(b)                        # a as fp32 and the fp32 result: 8,192
+        w = torch.where(c, a, b)                     # 4,096
+        v = torch.addcmul(b, a, a)                   # a twice: 8,192
+        u = a + torch.tensor(1.0)                    # a 0-dim tensor does not promote: 2
+        del a, b, c, x, y, z, w, v, u
+    (rec,) = led.extra["scalars"]
+    assert rec["cbytes"] == [4096, 4096, 8192, 4096, 8192, 2]
+    assert led.peak_with_scratch() == led.measured["peak_bytes"] == led.peak().bytes + 6140
