@@ -223,7 +223,9 @@ class Capture:
 
     # ---- hooks ---------------------------------------------------------------------------
     def _forward_begin(self, module, args) -> None:
-        if module is self.model and not torch.compiler.is_compiling():
+        # not `self.model` first: inside a compiled forward that read is what dynamo fails
+        # on (below)
+        if not torch.compiler.is_compiling() and module is self.model:
             self.in_model += 1
 
     def _forward_done(self, module, args, kwargs, output) -> None:
