@@ -65,7 +65,8 @@ number autograd saved is a storage of its own instead, op `(wrapped number)`; No
 [Wrapped scalars] in trace/scalars.py; optional `cev`, `cbytes`: the copies an op made to
 cast mixed-dtype inputs, Note [Inputs an op casts]) and `stash` (`mod`, `ev0`, `sids`: storages a module
 call made and kept as plain attributes of its module, a pruned `weight`; checkpoint's re-run
-replaces them; Note [Tensors a call keeps on its module] in trace/collector.py) and
+replaces them; optional `graph`: those of them whose autograd graph runs deeper than one op
+on leaves; Note [Tensors a call keeps on its module] in trace/collector.py) and
 `kept` (`mod`, `ev0`, `sids`: storages a module call made and put in its module's buffers,
 which later calls may reuse; Note [A buffer a call makes and later calls reuse] in
 trace/collector.py) and

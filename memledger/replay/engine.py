@@ -1064,13 +1064,14 @@ def _kept_remakes(prep, calls, own, restash: np.ndarray) -> tuple[np.ndarray, np
     the copy: three blocks whose ReLU output the script keeps (`acts[name] = h`),
     `checkpoint:blocks.*`: each block's re-run LayerNorm output, mean and rstd and its
     input stayed until the next forward, 159,936 B under measured when they went with the
-    block's backward. Not a module attribute (`stash`): the ledger does not say which
-    saves a kept tensor's graph reaches, and a pruned weight's (`weight_orig * mask`, made
-    by a pre-hook) reaches none; a ReLU output kept as `self.h` is then 159,936 B under."""
+    block's backward. A module attribute (`stash`) only when its graph runs deeper than
+    one op on leaves (`stashed_graph`): a pruned weight (`weight_orig * mask`, made by a
+    pre-hook) reaches no save of the re-run; a ReLU output kept as `self.h` was 159,936 B
+    under measured."""
     n = len(calls.ev0)
     last_cr, keep_to = np.full(n, -1, dtype=np.int64), np.full(n, -1, dtype=np.int64)
     if prep.stashed is not None:
-        restash = restash & ~prep.stashed
+        restash = restash & ~(prep.stashed & ~prep.stashed_graph)
     r = np.flatnonzero(restash)
     if len(r):
         np.maximum.at(last_cr, own.made[r], prep.created[r])

@@ -86,6 +86,8 @@ class Prepared:
     baseline_ledger_peak: int
     held: np.ndarray = None   # bool: kept alive by an object outside its call (a KV cache)
     released: np.ndarray = None  # int64: first event only autograd held it (-1: never, -2: ?)
+    stashed_graph: np.ndarray = None   # bool: stashed, and its graph runs deeper than
+                                       # leaves (trace/collector.py `_deep_graph`)
     stashed: np.ndarray = None   # bool: kept as a plain attribute of the module whose call made
     #                              it (Note [Tensors a call keeps on its module], collector.py)
     arg_mod: np.ndarray = None   # object: module of a call, per (call, argument storage) pair
@@ -209,6 +211,9 @@ class Prepared:
             released=_released(led, st),
             stashed=st.index.isin([int(x) for r in led.extra.get("stash", [])
                                    for x in r.get("sids", ())]),
+            # kept on a module with a graph of ops (older ledgers: none, as before)
+            stashed_graph=st.index.isin([int(x) for r in led.extra.get("stash", [])
+                                         for x in r.get("graph", ())]),
             **_call_args(led, st),
             stateful_mod=st_mod, stateful_ev0=st_ev0, stateful_obj=st_obj,
             script_ckpt=script_checkpoints(led.extra.get("script_ckpt", [])),
@@ -241,7 +246,7 @@ class Prepared:
                        and len(getattr(self, f.name)) == n and not f.name.endswith("_names")
                        and not f.name.startswith(not_per_storage)]
         out = dataclasses.replace(self, **{f: getattr(self, f)[keep] for f in per_storage})
-        for f in ("held", "released", "stashed"):
+        for f in ("held", "released", "stashed", "stashed_graph"):
             if getattr(self, f) is not None:
                 setattr(out, f, getattr(self, f)[keep])
         if self.arg_row is not None:   # argument rows point into the kept storages now

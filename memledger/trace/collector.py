@@ -142,6 +142,18 @@ def _node_now() -> int:
     return -1 if n is None else n._sequence_nr()
 
 
+def _deep_graph(t: torch.Tensor) -> bool:
+    """Whether `t`'s autograd graph has an op below its own that is not a leaf's: what the
+    op that made it read was made by ops too (a ReLU output: its Linear, its LayerNorm),
+    not only parameters and buffers (`weight_orig * mask`). Note [Tensors a call keeps on
+    its module]."""
+    node = t.grad_fn
+    if node is None:
+        return False
+    return any(f is not None and getattr(f, "variable", None) is None
+               for f, _ in node.next_functions)
+
+
 def _running_stats_bytes(module) -> int:
     """The bytes `measure` copies, per re-run, to put a training BatchNorm's statistics
     back (Note [BatchNorm under recompute], measure/apply.py); 0 for any other module."""
@@ -1020,10 +1032,12 @@ class Collector(ShardingMixin, TorchDispatchMode):
             # Note [State written outside a region] (memledger/trace/outside_state.py)
             self.sink.write({"k": "stateful", "mod": path, "ev0": ev0, "ev1": self._ev,
                              "obj": obj, "sids": [sids[k] for k in keys]})
-        stash = [sid for v in module.__dict__.values() if type(v) is _Tensor
-                 and (sid := sids.get(storage_key(v), -1)) >= first_new]
-        if stash:   # Note [Tensors a call keeps on its module]
-            self.sink.write({"k": "stash", "mod": path, "ev0": ev0, "sids": stash})
+        kept_on = [(sid, v) for v in module.__dict__.values() if type(v) is _Tensor
+                   and (sid := sids.get(storage_key(v), -1)) >= first_new]
+        if kept_on:   # Note [Tensors a call keeps on its module]
+            self.sink.write({"k": "stash", "mod": path, "ev0": ev0,
+                             "sids": [sid for sid, _ in kept_on],
+                             "graph": [sid for sid, v in kept_on if _deep_graph(v)]})
         kept = [sid for v in module._buffers.values() if type(v) is _Tensor
                 and (sid := sids.get(storage_key(v), -1)) >= first_new] \
             if module._buffers else []
@@ -1031,6 +1045,9 @@ class Collector(ShardingMixin, TorchDispatchMode):
             self.sink.write({"k": "kept", "mod": path, "ev0": ev0, "sids": kept})
 
     # Note [Tensors a call keeps on its module]
+    # (`graph`: those whose autograd graph runs deeper than one op on leaves, `_deep_graph`:
+    # a ReLU output kept as `self.h`, not a pruned weight `weight_orig * mask`; a re-run's
+    # copy of the former keeps the re-run's saves, engine.py `_kept_remakes`.)
     # A call may keep a tensor it made as a plain attribute of its module: pruning's
     # forward pre-hook sets `fc1.weight = weight_orig * weight_mask` before every forward
     # (as the old `torch.nn.utils.weight_norm` and `spectral_norm` hooks do), a model may

@@ -511,18 +511,21 @@ def test_a_model_compiled_whole_is_timed_without_probes():
         "'aot_eager')" in p.predict_refusal, p
 
 
-def test_activations_the_script_keeps_under_checkpoint_and_offload():
+@pytest.mark.parametrize("case", ["kept", "stash"])
+def test_activations_the_script_keeps_under_checkpoint_and_offload(case):
     """Each block keeps its GELU output in a dict of the script's (`KEPT[id(block)] = h`)
     until the next forward. Offload reads it back for fc2's backward and the GELU's, and
     the copy is the GELU backward's input until that node returns: it went at the last
     unpack, one copy under measured. A checkpoint's re-run runs the line again: the re-made
     copy replaces the forward's in the dict and keeps its re-run graph (the LayerNorm's
     output, mean and rstd, the block's input) until the next forward (Rule 10,
-    `_kept_remakes`). Batch 512: before, offload 114,048 B and checkpoint 28,864 B under
-    measured, selective 131,072 B over, on a three-block copy of this script."""
+    `_kept_remakes`; as the block's attribute, `self.h = h`, when its graph runs deeper
+    than leaves: `_deep_graph`). Batch 512: before, offload 114,048 B and checkpoint
+    28,864 B under measured (159,936 B as an attribute), selective 131,072 B over, on a
+    three-block copy of this script."""
     pols = ["checkpoint:blocks.*", "checkpoint:blocks.0", "selective:blocks.*",
             "offload:blocks.*", "checkpoint:blocks.0+offload:blocks.1"]
-    run = run_client("train_mech.py", ["--case", "kept", "--batch", "64"], pols)
+    run = run_client("train_mech.py", ["--case", case, "--batch", "64"], pols)
     assert run.ledger_peak == run.allocator_peak
     for text, p in run.policies.items():
         assert p.predicted == p.measured, (text, p)

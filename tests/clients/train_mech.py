@@ -21,7 +21,8 @@
   (two optimizers, one step);
 - `kept`: the residual MLP whose blocks keep their GELU output in a dict of the script's
   (`KEPT[id(block)] = h`, activations kept for a look after the step): held into backward
-  and made again, and kept, by a checkpoint's re-run;
+  and made again, and kept, by a checkpoint's re-run; `stash`: the same kept as the
+  block's attribute (`self.h = h`);
 - `cached_bias`: the residual MLP adding a position bias that a module shared by the
   blocks makes on its first call and keeps as a buffer, slicing it after (x-transformers'
   ALiBi does so).
@@ -66,6 +67,8 @@ class Block(nn.Module):
         h = F.gelu(self.fc1(self.ln(x)))
         if self.case == "kept":      # activations kept for a look after the step
             KEPT[id(self)] = h
+        elif self.case == "stash":   # the same, as an attribute of the block
+            self.h = h
         return x + self.fc2(h)
 
 
