@@ -50,6 +50,12 @@ class Measured(_Model):
         None, description="the ledger's peak with the kernel scratch the allocator pass "
         "measured op by op (memory a kernel takes inside itself, e.g. CPU bf16 GEMM packing); "
         "absent when no op had any")
+    module_calls: Optional[int] = Field(
+        None, description="module calls outside backward in the allocator pass's measured "
+        "steps (Note [Two passes, one run?] in trace/call_count.py); absent in older ledgers")
+    ledger_module_calls: Optional[int] = Field(
+        None, description="the same count in the ledger pass; when the two differ, the "
+        "passes ran different code (an unseeded random choice) and the peaks do not compare")
 
 
 class TensorRow(_Model):
@@ -142,7 +148,8 @@ def summarize(led: Ledger, top: int = 10) -> Summary:
                                 by_block=dict(sorted(by_block.items(), key=lambda kv: -kv[1]))),
         measured=Measured(peak_bytes=int(meas["peak_bytes"]), source=str(meas["source"]),
                           collective_at_peak_bytes=meas.get("collective_at_peak_bytes"),
-                          ledger_with_scratch_bytes=_with_scratch(led, pk.bytes)),
+                          ledger_with_scratch_bytes=_with_scratch(led, pk.bytes),
+                          **_module_calls(led, meas)),
         resident=led.resident_at_end(),
         top_tensors=[TensorRow(bytes=int(r.bytes), category=r.category, module=r.module,
                                shape=r.shape, dtype=r.dtype, op=r.op, name=r.name)
@@ -177,6 +184,16 @@ def _with_scratch(led: Ledger, peak: int) -> int | None:
     """The ledger's peak with measured kernel scratch; None when that adds nothing."""
     with_scratch = led.peak_with_scratch()
     return with_scratch if with_scratch > peak else None
+
+
+def _module_calls(led: Ledger, meas: dict) -> dict:
+    """Both passes' module calls outside backward (Note [Two passes, one run?] in
+    trace/call_count.py), when the allocator pass counted them and ran no compiled code."""
+    n = meas.get("module_calls")
+    if not isinstance(n, int) or isinstance(n, bool) or led.extra.get("compiles"):
+        return {}
+    mine = int((led.scopes["ph"] != "backward").sum())
+    return {"module_calls": n, "ledger_module_calls": mine}
 
 
 def _shards(led: Ledger, ev: int) -> dict[str, int]:

@@ -69,6 +69,15 @@ def _headline(s: Summary, source: str) -> list[Text]:
                           + agreement(s.measured.peak_bytes, pk.bytes)
                           + collective_clause(s.measured) + scratch_clause(s.measured),
                           style="dim"))
+    m = s.measured
+    if m.module_calls is not None and m.ledger_module_calls is not None and \
+            m.module_calls != m.ledger_module_calls:   # Note [Two passes, one run?]
+        lines.append(Text(f"Warning: the two runs of the script ran different code: "
+                          f"{m.ledger_module_calls:,} module calls in the traced steps, "
+                          f"{m.module_calls:,} in the allocator's run of them (an unseeded "
+                          f"random choice? a branch on the data?), so their peaks do not "
+                          f"compare; seed every generator the script and its model use",
+                          style="yellow"))
     if s.script_checkpointed:   # Note [The script's own checkpoint]
         mods = s.script_checkpointed
         named = ", ".join(m or "(the model)" for m in mods[:3]) + \

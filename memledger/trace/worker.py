@@ -19,6 +19,7 @@ import time
 
 from memledger.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 from memledger.ledger.writer import FileSink
+from memledger.trace.call_count import ModuleCalls
 from memledger.trace.collector import Collector, StopTracing
 from memledger.trace.compiled import compiles_so_far
 from memledger.trace.interrupts import install_worker_handlers
@@ -148,6 +149,7 @@ def _allocator_pass(args) -> int:
                         probes=int(os.environ.get("WORLD_SIZE", "1")) <= 1)
     state: dict = {"n": 0, "t": 0, "step_ns": [], "cuda": None, "probing": True,
                    "stopped": False, "compiles": compiles_so_far()}
+    calls = ModuleCalls()   # Note [Two passes, one run?] (trace/call_count.py)
 
     def stop_probes() -> None:
         if state["probing"]:
@@ -158,6 +160,7 @@ def _allocator_pass(args) -> int:
             # read the profiler's events now, while the ledger pass may still run (Note
             # [Warm allocator pass]), and let them go before the timed steps
             state["measured"] = {
+                "module_calls": calls.stop(),
                 "peaks": cpu.peaks(), "scratch": op_scratch(cpu),   # Note [Kernel scratch]
                 # Under torchrun: the peak counted by pointer (Note [Collective scratch])
                 "comm": collective_bytes_at_peak(cpu) if "RANK" in os.environ else {}}
@@ -206,10 +209,11 @@ def _allocator_pass(args) -> int:
         timing = {"step_ns": step_ns} if step_ns else {}
         measured = state["measured"]
         records = [{"k": "measured", "source": cpu.source, "device": dev, "peak_bytes": peak,
-                    **timing, **measured["comm"]}
+                    "module_calls": measured["module_calls"], **timing, **measured["comm"]}
                    for dev, peak in measured["peaks"].items() if dev == "cpu"]
         if state["cuda"]:
-            records.append({**state["cuda"], **timing})
+            records.append({**state["cuda"], **timing,
+                            "module_calls": measured["module_calls"]})
         scratch = measured["scratch"]   # Note [Kernel scratch]: for replay
         if scratch:
             records.append({"k": "opscratch", "device": "cpu", "ops": scratch})

@@ -188,3 +188,46 @@ def test_a_fixed_port_taken_by_the_other_pass_runs_the_passes_apart(
     d = _measured(tmp_path)
     assert d["steps_traced"] == 2 and d["measured"]["source"] == "cpu-profiler"
     assert d["measured"]["peak_bytes"] > 0
+
+
+# Note [Two passes, one run?] (memledger/trace/call_count.py): layers chosen by a seeded
+# `random`, or (`--differ`) fewer of them in the allocator pass, as an unseeded draw would
+LAYER_DROP = HEAD + """
+import random, sys
+random.seed(0)
+layers = torch.nn.ModuleList(torch.nn.Linear(64, 64) for _ in range(12))
+opt = torch.optim.SGD(layers.parameters(), lr=0.1)
+for step in range(3):
+    x = torch.randn(256, 64)
+    for i, layer in enumerate(layers):
+        if "--differ" in sys.argv and PASS == "allocator" and i % 3 == 0:
+            continue
+        if random.random() < 0.5:
+            x = torch.relu(layer(x))
+    x.sum().backward()
+    opt.step()
+    opt.zero_grad()
+"""
+
+
+@pytest.mark.parametrize("differ", [False, True])
+def test_show_says_when_the_two_passes_ran_different_code(tmp_path: Path, differ: bool) -> None:
+    script = tmp_path / "train.py"
+    script.write_text(textwrap.dedent(LAYER_DROP))
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200"}
+    r = subprocess.run([*MEMLEDGER, "trace", str(script), "--steps", "2", "--no-timing", "-o",
+                        "run.ledger", "--", *(["--differ"] if differ else [])], cwd=tmp_path,
+                       capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr
+    m = _measured(tmp_path)["measured"]
+    show = subprocess.run([*MEMLEDGER, "show", "run.ledger"], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=120, env=env)
+    said = " ".join(show.stdout.split())
+    if differ:   # the allocator pass skipped some layers: fewer calls, and show says so
+        assert m["module_calls"] < m["ledger_module_calls"]
+        assert (f"the two runs of the script ran different code: {m['ledger_module_calls']} "
+                f"module calls in the traced steps, {m['module_calls']} in the allocator's "
+                "run of them") in said
+    else:        # the same layers in both passes: the same calls, and nothing said
+        assert m["module_calls"] == m["ledger_module_calls"] > 0
+        assert "ran different code" not in said
