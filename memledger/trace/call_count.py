@@ -28,9 +28,12 @@ class ModuleCalls:
     def __init__(self) -> None:
         self.n = 0
         self._thread = threading.get_ident()
-        self._handle = nn_module.register_module_forward_pre_hook(self._count)
+        # at the call's end, as the collector writes its `scope`: a call during which the
+        # measured steps ended (the first step left open ends as a root's forward begins,
+        # trace/steps.py) is in neither count
+        self._handle = nn_module.register_module_forward_hook(self._count, always_call=True)
 
-    def _count(self, module, args) -> None:
+    def _count(self, module, args, output) -> None:
         if threading.get_ident() == self._thread and torch._C._current_graph_task_id() == -1:
             self.n += 1
 
