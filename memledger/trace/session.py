@@ -142,8 +142,10 @@ class _Worker:
         self._done()
         if self.fw is not None and self.fw.interrupted:
             result = {**result, "code": EXIT_INTERRUPTED, "signals": self.fw.signals}
+        # a pass whose port was taken runs again, its output unshown (Note [Two passes,
+        # one port])
         if self.quiet and result["code"] not in (EXIT_OK, EXIT_INTERRUPTED) and output and \
-                not port_taken(result.get("reason", "")):   # run again: Note [Two passes,
+                not port_taken(result.get("reason", "")):
             sys.stderr.write(output.decode(errors="replace"))
         return result
 

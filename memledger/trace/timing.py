@@ -249,15 +249,7 @@ class StepTimers:
     def __init__(self, module_steps: int, device: str = "cpu", probes: bool = True) -> None:
         self.module_steps = module_steps
         self.device = device
-        self.probes = probes      # Note [No probes of compiled code]
-    # Every probe turn patches the regions' `forward` (plain, checkpointed, selective,
-    # offloaded), a guard Dynamo checks: inside torch.compile'd code each turn compiles again
-    # (seconds with inductor, up to Dynamo's recompile limit), and those turns are dropped
-    # anyway (Note [A step that compiled], compiled.py), while predict refuses the policies
-    # there (Note [Policies inside compiled code]). So the probes do not run on a model that
-    # holds code compiled by a backend other than `eager`; the calibration prices the
-    # policies outside it, and the record says why (`probes_skipped`).
-    # Note [No probes on several ranks]
+        self.probes = probes      # Note [No probes on several ranks]
         self.clock_name, self._clock = pick_clock()
         self.modules = ModuleTimer(self._clock)
         self.ops: OpTimer | None = None
@@ -312,6 +304,15 @@ class StepTimers:
             self.ops.__enter__()
         self._n += 1
 
+    # Note [No probes of compiled code]
+    # Every probe turn patches the regions' `forward` (plain, checkpointed, selective,
+    # offloaded), a guard Dynamo checks: inside torch.compile'd code each turn compiles again
+    # (seconds with inductor, up to Dynamo's recompile limit), and those turns are dropped
+    # anyway (Note [A step that compiled], compiled.py), while predict refuses the policies
+    # there (Note [Policies inside compiled code]). So the probes do not run on a model that
+    # holds code compiled by a backend other than `eager`; the calibration prices the
+    # policies outside it, and the record says why (`probes_skipped`).
+    #
     # Note [No probes on several ranks]
     # Under torchrun every probe step is a forward and backward of the rank's model, with
     # the collectives DDP and FSDP put there, and how many steps each probe runs depends on
