@@ -1045,9 +1045,6 @@ class Collector(ShardingMixin, TorchDispatchMode):
             self.sink.write({"k": "kept", "mod": path, "ev0": ev0, "sids": kept})
 
     # Note [Tensors a call keeps on its module]
-    # (`graph`: those whose autograd graph runs deeper than one op on leaves, `_deep_graph`:
-    # a ReLU output kept as `self.h`, not a pruned weight `weight_orig * mask`; a re-run's
-    # copy of the former keeps the re-run's saves, engine.py `_kept_remakes`.)
     # A call may keep a tensor it made as a plain attribute of its module: pruning's
     # forward pre-hook sets `fc1.weight = weight_orig * weight_mask` before every forward
     # (as the old `torch.nn.utils.weight_norm` and `spectral_norm` hooks do), a model may
@@ -1055,7 +1052,10 @@ class Collector(ShardingMixin, TorchDispatchMode):
     # checkpoint's re-run sets the attribute again: the re-made tensor replaces the one
     # forward made, which goes there, and the module holds the new one until the next
     # forward. A `stash` record (the call's module and first event, the storages) lets
-    # replay say so (memledger/replay/engine.py, Rule 10).
+    # replay say so (memledger/replay/engine.py, Rule 10). Its `graph` names those whose
+    # autograd graph runs deeper than one op on leaves (`_deep_graph`: a ReLU output kept as
+    # `self.h`, not a pruned weight `weight_orig * mask`): a re-run's copy of one of those
+    # keeps the re-run's saves while the module holds it (engine.py `_kept_remakes`).
 
     # Note [A buffer a call makes and later calls reuse]
     # A module may make a tensor on its first call and keep it as a buffer for later calls
