@@ -707,11 +707,15 @@ def _lifetimes(prep: Prepared, calls: _Calls, own: _Owners, seg: _Segments,
     held = _held(prep)
     fr = np.where((dropped | off) & ~held, own.fwd_end, fr0)   # a holder keeps what it holds
     fr = _release_partly_saved(prep, calls, own, fr, dropped | off | held, in_save_list)
-    fr = _hold_call_args(prep, fr, calls, seg, own)
+    # Rule 10, once per replay: what a re-run makes again and the script keeps
+    restash = _restashed(prep, calls, own, seg)
+    kept = _kept_remakes(prep, calls, own, restash)
+    fr = _hold_call_args(prep, fr, calls, seg, kept[1])
     out = _Lifetimes()
     out.add(seg.pos_c(cr), seg.pos_f(fr), nb, prep.cat)
     if len(calls):
-        _recomputed_rows(prep, calls, own, seg, dropped, kept_cache, out, in_save_list)
+        _recomputed_rows(prep, calls, own, seg, dropped, kept_cache, out, restash, kept,
+                         in_save_list)
         if handed_back is not None:
             _handed_back_rows(prep, own, seg, handed_back & ~held, out)
         _cached_cast_rows(prep, calls, own, seg, out)
@@ -899,7 +903,7 @@ def _held(prep: Prepared) -> np.ndarray:
 
 
 def _hold_call_args(prep: Prepared, fr: np.ndarray, calls: _Calls, seg: _Segments,
-                    own: "_Owners | None" = None) -> np.ndarray:
+                    keep_to: np.ndarray) -> np.ndarray:
     """Rule 2: checkpoint's frame holds a region's arguments until its backward is done
     (the frame goes with the last of its saved-tensor holders), even when autograd saved
     none of them. A frozen LoRA base: the (2, 32, 64) fp32 hidden states entering a block
@@ -917,14 +921,13 @@ def _hold_call_args(prep: Prepared, fr: np.ndarray, calls: _Calls, seg: _Segment
         return fr
     fr = fr.copy()
     np.maximum.at(fr, prep.arg_row[mine], seg.bw_end[kk[mine]])
-    if own is not None:
-        _, keep_to = _kept_remakes(prep, calls, own, _restashed(prep, calls, own, seg))
-        kept = mine & (keep_to[kk] >= 0)
-        np.maximum.at(fr, prep.arg_row[kept], keep_to[kk[kept]])
+    kept = mine & (keep_to[kk] >= 0)   # `keep_to`: per call, from `_kept_remakes`
+    np.maximum.at(fr, prep.arg_row[kept], keep_to[kk[kept]])
     return fr
 
 
 def _recomputed_rows(prep, calls, own, seg, dropped, kept_cache, out: _Lifetimes,
+                     restash: np.ndarray, kept: tuple[np.ndarray, np.ndarray],
                      in_save_list: np.ndarray | None = None) -> None:
     """Rule 3: dropped storages come back in their segment and live until their old free;
     everything else made in the segment's span is made again (until its old free or the
@@ -932,8 +935,7 @@ def _recomputed_rows(prep, calls, own, seg, dropped, kept_cache, out: _Lifetimes
     cr, fr0 = prep.created, prep.freed
     k = np.maximum(own.made, 0)
     in_seg = (own.made >= 0) & seg.has[k]
-    restash = _restashed(prep, calls, own, seg)   # Rule 10 re-makes those
-    d = np.flatnonzero(dropped & in_seg & ~restash)
+    d = np.flatnonzero(dropped & in_seg & ~restash)   # `restash`: Rule 10 re-makes those
     # held by the backward node that unpacks it, until that node returns (Note [When an
     # unpacked tensor goes] in trace/collector.py); autograd held the original longer
     end = prep.unpack_end[d]
@@ -945,7 +947,7 @@ def _recomputed_rows(prep, calls, own, seg, dropped, kept_cache, out: _Lifetimes
                         seg.start[kd] + (np.minimum(fr0[d], seg.end[kd]) - calls.ev0[kd]),
                         seg.pos_f(gone))
     # the graph of a re-made copy the script keeps holds what the re-run saved before it
-    last_cr, keep_to = _kept_remakes(prep, calls, own, restash)
+    last_cr, keep_to = kept   # `_kept_remakes`
     kept_by = last_cr[kd] > cr[d]
     gone_pos = np.where(kept_by, np.maximum(gone_pos, seg.pos_f(np.maximum(keep_to[kd], 0))),
                         gone_pos)

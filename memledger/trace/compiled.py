@@ -30,7 +30,8 @@ import sys
 
 import torch
 
-EAGER_BACKEND = "eager"      # Dynamo traces and runs the graph as it is: policies act
+from memledger.replay.compiled import EAGER_BACKEND   # the replay names it (no torch there)
+
 UNKNOWN_BACKEND = "unknown"  # compiled, but the backend's name could not be read
 
 

@@ -149,7 +149,7 @@ _CASTING_PACKETS = frozenset(
 @functools.lru_cache(maxsize=None)
 def casts_inputs(func) -> bool:
     """Whether `func` is a TensorIterator op that casts mixed-dtype inputs (Note [Inputs an
-    op casts]). Cached per op: the tracer asks for every op."""
+    op casts]). One attribute read and a set lookup: the tracer asks for every op."""
     try:
         return func._overloadpacket.__name__ in _CASTING_PACKETS
     except AttributeError:
