@@ -499,24 +499,8 @@ def _refuse_selective_recast(prep: Prepared, calls: _Calls, own: _Owners,
     after it ended, by a later call of the same module that was not handed it."""
     if prep.last_use is None or not len(calls) or not (calls.kind == Kind.SELECTIVE).any():
         return
-    is_cast = np.isin(prep.op_code, np.flatnonzero(prep.op_names == "_to_copy"))
-    a = own.made
-    aa = np.maximum(a, 0)
-    fl = np.where(prep.fwd_last >= 0, prep.fwd_last, prep.last_use)
-    cand = np.flatnonzero(is_cast & (a >= 0) & (fl >= calls.ev1[aa]))
-    if not len(cand):
-        return
-    ca = a[cand]
-    sel = calls.kind == Kind.SELECTIVE
-    pair = (calls.mods[None, :] == calls.mods[ca][:, None]) & sel[None, :] & (
-        calls.ev0[None, :] >= calls.ev1[ca][:, None]) & (
-        calls.ev0[None, :] <= fl[cand][:, None])
-    if prep.arg_row is not None and len(prep.arg_row):   # handed to B: no cast of its own
-        kb = which_call(calls.ev0, calls.ev1, prep.arg_ev0, prep.n_events)
-        slot = _position_in(cand, prep.arg_row)
-        ok = (kb >= 0) & (slot >= 0)
-        pair[slot[ok], kb[ok]] = False
-    if pair.any():
+    _, pair = _cast_reusers(prep, calls, own, True, calls.kind == Kind.SELECTIVE)
+    if pair is not None and pair.any():
         k = int(np.nonzero(pair)[1].max())
         raise PolicyError(selective_recast_message(policy.text(), str(calls.mods[k])))
 
@@ -1121,31 +1105,18 @@ def _cached_cast_rows(prep: Prepared, calls: _Calls, own: _Owners, seg: _Segment
     end (the re-run's autocast region holds it in its cache until then)."""
     if prep.last_use is None or not len(calls):
         return
-    n, cr = prep.n_events, prep.created
-    is_cast = np.isin(prep.op_code, np.flatnonzero(prep.op_names == "_to_copy"))
-    a = own.made
-    aa = np.maximum(a, 0)
-    fl = np.where(prep.fwd_last >= 0, prep.fwd_last, prep.last_use)
+    cr = prep.created
     rel = prep.released if prep.released is not None else np.full(len(cr), -2, np.int64)
     rel = np.where((rel == -2) & (prep.saved_first < 0), prep.freed, rel)   # a bias's cast
-    cand = np.flatnonzero(is_cast & (a >= 0) & (fl >= calls.ev1[aa]) & (rel >= 0)
-                          & _is_recomputed(calls.kind[aa]))
-    if not len(cand):
+    cand, pair = _cast_reusers(prep, calls, own,
+                               (rel >= 0) & _is_recomputed(calls.kind[np.maximum(own.made, 0)]),
+                               _is_recomputed(calls.kind) & seg.has)
+    if pair is None:
         return
-    cand = cand[np.argsort(cr[cand], kind="stable")]
-    ca = a[cand]
-    rec = _is_recomputed(calls.kind) & seg.has
-    pair = (calls.mods[None, :] == calls.mods[ca][:, None]) & rec[None, :] & (
-        calls.ev0[None, :] >= calls.ev1[ca][:, None]) & (
-        calls.ev0[None, :] <= fl[cand][:, None]) & (
-        seg.pos_f(rel[cand])[:, None] <= seg.start[None, :])
-    if prep.arg_row is not None and len(prep.arg_row):   # handed to B: B's frame holds it
-        kb = which_call(calls.ev0, calls.ev1, prep.arg_ev0, n)
-        slot = _position_in(cand, prep.arg_row)
-        ok = (kb >= 0) & (slot >= 0)
-        pair[slot[ok], kb[ok]] = False
+    pair &= seg.pos_f(rel[cand])[:, None] <= seg.start[None, :]
     if not pair.any():
         return
+    ca = own.made[cand]
     # the casts the first call made before this one, and B took from the cache too
     before = np.cumsum(pair, axis=0) - pair
     first_of_call = np.searchsorted(ca, ca, side="left")
@@ -1165,6 +1136,33 @@ def _cached_cast_rows(prep: Prepared, calls: _Calls, own: _Owners, seg: _Segment
         gone = np.maximum(gone, end[ci, kb])
     rows = cand[ci]
     out.add(seg.start[kb] + off, gone, prep.nbytes[rows], prep.cat[rows])
+
+
+def _cast_reusers(prep: Prepared, calls: _Calls, own: _Owners, cand_ok,
+                  later: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+    """Rule 9's pairs, for `_cached_cast_rows` and `_refuse_selective_recast`: the
+    candidates (a `_to_copy` output made inside a call and used after it ended, by its
+    last forward use, else its last use; `cand_ok` narrows them), in creation order, and
+    per candidate and call whether that call is a later call of the same module among
+    `later`, starting by that last use, that was not handed the storage as an argument
+    (handed, B's frame holds it and B casts nothing). (empty, None) without candidates."""
+    is_cast = np.isin(prep.op_code, np.flatnonzero(prep.op_names == "_to_copy"))
+    a = own.made
+    fl = np.where(prep.fwd_last >= 0, prep.fwd_last, prep.last_use)
+    cand = np.flatnonzero(is_cast & (a >= 0) & (fl >= calls.ev1[np.maximum(a, 0)]) & cand_ok)
+    if not len(cand):
+        return cand, None
+    cand = cand[np.argsort(prep.created[cand], kind="stable")]
+    ca = a[cand]
+    pair = (calls.mods[None, :] == calls.mods[ca][:, None]) & later[None, :] & (
+        calls.ev0[None, :] >= calls.ev1[ca][:, None]) & (
+        calls.ev0[None, :] <= fl[cand][:, None])
+    if prep.arg_row is not None and len(prep.arg_row):
+        kb = which_call(calls.ev0, calls.ev1, prep.arg_ev0, prep.n_events)
+        slot = _position_in(cand, prep.arg_row)
+        ok = (kb >= 0) & (slot >= 0)
+        pair[slot[ok], kb[ok]] = False
+    return cand, pair
 
 
 def _position_in(rows: np.ndarray, values: np.ndarray) -> np.ndarray:
