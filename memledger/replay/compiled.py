@@ -13,9 +13,12 @@ compiles nothing: its frames are in Dynamo's skip list, and its policies act as 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from memledger.errors import NotPredicted
-from memledger.ledger.model import Ledger
+
+if TYPE_CHECKING:   # the tracer imports EAGER_BACKEND from here: no pandas on its path
+    from memledger.ledger.model import Ledger
 
 EAGER_BACKEND = "eager"   # the wrappers act as on the plain model: predicted to the byte
 
