@@ -83,6 +83,7 @@ def test_a_timed_step_that_compiled_is_not_kept():
     t = StepTimers(module_steps=4)
     try:
         t.step_faults, t.step_compiles = [0, 0, 0, 0], [11, 0, 2, 0]
+        t.step_ns = [602_000_000, 40_000_000, 41_000_000, 40_000_000]
         assert t.settled() == [1, 3]
     finally:
         t.close()
