@@ -92,9 +92,10 @@ def _render(report, budget: str, front: bool) -> None:
     if report.fits:
         console.print(f"[bold green]{report.policy}[/]")
         console.print(f"  predicted peak {format_bytes(report.predicted_peak_bytes)} ≤ {budget} "
-                      f"(baseline {format_bytes(report.baseline_peak_bytes)}), "
-                      f"+{_ms(report.predicted_added_time_s)} ms per step "
-                      f"({_ms(report.added_time_lo_s)}–{_ms(report.added_time_hi_s)})")
+                      f"(baseline {format_bytes(report.baseline_peak_bytes)})")
+        # a line of its own: beside the peak it wrapped its band onto a line at 80 columns
+        console.print(f"  added time +{_ms(report.predicted_added_time_s)} ms per step "
+                      f"(band {_ms(report.added_time_lo_s)}–{_ms(report.added_time_hi_s)})")
         console.print(f"  per block: {', '.join(report.choice)}", style="dim")
     console.print(f"searched {report.assignments:,.0f} assignments ({len(report.options)} "
                   f"options on {len(report.blocks)} blocks, {report.method}, exact)"
