@@ -116,6 +116,8 @@ from memledger.trace.script_checkpoint import (
     stopping_pack,
 )
 from memledger.trace.sharding import _PLAIN, ShardingMixin, local_tensor
+from memledger.trace.wrapped import defers as _defers
+from memledger.trace.wrapped import inner_tensors
 
 _graph_task_id = torch._C._current_graph_task_id
 _grad_enabled = torch.is_grad_enabled
@@ -221,6 +223,42 @@ def _nested_tensors(obj, depth: int = 0):
     elif depth < 8 and isinstance(obj, dict):
         for o in obj.values():
             yield from _nested_tensors(o, depth + 1)
+
+
+# Note [Compiled code runs eager under the collector]
+# Dynamo compiles nothing while a dispatch mode of ours is on the stack ("non-infra torch
+# dispatch mode present"): it skips the frame and the code runs eagerly, op by op through
+# the collector, which is what the ledger records (trace/compiled.py says so). But code
+# compiled with `fullgraph=True` raises there instead ("torch.compile with fullgraph=True
+# found no compiled frames"): torchao's low-bit optimizers (`AdamW8bit`, `AdamW4bit`,
+# `AdamWFp8`) compile their update so, and every such script failed under `trace` after
+# running untraced. So the collector runs with torch.compile's "force_eager" stance while
+# it is on (torch >= 2.6; `torch.compiler.set_stance`): compiled code runs as the eager
+# code it was written as, fullgraph or not, as it did without the stance where Dynamo
+# skipped it. The allocator pass, `measure` and the probes run without a collector and
+# compile as the script asks. The stance is the process's: the first collector to start
+# sets it and the last to end puts back the one before, whatever order they end in (two
+# threads' blocks: A in, B in, A out, B out; each putting back what it found left
+# "force_eager" on for good, and later compiled code in that process ran eagerly).
+_EAGER_LOCK = threading.Lock()
+_EAGER: dict = {"collectors": 0, "stance": None}
+
+
+def _eager_stance(on: bool) -> None:
+    """One more (`on`) or one fewer collector under torch.compile's "force_eager" stance."""
+    with _EAGER_LOCK:
+        _EAGER["collectors"] += 1 if on else -1
+        if on and _EAGER["collectors"] == 1:
+            import torch._dynamo
+
+            stance = getattr(torch._dynamo, "set_stance", None)   # torch >= 2.6
+            try:
+                _EAGER["stance"] = stance("force_eager") if stance is not None else None
+            except RuntimeError:   # "attempted to set_stance in a torch.compile region"
+                _EAGER["stance"] = None
+        elif not on and _EAGER["collectors"] == 0 and _EAGER["stance"] is not None:
+            _EAGER["stance"].__exit__(None, None, None)
+            _EAGER["stance"] = None
 
 
 class FirstUse:
@@ -420,6 +458,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
         self._init_sharding()  # Note [Sharded storages]
         self._owner = threading.get_ident()   # the tracing thread: set again at __enter__
         self._resize_watch = StorageResizeWatch(self._only_ours(self._on_resize))
+        self._eager = False   # Note [Compiled code runs eager under the collector]
         self._scalars = WrappedScalars(self._wrapped_saved)   # Note [Wrapped scalars]
 
     # ---- lifecycle ------------------------------------------------------------------------
@@ -441,6 +480,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
         ]
         self._saved_hooks.__enter__()
         self._resize_watch.__enter__()
+        _eager_stance(True)
+        self._eager = True
         _ACTIVE.add(self)
         return super().__enter__()
 
@@ -448,6 +489,9 @@ class Collector(ShardingMixin, TorchDispatchMode):
         if not self._forked:   # a forked child took the mode off already
             super().__exit__(exc_type, exc, tb)
         _ACTIVE.discard(self)
+        if self._eager:
+            _eager_stance(False)
+            self._eager = False
         self._resize_watch.__exit__(exc_type, exc, tb)
         self._saved_hooks.__exit__(exc_type, exc, tb)
         for h in self._handles:
@@ -545,6 +589,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
             if self.on_stop_swallowed is not None:
                 self.on_stop_swallowed()
             raise StopTracing()
+        if types and _defers(types):   # Note [Wrapper subclasses]: its ops come through us
+            return NotImplemented
         if kwargs is None:
             kwargs = {}
         grow = _written_slots(func)
@@ -680,6 +726,10 @@ class Collector(ShardingMixin, TorchDispatchMode):
         """
         if type(t) not in _PLAIN:   # inline: most inputs are plain tensors
             t = local_tensor(t)  # Note [Sharded storages]
+            if type(t) not in _PLAIN and (inner := inner_tensors(t)):
+                for _, part in inner[1:]:      # Note [Wrapper subclasses]
+                    self._last[self._sid(part, ev)] = ev
+                return self._sid(inner[0][1], ev)
         try:
             st = t.untyped_storage()
         except (RuntimeError, NotImplementedError):
@@ -699,6 +749,10 @@ class Collector(ShardingMixin, TorchDispatchMode):
     def _output(self, t: torch.Tensor, ev: int, func) -> None:
         if type(t) not in _PLAIN:
             t = local_tensor(t)
+            if type(t) not in _PLAIN and (inner := inner_tensors(t)):
+                for _, part in inner:          # Note [Wrapper subclasses]
+                    self._output(part, ev, func)
+                return
         try:
             st = t.untyped_storage()
         except (RuntimeError, NotImplementedError):
@@ -1151,6 +1205,10 @@ class Collector(ShardingMixin, TorchDispatchMode):
             for part in parts:   # a sparse gradient: its indices and its values
                 self._role(part, role, name, shard)
             return
+        if type(t) not in _PLAIN and (inner := inner_tensors(local_tensor(t))):
+            for attr, part in inner:   # Note [Wrapper subclasses]: 8-bit Adam's codes, scale
+                self._role(part, role, f"{name}.{attr}" if name else "", shard)
+            return
         sid = self._sid(t, self._ev)
         # written once, or again when a name comes after a role written without one (a
         # closure's step marks the parameters before the forward inside it names them:
@@ -1290,12 +1348,15 @@ class Collector(ShardingMixin, TorchDispatchMode):
                          "module": getattr(pack, "__module__", "") or ""})
 
     def _pack(self, t: torch.Tensor) -> torch.Tensor:
-        sid = self._sid(t, self._ev)
+        inner = inner_tensors(local_tensor(t)) if type(t) not in _PLAIN else ()
+        for _, part in inner[1:]:     # Note [Wrapper subclasses]: each holds memory
+            self._pack(part)
+        sid = self._sid(inner[0][1] if inner else t, self._ev)
         if sid >= 0:
             mod = self._module_now()
             self._saved_mod[sid] = mod
             self.sink.write({"k": "saved", "sid": sid, "ev": self._ev - 1, "mod": mod})
-            self._note_held(sid, t)
+            self._note_held(sid, inner[0][1] if inner else t)
             alias = self._saved_alias(t)
             if alias is not t:   # Note [The module of a backward op]: this save's module
                 alias._memledger_mod = mod

@@ -110,3 +110,29 @@ def test_probe_regions_of_a_compiled_model_are_its_own_children():
                                             fc2=torch.nn.Linear(3, 2)))
     assert probe_regions(torch.compile(model, backend="eager")) == probe_regions(model) == \
         ["fc1", "fc2"]
+
+
+def test_collectors_run_compiled_code_eager_and_put_the_stance_back_in_any_order():
+    """Note [Compiled code runs eager under the collector]: a function compiled with
+    fullgraph=True runs eagerly inside a collector (it raised "torch.compile with
+    fullgraph=True found no compiled frames"), and the last collector to end puts back
+    the stance from before the first, in whatever order two threads' blocks end."""
+    import torch._dynamo.eval_frame as ef
+
+    from memledger.ledger.writer import MemorySink
+    from memledger.trace.collector import Collector, _eager_stance
+
+    if not hasattr(torch._dynamo, "set_stance"):
+        pytest.skip("torch.compile stances need torch >= 2.6")
+    f = torch.compile(lambda x: (x * 2).sin(), fullgraph=True, backend="eager")
+    before = ef._stance.stance
+    with Collector(MemorySink()):
+        assert ef._stance.stance == "force_eager"
+        assert torch.equal(f(torch.ones(3)), torch.ones(3).mul(2).sin())
+    assert ef._stance.stance == before
+    _eager_stance(True)                     # thread A's block begins
+    _eager_stance(True)                     # thread B's
+    _eager_stance(False)                    # A's ends first: B still traces, eagerly
+    assert ef._stance.stance == "force_eager"
+    _eager_stance(False)
+    assert ef._stance.stance == before

@@ -1,0 +1,52 @@
+"""Low-bit optimizer state and optimizers compiled whole (tests/clients/train_lowbit.py).
+
+torchao's `AdamW8bit` / `AdamW4bit` / `AdamWFp8` keep their state in traceable wrapper
+subclasses and compile their update with `torch.compile(fullgraph=True)`; the script here
+does both with code of its own, so the test needs no torchao (docs/accuracy.md, "8-bit
+optimizer state", has the torchao runs).
+"""
+
+from __future__ import annotations
+
+from tests.clients.harness import run_client
+
+
+def _live_state(led) -> tuple[int, list[str]]:
+    """Bytes and names of the optimizer state live when the traced steps end."""
+    st = led.storages
+    live = st[(st["category"] == "optimizer_state") & (st["freed"] >= int(st["freed"].max()))]
+    return int(live["bytes"].sum()), sorted(map(str, live["name"]))
+
+
+def test_8bit_state_counts_its_codes_and_scales_and_its_dequantized_temporaries():
+    """Note [Wrapper subclasses] (trace/wrapped.py). The momentum of every tensor of n values
+    is n int8 codes and n/64 fp32 scales: 17/16 bytes a value. The net has 70,336 values:
+    74,732 B of state (before: 281,344 B, the stand-in fp32 storage of each wrapper, and a
+    ledger peak of 1,091,064 B against 809,720 B at the allocator). The step's fp32
+    temporaries, made by ops inside the subclass's own dispatch, are in the ledger too:
+    its peak is the allocator's to the byte, and policies are predicted to the byte."""
+    run = run_client("train_lowbit.py", ["--case", "int8"],
+                     ["checkpoint:blocks.*", "offload:blocks.*", "selective:blocks.1"])
+    values = 2 * (64 * 256 + 256 + 256 * 64 + 64) + 64 * 64 + 64
+    assert values == 70_336
+    state, names = _live_state(run.ledger)
+    assert state == values * 17 // 16 == 74_732
+    assert "blocks.0.fc1.weight.momentum.codes" in names
+    assert "blocks.0.fc1.weight.momentum.scale" in names
+    assert run.ledger_peak == run.allocator_peak == 809_720
+    for text, p in run.policies.items():
+        assert p.predicted == p.measured, (text, p)
+
+
+def test_an_optimizer_compiled_with_fullgraph_is_traced_as_its_eager_run():
+    """Note [Compiled code runs eager under the collector] (trace/collector.py): Dynamo
+    compiles nothing under the collector's dispatch mode, and `fullgraph=True` made that
+    an error: "torch.compile with fullgraph=True found no compiled frames", the script's
+    exit under `trace` after running fine untraced. Now the ledger pass runs the update
+    eagerly and the allocator pass compiled: the function's graphs count as compiles
+    (torch 2.13 counts no frame for them), so `show` says which run is which."""
+    run = run_client("train_lowbit.py", ["--case", "fullgraph"], [])
+    assert run.summary.compiled
+    assert sum(r["frames"] for r in run.ledger.extra["compiles"]) > 0
+    state, names = _live_state(run.ledger)
+    assert state == 70_336 * 4 and len(names) == 10       # fp32 momentum, no step count

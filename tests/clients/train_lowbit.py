@@ -1,0 +1,152 @@
+"""Optimizer state kept in 8 bits, as torchao's `AdamW8bit` keeps it, written here so the
+test needs no torchao: a residual MLP trained by SGD with momentum, the momentum an
+`Int8State` (a traceable wrapper subclass: int8 codes and one fp32 absmax scale per block
+of 64 values; its ops dequantize, and `copy_` quantizes into it).
+
+    python tests/clients/train_lowbit.py --steps 3
+    python tests/clients/train_lowbit.py --case fullgraph --steps 3
+    memledger trace tests/clients/train_lowbit.py --steps 2 -o lowbit.ledger
+
+Cases: int8 (the 8-bit momentum, eager), fullgraph (fp32 momentum updated by one function
+compiled with `torch.compile(fullgraph=True)`, as torchao compiles its optimizers' step).
+Every tensor the optimizer updates has a multiple of 64 values.
+"""
+
+import argparse
+import math
+
+import torch
+import torch.nn.functional as F
+
+
+class Int8State(torch.Tensor):
+    """An fp32 tensor held as int8 codes and one fp32 scale per BLOCK values."""
+
+    BLOCK = 64
+
+    @staticmethod
+    def __new__(cls, codes, scale, shape):
+        return torch.Tensor._make_wrapper_subclass(cls, shape, dtype=torch.float32,
+                                                   device=codes.device)
+
+    def __init__(self, codes, scale, shape):
+        self.codes, self.scale = codes, scale
+
+    def __tensor_flatten__(self):
+        return ["codes", "scale"], self.shape
+
+    @classmethod
+    def __tensor_unflatten__(cls, inner, shape, outer_size, outer_stride):
+        return cls(inner["codes"], inner["scale"], shape)
+
+    @classmethod
+    def zeros(cls, shape):
+        n = math.prod(shape)
+        return cls(torch.zeros(n, dtype=torch.int8), torch.zeros(n // cls.BLOCK), shape)
+
+    def dequantize(self):
+        blocks = self.codes.view(-1, self.BLOCK).float() * (self.scale / 127).view(-1, 1)
+        return blocks.view(self.shape)
+
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is torch.ops.aten.copy_.default and isinstance(args[0], cls):
+            dst, src = args
+            blocks = src.reshape(-1, cls.BLOCK)
+            scale = blocks.abs().amax(dim=1).clamp_(min=1e-12)
+            dst.scale.copy_(scale)
+            dst.codes.copy_((blocks * (127 / scale).view(-1, 1)).round_().view(-1))
+            return dst
+
+        def plain(x):
+            return x.dequantize() if isinstance(x, cls) else x
+        return func(*map(plain, args), **{k: plain(v) for k, v in kwargs.items()})
+
+
+class SGD8bit(torch.optim.Optimizer):
+    """SGD with momentum kept as an Int8State."""
+
+    def __init__(self, params, lr=0.05, momentum=0.9):
+        super().__init__(params, dict(lr=lr, momentum=momentum))
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                state = self.state[p]
+                if "momentum" not in state:
+                    state["momentum"] = Int8State.zeros(p.shape)
+                buf = state["momentum"]
+                # dequantized first, as torchao's optimizers do (an op on the wrapper with a
+                # Python number holds that number, 8 B, while the subclass runs: not in
+                # the ledger, Note [Wrapper subclasses])
+                new = buf.dequantize() * group["momentum"] + p.grad
+                buf.copy_(new)                               # quantized into the codes
+                p.add_(new, alpha=-group["lr"])
+
+
+def _momentum_update(params, grads, bufs, lr: float, momentum: float):
+    for p, g, b in zip(params, grads, bufs):
+        b.mul_(momentum).add_(g)
+        p.add_(b, alpha=-lr)
+
+
+class SGDFullgraph(torch.optim.Optimizer):
+    """SGD with momentum whose update is one function compiled with fullgraph=True."""
+
+    def __init__(self, params, lr=0.05, momentum=0.9, backend="aot_eager"):
+        super().__init__(params, dict(lr=lr, momentum=momentum))
+        self._update = torch.compile(_momentum_update, fullgraph=True, backend=backend)
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            ps = [p for p in group["params"] if p.grad is not None]
+            bufs = [self.state[p].setdefault("momentum", torch.zeros_like(p)) for p in ps]
+            self._update(ps, [p.grad for p in ps], bufs, group["lr"], group["momentum"])
+
+
+class Block(torch.nn.Module):
+    def __init__(self, d: int) -> None:
+        super().__init__()
+        self.fc1, self.fc2 = torch.nn.Linear(d, 4 * d), torch.nn.Linear(4 * d, d)
+
+    def forward(self, x):
+        return x + self.fc2(F.gelu(self.fc1(x)))
+
+
+class Net(torch.nn.Module):
+    def __init__(self, d: int = 64, n: int = 2) -> None:
+        super().__init__()
+        self.blocks = torch.nn.ModuleList(Block(d) for _ in range(n))
+        self.head = torch.nn.Linear(d, 64)
+
+    def forward(self, x):
+        for b in self.blocks:
+            x = b(x)
+        return self.head(x)
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--steps", type=int, default=3)
+    p.add_argument("--case", choices=["int8", "fullgraph"], default="int8")
+    p.add_argument("--batch", type=int, default=32)
+    a = p.parse_args(argv)
+    torch.manual_seed(0)
+    net = Net()
+    opt = SGD8bit(net.parameters()) if a.case == "int8" else SGDFullgraph(net.parameters())
+    for step in range(a.steps):
+        x, y = torch.randn(a.batch, 64), torch.randint(64, (a.batch,))
+        loss = F.cross_entropy(net(x), y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        print(f"step {step} loss {loss.item():.4f}")
+
+
+if __name__ == "__main__":
+    main()
