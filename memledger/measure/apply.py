@@ -68,7 +68,7 @@ from memledger.replay.stateful import (
 from memledger.trace.script_checkpoint import checkpoint_pack_hook, find_checkpoint_call
 from memledger.trace.roots import RootNames, named_modules
 from memledger.trace.where import in_reentrant_checkpoint
-from memledger.trace.sharding import local_tensor
+from memledger.trace.wrapped import storage_ptrs
 from memledger.trace.outside_state import (
     argument_objects,
     argument_versions,
@@ -130,8 +130,7 @@ def apply_policy(model: nn.Module, policy: Policy, offload_dir: str | None = Non
     handle = PolicyHandle(model=model, policy=policy, regions=regions)
     named = dict(named_modules(model))
     # an FSDP2 parameter is a DTensor: its storage is its local shard's (Note [Sharded storages])
-    params = {local_tensor(p).untyped_storage().data_ptr() for p in model.parameters()}
-    params |= {local_tensor(b).untyped_storage().data_ptr() for b in model.buffers()}
+    params = {ptr for t in (*model.parameters(), *model.buffers()) for ptr in storage_ptrs(t)}
     offloaders: dict[int, Offloader] = {}
     for r in regions:
         mod = named[r.path]

@@ -57,6 +57,7 @@ import weakref
 from dataclasses import dataclass
 
 import torch
+from torch.utils._python_dispatch import is_traceable_wrapper_subclass
 
 from memledger.outputs import TMP_ELSEWHERE, os_error
 
@@ -173,6 +174,8 @@ class Offloader:
 
     # ---- pack -----------------------------------------------------------------------------
     def pack(self, t: torch.Tensor):
+        if is_traceable_wrapper_subclass(t):   # its memory is its inner tensors' (Note
+            return t                           # [Wrapper subclasses]): left where it is
         try:
             st = t.untyped_storage()
         except (RuntimeError, NotImplementedError):

@@ -51,6 +51,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from memledger.replay.calib_cache import load_average, machine_busy
 from memledger.trace.compiled import compiled_inside, compiles_so_far
 from memledger.trace.roots import RootNames, named_modules
+from memledger.trace.wrapped import storage_ptrs
 
 
 
@@ -755,8 +756,8 @@ def context_probes(root: ProbeInput | None, clock, kinds=PROBE_KINDS,
     off, wraps = None, {"offload": 0}
     if "offload" in kinds:
         module = root.module
-        params = {p.untyped_storage().data_ptr() for p in module.parameters()}
-        params |= {b.untyped_storage().data_ptr() for b in module.buffers()}
+        params = {ptr for t in (*module.parameters(), *module.buffers())
+                  for ptr in storage_ptrs(t)}
         off = Offloader(skip_storages=params)
 
         def offloaded(inner, m):

@@ -35,6 +35,8 @@ import sys
 import torch
 from torch.utils._python_dispatch import is_traceable_wrapper_subclass
 
+from memledger.trace.sharding import local_tensor
+
 
 def inner_tensors(t: torch.Tensor, prefix: str = "") -> list[tuple[str, torch.Tensor]]:
     """(attribute path, plain tensor) of each tensor a wrapper subclass holds, at any depth;
@@ -48,6 +50,16 @@ def inner_tensors(t: torch.Tensor, prefix: str = "") -> list[tuple[str, torch.Te
         path = f"{prefix}{name}"
         out.extend(inner_tensors(inner, path + ".") or [(path, inner)])
     return out
+
+
+def storage_ptrs(t: torch.Tensor) -> list[int]:
+    """Data pointers of the storages that hold `t`'s memory: a DTensor's local shard's, a
+    wrapper's inner tensors' (a QLoRA NF4 weight's codes and scales: its own storage has
+    no valid pointer, and `measure` failed reading it), else its own."""
+    t = local_tensor(t)
+    inner = inner_tensors(t)
+    return [x.untyped_storage().data_ptr() for _, x in inner] if inner else \
+        [t.untyped_storage().data_ptr()]
 
 
 @functools.lru_cache(maxsize=None)

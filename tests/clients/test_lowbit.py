@@ -50,3 +50,23 @@ def test_an_optimizer_compiled_with_fullgraph_is_traced_as_its_eager_run():
     assert sum(r["frames"] for r in run.ledger.extra["compiles"]) > 0
     state, names = _live_state(run.ledger)
     assert state == 70_336 * 4 and len(names) == 10       # fp32 momentum, no step count
+
+
+def test_qlora_frozen_8bit_weights_saved_for_backward_under_every_policy():
+    """QLoRA as torchao's NF4 does it (`--case qlora`): each Linear's base weight a frozen
+    Int8State Parameter, saved for backward by a custom autograd function, and a rank-8
+    LoRA. The frozen weights are their codes and scales (4 x 16,384 values x 17/16 B),
+    the LoRA and the head fp32. Before: the ledger 262,144 B over the allocator (each
+    weight at its fp32 stand-in size), predictions 262,144 B over too, and every `measure`
+    failed ("Attempted to access the data pointer on an invalid python storage": the
+    policy's set of parameter storages read the wrapper's own storage)."""
+    run = run_client("train_lowbit.py", ["--case", "qlora", "--batch", "256"],
+                     ["checkpoint:blocks.*", "offload:blocks.*", "selective:blocks.*",
+                      "checkpoint:blocks.0+offload:blocks.1"])
+    st = run.ledger.storages
+    params = st[(st["category"] == "parameter") & (st["freed"] >= int(st["freed"].max()))]
+    frozen, lora, head = 4 * 16_384 * 17 // 16, 2 * 5_120 * 4, 4_160 * 4
+    assert int(params["bytes"].sum()) == frozen + lora + head == 127_232
+    assert run.ledger_peak == run.allocator_peak
+    for text, p in run.policies.items():
+        assert p.predicted == p.measured, (text, p)

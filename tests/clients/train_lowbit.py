@@ -8,8 +8,10 @@ of 64 values; its ops dequantize, and `copy_` quantizes into it).
     memledger trace tests/clients/train_lowbit.py --steps 2 -o lowbit.ledger
 
 Cases: int8 (the 8-bit momentum, eager), fullgraph (fp32 momentum updated by one function
-compiled with `torch.compile(fullgraph=True)`, as torchao compiles its optimizers' step).
-Every tensor the optimizer updates has a multiple of 64 values.
+compiled with `torch.compile(fullgraph=True)`, as torchao compiles its optimizers' step),
+qlora (QLoRA as torchao's NF4 does it: each Linear's base weight a frozen Int8State
+Parameter that a custom autograd function saves for backward, a rank-8 LoRA trained by
+AdamW). Every tensor held as an Int8State has a multiple of 64 values.
 """
 
 import argparse
@@ -58,6 +60,8 @@ class Int8State(torch.Tensor):
             dst.scale.copy_(scale)
             dst.codes.copy_((blocks * (127 / scale).view(-1, 1)).round_().view(-1))
             return dst
+        if func is torch.ops.aten.detach.default:    # a Parameter of it: the same codes
+            return cls(args[0].codes, args[0].scale, args[0].shape)
 
         def plain(x):
             return x.dequantize() if isinstance(x, cls) else x
@@ -109,19 +113,50 @@ class SGDFullgraph(torch.optim.Optimizer):
             self._update(ps, [p.grad for p in ps], bufs, group["lr"], group["momentum"])
 
 
-class Block(torch.nn.Module):
-    def __init__(self, d: int) -> None:
+class _Int8Linear(torch.autograd.Function):
+    """x @ W.T for a frozen Int8State weight, saving the weight itself (as torchao's
+    `linear_nf4` saves its NF4 weight) and dequantizing it again in backward."""
+
+    @staticmethod
+    def forward(ctx, x, weight):
+        ctx.save_for_backward(weight)
+        return x @ weight.dequantize().t()
+
+    @staticmethod
+    def backward(ctx, grad):
+        (weight,) = ctx.saved_tensors
+        return grad @ weight.dequantize(), None
+
+
+class LoRALinear(torch.nn.Module):
+    """A frozen 8-bit base weight (a Parameter that is an Int8State) and a rank-8 LoRA."""
+
+    def __init__(self, d_in: int, d_out: int, r: int = 8) -> None:
         super().__init__()
-        self.fc1, self.fc2 = torch.nn.Linear(d, 4 * d), torch.nn.Linear(4 * d, d)
+        w = Int8State.zeros((d_out, d_in))
+        w.copy_(torch.randn(d_out, d_in) / d_in ** 0.5)
+        self.weight = torch.nn.Parameter(w, requires_grad=False)
+        self.A = torch.nn.Parameter(torch.randn(r, d_in) * 0.01)
+        self.B = torch.nn.Parameter(torch.zeros(d_out, r))
+
+    def forward(self, x):
+        return _Int8Linear.apply(x, self.weight) + F.linear(F.linear(x, self.A), self.B)
+
+
+class Block(torch.nn.Module):
+    def __init__(self, d: int, lora: bool = False) -> None:
+        super().__init__()
+        layer = LoRALinear if lora else torch.nn.Linear
+        self.fc1, self.fc2 = layer(d, 4 * d), layer(4 * d, d)
 
     def forward(self, x):
         return x + self.fc2(F.gelu(self.fc1(x)))
 
 
 class Net(torch.nn.Module):
-    def __init__(self, d: int = 64, n: int = 2) -> None:
+    def __init__(self, d: int = 64, n: int = 2, lora: bool = False) -> None:
         super().__init__()
-        self.blocks = torch.nn.ModuleList(Block(d) for _ in range(n))
+        self.blocks = torch.nn.ModuleList(Block(d, lora) for _ in range(n))
         self.head = torch.nn.Linear(d, 64)
 
     def forward(self, x):
@@ -133,12 +168,14 @@ class Net(torch.nn.Module):
 def main(argv=None) -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--steps", type=int, default=3)
-    p.add_argument("--case", choices=["int8", "fullgraph"], default="int8")
+    p.add_argument("--case", choices=["int8", "fullgraph", "qlora"], default="int8")
     p.add_argument("--batch", type=int, default=32)
     a = p.parse_args(argv)
     torch.manual_seed(0)
-    net = Net()
-    opt = SGD8bit(net.parameters()) if a.case == "int8" else SGDFullgraph(net.parameters())
+    net = Net(lora=a.case == "qlora")
+    trained = [p for p in net.parameters() if p.requires_grad]
+    opt = SGDFullgraph(trained) if a.case == "fullgraph" else \
+        torch.optim.AdamW(trained, lr=1e-3) if a.case == "qlora" else SGD8bit(trained)
     for step in range(a.steps):
         x, y = torch.randn(a.batch, 64), torch.randint(64, (a.batch,))
         loss = F.cross_entropy(net(x), y)
