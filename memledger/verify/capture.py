@@ -68,6 +68,7 @@ from memledger.trace.collector import StopTracing
 from memledger.trace.roots import plain_name
 from memledger.trace.sharding import local_tensor
 from memledger.trace.steps import OptimizerSteps
+from memledger.trace.wrapped import inner_tensors
 
 FORMAT = "memledger.capture/1"
 
@@ -87,7 +88,10 @@ def _cpu(t: torch.Tensor) -> torch.Tensor:
     gradient (nn.Embedding(sparse=True)) is compared dense: `isfinite` and the bitwise
     gate have no sparse kernels, and its dense form is the update it makes."""
     t = local_tensor(t.detach())
-    if t.layout is not torch.strided:
+    if (inner := inner_tensors(t)):   # 8-bit state, an NF4 weight: the bytes it holds, as
+        return torch.cat([x.detach().reshape(-1).contiguous().view(torch.uint8).cpu()  # held
+                          for _, x in inner])   # (Note [Wrapper subclasses]; NF4's `.to`
+    if t.layout is not torch.strided:            # takes no `copy`: compare's baseline failed)
         t = t.to_dense()
     return t.to("cpu", copy=True)
 

@@ -70,3 +70,28 @@ def test_qlora_frozen_8bit_weights_saved_for_backward_under_every_policy():
     assert run.ledger_peak == run.allocator_peak
     for text, p in run.policies.items():
         assert p.predicted == p.measured, (text, p)
+
+
+def test_the_gates_compare_frozen_8bit_weights_by_the_bytes_they_hold():
+    """compare's capture copied each parameter with `.to("cpu", copy=True)`: torchao's NF4
+    weight takes no `copy` there and the baseline failed ("the baseline run failed ...
+    .to() does not accept copy argument"). A wrapper is captured as the bytes of its inner
+    tensors (Note [Wrapper subclasses]): checkpoint passes bitwise, and a perturbed saved
+    tensor is still caught. `Int8State` raises on ops it does not implement, `.to` among
+    them, as NF4 does."""
+    from pathlib import Path
+
+    from memledger.verify.gates import run_gates
+    from memledger.verify.runs import Variant, capture_in_process
+
+    def in_process(script, argv, variant, steps, out):
+        return capture_in_process(script, argv, variant, steps)
+
+    script = Path(__file__).parent / "train_lowbit.py"
+    report = run_gates(script, ["--case", "qlora"], [
+        Variant("checkpoint:blocks.*", "checkpoint:blocks.*"),
+        Variant("perturb", broken="perturb_saved", selector="blocks.1")],
+        steps=2, runner=in_process)
+    ok, bad = report.outcomes
+    assert ok.passed, ok.reason
+    assert not bad.passed and not bad.gates["gradients"]
