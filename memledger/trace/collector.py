@@ -98,7 +98,7 @@ from memledger.trace.outside_state import (
     written_arguments,
     written_state,
 )
-from memledger.trace.compiled import compiled_backend
+from memledger.trace.compiled import compiled_backend, eager_stance
 from memledger.trace.external import external
 from memledger.trace.interrupts import redeliver
 from memledger.trace.steps import StepBoundary
@@ -223,42 +223,6 @@ def _nested_tensors(obj, depth: int = 0):
     elif depth < 8 and isinstance(obj, dict):
         for o in obj.values():
             yield from _nested_tensors(o, depth + 1)
-
-
-# Note [Compiled code runs eager under the collector]
-# Dynamo compiles nothing while a dispatch mode of ours is on the stack ("non-infra torch
-# dispatch mode present"): it skips the frame and the code runs eagerly, op by op through
-# the collector, which is what the ledger records (trace/compiled.py says so). But code
-# compiled with `fullgraph=True` raises there instead ("torch.compile with fullgraph=True
-# found no compiled frames"): torchao's low-bit optimizers (`AdamW8bit`, `AdamW4bit`,
-# `AdamWFp8`) compile their update so, and every such script failed under `trace` after
-# running untraced. So the collector runs with torch.compile's "force_eager" stance while
-# it is on (torch >= 2.6; `torch.compiler.set_stance`): compiled code runs as the eager
-# code it was written as, fullgraph or not, as it did without the stance where Dynamo
-# skipped it. The allocator pass, `measure` and the probes run without a collector and
-# compile as the script asks. The stance is the process's: the first collector to start
-# sets it and the last to end puts back the one before, whatever order they end in (two
-# threads' blocks: A in, B in, A out, B out; each putting back what it found left
-# "force_eager" on for good, and later compiled code in that process ran eagerly).
-_EAGER_LOCK = threading.Lock()
-_EAGER: dict = {"collectors": 0, "stance": None}
-
-
-def _eager_stance(on: bool) -> None:
-    """One more (`on`) or one fewer collector under torch.compile's "force_eager" stance."""
-    with _EAGER_LOCK:
-        _EAGER["collectors"] += 1 if on else -1
-        if on and _EAGER["collectors"] == 1:
-            import torch._dynamo
-
-            stance = getattr(torch._dynamo, "set_stance", None)   # torch >= 2.6
-            try:
-                _EAGER["stance"] = stance("force_eager") if stance is not None else None
-            except RuntimeError:   # "attempted to set_stance in a torch.compile region"
-                _EAGER["stance"] = None
-        elif not on and _EAGER["collectors"] == 0 and _EAGER["stance"] is not None:
-            _EAGER["stance"].__exit__(None, None, None)
-            _EAGER["stance"] = None
 
 
 class FirstUse:
@@ -480,7 +444,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
         ]
         self._saved_hooks.__enter__()
         self._resize_watch.__enter__()
-        _eager_stance(True)
+        eager_stance(True)   # Note [Compiled code runs eager under the collector]
         self._eager = True
         _ACTIVE.add(self)
         return super().__enter__()
@@ -490,7 +454,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
             super().__exit__(exc_type, exc, tb)
         _ACTIVE.discard(self)
         if self._eager:
-            _eager_stance(False)
+            eager_stance(False)
             self._eager = False
         self._resize_watch.__exit__(exc_type, exc, tb)
         self._saved_hooks.__exit__(exc_type, exc, tb)

@@ -87,6 +87,7 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import _disable_current_modes
 
 from memledger.trace.collector import StopTracing
+from memledger.trace.compiled import eager_stance
 from memledger.trace.doctor_order import OrderWatch, clip_frame, clips_nothing
 from memledger.trace.doctor_penalty import PenaltyWatch
 from memledger.trace.doctor_retention import MAX_NODES, RetentionWatch
@@ -311,10 +312,12 @@ class DoctorProbe(TorchFunctionMode):
             register_optimizer_step_post_hook(self._opt_post),
         ]
         self._retention.start()
+        eager_stance(True)   # Note [Compiled code runs eager under the collector]
         return super().__enter__()
 
     def __exit__(self, exc_type, exc, tb) -> None:
         super().__exit__(exc_type, exc, tb)
+        eager_stance(False)
         for h in self._handles + self._param_handles:
             h.remove()
         self._handles, self._param_handles = [], []

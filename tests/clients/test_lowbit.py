@@ -39,7 +39,7 @@ def test_8bit_state_counts_its_codes_and_scales_and_its_dequantized_temporaries(
 
 
 def test_an_optimizer_compiled_with_fullgraph_is_traced_as_its_eager_run():
-    """Note [Compiled code runs eager under the collector] (trace/collector.py): Dynamo
+    """Note [Compiled code runs eager under the collector] (trace/compiled.py): Dynamo
     compiles nothing under the collector's dispatch mode, and `fullgraph=True` made that
     an error: "torch.compile with fullgraph=True found no compiled frames", the script's
     exit under `trace` after running fine untraced. Now the ledger pass runs the update
@@ -95,3 +95,19 @@ def test_the_gates_compare_frozen_8bit_weights_by_the_bytes_they_hold():
     ok, bad = report.outcomes
     assert ok.passed, ok.reason
     assert not bad.passed and not bad.gates["gradients"]
+
+
+def test_the_doctor_watches_an_optimizer_compiled_with_fullgraph_and_8bit_state():
+    """The doctor's probe is a TorchFunctionMode, which Dynamo traces into: its frame
+    reads made the fullgraph update fail ("the doctor could not watch the script: script
+    raised Unsupported"), as torchao's AdamW8bit did. It runs under the same eager stance
+    (Note [Compiled code runs eager under the collector]); neither loop has a finding."""
+    from pathlib import Path
+
+    from memledger.doctor.run import diagnose_in_process
+
+    script = Path(__file__).parent / "train_lowbit.py"
+    for case in ("fullgraph", "int8", "qlora"):
+        report, outcome = diagnose_in_process(script, ["--case", case], 3)
+        assert outcome.code == 0, (case, outcome.reason)
+        assert [f.line() for f in report.findings] == [], case

@@ -93,8 +93,8 @@ class SGD8bit(torch.optim.Optimizer):
 
 def _momentum_update(params, grads, bufs, lr: float, momentum: float):
     for p, g, b in zip(params, grads, bufs):
-        b.mul_(momentum).add_(g)
-        p.add_(b, alpha=-lr)
+        b.copy_(b * momentum + g)
+        p.sub_(b * lr)
 
 
 class SGDFullgraph(torch.optim.Optimizer):

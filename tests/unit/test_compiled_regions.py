@@ -120,7 +120,8 @@ def test_collectors_run_compiled_code_eager_and_put_the_stance_back_in_any_order
     import torch._dynamo.eval_frame as ef
 
     from memledger.ledger.writer import MemorySink
-    from memledger.trace.collector import Collector, _eager_stance
+    from memledger.trace.collector import Collector
+    from memledger.trace.compiled import eager_stance
 
     if not hasattr(torch._dynamo, "set_stance"):
         pytest.skip("torch.compile stances need torch >= 2.6")
@@ -130,9 +131,9 @@ def test_collectors_run_compiled_code_eager_and_put_the_stance_back_in_any_order
         assert ef._stance.stance == "force_eager"
         assert torch.equal(f(torch.ones(3)), torch.ones(3).mul(2).sin())
     assert ef._stance.stance == before
-    _eager_stance(True)                     # thread A's block begins
-    _eager_stance(True)                     # thread B's
-    _eager_stance(False)                    # A's ends first: B still traces, eagerly
+    eager_stance(True)                     # thread A's block begins
+    eager_stance(True)                     # thread B's
+    eager_stance(False)                    # A's ends first: B still traces, eagerly
     assert ef._stance.stance == "force_eager"
-    _eager_stance(False)
+    eager_stance(False)
     assert ef._stance.stance == before
