@@ -108,6 +108,8 @@ def reasons(rep: CompareReport) -> list[Text]:
     for p in rep.policies:
         if p.idle_regions and p.verdict != "REJECT":
             out.append(Text(idle_line(p.policy, p.idle_regions, p.selected), style="yellow"))
+    if rep.compiled:
+        out.append(Text(rep.compiled, style="yellow"))
     if rep.note:
         out.append(Text(f"note: {rep.note}", style="yellow"))
     if rep.frozen_changed:

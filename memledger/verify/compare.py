@@ -166,6 +166,11 @@ def fill_performance(report: CompareReport, led: Ledger, pred, policies: list[Po
     {policy text: MeasureResult} for the policies that passed the gates."""
     report.front = pareto_points(led)
     report.time_caveats = time_caveats(pred, own_load=False)
+    if led.summary().compiled:   # the eager ledger beside compiled measurements: say so
+        report.compiled = (
+            f"torch.compile: the predicted peaks are the EAGER run's (the baseline "
+            f"{pred.baseline_peak_bytes:,} B), as the trace runs compiled code; the measured "
+            f"peaks are the compiled run's (the baseline {base.peak_bytes:,} B)")
     predicted = {pp.policy: pp for pp in pred.policies}   # a refused policy has none
     unpredicted = {r.policy: r.reason for r in pred.refused if r.runs}
     for row, p in zip(report.policies, policies):   # same order as `policies`

@@ -112,6 +112,9 @@ class CompareReport(BaseModel):
                                     "added times may be far off, a line each (as predict "
                                     "prints them); [] when this model's own probes priced "
                                     "them on a quiet machine")
+    compiled: str = Field("", description="the baseline runs torch.compile'd code, which "
+                          "the trace runs eagerly: the predicted peaks are the eager run's, "
+                          "the measured ones the compiled run's; '' when it runs none")
     policies: list[PolicyComparison]
 
     @property
