@@ -49,9 +49,9 @@ from torch.optim.optimizer import register_optimizer_step_pre_hook
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from memledger.replay.calib_cache import load_average, machine_busy
-from memledger.trace.compiled import compiled_inside, compiles_so_far
+from memledger.trace.compiled import compiled_inside, compiles_so_far, eager_stance
 from memledger.trace.roots import RootNames, named_modules
-from memledger.trace.wrapped import storage_ptrs
+from memledger.trace.wrapped import defers, storage_ptrs
 
 
 
@@ -178,7 +178,23 @@ class OpTimer(TorchDispatchMode):
         self._clock = clock
         self.ops: list[tuple[str, int]] = []
 
+    # as the collector: compiled code runs eagerly here (with fullgraph=True it raised, and
+    # the allocator pass lost its measured peak), and a wrapper subclass's own ops come
+    # through, so that the k-th op is still the ledger's k-th event (Notes [Compiled code
+    # runs eager under the collector], trace/compiled.py; [Wrapper subclasses], wrapped.py)
+    def __enter__(self):
+        eager_stance(True)
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        try:
+            return super().__exit__(*exc)
+        finally:
+            eager_stance(False)
+
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if types and defers(types):
+            return NotImplemented
         t0 = self._clock()
         out = func(*args, **(kwargs or {}))
         t1 = self._clock()

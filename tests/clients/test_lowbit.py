@@ -135,3 +135,16 @@ def test_the_doctor_watches_an_optimizer_compiled_with_fullgraph_and_8bit_state(
         report, outcome = diagnose_in_process(script, ["--case", case], 3)
         assert outcome.code == 0, (case, outcome.reason)
         assert [f.line() for f in report.findings] == [], case
+
+
+def test_timed_steps_of_a_fullgraph_optimizer_and_8bit_state():
+    """The allocator pass's op-timed step runs under a dispatch mode of its own (OpTimer):
+    a fullgraph update failed there ("the ledger has no measured peak"), and a wrapper's
+    own ops were not timed, which put the k-th timed op against another event. Both run as
+    under the collector now; the timing record has an op time per event of a step."""
+    for case in ("fullgraph", "int8"):
+        run = run_client("train_lowbit.py", ["--case", case, "--steps", "30"], [],
+                         timing_steps=3)
+        assert run.allocator_peak > 0, case
+        timing = run.ledger.extra["timing"][-1]
+        assert timing["ops"] and timing["modules"], case
