@@ -144,6 +144,18 @@ class _Copy:
 
 
 @dataclass
+class _PackedWrapper:
+    """A wrapper subclass's save: each inner tensor packed on its own (Note [Wrapper
+    subclasses] in trace/wrapped.py), and what `__tensor_unflatten__` needs to rebuild it."""
+
+    cls: type
+    inner: dict
+    ctx: object
+    size: object
+    stride: object
+
+
+@dataclass
 class _Packed:
     copy: _Copy
     dtype: torch.dtype
@@ -174,8 +186,8 @@ class Offloader:
 
     # ---- pack -----------------------------------------------------------------------------
     def pack(self, t: torch.Tensor):
-        if is_traceable_wrapper_subclass(t):   # its memory is its inner tensors' (Note
-            return t                           # [Wrapper subclasses]): left where it is
+        if is_traceable_wrapper_subclass(t):   # Note [Wrapper subclasses]: its memory is
+            return self._pack_wrapper(t)       # its inner tensors'
         try:
             st = t.untyped_storage()
         except (RuntimeError, NotImplementedError):
@@ -239,9 +251,25 @@ class Offloader:
             copy.event.record(self._stream)
 
     # ---- unpack ---------------------------------------------------------------------------
+    def _pack_wrapper(self, t: torch.Tensor) -> "_PackedWrapper":
+        """Each floating-point inner tensor packed (a jagged tensor's values; a frozen
+        weight's are skipped as parameters); the others stay the same objects: a jagged
+        tensor's ragged size is tied to its offsets tensor, and its backward refused a
+        copy ("expected self and grad_output to have the same exact offsets tensor")."""
+        names, ctx = t.__tensor_flatten__()
+        inner = {}
+        for n in names:
+            x = getattr(t, n)
+            inner[n] = self.pack(x) if x.is_floating_point() else x
+        return _PackedWrapper(type(t), inner, ctx, t.size(), t.stride())
+
     def unpack(self, packed):
-        if not isinstance(packed, _Packed):
-            return packed
+        if isinstance(packed, _PackedWrapper):   # rebuilt around its inner tensors, those
+            inner = {n: self.unpack(p) for n, p in packed.inner.items()}   # left in place
+            return packed.cls.__tensor_unflatten__(inner, packed.ctx, packed.size,  # the
+                                                   packed.stride)   # same objects (a jagged
+        if not isinstance(packed, _Packed):                        # tensor's offsets: its
+            return packed                                          # ragged size stays)
         copy = packed.copy
         st = copy.loaded
         if st is None:

@@ -6,6 +6,11 @@ memledger/trace/collector.py); each once crashed the trace while the script ran 
     python tests/clients/train_layouts.py --case nested   # nn.TransformerEncoder evaluated
                                                           # with a padding mask: its fast path
                                                           # makes a nested tensor
+    python tests/clients/train_layouts.py --case jagged   # an MLP trained on a batch of
+                                                          # sequences of other lengths, a
+                                                          # jagged nested tensor (a wrapper
+                                                          # subclass: Note [Wrapper
+                                                          # subclasses], trace/wrapped.py)
 """
 import argparse
 
@@ -29,12 +34,14 @@ class SparseDelta(nn.Module):
 
 def main() -> None:
     p = argparse.ArgumentParser()
-    p.add_argument("--case", choices=["sparse", "nested"], required=True)
+    p.add_argument("--case", choices=["sparse", "nested", "jagged"], required=True)
     p.add_argument("--steps", type=int, default=3)
     args = p.parse_args()
     torch.manual_seed(0)
     g = torch.Generator().manual_seed(1)
-    if args.case == "sparse":
+    if args.case == "jagged":
+        model = nn.Sequential(nn.Linear(64, 256), nn.GELU(), nn.Linear(256, 64))
+    elif args.case == "sparse":
         model = nn.Sequential(SparseDelta(), nn.Tanh(), SparseDelta())
     else:
         model = nn.TransformerEncoder(nn.TransformerEncoderLayer(
@@ -42,7 +49,13 @@ def main() -> None:
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     for _ in range(args.steps):
         model.train()
-        loss = model(torch.randn(4, 32, 64, generator=g)).square().mean()
+        if args.case == "jagged":
+            lengths = torch.randint(5, 40, (8,), generator=g).tolist()
+            x = torch.nested.nested_tensor([torch.randn(n, 64, generator=g) for n in lengths],
+                                           layout=torch.jagged)
+            loss = model(x).values().square().mean()
+        else:
+            loss = model(torch.randn(4, 32, 64, generator=g)).square().mean()
         loss.backward()
         opt.step()
         opt.zero_grad()
