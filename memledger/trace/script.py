@@ -86,6 +86,22 @@ FUNC_TRANSFORMS = (
     "them; trace a version of the step that calls loss.backward()")
 
 
+# Note [A policy inside one graph]
+# `measure` and `compare` put Python around each region they act on (checkpoint's
+# wrapper, the nesting guard's reads of the saved-tensor hooks, the checks of state written
+# outside a region). Code compiled with `torch.compile(model, fullgraph=True)` must trace
+# all of it into one graph and cannot ("Attempted to call function marked as skipped":
+# `_top_saved_tensors_default_hooks`), so such a policy failed with Dynamo's words alone.
+# The reason now says what to do; without fullgraph those parts break the graph and run.
+def _fullgraph_hint(e: BaseException) -> str:
+    """A hint for Dynamo's refusal to put code in one graph ('' for other errors)."""
+    if type(e).__module__ != "torch._dynamo.exc" or type(e).__name__ != "Unsupported":
+        return ""
+    return (" (torch.compile with fullgraph=True could not put this run's code in one "
+            "graph: a policy's wrappers around compiled modules cannot be; measure the "
+            "policy with the model compiled without fullgraph=True)")
+
+
 def run_and_classify(script: str | Path, argv: list[str],
                      refuse=None) -> ScriptOutcome:
     """Run the script and say how it ended. Prints the script's traceback if it raised,
@@ -117,7 +133,7 @@ def run_and_classify(script: str | Path, argv: list[str],
         refused = refuse(e) if refuse is not None else None
         if refused is not None:
             return refused
-        reason = f"script raised {type(e).__name__}: {e}".splitlines()[0]
+        reason = f"script raised {type(e).__name__}: {e}".splitlines()[0] + _fullgraph_hint(e)
         if not port_taken(reason):   # that one is said in one line, and the parent runs
             print_script_traceback(e, Path(script).resolve())   # the pass again (Note [Two
         return ScriptOutcome(EXIT_SCRIPT_FAILED, reason, e)     # passes, one port])

@@ -137,3 +137,24 @@ def test_collectors_run_compiled_code_eager_and_put_the_stance_back_in_any_order
     assert ef._stance.stance == "force_eager"
     eager_stance(False)
     assert ef._stance.stance == before
+
+
+def test_dynamo_refusing_one_graph_says_what_to_do(tmp_path):
+    """Note [A policy inside one graph] (trace/script.py): a policy's wrappers inside a model
+    compiled with fullgraph=True cannot be traced into one graph; the run's reason says so
+    beside Dynamo's own words. The script here reads the saved-tensor hooks, as the
+    nesting guard does, inside a fullgraph function."""
+    from memledger.trace.script import run_and_classify
+
+    script = tmp_path / "one_graph.py"
+    script.write_text(
+        "import torch\n"
+        "f = torch.compile(lambda x: (torch._C._autograd._top_saved_tensors_default_hooks("
+        "False), x + 1)[1], fullgraph=True, backend='eager')\n"
+        "f(torch.ones(2))\n")
+    out = run_and_classify(script, [])
+    assert out.reason.startswith("script raised Unsupported: ")
+    assert out.reason.endswith("(torch.compile with fullgraph=True could not put this run's "
+                               "code in one graph: a policy's wrappers around compiled "
+                               "modules cannot be; measure the policy with the model "
+                               "compiled without fullgraph=True)")
