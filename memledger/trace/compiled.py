@@ -101,20 +101,21 @@ def compiles_so_far() -> int:
 # Note [Compiled code runs eager under the collector]
 # Dynamo compiles nothing while a dispatch mode of ours is on the stack ("non-infra torch
 # dispatch mode present"): it skips the frame and the code runs eagerly, op by op through
-# the collector, which is what the ledger records (trace/compiled.py says so). But code
-# compiled with `fullgraph=True` raises there instead ("torch.compile with fullgraph=True
-# found no compiled frames"): torchao's low-bit optimizers (`AdamW8bit`, `AdamW4bit`,
-# `AdamWFp8`) compile their update so, and every such script failed under `trace` after
-# running untraced. So the collector runs with torch.compile's "force_eager" stance while
-# it is on (torch >= 2.6; `torch.compiler.set_stance`): compiled code runs as the eager
-# code it was written as, fullgraph or not, as it did without the stance where Dynamo
-# skipped it. The allocator pass, `measure` and the probes run without a collector and
-# compile as the script asks. The doctor's probe (a TorchFunctionMode, which Dynamo traces
-# into: its frame reads made `fullgraph=True` fail there too) runs under the same stance.
-# The stance is the process's: the first collector to start
-# sets it and the last to end puts back the one before, whatever order they end in (two
-# threads' blocks: A in, B in, A out, B out; each putting back what it found left
-# "force_eager" on for good, and later compiled code in that process ran eagerly).
+# the collector, which is what the ledger records (`show` says so). But code compiled
+# with `fullgraph=True` raises there instead ("torch.compile with fullgraph=True found no
+# compiled frames"): torchao's low-bit optimizers (`AdamW8bit`, `AdamW4bit`, `AdamWFp8`)
+# compile their update so, and every such script failed under `trace` after running
+# untraced. So the collector runs with torch.compile's "force_eager" stance while it is on
+# (torch >= 2.6; `torch.compiler.set_stance`): compiled code runs as the eager code it was
+# written as, fullgraph or not, as it did without the stance where Dynamo skipped it. So do
+# the allocator pass's op-timed step (trace/timing.py OpTimer, a dispatch mode too: the
+# pass lost its measured peak there) and the doctor's probe (a TorchFunctionMode, which
+# Dynamo traces into: its frame reads failed `fullgraph=True`). The allocator pass's other
+# steps, `measure` and the probes compile as the script asks. The stance is the process's:
+# the first of them to start sets it and the last to end puts back the one before,
+# whatever order they end in (two threads' blocks: A in, B in, A out, B out; each putting
+# back what it found left "force_eager" on for good, and later compiled code in that
+# process ran eagerly).
 _EAGER_LOCK = threading.Lock()
 _EAGER: dict = {"collectors": 0, "stance": None}
 

@@ -21,6 +21,9 @@ returns NotImplemented for an op on such a tensor (`defers`): the dispatcher han
 to the subclass with the mode still on, and the subclass's own ops come through it like
 any other. A DTensor keeps the way it had (read as its local shard, `local_tensor`, Note
 [Sharded storages]; its collectives and their roles are written at its outer op).
+The other readers of storages do the same: `measure` skips a wrapper parameter's inner
+storages (`storage_ptrs`), offload writes a saved wrapper's floating-point inner tensors
+(measure/offload.py), compare's capture copies the bytes it holds (verify/capture.py).
 Not counted: a Python number handed to an op on the wrapper itself (`state * 0.9`) is
 wrapped by the outer call, 8 B held while the subclass runs its own ops, and the outer op
 is the one the collector no longer sees (torchao's optimizers dequantize first and never
