@@ -164,11 +164,12 @@ def op_scratch(probe: CpuProfilerProbe) -> dict[str, list[int]]:
     Scratch of any size is kept per call (it was left to `workspace` below 4,096 B). The
     workspace is what replay carries to every policy's peak, as bytes no op explains all
     run long; scratch that belongs to one op is not that. CPU `native_batch_norm` (training,
-    fp32, C = 32 channels) allocates, besides its output and save_mean / save_invstd, a
-    `zeros` of 2·C and two more C-vectors, and frees them inside: 512 B. PyG's GPSConv (three
-    BatchNorms per layer, tests/clients/train_pyg.py --case gps) peaks in its last
-    BatchNorm's forward, so the baseline's gap was those 512 B, and `selective:convs.*`
-    and `offload:convs.*`, which peak in backward, were predicted 512 B over measured.
+    fp32, C channels) allocates, besides its output and save_mean / save_invstd, two more
+    C-vectors and a `zeros` of one per thread, and frees them inside: (2 + threads)·C·4 B,
+    512 B at C = 32 on 2 threads (384 on 1, 768 on 4). PyG's GPSConv (three BatchNorms per
+    layer, tests/clients/train_pyg.py --case gps) peaks in its last BatchNorm's forward, so
+    the baseline's gap was those bytes, and `offload:convs.*`, which peaks in backward, was
+    predicted 745,384 B against 744,872 B measured (2 threads).
     Small scratch is also the 4 B cast of a wrapped Python number inside `div` (Note
     [Wrapped scalars] in trace/scalars.py), which the `scalars` records count already:
     `Ledger.kernel_scratch` takes an event's wrapped numbers and casts off its scratch, so

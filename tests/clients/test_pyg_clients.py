@@ -24,15 +24,15 @@ pytestmark = pytest.mark.clients
 def test_gps_small_batchnorm_scratch_stays_with_its_op():
     """GPSConv (GINE message passing + multi-head attention over each graph's nodes,
     three BatchNorms a layer) on 4 random graphs a step, mean-pooled. The baseline peaks
-    in the last BatchNorm's forward, whose CPU kernel frees 512 B of its own scratch
-    inside (Note [Small scratch] in trace/allocator.py). Left to `workspace` (scratch
-    under 4 KiB was), those 512 B were carried to every policy: `selective:convs.*`
-    predicted 1,004,177 B, measured 1,003,665 B; `offload:convs.*` 745,380 B against
-    744,868 B (both peak in backward, where no BatchNorm forward runs). Now the scratch
-    is matched to its op and every policy is exact."""
+    in the last BatchNorm's forward, whose CPU kernel frees (2 + threads)·32·4 B of its
+    own scratch inside (Note [Small scratch] in trace/allocator.py). Left to `workspace`
+    (scratch under 4 KiB was), those bytes were carried to every policy: on 2 threads
+    `offload:convs.*` (peak in backward, where no BatchNorm forward runs) was predicted
+    745,384 B, measured 744,872 B. Now the scratch is matched to its op and every policy
+    is exact."""
     run = run_client("train_pyg.py", ["--case", "gps", "--steps", "3"], [
         "checkpoint:convs.*", "selective:convs.*", "offload:convs.*"])
-    assert run.allocator_peak - run.ledger_peak == 512
+    assert run.allocator_peak > run.ledger_peak
     assert run.ledger.peak_with_scratch() == run.allocator_peak
     for text, p in run.policies.items():
         assert p.predicted == p.measured, (text, p)
@@ -49,6 +49,25 @@ def test_message_passing_predicted_to_the_byte(case, policies):
     """Found exact on the first try (docs/accuracy.md, "A twenty-first round"); this
     keeps them so."""
     run = run_client("train_pyg.py", ["--case", case, "--steps", "3"], policies)
+    # TopKPooling's peak is in a kernel that takes scratch (measured op by op)
+    assert run.ledger.peak_with_scratch() == run.allocator_peak
+    for text, p in run.policies.items():
+        assert p.predicted == p.measured, (text, p)
+
+
+@pytest.mark.parametrize("case", ["hetero", "hetero_eager"])
+def test_hetero_conv_over_node_types(case):
+    """`HeteroConv` of SAGEConv and GATConv per edge type on a paper/author graph, papers
+    classified: the last layer's author branch reaches no loss (a dead branch that saved
+    the script's edge index). `hetero` builds the layers lazily (`in_channels=-1`): the
+    trace failed at the first forward ("Attempted to use an uninitialized parameter"),
+    then `checkpoint:convs.*` was predicted 402,820 B (Note [Lazy parameters] in
+    trace/collector.py). Both, with their sizes given: `checkpoint:convs.*` 362,756 B
+    (Note [A dead branch's saved inputs], replay/engine.py) and 354,948 B (Note [Which
+    save an unpack reads], replay/prepared.py), `offload:convs.*` 300,164 B (Note [When a
+    saved storage is released], trace/collector.py); measured 328,068 B and 302,212 B."""
+    run = run_client("train_pyg.py", ["--case", case, "--steps", "3"], [
+        "checkpoint:convs.*", "selective:convs.*", "offload:convs.*"])
     assert run.ledger_peak == run.allocator_peak
     for text, p in run.policies.items():
         assert p.predicted == p.measured, (text, p)
