@@ -1152,7 +1152,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
             else:
                 self._role(t, role, name)
                 # model state is not followed for its release (Note [When a saved storage
-                # is released]); a save in the lazy module's first call began to
+                # is released]); the lazy module's first call saved it before its role
                 self._held.pop(self._sid(t, self._ev), None)
         self._lazy = waiting
 
