@@ -71,3 +71,22 @@ def test_hetero_conv_over_node_types(case):
     assert run.ledger_peak == run.allocator_peak
     for text, p in run.policies.items():
         assert p.predicted == p.measured, (text, p)
+
+
+def test_doctor_reads_a_dead_branch_as_unused_not_cut():
+    """Note [A cut the graph goes around] (trace/doctor_probe.py): the lazy hetero model's
+    last GATConv (author side) reaches no loss. PyG's softmax detaches its logits' maximum
+    and subtracts it from the logits themselves, and the lazy layer sets its weight through
+    `.data` before using it; the doctor blamed both ("cut by `.detach()`", "cut by
+    `.data`": errors, which stop `compare`). Now one warning: their modules ran and the
+    output never reached the loss."""
+    from pathlib import Path
+
+    from memledger.doctor.run import diagnose_in_process
+
+    script = Path(__file__).resolve().parent / "train_pyg.py"
+    report, outcome = diagnose_in_process(script, ["--case", "hetero", "--steps", "4"], 3)
+    assert outcome.code == 0, outcome.reason
+    found = [(f.check, f.severity) for f in report.findings]
+    assert found == [("unused_parameter", "warning")], report.findings
+    assert "convs.2.convs.<paper___rev_writes___author>.att_src" in report.findings[0].message
