@@ -723,6 +723,23 @@ def test_a_dead_branch_that_saved_the_scripts_tensor():
     assert run.policies["offload:blocks.*"].measured == 193_008
 
 
+@pytest.mark.parametrize("kind", ["vq", "rvq"])
+def test_vector_quantize_a_save_freed_in_forward_is_held_to_its_free(kind):
+    """lucidrains' vector_quantize_pytorch: VectorQuantize (EMA codebook) and ResidualVQ.
+    The quantizer saves a `torch.cat` output twice on a branch no loss reaches, and its
+    forward holds it until it returns, when the dead nodes and the last reference go
+    together. The collector wrote no release for it, and replay, under offload, freed it
+    at its last save: `offload:vq` predicted 237,933 B, measured 246,125 B (rvq 321,991
+    against 330,183, and `selective:vq` 467,843 against 476,035). It is now released at its
+    free (Note [When a saved storage is released] in trace/collector.py); all exact."""
+    pytest.importorskip("vector_quantize_pytorch")
+    run = run_client("train_vq.py", ["--vq", kind], [
+        "checkpoint:vq", "selective:vq", "offload:vq", "checkpoint:dec.*+offload:enc.*"])
+    assert run.ledger.peak_with_scratch() == run.allocator_peak
+    for text, p in run.policies.items():
+        assert p.predicted == p.measured, (text, p)
+
+
 def test_x_transformers_alibi_selective_refused_by_predict_and_measure():
     """x-transformers' Decoder with ALiBi (`alibi_pos_bias=True`): its AlibiPositionalBias
     registers its bias as a buffer on the first attention layer's call and slices it
