@@ -36,6 +36,8 @@ CUT_OPS = {
 def cut_graph(run: Run) -> list[Finding]:
     cut_of: dict[tuple[int, int], dict] = {}
     for c in run.cuts:
+        if c.get("around"):   # the graph went on around it (Note [A cut the graph goes
+            continue          # around] in trace/doctor_probe.py)
         for i in c["params"]:
             cut_of.setdefault((c["window"], i), c)
     groups: dict[tuple, dict] = {}

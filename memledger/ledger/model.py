@@ -173,13 +173,20 @@ class Ledger:
         wrapped = self._wrapped_scalars()
         if not recs:
             return wrapped if len(wrapped[0]) else none
-        # the input casts are in `wrapped`; where the allocator matched the op's calls, its
-        # scratch holds them too (Note [Inputs an op casts] in trace/scalars.py)
-        cast_ev, cast_b = self._input_casts()
-        cast_at = dict(zip(cast_ev.tolist(), cast_b.tolist())) if len(cast_ev) else {}
+        # where the allocator matched the op's calls, its scratch holds the input casts
+        # (Note [Inputs an op casts] in trace/scalars.py) and the wrapped numbers' casts
+        # (Note [Small scratch] in trace/allocator.py), which `wrapped` counts already
+        numbers_at: dict[int, int] = {}
+        for e, b in zip(*(x.tolist() for x in wrapped)):
+            numbers_at[e] = numbers_at.get(e, 0) + b
         st = self.on_device()
-        packet = st["op"].astype(str).str.split(".").str[0].to_numpy()
-        created = st["created"].to_numpy(dtype=np.int64)
+        # the events each op created storages at, grouped once: with scratch of any size
+        # (Note [Small scratch]) the record names most of the ops a step runs
+        code, names = pd.factorize(st["op"].astype(str).str.split(".").str[0])
+        code_of = {n: i for i, n in enumerate(names)}
+        order = np.argsort(code, kind="stable")
+        bounds = np.searchsorted(code[order], np.arange(len(names) + 1))
+        created = st["created"].to_numpy(dtype=np.int64)[order]
         # outputs a checkpoint re-run's early stop freed inside their op: the allocator
         # pass measured them as that op's scratch, and they are in the ledger already
         # (Note [The script's own checkpoint], 3, in trace/script_checkpoint.py)
@@ -188,14 +195,17 @@ class Ledger:
         taken = st.loc[ours].groupby("created")["bytes"].sum() if ours else None
         evs, sizes = [], []
         for op, per_call in recs[-1].get("ops", {}).items():
-            ev = np.unique(created[packet == op])
+            k = code_of.get(op)
+            if k is None:
+                continue
+            ev = np.unique(created[bounds[k]:bounds[k + 1]])
             if not len(ev) or len(ev) != len(per_call):
                 continue
             b = np.asarray(per_call, dtype=np.int64)
             if taken is not None:
                 b = np.maximum(b - taken.reindex(ev).fillna(0).to_numpy(dtype=np.int64), 0)
-            if cast_at:
-                b = np.maximum(b - np.array([cast_at.get(int(e), 0) for e in ev],
+            if numbers_at:
+                b = np.maximum(b - np.array([numbers_at.get(int(e), 0) for e in ev],
                                             dtype=np.int64), 0)
             evs.append(ev[b > 0])
             sizes.append(b[b > 0])
@@ -215,16 +225,6 @@ class Ledger:
         b = np.concatenate([np.asarray(r["bytes"], dtype=np.int64) for r in recs]
                            + [np.asarray(r.get("cbytes", []), dtype=np.int64) for r in recs])
         return ev[b > 0], b[b > 0]
-
-    def _input_casts(self) -> tuple[np.ndarray, np.ndarray]:
-        """(event, bytes) of the copies ops made to cast mixed-dtype inputs (Note [Inputs an
-        op casts] in trace/scalars.py)."""
-        recs = [r for r in self.extra.get("scalars", [])
-                if r.get("device", "cpu") == self.device and r.get("cev")]
-        if not recs:
-            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-        return (np.concatenate([np.asarray(r["cev"], dtype=np.int64) for r in recs]),
-                np.concatenate([np.asarray(r["cbytes"], dtype=np.int64) for r in recs]))
 
     def curve_with_scratch(self) -> np.ndarray:
         """`curve()` with the kernel scratch the allocator pass measured per op added where
@@ -571,7 +571,8 @@ def _storages(by_kind: dict[str, list[Record]]) -> tuple[pd.DataFrame, pd.DataFr
     df["saves"] = df["sid"].map(counts).fillna(0).to_numpy(dtype=np.int64)
     # `end`: when the node that unpacked it returned (Note [When an unpacked tensor goes] in
     # trace/collector.py); -1 in ledgers written before it was recorded
-    up = _table(by_kind.pop("unpack", []), {"sid": None, "ev": None, "end": -1, "rel": -1})
+    up = _table(by_kind.pop("unpack", []), {"sid": None, "ev": None, "end": -1, "rel": -1,
+                                            "sev": -1})
     _check_required("unpack", up, ("sid", "ev"))
     df["unpack_ev"], df["unpack_first_ev"], df["unpack_end_ev"] = -1, -1, -1  # a storage
     df["unpack_rel_ev"] = -1

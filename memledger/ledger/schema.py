@@ -19,7 +19,8 @@ event 7 and freed after event 11 is live on [7, 12): `created=7`, `freed=12`.
     {"k":"unpack","sid":3,"ev":40,"end":44,"rel":46}    # unpacked by backward; `end`: the
                                  # event its node returned at, `rel`: the event before which
                                  # autograd let go of the node (both optional: older ledgers
-                                 # lack them)
+                                 # lack them); + "sev": the event of the save it read back
+                                 # (Note [Which save an unpack reads] in replay/prepared.py)
     {"k":"free","sid":3,"ev":12,"last":11}              # freed; `last` = last event that used it
     {"k":"live","sid":5,"last":90}                      # still live when tracing stopped
     {"k":"phase","ev":12,"ph":"backward","step":1}      # phase from this event on

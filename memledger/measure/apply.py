@@ -47,6 +47,7 @@ from typing import Any, Callable
 import torch
 from torch import nn
 from torch.nn.modules import module as nn_module
+from torch.nn.parameter import UninitializedTensorMixin
 from torch.optim.optimizer import register_optimizer_step_pre_hook
 from torch.utils.checkpoint import (
     CheckpointPolicy,
@@ -129,8 +130,14 @@ def apply_policy(model: nn.Module, policy: Policy, offload_dir: str | None = Non
     regions = resolve(policy, module_table(model))
     handle = PolicyHandle(model=model, policy=policy, regions=regions)
     named = dict(named_modules(model))
-    # an FSDP2 parameter is a DTensor: its storage is its local shard's (Note [Sharded storages])
-    params = {ptr for t in (*model.parameters(), *model.buffers()) for ptr in storage_ptrs(t)}
+    # an FSDP2 parameter is a DTensor: its storage is its local shard's (Note [Sharded storages]),
+    # a wrapper's its inner tensors' (Note [Wrapper subclasses]); a lazy module's state has
+    # none until its first forward (Note [Lazy parameters] in trace/collector.py): the
+    # offloader takes its storage when it has one
+    state = [*model.parameters(), *model.buffers()]
+    lazy = [t for t in state if isinstance(t, UninitializedTensorMixin)]
+    params = {ptr for t in state if not isinstance(t, UninitializedTensorMixin)
+              for ptr in storage_ptrs(t)}
     offloaders: dict[int, Offloader] = {}
     for r in regions:
         mod = named[r.path]
@@ -154,7 +161,7 @@ def apply_policy(model: nn.Module, policy: Policy, offload_dir: str | None = Non
             key = r.part.min_bytes
             if key not in offloaders:
                 offloaders[key] = Offloader(min_bytes=key, skip_storages=params,
-                                            directory=offload_dir)
+                                            directory=offload_dir, skip_later=lazy)
             wrapped = _offloaded(orig, offloaders[key],
                                  _NestingGuard(policy.text(), r.path, named))
         else:  # pragma: no cover - resolve never yields NONE regions

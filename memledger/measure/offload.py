@@ -60,6 +60,7 @@ import torch
 from torch.utils._python_dispatch import is_traceable_wrapper_subclass
 
 from memledger.outputs import TMP_ELSEWHERE, os_error
+from memledger.trace.wrapped import storage_ptrs
 
 
 def _bytes_of(st: torch.UntypedStorage) -> memoryview:
@@ -168,9 +169,13 @@ class Offloader:
     """pack/unpack for `saved_tensors_hooks`. See Note [Offload moves storages, once each]."""
 
     def __init__(self, min_bytes: int = 0, skip_storages: set[int] | None = None,
-                 directory: str | None = None) -> None:
+                 directory: str | None = None,
+                 skip_later: list[torch.Tensor] | None = None) -> None:
         self.min_bytes = min_bytes
-        self.skip = skip_storages or set()
+        self.skip = set(skip_storages or ())
+        # a lazy module's parameters, skipped once they have a storage (Note [Lazy
+        # parameters] in trace/collector.py): weakly, the model owns them
+        self._skip_later = [weakref.ref(t) for t in skip_later or ()]
         # the file is unnamed (gone when closed or when the process dies): it needs no
         # folder of its own, only one to live in
         self.directory = directory or tempfile.gettempdir()
@@ -185,7 +190,21 @@ class Offloader:
         self.bytes_in = 0                             # bytes read back
 
     # ---- pack -----------------------------------------------------------------------------
+    def _take_later(self) -> None:
+        waiting = []
+        for ref in self._skip_later:
+            p = ref()
+            if p is None:
+                continue
+            if isinstance(p, torch.nn.parameter.UninitializedTensorMixin):
+                waiting.append(ref)
+            else:
+                self.skip.update(storage_ptrs(p))
+        self._skip_later = waiting
+
     def pack(self, t: torch.Tensor):
+        if self._skip_later:
+            self._take_later()
         if is_traceable_wrapper_subclass(t):   # Note [Wrapper subclasses]: its memory is
             return self._pack_wrapper(t)       # its inner tensors'
         try:

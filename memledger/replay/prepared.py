@@ -384,12 +384,48 @@ def _call_args(led: Ledger, st: pd.DataFrame) -> dict[str, np.ndarray]:
             "arg_row": np.asarray(row, dtype=np.int64)[ok]}
 
 
+# Note [Which save an unpack reads]
+# The alias a save hands autograd carries its save's event, and the unpack record names it
+# (`sev`): an unpack is matched to that save. Before (and for an unpack without it: older
+# ledgers, a tensor the script's own checkpoint re-made), a stack per storage: backward
+# reads the saves of one forward last first, so an unpack reads the latest save not yet
+# read. A save backward never reads breaks that: PyG's `HeteroConv` computes every node
+# type, and a model classifying papers leaves its last layer's author branch on no path to
+# the loss; that branch saved the script's edge index (as each layer did), and each unpack
+# of it was matched one save late. A layer's checkpoint frame, with its RNG state (5,056
+# B) and arguments, was held to an earlier layer's backward: `checkpoint:convs.*`
+# predicted 354,948 B, measured 328,068 B (tests/clients/train_pyg.py --case
+# hetero_eager); train_mech.py --case two_kinds 249,712 B against 233,072 B.
+def _exact_pairs(sv: pd.DataFrame, up: pd.DataFrame, sv_row: np.ndarray,
+                 up_row: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(save index, unpack index) of the unpacks that name their save's event (`sev`), the
+    first unpack of a save only (a second backward pass reads it again: that one reads
+    none, as in the stack)."""
+    if not len(up) or "sev" not in up or not (up["sev"] >= 0).any():
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    s = pd.DataFrame({"row": sv_row, "ev": sv["ev"].to_numpy(dtype=np.int64),
+                      "i": np.arange(len(sv))})
+    u = pd.DataFrame({"row": up_row, "ev": up["sev"].to_numpy(dtype=np.int64),
+                      "j": np.arange(len(up))})
+    u = u[u["ev"] >= 0]
+    # one storage saved twice at one event, by the op that made it after it ran and by the
+    # next op before it runs (a ReLU's output, which the next block's conv saves as its
+    # input): backward reads the later save first, so the k-th unpack naming it reads the
+    # k-th latest of those saves (matched the other way, the two reads were swapped and
+    # a channels_last CNN's `checkpoint:blocks.0` read 39,232 B over measured)
+    s["k"] = s.groupby(["row", "ev"]).cumcount(ascending=False)
+    u["k"] = u.groupby(["row", "ev"]).cumcount()
+    m = s.merge(u, on=["row", "ev", "k"])
+    return m["i"].to_numpy(dtype=np.int64), m["j"].to_numpy(dtype=np.int64)
+
+
 def _packs(led: Ledger, st: pd.DataFrame) -> dict[str, np.ndarray]:
     """Every `saved` record (row, event, module) and the event of the `unpack` record that
-    read it back. A storage's saves and unpacks nest: backward reads the saves of one
+    read it back: the save the unpack names (Note [Which save an unpack reads]), else by a
+    stack per storage. A storage's saves and unpacks nest: backward reads the saves of one
     forward last first (a layer's weight, saved once per step; a shared block's, once per
-    call), so an unpack reads the latest save not yet read (a stack per storage). Unpacks
-    beyond the saves (a second backward pass) read none."""
+    call), so an unpack reads the latest save not yet read. Unpacks beyond the saves (a
+    second backward pass) read none."""
     sv, up = led.saves, led.unpacks
     idx = pd.Index(st.index)
     sv_row = idx.get_indexer(sv["sid"]) if len(sv) else np.zeros(0, dtype=np.int64)
@@ -397,6 +433,15 @@ def _packs(led: Ledger, st: pd.DataFrame) -> dict[str, np.ndarray]:
     sv, up = sv[sv_row >= 0], up[up_row >= 0]   # storages on another device: not here
     sv_row, up_row = sv_row[sv_row >= 0].astype(np.int64), up_row[up_row >= 0].astype(np.int64)
     mod_code, mod_names = pd.factorize(sv["mod"].fillna("").astype(str))
+    pack_ev = sv["ev"].to_numpy(dtype=np.int64)
+    pack_row = sv_row
+    ex_s, ex_u = _exact_pairs(sv, up, sv_row, up_row)
+    n_all, up_all = len(sv), up
+    if len(ex_s):   # the rest by the stack; an unpack naming a save reads it (or, read
+        rest_s = np.setdiff1d(np.arange(n_all), ex_s)        # again, none)
+        rest_u = np.flatnonzero((up["sev"] < 0).to_numpy())
+        sv, sv_row = sv.iloc[rest_s], sv_row[rest_s]
+        up, up_row = up.iloc[rest_u], up_row[rest_u]
     n_s = len(sv)
     row = np.concatenate([sv_row, up_row])
     ev = np.concatenate([sv["ev"].to_numpy(dtype=np.int64), up["ev"].to_numpy(dtype=np.int64)])
@@ -425,7 +470,14 @@ def _packs(led: Ledger, st: pd.DataFrame) -> dict[str, np.ndarray]:
         matched[o[a[pair]]] = ev[b[pair]]
         matched_end[o[a[pair]]] = end[b[pair]]
         matched_rel[o[a[pair]]] = rel[b[pair]]
-    return {"pack_row": sv_row, "pack_ev": sv["ev"].to_numpy(dtype=np.int64),
+    if len(ex_s):   # back to every save, in record order
+        full = [np.full(n_all, -1, dtype=np.int64) for _ in range(3)]
+        for out, stacked, col in zip(full, (matched, matched_end, matched_rel),
+                                     ("ev", "end", "rel")):
+            out[rest_s] = stacked
+            out[ex_s] = up_all[col].to_numpy(dtype=np.int64)[ex_u]
+        matched, matched_end, matched_rel = full
+    return {"pack_row": pack_row, "pack_ev": pack_ev,
             "pack_mod_code": mod_code.astype(np.int64),
             "pack_mod_names": np.asarray(mod_names, dtype=object), "pack_unpack": matched,
             "pack_unpack_end": matched_end, "pack_unpack_rel": matched_rel}

@@ -135,8 +135,9 @@ def cuda_oom_record(exc: BaseException, device: int = 0) -> dict[str, Any]:
             **cuda_stats_record(torch.cuda.memory_stats(device))}
 
 
-# Kernel scratch below this many bytes is left to the `workspace` category.
-SCRATCH_MIN_BYTES = 4096
+# Kernel scratch below this many bytes is left to the `workspace` category: none (Note
+# [Small scratch]).
+SCRATCH_MIN_BYTES = 1
 
 
 def op_scratch(probe: CpuProfilerProbe) -> dict[str, list[int]]:
@@ -158,6 +159,23 @@ def op_scratch(probe: CpuProfilerProbe) -> dict[str, list[int]]:
     running sum of live bytes read that free as 8,192 B of scratch in every `relu` of a
     scripted MLP: the ledger's peak came out 15,872 B (4.9 %) above the allocator's, and
     `compare` predicted the baseline's peak 2.4 % high.
+
+    # Note [Small scratch]
+    Scratch of any size is kept per call (it was left to `workspace` below 4,096 B). The
+    workspace is what replay carries to every policy's peak, as bytes no op explains all
+    run long; scratch that belongs to one op is not that. CPU `native_batch_norm` (training,
+    fp32, C channels) allocates, besides its output and save_mean / save_invstd, two more
+    C-vectors and a `zeros` of one per thread, and frees them inside: (2 + threads)·C·4 B,
+    512 B at C = 32 on 2 threads (384 on 1, 768 on 4). PyG's GPSConv (three BatchNorms per
+    layer, tests/clients/train_pyg.py --case gps) peaks in its last BatchNorm's forward, so
+    the baseline's gap was those bytes, and `offload:convs.*`, which peaks in backward, was
+    predicted 745,384 B against 744,872 B measured (2 threads).
+    Small scratch is also the 4 B cast of a wrapped Python number inside `div` (Note
+    [Wrapped scalars] in trace/scalars.py), which the `scalars` records count already:
+    `Ledger.kernel_scratch` takes an event's wrapped numbers and casts off its scratch, so
+    they count once. (It takes the 8 B torch wraps *before* the op off too, which the op's
+    scratch never held: 8 B short at an op that took a Python number and has scratch of
+    its own besides the cast; no TensorIterator op does.)
     """
     try:
         from torch._C._profiler import _EventType

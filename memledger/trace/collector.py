@@ -83,6 +83,7 @@ from typing import Any, Callable, Iterable
 
 import torch
 from torch.nn.modules import module as nn_module
+from torch.nn.parameter import UninitializedTensorMixin as _Uninitialized
 from torch.optim.optimizer import (
     register_optimizer_step_post_hook,
     register_optimizer_step_pre_hook,
@@ -207,6 +208,11 @@ def sparse_parts(t: torch.Tensor) -> tuple[torch.Tensor, ...]:
         return ()
     with _no_dispatch():
         return (t._indices(), t._values())
+
+
+def _alias_gone(entry: list, _ref) -> None:
+    """A saved alias went (its node with it): Note [When a saved storage is released]."""
+    entry[1] -= 1
 
 
 def _nested_tensors(obj, depth: int = 0):
@@ -360,6 +366,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
         self._pre_existing = pre_existing if isinstance(pre_existing, FirstUse) \
             else frozenset(pre_existing)
         self._lifting = False   # the op running is aten.lift_fresh or set_ (the Note above)
+        # (weakref, role, name) of a lazy module's state not made yet: Note [Lazy parameters]
+        self._lazy: list[tuple[weakref.ref, str, str]] = []
         self.sink = sink
         self.max_steps = max_steps
         self.on_steps_done = on_steps_done
@@ -391,12 +399,13 @@ class Collector(ShardingMixin, TorchDispatchMode):
         self._rf_stack: list[str] = []
         self._sid_marks: list[int] = []    # per open module call: its first new sid
         self._arg_versions: list[list] = []   # and its tensor arguments' versions
-        # saved storages something besides autograd still holds: sid -> [weakref, packs]
+        # saved storages something besides autograd still holds: sid -> [weakref, aliases
+        # alive, their weakrefs] (Note [When a saved storage is released])
         self._held: dict[int, list] = {}
         self._bw_module = ""
         # Note [When an unpacked tensor goes]: the node now unpacking, its unpacks, its end
         self._unpack_node = -1
-        self._unpacks: list[tuple[int, int]] = []
+        self._unpacks: list[tuple[int, int, int]] = []   # (sid, event, its save's event)
         self._apply_end = 0
         # Note [In place but for the mode]: the node running, its first sid; the input an
         # untraced run would have written in place, (sid, event)
@@ -791,11 +800,12 @@ class Collector(ShardingMixin, TorchDispatchMode):
             ev -= 1
             self.sink.write({"k": "inplace", "sid": self._twin[2], "op": self._twin[3]})
         if self._unpacks and not self._released:
-            self._released = any(u == sid for u, _ in self._unpacks)
+            self._released = any(u[0] == sid for u in self._unpacks)
         if self._fork[0] is not None and sid >= self._op_made:
             self._stopped_output(sid, ev - 1)
         self._saved_mod.pop(sid, None)
-        self._held.pop(sid, None)
+        if self._held.pop(sid, None) is not None:   # freed while the script held it: it let
+            self.sink.write({"k": "released", "sid": sid, "ev": ev})   # go at the free
         self.sink.write({"k": "free", "sid": sid, "ev": ev, "last": self._last.pop(sid, -1)})
 
     def _stopped_output(self, sid: int, ev: int) -> None:
@@ -1000,6 +1010,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
             self._fork = (pack, sid)
 
     def _module_post(self, module, args, output) -> None:
+        if self._lazy:
+            self._name_lazy()
         if not self._mod_stack:
             return
         path, ev0, t0, is_root = self._mod_stack.pop()
@@ -1129,6 +1141,40 @@ class Collector(ShardingMixin, TorchDispatchMode):
                 self.sink.write({"k": "compiled", "mod": type(mod).__name__, "path": path,
                                  "backend": backend})
 
+    # Note [Lazy parameters]
+    # A lazy module (`nn.LazyLinear`, PyG's layers built with `in_channels=-1`, as its
+    # `to_hetero` and `HeteroConv` models are) holds `UninitializedParameter`s until its
+    # first forward, which touch no storage: asking one for it raises ("Attempted to use an
+    # uninitialized parameter"). The collector names a root's state at its first forward
+    # pre-hook, before the lazy module's own pre-hook materializes them, and the trace of
+    # a two-line `LazyLinear` script failed there (exit 3). Such a tensor is named without
+    # its role, and its role is written once it has a storage: at the next module call's
+    # end or optimizer step (an `empty` the dispatch mode saw in the lazy module's forward
+    # made it, so it is that storage's role from its creation on). The same object becomes a
+    # plain Parameter (its class is swapped in place), so the name kept by `id` holds. Its
+    # first call saved it before it had the role, so it is then taken off the saved
+    # storages followed for their release (Note [When a saved storage is released]), as
+    # model state is: followed, it read as a storage the script held into backward, which
+    # a checkpoint's re-run makes again and the script keeps (replay's Rule 10), holding
+    # each re-run's saves to the end: PyG's hetero model (three `HeteroConv` layers built
+    # lazily) `checkpoint:convs.*` predicted 402,820 B, measured 328,068 B, exact once its
+    # sizes were given (tests/clients/train_pyg.py --case hetero, hetero_eager).
+    def _name_lazy(self) -> None:
+        """Roles for lazy state made since it was named: Note [Lazy parameters]."""
+        waiting = []
+        for ref, role, name in self._lazy:
+            t = ref()
+            if t is None:
+                continue
+            if isinstance(t, _Uninitialized):
+                waiting.append((ref, role, name))
+            else:
+                self._role(t, role, name)
+                # model state is not followed for its release (Note [When a saved storage
+                # is released]); the lazy module's first call saved it before its role
+                self._held.pop(self._sid(t, self._ev), None)
+        self._lazy = waiting
+
     def _name_state(self, root: torch.nn.Module, prefix: str, again: bool = False) -> None:
         """The `parameter` and `buffer` roles of a top-level module's tensors, named under
         `prefix`; `again`: renamed, so written again (the ledger reads the last name)."""
@@ -1138,6 +1184,10 @@ class Collector(ShardingMixin, TorchDispatchMode):
                 full = ".".join(x for x in (prefix, plain_name(name)) if x)
                 if role == "parameter":
                     self._param_names[id(t)] = full
+                if isinstance(t, _Uninitialized):   # Note [Lazy parameters]
+                    self._lazy = [x for x in self._lazy if x[0]() is not t]
+                    self._lazy.append((weakref.ref(t), role, full))
+                    continue
                 if again:
                     self._roles_written.discard((self._sid(t, self._ev), role))
                 self._role(t, role, full, shard="sharded" if role == "parameter" and getattr(
@@ -1165,6 +1215,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
 
     # ---- roles ----------------------------------------------------------------------------
     def _role(self, t: torch.Tensor, role: str, name: str = "", shard: str = "") -> None:
+        if isinstance(t, _Uninitialized):   # no storage yet: Note [Lazy parameters]
+            return
         if t.layout is not torch.strided and (parts := sparse_parts(t)):
             for part in parts:   # a sparse gradient: its indices and its values
                 self._role(part, role, name, shard)
@@ -1219,6 +1271,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
             self.sink.write({"k": "root", "mod": self._roots.prefix[moved[1]]})
             for root in moved:
                 self._name_state(root, self._roots.prefix[root], again=True)
+        if self._lazy:
+            self._name_lazy()
         params = [p for g in opt.param_groups for p in g["params"]]
         for p in params:   # every step: a storage made again since it was named gets its role
             # (FSDP2's lazy init re-makes an unevenly padded shard after the model's first
@@ -1313,18 +1367,27 @@ class Collector(ShardingMixin, TorchDispatchMode):
 
     def _pack(self, t: torch.Tensor) -> torch.Tensor:
         inner = inner_tensors(local_tensor(t)) if type(t) not in _PLAIN else ()
-        for _, part in inner[1:]:     # Note [Wrapper subclasses]: each holds memory
-            self._pack(part)
-        sid = self._sid(inner[0][1] if inner else t, self._ev)
+        if inner:   # Note [Wrapper subclasses]: a save of each tensor it holds, held by the
+            mod = self._module_now()   # wrapper autograd keeps (its own alias)
+            for _, part in inner:
+                sid = self._sid(part, self._ev)
+                if sid >= 0:
+                    self._saved_mod[sid] = mod
+                    self.sink.write({"k": "saved", "sid": sid, "ev": self._ev - 1, "mod": mod})
+                    self._note_held(sid, part, t)
+            return t
+        sid = self._sid(t, self._ev)
         if sid >= 0:
             mod = self._module_now()
             self._saved_mod[sid] = mod
             self.sink.write({"k": "saved", "sid": sid, "ev": self._ev - 1, "mod": mod})
-            self._note_held(sid, inner[0][1] if inner else t)
             alias = self._saved_alias(t)
+            self._note_held(sid, t, alias)
             if alias is not t:   # Note [The module of a backward op]: this save's module
                 alias._memledger_mod = mod
                 alias._memledger_version = t._version   # Note [Saved and then changed]
+                # Note [Which save an unpack reads] (replay/prepared.py): this save's event
+                alias._memledger_sev = self._ev - 1
             return alias
         alias = self._saved_alias(t)
         if alias is not t:
@@ -1352,20 +1415,33 @@ class Collector(ShardingMixin, TorchDispatchMode):
     # still holds it as backward starts (offload cannot free it). Example: a (4, 64, 128)
     # fp32 `h` (131,072 B) saved twice is released at the event after its block returns,
     # when its use count falls from 4 to 3. Parameters and buffers are not followed.
-    def _note_held(self, sid: int, t: torch.Tensor) -> None:
+    # An alias counts while it lives: a save on a dead branch (its node never on the loss's
+    # path) goes with that branch's graph, in forward, and its alias with it. Counted to
+    # the end, the script's own tensors a dead branch had saved (PyG's `HeteroConv`, whose
+    # last layer's author branch reaches no loss, saves the edge index the script keeps)
+    # read as released when that branch went, and `offload` was predicted to free them:
+    # `offload:convs.*` 300,164 B against 302,212 B measured (tests/clients/train_pyg.py
+    # --case hetero_eager); train_mech.py --case two_kinds 192,496 B against 193,008 B.
+    # A saved storage freed while the script still held it (a dead branch's, in forward,
+    # with the script's last reference: the function that made it returned) is released
+    # at that free; written as unknown, replay freed it under offload at its last save,
+    # while the function still held it: lucidrains' VectorQuantize (EMA codebook, a
+    # `torch.cat` saved twice on a branch no loss reaches) `offload:vq` 8,192 B under
+    # measured, ResidualVQ `offload:vq` and `selective:vq` too.
+    def _note_held(self, sid: int, t: torch.Tensor, alias: torch.Tensor) -> None:
         if self._phase == "backward" or (sid, "parameter") in self._roles_written or \
-                (sid, "buffer") in self._roles_written:
-            return
+                (sid, "buffer") in self._roles_written or alias is t:
+            return   # (an alias that is the tensor itself adds no use)
         entry = self._held.get(sid)
-        if entry is not None:
-            entry[1] += 1
-        elif type(t) in self.ALIAS_TYPES and t.layout is torch.strided:
-            # the use count counts the aliases it made (a sparse save's parts are not
-            # followed: Note [Sparse tensors])
-            self._held[sid] = [weakref.ref(t.untyped_storage()), 1]
+        if entry is None:
+            if type(t) not in self.ALIAS_TYPES or t.layout is not torch.strided:
+                return   # a sparse save's parts are not followed (Note [Sparse tensors])
+            entry = self._held[sid] = [weakref.ref(t.untyped_storage()), 0, []]
+        entry[1] += 1
+        entry[2].append(weakref.ref(alias, functools.partial(_alias_gone, entry)))
 
     def _check_released(self, ev: int) -> None:
-        for sid, (ref, packs) in list(self._held.items()):
+        for sid, (ref, packs, _) in list(self._held.items()):
             st = ref()
             if st is None or _use_count(st._cdata) <= 1 + packs:
                 del self._held[sid]
@@ -1414,15 +1490,18 @@ class Collector(ShardingMixin, TorchDispatchMode):
                 f"an inplace operation: [{t.type()} {list(t.shape)}] is at version "
                 f"{t._version}; expected version {saved} instead (raised by memledger's "
                 f"saved-tensor hooks in autograd's place: the script fails so untraced too)")
-        sid = self._sid(t, self._ev)
-        if sid >= 0:
+        inner = inner_tensors(local_tensor(t)) if type(t) not in _PLAIN else ()
+        for part in [p for _, p in inner] or [t]:   # Note [Wrapper subclasses]: each save
+            sid = self._sid(part, self._ev)
+            if sid < 0:
+                continue
             self._bw_module = getattr(t, "_memledger_mod", None) or \
                 self._saved_mod.get(sid, self._bw_module)
             node = _node_now()
             if node != self._unpack_node or not self._unpacks:
                 self._unpacks_done()
                 self._unpack_node, self._apply_end = node, self._ev
-            self._unpacks.append((sid, self._ev))
+            self._unpacks.append((sid, self._ev, getattr(t, "_memledger_sev", -1)))
         return t
 
     def _unpacks_done(self, rel: int | None = None) -> None:
@@ -1433,7 +1512,10 @@ class Collector(ShardingMixin, TorchDispatchMode):
         with its frame still there, Note [When an unpacked tensor goes])."""
         end = self._apply_end
         rel = self._ev if rel is None else rel
-        for sid, ev in self._unpacks:
-            self.sink.write({"k": "unpack", "sid": sid, "ev": ev, "end": end, "rel": rel})
+        for sid, ev, sev in self._unpacks:
+            rec = {"k": "unpack", "sid": sid, "ev": ev, "end": end, "rel": rel}
+            if sev >= 0:   # Note [Which save an unpack reads] (replay/prepared.py)
+                rec["sev"] = sev
+            self.sink.write(rec)
         self._unpacks.clear()
         self._released = False

@@ -79,6 +79,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 from torch.nn.modules import module as nn_module
+from torch.nn.parameter import UninitializedTensorMixin
 from torch.optim.optimizer import (
     register_optimizer_step_post_hook,
     register_optimizer_step_pre_hook,
@@ -281,6 +282,8 @@ class DoctorProbe(TorchFunctionMode):
         self._none_grad: set[int] = set()    # reached by backward, no gradient computed
         self._losses: list[dict[str, Any]] = []
         self._cuts: dict[int, int] = {}                # id(param) -> cut record index
+        # Note [A cut the graph goes around]: id(tensor cut) -> (weakref, cut record)
+        self._cut_srcs: dict[int, tuple[weakref.ref, dict]] = {}
         self._visited: set[int] = set()
         self._before: dict[int, Any] = {}
         self._step_rec: dict[str, Any] = {}
@@ -358,9 +361,10 @@ class DoctorProbe(TorchFunctionMode):
                 self._owner_ref[pid] = m
         if late:
             self._late.add(pid)
+        lazy = isinstance(p, UninitializedTensorMixin)   # no bytes yet: `_hook` fills them
         self._param_recs[pid] = {"k": "param", "i": self._index[pid], "name": name,
-                                 "trainable": bool(p.requires_grad), "bytes": p.nbytes,
-                                 "root": root}
+                                 "trainable": bool(p.requires_grad),
+                                 "bytes": 0 if lazy else p.nbytes, "root": root}
         self.records.append(self._param_recs[pid])
         self._hook(pid, p)
 
@@ -368,10 +372,16 @@ class DoctorProbe(TorchFunctionMode):
         """Gradient hooks on a parameter that wants a gradient (torch refuses them on one
         that does not); `_hook_unfrozen` catches those that want one later. Not on one that
         is no longer a leaf (an EMA copy updated in place outside `no_grad` has a graph):
-        torch refuses a post-accumulate hook there, and it accumulates no gradient."""
+        torch refuses a post-accumulate hook there, and it accumulates no gradient. Nor on a
+        lazy module's parameter before its first forward made it (torch refuses every use
+        of it: Note [Lazy parameters] in trace/collector.py); `_hook_unfrozen` hooks it
+        before the backward that follows."""
+        if isinstance(p, UninitializedTensorMixin):
+            return
         if p.requires_grad and p.is_leaf and pid not in self._hooked:
             self._hooked.add(pid)
             self._param_recs[pid]["trainable"] = True
+            self._param_recs[pid]["bytes"] = p.nbytes
             self._param_handles.append(p.register_hook(self._make_grad_pre(pid)))
             self._param_handles.append(p.register_post_accumulate_grad_hook(self._grad_post))
 
@@ -664,6 +674,10 @@ class DoctorProbe(TorchFunctionMode):
                 for a in args:
                     if isinstance(a, _Tensor) and a.requires_grad:
                         self._cut("no_grad", a)
+        if self._cut_srcs and _grad_enabled():
+            out = func(*args, **kwargs)
+            self._around_cut(args, out)
+            return out
         return func(*args, **kwargs)
 
     def _backward(self, func, args, kwargs):
@@ -832,8 +846,34 @@ class DoctorProbe(TorchFunctionMode):
         file, line = user_line(3)
         for pid in new:
             self._cuts[pid] = len(self.records)
-        self.records.append({"k": "cut", "op": op, "window": self._steps + 1, "file": file,
-                             "line": line, "params": sorted(self._index[p] for p in new)})
+        rec = {"k": "cut", "op": op, "window": self._steps + 1, "file": file, "line": line,
+               "params": sorted(self._index[p] for p in new)}
+        self.records.append(rec)
+        with contextlib.suppress(TypeError):   # Note [A cut the graph goes around]
+            self._cut_srcs[id(t)] = (weakref.ref(t), rec)
+
+    # Note [A cut the graph goes around]
+    # A cut (`.detach()`, `.data`, an op under no_grad) is blamed for the parameters its
+    # input's graph holds that got no gradient. That is wrong when the same tensor also
+    # flows on with its graph, into an op whose output requires grad: then the cut is not
+    # what kept the loss from them, and if they got none, that output never reached the
+    # loss (a dead branch). PyG's softmax subtracts each group's `src.detach()` maximum
+    # from `src` itself, and a lazy layer's first forward initialises its weight through
+    # `.data` before using the weight: on a `HeteroConv` whose last layer's author branch
+    # reaches no loss, the doctor said "cut by `.detach()`" and "cut by `.data`" (errors,
+    # which stop `compare`) where the branch is unused (a warning). Such a cut is marked
+    # `around` and read as no cut (doctor/graph.py).
+    def _around_cut(self, args, out) -> None:
+        if not (isinstance(out, _Tensor) and out.requires_grad):
+            if not (isinstance(out, (tuple, list)) and any(
+                    isinstance(o, _Tensor) and o.requires_grad for o in out)):
+                return
+        for a in args:
+            for t in (a if isinstance(a, (tuple, list)) else (a,)):
+                entry = self._cut_srcs.get(id(t)) if isinstance(t, _Tensor) else None
+                if entry is not None and entry[0]() is t:
+                    entry[1]["around"] = True
+                    del self._cut_srcs[id(t)]
 
     def _numpy_round_trip(self) -> None:
         """`x.detach().numpy()`: the cut just recorded on this line is a numpy round trip."""
@@ -1061,6 +1101,7 @@ class DoctorProbe(TorchFunctionMode):
             self._steps += 1
             self._count_scheduler_steps()
             self._cuts, self._visited, self._ran, self._mode_seen = {}, set(), set(), set()
+            self._cut_srcs = {}
             self._mode_pending = {}
             ended = self._step_rule.post(opt)
         self._in_opt -= 1

@@ -25,7 +25,12 @@
   block's attribute (`self.h = h`);
 - `cached_bias`: the residual MLP adding a position bias that a module shared by the
   blocks makes on its first call and keeps as a buffer, slicing it after (x-transformers'
-  ALiBi does so).
+  ALiBi does so);
+- `lazy`: the residual MLP with `fc1 = nn.LazyLinear(...)`: its weight is made in the
+  first forward, inside the block, after the optimizer was built;
+- `two_kinds`: three blocks over two kinds of rows, `a` and `b`, each reading the other
+  through the script's index (`index_select`, which saves it), as PyG's `HeteroConv` does
+  over node types; only `a` reaches the loss, so the last block's `b` branch is dead.
 
     python tests/clients/train_mech.py --case fno --opt adam --steps 3
     memledger trace tests/clients/train_mech.py --steps 2 -o m.ledger -- --case qat
@@ -48,6 +53,8 @@ class Block(nn.Module):
         self.fc1 = nn.Linear(W, 4 * W)
         self.fc2 = nn.Linear(4 * W, W)
         P = nn.utils.parametrizations
+        if case == "lazy":   # made at the first forward (Note [Lazy parameters])
+            self.fc1 = nn.LazyLinear(4 * W)
         if case == "weightnorm":
             self.fc1 = P.weight_norm(self.fc1)
         elif case == "orthogonal":
@@ -116,6 +123,30 @@ class Net(nn.Module):
         for b in self.blocks:
             x = b(x)
         return self.head(x.mean(1) if x.dim() == 3 else x)
+
+
+class Mixer(nn.Module):
+    """Two kinds of rows, each reading the other's through the script's index `idx`."""
+    def __init__(self) -> None:
+        super().__init__()
+        self.aa, self.ab, self.ba = nn.Linear(W, W), nn.Linear(W, W), nn.Linear(W, W)
+
+    def forward(self, a, b, idx):
+        a2 = F.relu(self.aa(a) + self.ab(b.index_select(0, idx)))
+        b2 = F.relu(self.ba(a.index_select(0, idx)))   # the last block's: on no loss path
+        return a2, b2
+
+
+class TwoKinds(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.blocks = nn.ModuleList(Mixer() for _ in range(3))
+        self.head = nn.Linear(W, 10)
+
+    def forward(self, a, b, idx):
+        for blk in self.blocks:
+            a, b = blk(a, b, idx)
+        return self.head(a)
 
 
 class CNN(nn.Module):
@@ -235,6 +266,10 @@ elif a.case == "qat":
     model = torch.ao.quantization.prepare_qat(model)
 elif a.case == "sparse":
     model = SparseNet()
+elif a.case == "two_kinds":
+    model = TwoKinds()
+    rows_a, rows_b = torch.randn(64, W, generator=g), torch.randn(64, W, generator=g)
+    idx = torch.randperm(64, generator=g)   # the script's: kept for every step
 else:
     model = Net(a.case)
 if a.case == "compiled_block":
@@ -266,9 +301,11 @@ for step in range(a.steps):
         x = torch.randint(0, 500, (a.batch, 12), generator=g)
     elif a.case == "qat":
         x = torch.randn(a.batch, W, generator=g)
+    elif a.case == "two_kinds":
+        x = None
     else:
         x = torch.randn(a.batch, 12, W, generator=g)
-    y = torch.randint(0, 10, (a.batch,), generator=g)
+    y = torch.randint(0, 10, (64 if a.case == "two_kinds" else a.batch,), generator=g)
     for o in opts:
         o.zero_grad(set_to_none=True)
     if a.case == "persample":
@@ -277,7 +314,8 @@ for step in range(a.steps):
         for n, p in model.named_parameters():
             p.grad = grads[n].mean(0)
     else:
-        loss = F.cross_entropy(model(x), y)
+        out = model(rows_a, rows_b, idx) if a.case == "two_kinds" else model(x)
+        loss = F.cross_entropy(out, y)
         if a.case == "penalty":
             (gw,) = torch.autograd.grad(loss, model.blocks[0].fc1.weight, create_graph=True)
             loss = loss + 0.1 * gw.square().sum()

@@ -56,5 +56,6 @@ def test_scratch_is_what_a_call_allocated_and_let_go_not_its_inputs():
     calls = [(20, 25, "native_batch_norm_backward"), (30, 35, "relu"),
              (30, 34, "clamp_min"), (31, 31, "relu")]     # a same-name call nested: skipped
     assert call_scratch(mem, calls) == {"native_batch_norm_backward": [4 * K]}
-    # below SCRATCH_MIN_BYTES it is the workspace category's
-    assert call_scratch([(1, 0xE, 512), (2, 0xE, -512)], [(0, 3, "mm")]) == {}
+    # however small (Note [Small scratch]: CPU BatchNorm's 512 B at 32 channels)
+    assert call_scratch([(1, 0xE, 512), (2, 0xE, -512)], [(0, 3, "mm")]) == {"mm": [512]}
+    assert call_scratch([(1, 0xE, 4), (2, 0xE, -4)], [(0, 3, "div")]) == {"div": [4]}

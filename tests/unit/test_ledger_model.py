@@ -206,6 +206,19 @@ def test_kernel_scratch_explains_what_no_tensor_does():
     assert diverged.summary().measured.ledger_with_scratch_bytes is None
 
 
+def test_small_scratch_counts_once_beside_the_wrapped_numbers():
+    """Note [Small scratch] (trace/allocator.py): scratch of any size is matched to its op;
+    where the op was also handed a Python number (`scalars` records: 8 B wrapped + 4 B
+    cast), the allocator measured the cast inside the op as scratch too, so the event's
+    numbers come off its scratch: mm's second call, 4 B of scratch that are its number's
+    cast, counts 12 B, not 16; its first call, 512 B of its own, counts 512."""
+    led = Ledger.from_records(RECORDS + [
+        {"k": "opscratch", "device": "cpu", "ops": {"mm": [512, 4]}},
+        {"k": "scalars", "device": "cpu", "ev": [6], "bytes": [12]}])
+    ev, b = led.kernel_scratch()
+    assert sorted(zip(ev.tolist(), b.tolist())) == [(2, 512), (6, 12)]
+
+
 def test_the_collectives_own_buffers_are_named_in_the_agreement():
     """A rank's allocator peak can hold gloo's own buffers (made on its threads, never an
     op's output): `show` says how much of the gap they are."""

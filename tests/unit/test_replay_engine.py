@@ -341,3 +341,36 @@ def test_a_kept_storage_its_own_call_saved_is_held_again_after_the_rerun():
     assert replay(prep, parse_policy("none"), probe=18).at_probe["activation"] == 512
     assert replay(prep, pol, rng_bytes=0, probe=18).at_probe["activation"] == 512
     assert replay(prep, pol, rng_bytes=0, probe=19).at_probe["activation"] == 0
+
+
+def test_an_unpack_reads_the_save_it_names_past_a_dead_branchs_save():
+    """Note [Which save an unpack reads] (replay/prepared.py): a storage saved three times,
+    at events 2, 5 and 8; the save at 8 is on a dead branch (backward never reads it). By
+    a stack, the unpack at 20 read the save at 8 and the one at 24 the save at 5, leaving
+    the save at 2 unread; the unpacks that name their saves (`sev`) read 5 and 2. Two
+    saves at one event (an op's output, saved by that op after it ran and by the next op
+    before it runs) are read latest first."""
+    from memledger.replay.prepared import _packs
+
+    recs = [{"k": "header", "schema": "memledger.ledger/1", "device": "cpu"},
+            {"k": "alloc", "sid": 1, "ev": 0, "bytes": 64, "dev": "cpu", "op": "aten.x",
+             "mod": "", "ph": "forward", "step": 1},
+            {"k": "alloc", "sid": 2, "ev": 10, "bytes": 64, "dev": "cpu", "op": "aten.y",
+             "mod": "", "ph": "forward", "step": 1},
+            {"k": "saved", "sid": 1, "ev": 2, "mod": "a"},
+            {"k": "saved", "sid": 1, "ev": 5, "mod": "b"},
+            {"k": "saved", "sid": 1, "ev": 8, "mod": "c"},
+            {"k": "saved", "sid": 2, "ev": 11, "mod": "d"},      # by the op after it ran
+            {"k": "saved", "sid": 2, "ev": 11, "mod": "e"},      # and the next op's input
+            {"k": "unpack", "sid": 2, "ev": 18, "end": 19, "rel": 19, "sev": 11},
+            {"k": "unpack", "sid": 2, "ev": 19, "end": 20, "rel": 20, "sev": 11},
+            {"k": "unpack", "sid": 1, "ev": 20, "end": 21, "rel": 21, "sev": 5},
+            {"k": "unpack", "sid": 1, "ev": 24, "end": 25, "rel": 25, "sev": 2},
+            {"k": "end", "ev": 30, "status": "ok", "message": ""}]
+    led = Ledger.from_records(recs)
+    got = _packs(led, led.storages)
+    assert got["pack_unpack"].tolist() == [24, 20, -1, 19, 18]
+    assert got["pack_unpack_end"].tolist() == [25, 21, -1, 20, 19]
+    # without `sev` (an older ledger), the stack: one save late past the dead one
+    old = Ledger.from_records([{k: v for k, v in r.items() if k != "sev"} for r in recs])
+    assert _packs(old, old.storages)["pack_unpack"].tolist() == [-1, 24, 20, 19, 18]
