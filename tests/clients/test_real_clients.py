@@ -642,14 +642,14 @@ def test_a_jagged_nested_tensor_is_its_values_and_offsets():
     allocator's 1.1 MiB; as its values and offsets, with the ops it runs on them through
     the collector (Note [Wrapper subclasses]), equal. Checkpoint predicted = measured.
     Offload rebuilds the jagged tensor around its offsets (the same object: its backward
-    refuses a copy) and writes its values; predicted 256 B to 41 KiB under measured there:
+    refuses a copy) and writes its values; predicted 184 B to 49 KiB under measured there:
     open (docs/accuracy.md)."""
     run = run_client("train_layouts.py", ["--case", "jagged"],
                      ["checkpoint:0", "checkpoint:[0-1]", "selective:[0-2]", "offload:2"])
     assert run.ledger_peak == run.allocator_peak
     for text, p in run.policies.items():
         if text.startswith("offload"):
-            assert p.measured - p.predicted == 256, (text, p)   # open: see the docstring
+            assert p.measured - p.predicted == 184, (text, p)   # open: see the docstring
         else:
             assert p.predicted == p.measured, (text, p)
 
