@@ -453,7 +453,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
         ]
         self._saved_hooks.__enter__()
         self._resize_watch.__enter__()
-        eager_stance(True)   # Note [Compiled code runs eager under the collector]
+        eager_stance(True)   # Note [Compiled code runs eager under the collector], compiled.py
         self._eager = True
         _ACTIVE.add(self)
         return super().__enter__()
