@@ -68,7 +68,11 @@ def trace(
     line = (f"[bold]{escape(str(res.ledger_path))}[/]: {count(res.steps, 'step')}{short}, peak "
             f"[magenta]{format_bytes(s.peak.bytes)}[/] at step {s.peak.step} ({s.peak.phase})")
     if res.measured:
-        line += f"; allocator peak {format_bytes(s.measured.peak_bytes)}"
+        # the two peaks of two programs when the script compiles: say which is which here,
+        # not only in `show` (Note [Compiled code runs eager under the collector])
+        line += f"; allocator peak {format_bytes(s.measured.peak_bytes)}" + (
+            " (the ledger is the eager run, the allocator's the compiled one)"
+            if s.compiled else "")
     if fake:
         line += f"; fake run on {s.device}, no allocator pass"
     console.print(line, soft_wrap=True)  # a long path must not split the line
