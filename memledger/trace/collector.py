@@ -118,7 +118,7 @@ from memledger.trace.script_checkpoint import (
 )
 from memledger.trace.sharding import _PLAIN, ShardingMixin, local_tensor
 from memledger.trace.wrapped import defers as _defers
-from memledger.trace.wrapped import inner_tensors
+from memledger.trace.wrapped import inner_tensors, wrapped_parts
 
 _graph_task_id = torch._C._current_graph_task_id
 _grad_enabled = torch.is_grad_enabled
@@ -1221,7 +1221,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
             for part in parts:   # a sparse gradient: its indices and its values
                 self._role(part, role, name, shard)
             return
-        if type(t) not in _PLAIN and (inner := inner_tensors(local_tensor(t))):
+        if (inner := wrapped_parts(t)):
             for attr, part in inner:   # Note [Wrapper subclasses]: 8-bit Adam's codes, scale
                 self._role(part, role, f"{name}.{attr}" if name else "", shard)
             return
@@ -1365,22 +1365,23 @@ class Collector(ShardingMixin, TorchDispatchMode):
         self.sink.write({"k": "hooks", "ev": self._ev, "pack": name[:200],
                          "module": getattr(pack, "__module__", "") or ""})
 
+    def _saved(self, sid: int, mod: str) -> None:
+        self._saved_mod[sid] = mod
+        self.sink.write({"k": "saved", "sid": sid, "ev": self._ev - 1, "mod": mod})
+
     def _pack(self, t: torch.Tensor) -> torch.Tensor:
-        inner = inner_tensors(local_tensor(t)) if type(t) not in _PLAIN else ()
-        if inner:   # Note [Wrapper subclasses]: a save of each tensor it holds, held by the
-            mod = self._module_now()   # wrapper autograd keeps (its own alias)
+        if (inner := wrapped_parts(t)):   # Note [Wrapper subclasses]: a save of each tensor
+            mod = self._module_now()       # it holds, held by the wrapper autograd keeps
             for _, part in inner:
                 sid = self._sid(part, self._ev)
                 if sid >= 0:
-                    self._saved_mod[sid] = mod
-                    self.sink.write({"k": "saved", "sid": sid, "ev": self._ev - 1, "mod": mod})
+                    self._saved(sid, mod)
                     self._note_held(sid, part, t)
             return t
         sid = self._sid(t, self._ev)
         if sid >= 0:
             mod = self._module_now()
-            self._saved_mod[sid] = mod
-            self.sink.write({"k": "saved", "sid": sid, "ev": self._ev - 1, "mod": mod})
+            self._saved(sid, mod)
             alias = self._saved_alias(t)
             self._note_held(sid, t, alias)
             if alias is not t:   # Note [The module of a backward op]: this save's module
@@ -1490,8 +1491,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
                 f"an inplace operation: [{t.type()} {list(t.shape)}] is at version "
                 f"{t._version}; expected version {saved} instead (raised by memledger's "
                 f"saved-tensor hooks in autograd's place: the script fails so untraced too)")
-        inner = inner_tensors(local_tensor(t)) if type(t) not in _PLAIN else ()
-        for part in [p for _, p in inner] or [t]:   # Note [Wrapper subclasses]: each save
+        for part in [p for _, p in wrapped_parts(t)] or [t]:   # Note [Wrapper subclasses]
             sid = self._sid(part, self._ev)
             if sid < 0:
                 continue

@@ -38,7 +38,7 @@ import sys
 import torch
 from torch.utils._python_dispatch import is_traceable_wrapper_subclass
 
-from memledger.trace.sharding import local_tensor
+from memledger.trace.sharding import _PLAIN, local_tensor
 
 
 def inner_tensors(t: torch.Tensor, prefix: str = "") -> list[tuple[str, torch.Tensor]]:
@@ -53,6 +53,12 @@ def inner_tensors(t: torch.Tensor, prefix: str = "") -> list[tuple[str, torch.Te
         path = f"{prefix}{name}"
         out.extend(inner_tensors(inner, path + ".") or [(path, inner)])
     return out
+
+
+def wrapped_parts(t: torch.Tensor) -> list[tuple[str, torch.Tensor]]:
+    """`inner_tensors` of `t` read as this rank holds it (a DTensor as its local shard, which
+    is no wrapper here); [] at once for a plain tensor, the common case."""
+    return [] if type(t) in _PLAIN else inner_tensors(local_tensor(t))
 
 
 def storage_ptrs(t: torch.Tensor) -> list[int]:
