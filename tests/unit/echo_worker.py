@@ -23,13 +23,15 @@ def main(args: list[str]) -> int:
         import numpy
         import torch
 
-        print(json.dumps({"warm": warm, "cwd": os.getcwd(), "path0": sys.path[0],
+        # One write per line: ranks share a pipe and run unbuffered (PYTHONUNBUFFERED), so
+        # print's two writes (text, then newline) from two ranks could interleave mid-line
+        sys.stdout.write(json.dumps({"warm": warm, "cwd": os.getcwd(), "path0": sys.path[0],
                           "var": os.environ.get("ECHO_VAR"), "argv": sys.argv[1:],
                           "rank": os.environ.get("RANK"), "pid": os.getpid(),
                           "torch": torch.rand(1).item(), "numpy": float(numpy.random.rand()),
                           "random": random.random(), "ppid": os.getppid(),
                           "stdout_tty": sys.stdout.isatty(), "frozen": gc.get_freeze_count(),
-                          "console": console}))
+                          "console": console}) + "\n")
     elif cmd == "echo":
         print("out", *args[1:])
         print("err", *args[1:], file=sys.stderr)
