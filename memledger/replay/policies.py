@@ -246,13 +246,14 @@ def glob_regex(selector: str) -> re.Pattern:
 # ---- resolution against a model's modules ---------------------------------------------------
 def resolve(policy: Policy, modules: Iterable[tuple[str, str]],
             known: str = "the model's modules are", after: str = "",
-            others: Iterable[str] = ()) -> list[Region]:
+            others: Iterable[str] = (), uncalled: Iterable[str] = ()) -> list[Region]:
     """The regions a policy selects among (path, class name) pairs, in model order.
 
     Raises PolicyError when a selector matches nothing (listing the module names, then
     `after`; or, where it names a top-level module the script calls beside the model, one
-    of `others`, saying so), when two selected modules nest, or when two parts select the
-    same module.
+    of `others`, saying so; or, where it names modules that hold parameters but never ran
+    as module calls, one of `uncalled`, saying why), when two selected modules nest, or
+    when two parts select the same module.
     """
     modules = list(dict.fromkeys(modules))
     root = next((c for p, c in modules if not p), "")
@@ -261,14 +262,9 @@ def resolve(policy: Policy, modules: Iterable[tuple[str, str]],
     taken: dict[str, str] = {}
     for part in policy.parts:
         sel = part.selector
-        if sel.startswith("@"):
-            hits = [(p, c) for p, c in mods if c == sel[1:]]
-        elif not any(ch in sel for ch in "*?["):     # a plain path: no pattern to match
-            hits = [(p, c) for p, c in mods if p == sel][:1]
-        else:
-            rx = glob_regex(sel)
-            hits = [(p, c) for p, c in mods if rx.fullmatch(p)]
+        hits = _selected(sel, mods)
         if not hits:
+            _refuse_uncalled(sel, _selected(sel, [(p, "") for p in uncalled]), mods)
             beside = _beside_the_model(sel, others)
             if beside:
                 model = f" ({_a(root)}: the first top-level module with parameters the " \
@@ -297,6 +293,43 @@ def resolve(policy: Policy, modules: Iterable[tuple[str, str]],
 
 def _a(name: str) -> str:
     return f"{'an' if name[:1] in 'AEIOU' else 'a'} {name}"
+
+
+def _selected(sel: str, mods: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The (path, class name) pairs a selector matches."""
+    if sel.startswith("@"):
+        return [(p, c) for p, c in mods if c == sel[1:]]
+    if not any(ch in sel for ch in "*?["):     # a plain path: no pattern to match
+        return [(p, c) for p, c in mods if p == sel][:1]
+    rx = glob_regex(sel)
+    return [(p, c) for p, c in mods if rx.fullmatch(p)]
+
+
+# Note [Modules whose forward is called directly]
+# torch's module hooks, memledger's among them, fire when a module is called
+# (`self.feed_forward(x)`), not when its `forward` is (`self.feed_forward.forward(x)`, as
+# llama2.c's TransformerBlock calls its attention and feed-forward): the trace never sees
+# where such a module's work begins and ends, only its submodules' calls. Its parameters
+# still name it, so a selector that matches it says why it selects nothing, instead of
+# listing modules among which the one the user named is missing.
+def _refuse_uncalled(sel: str, hits: list[tuple[str, str]],
+                     ran: list[tuple[str, str]]) -> None:
+    if not hits:
+        return
+    paths = [p for p, _ in hits]
+    named = ", ".join(paths[:3]) + (f", ... ({len(paths) - 3} more)" if len(paths) > 3 else "")
+    first = paths[0]
+    ran_names = [p for p, _ in ran]
+    near = [p for p in ran_names if first.startswith(p + ".")][-1:] + \
+        [p for p in ran_names if p.startswith(first + ".")][:3]
+    alt = f"; modules around it that did run: {', '.join(near)}" if near else ""
+    leaf = paths[0].rsplit(".", 1)[-1]
+    raise PolicyError(
+        f"selector {sel!r} matches {named}, never called as a module: the script calls "
+        f"its `.forward()` directly (`self.{leaf}.forward(x)`) or, for a container (an "
+        f"nn.ModuleList), its submodules one by one; torch's module hooks, the trace's "
+        f"among them, see neither, so the trace cannot tell where its work begins and "
+        f"ends; call the module itself (`self.{leaf}(x)`){alt}")
 
 
 def _beside_the_model(selector: str, others: Iterable[str]) -> str:

@@ -130,6 +130,7 @@ class Prepared:
     pack_unpack_rel: np.ndarray = None  # int64 when autograd let go of that node (-1: unknown)
     last_use: np.ndarray = None   # int64 event of the storage's last use (any phase)
     made_mod: np.ndarray = None   # object: the module that made the storage ("" = none)
+    param_modules: tuple[str, ...] = ()   # every module path a parameter's name implies
 
     @classmethod
     def from_ledger(cls, led: Ledger) -> "Prepared":
@@ -223,6 +224,7 @@ class Prepared:
             stateful_mod=st_mod, stateful_ev0=st_ev0, stateful_obj=st_obj,
             script_ckpt=script_checkpoints(led.extra.get("script_ckpt", [])),
             other_roots=other_roots(led),
+            param_modules=_param_modules(st, other_roots(led)),
             compiled=compiled_regions(led),
             scope_model=model_calls(sc["mod"].to_numpy(dtype=object),
                                     sc["ev0"].to_numpy(dtype=np.int64), led),
@@ -293,6 +295,19 @@ def other_roots(led: Ledger) -> tuple[str, ...]:
     """The path prefixes of the ledger's top-level modules besides the model (`root`
     records, memledger/trace/roots.py)."""
     return tuple(dict.fromkeys(r["mod"] for r in led.extra.get("root", [])))
+
+
+def _param_modules(st: pd.DataFrame, others: tuple[str, ...]) -> tuple[str, ...]:
+    """The module paths the model's parameter names imply (`layers.0.feed_forward` from
+    `layers.0.feed_forward.w1.weight`), whether or not the module ran as a call (Note
+    [Modules whose forward is called directly], replay/policies.py)."""
+    names = st.loc[st["category"] == "parameter", "name"].dropna().astype(str)
+    out: dict[str, None] = {}
+    for name in names.unique().tolist():
+        parts = name.split(".")[:-1]
+        if parts and parts[0] not in others:
+            out.update(dict.fromkeys(".".join(parts[:i]) for i in range(1, len(parts) + 1)))
+    return tuple(out)
 
 
 def model_calls(mods: np.ndarray, ev0: np.ndarray, led: Ledger) -> np.ndarray:

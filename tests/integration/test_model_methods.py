@@ -4,6 +4,7 @@ script never calls, only methods that call its parts (diffusers' `vae.encode(x)`
 
 from __future__ import annotations
 
+import pytest
 import torch
 import torch.nn as nn
 
@@ -62,3 +63,44 @@ def test_a_part_called_in_the_constructor_leaves_the_names_to_the_first_call():
     led = _train(_Sized, lambda m, x: m(x).sum())
     step2 = led.scopes[led.scopes["step"] == 2]
     assert set(step2["mod"]) == {"", "features", "features.0", "features.1", "head"}
+
+
+class _Direct(nn.Module):
+    """llama2.c's TransformerBlock: `self.feed_forward.forward(x)`, not `self.feed_forward(x)`."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.norm = nn.LayerNorm(8)
+        self.feed_forward = nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.Linear(16, 8))
+
+    def forward(self, x):
+        return x + self.feed_forward.forward(self.norm(x))
+
+
+def test_a_module_whose_forward_is_called_directly_is_named_with_the_reason():
+    """Note [Modules whose forward is called directly] (replay/policies.py): no module hook
+    sees the call, so predict cannot place the policy; it says so and names what ran, where
+    it said "matches no module" beside a list without it."""
+    from memledger.errors import PolicyError
+    from memledger.measure.apply import apply_policy
+    from memledger.replay.policies import parse_policy
+    from memledger.replay.predict import predict
+
+    led = _train(_Direct, lambda m, x: m(x).sum())
+    assert "feed_forward" not in set(led.scopes["mod"])
+    with pytest.raises(PolicyError) as err:
+        predict(led, [parse_policy("checkpoint:feed_forward")])
+    assert str(err.value) == (
+        "memledger: selector 'feed_forward' matches feed_forward, never called as a module: the script "
+        "calls its `.forward()` directly (`self.feed_forward.forward(x)`) or, for a "
+        "container (an nn.ModuleList), its submodules one by one; torch's module hooks, the "
+        "trace's among them, see neither, so the trace cannot tell where its work begins "
+        "and ends; call the module itself (`self.feed_forward(x)`); modules around it that "
+        "did run: feed_forward.0, feed_forward.1, feed_forward.2")
+    # a selector that matches nothing at all still lists what ran
+    with pytest.raises(PolicyError, match=r"'nothere' matches no module; the modules"):
+        predict(led, [parse_policy("checkpoint:nothere")])
+    # the policy itself runs: measure puts it on the module's own `forward`
+    m = _Direct()
+    apply_policy(m, parse_policy("checkpoint:feed_forward"))
+    m(torch.randn(2, 8)).sum().backward()
