@@ -40,6 +40,7 @@ before training) still gets the policy, which only acts when gradients are enabl
 from __future__ import annotations
 
 import contextlib
+import copy
 import functools
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -166,10 +167,38 @@ def apply_policy(model: nn.Module, policy: Policy, offload_dir: str | None = Non
                                  _NestingGuard(policy.text(), r.path, named))
         else:  # pragma: no cover - resolve never yields NONE regions
             continue
-        mod.forward = wrapped   # instance attribute shadows the class's forward
+        mod.forward = _RegionForward(wrapped, orig)   # shadows the class's forward
         handle.modules[r.path] = mod
     handle.offloaders = list(offloaders.values())
     return handle
+
+
+# Note [A policy's forward travels as the original]
+# The forward a policy puts on a module is an attribute of the module instance, so it
+# travels with the module's __dict__: `torch.save(model, f)` (pytorch/examples'
+# word_language_model saves its best model so) failed under every policy with "Can't
+# pickle <function LSTM.forward>: it's not the same object as torch.nn.modules.rnn.
+# LSTM.forward", and `copy.deepcopy(model)` (a best-so-far or EMA copy) gave the copy a
+# forward that ran the ORIGINAL module. Pickled or copied, the wrapper is the forward it
+# wraps: a bound method pickles as `getattr(module, "forward")`, which finds the class's
+# forward while the module is rebuilt, and deep-copies bound to the copy. The saved or
+# copied model runs plainly; the policy stays on the model it was put on.
+class _RegionForward:
+    """A policy's forward for one module (`run`), standing in for `orig` when pickled or
+    copied."""
+
+    def __init__(self, run: Callable, orig: Callable) -> None:
+        functools.update_wrapper(self, orig)   # name, doc, `__wrapped__` for inspect
+        self.run, self.orig = run, orig
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.run(*args, **kwargs)
+
+    def __reduce_ex__(self, protocol: int) -> Any:
+        return self.orig.__reduce_ex__(protocol)
+
+    def __deepcopy__(self, memo: dict) -> Any:
+        return copy.deepcopy(self.orig, memo)
 
 
 class _NestingGuard:

@@ -221,3 +221,33 @@ def test_selective_refuses_a_save_list_name_it_would_never_see(save, why):
         apply_policy(model, parse_policy(f"selective:1:save=mm,{save}"))
     assert "\n" not in str(e.value) and f"save={save}" in str(e.value)
     apply_policy(model, parse_policy("selective:1:save=mm,native_dropout,_to_copy")).remove()
+
+
+@pytest.mark.parametrize("text", ["checkpoint:blocks.*", "selective:blocks.*",
+                                  "offload:blocks.*"])
+def test_a_model_under_a_policy_saves_and_copies_as_itself(text):
+    """Note [A policy's forward travels as the original] (measure/apply.py): pytorch/examples'
+    word_language_model runs `torch.save(model, f)`, which raised "Can't pickle <function
+    LSTM.forward>" under every policy; and a deep copy (a best-so-far or EMA model) ran the
+    original module's forward, its own weights unused."""
+    import copy
+    import io
+
+    torch.manual_seed(0)
+    net = Net()
+    with apply_policy(net, parse_policy(text)):
+        buf = io.BytesIO()
+        torch.save(net, buf)
+        buf.seek(0)
+        loaded = torch.load(buf, weights_only=False)
+        twin = copy.deepcopy(net)
+        with torch.no_grad():
+            for p in twin.parameters():
+                p.mul_(2)
+        x = torch.randn(5, 16)
+        net.eval(), loaded.eval(), twin.eval()   # dropout off: the same output for the same x
+        assert torch.equal(loaded(x), net(x))
+        assert all(b.forward.__self__ is b for b in [*loaded.blocks, *twin.blocks])
+        assert not torch.equal(twin(x), net(x))   # the copy runs with its own weights
+        net.train()
+        net(x).sum().backward()    # the policy stays on the model it was put on
