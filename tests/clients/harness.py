@@ -28,6 +28,15 @@ from memledger.trace.script import earlier_objects_frozen
 
 HERE = Path(__file__).resolve().parent
 
+# peft makes two 8 B tensors at import. In a fresh process per pass (the CLI) every pass
+# sees them; in one process only the first pass of the first peft script would, and that
+# test read 16 B off by the luck of which tests its pytest worker ran before it. Imported
+# here, before any pass, every pass in this process starts from the same state.
+try:
+    import peft  # noqa: F401
+except ImportError:   # the tier's peft tests skip without it
+    pass
+
 
 @dataclass
 class PolicyRun:

@@ -225,6 +225,10 @@ def test_selective_rerun_starts_at_a_frozen_weights_unpack():
     output the layer dropped; the early stop comes as that weight is packed again, after the
     `act * up` product is made. Predicted 8,640 B over measured (2,199,084 vs 2,190,444)
     when only dropped storages started and stopped the re-run."""
+    # imported first, so that every pass in this process sees the same state: peft's import
+    # makes two 8 B tensors, which only the first pass would see (16 B over measured when
+    # this test was the first of its pytest process to import peft)
+    import peft  # noqa: F401
     layers = "base_model.model.model.layers.*"
     run = run_client("train_zoo.py", ["--model", "llama-dora", "--steps", "3", "--seq", "32",
                                       "--batch-size", "4"], [f"selective:{layers}"])
@@ -474,11 +478,12 @@ def test_a_compiled_block_is_selected_once():
 
 
 def test_policies_inside_aot_eager_code_are_measured_not_predicted():
-    """The same block compiled by `aot_eager`: measure's wrappers are traced into the graph,
-    where checkpoint measured above the baseline and offload moved nothing, against an
-    eager prediction of 4.9 KiB and 24.8 KiB saved (Note [Policies inside compiled code]).
-    predict refuses them (NotPredicted, one line naming the backend), measure runs them,
-    and a region outside the compiled block is still predicted to the byte."""
+    """The same block compiled by `aot_eager`: in a compiled graph the compiler decides what
+    is saved, so predict refuses them (NotPredicted, one line naming the backend; Note
+    [Policies inside compiled code]), measure runs them, and a region outside the compiled
+    block is still predicted to the byte. Measure wraps the compiled block from outside
+    (Note [A compiled submodule is wrapped outside its compiled code]): while its wrappers
+    were traced into the block's graph, checkpoint measured above the baseline."""
     pols = ["checkpoint:blocks.1", "offload:blocks.1", "checkpoint:blocks.0"]
     run = run_client("train_mech.py", ["--case", "compiled_block", "--backend", "aot_eager"],
                      pols)
@@ -489,8 +494,8 @@ def test_policies_inside_aot_eager_code_are_measured_not_predicted():
         p = run.policies[text]
         assert p.predicted is None and "blocks.1 is torch.compile'd (backend 'aot_eager')" \
             in p.predict_refusal and "\n" not in p.predict_refusal, (text, p)
-    assert run.policies["checkpoint:blocks.1"].measured > run.allocator_peak
-    assert run.policies["offload:blocks.1"].measured == run.allocator_peak
+    assert run.policies["checkpoint:blocks.1"].measured <= run.allocator_peak
+    assert run.policies["offload:blocks.1"].measured <= run.allocator_peak
     p = run.policies["checkpoint:blocks.0"]
     assert p.predicted == p.measured < run.allocator_peak, p
 
