@@ -8,6 +8,8 @@ one line naming the file that holds the traceback); 130 interrupted (Ctrl-C, SIG
 
 from __future__ import annotations
 
+import re
+
 EXIT_OK = 0
 EXIT_CHECK_FAILED = 1
 EXIT_USAGE = 2
@@ -16,12 +18,23 @@ EXIT_INTERNAL = 70        # EX_SOFTWARE (sysexits.h): a bug in memledger, never 
 EXIT_INTERRUPTED = 130
 
 
+# a terminal's escape sequences: torch's `weights_only` message bolds a phrase, which a
+# CI log shows as "[1mdo those steps only if you trust ...[0m"
+_ESCAPES = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+
+
+def plain(text: str) -> str:
+    """`text` without terminal escape sequences."""
+    return _ESCAPES.sub("", text)
+
+
 class MemledgerError(Exception):
     """Base of every error memledger raises on purpose. The message is one line."""
 
     exit_code = EXIT_USAGE
 
     def __init__(self, message: str) -> None:
+        message = plain(message)
         super().__init__(message if message.startswith("memledger") else f"memledger: {message}")
 
 

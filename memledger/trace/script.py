@@ -19,6 +19,7 @@ from memledger.errors import (
     EXIT_USAGE,
     OutputError,
     PolicyError,
+    plain,
 )
 from memledger.trace.collector import StopTracing
 from memledger.trace.own_ranks import OwnRanks, OwnRanksStop
@@ -133,7 +134,8 @@ def run_and_classify(script: str | Path, argv: list[str],
         refused = refuse(e) if refuse is not None else None
         if refused is not None:
             return refused
-        reason = f"script raised {type(e).__name__}: {e}".splitlines()[0] + _fullgraph_hint(e)
+        reason = plain(f"script raised {type(e).__name__}: {e}").splitlines()[0] + \
+            _fullgraph_hint(e)
         if not port_taken(reason):   # that one is said in one line, and the parent runs
             print_script_traceback(e, Path(script).resolve())   # the pass again (Note [Two
         return ScriptOutcome(EXIT_SCRIPT_FAILED, reason, e)     # passes, one port])

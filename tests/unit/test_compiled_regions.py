@@ -158,3 +158,4 @@ def test_dynamo_refusing_one_graph_says_what_to_do(tmp_path):
                                "code in one graph: a policy's wrappers around compiled "
                                "modules cannot be; measure the policy with the model "
                                "compiled without fullgraph=True)")
+
