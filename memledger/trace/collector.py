@@ -338,6 +338,25 @@ class StopTracing(BaseException):
     """
 
 
+# Note [Gradients a parameter holds by another name]
+# Some libraries keep gradients on the parameter under a name of their own: opacus'
+# per-sample gradients (`p.grad_sample`, batch x the weight's shape, and `p.summed_grad`),
+# Megatron-style fp32 `p.main_grad`. Made by a backward hook, they read `temporary`: on
+# opacus' DP-SGD of a 3-block MLP, 3.6 MiB, 94 % of the peak, under "temporary · zeros".
+# At each optimizer step a parameter's own attributes whose name says `grad` are its
+# gradients too, named `<parameter>.<attribute>`.
+def _gradient_attributes(p: torch.Tensor) -> list[tuple[str, torch.Tensor]]:
+    out = []
+    for attr, v in p.__dict__.items():
+        if "grad" not in attr:
+            continue
+        if isinstance(v, torch.Tensor):
+            out.append((attr, v))
+        elif isinstance(v, (list, tuple)):   # one per call of a module used twice
+            out += [(f"{attr}.{i}", t) for i, t in enumerate(v) if isinstance(t, torch.Tensor)]
+    return out
+
+
 class Collector(ShardingMixin, TorchDispatchMode):
     """Records a lifetime ledger of every storage while active.
 
@@ -1253,6 +1272,10 @@ class Collector(ShardingMixin, TorchDispatchMode):
         for p in params:
             if p.grad is not None:
                 self._role(p.grad, "gradient", self._param_names.get(id(p), ""))
+            if p.__dict__:   # Note [Gradients a parameter holds by another name]
+                name = self._param_names.get(id(p), "")
+                for attr, t in _gradient_attributes(p):
+                    self._role(t, "gradient", f"{name}.{attr}" if name else "")
         # FSDP2 without gradient sync (accumulation) keeps the micro-batch's gradients on
         # the unsharded parameters it gathered: they were counted as temporaries
         for ref, name in list(self._unsharded_params.values()):

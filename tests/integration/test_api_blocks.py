@@ -494,3 +494,29 @@ def test_storages_grown_inside_an_op():
     assert end["buffer"] == buffers == 1_236
     assert set(made[made["category"] == "buffer"]["name"]) >= {
         "1.weight_fake_quant.activation_post_process.min_val", "1.weight_fake_quant.scale"}
+
+
+def test_gradients_a_parameter_holds_by_another_name():
+    """Note [Gradients a parameter holds by another name] (trace/collector.py): opacus keeps
+    per-sample gradients as `p.grad_sample` (batch x the weight's shape), Megatron-style
+    code an fp32 `p.main_grad`; made in a backward hook, they read `temporary`."""
+    lin = torch.nn.Linear(100, 50)
+
+    def per_sample(module, grad_in, grad_out):
+        for p in module.parameters():
+            p.grad_sample = torch.zeros(8, *p.shape)
+            p.main_grad = [torch.zeros(p.shape)]   # a list: one per call of the module
+    lin.register_full_backward_hook(per_sample)
+    opt = torch.optim.SGD(lin.parameters(), lr=0.1)
+    with memledger.trace() as led:
+        for _ in range(2):
+            lin(torch.randn(8, 100, requires_grad=True)).sum().backward()
+            opt.step()
+            opt.zero_grad()
+    st = led.storages
+    grads = st[st["category"] == "gradient"]
+    named = grads.groupby("name")["bytes"].max()
+    assert named["weight.grad_sample"] == 8 * 100 * 50 * 4
+    assert named["bias.grad_sample"] == 8 * 50 * 4
+    assert named["weight.main_grad.0"] == 100 * 50 * 4
+    assert named["weight"] == 100 * 50 * 4    # `.grad` itself, named as before
