@@ -181,6 +181,9 @@ class Capture:
         self.made: dict[int, weakref.ref] = {}   # computed from the model's: _LossInputs
         self.in_model = 0   # calls of the model running now (_LossInputs records none inside)
         self._unread: dict[int, dict] = {}  # id(optimizer) -> its step, closure not yet run
+        self._depth = 0                     # module calls running now
+        self._tops: list[weakref.ref] = []  # top-level modules, in order of first call:
+        # Note [Parameters the model does not hold]
 
     # ---- wiring ------------------------------------------------------------------------
     def on_model(self, handle) -> None:
@@ -205,6 +208,9 @@ class Capture:
         self._hooks = [
             nn_module.register_module_forward_pre_hook(self._forward_begin),
             nn_module.register_module_forward_hook(self._forward_done, with_kwargs=True),
+            # after a forward that raised too (checkpoint's early stop in its re-run); not
+            # with kwargs: torch calls such a hook without them then
+            nn_module.register_module_forward_hook(self._forward_end, always_call=True),
             register_optimizer_step_pre_hook(self._pre_step),
             register_optimizer_step_post_hook(self._post_step),
         ]
@@ -229,7 +235,12 @@ class Capture:
     def _forward_begin(self, module, args) -> None:
         # not `self.model` first: inside a compiled forward that read is what dynamo fails
         # on (below)
-        if not torch.compiler.is_compiling() and module is self.model:
+        if torch.compiler.is_compiling():
+            return
+        self._depth += 1
+        if self._depth == 1 and not any(r() is module for r in self._tops):
+            self._tops.append(weakref.ref(module))
+        if module is self.model:
             self.in_model += 1
 
     def _forward_done(self, module, args, kwargs, output) -> None:
@@ -252,15 +263,47 @@ class Capture:
         self._mode.recording = True
         self._mode.mark(output)
 
+    def _forward_end(self, module, args, output) -> None:
+        if not torch.compiler.is_compiling():
+            self._depth = max(self._depth - 1, 0)
+
     def _leave_mode(self) -> None:
         if self._mode is not None:
             self._mode.__exit__(None, None, None)
             self._mode = None
 
-    def _named_params(self, opt) -> list[tuple[str, nn.Parameter]]:
-        names = {}
+    # Note [Parameters the model does not hold]
+    # A parameter the optimizer steps and the model does not hold was named by its place in
+    # its optimizer, the optimizers numbered in the order they first stepped. Pyro's optim
+    # wrapper keeps one `torch.optim.Adam` per parameter and steps them in the order of a
+    # Python set of tensors (`SVI.step`), that is of their addresses: another order in each
+    # run. The guide's parameters (`AutoDelta`'s, held by the guide module, not by the
+    # model) then took each other's names between the baseline and a policy's run, and
+    # `compare -p selective:layers.*` on tests/clients/train_pyro.py --case det was
+    # rejected with "param_groups[0][0] has no gradient at step 0" (the baseline's first
+    # optimizer was another parameter's there). So such a parameter is named by the
+    # top-level module that holds it, as the ledger names one (`AutoDelta.sigma`: its
+    # class name; `#2` for a second of one class, by order of first call), and only a
+    # parameter no module holds (a bare `nn.Parameter`, `pyro.param` outside a module)
+    # by its optimizer's place.
+    def _module_names(self) -> dict[int, str]:
+        names: dict[int, str] = {}
+        taken: dict[str, int] = {}
+        for ref in self._tops:
+            m = ref()
+            if m is None or m is self.model:
+                continue
+            cls = type(m).__name__
+            taken[cls] = taken.get(cls, 0) + 1
+            label = cls if taken[cls] == 1 else f"{cls}#{taken[cls]}"
+            for n, p in _plain(m.named_parameters()):
+                names.setdefault(id(p), f"{label}.{n}")
         if self.model is not None:
-            names = {id(p): n for n, p in _plain(self.model.named_parameters())}
+            names.update({id(p): n for n, p in _plain(self.model.named_parameters())})
+        return names
+
+    def _named_params(self, opt) -> list[tuple[str, nn.Parameter]]:
+        names = self._module_names()
         k = self._opt_index.setdefault(id(opt), len(self._opt_index))
         prefix = f"optimizer{k}." if k else ""   # a second optimizer's unnamed parameters
         out, seen = [], set()
