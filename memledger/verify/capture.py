@@ -73,12 +73,26 @@ from memledger.trace.wrapped import inner_tensors
 FORMAT = "memledger.capture/1"
 
 
+def _bytes(x: torch.Tensor) -> torch.Tensor:
+    """A tensor's values as one flat uint8 tensor.
+
+    Not `x.contiguous().reshape(-1).view(torch.uint8)`: a tensor whose dimensions have size
+    1 counts as contiguous whatever their strides, and one expanded from a scalar keeps
+    stride 0 there (`torch.tensor(0.5).expand(1)`, the scale of pyro's
+    `dist.Normal(0., 0.5).expand([1])`); `contiguous()` and `reshape(-1)` hand it back as it
+    is and `view(torch.uint8)` refuses it ("self.stride(-1) must be 1 to view Float as
+    Byte"). The capture raised that inside the script's own `log_prob`, and `compare` read
+    it as the baseline script failing (exit 3). A copy with fresh strides takes any tensor."""
+    return x.detach().reshape(-1).clone(memory_format=torch.contiguous_format) \
+        .view(torch.uint8)
+
+
 def digest(t: torch.Tensor) -> str:
     """sha256 over dtype, shape and the raw bytes of a tensor (any dtype, any device)."""
-    x = t.detach().contiguous().cpu()
+    x = t.detach().cpu()
     h = hashlib.sha256(f"{x.dtype}|{tuple(x.shape)}|".encode())
     if x.numel():
-        h.update(x.reshape(-1).view(torch.uint8).numpy().tobytes())
+        h.update(_bytes(x).numpy().tobytes())
     return h.hexdigest()[:32]
 
 
@@ -89,7 +103,7 @@ def _cpu(t: torch.Tensor) -> torch.Tensor:
     gate have no sparse kernels, and its dense form is the update it makes."""
     t = local_tensor(t.detach())
     if (inner := inner_tensors(t)):   # 8-bit state, an NF4 weight: the bytes it holds, as
-        return torch.cat([x.detach().reshape(-1).contiguous().view(torch.uint8).cpu()  # held
+        return torch.cat([_bytes(x).cpu()   # the bytes it holds, as held
                           for _, x in inner])   # (Note [Wrapper subclasses]; NF4's `.to`
     if t.layout is not torch.strided:            # takes no `copy`: compare's baseline failed)
         t = t.to_dense()
@@ -431,8 +445,7 @@ def bitwise_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
         return False
     if a.numel() == 0:
         return True
-    return bool(torch.equal(a.contiguous().reshape(-1).view(torch.uint8),
-                            b.contiguous().reshape(-1).view(torch.uint8)))
+    return bool(torch.equal(_bytes(a), _bytes(b)))
 
 
 def load_capture(path: str) -> dict:
