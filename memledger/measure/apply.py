@@ -55,6 +55,7 @@ from torch.utils.checkpoint import (
     _DEFAULT_DETERMINISM_MODE,
     CheckpointPolicy,
     _checkpoint_without_reentrant_generator,
+    checkpoint,
     create_selective_checkpoint_contexts,
 )
 
@@ -300,18 +301,41 @@ def _checkpointed(orig: Callable, module: nn.Module, context_fn: Callable | None
         # checkpointing's recompute mode, which would look for them among the saved ops
         return fwd, _Recompute(module, recompute, where if context_fn is not None else None)
 
-    def halves(args: tuple, kwargs: dict):
-        """The policy around one call of `orig` (Note [The call that found the model])."""
+    def before(args: tuple, kwargs: dict) -> tuple | None:
+        """What the checks after the forward compare with; None: the call runs plain."""
         if _in_backward():   # Note [A region called inside backward]: no policy there
-            return (yield)
+            return None
         if guard is not None:
             guard.check_outer()
         if not torch.is_grad_enabled():
+            return None
+        return _state_storages(args, kwargs), argument_versions(args, kwargs)
+
+    def after(args: tuple, kwargs: dict, state: tuple) -> None:
+        storages, versions = state
+        if written_arguments(versions):   # the re-run would start from a changed input
+            raise PolicyError(stateful_message(where[0], where[1], INPUT_WRITTEN))
+        _refuse_written_state(args, kwargs, storages, *where)
+
+    @functools.wraps(orig)
+    def forward(*args: Any, **kwargs: Any) -> Any:
+        state = before(args, kwargs)
+        if state is None:
+            return orig(*args, **kwargs)
+        # torch's own checkpoint, which Dynamo knows (a region inside compiled code)
+        out = checkpoint(guard.run(orig) if guard is not None else orig, *args,
+                         use_reentrant=False, preserve_rng_state=True, context_fn=contexts,
+                         **kwargs)
+        after(args, kwargs, state)
+        return out
+
+    def halves(args: tuple, kwargs: dict):
+        """`forward` around a call torch runs itself: Note [The call that found the model].
+        torch's `checkpoint(fn, use_reentrant=False)` is this generator around `fn`; the
+        re-run calls `fn`, the first run is the caller's."""
+        state = before(args, kwargs)
+        if state is None:
             return (yield)
-        before = _state_storages(args, kwargs)
-        versions = argument_versions(args, kwargs)
-        # torch's own `checkpoint(fn, use_reentrant=False)` is this generator around `fn`;
-        # the re-run calls `fn`, the first run is the caller's
         ck = _checkpoint_without_reentrant_generator(
             guard.run(orig) if guard is not None else orig, True, contexts,
             _DEFAULT_DETERMINISM_MODE, False, True, *args, **kwargs)
@@ -333,32 +357,11 @@ def _checkpointed(orig: Callable, module: nn.Module, context_fn: Callable | None
             guard.own.pop()
         for _ in ck:
             pass
-        if written_arguments(versions):   # the re-run would start from a changed input
-            raise PolicyError(stateful_message(where[0], where[1], INPUT_WRITTEN))
-        _refuse_written_state(args, kwargs, before, *where)
+        after(args, kwargs, state)
         return out
 
-    @functools.wraps(orig)
-    def forward(*args: Any, **kwargs: Any) -> Any:
-        return _run_halves(halves(args, kwargs), lambda: orig(*args, **kwargs))
     forward.memledger_halves = halves
     return forward
-
-
-def _run_halves(gen, call: Callable[[], Any]) -> Any:
-    """Drive a policy's `halves` generator around `call()`: its first half before, the
-    output sent to its second half, which returns it."""
-    next(gen)
-    try:
-        out = call()
-    except BaseException as e:
-        gen.throw(e)   # the halves clean up and raise it again
-        raise
-    try:
-        gen.send(out)
-    except StopIteration as stop:
-        return stop.value
-    raise AssertionError("a policy's halves yield once")  # pragma: no cover
 
 
 # Note [State written outside a region] (memledger/trace/outside_state.py): a call that
@@ -501,20 +504,27 @@ def _selective_context(save_ops: tuple[str, ...]) -> Callable:
 
 def _offloaded(orig: Callable, offloader: Offloader,
                guard: _NestingGuard | None = None) -> Callable:
-    def halves(args: tuple, kwargs: dict):
-        """The policy around one call of `orig` (Note [The call that found the model])."""
+    def plain() -> bool:
         if _in_backward():   # Note [A region called inside backward]: no policy there
-            return (yield)
+            return True
         if guard is not None:
             guard.check_outer(offload_inside_message)
-        if not torch.is_grad_enabled():
+        return not torch.is_grad_enabled()
+
+    @functools.wraps(orig)
+    def forward(*args: Any, **kwargs: Any) -> Any:
+        if plain():
+            return orig(*args, **kwargs)
+        with torch.autograd.graph.saved_tensors_hooks(offloader.pack, offloader.unpack):
+            return orig(*args, **kwargs)
+
+    def halves(args: tuple, kwargs: dict):
+        """`forward` around a call torch runs itself: Note [The call that found the model]."""
+        if plain():
             return (yield)
         with torch.autograd.graph.saved_tensors_hooks(offloader.pack, offloader.unpack):
             return (yield)
 
-    @functools.wraps(orig)
-    def forward(*args: Any, **kwargs: Any) -> Any:
-        return _run_halves(halves(args, kwargs), lambda: orig(*args, **kwargs))
     forward.memledger_halves = halves
     return forward
 

@@ -22,9 +22,9 @@ def test_scratch_of_a_sum_among_out_calls():
     """Note [Calls that made nothing] (trace/allocator.py): CG's TorchScript function calls
     `sum`, `mul`, `lt` with `out=`, so the allocator pass counted 216 `sum` calls against
     the ledger's 54 events and dropped every `sum`'s scratch; the loss's backward peaks in a
-    `sum` that takes 8 B of scratch: the ledger read 8 B under. Now every byte."""
+    `sum` that takes 8 B of scratch (on 2 threads; in a process that set 1 thread, none):
+    the ledger read 8 B under. Now every byte."""
     run = run_client("train_gpytorch.py", ["--case", "cg", "--steps", "3"], [])
-    assert run.allocator_peak - run.ledger_peak == 8
     assert run.ledger.peak_with_scratch() == run.allocator_peak
 
 
