@@ -576,7 +576,8 @@ class PolicyInstaller:
     # arguments are read from `_call_impl`'s frame; where they cannot be, the call runs
     # plain as before.
     def _first_call(self, module: nn.Module, args: tuple) -> None:
-        halves = getattr(module.__dict__.get("forward"), "memledger_halves", None)
+        forward = module.__dict__.get("forward")   # a _RegionForward, or not a region
+        halves = getattr(getattr(forward, "run", None), "memledger_halves", None)
         kwargs = _call_kwargs() if halves is not None else None
         if kwargs is None:
             return
