@@ -35,8 +35,8 @@ def test_adjoint_calls_in_backward_take_no_policy():
     under `enable_grad` inside the Function's backward, where no policy acts (Note [A region
     called inside backward], measure/apply.py): every policy predicts the baseline, and
     measures it."""
-    run = run_client("train_odeint.py", ["--case", "adjoint", "--steps", "4"], [
-        "checkpoint:func", "offload:func"])
+    run = run_client("train_odeint.py", ["--case", "adjoint", "--steps", "4"],
+                     ["offload:func"])
     assert run.ledger_peak == run.allocator_peak
     for text, p in run.policies.items():
         assert p.predicted == p.measured == run.allocator_peak, (text, p)

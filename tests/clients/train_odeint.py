@@ -9,8 +9,8 @@ MSE to a target, AdamW. Tiny shapes, seeded, nothing downloaded.
   rk4       `odeint(func, h, t, method="rk4")` on 3 time points (2 fixed steps, each 4
             calls of `func`): autograd through every call
   dopri5    the adaptive solver (rtol 1e-3): the number of calls depends on the data
-  adjoint   `odeint_adjoint(func, h, t, method="rk4")`: the forward solve runs without a
-            graph, and the custom Function's backward solves the adjoint ODE, calling
+  adjoint   `odeint_adjoint(func, h, t, method="euler")`: the forward solve runs without
+            a graph, and the custom Function's backward solves the adjoint ODE, calling
             `func` again under `enable_grad` inside backward
 """
 
@@ -48,7 +48,7 @@ class Net(nn.Module):
 
         h = self.enc(x)
         if self.case == "adjoint":
-            hs = odeint_adjoint(self.func, h, self.t, method="rk4")
+            hs = odeint_adjoint(self.func, h, self.t, method="euler")
         elif self.case == "dopri5":
             hs = odeint(self.func, h, self.t, method="dopri5", rtol=1e-3, atol=1e-4)
         else:
