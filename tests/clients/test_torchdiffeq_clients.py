@@ -16,10 +16,10 @@ pytestmark = pytest.mark.clients
 def test_a_module_the_solver_calls_eight_times_a_step():
     """Found exact at once: ledger = allocator, `checkpoint:func` (each of the 8 calls
     its own region) and `selective:func`. `offload:func` is predicted over its measurement
-    (24,260 B in `compare --steps 3`; dopri5 40,960 B), while hand-written Euler and
-    midpoint loops over the same MLP, with a preallocated solution buffer or a wrapper
-    module per call, are exact: open (docs/accuracy.md, "A twenty-second round"). Pinned
-    here so that a change to it is seen."""
+    (24,260 B in `compare --steps 3`; dopri5 40,960 B): open, narrowed to torchdiffeq's
+    `t.to(y.abs().dtype)`, a temporary made from the region's input just before the
+    region's call (docs/accuracy.md, "A twenty-second round"). Pinned here so that a
+    change to it is seen."""
     run = run_client("train_odeint.py", ["--case", "rk4", "--steps", "4"], [
         "checkpoint:func", "selective:func", "offload:func"])
     assert run.ledger_peak == run.allocator_peak
