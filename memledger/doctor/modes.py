@@ -31,7 +31,10 @@ def eval_mode(run: Run) -> list[Finding]:
     reached: dict[int, set[int]] = {}   # window -> networks a gradient reached
     for b in run.backwards:
         roots = reached.setdefault(b["window"], set())
-        roots.update(int(run.params.get(i, {}).get("root", -1)) for i in b.get("reached", []))
+        # a parameter of no module (a bare `nn.Parameter` in the optimizer, pyro's param
+        # store) has root None: it belongs to no network
+        roots.update(int(r) for i in b.get("reached", [])
+                     if (r := run.params.get(i, {}).get("root")) is not None)
     untrained = run.untrained_roots()   # a teacher no optimizer holds: eval on purpose
     hits = [m for m in run.modes if m["window"] in reached and (
         m.get("root", -1) < 0 or m["root"] in reached[m["window"]])

@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 
 from memledger.doctor.findings import DoctorReport
-from memledger.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, ScriptError
+from memledger.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, ScriptError
 from memledger.processes import dead_worker, run_worker
 
 
@@ -86,6 +86,8 @@ def _doctor_run(script: Path, argv: list[str], steps: int, ledger: Path | None,
             res = json.loads(status.read_text())
         if quiet and res["code"] != EXIT_OK and output:
             sys.stderr.write(output.decode(errors="replace"))
+        if res["code"] == EXIT_INTERNAL:   # Note [The doctor's own failure] (worker.py)
+            raise ScriptError(res["reason"], exit_code=EXIT_INTERNAL)
         if res["code"] != EXIT_OK:
             raise ScriptError(f"the doctor could not watch the script: {res['reason']}",
                               exit_code=res["code"])

@@ -62,7 +62,19 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if sink is not None:
             sink.close()
-    report = diagnose(probe.records)
+    # Note [The doctor's own failure]
+    # An exception in the analysis, after the script ran, is memledger's bug: exit 70 and
+    # the traceback in a file (memledger/crash.py). Left to escape, the worker died with no
+    # status and the parent read it as the script's: "the script's process ended with
+    # status 1 before memledger finished (os._exit in the script?)", exit 3 (a bare
+    # `nn.Parameter` in the optimizer did that, in `doctor` and so in every `compare`).
+    try:
+        report = diagnose(probe.records)
+    except Exception as e:
+        from memledger.crash import crash_line
+        from memledger.errors import EXIT_INTERNAL
+
+        return _status(args.status, EXIT_INTERNAL, crash_line(e), 0)
     if args.ledger:
         append_records(args.ledger, report.ledger_records())
     with open(args.report, "w", encoding="utf-8") as fh:

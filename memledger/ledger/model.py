@@ -194,11 +194,15 @@ class Ledger:
         ours = [r["sid"] for r in stopped if r["sid"] in st.index]
         taken = st.loc[ours].groupby("created")["bytes"].sum() if ours else None
         evs, sizes = [], []
+        bare = recs[-1].get("bare", {})
         for op, per_call in recs[-1].get("ops", {}).items():
             k = code_of.get(op)
             if k is None:
                 continue
             ev = np.unique(created[bounds[k]:bounds[k + 1]])
+            if len(ev) != len(per_call) and op in bare:   # Note [Calls that made nothing]
+                skip = set(bare[op])                       # in trace/allocator.py
+                per_call = [b for i, b in enumerate(per_call) if i not in skip]
             if not len(ev) or len(ev) != len(per_call):
                 continue
             b = np.asarray(per_call, dtype=np.int64)

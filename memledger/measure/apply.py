@@ -42,6 +42,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import functools
+import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -51,7 +52,9 @@ from torch.nn.modules import module as nn_module
 from torch.nn.parameter import UninitializedTensorMixin
 from torch.optim.optimizer import register_optimizer_step_pre_hook
 from torch.utils.checkpoint import (
+    _DEFAULT_DETERMINISM_MODE,
     CheckpointPolicy,
+    _checkpoint_without_reentrant_generator,
     checkpoint,
     create_selective_checkpoint_contexts,
 )
@@ -298,23 +301,66 @@ def _checkpointed(orig: Callable, module: nn.Module, context_fn: Callable | None
         # checkpointing's recompute mode, which would look for them among the saved ops
         return fwd, _Recompute(module, recompute, where if context_fn is not None else None)
 
-    @functools.wraps(orig)
-    def forward(*args: Any, **kwargs: Any) -> Any:
+    def before(args: tuple, kwargs: dict) -> tuple | None:
+        """What the checks after the forward compare with; None: the call runs plain."""
         if _in_backward():   # Note [A region called inside backward]: no policy there
-            return orig(*args, **kwargs)
+            return None
         if guard is not None:
             guard.check_outer()
         if not torch.is_grad_enabled():
+            return None
+        return _state_storages(args, kwargs), argument_versions(args, kwargs)
+
+    def after(args: tuple, kwargs: dict, state: tuple) -> None:
+        storages, versions = state
+        if written_arguments(versions):   # the re-run would start from a changed input
+            raise PolicyError(stateful_message(where[0], where[1], INPUT_WRITTEN))
+        _refuse_written_state(args, kwargs, storages, *where)
+
+    @functools.wraps(orig)
+    def forward(*args: Any, **kwargs: Any) -> Any:
+        state = before(args, kwargs)
+        if state is None:
             return orig(*args, **kwargs)
-        before = _state_storages(args, kwargs)
-        versions = argument_versions(args, kwargs)
+        # torch's own checkpoint, which Dynamo knows (a region inside compiled code)
         out = checkpoint(guard.run(orig) if guard is not None else orig, *args,
                          use_reentrant=False, preserve_rng_state=True, context_fn=contexts,
                          **kwargs)
-        if written_arguments(versions):   # the re-run would start from a changed input
-            raise PolicyError(stateful_message(where[0], where[1], INPUT_WRITTEN))
-        _refuse_written_state(args, kwargs, before, *where)
+        after(args, kwargs, state)
         return out
+
+    def halves(args: tuple, kwargs: dict):
+        """`forward` around a call torch runs itself: Note [The call that found the model].
+        torch's `checkpoint(fn, use_reentrant=False)` is this generator around `fn`; the
+        re-run calls `fn`, the first run is the caller's."""
+        state = before(args, kwargs)
+        if state is None:
+            return (yield)
+        ck = _checkpoint_without_reentrant_generator(
+            guard.run(orig) if guard is not None else orig, True, contexts,
+            _DEFAULT_DETERMINISM_MODE, False, True, *args, **kwargs)
+        next(ck)
+        own = guard is not None and (pack := checkpoint_pack_hook()) is not None
+        if own:   # as guard.run around the first run
+            guard.own.append(pack)
+        try:
+            out = yield
+        except BaseException as e:
+            if own:
+                guard.own.pop()
+            try:
+                ck.throw(e)
+            except StopIteration:
+                pass
+            raise e
+        if own:
+            guard.own.pop()
+        for _ in ck:
+            pass
+        after(args, kwargs, state)
+        return out
+
+    forward.memledger_halves = halves
     return forward
 
 
@@ -458,16 +504,28 @@ def _selective_context(save_ops: tuple[str, ...]) -> Callable:
 
 def _offloaded(orig: Callable, offloader: Offloader,
                guard: _NestingGuard | None = None) -> Callable:
-    @functools.wraps(orig)
-    def forward(*args: Any, **kwargs: Any) -> Any:
+    def plain() -> bool:
         if _in_backward():   # Note [A region called inside backward]: no policy there
-            return orig(*args, **kwargs)
+            return True
         if guard is not None:
             guard.check_outer(offload_inside_message)
-        if not torch.is_grad_enabled():
+        return not torch.is_grad_enabled()
+
+    @functools.wraps(orig)
+    def forward(*args: Any, **kwargs: Any) -> Any:
+        if plain():
             return orig(*args, **kwargs)
         with torch.autograd.graph.saved_tensors_hooks(offloader.pack, offloader.unpack):
             return orig(*args, **kwargs)
+
+    def halves(args: tuple, kwargs: dict):
+        """`forward` around a call torch runs itself: Note [The call that found the model]."""
+        if plain():
+            return (yield)
+        with torch.autograd.graph.saved_tensors_hooks(offloader.pack, offloader.unpack):
+            return (yield)
+
+    forward.memledger_halves = halves
     return forward
 
 
@@ -486,6 +544,7 @@ class PolicyInstaller:
         self.error: PolicyError | None = None
         self._depth = 0
         self._roots = RootNames()
+        self._first: Any = None   # Note [The call that found the model]: its halves
         self._hooks = [
             nn_module.register_module_forward_pre_hook(self._pre),
             nn_module.register_module_forward_hook(self._post, always_call=True),
@@ -500,6 +559,31 @@ class PolicyInstaller:
         root = self._roots.root   # the module, or the one whose method called it
         if new and self._roots.prefix[root] == "":   # the model, for now
             self._apply(root)
+            self._first_call(module, args)
+
+    # Note [The call that found the model]
+    # The model is found at the first call of a module with no module call around it (Note
+    # [The model], trace/roots.py). A model whose own call no hook sees (gpytorch's
+    # `ExactGP` has a `__call__` of its own; diffusers' `vae.encode` is a method) is found
+    # at its first submodule's call, and when that submodule is itself a region, torch had
+    # read its `forward` before the pre-hook wrapped it (`_call_impl` binds `self.forward`
+    # first): its first call ran without the policy. tests/clients/train_gpytorch.py --case
+    # dkl under `checkpoint:feature_extractor` measured 642,688 B, step 1's backward
+    # holding the MLP's ReLU outputs that every later call, and the replay, let go (626,328
+    # B predicted). So that call gets the policy from here: the wrapper's `halves` (its work
+    # before the forward and after it, as torch's checkpoint runs its generator around the
+    # function) begin in this pre-hook and end in the forward hook. The call's keyword
+    # arguments are read from `_call_impl`'s frame; where they cannot be, the call runs
+    # plain as before.
+    def _first_call(self, module: nn.Module, args: tuple) -> None:
+        forward = module.__dict__.get("forward")   # a _RegionForward, or not a region
+        halves = getattr(getattr(forward, "run", None), "memledger_halves", None)
+        kwargs = _call_kwargs() if halves is not None else None
+        if kwargs is None:
+            return
+        gen = halves(args, kwargs)
+        next(gen)
+        self._first = gen
 
     def _step(self, optimizer, args, kwargs) -> None:
         if self._roots.decided:
@@ -545,8 +629,23 @@ class PolicyInstaller:
         if self.on_applied is not None:
             self.on_applied(self.applied)
 
-    def _post(self, module, args, output) -> None:
+    def _post(self, module, args, output) -> Any:
         self._depth = max(0, self._depth - 1)
+        if self._depth == 0 and self._first is not None:   # the call that found the model
+            gen, self._first = self._first, None
+            error = sys.exc_info()[1] if output is None else None
+            if error is not None:   # the forward raised (torch calls this hook still)
+                try:
+                    gen.throw(error)
+                except BaseException as e:
+                    if e is not error:
+                        raise
+                return None
+            try:
+                gen.send(output)
+            except StopIteration as stop:
+                return stop.value
+        return None
 
     def remove(self) -> None:
         for h in self._hooks:
@@ -554,6 +653,21 @@ class PolicyInstaller:
         self._hooks = []
         if self.applied is not None:
             self.applied.remove()
+
+
+def _call_kwargs() -> dict | None:
+    """The keyword arguments of the module call whose forward pre-hooks are running: a local
+    of `Module._call_impl`'s `inner` (Note [The call that found the model]); None if not
+    found."""
+    f = sys._getframe(1)
+    for _ in range(8):
+        if f is None:
+            return None
+        if f.f_code.co_name == "inner" and f.f_code.co_filename == nn_module.__file__:
+            kwargs = f.f_locals.get("kwargs")
+            return kwargs if isinstance(kwargs, dict) else None
+        f = f.f_back
+    return None
 
 
 def install_policy(policy: Policy, offload_dir: str | None = None,

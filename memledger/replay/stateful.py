@@ -54,9 +54,15 @@ def stateful_message(policy_text: str, module: str, obj: str) -> str:
                 "that module instead")
     hint = (" (transformers' KV cache: the model runs with use_cache=True, or is handed "
             "past_key_values, as peft's prefix tuning does)" if obj.endswith("Cache") else "")
+    # not a cache: a container the module writes its outputs into, as tensordict's
+    # `TensorDictModule` writes into the TensorDict it is handed; the module it wraps
+    # (`module.0.module`) computes them and checkpoints exactly (docs/accuracy.md, "A
+    # twenty-second round"): use_cache=False alone was no advice there
+    inside = ("" if obj.endswith("Cache") else
+              "checkpoint the modules inside it, which compute what it stores, ")
     return (f"{policy_text} would re-run {module}, whose forward stores new tensors into the "
             f"{obj} it is handed{hint}, so the recompute would store them twice and change "
-            "what the script computes; pass use_cache=False in the model's call (as "
+            f"what the script computes; {inside}pass use_cache=False in the model's call (as "
             "transformers' gradient checkpointing does; a config's use_cache may not reach "
             "every part: T5's decoder keeps its own) where the cache is the model's own, or "
             "offload that module instead")

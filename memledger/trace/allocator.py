@@ -140,8 +140,10 @@ def cuda_oom_record(exc: BaseException, device: int = 0) -> dict[str, Any]:
 SCRATCH_MIN_BYTES = 1
 
 
-def op_scratch(probe: CpuProfilerProbe) -> dict[str, list[int]]:
-    """{aten op name: scratch bytes of each call, in call order}, for ops with any scratch.
+def op_scratch(probe: CpuProfilerProbe,
+               bare: dict[str, list[int]] | None = None) -> dict[str, list[int]]:
+    """{aten op name: scratch bytes of each call, in call order}, for ops with any scratch;
+    `bare` gets, for those ops, the calls that made nothing (Note [Calls that made nothing]).
 
     # Note [Kernel scratch]
     Some CPU kernels allocate scratch that the dispatch mode never sees: BatchNorm's
@@ -196,21 +198,36 @@ def op_scratch(probe: CpuProfilerProbe) -> dict[str, list[int]]:
         if node.name.startswith("aten::"):
             calls.append((node.start_time_ns, node.end_time_ns, node.name[6:]))
         stack.extend(node.children)
-    return call_scratch(mem, calls)
+    return call_scratch(mem, calls, bare)
 
 
+# Note [Calls that made nothing]
+# Replay matches the k-th call of an op here with the k-th ledger event at which that op
+# made a storage, and drops an op whose counts differ (the runs diverged). A call that makes
+# no storage (`torch.sum(x, -2, out=buf)`, an in-place op, a view) is a call here and no such
+# event there, so one of them dropped every call's scratch of that name. linear_operator's
+# conjugate gradients (tests/clients/train_gpytorch.py --case cg) run `sum`, `mul`, `lt`
+# with `out=` inside a TorchScript function, 216 `sum` calls against the ledger's 54
+# events; the loss's backward peaks inside a `sum` whose kernel takes 8 B of scratch, and
+# the ledger read 8 B under the allocator. So the calls whose own allocations are all gone
+# at their end are named too (`bare` in the `opscratch` record, their places in the call
+# order); where the counts differ, replay matches the others (`Ledger.kernel_scratch`).
 def call_scratch(mem: list[tuple[int, int, int]],
-                 calls: list[tuple[int, int, str]]) -> dict[str, list[int]]:
+                 calls: list[tuple[int, int, str]],
+                 bare: dict[str, list[int]] | None = None) -> dict[str, list[int]]:
     """Pure part of `op_scratch`: `mem` (time, ptr, signed bytes) of every CPU allocation
     and free, `calls` (start, end, op name) of every aten call. Per outermost call of a
     name, in call order: max over the call of (bytes it allocated and has not freed) minus
-    that at its end; frees of memory allocated before the call do not count."""
+    that at its end; frees of memory allocated before the call do not count. `bare`, when
+    given, gets for each op with scratch the places of its calls that hold nothing of their
+    own at their end (Note [Calls that made nothing])."""
     from bisect import bisect_left, bisect_right
 
     mem = sorted(mem, key=lambda m: (m[0], m[2] > 0))   # frees first within one tick
     times = [m[0] for m in mem]
     out: dict[str, list[int]] = {}
     open_until: dict[str, int] = {}       # skip a call nested in a call of the same name
+    made_nothing: dict[str, list[int]] = {}
     for start, end, op in sorted(calls, key=lambda c: (c[0], -c[1])):
         if start < open_until.get(op, -1):
             continue
@@ -227,7 +244,12 @@ def call_scratch(mem: list[tuple[int, int, int]],
             most = max(most, held)
         scratch = most - held
         out.setdefault(op, []).append(scratch if scratch >= SCRATCH_MIN_BYTES else 0)
-    return {op: v for op, v in out.items() if any(v)}
+        if held == 0:
+            made_nothing.setdefault(op, []).append(len(out[op]) - 1)
+    found = {op: v for op, v in out.items() if any(v)}
+    if bare is not None:
+        bare.update({op: made_nothing[op] for op in found if op in made_nothing})
+    return found
 
 
 def collective_bytes_at_peak(probe: CpuProfilerProbe) -> dict[str, int]:

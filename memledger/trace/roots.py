@@ -259,7 +259,11 @@ def _script_names() -> list[tuple[str, object]]:
         return []
     with _frame_locals(f) as local:
         owner = local.get("self")
-        held = {**vars(owner), **getattr(owner, "_modules", {})} \
+        # `_modules` is an nn.Module's dict of submodules; another class's may be anything
+        # (skorch's `NeuralNet._modules` is a list of names: `{**list}` raised inside the
+        # optimizer's step pre-hook, and `trace` failed as "script raised TypeError")
+        mods = getattr(owner, "_modules", None)
+        held = {**vars(owner), **(mods if isinstance(mods, dict) else {})} \
             if owner is not None and hasattr(owner, "__dict__") else {}
         return [(name, value) for space in (local, held, f.f_globals)
                 for name, value in list(space.items())

@@ -159,9 +159,11 @@ def _allocator_pass(args) -> int:
                 state["cuda"] = cuda.stop(args.snapshot)
             # read the profiler's events now, while the ledger pass may still run (Note
             # [Warm allocator pass]), and let them go before the timed steps
+            bare: dict[str, list[int]] = {}   # Note [Calls that made nothing]
             state["measured"] = {
                 "module_calls": calls.stop(),
-                "peaks": cpu.peaks(), "scratch": op_scratch(cpu),   # Note [Kernel scratch]
+                "peaks": cpu.peaks(), "scratch": op_scratch(cpu, bare),  # Note [Kernel scratch]
+                "bare": bare,
                 # Under torchrun: the peak counted by pointer (Note [Collective scratch])
                 "comm": collective_bytes_at_peak(cpu) if "RANK" in os.environ else {}}
             cpu.release()
@@ -215,8 +217,9 @@ def _allocator_pass(args) -> int:
             records.append({**state["cuda"], **timing,
                             "module_calls": measured["module_calls"]})
         scratch = measured["scratch"]   # Note [Kernel scratch]: for replay
-        if scratch:
-            records.append({"k": "opscratch", "device": "cpu", "ops": scratch})
+        if scratch:   # with the calls that made nothing: Note [Calls that made nothing]
+            records.append({"k": "opscratch", "device": "cpu", "ops": scratch,
+                            **({"bare": measured["bare"]} if measured["bare"] else {})})
         if (frames := compiles_so_far() - state["compiles"]):   # this pass ran compiled
             records.append({"k": "compiles", "frames": frames})   # code; the ledger pass
                                                                    # could not (compiled.py)

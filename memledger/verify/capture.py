@@ -73,12 +73,26 @@ from memledger.trace.wrapped import inner_tensors
 FORMAT = "memledger.capture/1"
 
 
+def _bytes(x: torch.Tensor) -> torch.Tensor:
+    """A tensor's values as one flat uint8 tensor.
+
+    Not `x.contiguous().reshape(-1).view(torch.uint8)`: a tensor whose dimensions have size
+    1 counts as contiguous whatever their strides, and one expanded from a scalar keeps
+    stride 0 there (`torch.tensor(0.5).expand(1)`, the scale of pyro's
+    `dist.Normal(0., 0.5).expand([1])`); `contiguous()` and `reshape(-1)` hand it back as it
+    is and `view(torch.uint8)` refuses it ("self.stride(-1) must be 1 to view Float as
+    Byte"). The capture raised that inside the script's own `log_prob`, and `compare` read
+    it as the baseline script failing (exit 3). A copy with fresh strides takes any tensor."""
+    return x.detach().reshape(-1).clone(memory_format=torch.contiguous_format) \
+        .view(torch.uint8)
+
+
 def digest(t: torch.Tensor) -> str:
     """sha256 over dtype, shape and the raw bytes of a tensor (any dtype, any device)."""
-    x = t.detach().contiguous().cpu()
+    x = t.detach().cpu()
     h = hashlib.sha256(f"{x.dtype}|{tuple(x.shape)}|".encode())
     if x.numel():
-        h.update(x.reshape(-1).view(torch.uint8).numpy().tobytes())
+        h.update(_bytes(x).numpy().tobytes())
     return h.hexdigest()[:32]
 
 
@@ -89,7 +103,7 @@ def _cpu(t: torch.Tensor) -> torch.Tensor:
     gate have no sparse kernels, and its dense form is the update it makes."""
     t = local_tensor(t.detach())
     if (inner := inner_tensors(t)):   # 8-bit state, an NF4 weight: the bytes it holds, as
-        return torch.cat([x.detach().reshape(-1).contiguous().view(torch.uint8).cpu()  # held
+        return torch.cat([_bytes(x).cpu()   # the bytes it holds, as held
                           for _, x in inner])   # (Note [Wrapper subclasses]; NF4's `.to`
     if t.layout is not torch.strided:            # takes no `copy`: compare's baseline failed)
         t = t.to_dense()
@@ -181,6 +195,9 @@ class Capture:
         self.made: dict[int, weakref.ref] = {}   # computed from the model's: _LossInputs
         self.in_model = 0   # calls of the model running now (_LossInputs records none inside)
         self._unread: dict[int, dict] = {}  # id(optimizer) -> its step, closure not yet run
+        self._depth = 0                     # module calls running now
+        self._tops: list[weakref.ref] = []  # top-level modules, in order of first call:
+        # Note [Parameters the model does not hold]
 
     # ---- wiring ------------------------------------------------------------------------
     def on_model(self, handle) -> None:
@@ -205,6 +222,9 @@ class Capture:
         self._hooks = [
             nn_module.register_module_forward_pre_hook(self._forward_begin),
             nn_module.register_module_forward_hook(self._forward_done, with_kwargs=True),
+            # after a forward that raised too (checkpoint's early stop in its re-run); not
+            # with kwargs: torch calls such a hook without them then
+            nn_module.register_module_forward_hook(self._forward_end, always_call=True),
             register_optimizer_step_pre_hook(self._pre_step),
             register_optimizer_step_post_hook(self._post_step),
         ]
@@ -229,7 +249,12 @@ class Capture:
     def _forward_begin(self, module, args) -> None:
         # not `self.model` first: inside a compiled forward that read is what dynamo fails
         # on (below)
-        if not torch.compiler.is_compiling() and module is self.model:
+        if torch.compiler.is_compiling():
+            return
+        self._depth += 1
+        if self._depth == 1 and not any(r() is module for r in self._tops):
+            self._tops.append(weakref.ref(module))
+        if module is self.model:
             self.in_model += 1
 
     def _forward_done(self, module, args, kwargs, output) -> None:
@@ -252,15 +277,47 @@ class Capture:
         self._mode.recording = True
         self._mode.mark(output)
 
+    def _forward_end(self, module, args, output) -> None:
+        if not torch.compiler.is_compiling():
+            self._depth = max(self._depth - 1, 0)
+
     def _leave_mode(self) -> None:
         if self._mode is not None:
             self._mode.__exit__(None, None, None)
             self._mode = None
 
-    def _named_params(self, opt) -> list[tuple[str, nn.Parameter]]:
-        names = {}
+    # Note [Parameters the model does not hold]
+    # A parameter the optimizer steps and the model does not hold was named by its place in
+    # its optimizer, the optimizers numbered in the order they first stepped. Pyro's optim
+    # wrapper keeps one `torch.optim.Adam` per parameter and steps them in the order of a
+    # Python set of tensors (`SVI.step`), that is of their addresses: another order in each
+    # run. The guide's parameters (`AutoDelta`'s, held by the guide module, not by the
+    # model) then took each other's names between the baseline and a policy's run, and
+    # `compare -p selective:layers.*` on tests/clients/train_pyro.py --case det was
+    # rejected with "param_groups[0][0] has no gradient at step 0" (the baseline's first
+    # optimizer was another parameter's there). So such a parameter is named by the
+    # top-level module that holds it, as the ledger names one (`AutoDelta.sigma`: its
+    # class name; `#2` for a second of one class, by order of first call), and only a
+    # parameter no module holds (a bare `nn.Parameter`, `pyro.param` outside a module)
+    # by its optimizer's place.
+    def _module_names(self) -> dict[int, str]:
+        names: dict[int, str] = {}
+        taken: dict[str, int] = {}
+        for ref in self._tops:
+            m = ref()
+            if m is None or m is self.model:
+                continue
+            cls = type(m).__name__
+            taken[cls] = taken.get(cls, 0) + 1
+            label = cls if taken[cls] == 1 else f"{cls}#{taken[cls]}"
+            for n, p in _plain(m.named_parameters()):
+                names.setdefault(id(p), f"{label}.{n}")
         if self.model is not None:
-            names = {id(p): n for n, p in _plain(self.model.named_parameters())}
+            names.update({id(p): n for n, p in _plain(self.model.named_parameters())})
+        return names
+
+    def _named_params(self, opt) -> list[tuple[str, nn.Parameter]]:
+        names = self._module_names()
         k = self._opt_index.setdefault(id(opt), len(self._opt_index))
         prefix = f"optimizer{k}." if k else ""   # a second optimizer's unnamed parameters
         out, seen = [], set()
@@ -388,8 +445,7 @@ def bitwise_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
         return False
     if a.numel() == 0:
         return True
-    return bool(torch.equal(a.contiguous().reshape(-1).view(torch.uint8),
-                            b.contiguous().reshape(-1).view(torch.uint8)))
+    return bool(torch.equal(_bytes(a), _bytes(b)))
 
 
 def load_capture(path: str) -> dict:

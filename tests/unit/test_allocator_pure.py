@@ -59,3 +59,16 @@ def test_scratch_is_what_a_call_allocated_and_let_go_not_its_inputs():
     # however small (Note [Small scratch]: CPU BatchNorm's 512 B at 32 channels)
     assert call_scratch([(1, 0xE, 512), (2, 0xE, -512)], [(0, 3, "mm")]) == {"mm": [512]}
     assert call_scratch([(1, 0xE, 4), (2, 0xE, -4)], [(0, 3, "div")]) == {"div": [4]}
+
+
+def test_calls_that_made_nothing_are_named():
+    # Note [Calls that made nothing]: `sum(out=...)` (scratch, nothing kept), a `sum` that
+    # made its 4 B output, one more `out=` call without scratch; `mm` made nothing and had
+    # no scratch, so it is in neither
+    from memledger.trace.allocator import call_scratch
+
+    mem = [(1, 0xA, 8), (2, 0xA, -8), (11, 0xB, 4), (12, 0xC, 8), (13, 0xC, -8)]
+    calls = [(0, 3, "sum"), (10, 14, "sum"), (20, 21, "sum"), (30, 31, "mm")]
+    bare: dict = {}
+    assert call_scratch(mem, calls, bare) == {"sum": [8, 8, 0]}
+    assert bare == {"sum": [0, 2]}

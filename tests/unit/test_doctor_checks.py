@@ -168,3 +168,14 @@ def test_a_dead_penalty_per_autograd_grad_line():
     assert f.message.startswith("a loss term made from torch.autograd.grad() without "
                                 "create_graph=True (line 4) was added to the loss at line 6 "
                                 "and backpropagated at line 8, in step 1, 2:")
+
+
+def test_a_parameter_of_no_module_reached_by_backward():
+    # a bare `nn.Parameter` in the optimizer beside a model's (a learned loss scale; pyro's
+    # param store) has no root network: `root` None. eval_mode's int(None) crashed the
+    # doctor, and so every `compare` of such a script
+    recs = [_param(0, "a"), _param(1, "scale", root=None),
+            {**_bw(1, 1), "reached": [0, 1]}, _step(1, [0, 1], {0: 1, 1: 1}, [1]),
+            {"k": "end", "steps": 1}]
+    rep = diagnose(recs)
+    assert rep.ok and rep.findings == [] and rep.steps == 1

@@ -206,6 +206,22 @@ def test_kernel_scratch_explains_what_no_tensor_does():
     assert diverged.summary().measured.ledger_with_scratch_bytes is None
 
 
+def test_scratch_matched_past_calls_that_made_nothing():
+    """Note [Calls that made nothing] (trace/allocator.py): the allocator pass saw four mm
+    calls, two of them `out=` calls that made no storage (`bare`: places 0 and 2), where the
+    ledger has two events mm made storages at. Matched past those, the second call's
+    1,806 B land at event 6; without `bare` the counts differ and the op is left out."""
+    led = Ledger.from_records(RECORDS + [
+        {"k": "opscratch", "device": "cpu", "ops": {"mm": [3, 0, 0, 1806]},
+         "bare": {"mm": [0, 2]}}])
+    ev, b = led.kernel_scratch()
+    assert ev.tolist() == [6] and b.tolist() == [1806]
+    assert led.peak_with_scratch() == 4016
+    old = Ledger.from_records(RECORDS + [
+        {"k": "opscratch", "device": "cpu", "ops": {"mm": [3, 0, 0, 1806]}}])
+    assert old.kernel_scratch()[0].tolist() == []
+
+
 def test_small_scratch_counts_once_beside_the_wrapped_numbers():
     """Note [Small scratch] (trace/allocator.py): scratch of any size is matched to its op;
     where the op was also handed a Python number (`scalars` records: 8 B wrapped + 4 B

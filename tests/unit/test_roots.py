@@ -142,3 +142,22 @@ def test_a_model_set_up_by_lightning_fabric_keeps_its_own_names():
     model = torch.nn.Sequential(torch.nn.Linear(2, 2))
     assert plain_name("_forward_module.0.weight") == "0.weight"
     assert [n for n, _ in named_modules(FabricLike(model))] == ["", "", "0"]
+
+
+def test_the_scripts_names_where_self_has_a_modules_list():
+    # skorch's `NeuralNet` keeps `_modules` as a list of attribute names; read as a dict of
+    # submodules, `{**list}` raised inside the optimizer's step pre-hook (skorch steps in
+    # its own method, whose `self` is the net), and `trace` failed as the script's error
+    from memledger.trace.roots import script_modules
+
+    class Net:
+        _modules = ["module_"]
+
+        def __init__(self) -> None:
+            self.module_ = torch.nn.Linear(2, 2)
+
+        def step(self):
+            return script_modules()
+
+    net = Net()
+    assert ("module_", net.module_) in net.step()

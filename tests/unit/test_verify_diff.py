@@ -152,3 +152,16 @@ def test_digest_covers_dtype_shape_and_bytes():
     assert digest(a) != digest(a.double())
     assert digest(torch.tensor([0.0])) != digest(torch.tensor([-0.0]))
     assert digest(a[::2]) == digest(torch.tensor([0.0, 2.0]))   # views read as values
+
+
+def test_digest_and_bitwise_of_a_scalar_expanded_to_size_one():
+    # contiguous by torch's rule (size-1 dims), stride 0 all the same: view(uint8) refused
+    # it, inside the script's `log_prob` of pyro's `dist.Normal(0., 0.5).expand([1])`
+    from memledger.verify.capture import bitwise_equal
+
+    x = torch.tensor(0.5).expand(1)
+    y = torch.tensor(0.5).expand(1, 3)[:, :1]
+    assert x.stride() == (0,) and x.is_contiguous()
+    assert digest(x) == digest(torch.tensor([0.5]))
+    assert digest(y) == digest(torch.tensor([[0.5]]))
+    assert bitwise_equal(x, torch.tensor([0.5])) and not bitwise_equal(x, torch.tensor([0.25]))

@@ -1,0 +1,42 @@
+"""Neural ODEs on torchdiffeq (tests/clients/train_odeint.py): `odeint` calls the dynamics
+module `func` 8 times a step (rk4, 2 steps); `odeint_adjoint`'s backward solves an ODE
+and calls `func` again inside a custom Function's backward. Skipped without torchdiffeq."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("torchdiffeq")
+
+from tests.clients.harness import run_client  # noqa: E402
+
+pytestmark = pytest.mark.clients
+
+
+def test_a_module_the_solver_calls_eight_times_a_step():
+    """Found exact at once: ledger = allocator, `checkpoint:func` (each of the 8 calls
+    its own region) and `selective:func`. `offload:func` is predicted over its measurement
+    (24,260 B in `compare --steps 3`; dopri5 40,960 B): open, narrowed to torchdiffeq's
+    `t.to(y.abs().dtype)`, a temporary made from the region's input just before the
+    region's call (docs/accuracy.md, "A twenty-second round"). Pinned here so that a
+    change to it is seen."""
+    run = run_client("train_odeint.py", ["--case", "rk4", "--steps", "4"], [
+        "checkpoint:func", "selective:func", "offload:func"])
+    assert run.ledger_peak == run.allocator_peak
+    for text, p in run.policies.items():
+        if text == "offload:func":
+            assert p.predicted > p.measured, p   # open
+        else:
+            assert p.predicted == p.measured, (text, p)
+
+
+def test_adjoint_calls_in_backward_take_no_policy():
+    """The adjoint's forward solve runs without a graph and its backward calls `func`
+    under `enable_grad` inside the Function's backward, where no policy acts (Note [A region
+    called inside backward], measure/apply.py): every policy predicts the baseline, and
+    measures it."""
+    run = run_client("train_odeint.py", ["--case", "adjoint", "--steps", "4"],
+                     ["offload:func"])
+    assert run.ledger_peak == run.allocator_peak
+    for text, p in run.policies.items():
+        assert p.predicted == p.measured == run.allocator_peak, (text, p)

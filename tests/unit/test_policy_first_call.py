@@ -1,0 +1,52 @@
+"""Note [The call that found the model] (memledger/measure/apply.py): a model the script
+calls through a method is found at its first submodule's call; when that submodule is a
+region, its first call gets the policy too."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from memledger.measure.apply import install_policy
+from memledger.replay.policies import parse_policy
+
+
+class Model(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.enc = nn.Sequential(nn.Linear(8, 32), nn.GELU(), nn.Linear(32, 8), nn.GELU())
+        self.head = nn.Linear(8, 1)
+
+    def loss(self, x, y, by_keyword=False):
+        h = self.enc(input=x) if by_keyword else self.enc(x)
+        return F.mse_loss(self.head(h), y)
+
+
+@pytest.mark.parametrize("policy", ["checkpoint:enc", "selective:enc", "offload:enc"])
+@pytest.mark.parametrize("by_keyword", [False, True])
+def test_the_first_call_of_a_region_found_at_its_own_call(policy, by_keyword):
+    # GIVEN the policy installed before the model exists, the model called by a method
+    torch.manual_seed(0)
+    installer = install_policy(parse_policy(policy))
+    try:
+        model = Model()
+        x, y = torch.randn(4, 8), torch.randn(4, 1)
+        seen = []
+        for _ in range(2):
+            packs = [0]
+
+            def pack(t):
+                packs[0] += 1
+                return t
+            with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+                loss = model.loss(x, y, by_keyword)
+            loss.backward()
+            seen.append(packs[0])
+    finally:
+        installer.remove()
+    # THEN the region's saves never reach the outer hooks, in the first call as in the
+    # second (the first call's `enc` sent its Linear and GELU saves there)
+    assert seen[0] == seen[1], seen
+    assert installer.applied is None or installer._first is None
