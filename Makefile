@@ -15,7 +15,7 @@ $(BIN)/memledger: pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q "$(TORCH_PIN)"
-	$(BIN)/pip install -q -e ".[dev]"
+	$(BIN)/pip install -q -e ".[dev]" "$(TORCH_PIN)"   # the pin again: no dev dependency may move torch
 	touch $@
 
 setup: $(BIN)/memledger
