@@ -334,8 +334,14 @@ if hasattr(os, "register_at_fork"):
 class StopTracing(BaseException):
     """Raised from the optimizer step hook once the requested steps are traced.
 
-    A BaseException so that a script's `except Exception:` does not swallow it.
+    A BaseException so that a script's `except Exception:` does not swallow it. It says
+    what it is: a trainer that logs what ended its run (ignite's Engine: "Engine run is
+    terminating due to exception: ") printed nothing after the colon.
     """
+
+    def __init__(self, message: str = "memledger stops the script: the steps asked for "
+                                      "are done") -> None:
+        super().__init__(message)
 
 
 # Note [Gradients a parameter holds by another name]

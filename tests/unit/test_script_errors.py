@@ -14,3 +14,11 @@ def test_a_scripts_terminal_escapes_stay_out_of_the_one_line(tmp_path):
     out = run_and_classify(script, [])
     assert out.reason == "script raised ValueError: load failed, do those steps. More"
     assert str(ScriptError("a \x1b[31mred\x1b[0m word")) == "memledger: a red word"
+
+
+def test_the_stop_at_the_last_step_says_what_it_is():
+    """A trainer that logs what ended its run (ignite: "Engine run is terminating due to
+    exception: ") printed nothing after the colon when memledger stopped the script."""
+    from memledger.trace.collector import StopTracing
+
+    assert str(StopTracing()) == "memledger stops the script: the steps asked for are done"
