@@ -44,6 +44,8 @@ def predict(
     reps = [predict_policies(led, pols, bandwidth=bandwidth, flops=flops, keep_going=True,
                              step_time_s=None if step_time is None else parse_duration(step_time))
             for led in leds]
+    if not any(rep.policies for rep in reps):   # nothing predicted: the reasons alone
+        _raise_refused(reps, len(pols))
     if len(files) > 1:
         from memledger.commands.ranks import predict_ranks
 

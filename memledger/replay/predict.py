@@ -195,7 +195,8 @@ def predict(led: Ledger, policies: list[Policy], step_time_s: float | None = Non
             bandwidth: float | None = None, prep: Prepared | None = None,
             flops: float | None = None, keep_going: bool = False) -> PredictReport:
     """`keep_going`: a policy the replay refuses goes to `refused` and the others are
-    predicted (PolicyError only when every one is refused); else its PolicyError is raised."""
+    predicted (PolicyError when every one is refused, unless each can still be measured:
+    NotPredicted); else its PolicyError is raised."""
     # a fake ledger's times are FLOPs / --flops (Note [Modelled time] in fake_time.py)
     prep, time_model, bandwidth = prepare(led, prep, flops, bandwidth)
     rng = CPU_RNG_STATE_BYTES if led.device == "cpu" else 0
@@ -209,7 +210,10 @@ def predict(led: Ledger, policies: list[Policy], step_time_s: float | None = Non
             first = first or e
             refused.append(RefusedPolicy(policy=str(p), runs=isinstance(e, NotPredicted),
                                          reason=str(e).removeprefix("memledger: ")))
-    if first is not None and not results:
+    # nothing predicted: an error, unless each policy only cannot be predicted but can run
+    # (inside compiled code: `runs`), which `compare` measures and judges; a model compiled
+    # whole with a real backend has every policy there (nanoGPT's `--compile=True`)
+    if first is not None and not results and not all(r.runs for r in refused):
         raise first
     base = prep.baseline_ledger_peak + prep.workspace
     model, where = cost_model(led, prep, step_time_s, bandwidth)

@@ -498,6 +498,13 @@ def test_policies_inside_aot_eager_code_are_measured_not_predicted():
     assert run.policies["offload:blocks.1"].measured <= run.allocator_peak
     p = run.policies["checkpoint:blocks.0"]
     assert p.predicted == p.measured < run.allocator_peak, p
+    # every policy inside compiled code: `compare` still measures and judges them (it read
+    # predict's first refusal and stopped, exit 2: nanoGPT's --compile=True had no compare)
+    from memledger.replay.policies import parse_policy
+    from memledger.replay.predict import predict
+
+    rep = predict(run.ledger, [parse_policy(t) for t in pols[:2]], keep_going=True)
+    assert rep.policies == [] and [r.runs for r in rep.refused] == [True, True]
 
 
 def test_a_model_compiled_whole_is_timed_without_probes():
