@@ -134,8 +134,9 @@ def apply_policy(model: nn.Module, policy: Policy, offload_dir: str | None = Non
     regions = resolve(policy, module_table(model))
     handle = PolicyHandle(model=model, policy=policy, regions=regions)
     # Note [A compiled submodule is wrapped outside its compiled code]
+    every = named_modules(model)   # torch.compile's wrapper before the module it wraps
     named: dict[str, nn.Module] = {}
-    for name, m in named_modules(model):   # torch.compile's wrapper before the module it wraps
+    for name, m in every:
         named.setdefault(name, m)
     # an FSDP2 parameter is a DTensor: its storage is its local shard's (Note [Sharded storages]),
     # a wrapper's its inner tensors' (Note [Wrapper subclasses]); a lazy module's state has
@@ -155,13 +156,13 @@ def apply_policy(model: nn.Module, policy: Policy, offload_dir: str | None = Non
             refuse_scripted_regions(policy.text(), [r.path], [
                 (".".join(x for x in (r.path, p) if x), "ScriptModule")
                 for p, m in named_modules(mod) if isinstance(m, torch.jit.ScriptModule)])
-            guard = _NestingGuard(policy.text(), r.path, named)
+            guard = _NestingGuard(policy.text(), r.path, every)
             # inside a compiled submodule the check would be traced by Dynamo, and break
             # the user's graph at every submodule (Note [A compiled submodule is wrapped...])
-            handle.hooks += [m.register_forward_pre_hook(guard.check_inner)
-                             for m in mod.modules()
-                             if m is not mod and not isinstance(m, torch.jit.ScriptModule)
-                             and getattr(mod, COMPILED, None) is None]
+            inner = [] if getattr(mod, COMPILED, None) is not None else [
+                m for m in mod.modules()
+                if m is not mod and not isinstance(m, torch.jit.ScriptModule)]
+            handle.hooks += [m.register_forward_pre_hook(guard.check_inner) for m in inner]
             if check_save and kind is PolicyKind.SELECTIVE and r.part.save != DEFAULT_SAVE_OPS:
                 _check_save_ops(policy.text(), r.part.save)
             context = _selective_context(r.part.save_ops()) \
@@ -173,7 +174,7 @@ def apply_policy(model: nn.Module, policy: Policy, offload_dir: str | None = Non
                 offloaders[key] = Offloader(min_bytes=key, skip_storages=params,
                                             directory=offload_dir, skip_later=lazy)
             wrapped = _offloaded(orig, offloaders[key],
-                                 _NestingGuard(policy.text(), r.path, named))
+                                 _NestingGuard(policy.text(), r.path, every))
         else:  # pragma: no cover - resolve never yields NONE regions
             continue
         mod.forward = _RegionForward(wrapped, orig)   # shadows the class's forward
@@ -230,9 +231,9 @@ class _NestingGuard:
     entered), or a checkpointed region inside which one of the script's runs (met at a
     submodule's call, under a checkpoint hook that is not the region's own)."""
 
-    def __init__(self, policy: str, path: str, named: dict[str, nn.Module]) -> None:
+    def __init__(self, policy: str, path: str, named: list[tuple[str, nn.Module]]) -> None:
         self.policy, self.path = policy, path
-        self.paths = {id(m): p for p, m in named.items()}
+        self.paths = {id(m): p for p, m in named}   # a compiled module and its wrapper alike
         self.own: list[Any] = []   # the region's own checkpoint pack hook while it runs
 
     def run(self, orig: Callable) -> Callable:
