@@ -8,12 +8,43 @@ go to a file in the temporary folder, and the user reads one line naming it, wit
 from __future__ import annotations
 
 import errno
+import functools
 import os
 import platform
 import sys
 import tempfile
 import time
 import traceback
+from typing import Any, Callable
+
+
+# Note [memledger's own hooks fail as memledger]
+# memledger runs inside the user's script through hooks (module, optimizer, storage
+# resize); an exception one of them raises unwinds through the script and read as the
+# script's ("script raised TypeError: 'list' object is not a mapping", exit 3, when the
+# step pre-hook met skorch's NeuralNet, whose `_modules` is a list). A hook wrapped by
+# `internal` marks what it raises (not memledger's deliberate errors, nor StopTracing or
+# Ctrl-C, which are no Exception), and the run is classified as a bug in memledger: exit
+# 70, the traceback in a file. The saved-tensor hooks and the dispatch mode are not
+# wrapped: they run the script's own ops and raise autograd's errors in its place.
+def internal(hook: Callable[..., Any]) -> Callable[..., Any]:
+    """`hook`, whose exceptions are memledger's own (see the Note above)."""
+    from memledger.errors import MemledgerError
+
+    @functools.wraps(hook)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return hook(*args, **kwargs)
+        except Exception as e:
+            if not isinstance(e, MemledgerError):
+                e.memledger_internal = True
+            raise
+    return run
+
+
+def is_internal(exc: BaseException) -> bool:
+    """Raised by one of memledger's hooks (`internal`)."""
+    return getattr(exc, "memledger_internal", False) is True
 
 
 def write_crash_file(exc: BaseException) -> str | None:

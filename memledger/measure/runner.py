@@ -18,7 +18,14 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from memledger.errors import EXIT_OK, EXIT_SCRIPT_FAILED, EXIT_USAGE, PolicyError, ScriptError
+from memledger.errors import (
+    EXIT_INTERNAL,
+    EXIT_OK,
+    EXIT_SCRIPT_FAILED,
+    EXIT_USAGE,
+    PolicyError,
+    ScriptError,
+)
 from memledger.processes import dead_worker, run_worker
 from memledger.replay.policies import Policy
 from memledger.trace.session import check_script
@@ -77,6 +84,8 @@ def result_from_worker(res: dict, policy: Policy, steps: int, time_steps: int,
             raise PolicyError(res["error"].splitlines()[0] if res["error"] else "policy failed")
         if output:
             sys.stderr.write(output.decode(errors="replace"))
+        if res["code"] == EXIT_INTERNAL:   # memledger's own hook failed: a bug, not the script
+            raise ScriptError(res["error"], exit_code=EXIT_INTERNAL)
         raise ScriptError(f"the script failed under {policy.text()!r}: {res['error']}",
                           exit_code=EXIT_SCRIPT_FAILED)
     if res["steps"] < steps:

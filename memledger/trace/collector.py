@@ -104,6 +104,7 @@ from memledger.trace.external import external
 from memledger.trace.interrupts import redeliver
 from memledger.trace.steps import StepBoundary
 from memledger.trace.resize import StorageResizeWatch
+from memledger.crash import internal
 from memledger.trace.roots import ByModule, RootNames, paths_under, plain_name, script_modules
 from memledger.trace.scalars import NUMBERS as _NUMBERS
 from memledger.trace.scalars import WrappedScalars
@@ -521,6 +522,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
 
     def _only_ours(self, hook: Callable[..., Any]) -> Callable[..., Any]:
         ours = self._ours
+        hook = internal(hook)   # Note [memledger's own hooks fail as memledger] (crash.py)
 
         def hook_if_ours(*args: Any, **kwargs: Any) -> Any:
             return hook(*args, **kwargs) if ours() else None

@@ -87,6 +87,7 @@ from torch.optim.optimizer import (
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import _disable_current_modes
 
+from memledger.crash import internal   # Note [memledger's own hooks fail as memledger]
 from memledger.trace.collector import StopTracing
 from memledger.trace.compiled import eager_stance
 from memledger.trace.doctor_order import OrderWatch, clip_frame, clips_nothing
@@ -310,9 +311,9 @@ class DoctorProbe(TorchFunctionMode):
     # ---- lifecycle ------------------------------------------------------------------------
     def __enter__(self) -> "DoctorProbe":
         self._handles = [
-            nn_module.register_module_forward_pre_hook(self._module_pre),
-            register_optimizer_step_pre_hook(self._opt_pre),
-            register_optimizer_step_post_hook(self._opt_post),
+            nn_module.register_module_forward_pre_hook(internal(self._module_pre)),
+            register_optimizer_step_pre_hook(internal(self._opt_pre)),
+            register_optimizer_step_post_hook(internal(self._opt_post)),
         ]
         self._retention.start()
         eager_stance(True)   # Note [Compiled code runs eager under the collector]

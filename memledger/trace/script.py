@@ -12,7 +12,9 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
+from memledger.crash import crash_line, is_internal
 from memledger.errors import (
+    EXIT_INTERNAL,
     EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_SCRIPT_FAILED,
@@ -131,6 +133,8 @@ def run_and_classify(script: str | Path, argv: list[str],
         if isinstance(e, RuntimeError) and "support saved tensor hooks" in str(e):
             return ScriptOutcome(EXIT_USAGE, FUNC_TRANSFORMS, e)   # torch.func: not the
             # script's failure either; it runs without memledger's hooks
+        if is_internal(e):   # Note [memledger's own hooks fail as memledger] (crash.py)
+            return ScriptOutcome(EXIT_INTERNAL, crash_line(e), e)
         refused = refuse(e) if refuse is not None else None
         if refused is not None:
             return refused

@@ -20,6 +20,7 @@ from pathlib import Path
 from memledger.errors import (
     EXIT_INTERRUPTED,
     EXIT_OK,
+    EXIT_INTERNAL,
     EXIT_SCRIPT_FAILED,
     EXIT_USAGE,
     OutputError,
@@ -322,9 +323,10 @@ def _raise_for_ledger_pass(res: dict, out: Path, partial: Path, fake: bool) -> N
     if res["code"] == EXIT_USAGE:  # memledger's own failure (a full disk), not the script's
         reason = res["reason"].replace(str(partial), str(out))
         raise OutputError(f"{reason}; what was recorded is kept at {out}")
-    if res["code"] != EXIT_OK:
+    if res["code"] != EXIT_OK:   # the script's failure, or memledger's own (exit 70)
         raise ScriptError(f"{res['reason']}; the partial ledger is kept at {out}",
-                          exit_code=EXIT_SCRIPT_FAILED)
+                          exit_code=EXIT_INTERNAL if res["code"] == EXIT_INTERNAL
+                          else EXIT_SCRIPT_FAILED)
     if res["steps"] == 0:
         raise ScriptError(
             f"the script ran no optimizer step ({res.get('events', 0)} ops seen); for "

@@ -38,6 +38,8 @@ from __future__ import annotations
 import weakref
 from typing import TYPE_CHECKING
 
+from memledger.crash import internal   # Note [memledger's own hooks fail as memledger]
+
 if TYPE_CHECKING:   # torch is imported where a hook is registered: the `memledger trace`
     import torch    # parent reads STEPS_BY and must not pay for it (~1.5 s CPU)
 
@@ -129,7 +131,7 @@ class OptimizerSteps:
         self._depth = 0
         self._seen: set[int] = set()   # ids of modules seen in forward (while discovering)
         self._roots: set[int] = set()  # ids of the roots among them
-        self._handles = [nn_module.register_module_forward_pre_hook(self._module_pre)]
+        self._handles = [nn_module.register_module_forward_pre_hook(internal(self._module_pre))]
         self._watching = True
         if on_step is not None and hooks:
             from torch.optim.optimizer import (
@@ -225,8 +227,8 @@ class StepCounter:
         self.stopped = False
         self._depth = 0
         self._handles = [] if by == "whole" else [
-            nn_module.register_module_forward_pre_hook(self._pre),
-            nn_module.register_module_forward_hook(self._post, always_call=True)]
+            nn_module.register_module_forward_pre_hook(internal(self._pre)),
+            nn_module.register_module_forward_hook(internal(self._post), always_call=True)]
 
     def _fire(self) -> None:
         try:

@@ -48,6 +48,7 @@ from torch.nn.modules import module as nn_module
 from torch.optim.optimizer import register_optimizer_step_pre_hook
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from memledger.crash import internal   # Note [memledger's own hooks fail as memledger]
 from memledger.replay.calib_cache import load_average, machine_busy
 from memledger.trace.compiled import compiled_inside, compiles_so_far, eager_stance
 from memledger.trace.roots import RootNames, named_modules
@@ -124,9 +125,10 @@ class ModuleTimer:
         self._roots = RootNames()
         self._stack: list[tuple[str | None, int]] = []
         self.active = False
-        self._hooks = [nn_module.register_module_forward_pre_hook(self._pre),
-                       nn_module.register_module_forward_hook(self._post, always_call=True),
-                       register_optimizer_step_pre_hook(self._step)]
+        self._hooks = [nn_module.register_module_forward_pre_hook(internal(self._pre)),
+                       nn_module.register_module_forward_hook(internal(self._post),
+                                                              always_call=True),
+                       register_optimizer_step_pre_hook(internal(self._step))]
 
     def _step(self, optimizer, args, kwargs) -> None:
         self._roots.on_step(optimizer)   # the model is decided (Note [The model])

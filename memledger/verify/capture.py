@@ -64,6 +64,7 @@ from torch.optim.optimizer import (
 )
 from torch.overrides import TorchFunctionMode
 
+from memledger.crash import internal   # Note [memledger's own hooks fail as memledger]
 from memledger.trace.collector import StopTracing
 from memledger.trace.roots import plain_name
 from memledger.trace.sharding import local_tensor
@@ -220,13 +221,13 @@ class Capture:
         # a training step as trace counts it: trace/steps.py (fed by the hooks below)
         self._steps = OptimizerSteps(self._end_step, hooks=False)
         self._hooks = [
-            nn_module.register_module_forward_pre_hook(self._forward_begin),
-            nn_module.register_module_forward_hook(self._forward_done, with_kwargs=True),
+            nn_module.register_module_forward_pre_hook(internal(self._forward_begin)),
+            nn_module.register_module_forward_hook(internal(self._forward_done), with_kwargs=True),
             # after a forward that raised too (checkpoint's early stop in its re-run); not
             # with kwargs: torch calls such a hook without them then
-            nn_module.register_module_forward_hook(self._forward_end, always_call=True),
-            register_optimizer_step_pre_hook(self._pre_step),
-            register_optimizer_step_post_hook(self._post_step),
+            nn_module.register_module_forward_hook(internal(self._forward_end), always_call=True),
+            register_optimizer_step_pre_hook(internal(self._pre_step)),
+            register_optimizer_step_post_hook(internal(self._post_step)),
         ]
 
     def stop(self) -> None:

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from memledger.errors import EXIT_OK, EXIT_USAGE, ScriptError
+from memledger.errors import EXIT_INTERNAL, EXIT_OK, EXIT_USAGE, ScriptError
 from memledger.verify.diff import Comparison, Finding, compare
 from memledger.verify.tolerance import (
     NOISE_FACTOR,
@@ -142,6 +142,8 @@ def run_gates(script: str | Path, argv: list[str], variants: list[Variant], step
         for i, v in enumerate(variants):
             say(f"gates: capturing {v.label}")
             res = runner(script, argv, v, steps, tmp / f"candidate{i}.capture")
+            if res.code == EXIT_INTERNAL:   # memledger's own hook failed: no verdict
+                raise ScriptError(res.reason, exit_code=EXIT_INTERNAL)
             if res.code != EXIT_OK or res.data is None:
                 sys.stderr.write(res.output)   # the script's traceback under the policy
                 report.outcomes.append(GateOutcome(v, failure=res.reason,

@@ -328,6 +328,10 @@ RUN_CASES: tuple[tuple[int, str, int, str, str], ...] = (
         "each streams to its own `.run.ledger.<pid>.partial`", "test_two_traces_one_output"),
     (4, "a bug in memledger (an unexpected exception)", 70,
         "one line naming the file with the traceback", "test_internal_error_exit_70"),
+    (4, "a bug in one of memledger's hooks while the script runs (a step pre-hook's "
+        "TypeError)", 70, "one line naming the file with the traceback; the partial ledger "
+        "(was: exit 3, \"script raised TypeError\", the script blamed)",
+        "test_script_errors.py::test_a_failure_in_memledgers_own_hook_is_memledgers"),
     (5, "`kill -INT <memledger pid>` mid-trace", 130,
         "the partial ledger; the worker stops at once", "test_sigint_to_memledger_pid"),
     (5, "`kill -TERM <memledger pid>` in the allocator pass", 130,

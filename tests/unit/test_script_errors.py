@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 
 def test_a_scripts_terminal_escapes_stay_out_of_the_one_line(tmp_path):
     """torch's `weights_only` message bolds a phrase ("\\x1b[1mdo those steps only if you
@@ -22,3 +24,51 @@ def test_the_stop_at_the_last_step_says_what_it_is():
     from memledger.trace.collector import StopTracing
 
     assert str(StopTracing()) == "memledger stops the script: the steps asked for are done"
+
+
+def test_a_failure_in_memledgers_own_hook_is_memledgers(tmp_path):
+    """Note [memledger's own hooks fail as memledger] (crash.py): the step pre-hook's
+    TypeError on skorch's NeuralNet read "script raised TypeError", exit 3, blaming the
+    script. A hook wrapped by `internal` fails as a bug in memledger: exit 70, one line
+    naming the file with the traceback; the script's own exceptions stay the script's, and
+    memledger's deliberate errors stay what they are."""
+    from pathlib import Path
+
+    from torch.nn.modules import module as nn_module
+
+    from memledger.crash import internal, is_internal
+    from memledger.errors import EXIT_INTERNAL, EXIT_SCRIPT_FAILED, PolicyError, ScriptError
+    from memledger.trace.script import run_and_classify
+    from memledger.trace.session import _raise_for_ledger_pass
+
+    script = tmp_path / "model.py"
+    script.write_text("import torch\ntorch.nn.Linear(2, 2)(torch.ones(1, 2))\n")
+
+    def broken(module, args):
+        return {}["no such key"]
+
+    handle = nn_module.register_module_forward_pre_hook(internal(broken))
+    try:
+        out = run_and_classify(script, [])
+    finally:
+        handle.remove()
+    assert out.code == EXIT_INTERNAL
+    assert out.reason.startswith("memledger: internal error (KeyError: 'no such key'); the "
+                                 "traceback is in ")
+    crash = Path(out.reason.split("the traceback is in ")[1].split(". This is")[0])
+    assert "broken" in crash.read_text()
+    crash.unlink()
+
+    script.write_text("raise KeyError('the script')\n")
+    assert run_and_classify(script, []).code == EXIT_SCRIPT_FAILED
+
+    def refusing(module, args):
+        raise PolicyError("refused on purpose")
+    with pytest.raises(PolicyError) as refused:
+        internal(refusing)(None, ())
+    assert not is_internal(refused.value)
+
+    with pytest.raises(ScriptError) as err:
+        _raise_for_ledger_pass({"code": EXIT_INTERNAL, "reason": out.reason, "steps": 0},
+                               tmp_path / "x.ledger", tmp_path / ".x.partial", False)
+    assert err.value.exit_code == EXIT_INTERNAL and "internal error" in str(err.value)
