@@ -44,8 +44,11 @@ def doctor_ranks(script: str | Path, argv: list[str], steps: int, nproc: int,
                 "reason": f"died before it could report (torchrun status {code})"}
             if st["code"] != EXIT_OK or st["steps"] == 0:
                 sys.stderr.write(output)
-                raise ScriptError(f"the doctor could not watch rank {r}: "
-                                  f"{st['reason'] or 'the script ran no optimizer step'}",
+                # a rank that finished cleanly without a step said "script finished"
+                why = st["reason"] if st["code"] != EXIT_OK else \
+                    "the script finished without an optimizer step; the doctor checks " \
+                    "training steps, so call optimizer.step() in the script"
+                raise ScriptError(f"the doctor could not watch rank {r}: {why}",
                                   exit_code=st["code"] or EXIT_USAGE)
             reports.append(DoctorReport.model_validate(
                 json.loads(Path(str(report).format(rank=r)).read_text())))
