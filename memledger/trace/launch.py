@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from memledger.errors import (
+    EXIT_INTERNAL,
     EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_SCRIPT_FAILED,
@@ -118,7 +119,8 @@ def _failure(statuses: list[dict], ledgers: list[Path],
     others = len(bad) - 1
     tail = f" ({others} other rank{'s' * (others > 1)} stopped after it)" if others else ""
     return ScriptError(f"rank {first['rank']} failed: {first['reason']}{tail}; the partial "
-                       f"ledgers are kept: {kept}", exit_code=EXIT_SCRIPT_FAILED)
+                       f"ledgers are kept: {kept}", exit_code=EXIT_INTERNAL
+                       if first["code"] == EXIT_INTERNAL else EXIT_SCRIPT_FAILED)
 
 
 def trace_ranks(script: str | Path, argv: list[str], out: str | Path, nproc: int,
@@ -161,15 +163,15 @@ def _trace_ranks_into(script: Path, argv: list[str], out: str | Path, nproc: int
         err = _failure(statuses, ledgers, partials)
         if err is not None:
             raise err
+        done = min(s["steps"] for s in statuses)
+        if done == 0:   # first: a script that ended before training has no group to blame
+            raise ScriptError("the script ran no optimizer step; memledger traces training "
+                              "steps, so call optimizer.step() in the script", exit_code=EXIT_USAGE)
         if not all(s.get("dist", True) for s in statuses):
             raise ScriptError(
                 f"--nproc {nproc}: {script} never initialised a process group, so each rank "
                 "trained alone; call torch.distributed.init_process_group() in the script, "
                 "or trace it without --nproc", exit_code=EXIT_USAGE)
-        done = min(s["steps"] for s in statuses)
-        if done == 0:
-            raise ScriptError("the script ran no optimizer step; memledger traces training "
-                              "steps, so call optimizer.step() in the script", exit_code=EXIT_USAGE)
         measured = measure and _allocator_pass(script, argv, nproc, done, timeout_s, Path(tmp),
                                                partials, out)
     return RanksResult(ledger_paths=ledgers, steps=done, measured=measured, statuses=statuses)

@@ -220,6 +220,7 @@ def test_check_limits_every_rank(rank_ledgers, capsys):
 
 @pytest.mark.parametrize("mode, code, words", [
     ("nopg", 2, ["never initialised a process group"]),
+    ("early", 2, ["the script ran no optimizer step"]),   # not "never initialised a group"
     ("crash", 3, ["rank 1 failed", "ValueError: rank 1 broke on purpose"]),
     ("hang", 3, ["rank", "no optimizer step for 4 s"]),
 ])

@@ -1,6 +1,7 @@
 """A tiny training script for the `--nproc` tests: python dist_modes.py MODE [OUT].
 
     nopg   never calls init_process_group: every rank trains alone
+    early  exits before training, as a script whose GPU check fails (pytorch/examples)
     crash  rank 1 raises before its first optimizer step
     hang   after one step together, rank 1 never joins rank 0's all_reduce
     ok     both ranks all-reduce their gradients by hand, 3 steps
@@ -39,6 +40,8 @@ def train(mode: str, rank: int) -> None:
 
 
 mode = sys.argv[1]
+if mode == "early":
+    sys.exit()
 if mode != "nopg":
     dist.init_process_group("gloo")
 with memledger.trace(sys.argv[2]) if mode == "api" else contextlib.nullcontext():
