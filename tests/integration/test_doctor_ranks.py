@@ -51,3 +51,16 @@ def test_gradients_all_reduced_by_hand_without_dividing_are_an_error(capsys):
         assert f["evidence"] == {"ranks": 2, "parameters": 2, "steps": [1, 2],
                                  "ratio_to_mean": 2.0}
         assert "dist.get_world_size()" in f["message"]
+
+
+def test_a_script_that_ends_before_training_says_so(capsys):
+    """dist_modes.py `early` exits before its first step (as pytorch/examples' scripts do
+    when their GPU check fails): the one line read "could not watch rank 0: script
+    finished"."""
+    script = SCRIPT.parent / "dist_modes.py"
+    rc = main(["doctor", "--nproc", "2", "--steps", "2", str(script), "--", "early"])
+    (line,) = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("memledger:")]
+    assert rc == 2
+    assert line == ("memledger: the doctor could not watch rank 0: the script finished without "
+                    "an optimizer step; the doctor checks training steps, so call "
+                    "optimizer.step() in the script")
