@@ -166,6 +166,7 @@ class Prepared:
         mod_code, mod_names = pd.factorize(sc["mod"].astype(str))
         smod_code, smod_names = pd.factorize(st["saved_module"].astype(str))
         untraced = meas.get("step_ns") or calib.get("step_ns") or []
+        others = other_roots(led)
         stateful = led.extra.get("stateful", [])   # Note [State written outside a region]
         st_mod, st_ev0, st_obj = stateful_calls(stateful)
         return cls(
@@ -223,8 +224,8 @@ class Prepared:
             **_call_args(led, st),
             stateful_mod=st_mod, stateful_ev0=st_ev0, stateful_obj=st_obj,
             script_ckpt=script_checkpoints(led.extra.get("script_ckpt", [])),
-            other_roots=other_roots(led),
-            param_modules=_param_modules(st, other_roots(led)),
+            other_roots=others,
+            param_modules=_param_modules(st, others),
             compiled=compiled_regions(led),
             scope_model=model_calls(sc["mod"].to_numpy(dtype=object),
                                     sc["ev0"].to_numpy(dtype=np.int64), led),

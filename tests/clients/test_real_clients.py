@@ -225,10 +225,6 @@ def test_selective_rerun_starts_at_a_frozen_weights_unpack():
     output the layer dropped; the early stop comes as that weight is packed again, after the
     `act * up` product is made. Predicted 8,640 B over measured (2,199,084 vs 2,190,444)
     when only dropped storages started and stopped the re-run."""
-    # imported first, so that every pass in this process sees the same state: peft's import
-    # makes two 8 B tensors, which only the first pass would see (16 B over measured when
-    # this test was the first of its pytest process to import peft)
-    import peft  # noqa: F401
     layers = "base_model.model.model.layers.*"
     run = run_client("train_zoo.py", ["--model", "llama-dora", "--steps", "3", "--seq", "32",
                                       "--batch-size", "4"], [f"selective:{layers}"])
@@ -240,9 +236,9 @@ def test_gpt2_under_transformers_trainer():
     """transformers' own `Trainer` runs the loop (accelerate's optimizer wrapper, its own
     zero_grad and schedule): steps counted at its optimizer, the ledger within 512 B of the
     allocator, and every policy over the layers predicted within 512 B of what it measures
-    (16 B each here, in one process: peft, imported by the first traced run, makes two
-    8 B tensors at import that the allocator pass in the same process never sees again; 0 B
-    in fresh processes, docs/accuracy.md)."""
+    (0 B since the harness imports peft before any pass: peft makes two 8 B tensors at
+    import, which read 16 B off when the first traced run imported it; 0 B in fresh
+    processes, docs/accuracy.md)."""
     blocks = "transformer.h.*"
     run = run_client("train_hf_trainer.py", ["--steps", "3"],
                      [f"checkpoint:{blocks}", f"selective:{blocks}", f"offload:{blocks}"])
@@ -564,10 +560,6 @@ def test_batchnorm_statistics_copied_around_a_rerun():
     block's BatchNorm statistics (Note [BatchNorm under recompute]). The trace writes their
     bytes on the BatchNorm's scope (`stats`), and the replay holds them for the re-run.
     Before: 136 B (2 x 16 channels x 4 B + 8 B) under measured."""
-    # imported first, so that every pass in this process sees the same state: peft's import
-    # makes two 8 B tensors, which only the first pass would see (in the CLI each pass is a
-    # fresh process, and `memledger measure` reads what the ledger predicts)
-    import peft  # noqa: F401
     run = run_client("train_mech.py", ["--case", "lora_conv", "--batch", "4"],
                      ["checkpoint:base_model.model.blocks.*", "checkpoint:base_model.model.blocks.1"])
     # the convolutions' backward scratch (Note [Kernel scratch]) is outside the ledger's peak
