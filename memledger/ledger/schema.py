@@ -42,10 +42,13 @@ that stored storages it made into an object it was handed, e.g. a KV cache: `mod
 `ev1`, `obj`, `sids`; Note [State written outside a region] in trace/outside_state.py),
 `released` (`sid`, `ev`: the first event at which only autograd held a saved storage, -1 if
 the script still held it at backward; Note [When a saved storage is released] in
-trace/collector.py) and `inplace` (`sid`, `op`: a storage made by an op the untraced run calls in place,
-`add_` for `add`; Note [In place but for the mode] in trace/collector.py; read into the
-storage's `op`) and `args` (`mod`, `ev0`, `sids`: the storages a module call was handed,
-parameters and buffers left out; checkpoint holds them until the call's backward) and
+trace/collector.py) and `unread` (`sid`, `sev`, `ev`: the save made at event `sev`, let go of
+by autograd before backward at `ev` without being unpacked: its node died with an output the
+script dropped; Note [A save autograd let go of unread] in trace/collector.py) and `inplace`
+(`sid`, `op`: a storage made by an op the untraced run calls in place, `add_` for `add`;
+Note [In place but for the mode] in trace/collector.py; read into the storage's `op`) and
+`args` (`mod`, `ev0`, `sids`: the storages a module call was handed, parameters and buffers
+left out; checkpoint holds them until the call's backward) and
 `script_ckpt` (`mod`, `first`, `ev`: a checkpoint call of the script's own, the module it
 checkpoints and the first module call under it; Note [The script's own checkpoint] in
 trace/script_checkpoint.py) and `root` (`mod`: a top-level module other than the model,

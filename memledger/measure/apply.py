@@ -59,6 +59,7 @@ from torch.utils.checkpoint import (
     create_selective_checkpoint_contexts,
 )
 
+from memledger.crash import internal
 from memledger.errors import PolicyError
 from memledger.measure.offload import Offloader
 from memledger.replay.policies import DEFAULT_SAVE_OPS, Policy, PolicyKind, Region, resolve
@@ -546,10 +547,13 @@ class PolicyInstaller:
         self._depth = 0
         self._roots = RootNames()
         self._first: Any = None   # Note [The call that found the model]: its halves
+        # Note [memledger's own hooks fail as memledger] (crash.py). The script's own error
+        # in the call that found the model is no exception of these hooks: `_post` hands it
+        # to the policy's halves and returns, and torch raises it after the hook.
         self._hooks = [
-            nn_module.register_module_forward_pre_hook(self._pre),
-            nn_module.register_module_forward_hook(self._post, always_call=True),
-            register_optimizer_step_pre_hook(self._step),
+            nn_module.register_module_forward_pre_hook(internal(self._pre)),
+            nn_module.register_module_forward_hook(internal(self._post), always_call=True),
+            register_optimizer_step_pre_hook(internal(self._step)),
         ]
 
     def _pre(self, module: nn.Module, args) -> None:

@@ -888,9 +888,13 @@ def _release_partly_saved(prep: Prepared, calls: _Calls, own: _Owners, fr: np.nd
         # text states, which went at its node's return, 768 B under measured
         ends = np.where(prep.pack_unpack == prep.unpack[r], np.maximum(ends, prep.freed[r]),
                         ends)
+    # a save never read holds its storage to its baseline free, unless autograd let go of
+    # it in forward (Note [A save autograd let go of unread], trace/collector.py)
+    gone = prep.pack_gone if prep.pack_gone is not None else np.full(len(r), -1, np.int64)
+    ends = np.where((prep.pack_unpack < 0) & (gone >= 0), gone, ends)
     holds = ~released & cand[r]
     never = np.zeros(len(fr), dtype=bool)
-    never[r[holds & (prep.pack_unpack < 0)]] = True
+    never[r[holds & (prep.pack_unpack < 0) & (gone < 0)]] = True
     end = np.full(len(fr), -1, dtype=np.int64)
     np.maximum.at(end, r[holds], ends[holds])
     # no node outside holds it (saved by a re-run call and by an offloaded one: the

@@ -128,6 +128,8 @@ class Prepared:
     pack_unpack: np.ndarray = None  # int64 the unpack that read this save back (-1: none)
     pack_unpack_end: np.ndarray = None  # int64 when that unpack's node returned (-1: unknown)
     pack_unpack_rel: np.ndarray = None  # int64 when autograd let go of that node (-1: unknown)
+    pack_gone: np.ndarray = None    # int64 when autograd let go of it unread in forward (-1:
+    #                                 not: read, held into backward, or an older ledger)
     last_use: np.ndarray = None   # int64 event of the storage's last use (any phase)
     made_mod: np.ndarray = None   # object: the module that made the storage ("" = none)
     param_modules: tuple[str, ...] = ()   # every module path a parameter's name implies
@@ -270,6 +272,7 @@ class Prepared:
             out.pack_unpack = self.pack_unpack[ok]
             out.pack_unpack_end = self.pack_unpack_end[ok]
             out.pack_unpack_rel = self.pack_unpack_rel[ok]
+            out.pack_gone = self.pack_gone[ok]
         out.__dict__["_modules"] = self.module_table
         return out
 
@@ -451,6 +454,7 @@ def _packs(led: Ledger, st: pd.DataFrame) -> dict[str, np.ndarray]:
     mod_code, mod_names = pd.factorize(sv["mod"].fillna("").astype(str))
     pack_ev = sv["ev"].to_numpy(dtype=np.int64)
     pack_row = sv_row
+    gone = _unread(led, sv)
     ex_s, ex_u = _exact_pairs(sv, up, sv_row, up_row)
     n_all, up_all = len(sv), up
     if len(ex_s):   # the rest by the stack; an unpack naming a save reads it (or, read
@@ -496,7 +500,26 @@ def _packs(led: Ledger, st: pd.DataFrame) -> dict[str, np.ndarray]:
     return {"pack_row": pack_row, "pack_ev": pack_ev,
             "pack_mod_code": mod_code.astype(np.int64),
             "pack_mod_names": np.asarray(mod_names, dtype=object), "pack_unpack": matched,
-            "pack_unpack_end": matched_end, "pack_unpack_rel": matched_rel}
+            "pack_unpack_end": matched_end, "pack_unpack_rel": matched_rel, "pack_gone": gone}
+
+
+def _unread(led: Ledger, sv: pd.DataFrame) -> np.ndarray:
+    """Per save record: the event at which autograd let go of it unread, in forward (its
+    node died with an output the script dropped; Note [A save autograd let go of unread] in
+    trace/collector.py), else -1. Two saves of one storage at one event pair in order."""
+    recs = led.extra.get("unread", [])
+    if not recs or not len(sv):
+        return np.full(len(sv), -1, dtype=np.int64)
+    u = pd.DataFrame(recs, columns=["sid", "sev", "ev"]).rename(
+        columns={"sev": "at", "ev": "gone"})
+    s = pd.DataFrame({"sid": sv["sid"].to_numpy(), "at": sv["ev"].to_numpy(dtype=np.int64),
+                      "i": np.arange(len(sv))})
+    s["k"] = s.groupby(["sid", "at"]).cumcount()
+    u["k"] = u.groupby(["sid", "at"]).cumcount()
+    m = s.merge(u, on=["sid", "at", "k"])
+    out = np.full(len(sv), -1, dtype=np.int64)
+    out[m["i"].to_numpy(dtype=np.int64)] = m["gone"].to_numpy(dtype=np.int64)
+    return out
 
 
 def _fsdp_gather(st: pd.DataFrame) -> np.ndarray | None:

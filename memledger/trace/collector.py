@@ -428,6 +428,9 @@ class Collector(ShardingMixin, TorchDispatchMode):
         # saved storages something besides autograd still holds: sid -> [weakref, aliases
         # alive, their weakrefs] (Note [When a saved storage is released])
         self._held: dict[int, list] = {}
+        # id(weakref) -> (weakref, sid, save event): forward saves' aliases, to see autograd
+        # let go of one unread (Note [A save autograd let go of unread])
+        self._save_refs: dict[int, tuple[weakref.ref, int, int]] = {}
         self._bw_module = ""
         # Note [When an unpacked tensor goes]: the node now unpacking, its unpacks, its end
         self._unpack_node = -1
@@ -916,6 +919,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
             for sid in self._held:   # still held by the script at backward: never released
                 self.sink.write({"k": "released", "sid": sid, "ev": -1})
             self._held.clear()
+            self._save_refs.clear()   # what lives into backward is read or freed with the graph
         else:  # backward just ended: the gradients now exist
             self._unpacks_done(ev)
             self._set_phase(self._phase_between(), ev)
@@ -1420,6 +1424,9 @@ class Collector(ShardingMixin, TorchDispatchMode):
                 alias._memledger_version = t._version   # Note [Saved and then changed]
                 # Note [Which save an unpack reads] (replay/prepared.py): this save's event
                 alias._memledger_sev = self._ev - 1
+                if self._phase != "backward":
+                    ref = weakref.ref(alias, self._on_save_gone)
+                    self._save_refs[id(ref)] = (ref, sid, self._ev - 1)
             return alias
         alias = self._saved_alias(t)
         if alias is not t:
@@ -1471,6 +1478,25 @@ class Collector(ShardingMixin, TorchDispatchMode):
             entry = self._held[sid] = [weakref.ref(t.untyped_storage()), 0, []]
         entry[1] += 1
         entry[2].append(weakref.ref(alias, functools.partial(_alias_gone, entry)))
+
+    # Note [A save autograd let go of unread]
+    # A node whose output the script drops at once dies at once, and so do its saves: they
+    # hold their storage no longer and are never unpacked. `h.abs()` with its result
+    # dropped (torchdiffeq's `t.to(y.abs().dtype)` before each call of the dynamics) saves
+    # `h` outside every region; `h` is saved again inside the offloaded region. Read as a
+    # holder to the end, that save kept `h` on the device in the replay, while the real
+    # offloader moved the region's save and `h` went when the script let go of it: rk4
+    # `offload:func` predicted 231,928 B, measured 207,668 B. So each forward save's alias
+    # is watched, and its death before backward (the node's) is written as `unread` (`sid`,
+    # `sev`: the save's event, `ev`); replay/engine.py reads that save as held to there.
+    def _on_save_gone(self, ref: weakref.ref) -> None:
+        try:
+            entry = self._save_refs.pop(id(ref), None)
+            if entry is not None and not self._closed and self._phase != "backward":
+                self.sink.write({"k": "unread", "sid": entry[1], "sev": entry[2],
+                                 "ev": self._ev})
+        except KeyboardInterrupt:  # Python would swallow it here: Note [One interrupt, ...]
+            redeliver()
 
     def _check_released(self, ev: int) -> None:
         for sid, (ref, packs, _) in list(self._held.items()):

@@ -539,6 +539,24 @@ def test_activations_the_script_keeps_under_checkpoint_and_offload(case):
         assert p.predicted == p.measured, (text, p)
 
 
+def test_a_save_dropped_at_once_outside_every_region():
+    """`x.abs()` before each block, its result dropped: the abs node saves the block's input
+    outside every region and dies at once (torchdiffeq's `t.to(y.abs().dtype)` before each
+    call of its dynamics). The replay read that save as a holder to the end and kept the
+    input on the device under offload, 98,304 B (one (64, 12, 32) fp32 input) over
+    measured for `offload:blocks.*` (Note [A save autograd let go of unread])."""
+    pols = ["offload:blocks.*", "offload:blocks.0", "checkpoint:blocks.*",
+            "selective:blocks.*", "checkpoint:blocks.0+offload:blocks.1"]
+    run = run_client("train_mech.py", ["--case", "dead_save", "--batch", "64"], pols)
+    assert run.ledger_peak == run.allocator_peak
+    unread = run.ledger.extra.get("unread", [])
+    # the second block's input, once a step (abs of the batch, which takes no gradient,
+    # saves nothing)
+    assert [(r["ev"] - r["sev"]) for r in unread] == [2, 2]
+    for text, p in run.policies.items():
+        assert p.predicted == p.measured, (text, p)
+
+
 def test_gradient_penalty_under_checkpoint_and_offload():
     """`autograd.grad(loss, w, create_graph=True)` then backward through both (WGAN-GP, R1):
     the first pass builds a graph that saves what it ran with, under a policy the re-run's

@@ -31,6 +31,8 @@
 - `two_kinds`: three blocks over two kinds of rows, `a` and `b`, each reading the other
   through the script's index (`index_select`, which saves it), as PyG's `HeteroConv` does
   over node types; only `a` reaches the loss, so the last block's `b` branch is dead.
+- `dead_save`: the residual MLP with `x.abs()` before each block, its result dropped: a
+  save outside every region whose node dies at once (torchdiffeq does so before each call).
 
     python tests/clients/train_mech.py --case fno --opt adam --steps 3
     memledger trace tests/clients/train_mech.py --steps 2 -o m.ledger -- --case qat
@@ -114,6 +116,7 @@ class Net(nn.Module):
         mk = (lambda: Spectral()) if case == "fno" else (lambda: Block(case))
         self.blocks = nn.ModuleList(mk() for _ in range(depth))
         self.head = nn.Linear(W, 10)
+        self.case = case
         if case == "cached_bias":
             self.pos = CachedBias()   # one module called by every block, as ALiBi is
             for b in self.blocks:
@@ -121,6 +124,8 @@ class Net(nn.Module):
 
     def forward(self, x):
         for b in self.blocks:
+            if self.case == "dead_save":
+                x.abs()   # saves x for a backward that never comes: the result is dropped
             x = b(x)
         return self.head(x.mean(1) if x.dim() == 3 else x)
 

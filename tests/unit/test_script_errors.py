@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 
@@ -32,8 +34,6 @@ def test_a_failure_in_memledgers_own_hook_is_memledgers(tmp_path):
     script. A hook wrapped by `internal` fails as a bug in memledger: exit 70, one line
     naming the file with the traceback; the script's own exceptions stay the script's, and
     memledger's deliberate errors stay what they are."""
-    from pathlib import Path
-
     from torch.nn.modules import module as nn_module
 
     from memledger.crash import internal, is_internal
@@ -72,3 +72,50 @@ def test_a_failure_in_memledgers_own_hook_is_memledgers(tmp_path):
         _raise_for_ledger_pass({"code": EXIT_INTERNAL, "reason": out.reason, "steps": 0},
                                tmp_path / "x.ledger", tmp_path / ".x.partial", False)
     assert err.value.exit_code == EXIT_INTERNAL and "internal error" in str(err.value)
+
+
+def test_a_failure_in_the_policy_installers_hooks_is_memledgers(tmp_path, monkeypatch):
+    """The hooks that apply a policy while the script runs (measure/apply.py
+    `PolicyInstaller`) are memledger's too: an unexpected exception in applying the policy
+    was "script raised RuntimeError", exit 3; it is exit 70 now. A `PolicyError` stays a
+    refusal, exit 2, and the script's own error in the call that found the model stays
+    the script's, exit 3."""
+    import json
+
+    from memledger.errors import EXIT_INTERNAL, EXIT_SCRIPT_FAILED, EXIT_USAGE
+    from memledger.measure import apply as apply_mod
+    from memledger.measure import worker as measure_worker
+
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import sys, torch\n"
+        "m = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Linear(4, 1))\n"
+        "opt = torch.optim.SGD(m.parameters(), lr=0.1)\n"
+        "for _ in range(3):\n"
+        "    if 'raise' in sys.argv:\n"
+        "        m[0].register_forward_hook(lambda *a: 1 / 0)\n"
+        "    m(torch.ones(2, 4)).sum().backward(); opt.step(); opt.zero_grad()\n")
+    out = tmp_path / "measured.json"
+
+    def measure(*argv: str) -> tuple[int, str]:
+        code = measure_worker.main(["--out", str(out), "--policy", "checkpoint:0",
+                                    "--steps", "2", "--time-steps", "0", str(script),
+                                    "--", *argv])
+        return code, json.loads(out.read_text())["error"]
+
+    def bug(*args, **kwargs):
+        raise RuntimeError("a bug in applying the policy")
+    monkeypatch.setattr(apply_mod, "apply_policy", bug)
+    code, error = measure()
+    assert code == EXIT_INTERNAL
+    assert error.startswith("memledger: internal error (RuntimeError: a bug in applying")
+    Path(error.split("the traceback is in ")[1].split(". This is")[0]).unlink()
+
+    def refuse(*args, **kwargs):
+        raise apply_mod.PolicyError("refused on purpose")
+    monkeypatch.setattr(apply_mod, "apply_policy", refuse)
+    assert measure() == (EXIT_USAGE, "memledger: refused on purpose")
+
+    monkeypatch.undo()
+    code, error = measure("raise")
+    assert code == EXIT_SCRIPT_FAILED and "ZeroDivisionError" in error
