@@ -1100,11 +1100,19 @@ def _kept_remakes(prep, calls, own, restash: np.ndarray) -> tuple[np.ndarray, np
 def _restashed(prep, calls, own, seg) -> np.ndarray:
     """Per storage: Rule 10 re-makes it (not Rule 3): kept as its module's attribute, or
     held by the script into backward (`acts[name] = h` in the region's code: the re-run
-    runs that line again)."""
-    kept = _held(prep) if prep.stashed is None else (prep.stashed | _held(prep))
-    if not kept.any() or not len(calls):
+    runs that line again). Not what the call hands back to code that reads it after the
+    call returned: there the caller keeps it (`hidden_states += (h,)` around a layer), a
+    line no re-run runs again, and the re-run's copy goes as Rule 3 says. A random model
+    keeping a block's output for the step (tests/clients/train_random.py,
+    `residual_keep`): `checkpoint:blocks.*` held the re-made copy and, through its graph,
+    the block's input to the next forward, 131,072 B over measured."""
+    held = _held(prep)
+    if not held.any() and (prep.stashed is None or not prep.stashed.any()) or not len(calls):
         return np.zeros(len(prep.created), dtype=bool)
     k = np.maximum(own.made, 0)
+    fwd_last = np.where(prep.fwd_last >= 0, prep.fwd_last, prep.last_use)
+    held = held & (fwd_last < calls.ev1[k])   # read after the call: its caller's to keep
+    kept = held if prep.stashed is None else (prep.stashed | held)
     return kept & (own.made >= 0) & seg.has[k] & (prep.created < seg.end[k]) & \
         _is_recomputed(calls.kind[k])
 

@@ -1,0 +1,160 @@
+"""A model drawn at random from a seed, for differential tests of the replay: each of its
+blocks runs a random sequence of the mechanics that decide what autograd saves and when
+storages go (activations in place and not, views, normalisation, dropout, a dead save,
+a kept tensor, a branch summed back, a sublayer called twice, a parameter shared by
+blocks), and random ops run between the blocks, outside every region. Whatever the draw,
+`predict` must equal `measure` under every policy (benchmarks/random_models.py runs many
+seeds; tests/clients/test_random_models.py a few).
+
+    python tests/clients/train_random.py --seed 7 --steps 3
+    python tests/clients/train_random.py --seed 7 --show     # the drawn program
+"""
+
+import argparse
+import random
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+W, T = 32, 16
+
+# One op a block may run on its running value `h` (B, T, W). Each keeps the shape.
+BLOCK_OPS = ["linear", "linear_nobias", "relu", "relu_", "gelu", "tanh", "sigmoid", "silu",
+             "layernorm", "dropout", "residual", "transpose", "reshape", "dead_save",
+             "kept", "branch", "twice", "shared", "attention", "chunk_cat", "masked",
+             "softmax", "scale_param", "clone_mul_"]
+# Ops the model runs between blocks, outside every region.
+BETWEEN_OPS = ["none", "none", "dead_save", "scale", "gelu", "residual_keep"]
+
+
+def draw(seed: int, depth: int = 3, program: str = "") -> tuple[list[list[str]], list[str]]:
+    """The blocks' ops and the ops before each block: from `program` if given
+    ("between/op op ...;between/op ..."), else drawn from `seed`."""
+    if program:
+        parts = [p.split("/") for p in program.split(";")]
+        return [ops.split() for _, ops in parts], [b for b, _ in parts]
+    rng = random.Random(seed)
+    blocks = [[rng.choice(BLOCK_OPS) for _ in range(rng.randint(3, 7))] for _ in range(depth)]
+    between = [rng.choice(BETWEEN_OPS) for _ in range(depth)]
+    return blocks, between
+
+
+class Block(nn.Module):
+    def __init__(self, ops: list[str], shared: nn.Linear) -> None:
+        super().__init__()
+        self.ops = ops
+        self.fc = nn.ModuleList(nn.Linear(W, W, bias=(op != "linear_nobias"))
+                                for op in ops if op in ("linear", "linear_nobias"))
+        self.ln = nn.LayerNorm(W)
+        self.inner = nn.Linear(W, W)      # "twice": one sublayer called twice
+        self.branch = nn.Linear(W, W)
+        self.qkv = nn.Linear(W, 3 * W)
+        self.gain = nn.Parameter(torch.ones(W))
+        self.shared = [shared]             # a list: not this block's submodule
+
+    def forward(self, x):
+        h, fc = x, iter(self.fc)
+        for i, op in enumerate(self.ops):
+            if op in ("linear", "linear_nobias"):
+                h = next(fc)(h)
+            elif op == "relu":
+                h = F.relu(h)
+            elif op == "relu_":
+                h = h * 1.0          # a fresh tensor (a number's mul saves nothing), then
+                h.relu_()            # in place on it
+            elif op == "gelu":
+                h = F.gelu(h)
+            elif op == "tanh":
+                h = torch.tanh(h)
+            elif op == "sigmoid":
+                h = torch.sigmoid(h)
+            elif op == "silu":
+                h = F.silu(h)
+            elif op == "layernorm":
+                h = self.ln(h)
+            elif op == "dropout":
+                h = F.dropout(h, 0.25, self.training)
+            elif op == "residual":
+                h = h + x
+            elif op == "transpose":
+                h = h.transpose(1, 2).contiguous().transpose(1, 2)
+            elif op == "reshape":
+                h = h.reshape(-1, W).mul(1.5).view(x.shape)
+            elif op == "dead_save":
+                h.sin()              # saves h, and its node dies at once
+            elif op == "kept":   # kept for a look after the step, one attribute per place
+                setattr(self, f"kept{i}", h.detach())
+            elif op == "branch":
+                h = h + torch.tanh(self.branch(h))
+            elif op == "twice":
+                h = self.inner(F.gelu(self.inner(h)))
+            elif op == "shared":
+                h = self.shared[0](h)
+            elif op == "attention":
+                q, k, v = self.qkv(h).chunk(3, dim=-1)
+                a = torch.softmax(q @ k.transpose(1, 2) / W ** 0.5, dim=-1)
+                h = a @ v
+            elif op == "chunk_cat":
+                a, b = h.chunk(2, dim=-1)
+                h = torch.cat([b * torch.sigmoid(a), a], dim=-1)
+            elif op == "masked":
+                h = h.masked_fill(h < -1.0, 0.0)
+            elif op == "softmax":
+                h = torch.softmax(h, dim=-1) * W
+            elif op == "scale_param":
+                h = h * self.gain
+            elif op == "clone_mul_":
+                h = h.clone()
+                h.mul_(0.5)
+        return h
+
+
+class Net(nn.Module):
+    def __init__(self, seed: int, program: str = "") -> None:
+        super().__init__()
+        blocks, self.between = draw(seed, program=program)
+        self.inp = nn.Linear(W, W)
+        self.shared = nn.Linear(W, W)
+        self.blocks = nn.ModuleList(Block(ops, self.shared) for ops in blocks)
+        self.head = nn.Linear(W, 10)
+        self.kept = []
+
+    def forward(self, x):
+        h = self.inp(x)
+        self.kept = []
+        for op, b in zip(self.between, self.blocks):
+            if op == "dead_save":
+                h.abs()
+            elif op == "scale":
+                h = h * 0.5
+            elif op == "gelu":
+                h = F.gelu(h)
+            elif op == "residual_keep":
+                self.kept.append(h)   # the model keeps a block's input to the step's end
+            h = b(h)
+        return self.head(h.mean(1))
+
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--seed", type=int, default=0)
+ap.add_argument("--steps", type=int, default=3)
+ap.add_argument("--batch", type=int, default=64)
+ap.add_argument("--program", default="")   # instead of a draw: "between/op op ...;..."
+ap.add_argument("--show", action="store_true")
+a = ap.parse_args()
+if a.show:
+    blocks, between = draw(a.seed, program=a.program)
+    print(";".join(f"{b}/{' '.join(ops)}" for ops, b in zip(blocks, between)))
+    raise SystemExit(0)
+torch.manual_seed(a.seed)
+model = Net(a.seed, a.program)
+opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+g = torch.Generator().manual_seed(1)
+for step in range(a.steps):
+    x = torch.randn(a.batch, T, W, generator=g)
+    y = torch.randint(0, 10, (a.batch,), generator=g)
+    loss = F.cross_entropy(model(x), y)
+    loss.backward()
+    opt.step()
+    opt.zero_grad(set_to_none=True)
