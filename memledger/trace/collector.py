@@ -92,6 +92,7 @@ from torch.utils._python_dispatch import TorchDispatchMode, _get_current_dispatc
 
 from memledger.ledger.schema import SCHEMA, WRAPPED_NUMBER_OP
 from memledger.ledger.writer import Sink
+from memledger.trace.optimizer_state import held_tensors
 from memledger.trace.outside_state import (
     INPUT_WRITTEN,
     argument_versions,
@@ -1364,11 +1365,11 @@ class Collector(ShardingMixin, TorchDispatchMode):
             raise StopTracing()
 
     def _mark_optimizer_state(self, opt: torch.optim.Optimizer) -> None:
-        for p, state in opt.state.items():
-            pname = self._param_names.get(id(p), "")
-            for key, v in state.items():
-                if isinstance(v, _Tensor):
-                    self._role(v, "optimizer_state", f"{pname}.{key}" if pname else str(key))
+        """Note [State outside optimizer.state] (trace/optimizer_state.py)."""
+        names = self._param_names
+        for t, name in held_tensors(opt, lambda k: names.get(
+                id(k) if isinstance(k, _Tensor) else k, "")):
+            self._role(t, "optimizer_state", name)
 
     # ---- saved tensors --------------------------------------------------------------------
     # Note [The script's own saved-tensor hooks]
