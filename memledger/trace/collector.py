@@ -813,6 +813,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
             redeliver()
 
     def _record_free(self, ref: weakref.ref) -> None:
+        if self._done:   # the script unwinding after the last step: held at its end, and
+            return       # written `live` at the close (Note [Resident at the end], ledger/model.py)
         entry = self._refs.pop(id(ref), None)
         if entry is None or self._closed:
             return
