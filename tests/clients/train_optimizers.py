@@ -5,7 +5,9 @@ sf_adamw, sf_sgd (schedulefree: `optimizer.train()` / `eval()` swap the paramete
 in place; the loop evaluates under `eval()` after every step), prodigy (prodigyopt),
 adam_mini (adam-mini: one param group per named parameter), came (came-pytorch), muon
 (torch.optim.Muon for the matrices, AdamW for the rest: two optimizers, one step),
-hf_adafactor (transformers' Adafactor, relative step). `--closure`: forward and backward
+hf_adafactor (transformers' Adafactor, relative step), homegrown (momenta in an attribute,
+a tensor learning rate in the param group; homegrown_data: the same writing through
+`p.data`), adam_tensor_lr (torch's Adam with a tensor learning rate). `--closure`: forward and backward
 inside `optimizer.step(closure)`. `--wrong`: a loop that never zeroes its gradients (the
 doctor's finding).
 
@@ -48,10 +50,12 @@ class HomegrownMomentum(torch.optim.Optimizer):
     optimizer (not `self.state`), made at the second step (the first is plain SGD), and the
     learning rate a tensor in each param group."""
 
-    def __init__(self, params, lr: float = 1e-2, momentum: float = 0.9) -> None:
+    def __init__(self, params, lr: float = 1e-2, momentum: float = 0.9,
+                 through_data: bool = False) -> None:
         super().__init__(params, dict(lr=torch.tensor(lr), momentum=momentum))
         self.momenta: dict[int, torch.Tensor] = {}
         self.calls = 0
+        self.through_data = through_data   # `p.data.sub_`: no version bump on p
 
     @torch.no_grad()
     def step(self, closure=None):
@@ -64,15 +68,16 @@ class HomegrownMomentum(torch.optim.Optimizer):
             for p in group["params"]:
                 if p.grad is None:
                     continue
+                target = p.data if self.through_data else p
                 if self.calls == 1:
-                    p.sub_(group["lr"] * p.grad)
+                    target.sub_(group["lr"] * p.grad)
                     continue
                 m = self.momenta.get(id(p))
                 if m is None:
                     m = self.momenta[id(p)] = p.grad.clone()
                 else:
                     m.mul_(group["momentum"]).add_(p.grad)
-                p.sub_(group["lr"] * m)
+                target.sub_(group["lr"] * m)
         return loss
 
 
@@ -109,8 +114,8 @@ def optimizers(name: str, model: nn.Module) -> list[torch.optim.Optimizer]:
         from transformers.optimization import Adafactor
         return [Adafactor(ps, lr=None, relative_step=True, scale_parameter=True,
                           warmup_init=True)]
-    if name == "homegrown":
-        return [HomegrownMomentum(ps)]
+    if name in ("homegrown", "homegrown_data"):
+        return [HomegrownMomentum(ps, through_data=name == "homegrown_data")]
     if name == "adam_tensor_lr":
         return [torch.optim.Adam(ps, lr=torch.tensor(1e-3))]
     raise SystemExit(f"unknown --opt {name}")
