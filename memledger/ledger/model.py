@@ -447,10 +447,14 @@ class Ledger:
     # "temporary" resident at the end of a residual MLP whose own temporaries were 24 B
     # (tests/clients/train_optimizers.py --opt sf_adamw). Resident is what has no free
     # record: the collector writes none once the last step has ended (the script then
-    # unwinds from the stop, and frees its model and optimizer before the close).
+    # unwinds from the stop, and frees its model and optimizer before the close), and says
+    # so in its end record (`held`); a ledger without it (older, or a block that ended on
+    # its own) is read at its last event, as before.
     def resident_at_end(self) -> dict[str, int]:
-        rows = self.on_device()
         end = self.n_events - 1
+        if not (self.end or {}).get("held"):
+            return self.by_category(end)
+        rows = self.on_device()
         return self.by_category(end, rows[(rows["freed"] <= end) |
                                           rows["sid"].isin(self.held_at_close)])
 

@@ -552,6 +552,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
         self._write_scalars()
         self.sink.write({"k": "end", "ev": self._ev, "status": status, "message": message,
                          "steps": self._steps_done,
+                         # no frees written after the last step: Note [Resident at the end]
+                         **({"held": True} if self._done else {}),
                          **({"threads": self._threads} if self._threads > 1 else {})})
         self.sink.flush()
 
