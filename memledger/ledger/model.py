@@ -60,6 +60,8 @@ class Ledger:
     # matches each save to the unpack that reads it back (replay/prepared.py `_packs`)
     saves: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=["sid", "ev", "mod"]))
     unpacks: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=["sid", "ev", "end"]))
+    # sids no free record ends: still held when the trace closed (Note [Resident at the end])
+    held_at_close: frozenset = frozenset()
 
     # ---- construction -------------------------------------------------------------------
     @classmethod
@@ -110,6 +112,7 @@ class Ledger:
             header=header, storages=storages, phases=phases, scopes=scopes, steps=steps,
             n_events=max(n_events, 1), measurements=measured,
             end=ends[-1] if ends else None, extra=by_kind, saves=saves, unpacks=unpacks,
+            held_at_close=frozenset(storages["sid"].to_numpy()[freed < 0].tolist()),
         )
 
     # ---- basic facts --------------------------------------------------------------------
@@ -351,9 +354,9 @@ class Ledger:
         return PeakPoint(bytes=int(c[ev]) if len(c) else 0, event=ev, step=int(step[ev]),
                          phase=str(phase[ev]), op=op, module=module)
 
-    def by_category(self, ev: int) -> dict[str, int]:
+    def by_category(self, ev: int, rows: pd.DataFrame | None = None) -> dict[str, int]:
         """Bytes live right after `ev`, per category (every category present, 0 if none)."""
-        live = self.live_at(ev)
+        live = self.live_at(ev, rows)
         sums = live.groupby("category")["bytes"].sum()
         return {c: int(sums.get(c, 0)) for c in CATEGORIES}
 
@@ -435,8 +438,25 @@ class Ledger:
         grouped = grouped.sort_values("idle_byte_events", ascending=False, kind="stable")
         return grouped if top is None else grouped.head(top)
 
+    # Note [Resident at the end]
+    # The last step ends in its optimizer's post-hook, after `step()` returned, and what
+    # step() made for itself is freed at that return, after its last op: those frees carry
+    # the event after the last, as a storage still held does once filled in. Read at the
+    # last event, `resident` counted them: schedulefree's AdamW keeps `denom` (a
+    # `_foreach_div` of every `exp_avg_sq`) to its return, and read 53,016 B of
+    # "temporary" resident at the end of a residual MLP whose own temporaries were 24 B
+    # (tests/clients/train_optimizers.py --opt sf_adamw). Resident is what has no free
+    # record: the collector writes none once the last step has ended (the script then
+    # unwinds from the stop, and frees its model and optimizer before the close), and says
+    # so in its end record (`held`); a ledger without it (older, or a block that ended on
+    # its own) is read at its last event, as before.
     def resident_at_end(self) -> dict[str, int]:
-        return self.by_category(self.n_events - 1)
+        end = self.n_events - 1
+        if not (self.end or {}).get("held"):
+            return self.by_category(end)
+        rows = self.on_device()
+        return self.by_category(end, rows[(rows["freed"] <= end) |
+                                          rows["sid"].isin(self.held_at_close)])
 
     def summary(self, top: int = 10):
         """The `memledger.summary/1` contract (a pydantic `Summary`)."""

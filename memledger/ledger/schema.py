@@ -31,7 +31,8 @@ event 7 and freed after event 11 is live on [7, 12): `created=7`, `freed=12`.
                                  # (Note [BatchNorm under recompute], measure/apply.py)
     {"k":"step","step":1,"ev":99,"ns":...}              # optimizer step `step` ended after event ev
     {"k":"measured","source":"cpu-profiler","device":"cpu","peak_bytes":...,"step_ns":[...]}
-    {"k":"end","ev":100,"status":"ok","message":""}
+    {"k":"end","ev":100,"status":"ok","message":""}     # + "held": true when no free was
+                                 # written after the last step (Note [Resident at the end])
 
 Kinds for replay and the CUDA path, kept in `Ledger.extra`: `fwdlast` (the last forward use
 of each saved storage, written when backward starts), `opscratch` (kernel-internal scratch

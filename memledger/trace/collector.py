@@ -92,6 +92,7 @@ from torch.utils._python_dispatch import TorchDispatchMode, _get_current_dispatc
 
 from memledger.ledger.schema import SCHEMA, WRAPPED_NUMBER_OP
 from memledger.ledger.writer import Sink
+from memledger.trace.optimizer_state import held_tensors
 from memledger.trace.outside_state import (
     INPUT_WRITTEN,
     argument_versions,
@@ -554,6 +555,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
         self._write_scalars()
         self.sink.write({"k": "end", "ev": self._ev, "status": status, "message": message,
                          "steps": self._steps_done,
+                         # no frees written after the last step: Note [Resident at the end]
+                         **({"held": True} if self._done else {}),
                          **({"threads": self._threads} if self._threads > 1 else {})})
         self.sink.flush()
 
@@ -815,6 +818,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
             redeliver()
 
     def _record_free(self, ref: weakref.ref) -> None:
+        if self._done:   # the script unwinding after the last step: held at its end, and
+            return       # written `live` at the close (Note [Resident at the end], ledger/model.py)
         entry = self._refs.pop(id(ref), None)
         if entry is None or self._closed:
             return
@@ -1368,11 +1373,11 @@ class Collector(ShardingMixin, TorchDispatchMode):
             raise StopTracing()
 
     def _mark_optimizer_state(self, opt: torch.optim.Optimizer) -> None:
-        for p, state in opt.state.items():
-            pname = self._param_names.get(id(p), "")
-            for key, v in state.items():
-                if isinstance(v, _Tensor):
-                    self._role(v, "optimizer_state", f"{pname}.{key}" if pname else str(key))
+        """Note [State outside optimizer.state] (trace/optimizer_state.py)."""
+        names = self._param_names
+        for t, name in held_tensors(opt, lambda k: names.get(
+                id(k) if isinstance(k, _Tensor) else k, "")):
+            self._role(t, "optimizer_state", name)
 
     # ---- saved tensors --------------------------------------------------------------------
     # Note [The script's own saved-tensor hooks]

@@ -652,6 +652,8 @@ class DoctorProbe(TorchFunctionMode):
                 if isinstance(p, _Tensor) and p.grad_fn is not None:
                     self._retention.param_history(p, *user_line())
             return out
+        if self._in_opt and args and getattr(func, "__self__", None) is _DATA:
+            self._written_through_data(args[0])
         if not self._in_opt:
             cut = _CUTS.get(func)
             if cut is None:
@@ -680,6 +682,22 @@ class DoctorProbe(TorchFunctionMode):
             self._around_cut(args, out)
             return out
         return func(*args, **kwargs)
+
+    # Note [A step that writes through .data]
+    # Whether step() moved a parameter is read off its version counter; a write through
+    # `p.data` (`p.data.add_(update)`, as torch-optimizer's Shampoo and many optimizers
+    # written before `torch.no_grad` steps do) goes to an alias with a counter of its own,
+    # and the doctor warned "optimizer.step() changed no trainable parameter in step 1-3"
+    # on a Shampoo loop whose loss fell. When step() takes `.data` of a parameter whose
+    # counter it has not moved yet, the parameter's checksum is taken there, before the
+    # write the alias is for, and compared after the step (as for a fused step).
+    def _written_through_data(self, p) -> None:
+        before = self._before.get(id(p))
+        if before is None or before[2] is not None or before[1] is not None or \
+                p._version != before[0]:
+            return
+        with _quiet():
+            self._before[id(p)] = (before[0], None, _checksum(p))
 
     def _backward(self, func, args, kwargs):
         t = args[0] if args else kwargs.get("tensors")
@@ -1029,7 +1047,7 @@ class DoctorProbe(TorchFunctionMode):
                     # a fused optimizer (torch's fused AdamW, transformers' Trainer default
                     # since torch 2.8) writes parameters without bumping their version
                     # counters: a sum per parameter tells whether it moved
-                    self._before[pid] = (p._version, None, p.detach().double().sum()
+                    self._before[pid] = (p._version, None, _checksum(p)
                                          if fused and g is not None else None)
         rec["bw"] = sorted(bws)
         rec["lr_zero"] = _lr_zero(opt)
@@ -1091,7 +1109,7 @@ class DoctorProbe(TorchFunctionMode):
                     if copy is not None:
                         changed = not bitwise_equal(copy, p.detach())
                     elif total is not None and not changed:
-                        changed = bool(p.detach().double().sum() != total)
+                        changed = bool(_checksum(p) != total)
                     if not p.requires_grad and changed:
                         moved.append(self._index[pid])
                     updated += p.requires_grad and changed

@@ -1,0 +1,82 @@
+"""The tensors an optimizer holds: its `state`, and what it keeps anywhere else on itself.
+
+# Note [State outside optimizer.state]
+torch's optimizers keep their state in `optimizer.state[p]`, and so do most others
+(lion-pytorch, torch-optimizer, schedulefree, prodigyopt, adam-mini, came-pytorch). An
+optimizer written by hand need not: a momentum kept in an attribute
+(`self.momenta[id(p)] = p.grad.clone()`, made at the second step) read as `temporary`, the
+whole 53,008 B of a residual MLP's momenta (tests/clients/train_optimizers.py `--opt
+homegrown`), and a learning rate passed as a tensor (`Adam(ps, lr=torch.tensor(1e-3))`)
+lives in every param group and read as `other`. Every tensor the optimizer object reaches is
+its state: `state`, each param group's entries but `params`, and its own attributes, into
+dicts, lists, tuples and plain objects (GaLore keeps a projector object in `state`), a few
+levels down. Modules are not followed (an optimizer that holds the model holds its
+parameters, which are parameters), nor are tensors that are the optimizer's parameters or
+their gradients; another optimizer reached (a Lookahead around its base) is read the same
+way. The walk runs at each optimizer step's pre and post hook, on the optimizer's own
+objects only: no walk over the process.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+import torch
+
+_DEPTH = 4          # optimizer -> attribute -> dict -> object -> tensor
+_SKIP_ATTRS = frozenset({"state", "param_groups", "defaults"})   # read on their own
+_ATOMS = (str, bytes, int, float, bool, complex, type(None))
+
+
+def held_tensors(opt: torch.optim.Optimizer, param_name) -> Iterator[tuple[torch.Tensor, str]]:
+    """(tensor, name) for each tensor `opt` holds but its parameters and their gradients.
+    `param_name(key)`: the parameter's name for a state key (a parameter, or its `id()` as
+    hand-written optimizers key them), or ""."""
+    own = {id(p) for g in opt.param_groups for p in g["params"]}
+    own |= {id(p.grad) for g in opt.param_groups for p in g["params"] if p.grad is not None}
+    seen: set[int] = {id(opt)}
+    yield from _walk_optimizer(opt, param_name, own, seen, "")
+
+
+def _walk_optimizer(opt, param_name, own, seen, prefix) -> Iterator[tuple[torch.Tensor, str]]:
+    for p, state in opt.state.items():
+        pname = param_name(p)
+        yield from _walk(state, f"{prefix}{pname}" if pname else prefix.rstrip("."),
+                         param_name, own, seen, _DEPTH)
+    for i, group in enumerate(opt.param_groups):
+        for key, v in group.items():
+            if key != "params":
+                yield from _walk(v, f"{prefix}param_groups[{i}].{key}", param_name, own,
+                                 seen, _DEPTH)
+    for attr, v in vars(opt).items():
+        if attr not in _SKIP_ATTRS and not attr.startswith("_optimizer_"):   # torch's hooks
+            yield from _walk(v, f"{prefix}{attr}", param_name, own, seen, _DEPTH)
+
+
+def _walk(v: Any, name: str, param_name, own, seen, depth: int):
+    if isinstance(v, _ATOMS) or depth == 0:
+        return
+    if isinstance(v, torch.Tensor):
+        if id(v) not in own:
+            yield v, name
+        return
+    if id(v) in seen or isinstance(v, (torch.nn.Module, type)) or callable(v):
+        return
+    seen.add(id(v))
+    if isinstance(v, torch.optim.Optimizer):
+        yield from _walk_optimizer(v, param_name, own, seen, f"{name}.")
+    elif isinstance(v, dict):
+        for k, x in v.items():
+            pname = param_name(k) if isinstance(k, (torch.Tensor, int)) else ""
+            yield from _walk(x, _join(name, pname or str(k)), param_name, own, seen,
+                             depth - 1)
+    elif isinstance(v, (list, tuple)):
+        for i, x in enumerate(v):
+            yield from _walk(x, f"{name}[{i}]", param_name, own, seen, depth - 1)
+    elif hasattr(v, "__dict__") and type(v).__module__ != "builtins":
+        for k, x in vars(v).items():
+            yield from _walk(x, _join(name, k), param_name, own, seen, depth - 1)
+
+
+def _join(name: str, key: str) -> str:
+    return f"{name}.{key}" if name else key
