@@ -541,7 +541,9 @@ def _storages(by_kind: dict[str, list[Record]]) -> tuple[pd.DataFrame, pd.DataFr
     pos = pd.Series(np.arange(len(df)), index=df.index)  # sid -> row
     # made by an op the untraced run calls in place (Note [In place but for the mode] in
     # trace/collector.py): named as it is there
-    renamed = [r for r in by_kind.pop("inplace", []) if r.get("sid") in pos.index]
+    # (kept in `extra` too: the replay unfolds the fold where a mode runs, Note [A Linear's
+    # bias, added in place but for the mode])
+    renamed = [r for r in by_kind.get("inplace", []) if r.get("sid") in pos.index]
     if renamed:
         df.iloc[pos.loc[[r["sid"] for r in renamed]].to_numpy(), df.columns.get_loc("op")] = \
             [str(r["op"]) for r in renamed]

@@ -94,6 +94,9 @@ class Prepared:
     arg_ev0: np.ndarray = None   # int64: that call's first event
     arg_row: np.ndarray = None   # int64: the argument's row in the storage arrays
     mutated: np.ndarray = None   # bool per storage: written in place before backward
+    # bool per storage: its free was written at the op that took its place, as the untraced
+    # run writes into it (Note [In place but for the mode], trace/collector.py)
+    folded_in: np.ndarray = None
     # (module, first event) of each call that put a tensor it made in its module's buffers
     # (Note [A buffer a call makes and later calls reuse], trace/collector.py)
     kept: tuple[tuple[str, int], ...] = ()
@@ -216,6 +219,8 @@ class Prepared:
             held=st.index.isin(list(held_sids(stateful))),
             # Note [Written in place in forward] (trace/collector.py)
             mutated=st.index.isin([r["sid"] for r in led.extra.get("mutated", [])]),
+            folded_in=st.index.isin([r["in"] for r in led.extra.get("inplace", [])
+                                     if "in" in r]),
             kept=tuple((str(r["mod"]), int(r["ev0"])) for r in led.extra.get("kept", [])),
             released=_released(led, st),
             stashed=st.index.isin([int(x) for r in led.extra.get("stash", [])
