@@ -686,6 +686,16 @@ def _segments(prep: Prepared, calls: _Calls, dropped: np.ndarray, own: _Owners) 
             & _after_last_backward(prep, prep.pack_ev), n, -1))
         has = np.zeros(m + 1, dtype=bool)
         has[kp[mine]] = True
+        # a save autograd let go of unread in forward (its node died with an output the
+        # script dropped) held the frame only until then, or to the call's end: a block
+        # whose only save was `h.sin()`, dropped, held its RNG state (5,056 B) to the
+        # backward of the next block that saved `h` (tests/clients/train_random.py; Note [A
+        # save autograd let go of unread], trace/collector.py)
+        if prep.pack_gone is not None:
+            dead = (kp >= 0) & (prep.pack_unpack < 0) & (prep.pack_gone >= 0) & ~state[r]
+            kd_ = kp[dead]
+            np.maximum.at(by_save, kd_, np.maximum(prep.pack_gone[dead], calls.ev1[kd_]))
+            has[kd_] = True
         unpacked = np.where(has, np.maximum(by_save, live_on), unpacked)
     # the frame goes with the last of its holders, dropped or not: a region whose first op
     # saves only its argument (ConvNeXt's depthwise conv on the block input) has its last

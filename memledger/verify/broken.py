@@ -31,6 +31,7 @@ from memledger.errors import PolicyError
 from memledger.measure.apply import module_table
 from memledger.replay.policies import parse_policy, resolve
 from memledger.trace.roots import named_modules
+from memledger.trace.wrapped import storage_ptrs
 
 PERTURBATION = 1e-3   # relative: saved × (1 + 1e-3)
 
@@ -54,10 +55,12 @@ def _detach_output(orig: Callable, model: nn.Module) -> Callable:
 
 
 def _perturb_saved(orig: Callable, model: nn.Module) -> Callable:
-    keep = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    # a wrapper's parameter (an 8-bit or NF4 weight) has no pointer of its own: its inner
+    # tensors' (`storage_ptrs`)
+    keep = {ptr for p in model.parameters() for ptr in storage_ptrs(p)}
 
     def pack(t: torch.Tensor) -> torch.Tensor:
-        if not t.is_floating_point() or t.untyped_storage().data_ptr() in keep:
+        if not t.is_floating_point() or any(ptr in keep for ptr in storage_ptrs(t)):
             return t
         return t * (1 + PERTURBATION)
 
