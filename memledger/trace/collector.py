@@ -105,7 +105,14 @@ from memledger.trace.interrupts import redeliver
 from memledger.trace.steps import StepBoundary
 from memledger.trace.resize import StorageResizeWatch
 from memledger.crash import internal
-from memledger.trace.roots import ByModule, RootNames, paths_under, plain_name, script_modules
+from memledger.trace.roots import (
+    ByModule,
+    RootNames,
+    containers,
+    paths_under,
+    plain_name,
+    script_modules,
+)
 from memledger.trace.scalars import NUMBERS as _NUMBERS
 from memledger.trace.scalars import WrappedScalars
 from memledger.trace.scalars import casts_inputs as _casts_inputs
@@ -1147,13 +1154,21 @@ class Collector(ShardingMixin, TorchDispatchMode):
         self._note_compiled(root, prefix)
         if prefix:   # not the model: a GAN's discriminator, a loss module called on its own
             self.sink.write({"k": "root", "mod": prefix})
-        elif self._roots.absorbed:   # it holds the module that was the model until now (Note
-            self.sink.write({"k": "model", "ev": self._ev})   # [The model]): renamed
+        else:
+            if self._roots.absorbed:   # it holds the module that was the model until now
+                self.sink.write({"k": "model", "ev": self._ev})   # (Note [The model]): renamed
+            self._note_containers(root)
         self._steps.saw_root(root)   # its parameters count for the first step: trace/steps.py
         for mname, mod in root.named_modules():
             for pname, p in mod.named_parameters(recurse=False):
                 self._note_sharded(mod, pname, p)
         self._name_state(root, prefix, again=bool(self._roots.absorbed))
+
+    def _note_containers(self, model: torch.nn.Module) -> None:
+        """A `container` record per module of the model with no forward of its own, for
+        predict to say why a policy cannot select it (Note [Containers], replay/policies.py)."""
+        for path, cls in containers(model).items():
+            self.sink.write({"k": "container", "mod": path, "cls": cls, "ev": self._ev})
 
     def _note_compiled(self, root: torch.nn.Module, prefix: str) -> None:
         """A `compiled` record per torch.compile'd module under a new root, with its backend:
@@ -1300,6 +1315,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
         if moved:   # the model's names are the student's from here; the teacher's: its class
             self.sink.write({"k": "model", "ev": self._ev})
             self.sink.write({"k": "root", "mod": self._roots.prefix[moved[1]]})
+            self._note_containers(moved[0])
             for root in moved:
                 self._name_state(root, self._roots.prefix[root], again=True)
         if self._lazy:
