@@ -341,8 +341,9 @@ def _refuse_uncalled(sel: str, hits: list[tuple[str, str]],
     first, cls = hits[0]
     ran_names = [p for p, _ in ran]
     outer = max((p for p in ran_names if first.startswith(p + ".")), key=len, default="")
+    # by depth, then name: measure lists the model's modules, predict those that ran
     inner = sorted((p for p in ran_names if p.startswith(first + ".")),
-                   key=lambda p: p.count("."))   # stable: model order within a depth
+                   key=lambda p: (p.count("."), p))
     near = ([outer] if outer else []) + inner[:3]
     leaf = first.rsplit(".", 1)[-1]
     if cls:

@@ -452,6 +452,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
         self._fork: tuple[Any, int | None] = (None, None)
         self._op_made = 0   # the first sid the latest op made (its outputs: sids from here)
         self._mutated: set[int] = set()   # Note [Written in place in forward]
+        self._makers: dict[int, weakref.ref] = {}   # sid -> the forward op's output that made it
         self._nograd_depth: int | None = None   # module depth looked at without gradients
         self._handles: list[Any] = []
         self._saved_hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack)
@@ -715,10 +716,25 @@ class Collector(ShardingMixin, TorchDispatchMode):
     # `measure` cannot run, a `mutated` record (`sid`, `ev`, `op`) names the first op that
     # wrote each storage in place before backward (the arguments its schema marks `a!`),
     # once per storage: a BatchNorm's running stats, written every step, are one record.
+    #
+    # torch tells a change by the cached output's version counter, which the output shares
+    # with its views (and detached copies) but not with a tensor that merely aliases its
+    # storage: `q @ k.transpose(2, 3)` on 4-D tensors is `bmm` then `_unsafe_view`, and
+    # LLMs-from-scratch's attention fills the latter's mask in place (`masked_fill_`);
+    # torch's cache of the `bmm` never sees it, and the re-run fills the same mask again.
+    # predict refused `selective` there, which `measure` ran and the gates passed. So a
+    # storage made in forward counts only when the tensor written is the op's output or a
+    # view of it (`_base`, as views share the counter); the counter itself is bumped above
+    # the dispatch mode, after the op has returned here, so it cannot be read instead.
     def _note_mutated(self, func, written: tuple[int, ...], args, ev: int) -> None:
         for i in written:
             if i < len(args) and isinstance(args[i], _Tensor):
-                sid = self._sids.get(storage_key(args[i]), -1)
+                a = args[i]
+                sid = self._sids.get(storage_key(a), -1)
+                maker = self._makers.get(sid)
+                if maker is not None and (made := maker()) is not a and \
+                        (made is None or a._base is not made):
+                    continue   # aliases the storage, not the output torch would cache
                 if sid >= 0 and sid not in self._mutated:
                     self._mutated.add(sid)
                     self.sink.write({"k": "mutated", "sid": sid, "ev": ev,
@@ -772,6 +788,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
             if op is None:
                 op = self._op_names[func] = getattr(func, "__name__", str(func))
             sid = self._new_storage(t, st, ev, op, pre=False)
+            if self._phase == "forward" or self._phase == "loss":   # Note [Written in place
+                self._makers[sid] = weakref.ref(t)                  # in forward]
         self._last[sid] = ev
 
     def _new_storage(self, t: torch.Tensor, st, ev: int, op: str, pre: bool,
@@ -916,6 +934,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
     def _switch_backward(self, ev: int) -> None:
         if self._phase != "backward":
             self._set_phase("backward", ev)
+            self._makers.clear()   # only forward's writes count (Note [Written in place...])
             # For replay: the last forward use of everything autograd holds (see
             # memledger/replay/engine.py, Note [Replay of a checkpointed region]).
             for sid in list(self._saved_mod):
@@ -1370,6 +1389,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
         self._step_t0 = now
         self._steps_done += 1
         self._step += 1
+        self._makers.clear()
         self._set_phase("other")
         self._write_scalars()
         self.sink.flush()
