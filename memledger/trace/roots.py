@@ -319,8 +319,9 @@ def containers(root: torch.nn.Module) -> dict[str, str]:
     nn.ModuleList, nn.ModuleDict): a policy never selects one (Note [Containers],
     replay/policies.py)."""
     unimplemented = torch.nn.Module.forward
+    # the instance's forward, not the class's: a scripted module's is found on the instance
     return {name: type(m).__name__ for name, m in named_modules(root)
-            if name and type(m).forward is unimplemented and "forward" not in m.__dict__}
+            if name and getattr(getattr(m, "forward", None), "__func__", None) is unimplemented}
 
 
 def paths_under(root: torch.nn.Module, prefix: str) -> list[tuple[torch.nn.Module, str]]:
