@@ -72,7 +72,7 @@ from memledger.replay.stateful import (
     stateful_message,
 )
 from memledger.trace.script_checkpoint import checkpoint_pack_hook, find_checkpoint_call
-from memledger.trace.roots import COMPILED, RootNames, named_modules
+from memledger.trace.roots import COMPILED, RootNames, containers, named_modules
 from memledger.trace.where import in_reentrant_checkpoint
 from memledger.trace.wrapped import storage_ptrs
 from memledger.trace.outside_state import (
@@ -132,7 +132,7 @@ def apply_policy(model: nn.Module, policy: Policy, offload_dir: str | None = Non
     `check_save=False` lets a save list name an op selective never sees (the calibration's
     `save=none_`: keep nothing on purpose).
     """
-    regions = resolve(policy, module_table(model))
+    regions = resolve(policy, module_table(model), containers=containers(model))
     handle = PolicyHandle(model=model, policy=policy, regions=regions)
     # Note [A compiled submodule is wrapped outside its compiled code]
     every = named_modules(model)   # torch.compile's wrapper before the module it wraps
@@ -611,7 +611,8 @@ class PolicyInstaller:
         if model is None or not others:
             return error
         try:
-            resolve(self.policy, module_table(model), others=others)
+            resolve(self.policy, module_table(model), others=others,
+                    containers=containers(model))
         except PolicyError as better:
             return better
         return error

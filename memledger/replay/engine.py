@@ -268,7 +268,8 @@ def _select_calls(prep: Prepared, policy: Policy) -> _Calls:
     after = (f" (policies act on the model, the first top-level module with parameters the "
              f"script called; not on {other})") if other else ""
     regions = resolve(policy, prep.module_table, "the modules the traced forward called are",
-                      after, others=prep.other_roots, uncalled=prep.param_modules) \
+                      after, others=prep.other_roots, uncalled=prep.param_modules,
+                      containers=prep.containers) \
         if policy.parts else []
     by_path = {r.path: r.part for r in regions}
     refuse_scripted_regions(policy.text(), [r.path for r in regions if r.part.kind in (

@@ -246,25 +246,31 @@ def glob_regex(selector: str) -> re.Pattern:
 # ---- resolution against a model's modules ---------------------------------------------------
 def resolve(policy: Policy, modules: Iterable[tuple[str, str]],
             known: str = "the model's modules are", after: str = "",
-            others: Iterable[str] = (), uncalled: Iterable[str] = ()) -> list[Region]:
+            others: Iterable[str] = (), uncalled: Iterable[str] = (),
+            containers: dict[str, str] | None = None) -> list[Region]:
     """The regions a policy selects among (path, class name) pairs, in model order.
 
     Raises PolicyError when a selector matches nothing (listing the module names, then
     `after`; or, where it names a top-level module the script calls beside the model, one
     of `others`, saying so; or, where it names modules that hold parameters but never ran
     as module calls, one of `uncalled`, saying why), when two selected modules nest, or
-    when two parts select the same module.
+    when two parts select the same module. `containers` (path -> class name): modules with
+    no forward of their own, which a policy never selects (Note [Containers]).
     """
+    containers = containers or {}
     modules = list(dict.fromkeys(modules))
     root = next((c for p, c in modules if not p), "")
-    mods = [(p, c) for p, c in modules if p]  # the root ("") is never a region
+    # the root ("") is never a region, nor a container: nothing runs its forward
+    mods = [(p, c) for p, c in modules if p and p not in containers]
+    uncalled = [*uncalled, *containers]
     regions: list[Region] = []
     taken: dict[str, str] = {}
     for part in policy.parts:
         sel = part.selector
         hits = _selected(sel, mods)
         if not hits:
-            _refuse_uncalled(sel, _selected(sel, [(p, "") for p in uncalled]), mods)
+            _refuse_uncalled(sel, _selected(sel, [(p, containers.get(p, ""))
+                                                  for p in dict.fromkeys(uncalled)]), mods)
             beside = _beside_the_model(sel, others)
             if beside:
                 model = f" ({_a(root)}: the first top-level module with parameters the " \
@@ -311,19 +317,42 @@ def _selected(sel: str, mods: list[tuple[str, str]]) -> list[tuple[str, str]]:
 # llama2.c's TransformerBlock calls its attention and feed-forward): the trace never sees
 # where such a module's work begins and ends, only its submodules' calls. Its parameters
 # still name it, so a selector that matches it says why it selects nothing, instead of
-# listing modules among which the one the user named is missing.
+# listing modules among which the one the user named is missing. The modules named
+# around it are the innermost that ran: the call it sits in, and its own submodules.
+#
+# Note [Containers]
+# An nn.ModuleList or nn.ModuleDict has no forward of its own: the script calls its
+# submodules one by one (makemore's blocks keep their MLP in an nn.ModuleDict and call
+# `m.c_proj(m.act(m.c_fc(x)))`; a head list is called `h(x) for h in self.heads`). A policy
+# acts on a module's forward, so on a container it does nothing: `measure` wrapped the
+# ModuleDict's forward, which nothing calls, said "applied to transformer.h.0.mlp" and
+# measured the baseline, while predict refused the same selector saying the script calls
+# its `.forward()` directly and to call the module itself, which for a container raises.
+# Both now treat a container as a module that never runs: a glob passes over it (as
+# predict always did: it never ran), and a selector that matches only containers is
+# refused, naming the container's class and the modules around it to select instead.
+# The trace records the model's containers (`container` records) for predict to say so.
 def _refuse_uncalled(sel: str, hits: list[tuple[str, str]],
                      ran: list[tuple[str, str]]) -> None:
     if not hits:
         return
     paths = [p for p, _ in hits]
     named = ", ".join(paths[:3]) + (f", ... ({len(paths) - 3} more)" if len(paths) > 3 else "")
-    first = paths[0]
+    first, cls = hits[0]
     ran_names = [p for p, _ in ran]
-    near = [p for p in ran_names if first.startswith(p + ".")][-1:] + \
-        [p for p in ran_names if p.startswith(first + ".")][:3]
+    outer = max((p for p in ran_names if first.startswith(p + ".")), key=len, default="")
+    # by depth, then name: measure lists the model's modules, predict those that ran
+    inner = sorted((p for p in ran_names if p.startswith(first + ".")),
+                   key=lambda p: (p.count("."), p))
+    near = ([outer] if outer else []) + inner[:3]
+    leaf = first.rsplit(".", 1)[-1]
+    if cls:
+        alt = f": {', '.join(near)}" if near else ""
+        raise PolicyError(
+            f"selector {sel!r} matches {named}, {_a(cls)}: a container with no forward of "
+            f"its own (the script calls its submodules one by one), so a policy on it would "
+            f"do nothing; select the modules around it that run instead{alt}")
     alt = f"; modules around it that did run: {', '.join(near)}" if near else ""
-    leaf = paths[0].rsplit(".", 1)[-1]
     raise PolicyError(
         f"selector {sel!r} matches {named}, never called as a module: the script calls "
         f"its `.forward()` directly (`self.{leaf}.forward(x)`) or, for a container (an "

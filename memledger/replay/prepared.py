@@ -8,7 +8,7 @@ use); every policy then works on these arrays only.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -136,6 +136,7 @@ class Prepared:
     last_use: np.ndarray = None   # int64 event of the storage's last use (any phase)
     made_mod: np.ndarray = None   # object: the module that made the storage ("" = none)
     param_modules: tuple[str, ...] = ()   # every module path a parameter's name implies
+    containers: dict[str, str] = field(default_factory=dict)   # Note [Containers]: path -> class
 
     @classmethod
     def from_ledger(cls, led: Ledger) -> "Prepared":
@@ -233,6 +234,7 @@ class Prepared:
             script_ckpt=script_checkpoints(led.extra.get("script_ckpt", [])),
             other_roots=others,
             param_modules=_param_modules(st, others),
+            containers=_containers(led),
             compiled=compiled_regions(led),
             scope_model=model_calls(sc["mod"].to_numpy(dtype=object),
                                     sc["ev0"].to_numpy(dtype=np.int64), led),
@@ -317,6 +319,14 @@ def _param_modules(st: pd.DataFrame, others: tuple[str, ...]) -> tuple[str, ...]
         if parts and parts[0] not in others:
             out.update(dict.fromkeys(".".join(parts[:i]) for i in range(1, len(parts) + 1)))
     return tuple(out)
+
+
+def _containers(led: Ledger) -> dict[str, str]:
+    """The model's modules with no forward of their own (Note [Containers], replay/
+    policies.py), as recorded since the model was last renamed (`model` record)."""
+    start = max((int(r["ev"]) for r in led.extra.get("model", [])), default=0)
+    return {str(r["mod"]): str(r["cls"]) for r in led.extra.get("container", [])
+            if int(r.get("ev", 0)) >= start}
 
 
 def model_calls(mods: np.ndarray, ev0: np.ndarray, led: Ledger) -> np.ndarray:

@@ -107,7 +107,14 @@ from memledger.trace.interrupts import redeliver
 from memledger.trace.steps import StepBoundary
 from memledger.trace.resize import StorageResizeWatch
 from memledger.crash import internal
-from memledger.trace.roots import ByModule, RootNames, paths_under, plain_name, script_modules
+from memledger.trace.roots import (
+    ByModule,
+    RootNames,
+    containers,
+    paths_under,
+    plain_name,
+    script_modules,
+)
 from memledger.trace.scalars import NUMBERS as _NUMBERS
 from memledger.trace.scalars import WrappedScalars
 from memledger.trace.scalars import casts_inputs as _casts_inputs
@@ -469,6 +476,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
         self._fork: tuple[Any, int | None] = (None, None)
         self._op_made = 0   # the first sid the latest op made (its outputs: sids from here)
         self._mutated: set[int] = set()   # Note [Written in place in forward]
+        self._makers: dict[int, weakref.ref] = {}   # sid -> the forward op's output that made it
         self._nograd_depth: int | None = None   # module depth looked at without gradients
         self._handles: list[Any] = []
         self._saved_hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack)
@@ -736,10 +744,25 @@ class Collector(ShardingMixin, TorchDispatchMode):
     # `measure` cannot run, a `mutated` record (`sid`, `ev`, `op`) names the first op that
     # wrote each storage in place before backward (the arguments its schema marks `a!`),
     # once per storage: a BatchNorm's running stats, written every step, are one record.
+    #
+    # torch tells a change by the cached output's version counter, which the output shares
+    # with its views (and detached copies) but not with a tensor that merely aliases its
+    # storage: `q @ k.transpose(2, 3)` on 4-D tensors is `bmm` then `_unsafe_view`, and
+    # LLMs-from-scratch's attention fills the latter's mask in place (`masked_fill_`);
+    # torch's cache of the `bmm` never sees it, and the re-run fills the same mask again.
+    # predict refused `selective` there, which `measure` ran and the gates passed. So a
+    # storage made in forward counts only when the tensor written is the op's output or a
+    # view of it (`_base`, as views share the counter); the counter itself is bumped above
+    # the dispatch mode, after the op has returned here, so it cannot be read instead.
     def _note_mutated(self, func, written: tuple[int, ...], args, ev: int) -> None:
         for i in written:
             if i < len(args) and isinstance(args[i], _Tensor):
-                sid = self._sids.get(storage_key(args[i]), -1)
+                a = args[i]
+                sid = self._sids.get(storage_key(a), -1)
+                maker = self._makers.get(sid)
+                if maker is not None and (made := maker()) is not a and \
+                        (made is None or a._base is not made):
+                    continue   # aliases the storage, not the output torch would cache
                 if sid >= 0 and sid not in self._mutated:
                     self._mutated.add(sid)
                     self.sink.write({"k": "mutated", "sid": sid, "ev": ev,
@@ -793,6 +816,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
             if op is None:
                 op = self._op_names[func] = getattr(func, "__name__", str(func))
             sid = self._new_storage(t, st, ev, op, pre=False)
+            if self._phase == "forward" or self._phase == "loss":   # Note [Written in place
+                self._makers[sid] = weakref.ref(t)                  # in forward]
         self._last[sid] = ev
 
     def _new_storage(self, t: torch.Tensor, st, ev: int, op: str, pre: bool,
@@ -966,6 +991,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
     def _switch_backward(self, ev: int) -> None:
         if self._phase != "backward":
             self._set_phase("backward", ev)
+            self._makers.clear()   # only forward's writes count (Note [Written in place...])
             # For replay: the last forward use of everything autograd holds (see
             # memledger/replay/engine.py, Note [Replay of a checkpointed region]).
             for sid in list(self._saved_mod):
@@ -1205,13 +1231,21 @@ class Collector(ShardingMixin, TorchDispatchMode):
         self._note_compiled(root, prefix)
         if prefix:   # not the model: a GAN's discriminator, a loss module called on its own
             self.sink.write({"k": "root", "mod": prefix})
-        elif self._roots.absorbed:   # it holds the module that was the model until now (Note
-            self.sink.write({"k": "model", "ev": self._ev})   # [The model]): renamed
+        else:
+            if self._roots.absorbed:   # it holds the module that was the model until now
+                self.sink.write({"k": "model", "ev": self._ev})   # (Note [The model]): renamed
+            self._note_containers(root)
         self._steps.saw_root(root)   # its parameters count for the first step: trace/steps.py
         for mname, mod in root.named_modules():
             for pname, p in mod.named_parameters(recurse=False):
                 self._note_sharded(mod, pname, p)
         self._name_state(root, prefix, again=bool(self._roots.absorbed))
+
+    def _note_containers(self, model: torch.nn.Module) -> None:
+        """A `container` record per module of the model with no forward of its own, for
+        predict to say why a policy cannot select it (Note [Containers], replay/policies.py)."""
+        for path, cls in containers(model).items():
+            self.sink.write({"k": "container", "mod": path, "cls": cls, "ev": self._ev})
 
     def _note_compiled(self, root: torch.nn.Module, prefix: str) -> None:
         """A `compiled` record per torch.compile'd module under a new root, with its backend:
@@ -1358,6 +1392,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
         if moved:   # the model's names are the student's from here; the teacher's: its class
             self.sink.write({"k": "model", "ev": self._ev})
             self.sink.write({"k": "root", "mod": self._roots.prefix[moved[1]]})
+            self._note_containers(moved[0])
             for root in moved:
                 self._name_state(root, self._roots.prefix[root], again=True)
         if self._lazy:
@@ -1412,6 +1447,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
         self._step_t0 = now
         self._steps_done += 1
         self._step += 1
+        self._makers.clear()
         self._set_phase("other")
         self._write_scalars()
         self.sink.flush()

@@ -314,6 +314,16 @@ def named_modules(root: torch.nn.Module) -> list[tuple[str, torch.nn.Module]]:
     return [(plain_name(n), m) for n, m in root.named_modules()]
 
 
+def containers(root: torch.nn.Module) -> dict[str, str]:
+    """path -> class name of each module under `root` with no forward of its own (an
+    nn.ModuleList, nn.ModuleDict): a policy never selects one (Note [Containers],
+    replay/policies.py)."""
+    unimplemented = torch.nn.Module.forward
+    # the instance's forward, not the class's: a scripted module's is found on the instance
+    return {name: type(m).__name__ for name, m in named_modules(root)
+            if name and getattr(getattr(m, "forward", None), "__func__", None) is unimplemented}
+
+
 def paths_under(root: torch.nn.Module, prefix: str) -> list[tuple[torch.nn.Module, str]]:
     """(module, path) for `root` and its submodules, under `prefix`."""
     return [(m, ".".join(p for p in (prefix, name) if p)) for name, m in named_modules(root)]
