@@ -136,25 +136,30 @@ class Net(nn.Module):
         return self.head(h.mean(1))
 
 
-ap = argparse.ArgumentParser()
-ap.add_argument("--seed", type=int, default=0)
-ap.add_argument("--steps", type=int, default=3)
-ap.add_argument("--batch", type=int, default=64)
-ap.add_argument("--program", default="")   # instead of a draw: "between/op op ...;..."
-ap.add_argument("--show", action="store_true")
-a = ap.parse_args()
-if a.show:
-    blocks, between = draw(a.seed, program=a.program)
-    print(";".join(f"{b}/{' '.join(ops)}" for ops, b in zip(blocks, between)))
-    raise SystemExit(0)
-torch.manual_seed(a.seed)
-model = Net(a.seed, a.program)
-opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-g = torch.Generator().manual_seed(1)
-for step in range(a.steps):
-    x = torch.randn(a.batch, T, W, generator=g)
-    y = torch.randint(0, 10, (a.batch,), generator=g)
-    loss = F.cross_entropy(model(x), y)
-    loss.backward()
-    opt.step()
-    opt.zero_grad(set_to_none=True)
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--steps", type=int, default=3)
+    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--program", default="")   # instead of a draw: "between/op op ...;..."
+    ap.add_argument("--show", action="store_true")
+    a = ap.parse_args()
+    if a.show:
+        blocks, between = draw(a.seed, program=a.program)
+        print(";".join(f"{b}/{' '.join(ops)}" for ops, b in zip(blocks, between)))
+        return
+    torch.manual_seed(a.seed)
+    model = Net(a.seed, a.program)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    g = torch.Generator().manual_seed(1)
+    for step in range(a.steps):
+        x = torch.randn(a.batch, T, W, generator=g)
+        y = torch.randint(0, 10, (a.batch,), generator=g)
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+
+if __name__ == "__main__":
+    main()
