@@ -362,6 +362,7 @@ def _owners(prep: Prepared, calls: _Calls) -> _Owners:
             first = np.r_[True, ro[1:] != ro[:-1]]
             k_l = k_l.copy()
             k_l[ro[first]] = ko[first]
+    k_s, k_l = _without_unread_saves(prep, calls, k_s, k_l)
     fwd_end = np.where(prep.fwd_last >= 0, prep.fwd_last + 1, prep.saved_last + 2)
     fwd_end = np.maximum(fwd_end, prep.arg_end)
     if prep.released is not None:   # measured: when the script let go of it
@@ -369,6 +370,43 @@ def _owners(prep: Prepared, calls: _Calls) -> _Owners:
     fwd_end = np.clip(fwd_end, cr + 1, prep.freed)
     return _Owners(made=which_call(calls.ev0, calls.ev1, cr, n), first_save=k_s,
                    last_save=k_l, fwd_end=fwd_end)
+
+
+def _without_unread_saves(prep: Prepared, calls: _Calls, k_s: np.ndarray,
+                          k_l: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The calls of each storage's first and last save, leaving out the saves autograd let
+    go of unread in forward (Note [A save autograd let go of unread], trace/collector.py):
+    no policy acts on a save that holds nothing into backward. A block whose `h.sin()`,
+    dropped, saved its own output first was read as that output's first saver, so
+    `checkpoint` of the block dropped it and the next block's backward, reading it, started
+    the block's re-run early, with the next block's frame still held (5,056 B over,
+    tests/clients/train_random.py)."""
+    gone = prep.pack_gone
+    if gone is None or not (gone >= 0).any() or not len(calls):
+        return k_s, k_l
+    r = prep.pack_row
+    live = gone < 0
+    bw = _saved_in_backward(prep)
+    if len(bw):
+        live &= ~bw
+    rows = np.zeros(len(prep.created), dtype=bool)
+    rows[r[~live & (gone >= 0)]] = True
+    kp = _pack_call(prep, calls)
+    lr, le, lk = r[live], prep.pack_ev[live], kp[live]
+    o = np.lexsort((le, lr))
+    lr, lk = lr[o], lk[o]
+    first = np.flatnonzero(np.r_[True, lr[1:] != lr[:-1]]) if len(lr) else lr
+    last = np.r_[first[1:] - 1, len(lr) - 1] if len(lr) else lr
+    k_first = np.full(len(prep.created), -1, dtype=np.int64)
+    k_last = np.full(len(prep.created), -1, dtype=np.int64)
+    k_first[lr[first]] = lk[first]
+    k_last[lr[last]] = lk[last]
+    # a live save outside every selected call holds the storage whatever the policy does
+    # (as `_owners` reads another call's save): it is the last one
+    outside = np.zeros(len(prep.created), dtype=bool)
+    outside[lr[lk < 0]] = True
+    k_last = np.where(outside, -1, k_last)
+    return np.where(rows, k_first, k_s), np.where(rows, k_last, k_l)
 
 
 def _saved_in_backward(prep: Prepared) -> np.ndarray:
