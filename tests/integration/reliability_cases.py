@@ -332,6 +332,10 @@ RUN_CASES: tuple[tuple[int, str, int, str, str], ...] = (
         "TypeError)", 70, "one line naming the file with the traceback; the partial ledger "
         "(was: exit 3, \"script raised TypeError\", the script blamed)",
         "test_script_errors.py::test_a_failure_in_memledgers_own_hook_is_memledgers"),
+    (4, "a bug in applying a policy while the script runs (`measure`, `compare`: the policy "
+        "installer's hooks)", 70, "one line naming the file with the traceback (was: exit 3; "
+        "it hid `compare`'s perturbed-saves variant crashing on 8-bit weights)",
+        "test_script_errors.py::test_a_failure_in_the_policy_installers_hooks_is_memledgers"),
     (5, "`kill -INT <memledger pid>` mid-trace", 130,
         "the partial ledger; the worker stops at once", "test_sigint_to_memledger_pid"),
     (5, "`kill -TERM <memledger pid>` in the allocator pass", 130,
