@@ -739,9 +739,10 @@ def _segments(prep: Prepared, calls: _Calls, dropped: np.ndarray, own: _Owners) 
         # save autograd let go of unread], trace/collector.py)
         if prep.pack_gone is not None:
             dead = (kp >= 0) & (prep.pack_unpack < 0) & (prep.pack_gone >= 0) & ~state[r]
-            kd_ = kp[dead]
-            np.maximum.at(by_save, kd_, np.maximum(prep.pack_gone[dead], calls.ev1[kd_]))
-            has[kd_] = True
+            dead_calls = kp[dead]
+            np.maximum.at(by_save, dead_calls, np.maximum(prep.pack_gone[dead],
+                                                          calls.ev1[dead_calls]))
+            has[dead_calls] = True
         unpacked = np.where(has, np.maximum(by_save, live_on), unpacked)
     # the frame goes with the last of its holders, dropped or not: a region whose first op
     # saves only its argument (ConvNeXt's depthwise conv on the block input) has its last
