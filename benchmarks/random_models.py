@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/random_models.py --seeds 0-39
     .venv/bin/python benchmarks/random_models.py --seeds 7 --minimise "selective:blocks.*"
+    .venv/bin/python benchmarks/random_models.py --menu wide --seeds 0-39
 
 Each seed draws a model whose blocks run a random sequence of the mechanics that decide
 what autograd saves and when storages go; the tier's harness (tests/clients/harness.py,
@@ -32,8 +33,11 @@ POLICIES = ["checkpoint:blocks.*", "checkpoint:blocks.0", "selective:blocks.*",
             "offload:blocks.*", "checkpoint:blocks.0+offload:blocks.[1-2]"]
 
 
+MENU = "basic"   # `--menu`: which ops a draw takes (train_random.py MENUS)
+
+
 def program_of(seed: int) -> str:
-    blocks, between = draw(seed)
+    blocks, between = draw(seed, menu=MENU)
     return ";".join(f"{b}/{' '.join(ops)}" for ops, b in zip(blocks, between))
 
 
@@ -103,7 +107,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seeds", default="0-19")
     ap.add_argument("--minimise", metavar="POLICY", default="")
+    ap.add_argument("--menu", default="basic", choices=["basic", "wide"])
     a = ap.parse_args()
+    global MENU
+    MENU = a.menu
     if a.minimise:
         for s in _seeds(a.seeds):
             print(minimise(s, a.minimise), flush=True)

@@ -24,18 +24,27 @@ BLOCK_OPS = ["linear", "linear_nobias", "relu", "relu_", "gelu", "tanh", "sigmoi
              "layernorm", "dropout", "residual", "transpose", "reshape", "dead_save",
              "kept", "branch", "twice", "shared", "attention", "chunk_cat", "masked",
              "softmax", "scale_param", "clone_mul_"]
+# `--menu wide` adds these (the basic menu's draws stay as they were): normalisations with
+# state or their own formulas, a convolution over time, sdpa, gated MLPs, in-place writes
+# into slices and dropout in place, gathers, bf16 autocast, reductions and powers.
+WIDE_OPS = ["batchnorm", "conv", "sdpa", "swiglu", "rmsnorm", "slice_write", "dropout_",
+            "gather", "autocast", "pow", "normalize", "cumsum", "detach_mix", "gelu_tanh",
+            "relu_inplace"]
+MENUS = {"basic": BLOCK_OPS, "wide": BLOCK_OPS + WIDE_OPS}
 # Ops the model runs between blocks, outside every region.
 BETWEEN_OPS = ["none", "none", "dead_save", "scale", "gelu", "residual_keep"]
 
 
-def draw(seed: int, depth: int = 3, program: str = "") -> tuple[list[list[str]], list[str]]:
+def draw(seed: int, depth: int = 3, program: str = "",
+         menu: str = "basic") -> tuple[list[list[str]], list[str]]:
     """The blocks' ops and the ops before each block: from `program` if given
-    ("between/op op ...;between/op ..."), else drawn from `seed`."""
+    ("between/op op ...;between/op ..."), else drawn from `seed` and `menu`."""
     if program:
         parts = [p.split("/") for p in program.split(";")]
         return [ops.split() for _, ops in parts], [b for b, _ in parts]
     rng = random.Random(seed)
-    blocks = [[rng.choice(BLOCK_OPS) for _ in range(rng.randint(3, 7))] for _ in range(depth)]
+    ops_ = MENUS[menu]
+    blocks = [[rng.choice(ops_) for _ in range(rng.randint(3, 7))] for _ in range(depth)]
     between = [rng.choice(BETWEEN_OPS) for _ in range(depth)]
     return blocks, between
 
@@ -52,6 +61,16 @@ class Block(nn.Module):
         self.qkv = nn.Linear(W, 3 * W)
         self.gain = nn.Parameter(torch.ones(W))
         self.shared = [shared]             # a list: not this block's submodule
+        # the wide menu's modules, made only where drawn (the basic draws' sizes stay)
+        if "batchnorm" in ops:
+            self.bn = nn.BatchNorm1d(W)
+        if "conv" in ops:
+            self.conv = nn.Conv1d(W, W, 3, padding=1)
+        if "swiglu" in ops:
+            self.up = nn.Linear(W, 4 * W)
+            self.down = nn.Linear(2 * W, W)
+        if "gather" in ops:
+            self.register_buffer("perm", torch.randperm(T), persistent=False)
 
     def forward(self, x):
         h, fc = x, iter(self.fc)
@@ -107,13 +126,47 @@ class Block(nn.Module):
             elif op == "clone_mul_":
                 h = h.clone()
                 h.mul_(0.5)
+            elif op == "batchnorm":       # running statistics, channels in the middle
+                h = self.bn(h.transpose(1, 2)).transpose(1, 2)
+            elif op == "conv":
+                h = self.conv(h.transpose(1, 2)).transpose(1, 2)
+            elif op == "sdpa":
+                h = F.scaled_dot_product_attention(h, h, h, is_causal=True)
+            elif op == "swiglu":
+                a, b = self.up(h).chunk(2, dim=-1)
+                h = self.down(F.silu(a) * b)
+            elif op == "rmsnorm":
+                h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-6) * self.gain
+            elif op == "slice_write":     # in place into a slice of a fresh tensor
+                h = h * 1.0
+                h[:, 0] = 0.0
+            elif op == "dropout_":
+                h = F.dropout(h * 1.0, 0.25, self.training, inplace=True)
+            elif op == "gather":
+                h = h[:, self.perm]
+            elif op == "autocast":
+                with torch.autocast("cpu", dtype=torch.bfloat16):
+                    h = self.inner(h)
+                h = h.float()
+            elif op == "pow":
+                h = h.pow(2) * 0.5
+            elif op == "normalize":
+                h = F.normalize(h, dim=-1) * W ** 0.5
+            elif op == "cumsum":
+                h = h.cumsum(1) / T
+            elif op == "detach_mix":
+                h = h + 0.1 * h.detach()
+            elif op == "gelu_tanh":
+                h = F.gelu(h, approximate="tanh")
+            elif op == "relu_inplace":
+                h = F.relu(self.branch(h), inplace=True)
         return h
 
 
 class Net(nn.Module):
-    def __init__(self, seed: int, program: str = "") -> None:
+    def __init__(self, seed: int, program: str = "", menu: str = "basic") -> None:
         super().__init__()
-        blocks, self.between = draw(seed, program=program)
+        blocks, self.between = draw(seed, program=program, menu=menu)
         self.inp = nn.Linear(W, W)
         self.shared = nn.Linear(W, W)
         self.blocks = nn.ModuleList(Block(ops, self.shared) for ops in blocks)
@@ -142,14 +195,15 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--program", default="")   # instead of a draw: "between/op op ...;..."
+    ap.add_argument("--menu", choices=list(MENUS), default="basic")
     ap.add_argument("--show", action="store_true")
     a = ap.parse_args()
     if a.show:
-        blocks, between = draw(a.seed, program=a.program)
+        blocks, between = draw(a.seed, program=a.program, menu=a.menu)
         print(";".join(f"{b}/{' '.join(ops)}" for ops, b in zip(blocks, between)))
         return
     torch.manual_seed(a.seed)
-    model = Net(a.seed, a.program)
+    model = Net(a.seed, a.program, a.menu)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     g = torch.Generator().manual_seed(1)
     for step in range(a.steps):
