@@ -61,3 +61,11 @@ def test_a_region_whose_save_dies_at_once(program):
     run = _exact(["--program", program], ["checkpoint:blocks.*", "checkpoint:blocks.0",
                                           "offload:blocks.*"])
     assert len(run.ledger.extra["unread"]) == 2   # one a traced step
+
+
+def test_a_block_that_returns_its_input_between_two():
+    """Block 1 runs no op (it returns its input): its empty call stood between block 0,
+    whose last op (sigmoid) saves its own output, and block 2, so that save was read as
+    no call's and `offload:blocks.*` kept the output on the device, 131,072 B over
+    measured (`record_call`, replay/calls.py)."""
+    _exact(["--program", "none/sigmoid;none/;none/tanh"])
