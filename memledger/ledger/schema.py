@@ -43,9 +43,10 @@ that stored storages it made into an object it was handed, e.g. a KV cache: `mod
 `ev1`, `obj`, `sids`; Note [State written outside a region] in trace/outside_state.py),
 `released` (`sid`, `ev`: the first event at which only autograd held a saved storage, -1 if
 the script still held it at backward; Note [When a saved storage is released] in
-trace/collector.py) and `unread` (`sid`, `sev`, `ev`: the save made at event `sev`, let go of
-by autograd before backward at `ev` without being unpacked: its node died with an output the
-script dropped; Note [A save autograd let go of unread] in trace/collector.py) and `inplace`
+trace/collector.py) and `unread` (`sid`, `sev`, `mod`, `ev`: the save made at event `sev` by
+`mod`, let go of by autograd before backward at `ev` without being unpacked: its node died
+with an output the script dropped; Note [A save autograd let go of unread] in
+trace/collector.py) and `inplace`
 (`sid`, `op`: a storage made by an op the untraced run calls in place, `add_` for `add`;
 Note [In place but for the mode] in trace/collector.py; read into the storage's `op`) and
 `args` (`mod`, `ev0`, `sids`: the storages a module call was handed, parameters and buffers

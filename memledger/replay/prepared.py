@@ -521,17 +521,21 @@ def _packs(led: Ledger, st: pd.DataFrame) -> dict[str, np.ndarray]:
 def _unread(led: Ledger, sv: pd.DataFrame) -> np.ndarray:
     """Per save record: the event at which autograd let go of it unread, in forward (its
     node died with an output the script dropped; Note [A save autograd let go of unread] in
-    trace/collector.py), else -1. Two saves of one storage at one event pair in order."""
+    trace/collector.py), else -1. Two saves of one storage at one event (a sigmoid's own
+    output, and `h.abs()` on it right after, Rule 5 putting both at the sigmoid) are told
+    apart by their module, then paired in order."""
     recs = led.extra.get("unread", [])
     if not recs or not len(sv):
         return np.full(len(sv), -1, dtype=np.int64)
-    u = pd.DataFrame(recs, columns=["sid", "sev", "ev"]).rename(
+    u = pd.DataFrame(recs, columns=["sid", "sev", "ev", "mod"]).rename(
         columns={"sev": "at", "ev": "gone"})
+    u["mod"] = u["mod"].fillna("").astype(str)
     s = pd.DataFrame({"sid": sv["sid"].to_numpy(), "at": sv["ev"].to_numpy(dtype=np.int64),
+                      "mod": sv["mod"].fillna("").astype(str).to_numpy(),
                       "i": np.arange(len(sv))})
-    s["k"] = s.groupby(["sid", "at"]).cumcount()
-    u["k"] = u.groupby(["sid", "at"]).cumcount()
-    m = s.merge(u, on=["sid", "at", "k"])
+    s["k"] = s.groupby(["sid", "at", "mod"]).cumcount()
+    u["k"] = u.groupby(["sid", "at", "mod"]).cumcount()
+    m = s.merge(u, on=["sid", "at", "mod", "k"])
     out = np.full(len(sv), -1, dtype=np.int64)
     out[m["i"].to_numpy(dtype=np.int64)] = m["gone"].to_numpy(dtype=np.int64)
     return out

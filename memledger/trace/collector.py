@@ -456,9 +456,9 @@ class Collector(ShardingMixin, TorchDispatchMode):
         # saved storages something besides autograd still holds: sid -> [weakref, aliases
         # alive, their weakrefs] (Note [When a saved storage is released])
         self._held: dict[int, list] = {}
-        # id(weakref) -> (weakref, sid, save event): forward saves' aliases, to see autograd
-        # let go of one unread (Note [A save autograd let go of unread])
-        self._save_refs: dict[int, tuple[weakref.ref, int, int]] = {}
+        # id(weakref) -> (weakref, sid, save event, saving module): forward saves' aliases,
+        # to see autograd let go of one unread (Note [A save autograd let go of unread])
+        self._save_refs: dict[int, tuple[weakref.ref, int, int, str]] = {}
         self._bw_module = ""
         # Note [When an unpacked tensor goes]: the node now unpacking, its unpacks, its end
         self._unpack_node = -1
@@ -1516,7 +1516,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
                 alias._memledger_sev = self._ev - 1
                 if self._phase != "backward":
                     ref = weakref.ref(alias, self._on_save_gone)
-                    self._save_refs[id(ref)] = (ref, sid, self._ev - 1)
+                    self._save_refs[id(ref)] = (ref, sid, self._ev - 1, mod)
             return alias
         alias = self._saved_alias(t)
         if alias is not t:
@@ -1584,7 +1584,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
             entry = self._save_refs.pop(id(ref), None)
             if entry is not None and not self._closed and self._phase != "backward":
                 self.sink.write({"k": "unread", "sid": entry[1], "sev": entry[2],
-                                 "ev": self._ev})
+                                 "mod": entry[3], "ev": self._ev})
         except KeyboardInterrupt:  # Python would swallow it here: Note [One interrupt, ...]
             redeliver()
 

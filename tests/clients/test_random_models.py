@@ -69,3 +69,12 @@ def test_a_block_that_returns_its_input_between_two():
     no call's and `offload:blocks.*` kept the output on the device, 131,072 B over
     measured (`record_call`, replay/calls.py)."""
     _exact(["--program", "none/sigmoid;none/;none/tanh"])
+
+
+def test_two_saves_at_one_event_one_of_them_dead():
+    """Block 0's sigmoid saves its own output, and `h.abs()` outside every region saves it
+    as its input, both recorded at the sigmoid's event (Rule 5); the `abs` node dies at
+    once. Paired by order, the `unread` record marked the sigmoid's save dead and the
+    offload kept the output: 131,072 B over measured; the records carry the module."""
+    run = _exact(["--program", "none/sigmoid;dead_save/;none/tanh"])
+    assert {r["mod"] for r in run.ledger.extra["unread"]} == {""}
