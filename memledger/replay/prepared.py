@@ -431,7 +431,7 @@ def _call_args(led: Ledger, st: pd.DataFrame) -> dict[str, np.ndarray]:
 # predicted 354,948 B, measured 328,068 B (tests/clients/train_pyg.py --case
 # hetero_eager); train_mech.py --case two_kinds 249,712 B against 233,072 B.
 def _exact_pairs(sv: pd.DataFrame, up: pd.DataFrame, sv_row: np.ndarray,
-                 up_row: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+                 up_row: np.ndarray, gone: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(save index, unpack index) of the unpacks that name their save's event (`sev`), the
     first unpack of a save only (a second backward pass reads it again: that one reads
     none, as in the stack)."""
@@ -439,6 +439,10 @@ def _exact_pairs(sv: pd.DataFrame, up: pd.DataFrame, sv_row: np.ndarray,
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     s = pd.DataFrame({"row": sv_row, "ev": sv["ev"].to_numpy(dtype=np.int64),
                       "i": np.arange(len(sv))})
+    # a save autograd let go of unread is read by no unpack (a sigmoid's own output, saved
+    # again by `h.abs()` outside the region at the same event, the `abs` node dying at
+    # once: paired as the later save, it took the sigmoid's unpack)
+    s = s[gone < 0]
     u = pd.DataFrame({"row": up_row, "ev": up["sev"].to_numpy(dtype=np.int64),
                       "j": np.arange(len(up))})
     u = u[u["ev"] >= 0]
@@ -470,7 +474,7 @@ def _packs(led: Ledger, st: pd.DataFrame) -> dict[str, np.ndarray]:
     pack_ev = sv["ev"].to_numpy(dtype=np.int64)
     pack_row = sv_row
     gone = _unread(led, sv)
-    ex_s, ex_u = _exact_pairs(sv, up, sv_row, up_row)
+    ex_s, ex_u = _exact_pairs(sv, up, sv_row, up_row, gone)
     n_all, up_all = len(sv), up
     if len(ex_s):   # the rest by the stack; an unpack naming a save reads it (or, read
         rest_s = np.setdiff1d(np.arange(n_all), ex_s)        # again, none)

@@ -78,3 +78,7 @@ def test_two_saves_at_one_event_one_of_them_dead():
     offload kept the output: 131,072 B over measured; the records carry the module."""
     run = _exact(["--program", "none/sigmoid;dead_save/;none/tanh"])
     assert {r["mod"] for r in run.ledger.extra["unread"]} == {""}
+    # and the one unpack of the two reads the sigmoid's save, not the dead one (paired as
+    # the later save, `checkpoint:blocks.0+offload:blocks.[1-2]` was 131,072 B over)
+    _exact(["--program", "none/sigmoid;dead_save/rmsnorm;none/"],
+           ["checkpoint:blocks.0+offload:blocks.[1-2]", "checkpoint:blocks.*"])
