@@ -72,7 +72,9 @@ forward of its own, an nn.ModuleList or nn.ModuleDict, which no policy selects; 
 arguments, the bytes of their 0-dim wrapped tensors and casts, transient at that op; a
 number autograd saved is a storage of its own instead, op `(wrapped number)`; Note
 [Wrapped scalars] in trace/scalars.py; optional `cev`, `cbytes`: the copies an op made to
-cast mixed-dtype inputs, Note [Inputs an op casts]) and `stash` (`mod`, `ev0`, `sids`: storages a module
+cast mixed-dtype inputs, Note [Inputs an op casts]; optional `wev`, `wbytes`: per op, the
+bytes of the numbers torch wrapped before it, which a dispatch mode wraps again, Note
+[Numbers wrapped again under a dispatch mode]) and `stash` (`mod`, `ev0`, `sids`: storages a module
 call made and kept as plain attributes of its module, a pruned `weight`; checkpoint's re-run
 replaces them; optional `graph`: those of them whose autograd graph runs deeper than one op
 on leaves; Note [Tensors a call keeps on its module] in trace/collector.py) and

@@ -97,6 +97,10 @@ class Prepared:
     # bool per storage: its free was written at the op that took its place, as the untraced
     # run writes into it (Note [In place but for the mode], trace/collector.py)
     folded_in: np.ndarray = None
+    # int64 (event, bytes): numbers a dispatch mode wraps again at their op (Note [Numbers
+    # wrapped again under a dispatch mode], trace/scalars.py); None: none recorded
+    rewrap_ev: np.ndarray = None
+    rewrap_bytes: np.ndarray = None
     # (module, first event) of each call that put a tensor it made in its module's buffers
     # (Note [A buffer a call makes and later calls reuse], trace/collector.py)
     kept: tuple[tuple[str, int], ...] = ()
@@ -158,6 +162,7 @@ class Prepared:
         calib = (led.extra.get("calibration") or [{}])[-1]
         op_code, op_names = pd.factorize(st["op"].astype(str).str.split(".").str[0])
         scratch_ev, scratch_b = led.kernel_scratch()
+        rewrap_ev, rewrap_b = led.rewrapped_numbers()
         curve_peak = led.peak_with_scratch()
         # a gap to a run of other code is no workspace: where the allocator pass ran
         # compiled code (`compiles`) the ledger is the eager run (Note [Compiled code runs
@@ -215,6 +220,8 @@ class Prepared:
             copy_bytes_per_s=float(calib.get("copy_bytes_per_s", 0.0)),
             scratch_ev=scratch_ev,
             scratch_bytes=scratch_b,
+            rewrap_ev=rewrap_ev,
+            rewrap_bytes=rewrap_b,
             workspace=workspace,
             baseline_ledger_peak=curve_peak,
             held=st.index.isin(list(held_sids(stateful))),
