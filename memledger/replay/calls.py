@@ -54,6 +54,8 @@ def record_call(s: np.ndarray, mod_code: np.ndarray, mod_names: np.ndarray, by_p
     # `checkpoint:blocks.*` dropped nothing there, held neither block 0's input nor its RNG
     # state: 136,128 B under measured (tests/clients/train_random.py `none/relu_;none/;none/`)
     ran = np.flatnonzero(ev1 > ev0)
+    if not len(ran):
+        return np.full(len(s), -1, dtype=np.int64)
     if len(ran) < len(ev0):
         k = record_call(s, mod_code, mod_names, by_path, mods[ran], ev0[ran], ev1[ran],
                         own_output)
