@@ -45,7 +45,8 @@ that stored storages it made into an object it was handed, e.g. a KV cache: `mod
 the script still held it at backward; Note [When a saved storage is released] in
 trace/collector.py) and `unread` (`sid`, `sev`, `ev`: the save made at event `sev`, let go of
 by autograd before backward at `ev` without being unpacked: its node died with an output the
-script dropped; Note [A save autograd let go of unread] in trace/collector.py) and `inplace`
+script dropped; optional `nth`: its place among that event's saves of the storage; Note [A
+save autograd let go of unread] in trace/collector.py) and `inplace`
 (`sid`, `op`: a storage made by an op the untraced run calls in place, `add_` for `add`;
 Note [In place but for the mode] in trace/collector.py; read into the storage's `op`) and
 `args` (`mod`, `ev0`, `sids`: the storages a module call was handed, parameters and buffers

@@ -532,12 +532,14 @@ def _unread(led: Ledger, sv: pd.DataFrame) -> np.ndarray:
     recs = led.extra.get("unread", [])
     if not recs or not len(sv):
         return np.full(len(sv), -1, dtype=np.int64)
-    u = pd.DataFrame(recs, columns=["sid", "sev", "ev"]).rename(
+    u = pd.DataFrame(recs, columns=["sid", "sev", "ev", "nth"]).rename(
         columns={"sev": "at", "ev": "gone"})
     s = pd.DataFrame({"sid": sv["sid"].to_numpy(), "at": sv["ev"].to_numpy(dtype=np.int64),
                       "i": np.arange(len(sv))})
     s["k"] = s.groupby(["sid", "at"]).cumcount()
-    u["k"] = u.groupby(["sid", "at"]).cumcount()
+    # `nth`: which of the event's saves of the storage died (a ReLU's own save and a dead
+    # `abs` of its output share an event); ledgers without it pair in order
+    u["k"] = u["nth"].fillna(u.groupby(["sid", "at"]).cumcount()).astype(np.int64)
     m = s.merge(u, on=["sid", "at", "k"])
     out = np.full(len(sv), -1, dtype=np.int64)
     out[m["i"].to_numpy(dtype=np.int64)] = m["gone"].to_numpy(dtype=np.int64)
