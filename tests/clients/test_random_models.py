@@ -61,3 +61,40 @@ def test_a_region_whose_save_dies_at_once(program):
     run = _exact(["--program", program], ["checkpoint:blocks.*", "checkpoint:blocks.0",
                                           "offload:blocks.*"])
     assert len(run.ledger.extra["unread"]) == 2   # one a traced step
+
+
+def test_a_number_selective_wraps_again():
+    """`softmax(h) * W` saves the wrapped `W`; selective's own dispatch modes, in forward and
+    in the re-run, hand the op the number back and torch wraps it again (Note [Numbers
+    wrapped again under a dispatch mode]): the re-run's `mul` peak was 8 B under measured."""
+    run = _exact(["--program", "none/;none/;none/attention softmax tanh"],
+                 ["selective:blocks.*", "checkpoint:blocks.*"])
+    wev, wb = run.ledger.rewrapped_numbers()
+    assert len(wev) and set(wb.tolist()) == {8}
+
+
+def test_a_linear_called_twice_bias_summed():
+    """Both calls of a block's `branch` Linear send a bias gradient to one input: the
+    engine adds them after validate_outputs' sum, after the node's apply returned (Note
+    [When an unpacked tensor goes]); the read-back input went with the apply, and
+    `offload:blocks.*` was 128 B over measured when it was held through that sum."""
+    _exact(["--program", "residual_keep/branch branch;none/;none/"],
+           ["offload:blocks.*", "checkpoint:blocks.*"])
+
+
+def test_blocks_that_run_no_op():
+    """Blocks 1 and 2 return their input: calls that ran no op stood between block 0 and
+    the save of its last op (its in-place ReLU's output), which fell to no call:
+    `checkpoint:blocks.*` dropped nothing and held neither block 0's input nor its RNG
+    state, 136,128 B under measured (`record_call`)."""
+    _exact(["--program", "none/relu_;none/;none/"], ["checkpoint:blocks.*", "offload:blocks.*"])
+
+
+def test_a_dead_save_at_the_event_of_a_saving_op():
+    """Block 1's ReLU saves its output after it ran and the dropped `h.abs()` after the
+    block saves it before it runs: two saves at one event, the second dead. Paired in
+    order, the ReLU's save read as the dead one (Note [A save autograd let go of unread],
+    `nth`): 132,396 B under measured."""
+    run = _exact(["--program", "none/;none/relu;dead_save/"],
+                 ["checkpoint:blocks.*", "selective:blocks.*"])
+    assert all(r.get("nth") == 1 for r in run.ledger.extra["unread"])
