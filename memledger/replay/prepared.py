@@ -438,14 +438,20 @@ def _call_args(led: Ledger, st: pd.DataFrame) -> dict[str, np.ndarray]:
 # predicted 354,948 B, measured 328,068 B (tests/clients/train_pyg.py --case
 # hetero_eager); train_mech.py --case two_kinds 249,712 B against 233,072 B.
 def _exact_pairs(sv: pd.DataFrame, up: pd.DataFrame, sv_row: np.ndarray,
-                 up_row: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+                 up_row: np.ndarray, dead: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(save index, unpack index) of the unpacks that name their save's event (`sev`), the
     first unpack of a save only (a second backward pass reads it again: that one reads
-    none, as in the stack)."""
+    none, as in the stack). `dead`: saves autograd let go of unread, which no unpack reads."""
     if not len(up) or "sev" not in up or not (up["sev"] >= 0).any():
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     s = pd.DataFrame({"row": sv_row, "ev": sv["ev"].to_numpy(dtype=np.int64),
                       "i": np.arange(len(sv))})
+    # a dead save shares its event with a live one (a block's last ReLU saving its output,
+    # then `h.abs()`, dropped, saving its input): paired to it, the ReLU's unpack read the
+    # dead save, the block's own save read as never unpacked, and `checkpoint:blocks.0`
+    # started its re-run after the ReLU's backward, 126,012 B under measured
+    # (tests/clients/train_random.py `none/relu relu_;dead_save/kept branch;none/`)
+    s = s[~dead]
     u = pd.DataFrame({"row": up_row, "ev": up["sev"].to_numpy(dtype=np.int64),
                       "j": np.arange(len(up))})
     u = u[u["ev"] >= 0]
@@ -477,11 +483,13 @@ def _packs(led: Ledger, st: pd.DataFrame) -> dict[str, np.ndarray]:
     pack_ev = sv["ev"].to_numpy(dtype=np.int64)
     pack_row = sv_row
     gone = _unread(led, sv)
-    ex_s, ex_u = _exact_pairs(sv, up, sv_row, up_row)
+    dead = gone >= 0   # never unpacked (Note [A save autograd let go of unread])
+    ex_s, ex_u = _exact_pairs(sv, up, sv_row, up_row, dead)
     n_all, up_all = len(sv), up
-    if len(ex_s):   # the rest by the stack; an unpack naming a save reads it (or, read
-        rest_s = np.setdiff1d(np.arange(n_all), ex_s)        # again, none)
-        rest_u = np.flatnonzero((up["sev"] < 0).to_numpy())
+    if len(ex_s) or dead.any():   # the rest by the stack; an unpack naming a save reads it
+        rest_s = np.setdiff1d(np.flatnonzero(~dead), ex_s)   # (or, read again, none)
+        rest_u = np.flatnonzero((up["sev"] < 0).to_numpy()) if len(ex_s) else \
+            np.arange(len(up))
         sv, sv_row = sv.iloc[rest_s], sv_row[rest_s]
         up, up_row = up.iloc[rest_u], up_row[rest_u]
     n_s = len(sv)
@@ -512,12 +520,13 @@ def _packs(led: Ledger, st: pd.DataFrame) -> dict[str, np.ndarray]:
         matched[o[a[pair]]] = ev[b[pair]]
         matched_end[o[a[pair]]] = end[b[pair]]
         matched_rel[o[a[pair]]] = rel[b[pair]]
-    if len(ex_s):   # back to every save, in record order
+    if len(ex_s) or dead.any():   # back to every save, in record order
         full = [np.full(n_all, -1, dtype=np.int64) for _ in range(3)]
         for out, stacked, col in zip(full, (matched, matched_end, matched_rel),
                                      ("ev", "end", "rel")):
             out[rest_s] = stacked
-            out[ex_s] = up_all[col].to_numpy(dtype=np.int64)[ex_u]
+            if len(ex_s):
+                out[ex_s] = up_all[col].to_numpy(dtype=np.int64)[ex_u]
         matched, matched_end, matched_rel = full
     return {"pack_row": pack_row, "pack_ev": pack_ev,
             "pack_mod_code": mod_code.astype(np.int64),

@@ -98,3 +98,12 @@ def test_a_dead_save_at_the_event_of_a_saving_op():
     run = _exact(["--program", "none/;none/relu;dead_save/"],
                  ["checkpoint:blocks.*", "selective:blocks.*"])
     assert all(r.get("nth") == 1 for r in run.ledger.extra["unread"])
+
+
+def test_a_dead_save_beside_a_live_one_is_never_unpacked():
+    """Block 0 ends in an in-place ReLU, which saves its output at its own event; the
+    dropped `h.abs()` saves it there too. The ReLU's unpack was paired to the dead save, so
+    block 0's own save read as never unpacked: `checkpoint:blocks.0` started the re-run
+    after the ReLU's backward, 126,012 B under measured, and the mixed policy 128 B."""
+    _exact(["--program", "none/relu relu_;dead_save/kept branch;none/"],
+           ["checkpoint:blocks.0", "checkpoint:blocks.0+offload:blocks.[1-2]"])
