@@ -88,8 +88,11 @@ tanh`) peaks in the re-run's `mul`: the allocator pass measured 12 B of scratch 
 under `selective:blocks.*` (4 B in the baseline), and the prediction read 8 B under
 measured. Only numbers torch wraps before the op (a Tensor argument), not the `.Scalar`
 overloads' (their kernel wraps them once whoever calls it, Note [Numbers an op wraps
-itself]). The `scalars` record carries those bytes per op (`wev`, `wbytes`); the replay
-adds them where a selective region runs the op (engine.py, `_rewrapped_rows`).
+itself]). Measured with the CPU profiler, `x * 3` (1,024 fp32 elements) under a mode that
+only calls `func`: allocations 8, 8, 4 (the cast), 4,096, peak 4,116 B against 4,108 B
+without the mode, whether or not `x` requires grad (saved or not, the number is wrapped
+again). The `scalars` record carries those bytes per op (`wev`, `wbytes`); the replay adds
+them where a selective region runs the op (engine.py, `_rewrapped_rows`).
 
 # Note [Inputs an op casts]
 On CPU a TensorIterator op handed tensors of different dtypes copies each input whose
