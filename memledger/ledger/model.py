@@ -233,6 +233,18 @@ class Ledger:
                            + [np.asarray(r.get("cbytes", []), dtype=np.int64) for r in recs])
         return ev[b > 0], b[b > 0]
 
+    def rewrapped_numbers(self) -> tuple[np.ndarray, np.ndarray]:
+        """(event, bytes) per op: the Python numbers torch wrapped before the op for its
+        Tensor arguments, which a Python dispatch mode wraps again when it calls the op
+        (`wev`, `wbytes` of the `scalars` records; Note [Numbers wrapped again under a
+        dispatch mode] in trace/scalars.py). Empty for ledgers written before them."""
+        recs = [r for r in self.extra.get("scalars", [])
+                if r.get("device", "cpu") == self.device and r.get("wev")]
+        if not recs:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        return (np.concatenate([np.asarray(r["wev"], dtype=np.int64) for r in recs]),
+                np.concatenate([np.asarray(r["wbytes"], dtype=np.int64) for r in recs]))
+
     def curve_with_scratch(self) -> np.ndarray:
         """`curve()` with the kernel scratch the allocator pass measured per op added where
         the op ran (what replay starts from, and what `show` compares with the allocator)."""

@@ -43,10 +43,10 @@ that stored storages it made into an object it was handed, e.g. a KV cache: `mod
 `ev1`, `obj`, `sids`; Note [State written outside a region] in trace/outside_state.py),
 `released` (`sid`, `ev`: the first event at which only autograd held a saved storage, -1 if
 the script still held it at backward; Note [When a saved storage is released] in
-trace/collector.py) and `unread` (`sid`, `sev`, `mod`, `ev`: the save made at event `sev` by
-`mod`, let go of by autograd before backward at `ev` without being unpacked: its node died
-with an output the script dropped; Note [A save autograd let go of unread] in
-trace/collector.py) and `inplace`
+trace/collector.py) and `unread` (`sid`, `sev`, `ev`: the save made at event `sev`, let go of
+by autograd before backward at `ev` without being unpacked: its node died with an output the
+script dropped; optional `nth`: its place among that event's saves of the storage; Note [A
+save autograd let go of unread] in trace/collector.py) and `inplace`
 (`sid`, `op`: a storage made by an op the untraced run calls in place, `add_` for `add`;
 Note [In place but for the mode] in trace/collector.py; read into the storage's `op`) and
 `args` (`mod`, `ev0`, `sids`: the storages a module call was handed, parameters and buffers
@@ -73,7 +73,9 @@ forward of its own, an nn.ModuleList or nn.ModuleDict, which no policy selects; 
 arguments, the bytes of their 0-dim wrapped tensors and casts, transient at that op; a
 number autograd saved is a storage of its own instead, op `(wrapped number)`; Note
 [Wrapped scalars] in trace/scalars.py; optional `cev`, `cbytes`: the copies an op made to
-cast mixed-dtype inputs, Note [Inputs an op casts]) and `stash` (`mod`, `ev0`, `sids`: storages a module
+cast mixed-dtype inputs, Note [Inputs an op casts]; optional `wev`, `wbytes`: per op, the
+bytes of the numbers torch wrapped before it, which a dispatch mode wraps again, Note
+[Numbers wrapped again under a dispatch mode]) and `stash` (`mod`, `ev0`, `sids`: storages a module
 call made and kept as plain attributes of its module, a pruned `weight`; checkpoint's re-run
 replaces them; optional `graph`: those of them whose autograd graph runs deeper than one op
 on leaves; Note [Tensors a call keeps on its module] in trace/collector.py) and

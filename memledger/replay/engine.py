@@ -814,6 +814,8 @@ def _lifetimes(prep: Prepared, calls: _Calls, own: _Owners, seg: _Segments,
             _rng_rows(calls, seg, rng_bytes, out)
         _running_stats_rows(prep, calls, seg, out)
     _scratch_rows(prep, calls, seg, out, policy)
+    if policy is not None:
+        _rewrapped_rows(prep, calls, seg, out, policy)
     u = np.flatnonzero(off & (prep.unpack_first >= 0))     # offloaded: back at first unpack
     # a held storage's own free is its holder's: the read-back goes with autograd's last use
     back_end = np.where(held[u], prep.unpack[u] + 1, np.maximum(fr0[u], prep.unpack[u] + 1))
@@ -1348,6 +1350,32 @@ def _scratch_rows(prep: Prepared, calls: _Calls, seg: _Segments, out: _Lifetimes
         rr = np.flatnonzero(rr)
         at = seg.start[ks[rr]] + (se[rr] - calls.ev0[ks[rr]])
         out.add(at, at + 1, sb[rr], WORKSPACE)
+
+
+def _rewrapped_rows(prep: Prepared, calls: _Calls, seg: _Segments, out: _Lifetimes,
+                    policy: Policy) -> None:
+    """Selective checkpoint runs its region's forward and re-run under dispatch modes of its
+    own, which wrap each Python number an op takes for a Tensor argument a second time
+    (Note [Numbers wrapped again under a dispatch mode], trace/scalars.py): those bytes once
+    more for one event at the op, in forward and where the re-run calls the op's kernel
+    (not a save-list op, handed back from the cache: `_scratch_rows`)."""
+    we, wb = prep.rewrap_ev, prep.rewrap_bytes
+    if we is None or not len(we) or not len(calls) or not (calls.kind == Kind.SELECTIVE).any():
+        return
+    k = which_call(calls.ev0, calls.ev1, we, prep.n_events)
+    kk = np.maximum(k, 0)
+    sel = (k >= 0) & (calls.kind[kk] == Kind.SELECTIVE)
+    f = np.flatnonzero(sel)
+    out.add(seg.pos_c(we[f]), seg.pos_c(we[f]) + 1, wb[f], WORKSPACE)
+    rr = sel & seg.has[kk] & (we < seg.end[kk])
+    ev_op = np.full(prep.n_events + 1, -1, dtype=np.int64)
+    ev_op[prep.created] = prep.op_code
+    for i, p in enumerate(policy.parts):
+        if p.kind is PolicyKind.SELECTIVE:
+            rr &= ~((calls.part[kk] == i) & np.isin(ev_op[we], _save_codes(prep, p)))
+    r = np.flatnonzero(rr)
+    at = seg.start[k[r]] + (we[r] - calls.ev0[k[r]])
+    out.add(at, at + 1, wb[r], WORKSPACE)
 
 
 # ---- stage 7: the live curve, its peak, and the peak in the original numbering ------------

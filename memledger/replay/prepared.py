@@ -97,6 +97,10 @@ class Prepared:
     # bool per storage: its free was written at the op that took its place, as the untraced
     # run writes into it (Note [In place but for the mode], trace/collector.py)
     folded_in: np.ndarray = None
+    # int64 (event, bytes): numbers a dispatch mode wraps again at their op (Note [Numbers
+    # wrapped again under a dispatch mode], trace/scalars.py); None: none recorded
+    rewrap_ev: np.ndarray = None
+    rewrap_bytes: np.ndarray = None
     # (module, first event) of each call that put a tensor it made in its module's buffers
     # (Note [A buffer a call makes and later calls reuse], trace/collector.py)
     kept: tuple[tuple[str, int], ...] = ()
@@ -158,6 +162,7 @@ class Prepared:
         calib = (led.extra.get("calibration") or [{}])[-1]
         op_code, op_names = pd.factorize(st["op"].astype(str).str.split(".").str[0])
         scratch_ev, scratch_b = led.kernel_scratch()
+        rewrap_ev, rewrap_b = led.rewrapped_numbers()
         curve_peak = led.peak_with_scratch()
         # a gap to a run of other code is no workspace: where the allocator pass ran
         # compiled code (`compiles`) the ledger is the eager run (Note [Compiled code runs
@@ -215,6 +220,8 @@ class Prepared:
             copy_bytes_per_s=float(calib.get("copy_bytes_per_s", 0.0)),
             scratch_ev=scratch_ev,
             scratch_bytes=scratch_b,
+            rewrap_ev=rewrap_ev,
+            rewrap_bytes=rewrap_b,
             workspace=workspace,
             baseline_ledger_peak=curve_peak,
             held=st.index.isin(list(held_sids(stateful))),
@@ -431,18 +438,20 @@ def _call_args(led: Ledger, st: pd.DataFrame) -> dict[str, np.ndarray]:
 # predicted 354,948 B, measured 328,068 B (tests/clients/train_pyg.py --case
 # hetero_eager); train_mech.py --case two_kinds 249,712 B against 233,072 B.
 def _exact_pairs(sv: pd.DataFrame, up: pd.DataFrame, sv_row: np.ndarray,
-                 up_row: np.ndarray, gone: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+                 up_row: np.ndarray, dead: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(save index, unpack index) of the unpacks that name their save's event (`sev`), the
     first unpack of a save only (a second backward pass reads it again: that one reads
-    none, as in the stack)."""
+    none, as in the stack). `dead`: saves autograd let go of unread, which no unpack reads."""
     if not len(up) or "sev" not in up or not (up["sev"] >= 0).any():
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     s = pd.DataFrame({"row": sv_row, "ev": sv["ev"].to_numpy(dtype=np.int64),
                       "i": np.arange(len(sv))})
-    # a save autograd let go of unread is read by no unpack (a sigmoid's own output, saved
-    # again by `h.abs()` outside the region at the same event, the `abs` node dying at
-    # once: paired as the later save, it took the sigmoid's unpack)
-    s = s[gone < 0]
+    # a dead save shares its event with a live one (a block's last ReLU saving its output,
+    # then `h.abs()`, dropped, saving its input): paired to it, the ReLU's unpack read the
+    # dead save, the block's own save read as never unpacked, and `checkpoint:blocks.0`
+    # started its re-run after the ReLU's backward, 126,012 B under measured
+    # (tests/clients/train_random.py `none/relu relu_;dead_save/kept branch;none/`)
+    s = s[~dead]
     u = pd.DataFrame({"row": up_row, "ev": up["sev"].to_numpy(dtype=np.int64),
                       "j": np.arange(len(up))})
     u = u[u["ev"] >= 0]
@@ -474,11 +483,13 @@ def _packs(led: Ledger, st: pd.DataFrame) -> dict[str, np.ndarray]:
     pack_ev = sv["ev"].to_numpy(dtype=np.int64)
     pack_row = sv_row
     gone = _unread(led, sv)
-    ex_s, ex_u = _exact_pairs(sv, up, sv_row, up_row, gone)
+    dead = gone >= 0   # never unpacked (Note [A save autograd let go of unread])
+    ex_s, ex_u = _exact_pairs(sv, up, sv_row, up_row, dead)
     n_all, up_all = len(sv), up
-    if len(ex_s):   # the rest by the stack; an unpack naming a save reads it (or, read
-        rest_s = np.setdiff1d(np.arange(n_all), ex_s)        # again, none)
-        rest_u = np.flatnonzero((up["sev"] < 0).to_numpy())
+    if len(ex_s) or dead.any():   # the rest by the stack; an unpack naming a save reads it
+        rest_s = np.setdiff1d(np.flatnonzero(~dead), ex_s)   # (or, read again, none)
+        rest_u = np.flatnonzero((up["sev"] < 0).to_numpy()) if len(ex_s) else \
+            np.arange(len(up))
         sv, sv_row = sv.iloc[rest_s], sv_row[rest_s]
         up, up_row = up.iloc[rest_u], up_row[rest_u]
     n_s = len(sv)
@@ -509,12 +520,13 @@ def _packs(led: Ledger, st: pd.DataFrame) -> dict[str, np.ndarray]:
         matched[o[a[pair]]] = ev[b[pair]]
         matched_end[o[a[pair]]] = end[b[pair]]
         matched_rel[o[a[pair]]] = rel[b[pair]]
-    if len(ex_s):   # back to every save, in record order
+    if len(ex_s) or dead.any():   # back to every save, in record order
         full = [np.full(n_all, -1, dtype=np.int64) for _ in range(3)]
         for out, stacked, col in zip(full, (matched, matched_end, matched_rel),
                                      ("ev", "end", "rel")):
             out[rest_s] = stacked
-            out[ex_s] = up_all[col].to_numpy(dtype=np.int64)[ex_u]
+            if len(ex_s):
+                out[ex_s] = up_all[col].to_numpy(dtype=np.int64)[ex_u]
         matched, matched_end, matched_rel = full
     return {"pack_row": pack_row, "pack_ev": pack_ev,
             "pack_mod_code": mod_code.astype(np.int64),
@@ -527,19 +539,19 @@ def _unread(led: Ledger, sv: pd.DataFrame) -> np.ndarray:
     node died with an output the script dropped; Note [A save autograd let go of unread] in
     trace/collector.py), else -1. Two saves of one storage at one event (a sigmoid's own
     output, and `h.abs()` on it right after, Rule 5 putting both at the sigmoid) are told
-    apart by their module, then paired in order."""
+    apart by the record's `nth`."""
     recs = led.extra.get("unread", [])
     if not recs or not len(sv):
         return np.full(len(sv), -1, dtype=np.int64)
-    u = pd.DataFrame(recs, columns=["sid", "sev", "ev", "mod"]).rename(
+    u = pd.DataFrame(recs, columns=["sid", "sev", "ev", "nth"]).rename(
         columns={"sev": "at", "ev": "gone"})
-    u["mod"] = u["mod"].fillna("").astype(str)
     s = pd.DataFrame({"sid": sv["sid"].to_numpy(), "at": sv["ev"].to_numpy(dtype=np.int64),
-                      "mod": sv["mod"].fillna("").astype(str).to_numpy(),
                       "i": np.arange(len(sv))})
-    s["k"] = s.groupby(["sid", "at", "mod"]).cumcount()
-    u["k"] = u.groupby(["sid", "at", "mod"]).cumcount()
-    m = s.merge(u, on=["sid", "at", "mod", "k"])
+    s["k"] = s.groupby(["sid", "at"]).cumcount()
+    # `nth`: which of the event's saves of the storage died (a ReLU's own save and a dead
+    # `abs` of its output share an event); ledgers without it pair in order
+    u["k"] = u["nth"].fillna(u.groupby(["sid", "at"]).cumcount()).astype(np.int64)
+    m = s.merge(u, on=["sid", "at", "k"])
     out = np.full(len(sv), -1, dtype=np.int64)
     out[m["i"].to_numpy(dtype=np.int64)] = m["gone"].to_numpy(dtype=np.int64)
     return out

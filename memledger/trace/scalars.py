@@ -74,6 +74,26 @@ output is bool, the common dtype is the inputs' `result_type`: `gt.Scalar(fp32, 
 number by value and allocate nothing for it: `pow.Tensor_Scalar`, `clamp`, `fill_`, `leaky_relu`,
 `hardtanh`, `lerp_.Scalar`, `masked_fill.Scalar`, `add.Tensor`'s `alpha`.
 
+# Note [Numbers wrapped again under a dispatch mode]
+torch unwraps a wrapped number for Python, so a `TorchDispatchMode` is handed `x * 3` as
+`mul.Tensor(x, 3)`; when the mode calls `func(*args)` the number reaches a Tensor argument
+again and torch wraps it a second time (8 B for a float or an int), inside the op, while
+the first one (wrapped before the mode, and held by the op's node when autograd saved it)
+is still live. The ledger's own mode never calls the op's kernel that way in the run the
+allocator measures, but selective checkpoint runs its region's forward and its re-run
+under modes of its own (`_CachingTorchDispatchMode`, `_CachedTorchDispatchMode`), so every
+such op inside a selective region takes the number's bytes once more. A random model's
+`softmax(h) * W` (tests/clients/train_random.py, `none/;none/;none/attention softmax
+tanh`) peaks in the re-run's `mul`: the allocator pass measured 12 B of scratch there
+under `selective:blocks.*` (4 B in the baseline), and the prediction read 8 B under
+measured. Only numbers torch wraps before the op (a Tensor argument), not the `.Scalar`
+overloads' (their kernel wraps them once whoever calls it, Note [Numbers an op wraps
+itself]). Measured with the CPU profiler, `x * 3` (1,024 fp32 elements) under a mode that
+only calls `func`: allocations 8, 8, 4 (the cast), 4,096, peak 4,116 B against 4,108 B
+without the mode, whether or not `x` requires grad (saved or not, the number is wrapped
+again). The `scalars` record carries those bytes per op (`wev`, `wbytes`); the replay adds
+them where a selective region runs the op (engine.py, `_rewrapped_rows`).
+
 # Note [Inputs an op casts]
 On CPU a TensorIterator op handed tensors of different dtypes copies each input whose
 dtype is not the common one (`torch.result_type`; a 0-dim tensor does not promote) into a
@@ -231,6 +251,10 @@ class WrappedScalars:
         self.events: list[int] = []
         self.bytes: list[int] = []
         self.cast_events: list[int] = []   # Note [Inputs an op casts]
+        # Note [Numbers wrapped again under a dispatch mode]: per op, the bytes of the
+        # numbers torch wrapped before it, which a Python dispatch mode wraps again
+        self.rewrap_events: list[int] = []
+        self.rewrap_bytes: list[int] = []
         self.cast_bytes: list[int] = []
         # ops whose autograd node may hold a number: (output, event, entry in `bytes`,
         # [(argument name, wrapped bytes, value)], module)
@@ -266,7 +290,7 @@ class WrappedScalars:
             return   # a CUDA op: the wrapped number is host memory, not the device's
         mine = self.saved_by_node.get(id(_current_node())) if self.saved_by_node else None
         out_dtype = t.dtype if t is not None else None
-        total = 0
+        total = rewrap = 0
         wrapped_here = []   # (name, bytes, number) torch wrapped before the op: autograd
         for a, name, how in found:   # may save those (Note [Wrapped scalars saved ...])
             nbytes, dtype = _WRAPPED[type(a)]
@@ -279,8 +303,12 @@ class WrappedScalars:
                 total += cast.itemsize
             if how == TENSOR:
                 wrapped_here.append((name, nbytes, a))
+                rewrap += nbytes
         self.events.append(ev)
         self.bytes.append(total)
+        if rewrap:
+            self.rewrap_events.append(ev)
+            self.rewrap_bytes.append(rewrap)
         if wrapped_here and grad and t is not None and torch.is_grad_enabled():
             # autograd sets the output's node after this op returns: look at the next op
             self.pending.append((weakref.ref(t), ev, len(self.events) - 1, wrapped_here,
@@ -321,6 +349,9 @@ class WrappedScalars:
         rec = {"k": "scalars", "device": "cpu", "ev": self.events, "bytes": self.bytes}
         if self.cast_events:
             rec["cev"], rec["cbytes"] = self.cast_events, self.cast_bytes
+        if self.rewrap_events:   # Note [Numbers wrapped again under a dispatch mode]
+            rec["wev"], rec["wbytes"] = self.rewrap_events, self.rewrap_bytes
         self.events, self.bytes = [], []
         self.cast_events, self.cast_bytes = [], []
+        self.rewrap_events, self.rewrap_bytes = [], []
         return rec
