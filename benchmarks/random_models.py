@@ -33,11 +33,9 @@ POLICIES = ["checkpoint:blocks.*", "checkpoint:blocks.0", "selective:blocks.*",
             "offload:blocks.*", "checkpoint:blocks.0+offload:blocks.[1-2]"]
 
 
-MENU = "basic"   # `--menu`: which ops a draw takes (train_random.py MENUS)
-
-
-def program_of(seed: int) -> str:
-    blocks, between = draw(seed, menu=MENU)
+def program_of(seed: int, menu: str) -> str:
+    """The draw of `seed` from `menu` (train_random.py MENUS), as a `--program`."""
+    blocks, between = draw(seed, menu=menu)
     return ";".join(f"{b}/{' '.join(ops)}" for ops, b in zip(blocks, between))
 
 
@@ -58,8 +56,8 @@ def gaps(seed: int, program: str, policies: list[str]) -> dict[str, int | str]:
     return out
 
 
-def minimise(seed: int, policy: str) -> str:
-    program = program_of(seed)
+def minimise(seed: int, policy: str, menu: str) -> str:
+    program = program_of(seed, menu)
     start = gaps(seed, program, [policy]).get(policy)
     if not isinstance(start, int):
         return f"seed {seed}: no gap under {policy}"
@@ -109,20 +107,19 @@ def main() -> None:
     ap.add_argument("--minimise", metavar="POLICY", default="")
     ap.add_argument("--menu", default="basic", choices=["basic", "wide"])
     a = ap.parse_args()
-    global MENU
-    MENU = a.menu
     if a.minimise:
         for s in _seeds(a.seeds):
-            print(minimise(s, a.minimise), flush=True)
+            print(minimise(s, a.minimise, a.menu), flush=True)
         return
     bad = 0
     print("| seed | program | result |\n|---|---|---|")
     for s in _seeds(a.seeds):
-        g = gaps(s, program_of(s), POLICIES)
+        program = program_of(s, a.menu)
+        g = gaps(s, program, POLICIES)
         bad += bool(g)
         res = "OK" if not g else "; ".join(f"{k} {v:+,} B" if isinstance(v, int) else
                                            f"{k} {v}" for k, v in g.items())
-        print(f"| {s} | `{program_of(s)}` | {res} |", flush=True)
+        print(f"| {s} | `{program}` | {res} |", flush=True)
     print(f"\n{len(_seeds(a.seeds)) - bad} of {len(_seeds(a.seeds))} draws exact")
 
 
