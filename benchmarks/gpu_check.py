@@ -31,6 +31,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+DEVICE = "cuda"   # --device; cpu is a dry run of the same paths
 sys.path.insert(0, str(ROOT))
 
 OOM_SCRIPT = """
@@ -56,7 +57,7 @@ def check_examples(out: Path) -> list[str]:
                  "trace s")]
     for name in ("mlp", "gpt", "cnn"):
         t0 = time.perf_counter()
-        res = trace_script(ROOT / "examples" / f"train_{name}.py", ["--device", "cuda"],
+        res = trace_script(ROOT / "examples" / f"train_{name}.py", ["--device", DEVICE],
                            out / f"{name}-cuda.ledger", steps=3)
         dt = time.perf_counter() - t0
         led = Ledger.load(res.ledger_path)
@@ -76,9 +77,9 @@ def check_api() -> list[str]:
     from memledger.units import format_bytes
 
     model = torch.nn.Sequential(torch.nn.Linear(1024, 4096), torch.nn.GELU(),
-                                torch.nn.Linear(4096, 1024)).cuda()
+                                torch.nn.Linear(4096, 1024)).to(DEVICE)
     opt = torch.optim.Adam(model.parameters())
-    x = torch.randn(256, 1024, device="cuda")
+    x = torch.randn(256, 1024, device=DEVICE)
     with memledger.trace() as led:
         for _ in range(2):
             opt.zero_grad()
@@ -89,9 +90,9 @@ def check_api() -> list[str]:
     # Adam keeps its `step` counters on the CPU for CUDA params (unless fused/capturable):
     # only exp_avg and exp_avg_sq are on the GPU.
     counters = sum(st["step"].numel() * st["step"].element_size()
-                   for st in opt.state.values() if st["step"].is_cuda)
+                   for st in opt.state.values() if st["step"].device.type == DEVICE)
     ok = s.resident["optimizer_state"] == 2 * p_bytes + counters
-    return [_row("api Adam MLP (cuda)", format_bytes(s.peak.bytes),
+    return [_row(f"api Adam MLP ({DEVICE})", format_bytes(s.peak.bytes),
                  format_bytes(s.measured.peak_bytes), s.measured.source,
                  f"{s.peak.bytes / max(1, s.measured.peak_bytes):.4f}",
                  "state exact" if ok else "STATE WRONG")]
@@ -128,15 +129,45 @@ def check_policies(out: Path) -> list[str]:
     led = Ledger.load(out / "gpt-cuda.ledger")
     texts = ["none", "checkpoint:blocks.*", "offload:blocks.*", "selective:blocks.*"]
     pred = {p.policy: p for p in predict(led, [parse_policy(t) for t in texts]).policies}
-    rows = [_row("policy (gpt, cuda)", "predicted pk", "measured pk", "pred/meas", "step ms", "")]
+    rows = [_row(f"policy (gpt, {DEVICE})", "predicted pk", "measured pk", "pred/meas", "step ms", "")]
     for t in texts:
         policy = parse_policy(t)
-        m = measure_script(script, ["--device", "cuda", "--steps", "12"], policy,
+        m = measure_script(script, ["--device", DEVICE, "--steps", "12"], policy,
                            steps=3, time_steps=5)
         p = pred[str(policy)]
         rows.append(_row(t, format_bytes(p.peak_bytes), format_bytes(m.peak_bytes),
                          f"{p.peak_bytes / max(1, m.peak_bytes):.4f}",
                          f"{m.step_time_s * 1e3:.2f}", m.source))
+    return rows
+
+
+def check_clients(out: Path) -> list[str]:
+    """transformers models built from config (tests/clients/train_hf.py), as users run them:
+    the ledger against the allocator, and checkpoint's prediction against its measurement."""
+    from memledger.ledger.model import Ledger
+    from memledger.measure.runner import measure_script
+    from memledger.replay.policies import parse_policy
+    from memledger.replay.predict import predict
+    from memledger.trace.session import trace_script
+    from memledger.units import format_bytes
+
+    script = ROOT / "tests" / "clients" / "train_hf.py"
+    rows = [_row(f"client ({DEVICE})", "ledger peak", "allocated pk", "ledger/alloc",
+                 "ckpt pred/meas", "ckpt pred")]
+    for model, layers in (("gpt2", "transformer.h.*"), ("llama", "model.layers.*")):
+        argv = ["--model", model, "--device", DEVICE, "--layers", "4", "--hidden", "256",
+                "--heads", "4", "--seq", "128", "--batch-size", "8", "--vocab", "1024",
+                "--steps", "8", "--no-cache"]
+        res = trace_script(script, argv, out / f"{model}-{DEVICE}.ledger", steps=2)
+        led = Ledger.load(res.ledger_path)
+        alloc = (led.measured or {}).get("peak_bytes", 0)
+        policy = parse_policy(f"checkpoint:{layers}")
+        p = predict(led, [policy]).policies[-1]
+        m = measure_script(script, argv, policy, steps=2, time_steps=2)
+        rows.append(_row(f"{model} 4x256", format_bytes(led.peak().bytes), format_bytes(alloc),
+                         f"{led.peak().bytes / max(1, alloc):.4f}",
+                         f"{p.peak_bytes / max(1, m.peak_bytes):.4f}",
+                         format_bytes(p.peak_bytes)))
     return rows
 
 
@@ -152,7 +183,7 @@ def check_import_and_compare(out: Path) -> list[str]:
                      "ok" if code == 0 else "FAILED"))
     code = cli(["compare", str(ROOT / "examples" / "train_gpt.py"), "--policy",
                 "checkpoint:blocks.*", "--policy", "offload:blocks.*", "--steps", "2",
-                "--no-performance", "--", "--device", "cuda", "--steps", "6"])
+                "--no-performance", "--", "--device", DEVICE, "--steps", "6"])
     rows.append(_row("compare gates (cuda)", f"exit {code}", "", "", "",
                      "ok" if code == 0 else "REJECTED/FAILED"))
     return rows
@@ -169,15 +200,15 @@ def check_fake(out: Path) -> list[str]:
     from memledger.trace.session import trace_script
     from memledger.units import format_bytes
 
-    rows = [_row("fake vs real (cuda)", "fake peak", "real rounded", "allocated pk",
+    rows = [_row(f"fake vs real ({DEVICE})", "fake peak", "real rounded", "allocated pk",
                  "fake/alloc", "max cat diff")]
     for name in ("mlp", "gpt", "cnn"):
         real_path = out / f"{name}-cuda.ledger"
         if not real_path.exists():
-            trace_script(ROOT / "examples" / f"train_{name}.py", ["--device", "cuda"],
+            trace_script(ROOT / "examples" / f"train_{name}.py", ["--device", DEVICE],
                          real_path, steps=3)
-        res = trace_script(ROOT / "examples" / f"train_{name}.py", ["--device", "cuda"],
-                           out / f"{name}-fake.ledger", steps=3, fake=True, device="cuda")
+        res = trace_script(ROOT / "examples" / f"train_{name}.py", ["--device", DEVICE],
+                           out / f"{name}-fake.ledger", steps=3, fake=True, device=DEVICE)
         fake, real = Ledger.load(res.ledger_path), Ledger.load(real_path)
         st = real.storages
         st["bytes"] = np.where(st["bytes"] > 0, -(-st["bytes"] // 512) * 512, 0)
@@ -199,7 +230,7 @@ def check_warm_start(out: Path) -> list[str]:
     from memledger.measure.runner import measure_script
     from memledger.replay.policies import Policy
 
-    script, argv = ROOT / "examples" / "train_gpt.py", ["--device", "cuda", "--steps", "8"]
+    script, argv = ROOT / "examples" / "train_gpt.py", ["--device", DEVICE, "--steps", "8"]
     pol = Policy.parse("checkpoint:blocks.*")
     peaks, secs = {}, {}
     for mode in ("force", "force", "0"):
@@ -210,30 +241,57 @@ def check_warm_start(out: Path) -> list[str]:
         secs.setdefault(mode, []).append(time.perf_counter() - t0)
     os.environ.pop("MEMLEDGER_WARM_START")
     same = len(set(peaks["force"] + peaks["0"])) == 1
-    return [_row("warm start (cuda)", f"warm {peaks['force'][-1]:,}", f"cold {peaks['0'][0]:,}",
+    return [_row(f"warm start ({DEVICE})", f"warm {peaks['force'][-1]:,}", f"cold {peaks['0'][0]:,}",
                  f"{secs['force'][-1]:.1f} s warm", f"{secs['0'][0]:.1f} s cold",
                  "ok" if same else "DIFFERENT")]
+
+
+CHECKS = ("check_examples", "check_api", "check_oom", "check_policies", "check_clients",
+          "check_import_and_compare", "check_fake", "check_warm_start")
+CUDA_ONLY = {"check_oom", "check_import_and_compare"}   # no CPU counterpart to run
 
 
 def main() -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--out", default=None, help="folder for the ledgers (default: a temp dir)")
+    p.add_argument("--device", default="cuda",
+                   help="cuda (the check); cpu runs the same code paths here, as a dry run "
+                        "that finds a check broken before device time is spent on it")
+    p.add_argument("--budget-s", type=float, default=210.0,
+                   help="start no further check after this many seconds (lent GPU time is short)")
     args = p.parse_args()
     import torch
 
-    if not torch.cuda.is_available():
+    global DEVICE
+    DEVICE = args.device
+    if DEVICE == "cuda" and not torch.cuda.is_available():
         print("gpu_check: no CUDA device here; nothing to check")
         return 0
     out = Path(args.out or tempfile.mkdtemp(prefix="memledger-gpu-"))
     out.mkdir(parents=True, exist_ok=True)
-    print(f"torch {torch.__version__}, {torch.cuda.get_device_name(0)}")
-    rows = check_examples(out) + check_api() + check_oom(out)
-    for check in (check_policies, check_import_and_compare, check_fake, check_warm_start):
+    name = torch.cuda.get_device_name(0) if DEVICE == "cuda" else "cpu dry run"
+    print(f"torch {torch.__version__}, {name}", flush=True)
+    # Each check's rows print as they come and each failure is one row: a run cut short by
+    # its time limit still leaves every row it reached.
+    t_start, rows = time.perf_counter(), []
+    for check in CHECKS:
+        if DEVICE != "cuda" and check in CUDA_ONLY:
+            continue
+        if time.perf_counter() - t_start > args.budget_s:
+            rows.append(_row(check, "SKIPPED: over --budget-s"))
+            print(rows[-1], flush=True)
+            continue
+        t0 = time.perf_counter()
         try:
-            rows += check(out)
+            fn = globals()[check]
+            got = fn(out) if fn.__code__.co_argcount else fn()
         except Exception as e:  # report, keep the rows above
-            rows.append(_row(check.__name__, f"FAILED: {type(e).__name__}: {e}"[:80]))
-    print("\n".join(rows))
+            got = [_row(check, f"FAILED: {type(e).__name__}: {e}"[:100])]
+        got[-1] += f"   [{time.perf_counter() - t0:.0f} s]"
+        rows += got
+        print("\n".join(got), flush=True)
+    (out / "table.txt").write_text("\n".join(rows) + "\n")
+    print(f"total {time.perf_counter() - t_start:.0f} s; table in {out / 'table.txt'}")
     return 0
 
 

@@ -87,18 +87,19 @@ def main() -> None:
     p.add_argument("--batch-size", type=int, default=2)
     p.add_argument("--no-cache", action="store_true",
                    help="use_cache=False (the library's default is True, even in training)")
-    p.add_argument("--autocast", choices=["bf16"], help="forward under CPU torch.autocast")
+    p.add_argument("--autocast", choices=["bf16"], help="forward under torch.autocast")
     p.add_argument("--accum", type=int, default=1, help="micro-batches per optimizer step")
     p.add_argument("--clip", type=float, help="clip the gradients' norm to this")
     p.add_argument("--grad-ckpt", action="store_true",
                    help="model.gradient_checkpointing_enable(): the library's own checkpoint")
+    p.add_argument("--device", default="cpu", help="cpu, cuda, ...")
     p.add_argument("--loss-only", action="store_true",
                    help="keep only the loss of each forward (its KV cache goes before backward)")
     args = p.parse_args()
 
     torch.manual_seed(0)
     model = build(args.model, args.layers, args.hidden, args.heads, args.vocab, args.seq,
-                  args.intermediate)
+                  args.intermediate).to(args.device)
     if args.no_cache:
         model.config.use_cache = False
     if args.grad_ckpt:
@@ -106,11 +107,12 @@ def main() -> None:
     model.train()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     gen = torch.Generator().manual_seed(1234)
-    amp = torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.autocast == "bf16")
+    amp = torch.autocast(torch.device(args.device).type, dtype=torch.bfloat16, enabled=args.autocast == "bf16")
     for step in range(args.steps):
         for _ in range(args.accum):
             with amp:
-                out = model(**batch(args.model, gen, args.batch_size, args.seq, args.vocab))
+                inputs = batch(args.model, gen, args.batch_size, args.seq, args.vocab)
+                out = model(**{k: v.to(args.device) for k, v in inputs.items()})
                 if args.loss_only:   # the output and its KV cache go before backward
                     out = SimpleNamespace(loss=out.loss)
             (out.loss / args.accum).backward()
