@@ -18,7 +18,12 @@ last recorded run). Without CUDA it says so and exits 0. It checks:
 6. `trace --fake --device cuda` of each example against its real CUDA run (docs/fake.md);
 7. warm starts on CUDA (Note [Warm starts], memledger/processes.py, off by default where
    an NVIDIA driver is): `measure` of the GPT under checkpoint from a zygote's children
-   (MEMLEDGER_WARM_START=force) and from a fresh process must read the same peak.
+   (MEMLEDGER_WARM_START=force) and from a fresh process must read the same peak;
+8. transformers GPT-2 and Llama built from config (tests/clients/train_hf.py): ledger
+   against the allocator, checkpoint predicted against measured.
+
+`--device cpu` runs every check that has a CPU counterpart here, as a dry run (about 90 s):
+run it before spending lent GPU time. `--budget-s` starts no check after that many seconds.
 """
 
 from __future__ import annotations
@@ -53,7 +58,9 @@ def check_examples(out: Path) -> list[str]:
     from memledger.trace.session import trace_script
     from memledger.units import format_bytes
 
-    rows = [_row("case", "ledger peak", "allocated pk", "reserved pk", "ledger/alloc",
+    # workspace = allocated peak - ledger peak: bytes no tensor holds (cuBLAS's workspace
+    # on CUDA), carried by replay to every policy's peak (Ledger.workspace_bytes)
+    rows = [_row("case", "ledger peak", "allocated pk", "workspace", "reserved pk",
                  "trace s")]
     for name in ("mlp", "gpt", "cnn"):
         t0 = time.perf_counter()
@@ -65,8 +72,8 @@ def check_examples(out: Path) -> list[str]:
         peak = led.peak().bytes
         rows.append(_row(f"trace {name} ({led.device})", format_bytes(peak),
                          format_bytes(m.get("peak_bytes", 0)),
-                         format_bytes(m.get("reserved_peak_bytes", 0)),
-                         f"{peak / max(1, m.get('peak_bytes', 1)):.4f}", f"{dt:.1f}"))
+                         f"{led.workspace_bytes():,} B",
+                         format_bytes(m.get("reserved_peak_bytes", 0)), f"{dt:.1f}"))
     return rows
 
 
@@ -129,7 +136,8 @@ def check_policies(out: Path) -> list[str]:
     led = Ledger.load(out / "gpt-cuda.ledger")
     texts = ["none", "checkpoint:blocks.*", "offload:blocks.*", "selective:blocks.*"]
     pred = {p.policy: p for p in predict(led, [parse_policy(t) for t in texts]).policies}
-    rows = [_row(f"policy (gpt, {DEVICE})", "predicted pk", "measured pk", "pred/meas", "step ms", "")]
+    rows = [_row(f"policy (gpt, {DEVICE})", "predicted pk", "measured pk", "pred/meas",
+                 "pred - meas", "step ms")]
     for t in texts:
         policy = parse_policy(t)
         m = measure_script(script, ["--device", DEVICE, "--steps", "12"], policy,
@@ -137,7 +145,7 @@ def check_policies(out: Path) -> list[str]:
         p = pred[str(policy)]
         rows.append(_row(t, format_bytes(p.peak_bytes), format_bytes(m.peak_bytes),
                          f"{p.peak_bytes / max(1, m.peak_bytes):.4f}",
-                         f"{m.step_time_s * 1e3:.2f}", m.source))
+                         f"{p.peak_bytes - m.peak_bytes:+,} B", f"{m.step_time_s * 1e3:.2f}"))
     return rows
 
 
@@ -152,8 +160,8 @@ def check_clients(out: Path) -> list[str]:
     from memledger.units import format_bytes
 
     script = ROOT / "tests" / "clients" / "train_hf.py"
-    rows = [_row(f"client ({DEVICE})", "ledger peak", "allocated pk", "ledger/alloc",
-                 "ckpt pred/meas", "ckpt pred")]
+    rows = [_row(f"client ({DEVICE})", "ledger peak", "allocated pk", "workspace",
+                 "ckpt pred/meas", "ckpt pred - meas")]
     for model, layers in (("gpt2", "transformer.h.*"), ("llama", "model.layers.*")):
         argv = ["--model", model, "--device", DEVICE, "--layers", "4", "--hidden", "256",
                 "--heads", "4", "--seq", "128", "--batch-size", "8", "--vocab", "1024",
@@ -165,9 +173,9 @@ def check_clients(out: Path) -> list[str]:
         p = predict(led, [policy]).policies[-1]
         m = measure_script(script, argv, policy, steps=2, time_steps=2)
         rows.append(_row(f"{model} 4x256", format_bytes(led.peak().bytes), format_bytes(alloc),
-                         f"{led.peak().bytes / max(1, alloc):.4f}",
+                         f"{led.workspace_bytes():,} B",
                          f"{p.peak_bytes / max(1, m.peak_bytes):.4f}",
-                         format_bytes(p.peak_bytes)))
+                         f"{p.peak_bytes - m.peak_bytes:+,} B"))
     return rows
 
 
@@ -247,7 +255,7 @@ def check_warm_start(out: Path) -> list[str]:
 
 
 CHECKS = ("check_examples", "check_api", "check_oom", "check_policies", "check_clients",
-          "check_import_and_compare", "check_fake", "check_warm_start")
+          "check_warm_start", "check_fake", "check_import_and_compare")
 CUDA_ONLY = {"check_oom", "check_import_and_compare"}   # no CPU counterpart to run
 
 

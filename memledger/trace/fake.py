@@ -103,6 +103,11 @@ Rules (numbered so that code can point here):
 14. A reduced `mse_loss` (and `smooth_l1_loss`, `binary_cross_entropy`,
    `soft_margin_loss`) on the host keeps its unreduced input-sized buffer under the 0-dim
    loss; its row has those bytes (trace/fake_losses.py).
+15. torch picks foreach or a per-tensor loop by the tensors' types (`_foreach_supported_types`)
+   and the device; a fake parameter is a FakeTensor, so every fake run looped where a real
+   CUDA run's optimizer takes foreach (+501,720 B on examples/train_mlp.py, seen on an
+   H200). The fake run answers as the real one would (Note [Foreach as in the real run],
+   trace/fake_questions.py).
 
 Worked example (MLP of examples/train_mlp.py, B=64, fp32, fake, target cpu): fc1.weight is
 a fake 512×256 tensor whose meta storage has 512·256·4 = 524,288 bytes; its row is the
@@ -135,7 +140,7 @@ from torch.utils.flop_counter import flop_registry
 from memledger.trace.collector import Collector, _written_args
 from memledger.trace.external import external
 from memledger.trace.fake_losses import reduced_loss_bytes
-from memledger.trace.fake_questions import RealAnswers
+from memledger.trace.fake_questions import ForeachAsReal, RealAnswers
 
 aten = torch.ops.aten
 
@@ -622,6 +627,7 @@ class FakeCollector(Collector):
         super().__init__(sink, header=header, **kwargs)
         self.fake_mode = _RunMode(allow_non_fake_inputs=True)    # Rule 12
         self._answers = RealAnswers()            # Rule 7
+        self._foreach = ForeachAsReal(FakeTensor, "cuda" if self.target.remap else "")
         self._memo = self.fake_mode.fake_tensor_converter.tensor_memo
         self._standin_sites: set[tuple[str, int, str]] = set()
         self._real_sids: set[int] = set()
@@ -639,8 +645,10 @@ class FakeCollector(Collector):
         self.fake_mode.__enter__()
         try:
             self._answers.__enter__()
+            self._foreach.__enter__()
             return super().__enter__()
         except BaseException:
+            self._foreach.__exit__(*sys.exc_info())
             self._answers.__exit__(*sys.exc_info())
             self.fake_mode.__exit__(*sys.exc_info())
             raise
@@ -649,6 +657,7 @@ class FakeCollector(Collector):
         try:
             super().__exit__(exc_type, exc, tb)
         finally:
+            self._foreach.__exit__(exc_type, exc, tb)
             self._answers.__exit__(exc_type, exc, tb)
             self.fake_mode.__exit__(exc_type, exc, tb)
 

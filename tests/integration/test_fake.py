@@ -148,6 +148,32 @@ def test_fake_cuda_target_keeps_adams_step_counters_on_the_host():
     assert by_dev["cuda:0"] == 2 * (10_240 + 512) and by_dev["cpu"] == 2 * 4
 
 
+@pytest.mark.skipif(__import__("torch").version.cuda is not None,
+                    reason="CPU-only build: CPU kernels stand in for CUDA")
+def test_fake_cuda_target_steps_adam_by_foreach_as_cuda_does():
+    """Note [Foreach as in the real run]: torch.optim defaults to foreach for CUDA
+    parameters; a fake parameter's type made it loop per tensor (found on an H200: the fake
+    MLP read +501,720 B of temporaries over the real CUDA run)."""
+    import torch
+
+    def peak_parts(foreach):
+        with memledger.trace(fake=True, device="cuda") as led:
+            model = torch.nn.Linear(512, 512)   # weight 1,048,576 B, bias 2,048 B
+            opt = torch.optim.Adam(model.parameters(), foreach=foreach)
+            for _ in range(2):
+                model(torch.randn(4, 512)).sum().backward()
+                opt.step()
+                opt.zero_grad()
+        assert opt.param_groups[0]["foreach"] is foreach   # the default is put back
+        return led.peak().bytes, led.at_peak()["temporary"]
+
+    p = 1_048_576 + 2_048
+    # foreach: one `_foreach_sqrt` list of every parameter's size, the rest in place
+    assert peak_parts(None) == peak_parts(True) == (5 * p, p)
+    # the per-tensor loop: `exp_avg_sq.sqrt()` and its quotient, both weight-sized, at once
+    assert peak_parts(False) == (4 * p + 2 * 1_048_576, 2 * 1_048_576)
+
+
 def test_fake_value_dependent_sizes_take_their_upper_bound():
     import torch
 
