@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/random_models.py --seeds 0-39
     .venv/bin/python benchmarks/random_models.py --seeds 7 --minimise "selective:blocks.*"
     .venv/bin/python benchmarks/random_models.py --menu wide --seeds 0-39
+    .venv/bin/python benchmarks/random_models.py --fake --seeds 0-39
 
 Each seed draws a model whose blocks run a random sequence of the mechanics that decide
 what autograd saves and when storages go; the tier's harness (tests/clients/harness.py,
@@ -10,7 +11,9 @@ the ledger and allocator passes, predict, and the measure worker, in this proces
 it under each policy. A row says OK when the ledger (with its kernel scratch) equals the
 allocator and every policy's prediction equals its measurement, else what differs.
 `--minimise POLICY` shrinks a failing draw op by op, keeping a gap of the same sign, and
-prints the smallest `--program` that still shows it (a test case to write).
+prints the smallest `--program` that still shows it (a test case to write). `--fake` sets
+the fake ledger (`trace --fake --device cpu`) beside the real one instead: peaks, categories
+at the peak and every policy's prediction must agree.
 """
 
 from __future__ import annotations
@@ -26,8 +29,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-from tests.clients.harness import run_client  # noqa: E402
+from tests.clients.harness import fake_ledger, run_client  # noqa: E402
 from tests.clients.train_random import draw  # noqa: E402  (argparse runs only as a script)
+
+from memledger.errors import PolicyError  # noqa: E402
+from memledger.replay.policies import parse_policy  # noqa: E402
+from memledger.replay.predict import predict  # noqa: E402
 
 POLICIES = ["checkpoint:blocks.*", "checkpoint:blocks.0", "selective:blocks.*",
             "offload:blocks.*", "checkpoint:blocks.0+offload:blocks.[1-2]"]
@@ -54,6 +61,33 @@ def gaps(seed: int, program: str, policies: list[str]) -> dict[str, int | str]:
         elif p.predicted != p.measured:
             out[text] = p.predicted - p.measured
     return out
+
+
+def fake_gaps(seed: int, program: str, policies: list[str]) -> dict[str, int | str]:
+    """`--fake`: the fake ledger (target cpu) against the real one of the same draw: its
+    peak, each category at the peak, and each policy's predicted peak, where they differ."""
+    argv = ["--seed", str(seed), "--steps", "3", "--program", program]
+    with contextlib.redirect_stderr(io.StringIO()):
+        real = run_client("train_random.py", argv, []).ledger
+        fake = fake_ledger("train_random.py", argv)
+    out: dict[str, int | str] = {}
+    if (d := fake.peak().bytes - real.peak().bytes):
+        out["ledger"] = d
+    fa, ra = fake.at_peak(), real.at_peak()
+    out.update({c: fa[c] - ra[c] for c in fa if c != "workspace" and fa[c] != ra[c]})
+    for text in policies:
+        pf, pr = _predicted(fake, text), _predicted(real, text)
+        if pf != pr:
+            out[text] = pf - pr if None not in (pf, pr) else "refused by one side only"
+    return out
+
+
+def _predicted(led, text: str) -> int | None:
+    """The predicted peak under policy `text`; None where replay refuses it."""
+    try:
+        return predict(led, [parse_policy(text)], bandwidth=1e9).policies[0].peak_bytes
+    except PolicyError:
+        return None
 
 
 def minimise(seed: int, policy: str, menu: str) -> str:
@@ -106,6 +140,8 @@ def main() -> None:
     ap.add_argument("--seeds", default="0-19")
     ap.add_argument("--minimise", metavar="POLICY", default="")
     ap.add_argument("--menu", default="basic", choices=["basic", "wide"])
+    ap.add_argument("--fake", action="store_true",
+                    help="the fake ledger (and its predictions) against the real one")
     a = ap.parse_args()
     if a.minimise:
         for s in _seeds(a.seeds):
@@ -115,7 +151,7 @@ def main() -> None:
     print("| seed | program | result |\n|---|---|---|")
     for s in _seeds(a.seeds):
         program = program_of(s, a.menu)
-        g = gaps(s, program, POLICIES)
+        g = (fake_gaps if a.fake else gaps)(s, program, POLICIES)
         bad += bool(g)
         res = "OK" if not g else "; ".join(f"{k} {v:+,} B" if isinstance(v, int) else
                                            f"{k} {v}" for k, v in g.items())

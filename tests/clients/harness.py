@@ -131,3 +131,15 @@ def run_client(script: str, argv: list[str], policies: list[str], steps: int = 2
                 pr.measured = res["peak_bytes"]
             run.policies[text] = pr
     return run
+
+
+def fake_ledger(script: str, argv: list[str], steps: int = 2, device: str = "cpu") -> Ledger:
+    """The ledger of `trace --fake --device DEVICE` of a client (Note [Fake runs]), in this
+    process: set beside `run_client`'s real ledger, every row should agree."""
+    with tempfile.TemporaryDirectory(prefix="memledger-fake-") as tmp:
+        led_path = Path(tmp) / "fake.ledger"
+        code = _call(trace_worker.main, ["ledger", "--fake", "--device", device, "--out",
+                                         str(led_path), "--status", str(Path(tmp) / "s.json"),
+                                         "--steps", str(steps), str(HERE / script), "--", *argv])
+        assert code == EXIT_OK, f"fake ledger pass of {script} {argv}: exit {code}"
+        return Ledger.load(led_path)
