@@ -90,7 +90,7 @@ def _predicted(led, text: str) -> int | None:
         return None
 
 
-def minimise(seed: int, policy: str, menu: str) -> str:
+def minimise(seed: int, policy: str, menu: str, gaps=gaps) -> str:
     program = program_of(seed, menu)
     start = gaps(seed, program, [policy]).get(policy)
     if not isinstance(start, int):
@@ -145,7 +145,7 @@ def main() -> None:
     a = ap.parse_args()
     if a.minimise:
         for s in _seeds(a.seeds):
-            print(minimise(s, a.minimise, a.menu), flush=True)
+            print(minimise(s, a.minimise, a.menu, fake_gaps if a.fake else gaps), flush=True)
         return
     bad = 0
     print("| seed | program | result |\n|---|---|---|")

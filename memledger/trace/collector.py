@@ -216,16 +216,23 @@ _LINEAR_FORWARD = torch.nn.Linear.forward.__code__
 _MODE_WRAPPERS = ("eval_frame.py", "_compile.py")   # torch's wrappers around a mode's call
 
 
+_TRACE_DIR = os.path.dirname(os.path.abspath(__file__))   # the collectors' own frames
+
+
 def _called_by_linear() -> bool:
     """The op running now was called (through F.linear) by `nn.Linear.forward`: Note [A
-    Linear's bias, added in place but for the mode]."""
-    f = sys._getframe(3)   # this, `_linear_bias_twin`, `__torch_dispatch__`: then torch's
-    for _ in range(4):
+    Linear's bias, added in place but for the mode]. Above this and `_linear_bias_twin`
+    come the collectors' `__torch_dispatch__` frames (two in a fake run: FakeCollector's
+    calls Collector's, and a fixed depth missed the fold there, +195,284 B) and torch's
+    wrappers around a mode's call."""
+    f = sys._getframe(2)
+    for _ in range(8):
         if f is None:
             return False
         if f.f_code is _LINEAR_FORWARD:
             return True
-        if not f.f_code.co_filename.endswith(_MODE_WRAPPERS):
+        name = f.f_code.co_filename
+        if not (name.endswith(_MODE_WRAPPERS) or name.startswith(_TRACE_DIR)):
             return False
         f = f.f_back
     return False
@@ -407,6 +414,13 @@ class Collector(ShardingMixin, TorchDispatchMode):
     modules and optimizers are ignored: Note [Other threads' modules]); tensor subclasses
     without storages (sparse, nested) are not counted.
     """
+
+    # The types of tensor whose storage is the tensor's own, read as a plain tensor is:
+    # for the in-place folds (Note [In place but for the mode], Note [A Linear's bias, ...]),
+    # grown storages (Note [Storages grown inside an op]), tensors a call keeps on its module
+    # (Note [Tensors a call keeps on its module]) and buffers it makes. FakeCollector adds
+    # FakeTensor: a fake run's tensors are all of that type.
+    PLAIN_TYPES: tuple[type, ...] = (_Tensor,)
 
     def __init__(self, sink: Sink, max_steps: int | None = None,
                  header: dict[str, Any] | None = None,
@@ -715,13 +729,12 @@ class Collector(ShardingMixin, TorchDispatchMode):
     # 4 x 40 B). So the sizes of the single tensors an op writes are read before it runs, and
     # one that changed is written as resized at the op's event: its old bytes freed, its new
     # ones a new sid (op `resize_`) that keeps the old one's roles (a buffer stays a buffer).
-    GROW_TYPES: tuple[type, ...] = (_Tensor,)   # FakeCollector adds FakeTensor (meta storages)
 
     def _written_sizes(self, slots, args, kwargs) -> list:
         out = []
         for i, name in slots:
             t = args[i] if i < len(args) else kwargs.get(name)
-            if type(t) in self.GROW_TYPES:   # plain tensors: a subclass's storage is its own
+            if type(t) in self.PLAIN_TYPES:   # a subclass's storage is its own
                 try:
                     st = t.untyped_storage()
                 except (RuntimeError, NotImplementedError):
@@ -938,11 +951,10 @@ class Collector(ShardingMixin, TorchDispatchMode):
     # emb.weight`) sums the head's gradient, a transposed view of its `mm`, with the
     # embedding's: torch adds out of place there, and folding it put the ledger 1,040,384 B
     # (18 %) under the allocator.
-    TWIN_TYPES = (_Tensor,)   # FakeCollector adds FakeTensor: the fold is the same there
 
     def _in_place_twin(self, func, args, out, ev: int) -> None:
         a = args[0] if args else None
-        if type(a) not in self.TWIN_TYPES or not isinstance(out, _Tensor):
+        if type(a) not in self.PLAIN_TYPES or not isinstance(out, _Tensor):
             return
         sid = self._sids.get(a.untyped_storage()._cdata, -1)
         if sid < 0 or a.untyped_storage().nbytes() != out.untyped_storage().nbytes():
@@ -970,7 +982,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
         if len(args) != 2 or not isinstance(out, _Tensor):
             return
         a, bias = args
-        if type(a) not in self.TWIN_TYPES or not isinstance(bias, _Tensor) or \
+        if type(a) not in self.PLAIN_TYPES or not isinstance(bias, _Tensor) or \
                 bias.dim() != 1 or a.shape != out.shape or a._is_view() or \
                 not a.is_contiguous() or not _called_by_linear():
             return
@@ -1180,13 +1192,13 @@ class Collector(ShardingMixin, TorchDispatchMode):
             # Note [State written outside a region] (memledger/trace/outside_state.py)
             self.sink.write({"k": "stateful", "mod": path, "ev0": ev0, "ev1": self._ev,
                              "obj": obj, "sids": [sids[k] for k in keys]})
-        kept_on = [(sid, v) for v in module.__dict__.values() if type(v) is _Tensor
+        kept_on = [(sid, v) for v in module.__dict__.values() if type(v) in self.PLAIN_TYPES
                    and (sid := sids.get(storage_key(v), -1)) >= first_new]
         if kept_on:   # Note [Tensors a call keeps on its module]
             self.sink.write({"k": "stash", "mod": path, "ev0": ev0,
                              "sids": [sid for sid, _ in kept_on],
                              "graph": [sid for sid, v in kept_on if _deep_graph(v)]})
-        kept = [sid for v in module._buffers.values() if type(v) is _Tensor
+        kept = [sid for v in module._buffers.values() if type(v) in self.PLAIN_TYPES
                 and (sid := sids.get(storage_key(v), -1)) >= first_new] \
             if module._buffers else []
         if kept:   # Note [A buffer a call makes and later calls reuse]
@@ -1540,7 +1552,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
 
     # Note [What autograd saves]: the alias autograd keeps; other tensor subclasses as they
     # are. FakeCollector adds FakeTensor (its alias made through FakeTensorMode, no event).
-    ALIAS_TYPES: tuple[type, ...] = (_Tensor, torch.nn.Parameter)
+    ALIAS_TYPES: tuple[type, ...] = PLAIN_TYPES + (torch.nn.Parameter,)
 
     def _saved_alias(self, t: torch.Tensor) -> torch.Tensor:
         if type(t) is _Tensor or type(t) is torch.nn.Parameter:

@@ -609,17 +609,16 @@ class FakeCollector(Collector):
     modelled by the CPU kernels' shapes when this build has no CUDA (docs/fake.md).
     """
 
-    # Note [In place but for the mode] (trace/collector.py): fake tensors take torch's
-    # out-of-place branches too; without them here a fake backward read 786,432 B (23 %)
-    # over the real run's ledger (a 3-D parameter read slice by slice)
-    TWIN_TYPES = (torch.Tensor, FakeTensor)
+    # Collector.PLAIN_TYPES: a fake tensor is read as a plain one. Each place it was missing
+    # showed: the in-place folds (a fake backward read 786,432 B, 23 %, over the real run's
+    # ledger: a 3-D parameter read slice by slice; a Linear's bias on a non-contiguous input,
+    # offload +195,284 B), grown storages (eager QAT's observers, 5,240 B of `buffer` under:
+    # tests/clients/train_mech.py --case qat), and a tensor a call keeps on its module
+    # (`self.kept = h.detach()`: no `stash` record, so checkpoint held the region's input
+    # past the next step's forward, +26,380 B; tests/clients/train_random.py, `kept`).
+    PLAIN_TYPES = (torch.Tensor, FakeTensor)
     # Rule 9: a saved fake tensor is aliased as a plain one is, and its release followed
-    ALIAS_TYPES = (torch.Tensor, torch.nn.Parameter, FakeTensor)
-    # Note [Storages grown inside an op] (trace/collector.py): a fake tensor's meta storage
-    # grows as a real one does; without it eager QAT's observers (per-channel min/max,
-    # scale, zero_point grown at the first forward) read 5,240 B of `buffer` under the real
-    # run (tests/clients/train_mech.py --case qat: 307,312 B against 312,552)
-    GROW_TYPES = (torch.Tensor, FakeTensor)
+    ALIAS_TYPES = PLAIN_TYPES + (torch.nn.Parameter,)
 
     def __init__(self, sink, target: FakeTarget | None = None, **kwargs) -> None:
         self.target = target or FakeTarget()
