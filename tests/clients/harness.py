@@ -133,13 +133,17 @@ def run_client(script: str, argv: list[str], policies: list[str], steps: int = 2
     return run
 
 
-def fake_ledger(script: str, argv: list[str], steps: int = 2, device: str = "cpu") -> Ledger:
-    """The ledger of `trace --fake --device DEVICE` of a client (Note [Fake runs]), in this
-    process: set beside `run_client`'s real ledger, every row should agree."""
-    with tempfile.TemporaryDirectory(prefix="memledger-fake-") as tmp:
-        led_path = Path(tmp) / "fake.ledger"
-        code = _call(trace_worker.main, ["ledger", "--fake", "--device", device, "--out",
-                                         str(led_path), "--status", str(Path(tmp) / "s.json"),
-                                         "--steps", str(steps), str(HERE / script), "--", *argv])
-        assert code == EXIT_OK, f"fake ledger pass of {script} {argv}: exit {code}"
+def ledger_pass(script: str, argv: list[str], steps: int = 2,
+                fake_device: str | None = None) -> Ledger:
+    """The ledger pass alone, in this process: no allocator pass, so no kernel scratch and
+    no measured peak, as a fake run has none. With `fake_device`, the ledger of `trace
+    --fake --device FAKE_DEVICE` (Note [Fake runs]): set beside the real one, every row and
+    every prediction should agree."""
+    fake = ["--fake", "--device", fake_device] if fake_device else []
+    with tempfile.TemporaryDirectory(prefix="memledger-ledger-") as tmp:
+        led_path = Path(tmp) / "run.ledger"
+        code = _call(trace_worker.main, ["ledger", *fake, "--out", str(led_path), "--status",
+                                         str(Path(tmp) / "s.json"), "--steps", str(steps),
+                                         str(HERE / script), "--", *argv])
+        assert code == EXIT_OK, f"ledger pass ({fake}) of {script} {argv}: exit {code}"
         return Ledger.load(led_path)
