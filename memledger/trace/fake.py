@@ -108,6 +108,13 @@ Rules (numbered so that code can point here):
    CUDA run's optimizer takes foreach (+501,720 B on examples/train_mlp.py, seen on an
    H200). The fake run answers as the real one would (Note [Foreach as in the real run],
    trace/fake_questions.py).
+16. Batch norm's kernels (CPU and CUDA) make their output dense in the format torch
+   suggests for the input; the meta kernel keeps the input's strides. `bn(h.transpose(1,
+   2)).transpose(1, 2)` (BatchNorm over a sequence's channels) then read as contiguous in a
+   fake run, and the Linear after it skipped the copy of its input that the real run makes
+   (131,072 B the fake ledger lacked, saved for backward; tests/clients/train_random.py
+   --menu wide, `batchnorm`). Its output is made dense as the kernel makes it
+   (`_DenseOutput`), forward and backward.
 
 Worked example (MLP of examples/train_mlp.py, B=64, fp32, fake, target cpu): fc1.weight is
 a fake 512×256 tensor whose meta storage has 512·256·4 = 524,288 bytes; its row is the
@@ -126,6 +133,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from torch._prims_common import suggest_memory_format
 from torch._subclasses.fake_tensor import (
     DataDependentOutputException,
     DynamicOutputShapeException,
@@ -372,6 +380,9 @@ class _StandIn:
         self.op = op
         self.__name__ = name or op.__name__
         self._overloadpacket = op._overloadpacket
+        # the arguments it writes, read by the collector (Note [Storages grown inside an
+        # op], Note [Written in place in forward]): batch norm's running statistics
+        self._schema = op._schema
 
 
 class _UpperBound(_StandIn):
@@ -479,7 +490,6 @@ class _CpuKernel(_StandIn):
     def __init__(self, op, make) -> None:
         super().__init__(op)
         self.make = make
-        self._schema = op._schema      # the arguments it writes: Note [Storages grown ...]
 
     def __call__(self, *args, **kwargs):
         return self.make(*args, **kwargs)
@@ -506,6 +516,33 @@ def _obs_fq_grown(x, observer_on, fake_quant_on, running_min, running_max, scale
 
 
 OBS_FQ_CPU = _CpuKernel(OBS_FQ, _obs_fq_grown)
+
+
+class _DenseOutput(_StandIn):
+    """Rule 16: a kernel that makes its first output dense in the memory format torch
+    suggests for its input (`empty_like(input, input.suggest_memory_format())`), where the
+    meta kernel keeps the input's strides."""
+
+    def __init__(self, op, like: int) -> None:
+        super().__init__(op)
+        self.like = like               # the argument whose format the output takes
+
+    def __call__(self, *args, **kwargs):
+        out = self.op(*args, **kwargs)   # FakeTensorMode only: no events
+        fmt = suggest_memory_format(args[self.like])
+        if out[0].is_contiguous(memory_format=fmt):
+            return out
+        return (out[0].contiguous(memory_format=fmt), *out[1:])
+
+
+# Rule 16: batch norm, forward (each overload it reaches; some are newer than others) and
+# backward (whose grad_input takes the input's format, not the incoming gradient's)
+DENSE_OUTPUT = {op: _DenseOutput(op, like) for name, overload, like in (
+    ("native_batch_norm", "default", 0), ("_native_batch_norm_legit", "default", 0),
+    ("_native_batch_norm_legit", "no_stats", 0),
+    ("_native_batch_norm_legit_no_training", "default", 0),
+    ("_batch_norm_with_update", "default", 0), ("native_batch_norm_backward", "default", 1))
+    if hasattr(aten, name) for op in [getattr(getattr(aten, name), overload)]}
 CTC_LOSS = aten._ctc_loss.Tensor
 
 
@@ -632,6 +669,7 @@ class FakeCollector(Collector):
         self._real_sids: set[int] = set()
         self._host_sids: set[int] = set()     # Rule 8
         self._lifting = False
+        self._lift_source: int | None = None  # Rule 1: the lifted literal's real storage
         self._lift_external = False           # Rule 1: lifting memory torch did not allocate
         self._loss_bytes: int | None = None   # Rule 14: a reduced loss's host buffer
         self._aliasing = False                # Rule 9: the saved alias being made
@@ -687,6 +725,8 @@ class FakeCollector(Collector):
             func = GROUPED_MM_CPU                        # Rule 11
         elif func is OBS_FQ:
             func = OBS_FQ_CPU                            # Rule 11
+        elif func in DENSE_OUTPUT:
+            func = DENSE_OUTPUT[func]                    # Rule 16
         elif func is CTC_LOSS and _ctc_known_lengths(args):
             func = CTC_LOSS_KNOWN                        # Rule 3
         ub = UPPER_BOUNDS.get(func)
@@ -698,6 +738,8 @@ class FakeCollector(Collector):
                 self._note_standin(str(func), "upper bound: every element")
                 func = ub
         self._lifting = func is LIFT_FRESH          # Rule 1: a literal's real source
+        self._lift_source = args[0].untyped_storage()._cdata \
+            if self._lifting and args and isinstance(args[0], torch.Tensor) else None
         # ... whose memory numpy's may be (`torch.from_numpy`): so is the fake's, on the host
         self._lift_external = self._lifting and bool(args) and type(args[0]) is torch.Tensor \
             and external(args[0].untyped_storage())
@@ -829,7 +871,11 @@ class FakeCollector(Collector):
         if fake_dev is None:   # Rule 1: a real tensor in a fake run
             self._real_next = True
             dev, n = super()._where(t, st)
-            return (REAL_PREFIX + dev if self._lifting else dev), n
+            # only the literal's own source: a number the previous op's node saved is
+            # registered at this op too (Note [Wrapped scalars saved for backward]), and it
+            # exists in the real run (`h * 1.0` then `h[:, 0] = 0.0`: 8 B read off the target)
+            source = self._lifting and st._cdata == self._lift_source
+            return (REAL_PREFIX + dev if source else dev), n
         dev = self._fake_dev.get(fake_dev)
         if dev is None:
             dev = self.target.device if self.target.remap else str(fake_dev)

@@ -168,3 +168,18 @@ def test_fake_a_tensor_a_block_keeps_on_itself():
     module]) was looked for as a plain Tensor only: a fake run wrote no `stash` record,
     and `checkpoint:blocks.*` held the region's input to the next step, 26,380 B over."""
     _fake_agrees(["--program", "none/;none/;none/reshape masked kept branch"])
+
+
+def test_fake_a_number_saved_just_before_a_literal():
+    """`h = h * 1.0` (MulBackward0 keeps the wrapped 1.0: 8 B, Note [Wrapped scalars saved
+    for backward]) then `h[:, 0] = 0.0`, whose `torch.tensor(0.0)` is lifted: the saved
+    number is registered at that lift, and was written as the literal's real source
+    (`real:cpu`, counted nowhere): the fake ledger 8 B under."""
+    _fake_agrees(["--program", "none/slice_write;none/;none/"])
+
+
+def test_fake_batchnorm_over_a_sequence():
+    """`bn(h.transpose(1, 2)).transpose(1, 2)`: batch norm's kernel makes its output dense,
+    the meta kernel kept the transposed strides (Rule 16, Note [Fake runs]), so the next
+    Linear's input read as contiguous and its copy (131,072 B, saved) was missing."""
+    _fake_agrees(["--program", "none/batchnorm;none/swiglu;none/"])
