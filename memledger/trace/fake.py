@@ -115,6 +115,11 @@ Rules (numbered so that code can point here):
    (131,072 B the fake ledger lacked, saved for backward; tests/clients/train_random.py
    --menu wide, `batchnorm`). Its output is made dense as the kernel makes it
    (`_DenseOutput`), forward and backward.
+17. An in-place op on a view rebuilds the view's backward: as `AsStridedBackward0` for a
+   plain tensor (a zeroed buffer the base's size in backward), by replaying the view for a
+   FakeTensor (nothing). The fake run makes that buffer where the real run does, by a
+   post-hook on the rebuilt node (Note [A view written in place, in backward],
+   trace/fake_views.py).
 
 Worked example (MLP of examples/train_mlp.py, B=64, fp32, fake, target cpu): fc1.weight is
 a fake 512×256 tensor whose meta storage has 512·256·4 = 524,288 bytes; its row is the
@@ -149,6 +154,7 @@ from memledger.trace.collector import Collector, _written_args
 from memledger.trace.external import external
 from memledger.trace.fake_losses import reduced_loss_bytes
 from memledger.trace.fake_questions import ForeachAsReal, RealAnswers
+from memledger.trace.fake_views import RebuiltViews
 
 aten = torch.ops.aten
 
@@ -664,6 +670,7 @@ class FakeCollector(Collector):
         self.fake_mode = _RunMode(allow_non_fake_inputs=True)    # Rule 12
         self._answers = RealAnswers()            # Rule 7
         self._foreach = ForeachAsReal(FakeTensor, "cuda" if self.target.remap else "")
+        self._views = RebuiltViews()             # Rule 17
         self._memo = self.fake_mode.fake_tensor_converter.tensor_memo
         self._standin_sites: set[tuple[str, int, str]] = set()
         self._real_sids: set[int] = set()
@@ -709,6 +716,7 @@ class FakeCollector(Collector):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         if func in NOT_EVENTS or self._aliasing:    # Rule 2, Rule 9
             return func(*args, **(kwargs or {}))
+        self._views.before_op(func, args)                          # Rule 17
         if func is ITEM:                            # Rule 3
             # Rule 2: `.item()` is an event in a real run, so it is one here: without it a
             # script ending `opt.zero_grad(); print(loss.item())` had its gradients' free
@@ -903,6 +911,11 @@ class FakeCollector(Collector):
             self._real_sids.add(sid)
             self.sink.write({"k": "real", "sid": sid})
         return sid
+
+    # ---- Rule 17: a view written in place, in backward ------------------------------------
+    def _note_mutated(self, func, written: tuple[int, ...], args, ev: int) -> None:
+        super()._note_mutated(func, written, args, ev)
+        self._views.note_written(args, written)
 
     # ---- Rule 8: optimizer step counters stay on the host --------------------------------
     def _mark_optimizer_state(self, opt: torch.optim.Optimizer) -> None:
