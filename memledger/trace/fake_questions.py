@@ -101,9 +101,10 @@ class _AnsweringLoader(importlib.abc.Loader):
 # (Tensor, Parameter, and DTensor, which torch's distributed package appends itself). A
 # fake parameter's type is FakeTensor, so a fake run took the per-tensor paths where the
 # real run takes foreach. On an H200 (torch 2.11, docs/gpu.md), `trace --fake --device
-# cuda` of examples/train_mlp.py read 8,557,756 B where the real CUDA run's foreach Adam
-# kept 8,056,036 (+501,720 B of temporaries: the per-parameter loop's `denom` and
-# `exp_avg_sq.sqrt()` of the largest weight, where foreach's peak is lower).
+# cuda` of examples/train_mlp.py read 501,248 B of temporaries over the real CUDA run
+# (sizes rounded to 512 B). The same two paths traced for real on the CPU: the loop peaks
+# at 8,557,756 B, foreach at 8,056,036 (the loop's `exp_avg_sq.sqrt()` and its quotient,
+# both the size of the largest weight, live at once; foreach's one `sqrt` list is smaller).
 #
 # While a fake run records, FakeTensor is registered in both lists as torch registers
 # DTensor, and taken out after. That answers for the devices the fake tensors are on. Where
