@@ -199,3 +199,14 @@ def test_fake_a_view_written_in_place(program):
     (Rule 17, Note [A view written in place, in backward]). With a residual the gradient
     is held by the other branch too, and both live, as in the real run."""
     _fake_agrees(["--program", program])
+
+
+@pytest.mark.xfail(strict=True, reason="open: a region whose only read save is a buffer "
+                   "(the gather's index) and which keeps its output on itself; "
+                   "docs/accuracy.md, 'Left open' of the twenty-fourth session")
+def test_a_region_whose_only_read_save_is_a_buffer_and_which_keeps_its_output():
+    """`h = h[:, self.perm]; self.kept = h.detach()`: torch's checkpoint re-runs the block
+    when backward unpacks the saved `perm` buffer, and the re-run sets `self.kept` again.
+    Predicted 132,396 B under measured (136,128 B over with a dead save after it). Strict:
+    when the replay gets it right this fails, and the mark goes."""
+    _exact(["--program", "none/;none/gather kept;none/"], ["checkpoint:blocks.1"])
