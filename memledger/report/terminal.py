@@ -59,6 +59,8 @@ def _headline(s: Summary, source: str) -> list[Text]:
                       f" · event {pk.event}") if pk.bytes else
         Text("Nothing recorded: no tensor was made before the run stopped", style="bold"),
     ]
+    if pk.bytes and pk.phase == "optimizer" and s.at_peak.get("temporary", 0):
+        lines.append(_in_the_step_line(s))
     if s.fake is not None:
         lines.append(_fake_line(s))
     if s.compiled:
@@ -100,6 +102,20 @@ def _headline(s: Summary, source: str) -> list[Text]:
                           "includes them), so the ledger may not explain the peak",
                           style="yellow"))
     return lines
+
+
+def _in_the_step_line(s: Summary) -> Text:
+    """The peak is inside `optimizer.step()`: no activation policy lowers it, and where the
+    step's own temporaries are the foreach path's (one per parameter at once: 2 x the
+    parameters in bf16 for AdamW, docs/fake.md) the optimizer's `foreach` is what does."""
+    temp = s.at_peak["temporary"]
+    text = (f"The peak is inside optimizer.step(): {format_bytes(temp)} of it are the "
+            f"step's own temporaries, which no checkpoint or offload policy lowers")
+    if s.peak.op.startswith("_foreach"):
+        text += ("; they are its foreach path's, one per parameter at once, and "
+                 "`foreach=False` in the optimizer makes them one parameter's at a time, "
+                 "at the loop's speed")
+    return Text(text, style="yellow")
 
 
 def _explained(s: Summary) -> bool:

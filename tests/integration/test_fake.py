@@ -165,13 +165,27 @@ def test_fake_cuda_target_steps_adam_by_foreach_as_cuda_does():
                 opt.step()
                 opt.zero_grad()
         assert opt.param_groups[0]["foreach"] is foreach   # the default is put back
+        return led
+
+    def parts(led):
         return led.peak().bytes, led.at_peak()["temporary"]
 
     p = 1_048_576 + 2_048
+    default = peak_parts(None)
     # foreach: one `_foreach_sqrt` list of every parameter's size, the rest in place
-    assert peak_parts(None) == peak_parts(True) == (5 * p, p)
+    assert parts(default) == parts(peak_parts(True)) == (5 * p, p)
     # the per-tensor loop: `exp_avg_sq.sqrt()` and its quotient, both weight-sized, at once
-    assert peak_parts(False) == (4 * p + 2 * 1_048_576, 2 * 1_048_576)
+    assert parts(peak_parts(False)) == (4 * p + 2 * 1_048_576, 2 * 1_048_576)
+    # and `show` says where that peak is, and what lowers it
+    from rich.console import Console
+
+    from memledger.report.terminal import print_summary
+
+    console = Console(record=True, width=200)
+    print_summary(default.summary(), console)
+    text = " ".join(console.export_text().split())
+    assert "The peak is inside optimizer.step(): 1.0 MiB of it" in text
+    assert "`foreach=False` in the optimizer" in text
 
 
 def test_fake_value_dependent_sizes_take_their_upper_bound():

@@ -92,6 +92,20 @@ def test_show_renders_for_people(traced_examples, capsys):
         assert needle in out
 
 
+def test_show_says_when_the_peak_is_inside_the_optimizer_step(traced_examples, capsys):
+    """The MLP (examples/train_mlp.py, B=64) peaks inside Adam's step: its per-parameter
+    loop's `exp_avg_sq.sqrt()` and quotient of fc2's weight, 2 x 1,048,576 B, live at
+    once beside 4,612 B of smaller ones. No activation policy lowers that; show says so.
+    The GPT peaks in backward, where it says nothing of the kind."""
+    assert main(["show", str(traced_examples["mlp"])]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "The peak is inside optimizer.step(): 2.0 MiB of it are the step's own " \
+        "temporaries, which no checkpoint or offload policy lowers" in out
+    assert "foreach=False" not in out            # the loop's temporaries, not foreach's
+    assert main(["show", str(traced_examples["gpt"])]) == 0
+    assert "inside optimizer.step()" not in capsys.readouterr().out
+
+
 def test_script_args_after_double_dash(tmp_path):
     out = tmp_path / "mlp4.ledger"
     assert main(["trace", str(EXAMPLES / "train_mlp.py"), "--steps", "1", "--no-measure",
