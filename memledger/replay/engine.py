@@ -743,7 +743,15 @@ def _segments(prep: Prepared, calls: _Calls, dropped: np.ndarray, own: _Owners) 
             np.maximum.at(by_save, dead_calls, np.maximum(prep.pack_gone[dead],
                                                           calls.ev1[dead_calls]))
             has[dead_calls] = True
-        unpacked = np.where(has, np.maximum(by_save, live_on), unpacked)
+        # a call whose only saves backward reads are model state (`h[:, self.perm]` saves
+        # its index buffer, nothing else) is re-run by torch's checkpoint all the same, at
+        # the first unpack of that save, and its frame holds its arguments until then: its
+        # own save's unpack says when, though a storage's does not (every call saves it)
+        state_read = (kp >= 0) & (prep.pack_unpack >= 0) & state[r]
+        by_state = np.full(m + 1, -1, dtype=np.int64)
+        np.maximum.at(by_state, kp[state_read], per_save[state_read])
+        unpacked = np.where(has, np.maximum(by_save, live_on),
+                            np.where(by_state >= 0, np.maximum(unpacked, by_state), unpacked))
     # the frame goes with the last of its holders, dropped or not: a region whose first op
     # saves only its argument (ConvNeXt's depthwise conv on the block input) has its last
     # dropped storage (the LayerNorm's mean) freed before that conv's backward unpacks the
