@@ -29,12 +29,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-from tests.clients.harness import ledger_pass, run_client  # noqa: E402
+from tests.clients.harness import ledger_pass, predicted_peak, run_client  # noqa: E402
 from tests.clients.train_random import draw  # noqa: E402  (argparse runs only as a script)
 
-from memledger.errors import PolicyError  # noqa: E402
-from memledger.replay.policies import parse_policy  # noqa: E402
-from memledger.replay.predict import predict  # noqa: E402
 
 POLICIES = ["checkpoint:blocks.*", "checkpoint:blocks.0", "selective:blocks.*",
             "offload:blocks.*", "checkpoint:blocks.0+offload:blocks.[1-2]"]
@@ -78,18 +75,10 @@ def fake_gaps(seed: int, program: str, policies: list[str]) -> dict[str, int | s
     fa, ra = fake.at_peak(), real.at_peak()
     out.update({c: fa[c] - ra[c] for c in fa if c != "workspace" and fa[c] != ra[c]})
     for text in policies:
-        pf, pr = _predicted(fake, text), _predicted(real, text)
+        pf, pr = predicted_peak(fake, text), predicted_peak(real, text)
         if pf != pr:
             out[text] = pf - pr if None not in (pf, pr) else "refused by one side only"
     return out
-
-
-def _predicted(led, text: str) -> int | None:
-    """The predicted peak under policy `text`; None where replay refuses it."""
-    try:
-        return predict(led, [parse_policy(text)], bandwidth=1e9).policies[0].peak_bytes
-    except PolicyError:
-        return None
 
 
 def minimise(seed: int, policy: str, menu: str, gaps=gaps) -> str:

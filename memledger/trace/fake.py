@@ -716,7 +716,8 @@ class FakeCollector(Collector):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         if func in NOT_EVENTS or self._aliasing:    # Rule 2, Rule 9
             return func(*args, **(kwargs or {}))
-        self._views.before_op(func, args)                          # Rule 17
+        if self._views.written:                     # Rule 17 (once per op: test first)
+            self._views.before_op(func, args)
         if func is ITEM:                            # Rule 3
             # Rule 2: `.item()` is an event in a real run, so it is one here: without it a
             # script ending `opt.zero_grad(); print(loss.item())` had its gradients' free

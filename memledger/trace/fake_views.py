@@ -50,18 +50,20 @@ class RebuiltViews:
     """Rule 17: the buffer a real run's `AsStridedBackward0` makes, made in a fake run."""
 
     def __init__(self) -> None:
-        self._written: list[torch.Tensor] = []   # views written in place, until the next op
+        # views written in place, until the next op (the collector reads it first: empty
+        # nearly always)
+        self.written: list[torch.Tensor] = []
 
     def note_written(self, args: tuple, written: tuple[int, ...]) -> None:
         for i in written:
             t = args[i] if i < len(args) else None
             if isinstance(t, torch.Tensor) and t._base is not None and t.requires_grad:
-                self._written.append(t)
+                self.written.append(t)
 
     def before_op(self, func, args: tuple) -> None:
-        """Step 1, at each op the fake collector records."""
-        if self._written and not self._replaying(func, args):
-            written, self._written = self._written, []
+        """Step 1, at an op the fake collector records while views wait to be read."""
+        if not self._replaying(func, args):
+            written, self.written = self.written, []
             for t in written:
                 self._tag(t)
 
@@ -73,7 +75,7 @@ class RebuiltViews:
                 not isinstance(args[0], torch.Tensor):
             return False
         base = args[0]
-        return any(t._base is base for t in self._written)
+        return any(t._base is base for t in self.written)
 
     def _tag(self, t: torch.Tensor) -> None:
         g = t.grad_fn

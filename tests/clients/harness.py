@@ -100,9 +100,7 @@ def run_client(script: str, argv: list[str], policies: list[str], steps: int = 2
     with tempfile.TemporaryDirectory(prefix="memledger-clients-") as tmp:
         led_path, alloc, status = Path(tmp) / "run.ledger", Path(tmp) / "alloc.json", \
             str(Path(tmp) / "status.json")
-        code = _call(trace_worker.main, ["ledger", "--out", str(led_path), "--status", status,
-                                         "--steps", str(steps), path, "--", *argv])
-        assert code == EXIT_OK, f"ledger pass of {script} {argv}: exit {code}"
+        _ledger_pass_into(led_path, script, argv, steps)
         code = _call(trace_worker.main, ["allocator", "--out", str(alloc), "--status", status,
                                          "--steps", str(steps), "--timing-steps", str(timing_steps),
                                          path, "--", *argv])
@@ -133,17 +131,30 @@ def run_client(script: str, argv: list[str], policies: list[str], steps: int = 2
     return run
 
 
+def _ledger_pass_into(led_path: Path, script: str, argv: list[str], steps: int,
+                     fake: tuple[str, ...] = ()) -> None:
+    code = _call(trace_worker.main, ["ledger", *fake, "--out", str(led_path), "--status",
+                                     str(led_path.with_suffix(".status.json")), "--steps",
+                                     str(steps), str(HERE / script), "--", *argv])
+    assert code == EXIT_OK, f"ledger pass {' '.join(fake)} of {script} {argv}: exit {code}"
+
+
 def ledger_pass(script: str, argv: list[str], steps: int = 2,
                 fake_device: str | None = None) -> Ledger:
     """The ledger pass alone, in this process: no allocator pass, so no kernel scratch and
     no measured peak, as a fake run has none. With `fake_device`, the ledger of `trace
     --fake --device FAKE_DEVICE` (Note [Fake runs]): set beside the real one, every row and
     every prediction should agree."""
-    fake = ["--fake", "--device", fake_device] if fake_device else []
     with tempfile.TemporaryDirectory(prefix="memledger-ledger-") as tmp:
         led_path = Path(tmp) / "run.ledger"
-        code = _call(trace_worker.main, ["ledger", *fake, "--out", str(led_path), "--status",
-                                         str(Path(tmp) / "s.json"), "--steps", str(steps),
-                                         str(HERE / script), "--", *argv])
-        assert code == EXIT_OK, f"ledger pass ({fake}) of {script} {argv}: exit {code}"
+        _ledger_pass_into(led_path, script, argv, steps,
+                          ("--fake", "--device", fake_device) if fake_device else ())
         return Ledger.load(led_path)
+
+
+def predicted_peak(led: Ledger, policy: str) -> int | None:
+    """`predict`'s peak for one policy at a fixed bandwidth; None where replay refuses it."""
+    try:
+        return predict(led, [parse_policy(policy)], bandwidth=1e9).policies[0].peak_bytes
+    except PolicyError:
+        return None

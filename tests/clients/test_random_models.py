@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.clients.harness import ledger_pass, run_client
+from tests.clients.harness import ledger_pass, predicted_peak, run_client
 
 pytestmark = pytest.mark.clients
 
@@ -143,22 +143,13 @@ def _fake_agrees(argv: list[str], policies: list[str] = POLICIES) -> None:
     """`trace --fake --device cpu` of a draw: its ledger and every policy's prediction
     equal the real run's ledger pass (the allocator's kernel scratch aside: a fake run has
     none; benchmarks/random_models.py --fake)."""
-    from memledger.errors import PolicyError
-    from memledger.replay.policies import parse_policy
-    from memledger.replay.predict import predict
-
-    def predicted(led, text):   # None: refused (by both sides alike, or the test fails)
-        try:
-            return predict(led, [parse_policy(text)], bandwidth=1e9).policies[0].peak_bytes
-        except PolicyError:
-            return None
-
     argv = ["--steps", "3", *argv]
     real = ledger_pass("train_random.py", argv)
     fake = ledger_pass("train_random.py", argv, fake_device="cpu")
     assert fake.peak().bytes == real.peak().bytes
     for text in policies:
-        assert predicted(fake, text) == predicted(real, text), text
+        # None on both sides: refused alike
+        assert predicted_peak(fake, text) == predicted_peak(real, text), text
 
 
 def test_fake_a_linear_on_a_transposed_input():
