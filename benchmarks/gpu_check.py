@@ -376,6 +376,7 @@ def main() -> int:
                         "that finds a check broken before device time is spent on it")
     p.add_argument("--budget-s", type=float, default=210.0,
                    help="start no further check after this many seconds (lent GPU time is short)")
+    p.add_argument("--only", default="", help="comma-separated check names (default: all)")
     args = p.parse_args()
     import torch
 
@@ -391,7 +392,8 @@ def main() -> int:
     # Each check's rows print as they come and each failure is one row: a run cut short by
     # its time limit still leaves every row it reached.
     t_start, rows = time.perf_counter(), []
-    for check in CHECKS:
+    only = [c.strip() for c in args.only.split(",") if c.strip()]
+    for check in only or CHECKS:
         if DEVICE != "cuda" and check in CUDA_ONLY:
             continue
         if time.perf_counter() - t_start > args.budget_s:

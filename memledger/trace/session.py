@@ -98,6 +98,16 @@ def _worker(mode: str, script: Path, argv: list[str], out: Path, steps: int,
 # an allocator pass after the ledger pass is done. A port that is still taken then belongs
 # to another program, and the failure stands.
 #
+# Note [The allocator's history and a checkpoint's re-run]
+# On CUDA the allocator pass records the caching allocator's history, for the snapshot it
+# leaves beside the ledger. With that history on, torch 2.11 on an H200 fails the re-run of
+# any checkpointed region that holds a dropout: `SystemError: <built-in method dropout ...>
+# returned NULL without setting an exception` (docs/gpu.md: three lines of torch, with or
+# without C++ stacks, and the same without the history is fine). So a script that calls
+# `torch.utils.checkpoint` itself (transformers' `gradient_checkpointing_enable()`) lost
+# its measured peak. A pass that fails with a SystemError where the ledger pass ran runs
+# once more without the history: the peak is kept, the snapshot is not, and trace says so.
+#
 # Note [Memory-only traces]
 # The timed steps, the three probes and the machine's calibration serve the time side of
 # `predict`, `plan` and `compare`, and they are most of what `trace` costs beyond a plain
@@ -114,6 +124,7 @@ class _Worker:
                  fw: Forwarder | None = None) -> None:
         self.out = out
         self.quiet = quiet
+        self.history = "--snapshot" in extra   # the allocator's history on, on CUDA
         self.fw = fw
         self._tmp = tempfile.TemporaryDirectory(prefix="memledger-")
         self.status = Path(self._tmp.name) / "status.json"
@@ -143,10 +154,12 @@ class _Worker:
         self._done()
         if self.fw is not None and self.fw.interrupted:
             result = {**result, "code": EXIT_INTERRUPTED, "signals": self.fw.signals}
-        # a pass whose port was taken runs again, its output unshown (Note [Two passes,
-        # one port])
+        # a pass whose port was taken, or whose allocator history broke it, runs again, its
+        # output unshown (Notes [Two passes, one port], [The allocator's history and a
+        # checkpoint's re-run])
         if self.quiet and result["code"] not in (EXIT_OK, EXIT_INTERRUPTED) and output and \
-                not port_taken(result.get("reason", "")):
+                not port_taken(result.get("reason", "")) and \
+                not (self.history and history_broke(result)):
             sys.stderr.write(output.decode(errors="replace"))
         return result
 
@@ -220,10 +233,11 @@ def _trace_into(script: Path, argv: list[str], out: Path, partial: Path, steps: 
         mtmp = tempfile.TemporaryDirectory(prefix="memledger-")
         snapshot = Path(str(out) + ".cuda-snapshot.pickle")
 
-        def start_allocator() -> _Worker:
+        def start_allocator(history: bool = True) -> _Worker:
             return _Worker("allocator", script, argv, Path(mtmp.name) / "measured.json",
                            steps, quiet=True, wait_for_go=True, fw=fw,
-                           extra=("--snapshot", str(partial_path(snapshot)),
+                           extra=(*(("--snapshot", str(partial_path(snapshot))) if history
+                                    else ()),
                                   "--steps-by", steps_by,
                                   *(() if timing else ("--timing-steps", "0"))))
         allocator = start_allocator()
@@ -261,6 +275,13 @@ def port_taken(reason: str) -> bool:
     return "EADDRINUSE" in reason or "address already in use" in reason.lower()
 
 
+def history_broke(result: dict) -> bool:
+    """An allocator pass that failed as the CUDA allocator's history makes a checkpoint's
+    re-run fail: Note [The allocator's history and a checkpoint's re-run]."""
+    return result.get("code") not in (EXIT_OK, EXIT_INTERRUPTED) and \
+        "SystemError" in result.get("reason", "")
+
+
 def _say_passes_apart() -> None:
     print("memledger: the script's fixed port (MASTER_PORT) was taken by its other pass "
           "running beside it; running the two passes one after the other", file=sys.stderr)
@@ -270,13 +291,21 @@ def _join_allocator_pass(allocator: _Worker, steps: int, out: Path, partial: Pat
                          snapshot: Path, restart=None) -> bool:
     """Let the allocator pass time its steps, then add its records to the ledger if they
     cover the steps the ledger pass traced (Note [Warm allocator pass]). True: added.
-    `restart()`: the pass anew, for one that found its port taken (Note [Two passes, one
-    port])."""
+    `restart(history=True)`: the pass anew, for one that found its port taken (Note [Two
+    passes, one port]) or, without the allocator's history, for one that history broke
+    (Note [The allocator's history and a checkpoint's re-run])."""
     try:
         mres = allocator.result(go=f"go {steps}\n")
         if restart is not None and port_taken(mres.get("reason", "")):
             _say_passes_apart()
             mres = restart().result(go=f"go {steps}\n")
+        if restart is not None and history_broke(mres):
+            print("memledger: the allocator pass failed with a SystemError that the ledger "
+                  "pass did not meet (the CUDA allocator's history breaks a checkpoint's "
+                  "re-run); measuring again without it: no allocator snapshot this time",
+                  file=sys.stderr)
+            _drop_snapshot(snapshot)
+            mres = restart(history=False).result(go=f"go {steps}\n")
     except BaseException:
         _drop_snapshot(snapshot)
         raise

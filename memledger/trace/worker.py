@@ -140,7 +140,10 @@ def _allocator_pass(args) -> int:
     from memledger.trace.steps import OptimizerSteps, StepCounter
     from memledger.trace.timing import StepTimers
 
-    cuda = CudaProbe() if torch.cuda.is_available() else None
+    # the allocator's history (for the snapshot) only where one is asked for: Note [The
+    # allocator's history and a checkpoint's re-run], trace/session.py
+    cuda = CudaProbe(record_history=args.snapshot is not None) \
+        if torch.cuda.is_available() else None
     cpu = CpuProfilerProbe()
     # the last timing step runs under the op timer: not a plain step time
     # one rank of several: no probes (Note [No probes on several ranks], timing.py)
