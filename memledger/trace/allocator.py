@@ -88,7 +88,11 @@ class CudaProbe:
         torch.cuda.reset_peak_memory_stats(self.device)
         self.baseline = torch.cuda.memory_allocated(self.device)
         if self.record_history:
-            torch.cuda.memory._record_memory_history(max_entries=100_000)
+            # stacks at allocation only: with stacks at frees too (torch's default,
+            # context="all") a checkpoint's re-run fails on CUDA (Note [The allocator's
+            # history and a checkpoint's re-run], trace/session.py); `import` reads only
+            # the allocations' frames
+            torch.cuda.memory._record_memory_history(max_entries=100_000, context="alloc")
 
     def note_oom(self, exc: BaseException) -> None:
         self.oom = {k: v for k, v in cuda_oom_record(exc, self.device).items() if k != "k"}

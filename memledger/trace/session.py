@@ -100,13 +100,16 @@ def _worker(mode: str, script: Path, argv: list[str], out: Path, steps: int,
 #
 # Note [The allocator's history and a checkpoint's re-run]
 # On CUDA the allocator pass records the caching allocator's history, for the snapshot it
-# leaves beside the ledger. With that history on, torch 2.11 on an H200 fails the re-run of
-# any checkpointed region that holds a dropout: `SystemError: <built-in method dropout ...>
-# returned NULL without setting an exception` (docs/gpu.md: three lines of torch, with or
-# without C++ stacks, and the same without the history is fine). So a script that calls
-# `torch.utils.checkpoint` itself (transformers' `gradient_checkpointing_enable()`) lost
-# its measured peak. A pass that fails with a SystemError where the ledger pass ran runs
-# once more without the history: the peak is kept, the snapshot is not, and trace says so.
+# leaves beside the ledger. With torch's default history (stack traces at frees as well as
+# allocations, context="all"), torch 2.11 on an H200 fails the re-run of any checkpointed
+# region that holds a dropout: `SystemError: <built-in method dropout ...> returned NULL
+# without setting an exception`, with or without C++ stacks; without the history, with
+# context=None or with context="alloc" the same run is fine (docs/gpu.md, 2026-12-04). So
+# a script that calls `torch.utils.checkpoint` itself (transformers'
+# `gradient_checkpointing_enable()`) lost its measured peak. The probe now records stacks
+# at allocation only (CudaProbe.start), which is all `import` reads. As a net for what that
+# does not cover, a pass that fails with a SystemError where the ledger pass ran runs once
+# more without the history: the peak is kept, the snapshot is not, and trace says so.
 #
 # Note [Memory-only traces]
 # The timed steps, the three probes and the machine's calibration serve the time side of

@@ -43,6 +43,23 @@ def test_cuda_probe_counts_an_allocation():
     assert rec["peak_bytes"] >= probe.baseline + 2**20
 
 
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_a_checkpoints_rerun_runs_under_the_probes_history(tmp_path):
+    # Note [The allocator's history and a checkpoint's re-run] (trace/session.py): with
+    # torch's default history, the re-run of a dropout failed with a SystemError
+    from torch.utils.checkpoint import checkpoint
+
+    from memledger.trace.allocator import CudaProbe
+
+    block = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.Dropout(0.1)).cuda()
+    probe = CudaProbe()
+    probe.start()
+    checkpoint(block, torch.randn(8, 64, device="cuda"), use_reentrant=False).sum().backward()
+    rec = probe.stop(str(tmp_path / "snap.pickle"))
+    assert rec["peak_bytes"] > 0 and (tmp_path / "snap.pickle").stat().st_size > 0
+
+
 def test_scratch_is_what_a_call_allocated_and_let_go_not_its_inputs():
     from memledger.trace.allocator import call_scratch
 
