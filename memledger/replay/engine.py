@@ -690,7 +690,7 @@ def _segments(prep: Prepared, calls: _Calls, dropped: np.ndarray, own: _Owners) 
     # that unpacked it returned (its RNG state and arguments were held to the end of the
     # traced steps: 10,112 B over on two pruned blocks)
     held_end = np.where(prep.unpack >= 0, np.maximum(prep.unpack + 1, prep.unpack_end),
-                        prep.freed)
+                        _gone_unread(prep))
     np.maximum.at(bw_end, kd, np.where(_held(prep), np.minimum(held_end, prep.freed),
                                        prep.freed))
     # a call that drops nothing (its saves are its arguments and parameters: one Linear)
@@ -750,7 +750,7 @@ def _segments(prep: Prepared, calls: _Calls, dropped: np.ndarray, own: _Owners) 
         state_read = (kp >= 0) & (prep.pack_unpack >= 0) & state[r]
         by_state = np.full(m + 1, -1, dtype=np.int64)
         np.maximum.at(by_state, kp[state_read], per_save[state_read])
-        unpacked = np.where(has, np.maximum(by_save, live_on),
+        unpacked = np.where(has, np.maximum.reduce([by_save, live_on, by_state]),
                             np.where(by_state >= 0, np.maximum(unpacked, by_state), unpacked))
     # the frame goes with the last of its holders, dropped or not: a region whose first op
     # saves only its argument (ConvNeXt's depthwise conv on the block input) has its last
@@ -994,6 +994,23 @@ def _release_partly_saved(prep: Prepared, calls: _Calls, own: _Owners, fr: np.nd
     fr = fr.copy()
     fr[c] = np.minimum(fr[c], np.maximum(own.fwd_end[c], end[c]))
     return fr
+
+
+def _gone_unread(prep: Prepared) -> np.ndarray:
+    """Per storage: when autograd let go of its last save unread in forward (Note [A save
+    autograd let go of unread]), for one that no backward ever unpacked; else its free. A
+    kept tensor (`self.kept = h.detach()`) that a dropped `h.sin()` saved lives to the end
+    of the steps, but the checkpoint frame stopped holding it when the save died: read by
+    its free, the frame (its arguments, its RNG state) was held to the end, 136,128 B over."""
+    out = prep.freed.copy()
+    if prep.pack_gone is None or prep.pack_row is None or not len(prep.pack_row):
+        return out
+    dead = (prep.pack_unpack < 0) & (prep.pack_gone >= 0)
+    gone = np.full(len(out), -1, dtype=np.int64)
+    np.maximum.at(gone, prep.pack_row[dead], prep.pack_gone[dead])
+    live = np.zeros(len(out), dtype=bool)      # a save that was not let go of unread
+    live[prep.pack_row[~dead]] = True
+    return np.where((gone >= 0) & ~live, np.minimum(out, gone), out)
 
 
 def _held(prep: Prepared) -> np.ndarray:

@@ -201,11 +201,10 @@ def test_a_region_whose_only_read_save_is_a_buffer():
     _exact(["--program", "none/;none/gather kept;none/"], ["checkpoint:blocks.1"])
 
 
-@pytest.mark.xfail(strict=True, reason="open: the same block with a dead save after the "
-                   "kept tensor; docs/accuracy.md, 'Left open' of the twenty-fourth session")
 def test_a_region_whose_only_read_save_is_a_buffer_with_a_dead_save():
-    """`h = h[:, self.perm]; self.kept = h.detach(); h.sin()`: predicted 136,128 B over
-    measured (131,072 B and an RNG state held too long). Strict: when the replay gets it
-    right this fails, and the mark goes."""
+    """`h = h[:, self.perm]; self.kept = h.detach(); h.sin()`: the dropped `sin` saves the
+    kept tensor and dies unread. Read by the kept tensor's free (the end of the steps), the
+    frame was held to the end: 136,128 B over measured (131,072 B and an RNG state). The
+    frame lets go of it when the save dies (`_gone_unread`)."""
     _exact(["--program", "none/normalize;none/gather kept dead_save;none/"],
            ["checkpoint:blocks.1"])
