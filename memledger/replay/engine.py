@@ -1090,6 +1090,9 @@ def _recomputed_rows(prep, calls, own, seg, dropped, kept_cache, out: _Lifetimes
     own_end = _own_save_end(prep, calls, own)[t]
     gone_t = np.where((own_end >= 0) & (prep.cat[t] == ACTIVATION),
                       np.maximum(gone_t, seg.pos_f(np.maximum(own_end, 0))), gone_t)
+    if prep.acast is not None:   # Note [Autocast's cache in a re-run] (trace/collector.py)
+        gone_t = np.where(prep.acast[t], np.maximum(gone_t, seg.start[kt] + seg.length[kt]),
+                          gone_t)
     out.add(seg.start[kt] + (cr[t] - calls.ev0[kt]), gone_t, prep.nbytes[t], prep.cat[t])
     # SAC: held from forward to its reuse, whatever its category
     h = np.flatnonzero(in_seg & ~dropped & (cr < seg.end[k]) & kept_cache)

@@ -88,6 +88,8 @@ class Prepared:
     released: np.ndarray = None  # int64: first event only autograd held it (-1: never, -2: ?)
     stashed_graph: np.ndarray = None   # bool: stashed, and its graph runs deeper than
                                        # leaves (trace/collector.py `_deep_graph`)
+    acast: np.ndarray = None   # bool: a parameter's cast autocast keeps in its cache (Note
+    #                            [Autocast's cache in a re-run], trace/collector.py)
     stashed: np.ndarray = None   # bool: kept as a plain attribute of the module whose call made
     #                              it (Note [Tensors a call keeps on its module], collector.py)
     arg_mod: np.ndarray = None   # object: module of a call, per (call, argument storage) pair
@@ -231,6 +233,7 @@ class Prepared:
                                      if "in" in r]),
             kept=tuple((str(r["mod"]), int(r["ev0"])) for r in led.extra.get("kept", [])),
             released=_released(led, st),
+            acast=st.index.isin([r["sid"] for r in led.extra.get("acast", [])]),
             stashed=st.index.isin([int(x) for r in led.extra.get("stash", [])
                                    for x in r.get("sids", ())]),
             # kept on a module with a graph of ops (older ledgers: none, as before)

@@ -202,6 +202,35 @@ def _written_slots(func) -> tuple[tuple[int, str], ...]:
 # a broadcast gradient summed to its input's shape, a cast to its dtype)
 _GRAD_LAYOUT_OPS = frozenset({torch.ops.aten.sum.dim_IntList, torch.ops.aten._to_copy.default})
 _ADD = torch.ops.aten.add.Tensor
+_TO_COPY = torch.ops.aten._to_copy.default
+
+# Note [Autocast's cache in a re-run]
+# Under autocast, the low-precision copy of a parameter (an fp32 leaf that requires grad,
+# cast by an op on autocast's list) is kept in autocast's cache, which is cleared when the
+# outermost autocast context exits (torch/amp/autocast_mode.py: `__exit__` clears it when
+# the nesting count returns to 0). A Linear's bias cast, which no op saves, lives to its
+# block's `with autocast` exit. In a checkpoint's re-run it lives longer: torch's checkpoint
+# wraps the re-run in two autocast contexts of its own (`recompute_fn`), which count as
+# nesting even when disabled, so the block's own exit leaves the count at 1 and the cast
+# stays to the re-run's end (its early stop): 64 B under measured on a bf16 block, seeds
+# 48, 71, 74, 75 of the wide random models. The `acast` record names such casts; replay
+# holds their re-made copies to the segment's end (`_recomputed_rows`). Inside the
+# autocast kernel the autocast key is excluded, so `torch.is_autocast_enabled()` reads
+# False there; the nesting count (read by a balanced increment and decrement) says
+# whether an autocast context is open.
+
+
+def _autocast_caches(args, out) -> bool:
+    """Whether autocast keeps this `_to_copy` output in its cache (aten's `cached_cast`:
+    an fp32 leaf that requires grad, cast to lower precision inside an autocast context)."""
+    a = args[0] if args else None
+    if not (isinstance(a, _Tensor) and isinstance(out, _Tensor)) or a.dtype != torch.float32 \
+            or out.dtype not in (torch.bfloat16, torch.float16) or not a.requires_grad \
+            or not a.is_leaf or a._is_view() or not torch.is_autocast_cache_enabled():
+        return False
+    depth = torch.autocast_increment_nesting()
+    torch.autocast_decrement_nesting()
+    return depth > 1
 _COPY = torch.ops.aten.copy_.default
 _aten = torch.ops.aten
 # Note [In place but for the mode]: backward ops torch runs out of place under a mode only
@@ -700,6 +729,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
             self._apply_end = ev + 1
         elif self._unpacks and func in _GRAD_LAYOUT_OPS:
             self._validated = True   # an `add` from here on is the engine's accumulation
+        if func is _TO_COPY and self._phase != "backward" and _autocast_caches(args, out):
+            self.sink.write({"k": "acast", "sid": self._sid(out, ev)})
         if self._phase == "backward" and func in _OUT_OF_PLACE_UNDER_MODE:   # cheap first
             self._in_place_twin(func, args, out, ev)
         elif func is _ADD and self._phase != "backward":

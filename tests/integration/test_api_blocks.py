@@ -520,3 +520,23 @@ def test_gradients_a_parameter_holds_by_another_name():
     assert named["bias.grad_sample"] == 8 * 50 * 4
     assert named["weight.main_grad.0"] == 100 * 50 * 4
     assert named["weight"] == 100 * 50 * 4    # `.grad` itself, named as before
+
+
+def test_autocasts_cached_casts_are_named_and_no_other_cast():
+    # Note [Autocast's cache in a re-run] (trace/collector.py): the bf16 copies autocast
+    # keeps in its cache are a parameter's, cast inside an autocast context; the input's
+    # cast, and a weight cast by hand outside autocast, are not kept there
+    lin = torch.nn.Linear(16, 8)
+    opt = torch.optim.SGD(lin.parameters(), lr=0.1)
+    x = torch.randn(4, 16)
+    with memledger.trace() as led:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            y = lin(x)
+        (y.float().sum() + lin.weight.to(torch.bfloat16).float().sum()).backward()
+        opt.step()
+    st = led.storages.set_index("sid")
+    casts = st.loc[[r["sid"] for r in led.extra["acast"]]]
+    assert sorted(casts["bytes"].tolist()) == [8 * 2, 16 * 8 * 2]   # bias, weight in bf16
+    bf16 = st[(st["dtype"] == "bfloat16") & (st["op"] == "_to_copy.default")
+             & (st["phase"] != "backward")]
+    assert len(bf16) == 4   # and the input's cast and the hand-made weight cast, not named
