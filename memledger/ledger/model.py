@@ -198,15 +198,15 @@ class Ledger:
         taken = st.loc[ours].groupby("created")["bytes"].sum() if ours else None
         evs, sizes = [], []
         bare = recs[-1].get("bare", {})
+        inside = recs[-1].get("inside", {})
         for op, per_call in recs[-1].get("ops", {}).items():
             k = code_of.get(op)
             if k is None:
                 continue
             ev = np.unique(created[bounds[k]:bounds[k + 1]])
-            if len(ev) != len(per_call) and op in bare:   # Note [Calls that made nothing]
-                skip = set(bare[op])                       # in trace/allocator.py
-                per_call = [b for i, b in enumerate(per_call) if i not in skip]
-            if not len(ev) or len(ev) != len(per_call):
+            per_call = _calls_the_ledger_saw(per_call, len(ev), set(bare.get(op, ())),
+                                             _hidden_calls(inside.get(op, ()), code_of))
+            if not len(ev) or per_call is None:
                 continue
             b = np.asarray(per_call, dtype=np.int64)
             if taken is not None:
@@ -494,6 +494,24 @@ class PeakPoint:
 # over a million) is refused, as is an index below 0 or past the end.
 EVENTS_PER_RECORD = 64
 MIN_EVENTS_ALLOWED = 1_000_000
+
+
+def _hidden_calls(inside, ledger_ops) -> set[int]:
+    """The places of an op's calls made inside an op the ledger records (Note [Calls inside
+    another op] in trace/allocator.py): the dispatch mode never saw them."""
+    return {int(place) for place, outer in inside if any(o in ledger_ops for o in outer)}
+
+
+def _calls_the_ledger_saw(per_call: list[int], n_events: int, bare: set[int],
+                          hidden: set[int]) -> list[int] | None:
+    """An op's scratch per call, matched to its `n_events` ledger events: all its calls, or
+    those left without the calls that made nothing (Note [Calls that made nothing]), the
+    hidden calls, or both; None where no choice matches (the runs diverged)."""
+    for skip in (set(), bare, hidden, bare | hidden):
+        kept = [b for i, b in enumerate(per_call) if i not in skip]
+        if len(kept) == n_events:
+            return kept
+    return None
 
 
 def _check_events(storages: pd.DataFrame, n_events: int, n_records: int, source: str) -> None:

@@ -37,7 +37,8 @@ event 7 and freed after event 11 is live on [7, 12): `created=7`, `freed=12`.
 Kinds for replay and the CUDA path, kept in `Ledger.extra`: `fwdlast` (the last forward use
 of each saved storage, written when backward starts), `opscratch` (kernel-internal scratch
 per op, from the allocator pass; Note [Kernel scratch] in trace/allocator.py; `bare`: its
-calls that made nothing, Note [Calls that made nothing]), `oom` (the
+calls that made nothing, Note [Calls that made nothing]; `inside`: its calls made inside
+calls of other ops, with their names, Note [Calls inside another op]), `oom` (the
 CUDA allocator's counters when the script ran out of memory) and `stateful` (a module call
 that stored storages it made into an object it was handed, e.g. a KV cache: `mod`, `ev0`,
 `ev1`, `obj`, `sids`; Note [State written outside a region] in trace/outside_state.py),

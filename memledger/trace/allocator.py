@@ -144,8 +144,9 @@ def cuda_oom_record(exc: BaseException, device: int = 0) -> dict[str, Any]:
 SCRATCH_MIN_BYTES = 1
 
 
-def op_scratch(probe: CpuProfilerProbe,
-               bare: dict[str, list[int]] | None = None) -> dict[str, list[int]]:
+def op_scratch(probe: CpuProfilerProbe, bare: dict[str, list[int]] | None = None,
+               inside: dict[str, list] | None = None
+               ) -> dict[str, list[int]]:
     """{aten op name: scratch bytes of each call, in call order}, for ops with any scratch;
     `bare` gets, for those ops, the calls that made nothing (Note [Calls that made nothing]).
 
@@ -202,7 +203,7 @@ def op_scratch(probe: CpuProfilerProbe,
         if node.name.startswith("aten::"):
             calls.append((node.start_time_ns, node.end_time_ns, node.name[6:]))
         stack.extend(node.children)
-    return call_scratch(mem, calls, bare)
+    return call_scratch(mem, calls, bare, inside)
 
 
 # Note [Calls that made nothing]
@@ -216,15 +217,29 @@ def op_scratch(probe: CpuProfilerProbe,
 # the ledger read 8 B under the allocator. So the calls whose own allocations are all gone
 # at their end are named too (`bare` in the `opscratch` record, their places in the call
 # order); where the counts differ, replay matches the others (`Ledger.kernel_scratch`).
+# Note [Calls inside another op]
+# The dispatch mode sees an op at the Python key; an op a kernel calls inside it (CPU
+# `_safe_softmax` calls `_softmax`) never reaches the mode, while the profiler lists it. An
+# sdpa block followed by a softmax ran `_softmax` 4 times in the profile for the ledger's 2
+# events, so the counts differed and replay dropped every `_softmax` call's scratch: the
+# block's own softmax copies its transposed input (131,072 B), and `checkpoint:blocks.*`,
+# which peaks in that softmax's re-run, was predicted 131,072 B under measured (wide seed
+# 148). So for each op with scratch, the calls made inside calls of other names are named
+# with those names (`inside` in the `opscratch` record); where the counts differ, replay
+# drops the calls made inside an op the ledger records (`Ledger.kernel_scratch`). A call
+# inside a composite op the mode never sees (`softmax` around `_softmax`) stays.
 def call_scratch(mem: list[tuple[int, int, int]],
                  calls: list[tuple[int, int, str]],
-                 bare: dict[str, list[int]] | None = None) -> dict[str, list[int]]:
+                 bare: dict[str, list[int]] | None = None,
+                 inside: dict[str, list] | None = None
+                 ) -> dict[str, list[int]]:
     """Pure part of `op_scratch`: `mem` (time, ptr, signed bytes) of every CPU allocation
     and free, `calls` (start, end, op name) of every aten call. Per outermost call of a
     name, in call order: max over the call of (bytes it allocated and has not freed) minus
     that at its end; frees of memory allocated before the call do not count. `bare`, when
     given, gets for each op with scratch the places of its calls that hold nothing of their
-    own at their end (Note [Calls that made nothing])."""
+    own at their end (Note [Calls that made nothing]); `inside`, the places of its calls
+    made inside calls of other names, and those names (Note [Calls inside another op])."""
     from bisect import bisect_left, bisect_right
 
     mem = sorted(mem, key=lambda m: (m[0], m[2] > 0))   # frees first within one tick
@@ -232,10 +247,18 @@ def call_scratch(mem: list[tuple[int, int, int]],
     out: dict[str, list[int]] = {}
     open_until: dict[str, int] = {}       # skip a call nested in a call of the same name
     made_nothing: dict[str, list[int]] = {}
+    within: dict[str, list] = {}   # op: [[place, [outer names]], ...]
+    enclosing: list[tuple[int, str]] = []   # (end, name) of the calls open at `start`
     for start, end, op in sorted(calls, key=lambda c: (c[0], -c[1])):
+        while enclosing and enclosing[-1][0] <= start:
+            enclosing.pop()
+        outer = sorted({name for _, name in enclosing if name != op})
+        enclosing.append((end, op))
         if start < open_until.get(op, -1):
             continue
         open_until[op] = end
+        if outer:
+            within.setdefault(op, []).append([len(out.get(op, ())), outer])
         mine: set[int] = set()
         held = most = 0
         for _, ptr, size in mem[bisect_left(times, start):bisect_right(times, end)]:
@@ -253,6 +276,8 @@ def call_scratch(mem: list[tuple[int, int, int]],
     found = {op: v for op, v in out.items() if any(v)}
     if bare is not None:
         bare.update({op: made_nothing[op] for op in found if op in made_nothing})
+    if inside is not None:
+        inside.update({op: within[op] for op in found if op in within})
     return found
 
 

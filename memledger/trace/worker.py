@@ -163,10 +163,12 @@ def _allocator_pass(args) -> int:
             # read the profiler's events now, while the ledger pass may still run (Note
             # [Warm allocator pass]), and let them go before the timed steps
             bare: dict[str, list[int]] = {}   # Note [Calls that made nothing]
+            inside: dict[str, list] = {}      # Note [Calls inside another op]
             state["measured"] = {
                 "module_calls": calls.stop(),
-                "peaks": cpu.peaks(), "scratch": op_scratch(cpu, bare),  # Note [Kernel scratch]
-                "bare": bare,
+                "peaks": cpu.peaks(),
+                "scratch": op_scratch(cpu, bare, inside),  # Note [Kernel scratch]
+                "bare": bare, "inside": inside,
                 # Under torchrun: the peak counted by pointer (Note [Collective scratch])
                 "comm": collective_bytes_at_peak(cpu) if "RANK" in os.environ else {}}
             cpu.release()
@@ -222,7 +224,8 @@ def _allocator_pass(args) -> int:
         scratch = measured["scratch"]   # Note [Kernel scratch]: for replay
         if scratch:   # with the calls that made nothing: Note [Calls that made nothing]
             records.append({"k": "opscratch", "device": "cpu", "ops": scratch,
-                            **({"bare": measured["bare"]} if measured["bare"] else {})})
+                            **({"bare": measured["bare"]} if measured["bare"] else {}),
+                            **({"inside": measured["inside"]} if measured["inside"] else {})})
         if (frames := compiles_so_far() - state["compiles"]):   # this pass ran compiled
             records.append({"k": "compiles", "frames": frames})   # code; the ledger pass
                                                                    # could not (compiled.py)

@@ -89,3 +89,25 @@ def test_calls_that_made_nothing_are_named():
     bare: dict = {}
     assert call_scratch(mem, calls, bare) == {"sum": [8, 8, 0]}
     assert bare == {"sum": [0, 2]}
+
+
+def test_calls_inside_another_op_are_named_with_it():
+    # Note [Calls inside another op]: `_softmax` inside `_safe_softmax` (which the ledger
+    # records) and inside `softmax` (a composite the ledger never sees)
+    from memledger.ledger.model import _calls_the_ledger_saw, _hidden_calls
+    from memledger.trace.allocator import call_scratch
+
+    K = 4096
+    mem = [(11, 0xA, K), (12, 0xA, -K),        # scratch of the block's softmax
+           (21, 0xB, 512), (22, 0xB, -512)]    # scratch of the sdpa's softmax
+    calls = [(0, 5, "_safe_softmax"), (1, 4, "_softmax"),
+             (10, 15, "softmax"), (10, 14, "_softmax"), (20, 25, "_softmax")]
+    inside: dict = {}
+    got = call_scratch(mem, calls, inside=inside)
+    assert got == {"_softmax": [0, K, 512], "softmax": [K]}
+    assert inside == {"_softmax": [[0, ["_safe_softmax"]], [1, ["softmax"]]]}
+    hidden = _hidden_calls(inside["_softmax"], {"_safe_softmax": 0, "_softmax": 1})
+    assert hidden == {0}
+    assert _calls_the_ledger_saw(got["_softmax"], 2, set(), hidden) == [K, 512]
+    assert _calls_the_ledger_saw(got["_softmax"], 3, set(), hidden) == [0, K, 512]
+    assert _calls_the_ledger_saw(got["_softmax"], 1, set(), hidden) is None
