@@ -16,9 +16,10 @@ last recorded run). Without CUDA it says so and exits 0. It checks:
 5. `memledger import` of the allocator snapshot trace wrote beside the GPT ledger, and
    `memledger compare`'s gates on CUDA (relative tolerance 1e-5);
 6. `trace --fake --device cuda` of each example against its real CUDA run (docs/fake.md);
-7. warm starts on CUDA (Note [Warm starts], memledger/processes.py, off by default where
-   an NVIDIA driver is): `measure` of the GPT under checkpoint from a zygote's children
-   (MEMLEDGER_WARM_START=force) and from a fresh process must read the same peak;
+7. warm starts on CUDA (Note [Warm starts], memledger/processes.py; on where an NVIDIA
+   driver is since this check passed on an H200): `measure` of the GPT under checkpoint
+   from a zygote's children (MEMLEDGER_WARM_START=force) and from a fresh process must
+   read the same peak;
 8. transformers GPT-2 and Llama built from config (tests/clients/train_hf.py): ledger
    against the allocator, checkpoint predicted against measured;
 9. where a checkpoint prediction's gap lies: the GPT and GPT-2 traced for real *under* the

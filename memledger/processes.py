@@ -20,9 +20,12 @@ Why this is safe, and where it is not used:
 1. Forking is safe only before torch starts threads of its own or initialises CUDA. The
    zygote runs no op, so no OpenMP pool exists; it reports its threads, and any beyond
    the main one and BLAS's pool (which re-creates itself after a fork) make it refuse.
-   Machines with an NVIDIA driver get cold starts: CUDA's driver must not be touched
-   before a fork, and that has not been checked with torch's imports on a GPU yet
-   (benchmarks/gpu_check.py checks it, with MEMLEDGER_WARM_START=force).
+   Nor before CUDA's driver is loaded: the zygote refuses if its imports initialised
+   CUDA or mapped `libcuda.so` (zygote.py `driver_loaded`). torch's imports do neither:
+   on an H200 (torch 2.11, docs/gpu.md, 2026-12-04) `measure` of the GPT under checkpoint
+   from a zygote's children read the same peak as from a fresh process (90,729,472 B;
+   0.8 s to start against 7.9 s), so machines with an NVIDIA driver now get warm starts
+   too (they had cold ones until that run; benchmarks/gpu_check.py row 7 checks it).
 2. Variables read once, at import (OMP_NUM_THREADS, TORCH_* flags...), must be the ones
    the worker would have read: a zygote serves only launches whose environment equals
    the one it started with (PYTEST_CURRENT_TEST aside); another environment gets its own.
@@ -271,12 +274,8 @@ def several_workers() -> Iterator[None]:
 
 
 def warm_starts_possible() -> bool:
-    """Linux, no NVIDIA driver, and not switched off (Note [Warm starts], 1 and 3).
-    MEMLEDGER_WARM_START=force skips the driver check (benchmarks/gpu_check.py)."""
-    setting = os.environ.get("MEMLEDGER_WARM_START")
-    if setting == "0" or not sys.platform.startswith("linux"):
-        return False
-    return setting == "force" or not os.path.exists("/dev/nvidiactl")
+    """Linux, and not switched off (Note [Warm starts], 1 and 3)."""
+    return os.environ.get("MEMLEDGER_WARM_START") != "0" and sys.platform.startswith("linux")
 
 
 def _zygote_for(env: dict[str, str]) -> "_Zygote | None":

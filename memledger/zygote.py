@@ -31,6 +31,7 @@ import shutil
 import signal
 import socket
 import sys
+from pathlib import Path
 import tempfile
 import threading
 import traceback
@@ -47,6 +48,18 @@ def _threads() -> int:
     return len(os.listdir("/proc/self/task"))
 
 
+def driver_loaded(maps: str | None = None) -> bool:
+    """Whether this process has the CUDA driver library mapped (`maps`: the text of
+    /proc/self/maps). torch loads it at its first CUDA call, not at import; a child forked
+    after that cannot use CUDA, so a zygote whose imports loaded it refuses to serve."""
+    if maps is None:
+        try:
+            maps = Path("/proc/self/maps").read_text()
+        except OSError:
+            return False
+    return "/libcuda.so" in maps   # not libcudart.so, the runtime torch links
+
+
 def _preload() -> str:
     """Import PRELOAD; the reason it is not safe to fork afterwards, or ""."""
     with contextlib.suppress(ImportError):
@@ -60,6 +73,8 @@ def _preload() -> str:
         return f"the imports started threads ({_threads()} after, {before} before)"
     if torch.cuda.is_initialized():
         return "the imports initialised CUDA"
+    if driver_loaded():
+        return "the imports loaded the CUDA driver"
     # the children never collect the imports' objects (Note [Objects from before the
     # script] in memledger/trace/script.py), nor copy their pages by walking them
     gc.collect()

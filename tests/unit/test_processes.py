@@ -247,3 +247,14 @@ def test_a_zygote_that_does_not_answer_is_not_waited_on(tmp_path, monkeypatch):
     asking.join(timeout=120)   # a guard against a hang, not a measure of speed
     assert got == [None]       # no answer: a zygote of one's own
     mute.close()
+
+
+def test_a_zygote_with_the_cuda_driver_mapped_would_not_serve():
+    # Note [Warm starts], 1: CUDA's driver library loaded before a fork leaves the children
+    # without CUDA; the runtime library torch links is not the driver
+    from memledger.zygote import driver_loaded
+
+    runtime = "7f00-7f10 r-xp 0 08:01 1 /opt/venv/nvidia/cuda_runtime/lib/libcudart.so.13\n"
+    driver = "7f20-7f30 r-xp 0 08:01 2 /usr/lib/x86_64-linux-gnu/libcuda.so.580.159.04\n"
+    assert not driver_loaded(runtime)
+    assert driver_loaded(runtime + driver)
