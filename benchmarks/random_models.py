@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 from tests.clients.harness import ledger_pass, predicted_peak, run_client  # noqa: E402
-from tests.clients.train_random import draw  # noqa: E402  (argparse runs only as a script)
+from tests.clients.train_random import MENUS, draw  # noqa: E402  (argparse: as a script)
 
 
 POLICIES = ["checkpoint:blocks.*", "checkpoint:blocks.0", "selective:blocks.*",
@@ -130,7 +130,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seeds", default="0-19")
     ap.add_argument("--minimise", metavar="POLICY", default="")
-    ap.add_argument("--menu", default="basic", choices=["basic", "wide"])
+    ap.add_argument("--menu", default="basic", choices=list(MENUS))
     ap.add_argument("--fake", action="store_true",
                     help="the fake ledger (and its predictions) against the real one")
     a = ap.parse_args()

@@ -1073,7 +1073,7 @@ def _recomputed_rows(prep, calls, own, seg, dropped, kept_cache, out: _Lifetimes
     kept_by = last_cr[kd] > cr[d]
     gone_pos = np.where(kept_by, np.maximum(gone_pos, seg.pos_f(np.maximum(keep_to[kd], 0))),
                         gone_pos)
-    out.add(seg.start[kd] + (cr[d] - calls.ev0[kd]), gone_pos, prep.nbytes[d], prep.cat[d])
+    made_pos = seg.start[kd] + (cr[d] - calls.ev0[kd])
     # a kept activation (the region's output) is re-made by the re-run; under selective the
     # re-run hands the save list's outputs back instead (re-making those read the CNN's
     # selective blocks 5.6 % high), but makes the rest again: a post-LN layer's output,
@@ -1090,10 +1090,14 @@ def _recomputed_rows(prep, calls, own, seg, dropped, kept_cache, out: _Lifetimes
     own_end = _own_save_end(prep, calls, own)[t]
     gone_t = np.where((own_end >= 0) & (prep.cat[t] == ACTIVATION),
                       np.maximum(gone_t, seg.pos_f(np.maximum(own_end, 0))), gone_t)
+    made_t = seg.start[kt] + (cr[t] - calls.ev0[kt])
     if prep.acast is not None:   # Note [Autocast's cache in a re-run] (trace/collector.py)
         gone_t = np.where(prep.acast[t], np.maximum(gone_t, seg.start[kt] + seg.length[kt]),
                           gone_t)
-    out.add(seg.start[kt] + (cr[t] - calls.ev0[kt]), gone_t, prep.nbytes[t], prep.cat[t])
+        made_pos, gone_pos, made_t, gone_t = _one_cast_per_rerun(
+            prep, (d, kd, made_pos, gone_pos), (t, kt, made_t, gone_t))
+    out.add(made_pos, gone_pos, prep.nbytes[d], prep.cat[d])
+    out.add(made_t, gone_t, prep.nbytes[t], prep.cat[t])
     # SAC: held from forward to its reuse, whatever its category
     h = np.flatnonzero(in_seg & ~dropped & (cr < seg.end[k]) & kept_cache)
     kh = k[h]
@@ -1107,6 +1111,36 @@ def _recomputed_rows(prep, calls, own, seg, dropped, kept_cache, out: _Lifetimes
     if restash.any():
         _restashed_rows(prep, calls, own, seg, restash, out)
     _first_pass_copies(prep, calls, own, d, out, seg)
+
+
+def _one_cast_per_rerun(prep: Prepared, *parts):
+    """Note [Autocast's cache in a re-run] (trace/collector.py): in a re-run, autocast's
+    cache lives to the end, so a parameter cast twice in forward (two autocast regions in
+    one block) is cast once: per segment and parameter, the first re-made cast stands for
+    the later ones, held as long as the longest of them; the later ones take no room.
+    `parts`: (rows, segment, made, gone) of each group of re-made copies; returned as
+    (made, gone) pairs in the same order."""
+    rows = np.concatenate([p[0] for p in parts])
+    seg_of = np.concatenate([p[1] for p in parts])
+    made = np.concatenate([p[2] for p in parts])
+    gone = np.concatenate([p[3] for p in parts])
+    src = prep.acast_src[rows] if prep.acast_src is not None else np.full(len(rows), -1)
+    cast = np.flatnonzero(prep.acast[rows] & (src >= 0))
+    if len(cast) > 1:
+        order = cast[np.lexsort((made[cast], src[cast], seg_of[cast]))]
+        key = np.stack([seg_of[order], src[order]])
+        first = np.concatenate([[True], (np.diff(key, axis=1) != 0).any(axis=0)])
+        starts = np.flatnonzero(first)
+        longest = np.maximum.reduceat(gone[order], starts)
+        gone[order[starts]] = longest
+        later = order[~first]
+        gone[later] = made[later]
+    out, at = [], 0
+    for p in parts:
+        n = len(p[0])
+        out += [made[at:at + n], gone[at:at + n]]
+        at += n
+    return out
 
 
 def _first_pass_copies(prep: Prepared, calls: _Calls, own: _Owners, d: np.ndarray,

@@ -90,6 +90,7 @@ class Prepared:
                                        # leaves (trace/collector.py `_deep_graph`)
     acast: np.ndarray = None   # bool: a parameter's cast autocast keeps in its cache (Note
     #                            [Autocast's cache in a re-run], trace/collector.py)
+    acast_src: np.ndarray = None   # int64: the row of the parameter it casts (-1: unknown)
     stashed: np.ndarray = None   # bool: kept as a plain attribute of the module whose call made
     #                              it (Note [Tensors a call keeps on its module], collector.py)
     arg_mod: np.ndarray = None   # object: module of a call, per (call, argument storage) pair
@@ -233,7 +234,7 @@ class Prepared:
                                      if "in" in r]),
             kept=tuple((str(r["mod"]), int(r["ev0"])) for r in led.extra.get("kept", [])),
             released=_released(led, st),
-            acast=st.index.isin([r["sid"] for r in led.extra.get("acast", [])]),
+            **_autocast_casts(led, st),
             stashed=st.index.isin([int(x) for r in led.extra.get("stash", [])
                                    for x in r.get("sids", ())]),
             # kept on a module with a graph of ops (older ledgers: none, as before)
@@ -413,6 +414,19 @@ def _released(led: Ledger, st: pd.DataFrame) -> np.ndarray:
     rel = pd.DataFrame(recs, columns=["k", "sid", "ev"]).drop_duplicates(
         "sid", keep="first").set_index("sid")["ev"]
     return rel.reindex(st.index).fillna(-2).to_numpy(dtype=np.int64)
+
+
+def _autocast_casts(led: Ledger, st: pd.DataFrame) -> dict[str, np.ndarray]:
+    """Per storage: whether it is a cast autocast keeps in its cache, and the row of the
+    parameter it casts (-1: not such a cast, or a ledger from before `src`)."""
+    recs = led.extra.get("acast", [])
+    sids = [r["sid"] for r in recs]
+    src = pd.Series([r.get("src", -1) for r in recs], index=sids, dtype=np.int64)
+    src = src[~src.index.duplicated()]
+    rows = pd.Index(st.index).get_indexer(src.to_numpy())
+    by_sid = pd.Series(np.where(src.to_numpy() >= 0, rows, -1), index=src.index)
+    return {"acast": st.index.isin(sids),
+            "acast_src": by_sid.reindex(st.index).fillna(-1).to_numpy(dtype=np.int64)}
 
 
 def _call_args(led: Ledger, st: pd.DataFrame) -> dict[str, np.ndarray]:

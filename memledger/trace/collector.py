@@ -213,8 +213,13 @@ _TO_COPY = torch.ops.aten._to_copy.default
 # wraps the re-run in two autocast contexts of its own (`recompute_fn`), which count as
 # nesting even when disabled, so the block's own exit leaves the count at 1 and the cast
 # stays to the re-run's end (its early stop): 64 B under measured on a bf16 block, seeds
-# 48, 71, 74, 75 of the wide random models. The `acast` record names such casts; replay
-# holds their re-made copies to the segment's end (`_recomputed_rows`). Inside the
+# 48, 71, 74, 75 of the wide random models. The `acast` record names such casts and the
+# parameter cast (`src`); replay holds their re-made copies to the segment's end
+# (`_recomputed_rows`). And a block with two autocast regions that call one Linear casts
+# its weight twice in forward, once in the re-run, whose second region finds the first
+# region's cast still cached: replay re-makes one cast per parameter and segment,
+# held as long as the later ones would have been (`_one_cast_per_rerun`; +2,112 B
+# before, wide seed 153). Inside the
 # autocast kernel the autocast key is excluded, so `torch.is_autocast_enabled()` reads
 # False there; the nesting count (read by a balanced increment and decrement) says
 # whether an autocast context is open.
@@ -730,7 +735,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
         elif self._unpacks and func in _GRAD_LAYOUT_OPS:
             self._validated = True   # an `add` from here on is the engine's accumulation
         if func is _TO_COPY and self._phase != "backward" and _autocast_caches(args, out):
-            self.sink.write({"k": "acast", "sid": self._sid(out, ev)})
+            self.sink.write({"k": "acast", "sid": self._sid(out, ev),
+                             "src": self._sid(args[0], ev)})
         if self._phase == "backward" and func in _OUT_OF_PLACE_UNDER_MODE:   # cheap first
             self._in_place_twin(func, args, out, ev)
         elif func is _ADD and self._phase != "backward":

@@ -243,3 +243,16 @@ def test_a_softmax_whose_scratch_hid_behind_sdpas():
     soft = run.ledger.storages
     soft = soft[(soft["op"] == "_softmax.default") & (soft["phase"] == "forward")]
     assert dict(zip(ev.tolist(), b.tolist()))[int(soft["created"].iloc[0])] == 131_072
+
+
+def test_one_linear_in_two_autocast_regions_of_a_checkpointed_block():
+    """Two `with autocast: h = inner(h)` in one block: forward casts `inner`'s weight and
+    bias once per region (the first region's exit clears autocast's cache), a re-run once
+    in all (torch's own autocast contexts keep the cache open, so the second region finds
+    the first's casts): 2,112 B over measured when both were re-made
+    (`_one_cast_per_rerun`, replay/engine.py)."""
+    run = _exact(["--program", "none/;none/autocast autocast;none/"],
+                 ["checkpoint:blocks.*", "selective:blocks.*", "checkpoint:blocks.1",
+                  "checkpoint:blocks.0+offload:blocks.[1-2]"], scratch=True)
+    srcs = {r["src"] for r in run.ledger.extra["acast"]}
+    assert len(srcs) == 2   # inner.weight and inner.bias, cast 4 times a step

@@ -30,7 +30,13 @@ BLOCK_OPS = ["linear", "linear_nobias", "relu", "relu_", "gelu", "tanh", "sigmoi
 WIDE_OPS = ["batchnorm", "conv", "sdpa", "swiglu", "rmsnorm", "slice_write", "dropout_",
             "gather", "autocast", "pow", "normalize", "cumsum", "detach_mix", "gelu_tanh",
             "relu_inplace"]
-MENUS = {"basic": BLOCK_OPS, "wide": BLOCK_OPS + WIDE_OPS}
+# `--menu deep` adds these (twenty-fifth session; the earlier menus' draws stay): group
+# norm, einsum with a weight, a top-k scatter, a position embedding, logsumexp, where, an
+# unfold window, a GRU, a std normalisation, an amax scale, index_add, sort, and a repeat.
+DEEP_OPS = ["groupnorm", "einsum", "topk_scatter", "embedding", "logsumexp", "where",
+            "unfold", "gru", "std", "amax", "index_add", "sort", "repeat"]
+MENUS = {"basic": BLOCK_OPS, "wide": BLOCK_OPS + WIDE_OPS,
+         "deep": BLOCK_OPS + WIDE_OPS + DEEP_OPS}
 # Ops the model runs between blocks, outside every region.
 BETWEEN_OPS = ["none", "none", "dead_save", "scale", "gelu", "residual_keep"]
 
@@ -71,6 +77,18 @@ class Block(nn.Module):
             self.down = nn.Linear(2 * W, W)
         if "gather" in ops:
             self.register_buffer("perm", torch.randperm(T), persistent=False)
+        # the deep menu's
+        if "groupnorm" in ops:
+            self.gn = nn.GroupNorm(4, W)
+        if "einsum" in ops:
+            self.mix = nn.Parameter(torch.randn(W, W) / W ** 0.5)
+        if "embedding" in ops:
+            self.emb = nn.Embedding(T, W)
+            self.register_buffer("pos", torch.arange(T), persistent=False)
+        if "gru" in ops:
+            self.gru = nn.GRU(W, W, batch_first=True)
+        if "index_add" in ops:
+            self.register_buffer("rows", torch.randperm(T)[: T // 2], persistent=False)
 
     def forward(self, x):
         h, fc = x, iter(self.fc)
@@ -160,6 +178,33 @@ class Block(nn.Module):
                 h = F.gelu(h, approximate="tanh")
             elif op == "relu_inplace":
                 h = F.relu(self.branch(h), inplace=True)
+            elif op == "groupnorm":
+                h = self.gn(h.transpose(1, 2)).transpose(1, 2)
+            elif op == "einsum":
+                h = torch.einsum("btw,wv->btv", h, self.mix)
+            elif op == "topk_scatter":    # keep each token's 8 largest features
+                vals, idx = h.topk(W // 4, dim=-1)
+                h = torch.zeros_like(h).scatter(-1, idx, vals)
+            elif op == "embedding":
+                h = h + self.emb(self.pos)
+            elif op == "logsumexp":
+                h = h - torch.logsumexp(h, dim=-1, keepdim=True)
+            elif op == "where":
+                h = torch.where(h > 0, h, 0.1 * h)
+            elif op == "unfold":          # the mean over a window of 3 tokens
+                h = F.pad(h, (0, 0, 1, 1)).unfold(1, 3, 1).mean(-1)
+            elif op == "gru":
+                h = self.gru(h)[0]
+            elif op == "std":
+                h = (h - h.mean(-1, keepdim=True)) / (h.std(-1, keepdim=True) + 1e-5)
+            elif op == "amax":
+                h = h / h.abs().amax(-1, keepdim=True).clamp_min(1e-3)
+            elif op == "index_add":
+                h = h.index_add(1, self.rows, h[:, : T // 2] * 0.5)
+            elif op == "sort":
+                h = h.sort(dim=-1).values
+            elif op == "repeat":
+                h = h.repeat_interleave(2, dim=-1).view(*h.shape, 2).mean(-1)
         return h
 
 
