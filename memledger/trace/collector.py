@@ -246,7 +246,11 @@ _OUT_OF_PLACE_UNDER_MODE = {
     _aten.index_add.default: "index_add_"}
 
 
-_LINEAR_FORWARD = torch.nn.Linear.forward.__code__
+# the forwards whose `F.linear` (or the C++ `at::linear` of torch's CPU RNN layers, which
+# project a whole transposed input at once) Note [A Linear's bias, added in place but for
+# the mode] folds
+_LINEAR_FORWARDS = frozenset(getattr(torch.nn, m).forward.__code__
+                             for m in ("Linear", "RNN", "LSTM", "GRU"))
 _MODE_WRAPPERS = ("eval_frame.py", "_compile.py")   # torch's wrappers around a mode's call
 
 
@@ -254,16 +258,17 @@ _TRACE_DIR = os.path.dirname(os.path.abspath(__file__))   # the collectors' own 
 
 
 def _called_by_linear() -> bool:
-    """The op running now was called (through F.linear) by `nn.Linear.forward`: Note [A
-    Linear's bias, added in place but for the mode]. Above this and `_linear_bias_twin`
-    come the collectors' `__torch_dispatch__` frames (two in a fake run: FakeCollector's
-    calls Collector's, and a fixed depth missed the fold there, +195,284 B) and torch's
-    wrappers around a mode's call."""
+    """The op running now was called (through F.linear) by `nn.Linear.forward`, or by a
+    torch RNN layer's (through at::linear): Note [A Linear's bias, added in place but for
+    the mode]. Above this and `_linear_bias_twin` come the collectors'
+    `__torch_dispatch__` frames (two in a fake run: FakeCollector's calls Collector's, and
+    a fixed depth missed the fold there, +195,284 B) and torch's wrappers around a mode's
+    call."""
     f = sys._getframe(2)
     for _ in range(8):
         if f is None:
             return False
-        if f.f_code is _LINEAR_FORWARD:
+        if f.f_code in _LINEAR_FORWARDS:
             return True
         name = f.f_code.co_filename
         if not (name.endswith(_MODE_WRAPPERS) or name.startswith(_TRACE_DIR)):
@@ -1014,7 +1019,11 @@ class Collector(ShardingMixin, TorchDispatchMode):
     # place but for the mode] folds a gradient's, when the op is called by `nn.Linear`'s
     # forward (read off the Python frames above the mode) and the input dies right after.
     # `F.linear` called elsewhere is not told apart from a script's own `x @ w.t() + b`,
-    # which is out of place untraced too, and stays as traced.
+    # which is out of place untraced too, and stays as traced. torch's CPU RNN layers (GRU,
+    # LSTM, RNN) project their whole input through `at::linear` before the time loop, and
+    # with `batch_first` that input is a transpose: the same sum, inside `nn.GRU.forward`,
+    # which runs no add of its own in Python (a GRU block, `offload:blocks.*`: 125,268 B
+    # over measured; tests/clients/train_random.py `--menu deep`).
     def _linear_bias_twin(self, args, out, ev: int) -> None:
         if len(args) != 2 or not isinstance(out, _Tensor):
             return
