@@ -8,15 +8,37 @@ from memledger.trace.allocator import cuda_stats_record, peaks_from_events
 
 def test_cpu_peak_is_the_highest_running_sum():
     # alloc 256 KiB, alloc 256 KiB, free one, 4 + 8 bytes of kernel scratch, free 8
-    events = [(1, "cpu", 262144), (2, "cpu", 262144), (3, "cpu", -262144), (4, "cpu", 4),
-              (5, "cpu", 8), (6, "cpu", -8)]
+    events = [(1, "cpu", 262144, 0xA), (2, "cpu", 262144, 0xB), (3, "cpu", -262144, 0xA),
+              (4, "cpu", 4, 0xC), (5, "cpu", 8, 0xD), (6, "cpu", -8, 0xD)]
     assert peaks_from_events(events) == {"cpu": 524288}
 
 
 def test_events_are_ordered_by_time_and_kept_per_device():
-    events = [(5, "cpu", -100), (1, "cpu", 100), (2, "cuda:0", 1000), (3, "cuda:0", -1000),
-              (4, "cuda:0", 10)]
+    events = [(5, "cpu", -100, 0xA), (1, "cpu", 100, 0xA), (2, "cuda:0", 1000, 0xA),
+              (3, "cuda:0", -1000, 0xA), (4, "cuda:0", 10, 0xB)]
     assert peaks_from_events(events) == {"cpu": 100, "cuda:0": 1000}
+
+
+def test_a_free_of_a_block_from_an_earlier_profile_is_not_counted():
+    # Note [Frees from an earlier profile]: c10 reports the free of a block an earlier
+    # profiling session saw made; this session made 512 KiB and freed nothing of its own
+    events = [(1, "cpu", -1048576, 0xE), (2, "cpu", 524288, 0xF)]
+    assert peaks_from_events(events) == {"cpu": 524288}
+
+
+def test_the_probe_counts_this_sessions_blocks_only():
+    from memledger.trace.allocator import CpuProfilerProbe
+
+    first = CpuProfilerProbe()
+    first.start()
+    left = torch.empty(1 << 20, dtype=torch.uint8)
+    first.stop()
+    second = CpuProfilerProbe()
+    second.start()
+    del left
+    kept = torch.empty(1 << 19, dtype=torch.uint8)
+    second.stop()
+    assert second.peaks()["cpu"] == kept.untyped_storage().nbytes() == 1 << 19
 
 
 def test_cuda_stats_record_from_memory_stats():
