@@ -203,39 +203,6 @@ def _written_slots(func) -> tuple[tuple[int, str], ...]:
 _GRAD_LAYOUT_OPS = frozenset({torch.ops.aten.sum.dim_IntList, torch.ops.aten._to_copy.default})
 _ADD = torch.ops.aten.add.Tensor
 _TO_COPY = torch.ops.aten._to_copy.default
-
-# Note [Autocast's cache in a re-run]
-# Under autocast, the low-precision copy of a parameter (an fp32 leaf that requires grad,
-# cast by an op on autocast's list) is kept in autocast's cache, which is cleared when the
-# outermost autocast context exits (torch/amp/autocast_mode.py: `__exit__` clears it when
-# the nesting count returns to 0). A Linear's bias cast, which no op saves, lives to its
-# block's `with autocast` exit. In a checkpoint's re-run it lives longer: torch's checkpoint
-# wraps the re-run in two autocast contexts of its own (`recompute_fn`), which count as
-# nesting even when disabled, so the block's own exit leaves the count at 1 and the cast
-# stays to the re-run's end (its early stop): 64 B under measured on a bf16 block, seeds
-# 48, 71, 74, 75 of the wide random models. The `acast` record names such casts and the
-# parameter cast (`src`); replay holds their re-made copies to the segment's end
-# (`_recomputed_rows`). And a block with two autocast regions that call one Linear casts
-# its weight twice in forward, once in the re-run, whose second region finds the first
-# region's cast still cached: replay re-makes one cast per parameter and segment,
-# held as long as the later ones would have been (`_one_cast_per_rerun`; +2,112 B
-# before, wide seed 153). Inside the
-# autocast kernel the autocast key is excluded, so `torch.is_autocast_enabled()` reads
-# False there; the nesting count (read by a balanced increment and decrement) says
-# whether an autocast context is open.
-
-
-def _autocast_caches(args, out) -> bool:
-    """Whether autocast keeps this `_to_copy` output in its cache (aten's `cached_cast`:
-    an fp32 leaf that requires grad, cast to lower precision inside an autocast context)."""
-    a = args[0] if args else None
-    if not (isinstance(a, _Tensor) and isinstance(out, _Tensor)) or a.dtype != torch.float32 \
-            or out.dtype not in (torch.bfloat16, torch.float16) or not a.requires_grad \
-            or not a.is_leaf or a._is_view() or not torch.is_autocast_cache_enabled():
-        return False
-    depth = torch.autocast_increment_nesting()
-    torch.autocast_decrement_nesting()
-    return depth > 1
 _COPY = torch.ops.aten.copy_.default
 _aten = torch.ops.aten
 # Note [In place but for the mode]: backward ops torch runs out of place under a mode only
@@ -255,6 +222,37 @@ _MODE_WRAPPERS = ("eval_frame.py", "_compile.py")   # torch's wrappers around a 
 
 
 _TRACE_DIR = os.path.dirname(os.path.abspath(__file__))   # the collectors' own frames
+
+
+# Note [Autocast's cache in a re-run]
+# Under autocast, the low-precision copy of a parameter (an fp32 leaf that requires grad,
+# cast by an op on autocast's list) is kept in autocast's cache, which is cleared when the
+# outermost autocast context exits (torch/amp/autocast_mode.py: `__exit__` clears it when
+# the nesting count returns to 0). A Linear's bias cast, which no op saves, lives to its
+# block's `with autocast` exit. In a checkpoint's re-run it lives longer: torch's checkpoint
+# wraps the re-run in two autocast contexts of its own (`recompute_fn`), which count as
+# nesting even when disabled, so the block's own exit leaves the count at 1 and the cast
+# stays to the re-run's end (its early stop): 64 B under measured on a bf16 block, seeds
+# 48, 71, 74, 75 of the wide random models. The `acast` record names such casts and the
+# parameter cast (`src`); replay holds their re-made copies to the segment's end
+# (`_recomputed_rows`). A block with two autocast regions that call one Linear casts its
+# weight twice in forward and once in the re-run, whose second region finds the first
+# region's cast still cached: replay re-makes one cast per parameter and segment, held
+# as long as the later ones would have been (`_one_cast_per_rerun`; +2,112 B before, wide
+# seed 153). Inside the autocast kernel the autocast key is excluded, so
+# `torch.is_autocast_enabled()` reads False there; the nesting count (read by a balanced
+# increment and decrement) says whether an autocast context is open.
+def _autocast_caches(args, out) -> bool:
+    """Whether autocast keeps this `_to_copy` output in its cache (aten's `cached_cast`:
+    an fp32 leaf that requires grad, cast to lower precision inside an autocast context)."""
+    a = args[0] if args else None
+    if not (isinstance(a, _Tensor) and isinstance(out, _Tensor)) or a.dtype != torch.float32 \
+            or out.dtype not in (torch.bfloat16, torch.float16) or not a.requires_grad \
+            or not a.is_leaf or a._is_view() or not torch.is_autocast_cache_enabled():
+        return False
+    depth = torch.autocast_increment_nesting()
+    torch.autocast_decrement_nesting()
+    return depth > 1
 
 
 def _called_by_linear() -> bool:
