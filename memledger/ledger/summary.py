@@ -46,6 +46,10 @@ class Measured(_Model):
                         "which adds the bytes of tensors made before the block")
     collective_at_peak_bytes: Optional[int] = Field(None, description="of peak_bytes: the collectives' own "
                                           "buffers (gloo), which no ledger sees (distributed)")
+    cublas_workspace_bytes: Optional[int] = Field(
+        None, description="of peak_bytes, on CUDA: cuBLAS's workspaces, which no tensor holds "
+        "(what clearing them gave back after the measured steps; Note [The cuBLAS "
+        "workspace] in trace/allocator.py); absent elsewhere and in older ledgers")
     ledger_with_scratch_bytes: Optional[int] = Field(
         None, description="the ledger's peak with the kernel scratch the allocator pass "
         "measured op by op (memory a kernel takes inside itself, e.g. CPU bf16 GEMM packing); "
@@ -148,6 +152,7 @@ def summarize(led: Ledger, top: int = 10) -> Summary:
                                 by_block=dict(sorted(by_block.items(), key=lambda kv: -kv[1]))),
         measured=Measured(peak_bytes=int(meas["peak_bytes"]), source=str(meas["source"]),
                           collective_at_peak_bytes=meas.get("collective_at_peak_bytes"),
+                          cublas_workspace_bytes=meas.get("cublas_workspace_bytes"),
                           ledger_with_scratch_bytes=_with_scratch(led, pk.bytes),
                           **_module_calls(led, meas)),
         resident=led.resident_at_end(),

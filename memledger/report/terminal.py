@@ -69,7 +69,8 @@ def _headline(s: Summary, source: str) -> list[Text]:
         lines.append(Text(f"Allocator peak {format_bytes(s.measured.peak_bytes)} "
                           f"({s.measured.source}): "
                           + agreement(s.measured.peak_bytes, pk.bytes)
-                          + collective_clause(s.measured) + scratch_clause(s.measured),
+                          + collective_clause(s.measured) + cublas_clause(s.measured)
+                          + scratch_clause(s.measured),
                           style="dim"))
     m = s.measured
     if m.module_calls is not None and m.ledger_module_calls is not None and \
@@ -146,6 +147,14 @@ def collective_clause(m) -> str:
     coll = m.collective_at_peak_bytes or 0
     return f"; {coll:,} B of it are the collectives' own buffers, which no ledger sees" \
         if coll else ""
+
+
+def cublas_clause(m) -> str:
+    """On CUDA, the part of the gap that is cuBLAS's workspace (Note [The cuBLAS
+    workspace] in trace/allocator.py)."""
+    ws = m.cublas_workspace_bytes or 0
+    return f"; {format_bytes(ws)} of it is cuBLAS's workspace ({ws:,} B, measured), " \
+        "which no tensor holds" if ws else ""
 
 
 def scratch_clause(m) -> str:

@@ -135,6 +135,7 @@ def _allocator_pass(args) -> int:
         CpuProfilerProbe,
         CudaProbe,
         collective_bytes_at_peak,
+        cublas_workspace_bytes,
         op_scratch,
     )
     from memledger.trace.steps import OptimizerSteps, StepCounter
@@ -160,6 +161,8 @@ def _allocator_pass(args) -> int:
             cpu.stop()
             if cuda:
                 state["cuda"] = cuda.stop(args.snapshot)
+                if (ws := cublas_workspace_bytes()) is not None:   # Note [The cuBLAS workspace]
+                    state["cuda"]["cublas_workspace_bytes"] = ws
             # read the profiler's events now, while the ledger pass may still run (Note
             # [Warm allocator pass]), and let them go before the timed steps
             bare: dict[str, list[int]] = {}   # Note [Calls that made nothing]

@@ -82,6 +82,19 @@ def test_a_checkpoints_rerun_runs_under_the_probes_history(tmp_path):
     assert rec["peak_bytes"] > 0 and (tmp_path / "snap.pickle").stat().st_size > 0
 
 
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_the_cublas_workspace_is_what_clearing_it_gives_back():
+    # Note [The cuBLAS workspace]: no tensor is left, the workspace a matmul took is
+    from memledger.trace.allocator import cublas_workspace_bytes
+
+    x = torch.randn(256, 256, device="cuda")
+    (x @ x).sum().item()
+    del x
+    assert cublas_workspace_bytes() > 0
+    assert cublas_workspace_bytes() == 0   # cleared by the first call
+
+
 def test_scratch_is_what_a_call_allocated_and_let_go_not_its_inputs():
     from memledger.trace.allocator import call_scratch
 

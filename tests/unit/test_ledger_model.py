@@ -249,6 +249,23 @@ def test_the_collectives_own_buffers_are_named_in_the_agreement():
     assert collective_clause(Ledger.from_records(RECORDS).summary().measured) == ""
 
 
+def test_cublas_workspace_is_named_in_the_agreement():
+    """Note [The cuBLAS workspace] (trace/allocator.py): on CUDA the allocator pass measures
+    what clearing cuBLAS's workspaces gives back; `show` says that part of the gap is it
+    (the H200's 2 x 32 MiB, docs/gpu.md), and `--json` carries it."""
+    from memledger.report.terminal import cublas_clause
+
+    led = Ledger.from_records(RECORDS[:-1] + [
+        {"k": "measured", "source": "cuda-allocator", "device": "cpu",
+         "peak_bytes": 4016 + 67_108_864, "cublas_workspace_bytes": 67_108_864}])
+    m = led.summary().measured
+    assert m.cublas_workspace_bytes == 67_108_864
+    assert led.summary().to_json_dict()["measured"]["cublas_workspace_bytes"] == 67_108_864
+    assert cublas_clause(m) == ("; 64.0 MiB of it is cuBLAS's workspace (67,108,864 B, "
+                                "measured), which no tensor holds")
+    assert cublas_clause(Ledger.from_records(RECORDS).summary().measured) == ""
+
+
 def test_ops_of_the_models_own_forward_are_named_by_its_class():
     """Module path "" is both the script and the model itself (named_modules() names the root
     ""): reports tell them apart by the model's forward scope (ledger/names.py)."""
