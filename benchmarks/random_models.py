@@ -4,6 +4,7 @@
     .venv/bin/python benchmarks/random_models.py --seeds 7 --minimise "selective:blocks.*"
     .venv/bin/python benchmarks/random_models.py --menu wide --seeds 0-39
     .venv/bin/python benchmarks/random_models.py --fake --seeds 0-39
+    .venv/bin/python benchmarks/random_models.py --menu deep --loop="--accum 2 --amp"
 
 Each seed draws a model whose blocks run a random sequence of the mechanics that decide
 what autograd saves and when storages go; the tier's harness (tests/clients/harness.py,
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import io
 import os
 import sys
@@ -43,11 +45,13 @@ def program_of(seed: int, menu: str) -> str:
     return ";".join(f"{b}/{' '.join(ops)}" for ops, b in zip(blocks, between))
 
 
-def gaps(seed: int, program: str, policies: list[str]) -> dict[str, int | str]:
-    """Per policy (and "ledger"), predicted - measured where they differ."""
+def gaps(seed: int, program: str, policies: list[str],
+         loop: tuple[str, ...] = ()) -> dict[str, int | str]:
+    """Per policy (and "ledger"), predicted - measured where they differ. `loop`: the
+    script's training-loop options (`--accum 2`, `--amp`)."""
     with contextlib.redirect_stderr(io.StringIO()):
         run = run_client("train_random.py", ["--seed", str(seed), "--steps", "3",
-                                             "--program", program], policies)
+                                             "--program", program, *loop], policies)
     out: dict[str, int | str] = {}
     if (d := run.ledger.peak_with_scratch() - run.allocator_peak):
         out["ledger"] = d
@@ -60,12 +64,13 @@ def gaps(seed: int, program: str, policies: list[str]) -> dict[str, int | str]:
     return out
 
 
-def fake_gaps(seed: int, program: str, policies: list[str]) -> dict[str, int | str]:
+def fake_gaps(seed: int, program: str, policies: list[str],
+              loop: tuple[str, ...] = ()) -> dict[str, int | str]:
     """`--fake`: the fake ledger (target cpu) against the real one of the same draw: its
     peak, each category at the peak, and each policy's predicted peak, where they differ.
     The real ledger is the ledger pass alone: kernel scratch and the measured peak come
     from the allocator, which a fake run has not (docs/fake.md, Known limitations)."""
-    argv = ["--seed", str(seed), "--steps", "3", "--program", program]
+    argv = ["--seed", str(seed), "--steps", "3", "--program", program, *loop]
     with contextlib.redirect_stderr(io.StringIO()):
         real = ledger_pass("train_random.py", argv)
         fake = ledger_pass("train_random.py", argv, fake_device="cpu")
@@ -133,16 +138,21 @@ def main() -> None:
     ap.add_argument("--menu", default="basic", choices=list(MENUS))
     ap.add_argument("--fake", action="store_true",
                     help="the fake ledger (and its predictions) against the real one")
+    ap.add_argument("--loop", default="", help="the training loop's options, passed to the "
+                    "script: '--accum 2' (micro-batches per step), '--amp' (bf16 autocast "
+                    "around forward and loss)")
     a = ap.parse_args()
+    loop = tuple(a.loop.split())
+    judge = functools.partial(fake_gaps if a.fake else gaps, loop=loop)
     if a.minimise:
         for s in _seeds(a.seeds):
-            print(minimise(s, a.minimise, a.menu, fake_gaps if a.fake else gaps), flush=True)
+            print(minimise(s, a.minimise, a.menu, judge), flush=True)
         return
     bad = 0
     print("| seed | program | result |\n|---|---|---|")
     for s in _seeds(a.seeds):
         program = program_of(s, a.menu)
-        g = (fake_gaps if a.fake else gaps)(s, program, POLICIES)
+        g = judge(s, program, POLICIES)
         bad += bool(g)
         res = "OK" if not g else "; ".join(f"{k} {v:+,} B" if isinstance(v, int) else
                                            f"{k} {v}" for k, v in g.items())

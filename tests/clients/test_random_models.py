@@ -267,3 +267,11 @@ def test_a_gru_block_offloaded():
     run = _exact(["--program", "none/;none/;none/gru"],
                  ["offload:blocks.*", "checkpoint:blocks.*", "selective:blocks.*"])
     assert any(r["op"] == "add_" for r in run.ledger.extra["inplace"])
+
+
+def test_a_draw_under_the_loops_accumulation_and_autocast():
+    """The loop around the model (`--accum 2 --amp`: two micro-batches a step, forward and
+    loss under bf16 autocast) on blocks that cast inside their own autocast region, run a
+    GRU and sdpa: every policy exact (deep seeds 0-59 under `--loop`, docs/accuracy.md)."""
+    _exact(["--program", "none/autocast dropout_;gelu/gru;none/sdpa softmax",
+            "--accum", "2", "--amp"], scratch=True)

@@ -242,6 +242,10 @@ def main() -> None:
     ap.add_argument("--program", default="")   # instead of a draw: "between/op op ...;..."
     ap.add_argument("--menu", choices=list(MENUS), default="basic")
     ap.add_argument("--show", action="store_true")
+    # the training loop around the model (twenty-fifth session): micro-batches per step,
+    # and the whole forward and loss under bf16 autocast
+    ap.add_argument("--accum", type=int, default=1)
+    ap.add_argument("--amp", action="store_true")
     a = ap.parse_args()
     if a.show:
         blocks, between = draw(a.seed, program=a.program, menu=a.menu)
@@ -252,10 +256,12 @@ def main() -> None:
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     g = torch.Generator().manual_seed(1)
     for step in range(a.steps):
-        x = torch.randn(a.batch, T, W, generator=g)
-        y = torch.randint(0, 10, (a.batch,), generator=g)
-        loss = F.cross_entropy(model(x), y)
-        loss.backward()
+        for _ in range(a.accum):
+            x = torch.randn(a.batch, T, W, generator=g)
+            y = torch.randint(0, 10, (a.batch,), generator=g)
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.amp):
+                loss = F.cross_entropy(model(x), y) / a.accum
+            loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
 
