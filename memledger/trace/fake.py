@@ -83,13 +83,20 @@ Rules (numbered so that code can point here):
    llama-dora). The alias also lets the release of a saved fake storage be followed, as a
    real one's is (Note [When a saved storage is released]).
 10. A kernel whose outputs' dtypes torch's fake implementation gets wrong is corrected
-   (`_layer_norm_stats_in_float`). `native_layer_norm` keeps its mean and rstd for
+   (`_layer_norm_stats_in_float`, `_cpu_mixed_type`). `native_layer_norm` keeps its mean and rstd for
    backward (B·T values each). The CPU kernel makes them fp32 when the input is bf16/fp16
    and the weight fp32 (its mixed-type path: a LayerNorm under `torch.autocast("cpu")`, a
    bf16 activation into fp32 weights), the CUDA kernel always for a bf16/fp16 input (its
    accumulate type); torch's fake one (`native_layer_norm` in torch/_refs) casts them to
    the input's dtype on CPU. DistilBERT under CPU autocast bf16 (tests/clients/train_hf.py,
    B=2, T=32): each saved pair read 2 x 64 x 2 = 256 B where the real run keeps 512 B.
+   The CPU kernels of group norm and batch norm take the same mixed-type path (their
+   meta kernels too keep the input's dtype): a whole forward under CPU autocast with a
+   GroupNorm(4, 32) at batch 64 read 1,024 B less saved than the real run, a BatchNorm1d(32)
+   128 B (tests/clients/train_random.py --menu deep --amp); and group norm's backward meta
+   kernel then made grad_input in the statistics' fp32 where the kernel makes it in the
+   input's dtype (`_GradInputAsInput`). Their CUDA kernels are left to torch's rule: not
+   yet compared on a GPU.
 11. A kernel whose meta implementation disagrees with the CPU kernel standing in gets the
    CPU kernel's output (`_CpuKernel`). `_grouped_mm` (transformers' MoE experts, Mixtral,
    on CPU in fp32): the meta kernel copies the CUDA kernel's bf16-only check, so the fake
@@ -443,27 +450,55 @@ REDUCED = (torch.bfloat16, torch.float16)
 
 
 class _StatsInFloat(_StandIn):
-    """Rule 10: `native_layer_norm` whose mean and rstd the real kernel makes in fp32."""
+    """Rule 10: a normalisation whose statistics (outputs 1 and 2: mean and rstd, or the
+    batch's mean and invstd) the real kernel makes in fp32; `dense`: Rule 16 first."""
+
+    def __init__(self, op, dense: "_DenseOutput | None" = None) -> None:
+        super().__init__(op)
+        self.dense = dense
 
     def __call__(self, *args, **kwargs):
-        out, mean, rstd = self.op(*args, **kwargs)   # FakeTensorMode only: no events
-        return out, mean.to(torch.float32), rstd.to(torch.float32)
+        # FakeTensorMode only: no events
+        out = (self.dense or self.op)(*args, **kwargs)
+        return (out[0], out[1].to(torch.float32), out[2].to(torch.float32), *out[3:])
 
 
 LAYER_NORM_FP32_STATS = _StatsInFloat(LAYER_NORM)
+GROUP_NORM = aten.native_group_norm.default
+GROUP_NORM_FP32_STATS = _StatsInFloat(GROUP_NORM)
+
+
+class _GradInputAsInput(_StandIn):
+    """Rule 10: group norm's backward, whose meta kernel makes grad_input in the saved
+    statistics' dtype (fp32 on the mixed-type path), where the kernel makes it in the
+    input's (bf16): autograd then cast it, a 131,072 B fp32 buffer and a copy the real run
+    never makes."""
+
+    def __call__(self, *args, **kwargs):
+        out = self.op(*args, **kwargs)   # FakeTensorMode only: no events
+        if out[0] is None or out[0].dtype == args[1].dtype:
+            return out
+        return (out[0].to(args[1].dtype), *out[1:])
+
+
+GROUP_NORM_BACKWARD = aten.native_group_norm_backward.default
+GROUP_NORM_BACKWARD_AS_INPUT = _GradInputAsInput(GROUP_NORM_BACKWARD)
 
 
 def _layer_norm_stats_in_float(args, kernels_for_cuda: bool) -> bool:
     """Rule 10: does the real kernel make this layer norm's mean and rstd in fp32?"""
-    x = args[0]
-    if x.dtype not in REDUCED:
+    if kernels_for_cuda and args[0].dtype in REDUCED:   # CUDA: the accumulate type,
+        return True                                     # whatever the weight
+    return _cpu_mixed_type(args[0], args[2:4])
+
+
+def _cpu_mixed_type(x, params) -> bool:
+    """Rule 10: a CPU normalisation kernel's mixed-type path (a bf16/fp16 input, fp32
+    weights: a norm under `torch.autocast("cpu")`), which keeps its statistics in fp32.
+    False for a CUDA build's fake CUDA tensors (torch's own rule holds there)."""
+    if x.dtype not in REDUCED or x.device.type != "cpu":
         return False
-    if kernels_for_cuda:          # CUDA: the accumulate type, whatever the weight
-        return True
-    if x.device.type != "cpu":    # a CUDA build's fake CUDA tensors: torch's own rule
-        return False
-    params = [a for a in args[2:4] if isinstance(a, torch.Tensor)]
-    return any(p.dtype == torch.float32 for p in params)   # CPU's mixed-type path
+    return any(isinstance(p, torch.Tensor) and p.dtype == torch.float32 for p in params)
 
 
 GROUPED_MM = aten._grouped_mm.default
@@ -549,6 +584,9 @@ DENSE_OUTPUT = {op: _DenseOutput(op, like) for name, overload, like in (
     ("_native_batch_norm_legit_no_training", "default", 0),
     ("_batch_norm_with_update", "default", 0), ("native_batch_norm_backward", "default", 1))
     if hasattr(aten, name) for op in [getattr(getattr(aten, name), overload)]}
+# Rule 10 on top: the forwards' statistics, where the CPU kernel keeps them in fp32
+DENSE_FP32_STATS = {op: _StatsInFloat(op, dense) for op, dense in DENSE_OUTPUT.items()
+                    if op is not getattr(aten.native_batch_norm_backward, "default", None)}
 CTC_LOSS = aten._ctc_loss.Tensor
 
 
@@ -734,8 +772,16 @@ class FakeCollector(Collector):
             func = GROUPED_MM_CPU                        # Rule 11
         elif func is OBS_FQ:
             func = OBS_FQ_CPU                            # Rule 11
-        elif func in DENSE_OUTPUT:
-            func = DENSE_OUTPUT[func]                    # Rule 16
+        elif func is GROUP_NORM and not self.target.remap and \
+                _cpu_mixed_type(args[0], args[1:3]):
+            func = GROUP_NORM_FP32_STATS                 # Rule 10
+        elif func is GROUP_NORM_BACKWARD and not self.target.remap and \
+                _cpu_mixed_type(args[1], args[4:5]):
+            func = GROUP_NORM_BACKWARD_AS_INPUT          # Rule 10
+        elif func in DENSE_OUTPUT:                       # Rule 16, and 10 for the forward
+            func = DENSE_FP32_STATS[func] if func in DENSE_FP32_STATS and \
+                not self.target.remap and _cpu_mixed_type(args[0], args[1:3]) \
+                else DENSE_OUTPUT[func]
         elif func is CTC_LOSS and _ctc_known_lengths(args):
             func = CTC_LOSS_KNOWN                        # Rule 3
         ub = UPPER_BOUNDS.get(func)

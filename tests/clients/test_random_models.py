@@ -275,3 +275,13 @@ def test_a_draw_under_the_loops_accumulation_and_autocast():
     GRU and sdpa: every policy exact (deep seeds 0-59 under `--loop`, docs/accuracy.md)."""
     _exact(["--program", "none/autocast dropout_;gelu/gru;none/sdpa softmax",
             "--accum", "2", "--amp"], scratch=True)
+
+
+@pytest.mark.parametrize("program", ["none/groupnorm;none/;none/", "none/batchnorm;none/;none/"])
+def test_fake_norms_under_cpu_autocast(program):
+    """A whole forward under CPU autocast: group norm and batch norm get a bf16 input and
+    fp32 weights, and their CPU kernels keep the statistics they save in fp32 (the
+    mixed-type path), where the meta kernels keep bf16: the fake ledger read 1,024 B
+    (GroupNorm(4, 32), batch 64) and 128 B (BatchNorm1d(32)) under the real one (Rule 10,
+    trace/fake.py)."""
+    _fake_agrees(["--program", program, "--amp"])
