@@ -818,6 +818,7 @@ def _lifetimes(prep: Prepared, calls: _Calls, own: _Owners, seg: _Segments,
         if handed_back is not None:
             _handed_back_rows(prep, own, seg, handed_back & ~held, out)
         _cached_cast_rows(prep, calls, own, seg, out)
+        _cast_from_another_call(prep, calls, own, seg, out)
         if rng_bytes:
             _rng_rows(calls, seg, rng_bytes, out)
         _running_stats_rows(prep, calls, seg, out)
@@ -1319,6 +1320,52 @@ def _cached_cast_rows(prep: Prepared, calls: _Calls, own: _Owners, seg: _Segment
         gone = np.maximum(gone, end[ci, kb])
     rows = cand[ci]
     out.add(seg.start[kb] + off, gone, prep.nbytes[rows], prep.cat[rows])
+
+
+def _cast_from_another_call(prep: Prepared, calls: _Calls, own: _Owners, seg: _Segments,
+                            out: _Lifetimes) -> None:
+    """Note [Autocast's cache in a re-run] (trace/collector.py): a re-run call B saved a
+    parameter's cast that autocast's cache handed it from an earlier call of another
+    module (a Linear shared by two blocks, the whole forward under one autocast region):
+    its re-run, in backward, finds the cache empty and casts again, at that save, held to
+    the re-run's end or until the node that unpacked B's save returns. Rule 9
+    (`_cached_cast_rows`) keeps the case of an earlier call of B's own module. Blocks 0
+    and 1 calling one shared Linear under `--amp --accum 2`: `checkpoint:blocks.*` was
+    2,048 B (the bf16 weight) under measured (tests/clients/train_random.py, deep seed 94)."""
+    if prep.acast is None or prep.pack_row is None or not len(prep.pack_row) or \
+            not len(calls):
+        return
+    kp = _pack_call(prep, calls)
+    k = np.maximum(kp, 0)
+    r = prep.pack_row
+    maker = own.made[r]
+    pick = (kp >= 0) & prep.acast[r] & _is_recomputed(calls.kind[k]) & \
+        (prep.pack_unpack >= 0) & (prep.created[r] < calls.ev0[k]) & \
+        ((maker < 0) | (calls.mods[np.maximum(maker, 0)] != calls.mods[k]))
+    idx = np.flatnonzero(pick)
+    if not len(idx):
+        return
+    # one cast per re-run call and storage, at its first save there
+    idx = idx[np.lexsort((prep.pack_ev[idx], r[idx], kp[idx]))]
+    first = np.concatenate([[True], (np.diff(kp[idx]) != 0) | (np.diff(r[idx]) != 0)])
+    kb = kp[idx]
+    off = prep.pack_ev[idx] - calls.ev0[kb]
+    end = np.where(prep.pack_unpack_end[idx] >= 0, seg.pos_f(np.maximum(
+        prep.pack_unpack_end[idx], 0)), -1)
+    # the latest unpack of each group, on its first row
+    starts = np.flatnonzero(first)
+    end_g = np.maximum.reduceat(end, starts)
+    idx, kb, off = idx[starts], kb[starts], off[starts]
+    # a call that drops nothing has no segment, and its re-run, at that save's unpack,
+    # makes little besides the cast
+    has = seg.has[kb]
+    keep = ~has | (off < seg.length[kb])        # past the early stop: not re-made
+    idx, kb, off, end_g, has = idx[keep], kb[keep], off[keep], end_g[keep], has[keep]
+    at_unpack = seg.pos_c(prep.pack_unpack[idx])
+    made = np.where(has, seg.start[kb] + off, at_unpack)
+    gone = np.maximum(np.where(has, seg.start[kb] + seg.length[kb], at_unpack + 1), end_g)
+    rows = r[idx]
+    out.add(made, gone, prep.nbytes[rows], prep.cat[rows])
 
 
 def _cast_reusers(prep: Prepared, calls: _Calls, own: _Owners, cand_ok,

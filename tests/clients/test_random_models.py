@@ -285,3 +285,13 @@ def test_fake_norms_under_cpu_autocast(program):
     (GroupNorm(4, 32), batch 64) and 128 B (BatchNorm1d(32)) under the real one (Rule 10,
     trace/fake.py)."""
     _fake_agrees(["--program", program, "--amp"])
+
+
+def test_a_linear_shared_by_two_blocks_under_one_autocast_region():
+    """Blocks 0 and 1 call one shared Linear, the whole forward under bf16 autocast: block 1
+    takes the weight's cast from autocast's cache, its re-run (in backward, the cache
+    empty) casts it again. `checkpoint:blocks.*` was 2,048 B (the bf16 weight) under
+    measured (`_cast_from_another_call`, replay/engine.py; deep seed 94 under `--loop`)."""
+    _exact(["--program", "none/shared;none/shared;none/", "--accum", "2", "--amp"],
+           ["checkpoint:blocks.*", "checkpoint:blocks.1", "offload:blocks.*",
+            "checkpoint:blocks.0+offload:blocks.[1-2]"], scratch=True)
