@@ -565,13 +565,19 @@ def _refuse_selective_recast(prep: Prepared, calls: _Calls, own: _Owners,
     region) casts them again, an op its forward did not run, which torch's selective
     checkpoint refuses. Refuse it as measure does, by the last such call (backward re-runs
     it first). Candidates as `_cached_cast_rows`: a `_to_copy` made inside a call and used
-    after it ended, by a later call of the same module that was not handed it."""
+    after it ended, by a later call of the same module that was not handed it; and those of
+    `_cast_from_another_call`."""
     if prep.last_use is None or not len(calls) or not (calls.kind == Kind.SELECTIVE).any():
         return
     _, pair = _cast_reusers(prep, calls, own, True, calls.kind == Kind.SELECTIVE)
     if pair is not None and pair.any():
         k = int(np.nonzero(pair)[1].max())
         raise PolicyError(selective_recast_message(policy.text(), str(calls.mods[k])))
+    # and a call that took the cast from another module's call (`_cast_from_another_call`)
+    kp = _pack_call(prep, calls)[_saves_of_casts_from_another_call(prep, calls, own)]
+    kp = kp[calls.kind[kp] == Kind.SELECTIVE]
+    if len(kp):
+        raise PolicyError(selective_recast_message(policy.text(), str(calls.mods[kp.max()])))
 
 
 # ---- stage 4: what offload moves ----------------------------------------------------------
@@ -1322,6 +1328,24 @@ def _cached_cast_rows(prep: Prepared, calls: _Calls, own: _Owners, seg: _Segment
     out.add(seg.start[kb] + off, gone, prep.nbytes[rows], prep.cat[rows])
 
 
+def _saves_of_casts_from_another_call(prep: Prepared, calls: _Calls,
+                                      own: _Owners) -> np.ndarray:
+    """The save records (indices) by which a re-run call saved a parameter's cast that an
+    earlier call of another module made and autocast's cache handed on
+    (`_cast_from_another_call`)."""
+    if prep.acast is None or prep.pack_row is None or not len(prep.pack_row) or \
+            not len(calls):
+        return np.zeros(0, dtype=np.int64)
+    kp = _pack_call(prep, calls)
+    k = np.maximum(kp, 0)
+    r = prep.pack_row
+    maker = own.made[r]
+    return np.flatnonzero(
+        (kp >= 0) & prep.acast[r] & _is_recomputed(calls.kind[k]) &
+        (prep.pack_unpack >= 0) & (prep.created[r] < calls.ev0[k]) &
+        ((maker < 0) | (calls.mods[np.maximum(maker, 0)] != calls.mods[k])))
+
+
 def _cast_from_another_call(prep: Prepared, calls: _Calls, own: _Owners, seg: _Segments,
                             out: _Lifetimes) -> None:
     """Note [Autocast's cache in a re-run] (trace/collector.py): a re-run call B saved a
@@ -1332,19 +1356,10 @@ def _cast_from_another_call(prep: Prepared, calls: _Calls, own: _Owners, seg: _S
     (`_cached_cast_rows`) keeps the case of an earlier call of B's own module. Blocks 0
     and 1 calling one shared Linear under `--amp --accum 2`: `checkpoint:blocks.*` was
     2,048 B (the bf16 weight) under measured (tests/clients/train_random.py, deep seed 94)."""
-    if prep.acast is None or prep.pack_row is None or not len(prep.pack_row) or \
-            not len(calls):
-        return
-    kp = _pack_call(prep, calls)
-    k = np.maximum(kp, 0)
-    r = prep.pack_row
-    maker = own.made[r]
-    pick = (kp >= 0) & prep.acast[r] & _is_recomputed(calls.kind[k]) & \
-        (prep.pack_unpack >= 0) & (prep.created[r] < calls.ev0[k]) & \
-        ((maker < 0) | (calls.mods[np.maximum(maker, 0)] != calls.mods[k]))
-    idx = np.flatnonzero(pick)
+    idx = _saves_of_casts_from_another_call(prep, calls, own)
     if not len(idx):
         return
+    kp, r = _pack_call(prep, calls), prep.pack_row
     # one cast per re-run call and storage, at its first save there
     idx = idx[np.lexsort((prep.pack_ev[idx], r[idx], kp[idx]))]
     first = np.concatenate([[True], (np.diff(kp[idx]) != 0) | (np.diff(r[idx]) != 0)])
