@@ -16,6 +16,7 @@ between the two (fragmentation).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -34,6 +35,7 @@ class CpuProfilerProbe:
         # docs/performance.md) only to read a CUDA-graphs flag.
         self._prof = torch.autograd.profiler.profile(
             use_cpu=True, profile_memory=True, use_kineto=True)
+        self._walked: _Walk | None = None
 
     def start(self) -> None:
         self._prof.__enter__()
@@ -43,7 +45,35 @@ class CpuProfilerProbe:
 
     def release(self) -> None:
         """Let the recorded events go (after peaks() and the other readings are taken)."""
-        self._prof = None
+        self._prof = self._walked = None
+
+    def walk(self) -> "_Walk | None":
+        """The profile's event tree read once for every reading (peaks, kernel scratch,
+        collectives): each allocation (time, device, ptr, signed bytes, made inside a c10d
+        op, thread) and each aten call (start, end, name). None where torch has no tree."""
+        if self._walked is not None:
+            return self._walked
+        try:
+            from torch._C._profiler import _EventType
+
+            tree = self.kineto_results.experimental_event_tree()
+        except (AttributeError, ImportError, RuntimeError):  # pragma: no cover - older torch
+            return None
+        allocs, calls = [], []
+        stack = [(n, False) for n in tree]
+        while stack:
+            node, in_comm = stack.pop()
+            if node.tag == _EventType.Allocation:
+                f = node.extra_fields
+                allocs.append((node.start_time_ns, str(f.device), int(f.ptr),
+                               int(f.alloc_size), in_comm, node.start_tid))
+                continue
+            if node.name.startswith("aten::"):
+                calls.append((node.start_time_ns, node.end_time_ns, node.name[6:]))
+            here = in_comm or node.name.startswith("c10d::")
+            stack.extend((c, here) for c in node.children)
+        self._walked = _Walk(allocs, calls)
+        return self._walked
 
     @property
     def kineto_results(self):
@@ -52,25 +82,21 @@ class CpuProfilerProbe:
     def peaks(self) -> dict[str, int]:
         """{device: highest sum of the blocks allocated since start() and still live}
         (Note [Frees from an earlier profile])."""
-        try:
-            from torch._C._profiler import _EventType
-
-            tree = self.kineto_results.experimental_event_tree()
-        except (AttributeError, ImportError, RuntimeError):  # pragma: no cover - older torch
+        walked = self.walk()
+        if walked is None:   # pragma: no cover - older torch
             events = [e for e in self.kineto_results.events() if e.name() == "[memory]"]
             return peaks_from_events(
                 (e.start_ns(), _device_name(e), int(e.nbytes()), 0) for e in events)
-        allocs, stack = [], list(tree)
-        while stack:
-            node = stack.pop()
-            if node.tag == _EventType.Allocation:
-                f = node.extra_fields
-                dev = str(f.device)
-                allocs.append((node.start_time_ns, "cpu" if dev == "cpu" else dev,
-                               int(f.alloc_size), int(f.ptr)))
-                continue
-            stack.extend(node.children)
-        return peaks_from_events(allocs)
+        return peaks_from_events((t, "cpu" if dev.startswith("cpu") else dev, b, ptr)
+                                 for t, dev, ptr, b, _, _ in walked.allocs)
+
+
+@dataclass
+class _Walk:
+    """`CpuProfilerProbe.walk`'s reading of the event tree."""
+
+    allocs: list   # (time_ns, device, ptr, signed bytes, inside a c10d op, thread id)
+    calls: list    # (start_ns, end_ns, aten op name)
 
 
 # Note [Frees from an earlier profile]
@@ -245,26 +271,11 @@ def op_scratch(probe: CpuProfilerProbe, bare: dict[str, list[int]] | None = None
     scratch never held: 8 B short at an op that took a Python number and has scratch of
     its own besides the cast; no TensorIterator op does.)
     """
-    try:
-        from torch._C._profiler import _EventType
-
-        tree = probe.kineto_results.experimental_event_tree()
-    except (AttributeError, ImportError, RuntimeError):  # pragma: no cover - older torch
+    walked = probe.walk()
+    if walked is None:   # pragma: no cover - older torch
         return {}
-    mem: list[tuple[int, int, int]] = []
-    calls: list[tuple[int, int, str]] = []
-    stack = list(tree)
-    while stack:
-        node = stack.pop()
-        if node.tag == _EventType.Allocation:
-            f = node.extra_fields
-            if str(f.device).startswith("cpu"):
-                mem.append((node.start_time_ns, int(f.ptr), int(f.alloc_size)))
-            continue
-        if node.name.startswith("aten::"):
-            calls.append((node.start_time_ns, node.end_time_ns, node.name[6:]))
-        stack.extend(node.children)
-    return call_scratch(mem, calls, bare, inside)
+    mem = [(t, ptr, b) for t, dev, ptr, b, _, _ in walked.allocs if dev.startswith("cpu")]
+    return call_scratch(mem, walked.calls, bare, inside)
 
 
 # Note [Calls that made nothing]
@@ -362,24 +373,12 @@ def collective_bytes_at_peak(probe: CpuProfilerProbe) -> dict[str, int]:
     handed out again while it is still live, the block it held was freed unseen: it leaves
     the count then. Returns {} when the tree is unavailable.
     """
-    try:
-        from torch._C._profiler import _EventType
-
-        tree = probe.kineto_results.experimental_event_tree()
-    except (AttributeError, ImportError, RuntimeError):  # pragma: no cover - older torch
+    walked = probe.walk()
+    if walked is None:   # pragma: no cover - older torch
         return {}
-    allocs: list[tuple[int, int, int, bool, int]] = []   # (time, ptr, bytes ±, in c10d, tid)
-    stack = [(n, False) for n in tree]
-    while stack:
-        node, in_comm = stack.pop()
-        if node.tag == _EventType.Allocation:
-            f = node.extra_fields
-            if str(f.device).startswith("cpu"):
-                allocs.append((node.start_time_ns, int(f.ptr), int(f.alloc_size), in_comm,
-                               node.start_tid))
-            continue
-        here = in_comm or node.name.startswith("c10d::")
-        stack.extend((c, here) for c in node.children)
+    # (time, ptr, bytes ±, in c10d, tid)
+    allocs = [(t, ptr, b, comm, tid) for t, dev, ptr, b, comm, tid in walked.allocs
+              if dev.startswith("cpu")]
     if not allocs:
         return {}
     return pointer_peak(allocs)
