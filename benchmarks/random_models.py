@@ -20,9 +20,7 @@ at the peak and every policy's prediction must agree.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import functools
-import io
 import os
 import sys
 from pathlib import Path
@@ -31,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-from tests.clients.harness import ledger_pass, predicted_peak, run_client  # noqa: E402
+from tests.clients.harness import client_gaps, fake_client_gaps  # noqa: E402
 from tests.clients.train_random import MENUS, draw  # noqa: E402  (argparse: as a script)
 
 
@@ -49,41 +47,15 @@ def gaps(seed: int, program: str, policies: list[str],
          loop: tuple[str, ...] = ()) -> dict[str, int | str]:
     """Per policy (and "ledger"), predicted - measured where they differ. `loop`: the
     script's training-loop options (`--accum 2`, `--amp`)."""
-    with contextlib.redirect_stderr(io.StringIO()):
-        run = run_client("train_random.py", ["--seed", str(seed), "--steps", "3",
-                                             "--program", program, *loop], policies)
-    out: dict[str, int | str] = {}
-    if (d := run.ledger.peak_with_scratch() - run.allocator_peak):
-        out["ledger"] = d
-    for text, p in run.policies.items():
-        if p.predicted is None or p.measured is None:
-            if (p.predicted is None) != (p.measured is None):
-                out[text] = "refused by one side only"
-        elif p.predicted != p.measured:
-            out[text] = p.predicted - p.measured
-    return out
+    return client_gaps("train_random.py", ["--seed", str(seed), "--steps", "3", "--program",
+                                           program, *loop], policies)
 
 
 def fake_gaps(seed: int, program: str, policies: list[str],
               loop: tuple[str, ...] = ()) -> dict[str, int | str]:
-    """`--fake`: the fake ledger (target cpu) against the real one of the same draw: its
-    peak, each category at the peak, and each policy's predicted peak, where they differ.
-    The real ledger is the ledger pass alone: kernel scratch and the measured peak come
-    from the allocator, which a fake run has not (docs/fake.md, Known limitations)."""
-    argv = ["--seed", str(seed), "--steps", "3", "--program", program, *loop]
-    with contextlib.redirect_stderr(io.StringIO()):
-        real = ledger_pass("train_random.py", argv)
-        fake = ledger_pass("train_random.py", argv, fake_device="cpu")
-    out: dict[str, int | str] = {}
-    if (d := fake.peak().bytes - real.peak().bytes):
-        out["ledger"] = d
-    fa, ra = fake.at_peak(), real.at_peak()
-    out.update({c: fa[c] - ra[c] for c in fa if c != "workspace" and fa[c] != ra[c]})
-    for text in policies:
-        pf, pr = predicted_peak(fake, text), predicted_peak(real, text)
-        if pf != pr:
-            out[text] = pf - pr if None not in (pf, pr) else "refused by one side only"
-    return out
+    """`--fake`: the fake ledger (target cpu) against the real one of the same draw."""
+    return fake_client_gaps("train_random.py", ["--seed", str(seed), "--steps", "3",
+                                                "--program", program, *loop], policies)
 
 
 def minimise(seed: int, policy: str, menu: str, gaps=gaps) -> str:

@@ -10,7 +10,9 @@ process would; `benchmarks/clients.py` measures the same clients in fresh proces
 
 from __future__ import annotations
 
+import contextlib
 import gc
+import io
 import json
 import sys
 import tempfile
@@ -158,3 +160,42 @@ def predicted_peak(led: Ledger, policy: str) -> int | None:
         return predict(led, [parse_policy(policy)], bandwidth=1e9).policies[0].peak_bytes
     except PolicyError:
         return None
+
+
+def client_gaps(script: str, argv: list[str], policies: list[str]) -> dict[str, int | str]:
+    """The differential check of the fuzz benchmarks: per policy (and "ledger": the ledger
+    with its kernel scratch against the allocator), predicted - measured where they differ,
+    or "refused by one side only"."""
+    with contextlib.redirect_stderr(io.StringIO()):
+        run = run_client(script, argv, policies)
+    out: dict[str, int | str] = {}
+    if (d := run.ledger.peak_with_scratch() - run.allocator_peak):
+        out["ledger"] = d
+    for text, p in run.policies.items():
+        if p.predicted is None or p.measured is None:
+            if (p.predicted is None) != (p.measured is None):
+                out[text] = "refused by one side only"
+        elif p.predicted != p.measured:
+            out[text] = p.predicted - p.measured
+    return out
+
+
+def fake_client_gaps(script: str, argv: list[str],
+                     policies: list[str]) -> dict[str, int | str]:
+    """The fake ledger (`trace --fake --device cpu`) against the real one of the same run:
+    its peak, each category at the peak, and each policy's predicted peak, where they
+    differ. The real ledger is the ledger pass alone: kernel scratch and the measured peak
+    come from the allocator, which a fake run has not (docs/fake.md, Known limitations)."""
+    with contextlib.redirect_stderr(io.StringIO()):
+        real = ledger_pass(script, argv)
+        fake = ledger_pass(script, argv, fake_device="cpu")
+    out: dict[str, int | str] = {}
+    if (d := fake.peak().bytes - real.peak().bytes):
+        out["ledger"] = d
+    fa, ra = fake.at_peak(), real.at_peak()
+    out.update({c: fa[c] - ra[c] for c in fa if c != "workspace" and fa[c] != ra[c]})
+    for text in policies:
+        pf, pr = predicted_peak(fake, text), predicted_peak(real, text)
+        if pf != pr:
+            out[text] = pf - pr if None not in (pf, pr) else "refused by one side only"
+    return out

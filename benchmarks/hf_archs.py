@@ -1,0 +1,105 @@
+"""Predicted vs measured peak on every causal-LM architecture transformers ships, each
+shrunk from its default config (tests/clients/train_hf_arch.py), under five policies.
+
+    .venv/bin/python benchmarks/hf_archs.py                        # every architecture
+    .venv/bin/python benchmarks/hf_archs.py --archs mixtral,olmoe --loop="--amp"
+    .venv/bin/python benchmarks/hf_archs.py --fake                 # fake ledger vs real
+
+Each architecture runs in a child process of its own (`--timeout` seconds; a library's
+state or a slow trace stays there), through the tier's harness (tests/clients/harness.py:
+the ledger and allocator passes, predict, and the measure worker). A row says OK when the
+ledger (with its kernel scratch) equals the allocator and every policy's prediction equals
+its measurement, else what differs; "cannot build" where the generic shrink makes no
+working model (the architecture's own config rules), "script failed" where the untraced
+script itself fails. `--fake` sets the fake ledger beside the real one instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+
+def policies(glob: str) -> list[str]:
+    one, two = glob[:-1] + "0", glob[:-1] + "1"
+    return [f"checkpoint:{glob}", f"checkpoint:{one}", f"selective:{glob}", f"offload:{glob}",
+            f"checkpoint:{one}+offload:{two}"]
+
+
+def one(arch: str, loop: list[str], fake: bool) -> dict:
+    """In the child: the architecture's gaps, as JSON on stdout."""
+    from tests.clients import train_hf_arch
+    from tests.clients.harness import client_gaps, fake_client_gaps
+    try:
+        glob = train_hf_arch.blocks_glob(train_hf_arch.build(arch, "meta"))
+    except Exception as e:   # noqa: BLE001 (the shrink's failure is the row)
+        return {"arch": arch, "result": f"cannot build: {type(e).__name__}: "
+                f"{str(e).splitlines()[0][:120] if str(e) else ''}"}
+    argv = ["--arch", arch, "--steps", "3", *loop]
+    judge = fake_client_gaps if fake else client_gaps
+    try:
+        g = judge("train_hf_arch.py", argv, policies(glob))
+    except AssertionError as e:   # the harness: the script failed in a pass
+        return {"arch": arch, "glob": glob, "result": f"script failed: {str(e)[:160]}"}
+    res = "OK" if not g else "; ".join(f"{k} {v:+,} B" if isinstance(v, int) else f"{k} {v}"
+                                       for k, v in g.items())
+    return {"arch": arch, "glob": glob, "result": res}
+
+
+def run_child(arch: str, loop: str, fake: bool, timeout: int) -> dict:
+    cmd = [sys.executable, __file__, "--child", arch, f"--loop={loop}"] + (["--fake"] if fake
+                                                                            else [])
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+    except subprocess.TimeoutExpired:
+        return {"arch": arch, "result": f"timed out after {timeout} s"}
+    lines = [ln for ln in p.stdout.splitlines() if ln.startswith("{")]
+    if p.returncode or not lines:
+        tail = (p.stderr.strip().splitlines() or ["?"])[-1][:160]
+        return {"arch": arch, "result": f"child exit {p.returncode}: {tail}"}
+    return json.loads(lines[-1])
+
+
+def all_archs() -> list[str]:
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+    return list(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--archs", default="all", help="comma-separated model types, or 'all'")
+    ap.add_argument("--loop", default="", help="the script's loop options: '--amp', "
+                    "'--accum 2'")
+    ap.add_argument("--fake", action="store_true")
+    ap.add_argument("--jobs", type=int, default=2, help="architectures run at once")
+    ap.add_argument("--timeout", type=int, default=300, help="seconds per architecture")
+    ap.add_argument("--child", metavar="ARCH", help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.child:
+        print(json.dumps(one(a.child, a.loop.split(), a.fake)), flush=True)
+        return
+    archs = all_archs() if a.archs == "all" else a.archs.split(",")
+    counts = {"OK": 0, "gap": 0, "other": 0}
+    print("| architecture | layers | result |\n|---|---|---|", flush=True)
+    with ThreadPoolExecutor(a.jobs) as pool:
+        for row in pool.map(lambda x: run_child(x, a.loop, a.fake, a.timeout), archs):
+            kind = ("OK" if row["result"] == "OK" else "other" if row["result"].startswith(
+                ("cannot build", "script failed", "timed out", "child exit")) else "gap")
+            counts[kind] += 1
+            print(f"| {row['arch']} | `{row.get('glob', '')}` | {row['result']} |", flush=True)
+    print(f"\n{counts['OK']} exact, {counts['gap']} with a gap, {counts['other']} not run "
+          f"(of {len(archs)})")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,121 @@
+"""Train any of transformers' causal-LM architectures, shrunk from its default config (no
+download), for differential tests of the replay over code nobody here wrote: MoE routers,
+hybrid attention/state-space stacks, multi-head latent attention, sliding windows, and
+whatever the next release adds. `benchmarks/hf_archs.py` runs every architecture under
+each policy; tests/clients/test_hf_archs.py pins the ones that showed a gap.
+
+    python tests/clients/train_hf_arch.py --arch mixtral --steps 3
+    python tests/clients/train_hf_arch.py --arch qwen3_next --amp --accum 2
+    python tests/clients/train_hf_arch.py --arch olmoe --show      # the blocks' glob
+
+The shrink is generic: every size field a config has (hidden size, layers, heads, experts,
+LoRA ranks of latent attention, ...) is set small, per-layer lists are cut to the layer
+count, special token ids are kept inside the small vocabulary. An architecture the shrink
+cannot build exits with code 3 and one line saying why.
+"""
+
+import argparse
+import os
+import sys
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")   # built from a config: nothing to download
+
+import torch
+import transformers
+
+transformers.logging.set_verbosity_error()
+
+LAYERS, V, SEQ = 2, 256, 16
+# Size fields, under every name the configs use; only those a config has are set.
+SMALL = dict(
+    hidden_size=64, n_embd=64, d_model=64, intermediate_size=128, ffn_dim=128,
+    num_hidden_layers=LAYERS, num_layers=LAYERS, n_layer=LAYERS, decoder_layers=LAYERS,
+    encoder_layers=LAYERS, num_attention_heads=4, n_head=4, decoder_attention_heads=4,
+    encoder_attention_heads=4, num_key_value_heads=2, head_dim=16, vocab_size=V,
+    max_position_embeddings=64, n_positions=64, decoder_ffn_dim=128, encoder_ffn_dim=128,
+    # mixtures of experts
+    moe_intermediate_size=32, shared_expert_intermediate_size=32, num_experts=4,
+    num_local_experts=4, n_routed_experts=4, num_experts_per_tok=2, n_shared_experts=1,
+    first_k_dense_replace=1, n_group=1, topk_group=1,
+    # multi-head latent attention (DeepSeek)
+    kv_lora_rank=16, q_lora_rank=16, qk_rope_head_dim=8, qk_nope_head_dim=8, v_head_dim=16,
+    sliding_window=8, use_cache=False,
+    pad_token_id=0, bos_token_id=1, eos_token_id=2, decoder_start_token_id=1,
+)
+MAX_PARAMS = 20_000_000
+EXIT_CANNOT_BUILD = 3
+
+
+def config(arch: str):
+    cls = transformers.AutoConfig.for_model(arch).__class__
+    base = cls()
+    kw = {k: v for k, v in SMALL.items() if hasattr(base, k)}
+    cfg = cls(**kw)
+    layers = getattr(cfg, "num_hidden_layers", None)
+    types = getattr(cfg, "layer_types", None)
+    if isinstance(layers, int) and isinstance(types, list) and len(types) > layers:
+        try:
+            cfg.layer_types = types[:layers]
+        except AttributeError:   # derived from other fields by a property
+            pass
+    return cfg
+
+
+def build(arch: str, device: str = "cpu") -> torch.nn.Module:
+    """The shrunk model; on "meta" to size it and find its layers without the memory."""
+    cfg = config(arch)
+    with torch.device("meta"):
+        n = sum(p.numel() for p in transformers.AutoModelForCausalLM.from_config(cfg)
+                .parameters())
+    if n > MAX_PARAMS:
+        raise ValueError(f"{n:,} parameters after the shrink (a size field it does not know)")
+    torch.manual_seed(0)
+    with torch.device(device):
+        return transformers.AutoModelForCausalLM.from_config(cfg)
+
+
+def blocks_glob(model: torch.nn.Module) -> str:
+    """The policy glob of the model's decoder layers: its ModuleList with the most
+    parameters ("model.layers.*")."""
+    lists = [(sum(p.numel() for p in m.parameters()), name)
+             for name, m in model.named_modules() if isinstance(m, torch.nn.ModuleList)
+             and len(m) >= 2 and name]
+    if not lists:
+        raise ValueError("no ModuleList of layers")
+    return max(lists)[1] + ".*"
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--arch", required=True)
+    p.add_argument("--steps", type=int, default=3)
+    p.add_argument("--batch-size", type=int, default=2)
+    p.add_argument("--accum", type=int, default=1)
+    p.add_argument("--amp", action="store_true", help="forward under bf16 autocast")
+    p.add_argument("--show", action="store_true", help="print the blocks' glob and stop")
+    a = p.parse_args()
+    try:
+        model = build(a.arch, "meta" if a.show else "cpu")
+        glob = blocks_glob(model)
+    except Exception as e:   # noqa: BLE001 (any library error: this arch cannot be built)
+        print(f"{a.arch}: cannot build: {type(e).__name__}: {str(e).splitlines()[0][:200]}",
+              file=sys.stderr)
+        raise SystemExit(EXIT_CANNOT_BUILD)
+    if a.show:
+        print(glob)
+        return
+    model.train()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    gen = torch.Generator().manual_seed(1)
+    for _ in range(a.steps):
+        for _ in range(a.accum):
+            ids = torch.randint(3, V, (a.batch_size, SEQ), generator=gen)
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.amp):
+                loss = model(input_ids=ids, labels=ids).loss / a.accum
+            loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+
+if __name__ == "__main__":
+    main()
