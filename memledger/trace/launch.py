@@ -41,7 +41,7 @@ from memledger.ledger.ranks import rank_file, rank_file_template
 from memledger.ledger.writer import append_records
 from memledger.outputs import check_output, commit, partial_path
 from memledger.processes import several_workers, start_worker, zygote_address
-from memledger.trace.session import check_script
+from memledger.trace.session import check_script, history_broke
 
 DEFAULT_TIMEOUT_S = 300.0   # seconds without an optimizer step before a rank is called hung
 # torchrun gives the other ranks this long after SIGTERM before SIGKILL; the launcher waits
@@ -183,12 +183,26 @@ def _allocator_pass(script: Path, argv: list[str], nproc: int, steps: int, timeo
     mtemplate = str(tmp / "measured.rank{rank}.json")
     status = str(tmp / "astatus.rank{rank}.json")
     snapshot = str(rank_file(out, 0)).replace(".rank0", ".rank{rank}") + ".cuda-snapshot.pickle"
-    code, output = _launch(nproc, ["allocator", "--out", mtemplate, "--status", status,
-                                   "--steps", str(steps), "--timing-steps", "2",
-                                   "--timeout", str(timeout_s),
-                                   "--snapshot", snapshot, str(script), "--", *argv],
-                           timeout_s, quiet=True)
+
+    def launch(history: bool) -> tuple[int, str]:
+        return _launch(nproc, ["allocator", "--out", mtemplate, "--status", status,
+                               "--steps", str(steps), "--timing-steps", "2",
+                               "--timeout", str(timeout_s),
+                               *(("--snapshot", snapshot) if history else ()),
+                               str(script), "--", *argv], timeout_s, quiet=True)
+
+    code, output = launch(history=True)
     files = [tmp / f"measured.rank{r}.json" for r in range(nproc)]
+    astatus = [tmp / f"astatus.rank{r}.json" for r in range(nproc)]
+    if code != EXIT_OK and any(history_broke(json.loads(f.read_text()))
+                               for f in astatus if f.exists()):
+        # Note [The allocator's history and a checkpoint's re-run] (trace/session.py)
+        print("memledger: the allocator pass failed with a SystemError that the ledger pass "
+              "did not meet (the CUDA allocator's history breaks a checkpoint's re-run); "
+              "measuring again without it: no allocator snapshots this time", file=sys.stderr)
+        for f in [*files, *astatus, *(Path(snapshot.format(rank=r)) for r in range(nproc))]:
+            f.unlink(missing_ok=True)
+        code, output = launch(history=False)
     if code != EXIT_OK or not all(f.exists() for f in files):
         sys.stderr.write(output)
         print(f"memledger: allocator pass failed on {nproc} ranks (torchrun status {code}); "

@@ -16,6 +16,7 @@ cannot build exits with code 3 and one line saying why.
 
 import argparse
 import os
+import re
 import sys
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")   # built from a config: nothing to download
@@ -50,7 +51,15 @@ def config(arch: str):
     cls = transformers.AutoConfig.for_model(arch).__class__
     base = cls()
     kw = {k: v for k, v in SMALL.items() if hasattr(base, k)}
-    cfg = cls(**kw)
+    while True:
+        try:
+            cfg = cls(**kw)
+            break
+        except AttributeError as e:   # a field the config derives (a property): leave it
+            name = re.search(r"property '(\w+)'", str(e))
+            if not name or name[1] not in kw:
+                raise
+            del kw[name[1]]
     layers = getattr(cfg, "num_hidden_layers", None)
     types = getattr(cfg, "layer_types", None)
     if isinstance(layers, int) and isinstance(types, list) and len(types) > layers:

@@ -448,3 +448,22 @@ def test_rank_counts_out_of_range_are_usage_errors(tmp_path, argv):
     above 1024 failed in the worker with a traceback: both are refused as flags (exit 2)."""
     assert main(["trace", *argv, str(EXAMPLES / "train_mlp.py"),
                  "-o", str(tmp_path / "w.ledger")]) == 2
+
+
+def test_an_allocator_pass_broken_by_a_system_error_runs_once_more_on_every_rank(
+        tmp_path, capsys):
+    # GIVEN a script whose allocator pass fails on every rank with the SystemError the CUDA
+    # allocator's history gives a checkpoint's re-run (Note [The allocator's history and a
+    # checkpoint's re-run]), the first time only
+    out = tmp_path / "h.ledger"
+    rc = main(["trace", "--nproc", "2", "--steps", "2", str(SCRIPTS / "dist_modes.py"),
+               "-o", str(out), "--", "history", str(tmp_path)])
+    err = capsys.readouterr().err
+    # THEN trace says so in one line and launches the pass once more, without the history:
+    # every rank's ledger keeps its measured peak
+    assert rc == 0, err
+    assert err.count("measuring again without it") == 1 and "Traceback" not in err
+    assert all((tmp_path / f"raised.{r}").exists() for r in (0, 1))
+    for r in (0, 1):
+        led = Ledger.load(tmp_path / f"h.rank{r}.ledger")
+        assert led.measured["peak_bytes"] > 0

@@ -6,14 +6,18 @@
     hang   after one step together, rank 1 never joins rank 0's all_reduce
     ok     both ranks all-reduce their gradients by hand, 3 steps
     api    as ok, inside `memledger.trace(OUT)`: one ledger per rank (run under torchrun)
+    history  as ok, but each rank's first untraced run raises the SystemError the CUDA
+           allocator's history gives a checkpoint's re-run (a marker per rank in OUT)
 """
 
 import contextlib
+import pathlib
 import sys
 import time
 
 import torch
 import torch.distributed as dist
+from torch.utils._python_dispatch import _get_current_dispatch_mode
 
 import memledger
 
@@ -25,6 +29,12 @@ def train(mode: str, rank: int) -> None:
     model = torch.nn.Linear(8, 8)
     torch.manual_seed(1 + rank)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    if mode == "history" and _get_current_dispatch_mode() is None:   # the allocator pass
+        marker = pathlib.Path(sys.argv[2]) / f"raised.{rank}"
+        if not marker.exists():
+            marker.touch()
+            raise SystemError("<built-in method dropout of type object at 0x7f> returned "
+                              "NULL without setting an exception")
     for step in range(3):
         loss = model(torch.randn(4, 8)).square().sum()
         loss.backward()
