@@ -40,7 +40,7 @@ SMALL = dict(
     first_k_dense_replace=1, n_group=1, topk_group=1,
     # multi-head latent attention (DeepSeek)
     kv_lora_rank=16, q_lora_rank=16, qk_rope_head_dim=8, qk_nope_head_dim=8, v_head_dim=16,
-    sliding_window=8, use_cache=False,
+    rotary_dim=8, sliding_window=8, use_cache=False,
     pad_token_id=0, bos_token_id=1, eos_token_id=2, decoder_start_token_id=1,
 )
 MAX_PARAMS = 20_000_000
@@ -51,6 +51,8 @@ def config(arch: str):
     cls = transformers.AutoConfig.for_model(arch).__class__
     base = cls()
     kw = {k: v for k, v in SMALL.items() if hasattr(base, k)}
+    if "kv_lora_rank" in kw:   # latent attention: its rotary head_dim is qk_rope_head_dim's
+        kw.pop("head_dim", None)
     while True:
         try:
             cfg = cls(**kw)
