@@ -17,6 +17,8 @@ script itself fails. `--fake` sets the fake ledger beside the real one instead.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
 import os
 import subprocess
@@ -39,21 +41,29 @@ def policies(glob: str) -> list[str]:
 def one(arch: str, loop: list[str], fake: bool) -> dict:
     """In the child: the architecture's gaps, as JSON on stdout."""
     from tests.clients import train_hf_arch
-    from tests.clients.harness import client_gaps, fake_client_gaps
+    from tests.clients.harness import fake_client_gaps, gaps_of, run_client
     try:
         glob = train_hf_arch.blocks_glob(train_hf_arch.build(arch, "meta"))
     except Exception as e:   # noqa: BLE001 (the shrink's failure is the row)
         return {"arch": arch, "result": f"cannot build: {type(e).__name__}: "
                 f"{str(e).splitlines()[0][:120] if str(e) else ''}"}
     argv = ["--arch", arch, "--steps", "3", *loop]
-    judge = fake_client_gaps if fake else client_gaps
+    span = ""
     try:
-        g = judge("train_hf_arch.py", argv, policies(glob))
+        if fake:
+            g = fake_client_gaps("train_hf_arch.py", argv, policies(glob))
+        else:
+            with contextlib.redirect_stderr(io.StringIO()):
+                run = run_client("train_hf_arch.py", argv, policies(glob))
+            g = gaps_of(run)
+            # the row means something only where a policy moves the peak
+            low = min((p.measured for p in run.policies.values() if p.measured), default=0)
+            span = f"{run.allocator_peak:,} -> {low:,}"
     except AssertionError as e:   # the harness: the script failed in a pass
         return {"arch": arch, "glob": glob, "result": f"script failed: {str(e)[:160]}"}
     res = "OK" if not g else "; ".join(f"{k} {v:+,} B" if isinstance(v, int) else f"{k} {v}"
                                        for k, v in g.items())
-    return {"arch": arch, "glob": glob, "result": res}
+    return {"arch": arch, "glob": glob, "span": span, "result": res}
 
 
 def run_child(arch: str, loop: str, fake: bool, timeout: int) -> dict:
@@ -90,13 +100,15 @@ def main() -> None:
         return
     archs = all_archs() if a.archs == "all" else a.archs.split(",")
     counts = {"OK": 0, "gap": 0, "other": 0}
-    print("| architecture | layers | result |\n|---|---|---|", flush=True)
+    print("| architecture | layers | peak -> lowest measured under a policy | result |\n"
+          "|---|---|---:|---|", flush=True)
     with ThreadPoolExecutor(a.jobs) as pool:
         for row in pool.map(lambda x: run_child(x, a.loop, a.fake, a.timeout), archs):
             kind = ("OK" if row["result"] == "OK" else "other" if row["result"].startswith(
                 ("cannot build", "script failed", "timed out", "child exit")) else "gap")
             counts[kind] += 1
-            print(f"| {row['arch']} | `{row.get('glob', '')}` | {row['result']} |", flush=True)
+            print(f"| {row['arch']} | `{row.get('glob', '')}` | {row.get('span', '')} | "
+                  f"{row['result']} |", flush=True)
     print(f"\n{counts['OK']} exact, {counts['gap']} with a gap, {counts['other']} not run "
           f"(of {len(archs)})")
 

@@ -167,7 +167,11 @@ def client_gaps(script: str, argv: list[str], policies: list[str]) -> dict[str, 
     with its kernel scratch against the allocator), predicted - measured where they differ,
     or "refused by one side only"."""
     with contextlib.redirect_stderr(io.StringIO()):
-        run = run_client(script, argv, policies)
+        return gaps_of(run_client(script, argv, policies))
+
+
+def gaps_of(run: ClientRun) -> dict[str, int | str]:
+    """`client_gaps` of a run already made."""
     out: dict[str, int | str] = {}
     if (d := run.ledger.peak_with_scratch() - run.allocator_peak):
         out["ledger"] = d

@@ -26,14 +26,14 @@ import transformers
 
 transformers.logging.set_verbosity_error()
 
-LAYERS, V, SEQ = 2, 256, 16
+LAYERS, V, SEQ = 2, 256, 64
 # Size fields, under every name the configs use; only those a config has are set.
 SMALL = dict(
     hidden_size=64, n_embd=64, d_model=64, intermediate_size=128, ffn_dim=128,
     num_hidden_layers=LAYERS, num_layers=LAYERS, n_layer=LAYERS, decoder_layers=LAYERS,
     encoder_layers=LAYERS, num_attention_heads=4, n_head=4, decoder_attention_heads=4,
     encoder_attention_heads=4, num_key_value_heads=2, head_dim=16, vocab_size=V,
-    max_position_embeddings=64, n_positions=64, decoder_ffn_dim=128, encoder_ffn_dim=128,
+    max_position_embeddings=128, n_positions=128, decoder_ffn_dim=128, encoder_ffn_dim=128,
     # mixtures of experts
     moe_intermediate_size=32, shared_expert_intermediate_size=32, num_experts=4,
     num_local_experts=4, n_routed_experts=4, num_experts_per_tok=2, n_shared_experts=1,
@@ -100,7 +100,7 @@ def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--arch", required=True)
     p.add_argument("--steps", type=int, default=3)
-    p.add_argument("--batch-size", type=int, default=2)
+    p.add_argument("--batch-size", type=int, default=8)
     p.add_argument("--accum", type=int, default=1)
     p.add_argument("--amp", action="store_true", help="forward under bf16 autocast")
     p.add_argument("--show", action="store_true", help="print the blocks' glob and stop")
