@@ -4,6 +4,7 @@ shrunk from its default config (tests/clients/train_hf_arch.py), under five poli
     .venv/bin/python benchmarks/hf_archs.py                        # every architecture
     .venv/bin/python benchmarks/hf_archs.py --archs mixtral,olmoe --loop="--amp"
     .venv/bin/python benchmarks/hf_archs.py --fake                 # fake ledger vs real
+    .venv/bin/python benchmarks/hf_archs.py --loop="--lora"        # peft LoRA, all-linear
 
 Each architecture runs in a child process of its own (`--timeout` seconds; a library's
 state or a slow trace stays there), through the tier's harness (tests/clients/harness.py:
@@ -43,7 +44,7 @@ def one(arch: str, loop: list[str], fake: bool) -> dict:
     from tests.clients import train_hf_arch
     from tests.clients.harness import fake_client_gaps, gaps_of, run_client
     try:
-        glob = train_hf_arch.blocks_glob(train_hf_arch.build(arch, "meta"))
+        glob = train_hf_arch.blocks_glob(train_hf_arch.build(arch, "meta", "--lora" in loop))
     except Exception as e:   # noqa: BLE001 (the shrink's failure is the row)
         return {"arch": arch, "result": f"cannot build: {type(e).__name__}: "
                 f"{str(e).splitlines()[0][:120] if str(e) else ''}"}
@@ -88,8 +89,8 @@ def all_archs() -> list[str]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--archs", default="all", help="comma-separated model types, or 'all'")
-    ap.add_argument("--loop", default="", help="the script's loop options: '--amp', "
-                    "'--accum 2'")
+    ap.add_argument("--loop", default="", help="the script's options: '--amp', '--accum 2', "
+                    "'--lora'")
     ap.add_argument("--fake", action="store_true")
     ap.add_argument("--jobs", type=int, default=2, help="architectures run at once")
     ap.add_argument("--timeout", type=int, default=300, help="seconds per architecture")

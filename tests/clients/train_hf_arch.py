@@ -7,6 +7,7 @@ each policy; tests/clients/test_hf_archs.py pins the ones that showed a gap.
     python tests/clients/train_hf_arch.py --arch mixtral --steps 3
     python tests/clients/train_hf_arch.py --arch qwen3_next --amp --accum 2
     python tests/clients/train_hf_arch.py --arch olmoe --show      # the blocks' glob
+    python tests/clients/train_hf_arch.py --arch mixtral --lora    # peft LoRA, all-linear
 
 The shrink is generic: every size field a config has (hidden size, layers, heads, experts,
 LoRA ranks of latent attention, ...) is set small, per-layer lists are cut to the layer
@@ -72,17 +73,30 @@ def config(arch: str):
     return cfg
 
 
-def build(arch: str, device: str = "cpu") -> torch.nn.Module:
-    """The shrunk model; on "meta" to size it and find its layers without the memory."""
+def build(arch: str, device: str = "cpu", lora: bool = False) -> torch.nn.Module:
+    """The shrunk model; on "meta" to size it and find its layers without the memory.
+    `lora`: peft's LoRA on every Linear but the head, the base frozen."""
     cfg = config(arch)
     with torch.device("meta"):
         n = sum(p.numel() for p in transformers.AutoModelForCausalLM.from_config(cfg)
                 .parameters())
     if n > MAX_PARAMS:
         raise ValueError(f"{n:,} parameters after the shrink (a size field it does not know)")
-    torch.manual_seed(0)
     with torch.device(device):
-        return transformers.AutoModelForCausalLM.from_config(cfg)
+        if not lora:
+            torch.manual_seed(0)
+            return transformers.AutoModelForCausalLM.from_config(cfg)
+        import peft
+        for p in (0.1, 0.0):   # experts' 3-D parameters take LoRA without dropout only
+            torch.manual_seed(0)
+            model = transformers.AutoModelForCausalLM.from_config(cfg)
+            try:
+                return peft.get_peft_model(model, peft.LoraConfig(
+                    r=4, lora_alpha=8, lora_dropout=p, target_modules="all-linear"))
+            except ValueError:
+                if p == 0.0:
+                    raise
+    raise AssertionError("unreachable")
 
 
 def blocks_glob(model: torch.nn.Module) -> str:
@@ -103,10 +117,11 @@ def main() -> None:
     p.add_argument("--batch-size", type=int, default=8)
     p.add_argument("--accum", type=int, default=1)
     p.add_argument("--amp", action="store_true", help="forward under bf16 autocast")
+    p.add_argument("--lora", action="store_true", help="peft LoRA on every Linear, r=4")
     p.add_argument("--show", action="store_true", help="print the blocks' glob and stop")
     a = p.parse_args()
     try:
-        model = build(a.arch, "meta" if a.show else "cpu")
+        model = build(a.arch, "meta" if a.show else "cpu", a.lora)
         glob = blocks_glob(model)
     except Exception as e:   # noqa: BLE001 (any library error: this arch cannot be built)
         print(f"{a.arch}: cannot build: {type(e).__name__}: {str(e).splitlines()[0][:200]}",
@@ -116,7 +131,7 @@ def main() -> None:
         print(glob)
         return
     model.train()
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-3)
     gen = torch.Generator().manual_seed(1)
     for _ in range(a.steps):
         for _ in range(a.accum):
