@@ -115,6 +115,7 @@ def main() -> None:
     p.add_argument("--arch", required=True)
     p.add_argument("--steps", type=int, default=3)
     p.add_argument("--batch-size", type=int, default=8)
+    p.add_argument("--seq", type=int, default=SEQ, help="tokens per sequence (at most 128)")
     p.add_argument("--accum", type=int, default=1)
     p.add_argument("--amp", action="store_true", help="forward under bf16 autocast")
     p.add_argument("--lora", action="store_true", help="peft LoRA on every Linear, r=4")
@@ -135,7 +136,7 @@ def main() -> None:
     gen = torch.Generator().manual_seed(1)
     for _ in range(a.steps):
         for _ in range(a.accum):
-            ids = torch.randint(3, V, (a.batch_size, SEQ), generator=gen)
+            ids = torch.randint(3, V, (a.batch_size, a.seq), generator=gen)
             with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.amp):
                 loss = model(input_ids=ids, labels=ids).loss / a.accum
             loss.backward()
