@@ -8,6 +8,7 @@ each policy; tests/clients/test_hf_archs.py pins the ones that showed a gap.
     python tests/clients/train_hf_arch.py --arch qwen3_next --amp --accum 2
     python tests/clients/train_hf_arch.py --arch olmoe --show      # the blocks' glob
     python tests/clients/train_hf_arch.py --arch mixtral --lora    # peft LoRA, all-linear
+    python tests/clients/train_hf_arch.py --arch phi --grad-ckpt   # the model's own checkpoint
 
 The shrink is generic: every size field a config has (hidden size, layers, heads, experts,
 LoRA ranks of latent attention, ...) is set small, per-layer lists are cut to the layer
@@ -49,11 +50,19 @@ EXIT_CANNOT_BUILD = 3
 
 
 def config(arch: str):
-    cls = transformers.AutoConfig.for_model(arch).__class__
+    return _shrunk(transformers.AutoConfig.for_model(arch).__class__)
+
+
+def _shrunk(cls):
+    """`cls` with every size field it has set small; a config inside it (a multimodal
+    model's text and vision towers) shrunk the same way."""
     base = cls()
     kw = {k: v for k, v in SMALL.items() if hasattr(base, k)}
     if "kv_lora_rank" in kw:   # latent attention: its rotary head_dim is qk_rope_head_dim's
         kw.pop("head_dim", None)
+    for name, sub in vars(base).items():
+        if isinstance(sub, transformers.PretrainedConfig):
+            kw[name] = _shrunk(type(sub)).to_dict()
     while True:
         try:
             cfg = cls(**kw)
@@ -119,6 +128,8 @@ def main() -> None:
     p.add_argument("--accum", type=int, default=1)
     p.add_argument("--amp", action="store_true", help="forward under bf16 autocast")
     p.add_argument("--lora", action="store_true", help="peft LoRA on every Linear, r=4")
+    p.add_argument("--grad-ckpt", action="store_true",
+                   help="the model checkpoints its own layers (gradient_checkpointing_enable)")
     p.add_argument("--show", action="store_true", help="print the blocks' glob and stop")
     a = p.parse_args()
     try:
@@ -132,6 +143,9 @@ def main() -> None:
         print(glob)
         return
     model.train()
+    if a.grad_ckpt:   # its name from transformers 5.x; the older one before
+        (getattr(model, "activation_checkpointing_enable", None) or
+         model.gradient_checkpointing_enable)()
     opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-3)
     gen = torch.Generator().manual_seed(1)
     for _ in range(a.steps):
