@@ -43,6 +43,15 @@ SMALL = dict(
     # multi-head latent attention (DeepSeek)
     kv_lora_rank=16, q_lora_rank=16, qk_rope_head_dim=8, qk_nope_head_dim=8, v_head_dim=16,
     rotary_dim=8, sliding_window=8, use_cache=False,
+    # the head and MLP sizes some families name their own way
+    linear_key_head_dim=16, linear_value_head_dim=16, linear_head_dim=16, swa_head_dim=16,
+    dim_head=16, dim_ff=128, dff=128, first_dense_intermediate_size=128,
+    shared_intermediate_size=32, o_lora_rank=16, index_head_dim=16, index_topk=16,
+    unpadded_vocab_size=V, linear_num_key_heads=2, linear_num_value_heads=4,
+    # state-space mixers (Mamba-2 in hybrids)
+    mamba_n_heads=4, mamba_num_heads=4, mamba_d_state=16, ssm_state_size=16, mamba_d_ssm=64,
+    mamba_head_dim=16, mamba_chunk_size=16, chunk_size=16, n_groups=1,
+    moe_shared_expert_intermediate_size=32,
     pad_token_id=0, bos_token_id=1, eos_token_id=2, decoder_start_token_id=1,
 )
 MAX_PARAMS = 20_000_000
