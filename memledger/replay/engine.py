@@ -520,10 +520,16 @@ def _refuse_selective_mutated(prep: Prepared, calls: _Calls, own: _Owners, polic
     """torch's selective checkpoint hands the re-run its cached save-list outputs and fails
     on one changed in place since (Note [Written in place in forward], trace/collector.py):
     refuse it, named as measure meets it, by the last such call (backward re-runs it first).
-    """
+    Only an output the re-run reaches: one made after the call's last pack is past its
+    early stop and never handed back (Rule 7). Llama 4's MoE adds the routed experts into
+    its shared expert's `down_proj` output in place (`out.add_(...)`), the `mm` that ends
+    the layer: predict refused `selective:model.layers.*`, which measure ran."""
     if prep.mutated is None or not prep.mutated.any():
         return
     bad = np.flatnonzero(in_save_list & prep.mutated)
+    _, stop = _packs_per_call(prep, calls, own)
+    k = own.made[bad]
+    bad = bad[(k >= 0) & (prep.created[bad] < stop[np.maximum(k, 0)])]
     if len(bad):
         k = int(own.made[bad].max())
         raise PolicyError(selective_mutated_message(policy.text(), str(calls.mods[k])))
