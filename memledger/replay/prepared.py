@@ -91,6 +91,9 @@ class Prepared:
     acast: np.ndarray = None   # bool: a parameter's cast autocast keeps in its cache (Note
     #                            [Autocast's cache in a re-run], trace/collector.py)
     acast_src: np.ndarray = None   # int64: the row of the parameter it casts (-1: unknown)
+    stash_reach: np.ndarray = None   # bool: saved inside a stashed tensor's graph, made by
+    #                                  its call (collector `_graph_saves`; None: not walked)
+    stash_walked: np.ndarray = None  # bool: stashed, and its record says what its graph saves
     stashed: np.ndarray = None   # bool: kept as a plain attribute of the module whose call made
     #                              it (Note [Tensors a call keeps on its module], collector.py)
     arg_mod: np.ndarray = None   # object: module of a call, per (call, argument storage) pair
@@ -240,6 +243,7 @@ class Prepared:
             # kept on a module with a graph of ops (older ledgers: none, as before)
             stashed_graph=st.index.isin([int(x) for r in led.extra.get("stash", [])
                                          for x in r.get("graph", ())]),
+            **_stash_reach(led, st),
             **_call_args(led, st),
             stateful_mod=st_mod, stateful_ev0=st_ev0, stateful_obj=st_obj,
             script_ckpt=script_checkpoints(led.extra.get("script_ckpt", [])),
@@ -330,6 +334,16 @@ def _param_modules(st: pd.DataFrame, others: tuple[str, ...]) -> tuple[str, ...]
         if parts and parts[0] not in others:
             out.update(dict.fromkeys(".".join(parts[:i]) for i in range(1, len(parts) + 1)))
     return tuple(out)
+
+
+def _stash_reach(led: Ledger, st: pd.DataFrame) -> dict[str, np.ndarray | None]:
+    """`stash_reach` and `stash_walked` from the `stash` records' `reach` lists (Note
+    [Tensors a call keeps on its module]); None for ledgers without them."""
+    walked = [r for r in led.extra.get("stash", []) if "reach" in r]
+    if not walked:
+        return {"stash_reach": None, "stash_walked": None}
+    return {"stash_reach": st.index.isin([int(x) for r in walked for x in r["reach"]]),
+            "stash_walked": st.index.isin([int(x) for r in walked for x in r["graph"]])}
 
 
 def _containers(led: Ledger) -> dict[str, str]:

@@ -167,6 +167,28 @@ def _deep_graph(t: torch.Tensor) -> bool:
                for f, _ in node.next_functions)
 
 
+_SAVED_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def _saved_tensors_of(node) -> list[torch.Tensor]:
+    """The tensors an autograd node saved (its `_saved_*` fields, a custom Function's
+    `saved_tensors`); none once backward freed them."""
+    names = _SAVED_NAMES.get(type(node))
+    if names is None:
+        names = _SAVED_NAMES[type(node)] = tuple(
+            a for a in dir(node) if a.startswith("_saved_") or a == "saved_tensors")
+    out: list[torch.Tensor] = []
+    for name in names:
+        try:
+            v = getattr(node, name)
+        except RuntimeError:   # freed by a backward already
+            continue
+        for x in (v if isinstance(v, (list, tuple)) else (v,)):
+            if isinstance(x, torch.Tensor):
+                out.append(x)
+    return out
+
+
 def _running_stats_bytes(module) -> int:
     """The bytes `measure` copies, per re-run, to put a training BatchNorm's statistics
     back (Note [BatchNorm under recompute], measure/apply.py); 0 for any other module."""
@@ -516,6 +538,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
         # Note [When an unpacked tensor goes]: the node now unpacking, its unpacks, its end
         self._unpack_node = -1
         self._unpacks: list[tuple[int, int, int]] = []   # (sid, event, its save's event)
+        self._walking = False   # reading a kept tensor's graph: its unpacks are not backward's
         self._apply_end = 0
         # Note [In place but for the mode]: the node running, its first sid; the input an
         # untraced run would have written in place, (sid, event)
@@ -1239,14 +1262,49 @@ class Collector(ShardingMixin, TorchDispatchMode):
         kept_on = [(sid, v) for v in module.__dict__.values() if type(v) in self.PLAIN_TYPES
                    and (sid := sids.get(storage_key(v), -1)) >= first_new]
         if kept_on:   # Note [Tensors a call keeps on its module]
-            self.sink.write({"k": "stash", "mod": path, "ev0": ev0,
-                             "sids": [sid for sid, _ in kept_on],
-                             "graph": [sid for sid, v in kept_on if _deep_graph(v)]})
+            deep = [(sid, v) for sid, v in kept_on if _deep_graph(v)]
+            rec = {"k": "stash", "mod": path, "ev0": ev0, "sids": [sid for sid, _ in kept_on],
+                   "graph": [sid for sid, _ in deep]}
+            # reading a save packed by the script's own checkpoint would re-run its region
+            if deep and not self._ckpt_calls and \
+                    (reach := self._graph_saves([v for _, v in deep])) is not None:
+                rec["reach"] = reach
+            self.sink.write(rec)
         kept = [sid for v in module._buffers.values() if type(v) in self.PLAIN_TYPES
                 and (sid := sids.get(storage_key(v), -1)) >= first_new] \
             if module._buffers else []
         if kept:   # Note [A buffer a call makes and later calls reuse]
             self.sink.write({"k": "kept", "mod": path, "ev0": ev0, "sids": kept})
+
+    def _graph_saves(self, kept: list, budget: int = 5000) -> list[int] | None:
+        """The storages that the autograd graphs of `kept` save: a re-run's copy of them
+        holds those of its region, and only those (Note [Tensors a call keeps on its
+        module]). The whole graph back to the step's inputs, as the region that re-runs
+        the call is not known here; None past `budget` nodes (a deep model keeping such a
+        tensor in every layer), where replay holds every save made before the copy."""
+        seen: set[int] = set()
+        out: set[int] = set()
+        todo = [v.grad_fn for v in kept]
+        self._walking = True
+        try:
+            while todo:
+                node = todo.pop()
+                if node is None or hasattr(node, "variable"):   # a leaf's AccumulateGrad
+                    continue
+                seq = node._sequence_nr()
+                if seq in seen:
+                    continue
+                if len(seen) >= budget:
+                    return None
+                seen.add(seq)
+                for t in _saved_tensors_of(node):
+                    sid = self._sids.get(storage_key(t), -1)
+                    if sid >= 0:
+                        out.add(sid)
+                todo.extend(f for f, _ in node.next_functions)
+        finally:
+            self._walking = False
+        return sorted(out)
 
     # Note [Tensors a call keeps on its module]
     # A call may keep a tensor it made as a plain attribute of its module: pruning's
@@ -1717,6 +1775,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
     # had (the alias shares the tensor's version counter), and the unpack raises autograd's
     # error when it moved: the trace fails where the script does.
     def _unpack(self, t: torch.Tensor) -> torch.Tensor:
+        if self._walking:   # `_graph_saves` reading a node's saves, not backward
+            return t
         saved = getattr(t, "_memledger_version", None)
         if saved is not None and t._version != saved:
             raise RuntimeError(
