@@ -62,7 +62,14 @@ from torch.utils.checkpoint import (
 from memledger.crash import internal
 from memledger.errors import PolicyError
 from memledger.measure.offload import Offloader
-from memledger.replay.policies import DEFAULT_SAVE_OPS, Policy, PolicyKind, Region, resolve
+from memledger.replay.policies import (
+    DEFAULT_SAVE_OPS,
+    Policy,
+    PolicyKind,
+    Region,
+    idle_modules_message,
+    resolve,
+)
 from memledger.replay.script_checkpoint import nested_checkpoint_message, offload_inside_message
 from memledger.replay.scripted import refuse_scripted_regions
 from memledger.replay.stateful import (
@@ -106,6 +113,16 @@ class PolicyHandle:
         for o in self.offloaders:
             o.close()
         self.offloaders.clear()
+
+    def idle_part(self) -> tuple[str, list[str]] | None:
+        """(selector, paths) of the first policy part none of whose modules ran yet (Note
+        [Modules that never ran], replay/policies.py); None when each part's did."""
+        for part in self.policy.parts:
+            paths = [r.path for r in self.regions if r.part is part]
+            if paths and not any(getattr(self.modules[p].__dict__.get("forward"), "ran",
+                                         True) for p in paths if p in self.modules):
+                return part.selector, paths
+        return None
 
     def __enter__(self) -> "PolicyHandle":
         return self
@@ -214,8 +231,10 @@ class _RegionForward:
     def __init__(self, run: Callable, orig: Callable) -> None:
         functools.update_wrapper(self, orig)   # name, doc, `__wrapped__` for inspect
         self.run, self.orig = run, orig
+        self.ran = False   # Note [Modules that never ran] (replay/policies.py)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        self.ran = True
         return self.run(*args, **kwargs)
 
     def __reduce_ex__(self, protocol: int) -> Any:
@@ -582,6 +601,8 @@ class PolicyInstaller:
     # plain as before.
     def _first_call(self, module: nn.Module, args: tuple) -> None:
         forward = module.__dict__.get("forward")   # a _RegionForward, or not a region
+        if isinstance(forward, _RegionForward):   # its first call does not pass through it
+            forward.ran = True
         halves = getattr(getattr(forward, "run", None), "memledger_halves", None)
         kwargs = _call_kwargs() if halves is not None else None
         if kwargs is None:
@@ -601,6 +622,9 @@ class PolicyInstaller:
             self._apply(moved[0])
         elif self.error is not None:  # the model is decided, and the policy does not fit it
             self.error = self._explained(self.error)
+            raise self.error
+        elif self.applied is not None and (idle := self.applied.idle_part()) is not None:
+            self.error = PolicyError(idle_modules_message(*idle))
             raise self.error
 
     def _explained(self, error: PolicyError) -> PolicyError:

@@ -247,7 +247,8 @@ def glob_regex(selector: str) -> re.Pattern:
 def resolve(policy: Policy, modules: Iterable[tuple[str, str]],
             known: str = "the model's modules are", after: str = "",
             others: Iterable[str] = (), uncalled: Iterable[str] = (),
-            containers: dict[str, str] | None = None) -> list[Region]:
+            containers: dict[str, str] | None = None,
+            idle: Iterable[str] = ()) -> list[Region]:
     """The regions a policy selects among (path, class name) pairs, in model order.
 
     Raises PolicyError when a selector matches nothing (listing the module names, then
@@ -255,7 +256,8 @@ def resolve(policy: Policy, modules: Iterable[tuple[str, str]],
     of `others`, saying so; or, where it names modules that hold parameters but never ran
     as module calls, one of `uncalled`, saying why), when two selected modules nest, or
     when two parts select the same module. `containers` (path -> class name): modules with
-    no forward of their own, which a policy never selects (Note [Containers]).
+    no forward of their own, which a policy never selects (Note [Containers]). `idle`:
+    those of `uncalled` no op read in the traced steps (Note [Modules that never ran]).
     """
     containers = containers or {}
     modules = list(dict.fromkeys(modules))
@@ -270,7 +272,8 @@ def resolve(policy: Policy, modules: Iterable[tuple[str, str]],
         hits = _selected(sel, mods)
         if not hits:
             _refuse_uncalled(sel, _selected(sel, [(p, containers.get(p, ""))
-                                                  for p in dict.fromkeys(uncalled)]), mods)
+                                                  for p in dict.fromkeys(uncalled)]), mods,
+                             set(idle))
             beside = _beside_the_model(sel, others)
             if beside:
                 model = f" ({_a(root)}: the first top-level module with parameters the " \
@@ -332,12 +335,36 @@ def _selected(sel: str, mods: list[tuple[str, str]]) -> list[tuple[str, str]]:
 # predict always did: it never ran), and a selector that matches only containers is
 # refused, naming the container's class and the modules around it to select instead.
 # The trace records the model's containers (`container` records) for predict to say so.
+#
+# Note [Modules that never ran]
+# A multimodal model given text alone never runs its vision tower (transformers' GOT-OCR2,
+# Phi-4-multimodal's audio encoder): the modules exist, hold parameters, and no op reads
+# them in the steps. predict refused a policy on them as if the script called their
+# `.forward()` directly, and measure wrapped them and measured the baseline (a policy
+# that does nothing). Both now refuse it in the same words (`idle_modules_message`):
+# predict where no op read the modules' parameters after the first forward began
+# (prepared.py `_idle_modules`), measure where none of a part's wrapped modules ran by
+# the first optimizer step.
+def idle_modules_message(sel: str, paths: list[str]) -> str:
+    """One line: a selector whose modules never ran in the traced steps."""
+    return (f"selector {sel!r} matches {_listed(paths)}, which never ran in the steps (the "
+            "script's input never reaches them: a vision tower given text alone, a branch "
+            "the config turns off), so a policy on them would change nothing; select "
+            "modules the step runs")
+
+
+def _listed(paths: list[str]) -> str:
+    return ", ".join(paths[:3]) + (f", ... ({len(paths) - 3} more)" if len(paths) > 3 else "")
+
+
 def _refuse_uncalled(sel: str, hits: list[tuple[str, str]],
-                     ran: list[tuple[str, str]]) -> None:
+                     ran: list[tuple[str, str]], idle: set[str] = frozenset()) -> None:
     if not hits:
         return
     paths = [p for p, _ in hits]
-    named = ", ".join(paths[:3]) + (f", ... ({len(paths) - 3} more)" if len(paths) > 3 else "")
+    if all(p in idle for p in paths):
+        raise PolicyError(idle_modules_message(sel, paths))
+    named = _listed(paths)
     first, cls = hits[0]
     ran_names = [p for p, _ in ran]
     outer = max((p for p in ran_names if first.startswith(p + ".")), key=len, default="")

@@ -146,6 +146,7 @@ class Prepared:
     last_use: np.ndarray = None   # int64 event of the storage's last use (any phase)
     made_mod: np.ndarray = None   # object: the module that made the storage ("" = none)
     param_modules: tuple[str, ...] = ()   # every module path a parameter's name implies
+    idle_modules: tuple[str, ...] = ()    # of those, ones no op read in the traced steps
     containers: dict[str, str] = field(default_factory=dict)   # Note [Containers]: path -> class
 
     @classmethod
@@ -249,6 +250,7 @@ class Prepared:
             script_ckpt=script_checkpoints(led.extra.get("script_ckpt", [])),
             other_roots=others,
             param_modules=_param_modules(st, others),
+            idle_modules=_idle_modules(st, others),
             containers=_containers(led),
             compiled=compiled_regions(led),
             scope_model=model_calls(sc["mod"].to_numpy(dtype=object),
@@ -334,6 +336,26 @@ def _param_modules(st: pd.DataFrame, others: tuple[str, ...]) -> tuple[str, ...]
         if parts and parts[0] not in others:
             out.update(dict.fromkeys(".".join(parts[:i]) for i in range(1, len(parts) + 1)))
     return tuple(out)
+
+
+def _idle_modules(st: pd.DataFrame, others: tuple[str, ...]) -> tuple[str, ...]:
+    """The module paths the parameter names imply whose every parameter was last read
+    before the first forward: modules that never ran in the traced steps (a vision tower
+    given text alone), not modules whose `.forward()` the script calls directly."""
+    fwd = st.loc[st["phase"] == "forward", "created"]
+    if not len(fwd):
+        return ()
+    par = st[st["category"] == "parameter"].dropna(subset=["name"])
+    mods = par["name"].astype(str).str.rsplit(".", n=1).str[0]
+    last = par["last_use"].groupby(mods).max()
+    # a module is idle when every module under it that holds parameters is
+    idle: dict[str, bool] = {}
+    for path, t in last.items():
+        parts = str(path).split(".")
+        for i in range(1, len(parts) + 1):
+            key = ".".join(parts[:i])
+            idle[key] = idle.get(key, True) and bool(t < fwd.min())
+    return tuple(m for m in _param_modules(st, others) if idle.get(m, False))
 
 
 def _stash_reach(led: Ledger, st: pd.DataFrame) -> dict[str, np.ndarray | None]:

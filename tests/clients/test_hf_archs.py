@@ -58,3 +58,17 @@ def test_a_recurrent_state_kept_on_its_module_holds_only_its_graph():
     led = run.ledger
     reach = [r for r in led.extra["stash"] if "reach" in r]
     assert len(reach) == 4 and all(r["graph"] and r["reach"] for r in reach)
+
+
+def test_a_policy_on_modules_that_never_ran_is_refused_alike():
+    """GOT-OCR2 given text alone never runs its vision tower (Note [Modules that never
+    ran], replay/policies.py): predict said the script calls the layers' `.forward()`
+    directly, measure measured the baseline. Both now refuse it in the same words."""
+    policy = "checkpoint:model.vision_tower.layers.*"
+    run = run_client("train_hf_arch.py", ["--arch", "got_ocr2", "--steps", "2"], [policy],
+                     steps=1)
+    p = run.policies[policy]
+    assert p.predicted is None and p.measured is None
+    assert p.predict_refusal == p.measure_refusal
+    assert "model.vision_tower.layers.0, model.vision_tower.layers.1, which never ran" \
+        in p.predict_refusal
