@@ -456,7 +456,7 @@ def test_an_allocator_pass_broken_by_a_system_error_runs_once_more_on_every_rank
     # allocator's history gives a checkpoint's re-run (Note [The allocator's history and a
     # checkpoint's re-run]), the first time only
     out = tmp_path / "h.ledger"
-    rc = main(["trace", "--nproc", "2", "--steps", "2", str(SCRIPTS / "dist_modes.py"),
+    rc = main(["trace", "--nproc", "2", "--steps", "1", str(SCRIPTS / "dist_modes.py"),
                "-o", str(out), "--", "history", str(tmp_path)])
     err = capsys.readouterr().err
     # THEN trace says so in one line and launches the pass once more, without the history:
