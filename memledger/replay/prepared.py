@@ -91,8 +91,8 @@ class Prepared:
     acast: np.ndarray = None   # bool: a parameter's cast autocast keeps in its cache (Note
     #                            [Autocast's cache in a re-run], trace/collector.py)
     acast_src: np.ndarray = None   # int64: the row of the parameter it casts (-1: unknown)
-    stash_reach: np.ndarray = None   # bool: saved inside a stashed tensor's graph, made by
-    #                                  its call (collector `_graph_saves`; None: not walked)
+    stash_reach: np.ndarray = None   # bool: saved by a node of a stashed tensor's graph
+    #                                  (collector `_graph_saves`; None: no graph walked)
     stash_walked: np.ndarray = None  # bool: stashed, and its record says what its graph saves
     stashed: np.ndarray = None   # bool: kept as a plain attribute of the module whose call made
     #                              it (Note [Tensors a call keeps on its module], collector.py)
@@ -348,13 +348,14 @@ def _idle_modules(st: pd.DataFrame, others: tuple[str, ...]) -> tuple[str, ...]:
     par = st[st["category"] == "parameter"].dropna(subset=["name"])
     mods = par["name"].astype(str).str.rsplit(".", n=1).str[0]
     last = par["last_use"].groupby(mods).max()
+    first = fwd.min()
     # a module is idle when every module under it that holds parameters is
     idle: dict[str, bool] = {}
     for path, t in last.items():
         parts = str(path).split(".")
         for i in range(1, len(parts) + 1):
             key = ".".join(parts[:i])
-            idle[key] = idle.get(key, True) and bool(t < fwd.min())
+            idle[key] = idle.get(key, True) and bool(t < first)
     return tuple(m for m in _param_modules(st, others) if idle.get(m, False))
 
 

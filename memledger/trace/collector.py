@@ -1317,7 +1317,10 @@ class Collector(ShardingMixin, TorchDispatchMode):
     # replay say so (memledger/replay/engine.py, Rule 10). Its `graph` names those whose
     # autograd graph runs deeper than one op on leaves (`_deep_graph`: a ReLU output kept as
     # `self.h`, not a pruned weight `weight_orig * mask`): a re-run's copy of one of those
-    # keeps the re-run's saves while the module holds it (engine.py `_kept_remakes`).
+    # keeps the re-run's saves while the module holds it (engine.py `_kept_remakes`). Its
+    # `reach` names the storages those graphs save (`_graph_saves`, walked once here):
+    # RecurrentGemma keeps its scan's last state, whose graph is one branch of the layer,
+    # so a checkpointed layer holds those saves and not the others.
 
     # Note [A buffer a call makes and later calls reuse]
     # A module may make a tensor on its first call and keep it as a buffer for later calls
