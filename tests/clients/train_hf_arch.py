@@ -2,7 +2,8 @@
 download), for differential tests of the replay over code nobody here wrote: MoE routers,
 hybrid attention/state-space stacks, multi-head latent attention, sliding windows, and
 whatever the next release adds. `benchmarks/hf_archs.py` runs every architecture under
-each policy; tests/clients/test_hf_archs.py pins the ones that showed a gap.
+each policy; tests/clients/test_hf_archs.py pins one of several families and the ones
+that showed a gap.
 
     python tests/clients/train_hf_arch.py --arch mixtral --steps 3
     python tests/clients/train_hf_arch.py --arch qwen3_next --amp --accum 2
@@ -11,9 +12,10 @@ each policy; tests/clients/test_hf_archs.py pins the ones that showed a gap.
     python tests/clients/train_hf_arch.py --arch phi --grad-ckpt   # the model's own checkpoint
 
 The shrink is generic: every size field a config has (hidden size, layers, heads, experts,
-LoRA ranks of latent attention, ...) is set small, per-layer lists are cut to the layer
-count, special token ids are kept inside the small vocabulary. An architecture the shrink
-cannot build exits with code 3 and one line saying why.
+latent-attention ranks, state-space heads, a multimodal model's towers, ...) is set small,
+per-layer lists are cut to the layer count, special token ids are kept inside the small
+vocabulary. An architecture the shrink cannot build exits with code 3 and one line saying
+why.
 """
 
 import argparse
