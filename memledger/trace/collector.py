@@ -263,7 +263,30 @@ _TRACE_DIR = os.path.dirname(os.path.abspath(__file__))   # the collectors' own 
 # as long as the later ones would have been (`_one_cast_per_rerun`; +2,112 B before, wide
 # seed 153). Inside the autocast kernel the autocast key is excluded, so
 # `torch.is_autocast_enabled()` reads False there; the nesting count (read by a balanced
-# increment and decrement) says whether an autocast context is open.
+# increment and decrement) says whether an autocast context is open. Only autocast's own
+# casts are cached: a model's `self.D.to(dtype)` under autocast (Mamba-2 mixers in Bamba,
+# Nemotron-H) is an fp32 leaf cast to bf16 too, freed at once, and holding its re-made
+# copy to the re-run's end read +8 B. At the mode the two look alike; autocast's is read
+# next (after views) by an op on its lower-precision list, so a cast is named `acast` only
+# when the next op but views is one (`_autocast_casts_read_by`).
+
+# the ops autocast runs in lower precision (its CPU and CUDA lists), as the dispatch mode
+# sees them: a cast of a parameter that autocast caches is read next by one of these
+# (after views: F.linear's `t` of the weight); the model's own `p.to(torch.bfloat16)`
+# under autocast, read by anything else, is not cached (Note [Autocast's cache in a re-run])
+_LOWER_PRECISION_OPS = frozenset((
+    "mm", "addmm", "bmm", "baddbmm", "addbmm", "addmv", "mv", "matmul", "linear",
+    "convolution", "_convolution", "conv1d", "conv2d", "conv3d", "conv_tbc",
+    "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "mkldnn_convolution",
+    "mkldnn_rnn_layer", "_prelu_kernel", "prelu", "_addmm_activation",
+    "_native_multi_head_attention",
+    "_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_efficient_attention",
+    "_scaled_dot_product_flash_attention", "_scaled_dot_product_cudnn_attention",
+    "cudnn_convolution", "cudnn_convolution_transpose", "_grouped_mm", "lstm_cell",
+    "gru_cell", "rnn_tanh_cell", "rnn_relu_cell", "_thnn_fused_lstm_cell",
+    "_thnn_fused_gru_cell", "linalg_vecdot"))
+
+
 def _autocast_caches(args, out) -> bool:
     """Whether autocast keeps this `_to_copy` output in its cache (aten's `cached_cast`:
     an fp32 leaf that requires grad, cast to lower precision inside an autocast context)."""
@@ -539,6 +562,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
         self._unpack_node = -1
         self._unpacks: list[tuple[int, int, int]] = []   # (sid, event, its save's event)
         self._walking = False   # reading a kept tensor's graph: its unpacks are not backward's
+        self._acast_pending: list[dict] = []   # casts autocast may cache, until read
         self._apply_end = 0
         # Note [In place but for the mode]: the node running, its first sid; the input an
         # untraced run would have written in place, (sid, event)
@@ -760,9 +784,11 @@ class Collector(ShardingMixin, TorchDispatchMode):
             self._apply_end = ev + 1
         elif self._unpacks and func in _GRAD_LAYOUT_OPS:
             self._validated = True   # an `add` from here on is the engine's accumulation
+        if self._acast_pending and func is not _TO_COPY and not func.is_view:
+            self._autocast_casts_read_by(func)
         if func is _TO_COPY and self._phase != "backward" and _autocast_caches(args, out):
-            self.sink.write({"k": "acast", "sid": self._sid(out, ev),
-                             "src": self._sid(args[0], ev)})
+            self._acast_pending.append({"k": "acast", "sid": self._sid(out, ev),
+                                        "src": self._sid(args[0], ev)})
         if self._phase == "backward" and func in _OUT_OF_PLACE_UNDER_MODE:   # cheap first
             self._in_place_twin(func, args, out, ev)
         elif func is _ADD and self._phase != "backward":
@@ -1275,6 +1301,14 @@ class Collector(ShardingMixin, TorchDispatchMode):
             if module._buffers else []
         if kept:   # Note [A buffer a call makes and later calls reuse]
             self.sink.write({"k": "kept", "mod": path, "ev0": ev0, "sids": kept})
+
+    def _autocast_casts_read_by(self, func) -> None:
+        """The casts made since the last op but views are autocast's (`acast` records) if
+        this op is one autocast runs in lower precision, else the script's own `.to()`."""
+        if func._opname in _LOWER_PRECISION_OPS:
+            for rec in self._acast_pending:
+                self.sink.write(rec)
+        self._acast_pending.clear()
 
     def _graph_saves(self, kept: list, budget: int = 5000) -> list[int] | None:
         """The storages that the autograd graphs of `kept` save: a re-run's copy of them
