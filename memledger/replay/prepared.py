@@ -249,8 +249,8 @@ class Prepared:
             stateful_mod=st_mod, stateful_ev0=st_ev0, stateful_obj=st_obj,
             script_ckpt=script_checkpoints(led.extra.get("script_ckpt", [])),
             other_roots=others,
-            param_modules=_param_modules(st, others),
-            idle_modules=_idle_modules(st, others),
+            param_modules=(params := _param_modules(st, others)),
+            idle_modules=_idle_modules(st, params),
             containers=_containers(led),
             compiled=compiled_regions(led),
             scope_model=model_calls(sc["mod"].to_numpy(dtype=object),
@@ -338,9 +338,9 @@ def _param_modules(st: pd.DataFrame, others: tuple[str, ...]) -> tuple[str, ...]
     return tuple(out)
 
 
-def _idle_modules(st: pd.DataFrame, others: tuple[str, ...]) -> tuple[str, ...]:
-    """The module paths the parameter names imply whose every parameter was last read
-    before the first forward: modules that never ran in the traced steps (a vision tower
+def _idle_modules(st: pd.DataFrame, param_modules: tuple[str, ...]) -> tuple[str, ...]:
+    """Those of `param_modules` whose every parameter was last read before the first
+    forward: modules that never ran in the traced steps (a vision tower
     given text alone), not modules whose `.forward()` the script calls directly."""
     fwd = st.loc[st["phase"] == "forward", "created"]
     if not len(fwd):
@@ -356,7 +356,7 @@ def _idle_modules(st: pd.DataFrame, others: tuple[str, ...]) -> tuple[str, ...]:
         for i in range(1, len(parts) + 1):
             key = ".".join(parts[:i])
             idle[key] = idle.get(key, True) and bool(t < first)
-    return tuple(m for m in _param_modules(st, others) if idle.get(m, False))
+    return tuple(m for m in param_modules if idle.get(m, False))
 
 
 def _stash_reach(led: Ledger, st: pd.DataFrame) -> dict[str, np.ndarray | None]:
