@@ -225,6 +225,7 @@ def _written_slots(func) -> tuple[tuple[int, str], ...]:
 _GRAD_LAYOUT_OPS = frozenset({torch.ops.aten.sum.dim_IntList, torch.ops.aten._to_copy.default})
 _ADD = torch.ops.aten.add.Tensor
 _TO_COPY = torch.ops.aten._to_copy.default
+_SAFE_SOFTMAX = getattr(getattr(torch.ops.aten, "_safe_softmax", None), "default", None)
 _COPY = torch.ops.aten.copy_.default
 _aten = torch.ops.aten
 # Note [In place but for the mode]: backward ops torch runs out of place under a mode only
@@ -568,6 +569,10 @@ class Collector(ShardingMixin, TorchDispatchMode):
         # untraced run would have written in place, (sid, event)
         self._node, self._node_sid = -1, 0
         self._twin: tuple[int, int, int, str] = (-1, -1, -1, "")   # in, event, out, op
+        # Note [The attention mask, added in place but for the mode]: an add's (in, event,
+        # out) that may be attention's, and the free of its input, held until the next op
+        self._mask_twin: tuple[int, int, int] = (-1, -1, -1)
+        self._free_held: dict | None = None
         self._released = False     # the node let go of what it unpacked: its apply is over
         # the engine ran validate_outputs on the node's gradients (a broadcast sum, a cast):
         # its apply has returned (Note [When an unpacked tensor goes])
@@ -669,6 +674,9 @@ class Collector(ShardingMixin, TorchDispatchMode):
         if self._closed:
             return
         self._closed = True
+        if self._free_held is not None:   # no op came after it: as recorded
+            self.sink.write(self._free_held)
+            self._free_held = None
         self._unpacks_done()
         if self._steps_by == "optimizer":   # a step its optimizers began and left open
             open_step = self._steps.open    # (a trainable parameter none steps, the first
@@ -739,6 +747,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
             return out
         ev = self._ev
         self._ev = ev + 1
+        if self._free_held is not None:   # Note [The attention mask, added in place ...]
+            self._settle_held_free(func, args)
         if self._scalars.pending:   # the last op's node is set now: Note [Wrapped scalars]
             self._scalars.resolve()
         if self._held:
@@ -793,6 +803,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
             self._in_place_twin(func, args, out, ev)
         elif func is _ADD and self._phase != "backward":
             self._linear_bias_twin(args, out, ev)
+            if self._twin[1] != ev:
+                self._attention_mask_twin(args, out, ev)
         if numbers and _tensor_slots(func):   # Note [Wrapped scalars] in trace/scalars.py
             self._scalars.note(func, args, out, ev, self._module_now)
         if _casts_inputs(func):   # Note [Inputs an op casts] in trace/scalars.py
@@ -998,7 +1010,11 @@ class Collector(ShardingMixin, TorchDispatchMode):
         self._saved_mod.pop(sid, None)
         if self._held.pop(sid, None) is not None:   # freed while the script held it: it let
             self.sink.write({"k": "released", "sid": sid, "ev": ev})   # go at the free
-        self.sink.write({"k": "free", "sid": sid, "ev": ev, "last": self._last.pop(sid, -1)})
+        rec = {"k": "free", "sid": sid, "ev": ev, "last": self._last.pop(sid, -1)}
+        if self._mask_twin[:2] == (sid, ev - 1) and self._free_held is None:
+            self._free_held = rec   # Note [The attention mask, added in place but for ...]
+            return
+        self.sink.write(rec)
 
     def _stopped_output(self, sid: int, ev: int) -> None:
         """An output of the latest op (event `ev`), freed inside a script checkpoint's re-run:
@@ -1083,6 +1099,43 @@ class Collector(ShardingMixin, TorchDispatchMode):
         if sid >= 0 and a.untyped_storage().nbytes() == out.untyped_storage().nbytes():
             made = self._sids.get(out.untyped_storage()._cdata, -1)
             self._twin = (sid, ev, made, "add_")
+
+    # Note [The attention mask, added in place but for the mode]
+    # torch's math attention (`_scaled_dot_product_attention_math`, the CPU path for a
+    # float mask under bf16 autocast, and any backend that cannot take its inputs) adds
+    # the mask into the scores in place, `attn.add_(mask)`, unless a tensor is
+    # "subclass-like", and a dispatch mode makes every tensor one: traced, the scores and
+    # their sum are both live for one event, a buffer the untraced run never has. Doge's
+    # attention (transformers, bf16 autocast) has its peak in a checkpoint's re-run at
+    # that add: (8, 4, 64, 64) fp32 scores, predicted 391,164 B over measured under
+    # `checkpoint:model.layers.*`. The sum is folded into the scores as the gradient sums
+    # of Note [In place but for the mode] are, when the scores die right after the add and
+    # the op after it is the math path's `_safe_softmax` of the sum, which only that path
+    # calls: a script's own `scores + mask` (eager attention) is out of place untraced too.
+    # The scores' free comes between the two ops, so it is held until the next op says
+    # which event it belongs to (`_settle_held_free`).
+    def _attention_mask_twin(self, args, out, ev: int) -> None:
+        if _SAFE_SOFTMAX is None or len(args) != 2 or not isinstance(out, _Tensor):
+            return
+        a = args[0]
+        if type(a) not in self.PLAIN_TYPES or a.shape != out.shape or a.dtype != out.dtype \
+                or a._is_view() or not a.is_contiguous():
+            return
+        sid = self._sids.get(a.untyped_storage()._cdata, -1)
+        if sid >= 0 and a.untyped_storage().nbytes() == out.untyped_storage().nbytes():
+            self._mask_twin = (sid, ev, self._sids.get(out.untyped_storage()._cdata, -1))
+
+    def _settle_held_free(self, func, args) -> None:
+        """Write the held free of an add's input: at the add, folded, when this op is the
+        math attention's softmax of the sum (Note [The attention mask, added in place but
+        for the mode]); else where it happened."""
+        rec, self._free_held = self._free_held, None
+        sid, at, made = self._mask_twin
+        if func is _SAFE_SOFTMAX and args and isinstance(args[0], _Tensor) and \
+                self._sids.get(args[0].untyped_storage()._cdata, -1) == made:
+            rec["ev"] = at
+            self.sink.write({"k": "inplace", "sid": made, "op": "add_", "in": sid})
+        self.sink.write(rec)
 
     def _module_now(self) -> str:
         if self._fsdp_units and (unit := self._fsdp_module()) is not None:
