@@ -127,6 +127,13 @@ Rules (numbered so that code can point here):
    FakeTensor (nothing). The fake run makes that buffer where the real run does, by a
    post-hook on the rebuilt node (Note [A view written in place, in backward],
    trace/fake_views.py).
+18. Split sizes read from tensor values (`expert_size = gates.long().sum(0).tolist()`,
+   then `inputs.split(expert_size)`: JetMoE's and other scatter-MoE routers) are Rule 3's
+   stand-in zeros, which `split_with_sizes` refuses as not summing to the dimension. A real
+   run never gets there (its sizes sum), so sizes that do not sum are stand-ins: the
+   dimension is split evenly among as many parts (`even_split`), a router that balances
+   its experts, and a stand-in record names the line. The parts' sizes move bytes between
+   experts, not their sum: the experts' outputs, concatenated, are the real run's size.
 
 Worked example (MLP of examples/train_mlp.py, B=64, fp32, fake, target cpu): fc1.weight is
 a fake 512×256 tensor whose meta storage has 512·256·4 = 524,288 bytes; its row is the
@@ -589,6 +596,28 @@ DENSE_FP32_STATS = {op: _StatsInFloat(op, dense) for op, dense in DENSE_OUTPUT.i
                     if op is not getattr(aten.native_batch_norm_backward, "default", None)}
 CTC_LOSS = aten._ctc_loss.Tensor
 
+# Rule 18: split sizes that do not sum to the dimension are stand-ins
+SPLIT_WITH_SIZES = frozenset({aten.split_with_sizes.default})
+
+
+def even_split(args: tuple, kwargs: dict | None) -> list[int] | None:
+    """Rule 18: the even split of `split_with_sizes`'s dimension among its parts, where the
+    sizes given (stand-ins) do not sum to it; None where they do."""
+    kwargs = kwargs or {}
+    x = args[0]
+    sizes = args[1] if len(args) > 1 else kwargs.get("split_sizes")
+    dim = args[2] if len(args) > 2 else kwargs.get("dim", 0)
+    if not isinstance(x, torch.Tensor) or not isinstance(sizes, (list, tuple)) or not sizes:
+        return None
+    try:
+        n = int(x.shape[dim])
+        if sum(int(v) for v in sizes) == n:
+            return None
+    except (TypeError, IndexError, RuntimeError):   # symbolic sizes: leave them to torch
+        return None
+    q, r = divmod(n, len(sizes))
+    return [q + (i < r) for i in range(len(sizes))]
+
 
 def _ctc_known_lengths(args) -> bool:
     """Rule 3: are the target lengths of a `ctc_loss` known (token counts of the script's
@@ -784,6 +813,10 @@ class FakeCollector(Collector):
                 else DENSE_OUTPUT[func]
         elif func is CTC_LOSS and _ctc_known_lengths(args):
             func = CTC_LOSS_KNOWN                        # Rule 3
+        elif func in SPLIT_WITH_SIZES and (even := even_split(args, kwargs)) is not None:
+            args = (args[0], even, *args[2:])            # Rule 18
+            kwargs = {k: v for k, v in (kwargs or {}).items() if k != "split_sizes"}
+            self._note_standin(str(func), f"even split: {even}")
         ub = UPPER_BOUNDS.get(func)
         if ub is not None and isinstance(args[0], FakeTensor):   # real inputs: real values
             known = self._real(func, args, kwargs or {})          # shadowed: the real size

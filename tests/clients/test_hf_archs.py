@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.clients.harness import run_client
+from tests.clients.harness import fake_client_gaps, run_client
 from tests.clients.train_hf_arch import blocks_glob, build
 
 pytestmark = pytest.mark.clients
@@ -88,3 +88,15 @@ def test_a_policy_on_modules_that_never_ran_is_refused_alike():
     assert p.predict_refusal == p.measure_refusal
     assert "model.vision_tower.layers.0, model.vision_tower.layers.1, which never ran" \
         in p.predict_refusal
+
+
+def test_fake_split_sizes_read_from_a_router():
+    """JetMoE's router reads its experts' sizes with `.tolist()` and splits the tokens by
+    them: a fake run's stand-in zeros made `split_with_sizes` refuse, and the run crashed.
+    They are split evenly now (Rule 18, trace/fake.py), and the fake ledger agrees with
+    the real one in peak, categories at the peak and every policy's prediction."""
+    _known("jetmoe")
+    glob = blocks_glob(build("jetmoe", "meta"))
+    policies = [f"checkpoint:{glob}", f"selective:{glob}", f"offload:{glob}"]
+    assert fake_client_gaps("train_hf_arch.py", ["--arch", "jetmoe", "--steps", "2"],
+                            policies) == {}

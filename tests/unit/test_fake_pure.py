@@ -111,3 +111,18 @@ def test_real_answers_patch_a_module_imported_inside_and_put_it_back(tmp_path, m
     with fake_questions.RealAnswers():                  # already imported: patched at entry
         assert utils.tracing(0) is False
     assert utils.tracing(0) is True
+
+
+def test_split_sizes_that_do_not_sum_are_split_evenly():
+    """Rule 18 (trace/fake.py): stand-in sizes (zeros from `.tolist()`) become an even
+    split of the dimension; sizes that sum, as a real run's do, are left alone."""
+    import torch
+
+    from memledger.trace.fake import even_split
+    x = torch.empty(1026, 8, device="meta")
+    assert even_split((x, [0, 0, 0, 0]), None) == [257, 257, 256, 256]
+    assert even_split((x, [0, 0], 1), None) == [4, 4]
+    assert even_split((x,), {"split_sizes": [1, 2], "dim": -1}) == [4, 4]
+    assert even_split((x,), {"split_sizes": [3, 5], "dim": -1}) is None
+    assert even_split((x, [1000, 26]), None) is None
+    assert even_split((x, []), None) is None
