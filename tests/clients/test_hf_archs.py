@@ -57,9 +57,10 @@ def test_a_recurrent_state_kept_on_its_module_holds_only_its_graph():
     (`self.recurrent_states`); a checkpointed layer's re-run keeps its copy there, whose
     graph holds what the scan and its gates saved, not the layer's other branch (the GELU
     of `linear_y`). The stash record names the saves the graph holds (`reach`, Note
-    [Tensors a call keeps on its module]). Pinned as measured: checkpoint was 393,184 B
-    over, now 32 B under; selective 6,176 B under and the mixed policy 16 B under are open
-    (docs/accuracy.md, "Every transformers architecture")."""
+    [Tensors a call keeps on its module]). Checkpoint was 393,184 B over, then 32 B under
+    (the Python numbers the scan's nodes keep, saved with no hook); selective 6,176 B
+    under, the walk's rule 268,288 B under (the `linear_x` and conv outputs that SAC's
+    cache handed the re-run, which the copy's graph holds too). Every policy exact now."""
     _known("recurrent_gemma")
     glob = blocks_glob(build("recurrent_gemma", "meta"))
     one, two = glob[:-1] + "0", glob[:-1] + "1"
@@ -68,8 +69,9 @@ def test_a_recurrent_state_kept_on_its_module_holds_only_its_graph():
     run = run_client("train_hf_arch.py", ["--arch", "recurrent_gemma", "--steps", "3"],
                      policies)
     assert run.ledger.peak_with_scratch() == run.allocator_peak
-    gap = {t: p.predicted - p.measured for t, p in run.policies.items()}
-    assert gap == {policies[0]: -32, policies[1]: -6_176, policies[2]: 0, mixed: -16}
+    for text, p in run.policies.items():
+        assert p.predicted is not None and p.predicted == p.measured, (text, p)
+        assert p.measured < run.allocator_peak, (text, p)
     led = run.ledger
     reach = [r for r in led.extra["stash"] if "reach" in r]
     assert len(reach) == 4 and all(r["graph"] and r["reach"] for r in reach)
