@@ -970,7 +970,14 @@ def _release_partly_saved(prep: Prepared, calls: _Calls, own: _Owners, fr: np.nd
     # every resnet, whose checkpoint (the library's own) saves it as an input in each down
     # block, mid block and up block; with `offload:down_blocks.*` it went when the mid
     # block's backward let go of it, long before the down blocks' (512 B over measured)
-    cand &= (own.made >= 0) & (own.first_save == own.made) & (prep.cat == ACTIVATION)
+    mine = (own.made >= 0) & (own.first_save == own.made)
+    # ... or a parameter's cast autocast's cache handed the call, which the frame does
+    # not hold either: HRM's layers, first called under no_grad in each cycle (the casts
+    # made there), then with gradients; checkpointed, nothing held the casts after the
+    # forward's autocast exit (180,224 B over measured under bf16 autocast)
+    if prep.acast is not None:
+        mine |= prep.acast
+    cand &= mine & (prep.cat == ACTIVATION)
     off = np.zeros(len(fr), dtype=bool)
     off[r[moved]] = True
     # and the batch, where the script let go of it (`_offloaded`): an autoencoder's MSE

@@ -300,6 +300,37 @@ def op_scratch(probe: CpuProfilerProbe, bare: dict[str, list[int]] | None = None
 # with those names (`inside` in the `opscratch` record); where the counts differ, replay
 # drops the calls made inside an op the ledger records (`Ledger.kernel_scratch`). A call
 # inside a composite op the mode never sees (`softmax` around `_softmax`) stays.
+# Note [A composite op of the same name]
+# `torch.where(c, x, 0.0)` is `where.ScalarOther`, a composite that makes the number a
+# 0-dim tensor (`scalar_tensor`) and calls `where.self`: the profiler lists one `where`
+# around `scalar_tensor` and another `where`, the dispatch mode sees `scalar_tensor` and
+# `where.self`, each an event, the number a storage of the ledger. Measured around the
+# outer call, the number (4 B) read as `where`'s scratch as well: MiniMax's decay masks
+# (transformers, built in setup), `offload` 4 B over measured where the policy put the peak
+# in setup. A call that has a call of its own name inside is such a composite, whose other
+# calls outside that one the mode sees as ops of their own: what they allocate is not
+# scratch of the call (`_helpers_the_mode_sees`). An op's own kernel calling ops of other
+# names (`_safe_softmax` calling `_softmax`) has no call of its own name inside, and keeps
+# its inner calls' bytes as its scratch (Note [Calls inside another op]).
+def _helpers_the_mode_sees(ordered: list[tuple[int, int, str]], i: int) -> list[tuple[int, int]]:
+    """(start, end) of the calls inside `ordered[i]`, a composite around a call of its own
+    name, that are not inside such a call (Note [A composite op of the same name]); []
+    for any other call. `ordered`: sorted by start, then longest first."""
+    start, end, op = ordered[i]
+    inner: list[tuple[int, int, str]] = []
+    for j in range(i + 1, len(ordered)):
+        s, e, name = ordered[j]
+        if s >= end:
+            break
+        if e <= end:
+            inner.append((s, e, name))
+    same = [(s, e) for s, e, name in inner if name == op]
+    if not same:
+        return []
+    return [(s, e) for s, e, name in inner if name != op
+            and not any(a <= s and e <= b for a, b in same)]
+
+
 def call_scratch(mem: list[tuple[int, int, int]],
                  calls: list[tuple[int, int, str]],
                  bare: dict[str, list[int]] | None = None,
@@ -321,7 +352,8 @@ def call_scratch(mem: list[tuple[int, int, int]],
     made_nothing: dict[str, list[int]] = {}
     within: dict[str, list] = {}   # op: [[place, [outer names]], ...]
     enclosing: list[tuple[int, str]] = []   # (end, name) of the calls open at `start`
-    for start, end, op in sorted(calls, key=lambda c: (c[0], -c[1])):
+    ordered = sorted(calls, key=lambda c: (c[0], -c[1]))
+    for i, (start, end, op) in enumerate(ordered):
         while enclosing and enclosing[-1][0] <= start:
             enclosing.pop()
         outer = sorted({name for _, name in enclosing if name != op})
@@ -333,8 +365,11 @@ def call_scratch(mem: list[tuple[int, int, int]],
             within.setdefault(op, []).append([len(out.get(op, ())), outer])
         mine: set[int] = set()
         held = most = 0
-        for _, ptr, size in mem[bisect_left(times, start):bisect_right(times, end)]:
+        seen = _helpers_the_mode_sees(ordered, i)
+        for t, ptr, size in mem[bisect_left(times, start):bisect_right(times, end)]:
             if size > 0:
+                if seen and any(s <= t <= e for s, e in seen):
+                    continue
                 mine.add(ptr)
                 held += size
             elif ptr in mine:

@@ -50,6 +50,7 @@ SMALL = dict(
     dim_head=16, dim_ff=128, dff=128, first_dense_intermediate_size=128,
     shared_intermediate_size=32, o_lora_rank=16, index_head_dim=16, index_topk=16,
     unpadded_vocab_size=V, linear_num_key_heads=2, linear_num_value_heads=4,
+    vocab_size_per_layer_input=V, hidden_size_per_layer_input=16, global_head_dim=16,
     # state-space mixers (Mamba-2 in hybrids)
     mamba_n_heads=4, mamba_num_heads=4, mamba_d_state=16, ssm_state_size=16, mamba_d_ssm=64,
     mamba_head_dim=16, mamba_chunk_size=16, chunk_size=16, n_groups=1,
@@ -64,11 +65,20 @@ def config(arch: str):
     return _shrunk(transformers.AutoConfig.for_model(arch).__class__)
 
 
+def _has(cfg, name: str) -> bool:
+    """The config has the field, though reading it may be refused (Gemma 4's per-layer
+    `head_dim` raises a RuntimeError of its own on a global read)."""
+    try:
+        return hasattr(cfg, name)
+    except RuntimeError:
+        return name in vars(cfg)
+
+
 def _shrunk(cls):
     """`cls` with every size field it has set small; a config inside it (a multimodal
     model's text and vision towers) shrunk the same way."""
     base = cls()
-    kw = {k: v for k, v in SMALL.items() if hasattr(base, k)}
+    kw = {k: v for k, v in SMALL.items() if _has(base, k)}
     if "kv_lora_rank" in kw:   # latent attention: its rotary head_dim is qk_rope_head_dim's
         kw.pop("head_dim", None)
     for name, sub in vars(base).items():

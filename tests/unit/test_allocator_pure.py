@@ -113,6 +113,25 @@ def test_scratch_is_what_a_call_allocated_and_let_go_not_its_inputs():
     assert call_scratch([(1, 0xE, 4), (2, 0xE, -4)], [(0, 3, "div")]) == {"div": [4]}
 
 
+def test_a_composite_of_the_same_name_leaves_its_helpers_bytes_to_the_ledger():
+    # Note [A composite op of the same name]: `where(c, x, 0.0)`, a `where` around
+    # `scalar_tensor` (4 B, an event and a storage of the ledger) and `where.self` (its
+    # output kept): no scratch. The inner `where`'s own scratch (an `empty` inside it,
+    # which the mode never sees) stays; so does a kernel's inner call of another name.
+    from memledger.trace.allocator import call_scratch
+
+    mem = [(11, 0xA, 4), (13, 0xB, 1024), (17, 0xA, -4)]
+    calls = [(10, 18, "where"), (11, 12, "scalar_tensor"), (13, 16, "where")]
+    assert call_scratch(mem, calls) == {}
+    mem += [(14, 0xC, 64), (15, 0xC, -64)]
+    calls += [(14, 14, "empty")]
+    assert call_scratch(mem, calls) == {"where": [64]}
+    # `_safe_softmax` calling `_softmax`: the inner call's copy is the kernel's scratch
+    assert call_scratch([(21, 0xD, 512), (22, 0xE, 256), (23, 0xD, -512)],
+                        [(20, 24, "_safe_softmax"), (21, 23, "_softmax")]) == \
+        {"_safe_softmax": [512], "_softmax": [512]}
+
+
 def test_calls_that_made_nothing_are_named():
     # Note [Calls that made nothing]: `sum(out=...)` (scratch, nothing kept), a `sum` that
     # made its 4 B output, one more `out=` call without scratch; `mm` made nothing and had
