@@ -49,6 +49,7 @@ SMALL = dict(
     linear_key_head_dim=16, linear_value_head_dim=16, linear_head_dim=16, swa_head_dim=16,
     dim_head=16, dim_ff=128, dff=128, first_dense_intermediate_size=128,
     shared_intermediate_size=32, o_lora_rank=16, index_head_dim=16, index_topk=16,
+    index_num_heads=2,
     unpadded_vocab_size=V, linear_num_key_heads=2, linear_num_value_heads=4,
     vocab_size_per_layer_input=V, hidden_size_per_layer_input=16, global_head_dim=16,
     # state-space mixers (Mamba-2 in hybrids)
@@ -78,7 +79,8 @@ def _shrunk(cls):
     """`cls` with every size field it has set small; a config inside it (a multimodal
     model's text and vision towers) shrunk the same way."""
     base = cls()
-    kw = {k: v for k, v in SMALL.items() if _has(base, k)}
+    # a size its default leaves 0 is a part the model does not have: left off
+    kw = {k: v for k, v in SMALL.items() if _has(base, k) and vars(base).get(k) != 0}
     if "kv_lora_rank" in kw:   # latent attention: its rotary head_dim is qk_rope_head_dim's
         kw.pop("head_dim", None)
     for name, sub in vars(base).items():
