@@ -1120,7 +1120,7 @@ def _recomputed_rows(prep, calls, own, seg, dropped, kept_cache, out: _Lifetimes
     gone_t = seg.start[kt] + (np.minimum(fr0[t], seg.end[kt]) - calls.ev0[kt])
     # ... and, where the walk says, what it saved without a hook (Python numbers a node
     # keeps: RecurrentGemma's scan, 4 x 8 B under measured)
-    kept_t = walked[kt] & (last_cr[kt] > cr[t]) & _in_reach(prep, t)
+    kept_t = _in_kept_graph(prep, kept, t, kt)
     gone_t = np.where(kept_t, np.maximum(gone_t, seg.pos_f(np.maximum(keep_to[kt], 0))),
                       gone_t)
     own_end = _own_save_end(prep, calls, own)[t]
@@ -1329,12 +1329,19 @@ def _cached_in_kept_graph(prep: Prepared, calls: _Calls, own: _Owners, seg: _Seg
     and the re-run saved again, until the module lets the copy go. RecurrentGemma's
     `linear_x` and conv outputs, under `selective:model.layers.*`: 268,288 B under
     measured when they went with their node."""
-    last_cr, keep_to, walked = kept
     r = np.flatnonzero(cached & (own.made >= 0))
     k = own.made[r]
-    held = walked[k] & (last_cr[k] > prep.created[r]) & _in_reach(prep, r)
+    held = _in_kept_graph(prep, kept, r, k)
     r, k = r[held], k[held]
-    out.f[0][r] = np.maximum(out.f[0][r], seg.pos_f(np.maximum(keep_to[k], 0)))
+    out.f[0][r] = np.maximum(out.f[0][r], seg.pos_f(np.maximum(kept[1][k], 0)))
+
+
+def _in_kept_graph(prep: Prepared, kept: tuple[np.ndarray, np.ndarray, np.ndarray],
+                   rows: np.ndarray, k: np.ndarray) -> np.ndarray:
+    """Per row (made by call `k`): in the graph of a copy that call's re-run makes later and
+    its module keeps, as the walk found it (`_kept_remakes`' `walked`, `stash_reach`)."""
+    last_cr, _, walked = kept
+    return walked[k] & (last_cr[k] > prep.created[rows]) & _in_reach(prep, rows)
 
 
 def _cached_cast_rows(prep: Prepared, calls: _Calls, own: _Owners, seg: _Segments,
