@@ -5,6 +5,7 @@ shrunk from its default config (tests/clients/train_hf_arch.py), under five poli
     .venv/bin/python benchmarks/hf_archs.py --archs mixtral,olmoe --loop="--amp"
     .venv/bin/python benchmarks/hf_archs.py --fake                 # fake ledger vs real
     .venv/bin/python benchmarks/hf_archs.py --loop="--lora"        # peft LoRA, all-linear
+    .venv/bin/python benchmarks/hf_archs.py --task seq-cls         # every type with that head
 
 Each architecture runs in a child process of its own (`--timeout` seconds; a library's
 state or a slow trace stays there), through the tier's harness (tests/clients/harness.py:
@@ -43,8 +44,10 @@ def one(arch: str, loop: list[str], fake: bool) -> dict:
     """In the child: the architecture's gaps, as JSON on stdout."""
     from tests.clients import train_hf_arch
     from tests.clients.harness import fake_client_gaps, gaps_of, run_client
+    task = loop[loop.index("--task") + 1] if "--task" in loop else "causal-lm"
     try:
-        glob = train_hf_arch.blocks_glob(train_hf_arch.build(arch, "meta", "--lora" in loop))
+        glob = train_hf_arch.blocks_glob(train_hf_arch.build(arch, "meta", "--lora" in loop,
+                                                             task))
     except Exception as e:   # noqa: BLE001 (the shrink's failure is the row)
         return {"arch": arch, "result": f"cannot build: {type(e).__name__}: "
                 f"{str(e).splitlines()[0][:120] if str(e) else ''}"}
@@ -81,16 +84,13 @@ def run_child(arch: str, loop: str, fake: bool, timeout: int) -> dict:
     return json.loads(lines[-1])
 
 
-def all_archs() -> list[str]:
-    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
-    return list(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES)
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--archs", default="all", help="comma-separated model types, or 'all'")
     ap.add_argument("--loop", default="", help="the script's options: '--amp', '--accum 2', "
                     "'--lora'")
+    ap.add_argument("--task", default="causal-lm", help="the head: causal-lm, masked-lm, "
+                    "seq-cls, token-cls, seq2seq (tests/clients/train_hf_arch.py)")
     ap.add_argument("--fake", action="store_true")
     ap.add_argument("--jobs", type=int, default=2, help="architectures run at once")
     ap.add_argument("--timeout", type=int, default=300, help="seconds per architecture")
@@ -99,19 +99,24 @@ def main() -> None:
     if a.child:
         print(json.dumps(one(a.child, a.loop.split(), a.fake)), flush=True)
         return
-    archs = all_archs() if a.archs == "all" else a.archs.split(",")
+    loop = f"{a.loop} --task {a.task}".strip()
+    if a.archs == "all":
+        from tests.clients.train_hf_arch import archs
+        chosen = archs(a.task)
+    else:
+        chosen = a.archs.split(",")
     counts = {"OK": 0, "gap": 0, "other": 0}
     print("| architecture | layers | peak -> lowest measured under a policy | result |\n"
           "|---|---|---:|---|", flush=True)
     with ThreadPoolExecutor(a.jobs) as pool:
-        for row in pool.map(lambda x: run_child(x, a.loop, a.fake, a.timeout), archs):
+        for row in pool.map(lambda x: run_child(x, loop, a.fake, a.timeout), chosen):
             kind = ("OK" if row["result"] == "OK" else "other" if row["result"].startswith(
                 ("cannot build", "script failed", "timed out", "child exit")) else "gap")
             counts[kind] += 1
             print(f"| {row['arch']} | `{row.get('glob', '')}` | {row.get('span', '')} | "
                   f"{row['result']} |", flush=True)
     print(f"\n{counts['OK']} exact, {counts['gap']} with a gap, {counts['other']} not run "
-          f"(of {len(archs)})")
+          f"(of {len(chosen)})")
 
 
 if __name__ == "__main__":

@@ -146,6 +146,13 @@ _current_node = torch._C._current_autograd_node
 _top_saved_hooks = getattr(torch._C._autograd, "_top_saved_tensors_default_hooks", None)
 
 
+def _formula_now() -> dict | None:
+    """The ops to fold of the autograd node running now, where its derivative formula
+    writes in place untraced (Note [A derivative formula in place but for the mode])."""
+    n = _current_node()
+    return None if n is None else _FORMULAS_IN_PLACE.get(n.name())
+
+
 def _node_now() -> int:
     """The sequence number of the autograd node running now (-1: none). Not `id()` of the
     node object: that wrapper is made per call and freed at once, so the next node's
@@ -233,7 +240,16 @@ _aten = torch.ops.aten
 _OUT_OF_PLACE_UNDER_MODE = {
     _ADD: "add_", _aten.index_put.default: "_index_put_impl_", _aten.scatter.src: "scatter_",
     _aten.scatter.value: "scatter_", _aten.scatter_add.default: "scatter_add_",
-    _aten.index_add.default: "index_add_"}
+    _aten.index_add.default: "index_add_", _aten.masked_scatter.default: "masked_scatter_"}
+# Note [A derivative formula in place but for the mode]: the autograd nodes whose formula
+# writes temporaries of its own in place untraced -> the ops it runs out of place under a
+# mode -> the in-place op the untraced run calls
+_FORMULAS_IN_PLACE = {
+    "BinaryCrossEntropyWithLogitsBackward0": {_aten.sub.Tensor: "sub_",
+                                              _aten.mul.Tensor: "mul_"},
+    # `clamp(x, min=t, max=t)`: (x >= min).logical_and_(x <= max)
+    "ClampBackward0": {_aten.logical_and.default: "logical_and_"},
+}
 
 
 # the forwards whose `F.linear` (or the C++ `at::linear` of torch's CPU RNN layers, which
@@ -569,6 +585,10 @@ class Collector(ShardingMixin, TorchDispatchMode):
         # untraced run would have written in place, (sid, event)
         self._node, self._node_sid = -1, 0
         self._twin: tuple[int, int, int, str] = (-1, -1, -1, "")   # in, event, out, op
+        # Note [A derivative formula in place but for the mode]: the running node's ops to
+        # fold, and its temporaries an op read as its first input -> (event, out, op)
+        self._formula: dict | None = None
+        self._chain: dict[int, tuple[int, int, str]] = {}
         # Note [The attention mask, added in place but for the mode]: an add's (in, event,
         # out) that may be attention's, and the free of its input, held until the next op
         self._mask_twin: tuple[int, int, int] = (-1, -1, -1)
@@ -776,6 +796,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
             node = _node_now()
             if node != self._node:   # Note [In place but for the mode]: its first storage
                 self._node, self._node_sid = node, self._next_sid
+                self._formula = _formula_now()
+                self._chain.clear()
             if self._unpacks and node != self._unpack_node:
                 self._unpacks_done(ev)
         made = self._op_made = self._next_sid
@@ -799,9 +821,12 @@ class Collector(ShardingMixin, TorchDispatchMode):
         if func is _TO_COPY and self._phase != "backward" and _autocast_caches(args, out):
             self._acast_pending.append({"k": "acast", "sid": self._sid(out, ev),
                                         "src": self._sid(args[0], ev)})
-        if self._phase == "backward" and func in _OUT_OF_PLACE_UNDER_MODE:   # cheap first
-            self._in_place_twin(func, args, out, ev)
-        elif func is _ADD and self._phase != "backward":
+        if self._phase == "backward":
+            if func in _OUT_OF_PLACE_UNDER_MODE:   # cheap first
+                self._in_place_twin(func, args, out, ev)
+            elif self._formula is not None and func in self._formula:
+                self._formula_twin(func, args, out, ev)
+        elif func is _ADD:
             self._linear_bias_twin(args, out, ev)
             if self._twin[1] != ev:
                 self._attention_mask_twin(args, out, ev)
@@ -1003,6 +1028,10 @@ class Collector(ShardingMixin, TorchDispatchMode):
             ev -= 1
             self.sink.write({"k": "inplace", "sid": self._twin[2], "op": self._twin[3],
                              "in": sid})
+        elif self._chain and (link := self._chain.pop(sid, None)) is not None and \
+                self._last.get(sid) == link[0]:   # Note [A derivative formula in place ...]
+            ev = link[0]
+            self.sink.write({"k": "inplace", "sid": link[1], "op": link[2], "in": sid})
         if self._unpacks and not self._released:
             self._released = any(u[0] == sid for u in self._unpacks)
         if self._fork[0] is not None and sid >= self._op_made:
@@ -1069,6 +1098,35 @@ class Collector(ShardingMixin, TorchDispatchMode):
             return
         made = self._sids.get(out.untyped_storage()._cdata, -1)
         self._twin = (sid, ev, made, _OUT_OF_PLACE_UNDER_MODE[func])
+
+    # Note [A derivative formula in place but for the mode]
+    # Some derivative formulas (torch/csrc/autograd/FunctionsManual.cpp) chain in-place
+    # ops on temporaries of their own unless a tensor is "subclass-like", and a mode makes
+    # every tensor one. The backward of `F.binary_cross_entropy_with_logits` with a
+    # `pos_weight` is `t.add(1).sub_(target).mul_(input.sigmoid()).sub_(t)` then
+    # `.mul_(grad)` untraced: three (N, C) buffers; traced, `.sub(target).mul(...).sub(t)`
+    # and `.mul(grad)` each make a new one, and C++ keeps a chain's temporaries to the end
+    # of its statement: six buffers at once, and a multi-label head under bf16 autocast read
+    # 41,600 B over the allocator (its peak is that backward). So an op the table names
+    # (`_FORMULAS_IN_PLACE`, by node), whose first input is a temporary the same node made,
+    # of the output's size, is folded as Note [In place but for the mode] folds a gradient
+    # sum, where that input is read by nothing after it: its free, whenever it comes, is
+    # written at the op's event, with an `inplace` record naming the untraced op. The
+    # condition is checked at the free (`_chain`), since a chain's temporaries outlive
+    # their last read. A temporary read again (`t`, read by the last `sub`) is kept, as
+    # the untraced run keeps it. Only the table's nodes: a formula that is out of place
+    # both ways (`grad * (-self * self + 1).rsqrt()`) holds its temporaries untraced too.
+    def _formula_twin(self, func, args, out, ev: int) -> None:
+        a = args[0] if args else None
+        if type(a) not in self.PLAIN_TYPES or not isinstance(out, _Tensor) or \
+                a.shape != out.shape or a.dtype != out.dtype or a._is_view() or \
+                not a.is_contiguous():
+            return
+        sid = self._sids.get(a.untyped_storage()._cdata, -1)
+        if sid >= self._node_sid and \
+                a.untyped_storage().nbytes() == out.untyped_storage().nbytes():
+            self._chain[sid] = (ev, self._sids.get(out.untyped_storage()._cdata, -1),
+                                self._formula[func])
 
     # Note [A Linear's bias, added in place but for the mode]
     # `F.linear` of an input it cannot flatten into one `addmm` (a non-contiguous one, as

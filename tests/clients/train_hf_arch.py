@@ -10,6 +10,12 @@ that showed a gap.
     python tests/clients/train_hf_arch.py --arch olmoe --show      # the blocks' glob
     python tests/clients/train_hf_arch.py --arch mixtral --lora    # peft LoRA, all-linear
     python tests/clients/train_hf_arch.py --arch phi --grad-ckpt   # the model's own checkpoint
+    python tests/clients/train_hf_arch.py --arch bert --task seq-cls    # another head
+
+`--task` picks the head and its loss, as transformers computes it from `labels`:
+causal-lm (shifted cross entropy), masked-lm (cross entropy on 15 % of the tokens),
+seq-cls (multi-label: BCE with logits over 5 labels), token-cls (cross entropy per token),
+seq2seq (an encoder-decoder's cross entropy on a target half the length).
 
 The shrink is generic: every size field a config has (hidden size, layers, heads, experts,
 latent-attention ranks, state-space heads, a multimodal model's towers, ...) is set small,
@@ -59,11 +65,36 @@ SMALL = dict(
     pad_token_id=0, bos_token_id=1, eos_token_id=2, decoder_start_token_id=1,
 )
 MAX_PARAMS = 20_000_000
+LABELS = 5
+# --task -> the Auto class of its head (TASKS: the transformers mapping that lists its types)
+TASKS = {"causal-lm": "CausalLM", "masked-lm": "MaskedLM", "seq-cls": "SequenceClassification",
+         "token-cls": "TokenClassification", "seq2seq": "Seq2SeqLM"}
 EXIT_CANNOT_BUILD = 3
 
 
-def config(arch: str):
-    return _shrunk(transformers.AutoConfig.for_model(arch).__class__)
+def config(arch: str, task: str = "causal-lm"):
+    cfg = _shrunk(transformers.AutoConfig.for_model(arch).__class__)
+    if task == "seq-cls":
+        cfg.num_labels, cfg.problem_type = LABELS, "multi_label_classification"
+    elif task == "token-cls":
+        cfg.num_labels = LABELS
+    elif task == "seq2seq" and getattr(cfg, "decoder_start_token_id", None) is None:
+        cfg.decoder_start_token_id = SMALL["decoder_start_token_id"]   # T5's default lacks it
+    return cfg
+
+
+def auto_class(task: str):
+    return getattr(transformers, "AutoModelFor" + TASKS[task])
+
+
+def archs(task: str) -> list[str]:
+    """Every model type transformers ships with the task's head."""
+    from transformers.models.auto import modeling_auto
+    name = {"CausalLM": "CAUSAL_LM", "MaskedLM": "MASKED_LM",
+            "SequenceClassification": "SEQUENCE_CLASSIFICATION",
+            "TokenClassification": "TOKEN_CLASSIFICATION",
+            "Seq2SeqLM": "SEQ_TO_SEQ_CAUSAL_LM"}[TASKS[task]]
+    return list(getattr(modeling_auto, f"MODEL_FOR_{name}_MAPPING_NAMES"))
 
 
 def _has(cfg, name: str) -> bool:
@@ -105,23 +136,23 @@ def _shrunk(cls):
     return cfg
 
 
-def build(arch: str, device: str = "cpu", lora: bool = False) -> torch.nn.Module:
-    """The shrunk model; on "meta" to size it and find its layers without the memory.
-    `lora`: peft's LoRA on every Linear but the head, the base frozen."""
-    cfg = config(arch)
+def build(arch: str, device: str = "cpu", lora: bool = False,
+          task: str = "causal-lm") -> torch.nn.Module:
+    """The shrunk model with the task's head; on "meta" to size it and find its layers
+    without the memory. `lora`: peft's LoRA on every Linear but the head, the base frozen."""
+    cfg, auto = config(arch, task), auto_class(task)
     with torch.device("meta"):
-        n = sum(p.numel() for p in transformers.AutoModelForCausalLM.from_config(cfg)
-                .parameters())
+        n = sum(p.numel() for p in auto.from_config(cfg).parameters())
     if n > MAX_PARAMS:
         raise ValueError(f"{n:,} parameters after the shrink (a size field it does not know)")
     with torch.device(device):
         if not lora:
             torch.manual_seed(0)
-            return transformers.AutoModelForCausalLM.from_config(cfg)
+            return auto.from_config(cfg)
         import peft
         for p in (0.1, 0.0):   # experts' 3-D parameters take LoRA without dropout only
             torch.manual_seed(0)
-            model = transformers.AutoModelForCausalLM.from_config(cfg)
+            model = auto.from_config(cfg)
             try:
                 return peft.get_peft_model(model, peft.LoraConfig(
                     r=4, lora_alpha=8, lora_dropout=p, target_modules="all-linear"))
@@ -153,10 +184,11 @@ def main() -> None:
     p.add_argument("--lora", action="store_true", help="peft LoRA on every Linear, r=4")
     p.add_argument("--grad-ckpt", action="store_true",
                    help="the model checkpoints its own layers (gradient_checkpointing_enable)")
+    p.add_argument("--task", choices=TASKS, default="causal-lm", help="the head and its loss")
     p.add_argument("--show", action="store_true", help="print the blocks' glob and stop")
     a = p.parse_args()
     try:
-        model = build(a.arch, "meta" if a.show else "cpu", a.lora)
+        model = build(a.arch, "meta" if a.show else "cpu", a.lora, a.task)
         glob = blocks_glob(model)
     except Exception as e:   # noqa: BLE001 (any library error: this arch cannot be built)
         print(f"{a.arch}: cannot build: {type(e).__name__}: {str(e).splitlines()[0][:200]}",
@@ -174,11 +206,27 @@ def main() -> None:
     for _ in range(a.steps):
         for _ in range(a.accum):
             ids = torch.randint(3, V, (a.batch_size, a.seq), generator=gen)
+            batch = _batch(a.task, ids, gen)
             with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.amp):
-                loss = model(input_ids=ids, labels=ids).loss / a.accum
+                loss = model(**batch).loss / a.accum
             loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
+
+
+def _batch(task: str, ids: torch.Tensor, gen: torch.Generator) -> dict:
+    """The model's inputs and the labels its head computes the task's loss from."""
+    if task == "causal-lm":
+        return {"input_ids": ids, "labels": ids}
+    if task == "masked-lm":
+        keep = torch.rand(ids.shape, generator=gen) < 0.15
+        return {"input_ids": ids.masked_fill(keep, 3), "labels": ids.masked_fill(~keep, -100)}
+    if task == "seq-cls":
+        return {"input_ids": ids,
+                "labels": (torch.rand(len(ids), LABELS, generator=gen) < 0.3).float()}
+    if task == "token-cls":
+        return {"input_ids": ids, "labels": torch.randint(0, LABELS, ids.shape, generator=gen)}
+    return {"input_ids": ids, "labels": ids[:, : ids.shape[1] // 2].clone()}   # seq2seq
 
 
 if __name__ == "__main__":
