@@ -1117,16 +1117,21 @@ class Collector(ShardingMixin, TorchDispatchMode):
     # the untraced run keeps it. Only the table's nodes: a formula that is out of place
     # both ways (`grad * (-self * self + 1).rsqrt()`) holds its temporaries untraced too.
     def _formula_twin(self, func, args, out, ev: int) -> None:
-        a = args[0] if args else None
+        sid = self._writable_into(args[0] if args else None, out)
+        if sid >= self._node_sid:
+            self._chain[sid] = (ev, self._sids.get(out.untyped_storage()._cdata, -1),
+                                self._formula[func])
+
+    def _writable_into(self, a, out) -> int:
+        """The sid of `a` where the untraced run could have written `out` into it in place
+        (a plain tensor the ledger knows, contiguous, not a view, of `out`'s shape, dtype
+        and bytes); else -1."""
         if type(a) not in self.PLAIN_TYPES or not isinstance(out, _Tensor) or \
                 a.shape != out.shape or a.dtype != out.dtype or a._is_view() or \
                 not a.is_contiguous():
-            return
+            return -1
         sid = self._sids.get(a.untyped_storage()._cdata, -1)
-        if sid >= self._node_sid and \
-                a.untyped_storage().nbytes() == out.untyped_storage().nbytes():
-            self._chain[sid] = (ev, self._sids.get(out.untyped_storage()._cdata, -1),
-                                self._formula[func])
+        return sid if a.untyped_storage().nbytes() == out.untyped_storage().nbytes() else -1
 
     # Note [A Linear's bias, added in place but for the mode]
     # `F.linear` of an input it cannot flatten into one `addmm` (a non-contiguous one, as
@@ -1173,14 +1178,9 @@ class Collector(ShardingMixin, TorchDispatchMode):
     # The scores' free comes between the two ops, so it is held until the next op says
     # which event it belongs to (`_settle_held_free`).
     def _attention_mask_twin(self, args, out, ev: int) -> None:
-        if _SAFE_SOFTMAX is None or len(args) != 2 or not isinstance(out, _Tensor):
+        if _SAFE_SOFTMAX is None or len(args) != 2:
             return
-        a = args[0]
-        if type(a) not in self.PLAIN_TYPES or a.shape != out.shape or a.dtype != out.dtype \
-                or a._is_view() or not a.is_contiguous():
-            return
-        sid = self._sids.get(a.untyped_storage()._cdata, -1)
-        if sid >= 0 and a.untyped_storage().nbytes() == out.untyped_storage().nbytes():
+        if (sid := self._writable_into(args[0], out)) >= 0:
             self._mask_twin = (sid, ev, self._sids.get(out.untyped_storage()._cdata, -1))
 
     def _settle_held_free(self, func, args) -> None:

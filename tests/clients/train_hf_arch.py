@@ -221,7 +221,8 @@ def _batch(task: str, ids: torch.Tensor, gen: torch.Generator) -> dict:
     if task == "masked-lm":
         keep = torch.rand(ids.shape, generator=gen) < 0.15
         return {"input_ids": ids.masked_fill(keep, 3), "labels": ids.masked_fill(~keep, -100)}
-    if task == "seq-cls":
+    if task == "seq-cls":   # each sequence ends in eos (BART-likes classify from it)
+        ids[:, -1] = SMALL["eos_token_id"]
         return {"input_ids": ids,
                 "labels": (torch.rand(len(ids), LABELS, generator=gen) < 0.3).float()}
     if task == "token-cls":
