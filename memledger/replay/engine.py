@@ -542,7 +542,12 @@ def _refuse_selective_reused(prep: Prepared, calls: _Calls, policy: Policy) -> N
     and ran ops of their own: ALiBi's slice of its cached bias) is re-run with the buffer
     there, on the reuse path, whose ops its forward did not run: torch's selective
     checkpoint raises on them, so refuse it, by the last such call (measure meets the
-    latest first, in backward)."""
+    latest first, in backward). And a module that makes its buffer anew on every call
+    from the one before (I-BERT's activation ranges, `self.x_min = self.x_min * m + ...`,
+    which starts from zeros on another path: `self.x_min + x_min`): its re-run reads the
+    buffer its forward left, as its next call does, so where that next call ran other ops
+    (`_ops_differ`) the re-run would too (`selective:ibert.encoder.layer.*` was predicted
+    while measure met `aten.mul.Tensor` in step 1's re-run)."""
     if not prep.kept or not (calls.kind == Kind.SELECTIVE).any():
         return
     made = {}
@@ -551,18 +556,32 @@ def _refuse_selective_reused(prep: Prepared, calls: _Calls, policy: Policy) -> N
     bad = []
     for mod, firsts in made.items():
         later = (prep.scope_mod == mod) & (prep.scope_ev1 > prep.scope_ev0)
-        reused = [int(e) for e in prep.scope_ev0[later] if int(e) not in firsts]
-        if not reused:
-            continue
-        for ev0 in firsts:
-            if ev0 >= min(reused):
-                continue   # made after a reuse: not the cache's first fill
+        starts, ends = prep.scope_ev0[later], prep.scope_ev1[later]
+        reused = [int(e) for e in starts if int(e) not in firsts]
+        for i, ev0 in enumerate(starts):
+            if int(ev0) not in firsts:
+                continue
             k = int(np.searchsorted(calls.ev0, ev0, side="right")) - 1
-            if k >= 0 and ev0 < calls.ev1[k] and calls.kind[k] == Kind.SELECTIVE:
-                bad.append((k, mod))
+            if k < 0 or ev0 >= calls.ev1[k] or calls.kind[k] != Kind.SELECTIVE:
+                continue
+            if reused and ev0 < min(reused):   # the cache's first fill
+                bad.append((k, mod, False))
+            elif i + 1 < len(starts) and int(starts[i + 1]) in firsts and \
+                    _ops_differ(prep, (ev0, ends[i]), (starts[i + 1], ends[i + 1])):
+                bad.append((k, mod, True))
     if bad:
-        k, mod = max(bad)
-        raise PolicyError(selective_reused_message(policy.text(), str(calls.mods[k]), mod))
+        k, mod, remade = max(bad)
+        raise PolicyError(selective_reused_message(policy.text(), str(calls.mods[k]), mod,
+                                                   remade))
+
+
+def _ops_differ(prep: Prepared, one: tuple[int, int], other: tuple[int, int]) -> bool:
+    """Two calls' events made storages by other ops, in order."""
+    def ops(span):
+        rows = np.flatnonzero((prep.created >= span[0]) & (prep.created < span[1]))
+        return prep.op_code[rows[np.argsort(prep.created[rows], kind="stable")]]
+    a, b = ops(one), ops(other)
+    return len(a) != len(b) or bool((a != b).any())
 
 
 def _refuse_selective_recast(prep: Prepared, calls: _Calls, own: _Owners,

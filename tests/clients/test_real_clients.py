@@ -819,3 +819,29 @@ def test_x_transformers_hyper_connections_under_bf16_autocast():
     assert run.ledger.peak_with_scratch() == run.allocator_peak
     for text, p in run.policies.items():
         assert p.predicted == p.measured, (text, p)
+
+
+def test_selective_refused_where_a_buffer_made_anew_changes_the_next_calls_ops():
+    """A block whose observer keeps its input's running minimum as a buffer made anew on
+    every call, from zeros by `x_min + m` on the first call and by `x_min * 0.9 + m * 0.1`
+    after (transformers' I-BERT, `QuantAct`). Selective's re-run of a first-step call reads
+    the buffer its forward left and takes the second path, ops its forward never ran:
+    torch's selective checkpoint raises, and measure refused `selective:...` while predict
+    predicted it (I-BERT's `selective:ibert.encoder.layer.*`, sequence classification).
+    Now predict refuses it too; the same observer with one path on every call (`ema_range`)
+    is predicted and measured alike."""
+    pols = ["selective:blocks.*", "selective:blocks.1", "checkpoint:blocks.*"]
+    run = run_client("train_mech.py", ["--case", "running_range", "--steps", "3"], pols)
+    assert run.ledger_peak == run.allocator_peak
+    for text in pols[:2]:
+        p = run.policies[text]
+        assert p.predicted is None and p.measured is None, (text, p)
+        assert "anew from the one before, and the next call, reading it, ran other ops" in \
+            p.predict_refusal and "\n" not in p.predict_refusal
+        assert "met aten.mul.Tensor that its forward did not run" in p.measure_refusal
+    p = run.policies["checkpoint:blocks.*"]
+    assert p.predicted == p.measured
+    run = run_client("train_mech.py", ["--case", "ema_range", "--steps", "3"], pols)
+    for text in pols:
+        p = run.policies[text]
+        assert p.predicted is not None and p.predicted == p.measured, (text, p)

@@ -31,6 +31,10 @@
 - `two_kinds`: three blocks over two kinds of rows, `a` and `b`, each reading the other
   through the script's index (`index_select`, which saves it), as PyG's `HeteroConv` does
   over node types; only `a` reaches the loss, so the last block's `b` branch is dead.
+- `running_range`: each block's input goes through an observer that keeps its running
+  minimum as a buffer made anew on every call (I-BERT's `QuantAct`: `self.x_min =
+  self.x_min + m` from zeros on the first call, `self.x_min * 0.9 + m * 0.1` after);
+  `ema_range`: the same with the second form on every call;
 - `dead_save`: the residual MLP with `x.abs()` before each block, its result dropped: a
   save outside every region whose node dies at once (torchdiffeq does so before each call).
 
@@ -68,9 +72,13 @@ class Block(nn.Module):
         elif case == "prune":
             prune.l1_unstructured(self.fc1, "weight", amount=0.3)
 
+        if case in ("running_range", "ema_range"):
+            self.observer = RunningMin(init=case == "running_range")
         self.case = case
 
     def forward(self, x):
+        if hasattr(self, "observer"):
+            x = self.observer(x)
         if hasattr(self, "pos"):
             x = x + self.pos[0](x.shape[1])
         h = F.gelu(self.fc1(self.ln(x)))
@@ -92,6 +100,23 @@ class CachedBias(nn.Module):
             self.register_buffer("bias", bias, persistent=False)
             return self.bias
         return self.bias[:n]
+
+
+class RunningMin(nn.Module):
+    """A running minimum kept as a buffer, rebound on every call; `init`: the first call
+    (the buffer still zero) takes another path, as I-BERT's activation ranges do."""
+    def __init__(self, init: bool) -> None:
+        super().__init__()
+        self.register_buffer("x_min", torch.zeros(()))
+        self.init = init
+
+    def forward(self, x):
+        m = x.detach().min()
+        if self.init and self.x_min.abs() < 1e-5:
+            self.x_min = self.x_min + m
+        else:
+            self.x_min = self.x_min * 0.9 + m * 0.1
+        return x
 
 
 class Spectral(nn.Module):
