@@ -44,10 +44,9 @@ def one(arch: str, loop: list[str], fake: bool) -> dict:
     """In the child: the architecture's gaps, as JSON on stdout."""
     from tests.clients import train_hf_arch
     from tests.clients.harness import fake_client_gaps, gaps_of, run_client
-    task = loop[loop.index("--task") + 1] if "--task" in loop else "causal-lm"
     try:
-        glob = train_hf_arch.blocks_glob(train_hf_arch.build(arch, "meta", "--lora" in loop,
-                                                             task))
+        glob = train_hf_arch.blocks_glob(train_hf_arch.build(
+            arch, "meta", "--lora" in loop, train_hf_arch.task_of(loop)))
     except Exception as e:   # noqa: BLE001 (the shrink's failure is the row)
         return {"arch": arch, "result": f"cannot build: {type(e).__name__}: "
                 f"{str(e).splitlines()[0][:120] if str(e) else ''}"}

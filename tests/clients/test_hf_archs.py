@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from tests.clients.harness import fake_client_gaps, run_client
-from tests.clients.train_hf_arch import blocks_glob, build
+from tests.clients.train_hf_arch import blocks_glob, build, task_of
 
 pytestmark = pytest.mark.clients
 
@@ -47,10 +47,14 @@ ALL = ("checkpoint", "selective", "offload")
     # then with gradients: checkpointed, nothing held the casts past the autocast exit
     # (selective is refused alike: a call's ops differ from its re-run's)
     ("hrm_text", ["--amp"], ("checkpoint", "offload")),
+    # another head: an encoder-decoder classifying from its eos token, multi-label (BCE
+    # with logits, whose backward Note [A derivative formula in place but for the mode]
+    # folds)
+    ("bart", ["--task", "seq-cls", "--amp"], ALL),
 ])
 def test_architecture(arch: str, loop: list[str], kinds: tuple[str, ...]) -> None:
     _known(arch)
-    glob = blocks_glob(build(arch, "meta", "--lora" in loop))
+    glob = blocks_glob(build(arch, "meta", "--lora" in loop, task_of(loop)))
     policies = [f"{kind}:{glob}" for kind in kinds]
     run = run_client("train_hf_arch.py", ["--arch", arch, "--steps", "3", *loop], policies)
     assert run.ledger.peak_with_scratch() == run.allocator_peak

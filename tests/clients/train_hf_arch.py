@@ -83,6 +83,11 @@ def config(arch: str, task: str = "causal-lm"):
     return cfg
 
 
+def task_of(argv: list[str]) -> str:
+    """The `--task` of the script's arguments."""
+    return argv[argv.index("--task") + 1] if "--task" in argv else "causal-lm"
+
+
 def auto_class(task: str):
     return getattr(transformers, "AutoModelFor" + TASKS[task])
 
