@@ -897,11 +897,15 @@ def _script_rerun_read_back_end(prep: Prepared, u: np.ndarray,
     predicted 32,768 B over measured before (the layer input's copy held to the step's
     end). The re-run is the span of the generator fork the ledger records (op `fork_rng`,
     made one event after the unpack that started it); without one, the copy is held as
-    before."""
+    before. The re-run of the last unpack: an input two regions saved (an encoder's output,
+    read by every decoder layer's cross-attention) is read back once, by the first re-run,
+    and handed to each later one, which holds it to its own end (BART classifying under
+    its own checkpoint, `offload:model.decoder.layers.*`: 131,072 B under measured when
+    the copy went with the first re-run)."""
     fork = np.flatnonzero(prep.op_names[prep.op_code] == "fork_rng")
     if not len(fork):
         return back_end
-    i = _position_in(prep.created[fork], prep.unpack_first[u] + 1)
+    i = _position_in(prep.created[fork], prep.unpack[u] + 1)
     rerun_end = prep.freed[fork][np.maximum(i, 0)]
     end = np.maximum(np.maximum(prep.last_use[u] + 1, rerun_end), prep.unpack[u] + 1)
     return np.where((i >= 0) & (end < back_end), end, back_end)

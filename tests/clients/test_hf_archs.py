@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.clients.harness import fake_client_gaps, run_client
+from tests.clients.harness import fake_client_gaps, gaps_of, run_client
 from tests.clients.train_hf_arch import blocks_glob, build, task_of
 
 pytestmark = pytest.mark.clients
@@ -113,3 +113,17 @@ def test_fake_split_sizes_read_from_a_router():
     policies = [f"checkpoint:{glob}", f"selective:{glob}", f"offload:{glob}"]
     assert fake_client_gaps("train_hf_arch.py", ["--arch", "jetmoe", "--steps", "2"],
                             policies) == {}
+
+
+def test_an_input_two_checkpointed_layers_saved_is_held_by_each_rerun():
+    """BART classifying under its own checkpoint (`--grad-ckpt`) and bf16 autocast: each
+    decoder layer's checkpoint saves its inputs, the encoder's output among them, through
+    offload's hooks. The copy is read back once, by the first re-run (layer 1's), and
+    handed to layer 0's, which holds it to its end, where the peak is: the replay let it go
+    with the first re-run, `offload:model.decoder.layers.*` 131,072 B under measured."""
+    _known("bart")
+    run = run_client("train_hf_arch.py", ["--arch", "bart", "--task", "seq-cls", "--grad-ckpt",
+                                          "--amp", "--steps", "3"],
+                     ["offload:model.decoder.layers.*", "offload:model.encoder.layers.*"])
+    assert gaps_of(run) == {}
+    assert all(p.measured for p in run.policies.values())
