@@ -554,6 +554,8 @@ def _refuse_selective_reused(prep: Prepared, calls: _Calls, policy: Policy) -> N
     for mod, ev0 in prep.kept:
         made.setdefault(mod, set()).add(ev0)
     bad = []
+    order = np.argsort(prep.created, kind="stable")
+    by_event = (order, prep.created[order])   # for `_ops_differ`
     for mod, firsts in made.items():
         later = (prep.scope_mod == mod) & (prep.scope_ev1 > prep.scope_ev0)
         starts, ends = prep.scope_ev0[later], prep.scope_ev1[later]
@@ -567,7 +569,7 @@ def _refuse_selective_reused(prep: Prepared, calls: _Calls, policy: Policy) -> N
             if reused and ev0 < min(reused):   # the cache's first fill
                 bad.append((k, mod, False))
             elif i + 1 < len(starts) and int(starts[i + 1]) in firsts and \
-                    _ops_differ(prep, (ev0, ends[i]), (starts[i + 1], ends[i + 1])):
+                    _ops_differ(prep, by_event, (ev0, ends[i]), (starts[i + 1], ends[i + 1])):
                 bad.append((k, mod, True))
     if bad:
         k, mod, remade = max(bad)
@@ -575,11 +577,15 @@ def _refuse_selective_reused(prep: Prepared, calls: _Calls, policy: Policy) -> N
                                                    remade))
 
 
-def _ops_differ(prep: Prepared, one: tuple[int, int], other: tuple[int, int]) -> bool:
-    """Two calls' events made storages by other ops, in order."""
+def _ops_differ(prep: Prepared, by_event: tuple[np.ndarray, np.ndarray],
+                one: tuple[int, int], other: tuple[int, int]) -> bool:
+    """Two calls' events made storages by other ops, in order (`by_event`: the rows sorted
+    by their creating event, and those events)."""
+    rows, made_at = by_event
+
     def ops(span):
-        rows = np.flatnonzero((prep.created >= span[0]) & (prep.created < span[1]))
-        return prep.op_code[rows[np.argsort(prep.created[rows], kind="stable")]]
+        lo, hi = np.searchsorted(made_at, span, side="left")
+        return prep.op_code[rows[lo:hi]]
     a, b = ops(one), ops(other)
     return len(a) != len(b) or bool((a != b).any())
 

@@ -146,13 +146,6 @@ _current_node = torch._C._current_autograd_node
 _top_saved_hooks = getattr(torch._C._autograd, "_top_saved_tensors_default_hooks", None)
 
 
-def _formula_now() -> dict | None:
-    """The ops to fold of the autograd node running now, where its derivative formula
-    writes in place untraced (Note [A derivative formula in place but for the mode])."""
-    n = _current_node()
-    return None if n is None else _FORMULAS_IN_PLACE.get(n.name())
-
-
 def _node_now() -> int:
     """The sequence number of the autograd node running now (-1: none). Not `id()` of the
     node object: that wrapper is made per call and freed at once, so the next node's
@@ -793,10 +786,12 @@ class Collector(ShardingMixin, TorchDispatchMode):
             if isinstance(a, _Tensor):
                 last[self._sid(a, ev)] = ev
         if self._phase == "backward":
-            node = _node_now()
+            n = _current_node()   # as _node_now(), with the node's name at hand
+            node = -1 if n is None else n._sequence_nr()
             if node != self._node:   # Note [In place but for the mode]: its first storage
                 self._node, self._node_sid = node, self._next_sid
-                self._formula = _formula_now()
+                # Note [A derivative formula in place but for the mode]: its ops to fold
+                self._formula = None if n is None else _FORMULAS_IN_PLACE.get(n.name())
                 self._chain.clear()
             if self._unpacks and node != self._unpack_node:
                 self._unpacks_done(ev)
