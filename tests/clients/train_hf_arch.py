@@ -15,7 +15,8 @@ that showed a gap.
 `--task` picks the head and its loss, as transformers computes it from `labels`:
 causal-lm (shifted cross entropy), masked-lm (cross entropy on 15 % of the tokens),
 seq-cls (multi-label: BCE with logits over 5 labels), token-cls (cross entropy per token),
-seq2seq (an encoder-decoder's cross entropy on a target half the length).
+seq2seq (an encoder-decoder's cross entropy on a target half the length), image-cls
+(cross entropy over 5 classes of 64-pixel images).
 
 The shrink is generic: every size field a config has (hidden size, layers, heads, experts,
 latent-attention ranks, state-space heads, a multimodal model's towers, ...) is set small,
@@ -64,20 +65,35 @@ SMALL = dict(
     moe_shared_expert_intermediate_size=32,
     pad_token_id=0, bos_token_id=1, eos_token_id=2, decoder_start_token_id=1,
 )
+# An image model's sizes (--task image-cls only: a multimodal causal LM's vision tower keeps
+# the shrink it has): 64-pixel images, one block a stage, widths a quarter, at most 2 heads.
+IMAGE = 64
+VISION = dict(image_size=IMAGE, embedding_size=16, stem_out_channels=16, depth_multiplier=0.25,
+              num_groups=8, window_size=2,
+              width_coefficient=0.5, depth_coefficient=1.0, hidden_dim=640)   # EfficientNet's
+DEPTH_LISTS = {"depths", "num_block_repeats", "n_attn_blocks", "stage_num_blocks"}
+WIDTH_LISTS = {"hidden_sizes", "embed_dims", "embed_dim", "neck_hidden_sizes",
+               "base_attn_unit_dims", "stage_in_channels",
+               "stage_mid_channels", "stage_out_channels", "stem_channels"}
+HEAD_LISTS = {"num_heads", "num_attention_heads"}
 MAX_PARAMS = 20_000_000
 LABELS = 5
 # --task -> the Auto class of its head (TASKS: the transformers mapping that lists its types)
 TASKS = {"causal-lm": "CausalLM", "masked-lm": "MaskedLM", "seq-cls": "SequenceClassification",
-         "token-cls": "TokenClassification", "seq2seq": "Seq2SeqLM"}
+         "token-cls": "TokenClassification", "seq2seq": "Seq2SeqLM",
+         "image-cls": "ImageClassification"}
 EXIT_CANNOT_BUILD = 3
 
 
 def config(arch: str, task: str = "causal-lm"):
-    cfg = _shrunk(transformers.AutoConfig.for_model(arch).__class__)
+    cfg = _shrunk(transformers.AutoConfig.for_model(arch).__class__, task == "image-cls")
     if task == "seq-cls":
         cfg.num_labels, cfg.problem_type = LABELS, "multi_label_classification"
-    elif task == "token-cls":
+    elif task in ("token-cls", "image-cls"):
         cfg.num_labels = LABELS
+        heads = _head_classes(task).get(arch)
+        if isinstance(heads, tuple) and not cfg.architectures:   # DeiT's two: the plain one
+            cfg.architectures = [heads[0]]
     elif task == "seq2seq" and getattr(cfg, "decoder_start_token_id", None) is None:
         cfg.decoder_start_token_id = SMALL["decoder_start_token_id"]   # T5's default lacks it
     return cfg
@@ -94,12 +110,18 @@ def auto_class(task: str):
 
 def archs(task: str) -> list[str]:
     """Every model type transformers ships with the task's head."""
+    return list(_head_classes(task))
+
+
+def _head_classes(task: str) -> dict:
+    """Model type -> the name (or names) of its class with the task's head."""
     from transformers.models.auto import modeling_auto
     name = {"CausalLM": "CAUSAL_LM", "MaskedLM": "MASKED_LM",
             "SequenceClassification": "SEQUENCE_CLASSIFICATION",
             "TokenClassification": "TOKEN_CLASSIFICATION",
-            "Seq2SeqLM": "SEQ_TO_SEQ_CAUSAL_LM"}[TASKS[task]]
-    return list(getattr(modeling_auto, f"MODEL_FOR_{name}_MAPPING_NAMES"))
+            "Seq2SeqLM": "SEQ_TO_SEQ_CAUSAL_LM",
+            "ImageClassification": "IMAGE_CLASSIFICATION"}[TASKS[task]]
+    return getattr(modeling_auto, f"MODEL_FOR_{name}_MAPPING_NAMES")
 
 
 def _has(cfg, name: str) -> bool:
@@ -111,17 +133,25 @@ def _has(cfg, name: str) -> bool:
         return name in vars(cfg)
 
 
-def _shrunk(cls):
+def _shrunk(cls, vision: bool = False):
     """`cls` with every size field it has set small; a config inside it (a multimodal
-    model's text and vision towers) shrunk the same way."""
+    model's text and vision towers) shrunk the same way. `vision`: an image model's
+    per-stage lists too (VISION, DEPTH_LISTS, WIDTH_LISTS, HEAD_LISTS)."""
     base = cls()
+    small = {**SMALL, **VISION} if vision else SMALL
     # a size its default leaves 0 is a part the model does not have: left off
-    kw = {k: v for k, v in SMALL.items() if _has(base, k) and vars(base).get(k) != 0}
+    kw = {k: v for k, v in small.items() if _has(base, k) and vars(base).get(k) != 0}
+    if vision:   # a per-stage list under a scalar's name (Swin's heads) is the lists' to set
+        kw = {k: v for k, v in kw.items() if not isinstance(getattr(base, k), (list, tuple))}
+        kw.update(_stage_lists(vars(base)))
+        if any(k in vars(base) for k in DEPTH_LISTS):   # stages: their count is the lists'
+            for k in ("num_hidden_layers", "num_layers", "hidden_size"):
+                kw.pop(k, None)
     if "kv_lora_rank" in kw:   # latent attention: its rotary head_dim is qk_rope_head_dim's
         kw.pop("head_dim", None)
     for name, sub in vars(base).items():
         if isinstance(sub, transformers.PretrainedConfig):
-            kw[name] = _shrunk(type(sub)).to_dict()
+            kw[name] = _shrunk(type(sub), vision).to_dict()
     while True:
         try:
             cfg = cls(**kw)
@@ -139,6 +169,28 @@ def _shrunk(cls):
         except AttributeError:   # derived from other fields by a property
             pass
     return cfg
+
+
+def _stage_lists(fields: dict) -> dict:
+    """An image model's per-stage lists shrunk: one block a stage, a quarter of each width
+    (an input's 3 channels kept), at most 2 heads; a list image size made IMAGE square."""
+    out = {}
+    for k, v in fields.items():
+        if not (isinstance(v, (list, tuple)) and v and all(type(x) is int for x in v)):
+            continue
+        if k in DEPTH_LISTS:
+            out[k] = [1] * len(v)
+        elif k in WIDTH_LISTS:
+            out[k] = [x // 4 if x >= 16 else x for x in v]
+        elif k in HEAD_LISTS:
+            out[k] = [min(x, 2) for x in v]
+        elif k == "image_size":
+            out[k] = [IMAGE] * len(v)
+        elif k == "stage_numb_of_layers":   # HGNet's convolutions per block
+            out[k] = [2] * len(v)
+    if isinstance(fields.get("embed_dim"), int):   # the first stage's width: a quarter
+        out["embed_dim"] = max(fields["embed_dim"] // 4, 8)
+    return out
 
 
 def build(arch: str, device: str = "cpu", lora: bool = False,
@@ -211,7 +263,7 @@ def main() -> None:
     for _ in range(a.steps):
         for _ in range(a.accum):
             ids = torch.randint(3, V, (a.batch_size, a.seq), generator=gen)
-            batch = _batch(a.task, ids, gen)
+            batch = _batch(a.task, ids, gen, model)
             with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.amp):
                 loss = model(**batch).loss / a.accum
             loss.backward()
@@ -219,8 +271,14 @@ def main() -> None:
         opt.zero_grad(set_to_none=True)
 
 
-def _batch(task: str, ids: torch.Tensor, gen: torch.Generator) -> dict:
+def _batch(task: str, ids: torch.Tensor, gen: torch.Generator, model) -> dict:
     """The model's inputs and the labels its head computes the task's loss from."""
+    if task == "image-cls":   # images, or ImageGPT's colour clusters, one label each
+        labels = torch.randint(0, LABELS, (len(ids),), generator=gen)
+        if model.main_input_name == "input_ids":
+            return {"input_ids": ids, "labels": labels}
+        images = torch.randn(len(ids), 3, IMAGE, IMAGE, generator=gen)
+        return {model.main_input_name: images, "labels": labels}
     if task == "causal-lm":
         return {"input_ids": ids, "labels": ids}
     if task == "masked-lm":
