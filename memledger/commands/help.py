@@ -22,6 +22,9 @@ class HelpGroup(TyperGroup):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         for cmd in [self, *getattr(self, "commands", {}).values()]:
+            if cmd is not self and cmd.help and not cmd.short_help:
+                # the verbs' list keeps a docstring's line breaks: its first paragraph, joined
+                cmd.short_help = " ".join(cmd.help.split("\n\n")[0].split())
             for param in cmd.params:
                 if param.metavar is not None:
                     continue

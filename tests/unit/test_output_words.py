@@ -88,6 +88,17 @@ def test_no_help_shows_bool(capsys):
         assert "<bool>" not in capsys.readouterr().out, argv
 
 
+def test_the_verbs_list_wraps_each_summary_as_one_paragraph(capsys, monkeypatch):
+    # GIVEN plan's summary, two lines in its docstring WHEN the verbs are listed at 80
+    # columns THEN it is one paragraph, wrapped where the column ends, not where the
+    # docstring's line did ("...on each repeated" then a half-empty line)
+    monkeypatch.setenv("COLUMNS", "80")
+    assert main(["--help"]) == 0
+    rows = [ln.strip("│ ").strip() for ln in capsys.readouterr().out.splitlines()]
+    at = next(i for i, ln in enumerate(rows) if ln.startswith("plan "))
+    assert rows[at].endswith("selective on") and rows[at + 1].startswith("each repeated block)")
+
+
 def test_predict_step_time_takes_units_like_check(tmp_path, capsys):
     import json
 
