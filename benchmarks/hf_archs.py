@@ -35,7 +35,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 
 def policies(glob: str) -> list[str]:
-    one, two = glob[:-1] + "0", glob[:-1] + "1"
+    from tests.clients.train_hf_arch import first_blocks
+    one, two = first_blocks(glob)
     return [f"checkpoint:{glob}", f"checkpoint:{one}", f"selective:{glob}", f"offload:{glob}",
             f"checkpoint:{one}+offload:{two}"]
 

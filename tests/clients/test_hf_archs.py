@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from tests.clients.harness import fake_client_gaps, gaps_of, run_client
-from tests.clients.train_hf_arch import blocks_glob, build, task_of
+from tests.clients.train_hf_arch import blocks_glob, build, first_blocks, task_of
 
 pytestmark = pytest.mark.clients
 
@@ -74,7 +74,7 @@ def test_a_recurrent_state_kept_on_its_module_holds_only_its_graph():
     cache handed the re-run, which the copy's graph holds too). Every policy exact now."""
     _known("recurrent_gemma")
     glob = blocks_glob(build("recurrent_gemma", "meta"))
-    one, two = glob[:-1] + "0", glob[:-1] + "1"
+    one, two = first_blocks(glob)
     mixed = f"checkpoint:{one}+offload:{two}"
     policies = [f"checkpoint:{glob}", f"selective:{glob}", f"offload:{glob}", mixed]
     run = run_client("train_hf_arch.py", ["--arch", "recurrent_gemma", "--steps", "3"],

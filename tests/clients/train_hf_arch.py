@@ -221,13 +221,22 @@ def build(arch: str, device: str = "cpu", lora: bool = False,
 
 def blocks_glob(model: torch.nn.Module) -> str:
     """The policy glob of the model's decoder layers: its ModuleList with the most
-    parameters ("model.layers.*")."""
-    lists = [(sum(p.numel() for p in m.parameters()), name)
+    parameters ("model.layers.*"); a list of lists (PoolFormer's stages, each a ModuleList
+    of blocks) is its blocks ("poolformer.encoder.block.*.*"): a ModuleList never runs."""
+    lists = [(sum(p.numel() for p in m.parameters()), name, m)
              for name, m in model.named_modules() if isinstance(m, torch.nn.ModuleList)
              and len(m) >= 2 and name]
     if not lists:
         raise ValueError("no ModuleList of layers")
-    return max(lists)[1] + ".*"
+    _, name, blocks = max(lists, key=lambda x: x[:2])
+    nested = all(isinstance(b, torch.nn.ModuleList) for b in blocks)
+    return name + (".*.*" if nested else ".*")
+
+
+def first_blocks(glob: str) -> tuple[str, str]:
+    """The first and second of the blocks `glob` selects ("model.layers.0", "...1"); of a
+    list of lists, the first and second lists' blocks."""
+    return glob.replace("*", "0", 1), glob.replace("*", "1", 1)
 
 
 def main() -> None:
