@@ -22,9 +22,11 @@ class HelpGroup(TyperGroup):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         for cmd in [self, *getattr(self, "commands", {}).values()]:
-            if cmd is not self and cmd.help and not cmd.short_help:
-                # the verbs' list keeps a docstring's line breaks: its first paragraph, joined
-                cmd.short_help = " ".join(cmd.help.split("\n\n")[0].split())
+            if cmd is not self and cmd.help:
+                # Rich keeps a docstring's line breaks inside a paragraph: at 80 columns a
+                # paragraph wrapped at 88 in the source read "the token" / "denominator"
+                cmd.help = _reflowed(cmd.help)
+                cmd.short_help = cmd.short_help or cmd.help.split("\n\n")[0]
             for param in cmd.params:
                 if param.metavar is not None:
                     continue
@@ -47,6 +49,15 @@ class HelpGroup(TyperGroup):
         if cmd is not None:
             _no_value(cmd.get_help_option(ctx))
         return cmd
+
+
+def _reflowed(text: str) -> str:
+    """Each paragraph of `text` on one line, for Rich to wrap at the terminal's width; a
+    paragraph with a line that starts a list item or is indented keeps its lines."""
+    paragraphs = [p.strip("\n") for p in text.split("\n\n")]
+    return "\n\n".join(
+        p if any(ln.startswith((" ", "-", "*", "\b")) for ln in p.splitlines())
+        else " ".join(p.split()) for p in paragraphs)
 
 
 def _number_range(param: Any) -> bool:

@@ -99,6 +99,18 @@ def test_the_verbs_list_wraps_each_summary_as_one_paragraph(capsys, monkeypatch)
     assert rows[at].endswith("selective on") and rows[at + 1].startswith("each repeated block)")
 
 
+def test_a_verbs_help_wraps_its_paragraphs_at_the_terminals_width(capsys, monkeypatch):
+    # GIVEN doctor's second paragraph, three lines of ~88 characters in its docstring
+    # WHEN its help is printed at 80 columns THEN no line is cut short where the source
+    # line ended ("...across steps, the token" / "denominator ...")
+    monkeypatch.setenv("COLUMNS", "80")
+    assert main(["doctor", "--help"]) == 0
+    out = capsys.readouterr().out
+    assert "the token denominator of gradient accumulation" in " ".join(out.split())
+    lines = out.split("Cut graphs")[1].split("╭")[0].strip().splitlines()
+    assert all(len(ln.rstrip()) > 60 for ln in lines[:-1]), lines
+
+
 def test_predict_step_time_takes_units_like_check(tmp_path, capsys):
     import json
 
