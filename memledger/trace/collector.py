@@ -248,8 +248,13 @@ _FORMULAS_IN_PLACE = {
 # the forwards whose `F.linear` (or the C++ `at::linear` of torch's CPU RNN layers, which
 # project a whole transposed input at once) Note [A Linear's bias, added in place but for
 # the mode] folds
-_LINEAR_FORWARDS = frozenset(getattr(torch.nn, m).forward.__code__
-                             for m in ("Linear", "RNN", "LSTM", "GRU"))
+_LINEAR_FORWARDS = frozenset(
+    [getattr(torch.nn, m).forward.__code__ for m in ("Linear", "RNN", "LSTM", "GRU")]
+    # torch's functional multi-head attention projects through `linear` and adds no bias
+    # of its own (SigLIP's pooling head: a probe attending over a batch-first input)
+    + [f.__code__ for f in (getattr(torch.nn.functional, n, None) for n in (
+        "multi_head_attention_forward", "_in_projection_packed", "_in_projection"))
+       if hasattr(f, "__code__")])
 _MODE_WRAPPERS = ("eval_frame.py", "_compile.py")   # torch's wrappers around a mode's call
 
 
@@ -1140,7 +1145,12 @@ class Collector(ShardingMixin, TorchDispatchMode):
     # place but for the mode] folds a gradient's, when the op is called by `nn.Linear`'s
     # forward (read off the Python frames above the mode) and the input dies right after.
     # `F.linear` called elsewhere is not told apart from a script's own `x @ w.t() + b`,
-    # which is out of place untraced too, and stays as traced. torch's CPU RNN layers (GRU,
+    # which is out of place untraced too, and stays as traced; torch's functional
+    # multi-head attention is not elsewhere: its key/value projection of a batch-first
+    # input (`nn.MultiheadAttention(batch_first=True)`, a query other than the key: SigLIP's
+    # attention-pooling head) is this sum, which set the ledger's peak at a `mm` and its
+    # sum both live where the untraced run had one (the peak bytes agreed by chance, and
+    # the 8 B of scratch of the `add`s inside `repeat` were matched one `add` off). torch's CPU RNN layers (GRU,
     # LSTM, RNN) project their whole input through `at::linear` before the time loop, and
     # with `batch_first` that input is a transpose: the same sum, inside `nn.GRU.forward`,
     # which runs no add of its own in Python (a GRU block, `offload:blocks.*`: 125,268 B

@@ -51,6 +51,11 @@ ALL = ("checkpoint", "selective", "offload")
     # with logits, whose backward Note [A derivative formula in place but for the mode]
     # folds)
     ("bart", ["--task", "seq-cls", "--amp"], ALL),
+    # an image classifier pooling with nn.MultiheadAttention (batch-first, a probe as the
+    # query): its key/value projection's bias is added in place untraced (Note [A Linear's
+    # bias, added in place but for the mode]); unfolded, the scratch of the `add`s inside
+    # `repeat` was matched one `add` off, +8 B at the peak
+    ("siglip", ["--task", "image-cls", "--batch-size", "32"], ALL),
 ])
 def test_architecture(arch: str, loop: list[str], kinds: tuple[str, ...]) -> None:
     _known(arch)
