@@ -121,7 +121,12 @@ Rules (numbered so that code can point here):
    fake run, and the Linear after it skipped the copy of its input that the real run makes
    (131,072 B the fake ledger lacked, saved for backward; tests/clients/train_random.py
    --menu wide, `batchnorm`). Its output is made dense as the kernel makes it
-   (`_DenseOutput`), forward and backward.
+   (`_DenseOutput`), forward and backward. Layer norm's backward (CPU and CUDA) makes its
+   grad_input contiguous whatever the incoming gradient's strides; the meta kernel takes
+   the gradient's. Behind a `transpose` (PVT-v2's and SegFormer's stage norm, then
+   `reshape(B, H, W, C).permute(0, 3, 1, 2)`), the fake gradient reached the Linear
+   below it transposed and its `reshape` copied it: 20,480 B the real run never makes,
+   at the fake ledger's peak (`_DenseOutput` with no `like`: contiguous).
 17. An in-place op on a view rebuilds the view's backward: as `AsStridedBackward0` for a
    plain tensor (a zeroed buffer the base's size in backward), by replaying the view for a
    FakeTensor (nothing). The fake run makes that buffer where the real run does, by a
@@ -571,29 +576,32 @@ class _DenseOutput(_StandIn):
     suggests for its input (`empty_like(input, input.suggest_memory_format())`), where the
     meta kernel keeps the input's strides."""
 
-    def __init__(self, op, like: int) -> None:
+    def __init__(self, op, like: int | None) -> None:
         super().__init__(op)
-        self.like = like               # the argument whose format the output takes
+        self.like = like   # the argument whose format the output takes; None: contiguous
 
     def __call__(self, *args, **kwargs):
         out = self.op(*args, **kwargs)   # FakeTensorMode only: no events
-        fmt = suggest_memory_format(args[self.like])
+        fmt = torch.contiguous_format if self.like is None else \
+            suggest_memory_format(args[self.like])
         if out[0].is_contiguous(memory_format=fmt):
             return out
         return (out[0].contiguous(memory_format=fmt), *out[1:])
 
 
 # Rule 16: batch norm, forward (each overload it reaches; some are newer than others) and
-# backward (whose grad_input takes the input's format, not the incoming gradient's)
+# backward (whose grad_input takes the input's format, not the incoming gradient's); layer
+# norm's backward (whose grad_input is contiguous)
 DENSE_OUTPUT = {op: _DenseOutput(op, like) for name, overload, like in (
     ("native_batch_norm", "default", 0), ("_native_batch_norm_legit", "default", 0),
     ("_native_batch_norm_legit", "no_stats", 0),
     ("_native_batch_norm_legit_no_training", "default", 0),
-    ("_batch_norm_with_update", "default", 0), ("native_batch_norm_backward", "default", 1))
+    ("_batch_norm_with_update", "default", 0), ("native_batch_norm_backward", "default", 1),
+    ("native_layer_norm_backward", "default", None))
     if hasattr(aten, name) for op in [getattr(getattr(aten, name), overload)]}
 # Rule 10 on top: the forwards' statistics, where the CPU kernel keeps them in fp32
 DENSE_FP32_STATS = {op: _StatsInFloat(op, dense) for op, dense in DENSE_OUTPUT.items()
-                    if op is not getattr(aten.native_batch_norm_backward, "default", None)}
+                    if "backward" not in op.__name__}
 CTC_LOSS = aten._ctc_loss.Tensor
 
 # Rule 18: split sizes that do not sum to the dimension are stand-ins
