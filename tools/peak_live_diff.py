@@ -6,6 +6,11 @@ allocations around the untraced peak.
 
     python tools/peak_live_diff.py tests/clients/train_hf_arch.py --arch siglip \\
         --task image-cls --batch-size 32 --steps 2
+    python tools/peak_live_diff.py --policy 'offload:blocks.*' examples/train_gpt.py
+
+With `--policy` the untraced run is `measure`'s (the policy installed as measure installs
+it) and the traced one is the baseline: the live sets then say what the policy moved, and
+the allocations around the measured peak where a prediction and a measurement part.
 
 The first question of every "ledger N B over the allocator" hunt (docs/accuracy.md): which
 block one side holds and the other does not, and which op made it. The untraced side has
@@ -31,14 +36,22 @@ from memledger.trace.script import run_script
 AROUND = 24   # allocations listed before the untraced peak's
 
 
-def untraced(script: Path, args: list[str]) -> tuple[int, list[tuple[int, str]], list[str]]:
+def untraced(script: Path, args: list[str], policy: str | None = None
+             ) -> tuple[int, list[tuple[int, str]], list[str]]:
     """(peak, [(bytes, op chain)] live at it, the allocations around it as lines)."""
+    installer = None
+    if policy:
+        from memledger.measure.apply import install_policy
+        from memledger.replay.policies import parse_policy
+        installer = install_policy(parse_policy(policy))
     probe = CpuProfilerProbe()
     probe.start()
     try:
         _run(script, args)
     finally:
         probe.stop()
+        if installer is not None:
+            installer.remove()
     from torch._C._profiler import _EventType
 
     allocs, stack = [], [(n, ()) for n in probe.kineto_results.experimental_event_tree()]
@@ -92,12 +105,15 @@ def main(argv: list[str]) -> int:
     if not argv:
         print(__doc__)
         return 2
+    policy = None
+    if argv[0] == "--policy":
+        policy, argv = argv[1], argv[2:]
     script, args = Path(argv[0]), argv[1:]
-    peak_u, live_u, around = untraced(script, args)
+    peak_u, live_u, around = untraced(script, args, policy)
     led = traced(script, args)
     pk = led.peak()
     rows = led.live_at(pk.event)
-    print(f"untraced peak {peak_u:,} B; ledger peak {pk.bytes:,} B at event {pk.event} "
+    print(f"untraced{' under ' + policy if policy else ''} peak {peak_u:,} B; ledger peak {pk.bytes:,} B at event {pk.event} "
           f"({pk.phase}, {pk.op} in {pk.module or '(script)'}): {pk.bytes - peak_u:+,} B")
     by_u = Counter(b for b, _ in live_u)
     by_l = Counter(rows["bytes"].tolist())
