@@ -653,9 +653,14 @@ CTC_LOSS_KNOWN = _CpuKernel(CTC_LOSS, _ctc_out)
 # Rule 3: factories whose values the call fixes: a float result of one is known
 # (`attention_mask = torch.ones(B, T)`, BART's decoder), as are float results computed from
 # known tensors only (`mask.to(torch.bool)`, `(1.0 - mask) * min`), up to SHADOW_NUMEL.
+# `torch.linspace(0, drop_path_rate, depth)` is how vision models (Swin, ConvNeXt, CvT,
+# Data2Vec, timm's) set each block's stochastic-depth rate; read as a stand-in 0, every
+# block's `drop_path` was the identity and the fake ledger lacked its mask and the number
+# `div` saves (Swin v2 -120 B at the peak, Data2Vec vision's peak moved).
 KNOWN_FACTORIES = frozenset({aten.ones, aten.zeros, aten.full, aten.ones_like, aten.zeros_like,
                              aten.full_like, aten.new_ones, aten.new_zeros, aten.new_full,
-                             aten.arange, aten.scalar_tensor})
+                             aten.arange, aten.scalar_tensor, aten.linspace, aten.logspace,
+                             aten.eye})
 
 
 def _float_known(func, args) -> bool:
@@ -863,8 +868,10 @@ class FakeCollector(Collector):
             elif hasattr(out, "_memledger_shadow"):
                 self._stale(func, args, kwargs or {})
         elif isinstance(out, (list, tuple)) and out and isinstance(out[0], FakeTensor) \
-                and not out[0].is_floating_point() and len(out) <= SHADOW_NUMEL:
-            self._shadow(func, args, kwargs or {}, out)     # unbind: `for i in ix`
+                and len(out) <= SHADOW_NUMEL and (not out[0].is_floating_point()
+                                                  or _float_known(func, args)):
+            # unbind: `for i in ix`; and `[x.item() for x in torch.linspace(0, rate, n)]`
+            self._shadow(func, args, kwargs or {}, out)
         if isinstance(out, FakeTensor) and out.is_sparse and _lost_entries(args, out):
             self._note_standin(str(func), SPARSE_NOTE)   # Rule 13: said, not a silent 0 B
         fl = FLOPS.get(getattr(func, "_overloadpacket", None))
