@@ -537,6 +537,43 @@ def test_fake_layer_norm_keeps_fp32_statistics_where_the_kernel_does():
     assert kept[True] == kept[False] == [("bfloat16", 8192), ("float32", 256), ("float32", 256)]
 
 
+def test_fake_stochastic_depth_rates_are_the_real_ones():
+    """Rule 3: vision models set each block's drop-path rate with `[x.item() for x in
+    torch.linspace(0, rate, depth)]`. Read as stand-in zeros, every block's drop path was
+    the identity in a fake run: its mask and the number `div` saves were missing (Swin v2
+    120 B under the real peak)."""
+    import torch
+
+    with memledger.trace(fake=True) as led:
+        rates = [x.item() for x in torch.linspace(0, 0.3, 4)]
+        shift = [int(v) for v in torch.arange(3) * 2]
+    assert rates == pytest.approx([0.0, 0.1, 0.2, 0.3]) and shift == [0, 2, 4]
+    assert fake_info(led.ledger).standins == []
+
+
+def test_fake_layer_norm_backward_makes_its_gradient_contiguous():
+    """Rule 16: the kernels make layer norm's grad_input contiguous; the meta kernel took
+    the incoming gradient's strides. Behind a view-reshape and permute (PVT-v2's stage norm),
+    the fake gradient came out transposed where the real one is contiguous, and the copies
+    the Linears below make of it differ: a (8, 16, 40) fp32 buffer (20,480 B) made in one
+    run and not the other."""
+    import torch
+
+    clones = {}
+    for fake in (False, True):
+        with memledger.trace(fake=fake) as led:
+            torch.manual_seed(0)
+            proj, ln = torch.nn.Linear(16, 16), torch.nn.LayerNorm(40)
+            # the norm reads a transposed input, as a stage norm after a patch embedding's
+            # `flatten(2).transpose(1, 2)`, and hands a view-reshaped gradient back
+            h = ln(proj(torch.randn(8, 40, 16)).transpose(1, 2))
+            grad = torch.randn(8, 40, 4, 4)   # a gradient with strides (not sum's expand)
+            (h.reshape(8, 4, 4, 40).permute(0, 3, 1, 2).contiguous() * grad).sum().backward()
+        st = led.storages
+        clones[fake] = int((st["op"] == "clone.default").sum())
+    assert clones[True] == clones[False]
+
+
 def test_fake_grouped_mm_takes_the_cpu_kernels_sizes():
     """Rule 11: transformers' MoE experts (Mixtral) call `torch._grouped_mm` in fp32 on CPU;
     the meta kernel refused anything but bf16 (the fake run crashed) and made a contiguous
