@@ -42,7 +42,10 @@ Rules (numbered so that code can point here):
    stops the run: exit 2 and the line. Float results are known too where the call fixes
    them (`torch.ones(B, T)`, KNOWN_FACTORIES) or all their fake inputs are known: BART's
    decoder asks whether its float `ones` mask is all true, and a stand-in False built an
-   explicit causal mask the real run does not (+8,192 B). A known tensor written from
+   explicit causal mask the real run does not (+8,192 B); and vision models read each
+   block's stochastic-depth rate out of `torch.linspace` element by element (a float
+   `unbind`), where stand-in zeros built every drop path as the identity. A known tensor
+   written from
    unknown values (`m[:, 8:] = x`) is forgotten (`_STALE`), never answered with old values.
 4. FakeTensorMode memoises each output FakeTensor in a WeakValueDictionary; the weakref
    makes `torch.utils.swap_tensors` refuse it, and `nn.Module._apply` swaps fake
