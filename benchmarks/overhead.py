@@ -8,7 +8,8 @@ with_stack=True)` (what its memory timeline needs) and under
 `torch.distributed._tools.mem_tracker.MemTracker`, and prints the median step time of each
 as a ratio to untraced. Modes are interleaved round-robin so machine noise hits all alike.
 "empty dispatch" is a TorchDispatchMode that does nothing: the floor under any tool that
-sees every op from Python, memledger included.
+sees every op from Python; "empty dispatch, unwrapped" the same without the Dynamo guard
+torch wraps around a mode's calls, which memledger's collector goes without.
 """
 
 from __future__ import annotations
@@ -60,6 +61,18 @@ class _EmptyMode(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
+class _EmptyModeUnwrapped(_EmptyMode):
+    """The same without torch's `_disable_dynamo` wrapper around each call, as memledger's
+    collector runs (Note [No Dynamo wrapper around the hot path], trace/collector.py)."""
+
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        return False
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):   # set on this class,
+        return func(*args, **(kwargs or {}))                            # so none is wrapped
+
+
 class _ClosingCollector(Collector):
     """The collector plus closing its file, as the worker does at the end of a run."""
 
@@ -91,6 +104,7 @@ def modes(model, opt):
         return mt
 
     return {"untraced": contextlib.nullcontext, "empty dispatch": _EmptyMode,
+            "empty dispatch, unwrapped": _EmptyModeUnwrapped,
             "memledger": memledger_ctx, "memledger alloc pass": allocator_pass_ctx,
             "torch.profiler": profiler_ctx, "MemTracker": memtracker_ctx}
 
