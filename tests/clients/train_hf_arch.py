@@ -16,7 +16,8 @@ that showed a gap.
 causal-lm (shifted cross entropy), masked-lm (cross entropy on 15 % of the tokens),
 seq-cls (multi-label: BCE with logits over 5 labels), token-cls (cross entropy per token),
 seq2seq (an encoder-decoder's cross entropy on a target half the length), image-cls
-(cross entropy over 5 classes of 64-pixel images).
+(cross entropy over 5 classes of 64-pixel images), audio-cls (5 classes of half a second of
+audio, or the features its model takes).
 
 The shrink is generic: every size field a config has (hidden size, layers, heads, experts,
 latent-attention ranks, state-space heads, a multimodal model's towers, ...) is set small,
@@ -71,6 +72,16 @@ IMAGE = 64
 VISION = dict(image_size=IMAGE, embedding_size=16, stem_out_channels=16, depth_multiplier=0.25,
               num_groups=8, window_size=2,
               width_coefficient=0.5, depth_coefficient=1.0, hidden_dim=640)   # EfficientNet's
+# An audio model's (--task audio-cls only): half a second of 16 kHz audio through the
+# convolutional feature encoder, 32 channels a layer; spectrogram and filter-bank inputs
+# 64 frames long.
+SAMPLES = 8000
+AUDIO = dict(classifier_proj_size=32, num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=4,
+             conv_pos_kernel_size=5, xvector_output_dim=32, output_hidden_size=64,
+             codevector_dim=32, proj_codevector_dim=32, num_codevectors_per_group=16,
+             max_length=64, num_mel_bins=32, max_source_positions=32,
+             conv_depthwise_kernel_size=7)
+AUDIO_LISTS = {"conv_dim": 32, "tdnn_dim": 32}   # per-layer channels: the width each takes
 DEPTH_LISTS = {"depths", "num_block_repeats", "n_attn_blocks", "stage_num_blocks"}
 WIDTH_LISTS = {"hidden_sizes", "embed_dims", "embed_dim", "neck_hidden_sizes",
                "base_attn_unit_dims", "stage_in_channels",
@@ -81,15 +92,15 @@ LABELS = 5
 # --task -> the Auto class of its head (TASKS: the transformers mapping that lists its types)
 TASKS = {"causal-lm": "CausalLM", "masked-lm": "MaskedLM", "seq-cls": "SequenceClassification",
          "token-cls": "TokenClassification", "seq2seq": "Seq2SeqLM",
-         "image-cls": "ImageClassification"}
+         "image-cls": "ImageClassification", "audio-cls": "AudioClassification"}
 EXIT_CANNOT_BUILD = 3
 
 
 def config(arch: str, task: str = "causal-lm"):
-    cfg = _shrunk(transformers.AutoConfig.for_model(arch).__class__, task == "image-cls")
+    cfg = _shrunk(transformers.AutoConfig.for_model(arch).__class__, task)
     if task == "seq-cls":
         cfg.num_labels, cfg.problem_type = LABELS, "multi_label_classification"
-    elif task in ("token-cls", "image-cls"):
+    elif task in ("token-cls", "image-cls", "audio-cls"):
         cfg.num_labels = LABELS
         heads = _head_classes(task).get(arch)
         if isinstance(heads, tuple) and not cfg.architectures:   # DeiT's two: the plain one
@@ -120,7 +131,8 @@ def _head_classes(task: str) -> dict:
             "SequenceClassification": "SEQUENCE_CLASSIFICATION",
             "TokenClassification": "TOKEN_CLASSIFICATION",
             "Seq2SeqLM": "SEQ_TO_SEQ_CAUSAL_LM",
-            "ImageClassification": "IMAGE_CLASSIFICATION"}[TASKS[task]]
+            "ImageClassification": "IMAGE_CLASSIFICATION",
+            "AudioClassification": "AUDIO_CLASSIFICATION"}[TASKS[task]]
     return getattr(modeling_auto, f"MODEL_FOR_{name}_MAPPING_NAMES")
 
 
@@ -133,12 +145,15 @@ def _has(cfg, name: str) -> bool:
         return name in vars(cfg)
 
 
-def _shrunk(cls, vision: bool = False):
+def _shrunk(cls, task: str = "causal-lm"):
     """`cls` with every size field it has set small; a config inside it (a multimodal
-    model's text and vision towers) shrunk the same way. `vision`: an image model's
-    per-stage lists too (VISION, DEPTH_LISTS, WIDTH_LISTS, HEAD_LISTS)."""
+    model's text and vision towers) shrunk the same way. An image model's per-stage lists
+    too (VISION, DEPTH_LISTS, WIDTH_LISTS, HEAD_LISTS), an audio model's per-layer ones
+    (AUDIO, AUDIO_LISTS)."""
     base = cls()
-    small = {**SMALL, **VISION} if vision else SMALL
+    vision = task == "image-cls"
+    small = {**SMALL, **VISION} if vision else {**SMALL, **AUDIO} if task == "audio-cls" \
+        else SMALL
     # a size its default leaves 0 is a part the model does not have: left off
     kw = {k: v for k, v in small.items() if _has(base, k) and vars(base).get(k) != 0}
     if vision:   # a per-stage list under a scalar's name (Swin's heads) is the lists' to set
@@ -147,11 +162,14 @@ def _shrunk(cls, vision: bool = False):
         if any(k in vars(base) for k in DEPTH_LISTS):   # stages: their count is the lists'
             for k in ("num_hidden_layers", "num_layers", "hidden_size"):
                 kw.pop(k, None)
+    if task == "audio-cls":
+        kw.update({k: [width] * len(vars(base)[k]) for k, width in AUDIO_LISTS.items()
+                   if isinstance(vars(base).get(k), (list, tuple))})
     if "kv_lora_rank" in kw:   # latent attention: its rotary head_dim is qk_rope_head_dim's
         kw.pop("head_dim", None)
     for name, sub in vars(base).items():
         if isinstance(sub, transformers.PretrainedConfig):
-            kw[name] = _shrunk(type(sub), vision).to_dict()
+            kw[name] = _shrunk(type(sub), task).to_dict()
     while True:
         try:
             cfg = cls(**kw)
@@ -280,6 +298,20 @@ def main() -> None:
         opt.zero_grad(set_to_none=True)
 
 
+def _audio_shape(cfg, batch: int) -> tuple[int, ...]:
+    """The input an audio classifier takes: a raw waveform, an AST's spectrogram (frames x
+    mel bins), Whisper's log-mel features (bins x twice its positions), or w2v-BERT's
+    filter-bank frames."""
+    kind = cfg.model_type
+    if kind == "audio-spectrogram-transformer":
+        return batch, cfg.max_length, cfg.num_mel_bins
+    if kind == "whisper":
+        return batch, cfg.num_mel_bins, 2 * cfg.max_source_positions
+    if kind == "wav2vec2-bert":
+        return batch, 64, cfg.feature_projection_input_dim
+    return batch, SAMPLES
+
+
 def _batch(task: str, ids: torch.Tensor, gen: torch.Generator, model) -> dict:
     """The model's inputs and the labels its head computes the task's loss from."""
     if task == "image-cls":   # images, or ImageGPT's colour clusters, one label each
@@ -288,6 +320,10 @@ def _batch(task: str, ids: torch.Tensor, gen: torch.Generator, model) -> dict:
             return {"input_ids": ids, "labels": labels}
         images = torch.randn(len(ids), 3, IMAGE, IMAGE, generator=gen)
         return {model.main_input_name: images, "labels": labels}
+    if task == "audio-cls":   # a waveform, or the features the model's extractor makes
+        labels = torch.randint(0, LABELS, (len(ids),), generator=gen)
+        return {model.main_input_name: torch.randn(_audio_shape(model.config, len(ids)),
+                                                   generator=gen), "labels": labels}
     if task == "causal-lm":
         return {"input_ids": ids, "labels": ids}
     if task == "masked-lm":
