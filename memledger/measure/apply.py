@@ -623,9 +623,6 @@ class PolicyInstaller:
         elif self.error is not None:  # the model is decided, and the policy does not fit it
             self.error = self._explained(self.error)
             raise self.error
-        elif self.applied is not None and (idle := self.applied.idle_part()) is not None:
-            self.error = PolicyError(idle_modules_message(*idle))
-            raise self.error
 
     def _explained(self, error: PolicyError) -> PolicyError:
         """The error again, now that the top-level modules called beside the model are
@@ -678,10 +675,19 @@ class PolicyInstaller:
         return None
 
     def remove(self) -> None:
+        """Take the policy off; a part none of whose modules ran in any step the script
+        took is refused now (Note [Modules that never ran], replay/policies.py), as predict
+        refuses one no traced step ran. Not at the first step: LayerDrop (wav2vec2's and
+        SEW's encoders, `layerdrop=0.1`) skips a layer in one step and runs it in the next,
+        and the ledger's steps read its parameters, so predict took the policy that
+        measure refused (SEW, `offload:sew.encoder.layers.1`)."""
         for h in self._hooks:
             h.remove()
         self._hooks = []
         if self.applied is not None:
+            if self.error is None and self._roots.decided and \
+                    (idle := self.applied.idle_part()) is not None:
+                self.error = PolicyError(idle_modules_message(*idle))
             self.applied.remove()
 
 

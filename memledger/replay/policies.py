@@ -343,8 +343,9 @@ def _selected(sel: str, mods: list[tuple[str, str]]) -> list[tuple[str, str]]:
 # `.forward()` directly, and measure wrapped them and measured the baseline (a policy
 # that does nothing). Both now refuse it in the same words (`idle_modules_message`):
 # predict where no op read the modules' parameters after the first forward began
-# (prepared.py `_idle_modules`), measure where none of a part's wrapped modules ran by
-# the first optimizer step.
+# (prepared.py `_idle_modules`), measure where none of a part's wrapped modules ran in
+# the steps it ran (checked as the policy comes off: a layer LayerDrop skipped in the
+# first step runs in a later one, and the ledger's steps read it).
 def idle_modules_message(sel: str, paths: list[str]) -> str:
     """One line: a selector whose modules never ran in the traced steps."""
     return (f"selector {sel!r} matches {_listed(paths)}, which never ran in the steps (the "

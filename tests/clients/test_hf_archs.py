@@ -150,3 +150,18 @@ def test_a_stage_input_its_relu_keeps_too_is_read_back_into_a_copy_the_rerun_hol
     assert gaps_of(run) == {}
     assert run.ledger.peak_with_scratch() == run.allocator_peak
     assert run.policies[f"offload:{stage}"].measured > run.allocator_peak
+
+
+def test_a_layer_layerdrop_skipped_in_the_first_step_is_measured_as_predicted():
+    """SEW classifying audio: its encoder skips each layer with probability 0.1 in training
+    (LayerDrop), and with this seed skips layer 1 in the first step and runs it in the
+    second. predict took a policy on it (the ledger's steps read its parameters) and
+    measure refused it as a module that never ran, checking at the first optimizer step;
+    measure now checks when the policy comes off, over every step it ran."""
+    _known("sew")
+    policies = ["offload:sew.encoder.layers.1",
+                "checkpoint:sew.encoder.layers.0+offload:sew.encoder.layers.1"]
+    run = run_client("train_hf_arch.py", ["--arch", "sew", "--task", "audio-cls", "--steps",
+                                          "3"], policies)
+    assert gaps_of(run) == {}
+    assert all(p.measured for p in run.policies.values())
