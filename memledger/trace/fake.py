@@ -902,9 +902,16 @@ class FakeCollector(Collector):
             return super()._saved_alias(t)
         self._aliasing = True   # FakeTensorMode (below) makes it; the ledger sees no event
         try:
-            return t.detach()
+            alias = t.detach()
         finally:
             self._aliasing = False
+        # Rule 3: a saved tensor's known values go with it into backward: `h[mask] = v`
+        # saves the bool mask (wav2vec2's SpecAugment, drawn with numpy), and its backward
+        # indexes the gradient with it, a size only the mask's values give
+        shadow = getattr(t, "_memledger_shadow", None)
+        if shadow is not None:
+            alias._memledger_shadow = shadow
+        return alias
 
     def _real(self, func, args, kwargs):
         """The op run for real on its inputs' shadows (Rule 3), or None if one is unknown."""

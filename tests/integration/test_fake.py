@@ -574,6 +574,32 @@ def test_fake_layer_norm_backward_makes_its_gradient_contiguous():
     assert clones[True] == clones[False]
 
 
+def test_fake_a_saved_bool_mask_keeps_its_values_into_backward():
+    """Rule 3: `h[mask] = v` with a mask drawn in numpy (wav2vec2's SpecAugment) saves the
+    mask, and its backward indexes the gradient with it, a size only the mask's values
+    give. The saved alias had lost them, and every wav2vec2-family fake run stopped at
+    `loss.backward()` with exit 2."""
+    import numpy as np
+    import torch
+
+    made = {}
+    for fake in (False, True):
+        rng = np.random.default_rng(0)
+        torch.manual_seed(0)
+        with memledger.trace(fake=fake) as led:
+            lin, emb = torch.nn.Linear(8, 8), torch.nn.Parameter(torch.randn(8))
+            h = lin(torch.randn(4, 6, 8))
+            mask = torch.tensor(rng.random((4, 6)) < 0.3, dtype=torch.bool)
+            h[mask] = emb.to(h.dtype)
+            h.sum().backward()
+            if not fake:
+                kept = int(mask.sum())
+        st = led.storages
+        made[fake] = st.loc[st["phase"] == "backward", ["op", "bytes"]].values.tolist()
+    assert ["index.Tensor", kept * 8 * 4] in made[False]   # the masked rows' gradient
+    assert made[True] == made[False]
+
+
 def test_fake_grouped_mm_takes_the_cpu_kernels_sizes():
     """Rule 11: transformers' MoE experts (Mixtral) call `torch._grouped_mm` in fp32 on CPU;
     the meta kernel refused anything but bf16 (the fake run crashed) and made a contiguous
