@@ -587,7 +587,8 @@ class _DenseOutput(_StandIn):
         out = self.op(*args, **kwargs)   # FakeTensorMode only: no events
         fmt = torch.contiguous_format if self.like is None else \
             suggest_memory_format(args[self.like])
-        if out[0].is_contiguous(memory_format=fmt):
+        # a backward asked for no grad_input (a norm over the input features) returns None
+        if out[0] is None or out[0].is_contiguous(memory_format=fmt):
             return out
         return (out[0].contiguous(memory_format=fmt), *out[1:])
 

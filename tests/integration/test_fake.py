@@ -574,6 +574,19 @@ def test_fake_layer_norm_backward_makes_its_gradient_contiguous():
     assert clones[True] == clones[False]
 
 
+def test_fake_layer_norm_over_an_input_that_needs_no_gradient():
+    """Rule 16 on a backward asked for no grad_input (a norm over the input features,
+    w2v-BERT's feature projection): the kernel returns None there, which the stand-in read
+    as a tensor (AttributeError in backward, the script failed)."""
+    import torch
+
+    with memledger.trace(fake=True) as led:
+        ln, lin = torch.nn.LayerNorm(16), torch.nn.Linear(16, 4)
+        lin(ln(torch.randn(8, 16))).sum().backward()
+    st = led.storages
+    assert (st["op"] == "native_layer_norm_backward.default").sum() == 2   # weight, bias
+
+
 def test_fake_a_saved_bool_mask_keeps_its_values_into_backward():
     """Rule 3: `h[mask] = v` with a mask drawn in numpy (wav2vec2's SpecAugment) saves the
     mask, and its backward indexes the gradient with it, a size only the mask's values
