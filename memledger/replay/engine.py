@@ -1195,6 +1195,13 @@ def _recomputed_rows(prep, calls, own, seg, dropped, kept_cache, out: _Lifetimes
     late = np.flatnonzero(kept_cache & (own.made >= 0) & (seg.bw_end[k] >= 0) & ~(
         in_seg & (cr < seg.end[k])))
     out.f[0][late] = np.maximum(out.f[0][late], seg.pos_f(seg.bw_end[k[late]]))
+    # SAC around a call no backward goes through (a frozen block: peft LoRA on a CNN's
+    # head alone): no re-run takes the cache, which goes with the checkpoint's frame as
+    # the call's forward returns; until then it holds every save-list output (ResNet's
+    # stages under `--lora`, selective: 1,261,440 B under measured when each went as
+    # the forward let it go)
+    idle = np.flatnonzero(kept_cache & (own.made >= 0) & ~in_seg & (seg.bw_end[k] < 0))
+    out.f[0][idle] = np.maximum(out.f[0][idle], seg.pos_f(calls.ev1[k[idle]]))
     if restash.any():
         _restashed_rows(prep, calls, own, seg, restash, out)
     _first_pass_copies(prep, calls, own, d, out, seg)
