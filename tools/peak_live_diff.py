@@ -113,8 +113,10 @@ def main(argv: list[str]) -> int:
     led = traced(script, args)
     pk = led.peak()
     rows = led.live_at(pk.event)
-    print(f"untraced{' under ' + policy if policy else ''} peak {peak_u:,} B; ledger peak {pk.bytes:,} B at event {pk.event} "
-          f"({pk.phase}, {pk.op} in {pk.module or '(script)'}): {pk.bytes - peak_u:+,} B")
+    under = f" under {policy}" if policy else ""
+    print(f"untraced{under} peak {peak_u:,} B; ledger peak {pk.bytes:,} B at event "
+          f"{pk.event} ({pk.phase}, {pk.op} in {pk.module or '(script)'}): "
+          f"{pk.bytes - peak_u:+,} B")
     by_u = Counter(b for b, _ in live_u)
     by_l = Counter(rows["bytes"].tolist())
     for size in sorted(set(by_u) | set(by_l), reverse=True):

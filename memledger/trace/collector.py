@@ -1162,11 +1162,12 @@ class Collector(ShardingMixin, TorchDispatchMode):
     # input (`nn.MultiheadAttention(batch_first=True)`, a query other than the key: SigLIP's
     # attention-pooling head) is this sum, which set the ledger's peak at a `mm` and its
     # sum both live where the untraced run had one (the peak bytes agreed by chance, and
-    # the 8 B of scratch of the `add`s inside `repeat` were matched one `add` off). torch's CPU RNN layers (GRU,
-    # LSTM, RNN) project their whole input through `at::linear` before the time loop, and
-    # with `batch_first` that input is a transpose: the same sum, inside `nn.GRU.forward`,
-    # which runs no add of its own in Python (a GRU block, `offload:blocks.*`: 125,268 B
-    # over measured; tests/clients/train_random.py `--menu deep`).
+    # the 8 B of scratch of the `add`s inside `repeat` were matched one `add` off). torch's
+    # CPU RNN layers (GRU, LSTM, RNN) project their whole input through `at::linear` before
+    # the time loop, and with `batch_first` that input is a transpose: the same sum, inside
+    # `nn.GRU.forward`, which runs no add of its own in Python (a GRU block,
+    # `offload:blocks.*`: 125,268 B over measured; tests/clients/train_random.py `--menu
+    # deep`).
     def _linear_bias_twin(self, args, out, ev: int) -> None:
         if len(args) != 2 or not isinstance(out, _Tensor):
             return

@@ -45,8 +45,8 @@ Rules (numbered so that code can point here):
    explicit causal mask the real run does not (+8,192 B); and vision models read each
    block's stochastic-depth rate out of `torch.linspace` element by element (a float
    `unbind`), where stand-in zeros built every drop path as the identity. A known tensor
-   written from
-   unknown values (`m[:, 8:] = x`) is forgotten (`_STALE`), never answered with old values.
+   written from unknown values (`m[:, 8:] = x`) is forgotten (`_STALE`), never answered
+   with old values.
 4. FakeTensorMode memoises each output FakeTensor in a WeakValueDictionary; the weakref
    makes `torch.utils.swap_tensors` refuse it, and `nn.Module._apply` swaps fake
    parameters, so `model.to(device)` fails (pytorch/pytorch#170770, open in torch 2.13).
