@@ -838,10 +838,12 @@ class Collector(ShardingMixin, TorchDispatchMode):
                 self._in_place_twin(func, args, out, ev)
             elif self._formula is not None and func in self._formula:
                 self._formula_twin(func, args, out, ev)
+            # the script's own checkpoint re-runs forward ops in backward: the forward's
+            # folds apply to them too (w2v-BERT's math attention under its own checkpoint)
+            if func is _ADD and self._fork[0] is not None and self._twin[1] != ev:
+                self._forward_add_twins(args, out, ev)
         elif func is _ADD:
-            self._linear_bias_twin(args, out, ev)
-            if self._twin[1] != ev:
-                self._attention_mask_twin(args, out, ev)
+            self._forward_add_twins(args, out, ev)
         if numbers and _tensor_slots(func):   # Note [Wrapped scalars] in trace/scalars.py
             self._scalars.note(func, args, out, ev, self._module_now)
         if _casts_inputs(func):   # Note [Inputs an op casts] in trace/scalars.py
@@ -1168,6 +1170,13 @@ class Collector(ShardingMixin, TorchDispatchMode):
     # `nn.GRU.forward`, which runs no add of its own in Python (a GRU block,
     # `offload:blocks.*`: 125,268 B over measured; tests/clients/train_random.py `--menu
     # deep`).
+    def _forward_add_twins(self, args, out, ev: int) -> None:
+        """A forward `add` that is in place untraced: a Linear's bias, or math attention's
+        mask (the two Notes below)."""
+        self._linear_bias_twin(args, out, ev)
+        if self._twin[1] != ev:
+            self._attention_mask_twin(args, out, ev)
+
     def _linear_bias_twin(self, args, out, ev: int) -> None:
         if len(args) != 2 or not isinstance(out, _Tensor):
             return
