@@ -892,6 +892,16 @@ def _lifetimes(prep: Prepared, calls: _Calls, own: _Owners, seg: _Segments,
     return out
 
 
+def _rerun_started_by(prep: Prepared, unpacks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The rows of the script's checkpoint re-runs (their generator forks, op `fork_rng`,
+    each made one event after the unpack that started it), and for each of `unpacks` the
+    index among them of the re-run it started (-1: none)."""
+    fork = np.flatnonzero(prep.op_names[prep.op_code] == "fork_rng")
+    if not len(fork):
+        return fork, np.full(len(unpacks), -1, dtype=np.int64)
+    return fork, _position_in(prep.created[fork], unpacks + 1)
+
+
 def _script_rerun_read_back_end(prep: Prepared, u: np.ndarray,
                                 back_end: np.ndarray) -> np.ndarray:
     """Note [The script's own checkpoint] (trace/script_checkpoint.py): a non-reentrant
@@ -908,10 +918,9 @@ def _script_rerun_read_back_end(prep: Prepared, u: np.ndarray,
     and handed to each later one, which holds it to its own end (BART classifying under
     its own checkpoint, `offload:model.decoder.layers.*`: 131,072 B under measured when
     the copy went with the first re-run)."""
-    fork = np.flatnonzero(prep.op_names[prep.op_code] == "fork_rng")
+    fork, i = _rerun_started_by(prep, prep.unpack[u])
     if not len(fork):
         return back_end
-    i = _position_in(prep.created[fork], prep.unpack[u] + 1)
     rerun_end = prep.freed[fork][np.maximum(i, 0)]
     end = np.maximum(np.maximum(prep.last_use[u] + 1, rerun_end), prep.unpack[u] + 1)
     return np.where((i >= 0) & (end < back_end), end, back_end)
@@ -928,11 +937,11 @@ def _rerun_frame_end(prep: Prepared, packed: np.ndarray, first: np.ndarray,
     SwiftFormer (its stages checkpoint themselves, each after a ReLU that saves the stage's
     input too), `offload:swiftformer.encoder.network.0` under bf16 autocast: 49,152 B under
     measured when the copy went as the unpacking node returned."""
-    names = prep.op_names[prep.op_code]
-    fork, state = np.flatnonzero(names == "fork_rng"), np.flatnonzero(names == "get_rng_state")
+    state = np.flatnonzero(prep.op_names[prep.op_code] == "get_rng_state")
+    fork, i = _rerun_started_by(prep, first)
     if not len(fork) or not len(state):
         return np.full(len(first), -1, dtype=np.int64)
-    started = _position_in(prep.created[fork], first + 1) >= 0
+    started = i >= 0
     frame = _position_in(prep.created[state], packed + 1)
     end = np.minimum(prep.freed[state][np.maximum(frame, 0)], freed)
     return np.where(started & (frame >= 0), end, -1)

@@ -1147,6 +1147,13 @@ class Collector(ShardingMixin, TorchDispatchMode):
         sid = self._sids.get(a.untyped_storage()._cdata, -1)
         return sid if a.untyped_storage().nbytes() == out.untyped_storage().nbytes() else -1
 
+    def _forward_add_twins(self, args, out, ev: int) -> None:
+        """A forward `add` that is in place untraced: a Linear's bias, or math attention's
+        mask (the two Notes below)."""
+        self._linear_bias_twin(args, out, ev)
+        if self._twin[1] != ev:
+            self._attention_mask_twin(args, out, ev)
+
     # Note [A Linear's bias, added in place but for the mode]
     # `F.linear` of an input it cannot flatten into one `addmm` (a non-contiguous one, as
     # `x.transpose(1, 2)` in an MLP-Mixer's token mixing) runs `matmul` and then adds the
@@ -1170,23 +1177,10 @@ class Collector(ShardingMixin, TorchDispatchMode):
     # `nn.GRU.forward`, which runs no add of its own in Python (a GRU block,
     # `offload:blocks.*`: 125,268 B over measured; tests/clients/train_random.py `--menu
     # deep`).
-    def _forward_add_twins(self, args, out, ev: int) -> None:
-        """A forward `add` that is in place untraced: a Linear's bias, or math attention's
-        mask (the two Notes below)."""
-        self._linear_bias_twin(args, out, ev)
-        if self._twin[1] != ev:
-            self._attention_mask_twin(args, out, ev)
-
     def _linear_bias_twin(self, args, out, ev: int) -> None:
-        if len(args) != 2 or not isinstance(out, _Tensor):
+        if len(args) != 2 or not isinstance(args[1], _Tensor) or args[1].dim() != 1:
             return
-        a, bias = args
-        if type(a) not in self.PLAIN_TYPES or not isinstance(bias, _Tensor) or \
-                bias.dim() != 1 or a.shape != out.shape or a._is_view() or \
-                not a.is_contiguous() or not _called_by_linear():
-            return
-        sid = self._sids.get(a.untyped_storage()._cdata, -1)
-        if sid >= 0 and a.untyped_storage().nbytes() == out.untyped_storage().nbytes():
+        if (sid := self._writable_into(args[0], out)) >= 0 and _called_by_linear():
             made = self._sids.get(out.untyped_storage()._cdata, -1)
             self._twin = (sid, ev, made, "add_")
 
