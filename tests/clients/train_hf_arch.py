@@ -71,7 +71,8 @@ SMALL = dict(
 IMAGE = 64
 VISION = dict(image_size=IMAGE, embedding_size=16, stem_out_channels=16, depth_multiplier=0.25,
               num_groups=8, window_size=2,
-              width_coefficient=0.5, depth_coefficient=1.0, hidden_dim=640)   # EfficientNet's
+              width_coefficient=0.5, depth_coefficient=1.0, hidden_dim=640,   # EfficientNet's
+              num_queries=8)   # a detector's object queries
 # An audio model's (--task audio-cls only): half a second of 16 kHz audio through the
 # convolutional feature encoder, 32 channels a layer; spectrogram and filter-bank inputs
 # 64 frames long.
@@ -92,7 +93,11 @@ LABELS = 5
 # --task -> the Auto class of its head (TASKS: the transformers mapping that lists its types)
 TASKS = {"causal-lm": "CausalLM", "masked-lm": "MaskedLM", "seq-cls": "SequenceClassification",
          "token-cls": "TokenClassification", "seq2seq": "Seq2SeqLM",
-         "image-cls": "ImageClassification", "audio-cls": "AudioClassification"}
+         "image-cls": "ImageClassification", "audio-cls": "AudioClassification",
+         "semantic-seg": "SemanticSegmentation", "object-detection": "ObjectDetection",
+         "ctc": "CTC", "audio-xvector": "AudioXVector"}
+VISION_TASKS = {"image-cls", "semantic-seg", "object-detection"}
+AUDIO_TASKS = {"audio-cls", "ctc", "audio-xvector"}
 EXIT_CANNOT_BUILD = 3
 
 
@@ -100,7 +105,7 @@ def config(arch: str, task: str = "causal-lm"):
     cfg = _shrunk(transformers.AutoConfig.for_model(arch).__class__, task)
     if task == "seq-cls":
         cfg.num_labels, cfg.problem_type = LABELS, "multi_label_classification"
-    elif task in ("token-cls", "image-cls", "audio-cls"):
+    elif task == "token-cls" or task in VISION_TASKS | AUDIO_TASKS - {"ctc"}:
         cfg.num_labels = LABELS
         heads = _head_classes(task).get(arch)
         if isinstance(heads, tuple) and not cfg.architectures:   # DeiT's two: the plain one
@@ -132,7 +137,10 @@ def _head_classes(task: str) -> dict:
             "TokenClassification": "TOKEN_CLASSIFICATION",
             "Seq2SeqLM": "SEQ_TO_SEQ_CAUSAL_LM",
             "ImageClassification": "IMAGE_CLASSIFICATION",
-            "AudioClassification": "AUDIO_CLASSIFICATION"}[TASKS[task]]
+            "AudioClassification": "AUDIO_CLASSIFICATION",
+            "SemanticSegmentation": "SEMANTIC_SEGMENTATION",
+            "ObjectDetection": "OBJECT_DETECTION", "CTC": "CTC",
+            "AudioXVector": "AUDIO_XVECTOR"}[TASKS[task]]
     return getattr(modeling_auto, f"MODEL_FOR_{name}_MAPPING_NAMES")
 
 
@@ -151,8 +159,8 @@ def _shrunk(cls, task: str = "causal-lm"):
     too (VISION, DEPTH_LISTS, WIDTH_LISTS, HEAD_LISTS), an audio model's per-layer ones
     (AUDIO, AUDIO_LISTS)."""
     base = cls()
-    vision = task == "image-cls"
-    small = {**SMALL, **VISION} if vision else {**SMALL, **AUDIO} if task == "audio-cls" \
+    vision = task in VISION_TASKS
+    small = {**SMALL, **VISION} if vision else {**SMALL, **AUDIO} if task in AUDIO_TASKS \
         else SMALL
     # a size its default leaves 0 is a part the model does not have: left off
     kw = {k: v for k, v in small.items() if _has(base, k) and vars(base).get(k) != 0}
@@ -162,14 +170,25 @@ def _shrunk(cls, task: str = "causal-lm"):
         if any(k in vars(base) for k in DEPTH_LISTS):   # stages: their count is the lists'
             for k in ("num_hidden_layers", "num_layers", "hidden_size"):
                 kw.pop(k, None)
-    if task == "audio-cls":
+    if task in AUDIO_TASKS:
         kw.update({k: [width] * len(vars(base)[k]) for k, width in AUDIO_LISTS.items()
                    if isinstance(vars(base).get(k), (list, tuple))})
     if "kv_lora_rank" in kw:   # latent attention: its rotary head_dim is qk_rope_head_dim's
         kw.pop("head_dim", None)
+    if task == "semantic-seg":   # a head on 4 of a ViT's layers: 4 layers, those 4
+        if "out_indices" in kw or "out_indices" in dir(base):
+            kw.update(num_hidden_layers=4, out_indices=[1, 2, 3, 4])   # after the embedding
+        if "backbone_out_indices" in vars(base):
+            kw.update(num_hidden_layers=4, backbone_out_indices=[0, 1, 2, 3])
     for name, sub in vars(base).items():
         if isinstance(sub, transformers.PretrainedConfig):
-            kw[name] = _shrunk(type(sub), task).to_dict()
+            if sub.model_type == "timm_backbone":   # DETR's ResNet-50 from timm: transformers'
+                sub = transformers.ResNetConfig(out_indices=list(sub.out_indices))
+            small_sub = _shrunk(type(sub), task)
+            stages = getattr(sub, "out_features", None) or ()
+            if len(stages) > 1 and set(stages) <= set(small_sub.stage_names):
+                small_sub.out_features = stages   # the stages a backbone gives its head
+            kw[name] = small_sub.to_dict()
     while True:
         try:
             cfg = cls(**kw)
@@ -309,7 +328,14 @@ def _audio_shape(cfg, batch: int) -> tuple[int, ...]:
         return batch, cfg.num_mel_bins, 2 * cfg.max_source_positions
     if kind == "wav2vec2-bert":
         return batch, 64, cfg.feature_projection_input_dim
+    if _mel_encoder(cfg):
+        return batch, 64, cfg.encoder_config.num_mel_bins
     return batch, SAMPLES
+
+
+def _mel_encoder(cfg) -> bool:
+    """A CTC model over an encoder of log-mel frames (Parakeet, LASR): it takes their mask."""
+    return hasattr(getattr(cfg, "encoder_config", None), "num_mel_bins")
 
 
 def _batch(task: str, ids: torch.Tensor, gen: torch.Generator, model) -> dict:
@@ -320,10 +346,26 @@ def _batch(task: str, ids: torch.Tensor, gen: torch.Generator, model) -> dict:
             return {"input_ids": ids, "labels": labels}
         images = torch.randn(len(ids), 3, IMAGE, IMAGE, generator=gen)
         return {model.main_input_name: images, "labels": labels}
-    if task == "audio-cls":   # a waveform, or the features the model's extractor makes
-        labels = torch.randint(0, LABELS, (len(ids),), generator=gen)
-        return {model.main_input_name: torch.randn(_audio_shape(model.config, len(ids)),
-                                                   generator=gen), "labels": labels}
+    if task == "semantic-seg":   # a class for every pixel
+        images = torch.randn(len(ids), 3, IMAGE, IMAGE, generator=gen)
+        return {model.main_input_name: images,
+                "labels": torch.randint(0, LABELS, (len(ids), IMAGE, IMAGE), generator=gen)}
+    if task == "object-detection":   # 1-3 boxes an image (centre, size: fractions)
+        images = torch.randn(len(ids), 3, IMAGE, IMAGE, generator=gen)
+        counts = torch.randint(1, 4, (len(ids),), generator=gen).tolist()
+        return {model.main_input_name: images, "labels": [
+            {"class_labels": torch.randint(0, LABELS, (n,), generator=gen),
+             "boxes": torch.rand(n, 4, generator=gen) * 0.5 + 0.25} for n in counts]}
+    if task in AUDIO_TASKS:   # a waveform, or the features the model's extractor makes
+        audio = torch.randn(_audio_shape(model.config, len(ids)), generator=gen)
+        batch = {model.main_input_name: audio}
+        if _mel_encoder(model.config):
+            batch["attention_mask"] = torch.ones(audio.shape[:2], dtype=torch.long)
+        if task == "ctc":   # a transcript of 4-8 characters each, padded with -100
+            text = ids[:, :8] % (model.config.vocab_size - 1) + 1
+            text[len(ids) // 2:, 4:] = -100
+            return {**batch, "labels": text}
+        return {**batch, "labels": torch.randint(0, LABELS, (len(ids),), generator=gen)}
     if task == "causal-lm":
         return {"input_ids": ids, "labels": ids}
     if task == "masked-lm":
