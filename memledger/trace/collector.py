@@ -256,6 +256,9 @@ _LINEAR_FORWARDS = frozenset(
         "multi_head_attention_forward", "_in_projection_packed", "_in_projection"))
        if hasattr(f, "__code__")])
 _MODE_WRAPPERS = ("eval_frame.py", "_compile.py")   # torch's wrappers around a mode's call
+_CLAMP_MIN = torch.ops.aten.clamp_min.default
+_CTC_LOSS = torch.nn.functional.ctc_loss.__code__   # Note [CTC's target lengths]
+_AUTOCAST_LOW = (torch.float16, torch.bfloat16)
 
 
 _TRACE_DIR = os.path.dirname(os.path.abspath(__file__))   # the collectors' own frames
@@ -318,21 +321,54 @@ def _autocast_caches(args, out) -> bool:
 def _called_by_linear() -> bool:
     """The op running now was called (through F.linear) by `nn.Linear.forward`, or by a
     torch RNN layer's (through at::linear): Note [A Linear's bias, added in place but for
-    the mode]. Above this and `_linear_bias_twin` come the collectors'
-    `__torch_dispatch__` frames (two in a fake run: FakeCollector's calls Collector's, and
-    a fixed depth missed the fold there, +195,284 B) and torch's wrappers around a mode's
-    call."""
+    the mode]."""
+    return _caller_in(_LINEAR_FORWARDS) is not None
+
+
+def _caller_in(codes) -> Any:
+    """The Python frame that called the op running now, where its code is one of `codes`.
+    Above it come the collectors' `__torch_dispatch__` frames (two in a fake run:
+    FakeCollector's calls Collector's, and a fixed depth missed a fold there, +195,284 B)
+    and torch's wrappers around a mode's call."""
     f = sys._getframe(2)
     for _ in range(8):
         if f is None:
-            return False
-        if f.f_code in _LINEAR_FORWARDS:
-            return True
+            return None
+        if f.f_code in codes:
+            return f
         name = f.f_code.co_filename
         if not (name.endswith(_MODE_WRAPPERS) or name.startswith(_TRACE_DIR)):
-            return False
+            return None
         f = f.f_back
-    return False
+    return None
+
+
+# Note [CTC's target lengths]
+# `F.ctc_loss` with reduction "mean" divides each sequence's loss by its target length,
+# clamped to 1 (aten/src/ATen/native/LossCTC.cpp, `get_clamped_target_length`). Untraced,
+# torch reads tensor lengths into a list and makes the divisor from it in the loss's dtype
+# (`at::tensor(lengths, res.options()).clamp_min(1)`): 8 sequences, 32 B of float32. For
+# a "subclass-like" tensor, and a dispatch mode makes every tensor one, it clamps the
+# lengths tensor itself: int64, 64 B, which the division casts (32 B of scratch) and
+# `DivBackward0` saves to backward. transformers' CTC heads (SEW, UniSpeech, WavLM:
+# `ctc_loss_reduction="mean"`) read 48 B over the allocator with scratch, at the loss. So
+# the collector clamps the lengths cast to the loss's dtype, as the untraced run does: the
+# cast is a temporary the ledger never sees (torch's list-made tensor is one untraced),
+# the clamp's output has the untraced bytes and dtype, and the values are the same.
+def _ctc_divisor_dtype(args) -> torch.dtype | None:
+    """The loss's dtype where the op running now is the clamp `F.ctc_loss` runs on its
+    integer target lengths (float32 for a half-precision input: autocast's fp32 list has
+    ctc_loss); else None."""
+    lengths = args[0] if args else None
+    if not isinstance(lengths, _Tensor) or lengths.is_floating_point() or lengths.dim() != 1:
+        return None
+    frame = _caller_in((_CTC_LOSS,))
+    log_probs = frame.f_locals.get("log_probs") if frame is not None else None
+    if not isinstance(log_probs, _Tensor):
+        return None
+    # torch's CTC kernels take float32 and float64 only: a half-precision input that got as
+    # far as this clamp was cast by autocast (its key is off here, so the flag reads False)
+    return torch.float32 if log_probs.dtype in _AUTOCAST_LOW else log_probs.dtype
 
 
 def sparse_parts(t: torch.Tensor) -> tuple[torch.Tensor, ...]:
@@ -771,7 +807,10 @@ class Collector(ShardingMixin, TorchDispatchMode):
         grow = _written_slots(func)
         if grow:   # Note [Storages grown inside an op]
             grow = self._written_sizes(grow, args, kwargs)
-        out = func(*args, **kwargs)
+        if func is _CLAMP_MIN and (dtype := _ctc_divisor_dtype(args)) is not None:
+            out = func(args[0].to(dtype), *args[1:], **kwargs)   # Note [CTC's target lengths]
+        else:
+            out = func(*args, **kwargs)
         if func is _RF_ENTER or func is _RF_EXIT:
             self._record_function(func, args)
             return out
