@@ -56,6 +56,12 @@ ALL = ("checkpoint", "selective", "offload")
     # bias, added in place but for the mode]); unfolded, the scratch of the `add`s inside
     # `repeat` was matched one `add` off, +8 B at the peak
     ("siglip", ["--task", "image-cls", "--batch-size", "32"], ALL),
+    # CTC with the loss averaged over target lengths: F.ctc_loss clamps the integer lengths
+    # under a mode, a float copy of them untraced (Note [CTC's target lengths]), +48 B
+    ("unispeech", ["--task", "ctc"], ALL),
+    # a detector: Hungarian matching (scipy), box losses, denoising queries; its anchors
+    # are cached process-wide (the harness clears transformers' caches between passes)
+    ("rt_detr", ["--task", "object-detection"], ALL),
 ])
 def test_architecture(arch: str, loop: list[str], kinds: tuple[str, ...]) -> None:
     _known(arch)
