@@ -756,7 +756,8 @@ class FakeCollector(Collector):
         self._foreach = ForeachAsReal(FakeTensor, "cuda" if self.target.remap else "")
         self._views = RebuiltViews()             # Rule 17
         self._memo = self.fake_mode.fake_tensor_converter.tensor_memo
-        self._standin_sites: set[tuple[str, int, str]] = set()
+        self._standin_sites: dict[tuple[str, int, str], dict] = {}
+        self.last_standin: dict | None = None   # the latest, for a script that then raises
         self._real_sids: set[int] = set()
         self._host_sids: set[int] = set()     # Rule 8
         self._lifting = False
@@ -1054,12 +1055,24 @@ class FakeCollector(Collector):
     def _note_standin(self, op: str, value: Any) -> None:
         f = user_frame()
         filename, line = (f.f_code.co_filename, f.f_lineno) if f is not None else ("", 0)
-        if (filename, line, op) in self._standin_sites:
+        site = (filename, line, op)
+        if site in self._standin_sites:   # said once per line
+            self.last_standin = self._standin_sites[site]
             return
-        self._standin_sites.add((filename, line, op))
-        self.sink.write({"k": "standin", "ev": self._ev, "op": op, "value": value,
-                         "file": filename, "line": line,
-                         "code": linecache.getline(filename, line).strip() if filename else ""})
+        self.last_standin = self._standin_sites[site] = {
+            "k": "standin", "ev": self._ev, "op": op, "value": value, "file": filename,
+            "line": line, "code": linecache.getline(filename, line).strip() if filename else ""}
+        self.sink.write(self.last_standin)
+
+
+def standin_hint(rec: dict | None) -> str:
+    """For a fake run whose script raised: the last value a fake run made up, which may
+    have sent the script where a real run does not go ("" if none)."""
+    if not rec:
+        return ""
+    return (f" (a fake run has no values: the last stand-in, {rec['value']!r} at "
+            f"{_where_text(rec['file'], rec['line'])}, may have taken a branch a real run "
+            "does not; docs/fake.md, Values)")
 
 
 def cannot_run_fake_line(exc: BaseException, op: str) -> str:

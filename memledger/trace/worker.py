@@ -17,7 +17,7 @@ import os
 import sys
 import time
 
-from memledger.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
+from memledger.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_SCRIPT_FAILED, EXIT_USAGE
 from memledger.ledger.writer import FileSink
 from memledger.trace.call_count import ModuleCalls
 from memledger.trace.collector import Collector, StopTracing
@@ -71,6 +71,10 @@ def _ledger_pass(args) -> int:
                     return (ddp_refusal(e, args.script) if world else None) or \
                         fake_refusal(e, collector.target, args.script)
             outcome = run_and_classify(args.script, args.argv, refuse)
+            if args.fake and outcome.code == EXIT_SCRIPT_FAILED:
+                from memledger.trace.fake import standin_hint
+                outcome = ScriptOutcome(outcome.code, outcome.reason +
+                                        standin_hint(collector.last_standin), outcome.error)
             if world and outcome.code == EXIT_OK and not world.joined:
                 from memledger.trace.fake_world import NOT_DISTRIBUTED
                 outcome = ScriptOutcome(EXIT_USAGE, NOT_DISTRIBUTED)

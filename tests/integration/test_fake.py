@@ -239,6 +239,31 @@ def test_fake_script_that_needs_data_exits_2_with_its_line(tmp_path, capfd):
     assert "Traceback" not in capfd.readouterr().err
 
 
+def test_a_script_that_raises_after_a_stand_in_is_told_which_value_was_made_up(tmp_path,
+                                                                                 capfd):
+    """A check on the model's output (DETR's loss: `if not (boxes...).all(): raise`) gets
+    a stand-in answer and the script raises its own error: exit 3 as the script's, and its
+    one line names the stand-in that may have taken the branch."""
+    from memledger.trace.worker import main as worker_main
+
+    script = tmp_path / "checks.py"
+    script.write_text("import torch\nboxes = torch.rand(4, 4)\n"
+                      "if not (boxes[:, 2:] >= 0).all():\n"
+                      "    raise ValueError('boxes must be corners')\n")
+    status = tmp_path / "status.json"
+    argv, path = list(sys.argv), list(sys.path)
+    try:
+        code = worker_main(["ledger", "--fake", "--out", str(tmp_path / "x.ledger"),
+                            "--status", str(status), str(script)])
+    finally:
+        sys.argv[:], sys.path[:] = argv, path
+    reason = json.loads(status.read_text())["reason"]
+    assert code == 3 and reason.startswith("script raised ValueError: boxes must be corners")
+    assert "the last stand-in, False at " in reason and \
+        "checks.py:3 `if not (boxes[:, 2:] >= 0).all():`" in reason and "\n" not in reason
+    capfd.readouterr()
+
+
 @pytest.mark.parametrize("line,what", [
     ("print(loss.detach().numpy())", "`.numpy()` reads tensor values"),
     ('print(f"{loss:.3f}")', "formatting a tensor's value"),
