@@ -17,7 +17,10 @@ causal-lm (shifted cross entropy), masked-lm (cross entropy on 15 % of the token
 seq-cls (multi-label: BCE with logits over 5 labels), token-cls (cross entropy per token),
 seq2seq (an encoder-decoder's cross entropy on a target half the length), image-cls
 (cross entropy over 5 classes of 64-pixel images), audio-cls (5 classes of half a second of
-audio, or the features its model takes).
+audio, or the features its model takes), semantic-seg (a class for every pixel of a 64-pixel
+image), object-detection (1-3 boxes an image: Hungarian matching, box and GIoU losses; a
+DETR's timm ResNet is transformers' own), ctc (a 4-8 character transcript of half a second
+of audio), audio-xvector (a speaker embedding's additive-margin softmax over 5 speakers).
 
 The shrink is generic: every size field a config has (hidden size, layers, heads, experts,
 latent-attention ranks, state-space heads, a multimodal model's towers, ...) is set small,
