@@ -892,14 +892,24 @@ def _lifetimes(prep: Prepared, calls: _Calls, own: _Owners, seg: _Segments,
     return out
 
 
-def _rerun_started_by(prep: Prepared, unpacks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _rerun_started_by(prep: Prepared, unpacks: np.ndarray,
+                      later_inputs: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """The rows of the script's checkpoint re-runs (their generator forks, op `fork_rng`,
     each made one event after the unpack that started it), and for each of `unpacks` the
-    index among them of the re-run it started (-1: none)."""
+    index among them of the re-run it started (-1: none). With `later_inputs`, also of the
+    re-run whose region's other inputs it read back: those come at the fork's own event (no
+    op runs between them). SEW-D's layers take the hidden states and then the attention
+    mask; with the mask's read-back copy taken for no re-run's, it was held to the
+    original's free, past the layer's backward: `offload` of its layers under their own
+    checkpoint, 768 B over measured."""
     fork = np.flatnonzero(prep.op_names[prep.op_code] == "fork_rng")
     if not len(fork):
         return fork, np.full(len(unpacks), -1, dtype=np.int64)
-    return fork, _position_in(prep.created[fork], unpacks + 1)
+    made = prep.created[fork]
+    started = _position_in(made, unpacks + 1)
+    if not later_inputs:
+        return fork, started
+    return fork, np.where(started >= 0, started, _position_in(made, unpacks))
 
 
 def _script_rerun_read_back_end(prep: Prepared, u: np.ndarray,
@@ -918,7 +928,7 @@ def _script_rerun_read_back_end(prep: Prepared, u: np.ndarray,
     and handed to each later one, which holds it to its own end (BART classifying under
     its own checkpoint, `offload:model.decoder.layers.*`: 131,072 B under measured when
     the copy went with the first re-run)."""
-    fork, i = _rerun_started_by(prep, prep.unpack[u])
+    fork, i = _rerun_started_by(prep, prep.unpack[u], later_inputs=True)
     if not len(fork):
         return back_end
     rerun_end = prep.freed[fork][np.maximum(i, 0)]
@@ -937,14 +947,22 @@ def _rerun_frame_end(prep: Prepared, packed: np.ndarray, first: np.ndarray,
     SwiftFormer (its stages checkpoint themselves, each after a ReLU that saves the stage's
     input too), `offload:swiftformer.encoder.network.0` under bf16 autocast: 49,152 B under
     measured when the copy went as the unpacking node returned."""
-    state = np.flatnonzero(prep.op_names[prep.op_code] == "get_rng_state")
     fork, i = _rerun_started_by(prep, first)
-    if not len(fork) or not len(state):
+    frame = _frame_end(prep, packed)
+    if not len(fork):
         return np.full(len(first), -1, dtype=np.int64)
-    started = i >= 0
+    return np.where((i >= 0) & (frame >= 0), np.minimum(frame, freed), -1)
+
+
+def _frame_end(prep: Prepared, packed: np.ndarray) -> np.ndarray:
+    """The end of the script's checkpoint frame that saved each region input at `packed`:
+    its generator state's free (`get_rng_state`, made one event after the input's save);
+    -1 for a save no frame made."""
+    state = np.flatnonzero(prep.op_names[prep.op_code] == "get_rng_state")
+    if not len(state):
+        return np.full(len(packed), -1, dtype=np.int64)
     frame = _position_in(prep.created[state], packed + 1)
-    end = np.minimum(prep.freed[state][np.maximum(frame, 0)], freed)
-    return np.where(started & (frame >= 0), end, -1)
+    return np.where(frame >= 0, prep.freed[state][np.maximum(frame, 0)], -1)
 
 
 def _resident_copies(prep: Prepared, calls: _Calls, seg: _Segments, off: np.ndarray,
@@ -976,8 +994,14 @@ def _resident_copies(prep: Prepared, calls: _Calls, seg: _Segments, off: np.ndar
         # (as offloaded storages' copies, `_lifetimes`). diffusers' UNet2DConditionModel
         # checkpointing its transformer blocks, `offload:down_blocks.*`: the cross-attention
         # states (2, 6, 16) fp32 went at the node's return, 768 B under measured
+        # (to the storage's last read, where the frame that saved it is what freed the
+        # original: the frame holds offload's handle, not the copy. SEW-D's attention mask,
+        # an input of each layer that layer 1's own save kept to its backward: 768 B over
+        # measured when the copy was held to the frame's end)
         last = (first == prep.unpack[rows]) & (prep.freed[rows] > ends)
-        ends = np.where(last, prep.freed[rows], ends)
+        by_frame = _frame_end(prep, packed) == prep.freed[rows]
+        ends = np.where(last, np.where(by_frame, np.maximum(ends, prep.last_use[rows] + 1),
+                                       prep.freed[rows]), ends)
         ends = np.maximum(ends, _rerun_frame_end(prep, packed, first, prep.freed[rows]))
     # one copy per storage while its saves are out: a save made after every earlier one was
     # read back and let go starts a new copy (accumulation: each micro-batch saves a view

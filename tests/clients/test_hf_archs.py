@@ -200,3 +200,18 @@ def test_math_attentions_mask_add_is_folded_in_the_scripts_own_rerun_too():
                      ["offload:wav2vec2_bert.encoder.layers.*"])
     assert run.ledger.peak_with_scratch() == run.allocator_peak
     assert gaps_of(run) == {}
+
+
+def test_a_mask_each_layer_takes_is_read_back_for_its_layers_rerun_alone():
+    """SEW-D classifying audio under its own checkpoint and bf16 autocast: every layer takes
+    the attention mask as its second input, which each layer's checkpoint saves. Its
+    re-run reads the mask back at the fork's own event (after the hidden states), which
+    the replay took for no re-run's, and held layer 0's copy to the frame's end: `offload`
+    of the layers 768 B over measured."""
+    _known("sew-d")
+    layers = "sew_d.encoder.encoder.layer"
+    run = run_client("train_hf_arch.py", ["--arch", "sew-d", "--task", "audio-cls",
+                                          "--grad-ckpt", "--amp", "--steps", "3"],
+                     [f"offload:{layers}.*", f"offload:{layers}.0"])
+    assert gaps_of(run) == {}
+    assert all(p.measured < run.allocator_peak for p in run.policies.values())
