@@ -528,9 +528,12 @@ def _refuse_selective_mutated(prep: Prepared, calls: _Calls, own: _Owners, polic
     if prep.mutated is None or not prep.mutated.any():
         return
     bad = np.flatnonzero(in_save_list & prep.mutated)
-    _, stop = _packs_per_call(prep, calls, own)
-    k = own.made[bad]
-    bad = bad[(k >= 0) & (prep.created[bad] < stop[np.maximum(k, 0)])]
+    saves, stop = _packs_per_call(prep, calls, own)
+    k = np.maximum(own.made[bad], 0)
+    # and only in a call that saved something: one no backward goes through is never
+    # re-run (peft LoRA on Parakeet: its frozen subsampling convolutions write their
+    # activations in place, and predict refused what measure ran)
+    bad = bad[(own.made[bad] >= 0) & (saves[k] > 0) & (prep.created[bad] < stop[k])]
     if len(bad):
         k = int(own.made[bad].max())
         raise PolicyError(selective_mutated_message(policy.text(), str(calls.mods[k])))

@@ -215,3 +215,17 @@ def test_a_mask_each_layer_takes_is_read_back_for_its_layers_rerun_alone():
                      [f"offload:{layers}.*", f"offload:{layers}.0"])
     assert gaps_of(run) == {}
     assert all(p.measured < run.allocator_peak for p in run.policies.values())
+
+
+def test_selective_on_frozen_layers_that_write_in_place_is_predicted_as_measured():
+    """peft LoRA on Parakeet's CTC model: its subsampling convolutions are frozen and take
+    the features (no gradient), so no backward goes through them, and their activation
+    writes in place. predict refused selective there (an output changed in place that
+    torch's selective checkpoint cannot hand back), which measure ran: a call that saves
+    nothing is never re-run."""
+    _known("parakeet_ctc")
+    glob = blocks_glob(build("parakeet_ctc", "meta", True, "ctc"))
+    run = run_client("train_hf_arch.py", ["--arch", "parakeet_ctc", "--task", "ctc", "--lora",
+                                          "--steps", "3"], [f"selective:{glob}"])
+    assert gaps_of(run) == {}
+    assert run.policies[f"selective:{glob}"].predicted is not None
