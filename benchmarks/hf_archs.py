@@ -91,7 +91,8 @@ def main() -> None:
                     "'--lora'")
     ap.add_argument("--task", default="causal-lm", help="the head: causal-lm, masked-lm, "
                     "seq-cls, token-cls, seq2seq, image-cls, audio-cls, semantic-seg, object-detection, "
-                    "ctc, audio-xvector (tests/clients/train_hf_arch.py)")
+                    "ctc, audio-xvector, masked-image, qa, multiple-choice "
+                    "(tests/clients/train_hf_arch.py)")
     ap.add_argument("--fake", action="store_true")
     ap.add_argument("--jobs", type=int, default=2, help="architectures run at once")
     ap.add_argument("--timeout", type=int, default=300, help="seconds per architecture")

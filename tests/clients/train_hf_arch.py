@@ -20,7 +20,9 @@ seq2seq (an encoder-decoder's cross entropy on a target half the length), image-
 audio, or the features its model takes), semantic-seg (a class for every pixel of a 64-pixel
 image), object-detection (1-3 boxes an image: Hungarian matching, box and GIoU losses; a
 DETR's timm ResNet is transformers' own), ctc (a 4-8 character transcript of half a second
-of audio), audio-xvector (a speaker embedding's additive-margin softmax over 5 speakers).
+of audio), audio-xvector (a speaker embedding's additive-margin softmax over 5 speakers),
+masked-image (SimMIM: half the patches masked, their pixels reconstructed with an L1 loss),
+qa (an answer's start and end token), multiple-choice (3 answers a question).
 
 The shrink is generic: every size field a config has (hidden size, layers, heads, experts,
 latent-attention ranks, state-space heads, a multimodal model's towers, ...) is set small,
@@ -98,8 +100,10 @@ TASKS = {"causal-lm": "CausalLM", "masked-lm": "MaskedLM", "seq-cls": "SequenceC
          "token-cls": "TokenClassification", "seq2seq": "Seq2SeqLM",
          "image-cls": "ImageClassification", "audio-cls": "AudioClassification",
          "semantic-seg": "SemanticSegmentation", "object-detection": "ObjectDetection",
-         "ctc": "CTC", "audio-xvector": "AudioXVector"}
-VISION_TASKS = {"image-cls", "semantic-seg", "object-detection"}
+         "ctc": "CTC", "audio-xvector": "AudioXVector", "masked-image": "MaskedImageModeling",
+         "qa": "QuestionAnswering", "multiple-choice": "MultipleChoice"}
+VISION_TASKS = {"image-cls", "semantic-seg", "object-detection", "masked-image"}
+CHOICES = 3   # --task multiple-choice: answers per question
 AUDIO_TASKS = {"audio-cls", "ctc", "audio-xvector"}
 EXIT_CANNOT_BUILD = 3
 
@@ -108,7 +112,7 @@ def config(arch: str, task: str = "causal-lm"):
     cfg = _shrunk(transformers.AutoConfig.for_model(arch).__class__, task)
     if task == "seq-cls":
         cfg.num_labels, cfg.problem_type = LABELS, "multi_label_classification"
-    elif task == "token-cls" or task in VISION_TASKS | AUDIO_TASKS - {"ctc"}:
+    elif task == "token-cls" or task in VISION_TASKS | AUDIO_TASKS - {"ctc", "masked-image"}:
         cfg.num_labels = LABELS
         heads = _head_classes(task).get(arch)
         if isinstance(heads, tuple) and not cfg.architectures:   # DeiT's two: the plain one
@@ -143,7 +147,9 @@ def _head_classes(task: str) -> dict:
             "AudioClassification": "AUDIO_CLASSIFICATION",
             "SemanticSegmentation": "SEMANTIC_SEGMENTATION",
             "ObjectDetection": "OBJECT_DETECTION", "CTC": "CTC",
-            "AudioXVector": "AUDIO_XVECTOR"}[TASKS[task]]
+            "AudioXVector": "AUDIO_XVECTOR", "MaskedImageModeling": "MASKED_IMAGE_MODELING",
+            "QuestionAnswering": "QUESTION_ANSWERING",
+            "MultipleChoice": "MULTIPLE_CHOICE"}[TASKS[task]]
     return getattr(modeling_auto, f"MODEL_FOR_{name}_MAPPING_NAMES")
 
 
@@ -349,6 +355,18 @@ def _batch(task: str, ids: torch.Tensor, gen: torch.Generator, model) -> dict:
             return {"input_ids": ids, "labels": labels}
         images = torch.randn(len(ids), 3, IMAGE, IMAGE, generator=gen)
         return {model.main_input_name: images, "labels": labels}
+    if task == "masked-image":   # half the patches masked, their pixels reconstructed
+        images = torch.randn(len(ids), 3, IMAGE, IMAGE, generator=gen)
+        patches = (IMAGE // model.config.patch_size) ** 2
+        return {model.main_input_name: images,
+                "bool_masked_pos": torch.rand(len(ids), patches, generator=gen) < 0.5}
+    if task == "qa":   # an answer span in each sequence
+        start = torch.randint(0, ids.shape[1] - 8, (len(ids),), generator=gen)
+        return {"input_ids": ids, "start_positions": start, "end_positions": start + 7}
+    if task == "multiple-choice":   # each question with its CHOICES answers, one right
+        return {"input_ids": torch.randint(3, V, (len(ids), CHOICES, ids.shape[1]),
+                                           generator=gen),
+                "labels": torch.randint(0, CHOICES, (len(ids),), generator=gen)}
     if task == "semantic-seg":   # a class for every pixel
         images = torch.randn(len(ids), 3, IMAGE, IMAGE, generator=gen)
         return {model.main_input_name: images,
