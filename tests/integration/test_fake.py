@@ -216,24 +216,30 @@ def test_fake_small_integers_are_computed_for_real():
     assert fake_info(led.ledger).standins == []
 
 
-def test_fake_script_that_needs_data_exits_2_with_its_line(tmp_path, capfd):
-    import json
-
+def _fake_ledger_pass(tmp_path, source: str, name: str = "train.py") -> tuple[int, str]:
+    """The ledger pass of `trace --fake` on a script of `source`, in this process and in
+    `tmp_path` (the CLI runs the same worker in a fresh one and prints the status's reason
+    as its one line: session.trace_script): (exit code, reason)."""
     from memledger.trace.worker import main as worker_main
 
-    # the ledger pass in this process (the CLI runs the same worker in a fresh one and
-    # prints the status's reason as its one line, exit 2: session.trace_script)
-    script = tmp_path / "needs_data.py"
-    script.write_text("import torch\nx = torch.randint(5, (2_000_000,))\n"
-                      "u = torch.unique(x)  # its size is the data\n")
+    script = tmp_path / name
+    script.write_text(source)
     status = tmp_path / "status.json"
-    argv, path = list(sys.argv), list(sys.path)
+    argv, path, cwd = list(sys.argv), list(sys.path), os.getcwd()
+    os.chdir(tmp_path)
     try:
         code = worker_main(["ledger", "--fake", "--out", str(tmp_path / "x.ledger"),
                             "--status", str(status), str(script)])
     finally:
         sys.argv[:], sys.path[:] = argv, path
-    reason = json.loads(status.read_text())["reason"]
+        os.chdir(cwd)
+    return code, json.loads(status.read_text())["reason"]
+
+
+def test_fake_script_that_needs_data_exits_2_with_its_line(tmp_path, capfd):
+    code, reason = _fake_ledger_pass(
+        tmp_path, "import torch\nx = torch.randint(5, (2_000_000,))\n"
+        "u = torch.unique(x)  # its size is the data\n", "needs_data.py")
     assert code == 2 and "needs_data.py:3 `u = torch.unique(x)" in reason
     assert reason.startswith("memledger: cannot run fake at ") and "\n" not in reason
     assert "Traceback" not in capfd.readouterr().err
@@ -244,20 +250,10 @@ def test_a_script_that_raises_after_a_stand_in_is_told_which_value_was_made_up(t
     """A check on the model's output (DETR's loss: `if not (boxes...).all(): raise`) gets
     a stand-in answer and the script raises its own error: exit 3 as the script's, and its
     one line names the stand-in that may have taken the branch."""
-    from memledger.trace.worker import main as worker_main
-
-    script = tmp_path / "checks.py"
-    script.write_text("import torch\nboxes = torch.rand(4, 4)\n"
-                      "if not (boxes[:, 2:] >= 0).all():\n"
-                      "    raise ValueError('boxes must be corners')\n")
-    status = tmp_path / "status.json"
-    argv, path = list(sys.argv), list(sys.path)
-    try:
-        code = worker_main(["ledger", "--fake", "--out", str(tmp_path / "x.ledger"),
-                            "--status", str(status), str(script)])
-    finally:
-        sys.argv[:], sys.path[:] = argv, path
-    reason = json.loads(status.read_text())["reason"]
+    code, reason = _fake_ledger_pass(
+        tmp_path, "import torch\nboxes = torch.rand(4, 4)\n"
+        "if not (boxes[:, 2:] >= 0).all():\n    raise ValueError('boxes must be corners')\n",
+        "checks.py")
     assert code == 3 and reason.startswith("script raised ValueError: boxes must be corners")
     assert "the last stand-in, False at " in reason and \
         "checks.py:3 `if not (boxes[:, 2:] >= 0).all():`" in reason and "\n" not in reason
@@ -272,21 +268,9 @@ def test_a_script_that_raises_after_a_stand_in_is_told_which_value_was_made_up(t
 def test_fake_refuses_value_reads_in_one_line(tmp_path, capfd, line, what):
     """A logging line or a checkpoint save reads values a fake run does not have: exit 2
     naming the script's line, not exit 3 with torch's traceback."""
-    from memledger.trace.worker import main as worker_main
-
-    script = tmp_path / "train.py"
-    script.write_text("import torch\nmodel = torch.nn.Linear(4, 1)\n"
-                      "loss = model(torch.randn(2, 4)).sum()\n" + line + "\n")
-    status = tmp_path / "status.json"
-    argv, path, cwd = list(sys.argv), list(sys.path), os.getcwd()
-    os.chdir(tmp_path)
-    try:
-        code = worker_main(["ledger", "--fake", "--out", str(tmp_path / "x.ledger"),
-                            "--status", str(status), str(script)])
-    finally:
-        sys.argv[:], sys.path[:] = argv, path
-        os.chdir(cwd)
-    reason = json.loads(status.read_text())["reason"]
+    code, reason = _fake_ledger_pass(
+        tmp_path, "import torch\nmodel = torch.nn.Linear(4, 1)\n"
+        "loss = model(torch.randn(2, 4)).sum()\n" + line + "\n")
     assert code == 2 and f"train.py:4 `{line}`: {what}" in reason, reason
     assert "Traceback" not in capfd.readouterr().err
 
