@@ -360,7 +360,7 @@ def _ctc_divisor_dtype(args) -> torch.dtype | None:
     integer target lengths (float32 for a half-precision input: autocast's fp32 list has
     ctc_loss); else None."""
     lengths = args[0] if args else None
-    if not isinstance(lengths, _Tensor) or lengths.is_floating_point() or lengths.dim() != 1:
+    if not isinstance(lengths, _Tensor) or lengths.is_floating_point() or lengths.dim() > 1:
         return None
     frame = _caller_in((_CTC_LOSS,))
     log_probs = frame.f_locals.get("log_probs") if frame is not None else None
