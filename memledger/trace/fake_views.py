@@ -68,14 +68,17 @@ class RebuiltViews:
                 self._tag(t)
 
     def _replaying(self, func, args: tuple) -> bool:
-        """The op is autograd rebuilding a written view's node: a view op on its base, run
-        while autograd holds the view's lock. Reading `grad_fn` then waits on that lock for
-        ever; it is read at the next op instead."""
+        """The op may be autograd rebuilding a written view's node: a view op on its
+        storage, run while autograd holds the view's lock. Reading `grad_fn` then waits on
+        that lock for ever; it is read at the next op instead. Any view of the storage,
+        not only of the base: a view of a view is rebuilt one view at a time (Deformable
+        DETR's `delta_bbox[..., :2] += reference`, an alias and then a slice: its fake run
+        hung at the slice)."""
         if not getattr(func, "is_view", False) or not args or \
                 not isinstance(args[0], torch.Tensor):
             return False
-        base = args[0]
-        return any(t._base is base for t in self.written)
+        storage = args[0].untyped_storage()._cdata
+        return any(t.untyped_storage()._cdata == storage for t in self.written)
 
     def _tag(self, t: torch.Tensor) -> None:
         g = t.grad_fn

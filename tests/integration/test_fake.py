@@ -275,6 +275,23 @@ def test_fake_refuses_value_reads_in_one_line(tmp_path, capfd, line, what):
     assert "Traceback" not in capfd.readouterr().err
 
 
+def test_a_view_of_a_view_added_to_in_place_does_not_hang_a_fake_run(tmp_path):
+    """Deformable DETR's `delta_bbox[..., :2] += reference`: autograd rebuilds the written
+    view's node one view at a time (an alias, then a slice), holding the view's lock, and
+    Rule 17 read `grad_fn` at the slice, which waited on that lock for ever. In a child
+    process, so that a hang fails the test instead of the suite."""
+    import subprocess
+
+    script = tmp_path / "view_of_view.py"
+    script.write_text("import torch, memledger\nwith memledger.trace(fake=True):\n"
+                      "    x = torch.nn.Linear(4, 4)(torch.randn(2, 3, 4))\n"
+                      "    x[..., :2] += torch.randn(2, 3, 2)\n"
+                      "    x.sigmoid().sum().backward()\nprint('done')\n")
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "done", done.stderr[-2000:]
+
+
 def test_fake_masked_rows_take_their_real_count(tmp_path):
     """`logits[ids != pad]`: the mask's values are known (token ids from the script's own
     generator), so the selected rows are counted as the real run counts them; this stopped
