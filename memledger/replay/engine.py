@@ -951,9 +951,9 @@ def _rerun_frame_end(prep: Prepared, packed: np.ndarray, first: np.ndarray,
     input too), `offload:swiftformer.encoder.network.0` under bf16 autocast: 49,152 B under
     measured when the copy went as the unpacking node returned."""
     fork, i = _rerun_started_by(prep, first)
-    frame = _frame_end(prep, packed)
     if not len(fork):
         return np.full(len(first), -1, dtype=np.int64)
+    frame = _frame_end(prep, packed)
     return np.where((i >= 0) & (frame >= 0), np.minimum(frame, freed), -1)
 
 
@@ -996,11 +996,11 @@ def _resident_copies(prep: Prepared, calls: _Calls, seg: _Segments, off: np.ndar
         # original: where this save was the storage's last read, until the original's free
         # (as offloaded storages' copies, `_lifetimes`). diffusers' UNet2DConditionModel
         # checkpointing its transformer blocks, `offload:down_blocks.*`: the cross-attention
-        # states (2, 6, 16) fp32 went at the node's return, 768 B under measured
-        # (to the storage's last read, where the frame that saved it is what freed the
-        # original: the frame holds offload's handle, not the copy. SEW-D's attention mask,
-        # an input of each layer that layer 1's own save kept to its backward: 768 B over
-        # measured when the copy was held to the frame's end)
+        # states (2, 6, 16) fp32 went at the node's return, 768 B under measured. Where
+        # the frame that saved it is what freed the original (its generator state goes at
+        # the same event), the frame holds offload's handle, not the copy: the copy goes
+        # after its last read. SEW-D's attention mask, which layer 1's own save kept to
+        # its backward: 768 B over measured when the copy was held to the frame's end.
         last = (first == prep.unpack[rows]) & (prep.freed[rows] > ends)
         by_frame = _frame_end(prep, packed) == prep.freed[rows]
         ends = np.where(last, np.where(by_frame, np.maximum(ends, prep.last_use[rows] + 1),
