@@ -22,7 +22,9 @@ image), object-detection (1-3 boxes an image: Hungarian matching, box and GIoU l
 DETR's timm ResNet is transformers' own), ctc (a 4-8 character transcript of half a second
 of audio), audio-xvector (a speaker embedding's additive-margin softmax over 5 speakers),
 masked-image (SimMIM: half the patches masked, their pixels reconstructed with an L1 loss),
-qa (an answer's start and end token), multiple-choice (3 answers a question).
+qa (an answer's start and end token), multiple-choice (3 answers a question), universal-seg
+(Mask2Former and kin: 2 masks an image, a class each; Hungarian matching, point-sampled
+mask losses).
 
 The shrink is generic: every size field a config has (hidden size, layers, heads, experts,
 latent-attention ranks, state-space heads, a multimodal model's towers, ...) is set small,
@@ -101,8 +103,10 @@ TASKS = {"causal-lm": "CausalLM", "masked-lm": "MaskedLM", "seq-cls": "SequenceC
          "image-cls": "ImageClassification", "audio-cls": "AudioClassification",
          "semantic-seg": "SemanticSegmentation", "object-detection": "ObjectDetection",
          "ctc": "CTC", "audio-xvector": "AudioXVector", "masked-image": "MaskedImageModeling",
-         "qa": "QuestionAnswering", "multiple-choice": "MultipleChoice"}
-VISION_TASKS = {"image-cls", "semantic-seg", "object-detection", "masked-image"}
+         "qa": "QuestionAnswering", "multiple-choice": "MultipleChoice",
+         "universal-seg": "UniversalSegmentation"}
+VISION_TASKS = {"image-cls", "semantic-seg", "object-detection", "masked-image",
+                "universal-seg"}
 CHOICES = 3   # --task multiple-choice: answers per question
 AUDIO_TASKS = {"audio-cls", "ctc", "audio-xvector"}
 EXIT_CANNOT_BUILD = 3
@@ -149,7 +153,8 @@ def _head_classes(task: str) -> dict:
             "ObjectDetection": "OBJECT_DETECTION", "CTC": "CTC",
             "AudioXVector": "AUDIO_XVECTOR", "MaskedImageModeling": "MASKED_IMAGE_MODELING",
             "QuestionAnswering": "QUESTION_ANSWERING",
-            "MultipleChoice": "MULTIPLE_CHOICE"}[TASKS[task]]
+            "MultipleChoice": "MULTIPLE_CHOICE",
+            "UniversalSegmentation": "UNIVERSAL_SEGMENTATION"}[TASKS[task]]
     return getattr(modeling_auto, f"MODEL_FOR_{name}_MAPPING_NAMES")
 
 
@@ -367,6 +372,16 @@ def _batch(task: str, ids: torch.Tensor, gen: torch.Generator, model) -> dict:
         return {"input_ids": torch.randint(3, V, (len(ids), CHOICES, ids.shape[1]),
                                            generator=gen),
                 "labels": torch.randint(0, CHOICES, (len(ids),), generator=gen)}
+    if task == "universal-seg":   # 2 masks an image, a class each (and OneFormer's task)
+        images = torch.randn(len(ids), 3, IMAGE, IMAGE, generator=gen)
+        batch = {"pixel_values": images,
+                 "mask_labels": [(torch.rand(2, IMAGE, IMAGE, generator=gen) < 0.5).float()
+                                 for _ in ids],
+                 "class_labels": [torch.randint(0, LABELS, (2,), generator=gen) for _ in ids]}
+        if hasattr(model.config, "task_seq_len"):   # OneFormer: the task's tokens
+            batch["task_inputs"] = torch.randint(3, V, (len(ids), model.config.task_seq_len),
+                                                 generator=gen)
+        return batch
     if task == "semantic-seg":   # a class for every pixel
         images = torch.randn(len(ids), 3, IMAGE, IMAGE, generator=gen)
         return {model.main_input_name: images,
