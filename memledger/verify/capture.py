@@ -19,6 +19,10 @@ backward: trace/steps.py, the rule trace and measure count by) it keeps:
   its closure]).
 - `params`, `buffers`, `optim`: CPU copies after the step (post-hook); optimizer state per
   parameter name and key (`exp_avg`, `step`, ...), plain numbers turned into 0-d tensors.
+- `rng`: a digest of each global random generator's state after the step (torch's CPU
+  generator, numpy's, Python's `random`); with `rng_start` (the same at the script's
+  start) the gates name a generator the script drew from without seeding it (Note [A
+  baseline drawn anew], verify/tolerance.py).
 - `unmoved`: trainable parameters with a gradient that the step left bitwise unchanged;
   `frozen_changed`: `requires_grad=False` parameters the step changed; `nonfinite`:
   parameters whose gradient holds a NaN or an infinity.
@@ -185,6 +189,7 @@ class Capture:
         self.model: nn.Module | None = None
         self.device = "cpu"
         self.steps: list[dict] = []
+        self.rng_start: dict[str, str] = {}   # generator_states() at the script's start
         self._inputs: list[tuple[str, str]] = []
         self._before: dict[str, torch.Tensor] = {}
         self._mode: _LossInputs | None = None
@@ -218,6 +223,7 @@ class Capture:
         self.device = str(first.device) if first is not None else "cpu"
 
     def start(self) -> None:
+        self.rng_start = generator_states()
         # a training step as trace counts it: trace/steps.py (fed by the hooks below)
         self._steps = OptimizerSteps(self._end_step, hooks=False)
         self._hooks = [
@@ -422,6 +428,7 @@ class Capture:
                            and not moved.get(n, True)]
         step["frozen_changed"] = [n for n, p in params.items()
                                   if not p.requires_grad and moved.get(n, False)]
+        step["rng"] = generator_states()
         self.steps.append(step)
         self._opts = []
         if len(self.steps) >= self.max_steps:
@@ -429,7 +436,25 @@ class Capture:
 
     # ---- file ----------------------------------------------------------------------------
     def data(self, meta: dict) -> dict:
-        return {"format": FORMAT, "meta": meta, "steps": self.steps}
+        return {"format": FORMAT, "meta": meta, "steps": self.steps,
+                "rng_start": self.rng_start}
+
+
+def generator_states() -> dict[str, str]:
+    """A digest of the state of each global random generator a script may draw from."""
+    import random
+    import sys
+
+    states = {"torch": hashlib.blake2b(torch.get_rng_state().numpy().tobytes(),
+                                       digest_size=8).hexdigest(),
+              "random": hashlib.blake2b(repr(random.getstate()).encode(),
+                                        digest_size=8).hexdigest()}
+    np = sys.modules.get("numpy")
+    if np is not None:
+        _, keys, pos, *_ = np.random.get_state()
+        states["numpy"] = hashlib.blake2b(keys.tobytes() + str(pos).encode(),
+                                          digest_size=8).hexdigest()
+    return states
 
 
 def save_capture(data: dict, path: str) -> None:

@@ -35,11 +35,13 @@ from typing import Callable
 from memledger.errors import EXIT_INTERNAL, EXIT_OK, EXIT_USAGE, ScriptError
 from memledger.verify.diff import Comparison, Finding, compare
 from memledger.verify.tolerance import (
+    GENERATOR_CURES,
     NOISE_FACTOR,
     UNSEEDED,
     Tolerance,
     first_step_spread,
     noise_floors,
+    unseeded_generators,
 )
 from memledger.verify.runs import BASELINE, CaptureResult, Variant, capture_run
 
@@ -130,11 +132,16 @@ def run_gates(script: str | Path, argv: list[str], variants: list[Variant], step
                            f"within {NOISE_FACTOR:g} × its own baseline difference")
             spread, name, worst = first_step_spread(base[0], base[1])
             if spread > UNSEEDED:   # Note [A baseline drawn anew] (tolerance.py)
+                drawn = unseeded_generators(base[0], base[1])
+                cure = ("seed " + " and ".join(f"{g}'s global generator "
+                                               f"({GENERATOR_CURES[g]})" for g in drawn) +
+                        ", which the script draws from unseeded" if drawn else
+                        "seed every generator the script and its model use (torch.seed() "
+                        "draws from the OS)")
                 report.note = (f"the baseline draws other random numbers in each run: its "
                                f"gradients differ at step 0 by a median rel {spread:.2g} (up "
                                f"to {worst:.2g} on {name}), more than rounding makes, so no "
-                               f"policy can be judged; seed every generator the script and "
-                               f"its model use (torch.seed() draws from the OS)")
+                               f"policy can be judged; {cure}")
                 why = Finding("gradients", 0, name, report.note)
                 report.outcomes = [GateOutcome(v, Comparison(1, why, ("gradients",)))
                                    for v in variants]

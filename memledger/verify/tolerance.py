@@ -46,7 +46,25 @@ UNSEEDED = 0.1       # median relative gradient difference at step 0; Note [A ba
 # its dropout seeds). Ten times that difference is then a limit of 100 % or more, which every
 # candidate meets whatever it did to the gradients (Reformer, 2 layers: median 0.77 at step
 # 0, up to 1.13; every policy passed). Such a baseline judges nothing, so `run_gates`
-# rejects every candidate at the gradients gate and names the cure.
+# rejects every candidate at the gradients gate and names the cure: where it can, the
+# generator. A global generator whose state after the first step differs between the two
+# runs, and changed in each since the script's start, was drawn from and not seeded the
+# same way (`unseeded_generators`): transformers' wav2vec2 family draws SpecAugment's
+# masks from numpy's global generator, which a script that seeds torch alone leaves drawn
+# from the OS.
+GENERATOR_CURES = {"torch": "torch.manual_seed, and no torch.seed() after it",
+                   "numpy": "np.random.seed", "random": "random.seed"}
+
+
+def unseeded_generators(a: dict, b: dict) -> list[str]:
+    """The global generators two baseline runs drew other numbers from in their first
+    step (captures from before 2026-12-05 have no record: none named)."""
+    if not a["steps"] or not b["steps"]:
+        return []
+    ra, rb = a["steps"][0].get("rng", {}), b["steps"][0].get("rng", {})
+    sa, sb = a.get("rng_start", {}), b.get("rng_start", {})
+    return [g for g in GENERATOR_CURES if g in ra and g in rb and ra[g] != rb[g]
+            and ra[g] != sa.get(g) and rb[g] != sb.get(g)]
 def first_step_spread(a: dict, b: dict) -> tuple[float, str, float]:
     """The median relative difference of the first step's gradients between two baseline
     runs (tensors equal in both count as 0), and the tensor that differs most with its

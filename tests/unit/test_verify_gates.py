@@ -324,12 +324,28 @@ def test_a_baseline_drawing_other_dropout_masks_each_run_judges_nothing(tmp_path
     assert report.note.startswith("the baseline draws other random numbers in each run: its "
                                   "gradients differ at step 0 by a median rel ")
     assert report.note.endswith("more than rounding makes, so no policy can be judged; seed "
-                                "every generator the script and its model use (torch.seed() "
-                                "draws from the OS)")
+                                "torch's global generator (torch.manual_seed, and no "
+                                "torch.seed() after it), which the script draws from unseeded")
     for o in report.outcomes:
         assert not o.passed and o.gates == {"inputs": True, "gradients": False,
                                             "update": True}
         assert o.reason == "gradients: " + report.note
+
+
+def test_a_baseline_drawing_from_numpys_unseeded_generator_is_told_to_seed_it(tmp_path):
+    """transformers' wav2vec2 family draws SpecAugment's masks from numpy's global
+    generator; a script that seeds torch alone gets other masks in each run. The note names
+    numpy's generator, not torch's, which the script seeded (Note [A baseline drawn anew])."""
+    body = DROPOUT_NET.format(gen=SEEDED).replace(
+        "    loss.backward()\n",
+        "    import numpy as np\n"
+        "    (loss * float(np.random.rand() + 1)).backward()   # a mask's share, drawn\n")
+    script = _write(tmp_path, "specaugment.py", body)
+    report = run_gates(script, [], [Variant("checkpoint:blocks.*", "checkpoint:blocks.*")],
+                       steps=2, runner=in_process)
+    assert report.note.endswith("so no policy can be judged; seed numpy's global generator "
+                                "(np.random.seed), which the script draws from unseeded"), \
+        report.note
 
 
 def test_unknown_selector_is_a_policy_error(dropout_net):
