@@ -539,7 +539,8 @@ def _refuse_selective_mutated(prep: Prepared, calls: _Calls, own: _Owners, polic
         raise PolicyError(selective_mutated_message(policy.text(), str(calls.mods[k])))
 
 
-def _refuse_selective_reused(prep: Prepared, calls: _Calls, policy: Policy) -> None:
+def _refuse_selective_reused(prep: Prepared, calls: _Calls, own: _Owners,
+                             policy: Policy) -> None:
     """Note [A buffer a call makes and later calls reuse] (trace/collector.py): a selective
     call inside which a module made a buffer that its later calls reused (they made none,
     and ran ops of their own: ALiBi's slice of its cached bias) is re-run with the buffer
@@ -550,9 +551,13 @@ def _refuse_selective_reused(prep: Prepared, calls: _Calls, policy: Policy) -> N
     which starts from zeros on another path: `self.x_min + x_min`): its re-run reads the
     buffer its forward left, as its next call does, so where that next call ran other ops
     (`_ops_differ`) the re-run would too (`selective:ibert.encoder.layer.*` was predicted
-    while measure met `aten.mul.Tensor` in step 1's re-run)."""
+    while measure met `aten.mul.Tensor` in step 1's re-run). Only a call that saved
+    something is re-run: peft's LoRA finds no `nn.Linear` in I-BERT's layers (they are
+    `QuantLinear`s), so no backward goes through them, and predict refused what measure
+    ran."""
     if not prep.kept or not (calls.kind == Kind.SELECTIVE).any():
         return
+    saves, _ = _packs_per_call(prep, calls, own)
     made = {}
     for mod, ev0 in prep.kept:
         made.setdefault(mod, set()).add(ev0)
@@ -567,7 +572,8 @@ def _refuse_selective_reused(prep: Prepared, calls: _Calls, policy: Policy) -> N
             if int(ev0) not in firsts:
                 continue
             k = int(np.searchsorted(calls.ev0, ev0, side="right")) - 1
-            if k < 0 or ev0 >= calls.ev1[k] or calls.kind[k] != Kind.SELECTIVE:
+            if k < 0 or ev0 >= calls.ev1[k] or calls.kind[k] != Kind.SELECTIVE or \
+                    not saves[k]:
                 continue
             if reused and ev0 < min(reused):   # the cache's first fill
                 bad.append((k, mod, False))
@@ -1785,7 +1791,7 @@ def replay(prep: Prepared, policy: Policy, rng_bytes: int = CPU_RNG_STATE_BYTES,
                                                                        policy)
     _refuse_selective_backward_twice(prep, calls, own, policy)
     _refuse_selective_mutated(prep, calls, own, policy, in_save_list)
-    _refuse_selective_reused(prep, calls, policy)
+    _refuse_selective_reused(prep, calls, own, policy)
     _refuse_selective_recast(prep, calls, own, policy)
     off = _offloaded(prep, calls, own)
     seg = _segments(prep, calls, dropped, own)

@@ -229,3 +229,17 @@ def test_selective_on_frozen_layers_that_write_in_place_is_predicted_as_measured
                                           "--steps", "3"], [f"selective:{glob}"])
     assert gaps_of(run) == {}
     assert run.policies[f"selective:{glob}"].predicted is not None
+
+
+def test_selective_on_layers_no_backward_goes_through_is_not_refused_for_their_buffers():
+    """peft LoRA on I-BERT (multiple choice): its layers' projections are `QuantLinear`s,
+    which LoRA's all-linear does not take, so no backward goes through the layers. Their
+    activation-range observers remake a buffer from the one before on every call, on
+    another path the first time, and predict refused selective as a re-run that would run
+    other ops; a call that saved nothing is never re-run, and measure ran it."""
+    _known("ibert")
+    glob = blocks_glob(build("ibert", "meta", True, "multiple-choice"))
+    run = run_client("train_hf_arch.py", ["--arch", "ibert", "--task", "multiple-choice",
+                                          "--lora", "--steps", "3"], [f"selective:{glob}"])
+    assert gaps_of(run) == {}
+    assert run.policies[f"selective:{glob}"].predicted is not None
