@@ -336,10 +336,11 @@ def test_a_baseline_drawing_from_numpys_unseeded_generator_is_told_to_seed_it(tm
     """transformers' wav2vec2 family draws SpecAugment's masks from numpy's global
     generator; a script that seeds torch alone gets other masks in each run. The note names
     numpy's generator, not torch's, which the script seeded (Note [A baseline drawn anew])."""
-    body = DROPOUT_NET.format(gen=SEEDED).replace(
-        "    loss.backward()\n",
-        "    import numpy as np\n"
-        "    (loss * float(np.random.rand() + 1)).backward()   # a mask's share, drawn\n")
+    body = DROPOUT_NET.format(gen=SEEDED).replace(   # each block's mask drawn by numpy
+        "        return self.drop(F.relu(self.fc(x)))\n",
+        "        import numpy as np\n"
+        "        keep = torch.from_numpy(np.random.rand(*x.shape) < 0.5).float()\n"
+        "        return F.relu(self.fc(x)) * keep\n")
     script = _write(tmp_path, "specaugment.py", body)
     report = run_gates(script, [], [Variant("checkpoint:blocks.*", "checkpoint:blocks.*")],
                        steps=2, runner=in_process)
