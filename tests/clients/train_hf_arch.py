@@ -76,10 +76,12 @@ SMALL = dict(
 # An image model's sizes (--task image-cls only: a multimodal causal LM's vision tower keeps
 # the shrink it has): 64-pixel images, one block a stage, widths a quarter, at most 2 heads.
 IMAGE = 64
+FRAMES = 4   # --task video-cls: frames a clip
 VISION = dict(image_size=IMAGE, embedding_size=16, stem_out_channels=16, depth_multiplier=0.25,
               num_groups=8, window_size=2,
               width_coefficient=0.5, depth_coefficient=1.0, hidden_dim=640,   # EfficientNet's
-              num_queries=8)   # a detector's object queries
+              num_queries=8,   # a detector's object queries
+              num_frames=FRAMES, frames_per_clip=FRAMES, crop_size=IMAGE)   # a video's
 # An audio model's (--task audio-cls only): half a second of 16 kHz audio through the
 # convolutional feature encoder, 32 channels a layer; spectrogram and filter-bank inputs
 # 64 frames long.
@@ -104,9 +106,9 @@ TASKS = {"causal-lm": "CausalLM", "masked-lm": "MaskedLM", "seq-cls": "SequenceC
          "semantic-seg": "SemanticSegmentation", "object-detection": "ObjectDetection",
          "ctc": "CTC", "audio-xvector": "AudioXVector", "masked-image": "MaskedImageModeling",
          "qa": "QuestionAnswering", "multiple-choice": "MultipleChoice",
-         "universal-seg": "UniversalSegmentation"}
+         "universal-seg": "UniversalSegmentation", "video-cls": "VideoClassification"}
 VISION_TASKS = {"image-cls", "semantic-seg", "object-detection", "masked-image",
-                "universal-seg"}
+                "universal-seg", "video-cls"}
 CHOICES = 3   # --task multiple-choice: answers per question
 AUDIO_TASKS = {"audio-cls", "ctc", "audio-xvector"}
 EXIT_CANNOT_BUILD = 3
@@ -154,7 +156,8 @@ def _head_classes(task: str) -> dict:
             "AudioXVector": "AUDIO_XVECTOR", "MaskedImageModeling": "MASKED_IMAGE_MODELING",
             "QuestionAnswering": "QUESTION_ANSWERING",
             "MultipleChoice": "MULTIPLE_CHOICE",
-            "UniversalSegmentation": "UNIVERSAL_SEGMENTATION"}[TASKS[task]]
+            "UniversalSegmentation": "UNIVERSAL_SEGMENTATION",
+            "VideoClassification": "VIDEO_CLASSIFICATION"}[TASKS[task]]
     return getattr(modeling_auto, f"MODEL_FOR_{name}_MAPPING_NAMES")
 
 
@@ -360,6 +363,11 @@ def _batch(task: str, ids: torch.Tensor, gen: torch.Generator, model) -> dict:
             return {"input_ids": ids, "labels": labels}
         images = torch.randn(len(ids), 3, IMAGE, IMAGE, generator=gen)
         return {model.main_input_name: images, "labels": labels}
+    if task == "video-cls":   # clips of FRAMES 64-pixel frames, one label each
+        clips = torch.randn(len(ids), FRAMES, 3, IMAGE, IMAGE, generator=gen)
+        return {"pixel_values" if model.main_input_name != "pixel_values_videos"
+                else model.main_input_name: clips,
+                "labels": torch.randint(0, LABELS, (len(ids),), generator=gen)}
     if task == "masked-image":   # half the patches masked, their pixels reconstructed
         images = torch.randn(len(ids), 3, IMAGE, IMAGE, generator=gen)
         patches = (IMAGE // model.config.patch_size) ** 2
