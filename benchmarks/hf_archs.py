@@ -54,17 +54,19 @@ def one(arch: str, loop: list[str], fake: bool) -> dict:
     argv = ["--arch", arch, "--steps", "3", *loop]
     span = ""
     try:
-        if fake:
-            g = fake_client_gaps("train_hf_arch.py", argv, policies(glob))
-        else:
-            with contextlib.redirect_stderr(io.StringIO()):
+        with contextlib.redirect_stderr(io.StringIO()):
+            if fake:
+                g = fake_client_gaps("train_hf_arch.py", argv, policies(glob))
+            else:
                 run = run_client("train_hf_arch.py", argv, policies(glob))
-            g = gaps_of(run)
-            # the row means something only where a policy moves the peak
-            low = min((p.measured for p in run.policies.values() if p.measured), default=0)
-            span = f"{run.allocator_peak:,} -> {low:,}"
-    except AssertionError as e:   # the harness: the script failed in a pass
-        return {"arch": arch, "glob": glob, "result": f"script failed: {str(e)[:160]}"}
+                g = gaps_of(run)
+                # the row means something only where a policy moves the peak
+                low = min((p.measured for p in run.policies.values() if p.measured), default=0)
+                span = f"{run.allocator_peak:,} -> {low:,}"
+    except AssertionError as e:   # the harness: the script failed in a pass (its one line)
+        where, _, why = str(e).partition(" of ")
+        return {"arch": arch, "glob": glob, "result": f"script failed: {' '.join(where.split())}"
+                f" ({why.partition(': exit ')[2][:160]})"}
     res = "OK" if not g else "; ".join(f"{k} {v:+,} B" if isinstance(v, int) else f"{k} {v}"
                                        for k, v in g.items())
     return {"arch": arch, "glob": glob, "span": span, "result": res}

@@ -133,7 +133,8 @@ def run_client(script: str, argv: list[str], policies: list[str], steps: int = 2
         code = _call(trace_worker.main, ["allocator", "--out", str(alloc), "--status", status,
                                          "--steps", str(steps), "--timing-steps", str(timing_steps),
                                          path, "--", *argv])
-        assert code == EXIT_OK, f"allocator pass of {script} {argv}: exit {code}"
+        assert code == EXIT_OK, f"allocator pass of {script} {argv}: exit {code}" \
+            f"{_said(Path(status))}"
         append_records(led_path, json.loads(alloc.read_text())["records"])
         led = Ledger.load(led_path)
         summary = led.summary()
@@ -165,7 +166,16 @@ def _ledger_pass_into(led_path: Path, script: str, argv: list[str], steps: int,
     code = _call(trace_worker.main, ["ledger", *fake, "--out", str(led_path), "--status",
                                      str(led_path.with_suffix(".status.json")), "--steps",
                                      str(steps), str(HERE / script), "--", *argv])
-    assert code == EXIT_OK, f"ledger pass {' '.join(fake)} of {script} {argv}: exit {code}"
+    assert code == EXIT_OK, f"ledger pass {' '.join(fake)} of {script} {argv}: exit {code}" \
+        f"{_said(led_path.with_suffix('.status.json'))}"
+
+
+def _said(status: Path) -> str:
+    """A failed pass's one line (its status file's reason), for the assertion's message."""
+    try:
+        return f": {json.loads(status.read_text())['reason']}"
+    except (OSError, ValueError, KeyError):
+        return ""
 
 
 def ledger_pass(script: str, argv: list[str], steps: int = 2,
