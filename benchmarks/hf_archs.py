@@ -93,7 +93,8 @@ def main() -> None:
                     "'--lora'")
     ap.add_argument("--task", default="causal-lm", help="the head: causal-lm, masked-lm, "
                     "seq-cls, token-cls, seq2seq, image-cls, audio-cls, semantic-seg, object-detection, "
-                    "ctc, audio-xvector, masked-image, qa, multiple-choice, universal-seg "
+                    "ctc, audio-xvector, masked-image, qa, multiple-choice, universal-seg, video-cls, "
+                    "audio-frames "
                     "(tests/clients/train_hf_arch.py)")
     ap.add_argument("--fake", action="store_true")
     ap.add_argument("--jobs", type=int, default=2, help="architectures run at once")

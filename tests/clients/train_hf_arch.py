@@ -24,7 +24,7 @@ of audio), audio-xvector (a speaker embedding's additive-margin softmax over 5 s
 masked-image (SimMIM: half the patches masked, their pixels reconstructed with an L1 loss),
 qa (an answer's start and end token), multiple-choice (3 answers a question), universal-seg
 (Mask2Former and kin: 2 masks an image, a class each; Hungarian matching, point-sampled
-mask losses).
+mask losses), video-cls (4-frame clips), audio-frames (a class for every audio frame).
 
 The shrink is generic: every size field a config has (hidden size, layers, heads, experts,
 latent-attention ranks, state-space heads, a multimodal model's towers, ...) is set small,
@@ -106,11 +106,12 @@ TASKS = {"causal-lm": "CausalLM", "masked-lm": "MaskedLM", "seq-cls": "SequenceC
          "semantic-seg": "SemanticSegmentation", "object-detection": "ObjectDetection",
          "ctc": "CTC", "audio-xvector": "AudioXVector", "masked-image": "MaskedImageModeling",
          "qa": "QuestionAnswering", "multiple-choice": "MultipleChoice",
-         "universal-seg": "UniversalSegmentation", "video-cls": "VideoClassification"}
+         "universal-seg": "UniversalSegmentation", "video-cls": "VideoClassification",
+         "audio-frames": "AudioFrameClassification"}
 VISION_TASKS = {"image-cls", "semantic-seg", "object-detection", "masked-image",
                 "universal-seg", "video-cls"}
 CHOICES = 3   # --task multiple-choice: answers per question
-AUDIO_TASKS = {"audio-cls", "ctc", "audio-xvector"}
+AUDIO_TASKS = {"audio-cls", "ctc", "audio-xvector", "audio-frames"}
 EXIT_CANNOT_BUILD = 3
 
 
@@ -157,7 +158,8 @@ def _head_classes(task: str) -> dict:
             "QuestionAnswering": "QUESTION_ANSWERING",
             "MultipleChoice": "MULTIPLE_CHOICE",
             "UniversalSegmentation": "UNIVERSAL_SEGMENTATION",
-            "VideoClassification": "VIDEO_CLASSIFICATION"}[TASKS[task]]
+            "VideoClassification": "VIDEO_CLASSIFICATION",
+            "AudioFrameClassification": "AUDIO_FRAME_CLASSIFICATION"}[TASKS[task]]
     return getattr(modeling_auto, f"MODEL_FOR_{name}_MAPPING_NAMES")
 
 
@@ -409,6 +411,11 @@ def _batch(task: str, ids: torch.Tensor, gen: torch.Generator, model) -> dict:
             text = ids[:, :8] % (model.config.vocab_size - 1) + 1
             text[len(ids) // 2:, 4:] = -100
             return {**batch, "labels": text}
+        if task == "audio-frames":   # a one-hot class for every frame the encoder makes
+            frames = int(model._get_feat_extract_output_lengths(SAMPLES)) \
+                if audio.dim() == 2 else audio.shape[1]
+            classes = torch.randint(0, LABELS, (len(ids), frames), generator=gen)
+            return {**batch, "labels": torch.nn.functional.one_hot(classes, LABELS).float()}
         return {**batch, "labels": torch.randint(0, LABELS, (len(ids),), generator=gen)}
     if task == "causal-lm":
         return {"input_ids": ids, "labels": ids}
