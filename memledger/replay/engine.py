@@ -517,7 +517,8 @@ def _refuse_selective_backward_twice(prep: Prepared, calls: _Calls, own: _Owners
 
 
 def _refuse_selective_mutated(prep: Prepared, calls: _Calls, own: _Owners, policy: Policy,
-                              in_save_list: np.ndarray) -> None:
+                              in_save_list: np.ndarray,
+                              packs: tuple[np.ndarray, np.ndarray]) -> None:
     """torch's selective checkpoint hands the re-run its cached save-list outputs and fails
     on one changed in place since (Note [Written in place in forward], trace/collector.py):
     refuse it, named as measure meets it, by the last such call (backward re-runs it first).
@@ -528,7 +529,7 @@ def _refuse_selective_mutated(prep: Prepared, calls: _Calls, own: _Owners, polic
     if prep.mutated is None or not prep.mutated.any():
         return
     bad = np.flatnonzero(in_save_list & prep.mutated)
-    saves, stop = _packs_per_call(prep, calls, own)
+    saves, stop = packs
     k = np.maximum(own.made[bad], 0)
     # and only in a call that saved something: one no backward goes through is never
     # re-run (peft LoRA on Parakeet: its frozen subsampling convolutions write their
@@ -539,7 +540,7 @@ def _refuse_selective_mutated(prep: Prepared, calls: _Calls, own: _Owners, polic
         raise PolicyError(selective_mutated_message(policy.text(), str(calls.mods[k])))
 
 
-def _refuse_selective_reused(prep: Prepared, calls: _Calls, own: _Owners,
+def _refuse_selective_reused(prep: Prepared, calls: _Calls, saves: np.ndarray,
                              policy: Policy) -> None:
     """Note [A buffer a call makes and later calls reuse] (trace/collector.py): a selective
     call inside which a module made a buffer that its later calls reused (they made none,
@@ -557,7 +558,6 @@ def _refuse_selective_reused(prep: Prepared, calls: _Calls, own: _Owners,
     ran."""
     if not prep.kept or not (calls.kind == Kind.SELECTIVE).any():
         return
-    saves, _ = _packs_per_call(prep, calls, own)
     made = {}
     for mod, ev0 in prep.kept:
         made.setdefault(mod, set()).add(ev0)
@@ -945,21 +945,20 @@ def _script_rerun_read_back_end(prep: Prepared, u: np.ndarray,
     return np.where((i >= 0) & (end < back_end), end, back_end)
 
 
-def _rerun_frame_end(prep: Prepared, packed: np.ndarray, first: np.ndarray,
+def _rerun_frame_end(prep: Prepared, frame: np.ndarray, first: np.ndarray,
                      freed: np.ndarray) -> np.ndarray:
     """Where a region input's copy, read back by the unpack that started the script's own
     checkpoint re-run, goes: with the checkpoint's frame, after the region's backward (the
     re-run works on the copy, and its first op's save of it is read last), or with the
-    original if that goes first; -1 for a copy no re-run started from. The frame's end is
-    its generator state's free (`get_rng_state`, made one event after the input's save);
-    the re-run, the generator fork made one event after the unpack. transformers
+    original if that goes first; -1 for a copy no re-run started from. `frame`: the end of
+    the frame that saved it (`_frame_end`); the re-run, the generator fork made one event
+    after the unpack. transformers
     SwiftFormer (its stages checkpoint themselves, each after a ReLU that saves the stage's
     input too), `offload:swiftformer.encoder.network.0` under bf16 autocast: 49,152 B under
     measured when the copy went as the unpacking node returned."""
     fork, i = _rerun_started_by(prep, first)
     if not len(fork):
         return np.full(len(first), -1, dtype=np.int64)
-    frame = _frame_end(prep, packed)
     return np.where((i >= 0) & (frame >= 0), np.minimum(frame, freed), -1)
 
 
@@ -1008,10 +1007,11 @@ def _resident_copies(prep: Prepared, calls: _Calls, seg: _Segments, off: np.ndar
         # after its last read. SEW-D's attention mask, which layer 1's own save kept to
         # its backward: 768 B over measured when the copy was held to the frame's end.
         last = (first == prep.unpack[rows]) & (prep.freed[rows] > ends)
-        by_frame = _frame_end(prep, packed) == prep.freed[rows]
+        frame = _frame_end(prep, packed)
+        by_frame = frame == prep.freed[rows]
         ends = np.where(last, np.where(by_frame, np.maximum(ends, prep.last_use[rows] + 1),
                                        prep.freed[rows]), ends)
-        ends = np.maximum(ends, _rerun_frame_end(prep, packed, first, prep.freed[rows]))
+        ends = np.maximum(ends, _rerun_frame_end(prep, frame, first, prep.freed[rows]))
     # one copy per storage while its saves are out: a save made after every earlier one was
     # read back and let go starts a new copy (accumulation: each micro-batch saves a view
     # of the batch and reads its own copy back in its own backward)
@@ -1741,10 +1741,10 @@ def _packs_per_call(prep: Prepared, calls: _Calls, own: _Owners) -> tuple[np.nda
 
 
 def _work(prep: Prepared, calls: _Calls, own: _Owners, seg: _Segments, off: np.ndarray,
-          policy: Policy) -> Work:
-    """Note [What a call does, for the time model]."""
+          policy: Policy, packs: tuple[np.ndarray, np.ndarray]) -> Work:
+    """Note [What a call does, for the time model]. `packs`: `_packs_per_call`'s."""
     m = len(calls)
-    saves, last_pack = _packs_per_call(prep, calls, own)
+    saves, last_pack = packs
     # A checkpointed call that drops nothing (a Linear: it saves only its input and weight,
     # both kept) is still re-run in backward to refill its holders: its time, not its bytes,
     # up to its last pack (torch's early stop raises there)
@@ -1790,8 +1790,9 @@ def replay(prep: Prepared, policy: Policy, rng_bytes: int = CPU_RNG_STATE_BYTES,
     dropped, kept_cache, handed_back, in_save_list = _checkpoint_drops(prep, calls, own,
                                                                        policy)
     _refuse_selective_backward_twice(prep, calls, own, policy)
-    _refuse_selective_mutated(prep, calls, own, policy, in_save_list)
-    _refuse_selective_reused(prep, calls, own, policy)
+    packs = _packs_per_call(prep, calls, own)   # (saves, one past the last pack) per call
+    _refuse_selective_mutated(prep, calls, own, policy, in_save_list, packs)
+    _refuse_selective_reused(prep, calls, packs[0], policy)
     _refuse_selective_recast(prep, calls, own, policy)
     off = _offloaded(prep, calls, own)
     seg = _segments(prep, calls, dropped, own)
@@ -1815,6 +1816,6 @@ def replay(prep: Prepared, policy: Policy, rng_bytes: int = CPU_RNG_STATE_BYTES,
         peak_event=int(min(max(orig, 0), max(n - 1, 0))), in_recompute=where,
         at_peak=at_peak, recompute_events=int(seg.cum[-1]),
         offload_bytes=int(prep.nbytes[off].sum()), regions=list(calls.by_path),
-        events=total, at_probe=at_probe, work=_work(prep, calls, own, seg, off, policy),
+        events=total, at_probe=at_probe, work=_work(prep, calls, own, seg, off, policy, packs),
         slots=slot_curve(curve, made, seg) if slots else None,
     )
