@@ -24,7 +24,9 @@ of audio), audio-xvector (a speaker embedding's additive-margin softmax over 5 s
 masked-image (SimMIM: half the patches masked, their pixels reconstructed with an L1 loss),
 qa (an answer's start and end token), multiple-choice (3 answers a question), universal-seg
 (Mask2Former and kin: 2 masks an image, a class each; Hungarian matching, point-sampled
-mask losses), video-cls (4-frame clips), audio-frames (a class for every audio frame).
+mask losses), video-cls (4-frame clips), audio-frames (a class for every audio frame),
+contrastive (CLIP and kin: image-caption pairs, the model's contrastive loss, or CLIP's
+where it computes none).
 
 The shrink is generic: every size field a config has (hidden size, layers, heads, experts,
 latent-attention ranks, state-space heads, a multimodal model's towers, ...) is set small,
@@ -107,9 +109,11 @@ TASKS = {"causal-lm": "CausalLM", "masked-lm": "MaskedLM", "seq-cls": "SequenceC
          "ctc": "CTC", "audio-xvector": "AudioXVector", "masked-image": "MaskedImageModeling",
          "qa": "QuestionAnswering", "multiple-choice": "MultipleChoice",
          "universal-seg": "UniversalSegmentation", "video-cls": "VideoClassification",
-         "audio-frames": "AudioFrameClassification"}
+         "audio-frames": "AudioFrameClassification",
+         "contrastive": "ZeroShotImageClassification"}
 VISION_TASKS = {"image-cls", "semantic-seg", "object-detection", "masked-image",
-                "universal-seg", "video-cls"}
+                "universal-seg", "video-cls", "contrastive"}
+CAPTION = 16   # --task contrastive: tokens a caption
 CHOICES = 3   # --task multiple-choice: answers per question
 AUDIO_TASKS = {"audio-cls", "ctc", "audio-xvector", "audio-frames"}
 EXIT_CANNOT_BUILD = 3
@@ -126,6 +130,8 @@ def config(arch: str, task: str = "causal-lm"):
             cfg.architectures = [heads[0]]
     elif task == "seq2seq" and getattr(cfg, "decoder_start_token_id", None) is None:
         cfg.decoder_start_token_id = SMALL["decoder_start_token_id"]   # T5's default lacks it
+    if task == "contrastive" and hasattr(cfg, "qformer_config"):   # BLIP-2's retrieval:
+        cfg.qformer_config.use_qformer_text_input = True   # its Q-Former reads the captions
     return cfg
 
 
@@ -159,7 +165,8 @@ def _head_classes(task: str) -> dict:
             "MultipleChoice": "MULTIPLE_CHOICE",
             "UniversalSegmentation": "UNIVERSAL_SEGMENTATION",
             "VideoClassification": "VIDEO_CLASSIFICATION",
-            "AudioFrameClassification": "AUDIO_FRAME_CLASSIFICATION"}[TASKS[task]]
+            "AudioFrameClassification": "AUDIO_FRAME_CLASSIFICATION",
+            "ZeroShotImageClassification": "ZERO_SHOT_IMAGE_CLASSIFICATION"}[TASKS[task]]
     return getattr(modeling_auto, f"MODEL_FOR_{name}_MAPPING_NAMES")
 
 
@@ -330,10 +337,21 @@ def main() -> None:
             ids = torch.randint(3, V, (a.batch_size, a.seq), generator=gen)
             batch = _batch(a.task, ids, gen, model)
             with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.amp):
-                loss = model(**batch).loss / a.accum
+                loss = _loss(model(**batch)) / a.accum
             loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
+
+
+def _loss(out) -> torch.Tensor:
+    """The head's loss; a retrieval model that computes none (BLIP-2's) is trained as a
+    user would train it: CLIP's symmetric cross entropy over its image-text logits."""
+    if out.loss is not None:
+        return out.loss
+    logits = out.logits_per_image
+    target = torch.arange(len(logits))
+    return (torch.nn.functional.cross_entropy(logits, target)
+            + torch.nn.functional.cross_entropy(logits.t(), target)) / 2
 
 
 def _audio_shape(cfg, batch: int) -> tuple[int, ...]:
@@ -357,6 +375,25 @@ def _mel_encoder(cfg) -> bool:
     return hasattr(getattr(cfg, "encoder_config", None), "num_mel_bins")
 
 
+def _takes(model, name: str) -> bool:
+    import inspect
+    return name in inspect.signature(model.forward).parameters
+
+
+def _pixels(model, n: int, gen: torch.Generator) -> dict:
+    """`n` 64-pixel images as the model takes them: a tensor of images, a video model's
+    clips of FRAMES, or SigLIP 2's patches with their mask and grid."""
+    if model.main_input_name == "pixel_values_videos":
+        return {"pixel_values_videos": torch.randn(n, FRAMES, 3, IMAGE, IMAGE, generator=gen)}
+    if _takes(model, "spatial_shapes"):
+        side = IMAGE // model.config.vision_config.patch_size
+        patch = 3 * model.config.vision_config.patch_size ** 2
+        return {"pixel_values": torch.randn(n, side * side, patch, generator=gen),
+                "pixel_attention_mask": torch.ones(n, side * side, dtype=torch.long),
+                "spatial_shapes": torch.tensor([[side, side]] * n)}
+    return {"pixel_values": torch.randn(n, 3, IMAGE, IMAGE, generator=gen)}
+
+
 def _batch(task: str, ids: torch.Tensor, gen: torch.Generator, model) -> dict:
     """The model's inputs and the labels its head computes the task's loss from."""
     if task == "image-cls":   # images, or ImageGPT's colour clusters, one label each
@@ -365,6 +402,9 @@ def _batch(task: str, ids: torch.Tensor, gen: torch.Generator, model) -> dict:
             return {"input_ids": ids, "labels": labels}
         images = torch.randn(len(ids), 3, IMAGE, IMAGE, generator=gen)
         return {model.main_input_name: images, "labels": labels}
+    if task == "contrastive":   # image-caption pairs: each image's own caption the match
+        return {"input_ids": ids[:, :CAPTION], **_pixels(model, len(ids), gen),
+                **({"return_loss": True} if _takes(model, "return_loss") else {})}
     if task == "video-cls":   # clips of FRAMES 64-pixel frames, one label each
         clips = torch.randn(len(ids), FRAMES, 3, IMAGE, IMAGE, generator=gen)
         return {"pixel_values" if model.main_input_name != "pixel_values_videos"
