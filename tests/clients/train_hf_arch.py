@@ -26,7 +26,8 @@ qa (an answer's start and end token), multiple-choice (3 answers a question), un
 (Mask2Former and kin: 2 masks an image, a class each; Hungarian matching, point-sampled
 mask losses), video-cls (4-frame clips), audio-frames (a class for every audio frame),
 contrastive (CLIP and kin: image-caption pairs, the model's contrastive loss, or CLIP's
-where it computes none).
+where it computes none), speech-seq2seq (Whisper and kin: a 16-token transcript of half a
+second of audio, or the features its model takes, cross entropy from the decoder).
 
 The shrink is generic: every size field a config has (hidden size, layers, heads, experts,
 latent-attention ranks, state-space heads, a multimodal model's towers, ...) is set small,
@@ -110,12 +111,13 @@ TASKS = {"causal-lm": "CausalLM", "masked-lm": "MaskedLM", "seq-cls": "SequenceC
          "qa": "QuestionAnswering", "multiple-choice": "MultipleChoice",
          "universal-seg": "UniversalSegmentation", "video-cls": "VideoClassification",
          "audio-frames": "AudioFrameClassification",
-         "contrastive": "ZeroShotImageClassification"}
+         "contrastive": "ZeroShotImageClassification", "speech-seq2seq": "SpeechSeq2Seq"}
 VISION_TASKS = {"image-cls", "semantic-seg", "object-detection", "masked-image",
                 "universal-seg", "video-cls", "contrastive"}
 CAPTION = 16   # --task contrastive: tokens a caption
 CHOICES = 3   # --task multiple-choice: answers per question
-AUDIO_TASKS = {"audio-cls", "ctc", "audio-xvector", "audio-frames"}
+AUDIO_TASKS = {"audio-cls", "ctc", "audio-xvector", "audio-frames", "speech-seq2seq"}
+TRANSCRIPT = 16   # --task speech-seq2seq: tokens a transcript
 EXIT_CANNOT_BUILD = 3
 
 
@@ -123,13 +125,16 @@ def config(arch: str, task: str = "causal-lm"):
     cfg = _shrunk(transformers.AutoConfig.for_model(arch).__class__, task)
     if task == "seq-cls":
         cfg.num_labels, cfg.problem_type = LABELS, "multi_label_classification"
-    elif task == "token-cls" or task in VISION_TASKS | AUDIO_TASKS - {"ctc", "masked-image"}:
+    elif task == "token-cls" or task in VISION_TASKS | AUDIO_TASKS - {
+            "ctc", "masked-image", "speech-seq2seq"}:
         cfg.num_labels = LABELS
         heads = _head_classes(task).get(arch)
         if isinstance(heads, tuple) and not cfg.architectures:   # DeiT's two: the plain one
             cfg.architectures = [heads[0]]
-    elif task == "seq2seq" and getattr(cfg, "decoder_start_token_id", None) is None:
-        cfg.decoder_start_token_id = SMALL["decoder_start_token_id"]   # T5's default lacks it
+    elif task in ("seq2seq", "speech-seq2seq"):   # T5's default lacks a start token, a
+        for name in ("decoder_start_token_id", "pad_token_id"):   # composite's both
+            if getattr(cfg, name, None) is None:
+                setattr(cfg, name, SMALL[name])
     if task == "contrastive" and hasattr(cfg, "qformer_config"):   # BLIP-2's retrieval:
         cfg.qformer_config.use_qformer_text_input = True   # its Q-Former reads the captions
     return cfg
@@ -166,7 +171,8 @@ def _head_classes(task: str) -> dict:
             "UniversalSegmentation": "UNIVERSAL_SEGMENTATION",
             "VideoClassification": "VIDEO_CLASSIFICATION",
             "AudioFrameClassification": "AUDIO_FRAME_CLASSIFICATION",
-            "ZeroShotImageClassification": "ZERO_SHOT_IMAGE_CLASSIFICATION"}[TASKS[task]]
+            "ZeroShotImageClassification": "ZERO_SHOT_IMAGE_CLASSIFICATION",
+            "SpeechSeq2Seq": "SPEECH_SEQ_2_SEQ"}[TASKS[task]]
     return getattr(modeling_auto, f"MODEL_FOR_{name}_MAPPING_NAMES")
 
 
@@ -196,6 +202,8 @@ def _shrunk(cls, task: str = "causal-lm"):
         if any(k in vars(base) for k in DEPTH_LISTS):   # stages: their count is the lists'
             for k in ("num_hidden_layers", "num_layers", "hidden_size"):
                 kw.pop(k, None)
+    if task == "contrastive":   # ALIGN's text projection is sized for its image tower's width
+        kw.pop("width_coefficient", None)
     if task in AUDIO_TASKS:
         kw.update({k: [width] * len(vars(base)[k]) for k, width in AUDIO_LISTS.items()
                    if isinstance(vars(base).get(k), (list, tuple))})
@@ -367,6 +375,10 @@ def _audio_shape(cfg, batch: int) -> tuple[int, ...]:
         return batch, 64, cfg.feature_projection_input_dim
     if _mel_encoder(cfg):
         return batch, 64, cfg.encoder_config.num_mel_bins
+    if hasattr(cfg, "input_feat_per_channel"):   # Speech2Text's filter banks
+        return batch, 64, cfg.input_feat_per_channel * cfg.input_channels
+    if kind.startswith("seamless_m4t"):   # its stacked filter banks
+        return batch, 64, cfg.feature_projection_input_dim
     return batch, SAMPLES
 
 
@@ -447,6 +459,8 @@ def _batch(task: str, ids: torch.Tensor, gen: torch.Generator, model) -> dict:
         batch = {model.main_input_name: audio}
         if _mel_encoder(model.config):
             batch["attention_mask"] = torch.ones(audio.shape[:2], dtype=torch.long)
+        if task == "speech-seq2seq":   # a transcript of TRANSCRIPT tokens
+            return {**batch, "labels": ids[:, :TRANSCRIPT].clone()}
         if task == "ctc":   # a transcript of 4-8 characters each, padded with -100
             text = ids[:, :8] % (model.config.vocab_size - 1) + 1
             text[len(ids) // 2:, 4:] = -100
