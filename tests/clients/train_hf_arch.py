@@ -27,7 +27,9 @@ qa (an answer's start and end token), multiple-choice (3 answers a question), un
 mask losses), video-cls (4-frame clips), audio-frames (a class for every audio frame),
 contrastive (CLIP and kin: image-caption pairs, the model's contrastive loss, or CLIP's
 where it computes none), speech-seq2seq (Whisper and kin: a 16-token transcript of half a
-second of audio, or the features its model takes, cross entropy from the decoder).
+second of audio, or the features its model takes, cross entropy from the decoder), depth
+(a depth map for every image; the script's L1 loss, the prediction resized bilinearly to
+the target, as transformers trains no depth model itself).
 
 The shrink is generic: every size field a config has (hidden size, layers, heads, experts,
 latent-attention ranks, state-space heads, a multimodal model's towers, ...) is set small,
@@ -84,6 +86,7 @@ VISION = dict(image_size=IMAGE, embedding_size=16, stem_out_channels=16, depth_m
               num_groups=8, window_size=2,
               width_coefficient=0.5, depth_coefficient=1.0, hidden_dim=640,   # EfficientNet's
               num_queries=8,   # a detector's object queries
+              reassemble_hidden_size=64,   # a DPT neck reading a 64-wide backbone
               num_frames=FRAMES, frames_per_clip=FRAMES, crop_size=IMAGE)   # a video's
 # An audio model's (--task audio-cls only): half a second of 16 kHz audio through the
 # convolutional feature encoder, 32 channels a layer; spectrogram and filter-bank inputs
@@ -111,9 +114,10 @@ TASKS = {"causal-lm": "CausalLM", "masked-lm": "MaskedLM", "seq-cls": "SequenceC
          "qa": "QuestionAnswering", "multiple-choice": "MultipleChoice",
          "universal-seg": "UniversalSegmentation", "video-cls": "VideoClassification",
          "audio-frames": "AudioFrameClassification",
-         "contrastive": "ZeroShotImageClassification", "speech-seq2seq": "SpeechSeq2Seq"}
+         "contrastive": "ZeroShotImageClassification", "speech-seq2seq": "SpeechSeq2Seq",
+         "depth": "DepthEstimation"}
 VISION_TASKS = {"image-cls", "semantic-seg", "object-detection", "masked-image",
-                "universal-seg", "video-cls", "contrastive"}
+                "universal-seg", "video-cls", "contrastive", "depth"}
 CAPTION = 16   # --task contrastive: tokens a caption
 CHOICES = 3   # --task multiple-choice: answers per question
 AUDIO_TASKS = {"audio-cls", "ctc", "audio-xvector", "audio-frames", "speech-seq2seq"}
@@ -126,7 +130,7 @@ def config(arch: str, task: str = "causal-lm"):
     if task == "seq-cls":
         cfg.num_labels, cfg.problem_type = LABELS, "multi_label_classification"
     elif task == "token-cls" or task in VISION_TASKS | AUDIO_TASKS - {
-            "ctc", "masked-image", "speech-seq2seq"}:
+            "ctc", "masked-image", "speech-seq2seq", "depth"}:
         cfg.num_labels = LABELS
         heads = _head_classes(task).get(arch)
         if isinstance(heads, tuple) and not cfg.architectures:   # DeiT's two: the plain one
@@ -172,7 +176,7 @@ def _head_classes(task: str) -> dict:
             "VideoClassification": "VIDEO_CLASSIFICATION",
             "AudioFrameClassification": "AUDIO_FRAME_CLASSIFICATION",
             "ZeroShotImageClassification": "ZERO_SHOT_IMAGE_CLASSIFICATION",
-            "SpeechSeq2Seq": "SPEECH_SEQ_2_SEQ"}[TASKS[task]]
+            "SpeechSeq2Seq": "SPEECH_SEQ_2_SEQ", "DepthEstimation": "DEPTH_ESTIMATION"}[TASKS[task]]
     return getattr(modeling_auto, f"MODEL_FOR_{name}_MAPPING_NAMES")
 
 
@@ -209,7 +213,7 @@ def _shrunk(cls, task: str = "causal-lm"):
                    if isinstance(vars(base).get(k), (list, tuple))})
     if "kv_lora_rank" in kw:   # latent attention: its rotary head_dim is qk_rope_head_dim's
         kw.pop("head_dim", None)
-    if task == "semantic-seg":   # a head on 4 of a ViT's layers: 4 layers, those 4
+    if task in ("semantic-seg", "depth"):   # a head on 4 of a ViT's layers: 4 layers, those 4
         if "out_indices" in kw or "out_indices" in dir(base):
             kw.update(num_hidden_layers=4, out_indices=[1, 2, 3, 4])   # after the embedding
         if "backbone_out_indices" in vars(base):
@@ -222,6 +226,11 @@ def _shrunk(cls, task: str = "causal-lm"):
             stages = getattr(sub, "out_features", None) or ()
             if len(stages) > 1 and set(stages) <= set(small_sub.stage_names):
                 small_sub.out_features = stages   # the stages a backbone gives its head
+            if name == "backbone_config":   # the switches its head relies on (a DPT head
+                default = vars(type(sub)())   # reads Depth Anything's DINOv2 unreshaped)
+                for k, v in vars(sub).items():
+                    if type(v) is bool and v != default.get(k) and k not in kw:
+                        setattr(small_sub, k, v)
             kw[name] = small_sub.to_dict()
     while True:
         try:
@@ -344,16 +353,22 @@ def main() -> None:
         for _ in range(a.accum):
             ids = torch.randint(3, V, (a.batch_size, a.seq), generator=gen)
             batch = _batch(a.task, ids, gen, model)
+            target = batch.pop("target", None)   # a loss the script computes itself
             with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.amp):
-                loss = _loss(model(**batch)) / a.accum
+                loss = _loss(model(**batch), target) / a.accum
             loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
 
 
-def _loss(out) -> torch.Tensor:
-    """The head's loss; a retrieval model that computes none (BLIP-2's) is trained as a
-    user would train it: CLIP's symmetric cross entropy over its image-text logits."""
+def _loss(out, target: torch.Tensor | None) -> torch.Tensor:
+    """The head's loss; where transformers computes none, the one a user writes: a depth
+    map's L1 to the target, the prediction resized to it (depth models refuse labels);
+    CLIP's symmetric cross entropy over a retrieval model's image-text logits (BLIP-2's)."""
+    if target is not None:
+        depth = torch.nn.functional.interpolate(
+            out.predicted_depth[:, None], size=target.shape[-2:], mode="bilinear")
+        return torch.nn.functional.l1_loss(depth[:, 0], target)
     if out.loss is not None:
         return out.loss
     logits = out.logits_per_image
@@ -414,6 +429,10 @@ def _batch(task: str, ids: torch.Tensor, gen: torch.Generator, model) -> dict:
             return {"input_ids": ids, "labels": labels}
         images = torch.randn(len(ids), 3, IMAGE, IMAGE, generator=gen)
         return {model.main_input_name: images, "labels": labels}
+    if task == "depth":   # a depth map of each image (0.5-1.5), the script's own loss
+        images = torch.randn(len(ids), 3, IMAGE, IMAGE, generator=gen)
+        return {model.main_input_name: images,
+                "target": torch.rand(len(ids), IMAGE, IMAGE, generator=gen) + 0.5}
     if task == "contrastive":   # image-caption pairs: each image's own caption the match
         return {"input_ids": ids[:, :CAPTION], **_pixels(model, len(ids), gen),
                 **({"return_loss": True} if _takes(model, "return_loss") else {})}
