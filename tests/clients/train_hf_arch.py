@@ -29,7 +29,9 @@ contrastive (CLIP and kin: image-caption pairs, the model's contrastive loss, or
 where it computes none), speech-seq2seq (Whisper and kin: a 16-token transcript of half a
 second of audio, or the features its model takes, cross entropy from the decoder), depth
 (a depth map for every image; the script's L1 loss, the prediction resized bilinearly to
-the target, as transformers trains no depth model itself).
+the target, as transformers trains no depth model itself), image-text (a vision-language
+model: an image's placeholder tokens, as many as its features, then a caption; causal LM
+loss on the caption).
 
 The shrink is generic: every size field a config has (hidden size, layers, heads, experts,
 latent-attention ranks, state-space heads, a multimodal model's towers, ...) is set small,
@@ -115,10 +117,16 @@ TASKS = {"causal-lm": "CausalLM", "masked-lm": "MaskedLM", "seq-cls": "SequenceC
          "universal-seg": "UniversalSegmentation", "video-cls": "VideoClassification",
          "audio-frames": "AudioFrameClassification",
          "contrastive": "ZeroShotImageClassification", "speech-seq2seq": "SpeechSeq2Seq",
-         "depth": "DepthEstimation"}
+         "depth": "DepthEstimation", "image-text": "ImageTextToText"}
 VISION_TASKS = {"image-cls", "semantic-seg", "object-detection", "masked-image",
                 "universal-seg", "video-cls", "contrastive", "depth"}
 CAPTION = 16   # --task contrastive: tokens a caption
+IMAGE_TOKEN = V - 1   # --task image-text: the placeholder an image's features replace
+IMAGE_TOKEN_FIELDS = ("image_token_id", "image_token_index")
+# --task image-text: a vision-language model's image tower at 64 pixels, its features
+# projected to the text's width, Gemma 3's pooled to 4 tokens
+IMAGE_TEXT = dict(image_size=IMAGE, out_hidden_size=64, projection_dim=64, mm_tokens_per_image=4)
+GRID = 4   # --task image-text: patches a side of a Qwen-VL-style image (patches, not pixels)
 CHOICES = 3   # --task multiple-choice: answers per question
 AUDIO_TASKS = {"audio-cls", "ctc", "audio-xvector", "audio-frames", "speech-seq2seq"}
 TRANSCRIPT = 16   # --task speech-seq2seq: tokens a transcript
@@ -139,6 +147,15 @@ def config(arch: str, task: str = "causal-lm"):
         for name in ("decoder_start_token_id", "pad_token_id"):   # composite's both
             if getattr(cfg, name, None) is None:
                 setattr(cfg, name, SMALL[name])
+    if task == "image-text":   # the image placeholder inside the small vocabulary
+        for name in IMAGE_TOKEN_FIELDS:
+            if _has(cfg, name):   # BLIP-2's, None by default, turns its queries' on
+                setattr(cfg, name, IMAGE_TOKEN)
+        text = cfg.get_text_config()   # multimodal rotary sections: the code's default
+        rope = getattr(text, "rope_parameters", None)   # (16/24/24 of a 128 head) for ours
+        if "mrope_section" in getattr(type(text), "ignore_keys_at_rope_validation", ()) \
+                and isinstance(rope, dict) and "mrope_section" not in rope:
+            rope["mrope_section"] = [2, 3, 3]   # halves of SMALL's 16-wide head: 8
     if task == "contrastive" and hasattr(cfg, "qformer_config"):   # BLIP-2's retrieval:
         cfg.qformer_config.use_qformer_text_input = True   # its Q-Former reads the captions
     return cfg
@@ -176,7 +193,8 @@ def _head_classes(task: str) -> dict:
             "VideoClassification": "VIDEO_CLASSIFICATION",
             "AudioFrameClassification": "AUDIO_FRAME_CLASSIFICATION",
             "ZeroShotImageClassification": "ZERO_SHOT_IMAGE_CLASSIFICATION",
-            "SpeechSeq2Seq": "SPEECH_SEQ_2_SEQ", "DepthEstimation": "DEPTH_ESTIMATION"}[TASKS[task]]
+            "SpeechSeq2Seq": "SPEECH_SEQ_2_SEQ", "DepthEstimation": "DEPTH_ESTIMATION",
+            "ImageTextToText": "IMAGE_TEXT_TO_TEXT"}[TASKS[task]]
     return getattr(modeling_auto, f"MODEL_FOR_{name}_MAPPING_NAMES")
 
 
@@ -197,7 +215,7 @@ def _shrunk(cls, task: str = "causal-lm"):
     base = cls()
     vision = task in VISION_TASKS
     small = {**SMALL, **VISION} if vision else {**SMALL, **AUDIO} if task in AUDIO_TASKS \
-        else SMALL
+        else {**SMALL, **IMAGE_TEXT} if task == "image-text" else SMALL
     # a size its default leaves 0 is a part the model does not have: left off
     kw = {k: v for k, v in small.items() if _has(base, k) and vars(base).get(k) != 0}
     if vision:   # a per-stage list under a scalar's name (Swin's heads) is the lists' to set
@@ -407,18 +425,59 @@ def _takes(model, name: str) -> bool:
     return name in inspect.signature(model.forward).parameters
 
 
+_TOKENS_AN_IMAGE: dict[int, int] = {}
+_IMAGE_LISTS: set[int] = set()   # models that take a list of images a sample
+
+
+def _image_tokens(model, pixels: dict) -> int:
+    """How many placeholders an image takes: its features counted once, without gradient
+    (what a processor knows from the model's config, found without one)."""
+    if id(model) not in _TOKENS_AN_IMAGE:
+        with torch.no_grad():
+            try:
+                f = model.get_image_features(**pixels)
+            except ValueError:   # Idefics and kin: a list of images a sample
+                _IMAGE_LISTS.add(id(model))
+                pixels["pixel_values"] = pixels["pixel_values"][:, None]
+                f = model.get_image_features(**pixels)
+        f = getattr(f, "pooler_output", f)
+        rows = sum(x.shape[0] for x in f) if isinstance(f, (list, tuple)) else \
+            f.shape[0] if f.dim() == 2 else f.shape[0] * f.shape[1]
+        _TOKENS_AN_IMAGE[id(model)] = rows // len(next(iter(pixels.values()))) \
+            if "image_grid_thw" not in pixels else rows // len(pixels["image_grid_thw"])
+    return _TOKENS_AN_IMAGE[id(model)]
+
+
+def _requires(fn, name: str) -> bool:
+    """`fn` has a parameter `name` without a default."""
+    import inspect
+    p = inspect.signature(fn).parameters.get(name)
+    return p is not None and p.default is inspect.Parameter.empty
+
+
 def _pixels(model, n: int, gen: torch.Generator) -> dict:
     """`n` 64-pixel images as the model takes them: a tensor of images, a video model's
     clips of FRAMES, or SigLIP 2's patches with their mask and grid."""
     if model.main_input_name == "pixel_values_videos":
         return {"pixel_values_videos": torch.randn(n, FRAMES, 3, IMAGE, IMAGE, generator=gen)}
+    if _takes(model, "image_grid_thw"):   # Qwen-VL: GRID x GRID patches, flattened
+        vision = model.config.vision_config
+        patch = 3 * getattr(vision, "temporal_patch_size", 1) * vision.patch_size ** 2
+        return {"pixel_values": torch.randn(n * GRID * GRID, patch, generator=gen),
+                "image_grid_thw": torch.tensor([[1, GRID, GRID]] * n)}
+    images = torch.randn(n, 3, IMAGE, IMAGE, generator=gen)
+    if id(model) in _IMAGE_LISTS:
+        return {"pixel_values": images[:, None]}
+    if _requires(model.get_image_features if hasattr(model, "get_image_features") else
+                 model.forward, "image_sizes"):   # Pixtral towers: each image's size
+        return {"pixel_values": images, "image_sizes": torch.tensor([[IMAGE, IMAGE]] * n)}
     if _takes(model, "spatial_shapes"):
         side = IMAGE // model.config.vision_config.patch_size
         patch = 3 * model.config.vision_config.patch_size ** 2
         return {"pixel_values": torch.randn(n, side * side, patch, generator=gen),
                 "pixel_attention_mask": torch.ones(n, side * side, dtype=torch.long),
                 "spatial_shapes": torch.tensor([[side, side]] * n)}
-    return {"pixel_values": torch.randn(n, 3, IMAGE, IMAGE, generator=gen)}
+    return {"pixel_values": images}
 
 
 def _batch(task: str, ids: torch.Tensor, gen: torch.Generator, model) -> dict:
@@ -433,6 +492,17 @@ def _batch(task: str, ids: torch.Tensor, gen: torch.Generator, model) -> dict:
         images = torch.randn(len(ids), 3, IMAGE, IMAGE, generator=gen)
         return {model.main_input_name: images,
                 "target": torch.rand(len(ids), IMAGE, IMAGE, generator=gen) + 0.5}
+    if task == "image-text":   # an image then its caption; the loss on the caption only
+        pixels = _pixels(model, len(ids), gen)
+        n = _image_tokens(model, pixels)
+        ids = ids.clone()
+        ids[ids == IMAGE_TOKEN] = 3
+        ids[:, :n] = IMAGE_TOKEN
+        batch = {"input_ids": ids, **pixels,
+                 "labels": ids.masked_fill(ids == IMAGE_TOKEN, -100)}
+        if _takes(model, "mm_token_type_ids"):   # Qwen2-VL's: 1 where an image's token is
+            batch["mm_token_type_ids"] = (ids == IMAGE_TOKEN).long()
+        return batch
     if task == "contrastive":   # image-caption pairs: each image's own caption the match
         return {"input_ids": ids[:, :CAPTION], **_pixels(model, len(ids), gen),
                 **({"return_loss": True} if _takes(model, "return_loss") else {})}
