@@ -61,8 +61,13 @@ def one(arch: str, loop: list[str], fake: bool) -> dict:
                 run = run_client("train_hf_arch.py", argv, policies(glob))
                 g = gaps_of(run)
                 # the row means something only where a policy moves the peak
-                low = min((p.measured for p in run.policies.values() if p.measured), default=0)
-                span = f"{run.allocator_peak:,} -> {low:,}"
+                low = min((p.measured for p in run.policies.values() if p.measured),
+                          default=None)
+                if low is None and not g:   # refused alike: nothing was compared
+                    why = next(iter(run.policies.values())).predict_refusal or ""
+                    return {"arch": arch, "glob": glob, "span": f"{run.allocator_peak:,}",
+                            "result": f"every policy refused ({why.partition(': ')[2][:120]})"}
+                span = f"{run.allocator_peak:,} -> {low:,}" if low else f"{run.allocator_peak:,}"
     except AssertionError as e:   # the harness: the script failed in a pass (its one line)
         where, _, why = str(e).partition(" of ")
         return {"arch": arch, "glob": glob, "result": f"script failed: {' '.join(where.split())}"
@@ -91,11 +96,9 @@ def main() -> None:
     ap.add_argument("--archs", default="all", help="comma-separated model types, or 'all'")
     ap.add_argument("--loop", default="", help="the script's options: '--amp', '--accum 2', "
                     "'--lora'")
-    ap.add_argument("--task", default="causal-lm", help="the head: causal-lm, masked-lm, "
-                    "seq-cls, token-cls, seq2seq, image-cls, audio-cls, semantic-seg, object-detection, "
-                    "ctc, audio-xvector, masked-image, qa, multiple-choice, universal-seg, video-cls, "
-                    "audio-frames "
-                    "(tests/clients/train_hf_arch.py)")
+    from tests.clients.train_hf_arch import TASKS
+    ap.add_argument("--task", default="causal-lm", choices=TASKS, metavar="TASK",
+                    help=f"the head: {', '.join(TASKS)} (tests/clients/train_hf_arch.py)")
     ap.add_argument("--fake", action="store_true")
     ap.add_argument("--jobs", type=int, default=2, help="architectures run at once")
     ap.add_argument("--timeout", type=int, default=300, help="seconds per architecture")
@@ -110,18 +113,19 @@ def main() -> None:
         chosen = archs(a.task)
     else:
         chosen = a.archs.split(",")
-    counts = {"OK": 0, "gap": 0, "other": 0}
+    counts = {"OK": 0, "gap": 0, "refused": 0, "other": 0}
     print("| architecture | layers | peak -> lowest measured under a policy | result |\n"
           "|---|---|---:|---|", flush=True)
     with ThreadPoolExecutor(a.jobs) as pool:
         for row in pool.map(lambda x: run_child(x, loop, a.fake, a.timeout), chosen):
-            kind = ("OK" if row["result"] == "OK" else "other" if row["result"].startswith(
+            kind = ("OK" if row["result"] == "OK" else "refused" if row["result"].startswith(
+                "every policy refused") else "other" if row["result"].startswith(
                 ("cannot build", "script failed", "timed out", "child exit")) else "gap")
             counts[kind] += 1
             print(f"| {row['arch']} | `{row.get('glob', '')}` | {row.get('span', '')} | "
                   f"{row['result']} |", flush=True)
-    print(f"\n{counts['OK']} exact, {counts['gap']} with a gap, {counts['other']} not run "
-          f"(of {len(chosen)})")
+    print(f"\n{counts['OK']} exact, {counts['gap']} with a gap, {counts['refused']} with every "
+          f"policy refused alike, {counts['other']} not run (of {len(chosen)})")
 
 
 if __name__ == "__main__":

@@ -125,7 +125,8 @@ IMAGE_TOKEN = V - 1   # --task image-text: the placeholder an image's features r
 IMAGE_TOKEN_FIELDS = ("image_token_id", "image_token_index")
 # --task image-text: a vision-language model's image tower at 64 pixels, its features
 # projected to the text's width, Gemma 3's pooled to 4 tokens
-IMAGE_TEXT = dict(image_size=IMAGE, out_hidden_size=64, projection_dim=64, mm_tokens_per_image=4)
+IMAGE_TEXT = dict(image_size=IMAGE, out_hidden_size=64, projection_dim=64, mm_tokens_per_image=4,
+                  embed_dim=64, num_heads=4)   # Qwen2-VL's tower: width, heads
 GRID = 4   # --task image-text: patches a side of a Qwen-VL-style image (patches, not pixels)
 CHOICES = 3   # --task multiple-choice: answers per question
 AUDIO_TASKS = {"audio-cls", "ctc", "audio-xvector", "audio-frames", "speech-seq2seq"}
@@ -156,6 +157,9 @@ def config(arch: str, task: str = "causal-lm"):
         if "mrope_section" in getattr(type(text), "ignore_keys_at_rope_validation", ()) \
                 and isinstance(rope, dict) and "mrope_section" not in rope:
             rope["mrope_section"] = [2, 3, 3]   # halves of SMALL's 16-wide head: 8
+        vision = getattr(cfg, "vision_config", None)   # Qwen3-VL's DeepStack: features of
+        if getattr(vision, "deepstack_visual_indexes", None):   # tower layers 0, 1 into
+            vision.deepstack_visual_indexes = [0, 1]   # text layers 0, 1 (not 8, 16, 24)
     if task == "contrastive" and hasattr(cfg, "qformer_config"):   # BLIP-2's retrieval:
         cfg.qformer_config.use_qformer_text_input = True   # its Q-Former reads the captions
     return cfg
