@@ -157,6 +157,8 @@ def config(arch: str, task: str = "causal-lm"):
         if "mrope_section" in getattr(type(text), "ignore_keys_at_rope_validation", ()) \
                 and isinstance(rope, dict) and "mrope_section" not in rope:
             rope["mrope_section"] = [2, 3, 3]   # halves of SMALL's 16-wide head: 8
+        if _has(cfg, "image_grid_pinpoints"):   # LLaVA-NeXT's any-res tiles: one 64-pixel
+            cfg.image_grid_pinpoints = [[IMAGE, IMAGE]]   # tile beside the whole image
         vision = getattr(cfg, "vision_config", None)   # Qwen3-VL's DeepStack: features of
         if getattr(vision, "deepstack_visual_indexes", None):   # tower layers 0, 1 into
             vision.deepstack_visual_indexes = [0, 1]   # text layers 0, 1 (not 8, 16, 24)
@@ -425,7 +427,9 @@ def _mel_encoder(cfg) -> bool:
 
 
 def _takes(model, name: str) -> bool:
+    """The model's forward takes `name` (peft's wrapper's takes anything: its model's)."""
     import inspect
+    model = model.get_base_model() if hasattr(model, "get_base_model") else model
     return name in inspect.signature(model.forward).parameters
 
 
@@ -472,8 +476,10 @@ def _pixels(model, n: int, gen: torch.Generator) -> dict:
     images = torch.randn(n, 3, IMAGE, IMAGE, generator=gen)
     if id(model) in _IMAGE_LISTS:
         return {"pixel_values": images[:, None]}
-    if _requires(model.get_image_features if hasattr(model, "get_image_features") else
-                 model.forward, "image_sizes"):   # Pixtral towers: each image's size
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    if _requires(getattr(base, "get_image_features", base.forward), "image_sizes"):   # Pixtral towers: each image's size;
+        if getattr(model.config, "image_grid_pinpoints", None):   # LLaVA-NeXT's: the image
+            images = torch.stack([images, images], 1)   # and its one tile
         return {"pixel_values": images, "image_sizes": torch.tensor([[IMAGE, IMAGE]] * n)}
     if _takes(model, "spatial_shapes"):
         side = IMAGE // model.config.vision_config.patch_size
