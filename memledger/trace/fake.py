@@ -142,6 +142,9 @@ Rules (numbered so that code can point here):
    dimension is split evenly among as many parts (`even_split`), a router that balances
    its experts, and a stand-in record names the line. The parts' sizes move bytes between
    experts, not their sum: the experts' outputs, concatenated, are the real run's size.
+19. `torch.tensor(list)` reads each element's memory itself, and a fake element has none:
+   known elements (Rule 3's shadows) are replaced by their values (Qwen2-VL's rotary
+   position deltas; trace/fake_literals.py).
 
 Worked example (MLP of examples/train_mlp.py, B=64, fp32, fake, target cpu): fc1.weight is
 a fake 512×256 tensor whose meta storage has 512·256·4 = 524,288 bytes; its row is the
@@ -174,6 +177,7 @@ from torch.utils.flop_counter import flop_registry
 
 from memledger.trace.collector import Collector, _written_args
 from memledger.trace.external import external
+from memledger.trace.fake_literals import KnownLiterals
 from memledger.trace.fake_losses import reduced_loss_bytes
 from memledger.trace.fake_questions import ForeachAsReal, RealAnswers
 from memledger.trace.fake_views import RebuiltViews
@@ -682,22 +686,39 @@ def _float_known(func, args) -> bool:
     return n > 0
 
 
-def _mask_index_size(args) -> torch.Tensor | None:
-    """`x[m]` (or `x[:, m]`) with a known bool mask `m` (Rule 3: a padding mask of token ids):
-    a meta tensor of the result's real shape, x.shape[:d] + (m.sum(),) + x.shape[d + m.dim():];
-    None for any other indexing."""
+def _mask_index_size(args) -> tuple[torch.Tensor, bool] | None:
+    """`x[m]` (or `x[:, m]`) with one bool mask `m`: a meta tensor of the result's shape,
+    x.shape[:d] + (m.sum(),) + x.shape[d + m.dim():], and True, where the mask's values are
+    known (Rule 3: a padding mask of token ids); where they are not (Idefics' real images
+    among padding ones, told by their pixels), its upper bound, every element kept, and
+    False. None for any other indexing."""
     x, indices = args[0], args[1]
     tensors = [(d, i) for d, i in enumerate(indices) if i is not None]
     if len(tensors) != 1 or tensors[0][1].dtype not in (torch.bool, torch.uint8):
         return None
     d, m = tensors[0]
-    shadow = _shadow_of(m)
-    if shadow is None or tuple(shadow.shape) != tuple(x.shape[d:d + m.dim()]):
+    if tuple(m.shape) != tuple(x.shape[d:d + m.dim()]):
         return None
-    with _disable_current_modes():
-        n = int(shadow.bool().sum())
-    return torch.empty((*x.shape[:d], n, *x.shape[d + m.dim():]), dtype=x.dtype,
-                       device="meta")
+    shadow = _shadow_of(m)
+    if shadow is not None:
+        with _disable_current_modes():
+            n = int(shadow.bool().sum())
+    return torch.empty((*x.shape[:d], m.numel() if shadow is None else n,
+                        *x.shape[d + m.dim():]), dtype=x.dtype, device="meta"), \
+        shadow is not None
+
+
+_VALUE_SIZED: dict = {}
+
+
+def _value_sized(func) -> bool:
+    """Rule 3: is the op's output size its input's values (torch tags it so: `nonzero`,
+    `repeat_interleave` by a tensor, `unique`, ...)? Asked once per op."""
+    sized = _VALUE_SIZED.get(func)
+    if sized is None:
+        sized = _VALUE_SIZED[func] = torch.Tag.dynamic_output_shape in getattr(
+            func, "tags", ())
+    return sized
 
 
 UPPER_BOUNDS = {
@@ -754,6 +775,7 @@ class FakeCollector(Collector):
         self.fake_mode = _RunMode(allow_non_fake_inputs=True)    # Rule 12
         self._answers = RealAnswers()            # Rule 7
         self._foreach = ForeachAsReal(FakeTensor, "cuda" if self.target.remap else "")
+        self._literals = KnownLiterals(FakeTensor, _shadow_of)   # Rule 19
         self._views = RebuiltViews()             # Rule 17
         self._memo = self.fake_mode.fake_tensor_converter.tensor_memo
         self._standin_sites: dict[tuple[str, int, str], dict] = {}
@@ -772,13 +794,15 @@ class FakeCollector(Collector):
     def __enter__(self) -> "FakeCollector":
         _STALE.clear()
         self.fake_mode.__enter__()
+        entered = []
         try:
-            self._answers.__enter__()
-            self._foreach.__enter__()
+            for part in (self._answers, self._foreach, self._literals):
+                part.__enter__()
+                entered.append(part)
             return super().__enter__()
         except BaseException:
-            self._foreach.__exit__(*sys.exc_info())
-            self._answers.__exit__(*sys.exc_info())
+            for part in reversed(entered):
+                part.__exit__(*sys.exc_info())
             self.fake_mode.__exit__(*sys.exc_info())
             raise
 
@@ -786,6 +810,7 @@ class FakeCollector(Collector):
         try:
             super().__exit__(exc_type, exc, tb)
         finally:
+            self._literals.__exit__(exc_type, exc, tb)
             self._foreach.__exit__(exc_type, exc, tb)
             self._answers.__exit__(exc_type, exc, tb)
             self.fake_mode.__exit__(exc_type, exc, tb)
@@ -812,7 +837,9 @@ class FakeCollector(Collector):
         if kwargs and self.target.remap and "device" in kwargs:   # Rule 5
             kwargs = self._remap(kwargs)
         if func is INDEX and (sized := _mask_index_size(args)) is not None:   # Rule 3
-            func = _RealSize(func, sized)
+            if not sized[1]:
+                self._note_standin(str(func), "upper bound: every element")
+            func = _RealSize(func, sized[0])
         elif func is LAYER_NORM and _layer_norm_stats_in_float(args, self.target.remap):
             func = LAYER_NORM_FP32_STATS                 # Rule 10
         elif func is GROUPED_MM and args[0].device.type == "cpu":
@@ -835,12 +862,11 @@ class FakeCollector(Collector):
             args = (args[0], even, *args[2:])            # Rule 18
             kwargs = {k: v for k, v in (kwargs or {}).items() if k != "split_sizes"}
             self._note_standin(str(func), f"even split: {even}")
-        ub = UPPER_BOUNDS.get(func)
-        if ub is not None and isinstance(args[0], FakeTensor):   # real inputs: real values
-            known = self._real(func, args, kwargs or {})          # shadowed: the real size
+        if _value_sized(func) and any(isinstance(a, FakeTensor) for a in args):
+            known = self._real(func, args, kwargs or {})   # shadowed inputs: the real size
             if isinstance(known, torch.Tensor):
                 func = _RealSize(func, known)
-            else:
+            elif (ub := UPPER_BOUNDS.get(func)) is not None:
                 self._note_standin(str(func), "upper bound: every element")
                 func = ub
         self._lifting = func is LIFT_FRESH          # Rule 1: a literal's real source

@@ -476,6 +476,60 @@ def test_fake_value_sized_op_on_known_integers_has_its_real_size():
     assert fake_info(led.ledger).standins == []              # computed, not stood in
 
 
+def test_fake_value_sized_ops_on_known_inputs_have_their_real_size():
+    """Qwen-VL's vision tower turns each image's patch grid (`image_grid_thw`, a literal)
+    into sequence lengths with `repeat_interleave` by a tensor: its output size is the
+    grid's values, known here, so the op runs for real and the fake takes its size. Every
+    op torch tags as value-sized takes this path, not only `nonzero`; the run stopped at
+    the first `repeat_interleave` (exit 2) before."""
+    import torch
+
+    with memledger.trace(fake=True) as led:
+        grid = torch.tensor([[1, 4, 4], [1, 2, 6]])
+        patches = torch.repeat_interleave(grid[:, 1] * grid[:, 2], grid[:, 0])
+        owner = torch.repeat_interleave(torch.arange(2), patches)   # 16 + 12 patches
+        assert owner.shape == (28,) and patches.shape == (2,)
+        x = torch.nn.Linear(4, 4)(torch.randn(28, 4))
+        x.index_add(0, owner, x).sum().backward()
+    assert fake_info(led.ledger).standins == []
+
+
+def test_fake_tensor_made_from_a_list_of_known_fake_values():
+    """Qwen2-VL ends its rotary positions `torch.tensor([p.max() + 1 - len(ids), ...])`:
+    torch reads each element's memory itself, which a fake tensor lacks, and the run
+    crashed (exit 3, "its data is not allocated yet"). Known elements are read from their
+    shadows now (Rule 19)."""
+    import torch
+
+    with memledger.trace(fake=True) as led:
+        lengths = torch.tensor([3, 5])
+        deltas = [n.max() + 1 - 2 for n in lengths]   # 0-d fake tensors, values known
+        spans = torch.tensor(deltas).unsqueeze(1)
+        nested = torch.as_tensor([[lengths[0], 7], (lengths[1], 1)])
+        assert spans.shape == (2, 1) and nested.shape == (2, 2)
+        rows = torch.arange(int(spans.sum()))   # 2 + 4: the known values, not stand-ins
+        assert rows.shape == (6,)
+    assert fake_info(led.ledger).standins == []
+
+
+def test_fake_rows_kept_by_an_unknown_mask_take_their_upper_bound():
+    """Idefics keeps the images that are not all-zero padding: `pixels[real]`, the mask
+    made from float pixels the fake run does not have. Every row is kept (the bound, as
+    `masked_select`'s), named as a stand-in; this stopped the run (exit 2) before."""
+    import torch
+
+    with memledger.trace(fake=True) as led:
+        pixels = torch.randn(4, 3, 8, 8, requires_grad=True)
+        real = (pixels == 0.0).sum(dim=(-1, -2, -3)) != 3 * 8 * 8
+        kept = pixels[real]
+        assert kept.shape == (4, 3, 8, 8)
+        kept.square().sum().backward()
+    info = fake_info(led.ledger)
+    assert [(s.op, s.value) for s in info.standins] == [
+        ("aten.index.Tensor", "upper bound: every element")]
+    assert 4 * 3 * 8 * 8 * 4 in set(led.storages["bytes"])
+
+
 def _real_and_fake(tmp_path, script: Path, argv: list[str]):
     from memledger.ledger.model import Ledger
 
