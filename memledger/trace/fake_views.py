@@ -55,6 +55,8 @@ class RebuiltViews:
         self.written: list[torch.Tensor] = []
 
     def note_written(self, args: tuple, written: tuple[int, ...]) -> None:
+        if not torch.is_grad_enabled():   # autograd rebuilds no node: nothing to hook (and
+            return   # a view made so may refuse its `grad_fn` later: SpeechT5's init)
         for i in written:
             t = args[i] if i < len(args) else None
             if isinstance(t, torch.Tensor) and t._base is not None and t.requires_grad:

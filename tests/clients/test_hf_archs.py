@@ -243,3 +243,17 @@ def test_selective_on_layers_no_backward_goes_through_is_not_refused_for_their_b
                                           "--lora", "--steps", "3"], [f"selective:{glob}"])
     assert gaps_of(run) == {}
     assert run.policies[f"selective:{glob}"].predicted is not None
+
+
+def test_fake_builds_a_model_whose_init_writes_a_view_without_grad():
+    """SpeechT5's `nn.Embedding(..., padding_idx)` zeroes its padding row under `no_grad`
+    (a view of the weight, written in place). Rule 17 noted the write and read the view's
+    `grad_fn` at the next op, which autograd refuses for a view made without grad whose
+    base was written: every fake run of SpeechT5 (and of speech-encoder-decoder) stopped
+    in the model's constructor. A write under `no_grad` rebuilds no node and is not noted
+    now."""
+    _known("speecht5")
+    import memledger
+    with memledger.trace(fake=True):
+        model = build("speecht5", "cpu", task="speech-seq2seq")
+    assert sum(p.numel() for p in model.parameters()) > 0
