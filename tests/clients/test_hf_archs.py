@@ -62,6 +62,9 @@ ALL = ("checkpoint", "selective", "offload")
     # a detector: Hungarian matching (scipy), box losses, denoising queries; its anchors
     # are cached process-wide (the harness clears transformers' caches between passes)
     ("rt_detr", ["--task", "object-detection"], ALL),
+    # a vision-language model: an image as flattened patches with their grid, its features
+    # scattered into the caption's embeddings (masked_scatter), multimodal rotary positions
+    ("qwen2_vl", ["--task", "image-text"], ALL),
 ])
 def test_architecture(arch: str, loop: list[str], kinds: tuple[str, ...]) -> None:
     _known(arch)
@@ -243,6 +246,22 @@ def test_selective_on_layers_no_backward_goes_through_is_not_refused_for_their_b
                                           "--lora", "--steps", "3"], [f"selective:{glob}"])
     assert gaps_of(run) == {}
     assert run.policies[f"selective:{glob}"].predicted is not None
+
+
+@pytest.mark.parametrize("arch", ["qwen2_vl", "idefics3"])
+def test_fake_vision_language_models_agree_with_real(arch):
+    """Qwen2-VL's tower turns each image's patch grid into sequence lengths with
+    `repeat_interleave` by a tensor, and its rotary positions end in `torch.tensor` of a
+    list of 0-d tensors; Idefics 3 keeps the images that are not all-zero padding by a mask
+    made from their pixels. Each stopped a fake run (exit 2, exit 3); the grid's values are
+    known, so the first runs for real and the second reads them (Rules 3 and 19), and the
+    mask keeps every image, its upper bound. The fake ledger now agrees with the real one
+    in peak, categories at the peak and every policy's prediction."""
+    _known(arch)
+    glob = blocks_glob(build(arch, "meta", task="image-text"))
+    policies = [f"checkpoint:{glob}", f"selective:{glob}", f"offload:{glob}"]
+    assert fake_client_gaps("train_hf_arch.py", ["--arch", arch, "--task", "image-text",
+                                                 "--steps", "2"], policies) == {}
 
 
 def test_fake_builds_a_model_whose_init_writes_a_view_without_grad():
