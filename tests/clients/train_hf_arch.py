@@ -123,6 +123,7 @@ VISION_TASKS = {"image-cls", "semantic-seg", "object-detection", "masked-image",
 CAPTION = 16   # --task contrastive: tokens a caption
 IMAGE_TOKEN = V - 1   # --task image-text: the placeholder an image's features replace
 IMAGE_TOKEN_FIELDS = ("image_token_id", "image_token_index")
+AUDIO_TOKEN = V - 2   # --task speech-seq2seq, an audio LM: the placeholder a clip's replace
 # --task image-text: a vision-language model's image tower at 64 pixels, its features
 # projected to the text's width, Gemma 3's pooled to 4 tokens
 IMAGE_TEXT = dict(image_size=IMAGE, out_hidden_size=64, projection_dim=64, mm_tokens_per_image=4,
@@ -144,7 +145,9 @@ def config(arch: str, task: str = "causal-lm"):
         heads = _head_classes(task).get(arch)
         if isinstance(heads, tuple) and not cfg.architectures:   # DeiT's two: the plain one
             cfg.architectures = [heads[0]]
-    elif task in ("seq2seq", "speech-seq2seq"):   # T5's default lacks a start token, a
+    if task == "speech-seq2seq" and _has(cfg, "audio_token_id"):   # an audio LM's
+        cfg.audio_token_id = AUDIO_TOKEN   # placeholder inside the small vocabulary
+    if task in ("seq2seq", "speech-seq2seq"):   # T5's default lacks a start token, a
         for name in ("decoder_start_token_id", "pad_token_id"):   # composite's both
             if getattr(cfg, name, None) is None:
                 setattr(cfg, name, SMALL[name])
@@ -222,6 +225,8 @@ def _shrunk(cls, task: str = "causal-lm"):
     vision = task in VISION_TASKS
     small = {**SMALL, **VISION} if vision else {**SMALL, **AUDIO} if task in AUDIO_TASKS \
         else {**SMALL, **IMAGE_TEXT} if task == "image-text" else SMALL
+    if task == "speech-seq2seq":   # an audio LM's tower projects to the text's width
+        small = {**small, "output_dim": SMALL["hidden_size"]}
     # a size its default leaves 0 is a part the model does not have: left off
     kw = {k: v for k, v in small.items() if _has(base, k) and vars(base).get(k) != 0}
     if vision:   # a per-stage list under a scalar's name (Swin's heads) is the lists' to set
@@ -408,7 +413,8 @@ def _audio_shape(cfg, batch: int) -> tuple[int, ...]:
     kind = cfg.model_type
     if kind == "audio-spectrogram-transformer":
         return batch, cfg.max_length, cfg.num_mel_bins
-    if kind == "whisper":
+    if kind == "whisper" or hasattr(cfg, "max_source_positions") and \
+            hasattr(cfg, "num_mel_bins"):   # Whisper's, and the audio LMs' Whisper towers
         return batch, cfg.num_mel_bins, 2 * cfg.max_source_positions
     if kind == "wav2vec2-bert":
         return batch, 64, cfg.feature_projection_input_dim
@@ -454,6 +460,35 @@ def _image_tokens(model, pixels: dict) -> int:
         _TOKENS_AN_IMAGE[id(model)] = rows // len(next(iter(pixels.values()))) \
             if "image_grid_thw" not in pixels else rows // len(pixels["image_grid_thw"])
     return _TOKENS_AN_IMAGE[id(model)]
+
+
+def _audio_lm_batch(ids: torch.Tensor, gen: torch.Generator, model) -> dict:
+    """An audio language model's inputs (Voxtral, Qwen3-ASR): a clip's log-mel features,
+    its placeholder tokens (as many as its features), then the transcript, the loss on
+    the transcript only."""
+    encoder = next(getattr(model.config, k) for k in ("audio_config", "encoder_config")
+                   if hasattr(model.config, k))
+    frames_first = hasattr(encoder, "input_dim")   # Granite Speech: frames x features
+    frames = 2 * getattr(encoder, "max_source_positions", 0) or \
+        4 * getattr(encoder, "n_window", 16)   # Whisper-like towers: mel bins x frames,
+    shape = (len(ids), 64, encoder.input_dim) if frames_first else \
+        (len(ids), encoder.num_mel_bins, frames)   # Qwen3-ASR's in chunks of 2 windows
+    audio = {"input_features": torch.randn(shape, generator=gen)}
+    if _takes(model, "input_features_mask"):   # every frame valid
+        audio["input_features_mask"] = torch.ones(
+            len(ids), shape[1 if frames_first else -1], dtype=torch.bool)
+    if id(model) not in _TOKENS_AN_IMAGE:   # counted once, as an image's are
+        with torch.no_grad():
+            f = model.get_audio_features(**audio)
+        f = getattr(f, "pooler_output", f)
+        rows = sum(x.shape[0] for x in f) if isinstance(f, (list, tuple)) else \
+            f.shape[0] if f.dim() == 2 else f.shape[0] * f.shape[1]
+        _TOKENS_AN_IMAGE[id(model)] = rows // len(ids)
+    n = _TOKENS_AN_IMAGE[id(model)]
+    ids = ids.clone()
+    ids[ids == AUDIO_TOKEN] = 3
+    ids[:, :n] = AUDIO_TOKEN
+    return {"input_ids": ids, **audio, "labels": ids.masked_fill(ids == AUDIO_TOKEN, -100)}
 
 
 def _requires(fn, name: str) -> bool:
@@ -553,6 +588,8 @@ def _batch(task: str, ids: torch.Tensor, gen: torch.Generator, model) -> dict:
         return {model.main_input_name: images, "labels": [
             {"class_labels": torch.randint(0, LABELS, (n,), generator=gen),
              "boxes": torch.rand(n, 4, generator=gen) * 0.5 + 0.25} for n in counts]}
+    if task == "speech-seq2seq" and model.main_input_name == "input_ids":   # an audio LM:
+        return _audio_lm_batch(ids, gen, model)   # placeholders, then the transcript
     if task in AUDIO_TASKS:   # a waveform, or the features the model's extractor makes
         audio = torch.randn(_audio_shape(model.config, len(ids)), generator=gen)
         batch = {model.main_input_name: audio}
