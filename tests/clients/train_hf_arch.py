@@ -27,7 +27,8 @@ qa (an answer's start and end token), multiple-choice (3 answers a question), un
 mask losses), video-cls (4-frame clips), audio-frames (a class for every audio frame),
 contrastive (CLIP and kin: image-caption pairs, the model's contrastive loss, or CLIP's
 where it computes none), speech-seq2seq (Whisper and kin: a 16-token transcript of half a
-second of audio, or the features its model takes, cross entropy from the decoder), depth
+second of audio, or the features its model takes, cross entropy from the decoder; an
+audio LM's placeholders for the clip, then the transcript), depth
 (a depth map for every image; the script's L1 loss, the prediction resized bilinearly to
 the target, as transformers trains no depth model itself), image-text (a vision-language
 model: an image's placeholder tokens, as many as its features, then a caption; causal LM
