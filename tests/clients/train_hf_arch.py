@@ -440,27 +440,34 @@ def _takes(model, name: str) -> bool:
     return name in inspect.signature(model.forward).parameters
 
 
-_TOKENS_AN_IMAGE: dict[int, int] = {}
+_PLACEHOLDERS: dict[int, int] = {}   # model -> placeholder tokens an image (or clip) takes
 _IMAGE_LISTS: set[int] = set()   # models that take a list of images a sample
 
 
-def _image_tokens(model, pixels: dict) -> int:
-    """How many placeholders an image takes: its features counted once, without gradient
-    (what a processor knows from the model's config, found without one)."""
-    if id(model) not in _TOKENS_AN_IMAGE:
+def _placeholders(model, features: str, inputs: dict, n: int) -> int:
+    """How many placeholder tokens one of the `n` images (or clips) in `inputs` takes: the
+    model's `features` method (`get_image_features`) counted once, without gradient (what
+    a processor knows from the model's config, found without one)."""
+    if id(model) not in _PLACEHOLDERS:
         with torch.no_grad():
-            try:
-                f = model.get_image_features(**pixels)
-            except ValueError:   # Idefics and kin: a list of images a sample
-                _IMAGE_LISTS.add(id(model))
-                pixels["pixel_values"] = pixels["pixel_values"][:, None]
-                f = model.get_image_features(**pixels)
+            f = getattr(model, features)(**inputs)
         f = getattr(f, "pooler_output", f)
         rows = sum(x.shape[0] for x in f) if isinstance(f, (list, tuple)) else \
             f.shape[0] if f.dim() == 2 else f.shape[0] * f.shape[1]
-        _TOKENS_AN_IMAGE[id(model)] = rows // len(next(iter(pixels.values()))) \
-            if "image_grid_thw" not in pixels else rows // len(pixels["image_grid_thw"])
-    return _TOKENS_AN_IMAGE[id(model)]
+        _PLACEHOLDERS[id(model)] = rows // n
+    return _PLACEHOLDERS[id(model)]
+
+
+def _image_tokens(model, pixels: dict) -> int:
+    """The placeholders an image takes; a model that refuses a tensor of images (Idefics
+    and kin) takes a list of images a sample from then on."""
+    n = len(pixels.get("image_grid_thw", pixels["pixel_values"]))
+    try:
+        return _placeholders(model, "get_image_features", pixels, n)
+    except ValueError:
+        _IMAGE_LISTS.add(id(model))
+        pixels["pixel_values"] = pixels["pixel_values"][:, None]
+        return _placeholders(model, "get_image_features", pixels, n)
 
 
 def _audio_lm_batch(ids: torch.Tensor, gen: torch.Generator, model) -> dict:
@@ -478,14 +485,7 @@ def _audio_lm_batch(ids: torch.Tensor, gen: torch.Generator, model) -> dict:
     if _takes(model, "input_features_mask"):   # every frame valid
         audio["input_features_mask"] = torch.ones(
             len(ids), shape[1 if frames_first else -1], dtype=torch.bool)
-    if id(model) not in _TOKENS_AN_IMAGE:   # counted once, as an image's are
-        with torch.no_grad():
-            f = model.get_audio_features(**audio)
-        f = getattr(f, "pooler_output", f)
-        rows = sum(x.shape[0] for x in f) if isinstance(f, (list, tuple)) else \
-            f.shape[0] if f.dim() == 2 else f.shape[0] * f.shape[1]
-        _TOKENS_AN_IMAGE[id(model)] = rows // len(ids)
-    n = _TOKENS_AN_IMAGE[id(model)]
+    n = _placeholders(model, "get_audio_features", audio, len(ids))
     ids = ids.clone()
     ids[ids == AUDIO_TOKEN] = 3
     ids[:, :n] = AUDIO_TOKEN
