@@ -429,14 +429,18 @@ class _UpperBound(_StandIn):
 
 
 class _RealSize(_StandIn):
-    """Rule 3: a value-sized op whose input is known (shadowed): a fake of the real size."""
+    """Rule 3: a value-sized op whose input is known (shadowed): a fake of the real size
+    (of each output's, for an op with several: `unique_consecutive`)."""
 
-    def __init__(self, op, real: torch.Tensor) -> None:
+    def __init__(self, op, real: torch.Tensor | tuple[torch.Tensor, ...]) -> None:
         super().__init__(op)
         self.real = real
 
     def __call__(self, *args, **kwargs):
-        return torch.empty(self.real.shape, dtype=self.real.dtype, device=args[0].device)
+        device = args[0].device
+        if isinstance(self.real, torch.Tensor):
+            return torch.empty(self.real.shape, dtype=self.real.dtype, device=device)
+        return tuple(torch.empty(r.shape, dtype=r.dtype, device=device) for r in self.real)
 
     # one is made per call; the collector caches per op (`_written_slots`, op names), so
     # each equals its op: those caches keep one per op, not every call's `real` tensor
@@ -864,7 +868,8 @@ class FakeCollector(Collector):
             self._note_standin(str(func), f"even split: {even}")
         if _value_sized(func) and any(isinstance(a, FakeTensor) for a in args):
             known = self._real(func, args, kwargs or {})   # shadowed inputs: the real size
-            if isinstance(known, torch.Tensor):
+            if isinstance(known, torch.Tensor) or isinstance(known, tuple) and all(
+                    isinstance(r, torch.Tensor) for r in known):
                 func = _RealSize(func, known)
             elif (ub := UPPER_BOUNDS.get(func)) is not None:
                 self._note_standin(str(func), "upper bound: every element")

@@ -480,8 +480,9 @@ def test_fake_value_sized_ops_on_known_inputs_have_their_real_size():
     """Qwen-VL's vision tower turns each image's patch grid (`image_grid_thw`, a literal)
     into sequence lengths with `repeat_interleave` by a tensor: its output size is the
     grid's values, known here, so the op runs for real and the fake takes its size. Every
-    op torch tags as value-sized takes this path, not only `nonzero`; the run stopped at
-    the first `repeat_interleave` (exit 2) before."""
+    op torch tags as value-sized takes this path, not only `nonzero`, and an op of several
+    outputs (`unique_consecutive`) gets each one's; the run stopped at the first
+    `repeat_interleave` (exit 2) before, and at Qwen2.5-VL's `unique_consecutive`."""
     import torch
 
     with memledger.trace(fake=True) as led:
@@ -491,6 +492,9 @@ def test_fake_value_sized_ops_on_known_inputs_have_their_real_size():
         assert owner.shape == (28,) and patches.shape == (2,)
         x = torch.nn.Linear(4, 4)(torch.randn(28, 4))
         x.index_add(0, owner, x).sum().backward()
+        # Qwen2.5-VL's window boundaries: an op of several outputs, each its real size
+        bounds = torch.unique_consecutive(torch.tensor([0, 16, 16, 28], dtype=torch.int32))
+        assert bounds.shape == (3,)
     assert fake_info(led.ledger).standins == []
 
 
