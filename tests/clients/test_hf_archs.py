@@ -248,12 +248,13 @@ def test_selective_on_layers_no_backward_goes_through_is_not_refused_for_their_b
     assert run.policies[f"selective:{glob}"].predicted is not None
 
 
-@pytest.mark.parametrize("arch", ["qwen2_vl", "idefics3"])
+@pytest.mark.parametrize("arch", ["qwen2_vl", "qwen2_5_vl", "idefics3"])
 def test_fake_vision_language_models_agree_with_real(arch):
     """Qwen2-VL's tower turns each image's patch grid into sequence lengths with
     `repeat_interleave` by a tensor, and its rotary positions end in `torch.tensor` of a
     list of 0-d tensors; Idefics 3 keeps the images that are not all-zero padding by a mask
-    made from their pixels. Each stopped a fake run (exit 2, exit 3); the grid's values are
+    made from their pixels; Qwen2.5-VL bounds its windows with `unique_consecutive`, an op
+    of three outputs. Each stopped a fake run (exit 2, exit 3); the grid's values are
     known, so the first runs for real and the second reads them (Rules 3 and 19), and the
     mask keeps every image, its upper bound. The fake ledger now agrees with the real one
     in peak, categories at the peak and every policy's prediction."""
