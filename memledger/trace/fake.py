@@ -34,12 +34,16 @@ Rules (numbered so that code can point here):
    used as an index -> 0, 0.0 or False (integer and bool results of up to SHADOW_NUMEL
    elements whose inputs are known are computed for real instead); a bool that comes from a finiteness check gets the
    answer of a healthy run (`isnan(loss)` False, `isfinite(loss)` True), so
-   `if not torch.isfinite(loss): continue` still trains. An op whose output *size* depends on values gets
-   its upper bound: `nonzero(x)` -> (x.numel(), x.dim()) int64, `masked_select(x, m)` ->
-   every element kept; `x[m]` with a bool mask `m` whose values are known (a padding mask
-   of token ids) gets its real size (`_mask_index_size`), as does `ctc_loss` with known
-   target lengths (`_ctc_out`: wav2vec2's CTC head). Anything else data-dependent
-   stops the run: exit 2 and the line. Float results are known too where the call fixes
+   `if not torch.isfinite(loss): continue` still trains. An op whose output *size* depends
+   on values (torch tags it `dynamic_output_shape`: `nonzero`, `repeat_interleave` by a
+   tensor, `unique_consecutive`, ...) runs for real when its inputs are known and the fake
+   takes each output's real size (Qwen-VL's patch grids); with an unknown input, `nonzero(x)`
+   gets its upper bound (x.numel(), x.dim()) int64 and `masked_select(x, m)` every element
+   kept. `x[m]` with a bool mask `m` gets its real size where the mask's values are known
+   (a padding mask of token ids) and every element kept where not (Idefics' real images
+   among padding ones) (`_mask_index_size`), and `ctc_loss` with known target lengths its
+   real size (`_ctc_out`: wav2vec2's CTC head). Anything else data-dependent stops the
+   run: exit 2 and the line. Float results are known too where the call fixes
    them (`torch.ones(B, T)`, KNOWN_FACTORIES) or all their fake inputs are known: BART's
    decoder asks whether its float `ones` mask is all true, and a stand-in False built an
    explicit causal mask the real run does not (+8,192 B); and vision models read each
