@@ -48,6 +48,7 @@ import sys
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")   # built from a config: nothing to download
 
+import numpy as np
 import torch
 import transformers
 
@@ -90,7 +91,9 @@ VISION = dict(image_size=IMAGE, embedding_size=16, stem_out_channels=16, depth_m
               width_coefficient=0.5, depth_coefficient=1.0, hidden_dim=640,   # EfficientNet's
               num_queries=8,   # a detector's object queries
               reassemble_hidden_size=64,   # a DPT neck reading a 64-wide backbone
-              num_frames=FRAMES, frames_per_clip=FRAMES, crop_size=IMAGE)   # a video's
+              num_frames=FRAMES, frames_per_clip=FRAMES, crop_size=IMAGE,   # a video's
+              decoder_hidden_size=64, decoder_intermediate_size=128,   # a masked
+              decoder_num_hidden_layers=LAYERS, decoder_num_attention_heads=4)   # autoencoder's
 # An audio model's (--task audio-cls only): half a second of 16 kHz audio through the
 # convolutional feature encoder, 32 channels a layer; spectrogram and filter-bank inputs
 # 64 frames long.
@@ -118,7 +121,8 @@ TASKS = {"causal-lm": "CausalLM", "masked-lm": "MaskedLM", "seq-cls": "SequenceC
          "universal-seg": "UniversalSegmentation", "video-cls": "VideoClassification",
          "audio-frames": "AudioFrameClassification",
          "contrastive": "ZeroShotImageClassification", "speech-seq2seq": "SpeechSeq2Seq",
-         "depth": "DepthEstimation", "image-text": "ImageTextToText"}
+         "depth": "DepthEstimation", "image-text": "ImageTextToText",
+         "pretraining": "PreTraining"}
 VISION_TASKS = {"image-cls", "semantic-seg", "object-detection", "masked-image",
                 "universal-seg", "video-cls", "contrastive", "depth"}
 CAPTION = 16   # --task contrastive: tokens a caption
@@ -137,7 +141,7 @@ EXIT_CANNOT_BUILD = 3
 
 
 def config(arch: str, task: str = "causal-lm"):
-    cfg = _shrunk(transformers.AutoConfig.for_model(arch).__class__, task)
+    cfg = _shrunk(transformers.AutoConfig.for_model(arch).__class__, _shrink_as(arch, task))
     if task == "seq-cls":
         cfg.num_labels, cfg.problem_type = LABELS, "multi_label_classification"
     elif task == "token-cls" or task in VISION_TASKS | AUDIO_TASKS - {
@@ -169,6 +173,16 @@ def config(arch: str, task: str = "causal-lm"):
     if task == "contrastive" and hasattr(cfg, "qformer_config"):   # BLIP-2's retrieval:
         cfg.qformer_config.use_qformer_text_input = True   # its Q-Former reads the captions
     return cfg
+
+
+def _shrink_as(arch: str, task: str) -> str:
+    """The task whose shrink a pretraining head takes: an audio model's (a convolutional
+    feature encoder), an image model's, or the text one."""
+    if task != "pretraining":
+        return task
+    base = vars(transformers.AutoConfig.for_model(arch))
+    return "audio-cls" if "conv_dim" in base else "image-cls" if "num_channels" in base \
+        and "vocab_size" not in base else task
 
 
 def task_of(argv: list[str]) -> str:
@@ -204,8 +218,11 @@ def _head_classes(task: str) -> dict:
             "AudioFrameClassification": "AUDIO_FRAME_CLASSIFICATION",
             "ZeroShotImageClassification": "ZERO_SHOT_IMAGE_CLASSIFICATION",
             "SpeechSeq2Seq": "SPEECH_SEQ_2_SEQ", "DepthEstimation": "DEPTH_ESTIMATION",
-            "ImageTextToText": "IMAGE_TEXT_TO_TEXT"}[TASKS[task]]
-    return getattr(modeling_auto, f"MODEL_FOR_{name}_MAPPING_NAMES")
+            "ImageTextToText": "IMAGE_TEXT_TO_TEXT", "PreTraining": "PRETRAINING"}[TASKS[task]]
+    heads = getattr(modeling_auto, f"MODEL_FOR_{name}_MAPPING_NAMES")
+    if task == "pretraining":   # the pretraining heads of their own (the mapping's others
+        return {k: v for k, v in heads.items() if v.endswith("ForPreTraining")}   # are LMs)
+    return heads
 
 
 def _has(cfg, name: str) -> bool:
@@ -379,6 +396,7 @@ def main() -> None:
          model.gradient_checkpointing_enable)()
     opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-3)
     gen = torch.Generator().manual_seed(1)
+    np.random.seed(0)   # wav2vec2's masks and negatives, SpecAugment: numpy's generator
     for _ in range(a.steps):
         for _ in range(a.accum):
             ids = torch.randint(3, V, (a.batch_size, a.seq), generator=gen)
@@ -470,6 +488,42 @@ def _image_tokens(model, pixels: dict) -> int:
         return _placeholders(model, "get_image_features", pixels, n)
 
 
+def _pretraining_batch(ids: torch.Tensor, gen: torch.Generator, model) -> dict:
+    """A pretraining head's inputs: masked tokens with the next-sentence (or sentence-
+    order) label a BERT-like head takes, or replaced-token labels for a discriminator
+    (ELECTRA, Funnel); images for a masked autoencoder (ViT-MAE, Hiera; VideoMAE's clips
+    with half their tubes masked); a waveform with its masked frames and sampled
+    negatives for wav2vec2's contrastive loss (numpy's generator, seeded by `main`)."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    n = len(ids)
+    if model.main_input_name == "input_values":
+        batch = {"input_values": torch.randn(n, SAMPLES, generator=gen)}
+        if _takes(model, "mask_time_indices"):
+            from transformers.models.wav2vec2 import modeling_wav2vec2 as w2v
+            frames = int(base._get_feat_extract_output_lengths(SAMPLES))
+            masked = w2v._compute_mask_indices((n, frames), mask_prob=0.2, mask_length=2)
+            negatives = w2v._sample_negative_indices(
+                (n, frames), base.config.num_negatives, masked)
+            batch.update(mask_time_indices=torch.from_numpy(masked),
+                         sampled_negative_indices=torch.from_numpy(negatives))
+        return batch
+    if model.main_input_name == "pixel_values":
+        if "VideoMAE" in type(base).__name__:   # clips, half their tubes masked
+            cfg = base.config
+            tubes = (FRAMES // cfg.tubelet_size) * (IMAGE // cfg.patch_size) ** 2
+            masked = torch.rand(n, tubes, generator=gen).argsort(1) < tubes // 2
+            return {"pixel_values": torch.randn(n, FRAMES, 3, IMAGE, IMAGE, generator=gen),
+                    "bool_masked_pos": masked}   # as many a clip: the decoder reshapes
+        return {"pixel_values": torch.randn(n, 3, IMAGE, IMAGE, generator=gen)}
+    if type(base).__name__ in ("ElectraForPreTraining", "FunnelForPreTraining"):
+        return {"input_ids": ids, "labels": torch.randint(0, 2, ids.shape, generator=gen)}
+    batch = _batch("masked-lm", ids, gen, model)
+    for name in ("next_sentence_label", "sentence_order_label"):
+        if _takes(model, name):
+            batch[name] = torch.randint(0, 2, (n,), generator=gen)
+    return batch
+
+
 def _audio_lm_batch(ids: torch.Tensor, gen: torch.Generator, model) -> dict:
     """An audio language model's inputs (Voxtral, Qwen3-ASR): a clip's log-mel features,
     its placeholder tokens (as many as its features), then the transcript, the loss on
@@ -534,6 +588,8 @@ def _batch(task: str, ids: torch.Tensor, gen: torch.Generator, model) -> dict:
             return {"input_ids": ids, "labels": labels}
         images = torch.randn(len(ids), 3, IMAGE, IMAGE, generator=gen)
         return {model.main_input_name: images, "labels": labels}
+    if task == "pretraining":
+        return _pretraining_batch(ids, gen, model)
     if task == "depth":   # a depth map of each image (0.5-1.5), the script's own loss
         images = torch.randn(len(ids), 3, IMAGE, IMAGE, generator=gen)
         return {model.main_input_name: images,
