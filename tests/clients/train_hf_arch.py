@@ -42,6 +42,7 @@ why.
 """
 
 import argparse
+import inspect
 import os
 import re
 import sys
@@ -453,7 +454,6 @@ def _mel_encoder(cfg) -> bool:
 
 def _takes(model, name: str) -> bool:
     """The model's forward takes `name` (peft's wrapper's takes anything: its model's)."""
-    import inspect
     model = model.get_base_model() if hasattr(model, "get_base_model") else model
     return name in inspect.signature(model.forward).parameters
 
@@ -548,7 +548,6 @@ def _audio_lm_batch(ids: torch.Tensor, gen: torch.Generator, model) -> dict:
 
 def _requires(fn, name: str) -> bool:
     """`fn` has a parameter `name` without a default."""
-    import inspect
     p = inspect.signature(fn).parameters.get(name)
     return p is not None and p.default is inspect.Parameter.empty
 
