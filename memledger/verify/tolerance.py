@@ -65,6 +65,8 @@ def unseeded_generators(a: dict, b: dict) -> list[str]:
     sa, sb = a.get("rng_start", {}), b.get("rng_start", {})
     return [g for g in GENERATOR_CURES if g in ra and g in rb and ra[g] != rb[g]
             and ra[g] != sa.get(g) and rb[g] != sb.get(g)]
+
+
 def first_step_spread(a: dict, b: dict) -> tuple[float, str, float]:
     """The median relative difference of the first step's gradients between two baseline
     runs (tensors equal in both count as 0), and the tensor that differs most with its

@@ -454,8 +454,12 @@ def _mel_encoder(cfg) -> bool:
 
 def _takes(model, name: str) -> bool:
     """The model's forward takes `name` (peft's wrapper's takes anything: its model's)."""
-    model = model.get_base_model() if hasattr(model, "get_base_model") else model
-    return name in inspect.signature(model.forward).parameters
+    return name in inspect.signature(_base(model).forward).parameters
+
+
+def _base(model):
+    """The model peft wraps, or the model itself."""
+    return model.get_base_model() if hasattr(model, "get_base_model") else model
 
 
 _PLACEHOLDERS: dict[int, int] = {}   # model -> placeholder tokens an image (or clip) takes
@@ -494,7 +498,7 @@ def _pretraining_batch(ids: torch.Tensor, gen: torch.Generator, model) -> dict:
     (ELECTRA, Funnel); images for a masked autoencoder (ViT-MAE, Hiera; VideoMAE's clips
     with half their tubes masked); a waveform with its masked frames and sampled
     negatives for wav2vec2's contrastive loss (numpy's generator, seeded by `main`)."""
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    base = _base(model)
     n = len(ids)
     if model.main_input_name == "input_values":
         batch = {"input_values": torch.randn(n, SAMPLES, generator=gen)}
@@ -565,7 +569,7 @@ def _pixels(model, n: int, gen: torch.Generator) -> dict:
     images = torch.randn(n, 3, IMAGE, IMAGE, generator=gen)
     if id(model) in _IMAGE_LISTS:
         return {"pixel_values": images[:, None]}
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    base = _base(model)
     if _requires(getattr(base, "get_image_features", base.forward), "image_sizes"):   # Pixtral towers: each image's size;
         if getattr(model.config, "image_grid_pinpoints", None):   # LLaVA-NeXT's: the image
             images = torch.stack([images, images], 1)   # and its one tile
