@@ -52,6 +52,10 @@ script dropped; optional `nth`: its place among that event's saves of the storag
 save autograd let go of unread] in trace/collector.py) and `inplace`
 (`sid`, `op`: a storage made by an op the untraced run calls in place, `add_` for `add`;
 Note [In place but for the mode] in trace/collector.py; read into the storage's `op`) and
+`lent` (`sid`, `ev`, `until`: a sparse gradient kept the storage, as its indices or values,
+from `ev` to `until`, -1: to the end; or `sid`, `own`: the script let go of it at `own`,
+before the gradient did, so its free is the gradient's; Note [A sparse gradient kept as
+made] in trace/collector.py) and
 `args` (`mod`, `ev0`, `sids`: the storages a module call was handed, parameters and buffers
 left out; checkpoint holds them until the call's backward) and
 `script_ckpt` (`mod`, `first`, `ev`: a checkpoint call of the script's own, the module it

@@ -857,6 +857,16 @@ def _lifetimes(prep: Prepared, calls: _Calls, own: _Owners, seg: _Segments,
     restash = _restashed(prep, calls, own, seg)
     kept = _kept_remakes(prep, calls, own, restash)
     fr = _hold_call_args(prep, fr, calls, seg, kept)
+    resident = _resident_saves(prep, calls, off)
+    if prep.lent_own is not None:
+        # Note [A sparse gradient kept as made] (trace/collector.py): a storage offload reads
+        # back is what backward sees, so the gradient keeps the copy; the original goes when
+        # the script let go of it, not with the gradient
+        copied = np.zeros(len(fr), dtype=bool)
+        copied[prep.pack_row[resident] if resident is not None else []] = True
+        copied |= off & (prep.unpack_first >= 0)
+        lent = copied & (prep.lent_own >= 0)
+        fr = np.where(lent, np.minimum(fr, prep.lent_own), fr)
     out = _Lifetimes()
     out.add(seg.pos_c(cr), seg.pos_f(fr), nb, prep.cat)
     if len(calls):
@@ -887,6 +897,7 @@ def _lifetimes(prep: Prepared, calls: _Calls, own: _Owners, seg: _Segments,
                         np.maximum(ue, prep.unpack[u] + 1), back_end)
     if prep.script_ckpt:
         back_end = np.where(held[u], back_end, _script_rerun_read_back_end(prep, u, back_end))
+    back_end = _kept_by_gradient(prep, u, prep.unpack_first[u], back_end)
     back = prep.unpack_first[u]
     if prep.pass2 is not None and (prep.pass2[u] >= 0).any():
         # read by two backward passes: the offloader lets go of its copy when a pass has
@@ -896,9 +907,36 @@ def _lifetimes(prep: Prepared, calls: _Calls, own: _Owners, seg: _Segments,
                 prep.cat[two])
         back = np.where(prep.pass2[u] >= 0, prep.pass2[u], back)
     out.add(seg.pos_c(back), seg.pos_f(back_end), nb[u], prep.cat[u])
-    if len(calls) and (calls.kind == Kind.OFFLOAD).any():
-        _resident_copies(prep, calls, seg, off, out)
+    if resident is not None:
+        _resident_copies(prep, seg, resident, out)
     return out
+
+
+def _kept_by_gradient(prep: Prepared, rows: np.ndarray, first: np.ndarray,
+                      ends: np.ndarray) -> np.ndarray:
+    """Read-back copies a sparse gradient keeps: `nn.Embedding(sparse=True)`'s gradient
+    holds a view of the ids backward unpacked (Note [A sparse gradient kept as made],
+    trace/collector.py), so an offloaded embedding's read-back ids live until the gradient
+    goes (`zero_grad`), not when its node returns: 2,048 B under measured at the optimizer's
+    peak for 64 x 4 user ids (tests/clients/train_layouts.py --case embeddings)."""
+    if prep.lent_ev is None or not len(rows):
+        return ends
+    ev, until = prep.lent_ev[rows], prep.lent_until[rows]
+    return np.where((ev >= first) & (until > ends), until, ends)
+
+
+def _resident_saves(prep: Prepared, calls: _Calls, off: np.ndarray) -> np.ndarray | None:
+    """The save records `_resident_copies` copies (a bool mask over them), None if none."""
+    if prep.pack_ev is None or not len(prep.pack_ev) or not len(calls) or \
+            not (calls.kind == Kind.OFFLOAD).any():
+        return None
+    k = _pack_call(prep, calls)
+    r = prep.pack_row
+    kk = np.maximum(k, 0)
+    ours = (k >= 0) & (calls.kind[kk] == Kind.OFFLOAD) & (prep.pack_unpack >= 0) & \
+        ~np.isin(prep.cat[r], MODEL_STATE) & (prep.nbytes[r] > 0) & \
+        (prep.nbytes[r] >= calls.min_b[kk]) & ~off[r]
+    return ours if ours.any() else None
 
 
 def _rerun_started_by(prep: Prepared, unpacks: np.ndarray,
@@ -973,7 +1011,7 @@ def _frame_end(prep: Prepared, packed: np.ndarray) -> np.ndarray:
     return np.where(frame >= 0, prep.freed[state][np.maximum(frame, 0)], -1)
 
 
-def _resident_copies(prep: Prepared, calls: _Calls, seg: _Segments, off: np.ndarray,
+def _resident_copies(prep: Prepared, seg: _Segments, ours: np.ndarray,
                      out: _Lifetimes) -> None:
     """Offload writes every storage an offloaded call packs (parameters and buffers aside,
     at least its `min` bytes) and reads it back in backward, whether or not the storage
@@ -981,20 +1019,13 @@ def _resident_copies(prep: Prepared, calls: _Calls, seg: _Segments, off: np.ndar
     own ReLU saves too) is on the device twice from its first read-back until the last node
     that unpacked one of those saves returns: one copy per storage (measure/offload.py).
     MLP, `loss.backward(); opt.step(); opt.zero_grad()` (the peak in backward, at fc1's):
-    `offload:**` was predicted 63,488 B under measured, the batch's copy."""
-    if prep.pack_ev is None or not len(prep.pack_ev):
-        return
-    k = _pack_call(prep, calls)
+    `offload:**` was predicted 63,488 B under measured, the batch's copy. `ours`: the save
+    records copied (`_resident_saves`)."""
     r = prep.pack_row
-    kk = np.maximum(k, 0)
-    ours = (k >= 0) & (calls.kind[kk] == Kind.OFFLOAD) & (prep.pack_unpack >= 0) & \
-        ~np.isin(prep.cat[r], MODEL_STATE) & (prep.nbytes[r] > 0) & \
-        (prep.nbytes[r] >= calls.min_b[kk]) & ~off[r]
-    if not ours.any():
-        return
     rows, packed = r[ours], prep.pack_ev[ours]
     first, ends = prep.pack_unpack[ours], prep.pack_unpack_end[ours]
     ends = np.where(ends >= 0, np.maximum(ends, first + 1), first + 1)
+    ends = _kept_by_gradient(prep, rows, first, ends)
     if prep.script_ckpt:
         # the script's own checkpoint re-runs its function on the inputs its node unpacked,
         # here the read-back copy, and the re-run's saves hold that copy as they held the

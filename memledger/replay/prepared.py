@@ -124,6 +124,12 @@ class Prepared:
     unpacks: np.ndarray = None  # int64 unpacks per storage (> saves: two backward passes)
     pass1_end: np.ndarray = None  # int64 read twice: when the first pass's reader returned
     pass2: np.ndarray = None      # int64 read twice: the second pass's first unpack (-1: no)
+    # int64 per storage (-1: none): a sparse gradient kept it from `lent_ev` to `lent_until`
+    # (n_events: to the end), and the script had let go of it at `lent_own` (Note [A sparse
+    # gradient kept as made] in trace/collector.py); None: no such storage
+    lent_ev: np.ndarray = None
+    lent_until: np.ndarray = None
+    lent_own: np.ndarray = None
     timings: Timings = None   # untraced module and op times (memledger/replay/timings.py)
     calibration: dict = None  # the machine's cost constants recorded in the ledger ({}: none)
     fsdp_gather: np.ndarray = None  # bool: FSDP2's all-gather outputs and unsharded
@@ -238,6 +244,7 @@ class Prepared:
                                      if "in" in r]),
             kept=tuple((str(r["mod"]), int(r["ev0"])) for r in led.extra.get("kept", [])),
             released=_released(led, st),
+            **_lent(led, st),
             **_autocast_casts(led, st),
             stashed=st.index.isin([int(x) for r in led.extra.get("stash", [])
                                    for x in r.get("sids", ())]),
@@ -451,6 +458,25 @@ def _released(led: Ledger, st: pd.DataFrame) -> np.ndarray:
     rel = pd.DataFrame(recs, columns=["k", "sid", "ev"]).drop_duplicates(
         "sid", keep="first").set_index("sid")["ev"]
     return rel.reindex(st.index).fillna(-2).to_numpy(dtype=np.int64)
+
+
+def _lent(led: Ledger, st: pd.DataFrame) -> dict[str, np.ndarray | None]:
+    """Per storage, its first lending to a sparse gradient and when the script let go of it
+    (`Prepared.lent_ev`, `lent_until`, `lent_own`); None where the ledger has none."""
+    recs = led.extra.get("lent", [])
+    if not recs:
+        return {"lent_ev": None, "lent_until": None, "lent_own": None}
+    n = led.n_events
+    spans = [r for r in recs if "ev" in r]
+    ev = pd.Series([r["ev"] for r in spans], index=[r["sid"] for r in spans], dtype=np.int64)
+    until = pd.Series([n if r["until"] < 0 else r["until"] for r in spans], index=ev.index,
+                      dtype=np.int64)
+    own = pd.Series({r["sid"]: r["own"] for r in recs if "own" in r}, dtype=np.int64)
+    first = ~ev.index.duplicated()
+    return {"lent_ev": ev[first].reindex(st.index).fillna(-1).to_numpy(dtype=np.int64),
+            "lent_until": until[first].reindex(st.index).fillna(-1).to_numpy(dtype=np.int64),
+            "lent_own": own[~own.index.duplicated()].reindex(st.index).fillna(-1)
+            .to_numpy(dtype=np.int64)}
 
 
 def _autocast_casts(led: Ledger, st: pd.DataFrame) -> dict[str, np.ndarray]:

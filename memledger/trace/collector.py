@@ -44,9 +44,9 @@ gradient that way (10,000 x 64 table, 256 x 20 ids: 2 x 5,120 x 8 B of indices +
 x 4 B of values per gradient; `memledger trace tests/doctor/sparse_embedding.py --steps 2
 --no-timing -- --batch 256 --ids 20`), and SparseAdam coalesces and copies them; counted as nothing,
 they left 1,310,732 B (8.4 %) of the allocator's peak unexplained. They are recorded as the
-two storages, read with the dispatch mode off (no event): that example now reads 40,948 B
-(0.26 %) over the allocator, about one indices storage held too long in SparseAdam's step,
-not yet explained. A sparse tensor autograd saves (`w += sparse` in forward, as peft's SHiRA
+two storages, read with the dispatch mode off (no event). That left the example 40,948 B
+(0.26 %) over the allocator: AccumulateGrad's copy of the gradient, which an untraced run
+does not make (Note [A sparse gradient kept as made]); now every byte. A sparse tensor autograd saves (`w += sparse` in forward, as peft's SHiRA
 adds its delta) is recorded by its values; its parts are not followed for release. A nested
 tensor's buffer is a storage like any other, recorded with its flat size as its shape
 (`nn.TransformerEncoder`'s fast path under `src_key_padding_mask`). CSR is not counted.
@@ -132,6 +132,7 @@ from memledger.trace.wrapped import inner_tensors, wrapped_parts
 
 _graph_task_id = torch._C._current_graph_task_id
 _grad_enabled = torch.is_grad_enabled
+_SPARSE_COO = torch.sparse_coo
 _RF_ENTER = torch.ops.profiler._record_function_enter_new.default
 _RF_EXIT = torch.ops.profiler._record_function_exit._RecordFunction
 _Tensor = torch.Tensor
@@ -224,6 +225,8 @@ def _written_slots(func) -> tuple[tuple[int, str], ...]:
 # a broadcast gradient summed to its input's shape, a cast to its dtype)
 _GRAD_LAYOUT_OPS = frozenset({torch.ops.aten.sum.dim_IntList, torch.ops.aten._to_copy.default})
 _ADD = torch.ops.aten.add.Tensor
+_CLONE = torch.ops.aten.clone.default
+_ACCUMULATE_GRAD = "torch::autograd::AccumulateGrad"
 _TO_COPY = torch.ops.aten._to_copy.default
 _SAFE_SOFTMAX = getattr(getattr(torch.ops.aten, "_safe_softmax", None), "default", None)
 _COPY = torch.ops.aten.copy_.default
@@ -377,6 +380,16 @@ def sparse_parts(t: torch.Tensor) -> tuple[torch.Tensor, ...]:
         return ()
     with _no_dispatch():
         return (t._indices(), t._values())
+
+
+def kept_as_made(func, args) -> bool:
+    """Is this op AccumulateGrad's copy of a sparse gradient that an untraced run keeps as it
+    was made? Note [A sparse gradient kept as made]."""
+    if func is not _CLONE or not args or args[0].layout is not _SPARSE_COO or _grad_enabled():
+        return False
+    n = _current_node()
+    return n is not None and n.name() == _ACCUMULATE_GRAD and all(
+        p.is_contiguous() for p in sparse_parts(args[0]))
 
 
 def _alias_gone(entry: list, _ref) -> None:
@@ -615,6 +628,12 @@ class Collector(ShardingMixin, TorchDispatchMode):
         # saved storages something besides autograd still holds: sid -> [weakref, aliases
         # alive, their weakrefs] (Note [When a saved storage is released])
         self._held: dict[int, list] = {}
+        # Note [A sparse gradient kept as made]: sid -> [copies alive, event the script let
+        # go of it (-1: not yet), event the copies began, made before this backward (its
+        # role stays)]; a copy's weakref id -> (sid, key, ref)
+        self._lent: dict[int, list] = {}
+        self._copies: dict[int, tuple] = {}
+        self._backward_sid = 0   # the first sid made in the current backward
         # id(weakref) -> (weakref, sid, save event): forward saves' aliases, to see autograd
         # let go of one unread (Note [A save autograd let go of unread])
         self._save_refs: dict[int, tuple[weakref.ref, int, int, int]] = {}
@@ -757,6 +776,12 @@ class Collector(ShardingMixin, TorchDispatchMode):
             if sid in self._resized_away:
                 continue
             self.sink.write({"k": "live", "sid": sid, "last": self._last.get(sid, -1)})
+        for sid, (copies, own, start, _) in self._lent.items():   # Note [A sparse gradient
+            if copies:                                             # kept as made]
+                self.sink.write({"k": "lent", "sid": sid, "ev": start, "until": -1})
+            if own >= 0:
+                self.sink.write({"k": "lent", "sid": sid, "own": own})
+                self.sink.write({"k": "live", "sid": sid, "last": self._last.get(sid, -1)})
         self._write_scalars()
         self.sink.write({"k": "end", "ev": self._ev, "status": status, "message": message,
                          "steps": self._steps_done,
@@ -851,6 +876,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
                 self._chain.clear()
             if self._unpacks and node != self._unpack_node:
                 self._unpacks_done(ev)
+            if func is _CLONE and kept_as_made(func, args):
+                self._keep_as_made(args[0], out, ev)   # before its parts get sids of their own
         made = self._op_made = self._next_sid
         if isinstance(out, _Tensor):
             self._output(out, ev, func)
@@ -1075,6 +1102,14 @@ class Collector(ShardingMixin, TorchDispatchMode):
             return
         if self._sids.get(key) == sid:
             del self._sids[key]
+        if self._lent and (lent := self._lent.get(sid)) is not None:
+            if lent[0]:   # Note [A sparse gradient kept as made]: freed with the copy
+                lent[1] = self._ev
+                return
+            del self._lent[sid]
+        self._write_free(sid)
+
+    def _write_free(self, sid: int) -> None:
         self._outside.discard(sid)
         ev = self._ev
         if self._twin[:2] == (sid, ev - 1):   # Note [In place but for the mode]
@@ -1097,6 +1132,57 @@ class Collector(ShardingMixin, TorchDispatchMode):
             self._free_held = rec   # Note [The attention mask, added in place but for ...]
             return
         self.sink.write(rec)
+
+    # Note [A sparse gradient kept as made]
+    # A leaf's first gradient that is sparse (`nn.Embedding(sparse=True)`: indices, a view of
+    # the batch's ids, and values, the incoming gradient) is kept by AccumulateGrad as it is
+    # made, untraced, when nothing else holds its parts; under any dispatch mode it is
+    # cloned instead (`clone` reaches the mode from AccumulateGrad). The clone's two new
+    # storages were counted beside the ones the untraced run keeps: 40,960 B over the
+    # allocator for a 256 x 20 batch of ids (tests/doctor/sparse_embedding.py). Each part of
+    # the copy is read as the storage it was copied from, which lives as long as either
+    # does; the free of the one the script dropped waits for the other's. A part made
+    # before this backward (the ids) keeps its role: its bytes are the batch's, once.
+
+    def _keep_as_made(self, grad: torch.Tensor, copy: torch.Tensor, ev: int) -> None:
+        for part, twin in zip(sparse_parts(grad), sparse_parts(copy)):
+            st = twin.untyped_storage()
+            key = st._cdata
+            if key in self._sids:
+                continue
+            sid = self._sid(part, ev)
+            self._sids[key] = sid
+            ref = weakref.ref(st, self._copy_gone)
+            self._copies[id(ref)] = (sid, key, ref)
+            lent = self._lent.get(sid)
+            if lent is None:
+                self._lent[sid] = [1, -1, ev, sid < self._backward_sid]
+            else:
+                lent[2] = ev if not lent[0] else lent[2]
+                lent[0] += 1
+
+    def _copy_gone(self, ref: weakref.ref) -> None:
+        """A copy of Note [A sparse gradient kept as made] was freed: the storage it stood for
+        is freed now if the script had dropped it."""
+        sid, key, _ = self._copies.pop(id(ref), (None, None, None))
+        if sid is None or self._done or self._closed:
+            return
+        if self._sids.get(key) == sid:
+            del self._sids[key]
+        lent = self._lent[sid]
+        lent[0] -= 1
+        if lent[0]:
+            return
+        self.sink.write({"k": "lent", "sid": sid, "ev": lent[2], "until": self._ev})
+        if lent[1] >= 0:   # the script had let go: freed now
+            del self._lent[sid]
+            self.sink.write({"k": "lent", "sid": sid, "own": lent[1]})
+            self._write_free(sid)
+
+    def _keeps_role(self, part: torch.Tensor) -> bool:
+        """Note [A sparse gradient kept as made]: a part of a gradient that is the batch."""
+        lent = self._lent.get(self._sids.get(part.untyped_storage()._cdata, -1))
+        return lent is not None and lent[3]
 
     def _stopped_output(self, sid: int, ev: int) -> None:
         """An output of the latest op (event `ev`), freed inside a script checkpoint's re-run:
@@ -1275,6 +1361,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
         if self._phase != "backward":
             self._set_phase("backward", ev)
             self._makers.clear()   # only forward's writes count (Note [Written in place...])
+            self._backward_sid = self._next_sid   # Note [A sparse gradient kept as made]
             # For replay: the last forward use of everything autograd holds (see
             # memledger/replay/engine.py, Note [Replay of a checkpointed region]).
             for sid in list(self._saved_mod):
@@ -1667,7 +1754,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
             return
         if t.layout is not torch.strided and (parts := sparse_parts(t)):
             for part in parts:   # a sparse gradient: its indices and its values
-                self._role(part, role, name, shard)
+                if not (self._lent and self._keeps_role(part)):
+                    self._role(part, role, name, shard)
             return
         if (inner := wrapped_parts(t)):
             for attr, part in inner:   # Note [Wrapper subclasses]: 8-bit Adam's codes, scale

@@ -26,7 +26,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")   # built from configs: never reach
 
 pytest.importorskip("transformers")
 
-from tests.clients.harness import run_client  # noqa: E402
+from tests.clients.harness import gaps_of, run_client  # noqa: E402
 
 pytestmark = pytest.mark.clients
 
@@ -656,6 +656,25 @@ def test_sparse_and_nested_tensors_are_traced_to_the_byte(case, policy):
     assert run.ledger_peak == run.allocator_peak
     for text, p in run.policies.items():
         assert p.predicted == p.measured, (text, p)
+
+
+def test_sparse_embedding_gradients_are_kept_as_made():
+    """Note [A sparse gradient kept as made]: untraced, AccumulateGrad keeps a sparse
+    embedding gradient as it was made (its indices a view of the batch's ids), where under
+    the collector it copied both parts: the ledger counted the user ids' copy, 64 x 4 x 8 =
+    2,048 B, over the allocator (the next batch is drawn before zero_grad, so the gradient
+    outlives the script's own reference to its ids). Now the ledger with its kernel scratch
+    equals the allocator, every policy predicted = measured, and the gradients are their
+    values alone (the int64 user ids stay the batch's; the EmbeddingBag's int32 ids are
+    cast to int64 in backward, a storage of the gradient's own)."""
+    run = run_client("train_layouts.py", ["--case", "embeddings"], ["checkpoint:head",
+                                                                     "offload:users"])
+    assert gaps_of(run) == {}
+    st = run.ledger.storages
+    grads = st[(st["category"] == "gradient") & (st["step"] == 1)]
+    # users: values 64 x 4 x 32 fp32; items: values 64 x 6 x 32 fp32 and its indices 384 x 8;
+    # head: weight 64, bias 1
+    assert sorted(grads["bytes"]) == [4, 256, 384 * 8, 64 * 4 * 32 * 4, 64 * 6 * 32 * 4]
 
 
 def test_a_jagged_nested_tensor_is_its_values_and_offsets():

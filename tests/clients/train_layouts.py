@@ -11,6 +11,12 @@ memledger/trace/collector.py); each once crashed the trace while the script ran 
                                                           # jagged nested tensor (a wrapper
                                                           # subclass: Note [Wrapper
                                                           # subclasses], trace/wrapped.py)
+    python tests/clients/train_layouts.py --case embeddings   # sparse embedding gradients
+                                                          # (Embedding and EmbeddingBag,
+                                                          # sparse=True) under SparseAdam,
+                                                          # the next batch drawn before
+                                                          # zero_grad (Note [A sparse
+                                                          # gradient kept as made])
 """
 import argparse
 
@@ -32,13 +38,50 @@ class SparseDelta(nn.Module):
         return F.linear(x, w, self.lin.bias)
 
 
+class Recommender(nn.Module):
+    """A two-tower click model: user ids through an Embedding (int64, one id per row), item
+    histories through an EmbeddingBag (int32 ids, offsets), both sparse."""
+
+    def __init__(self):
+        super().__init__()
+        self.users = nn.Embedding(5_000, 32, sparse=True)
+        self.items = nn.EmbeddingBag(8_000, 32, mode="sum", sparse=True)
+        self.head = nn.Linear(64, 1)
+
+    def forward(self, user, items, offsets):
+        return self.head(torch.cat([self.users(user).mean(1), self.items(items, offsets)], 1))
+
+
+def train_embeddings(steps: int, g: torch.Generator) -> None:
+    model = Recommender()
+    sparse = torch.optim.SparseAdam([*model.users.parameters(), *model.items.parameters()])
+    dense = torch.optim.Adam(model.head.parameters())
+
+    def batch():
+        user = torch.randint(0, 5_000, (64, 4), generator=g)
+        items = torch.randint(0, 8_000, (64 * 6,), generator=g, dtype=torch.int32)
+        return user, items, torch.arange(0, 64 * 6, 6, dtype=torch.int32)
+
+    user, items, offsets = batch()
+    for _ in range(steps):
+        y = torch.rand(64, 1, generator=g)
+        F.binary_cross_entropy_with_logits(model(user, items, offsets), y).backward()
+        sparse.step()
+        dense.step()
+        user, items, offsets = batch()   # the next batch first: the gradients hold the ids
+        sparse.zero_grad()
+        dense.zero_grad()
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
-    p.add_argument("--case", choices=["sparse", "nested", "jagged"], required=True)
+    p.add_argument("--case", choices=["sparse", "nested", "jagged", "embeddings"], required=True)
     p.add_argument("--steps", type=int, default=3)
     args = p.parse_args()
     torch.manual_seed(0)
     g = torch.Generator().manual_seed(1)
+    if args.case == "embeddings":
+        return train_embeddings(args.steps, g)
     if args.case == "jagged":
         model = nn.Sequential(nn.Linear(64, 256), nn.GELU(), nn.Linear(256, 64))
     elif args.case == "sparse":

@@ -845,6 +845,30 @@ def test_fake_sparse_gradient_without_entries_is_said():
     assert len(notes) == 1 and notes[0].value.startswith("nnz 0") and "backward()" in notes[0].code
 
 
+def test_fake_sparse_gradient_kept_as_made_has_its_bytes():
+    """Rule 13 and Note [A sparse gradient kept as made]: AccumulateGrad's copy of a sparse
+    embedding gradient is read as the gradient it copies, in fake runs too, whose copy
+    keeps no entries: the gradient is its 4 x 6 x 8 fp32 values (768 B) in both runs (0 B
+    fake before), its indices the batch's ids (192 B of input, counted once), and the
+    stand-in record says that what reads the copy (SparseAdam's step) reads 0."""
+    import torch
+
+    grads = []
+    for fake in (False, True):
+        with memledger.trace(fake=fake) as led:
+            e = torch.nn.Embedding(50, 8, sparse=True)
+            opt = torch.optim.SparseAdam(e.parameters())
+            ids = torch.randint(0, 50, (4, 6))
+            e(ids).square().sum().backward()    # contiguous values: kept as made untraced
+            opt.step()
+        st = led.ledger.storages
+        grads.append(st.loc[st["category"] == "gradient", "bytes"].tolist())
+        assert st.loc[st["category"] == "input", "bytes"].tolist() == [4 * 6 * 8]
+    assert grads == [[4 * 6 * 8 * 4]] * 2
+    (note,) = [s for s in fake_info(led.ledger).standins if s.op == "aten.clone.default"]
+    assert "sparse optimizer's step, reads 0" in note.value
+
+
 def test_fake_reduced_losses_keep_their_host_buffer():
     """Rule 14 (trace/fake_losses.py): on CPU a reduced `mse_loss`, `smooth_l1_loss`,
     `binary_cross_entropy` and `soft_margin_loss` return a 0-dim view of the element-wise
