@@ -727,7 +727,10 @@ def _segments(prep: Prepared, calls: _Calls, dropped: np.ndarray, own: _Owners) 
         two = np.zeros(m + 1, dtype=bool)
         if prep.pass2 is not None:
             np.logical_or.at(two, kd, prep.pass2 >= 0)
-        some = trig < _BIG
+        # a re-run call whose saves nodes outside keep too (a Tanh the next Linear saves the
+        # output of) drops nothing, and torch re-runs it all the same at their first unpack
+        rerun = np.append(_is_recomputed(calls.kind), False)
+        some = (trig < _BIG) | ((trig_all < _BIG) & rerun)
         stop = np.where(some, np.maximum(stop, stop_all), stop)
         trig = np.where(some & ~two, np.minimum(trig, trig_all), trig)
         trig[m], stop[m] = _BIG, -1
