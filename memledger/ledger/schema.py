@@ -119,6 +119,9 @@ SUMMARY_SCHEMA = "memledger.summary/1"
 # the `op` of a storage that is a Python number an op's autograd node saved (Note [Wrapped
 # scalars saved for backward] in trace/scalars.py)
 WRAPPED_NUMBER_OP = "(wrapped number)"
+# the `op` of a storage another process handed over in shared memory, a DataLoader worker's
+# batch (Note [Batches from other processes] in trace/collector.py)
+SHARED_MEMORY_OP = "(shared memory)"
 
 
 class Category(str, Enum):

@@ -11,7 +11,7 @@ from pydantic import ConfigDict, Field
 
 from memledger.ledger.fake_info import FakeRun, fake_info
 from memledger.ledger.names import block_of
-from memledger.ledger.schema import CATEGORIES, SUMMARY_SCHEMA
+from memledger.ledger.schema import CATEGORIES, SHARED_MEMORY_OP, SUMMARY_SCHEMA
 from memledger.values import Value
 
 if TYPE_CHECKING:   # the types need no pandas: `show` reads a kept summary without it
@@ -84,6 +84,12 @@ class IdleRow(_Model):
     idle_byte_events: int = Field(description="bytes × idle events, summed over `count`")
 
 
+class SharedInput(_Model):
+    bytes: int = Field(description="input live at the peak that other processes handed over "
+                                   "in shared memory (a DataLoader's workers' batches)")
+    storages: int = Field(description="how many storages those bytes are")
+
+
 class Summary(_Model):
     """What a ledger says, in one object. `at_peak` sums to max(peak.bytes, measured)."""
 
@@ -115,6 +121,9 @@ class Summary(_Model):
         None, description="the script's own saved-tensor hooks around its forward (their "
         "pack function, e.g. save_on_cpu's): saves under them are not in the ledger; absent "
         "when none")
+    shared_input: Optional[SharedInput] = Field(
+        None, description="of the input at the peak, what a DataLoader's workers handed over "
+        "in shared memory (Note [Batches from other processes]); absent when none")
     threads: int = Field(1, description="most Python threads alive at a step's end; tensors "
                                         "made by threads other than the traced one are not in "
                                         "the ledger (they are in the allocator's peak)")
@@ -171,8 +180,17 @@ def summarize(led: Ledger, top: int = 10) -> Summary:
             r.get("mod", "") for r in led.extra["script_ckpt"])) or None
         if led.extra.get("script_ckpt") else None,
         saved_hooks=_saved_hooks(led),
+        shared_input=_shared_input(led, pk.event),
         threads=int((led.end or {}).get("threads", 1)),
     )
+
+
+def _shared_input(led: Ledger, ev: int) -> SharedInput | None:
+    """The input live at event `ev` that came from other processes in shared memory."""
+    live = led.live_at(ev)
+    shared = live[live["op"] == SHARED_MEMORY_OP]
+    return SharedInput(bytes=int(shared["bytes"].sum()), storages=len(shared)) \
+        if len(shared) else None
 
 
 def _saved_hooks(led: Ledger) -> str | None:

@@ -93,7 +93,20 @@ def _headline(s: Summary, source: str) -> list[Text]:
                           f"its own ({s.saved_hooks}): what autograd saves under them is not "
                           f"seen as saved (their copies count as temporaries), so predictions "
                           f"of checkpoint and offload cannot move it", style="yellow"))
-    if s.threads > 1 and _explained(s):   # a DataLoader's worker queues run 2 threads
+    if s.shared_input is not None:   # Note [Batches from other processes]
+        si = s.shared_input
+        lines.append(Text(f"{format_bytes(si.bytes)} of the input at the peak "
+                          f"({si.storages} storage{'s' if si.storages > 1 else ''}) came from "
+                          "other processes in shared memory (a DataLoader's workers): batches "
+                          "fetched ahead wait until the step uses them, as many as the "
+                          "workers' timing makes, so another run may hold more or fewer at "
+                          "its peak; fewer workers or a lower `prefetch_factor` hold fewer",
+                          style="dim"))
+    if s.threads > 1 and s.shared_input is not None:   # the loader's queues, pin memory
+        lines.append(Text(f"{s.threads - 1} other Python thread(s) ran while tracing, a "
+                          "DataLoader's (its queues; its pin-memory thread's copies are host "
+                          "memory); tensors they made are not in the ledger", style="dim"))
+    elif s.threads > 1 and _explained(s):   # a DataLoader's worker queues run 2 threads
         lines.append(Text(f"{s.threads - 1} other Python thread(s) ran while tracing; tensors "
                           "they made are not in the ledger, and it still explains the "
                           "allocator's peak: they held nothing that counts there", style="dim"))
