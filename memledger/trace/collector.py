@@ -103,6 +103,7 @@ from memledger.trace.outside_state import (
 )
 from memledger.trace.compiled import compiled_backend, eager_stance
 from memledger.trace.external import external
+from memledger.trace.mapped import MappedFiles
 from memledger.trace.interrupts import redeliver
 from memledger.trace.steps import StepBoundary
 from memledger.trace.resize import StorageResizeWatch
@@ -606,6 +607,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
         self._pre_existing = pre_existing if isinstance(pre_existing, FirstUse) \
             else frozenset(pre_existing)
         self._lifting = False   # the op running is aten.lift_fresh or set_ (the Note above)
+        self._setting = False   # ... set_: a deserializer's storage (trace/external.py)
         # (weakref, role, name) of a lazy module's state not made yet: Note [Lazy parameters]
         self._lazy: list[tuple[weakref.ref, str, str]] = []
         self.sink = sink
@@ -647,6 +649,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
         # role stays)]; a copy's weakref id -> (sid, key, ref)
         self._lent: dict[int, list] = {}
         self._copies: dict[int, tuple] = {}
+        self._mapped = MappedFiles()   # Note [Storages over a mapped file]
         self._backward_sid = 0   # the first sid made in the current backward
         # id(weakref) -> (weakref, sid, save event): forward saves' aliases, to see autograd
         # let go of one unread (Note [A save autograd let go of unread])
@@ -790,6 +793,14 @@ class Collector(ShardingMixin, TorchDispatchMode):
             if sid in self._resized_away:
                 continue
             self.sink.write({"k": "live", "sid": sid, "last": self._last.get(sid, -1)})
+        for slices, rest in self._mapped.remaining():   # Note [Storages over a mapped file]
+            if rest is not None:
+                sid = self._next_sid
+                self._next_sid = sid + 1
+                self.sink.write({**rest, "sid": sid})
+                slices = [*slices, sid]
+            for sid in slices:
+                self.sink.write({"k": "live", "sid": sid, "last": self._last.get(sid, -1)})
         for sid, (copies, own, start, _) in self._lent.items():   # Note [A sparse gradient
             if copies:                                             # kept as made]
                 self.sink.write({"k": "lent", "sid": sid, "ev": start, "until": -1})
@@ -861,7 +872,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
             self._scalars.resolve()
         if self._held:
             self._check_released(ev)
-        self._lifting = func is _LIFT_FRESH or func is _SET_STORAGE or func is _SET_STORAGE0
+        self._setting = func is _SET_STORAGE or func is _SET_STORAGE0
+        self._lifting = func is _LIFT_FRESH or self._setting
         if (_graph_task_id() != -1) != (self._phase == "backward"):
             self._switch_backward(ev)
         if self._ckpt_calls and self._phase == "backward":
@@ -1077,23 +1089,31 @@ class Collector(ShardingMixin, TorchDispatchMode):
         dtype = self._names.get(t.dtype)
         if dtype is None:
             dtype = self._names[t.dtype] = str(t.dtype).removeprefix("torch.")
-        self.sink.write({
+        rec = {
             "k": "alloc", "sid": sid, "ev": 0 if pre else ev, "bytes": nbytes,
             "dev": dev, "dtype": dtype,
             # a nested tensor has no one shape: its buffer's, flat (Note [Sparse tensors])
             "shape": list(t.shape) if not t.is_nested else [nbytes // t.element_size()],
             "op": op, "mod": self._module_now() if mod is None else mod,
             "ph": "setup" if pre else phase, "step": self._step, **({"pre": True} if pre else {}),
-            # Note [Memory torch's allocator did not hand out] in trace/external.py
-            **({"external": True} if self._external(t, st) else {}),
-        })
+        }
+        # Note [Memory torch's allocator did not hand out] in trace/external.py; a slice of
+        # a mapped file is counted, with the mapping (Note [Storages over a mapped file])
+        ext = self._external(t, st)
+        if (ext or self._setting) and dev == "cpu" and external(st) and \
+                self._mapped.add(sid, st.data_ptr(), nbytes, rec, not self._setting):
+            ext = False
+        if ext:
+            rec["external"] = True
+        self.sink.write(rec)
         if pre or phase == "setup" or phase == "other":
             self._outside.add(sid)
         return sid
 
     def _external(self, t: torch.Tensor, st) -> bool:
-        """Note [Memory torch's allocator did not hand out] (FakeCollector: a fake's source)."""
-        return external(st)
+        """Note [Memory torch's allocator did not hand out] (FakeCollector: a fake's source):
+        a storage first met at `set_` is a deserializer's, counted."""
+        return not self._setting and external(st)
 
     def _where(self, t: torch.Tensor, st) -> tuple[str, int]:
         """The device name and bytes of a new storage (FakeCollector: the fake device)."""
@@ -1125,7 +1145,21 @@ class Collector(ShardingMixin, TorchDispatchMode):
                 lent[1] = self._ev
                 return
             del self._lent[sid]
+        if self._mapped and (held := self._mapped.gone(sid)) is not None:
+            self._mapping_gone(*held)   # Note [Storages over a mapped file]
+            return
         self._write_free(sid)
+
+    def _mapping_gone(self, slices: list[int], rest: dict | None) -> None:
+        """Note [Storages over a mapped file] (trace/mapped.py): the last slice of a mapping
+        went; its slices and the file's rest are freed with it."""
+        if rest is not None:
+            sid = self._next_sid
+            self._next_sid = sid + 1
+            self.sink.write({**rest, "sid": sid})
+            self.sink.write({"k": "free", "sid": sid, "ev": self._ev, "last": rest["ev"]})
+        for sid in slices:
+            self._write_free(sid)
 
     def _write_free(self, sid: int) -> None:
         self._outside.discard(sid)

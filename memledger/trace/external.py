@@ -22,6 +22,17 @@ reports to the profiler, and the allocator pass counts it (a (64, 100) fp32 batc
 worker: +25,600 B as it arrives; tests/integration/test_api_blocks.py), so the ledger does:
 `is_shared()`. On CUDA every storage says it is shared, and memory opened from another
 process is not this process's allocator's.
+
+A second exception: a deserializer's storage. `torch.load` (its zip reader's records) and
+safetensors' `load_file` hand back non-resizable storages whose memory torch's CPU
+allocator did hand out (the profiler reports it); each reaches the collector as the
+storage of `aten.set_` that rebuilds a tensor around it. Read as external, a run resumed
+from a checkpoint lost its whole optimizer state from the ledger (`optimizer.load_state_dict`
+keeps the loaded tensors): 1,093,728 B of 3.1 MiB under the allocator, `optimizer_state`
+missing from every category (tests/clients/train_resume.py). A storage met at
+`set_` is counted; where its memory maps a file (`torch.load(mmap=True)`, safetensors),
+it is a slice of a mapping the profiler counts once, whole (Note [Storages over a mapped
+file], trace/mapped.py).
 """
 
 from __future__ import annotations
@@ -35,3 +46,4 @@ def external(st) -> bool:
         return st.device.type != "cpu" or not st.is_shared()
     except (RuntimeError, NotImplementedError, AttributeError):
         return False
+
