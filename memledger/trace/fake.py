@@ -151,6 +151,14 @@ Rules (numbered so that code can point here):
 19. `torch.tensor(list)` reads each element's memory itself, and a fake element has none:
    known elements (Rule 3's shadows) are replaced by their values (Qwen2-VL's rotary
    position deltas; trace/fake_literals.py).
+20. A real tensor an op reads (weights loaded for real: `from_pretrained`, `torch.load`)
+   is faked by FakeTensorMode for the op, once (its converter keeps the fake), and that
+   fake is the same memory: its storage is the real one's sid. Before, the fake's storage
+   was a storage of its own, first met as the output of the view that read it: every
+   Linear's `t()` of its weight was a new 'activation' its `mm` saved, and a Llama
+   fine-tuned from `from_pretrained` read 360,448 B (17 %) over its real run
+   (tests/clients/train_resume.py --format from-pretrained). A literal's source (Rule 1)
+   is not one: `lift_fresh` makes the fake the run uses, a storage on the target.
 
 Worked example (MLP of examples/train_mlp.py, B=64, fp32, fake, target cpu): fc1.weight is
 a fake 512×256 tensor whose meta storage has 512·256·4 = 524,288 bytes; its row is the
@@ -206,6 +214,7 @@ NOT_EVENTS = frozenset({
 
 # Rule 1: `torch.tensor(literal)` makes a real tensor that this op turns into a fake one.
 LIFT_FRESH = aten.lift_fresh.default
+_REAL_TYPES = (torch.Tensor, torch.nn.Parameter)   # Rule 20: real tensors in a fake run
 
 # Rule 3: `.item()` and everything that reads a value out of a tensor.
 ITEM = aten._local_scalar_dense.default
@@ -796,6 +805,8 @@ class FakeCollector(Collector):
         self._standin_sites: dict[tuple[str, int, str], dict] = {}
         self.last_standin: dict | None = None   # the latest, for a script that then raises
         self._real_sids: set[int] = set()
+        self._fakes_of_real: dict[int, tuple] = {}   # Rule 20: weakref id -> (sid, key, ref)
+        self._fakes_kept: dict[int, FakeTensor] = {}  # Rule 20: id(real tensor) -> its fake
         self._host_sids: set[int] = set()     # Rule 8
         self._lifting = False
         self._lift_source: int | None = None  # Rule 1: the lifted literal's real storage
@@ -836,6 +847,7 @@ class FakeCollector(Collector):
                 if lib in sys.modules:
                     self.sink.write({"k": "fake_aware", "lib": lib, "what": what})
         super().close(status, message)
+        self._fakes_kept.clear()   # Rule 20: the run's fakes go with it
 
     # ---- the hot path -------------------------------------------------------------------
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
@@ -892,6 +904,8 @@ class FakeCollector(Collector):
         self._lift_external = self._lifting and bool(args) and type(args[0]) is torch.Tensor \
             and external(args[0].untyped_storage())
         self._loss_bytes = reduced_loss_bytes(func, args, kwargs)   # Rule 14
+        if not self._lifting:
+            self._alias_real_inputs(args)               # Rule 20
         try:
             out = super().__torch_dispatch__(func, types, args, kwargs)
         except FAKE_ERRORS as e:   # Rule 3: the run stops here; exit 2 with the line
@@ -1012,6 +1026,39 @@ class FakeCollector(Collector):
         t = kwargs.get("out")
         if isinstance(t, FakeTensor) and (s := _shadow_tensor(t)) is not None:
             _STALE.add(s.untyped_storage()._cdata)
+
+    def _alias_real_inputs(self, args) -> None:
+        """Rule 20: the fake of each real input, made now (the op then takes the same one
+        from the converter's memo), is read as the real storage."""
+        for a in args:
+            if isinstance(a, (list, tuple)) and a and type(a[0]) in _REAL_TYPES:
+                for b in a:
+                    self._alias_real(b)
+            elif type(a) in _REAL_TYPES:
+                self._alias_real(a)
+
+    def _alias_real(self, t) -> None:
+        if type(t) not in _REAL_TYPES or t.device.type == "meta" or t.layout is not \
+                torch.strided:
+            return
+        fake = self.fake_mode.from_tensor(t)
+        if id(t) not in self._fakes_kept:
+            # the converter's memo holds its fakes weakly: kept while the real tensor lives,
+            # so the op (and every later one) is handed this one
+            self._fakes_kept[id(t)] = fake
+            weakref.finalize(t, self._fakes_kept.pop, id(t), None)
+        st = fake.untyped_storage()
+        key = st._cdata
+        if key in self._sids:
+            return
+        self._sids[key] = sid = self._sid(t, self._ev)
+        ref = weakref.ref(st, self._fake_of_real_gone)
+        self._fakes_of_real[id(ref)] = (sid, key, ref)
+
+    def _fake_of_real_gone(self, ref) -> None:
+        sid, key, _ = self._fakes_of_real.pop(id(ref), (None, None, None))
+        if sid is not None and self._sids.get(key) == sid:
+            del self._sids[key]
 
     def _forget(self, t: FakeTensor) -> None:
         for r in weakref.getweakrefs(t):

@@ -33,7 +33,8 @@ def step(model: nn.Module, opt: torch.optim.Optimizer, g: torch.Generator) -> No
     opt.zero_grad()
 
 
-def fine_tune(tmp: str, steps: int, g: torch.Generator) -> None:
+def write_pretrained(path: str) -> None:
+    """The "pretrained" model: a tiny Llama, as `save_pretrained` writes it."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     import transformers
 
@@ -41,8 +42,13 @@ def fine_tune(tmp: str, steps: int, g: torch.Generator) -> None:
     cfg = transformers.LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
                                    num_attention_heads=4, num_key_value_heads=2,
                                    vocab_size=256, max_position_embeddings=64)
-    transformers.LlamaForCausalLM(cfg).save_pretrained(tmp)   # the "pretrained" model
-    model = transformers.LlamaForCausalLM.from_pretrained(tmp)
+    transformers.LlamaForCausalLM(cfg).save_pretrained(path)
+
+
+def fine_tune(path: str, steps: int, g: torch.Generator) -> None:
+    import transformers
+
+    model = transformers.LlamaForCausalLM.from_pretrained(path)
     model.train()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     for _ in range(steps):
@@ -57,12 +63,17 @@ def main() -> None:
     p.add_argument("--format", choices=["torch", "torch-mmap", "safetensors", "from-pretrained"],
                    default="torch")
     p.add_argument("--steps", type=int, default=4)
+    p.add_argument("--pretrained", default="",
+                   help="from-pretrained: a directory save_pretrained wrote (else one is "
+                        "written first; a --fake run cannot write one)")
     args = p.parse_args()
     torch.manual_seed(0)
     g = torch.Generator().manual_seed(1)
     with tempfile.TemporaryDirectory(prefix="memledger-resume-") as tmp:
         if args.format == "from-pretrained":
-            return fine_tune(tmp, args.steps, g)
+            if not args.pretrained:
+                write_pretrained(tmp)
+            return fine_tune(args.pretrained or tmp, args.steps, g)
         ckpt = os.path.join(tmp, "last.pt")
         previous = build()   # what the previous run left: weights and AdamW's state
         opt = torch.optim.AdamW(previous.parameters())
