@@ -102,20 +102,35 @@ def _headline(s: Summary, source: str) -> list[Text]:
                           "workers' timing makes, so another run may hold more or fewer at "
                           "its peak; fewer workers or a lower `prefetch_factor` hold fewer",
                           style="dim"))
-    if s.threads > 1 and s.shared_input is not None:   # the loader's queues, pin memory
-        lines.append(Text(f"{s.threads - 1} other Python thread(s) ran while tracing, a "
-                          "DataLoader's (its queues; its pin-memory thread's copies are host "
-                          "memory); tensors they made are not in the ledger", style="dim"))
-    elif s.threads > 1 and _explained(s):   # a DataLoader's worker queues run 2 threads
-        lines.append(Text(f"{s.threads - 1} other Python thread(s) ran while tracing; tensors "
-                          "they made are not in the ledger, and it still explains the "
-                          "allocator's peak: they held nothing that counts there", style="dim"))
-    elif s.threads > 1:  # the dispatch mode sees one thread: never claim the rest is explained
-        lines.append(Text(f"Warning: {s.threads - 1} other Python thread(s) ran while tracing; "
-                          "tensors they made are not in the ledger (the allocator's peak "
-                          "includes them), so the ledger may not explain the peak",
-                          style="yellow"))
+    if s.threads > 1:
+        lines.append(_threads_line(s))
     return lines
+
+
+def _threads_line(s: Summary) -> Text:
+    """Other Python threads ran: the dispatch mode sees only the traced thread, so what they
+    made enters the ledger at its first use there; the CPU profiler, thread-local too,
+    never counts their allocations (a `from_pretrained(dtype=torch.bfloat16)` converts the
+    weights in its loading thread: the ledger then counts them and the allocator does not;
+    tests/clients/train_resume.py). CUDA's counters see every thread."""
+    n = s.threads - 1
+    who = "a DataLoader's queues" if s.shared_input is not None else \
+        "a DataLoader's queues, a loader of weights"
+    text = (f"{n} other Python thread(s) ran while tracing ({who}): what they made is in the "
+            "ledger from its first use in the traced thread")
+    cpu = s.measured.source == "cpu-profiler"
+    if cpu:
+        text += ", and the CPU profiler counts only the traced thread's allocations"
+    if _explained(s) or s.shared_input is not None:   # batches: the line above says why
+        return Text(text, style="dim")
+    if s.measured.source == "none":
+        return Text(f"Warning: {text}: the peak is not measured", style="yellow")
+    with_scratch = s.measured.ledger_with_scratch_bytes or s.peak.bytes
+    if cpu and with_scratch > s.measured.peak_bytes:
+        return Text(f"Warning: {text}: the {with_scratch - s.measured.peak_bytes:,} B the "
+                    "ledger counts over the allocator may be theirs", style="yellow")
+    return Text(f"Warning: {text}: they may hold what the ledger does not explain",
+                style="yellow")
 
 
 def _in_the_step_line(s: Summary) -> Text:
