@@ -15,6 +15,9 @@ with its own role (its parameter, its optimizer state), freed with the mapping, 
 last slice of it goes; the rest of the file (its header, the pickle, alignment) is one
 more row, op MAPPED_REST_OP, live from the first slice to the mapping's end, written when
 the mapping goes (or at the end of the trace), when the slices' bytes are known.
+Known limitation: a mapping is met at the first use of one of its slices in the traced
+thread (transformers rebuilds the weights in a thread of its own), not when it was made:
+anything the script let go of in between was, for the allocator, alive beside it.
 """
 
 from __future__ import annotations
@@ -44,13 +47,17 @@ def file_mapping(ptr: int) -> tuple[int, int, str, bool] | None:
     return None
 
 
-def _file_size(path: str, mapped: int) -> int:
-    """The size the loader mapped: the file's (as the profiler counts it); the mapping's
-    length where the file is gone (" (deleted)")."""
-    try:
-        return os.stat(path).st_size
-    except OSError:
-        return mapped
+def _file_size(path: str, start: int, end: int) -> int:
+    """The size the loader mapped: the file's, as the profiler counts it. A file deleted
+    since (a temporary folder `from_pretrained` read, gone before this thread first used
+    the weights) is still there through /proc/self/map_files; else the mapping's length,
+    rounded up to pages."""
+    for name in (path, f"/proc/self/map_files/{start:x}-{end:x}"):
+        try:
+            return os.stat(name).st_size
+        except OSError:
+            continue
+    return end - start
 
 
 @dataclass
@@ -86,7 +93,7 @@ class MappedFiles:
         m = self._maps.get(start)
         if m is None:
             m = self._maps[start] = _Mapping(_file_size(path.removesuffix(" (deleted)"),
-                                                        end - start),
+                                                        start, end),
                                              {**alloc, "op": MAPPED_REST_OP, "shape": []})
         m.live.add(sid)
         m.seen += nbytes

@@ -347,6 +347,17 @@ def build(arch: str, device: str = "cpu", lora: bool = False,
     raise AssertionError("unreachable")
 
 
+def reloaded(held: list, task: str) -> torch.nn.Module:
+    """The model in `held` written by `save_pretrained` to a fresh folder, let go of, and
+    loaded back by `from_pretrained`, as a fine-tune starts with no other model in memory
+    (Note [Storages over a mapped file])."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="memledger-pretrained-") as tmp:
+        held.pop().save_pretrained(tmp)
+        return auto_class(task).from_pretrained(tmp)
+
+
 def blocks_glob(model: torch.nn.Module) -> str:
     """The policy glob of the model's decoder layers: its ModuleList with the most
     parameters ("model.layers.*"); a list of lists (PoolFormer's stages, each a ModuleList
@@ -380,10 +391,17 @@ def main() -> None:
                    help="the model checkpoints its own layers (gradient_checkpointing_enable)")
     p.add_argument("--task", choices=TASKS, default="causal-lm", help="the head and its loss")
     p.add_argument("--show", action="store_true", help="print the blocks' glob and stop")
+    p.add_argument("--from-pretrained", action="store_true",
+                   help="fine-tune as users do: the model written by save_pretrained, then "
+                        "loaded by from_pretrained (its weights over the mapped file)")
     a = p.parse_args()
     try:
         model = build(a.arch, "meta" if a.show else "cpu", a.lora, a.task)
         glob = blocks_glob(model)
+        if a.from_pretrained and not a.show:
+            held = [model]
+            del model
+            model = reloaded(held, a.task)
     except Exception as e:   # noqa: BLE001 (any library error: this arch cannot be built)
         print(f"{a.arch}: cannot build: {type(e).__name__}: {str(e).splitlines()[0][:200]}",
               file=sys.stderr)
