@@ -46,7 +46,8 @@ x 4 B of values per gradient; `memledger trace tests/doctor/sparse_embedding.py 
 they left 1,310,732 B (8.4 %) of the allocator's peak unexplained. They are recorded as the
 two storages, read with the dispatch mode off (no event). That left the example 40,948 B
 (0.26 %) over the allocator: AccumulateGrad's copy of the gradient, which an untraced run
-does not make (Note [A sparse gradient kept as made]); now every byte. A sparse tensor autograd saves (`w += sparse` in forward, as peft's SHiRA
+does not make (Note [A sparse gradient kept as made]); now every byte. A sparse tensor
+autograd saves (`w += sparse` in forward, as peft's SHiRA
 adds its delta) is recorded by its values; its parts are not followed for release. A nested
 tensor's buffer is a storage like any other, recorded with its flat size as its shape
 (`nn.TransformerEncoder`'s fast path under `src_key_padding_mask`). CSR is not counted.
@@ -795,10 +796,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
             self.sink.write({"k": "live", "sid": sid, "last": self._last.get(sid, -1)})
         for slices, rest in self._mapped.remaining():   # Note [Storages over a mapped file]
             if rest is not None:
-                sid = self._next_sid
-                self._next_sid = sid + 1
-                self.sink.write({**rest, "sid": sid})
-                slices = [*slices, sid]
+                slices = [*slices, self._write_rest(rest)]
             for sid in slices:
                 self.sink.write({"k": "live", "sid": sid, "last": self._last.get(sid, -1)})
         for sid, (copies, own, start, _) in self._lent.items():   # Note [A sparse gradient
@@ -1154,14 +1152,20 @@ class Collector(ShardingMixin, TorchDispatchMode):
         """Note [Storages over a mapped file] (trace/mapped.py): the last slice of a mapping
         went; its slices and the file's rest are freed with it."""
         if rest is not None:
-            sid = self._next_sid
-            self._next_sid = sid + 1
-            self.sink.write({**rest, "sid": sid})
+            sid = self._write_rest(rest)
             self.sink.write({"k": "free", "sid": sid, "ev": self._ev, "last": rest["ev"]})
         for sid in slices:
             self._write_free(sid)
 
+    def _write_rest(self, rest: dict) -> int:
+        """A mapped file's rest, its alloc record written now with a sid of its own."""
+        sid = self._next_sid
+        self._next_sid = sid + 1
+        self.sink.write({**rest, "sid": sid})
+        return sid
+
     def _write_free(self, sid: int) -> None:
+        """The free record of `sid`, at the current event (and what goes with it)."""
         self._outside.discard(sid)
         ev = self._ev
         if self._twin[:2] == (sid, ev - 1):   # Note [In place but for the mode]
