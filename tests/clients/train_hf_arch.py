@@ -334,17 +334,22 @@ def build(arch: str, device: str = "cpu", lora: bool = False,
         if not lora:
             torch.manual_seed(0)
             return auto.from_config(cfg)
-        import peft
         for p in (0.1, 0.0):   # experts' 3-D parameters take LoRA without dropout only
             torch.manual_seed(0)
-            model = auto.from_config(cfg)
             try:
-                return peft.get_peft_model(model, peft.LoraConfig(
-                    r=4, lora_alpha=8, lora_dropout=p, target_modules="all-linear"))
+                return with_lora(auto.from_config(cfg), p)
             except ValueError:
                 if p == 0.0:
                     raise
     raise AssertionError("unreachable")
+
+
+def with_lora(model: torch.nn.Module, dropout: float) -> torch.nn.Module:
+    """peft's LoRA on every Linear but the head, the base frozen."""
+    import peft
+
+    return peft.get_peft_model(model, peft.LoraConfig(
+        r=4, lora_alpha=8, lora_dropout=dropout, target_modules="all-linear"))
 
 
 def reloaded(held: list, task: str) -> torch.nn.Module:
@@ -396,12 +401,18 @@ def main() -> None:
                         "loaded by from_pretrained (its weights over the mapped file)")
     a = p.parse_args()
     try:
-        model = build(a.arch, "meta" if a.show else "cpu", a.lora, a.task)
-        glob = blocks_glob(model)
-        if a.from_pretrained and not a.show:
+        reload = a.from_pretrained and not a.show
+        model = build(a.arch, "meta" if a.show else "cpu", a.lora and not reload, a.task)
+        if reload:   # the base written and loaded back, then LoRA on it, as fine-tunes do
             held = [model]
             del model
             model = reloaded(held, a.task)
+            if a.lora:   # experts' 3-D parameters take LoRA without dropout only
+                try:
+                    model = with_lora(model, 0.1)
+                except ValueError:
+                    model = with_lora(reloaded([model], a.task), 0.0)
+        glob = blocks_glob(model)
     except Exception as e:   # noqa: BLE001 (any library error: this arch cannot be built)
         print(f"{a.arch}: cannot build: {type(e).__name__}: {str(e).splitlines()[0][:200]}",
               file=sys.stderr)
