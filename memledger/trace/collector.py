@@ -81,6 +81,7 @@ import sys
 import threading
 import time
 import weakref
+from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
 import torch
@@ -398,6 +399,16 @@ def sparse_parts(t: torch.Tensor) -> tuple[torch.Tensor, ...]:
         return (t._indices(), t._values())
 
 
+@dataclass
+class _Lent:
+    """Note [A sparse gradient kept as made]: a storage a sparse gradient's copies stand for."""
+
+    start: int              # event the copies began
+    keeps_role: bool        # made before this backward (the batch's ids): its role stays
+    copies: int = 0         # copies alive
+    own: int = -1           # event the script let go of it (-1: not yet)
+
+
 def kept_as_made(func, args) -> bool:
     """Is this op AccumulateGrad's copy of a sparse gradient that an untraced run keeps as it
     was made? Note [A sparse gradient kept as made]."""
@@ -645,11 +656,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
         # saved storages something besides autograd still holds: sid -> [weakref, aliases
         # alive, their weakrefs] (Note [When a saved storage is released])
         self._held: dict[int, list] = {}
-        # Note [A sparse gradient kept as made]: sid -> [copies alive, event the script let
-        # go of it (-1: not yet), event the copies began, made before this backward (its
-        # role stays)]; a copy's weakref id -> (sid, key, ref)
-        self._lent: dict[int, list] = {}
-        self._copies: dict[int, tuple] = {}
+        self._lent: dict[int, _Lent] = {}   # Note [A sparse gradient kept as made]
+        self._aliases: dict[int, weakref.ref] = {}   # `_alias`: weakref id -> weakref
         self._mapped = MappedFiles()   # Note [Storages over a mapped file]
         self._backward_sid = 0   # the first sid made in the current backward
         # id(weakref) -> (weakref, sid, save event): forward saves' aliases, to see autograd
@@ -799,11 +807,11 @@ class Collector(ShardingMixin, TorchDispatchMode):
                 slices = [*slices, self._write_rest(rest)]
             for sid in slices:
                 self.sink.write({"k": "live", "sid": sid, "last": self._last.get(sid, -1)})
-        for sid, (copies, own, start, _) in self._lent.items():   # Note [A sparse gradient
-            if copies:                                             # kept as made]
-                self.sink.write({"k": "lent", "sid": sid, "ev": start, "until": -1})
-            if own >= 0:
-                self.sink.write({"k": "lent", "sid": sid, "own": own})
+        for sid, lent in self._lent.items():   # Note [A sparse gradient kept as made]
+            if lent.copies:
+                self.sink.write({"k": "lent", "sid": sid, "ev": lent.start, "until": -1})
+            if lent.own >= 0:
+                self.sink.write({"k": "lent", "sid": sid, "own": lent.own})
                 self.sink.write({"k": "live", "sid": sid, "last": self._last.get(sid, -1)})
         self._write_scalars()
         self.sink.write({"k": "end", "ev": self._ev, "status": status, "message": message,
@@ -1139,8 +1147,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
         if self._sids.get(key) == sid:
             del self._sids[key]
         if self._lent and (lent := self._lent.get(sid)) is not None:
-            if lent[0]:   # Note [A sparse gradient kept as made]: freed with the copy
-                lent[1] = self._ev
+            if lent.copies:   # Note [A sparse gradient kept as made]: freed with the copy
+                lent.own = self._ev
                 return
             del self._lent[sid]
         if self._mapped and (held := self._mapped.gone(sid)) is not None:
@@ -1203,42 +1211,53 @@ class Collector(ShardingMixin, TorchDispatchMode):
     def _keep_as_made(self, grad: torch.Tensor, copy: torch.Tensor, ev: int) -> None:
         for part, twin in zip(sparse_parts(grad), sparse_parts(copy)):
             st = twin.untyped_storage()
-            key = st._cdata
-            if key in self._sids:
+            if st._cdata in self._sids:
                 continue
             sid = self._sid(part, ev)
-            self._sids[key] = sid
-            ref = weakref.ref(st, self._copy_gone)
-            self._copies[id(ref)] = (sid, key, ref)
+            self._alias(st, sid, self._copy_gone)
             lent = self._lent.get(sid)
             if lent is None:
-                self._lent[sid] = [1, -1, ev, sid < self._backward_sid]
-            else:
-                lent[2] = ev if not lent[0] else lent[2]
-                lent[0] += 1
+                self._lent[sid] = _Lent(start=ev, keeps_role=sid < self._backward_sid)
+            elif not lent.copies:
+                lent.start = ev
+            self._lent[sid].copies += 1
 
-    def _copy_gone(self, ref: weakref.ref) -> None:
+    def _alias(self, st, sid: int, then: Callable[[int], None] | None = None) -> None:
+        """Read storage `st` as `sid` while `st` lives (a second storage object over memory
+        the ledger already has: Note [A sparse gradient kept as made]; a fake run's fake of
+        a real input, Note [Fake runs] Rule 20); `then(sid)` when `st` goes."""
+        key = st._cdata
+        self._sids[key] = sid
+
+        def gone(ref: weakref.ref) -> None:
+            self._aliases.pop(id(ref), None)
+            if self._sids.get(key) == sid:
+                del self._sids[key]
+            if then is not None:
+                then(sid)
+
+        ref = weakref.ref(st, gone)
+        self._aliases[id(ref)] = ref
+
+    def _copy_gone(self, sid: int) -> None:
         """A copy of Note [A sparse gradient kept as made] was freed: the storage it stood for
         is freed now if the script had dropped it."""
-        sid, key, _ = self._copies.pop(id(ref), (None, None, None))
-        if sid is None or self._done or self._closed:
+        if self._done or self._closed:
             return
-        if self._sids.get(key) == sid:
-            del self._sids[key]
         lent = self._lent[sid]
-        lent[0] -= 1
-        if lent[0]:
+        lent.copies -= 1
+        if lent.copies:
             return
-        self.sink.write({"k": "lent", "sid": sid, "ev": lent[2], "until": self._ev})
-        if lent[1] >= 0:   # the script had let go: freed now
+        self.sink.write({"k": "lent", "sid": sid, "ev": lent.start, "until": self._ev})
+        if lent.own >= 0:   # the script had let go: freed now
             del self._lent[sid]
-            self.sink.write({"k": "lent", "sid": sid, "own": lent[1]})
+            self.sink.write({"k": "lent", "sid": sid, "own": lent.own})
             self._write_free(sid)
 
     def _keeps_role(self, part: torch.Tensor) -> bool:
         """Note [A sparse gradient kept as made]: a part of a gradient that is the batch."""
         lent = self._lent.get(self._sids.get(part.untyped_storage()._cdata, -1))
-        return lent is not None and lent[3]
+        return lent is not None and lent.keeps_role
 
     def _stopped_output(self, sid: int, ev: int) -> None:
         """An output of the latest op (event `ev`), freed inside a script checkpoint's re-run:

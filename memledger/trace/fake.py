@@ -805,7 +805,6 @@ class FakeCollector(Collector):
         self._standin_sites: dict[tuple[str, int, str], dict] = {}
         self.last_standin: dict | None = None   # the latest, for a script that then raises
         self._real_sids: set[int] = set()
-        self._fakes_of_real: dict[int, tuple] = {}   # Rule 20: weakref id -> (sid, key, ref)
         self._fakes_kept: dict[int, FakeTensor] = {}  # Rule 20: id(real tensor) -> its fake
         self._host_sids: set[int] = set()     # Rule 8
         self._lifting = False
@@ -1038,27 +1037,17 @@ class FakeCollector(Collector):
                 self._alias_real(a)
 
     def _alias_real(self, t) -> None:
-        if type(t) not in _REAL_TYPES or t.device.type == "meta" or t.layout is not \
-                torch.strided:
-            return
+        if type(t) not in _REAL_TYPES or id(t) in self._fakes_kept or \
+                t.device.type == "meta" or t.layout is not torch.strided:
+            return   # a tensor met before is aliased already (its fake is kept)
         fake = self.fake_mode.from_tensor(t)
-        if id(t) not in self._fakes_kept:
-            # the converter's memo holds its fakes weakly: kept while the real tensor lives,
-            # so the op (and every later one) is handed this one
-            self._fakes_kept[id(t)] = fake
-            weakref.finalize(t, self._fakes_kept.pop, id(t), None)
+        # the converter's memo holds its fakes weakly: kept while the real tensor lives, so
+        # the op (and every later one) is handed this one
+        self._fakes_kept[id(t)] = fake
+        weakref.finalize(t, self._fakes_kept.pop, id(t), None)
         st = fake.untyped_storage()
-        key = st._cdata
-        if key in self._sids:
-            return
-        self._sids[key] = sid = self._sid(t, self._ev)
-        ref = weakref.ref(st, self._fake_of_real_gone)
-        self._fakes_of_real[id(ref)] = (sid, key, ref)
-
-    def _fake_of_real_gone(self, ref) -> None:
-        sid, key, _ = self._fakes_of_real.pop(id(ref), (None, None, None))
-        if sid is not None and self._sids.get(key) == sid:
-            del self._sids[key]
+        if st._cdata not in self._sids:
+            self._alias(st, self._sid(t, self._ev))
 
     def _forget(self, t: FakeTensor) -> None:
         for r in weakref.getweakrefs(t):
