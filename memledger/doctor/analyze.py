@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Callable
 
-from memledger.doctor import (accumulation, graph, modes, order, params, penalty, retention,
-                              updates)
+from memledger.doctor import (accumulation, garbage, graph, modes, order, params, penalty,
+                              retention, updates)
 from memledger.doctor.findings import DoctorReport, Finding
 from memledger.doctor.records import Record, Run
 
@@ -30,6 +30,7 @@ ALL_CHECKS: tuple[CheckFn, ...] = (
     order.double_step,                  # 8
     order.clip_order,                   # 8
     penalty.dead_penalty,               # 9
+    garbage.cyclic_garbage,             # 10
 )
 
 

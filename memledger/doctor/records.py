@@ -11,7 +11,8 @@ at changed weights: Note [Gradients of two weights] in doctor_probe.py), `penalt
 backward from a loss with a term made of gradients taken without a graph: Note [A
 gradient penalty without create_graph] in doctor_penalty.py), `net` (a top-level network's
 first forward under grad: its number, line, training flag, whether an input required
-grad), `end`. A `param` record has `grad_read` once the script read its `.grad`.
+grad), `garbage` (tensors only the garbage collector would free, at a step's end: Note
+[Tensors only the garbage collector frees] in doctor_garbage.py), `end`. A `param` record has `grad_read` once the script read its `.grad`.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ class Run:
     clips: list[Record] = field(default_factory=list)
     mixed: list[Record] = field(default_factory=list)
     penalties: list[Record] = field(default_factory=list)
+    garbage: list[Record] = field(default_factory=list)
     nets: dict[int, Record] = field(default_factory=dict)
     n_steps: int = 0
     n_optimizer_steps: int = 0
@@ -47,7 +49,7 @@ class Run:
         lists = {"step": run.steps, "backward": run.backwards, "cut": run.cuts,
                  "leak": run.leaks, "mode": run.modes, "retained": run.retained,
                  "sched": run.scheds, "clip": run.clips, "mixed": run.mixed,
-                 "penalty": run.penalties}
+                 "penalty": run.penalties, "garbage": run.garbage}
         for r in records:
             k = r.get("k")
             if k == "param":

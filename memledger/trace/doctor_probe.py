@@ -91,6 +91,7 @@ from memledger.crash import internal   # Note [memledger's own hooks fail as mem
 from memledger.trace.collector import StopTracing
 from memledger.trace.compiled import eager_stance
 from memledger.trace.doctor_order import OrderWatch, clip_frame, clips_nothing
+from memledger.trace.doctor_garbage import GarbageWatch
 from memledger.trace.doctor_penalty import PenaltyWatch
 from memledger.trace.doctor_retention import MAX_NODES, RetentionWatch
 from memledger.trace.roots import ByModule, RootNames, paths_under
@@ -290,6 +291,7 @@ class DoctorProbe(TorchFunctionMode):
         self._step_rec: dict[str, Any] = {}
         self._closure_pending = False   # Note [A step that runs its closure]
         self._retention = RetentionWatch()             # Note [Cross-step retention]
+        self._garbage = GarbageWatch()   # Note [Tensors only the garbage collector frees]
         # training steps, by the rule every other pass uses (trace/steps.py): two
         # optimizers after one backward, or a GAN's, step once per iteration
         self._step_rule = OptimizerSteps(self._training_step_ended, hooks=False)
@@ -1133,6 +1135,7 @@ class DoctorProbe(TorchFunctionMode):
         self._train_steps += 1
         with torch._C.DisableTorchFunction():
             self.records.extend(self._retention.boundary(self._train_steps))
+            self.records.extend(self._garbage.boundary(self._train_steps))
         if self.max_steps is not None and self._train_steps >= self.max_steps:
             raise StopTracing()
 

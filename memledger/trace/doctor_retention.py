@@ -43,6 +43,7 @@ from memledger.trace.where import is_user_file, user_frame
 
 _Tensor = torch.Tensor
 MAX_NODES = 100_000      # graph walks stop here (a runaway graph is a finding already)
+_TAG = "memledger.boundary"   # a node's key in its metadata: the last boundary it was live at
 
 
 class RetentionWatch:
@@ -51,7 +52,11 @@ class RetentionWatch:
 
     def __init__(self) -> None:
         self.roots: list[tuple[str, weakref.ref]] = []   # (name prefix, root module)
-        self._prev: dict[int, Any] = {}     # grad_fn nodes of the previous boundary
+        # id() of the grad_fn nodes of the previous boundary, each also tagged with the
+        # boundary's number in its metadata (holding the nodes would keep their graphs, and
+        # the cycles under them, alive: Note [Tensors only the garbage collector frees])
+        self._prev: set[int] = set()
+        self._boundaries = 0
         self._pre: dict[int, Any] = {}      # grad_fn nodes alive before the run
         self._roots: dict[int, Any] = {}    # grad_fn nodes a backward() started from
         self._fresh: set[int] = set()       # ... since the last boundary
@@ -63,7 +68,7 @@ class RetentionWatch:
         self._pre = {id(t.grad_fn): t.grad_fn for t in _grad_tensors()}
 
     def stop(self) -> None:
-        self._prev, self._pre = {}, {}
+        self._prev, self._pre = set(), {}
 
     def add_root(self, prefix: str, root: nn.Module) -> None:
         self.roots.append((prefix, weakref.ref(root)))
@@ -87,10 +92,10 @@ class RetentionWatch:
     def boundary(self, step: int) -> list[dict[str, Any]]:
         pre = self._pre
         live = [t for t in _grad_tensors() if pre.get(id(t.grad_fn)) is not t.grad_fn]
-        old, clean, out = self._prev, set(), []
+        old, clean, out = (self._prev, self._boundaries), set(), []
         found: set[int] = set()
         spent: dict[int, Any] | None = None
-        for t in live if old else ():
+        for t in live if self._prev else ():
             if _reaches(t.grad_fn, old, clean):
                 if spent is None:
                     spent = _graph_nodes(self._roots.values())
@@ -108,7 +113,11 @@ class RetentionWatch:
                 rec = self._retained(p, step, {})
                 if rec is not None:
                     out.append(rec)
-        self._prev = {id(t.grad_fn): t.grad_fn for t in live}
+        self._boundaries += 1
+        self._prev = set()
+        for t in live:
+            t.grad_fn.metadata[_TAG] = self._boundaries
+            self._prev.add(id(t.grad_fn))
         self._roots = {k: n for k, n in self._roots.items()
                        if k in self._prev or k in self._fresh}
         self._fresh = set()
@@ -267,14 +276,16 @@ def _module_state_of(t: _Tensor) -> tuple[str, str, str] | None:
     return None
 
 
-def _reaches(root, old: dict[int, Any], clean: set[int]) -> bool:
-    """Does the graph from `root` reach a node in `old`? `clean`: nodes known not to."""
+def _reaches(root, old: tuple[set[int], int], clean: set[int]) -> bool:
+    """Does the graph from `root` reach a node of boundary `old` (its nodes' ids, its
+    number in their metadata)? `clean`: nodes known not to."""
+    ids, tag = old
     stack, seen = [root], set()
     while stack:
         n = stack.pop()
         if n is None or id(n) in seen or id(n) in clean:
             continue
-        if old.get(id(n)) is n:
+        if id(n) in ids and n.metadata.get(_TAG) == tag:   # not a new node at an old id
             return True
         seen.add(id(n))
         if len(seen) > MAX_NODES:

@@ -201,6 +201,13 @@ BUGS = [
     ("eval_mode.py", ["--fixed", "--loss-net", "--trainable-loss-net"], "wasted_gradients",
      "warning", ["4 parameters", "`loss_net`", "its input's gradient still flows"],
      "loss = loss + loss_net(out).pow(2).mean()"),
+    # tensors only the garbage collector frees (Note [Tensors only the garbage collector
+    # frees]): a Function's ctx attribute, an exception kept in its frame
+    ("garbage.py", ["--cycle", "ctx"], "cyclic_garbage", "warning",
+     ["`Double` keeps it as `ctx.out`", "64.0 KiB", "save_for_backward"], "ctx.out = out"),
+    ("garbage.py", ["--cycle", "frame"], "cyclic_garbage", "warning",
+     ["`log_features()` and its RuntimeError's traceback", "[local 'feats']"],
+     "error = str(e) if FIXED else e"),
 ]
 
 
@@ -285,6 +292,7 @@ FIXED = [("cut.py", ["--cut", c, "--fixed"]) for c in ("detach", "checkpoint")] 
     # clip_grad_norm_(..., inf) after the step that only reads the norm for logging
     ("clip_order.py", ["--fixed"]), ("clip_order.py", ["--fixed", "--accum", "2", "--log-norm"]),
     ("clip_order.py", ["--bug", "scaler", "--fixed", "--log-norm"]),
+    *[("garbage.py", ["--cycle", c, "--fixed"]) for c in ("ctx", "frame", "module")],
 ] + [("updates.py", ["--bug", b, "--fixed"]) for b in ("scaler", "sched")]   # with --fixed,
 # nonfinite and zeroed run the very loop of sched (the bug flags only pick the bug)
 
@@ -319,6 +327,26 @@ def test_exact_message_of_a_dead_penalty():
         "nothing (a gradient penalty); pass create_graph=True to torch.autograd.grad()")
     assert f.evidence == {"backward_passes": 3, "steps": [1, 2, 3], "add_line": add,
                           "backward_line": bw}
+
+
+def test_exact_numbers_of_cyclic_garbage():
+    """Each step's Function output (64x256 float32 = 65,536 B) stays until the next step's
+    boundary; a best-model copy of 2 x (256x256 + 256) float32 parameters (526,336 B), its
+    forward hook a bound method of its own, replaced each step."""
+    (ctx,) = doctor("garbage.py", "--cycle", "ctx").findings
+    assert ctx.evidence == {
+        "steps": [2, 3], "bytes": 65536, "tensors": 1, "bytes_per_step": [65536, 65536],
+        "kind": "ctx", "structures": 1,
+        "cycle": "Tensor(64x256 float32) → .grad_fn DoubleBackward → .out Tensor(64x256 float32)"}
+    assert ctx.message.startswith(
+        "1 tensor (64.0 KiB) no longer reachable was still in memory at the end of step 2, 3: "
+        "the custom autograd.Function `Double` keeps it as `ctx.out`, and ctx is the grad_fn "
+        "of what it keeps: a reference cycle (")
+    (mod,) = doctor("garbage.py", "--cycle", "module").findings
+    assert (mod.check, mod.evidence["bytes"], mod.evidence["tensors"]) == (
+        "cyclic_garbage", 2 * (256 * 256 + 256) * 4, 4)
+    assert "a dropped `Net` (3 modules) that refers back to itself" in mod.message
+    assert mod.evidence["cycle"].startswith("Net → ._forward_hooks → ")
 
 
 def test_exact_messages_of_clip_order():

@@ -1,0 +1,342 @@
+"""Tensors held only by reference cycles, found at step boundaries.
+
+# Note [Tensors only the garbage collector frees]
+Reference counting frees a tensor the moment nothing refers to it; a tensor on a reference
+cycle (or held by one) stays after the script has let go of it, until Python's cyclic
+garbage collector runs, at a time of its own choosing (generation thresholds counted in
+container allocations, not bytes). Its memory stays in use after the tensor's last use,
+often steps later, and peaks move with the collector's schedule. Cycles a training loop
+makes by accident:
+
+- a custom `autograd.Function` that keeps a tensor as an attribute of `ctx` (`ctx.out =
+  out`) instead of `ctx.save_for_backward(out)`: the output's `grad_fn` is `ctx`, which holds
+  the output (torch's documentation warns of it); every step's output stays;
+- an exception kept past its `except` block (`self.last_error = e`): its traceback holds the
+  frames, their locals hold the batch and activations;
+- a model copy dropped while it points back at itself (a bound-method hook of its own, a
+  child holding its parent), as `save_pretrained` left Mamba's (Note [Checkpoint and the
+  collector] in docs/accuracy.md).
+
+At each training step's end the probe runs one collection with `gc.DEBUG_SAVEALL`, which
+puts what the collector would free in `gc.garbage` instead of freeing it, reads the tensors
+among it, and names the structure that held them: the cycle through the largest tensor,
+each hop labelled (`.grad_fn`, `.out`, `[2]`, `f_locals['x']`), and what kind of cycle it is,
+with the line of user code that made it (the Function's `forward`, the hook, the frame).
+Then it empties `gc.garbage` and collects again, so the garbage is freed at the boundary,
+earlier than the untraced script would free it; the doctor measures no memory, and under
+`doctor -o` the ledger records those frees at the step's end. Garbage that one of Python's
+own collections frees in the middle of a step is not seen: each step's cycles are seen at
+the boundary after they became garbage unless the collector ran first (a young cycle's
+generation is collected every ~700 container allocations; one that survived a collection
+while still in use waits for an older generation's).
+
+Example: `tests/doctor/garbage.py --cycle ctx` (a Function keeping its 64x256 float32
+output as `ctx.out`): at each boundary one unreachable 65,536-byte tensor, "Tensor → .grad_fn
+ScaleBackward → .out → Tensor", at the line of `Scale.forward`.
+"""
+
+from __future__ import annotations
+
+import gc
+import inspect
+import re
+import types
+from collections import deque
+from typing import Any
+
+import torch
+from torch import nn
+
+from memledger.trace.where import is_user_file
+
+_Tensor = torch.Tensor
+_CONTAINERS = (dict, list, tuple, types.CellType)   # named by the hop into them
+_MAX_OBJECTS = 200_000   # a garbage heap larger than this is only summed, not walked
+
+
+class GarbageWatch:
+    """Kept by the doctor's probe: `boundary(step)` returns `garbage` records."""
+
+    def boundary(self, step: int) -> list[dict[str, Any]]:
+        n0 = len(gc.garbage)
+        flags = gc.get_debug()
+        gc.set_debug(flags | gc.DEBUG_SAVEALL)
+        try:
+            gc.collect()
+        finally:
+            gc.set_debug(flags)
+        try:
+            records = _describe(gc.garbage[n0:], step)
+        finally:
+            del gc.garbage[n0:]
+            gc.collect()   # free what the scan kept, now
+        return records
+
+
+def _describe(garbage: list, step: int) -> list[dict[str, Any]]:
+    """One record per kind of structure among the garbage that holds tensor memory (the
+    same structure made again, one per layer say, counted in `structures`)."""
+    tensors = [o for o in garbage if isinstance(o, _Tensor) and _nbytes(o)]
+    if not tensors:
+        return []
+    groups: dict[tuple, tuple[dict[str, Any], list]] = {}
+    if len(garbage) > _MAX_OBJECTS:
+        groups[()] = ({"kind": "other", "cycle": "", "what": f"{len(garbage):,} objects",
+                       "structures": 1}, tensors)
+    else:
+        ids = {id(o): o for o in garbage}
+        for part in _components(ids, tensors):
+            held = [t for t in tensors if id(t) in part]
+            info = _explain(ids, part, max(held, key=_nbytes))
+            key = (info["kind"], info["cycle"], info.get("file", ""), info.get("line", 0))
+            if key in groups:
+                groups[key][0]["structures"] += 1
+                groups[key][1].extend(held)
+            else:
+                groups[key] = ({**info, "structures": 1}, held)
+    return [{"k": "garbage", "step": step, "bytes": _bytes(held), "tensors": len(held), **info}
+            for info, held in groups.values()]
+
+
+def _nbytes(t: _Tensor) -> int:
+    try:
+        if t.device.type == "meta" or t.is_sparse:
+            return 0
+        return int(t.untyped_storage().nbytes())
+    except (RuntimeError, NotImplementedError):   # a subclass with no storage
+        return 0
+
+
+def _bytes(ts: list) -> int:
+    """Bytes of the storages of `ts`, each storage once."""
+    seen: dict[tuple, int] = {}
+    for t in ts:
+        st = t.untyped_storage()
+        seen[(str(st.device), st.data_ptr())] = max(seen.get((str(st.device), st.data_ptr()),
+                                                             0), st.nbytes())
+    return sum(seen.values())
+
+
+def _edges(ids: dict[int, Any]) -> dict[int, list[int]]:
+    return {i: [id(r) for r in gc.get_referents(o) if id(r) in ids] for i, o in ids.items()}
+
+
+def _components(ids: dict[int, Any], tensors: list) -> list[set[int]]:
+    """The garbage's connected structures (edges either way) that hold a tensor."""
+    edges = _edges(ids)
+    undirected: dict[int, set[int]] = {i: set(js) for i, js in edges.items()}
+    for i, js in edges.items():
+        for j in js:
+            undirected[j].add(i)
+    seen: set[int] = set()
+    parts = []
+    for t in tensors:
+        if id(t) in seen:
+            continue
+        part, todo = {id(t)}, [id(t)]
+        while todo:
+            for j in undirected[todo.pop()]:
+                if j not in part:
+                    part.add(j)
+                    todo.append(j)
+        seen |= part
+        parts.append(part)
+    return parts
+
+
+def _explain(ids: dict[int, Any], part: set[int], tensor: _Tensor) -> dict[str, Any]:
+    """What kind of structure `part` is, the cycle through (or above) `tensor`, labelled,
+    and the user line that made it."""
+    objs = [ids[i] for i in part]
+    edges = {i: [id(r) for r in gc.get_referents(ids[i]) if id(r) in part] for i in part}
+    cycle = _cycle_through(edges, id(tensor)) or _cycle_above(edges, id(tensor))
+    cycle = _from_named(ids, cycle)
+    info: dict[str, Any] = {"cycle": _label(ids, cycle) if cycle else ""}
+    for kind in (_ctx_kind, _frame_kind, _module_kind):
+        found = kind(objs, part)
+        if found:
+            info.update(found)
+            return info
+    kinds = sorted({type(o).__qualname__ for o in objs if not isinstance(o, (dict, tuple,
+                                                                              list, _Tensor))})
+    info.update(kind="other", what=", ".join(kinds[:4]))
+    return info
+
+
+def _cycle_through(edges: dict[int, list[int]], start: int) -> list[int]:
+    """The shortest path start -> ... -> start, or []."""
+    prev: dict[int, int] = {}
+    todo = deque([start])
+    while todo:
+        i = todo.popleft()
+        for j in edges[i]:
+            if j == start:
+                path = [i]
+                while path[-1] != start:
+                    path.append(prev[path[-1]])
+                return [start] + path[::-1][1:] + [start] if len(path) > 1 else [start, start]
+            if j not in prev:
+                prev[j] = i
+                todo.append(j)
+    return []
+
+
+def _from_named(ids: dict[int, Any], path: list[int]) -> list[int]:
+    """The cycle at the head of `path` turned to begin at an object with a name of its own
+    (not a dict, list, tuple or cell): the last such before the node where the path below
+    the cycle leaves it, walked again down to that node."""
+    if not path or not isinstance(ids[path[0]], _CONTAINERS):
+        return path
+    end = path.index(path[0], 1)
+    loop, tail = path[:end], path[end + 1:]
+    k = next((n for n in range(len(loop) - 1, -1, -1)
+              if not isinstance(ids[loop[n]], _CONTAINERS)), 0)
+    if k == 0:
+        return path
+    return loop[k:] + loop[:k] + [loop[k]] + (loop[k + 1:] + [loop[0]] + tail if tail else [])
+
+
+def _cycle_above(edges: dict[int, list[int]], target: int) -> list[int]:
+    """A cycle nearest above `target` (which is on none) followed by the path down to it."""
+    parents: dict[int, list[int]] = {}
+    for i, js in edges.items():
+        for j in js:
+            parents.setdefault(j, []).append(i)
+    down: dict[int, int] = {target: target}   # node -> the next node towards target
+    todo = deque([target])
+    while todo:
+        i = todo.popleft()
+        for p in parents.get(i, ()):
+            if p in down:
+                continue
+            down[p] = i
+            loop = _cycle_through(edges, p)
+            if loop:
+                path, n = [], down[p]
+                while n != target:
+                    path.append(n)
+                    n = down[n]
+                return loop + path + [target]
+            todo.append(p)
+    return []
+
+
+def _label(ids: dict[int, Any], path: list[int]) -> str:
+    """`Tensor(64x256 float32) → .grad_fn ScaleBackward → .out → Tensor(...)`: an object's
+    `__dict__` is folded into the attribute it holds."""
+    parts = [_name(ids[path[0]])]
+    k = 0
+    while k < len(path) - 1:
+        a, b = ids[path[k]], ids[path[k + 1]]
+        if isinstance(b, dict) and k + 2 < len(path) and getattr(a, "__dict__", None) is b:
+            key = _key_of(b, ids[path[k + 2]])
+            parts.append(f".{key} {_name(ids[path[k + 2]])}".rstrip())
+            k += 2
+            continue
+        parts.append(f"{_hop(a, b)} {_name(b)}".strip())
+        k += 1
+    return " → ".join(parts)
+
+
+def _hop(a, b) -> str:
+    if isinstance(a, dict):
+        return f"[{_key_of(a, b)!r}]" if _key_of(a, b) is not None else ""
+    if isinstance(a, (list, tuple)):
+        k = next((n for n, x in enumerate(a) if x is b), None)
+        return f"[{k}]" if k is not None else ""
+    if isinstance(a, _Tensor) and b is a.grad_fn:
+        return ".grad_fn"
+    if isinstance(a, types.FrameType):
+        return f"[local {_key_of(a.f_locals, b)!r}]" if _key_of(a.f_locals, b) else ""
+    if isinstance(a, types.TracebackType) and b is a.tb_frame:
+        return ".tb_frame"
+    if isinstance(a, BaseException) and b is a.__traceback__:
+        return ".__traceback__"
+    if isinstance(a, types.FunctionType) and b is a.__closure__:
+        return ".__closure__"
+    return ""
+
+
+def _key_of(d: dict, v) -> Any:
+    return next((k for k, x in d.items() if x is v), None)
+
+
+def _name(o) -> str:
+    if isinstance(o, _Tensor):
+        shape = "x".join(str(s) for s in o.shape) or "scalar"
+        return f"Tensor({shape} {str(o.dtype).replace('torch.', '')})"
+    if isinstance(o, types.FrameType):
+        return f"frame of {o.f_code.co_name}()"
+    if isinstance(o, types.FunctionType):
+        return f"function {o.__qualname__}"
+    if isinstance(o, (dict, list, tuple, types.CellType)):
+        return "" if isinstance(o, dict) else type(o).__name__
+    return type(o).__qualname__
+
+
+def _user_line(fn) -> tuple[str, int]:
+    try:
+        file = inspect.getsourcefile(fn) or ""
+        return file, int(inspect.getsourcelines(fn)[1])
+    except (OSError, TypeError):
+        return "", 0
+
+
+def _assigned(fn, attr: str, local: bool = False) -> tuple[str, int]:
+    """The line of `fn` that sets `.attr` (`ctx.out = out`), or the variable `attr` when
+    `local`, else the line `fn` begins."""
+    file, first = _user_line(fn)
+    try:
+        lines = inspect.getsourcelines(fn)[0]
+    except (OSError, TypeError):
+        return file, first
+    pattern = (r"^\s*" if local else r"\.") + re.escape(attr) + r"\s*=[^=]"
+    for k, text in enumerate(lines):
+        if re.search(pattern, text):
+            return file, first + k
+    return file, first
+
+
+def _ctx_kind(objs: list, part: set[int]) -> dict[str, Any] | None:
+    """A custom autograd.Function's ctx holding a tensor as an attribute."""
+    from torch.autograd.function import BackwardCFunction
+
+    for o in objs:
+        if not isinstance(o, BackwardCFunction):
+            continue
+        attrs = sorted(k for k, v in vars(o).items() if isinstance(v, _Tensor) and id(v) in part)
+        if not attrs:
+            continue
+        fn = getattr(o, "_forward_cls", type(o))
+        file, line = _assigned(getattr(fn, "forward", fn), attrs[0])
+        return {"kind": "ctx", "what": fn.__name__, "attrs": attrs, "file": file, "line": line}
+    return None
+
+
+def _frame_kind(objs: list, part: set[int]) -> dict[str, Any] | None:
+    """Frames kept in memory (by a traceback, an exception kept past its `except`)."""
+    frames = [o for o in objs if isinstance(o, types.FrameType)]
+    if not frames:
+        return None
+    user = [f for f in frames if is_user_file(f.f_code.co_filename)] or frames
+    f = user[0]
+    exc = next((o for o in objs if isinstance(o, BaseException)), None)
+    info = {"kind": "frame", "what": f"{f.f_code.co_name}()",
+            "exception": type(exc).__name__ if exc is not None else ""}
+    if is_user_file(f.f_code.co_filename):   # the line that keeps the exception, if one
+        var = _key_of(f.f_locals, exc) if exc is not None else None
+        info["file"], info["line"] = (_assigned(f.f_code, var, local=True) if var
+                                      else (f.f_code.co_filename, f.f_lineno))
+    return info
+
+
+def _module_kind(objs: list, part: set[int]) -> dict[str, Any] | None:
+    """Modules dropped while on a cycle (a model copy, a bound-method hook of its own)."""
+    mods = [o for o in objs if isinstance(o, nn.Module)]
+    if not mods:
+        return None
+    classes = sorted({type(m).__name__ for m in mods}, key=lambda c: -sum(
+        type(m).__name__ == c for m in mods))
+    top = [m for m in mods if not any(m in p.children() for p in mods)] or mods
+    return {"kind": "module", "what": type(top[0]).__name__, "modules": len(mods),
+            "classes": classes[:4]}

@@ -1,0 +1,86 @@
+"""Tensors that only Python's garbage collector frees (check `cyclic_garbage`).
+
+    python garbage.py --cycle ctx      # a custom autograd.Function keeps its output as
+                                       # `ctx.out`: each step's 64x256 float32 output stays
+    python garbage.py --cycle frame    # a helper keeps the exception it caught in a local:
+                                       # its traceback holds the frame, the frame the features
+    python garbage.py --cycle module   # a copy of the model kept as the best so far, whose
+                                       # forward hook is a bound method of its own, replaced
+                                       # each step
+    python garbage.py --cycle ... --fixed   # save_for_backward / str(e) / a plain hook
+"""
+import argparse
+import copy
+
+import torch
+from torch import nn
+
+p = argparse.ArgumentParser()
+p.add_argument("--cycle", choices=["ctx", "frame", "module"], default="ctx")
+p.add_argument("--fixed", action="store_true")
+p.add_argument("--steps", type=int, default=3)
+ARGS = p.parse_args()
+FIXED = ARGS.fixed
+
+
+class Double(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        out = x * 2.0
+        if FIXED:
+            ctx.save_for_backward(out)
+        else:
+            ctx.out = out
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        out = ctx.saved_tensors[0] if FIXED else ctx.out
+        return g * 2.0 + 0.0 * out
+
+
+def _count_calls(module, inputs, output):
+    module.calls += 1
+
+
+class Net(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Linear(256, 256)
+        self.b = nn.Linear(256, 256)
+        self.calls = 0
+        self.register_forward_hook(_count_calls if FIXED else self._count)
+
+    def _count(self, module, inputs, output):
+        self.calls += 1
+
+    def forward(self, x):
+        h = torch.relu(self.a(x))
+        if ARGS.cycle == "ctx":
+            h = Double.apply(h)
+        return self.b(h)
+
+
+def log_features(h):
+    feats = h.detach().clone()
+    try:
+        raise RuntimeError("the logger is offline")
+    except RuntimeError as e:
+        error = str(e) if FIXED else e
+    return float(feats.mean()), error
+
+
+torch.manual_seed(0)
+model = Net()
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for step in range(ARGS.steps):
+    x = torch.randn(64, 256)
+    out = model(x)
+    if ARGS.cycle == "frame":
+        log_features(out)
+    loss = out.square().mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    if ARGS.cycle == "module":
+        best = copy.deepcopy(model)
