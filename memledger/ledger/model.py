@@ -30,6 +30,7 @@ STORAGE_COLUMNS = [
     "created", "last_use", "freed", "category", "name", "saved_module", "saved_ev",
     "unpack_ev", "pre", "saved_last_ev", "unpack_first_ev", "saves", "shard", "unpack_end_ev",
     "unpacks", "unpack_pass1_end_ev", "unpack_pass2_ev", "unpack_rel_ev", "external",
+    "gc_freed",
 ]
 
 
@@ -592,12 +593,14 @@ def _storages(by_kind: dict[str, list[Record]]) -> tuple[pd.DataFrame, pd.DataFr
 
     last_use = df["created"].to_numpy().copy()
     freed = np.full(len(df), -1, dtype=np.int64)
-    f = _table(by_kind.pop("free", []), {"sid": None, "ev": None, "last": None})
+    by_gc = np.zeros(len(df), dtype=bool)
+    f = _table(by_kind.pop("free", []), {"sid": None, "ev": None, "last": None, "gc": 0})
     _check_required("free", f, ("sid", "ev"))
     if len(f):
         idx, f = rows_of(f)
         freed[idx] = f["ev"].to_numpy(dtype=np.int64)
         last_use[idx] = f["last"].fillna(f["ev"] - 1).to_numpy(dtype=np.int64)
+        by_gc[idx] = f["gc"].astype(bool).to_numpy()   # trace/gc_window.py
     lv = _table(by_kind.pop("live", []), {"sid": None, "last": -1})
     _check_required("live", lv, ("sid",))
     if len(lv):
@@ -605,6 +608,7 @@ def _storages(by_kind: dict[str, list[Record]]) -> tuple[pd.DataFrame, pd.DataFr
         last_use[idx] = lv["last"].to_numpy(dtype=np.int64)
     df["last_use"] = np.maximum(last_use, df["created"].to_numpy())
     df["freed"] = freed
+    df["gc_freed"] = by_gc
 
     sv = _table(by_kind.pop("saved", []), {"sid": None, "ev": None, "mod": ""})
     _check_required("saved", sv, ("sid", "ev"))

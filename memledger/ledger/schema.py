@@ -22,6 +22,8 @@ event 7 and freed after event 11 is live on [7, 12): `created=7`, `freed=12`.
                                  # lack them); + "sev": the event of the save it read back
                                  # (Note [Which save an unpack reads] in replay/prepared.py)
     {"k":"free","sid":3,"ev":12,"last":11}              # freed; `last` = last event that used it
+                                 # + "gc": 1 when Python's garbage collector freed it (a
+                                 # reference cycle held it: trace/gc_window.py)
     {"k":"live","sid":5,"last":90}                      # still live when tracing stopped
     {"k":"phase","ev":12,"ph":"backward","step":1}      # phase from this event on
     {"k":"scope","mod":"blocks.0","ev0":3,"ev1":20,"ph":"forward","step":1,"ns":123456}

@@ -90,6 +90,14 @@ class SharedInput(_Model):
     storages: int = Field(description="how many storages those bytes are")
 
 
+class CycleGarbage(_Model):
+    storages: int = Field(description="storages Python's garbage collector freed in the run "
+                                      "(held by reference cycles until it ran)")
+    bytes: int = Field(description="their bytes")
+    at_peak_bytes: int = Field(description="of them, bytes live at the peak after their last "
+                                           "use (used before it, freed after it)")
+
+
 class Summary(_Model):
     """What a ledger says, in one object. `at_peak` sums to max(peak.bytes, measured)."""
 
@@ -124,6 +132,9 @@ class Summary(_Model):
     shared_input: Optional[SharedInput] = Field(
         None, description="of the input at the peak, what a DataLoader's workers handed over "
         "in shared memory (Note [Batches from other processes]); absent when none")
+    cycle_garbage: Optional[CycleGarbage] = Field(
+        None, description="storages Python's garbage collector freed (trace/gc_window.py); "
+        "absent when none")
     threads: int = Field(1, description="most Python threads alive at a step's end; tensors "
                                         "made by threads other than the traced one are not in "
                                         "the ledger (they are in the allocator's peak)")
@@ -181,6 +192,7 @@ def summarize(led: Ledger, top: int = 10) -> Summary:
         if led.extra.get("script_ckpt") else None,
         saved_hooks=_saved_hooks(led),
         shared_input=_shared_input(led, pk.event),
+        cycle_garbage=_cycle_garbage(led, pk.event),
         threads=int((led.end or {}).get("threads", 1)),
     )
 
@@ -191,6 +203,17 @@ def _shared_input(led: Ledger, ev: int) -> SharedInput | None:
     shared = live[live["op"] == SHARED_MEMORY_OP]
     return SharedInput(bytes=int(shared["bytes"].sum()), storages=len(shared)) \
         if len(shared) else None
+
+
+def _cycle_garbage(led: Ledger, ev: int) -> CycleGarbage | None:
+    """Storages the garbage collector freed, and those of them idle at event `ev`."""
+    st = led.storages
+    by_gc = st[st["gc_freed"]]
+    if not len(by_gc):
+        return None
+    idle = by_gc[(by_gc["created"] <= ev) & (by_gc["freed"] > ev) & (by_gc["last_use"] < ev)]
+    return CycleGarbage(storages=len(by_gc), bytes=int(by_gc["bytes"].sum()),
+                        at_peak_bytes=int(idle["bytes"].sum()))
 
 
 def _saved_hooks(led: Ledger) -> str | None:

@@ -102,9 +102,29 @@ def _headline(s: Summary, source: str) -> list[Text]:
                           "workers' timing makes, so another run may hold more or fewer at "
                           "its peak; fewer workers or a lower `prefetch_factor` hold fewer",
                           style="dim"))
+    if s.cycle_garbage is not None:
+        lines.append(_garbage_line(s))
     if s.threads > 1:
         lines.append(_threads_line(s))
     return lines
+
+
+def _garbage_line(s: Summary) -> Text:
+    """Storages Python's garbage collector freed (trace/gc_window.py): when it runs depends
+    on the Python objects a run makes, and the tracer makes its own, so the allocator's pass
+    freed them at other times."""
+    g = s.cycle_garbage
+    at_peak = f", {format_bytes(g.at_peak_bytes)} of them at the peak" if g.at_peak_bytes else ""
+    text = (f"Python's garbage collector freed {format_bytes(g.bytes)} ({g.storages} "
+            f"storage{'s' if g.storages != 1 else ''}){at_peak}: tensors reference cycles "
+            "held after their last use until it ran. It runs when the count of Python objects "
+            "says, which the tracer changes, so other runs free them at other times")
+    differs = s.measured.source != "none" and s.measured.peak_bytes != (
+        s.measured.ledger_with_scratch_bytes or s.peak.bytes)
+    text += (": the allocator's run did, which may be why its peak differs" if differs
+             else "") + "; `memledger doctor` names the cycles"
+    return Text(("Warning: " + text) if differs
+                else text, style="yellow" if differs else "dim")
 
 
 def _threads_line(s: Summary) -> Text:

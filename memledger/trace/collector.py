@@ -105,6 +105,7 @@ from memledger.trace.outside_state import (
 )
 from memledger.trace.compiled import compiled_backend, eager_stance
 from memledger.trace.external import external
+from memledger.trace.gc_window import GcWindow
 from memledger.trace.mapped import MappedFiles
 from memledger.trace.interrupts import redeliver
 from memledger.trace.steps import StepBoundary
@@ -710,6 +711,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
         self._resize_watch = StorageResizeWatch(self._only_ours(self._on_resize))
         self._eager = False   # Note [Compiled code runs eager under the collector]
         self._scalars = WrappedScalars(self._wrapped_saved)   # Note [Wrapped scalars]
+        self._gc = GcWindow()   # frees inside a garbage collection are marked (gc_window.py)
 
     # ---- lifecycle ------------------------------------------------------------------------
     def __enter__(self) -> "Collector":
@@ -730,6 +732,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
         ]
         self._saved_hooks.__enter__()
         self._resize_watch.__enter__()
+        self._gc.__enter__()
         eager_stance(True)   # Note [Compiled code runs eager under the collector], compiled.py
         self._eager = True
         _ACTIVE.add(self)
@@ -743,6 +746,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
             eager_stance(False)
             self._eager = False
         self._resize_watch.__exit__(exc_type, exc, tb)
+        self._gc.__exit__(exc_type, exc, tb)
         self._saved_hooks.__exit__(exc_type, exc, tb)
         for h in self._handles:
             h.remove()
@@ -1192,6 +1196,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
         if self._held.pop(sid, None) is not None:   # freed while the script held it: it let
             self.sink.write({"k": "released", "sid": sid, "ev": ev})   # go at the free
         rec = {"k": "free", "sid": sid, "ev": ev, "last": self._last.pop(sid, -1)}
+        if self._gc.running:   # held by a reference cycle until now (gc_window.py)
+            rec["gc"] = 1
         if self._mask_twin[:2] == (sid, ev - 1) and self._free_held is None:
             self._free_held = rec   # Note [The attention mask, added in place but for ...]
             return

@@ -152,8 +152,9 @@ def _explain(ids: dict[int, Any], part: set[int], tensor: _Tensor) -> dict[str, 
     cycle = _cycle_through(edges, id(tensor)) or _cycle_above(edges, id(tensor))
     cycle = _from_named(ids, cycle)
     info: dict[str, Any] = {"cycle": _label(ids, cycle) if cycle else ""}
+    on_cycle = [ids[i] for i in cycle]
     for kind in (_ctx_kind, _frame_kind, _module_kind):
-        found = kind(objs, part)
+        found = kind(objs, on_cycle)
         if found:
             info.update(found)
             return info
@@ -297,14 +298,15 @@ def _assigned(fn, attr: str, local: bool = False) -> tuple[str, int]:
     return file, first
 
 
-def _ctx_kind(objs: list, part: set[int]) -> dict[str, Any] | None:
+def _ctx_kind(objs: list, on_cycle: list) -> dict[str, Any] | None:
     """A custom autograd.Function's ctx holding a tensor as an attribute."""
     from torch.autograd.function import BackwardCFunction
 
     for o in objs:
         if not isinstance(o, BackwardCFunction):
             continue
-        attrs = sorted(k for k, v in vars(o).items() if isinstance(v, _Tensor) and id(v) in part)
+        attrs = sorted(k for k, v in vars(o).items() if isinstance(v, _Tensor)
+                       and any(v is x for x in objs))
         if not attrs:
             continue
         fn = getattr(o, "_forward_cls", type(o))
@@ -313,7 +315,7 @@ def _ctx_kind(objs: list, part: set[int]) -> dict[str, Any] | None:
     return None
 
 
-def _frame_kind(objs: list, part: set[int]) -> dict[str, Any] | None:
+def _frame_kind(objs: list, on_cycle: list) -> dict[str, Any] | None:
     """Frames kept in memory (by a traceback, an exception kept past its `except`)."""
     frames = [o for o in objs if isinstance(o, types.FrameType)]
     if not frames:
@@ -330,13 +332,11 @@ def _frame_kind(objs: list, part: set[int]) -> dict[str, Any] | None:
     return info
 
 
-def _module_kind(objs: list, part: set[int]) -> dict[str, Any] | None:
-    """Modules dropped while on a cycle (a model copy, a bound-method hook of its own)."""
+def _module_kind(objs: list, on_cycle: list) -> dict[str, Any] | None:
+    """Modules dropped while on a cycle (a model copy, a bound-method hook of its own),
+    named by the first module on the cycle."""
     mods = [o for o in objs if isinstance(o, nn.Module)]
     if not mods:
         return None
-    classes = sorted({type(m).__name__ for m in mods}, key=lambda c: -sum(
-        type(m).__name__ == c for m in mods))
-    top = [m for m in mods if not any(m in p.children() for p in mods)] or mods
-    return {"kind": "module", "what": type(top[0]).__name__, "modules": len(mods),
-            "classes": classes[:4]}
+    named = next((o for o in on_cycle if isinstance(o, nn.Module)), mods[0])
+    return {"kind": "module", "what": type(named).__name__, "modules": len(mods)}

@@ -314,3 +314,17 @@ def test_backward_of_the_models_own_forward_is_named_by_its_class():
         "(TinyNet.forward)", "", "", "(TinyNet.forward)"]
     assert led.labelled(led.storages.loc[[3, 4]])["module"].tolist() == [
         "", "(TinyNet.forward)"]
+
+
+def test_frees_the_garbage_collector_made():
+    """`"gc": 1` on a free (trace/gc_window.py): the input (10 B, last used at 2, freed at 9)
+    idle at the peak (event 8), the temporary (30 B, freed at 4) before it."""
+    from memledger.ledger.summary import summarize
+
+    recs = [dict(r, gc=1) if r["k"] == "free" and r["sid"] in (1, 3) else r for r in RECORDS]
+    led = Ledger.from_records(recs)
+    assert led.peak().event == 8
+    assert list(led.storages.index[led.storages["gc_freed"]]) == [1, 3]
+    g = summarize(led).cycle_garbage
+    assert (g.storages, g.bytes, g.at_peak_bytes) == (2, 40, 10)
+    assert summarize(Ledger.from_records(RECORDS)).cycle_garbage is None

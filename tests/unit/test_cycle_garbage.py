@@ -1,0 +1,53 @@
+"""Tensors only Python's garbage collector frees: the ledger marks the frees the collector
+made (memledger/trace/gc_window.py) and the summary counts them; the doctor names the cycle
+(Note [Tensors only the garbage collector frees], tests/integration/test_doctor_scripts.py)."""
+
+from __future__ import annotations
+
+import gc
+
+import torch
+
+import memledger
+from memledger.report.terminal import _headline
+
+
+class _Cycle:
+    """Holds a tensor and itself: only the collector frees it."""
+
+    def __init__(self, t: torch.Tensor) -> None:
+        self.t, self.me = t, self
+
+
+def _steps(n: int, collect: bool) -> None:
+    torch.manual_seed(0)
+    fc = torch.nn.Linear(32, 32)
+    opt = torch.optim.SGD(fc.parameters(), lr=0.1)
+    for _ in range(n):
+        h = fc(torch.randn(8, 32))
+        _Cycle(h.detach().clone())          # 8 x 32 float32 = 1,024 B, held by a cycle
+        h.sum().backward()
+        if collect:
+            gc.collect()                    # the collector frees this step's cycle
+        opt.step()
+        opt.zero_grad()
+
+
+def test_frees_the_collector_made_are_marked_and_counted(tmp_path):
+    gc.collect()
+    with memledger.trace(tmp_path / "gc.ledger") as led:
+        _steps(3, collect=True)
+    st = led.ledger.storages
+    by_gc = st[st["gc_freed"]]
+    assert list(by_gc["op"]) == ["clone.default"] * 3 and list(by_gc["bytes"]) == [1024] * 3
+    assert not st[~st["gc_freed"] & (st["op"] == "clone.default")].size
+    g = led.summary().cycle_garbage
+    assert (g.storages, g.bytes) == (3, 3 * 1024)
+
+
+def test_no_collector_frees_no_line(tmp_path):
+    gc.collect()
+    with memledger.trace(tmp_path / "plain.ledger") as led:
+        _steps(2, collect=False)
+    assert led.summary().cycle_garbage is None
+    assert not any("garbage collector" in str(x) for x in _headline(led.summary(), ""))
