@@ -14,8 +14,8 @@ makes by accident:
 - an exception kept past its `except` block (`self.last_error = e`): its traceback holds the
   frames, their locals hold the batch and activations;
 - a model copy dropped while it points back at itself (a bound-method hook of its own, a
-  child holding its parent), as `save_pretrained` left Mamba's (Note [Checkpoint and the
-  collector] in docs/accuracy.md).
+  child holding its parent), as transformers' Mamba is after `save_pretrained` (327,424 B
+  of parameters: docs/accuracy.md, "Memory only the garbage collector frees").
 
 At each training step's end the probe runs one collection with `gc.DEBUG_SAVEALL`, which
 puts what the collector would free in `gc.garbage` instead of freeing it, reads the tensors
