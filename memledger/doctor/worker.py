@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     sink = FileSink(args.ledger) if args.ledger else None
     collector = Collector(sink, max_steps=args.steps, header={
         "script": args.script, "argv": args.argv, "steps_requested": args.steps,
-        "doctor": True}) if sink else contextlib.nullcontext()
+        "doctor": True}, scan_garbage=True) if sink else contextlib.nullcontext()
     outcome = ScriptOutcome(EXIT_OK, "")
     try:
         with probe, collector:

@@ -30,7 +30,7 @@ STORAGE_COLUMNS = [
     "created", "last_use", "freed", "category", "name", "saved_module", "saved_ev",
     "unpack_ev", "pre", "saved_last_ev", "unpack_first_ev", "saves", "shard", "unpack_end_ev",
     "unpacks", "unpack_pass1_end_ev", "unpack_pass2_ev", "unpack_rel_ev", "external",
-    "gc_freed",
+    "gc_freed", "garbage_at_end",
 ]
 
 
@@ -609,6 +609,9 @@ def _storages(by_kind: dict[str, list[Record]]) -> tuple[pd.DataFrame, pd.DataFr
     df["last_use"] = np.maximum(last_use, df["created"].to_numpy())
     df["freed"] = freed
     df["gc_freed"] = by_gc
+    # live at the end as unreachable garbage (a `garbage` record: trace/gc_window.py)
+    at_end = {int(s) for r in by_kind.get("garbage", []) for s in r.get("sids", ())}
+    df["garbage_at_end"] = df.index.isin(list(at_end)) & (freed < 0)
 
     sv = _table(by_kind.pop("saved", []), {"sid": None, "ev": None, "mod": ""})
     _check_required("saved", sv, ("sid", "ev"))

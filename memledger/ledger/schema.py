@@ -54,6 +54,8 @@ script dropped; optional `nth`: its place among that event's saves of the storag
 save autograd let go of unread] in trace/collector.py) and `inplace`
 (`sid`, `op`: a storage made by an op the untraced run calls in place, `add_` for `add`;
 Note [In place but for the mode] in trace/collector.py; read into the storage's `op`) and
+`garbage` (`sids`: storages still live when `memledger trace` closed that were unreachable
+garbage then, held by reference cycles; trace/gc_window.py) and
 `lent` (`sid`, `ev`, `until`: a sparse gradient kept the storage, as its indices or values,
 from `ev` to `until`, -1: to the end; or `sid`, `own`: the script let go of it at `own`,
 before the gradient did, so its free is the gradient's; Note [A sparse gradient kept as

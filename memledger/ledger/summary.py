@@ -94,8 +94,11 @@ class CycleGarbage(_Model):
     storages: int = Field(description="storages Python's garbage collector freed in the run "
                                       "(held by reference cycles until it ran)")
     bytes: int = Field(description="their bytes")
-    at_peak_bytes: int = Field(description="of them, bytes live at the peak after their last "
-                                           "use (used before it, freed after it)")
+    at_end_storages: int = Field(0, description="storages live at the end that were "
+                                                "unreachable garbage then (`memledger trace`)")
+    at_end_bytes: int = Field(0, description="their bytes")
+    at_peak_bytes: int = Field(description="of both, bytes live at the peak after their last "
+                                           "use (used before it, let go of after it)")
 
 
 class Summary(_Model):
@@ -208,11 +211,14 @@ def _shared_input(led: Ledger, ev: int) -> SharedInput | None:
 def _cycle_garbage(led: Ledger, ev: int) -> CycleGarbage | None:
     """Storages the garbage collector freed, and those of them idle at event `ev`."""
     st = led.storages
-    by_gc = st[st["gc_freed"]]
-    if not len(by_gc):
+    by_gc, at_end = st[st["gc_freed"]], st[st["garbage_at_end"]]
+    if not len(by_gc) and not len(at_end):
         return None
-    idle = by_gc[(by_gc["created"] <= ev) & (by_gc["freed"] > ev) & (by_gc["last_use"] < ev)]
+    held = st[st["gc_freed"] | st["garbage_at_end"]]
+    idle = held[(held["created"] <= ev) & ((held["freed"] > ev) | (held["freed"] < 0))
+                & (held["last_use"] < ev)]
     return CycleGarbage(storages=len(by_gc), bytes=int(by_gc["bytes"].sum()),
+                        at_end_storages=len(at_end), at_end_bytes=int(at_end["bytes"].sum()),
                         at_peak_bytes=int(idle["bytes"].sum()))
 
 

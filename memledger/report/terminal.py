@@ -110,21 +110,28 @@ def _headline(s: Summary, source: str) -> list[Text]:
 
 
 def _garbage_line(s: Summary) -> Text:
-    """Storages Python's garbage collector freed (trace/gc_window.py): when it runs depends
-    on the Python objects a run makes, and the tracer makes its own, so the allocator's pass
-    freed them at other times."""
+    """Storages held by reference cycles (trace/gc_window.py): freed by Python's garbage
+    collector, whose runs depend on the Python objects a run makes (the tracer makes its
+    own, so the allocator's pass freed them at other times), or garbage still at the end."""
     g = s.cycle_garbage
-    at_peak = f", {format_bytes(g.at_peak_bytes)} of them at the peak" if g.at_peak_bytes else ""
-    text = (f"Python's garbage collector freed {format_bytes(g.bytes)} ({g.storages} "
-            f"storage{'s' if g.storages != 1 else ''}){at_peak}: tensors reference cycles "
-            "held after their last use until it ran. It runs when the count of Python objects "
-            "says, which the tracer changes, so other runs free them at other times")
+    parts = []
+    if g.storages:
+        parts.append(f"Python's garbage collector freed {format_bytes(g.bytes)} ({g.storages} "
+                     f"storage{'s' if g.storages != 1 else ''})")
+    if g.at_end_storages:
+        parts.append(f"{format_bytes(g.at_end_bytes)} ({g.at_end_storages} storage"
+                     f"{'s' if g.at_end_storages != 1 else ''}) {'was' if parts else 'were'} "
+                     "unreachable garbage at the end")
+    at_peak = f", {format_bytes(g.at_peak_bytes)} of it at the peak" if g.at_peak_bytes else ""
+    text = (" and ".join(parts) + at_peak + ": tensors held by reference cycles after "
+            "their last use, until the collector runs. It runs when the count of Python objects says, "
+            "which the tracer changes, so other runs free them at other times")
     differs = s.measured.source != "none" and s.measured.peak_bytes != (
         s.measured.ledger_with_scratch_bytes or s.peak.bytes)
     text += (": the allocator's run did, which may be why its peak differs" if differs
              else "") + "; `memledger doctor` names the cycles"
-    return Text(("Warning: " + text) if differs
-                else text, style="yellow" if differs else "dim")
+    return Text(("Warning: " + text) if differs else text,
+                style="yellow" if differs or g.at_peak_bytes else "dim")
 
 
 def _threads_line(s: Summary) -> Text:

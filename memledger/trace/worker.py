@@ -46,7 +46,7 @@ def _ledger_pass(args) -> int:
             sink, max_steps=args.steps, header=header)
     else:
         collector = Collector(sink, max_steps=args.steps, header=header,
-                              steps_by=args.steps_by)
+                              steps_by=args.steps_by, scan_garbage=True)
     outcome = ScriptOutcome(EXIT_OK, "")
     guard = _guard(args, lambda reason: (collector.close("timeout", reason), sink.close()))
 

@@ -9,6 +9,7 @@ import gc
 import torch
 
 import memledger
+from memledger.ledger.summary import summarize
 from memledger.report.terminal import _headline
 
 
@@ -51,3 +52,27 @@ def test_no_collector_frees_no_line(tmp_path):
         _steps(2, collect=False)
     assert led.summary().cycle_garbage is None
     assert not any("garbage collector" in str(x) for x in _headline(led.summary(), ""))
+
+
+def test_memledger_trace_lists_the_garbage_left_at_the_end(tmp_path, cli_zygote):
+    """tests/doctor/garbage.py --cycle ctx: a Function keeps each step's 64x256 float32
+    output as `ctx.out`; with no collection in 3 steps, steps 1 and 2's outputs are garbage
+    at the end (step 3's is still reachable through `loss`), idle at the peak."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from memledger.ledger.model import Ledger
+
+    script = Path(__file__).resolve().parents[1] / "doctor" / "garbage.py"
+    out = tmp_path / "ctx.ledger"
+    subprocess.run([sys.executable, "-m", "memledger", "trace", "--no-measure", "--steps", "3",
+                    "-o", str(out), str(script), "--", "--cycle", "ctx"], check=True,
+                   capture_output=True)
+    led = Ledger.load(out)
+    st = led.storages
+    gone = st[st["garbage_at_end"]]
+    assert list(gone["op"]) == ["mul.Tensor"] * 2 and list(gone["bytes"]) == [65536] * 2
+    g = summarize(led).cycle_garbage
+    assert (g.storages, g.at_end_storages, g.at_end_bytes) == (0, 2, 131072)
+    assert g.at_peak_bytes == 131072
