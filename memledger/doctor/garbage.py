@@ -18,7 +18,7 @@ from memledger.units import format_bytes
 def cyclic_garbage(run: Run) -> list[Finding]:
     groups: dict[tuple, list[dict]] = {}
     for r in run.garbage:
-        key = (r.get("kind"), r.get("cycle"), r.get("file", ""), r.get("line", 0))
+        key = (r.get("kind"), r.get("loop", r.get("cycle")), r.get("file", ""), r.get("line", 0))
         groups.setdefault(key, []).append(r)
     out = []
     for recs in groups.values():

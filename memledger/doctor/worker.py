@@ -46,7 +46,9 @@ def main(argv: list[str] | None = None) -> int:
     from memledger.trace.doctor_probe import DoctorProbe
     from memledger.trace.script import ScriptOutcome, run_and_classify
 
-    probe = DoctorProbe(max_steps=None if args.ledger else args.steps)
+    # a ledger alongside: the probe holds no garbage past Python's own collections
+    probe = DoctorProbe(max_steps=None if args.ledger else args.steps,
+                        collections=not args.ledger)
     sink = FileSink(args.ledger) if args.ledger else None
     collector = Collector(sink, max_steps=args.steps, header={
         "script": args.script, "argv": args.argv, "steps_requested": args.steps,

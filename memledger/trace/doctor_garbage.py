@@ -55,22 +55,98 @@ _MAX_OBJECTS = 200_000   # a garbage heap larger than this is only summed, not w
 
 
 class GarbageWatch:
-    """Kept by the doctor's probe: `boundary(step)` returns `garbage` records."""
+    """Kept by the doctor's probe: `boundary(step)` returns `garbage` records. With
+    `collections`, entered, it also reads the garbage of Python's own collections in the
+    middle of a step (records with `collected`), keeping it to the boundary."""
+
+    def __init__(self, collections: bool = False, holders: tuple = ()) -> None:
+        self.collections = collections
+        self.holders = holders   # the probe's own containers of parameters (see _probe_held)
+        self.step = 1            # the training step running (for mid-step records)
+        self._records: list[dict[str, Any]] = []   # mid-step, since the last boundary
+        self._kept: list[Any] = []                  # their garbage, freed at the boundary
+        self._scanning = False
+        self._n0, self._flags = 0, 0
+
+    def __enter__(self) -> "GarbageWatch":
+        if self.collections:
+            gc.callbacks.append(self._on_collection)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._on_collection in gc.callbacks:
+            gc.callbacks.remove(self._on_collection)
+        self._kept = []
+
+    def _on_collection(self, phase: str, info: dict[str, Any]) -> None:
+        """One of Python's collections: what it would free is kept in `gc.garbage`
+        (DEBUG_SAVEALL, set as it starts), read, and held to the boundary, where the scan
+        frees it; held here, a later collection does not list it again."""
+        if self._scanning:
+            return
+        if phase == "start":
+            self._n0, self._flags = len(gc.garbage), gc.get_debug()
+            gc.set_debug(self._flags | gc.DEBUG_SAVEALL)
+            return
+        gc.set_debug(self._flags)
+        found = gc.garbage[self._n0:]
+        if found:
+            del gc.garbage[self._n0:]
+            self._kept.extend(found)
+            self._records.extend(dict(r, collected=True) for r in _describe_with_held(
+                found, self.step, self.holders))
 
     def boundary(self, step: int) -> list[dict[str, Any]]:
-        n0 = len(gc.garbage)
-        flags = gc.get_debug()
-        gc.set_debug(flags | gc.DEBUG_SAVEALL)
+        self._scanning = True
         try:
-            gc.collect()
+            records, self._records = self._records, []
+            if self._kept:
+                self._kept = []
+                gc.collect()   # what the step's collections found, freed now
+            records += _scan(step, self.holders)
         finally:
-            gc.set_debug(flags)
-        try:
-            records = _describe(gc.garbage[n0:], step)
-        finally:
-            del gc.garbage[n0:]
-            gc.collect()   # free what the scan kept, now
+            self._scanning = False
+        self.step = step + 1
         return records
+
+
+def _scan(step: int, holders: tuple) -> list[dict[str, Any]]:
+    """One collection with DEBUG_SAVEALL: the garbage's records, then the garbage freed."""
+    n0 = len(gc.garbage)
+    flags = gc.get_debug()
+    gc.set_debug(flags | gc.DEBUG_SAVEALL)
+    try:
+        gc.collect()
+    finally:
+        gc.set_debug(flags)
+    try:
+        return _describe_with_held(gc.garbage[n0:], step, holders)
+    finally:
+        del gc.garbage[n0:]
+        gc.collect()   # free what the scan kept, now (no local may still hold it)
+
+
+def _describe_with_held(found: list, step: int, holders: tuple) -> list[dict[str, Any]]:
+    return _describe(found + _probe_held(found, holders), step)
+
+
+def _probe_held(garbage: list, holders: tuple) -> list:
+    """Parameters and buffers of garbage modules that only the probe holds besides (it keeps
+    every parameter it met, by identity): garbage but for the probe. A tensor some live
+    object also refers to (a live model's parameter in a dropped wrapper) is not."""
+    ids = {id(o) for o in garbage}
+    cands = {id(t): t for m in garbage if isinstance(m, nn.Module)
+             for t in (*m._parameters.values(), *m._buffers.values())
+             if t is not None and id(t) not in ids and any(id(t) in h for h in holders)}
+    if not cands:
+        return []
+    mine = {id(cands), id(garbage), *(id(h) for h in holders)}
+    for r in gc.get_referrers(*cands.values()):
+        if id(r) in ids or id(r) in mine or isinstance(r, types.FrameType):
+            continue
+        for t in gc.get_referents(r):
+            cands.pop(id(t), None)
+    return list(cands.values())
 
 
 def _describe(garbage: list, step: int) -> list[dict[str, Any]]:
@@ -85,10 +161,11 @@ def _describe(garbage: list, step: int) -> list[dict[str, Any]]:
                        "structures": 1}, tensors)
     else:
         ids = {id(o): o for o in garbage}
-        for part in _components(ids, tensors):
+        edges = {i: [id(r) for r in gc.get_referents(o) if id(r) in ids] for i, o in ids.items()}
+        for part in _components(edges, tensors):
             held = [t for t in tensors if id(t) in part]
-            info = _explain(ids, part, max(held, key=_nbytes))
-            key = (info["kind"], info["cycle"], info.get("file", ""), info.get("line", 0))
+            info = _explain(ids, edges, part, max(held, key=_nbytes))
+            key = (info["kind"], info["loop"], info.get("file", ""), info.get("line", 0))
             if key in groups:
                 groups[key][0]["structures"] += 1
                 groups[key][1].extend(held)
@@ -112,18 +189,13 @@ def _bytes(ts: list) -> int:
     seen: dict[tuple, int] = {}
     for t in ts:
         st = t.untyped_storage()
-        seen[(str(st.device), st.data_ptr())] = max(seen.get((str(st.device), st.data_ptr()),
-                                                             0), st.nbytes())
+        seen[(str(st.device), st.data_ptr())] = st.nbytes()
     return sum(seen.values())
 
 
-def _edges(ids: dict[int, Any]) -> dict[int, list[int]]:
-    return {i: [id(r) for r in gc.get_referents(o) if id(r) in ids] for i, o in ids.items()}
-
-
-def _components(ids: dict[int, Any], tensors: list) -> list[set[int]]:
-    """The garbage's connected structures (edges either way) that hold a tensor."""
-    edges = _edges(ids)
+def _components(edges: dict[int, list[int]], tensors: list) -> list[set[int]]:
+    """The garbage's connected structures (`edges`: object -> what it refers to, both
+    garbage; followed either way) that hold a tensor."""
     undirected: dict[int, set[int]] = {i: set(js) for i, js in edges.items()}
     for i, js in edges.items():
         for j in js:
@@ -144,14 +216,18 @@ def _components(ids: dict[int, Any], tensors: list) -> list[set[int]]:
     return parts
 
 
-def _explain(ids: dict[int, Any], part: set[int], tensor: _Tensor) -> dict[str, Any]:
+def _explain(ids: dict[int, Any], edges: dict[int, list[int]], part: set[int],
+             tensor: _Tensor) -> dict[str, Any]:
     """What kind of structure `part` is, the cycle through (or above) `tensor`, labelled,
     and the user line that made it."""
     objs = [ids[i] for i in part]
-    edges = {i: [id(r) for r in gc.get_referents(ids[i]) if id(r) in part] for i in part}
     cycle = _cycle_through(edges, id(tensor)) or _cycle_above(edges, id(tensor))
     cycle = _from_named(ids, cycle)
-    info: dict[str, Any] = {"cycle": _label(ids, cycle) if cycle else ""}
+    # `loop`: the cycle alone, which names the structure (the path on to the tensor, after
+    # it, depends on which of equal tensors is the largest)
+    loop = cycle[:cycle.index(cycle[0], 1) + 1] if cycle else []
+    info: dict[str, Any] = {"cycle": _label(ids, cycle) if cycle else "",
+                            "loop": _label(ids, loop) if loop else ""}
     on_cycle = [ids[i] for i in cycle]
     for kind in (_ctx_kind, _frame_kind, _module_kind):
         found = kind(objs, on_cycle)

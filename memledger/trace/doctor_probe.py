@@ -238,7 +238,9 @@ class DoctorProbe(TorchFunctionMode):
     are correct already and not inspected.
     """
 
-    def __init__(self, max_steps: int | None = None) -> None:
+    def __init__(self, max_steps: int | None = None, collections: bool = True) -> None:
+        """`collections`: also read the garbage Python's own collections free mid-step
+        (held to the step's end: off when a ledger is recorded alongside)."""
         super().__init__()
         self.max_steps = max_steps
         self.records: list[dict[str, Any]] = []
@@ -291,7 +293,8 @@ class DoctorProbe(TorchFunctionMode):
         self._step_rec: dict[str, Any] = {}
         self._closure_pending = False   # Note [A step that runs its closure]
         self._retention = RetentionWatch()             # Note [Cross-step retention]
-        self._garbage = GarbageWatch()   # Note [Tensors only the garbage collector frees]
+        # Note [Tensors only the garbage collector frees]
+        self._garbage = GarbageWatch(collections, holders=(self._params,))
         # training steps, by the rule every other pass uses (trace/steps.py): two
         # optimizers after one backward, or a GAN's, step once per iteration
         self._step_rule = OptimizerSteps(self._training_step_ended, hooks=False)
@@ -318,6 +321,7 @@ class DoctorProbe(TorchFunctionMode):
             register_optimizer_step_post_hook(internal(self._opt_post)),
         ]
         self._retention.start()
+        self._garbage.__enter__()
         eager_stance(True)   # Note [Compiled code runs eager under the collector]
         return super().__enter__()
 
@@ -342,6 +346,7 @@ class DoctorProbe(TorchFunctionMode):
         self.records.append({"k": "end", "steps": self._train_steps, "backward": self._bw,
                              "optimizer_steps": self._steps})
         self._retention.stop()
+        self._garbage.__exit__()
 
     def _count_scheduler_steps(self) -> None:
         for k, (ref, _, _) in enumerate(self._scheds):

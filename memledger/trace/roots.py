@@ -129,9 +129,21 @@ class RootNames:
         self.decided = False                # the first optimizer step has been seen
         self._with_grad = ByModule()        # top-level modules called with gradients on
         self._script_name = ByModule()      # top-level module -> the script's name for it
-        self.absorbed: list[torch.nn.Module] = []   # by the last new top-level module
-        self.root: torch.nn.Module | None = None    # the last new top-level module
+        # the last new top-level module and the ones it absorbed, held weakly: a model
+        # copy the script drops (an evaluation snapshot) goes as it would untraced
+        self._root: weakref.ref | None = None
+        self._absorbed: list[weakref.ref] = []
         self._owner = ByModule()            # module called by its root's method -> the root
+
+    @property
+    def root(self) -> torch.nn.Module | None:
+        """The last new top-level module (while alive)."""
+        return self._root() if self._root is not None else None
+
+    @property
+    def absorbed(self) -> list[torch.nn.Module]:
+        """The top-level modules the last new one holds (those alive)."""
+        return [m for m in (r() for r in self._absorbed) if m is not None]
 
     def path(self, module: torch.nn.Module, top_level: bool) -> tuple[str | None, bool]:
         """(path, new top-level module) of a module being called; a top-level call names a
@@ -140,8 +152,9 @@ class RootNames:
         in backward) keeps its path. None: a module no top-level module holds."""
         new = top_level and module not in self.prefix and module not in self.paths
         if new:
-            root = self.root = method_owner(module) or module
-            self.absorbed = self._absorb(root)
+            root = method_owner(module) or module
+            self._root = weakref.ref(root)
+            self._absorbed = [weakref.ref(m) for m in self._absorb(root)]
             has_params = next(root.parameters(), None) is not None
             self._script_name[root] = script_name(root)
             self.prefix[root] = "" if has_params and self.model() is None \

@@ -7,6 +7,9 @@
     python garbage.py --cycle module   # a copy of the model kept as the best so far, whose
                                        # forward hook is a bound method of its own, replaced
                                        # each step
+    python garbage.py --cycle snapshot # an evaluation copy of that model, run under no_grad
+                                       # and dropped each step (the probe, which keeps every
+                                       # parameter it met, must not hide it)
     python garbage.py --cycle ... --fixed   # save_for_backward / str(e) / a plain hook
 """
 import argparse
@@ -16,7 +19,7 @@ import torch
 from torch import nn
 
 p = argparse.ArgumentParser()
-p.add_argument("--cycle", choices=["ctx", "frame", "module"], default="ctx")
+p.add_argument("--cycle", choices=["ctx", "frame", "module", "snapshot"], default="ctx")
 p.add_argument("--fixed", action="store_true")
 p.add_argument("--steps", type=int, default=3)
 ARGS = p.parse_args()
@@ -70,6 +73,12 @@ def log_features(h):
     return float(feats.mean()), error
 
 
+def evaluate(model, x):
+    snapshot = copy.deepcopy(model)
+    with torch.no_grad():
+        return float(snapshot(x).mean())
+
+
 torch.manual_seed(0)
 model = Net()
 opt = torch.optim.SGD(model.parameters(), lr=0.1)
@@ -84,3 +93,5 @@ for step in range(ARGS.steps):
     opt.step()
     if ARGS.cycle == "module":
         best = copy.deepcopy(model)
+    if ARGS.cycle == "snapshot":
+        evaluate(model, x)

@@ -292,7 +292,8 @@ FIXED = [("cut.py", ["--cut", c, "--fixed"]) for c in ("detach", "checkpoint")] 
     # clip_grad_norm_(..., inf) after the step that only reads the norm for logging
     ("clip_order.py", ["--fixed"]), ("clip_order.py", ["--fixed", "--accum", "2", "--log-norm"]),
     ("clip_order.py", ["--bug", "scaler", "--fixed", "--log-norm"]),
-    *[("garbage.py", ["--cycle", c, "--fixed"]) for c in ("ctx", "frame", "module")],
+    *[("garbage.py", ["--cycle", c, "--fixed"]) for c in ("ctx", "frame", "module",
+                                                           "snapshot")],
 ] + [("updates.py", ["--bug", b, "--fixed"]) for b in ("scaler", "sched")]   # with --fixed,
 # nonfinite and zeroed run the very loop of sched (the bug flags only pick the bug)
 
@@ -347,6 +348,11 @@ def test_exact_numbers_of_cyclic_garbage():
         "cyclic_garbage", 2 * (256 * 256 + 256) * 4, 4)
     assert "a dropped `Net` (3 modules) that refers back to itself" in mod.message
     assert mod.evidence["cycle"].startswith("Net → ._forward_hooks → ")
+    # a copy that ran (under no_grad): its parameters, which the probe keeps as it keeps
+    # every parameter it met, once hid it; each step's copy, found at the next boundary
+    (snap,) = doctor("garbage.py", "--cycle", "snapshot").findings
+    assert (snap.evidence["steps"], snap.evidence["bytes_per_step"]) == (
+        [2, 3], [2 * (256 * 256 + 256) * 4] * 2)
 
 
 def test_exact_messages_of_clip_order():
