@@ -20,19 +20,24 @@ makes by accident:
 At each training step's end the probe runs one collection with `gc.DEBUG_SAVEALL`, which
 puts what the collector would free in `gc.garbage` instead of freeing it, reads the tensors
 among it, and names the structure that held them: the cycle through the largest tensor,
-each hop labelled (`.grad_fn`, `.out`, `[2]`, `f_locals['x']`), and what kind of cycle it is,
-with the line of user code that made it (the Function's `forward`, the hook, the frame).
-Then it empties `gc.garbage` and collects again, so the garbage is freed at the boundary,
-earlier than the untraced script would free it; the doctor measures no memory, and under
-`doctor -o` the ledger records those frees at the step's end. Garbage that one of Python's
-own collections frees in the middle of a step is not seen: each step's cycles are seen at
-the boundary after they became garbage unless the collector ran first (a young cycle's
-generation is collected every ~700 container allocations; one that survived a collection
-while still in use waits for an older generation's).
+each hop labelled (`.grad_fn`, `.out`, `[2]`, `[local 'x']`), and what kind of cycle it is,
+with the line of user code that keeps it (the `ctx.out =` line, the line that keeps the
+exception). Then it empties `gc.garbage` and collects again, so the garbage is freed at the
+boundary. Python's own collections in the middle of a step are read too (`gc.callbacks`:
+DEBUG_SAVEALL set as one starts, its garbage read as it stops, held to the boundary and
+freed there; records marked `collected`), except under `doctor -o`, where holding garbage
+would move the ledger's frees; there the ledger records the boundary's frees at the step's
+end, earlier than the untraced script would free them.
+
+The probe keeps every parameter it met, by identity (the checks compare them across steps),
+so a dropped model copy that ran (an evaluation snapshot) would leave its parameters alive
+outside the garbage: those of a garbage module that nothing but the probe refers to count
+as the module's (`_probe_held`).
 
 Example: `tests/doctor/garbage.py --cycle ctx` (a Function keeping its 64x256 float32
-output as `ctx.out`): at each boundary one unreachable 65,536-byte tensor, "Tensor → .grad_fn
-ScaleBackward → .out → Tensor", at the line of `Scale.forward`.
+output as `ctx.out`): at the boundaries of steps 2 and 3 one unreachable 65,536-byte
+tensor, "Tensor(64x256 float32) → .grad_fn DoubleBackward → .out Tensor(64x256 float32)",
+at the `ctx.out = out` line (step 1's output is still reachable through `loss` at its own).
 """
 
 from __future__ import annotations

@@ -10,10 +10,13 @@
     python garbage.py --cycle snapshot # an evaluation copy of that model, run under no_grad
                                        # and dropped each step (the probe, which keeps every
                                        # parameter it met, must not hide it)
+    python garbage.py --cycle ... --collect # and gc.collect() right after: the script's own
+                                       # collection frees the cycle mid-step
     python garbage.py --cycle ... --fixed   # save_for_backward / str(e) / a plain hook
 """
 import argparse
 import copy
+import gc
 
 import torch
 from torch import nn
@@ -21,6 +24,7 @@ from torch import nn
 p = argparse.ArgumentParser()
 p.add_argument("--cycle", choices=["ctx", "frame", "module", "snapshot"], default="ctx")
 p.add_argument("--fixed", action="store_true")
+p.add_argument("--collect", action="store_true")
 p.add_argument("--steps", type=int, default=3)
 ARGS = p.parse_args()
 FIXED = ARGS.fixed
@@ -87,6 +91,8 @@ for step in range(ARGS.steps):
     out = model(x)
     if ARGS.cycle == "frame":
         log_features(out)
+        if ARGS.collect:
+            gc.collect()
     loss = out.square().mean()
     opt.zero_grad()
     loss.backward()

@@ -355,6 +355,18 @@ def test_exact_numbers_of_cyclic_garbage():
         [2, 3], [2 * (256 * 256 + 256) * 4] * 2)
 
 
+def test_garbage_a_collection_freed_mid_step_is_seen():
+    """The script's own gc.collect() right after the helper frees the frame's cycle in the
+    step (one of Python's collections in the middle of a step, read as it runs)."""
+    (f,) = doctor("garbage.py", "--cycle", "frame", "--collect").findings
+    assert f.message.startswith(
+        "1 tensor (64.0 KiB) no longer reachable stayed in memory until one of Python's "
+        "garbage collections in step 1-3 freed it: the frame of `log_features()` and its "
+        "RuntimeError's traceback hold it")   # `feats`; the argument, `out`, is the script's
+    assert f.evidence["bytes_per_step"] == [65536] * 3
+    assert f.where.line == line_of("garbage.py", "error = str(e) if FIXED else e")
+
+
 def test_exact_messages_of_clip_order():
     names = "4 parameters (`0.weight`, `0.bias`, `2.weight` and 1 more)"
     (before,) = doctor("clip_order.py", "--bug", "before").findings
