@@ -46,6 +46,7 @@ import gc
 import inspect
 import re
 import types
+import weakref
 from collections import deque
 from typing import Any
 
@@ -55,6 +56,7 @@ from torch import nn
 from memledger.trace.where import is_user_file
 
 _Tensor = torch.Tensor
+_PROXIES = (weakref.ProxyType, weakref.CallableProxyType)   # a dead one raises on any use
 _CONTAINERS = (dict, list, tuple, types.CellType)   # named by the hop into them
 _MAX_OBJECTS = 200_000   # a garbage heap larger than this is only summed, not walked
 
@@ -139,25 +141,33 @@ def _probe_held(garbage: list, holders: tuple) -> list:
     """Parameters and buffers of garbage modules that only the probe holds besides (it keeps
     every parameter it met, by identity): garbage but for the probe. A tensor some live
     object also refers to (a live model's parameter in a dropped wrapper) is not."""
+    garbage = [o for o in garbage if type(o) not in _PROXIES]
     ids = {id(o) for o in garbage}
-    cands = {id(t): t for m in garbage if isinstance(m, nn.Module)
+    cands = {id(t): t for m in garbage if _of(m, nn.Module)
              for t in (*m._parameters.values(), *m._buffers.values())
              if t is not None and id(t) not in ids and any(id(t) in h for h in holders)}
     if not cands:
         return []
     mine = {id(cands), id(garbage), *(id(h) for h in holders)}
     for r in gc.get_referrers(*cands.values()):
-        if id(r) in ids or id(r) in mine or isinstance(r, types.FrameType):
+        if id(r) in ids or id(r) in mine or _of(r, types.FrameType):
             continue
         for t in gc.get_referents(r):
             cands.pop(id(t), None)
     return list(cands.values())
 
 
+def _of(o: Any, cls) -> bool:
+    """isinstance by the object's type alone: garbage may hold dead weakref proxies, which
+    raise on `__class__`, and lazy objects that wake on it."""
+    return issubclass(type(o), cls)
+
+
 def _describe(garbage: list, step: int) -> list[dict[str, Any]]:
     """One record per kind of structure among the garbage that holds tensor memory (the
     same structure made again, one per layer say, counted in `structures`)."""
-    tensors = [o for o in garbage if isinstance(o, _Tensor) and _nbytes(o)]
+    garbage = [o for o in garbage if type(o) not in _PROXIES]
+    tensors = [o for o in garbage if _of(o, _Tensor) and _nbytes(o)]
     if not tensors:
         return []
     groups: dict[tuple, tuple[dict[str, Any], list]] = {}
@@ -239,7 +249,7 @@ def _explain(ids: dict[int, Any], edges: dict[int, list[int]], part: set[int],
         if found:
             info.update(found)
             return info
-    kinds = sorted({type(o).__qualname__ for o in objs if not isinstance(o, (dict, tuple,
+    kinds = sorted({type(o).__qualname__ for o in objs if not _of(o, (dict, tuple,
                                                                               list, _Tensor))})
     info.update(kind="other", what=", ".join(kinds[:4]))
     return info
@@ -267,12 +277,12 @@ def _from_named(ids: dict[int, Any], path: list[int]) -> list[int]:
     """The cycle at the head of `path` turned to begin at an object with a name of its own
     (not a dict, list, tuple or cell): the last such before the node where the path below
     the cycle leaves it, walked again down to that node."""
-    if not path or not isinstance(ids[path[0]], _CONTAINERS):
+    if not path or not _of(ids[path[0]], _CONTAINERS):
         return path
     end = path.index(path[0], 1)
     loop, tail = path[:end], path[end + 1:]
     k = next((n for n in range(len(loop) - 1, -1, -1)
-              if not isinstance(ids[loop[n]], _CONTAINERS)), 0)
+              if not _of(ids[loop[n]], _CONTAINERS)), 0)
     if k == 0:
         return path
     return loop[k:] + loop[:k] + [loop[k]] + (loop[k + 1:] + [loop[0]] + tail if tail else [])
@@ -310,7 +320,7 @@ def _label(ids: dict[int, Any], path: list[int]) -> str:
     k = 0
     while k < len(path) - 1:
         a, b = ids[path[k]], ids[path[k + 1]]
-        if isinstance(b, dict) and k + 2 < len(path) and getattr(a, "__dict__", None) is b:
+        if _of(b, dict) and k + 2 < len(path) and getattr(a, "__dict__", None) is b:
             key = _key_of(b, ids[path[k + 2]])
             parts.append(f".{key} {_name(ids[path[k + 2]])}".rstrip())
             k += 2
@@ -321,20 +331,20 @@ def _label(ids: dict[int, Any], path: list[int]) -> str:
 
 
 def _hop(a, b) -> str:
-    if isinstance(a, dict):
+    if _of(a, dict):
         return f"[{_key_of(a, b)!r}]" if _key_of(a, b) is not None else ""
-    if isinstance(a, (list, tuple)):
+    if _of(a, (list, tuple)):
         k = next((n for n, x in enumerate(a) if x is b), None)
         return f"[{k}]" if k is not None else ""
-    if isinstance(a, _Tensor) and b is a.grad_fn:
+    if _of(a, _Tensor) and b is a.grad_fn:
         return ".grad_fn"
-    if isinstance(a, types.FrameType):
+    if _of(a, types.FrameType):
         return f"[local {_key_of(a.f_locals, b)!r}]" if _key_of(a.f_locals, b) else ""
-    if isinstance(a, types.TracebackType) and b is a.tb_frame:
+    if _of(a, types.TracebackType) and b is a.tb_frame:
         return ".tb_frame"
-    if isinstance(a, BaseException) and b is a.__traceback__:
+    if _of(a, BaseException) and b is a.__traceback__:
         return ".__traceback__"
-    if isinstance(a, types.FunctionType) and b is a.__closure__:
+    if _of(a, types.FunctionType) and b is a.__closure__:
         return ".__closure__"
     return ""
 
@@ -344,15 +354,15 @@ def _key_of(d: dict, v) -> Any:
 
 
 def _name(o) -> str:
-    if isinstance(o, _Tensor):
+    if _of(o, _Tensor):
         shape = "x".join(str(s) for s in o.shape) or "scalar"
         return f"Tensor({shape} {str(o.dtype).replace('torch.', '')})"
-    if isinstance(o, types.FrameType):
+    if _of(o, types.FrameType):
         return f"frame of {o.f_code.co_name}()"
-    if isinstance(o, types.FunctionType):
+    if _of(o, types.FunctionType):
         return f"function {o.__qualname__}"
-    if isinstance(o, (dict, list, tuple, types.CellType)):
-        return "" if isinstance(o, dict) else type(o).__name__
+    if _of(o, (dict, list, tuple, types.CellType)):
+        return "" if _of(o, dict) else type(o).__name__
     return type(o).__qualname__
 
 
@@ -384,9 +394,9 @@ def _ctx_kind(objs: list, on_cycle: list) -> dict[str, Any] | None:
     from torch.autograd.function import BackwardCFunction
 
     for o in objs:
-        if not isinstance(o, BackwardCFunction):
+        if not _of(o, BackwardCFunction):
             continue
-        attrs = sorted(k for k, v in vars(o).items() if isinstance(v, _Tensor)
+        attrs = sorted(k for k, v in vars(o).items() if _of(v, _Tensor)
                        and any(v is x for x in objs))
         if not attrs:
             continue
@@ -398,12 +408,12 @@ def _ctx_kind(objs: list, on_cycle: list) -> dict[str, Any] | None:
 
 def _frame_kind(objs: list, on_cycle: list) -> dict[str, Any] | None:
     """Frames kept in memory (by a traceback, an exception kept past its `except`)."""
-    frames = [o for o in objs if isinstance(o, types.FrameType)]
+    frames = [o for o in objs if _of(o, types.FrameType)]
     if not frames:
         return None
     user = [f for f in frames if is_user_file(f.f_code.co_filename)] or frames
     f = user[0]
-    exc = next((o for o in objs if isinstance(o, BaseException)), None)
+    exc = next((o for o in objs if _of(o, BaseException)), None)
     info = {"kind": "frame", "what": f"{f.f_code.co_name}()",
             "exception": type(exc).__name__ if exc is not None else ""}
     if is_user_file(f.f_code.co_filename):   # the line that keeps the exception, if one
@@ -416,8 +426,8 @@ def _frame_kind(objs: list, on_cycle: list) -> dict[str, Any] | None:
 def _module_kind(objs: list, on_cycle: list) -> dict[str, Any] | None:
     """Modules dropped while on a cycle (a model copy, a bound-method hook of its own),
     named by the first module on the cycle."""
-    mods = [o for o in objs if isinstance(o, nn.Module)]
+    mods = [o for o in objs if _of(o, nn.Module)]
     if not mods:
         return None
-    named = next((o for o in on_cycle if isinstance(o, nn.Module)), mods[0])
+    named = next((o for o in on_cycle if _of(o, nn.Module)), mods[0])
     return {"kind": "module", "what": type(named).__name__, "modules": len(mods)}

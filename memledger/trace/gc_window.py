@@ -55,7 +55,8 @@ def garbage_sids(sids: dict[int, int]) -> list[int]:
         gc.set_debug(flags)
     try:
         found = {sids.get(storage_key(o), -1) for o in gc.garbage[n0:]
-                 if isinstance(o, torch.Tensor)}
+                 if issubclass(type(o), torch.Tensor)}   # type(): a dead weakref.proxy
+                                                          # raises on isinstance
     finally:
         del gc.garbage[n0:]
     return sorted(s for s in found if s >= 0)

@@ -76,3 +76,29 @@ def test_memledger_trace_lists_the_garbage_left_at_the_end(tmp_path, cli_zygote)
     g = summarize(led).cycle_garbage
     assert (g.storages, g.at_end_storages, g.at_end_bytes) == (0, 2, 131072)
     assert g.at_peak_bytes == 131072
+
+
+def test_a_dead_weakref_proxy_among_the_garbage_is_left_alone():
+    """Lightning leaves `weakref.proxy` objects in its garbage; one whose referent is gone
+    raises ReferenceError on `isinstance` (the ledger pass of tests/clients/
+    train_lightning.py once failed at its close)."""
+    import weakref
+
+    from memledger.trace.doctor_garbage import GarbageWatch
+    from memledger.trace.gc_window import garbage_sids
+
+    class Referent:
+        pass
+
+    def dead_proxy_in_a_cycle(payload):
+        r = Referent()
+        cycle = [weakref.proxy(r), payload]
+        cycle.append(cycle)
+
+    gc.collect()
+    dead_proxy_in_a_cycle(torch.zeros(256))
+    assert garbage_sids({}) == []
+    gc.collect()   # garbage_sids leaves what it listed to the next collection
+    dead_proxy_in_a_cycle(torch.zeros(256))
+    (rec,) = GarbageWatch().boundary(1)
+    assert (rec["bytes"], rec["tensors"], rec["kind"]) == (1024, 1, "other")
