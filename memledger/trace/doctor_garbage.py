@@ -107,18 +107,21 @@ class GarbageWatch:
         self._scanning = True
         try:
             records, self._records = self._records, []
-            if self._kept:
-                self._kept = []
-                gc.collect()   # what the step's collections found, freed now
-            records += _scan(step, self.holders)
+            # what the step's collections found is let go of and listed again by the scan,
+            # left out by identity (still alive in gc.garbage then): a plain collection
+            # first would free, unseen, older garbage that it referred to
+            described = {id(o) for o in self._kept}
+            self._kept = []
+            records += _scan(step, self.holders, described)
         finally:
             self._scanning = False
         self.step = step + 1
         return records
 
 
-def _scan(step: int, holders: tuple) -> list[dict[str, Any]]:
-    """One collection with DEBUG_SAVEALL: the garbage's records, then the garbage freed."""
+def _scan(step: int, holders: tuple, described: set[int] = frozenset()) -> list[dict[str, Any]]:
+    """One collection with DEBUG_SAVEALL: the records of its garbage (`described`: ids of
+    objects already described), then the garbage freed."""
     n0 = len(gc.garbage)
     flags = gc.get_debug()
     gc.set_debug(flags | gc.DEBUG_SAVEALL)
@@ -127,7 +130,8 @@ def _scan(step: int, holders: tuple) -> list[dict[str, Any]]:
     finally:
         gc.set_debug(flags)
     try:
-        return _describe_with_held(gc.garbage[n0:], step, holders)
+        return _describe_with_held([o for o in gc.garbage[n0:] if id(o) not in described],
+                                   step, holders)
     finally:
         del gc.garbage[n0:]
         gc.collect()   # free what the scan kept, now (no local may still hold it)

@@ -115,3 +115,25 @@ def test_weights_from_a_file_deleted_before_their_first_use():
     run = run_client("train_hf_arch.py", ["--arch", "bart", "--from-pretrained"],
                      ["checkpoint:model.decoder.layers.0"], steps=2)
     assert gaps_of(run) == {}
+
+
+def test_the_doctor_names_the_model_copy_only_the_garbage_collector_frees():
+    """transformers' Mamba written by `save_pretrained` and let go of: its backbone holds a
+    load-state-dict hook bound to itself, so its parameters (327,424 B, the bytes a
+    checkpoint policy's measurement once read under its prediction) stay until Python's
+    collector runs. A young garbage object one of Python's own collections found mid-step,
+    held to the boundary, once kept it reachable at the boundary's scan: no finding."""
+    pytest.importorskip("transformers")
+    from pathlib import Path
+
+    from memledger.doctor.run import diagnose_in_process
+
+    script = Path(__file__).with_name("train_hf_arch.py")
+    report, outcome = diagnose_in_process(script, ["--arch", "mamba", "--from-pretrained"], 2)
+    assert outcome.code == 0, outcome.reason
+    (f,) = report.findings
+    assert (f.check, f.evidence["bytes"], f.evidence["tensors"], f.evidence["steps"]) == (
+        "cyclic_garbage", 327_424, 22, [1])
+    assert "a dropped `MambaModel` (36 modules) that refers back to itself" in f.message
+    assert f.evidence["cycle"].startswith(
+        "MambaModel → ._load_state_dict_pre_hooks → ")
