@@ -61,6 +61,8 @@ def predict(
         console.print(line, style="yellow", markup=False)
     if (line := compiled_elsewhere_line(leds[0])):
         console.print(line, style="yellow", markup=False)
+    if (line := garbage_line(leds[0])):
+        console.print(line, style="yellow", markup=False)
     hooks = leds[0].extra.get("hooks")
     if hooks:   # Note [The script's own saved-tensor hooks] (trace/collector.py)
         console.print(f"the script runs its forward under saved-tensor hooks of its own "
@@ -148,6 +150,21 @@ def _print_table(rep, name: str) -> None:
 
 
 WIDE = 4   # a band this many times the figure, either way, is noise, not a range
+
+
+def garbage_line(led) -> str | None:
+    """Tensors reference cycles held (trace/gc_window.py): the replay frees them where the
+    traced run's collector did, a policy's run where its own does."""
+    from memledger.ledger.summary import cycle_garbage
+    from memledger.units import format_bytes
+
+    g = cycle_garbage(led, led.peak().event)
+    if g is None or not g.at_peak_bytes:
+        return None
+    return (f"{format_bytes(g.at_peak_bytes)} at the traced peak were tensors held by "
+            "reference cycles after their last use, which Python's garbage collector frees "
+            "when it runs: a policy's run collects at other points, so its measured peak may differ from "
+            "these predictions by up to that (`memledger doctor` names the cycles)")
 
 
 def unseen_save_ops(led, pols) -> list[str]:

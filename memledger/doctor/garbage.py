@@ -55,7 +55,8 @@ def _why(r: dict, these: str, cycle: str) -> str:
     if kind == "frame":
         exc = r.get("exception")
         via = f" and its {exc}'s traceback" if exc else ""
-        return f"the frame of `{what}`{via} hold{'s' if not exc else ''} {these}: a reference cycle{cycle}"
+        return (f"the frame of `{what}`{via} hold{'s' if not exc else ''} {these}: a reference "
+                f"cycle{cycle}")
     if kind == "module":
         return (f"{'it belongs' if these == 'it' else 'they belong'} to a dropped `{what}` "
                 f"({r.get('modules', 1)} modules) that refers back to itself: a reference "

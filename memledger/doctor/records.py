@@ -12,7 +12,8 @@ backward from a loss with a term made of gradients taken without a graph: Note [
 gradient penalty without create_graph] in doctor_penalty.py), `net` (a top-level network's
 first forward under grad: its number, line, training flag, whether an input required
 grad), `garbage` (tensors only the garbage collector would free, at a step's end: Note
-[Tensors only the garbage collector frees] in doctor_garbage.py), `end`. A `param` record has `grad_read` once the script read its `.grad`.
+[Tensors only the garbage collector frees] in doctor_garbage.py), `end`. A `param` record
+has `grad_read` once the script read its `.grad`.
 """
 
 from __future__ import annotations

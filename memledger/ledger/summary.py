@@ -195,7 +195,7 @@ def summarize(led: Ledger, top: int = 10) -> Summary:
         if led.extra.get("script_ckpt") else None,
         saved_hooks=_saved_hooks(led),
         shared_input=_shared_input(led, pk.event),
-        cycle_garbage=_cycle_garbage(led, pk.event),
+        cycle_garbage=cycle_garbage(led, pk.event),
         threads=int((led.end or {}).get("threads", 1)),
     )
 
@@ -208,7 +208,7 @@ def _shared_input(led: Ledger, ev: int) -> SharedInput | None:
         if len(shared) else None
 
 
-def _cycle_garbage(led: Ledger, ev: int) -> CycleGarbage | None:
+def cycle_garbage(led: Ledger, ev: int) -> CycleGarbage | None:
     """Storages the garbage collector freed, and those of them idle at event `ev`."""
     st = led.storages
     by_gc, at_end = st[st["gc_freed"]], st[st["garbage_at_end"]]

@@ -124,8 +124,8 @@ def _garbage_line(s: Summary) -> Text:
                      "unreachable garbage at the end")
     at_peak = f", {format_bytes(g.at_peak_bytes)} of it at the peak" if g.at_peak_bytes else ""
     text = (" and ".join(parts) + at_peak + ": tensors held by reference cycles after "
-            "their last use, until the collector runs. It runs when the count of Python objects says, "
-            "which the tracer changes, so other runs free them at other times")
+            "their last use, until the collector runs. It runs when the count of Python "
+            "objects says, which the tracer changes, so other runs free them at other times")
     differs = s.measured.source != "none" and s.measured.peak_bytes != (
         s.measured.ledger_with_scratch_bytes or s.peak.bytes)
     text += (": the allocator's run did, which may be why its peak differs" if differs

@@ -338,7 +338,8 @@ def test_exact_numbers_of_cyclic_garbage():
     assert ctx.evidence == {
         "steps": [2, 3], "bytes": 65536, "tensors": 1, "bytes_per_step": [65536, 65536],
         "kind": "ctx", "structures": 1,
-        "cycle": "Tensor(64x256 float32) → .grad_fn DoubleBackward → .out Tensor(64x256 float32)"}
+        "cycle": "Tensor(64x256 float32) → .grad_fn DoubleBackward → .out "
+                 "Tensor(64x256 float32)"}
     assert ctx.message.startswith(
         "1 tensor (64.0 KiB) no longer reachable was still in memory at the end of step 2, 3: "
         "the custom autograd.Function `Double` keeps it as `ctx.out`, and ctx is the grad_fn "

@@ -76,6 +76,9 @@ def test_memledger_trace_lists_the_garbage_left_at_the_end(tmp_path, cli_zygote)
     g = summarize(led).cycle_garbage
     assert (g.storages, g.at_end_storages, g.at_end_bytes) == (0, 2, 131072)
     assert g.at_peak_bytes == 131072
+    from memledger.commands.predict import garbage_line   # predict says they may move
+    assert garbage_line(led).startswith("128.0 KiB at the traced peak were tensors held by "
+                                        "reference cycles after their last use")
 
 
 def test_a_dead_weakref_proxy_among_the_garbage_is_left_alone():
