@@ -59,8 +59,7 @@ def _why(r: dict, these: str, cycle: str) -> str:
                 f"cycle{cycle}")
     if kind == "module":
         return (f"{'it belongs' if these == 'it' else 'they belong'} to a dropped `{what}` "
-                f"({r.get('modules', 1)} modules) that refers back to itself: a reference "
-                f"cycle{cycle}")
+                f"that refers back to itself: a reference cycle{cycle}")
     return f"a reference cycle of {what or 'objects'} holds {these}{cycle}"
 
 

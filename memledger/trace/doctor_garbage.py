@@ -434,4 +434,4 @@ def _module_kind(objs: list, on_cycle: list) -> dict[str, Any] | None:
     if not mods:
         return None
     named = next((o for o in on_cycle if _of(o, nn.Module)), mods[0])
-    return {"kind": "module", "what": type(named).__name__, "modules": len(mods)}
+    return {"kind": "module", "what": type(named).__name__}

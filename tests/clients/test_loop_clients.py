@@ -134,6 +134,6 @@ def test_the_doctor_names_the_model_copy_only_the_garbage_collector_frees():
     (f,) = report.findings
     assert (f.check, f.evidence["bytes"], f.evidence["tensors"], f.evidence["steps"]) == (
         "cyclic_garbage", 327_424, 22, [1])
-    assert "a dropped `MambaModel` (36 modules) that refers back to itself" in f.message
+    assert "a dropped `MambaModel` that refers back to itself" in f.message
     assert f.evidence["cycle"].startswith(
         "MambaModel → ._load_state_dict_pre_hooks → ")

@@ -249,5 +249,16 @@ def test_a_model_under_a_policy_saves_and_copies_as_itself(text):
         assert torch.equal(loaded(x), net(x))
         assert all(b.forward.__self__ is b for b in [*loaded.blocks, *twin.blocks])
         assert not torch.equal(twin(x), net(x))   # the copy runs with its own weights
+        # and refers to nothing of its own through its forward: dropped, it goes at once,
+        # not when Python's garbage collector runs (a copy per step once stayed)
+        import gc
+        import weakref
+        gone = weakref.ref(twin.blocks[0])   # a module the policy wraps
+        gc.disable()
+        try:
+            del twin
+            assert gone() is None
+        finally:
+            gc.enable()
         net.train()
         net(x).sum().backward()    # the policy stays on the model it was put on
