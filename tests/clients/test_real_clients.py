@@ -19,6 +19,7 @@ The scripts run one step more than is traced (2), so the last traced step ends c
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -243,6 +244,26 @@ def test_gpt2_under_transformers_trainer():
     run = run_client("train_hf_trainer.py", ["--steps", "3"],
                      [f"checkpoint:{blocks}", f"selective:{blocks}", f"offload:{blocks}"])
     assert run.summary.steps_traced == 2
+    _check(run, refused_kinds=set())
+
+
+def test_gpt2_under_transformers_trainer_resumed_from_a_checkpoint(tmp_path):
+    """`Trainer.train(resume_from_checkpoint=True)`, as long fine-tunes restart: the model
+    from the checkpoint's safetensors, AdamW's state from `torch.load` (2 x the parameters,
+    474,112 B, and the step counters), the scheduler and the RNG states. Every byte of the
+    allocator explained; every policy over the layers predicted as it measures."""
+    import subprocess
+    import sys
+
+    script = Path(__file__).with_name("train_hf_trainer.py")
+    subprocess.run([sys.executable, str(script), "--steps", "2", "--save", str(tmp_path)],
+                   check=True, capture_output=True)
+    blocks = "transformer.h.*"
+    run = run_client("train_hf_trainer.py", ["--steps", "6", "--resume", str(tmp_path)],
+                     [f"checkpoint:{blocks}", f"selective:{blocks}", f"offload:{blocks}"])
+    assert run.summary.steps_traced == 2   # as the Trainer above
+    params = run.summary.at_peak["parameter"]
+    assert params == 474_112 and run.summary.at_peak["optimizer_state"] >= 2 * params
     _check(run, refused_kinds=set())
 
 

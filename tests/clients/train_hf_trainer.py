@@ -6,6 +6,14 @@
 The loop is the library's (accelerate's wrapped optimizer, its own zero_grad and
 scheduler); the model is built from a config and the data set is random tokens, so nothing
 is downloaded. `--grad-ckpt` sets TrainingArguments(gradient_checkpointing=True).
+
+A run resumed from a checkpoint, as long fine-tunes restart:
+
+    python tests/clients/train_hf_trainer.py --steps 2 --save DIR      # writes DIR/checkpoint-2
+    memledger trace tests/clients/train_hf_trainer.py --steps 2 -- --steps 4 --resume DIR
+
+`--resume` trains on from the checkpoint's model (safetensors), optimizer state
+(`torch.load`), scheduler and RNG states, to `--steps` in all.
 """
 
 import argparse
@@ -41,18 +49,23 @@ def main() -> None:
     p.add_argument("--seq", type=int, default=32)
     p.add_argument("--batch-size", type=int, default=2)
     p.add_argument("--grad-ckpt", action="store_true")
+    p.add_argument("--save", default="", help="write a checkpoint at the last step here")
+    p.add_argument("--resume", default="", help="resume from the last checkpoint here")
     args = p.parse_args()
     torch.manual_seed(0)
     model = GPT2LMHeadModel(GPT2Config(n_layer=args.layers, n_embd=args.hidden, n_head=2,
                                        vocab_size=256, n_positions=args.seq))
-    with tempfile.TemporaryDirectory(prefix="trainer-") as out:
+    with tempfile.TemporaryDirectory(prefix="trainer-") as tmp:
+        out = args.save or args.resume or tmp
         targs = TrainingArguments(output_dir=out, max_steps=args.steps,
                                   per_device_train_batch_size=args.batch_size,
-                                  logging_steps=1_000, save_strategy="no", report_to=[],
-                                  use_cpu=True, gradient_checkpointing=args.grad_ckpt,
+                                  logging_steps=1_000, report_to=[],
+                                  save_strategy="steps" if args.save else "no",
+                                  save_steps=args.steps, use_cpu=True,
+                                  gradient_checkpointing=args.grad_ckpt,
                                   dataloader_num_workers=0, disable_tqdm=True)
-        Trainer(model=model, args=targs,
-                train_dataset=RandomTokens(64, args.seq, 256)).train()
+        Trainer(model=model, args=targs, train_dataset=RandomTokens(64, args.seq, 256)).train(
+            resume_from_checkpoint=True if args.resume else None)
 
 
 if __name__ == "__main__":
