@@ -617,6 +617,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
         # at the close, list the live storages that are unreachable garbage (gc_window.py):
         # two full collections, left out of `memledger.trace()` blocks, whose exit is timed
         self._scan_garbage = scan_garbage
+        self._garbage_end: list[int] | None = None   # listed as the last step ended
         self._steps_by = steps_by    # what ends a step: trace/steps.py, STEPS_BY
         self._forwards = 0           # root forwards begun (steps_by="forward")
         # Storages (by _cdata) alive before tracing began. Only keys: holding the tensors
@@ -822,7 +823,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
                 self.sink.write({"k": "lent", "sid": sid, "own": lent.own})
                 self.sink.write({"k": "live", "sid": sid, "last": self._last.get(sid, -1)})
         if self._scan_garbage and status == "ok":
-            sids = garbage_sids(self._sids)   # after the `live` records: Note in gc_window.py
+            sids = self._garbage_end if self._garbage_end is not None else \
+                garbage_sids(self._sids)   # after the `live` records (gc_window.py)
             if sids:
                 self.sink.write({"k": "garbage", "sids": sids})
         self._write_scalars()
@@ -1961,6 +1963,9 @@ class Collector(ShardingMixin, TorchDispatchMode):
             if self.on_steps_done is not None:
                 self.on_steps_done()
             self._done = True
+            if self._scan_garbage:   # now, while the script's frames hold what they hold:
+                # unwound by the stop, a frame a traceback keeps turns its locals to garbage
+                self._garbage_end = garbage_sids(self._sids)
             raise StopTracing()
 
     def _mark_optimizer_state(self, opt: torch.optim.Optimizer) -> None:

@@ -25,6 +25,10 @@ The model is `blocks.*` of pre-LN transformer blocks (self-attention, GELU MLP) 
 embedding and a head; the data are random tokens, nothing is downloaded or written
 (`logger=False`, no checkpointing). `--steps` is the Trainer's `max_steps`.
 
+`--save FILE` writes a checkpoint when `fit` ends (`trainer.save_checkpoint`); `--resume
+FILE` fits on from it (`ckpt_path`: the weights, AdamW's state and the loops' counters by
+`torch.load`), to `--steps` in all.
+
 `--log` logs the loss every step (`self.log(..., prog_bar=True)`), `--val` validates on 2
 batches every 2 steps, `--dropout` puts dropout in the blocks, `--devices 2 [--strategy
 ddp_spawn]` starts Lightning's own ranks (memledger refuses that without `--nproc 2`).
@@ -234,6 +238,8 @@ def main() -> None:
     p.add_argument("--log", action="store_true", help="self.log the loss every step")
     p.add_argument("--devices", type=int, default=1)
     p.add_argument("--strategy", default="auto", help="with --devices 2: ddp, ddp_spawn")
+    p.add_argument("--save", default="", help="write a checkpoint here when fit ends")
+    p.add_argument("--resume", default="", help="fit on from this checkpoint")
     args = p.parse_args()
     warnings.filterwarnings("ignore")
     pl.seed_everything(0, verbose=False)
@@ -261,7 +267,9 @@ def main() -> None:
         limit_val_batches=2 if args.val else 0)
     val = torch.utils.data.DataLoader(RandomTokens(8, args.seq, args.vocab),
                                       batch_size=args.batch_size) if args.val else None
-    trainer.fit(model, data, val)
+    trainer.fit(model, data, val, ckpt_path=args.resume or None)
+    if args.save:
+        trainer.save_checkpoint(args.save)
 
 
 if __name__ == "__main__":
