@@ -53,6 +53,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from memledger.trace.gc_window import garbage_kept
 from memledger.trace.where import is_user_file
 
 _Tensor = torch.Tensor
@@ -122,18 +123,11 @@ class GarbageWatch:
 def _scan(step: int, holders: tuple, described: set[int] = frozenset()) -> list[dict[str, Any]]:
     """One collection with DEBUG_SAVEALL: the records of its garbage (`described`: ids of
     objects already described), then the garbage freed."""
-    n0 = len(gc.garbage)
-    flags = gc.get_debug()
-    gc.set_debug(flags | gc.DEBUG_SAVEALL)
+    found = garbage_kept()
     try:
-        gc.collect()
+        return _describe_with_held([o for o in found if id(o) not in described], step, holders)
     finally:
-        gc.set_debug(flags)
-    try:
-        return _describe_with_held([o for o in gc.garbage[n0:] if id(o) not in described],
-                                   step, holders)
-    finally:
-        del gc.garbage[n0:]
+        found.clear()
         gc.collect()   # free what the scan kept, now (no local may still hold it)
 
 

@@ -36,16 +36,10 @@ class GcWindow:
             pass
 
 
-def garbage_sids(sids: dict[int, int]) -> list[int]:
-    """The ledger's storages (`sids`: storage key -> sid) that are unreachable garbage now:
-    one collection with `gc.DEBUG_SAVEALL` lists what the collector would free (call once
-    the script is done: the garbage is left to the next collection, later than the
-    script's own would have freed it; a second collection to free it now would cost as
-    much again, 0.1-0.3 s, in a process about to exit)."""
-    import torch
-
-    from memledger.trace.outside_state import storage_key
-
+def garbage_kept() -> list:
+    """One collection with `gc.DEBUG_SAVEALL`: what the collector would free, taken out of
+    `gc.garbage` and handed over instead of freed. Once the caller lets go of the list it is
+    unreachable again, left to the next collection (or `gc.collect()` frees it now)."""
     n0 = len(gc.garbage)
     flags = gc.get_debug()
     gc.set_debug(flags | gc.DEBUG_SAVEALL)
@@ -53,10 +47,20 @@ def garbage_sids(sids: dict[int, int]) -> list[int]:
         gc.collect()
     finally:
         gc.set_debug(flags)
-    try:
-        found = {sids.get(storage_key(o), -1) for o in gc.garbage[n0:]
-                 if issubclass(type(o), torch.Tensor)}   # type(): a dead weakref.proxy
-                                                          # raises on isinstance
-    finally:
-        del gc.garbage[n0:]
+    found = gc.garbage[n0:]
+    del gc.garbage[n0:]
+    return found
+
+
+def garbage_sids(sids: dict[int, int]) -> list[int]:
+    """The ledger's storages (`sids`: storage key -> sid) that are unreachable garbage now
+    (`garbage_kept`; left to the next collection, later than the script's own would have
+    freed it: a second collection to free it now would cost as much again, 0.1-0.3 s)."""
+    import torch
+
+    from memledger.trace.outside_state import storage_key
+
+    # by type(): a dead weakref.proxy among the garbage raises on isinstance
+    found = {sids.get(storage_key(o), -1) for o in garbage_kept()
+             if issubclass(type(o), torch.Tensor)}
     return sorted(s for s in found if s >= 0)
