@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Callable
 
 from memledger.doctor import (accumulation, garbage, graph, modes, order, params, penalty,
-                              retention, updates)
+                              retention, unused, updates)
 from memledger.doctor.findings import DoctorReport, Finding
 from memledger.doctor.records import Record, Run
 
@@ -31,6 +31,7 @@ ALL_CHECKS: tuple[CheckFn, ...] = (
     order.clip_order,                   # 8
     penalty.dead_penalty,               # 9
     garbage.cyclic_garbage,             # 10
+    unused.unused_graph,                # 11
 )
 
 

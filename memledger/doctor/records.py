@@ -12,7 +12,9 @@ backward from a loss with a term made of gradients taken without a graph: Note [
 gradient penalty without create_graph] in doctor_penalty.py), `net` (a top-level network's
 first forward under grad: its number, line, training flag, whether an input required
 grad), `garbage` (tensors only the garbage collector would free, at a step's end: Note
-[Tensors only the garbage collector frees] in doctor_garbage.py), `end`. A `param` record
+[Tensors only the garbage collector frees] in doctor_garbage.py), `unused_graph` (a
+top-level forward under grad whose graph no backward used: Note [A graph no backward used]
+in doctor_unused.py), `end`. A `param` record
 has `grad_read` once the script read its `.grad`.
 """
 
@@ -40,6 +42,7 @@ class Run:
     mixed: list[Record] = field(default_factory=list)
     penalties: list[Record] = field(default_factory=list)
     garbage: list[Record] = field(default_factory=list)
+    unused_graphs: list[Record] = field(default_factory=list)
     nets: dict[int, Record] = field(default_factory=dict)
     n_steps: int = 0
     n_optimizer_steps: int = 0
@@ -50,7 +53,8 @@ class Run:
         lists = {"step": run.steps, "backward": run.backwards, "cut": run.cuts,
                  "leak": run.leaks, "mode": run.modes, "retained": run.retained,
                  "sched": run.scheds, "clip": run.clips, "mixed": run.mixed,
-                 "penalty": run.penalties, "garbage": run.garbage}
+                 "penalty": run.penalties, "garbage": run.garbage,
+                 "unused_graph": run.unused_graphs}
         for r in records:
             k = r.get("k")
             if k == "param":

@@ -93,6 +93,7 @@ from memledger.trace.compiled import eager_stance
 from memledger.trace.doctor_order import OrderWatch, clip_frame, clips_nothing
 from memledger.trace.doctor_garbage import GarbageWatch
 from memledger.trace.doctor_penalty import PenaltyWatch
+from memledger.trace.doctor_unused import UnusedGraphWatch
 from memledger.trace.doctor_retention import MAX_NODES, RetentionWatch
 from memledger.trace.roots import ByModule, RootNames, paths_under
 from memledger.trace.steps import OptimizerSteps
@@ -295,6 +296,8 @@ class DoctorProbe(TorchFunctionMode):
         self._retention = RetentionWatch()             # Note [Cross-step retention]
         # Note [Tensors only the garbage collector frees]
         self._garbage = GarbageWatch(collections, holders=(self._params,))
+        # Note [A graph no backward used]
+        self._unused = UnusedGraphWatch(self.records, lambda: self._train_steps + 1)
         # training steps, by the rule every other pass uses (trace/steps.py): two
         # optimizers after one backward, or a GAN's, step once per iteration
         self._step_rule = OptimizerSteps(self._training_step_ended, hooks=False)
@@ -322,6 +325,7 @@ class DoctorProbe(TorchFunctionMode):
         ]
         self._retention.start()
         self._garbage.__enter__()
+        self._unused.__enter__()
         eager_stance(True)   # Note [Compiled code runs eager under the collector]
         return super().__enter__()
 
@@ -347,6 +351,7 @@ class DoctorProbe(TorchFunctionMode):
                              "optimizer_steps": self._steps})
         self._retention.stop()
         self._garbage.__exit__()
+        self._unused.__exit__()
 
     def _count_scheduler_steps(self) -> None:
         for k, (ref, _, _) in enumerate(self._scheds):
@@ -1142,6 +1147,7 @@ class DoctorProbe(TorchFunctionMode):
             self.records.extend(self._retention.boundary(self._train_steps))
             self.records.extend(self._garbage.boundary(self._train_steps))
         if self.max_steps is not None and self._train_steps >= self.max_steps:
+            self._unused.active = False   # the stop drops graphs the next step would use
             raise StopTracing()
 
     def _find_schedulers(self) -> None:

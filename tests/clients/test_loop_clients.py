@@ -137,3 +137,25 @@ def test_the_doctor_names_the_model_copy_only_the_garbage_collector_frees():
     assert "a dropped `MambaModel` that refers back to itself" in f.message
     assert f.evidence["cycle"].startswith(
         "MambaModel → ._load_state_dict_pre_hooks → ")
+
+
+def test_the_doctor_names_a_forward_whose_graph_no_backward_used():
+    """Note [A graph no backward used]: tests/clients/train_distill.py projects the batch
+    with `proj(x).detach()` under gradients, so each step's `proj` graph is dropped unused
+    (a call after the step's boundary is the next step's; the last is not judged); the
+    spectral and weight norms of train_rnn.py, whose parametrizations run as modules when
+    a weight is read, are no forward."""
+    from pathlib import Path
+
+    from memledger.doctor.run import diagnose_in_process
+
+    here = Path(__file__).parent
+    report, outcome = diagnose_in_process(here / "train_distill.py", [], 3)
+    assert outcome.code == 0, outcome.reason
+    (f,) = [f for f in report.findings if f.check == "unused_graph"]
+    assert (f.evidence["var"], f.evidence["calls"], f.evidence["steps"]) == ("proj", 3, [1, 2, 3])
+    assert f.where.line == next(i for i, s in enumerate(
+        (here / "train_distill.py").read_text().splitlines(), 1)
+        if s.strip() == "out = student(proj(x).detach())")
+    report, outcome = diagnose_in_process(here / "train_rnn.py", [], 2)
+    assert outcome.code == 0 and report.findings == [], report.findings

@@ -205,6 +205,13 @@ BUGS = [
     # frees]): a Function's ctx attribute, an exception kept in its frame
     ("garbage.py", ["--cycle", "ctx"], "cyclic_garbage", "warning",
      ["`Double` keeps it as `ctx.out`", "64.0 KiB", "save_for_backward"], "ctx.out = out"),
+    # a forward under gradients whose graph no backward used (Note [A graph no backward
+    # used]): validation without no_grad, WGAN-GP's `G(z).detach()` for the critic
+    ("eval_mode.py", ["--fixed", "--grad-validation"], "unused_graph", "warning",
+     ["`model` (Sequential) ran 4 forwards under gradients in step 2, 3", "torch.no_grad()"],
+     "model(torch.randn(4, 8))"),
+    ("gradient_penalty.py", ["--fixed"], "unused_graph", "warning",
+     ["`G` (Sequential) ran 3 forwards", "step 1-3"], "fake = G(torch.randn(8, 4)).detach()"),
     ("garbage.py", ["--cycle", "frame"], "cyclic_garbage", "warning",
      ["`log_features()` and its RuntimeError's traceback", "[local 'feats']"],
      "error = str(e) if FIXED else e"),
@@ -298,10 +305,19 @@ FIXED = [("cut.py", ["--cut", c, "--fixed"]) for c in ("detach", "checkpoint")] 
 # nonfinite and zeroed run the very loop of sched (the bug flags only pick the bug)
 
 
+# fixed for their own check, and a forward whose graph no backward used besides: that
+# finding is a row of BUGS (validation without no_grad, `G(z).detach()` for the critic)
+UNUSED_GRAPH = {("eval_mode.py", "--fixed --grad-validation"),
+                ("eval_mode.py", "--functional --fixed --grad-validation"),
+                ("gradient_penalty.py", "--fixed"), ("gradient_penalty.py", "--fixed --log-norm"),
+                ("styles.py", "--loop gp")}
+
+
 @pytest.mark.parametrize("script,args", FIXED, ids=[f"{s}:{' '.join(a)}" for s, a in FIXED])
 def test_the_same_script_fixed_has_no_finding(script, args):
     report = doctor(script, *args)
-    assert report.findings == [] and report.ok
+    expected = {"unused_graph"} if (script, " ".join(args)) in UNUSED_GRAPH else set()
+    assert {f.check for f in report.findings} == expected, report.findings
 
 
 def test_exact_message_of_a_double_step():
@@ -317,7 +333,8 @@ def test_exact_message_of_a_double_step():
 
 
 def test_exact_message_of_a_dead_penalty():
-    (f,) = doctor("gradient_penalty.py", "--bug").findings
+    (f,) = [f for f in doctor("gradient_penalty.py", "--bug").findings
+            if f.check == "dead_penalty"]
     grad = line_of("gradient_penalty.py", "grad, = torch.autograd.grad(D(mixed).sum(), mixed)")
     add = line_of("gradient_penalty.py", "loss_d = D(fake).mean() - D(real).mean() + 10 * penalty")
     bw = line_of("gradient_penalty.py", ("loss_d.backward()", 1))

@@ -1,0 +1,113 @@
+"""Forwards under gradients whose graph no backward used.
+
+# Note [A graph no backward used]
+A forward run with gradients on builds a graph and saves, for its backward, what its ops
+need (activations, masks, the inputs of every Linear): the training step's memory. An
+evaluation or logging forward left outside `torch.no_grad()` (a validation loop, metrics
+on the training batch, a teacher whose output is detached) does the same for a backward
+that never comes: its saves stay until the graph is dropped, often through the peak of the
+step that follows. At each top-level module call under gradients (no module call around it,
+not inside backward: a checkpoint's re-run is backward's own), the probe registers one
+pre-hook on the graph nodes that made the call's outputs; the hook fires when a backward or
+`torch.autograd.grad` runs any of them. An object the hooks share notes the call; it dies
+with the last of those nodes, and if no hook fired, the graph went unused: one
+`unused_graph` record (the call's line, its variable, the step). A graph kept past the run's
+end is not judged.
+
+Example: `tests/doctor/eval_mode.py --fixed --grad-validation` validates on 2 batches after
+each step without `torch.no_grad()`: "`model` (Sequential) ran 4 forwards under gradients
+in step 2, 3 whose graph no backward used" at the validation line (a call after a step's
+boundary is the next step's; the last step's is not judged: the doctor's stop drops graphs
+the next step would have used). WGAN-GP's critic step `fake = G(z).detach()`
+(`gradient_penalty.py --fixed`): 3 forwards of `G`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import torch
+from torch import nn
+from torch.nn.modules import module as nn_module
+from torch.nn.utils import parametrize
+
+from memledger.crash import internal
+from memledger.trace.where import user_line, user_name_of
+
+_Tensor = torch.Tensor
+_PARAMETRIZED = parametrize.ParametrizationList
+
+
+class UnusedGraphWatch:
+    """Kept by the doctor's probe: appends `unused_graph` records to `records` while
+    entered; `step()` gives the training step running."""
+
+    def __init__(self, records: list[dict[str, Any]], step: Callable[[], int]) -> None:
+        self.records, self.step = records, step
+        self.active = False
+        self._depth = 0
+        self._handles: list[Any] = []
+
+    def __enter__(self) -> "UnusedGraphWatch":
+        self._handles = [
+            nn_module.register_module_forward_pre_hook(internal(self._pre)),
+            nn_module.register_module_forward_hook(internal(self._post), always_call=True),
+        ]
+        self.active = True
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.active = False   # graphs alive at the end are not judged
+        for h in self._handles:
+            h.remove()
+        self._handles = []
+
+    def _pre(self, module: nn.Module, args: Any) -> None:
+        self._depth += 1
+
+    def _post(self, module: nn.Module, args: Any, output: Any) -> None:
+        self._depth = max(0, self._depth - 1)
+        if self._depth or not torch.is_grad_enabled() or \
+                torch._C._current_graph_task_id() != -1 or type(module) is _PARAMETRIZED:
+            return   # a parametrization's call is a weight read (`spectral_norm`), no forward
+        nodes = {id(n): n for n in (t.grad_fn for t in _tensors_in(output)) if n is not None}
+        if not nodes:
+            return
+        file, line = user_line()
+        call = _Call(self, {"k": "unused_graph", "step": self.step(),
+                            "var": user_name_of(module)[0], "cls": type(module).__name__,
+                            "training": bool(module.training), "file": file, "line": line})
+        for n in nodes.values():
+            try:
+                n.register_prehook(call.ran)   # the node holds the call, not the reverse
+            except (AttributeError, RuntimeError):
+                call.used = True   # a node that takes no hook: not judged
+                return
+
+
+class _Call:
+    """One top-level call's graph: dies with the last of its output nodes."""
+
+    def __init__(self, watch: UnusedGraphWatch, rec: dict[str, Any]) -> None:
+        self.watch, self.rec, self.used = watch, rec, False
+
+    def ran(self, grad_outputs: Any) -> None:
+        self.used = True
+
+    def __del__(self) -> None:
+        if not self.used and self.watch.active:
+            self.watch.records.append(self.rec)
+
+
+def _tensors_in(x: Any, depth: int = 3) -> list[_Tensor]:
+    """The tensors of a module's output: itself, or inside tuples, lists and dicts
+    (transformers' ModelOutput), `depth` levels down."""
+    if isinstance(x, _Tensor):
+        return [x] if x.requires_grad else []
+    if depth == 0:
+        return []
+    if isinstance(x, dict):
+        x = list(x.values())
+    if isinstance(x, (list, tuple)):
+        return [t for v in x for t in _tensors_in(v, depth - 1)]
+    return []
