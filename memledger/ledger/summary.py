@@ -101,6 +101,13 @@ class CycleGarbage(_Model):
                                            "use (used before it, let go of after it)")
 
 
+class UnreadSaves(_Model):
+    storages: int = Field(description="storages autograd saved for backward and let go of "
+                                      "without any backward reading them back")
+    bytes: int = Field(description="their bytes")
+    at_peak_bytes: int = Field(description="of them, bytes live at the peak")
+
+
 class Summary(_Model):
     """What a ledger says, in one object. `at_peak` sums to max(peak.bytes, measured)."""
 
@@ -135,6 +142,9 @@ class Summary(_Model):
     shared_input: Optional[SharedInput] = Field(
         None, description="of the input at the peak, what a DataLoader's workers handed over "
         "in shared memory (Note [Batches from other processes]); absent when none")
+    unread_saves: Optional[UnreadSaves] = Field(
+        None, description="activations autograd saved for a part of a graph no backward ran "
+        "(ops under gradients whose result was dropped or detached); absent when none")
     cycle_garbage: Optional[CycleGarbage] = Field(
         None, description="storages Python's garbage collector freed (trace/gc_window.py); "
         "absent when none")
@@ -195,6 +205,7 @@ def summarize(led: Ledger, top: int = 10) -> Summary:
         if led.extra.get("script_ckpt") else None,
         saved_hooks=_saved_hooks(led),
         shared_input=_shared_input(led, pk.event),
+        unread_saves=unread_saves(led, pk.event),
         cycle_garbage=cycle_garbage(led, pk.event),
         threads=int((led.end or {}).get("threads", 1)),
     )
@@ -206,6 +217,20 @@ def _shared_input(led: Ledger, ev: int) -> SharedInput | None:
     shared = live[live["op"] == SHARED_MEMORY_OP]
     return SharedInput(bytes=int(shared["bytes"].sum()), storages=len(shared)) \
         if len(shared) else None
+
+
+def unread_saves(led: Ledger, ev: int) -> UnreadSaves | None:
+    """Activations and batches saved for backward, never unpacked, freed before the end (a
+    part of a graph no backward ran: the doctor's `unused_graph` names a whole forward so),
+    and those live at event `ev`. Parameters and state are left out: they live anyway."""
+    st = led.storages
+    unread = st[(st["saves"] > 0) & (st["unpacks"] == 0) & (st["freed"] >= 0)
+                & (st["bytes"] > 0) & st["category"].isin(["activation", "input"])]
+    if not len(unread):
+        return None
+    live = unread[(unread["created"] <= ev) & (unread["freed"] > ev)]
+    return UnreadSaves(storages=len(unread), bytes=int(unread["bytes"].sum()),
+                       at_peak_bytes=int(live["bytes"].sum()))
 
 
 def cycle_garbage(led: Ledger, ev: int) -> CycleGarbage | None:

@@ -102,6 +102,16 @@ def _headline(s: Summary, source: str) -> list[Text]:
                           "workers' timing makes, so another run may hold more or fewer at "
                           "its peak; fewer workers or a lower `prefetch_factor` hold fewer",
                           style="dim"))
+    if s.unread_saves is not None:   # a part of a graph no backward ran
+        u = s.unread_saves
+        at_peak = f", {format_bytes(u.at_peak_bytes)} of it live at the peak" \
+            if u.at_peak_bytes else ""
+        lines.append(Text(f"{format_bytes(u.bytes)} saved for backward ({u.storages} storage"
+                          f"{'s' if u.storages != 1 else ''}) went unread{at_peak}: autograd "
+                          "saved it for a part of a graph that no backward ran (ops under "
+                          "gradients whose result was dropped or detached; for a whole "
+                          "forward so, `memledger doctor` names its line)",
+                          style="yellow" if u.at_peak_bytes else "dim"))
     if s.cycle_garbage is not None:
         lines.append(_garbage_line(s))
     if s.threads > 1:

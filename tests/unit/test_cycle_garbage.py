@@ -105,3 +105,24 @@ def test_a_dead_weakref_proxy_among_the_garbage_is_left_alone():
     dead_proxy_in_a_cycle(torch.zeros(256))
     (rec,) = GarbageWatch().boundary(1)
     assert (rec["bytes"], rec["tensors"], rec["kind"]) == (1024, 1, "other")
+
+
+def test_saves_of_a_validation_without_no_grad_went_unread(tmp_path, cli_zygote):
+    """tests/doctor/eval_mode.py --fixed --grad-validation validates on 2 batches of 4 x 8
+    after each step without torch.no_grad(): its ops save the batch and two activations
+    (3 x 128 B a batch: randn, addmm, relu) for a backward that never comes. Traced 3 steps:
+    the validations after steps 1 and 2, 12 storages, 1,536 B, none at the peak (step 3's
+    training forward). The doctor names the line (test_doctor_scripts.py)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from memledger.ledger.model import Ledger
+
+    script = Path(__file__).resolve().parents[1] / "doctor" / "eval_mode.py"
+    out = tmp_path / "val.ledger"
+    subprocess.run([sys.executable, "-m", "memledger", "trace", "--no-measure", "--steps", "3",
+                    "-o", str(out), str(script), "--", "--fixed", "--grad-validation"],
+                   check=True, capture_output=True)
+    u = summarize(Ledger.load(out)).unread_saves
+    assert (u.storages, u.bytes, u.at_peak_bytes) == (12, 1536, 0)

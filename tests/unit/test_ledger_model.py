@@ -328,3 +328,15 @@ def test_frees_the_garbage_collector_made():
     g = summarize(led).cycle_garbage
     assert (g.storages, g.bytes, g.at_peak_bytes) == (2, 40, 10)
     assert summarize(Ledger.from_records(RECORDS)).cycle_garbage is None
+
+
+def test_saves_no_backward_read():
+    """A storage saved for backward and freed unread (sid 3, 30 B, freed at 4: before the
+    peak at 8) is a part of a graph no backward ran; sid 2, unpacked at 6, is not."""
+    from memledger.ledger.summary import summarize
+
+    at = next(i for i, r in enumerate(RECORDS) if r["k"] == "alloc" and r["sid"] == 3) + 1
+    recs = [*RECORDS[:at], {"k": "saved", "sid": 3, "ev": 3, "mod": "act"}, *RECORDS[at:]]
+    u = summarize(Ledger.from_records(recs)).unread_saves
+    assert (u.storages, u.bytes, u.at_peak_bytes) == (1, 30, 0)
+    assert summarize(Ledger.from_records(RECORDS)).unread_saves is None
