@@ -54,6 +54,8 @@ def render_html(led: Ledger, source: str = "", max_points: int = MAX_POINTS) -> 
     if meas:
         lead += (f"; allocator peak <b>{escape(meas['human'])}</b> ({meas['peak_bytes']:,} B, "
                  f"{escape(meas['source'])})")
+    notes = "".join(f'<li{" class=warn" if n.startswith("Warning") else ""}>{escape(n)}</li>'
+                    for n in d["notes"])
     cats = _table(["category", "bytes", "", "share"],
                   [[c, f"{b:,}", format_bytes(b), f"{100 * b / total:.1f}%" if total else "-"]
                    for c, b in d["at_peak"].items() if b], {1, 2, 3})
@@ -73,6 +75,7 @@ def render_html(led: Ledger, source: str = "", max_points: int = MAX_POINTS) -> 
 <h1>memledger · {escape(d['title'])}</h1>
 <div class="dim">{escape(sub)}</div>
 <p>{lead}</p>
+{f'<ul id="ml-notes">{notes}</ul>' if notes else ''}
 {findings_html(doc) if doc is not None else ''}
 <div id="ml-legend"></div>
 <div id="ml-chart-wrap"><div id="ml-tip"></div></div>

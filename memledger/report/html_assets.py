@@ -12,6 +12,7 @@ body { font: 14px/1.4 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 
        color: #222; max-width: 1200px; }
 h1 { font-size: 20px; margin: 0 0 4px; } h2 { font-size: 16px; margin: 28px 0 8px; }
 .dim { color: #777; } .num { text-align: right; font-variant-numeric: tabular-nums; }
+#ml-notes { color: #555; font-size: 0.9em; } #ml-notes li.warn { color: #a15c00; }
 table { border-collapse: collapse; } td, th { padding: 2px 10px; border-bottom: 1px solid #eee; }
 th { text-align: left; font-weight: 600; }
 #ml-chart-wrap { position: relative; }

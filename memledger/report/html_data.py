@@ -14,6 +14,7 @@ from memledger.ledger.model import Ledger
 from memledger.report.defaults import MAX_POINTS
 from memledger.report.downsample import downsample
 from memledger.report.palette import CATEGORY_COLORS, PHASE_STYLES
+from memledger.report.terminal import summary_notes
 from memledger.units import format_bytes
 
 TOP_TENSORS = 20    # rows in the peak panel
@@ -127,4 +128,5 @@ def report_data(led: Ledger, source: str = "", max_points: int = MAX_POINTS) -> 
         "by_phase_peak": s.by_phase_peak,
         "x_op": x_op, "x_module": x_module,       # under the cursor, per drawn point
         "tensors": tensor_columns(led),          # live at any clicked event
+        "notes": [t.plain for t in summary_notes(s)],   # as `show` prints them
     }

@@ -59,6 +59,13 @@ def _headline(s: Summary, source: str) -> list[Text]:
                       f" · event {pk.event}") if pk.bytes else
         Text("Nothing recorded: no tensor was made before the run stopped", style="bold"),
     ]
+    return lines + summary_notes(s)
+
+
+def summary_notes(s: Summary) -> list[Text]:
+    """What the summary says beside its peak: the allocator's agreement, and each note that
+    applies (the HTML report lists them too)."""
+    pk, lines = s.peak, []
     if pk.bytes and pk.phase == "optimizer" and s.at_peak.get("temporary", 0):
         lines.append(_in_the_step_line(s))
     if s.fake is not None:

@@ -85,3 +85,17 @@ def test_report_cli(tmp_path):
     assert main(["report", str(ledger), "-o", str(out)]) == 0
     assert 'id="ml-status"' in out.read_text()
     assert main(["report", str(tmp_path / "missing.ledger"), "-o", str(out)]) == 2
+
+
+def test_the_page_lists_the_summary_notes_show_prints():
+    """The notes `show` prints under the peak (the allocator's agreement, memory reference
+    cycles held, ...) are on the page too, a warning marked as one."""
+    recs = [{**r, "gc": 1} if r["k"] == "free" else r   # freed inside a garbage collection
+            for r in tiny_records()]
+    led = Ledger.from_records(recs)
+    notes = report_data(led)["notes"]
+    assert notes[0].startswith("Allocator peak 832 B (cpu-profiler)")
+    assert notes[1].startswith("400 B saved for backward (1 storage) went unread")   # no unpack
+    assert notes[2].startswith("Warning: Python's garbage collector freed 400 B (1 storage)")
+    page = render_html(led, "gc.ledger")
+    assert '<li class=warn>Warning: Python&#x27;s garbage collector freed 400 B' in page
