@@ -614,9 +614,9 @@ class Collector(ShardingMixin, TorchDispatchMode):
                  pre_existing: Iterable[int] = (), steps_by: str = "optimizer",
                  scan_garbage: bool = False) -> None:
         super().__init__()
-        # list the live storages that are unreachable garbage as the last step ends, or at
-        # the close (gc_window.py): a full collection, ~0.2 s, left out of
-        # `memledger.trace()` blocks, whose exit is timed
+        # list the live storages that are unreachable garbage as the last step ends (<1 ms:
+        # the imports still frozen), or at the close (~0.13 s; benchmarks/gc_scan.py);
+        # left out of `memledger.trace()` blocks, whose exit is timed
         self._scan_garbage = scan_garbage
         self._garbage_end: list[int] | None = None   # listed as the last step ended
         self._steps_by = steps_by    # what ends a step: trace/steps.py, STEPS_BY

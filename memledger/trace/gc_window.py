@@ -55,7 +55,7 @@ def garbage_kept() -> list:
 def garbage_sids(sids: dict[int, int]) -> list[int]:
     """The ledger's storages (`sids`: storage key -> sid) that are unreachable garbage now
     (`garbage_kept`; left to the next collection, later than the script's own would have
-    freed it: a second collection to free it now would cost as much again, 0.1-0.3 s)."""
+    freed it: a second collection to free it now would cost as much again)."""
     import torch
 
     from memledger.trace.outside_state import storage_key
