@@ -27,12 +27,11 @@ def cyclic_garbage(run: Run) -> list[Finding]:
         most = max(recs, key=lambda r: int(r["bytes"]))
         n, size = int(most["tensors"]), format_bytes(int(most["bytes"]))
         these = "it" if n == 1 else "them"
-        held = (f"{n} tensor{'s' if n != 1 else ''} ({size}) no longer reachable "
-                f"{'was' if n == 1 else 'were'} still in memory at the end of step {span(steps)}"
-                if not all(r.get("collected") for r in recs) else
-                f"{n} tensor{'s' if n != 1 else ''} ({size}) no longer reachable stayed in "
-                f"memory until one of Python's garbage collections in step {span(steps)} "
-                f"freed {'it' if n == 1 else 'them'}")
+        held = f"{n} tensor{'s' if n != 1 else ''} ({size}) no longer reachable " + (
+            f"{'was' if n == 1 else 'were'} still in memory at the end of step {span(steps)}"
+            if not all(r.get("collected") for r in recs) else
+            f"stayed in memory until one of Python's garbage collections in step "
+            f"{span(steps)} freed {these}")
         cycle = f" ({first['cycle']})" if first.get("cycle") else ""
         out.append(Finding(
             check="cyclic_garbage", severity="warning", where=where(first),

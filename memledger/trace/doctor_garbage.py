@@ -132,6 +132,7 @@ def _scan(step: int, holders: tuple, described: set[int] = frozenset()) -> list[
 
 
 def _describe_with_held(found: list, step: int, holders: tuple) -> list[dict[str, Any]]:
+    found = [o for o in found if type(o) not in _PROXIES]   # filtered once, for both
     return _describe(found + _probe_held(found, holders), step)
 
 
@@ -139,7 +140,6 @@ def _probe_held(garbage: list, holders: tuple) -> list:
     """Parameters and buffers of garbage modules that only the probe holds besides (it keeps
     every parameter it met, by identity): garbage but for the probe. A tensor some live
     object also refers to (a live model's parameter in a dropped wrapper) is not."""
-    garbage = [o for o in garbage if type(o) not in _PROXIES]
     ids = {id(o) for o in garbage}
     cands = {id(t): t for m in garbage if _of(m, nn.Module)
              for t in (*m._parameters.values(), *m._buffers.values())
@@ -163,8 +163,8 @@ def _of(o: Any, cls) -> bool:
 
 def _describe(garbage: list, step: int) -> list[dict[str, Any]]:
     """One record per kind of structure among the garbage that holds tensor memory (the
-    same structure made again, one per layer say, counted in `structures`)."""
-    garbage = [o for o in garbage if type(o) not in _PROXIES]
+    same structure made again, one per layer say, counted in `structures`; no weakref
+    proxies: `_describe_with_held` filtered them)."""
     tensors = [o for o in garbage if _of(o, _Tensor) and _nbytes(o)]
     if not tensors:
         return []

@@ -3,15 +3,20 @@
 A storage freed while it runs was held by a reference cycle (or by something a cycle
 held): its memory stayed after the script let go of it, until the collector ran (Note
 [Tensors only the garbage collector frees] in trace/doctor_garbage.py). The ledger marks
-such frees (`"gc": 1` on the `free` record); `memledger trace` also lists, once the script
-is done, the storages still live that are unreachable garbage then (a `garbage` record), and
-the summary says how much of the peak they were.
+such frees (`"gc": 1` on the `free` record); `memledger trace` also lists, as the last
+traced step ends (or at the close of a script that ends first), the storages still live
+that are unreachable garbage then (a `garbage` record), and the summary says how much of the
+peak they were.
 """
 
 from __future__ import annotations
 
 import gc
 from typing import Any
+
+import torch
+
+from memledger.trace.outside_state import storage_key
 
 
 class GcWindow:
@@ -56,10 +61,6 @@ def garbage_sids(sids: dict[int, int]) -> list[int]:
     """The ledger's storages (`sids`: storage key -> sid) that are unreachable garbage now
     (`garbage_kept`; left to the next collection, later than the script's own would have
     freed it: a second collection to free it now would cost as much again)."""
-    import torch
-
-    from memledger.trace.outside_state import storage_key
-
     # by type(): a dead weakref.proxy among the garbage raises on isinstance
     found = {sids.get(storage_key(o), -1) for o in garbage_kept()
              if issubclass(type(o), torch.Tensor)}
