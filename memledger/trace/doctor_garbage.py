@@ -29,10 +29,9 @@ freed there; records marked `collected`), except under `doctor -o`, where holdin
 would move the ledger's frees; there the ledger records the boundary's frees at the step's
 end, earlier than the untraced script would free them.
 
-The probe keeps every parameter it met, by identity (the checks compare them across steps),
-so a dropped model copy that ran (an evaluation snapshot) would leave its parameters alive
-outside the garbage: those of a garbage module that nothing but the probe refers to count
-as the module's (`_probe_held`).
+The probe refers to the parameters it met only weakly (Note [Parameters held weakly] in
+doctor_probe.py): a dropped model copy that ran (an evaluation snapshot) leaves its
+parameters among the garbage with their module, as in the script run alone.
 
 Example: `tests/doctor/garbage.py --cycle ctx` (a Function keeping its 64x256 float32
 output as `ctx.out`): at the boundaries of steps 2 and 3 one unreachable 65,536-byte
@@ -67,9 +66,8 @@ class GarbageWatch:
     `collections`, entered, it also reads the garbage of Python's own collections in the
     middle of a step (records with `collected`), keeping it to the boundary."""
 
-    def __init__(self, collections: bool = False, holders: tuple = ()) -> None:
+    def __init__(self, collections: bool = False) -> None:
         self.collections = collections
-        self.holders = holders   # the probe's own containers of parameters (see _probe_held)
         self.step = 1            # the training step running (for mid-step records)
         self._records: list[dict[str, Any]] = []   # mid-step, since the last boundary
         self._kept: list[Any] = []                  # their garbage, freed at the boundary
@@ -101,8 +99,8 @@ class GarbageWatch:
         if found:
             del gc.garbage[self._n0:]
             self._kept.extend(found)
-            self._records.extend(dict(r, collected=True) for r in _describe_with_held(
-                found, self.step, self.holders))
+            self._records.extend(dict(r, collected=True) for r in _describe_found(
+                found, self.step))
 
     def boundary(self, step: int) -> list[dict[str, Any]]:
         self._scanning = True
@@ -113,46 +111,26 @@ class GarbageWatch:
             # first would free, unseen, older garbage that it referred to
             described = {id(o) for o in self._kept}
             self._kept = []
-            records += _scan(step, self.holders, described)
+            records += _scan(step, described)
         finally:
             self._scanning = False
         self.step = step + 1
         return records
 
 
-def _scan(step: int, holders: tuple, described: set[int] = frozenset()) -> list[dict[str, Any]]:
+def _scan(step: int, described: set[int] = frozenset()) -> list[dict[str, Any]]:
     """One collection with DEBUG_SAVEALL: the records of its garbage (`described`: ids of
     objects already described), then the garbage freed."""
     found = garbage_kept()
     try:
-        return _describe_with_held([o for o in found if id(o) not in described], step, holders)
+        return _describe_found([o for o in found if id(o) not in described], step)
     finally:
         found.clear()
         gc.collect()   # free what the scan kept, now (no local may still hold it)
 
 
-def _describe_with_held(found: list, step: int, holders: tuple) -> list[dict[str, Any]]:
-    found = [o for o in found if type(o) not in _PROXIES]   # filtered once, for both
-    return _describe(found + _probe_held(found, holders), step)
-
-
-def _probe_held(garbage: list, holders: tuple) -> list:
-    """Parameters and buffers of garbage modules that only the probe holds besides (it keeps
-    every parameter it met, by identity): garbage but for the probe. A tensor some live
-    object also refers to (a live model's parameter in a dropped wrapper) is not."""
-    ids = {id(o) for o in garbage}
-    cands = {id(t): t for m in garbage if _of(m, nn.Module)
-             for t in (*m._parameters.values(), *m._buffers.values())
-             if t is not None and id(t) not in ids and any(id(t) in h for h in holders)}
-    if not cands:
-        return []
-    mine = {id(cands), id(garbage), *(id(h) for h in holders)}
-    for r in gc.get_referrers(*cands.values()):
-        if id(r) in ids or id(r) in mine or _of(r, types.FrameType):
-            continue
-        for t in gc.get_referents(r):
-            cands.pop(id(t), None)
-    return list(cands.values())
+def _describe_found(found: list, step: int) -> list[dict[str, Any]]:
+    return _describe([o for o in found if type(o) not in _PROXIES], step)
 
 
 def _of(o: Any, cls) -> bool:
@@ -164,7 +142,7 @@ def _of(o: Any, cls) -> bool:
 def _describe(garbage: list, step: int) -> list[dict[str, Any]]:
     """One record per kind of structure among the garbage that holds tensor memory (the
     same structure made again, one per layer say, counted in `structures`; no weakref
-    proxies: `_describe_with_held` filtered them)."""
+    proxies: `_describe_found` filtered them)."""
     tensors = [o for o in garbage if _of(o, _Tensor) and _nbytes(o)]
     if not tensors:
         return []

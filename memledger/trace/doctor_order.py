@@ -72,7 +72,8 @@ def clips_nothing(limit: Any) -> bool:
 
 class OrderWatch:
     """The state of Note [Where a clip and a step fall]. `params` and `index` are the
-    probe's own maps (id(param) -> parameter, id(param) -> record index), read only."""
+    probe's own maps (id(param) -> parameter while it lives, id(param) -> record index), read
+    only."""
 
     def __init__(self, records: list[dict[str, Any]], params: dict[int, Any],
                  index: dict[int, int]) -> None:
@@ -88,6 +89,15 @@ class OrderWatch:
         self._clip_key: tuple = ()
         self._clip_seen: set[int] = set()             # pids the current clip call read
         self._clips = 0
+
+    def forget(self, pids: list[int]) -> None:
+        """Parameters gone (Note [Parameters held weakly] in doctor_probe.py): their ids may
+        come back as other parameters'."""
+        for pid in pids:
+            for d in (self._used, self._after, self._early):
+                d.pop(pid, None)
+            self._scaled.discard(pid)
+            self._clip_seen.discard(pid)
 
     # ---- GradScaler ----------------------------------------------------------------------
     def scaled_output(self, out: Any, factor: float) -> None:
@@ -174,7 +184,7 @@ class OrderWatch:
             clip = self._early.pop(pid, None)
             if clip is not None and pid in fresh:
                 early.setdefault(clip["n"], []).append(i)
-            g = getattr(self._params[pid], "grad", None)
+            g = getattr(self._params.get(pid), "grad", None)
             used = self._used.get(pid)
             if not fresh and g is not None and used is not None and \
                     used[0] == opt and used[2:] == (id(g), g._version):
@@ -188,7 +198,7 @@ class OrderWatch:
     def after_step(self, opt: int, step: int, pids: list[int]) -> None:
         """The gradients as step `step` left them: what a repeat or a late clip would find."""
         for pid in pids:
-            g = getattr(self._params[pid], "grad", None)
+            g = getattr(self._params.get(pid), "grad", None)
             if g is None:
                 self._used.pop(pid, None)
             else:

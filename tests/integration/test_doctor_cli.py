@@ -90,3 +90,22 @@ def test_compare_stops_on_a_baseline_doctor_error_before_any_policy(capsys):
     assert "the baseline fails the doctor, so no policy is judged: cut_graph at " \
            f"{CUT}:{DETACH_LINE}" in err
     assert "gates:" not in err    # no capture ran
+
+
+def test_the_doctors_ledger_frees_a_dropped_copy_as_the_trace_does(tmp_path, capsys):
+    """Note [Parameters held weakly] (trace/doctor_probe.py): an evaluation copy made and
+    dropped each step (`garbage.py --cycle snapshot --fixed`: deepcopy, a no_grad forward,
+    no cycle) was kept alive by the probe, every copy of it, so `doctor -o` recorded a
+    ledger that never freed them: a peak of 2,367,496 B against the trace's 1,841,156 (a
+    copy is 2 x (256x256 + 256) float32 = 526,336 B). Now the same peak, to the byte."""
+    script, args = str(SCRIPTS / "garbage.py"), ["--", "--cycle", "snapshot", "--fixed"]
+    doctored, traced = tmp_path / "d.ledger", tmp_path / "t.ledger"
+    assert main(["doctor", "--steps", "3", "-o", str(doctored), script, *args]) == 0
+    assert main(["trace", "--steps", "3", "--no-measure", "-o", str(traced), script,
+                 *args]) == 0
+    peaks = []
+    for ledger in (doctored, traced):
+        capsys.readouterr()
+        assert main(["show", str(ledger), "--json"]) == 0
+        peaks.append(json.loads(capsys.readouterr().out)["peak"]["bytes"])
+    assert peaks[0] == peaks[1]

@@ -366,8 +366,9 @@ def test_exact_numbers_of_cyclic_garbage():
         "cyclic_garbage", 2 * (256 * 256 + 256) * 4, 4)
     assert "a dropped `Net` that refers back to itself" in mod.message
     assert mod.evidence["cycle"].startswith("Net → ._forward_hooks → ")
-    # a copy that ran (under no_grad): its parameters, which the probe keeps as it keeps
-    # every parameter it met, once hid it; each step's copy, found at the next boundary
+    # a copy that ran (under no_grad): its parameters, which the probe once kept (Note
+    # [Parameters held weakly]), are garbage with it; each step's copy, found at the next
+    # boundary
     (snap,) = doctor("garbage.py", "--cycle", "snapshot").findings
     assert (snap.evidence["steps"], snap.evidence["bytes_per_step"]) == (
         [2, 3], [2 * (256 * 256 + 256) * 4] * 2)
