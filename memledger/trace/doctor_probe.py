@@ -380,7 +380,8 @@ class DoctorProbe(TorchFunctionMode):
     def _forget_dead(self) -> None:
         if not self._died:
             return
-        dead, self._died = self._died, []
+        dead = self._died[:]
+        self._died.clear()   # the same list: each callback appends to it
         for pid in dead:
             if pid in self._params:   # the id taken already by a parameter registered since
                 continue              # the callback ran (its state is its own now)

@@ -320,6 +320,14 @@ def test_the_same_script_fixed_has_no_finding(script, args):
     assert {f.check for f in report.findings} == expected, report.findings
 
 
+def test_models_rebuilt_every_step_reuse_the_ids_of_the_dropped_ones():
+    """Note [Parameters held weakly]: the probe forgets a dead parameter's state before a
+    new one may take its id (a stale entry once read a new parameter as hooked: "got no
+    gradient", then KeyError at optimizer.step())."""
+    report = doctor("rebuilt.py", steps=8)
+    assert (report.steps, report.findings) == (8, [])
+
+
 def test_exact_message_of_a_double_step():
     (f,) = [f for f in doctor("double_step.py", "--bug", "copy").findings]
     first = line_of("double_step.py", ("opt.step()", 2))
