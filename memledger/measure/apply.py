@@ -42,6 +42,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import functools
+import inspect
 import sys
 import types
 import weakref
@@ -96,18 +97,27 @@ from memledger.trace.outside_state import (
 
 @dataclass
 class PolicyHandle:
-    """What `apply_policy` did; `remove()` puts the original forwards back."""
+    """What `apply_policy` did; `remove()` puts the original forwards back. It refers to the
+    model and its modules weakly (Note [A policy holds its model weakly])."""
 
-    model: nn.Module
+    model_ref: weakref.ref
     policy: Policy
     regions: list[Region]
-    modules: dict[str, nn.Module] = field(default_factory=dict)   # path -> wrapped module
+    modules: dict[str, weakref.ref] = field(default_factory=dict)   # path -> wrapped module
+    forwards: dict[str, "_RegionForward"] = field(default_factory=dict)   # path -> its forward
     offloaders: list[Offloader] = field(default_factory=list)
     hooks: list[Any] = field(default_factory=list)   # the nesting guards' pre-hooks
 
+    @property
+    def model(self) -> nn.Module | None:
+        """The model the policy was put on; None once the script let go of it."""
+        return self.model_ref()
+
     def remove(self) -> None:
-        for mod in self.modules.values():
-            mod.__dict__.pop("forward", None)   # the class's forward again
+        for path, ref in self.modules.items():
+            mod = ref()
+            if mod is not None and mod.__dict__.get("forward") is self.forwards[path]:
+                del mod.__dict__["forward"]   # the class's forward again
         self.modules.clear()
         for h in self.hooks:
             h.remove()
@@ -121,8 +131,7 @@ class PolicyHandle:
         [Modules that never ran], replay/policies.py); None when each part's did."""
         for part in self.policy.parts:
             paths = [r.path for r in self.regions if r.part is part]
-            if paths and not any(getattr(self.modules[p].__dict__.get("forward"), "ran",
-                                         True) for p in paths if p in self.modules):
+            if paths and not any(self.forwards[p].ran for p in paths if p in self.forwards):
                 return part.selector, paths
         return None
 
@@ -152,7 +161,7 @@ def apply_policy(model: nn.Module, policy: Policy, offload_dir: str | None = Non
     `save=none_`: keep nothing on purpose).
     """
     regions = resolve(policy, module_table(model), containers=containers(model))
-    handle = PolicyHandle(model=model, policy=policy, regions=regions)
+    handle = PolicyHandle(model_ref=weakref.ref(model), policy=policy, regions=regions)
     # Note [A compiled submodule is wrapped outside its compiled code]
     every = named_modules(model)   # torch.compile's wrapper before the module it wraps
     named: dict[str, nn.Module] = {}
@@ -169,7 +178,7 @@ def apply_policy(model: nn.Module, policy: Policy, offload_dir: str | None = Non
     offloaders: dict[int, Offloader] = {}
     for r in regions:
         mod = named[r.path]
-        orig = mod.forward   # the bound class forward
+        orig = _weakly_bound(mod.forward, mod)   # Note [A policy holds its model weakly]
         kind = r.part.kind
         if kind in (PolicyKind.CHECKPOINT, PolicyKind.SELECTIVE):
             # Note [TorchScript inside a region] (memledger/replay/scripted.py)
@@ -198,7 +207,8 @@ def apply_policy(model: nn.Module, policy: Policy, offload_dir: str | None = Non
         else:  # pragma: no cover - resolve never yields NONE regions
             continue
         mod.forward = _RegionForward(wrapped, orig)   # shadows the class's forward
-        handle.modules[r.path] = mod
+        handle.modules[r.path] = weakref.ref(mod)
+        handle.forwards[r.path] = mod.forward
     handle.offloaders = list(offloaders.values())
     return handle
 
@@ -225,7 +235,7 @@ def apply_policy(model: nn.Module, policy: Policy, offload_dir: str | None = Non
 # forward that ran the ORIGINAL module. Pickled or copied, the wrapper is the forward it
 # wraps: a bound method pickles as `getattr(module, "forward")`, which finds the class's
 # forward while the module is rebuilt. Deep-copied, it is that function bound to the copy
-# through a weak reference (`_CopyForward`): a bound method in the copy's own __dict__
+# through a weak reference (`_WeakForward`): a bound method in the copy's own __dict__
 # would be a reference cycle, and a copy the script drops (an evaluation snapshot made by
 # `copy.deepcopy` each step) would stay until Python's garbage collector ran:
 # tests/doctor/garbage.py --cycle snapshot --fixed measured 263,168 B (the copy's `a`) over
@@ -251,12 +261,40 @@ class _RegionForward:
         owner, func = getattr(self.orig, "__self__", None), getattr(self.orig, "__func__", None)
         if owner is None or func is None:
             return copy.deepcopy(self.orig, memo)
-        return _CopyForward(func, copy.deepcopy(owner, memo))   # the copy, from `memo`
+        return _WeakForward(func, copy.deepcopy(owner, memo))   # the copy, from `memo`
 
 
-class _CopyForward:
-    """A deep copy's forward: `func` bound to the copy through a weak reference (Note [A
-    policy's forward travels as the original])."""
+# Note [A policy holds its model weakly]
+# A policy's forward is an attribute of the module it wraps. Holding the module's bound
+# forward (or the module itself, in a closure) it made a reference cycle, module ->
+# __dict__ -> wrapper -> module, and the PolicyHandle held the model and each wrapped module
+# besides: a model the script dropped stayed alive until the policy moved to the next model
+# and Python's garbage collector ran. A script that builds a model per step (a search over
+# settings, tests/doctor/rebuilt.py) measured 4,500 B under `offload:0` where the replay,
+# which frees the model as the script does, predicted 3,792. So the wrapper calls the class
+# function bound through a weak reference (`_WeakForward`), the checkpoint wrapper refers to
+# its module weakly, and the handle holds weak references and the wrappers. torch's
+# checkpoint still gets a bound method, made at each call: its graph holds the module for
+# the re-run, as a checkpoint the script wrote would (a model dropped between its forward
+# and its backward is re-run all the same).
+def _weakly_bound(forward: Callable, module: nn.Module) -> Callable:
+    """`forward` through a weak reference to `module` when it is `module`'s bound method (a
+    forward the script or a library put on the instance is kept as it is)."""
+    if getattr(forward, "__self__", None) is module and \
+            isinstance(forward, types.MethodType):
+        return _WeakForward(forward.__func__, module)
+    return forward
+
+
+def _strong(forward: Callable) -> Callable:
+    """What checkpoint keeps for the re-run (Note [A policy holds its model weakly])."""
+    return forward.bound() if isinstance(forward, _WeakForward) else forward
+
+
+class _WeakForward:
+    """`func` bound to `owner` through a weak reference: the forward a policy wraps, and a
+    deep copy's forward (Notes [A policy holds its model weakly], [A policy's forward
+    travels as the original])."""
 
     def __init__(self, func: Callable, owner: nn.Module) -> None:
         functools.update_wrapper(self, func)
@@ -264,6 +302,14 @@ class _CopyForward:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.func(self.owner(), *args, **kwargs)
+
+    def bound(self) -> Callable:
+        """A bound method, held by whoever holds it (checkpoint's graph, for its re-run)."""
+        return types.MethodType(self.func, self.owner())
+
+    @property
+    def __signature__(self) -> inspect.Signature:   # the bound method's: no `self`
+        return inspect.signature(self.bound())
 
     @property
     def __self__(self) -> nn.Module | None:   # as a bound method's
@@ -277,7 +323,7 @@ class _CopyForward:
         return types.MethodType(self.func, self.owner()).__reduce_ex__(protocol)
 
     def __deepcopy__(self, memo: dict) -> Any:
-        return _CopyForward(self.func, copy.deepcopy(self.owner(), memo))
+        return _WeakForward(self.func, copy.deepcopy(self.owner(), memo))
 
 
 class _NestingGuard:
@@ -351,12 +397,16 @@ def _in_backward() -> bool:
 def _checkpointed(orig: Callable, module: nn.Module, context_fn: Callable | None,
                   where: tuple[str, str] = ("checkpoint", ""),
                   guard: _NestingGuard | None = None) -> Callable:
+    module_ref = weakref.ref(module)   # Note [A policy holds its model weakly]
+
     def contexts() -> tuple[Any, Any]:
         fwd, recompute = context_fn() if context_fn is not None else (
             contextlib.nullcontext(), contextlib.nullcontext())
         # the BatchNorm guard outermost: its own copies must not run under selective
         # checkpointing's recompute mode, which would look for them among the saved ops
-        return fwd, _Recompute(module, recompute, where if context_fn is not None else None)
+        # (the module lives while checkpoint's graph holds its bound forward)
+        return fwd, _Recompute(module_ref(), recompute,
+                               where if context_fn is not None else None)
 
     def before(args: tuple, kwargs: dict) -> tuple | None:
         """What the checks after the forward compare with; None: the call runs plain."""
@@ -380,7 +430,8 @@ def _checkpointed(orig: Callable, module: nn.Module, context_fn: Callable | None
         if state is None:
             return orig(*args, **kwargs)
         # torch's own checkpoint, which Dynamo knows (a region inside compiled code)
-        out = checkpoint(guard.run(orig) if guard is not None else orig, *args,
+        fn = _strong(orig)
+        out = checkpoint(guard.run(fn) if guard is not None else fn, *args,
                          use_reentrant=False, preserve_rng_state=True, context_fn=contexts,
                          **kwargs)
         after(args, kwargs, state)
@@ -393,8 +444,9 @@ def _checkpointed(orig: Callable, module: nn.Module, context_fn: Callable | None
         state = before(args, kwargs)
         if state is None:
             return (yield)
+        fn = _strong(orig)
         ck = _checkpoint_without_reentrant_generator(
-            guard.run(orig) if guard is not None else orig, True, contexts,
+            guard.run(fn) if guard is not None else fn, True, contexts,
             _DEFAULT_DETERMINISM_MODE, False, True, *args, **kwargs)
         next(ck)
         own = guard is not None and (pack := checkpoint_pack_hook()) is not None
