@@ -9,6 +9,20 @@ from memledger.doctor.records import Run, span, where
 from memledger.units import format_bytes
 
 
+def _stepped_together(spans: dict[int, list[int]]) -> set[int]:
+    """The optimizers that stepped one parameter in overlapping stretches of the run (in one
+    training step at least). One that takes over from another (a new optimizer built when
+    layers are unfrozen, the old one dropped or left idle: its last training step before
+    the new one's first) is no second optimizer of it."""
+    found: set[int] = set()
+    items = sorted(spans.items(), key=lambda kv: kv[1][0])
+    for k, (a, (_, a_last)) in enumerate(items):
+        for b, (b_first, _) in items[k + 1:]:
+            if b_first <= a_last:
+                found |= {a, b}
+    return found
+
+
 def frozen_moving(run: Run) -> list[Finding]:
     moved: dict[int, set[int]] = {}
     first = None
@@ -30,15 +44,21 @@ def frozen_moving(run: Run) -> list[Finding]:
 
 def optimizer_membership(run: Run) -> list[Finding]:
     owners: dict[int, set[int]] = {}
+    spans: dict[int, dict[int, list[int]]] = {}   # param -> optimizer -> [first, last]
     where_of: dict[int, dict] = {}
     for st in run.steps:
         where_of.setdefault(st["opt"], st)
         for i in st["params"]:
             owners.setdefault(i, set()).add(st["opt"])
+            # training steps (two optimizers that step one after the other in one
+            # iteration share it); a record without them, its optimizer step
+            t = st.get("train_step", st["step"])
+            span_ = spans.setdefault(i, {}).setdefault(st["opt"], [t, t])
+            span_[1] = t
     out = []
-    shared = [i for i, o in owners.items() if len(o) > 1]
+    shared = [i for i in owners if _stepped_together(spans[i])]
     if shared:
-        opts = sorted(set().union(*(owners[i] for i in shared)))
+        opts = sorted({o for i in shared for o in _stepped_together(spans[i])})
         out.append(Finding(
             check="two_optimizers", severity="error", where=where(where_of[opts[-1]]),
             message=(f"{len(shared)} parameters ({run.names(shared)}) are in {len(opts)} "

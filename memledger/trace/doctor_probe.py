@@ -1039,6 +1039,7 @@ class DoctorProbe(TorchFunctionMode):
         idx = self._index
         rec: dict[str, Any] = {"k": "step", "opt": oi, "cls": type(opt).__name__,
                                "step": self._steps + 1, "file": file, "line": line,
+                               "train_step": self._train_steps + 1,
                                "params": [idx[id(p)] for p in params],
                                "trainable": [idx[id(p)] for p in params if p.requires_grad],
                                "late": [idx[id(p)] for p in params if id(p) in self._late],

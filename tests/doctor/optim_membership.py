@@ -7,6 +7,9 @@
     --bug stale      the optimizer was built, then the model rebuilt as float64 (new
                      Parameters): the optimizer holds the old ones (fixed: rebuilt before)
     --fixed          one optimizer, every parameter once
+    --fixed --unfreeze  fc1 frozen at first; in step 2 it is unfrozen and a new optimizer
+                     over every parameter replaces the first (dropped): a hand-over, not two
+                     optimizers of fc2
 """
 import sys
 
@@ -15,6 +18,7 @@ from torch import nn
 
 BUG = sys.argv[sys.argv.index("--bug") + 1] if "--bug" in sys.argv else "frozen"
 FIXED = "--fixed" in sys.argv
+UNFREEZE = "--unfreeze" in sys.argv
 torch.manual_seed(0)
 model = nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 2))
 fc1, fc2 = model[0], model[2]
@@ -23,6 +27,9 @@ if BUG == "none_opt" and not FIXED:
 elif BUG == "two_opts" and not FIXED:
     opts = [torch.optim.AdamW(model.parameters(), lr=0.01),
             torch.optim.SGD(fc1.parameters(), lr=0.01)]
+elif UNFREEZE:
+    fc1.requires_grad_(False)
+    opts = [torch.optim.AdamW(fc2.parameters(), lr=0.01)]
 else:
     opts = [torch.optim.AdamW(model.parameters(), lr=0.01, weight_decay=0.1)]
 if BUG == "stale":
@@ -31,6 +38,9 @@ if BUG == "stale":
         opts = [torch.optim.AdamW(model.parameters(), lr=0.01)]
 dtype = torch.float64 if BUG == "stale" else torch.float32
 for step in range(3):
+    if UNFREEZE and step == 1:
+        fc1.requires_grad_(True)
+        opts = [torch.optim.AdamW(model.parameters(), lr=0.01)]
     x, y = torch.randn(4, 8, dtype=dtype), torch.randint(0, 2, (4,))
     loss = nn.functional.cross_entropy(model(x), y)
     for o in opts:

@@ -236,6 +236,7 @@ def test_planted_bug_is_caught_naming_what_and_where(script, args, check, severi
 
 FIXED = [("cut.py", ["--cut", c, "--fixed"]) for c in ("detach", "checkpoint")] + [
     ("optim_membership.py", ["--fixed"]), ("optim_membership.py", ["--bug", "stale", "--fixed"]),
+    ("optim_membership.py", ["--fixed", "--unfreeze"]),
     ("master_weights.py", []),
     ("grad_leak.py", ["--fixed"]), ("grad_leak.py", ["--fixed", "--clip"]),
     ("accumulation.py", ["--fixed"]), ("retention.py", ["--fixed"]),
