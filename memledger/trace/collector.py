@@ -110,6 +110,8 @@ from memledger.trace.mapped import MappedFiles
 from memledger.trace.interrupts import redeliver
 from memledger.trace.steps import StepBoundary
 from memledger.trace.resize import StorageResizeWatch
+from memledger.trace.rng_state import OP as _RNG_STATE_OP
+from memledger.trace.rng_state import RngStateWatch
 from memledger.crash import internal
 from memledger.trace.roots import (
     ByModule,
@@ -715,6 +717,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
         self._init_sharding()  # Note [Sharded storages]
         self._owner = threading.get_ident()   # the tracing thread: set again at __enter__
         self._resize_watch = StorageResizeWatch(self._only_ours(self._on_resize))
+        # Note [Generator states the script keeps] in trace/rng_state.py
+        self._rng_watch = RngStateWatch(self._only_ours(self._on_rng_state))
         self._eager = False   # Note [Compiled code runs eager under the collector]
         self._scalars = WrappedScalars(self._wrapped_saved)   # Note [Wrapped scalars]
         self._gc = GcWindow()   # frees inside a garbage collection are marked (gc_window.py)
@@ -738,6 +742,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
         ]
         self._saved_hooks.__enter__()
         self._resize_watch.__enter__()
+        self._rng_watch.__enter__()
         self._gc.__enter__()
         eager_stance(True)   # Note [Compiled code runs eager under the collector], compiled.py
         self._eager = True
@@ -752,6 +757,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
             eager_stance(False)
             self._eager = False
         self._resize_watch.__exit__(exc_type, exc, tb)
+        self._rng_watch.__exit__(exc_type, exc, tb)
         self._gc.__exit__(exc_type, exc, tb)
         self._saved_hooks.__exit__(exc_type, exc, tb)
         for h in self._handles:
@@ -1559,6 +1565,15 @@ class Collector(ShardingMixin, TorchDispatchMode):
         region, first_depth = known
         if region is None and depth == first_depth:   # checkpoint_sequential's next module
             self.sink.write({"k": "script_ckpt", "mod": path, "first": path, "ev": self._ev})
+
+    def _on_rng_state(self, t: torch.Tensor) -> None:
+        """A generator state the script took (Note [Generator states the script keeps] in
+        trace/rng_state.py): a storage from the current event, freed when torch frees it."""
+        if self._closed or self._done:
+            return
+        st = t.untyped_storage()
+        if st._cdata not in self._sids:
+            self._new_storage(t, st, self._ev, _RNG_STATE_OP, pre=False)
 
     def _watch_recompute(self, ev: int) -> None:
         """In backward: the generator fork of a re-run, live while its ops run."""

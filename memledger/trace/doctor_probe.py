@@ -506,6 +506,8 @@ class DoctorProbe(TorchFunctionMode):
         if new:   # the module, or the one whose method called it (trace/roots.py)
             self._register_root(self._names.root)
         self._ran.add(mid)
+        if self._cut_srcs and _grad_enabled() and torch._C._current_graph_task_id() != -1:
+            self._module_around_cut(module)   # Note [A cut the graph goes around]
         number = self._root_num.get(module)
         if number is not None and number not in self._net_seen and _grad_enabled():
             # a network's first forward under grad: where a frozen teacher or loss network
@@ -934,6 +936,23 @@ class DoctorProbe(TorchFunctionMode):
     # reaches no loss, the doctor said "cut by `.detach()`" and "cut by `.data`" (errors,
     # which stop `compare`) where the branch is unused (a warning). Such a cut is marked
     # `around` and read as no cut (doctor/graph.py).
+    # Inside autograd's engine (a tensor hook, a custom Function's backward) this mode is
+    # off: torch pops a torch-function mode while its handler runs, and the engine runs
+    # `Tensor.backward` from the handler, so no op in there reaches `_around_cut`. Module
+    # hooks are process-wide and still fire: a module that runs with grad enabled in there
+    # uses its own parameters under grad, so a cut on them is gone around
+    # (`_module_around_cut`). sentence-transformers' GradCache losses embed every
+    # mini-batch under `no_grad` (each parameter a cut) and run the model again with
+    # grad inside a hook on the loss: BERT's pooler, which mean pooling never reads, was
+    # "cut by an op under `torch.no_grad()`" (an error) where `MultipleNegativesRanking
+    # Loss`, the same model without the cache, gets "the output never reached the loss".
+    def _module_around_cut(self, module: nn.Module) -> None:
+        for p in module.parameters(recurse=False):
+            entry = self._cut_srcs.get(id(p))
+            if entry is not None and entry[0]() is p:
+                entry[1]["around"] = True
+                del self._cut_srcs[id(p)]
+
     def _around_cut(self, args, out) -> None:
         if not (isinstance(out, _Tensor) and out.requires_grad):
             if not (isinstance(out, (tuple, list)) and any(

@@ -1,0 +1,84 @@
+"""Generator states a script keeps: bytes the dispatcher never sees.
+
+# Note [Generator states the script keeps]
+`torch.get_rng_state()` returns the CPU generator's state as a new 5,056 B tensor (the
+mt19937 state), made in C++ by `Generator.get_state()`: no aten op, so the dispatch mode
+never sees it made; and a script that only keeps it, to hand it back to
+`torch.set_rng_state` later (also no op), never passes it to an op, so the collector never
+meets it as a storage made outside dispatch either (Note [Storages made outside the
+dispatcher] in collector.py needs a use). The allocator counts it. torch's own checkpoint
+keeps one per checkpointed call and forks one per re-run; those are found on the Python
+stack (Note [The script's own checkpoint] in script_checkpoint.py), so the calls from
+torch/utils/checkpoint.py are left to it. Anything else that saves the generator to replay
+it is counted here: sentence-transformers' GradCache losses (`CachedMultipleNegatives
+RankingLoss`) keep one `RandContext` (a `torch.get_rng_state()`) per embedded
+mini-batch, from the no-grad embedding pass until the loss's backward hook has re-run
+every mini-batch, and each re-run forks the generator (`torch.random.fork_rng`, one more
+state, live while the mini-batch re-runs). tests/clients/train_sbert.py --loss
+cached_mnrl (2 columns x 2 mini-batches): the ledger read 20,224 B (4 x 5,056) under the
+allocator at its peak, in the last mini-batch's backward.
+
+`torch.get_rng_state` (and `torch.random.get_rng_state`, the same function; `fork_rng`
+calls it as `torch.get_rng_state()`) is wrapped while tracing: each state it returns in
+the traced thread becomes a storage, op `torch.get_rng_state`, freed when torch frees it.
+(The op name is not `get_rng_state`, which replay reads as a script checkpoint's frame.)
+A state taken straight from `torch.default_generator.get_state()` is not seen.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Callable
+
+import torch
+
+OP = "torch.get_rng_state"
+_CHECKPOINT_FILE = os.path.join("torch", "utils", "checkpoint.py")
+_RANDOM_FILE = os.path.join("torch", "random.py")
+
+
+class RngStateWatch:
+    """While entered, `on_state(tensor)` for each generator state `torch.get_rng_state()`
+    returns, unless torch's checkpoint asked for it (directly, or through `fork_rng`)."""
+
+    def __init__(self, on_state: Callable[[torch.Tensor], None]) -> None:
+        self._on_state = on_state
+        self._saved: list[tuple[object, str, object]] = []
+
+    def __enter__(self) -> "RngStateWatch":
+        original = torch.random.get_rng_state
+        on_state = self._on_state
+
+        def get_rng_state() -> torch.Tensor:
+            state = original()
+            if not _from_checkpoint(sys._getframe(1)):
+                on_state(state)
+            return state
+
+        get_rng_state.__doc__ = original.__doc__
+        get_rng_state.__wrapped__ = original   # type: ignore[attr-defined]
+        for owner in (torch, torch.random):
+            if getattr(owner, "get_rng_state", None) is original:
+                self._saved.append((owner, "get_rng_state", original))
+                owner.get_rng_state = get_rng_state
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for owner, name, original in reversed(self._saved):
+            setattr(owner, name, original)
+        self._saved = []
+
+
+def _from_checkpoint(frame) -> bool:
+    """The caller is torch's checkpoint, or `fork_rng` called by it."""
+    if frame is None:
+        return False
+    name = frame.f_code.co_filename
+    if name.endswith(_RANDOM_FILE):   # fork_rng: its caller decides
+        frame = frame.f_back
+        name = frame.f_code.co_filename if frame is not None else ""
+        if frame is not None and name.endswith("contextlib.py"):   # fork_rng is a
+            frame = frame.f_back                                   # @contextmanager
+            name = frame.f_code.co_filename if frame is not None else ""
+    return name.endswith(_CHECKPOINT_FILE)
