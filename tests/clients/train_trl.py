@@ -1,0 +1,120 @@
+"""Fine-tune a tiny Llama with Hugging Face TRL's own trainers: SFT, DPO, reward modelling.
+
+    python tests/clients/train_trl.py --trainer dpo --steps 3
+    memledger trace tests/clients/train_trl.py --steps 2 -o trl.ledger -- --trainer dpo
+
+Nothing is downloaded: the model is built from a `LlamaConfig` (2 layers, hidden 64), the
+tokenizer is a word-level `tokenizers` model built in code and wrapped as a
+`PreTrainedTokenizerFast`, and the data sets are `datasets.Dataset.from_dict` in memory.
+The loop is TRL's (transformers' Trainer underneath: accelerate's wrapped optimizer, its
+own zero_grad and scheduler).
+
+- `--trainer sft`: `SFTTrainer` on plain text (completion-only loss off: a language model
+  loss over every token).
+- `--trainer dpo`: `DPOTrainer` with a policy and a separate reference model (a copy, built
+  from the same config and seed); chosen and rejected are concatenated into one batch, the
+  reference runs under `no_grad`.
+- `--trainer dpo --lora`: `DPOTrainer` with `ref_model=None` and a peft `LoraConfig`: TRL
+  wraps the model itself and computes the reference log-probs with the adapter disabled.
+- `--trainer reward`: `RewardTrainer` on a sequence-classification head (1 label),
+  chosen and rejected in one batch.
+"""
+
+import argparse
+import os
+import tempfile
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")   # built from a config: nothing to download
+
+import torch
+import transformers
+from datasets import Dataset
+from tokenizers import Tokenizer, models, pre_tokenizers
+from transformers import (LlamaConfig, LlamaForCausalLM, LlamaForSequenceClassification,
+                          PreTrainedTokenizerFast)
+
+transformers.logging.set_verbosity_error()
+
+WORDS = ["the", "a", "cat", "dog", "sat", "ran", "on", "under", "mat", "log", "is", "was",
+         "red", "blue", "big", "small", "and", "then", "it", "slept", "barked", "why", "how",
+         "what", "yes", "no", "good", "bad"]
+
+
+def tokenizer() -> PreTrainedTokenizerFast:
+    vocab = {w: i for i, w in enumerate(["<pad>", "<eos>", "<unk>", *WORDS])}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    return PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", eos_token="<eos>",
+                                   unk_token="<unk>")
+
+
+def sentence(i: int, n: int) -> str:
+    g = torch.Generator().manual_seed(i)
+    return " ".join(WORDS[j] for j in torch.randint(0, len(WORDS), (n,), generator=g).tolist())
+
+
+def preferences(n: int, seq: int) -> Dataset:
+    return Dataset.from_dict({
+        "prompt": [sentence(3 * i, seq // 2) for i in range(n)],
+        "chosen": [" " + sentence(3 * i + 1, seq // 4 + i % 3) for i in range(n)],
+        "rejected": [" " + sentence(3 * i + 2, seq // 4 + (i + 1) % 3) for i in range(n)],
+    })
+
+
+def config(args, vocab: int) -> LlamaConfig:
+    return LlamaConfig(vocab_size=vocab, hidden_size=args.hidden, intermediate_size=2 * args.hidden,
+                       num_hidden_layers=args.layers, num_attention_heads=2,
+                       num_key_value_heads=2, max_position_embeddings=4 * args.seq,
+                       pad_token_id=0, eos_token_id=1, bos_token_id=1)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--trainer", choices=["sft", "dpo", "reward"], default="dpo")
+    p.add_argument("--lora", action="store_true", help="dpo: ref_model=None and a LoraConfig")
+    p.add_argument("--steps", type=int, default=3)
+    p.add_argument("--layers", type=int, default=2)
+    p.add_argument("--hidden", type=int, default=64)
+    p.add_argument("--seq", type=int, default=16)
+    p.add_argument("--batch-size", type=int, default=2)
+    args = p.parse_args()
+    tok = tokenizer()
+    n = 4 * args.batch_size * args.steps
+    common = dict(max_steps=args.steps, per_device_train_batch_size=args.batch_size,
+                  logging_steps=1_000, report_to=[], save_strategy="no", use_cpu=True,
+                  dataloader_num_workers=0, disable_tqdm=True, seed=0)
+    with tempfile.TemporaryDirectory(prefix="trl-") as out:
+        torch.manual_seed(0)
+        if args.trainer == "sft":
+            from trl import SFTConfig, SFTTrainer
+            data = Dataset.from_dict({"text": [sentence(i, args.seq) for i in range(n)]})
+            trainer = SFTTrainer(model=LlamaForCausalLM(config(args, len(tok))),
+                                 args=SFTConfig(output_dir=out, max_length=args.seq, **common),
+                                 train_dataset=data, processing_class=tok)
+        elif args.trainer == "dpo":
+            from trl import DPOConfig, DPOTrainer
+            model = LlamaForCausalLM(config(args, len(tok)))
+            ref, peft_config = None, None
+            if args.lora:
+                from peft import LoraConfig
+                peft_config = LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"],
+                                         lora_dropout=0.0, task_type="CAUSAL_LM")
+            else:
+                torch.manual_seed(0)
+                ref = LlamaForCausalLM(config(args, len(tok)))
+            trainer = DPOTrainer(model=model, ref_model=ref,
+                                 args=DPOConfig(output_dir=out, max_length=args.seq, **common),
+                                 train_dataset=preferences(n, args.seq), processing_class=tok,
+                                 peft_config=peft_config)
+        else:
+            from trl import RewardConfig, RewardTrainer
+            model = LlamaForSequenceClassification(config(args, len(tok)).__class__(
+                **{**config(args, len(tok)).to_dict(), "num_labels": 1}))
+            trainer = RewardTrainer(model=model,
+                                    args=RewardConfig(output_dir=out, max_length=args.seq, **common),
+                                    train_dataset=preferences(n, args.seq), processing_class=tok)
+        trainer.train()
+
+
+if __name__ == "__main__":
+    main()
