@@ -18,6 +18,10 @@ own zero_grad and scheduler).
   wraps the model itself and computes the reference log-probs with the adapter disabled.
 - `--trainer reward`: `RewardTrainer` on a sequence-classification head (1 label),
   chosen and rejected in one batch.
+
+TRL's configs default to `gradient_checkpointing=True` and, where the CPU has it, `bf16`
+(autocast): as a user gets them. `--no-grad-ckpt` turns the checkpointing off, so that
+memledger's own policies over `model.layers.*` have layers to act on.
 """
 
 import argparse
@@ -77,12 +81,15 @@ def main() -> None:
     p.add_argument("--hidden", type=int, default=64)
     p.add_argument("--seq", type=int, default=16)
     p.add_argument("--batch-size", type=int, default=2)
+    p.add_argument("--no-grad-ckpt", action="store_true",
+                   help="gradient_checkpointing=False (TRL's configs default it to True)")
     args = p.parse_args()
     tok = tokenizer()
     n = 4 * args.batch_size * args.steps
     common = dict(max_steps=args.steps, per_device_train_batch_size=args.batch_size,
                   logging_steps=1_000, report_to=[], save_strategy="no", use_cpu=True,
-                  dataloader_num_workers=0, disable_tqdm=True, seed=0)
+                  dataloader_num_workers=0, disable_tqdm=True, seed=0,
+                  gradient_checkpointing=not args.no_grad_ckpt)
     with tempfile.TemporaryDirectory(prefix="trl-") as out:
         torch.manual_seed(0)
         if args.trainer == "sft":
