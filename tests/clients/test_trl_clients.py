@@ -87,11 +87,16 @@ def test_dpo_reference_pass_reads_no_unwritten_memory_as_input():
     assert not [x for x in labels if "['out']" in x], labels
 
 
-@pytest.mark.parametrize("argv", [["--trainer", "dpo", "--lora"], ["--trainer", "reward"]])
+@pytest.mark.parametrize("argv", [["--trainer", "dpo", "--lora"], ["--trainer", "reward"],
+                                  ["--trainer", "grpo"]])
 def test_the_doctor_finds_nothing_wrong_with_trls_loops(argv):
     """No finding: DPO's reference pass with the LoRA adapter disabled (peft's
     `disable_adapter()`, the same weights, no gradients) is no unused graph nor a frozen
-    parameter's update; the reward model's chosen and rejected rows share one forward."""
+    parameter's update; the reward model's chosen and rejected rows share one forward.
+    GRPO steps that scored both completions of each prompt alike have advantages of
+    zero: every gradient zero as backward computed it, then clipped in place by the
+    Trainer; that read as "the gradients of 21 parameters were cleared between backward and
+    optimizer.step()" (Note [Zero as backward left it] in memledger/trace/doctor_probe.py)."""
     from memledger.doctor.run import diagnose_in_process
 
     report, outcome = diagnose_in_process(HERE / SCRIPT, [*argv, "--steps", "4"], 3)

@@ -16,6 +16,9 @@ own zero_grad and scheduler).
   reference runs under `no_grad`.
 - `--trainer dpo --lora`: `DPOTrainer` with `ref_model=None` and a peft `LoraConfig`: TRL
   wraps the model itself and computes the reference log-probs with the adapter disabled.
+- `--trainer grpo`: `GRPOTrainer`, two completions per prompt generated inside each step
+  (`generate` under no_grad, with a KV cache), a reward function in Python; `--lora
+  --beta 0.1` adds the KL term against the model with its adapter disabled.
 - `--trainer reward`: `RewardTrainer` on a sequence-classification head (1 label),
   chosen and rejected in one batch.
 
@@ -74,16 +77,24 @@ def config(args, vocab: int) -> LlamaConfig:
 
 def main() -> None:
     p = argparse.ArgumentParser()
-    p.add_argument("--trainer", choices=["sft", "dpo", "reward"], default="dpo")
-    p.add_argument("--lora", action="store_true", help="dpo: ref_model=None and a LoraConfig")
+    p.add_argument("--trainer", choices=["sft", "dpo", "reward", "grpo"], default="dpo")
+    p.add_argument("--lora", action="store_true", help="dpo, grpo: a peft LoraConfig (dpo: ref_model=None)")
     p.add_argument("--steps", type=int, default=3)
     p.add_argument("--layers", type=int, default=2)
     p.add_argument("--hidden", type=int, default=64)
     p.add_argument("--seq", type=int, default=16)
     p.add_argument("--batch-size", type=int, default=2)
+    p.add_argument("--beta", type=float, default=0.0, help="grpo: KL weight (> 0 with --lora: the adapter disabled is the reference)")
     p.add_argument("--no-grad-ckpt", action="store_true",
                    help="gradient_checkpointing=False (TRL's configs default it to True)")
     args = p.parse_args()
+
+    def lora():
+        if not args.lora:
+            return None
+        from peft import LoraConfig
+        return LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"],
+                          lora_dropout=0.0, task_type="CAUSAL_LM")
     tok = tokenizer()
     n = 4 * args.batch_size * args.steps
     common = dict(max_steps=args.steps, per_device_train_batch_size=args.batch_size,
@@ -101,18 +112,27 @@ def main() -> None:
         elif args.trainer == "dpo":
             from trl import DPOConfig, DPOTrainer
             model = LlamaForCausalLM(config(args, len(tok)))
-            ref, peft_config = None, None
-            if args.lora:
-                from peft import LoraConfig
-                peft_config = LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"],
-                                         lora_dropout=0.0, task_type="CAUSAL_LM")
-            else:
+            ref, peft_config = None, lora()
+            if not args.lora:
                 torch.manual_seed(0)
                 ref = LlamaForCausalLM(config(args, len(tok)))
             trainer = DPOTrainer(model=model, ref_model=ref,
                                  args=DPOConfig(output_dir=out, max_length=args.seq, **common),
                                  train_dataset=preferences(n, args.seq), processing_class=tok,
                                  peft_config=peft_config)
+        elif args.trainer == "grpo":
+            from trl import GRPOConfig, GRPOTrainer
+
+            def good_words(completions, **kw) -> list[float]:
+                return [float(c.split().count("good") - c.split().count("bad"))
+                        for c in completions]
+
+            data = Dataset.from_dict({"prompt": [sentence(i, args.seq // 2) for i in range(n)]})
+            cfg = GRPOConfig(output_dir=out, num_generations=2, max_completion_length=args.seq // 2,
+                             beta=args.beta, **common)
+            trainer = GRPOTrainer(model=LlamaForCausalLM(config(args, len(tok))),
+                                  reward_funcs=good_words, args=cfg, train_dataset=data,
+                                  processing_class=tok, peft_config=lora())
         else:
             from trl import RewardConfig, RewardTrainer
             model = LlamaForSequenceClassification(config(args, len(tok)).__class__(
