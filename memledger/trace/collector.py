@@ -964,7 +964,9 @@ class Collector(ShardingMixin, TorchDispatchMode):
             for t, st, nbytes in grow:
                 if st.nbytes() != nbytes:
                     self._grown(t, st, nbytes, ev)
-        if self._next_sid == made and not func.is_view:   # Note [Ops that made nothing, placed]
+        # Note [Ops that made nothing, placed]; not every op has `is_view` (a fake run's
+        # stand-ins, trace/fake.py, have their op's; a higher-order op has none)
+        if self._next_sid == made and not getattr(func, "is_view", False):
             evs = self._made_nothing.get(func)
             if evs is None:
                 self._made_nothing[func] = [ev]
