@@ -102,3 +102,19 @@ def test_the_doctor_finds_nothing_wrong_with_trls_loops(argv):
     report, outcome = diagnose_in_process(HERE / SCRIPT, [*argv, "--steps", "4"], 3)
     assert outcome.code == 0, outcome.reason
     assert [f.line() for f in report.findings] == []
+
+
+def test_dpo_with_precomputed_reference_log_probs():
+    """`precompute_ref_log_probs=True`: TRL runs the reference model (the policy's class)
+    over the data set before training, under no_grad, so it was the model until the first
+    step; renamed then by TRL's own name for it, `model`, a child of the policy, and
+    predict refused `checkpoint:model.layers.*` as selecting "modules of 'model', which
+    the script calls beside the model" while measure ran it (Note [Root names],
+    memledger/trace/roots.py). Named `LlamaForCausalLM#2` now; predicted as measured."""
+    blocks = "model.layers.*"
+    run = run_client(SCRIPT, ["--trainer", "dpo", "--precompute", "--no-grad-ckpt",
+                              "--steps", "3"], [f"checkpoint:{blocks}"])
+    assert [r["mod"] for r in run.ledger.extra["root"]] == ["LlamaForCausalLM",
+                                                            "LlamaForCausalLM#2"]
+    _exact(run)
+    assert run.policies[f"checkpoint:{blocks}"].predicted is not None

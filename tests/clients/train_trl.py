@@ -19,6 +19,9 @@ own zero_grad and scheduler).
 - `--trainer grpo`: `GRPOTrainer`, two completions per prompt generated inside each step
   (`generate` under no_grad, with a KV cache), a reward function in Python; `--lora
   --beta 0.1` adds the KL term against the model with its adapter disabled.
+- `--trainer kto`: `KTOTrainer`, unpaired completions labelled desirable or not, with a
+  reference model. `--trainer dpo --precompute`: the reference log-probs computed once,
+  before training (`precompute_ref_log_probs=True`). `--accum K`: K micro-batches a step.
 - `--trainer reward`: `RewardTrainer` on a sequence-classification head (1 label),
   chosen and rejected in one batch.
 
@@ -77,7 +80,7 @@ def config(args, vocab: int) -> LlamaConfig:
 
 def main() -> None:
     p = argparse.ArgumentParser()
-    p.add_argument("--trainer", choices=["sft", "dpo", "reward", "grpo"], default="dpo")
+    p.add_argument("--trainer", choices=["sft", "dpo", "reward", "grpo", "kto"], default="dpo")
     p.add_argument("--lora", action="store_true", help="dpo, grpo: a peft LoraConfig (dpo: ref_model=None)")
     p.add_argument("--steps", type=int, default=3)
     p.add_argument("--layers", type=int, default=2)
@@ -85,6 +88,9 @@ def main() -> None:
     p.add_argument("--seq", type=int, default=16)
     p.add_argument("--batch-size", type=int, default=2)
     p.add_argument("--beta", type=float, default=0.0, help="grpo: KL weight (> 0 with --lora: the adapter disabled is the reference)")
+    p.add_argument("--precompute", action="store_true",
+                   help="dpo: precompute_ref_log_probs=True (the reference runs before training)")
+    p.add_argument("--accum", type=int, default=1, help="gradient_accumulation_steps")
     p.add_argument("--no-grad-ckpt", action="store_true",
                    help="gradient_checkpointing=False (TRL's configs default it to True)")
     args = p.parse_args()
@@ -96,11 +102,12 @@ def main() -> None:
         return LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"],
                           lora_dropout=0.0, task_type="CAUSAL_LM")
     tok = tokenizer()
-    n = 4 * args.batch_size * args.steps
+    n = 4 * args.batch_size * args.steps * args.accum
     common = dict(max_steps=args.steps, per_device_train_batch_size=args.batch_size,
                   logging_steps=1_000, report_to=[], save_strategy="no", use_cpu=True,
                   dataloader_num_workers=0, disable_tqdm=True, seed=0,
-                  gradient_checkpointing=not args.no_grad_ckpt)
+                  gradient_checkpointing=not args.no_grad_ckpt,
+                  gradient_accumulation_steps=args.accum)
     with tempfile.TemporaryDirectory(prefix="trl-") as out:
         torch.manual_seed(0)
         if args.trainer == "sft":
@@ -117,7 +124,9 @@ def main() -> None:
                 torch.manual_seed(0)
                 ref = LlamaForCausalLM(config(args, len(tok)))
             trainer = DPOTrainer(model=model, ref_model=ref,
-                                 args=DPOConfig(output_dir=out, max_length=args.seq, **common),
+                                 args=DPOConfig(output_dir=out, max_length=args.seq,
+                                                precompute_ref_log_probs=args.precompute,
+                                                **common),
                                  train_dataset=preferences(n, args.seq), processing_class=tok,
                                  peft_config=peft_config)
         elif args.trainer == "grpo":
@@ -133,6 +142,19 @@ def main() -> None:
             trainer = GRPOTrainer(model=LlamaForCausalLM(config(args, len(tok))),
                                   reward_funcs=good_words, args=cfg, train_dataset=data,
                                   processing_class=tok, peft_config=lora())
+        elif args.trainer == "kto":
+            from trl import KTOConfig, KTOTrainer
+            pairs = preferences(n, args.seq)
+            data = Dataset.from_dict({"prompt": pairs["prompt"],
+                                      "completion": [c if i % 2 else r for i, (c, r) in enumerate(
+                                          zip(pairs["chosen"], pairs["rejected"]))],
+                                      "label": [bool(i % 2) for i in range(n)]})
+            torch.manual_seed(0)
+            model = LlamaForCausalLM(config(args, len(tok)))
+            torch.manual_seed(0)
+            trainer = KTOTrainer(model=model, ref_model=LlamaForCausalLM(config(args, len(tok))),
+                                 args=KTOConfig(output_dir=out, max_length=args.seq, **common),
+                                 train_dataset=data, processing_class=tok)
         else:
             from trl import RewardConfig, RewardTrainer
             model = LlamaForSequenceClassification(config(args, len(tok)).__class__(
