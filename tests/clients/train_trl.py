@@ -9,8 +9,8 @@ tokenizer is a word-level `tokenizers` model built in code and wrapped as a
 The loop is TRL's (transformers' Trainer underneath: accelerate's wrapped optimizer, its
 own zero_grad and scheduler).
 
-- `--trainer sft`: `SFTTrainer` on plain text (completion-only loss off: a language model
-  loss over every token).
+- `--trainer sft`: `SFTTrainer` on plain text (a language model loss over every token);
+  `--packing`: shorter texts packed several to a row (BFD, `position_ids`).
 - `--trainer dpo`: `DPOTrainer` with a policy and a separate reference model (a copy, built
   from the same config and seed); chosen and rejected are concatenated into one batch, the
   reference runs under `no_grad`.
@@ -90,6 +90,7 @@ def main() -> None:
     p.add_argument("--beta", type=float, default=0.0, help="grpo: KL weight (> 0 with --lora: the adapter disabled is the reference)")
     p.add_argument("--precompute", action="store_true",
                    help="dpo: precompute_ref_log_probs=True (the reference runs before training)")
+    p.add_argument("--packing", action="store_true", help="sft: packing=True (BFD, position_ids)")
     p.add_argument("--accum", type=int, default=1, help="gradient_accumulation_steps")
     p.add_argument("--no-grad-ckpt", action="store_true",
                    help="gradient_checkpointing=False (TRL's configs default it to True)")
@@ -112,9 +113,12 @@ def main() -> None:
         torch.manual_seed(0)
         if args.trainer == "sft":
             from trl import SFTConfig, SFTTrainer
-            data = Dataset.from_dict({"text": [sentence(i, args.seq) for i in range(n)]})
+            # packed: texts of 3 to 9 words, several to a row of `--seq` tokens
+            lengths = [3 + i % 7 if args.packing else args.seq for i in range(n)]
+            data = Dataset.from_dict({"text": [sentence(i, k) for i, k in enumerate(lengths)]})
             trainer = SFTTrainer(model=LlamaForCausalLM(config(args, len(tok))),
-                                 args=SFTConfig(output_dir=out, max_length=args.seq, **common),
+                                 args=SFTConfig(output_dir=out, max_length=args.seq,
+                                                packing=args.packing, **common),
                                  train_dataset=data, processing_class=tok)
         elif args.trainer == "dpo":
             from trl import DPOConfig, DPOTrainer
