@@ -59,6 +59,11 @@ def _lost(run: Run) -> list[Record]:
             and b["n"] < last and not b.get("moved") and not b.get("input_grads")]
 
 
+def _zero_as_computed(st: Record) -> bool:
+    """Every gradient this step's backward filled was zero as backward left it."""
+    return bool(st["accum"]) and len(set(st.get("zero_as_computed", ()))) >= len(st["accum"])
+
+
 def _cleared(st: Record) -> bool:
     """Every gradient this step's backward filled was cleared before step(): it used none.
     Some of them cleared is a choice (DINO drops its last layer's gradients early in
@@ -89,9 +94,13 @@ def no_update(run: Run) -> list[Finding]:
     # a step at learning rate 0 by a schedule that leaves 0 later (a warm-up from 0: the
     # default of transformers' linear and cosine schedules) is meant to change nothing
     scheduled = {st["opt"] for st in run.steps if st.get("lr_zero") is False}
-    # (a step whose gradients were all cleared is zeroed_before_step's: its cause is said)
+    # (a step whose gradients were all cleared is zeroed_before_step's: its cause is said;
+    # one whose gradients were all zero as backward computed them had nothing to apply, as
+    # a hinge whose margins are all met, or TRL's GRPO where both completions of each
+    # prompt scored alike: Note [Zero as backward left it] in trace/doctor_probe.py)
     idle = [st for st in run.steps if st["accum"] and st.get("updated", 1) == 0
-            and not (st.get("lr_zero") and st["opt"] in scheduled) and not _cleared(st)]
+            and not (st.get("lr_zero") and st["opt"] in scheduled) and not _cleared(st)
+            and not _zero_as_computed(st)]
     if not idle:
         return []
     why = ("the learning rate is 0" if all(st.get("lr_zero") for st in idle)

@@ -200,13 +200,22 @@ class Ledger:
         evs, sizes = [], []
         bare = recs[-1].get("bare", {})
         inside = recs[-1].get("inside", {})
+        idle = self._made_nothing()   # Note [Ops that made nothing, placed] (trace/collector.py)
+        seen_ops = set(code_of) | set(idle)
+        none_ev = np.zeros(0, dtype=np.int64)
         for op, per_call in recs[-1].get("ops", {}).items():
             k = code_of.get(op)
-            if k is None:
-                continue
-            ev = np.unique(created[bounds[k]:bounds[k + 1]])
-            per_call = _calls_the_ledger_saw(per_call, len(ev), set(bare.get(op, ())),
-                                             _hidden_calls(inside.get(op, ()), code_of))
+            made = none_ev if k is None else np.unique(created[bounds[k]:bounds[k + 1]])
+            hidden = _hidden_calls(inside.get(op, ()), seen_ops)
+            placed = None
+            if op in idle:   # Note [Ops that made nothing, placed] (trace/collector.py)
+                placed = _calls_placed(per_call, made, idle[op], set(bare.get(op, ())), hidden)
+            if placed is not None:
+                ev, per_call = placed
+            else:   # a ledger written before `bare` records, or no such event matched
+                ev = made
+                per_call = _calls_the_ledger_saw(per_call, len(ev), set(bare.get(op, ())),
+                                                 hidden)
             if not len(ev) or per_call is None:
                 continue
             b = np.asarray(per_call, dtype=np.int64)
@@ -220,6 +229,16 @@ class Ledger:
         evs.append(wrapped[0])
         sizes.append(wrapped[1])
         return np.concatenate(evs), np.concatenate(sizes)
+
+    def _made_nothing(self) -> dict[str, np.ndarray]:
+        """{op name as the allocator pass names it: sorted events at which the op made no
+        storage and was no view} (`bare` records; Note [Ops that made nothing, placed] in
+        trace/collector.py). Empty for ledgers written before them."""
+        by_op: dict[str, list] = {}
+        for r in self.extra.get("bare", ()):
+            by_op.setdefault(str(r["op"]).split(".")[0], []).append(r["ev"])
+        return {op: np.unique(np.concatenate([np.asarray(e, dtype=np.int64) for e in evs]))
+                for op, evs in by_op.items()}
 
     def _wrapped_scalars(self) -> tuple[np.ndarray, np.ndarray]:
         """(event, bytes) of the Python numbers ops were handed as 0-dim CPU tensors, with
@@ -501,6 +520,48 @@ def _hidden_calls(inside, ledger_ops) -> set[int]:
     """The places of an op's calls made inside an op the ledger records (Note [Calls inside
     another op] in trace/allocator.py): the dispatch mode never saw them."""
     return {int(place) for place, outer in inside if any(o in ledger_ops for o in outer)}
+
+
+def _calls_placed(per_call: list[int], made: np.ndarray, idle: np.ndarray, bare: set[int],
+                  hidden: set[int]) -> tuple[np.ndarray, list[int]] | None:
+    """(events, scratch per event) of an op's calls, with the events at which it made
+    nothing (`idle`) as well as those at which it made storages (`made`); None where they
+    do not match the calls (Note [Ops that made nothing, placed] in trace/collector.py).
+
+    Every call an event, in order, where the counts agree. Otherwise the calls that made
+    something (not in `bare`) go to `made` in order, and the calls that made nothing go to
+    the ledger's events that made nothing between the same two events that made
+    something, where their counts agree there: a call the dispatch mode never saw (a
+    checkpoint re-run's early stop raised from a pack hook of the op's inputs, before its
+    kernel: the profiler lists an `mm` that allocated nothing) is left out with its gap."""
+    for skip in (set(), hidden):
+        calls = [i for i in range(len(per_call)) if i not in skip]
+        if len(calls) == len(made) + len(idle):
+            return np.union1d(made, idle), [per_call[i] for i in calls]
+    for skip in (set(), hidden):
+        calls = [i for i in range(len(per_call)) if i not in skip]
+        full = [i for i in calls if i not in bare]
+        if len(full) != len(made):
+            continue
+        gap_calls: dict[int, list[int]] = {}   # gap: the number of full calls before it
+        k = 0
+        for i in calls:
+            if i in bare:
+                gap_calls.setdefault(k, []).append(i)
+            else:
+                k += 1
+        gap_events: dict[int, list[int]] = {}
+        for e, g in zip(idle.tolist(), np.searchsorted(made, idle).tolist()):
+            gap_events.setdefault(g, []).append(e)
+        evs, sizes = made.tolist(), [per_call[i] for i in full]
+        for g, es in gap_events.items():
+            cs = gap_calls.get(g, [])
+            if len(cs) == len(es):
+                evs += es
+                sizes += [per_call[i] for i in cs]
+        order = np.argsort(evs, kind="stable")
+        return np.asarray(evs, dtype=np.int64)[order], [sizes[i] for i in order]
+    return None
 
 
 def _calls_the_ledger_saw(per_call: list[int], n_events: int, bare: set[int],

@@ -289,6 +289,9 @@ def op_scratch(probe: CpuProfilerProbe, bare: dict[str, list[int]] | None = None
 # the ledger read 8 B under the allocator. So the calls whose own allocations are all gone
 # at their end are named too (`bare` in the `opscratch` record, their places in the call
 # order); where the counts differ, replay matches the others (`Ledger.kernel_scratch`).
+# Their own scratch went unplaced that way; the ledger now names the events that made
+# nothing, and replay places those calls too (Note [Ops that made nothing, placed] in
+# trace/collector.py).
 # Note [Calls inside another op]
 # The dispatch mode sees an op at the Python key; an op a kernel calls inside it (CPU
 # `_safe_softmax` calls `_softmax`) never reaches the mode, while the profiler lists it. An

@@ -173,6 +173,28 @@ def _values(g: torch.Tensor) -> torch.Tensor:
     return g
 
 
+# Note [Zero as backward left it]
+# A gradient that is zero at step() was cleared since backward (zero_grad between them: the
+# step uses none of it, `zeroed_before_step`) or is zero as backward computed it (every
+# hinge margin met; GRPO's advantages, zero where each group's completions scored alike).
+# Told apart first by the tensor and its version as backward left it; but a clip scales
+# the gradient in place (`clip_grad_norm_`, transformers' Trainer at max_grad_norm=1.0 by
+# default), which moves the version and keeps a zero gradient zero: TRL's GRPO on a tiny
+# Llama (tests/clients/train_trl.py --trainer grpo), whose first steps scored both
+# completions of each prompt alike, read as "the gradients of 21 parameters were cleared
+# between backward and optimizer.step()". So `grad.any()` is taken as each backward leaves
+# a gradient, kept as a tensor (no device sync), and read only at a step that finds the
+# gradient zero after something changed it: zero then as well is zero as computed, and
+# the step, which had nothing to apply, is no `no_update` either (doctor/updates.py).
+def _zero_as_left(any_then: torch.Tensor | None) -> bool:
+    """The gradient was zero as its last backward left it (Note [Zero as backward left
+    it]); False when not known."""
+    if any_then is None:
+        return False
+    with _quiet():
+        return not bool(any_then)
+
+
 def _checksum(p: torch.Tensor) -> torch.Tensor:
     """A parameter's L2 norm in float32, kept as a tensor (no device sync): not a sum, which
     a step along a gradient that sums to zero (a softmax layer's bias) leaves unchanged."""
@@ -278,6 +300,8 @@ class DoctorProbe(TorchFunctionMode):
         self._bws: dict[int, list[int]] = {}           # id(param) -> backward indices pending
         self._consumed: set[int] = set()               # .grad consumed by a step, not reset
         self._grad_state: dict[int, tuple[int, int]] = {}
+        # id(param) -> `grad.any()` as the last backward left it (a 0-d tensor)
+        self._grad_any: dict[int, torch.Tensor] = {}
         self._bw = 0                                   # backward passes so far
         self._bw_rec: dict[str, Any] | None = None
         self._bw_params: set[int] = set()
@@ -661,6 +685,9 @@ class DoctorProbe(TorchFunctionMode):
         g = p.grad
         if g is not None:
             self._grad_state[pid] = (id(g), g._version)
+            with _quiet(), contextlib.suppress(RuntimeError, TypeError):
+                # a tensor, no device sync: read only at a step that finds it zero
+                self._grad_any[pid] = _values(g).any()   # Note [Zero as backward left it]
         total = None
         with _quiet(), contextlib.suppress(RuntimeError, TypeError):
             total = _checksum(p)   # the weights this gradient was taken at
@@ -1084,7 +1111,8 @@ class DoctorProbe(TorchFunctionMode):
                         # cleared (zeroed in place, or another tensor) since backward left
                         # it, or zero as backward left it: every hinge margin met, a
                         # derivative that is zero there; only the first is a bug
-                        left = self._grad_state.get(pid) == (id(g), g._version)
+                        left = self._grad_state.get(pid) == (id(g), g._version) or \
+                            _zero_as_left(self._grad_any.get(pid))
                         rec["zero_as_computed" if left else "zero"].append(idx[pid])
                 elif p.requires_grad and pid in self._none_grad and g is None:
                     rec["none_grad"].append(idx[pid])

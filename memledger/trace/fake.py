@@ -435,6 +435,7 @@ class _StandIn:
         # the arguments it writes, read by the collector (Note [Storages grown inside an
         # op], Note [Written in place in forward]): batch norm's running statistics
         self._schema = op._schema
+        self.is_view = op.is_view
 
 
 class _UpperBound(_StandIn):

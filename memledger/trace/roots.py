@@ -183,9 +183,10 @@ class RootNames:
             self.prefix.pop(m)
         return held
 
-    def _label(self, module: torch.nn.Module) -> str:
-        """A name for a top-level module besides the model (Note [Root names])."""
-        taken = {p for m, p in self.prefix.items() if m is not module and p}
+    def _label(self, module: torch.nn.Module, avoid: str = "") -> str:
+        """A name for a top-level module besides the model (Note [Root names]); not
+        `avoid` either."""
+        taken = {p for m, p in self.prefix.items() if m is not module and p} | {avoid}
         model = self.model()
         if model is not None and model is not module:
             taken |= {n for n, _ in model.named_children()}
@@ -215,8 +216,14 @@ class RootNames:
         n, best = max(count, key=lambda c: c[0], default=(0, None))
         if best is None or best is held or n == 0:
             return []
+        before = self.prefix[best]
         self.prefix[best] = ""
-        self.prefix[held] = self._label(held)
+        # labelled as the new model's neighbour: while both read "" the old one was the
+        # model `_label` kept clear of, and TRL's DPO with precomputed reference log-probs
+        # named its reference `model`, a child of the new model; nor the name the new model
+        # had, which its calls before this step were recorded with (Note [Root names])
+        self.prefix.pop(held)
+        self.prefix[held] = self._label(held, avoid=before)
         for m in (best, held):
             self.paths.update(paths_under(m, self.prefix[m]))
         return [best, held]

@@ -169,8 +169,9 @@ class _LossInputs(TorchFunctionMode):
                 self.cap.in_model:
             return func(*args, **kwargs)
         name = getattr(func, "__name__", "fn")
-        computed = False
-        for label, t in _tensors(list(args), f"{name} arg") + _tensors(kwargs, name):
+        computed = func in _UNINITIALIZED   # Note [Memory no one wrote is no input]
+        read = {k: v for k, v in kwargs.items() if k != "out"}
+        for label, t in _tensors(list(args), f"{name} arg") + _tensors(read, name):
             if self._computed(t):
                 computed = True
             else:
@@ -179,6 +180,20 @@ class _LossInputs(TorchFunctionMode):
         if computed:
             self.mark(out)
         return out
+
+
+# Note [Memory no one wrote is no input]
+# An input is data the script reads; `torch.empty` hands out memory no one has written, and
+# `out=` is written by the call, not read. TRL's fused LM head keeps a `torch.empty` buffer
+# and projects each tile into a slice of it (`torch.mm(h, w.t(), out=mm_buf[:n, :m])`): in
+# DPO's reference pass, which runs outside the model's call, the slice (`__getitem__
+# arg[0]`) and the `out=` were digested as inputs, whatever the allocator left there, and
+# every policy on tests/clients/train_trl.py --trainer dpo was rejected with "the script's
+# inputs are not reproducible: two baseline runs differ at step 0 on __getitem__ arg[0]".
+# So what the factories of unwritten memory make is marked as computed (never an input, nor
+# what is made from it), and an `out=` argument is not recorded.
+_UNINITIALIZED = frozenset({torch.empty, torch.empty_like, torch.empty_strided,
+                            torch.Tensor.new_empty, torch.Tensor.new_empty_strided})
 
 
 class Capture:

@@ -5,13 +5,15 @@
     python custom_function.py --fixed   # it returns w's gradient
     python custom_function.py --hinge   # a hinge loss whose margins are all met: every
                                         # gradient is exactly zero, as computed (no finding)
+    python custom_function.py --hinge --clip   # the same, clipped in place before the
+                                        # step, and stepped by Adam (no finding)
 """
 import sys
 
 import torch
 from torch import nn
 
-BUG, HINGE = "--bug" in sys.argv, "--hinge" in sys.argv
+BUG, HINGE, CLIP = "--bug" in sys.argv, "--hinge" in sys.argv, "--clip" in sys.argv
 torch.manual_seed(0)
 
 
@@ -38,7 +40,7 @@ class Net(nn.Module):
 
 
 model = Net()
-opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+opt = (torch.optim.Adam if CLIP else torch.optim.SGD)(model.parameters(), lr=1e-3)
 for step in range(3):
     x = torch.randn(4, 8)
     if HINGE:   # the margin is met by construction: relu(-1 - |score|) is 0 everywhere
@@ -47,4 +49,6 @@ for step in range(3):
         loss = nn.functional.cross_entropy(model(x), torch.randint(0, 2, (4,)))
     opt.zero_grad()
     loss.backward()
+    if CLIP:   # scales every gradient in place: a zero one stays zero, at a new version
+        nn.utils.clip_grad_norm_(model.parameters(), 1.0)
     opt.step()

@@ -291,6 +291,9 @@ FIXED = [("cut.py", ["--cut", c, "--fixed"]) for c in ("detach", "checkpoint")] 
     # every gradient exactly zero as backward computed it (a hinge whose margins are met)
     # once read as zeroed_before_step
     ("custom_function.py", ["--hinge"]),
+    # the same clipped in place before an Adam step (Note [Zero as backward left it]): once
+    # read as zeroed_before_step, then as no_update
+    ("custom_function.py", ["--hinge", "--clip"]),
     # sparse gradients: the probe's `.any()` and `isfinite` once crashed the script
     ("sparse_embedding.py", []),
     # one step per backward, K backward passes then one step

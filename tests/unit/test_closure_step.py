@@ -70,6 +70,12 @@ def test_other_threads_are_a_warning_only_where_the_peak_is_not_explained(tmp_pa
     assert "the 8,192 B the ledger counts over the allocator may be theirs" in \
         lines(peak - 8192)
     assert "the peak is not measured" in lines(0, "none")
+    # short by bytes the kernels' scratch explains (measured op by op): explained
+    m = Measured(peak_bytes=peak + 8192, source="cpu-profiler",
+                 ledger_with_scratch_bytes=peak + 8192)
+    scratch = "\n".join(t.plain for t in _headline(s.model_copy(update={
+        "threads": 3, "measured": m}), "run.ledger"))
+    assert "2 other Python thread(s) ran while tracing" in scratch and "may" not in scratch
 
 
 def test_a_module_the_script_keeps_and_never_calls_is_named(tmp_path):

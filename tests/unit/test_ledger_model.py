@@ -222,6 +222,31 @@ def test_scratch_matched_past_calls_that_made_nothing():
     assert old.kernel_scratch()[0].tolist() == []
 
 
+def test_scratch_of_a_call_that_made_nothing_goes_to_its_event():
+    """Note [Ops that made nothing, placed] (trace/collector.py): `torch.mm(a, b, out=buf)`
+    at event 5 made no storage, and its kernel took 2,806 B of scratch (TRL's fused LM
+    head: 22,016 B per tile); the `bare` record names the event, so the scratch lands
+    there: 1,210 B live + 2,806 = 4,016 B, the allocator's peak. The fourth call, which
+    allocated nothing and which the dispatch mode never saw (a checkpoint re-run stopped in
+    a pack hook of its inputs, before its kernel), has no event between the same two
+    events that made something and is left out; the others still match. Without the
+    `bare` record (an older ledger) the out= call's scratch has nowhere to go."""
+    ops = {"k": "opscratch", "device": "cpu", "ops": {"mm": [3, 2806, 1806, 0]},
+           "bare": {"mm": [1, 3]}}
+    led = Ledger.from_records(RECORDS + [ops, {"k": "bare", "op": "mm.out", "ev": [5]}])
+    ev, b = led.kernel_scratch()
+    assert sorted(zip(ev.tolist(), b.tolist())) == [(2, 3), (5, 2806), (6, 1806)]
+    assert led.curve_with_scratch()[5] == 4016 and led.peak_with_scratch() == 4016
+    # every call an event, in order, where the counts agree
+    whole = Ledger.from_records(RECORDS + [
+        {**ops, "ops": {"mm": [3, 2806, 1806]}, "bare": {"mm": [1]}},
+        {"k": "bare", "op": "mm.out", "ev": [5]}])
+    assert sorted(zip(*(x.tolist() for x in whole.kernel_scratch()))) == [
+        (2, 3), (5, 2806), (6, 1806)]
+    old = Ledger.from_records(RECORDS + [ops])
+    assert sorted(zip(*(x.tolist() for x in old.kernel_scratch()))) == [(2, 3), (6, 1806)]
+
+
 def test_small_scratch_counts_once_beside_the_wrapped_numbers():
     """Note [Small scratch] (trace/allocator.py): scratch of any size is matched to its op;
     where the op was also handed a Python number (`scalars` records: 8 B wrapped + 4 B

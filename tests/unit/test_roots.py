@@ -84,6 +84,31 @@ def test_the_model_moves_from_a_teacher_to_its_student_at_the_first_step():
     assert names.on_step(opt) == []          # decided once
 
 
+def test_a_teacher_renamed_at_the_step_takes_no_name_of_the_new_model():
+    """TRL's DPO with `precompute_ref_log_probs=True` runs its reference model (a copy of
+    the policy's class) before training, where TRL's frame calls it `model`: the reference
+    was the model until the first step, then named `model`, which is the policy's own
+    child (`LlamaForCausalLM.model`), and predict refused `model.layers.*` as "modules of
+    'model', which the script calls beside the model". Nor may it take the name the policy
+    had before the step (its class), which the policy's earlier calls were recorded with."""
+    class Lm(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.model, self.head = nn.Linear(4, 4), nn.Linear(4, 2)
+
+    def precompute(model: nn.Module) -> str:   # TRL's frame: the reference as `model`
+        with torch.no_grad():
+            return names.path(model, top_level=True)[0]
+
+    names = RootNames()
+    ref, policy = Lm(), Lm()
+    assert precompute(ref) == ""
+    assert _call(names, policy) == "Lm"
+    assert names.on_step(torch.optim.SGD(policy.parameters(), lr=0.1)) == [policy, ref]
+    assert [names.prefix[m] for m in (policy, ref)] == ["", "Lm#2"]
+    assert names.paths.get(policy.model) == "model" and names.paths.get(ref.model) == "Lm#2.model"
+
+
 def test_a_model_that_ran_with_gradients_keeps_its_names():
     # a GAN: the generator is called first, with gradients; the discriminator's optimizer
     # steps first. The generator stays the model.
