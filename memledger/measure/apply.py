@@ -79,6 +79,7 @@ from memledger.replay.stateful import (
     INPUT_WRITTEN,
     selective_mutated_message,
     selective_twice_message,
+    paired_hooks_message,
     stateful_message,
 )
 from memledger.trace.script_checkpoint import checkpoint_pack_hook, find_checkpoint_call
@@ -88,6 +89,7 @@ from memledger.trace.wrapped import storage_ptrs
 from memledger.trace.outside_state import (
     argument_objects,
     argument_versions,
+    paired_hooks,
     reachable_tensors,
     storage_key,
     written_arguments,
@@ -422,6 +424,12 @@ def _checkpointed(orig: Callable, module: nn.Module, context_fn: Callable | None
         storages, versions = state
         if written_arguments(versions):   # the re-run would start from a changed input
             raise PolicyError(stateful_message(where[0], where[1], INPUT_WRITTEN))
+        # Note [Hooks paired across forward and backward] (trace/outside_state.py)
+        if (mod := module_ref()) is not None:
+            hooked = next((n for n, m in mod.named_modules() if paired_hooks(m)), None)
+            if hooked is not None:
+                inner = where[1] + ("." + hooked if hooked and where[1] else hooked)
+                raise PolicyError(paired_hooks_message(where[0], where[1], inner or where[1]))
         _refuse_written_state(args, kwargs, storages, *where)
 
     @functools.wraps(orig)

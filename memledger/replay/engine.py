@@ -1814,7 +1814,7 @@ def replay(prep: Prepared, policy: Policy, rng_bytes: int = CPU_RNG_STATE_BYTES,
     if prep.stateful_mod is not None:   # never re-run a call that writes outside state
         refuse_recompute_of_stateful(policy.text(), calls.mods, calls.ev0,
                                      _is_recomputed(calls.kind), prep.stateful_mod,
-                                     prep.stateful_ev0, prep.stateful_obj)
+                                     prep.stateful_ev0, prep.stateful_obj, calls.ev1)
     if prep.script_ckpt:   # every selected module, with gradients or not (reentrant)
         paths = np.array(list(calls.by_path), dtype=object)
         kinds = np.array([_KIND_CODE[p.kind] for p in calls.by_path.values()], dtype=np.int64)

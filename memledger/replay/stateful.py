@@ -16,6 +16,9 @@ import numpy as np
 from memledger.errors import PolicyError
 
 INPUT_WRITTEN = "<input>"   # a `stateful` record's object when the call changed an argument
+# a `stateful` record's object when the module pairs forward hooks with full backward hooks:
+# Note [Hooks paired across forward and backward] in memledger/trace/outside_state.py
+PAIRED_HOOKS = "<paired hooks>"
 
 
 def stateful_calls(records: list[dict]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -33,15 +36,34 @@ def held_sids(records: list[dict]) -> set[int]:
 
 def refuse_recompute_of_stateful(policy_text: str, mods: np.ndarray, ev0: np.ndarray,
                                  recompute: np.ndarray, st_mod: np.ndarray,
-                                 st_ev0: np.ndarray, st_obj: np.ndarray) -> None:
+                                 st_ev0: np.ndarray, st_obj: np.ndarray,
+                                 ev1: np.ndarray | None = None) -> None:
     """Raise PolicyError if a call to be re-run (`recompute` mask over the selected calls
-    `mods`/`ev0`) is one that wrote state outside itself."""
+    `mods`/`ev0`, ending at `ev1`) is one that wrote state outside itself, or (a
+    `PAIRED_HOOKS` record) holds, or is, a call of a module with paired hooks."""
     if not len(st_mod) or not recompute.any():
         return
     calls = set(zip(mods[recompute].tolist(), ev0[recompute].tolist()))
+    spans = list(zip(mods[recompute].tolist(), ev0[recompute].tolist(),
+                     (ev1 if ev1 is not None else ev0)[recompute].tolist()))
     for m, e, o in zip(st_mod.tolist(), st_ev0.tolist(), st_obj.tolist()):
         if (m, e) in calls:
             raise PolicyError(stateful_message(policy_text, m, o))
+        if o == PAIRED_HOOKS:   # the hooked module's call inside a region that is re-run
+            for r, r0, r1 in spans:
+                if r0 <= e < r1 and (not r or m == r or m.startswith(r + ".")):
+                    raise PolicyError(paired_hooks_message(policy_text, r, m))
+
+
+def paired_hooks_message(policy_text: str, region: str, module: str) -> str:
+    """One line: a re-run region holds a module whose forward hooks pair with its full
+    backward hooks (Note [Hooks paired across forward and backward])."""
+    inside = ", which" if region == module else f", whose {module}"
+    return (f"{policy_text} would re-run {region}{inside} has forward hooks paired with full "
+            "backward hooks (what one forward hook stores, one backward hook consumes: "
+            "Opacus's per-sample gradients), and the re-run fires the forward hooks a "
+            "second time with no backward to match (Opacus then fails: \"Per sample "
+            "gradient is not initialized\"); offload that module instead")
 
 
 def stateful_message(policy_text: str, module: str, obj: str) -> str:

@@ -98,7 +98,9 @@ from memledger.ledger.writer import Sink
 from memledger.trace.optimizer_state import held_tensors
 from memledger.trace.outside_state import (
     INPUT_WRITTEN,
+    PAIRED_HOOKS,
     argument_versions,
+    paired_hooks,
     storage_key,
     written_arguments,
     written_state,
@@ -1681,6 +1683,9 @@ class Collector(ShardingMixin, TorchDispatchMode):
         if written_arguments(versions):   # Note [State written outside a region]
             self.sink.write({"k": "stateful", "mod": path, "ev0": ev0, "ev1": self._ev,
                              "obj": INPUT_WRITTEN, "sids": []})
+        if paired_hooks(module):   # Note [Hooks paired across forward and backward]
+            self.sink.write({"k": "stateful", "mod": path, "ev0": ev0, "ev1": self._ev,
+                             "obj": PAIRED_HOOKS, "sids": []})
         for obj, keys in written_state(args, kwargs,
                                        lambda k: sids.get(k, -1) >= first_new):
             # Note [State written outside a region] (memledger/trace/outside_state.py)

@@ -32,6 +32,28 @@ on its input: re-run, the region would start from the changed tensor, and torch'
 checkpoint fails in backward ("modified by an inplace operation"). The call is recorded
 as `stateful` with the object `INPUT_WRITTEN`, and refused alike. Known limitation: a
 write into a tensor held inside an object (a static cache's `index_copy_`) is not seen.
+
+# Note [Hooks paired across forward and backward]
+A module with its own forward hook and its own full backward hook usually pairs them: what
+the forward hook stores for each call, the backward hook consumes. Opacus's
+`GradSampleModule` does so on every trainable layer: the forward hook appends the layer's
+input to `module.activations` and counts the call (`p._forward_counter += 1`), the backward
+hook pops that input, computes the per-sample gradients and only when the count is back to
+0 moves them to `p.grad_sample`. A checkpoint (or selective) re-run fires the forward hooks
+a second time, but backward runs through the first forward's graph only, so the backward
+hooks fire once: the count stays at 1, `p.grad_sample` is never set and `optimizer.step()`
+raises "Per sample gradient is not initialized" (tests/clients/train_opacus.py, MLP,
+`checkpoint:_module.blocks.*`). Neither half makes a storage during the call (the input is
+stored as a `detach()` alias), so Note [State written outside a region] cannot see it; the
+hooks themselves are what says it. The collector writes a `stateful` record with the object
+`PAIRED_HOOKS` for each forward call of a module holding both kinds (its own
+`_forward_hooks` or `_forward_pre_hooks`, and full backward hooks or backward pre-hooks:
+memledger's module hooks are global, never the module's own), and predict refuses any
+region re-run that holds such a call; measure refuses it after the region's first forward,
+before any recompute. Offload re-runs nothing and is allowed. A forward hook alone (a
+logger, spectral norm's pre-hook) is not refused: nothing in backward expects one call.
+Disabled hooks (`GradSampleModule.disable_hooks()`) still count: the hooks' objects say
+nothing about what they do.
 """
 
 from __future__ import annotations
@@ -40,7 +62,7 @@ from typing import Any, Iterator
 
 import torch
 
-from memledger.replay.stateful import INPUT_WRITTEN  # noqa: F401 - the collector's name for it
+from memledger.replay.stateful import INPUT_WRITTEN, PAIRED_HOOKS  # noqa: F401 - the collector's names
 
 _ATOMS = (str, bytes, int, float, complex, bool, type(None), type, torch.dtype,
           torch.device, torch.Size)
@@ -100,6 +122,15 @@ def written_state(args: tuple, kwargs: dict | None, is_new) -> list[tuple[str, l
             out.append((type(obj).__name__, sorted(set(keys))))
     return out
 
+
+
+def paired_hooks(module: torch.nn.Module) -> bool:
+    """Does `module` hold forward hooks of its own and full backward hooks of its own?
+    Note [Hooks paired across forward and backward]."""
+    if not (module._forward_hooks or module._forward_pre_hooks):
+        return False
+    return bool(module._backward_pre_hooks) or (
+        bool(module._backward_hooks) and getattr(module, "_is_full_backward_hook", None) is True)
 
 
 def argument_versions(args: tuple, kwargs: dict | None) -> list[tuple[torch.Tensor, int]]:

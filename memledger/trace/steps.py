@@ -25,6 +25,12 @@ later steps end only at an optimizer's `step()`, so that every pass ends every s
 same point: a GAN's step runs from the generator's `step()` to the discriminator's next),
 and the script's end ends it.
 
+A wrapper optimizer's `step()` that skips the update (Opacus's BatchMemoryManager calls
+`step()` on every physical batch and `signal_skip_step` makes all but the last return
+without calling the wrapped optimizer's) fires no torch optimizer step hook, so it is no
+step: a step is an update, the logical batch, as under accelerate's accumulation
+(tests/clients/train_opacus.py `--bmm --no-poisson --steps 6`: 6 `step()` calls, 2 steps).
+
 Known limitation (what lazy discovery cannot see): in the FIRST iteration, an optimizer
 whose parameters belong to no module that ran forward (a bare `nn.Parameter` used in the
 loss) is unknown until it steps, so that iteration's earlier optimizers end step 1 alone and
