@@ -26,6 +26,10 @@ enabled=is_accumulating)`. `--steps` counts optimizer steps, as litgpt's `max_st
 - `--autocast`: the loss computed under an explicit `fabric.autocast()` too (litgpt's
   chunked loss does this outside the model).
 
+`--bug` plants a mistake for `memledger doctor`: `no-zero` never zeroes the gradients,
+`retain` keeps every micro-batch's loss (and its graph) in a list, `no-train` leaves the
+model in eval mode after the first validation (with `--eval-every` and `--dropout`).
+
 The model is `transformer.h.*` of pre-LN blocks (causal self-attention as one qkv projection,
 a GELU MLP) with token and position embeddings and an untied `lm_head`, litgpt's names. The
 data are random tokens; nothing is downloaded.
@@ -70,8 +74,9 @@ class MLP(nn.Module):
 
 
 class Block(nn.Module):
-    def __init__(self, width: int, heads: int) -> None:
+    def __init__(self, width: int, heads: int, dropout: float = 0.0) -> None:
         super().__init__()
+        self.drop = nn.Dropout(dropout)
         self.norm_1 = nn.LayerNorm(width)
         self.attn = CausalSelfAttention(width, heads)
         self.norm_2 = nn.LayerNorm(width)
@@ -79,16 +84,17 @@ class Block(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = x + self.attn(self.norm_1(x))
-        return x + self.mlp(self.norm_2(x))
+        return x + self.drop(self.mlp(self.norm_2(x)))
 
 
 class GPT(nn.Module):
-    def __init__(self, vocab: int, width: int, depth: int, heads: int, seq: int) -> None:
+    def __init__(self, vocab: int, width: int, depth: int, heads: int, seq: int,
+                 dropout: float = 0.0) -> None:
         super().__init__()
         self.transformer = nn.ModuleDict(dict(
             wte=nn.Embedding(vocab, width),
             wpe=nn.Embedding(seq, width),
-            h=nn.ModuleList(Block(width, heads) for _ in range(depth)),
+            h=nn.ModuleList(Block(width, heads, dropout) for _ in range(depth)),
             ln_f=nn.LayerNorm(width)))
         self.lm_head = nn.Linear(width, vocab, bias=False)
 
@@ -114,14 +120,15 @@ class RandomTokens(torch.utils.data.Dataset):
 
 
 @torch.no_grad()
-def validate(fabric, model: nn.Module, val) -> torch.Tensor:
+def validate(fabric, model: nn.Module, val, bug: str = "") -> torch.Tensor:
     """litgpt's `validate`: eval mode, no_grad, the mean loss, back to train mode."""
     model.eval()
     losses = torch.zeros(len(val))
     for k, (ids, labels) in enumerate(val):
         logits = model(ids)
         losses[k] = F.cross_entropy(logits.flatten(0, 1).float(), labels.flatten())
-    model.train()
+    if bug != "no-train":
+        model.train()
     return losses.mean()
 
 
@@ -141,6 +148,11 @@ def main() -> None:
                    help="with --save: also fabric.save every this many optimizer steps")
     p.add_argument("--eval-every", type=int, default=0,
                    help="validate on 2 batches every this many optimizer steps")
+    p.add_argument("--compile", default="", help="torch.compile the model with this backend "
+                   "(inductor, aot_eager, eager) before fabric.setup, as litgpt's pretraining")
+    p.add_argument("--dropout", type=float, default=0.0, help="dropout in the blocks")
+    p.add_argument("--bug", choices=["", "no-zero", "retain", "no-train"], default="",
+                   help="a planted mistake for `memledger doctor`")
     p.add_argument("--vocab", type=int, default=64)
     p.add_argument("--width", type=int, default=32)
     p.add_argument("--depth", type=int, default=2)
@@ -154,7 +166,7 @@ def main() -> None:
     fabric = Fabric(accelerator="cpu", devices=1, precision=args.precision)
     fabric.launch()
     fabric.seed_everything(0, verbose=False)
-    dims = (args.vocab, args.width, args.depth, args.heads, args.seq)
+    dims = (args.vocab, args.width, args.depth, args.heads, args.seq, args.dropout)
     if args.init_module:
         with fabric.init_module(empty_init=True):
             model = GPT(*dims)
@@ -162,6 +174,8 @@ def main() -> None:
         model.load_state_dict(GPT(*dims).state_dict())   # litgpt: load the checkpoint
     else:
         model = GPT(*dims)
+    if args.compile:
+        model = torch.compile(model, backend=args.compile)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.02)
     model, optimizer = fabric.setup(model, optimizer)
     data = torch.utils.data.DataLoader(RandomTokens(256, args.seq, args.vocab),
@@ -175,7 +189,7 @@ def main() -> None:
         fabric.load(os.path.join(args.resume, "state.pt"), state)
 
     model.train()
-    micro = 0
+    micro, losses = 0, []
     for ids, labels in data:
         if state["step"] >= args.steps:
             break
@@ -189,17 +203,20 @@ def main() -> None:
             else:
                 loss = F.cross_entropy(logits.flatten(0, 1).float(), labels.flatten())
             fabric.backward(loss / args.accum)
+            if args.bug == "retain":
+                losses.append(loss)
         if not is_accumulating:
             if args.clip:
                 fabric.clip_gradients(model, optimizer, max_norm=1.0)
             optimizer.step()
-            optimizer.zero_grad()
+            if args.bug != "no-zero":
+                optimizer.zero_grad()
             state["step"] += 1
             if args.save and args.save_every and state["step"] % args.save_every == 0:
                 os.makedirs(args.save, exist_ok=True)
                 fabric.save(os.path.join(args.save, "state.pt"), state)
             if args.eval_every and state["step"] % args.eval_every == 0:
-                validate(fabric, model, val)
+                validate(fabric, model, val, args.bug)
 
     if args.save:
         os.makedirs(args.save, exist_ok=True)
