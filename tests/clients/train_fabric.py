@@ -148,6 +148,8 @@ def main() -> None:
                    help="with --save: also fabric.save every this many optimizer steps")
     p.add_argument("--eval-every", type=int, default=0,
                    help="validate on 2 batches every this many optimizer steps")
+    p.add_argument("--devices", type=int, default=1)
+    p.add_argument("--strategy", default="auto", help="with --devices 2: ddp, ddp_spawn")
     p.add_argument("--compile", default="", help="torch.compile the model with this backend "
                    "(inductor, aot_eager, eager) before fabric.setup, as litgpt's pretraining")
     p.add_argument("--dropout", type=float, default=0.0, help="dropout in the blocks")
@@ -163,7 +165,8 @@ def main() -> None:
     warnings.filterwarnings("ignore")
     from lightning.fabric import Fabric
 
-    fabric = Fabric(accelerator="cpu", devices=1, precision=args.precision)
+    fabric = Fabric(accelerator="cpu", devices=args.devices, strategy=args.strategy,
+                    precision=args.precision)
     fabric.launch()
     fabric.seed_everything(0, verbose=False)
     dims = (args.vocab, args.width, args.depth, args.heads, args.seq, args.dropout)
