@@ -23,6 +23,8 @@ enabled=is_accumulating)`. `--steps` counts optimizer steps, as litgpt's `max_st
 - `--save-every K` (with `--save`): `fabric.save` every K optimizer steps too, mid-run, as
   litgpt's `save_interval`; `--eval-every K`: validate on 2 batches every K optimizer steps
   (litgpt's `validate`: `model.eval()`, `torch.no_grad()`, back to `model.train()`).
+- `--lora R`: litgpt's LoRA on each qkv projection (rank R), every other weight frozen,
+  AdamW over the LoRA weights alone.
 - `--autocast`: the loss computed under an explicit `fabric.autocast()` too (litgpt's
   chunked loss does this outside the model).
 
@@ -45,11 +47,26 @@ import torch.nn.functional as F
 from torch import nn
 
 
+class LoRALinear(nn.Linear):
+    """litgpt's `LoRALinear`: the pretrained weight frozen, a low-rank update beside it
+    (`lora_A` random, `lora_B` zero at the start) scaled by alpha / r."""
+
+    def __init__(self, width: int, out: int, r: int, alpha: int = 16) -> None:
+        super().__init__(width, out)
+        self.lora_A = nn.Parameter(torch.empty(r, width))
+        self.lora_B = nn.Parameter(torch.zeros(out, r))
+        nn.init.kaiming_uniform_(self.lora_A, a=math.sqrt(5))
+        self.scaling = alpha / r
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return super().forward(x) + (x @ self.lora_A.T @ self.lora_B.T) * self.scaling
+
+
 class CausalSelfAttention(nn.Module):
-    def __init__(self, width: int, heads: int) -> None:
+    def __init__(self, width: int, heads: int, lora: int = 0) -> None:
         super().__init__()
         self.heads = heads
-        self.attn = nn.Linear(width, 3 * width)
+        self.attn = LoRALinear(width, 3 * width, lora) if lora else nn.Linear(width, 3 * width)
         self.proj = nn.Linear(width, width)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -74,11 +91,11 @@ class MLP(nn.Module):
 
 
 class Block(nn.Module):
-    def __init__(self, width: int, heads: int, dropout: float = 0.0) -> None:
+    def __init__(self, width: int, heads: int, dropout: float = 0.0, lora: int = 0) -> None:
         super().__init__()
         self.drop = nn.Dropout(dropout)
         self.norm_1 = nn.LayerNorm(width)
-        self.attn = CausalSelfAttention(width, heads)
+        self.attn = CausalSelfAttention(width, heads, lora)
         self.norm_2 = nn.LayerNorm(width)
         self.mlp = MLP(width)
 
@@ -89,12 +106,12 @@ class Block(nn.Module):
 
 class GPT(nn.Module):
     def __init__(self, vocab: int, width: int, depth: int, heads: int, seq: int,
-                 dropout: float = 0.0) -> None:
+                 dropout: float = 0.0, lora: int = 0) -> None:
         super().__init__()
         self.transformer = nn.ModuleDict(dict(
             wte=nn.Embedding(vocab, width),
             wpe=nn.Embedding(seq, width),
-            h=nn.ModuleList(Block(width, heads, dropout) for _ in range(depth)),
+            h=nn.ModuleList(Block(width, heads, dropout, lora) for _ in range(depth)),
             ln_f=nn.LayerNorm(width)))
         self.lm_head = nn.Linear(width, vocab, bias=False)
 
@@ -148,6 +165,8 @@ def main() -> None:
                    help="with --save: also fabric.save every this many optimizer steps")
     p.add_argument("--eval-every", type=int, default=0,
                    help="validate on 2 batches every this many optimizer steps")
+    p.add_argument("--lora", type=int, default=0,
+                   help="rank of LoRA on the qkv projections; everything else frozen")
     p.add_argument("--devices", type=int, default=1)
     p.add_argument("--strategy", default="auto", help="with --devices 2: ddp, ddp_spawn")
     p.add_argument("--compile", default="", help="torch.compile the model with this backend "
@@ -169,7 +188,8 @@ def main() -> None:
                     precision=args.precision)
     fabric.launch()
     fabric.seed_everything(0, verbose=False)
-    dims = (args.vocab, args.width, args.depth, args.heads, args.seq, args.dropout)
+    dims = (args.vocab, args.width, args.depth, args.heads, args.seq, args.dropout,
+            args.lora)
     if args.init_module:
         with fabric.init_module(empty_init=True):
             model = GPT(*dims)
@@ -179,7 +199,11 @@ def main() -> None:
         model = GPT(*dims)
     if args.compile:
         model = torch.compile(model, backend=args.compile)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.02)
+    if args.lora:   # litgpt's mark_only_lora_as_trainable
+        for name, param in model.named_parameters():
+            param.requires_grad = "lora_" in name
+    trainable = [param for param in model.parameters() if param.requires_grad]
+    optimizer = torch.optim.AdamW(trainable, lr=1e-3, weight_decay=0.02)
     model, optimizer = fabric.setup(model, optimizer)
     data = torch.utils.data.DataLoader(RandomTokens(256, args.seq, args.vocab),
                                        batch_size=args.micro_batch_size, shuffle=False)
