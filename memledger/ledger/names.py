@@ -40,3 +40,23 @@ def block_of(path: str) -> str:
         if part.isdigit():
             return ".".join(parts[: i + 1])
     return parts[0] if parts else ""
+
+
+COMPILED = "_orig_mod"   # torch.compile's OptimizedModule holds the model under this name
+# Wrappers that hold the model under a private name the user never writes: torch.compile's
+# OptimizedModule, and Lightning Fabric's `fabric.setup(model)` (`_FabricModule`, the model
+# as `_forward_module`; its `_original_module` is the same object, which named_modules()
+# lists once). A policy's `blocks.*` then selects the model's blocks under either; Fabric's
+# read "selector 'blocks.*' matches no module; the model's modules are _forward_module
+# (LM), _forward_module.blocks (ModuleList), ..." before. (Here, not in trace/roots.py,
+# which imports torch: replay/policies.py reads a selector by the same rule.)
+WRAPPERS = (COMPILED, "_forward_module")
+
+
+def plain_name(name: str) -> str:
+    """A module or parameter name as the model itself has it: `torch.compile(model)` puts
+    `_orig_mod.` before every name (`_orig_mod.0.weight` is the model's `0.weight`), Fabric
+    `_forward_module.`."""
+    if not any(w in name for w in WRAPPERS):
+        return name
+    return ".".join(p for p in name.split(".") if p not in WRAPPERS)

@@ -28,6 +28,7 @@ from typing import Iterable
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from memledger.errors import PolicyError, UnitError
+from memledger.ledger.names import plain_name
 from memledger.units import parse_bytes
 
 
@@ -268,7 +269,7 @@ def resolve(policy: Policy, modules: Iterable[tuple[str, str]],
     regions: list[Region] = []
     taken: dict[str, str] = {}
     for part in policy.parts:
-        sel = part.selector
+        sel = _through_wrappers(part.selector)
         hits = _selected(sel, mods)
         if not hits:
             _refuse_uncalled(sel, _selected(sel, [(p, containers.get(p, ""))
@@ -302,6 +303,23 @@ def resolve(policy: Policy, modules: Iterable[tuple[str, str]],
 
 def _a(name: str) -> str:
     return f"{'an' if name[:1] in 'AEIOU' else 'a'} {name}"
+
+
+# Note [Selectors through a wrapper]
+# The trace and the measure worker name modules as the model has them, without a
+# wrapper's private segment (`_orig_mod.` of torch.compile, `_forward_module.` of Lightning
+# Fabric's `fabric.setup`: ledger/names.py, WRAPPERS). A user who lists the modules of the
+# model the script holds (`model.named_modules()` after `model = fabric.setup(model)`, or
+# `print(model)`) sees `_forward_module.transformer.h.0` and writes
+# `checkpoint:_forward_module.transformer.h.*`: that read "matches no module; the modules
+# are transformer.h.0, ..." (a refusal, though it names the very modules meant). A selector
+# is read by the rule its names are made by: its wrapper segments dropped. A selector of
+# a wrapper alone (`_forward_module`: the whole model, never a region) stays as written.
+def _through_wrappers(sel: str) -> str:
+    """A selector without a wrapper's segments ('_forward_module.blocks.*' -> 'blocks.*')."""
+    if sel.startswith("@"):
+        return sel
+    return plain_name(sel) or sel
 
 
 def _selected(sel: str, mods: list[tuple[str, str]]) -> list[tuple[str, str]]:

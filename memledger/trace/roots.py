@@ -309,23 +309,10 @@ def _frame_locals(f):
 _LOCALS_SNAPSHOT = sys.version_info < (3, 13)
 
 
-COMPILED = "_orig_mod"   # torch.compile's OptimizedModule holds the model under this name
-# Wrappers that hold the model under a private name the user never writes: torch.compile's
-# OptimizedModule, and Lightning Fabric's `fabric.setup(model)` (`_FabricModule`, the model
-# as `_forward_module`; its `_original_module` is the same object, which named_modules()
-# lists once). A policy's `blocks.*` then selects the model's blocks under either; Fabric's
-# read "selector 'blocks.*' matches no module; the model's modules are _forward_module
-# (LM), _forward_module.blocks (ModuleList), ..." before.
-WRAPPERS = (COMPILED, "_forward_module")
-
-
-def plain_name(name: str) -> str:
-    """A module or parameter name as the model itself has it: `torch.compile(model)` puts
-    `_orig_mod.` before every name (`_orig_mod.0.weight` is the model's `0.weight`), Fabric
-    `_forward_module.`."""
-    if not any(w in name for w in WRAPPERS):
-        return name
-    return ".".join(p for p in name.split(".") if p not in WRAPPERS)
+# COMPILED, WRAPPERS and plain_name live in memledger/ledger/names.py (no torch there): a
+# policy's selector is read by the same rule (replay/policies.py, Note [Selectors through a
+# wrapper]).
+from memledger.ledger.names import COMPILED, WRAPPERS, plain_name  # noqa: E402,F401
 
 
 def named_modules(root: torch.nn.Module) -> list[tuple[str, torch.nn.Module]]:

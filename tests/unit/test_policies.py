@@ -21,6 +21,11 @@ MODS = [("", "GPT"), ("wte", "Embedding"), ("blocks.0", "Block"), ("blocks.0.att
     ("checkpoint:**.attn", ["blocks.0.attn", "blocks.1.attn"]),
     ("checkpoint:blocks.0+offload:blocks.[12]", ["blocks.0", "blocks.1", "blocks.2"]),
     ("none", []),
+    # Note [Selectors through a wrapper]: the name `named_modules()` gives through Fabric's
+    # `_FabricModule` or torch.compile's OptimizedModule selects the model's own modules
+    ("checkpoint:_forward_module.blocks.*", ["blocks.0", "blocks.1", "blocks.2"]),
+    ("offload:_orig_mod.blocks.[01].attn", ["blocks.0.attn", "blocks.1.attn"]),
+    ("checkpoint:_forward_module._orig_mod.head", ["head"]),
 ])
 def test_selectors_resolve(text, paths):
     assert [r.path for r in resolve(parse_policy(text), MODS)] == paths
