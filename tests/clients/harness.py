@@ -240,3 +240,21 @@ def fake_client_gaps(script: str, argv: list[str],
         if pf != pr:
             out[text] = pf - pr if None not in (pf, pr) else "refused by one side only"
     return out
+
+
+def assert_one_doctor_error(script: str, argv: list[str], steps: int, check: str | None,
+                            line: str) -> None:
+    """The doctor on `script` finds nothing (`check` None), or exactly one `check` error,
+    located at the script line whose text is `line`."""
+    from memledger.doctor.run import diagnose_in_process
+
+    report, outcome = diagnose_in_process(HERE / script, argv, steps)
+    assert outcome.code == 0, outcome.reason
+    found = [(f.check, f.severity) for f in report.findings]
+    if check is None:
+        assert found == [], [f.line() for f in report.findings]
+        return
+    assert found == [(check, "error")], [f.line() for f in report.findings]
+    lines = (HERE / script).read_text().splitlines()
+    assert lines[report.findings[0].where.line - 1].strip() == line
+

@@ -21,7 +21,7 @@ import pytest
 
 pytest.importorskip("lightning")
 
-from tests.clients.harness import HERE, run_client  # noqa: E402
+from tests.clients.harness import HERE, assert_one_doctor_error, run_client  # noqa: E402
 
 pytestmark = pytest.mark.clients
 
@@ -91,14 +91,4 @@ def test_a_bf16_mixed_fabric_run_resumed_from_its_checkpoint(tmp_path, monkeypat
 def test_the_doctor_on_a_fabric_loop(argv, check, line):
     """No finding on Fabric's machinery (no_backward_sync, clip_gradients, validation in
     eval mode and no_grad between steps); a loss list is cross_step_retention."""
-    from memledger.doctor.run import diagnose_in_process
-
-    report, outcome = diagnose_in_process(HERE / SCRIPT, [*argv, "--steps", "5"], 3)
-    assert outcome.code == 0, outcome.reason
-    found = [(f.check, f.severity) for f in report.findings]
-    if check is None:
-        assert found == [], [f.line() for f in report.findings]
-        return
-    assert found == [(check, "error")], [f.line() for f in report.findings]
-    lines = (HERE / SCRIPT).read_text().splitlines()
-    assert lines[report.findings[0].where.line - 1].strip() == line
+    assert_one_doctor_error(SCRIPT, [*argv, "--steps", "5"], 3, check, line)

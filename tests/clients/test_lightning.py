@@ -16,7 +16,7 @@ import pytest
 # (`_EPS_SMOOTHING`), which the in-process ledger pass would see and the allocator pass not
 pytest.importorskip("pytorch_lightning")
 
-from tests.clients.harness import HERE, run_client  # noqa: E402
+from tests.clients.harness import HERE, assert_one_doctor_error, run_client  # noqa: E402
 
 pytestmark = pytest.mark.clients
 
@@ -120,14 +120,4 @@ def test_the_doctor_on_lightnings_loop(argv, check, line):
     validation in inference mode between steps, is clean by hand too); a cut inside the closure is cut_graph (it read as two
     unused_parameter warnings, one saying out_proj's module did not run), and a loss list
     on the LightningModule is cross_step_retention (unreported)."""
-    from memledger.doctor.run import diagnose_in_process
-
-    report, outcome = diagnose_in_process(HERE / SCRIPT, [*argv, "--steps", "5"], 3)
-    assert outcome.code == 0, outcome.reason
-    found = [(f.check, f.severity) for f in report.findings]
-    if check is None:
-        assert found == [], [f.line() for f in report.findings]
-        return
-    assert found == [(check, "error")], [f.line() for f in report.findings]
-    lines = (HERE / SCRIPT).read_text().splitlines()
-    assert lines[report.findings[0].where.line - 1].strip() == line
+    assert_one_doctor_error(SCRIPT, [*argv, "--steps", "5"], 3, check, line)
