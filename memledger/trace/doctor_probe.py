@@ -292,6 +292,10 @@ class DoctorProbe(TorchFunctionMode):
         self._opt_steps: dict[int, int] = {}
         self._scheds: list[tuple[weakref.ref, int, bool]] = []
         self._sched_steps: dict[int, int] = {}         # scheduler index -> steps so far
+        self._sched_base: dict[int, int] = {}          # index -> `_step_count` before the run
+        # Note [A scheduler resumed from a checkpoint]: id -> (ref, _step_count) at the first
+        # forward, of schedulers whose optimizer had state already (None: not looked yet)
+        self._resumed_scheds: dict[int, tuple[weakref.ref, int]] | None = None
         self._sched_cls: list[str] = []
         self._steps = 0
         self._in_opt = 0
@@ -386,7 +390,7 @@ class DoctorProbe(TorchFunctionMode):
         for k, (ref, _, _) in enumerate(self._scheds):
             s = ref()
             if s is not None:   # gone once the script ends: keep the last count seen
-                self._sched_steps[k] = int(getattr(s, "_step_count", 1)) - 1
+                self._sched_steps[k] = int(getattr(s, "_step_count", 1)) - self._sched_base[k]
 
     # ---- parameters and modules -----------------------------------------------------------
     # Note [Parameters held weakly]
@@ -529,6 +533,8 @@ class DoctorProbe(TorchFunctionMode):
         _, new = self._names.path(module, top_level=top)
         if new:   # the module, or the one whose method called it (trace/roots.py)
             self._register_root(self._names.root)
+            if self._resumed_scheds is None:
+                self._resumed_scheds = _resumed_schedulers()
         self._ran.add(mid)
         if self._cut_srcs and _grad_enabled() and torch._C._current_graph_task_id() != -1:
             self._module_around_cut(module)   # Note [A cut the graph goes around]
@@ -1076,7 +1082,8 @@ class DoctorProbe(TorchFunctionMode):
         for k, (ref, o, _) in enumerate(self._scheds):
             s = ref()
             if s is not None and o == -1 and getattr(s, "optimizer", None) is opt:
-                self._scheds[k] = (ref, oi, int(getattr(s, "_step_count", 1)) > 1)
+                self._scheds[k] = (ref, oi,
+                                   int(getattr(s, "_step_count", 1)) > self._sched_base[k])
                 # the scheduler's own step() calls are invisible to hooks; the check finds
                 # them in the source by the variable that holds it (doctor/source.py)
                 var, vfile, vline = user_name_of(s)
@@ -1242,10 +1249,39 @@ class DoctorProbe(TorchFunctionMode):
     def _find_schedulers(self) -> None:
         from torch.optim.lr_scheduler import LRScheduler
 
+        resumed = self._resumed_scheds or {}
         for o in gc.get_objects():
             if issubclass(type(o), LRScheduler):  # type(): never wake lazy proxies
+                seen = resumed.get(id(o))
+                self._sched_base[len(self._scheds)] = \
+                    seen[1] if seen is not None and seen[0]() is o else 1
                 self._scheds.append((weakref.ref(o), -1, False))
                 self._sched_cls.append(type(o).__name__)
+
+
+# Note [A scheduler resumed from a checkpoint]
+# A scheduler counts its own steps (`_step_count`, 1 once built) and a checkpoint carries the
+# count: resumed (`load_state_dict`, accelerate's `load_state`, a Trainer's
+# `resume_from_checkpoint`), it starts the run with the saved run's steps, and the doctor,
+# which read the count as this run's, said "stepped 6 times for 3 optimizer steps" and "ran
+# before the first optimizer.step()" of a run resumed after 4 steps
+# (tests/clients/train_accelerate.py --resume). A built scheduler's count and a loaded one's
+# look alike; what tells a resumed run is its optimizer, which has state before its first
+# step only when loaded (Adam's moments, SGD's momentum). So at the run's first top-level
+# forward, where a resumed script has loaded its checkpoints and not yet stepped, the
+# schedulers of optimizers with state are noted with their counts, which are this run's
+# starting point; every other scheduler starts from 1. Not seen: a resumed optimizer with no
+# state (plain SGD), whose scheduler is read from 1 as before.
+def _resumed_schedulers() -> dict[int, tuple[weakref.ref, int]]:
+    from torch.optim.lr_scheduler import LRScheduler
+
+    out = {}
+    for o in gc.get_objects():
+        if issubclass(type(o), LRScheduler):   # type(): never wake lazy proxies
+            opt = getattr(o, "optimizer", None)
+            if getattr(opt, "state", None):
+                out[id(o)] = (weakref.ref(o), int(getattr(o, "_step_count", 1)))
+    return out
 
 
 def _calling_module(frame, depth: int = 12) -> nn.Module | None:
