@@ -84,9 +84,36 @@ class ScriptOutcome:
 
 
 FUNC_TRANSFORMS = (
-    "the script differentiates with torch.func (grad, vjp, jacrev), whose transforms refuse "
+    "{who} differentiates with torch.func (grad, vjp, jacrev), whose transforms refuse "
     "saved-tensor hooks, and memledger sees what autograd saves (and offloads it) through "
-    "them; trace a version of the step that calls loss.backward()")
+    "them; {fix}")
+
+
+def _func_transforms_line(e: BaseException) -> str:
+    """FUNC_TRANSFORMS naming who called torch.func: the script, or the library (and its
+    line) between the script and torch (Opacus's `grad_sample_mode="functorch"` computes
+    per-sample gradients so, inside `loss.backward()`; "the script" misled there)."""
+    from memledger.trace.where import is_user_file
+
+    import sysconfig
+
+    skip = tuple(os.path.realpath(d) + os.sep for d in (
+        os.path.dirname(sys.modules["torch"].__file__),
+        os.path.dirname(os.path.dirname(__file__)),           # memledger
+        sysconfig.get_paths()["stdlib"]))
+    caller = None
+    for fs in traceback.extract_tb(e.__traceback__):
+        if not os.path.realpath(fs.filename).startswith(skip):
+            caller = fs   # the innermost frame outside torch, memledger and the stdlib
+    if caller is None or is_user_file(caller.filename):
+        return FUNC_TRANSFORMS.format(
+            who="the script", fix="trace a version of the step that calls loss.backward()")
+    parts = os.path.realpath(caller.filename).split(os.sep)
+    pkg = next((parts[i + 1] for i in range(len(parts) - 2, -1, -1)
+                if parts[i] in ("site-packages", "dist-packages")), parts[-1])
+    return FUNC_TRANSFORMS.format(
+        who=f"`{pkg}` (called by the script) at {'/'.join(parts[-2:])}:{caller.lineno}",
+        fix=f"trace the script with an option of `{pkg}` that does without torch.func")
 
 
 # Note [A policy inside one graph]
@@ -131,7 +158,7 @@ def run_and_classify(script: str | Path, argv: list[str],
             # memledger's own file (offload's copies) met a full disk: not the script's
             return ScriptOutcome(EXIT_USAGE, str(e).removeprefix("memledger: "), e)
         if isinstance(e, RuntimeError) and "support saved tensor hooks" in str(e):
-            return ScriptOutcome(EXIT_USAGE, FUNC_TRANSFORMS, e)   # torch.func: not the
+            return ScriptOutcome(EXIT_USAGE, _func_transforms_line(e), e)   # torch.func: not the
             # script's failure either; it runs without memledger's hooks
         if is_internal(e):   # Note [memledger's own hooks fail as memledger] (crash.py)
             return ScriptOutcome(EXIT_INTERNAL, crash_line(e), e)

@@ -8,7 +8,7 @@ import pytest
 
 pytest.importorskip("opacus")
 
-from tests.clients.harness import run_client  # noqa: E402
+from tests.clients.harness import HERE, run_client  # noqa: E402
 
 pytestmark = pytest.mark.clients
 
@@ -69,3 +69,20 @@ def test_batch_memory_manager_counts_updates_not_step_calls():
     assert _grad_sample_bytes(run) == 11 * 3 * 512 * 4
     p = run.policies["offload:_module.blocks.*"]
     assert p.predicted == p.measured, p
+
+
+def test_functorch_mode_is_refused_naming_opacus_not_the_script():
+    """torch.func refuses saved-tensor hooks; under `grad_sample_mode="functorch"` it is
+    Opacus, inside `loss.backward()`, that calls it: the one line named "the script"."""
+    from memledger.errors import EXIT_USAGE
+    from memledger.ledger.writer import MemorySink
+    from memledger.trace.collector import Collector
+    from memledger.trace.script import run_and_classify
+
+    with Collector(MemorySink()):
+        outcome = run_and_classify(HERE / "train_opacus.py", ["--mode", "functorch",
+                                                              "--steps", "1"])
+    assert outcome.code == EXIT_USAGE
+    assert outcome.reason.startswith("`opacus` (called by the script) at "
+                                     "grad_sample/functorch.py:"), outcome.reason
+    assert outcome.reason.endswith("an option of `opacus` that does without torch.func")
