@@ -55,8 +55,11 @@ def _lost(run: Run) -> list[Record]:
     # a backward whose parameters moved in place before the next one (SAM's ascent step
     # along its gradient, then zero_grad) was used, though by no optimizer.step()
     # nor one taken for an input's gradient (an adversarial example's perturbation)
+    # nor one that left gradients beside `.grad` (per-sample gradients, which their own
+    # optimizer uses: Note [Gradients beside .grad] in trace/doctor_probe.py)
     return [b for b in run.backwards if b.get("params") and b["n"] not in used
-            and b["n"] < last and not b.get("moved") and not b.get("input_grads")]
+            and b["n"] < last and not b.get("moved") and not b.get("input_grads")
+            and not b.get("beside_grad")]
 
 
 def _zero_as_computed(st: Record) -> bool:

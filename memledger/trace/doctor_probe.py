@@ -818,7 +818,10 @@ class DoctorProbe(TorchFunctionMode):
             self._retention.backward_from(t)
         self._bw_rec, self._bw_params = rec, set()
         self.records.append(rec)
+        before = _beside_grad(self._params.values())
         out = func(*args, **kwargs)
+        if _beside_grad(self._params.values()) - before:   # Note [Gradients beside .grad]
+            rec["beside_grad"] = True
         bad = 0
         with _quiet():
             for pid in self._bw_params:
@@ -1272,6 +1275,28 @@ class DoctorProbe(TorchFunctionMode):
 # schedulers of optimizers with state are noted with their counts, which are this run's
 # starting point; every other scheduler starts from 1. Not seen: a resumed optimizer with no
 # state (plain SGD), whose scheduler is read from 1 as before.
+# Note [Gradients beside .grad]
+# Libraries of per-sample gradients attach what a backward computes to the parameters
+# themselves, beside `.grad`: Opacus's `p.grad_sample` (its `_norm_sample` under ghost
+# clipping), BackPACK's extensions' `p.grad_batch`, `p.variance`. Their optimizers use those
+# where no torch optimizer step shows it: Opacus's BatchMemoryManager clips and sums each
+# physical batch's `grad_sample` in a `step()` that then skips the update (no torch step
+# hook fires), and ghost clipping's first backward only measures norms, then zeroes `.grad`
+# itself. `dropped_update` read both as backward passes whose gradients no step used
+# (tests/clients/train_opacus.py --bmm: "2 of 3"; --mode ghost: "3 of 6"). A backward
+# that left new tensors on the parameters is marked `beside_grad` and not judged so.
+def _beside_grad(params) -> set[int]:
+    """ids of the tensors the parameters hold as attributes of their own (and in lists)."""
+    out: set[int] = set()
+    for p in params:
+        for v in p.__dict__.values():
+            if isinstance(v, _Tensor):
+                out.add(id(v))
+            elif isinstance(v, (list, tuple)):
+                out.update(id(x) for x in v if isinstance(x, _Tensor))
+    return out
+
+
 def _resumed_schedulers() -> dict[int, tuple[weakref.ref, int]]:
     from torch.optim.lr_scheduler import LRScheduler
 

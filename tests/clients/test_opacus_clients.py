@@ -86,3 +86,15 @@ def test_functorch_mode_is_refused_naming_opacus_not_the_script():
     assert outcome.reason.startswith("`opacus` (called by the script) at "
                                      "grad_sample/functorch.py:"), outcome.reason
     assert outcome.reason.endswith("an option of `opacus` that does without torch.func")
+
+
+@pytest.mark.parametrize("argv", [["--bmm", "--no-poisson", "--steps", "9"],
+                                  ["--mode", "ghost"], ["--mode", "hooks"]])
+def test_the_doctor_sees_per_sample_gradients_used(argv):
+    """Note [Gradients beside .grad] (trace/doctor_probe.py): BatchMemoryManager's skipped
+    `step()` sums each physical batch's `grad_sample` (no torch step hook fires) and ghost
+    clipping's first backward only measures norms; `dropped_update` read "6 of 9" and "3
+    of 6" backward passes as gradients no step used."""
+    from tests.clients.harness import assert_one_doctor_error
+
+    assert_one_doctor_error("train_opacus.py", argv, 3, None, "")
