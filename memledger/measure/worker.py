@@ -120,6 +120,15 @@ def main(argv: list[str] | None = None) -> int:
         result.update(error=str(installer.error), code=EXIT_USAGE)
     elif isinstance(outcome.error, PolicyError):   # refused while running (stateful call)
         result.update(error=str(outcome.error), code=EXIT_USAGE)
+    elif installer is not None and type(outcome.error).__name__ == "CheckpointError":
+        # torch's checkpoint found the policy's re-run unlike its first run: the policy's
+        # failure, not the script's (which ran without it); said as a refusal, exit 2
+        first = str(outcome.error).strip().splitlines()[0] if str(outcome.error) else ""
+        result.update(code=EXIT_USAGE, error=(
+            f"memledger: {policy.text()} cannot re-run {', '.join(result.get('regions', []))}: "
+            f"torch's checkpoint found the re-run unlike the first run ({first}); the "
+            "region's forward depends on what the re-run in backward does not see (a tensor "
+            "subclass over its parameters in the first run, say); offload it instead"))
     elif installer is not None and installer.applied is None and code == EXIT_OK:
         result.update(error="memledger: the policy never applied: the script called no module "
                             "with parameters; measure needs a model's forward", code=EXIT_USAGE)
