@@ -1250,16 +1250,13 @@ class DoctorProbe(TorchFunctionMode):
             raise StopTracing()
 
     def _find_schedulers(self) -> None:
-        from torch.optim.lr_scheduler import LRScheduler
-
         resumed = self._resumed_scheds or {}
-        for o in gc.get_objects():
-            if issubclass(type(o), LRScheduler):  # type(): never wake lazy proxies
-                seen = resumed.get(id(o))
-                self._sched_base[len(self._scheds)] = \
-                    seen[1] if seen is not None and seen[0]() is o else 1
-                self._scheds.append((weakref.ref(o), -1, False))
-                self._sched_cls.append(type(o).__name__)
+        for o in _live_schedulers():
+            seen = resumed.get(id(o))
+            self._sched_base[len(self._scheds)] = \
+                seen[1] if seen is not None and seen[0]() is o else 1
+            self._scheds.append((weakref.ref(o), -1, False))
+            self._sched_cls.append(type(o).__name__)
 
 
 # Note [A scheduler resumed from a checkpoint]
@@ -1297,16 +1294,17 @@ def _beside_grad(params) -> set[int]:
     return out
 
 
-def _resumed_schedulers() -> dict[int, tuple[weakref.ref, int]]:
+def _live_schedulers() -> list[Any]:
+    """Every LR scheduler alive now (one scan of the collector's objects)."""
     from torch.optim.lr_scheduler import LRScheduler
 
-    out = {}
-    for o in gc.get_objects():
-        if issubclass(type(o), LRScheduler):   # type(): never wake lazy proxies
-            opt = getattr(o, "optimizer", None)
-            if getattr(opt, "state", None):
-                out[id(o)] = (weakref.ref(o), int(getattr(o, "_step_count", 1)))
-    return out
+    # type(): never wake lazy proxies
+    return [o for o in gc.get_objects() if issubclass(type(o), LRScheduler)]
+
+
+def _resumed_schedulers() -> dict[int, tuple[weakref.ref, int]]:
+    return {id(o): (weakref.ref(o), int(getattr(o, "_step_count", 1)))
+            for o in _live_schedulers() if getattr(getattr(o, "optimizer", None), "state", None)}
 
 
 def _calling_module(frame, depth: int = 12) -> nn.Module | None:

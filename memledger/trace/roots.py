@@ -71,6 +71,9 @@ import weakref
 
 import torch
 
+# re-exported: the names other modules take from here
+from memledger.ledger.names import COMPILED, WRAPPERS, plain_name  # noqa: F401
+
 # frames of torch and of memledger are not the script's (Note [Root names])
 _NOT_THE_SCRIPT = (os.path.dirname(torch.__file__) + os.sep,
                    os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep)
@@ -309,10 +312,9 @@ def _frame_locals(f):
 _LOCALS_SNAPSHOT = sys.version_info < (3, 13)
 
 
-# COMPILED, WRAPPERS and plain_name live in memledger/ledger/names.py (no torch there): a
-# policy's selector is read by the same rule (replay/policies.py, Note [Selectors through a
-# wrapper]).
-from memledger.ledger.names import COMPILED, WRAPPERS, plain_name  # noqa: E402,F401
+# COMPILED, WRAPPERS and plain_name live in memledger/ledger/names.py (no torch there, imported
+# above): a policy's selector is read by the same rule (replay/policies.py, Note [Selectors
+# through a wrapper]).
 
 
 def named_modules(root: torch.nn.Module) -> list[tuple[str, torch.nn.Module]]:
