@@ -517,6 +517,36 @@ def _batchnorm_stats_frozen(module: nn.Module):
                 buf.copy_(value)
 
 
+# Note [Parameters handed in]
+# `torch.func.functional_call(model, tensors, ...)` runs a forward with other tensors in
+# the modules' `_parameters` for the length of the call: a MAML step's fast weights
+# (`p - lr * grad`), Opacus's `ExpandedWeight` wrappers (`grad_sample_mode="ew"`). A
+# checkpoint re-runs the region in backward, after that call has returned, so the re-run
+# read the module's own parameters: the recomputed activations came from other weights.
+# torch's checkpoint refused the Opacus re-run ("Recomputed values ... have different
+# metadata") and, same shapes, silently gave MAML's second-order step other gradients
+# (`checkpoint:2` on tests/clients/train_maml.py, 0.054 max abs on `0.weight`). The
+# re-run now puts back what the first run read, as the call did, and then restores.
+def _parameters_now(module: nn.Module) -> list[tuple[nn.Module, str, torch.Tensor]]:
+    return [(m, name, t) for m in module.modules() for name, t in m._parameters.items()
+            if t is not None]
+
+
+@contextlib.contextmanager
+def _parameters_as(params: list[tuple[nn.Module, str, torch.Tensor]]):
+    swapped = []
+    for m, name, t in params:
+        now = m._parameters.get(name)
+        if now is not t:
+            m._parameters[name] = t   # as functional_call does: no type check
+            swapped.append((m, name, now))
+    try:
+        yield
+    finally:
+        for m, name, now in reversed(swapped):
+            m._parameters[name] = now
+
+
 class _Recompute:
     """The BatchNorm guard and checkpoint's own recompute context entered as one (context_fn
     wants one object). Entered once per recompute: a step with two backward passes through
@@ -530,12 +560,16 @@ class _Recompute:
         self._module, self._recompute, self._selective = module, recompute, selective
         self._stack = contextlib.ExitStack()
         self._entered = 0
+        # made as the first run starts (checkpoint calls context_fn then): the tensors
+        # the region's parameters are at that moment, Note [Parameters handed in]
+        self._params = _parameters_now(module)
 
     def __enter__(self) -> None:
         self._entered += 1
         if self._selective is not None and self._entered > 1:
             raise PolicyError(selective_twice_message(*self._selective))
         self._stack = contextlib.ExitStack()
+        self._stack.enter_context(_parameters_as(self._params))
         self._stack.enter_context(_batchnorm_stats_frozen(self._module))
         self._stack.enter_context(self._recompute)
 

@@ -127,8 +127,9 @@ def main(argv: list[str] | None = None) -> int:
         result.update(code=EXIT_USAGE, error=(
             f"memledger: {policy.text()} cannot re-run {', '.join(result.get('regions', []))}: "
             f"torch's checkpoint found the re-run unlike the first run ({first}); the "
-            "region's forward depends on what the re-run in backward does not see (a tensor "
-            "subclass over its parameters in the first run, say); offload it instead"))
+            "region's forward depends on state outside its arguments that changes before "
+            "the re-run in backward (an attribute the script sets between forward and "
+            "backward, say); offload it instead"))
     elif installer is not None and installer.applied is None and code == EXIT_OK:
         result.update(error="memledger: the policy never applied: the script called no module "
                             "with parameters; measure needs a model's forward", code=EXIT_USAGE)

@@ -159,3 +159,46 @@ def test_the_doctor_names_a_forward_whose_graph_no_backward_used():
         if s.strip() == "out = student(proj(x).detach())")
     report, outcome = diagnose_in_process(here / "train_rnn.py", [], 2)
     assert outcome.code == 0 and report.findings == [], report.findings
+
+
+UNLIKE = '''
+import torch
+from torch import nn
+
+
+class Crop(nn.Module):
+    """Keeps the first `self.width` features: an attribute, not an argument."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin, self.width = nn.Linear(16, 16), 16
+
+    def forward(self, x):
+        return self.lin(x)[:, : self.width].exp()   # exp saves its output: width columns
+
+
+torch.manual_seed(0)
+model = nn.Sequential(Crop())
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for step in range(3):
+    model[0].width = 16
+    loss = model(torch.randn(8, 16)).square().mean()
+    model[0].width = 8   # set between forward and backward, as the re-run will read it
+    loss.backward()
+    opt.step()
+    opt.zero_grad()
+'''
+
+
+def test_a_re_run_unlike_the_first_is_refused_in_one_line(tmp_path):
+    """A region whose forward reads an attribute the script changes before backward: torch's
+    checkpoint finds the re-run's saved tensors of other sizes (CheckpointError). That is
+    the policy's failure, said as a refusal naming the region (exit 2), not a crash."""
+    script = tmp_path / "train_unlike.py"
+    script.write_text(UNLIKE)
+    run = run_client(str(script), [], ["checkpoint:0"], steps=2)
+    p = run.policies["checkpoint:0"]
+    assert p.measured is None
+    assert p.measure_refusal.startswith(
+        "memledger: checkpoint:0 cannot re-run 0: torch's checkpoint found the re-run unlike "
+        "the first run"), p

@@ -317,13 +317,14 @@ def test_maml_second_order_gradients_through_checkpoint():
     """A MAML loop (tests/clients/train_maml.py). Its inner `torch.autograd.grad(create_graph=
     True)` re-runs a checkpointed module inside a backward pass; the capture recorded that
     re-run's `linear` call as an input and rejected `checkpoint:0` ("input linear arg[0]
-    differs"), wrongly: its gradients are bitwise the baseline's. torch's own checkpoint of
-    the last Linear does change the second-order gradients (plain torch, no memledger:
-    0.054 max abs on 0.weight), and the gradient gate says so."""
+    differs"), wrongly: its gradients are bitwise the baseline's. The outer call hands the
+    model its fast weights through `functional_call`; the re-run in backward read the
+    module's own parameters instead, and `checkpoint:2` (the last Linear) gave other
+    gradients (0.054 max abs on `0.weight`, rejected by the gradient gate). The re-run now
+    reads what the first run read (Note [Parameters handed in], measure/apply.py): both
+    policies are bitwise the baseline's."""
     variants = [Variant(p, p) for p in ("checkpoint:0", "checkpoint:2")]
     rep = run_gates(CLIENTS / "train_maml.py", ["4"], variants, steps=2, runner=_in_process)
-    ok, wrong = rep.outcomes
-    assert ok.passed, ok.reason
-    assert ok.comparison.worst_gradient.max_abs == 0.0
-    assert wrong.comparison.gates == {"inputs": True, "gradients": False, "update": True}
-    assert (wrong.comparison.finding.step, wrong.comparison.finding.name) == (0, "0.weight")
+    for outcome in rep.outcomes:
+        assert outcome.passed, outcome.reason
+        assert outcome.comparison.worst_gradient.max_abs == 0.0
