@@ -696,6 +696,43 @@ KNOWN_FACTORIES = frozenset({aten.ones, aten.zeros, aten.full, aten.ones_like, a
                              aten.eye})
 
 
+# Rule 3: a known operand that decides an op's result whatever the other holds: `x & 0`
+# is 0, `x | True` is True. A loop that runs "until every sequence is done" combines a
+# stop it cannot know (a sampled token is EOS) with one it can (the length reached): each
+# of transformers' `generate` steps does `unfinished & ~(is_eos | is_max_len)` and stops
+# when `unfinished.max() == 0`. With the unknown half making the whole unknown, the
+# stand-in (False) never said stop and `trace --fake` of a GRPO trainer ran forever; now
+# the known half decides, and the fake run generates to the longest length a real run can.
+_ZERO_DECIDES = frozenset({aten.bitwise_and, aten.logical_and, aten.mul})
+_TRUE_DECIDES = frozenset({aten.bitwise_or, aten.logical_or})
+
+
+def _absorbed(func, args, kwargs) -> torch.Tensor | None:
+    """The result of a two-operand op decided by one known operand, or None."""
+    packet = getattr(func, "_overloadpacket", None)
+    zero = packet in _ZERO_DECIDES
+    if not (zero or packet in _TRUE_DECIDES) or kwargs or len(args) != 2 or \
+            not all(isinstance(a, torch.Tensor) for a in args):
+        return None
+    if any(a.is_floating_point() or a.is_complex() for a in args):
+        return None            # 0 * nan is nan: a float operand decides nothing
+    if not zero and packet is aten.bitwise_or and any(a.dtype != torch.bool for a in args):
+        return None            # `x | 1` is not 1 for integers
+    for a in args:
+        s = _shadow_of(a)
+        if s is None or not s.numel():
+            continue
+        with _disable_current_modes():
+            decides = not s.any() if zero else bool(s.all())
+        if decides:
+            shape = torch.broadcast_shapes(args[0].shape, args[1].shape)
+            dtype = torch.bool if packet in (aten.logical_and, aten.logical_or) else \
+                torch.promote_types(args[0].dtype, args[1].dtype)
+            with _disable_current_modes():
+                return torch.full(shape, 0 if zero else 1, dtype=dtype)
+    return None
+
+
 def _float_known(func, args) -> bool:
     """Rule 3: is a float result's value known? A value-fixing factory's, or one whose tensor
     inputs are all known (shadowed or real), at least one of them."""
@@ -973,7 +1010,8 @@ class FakeCollector(Collector):
         return alias
 
     def _real(self, func, args, kwargs):
-        """The op run for real on its inputs' shadows (Rule 3), or None if one is unknown."""
+        """The op run for real on its inputs' shadows (Rule 3), or None if one is unknown
+        (unless a known operand decides the result alone: `_absorbed`)."""
         flat, spec = tree_flatten((args, kwargs))
         real = []
         for a in flat:
@@ -981,7 +1019,7 @@ class FakeCollector(Collector):
                 own = isinstance(a, FakeTensor) and _shadow_tensor(a) is None
                 a = _shadow_of(a)
                 if a is None:
-                    return None
+                    return _absorbed(func, args, kwargs)
                 if own:   # FakeTensorMode's own constant: an in-place op here must not
                     with _disable_current_modes():   # write it too (AdamW's `step += 1`
                         a = a.clone()                # counted twice: 6.0 after 3 steps)

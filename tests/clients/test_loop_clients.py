@@ -202,3 +202,13 @@ def test_a_re_run_unlike_the_first_is_refused_in_one_line(tmp_path):
     assert p.measure_refusal.startswith(
         "memledger: checkpoint:0 cannot re-run 0: torch's checkpoint found the re-run unlike "
         "the first run"), p
+
+
+def test_fake_generation_stops_at_its_length_and_matches_the_real_run():
+    """`generate` stops when `unfinished & ~(is_eos | is_max_len)` is all zero. Under `--fake`
+    the EOS half is unknown, and the whole was read as the stand-in False: the loop never
+    ended (TRL's GRPO trainer, thirty-fourth session). A known operand now decides `&` and
+    `|` (Rule 3, `_absorbed` in trace/fake.py): the fake run generates the 8 tokens the
+    real one did, and its ledger is the real one's to the byte (647,384 B)."""
+    assert fake_client_gaps("train_generate.py", ["--steps", "3"],
+                            ["checkpoint:transformer.h.*"]) == {}
