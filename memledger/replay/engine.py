@@ -772,6 +772,9 @@ def _segments(prep: Prepared, calls: _Calls, dropped: np.ndarray, own: _Owners) 
                                       prep.pack_unpack_rel
                                       if prep.pack_unpack_rel is not None
                                       else prep.pack_unpack_end])
+        if prep.pack_let_go is not None:   # a kept graph held the node, so the frame, on:
+            # Note [A node a kept graph holds on] (trace/collector.py)
+            per_save = np.maximum(per_save, prep.pack_let_go)
         by_save = np.full(m + 1, -1, dtype=np.int64)
         np.maximum.at(by_save, kp[mine], per_save[mine])
         # saved, never unpacked, still live: by a call whose backward read its other saves,

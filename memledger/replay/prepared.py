@@ -149,6 +149,8 @@ class Prepared:
     pack_unpack_rel: np.ndarray = None  # int64 when autograd let go of that node (-1: unknown)
     pack_gone: np.ndarray = None    # int64 when autograd let go of it unread in forward (-1:
     #                                 not: read, held into backward, or an older ledger)
+    pack_let_go: np.ndarray = None  # int64 when a kept graph let go of it after it was read
+    #                                 (-1: with its node, or an older ledger)
     last_use: np.ndarray = None   # int64 event of the storage's last use (any phase)
     made_mod: np.ndarray = None   # object: the module that made the storage ("" = none)
     param_modules: tuple[str, ...] = ()   # every module path a parameter's name implies
@@ -304,6 +306,8 @@ class Prepared:
             out.pack_unpack_end = self.pack_unpack_end[ok]
             out.pack_unpack_rel = self.pack_unpack_rel[ok]
             out.pack_gone = self.pack_gone[ok]
+            if self.pack_let_go is not None:
+                out.pack_let_go = self.pack_let_go[ok]
         out.__dict__["_modules"] = self.module_table
         return out
 
@@ -562,7 +566,7 @@ def _packs(led: Ledger, st: pd.DataFrame) -> dict[str, np.ndarray]:
     mod_code, mod_names = pd.factorize(sv["mod"].fillna("").astype(str))
     pack_ev = sv["ev"].to_numpy(dtype=np.int64)
     pack_row = sv_row
-    gone = _unread(led, sv)
+    gone, let_go = _save_ends(led, sv, "unread"), _save_ends(led, sv, "let_go")
     dead = gone >= 0   # never unpacked (Note [A save autograd let go of unread])
     ex_s, ex_u = _exact_pairs(sv, up, sv_row, up_row, dead)
     n_all, up_all = len(sv), up
@@ -611,16 +615,18 @@ def _packs(led: Ledger, st: pd.DataFrame) -> dict[str, np.ndarray]:
     return {"pack_row": pack_row, "pack_ev": pack_ev,
             "pack_mod_code": mod_code.astype(np.int64),
             "pack_mod_names": np.asarray(mod_names, dtype=object), "pack_unpack": matched,
-            "pack_unpack_end": matched_end, "pack_unpack_rel": matched_rel, "pack_gone": gone}
+            "pack_unpack_end": matched_end, "pack_unpack_rel": matched_rel, "pack_gone": gone,
+            "pack_let_go": let_go}
 
 
-def _unread(led: Ledger, sv: pd.DataFrame) -> np.ndarray:
-    """Per save record: the event at which autograd let go of it unread, in forward (its
-    node died with an output the script dropped; Note [A save autograd let go of unread] in
-    trace/collector.py), else -1. Two saves of one storage at one event (a sigmoid's own
-    output, and `h.abs()` on it right after, Rule 5 putting both at the sigmoid) are told
-    apart by the record's `nth`."""
-    recs = led.extra.get("unread", [])
+def _save_ends(led: Ledger, sv: pd.DataFrame, kind: str) -> np.ndarray:
+    """Per save record: the event at which autograd let go of it, by the records of `kind`,
+    else -1. `unread`: unread, in forward (its node died with an output the script dropped;
+    Note [A save autograd let go of unread] in trace/collector.py); `let_go`: after it was
+    read, by a graph the backward kept (Note [A node a kept graph holds on]). Two saves of
+    one storage at one event (a sigmoid's own output, and `h.abs()` on it right after, Rule
+    5 putting both at the sigmoid) are told apart by the record's `nth`."""
+    recs = led.extra.get(kind, [])
     if not recs or not len(sv):
         return np.full(len(sv), -1, dtype=np.int64)
     u = pd.DataFrame(recs, columns=["sid", "sev", "ev", "nth"]).rename(

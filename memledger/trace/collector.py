@@ -676,7 +676,10 @@ class Collector(ShardingMixin, TorchDispatchMode):
         self._backward_sid = 0   # the first sid made in the current backward
         # id(weakref) -> (weakref, sid, save event): forward saves' aliases, to see autograd
         # let go of one unread (Note [A save autograd let go of unread])
-        self._save_refs: dict[int, tuple[weakref.ref, int, int, int]] = {}
+        # [ref, sid, save event, nth, backward passes begun at the save, the node that
+        # first unpacked it (-1: none) and its pass]; Note [A node a kept graph holds on]
+        self._save_refs: dict[int, list] = {}
+        self._bw_passes = 0
         # per storage, the saves written at the current save event (`_saved`)
         self._saves_at: tuple[int, dict[int, int]] = (-1, {})
         self._bw_module = ""
@@ -1505,7 +1508,11 @@ class Collector(ShardingMixin, TorchDispatchMode):
             for sid in self._held:   # still held by the script at backward: never released
                 self.sink.write({"k": "released", "sid": sid, "ev": -1})
             self._held.clear()
-            self._save_refs.clear()   # what lives into backward is read or freed with the graph
+            # saves stay watched into backward (Note [A node a kept graph holds on]), but
+            # not those an earlier pass left unread: read by none, freed with the graph
+            self._bw_passes += 1
+            self._save_refs = {k: e for k, e in self._save_refs.items()
+                               if e[5] >= 0 or e[4] == self._bw_passes - 1}
         else:  # backward just ended: the gradients now exist
             self._unpacks_done(ev)
             self._set_phase(self._phase_between(), ev)
@@ -2092,7 +2099,9 @@ class Collector(ShardingMixin, TorchDispatchMode):
                 alias._memledger_sev = self._ev - 1
                 if self._phase != "backward":
                     ref = weakref.ref(alias, self._on_save_gone)
-                    self._save_refs[id(ref)] = (ref, sid, self._ev - 1, nth)
+                    self._save_refs[id(ref)] = [ref, sid, self._ev - 1, nth,
+                                                self._bw_passes, -1, -1]
+                    alias._memledger_ref = id(ref)
             return alias
         alias = self._saved_alias(t)
         if alias is not t:
@@ -2161,11 +2170,33 @@ class Collector(ShardingMixin, TorchDispatchMode):
     # in order, the ReLU's save read as the dead one and the block's checkpoint dropped
     # nothing: `checkpoint:blocks.*` 132,396 B under measured (tests/clients/
     # train_random.py `none/;none/relu;dead_save/`).
+    # Note [A node a kept graph holds on]
+    # Autograd lets go of a node's saves once the node ran, unless the backward keeps its
+    # graph (`autograd.grad(..., create_graph=True)`: a gradient penalty, MAML's inner step;
+    # `retain_graph=True`): then the node and its saves live until the script drops the
+    # graph. An unpack record's `rel` (Note [When an unpacked tensor goes]) is the next
+    # node's first op, which is when a node is let go of in a backward that frees as it
+    # goes. Under a checkpoint a node's saves hold the region's frame (its arguments and
+    # RNG state, Rule 4 of the replay): a WGAN-GP critic under `checkpoint:*` peaked inside
+    # the penalty's `autograd.grad`, with the frames of the blocks whose nodes had run
+    # still held, 15,168 B (three 5,056 B CPU generator states) over predicted. So an
+    # unpacked save's alias stays watched, and its death once a node other than the first
+    # that unpacked it has unpacked, or in a later pass (the penalty's backward runs the
+    # critic's nodes again), or after its backward, is written as `let_go`
+    # (`sid`, `sev`, `ev`, `nth`, as `unread`): the replay holds the frame to there. A node
+    # that lets go as it returns does so before the next one unpacks: nothing written.
     def _on_save_gone(self, ref: weakref.ref) -> None:
         try:
             entry = self._save_refs.pop(id(ref), None)
-            if entry is not None and not self._closed and self._phase != "backward":
-                self.sink.write({"k": "unread", "sid": entry[1], "sev": entry[2],
+            if entry is None or self._closed:
+                return
+            if entry[5] < 0:   # never unpacked: Note [A save autograd let go of unread]
+                if self._phase != "backward" and entry[4] == self._bw_passes:
+                    self.sink.write({"k": "unread", "sid": entry[1], "sev": entry[2],
+                                     "ev": self._ev, "nth": entry[3]})
+            elif entry[5] != self._unpack_node or entry[6] != self._bw_passes or \
+                    self._phase != "backward":
+                self.sink.write({"k": "let_go", "sid": entry[1], "sev": entry[2],
                                  "ev": self._ev, "nth": entry[3]})
         except KeyboardInterrupt:  # Python would swallow it here: Note [One interrupt, ...]
             redeliver()
@@ -2243,6 +2274,9 @@ class Collector(ShardingMixin, TorchDispatchMode):
                 self._unpack_node, self._apply_end = node, self._ev
                 self._validated = False
             self._unpacks.append((sid, self._ev, getattr(t, "_memledger_sev", -1)))
+        entry = self._save_refs.get(getattr(t, "_memledger_ref", -1))
+        if entry is not None and entry[5] < 0:   # Note [A node a kept graph holds on]: the
+            entry[5:] = self._unpack_node, self._bw_passes   # unpack its save pairs with
         return t
 
     def _unpacks_done(self, rel: int | None = None) -> None:
