@@ -696,7 +696,7 @@ def _storages(by_kind: dict[str, list[Record]]) -> tuple[pd.DataFrame, pd.DataFr
     # `end`: when the node that unpacked it returned (Note [When an unpacked tensor goes] in
     # trace/collector.py); -1 in ledgers written before it was recorded
     up = _table(by_kind.pop("unpack", []), {"sid": None, "ev": None, "end": -1, "rel": -1,
-                                            "sev": -1})
+                                            "sev": -1, "g": 0})
     _check_required("unpack", up, ("sid", "ev"))
     df["unpack_ev"], df["unpack_first_ev"], df["unpack_end_ev"] = -1, -1, -1  # a storage
     df["unpack_rel_ev"] = -1

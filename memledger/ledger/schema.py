@@ -56,7 +56,9 @@ by autograd before backward at `ev` without being unpacked: its node died with a
 script dropped; optional `nth`: its place among that event's saves of the storage; Note [A
 save autograd let go of unread] in trace/collector.py) and `let_go` (the same fields: a save
 that a node read at `sev`'s pairing unpack and that a graph the backward kept held on to `ev`;
-Note [A node a kept graph holds on] in trace/collector.py) and `inplace`
+Note [A node a kept graph holds on] in trace/collector.py; an `unpack` record's optional `g: 1`
+says a backward that builds a graph read it, Note [Read by a backward that builds a graph])
+and `inplace`
 (`sid`, `op`: a storage made by an op the untraced run calls in place, `add_` for `add`;
 Note [In place but for the mode] in trace/collector.py; read into the storage's `op`) and
 `garbage` (`sids`: storages still live when `memledger trace` closed that were unreachable

@@ -158,7 +158,7 @@ from enum import IntEnum
 
 import numpy as np
 
-from memledger.errors import PolicyError
+from memledger.errors import NotPredicted, PolicyError
 from memledger.ledger.schema import CATEGORIES
 from memledger.replay.calls import output_saves, record_call, save_call, which_call
 from memledger.replay.compiled import refuse_compiled_regions
@@ -167,6 +167,7 @@ from memledger.replay.prepared import ACTIVATION, INPUT, MODEL_STATE, Prepared
 from memledger.replay.script_checkpoint import refuse_around_script_checkpoints
 from memledger.replay.scripted import refuse_scripted_regions
 from memledger.replay.stateful import (
+    graph_reads_message,
     refuse_recompute_of_stateful,
     selective_mutated_message,
     selective_recast_message,
@@ -514,6 +515,22 @@ def _refuse_selective_backward_twice(prep: Prepared, calls: _Calls, own: _Owners
         i = np.flatnonzero(twice)
         k = int(np.where(first[i], own.first_save[i], own.last_save[i]).max())
         raise PolicyError(selective_twice_message(policy.text(), str(calls.mods[k])))
+
+
+def _refuse_graph_reads(prep: Prepared, calls: _Calls, own: _Owners, policy: Policy) -> None:
+    """Refuse a policy on a call whose saves (model state aside: every call saves it) two
+    backward passes that build graphs read (Note [Read by a backward that builds a graph] in
+    trace/collector.py): each pass makes its own re-run or read-back, which the graph it
+    builds holds, and the replay prices one."""
+    if prep.graph_reads is None or not (prep.graph_reads >= 2).any():
+        return
+    read = (prep.graph_reads >= 2) & ~np.isin(prep.cat, MODEL_STATE)
+    for owner in (own.first_save, own.last_save):
+        hit = read & (calls.at(calls.kind, owner) != Kind.NONE)
+        if hit.any():
+            k = int(owner[np.flatnonzero(hit)[0]])
+            raise NotPredicted(graph_reads_message(policy.text(), str(calls.mods[k]),
+                                                   calls.kind[k] == Kind.OFFLOAD))
 
 
 def _refuse_selective_mutated(prep: Prepared, calls: _Calls, own: _Owners, policy: Policy,
@@ -1827,6 +1844,7 @@ def replay(prep: Prepared, policy: Policy, rng_bytes: int = CPU_RNG_STATE_BYTES,
     dropped, kept_cache, handed_back, in_save_list = _checkpoint_drops(prep, calls, own,
                                                                        policy)
     _refuse_selective_backward_twice(prep, calls, own, policy)
+    _refuse_graph_reads(prep, calls, own, policy)
     packs = _packs_per_call(prep, calls, own)   # (saves, one past the last pack) per call
     _refuse_selective_mutated(prep, calls, own, policy, in_save_list, packs)
     _refuse_selective_reused(prep, calls, packs[0], policy)

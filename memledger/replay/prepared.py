@@ -122,6 +122,9 @@ class Prepared:
     phase_bw_end: np.ndarray = None
     saves: np.ndarray = None  # int64 saves (packs) per storage
     unpacks: np.ndarray = None  # int64 unpacks per storage (> saves: two backward passes)
+    # int64 per storage: the graph-building backward passes that read it (Note [Read by a
+    # backward that builds a graph] in trace/collector.py)
+    graph_reads: np.ndarray = None
     pass1_end: np.ndarray = None  # int64 read twice: when the first pass's reader returned
     pass2: np.ndarray = None      # int64 read twice: the second pass's first unpack (-1: no)
     # int64 per storage (-1: none): a sparse gradient kept it from `lent_ev` to `lent_until`
@@ -266,6 +269,7 @@ class Prepared:
                                     sc["ev0"].to_numpy(dtype=np.int64), led),
             saves=_column(st, "saves", 0),
             unpacks=_column(st, "unpacks", 0),
+            graph_reads=_graph_reads(led, st, n),
             pass1_end=_column(st, "unpack_pass1_end_ev", -1),
             pass2=_column(st, "unpack_pass2_ev", -1),
             timings=match_timings(timing_record(led), sc, led.steps, n,
@@ -399,6 +403,24 @@ def model_calls(mods: np.ndarray, ev0: np.ndarray, led: Ledger) -> np.ndarray:
     ours = np.array([not any(p == r or p.startswith(r + ".") for r in others) for p in paths],
                     dtype=bool)
     return (ours[codes] if len(paths) else np.zeros(len(mods), dtype=bool)) & (ev0 >= start)
+
+
+def _graph_reads(led: Ledger, st: pd.DataFrame, n: int) -> np.ndarray:
+    """Per storage: how many backward passes that build a graph (`create_graph=True`)
+    unpacked it (Note [Read by a backward that builds a graph] in trace/collector.py)."""
+    out = np.zeros(len(st), dtype=np.int64)
+    up = led.unpacks
+    if up is None or not len(up) or "g" not in up or not (up["g"] == 1).any():
+        return out
+    up = up[up["g"] == 1]
+    starts = _backward_spans(led.phases, n)["phase_bw_start"]
+    passes = np.searchsorted(starts, up["ev"].to_numpy(dtype=np.int64), side="right")
+    per = pd.DataFrame({"sid": up["sid"].to_numpy(), "p": passes}).drop_duplicates()
+    counts = per["sid"].value_counts()
+    rows = pd.Index(st.index).get_indexer(counts.index)
+    ok = rows >= 0
+    out[rows[ok]] = counts.to_numpy(dtype=np.int64)[ok]
+    return out
 
 
 def _backward_spans(phases: pd.DataFrame, n: int) -> dict[str, np.ndarray]:

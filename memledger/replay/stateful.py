@@ -90,6 +90,17 @@ def stateful_message(policy_text: str, module: str, obj: str) -> str:
             "offload that module instead")
 
 
+def graph_reads_message(policy_text: str, module: str, offload: bool) -> str:
+    """One line: a region whose saves two graph-building backward passes read (Note [Read by
+    a backward that builds a graph] in trace/collector.py); predict refuses, measure runs."""
+    how = "offload" if offload else "re-run"
+    return (f"{policy_text} would {how} {module}, whose saves two backward passes that build "
+            "graphs read (`torch.autograd.grad(..., create_graph=True)` taken twice through "
+            "it: higher-order gradients, as a physics-informed network's u_xx), and each pass "
+            "holds its own re-made or read-back copy, which the replay does not price; "
+            "`memledger measure` runs it, and `memledger compare` measures and judges it")
+
+
 def selective_twice_message(policy_text: str, module: str) -> str:
     """One line: a selective region a second backward pass would re-run (predict and
     measure both refuse it; torch raises "Trying to backward an extra time")."""

@@ -685,7 +685,9 @@ class Collector(ShardingMixin, TorchDispatchMode):
         self._bw_module = ""
         # Note [When an unpacked tensor goes]: the node now unpacking, its unpacks, its end
         self._unpack_node = -1
-        self._unpacks: list[tuple[int, int, int]] = []   # (sid, event, its save's event)
+        # (sid, event, its save's event, read by a graph-building backward: Note [Read by a
+        # backward that builds a graph])
+        self._unpacks: list[tuple[int, int, int, bool]] = []
         self._walking = False   # reading a kept tensor's graph: its unpacks are not backward's
         self._acast_pending: list[dict] = []   # casts autocast may cache, until read
         self._apply_end = 0
@@ -2209,6 +2211,16 @@ class Collector(ShardingMixin, TorchDispatchMode):
                 if st is not None:
                     self.sink.write({"k": "released", "sid": sid, "ev": ev})
 
+    # Note [Read by a backward that builds a graph]
+    # `autograd.grad(..., create_graph=True)` runs backward with gradients on: the ops of each
+    # node's formula go into a new graph, which saves what the node unpacked (TanhBackward0's
+    # `tanh_backward(grad, y)` saves `y`). Under a policy that is a re-made tensor or an
+    # offload copy, held by that graph, and a later graph-building pass unpacks the region's
+    # saves again and makes more. The replay prices one graph-building read per save (a
+    # gradient penalty, MAML's inner step: exact); a physics-informed network's `u_x` and then
+    # `u_xx` read them in two, and `checkpoint:blocks.*` measured 360,448 B over predicted.
+    # Unpacks in such a pass are written with `g: 1`; predict refuses a policy on a region
+    # whose saves two graph-building passes read (replay/engine.py), measure still runs it.
     # Note [When an unpacked tensor goes]
     # A saved tensor that checkpoint made again in backward is held by the node that unpacked
     # it until that node's apply returns, not until autograd releases the node: autograd then
@@ -2273,7 +2285,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
                 self._unpacks_done()
                 self._unpack_node, self._apply_end = node, self._ev
                 self._validated = False
-            self._unpacks.append((sid, self._ev, getattr(t, "_memledger_sev", -1)))
+            self._unpacks.append((sid, self._ev, getattr(t, "_memledger_sev", -1),
+                                  torch.is_grad_enabled()))
         entry = self._save_refs.get(getattr(t, "_memledger_ref", -1))
         if entry is not None and entry[5] < 0:   # Note [A node a kept graph holds on]: the
             entry[5:] = self._unpack_node, self._bw_passes   # unpack its save pairs with
@@ -2287,10 +2300,12 @@ class Collector(ShardingMixin, TorchDispatchMode):
         with its frame still there, Note [When an unpacked tensor goes])."""
         end = self._apply_end
         rel = self._ev if rel is None else rel
-        for sid, ev, sev in self._unpacks:
+        for sid, ev, sev, graph in self._unpacks:
             rec = {"k": "unpack", "sid": sid, "ev": ev, "end": end, "rel": rel}
             if sev >= 0:   # Note [Which save an unpack reads] (replay/prepared.py)
                 rec["sev"] = sev
+            if graph:   # Note [Read by a backward that builds a graph]
+                rec["g"] = 1
             self.sink.write(rec)
         self._unpacks.clear()
         self._released = False

@@ -6,6 +6,7 @@ allocator peak. And a DataLoader with worker processes (tests/clients/train_load
 
 import pytest
 
+from memledger.replay.policies import parse_policy
 from tests.clients.harness import fake_client_gaps, gaps_of, run_client
 
 
@@ -227,3 +228,24 @@ def test_frames_a_kept_graph_holds_are_predicted():
     run = run_client("train_maml.py", ["4"], ["checkpoint:[0-2]"], steps=2)
     assert gaps_of(run) == {}
     assert run.policies["checkpoint:[0-2]"].measured == 111_896
+
+
+def test_higher_order_reads_through_a_region_are_measured_not_predicted():
+    """A physics-informed network takes `u_x` and then `u_xx` with `create_graph=True`: two
+    graph-building backward passes read the blocks' saves, and each holds its own re-made
+    copy (Note [Read by a backward that builds a graph], trace/collector.py). The replay
+    priced one: `checkpoint:blocks.*` predicted 2,837,136 B, measured 3,197,584 B (256
+    points). Predict now refuses it as NotPredicted (`compare` measures and judges it);
+    measure runs it."""
+    from memledger.errors import NotPredicted
+    from memledger.replay.predict import predict
+
+    run = run_client("train_pinn.py", ["--points", "64", "--steps", "3"],
+                     ["checkpoint:blocks.*"], steps=2)
+    p = run.policies["checkpoint:blocks.*"]
+    assert p.predicted is None and p.measured == 999_956 > run.ledger_peak == 895_824, p
+    assert p.predict_refusal.startswith("memledger: checkpoint:blocks.* would re-run blocks.0, "
+                                        "whose saves two backward passes that build graphs "
+                                        "read"), p
+    with pytest.raises(NotPredicted):
+        predict(run.ledger, [parse_policy("offload:blocks.*")])

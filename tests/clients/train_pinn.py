@@ -7,11 +7,10 @@ backward. As PINN codes (DeepXDE's PyTorch backend, the original PINN papers) tr
     python tests/clients/train_pinn.py --steps 4
     memledger compare tests/clients/train_pinn.py -p 'checkpoint:blocks.*' -- --steps 4
 
-Known gap (docs/accuracy.md, "Second-order loops and parameters handed in"): the ledger
-explains every byte, but `checkpoint:blocks.*` and `offload:blocks.*` are predicted
-360,448 B and 229,376 B under measured: each graph-building backward pass reads the
-blocks' saves again, and what it reads back (a re-made tensor, an offload copy) is saved
-again by the graph it builds; the replay prices one read-back per save, held to its node.
+`predict` refuses policies on the blocks (NotPredicted; `compare` measures them): each
+graph-building backward pass reads the blocks' saves again, and what it reads back (a
+re-made tensor, an offload copy) is saved again by the graph it builds; the replay prices
+one read-back per save (docs/accuracy.md, "Second-order loops and parameters handed in").
 """
 import argparse
 
