@@ -406,8 +406,10 @@ def model_calls(mods: np.ndarray, ev0: np.ndarray, led: Ledger) -> np.ndarray:
 
 
 def _graph_reads(led: Ledger, st: pd.DataFrame, n: int) -> np.ndarray:
-    """Per storage: how many backward passes that build a graph (`create_graph=True`)
-    unpacked it (Note [Read by a backward that builds a graph] in trace/collector.py)."""
+    """Per storage: the most backward passes that build a graph (`create_graph=True`) read
+    one save of it in (Note [Read by a backward that builds a graph] in trace/collector.py).
+    Per save (its event, `sev`), not per storage: a batch the script keeps and trains on
+    step after step is saved again in each step's forward and read by that step's pass."""
     out = np.zeros(len(st), dtype=np.int64)
     up = led.unpacks
     if up is None or not len(up) or "g" not in up or not (up["g"] == 1).any():
@@ -415,8 +417,9 @@ def _graph_reads(led: Ledger, st: pd.DataFrame, n: int) -> np.ndarray:
     up = up[up["g"] == 1]
     starts = _backward_spans(led.phases, n)["phase_bw_start"]
     passes = np.searchsorted(starts, up["ev"].to_numpy(dtype=np.int64), side="right")
-    per = pd.DataFrame({"sid": up["sid"].to_numpy(), "p": passes}).drop_duplicates()
-    counts = per["sid"].value_counts()
+    per = pd.DataFrame({"sid": up["sid"].to_numpy(), "sev": up["sev"].to_numpy(),
+                        "p": passes}).drop_duplicates()
+    counts = per.groupby(["sid", "sev"]).size().groupby(level=0).max()
     rows = pd.Index(st.index).get_indexer(counts.index)
     ok = rows >= 0
     out[rows[ok]] = counts.to_numpy(dtype=np.int64)[ok]

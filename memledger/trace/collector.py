@@ -674,10 +674,10 @@ class Collector(ShardingMixin, TorchDispatchMode):
         self._aliases: dict[int, weakref.ref] = {}   # `_alias`: weakref id -> weakref
         self._mapped = MappedFiles()   # Note [Storages over a mapped file]
         self._backward_sid = 0   # the first sid made in the current backward
-        # id(weakref) -> (weakref, sid, save event): forward saves' aliases, to see autograd
-        # let go of one unread (Note [A save autograd let go of unread])
-        # [ref, sid, save event, nth, backward passes begun at the save, the node that
-        # first unpacked it (-1: none) and its pass]; Note [A node a kept graph holds on]
+        # id(weakref) -> [weakref, sid, save event, nth, backward passes begun at the save,
+        # the node that first unpacked it (-1: none), its pass]: forward saves' aliases, to
+        # see autograd let go of one unread (Note [A save autograd let go of unread]) or
+        # after it was read (Note [A node a kept graph holds on])
         self._save_refs: dict[int, list] = {}
         self._bw_passes = 0
         # per storage, the saves written at the current save event (`_saved`)
