@@ -606,6 +606,27 @@ def _check_required(kind: str, df: pd.DataFrame, fields: tuple[str, ...]) -> Non
             raise LedgerFormatError(f"ledger: {kind} records lack {f!r}; the ledger is corrupt")
 
 
+def _held_by_new_graph(up: pd.DataFrame, again: list[Record], freed: np.ndarray,
+                       df: pd.DataFrame) -> None:
+    """Note [Saved again by a graph-building backward] (trace/collector.py): what a node
+    read back and its ops saved again is held by the graph that backward built, until that
+    save's alias went (`again` records: `sid`, `uev`, `ev`), or the storage's free if it
+    outlived the trace; the unpack's `end` and `rel` say so."""
+    flagged = (up["again"] == 1).to_numpy()
+    last = int(max(df["created"].max(), up["ev"].max())) + 1
+    f = up["sid"].map(pd.Series(freed, index=df.index)).fillna(-1).to_numpy(np.int64)
+    until = np.where(flagged, np.where(f < 0, last, f), -1)
+    if again:
+        gone = pd.DataFrame(again, columns=["sid", "uev", "ev"]).groupby(
+            ["sid", "uev"])["ev"].max()
+        key = pd.MultiIndex.from_arrays([up["sid"].to_numpy(), up["ev"].to_numpy()])
+        seen = gone.reindex(key).to_numpy()
+        until = np.where(flagged & ~np.isnan(seen), np.nan_to_num(seen, nan=-1), until)
+    until = until.astype(np.int64)
+    up["end"] = np.where(flagged, np.maximum(up["end"].to_numpy(np.int64), until), up["end"])
+    up["rel"] = np.where(flagged, np.maximum(up["rel"].to_numpy(np.int64), until), up["rel"])
+
+
 def _storages(by_kind: dict[str, list[Record]]) -> tuple[pd.DataFrame, pd.DataFrame,
                                                           pd.DataFrame]:
     """One row per storage from the alloc/free/live/role/saved/unpack records (vectorised:
@@ -698,6 +719,8 @@ def _storages(by_kind: dict[str, list[Record]]) -> tuple[pd.DataFrame, pd.DataFr
     up = _table(by_kind.pop("unpack", []), {"sid": None, "ev": None, "end": -1, "rel": -1,
                                             "sev": -1, "g": 0})
     _check_required("unpack", up, ("sid", "ev"))
+    if len(up) and "again" in up and (up["again"] == 1).any():
+        _held_by_new_graph(up, by_kind.pop("again", []), freed, df)
     df["unpack_ev"], df["unpack_first_ev"], df["unpack_end_ev"] = -1, -1, -1  # a storage
     df["unpack_rel_ev"] = -1
     # unpacks per storage: more than its saves when two backward passes read them

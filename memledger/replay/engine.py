@@ -522,15 +522,17 @@ def _refuse_graph_reads(prep: Prepared, calls: _Calls, own: _Owners, policy: Pol
     backward passes that build graphs read (Note [Read by a backward that builds a graph] in
     trace/collector.py): each pass makes its own re-run or read-back, which the graph it
     builds holds, and the replay prices one."""
-    if prep.graph_reads is None or not (prep.graph_reads >= 2).any():
+    if prep.graph_reads is None or not ((prep.graph_reads >= 2) | (prep.graph_reads < 0)).any():
         return
-    read = (prep.graph_reads >= 2) & ~np.isin(prep.cat, MODEL_STATE)
+    read = ((prep.graph_reads >= 2) | (prep.graph_reads < 0)) & ~np.isin(prep.cat, MODEL_STATE)
     for owner in (own.first_save, own.last_save):
         hit = read & (calls.at(calls.kind, owner) != Kind.NONE)
         if hit.any():
-            k = int(owner[np.flatnonzero(hit)[0]])
+            i = int(np.flatnonzero(hit)[0])
+            k = int(owner[i])
             raise NotPredicted(graph_reads_message(policy.text(), str(calls.mods[k]),
-                                                   calls.kind[k] == Kind.OFFLOAD))
+                                                   calls.kind[k] == Kind.OFFLOAD,
+                                                   bool(prep.graph_reads[i] < 0)))
 
 
 def _refuse_selective_mutated(prep: Prepared, calls: _Calls, own: _Owners, policy: Policy,

@@ -122,8 +122,9 @@ class Prepared:
     phase_bw_end: np.ndarray = None
     saves: np.ndarray = None  # int64 saves (packs) per storage
     unpacks: np.ndarray = None  # int64 unpacks per storage (> saves: two backward passes)
-    # int64 per storage: the graph-building backward passes that read it (Note [Read by a
-    # backward that builds a graph] in trace/collector.py)
+    # int64 per storage: the graph-building backward passes that read one save of it (Note
+    # [Read by a backward that builds a graph] in trace/collector.py); -1: one that wrote
+    # the gradients too (`loss.backward(create_graph=True)`: `.grad` holds its graph)
     graph_reads: np.ndarray = None
     pass1_end: np.ndarray = None  # int64 read twice: when the first pass's reader returned
     pass2: np.ndarray = None      # int64 read twice: the second pass's first unpack (-1: no)
@@ -415,7 +416,8 @@ def _graph_reads(led: Ledger, st: pd.DataFrame, n: int) -> np.ndarray:
     if up is None or not len(up) or "g" not in up or not (up["g"] == 1).any():
         return out
     up = up[up["g"] == 1]
-    starts = _backward_spans(led.phases, n)["phase_bw_start"]
+    spans = _backward_spans(led.phases, n)
+    starts = spans["phase_bw_start"]
     passes = np.searchsorted(starts, up["ev"].to_numpy(dtype=np.int64), side="right")
     per = pd.DataFrame({"sid": up["sid"].to_numpy(), "sev": up["sev"].to_numpy(),
                         "p": passes}).drop_duplicates()
@@ -423,6 +425,15 @@ def _graph_reads(led: Ledger, st: pd.DataFrame, n: int) -> np.ndarray:
     rows = pd.Index(st.index).get_indexer(counts.index)
     ok = rows >= 0
     out[rows[ok]] = counts.to_numpy(dtype=np.int64)[ok]
+    # a graph-building pass that made the gradients: `.grad` keeps its graph, and what it
+    # read back, past the optimizer step (AdaHessian's `loss.backward(create_graph=True)`)
+    made = st["created"].to_numpy(dtype=np.int64)[(st["category"] == "gradient").to_numpy()]
+    p = np.searchsorted(starts, made, side="right")
+    inside = (p > 0) & (made < spans["phase_bw_end"][np.maximum(p - 1, 0)])
+    grad_passes = set(p[inside].tolist())
+    held = per[per["p"].isin(grad_passes)]["sid"].unique()
+    rows = pd.Index(st.index).get_indexer(held)
+    out[rows[rows >= 0]] = -1
     return out
 
 

@@ -90,15 +90,22 @@ def stateful_message(policy_text: str, module: str, obj: str) -> str:
             "offload that module instead")
 
 
-def graph_reads_message(policy_text: str, module: str, offload: bool) -> str:
-    """One line: a region whose saves two graph-building backward passes read (Note [Read by
-    a backward that builds a graph] in trace/collector.py); predict refuses, measure runs."""
+def graph_reads_message(policy_text: str, module: str, offload: bool, grads: bool) -> str:
+    """One line: a region whose saves two graph-building backward passes read, or one that
+    also wrote the gradients (Note [Read by a backward that builds a graph] in
+    trace/collector.py); predict refuses, measure runs."""
     how = "offload" if offload else "re-run"
-    return (f"{policy_text} would {how} {module}, whose saves two backward passes that build "
-            "graphs read (`torch.autograd.grad(..., create_graph=True)` taken twice through "
-            "it: higher-order gradients, as a physics-informed network's u_xx), and each pass "
-            "holds its own re-made or read-back copy, which the replay does not price; "
-            "`memledger measure` runs it, and `memledger compare` measures and judges it")
+    why = ("a backward that builds a graph and writes the gradients reads "
+           "(`loss.backward(create_graph=True)`: AdaHessian, Hessian-trace penalties), and "
+           "`.grad` holds that graph, with the re-made or read-back copies in it, past the "
+           "optimizer step" if grads else
+           "two backward passes that build graphs read (`torch.autograd.grad(..., "
+           "create_graph=True)` taken twice through it: higher-order gradients, as a "
+           "physics-informed network's u_xx), and each pass holds its own re-made or "
+           "read-back copy")
+    return (f"{policy_text} would {how} {module}, whose saves {why}, which the replay does "
+            "not price; `memledger measure` runs it, and `memledger compare` measures and "
+            "judges it")
 
 
 def selective_twice_message(policy_text: str, module: str) -> str:

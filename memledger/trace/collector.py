@@ -680,6 +680,10 @@ class Collector(ShardingMixin, TorchDispatchMode):
         # after it was read (Note [A node a kept graph holds on])
         self._save_refs: dict[int, list] = {}
         self._bw_passes = 0
+        # Note [Saved again by a graph-building backward]: sids the running node's ops saved
+        # again, and the weak references to those saves
+        self._saved_again: set[int] = set()
+        self._again_refs: dict[int, weakref.ref] = {}
         # per storage, the saves written at the current save event (`_saved`)
         self._saves_at: tuple[int, dict[int, int]] = (-1, {})
         self._bw_module = ""
@@ -2093,6 +2097,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
             mod = self._module_now()
             nth = self._saved(sid, mod)
             alias = self._saved_alias(t)
+            if self._phase == "backward" and alias is not t:
+                self._watch_saved_again(sid, alias)
             self._note_held(sid, t, alias)
             if alias is not t:   # Note [The module of a backward op]: this save's module
                 alias._memledger_mod = mod
@@ -2221,6 +2227,31 @@ class Collector(ShardingMixin, TorchDispatchMode):
     # `u_xx` read them in two, and `checkpoint:blocks.*` measured 360,448 B over predicted.
     # Unpacks in such a pass are written with `g: 1`; predict refuses a policy on a region
     # whose saves two graph-building passes read (replay/engine.py), measure still runs it.
+    # Note [Saved again by a graph-building backward]
+    # An op of a node's formula in a graph-building backward that reads what the node
+    # unpacked saves it again. In the baseline that save is the same storage; under a policy
+    # it is the read-back copy (offload) or the re-made tensor (checkpoint), held by the new
+    # graph, not by the node that unpacked it, until that graph lets go of it (the later
+    # pass through it: a gradient penalty's backward, AdaHessian's Hessian pass in `step()`).
+    # The replay let it go as the node returned: AdaHessian under `offload:*` measured
+    # 173,568 B over predicted. Such an unpack is written with `again: 1`, and the new
+    # save's alias is watched: its death is written as `again` (`sid`, `uev`: the unpack's
+    # event, `ev`), which the ledger reads as the end of what that unpack read back.
+    def _watch_saved_again(self, sid: int, alias: torch.Tensor) -> None:
+        for s, uev, _, _ in reversed(self._unpacks):
+            if s == sid:
+                self._saved_again.add(sid)
+                ref = weakref.ref(alias, functools.partial(self._on_again_gone, sid, uev))
+                self._again_refs[id(ref)] = ref
+                return
+
+    def _on_again_gone(self, sid: int, uev: int, ref: weakref.ref) -> None:
+        try:
+            if self._again_refs.pop(id(ref), None) is not None and not self._closed:
+                self.sink.write({"k": "again", "sid": sid, "uev": uev, "ev": self._ev})
+        except KeyboardInterrupt:  # Python would swallow it here: Note [One interrupt, ...]
+            redeliver()
+
     # Note [When an unpacked tensor goes]
     # A saved tensor that checkpoint made again in backward is held by the node that unpacked
     # it until that node's apply returns, not until autograd releases the node: autograd then
@@ -2306,7 +2337,10 @@ class Collector(ShardingMixin, TorchDispatchMode):
                 rec["sev"] = sev
             if graph:   # Note [Read by a backward that builds a graph]
                 rec["g"] = 1
+            if sid in self._saved_again:
+                rec["again"] = 1
             self.sink.write(rec)
         self._unpacks.clear()
+        self._saved_again.clear()
         self._released = False
         self._validated = False
