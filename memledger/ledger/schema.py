@@ -57,7 +57,10 @@ script dropped; optional `nth`: its place among that event's saves of the storag
 save autograd let go of unread] in trace/collector.py) and `let_go` (the same fields: a save
 that a node read at `sev`'s pairing unpack and that a graph the backward kept held on to `ev`;
 Note [A node a kept graph holds on] in trace/collector.py; an `unpack` record's optional `g: 1`
-says a backward that builds a graph read it, Note [Read by a backward that builds a graph])
+says a backward that builds a graph read it, Note [Read by a backward that builds a graph],
+and `again: 1` that the node's ops saved it again; `again` records (`sid`, `uev`: that
+unpack's event, `ev`) say when the graph let go of that second save, Note [Saved again by a
+graph-building backward])
 and `inplace`
 (`sid`, `op`: a storage made by an op the untraced run calls in place, `add_` for `add`;
 Note [In place but for the mode] in trace/collector.py; read into the storage's `op`) and
