@@ -1,0 +1,79 @@
+"""Stable-Baselines3 as its users write it: `model = ALGO("MlpPolicy", env, ...)`, then
+`model.learn(total_timesteps=...)`, on a gymnasium classic-control environment (no
+rendering, nothing downloaded). SB3 runs the whole loop: environment steps in numpy,
+the policy's forward under `no_grad` while collecting, its own buffers (numpy arrays,
+turned into tensors per minibatch), `optimizer.step()` inside `model.learn`.
+
+- `ppo` (CartPole-v1): a rollout of `--n-steps` per env under `no_grad` into a numpy
+  RolloutBuffer, then `--epochs` epochs of shuffled minibatches, each a clipped surrogate
+  + value + entropy loss, `clip_grad_norm_` and an Adam step. The policy's blocks:
+  `mlp_extractor.policy_net`, `mlp_extractor.value_net`, `action_net`, `value_net`.
+- `a2c` (CartPole-v1): one RMSprop step per rollout of 5 env steps, `clip_grad_norm_`.
+- `dqn` (CartPole-v1): `q_net` and `q_net_target` (copied by `polyak_update` under
+  `no_grad`, in place), a numpy ReplayBuffer, epsilon-greedy under `no_grad`, a Huber TD
+  loss, `clip_grad_norm_`, Adam.
+- `sac` (Pendulum-v1): three optimizers per gradient step (the entropy coefficient's, a bare
+  `log_ent_coef` tensor, then the critic's, then the actor's), twin critics, a
+  `critic_target` updated by Polyak. Blocks: `actor.latent_pi`, `actor.mu`,
+  `critic.qf0`, `critic.qf1`.
+- `td3` (Pendulum-v1): a critic step every gradient step, an actor step every
+  `policy_delay` (2) steps, `actor_target` and `critic_target`.
+
+Policies are small (`net_arch=[32, 32]`), seeded (`seed=0`), on CPU.
+
+    python tests/clients/train_sb3.py --mode ppo
+    memledger trace tests/clients/train_sb3.py --steps 3 -o sb3.ledger -- --mode ppo
+    memledger compare tests/clients/train_sb3.py -p 'checkpoint:mlp_extractor.policy_net' -- --mode ppo
+    memledger doctor tests/clients/train_sb3.py -- --mode sac
+
+`--timesteps`: environment steps `model.learn` runs (enough for the timed steps after the
+traced ones); `--envs`: environments run side by side (DummyVecEnv, on-policy modes).
+"""
+
+import argparse
+import warnings
+
+import torch
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--mode", choices=["ppo", "a2c", "dqn", "sac", "td3"], default="ppo")
+    ap.add_argument("--timesteps", type=int, default=2000)
+    ap.add_argument("--envs", type=int, default=1)
+    ap.add_argument("--n-steps", type=int, default=64)     # ppo: env steps per rollout per env
+    ap.add_argument("--batch", type=int, default=32)       # minibatch (ppo) / replay sample
+    ap.add_argument("--epochs", type=int, default=2)       # ppo: epochs over each rollout
+    ap.add_argument("--width", type=int, default=32)
+    args = ap.parse_args()
+
+    warnings.filterwarnings("ignore")
+    torch.set_num_threads(1)
+    from stable_baselines3 import A2C, DQN, PPO, SAC, TD3
+    from stable_baselines3.common.env_util import make_vec_env
+
+    arch = [args.width, args.width]
+    common = dict(seed=0, device="cpu", verbose=0)
+    if args.mode in ("ppo", "a2c"):
+        env = make_vec_env("CartPole-v1", n_envs=args.envs, seed=0)
+        if args.mode == "ppo":
+            model = PPO("MlpPolicy", env, n_steps=args.n_steps, batch_size=args.batch,
+                        n_epochs=args.epochs, policy_kwargs=dict(net_arch=arch), **common)
+        else:
+            model = A2C("MlpPolicy", env, n_steps=5, policy_kwargs=dict(net_arch=arch),
+                        **common)
+    elif args.mode == "dqn":
+        env = make_vec_env("CartPole-v1", n_envs=1, seed=0)
+        model = DQN("MlpPolicy", env, learning_starts=50, buffer_size=1000,
+                    batch_size=args.batch, train_freq=4, target_update_interval=8,
+                    tau=0.5, policy_kwargs=dict(net_arch=arch), **common)
+    else:
+        env = make_vec_env("Pendulum-v1", n_envs=1, seed=0)
+        algo = SAC if args.mode == "sac" else TD3
+        model = algo("MlpPolicy", env, learning_starts=50, buffer_size=1000,
+                     batch_size=args.batch, policy_kwargs=dict(net_arch=arch), **common)
+    model.learn(total_timesteps=args.timesteps)
+
+
+if __name__ == "__main__":
+    main()
