@@ -1,0 +1,62 @@
+"""Stable-Baselines3 (tests/clients/train_sb3.py): `model.learn()` runs the loop; policies
+collect rollouts under `no_grad`, keep target networks moved by `polyak_update`, and SAC
+steps three optimizers per gradient step. Skipped without stable_baselines3."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("stable_baselines3")
+
+from tests.clients.harness import assert_one_doctor_error, run_client  # noqa: E402
+
+pytestmark = pytest.mark.clients
+
+
+def _exact(run) -> None:
+    assert run.ledger.peak_with_scratch() == run.allocator_peak
+    for text, p in run.policies.items():
+        if not p.predict_refusal:
+            assert p.predicted == p.measured, (text, p)
+
+
+def test_sac_exact_and_its_target_critic_is_no_orphan():
+    """SAC: the entropy coefficient's, the critic's and the actor's optimizers, twin critics
+    and `critic_target` (in the policy, `requires_grad` on, run under no_grad, moved by
+    Polyak). Every byte explained, offload and checkpoint predicted = measured, and the
+    doctor silent: it read "12 trainable parameters (`critic_target.qf0.0.weight`, ...) are
+    in no optimizer: they get gradients but never change" (Note [Parameters no optimizer
+    holds], doctor/params.py); they get none, and they change."""
+    run = run_client("train_sb3.py", ["--mode", "sac", "--timesteps", "60"],
+                     ["offload:critic.qf0", "checkpoint:actor.latent_pi"], steps=2)
+    assert run.summary.steps_traced == 2
+    _exact(run)
+    st = run.ledger.storages
+    # Adam's two moments of every trained parameter, 4 B each (fp32), plus the step
+    # counters (4 B each): critic 2 x 1,249 + actor 1,250 + log_ent_coef 1 parameters, in
+    # 12 + 8 + 1 tensors; critic_target's 2 x 1,249 in no optimizer
+    opt = int(st.loc[st["category"] == "optimizer_state", "bytes"].sum())
+    assert opt == 2 * 4 * (2 * 1249 + 1250 + 1) + 4 * (12 + 8 + 1)
+    assert_one_doctor_error("train_sb3.py", ["--mode", "sac", "--timesteps", "60"], 2, None, "")
+
+
+def test_dqn_model_named_at_its_first_step_and_its_target_refused_alike():
+    """DQN calls `q_net_target` (under no_grad) before `q_net`, so `q_net` is named the
+    model at the first optimizer step (Note [The model]). Its first step's gradients kept
+    the label it had before, `QNetwork.q_net.2.weight` beside the later steps'
+    `q_net.2.weight` (Note [Gradients renamed with the model]); predict's refusal of the
+    target listed "(the model, QNetwork, q_net_target)", the model twice, and said it was
+    "the first top-level module with parameters the script called", while measure said
+    "selector 'q_net_target' matches no module" (Note [A model's former label])."""
+    run = run_client("train_sb3.py", ["--mode", "dqn"],
+                     ["offload:q_net", "checkpoint:q_net_target"], steps=2)
+    _exact(run)
+    st = run.ledger.storages
+    params = set(st.loc[st["category"] == "parameter", "name"])
+    grads = set(st.loc[st["category"] == "gradient", "name"])
+    assert grads == {n for n in params if not n.startswith("q_net_target.")}, grads
+    p = run.policies["checkpoint:q_net_target"]
+    assert p.predicted is None and p.measured is None
+    assert p.predict_refusal == p.measure_refusal, p
+    assert "(a QNetwork: the top-level module the first optimizer step trained)" in \
+        p.predict_refusal and "(the model, q_net_target)" in p.predict_refusal, p
