@@ -333,6 +333,9 @@ class StepTimers:
             self.done = True
             if not self.probes:
                 return
+            if self.modules.root is None:   # Note [A model never called whole]
+                self.probes_skipped = "uncalled"
+                return
             if compiled_inside(self.modules.root):   # Note [No probes of compiled code]
                 self.probes_skipped = "compiled"
                 return
@@ -353,6 +356,16 @@ class StepTimers:
             self.ops = OpTimer(self._clock)
             self.ops.__enter__()
         self._n += 1
+
+    # Note [A model never called whole]
+    # The probes re-run the model's own forward on a batch it was called with (Note [The
+    # probes call the model as the script did]). A script that only calls the model's
+    # parts, through the model's methods (Note [A model called through its methods]),
+    # gives it none: Stable-Baselines3's SAC collects with `policy.predict` and trains
+    # through `actor.action_log_prob` and `critic(...)`, and `SACPolicy.forward` never
+    # runs. predict said "the script ended before trace's probes ran ...; let it run 16
+    # steps more than --steps" of a script that had run 1,950 more; the record now says
+    # why (`probes_skipped: "uncalled"`), and so does predict.
 
     # Note [No probes of compiled code]
     # Every probe turn patches the regions' `forward` (plain, checkpointed, selective,

@@ -8,6 +8,8 @@ import pytest
 
 pytest.importorskip("stable_baselines3")
 
+from memledger.replay.policies import parse_policy  # noqa: E402
+from memledger.replay.predict import predict, unprobed_line  # noqa: E402
 from tests.clients.harness import assert_one_doctor_error, run_client  # noqa: E402
 
 pytestmark = pytest.mark.clients
@@ -26,9 +28,13 @@ def test_sac_exact_and_its_target_critic_is_no_orphan():
     Polyak). Every byte explained, offload and checkpoint predicted = measured, and the
     doctor silent: it read "12 trainable parameters (`critic_target.qf0.0.weight`, ...) are
     in no optimizer: they get gradients but never change" (Note [Parameters no optimizer
-    holds], doctor/params.py); they get none, and they change."""
-    run = run_client("train_sb3.py", ["--mode", "sac", "--timesteps", "60"],
-                     ["offload:critic.qf0", "checkpoint:actor.latent_pi"], steps=2)
+    holds], doctor/params.py); they get none, and they change. SB3 never calls
+    `SACPolicy.forward` (it calls `actor.action_log_prob` and `critic(...)`), so trace's
+    probes have no call of the model to re-run: predict said "the script ended before
+    trace's probes ran" (Note [A model never called whole], trace/timing.py)."""
+    run = run_client("train_sb3.py", ["--mode", "sac", "--timesteps", "80"],
+                     ["offload:critic.qf0", "checkpoint:actor.latent_pi"], steps=2,
+                     timing_steps=2)
     assert run.summary.steps_traced == 2
     _exact(run)
     st = run.ledger.storages
@@ -37,6 +43,11 @@ def test_sac_exact_and_its_target_critic_is_no_orphan():
     # 12 + 8 + 1 tensors; critic_target's 2 x 1,249 in no optimizer
     opt = int(st.loc[st["category"] == "optimizer_state", "bytes"].sum())
     assert opt == 2 * 4 * (2 * 1249 + 1250 + 1) + 4 * (12 + 8 + 1)
+    timing = run.ledger.extra["timing"][0]
+    assert timing["probes_skipped"] == "uncalled" and timing["step_ns"], timing
+    rep = predict(run.ledger, [parse_policy("offload:critic.qf0")], bandwidth=1e9)
+    assert unprobed_line(rep).endswith("which the script never called (it calls the "
+                                       "model's parts)")
     assert_one_doctor_error("train_sb3.py", ["--mode", "sac", "--timesteps", "60"], 2, None, "")
 
 

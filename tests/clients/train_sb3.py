@@ -45,6 +45,7 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=32)       # minibatch (ppo) / replay sample
     ap.add_argument("--epochs", type=int, default=2)       # ppo: epochs over each rollout
     ap.add_argument("--width", type=int, default=32)
+    ap.add_argument("--sde", action="store_true")          # ppo/sac/a2c: gSDE exploration
     args = ap.parse_args()
 
     warnings.filterwarnings("ignore")
@@ -54,14 +55,18 @@ def main() -> None:
 
     arch = [args.width, args.width]
     common = dict(seed=0, device="cpu", verbose=0)
+    sde = dict(use_sde=True, sde_sample_freq=4) if args.sde else {}
     if args.mode in ("ppo", "a2c"):
-        env = make_vec_env("CartPole-v1", n_envs=args.envs, seed=0)
+        # gSDE needs continuous actions
+        env = make_vec_env("Pendulum-v1" if args.sde else "CartPole-v1", n_envs=args.envs,
+                           seed=0)
         if args.mode == "ppo":
             model = PPO("MlpPolicy", env, n_steps=args.n_steps, batch_size=args.batch,
-                        n_epochs=args.epochs, policy_kwargs=dict(net_arch=arch), **common)
+                        n_epochs=args.epochs, policy_kwargs=dict(net_arch=arch), **sde,
+                        **common)
         else:
             model = A2C("MlpPolicy", env, n_steps=5, policy_kwargs=dict(net_arch=arch),
-                        **common)
+                        **sde, **common)
     elif args.mode == "dqn":
         env = make_vec_env("CartPole-v1", n_envs=1, seed=0)
         model = DQN("MlpPolicy", env, learning_starts=50, buffer_size=1000,
@@ -71,7 +76,8 @@ def main() -> None:
         env = make_vec_env("Pendulum-v1", n_envs=1, seed=0)
         algo = SAC if args.mode == "sac" else TD3
         model = algo("MlpPolicy", env, learning_starts=50, buffer_size=1000,
-                     batch_size=args.batch, policy_kwargs=dict(net_arch=arch), **common)
+                     batch_size=args.batch, policy_kwargs=dict(net_arch=arch),
+                     **(sde if algo is SAC else {}), **common)
     model.learn(total_timesteps=args.timesteps)
 
 
