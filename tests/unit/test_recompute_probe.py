@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib
 import itertools
 import time
+from types import SimpleNamespace
 
 import torch
 from torch.optim.optimizer import register_optimizer_step_pre_hook
@@ -287,14 +288,19 @@ def test_no_probes_on_several_ranks(monkeypatch):
     monkeypatch.setattr(timing, "context_probes",
                         lambda root, clock, kinds, **k: ran.append(kinds) or
                         {kind: {} for kind in kinds})
-    for probes, expected in ((False, []), (True, ["sac_probe", timing.PROBE_KINDS])):
+    called = SimpleNamespace(module=None)   # a call of the model the probes would re-run
+    for probes, root, expected, skipped in (
+            (False, called, [], ""), (True, called, ["sac_probe", timing.PROBE_KINDS], ""),
+            # Note [A model never called whole]: no call to re-run, and the record says so
+            (True, None, [], "uncalled")):
         ran.clear()
         t = timing.StepTimers(module_steps=1, probes=probes)
         t._faults = lambda: 0
+        t.modules.root = root
         try:
             for _ in range(3):          # opens the module step, then the op step, then ends
                 t.on_step()
-            assert t.done and ran == expected
+            assert t.done and ran == expected and t.probes_skipped == skipped
         finally:
             t.close()
 
