@@ -131,9 +131,9 @@ COMPILED_UNPROBED_LINE = ("checkpoint, selective and offload costs from the mach
 
 
 UNCALLED_UNPROBED_LINE = ("checkpoint, selective and offload costs from the machine's "
-                          "calibration, not this model's own: trace's probes re-run the "
-                          "model's own forward, which the script never called (it calls "
-                          "the model's parts)")
+                          "calibration, not this model's own: trace's probes re-run a "
+                          "call of the model's own forward, and the script's timed steps "
+                          "made none (it calls the model's parts)")
 
 
 def unprobed_line(rep: "PredictReport") -> str:

@@ -46,7 +46,7 @@ def test_sac_exact_and_its_target_critic_is_no_orphan():
     timing = run.ledger.extra["timing"][0]
     assert timing["probes_skipped"] == "uncalled" and timing["step_ns"], timing
     rep = predict(run.ledger, [parse_policy("offload:critic.qf0")], bandwidth=1e9)
-    assert unprobed_line(rep).endswith("which the script never called (it calls the "
+    assert unprobed_line(rep).endswith("the script's timed steps made none (it calls the "
                                        "model's parts)")
     assert_one_doctor_error("train_sb3.py", ["--mode", "sac", "--timesteps", "60"], 2, None, "")
 
