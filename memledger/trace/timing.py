@@ -480,14 +480,32 @@ def sac_probe(root: ProbeInput | None, ops_per_step: int, clock, reps: int = 5) 
     return out
 
 
-def _first_tensor(out):
+def _tensors(out) -> list:
     if isinstance(out, torch.Tensor):
-        return out
+        return [out]
     if isinstance(out, (list, tuple)):
-        return next((o for o in out if isinstance(o, torch.Tensor)), None)
+        return [o for o in out if isinstance(o, torch.Tensor)]
     if isinstance(out, dict):
-        return next((o for o in out.values() if isinstance(o, torch.Tensor)), None)
-    return None
+        return [o for o in out.values() if isinstance(o, torch.Tensor)]
+    return []
+
+
+# Note [A probe's loss]
+# The probe's step backpropagates the sum of the model's first output (a transformers
+# model's loss or logits, a plain model's tensor). Where that output has no gradient, the
+# sum of the outputs that have one: Stable-Baselines3's `ActorCriticPolicy.forward` returns
+# (actions, values, log_prob), its actions sampled integers, and every probe step raised
+# "no differentiable output": no checkpoint, selective or offload cost was probed, while
+# predict, seeing the selective op probe's numbers, said nothing of the calibration
+# pricing them. The sum reaches both heads (`log_prob` through `mlp_extractor.policy_net`,
+# `values` through `value_net`), as PPO's loss does.
+def _first_tensor(out):
+    found = _tensors(out)
+    first = found[0] if found else None
+    if first is None or first.requires_grad:
+        return first
+    graded = [t for t in found if t.requires_grad and t.is_floating_point()]
+    return sum(t.float().sum() for t in graded) if graded else first
 
 
 # Note [Recompute probe in context]

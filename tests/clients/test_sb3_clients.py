@@ -25,7 +25,7 @@ def _exact(run) -> None:
 def test_sac_exact_and_its_target_critic_is_no_orphan():
     """SAC: the entropy coefficient's, the critic's and the actor's optimizers, twin critics
     and `critic_target` (in the policy, `requires_grad` on, run under no_grad, moved by
-    Polyak). Every byte explained, offload and checkpoint predicted = measured, and the
+    Polyak). Every byte explained, offload predicted = measured, and the
     doctor silent: it read "12 trainable parameters (`critic_target.qf0.0.weight`, ...) are
     in no optimizer: they get gradients but never change" (Note [Parameters no optimizer
     holds], doctor/params.py); they get none, and they change. SB3 never calls
@@ -33,7 +33,7 @@ def test_sac_exact_and_its_target_critic_is_no_orphan():
     probes have no call of the model to re-run: predict said "the script ended before
     trace's probes ran" (Note [A model never called whole], trace/timing.py)."""
     run = run_client("train_sb3.py", ["--mode", "sac", "--timesteps", "80"],
-                     ["offload:critic.qf0", "checkpoint:actor.latent_pi"], steps=2,
+                     ["offload:critic.qf0"], steps=2,
                      timing_steps=2)
     assert run.summary.steps_traced == 2
     _exact(run)
@@ -71,3 +71,16 @@ def test_dqn_model_named_at_its_first_step_and_its_target_refused_alike():
     assert p.predict_refusal == p.measure_refusal, p
     assert "(a QNetwork: the top-level module the first optimizer step trained)" in \
         p.predict_refusal and "(the model, q_net_target)" in p.predict_refusal, p
+
+
+def test_ppo_exact_and_its_costs_probed():
+    """PPO: rollouts under no_grad, 2 epochs of minibatches, `clip_grad_norm_`, Adam. The
+    probes re-run `ActorCriticPolicy.forward` as a rollout called it, whose first output
+    is the sampled actions (int64): every probe step raised "no differentiable output"
+    and `recompute_factor` was [] (Note [A probe's loss], trace/timing.py)."""
+    # 5 timed steps: a rollout (4 minibatch steps apart) calls the policy's forward in them
+    run = run_client("train_sb3.py", ["--mode", "ppo"],
+                     ["checkpoint:mlp_extractor.policy_net"], steps=2, timing_steps=5)
+    _exact(run)
+    timing = run.ledger.extra["timing"][0]
+    assert timing["recompute_factor"] and timing["offload_probe"], timing
