@@ -27,13 +27,52 @@ Policies are small (`net_arch=[32, 32]`), seeded (`seed=0`), on CPU.
     memledger doctor tests/clients/train_sb3.py -- --mode sac
 
 `--timesteps`: environment steps `model.learn` runs (enough for the timed steps after the
-traced ones); `--envs`: environments run side by side (DummyVecEnv, on-policy modes).
+traced ones); `--envs`: environments run side by side (DummyVecEnv, on-policy modes);
+`--sde`: gSDE exploration (ppo and a2c then on Pendulum-v1); `--image`: `CnnPolicy`
+(NatureCNN, 32 features) on a custom environment of 36x36 uint8 images (SAC's actor and
+critic each have their own CNN; PPO's policy and value heads share one);
+`--callbacks`: a CheckpointCallback (`model.save` every 40 env steps) and an EvalCallback
+(2 episodes every 40).
 """
 
 import argparse
+import tempfile
 import warnings
 
+import numpy as np
 import torch
+
+
+def image_env(discrete: bool):
+    """A custom environment as SB3's docs show one: 36x36 grey images (uint8, channel
+    first), a reward for matching the image's mean, episodes of 16 steps."""
+    import gymnasium as gym
+    from gymnasium import spaces
+
+    class ImageEnv(gym.Env):
+        def __init__(self) -> None:
+            super().__init__()
+            self.observation_space = spaces.Box(0, 255, (1, 36, 36), dtype=np.uint8)
+            self.action_space = spaces.Discrete(2) if discrete else \
+                spaces.Box(-1.0, 1.0, (1,), dtype=np.float32)
+            self.t = 0
+
+        def _obs(self):
+            return self.np_random.integers(0, 256, (1, 36, 36), dtype=np.uint8)
+
+        def reset(self, seed=None, options=None):
+            super().reset(seed=seed)
+            self.t = 0
+            self.last = self._obs()
+            return self.last, {}
+
+        def step(self, action):
+            self.t += 1
+            reward = float(-abs(float(np.asarray(action).mean()) - self.last.mean() / 255))
+            self.last = self._obs()
+            return self.last, reward, False, self.t >= 16, {}
+
+    return ImageEnv
 
 
 def main() -> None:
@@ -46,6 +85,8 @@ def main() -> None:
     ap.add_argument("--epochs", type=int, default=2)       # ppo: epochs over each rollout
     ap.add_argument("--width", type=int, default=32)
     ap.add_argument("--sde", action="store_true")          # ppo/sac/a2c: gSDE exploration
+    ap.add_argument("--image", action="store_true")        # CnnPolicy on a custom image env
+    ap.add_argument("--callbacks", action="store_true")    # CheckpointCallback + EvalCallback
     args = ap.parse_args()
 
     warnings.filterwarnings("ignore")
@@ -56,29 +97,49 @@ def main() -> None:
     arch = [args.width, args.width]
     common = dict(seed=0, device="cpu", verbose=0)
     sde = dict(use_sde=True, sde_sample_freq=4) if args.sde else {}
+    policy = "CnnPolicy" if args.image else "MlpPolicy"
+    if args.image:   # NatureCNN, its features 32 wide; actor and critic share it in PPO
+        arch_kw = dict(features_extractor_kwargs=dict(features_dim=32))
+    else:
+        arch_kw = {}
+
+    def make(name: str, n: int = 1):
+        if args.image:
+            return make_vec_env(image_env(args.mode in ("ppo", "a2c", "dqn")), n_envs=n, seed=0)
+        return make_vec_env(name, n_envs=n, seed=0)
+
     if args.mode in ("ppo", "a2c"):
         # gSDE needs continuous actions
-        env = make_vec_env("Pendulum-v1" if args.sde else "CartPole-v1", n_envs=args.envs,
-                           seed=0)
+        env = make("Pendulum-v1" if args.sde else "CartPole-v1", args.envs)
         if args.mode == "ppo":
-            model = PPO("MlpPolicy", env, n_steps=args.n_steps, batch_size=args.batch,
-                        n_epochs=args.epochs, policy_kwargs=dict(net_arch=arch), **sde,
+            model = PPO(policy, env, n_steps=args.n_steps, batch_size=args.batch,
+                        n_epochs=args.epochs, policy_kwargs=dict(net_arch=arch, **arch_kw),
+                        **sde,
                         **common)
         else:
-            model = A2C("MlpPolicy", env, n_steps=5, policy_kwargs=dict(net_arch=arch),
+            model = A2C(policy, env, n_steps=5, policy_kwargs=dict(net_arch=arch, **arch_kw),
                         **sde, **common)
     elif args.mode == "dqn":
-        env = make_vec_env("CartPole-v1", n_envs=1, seed=0)
-        model = DQN("MlpPolicy", env, learning_starts=50, buffer_size=1000,
+        env = make("CartPole-v1")
+        model = DQN(policy, env, learning_starts=50, buffer_size=1000,
                     batch_size=args.batch, train_freq=4, target_update_interval=8,
-                    tau=0.5, policy_kwargs=dict(net_arch=arch), **common)
+                    tau=0.5, policy_kwargs=dict(net_arch=arch, **arch_kw), **common)
     else:
-        env = make_vec_env("Pendulum-v1", n_envs=1, seed=0)
+        env = make("Pendulum-v1")
         algo = SAC if args.mode == "sac" else TD3
-        model = algo("MlpPolicy", env, learning_starts=50, buffer_size=1000,
-                     batch_size=args.batch, policy_kwargs=dict(net_arch=arch),
+        model = algo(policy, env, learning_starts=50, buffer_size=1000,
+                     batch_size=args.batch, policy_kwargs=dict(net_arch=arch, **arch_kw),
                      **(sde if algo is SAC else {}), **common)
-    model.learn(total_timesteps=args.timesteps)
+    callbacks = []
+    if args.callbacks:   # save every 40 env steps, evaluate 2 episodes every 40
+        from stable_baselines3.common.callbacks import CheckpointCallback, EvalCallback
+
+        folder = tempfile.mkdtemp(prefix="sb3-")
+        callbacks = [CheckpointCallback(save_freq=40, save_path=folder),
+                     EvalCallback(make("Pendulum-v1" if args.mode in ("sac", "td3") or args.sde
+                                       else "CartPole-v1"), eval_freq=40, n_eval_episodes=2,
+                                  verbose=0)]
+    model.learn(total_timesteps=args.timesteps, callback=callbacks)
 
 
 if __name__ == "__main__":
