@@ -8,6 +8,7 @@ import pytest
 
 pytest.importorskip("stable_baselines3")
 
+from memledger.replay.plan import plan  # noqa: E402
 from memledger.replay.policies import parse_policy  # noqa: E402
 from memledger.replay.predict import predict, unprobed_line  # noqa: E402
 from tests.clients.harness import assert_one_doctor_error, run_client  # noqa: E402
@@ -58,10 +59,21 @@ def test_dqn_model_named_at_its_first_step_and_its_target_refused_alike():
     `q_net.2.weight` (Note [Gradients renamed with the model]); predict's refusal of the
     target listed "(the model, QNetwork, q_net_target)", the model twice, and said it was
     "the first top-level module with parameters the script called", while measure said
-    "selector 'q_net_target' matches no module" (Note [A model's former label])."""
+    "selector 'q_net_target' matches no module" (Note [A model's former label]).
+
+    `plan` under the baseline's peak: `q_net` is Sequential(Linear, ReLU, Linear, ReLU,
+    Linear), each ReLU's output saved by it and by the next Linear, so offloading one of
+    them alone moves nothing and both together do. Plan summed the layers' effects and
+    said "no candidate fits 39,999 bytes; the lowest predicted peak is 40,000" of its
+    1,024 assignments; it plans those as one unit now and finds `offload:q_net.[1-2]`,
+    39,620 B, measured alike (Note [Blocks that share a save], replay/plan.py)."""
     run = run_client("train_sb3.py", ["--mode", "dqn"],
-                     ["offload:q_net", "checkpoint:q_net_target"], steps=2)
+                     ["offload:q_net.[1-2]", "checkpoint:q_net_target"], steps=2)
     _exact(run)
+    rep = plan(run.ledger, run.ledger_peak - 1)
+    assert rep.units == [["q_net.0"], ["q_net.1", "q_net.2"], ["q_net.3", "q_net.4"]]
+    assert (rep.fits, rep.policy, rep.predicted_peak_bytes) == \
+        (True, "offload:q_net.[1-2]", run.policies["offload:q_net.[1-2]"].measured), rep.policy
     st = run.ledger.storages
     params = set(st.loc[st["category"] == "parameter", "name"])
     grads = set(st.loc[st["category"] == "gradient", "name"])
