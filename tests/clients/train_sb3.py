@@ -32,7 +32,8 @@ traced ones); `--envs`: environments run side by side (DummyVecEnv, on-policy mo
 (NatureCNN, 32 features) on a custom environment of 36x36 uint8 images (SAC's actor and
 critic each have their own CNN; PPO's policy and value heads share one);
 `--callbacks`: a CheckpointCallback (`model.save` every 40 env steps) and an EvalCallback
-(2 episodes every 40).
+(2 episodes every 40); `--dict`: `MultiInputPolicy` on a custom environment whose
+observations are a dict of two vectors (ppo, a2c, dqn).
 """
 
 import argparse
@@ -75,6 +76,37 @@ def image_env(discrete: bool):
     return ImageEnv
 
 
+def dict_env():
+    """A custom environment with a Dict observation (`MultiInputPolicy`, CombinedExtractor):
+    a 4-vector and a 3-vector, 2 actions, episodes of 16 steps."""
+    import gymnasium as gym
+    from gymnasium import spaces
+
+    class DictEnv(gym.Env):
+        def __init__(self) -> None:
+            super().__init__()
+            self.observation_space = spaces.Dict({
+                "pos": spaces.Box(-1.0, 1.0, (4,), dtype=np.float32),
+                "goal": spaces.Box(-1.0, 1.0, (3,), dtype=np.float32)})
+            self.action_space = spaces.Discrete(2)
+            self.t = 0
+
+        def _obs(self):
+            return {"pos": self.np_random.uniform(-1, 1, 4).astype(np.float32),
+                    "goal": self.np_random.uniform(-1, 1, 3).astype(np.float32)}
+
+        def reset(self, seed=None, options=None):
+            super().reset(seed=seed)
+            self.t = 0
+            return self._obs(), {}
+
+        def step(self, action):
+            self.t += 1
+            return self._obs(), float(action), False, self.t >= 16, {}
+
+    return DictEnv
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--mode", choices=["ppo", "a2c", "dqn", "sac", "td3"], default="ppo")
@@ -87,6 +119,7 @@ def main() -> None:
     ap.add_argument("--sde", action="store_true")          # ppo/sac/a2c: gSDE exploration
     ap.add_argument("--image", action="store_true")        # CnnPolicy on a custom image env
     ap.add_argument("--callbacks", action="store_true")    # CheckpointCallback + EvalCallback
+    ap.add_argument("--dict", action="store_true")         # MultiInputPolicy, Dict obs
     args = ap.parse_args()
 
     warnings.filterwarnings("ignore")
@@ -97,7 +130,7 @@ def main() -> None:
     arch = [args.width, args.width]
     common = dict(seed=0, device="cpu", verbose=0)
     sde = dict(use_sde=True, sde_sample_freq=4) if args.sde else {}
-    policy = "CnnPolicy" if args.image else "MlpPolicy"
+    policy = "CnnPolicy" if args.image else "MultiInputPolicy" if args.dict else "MlpPolicy"
     if args.image:   # NatureCNN, its features 32 wide; actor and critic share it in PPO
         arch_kw = dict(features_extractor_kwargs=dict(features_dim=32))
     else:
@@ -106,6 +139,8 @@ def main() -> None:
     def make(name: str, n: int = 1):
         if args.image:
             return make_vec_env(image_env(args.mode in ("ppo", "a2c", "dqn")), n_envs=n, seed=0)
+        if args.dict:
+            return make_vec_env(dict_env(), n_envs=n, seed=0)
         return make_vec_env(name, n_envs=n, seed=0)
 
     if args.mode in ("ppo", "a2c"):
