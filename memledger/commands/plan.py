@@ -98,7 +98,9 @@ def _render(report, budget: str, front: bool) -> None:
                       f"(band {_ms(report.added_time_lo_s)}–{_ms(report.added_time_hi_s)})")
         console.print(f"  per block: {', '.join(report.choice)}", style="dim")
     console.print(f"searched {report.assignments:,.0f} assignments ({len(report.options)} "
-                  f"options on {len(report.blocks)} blocks, {report.method}, exact)"
+                  f"options on {len(report.blocks)} blocks"
+                  + (f" in {len(report.units)} units" if report.units else "")
+                  + f", {report.method}, exact)"
                   + ("" if report.assumption_held else "; blocks did not add up, budget "
                      "tightened (see docs/policies.md)"), style="dim")
     if report.runner_up:

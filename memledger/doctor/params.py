@@ -66,19 +66,33 @@ def optimizer_membership(run: Run) -> list[Finding]:
                      "every parameter to exactly one optimizer"),
             evidence={"params": len(shared), "optimizers": len(opts),
                       "bytes": run.bytes_of(shared)}))
-    # Trainable parameters of a model the optimizers train (same root) that none holds.
+    # Trainable parameters of a model the optimizers train (same root) that none holds,
+    # and that a backward gave a gradient (Note [Parameters no optimizer holds])
     roots = {run.params[i].get("root") for i in owners if i in run.params}
+    reached = {i for b in run.backwards for i in b.get("reached", ())}
     orphans = [i for i, p in run.params.items()
                if p.get("trainable") and i not in owners and p.get("root") in roots
-               and p.get("root") is not None]
+               and p.get("root") is not None and i in reached]
     if orphans and run.steps:
         out.append(Finding(
             check="no_optimizer", severity="warning", where=where(run.steps[0]),
             message=(f"{len(orphans)} trainable parameters ({run.names(orphans)}) are in no "
-                     "optimizer: they get gradients but never change; add them to the "
-                     "optimizer or set requires_grad=False"),
+                     "optimizer: backward gives them gradients that no optimizer.step() "
+                     "applies; add them to the optimizer or set requires_grad=False"),
             evidence={"params": len(orphans), "bytes": run.bytes_of(orphans)}))
     return out
+
+
+# Note [Parameters no optimizer holds]
+# A parameter that wants a gradient, in a network an optimizer trains, that no optimizer
+# holds, is a bug only when backward gives it one: then the gradient is computed and kept
+# for nothing, and the parameter never trains (a head left out of the optimizer). A target
+# network held beside the trained one (Stable-Baselines3's SAC keeps `critic_target` in the
+# policy with `requires_grad` left on, runs it under `no_grad` and moves it by
+# `polyak_update`) gets no gradient and does change: it was reported as "12 trainable
+# parameters ... get gradients but never change" (tests/clients/train_sb3.py --mode sac;
+# TD3: 18, with `actor_target`). Its `requires_grad` costs nothing, and adding it to an
+# optimizer would be the bug. So only the parameters some backward reached count.
 
 
 def stale_optimizer(run: Run) -> list[Finding]:

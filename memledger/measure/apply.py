@@ -749,7 +749,11 @@ class PolicyInstaller:
             if self.applied is not None:
                 self.applied.remove()
                 self.applied = None
-            self._apply(moved[0])
+            try:
+                self._apply(moved[0])
+            except PolicyError as e:   # said as predict says it: a selector of a module
+                self.error = self._explained(e)   # beside the model is told so
+                raise self.error from None
         elif self.error is not None:  # the model is decided, and the policy does not fit it
             self.error = self._explained(self.error)
             raise self.error
@@ -763,7 +767,7 @@ class PolicyInstaller:
             return error
         try:
             resolve(self.policy, module_table(model), others=others,
-                    containers=containers(model))
+                    containers=containers(model), moved=bool(self._roots.was))
         except PolicyError as better:
             return better
         return error

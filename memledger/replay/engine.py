@@ -162,7 +162,7 @@ from memledger.errors import NotPredicted, PolicyError
 from memledger.ledger.schema import CATEGORIES
 from memledger.replay.calls import output_saves, record_call, save_call, which_call
 from memledger.replay.compiled import refuse_compiled_regions
-from memledger.replay.policies import Policy, PolicyKind, resolve
+from memledger.replay.policies import MODEL_FIRST, MODEL_MOVED, Policy, PolicyKind, resolve
 from memledger.replay.prepared import ACTIVATION, INPUT, MODEL_STATE, Prepared
 from memledger.replay.script_checkpoint import refuse_around_script_checkpoints
 from memledger.replay.scripted import refuse_scripted_regions
@@ -266,12 +266,13 @@ def _select_calls(prep: Prepared, policy: Policy) -> _Calls:
     # a ledger knows the modules its traced forward called (a container whose children
     # are called directly, as checkpoint_sequential calls them, never ran)
     other = ", ".join(prep.other_roots)
-    after = (f" (policies act on the model, the first top-level module with parameters the "
-             f"script called; not on {other})") if other else ""
+    after = (f" (policies act on the model, "
+             f"{MODEL_MOVED if prep.model_moved else MODEL_FIRST}; not on {other})") \
+        if other else ""
     regions = resolve(policy, prep.module_table, "the modules the traced forward called are",
                       after, others=prep.other_roots, uncalled=prep.param_modules,
                       idle=prep.idle_modules,
-                      containers=prep.containers) \
+                      containers=prep.containers, moved=prep.model_moved) \
         if policy.parts else []
     by_path = {r.path: r.part for r in regions}
     refuse_scripted_regions(policy.text(), [r.path for r in regions if r.part.kind in (

@@ -107,10 +107,14 @@ class PlanReport(BaseModel):
     added_time_lo_s: float = 0.0
     added_time_hi_s: float = 0.0
     blocks: list[str] = Field(description="the repeated blocks the search acts on")
+    units: list[list[str]] = Field(default_factory=list, description="blocks searched as "
+                                   "one, with one option (they save the same storages: Note "
+                                   "[Blocks that share a save]); [] when each is its own")
     choice: list[str] = Field(default_factory=list, description="the option per block")
     options: list[str] = Field(default_factory=list, description="the options per block")
     method: str = Field("", description="exhaustive | dp (both exact)")
-    assignments: float = Field(0, description="options ** blocks: the space searched")
+    assignments: float = Field(0, description="options ** units (blocks): the space "
+                               "searched")
     assumption_held: bool = Field(True, description="the full replay of the answer agreed "
                                   "with the summed block effects (Note [Blocks add up])")
     runner_up: str = Field("", description="the best fitting policy without the chosen "
@@ -158,6 +162,47 @@ def repeated_blocks(led: Ledger) -> list[str]:
 
     best = max(groups, key=lambda k: (saved_bytes(k), len(groups[k])))
     return [p for _, p in sorted(groups[best])]
+
+
+# Note [Blocks that share a save]
+# Note [Blocks add up] holds for blocks that own what they save. Numbered children that are
+# layers rather than blocks do not: in `nn.Sequential(Linear, ReLU, Linear, ReLU, Linear)`
+# the ReLU's output is saved by the ReLU (for its backward) and by the next Linear (its
+# input). Offloading either alone leaves it where it is (the other still holds it), both
+# together move it: the mix saves more than the sum of its parts. Stable-Baselines3's
+# policies are such Sequentials (`q_net.0-4`, `critic.qf0.0-4`,
+# `mlp_extractor.policy_net.0-3`): plan searched "1,024 assignments (4 options on 5
+# blocks, exhaustive, exact)" of DQN's `q_net.*` and said "no candidate fits 39,700 bytes;
+# the lowest predicted peak is 40,000", while predict gives `offload:q_net.*` 39,620
+# (and measure the same). So blocks any storage is saved by two of are planned as one unit,
+# one option for all of them (`units`); blocks that share nothing, a transformer's or a
+# CNN's, are each a unit as before. Found from the ledger's `saved` records.
+def block_units(prep: Prepared, blocks: list[str]) -> list[list[int]]:
+    """`blocks` (indices) grouped into units, in block order: two blocks that save one
+    storage are in one unit (Note [Blocks that share a save])."""
+    parent = list(range(len(blocks)))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+    names = prep.pack_mod_names if prep.pack_mod_names is not None else np.array([], object)
+    member = np.array([next((b for b, block in enumerate(blocks)
+                             if str(n) == block or str(n).startswith(block + ".")), -1)
+                       for n in names], dtype=np.int64)
+    if len(member) and prep.pack_row is not None and len(prep.pack_row):
+        who = member[prep.pack_mod_code]
+        ok = who >= 0
+        first: dict[int, int] = {}
+        for row, b in zip(prep.pack_row[ok].tolist(), who[ok].tolist()):
+            a = first.setdefault(row, b)
+            if a != b:
+                parent[root(b)] = root(a)
+    units: dict[int, list[int]] = {}
+    for b in range(len(blocks)):
+        units.setdefault(root(b), []).append(b)
+    return sorted(units.values())
 
 
 def _selectors(blocks: list[str], all_blocks: list[str]) -> list[str]:
@@ -212,15 +257,28 @@ class BlockTable:
     # left out of `cost` (seconds: cost, lo, hi); `reruns`: per option, whether it re-runs
     step: dict = field(default_factory=lambda: {"cost": 0.0, "lo": 0.0, "hi": 0.0})
     reruns: np.ndarray = None
+    # the search's units (Note [Blocks that share a save]): indices into `blocks`, one row
+    # of delta and cost each; None: every block its own unit
+    units: list[list[int]] = None
+
+    def per_block(self, choice) -> list[int]:
+        """A choice per unit as the option of each block."""
+        if self.units is None:
+            return [int(o) for o in choice]
+        out = [0] * len(self.blocks)
+        for members, o in zip(self.units, choice):
+            for b in members:
+                out[b] = int(o)
+        return out
 
     def peak(self, choice) -> int:
-        d = self.delta[np.arange(len(self.blocks)), np.asarray(choice)].sum(axis=0)
+        d = self.delta[np.arange(len(self.cost)), np.asarray(choice)].sum(axis=0)
         return int((d + self.floor).max()) + self.workspace
 
     def total(self, choice, which: str = "cost") -> float:
         c = np.asarray(choice)
         once = self.step[which] if self.reruns is not None and self.reruns[c].any() else 0.0
-        return float(getattr(self, which)[np.arange(len(self.blocks)), c].sum()) + once
+        return float(getattr(self, which)[np.arange(len(self.cost)), c].sum()) + once
 
     def solve(self, budget_bytes: int, allowed: np.ndarray | None = None,
               stats: dict | None = None):
@@ -229,7 +287,7 @@ class BlockTable:
         best that re-runs nothing; exact, since an assignment that re-runs nothing never
         pays it (Note [Blocks add up])."""
         cap = budget_bytes - self.workspace - self.floor
-        merge = self.delta.shape[2] > 8 * len(self.blocks)
+        merge = self.delta.shape[2] > 8 * len(self.cost)
         choice, _ = solve(self.delta, self.cost, cap, allowed, merge=merge, stats=stats)
         if choice is None or self.reruns is None or not self.step["cost"] \
                 or not self.reruns[choice].any():
@@ -242,7 +300,7 @@ class BlockTable:
         return choice, self.total(choice)
 
     def policy(self, choice) -> str:
-        return policy_text(self.blocks, self.options, choice)
+        return policy_text(self.blocks, self.options, self.per_block(choice))
 
 
 def _block_storages(prep: Prepared, block: str) -> np.ndarray:
@@ -274,20 +332,26 @@ def block_table(prep: Prepared, model: CostModel, blocks: list[str], rng: int) -
     """Replays each (block, option) on the block's own storages (Prepared.subset): the same
     slot effect as on the whole ledger, in a fraction of the time."""
     options = block_options(prep, blocks)
+    units = block_units(prep, blocks)   # Note [Blocks that share a save]
     base = replay(prep, parse_policy("none"), rng_bytes=rng, slots=True).slots
-    nb, no = len(blocks), len(options)
+    nb, no = len(units), len(options)
     delta = np.zeros((nb, no, len(base)), dtype=np.int64)
     cost, lo, hi = np.zeros((nb, no)), np.zeros((nb, no)), np.zeros((nb, no))
     refused: dict[str, str] = {}
     step = (0.0, 0.0, 0.0)     # the checkpointed step's own cost, once (per block: the same)
-    for b, block in enumerate(blocks):
-        sub = prep.subset(_block_storages(prep, block))
+    for b, members in enumerate(units):
+        keep = np.zeros(len(prep.created), dtype=bool)
+        for i in members:
+            keep |= _block_storages(prep, blocks[i])
+        sub = prep.subset(keep)
         own = _plain_slots(sub)
+        sels = _selectors([blocks[i] for i in members], blocks)
         for o, opt in enumerate(options):
             if opt.kind == "none":
                 continue
             try:
-                r = replay(sub, parse_policy(opt.part(block)), rng_bytes=rng, slots=True)
+                r = replay(sub, parse_policy("+".join(opt.part(x) for x in sels)),
+                           rng_bytes=rng, slots=True)
             except PolicyError as e:   # replay refuses it (a block that must not be re-run)
                 cost[b, o] = lo[b, o] = hi[b, o] = np.inf
                 refused.setdefault(opt.label(), str(e).removeprefix("memledger: "))
@@ -300,7 +364,8 @@ def block_table(prep: Prepared, model: CostModel, blocks: list[str], rng: int) -
     reruns = np.array([o.kind in ("checkpoint", "selective") for o in options])
     return BlockTable(blocks=blocks, options=options, delta=d, floor=floor, cost=cost,
                       lo=lo, hi=hi, workspace=prep.workspace, slots=len(base), refused=refused,
-                      step=dict(zip(("cost", "lo", "hi"), step)), reruns=reruns)
+                      step=dict(zip(("cost", "lo", "hi"), step)), reruns=reruns,
+                      units=None if len(units) == len(blocks) else units)
 
 
 def _solve_checked(table: BlockTable, prep: Prepared, budget: int, rng: int,
@@ -466,14 +531,15 @@ def plan(led: Ledger, budget_bytes: int, step_time_s: float | None = None,
     front = _replayed(front, cands)
     fits = choice is not None
     best = cands[0] if fits else min(cands, key=lambda c: c.peak_bytes)
-    nb, no = len(blocks), len(table.options)
+    nb, no = len(table.cost), len(table.options)
     return PlanReport(
         budget_bytes=budget_bytes, baseline_peak_bytes=report.baseline_peak_bytes, fits=fits,
         policy=best.policy if fits else "", predicted_peak_bytes=best.peak_bytes,
         predicted_added_time_s=best.added_time_s if fits else 0.0,
         added_time_lo_s=best.added_time_lo_s if fits else 0.0,
         added_time_hi_s=best.added_time_hi_s if fits else 0.0,
-        blocks=blocks, choice=[table.options[o].label() for o in choice] if fits else [],
+        blocks=blocks, units=[[blocks[i] for i in u] for u in table.units or []],
+        choice=[table.options[o].label() for o in table.per_block(choice)] if fits else [],
         options=[o.label() for o in table.options],
         method="exhaustive" if no ** nb <= EXHAUSTIVE_MAX else "dp",
         assignments=float(no) ** nb, assumption_held=held,

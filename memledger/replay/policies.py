@@ -249,7 +249,7 @@ def resolve(policy: Policy, modules: Iterable[tuple[str, str]],
             known: str = "the model's modules are", after: str = "",
             others: Iterable[str] = (), uncalled: Iterable[str] = (),
             containers: dict[str, str] | None = None,
-            idle: Iterable[str] = ()) -> list[Region]:
+            idle: Iterable[str] = (), moved: bool = False) -> list[Region]:
     """The regions a policy selects among (path, class name) pairs, in model order.
 
     Raises PolicyError when a selector matches nothing (listing the module names, then
@@ -259,6 +259,7 @@ def resolve(policy: Policy, modules: Iterable[tuple[str, str]],
     when two parts select the same module. `containers` (path -> class name): modules with
     no forward of their own, which a policy never selects (Note [Containers]). `idle`:
     those of `uncalled` no op read in the traced steps (Note [Modules that never ran]).
+    `moved`: the first optimizer step named the model (Note [The model], trace/roots.py).
     """
     containers = containers or {}
     modules = list(dict.fromkeys(modules))
@@ -277,8 +278,8 @@ def resolve(policy: Policy, modules: Iterable[tuple[str, str]],
                              set(idle))
             beside = _beside_the_model(sel, others)
             if beside:
-                model = f" ({_a(root)}: the first top-level module with parameters the " \
-                    "script called)" if root else ""
+                model = f" ({_a(root)}: {MODEL_MOVED if moved else MODEL_FIRST})" \
+                    if root else ""
                 raise PolicyError(
                     f"selector {sel!r} selects modules of {beside!r}, which the script calls "
                     f"beside the model; policies act on the model alone{model}: put the "
@@ -299,6 +300,11 @@ def resolve(policy: Policy, modules: Iterable[tuple[str, str]],
             raise PolicyError(f"regions nest: {b!r} ({taken[b]}) is inside {a!r} ({taken[a]}); "
                               "select modules that do not contain each other")
     return regions
+
+
+# which module is the model, said as Note [The model] (trace/roots.py) decided it
+MODEL_FIRST = "the first top-level module with parameters the script called"
+MODEL_MOVED = "the top-level module the first optimizer step trained"
 
 
 def _a(name: str) -> str:

@@ -91,7 +91,9 @@ class PredictReport(BaseModel):
                                "False: the machine's calibration priced them")
     probes_skipped: str = Field("", description="why trace did not probe this model's "
                                 "costs when it had the steps to: 'compiled' (it runs code "
-                                "torch.compile'd by a real backend), '' otherwise")
+                                "torch.compile'd by a real backend), 'uncalled' (the "
+                                "script calls the model's parts, never its own forward), "
+                                "'' otherwise")
     policies: list[PolicyPrediction]
     refused: list[RefusedPolicy] = Field(default_factory=list, description="policies the "
                                          "replay refused, with why (their peaks unknown)")
@@ -128,9 +130,16 @@ COMPILED_UNPROBED_LINE = ("checkpoint, selective and offload costs from the mach
                           "torch.compile'd code (each probe would compile again)")
 
 
+UNCALLED_UNPROBED_LINE = ("checkpoint, selective and offload costs from the machine's "
+                          "calibration, not this model's own: trace's probes re-run a "
+                          "call of the model's own forward, and the script's timed steps "
+                          "made none (it calls the model's parts)")
+
+
 def unprobed_line(rep: "PredictReport") -> str:
     """Why the calibration priced the policies (priced_by_calibration)."""
-    return COMPILED_UNPROBED_LINE if rep.probes_skipped == "compiled" else UNPROBED_LINE
+    return {"compiled": COMPILED_UNPROBED_LINE, "uncalled": UNCALLED_UNPROBED_LINE}.get(
+        rep.probes_skipped, UNPROBED_LINE)
 
 
 def unsettled_line(reason: str) -> str:

@@ -141,6 +141,7 @@ class Prepared:
     # top-level modules besides the model (a GAN's discriminator), by path prefix: a policy
     # never selects their modules, as `measure` applies it to the model only
     other_roots: tuple[str, ...] = ()
+    model_moved: bool = False   # the first optimizer step named the model (model_moved)
     compiled: tuple[tuple[str, str], ...] = ()   # (path, backend): replay/compiled.py
     scope_model: np.ndarray = None  # bool per call: a call of the model's (model_calls)
     # one entry per `saved` record (a parameter saved by every call has one per call):
@@ -262,6 +263,7 @@ class Prepared:
             stateful_mod=st_mod, stateful_ev0=st_ev0, stateful_obj=st_obj,
             script_ckpt=script_checkpoints(led.extra.get("script_ckpt", [])),
             other_roots=others,
+            model_moved=model_moved(led),
             param_modules=(params := _param_modules(st, others)),
             idle_modules=_idle_modules(st, params),
             containers=_containers(led),
@@ -335,10 +337,33 @@ class Prepared:
         return self.__dict__["_modules"]
 
 
+# Note [A model's former label]
+# A module called before the first optimizer step, when another top-level module held the
+# model's names, was labelled as a module beside the model (a `root` record); when that
+# step names it the model (Note [The model], trace/roots.py) the label is the model's no
+# more: the `model` record says which it was (`was`). Stable-Baselines3's DQN calls
+# `q_net_target` under no_grad before `q_net`: predict's refusal of
+# `checkpoint:q_net_target` listed "the modules the script calls (the model, QNetwork,
+# q_net_target)", QNetwork being the model itself. A `root` record written after the
+# rename (it carries its event) may take the label again. Ledgers from before read as
+# they did.
+
+
 def other_roots(led: Ledger) -> tuple[str, ...]:
     """The path prefixes of the ledger's top-level modules besides the model (`root`
-    records, memledger/trace/roots.py)."""
-    return tuple(dict.fromkeys(r["mod"] for r in led.extra.get("root", [])))
+    records, memledger/trace/roots.py), less a label the model had before it was named
+    the model (Note [A model's former label])."""
+    retired = {str(r["was"]): int(r["ev"]) for r in led.extra.get("model", [])
+               if r.get("was")}
+    return tuple(dict.fromkeys(
+        r["mod"] for r in led.extra.get("root", [])
+        if not (r["mod"] in retired and int(r.get("ev", -1)) < retired[r["mod"]])))
+
+
+def model_moved(led: Ledger) -> bool:
+    """The first optimizer step named the model (Note [The model]): the first top-level
+    module with parameters the script called is not it."""
+    return any(r.get("was") for r in led.extra.get("model", []))
 
 
 def _param_modules(st: pd.DataFrame, others: tuple[str, ...]) -> tuple[str, ...]:

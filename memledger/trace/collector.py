@@ -1807,7 +1807,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
         prefix = self._roots.prefix[root]
         self._note_compiled(root, prefix)
         if prefix:   # not the model: a GAN's discriminator, a loss module called on its own
-            self.sink.write({"k": "root", "mod": prefix})
+            self.sink.write({"k": "root", "mod": prefix, "ev": self._ev})
         else:
             if self._roots.absorbed:   # it holds the module that was the model until now
                 self.sink.write({"k": "model", "ev": self._ev})   # (Note [The model]): renamed
@@ -1871,6 +1871,14 @@ class Collector(ShardingMixin, TorchDispatchMode):
                 self._held.pop(self._sid(t, self._ev), None)
         self._lazy = waiting
 
+    # Note [Gradients renamed with the model]
+    # When the first optimizer step names another top-level module the model (Note [The
+    # model], trace/roots.py), its parameters are written again under their new names, and
+    # so are the gradients they hold then: those were named at the end of the backward
+    # before, under the old prefix. Stable-Baselines3's DQN calls `q_net_target` (under
+    # no_grad) before `q_net`, so the first step's gradients read `QNetwork.q_net.2.weight`
+    # and every later step's `q_net.2.weight`, one tensor by two names in `show` (its idle
+    # table folds a tensor's steps by name). Module calls keep the names they ran under.
     def _name_state(self, root: torch.nn.Module, prefix: str, again: bool = False) -> None:
         """The `parameter` and `buffer` roles of a top-level module's tensors, named under
         `prefix`; `again`: renamed, so written again (the ledger reads the last name)."""
@@ -1886,16 +1894,28 @@ class Collector(ShardingMixin, TorchDispatchMode):
                     continue
                 if again:
                     self._roles_written.discard((self._sid(t, self._ev), role))
+                    g = t.grad if role == "parameter" else None
+                    if g is not None and g.layout is torch.strided:   # Note [Gradients
+                        self._roles_written.discard(                  # renamed with the model]
+                            (self._sid(g, self._ev), "gradient"))
+                        self._role(g, "gradient", full)
                 self._role(t, role, full, shard="sharded" if role == "parameter" and getattr(
                     t, "_local_tensor", None) is not None else "")
 
+    # Note [A batch in a dict]
+    # The model's arguments made outside the step are its batch (`input`), looked for
+    # through tuples, lists and dicts as checkpoint's are (`_nested_tensors`): a model
+    # called `model(batch)` with `batch = {"x": ..., "y": ...}` had only the tensors the
+    # loss read filed as input, and `x` (64x16 fp32, 4,096 B) as the first Linear's
+    # `activation`, in `show`'s saved-for-backward table by module too, where `model(x)`
+    # files it as input (tests/integration/test_api_blocks.py, a Linear on `batch["x"]`).
+    # Peaks and predictions do not change: the replay follows each storage's own life.
     def _mark_inputs(self, args) -> None:
-        for a in args:
-            if isinstance(a, _Tensor):
-                sid = self._sid(a, self._ev)
-                if sid in self._outside:
-                    self._outside.discard(sid)
-                    self.sink.write({"k": "role", "sid": sid, "role": "input"})
+        for a in _nested_tensors(tuple(args)):
+            sid = self._sid(a, self._ev)
+            if sid in self._outside:
+                self._outside.discard(sid)
+                self.sink.write({"k": "role", "sid": sid, "role": "input"})
 
     def _mark_loss_inputs(self, args) -> None:
         """Loss targets: tensors made outside the step that the loss reads are the batch too."""
@@ -1968,8 +1988,10 @@ class Collector(ShardingMixin, TorchDispatchMode):
         self._set_phase("optimizer")
         moved = self._roots.on_step(opt)        # Note [The model] (trace/roots.py)
         if moved:   # the model's names are the student's from here; the teacher's: its class
-            self.sink.write({"k": "model", "ev": self._ev})
-            self.sink.write({"k": "root", "mod": self._roots.prefix[moved[1]]})
+            # `was`: the label the student had, no other top-level module's from here
+            # (Note [A model's former label], replay/prepared.py)
+            self.sink.write({"k": "model", "ev": self._ev, "was": self._roots.was})
+            self.sink.write({"k": "root", "mod": self._roots.prefix[moved[1]], "ev": self._ev})
             self._note_containers(moved[0])
             for root in moved:
                 self._name_state(root, self._roots.prefix[root], again=True)

@@ -130,6 +130,7 @@ class RootNames:
         self.prefix = ByModule()            # top-level module -> prefix ("": the model's names)
         self.paths = ByModule()             # module -> path, submodules included
         self.decided = False                # the first optimizer step has been seen
+        self.was = ""   # the label the model had before that step named it (Note [The model])
         self._with_grad = ByModule()        # top-level modules called with gradients on
         self._script_name = ByModule()      # top-level module -> the script's name for it
         # the last new top-level module and the ones it absorbed, held weakly: a model
@@ -220,6 +221,7 @@ class RootNames:
         if best is None or best is held or n == 0:
             return []
         before = self.prefix[best]
+        self.was = before
         self.prefix[best] = ""
         # labelled as the new model's neighbour: while both read "" the old one was the
         # model `_label` kept clear of, and TRL's DPO with precomputed reference log-probs

@@ -333,6 +333,9 @@ class StepTimers:
             self.done = True
             if not self.probes:
                 return
+            if self.modules.root is None:   # Note [A model never called whole]
+                self.probes_skipped = "uncalled"
+                return
             if compiled_inside(self.modules.root):   # Note [No probes of compiled code]
                 self.probes_skipped = "compiled"
                 return
@@ -353,6 +356,16 @@ class StepTimers:
             self.ops = OpTimer(self._clock)
             self.ops.__enter__()
         self._n += 1
+
+    # Note [A model never called whole]
+    # The probes re-run the model's own forward on a batch it was called with (Note [The
+    # probes call the model as the script did]). A script that only calls the model's
+    # parts, through the model's methods (Note [A model called through its methods]),
+    # gives it none: Stable-Baselines3's SAC collects with `policy.predict` and trains
+    # through `actor.action_log_prob` and `critic(...)`, and `SACPolicy.forward` never
+    # runs. predict said "the script ended before trace's probes ran ...; let it run 16
+    # steps more than --steps" of a script that had run 1,950 more; the record now says
+    # why (`probes_skipped: "uncalled"`), and so does predict.
 
     # Note [No probes of compiled code]
     # Every probe turn patches the regions' `forward` (plain, checkpointed, selective,
@@ -467,14 +480,32 @@ def sac_probe(root: ProbeInput | None, ops_per_step: int, clock, reps: int = 5) 
     return out
 
 
-def _first_tensor(out):
+def _tensors(out) -> list:
     if isinstance(out, torch.Tensor):
-        return out
+        return [out]
     if isinstance(out, (list, tuple)):
-        return next((o for o in out if isinstance(o, torch.Tensor)), None)
+        return [o for o in out if isinstance(o, torch.Tensor)]
     if isinstance(out, dict):
-        return next((o for o in out.values() if isinstance(o, torch.Tensor)), None)
-    return None
+        return [o for o in out.values() if isinstance(o, torch.Tensor)]
+    return []
+
+
+# Note [A probe's loss]
+# The probe's step backpropagates the sum of the model's first output (a transformers
+# model's loss or logits, a plain model's tensor). Where that output has no gradient, the
+# sum of the outputs that have one: Stable-Baselines3's `ActorCriticPolicy.forward` returns
+# (actions, values, log_prob), its actions sampled integers, and every probe step raised
+# "no differentiable output": no checkpoint, selective or offload cost was probed, while
+# predict, seeing the selective op probe's numbers, said nothing of the calibration
+# pricing them. The sum reaches both heads (`log_prob` through `mlp_extractor.policy_net`,
+# `values` through `value_net`), as PPO's loss does.
+def _first_tensor(out):
+    found = _tensors(out)
+    first = found[0] if found else None
+    if first is None or first.requires_grad:
+        return first
+    graded = [t for t in found if t.requires_grad and t.is_floating_point()]
+    return sum(t.float().sum() for t in graded) if graded else first
 
 
 # Note [Recompute probe in context]

@@ -39,6 +39,34 @@ def _step(m, opt, x) -> None:
     opt.zero_grad()
 
 
+class _OnADict(torch.nn.Module):
+    """Linear(100, 50) called on `batch["x"]`: the model takes its batch as a dict."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.lin = torch.nn.Linear(100, 50)
+
+    def forward(self, batch):
+        return self.lin(batch["x"])
+
+
+def test_a_batch_handed_over_in_a_dict_is_input():
+    """Note [A batch in a dict] (trace/collector.py): `model({"x": x})` filed x (8·100·4 =
+    3,200 B) as an `activation` the Linear saved, where `model(x)` files it as input; the
+    peak is the same either way."""
+    with memledger.trace() as led:
+        m = _OnADict()
+        opt = torch.optim.Adam(m.parameters())
+        x = torch.randn(8, 100)
+        for _ in range(2):
+            _step(m, opt, {"x": x})
+    s = led.summary()
+    assert (s.steps_traced, s.peak.bytes) == (2, PEAK)
+    assert s.at_peak["input"] == INPUT and s.at_peak["activation"] == 0
+    assert s.activations.saved_bytes == 8 * 50 * 4
+
+
 def _hooks_left() -> tuple[int, ...]:
     return (len(nn_module._global_forward_hooks), len(nn_module._global_forward_pre_hooks),
             len(optim_module._global_optimizer_pre_hooks),

@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib
 import itertools
 import time
+from types import SimpleNamespace
 
 import torch
 from torch.optim.optimizer import register_optimizer_step_pre_hook
@@ -287,14 +288,19 @@ def test_no_probes_on_several_ranks(monkeypatch):
     monkeypatch.setattr(timing, "context_probes",
                         lambda root, clock, kinds, **k: ran.append(kinds) or
                         {kind: {} for kind in kinds})
-    for probes, expected in ((False, []), (True, ["sac_probe", timing.PROBE_KINDS])):
+    called = SimpleNamespace(module=None)   # a call of the model the probes would re-run
+    for probes, root, expected, skipped in (
+            (False, called, [], ""), (True, called, ["sac_probe", timing.PROBE_KINDS], ""),
+            # Note [A model never called whole]: no call to re-run, and the record says so
+            (True, None, [], "uncalled")):
         ran.clear()
         t = timing.StepTimers(module_steps=1, probes=probes)
         t._faults = lambda: 0
+        t.modules.root = root
         try:
             for _ in range(3):          # opens the module step, then the op step, then ends
                 t.on_step()
-            assert t.done and ran == expected
+            assert t.done and ran == expected and t.probes_skipped == skipped
         finally:
             t.close()
 
@@ -561,3 +567,17 @@ def test_a_model_near_the_memorys_size_goes_without_the_optimizer_pass(monkeypat
     assert _RegionSteps(probe, time.thread_time_ns).update is None
     monkeypatch.setattr(timing, "_room", lambda device: 4 * 3 * trainable)
     assert _RegionSteps(probe, time.thread_time_ns).update is not None
+
+
+def test_a_probe_loss_from_the_outputs_with_gradients():
+    """Note [A probe's loss]: a first output without a gradient (sampled actions) gives way
+    to the sum of the outputs with one; a first output with one is taken as it was."""
+    from memledger.trace.timing import _first_tensor
+
+    w = torch.ones(3, requires_grad=True)
+    actions, values, log_prob = torch.tensor([1, 0]), w[:2] * 2, w[1:] * 3
+    y = _first_tensor((actions, values, log_prob))
+    y.float().sum().backward()
+    assert w.grad.tolist() == [2.0, 5.0, 3.0]      # d(2 w0 + 2 w1 + 3 w1 + 3 w2)
+    assert _first_tensor({"loss": values, "x": actions}) is values
+    assert _first_tensor((actions,)) is actions    # nothing has a gradient: as before
