@@ -122,8 +122,18 @@ def main() -> None:
             activation_checkpointing_kwargs={"use_reentrant": False},
             logging_steps=1_000, report_to=[], save_strategy="no", use_cpu=True,
             dataloader_num_workers=0, disable_tqdm=True, **extra)
+        collate = None
+        if seq2seq and args.smoothing:
+            # the Trainer takes the labels out for its label smoother, so the model cannot
+            # shift them: DataCollatorForSeq2Seq's `decoder_input_ids`, made here
+            def collate(rows):
+                batch = {k: torch.stack([r[k] for r in rows]) for k in rows[0]}
+                batch["decoder_input_ids"] = model.prepare_decoder_input_ids_from_labels(
+                    labels=batch["labels"])
+                return batch
         trainer = (Seq2SeqTrainer if seq2seq else Trainer)(
             model=model, args=targs, train_dataset=train, eval_dataset=evals,
+            data_collator=collate,
             compute_metrics=accuracy if args.eval else None)
         trainer.train()
 
