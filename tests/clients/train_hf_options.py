@@ -9,13 +9,16 @@ step does, as fine-tuning scripts set them.
 `--model` picks a tiny model built from its config (2 layers, width 64, vocab 128, nothing
 downloaded): `gpt2` (causal LM under `Trainer`), `t5` or `bart` (encoder-decoder under
 `Seq2SeqTrainer`: the model makes `decoder_input_ids` from the labels), `lora` (the GPT-2
-under a peft LoRA on `c_attn`, activation (gradient) checkpointing with `use_reentrant=False`, as QLoRA
-recipes set it). The options are TrainingArguments, each named after its field:
-`--accum` (gradient_accumulation_steps: `--steps` counts optimizer updates),
-`--smoothing` (label_smoothing_factor), `--neftune` (neftune_noise_alpha: a forward hook on
-the input embeddings adds noise in training), `--optim`, `--sched` (lr_scheduler_type;
-`reduce_lr_on_plateau` needs `--eval`), `--eval` (eval_strategy="steps" every step on
-`--eval-size` examples (4), prediction_loss_only=False and a `compute_metrics`, so the loop gathers the logits), `--generate`
+under a peft LoRA on `c_attn`, activation (gradient) checkpointing with
+`use_reentrant=False`, as QLoRA recipes set it). The options are TrainingArguments, each
+named after its field: `--accum` (gradient_accumulation_steps: `--steps` counts optimizer
+updates; `--train-size` examples per epoch, 64, so that an epoch's last update may have
+fewer micro-batches), `--smoothing` (label_smoothing_factor), `--neftune`
+(neftune_noise_alpha: a forward hook on the input embeddings adds noise in training),
+`--optim`, `--sched` (lr_scheduler_type; `reduce_lr_on_plateau` needs `--eval`), `--eval`
+(eval_strategy="steps" every step on `--eval-size` examples, 4, prediction_loss_only=False
+and a `compute_metrics`, so the loop gathers the logits), `--eval-accum N`
+(eval_accumulation_steps: the gathered logits go to numpy every N batches), `--generate`
 (predict_with_generate: the eval loop calls `generate`, with its KV cache), `--no-clip`
 (max_grad_norm=0), `--empty-cache N` (torch_empty_cache_steps). Seeded: the same run
 every time.
@@ -90,12 +93,14 @@ def main() -> None:
     p.add_argument("--seq", type=int, default=16)
     p.add_argument("--batch-size", type=int, default=2)
     p.add_argument("--accum", type=int, default=1)
+    p.add_argument("--train-size", type=int, default=64)
     p.add_argument("--smoothing", type=float, default=0.0)
     p.add_argument("--neftune", type=float, default=None)
     p.add_argument("--optim", default="adamw_torch")
     p.add_argument("--sched", default="linear")
     p.add_argument("--eval", action="store_true")
     p.add_argument("--eval-size", type=int, default=4)
+    p.add_argument("--eval-accum", type=int, default=None)
     p.add_argument("--generate", action="store_true")
     p.add_argument("--no-clip", action="store_true")
     p.add_argument("--empty-cache", type=int, default=None)
@@ -104,7 +109,7 @@ def main() -> None:
     seq2seq = args.model in ("t5", "bart")
     model = build(args.model, args.seq)
     target = args.seq // 2 if seq2seq else 0
-    train = RandomPairs(64, args.seq, target)
+    train = RandomPairs(args.train_size, args.seq, target)
     evals = RandomPairs(args.eval_size, args.seq, target, offset=1000) if args.eval else None
     arguments = Seq2SeqTrainingArguments if seq2seq else TrainingArguments
     extra = {"predict_with_generate": args.generate, "generation_max_length": target + 1,
@@ -116,6 +121,7 @@ def main() -> None:
             label_smoothing_factor=args.smoothing, neftune_noise_alpha=args.neftune,
             optim=args.optim, lr_scheduler_type=args.sched, learning_rate=1e-3,
             eval_strategy="steps" if args.eval else "no", eval_steps=1,
+            eval_accumulation_steps=args.eval_accum,
             prediction_loss_only=False, max_grad_norm=0.0 if args.no_clip else 1.0,
             torch_empty_cache_steps=args.empty_cache,
             activation_checkpointing=args.model == "lora",
