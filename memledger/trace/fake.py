@@ -696,6 +696,38 @@ KNOWN_FACTORIES = frozenset({aten.ones, aten.zeros, aten.full, aten.ones_like, a
                              aten.eye})
 
 
+# Note [An answer one known operand fixes]
+# Rule 3 computes an op for real only when every input is known. `a | b` is known when one
+# operand is all True, `a & b` when one is all False (or all 0), whatever the other holds.
+# A generation loop stops so: transformers' `generate` ORs its stopping criteria, the
+# max-length one a known `torch.full(..., cur_len >= max_length)`, the EOS one read off the
+# sampled tokens (unknown); `unfinished & ~is_done` then `unfinished.max() == 0`. Without
+# this the end-of-sequence check stayed a stand-in and a fake run of Seq2SeqTrainer's
+# `predict_with_generate` never ended. Now it ends at max_length: the real run may stop
+# sooner on an EOS (a fake generation is the longest the real one can be).
+_ABSORBING = {aten.bitwise_or.Tensor: True, aten.logical_or.default: True,
+              aten.__or__.Tensor: True,
+              aten.bitwise_and.Tensor: False, aten.logical_and.default: False,
+              aten.__and__.Tensor: False}
+
+
+def _absorbed(func, args, outs) -> torch.Tensor | None:
+    """The output of `func` where one known operand fixes it alone, else None."""
+    value = _ABSORBING.get(func)
+    if value is None or len(outs) != 1 or (value and outs[0].dtype is not torch.bool):
+        return None
+    out = outs[0]
+    for a in args[:2]:
+        known = _shadow_of(a) if isinstance(a, torch.Tensor) else None
+        if known is None or (value and known.dtype is not torch.bool):
+            continue
+        with _disable_current_modes():
+            fixes = bool(known.all()) if value else not bool(known.any())
+            if fixes and torch.broadcast_shapes(known.shape, out.shape) == out.shape:
+                return torch.full(out.shape, value, dtype=out.dtype)
+    return None
+
+
 def _float_known(func, args) -> bool:
     """Rule 3: is a float result's value known? A value-fixing factory's, or one whose tensor
     inputs are all known (shadowed or real), at least one of them."""
@@ -1001,6 +1033,8 @@ class FakeCollector(Collector):
     def _shadow(self, func, args, kwargs, outs) -> None:
         """Compute a small integer result for real from its inputs' shadows (Rule 3)."""
         r = self._real(func, args, kwargs)
+        if r is None:
+            r = _absorbed(func, args, outs)   # Note [An answer one known operand fixes]
         if r is None:
             self._stale(func, args, kwargs)
             return

@@ -64,3 +64,21 @@ def test_fake_run_names_the_library_that_reads_values():
     assert "exit 2: memledger: cannot run fake at " in said, said
     assert "`transformers` (called by the script) at transformers/trainer_pt_utils.py:" \
         in said and "`.numpy()` reads tensor values" in said, said
+
+
+def test_fake_run_of_a_generation_ends_at_its_max_length():
+    """A callback that generates greedily after each step (`--sample 6`): generate's loop
+    ends when `unfinished & ~(max_length_done | eos_done)` is all zero, and the EOS half is
+    read off the sampled tokens, which a fake run does not have: `trace --fake` never ended
+    (the old code ran until interrupted). A known all-True operand of `|` (all-False of `&`)
+    fixes the answer (Note [An answer one known operand fixes], trace/fake.py): the fake
+    run traces its 2 steps, and the sampling after step 1 is 6 decoder calls, as many as
+    the real run's."""
+    from tests.clients.harness import ledger_pass
+
+    led = ledger_pass("train_hf_options.py", ["--sample", "6", "--steps", "3"],
+                      fake_device="cpu")
+    assert led.summary().steps_traced == 2
+    sc = led.scopes
+    nograd = sc["nograd"].fillna(False).astype(bool) if "nograd" in sc else False
+    assert int(((sc["mod"] == "transformer.h.0") & nograd).sum()) == 6

@@ -18,9 +18,11 @@ fewer micro-batches), `--smoothing` (label_smoothing_factor), `--neftune`
 `--optim`, `--sched` (lr_scheduler_type; `reduce_lr_on_plateau` needs `--eval`), `--eval`
 (eval_strategy="steps" every step on `--eval-size` examples, 4, prediction_loss_only=False
 and a `compute_metrics`, so the loop gathers the logits), `--eval-accum N`
-(eval_accumulation_steps: the gathered logits go to numpy every N batches), `--generate`
+(eval_accumulation_steps: the gathered logits go to numpy every N batches),
+`--eval-on-start` (an evaluation before the first step), `--generate`
 (predict_with_generate: the eval loop calls `generate`, with its KV cache), `--no-clip`
-(max_grad_norm=0), `--empty-cache N` (torch_empty_cache_steps). Seeded: the same run
+(max_grad_norm=0), `--empty-cache N` (torch_empty_cache_steps), `--bf16` (CPU autocast), `--sample N`
+(a callback generates N tokens after each step). Seeded: the same run
 every time.
 """
 
@@ -65,6 +67,24 @@ def accuracy(pred) -> dict:
     return {"accuracy": float((guess[..., :n] == labels[..., :n]).mean())}
 
 
+class Samples(transformers.TrainerCallback):
+    """What many fine-tuning scripts add: a look at what the model writes now, greedily,
+    after each step (the model's own `generate`, its KV cache, EOS or N new tokens)."""
+
+    def __init__(self, tokens: int) -> None:
+        self.tokens = tokens
+
+    def on_step_end(self, args, state, control, model=None, **kwargs):
+        prompt = torch.tensor([[5, 6, 7, 8]])
+        if model.config.is_encoder_decoder:
+            prompt = torch.arange(3, 3 + 8).unsqueeze(0)
+        model.eval()
+        with torch.no_grad():
+            model.generate(prompt, attention_mask=torch.ones_like(prompt),
+                           max_new_tokens=self.tokens, do_sample=False)
+        model.train()
+
+
 def build(name: str, seq: int):
     if name in ("gpt2", "lora"):
         model = GPT2LMHeadModel(GPT2Config(n_layer=2, n_embd=64, n_head=2, vocab_size=VOCAB,
@@ -101,8 +121,12 @@ def main() -> None:
     p.add_argument("--eval", action="store_true")
     p.add_argument("--eval-size", type=int, default=4)
     p.add_argument("--eval-accum", type=int, default=None)
+    p.add_argument("--eval-on-start", action="store_true")
     p.add_argument("--generate", action="store_true")
     p.add_argument("--no-clip", action="store_true")
+    p.add_argument("--bf16", action="store_true")
+    p.add_argument("--sample", type=int, default=0,
+                   help="a callback generates N tokens greedily after each step")
     p.add_argument("--empty-cache", type=int, default=None)
     args = p.parse_args()
     torch.manual_seed(0)
@@ -121,9 +145,9 @@ def main() -> None:
             label_smoothing_factor=args.smoothing, neftune_noise_alpha=args.neftune,
             optim=args.optim, lr_scheduler_type=args.sched, learning_rate=1e-3,
             eval_strategy="steps" if args.eval else "no", eval_steps=1,
-            eval_accumulation_steps=args.eval_accum,
+            eval_accumulation_steps=args.eval_accum, eval_on_start=args.eval_on_start,
             prediction_loss_only=False, max_grad_norm=0.0 if args.no_clip else 1.0,
-            torch_empty_cache_steps=args.empty_cache,
+            torch_empty_cache_steps=args.empty_cache, bf16=args.bf16,
             activation_checkpointing=args.model == "lora",
             activation_checkpointing_kwargs={"use_reentrant": False},
             logging_steps=1_000, report_to=[], save_strategy="no", use_cpu=True,
@@ -139,7 +163,7 @@ def main() -> None:
                 return batch
         trainer = (Seq2SeqTrainer if seq2seq else Trainer)(
             model=model, args=targs, train_dataset=train, eval_dataset=evals,
-            data_collator=collate,
+            data_collator=collate, callbacks=[Samples(args.sample)] if args.sample else None,
             compute_metrics=accuracy if args.eval else None)
         trainer.train()
 
