@@ -21,9 +21,9 @@ and a `compute_metrics`, so the loop gathers the logits), `--eval-accum N`
 (eval_accumulation_steps: the gathered logits go to numpy every N batches),
 `--eval-on-start` (an evaluation before the first step), `--generate`
 (predict_with_generate: the eval loop calls `generate`, with its KV cache), `--no-clip`
-(max_grad_norm=0), `--empty-cache N` (torch_empty_cache_steps), `--bf16` (CPU autocast), `--sample N`
-(a callback generates N tokens after each step). Seeded: the same run
-every time.
+(max_grad_norm=0), `--empty-cache N` (torch_empty_cache_steps), `--bf16` (CPU
+autocast); and `--sample N`, a callback that generates N tokens after each step. Seeded:
+the same run every time.
 """
 
 import argparse
