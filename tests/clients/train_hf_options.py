@@ -20,7 +20,8 @@ fewer micro-batches), `--smoothing` (label_smoothing_factor), `--neftune`
 and a `compute_metrics`, so the loop gathers the logits), `--eval-accum N`
 (eval_accumulation_steps: the gathered logits go to numpy every N batches),
 `--eval-on-start` (an evaluation before the first step), `--generate`
-(predict_with_generate: the eval loop calls `generate`, with its KV cache), `--no-clip`
+(predict_with_generate: the eval loop calls `generate`, with its KV cache; `--beams N`
+its beam search), `--no-clip`
 (max_grad_norm=0), `--empty-cache N` (torch_empty_cache_steps), `--bf16` (CPU
 autocast); and `--sample N`, a callback that generates N tokens after each step. Seeded:
 the same run every time.
@@ -71,8 +72,8 @@ class Samples(transformers.TrainerCallback):
     """What many fine-tuning scripts add: a look at what the model writes now, greedily,
     after each step (the model's own `generate`, its KV cache, EOS or N new tokens)."""
 
-    def __init__(self, tokens: int) -> None:
-        self.tokens = tokens
+    def __init__(self, tokens: int, beams: int) -> None:
+        self.tokens, self.beams = tokens, beams
 
     def on_step_end(self, args, state, control, model=None, **kwargs):
         prompt = torch.tensor([[5, 6, 7, 8]])
@@ -81,7 +82,7 @@ class Samples(transformers.TrainerCallback):
         model.eval()
         with torch.no_grad():
             model.generate(prompt, attention_mask=torch.ones_like(prompt),
-                           max_new_tokens=self.tokens, do_sample=False)
+                           max_new_tokens=self.tokens, do_sample=False, num_beams=self.beams)
         model.train()
 
 
@@ -123,6 +124,7 @@ def main() -> None:
     p.add_argument("--eval-accum", type=int, default=None)
     p.add_argument("--eval-on-start", action="store_true")
     p.add_argument("--generate", action="store_true")
+    p.add_argument("--beams", type=int, default=1)
     p.add_argument("--no-clip", action="store_true")
     p.add_argument("--bf16", action="store_true")
     p.add_argument("--sample", type=int, default=0,
@@ -137,7 +139,7 @@ def main() -> None:
     evals = RandomPairs(args.eval_size, args.seq, target, offset=1000) if args.eval else None
     arguments = Seq2SeqTrainingArguments if seq2seq else TrainingArguments
     extra = {"predict_with_generate": args.generate, "generation_max_length": target + 1,
-             "generation_num_beams": 1} if seq2seq else {}
+             "generation_num_beams": args.beams} if seq2seq else {}
     with tempfile.TemporaryDirectory(prefix="hf-options-") as tmp:
         targs = arguments(
             output_dir=tmp, max_steps=args.steps, per_device_train_batch_size=args.batch_size,
@@ -163,7 +165,7 @@ def main() -> None:
                 return batch
         trainer = (Seq2SeqTrainer if seq2seq else Trainer)(
             model=model, args=targs, train_dataset=train, eval_dataset=evals,
-            data_collator=collate, callbacks=[Samples(args.sample)] if args.sample else None,
+            data_collator=collate, callbacks=[Samples(args.sample, args.beams)] if args.sample else None,
             compute_metrics=accuracy if args.eval else None)
         trainer.train()
 
