@@ -152,6 +152,11 @@ def _quiet() -> Iterator[None]:
         yield
 
 
+def _functorch_wrapped(t: Any) -> bool:
+    """A tensor of a torch.func transform (Note [A loss no backward can run from])."""
+    return torch._C._functorch.is_functorch_wrapped_tensor(t)
+
+
 def _loss_args(fn: str, args: tuple, kwargs: dict) -> tuple[Any, int, str]:
     """(target, ignore_index, reduction) of cross_entropy / nll_loss, positional or keyword;
     the others' reduction as a keyword (their positional orders differ), no target."""
@@ -891,8 +896,20 @@ class DoctorProbe(TorchFunctionMode):
         if any(getattr(params.get(pid), "_version", v) != v for pid, v in versions.items()):
             rec["moved"] = True
 
+    # Note [A loss no backward can run from]
+    # A backward record carries the losses computed since the previous backward (check 4
+    # reads them: one loss per micro-batch, its value against the backward's). An
+    # evaluation between two steps computes losses too, under no_grad (transformers'
+    # Trainer with eval_strategy="steps": one cross_entropy per eval batch), and the next
+    # training backward then held 1 + 2 losses: `loss_not_divided` on T5 with
+    # gradient_accumulation_steps=2 read "step 1" instead of "step 1-3". A loss whose
+    # output carries no graph is no loss any backward runs from; it is not recorded. Under
+    # a torch.func transform the output is a wrapper whose flag does not say so: kept.
     def _loss(self, name: str, func, args, kwargs):
         out = func(*args, **kwargs)
+        if isinstance(out, _Tensor) and not out.requires_grad and \
+                not _functorch_wrapped(out):
+            return out
         target, ignore, reduction = _loss_args(name, args, kwargs)
         rec: dict[str, Any] = {"fn": name, "reduction": reduction}
         # inside a torch.func transform (vmap of grad: per-sample gradients) a value cannot

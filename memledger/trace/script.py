@@ -93,6 +93,20 @@ def _func_transforms_line(e: BaseException) -> str:
     """FUNC_TRANSFORMS naming who called torch.func: the script, or the library (and its
     line) between the script and torch (Opacus's `grad_sample_mode="functorch"` computes
     per-sample gradients so, inside `loss.backward()`; "the script" misled there)."""
+    lib = library_caller(e)
+    if lib is None:
+        return FUNC_TRANSFORMS.format(
+            who="the script", fix="trace a version of the step that calls loss.backward()")
+    pkg, where = lib
+    return FUNC_TRANSFORMS.format(
+        who=f"`{pkg}` (called by the script) at {where}",
+        fix=f"trace the script with an option of `{pkg}` that does without torch.func")
+
+
+def library_caller(e: BaseException) -> tuple[str, str] | None:
+    """(package, "dir/file.py:line") of the innermost frame of `e`'s traceback outside torch,
+    memledger and the standard library, when that frame is a library's, not the script's
+    (None then): who, between the script and torch, did what failed."""
     from memledger.trace.where import is_user_file
 
     import sysconfig
@@ -106,14 +120,11 @@ def _func_transforms_line(e: BaseException) -> str:
         if not os.path.realpath(fs.filename).startswith(skip):
             caller = fs   # the innermost frame outside torch, memledger and the stdlib
     if caller is None or is_user_file(caller.filename):
-        return FUNC_TRANSFORMS.format(
-            who="the script", fix="trace a version of the step that calls loss.backward()")
+        return None
     parts = os.path.realpath(caller.filename).split(os.sep)
     pkg = next((parts[i + 1] for i in range(len(parts) - 2, -1, -1)
                 if parts[i] in ("site-packages", "dist-packages")), parts[-1])
-    return FUNC_TRANSFORMS.format(
-        who=f"`{pkg}` (called by the script) at {'/'.join(parts[-2:])}:{caller.lineno}",
-        fix=f"trace the script with an option of `{pkg}` that does without torch.func")
+    return pkg, f"{'/'.join(parts[-2:])}:{caller.lineno}"
 
 
 # Note [A policy inside one graph]
