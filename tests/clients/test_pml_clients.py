@@ -1,0 +1,61 @@
+"""pytorch-metric-learning (tests/clients/train_pml.py): a trunk and an embedder with an
+optimizer each, a miner's data-dependent pair indices, CrossBatchMemory's queue kept across
+steps, a loss with weights and an optimizer of its own (ArcFace). Skipped without it."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("pytorch_metric_learning")
+
+from tests.clients.harness import HERE, run_client  # noqa: E402
+
+pytestmark = pytest.mark.clients
+
+
+def test_cross_batch_memory_is_the_loss_modules_buffer_and_policies_are_exact():
+    """CrossBatchMemory's queue (`--memory` 80 embeddings of 16 floats and their labels) is
+    a buffer of the loss module, made at setup and filled in place: named, a `buffer`,
+    resident from setup to the end; what grows with it from step to step is the miner's
+    pairs against the filled part (32x32, then 32x64 distances). Ledger = allocator, every
+    policy predicted = measured."""
+    run = run_client("train_pml.py", ["--mode", "xbm"],
+                     ["offload:blocks.*", "checkpoint:blocks.0+offload:blocks.1"], steps=2)
+    assert run.summary.steps_traced == 2
+    assert run.ledger.peak_with_scratch() == run.allocator_peak
+    st = run.ledger.storages.set_index("name")
+    q = st.loc[["loss_func.embedding_memory", "loss_func.label_memory"]]
+    assert list(q["bytes"]) == [80 * 16 * 4, 80 * 8]     # fp32 embeddings, int64 labels
+    assert set(q["category"]) == {"buffer"} and set(q["phase"]) == {"setup"}
+    assert (q["freed"] == run.ledger.n_events).all()     # kept to the end
+    for text, p in run.policies.items():
+        assert p.predicted == p.measured, (text, p)
+
+
+@pytest.mark.parametrize("bug", ["", "no-loss-step", "no-loss-opt"])
+def test_a_loss_optimizer_that_never_steps_is_found(bug):
+    """ArcFace's class centres (`loss_func.W`, 16x6 fp32 = 384 B) have an SGD of their own.
+    A loop that calls its zero_grad() and forgets its step() read as fine: `zero_grad`
+    reads `p.grad` to clear it, which the probe took for the script using the gradients
+    (Note [A zero_grad reads no gradient], trace/doctor_probe.py): no finding before, one
+    `wasted_gradients` warning naming the SGD now; the correct loop has none. Without the
+    loss optimizer at all the warning told only to freeze the centres
+    (`requires_grad_(False)`); for a network in training mode it offers an optimizer too."""
+    from memledger.doctor.run import diagnose_in_process
+
+    argv = ["--mode", "arcface"] + (["--bug", bug] if bug else [])
+    report, outcome = diagnose_in_process(HERE / "train_pml.py", argv, 2)
+    assert outcome.code == 0, outcome.reason
+    found = [(f.check, f.severity, f.evidence.get("zeroed_by")) for f in report.findings]
+    if not bug:
+        assert found == [], [f.line() for f in report.findings]
+        return
+    zeroed = ["SGD"] if bug == "no-loss-step" else []
+    assert found == [("wasted_gradients", "warning", zeroed)], [f.line() for f in
+                                                                report.findings]
+    f = report.findings[0]
+    assert f.evidence["bytes"] == 16 * 6 * 4 and "`loss_func.W`" in f.message
+    assert f.message.endswith(
+        "call that optimizer's step() after backward" if zeroed else
+        "or, if they are meant to learn (a loss with weights of its own), give them to an "
+        "optimizer"), f.message
