@@ -18,7 +18,8 @@ clusters), a DataLoader, a plain loop. Modes:
 `--loop trainer` (modes triplet, arcface, xbm): the library's own `trainers.MetricLossOnly`
 instead of the plain loop: `models={"trunk", "embedder"}`, one optimizer per model and
 per loss with weights (`metric_loss_optimizer`), `mining_funcs={"tuple_miner"}`, an
-`MPerClassSampler` (`--m` per class), `iterations_per_epoch=--steps`.
+`MPerClassSampler` (`--m` per class), `iterations_per_epoch=--steps`. The sampler shuffles with numpy's global generator, which
+the script seeds only with `--seed-numpy` (the library's examples seed torch alone).
 
 Tiny, seeded, in memory, nothing downloaded.
 
@@ -78,12 +79,16 @@ def main() -> None:
     p.add_argument("--memory", type=int, default=80)
     p.add_argument("--loop", default="plain", choices=["plain", "trainer"])
     p.add_argument("--m", type=int, default=4)
+    p.add_argument("--seed-numpy", action="store_true")   # the sampler draws from numpy's
     p.add_argument("--bug", default="", choices=["", "no-loss-opt", "no-loss-zero",
                                                   "no-loss-step", "loss-in-both", "keep"])
     args = p.parse_args()
     from pytorch_metric_learning import distances, losses, miners, reducers
 
     torch.manual_seed(0)
+    if args.seed_numpy:   # MPerClassSampler shuffles with numpy's global generator
+        import numpy as np
+        np.random.seed(0)
     trunk = Trunk(args.dim, args.width, args.depth)
     embedder = nn.Linear(args.width, args.emb)
     trunk_optimizer = torch.optim.Adam(trunk.parameters(), lr=1e-3)
