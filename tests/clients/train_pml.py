@@ -21,6 +21,11 @@ per loss with weights (`metric_loss_optimizer`), `mining_funcs={"tuple_miner"}`,
 `MPerClassSampler` (`--m` per class), `iterations_per_epoch=--steps`. The sampler shuffles with numpy's global generator, which
 the script seeds only with `--seed-numpy` (the library's examples seed torch alone).
 
+`--autocast`: the forward and the loss under bf16 autocast (CPU), as torch's AMP recipe puts
+them; the losses cast their own weights and CrossBatchMemory its queue to the
+embeddings' dtype (by assigning the cast tensor to the parameter's `.data` or the buffer's
+name).
+
 Tiny, seeded, in memory, nothing downloaded.
 
     python tests/clients/train_pml.py --mode xbm --steps 4
@@ -79,6 +84,7 @@ def main() -> None:
     p.add_argument("--memory", type=int, default=80)
     p.add_argument("--loop", default="plain", choices=["plain", "trainer"])
     p.add_argument("--m", type=int, default=4)
+    p.add_argument("--autocast", action="store_true")   # bf16 autocast (CPU) around forward
     p.add_argument("--seed-numpy", action="store_true")   # the sampler draws from numpy's
     p.add_argument("--bug", default="", choices=["", "no-loss-opt", "no-loss-zero",
                                                   "no-loss-step", "loss-in-both", "keep"])
@@ -143,22 +149,24 @@ def main() -> None:
             for o in optimizers:
                 if not (o is loss_optimizer and args.bug == "no-loss-zero"):
                     o.zero_grad()
-            if args.mode == "ntxent":
-                a, b = embedder(trunk(augment(data_))), embedder(trunk(augment(data_)))
-                if args.self_supervised:
-                    loss = loss_func(a, b)
+            # the forward and the loss under autocast, as torch's AMP recipe puts them
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.autocast):
+                if args.mode == "ntxent":
+                    a, b = embedder(trunk(augment(data_))), embedder(trunk(augment(data_)))
+                    if args.self_supervised:
+                        loss = loss_func(a, b)
+                    else:
+                        idx = torch.arange(a.shape[0])
+                        loss = loss_func(torch.cat([a, b]), torch.cat([idx, idx]))
                 else:
-                    idx = torch.arange(a.shape[0])
-                    loss = loss_func(torch.cat([a, b]), torch.cat([idx, idx]))
-            else:
-                embeddings = embedder(trunk(data_))
-                if miner is not None:
-                    indices_tuple = miner(embeddings, labels)
-                    loss = loss_func(embeddings, labels, indices_tuple)
-                else:
-                    loss = loss_func(embeddings, labels)
-                if args.bug == "keep":    # planted: kept for evaluation without .detach()
-                    kept.append(embeddings)
+                    embeddings = embedder(trunk(data_))
+                    if miner is not None:
+                        indices_tuple = miner(embeddings, labels)
+                        loss = loss_func(embeddings, labels, indices_tuple)
+                    else:
+                        loss = loss_func(embeddings, labels)
+                    if args.bug == "keep":    # planted: kept for evaluation without .detach()
+                        kept.append(embeddings)
             loss.backward()
             for o in optimizers:
                 if not (o is loss_optimizer and args.bug == "no-loss-step"):
