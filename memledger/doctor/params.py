@@ -149,13 +149,23 @@ def wasted_gradients(run: Run) -> list[Finding]:
         fix = ("call requires_grad_(False) on it (its input's gradient still flows through it)"
                if through else
                "call requires_grad_(False) on it, or run its forward under torch.no_grad()")
+        zeroed = {run.params.get(i, {}).get("zeroed_by") for i in idx}
+        if None not in zeroed:   # Note [A zero_grad reads no gradient] (doctor_probe.py)
+            why = (f"an optimizer ({', '.join(sorted(zeroed))}) holds them and its zero_grad() "
+                   "clears them each step, but its step() is never called")
+            fix = "call that optimizer's step() after backward"
+        else:
+            why = "a teacher or loss network left trainable?"
+            if not evalm:   # a loss with weights of its own (class centres, proxies) learns
+                fix += ("; or, if they are meant to learn (a loss with weights of its own), "
+                        "give them to an optimizer")
         out.append(Finding(
             check="wasted_gradients", severity="warning", where=where(net or first),
             message=(f"backward computes and stores gradients for {len(idx)} parameters "
                      f"({run.names(idx)}, {format_bytes(run.bytes_of(idx))}) of {name}"
                      f"{'in eval mode ' if evalm else ''}that no optimizer updates, in step "
                      f"{span(steps)}, and nothing reads them: memory and compute spent for "
-                     f"nothing (a teacher or loss network left trainable?); {fix}"),
+                     f"nothing ({why}); {fix}"),
             evidence={"params": len(idx), "bytes": run.bytes_of(idx), "steps": steps,
-                      "eval_mode": evalm}))
+                      "eval_mode": evalm, "zeroed_by": sorted(z for z in zeroed if z)}))
     return out

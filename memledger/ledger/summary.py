@@ -60,6 +60,11 @@ class Measured(_Model):
     ledger_module_calls: Optional[int] = Field(
         None, description="the same count in the ledger pass; when the two differ, the "
         "passes ran different code (an unseeded random choice) and the peaks do not compare")
+    generators_apart: Optional[list[str]] = Field(
+        None, description="the global random generators ('torch', 'numpy', 'random') both "
+        "passes drew from that ended the measured steps in other states: not seeded, so the "
+        "passes ran on other numbers (Note [Two passes, other random numbers?] in "
+        "trace/rng_state.py); absent when none, and in older ledgers")
 
 
 class TensorRow(_Model):
@@ -187,7 +192,7 @@ def summarize(led: Ledger, top: int = 10) -> Summary:
                           collective_at_peak_bytes=meas.get("collective_at_peak_bytes"),
                           cublas_workspace_bytes=meas.get("cublas_workspace_bytes"),
                           ledger_with_scratch_bytes=_with_scratch(led, pk.bytes),
-                          **_module_calls(led, meas)),
+                          **_module_calls(led, meas), **_generators_apart(led, meas)),
         resident=led.resident_at_end(),
         top_tensors=[TensorRow(bytes=int(r.bytes), category=r.category, module=r.module,
                                shape=r.shape, dtype=r.dtype, op=r.op, name=r.name)
@@ -271,6 +276,26 @@ def _module_calls(led: Ledger, meas: dict) -> dict:
         return {}
     mine = int((led.scopes["ph"] != "backward").sum())
     return {"module_calls": n, "ledger_module_calls": mine}
+
+
+def _generators_apart(led: Ledger, meas: dict) -> dict:
+    """The generators both passes drew from and left apart after the same step (Note [Two
+    passes, other random numbers?] in trace/rng_state.py): each pass's `start` and `end`
+    digests; a generator neither changed is not named (numpy's and Python's start from the
+    OS in each process)."""
+    a, mine = meas.get("rng"), led.extra.get("rng")
+    if not isinstance(a, dict) or not mine or not isinstance(mine[-1], dict):
+        return {}
+    b = mine[-1]
+    try:
+        if a["step"] != b["step"]:
+            return {}
+        apart = sorted(g for g, end in a["end"].items()
+                       if g in b["end"] and end != b["end"][g] and end != a["start"].get(g)
+                       and b["end"][g] != b["start"].get(g))
+    except (KeyError, TypeError, AttributeError):
+        return {}
+    return {"generators_apart": apart} if apart else {}
 
 
 def _shards(led: Ledger, ev: int) -> dict[str, int]:

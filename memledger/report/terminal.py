@@ -88,6 +88,19 @@ def summary_notes(s: Summary) -> list[Text]:
                           f"random choice? a branch on the data?), so their peaks do not "
                           f"compare; seed every generator the script and its model use",
                           style="yellow"))
+    # Note [Two passes, other random numbers?] (trace/rng_state.py): said where the peaks
+    # differ (a generator drawn only by an import, rich's id counter, changes no byte)
+    if m.generators_apart and m.peak_bytes != (m.ledger_with_scratch_bytes or pk.bytes):
+        gens = m.generators_apart
+        named = " and ".join(f"{g}'s" for g in gens)
+        cures = {"torch": "torch.manual_seed", "numpy": "np.random.seed",
+                 "random": "random.seed"}
+        lines.append(Text(f"Warning: the two runs of the script drew other random numbers "
+                          f"from {named} global generator{'s' if len(gens) > 1 else ''}, "
+                          f"which it does not seed (a sampler, an augmentation, a random "
+                          f"choice?): they may have run on other data, and their peaks do "
+                          f"not compare; seed {'them' if len(gens) > 1 else 'it'} ("
+                          + ", ".join(cures.get(g, g) for g in gens) + ")", style="yellow"))
     if s.script_checkpointed:   # Note [The script's own checkpoint]
         mods = s.script_checkpointed
         named = ", ".join(m or "(the model)" for m in mods[:3]) + \

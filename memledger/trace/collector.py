@@ -2005,7 +2005,27 @@ class Collector(ShardingMixin, TorchDispatchMode):
                        shard="sharded" if getattr(p, "_local_tensor", None) is not None else "")
         self._mark_gradients(params)
         self._mark_optimizer_state(opt)
+        self._name_buffers_again()
         self._name_modules_never_called()
+
+    # Note [A buffer replaced by assignment]
+    # A module may replace a registered buffer by assigning a new tensor to its name
+    # (`self.buf = self.buf.to(x.dtype)`; nn.Module's __setattr__ keeps it in `_buffers`).
+    # Buffers were named when their top-level module was first called, so the new storage
+    # read as an unnamed `temporary` made in the step: pytorch-metric-learning's
+    # CrossBatchMemory casts its queue to the embeddings' dtype at every call
+    # (`self.embedding_memory = c_f.to_device(..., dtype=embeddings.dtype)`), and under bf16
+    # autocast the 2,560 B bf16 queue, kept to the end of the run, read "temporary ·
+    # loss_func · _to_copy" while the fp32 one it replaced was `loss_func.embedding_memory`.
+    # As for parameters (re-read from the optimizer's groups at every step), the buffers of
+    # the top-level modules are read again at every optimizer step and a storage not yet a
+    # buffer gets the role and the name; one already named is written once.
+    def _name_buffers_again(self) -> None:
+        for root in self._roots.alive():
+            prefix = self._roots.prefix.get(root, "")
+            for name, t in root.named_buffers():
+                if type(t) in self.PLAIN_TYPES:
+                    self._role(t, "buffer", ".".join(x for x in (prefix, plain_name(name)) if x))
 
     # Note [Modules never called]
     # A module the script keeps but never calls in a step has no root to name it: an EMA

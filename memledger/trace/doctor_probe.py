@@ -71,6 +71,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import inspect
 import sys
 import weakref
 from typing import Any, Iterator
@@ -102,6 +103,18 @@ from memledger.trace.where import in_reentrant_checkpoint, user_line, user_name_
 _Tensor = torch.Tensor
 _DATA = torch._C.TensorBase.__dict__["data"]
 _GRAD = torch._C.TensorBase.__dict__["grad"]   # `p.grad` reads: a clip function's (order.py)
+# Note [A zero_grad reads no gradient]
+# `Optimizer.zero_grad` and `Module.zero_grad` read `p.grad` (`if p.grad is not None`) to
+# clear it. Read as the script using its gradients, that hid `wasted_gradients` where it
+# matters most: an optimizer built over a loss's own weights (ArcFace's class centres, a
+# proxy loss's proxies) whose `zero_grad()` the loop calls and whose `step()` it forgets,
+# so backward computes 384 B of gradient for `loss_func.W` every step and the centres never
+# move: no finding, where leaving out the optimizer altogether gave one. A read from the
+# `zero_grad` methods' own code is no read (nor one between two weights for Note [Gradients
+# of two weights]); an optimizer's is kept, by class, on the parameter (`zeroed_by`), so the
+# finding says which optimizer never steps. A subclass's own `zero_grad` reads as before.
+_ZERO_GRADS = {inspect.unwrap(torch.optim.Optimizer.zero_grad).__code__,
+               inspect.unwrap(nn.Module.zero_grad).__code__}
 _SCALE_MULS = {torch.Tensor.mul, torch.Tensor.__mul__}   # GradScaler.scale()'s multiply
 _SCALER_FILE = torch.amp.grad_scaler.__file__
 _UNSCALE = torch._amp_foreach_non_finite_check_and_unscale_   # GradScaler.unscale_()
@@ -752,7 +765,10 @@ class DoctorProbe(TorchFunctionMode):
                 if owner is _DATA:
                     cut = "data"
                 elif owner is _GRAD:
-                    if args and id(args[0]) in self._params:
+                    reader = sys._getframe(2)   # past __torch_function__
+                    if args and id(args[0]) in self._params and reader.f_code in _ZERO_GRADS:
+                        self._zeroed_by(args[0], reader)
+                    elif args and id(args[0]) in self._params:
                         self._grads_read.add(id(args[0]))   # Note [Gradients of two weights]
                         # the script uses this gradient (master weights copied by hand):
                         # not a wasted one (doctor/params.py wasted_gradients)
@@ -932,6 +948,13 @@ class DoctorProbe(TorchFunctionMode):
             factor = float(factor)   # type: ignore[arg-type]
         self._order.scaled_output(out, factor if isinstance(factor, float) else 0.0)
         return out
+
+    def _zeroed_by(self, p: nn.Parameter, frame) -> None:
+        """`p.grad` read by a `zero_grad` (Note [A zero_grad reads no gradient]): no use of
+        the gradient; an optimizer's is noted, by class, as one that holds `p`."""
+        owner = frame.f_locals.get("self")
+        if isinstance(owner, torch.optim.Optimizer):
+            self._param_recs[id(p)]["zeroed_by"] = type(owner).__name__
 
     def _grad_read(self, p: nn.Parameter) -> None:
         """`p.grad` read by torch's clip_grad_norm_ / clip_grad_value_ (Note [Where a clip

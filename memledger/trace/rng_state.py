@@ -82,3 +82,34 @@ def _from_checkpoint(frame) -> bool:
             frame = frame.f_back                                   # @contextmanager
             name = frame.f_code.co_filename if frame is not None else ""
     return name.endswith(_CHECKPOINT_FILE)
+
+
+# Note [Two passes, other random numbers?]
+# The ledger pass and the allocator pass are two runs of the script (Note [Two passes, one
+# run?] in call_count.py). A script that draws from a global generator it does not seed runs
+# on other numbers in each: pytorch-metric-learning's MPerClassSampler shuffles with numpy's
+# global generator, so `--loop trainer --mode triplet` mined other pairs from other batches
+# in each pass, with the same module calls; `show` said only "explains all but 352 bytes".
+# Each pass now takes a digest of each global generator (torch's CPU one, numpy's, Python's
+# `random`) at its start and after the last measured step (the ledger pass: an `rng` record;
+# the allocator pass: `rng` in its `measured` record); a generator whose end states differ
+# between the passes and that each pass drew from (its end differs from its start) was not
+# seeded the same way, and `show` names it. Python's `random` and numpy's start from the OS
+# in every process: a generator never drawn from is not named. The digest of torch's state
+# reads `default_generator.get_state()` (made in C++: no op, nothing recorded).
+def generator_digests() -> dict[str, str]:
+    """A digest of the state of each global random generator a script may draw from."""
+    import hashlib
+    import random
+
+    states = {"torch": hashlib.blake2b(torch.default_generator.get_state().numpy().tobytes(),
+                                       digest_size=8).hexdigest(),
+              "random": hashlib.blake2b(repr(random.getstate()).encode(),
+                                        digest_size=8).hexdigest()}
+    np = sys.modules.get("numpy")
+    if np is not None:
+        _, keys, pos, *_ = np.random.get_state()
+        states["numpy"] = hashlib.blake2b(keys.tobytes() + str(pos).encode(),
+                                          digest_size=8).hexdigest()
+    return states
+

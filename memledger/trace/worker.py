@@ -24,6 +24,7 @@ from memledger.trace.collector import Collector, StopTracing
 from memledger.trace.compiled import compiles_so_far
 from memledger.trace.interrupts import install_worker_handlers
 from memledger.trace.rank import for_rank, rank_header
+from memledger.trace.rng_state import generator_digests
 from memledger.trace.script import ScriptOutcome, run_and_classify
 from memledger.trace.steps import STEPS_BY
 
@@ -45,8 +46,16 @@ def _ledger_pass(args) -> int:
         collector = FakeTarget.for_device(args.device).collector(
             sink, max_steps=args.steps, header=header)
     else:
+        # Note [Two passes, other random numbers?] (trace/rng_state.py)
+        rng = {"start": generator_digests()}
+
+        def rng_at_stop() -> None:
+            sink.write({"k": "rng", "step": collector.steps_done, **rng,
+                        "end": generator_digests()})
+
         collector = Collector(sink, max_steps=args.steps, header=header,
-                              steps_by=args.steps_by, scan_garbage=True)
+                              steps_by=args.steps_by, scan_garbage=True,
+                              on_steps_done=rng_at_stop)
     outcome = ScriptOutcome(EXIT_OK, "")
     guard = _guard(args, lambda reason: (collector.close("timeout", reason), sink.close()))
 
@@ -145,6 +154,9 @@ def _allocator_pass(args) -> int:
     from memledger.trace.steps import OptimizerSteps, StepCounter
     from memledger.trace.timing import StepTimers
 
+    # Note [Two passes, other random numbers?] (trace/rng_state.py): before the profiler
+    # starts, and after it stops (get_state makes a 5,056 B tensor the profiler would count)
+    rng = {"start": generator_digests()}
     # the allocator's history (for the snapshot) only where one is asked for: Note [The
     # allocator's history and a checkpoint's re-run], trace/session.py
     cuda = CudaProbe(record_history=args.snapshot is not None) \
@@ -191,6 +203,7 @@ def _allocator_pass(args) -> int:
             os._exit(EXIT_OK)
         if state["n"] == args.steps:
             stop_probes()
+            rng.update(step=state["n"], end=generator_digests())
             # no timing asked (Note [Memory-only traces], trace/session.py), or the ledger
             # pass traced other steps: stop here
             if not args.timing_steps or not wait_for_go(args):
@@ -222,12 +235,14 @@ def _allocator_pass(args) -> int:
         step_ns = [state["step_ns"][i] for i in timers.settled() if i < len(state["step_ns"])]
         timing = {"step_ns": step_ns} if step_ns else {}
         measured = state["measured"]
+        drawn = {"rng": rng} if "end" in rng else {}   # stopped after the measured steps
         records = [{"k": "measured", "source": cpu.source, "device": dev, "peak_bytes": peak,
-                    "module_calls": measured["module_calls"], **timing, **measured["comm"]}
+                    "module_calls": measured["module_calls"], **timing, **measured["comm"],
+                    **drawn}
                    for dev, peak in measured["peaks"].items() if dev == "cpu"]
         if state["cuda"]:
             records.append({**state["cuda"], **timing,
-                            "module_calls": measured["module_calls"]})
+                            "module_calls": measured["module_calls"], **drawn})
         scratch = measured["scratch"]   # Note [Kernel scratch]: for replay
         if scratch:   # with the calls that made nothing: Note [Calls that made nothing]
             records.append({"k": "opscratch", "device": "cpu", "ops": scratch,

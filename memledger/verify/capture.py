@@ -70,6 +70,7 @@ from torch.overrides import TorchFunctionMode
 
 from memledger.crash import internal   # Note [memledger's own hooks fail as memledger]
 from memledger.trace.collector import StopTracing
+from memledger.trace.rng_state import generator_digests as generator_states
 from memledger.trace.roots import plain_name
 from memledger.trace.sharding import local_tensor
 from memledger.trace.steps import OptimizerSteps
@@ -453,23 +454,6 @@ class Capture:
     def data(self, meta: dict) -> dict:
         return {"format": FORMAT, "meta": meta, "steps": self.steps,
                 "rng_start": self.rng_start}
-
-
-def generator_states() -> dict[str, str]:
-    """A digest of the state of each global random generator a script may draw from."""
-    import random
-    import sys
-
-    states = {"torch": hashlib.blake2b(torch.get_rng_state().numpy().tobytes(),
-                                       digest_size=8).hexdigest(),
-              "random": hashlib.blake2b(repr(random.getstate()).encode(),
-                                        digest_size=8).hexdigest()}
-    np = sys.modules.get("numpy")
-    if np is not None:
-        _, keys, pos, *_ = np.random.get_state()
-        states["numpy"] = hashlib.blake2b(keys.tobytes() + str(pos).encode(),
-                                          digest_size=8).hexdigest()
-    return states
 
 
 def save_capture(data: dict, path: str) -> None:

@@ -92,6 +92,14 @@ class GateReport:
     frozen_changed: list[str] = field(default_factory=list)   # in the baseline itself
 
 
+def _seed_cure(drawn: list[str], otherwise: str) -> str:
+    """What to seed: the global generators two baseline runs drew apart, else `otherwise`."""
+    if not drawn:
+        return otherwise
+    return ("seed " + " and ".join(f"{g}'s global generator ({GENERATOR_CURES[g]})"
+                                   for g in drawn) + ", which the script draws from unseeded")
+
+
 def run_gates(script: str | Path, argv: list[str], variants: list[Variant], steps: int,
               rtol: float | None = None, workdir: str | Path | None = None,
               runner: Callable[..., CaptureResult] = capture_run,
@@ -117,8 +125,12 @@ def run_gates(script: str | Path, argv: list[str], variants: list[Variant], step
         f = self_check.finding
         if f is not None and f.gate == "inputs":
             report.reproducible = False
+            # a sampler that shuffles with numpy's global generator (pytorch-metric-learning's
+            # MPerClassSampler) is seeded there, not in the DataLoader (Note [A baseline
+            # drawn anew] in tolerance.py names the generator the same way)
+            cure = _seed_cure(unseeded_generators(base[0], base[1]), "seed the data loader")
             report.note = (f"the script's inputs are not reproducible: two baseline runs "
-                           f"differ at step {f.step} on {f.name}; seed the data loader")
+                           f"differ at step {f.step} on {f.name}; {cure}")
             why = Finding("inputs", f.step, f.name, report.note)
             report.outcomes = [GateOutcome(v, Comparison(f.step + 1, why, ("inputs",)))
                                for v in variants]
@@ -132,12 +144,9 @@ def run_gates(script: str | Path, argv: list[str], variants: list[Variant], step
                            f"within {NOISE_FACTOR:g} × its own baseline difference")
             spread, name, worst = first_step_spread(base[0], base[1])
             if spread > UNSEEDED:   # Note [A baseline drawn anew] (tolerance.py)
-                drawn = unseeded_generators(base[0], base[1])
-                cure = ("seed " + " and ".join(f"{g}'s global generator "
-                                               f"({GENERATOR_CURES[g]})" for g in drawn) +
-                        ", which the script draws from unseeded" if drawn else
-                        "seed every generator the script and its model use (torch.seed() "
-                        "draws from the OS)")
+                cure = _seed_cure(unseeded_generators(base[0], base[1]),
+                                  "seed every generator the script and its model use "
+                                  "(torch.seed() draws from the OS)")
                 report.note = (f"the baseline draws other random numbers in each run: its "
                                f"gradients differ at step 0 by a median rel {spread:.2g} (up "
                                f"to {worst:.2g} on {name}), more than rounding makes, so no "

@@ -349,6 +349,22 @@ def test_a_baseline_drawing_from_numpys_unseeded_generator_is_told_to_seed_it(tm
         report.note
 
 
+def test_a_sampler_drawing_from_numpys_unseeded_generator_is_told_to_seed_it(tmp_path):
+    """pytorch-metric-learning's MPerClassSampler shuffles with numpy's global generator:
+    the batches differ from run to run though the script seeded torch. The note said "seed
+    the data loader" (its DataLoader has no generator to seed); it names numpy's now."""
+    body = DROPOUT_NET.format(gen=SEEDED).replace(   # the batch's rows chosen by numpy
+        "    x = torch.randn(32, 8, generator=gen)\n",
+        "    import numpy as np\n"
+        "    x = torch.randn(64, 8, generator=gen)[torch.from_numpy(np.random.permutation(64))[:32]]\n")
+    script = _write(tmp_path, "sampler.py", body)
+    report = run_gates(script, [], [Variant("checkpoint:blocks.*", "checkpoint:blocks.*")],
+                       steps=2, runner=in_process)
+    assert report.note == ("the script's inputs are not reproducible: two baseline runs differ "
+                           "at step 0 on forward arg[0]; seed numpy's global generator "
+                           "(np.random.seed), which the script draws from unseeded"), report.note
+
+
 def test_unknown_selector_is_a_policy_error(dropout_net):
     with pytest.raises(PolicyError):
         run_gates(dropout_net, [], [Variant("x", "checkpoint:nothing.*")], steps=1,
