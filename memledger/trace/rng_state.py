@@ -102,8 +102,11 @@ def generator_digests() -> dict[str, str]:
     import hashlib
     import random
 
-    states = {"torch": hashlib.blake2b(torch.default_generator.get_state().numpy().tobytes(),
-                                       digest_size=8).hexdigest(),
+    from torch.utils._python_dispatch import _disable_current_modes
+
+    with _disable_current_modes():   # called as the ledger pass stops: no event, no storage
+        state = torch.default_generator.get_state().numpy().tobytes()
+    states = {"torch": hashlib.blake2b(state, digest_size=8).hexdigest(),
               "random": hashlib.blake2b(repr(random.getstate()).encode(),
                                         digest_size=8).hexdigest()}
     np = sys.modules.get("numpy")
