@@ -96,7 +96,9 @@ def _from_checkpoint(frame) -> bool:
 # between the passes and that each pass drew from (its end differs from its start) was not
 # seeded the same way, and `show` names it. Python's `random` and numpy's start from the OS
 # in every process: a generator never drawn from is not named. The digest of torch's state
-# reads `default_generator.get_state()` (made in C++: no op, nothing recorded).
+# reads `default_generator.get_state()` with the dispatch modes off: taken as the ledger
+# pass stops, under the collector, it was recorded as a 5,056 B storage of the last step,
+# and SAC's `offload:critic.qf0` was predicted 1,132 B over measured.
 def generator_digests() -> dict[str, str]:
     """A digest of the state of each global random generator a script may draw from."""
     import hashlib
