@@ -160,7 +160,7 @@ import numpy as np
 
 from memledger.errors import PolicyError
 from memledger.ledger.schema import CATEGORIES
-from memledger.replay.calls import output_saves, record_call, save_call, which_call
+from memledger.replay.calls import output_saves, record_call, save_call, scopes_of, which_call
 from memledger.replay.compiled import refuse_compiled_regions
 from memledger.replay.policies import Policy, PolicyKind, resolve
 from memledger.replay.prepared import ACTIVATION, INPUT, MODEL_STATE, Prepared
@@ -303,7 +303,8 @@ def _pack_call(prep: Prepared, calls: _Calls) -> np.ndarray:
         calls.pack_call = record_call(
             prep.pack_ev, prep.pack_mod_code, prep.pack_mod_names, calls.by_path, calls.mods,
             calls.ev0, calls.ev1, output_saves(prep, prep.pack_ev, prep.pack_row,
-                                               prep.pack_mod_code, prep.pack_mod_names))
+                                               prep.pack_mod_code, prep.pack_mod_names),
+            scopes_of(prep))
     return calls.pack_call
 
 
