@@ -23,6 +23,10 @@ over a validation volume under `model.eval()` + `torch.no_grad()`, `DiceMetric` 
     python tests/clients/train_monai.py --mode unet --steps 3
     memledger trace tests/clients/train_monai.py --steps 3 -o mo.ledger -- --mode dynunet
 
+`--no-meta`: `set_track_meta(False)` (MONAI's fast-training switch): the transforms make
+plain tensors, not MetaTensors (a `trace --fake` run needs it: a FakeTensor cannot become a
+MetaTensor).
+
 `--steps`: optimizer steps (the script stops after that many); `--size`: the crop's edge
 (the volumes are 8 voxels wider before the crop); `--dims 2`: 2-D images instead of 3-D
 volumes (SwinUNETR needs edges divisible by 32 and more than one voxel at its bottleneck:
@@ -36,12 +40,13 @@ import numpy as np
 import torch
 
 
-def volumes(n: int, edge: int, dims: int):
-    """`n` image/label pairs as numpy arrays (channel-less, as loaded from NIfTI)."""
+def volumes(n: int, edge: int, dims: int, channel: bool = False):
+    """`n` image/label pairs as numpy arrays (channel-less, as loaded from NIfTI; with
+    `channel`, one channel first)."""
     rng = np.random.RandomState(1)
     out = []
     for _ in range(n):
-        img = rng.rand(*(edge,) * dims).astype(np.float32)
+        img = rng.rand(*(1,) * channel, *(edge,) * dims).astype(np.float32)
         lab = (img > 0.7).astype(np.float32)   # one foreground class
         out.append({"image": img, "label": lab})
     return out
@@ -100,17 +105,21 @@ def loaders(args):
     from monai.transforms import (Compose, EnsureChannelFirstd, EnsureTyped, RandFlipd,
                                   RandSpatialCropd, ScaleIntensityd)
 
+    # EnsureChannelFirst reads metadata through a MetaTensor even without tracking it: the
+    # volumes come channel-first instead under --no-meta
+    first = [] if args.no_meta else [
+        EnsureChannelFirstd(keys=["image", "label"], channel_dim="no_channel")]
     train_tf = Compose([
-        EnsureChannelFirstd(keys=["image", "label"], channel_dim="no_channel"),
+        *first,
         ScaleIntensityd(keys="image"),
         RandSpatialCropd(keys=["image", "label"], roi_size=(args.size,) * args.dims,
                          random_size=False),
         RandFlipd(keys=["image", "label"], prob=0.5, spatial_axis=0),
         EnsureTyped(keys=["image", "label"]),
     ])
-    val_tf = Compose([EnsureChannelFirstd(keys=["image", "label"], channel_dim="no_channel"),
-                      ScaleIntensityd(keys="image"), EnsureTyped(keys=["image", "label"])])
-    data = volumes(8, args.size + 8, args.dims)
+    val_tf = Compose([*first, ScaleIntensityd(keys="image"),
+                      EnsureTyped(keys=["image", "label"])])
+    data = volumes(8, args.size + 8, args.dims, channel=args.no_meta)
     train = DataLoader(Dataset(data[:6], transform=train_tf), batch_size=args.batch,
                        shuffle=True, num_workers=0)
     val = DataLoader(Dataset(data[6:7], transform=val_tf), batch_size=1, num_workers=0)
@@ -169,11 +178,15 @@ def main() -> None:
     p.add_argument("--swin-ckpt", action="store_true", help="SwinUNETR(use_checkpoint=True)")
     p.add_argument("--v2", action="store_true", help="SwinUNETR(use_v2=True)")
     p.add_argument("--eval-every", type=int, default=0)
+    p.add_argument("--no-meta", action="store_true",
+                   help="set_track_meta(False): plain tensors instead of MetaTensors")
     args = p.parse_args()
     warnings.filterwarnings("ignore")
+    from monai.data import set_track_meta
     from monai.utils import set_determinism
 
     set_determinism(seed=0)
+    set_track_meta(not args.no_meta)
     model = build(args)
     loss_fn = loss_for(args)
     if args.mode in ("swinunetr", "unetr"):
