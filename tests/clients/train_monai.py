@@ -8,7 +8,8 @@ from `monai.losses`, Adam(W). Models (`--mode`):
   norm=--norm)`, `DiceLoss(to_onehot_y=True, softmax=True)` (`--loss dicece`: DiceCELoss);
 - `segresnet`: `SegResNet(blocks_down=(1, 2, 2), init_filters=4, out_channels=3)`, the
   BraTS tutorial's `DiceLoss(sigmoid=True, squared_pred=True)` on a 3-channel one-hot label;
-- `dynunet`: `DynUNet(..., deep_supervision=True, deep_supr_num=2)`: in training the
+- `dynunet`: `DynUNet(..., deep_supervision=True, deep_supr_num=--levels - 2)` (filters 4,
+  8, 16, ...; `--res`: residual blocks): in training the
   outputs are stacked along dim 1 and the loss is the DynUNet tutorial's weighted sum over
   `torch.unbind(out, 1)` (`--ds-loss`: monai's `DeepSupervisionLoss` over the list);
 - `swinunetr`: `SwinUNETR(feature_size=12, depths=(1, 1, 1, 1), use_checkpoint=--swin-ckpt)`
@@ -61,14 +62,16 @@ def build(args):
                     strides=(2, 2), num_res_units=2,
                     norm=Norm.BATCH if args.norm == "batch" else Norm.INSTANCE)
     if args.mode == "segresnet":
-        return SegResNet(spatial_dims=args.dims, blocks_down=(1, 2, 2), blocks_up=(1, 1), init_filters=4,
-                         in_channels=1, out_channels=3, dropout_prob=0.0,
+        return SegResNet(spatial_dims=args.dims, blocks_down=(1, 2, 2), blocks_up=(1, 1),
+                         init_filters=4, in_channels=1, out_channels=3, dropout_prob=0.0,
                          norm=("group", {"num_groups": 2}))
     if args.mode == "dynunet":
+        n = args.levels   # input block, n - 2 down blocks, bottleneck; n - 1 up blocks
         return DynUNet(spatial_dims=args.dims, in_channels=1, out_channels=2,
-                       kernel_size=[3, 3, 3, 3], strides=[1, 2, 2, 2],
-                       upsample_kernel_size=[2, 2, 2], filters=[4, 8, 16, 32],
-                       norm_name="instance", deep_supervision=True, deep_supr_num=2,
+                       kernel_size=[3] * n, strides=[1] + [2] * (n - 1),
+                       upsample_kernel_size=[2] * (n - 1),
+                       filters=[4 * 2 ** i for i in range(n)],
+                       norm_name="instance", deep_supervision=True, deep_supr_num=n - 2,
                        res_block=args.res)
     if args.mode == "swinunetr":
         return SwinUNETR(in_channels=1, out_channels=2, feature_size=12, depths=(1, 1, 1, 1),
@@ -175,6 +178,7 @@ def main() -> None:
     p.add_argument("--loss", default="dice", choices=["dice", "dicece"])
     p.add_argument("--ds-loss", action="store_true")
     p.add_argument("--res", action="store_true", help="dynunet: residual blocks")
+    p.add_argument("--levels", type=int, default=4, help="dynunet: resolution levels")
     p.add_argument("--swin-ckpt", action="store_true", help="SwinUNETR(use_checkpoint=True)")
     p.add_argument("--v2", action="store_true", help="SwinUNETR(use_v2=True)")
     p.add_argument("--eval-every", type=int, default=0)
