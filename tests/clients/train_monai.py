@@ -15,7 +15,8 @@ from `monai.losses`, Adam(W). Models (`--mode`):
 - `swinunetr`: `SwinUNETR(feature_size=12, depths=(1, 1, 1, 1), use_checkpoint=--swin-ckpt)`
   (its `use_checkpoint` runs each Swin block under `torch.utils.checkpoint`), DiceCELoss;
 - `unetr`: `UNETR(img_size=32, hidden_size=48, mlp_dim=96, num_heads=4)`, a ViT encoder;
-- `engine`: the unet under `monai.engines.SupervisedTrainer` (pytorch-ignite), `run()`.
+- `engine`: the unet under `monai.engines.SupervisedTrainer` (pytorch-ignite), `run()`
+  (`--decollate`: each output decollated per item and post-processed, as the tutorials do).
 
 `--eval-every N`: every N steps, `sliding_window_inference(roi_size=--size, sw_batch_size=2)`
 over a validation volume under `model.eval()` + `torch.no_grad()`, `DiceMetric` on it, then
@@ -151,16 +152,25 @@ def validate(model, val, args):
             metric(y_pred=[post_pred(o) for o in out], y=[post_label(y) for y in batch["label"]])
     score = metric.aggregate().item()
     metric.reset()
-    model.train()
+    if args.bug != "no-train":
+        model.train()
     return score
 
 
 def run_engine(args, model, loss_fn, optimizer, train):
+    from monai.transforms import Compose
+
     from monai.engines import SupervisedTrainer
+    from monai.transforms import Activationsd, AsDiscreted
+
+    # the tutorials' post-processing of each decollated item (`--decollate`)
+    post = Compose([Activationsd(keys="pred", softmax=True),
+                    AsDiscreted(keys="pred", argmax=True)]) if args.decollate else None
 
     trainer = SupervisedTrainer(device=torch.device("cpu"), max_epochs=args.steps,
                                 train_data_loader=train, network=model, optimizer=optimizer,
-                                loss_function=loss_fn, epoch_length=1, decollate=False)
+                                loss_function=loss_fn, epoch_length=1,
+                                decollate=args.decollate, postprocessing=post)
     trainer.run()
     print("loss", trainer.state.output[0]["loss"] if isinstance(trainer.state.output, list)
           else trainer.state.output["loss"])
@@ -182,6 +192,11 @@ def main() -> None:
     p.add_argument("--swin-ckpt", action="store_true", help="SwinUNETR(use_checkpoint=True)")
     p.add_argument("--v2", action="store_true", help="SwinUNETR(use_v2=True)")
     p.add_argument("--eval-every", type=int, default=0)
+    p.add_argument("--decollate", action="store_true",
+                   help="engine: decollate=True with the tutorials' post-processing")
+    p.add_argument("--bug", default="", choices=["", "no-train", "no-zero"],
+                   help="a planted bug for the doctor: validation leaves the model in eval "
+                        "mode; no optimizer.zero_grad()")
     p.add_argument("--no-meta", action="store_true",
                    help="set_track_meta(False): plain tensors instead of MetaTensors")
     args = p.parse_args()
@@ -208,7 +223,8 @@ def main() -> None:
             inputs, labels = batch["image"], batch["label"]
             if args.mode == "segresnet":
                 labels = to_brats(labels)
-            optimizer.zero_grad()
+            if args.bug != "no-zero":
+                optimizer.zero_grad()
             outputs = model(inputs)
             loss = loss_fn(outputs, labels)
             loss.backward()
