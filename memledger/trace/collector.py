@@ -1712,7 +1712,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
                    and (sid := sids.get(storage_key(v), -1)) >= first_new]
         if kept_on:   # Note [Tensors a call keeps on its module]
             deep = [(sid, v) for sid, v in kept_on if _deep_graph(v)]
-            rec = {"k": "stash", "mod": path, "ev0": ev0, "sids": [sid for sid, _ in kept_on],
+            rec = {"k": "stash", "mod": path, "ev0": ev0, "ev1": self._ev,
+                   "sids": [sid for sid, _ in kept_on],
                    "graph": [sid for sid, _ in deep]}
             # reading a save packed by the script's own checkpoint would re-run its region
             if deep and not self._ckpt_calls and \
