@@ -1781,7 +1781,9 @@ class Collector(ShardingMixin, TorchDispatchMode):
     # 33,112,404. The walk runs with the dispatch mode off: no events, no uses.
 
     # Note [Tensors a call keeps on its module]
-    # A call may keep a tensor it made as a plain attribute of its module: pruning's
+    # A call may keep a tensor it made as a plain attribute of its module (or in a list,
+    # tuple or dict attribute: MONAI's DynUNet writes its deep-supervision heads into one
+    # list its skip layers share, `attribute_tensors`): pruning's
     # forward pre-hook sets `fc1.weight = weight_orig * weight_mask` before every forward
     # (as the old `torch.nn.utils.weight_norm` and `spectral_norm` hooks do), a model may
     # keep its last attention map. The module holds it into backward (`released` -1), and
