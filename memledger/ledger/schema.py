@@ -97,9 +97,11 @@ number autograd saved is a storage of its own instead, op `(wrapped number)`; No
 cast mixed-dtype inputs, Note [Inputs an op casts]; optional `wev`, `wbytes`: per op, the
 bytes of the numbers torch wrapped before it, which a dispatch mode wraps again, Note
 [Numbers wrapped again under a dispatch mode]) and `stash` (`mod`, `ev0`, `sids`: storages a module
-call made and kept as plain attributes of its module, a pruned `weight`; checkpoint's re-run
-replaces them; optional `graph`: those of them whose autograd graph runs deeper than one op
-on leaves; Note [Tensors a call keeps on its module] in trace/collector.py) and
+call made and kept as plain attributes of its module, a pruned `weight`, or in a list,
+tuple or dict attribute; checkpoint's re-run replaces them; optional `graph`: those of them
+whose autograd graph runs deeper than one op on leaves; optional `ev1`: one past the call's
+last event (older ledgers lack it); Note [Tensors a call keeps on its module] in
+trace/collector.py) and
 `kept` (`mod`, `ev0`, `sids`: storages a module call made and put in its module's buffers,
 which later calls may reuse; Note [A buffer a call makes and later calls reuse] in
 trace/collector.py) and

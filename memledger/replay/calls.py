@@ -20,7 +20,16 @@ def save_call(prep: Prepared, by_path: dict, mods: np.ndarray, ev0: np.ndarray,
     rows = np.arange(len(prep.saved_first))
     return record_call(prep.saved_first, prep.saved_mod_code, prep.saved_mod_names, by_path,
                        mods, ev0, ev1, output_saves(prep, prep.saved_first, rows,
-                                                     prep.saved_mod_code, prep.saved_mod_names))
+                                                     prep.saved_mod_code, prep.saved_mod_names),
+                       scopes_of(prep))
+
+
+def scopes_of(prep: Prepared) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """(module, first event, one past the last) of every forward call, for `record_call`'s
+    boundary saves by modules a region shares (Note [A boundary save by a shared module])."""
+    if prep.scope_mod is None or not len(prep.scope_mod):
+        return None
+    return prep.scope_mod, prep.scope_ev0, prep.scope_ev1
 
 
 def output_saves(prep: Prepared, s: np.ndarray, rows: np.ndarray, mod_code: np.ndarray,
@@ -37,7 +46,8 @@ def output_saves(prep: Prepared, s: np.ndarray, rows: np.ndarray, mod_code: np.n
 
 def record_call(s: np.ndarray, mod_code: np.ndarray, mod_names: np.ndarray, by_path: dict,
                 mods: np.ndarray, ev0: np.ndarray, ev1: np.ndarray,
-                own_output: np.ndarray | None = None) -> np.ndarray:
+                own_output: np.ndarray | None = None,
+                scopes: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> np.ndarray:
     """`save_call` for save records at events `s` by modules `mod_names[mod_code]`.
 
     `own_output` (bool per record, `output_saves`): the save of an op's own output. Two
@@ -45,7 +55,9 @@ def record_call(s: np.ndarray, mod_code: np.ndarray, mod_names: np.ndarray, by_p
     both contain the saving module; there the record is the earlier call's when its last
     op saved what it made (its final LayerNorm's mean and rstd, 256 B each at (2, 32, 1):
     read as the next call's, kept through forward, the replay's peak 512 B over), else the
-    later call's (its first op saving its input)."""
+    later call's (its first op saving its input). `scopes` (`scopes_of`): the forward
+    calls, by which a boundary save by a module named outside the region is the region's
+    when that module's call ran inside it (Note [A boundary save by a shared module])."""
     if not len(ev0):
         return np.full(len(s), -1, dtype=np.int64)
     # a call that ran no op (a block whose forward returns its input) saves nothing, and
@@ -58,7 +70,7 @@ def record_call(s: np.ndarray, mod_code: np.ndarray, mod_names: np.ndarray, by_p
         return np.full(len(s), -1, dtype=np.int64)
     if len(ran) < len(ev0):
         k = record_call(s, mod_code, mod_names, by_path, mods[ran], ev0[ran], ev1[ran],
-                        own_output)
+                        own_output, scopes)
         return np.where(k >= 0, ran[np.maximum(k, 0)], -1)
     # distinct saving modules -> the selected region path that contains them, as a code
     paths = list(by_path)
@@ -80,9 +92,56 @@ def record_call(s: np.ndarray, mod_code: np.ndarray, mod_names: np.ndarray, by_p
     a = b - 1                                                   # the call before (adjacent)
     aa = np.maximum(a, 0)
     in_a = (a >= 0) & (s == ev1[aa] - 1) & (own == call_path[aa])
+    if scopes is not None:   # Note [A boundary save by a shared module]
+        names_of = mod_names.astype(object)[mod_code] if len(mod_names) else \
+            np.full(len(s), "", dtype=object)
+        edge_b = (b >= 0) & (s >= 0) & (s <= ev1[bb] - 1) & ~in_b
+        in_b |= _ran_inside(edge_b, s, names_of, ev0[bb], ev1[bb], scopes)
+        edge_a = (a >= 0) & (s == ev1[aa] - 1) & ~in_a
+        in_a |= _ran_inside(edge_a, s, names_of, ev0[aa], ev1[aa], scopes)
     if own_output is not None:
         in_b &= ~(in_a & own_output & (s < ev0[bb]))
     return np.where(in_b, b, np.where(in_a, a, -1))
+
+
+# Note [A boundary save by a shared module]
+# A save record's event is the op before an input-saving op (Rule 5 of the replay), so a
+# save on a call's first or last boundary may be the call's or its neighbour's, and the
+# saving module's path decides: the call's if the region's path contains it. A module the
+# region shares with another part of the model has the path `named_modules()` gives it
+# first, outside the region's: MONAI's DynUNet runs its blocks through a recursive
+# `skip_layers` whose every block is also `input_block`, `downsamples.i`, `upsamples.i`.
+# `checkpoint:skip_layers` lost the last block's in-place LeakyReLU save (at the call's
+# last event, `upsamples.2.conv_block.lrelu`): torch's checkpoint re-runs the region at
+# that save's unpack, inside the CopySlices node that made three (1, 4, 32, 32, 32) fp32
+# gradient buffers first, and replay placed the re-run at the next save's unpack, after
+# the node: predicted 36,887,124 B, measured 37,411,284. A save by a module named outside
+# the region is now the region's when that module's own forward call lies inside the
+# region's and holds the record's event or the next (the op saving its input), and no
+# call of it outside the region does: that is the module running as part of the region.
+# Strictly inside a call nothing changes (every save there is the call's already).
+
+def _ran_inside(cand: np.ndarray, s: np.ndarray, names: np.ndarray, lo: np.ndarray,
+                hi: np.ndarray, scopes: tuple[np.ndarray, np.ndarray, np.ndarray]
+                ) -> np.ndarray:
+    """Per record (only where `cand`): the saving module `names` has a forward call inside
+    [lo, hi) that holds event s or s + 1, and none outside it that does."""
+    out = np.zeros(len(s), dtype=bool)
+    idx = np.flatnonzero(cand)
+    if not len(idx):
+        return out
+    smod, sev0, sev1 = scopes
+    by_name: dict = {}
+    for i in idx:
+        name = names[i]
+        if name not in by_name:
+            hit = smod == name
+            by_name[name] = (sev0[hit], sev1[hit])
+        e0, e1 = by_name[name]
+        holds = (e0 <= s[i] + 1) & (e1 > s[i])
+        within = (e0 >= lo[i]) & (e1 <= hi[i])
+        out[i] = bool((holds & within).any()) and not bool((holds & ~within).any())
+    return out
 
 
 def which_call(ev0: np.ndarray, ev1: np.ndarray, e: np.ndarray, n: int) -> np.ndarray:

@@ -160,7 +160,7 @@ import numpy as np
 
 from memledger.errors import NotPredicted, PolicyError
 from memledger.ledger.schema import CATEGORIES
-from memledger.replay.calls import output_saves, record_call, save_call, which_call
+from memledger.replay.calls import output_saves, record_call, save_call, scopes_of, which_call
 from memledger.replay.compiled import refuse_compiled_regions
 from memledger.replay.policies import MODEL_FIRST, MODEL_MOVED, Policy, PolicyKind, resolve
 from memledger.replay.prepared import ACTIVATION, INPUT, MODEL_STATE, Prepared
@@ -305,7 +305,8 @@ def _pack_call(prep: Prepared, calls: _Calls) -> np.ndarray:
         calls.pack_call = record_call(
             prep.pack_ev, prep.pack_mod_code, prep.pack_mod_names, calls.by_path, calls.mods,
             calls.ev0, calls.ev1, output_saves(prep, prep.pack_ev, prep.pack_row,
-                                               prep.pack_mod_code, prep.pack_mod_names))
+                                               prep.pack_mod_code, prep.pack_mod_names),
+            scopes_of(prep))
     return calls.pack_call
 
 
@@ -1445,6 +1446,25 @@ def _kept_remakes(prep, calls, own,
     return last_cr, keep_to, walked
 
 
+# Note [Kept by a call inside the region]
+# Rule 10 re-makes a stashed storage in the re-run because the re-run runs the line that
+# keeps it (`self.h = h`). That holds only where the call that keeps it runs inside the
+# region: a model that appends a block's output to its own list (`self.kept.append(h)`
+# between blocks, tests/clients/train_random.py `residual_keep`) keeps it in a line no
+# re-run of the block runs, and `checkpoint:blocks.1` read it re-made and held: 126,004 B
+# under measured once container attributes were read (trace/outside_state.py
+# `attribute_tensors`). The innermost call that kept the storage must lie inside the
+# re-run call (MONAI's DynUNet: the skip layer inside `skip_layers` that writes the head,
+# while the model, which holds the same list, is outside). Older ledgers' stash records
+# have no end: read as before.
+def _stashed_inside(prep, calls, k: np.ndarray) -> np.ndarray:
+    """Per storage (made by call `k`): stashed, by a call that lies inside call `k`."""
+    if prep.stash_ev0 is None:
+        return prep.stashed
+    e0, e1 = prep.stash_ev0, prep.stash_ev1
+    return prep.stashed & ((e1 < 0) | ((e0 >= calls.ev0[k]) & (e1 <= calls.ev1[k])))
+
+
 def _restashed(prep, calls, own, seg) -> np.ndarray:
     """Per storage: Rule 10 re-makes it (not Rule 3): kept as its module's attribute, or
     held by the script into backward (`acts[name] = h` in the region's code: the re-run
@@ -1460,7 +1480,7 @@ def _restashed(prep, calls, own, seg) -> np.ndarray:
     k = np.maximum(own.made, 0)
     fwd_last = np.where(prep.fwd_last >= 0, prep.fwd_last, prep.last_use)
     held = held & (fwd_last < calls.ev1[k])   # read after the call: its caller's to keep
-    kept = held if prep.stashed is None else (prep.stashed | held)
+    kept = held if prep.stashed is None else (_stashed_inside(prep, calls, k) | held)
     return kept & (own.made >= 0) & seg.has[k] & (prep.created < seg.end[k]) & \
         _is_recomputed(calls.kind[k])
 

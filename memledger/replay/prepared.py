@@ -94,6 +94,8 @@ class Prepared:
     stash_reach: np.ndarray = None   # bool: saved by a node of a stashed tensor's graph
     #                                  (collector `_graph_saves`; None: no graph walked)
     stash_walked: np.ndarray = None  # bool: stashed, and its record says what its graph saves
+    stash_ev0: np.ndarray = None   # int64: first event of the innermost call that kept it
+    stash_ev1: np.ndarray = None   # int64: one past that call's last event (-1: not known)
     stashed: np.ndarray = None   # bool: kept as a plain attribute of the module whose call made
     #                              it (Note [Tensors a call keeps on its module], collector.py)
     arg_mod: np.ndarray = None   # object: module of a call, per (call, argument storage) pair
@@ -255,6 +257,7 @@ class Prepared:
             **_autocast_casts(led, st),
             stashed=st.index.isin([int(x) for r in led.extra.get("stash", [])
                                    for x in r.get("sids", ())]),
+            **_stasher(led, st),
             # kept on a module with a graph of ops (older ledgers: none, as before)
             stashed_graph=st.index.isin([int(x) for r in led.extra.get("stash", [])
                                          for x in r.get("graph", ())]),
@@ -398,6 +401,24 @@ def _idle_modules(st: pd.DataFrame, param_modules: tuple[str, ...]) -> tuple[str
             key = ".".join(parts[:i])
             idle[key] = idle.get(key, True) and bool(t < first)
     return tuple(m for m in param_modules if idle.get(m, False))
+
+
+def _stasher(led: Ledger, st: pd.DataFrame) -> dict[str, np.ndarray | None]:
+    """`stash_ev0` / `stash_ev1`: per storage, the span of the innermost call that kept it
+    on its module (the latest first event among its `stash` records: the calls that keep
+    one storage were all running when it was made, so they nest); -1 where none, or where
+    the record has no end (older ledgers). Note [Kept by a call inside the region]
+    (replay/engine.py)."""
+    recs = [r for r in led.extra.get("stash", []) if "ev1" in r]
+    if not recs:
+        return {"stash_ev0": None, "stash_ev1": None}
+    rows = pd.DataFrame([(int(s), int(r["ev0"]), int(r["ev1"])) for r in recs
+                         for s in r.get("sids", ())], columns=["sid", "ev0", "ev1"])
+    inner = rows.sort_values(["ev0", "ev1"], ascending=[True, False]) \
+        .drop_duplicates("sid", keep="last") \
+        .set_index("sid").reindex(st.index)
+    return {"stash_ev0": inner["ev0"].fillna(-1).to_numpy(dtype=np.int64),
+            "stash_ev1": inner["ev1"].fillna(-1).to_numpy(dtype=np.int64)}
 
 
 def _stash_reach(led: Ledger, st: pd.DataFrame) -> dict[str, np.ndarray | None]:

@@ -100,6 +100,7 @@ from memledger.trace.outside_state import (
     INPUT_WRITTEN,
     PAIRED_HOOKS,
     argument_versions,
+    attribute_tensors,
     paired_hooks,
     storage_key,
     written_arguments,
@@ -162,6 +163,15 @@ def _node_now() -> int:
     Function's ctx holds) alive."""
     n = _current_node()
     return -1 if n is None else n._sequence_nr()
+
+
+@functools.lru_cache(maxsize=None)
+def _storage_subclass(tp: type) -> bool:
+    """A tensor subclass whose storage is its own, read as a plain tensor's: one that
+    overrides no `__torch_dispatch__` and wraps no tensors (MONAI's MetaTensor, which only
+    carries metadata beside its data through `__torch_function__`; nn.Parameter)."""
+    return tp.__torch_dispatch__ is _Tensor.__torch_dispatch__ and \
+        not hasattr(tp, "__tensor_flatten__")
 
 
 def _deep_graph(t: torch.Tensor) -> bool:
@@ -599,6 +609,13 @@ class Collector(ShardingMixin, TorchDispatchMode):
     # (Note [Tensors a call keeps on its module]) and buffers it makes. FakeCollector adds
     # FakeTensor: a fake run's tensors are all of that type.
     PLAIN_TYPES: tuple[type, ...] = (_Tensor,)
+
+    def _own_storage(self, t) -> bool:
+        """`t`'s storage is its own (Note [Tensors a call keeps on its module]): a plain
+        tensor, or a subclass that only carries metadata beside it (`_storage_subclass`:
+        the activations of a model fed MONAI's MetaTensor are MetaTensors)."""
+        tp = type(t)
+        return tp in self.PLAIN_TYPES or (issubclass(tp, _Tensor) and _storage_subclass(tp))
 
     # Note [No Dynamo wrapper around the hot path]
     # torch wraps a dispatch mode's `__torch_dispatch__` in `torch._disable_dynamo`, so that
@@ -1704,11 +1721,12 @@ class Collector(ShardingMixin, TorchDispatchMode):
             # Note [State written outside a region] (memledger/trace/outside_state.py)
             self.sink.write({"k": "stateful", "mod": path, "ev0": ev0, "ev1": self._ev,
                              "obj": obj, "sids": [sids[k] for k in keys]})
-        kept_on = [(sid, v) for v in module.__dict__.values() if type(v) in self.PLAIN_TYPES
+        kept_on = [(sid, v) for v in attribute_tensors(module) if self._own_storage(v)
                    and (sid := sids.get(storage_key(v), -1)) >= first_new]
         if kept_on:   # Note [Tensors a call keeps on its module]
             deep = [(sid, v) for sid, v in kept_on if _deep_graph(v)]
-            rec = {"k": "stash", "mod": path, "ev0": ev0, "sids": [sid for sid, _ in kept_on],
+            rec = {"k": "stash", "mod": path, "ev0": ev0, "ev1": self._ev,
+                   "sids": [sid for sid, _ in kept_on],
                    "graph": [sid for sid, _ in deep]}
             # reading a save packed by the script's own checkpoint would re-run its region
             if deep and not self._ckpt_calls and \
@@ -1739,6 +1757,10 @@ class Collector(ShardingMixin, TorchDispatchMode):
         out: set[int] = set()
         todo = [v.grad_fn for v in kept]
         self._walking = True
+        # reading a save makes autograd hand back a fresh alias of it, an op the mode would
+        # record as an event using the storage (Note [A graph read unseen])
+        off = _no_dispatch()
+        off.__enter__()
         try:
             while todo:
                 node = todo.pop()
@@ -1756,11 +1778,25 @@ class Collector(ShardingMixin, TorchDispatchMode):
                         out.add(sid)
                 todo.extend(f for f, _ in node.next_functions)
         finally:
+            off.__exit__(None, None, None)
             self._walking = False
         return sorted(out)
 
+    # Note [A graph read unseen]
+    # `_graph_saves` reads the saves of a kept tensor's graph (`node._saved_self`), and
+    # autograd answers each read with a new alias of the saved tensor: with the mode on,
+    # one event per save, each a use of its storage. The walk runs as a call returns, so
+    # every activation and weight the graph saved read as used there: MONAI's DynUNet
+    # keeps its deep-supervision heads in a list its skip layers share, whose graphs reach
+    # the whole network, and the walk at the model's return put 44 events after forward
+    # that moved every save's last forward use past it. Offload then held each offloaded
+    # storage to that point: `offload:skip_layers` predicted 34,069,872 B, measured
+    # 33,112,404. The walk runs with the dispatch mode off: no events, no uses.
+
     # Note [Tensors a call keeps on its module]
-    # A call may keep a tensor it made as a plain attribute of its module: pruning's
+    # A call may keep a tensor it made as a plain attribute of its module (or in a list,
+    # tuple or dict attribute: MONAI's DynUNet writes its deep-supervision heads into one
+    # list its skip layers share, `attribute_tensors`): pruning's
     # forward pre-hook sets `fc1.weight = weight_orig * weight_mask` before every forward
     # (as the old `torch.nn.utils.weight_norm` and `spectral_norm` hooks do), a model may
     # keep its last attention map. The module holds it into backward (`released` -1), and

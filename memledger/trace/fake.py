@@ -171,6 +171,7 @@ from __future__ import annotations
 
 import linecache
 import os
+import re
 import sys
 import weakref
 from dataclasses import dataclass
@@ -1231,7 +1232,13 @@ def fake_refusal(err: BaseException, target: FakeTarget, script: str):
             "memledger: the script asked for CUDA and this torch has none; run the script on "
             f"cpu (e.g. `-- --device cpu`) and keep `--fake --device {target.device}`: the CPU "
             "kernels' sizes are ledgered as CUDA (docs/fake.md)"), err)
-    what = next((w for pattern, w in VALUE_READS if pattern in text), None)
+    chain = _chain(err)
+    sub = next((w for e in chain if (w := _subclass_made(str(e)))), None)
+    if sub is not None:
+        return ScriptOutcome(EXIT_USAGE, (
+            f"memledger: cannot run fake at {_script_frame(err, script)}: {sub}; trace it "
+            "for real (docs/fake.md, Known limitations)"), err)
+    what = next((w for e in chain for pattern, w in VALUE_READS if pattern in str(e)), None)
     if what is None:
         return None
     where = _script_frame(err, script)
@@ -1245,6 +1252,32 @@ def fake_refusal(err: BaseException, target: FakeTarget, script: str):
     return ScriptOutcome(EXIT_USAGE, (
         f"memledger: cannot run fake at {where}: {what}, which a --fake run does not have; "
         "skip it under --fake (e.g. log only when not faking) or trace it for real"), err)
+
+
+def _chain(err: BaseException, depth: int = 8) -> list[BaseException]:
+    """`err` and the errors it was raised from: a library may wrap torch's error in its
+    own (MONAI's transforms raise "applying transform ..." from it)."""
+    out = []
+    while err is not None and len(out) < depth and err not in out:
+        out.append(err)
+        err = err.__cause__ or err.__context__
+    return out
+
+
+# torch's words when `as_subclass` (or `_make_subclass`) is asked to turn a fake tensor into
+# a subclass of the script's: the tensor is a FakeTensor already and cannot be both
+_SUBCLASS_MADE = re.compile(r"Creating a new Tensor subclass (\w+) but the raw Tensor object "
+                            r"is already associated to a python object of type FakeTensor")
+
+
+def _subclass_made(text: str) -> str | None:
+    """What the script did, when it made a tensor of its own subclass from a fake one
+    (MONAI's MetaTensor, made by `torch.as_tensor(x).as_subclass(MetaTensor)` in every
+    transform): a --fake run's tensors are FakeTensors and cannot be another subclass."""
+    m = _SUBCLASS_MADE.search(text)
+    return None if m is None else (
+        f"the script (or a library it calls) makes tensors of its own subclass {m.group(1)} "
+        "(`as_subclass`), which torch's FakeTensor cannot become")
 
 
 def _script_frame(err: BaseException, script: str) -> str:

@@ -70,6 +70,27 @@ _MAX_DEPTH = 4
 _MAX_OBJECTS = 512   # per argument: a walk never costs more than this many objects
 
 
+# the attributes every nn.Module has (its parameters, buffers, children, hooks): not state
+# its forward keeps
+_MODULE_OWN = frozenset(torch.nn.Module().__dict__)
+_MAX_KEPT = 64   # tensors read from one container attribute: a call keeps a few, not a data set
+
+
+def attribute_tensors(module: torch.nn.Module) -> Iterator[torch.Tensor]:
+    """Tensors `module` holds as plain attributes: directly (`self.h = h`), or in a list,
+    tuple or dict attribute (`self.heads[i] = head(x)`: MONAI's DynUNet keeps its deep
+    supervision outputs in one list that every skip layer shares). Note [Tensors a call
+    keeps on its module] in trace/collector.py."""
+    for key, v in module.__dict__.items():
+        if key in _MODULE_OWN:
+            continue
+        if isinstance(v, torch.Tensor):
+            yield v
+        elif isinstance(v, (list, tuple, dict)):
+            items = list(v.values()) if isinstance(v, dict) else v
+            yield from (x for x in items[:_MAX_KEPT] if isinstance(x, torch.Tensor))
+
+
 def argument_objects(args: tuple, kwargs: dict | None) -> Iterator[Any]:
     """The arguments that could hold state: anything but tensors, modules and atoms."""
     for a in (*args, *(kwargs or {}).values()):
