@@ -60,18 +60,26 @@ def run_script(script: str | Path, argv: list[str]) -> None:
 # since the last one number a quarter of those that survived it, and frozen ones no longer
 # count), so a cycle that outlives two younger collections is freed sooner than in a plain
 # run; its bytes are the same, and every pass and measured run memledger makes runs so.
+_frozen_depth = 0   # earlier_objects_frozen's own nesting
+
+
 @contextlib.contextmanager
 def earlier_objects_frozen():
     """Around a run of the script: what exists now is frozen for the garbage collector."""
-    outermost = gc.get_freeze_count() == 0
+    global _frozen_depth
+    # nested, not outermost, without asking: `gc.get_freeze_count()` walks the whole frozen
+    # generation (20 ms with transformers imported, once per pass of every in-process run)
+    outermost = _frozen_depth == 0 and gc.get_freeze_count() == 0
     with contextlib.suppress(ImportError):   # a torch without it: the script lacks it too
         import torch._dynamo  # noqa: F401  (as the zygote's PRELOAD: frozen with the rest)
 
     gc.freeze()
     gc.enable()   # off while a worker imported (Note [Imports without the collector])
+    _frozen_depth += 1
     try:
         yield
     finally:
+        _frozen_depth -= 1
         if outermost:
             gc.unfreeze()
 
