@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
+import pandas as pd
 
 from memledger.replay.prepared import Prepared
 
@@ -121,6 +124,27 @@ def record_call(s: np.ndarray, mod_code: np.ndarray, mod_names: np.ndarray, by_p
 # call of it outside the region does: that is the module running as part of the region.
 # Strictly inside a call nothing changes (every save there is the call's already).
 
+_BY_MODULE: dict[int, tuple[weakref.ref, dict]] = {}   # id(scope_mod) -> its index
+
+
+def _calls_by_module(scopes: tuple[np.ndarray, np.ndarray, np.ndarray]) -> dict:
+    """{module path: (ev0s, ev1s) of its forward calls}, built once per ledger's scopes: a
+    plan replays each block and option (288 replays on a 48-block GPT), and a scan of every
+    scope per saving module in each made `plan` 0.2 s slower."""
+    smod, sev0, sev1 = scopes
+    kept = _BY_MODULE.get(id(smod))
+    if kept is not None and kept[0]() is smod:
+        return kept[1]
+    codes, uniq = pd.factorize(pd.Series(smod, dtype=object))
+    order = np.argsort(codes, kind="stable")
+    cuts = np.flatnonzero(np.diff(codes[order])) + 1
+    index = {str(uniq[codes[g[0]]]): (sev0[g], sev1[g])
+             for g in np.split(order, cuts) if len(g)}
+    _BY_MODULE.clear()   # one ledger at a time is enough
+    _BY_MODULE[id(smod)] = (weakref.ref(smod), index)
+    return index
+
+
 def _ran_inside(cand: np.ndarray, s: np.ndarray, names: np.ndarray, lo: np.ndarray,
                 hi: np.ndarray, scopes: tuple[np.ndarray, np.ndarray, np.ndarray]
                 ) -> np.ndarray:
@@ -130,14 +154,10 @@ def _ran_inside(cand: np.ndarray, s: np.ndarray, names: np.ndarray, lo: np.ndarr
     idx = np.flatnonzero(cand)
     if not len(idx):
         return out
-    smod, sev0, sev1 = scopes
-    by_name: dict = {}
+    by_name = _calls_by_module(scopes)
+    none = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
     for i in idx:
-        name = names[i]
-        if name not in by_name:
-            hit = smod == name
-            by_name[name] = (sev0[hit], sev1[hit])
-        e0, e1 = by_name[name]
+        e0, e1 = by_name.get(names[i], none)
         holds = (e0 <= s[i] + 1) & (e1 > s[i])
         within = (e0 >= lo[i]) & (e1 <= hi[i])
         out[i] = bool((holds & within).any()) and not bool((holds & ~within).any())
