@@ -524,9 +524,12 @@ def _refuse_graph_reads(prep: Prepared, calls: _Calls, own: _Owners, policy: Pol
     backward passes that build graphs read (Note [Read by a backward that builds a graph] in
     trace/collector.py): each pass makes its own re-run or read-back, which the graph it
     builds holds, and the replay prices one."""
-    if prep.graph_reads is None or not ((prep.graph_reads >= 2) | (prep.graph_reads < 0)).any():
+    if prep.graph_reads is None:
         return
-    read = ((prep.graph_reads >= 2) | (prep.graph_reads < 0)) & ~np.isin(prep.cat, MODEL_STATE)
+    unpriced = (prep.graph_reads >= 2) | (prep.graph_reads < 0)
+    if not unpriced.any():
+        return
+    read = unpriced & ~np.isin(prep.cat, MODEL_STATE)
     for owner in (own.first_save, own.last_save):
         hit = read & (calls.at(calls.kind, owner) != Kind.NONE)
         if hit.any():
