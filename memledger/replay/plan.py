@@ -52,7 +52,7 @@ from memledger.replay.fake_time import prepare
 from memledger.replay.policies import parse_policy
 from memledger.replay.predict import PolicyPrediction, cost_model, predict, time_caveats
 from memledger.replay.prepared import Prepared, model_calls
-from memledger.replay.solve import EXHAUSTIVE_MAX, reduce_runs, solve
+from memledger.replay.solve import EXHAUSTIVE_MAX, Steps, reduce_steps, solve
 
 PLAN_SCHEMA = "memledger.plan/1"
 FRONT_POINTS = 16   # Pareto points listed at most (Note [Pareto front])
@@ -335,7 +335,7 @@ def block_table(prep: Prepared, model: CostModel, blocks: list[str], rng: int) -
     units = block_units(prep, blocks)   # Note [Blocks that share a save]
     base = replay(prep, parse_policy("none"), rng_bytes=rng, slots=True).slots
     nb, no = len(units), len(options)
-    delta = np.zeros((nb, no, len(base)), dtype=np.int64)
+    steps: list[Steps] = []
     cost, lo, hi = np.zeros((nb, no)), np.zeros((nb, no)), np.zeros((nb, no))
     refused: dict[str, str] = {}
     step = (0.0, 0.0, 0.0)     # the checkpointed step's own cost, once (per block: the same)
@@ -346,6 +346,7 @@ def block_table(prep: Prepared, model: CostModel, blocks: list[str], rng: int) -
         sub = prep.subset(keep)
         own = _plain_slots(sub)
         sels = _selectors([blocks[i] for i in members], blocks)
+        rows = np.zeros((no, len(base)), dtype=np.int64)
         for o, opt in enumerate(options):
             if opt.kind == "none":
                 continue
@@ -356,11 +357,12 @@ def block_table(prep: Prepared, model: CostModel, blocks: list[str], rng: int) -
                 cost[b, o] = lo[b, o] = hi[b, o] = np.inf
                 refused.setdefault(opt.label(), str(e).removeprefix("memledger: "))
                 continue
-            delta[b, o] = np.rint(r.slots - own).astype(np.int64)
+            rows[o] = np.rint(r.slots - own).astype(np.int64)
             t, once = model.price(r), model.per_step(r)
             cost[b, o], lo[b, o], hi[b, o] = t.seconds - once[0], t.lo - once[1], t.hi - once[2]
             step = max(step, once)
-    d, floor = reduce_runs(delta, base)
+        steps.append(Steps.of(rows))
+    d, floor = reduce_steps(steps, base)
     reruns = np.array([o.kind in ("checkpoint", "selective") for o in options])
     return BlockTable(blocks=blocks, options=options, delta=d, floor=floor, cost=cost,
                       lo=lo, hi=hi, workspace=prep.workspace, slots=len(base), refused=refused,

@@ -32,22 +32,51 @@ assignment o_b minimising Σ cost[b, o_b] with Σ_b delta[b, o_b, s] <= cap[s] a
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 EXHAUSTIVE_MAX = 4_096
+
+
+@dataclass
+class Steps:
+    """One block's rows (options, slots) as steps: rows[:, s] = val[:, i] for
+    pos[i] <= s < pos[i + 1] (pos[0] == 0). A 48-block GPT's rows change at a few hundred
+    of its 63,766 slots, so the table never holds blocks x options x slots (147 MB)."""
+
+    pos: np.ndarray    # int64, increasing, starts at 0
+    val: np.ndarray    # int64 (options, len(pos))
+
+    @classmethod
+    def of(cls, rows: np.ndarray) -> "Steps":
+        rows = np.asarray(rows, dtype=np.int64)
+        pos = np.r_[0, np.flatnonzero((rows[:, 1:] != rows[:, :-1]).any(axis=0)) + 1]
+        return cls(pos=pos.astype(np.int64), val=rows[:, pos])
+
+    def at(self, slots: np.ndarray) -> np.ndarray:
+        """The rows at the given slots: (options, len(slots))."""
+        return self.val[:, np.searchsorted(self.pos, slots, side="right") - 1]
 
 
 def reduce_runs(delta: np.ndarray, base: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(delta', floor') with one column per run (Note rule 0): the budget check at run r is
     Σ_b delta'[b, o_b, r] + floor'[r] <= budget (workspace aside)."""
     delta = np.asarray(delta, dtype=np.int64)
+    if not delta.shape[2]:
+        return delta, np.rint(np.asarray(base, dtype=np.float64)).astype(np.int64)
+    return reduce_steps([Steps.of(d) for d in delta], base)
+
+
+def reduce_steps(blocks: list[Steps], base: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """reduce_runs of the blocks' rows given as steps."""
     base = np.rint(np.asarray(base, dtype=np.float64)).astype(np.int64)
-    nb, no, ns = delta.shape
-    if not ns:
-        return delta, base
-    chg = np.zeros((nb, ns), dtype=bool)
-    chg[:, 1:] = (delta[:, :, 1:] != delta[:, :, :-1]).any(axis=1)
-    nv, which = chg.sum(axis=0), chg.argmax(axis=0)
+    nb, ns = len(blocks), len(base)
+    no = blocks[0].val.shape[0] if blocks else 0
+    nv, which = np.zeros(ns, dtype=np.int64), np.zeros(ns, dtype=np.int64)
+    for b, st in enumerate(blocks):      # which block changes at each slot (where only one)
+        nv[st.pos[1:]] += 1
+        which[st.pos[1:]] = b
     starts, vary = [0], [-1]
     for s in np.flatnonzero(nv).tolist():
         if s and nv[s] == 1 and vary[-1] in (-1, which[s]):
@@ -57,15 +86,25 @@ def reduce_runs(delta: np.ndarray, base: np.ndarray) -> tuple[np.ndarray, np.nda
             vary.append(-1)
     starts_a = np.array(starts, dtype=np.int64)
     vary_a = np.array(vary, dtype=np.int64)
-    run_of = np.repeat(np.arange(len(starts)), np.diff(np.r_[starts_a, ns]))
-    out = delta[:, :, starts_a].copy()
+    out = np.empty((nb, no, len(starts)), dtype=np.int64)
+    for b, st in enumerate(blocks):
+        out[b] = st.at(starts_a)
     floor = np.maximum.reduceat(base, starts_a)
-    kk = np.maximum(vary_a[run_of], 0)
-    varying = np.maximum.reduceat(delta[kk, :, np.arange(ns)].T + base[None, :], starts_a,
-                                  axis=1)                          # (options, runs)
-    r = np.flatnonzero(vary_a >= 0)
-    out[vary_a[r], :, r] = varying[:, r].T
-    floor[r] = 0
+    for k in np.unique(vary_a[vary_a >= 0]).tolist():
+        # the pieces of block k's runs: each holds k's rows constant, so its highest slot
+        # is its row plus the highest base in it
+        st, runs = blocks[k], np.flatnonzero(vary_a == k)
+        ends = np.r_[starts_a[1:], ns][runs]
+        inside = st.pos[np.isin(np.searchsorted(starts_a, st.pos, side="right") - 1, runs)]
+        cut = np.unique(np.r_[starts_a[runs], inside, ends])
+        cut = cut[cut < ns]
+        top = np.maximum.reduceat(base, cut)
+        piece = st.at(cut) + top[None, :]
+        run_of = np.searchsorted(starts_a, cut, side="right") - 1
+        mine = vary_a[run_of] == k
+        first = np.searchsorted(cut[mine], starts_a[runs])     # pieces are in run order
+        out[k][:, runs] = np.maximum.reduceat(piece[:, mine], first, axis=1)
+        floor[runs] = 0
     return out, floor
 
 

@@ -237,3 +237,28 @@ def test_plan_pays_the_checkpointed_steps_own_cost_once_and_stays_exact():
     front = plan(led, int(peaks.max()), front_points=40).front
     for p in front:
         assert not ((peaks <= p.peak_bytes) & (costs < p.added_time_s - 1e-15)).any()
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_run_columns_keep_every_assignments_peak(seed):
+    """reduce_runs (Note [Exact block choice], rule 0) on rows held as steps: for every
+    assignment, the highest column equals the highest slot of the full rows. Rows change
+    rarely and mostly one block at a time, as a ledger's do, with runs where two change at
+    once and runs where one block changes many times."""
+    from memledger.replay.solve import Steps, reduce_runs
+    rng = np.random.default_rng(seed)
+    nb, no, ns = 4, 3, 200
+    delta = np.zeros((nb, no, ns), dtype=np.int64)
+    for b in range(nb):
+        cuts = np.sort(rng.choice(np.arange(1, ns), size=rng.integers(2, 30), replace=False))
+        for a, z in zip(np.r_[0, cuts], np.r_[cuts, ns]):
+            delta[b, :, a:z] = rng.integers(-50, 50, size=(no, 1))
+    delta[:, 0] = 0                                     # option 0: none
+    base = rng.integers(0, 1_000, size=ns).astype(np.float64)
+    d, floor = reduce_runs(delta, base)
+    assert d.shape[2] < ns
+    for a in itertools.product(range(no), repeat=nb):
+        full = (delta[np.arange(nb), list(a)].sum(axis=0) + base).max()
+        assert (d[np.arange(nb), list(a)].sum(axis=0) + floor).max() == full
+    st = Steps.of(delta[1])
+    assert (st.at(np.arange(ns)) == delta[1]).all()
