@@ -10,6 +10,8 @@ constants that set it.
 
 from __future__ import annotations
 
+import json
+
 from pydantic import BaseModel, ConfigDict, Field
 
 from memledger.errors import NotPredicted
@@ -109,13 +111,19 @@ class PredictReport(BaseModel):
 
 def cost_model(led: Ledger, prep: Prepared, step_time_s: float | None = None,
                bandwidth: float | None = None) -> tuple[CostModel, str]:
-    """The cost model for `led`: its own calibration, else this machine's cached one."""
+    """The cost model for `led`: its own calibration, else this machine's cached one. Built
+    once per prepared ledger and arguments (plan prices its table and then predicts; the
+    model's probes take 0.1 s on a 48-block GPT)."""
     params, where = prep.calibration, "ledger"
     if not params:
         params, where = cached_calibration(led.device), "cache"
     if not params:
         where = "none"
-    return CostModel(prep, params, bandwidth=bandwidth, step_time_s=step_time_s), where
+    memo = prep.__dict__.setdefault("_cost_models", {})
+    key = (step_time_s, bandwidth, where, json.dumps(params, sort_keys=True, default=str))
+    if key not in memo:
+        memo[key] = CostModel(prep, params, bandwidth=bandwidth, step_time_s=step_time_s), where
+    return memo[key]
 
 
 _PROBES = ("recompute_factor", "ckpt_region_ns", "sac_op_ns", "selective_probe",
