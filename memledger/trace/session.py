@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shlex
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -46,7 +47,40 @@ def check_script(script: str | Path) -> Path:
     if p.is_dir():
         raise ScriptError(f"{str(script)!r} is a directory; give the training script's path",
                           exit_code=EXIT_USAGE)
+    _refuse_a_ledger(p)
     return p
+
+
+# Note [A ledger given as the script]
+# `show`, `predict` and `plan` take a ledger; `trace`, `compare`, `doctor` and `measure` take
+# the training script. A ledger passed to the second kind ran as Python: `memledger compare
+# run.ledger -p ...` printed a traceback of the ledger's own line 1105 and "the doctor could
+# not watch the script: script raised NameError: name 'true' is not defined" (exit 3), and
+# `trace` wrote a partial ledger beside it. A file whose first line is a memledger header is
+# refused before anything runs, naming the script the ledger traced.
+def _refuse_a_ledger(p: Path) -> None:
+    try:
+        with p.open("rb") as f:
+            first = f.readline(1 << 16)
+    except OSError:
+        return                                 # unreadable: running it says why
+    if not first.lstrip().startswith(b"{"):
+        return
+    try:
+        head = json.loads(first)
+    except ValueError:
+        return
+    if not isinstance(head, dict) or not str(head.get("schema", "")).startswith("memledger."):
+        return
+    traced = ""
+    if head.get("k") == "header" and head.get("script"):
+        argv = [str(a) for a in head.get("argv") or []]
+        traced = "; it traced: " + shlex.join([str(head["script"]), *(["--", *argv] if argv
+                                                                      else [])])
+    what = "a memledger ledger" if head.get("k") == "header" else \
+        f"memledger output ({head['schema']})"
+    raise ScriptError(f"{str(p)!r} is {what}, not a training script{traced}",
+                      exit_code=EXIT_USAGE)
 
 
 def check_writable(out: str | Path, inputs: tuple[str | Path, ...] = ()) -> Path:
