@@ -80,6 +80,7 @@ from memledger.replay.stateful import (
     selective_mutated_message,
     selective_twice_message,
     paired_hooks_message,
+    state_rewritten_message,
     stateful_message,
 )
 from memledger.trace.script_checkpoint import checkpoint_pack_hook, find_checkpoint_call
@@ -400,6 +401,9 @@ def _checkpointed(orig: Callable, module: nn.Module, context_fn: Callable | None
                   where: tuple[str, str] = ("checkpoint", ""),
                   guard: _NestingGuard | None = None) -> Callable:
     module_ref = weakref.ref(module)   # Note [A policy holds its model weakly]
+    # Note [State a re-run writes again] (replay/stateful.py): the region's modules, read
+    # once (their parameters and buffers are read at each call: they may be replaced)
+    parts = [(n, weakref.ref(m)) for n, m in module.named_modules()]
 
     def contexts() -> tuple[Any, Any]:
         fwd, recompute = context_fn() if context_fn is not None else (
@@ -408,7 +412,8 @@ def _checkpointed(orig: Callable, module: nn.Module, context_fn: Callable | None
         # checkpointing's recompute mode, which would look for them among the saved ops
         # (the module lives while checkpoint's graph holds its bound forward)
         return fwd, _Recompute(module_ref(), recompute,
-                               where if context_fn is not None else None)
+                               where if context_fn is not None else None,
+                               (where, _state_versions(parts)))
 
     def before(args: tuple, kwargs: dict) -> tuple | None:
         """What the checks after the forward compare with; None: the call runs plain."""
@@ -496,6 +501,35 @@ def _refuse_written_state(args: tuple, kwargs: dict, before: set[int], policy: s
         raise PolicyError(stateful_message(policy, path, written[0][0]))
 
 
+def _state_versions(parts: list[tuple[str, Any]]) -> list[tuple[str, Any, int]]:
+    """(name, weak reference, version) of the region's buffers as its forward begins, less
+    a training BatchNorm's (Note [BatchNorm under recompute]): Note [State a re-run writes
+    again] in replay/stateful.py. Weak: a buffer the forward replaces (I-BERT's
+    `self.x_min = ...`) must go when it would (a strong one held 24 B to the backward)."""
+    out = []
+    for path, ref in parts:
+        m = ref()
+        if m is None or (isinstance(m, nn.modules.batchnorm._BatchNorm) and m.training
+                         and m.track_running_stats):
+            continue
+        for n, t in m._buffers.items():
+            # a lazy module's first forward makes its buffers (once: a re-run does not)
+            if t is not None and not isinstance(t, UninitializedTensorMixin):
+                out.append((f"{path}.{n}" if path else n, weakref.ref(t), t._version))
+    return out
+
+
+def _refuse_rewritten_state(where: tuple[str, str], state: list) -> None:
+    """As a re-run starts: a buffer written since its forward began (Note [State a re-run
+    writes again] in replay/stateful.py)."""
+    written = next((n for n, ref, v in state if (t := ref()) is not None and t._version != v),
+                   None)
+    if written is not None:
+        policy, path = where
+        raise PolicyError(state_rewritten_message(
+            policy, path, f"{path}.{written}" if path and written else (written or path)))
+
+
 # Note [BatchNorm under recompute]
 # A BatchNorm in training mode updates its running statistics on every forward, so plain
 # checkpointing updates them twice per step (forward, then recompute): running_mean drifts
@@ -556,8 +590,10 @@ class _Recompute:
     `selective` names (policy, path) and refuses the second, as predict does."""
 
     def __init__(self, module: nn.Module, recompute: Any,
-                 selective: tuple[str, str] | None = None) -> None:
+                 selective: tuple[str, str] | None = None,
+                 state: tuple[tuple[str, str], list] | None = None) -> None:
         self._module, self._recompute, self._selective = module, recompute, selective
+        self._state = state   # (policy, path), its buffers' versions as the forward began
         self._stack = contextlib.ExitStack()
         self._entered = 0
         # made as the first run starts (checkpoint calls context_fn then): the tensors
@@ -568,6 +604,8 @@ class _Recompute:
         self._entered += 1
         if self._selective is not None and self._entered > 1:
             raise PolicyError(selective_twice_message(*self._selective))
+        if self._state is not None and self._entered == 1:
+            _refuse_rewritten_state(*self._state)
         self._stack = contextlib.ExitStack()
         self._stack.enter_context(_parameters_as(self._params))
         self._stack.enter_context(_batchnorm_stats_frozen(self._module))

@@ -173,6 +173,7 @@ from memledger.replay.stateful import (
     selective_recast_message,
     selective_reused_message,
     selective_twice_message,
+    state_rewritten_message,
 )
 
 WORKSPACE = CATEGORIES.index("workspace")
@@ -562,6 +563,38 @@ def _refuse_selective_mutated(prep: Prepared, calls: _Calls, own: _Owners, polic
     if len(bad):
         k = int(own.made[bad].max())
         raise PolicyError(selective_mutated_message(policy.text(), str(calls.mods[k])))
+
+
+def _refuse_rewritten_state(prep: Prepared, calls: _Calls,
+                            packs: tuple[np.ndarray, np.ndarray], policy: Policy) -> None:
+    """Note [State a re-run writes again] (replay/stateful.py): a re-run call whose forward
+    wrote a buffer in place before its last pack (torch's early stop ends the re-run
+    there), unless the write was a training BatchNorm's (its innermost call carries
+    `stats`). Refused by the last such call, as backward re-runs it first (measure meets
+    it as that re-run starts), naming its first such buffer."""
+    if not prep.state_writes or not len(calls) or not _is_recomputed(calls.kind).any():
+        return
+    saves, stop = packs
+    bad = []
+    for ev, name, op in prep.state_writes:
+        k = int(which_call(calls.ev0, calls.ev1, np.array([ev]), prep.n_events)[0])
+        if k < 0 or not _is_recomputed(calls.kind[k:k + 1])[0] or not saves[k] or \
+                ev >= stop[k] or _in_batchnorm(prep, ev):
+            continue
+        bad.append((k, name))
+    if bad:
+        k = max(k for k, _ in bad)
+        name = next(n for j, n in bad if j == k)   # writes are in event order
+        raise PolicyError(state_rewritten_message(policy.text(), str(calls.mods[k]), name))
+
+
+def _in_batchnorm(prep: Prepared, ev: int) -> bool:
+    """Whether the innermost forward call holding `ev` is a training BatchNorm's."""
+    if prep.scope_stats is None:
+        return False
+    inside = np.flatnonzero((prep.scope_ev0 <= ev) & (ev < prep.scope_ev1))
+    return bool(len(inside)) and \
+        bool(prep.scope_stats[inside[np.argmax(prep.scope_ev0[inside])]] > 0)
 
 
 def _refuse_selective_reused(prep: Prepared, calls: _Calls, saves: np.ndarray,
@@ -1873,6 +1906,7 @@ def replay(prep: Prepared, policy: Policy, rng_bytes: int = CPU_RNG_STATE_BYTES,
     _refuse_graph_reads(prep, calls, own, policy)
     packs = _packs_per_call(prep, calls, own)   # (saves, one past the last pack) per call
     _refuse_selective_mutated(prep, calls, own, policy, in_save_list, packs)
+    _refuse_rewritten_state(prep, calls, packs, policy)
     _refuse_selective_reused(prep, calls, packs[0], policy)
     _refuse_selective_recast(prep, calls, own, policy)
     off = _offloaded(prep, calls, own)

@@ -102,6 +102,9 @@ class Prepared:
     arg_ev0: np.ndarray = None   # int64: that call's first event
     arg_row: np.ndarray = None   # int64: the argument's row in the storage arrays
     mutated: np.ndarray = None   # bool per storage: written in place before backward
+    # (event, name, op) of each buffer written in place in forward: Note [State a re-run
+    # writes again] (replay/stateful.py)
+    state_writes: tuple = ()
     # bool per storage: its free was written at the op that took its place, as the untraced
     # run writes into it (Note [In place but for the mode], trace/collector.py)
     folded_in: np.ndarray = None
@@ -249,6 +252,7 @@ class Prepared:
             held=st.index.isin(list(held_sids(stateful))),
             # Note [Written in place in forward] (trace/collector.py)
             mutated=st.index.isin([r["sid"] for r in led.extra.get("mutated", [])]),
+            state_writes=_state_writes(led, st),
             folded_in=st.index.isin([r["in"] for r in led.extra.get("inplace", [])
                                      if "in" in r]),
             kept=tuple((str(r["mod"]), int(r["ev0"])) for r in led.extra.get("kept", [])),
@@ -338,6 +342,18 @@ class Prepared:
         if "_modules" not in self.__dict__:
             self.__dict__["_modules"] = self.modules()
         return self.__dict__["_modules"]
+
+
+def _state_writes(led: Ledger, st: pd.DataFrame) -> tuple[tuple[int, str, str], ...]:
+    """(event, storage name, op) of each buffer a forward wrote in place (its first such
+    write of each step: `mutated` records)."""
+    out = []
+    for r in led.extra.get("mutated", []):
+        sid = int(r["sid"])
+        if sid in st.index and st.at[sid, "category"] == "buffer":
+            out.append((int(r["ev"]), str(st.at[sid, "name"] or ""),
+                        str(r.get("op", "")).split(".")[0]))
+    return tuple(out)
 
 
 # Note [A model's former label]

@@ -153,3 +153,33 @@ def selective_recast_message(policy_text: str, module: str) -> str:
             "cast from autocast's cache (the module called more than once under autocast), "
             "so the re-run would cast it again (aten._to_copy.default), which torch's "
             "selective checkpoint cannot replay; checkpoint or offload that module instead")
+
+
+# Note [State a re-run writes again]
+# A region's forward that writes its own buffers in place is not the same computation when
+# checkpoint or selective re-runs it in backward: spectral_norm's power
+# iteration (`F.normalize(..., out=self._u)`) starts the re-run from the `_u` and `_v` the
+# forward left and computes another sigma, so another weight; a QAT fake-quantizer's
+# observer moves its running min and max again and quantizes with other scales; an EMA
+# codebook or counter steps twice. The gradients then differ from the baseline (a
+# spectral-normed residual MLP, `checkpoint:blocks.*`: 5.1e-05 max abs on step 0's first
+# gradient, rejected by `compare`'s gate), though `predict` and `plan` priced the policy as
+# any other. Both now refuse it in one line: predict by the trace's `mutated` records of
+# buffers (an `out=` write included), measure as the re-run starts, by the version counters
+# of the region's buffers since its forward began (so a call no backward goes through, never
+# re-run, is not refused: I-BERT's observers under LoRA). Not a training BatchNorm's
+# statistics: its output does not read them, and measure puts them back after the re-run
+# (Note [BatchNorm under recompute], measure/apply.py); its call's scope carries `stats`.
+# Not parameters: peft adds a LoRA delta into a Mixtral expert's weight in place and takes
+# it out again within the forward, which a re-run repeats exactly. A write through `.data`
+# bumps no version counter (vector-quantize-pytorch's EMA codebook): predict refuses it,
+# measure runs it and compare's gradient gate rejects it (rel 4.36). Offload re-runs
+# nothing and is allowed.
+def state_rewritten_message(policy_text: str, module: str, name: str) -> str:
+    """One line: a re-run region whose forward writes a buffer in place (predict and
+    measure name the last such call, which backward re-runs first, and its first buffer)."""
+    return (f"{policy_text} would re-run {module}, whose forward writes "
+            f"{name or 'its buffers'} in place, "
+            "so the re-run would start from what the forward left and compute other values "
+            "(the gradients would differ); offload that module instead, or keep that write "
+            "out of the region")

@@ -734,7 +734,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
         self._ckpt_calls = 0
         self._fork: tuple[Any, int | None] = (None, None)
         self._op_made = 0   # the first sid the latest op made (its outputs: sids from here)
-        self._mutated: set[int] = set()   # Note [Written in place in forward]
+        self._mutated: set[tuple[int, int]] = set()   # Note [Written in place in forward]
         self._makers: dict[int, weakref.ref] = {}   # sid -> the forward op's output that made it
         self._nograd_depth: int | None = None   # module depth looked at without gradients
         self._handles: list[Any] = []
@@ -1034,7 +1034,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
         if self._phase == "loss":
             self._mark_loss_inputs(args)
         if (self._phase == "forward" or self._phase == "loss") and (w := _written_args(func)):
-            self._note_mutated(func, w, args, ev)
+            self._note_mutated(func, w, args, kwargs, ev)
         if self._comm_ops.get(func) is not False:   # a call per op saved: known not c10d
             self._mark_communication(func, args, out)
         if func is _COPY and self._phase == "setup":   # Note [Sharded storages], 5
@@ -1086,7 +1086,9 @@ class Collector(ShardingMixin, TorchDispatchMode):
     # `ReLU(inplace=True)` rewrites the Linear's. So that `predict` and `plan` refuse what
     # `measure` cannot run, a `mutated` record (`sid`, `ev`, `op`) names the first op that
     # wrote each storage in place before backward (the arguments its schema marks `a!`),
-    # once per storage: a BatchNorm's running stats, written every step, are one record.
+    # once per storage and step: a BatchNorm's running stats are one record a step (once
+    # per storage missed state whose first write was a call while the model was built:
+    # spectral_norm's registration runs its power iteration).
     #
     # torch tells a change by the cached output's version counter, which the output shares
     # with its views (and detached copies) but not with a tensor that merely aliases its
@@ -1097,17 +1099,21 @@ class Collector(ShardingMixin, TorchDispatchMode):
     # storage made in forward counts only when the tensor written is the op's output or a
     # view of it (`_base`, as views share the counter); the counter itself is bumped above
     # the dispatch mode, after the op has returned here, so it cannot be read instead.
-    def _note_mutated(self, func, written: tuple[int, ...], args, ev: int) -> None:
+    #
+    # An `out=` argument is written as well: spectral_norm's power iteration writes its `_u`
+    # and `_v` buffers by `F.normalize(..., out=self._u)` in every training forward (a
+    # re-run would write them again: Note [State a re-run writes again], replay/stateful.py).
+    def _note_mutated(self, func, written: tuple[int, ...], args, kwargs, ev: int) -> None:
         for i in written:
-            if i < len(args) and isinstance(args[i], _Tensor):
-                a = args[i]
+            a = args[i] if i < len(args) else kwargs.get(func._schema.arguments[i].name)
+            if isinstance(a, _Tensor):
                 sid = self._sids.get(storage_key(a), -1)
                 maker = self._makers.get(sid)
                 if maker is not None and (made := maker()) is not a and \
                         (made is None or a._base is not made):
                     continue   # aliases the storage, not the output torch would cache
-                if sid >= 0 and sid not in self._mutated:
-                    self._mutated.add(sid)
+                if sid >= 0 and (sid, self._step) not in self._mutated:
+                    self._mutated.add((sid, self._step))
                     self.sink.write({"k": "mutated", "sid": sid, "ev": ev,
                                      "op": func.__name__})
 

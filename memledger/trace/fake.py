@@ -1139,8 +1139,8 @@ class FakeCollector(Collector):
         return sid
 
     # ---- Rule 17: a view written in place, in backward ------------------------------------
-    def _note_mutated(self, func, written: tuple[int, ...], args, ev: int) -> None:
-        super()._note_mutated(func, written, args, ev)
+    def _note_mutated(self, func, written: tuple[int, ...], args, kwargs, ev: int) -> None:
+        super()._note_mutated(func, written, args, kwargs, ev)
         self._views.note_written(args, written)
 
     # ---- Rule 8: optimizer step counters stay on the host --------------------------------

@@ -811,11 +811,20 @@ def test_vector_quantize_a_save_freed_in_forward_is_held_to_its_free(kind):
     together. The collector wrote no release for it, and replay, under offload, freed it
     at its last save: `offload:vq` predicted 237,933 B, measured 246,125 B (rvq 321,991
     against 330,183, and `selective:vq` 467,843 against 476,035). It is now released at its
-    free (Note [When a saved storage is released] in trace/collector.py); all exact."""
+    free (Note [When a saved storage is released] in trace/collector.py); all exact.
+
+    The EMA codebook is updated in forward (`.data.lerp_`, `.data.copy_`), so a re-run of
+    `vq` updates it again and quantizes with another codebook: compare's gradient gate
+    rejects `checkpoint:vq` (rel 4.36 on a gradient), which predict used to price. predict
+    now refuses checkpoint and selective of `vq` (Note [State a re-run writes again]);
+    measure, blind to `.data` writes, runs them for the gates to judge."""
     pytest.importorskip("vector_quantize_pytorch")
     run = run_client("train_vq.py", ["--vq", kind], [
         "checkpoint:vq", "selective:vq", "offload:vq", "checkpoint:dec.*+offload:enc.*"])
     assert run.ledger.peak_with_scratch() == run.allocator_peak
+    for text in ("checkpoint:vq", "selective:vq"):
+        refusal = run.policies.pop(text).predict_refusal
+        assert f"{text} would re-run vq, whose forward writes vq." in refusal, refusal
     for text, p in run.policies.items():
         assert p.predicted == p.measured, (text, p)
 

@@ -255,15 +255,18 @@ def test_a_parametrization_called_while_the_model_is_built_is_not_the_model(tmp_
     input, memledger's own `untyped_storage` reads under a policy included. Every policy
     was rejected with "input untyped_storage arg[0] differs at step 0". Now the capture
     starts over when the real model takes the parametrization in, and a re-run of the
-    spectral-normed head is still caught: its power iteration updates `_u` again."""
+    spectral-normed head is still caught: its power iteration updates `_u` again. It was
+    caught by the gradient gate ("gradient of head.parametrizations.weight.original differs
+    at step 0"); now measure refuses it as predict does, by the write itself (Note [State a
+    re-run writes again])."""
     code, d = _gates_json(tmp_path, capsys, PARAMETRIZED, "checkpoint:blocks.*",
                           "offload:blocks.*", "checkpoint:head")
     assert code == 1
     ckpt, offload, head = d["policies"]
     assert (ckpt["verdict"], offload["verdict"]) == ("OK", "OK")
-    assert head["verdict"] == "REJECT" and head["failed_gate"] == "gradients"
-    assert head["reason"].startswith("gradients: gradient of head.parametrizations.weight."
-                                     "original differs at step 0")
+    assert head["verdict"] == "REJECT" and head["failed_gate"] == "script"
+    assert "checkpoint:head would re-run head, whose forward writes head.parametrizations." \
+        "weight.0._u in place" in head["reason"]
 
 
 SCRIPTED = """

@@ -220,10 +220,27 @@ def test_saved_tensors_read_oddly(block, policies):
 
 def test_spectral_norm_called_while_the_model_is_built():
     """spectral_norm calls its parametrization as it registers it: that module was the
-    model, so `blocks.*` matched nothing ("the model's modules are 0 (_SpectralNorm)")."""
+    model, so `blocks.*` matched nothing ("the model's modules are 0 (_SpectralNorm)").
+
+    And its power iteration writes `_u` and `_v` in place (`out=`) in every training
+    forward, so a re-run of a block computes another weight: `checkpoint:blocks.*` was
+    predicted (2,953,204 B = measured) though compare's gradient gate rejected it (5.1e-05
+    max abs). predict and measure now refuse it in the same line (Note [State a re-run
+    writes again]); offload re-runs nothing and stays exact, and so does a checkpoint of
+    the block's fc1 alone."""
     run = run_client("train_loops.py", ["--loop", "eval", "--spectral", "--steps", "3"],
-                     ["checkpoint:blocks.*", "offload:blocks.*"])
-    for text, p in run.policies.items():
+                     ["checkpoint:blocks.*", "selective:blocks.*", "offload:blocks.*",
+                      "checkpoint:blocks.*.fc1"])
+    for text in ("checkpoint:blocks.*", "selective:blocks.*"):
+        p = run.policies[text]
+        assert p.predicted is None and p.predict_refusal == p.measure_refusal, p
+        assert p.predict_refusal.endswith(
+            f"{text} would re-run blocks.2, whose forward writes blocks.2.fc2."
+            "parametrizations.weight.0._u in place, so the re-run would start from what "
+            "the forward left and compute other values (the gradients would differ); "
+            "offload that module instead, or keep that write out of the region"), p
+    for text in ("offload:blocks.*", "checkpoint:blocks.*.fc1"):
+        p = run.policies[text]
         assert p.predicted is not None and p.predicted == p.measured, (text, p)
 
 
@@ -399,3 +416,19 @@ def test_the_gates_pass_checkpoint_of_a_model_called_twice():
     ck, bad = rep.outcomes
     assert ck.passed and ck.comparison.worst_gradient.max_abs == 0.0, ck.reason
     assert not bad.passed and bad.comparison.finding.gate == "gradients", bad.reason
+
+
+def test_qat_observers_make_checkpoint_refused_by_predict():
+    """Eager QAT (`prepare_qat`): each fake-quantizer's observer moves its running min and
+    max in every training forward (`fused_moving_avg_obs_fake_quant` writes them in place),
+    so a re-run quantizes with other scales: compare's gradient gate rejected
+    `checkpoint:blocks.*` (9.4e-06) that predict had priced. predict refuses it now (Note
+    [State a re-run writes again]); that kernel bumps no version counter, so measure runs it
+    for the gates to judge. Offload re-runs nothing: exact."""
+    run = run_client("train_mech.py", ["--case", "qat", "--steps", "3"],
+                     ["checkpoint:blocks.*", "offload:blocks.*"])
+    ckpt, off = run.policies["checkpoint:blocks.*"], run.policies["offload:blocks.*"]
+    assert ckpt.predicted is None and ckpt.predict_refusal.startswith(
+        "memledger: checkpoint:blocks.* would re-run blocks.1, whose forward writes "
+        "blocks.1.0.weight_fake_quant.activation_post_process.min_val in place"), ckpt
+    assert off.predicted == off.measured == 316_460, off
