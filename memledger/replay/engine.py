@@ -153,6 +153,7 @@ backward already).
 from __future__ import annotations
 
 import dataclasses
+import weakref
 from dataclasses import dataclass, field
 from enum import IntEnum
 
@@ -251,7 +252,13 @@ class _Calls:
     kind: np.ndarray    # Kind
     min_b: np.ndarray   # offload min bytes
     by_path: dict
-    pack_call: np.ndarray | None = field(default=None, repr=False)   # `_pack_call`, once
+    # what depends on the selected calls alone, kept with the selection (`_pack_call`,
+    # `_owners` per Prepared): Note [Selections kept per prepared ledger]
+    shared: dict = field(default_factory=dict, repr=False)
+
+    @property
+    def pack_call(self) -> np.ndarray | None:
+        return self.shared.get("pack_call")
 
     def __len__(self) -> int:
         return len(self.ev0)
@@ -264,38 +271,64 @@ class _Calls:
 
 
 def _select_calls(prep: Prepared, policy: Policy) -> _Calls:
-    # a ledger knows the modules its traced forward called (a container whose children
-    # are called directly, as checkpoint_sequential calls them, never ran)
-    other = ", ".join(prep.other_roots)
-    after = (f" (policies act on the model, "
-             f"{MODEL_MOVED if prep.model_moved else MODEL_FIRST}; not on {other})") \
-        if other else ""
-    regions = resolve(policy, prep.module_table, "the modules the traced forward called are",
-                      after, others=prep.other_roots, uncalled=prep.param_modules,
-                      idle=prep.idle_modules,
-                      containers=prep.containers, moved=prep.model_moved) \
-        if policy.parts else []
-    by_path = {r.path: r.part for r in regions}
-    refuse_scripted_regions(policy.text(), [r.path for r in regions if r.part.kind in (
+    # Which calls a policy's selectors take depends on the selectors alone: plan replays
+    # each block under four or five kinds (Note [Selections kept per prepared ledger])
+    key = tuple(p.selector for p in policy.parts)
+    memo = prep.__dict__.setdefault("_selections", {})
+    hit = memo.get(key)
+    if hit is None:
+        regions = _resolved(prep, policy)
+        paths = {r.path: i for r in regions for i, p in enumerate(policy.parts)
+                 if p is r.part}
+        hit = memo[key] = (paths, *_selected_rows(prep, paths), {})
+    paths, row, part, shared = hit
+    by_path = {path: policy.parts[i] for path, i in paths.items()}
+    refuse_scripted_regions(policy.text(), [p for p, part_ in by_path.items() if part_.kind in (
         PolicyKind.CHECKPOINT, PolicyKind.SELECTIVE)], prep.module_table)
-    refuse_compiled_regions(policy.text(), [r.path for r in regions], prep.compiled)
-    wanted = np.flatnonzero(np.isin(prep.mod_names, list(by_path)))
-    row = np.flatnonzero(np.isin(prep.scope_code, wanted) & prep.scope_model)
-    if prep.scope_grad is not None:   # a call without gradients (an evaluation) runs plainly
-        row = row[prep.scope_grad[row]]
-    row = row[np.argsort(prep.scope_ev0[row], kind="stable")]
-    part_of = {p: i for i, p in enumerate(policy.parts)}
-    code_part = np.full(len(prep.mod_names), -1, dtype=np.int64)
-    for c in wanted:
-        code_part[c] = part_of[by_path[prep.mod_names[c]]]
-    part = code_part[prep.scope_code[row]]
+    refuse_compiled_regions(policy.text(), list(by_path), prep.compiled)
     part_kind = np.array([_KIND_CODE[p.kind] for p in policy.parts] or [0], dtype=np.int64)
     part_min = np.array([p.min_bytes for p in policy.parts] or [0], dtype=np.int64)
     return _Calls(row=row, mods=prep.scope_mod[row], ev0=prep.scope_ev0[row],
                   ev1=prep.scope_ev1[row], step=prep.scope_step[row], part=part,
                   kind=part_kind[part] if len(part) else np.zeros(0, dtype=np.int64),
                   min_b=part_min[part] if len(part) else np.zeros(0, dtype=np.int64),
-                  by_path=by_path)
+                  by_path=by_path, shared=shared)
+
+
+# Note [Selections kept per prepared ledger]
+# `plan` replays each block under every option (checkpoint, offload, three selective save
+# lists): five policies with one selector. The regions a selector resolves to, the calls
+# they make, and what depends on those calls alone (`_pack_call`, `_owners`) are the same
+# for each, and took a third of a replay; they are kept on the Prepared (and the arrays
+# never written after). The kinds, the refusals that read them, and everything after are
+# per policy. A selective replay works on a copy of the Prepared with its folds undone
+# (`_unfolded_under_selective`), which keeps its own.
+def _resolved(prep: Prepared, policy: Policy) -> list:
+    # a ledger knows the modules its traced forward called (a container whose children
+    # are called directly, as checkpoint_sequential calls them, never ran)
+    if not policy.parts:
+        return []
+    other = ", ".join(prep.other_roots)
+    after = (f" (policies act on the model, "
+             f"{MODEL_MOVED if prep.model_moved else MODEL_FIRST}; not on {other})") \
+        if other else ""
+    return resolve(policy, prep.module_table, "the modules the traced forward called are",
+                   after, others=prep.other_roots, uncalled=prep.param_modules,
+                   idle=prep.idle_modules, containers=prep.containers,
+                   moved=prep.model_moved)
+
+
+def _selected_rows(prep: Prepared, paths: dict[str, int]) -> tuple[np.ndarray, np.ndarray]:
+    """(scope rows of the selected calls in event order, the policy part of each)."""
+    wanted = np.flatnonzero(np.isin(prep.mod_names, list(paths)))
+    row = np.flatnonzero(np.isin(prep.scope_code, wanted) & prep.scope_model)
+    if prep.scope_grad is not None:   # a call without gradients (an evaluation) runs plainly
+        row = row[prep.scope_grad[row]]
+    row = row[np.argsort(prep.scope_ev0[row], kind="stable")]
+    code_part = np.full(len(prep.mod_names), -1, dtype=np.int64)
+    for c in wanted:
+        code_part[c] = paths[prep.mod_names[c]]
+    return row, code_part[prep.scope_code[row]]
 
 
 def _pack_call(prep: Prepared, calls: _Calls) -> np.ndarray:
@@ -303,7 +336,7 @@ def _pack_call(prep: Prepared, calls: _Calls) -> np.ndarray:
     computed once per replay (the segments, the frames, offload's copies and the time
     model all read it)."""
     if calls.pack_call is None:
-        calls.pack_call = record_call(
+        calls.shared["pack_call"] = record_call(
             prep.pack_ev, prep.pack_mod_code, prep.pack_mod_names, calls.by_path, calls.mods,
             calls.ev0, calls.ev1, output_saves(prep, prep.pack_ev, prep.pack_row,
                                                prep.pack_mod_code, prep.pack_mod_names),
@@ -342,6 +375,18 @@ class _Owners:
 
 
 def _owners(prep: Prepared, calls: _Calls) -> _Owners:
+    """Per storage: the calls that made and saved it (kept with the selection, per
+    Prepared: Note [Selections kept per prepared ledger])."""
+    got = calls.shared.get("owners")
+    if got is not None and got[0]() is prep:
+        return got[1]
+    own = _owners_of(prep, calls)
+    if got is None:
+        calls.shared["owners"] = (weakref.ref(prep), own)
+    return own
+
+
+def _owners_of(prep: Prepared, calls: _Calls) -> _Owners:
     n, cr = prep.n_events, prep.created
     k_s = save_call(prep, calls.by_path, calls.mods, calls.ev0, calls.ev1)
     saved_last = _saved_last_in_forward(prep)
