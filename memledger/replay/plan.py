@@ -315,6 +315,14 @@ def _block_storages(prep: Prepared, block: str) -> np.ndarray:
     return keep
 
 
+def _block_spans(prep: Prepared, names: list[str]) -> np.ndarray:
+    """[ev0, ev1) of the blocks' calls, in event order: what their options may re-run."""
+    rows = np.flatnonzero(np.isin(prep.scope_mod, names))
+    rows = rows[np.argsort(prep.scope_ev0[rows], kind="stable")]
+    return np.stack([prep.scope_ev0[rows], prep.scope_ev1[rows]], axis=1) if len(rows) \
+        else np.zeros((0, 2), dtype=np.int64)
+
+
 def _plain_slots(prep: Prepared) -> np.ndarray:
     """engine.slot_curve of the baseline without replaying it (no segments to insert)."""
     n = prep.n_events
@@ -343,7 +351,7 @@ def block_table(prep: Prepared, model: CostModel, blocks: list[str], rng: int) -
         keep = np.zeros(len(prep.created), dtype=bool)
         for i in members:
             keep |= _block_storages(prep, blocks[i])
-        sub = prep.subset(keep)
+        sub = prep.subset(keep, _block_spans(prep, [blocks[i] for i in members]))
         own = _plain_slots(sub)
         sels = _selectors([blocks[i] for i in members], blocks)
         rows = np.zeros((no, len(base)), dtype=np.int64)
