@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -64,6 +65,10 @@ def plan(
         _render(report, budget, front)
         for line in report.time_caveats:   # as predict and compare say them
             console.print(line, style="yellow")
+        if report.fits and report.policy != "none":
+            # plan prices peaks and times; compare's gates say whether the gradients hold
+            err_console.print(f"next: {_compare_command(led, report.policy)}", style="dim",
+                              markup=False, soft_wrap=True)
     if not report.fits:
         own = {r.get("mod", "") for r in led.extra.get("script_ckpt", [])}
         hint = (f"; the script checkpoints {len(own)} module(s) itself, so checkpoint and "
@@ -72,6 +77,14 @@ def plan(
         raise CheckFailed(f"memledger: no candidate fits {budget} ({count(budget_bytes, 'byte')}); the "
                           f"lowest predicted peak is {format_bytes(report.predicted_peak_bytes)} "
                           f"({count(report.predicted_peak_bytes, 'byte')})" + hint)
+
+
+def _compare_command(led, policy: str) -> str:
+    """The `memledger compare` that gates `policy` on the script the ledger traced."""
+    script = str(led.header.get("script") or "SCRIPT")
+    argv = [str(a) for a in led.header.get("argv") or []]
+    return shlex.join(["memledger", "compare", script, "-p", policy, *(["--", *argv]
+                                                                       if argv else [])])
 
 
 def _clock(led) -> str:

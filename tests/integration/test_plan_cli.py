@@ -1,6 +1,7 @@
 """`memledger plan` on the traced tiny GPT."""
 
 import json
+import shlex
 
 from memledger.cli import main
 from memledger.ledger.model import Ledger
@@ -37,12 +38,18 @@ def test_plan_prints_answer_band_search_and_front(traced_examples, capsys):
     path = traced_examples["gpt"]
     base = Ledger.load(path).summary().measured.peak_bytes
     assert main(["plan", str(path), "--budget", f"{int(base * 0.8)}B"]) == 0
-    out = capsys.readouterr().out
+    cap = capsys.readouterr()
+    out = cap.out
     assert "per block:" in out and "exact)" in out and "runner-up:" in out
     assert "Pareto front (least added time per peak)" in out
     d_budget = int(base * 0.8)
     assert main(["plan", str(path), "--budget", f"{d_budget}B", "--json"]) == 0
     d = json.loads(capsys.readouterr().out)
+    # plan prices; compare's gates say whether the gradients hold: the command to run next
+    header = Ledger.load(path).header
+    argv = ["--", *header["argv"]] if header["argv"] else []
+    assert cap.err.strip().splitlines()[-1] == "next: " + shlex.join(
+        ["memledger", "compare", header["script"], "-p", d["policy"], *argv])
     assert d["method"] == "exhaustive" and d["assumption_held"]
     assert d["added_time_lo_s"] <= d["predicted_added_time_s"] <= d["added_time_hi_s"]
     front = d["front"]
