@@ -155,7 +155,6 @@ from __future__ import annotations
 import dataclasses
 import weakref
 from dataclasses import dataclass, field
-from enum import IntEnum
 
 import numpy as np
 
@@ -184,8 +183,10 @@ CPU_RNG_STATE_BYTES = 5056  # torch.get_rng_state().nbytes: the mt19937 state of
 _BIG = np.iinfo(np.int64).max
 
 
-class Kind(IntEnum):
-    """What a selected call does, as a number per call (numpy arrays hold these codes)."""
+class Kind:
+    """What a selected call does, as a number per call (numpy arrays hold these codes).
+    Plain ints, not an IntEnum: numpy compares an array with an enum member through its
+    dunder lookups, 5 us against 1 us, and a replay makes thousands of such comparisons."""
 
     NONE = 0        #: not selected (or the baseline)
     CHECKPOINT = 1  #: drop what the call saves; re-run it in backward
