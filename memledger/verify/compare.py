@@ -173,10 +173,16 @@ def fill_performance(report: CompareReport, led: Ledger, pred, policies: list[Po
             f"peaks are the compiled run's (the baseline {base.peak_bytes:,} B)")
     predicted = {pp.policy: pp for pp in pred.policies}   # a refused policy has none
     unpredicted = {r.policy: r.reason for r in pred.refused if r.runs}
+    refusals = {r.policy: r.reason for r in pred.refused if not r.runs}
     for row, p in zip(report.policies, policies):   # same order as `policies`
         pp = predicted.get(str(p))
         if pp is None:
             row.not_predicted = unpredicted.get(str(p), "")
+            why = refusals.get(str(p), "")
+            if row.verdict == "REJECT" and why and why not in row.reason:
+                # the gate says what differs; predict's refusal often says why (a buffer its
+                # forward writes: Note [State a re-run writes again])
+                row.reason += f"; predict refuses it: {why}"
             continue
         row.predicted_peak_bytes = pp.peak_bytes
         row.predicted_added_time_s = pp.added_time_s

@@ -432,3 +432,26 @@ def test_qat_observers_make_checkpoint_refused_by_predict():
         "memledger: checkpoint:blocks.* would re-run blocks.1, whose forward writes "
         "blocks.1.0.weight_fake_quant.activation_post_process.min_val in place"), ckpt
     assert off.predicted == off.measured == 316_460, off
+    # compare's REJECT line (the gradient gate's) now carries predict's reason with it
+    from memledger.measure.runner import MeasureResult
+    from memledger.replay.policies import parse_policy
+    from memledger.replay.predict import predict
+    from memledger.verify.compare import fill_performance
+    from memledger.verify.verdict import CompareReport, Gates, PolicyComparison
+
+    pols = [parse_policy("checkpoint:blocks.*"), parse_policy("offload:blocks.*")]
+    rows = [PolicyComparison(policy="checkpoint:blocks.*", verdict="REJECT", failed_gate=
+                             "gradients", reason="gradients: gradient of blocks.1.0.bias "
+                             "differs at step 1", gates=Gates(inputs=True, gradients=False,
+                                                              update=False)),
+            PolicyComparison(policy="offload:blocks.*", verdict="OK", reason="",
+                             failed_gate=None, gates=Gates(inputs=True, gradients=True,
+                                                           update=True))]
+    rep = CompareReport(script="train_mech.py", steps=3, device="cpu", tolerance="bitwise",
+                        reproducible=True, noise_floor=0.0, performance=False, policies=rows)
+    base = MeasureResult(policy="none", peak_bytes=run.allocator_peak, step_time_s=0.01,
+                         source="cpu-profiler", steps=3, step_times_s=[0.01] * 3)
+    fill_performance(rep, run.ledger, predict(run.ledger, pols, keep_going=True), pols, base,
+                     {"offload:blocks.*": base}, base)
+    assert rows[0].reason == "gradients: gradient of blocks.1.0.bias differs at step 1; " \
+        "predict refuses it: " + ckpt.predict_refusal.removeprefix("memledger: ")
