@@ -622,7 +622,7 @@ def _refuse_rewritten_state(prep: Prepared, calls: _Calls,
         return
     saves, stop = packs
     bad = []
-    for ev, name, op in prep.state_writes:
+    for ev, name in prep.state_writes:
         k = int(which_call(calls.ev0, calls.ev1, np.array([ev]), prep.n_events)[0])
         if k < 0 or not _is_recomputed(calls.kind[k:k + 1])[0] or not saves[k] or \
                 ev >= stop[k] or _in_batchnorm(prep, ev):

@@ -102,8 +102,8 @@ class Prepared:
     arg_ev0: np.ndarray = None   # int64: that call's first event
     arg_row: np.ndarray = None   # int64: the argument's row in the storage arrays
     mutated: np.ndarray = None   # bool per storage: written in place before backward
-    # (event, name, op) of each buffer written in place in forward: Note [State a re-run
-    # writes again] (replay/stateful.py)
+    # (event, name) of each buffer written in place in forward: Note [State a re-run writes
+    # again] (replay/stateful.py)
     state_writes: tuple = ()
     # bool per storage: its free was written at the op that took its place, as the untraced
     # run writes into it (Note [In place but for the mode], trace/collector.py)
@@ -363,15 +363,14 @@ def _within(ev: np.ndarray, spans: np.ndarray) -> np.ndarray:
     return (k >= 0) & (ev < spans[np.maximum(k, 0), 1])
 
 
-def _state_writes(led: Ledger, st: pd.DataFrame) -> tuple[tuple[int, str, str], ...]:
-    """(event, storage name, op) of each buffer a forward wrote in place (its first such
-    write of each step: `mutated` records)."""
+def _state_writes(led: Ledger, st: pd.DataFrame) -> tuple[tuple[int, str], ...]:
+    """(event, storage name) of each buffer a forward wrote in place (its first such write
+    of each step: `mutated` records)."""
     out = []
     for r in led.extra.get("mutated", []):
         sid = int(r["sid"])
         if sid in st.index and st.at[sid, "category"] == "buffer":
-            out.append((int(r["ev"]), str(st.at[sid, "name"] or ""),
-                        str(r.get("op", "")).split(".")[0]))
+            out.append((int(r["ev"]), str(st.at[sid, "name"] or "")))
     return tuple(out)
 
 
