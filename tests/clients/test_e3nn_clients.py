@@ -48,7 +48,8 @@ def test_traced_activations_run_under_the_collector():
     traces each activation's `normalize2mom` (`f(x).mul(cst)`), and torch.jit.trace's check
     run hands `view` a Python float as its Tensor `self` under a dispatch mode: the ledger
     pass ended "script raised RuntimeError: aten::view() Expected a value of type 'Tensor'"
-    (exit 3) where the untraced script runs. Now it traces its steps."""
+    (exit 3) where the untraced script runs. Now it traces its steps. (The doctor's probe
+    failed torch's trace check on the same script: tests/doctor/jit_traced.py.)"""
     from tests.clients.harness import ledger_pass, predicted_peak
 
     led = ledger_pass("train_e3nn.py", ["--compile", *TINY, "--layers", "1"], steps=1)
