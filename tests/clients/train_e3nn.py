@@ -18,6 +18,8 @@ Modes (`--mode`):
 - `network`: the library's own `e3nn.nn.models.gate_points_2101.Network` (blocks under
   `layers.*`, data handed in as a dict, its own naive `radius_graph` and `scatter`).
 
+`--forces` adds the forces' loss to `batchnorm` and `network`.
+
 `--jit-mode eager|script`: e3nn's codegen'd tensor products (torch.fx GraphModules,
 `_compiled_main_left_right`) run as they are or TorchScript'd
 (`e3nn.set_optimization_defaults(jit_mode=...)`); `--compile` hands the model to
@@ -44,6 +46,7 @@ from e3nn.nn import BatchNorm, FullyConnectedNet, Gate
 
 p = argparse.ArgumentParser()
 p.add_argument("--mode", default="energy", choices=["energy", "forces", "batchnorm", "network"])
+p.add_argument("--forces", action="store_true", help="with --mode batchnorm or network: forces too")
 p.add_argument("--steps", type=int, default=4)
 p.add_argument("--graphs", type=int, default=4, help="structures per batch")
 p.add_argument("--atoms", type=int, default=10, help="atoms per structure")
@@ -195,19 +198,20 @@ if args.compile:
 opt = torch.optim.Adam(model.parameters(), lr=1e-2)
 forces_weight = 10.0
 
+forces_too = args.mode == "forces" or args.forces
 for step in range(args.steps):
     idx = torch.randperm(n_structures, generator=g)[:args.graphs]
     pos = all_pos[idx].reshape(-1, 3)
     attr = torch.nn.functional.one_hot(all_types[idx].reshape(-1), N_TYPES).to(pos.dtype)
     batch = torch.arange(args.graphs).repeat_interleave(args.atoms)
-    if args.mode == "forces":
+    if forces_too:
         pos.requires_grad_(True)
     if args.mode == "network":
         energy = model({"pos": pos, "z": attr, "batch": batch}).squeeze(-1)
     else:
         energy = model(pos, attr, batch, args.graphs)
     loss = (energy - all_energy[idx]).pow(2).mean()
-    if args.mode == "forces":
+    if forces_too:
         forces = -torch.autograd.grad(energy.sum(), pos, create_graph=True)[0]
         loss = loss + forces_weight * (forces - all_forces[idx].reshape(-1, 3)).pow(2).mean()
     opt.zero_grad()
