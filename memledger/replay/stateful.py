@@ -108,6 +108,17 @@ def graph_reads_message(policy_text: str, module: str, offload: bool, grads: boo
             "judges it")
 
 
+def rerun_per_pass_message(policy_text: str, module: str) -> str:
+    """One line: a re-run call two backward passes read, whose re-run the first pass
+    starts (Note [A re-run in each backward pass] in replay/engine.py); predict refuses,
+    measure runs."""
+    return (f"{policy_text} would re-run {module} in each of two backward passes (a backward "
+            "that builds a graph, `torch.autograd.grad(..., create_graph=True)` as forces "
+            "from an energy, then the loss's backward), some of whose saves only the first "
+            "reads: the replay prices one re-run per call; `memledger measure` runs it, and "
+            "`memledger compare` measures and judges it")
+
+
 def selective_twice_message(policy_text: str, module: str) -> str:
     """One line: a selective region a second backward pass would re-run (predict and
     measure both refuse it; torch raises "Trying to backward an extra time")."""

@@ -127,6 +127,7 @@ from memledger.trace.roots import (
 from memledger.trace.scalars import NUMBERS as _NUMBERS
 from memledger.trace.scalars import WrappedScalars
 from memledger.trace.scalars import casts_inputs as _casts_inputs
+from memledger.trace.scalars import rewrapped as _rewrapped
 from memledger.trace.scalars import tensor_slots as _tensor_slots
 from memledger.trace.script_checkpoint import (
     RECOMPUTE_HOOK,
@@ -943,7 +944,13 @@ class Collector(ShardingMixin, TorchDispatchMode):
         if func is _CLAMP_MIN and (dtype := _ctc_divisor_dtype(args)) is not None:
             out = func(args[0].to(dtype), *args[1:], **kwargs)   # Note [CTC's target lengths]
         else:
-            out = func(*args, **kwargs)
+            try:
+                out = func(*args, **kwargs)
+            except RuntimeError:   # Note [A number where a tensor must be] (trace/scalars.py)
+                fixed = _rewrapped(func, args)
+                if fixed is None:
+                    raise
+                out = func(*fixed, **kwargs)
         if func is _RF_ENTER or func is _RF_EXIT:
             self._record_function(func, args)
             return out

@@ -781,9 +781,7 @@ class DoctorProbe(TorchFunctionMode):
                 elif cut == "numpy":
                     self._numpy_round_trip()
             elif not _grad_enabled() and getattr(func, "__name__", "") != "__get__":
-                for a in args:
-                    if isinstance(a, _Tensor) and a.requires_grad:
-                        self._cut("no_grad", a)
+                self._cut_each("no_grad", args)   # Note [No tensor locals where ops are called]
         if self._cut_srcs and _grad_enabled():
             out = func(*args, **kwargs)
             self._around_cut(args, out)
@@ -980,6 +978,23 @@ class DoctorProbe(TorchFunctionMode):
             return fn, limit if isinstance(limit, float) else None, file, line, self._steps + 1
 
         self._order.clip_reads(p, key, new_clip)
+
+    # Note [No tensor locals where ops are called]
+    # `torch.jit.trace` names each value of the graph it records after a local variable of
+    # the Python frame that called the op, if one holds that tensor (torch/jit/_trace.py,
+    # `_create_interpreter_name_lookup_fn`); under this mode that frame is `_function`.
+    # Its loop over a no_grad op's arguments left the last one bound to `a`, so a traced
+    # call under no_grad (torch.jit.trace's check run) named its input `%a` where the
+    # first trace, with gradients, had `%5`, and torch's sanity check failed on the
+    # difference ("Graphs differed across invocations!"): `memledger doctor` on an e3nn
+    # model compiled with `e3nn.util.jit.compile` (tests/clients/train_e3nn.py --compile)
+    # said "the doctor could not watch the script: script raised TracingCheckError". So
+    # the frame that calls the op binds no tensor: loops over arguments run in helpers.
+    def _cut_each(self, op: str, args: tuple) -> None:
+        """`_cut` each argument that requires grad."""
+        for a in args:
+            if isinstance(a, _Tensor) and a.requires_grad:
+                self._cut(op, a)
 
     def _cut(self, op: str, t: _Tensor) -> None:
         fn = t.grad_fn

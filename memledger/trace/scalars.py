@@ -240,6 +240,32 @@ def tensor_slots(func) -> tuple[tuple[int, str, int], ...]:
     return tuple(out)
 
 
+# Note [A number where a tensor must be]
+# A graph `torch.jit.trace` recorded keeps each Python number the traced code used as a 0-dim
+# constant marked "wrapped number", and the graph hands that constant to ops as their `self`
+# as well as their `other` (`aten::_local_scalar_dense`, `aten::view` of it, in the check
+# run that `torch.jit.trace` makes of the graph it just recorded). A Python dispatch mode
+# is handed every wrapped number as a Python float (torch issue #130726), and calling the
+# op back with a number where its schema's `self` is a Tensor raises ("aten::view() Expected
+# a value of type 'Tensor' for argument 'self' but instead found type 'float'"): the untraced
+# script runs, the traced one failed at set-up with torch's traceback. e3nn's
+# `e3nn.util.jit.compile` traces each activation's `normalize2mom` (`f(x).mul(cst)`):
+# tests/clients/train_e3nn.py --compile ended "script raised RuntimeError" (exit 3). So
+# where the op fails so, the collector hands it the number as the 0-dim tensor torch made
+# (8 B for a float, `_WRAPPED`), made with the mode off: no event of the ledger's, as the
+# graph's constant was none.
+def rewrapped(func, args: tuple) -> tuple | None:
+    """`args` with each Python number at a positional Tensor argument made a 0-dim tensor of
+    the dtype torch wraps it in, or None where there is none (Note [A number where a tensor
+    must be])."""
+    fixed, found = list(args), False
+    for i, _, how in tensor_slots(func):
+        if how == TENSOR and i < len(args) and type(a := args[i]) in NUMBERS:
+            fixed[i] = torch.tensor(a, dtype=_WRAPPED[type(a)][1])
+            found = True
+    return tuple(fixed) if found else None
+
+
 class WrappedScalars:
     """Per op: the bytes of the Python numbers it was handed for Tensor arguments, with
     their casts (Note [Wrapped scalars]). Collects (event, bytes) until `take()`; a number
