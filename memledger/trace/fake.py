@@ -691,10 +691,14 @@ CTC_LOSS_KNOWN = _CpuKernel(CTC_LOSS, _ctc_out)
 # Data2Vec, timm's) set each block's stochastic-depth rate; read as a stand-in 0, every
 # block's `drop_path` was the identity and the fake ledger lacked its mask and the number
 # `div` saves (Swin v2 -120 B at the peak, Data2Vec vision's peak moved).
+# A literal (`lift_fresh` of `torch.tensor(15.0)`) is known as its integer kin already were:
+# kornia checks every augmentation's range by `bounds[0] <= factor[0]` on `factor.repeat(2)
+# * torch.tensor([-1.0, 1.0])`, and the stand-in False raised "degrees out of bounds" in
+# every fake run of RandomAffine, RandomRotation and RandomMotionBlur.
 KNOWN_FACTORIES = frozenset({aten.ones, aten.zeros, aten.full, aten.ones_like, aten.zeros_like,
                              aten.full_like, aten.new_ones, aten.new_zeros, aten.new_full,
                              aten.arange, aten.scalar_tensor, aten.linspace, aten.logspace,
-                             aten.eye})
+                             aten.eye, aten.lift_fresh})
 
 
 # Rule 3: a known operand that decides an op's result whatever the other holds: `x & 0`
