@@ -326,6 +326,24 @@ def test_fake_float_literal_is_known():
     assert fake_info(led.ledger).standins == []
 
 
+def test_fake_draw_from_a_generator_left_behind_is_a_standin():
+    """Rule 21 (Note [Draws a fake run makes for real], trace/fake_random.py): a Linear's
+    init draws nothing in a fake run, so the global generator's next `randperm` is another
+    permutation than the real run's ([1, 0, 2, 3, 4] here against [2, 4, 0, 1, 3]): kornia's
+    RandAugment picked other operations, its fake ledger 25,224 B over the real one with no
+    stand-in said. Now said; a generator of the script's own, every draw made, is not."""
+    import torch
+
+    torch.manual_seed(0)
+    with memledger.trace(fake=True) as led:
+        torch.nn.Linear(4, 4)
+        torch.randperm(5).tolist()
+        gen = torch.Generator().manual_seed(1)
+        torch.randint(0, 50, (4, 8), generator=gen).tolist()
+    assert [(s.op, s.value) for s in fake_info(led.ledger).standins] == [
+        ("aten.randperm.default", "a draw of its own, not the real run's")]
+
+
 def test_fake_masked_rows_take_their_real_count(tmp_path):
     """`logits[ids != pad]`: the mask's values are known (token ids from the script's own
     generator), so the selected rows are counted as the real run counts them; this stopped
