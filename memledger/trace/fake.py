@@ -163,8 +163,8 @@ Rules (numbered so that code can point here):
    known weights, `randperm`) draws from the process's generator, which is where the real
    run's is only while every draw before it from that generator was made for real too:
    the draws a fake run does not make (a parameter's `uniform_` init, a dropout mask, any
-   float draw) leave it behind. kornia's RandAugment picks its operations by
-   `multinomial` after the model's init: the fake run picked others, silently, and its
+   float draw) leave it behind. kornia's RandAugment picks its operations by `randperm`
+   after the model's init: the fake run picked others, silently, and its
    ledger read 25,224 B over the real one. Such a draw stays (its values are a plausible
    run's), but is a stand-in, said once per line ("a draw of its own, not the real run's";
    Note [Draws a fake run makes for real] in trace/fake_random.py).

@@ -10,16 +10,16 @@ fake parameter, a dropout mask, `torch.rand` of a float result Rule 3 leaves unk
 not move the real generator, and every later draw from it is another number than the real
 run's. Worked example: `torch.manual_seed(0); nn.Linear(4, 4);
 torch.multinomial(torch.ones(4), 2)` is [1, 2] in a real run, [2, 1] in a fake one (the
-Linear's init drew nothing). kornia's RandAugment picks its operations so, and its fake
-ledger read 25,224 B over the real one with no word of it.
+Linear's init drew nothing). kornia's RandAugment picks its operations by `randperm` so,
+and its fake ledger read 25,224 B over the real one with no word of it.
 
 Rules:
 1. A generator is *behind* from its first draw the fake run did not make for real (no
    shadow on the result), for the rest of the run: a generator's identity is the
    `generator=` argument, else the device's default generator.
-2. A draw computed for real from a generator that is behind, or on a device whose real
-   run draws from another generator (a CUDA target: Rule 5's remap, or fake CUDA
-   tensors), keeps its values (a plausible run's: sizes that depend on them stay
+2. A draw computed for real from a generator that is behind, or one the real run makes
+   on another device (a CUDA generator object; the default generator of a CUDA target:
+   Rule 5's remap, or fake CUDA tensors), keeps its values (a plausible run's: sizes that depend on them stay
    possible) and is a stand-in record naming the line, once per line, so that `show`
    says the fake run made it up.
 3. `manual_seed` is not watched: a generator reseeded after falling behind is still
@@ -45,14 +45,12 @@ def seeded(func) -> bool:
     return known
 
 
-def _generator_key(args: tuple, kwargs: dict, out) -> Any:
+def _generator(args: tuple, kwargs: dict) -> torch.Generator | None:
+    """The `generator=` argument, if any."""
     gen = kwargs.get("generator")
     if gen is None:
         gen = next((a for a in args if isinstance(a, torch.Generator)), None)
-    if gen is not None:
-        return id(gen)
-    first = out[0] if isinstance(out, (list, tuple)) and out else out
-    return ("default", getattr(getattr(first, "device", None), "type", "cpu"))
+    return gen
 
 
 class RandomDraws:
@@ -69,11 +67,15 @@ class RandomDraws:
         return bool(tensors) and all(self._values_of(o) is not None for o in tensors)
 
     def drew(self, collector, func, args: tuple, kwargs: dict, out) -> None:
-        key = _generator_key(args, kwargs, out)
+        gen = _generator(args, kwargs)
+        first = out[0] if isinstance(out, (list, tuple)) and out else out
+        device = getattr(getattr(first, "device", None), "type", "cpu")
+        key = id(gen) if gen is not None else ("default", device)
         if not self._made_for_real(out):
             self._behind.add(key)          # Rule 1
             return
-        first = out[0] if isinstance(out, (list, tuple)) else out
-        other_device = collector.target.remap or first.device.type != "cpu"
+        # Rule 2: a generator object says its device; a default one's is the target's
+        other_device = gen.device.type != "cpu" if gen is not None else \
+            collector.target.remap or device != "cpu"
         if key in self._behind or other_device:
-            collector._note_standin(str(func), DRAW)   # Rule 2
+            collector._note_standin(str(func), DRAW)
