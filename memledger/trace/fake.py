@@ -159,6 +159,15 @@ Rules (numbered so that code can point here):
    fine-tuned from `from_pretrained` read 360,448 B (17 %) over its real run
    (tests/clients/train_resume.py --format from-pretrained). A literal's source (Rule 1)
    is not one: `lift_fresh` makes the fake the run uses, a storage on the target.
+21. A random op whose result Rule 3 computes for real (`torch.randint`, `multinomial` of
+   known weights, `randperm`) draws from the process's generator, which is where the real
+   run's is only while every draw before it from that generator was made for real too:
+   the draws a fake run does not make (a parameter's `uniform_` init, a dropout mask, any
+   float draw) leave it behind. kornia's RandAugment picks its operations by `randperm`
+   after the model's init: the fake run picked others, silently, and its
+   ledger read 25,224 B over the real one. Such a draw stays (its values are a plausible
+   run's), but is a stand-in, said once per line ("a draw of its own, not the real run's";
+   Note [Draws a fake run makes for real] in trace/fake_random.py).
 
 Worked example (MLP of examples/train_mlp.py, B=64, fp32, fake, target cpu): fc1.weight is
 a fake 512×256 tensor whose meta storage has 512·256·4 = 524,288 bytes; its row is the
@@ -195,6 +204,7 @@ from memledger.trace.external import external
 from memledger.trace.fake_literals import KnownLiterals
 from memledger.trace.fake_losses import reduced_loss_bytes
 from memledger.trace.fake_questions import ForeachAsReal, RealAnswers
+from memledger.trace.fake_random import RandomDraws, seeded as _seeded
 from memledger.trace.fake_views import RebuiltViews
 
 aten = torch.ops.aten
@@ -691,6 +701,13 @@ CTC_LOSS_KNOWN = _CpuKernel(CTC_LOSS, _ctc_out)
 # Data2Vec, timm's) set each block's stochastic-depth rate; read as a stand-in 0, every
 # block's `drop_path` was the identity and the fake ledger lacked its mask and the number
 # `div` saves (Swin v2 -120 B at the peak, Data2Vec vision's peak moved).
+# A float literal (`lift_fresh` of `torch.tensor([-1.0, 1.0])`) is known as its integer kin
+# already were: kornia checks every augmentation's range by `bounds[0] <= factor[0]` on
+# `factor.repeat(2) * torch.tensor([-1.0, 1.0])`, and the stand-in False raised "degrees out
+# of bounds" in every fake run of RandomAffine, RandomRotation and RandomMotionBlur. One of
+# a single element FakeTensorMode keeps itself (`constant`), and follows its in-place
+# updates, which a shadow does not where the op returns nothing: Adam's `step` literal,
+# stepped by `_foreach_add_` on a CUDA target, read 0 and divided by zero.
 KNOWN_FACTORIES = frozenset({aten.ones, aten.zeros, aten.full, aten.ones_like, aten.zeros_like,
                              aten.full_like, aten.new_ones, aten.new_zeros, aten.new_full,
                              aten.arange, aten.scalar_tensor, aten.linspace, aten.logspace,
@@ -734,11 +751,14 @@ def _absorbed(func, args, kwargs) -> torch.Tensor | None:
     return None
 
 
-def _float_known(func, args) -> bool:
-    """Rule 3: is a float result's value known? A value-fixing factory's, or one whose tensor
-    inputs are all known (shadowed or real), at least one of them."""
+def _float_known(func, args, out) -> bool:
+    """Rule 3: is a float result's value known? A value-fixing factory's, a literal's (but
+    where FakeTensorMode keeps it as a constant), or one whose tensor inputs are all known
+    (shadowed or real), at least one of them."""
     if getattr(func, "_overloadpacket", None) in KNOWN_FACTORIES:
         return True
+    if func is LIFT_FRESH:
+        return getattr(out, "constant", None) is None
     n = 0
     for a in args:
         for t in (a if isinstance(a, (list, tuple)) else (a,)):
@@ -852,6 +872,7 @@ class FakeCollector(Collector):
         self._loss_bytes: int | None = None   # Rule 14: a reduced loss's host buffer
         self._aliasing = False                # Rule 9: the saved alias being made
         self._fake_dev: dict[Any, str] = {}
+        self._draws = RandomDraws(_shadow_of)  # Rule 21
         self.flops = 0
 
     # ---- lifecycle: FakeTensorMode below the collector ---------------------------------
@@ -962,15 +983,17 @@ class FakeCollector(Collector):
             if out.dtype is torch.bool:
                 _mark_healthy(func, args, out)              # Rule 3: finiteness checks
             if out.numel() <= SHADOW_NUMEL and (not out.is_floating_point()
-                                                or _float_known(func, args)):
+                                                or _float_known(func, args, out)):
                 self._shadow(func, args, kwargs or {}, (out,))   # Rule 3: index integers
             elif hasattr(out, "_memledger_shadow"):
                 self._stale(func, args, kwargs or {})
         elif isinstance(out, (list, tuple)) and out and isinstance(out[0], FakeTensor) \
                 and len(out) <= SHADOW_NUMEL and (not out[0].is_floating_point()
-                                                  or _float_known(func, args)):
+                                                  or _float_known(func, args, out[0])):
             # unbind: `for i in ix`; and `[x.item() for x in torch.linspace(0, rate, n)]`
             self._shadow(func, args, kwargs or {}, out)
+        if _seeded(func):                           # Rule 21
+            self._draws.drew(self, func, args, kwargs or {}, out)
         if isinstance(out, FakeTensor) and out.is_sparse and _lost_entries(args, out):
             self._note_standin(str(func), SPARSE_GRAD_NOTE if kept_as_made(func, args)
                                else SPARSE_NOTE)   # Rule 13: said, not a silent 0 B

@@ -52,6 +52,20 @@ CPU profiler, `y = x / 3.0; (y * 2.0).sum().backward()`: 8 B before the forward 
 freed under `evaluate_function: DivBackward0`; the backward `div` allocates only its 4 B
 cast.
 
+# Note [A view's node is not read]
+An op that wraps a number and returns a view is an in-place op on a view (`H[..., -1, -1]
++= 1.0`: kornia's `convert_affinematrix_to_homography`, under every `warp_affine`). Its node
+is not the view's `grad_fn`: autograd wraps it in a `CopySlices` on the base and gives the
+view a new node, made when `grad_fn` is first read after the write, so the node read here
+never held the number. Reading it is not free either: torch makes that node under a lock on
+the view, and for a FakeTensor (whose views are replayed, trace/fake_views.py) by running
+the view op again, through this mode. When the op that follows is that replay, made by
+autograd for the write (`copy_` of `H[..., -1, -1] = ...`), the read here waited on the
+lock its own caller held: `trace --fake` of a kornia spatial transformer hung for good
+(the same lock Rule 17 of Note [Fake runs] steps around, `_replaying` in trace/fake_views.py,
+for the read it makes on purpose). Such outputs are skipped; the number an in-place `mul_` on a view saves (8 B, inside the
+`CopySlices`) stays unseen, as before.
+
 # Note [Numbers an op wraps itself]
 The `.Scalar` overloads of the binary TensorIterator ops take the number as a `Scalar`, not
 a Tensor, and their kernels wrap it themselves (`wrapped_scalar_tensor`, `scalar_to_tensor`)
@@ -345,7 +359,9 @@ class WrappedScalars:
         pending, self.pending = self.pending, []
         for ref, ev, entry, names, mod in pending:
             out = ref()
-            node = getattr(out, "grad_fn", None)
+            if out is None or out._is_view():   # Note [A view's node is not read]
+                continue
+            node = out.grad_fn
             if node is None:
                 continue
             for name, nbytes, value in names:

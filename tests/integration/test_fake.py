@@ -292,6 +292,58 @@ def test_a_view_of_a_view_added_to_in_place_does_not_hang_a_fake_run(tmp_path):
     assert done.returncode == 0 and done.stdout.strip() == "done", done.stderr[-2000:]
 
 
+def test_a_view_written_with_a_number_does_not_hang_a_fake_run(tmp_path):
+    """kornia's `convert_affinematrix_to_homography` (every `warp_affine`): `H[..., -1, -1]
+    += 1.0` on a padded tensor that needs grad. The wrapped 1.0 left the written view's node
+    to be read at the next op (Note [Wrapped scalars saved for backward]), and the next op
+    was autograd replaying that view for `copy_`, under the view's lock: the read waited on
+    it for ever (Note [A view's node is not read], trace/scalars.py). In a child process,
+    so that a hang fails the test instead of the suite."""
+    import subprocess
+
+    script = tmp_path / "view_plus_number.py"
+    script.write_text("import torch, torch.nn.functional as F, memledger\n"
+                      "with memledger.trace(fake=True):\n"
+                      "    a = torch.nn.Linear(4, 6)(torch.randn(3, 4)).view(-1, 2, 3)\n"
+                      "    h = F.pad(a, [0, 0, 0, 1], 'constant', value=0.0)\n"
+                      "    h[..., -1, -1] += 1.0\n"
+                      "    h.sum().backward()\nprint('done')\n")
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "done", done.stderr[-2000:]
+
+
+def test_fake_float_literal_is_known():
+    """Rule 3: `torch.tensor(15.0)` and `torch.tensor([-1.0, 1.0])` are literals, whose
+    values the call fixes; only integer ones were known, so kornia's argument check
+    (`bounds[0] <= factor[0]`, on `factor.repeat(2) * torch.tensor([-1.0, 1.0])`) read a
+    stand-in False and raised "degrees out of bounds" in every fake run of RandomAffine."""
+    import torch
+
+    with memledger.trace(fake=True) as led:
+        f = torch.tensor(15.0).repeat(2) * torch.tensor([-1.0, 1.0])
+        assert bool(-360 <= f[0]) and float(f[1]) == 15.0
+    assert fake_info(led.ledger).standins == []
+
+
+def test_fake_draw_from_a_generator_left_behind_is_a_standin():
+    """Rule 21 (Note [Draws a fake run makes for real], trace/fake_random.py): a Linear's
+    init draws nothing in a fake run, so the global generator's next `randperm` is another
+    permutation than the real run's ([1, 0, 2, 3, 4] here against [2, 4, 0, 1, 3]): kornia's
+    RandAugment picked other operations, its fake ledger 25,224 B over the real one with no
+    stand-in said. Now said; a generator of the script's own, every draw made, is not."""
+    import torch
+
+    torch.manual_seed(0)
+    with memledger.trace(fake=True) as led:
+        torch.nn.Linear(4, 4)
+        torch.randperm(5).tolist()
+        gen = torch.Generator().manual_seed(1)
+        torch.randint(0, 50, (4, 8), generator=gen).tolist()
+    assert [(s.op, s.value) for s in fake_info(led.ledger).standins] == [
+        ("aten.randperm.default", "a draw of its own, not the real run's")]
+
+
 def test_fake_masked_rows_take_their_real_count(tmp_path):
     """`logits[ids != pad]`: the mask's values are known (token ids from the script's own
     generator), so the selected rows are counted as the real run counts them; this stopped
