@@ -882,6 +882,7 @@ def _lifetimes(prep: Prepared, calls: _Calls, own: _Owners, seg: _Segments,
     cr, fr0, nb = prep.created, prep.freed, prep.nbytes
     held = _held(prep)
     fr = np.where((dropped | off) & ~held, own.fwd_end, fr0)   # a holder keeps what it holds
+    fr = _held_by_dead_saves(prep, calls, fr, (dropped | off) & ~held)
     fr = _release_partly_saved(prep, calls, own, fr, dropped | off | held, in_save_list)
     # Rule 10, once per replay: what a re-run makes again and the script keeps
     restash = _restashed(prep, calls, own, seg)
@@ -940,6 +941,31 @@ def _lifetimes(prep: Prepared, calls: _Calls, own: _Owners, seg: _Segments,
     if resident is not None:
         _resident_copies(prep, seg, resident, out)
     return out
+
+
+def _held_by_dead_saves(prep: Prepared, calls: _Calls, fr: np.ndarray,
+                        moved: np.ndarray) -> np.ndarray:
+    """A storage the policy drops or moves at its last forward use stays while a save
+    outside every selected call holds it, one never unpacked, until autograd lets go of
+    that save in forward (Note [A save autograd let go of unread], trace/collector.py). Such
+    a save holds nothing into backward, so it makes no call the storage's saver
+    (`_without_unread_saves`), but its node lives until the script drops the output it
+    made. TabNet's encoder adds `mean(sum(M * log(M + eps)))` of each decision step's
+    attention mask M (entmax's output, which entmax saves) into a sparsity loss that its
+    pretraining network drops (`steps_out, _ = self.encoder(...)`): the `mul` saving M
+    lives until that forward returns, through the decoder's forward, where the peak is.
+    `selective:@AttentiveTransformer` let the three (128, 12) fp32 masks go at their last
+    use: predicted 18,432 B under measured (tests/clients/train_tabnet.py --mode
+    pretrain)."""
+    gone = prep.pack_gone
+    if gone is None or not len(gone) or not len(calls) or not moved.any():
+        return fr
+    dead = (prep.pack_unpack < 0) & (gone >= 0) & (_pack_call(prep, calls) < 0)
+    if not dead.any():
+        return fr
+    until = np.full(len(fr), -1, dtype=np.int64)
+    np.maximum.at(until, prep.pack_row[dead], gone[dead])
+    return np.where(moved & (until > fr), np.minimum(until, prep.freed), fr)
 
 
 def _kept_by_gradient(prep: Prepared, rows: np.ndarray, first: np.ndarray,
