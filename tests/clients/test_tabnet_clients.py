@@ -1,0 +1,79 @@
+"""pytorch-tabnet (tests/clients/train_tabnet.py): estimators whose `fit` runs the loop, ghost
+batch norm over virtual batches, sparsemax / entmax custom Functions, a sparsity loss a
+pretraining network drops, an EarlyStopping callback that copies `state_dict()`, a
+validation pass in eval mode without `no_grad`. Skipped without pytorch_tabnet."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("pytorch_tabnet")
+
+from tests.clients.harness import ledger_pass, run_client  # noqa: E402
+
+pytestmark = pytest.mark.clients
+
+SMALL = ["--vbs", "64", "--n-steps", "2"]   # two decision steps, two virtual batches of 64
+
+
+def test_regressor_checkpointed_whole_exact_and_its_fake_run_equal():
+    """`checkpoint:tabnet` (TabNetNoEmbeddings: the encoder, the steps' sum, the head) was
+    predicted 805,776 B against 806,904 B measured. The loss's `mse_loss` saves the
+    region's output at the region's last event under the path "", which is also the root
+    model's, whose call spans exactly the region's (no categorical columns: the embedder
+    runs no op): read as the root running inside the region, the re-run came before
+    `mse_loss_backward` made its (128, 2) fp32 gradient (1,024 B; Note [A boundary save by
+    a shared module], replay/calls.py). And measure copied the running statistics of
+    `tabnet.initial_bn`, a BatchNorm1d(12) the forward never calls (104 B; Note
+    [BatchNorm under recompute], measure/apply.py). Now 806,800 = 806,800.
+
+    The fake run logs each batch's loss through `.numpy()` inside TabNet's `fit`, and
+    stopped at once; now it runs and its peak is the real ledger's (Rule 21,
+    trace/fake_literals.py)."""
+    run = run_client("train_tabnet.py", ["--mode", "reg", *SMALL], ["checkpoint:tabnet"],
+                     steps=2)
+    assert run.summary.steps_traced == 2
+    assert run.ledger.peak_with_scratch() == run.allocator_peak == 792_492
+    p = run.policies["checkpoint:tabnet"]
+    assert p.predicted == p.measured == 806_800, p
+    st = run.ledger.storages   # entmax saves its output, an activation of its selector
+    sel = st[st["module"].astype(str).str.endswith("att_transformers.0.selector")
+             & (st["saves"] > 0)]
+    assert set(sel["category"]) == {"activation"}
+    fake = ledger_pass("train_tabnet.py", ["--mode", "reg", *SMALL], fake_device="cpu")
+    assert fake.peak().bytes == run.ledger.peak().bytes
+
+
+def test_pretraining_selective_holds_masks_a_dropped_loss_saved():
+    """TabNetPretraining drops the encoder's sparsity loss (`steps_out, _ = self.encoder(
+    ...)`), whose `mul` saved each step's entmax mask M: never unpacked, it holds M until
+    that forward returns, through the decoder's forward, where the peak is.
+    `selective:@AttentiveTransformer` let the two (128, 12) fp32 masks go at their last
+    use: predicted 890,868 B against 903,156 B measured (12,288 B under;
+    replay/engine.py `_held_by_dead_saves`)."""
+    run = run_client("train_tabnet.py", ["--mode", "pretrain", "--pre-epochs", "1", *SMALL],
+                     ["selective:@AttentiveTransformer"], steps=2)
+    assert run.ledger.peak_with_scratch() == run.allocator_peak == 899_572
+    p = run.policies["selective:@AttentiveTransformer"]
+    assert p.predicted == p.measured == 903_156, p
+
+
+def test_the_doctor_on_tabnets_fit():
+    """Two true warnings: `tabnet.initial_bn` never runs (TabNetNoEmbeddings keeps a
+    BatchNorm its encoder's own does the work of), and the validation pass after each epoch
+    runs under gradients. Two false findings are gone: EarlyStopping's
+    `copy.deepcopy(network.state_dict())` read as a `.detach()` cutting `initial_bn` off the
+    loss (cut_graph, an error, in the step after each epoch; Note [A state_dict is no
+    cut]), and the validation pass's first BatchNorm, on the raw batch, read as a module in
+    eval mode in a training step (eval_mode; Note [A validation forward under grad])."""
+    from memledger.doctor.run import diagnose_in_process
+    from tests.clients.harness import HERE
+
+    report, outcome = diagnose_in_process(HERE / "train_tabnet.py",
+                                          ["--mode", "clf", "--rows", "256", *SMALL], 5)
+    assert outcome.code == 0, outcome.reason
+    found = {(f.check, f.severity): f for f in report.findings}
+    assert sorted(found) == [("unused_graph", "warning"), ("unused_parameter", "warning")], \
+        [f.line() for f in report.findings]
+    assert found["unused_parameter", "warning"].evidence["steps"] == [1, 2, 3, 4, 5]
+    assert found["unused_graph", "warning"].evidence["steps"] == [3, 5]
