@@ -31,7 +31,9 @@ _NUMPY = torch._C.TensorBase.numpy
 
 
 class KnownLiterals(TorchFunctionMode):
-    """While entered, the known values of fake tensors inside `torch.tensor`'s data."""
+    """While entered, the known values of fake tensors inside `torch.tensor`'s data, and
+    what `.numpy()` of a fake tensor gives (Rule 21): its known values, or for a single
+    element the stand-in `scalar_of` makes and records."""
 
     def __init__(self, fake_type: type, values_of: Callable[[torch.Tensor], Any],
                  scalar_of: Callable[[torch.Tensor], Any] | None = None) -> None:
