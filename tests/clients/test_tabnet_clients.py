@@ -59,6 +59,23 @@ def test_pretraining_selective_holds_masks_a_dropped_loss_saved():
     assert p.predicted == p.measured == 858_084, p
 
 
+def test_a_validation_forward_after_the_last_backward_holds_no_frame_to_the_end():
+    """One epoch of 2 steps, then the script runs to its end: validation, feature
+    importances (`explain`, under gradients), `predict`. The encoder's `matmul(M,
+    group_matrix)` saves the group matrix, a plain module attribute live to the end, and
+    the validation call's save of it, never unpacked, read as a call whose backward comes
+    after the traced steps: its checkpoint frame (RNG state, 5,056 B, and its (64, 12)
+    fp32 input) was held to the end, through `explain`'s peak: `checkpoint:tabnet.encoder`
+    predicted 1,501,204 B against 1,493,076 B measured. Autograd let go of that save in
+    forward (its `unread` record): the frame now goes then (replay/engine.py)."""
+    run = run_client("train_tabnet.py", ["--mode", "clf", "--rows", "256", "--epochs", "1",
+                                         *SMALL], ["checkpoint:tabnet.encoder"], steps=5)
+    assert run.summary.steps_traced == 2   # the script ends after 2 of the 5 asked
+    assert run.ledger.peak_with_scratch() == run.allocator_peak == 1_493_076
+    p = run.policies["checkpoint:tabnet.encoder"]
+    assert p.predicted == p.measured == 1_493_076, p
+
+
 def test_the_doctor_on_tabnets_fit():
     """Two true warnings: `tabnet.initial_bn` never runs (TabNetNoEmbeddings keeps a
     BatchNorm its encoder's own does the work of), and the validation pass after each epoch
