@@ -29,7 +29,7 @@ Modes:
 - `multi`: TabNetMultiTaskClassifier, 2 tasks (one Linear head per task).
 
 `--cat`: two categorical columns with embeddings; `--grouped`: `grouped_features`
-(attention over groups of columns).
+(attention over groups of columns); `--workers N`: the DataLoaders' `num_workers`.
 
     python tests/clients/train_tabnet.py --mode clf
     memledger trace tests/clients/train_tabnet.py --steps 3 -o tab.ledger -- --mode clf
@@ -68,6 +68,7 @@ def main() -> None:
     ap.add_argument("--n-steps", type=int, default=3)
     ap.add_argument("--cat", action="store_true")
     ap.add_argument("--grouped", action="store_true")
+    ap.add_argument("--workers", type=int, default=0)   # the DataLoader's num_workers
     args = ap.parse_args()
     warnings.filterwarnings("ignore")
     torch.manual_seed(0)
@@ -89,7 +90,7 @@ def main() -> None:
     if args.grouped:
         common.update(grouped_features=[[1, 2], [4, 5, 6]])
     fit = dict(max_epochs=args.epochs, patience=args.epochs, batch_size=args.batch,
-               virtual_batch_size=args.vbs, num_workers=0, drop_last=True)
+               virtual_batch_size=args.vbs, num_workers=args.workers, drop_last=True)
 
     class Progress(Callback):   # a user's callback: the losses per epoch
         def __init__(self) -> None:
