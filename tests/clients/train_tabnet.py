@@ -33,7 +33,7 @@ Modes:
 
     python tests/clients/train_tabnet.py --mode clf
     memledger trace tests/clients/train_tabnet.py --steps 3 -o tab.ledger -- --mode clf
-    memledger compare tests/clients/train_tabnet.py \
+    memledger compare tests/clients/train_tabnet.py \\
         -p 'checkpoint:tabnet.encoder.feat_transformers.*' -- --mode clf
     memledger doctor tests/clients/train_tabnet.py -- --mode pretrain
 
