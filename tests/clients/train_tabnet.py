@@ -29,7 +29,9 @@ Modes:
 - `multi`: TabNetMultiTaskClassifier, 2 tasks (one Linear head per task).
 
 `--cat`: two categorical columns with embeddings; `--grouped`: `grouped_features`
-(attention over groups of columns); `--workers N`: the DataLoaders' `num_workers`.
+(attention over groups of columns); `--workers N`: the DataLoaders' `num_workers`;
+`--balanced` (clf): `weights=1`, a WeightedRandomSampler by inverse class frequency;
+`--smote` (clf): ClassificationSMOTE mixing rows of the batch in place.
 
     python tests/clients/train_tabnet.py --mode clf
     memledger trace tests/clients/train_tabnet.py --steps 3 -o tab.ledger -- --mode clf
@@ -70,6 +72,8 @@ def main() -> None:
     ap.add_argument("--cat", action="store_true")
     ap.add_argument("--grouped", action="store_true")
     ap.add_argument("--workers", type=int, default=0)   # the DataLoader's num_workers
+    ap.add_argument("--balanced", action="store_true")   # clf: weights=1 (a weighted sampler)
+    ap.add_argument("--smote", action="store_true")      # clf: ClassificationSMOTE
     args = ap.parse_args()
     warnings.filterwarnings("ignore")
     torch.manual_seed(0)
@@ -105,8 +109,13 @@ def main() -> None:
         y, y_valid = rng.integers(0, 3, args.rows), rng.integers(0, 3, args.rows // 4)
         model = TabNetClassifier(**common, scheduler_fn=torch.optim.lr_scheduler.StepLR,
                                  scheduler_params=dict(step_size=2, gamma=0.9))
+        if args.smote:
+            from pytorch_tabnet.augmentations import ClassificationSMOTE
         model.fit(x, y, eval_set=[(x_valid, y_valid)], eval_name=["valid"],
-                  eval_metric=["accuracy"], callbacks=[Progress()], **fit)
+                  eval_metric=["accuracy"], callbacks=[Progress()],
+                  weights=1 if args.balanced else 0,
+                  augmentations=ClassificationSMOTE(p=0.5, seed=0) if args.smote else None,
+                  **fit)
         print("accuracy", (model.predict(x_valid) == y_valid).mean())
     elif args.mode == "reg":
         from pytorch_tabnet.augmentations import RegressionSMOTE
