@@ -809,8 +809,11 @@ class DoctorProbe(TorchFunctionMode):
                 elif cut == "numpy":
                     self._numpy_round_trip()
             elif not _grad_enabled() and getattr(func, "__name__", "") != "__get__":
+                # the tensor an in-place op writes is not read into anything: Note [A
+                # state_dict is no cut]
+                written = args[0] if _in_place(func) and args else None
                 for a in args:
-                    if isinstance(a, _Tensor) and a.requires_grad:
+                    if isinstance(a, _Tensor) and a.requires_grad and a is not written:
                         self._cut("no_grad", a)
         if self._cut_srcs and _grad_enabled():
             out = func(*args, **kwargs)
@@ -1041,7 +1044,12 @@ class DoctorProbe(TorchFunctionMode):
     # "got no gradient ...: the path from the loss was cut by `.detach()`" (an error, which
     # stops `compare`) where the other steps read "their modules did not run" (a warning;
     # tests/clients/train_tabnet.py). A parameter a forward detaches itself
-    # (`F.linear(x, self.weight.detach())`) is still a cut.
+    # (`F.linear(x, self.weight.detach())`) is still a cut. Nor is an in-place write into
+    # a parameter under no_grad (`load_state_dict`'s `param.copy_(...)`, an EMA's swap):
+    # it writes the parameter, it reads no path from it. EarlyStopping loads the best
+    # weights back at the end of TabNet's `fit`, and a second `fit(..., warm_start=True)`
+    # read "cut by an op under `torch.no_grad()`" (an error) for `initial_bn` in its first
+    # step.
 
     # Note [A cut the graph goes around]
     # A cut (`.detach()`, `.data`, an op under no_grad) is blamed for the parameters its
@@ -1402,6 +1410,17 @@ def _calling_module(frame, depth: int = 12) -> nn.Module | None:
 
 
 _STATE_DICT_SAVE = nn.Module._save_to_state_dict.__code__
+
+
+_IN_PLACE_DUNDERS = frozenset(f"__i{op}__" for op in (
+    "add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "and", "or", "xor", "lshift",
+    "rshift", "matmul"))
+
+
+def _in_place(func) -> bool:
+    """An op that writes its first argument (`copy_`, `add_`, `__iadd__`): its name."""
+    name = getattr(func, "__name__", "")
+    return (name.endswith("_") and not name.endswith("__")) or name in _IN_PLACE_DUNDERS
 
 
 def _saving_state_dict(frame, depth: int = 6) -> bool:

@@ -31,7 +31,8 @@ Modes:
 `--cat`: two categorical columns with embeddings; `--grouped`: `grouped_features`
 (attention over groups of columns); `--workers N`: the DataLoaders' `num_workers`;
 `--balanced` (clf): `weights=1`, a WeightedRandomSampler by inverse class frequency;
-`--smote` (clf): ClassificationSMOTE mixing rows of the batch in place.
+`--smote` (clf): ClassificationSMOTE mixing rows of the batch in place; `--refit` (clf):
+`fit` again with `warm_start=True` (the trained network, a new optimizer).
 
     python tests/clients/train_tabnet.py --mode clf
     memledger trace tests/clients/train_tabnet.py --steps 3 -o tab.ledger -- --mode clf
@@ -74,6 +75,7 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=0)   # the DataLoader's num_workers
     ap.add_argument("--balanced", action="store_true")   # clf: weights=1 (a weighted sampler)
     ap.add_argument("--smote", action="store_true")      # clf: ClassificationSMOTE
+    ap.add_argument("--refit", action="store_true")      # clf: fit again, warm_start=True
     args = ap.parse_args()
     warnings.filterwarnings("ignore")
     torch.manual_seed(0)
@@ -116,6 +118,8 @@ def main() -> None:
                   weights=1 if args.balanced else 0,
                   augmentations=ClassificationSMOTE(p=0.5, seed=0) if args.smote else None,
                   **fit)
+        if args.refit:   # more epochs from the trained weights: a new optimizer, new state
+            model.fit(x, y, eval_set=[(x_valid, y_valid)], warm_start=True, **fit)
         print("accuracy", (model.predict(x_valid) == y_valid).mean())
     elif args.mode == "reg":
         from pytorch_tabnet.augmentations import RegressionSMOTE
