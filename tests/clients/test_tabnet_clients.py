@@ -77,29 +77,32 @@ def test_a_validation_forward_after_the_last_backward_holds_no_frame_to_the_end(
 
 
 def test_the_doctor_on_tabnets_fit():
-    """Two epochs of 2 steps, then the script's end (`explain`, `predict`). True warnings:
-    `tabnet.initial_bn` never runs (TabNetNoEmbeddings keeps a BatchNorm its encoder's own
-    does the work of), and TabNet's validation pass, feature importances and `predict` run
-    under gradients. Gone: EarlyStopping's `copy.deepcopy(network.state_dict())` read as a
-    `.detach()` cutting `initial_bn` off the loss (cut_graph, an error, in step 3; Note [A
-    state_dict is no cut]); the validation pass's first BatchNorm, on the raw batch, read
-    as a module in eval mode in a training step (eval_mode; Note [A validation forward
-    under grad]); and `explain`'s submodule calls, top-level because `forward_masks` is no
-    `forward`, read as four findings on one line, one per class (Note [Calls no variable
-    names], doctor/unused.py). Nine findings before, four now."""
+    """Two epochs of 2 steps, the rest of `fit` (`explain`, EarlyStopping loading the best
+    weights back), then a second `fit(..., warm_start=True)`, stopped in its first step.
+    True warnings: `tabnet.initial_bn` never runs (TabNetNoEmbeddings keeps a BatchNorm its
+    encoder's own does the work of), and TabNet's validation pass and feature importances
+    run under gradients. Gone: EarlyStopping's `copy.deepcopy(network.state_dict())` read
+    as a `.detach()` cutting `initial_bn` off the loss (cut_graph, an error, step 3) and its
+    `load_state_dict` (`param.copy_` under no_grad) as an op under `torch.no_grad()` doing
+    so (another, step 5; Note [A state_dict is no cut]); the validation pass's first
+    BatchNorm, on the raw batch, read as a module in eval mode in a training step
+    (eval_mode; Note [A validation forward under grad]); and `explain`'s submodule calls,
+    top-level because `forward_masks` is no `forward`, read as four findings on one line,
+    one per class (Note [Calls no variable names], doctor/unused.py). Nine findings, two of
+    them errors, before; four warnings now."""
     from memledger.doctor.run import diagnose_in_process
     from tests.clients.harness import HERE
 
     report, outcome = diagnose_in_process(
-        HERE / "train_tabnet.py", ["--mode", "clf", "--rows", "256", "--epochs", "2", *SMALL],
-        5)
+        HERE / "train_tabnet.py", ["--mode", "clf", "--rows", "256", "--epochs", "2",
+                                   "--refit", *SMALL], 5)
     assert outcome.code == 0, outcome.reason
     got = sorted((f.check, f.severity, f.evidence.get("var", ""), tuple(f.evidence["steps"]))
                  for f in report.findings)
     assert got == [("unused_graph", "warning", "", (5,)),
                    ("unused_graph", "warning", "network", (3, 5)),
-                   ("unused_graph", "warning", "network", (5,)),
-                   ("unused_parameter", "warning", "", (1, 2, 3, 4))], \
+                   ("unused_parameter", "warning", "", (1, 2, 3, 4)),
+                   ("unused_parameter", "warning", "", (5,))], \
         [f.line() for f in report.findings]
     (anon,) = [f for f in report.findings if f.check == "unused_graph"
                and not f.evidence["var"]]
