@@ -12,17 +12,36 @@ from __future__ import annotations
 from memledger.doctor.findings import Finding
 from memledger.doctor.records import Run, span, where
 
+# Note [Calls no variable names]
+# A call is top-level when no module call is around it. A library that runs a model through
+# a method of its own rather than `forward` makes each submodule's call top-level: TabNet's
+# `explain` (its feature importances, at the end of `fit`, under gradients) calls
+# `network.forward_masks`, whose feature and attentive transformers, BatchNorm and an
+# inline `ReLU()` ran as four findings on the script's one line (`model.fit(...)`), "a
+# `FeatTransformer` ran 8 forwards ...", "a `ReLU` ran 6 forwards ...", one missing
+# `no_grad` read four times (tests/clients/train_tabnet.py). Calls no variable of the
+# script names are one finding per line, naming each class and its count; a named model
+# (`network`, `model`) keeps its own.
+
 
 def unused_graph(run: Run) -> list[Finding]:
     groups: dict[tuple, list[dict]] = {}
     for r in run.unused_graphs:
-        groups.setdefault((r.get("file", ""), r.get("line", 0), r.get("var", ""),
-                           r.get("cls", "")), []).append(r)
+        var = r.get("var", "")
+        # Note [Calls no variable names]: one finding per line for those
+        groups.setdefault((r.get("file", ""), r.get("line", 0), var,
+                           r.get("cls", "") if var else ""), []).append(r)
     out = []
-    for (_, line, var, cls), recs in groups.items():
+    for (_, line, var, _), recs in groups.items():
         steps = sorted({int(r["step"]) for r in recs})
         n = len(recs)
-        who = f"`{var}` ({cls})" if var else f"a `{cls}`"
+        counts: dict[str, int] = {}
+        for r in recs:
+            counts[r.get("cls", "")] = counts.get(r.get("cls", ""), 0) + 1
+        cls = "/".join(counts)
+        who = f"`{var}` ({cls})" if var else f"a `{cls}`" if len(counts) == 1 else (
+            "modules no variable of the script names (" + ", ".join(
+                f"`{c}` x{k}" for c, k in counts.items()) + ")")
         out.append(Finding(
             check="unused_graph", severity="warning", where=where(recs[0]),
             message=(f"{who} ran {n} forward{'s' if n != 1 else ''} under gradients in step "

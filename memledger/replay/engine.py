@@ -883,9 +883,15 @@ def _segments(prep: Prepared, calls: _Calls, dropped: np.ndarray, own: _Owners) 
         np.maximum.at(by_save, kp[mine], per_save[mine])
         # saved, never unpacked, still live: by a call whose backward read its other saves,
         # only when made after the last backward (Note [A dead branch's saved inputs])
+        # and not let go of unread in forward: its storage outlives it for another holder's
+        # sake (TabNet's group matrix, a plain module attribute every mask's matmul saves:
+        # a validation forward under gradients after the last backward held its frame, RNG
+        # state and input to the end, 8,128 B over measured at `explain`'s peak;
+        # tests/clients/train_tabnet.py --epochs 1)
+        alive = prep.pack_gone < 0 if prep.pack_gone is not None else True
         live_on = np.full(m + 1, -1, dtype=np.int64)
         np.maximum.at(live_on, np.where(kp >= 0, kp, m), np.where(
-            (prep.pack_unpack < 0) & (prep.freed[r] >= n) & ~state[r]
+            (prep.pack_unpack < 0) & (prep.freed[r] >= n) & ~state[r] & alive
             & _after_last_backward(prep, prep.pack_ev), n, -1))
         has = np.zeros(m + 1, dtype=bool)
         has[kp[mine]] = True
@@ -962,6 +968,7 @@ def _lifetimes(prep: Prepared, calls: _Calls, own: _Owners, seg: _Segments,
     cr, fr0, nb = prep.created, prep.freed, prep.nbytes
     held = _held(prep)
     fr = np.where((dropped | off) & ~held, own.fwd_end, fr0)   # a holder keeps what it holds
+    fr = _held_by_dead_saves(prep, calls, fr, (dropped | off) & ~held)
     fr = _release_partly_saved(prep, calls, own, fr, dropped | off | held, in_save_list)
     # Rule 10, once per replay: what a re-run makes again and the script keeps
     restash = _restashed(prep, calls, own, seg)
@@ -1020,6 +1027,31 @@ def _lifetimes(prep: Prepared, calls: _Calls, own: _Owners, seg: _Segments,
     if resident is not None:
         _resident_copies(prep, seg, resident, out)
     return out
+
+
+def _held_by_dead_saves(prep: Prepared, calls: _Calls, fr: np.ndarray,
+                        moved: np.ndarray) -> np.ndarray:
+    """A storage the policy drops or moves at its last forward use stays while a save
+    outside every selected call holds it, one never unpacked, until autograd lets go of
+    that save in forward (Note [A save autograd let go of unread], trace/collector.py). Such
+    a save holds nothing into backward, so it makes no call the storage's saver
+    (`_without_unread_saves`), but its node lives until the script drops the output it
+    made. TabNet's encoder adds `mean(sum(M * log(M + eps)))` of each decision step's
+    attention mask M (entmax's output, which entmax saves) into a sparsity loss that its
+    pretraining network drops (`steps_out, _ = self.encoder(...)`): the `mul` saving M
+    lives until that forward returns, through the decoder's forward, where the peak is.
+    `selective:@AttentiveTransformer` let the three (128, 12) fp32 masks go at their last
+    use: predicted 18,432 B under measured (tests/clients/train_tabnet.py --mode
+    pretrain)."""
+    gone = prep.pack_gone
+    if gone is None or not len(gone) or not len(calls) or not moved.any():
+        return fr
+    dead = (prep.pack_unpack < 0) & (gone >= 0) & (_pack_call(prep, calls) < 0)
+    if not dead.any():
+        return fr
+    until = np.full(len(fr), -1, dtype=np.int64)
+    np.maximum.at(until, prep.pack_row[dead], gone[dead])
+    return np.where(moved & (until > fr), np.minimum(until, prep.freed), fr)
 
 
 def _kept_by_gradient(prep: Prepared, rows: np.ndarray, first: np.ndarray,

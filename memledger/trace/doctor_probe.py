@@ -586,7 +586,13 @@ class DoctorProbe(TorchFunctionMode):
     # marks the record `backprop` (a walk cut off at MAX_NODES marks every pending one).
     # A module keeps one record: a call no backward used yet is updated by the module's next
     # call in eval (a validation loop's batches), and the first that is used stays. An
-    # input no graph node made (a BatchNorm on the raw batch) is counted as before.
+    # input no graph node made (a BatchNorm on the raw batch) is read by the node that
+    # made the call's output instead: TabNet's encoder starts with a BatchNorm1d on the
+    # batch, and its validation pass (`network.eval()`, no `no_grad`, `network.train()`
+    # after) read "1 BatchNorm1d modules (`tabnet.encoder.initial_bn`) ran in eval mode in
+    # training step 3, 5" while every other module of that pass was let be
+    # (tests/clients/train_tabnet.py). No node there either (no parameter of its own, or
+    # none that wants a gradient): counted as before.
     def _mode_call(self, module: nn.Module, args: tuple, what: dict) -> None:
         """Check 7's record of a module (or a functional dropout's caller) in eval under
         grad (Note [A validation forward under grad])."""
@@ -603,6 +609,13 @@ class DoctorProbe(TorchFunctionMode):
             rec.update(window=self._steps + 1, bw=self._bw, file=file, line=line)
         node = next((a.grad_fn for a in args if isinstance(a, _Tensor)
                      and a.grad_fn is not None), None)
+        if node is None and not what.get("fn"):
+            self._mode_output(module, rec)   # the raw batch: the call's own output says
+            return
+        self._mode_node(mid, rec, node)
+
+    def _mode_node(self, mid: int, rec: dict, node) -> None:
+        """Tie the eval-mode record `rec` to graph node `node`; no node: counted as is."""
         meta = _node_metadata(node)
         if meta is None:
             rec.pop("graph", None)
@@ -611,6 +624,21 @@ class DoctorProbe(TorchFunctionMode):
         rec["graph"] = True
         meta.setdefault(_MODE, []).append((mid, rec))
         self._mode_pending[mid] = rec
+
+    def _mode_output(self, module: nn.Module, rec: dict) -> None:
+        """Note [A validation forward under grad]: a module in eval whose input no graph node
+        made (a BatchNorm on the raw batch) is tied to the node that made its output, by a
+        forward hook on this one call (hooks added in a pre-hook run for the call)."""
+        handle = None
+
+        def after(mod: nn.Module, args: Any, output: Any) -> None:
+            handle.remove()
+            out = output if isinstance(output, (tuple, list)) else (output,)
+            self._mode_node(id(mod), rec, next(
+                (t.grad_fn for t in out if isinstance(t, _Tensor) and t.grad_fn is not None),
+                None))
+
+        handle = module.register_forward_hook(internal(after), always_call=True)
 
     def _functional_dropout(self, name: str, args: tuple, kwargs: dict) -> None:
         """Check 7 for a dropout call: off (training=False, p > 0) under grad, inside a
@@ -781,7 +809,10 @@ class DoctorProbe(TorchFunctionMode):
                 elif cut == "numpy":
                     self._numpy_round_trip()
             elif not _grad_enabled() and getattr(func, "__name__", "") != "__get__":
-                self._cut_each("no_grad", args)   # Note [No tensor locals where ops are called]
+                # the tensor an in-place op writes is not read into anything: Note [A
+                # state_dict is no cut]; no tensor locals here: Note [No tensor locals
+                # where ops are called]
+                self._cut_each("no_grad", args, _in_place(func))
         if self._cut_srcs and _grad_enabled():
             out = func(*args, **kwargs)
             self._around_cut(args, out)
@@ -990,16 +1021,20 @@ class DoctorProbe(TorchFunctionMode):
     # model compiled with `e3nn.util.jit.compile` (tests/clients/train_e3nn.py --compile)
     # said "the doctor could not watch the script: script raised TracingCheckError". So
     # the frame that calls the op binds no tensor: loops over arguments run in helpers.
-    def _cut_each(self, op: str, args: tuple) -> None:
-        """`_cut` each argument that requires grad."""
+    def _cut_each(self, op: str, args: tuple, in_place: bool = False) -> None:
+        """`_cut` each argument that requires grad (`in_place`: but the one the op writes,
+        its first)."""
+        written = args[0] if in_place and args else None
         for a in args:
-            if isinstance(a, _Tensor) and a.requires_grad:
+            if isinstance(a, _Tensor) and a.requires_grad and a is not written:
                 self._cut(op, a)
 
     def _cut(self, op: str, t: _Tensor) -> None:
         fn = t.grad_fn
         if fn is None:
             pids = [id(t)] if id(t) in self._params else []
+            if pids and _saving_state_dict(sys._getframe(1)):
+                return   # Note [A state_dict is no cut]
         else:
             pids = self._reach_params(fn)
         new = [pid for pid in pids if pid not in self._cuts]
@@ -1015,6 +1050,23 @@ class DoctorProbe(TorchFunctionMode):
         self.records.append(rec)
         with contextlib.suppress(TypeError):   # Note [A cut the graph goes around]
             self._cut_srcs[id(t)] = (weakref.ref(t), rec)
+
+    # Note [A state_dict is no cut]
+    # `module.state_dict()` hands back each parameter `.detach()`ed (torch's
+    # `_save_to_state_dict`): a copy of the weights (a checkpoint, a best-model snapshot,
+    # an EMA), not a path any loss takes to the parameter. Read as a cut, it was blamed for
+    # whatever parameter got no gradient in that window: TabNet's EarlyStopping callback
+    # deep-copies `network.state_dict()` at each epoch's end, and TabNet keeps a
+    # `tabnet.initial_bn` its forward never calls, so the step after the first epoch read
+    # "got no gradient ...: the path from the loss was cut by `.detach()`" (an error, which
+    # stops `compare`) where the other steps read "their modules did not run" (a warning;
+    # tests/clients/train_tabnet.py). A parameter a forward detaches itself
+    # (`F.linear(x, self.weight.detach())`) is still a cut. Nor is an in-place write into
+    # a parameter under no_grad (`load_state_dict`'s `param.copy_(...)`, an EMA's swap):
+    # it writes the parameter, it reads no path from it. EarlyStopping loads the best
+    # weights back at the end of TabNet's `fit`, and a second `fit(..., warm_start=True)`
+    # read "cut by an op under `torch.no_grad()`" (an error) for `initial_bn` in its first
+    # step.
 
     # Note [A cut the graph goes around]
     # A cut (`.detach()`, `.data`, an op under no_grad) is blamed for the parameters its
@@ -1372,6 +1424,30 @@ def _calling_module(frame, depth: int = 12) -> nn.Module | None:
             return obj
         frame, depth = frame.f_back, depth - 1
     return None
+
+
+_STATE_DICT_SAVE = nn.Module._save_to_state_dict.__code__
+
+
+_IN_PLACE_DUNDERS = frozenset(f"__i{op}__" for op in (
+    "add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "and", "or", "xor", "lshift",
+    "rshift", "matmul"))
+
+
+def _in_place(func) -> bool:
+    """An op that writes its first argument (`copy_`, `add_`, `__iadd__`): its name."""
+    name = getattr(func, "__name__", "")
+    return (name.endswith("_") and not name.endswith("__")) or name in _IN_PLACE_DUNDERS
+
+
+def _saving_state_dict(frame, depth: int = 6) -> bool:
+    """Whether `frame` or one of the `depth` frames above it is torch's
+    `Module._save_to_state_dict` (Note [A state_dict is no cut])."""
+    while frame is not None and depth > 0:
+        if frame.f_code is _STATE_DICT_SAVE:
+            return True
+        frame, depth = frame.f_back, depth - 1
+    return False
 
 
 def _leaves(root, visited: set[int]):

@@ -168,6 +168,9 @@ Rules (numbered so that code can point here):
    ledger read 25,224 B over the real one. Such a draw stays (its values are a plausible
    run's), but is a stand-in, said once per line ("a draw of its own, not the real run's";
    Note [Draws a fake run makes for real] in trace/fake_random.py).
+22. `.numpy()`: known values are handed back, a single element gets Rule 3's stand-in (a
+   loss logged as `loss.detach().numpy().item()`: TabNet's `fit`); anything else stops
+   the run as before (trace/fake_literals.py).
 
 Worked example (MLP of examples/train_mlp.py, B=64, fp32, fake, target cpu): fc1.weight is
 a fake 512×256 tensor whose meta storage has 512·256·4 = 524,288 bytes; its row is the
@@ -858,7 +861,8 @@ class FakeCollector(Collector):
         self.fake_mode = _RunMode(allow_non_fake_inputs=True)    # Rule 12
         self._answers = RealAnswers()            # Rule 7
         self._foreach = ForeachAsReal(FakeTensor, "cuda" if self.target.remap else "")
-        self._literals = KnownLiterals(FakeTensor, _shadow_of)   # Rule 19
+        self._literals = KnownLiterals(FakeTensor, _shadow_of,   # Rules 19 and 21
+                                       lambda t: self._standin(t, "Tensor.numpy"))
         self._views = RebuiltViews()             # Rule 17
         self._memo = self.fake_mode.fake_tensor_converter.tensor_memo
         self._standin_sites: dict[tuple[str, int, str], dict] = {}
@@ -1184,14 +1188,14 @@ class FakeCollector(Collector):
                                          "bytes": step.untyped_storage().nbytes()})
 
     # ---- stand-ins (Rule 3) -------------------------------------------------------------
-    def _standin(self, t: torch.Tensor):
+    def _standin(self, t: torch.Tensor, op: str = "aten._local_scalar_dense"):
         if t.dtype.is_floating_point or t.dtype.is_complex:
             value: Any = 0.0
         elif t.dtype == torch.bool:
             value = getattr(t, "_memledger_healthy", False)   # Rule 3: a finite run's answer
         else:
             value = 0
-        self._note_standin("aten._local_scalar_dense", value)
+        self._note_standin(op, value)
         return value
 
     def _note_standin(self, op: str, value: Any) -> None:

@@ -9,6 +9,13 @@ an element whose values are known (Rule 3's shadows: small integers computed for
 replaced by them, as the real run reads them; an unknown one is left, and torch's error
 stops the run as before. Only `torch.tensor` and `torch.as_tensor` of a list or tuple are
 looked at; every other call passes through.
+
+Rule 22: `.numpy()` of a fake tensor. Known values (Rule 3's shadows) are handed back as the
+real run reads them; a single element is a scalar read, as `.item()` is (Rule 3's
+stand-in, recorded as one): TabNet logs each batch's loss as
+`loss.cpu().detach().numpy().item()` inside its `fit`, and a fake run stopped at its first
+step ("cannot run fake at ...: `.numpy()` reads tensor values"; tests/clients/
+train_tabnet.py). Anything larger (an evaluation's logits for a metric) still stops it.
 """
 
 from __future__ import annotations
@@ -20,19 +27,40 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import _disable_current_modes
 
 _FROM_DATA = (torch.tensor, torch.as_tensor)
+_NUMPY = torch._C.TensorBase.numpy
 
 
 class KnownLiterals(TorchFunctionMode):
-    """While entered, the known values of fake tensors inside `torch.tensor`'s data."""
+    """While entered, the known values of fake tensors inside `torch.tensor`'s data, and
+    what `.numpy()` of a fake tensor gives (Rule 22): its known values, or for a single
+    element the stand-in `scalar_of` makes and records."""
 
-    def __init__(self, fake_type: type, values_of: Callable[[torch.Tensor], Any]) -> None:
+    def __init__(self, fake_type: type, values_of: Callable[[torch.Tensor], Any],
+                 scalar_of: Callable[[torch.Tensor], Any] | None = None) -> None:
         super().__init__()
-        self.fake_type, self.values_of = fake_type, values_of
+        self.fake_type, self.values_of, self.scalar_of = fake_type, values_of, scalar_of
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         if func in _FROM_DATA and args and isinstance(args[0], (list, tuple)):
             args = (self._values(args[0]), *args[1:])
+        elif func is _NUMPY and args and isinstance(args[0], self.fake_type) and \
+                not args[0].requires_grad:
+            out = self._numpy(args[0])   # Rule 22
+            if out is not None:
+                return out
         return func(*args, **(kwargs or {}))
+
+    def _numpy(self, t: torch.Tensor) -> Any:
+        """Rule 22: the numpy array a real `t.numpy()` gives, where a fake run can say it;
+        None where it cannot (the call then fails as before)."""
+        known = self.values_of(t)
+        with _disable_current_modes():
+            if known is not None:
+                return known.detach().cpu().numpy().copy()
+            if t.numel() != 1 or self.scalar_of is None:
+                return None
+            value = self.scalar_of(t)
+            return torch.full(tuple(t.shape), value, dtype=t.dtype).numpy()
 
     def _values(self, data: Any) -> Any:
         if isinstance(data, (list, tuple)):

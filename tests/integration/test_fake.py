@@ -261,7 +261,7 @@ def test_a_script_that_raises_after_a_stand_in_is_told_which_value_was_made_up(t
 
 
 @pytest.mark.parametrize("line,what", [
-    ("print(loss.detach().numpy())", "`.numpy()` reads tensor values"),
+    ("print(model(torch.randn(2, 4)).detach().numpy())", "`.numpy()` reads tensor values"),
     ('print(f"{loss:.3f}")', "formatting a tensor's value"),
     ("torch.save(model.state_dict(), 'ckpt.pt')", "torch.save writes tensor values"),
 ])
@@ -273,6 +273,21 @@ def test_fake_refuses_value_reads_in_one_line(tmp_path, capfd, line, what):
         "loss = model(torch.randn(2, 4)).sum()\n" + line + "\n")
     assert code == 2 and f"train.py:4 `{line}`: {what}" in reason, reason
     assert "Traceback" not in capfd.readouterr().err
+
+
+def test_a_one_element_numpy_read_is_a_stand_in(tmp_path):
+    """Rule 21 (trace/fake_literals.py): `loss.detach().numpy().item()`, TabNet's logging of
+    each batch's loss inside its `fit`, reads one value, as `.item()` does: a stand-in 0.0
+    with its record, where the fake run stopped at once (exit 2); a known integer tensor's
+    `.numpy()` gives its real values."""
+    code, reason = _fake_ledger_pass(
+        tmp_path, "import torch\nmodel = torch.nn.Linear(4, 1)\n"
+        "loss = model(torch.randn(2, 4)).sum()\n"
+        "assert loss.detach().numpy().item() == 0.0\n"
+        "assert torch.arange(3).numpy().tolist() == [0, 1, 2]\n")
+    assert code == 0, reason
+    info = fake_info(memledger.load(tmp_path / "x.ledger"))
+    assert [(s.op, s.value, s.line) for s in info.standins] == [("Tensor.numpy", "0.0", 4)]
 
 
 def test_a_view_of_a_view_added_to_in_place_does_not_hang_a_fake_run(tmp_path):
