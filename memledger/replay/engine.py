@@ -564,7 +564,34 @@ def _refuse_selective_mutated(prep: Prepared, calls: _Calls, own: _Owners, polic
         raise PolicyError(selective_mutated_message(policy.text(), str(calls.mods[k])))
 
 
-def _refuse_selective_reused(prep: Prepared, calls: _Calls, saves: np.ndarray,
+# Note [A call no backward reads is never re-run]
+# torch's checkpoint re-runs a region when backward unpacks one of its saves, not when the
+# region saves: a call whose graph is dropped unread (a `sample()` under gradients before
+# training, as normflows' notebooks run one to initialise ActNorm from data) is never
+# re-run, whatever it did. ActNorm's first call is that sample and makes its buffer
+# (`data_dep_init_done`); the training calls reuse it. predict refused `selective:flows.*`
+# for that first call ("a cache filled on the first call") while measure ran it
+# (tests/clients/train_normflows.py --mode reverse: 372,012 B). So a refusal that rests on
+# a call's re-run asks whether a backward read one of the call's saves (its `saved`
+# records' unpacks; older ledgers without them: its storages' first unpack, model state
+# aside, as every call saves the weights it reads).
+def _read_back(prep: Prepared, calls: _Calls, own: _Owners) -> np.ndarray:
+    """Per selected call: True where a backward unpacked one of its saves (it is re-run)."""
+    m = len(calls)
+    read = np.zeros(m, dtype=bool)
+    if not m:
+        return read
+    if prep.pack_ev is not None and len(prep.pack_ev) and prep.pack_unpack is not None:
+        k = _pack_call(prep, calls)
+        read[k[(k >= 0) & (prep.pack_unpack >= 0)]] = True
+        return read
+    act = (prep.unpack >= 0) & ~np.isin(prep.cat, MODEL_STATE)
+    for owner in (own.first_save, own.last_save):
+        read[owner[act & (owner >= 0)]] = True
+    return read
+
+
+def _refuse_selective_reused(prep: Prepared, calls: _Calls, read: np.ndarray,
                              policy: Policy) -> None:
     """Note [A buffer a call makes and later calls reuse] (trace/collector.py): a selective
     call inside which a module made a buffer that its later calls reused (they made none,
@@ -576,10 +603,10 @@ def _refuse_selective_reused(prep: Prepared, calls: _Calls, saves: np.ndarray,
     which starts from zeros on another path: `self.x_min + x_min`): its re-run reads the
     buffer its forward left, as its next call does, so where that next call ran other ops
     (`_ops_differ`) the re-run would too (`selective:ibert.encoder.layer.*` was predicted
-    while measure met `aten.mul.Tensor` in step 1's re-run). Only a call that saved
-    something is re-run: peft's LoRA finds no `nn.Linear` in I-BERT's layers (they are
-    `QuantLinear`s), so no backward goes through them, and predict refused what measure
-    ran."""
+    while measure met `aten.mul.Tensor` in step 1's re-run). Only a call whose saves a
+    backward read is re-run (Note [A call no backward reads is never re-run]): peft's LoRA
+    finds no `nn.Linear` in I-BERT's layers (they are `QuantLinear`s), so no backward goes
+    through them, and predict refused what measure ran."""
     if not prep.kept or not (calls.kind == Kind.SELECTIVE).any():
         return
     made = {}
@@ -597,7 +624,7 @@ def _refuse_selective_reused(prep: Prepared, calls: _Calls, saves: np.ndarray,
                 continue
             k = int(np.searchsorted(calls.ev0, ev0, side="right")) - 1
             if k < 0 or ev0 >= calls.ev1[k] or calls.kind[k] != Kind.SELECTIVE or \
-                    not saves[k]:
+                    not read[k]:   # Note [A call no backward reads is never re-run]
                 continue
             if reused and ev0 < min(reused):   # the cache's first fill
                 bad.append((k, mod, False))
@@ -1873,7 +1900,7 @@ def replay(prep: Prepared, policy: Policy, rng_bytes: int = CPU_RNG_STATE_BYTES,
     _refuse_graph_reads(prep, calls, own, policy)
     packs = _packs_per_call(prep, calls, own)   # (saves, one past the last pack) per call
     _refuse_selective_mutated(prep, calls, own, policy, in_save_list, packs)
-    _refuse_selective_reused(prep, calls, packs[0], policy)
+    _refuse_selective_reused(prep, calls, _read_back(prep, calls, own), policy)
     _refuse_selective_recast(prep, calls, own, policy)
     off = _offloaded(prep, calls, own)
     seg = _segments(prep, calls, dropped, own)
