@@ -168,6 +168,7 @@ from memledger.replay.script_checkpoint import refuse_around_script_checkpoints
 from memledger.replay.scripted import refuse_scripted_regions
 from memledger.replay.stateful import (
     graph_reads_message,
+    passes_read_message,
     refuse_recompute_of_stateful,
     selective_mutated_message,
     selective_recast_message,
@@ -527,17 +528,41 @@ def _refuse_graph_reads(prep: Prepared, calls: _Calls, own: _Owners, policy: Pol
     if prep.graph_reads is None:
         return
     unpriced = (prep.graph_reads >= 2) | (prep.graph_reads < 0)
-    if not unpriced.any():
+    # Note [Read by three backward passes or more]
+    many = prep.passes_read >= 3 if prep.passes_read is not None else \
+        np.zeros(len(unpriced), dtype=bool)
+    if not (unpriced | many).any():
         return
-    read = unpriced & ~np.isin(prep.cat, MODEL_STATE)
+    read = (unpriced | many) & ~np.isin(prep.cat, MODEL_STATE)
     for owner in (own.first_save, own.last_save):
         hit = read & (calls.at(calls.kind, owner) != Kind.NONE)
         if hit.any():
             i = int(np.flatnonzero(hit)[0])
             k = int(owner[i])
+            offload = calls.kind[k] == Kind.OFFLOAD
+            if not unpriced[i]:
+                raise NotPredicted(passes_read_message(policy.text(), str(calls.mods[k]),
+                                                       offload, int(prep.passes_read[i])))
             raise NotPredicted(graph_reads_message(policy.text(), str(calls.mods[k]),
-                                                   calls.kind[k] == Kind.OFFLOAD,
-                                                   bool(prep.graph_reads[i] < 0)))
+                                                   offload, bool(prep.graph_reads[i] < 0)))
+
+
+# Note [Read by three backward passes or more]
+# A save read by one backward pass, or by two (`retain_graph=True`, a gradient penalty's
+# `autograd.grad` then the loss's backward, MAML's inner step), is priced: the replay holds
+# a re-run's or read-back's copies from the first pass's read to the second's. A residual
+# flow's log-det estimator (Chen et al.'s `MemoryEfficientLogDetEstimator`, as normflows'
+# `Residual(reduce_memory=True)` runs it) takes a power series of vector-Jacobian products
+# inside its forward: `autograd.grad(g, x, v, retain_graph=True)` once per term, one more
+# with `create_graph=True`, a gradient of that, and the outer backward's
+# `autograd.grad(g, ...)` again: each save of its network read by six or seven passes.
+# torch's checkpoint re-runs the region once per pass (a frame per graph task), which the
+# replay does not model: `checkpoint:flows.*.iresblock.nnet` was predicted 325,704 B
+# against 292,984 B measured, `offload:` 315,520 against 244,460
+# (tests/clients/train_normflows.py --mode residual --layers 2). So a policy on a call one
+# of whose saves (model state aside) three passes or more read is NotPredicted: `predict`
+# refuses it in one line, `measure` runs it and `compare` measures and judges it, as for a
+# save two graph-building passes read.
 
 
 def _refuse_selective_mutated(prep: Prepared, calls: _Calls, own: _Owners, policy: Policy,

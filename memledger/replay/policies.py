@@ -404,13 +404,35 @@ def _refuse_uncalled(sel: str, hits: list[tuple[str, str]],
             f"selector {sel!r} matches {named}, {_a(cls)}: a container with no forward of "
             f"its own (the script calls its submodules one by one), so a policy on it would "
             f"do nothing; select the modules around it that run instead{alt}")
+    raise PolicyError(uncalled_message(sel, paths, near))
+
+
+# Note [Modules run through another method]
+# A module's work need not run through its forward: normalizing flows run a flow layer
+# through its `inverse` when the model is fitted by maximum likelihood (normflows'
+# `NormalizingFlow.forward_kld` calls `flows[i].inverse(z)`; only the networks inside, called
+# as modules, are module calls), a VAE through `encode`/`decode`. No module hook sees such a
+# call, so the trace cannot tell where its work begins and ends, and a policy, which acts on
+# a module's forward, would act on nothing. predict said only "the script calls its
+# `.forward()` directly", and measure, whose wrapped forward never ran, said the modules
+# "never ran in the steps (the script's input never reaches them ...)", though they ran
+# every step. Both now say it in these words: measure where the part's modules' own
+# forwards never ran but their parameters were used (a gradient, or written by a step),
+# predict where modules inside them ran as calls or an op read their parameters.
+def uncalled_message(sel: str, paths: list[str], near: list[str]) -> str:
+    """One line: a selector whose modules' work ran, but never as a module call (Note
+    [Modules run through another method], Note [Modules whose forward is called
+    directly])."""
     alt = f"; modules around it that did run: {', '.join(near)}" if near else ""
-    raise PolicyError(
-        f"selector {sel!r} matches {named}, never called as a module: the script calls "
-        f"its `.forward()` directly (`self.{leaf}.forward(x)`) or, for a container (an "
-        f"nn.ModuleList), its submodules one by one; torch's module hooks, the trace's "
-        f"among them, see neither, so the trace cannot tell where its work begins and "
-        f"ends; call the module itself (`self.{leaf}(x)`){alt}")
+    leaf = paths[0].rsplit(".", 1)[-1]
+    return (f"selector {sel!r} matches {_listed(paths)}, never called as a module: the code "
+            f"runs its work through another of its methods (`{paths[0]}.inverse(x)`, "
+            f"`{paths[0]}.encode(x)`) "
+            f"or calls its `.forward()` directly (`self.{leaf}.forward(x)`) or, for a "
+            f"container (an nn.ModuleList), its submodules one by one; torch's module hooks, "
+            f"the trace's among them, see none of these, so the trace cannot tell where its "
+            f"work begins and ends, and a policy acts on a module's call; select modules "
+            f"inside it that run as calls, or call the module itself (`self.{leaf}(x)`){alt}")
 
 
 def _beside_the_model(selector: str, others: Iterable[str]) -> str:
