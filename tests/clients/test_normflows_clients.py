@@ -18,7 +18,7 @@ pytestmark = pytest.mark.clients
 THROUGH = "never called as a module: the code runs its work through another of its methods"
 
 
-def test_flow_layers_run_through_inverse_are_refused_alike_and_their_networks_exact():
+def test_flow_layers_run_through_inverse_refused_alike_their_networks_exact_and_planned():
     """RealNVP fitted by `forward_kld`: the coupling layers run through `inverse`, never as
     module calls. predict said the script calls their `.forward()` directly; measure said
     they "never ran in the steps (the script's input never reaches them ...)". Both now
@@ -26,15 +26,33 @@ def test_flow_layers_run_through_inverse_are_refused_alike_and_their_networks_ex
     inside each coupling, a module call, is predicted to the byte."""
     run = run_client("train_normflows.py", ["--mode", "realnvp", "--layers", "2", "--hidden",
                                             "8", "--batch", "32"],
-                     ["checkpoint:flows.*", "checkpoint:flows.*.flows.1.param_map"])
+                     ["checkpoint:flows.*", "checkpoint:flows.*.flows.1.param_map",
+                      "offload:flows.2.flows.1.param_map"])
     assert run.summary.steps_traced == 2
     assert run.ledger.peak_with_scratch() == run.allocator_peak
     p = run.policies["checkpoint:flows.*"]
     assert p.predicted is None and p.measured is None, p
     assert THROUGH in p.predict_refusal and THROUGH in p.measure_refusal, p
     assert "matches flows.0, flows.2, never" in p.predict_refusal
+    _plan_realnvp(run)
     p = run.policies["checkpoint:flows.*.flows.1.param_map"]
     assert p.predicted == p.measured == 23_472, p   # each frame holds a 5,056 B RNG state
+
+
+def _plan_realnvp(run) -> None:
+    """`plan` takes the networks inside the flow layers for its blocks (Note [Blocks inside
+    items that never run], replay/plan.py): its blocks were one MLP's own layers
+    (`flows.2.flows.1.param_map.net.0-4`), and at 4 layers, hidden 32, a 150 KiB budget it
+    said "no candidate fits; the lowest predicted peak is 164.5 KiB" while
+    `checkpoint:flows.*.flows.1.param_map` is predicted 120.8 KiB. Its pick is measured
+    as predicted."""
+    from memledger.replay.plan import plan
+
+    rep = plan(run.ledger, 10_000)
+    assert rep.blocks == ["flows.0.flows.1.param_map", "flows.2.flows.1.param_map"]
+    assert rep.fits and rep.policy == "offload:flows.2.flows.1.param_map", rep.policy
+    p = run.policies[rep.policy]
+    assert rep.predicted_peak_bytes == p.predicted == p.measured == 9_328, p
 
 
 def test_selective_over_actnorm_initialised_by_an_unread_sample_is_exact():
