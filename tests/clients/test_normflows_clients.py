@@ -44,8 +44,8 @@ def _plan_realnvp(run) -> None:
     items that never run], replay/plan.py): its blocks were one MLP's own layers
     (`flows.2.flows.1.param_map.net.0-4`), and at 4 layers, hidden 32, a 150 KiB budget it
     said "no candidate fits; the lowest predicted peak is 164.5 KiB" while
-    `checkpoint:flows.*.flows.1.param_map` is predicted 120.8 KiB. Its pick is measured
-    as predicted."""
+    `checkpoint:flows.*.flows.1.param_map` is predicted 120.8 KiB; here, at 10,000 B, no
+    fit (lowest 11,224 B). Its pick now fits and is measured as predicted."""
     from memledger.replay.plan import plan
 
     rep = plan(run.ledger, 10_000)
