@@ -272,7 +272,7 @@ def _select_calls(prep: Prepared, policy: Policy) -> _Calls:
         if other else ""
     regions = resolve(policy, prep.module_table, "the modules the traced forward called are",
                       after, others=prep.other_roots, uncalled=prep.param_modules,
-                      idle=prep.idle_modules,
+                      idle=prep.idle_modules, classes=prep.classes,
                       containers=prep.containers, moved=prep.model_moved) \
         if policy.parts else []
     by_path = {r.path: r.part for r in regions}

@@ -249,7 +249,8 @@ def resolve(policy: Policy, modules: Iterable[tuple[str, str]],
             known: str = "the model's modules are", after: str = "",
             others: Iterable[str] = (), uncalled: Iterable[str] = (),
             containers: dict[str, str] | None = None,
-            idle: Iterable[str] = (), moved: bool = False) -> list[Region]:
+            idle: Iterable[str] = (), moved: bool = False,
+            classes: dict[str, str] | None = None) -> list[Region]:
     """The regions a policy selects among (path, class name) pairs, in model order.
 
     Raises PolicyError when a selector matches nothing (listing the module names, then
@@ -260,6 +261,8 @@ def resolve(policy: Policy, modules: Iterable[tuple[str, str]],
     no forward of their own, which a policy never selects (Note [Containers]). `idle`:
     those of `uncalled` no op read in the traced steps (Note [Modules that never ran]).
     `moved`: the first optimizer step named the model (Note [The model], trace/roots.py).
+    `classes` (path -> class name): of `uncalled`, for a `@Class` selector (Note [Modules
+    run through another method]).
     """
     containers = containers or {}
     modules = list(dict.fromkeys(modules))
@@ -273,9 +276,10 @@ def resolve(policy: Policy, modules: Iterable[tuple[str, str]],
         sel = _through_wrappers(part.selector)
         hits = _selected(sel, mods)
         if not hits:
-            _refuse_uncalled(sel, _selected(sel, [(p, containers.get(p, ""))
+            _refuse_uncalled(sel, _selected(sel, [(p, containers.get(p) or
+                                                   (classes or {}).get(p, ""))
                                                   for p in dict.fromkeys(uncalled)]), mods,
-                             set(idle))
+                             set(idle), containers)
             beside = _beside_the_model(sel, others)
             if beside:
                 model = f" ({_a(root)}: {MODEL_MOVED if moved else MODEL_FIRST})" \
@@ -383,7 +387,8 @@ def _listed(paths: list[str]) -> str:
 
 
 def _refuse_uncalled(sel: str, hits: list[tuple[str, str]],
-                     ran: list[tuple[str, str]], idle: set[str] = frozenset()) -> None:
+                     ran: list[tuple[str, str]], idle: set[str] = frozenset(),
+                     containers: dict[str, str] | None = None) -> None:
     if not hits:
         return
     paths = [p for p, _ in hits]
@@ -397,8 +402,7 @@ def _refuse_uncalled(sel: str, hits: list[tuple[str, str]],
     inner = sorted((p for p in ran_names if p.startswith(first + ".")),
                    key=lambda p: (p.count("."), p))
     near = ([outer] if outer else []) + inner[:3]
-    leaf = first.rsplit(".", 1)[-1]
-    if cls:
+    if first in (containers or {}):
         alt = f": {', '.join(near)}" if near else ""
         raise PolicyError(
             f"selector {sel!r} matches {named}, {_a(cls)}: a container with no forward of "

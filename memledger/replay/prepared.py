@@ -164,6 +164,7 @@ class Prepared:
     last_use: np.ndarray = None   # int64 event of the storage's last use (any phase)
     made_mod: np.ndarray = None   # object: the module that made the storage ("" = none)
     param_modules: tuple[str, ...] = ()   # every module path a parameter's name implies
+    classes: dict = None                  # path -> class of the model's modules with parameters
     idle_modules: tuple[str, ...] = ()    # of those, ones no op read in the traced steps
     containers: dict[str, str] = field(default_factory=dict)   # Note [Containers]: path -> class
 
@@ -273,6 +274,7 @@ class Prepared:
             param_modules=(params := _param_modules(st, others)),
             idle_modules=_idle_modules(st, params),
             containers=_containers(led),
+            classes=_classes(led),
             compiled=compiled_regions(led),
             scope_model=model_calls(sc["mod"].to_numpy(dtype=object),
                                     sc["ev0"].to_numpy(dtype=np.int64), led),
@@ -441,6 +443,18 @@ def _containers(led: Ledger) -> dict[str, str]:
     start = max((int(r["ev"]) for r in led.extra.get("model", [])), default=0)
     return {str(r["mod"]): str(r["cls"]) for r in led.extra.get("container", [])
             if int(r.get("ev", 0)) >= start}
+
+
+def _classes(led: Ledger) -> dict[str, str]:
+    """The class of each module of the model that holds parameters (the latest `classes`
+    record since the model was last renamed; older ledgers: none), for a `@Class` selector
+    over modules that never ran as calls (Note [Modules run through another method])."""
+    start = max((int(r["ev"]) for r in led.extra.get("model", [])), default=0)
+    out: dict[str, str] = {}
+    for r in led.extra.get("classes", []):
+        if int(r.get("ev", 0)) >= start:
+            out = {str(k): str(v) for k, v in r["cls"].items()}
+    return out
 
 
 def model_calls(mods: np.ndarray, ev0: np.ndarray, led: Ledger) -> np.ndarray:

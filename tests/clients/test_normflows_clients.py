@@ -84,14 +84,17 @@ def test_residual_flow_log_det_series_is_measured_not_predicted():
     replay/engine.py): predict refuses it in one line, measure and compare run it."""
     led = ledger_pass("train_normflows.py", ["--mode", "residual", "--layers", "1",
                                              "--hidden", "16", "--batch", "32"], steps=1)
-    from memledger.errors import NotPredicted
+    from memledger.errors import NotPredicted, PolicyError
     from memledger.replay.policies import parse_policy
     from memledger.replay.predict import predict
 
     with pytest.raises(NotPredicted, match="whose saves 7 backward passes read"):
         predict(led, [parse_policy("checkpoint:flows.0.iresblock.nnet")])
-    # ActNorm, beside it, runs through `inverse` too; the trace names no call of it
+    # ActNorm, beside it, runs through `inverse` too: no call of it; by its class too
+    # (a `classes` record: "matches no module" before, listing the modules that ran)
     assert predicted_peak(led, "offload:flows.1") is None
+    with pytest.raises(PolicyError, match="'@ActNorm' matches flows.1, " + THROUGH[:20]):
+        predict(led, [parse_policy("offload:@ActNorm")])
 
 
 def test_fake_spline_flow_ends_and_matches_the_real_ledger():
