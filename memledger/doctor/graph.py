@@ -90,8 +90,14 @@ def _cut_finding(run: Run, key: tuple, g: dict) -> Finding:
                "autograd.Function whose backward returns None for them, or a hook that drops "
                "it; return their gradient, or freeze them")
     elif key[0] == "not_run":
-        msg = (f"{head}: their modules did not run in that step; if that is intended "
-               "(a branch not taken) ignore this, else call them in the forward")
+        # a module run through another method or a direct `.forward()` is no module call
+        # either (Note [Modules run through another method], replay/policies.py): its
+        # parameters read as Python numbers (`.item()`) look the same
+        msg = (f"{head}: their modules did not run in that step, or not as module calls "
+               "(through another method or a direct `.forward()`, with the parameters read "
+               "outside the graph, as `.item()` reads them); if that is intended (a branch "
+               "not taken, a setting kept as a parameter) ignore this, else call them in "
+               "the forward")
     else:
         msg = (f"{head}: their modules ran but the output never reached the loss; use it in "
                "the loss, or set requires_grad=False and leave them out of the optimizer")

@@ -91,7 +91,9 @@ keep it, and checkpoint and selective refuse to re-run a buffer's writer;
 Notes [Written in place in forward] in trace/collector.py, [State a re-run writes again]
 in replay/stateful.py) and `container` (`mod`, `cls`, `ev`: a module of the model with no
 forward of its own, an nn.ModuleList or nn.ModuleDict, which no policy selects; Note
-[Containers] in replay/policies.py) and `scalars` (`device`,
+[Containers] in replay/policies.py) and `classes` (`cls`, `ev`: path -> class name of the
+model's modules that hold parameters, for a `@Class` selector over modules that never run
+as calls; Note [Modules run through another method] in replay/policies.py) and `scalars` (`device`,
 `ev`, `bytes`: lists, one entry per op that was handed Python numbers for Tensor
 arguments, the bytes of their 0-dim wrapped tensors and casts, transient at that op; a
 number autograd saved is a storage of its own instead, op `(wrapped number)`; Note

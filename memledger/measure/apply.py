@@ -72,6 +72,7 @@ from memledger.replay.policies import (
     Region,
     idle_modules_message,
     resolve,
+    uncalled_message,
 )
 from memledger.replay.script_checkpoint import nested_checkpoint_message, offload_inside_message
 from memledger.replay.scripted import refuse_scripted_regions
@@ -110,6 +111,9 @@ class PolicyHandle:
     forwards: dict[str, "_RegionForward"] = field(default_factory=dict)   # path -> its forward
     offloaders: list[Offloader] = field(default_factory=list)
     hooks: list[Any] = field(default_factory=list)   # the nesting guards' pre-hooks
+    # path -> (parameter, its version) when the policy went on, for `idle_part` (Note
+    # [Modules run through another method], replay/policies.py)
+    versions: dict[str, list[tuple[weakref.ref, int]]] = field(default_factory=dict)
 
     @property
     def model(self) -> nn.Module | None:
@@ -129,14 +133,28 @@ class PolicyHandle:
             o.close()
         self.offloaders.clear()
 
-    def idle_part(self) -> tuple[str, list[str]] | None:
-        """(selector, paths) of the first policy part none of whose modules ran yet (Note
-        [Modules that never ran], replay/policies.py); None when each part's did."""
+    def idle_part(self) -> PolicyError | None:
+        """The refusal of the first policy part none of whose modules' forwards ran yet:
+        they never ran (Note [Modules that never ran], replay/policies.py), or their
+        parameters were used all the same, by code that runs them through another method
+        (Note [Modules run through another method]); None when each part's forwards did."""
         for part in self.policy.parts:
             paths = [r.path for r in self.regions if r.part is part]
             if paths and not any(self.forwards[p].ran for p in paths if p in self.forwards):
-                return part.selector, paths
+                used = [p for p in paths if self._used(p)]
+                if used:
+                    return PolicyError(uncalled_message(part.selector, used, []))
+                return PolicyError(idle_modules_message(part.selector, paths))
         return None
+
+    def _used(self, path: str) -> bool:
+        """Whether a parameter of the module at `path` got a gradient or was written (by an
+        optimizer step) since the policy went on."""
+        for ref, version in self.versions.get(path, ()):
+            p = ref()
+            if p is not None and (p.grad is not None or p._version != version):
+                return True
+        return False
 
     def __enter__(self) -> "PolicyHandle":
         return self
@@ -210,6 +228,7 @@ def apply_policy(model: nn.Module, policy: Policy, offload_dir: str | None = Non
         else:  # pragma: no cover - resolve never yields NONE regions
             continue
         mod.forward = _RegionForward(wrapped, orig)   # shadows the class's forward
+        handle.versions[r.path] = [(weakref.ref(p), p._version) for p in mod.parameters()]
         handle.modules[r.path] = weakref.ref(mod)
         handle.forwards[r.path] = mod.forward
     handle.offloaders = list(offloaders.values())
@@ -882,7 +901,7 @@ class PolicyInstaller:
         if self.applied is not None:
             if self.error is None and self._roots.decided and \
                     (idle := self.applied.idle_part()) is not None:
-                self.error = PolicyError(idle_modules_message(*idle))
+                self.error = idle
             self.applied.remove()
 
 

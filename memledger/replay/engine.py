@@ -168,6 +168,7 @@ from memledger.replay.script_checkpoint import refuse_around_script_checkpoints
 from memledger.replay.scripted import refuse_scripted_regions
 from memledger.replay.stateful import (
     graph_reads_message,
+    passes_read_message,
     refuse_recompute_of_stateful,
     rerun_per_pass_message,
     selective_mutated_message,
@@ -316,8 +317,8 @@ def _resolved(prep: Prepared, policy: Policy) -> list:
         if other else ""
     return resolve(policy, prep.module_table, "the modules the traced forward called are",
                    after, others=prep.other_roots, uncalled=prep.param_modules,
-                   idle=prep.idle_modules, containers=prep.containers,
-                   moved=prep.model_moved)
+                   idle=prep.idle_modules, classes=prep.classes,
+                   containers=prep.containers, moved=prep.model_moved)
 
 
 def _selected_rows(prep: Prepared, paths: dict[str, int]) -> tuple[np.ndarray, np.ndarray]:
@@ -575,17 +576,41 @@ def _refuse_graph_reads(prep: Prepared, calls: _Calls, own: _Owners, policy: Pol
     if prep.graph_reads is None:
         return
     unpriced = (prep.graph_reads >= 2) | (prep.graph_reads < 0)
-    if not unpriced.any():
+    # Note [Read by three backward passes or more]
+    many = prep.passes_read >= 3 if prep.passes_read is not None else \
+        np.zeros(len(unpriced), dtype=bool)
+    if not (unpriced | many).any():
         return
-    read = unpriced & ~np.isin(prep.cat, MODEL_STATE)
+    read = (unpriced | many) & ~np.isin(prep.cat, MODEL_STATE)
     for owner in (own.first_save, own.last_save):
         hit = read & (calls.at(calls.kind, owner) != Kind.NONE)
         if hit.any():
             i = int(np.flatnonzero(hit)[0])
             k = int(owner[i])
+            offload = calls.kind[k] == Kind.OFFLOAD
+            if not unpriced[i]:
+                raise NotPredicted(passes_read_message(policy.text(), str(calls.mods[k]),
+                                                       offload, int(prep.passes_read[i])))
             raise NotPredicted(graph_reads_message(policy.text(), str(calls.mods[k]),
-                                                   calls.kind[k] == Kind.OFFLOAD,
-                                                   bool(prep.graph_reads[i] < 0)))
+                                                   offload, bool(prep.graph_reads[i] < 0)))
+
+
+# Note [Read by three backward passes or more]
+# A save read by one backward pass, or by two (`retain_graph=True`, a gradient penalty's
+# `autograd.grad` then the loss's backward, MAML's inner step), is priced: the replay holds
+# a re-run's or read-back's copies from the first pass's read to the second's. A residual
+# flow's log-det estimator (Chen et al.'s `MemoryEfficientLogDetEstimator`, as normflows'
+# `Residual(reduce_memory=True)` runs it) takes a power series of vector-Jacobian products
+# inside its forward: `autograd.grad(g, x, v, retain_graph=True)` once per term, one more
+# with `create_graph=True`, a gradient of that, and the outer backward's
+# `autograd.grad(g, ...)` again: each save of its network read by six or seven passes.
+# torch's checkpoint re-runs the region once per pass (a frame per graph task), which the
+# replay does not model: `checkpoint:flows.*.iresblock.nnet` was predicted 325,704 B
+# against 292,984 B measured, `offload:` 315,520 against 244,460
+# (tests/clients/train_normflows.py --mode residual --layers 2). So a policy on a call one
+# of whose saves (model state aside) three passes or more read is NotPredicted: `predict`
+# refuses it in one line, `measure` runs it and `compare` measures and judges it, as for a
+# save two graph-building passes read.
 
 
 def _refuse_selective_mutated(prep: Prepared, calls: _Calls, own: _Owners, policy: Policy,
@@ -612,20 +637,20 @@ def _refuse_selective_mutated(prep: Prepared, calls: _Calls, own: _Owners, polic
         raise PolicyError(selective_mutated_message(policy.text(), str(calls.mods[k])))
 
 
-def _refuse_rewritten_state(prep: Prepared, calls: _Calls,
-                            packs: tuple[np.ndarray, np.ndarray], policy: Policy) -> None:
-    """Note [State a re-run writes again] (replay/stateful.py): a re-run call whose forward
-    wrote a buffer in place before its last pack (torch's early stop ends the re-run
-    there), unless the write was a training BatchNorm's (its innermost call carries
-    `stats`). Refused by the last such call, as backward re-runs it first (measure meets
-    it as that re-run starts), naming its first such buffer."""
+def _refuse_rewritten_state(prep: Prepared, calls: _Calls, stop: np.ndarray,
+                            read: np.ndarray, policy: Policy) -> None:
+    """Note [State a re-run writes again] (replay/stateful.py): a re-run call (`read`: a
+    backward unpacked one of its saves, Note [A call no backward reads is never re-run])
+    whose forward wrote a buffer in place before its last pack (`stop`: torch's early stop
+    ends the re-run there), unless the write was a training BatchNorm's (its innermost
+    call carries `stats`). Refused by the last such call, as backward re-runs it first
+    (measure meets it as that re-run starts), naming its first such buffer."""
     if not prep.state_writes or not len(calls) or not _is_recomputed(calls.kind).any():
         return
-    saves, stop = packs
     bad = []
     for ev, name in prep.state_writes:
         k = int(which_call(calls.ev0, calls.ev1, np.array([ev]), prep.n_events)[0])
-        if k < 0 or not _is_recomputed(calls.kind[k:k + 1])[0] or not saves[k] or \
+        if k < 0 or not _is_recomputed(calls.kind[k:k + 1])[0] or not read[k] or \
                 ev >= stop[k] or _in_batchnorm(prep, ev):
             continue
         bad.append((k, name))
@@ -644,7 +669,34 @@ def _in_batchnorm(prep: Prepared, ev: int) -> bool:
         bool(prep.scope_stats[inside[np.argmax(prep.scope_ev0[inside])]] > 0)
 
 
-def _refuse_selective_reused(prep: Prepared, calls: _Calls, saves: np.ndarray,
+# Note [A call no backward reads is never re-run]
+# torch's checkpoint re-runs a region when backward unpacks one of its saves, not when the
+# region saves: a call whose graph is dropped unread (a `sample()` under gradients before
+# training, as normflows' notebooks run one to initialise ActNorm from data) is never
+# re-run, whatever it did. ActNorm's first call is that sample and makes its buffer
+# (`data_dep_init_done`); the training calls reuse it. predict refused `selective:flows.*`
+# for that first call ("a cache filled on the first call") while measure ran it
+# (tests/clients/train_normflows.py --mode reverse: 372,012 B). So a refusal that rests on
+# a call's re-run asks whether a backward read one of the call's saves (its `saved`
+# records' unpacks; older ledgers without them: its storages' first unpack, model state
+# aside, as every call saves the weights it reads).
+def _read_back(prep: Prepared, calls: _Calls, own: _Owners) -> np.ndarray:
+    """Per selected call: True where a backward unpacked one of its saves (it is re-run)."""
+    m = len(calls)
+    read = np.zeros(m, dtype=bool)
+    if not m:
+        return read
+    if prep.pack_ev is not None and len(prep.pack_ev) and prep.pack_unpack is not None:
+        k = _pack_call(prep, calls)
+        read[k[(k >= 0) & (prep.pack_unpack >= 0)]] = True
+        return read
+    act = (prep.unpack >= 0) & ~np.isin(prep.cat, MODEL_STATE)
+    for owner in (own.first_save, own.last_save):
+        read[owner[act & (owner >= 0)]] = True
+    return read
+
+
+def _refuse_selective_reused(prep: Prepared, calls: _Calls, read: np.ndarray,
                              policy: Policy) -> None:
     """Note [A buffer a call makes and later calls reuse] (trace/collector.py): a selective
     call inside which a module made a buffer that its later calls reused (they made none,
@@ -656,10 +708,10 @@ def _refuse_selective_reused(prep: Prepared, calls: _Calls, saves: np.ndarray,
     which starts from zeros on another path: `self.x_min + x_min`): its re-run reads the
     buffer its forward left, as its next call does, so where that next call ran other ops
     (`_ops_differ`) the re-run would too (`selective:ibert.encoder.layer.*` was predicted
-    while measure met `aten.mul.Tensor` in step 1's re-run). Only a call that saved
-    something is re-run: peft's LoRA finds no `nn.Linear` in I-BERT's layers (they are
-    `QuantLinear`s), so no backward goes through them, and predict refused what measure
-    ran."""
+    while measure met `aten.mul.Tensor` in step 1's re-run). Only a call whose saves a
+    backward read is re-run (Note [A call no backward reads is never re-run]): peft's LoRA
+    finds no `nn.Linear` in I-BERT's layers (they are `QuantLinear`s), so no backward goes
+    through them, and predict refused what measure ran."""
     if not prep.kept or not (calls.kind == Kind.SELECTIVE).any():
         return
     made = {}
@@ -677,7 +729,7 @@ def _refuse_selective_reused(prep: Prepared, calls: _Calls, saves: np.ndarray,
                 continue
             k = int(np.searchsorted(calls.ev0, ev0, side="right")) - 1
             if k < 0 or ev0 >= calls.ev1[k] or calls.kind[k] != Kind.SELECTIVE or \
-                    not saves[k]:
+                    not read[k]:   # Note [A call no backward reads is never re-run]
                 continue
             if reused and ev0 < min(reused):   # the cache's first fill
                 bad.append((k, mod, False))
@@ -2051,8 +2103,9 @@ def replay(prep: Prepared, policy: Policy, rng_bytes: int = CPU_RNG_STATE_BYTES,
     _refuse_graph_reads(prep, calls, own, policy)
     packs = _packs_per_call(prep, calls, own)   # (saves, one past the last pack) per call
     _refuse_selective_mutated(prep, calls, own, policy, in_save_list, packs)
-    _refuse_rewritten_state(prep, calls, packs, policy)
-    _refuse_selective_reused(prep, calls, packs[0], policy)
+    read = _read_back(prep, calls, own)   # per call: re-run by a backward
+    _refuse_rewritten_state(prep, calls, packs[1], read, policy)
+    _refuse_selective_reused(prep, calls, read, policy)
     _refuse_selective_recast(prep, calls, own, policy)
     off = _offloaded(prep, calls, own)
     seg = _segments(prep, calls, dropped, own)

@@ -249,7 +249,8 @@ def resolve(policy: Policy, modules: Iterable[tuple[str, str]],
             known: str = "the model's modules are", after: str = "",
             others: Iterable[str] = (), uncalled: Iterable[str] = (),
             containers: dict[str, str] | None = None,
-            idle: Iterable[str] = (), moved: bool = False) -> list[Region]:
+            idle: Iterable[str] = (), moved: bool = False,
+            classes: dict[str, str] | None = None) -> list[Region]:
     """The regions a policy selects among (path, class name) pairs, in model order.
 
     Raises PolicyError when a selector matches nothing (listing the module names, then
@@ -260,6 +261,8 @@ def resolve(policy: Policy, modules: Iterable[tuple[str, str]],
     no forward of their own, which a policy never selects (Note [Containers]). `idle`:
     those of `uncalled` no op read in the traced steps (Note [Modules that never ran]).
     `moved`: the first optimizer step named the model (Note [The model], trace/roots.py).
+    `classes` (path -> class name): of `uncalled`, for a `@Class` selector (Note [Modules
+    run through another method]).
     """
     containers = containers or {}
     modules = list(dict.fromkeys(modules))
@@ -273,9 +276,10 @@ def resolve(policy: Policy, modules: Iterable[tuple[str, str]],
         sel = _through_wrappers(part.selector)
         hits = _selected(sel, mods)
         if not hits:
-            _refuse_uncalled(sel, _selected(sel, [(p, containers.get(p, ""))
+            _refuse_uncalled(sel, _selected(sel, [(p, containers.get(p) or
+                                                   (classes or {}).get(p, ""))
                                                   for p in dict.fromkeys(uncalled)]), mods,
-                             set(idle))
+                             set(idle), containers)
             beside = _beside_the_model(sel, others)
             if beside:
                 model = f" ({_a(root)}: {MODEL_MOVED if moved else MODEL_FIRST})" \
@@ -383,7 +387,8 @@ def _listed(paths: list[str]) -> str:
 
 
 def _refuse_uncalled(sel: str, hits: list[tuple[str, str]],
-                     ran: list[tuple[str, str]], idle: set[str] = frozenset()) -> None:
+                     ran: list[tuple[str, str]], idle: set[str] = frozenset(),
+                     containers: dict[str, str] | None = None) -> None:
     if not hits:
         return
     paths = [p for p, _ in hits]
@@ -397,20 +402,41 @@ def _refuse_uncalled(sel: str, hits: list[tuple[str, str]],
     inner = sorted((p for p in ran_names if p.startswith(first + ".")),
                    key=lambda p: (p.count("."), p))
     near = ([outer] if outer else []) + inner[:3]
-    leaf = first.rsplit(".", 1)[-1]
-    if cls:
+    if first in (containers or {}):
         alt = f": {', '.join(near)}" if near else ""
         raise PolicyError(
             f"selector {sel!r} matches {named}, {_a(cls)}: a container with no forward of "
             f"its own (the script calls its submodules one by one), so a policy on it would "
             f"do nothing; select the modules around it that run instead{alt}")
+    raise PolicyError(uncalled_message(sel, paths, near))
+
+
+# Note [Modules run through another method]
+# A module's work need not run through its forward: normalizing flows run a flow layer
+# through its `inverse` when the model is fitted by maximum likelihood (normflows'
+# `NormalizingFlow.forward_kld` calls `flows[i].inverse(z)`; only the networks inside, called
+# as modules, are module calls), a VAE through `encode`/`decode`. No module hook sees such a
+# call, so the trace cannot tell where its work begins and ends, and a policy, which acts on
+# a module's forward, would act on nothing. predict said only "the script calls its
+# `.forward()` directly", and measure, whose wrapped forward never ran, said the modules
+# "never ran in the steps (the script's input never reaches them ...)", though they ran
+# every step. Both now say it in these words: measure where the part's modules' own
+# forwards never ran but their parameters were used (a gradient, or written by a step),
+# predict where modules inside them ran as calls or an op read their parameters.
+def uncalled_message(sel: str, paths: list[str], near: list[str]) -> str:
+    """One line: a selector whose modules' work ran, but never as a module call (Note
+    [Modules run through another method], Note [Modules whose forward is called
+    directly])."""
     alt = f"; modules around it that did run: {', '.join(near)}" if near else ""
-    raise PolicyError(
-        f"selector {sel!r} matches {named}, never called as a module: the script calls "
-        f"its `.forward()` directly (`self.{leaf}.forward(x)`) or, for a container (an "
-        f"nn.ModuleList), its submodules one by one; torch's module hooks, the trace's "
-        f"among them, see neither, so the trace cannot tell where its work begins and "
-        f"ends; call the module itself (`self.{leaf}(x)`){alt}")
+    leaf = paths[0].rsplit(".", 1)[-1]
+    return (f"selector {sel!r} matches {_listed(paths)}, never called as a module: the code "
+            f"runs its work through another of its methods (`{paths[0]}.inverse(x)`, "
+            f"`{paths[0]}.encode(x)`) "
+            f"or calls its `.forward()` directly (`self.{leaf}.forward(x)`) or, for a "
+            f"container (an nn.ModuleList), its submodules one by one; torch's module hooks, "
+            f"the trace's among them, see none of these, so the trace cannot tell where its "
+            f"work begins and ends, and a policy acts on a module's call; select modules "
+            f"inside it that run as calls, or call the module itself (`self.{leaf}(x)`){alt}")
 
 
 def _beside_the_model(selector: str, others: Iterable[str]) -> str:

@@ -131,6 +131,9 @@ class Prepared:
     # [Read by a backward that builds a graph] in trace/collector.py); -1: one that wrote
     # the gradients too (`loss.backward(create_graph=True)`: `.grad` holds its graph)
     graph_reads: np.ndarray = None
+    # int64 per storage: the most backward passes of any kind that read one save of it (Note
+    # [Read by three backward passes or more], replay/engine.py)
+    passes_read: np.ndarray = None
     pass1_end: np.ndarray = None  # int64 read twice: when the first pass's reader returned
     pass2: np.ndarray = None      # int64 read twice: the second pass's first unpack (-1: no)
     # int64 per storage (-1: none): a sparse gradient kept it from `lent_ev` to `lent_until`
@@ -164,6 +167,7 @@ class Prepared:
     last_use: np.ndarray = None   # int64 event of the storage's last use (any phase)
     made_mod: np.ndarray = None   # object: the module that made the storage ("" = none)
     param_modules: tuple[str, ...] = ()   # every module path a parameter's name implies
+    classes: dict = None                  # path -> class of the model's modules with parameters
     idle_modules: tuple[str, ...] = ()    # of those, ones no op read in the traced steps
     containers: dict[str, str] = field(default_factory=dict)   # Note [Containers]: path -> class
 
@@ -274,12 +278,14 @@ class Prepared:
             param_modules=(params := _param_modules(st, others)),
             idle_modules=_idle_modules(st, params),
             containers=_containers(led),
+            classes=_classes(led),
             compiled=compiled_regions(led),
             scope_model=model_calls(sc["mod"].to_numpy(dtype=object),
                                     sc["ev0"].to_numpy(dtype=np.int64), led),
             saves=_column(st, "saves", 0),
             unpacks=_column(st, "unpacks", 0),
             graph_reads=_graph_reads(led, st, n),
+            passes_read=_passes_read(led, st, n),
             pass1_end=_column(st, "unpack_pass1_end_ev", -1),
             pass2=_column(st, "unpack_pass2_ev", -1),
             timings=match_timings(timing_record(led), sc, led.steps, n,
@@ -473,6 +479,18 @@ def _containers(led: Ledger) -> dict[str, str]:
             if int(r.get("ev", 0)) >= start}
 
 
+def _classes(led: Ledger) -> dict[str, str]:
+    """The class of each module of the model that holds parameters (the latest `classes`
+    record since the model was last renamed; older ledgers: none), for a `@Class` selector
+    over modules that never ran as calls (Note [Modules run through another method])."""
+    start = max((int(r["ev"]) for r in led.extra.get("model", [])), default=0)
+    out: dict[str, str] = {}
+    for r in led.extra.get("classes", []):
+        if int(r.get("ev", 0)) >= start:
+            out = {str(k): str(v) for k, v in r["cls"].items()}
+    return out
+
+
 def model_calls(mods: np.ndarray, ev0: np.ndarray, led: Ledger) -> np.ndarray:
     """Per module call (path, first event): a call of the model's, the only module a
     policy acts on (Note [The model] in trace/roots.py): not another top-level module's,
@@ -514,6 +532,25 @@ def _graph_reads(led: Ledger, st: pd.DataFrame, n: int) -> np.ndarray:
     held = per[per["p"].isin(grad_passes)]["sid"].unique()
     rows = pd.Index(st.index).get_indexer(held)
     out[rows[rows >= 0]] = -1
+    return out
+
+
+def _passes_read(led: Ledger, st: pd.DataFrame, n: int) -> np.ndarray:
+    """Per storage: the most backward passes (graph-building or not) that read one save of
+    it (Note [Read by three backward passes or more], replay/engine.py); 0 where none, or
+    in ledgers without unpack records."""
+    out = np.zeros(len(st), dtype=np.int64)
+    up = led.unpacks
+    if up is None or not len(up) or "sev" not in up:
+        return out
+    starts = _backward_spans(led.phases, n)["phase_bw_start"]
+    passes = np.searchsorted(starts, up["ev"].to_numpy(dtype=np.int64), side="right")
+    per = pd.DataFrame({"sid": up["sid"].to_numpy(), "sev": up["sev"].to_numpy(),
+                        "p": passes}).drop_duplicates()
+    counts = per.groupby(["sid", "sev"]).size().groupby(level=0).max()
+    rows = pd.Index(st.index).get_indexer(counts.index)
+    ok = rows >= 0
+    out[rows[ok]] = counts.to_numpy(dtype=np.int64)[ok]
     return out
 
 

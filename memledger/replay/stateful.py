@@ -90,6 +90,18 @@ def stateful_message(policy_text: str, module: str, obj: str) -> str:
             "offload that module instead")
 
 
+def passes_read_message(policy_text: str, module: str, offload: bool, passes: int) -> str:
+    """One line: a region one of whose saves three backward passes or more read (Note [Read
+    by three backward passes or more] in replay/engine.py); predict refuses, measure runs."""
+    how = "offload" if offload else "re-run"
+    return (f"{policy_text} would {how} {module}, whose saves {passes} backward passes read "
+            "(`torch.autograd.grad(..., retain_graph=True)` taken again and again through "
+            "it: a power series of vector-Jacobian products, as a residual flow's log-det "
+            "estimator takes inside its forward), and each pass makes its own re-made or "
+            "read-back copies, which the replay does not price past two; `memledger "
+            "measure` runs it, and `memledger compare` measures and judges it")
+
+
 def graph_reads_message(policy_text: str, module: str, offload: bool, grads: bool) -> str:
     """One line: a region whose saves two graph-building backward passes read, or one that
     also wrote the gradients (Note [Read by a backward that builds a graph] in

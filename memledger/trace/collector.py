@@ -120,6 +120,7 @@ from memledger.trace.roots import (
     ByModule,
     RootNames,
     containers,
+    named_modules,
     paths_under,
     plain_name,
     script_modules,
@@ -1872,6 +1873,13 @@ class Collector(ShardingMixin, TorchDispatchMode):
         predict to say why a policy cannot select it (Note [Containers], replay/policies.py)."""
         for path, cls in containers(model).items():
             self.sink.write({"k": "container", "mod": path, "cls": cls, "ev": self._ev})
+        # Note [Modules run through another method] (replay/policies.py): a module that
+        # never runs as a call is known to predict by its parameters' names alone; its class
+        # lets `@Class` find it too
+        held = {name: type(m).__name__ for name, m in named_modules(model)
+                if name and next(m.parameters(), None) is not None}
+        if held:
+            self.sink.write({"k": "classes", "cls": held, "ev": self._ev})
 
     def _note_compiled(self, root: torch.nn.Module, prefix: str) -> None:
         """A `compiled` record per torch.compile'd module under a new root, with its backend:

@@ -91,12 +91,15 @@ def test_a_module_whose_forward_is_called_directly_is_named_with_the_reason():
     with pytest.raises(PolicyError) as err:
         predict(led, [parse_policy("checkpoint:feed_forward")])
     assert str(err.value) == (
-        "memledger: selector 'feed_forward' matches feed_forward, never called as a module: the script "
-        "calls its `.forward()` directly (`self.feed_forward.forward(x)`) or, for a "
-        "container (an nn.ModuleList), its submodules one by one; torch's module hooks, the "
-        "trace's among them, see neither, so the trace cannot tell where its work begins "
-        "and ends; call the module itself (`self.feed_forward(x)`); modules around it that "
-        "did run: feed_forward.0, feed_forward.1, feed_forward.2")
+        "memledger: selector 'feed_forward' matches feed_forward, never called as a module: the "
+        "code runs its work through another of its methods (`feed_forward.inverse(x)`, "
+        "`feed_forward.encode(x)`) or calls its `.forward()` directly "
+        "(`self.feed_forward.forward(x)`) or, for a container (an nn.ModuleList), its "
+        "submodules one by one; torch's module hooks, the trace's among them, see none of "
+        "these, so the trace cannot tell where its work begins and ends, and a policy acts "
+        "on a module's call; select modules inside it that run as calls, or call the module "
+        "itself (`self.feed_forward(x)`); modules around it that did run: feed_forward.0, "
+        "feed_forward.1, feed_forward.2")
     # a selector that matches nothing at all still lists what ran
     with pytest.raises(PolicyError, match=r"'nothere' matches no module; the modules"):
         predict(led, [parse_policy("checkpoint:nothere")])
