@@ -816,11 +816,13 @@ class _Segments:
 
     def pos_c(self, e: np.ndarray) -> np.ndarray:
         """Where an event that creates lands: after the segments inserted at it."""
-        return e + self.shift[np.clip(e, 0, self.n + 1)]
+        # np.minimum/np.maximum, not np.clip: a third of the cost on small arrays, and a
+        # replay asks this a dozen times
+        return e + self.shift[np.minimum(np.maximum(e, 0), self.n + 1)]
 
     def pos_f(self, e: np.ndarray) -> np.ndarray:
         """Where a free lands: before a segment inserted at the same event."""
-        return e + np.where(e > 0, self.shift[np.clip(e - 1, 0, self.n + 1)], 0)
+        return e + np.where(e > 0, self.shift[np.minimum(np.maximum(e - 1, 0), self.n + 1)], 0)
 
     @property
     def total(self) -> int:
