@@ -509,20 +509,13 @@ def _graph_reads(led: Ledger, st: pd.DataFrame, n: int) -> np.ndarray:
     one save of it in (Note [Read by a backward that builds a graph] in trace/collector.py).
     Per save (its event, `sev`), not per storage: a batch the script keeps and trains on
     step after step is saved again in each step's forward and read by that step's pass."""
-    out = np.zeros(len(st), dtype=np.int64)
     up = led.unpacks
     if up is None or not len(up) or "g" not in up or not (up["g"] == 1).any():
-        return out
-    up = up[up["g"] == 1]
+        return np.zeros(len(st), dtype=np.int64)
     spans = _backward_spans(led.phases, n)
     starts = spans["phase_bw_start"]
-    passes = np.searchsorted(starts, up["ev"].to_numpy(dtype=np.int64), side="right")
-    per = pd.DataFrame({"sid": up["sid"].to_numpy(), "sev": up["sev"].to_numpy(),
-                        "p": passes}).drop_duplicates()
-    counts = per.groupby(["sid", "sev"]).size().groupby(level=0).max()
-    rows = pd.Index(st.index).get_indexer(counts.index)
-    ok = rows >= 0
-    out[rows[ok]] = counts.to_numpy(dtype=np.int64)[ok]
+    per = _reads_by_pass(up[up["g"] == 1], starts)
+    out = _most_passes(st, per)
     # a graph-building pass that made the gradients: `.grad` keeps its graph, and what it
     # read back, past the optimizer step (AdaHessian's `loss.backward(create_graph=True)`)
     made = st["created"].to_numpy(dtype=np.int64)[(st["category"] == "gradient").to_numpy()]
@@ -539,14 +532,23 @@ def _passes_read(led: Ledger, st: pd.DataFrame, n: int) -> np.ndarray:
     """Per storage: the most backward passes (graph-building or not) that read one save of
     it (Note [Read by three backward passes or more], replay/engine.py); 0 where none, or
     in ledgers without unpack records."""
-    out = np.zeros(len(st), dtype=np.int64)
     up = led.unpacks
     if up is None or not len(up) or "sev" not in up:
-        return out
-    starts = _backward_spans(led.phases, n)["phase_bw_start"]
+        return np.zeros(len(st), dtype=np.int64)
+    return _most_passes(st, _reads_by_pass(up, _backward_spans(led.phases, n)["phase_bw_start"]))
+
+
+def _reads_by_pass(up: pd.DataFrame, starts: np.ndarray) -> pd.DataFrame:
+    """One row per (storage, save, backward pass) among `up`'s unpacks (`starts`: the
+    backward phases' first events)."""
     passes = np.searchsorted(starts, up["ev"].to_numpy(dtype=np.int64), side="right")
-    per = pd.DataFrame({"sid": up["sid"].to_numpy(), "sev": up["sev"].to_numpy(),
-                        "p": passes}).drop_duplicates()
+    return pd.DataFrame({"sid": up["sid"].to_numpy(), "sev": up["sev"].to_numpy(),
+                         "p": passes}).drop_duplicates()
+
+
+def _most_passes(st: pd.DataFrame, per: pd.DataFrame) -> np.ndarray:
+    """Per storage: the most passes that read one save of it (`_reads_by_pass`' rows)."""
+    out = np.zeros(len(st), dtype=np.int64)
     counts = per.groupby(["sid", "sev"]).size().groupby(level=0).max()
     rows = pd.Index(st.index).get_indexer(counts.index)
     ok = rows >= 0

@@ -63,8 +63,9 @@ the view op again, through this mode. When the op that follows is that replay, m
 autograd for the write (`copy_` of `H[..., -1, -1] = ...`), the read here waited on the
 lock its own caller held: `trace --fake` of a kornia spatial transformer hung for good
 (the same lock Rule 17 of Note [Fake runs] steps around, `_replaying` in trace/fake_views.py,
-for the read it makes on purpose). Such outputs are skipped; the number an in-place `mul_` on a view saves (8 B, inside the
-`CopySlices`) stays unseen, as before.
+for the read it makes on purpose); normflows' spline flows (`bin_locations[..., -1] +=
+eps`) hung the same way (found by two helpers at once). Such outputs are skipped; the number
+an in-place `mul_` on a view saves (8 B, inside the `CopySlices`) stays unseen, as before.
 
 # Note [Numbers an op wraps itself]
 The `.Scalar` overloads of the binary TensorIterator ops take the number as a `Scalar`, not
@@ -280,25 +281,6 @@ def rewrapped(func, args: tuple) -> tuple | None:
     return tuple(fixed) if found else None
 
 
-# Note [A view's node rebuilt through Python]
-# A view changed in place gets its autograd node rebuilt the first time anyone asks for it
-# (`grad_fn`), by replaying the view on its base while autograd holds the view's lock. For
-# a tensor that dispatches into Python (a FakeTensor in `trace --fake`) that replay is an op
-# the collector sees, and it reads the `grad_fn` of the outputs still pending here: when the
-# pending output is that very view, the read waits on the lock its own rebuild holds.
-# normflows' spline flows do `bin_locations[..., -1] += eps` (a Python number added in
-# place to a view of a tensor with a graph): `trace --fake` of them hung for good at the
-# next op. Such an output is not left pending: the number it was handed stays a
-# temporary of its op, as where no node saves it (an in-place add saves no operand). A
-# plain tensor's view is rebuilt in C++ and is read as before.
-def _rebuilt_in_python(t: torch.Tensor, args: tuple) -> bool:
-    """Whether `t` is a view an op changed in place (`t` is one of its arguments) whose ops
-    dispatch into Python: reading its node later could deadlock (Note [A view's node rebuilt
-    through Python])."""
-    return t._is_view() and any(a is t for a in args) and \
-        torch._C._dispatch_keys(t).has(torch._C.DispatchKey.Python)
-
-
 class WrappedScalars:
     """Per op: the bytes of the Python numbers it was handed for Tensor arguments, with
     their casts (Note [Wrapped scalars]). Collects (event, bytes) until `take()`; a number
@@ -368,8 +350,7 @@ class WrappedScalars:
         if rewrap:
             self.rewrap_events.append(ev)
             self.rewrap_bytes.append(rewrap)
-        if wrapped_here and grad and t is not None and torch.is_grad_enabled() and \
-                not _rebuilt_in_python(t, args):
+        if wrapped_here and grad and t is not None and torch.is_grad_enabled():
             # autograd sets the output's node after this op returns: look at the next op
             self.pending.append((weakref.ref(t), ev, len(self.events) - 1, wrapped_here,
                                  module()))

@@ -99,7 +99,7 @@ def test_residual_flow_log_det_series_is_measured_not_predicted():
 
 def test_fake_spline_flow_ends_and_matches_the_real_ledger():
     """`trace --fake` of a coupled rational-quadratic spline flow hung at
-    `bin_locations[..., -1] += eps` (Note [A view's node rebuilt through Python],
+    `bin_locations[..., -1] += eps` (Note [A view's node is not read],
     trace/scalars.py); it ends now, and agrees with the real ledger in peak, categories
     and a policy's prediction."""
     assert fake_client_gaps("train_normflows.py", ["--mode", "nsf", "--coupled", "--layers",
