@@ -295,13 +295,19 @@ def test_a_view_of_a_view_added_to_in_place_does_not_hang_a_fake_run(tmp_path):
     view's node one view at a time (an alias, then a slice), holding the view's lock, and
     Rule 17 read `grad_fn` at the slice, which waited on that lock for ever. In a child
     process, so that a hang fails the test instead of the suite."""
+    _ends_in_a_child(tmp_path / "view_of_view.py",
+                     "import torch, memledger\nwith memledger.trace(fake=True):\n"
+                     "    x = torch.nn.Linear(4, 4)(torch.randn(2, 3, 4))\n"
+                     "    x[..., :2] += torch.randn(2, 3, 2)\n"
+                     "    x.sigmoid().sum().backward()\nprint('done')\n")
+
+
+def _ends_in_a_child(script, source: str) -> None:
+    """Run `source` in a child process, which must print `done`: a hang fails the test
+    (timeout) instead of the suite."""
     import subprocess
 
-    script = tmp_path / "view_of_view.py"
-    script.write_text("import torch, memledger\nwith memledger.trace(fake=True):\n"
-                      "    x = torch.nn.Linear(4, 4)(torch.randn(2, 3, 4))\n"
-                      "    x[..., :2] += torch.randn(2, 3, 2)\n"
-                      "    x.sigmoid().sum().backward()\nprint('done')\n")
+    script.write_text(source)
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
                           timeout=120)
     assert done.returncode == 0 and done.stdout.strip() == "done", done.stderr[-2000:]
@@ -314,18 +320,13 @@ def test_a_view_written_with_a_number_does_not_hang_a_fake_run(tmp_path):
     was autograd replaying that view for `copy_`, under the view's lock: the read waited on
     it for ever (Note [A view's node is not read], trace/scalars.py). In a child process,
     so that a hang fails the test instead of the suite."""
-    import subprocess
-
-    script = tmp_path / "view_plus_number.py"
-    script.write_text("import torch, torch.nn.functional as F, memledger\n"
-                      "with memledger.trace(fake=True):\n"
-                      "    a = torch.nn.Linear(4, 6)(torch.randn(3, 4)).view(-1, 2, 3)\n"
-                      "    h = F.pad(a, [0, 0, 0, 1], 'constant', value=0.0)\n"
-                      "    h[..., -1, -1] += 1.0\n"
-                      "    h.sum().backward()\nprint('done')\n")
-    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
-                          timeout=120)
-    assert done.returncode == 0 and done.stdout.strip() == "done", done.stderr[-2000:]
+    _ends_in_a_child(tmp_path / "view_plus_number.py",
+                     "import torch, torch.nn.functional as F, memledger\n"
+                     "with memledger.trace(fake=True):\n"
+                     "    a = torch.nn.Linear(4, 6)(torch.randn(3, 4)).view(-1, 2, 3)\n"
+                     "    h = F.pad(a, [0, 0, 0, 1], 'constant', value=0.0)\n"
+                     "    h[..., -1, -1] += 1.0\n"
+                     "    h.sum().backward()\nprint('done')\n")
 
 
 def test_fake_float_literal_is_known():
