@@ -8,6 +8,7 @@ middle of the file.
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 from memledger.errors import LedgerFormatError
@@ -80,9 +81,12 @@ def _parse_lines(lines: list[bytes], ends_cleanly: bool, path) -> tuple[list[Rec
             if i == len(lines) - 1 and not ends_cleanly and i > 0:
                 return records, True  # stopped mid-line: keep everything before it
             if i == 0:
+                # a training script where a ledger belongs (`show train.py`): say what to run
+                hint = f"; trace it first: memledger trace {shlex.quote(str(path))} -o " \
+                    "run.ledger" if str(path).endswith(".py") else ""
                 raise LedgerFormatError(
                     f"{str(path)!r} is not a memledger ledger (its first line is not JSON)"
-                ) from None
+                    + hint) from None
             raise LedgerFormatError(
                 f"{str(path)!r} line {i + 1} is not valid JSON: the ledger is corrupt") from None
     return records, False

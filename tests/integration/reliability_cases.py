@@ -272,6 +272,11 @@ CASES: tuple[Case, ...] = (
          2, "is a memledger ledger, not a training script; it traced: train.py",
          "the ledger; nothing is run (it ran as Python: NameError, exit 3)",
          protected=("run.ledger",)),
+    Case("show-script-as-ledger", 4, "`show victim.py` (a script for the ledger)",
+         ("show", "{d}/victim.py"),
+         2, "is not a memledger ledger (its first line is not JSON); trace it first: "
+         "memledger trace", "the script, byte for byte; nothing is run",
+         protected=("victim.py",)),
     Case("trace-ledger-as-script", 4, "`trace run.ledger -o new.ledger`",
          ("trace", "{d}/run.ledger", "-o", "{d}/new.ledger"),
          2, "is a memledger ledger, not a training script", "the ledger; no partial ledger",
