@@ -47,6 +47,10 @@ def check_script(script: str | Path) -> Path:
     if p.is_dir():
         raise ScriptError(f"{str(script)!r} is a directory; give the training script's path",
                           exit_code=EXIT_USAGE)
+    if p.suffix == ".ipynb":   # JSON: run as Python it fails on its first `null`
+        raise ScriptError(f"{str(script)!r} is a Jupyter notebook, not a script; export it "
+                          f"first: jupyter nbconvert --to script {shlex.quote(str(script))}",
+                          exit_code=EXIT_USAGE)
     _refuse_a_ledger(p)
     return p
 

@@ -75,6 +75,12 @@ def s_victim(d: Path) -> None:
     (d / "notes.txt").write_text("the user's notes\n")
 
 
+def s_notebook(d: Path) -> None:
+    s_victim(d)
+    (d / "train.ipynb").write_text(json.dumps({"cells": [], "metadata": {}, "nbformat": 4,
+                                               "nbformat_minor": 5, "x": None}))
+
+
 def s_user_csv(d: Path) -> None:
     s_victim(d)
     (d / "run.csv").write_text("my,precious,data\n")
@@ -272,6 +278,11 @@ CASES: tuple[Case, ...] = (
          2, "is a memledger ledger, not a training script; it traced: train.py",
          "the ledger; nothing is run (it ran as Python: NameError, exit 3)",
          protected=("run.ledger",)),
+    Case("trace-notebook", 4, "`trace train.ipynb` (a Jupyter notebook)",
+         ("trace", "{d}/train.ipynb", "-o", "{d}/new.ledger"),
+         2, "is a Jupyter notebook, not a script; export it first: jupyter nbconvert "
+         "--to script", "the notebook; nothing is run (it ran as Python: NameError, exit 3)",
+         setup=s_notebook, protected=("train.ipynb",), absent=("new.ledger",)),
     Case("show-script-as-ledger", 4, "`show victim.py` (a script for the ledger)",
          ("show", "{d}/victim.py"),
          2, "is not a memledger ledger (its first line is not JSON); trace it first: "
