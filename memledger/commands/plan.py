@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shlex
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -12,6 +11,7 @@ from rich.table import Table
 from memledger.commands.common import console, err_console, open_ledger, print_json, \
     stdout_to_stderr
 from memledger.errors import CheckFailed
+from memledger.ledger.names import traced_command
 from memledger.report.names import policy_cell
 from memledger.units import count, format_bytes, parse_bytes, parse_duration
 
@@ -67,8 +67,9 @@ def plan(
             console.print(line, style="yellow")
         if report.fits and report.policy != "none":
             # plan prices peaks and times; compare's gates say whether the gradients hold
-            err_console.print(f"next: {_compare_command(led, report.policy)}", style="dim",
-                              markup=False, soft_wrap=True)
+            gate = traced_command(led.header, "memledger", "compare",
+                                  options=("-p", report.policy))
+            err_console.print(f"next: {gate}", style="dim", markup=False, soft_wrap=True)
     if not report.fits:
         own = {r.get("mod", "") for r in led.extra.get("script_ckpt", [])}
         hint = (f"; the script checkpoints {len(own)} module(s) itself, so checkpoint and "
@@ -77,14 +78,6 @@ def plan(
         raise CheckFailed(f"memledger: no candidate fits {budget} ({count(budget_bytes, 'byte')}); the "
                           f"lowest predicted peak is {format_bytes(report.predicted_peak_bytes)} "
                           f"({count(report.predicted_peak_bytes, 'byte')})" + hint)
-
-
-def _compare_command(led, policy: str) -> str:
-    """The `memledger compare` that gates `policy` on the script the ledger traced."""
-    script = str(led.header.get("script") or "SCRIPT")
-    argv = [str(a) for a in led.header.get("argv") or []]
-    return shlex.join(["memledger", "compare", script, "-p", policy, *(["--", *argv]
-                                                                       if argv else [])])
 
 
 def _clock(led) -> str:

@@ -13,6 +13,8 @@ apart by the model's forward scopes). Policies and replay keep the path "".
 
 from __future__ import annotations
 
+import shlex
+
 OUTSIDE_MODULES = "(script)"
 
 
@@ -60,3 +62,11 @@ def plain_name(name: str) -> str:
     if not any(w in name for w in WRAPPERS):
         return name
     return ".".join(p for p in name.split(".") if p not in WRAPPERS)
+
+
+def traced_command(header: dict, *before: str, options: tuple[str, ...] = ()) -> str:
+    """The shell words that run again what a ledger traced: `before` (a memledger verb),
+    the script, `options`, then `-- ARGV` where the script had arguments."""
+    argv = [str(a) for a in header.get("argv") or []]
+    return shlex.join([*before, str(header.get("script") or "SCRIPT"), *options,
+                       *(["--", *argv] if argv else [])])

@@ -642,31 +642,20 @@ def _refuse_rewritten_state(prep: Prepared, calls: _Calls, stop: np.ndarray,
     """Note [State a re-run writes again] (replay/stateful.py): a re-run call (`read`: a
     backward unpacked one of its saves, Note [A call no backward reads is never re-run])
     whose forward wrote a buffer in place before its last pack (`stop`: torch's early stop
-    ends the re-run there), unless the write was a training BatchNorm's (its innermost
-    call carries `stats`). Refused by the last such call, as backward re-runs it first
-    (measure meets it as that re-run starts), naming its first such buffer."""
+    ends the re-run there); a training BatchNorm's writes are not among `state_writes`.
+    Refused by the last such call, as backward re-runs it first (measure meets it as that
+    re-run starts), naming its first such buffer."""
     if not prep.state_writes or not len(calls) or not _is_recomputed(calls.kind).any():
         return
-    bad = []
-    for ev, name in prep.state_writes:
-        k = int(which_call(calls.ev0, calls.ev1, np.array([ev]), prep.n_events)[0])
-        if k < 0 or not _is_recomputed(calls.kind[k:k + 1])[0] or not read[k] or \
-                ev >= stop[k] or _in_batchnorm(prep, ev):
-            continue
-        bad.append((k, name))
-    if bad:
-        k = max(k for k, _ in bad)
-        name = next(n for j, n in bad if j == k)   # writes are in event order
-        raise PolicyError(state_rewritten_message(policy.text(), str(calls.mods[k]), name))
-
-
-def _in_batchnorm(prep: Prepared, ev: int) -> bool:
-    """Whether the innermost forward call holding `ev` is a training BatchNorm's."""
-    if prep.scope_stats is None:
-        return False
-    inside = np.flatnonzero((prep.scope_ev0 <= ev) & (ev < prep.scope_ev1))
-    return bool(len(inside)) and \
-        bool(prep.scope_stats[inside[np.argmax(prep.scope_ev0[inside])]] > 0)
+    ev = np.array([e for e, _ in prep.state_writes], dtype=np.int64)
+    k = which_call(calls.ev0, calls.ev1, ev, prep.n_events)
+    kk = np.maximum(k, 0)
+    bad = np.flatnonzero((k >= 0) & _is_recomputed(calls.kind[kk]) & read[kk] & (ev < stop[kk]))
+    if len(bad):
+        last = int(k[bad].max())
+        i = int(bad[k[bad] == last][0])        # writes are in event order
+        raise PolicyError(state_rewritten_message(policy.text(), str(calls.mods[last]),
+                                                  prep.state_writes[i][1]))
 
 
 # Note [A call no backward reads is never re-run]

@@ -256,7 +256,7 @@ class Prepared:
             held=st.index.isin(list(held_sids(stateful))),
             # Note [Written in place in forward] (trace/collector.py)
             mutated=st.index.isin([r["sid"] for r in led.extra.get("mutated", [])]),
-            state_writes=_state_writes(led, st),
+            state_writes=_state_writes(led, st, sc),
             folded_in=st.index.isin([r["in"] for r in led.extra.get("inplace", [])
                                      if "in" in r]),
             kept=tuple((str(r["mod"]), int(r["ev0"])) for r in led.extra.get("kept", [])),
@@ -369,14 +369,23 @@ def _within(ev: np.ndarray, spans: np.ndarray) -> np.ndarray:
     return (k >= 0) & (ev < spans[np.maximum(k, 0), 1])
 
 
-def _state_writes(led: Ledger, st: pd.DataFrame) -> tuple[tuple[int, str], ...]:
+def _state_writes(led: Ledger, st: pd.DataFrame, sc: pd.DataFrame
+                  ) -> tuple[tuple[int, str], ...]:
     """(event, storage name) of each buffer a forward wrote in place (its first such write
-    of each step: `mutated` records)."""
+    of each step: `mutated` records), less a training BatchNorm's: the innermost forward
+    call holding the write carries `stats` (Note [State a re-run writes again])."""
+    ev0 = sc["ev0"].to_numpy(dtype=np.int64) if len(sc) else np.zeros(0, dtype=np.int64)
+    ev1 = sc["ev1"].to_numpy(dtype=np.int64) if len(sc) else ev0
+    stats = sc["stats"].to_numpy(dtype=np.int64) if len(sc) else ev0
     out = []
     for r in led.extra.get("mutated", []):
-        sid = int(r["sid"])
-        if sid in st.index and st.at[sid, "category"] == "buffer":
-            out.append((int(r["ev"]), str(st.at[sid, "name"] or "")))
+        sid, ev = int(r["sid"]), int(r["ev"])
+        if sid not in st.index or st.at[sid, "category"] != "buffer":
+            continue
+        inside = np.flatnonzero((ev0 <= ev) & (ev < ev1))
+        if len(inside) and stats[inside[np.argmax(ev0[inside])]] > 0:
+            continue            # a BatchNorm's statistics: measure puts them back
+        out.append((ev, str(st.at[sid, "name"] or "")))
     return tuple(out)
 
 

@@ -27,6 +27,7 @@ from memledger.errors import (
     OutputError,
     ScriptError,
 )
+from memledger.ledger.names import traced_command
 from memledger.ledger.writer import append_records
 from memledger.outputs import check_output, commit, partial_path
 from memledger.processes import dead_worker, start_worker
@@ -78,9 +79,7 @@ def _refuse_a_ledger(p: Path) -> None:
         return
     traced = ""
     if head.get("k") == "header" and head.get("script"):
-        argv = [str(a) for a in head.get("argv") or []]
-        traced = "; it traced: " + shlex.join([str(head["script"]), *(["--", *argv] if argv
-                                                                      else [])])
+        traced = "; it traced: " + traced_command(head)
     what = "a memledger ledger" if head.get("k") == "header" else \
         f"memledger output ({head['schema']})"
     raise ScriptError(f"{str(p)!r} is {what}, not a training script{traced}",
