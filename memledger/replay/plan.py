@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from decimal import Decimal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -561,13 +562,17 @@ def pareto_points(led: Ledger, points: int = FRONT_POINTS) -> list[dict]:
 
 def plan(led: Ledger, budget_bytes: int, step_time_s: float | None = None,
          bandwidth: float | None = None, front_points: int = FRONT_POINTS,
-         flops: float | None = None) -> PlanReport:
+         flops: float | None = None, budget_share: Decimal | None = None) -> PlanReport:
+    """`budget_share` (`--budget 80%`): the budget is that share of the baseline peak
+    (rounded down to a byte), and `budget_bytes` is not read."""
     blocks = repeated_blocks(led)
     if not blocks:
         raise PolicyError("plan found no repeated blocks (numbered children such as blocks.0, "
                           "blocks.1) in the ledger's modules; use `memledger predict` with "
                           "your own --policy instead")
     prep, time_model, bandwidth = prepare(led, None, flops, bandwidth)   # fake: modelled
+    if budget_share is not None:   # the baseline predict reports, exactly
+        budget_bytes = int(budget_share * (prep.baseline_ledger_peak + prep.workspace))
     rng = CPU_RNG_STATE_BYTES if led.device == "cpu" else 0
     model, _ = cost_model(led, prep, step_time_s, bandwidth)
     table = block_table(prep, model, blocks, rng)
