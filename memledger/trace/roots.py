@@ -73,6 +73,7 @@ import torch
 
 # re-exported: the names other modules take from here
 from memledger.ledger.names import COMPILED, WRAPPERS, plain_name  # noqa: F401
+from memledger.trace.where import is_user_file
 
 # frames of torch and of memledger are not the script's (Note [Root names])
 _NOT_THE_SCRIPT = (os.path.dirname(torch.__file__) + os.sep,
@@ -240,8 +241,9 @@ class RootNames:
 def method_owner(module: torch.nn.Module) -> torch.nn.Module | None:
     """The outermost module whose method, running in a frame outside torch and memledger,
     called `module` at the top level and holds it (Note [A model called through its
-    methods]); None when no such frame is on the stack."""
-    owner = None
+    methods]), among those the script's own code names if it names any (Note [A library's
+    wrapper around the model]); None when no such frame is on the stack."""
+    owners: list[torch.nn.Module] = []   # innermost first
     f = sys._getframe(1)
     while f is not None:
         code = f.f_code
@@ -250,10 +252,38 @@ def method_owner(module: torch.nn.Module) -> torch.nn.Module | None:
             with _frame_locals(f) as local:
                 me = local.get("self")
             if isinstance(me, torch.nn.Module) and me is not module and \
-                    any(m is module for m in me.modules()):
-                owner = me
+                    any(m is module for m in me.modules()) and \
+                    not any(o is me for o in owners):
+                owners.append(me)
         f = f.f_back
-    return owner
+    if len(owners) > 1:
+        named = _named_by_user_code({id(o) for o in owners})
+        owners = [o for o in owners if id(o) in named] or owners
+    return owners[-1] if owners else None
+
+
+# Note [A library's wrapper around the model]
+# A library may wrap the script's model in modules of its own, made per call, and call the
+# model's methods through theirs: torchsde's `sdeint(sde, ..., logqp=True, names=...)` wraps
+# the user's SDE in `RenameMethodsSDE`, then `SDELogqp`, and calls `SDELogqp.f`, which calls
+# the user's `f`, which calls `self.drift`. The outermost method's module was `SDELogqp`, so
+# the model was torchsde's per-call wrapper and every name read
+# `_base_sde._base_sde.drift.blocks.0` (the policy the user writes from their own module,
+# `checkpoint:drift.blocks.*`, matched nothing). Among several method owners on the stack,
+# the outermost one that code of the script's own files names (a local variable, module-level
+# code's globals among them, or `self`) is taken: the user's SDE there; the wrappers, bound
+# to no name of the script's, are passed over. normflows' `NormalizingFlow` the script binds
+# to `model` stays the model when its methods call the script's own flow classes.
+def _named_by_user_code(ids: set[int]) -> set[int]:
+    """Which of the modules `ids` a frame of the script's own files binds to a name."""
+    found: set[int] = set()
+    f = sys._getframe(2)
+    while f is not None:
+        if is_user_file(f.f_code.co_filename):
+            with _frame_locals(f) as local:
+                found.update(id(v) for v in list(local.values()) if id(v) in ids)
+        f = f.f_back
+    return found
 
 
 def script_name(module: torch.nn.Module) -> str | None:
