@@ -1,0 +1,34 @@
+"""zuko (tests/clients/train_zuko.py): normalizing flows whose transforms are lazy modules.
+
+Measured once (`tests/clients/harness.py run_client`, nsf, 2 steps, the lead,
+2026-12-05): the ledger explains every byte with the kernel scratch (427,932 B);
+`checkpoint:transform.transforms.*.hyper` 378,396 B predicted and measured,
+`checkpoint:transform.transforms.*` and `offload:transform` 427,932 B both (they act on
+calls that do no work). `reverse` and `cnf` make cyclic garbage (zuko's distributions),
+so there the passes differ by what Python's collector freed when (`show` says so).
+"""
+
+from decimal import Decimal
+
+import pytest
+
+from tests.clients.harness import ledger_pass
+
+pytest.importorskip("zuko")
+pytestmark = pytest.mark.clients
+
+
+def test_plan_finds_the_hyper_networks_where_the_lazy_transforms_do_their_work():
+    """`MaskedAutoregressiveTransform.forward(c)` returns a torch Transform; its `hyper`
+    network runs later, inside `log_prob`, outside any call of the transform. `plan` took
+    the transforms for the blocks (their saves counted by path) and at 90 % of the peak
+    said "no candidate fits" (Note [Blocks whose work runs outside their calls],
+    replay/plan.py)."""
+    from memledger.replay.plan import plan, repeated_blocks
+
+    led = ledger_pass("train_zuko.py", ["--mode", "nsf"], steps=2)
+    assert repeated_blocks(led) == ["transform.transforms.0.hyper",
+                                    "transform.transforms.1.hyper"]
+    report = plan(led, 0, front_points=0, budget_share=Decimal("0.9"))
+    assert report.fits and report.policy.endswith("transform.transforms.*.hyper")
+    assert report.predicted_peak_bytes <= report.budget_bytes < report.baseline_peak_bytes
