@@ -32,3 +32,17 @@ def test_plan_finds_the_hyper_networks_where_the_lazy_transforms_do_their_work()
     report = plan(led, 0, front_points=0, budget_share=Decimal("0.9"))
     assert report.fits and report.policy.endswith("transform.transforms.*.hyper")
     assert report.predicted_peak_bytes <= report.budget_bytes < report.baseline_peak_bytes
+
+
+def test_a_continuous_flows_ode_is_not_refused_selective_for_reads_of_other_saves():
+    """zuko's CNF takes its Jacobian's trace by `autograd.grad(create_graph=True)` inside
+    each call of its ODE network; the last Linear's weight is saved by every call and read
+    more often than saved in all, but no save made inside a forward call is read twice.
+    Predict refused `selective:transform.ode` ("a second backward pass through it"), which
+    measure ran: 324,484 B, the baseline, as checkpoint is predicted (Note [Read twice, per
+    save], replay/prepared.py)."""
+    from tests.clients.harness import predicted_peak
+
+    led = ledger_pass("train_zuko.py", ["--mode", "cnf"], steps=2)
+    base = predicted_peak(led, "checkpoint:transform.ode")
+    assert base is not None and predicted_peak(led, "selective:transform.ode") == base
