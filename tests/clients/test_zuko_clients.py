@@ -39,10 +39,11 @@ def test_a_continuous_flows_ode_is_not_refused_selective_for_reads_of_other_save
     each call of its ODE network; the last Linear's weight is saved by every call and read
     more often than saved in all, but no save made inside a forward call is read twice.
     Predict refused `selective:transform.ode` ("a second backward pass through it"), which
-    measure ran: 324,484 B, the baseline, as checkpoint is predicted (Note [Read twice, per
+    measure ran: 324,484 B, the baseline (316,228 B at the tolerances the script now
+    takes), as checkpoint is predicted (Note [Read twice, per
     save], replay/prepared.py)."""
     from tests.clients.harness import predicted_peak
 
-    led = ledger_pass("train_zuko.py", ["--mode", "cnf"], steps=2)
+    led = ledger_pass("train_zuko.py", ["--mode", "cnf"], steps=1)
     base = predicted_peak(led, "checkpoint:transform.ode")
     assert base is not None and predicted_peak(led, "selective:transform.ode") == base
