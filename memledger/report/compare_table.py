@@ -134,10 +134,11 @@ def empty_line(policy: str, empty: list[str], n: int) -> str:
     """One line: the selected modules whose calls saved nothing for backward (predict and
     compare; Note [A region that saves nothing] in replay/predict.py)."""
     names = ", ".join(empty[:2]) + (f" and {len(empty) - 2} more" if len(empty) > 2 else "")
-    which = "none of its modules" if len(empty) == n else f"{len(empty)} of its {n} modules"
-    return (f"{policy}: {which} ({names}) saved anything for backward inside their calls "
-            "(their work runs outside them: a lazy module whose forward returns an object "
-            "that computes later): the policy changes nothing there")
+    which = f"none of its modules ({names}) saved anything" if len(empty) == n else \
+        f"{len(empty)} of its {n} modules ({names}) saved nothing"
+    return (f"{policy}: {which} for backward inside their calls (their work runs outside "
+            "them: a lazy module whose forward returns an object that computes later): the "
+            "policy changes nothing there")
 
 
 def _ms_span(interval: list[float] | None) -> str:
