@@ -249,11 +249,20 @@ def method_owner(module: torch.nn.Module) -> torch.nn.Module | None:
                 code.co_name != "__init__" and not code.co_filename.startswith(_NOT_THE_SCRIPT):
             with _frame_locals(f) as local:
                 me = local.get("self")
-            if isinstance(me, torch.nn.Module) and me is not module and \
+            if isinstance(me, torch.nn.Module) and me is not module and _built(me) and \
                     any(m is module for m in me.modules()):
                 owner = me
         f = f.f_back
     return owner
+
+
+def _built(module: torch.nn.Module) -> bool:
+    """`nn.Module.__init__` has run on `module`. A subclass may call its own methods before
+    it does: botorch's `SingleTaskGP.__init__` runs `self.transform_inputs(X)`, which calls
+    the `Normalize` it is handed, before `super().__init__()`; that frame's `self` has no
+    `_modules` yet, and `modules()` raised AttributeError inside the module pre-hook (every
+    botorch model: `trace` exit 70). Such a module holds no submodule yet."""
+    return "_modules" in vars(module)
 
 
 def script_name(module: torch.nn.Module) -> str | None:
