@@ -77,7 +77,9 @@ checkpoints and the first module call under it; Note [The script's own checkpoin
 trace/script_checkpoint.py) and `root` (`mod`: a top-level module other than the model,
 named as the script calls it (Note [Root names] in trace/roots.py), as its modules'
 paths begin; policies do not reach it, because
-`measure` applies a policy to the model only) and `model` (`ev`: from this event on the
+`measure` applies a policy to the model only) and `retired` (`mods`, `ev`: `root` labels that name
+no top-level module from `ev` on: absorbed by the module called there, or taken by a
+child of it as the model; Note [A label the model's child takes] in trace/roots.py) and `model` (`ev`: from this event on the
 model's names are another module's, the student of a teacher that held them until the
 first optimizer step; Note [The model] in trace/roots.py) and `stopped` (`sid`, `ev`: an
 output of op `ev` freed inside that op by a checkpoint re-run's early stop, which the

@@ -407,9 +407,17 @@ def other_roots(led: Ledger) -> tuple[str, ...]:
     the model (Note [A model's former label])."""
     retired = {str(r["was"]): int(r["ev"]) for r in led.extra.get("model", [])
                if r.get("was")}
+    for was, ev in retired_labels(led):   # Note [A label the model's child takes], roots.py
+        retired[was] = max(ev, retired.get(was, ev))
     return tuple(dict.fromkeys(
         r["mod"] for r in led.extra.get("root", [])
         if not (r["mod"] in retired and int(r.get("ev", -1)) < retired[r["mod"]])))
+
+
+def retired_labels(led: Ledger) -> list[tuple[str, int]]:
+    """(label, event) of each top-level module's label retired (Note [A label the model's
+    child takes], trace/roots.py): it names that module before the event only."""
+    return [(str(m), int(r["ev"])) for r in led.extra.get("retired", []) for m in r["mods"]]
 
 
 def model_moved(led: Ledger) -> bool:
@@ -510,7 +518,12 @@ def model_calls(mods: np.ndarray, ev0: np.ndarray, led: Ledger) -> np.ndarray:
     codes, paths = pd.factorize(pd.Series(mods, dtype=object).astype(str))
     ours = np.array([not any(p == r or p.startswith(r + ".") for r in others) for p in paths],
                     dtype=bool)
-    return (ours[codes] if len(paths) else np.zeros(len(mods), dtype=bool)) & (ev0 >= start)
+    keep = (ours[codes] if len(paths) else np.zeros(len(mods), dtype=bool)) & (ev0 >= start)
+    for was, ev in retired_labels(led):   # that module's calls under its former label
+        under = np.array([p == was or p.startswith(was + ".") for p in paths], dtype=bool)
+        if len(paths):
+            keep &= ~(under[codes] & (ev0 < ev))
+    return keep
 
 
 def _graph_reads(led: Ledger, st: pd.DataFrame, n: int) -> np.ndarray:

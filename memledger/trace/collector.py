@@ -1856,6 +1856,12 @@ class Collector(ShardingMixin, TorchDispatchMode):
         names, and a `root` record when it is not the model."""
         prefix = self._roots.prefix[root]
         self._note_compiled(root, prefix)
+        if self._roots.retired:   # Note [A label the model's child takes] (trace/roots.py)
+            self.sink.write({"k": "retired", "mods": self._roots.retired, "ev": self._ev})
+        for other in self._roots.renamed:   # labelled again: a root record, names
+            label = self._roots.prefix[other]
+            self.sink.write({"k": "root", "mod": label, "ev": self._ev})
+            self._name_state(other, label, again=True)
         if prefix:   # not the model: a GAN's discriminator, a loss module called on its own
             self.sink.write({"k": "root", "mod": prefix, "ev": self._ev})
         else:

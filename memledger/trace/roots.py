@@ -138,6 +138,12 @@ class RootNames:
         self._root: weakref.ref | None = None
         self._absorbed: list[weakref.ref] = []
         self._owner = ByModule()            # module called by its root's method -> the root
+        # labels that name no top-level module from the last new one's call on: those it
+        # absorbed, and where it is the model, those its children's names take (Note [A
+        # label the model's child takes])
+        self.retired: list[str] = []
+        self.renamed: list[torch.nn.Module] = []   # top-level modules labelled again there
+        self._labels: set[str] = set()      # every label given so far, the dead's included
 
     @property
     def root(self) -> torch.nn.Module | None:
@@ -163,6 +169,7 @@ class RootNames:
             self._script_name[root] = script_name(root)
             self.prefix[root] = "" if has_params and self.model() is None \
                 else self._label(root)
+            self._labels.add(self.prefix[root])
             moved = {id(m) for r in self.absorbed for m in r.modules()}
             for m, path in paths_under(root, self.prefix[root]):
                 if id(m) in moved:
@@ -171,6 +178,8 @@ class RootNames:
                     self.paths.setdefault(m, path)   # a shared submodule keeps its first path
             if root is not module:
                 self._owner[module] = root
+            if self.prefix[root] == "":
+                self._make_way(root)
         if top_level and not self.decided and torch.is_grad_enabled():
             top = module if module in self.prefix else self._owner.get(module)
             if top is not None and top in self.prefix:
@@ -183,9 +192,35 @@ class RootNames:
         and are its submodules from now on; the model's names go with them."""
         inside = {id(m) for m in module.modules()}
         held = [m for m in self.prefix.keys() if m is not module and id(m) in inside]
-        for m in held:
-            self.prefix.pop(m)
+        self.retired = [label for label in (self.prefix.pop(m) for m in held) if label]
+        self.renamed = []
         return held
+
+    # Note [A label the model's child takes]
+    # Rule 1 of Note [Root names] keeps a label clear of the model's children only once
+    # the model is known, and the ledger's `root` record of a label outlives the module
+    # (dropped, or absorbed by a later top-level module: Note [The model]). The replay read
+    # every call under a `root` label as that module's, beside the model. botorch's
+    # `qLogNoisyExpectedImprovement` prunes its baseline in its constructor through a
+    # sampler of its own, a local `sampler` in `prune_inferior_points`, labelled so and
+    # dropped; the acquisition function, the model from its first call, holds a child
+    # `sampler` too, which read as the dropped one's: predict refused `checkpoint:sampler`
+    # ("selects modules of 'sampler', which the script calls beside the model") while
+    # measure applied it to the model's. So a label is retired where it stops naming a
+    # top-level module: absorbed, or, when a module becomes the model, taken by one of its
+    # children (a live module so labelled is labelled again, by the same rules). The
+    # collector writes a `retired` record; the replay reads calls under a retired label
+    # before its event as the former module's, and from there on as the model's.
+    def _make_way(self, model: torch.nn.Module) -> None:
+        children = {n for n, _ in model.named_children()}
+        taken = self._labels & children
+        for m, label in self.prefix.items():
+            if m is not model and label in taken:
+                self.prefix[m] = new = self._label(m)
+                self._labels.add(new)
+                self.paths.update(paths_under(m, new))
+                self.renamed.append(m)
+        self.retired += sorted(taken - set(self.retired))
 
     def _label(self, module: torch.nn.Module, avoid: str = "") -> str:
         """A name for a top-level module besides the model (Note [Root names]); not
@@ -229,6 +264,7 @@ class RootNames:
         # had, which its calls before this step were recorded with (Note [Root names])
         self.prefix.pop(held)
         self.prefix[held] = self._label(held, avoid=before)
+        self._labels.add(self.prefix[held])
         for m in (best, held):
             self.paths.update(paths_under(m, self.prefix[m]))
         return [best, held]

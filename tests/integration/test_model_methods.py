@@ -107,3 +107,40 @@ def test_a_module_whose_forward_is_called_directly_is_named_with_the_reason():
     m = _Direct()
     apply_policy(m, parse_policy("checkpoint:feed_forward"))
     m(torch.randn(2, 8)).sum().backward()
+
+
+class _Pruned(nn.Module):
+    """botorch's qLogNoisyExpectedImprovement: its constructor runs a helper with a part of
+    its own, a local named as one of the model's children, called once and dropped."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.body, self.act = nn.Linear(8, 8), nn.GELU()
+        self.prune()
+
+    def prune(self) -> None:
+        act = nn.GELU()   # labelled `act` by this frame's name for it (Note [Root names])
+        with torch.no_grad():
+            act(torch.zeros(1, 8))
+
+    def forward(self, x):
+        return self.act(self.body(x))
+
+
+def test_a_dropped_modules_label_is_not_the_models_child():
+    """Note [A label the model's child takes] (trace/roots.py): the dropped `act` kept its
+    `root` record, so every call of the model's own `act` read as that module's, beside
+    the model: predict refused `checkpoint:act` ("selects modules of 'act', which the
+    script calls beside the model") while measure applied it. Now the label is retired
+    when the model, holding a child `act`, is first called, and the policy is priced."""
+    from memledger.replay.policies import parse_policy
+    from memledger.replay.predict import predict
+
+    led = _train(_Pruned, lambda m, x: m(x).sum())
+    assert [r["mods"] for r in led.extra["retired"]] == [["act"]]
+    base = led.peak().bytes
+    peaks = {p: predict(led, [parse_policy(p)]).policies[0].peak_bytes
+             for p in ("offload:act", "checkpoint:act")}
+    # priced (both raised PolicyError before); the peak is the optimizer's, so offload
+    # moves nothing, and checkpoint adds the CPU RNG state it keeps for the re-run
+    assert (base, peaks) == (712, {"offload:act": 712, "checkpoint:act": 5544}), peaks
