@@ -37,6 +37,17 @@ again (the in-process API) or, in the trace worker, closes the ledger and ends t
 a script whose bare `except:` swallowed the first one stops at its next torch op instead of
 running every remaining step untraced (8 iterations for `--steps 2` before this).
 
+# Note [Cleanup while the stop unwinds]
+An op that runs while StopTracing propagates (a `finally` or a context manager's exit on
+the way out) is cleanup, not a script that swallowed the stop: botorch's
+`fit_gpytorch_mll` fits inside `module_rollback_ctx`, whose `finally` reads the model's
+state dict and copies parameters back as the stop passes. Taken for a swallowed stop, the
+trace worker ended its process there (harmless in a process of its own, fatal to the test
+process that runs it in-process), and the in-process API raised a second StopTracing out of
+the `finally`, leaving the rest of the cleanup undone. Such ops run untraced; so do those
+in a handler that caught the stop, until it ends (`sys.exc_info()` is the stop there too),
+and the next op after it still stops the script.
+
 # Note [Sparse tensors]
 A sparse COO tensor has no storage of its own: its indices and its values are two dense
 tensors, and those are what the allocator holds. `nn.Embedding(sparse=True)` makes its
@@ -928,9 +939,11 @@ class Collector(ShardingMixin, TorchDispatchMode):
     # ---- the hot path: one call per op ---------------------------------------------------
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         if self._done:  # Note [When a step ends]: the script swallowed StopTracing
-            if self._forked or func is _RF_EXIT or func is _RF_ENTER:
-                # a forked child (Note [A forked child traces nothing]), or step()'s own
-                # profiler scope closing
+            if self._forked or func is _RF_EXIT or func is _RF_ENTER or \
+                    isinstance(sys.exc_info()[1], StopTracing):
+                # a forked child (Note [A forked child traces nothing]), step()'s own
+                # profiler scope closing, or cleanup while the stop unwinds (Note [Cleanup
+                # while the stop unwinds])
                 return func(*args, **(kwargs or {}))
             if self.on_stop_swallowed is not None:
                 self.on_stop_swallowed()
