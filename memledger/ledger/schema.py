@@ -95,7 +95,10 @@ in replay/stateful.py) and `container` (`mod`, `cls`, `ev`: a module of the mode
 forward of its own, an nn.ModuleList or nn.ModuleDict, which no policy selects; Note
 [Containers] in replay/policies.py) and `classes` (`cls`, `ev`: path -> class name of the
 model's modules that hold parameters, for a `@Class` selector over modules that never run
-as calls; Note [Modules run through another method] in replay/policies.py) and `scalars` (`device`,
+as calls; Note [Modules run through another method] in replay/policies.py) and `own_call`
+(`mods`, `ev`: those of the model's modules holding parameters whose class has a
+`__call__` of its own, which runs `forward` without torch's module hooks; Note [A class
+with a call of its own] in replay/policies.py) and `scalars` (`device`,
 `ev`, `bytes`: lists, one entry per op that was handed Python numbers for Tensor
 arguments, the bytes of their 0-dim wrapped tensors and casts, transient at that op; a
 number autograd saved is a storage of its own instead, op `(wrapped number)`; Note

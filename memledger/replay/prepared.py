@@ -149,6 +149,7 @@ class Prepared:
     # top-level modules besides the model (a GAN's discriminator), by path prefix: a policy
     # never selects their modules, as `measure` applies it to the model only
     other_roots: tuple[str, ...] = ()
+    own_call: tuple[str, ...] = ()  # the model's modules with a `__call__` of their own
     model_moved: bool = False   # the first optimizer step named the model (model_moved)
     compiled: tuple[tuple[str, str], ...] = ()   # (path, backend): replay/compiled.py
     scope_model: np.ndarray = None  # bool per call: a call of the model's (model_calls)
@@ -279,6 +280,7 @@ class Prepared:
             idle_modules=_idle_modules(st, params),
             containers=_containers(led),
             classes=_classes(led),
+            own_call=_own_call(led),
             compiled=compiled_regions(led),
             scope_model=model_calls(sc["mod"].to_numpy(dtype=object),
                                     sc["ev0"].to_numpy(dtype=np.int64), led),
@@ -505,6 +507,18 @@ def _classes(led: Ledger) -> dict[str, str]:
     for r in led.extra.get("classes", []):
         if int(r.get("ev", 0)) >= start:
             out = {str(k): str(v) for k, v in r["cls"].items()}
+    return out
+
+
+def _own_call(led: Ledger) -> tuple[str, ...]:
+    """The model's modules whose class has a `__call__` of its own (the latest `own_call`
+    record since the model was last renamed; Note [A class with a call of its own],
+    replay/policies.py)."""
+    start = max((int(r["ev"]) for r in led.extra.get("model", [])), default=0)
+    out: tuple[str, ...] = ()
+    for r in led.extra.get("own_call", []):
+        if int(r.get("ev", 0)) >= start:
+            out = tuple(str(m) for m in r["mods"])
     return out
 
 

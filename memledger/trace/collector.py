@@ -600,6 +600,12 @@ def _gradient_attributes(p: torch.Tensor) -> list[tuple[str, torch.Tensor]]:
     return out
 
 
+def _own_call(module: torch.nn.Module) -> bool:
+    """Its class defines a `__call__` of its own (gpytorch's `Module`), which runs
+    `forward` without torch's module hooks."""
+    return type(module).__call__ is not torch.nn.Module.__call__
+
+
 class Collector(ShardingMixin, TorchDispatchMode):
     """Records a lifetime ledger of every storage while active.
 
@@ -1593,6 +1599,26 @@ class Collector(ShardingMixin, TorchDispatchMode):
             else "other"
 
     # ---- modules --------------------------------------------------------------------------
+    # Note [A model whose own call no hook sees]
+    # The forward phase begins at a top-level call of a module that holds parameters: the
+    # model's, or a part of it that its method calls (Note [A model called through its
+    # methods]). gpytorch's models have a `__call__` of their own, which runs `forward`
+    # with no torch module hook, and what their forward calls as modules holds no
+    # parameters: botorch's `SingleTaskGP` calls its `Normalize` input transform first, the
+    # marginal likelihood the noise constraint's `Softplus`. No step of a GP fit had a
+    # forward phase: the training inputs read `other` (768 B in the Adam tutorial's loop),
+    # the forward's work `other`, and predict found no module call in "the traced forward"
+    # (`checkpoint:model.input_transform` refused, while measure applied it). So the
+    # first top-level call in a step of a module the model holds begins the forward too,
+    # parameters or not; later ones, in the forward, begin the loss as before (a loss
+    # module the model holds: Lightning's `self.loss_fn` in `training_step`).
+    def _opens_forward(self, module: torch.nn.Module) -> bool:
+        if self._phase in ("forward", "loss"):
+            return False
+        model = self._roots.model()
+        return model is not None and model is not module and \
+            any(m is module for m in model.modules())
+
     def _module_pre(self, module: torch.nn.Module, args) -> None:
         if self._phase == "backward" and _graph_task_id() == -1:
             # backward ended and no op has run since (the next micro-batch's forward right
@@ -1615,7 +1641,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
                 if self._forwards:
                     self._end_step()       # a new root forward: the previous step ended
                 self._forwards += 1
-            if has_params:
+            if has_params or self._opens_forward(module):
                 self._set_phase("forward")
                 self._mark_inputs(args)
                 self._foreign_saved_hooks()
@@ -1899,6 +1925,10 @@ class Collector(ShardingMixin, TorchDispatchMode):
                 if name and next(m.parameters(), None) is not None}
         if held:
             self.sink.write({"k": "classes", "cls": held, "ev": self._ev})
+        # Note [A class with a call of its own] (replay/policies.py)
+        own = [name for name, m in named_modules(model) if name in held and _own_call(m)]
+        if own:
+            self.sink.write({"k": "own_call", "mods": own, "ev": self._ev})
 
     def _note_compiled(self, root: torch.nn.Module, prefix: str) -> None:
         """A `compiled` record per torch.compile'd module under a new root, with its backend:

@@ -161,6 +161,11 @@ class RootNames:
         [A model called through its methods]). A submodule called on its own (a recompute
         in backward) keeps its path. None: a module no top-level module holds."""
         new = top_level and module not in self.prefix and module not in self.paths
+        if not new and top_level and module in self.prefix and self.model() is None and \
+                next(module.parameters(), None) is None:
+            # Note [A part labelled before its model was called]
+            owner = method_owner(module)
+            new = owner is not None and owner not in self.prefix
         if new:
             root = method_owner(module) or module
             self._root = weakref.ref(root)
@@ -196,6 +201,17 @@ class RootNames:
         self.renamed = []
         return held
 
+    # Note [A part labelled before its model was called]
+    # A part a model's constructor calls (botorch's `SingleTaskGP` its `Normalize`, before
+    # `nn.Module.__init__`: `_built`) is a top-level module of its own, labelled, and a
+    # model called with a hook later absorbs it (`_absorb`, as spectral_norm's
+    # parametrization). A model whose own call no hook sees (gpytorch's `__call__`) is
+    # never called so: its part's later calls, from the model's forward, were calls of a
+    # known top-level module, and the model was never found, its parameters `other` in a
+    # fit that no torch optimizer steps (botorch's scipy L-BFGS). So while no model is
+    # known, a top-level call of a known module without parameters looks up the stack for
+    # a method of a module that holds it (a walk per such call, until a model is found),
+    # and that module is new: it absorbs the part and takes its names.
     # Note [A label the model's child takes]
     # Rule 1 of Note [Root names] keeps a label clear of the model's children only once
     # the model is known, and the ledger's `root` record of a label outlives the module

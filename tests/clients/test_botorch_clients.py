@@ -20,25 +20,40 @@ from tests.clients.harness import run_client  # noqa: E402
 
 pytestmark = pytest.mark.clients
 
-THROUGH = "never called as a module: the code runs its work through another of its methods"
-
-
 def test_a_gp_fitted_by_adam_every_byte_and_its_state_by_formula():
     """The tutorial's loop on a model whose constructor calls its input transform before
     `nn.Module.__init__` ran: every trace of a botorch model ended in exit 70
     (AttributeError: 'SingleTaskGP' object has no attribute '_modules', Note [A model
     called through its methods], trace/roots.py). Now every byte: parameters 40 B
     (noise 8, constant 8, three lengthscales 24, float64), Adam's state 2 x 40 + 3 step
-    counters x 4 = 92 B. The GP's own call is gpytorch's (`Module.__call__` runs `forward`
-    with no torch module hook), so predict refuses a policy on it in one line."""
-    run = run_client("train_botorch.py", ["--mode", "adam", "--n", "16"], ["checkpoint:model"])
+    counters x 4 = 92 B.
+
+    The GP's own call is gpytorch's `Module.__call__`, which no torch module hook sees, and
+    the modules its forward calls hold no parameters: the model was the marginal likelihood
+    (found through the noise constraint's `Softplus`), no step had a forward phase, the
+    training inputs read `other`, and predict refused `checkpoint:model.input_transform`
+    ("the modules the traced forward called are (none recorded)") while measure ran it.
+    Now the GP is the model, found through its input transform's call (Note [A part
+    labelled before its model was called], trace/roots.py), its first top-level call in a
+    step begins the forward (Note [A model whose own call no hook sees],
+    trace/collector.py): the inputs (16x3 float64, 384 B, the standardised targets 128 B,
+    four 4 B constants the loss reads) are `input`, and
+    `checkpoint:input_transform` is predicted = measured. A policy on a kernel is refused
+    by predict in words that fit (Note [A class with a call of its own],
+    replay/policies.py): it said to call the module itself."""
+    run = run_client("train_botorch.py", ["--mode", "adam", "--n", "16"],
+                     ["checkpoint:covar_module", "checkpoint:input_transform"])
     assert run.summary.steps_traced == 2
     assert run.ledger.peak_with_scratch() == run.allocator_peak
     resident = run.summary.resident
-    assert (resident["parameter"], resident["optimizer_state"], resident["gradient"]) == \
-        (40, 92, 40)
-    p = run.policies["checkpoint:model"]
-    assert p.predicted is None and THROUGH in p.predict_refusal, p
+    assert (resident["parameter"], resident["optimizer_state"], resident["gradient"],
+            resident["input"]) == (40, 92, 40, 384 + 128 + 4 * 4)
+    assert run.summary.by_phase_peak["forward"] > 0
+    p = run.policies["checkpoint:covar_module"]
+    assert p.predicted is None and "its class (RBFKernel) has a `__call__` of its own" \
+        in p.predict_refusal, p
+    p = run.policies["checkpoint:input_transform"]
+    assert p.predicted == p.measured, p
 
 
 def test_botorchs_own_torch_loop_counts_its_steps():
@@ -53,3 +68,26 @@ def test_botorchs_own_torch_loop_counts_its_steps():
     assert run.ledger.peak_with_scratch() == run.allocator_peak
     assert run.summary.at_peak["gradient"] == 40
 
+
+
+def test_a_gp_fitted_by_scipy_traced_whole_finds_its_model():
+    """`fit_gpytorch_mll` (scipy's L-BFGS-B, no torch optimizer step) traced as one step
+    (`--steps-by whole`, the ledger pass alone): the GP was never found (its call is
+    gpytorch's, its input transform a top-level module since the constructor), so its
+    parameters and their gradients read `other` and `temporary`: 0 B of `parameter` and
+    `gradient`. Now 40 B each, and the training data `input`."""
+    from memledger.ledger.model import Ledger
+    from tests.clients.harness import HERE, _call
+    from memledger.trace import worker as trace_worker
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "run.ledger"
+        assert _call(trace_worker.main, [
+            "ledger", "--out", str(out), "--status", str(Path(tmp) / "s.json"),
+            "--steps", "1", "--steps-by", "whole", str(HERE / "train_botorch.py"), "--",
+            "--mode", "scipy", "--n", "16", "--steps", "3"]) == 0
+        led = Ledger.load(out)
+    res = led.summary().resident
+    assert (res["parameter"], res["gradient"], res["input"]) == (40, 40, 384 + 128 + 16)

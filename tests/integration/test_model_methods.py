@@ -144,3 +144,49 @@ def test_a_dropped_modules_label_is_not_the_models_child():
     # priced (both raised PolicyError before); the peak is the optimizer's, so offload
     # moves nothing, and checkpoint adds the CPU RNG state it keeps for the re-run
     assert (base, peaks) == (712, {"offload:act": 712, "checkpoint:act": 5544}), peaks
+
+
+class _OwnCall(nn.Module):
+    """gpytorch's `Module`: a `__call__` of its own runs `forward`, no torch hook sees it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.scale = nn.Parameter(torch.ones(8))
+        self.squash = nn.Tanh()        # what its forward calls as a module: no parameters
+
+    def __call__(self, x):
+        return self.forward(x)
+
+    def forward(self, x):
+        return self.squash(x) * self.scale
+
+
+def test_a_model_whose_own_call_no_hook_sees_has_a_forward_and_says_why():
+    """Note [A model whose own call no hook sees] (trace/collector.py): no step had a
+    forward phase (the model's call unseen, its part holds no parameters), so the batch
+    (2x8 fp32, 64 B per step) read `other` and predict found no call in "the traced
+    forward". Note [A class with a call of its own] (replay/policies.py): `checkpoint:`
+    the model's own-call part was told to call the module itself."""
+    from memledger.errors import PolicyError
+    from memledger.replay.policies import parse_policy
+    from memledger.replay.predict import predict
+
+    class Holder(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.inner = _OwnCall()
+
+        def __call__(self, x):
+            return self.forward(x)
+
+        def forward(self, x):
+            return self.inner(x)
+
+    led = _train(Holder, lambda m, x: m(x).sum())
+    assert "forward" in set(led.phases["phase"])
+    st = led.storages
+    assert st.loc[st["category"] == "input", "bytes"].tolist() == [64, 64]
+    assert predict(led, [parse_policy("offload:inner.squash")]).policies[0].peak_bytes > 0
+    with pytest.raises(PolicyError, match=r"matches inner, never called as a module: its "
+                                          r"class \(_OwnCall\) has a `__call__` of its own"):
+        predict(led, [parse_policy("checkpoint:inner")])
