@@ -16,7 +16,7 @@ import pytest
 pytest.importorskip("botorch")
 from botorch.acquisition import qLogNoisyExpectedImprovement  # noqa: E402,F401  (see above)
 
-from tests.clients.harness import run_client  # noqa: E402
+from tests.clients.harness import ledger_pass, run_client  # noqa: E402
 
 pytestmark = pytest.mark.clients
 
@@ -69,25 +69,13 @@ def test_botorchs_own_torch_loop_counts_its_steps():
     assert run.summary.at_peak["gradient"] == 40
 
 
-
 def test_a_gp_fitted_by_scipy_traced_whole_finds_its_model():
     """`fit_gpytorch_mll` (scipy's L-BFGS-B, no torch optimizer step) traced as one step
     (`--steps-by whole`, the ledger pass alone): the GP was never found (its call is
     gpytorch's, its input transform a top-level module since the constructor), so its
     parameters and their gradients read `other` and `temporary`: 0 B of `parameter` and
     `gradient`. Now 40 B each, and the training data `input`."""
-    from memledger.ledger.model import Ledger
-    from tests.clients.harness import HERE, _call
-    from memledger.trace import worker as trace_worker
-    import tempfile
-    from pathlib import Path
-
-    with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "run.ledger"
-        assert _call(trace_worker.main, [
-            "ledger", "--out", str(out), "--status", str(Path(tmp) / "s.json"),
-            "--steps", "1", "--steps-by", "whole", str(HERE / "train_botorch.py"), "--",
-            "--mode", "scipy", "--n", "16", "--steps", "3"]) == 0
-        led = Ledger.load(out)
+    led = ledger_pass("train_botorch.py", ["--mode", "scipy", "--n", "16", "--steps", "3"],
+                      steps=1, steps_by="whole")
     res = led.summary().resident
     assert (res["parameter"], res["gradient"], res["input"]) == (40, 40, 384 + 128 + 16)
