@@ -190,3 +190,34 @@ def test_a_model_whose_own_call_no_hook_sees_has_a_forward_and_says_why():
     with pytest.raises(PolicyError, match=r"matches inner, never called as a module: its "
                                           r"class \(_OwnCall\) has a `__call__` of its own"):
         predict(led, [parse_policy("checkpoint:inner")])
+
+
+def test_a_live_modules_label_the_models_child_takes_is_given_again():
+    """Note [A label the model's child takes]: a module the script still holds, called on
+    its own as `act` before the model (which holds a child `act`), is labelled again by
+    Note [Root names]'s next rule, its class."""
+    from memledger.replay.policies import parse_policy
+    from memledger.replay.predict import predict
+
+    class Acted(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.body, self.act = nn.Linear(8, 8), nn.GELU()
+
+        def forward(self, x):
+            return self.act(self.body(x))
+
+    with memledger.trace() as led:
+        act = nn.GELU()
+        act(torch.zeros(1, 8))
+        m = Acted()
+        opt = torch.optim.SGD(m.parameters(), lr=0.1)
+        for _ in range(2):
+            m(torch.randn(2, 8)).sum().backward()
+            opt.step()
+            opt.zero_grad()
+        act(torch.zeros(1, 8))
+    assert [r["mod"] for r in led.extra["root"]] == ["act", "GELU"]
+    assert [r["mods"] for r in led.extra["retired"]] == [["act"]]
+    assert set(led.scopes["mod"]) == {"act", "", "body", "GELU"}
+    assert predict(led, [parse_policy("checkpoint:act")]).policies[0].peak_bytes > 0
