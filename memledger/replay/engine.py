@@ -318,7 +318,8 @@ def _resolved(prep: Prepared, policy: Policy) -> list:
     return resolve(policy, prep.module_table, "the modules the traced forward called are",
                    after, others=prep.other_roots, uncalled=prep.param_modules,
                    idle=prep.idle_modules, classes=prep.classes,
-                   containers=prep.containers, moved=prep.model_moved)
+                   containers=prep.containers, moved=prep.model_moved,
+                   own_call=prep.own_call)
 
 
 def _selected_rows(prep: Prepared, paths: dict[str, int]) -> tuple[np.ndarray, np.ndarray]:

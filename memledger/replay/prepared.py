@@ -149,6 +149,7 @@ class Prepared:
     # top-level modules besides the model (a GAN's discriminator), by path prefix: a policy
     # never selects their modules, as `measure` applies it to the model only
     other_roots: tuple[str, ...] = ()
+    own_call: tuple[str, ...] = ()  # the model's modules with a `__call__` of their own
     model_moved: bool = False   # the first optimizer step named the model (model_moved)
     compiled: tuple[tuple[str, str], ...] = ()   # (path, backend): replay/compiled.py
     scope_model: np.ndarray = None  # bool per call: a call of the model's (model_calls)
@@ -283,6 +284,7 @@ class Prepared:
             idle_modules=_idle_modules(st, params),
             containers=_containers(led),
             classes=_classes(led),
+            own_call=_own_call(led),
             compiled=compiled_regions(led),
             scope_model=model_calls(sc["mod"].to_numpy(dtype=object),
                                     sc["ev0"].to_numpy(dtype=np.int64), led),
@@ -414,9 +416,17 @@ def other_roots(led: Ledger) -> tuple[str, ...]:
     the model (Note [A model's former label])."""
     retired = {str(r["was"]): int(r["ev"]) for r in led.extra.get("model", [])
                if r.get("was")}
+    for was, ev in retired_labels(led):   # Note [A label the model's child takes], roots.py
+        retired[was] = max(ev, retired.get(was, ev))
     return tuple(dict.fromkeys(
         r["mod"] for r in led.extra.get("root", [])
         if not (r["mod"] in retired and int(r.get("ev", -1)) < retired[r["mod"]])))
+
+
+def retired_labels(led: Ledger) -> list[tuple[str, int]]:
+    """(label, event) of each top-level module's label retired (Note [A label the model's
+    child takes], trace/roots.py): it names that module before the event only."""
+    return [(str(m), int(r["ev"])) for r in led.extra.get("retired", []) for m in r["mods"]]
 
 
 def model_moved(led: Ledger) -> bool:
@@ -507,6 +517,18 @@ def _classes(led: Ledger) -> dict[str, str]:
     return out
 
 
+def _own_call(led: Ledger) -> tuple[str, ...]:
+    """The model's modules whose class has a `__call__` of its own (the latest `own_call`
+    record since the model was last renamed; Note [A class with a call of its own],
+    replay/policies.py)."""
+    start = max((int(r["ev"]) for r in led.extra.get("model", [])), default=0)
+    out: tuple[str, ...] = ()
+    for r in led.extra.get("own_call", []):
+        if int(r.get("ev", 0)) >= start:
+            out = tuple(str(m) for m in r["mods"])
+    return out
+
+
 def model_calls(mods: np.ndarray, ev0: np.ndarray, led: Ledger) -> np.ndarray:
     """Per module call (path, first event): a call of the model's, the only module a
     policy acts on (Note [The model] in trace/roots.py): not another top-level module's,
@@ -517,7 +539,12 @@ def model_calls(mods: np.ndarray, ev0: np.ndarray, led: Ledger) -> np.ndarray:
     codes, paths = pd.factorize(pd.Series(mods, dtype=object).astype(str))
     ours = np.array([not any(p == r or p.startswith(r + ".") for r in others) for p in paths],
                     dtype=bool)
-    return (ours[codes] if len(paths) else np.zeros(len(mods), dtype=bool)) & (ev0 >= start)
+    keep = (ours[codes] if len(paths) else np.zeros(len(mods), dtype=bool)) & (ev0 >= start)
+    for was, ev in retired_labels(led):   # that module's calls under its former label
+        under = np.array([p == was or p.startswith(was + ".") for p in paths], dtype=bool)
+        if len(paths):
+            keep &= ~(under[codes] & (ev0 < ev))
+    return keep
 
 
 def _graph_reads(led: Ledger, st: pd.DataFrame, n: int) -> np.ndarray:

@@ -171,6 +171,9 @@ Rules (numbered so that code can point here):
 22. `.numpy()`: known values are handed back, a single element gets Rule 3's stand-in (a
    loss logged as `loss.detach().numpy().item()`: TabNet's `fit`); anything else stops
    the run as before (trace/fake_literals.py).
+23. A fake about to be swapped by `module.to(...)` lets go of the literal FakeTensorMode
+   keeps as its `constant` (and the weak references to it that made the swap fail):
+   gpytorch's `ScaleKernel` moved to float64 by botorch (trace/fake_swap.py).
 
 Worked example (MLP of examples/train_mlp.py, B=64, fp32, fake, target cpu): fc1.weight is
 a fake 512×256 tensor whose meta storage has 512·256·4 = 524,288 bytes; its row is the
@@ -208,6 +211,7 @@ from memledger.trace.fake_literals import KnownLiterals
 from memledger.trace.fake_losses import reduced_loss_bytes
 from memledger.trace.fake_questions import ForeachAsReal, RealAnswers
 from memledger.trace.fake_random import RandomDraws, seeded as _seeded
+from memledger.trace.fake_swap import ConstantsLetGo
 from memledger.trace.fake_views import RebuiltViews
 
 aten = torch.ops.aten
@@ -877,6 +881,8 @@ class FakeCollector(Collector):
         self._aliasing = False                # Rule 9: the saved alias being made
         self._fake_dev: dict[Any, str] = {}
         self._draws = RandomDraws(_shadow_of)  # Rule 21
+        self._swaps = ConstantsLetGo(FakeTensor,     # Rule 23
+                                     self.fake_mode.fake_tensor_converter)
         self.flops = 0
 
     # ---- lifecycle: FakeTensorMode below the collector ---------------------------------
@@ -885,7 +891,7 @@ class FakeCollector(Collector):
         self.fake_mode.__enter__()
         entered = []
         try:
-            for part in (self._answers, self._foreach, self._literals):
+            for part in (self._answers, self._foreach, self._literals, self._swaps):
                 part.__enter__()
                 entered.append(part)
             return super().__enter__()
@@ -899,6 +905,7 @@ class FakeCollector(Collector):
         try:
             super().__exit__(exc_type, exc, tb)
         finally:
+            self._swaps.__exit__(exc_type, exc, tb)
             self._literals.__exit__(exc_type, exc, tb)
             self._foreach.__exit__(exc_type, exc, tb)
             self._answers.__exit__(exc_type, exc, tb)
