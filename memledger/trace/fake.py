@@ -171,6 +171,9 @@ Rules (numbered so that code can point here):
 22. `.numpy()`: known values are handed back, a single element gets Rule 3's stand-in (a
    loss logged as `loss.detach().numpy().item()`: TabNet's `fit`); anything else stops
    the run as before (trace/fake_literals.py).
+23. `F.one_hot` whose width (`num_classes`, or the input's largest value with -1) is read
+   from values the run does not have stops the run (exit 2, the line): a stand-in width
+   of 0 made ST-MoE's router dispatch no token, silently 23 % under (trace/fake_literals.py).
 
 Worked example (MLP of examples/train_mlp.py, B=64, fp32, fake, target cpu): fc1.weight is
 a fake 512×256 tensor whose meta storage has 512·256·4 = 524,288 bytes; its row is the
@@ -861,8 +864,9 @@ class FakeCollector(Collector):
         self.fake_mode = _RunMode(allow_non_fake_inputs=True)    # Rule 12
         self._answers = RealAnswers()            # Rule 7
         self._foreach = ForeachAsReal(FakeTensor, "cuda" if self.target.remap else "")
-        self._literals = KnownLiterals(FakeTensor, _shadow_of,   # Rules 19 and 21
-                                       lambda t: self._standin(t, "Tensor.numpy"))
+        self._literals = KnownLiterals(FakeTensor, _shadow_of,   # Rules 19, 22 and 23
+                                       lambda t: self._standin(t, "Tensor.numpy"),
+                                       unknown_width)
         self._views = RebuiltViews()             # Rule 17
         self._memo = self.fake_mode.fake_tensor_converter.tensor_memo
         self._standin_sites: dict[tuple[str, int, str], dict] = {}
@@ -1231,6 +1235,19 @@ def cannot_run_fake_line(exc: BaseException, op: str) -> str:
             else "reads tensor values")
     return (f"memledger: cannot run fake at {where}: {op} {kind}, which a --fake run does "
             "not have; compute it from shapes in the script, or trace it for real")
+
+
+def unknown_width(how: str) -> BaseException:
+    """Rule 23: the error that stops a fake run at a `one_hot` whose width `how` depends on
+    values, with its one line (exit 2)."""
+    f = user_frame()
+    where = _where_text(f.f_code.co_filename, f.f_lineno) if f is not None else "?"
+    err = RuntimeError(f"one_hot's width {how}")
+    err.memledger_line = (  # type: ignore[attr-defined]
+        f"memledger: cannot run fake at {where}: one_hot's width (num_classes) {how}, which "
+        "a --fake run does not have (a stand-in would make it 0 or 1 wide, and every size "
+        "computed from it wrong); trace it for real")
+    return err
 
 
 NO_CUDA_HINT = "not compiled with CUDA"

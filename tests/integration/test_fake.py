@@ -275,6 +275,31 @@ def test_fake_refuses_value_reads_in_one_line(tmp_path, capfd, line, what):
     assert "Traceback" not in capfd.readouterr().err
 
 
+@pytest.mark.parametrize("width,how", [
+    ("idx.max() + 1", "is read from a tensor's values"),
+    ("-1", "is its input's largest value plus one (num_classes=-1)"),
+])
+def test_fake_one_hot_whose_width_is_in_the_values_exits_2(tmp_path, capfd, width, how):
+    """Rule 23 (trace/fake_literals.py): `F.one_hot(idx, idx.max() + 1)` (ST-MoE's router)
+    or `F.one_hot(idx)` of indices read off a model's output: the width is the values'.
+    Before, Rule 3's stand-in made it 0 (or 1) wide and the run went on, silently: here
+    the one-hot was (256, 0) (with -1: (256, 1)) where the real run's is (256, W), W the
+    largest index plus one;
+    on tests/clients/train_stmoe.py the fake peak read 593.2 KiB against the real 766.9
+    KiB. Now exit 2 with the line; a width known to the run (an int) runs as before."""
+    src = ("import torch, torch.nn.functional as F\nmodel = torch.nn.Linear(4, 8)\n"
+           "idx = model(torch.randn(256, 4)).argmax(-1)\n"
+           "known = F.one_hot(idx, 8).float()\n"
+           f"oh = F.one_hot(idx, {width}).float()\n")
+    code, reason = _fake_ledger_pass(tmp_path, src)
+    assert code == 2 and reason == (
+        f"memledger: cannot run fake at train.py:5 `oh = F.one_hot(idx, {width}).float()`: "
+        f"one_hot's width (num_classes) {how}, which a --fake run does not have (a "
+        "stand-in would make it 0 or 1 wide, and every size computed from it wrong); "
+        "trace it for real"), reason
+    assert "Traceback" not in capfd.readouterr().err
+
+
 def test_a_one_element_numpy_read_is_a_stand_in(tmp_path):
     """Rule 21 (trace/fake_literals.py): `loss.detach().numpy().item()`, TabNet's logging of
     each batch's loss inside its `fit`, reads one value, as `.item()` does: a stand-in 0.0
