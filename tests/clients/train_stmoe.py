@@ -18,6 +18,10 @@ Modes:
                `SparseMoEBlock`, the blocks' aux losses summed into the loss, AdamW, clipping;
                `--eval-every N` runs a validation batch under `no_grad` in eval mode (the
                eval capacity factor, 2.0 against training's 1.25) every N steps
+  --amp        the forward and the loss under CPU autocast (bf16), any mode
+  --no-aux     (the layer modes) train on the task loss alone: the balance and z-losses
+               are still returned, and kept until the next step's forward rebinds them
+  --eval-with-grad  (transformer) the validation forward without `no_grad` (a common slip)
 
 Tiny, seeded, random data, nothing downloaded.
 
@@ -115,6 +119,10 @@ def main():
     ap.add_argument("--heads", type=int, default=4)
     ap.add_argument("--vocab", type=int, default=64)
     ap.add_argument("--eval-every", type=int, default=0)
+    ap.add_argument("--amp", action="store_true", help="forward under CPU autocast (bf16)")
+    ap.add_argument("--no-aux", action="store_true", help="train on the task loss alone")
+    ap.add_argument("--eval-with-grad", action="store_true",
+                    help="the validation forward without torch.no_grad() (a common slip)")
     args = ap.parse_args()
     if args.mode == "sparse":
         args.experts, args.batch, args.seq = max(args.experts, 16), 1, 8
@@ -129,15 +137,16 @@ def main():
         for step in range(args.steps):
             batch = data[torch.randint(0, len(data), (args.batch,))]
             x, y = batch[:, :-1], batch[:, 1:]
-            logits, aux = model(x)
-            loss = F.cross_entropy(logits.reshape(-1, args.vocab), y.reshape(-1)) + aux
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.amp):
+                logits, aux = model(x)
+                loss = F.cross_entropy(logits.reshape(-1, args.vocab), y.reshape(-1)) + aux
             opt.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             opt.step()
             if args.eval_every and (step + 1) % args.eval_every == 0:
                 model.eval()
-                with torch.no_grad():
+                with torch.set_grad_enabled(args.eval_with_grad):
                     vl, _ = model(val[:, :-1])
                     vloss = F.cross_entropy(vl.reshape(-1, args.vocab), val[:, 1:].reshape(-1))
                 model.train()
@@ -151,8 +160,9 @@ def main():
     target.requires_grad_(False)
     for step in range(args.steps):
         x = torch.randn(args.batch, args.seq, args.dim)
-        out, aux, balance, z = model(x, noise_gates=args.mode == "noise")
-        loss = F.mse_loss(out, target(x)) + aux
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.amp):
+            out, aux, balance, z = model(x, noise_gates=args.mode == "noise")
+            loss = F.mse_loss(out.float(), target(x).float()) + (0 if args.no_aux else aux)
         opt.zero_grad()
         loss.backward()
         opt.step()

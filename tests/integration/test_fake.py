@@ -284,9 +284,9 @@ def test_fake_one_hot_whose_width_is_in_the_values_exits_2(tmp_path, capfd, widt
     or `F.one_hot(idx)` of indices read off a model's output: the width is the values'.
     Before, Rule 3's stand-in made it 0 (or 1) wide and the run went on, silently: here
     the one-hot was (256, 0) (with -1: (256, 1)) where the real run's is (256, W), W the
-    largest index plus one;
-    on tests/clients/train_stmoe.py the fake peak read 593.2 KiB against the real 766.9
-    KiB. Now exit 2 with the line; a width known to the run (an int) runs as before."""
+    largest index plus one; on tests/clients/train_stmoe.py the fake peak read 593.2 KiB
+    against the real 766.9 KiB. Now exit 2 with the line; a width known to the run (an
+    int) runs as before."""
     src = ("import torch, torch.nn.functional as F\nmodel = torch.nn.Linear(4, 8)\n"
            "idx = model(torch.randn(256, 4)).argmax(-1)\n"
            "known = F.one_hot(idx, 8).float()\n"
