@@ -22,6 +22,7 @@ Modes:
   --no-aux     (the layer modes) train on the task loss alone: the balance and z-losses
                are still returned, and kept until the next step's forward rebinds them
   --eval-with-grad  (transformer) the validation forward without `no_grad` (a common slip)
+  --accum N    (transformer) N micro-batches per optimizer step
 
 Tiny, seeded, random data, nothing downloaded.
 
@@ -121,6 +122,7 @@ def main():
     ap.add_argument("--eval-every", type=int, default=0)
     ap.add_argument("--amp", action="store_true", help="forward under CPU autocast (bf16)")
     ap.add_argument("--no-aux", action="store_true", help="train on the task loss alone")
+    ap.add_argument("--accum", type=int, default=1, help="(transformer) micro-batches a step")
     ap.add_argument("--eval-with-grad", action="store_true",
                     help="the validation forward without torch.no_grad() (a common slip)")
     args = ap.parse_args()
@@ -135,13 +137,15 @@ def main():
         data = torch.randint(0, args.vocab, (64, args.seq + 1))
         val = torch.randint(0, args.vocab, (args.batch, args.seq + 1))
         for step in range(args.steps):
-            batch = data[torch.randint(0, len(data), (args.batch,))]
-            x, y = batch[:, :-1], batch[:, 1:]
-            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.amp):
-                logits, aux = model(x)
-                loss = F.cross_entropy(logits.reshape(-1, args.vocab), y.reshape(-1)) + aux
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
+            for micro in range(args.accum):
+                batch = data[torch.randint(0, len(data), (args.batch,))]
+                x, y = batch[:, :-1], batch[:, 1:]
+                with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.amp):
+                    logits, aux = model(x)
+                    loss = F.cross_entropy(logits.reshape(-1, args.vocab), y.reshape(-1)) + aux
+                if micro == 0:
+                    opt.zero_grad(set_to_none=True)
+                (loss / args.accum).backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             opt.step()
             if args.eval_every and (step + 1) % args.eval_every == 0:
