@@ -19,8 +19,8 @@ Modes:
                `--eval-every N` runs a validation batch under `no_grad` in eval mode (the
                eval capacity factor, 2.0 against training's 1.25) every N steps
   --amp        the forward and the loss under CPU autocast (bf16), any mode
-  --no-aux     (the layer modes) train on the task loss alone: the balance and z-losses
-               are still returned, and kept until the next step's forward rebinds them
+  --no-aux     train on the task loss alone: the balance and z-losses are still
+               returned, and kept until the next step's forward rebinds them
   --eval-with-grad  (transformer) the validation forward without `no_grad` (a common slip)
   --accum N    (transformer) N micro-batches per optimizer step
 
@@ -142,7 +142,8 @@ def main():
                 x, y = batch[:, :-1], batch[:, 1:]
                 with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.amp):
                     logits, aux = model(x)
-                    loss = F.cross_entropy(logits.reshape(-1, args.vocab), y.reshape(-1)) + aux
+                    loss = F.cross_entropy(logits.reshape(-1, args.vocab), y.reshape(-1)) + \
+                        (0 if args.no_aux else aux)
                 if micro == 0:
                     opt.zero_grad(set_to_none=True)
                 (loss / args.accum).backward()
