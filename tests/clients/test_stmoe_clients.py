@@ -17,7 +17,8 @@ import pytest
 
 pytest.importorskip("st_moe_pytorch")
 
-from tests.clients.harness import HERE, _call, predicted_peak, run_client  # noqa: E402
+from tests.clients.harness import HERE, _call, ledger_pass, predicted_peak, \
+    run_client  # noqa: E402
 
 pytestmark = pytest.mark.clients
 
@@ -65,3 +66,22 @@ def test_fake_run_of_the_router_stops_at_its_one_hot():
     assert reason.startswith("memledger: cannot run fake at ") and "st_moe_pytorch.py:" in \
         reason and "`return F.one_hot(indexes, one_hot_classes)[..., :max_length]`: one_hot's" \
         " width (num_classes) is read from a tensor's values" in reason, reason
+
+
+def test_router_losses_by_a_second_backward_refused_in_the_words_of_the_case():
+    """`loss.backward(retain_graph=True)`, then `aux.backward()` (`--aux-backward`): the
+    gate's saves are read by two passes, and a checkpoint re-runs it in each (Note [A
+    re-run in each backward pass]): NotPredicted, measured by `compare` (229,480 B at
+    these sizes over 2 steps, gradients bitwise). The one line named only a graph-building backward
+    (`create_graph=True`, forces from an energy), which this loop has not; it names
+    `retain_graph=True` too now. Offload stays predicted (one step: 186,440 B, as
+    `memledger measure` gives; 215,656 B over 2 steps)."""
+    from memledger.errors import NotPredicted
+    from memledger.replay.policies import parse_policy
+    from memledger.replay.predict import predict
+
+    led = ledger_pass("train_stmoe.py", ["--mode", "moe", "--aux-backward", *SMALL], steps=1)
+    with pytest.raises(NotPredicted, match=r"in each of two backward passes \(a backward with "
+                       r"`retain_graph=True` and another through the same graph"):
+        predict(led, [parse_policy("checkpoint:gate")])
+    assert predicted_peak(led, "offload:gate") == 186_440

@@ -23,6 +23,7 @@ Modes:
                returned, and kept until the next step's forward rebinds them
   --eval-with-grad  (transformer) the validation forward without `no_grad` (a common slip)
   --accum N    (transformer) N micro-batches per optimizer step
+  --aux-backward  (layer modes) `loss.backward(retain_graph=True)`, then `aux.backward()`
 
 Tiny, seeded, random data, nothing downloaded.
 
@@ -122,6 +123,8 @@ def main():
     ap.add_argument("--eval-every", type=int, default=0)
     ap.add_argument("--amp", action="store_true", help="forward under CPU autocast (bf16)")
     ap.add_argument("--no-aux", action="store_true", help="train on the task loss alone")
+    ap.add_argument("--aux-backward", action="store_true",
+                    help="(layer modes) the aux loss by a backward of its own after the task's")
     ap.add_argument("--accum", type=int, default=1, help="(transformer) micro-batches a step")
     ap.add_argument("--eval-with-grad", action="store_true",
                     help="the validation forward without torch.no_grad() (a common slip)")
@@ -167,9 +170,15 @@ def main():
         x = torch.randn(args.batch, args.seq, args.dim)
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.amp):
             out, aux, balance, z = model(x, noise_gates=args.mode == "noise")
-            loss = F.mse_loss(out.float(), target(x).float()) + (0 if args.no_aux else aux)
+            loss = F.mse_loss(out.float(), target(x).float()) + \
+                (0 if args.no_aux or args.aux_backward else aux)
         opt.zero_grad()
-        loss.backward()
+        if args.aux_backward:   # the router's losses by a second pass through the same graph
+            loss.backward(retain_graph=True)
+            aux.backward()
+            loss = loss + aux.detach()
+        else:
+            loss.backward()
         opt.step()
         print(f"step {step}: loss {loss.item():.4f} balance {balance.item():.4f} "
               f"z {z.item():.4f}")
