@@ -1239,9 +1239,20 @@ def cannot_run_fake_line(exc: BaseException, op: str) -> str:
 
 def unknown_width(how: str) -> BaseException:
     """Rule 23: the error that stops a fake run at a `one_hot` whose width `how` depends on
-    values, with its one line (exit 2)."""
-    f = user_frame()
+    values, with its one line (exit 2): the script's line, and the library's where a
+    library called one_hot (as `fake_refusal` names them)."""
+    from memledger.trace.where import user_frame as script_frame
+
+    f, mine = user_frame(), script_frame()
     where = _where_text(f.f_code.co_filename, f.f_lineno) if f is not None else "?"
+    if f is not None and mine is not None and mine is not f:
+        parts = os.path.realpath(f.f_code.co_filename).split(os.sep)
+        pkg = next((parts[i + 1] for i in range(len(parts) - 2, -1, -1)
+                    if parts[i] in ("site-packages", "dist-packages")), parts[-2])
+        code = linecache.getline(f.f_code.co_filename, f.f_lineno).strip()
+        where = (f"{_where_text(mine.f_code.co_filename, mine.f_lineno)}: `{pkg}` (called by "
+                 f"the script) at {'/'.join(parts[-2:])}:{f.f_lineno}" +
+                 (f" `{code}`" if code else ""))
     err = RuntimeError(f"one_hot's width {how}")
     err.memledger_line = (  # type: ignore[attr-defined]
         f"memledger: cannot run fake at {where}: one_hot's width (num_classes) {how}, which "

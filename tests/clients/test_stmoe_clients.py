@@ -63,7 +63,10 @@ def test_fake_run_of_the_router_stops_at_its_one_hot():
                                          "--mode", "moe", *SMALL])
         reason = json.loads(status.read_text())["reason"]
     assert code == 2, reason
-    assert reason.startswith("memledger: cannot run fake at ") and "st_moe_pytorch.py:" in \
+    # the script's line, then the library's (as a library's value reads are said)
+    assert reason.startswith("memledger: cannot run fake at tests/clients/train_stmoe.py:") \
+        and "`out, aux, balance, z = model(x, noise_gates=args.mode == \"noise\")`: " \
+        "`st_moe_pytorch` (called by the script) at st_moe_pytorch/st_moe_pytorch.py:" in \
         reason and "`return F.one_hot(indexes, one_hot_classes)[..., :max_length]`: one_hot's" \
         " width (num_classes) is read from a tensor's values" in reason, reason
 
