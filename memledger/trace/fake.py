@@ -174,6 +174,9 @@ Rules (numbered so that code can point here):
 23. A fake about to be swapped by `module.to(...)` lets go of the literal FakeTensorMode
    keeps as its `constant` (and the weak references to it that made the swap fail):
    gpytorch's `ScaleKernel` moved to float64 by botorch (trace/fake_swap.py).
+24. `F.one_hot` whose width (`num_classes`, or the input's largest value with -1) is read
+   from values the run does not have stops the run (exit 2, the line): a stand-in width
+   of 0 made ST-MoE's router dispatch no token, silently 23 % under (trace/fake_literals.py).
 
 Worked example (MLP of examples/train_mlp.py, B=64, fp32, fake, target cpu): fc1.weight is
 a fake 512×256 tensor whose meta storage has 512·256·4 = 524,288 bytes; its row is the
@@ -865,8 +868,9 @@ class FakeCollector(Collector):
         self.fake_mode = _RunMode(allow_non_fake_inputs=True)    # Rule 12
         self._answers = RealAnswers()            # Rule 7
         self._foreach = ForeachAsReal(FakeTensor, "cuda" if self.target.remap else "")
-        self._literals = KnownLiterals(FakeTensor, _shadow_of,   # Rules 19 and 21
-                                       lambda t: self._standin(t, "Tensor.numpy"))
+        self._literals = KnownLiterals(FakeTensor, _shadow_of,   # Rules 19, 22 and 23
+                                       lambda t: self._standin(t, "Tensor.numpy"),
+                                       unknown_width)
         self._views = RebuiltViews()             # Rule 17
         self._memo = self.fake_mode.fake_tensor_converter.tensor_memo
         self._standin_sites: dict[tuple[str, int, str], dict] = {}
@@ -1238,6 +1242,30 @@ def cannot_run_fake_line(exc: BaseException, op: str) -> str:
             else "reads tensor values")
     return (f"memledger: cannot run fake at {where}: {op} {kind}, which a --fake run does "
             "not have; compute it from shapes in the script, or trace it for real")
+
+
+def unknown_width(how: str) -> BaseException:
+    """Rule 24: the error that stops a fake run at a `one_hot` whose width `how` depends on
+    values, with its one line (exit 2): the script's line, and the library's where a
+    library called one_hot (as `fake_refusal` names them)."""
+    from memledger.trace.where import user_frame as script_frame
+
+    f, mine = user_frame(), script_frame()
+    where = _where_text(f.f_code.co_filename, f.f_lineno) if f is not None else "?"
+    if f is not None and mine is not None and mine is not f:
+        parts = os.path.realpath(f.f_code.co_filename).split(os.sep)
+        pkg = next((parts[i + 1] for i in range(len(parts) - 2, -1, -1)
+                    if parts[i] in ("site-packages", "dist-packages")), parts[-2])
+        code = linecache.getline(f.f_code.co_filename, f.f_lineno).strip()
+        where = (f"{_where_text(mine.f_code.co_filename, mine.f_lineno)}: `{pkg}` (called by "
+                 f"the script) at {'/'.join(parts[-2:])}:{f.f_lineno}" +
+                 (f" `{code}`" if code else ""))
+    err = RuntimeError(f"one_hot's width {how}")
+    err.memledger_line = (  # type: ignore[attr-defined]
+        f"memledger: cannot run fake at {where}: one_hot's width (num_classes) {how}, which "
+        "a --fake run does not have (a stand-in would make it 0 or 1 wide, and every size "
+        "computed from it wrong); trace it for real")
+    return err
 
 
 NO_CUDA_HINT = "not compiled with CUDA"
