@@ -157,18 +157,44 @@ def repeated_blocks(led: Ledger) -> list[str]:
         return []
     saved = led.storages[led.storages["category"] == "activation"]
     mods = saved["saved_module"].astype(str)
+    sv = led.saves
+    if sv is not None and len(sv):   # Note [A block's saves, by its calls]
+        sv = sv[sv["sid"].isin(saved.index)]
+        fw = sc[(sc["ph"] != "backward") & ~sc["nograd"].fillna(False).astype(bool)] \
+            if "nograd" in sc else sc[sc["ph"] != "backward"]
+        save_ev = sv["ev"].to_numpy(dtype=np.int64)
 
-    def saved_bytes(members: list[tuple[int, str]]) -> int:
-        under = np.zeros(len(saved), dtype=bool)
-        for _, m in members:
-            under |= (mods == m).to_numpy() | mods.str.startswith(m + ".").to_numpy()
-        return int(saved.loc[under, "bytes"].sum())
+        def saved_bytes(members: list[tuple[int, str]]) -> int:
+            calls = fw[fw["mod"].isin([m for _, m in members])]
+            inside = np.zeros(len(sv), dtype=bool)
+            for e0, e1 in zip(calls["ev0"].to_numpy(), calls["ev1"].to_numpy()):
+                inside |= (save_ev >= e0) & (save_ev < e1)
+            return int(saved.loc[sv["sid"][inside].unique(), "bytes"].sum())
+    else:   # a ledger without save records: by the saving module's path
+        def saved_bytes(members: list[tuple[int, str]]) -> int:
+            under = np.zeros(len(saved), dtype=bool)
+            for _, m in members:
+                under |= (mods == m).to_numpy() | mods.str.startswith(m + ".").to_numpy()
+            return int(saved.loc[under, "bytes"].sum())
 
     candidates = [*groups.values(), *through.values()]
     best = max(candidates, key=lambda v: (saved_bytes(v), len(v)))
     return [p for _, p in sorted(best)]
 
 
+# Note [A block's saves, by its calls]
+# A candidate group is ranked by the activations its members save. Read by the saving
+# module's path, a module that two paths reach counted under the first only:
+# reformer-pytorch's `ReversibleSequence` holds each layer's attention and feed-forward
+# twice, as `blocks.{i}.f.net` (inside the reversible wrappers, the path `named_modules()`
+# gives) and as the `f` and `g` of `irrev_blocks.{i}`, the blocks the irreversible path
+# calls. `irrev_blocks.*` read as saving nothing of their own, and plan's blocks were the
+# attention halves alone, `blocks.{i}.f.net`: "no candidate fits 950KiB; the lowest
+# predicted peak is 1.0 MiB" where `offload:...irrev_blocks.*` is predicted and measured
+# 902.4 KiB (tests/clients/train_reformer.py --mode plain). And a block a custom backward
+# calls again (the reversible path's `blocks.{i}`, called under no_grad in forward) took
+# the saves of its calls in backward, where no policy acts. So a group's saves are those
+# made inside its members' forward calls under gradients, whoever made them.
 # Note [Blocks inside items that never run]
 # A module list whose items never run as module calls (normflows' `flows`: each flow layer
 # runs through its `inverse` when the model is fitted by `forward_kld`, Note [Modules run

@@ -62,3 +62,21 @@ def test_layer_dropout_on_the_irreversible_path_is_one_cut():
     assert_one_doctor_error("train_reformer.py", ["--mode", "plain", "--layer-dropout", "0.5",
                                                   "--steps", "2", *TINY], 2, "cut_graph",
                             "loss = model(x, return_loss=True)")
+
+
+def test_plan_takes_the_blocks_the_irreversible_path_calls():
+    """`ReversibleSequence` holds each layer's attention and feed-forward twice: inside the
+    reversible wrappers, `blocks.{i}.f.net` (the path `named_modules()` gives them), and as
+    the `f` and `g` of `irrev_blocks.{i}`, which the irreversible path calls. plan ranked
+    candidate groups by the saving module's path, so `irrev_blocks.*` saved nothing and its
+    blocks were the attention halves: at 126,000 B "no candidate fits; the lowest predicted
+    peak is 129,649" where `offload:...irrev_blocks.*` is predicted 123,556 B and measured
+    123,556 B. Now by the saves inside each member's forward calls (Note [A block's saves,
+    by its calls], replay/plan.py)."""
+    from memledger.replay.plan import plan
+
+    led = ledger_pass("train_reformer.py", ["--mode", "plain", *TINY], steps=1)
+    rep = plan(led, 126_000)
+    assert rep.blocks == [f"net.net.reformer.layers.irrev_blocks.{i}" for i in (0, 1)]
+    assert rep.fits and rep.policy == "offload:net.net.reformer.layers.irrev_blocks.*"
+    assert rep.predicted_peak_bytes == 123_556
