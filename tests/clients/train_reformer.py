@@ -52,7 +52,10 @@ def build(args):
                                dec_num_tokens=args.tokens, dec_depth=args.depth,
                                dec_max_seq_len=args.seq, dec_bucket_size=args.bucket,
                                dec_heads=2, dec_dim_head=args.dim // 2, dec_n_hashes=2,
-                               dec_ff_chunks=args.ff_chunks)
+                               dec_ff_chunks=args.ff_chunks,
+                               **({"enc_reverse_thres": 10 * args.seq,
+                                   "dec_reverse_thres": 10 * args.seq}
+                                  if args.irreversible else {}))
         return model
     if args.mode == "plain" or args.irreversible:
         kw["reverse_thres"] = 10 * args.seq        # IrreversibleBlock below this length
