@@ -161,16 +161,24 @@ def repeated_blocks(led: Ledger) -> list[str]:
         return []
     saved = led.storages[led.storages["category"] == "activation"]
     mods = saved["saved_module"].astype(str)
-    saved_at = saved["saved_ev"].to_numpy()
+    sv = led.saves
+    if sv is not None and len(sv):   # Note [A block's saves, by its calls]
+        sv = sv[sv["sid"].isin(saved.index)]
+        fw = _Calls(sc[(sc["ph"] != "backward") & ~sc["nograd"].fillna(False).astype(bool)]
+                    if "nograd" in sc else sc[sc["ph"] != "backward"])
+        save_ev, save_sid = sv["ev"].to_numpy(dtype=np.int64), sv["sid"].to_numpy()
 
-    def saved_bytes(members: list[tuple[int, str]]) -> int:
-        """What a policy on `members` can act on: saves under them made inside their calls
-        (Note [Blocks whose work runs outside their calls])."""
-        under = np.zeros(len(saved), dtype=bool)
-        for _, m in members:
-            mine = (mods == m).to_numpy() | mods.str.startswith(m + ".").to_numpy()
-            under |= mine & calls.inside(m, saved_at)
-        return int(saved.loc[under, "bytes"].sum())
+        def saved_bytes(members: list[tuple[int, str]]) -> int:
+            inside = np.zeros(len(sv), dtype=bool)
+            for _, m in members:
+                inside |= fw.inside(m, save_ev)
+            return int(saved.loc[np.unique(save_sid[inside]), "bytes"].sum())
+    else:   # a ledger without save records: by the saving module's path
+        def saved_bytes(members: list[tuple[int, str]]) -> int:
+            under = np.zeros(len(saved), dtype=bool)
+            for _, m in members:
+                under |= (mods == m).to_numpy() | mods.str.startswith(m + ".").to_numpy()
+            return int(saved.loc[under, "bytes"].sum())
 
     candidates = [*groups.values(), *through.values()]
     best = max(candidates, key=lambda v: (saved_bytes(v), len(v)))
@@ -199,14 +207,15 @@ class _Calls:
         return None if at is None else (self._ev0[at[0]:at[1]], self._ev1[at[0]:at[1]])
 
     def inside(self, path: str, events: np.ndarray) -> np.ndarray:
-        """Which `events` fall within a call of `path` (the latest call begun by then)."""
+        """Which `events` fall within a call of `path` (the latest call begun by then; a
+        call's ops have events ev0 <= e < ev1)."""
         spans = self._spans(path)
         out = np.zeros(len(events), dtype=bool)
         if spans is None or not len(events):
             return out
         i = np.searchsorted(spans[0], events, side="right") - 1
         ok = i >= 0
-        out[ok] = events[ok] <= spans[1][i[ok]]
+        out[ok] = events[ok] < spans[1][i[ok]]
         return out
 
     def encloses(self, outer: str, path: str) -> bool:
@@ -223,6 +232,19 @@ class _Calls:
         return False
 
 
+# Note [A block's saves, by its calls]
+# A candidate group is ranked by the activations its members save. Read by the saving
+# module's path, a module that two paths reach counted under the first only:
+# reformer-pytorch's `ReversibleSequence` holds each layer's attention and feed-forward
+# twice, as `blocks.{i}.f.net` (inside the reversible wrappers, the path `named_modules()`
+# gives) and as the `f` and `g` of `irrev_blocks.{i}`, the blocks the irreversible path
+# calls. `irrev_blocks.*` read as saving nothing of their own, and plan's blocks were the
+# attention halves alone, `blocks.{i}.f.net`: "no candidate fits 950KiB; the lowest
+# predicted peak is 1.0 MiB" where `offload:...irrev_blocks.*` is predicted and measured
+# 902.4 KiB (tests/clients/train_reformer.py --mode plain). And a block a custom backward
+# calls again (the reversible path's `blocks.{i}`, called under no_grad in forward) took
+# the saves of its calls in backward, where no policy acts. So a group's saves are those
+# made inside its members' forward calls under gradients, whoever made them.
 # Note [Blocks inside items that never run]
 # A module list whose items never run as module calls (normflows' `flows`: each flow layer
 # runs through its `inverse` when the model is fitted by `forward_kld`, Note [Modules run
@@ -243,8 +265,8 @@ class _Calls:
 # path), every option on them saved nothing, and `plan --budget 90%` said "no candidate
 # fits" where `checkpoint:transform.transforms.*.hyper` is predicted and measured 378,396 B
 # of 427,932 (tests/clients/train_zuko.py, nsf). So an item counts as running around a
-# module only where one of its calls contains one of the module's, and a group is ranked
-# by the saves made inside its members' calls: what a policy on them can act on.
+# module only where one of its calls contains one of the module's (and, Note [A block's
+# saves, by its calls], a group is ranked by the saves made inside its members' calls).
 def _through_uncalled(paths: list[str], calls: _Calls) -> dict[tuple[str, str],
                                                                 list[tuple[int, str]]]:
     """{(prefix, suffix): [(index, path)]}: called modules at `prefix.{index}.suffix`, where

@@ -164,11 +164,12 @@ class Prepared:
     pack_gone: np.ndarray = None    # int64 when autograd let go of it unread in forward (-1:
     #                                 not: read, held into backward, or an older ledger)
     pack_let_go: np.ndarray = None  # int64 when a kept graph let go of it after it was read
-    # Note [Read twice, per save]: more unpacks name its (storage, event) than were saved
-    # there; and per storage, an unpack of it named no save (judged per storage then)
-    pack_over_read: np.ndarray = None   # bool
-    reads_unnamed: np.ndarray = None    # bool per storage
     #                                 (-1: with its node, or an older ledger)
+    # bool per save: more unpacks name it (its storage and event) than saves were made there:
+    # a second backward pass read it (Note [Read again: by the save, not the storage],
+    # replay/engine.py); None: a ledger whose unpacks name no save
+    pack_reread: np.ndarray = None
+    unpack_unnamed: np.ndarray = None   # bool per storage: an unpack of it names no save
     last_use: np.ndarray = None   # int64 event of the storage's last use (any phase)
     made_mod: np.ndarray = None   # object: the module that made the storage ("" = none)
     param_modules: tuple[str, ...] = ()   # every module path a parameter's name implies
@@ -300,7 +301,6 @@ class Prepared:
             calibration=dict(calib.get("params") or {}),
             fsdp_gather=_fsdp_gather(st),
             **_packs(led, st),
-            **_reads_per_save(led, st),
         )
 
     def subset(self, keep: np.ndarray, spans: np.ndarray | None = None) -> "Prepared":
@@ -338,8 +338,8 @@ class Prepared:
             out.pack_gone = self.pack_gone[ok]
             if self.pack_let_go is not None:
                 out.pack_let_go = self.pack_let_go[ok]
-            if self.pack_over_read is not None:
-                out.pack_over_read = self.pack_over_read[ok]
+            if self.pack_reread is not None:
+                out.pack_reread = self.pack_reread[ok]
         out.__dict__["_modules"] = self.module_table
         if spans is not None:
             inside = _within(self.scratch_ev, spans)
@@ -763,6 +763,7 @@ def _packs(led: Ledger, st: pd.DataFrame) -> dict[str, np.ndarray]:
     sv_row, up_row = sv_row[sv_row >= 0].astype(np.int64), up_row[up_row >= 0].astype(np.int64)
     mod_code, mod_names = pd.factorize(sv["mod"].fillna("").astype(str))
     pack_ev = sv["ev"].to_numpy(dtype=np.int64)
+    reread, unnamed = _reads_beyond_saves(sv_row, pack_ev, up, up_row, len(st))
     pack_row = sv_row
     gone, let_go = _save_ends(led, sv, "unread"), _save_ends(led, sv, "let_go")
     dead = gone >= 0   # never unpacked (Note [A save autograd let go of unread])
@@ -814,41 +815,28 @@ def _packs(led: Ledger, st: pd.DataFrame) -> dict[str, np.ndarray]:
             "pack_mod_code": mod_code.astype(np.int64),
             "pack_mod_names": np.asarray(mod_names, dtype=object), "pack_unpack": matched,
             "pack_unpack_end": matched_end, "pack_unpack_rel": matched_rel, "pack_gone": gone,
-            "pack_let_go": let_go}
+            "pack_let_go": let_go, "pack_reread": reread, "unpack_unnamed": unnamed}
 
 
-# Note [Read twice, per save]
-# torch's selective checkpoint re-runs a region for one backward pass; a second pass that
-# reads what the region saved raises ("Trying to backward an extra time"), so predict
-# refuses a selective region where a storage it saved has more unpacks than saves. Counted
-# per storage, reads of a parameter's other saves counted too: zuko's continuous flow takes
-# its Jacobian's trace with `autograd.grad(create_graph=True)` inside each call of its ODE
-# network, and the adjoint's backward calls it again, so the last Linear's weight, saved
-# 212 times, was unpacked 296 times in all, though no save made inside a forward call was
-# read twice. `predict` refused `selective:transform.ode`, which `measure` ran (324,484 B,
-# as predicted for checkpoint and offload). So a storage whose every unpack names the save
-# it reads (`sev`) is judged per save: more unpacks naming one (storage, event) than saves
-# made there. Unpacks that name none (older ledgers) keep the per-storage count.
-def _reads_per_save(led: Ledger, st: pd.DataFrame) -> dict[str, np.ndarray]:
-    sv, up = led.saves, led.unpacks
-    if not len(sv) or up is None or not len(up) or "sev" not in up:
-        return {}
-    idx = pd.Index(st.index)
-    sv_row, up_row = idx.get_indexer(sv["sid"]), idx.get_indexer(up["sid"])
-    sv, up = sv[sv_row >= 0], up[up_row >= 0]
-    sv_row, up_row = sv_row[sv_row >= 0], up_row[up_row >= 0]
+def _reads_beyond_saves(sv_row: np.ndarray, sv_ev: np.ndarray, up: pd.DataFrame,
+                        up_row: np.ndarray, n: int) -> tuple[np.ndarray | None,
+                                                             np.ndarray | None]:
+    """(per save: more unpacks name its storage and event than saves were made there; per
+    storage: some unpack of it names no save), or (None, None) where no unpack names its
+    save (older ledgers). Note [Read again: by the save, not the storage],
+    replay/engine.py."""
+    if not len(up) or "sev" not in up or not (up["sev"] >= 0).any():
+        return None, None
     sev = up["sev"].fillna(-1).to_numpy(dtype=np.int64)
-    unnamed = np.zeros(len(st), dtype=bool)
-    unnamed[up_row[sev < 0]] = True
-    saves = pd.Series(1, index=pd.MultiIndex.from_arrays(
-        [sv_row, sv["ev"].to_numpy(dtype=np.int64)])).groupby(level=[0, 1]).size()
     named = sev >= 0
-    reads = pd.Series(1, index=pd.MultiIndex.from_arrays(
-        [up_row[named], sev[named]])).groupby(level=[0, 1]).size()
-    over = reads.reindex(saves.index, fill_value=0) > saves
-    key = pd.MultiIndex.from_arrays([sv_row, sv["ev"].to_numpy(dtype=np.int64)])
-    return {"pack_over_read": over.reindex(key).to_numpy(dtype=bool),
-            "reads_unnamed": unnamed}
+    unnamed = np.zeros(n, dtype=bool)
+    unnamed[up_row[~named]] = True
+    s = pd.DataFrame({"row": sv_row, "ev": sv_ev})
+    saves = s.groupby(["row", "ev"]).size().rename("saves")
+    reads = pd.DataFrame({"row": up_row[named], "ev": sev[named]}) \
+        .groupby(["row", "ev"]).size().rename("reads")
+    j = s.join(reads, on=["row", "ev"]).join(saves, on=["row", "ev"])
+    return (j["reads"].fillna(0).to_numpy() > j["saves"].to_numpy()), unnamed
 
 
 def _save_ends(led: Ledger, sv: pd.DataFrame, kind: str) -> np.ndarray:

@@ -723,6 +723,9 @@ class Collector(ShardingMixin, TorchDispatchMode):
         # per storage, the saves written at the current save event (`_saved`)
         self._saves_at: tuple[int, dict[int, int]] = (-1, {})
         self._bw_module = ""
+        # the module stack's depth below the outermost call made while autograd's engine ran
+        # a node (-1: none open): Note [A module called inside backward]
+        self._bw_call_depth = -1
         # Note [When an unpacked tensor goes]: the node now unpacking, its unpacks, its end
         self._unpack_node = -1
         # (sid, event, its save's event, read by a graph-building backward: Note [Read by a
@@ -1540,6 +1543,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
         if self._fsdp_units and (unit := self._fsdp_module()) is not None:
             return unit  # Note [Sharded storages], 4.
         if self._phase == "backward":
+            if 0 <= self._bw_call_depth < len(self._mod_stack):
+                return self._mod_stack[-1][0]   # Note [A module called inside backward]
             return self._bw_module
         if self._phase in ("optimizer", "zero_grad"):
             return "optimizer"
@@ -1647,9 +1652,28 @@ class Collector(ShardingMixin, TorchDispatchMode):
                 self._foreign_saved_hooks()
             elif self._phase == "forward":
                 self._set_phase("loss")
+        if self._bw_call_depth < 0 and self._phase == "backward" and \
+                _current_node() is not None:
+            self._bw_call_depth = len(self._mod_stack)
         self._mod_stack.append((path, self._ev, time.perf_counter_ns(), is_root))
         if self._phase != "backward":
             self._see_script_checkpoint(path)
+
+    # Note [A module called inside backward]
+    # A backward op is named by the module whose save its node unpacked last (Note [The
+    # module of a backward op]): autograd does not say which module a node belongs to.
+    # A module *called* while a node runs is another matter: its forward hooks say which
+    # one runs, and its ops are its own. reformer-pytorch's reversible layers make each
+    # block's input again in `_ReversibleFunction.backward` by calling the block's `f` and
+    # `g` (attention, feed-forward or a product-key memory) under enable_grad, and every
+    # op of those calls, and of the backward passes they start, read "in net.net.norm"
+    # (the last module whose save backward had unpacked): the step's peak was
+    # "_embedding_bag in net.net.norm" where the PKM layer's EmbeddingBag ran, and the LSH
+    # hash that backward computes and drops was "saved for backward ... in net.net.norm".
+    # From the outermost call a node makes until it returns, ops and saves are named by
+    # the innermost module running; the saves carry that name to the nodes that unpack
+    # them (the nested backward the custom backward starts). A checkpoint's re-run (the
+    # script's own, inside an unpack) is such a call too.
 
     # ---- the script's own checkpoint: Note [The script's own checkpoint] -------------------
     def _see_script_checkpoint(self, path: str) -> None:
@@ -1724,6 +1748,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
         if not self._mod_stack:
             return
         path, ev0, t0, is_root = self._mod_stack.pop()
+        if len(self._mod_stack) <= self._bw_call_depth:
+            self._bw_call_depth = -1
         if self._nograd_depth is not None and len(self._mod_stack) < self._nograd_depth:
             self._nograd_depth = None
         rec = {"k": "scope", "mod": path, "ev0": ev0, "ev1": self._ev, "ph": self._phase,

@@ -812,10 +812,10 @@ class DoctorProbe(TorchFunctionMode):
                 # the tensor an in-place op writes is not read into anything: Note [A
                 # state_dict is no cut]; no tensor locals here: Note [No tensor locals
                 # where ops are called]
-                self._cut_each("no_grad", args, _in_place(func))
+                self._cut_each("no_grad", args, kwargs, _in_place(func))
         if self._cut_srcs and _grad_enabled():
             out = func(*args, **kwargs)
-            self._around_cut(args, out)
+            self._around_cut((*args, *kwargs.values()) if kwargs else args, out)
             return out
         return func(*args, **kwargs)
 
@@ -1021,13 +1021,26 @@ class DoctorProbe(TorchFunctionMode):
     # model compiled with `e3nn.util.jit.compile` (tests/clients/train_e3nn.py --compile)
     # said "the doctor could not watch the script: script raised TracingCheckError". So
     # the frame that calls the op binds no tensor: loops over arguments run in helpers.
-    def _cut_each(self, op: str, args: tuple, in_place: bool = False) -> None:
+    def _cut_each(self, op: str, args: tuple, kwargs: dict, in_place: bool = False) -> None:
         """`_cut` each argument that requires grad (`in_place`: but the one the op writes,
-        its first)."""
+        its first), keyword arguments too (Note [Parameters handed over by keyword])."""
         written = args[0] if in_place and args else None
-        for a in args:
+        for a in (*args, *kwargs.values()) if kwargs else args:
             if isinstance(a, _Tensor) and a.requires_grad and a is not written:
                 self._cut(op, a)
+
+    # Note [Parameters handed over by keyword]
+    # `F.layer_norm`, `F.group_norm` and `F.batch_norm` hand their weight and bias to
+    # `__torch_function__` as keyword arguments (`handle_torch_function(layer_norm, ...,
+    # weight=weight, bias=bias)`), where `F.linear` and `F.embedding` pass theirs by
+    # position. Read by position alone, a LayerNorm run under no_grad cut nothing: its
+    # parameters were "unreached" ("their modules ran but the output never reached the
+    # loss", a warning) beside the cut_graph error for the Linears of the same block.
+    # reformer-pytorch's `ReversibleSequence` with `layer_dropout` and the irreversible
+    # path runs its `ReversibleBlock`s, whose forward is under no_grad, instead of the
+    # `IrreversibleBlock`s (tests/clients/train_reformer.py --mode plain --layer-dropout
+    # 0.5): 25 parameters "cut by an op under `torch.no_grad()`" and 12 LayerNorm weights
+    # and biases "never reached the loss"; now one error for the 37.
 
     def _cut(self, op: str, t: _Tensor) -> None:
         fn = t.grad_fn

@@ -46,8 +46,8 @@ def test_a_continuous_flows_ode_is_not_refused_selective_for_reads_of_other_save
     more often than saved in all, but no save made inside a forward call is read twice.
     Predict refused `selective:transform.ode` ("a second backward pass through it"), which
     measure ran: 324,484 B, the baseline (316,228 B at the tolerances the script now
-    takes), as checkpoint is predicted (Note [Read twice, per
-    save], replay/prepared.py)."""
+    takes), as checkpoint is predicted (Note [Read again: by
+    the save, not the storage], replay/engine.py)."""
     from tests.clients.harness import predicted_peak
 
     led = ledger_pass("train_zuko.py", ["--mode", "cnf"], steps=1)

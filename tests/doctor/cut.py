@@ -1,6 +1,6 @@
 """Planted bug (check 1): the path from the loss to blocks.0 is cut, so it gets no gradient.
 
-    python cut.py --cut detach|data|numpy|no_grad|checkpoint      # the bug
+    python cut.py --cut detach|data|numpy|no_grad|no_grad_norm|checkpoint      # the bug
     python cut.py --cut detach --fixed                              # the same loop, fixed
 """
 import sys
@@ -20,6 +20,8 @@ class Net(nn.Module):
         super().__init__()
         self.blocks = nn.ModuleList([nn.Linear(8, 8), nn.Linear(8, 8)])
         self.head = nn.Linear(8, 2)
+        if CUT == "no_grad_norm":   # F.layer_norm hands weight and bias over by keyword
+            self.norm = nn.LayerNorm(8)
 
     def forward(self, x):
         if CUT == "checkpoint":   # the LoRA case: the checkpointed input needs no grad
@@ -37,6 +39,9 @@ class Net(nn.Module):
         elif CUT == "no_grad":
             with torch.no_grad():
                 h = torch.relu(h)
+        elif CUT == "no_grad_norm":
+            with torch.no_grad():
+                h = self.norm(h)
         return self.head(torch.relu(self.blocks[1](h)))
 
 

@@ -13,7 +13,7 @@ from memledger.cli import main
 
 SCRIPTS = Path(__file__).resolve().parents[1] / "doctor"
 CUT = SCRIPTS / "cut.py"
-DETACH_LINE = 32   # `h = h.detach()` in tests/doctor/cut.py
+DETACH_LINE = 34   # `h = h.detach()` in tests/doctor/cut.py
 
 
 @pytest.fixture(scope="module")
