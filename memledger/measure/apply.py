@@ -535,6 +535,9 @@ def _state_versions(parts: list[tuple[str, Any]]) -> list[tuple[str, Any, int]]:
             # a lazy module's first forward makes its buffers (once: a re-run does not)
             if t is not None and not isinstance(t, UninitializedTensorMixin):
                 out.append((f"{path}.{n}" if path else n, weakref.ref(t), t._version))
+        for n, t in m.__dict__.items():   # tensors kept as plain attributes: a metric's
+            if isinstance(t, torch.Tensor) and not isinstance(t, nn.Parameter):   # sums
+                out.append((f"{path}.{n}" if path else n, weakref.ref(t), t._version))
     return out
 
 

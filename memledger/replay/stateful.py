@@ -198,11 +198,26 @@ def selective_recast_message(policy_text: str, module: str) -> str:
 # bumps no version counter (vector-quantize-pytorch's EMA codebook): predict refuses it,
 # measure runs it and compare's gradient gate rejects it (rel 4.36). Offload re-runs
 # nothing and is allowed.
+# Not buffers alone: a tensor a module keeps as a plain attribute is state too, and so is
+# any tensor made before the region's call that its forward writes in place. torchmetrics
+# keeps a metric's running sums so (`add_state` sets attributes, not buffers), and a block
+# that updates a metric in its forward (`self.dead.update(...)`: `mean_value += ...`,
+# `weight += ...`) counted each batch twice under checkpoint and selective (MeanMetric's
+# `weight` 2.0 after one step, 1.0 without), with the gradients unchanged, so compare's
+# gate passed it and predict priced it (tests/clients/train_ema_metrics.py --mode metrics,
+# `checkpoint:blocks.*`: 193,216 B, = measured). predict now takes every `mutated` write
+# but a parameter's (`_state_writes` in prepared.py: a buffer wherever it was made, another
+# storage where it was made before the re-run call: an `inplace=True` ReLU on what the
+# region made is its own), measure the version counters of the region's tensor attributes
+# beside its buffers. A metric called as a module (`self.acc(preds, y)`: Metric.forward)
+# replaces its states by assignment instead of writing them in place: no counter moves
+# and no `mutated` record is written, so that call is not refused (a re-run still counts
+# its batch twice).
 def state_rewritten_message(policy_text: str, module: str, name: str) -> str:
     """One line: a re-run region whose forward writes a buffer in place (predict and
     measure name the last such call, which backward re-runs first, and its first buffer)."""
-    return (f"{policy_text} would re-run {module}, whose forward writes "
-            f"{name or 'its buffers'} in place, "
+    what = name or "a tensor it keeps from before (a metric's running sums, a counter)"
+    return (f"{policy_text} would re-run {module}, whose forward writes {what} in place, "
             "so the re-run would start from what the forward left and compute other values "
-            "(the gradients would differ); offload that module instead, or keep that write "
-            "out of the region")
+            "(other gradients, or a metric that counts the batch twice); offload that module "
+            "instead, or keep that write out of the region")

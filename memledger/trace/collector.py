@@ -1938,10 +1938,16 @@ class Collector(ShardingMixin, TorchDispatchMode):
     # table folds a tensor's steps by name). Module calls keep the names they ran under.
     def _name_state(self, root: torch.nn.Module, prefix: str, again: bool = False) -> None:
         """The `parameter` and `buffer` roles of a top-level module's tensors, named under
-        `prefix`; `again`: renamed, so written again (the ledger reads the last name)."""
+        `prefix`; `again`: renamed, so written again (the ledger reads the last name).
+        Not the tensors of a module held under another path: the model inside a wrapper
+        named beside it (Note [A wrapper of the model], trace/roots.py), whose gradients
+        read `EMA.online_model.blocks.0.fc1.weight` from the wrapper's first call on."""
+        elsewhere = self._named_elsewhere(root, prefix)
         for role, tensors in (("parameter", root.named_parameters()),
                               ("buffer", root.named_buffers())):
             for name, t in tensors:
+                if id(t) in elsewhere:
+                    continue
                 full = ".".join(x for x in (prefix, plain_name(name)) if x)
                 if role == "parameter":
                     self._param_names[id(t)] = full
@@ -1958,6 +1964,19 @@ class Collector(ShardingMixin, TorchDispatchMode):
                         self._role(g, "gradient", full)
                 self._role(t, role, full, shard="sharded" if role == "parameter" and getattr(
                     t, "_local_tensor", None) is not None else "")
+
+    def _named_elsewhere(self, root: torch.nn.Module, prefix: str) -> set[int]:
+        """ids of the parameters and buffers under `root` held only by modules whose path is
+        not the one `prefix` gives them (they keep another top-level module's names); a
+        submodule two blocks share keeps its first path, and its tensors are named there."""
+        own: set[int] = set()
+        other: set[int] = set()
+        for m, path in paths_under(root, prefix):
+            mine = self._roots.paths.get(m) == path
+            for t in (*m._parameters.values(), *m._buffers.values()):
+                if t is not None:
+                    (own if mine else other).add(id(t))
+        return other - own
 
     # Note [A batch in a dict]
     # The model's arguments made outside the step are its batch (`input`), looked for
@@ -2050,7 +2069,9 @@ class Collector(ShardingMixin, TorchDispatchMode):
             self.sink.write({"k": "model", "ev": self._ev, "was": self._roots.was})
             self.sink.write({"k": "root", "mod": self._roots.prefix[moved[1]], "ev": self._ev})
             self._note_containers(moved[0])
-            for root in moved:
+            for root in moved[::-1]:   # the new model's names last: the ledger reads the
+                # last, and a wrapper that held the model names it too (Note [A wrapper of
+                # the model], trace/roots.py)
                 self._name_state(root, self._roots.prefix[root], again=True)
         if self._lazy:
             self._name_lazy()

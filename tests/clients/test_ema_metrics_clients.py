@@ -1,0 +1,68 @@
+"""ema-pytorch and torchmetrics in a plain loop (tests/clients/train_ema_metrics.py): an
+EMA shadow updated after each `optimizer.step()` and evaluated with `ema(x)`, before or
+after the first step, and metrics kept by the model's blocks whose forward updates them.
+Skipped without ema-pytorch or torchmetrics."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("ema_pytorch")
+pytest.importorskip("torchmetrics")
+
+from tests.clients.harness import run_client  # noqa: E402
+
+pytestmark = pytest.mark.clients
+
+
+def _fc1_weights(run) -> set[tuple[str, str]]:
+    st = run.ledger.storages
+    return {(n, c) for n, c in zip(st["name"], st["category"]) if n.endswith("fc1.weight")}
+
+
+@pytest.mark.parametrize("first", [False, True])
+def test_an_ema_wrapper_evaluated_leaves_the_model_its_names(first):
+    """`EMA(model)` holds the model (`online_model`) and its copy (`ema_model`), and its
+    `__call__` runs the copy. Evaluated after the first step, it took the model into
+    itself: the model's later calls read `online_model.blocks.*`, predict refused
+    `checkpoint:blocks.*` ("matches no module") while measure, which had named the model
+    at step 1, refused `online_model.blocks.*`, and step 2's gradients read
+    `EMA.online_model.blocks.0.fc1.weight`. Evaluated once before training, the wrapper
+    stayed the model. Now (Note [A wrapper of the model], trace/roots.py) the model keeps
+    `blocks.*` either way, the copy is `EMA.ema_model.*` (its weights, 37,016 B, parameters
+    of a module the script calls), and the policy reads predicted = measured."""
+    argv = ["--mode", "ema"] + (["--eval-first"] if first else [])
+    run = run_client("train_ema_metrics.py", argv, ["checkpoint:blocks.*"])
+    assert run.summary.steps_traced == 2
+    assert run.ledger.peak_with_scratch() == run.allocator_peak == 251_301
+    for p in run.policies.values():
+        assert p.predicted == p.measured == 234_405, p
+    assert _fc1_weights(run) == {
+        ("blocks.0.fc1.weight", "parameter"), ("blocks.1.fc1.weight", "parameter"),
+        ("blocks.0.fc1.weight", "gradient"), ("blocks.1.fc1.weight", "gradient"),
+        ("EMA.ema_model.blocks.0.fc1.weight", "parameter"),
+        ("EMA.ema_model.blocks.1.fc1.weight", "parameter")}, _fc1_weights(run)
+    st = run.ledger.storages
+    assert st.loc[st["name"].str.startswith("EMA.ema_model."), "bytes"].sum() == 37_016
+    assert not st["name"].str.contains("online_model").any()
+
+
+def test_a_metric_updated_in_a_blocks_forward_is_refused_for_re_runs_alike():
+    """Each block updates a `MeanMetric` in its forward (`mean_value += ...`, `weight +=
+    ...`: torchmetrics keeps its states as plain attributes, not buffers). Checkpoint and
+    selective re-run that update, counting each batch twice (MeanMetric's `weight` 2.0
+    after one step, 1.0 untouched), while the gradients stay equal: predict priced
+    `checkpoint:blocks.*` at 193,216 B and `selective:blocks.*` at 213,696 B, measure ran
+    both to the same bytes, compare's gates passed. Now both refuse them in one line
+    (Note [State a re-run writes again], replay/stateful.py); offload, which re-runs
+    nothing, stays exact."""
+    run = run_client("train_ema_metrics.py", ["--mode", "metrics"],
+                     ["checkpoint:blocks.*", "selective:blocks.*", "offload:blocks.*"])
+    assert run.ledger.peak_with_scratch() == run.allocator_peak == 216_380
+    for text in ("checkpoint:blocks.*", "selective:blocks.*"):
+        p = run.policies[text]
+        assert p.predicted is None and p.measured is None, p
+        assert f"{text} would re-run blocks.1, whose forward writes " in p.predict_refusal
+        assert "blocks.1.dead.mean_value in place" in p.measure_refusal, p.measure_refusal
+    p = run.policies["offload:blocks.*"]
+    assert p.predicted == p.measured == 179_004, p
