@@ -541,9 +541,25 @@ def _state_versions(parts: list[tuple[str, Any]]) -> list[tuple[str, Any, int]]:
     return out
 
 
+def _versions_now(state: list) -> list:
+    """`state` (name, weak reference, version) with each tensor's version now."""
+    return [(n, ref, t._version if (t := ref()) is not None else v) for n, ref, v in state]
+
+
+# Note [A write after the last save]
+# torch's checkpoint stops a re-run once it has made again the last tensor backward needs
+# (early stop, on by default): a region's in-place write of its state after its last save
+# is never run again, and the replay leaves it alone (`ev < stop` in engine.py
+# `_refuse_rewritten_state`). measure compared the versions as the re-run started with
+# those as the forward began, so it refused every write the forward made: a block that
+# updates a metric of its output last (train_ema_metrics.py --mode metrics
+# --monitor-output) was refused by measure and predicted (192,192 B), and torch's own
+# checkpoint counts that batch once (MeanMetric's `weight` 1.0 after one step). The
+# versions are now taken as the re-run starts and compared as it ends (stopped early or
+# not): a write the re-run makes is refused, in backward, as before.
 def _refuse_rewritten_state(where: tuple[str, str], state: list) -> None:
-    """As a re-run starts: a buffer written since its forward began (Note [State a re-run
-    writes again] in replay/stateful.py)."""
+    """As a re-run ends: a buffer or tensor attribute of the region written since the
+    versions in `state` (Note [State a re-run writes again] in replay/stateful.py)."""
     written = next((n for n, ref, v in state if (t := ref()) is not None and t._version != v),
                    None)
     if written is not None:
@@ -649,8 +665,9 @@ class _Recompute:
         self._entered += 1
         if self._selective is not None and self._entered > 1:
             raise PolicyError(selective_twice_message(*self._selective))
-        if self._state is not None and self._entered == 1:
-            _refuse_rewritten_state(*self._state)
+        if self._state is not None and self._entered == 1:   # versions as the re-run starts
+            where, state = self._state
+            self._state = (where, _versions_now(state))
         self._stack = contextlib.ExitStack()
         self._stack.enter_context(_parameters_as(self._params))
         self._stack.enter_context(_batchnorm_stats_frozen(self._module, self._counters))
@@ -658,6 +675,8 @@ class _Recompute:
 
     def __exit__(self, *exc: Any) -> Any:
         done = self._stack.__exit__(*exc)
+        if self._state is not None and self._entered == 1:   # Note [A write after the last
+            _refuse_rewritten_state(*self._state)                # save]
         if self._selective is not None and isinstance(exc[1], RuntimeError):
             text = str(exc[1])
             for marker, why in _SAC_FAILURES:   # torch's own refusal, said in one line

@@ -66,3 +66,17 @@ def test_a_metric_updated_in_a_blocks_forward_is_refused_for_re_runs_alike():
         assert "blocks.1.dead.mean_value in place" in p.measure_refusal, p.measure_refusal
     p = run.policies["offload:blocks.*"]
     assert p.predicted == p.measured == 179_004, p
+
+
+def test_a_metric_updated_after_the_blocks_last_save_is_never_re_run():
+    """The same metric updated on the block's output, after its last save: torch's
+    checkpoint stops the re-run at that save (early stop), so the update runs once
+    (MeanMetric's `weight` 1.0 after one step). predict left it alone and priced
+    `selective:blocks.*` at 216,764 B (`checkpoint:blocks.*` 192,188 B), but measure
+    refused both, having compared the versions as the re-run started with those as the
+    forward began. It now compares those as the re-run starts and ends (Note [A write
+    after the last save], measure/apply.py): predicted = measured."""
+    run = run_client("train_ema_metrics.py", ["--mode", "metrics", "--monitor-output"],
+                     ["selective:blocks.*"])
+    p = run.policies["selective:blocks.*"]
+    assert p.predicted == p.measured == 216_764, p

@@ -46,12 +46,16 @@ class Block(nn.Module):
         # the share of hidden units the GELU leaves near zero, a metric the block keeps
         # (`update` adds into its state in place at every training forward)
         self.dead = torchmetrics.MeanMetric() if monitor else None
+        self.late = False   # update after the block's last save (--monitor-output)
 
     def forward(self, x):
         h = F.gelu(self.fc1(self.norm(x)))
-        if self.dead is not None and self.training:
+        if self.dead is not None and self.training and not self.late:
             self.dead.update((h.detach().abs() < 1e-2).float().mean())
-        return x + self.fc2(h)
+        out = x + self.fc2(h)
+        if self.dead is not None and self.training and self.late:
+            self.dead.update((out.detach().abs() < 1e-2).float().mean())
+        return out
 
 
 class Net(nn.Module):
@@ -90,12 +94,16 @@ def main() -> None:
                     help="evaluate the EMA copy once before training (a sanity check)")
     ap.add_argument("--ckpt-every", type=int, default=2)
     ap.add_argument("--no-monitor", action="store_true", help="metrics: no MeanMetric in blocks")
+    ap.add_argument("--monitor-output", action="store_true",
+                    help="metrics: the blocks' MeanMetric of their output, updated last")
     args = ap.parse_args()
     torch.manual_seed(0)
 
     in_model = args.mode == "metrics"
     model = Net(args.dim, args.depth, args.classes, metrics=in_model,
                 monitor=in_model and not args.no_monitor)
+    for blk in model.blocks:
+        blk.late = args.monitor_output
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
 
     ema = None
