@@ -171,6 +171,13 @@ Rules (numbered so that code can point here):
 22. `.numpy()`: known values are handed back, a single element gets Rule 3's stand-in (a
    loss logged as `loss.detach().numpy().item()`: TabNet's `fit`); anything else stops
    the run as before (trace/fake_literals.py).
+23. A deep copy of a fake tensor that keeps its literal as a real `constant` (one element:
+   `torch.tensor(0.0)`) copies that constant with the modes off: inside the run's mode
+   torch's own `Tensor.__deepcopy__` failed on it ("set the storage of a tensor on device
+   meta to a storage on ... cpu", plain FakeTensorMode too), and every torchmetrics
+   metric deep-copies its states' defaults as it is built (`add_state`), so a fake run
+   stopped at the first metric (trace/fake_literals.py; tests/clients/
+   train_ema_metrics.py).
 
 Worked example (MLP of examples/train_mlp.py, B=64, fp32, fake, target cpu): fc1.weight is
 a fake 512×256 tensor whose meta storage has 512·256·4 = 524,288 bytes; its row is the
@@ -861,7 +868,7 @@ class FakeCollector(Collector):
         self.fake_mode = _RunMode(allow_non_fake_inputs=True)    # Rule 12
         self._answers = RealAnswers()            # Rule 7
         self._foreach = ForeachAsReal(FakeTensor, "cuda" if self.target.remap else "")
-        self._literals = KnownLiterals(FakeTensor, _shadow_of,   # Rules 19 and 21
+        self._literals = KnownLiterals(FakeTensor, _shadow_of,   # Rules 19, 21, 23
                                        lambda t: self._standin(t, "Tensor.numpy"))
         self._views = RebuiltViews()             # Rule 17
         self._memo = self.fake_mode.fake_tensor_converter.tensor_memo

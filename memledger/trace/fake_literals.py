@@ -16,6 +16,15 @@ stand-in, recorded as one): TabNet logs each batch's loss as
 `loss.cpu().detach().numpy().item()` inside its `fit`, and a fake run stopped at its first
 step ("cannot run fake at ...: `.numpy()` reads tensor values"; tests/clients/
 train_tabnet.py). Anything larger (an evaluation's logits for a metric) still stops it.
+
+Rule 23: `copy.deepcopy` of a fake tensor that holds a real `constant` (FakeTensorMode keeps
+a one-element literal so). `Tensor.__deepcopy__` deep-copies the tensor's `__dict__`, and
+the real constant's storage copy, made inside the mode, fails ("Attempted to set the
+storage of a tensor on device "meta" to a storage on different device "cpu"", under a
+plain FakeTensorMode too): torchmetrics deep-copies each state's default as a metric is
+built (`self._defaults[name] = deepcopy(default)` of `torch.tensor(0.0)`), so every fake
+run stopped there. The copy is made without the constant, which is then cloned with the
+modes off and set on it, as a real deep copy would hold one.
 """
 
 from __future__ import annotations
@@ -28,6 +37,7 @@ from torch.utils._python_dispatch import _disable_current_modes
 
 _FROM_DATA = (torch.tensor, torch.as_tensor)
 _NUMPY = torch._C.TensorBase.numpy
+_DEEPCOPY = torch.Tensor.__deepcopy__
 
 
 class KnownLiterals(TorchFunctionMode):
@@ -48,6 +58,9 @@ class KnownLiterals(TorchFunctionMode):
             out = self._numpy(args[0])   # Rule 22
             if out is not None:
                 return out
+        elif func is _DEEPCOPY and args and isinstance(args[0], self.fake_type) and \
+                getattr(args[0], "constant", None) is not None:
+            return _deepcopy_without_constant(func, args, kwargs or {})   # Rule 23
         return func(*args, **(kwargs or {}))
 
     def _numpy(self, t: torch.Tensor) -> Any:
@@ -71,3 +84,18 @@ class KnownLiterals(TorchFunctionMode):
                 with _disable_current_modes():
                     return known.tolist()
         return data
+
+
+def _deepcopy_without_constant(func: Callable, args: tuple, kwargs: dict) -> torch.Tensor:
+    """Rule 23: `copy.deepcopy` of a fake tensor with its real `constant` set aside, the
+    copy given a clone of it made with the modes off."""
+    t = args[0]
+    constant = t.constant
+    t.constant = None
+    try:
+        out = func(*args, **kwargs)
+    finally:
+        t.constant = constant
+    with _disable_current_modes():
+        out.constant = constant.clone()
+    return out

@@ -58,19 +58,29 @@ class Block(nn.Module):
         return out
 
 
+def collection(classes: int, regression: bool) -> torchmetrics.MetricCollection:
+    """The training metrics: of the classifier (Accuracy and F1 count classes with
+    `bincount`, whose size a `--fake` run cannot know), or with `--regression-only` of the
+    value head alone."""
+    if regression:
+        return torchmetrics.MetricCollection({"mae": torchmetrics.MeanAbsoluteError()},
+                                             prefix="train_")
+    return torchmetrics.MetricCollection({
+        "acc": torchmetrics.Accuracy(task="multiclass", num_classes=classes),
+        "f1": torchmetrics.F1Score(task="multiclass", num_classes=classes, average="macro"),
+    }, prefix="train_")
+
+
 class Net(nn.Module):
-    def __init__(self, dim: int, depth: int, classes: int, metrics: bool, monitor: bool):
+    def __init__(self, dim: int, depth: int, classes: int, metrics: bool, monitor: bool,
+                 regression: bool):
         super().__init__()
         self.embed = nn.Linear(16, dim)
         self.blocks = nn.ModuleList([Block(dim, monitor) for _ in range(depth)])
         self.head = nn.Linear(dim, classes)
         self.value = nn.Linear(dim, 1)      # a regression head beside the classifier
         if metrics:
-            self.train_metrics = torchmetrics.MetricCollection({
-                "acc": torchmetrics.Accuracy(task="multiclass", num_classes=classes),
-                "f1": torchmetrics.F1Score(task="multiclass", num_classes=classes,
-                                           average="macro"),
-            }, prefix="train_")
+            self.train_metrics = collection(classes, regression)
             self.train_mse = torchmetrics.MeanSquaredError()
 
     def forward(self, x):
@@ -94,6 +104,8 @@ def main() -> None:
                     help="evaluate the EMA copy once before training (a sanity check)")
     ap.add_argument("--ckpt-every", type=int, default=2)
     ap.add_argument("--no-monitor", action="store_true", help="metrics: no MeanMetric in blocks")
+    ap.add_argument("--regression-only", action="store_true",
+                    help="metrics of the value head alone (no bincount: `--fake` runs)")
     ap.add_argument("--monitor-output", action="store_true",
                     help="metrics: the blocks' MeanMetric of their output, updated last")
     args = ap.parse_args()
@@ -101,7 +113,7 @@ def main() -> None:
 
     in_model = args.mode == "metrics"
     model = Net(args.dim, args.depth, args.classes, metrics=in_model,
-                monitor=in_model and not args.no_monitor)
+                monitor=in_model and not args.no_monitor, regression=args.regression_only)
     for blk in model.blocks:
         blk.late = args.monitor_output
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
@@ -121,22 +133,23 @@ def main() -> None:
     if in_model:
         metrics, mse = model.train_metrics, model.train_mse
     else:
-        metrics = torchmetrics.MetricCollection({
-            "acc": torchmetrics.Accuracy(task="multiclass", num_classes=args.classes),
-            "f1": torchmetrics.F1Score(task="multiclass", num_classes=args.classes,
-                                       average="macro"),
-        }, prefix="train_")
+        metrics = collection(args.classes, args.regression_only)
         mse = torchmetrics.MeanSquaredError()
-    ema_acc = torchmetrics.Accuracy(task="multiclass", num_classes=args.classes)
+    ema_acc = torchmetrics.MeanSquaredError() if args.regression_only else \
+        torchmetrics.Accuracy(task="multiclass", num_classes=args.classes)
 
     x_val = torch.randn(64, 16)
     y_val = torch.randint(0, args.classes, (64,))
+    v_val = torch.randn(64) if args.regression_only else None
     def evaluate():
         shadow = ema.ema_models[0] if args.mode == "karras" else ema
         shadow.eval()
         with torch.no_grad():
-            val_logits, _ = shadow(x_val)
-        ema_acc.update(val_logits, y_val)
+            val_logits, val_value = shadow(x_val)
+        if args.regression_only:
+            ema_acc.update(val_value, v_val)
+        else:
+            ema_acc.update(val_logits, y_val)
 
     if ema is not None and args.eval_first:
         evaluate()
@@ -153,10 +166,15 @@ def main() -> None:
         if args.mode in ("ema", "karras"):
             ema.update()
         if in_model:
-            batch_acc = metrics(logits.detach(), y)    # Metric.forward: batch value, state kept
+            # Metric.forward: the batch's value, the state kept
+            batch = metrics(value.detach(), v) if args.regression_only else \
+                metrics(logits.detach(), y)
             mse(value.detach(), v)
         else:
-            metrics.update(logits.detach(), y)
+            if args.regression_only:
+                metrics.update(value.detach(), v)
+            else:
+                metrics.update(logits.detach(), y)
             mse.update(value.detach(), v)
         if ema is not None and (it + 1) % args.eval_every == 0:
             evaluate()
@@ -174,7 +192,7 @@ def main() -> None:
             print(f"epoch {(it + 1) // args.epoch_steps}: "
                   + " ".join(f"{k} {float(t):.4f}" for k, t in out.items()))
         print(f"step {it} loss {loss.item():.4f}"
-              + (f" batch acc {float(batch_acc['train_acc']):.3f}" if in_model else ""))
+              + (f" batch {float(next(iter(batch.values()))):.3f}" if in_model else ""))
 
 
 if __name__ == "__main__":
