@@ -67,9 +67,13 @@ The model's modules keep `named_modules()`'s names (policies select them so). Ev
 top-level module is named, at its first call, by the first of these that no other
 top-level module has taken (nor a child of the model: `head` would read as the model's):
 1. the name the script calls it by: a variable of the calling frame (the first frame
-   outside torch and memledger) bound to that very module, else an attribute of that
-   frame's `self` holding it, else a global of that frame (the first in definition order
-   if several);
+   outside torch, memledger and the module's own methods) bound to that very module, else
+   an attribute of that frame's `self` holding it, else a global of that frame (the first
+   in definition order if several), else `name.child` where a module so named holds it as
+   a child (`ema.ema_model(x)`; an EMA wrapper's own `__call__` running its copy is
+   skipped for the script's line that called `ema(x)`: the copy read `Net.blocks.0.fc1.
+   weight` and `EMA.ema_model.blocks.0.fc1.weight`, named by the model's class and the
+   wrapper's, before);
 2. its class name;
 3. its class name and an ordinal, `Sequential#2` (order of first call).
 A GAN `G = nn.Sequential(...); D = nn.Sequential(...)` with `bce = nn.BCEWithLogitsLoss()`
@@ -291,8 +295,16 @@ def method_owner(module: torch.nn.Module) -> torch.nn.Module | None:
 
 def script_name(module: torch.nn.Module) -> str | None:
     """The name the script calls `module` by, in the first frame outside torch and
-    memledger (Note [Root names], 1); None when it has none there."""
-    return next((name for name, value in _script_names() if value is module), None)
+    memledger and `module`'s own methods (Note [Root names], 1): a name bound to it, else
+    `name.child` for a module so named that holds it as a child (`ema.ema_model`); None
+    when it has none there."""
+    names = _script_names(skip=module)
+    found = next((name for name, value in names if value is module), None)
+    if found is None:
+        found = next((f"{name}.{child}" for name, value in names
+                      if isinstance(value, torch.nn.Module)
+                      for child, sub in value._modules.items() if sub is module), None)
+    return found
 
 
 def script_modules() -> list[tuple[str, torch.nn.Module]]:
@@ -307,11 +319,14 @@ def script_modules() -> list[tuple[str, torch.nn.Module]]:
     return out
 
 
-def _script_names() -> list[tuple[str, object]]:
-    """(name, value) of the first frame outside torch and memledger: its locals, its
-    `self`'s attributes and submodules, its globals (public identifiers only)."""
+def _script_names(skip: torch.nn.Module | None = None) -> list[tuple[str, object]]:
+    """(name, value) of the first frame outside torch and memledger (and outside the
+    methods of `skip`: a module called through its own `__call__`, as an EMA wrapper runs
+    its copy): its locals, its `self`'s attributes and submodules, its globals (public
+    identifiers only)."""
     f = sys._getframe(1)
-    while f is not None and f.f_code.co_filename.startswith(_NOT_THE_SCRIPT):
+    while f is not None and (f.f_code.co_filename.startswith(_NOT_THE_SCRIPT)
+                             or (skip is not None and _self_of(f) is skip)):
         f = f.f_back
     if f is None:
         return []
@@ -326,6 +341,15 @@ def _script_names() -> list[tuple[str, object]]:
         return [(name, value) for space in (local, held, f.f_globals)
                 for name, value in list(space.items())
                 if name.isidentifier() and not name.startswith("_") and name != "self"]
+
+
+def _self_of(f) -> object:
+    """The `self` of a method's frame; None for any other frame."""
+    code = f.f_code
+    if not (code.co_argcount and code.co_varnames[0] == "self"):
+        return None
+    with _frame_locals(f) as local:
+        return local.get("self")
 
 
 @contextlib.contextmanager

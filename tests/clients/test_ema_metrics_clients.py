@@ -29,9 +29,10 @@ def test_an_ema_wrapper_evaluated_leaves_the_model_its_names():
     at step 1, refused `online_model.blocks.*`, and step 2's gradients read
     `EMA.online_model.blocks.0.fc1.weight`. Evaluated once before training
     (`--eval-first`), the wrapper stayed the model. Now (Note [A wrapper of the model],
-    trace/roots.py) the model keeps `blocks.*` either way, the copy is `EMA.ema_model.*`
-    (its weights, 37,016 B, parameters of a module the script calls), and the policy
-    reads predicted = measured."""
+    trace/roots.py) the model keeps `blocks.*` either way, the copy is `ema.ema_model.*`
+    (its weights, 37,016 B, parameters of a module the script calls; Note [Root names]:
+    `EMA.ema_model.*` by the wrapper's class, from ema-pytorch's own `__call__`, before),
+    and the policy reads predicted = measured."""
     run = run_client("train_ema_metrics.py", ["--mode", "ema"], ["checkpoint:blocks.*"])
     assert run.summary.steps_traced == 2
     assert run.ledger.peak_with_scratch() == run.allocator_peak == 251_301
@@ -43,10 +44,10 @@ def test_an_ema_wrapper_evaluated_leaves_the_model_its_names():
         assert _fc1_weights(led) == {
             ("blocks.0.fc1.weight", "parameter"), ("blocks.1.fc1.weight", "parameter"),
             ("blocks.0.fc1.weight", "gradient"), ("blocks.1.fc1.weight", "gradient"),
-            ("EMA.ema_model.blocks.0.fc1.weight", "parameter"),
-            ("EMA.ema_model.blocks.1.fc1.weight", "parameter")}, _fc1_weights(led)
+            ("ema.ema_model.blocks.0.fc1.weight", "parameter"),
+            ("ema.ema_model.blocks.1.fc1.weight", "parameter")}, _fc1_weights(led)
         st = led.storages
-        assert st.loc[st["name"].str.startswith("EMA.ema_model."), "bytes"].sum() == 37_016
+        assert st.loc[st["name"].str.startswith("ema.ema_model."), "bytes"].sum() == 37_016
         assert not st["name"].str.contains("online_model").any()
 
 

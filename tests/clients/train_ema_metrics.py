@@ -142,10 +142,14 @@ def main() -> None:
     y_val = torch.randint(0, args.classes, (64,))
     v_val = torch.randn(64) if args.regression_only else None
     def evaluate():
-        shadow = ema.ema_models[0] if args.mode == "karras" else ema
-        shadow.eval()
-        with torch.no_grad():
-            val_logits, val_value = shadow(x_val)
+        if args.mode == "karras":   # one of PostHocEMA's EMA models
+            ema.ema_models[0].eval()
+            with torch.no_grad():
+                val_logits, val_value = ema.ema_models[0](x_val)
+        else:
+            ema.eval()              # EMA.eval: the copy in eval mode, the model as it was
+            with torch.no_grad():
+                val_logits, val_value = ema(x_val)
         if args.regression_only:
             ema_acc.update(val_value, v_val)
         else:
