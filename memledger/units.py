@@ -62,6 +62,27 @@ def parse_bytes(text: str | int) -> int:
     return int(value)
 
 
+_SHARE = re.compile(r"^\s*(?P<num>[0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*%\s*$")
+
+
+def parse_share(text: str) -> Decimal | None:
+    """`"80%"` -> Decimal("0.8"); None when `text` is no percentage (a size, then).
+
+    `plan --budget 80%` fits under that share of the ledger's own baseline peak: the budget
+    a user reaches for first ("a fifth less"), resolved exactly, in bytes, by the replay.
+    """
+    s = str(text).strip()
+    if not s.endswith("%"):
+        return None
+    m = _SHARE.match(s)
+    if m is None:
+        raise UnitError(f"cannot read share {text!r}; write e.g. 80% (of the baseline peak)")
+    share = Decimal(m.group("num")) / 100
+    if share <= 0:
+        raise UnitError(f"share {text!r} is no budget; write e.g. 80% (of the baseline peak)")
+    return share
+
+
 def format_bytes(n: int | float, precision: int = 1) -> str:
     """Binary units for people: 1536 -> '1.5 KiB'; exact below 1 KiB ('512 B')."""
     n = int(n)

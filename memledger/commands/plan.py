@@ -13,12 +13,13 @@ from memledger.commands.common import console, err_console, open_ledger, print_j
 from memledger.errors import CheckFailed
 from memledger.ledger.names import traced_command
 from memledger.report.names import policy_cell
-from memledger.units import count, format_bytes, parse_bytes, parse_duration
+from memledger.units import count, format_bytes, parse_bytes, parse_duration, parse_share
 
 
 def plan(
     ledger: Annotated[Path, typer.Argument(help="a ledger written by `memledger trace`")],
-    budget: Annotated[str, typer.Option(help="peak to fit under, e.g. 1.5GiB or 800MB")],
+    budget: Annotated[str, typer.Option(
+        help="peak to fit under, e.g. 1.5GiB or 800MB, or a share of the baseline peak: 80%")],
     json_: Annotated[bool, typer.Option("--json", help="print memledger.plan/1 as JSON")] = False,
     step_time: Annotated[Optional[str], typer.Option(
         help="untraced step time, e.g. 25ms (only for ledgers without untraced timings)")] = None,
@@ -45,11 +46,15 @@ def plan(
 
     from memledger.commands.ranks import one_rank_ledger
 
-    budget_bytes = parse_bytes(budget)
+    share = parse_share(budget)
+    budget_bytes = parse_bytes(budget) if share is None else 0
     led = open_ledger(one_rank_ledger(ledger, "plan"))
     step_time_s = None if step_time is None else parse_duration(step_time)
     report = make_plan(led, budget_bytes, step_time_s=step_time_s, bandwidth=bandwidth,
-                       flops=flops, front_points=front_points)
+                       flops=flops, front_points=front_points, budget_share=share)
+    budget_bytes = report.budget_bytes   # a share resolved against the baseline peak
+    if share is not None:
+        budget = f"{format_bytes(budget_bytes)}, {budget} of the baseline"
     if measure and report.fits:
         from memledger.measure.plan_check import measure_plan
 
@@ -97,8 +102,10 @@ def _ms(s: float) -> str:
 def _render(report, budget: str, front: bool) -> None:
     if report.fits:
         console.print(f"[bold green]{report.policy}[/]")
-        console.print(f"  predicted peak {format_bytes(report.predicted_peak_bytes)} ≤ {budget} "
-                      f"(baseline {format_bytes(report.baseline_peak_bytes)})")
+        baseline = format_bytes(report.baseline_peak_bytes)
+        console.print(f"  predicted peak {format_bytes(report.predicted_peak_bytes)} ≤ "
+                      + (f"{budget} {baseline}" if budget.endswith("baseline")
+                         else f"{budget} (baseline {baseline})"))
         # a line of its own: beside the peak it wrapped its band onto a line at 80 columns
         console.print(f"  added time +{_ms(report.predicted_added_time_s)} ms per step "
                       f"(band {_ms(report.added_time_lo_s)}–{_ms(report.added_time_hi_s)})")

@@ -10,7 +10,7 @@ from rich.table import Table
 
 from memledger.commands.common import console, open_ledger, print_json
 from memledger.errors import PolicyError
-from memledger.report.compare_table import idle_line
+from memledger.report.compare_table import empty_line, idle_line
 from memledger.report.names import Name, policy_cell
 from memledger.units import format_bytes, format_signed_bytes, parse_duration
 
@@ -118,6 +118,9 @@ def _print_table(rep, name: str) -> None:
         if p.idle_regions:
             console.print(idle_line(p.policy, p.idle_regions, len(p.regions)), style="yellow",
                           markup=False)
+        if p.empty_regions:
+            console.print(empty_line(p.policy, p.empty_regions, len(p.regions)),
+                          style="yellow", markup=False)
     if why := unsettled_why(rep.timings_busy, rep.calibration_unsettled):
         console.print(unsettled_line(why), style="yellow")
     elif wide := [p.policy for p in rep.policies if p.added_time_s > 0 and (

@@ -30,9 +30,9 @@ def unused_graph(run: Run) -> list[Finding]:
         var = r.get("var", "")
         # Note [Calls no variable names]: one finding per line for those
         groups.setdefault((r.get("file", ""), r.get("line", 0), var,
-                           r.get("cls", "") if var else ""), []).append(r)
+                           r.get("cls", "") if var else "", r.get("via", "")), []).append(r)
     out = []
-    for (_, line, var, _), recs in groups.items():
+    for (_, line, var, _, _), recs in groups.items():
         steps = sorted({int(r["step"]) for r in recs})
         n = len(recs)
         counts: dict[str, int] = {}
@@ -42,13 +42,18 @@ def unused_graph(run: Run) -> list[Finding]:
         who = f"`{var}` ({cls})" if var else f"a `{cls}`" if len(counts) == 1 else (
             "modules no variable of the script names (" + ", ".join(
                 f"`{c}` x{k}" for c, k in counts.items()) + ")")
+        via = recs[0].get("via", "")   # Note [A library's call no backward used]
         out.append(Finding(
             check="unused_graph", severity="warning", where=where(recs[0]),
             message=(f"{who} ran {n} forward{'s' if n != 1 else ''} under gradients in step "
-                     f"{span(steps)} whose graph no backward used: autograd kept what "
+                     f"{span(steps)} whose graph no backward used"
+                     + (f", called by {via}" if via else "") + ": autograd kept what "
                      f"{'they' if n != 1 else 'it'} saved for backward until the graph was "
-                     "dropped (an evaluation or logging forward?); run it under "
-                     "torch.no_grad() or torch.inference_mode()"),
+                     "dropped (" + ("the library's own call: a shape check or a warm-up?"
+                                    if via else "an evaluation or logging forward?")
+                     + "); run it under torch.no_grad() or torch.inference_mode()"
+                     + (" where the library lets you, or tell its authors" if via else "")),
             evidence={"calls": n, "steps": steps, "var": var, "cls": cls,
-                      "training": any(r.get("training") for r in recs)}))
+                      "training": any(r.get("training") for r in recs),
+                      **({"via": via} if via else {})}))
     return out

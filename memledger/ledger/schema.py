@@ -77,7 +77,9 @@ checkpoints and the first module call under it; Note [The script's own checkpoin
 trace/script_checkpoint.py) and `root` (`mod`: a top-level module other than the model,
 named as the script calls it (Note [Root names] in trace/roots.py), as its modules'
 paths begin; policies do not reach it, because
-`measure` applies a policy to the model only) and `model` (`ev`: from this event on the
+`measure` applies a policy to the model only) and `retired` (`mods`, `ev`: `root` labels that name
+no top-level module from `ev` on: absorbed by the module called there, or taken by a
+child of it as the model; Note [A label the model's child takes] in trace/roots.py) and `model` (`ev`: from this event on the
 model's names are another module's, the student of a teacher that held them until the
 first optimizer step; Note [The model] in trace/roots.py) and `stopped` (`sid`, `ev`: an
 output of op `ev` freed inside that op by a checkpoint re-run's early stop, which the
@@ -93,7 +95,10 @@ in replay/stateful.py) and `container` (`mod`, `cls`, `ev`: a module of the mode
 forward of its own, an nn.ModuleList or nn.ModuleDict, which no policy selects; Note
 [Containers] in replay/policies.py) and `classes` (`cls`, `ev`: path -> class name of the
 model's modules that hold parameters, for a `@Class` selector over modules that never run
-as calls; Note [Modules run through another method] in replay/policies.py) and `scalars` (`device`,
+as calls; Note [Modules run through another method] in replay/policies.py) and `own_call`
+(`mods`, `ev`: those of the model's modules holding parameters whose class has a
+`__call__` of its own, which runs `forward` without torch's module hooks; Note [A class
+with a call of its own] in replay/policies.py) and `scalars` (`device`,
 `ev`, `bytes`: lists, one entry per op that was handed Python numbers for Tensor
 arguments, the bytes of their 0-dim wrapped tensors and casts, transient at that op; a
 number autograd saved is a storage of its own instead, op `(wrapped number)`; Note

@@ -318,7 +318,8 @@ def _resolved(prep: Prepared, policy: Policy) -> list:
     return resolve(policy, prep.module_table, "the modules the traced forward called are",
                    after, others=prep.other_roots, uncalled=prep.param_modules,
                    idle=prep.idle_modules, classes=prep.classes,
-                   containers=prep.containers, moved=prep.model_moved)
+                   containers=prep.containers, moved=prep.model_moved,
+                   own_call=prep.own_call)
 
 
 def _selected_rows(prep: Prepared, paths: dict[str, int]) -> tuple[np.ndarray, np.ndarray]:
@@ -562,6 +563,12 @@ def _refuse_selective_backward_twice(prep: Prepared, calls: _Calls, own: _Owners
     first = calls.at(calls.kind, own.first_save) == Kind.SELECTIVE
     last = calls.at(calls.kind, own.last_save) == Kind.SELECTIVE
     twice = (first | last) & (prep.unpacks > prep.saves)
+    if twice.any() and prep.pack_over_read is not None:   # Note [Read twice, per save]
+        by_save = np.zeros(len(twice), dtype=bool)
+        pc = _pack_call(prep, calls)
+        over = prep.pack_over_read & (calls.at(calls.kind, pc) == Kind.SELECTIVE)
+        by_save[prep.pack_row[over]] = True
+        twice = np.where(prep.reads_unnamed, twice, by_save & (first | last))
     if twice.any():   # named as measure meets it: the second backward reaches the last first
         i = np.flatnonzero(twice)
         k = int(np.where(first[i], own.first_save[i], own.last_save[i]).max())

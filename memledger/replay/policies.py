@@ -250,7 +250,8 @@ def resolve(policy: Policy, modules: Iterable[tuple[str, str]],
             others: Iterable[str] = (), uncalled: Iterable[str] = (),
             containers: dict[str, str] | None = None,
             idle: Iterable[str] = (), moved: bool = False,
-            classes: dict[str, str] | None = None) -> list[Region]:
+            classes: dict[str, str] | None = None,
+            own_call: Iterable[str] = ()) -> list[Region]:
     """The regions a policy selects among (path, class name) pairs, in model order.
 
     Raises PolicyError when a selector matches nothing (listing the module names, then
@@ -262,7 +263,8 @@ def resolve(policy: Policy, modules: Iterable[tuple[str, str]],
     those of `uncalled` no op read in the traced steps (Note [Modules that never ran]).
     `moved`: the first optimizer step named the model (Note [The model], trace/roots.py).
     `classes` (path -> class name): of `uncalled`, for a `@Class` selector (Note [Modules
-    run through another method]).
+    run through another method]). `own_call`: those of `uncalled` whose class has a
+    `__call__` of its own (Note [A class with a call of its own]).
     """
     containers = containers or {}
     modules = list(dict.fromkeys(modules))
@@ -279,7 +281,7 @@ def resolve(policy: Policy, modules: Iterable[tuple[str, str]],
             _refuse_uncalled(sel, _selected(sel, [(p, containers.get(p) or
                                                    (classes or {}).get(p, ""))
                                                   for p in dict.fromkeys(uncalled)]), mods,
-                             set(idle), containers)
+                             set(idle), containers, set(own_call))
             beside = _beside_the_model(sel, others)
             if beside:
                 model = f" ({_a(root)}: {MODEL_MOVED if moved else MODEL_FIRST})" \
@@ -388,7 +390,8 @@ def _listed(paths: list[str]) -> str:
 
 def _refuse_uncalled(sel: str, hits: list[tuple[str, str]],
                      ran: list[tuple[str, str]], idle: set[str] = frozenset(),
-                     containers: dict[str, str] | None = None) -> None:
+                     containers: dict[str, str] | None = None,
+                     own_call: set[str] = frozenset()) -> None:
     if not hits:
         return
     paths = [p for p, _ in hits]
@@ -408,7 +411,28 @@ def _refuse_uncalled(sel: str, hits: list[tuple[str, str]],
             f"selector {sel!r} matches {named}, {_a(cls)}: a container with no forward of "
             f"its own (the script calls its submodules one by one), so a policy on it would "
             f"do nothing; select the modules around it that run instead{alt}")
+    if all(p in own_call for p in paths):
+        raise PolicyError(own_call_message(sel, paths, cls, near))
     raise PolicyError(uncalled_message(sel, paths, near))
+
+
+# Note [A class with a call of its own]
+# gpytorch's `Module` defines its own `__call__`, which runs `forward` without torch's
+# module hooks: a botorch `SingleTaskGP` called `model(x)` is never a module call, nor are
+# its kernels, mean or likelihood. predict refused `checkpoint:model` with Note [Modules run
+# through another method]'s words, whose advice, call the module itself (`self.model(x)`),
+# is what the script does. The trace writes an `own_call` record of the model's modules
+# whose class has such a `__call__`; a selector that matches only those is told so.
+# measure, whose policy is the module's own `forward`, still runs it, as for a forward
+# called directly (docs/decisions.md, twenty-second session).
+def own_call_message(sel: str, paths: list[str], cls: str, near: list[str]) -> str:
+    """One line: a selector whose modules' classes call their forward themselves."""
+    alt = f"; modules around it that did run: {', '.join(near)}" if near else ""
+    return (f"selector {sel!r} matches {_listed(paths)}, never called as a module: its class "
+            f"({cls}) has a `__call__` of its own, as gpytorch's modules have, which runs "
+            f"`forward` without torch's module hooks, the trace's among them, so the trace "
+            f"cannot tell where its work begins and ends; select modules inside it that run "
+            f"as torch module calls{alt}")
 
 
 # Note [Modules run through another method]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from memledger.errors import NotPredicted
@@ -51,6 +52,11 @@ class PolicyPrediction(BaseModel):
                                     "traced call of which ran with gradients in forward "
                                     "(under no_grad, or only from inside backward): the "
                                     "policy leaves them as they are, and so does measure")
+    empty_regions: list[str] = Field(default_factory=list, description="selected modules "
+                                     "whose calls the policy acts on saved nothing for "
+                                     "backward (their work ran outside them: a lazy module's "
+                                     "forward returns an object that computes later): the "
+                                     "policy changes nothing there")
 
 
 class RefusedPolicy(BaseModel):
@@ -279,4 +285,25 @@ def _prediction(r: Replayed, base: int, t: AddedTime, phase, step,
         recompute_s=t.recompute_s, transfer_s=t.transfer_s, machinery_s=t.machinery_s,
         at_peak=r.at_peak, peak_event=ev, peak_phase=ph,
         peak_step=int(step[ev]) if len(step) else 1, peak_in_recompute=r.in_recompute,
-        regions=r.regions, idle_regions=[m for m in r.regions if m not in acting])
+        regions=r.regions, idle_regions=[m for m in r.regions if m not in acting],
+        empty_regions=_saved_nothing(prep, r.work.scope_row, acting))
+
+
+# Note [A region that saves nothing]
+# A policy acts on what its modules' calls save for backward. A call may save nothing: zuko's
+# lazy transforms return a torch `Transform` from `forward(c)`, and the network that does
+# their work runs later, inside `log_prob` (Note [Blocks whose work runs outside their
+# calls], replay/plan.py). `checkpoint:transform.transforms.*` was predicted and measured
+# as the baseline, with no word why. The modules whose every acted-on call holds no `saved`
+# record are named, as the idle ones are.
+def _saved_nothing(prep: Prepared, rows: np.ndarray, acting: set) -> list[str]:
+    if not len(rows) or prep.pack_ev is None:
+        return []
+    packs = prep.__dict__.get("_packs_sorted")
+    if packs is None:
+        packs = prep.__dict__["_packs_sorted"] = np.sort(prep.pack_ev)
+    ev0, ev1 = prep.scope_ev0[rows], prep.scope_ev1[rows]
+    inside = np.searchsorted(packs, ev1, side="right") - np.searchsorted(packs, ev0)
+    mods = prep.scope_mod[rows]
+    saving = set(mods[inside > 0].tolist())
+    return [m for m in dict.fromkeys(mods.tolist()) if m in acting and m not in saving]

@@ -150,6 +150,7 @@ class Prepared:
     # top-level modules besides the model (a GAN's discriminator), by path prefix: a policy
     # never selects their modules, as `measure` applies it to the model only
     other_roots: tuple[str, ...] = ()
+    own_call: tuple[str, ...] = ()  # the model's modules with a `__call__` of their own
     model_moved: bool = False   # the first optimizer step named the model (model_moved)
     compiled: tuple[tuple[str, str], ...] = ()   # (path, backend): replay/compiled.py
     scope_model: np.ndarray = None  # bool per call: a call of the model's (model_calls)
@@ -164,6 +165,10 @@ class Prepared:
     pack_gone: np.ndarray = None    # int64 when autograd let go of it unread in forward (-1:
     #                                 not: read, held into backward, or an older ledger)
     pack_let_go: np.ndarray = None  # int64 when a kept graph let go of it after it was read
+    # Note [Read twice, per save]: more unpacks name its (storage, event) than were saved
+    # there; and per storage, an unpack of it named no save (judged per storage then)
+    pack_over_read: np.ndarray = None   # bool
+    reads_unnamed: np.ndarray = None    # bool per storage
     #                                 (-1: with its node, or an older ledger)
     last_use: np.ndarray = None   # int64 event of the storage's last use (any phase)
     made_mod: np.ndarray = None   # object: the module that made the storage ("" = none)
@@ -280,6 +285,7 @@ class Prepared:
             idle_modules=_idle_modules(st, params),
             containers=_containers(led),
             classes=_classes(led),
+            own_call=_own_call(led),
             compiled=compiled_regions(led),
             scope_model=model_calls(sc["mod"].to_numpy(dtype=object),
                                     sc["ev0"].to_numpy(dtype=np.int64), led),
@@ -295,6 +301,7 @@ class Prepared:
             calibration=dict(calib.get("params") or {}),
             fsdp_gather=_fsdp_gather(st),
             **_packs(led, st),
+            **_reads_per_save(led, st),
         )
 
     def subset(self, keep: np.ndarray, spans: np.ndarray | None = None) -> "Prepared":
@@ -332,6 +339,8 @@ class Prepared:
             out.pack_gone = self.pack_gone[ok]
             if self.pack_let_go is not None:
                 out.pack_let_go = self.pack_let_go[ok]
+            if self.pack_over_read is not None:
+                out.pack_over_read = self.pack_over_read[ok]
         out.__dict__["_modules"] = self.module_table
         if spans is not None:
             inside = _within(self.scratch_ev, spans)
@@ -419,9 +428,17 @@ def other_roots(led: Ledger) -> tuple[str, ...]:
     the model (Note [A model's former label])."""
     retired = {str(r["was"]): int(r["ev"]) for r in led.extra.get("model", [])
                if r.get("was")}
+    for was, ev in retired_labels(led):   # Note [A label the model's child takes], roots.py
+        retired[was] = max(ev, retired.get(was, ev))
     return tuple(dict.fromkeys(
         r["mod"] for r in led.extra.get("root", [])
         if not (r["mod"] in retired and int(r.get("ev", -1)) < retired[r["mod"]])))
+
+
+def retired_labels(led: Ledger) -> list[tuple[str, int]]:
+    """(label, event) of each top-level module's label retired (Note [A label the model's
+    child takes], trace/roots.py): it names that module before the event only."""
+    return [(str(m), int(r["ev"])) for r in led.extra.get("retired", []) for m in r["mods"]]
 
 
 def model_moved(led: Ledger) -> bool:
@@ -512,6 +529,18 @@ def _classes(led: Ledger) -> dict[str, str]:
     return out
 
 
+def _own_call(led: Ledger) -> tuple[str, ...]:
+    """The model's modules whose class has a `__call__` of its own (the latest `own_call`
+    record since the model was last renamed; Note [A class with a call of its own],
+    replay/policies.py)."""
+    start = max((int(r["ev"]) for r in led.extra.get("model", [])), default=0)
+    out: tuple[str, ...] = ()
+    for r in led.extra.get("own_call", []):
+        if int(r.get("ev", 0)) >= start:
+            out = tuple(str(m) for m in r["mods"])
+    return out
+
+
 def model_calls(mods: np.ndarray, ev0: np.ndarray, led: Ledger) -> np.ndarray:
     """Per module call (path, first event): a call of the model's, the only module a
     policy acts on (Note [The model] in trace/roots.py): not another top-level module's,
@@ -522,7 +551,12 @@ def model_calls(mods: np.ndarray, ev0: np.ndarray, led: Ledger) -> np.ndarray:
     codes, paths = pd.factorize(pd.Series(mods, dtype=object).astype(str))
     ours = np.array([not any(p == r or p.startswith(r + ".") for r in others) for p in paths],
                     dtype=bool)
-    return (ours[codes] if len(paths) else np.zeros(len(mods), dtype=bool)) & (ev0 >= start)
+    keep = (ours[codes] if len(paths) else np.zeros(len(mods), dtype=bool)) & (ev0 >= start)
+    for was, ev in retired_labels(led):   # that module's calls under its former label
+        under = np.array([p == was or p.startswith(was + ".") for p in paths], dtype=bool)
+        if len(paths):
+            keep &= ~(under[codes] & (ev0 < ev))
+    return keep
 
 
 def _graph_reads(led: Ledger, st: pd.DataFrame, n: int) -> np.ndarray:
@@ -793,6 +827,40 @@ def _packs(led: Ledger, st: pd.DataFrame) -> dict[str, np.ndarray]:
             "pack_mod_names": np.asarray(mod_names, dtype=object), "pack_unpack": matched,
             "pack_unpack_end": matched_end, "pack_unpack_rel": matched_rel, "pack_gone": gone,
             "pack_let_go": let_go}
+
+
+# Note [Read twice, per save]
+# torch's selective checkpoint re-runs a region for one backward pass; a second pass that
+# reads what the region saved raises ("Trying to backward an extra time"), so predict
+# refuses a selective region where a storage it saved has more unpacks than saves. Counted
+# per storage, reads of a parameter's other saves counted too: zuko's continuous flow takes
+# its Jacobian's trace with `autograd.grad(create_graph=True)` inside each call of its ODE
+# network, and the adjoint's backward calls it again, so the last Linear's weight, saved
+# 212 times, was unpacked 296 times in all, though no save made inside a forward call was
+# read twice. `predict` refused `selective:transform.ode`, which `measure` ran (324,484 B,
+# as predicted for checkpoint and offload). So a storage whose every unpack names the save
+# it reads (`sev`) is judged per save: more unpacks naming one (storage, event) than saves
+# made there. Unpacks that name none (older ledgers) keep the per-storage count.
+def _reads_per_save(led: Ledger, st: pd.DataFrame) -> dict[str, np.ndarray]:
+    sv, up = led.saves, led.unpacks
+    if not len(sv) or up is None or not len(up) or "sev" not in up:
+        return {}
+    idx = pd.Index(st.index)
+    sv_row, up_row = idx.get_indexer(sv["sid"]), idx.get_indexer(up["sid"])
+    sv, up = sv[sv_row >= 0], up[up_row >= 0]
+    sv_row, up_row = sv_row[sv_row >= 0], up_row[up_row >= 0]
+    sev = up["sev"].fillna(-1).to_numpy(dtype=np.int64)
+    unnamed = np.zeros(len(st), dtype=bool)
+    unnamed[up_row[sev < 0]] = True
+    saves = pd.Series(1, index=pd.MultiIndex.from_arrays(
+        [sv_row, sv["ev"].to_numpy(dtype=np.int64)])).groupby(level=[0, 1]).size()
+    named = sev >= 0
+    reads = pd.Series(1, index=pd.MultiIndex.from_arrays(
+        [up_row[named], sev[named]])).groupby(level=[0, 1]).size()
+    over = reads.reindex(saves.index, fill_value=0) > saves
+    key = pd.MultiIndex.from_arrays([sv_row, sv["ev"].to_numpy(dtype=np.int64)])
+    return {"pack_over_read": over.reindex(key).to_numpy(dtype=bool),
+            "reads_unnamed": unnamed}
 
 
 def _save_ends(led: Ledger, sv: pd.DataFrame, kind: str) -> np.ndarray:

@@ -108,6 +108,8 @@ def reasons(rep: CompareReport) -> list[Text]:
     for p in rep.policies:
         if p.idle_regions and p.verdict != "REJECT":
             out.append(Text(idle_line(p.policy, p.idle_regions, p.selected), style="yellow"))
+        if p.empty_regions and p.verdict != "REJECT":
+            out.append(Text(empty_line(p.policy, p.empty_regions, p.selected), style="yellow"))
     if rep.compiled:
         out.append(Text(rep.compiled, style="yellow"))
     if rep.note:
@@ -126,6 +128,17 @@ def idle_line(policy: str, idle: list[str], n: int) -> str:
     return (f"{policy}: {which} ({names}) ran with gradients in forward (called under "
             "no_grad, or only from inside backward, as a reversible layer's re-run): the "
             "policy leaves those calls as they are, here and in measure")
+
+
+def empty_line(policy: str, empty: list[str], n: int) -> str:
+    """One line: the selected modules whose calls saved nothing for backward (predict and
+    compare; Note [A region that saves nothing] in replay/predict.py)."""
+    names = ", ".join(empty[:2]) + (f" and {len(empty) - 2} more" if len(empty) > 2 else "")
+    which = f"none of its modules ({names}) saved anything" if len(empty) == n else \
+        f"{len(empty)} of its {n} modules ({names}) saved nothing"
+    return (f"{policy}: {which} for backward inside their calls (their work runs outside "
+            "them: a lazy module whose forward returns an object that computes later): the "
+            "policy changes nothing there")
 
 
 def _ms_span(interval: list[float] | None) -> str:

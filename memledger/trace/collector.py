@@ -37,6 +37,17 @@ again (the in-process API) or, in the trace worker, closes the ledger and ends t
 a script whose bare `except:` swallowed the first one stops at its next torch op instead of
 running every remaining step untraced (8 iterations for `--steps 2` before this).
 
+# Note [Cleanup while the stop unwinds]
+An op that runs while StopTracing propagates (a `finally` or a context manager's exit on
+the way out) is cleanup, not a script that swallowed the stop: botorch's
+`fit_gpytorch_mll` fits inside `module_rollback_ctx`, whose `finally` reads the model's
+state dict and copies parameters back as the stop passes. Taken for a swallowed stop, the
+trace worker ended its process there (harmless in a process of its own, fatal to the test
+process that runs it in-process), and the in-process API raised a second StopTracing out of
+the `finally`, leaving the rest of the cleanup undone. Such ops run untraced; so do those
+in a handler that caught the stop, until it ends (`sys.exc_info()` is the stop there too),
+and the next op after it still stops the script.
+
 # Note [Sparse tensors]
 A sparse COO tensor has no storage of its own: its indices and its values are two dense
 tensors, and those are what the allocator holds. `nn.Embedding(sparse=True)` makes its
@@ -589,6 +600,12 @@ def _gradient_attributes(p: torch.Tensor) -> list[tuple[str, torch.Tensor]]:
     return out
 
 
+def _own_call(module: torch.nn.Module) -> bool:
+    """Its class defines a `__call__` of its own (gpytorch's `Module`), which runs
+    `forward` without torch's module hooks."""
+    return type(module).__call__ is not torch.nn.Module.__call__
+
+
 class Collector(ShardingMixin, TorchDispatchMode):
     """Records a lifetime ledger of every storage while active.
 
@@ -928,9 +945,11 @@ class Collector(ShardingMixin, TorchDispatchMode):
     # ---- the hot path: one call per op ---------------------------------------------------
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         if self._done:  # Note [When a step ends]: the script swallowed StopTracing
-            if self._forked or func is _RF_EXIT or func is _RF_ENTER:
-                # a forked child (Note [A forked child traces nothing]), or step()'s own
-                # profiler scope closing
+            if self._forked or func is _RF_EXIT or func is _RF_ENTER or \
+                    isinstance(sys.exc_info()[1], StopTracing):
+                # a forked child (Note [A forked child traces nothing]), step()'s own
+                # profiler scope closing, or cleanup while the stop unwinds (Note [Cleanup
+                # while the stop unwinds])
                 return func(*args, **(kwargs or {}))
             if self.on_stop_swallowed is not None:
                 self.on_stop_swallowed()
@@ -1580,6 +1599,26 @@ class Collector(ShardingMixin, TorchDispatchMode):
             else "other"
 
     # ---- modules --------------------------------------------------------------------------
+    # Note [A model whose own call no hook sees]
+    # The forward phase begins at a top-level call of a module that holds parameters: the
+    # model's, or a part of it that its method calls (Note [A model called through its
+    # methods]). gpytorch's models have a `__call__` of their own, which runs `forward`
+    # with no torch module hook, and what their forward calls as modules holds no
+    # parameters: botorch's `SingleTaskGP` calls its `Normalize` input transform first, the
+    # marginal likelihood the noise constraint's `Softplus`. No step of a GP fit had a
+    # forward phase: the training inputs read `other` (768 B in the Adam tutorial's loop),
+    # the forward's work `other`, and predict found no module call in "the traced forward"
+    # (`checkpoint:model.input_transform` refused, while measure applied it). So the
+    # first top-level call in a step of a module the model holds begins the forward too,
+    # parameters or not; later ones, in the forward, begin the loss as before (a loss
+    # module the model holds: Lightning's `self.loss_fn` in `training_step`).
+    def _opens_forward(self, module: torch.nn.Module) -> bool:
+        if self._phase in ("forward", "loss"):
+            return False
+        model = self._roots.model()
+        return model is not None and model is not module and \
+            any(m is module for m in model.modules())
+
     def _module_pre(self, module: torch.nn.Module, args) -> None:
         if self._phase == "backward" and _graph_task_id() == -1:
             # backward ended and no op has run since (the next micro-batch's forward right
@@ -1602,7 +1641,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
                 if self._forwards:
                     self._end_step()       # a new root forward: the previous step ended
                 self._forwards += 1
-            if has_params:
+            if has_params or self._opens_forward(module):
                 self._set_phase("forward")
                 self._mark_inputs(args)
                 self._foreign_saved_hooks()
@@ -1856,6 +1895,12 @@ class Collector(ShardingMixin, TorchDispatchMode):
         names, and a `root` record when it is not the model."""
         prefix = self._roots.prefix[root]
         self._note_compiled(root, prefix)
+        if self._roots.retired:   # Note [A label the model's child takes] (trace/roots.py)
+            self.sink.write({"k": "retired", "mods": self._roots.retired, "ev": self._ev})
+        for other in self._roots.renamed:   # labelled again: a root record, names
+            label = self._roots.prefix[other]
+            self.sink.write({"k": "root", "mod": label, "ev": self._ev})
+            self._name_state(other, label, again=True)
         if prefix:   # not the model: a GAN's discriminator, a loss module called on its own
             self.sink.write({"k": "root", "mod": prefix, "ev": self._ev})
         else:
@@ -1880,6 +1925,10 @@ class Collector(ShardingMixin, TorchDispatchMode):
                 if name and next(m.parameters(), None) is not None}
         if held:
             self.sink.write({"k": "classes", "cls": held, "ev": self._ev})
+        # Note [A class with a call of its own] (replay/policies.py)
+        own = [name for name, m in named_modules(model) if name in held and _own_call(m)]
+        if own:
+            self.sink.write({"k": "own_call", "mods": own, "ev": self._ev})
 
     def _note_compiled(self, root: torch.nn.Module, prefix: str) -> None:
         """A `compiled` record per torch.compile'd module under a new root, with its backend:

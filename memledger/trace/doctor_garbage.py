@@ -308,7 +308,12 @@ def _label(ids: dict[int, Any], path: list[int]) -> str:
 
 def _hop(a, b) -> str:
     if _of(a, dict):
-        return f"[{_key_of(a, b)!r}]" if _key_of(a, b) is not None else ""
+        key = _key_of(a, b)
+        if key is not None:
+            return f"[{_key_text(key)}]"
+        # held as a key: torchsde's BrownianInterval caches increments in a dict keyed by
+        # the interval objects themselves
+        return "(a key)" if any(k is b for k in a) else ""
     if _of(a, (list, tuple)):
         k = next((n for n, x in enumerate(a) if x is b), None)
         return f"[{k}]" if k is not None else ""
@@ -322,6 +327,27 @@ def _hop(a, b) -> str:
         return ".__traceback__"
     if _of(a, types.FunctionType) and b is a.__closure__:
         return ".__closure__"
+    return _slot_of(a, b)
+
+
+def _key_text(key) -> str:
+    """A dict key as the label of a hop: its repr, but an object's default repr (`<... at
+    0x7f...>`, a different address each run) by its class."""
+    text = repr(key)
+    return type(key).__qualname__ if " at 0x" in text else text
+
+
+def _slot_of(a, b) -> str:
+    """`.name` of the `__slots__` attribute of `a` that holds `b` (an object with slots
+    has no `__dict__` to fold: torchsde's intervals), else ''."""
+    for cls in type(a).__mro__:
+        slots = getattr(cls, "__slots__", ())
+        for name in (slots,) if isinstance(slots, str) else slots:
+            try:
+                if getattr(a, name) is b:
+                    return f".{name}"
+            except (AttributeError, TypeError):
+                continue
     return ""
 
 

@@ -32,7 +32,7 @@ from torch.nn.modules import module as nn_module
 from torch.nn.utils import parametrize
 
 from memledger.crash import internal
-from memledger.trace.where import user_line, user_name_of
+from memledger.trace.where import library_caller, user_frame, user_name_of
 
 _Tensor = torch.Tensor
 _PARAMETRIZED = parametrize.ParametrizationList
@@ -73,16 +73,29 @@ class UnusedGraphWatch:
         nodes = {id(n): n for n in (t.grad_fn for t in _tensors_in(output)) if n is not None}
         if not nodes:
             return
-        file, line = user_line()
+        f = user_frame(2)
+        file, line = (f.f_code.co_filename, f.f_lineno) if f is not None else ("", 0)
         call = _Call(self, {"k": "unused_graph", "step": self.step(),
                             "var": user_name_of(module)[0], "cls": type(module).__name__,
-                            "training": bool(module.training), "file": file, "line": line})
+                            "training": bool(module.training), "file": file, "line": line,
+                            # Note [A library's call no backward used]
+                            "via": library_caller(f)})
         for n in nodes.values():
             try:
                 n.register_prehook(call.ran)   # the node holds the call, not the reverse
             except (AttributeError, RuntimeError):
                 call.used = True   # a node that takes no hook: not judged
                 return
+
+
+# Note [A library's call no backward used]
+# The line of a finding is the innermost frame of the script's own code; when a library's
+# code called it, the fix may not be the script's to make. torchsde's `sdeint` checks its
+# SDE's shapes by calling the user's `f` and `g` once per solve, under gradients, and drops
+# the results (`check_contract`, torchsde/_core/sdeint.py): "a `Drift` ran 3 forwards under
+# gradients ... whose graph no backward used" pointed at the user's `def f` body, where no
+# `no_grad()` can go. The record keeps the library frame that called the script's (`via`),
+# and the finding names it. torch's and memledger's frames are not a library's here.
 
 
 class _Call:

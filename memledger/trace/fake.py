@@ -171,7 +171,10 @@ Rules (numbered so that code can point here):
 22. `.numpy()`: known values are handed back, a single element gets Rule 3's stand-in (a
    loss logged as `loss.detach().numpy().item()`: TabNet's `fit`); anything else stops
    the run as before (trace/fake_literals.py).
-23. A deep copy of a fake tensor that keeps its literal as a real `constant` (one element:
+23. A fake about to be swapped by `module.to(...)` lets go of the literal FakeTensorMode
+   keeps as its `constant` (and the weak references to it that made the swap fail):
+   gpytorch's `ScaleKernel` moved to float64 by botorch (trace/fake_swap.py).
+24. A deep copy of a fake tensor that keeps its literal as a real `constant` (one element:
    `torch.tensor(0.0)`) copies that constant with the modes off: inside the run's mode
    torch's own `Tensor.__deepcopy__` failed on it ("set the storage of a tensor on device
    meta to a storage on ... cpu", plain FakeTensorMode too), and every torchmetrics
@@ -215,6 +218,7 @@ from memledger.trace.fake_literals import KnownLiterals
 from memledger.trace.fake_losses import reduced_loss_bytes
 from memledger.trace.fake_questions import ForeachAsReal, RealAnswers
 from memledger.trace.fake_random import RandomDraws, seeded as _seeded
+from memledger.trace.fake_swap import ConstantsLetGo
 from memledger.trace.fake_views import RebuiltViews
 
 aten = torch.ops.aten
@@ -868,7 +872,7 @@ class FakeCollector(Collector):
         self.fake_mode = _RunMode(allow_non_fake_inputs=True)    # Rule 12
         self._answers = RealAnswers()            # Rule 7
         self._foreach = ForeachAsReal(FakeTensor, "cuda" if self.target.remap else "")
-        self._literals = KnownLiterals(FakeTensor, _shadow_of,   # Rules 19, 21, 23
+        self._literals = KnownLiterals(FakeTensor, _shadow_of,   # Rules 19, 21, 24
                                        lambda t: self._standin(t, "Tensor.numpy"))
         self._views = RebuiltViews()             # Rule 17
         self._memo = self.fake_mode.fake_tensor_converter.tensor_memo
@@ -884,6 +888,8 @@ class FakeCollector(Collector):
         self._aliasing = False                # Rule 9: the saved alias being made
         self._fake_dev: dict[Any, str] = {}
         self._draws = RandomDraws(_shadow_of)  # Rule 21
+        self._swaps = ConstantsLetGo(FakeTensor,     # Rule 23
+                                     self.fake_mode.fake_tensor_converter)
         self.flops = 0
 
     # ---- lifecycle: FakeTensorMode below the collector ---------------------------------
@@ -892,7 +898,7 @@ class FakeCollector(Collector):
         self.fake_mode.__enter__()
         entered = []
         try:
-            for part in (self._answers, self._foreach, self._literals):
+            for part in (self._answers, self._foreach, self._literals, self._swaps):
                 part.__enter__()
                 entered.append(part)
             return super().__enter__()
@@ -906,6 +912,7 @@ class FakeCollector(Collector):
         try:
             super().__exit__(exc_type, exc, tb)
         finally:
+            self._swaps.__exit__(exc_type, exc, tb)
             self._literals.__exit__(exc_type, exc, tb)
             self._foreach.__exit__(exc_type, exc, tb)
             self._answers.__exit__(exc_type, exc, tb)

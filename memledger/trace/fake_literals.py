@@ -17,7 +17,7 @@ stand-in, recorded as one): TabNet logs each batch's loss as
 step ("cannot run fake at ...: `.numpy()` reads tensor values"; tests/clients/
 train_tabnet.py). Anything larger (an evaluation's logits for a metric) still stops it.
 
-Rule 23: `copy.deepcopy` of a fake tensor that holds a real `constant` (FakeTensorMode keeps
+Rule 24: `copy.deepcopy` of a fake tensor that holds a real `constant` (FakeTensorMode keeps
 a one-element literal so). `Tensor.__deepcopy__` deep-copies the tensor's `__dict__`, and
 the real constant's storage copy, made inside the mode, fails ("Attempted to set the
 storage of a tensor on device "meta" to a storage on different device "cpu"", under a
@@ -60,7 +60,7 @@ class KnownLiterals(TorchFunctionMode):
                 return out
         elif func is _DEEPCOPY and args and isinstance(args[0], self.fake_type) and \
                 getattr(args[0], "constant", None) is not None:
-            return _deepcopy_without_constant(func, args, kwargs or {})   # Rule 23
+            return _deepcopy_without_constant(func, args, kwargs or {})   # Rule 24
         return func(*args, **(kwargs or {}))
 
     def _numpy(self, t: torch.Tensor) -> Any:
@@ -87,7 +87,7 @@ class KnownLiterals(TorchFunctionMode):
 
 
 def _deepcopy_without_constant(func: Callable, args: tuple, kwargs: dict) -> torch.Tensor:
-    """Rule 23: `copy.deepcopy` of a fake tensor with its real `constant` set aside, the
+    """Rule 24: `copy.deepcopy` of a fake tensor with its real `constant` set aside, the
     copy given a clone of it made with the modes off."""
     t = args[0]
     constant = t.constant

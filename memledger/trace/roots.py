@@ -98,6 +98,7 @@ import torch
 
 # re-exported: the names other modules take from here
 from memledger.ledger.names import COMPILED, WRAPPERS, plain_name  # noqa: F401
+from memledger.trace.where import is_user_file
 
 # frames of torch and of memledger are not the script's (Note [Root names])
 _NOT_THE_SCRIPT = (os.path.dirname(torch.__file__) + os.sep,
@@ -166,6 +167,12 @@ class RootNames:
         self._root: weakref.ref | None = None
         self._absorbed: list[weakref.ref] = []
         self._owner = ByModule()            # module called by its root's method -> the root
+        # labels that name no top-level module from the last new one's call on: those it
+        # absorbed, and where it is the model, those its children's names take (Note [A
+        # label the model's child takes])
+        self.retired: list[str] = []
+        self.renamed: list[torch.nn.Module] = []   # top-level modules labelled again there
+        self._labels: set[str] = set()      # every label given so far, the dead's included
 
     @property
     def root(self) -> torch.nn.Module | None:
@@ -183,6 +190,11 @@ class RootNames:
         [A model called through its methods]). A submodule called on its own (a recompute
         in backward) keeps its path. None: a module no top-level module holds."""
         new = top_level and module not in self.prefix and module not in self.paths
+        if not new and top_level and module in self.prefix and self.model() is None and \
+                next(module.parameters(), None) is None:
+            # Note [A part labelled before its model was called]
+            owner = method_owner(module)
+            new = owner is not None and owner not in self.prefix
         if new:
             root = method_owner(module) or module
             self._root = weakref.ref(root)
@@ -191,6 +203,7 @@ class RootNames:
             self._script_name[root] = script_name(root)
             self.prefix[root] = "" if has_params and self.model() is None \
                 else self._label(root)
+            self._labels.add(self.prefix[root])
             moved = {id(m) for r in self.absorbed for m in r.modules()}
             for m, path in paths_under(root, self.prefix[root]):
                 if id(m) in moved:
@@ -199,6 +212,8 @@ class RootNames:
                     self.paths.setdefault(m, path)   # a shared submodule keeps its first path
             if root is not module:
                 self._owner[module] = root
+            if self.prefix[root] == "":
+                self._make_way(root)
         if top_level and not self.decided and torch.is_grad_enabled():
             top = module if module in self.prefix else self._owner.get(module)
             if top is not None and top in self.prefix:
@@ -215,9 +230,46 @@ class RootNames:
         model = self.model() if self.decided else None   # Note [A wrapper of the model], 1
         held = [m for m in self.prefix.keys()
                 if m is not module and m is not model and id(m) in inside]
-        for m in held:
-            self.prefix.pop(m)
+        self.retired = [label for label in (self.prefix.pop(m) for m in held) if label]
+        self.renamed = []
         return held
+
+    # Note [A part labelled before its model was called]
+    # A part a model's constructor calls (botorch's `SingleTaskGP` its `Normalize`, before
+    # `nn.Module.__init__`: `_built`) is a top-level module of its own, labelled, and a
+    # model called with a hook later absorbs it (`_absorb`, as spectral_norm's
+    # parametrization). A model whose own call no hook sees (gpytorch's `__call__`) is
+    # never called so: its part's later calls, from the model's forward, were calls of a
+    # known top-level module, and the model was never found, its parameters `other` in a
+    # fit that no torch optimizer steps (botorch's scipy L-BFGS). So while no model is
+    # known, a top-level call of a known module without parameters looks up the stack for
+    # a method of a module that holds it (a walk per such call, until a model is found),
+    # and that module is new: it absorbs the part and takes its names.
+    # Note [A label the model's child takes]
+    # Rule 1 of Note [Root names] keeps a label clear of the model's children only once
+    # the model is known, and the ledger's `root` record of a label outlives the module
+    # (dropped, or absorbed by a later top-level module: Note [The model]). The replay read
+    # every call under a `root` label as that module's, beside the model. botorch's
+    # `qLogNoisyExpectedImprovement` prunes its baseline in its constructor through a
+    # sampler of its own, a local `sampler` in `prune_inferior_points`, labelled so and
+    # dropped; the acquisition function, the model from its first call, holds a child
+    # `sampler` too, which read as the dropped one's: predict refused `checkpoint:sampler`
+    # ("selects modules of 'sampler', which the script calls beside the model") while
+    # measure applied it to the model's. So a label is retired where it stops naming a
+    # top-level module: absorbed, or, when a module becomes the model, taken by one of its
+    # children (a live module so labelled is labelled again, by the same rules). The
+    # collector writes a `retired` record; the replay reads calls under a retired label
+    # before its event as the former module's, and from there on as the model's.
+    def _make_way(self, model: torch.nn.Module) -> None:
+        children = {n for n, _ in model.named_children()}
+        taken = self._labels & children
+        for m, label in self.prefix.items():
+            if m is not model and label in taken:
+                self.prefix[m] = new = self._label(m)
+                self._labels.add(new)
+                self.paths.update(paths_under(m, new))
+                self.renamed.append(m)
+        self.retired += sorted(taken - set(self.retired))
 
     def _label(self, module: torch.nn.Module, avoid: str = "") -> str:
         """A name for a top-level module besides the model (Note [Root names]); not
@@ -266,6 +318,7 @@ class RootNames:
         # had, which its calls before this step were recorded with (Note [Root names])
         self.prefix.pop(held)
         self.prefix[held] = self._label(held, avoid=before)
+        self._labels.add(self.prefix[held])
         for m in (held, best):   # the new model's paths win where `held` holds it
             self.paths.update(paths_under(m, self.prefix[m]))
         return [best, held]
@@ -277,8 +330,9 @@ class RootNames:
 def method_owner(module: torch.nn.Module) -> torch.nn.Module | None:
     """The outermost module whose method, running in a frame outside torch and memledger,
     called `module` at the top level and holds it (Note [A model called through its
-    methods]); None when no such frame is on the stack."""
-    owner = None
+    methods]), among those the script's own code names if it names any (Note [A library's
+    wrapper around the model]); None when no such frame is on the stack."""
+    owners: list[torch.nn.Module] = []   # innermost first
     f = sys._getframe(1)
     while f is not None:
         code = f.f_code
@@ -286,11 +340,48 @@ def method_owner(module: torch.nn.Module) -> torch.nn.Module | None:
                 code.co_name != "__init__" and not code.co_filename.startswith(_NOT_THE_SCRIPT):
             with _frame_locals(f) as local:
                 me = local.get("self")
-            if isinstance(me, torch.nn.Module) and me is not module and \
-                    any(m is module for m in me.modules()):
-                owner = me
+            if isinstance(me, torch.nn.Module) and me is not module and _built(me) and \
+                    any(m is module for m in me.modules()) and \
+                    not any(o is me for o in owners):
+                owners.append(me)
         f = f.f_back
-    return owner
+    if len(owners) > 1:
+        named = _named_by_user_code({id(o) for o in owners})
+        owners = [o for o in owners if id(o) in named] or owners
+    return owners[-1] if owners else None
+
+
+# Note [A library's wrapper around the model]
+# A library may wrap the script's model in modules of its own, made per call, and call the
+# model's methods through theirs: torchsde's `sdeint(sde, ..., logqp=True, names=...)` wraps
+# the user's SDE in `RenameMethodsSDE`, then `SDELogqp`, and calls `SDELogqp.f`, which calls
+# the user's `f`, which calls `self.drift`. The outermost method's module was `SDELogqp`, so
+# the model was torchsde's per-call wrapper and every name read
+# `_base_sde._base_sde.drift.blocks.0` (the policy the user writes from their own module,
+# `checkpoint:drift.blocks.*`, matched nothing). Among several method owners on the stack,
+# the outermost one that code of the script's own files names (a local variable, module-level
+# code's globals among them, or `self`) is taken: the user's SDE there; the wrappers, bound
+# to no name of the script's, are passed over. normflows' `NormalizingFlow` the script binds
+# to `model` stays the model when its methods call the script's own flow classes.
+def _named_by_user_code(ids: set[int]) -> set[int]:
+    """Which of the modules `ids` a frame of the script's own files binds to a name."""
+    found: set[int] = set()
+    f = sys._getframe(2)
+    while f is not None:
+        if is_user_file(f.f_code.co_filename):
+            with _frame_locals(f) as local:
+                found.update(id(v) for v in list(local.values()) if id(v) in ids)
+        f = f.f_back
+    return found
+
+
+def _built(module: torch.nn.Module) -> bool:
+    """`nn.Module.__init__` has run on `module`. A subclass may call its own methods before
+    it does: botorch's `SingleTaskGP.__init__` runs `self.transform_inputs(X)`, which calls
+    the `Normalize` it is handed, before `super().__init__()`; that frame's `self` has no
+    `_modules` yet, and `modules()` raised AttributeError inside the module pre-hook (every
+    botorch model: `trace` exit 70). Such a module holds no submodule yet."""
+    return "_modules" in vars(module)
 
 
 def script_name(module: torch.nn.Module) -> str | None:

@@ -291,7 +291,7 @@ def _trace_into(script: Path, argv: list[str], out: Path, partial: Path, steps: 
             res = _worker("ledger", script, argv, partial, steps, quiet=False,
                           extra=fake_args, fw=fw)
             allocator = start_allocator()
-        _raise_for_ledger_pass(res, out, partial, fake)
+        _raise_for_ledger_pass(res, out, partial, fake, steps_by)
     except BaseException:
         if allocator is not None:
             allocator.cancel()
@@ -383,7 +383,8 @@ def _drop_snapshot(snapshot: Path) -> None:
         partial_path(snapshot).unlink()
 
 
-def _raise_for_ledger_pass(res: dict, out: Path, partial: Path, fake: bool) -> None:
+def _raise_for_ledger_pass(res: dict, out: Path, partial: Path, fake: bool,
+                           steps_by: str = "optimizer") -> None:
     if res["code"] == EXIT_USAGE and fake:   # the script cannot run fake: one line
         raise ScriptError(res["reason"], exit_code=EXIT_USAGE)
     if res["code"] == EXIT_INTERRUPTED:
@@ -396,6 +397,16 @@ def _raise_for_ledger_pass(res: dict, out: Path, partial: Path, fake: bool) -> N
         raise ScriptError(f"{res['reason']}; the partial ledger is kept at {out}",
                           exit_code=EXIT_INTERNAL if res["code"] == EXIT_INTERNAL
                           else EXIT_SCRIPT_FAILED)
+    # under --steps-by forward the advice below named the flag the user had just given:
+    # botorch's `fit_gpytorch_mll` (scipy's L-BFGS, no torch optimizer) of a GP, whose
+    # gpytorch `Module.__call__` runs `forward` without nn.Module's hooks
+    if res["steps"] == 0 and steps_by == "forward":
+        raise ScriptError(
+            f"the script ran no forward of a module that holds parameters, through "
+            f"nn.Module's call ({res.get('events', 0)} ops seen), so --steps-by forward "
+            "found no step (a model whose class calls its own forward, as gpytorch's "
+            "models do, is not seen so); trace the whole script as one step (--steps-by "
+            f"whole); ledger kept at {out}", exit_code=EXIT_USAGE)
     if res["steps"] == 0:
         raise ScriptError(
             f"the script ran no optimizer step ({res.get('events', 0)} ops seen); for "

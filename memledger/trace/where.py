@@ -31,6 +31,8 @@ def _library_dirs() -> tuple[str, ...]:
 
 _LIBS = _library_dirs()
 _user_file: dict[str, bool] = {}
+_TORCH = os.path.dirname(os.path.realpath(torch.__file__)) + os.sep
+_OURS = os.path.dirname(os.path.realpath(memledger.__file__)) + os.sep
 
 
 def is_user_file(filename: str) -> bool:
@@ -48,6 +50,20 @@ def user_frame(depth: int = 1) -> FrameType | None:
     while f is not None and not is_user_file(f.f_code.co_filename):
         f = f.f_back
     return f
+
+
+def library_caller(f: FrameType | None) -> str:
+    """`torchsde/_core/sdeint.py:88 (check_contract)`: where a third-party library's code
+    called the user frame `f`; '' when the caller is the script's, torch's or memledger's."""
+    c = f.f_back if f is not None else None
+    if c is None:
+        return ""
+    name = os.path.realpath(c.f_code.co_filename)
+    if is_user_file(name) or name.startswith((_TORCH, _OURS)):
+        return ""
+    lib = max((d for d in _LIBS if name.startswith(d)), key=len, default="")   # the innermost
+    rel = name[len(lib):]
+    return f"{rel.lstrip(os.sep)}:{c.f_lineno} ({c.f_code.co_name})"
 
 
 def user_line(depth: int = 2) -> tuple[str, int]:

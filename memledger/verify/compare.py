@@ -188,6 +188,7 @@ def fill_performance(report: CompareReport, led: Ledger, pred, policies: list[Po
         row.predicted_added_time_s = pp.added_time_s
         row.at_peak = dict(pp.at_peak)
         row.idle_regions, row.selected = list(pp.idle_regions), len(pp.regions)
+        row.empty_regions = list(pp.empty_regions)
     passing = [(p, row) for p, row in zip(policies, report.policies)
                if p.text() in measured]
     for policy, row in passing:

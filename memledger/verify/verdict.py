@@ -64,6 +64,8 @@ class PolicyComparison(BaseModel):
     idle_regions: list[str] = Field(default_factory=list, description="selected modules the "
                                     "policy acts on no call of (called only without "
                                     "gradients, or from inside backward)")
+    empty_regions: list[str] = Field(default_factory=list, description="selected modules "
+                                     "whose calls saved nothing for backward")
     selected: int = Field(0, description="modules the policy selects (in the prediction)")
     predicted_added_time_s: float = 0.0
     measured_added_time_s: float = 0.0

@@ -187,15 +187,17 @@ def _said(status: Path) -> str:
 
 
 def ledger_pass(script: str, argv: list[str], steps: int = 2,
-                fake_device: str | None = None) -> Ledger:
+                fake_device: str | None = None, steps_by: str = "optimizer") -> Ledger:
     """The ledger pass alone, in this process: no allocator pass, so no kernel scratch and
     no measured peak, as a fake run has none. With `fake_device`, the ledger of `trace
     --fake --device FAKE_DEVICE` (Note [Fake runs]): set beside the real one, every row and
-    every prediction should agree."""
+    every prediction should agree. `steps_by`: as `trace --steps-by`."""
+    extra = ("--fake", "--device", fake_device) if fake_device else ()
+    if steps_by != "optimizer":
+        extra += ("--steps-by", steps_by)
     with tempfile.TemporaryDirectory(prefix="memledger-ledger-") as tmp:
         led_path = Path(tmp) / "run.ledger"
-        _ledger_pass_into(led_path, script, argv, steps,
-                          ("--fake", "--device", fake_device) if fake_device else ())
+        _ledger_pass_into(led_path, script, argv, steps, extra)
         return Ledger.load(led_path)
 
 

@@ -961,3 +961,23 @@ def test_fake_reduced_losses_keep_their_host_buffer():
         st = led.ledger.on_device()
         sizes.append(st[st["op"].str.contains("loss|binary_cross_entropy")]["bytes"].tolist())
     assert sizes[0] == sizes[1] == [2048] * 5   # l1_loss is `abs(a - b).mean()`: no row
+
+
+def test_fake_parameter_made_from_a_literal_moves_to_another_dtype():
+    """Rule 23 (trace/fake_swap.py): gpytorch's `ScaleKernel` makes `raw_outputscale` from
+    `torch.tensor(0.0)`, which FakeTensorMode keeps as a constant under a weak reference,
+    and botorch moves the kernel to float64 (`self.to(train_X)`): `_apply` swaps fake
+    parameters and refused ("_apply(): Couldn't swap K.raw"), so every fake run of such a
+    model stopped. Now it moves: 8 B of float64, as the real run holds."""
+    import torch
+
+    class K(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.raw = torch.nn.Parameter(torch.tensor(0.0))
+
+    with memledger.trace(fake=True, device="cpu") as led:
+        k = K().to(torch.float64)
+        assert k.raw.dtype == torch.float64 and k.raw.requires_grad
+    st = led.storages
+    assert st.loc[st["dtype"] == "float64", "bytes"].tolist() == [8]

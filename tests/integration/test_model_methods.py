@@ -107,3 +107,117 @@ def test_a_module_whose_forward_is_called_directly_is_named_with_the_reason():
     m = _Direct()
     apply_policy(m, parse_policy("checkpoint:feed_forward"))
     m(torch.randn(2, 8)).sum().backward()
+
+
+class _Pruned(nn.Module):
+    """botorch's qLogNoisyExpectedImprovement: its constructor runs a helper with a part of
+    its own, a local named as one of the model's children, called once and dropped."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.body, self.act = nn.Linear(8, 8), nn.GELU()
+        self.prune()
+
+    def prune(self) -> None:
+        act = nn.GELU()   # labelled `act` by this frame's name for it (Note [Root names])
+        with torch.no_grad():
+            act(torch.zeros(1, 8))
+
+    def forward(self, x):
+        return self.act(self.body(x))
+
+
+def test_a_dropped_modules_label_is_not_the_models_child():
+    """Note [A label the model's child takes] (trace/roots.py): the dropped `act` kept its
+    `root` record, so every call of the model's own `act` read as that module's, beside
+    the model: predict refused `checkpoint:act` ("selects modules of 'act', which the
+    script calls beside the model") while measure applied it. Now the label is retired
+    when the model, holding a child `act`, is first called, and the policy is priced."""
+    from memledger.replay.policies import parse_policy
+    from memledger.replay.predict import predict
+
+    led = _train(_Pruned, lambda m, x: m(x).sum())
+    assert [r["mods"] for r in led.extra["retired"]] == [["act"]]
+    base = led.peak().bytes
+    peaks = {p: predict(led, [parse_policy(p)]).policies[0].peak_bytes
+             for p in ("offload:act", "checkpoint:act")}
+    # priced (both raised PolicyError before); the peak is the optimizer's, so offload
+    # moves nothing, and checkpoint adds the CPU RNG state it keeps for the re-run
+    assert (base, peaks) == (712, {"offload:act": 712, "checkpoint:act": 5544}), peaks
+
+
+class _OwnCall(nn.Module):
+    """gpytorch's `Module`: a `__call__` of its own runs `forward`, no torch hook sees it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.scale = nn.Parameter(torch.ones(8))
+        self.squash = nn.Tanh()        # what its forward calls as a module: no parameters
+
+    def __call__(self, x):
+        return self.forward(x)
+
+    def forward(self, x):
+        return self.squash(x) * self.scale
+
+
+def test_a_model_whose_own_call_no_hook_sees_has_a_forward_and_says_why():
+    """Note [A model whose own call no hook sees] (trace/collector.py): no step had a
+    forward phase (the model's call unseen, its part holds no parameters), so the batch
+    (2x8 fp32, 64 B per step) read `other` and predict found no call in "the traced
+    forward". Note [A class with a call of its own] (replay/policies.py): `checkpoint:`
+    the model's own-call part was told to call the module itself."""
+    from memledger.errors import PolicyError
+    from memledger.replay.policies import parse_policy
+    from memledger.replay.predict import predict
+
+    class Holder(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.inner = _OwnCall()
+
+        def __call__(self, x):
+            return self.forward(x)
+
+        def forward(self, x):
+            return self.inner(x)
+
+    led = _train(Holder, lambda m, x: m(x).sum())
+    assert "forward" in set(led.phases["phase"])
+    st = led.storages
+    assert st.loc[st["category"] == "input", "bytes"].tolist() == [64, 64]
+    assert predict(led, [parse_policy("offload:inner.squash")]).policies[0].peak_bytes > 0
+    with pytest.raises(PolicyError, match=r"matches inner, never called as a module: its "
+                                          r"class \(_OwnCall\) has a `__call__` of its own"):
+        predict(led, [parse_policy("checkpoint:inner")])
+
+
+def test_a_live_modules_label_the_models_child_takes_is_given_again():
+    """Note [A label the model's child takes]: a module the script still holds, called on
+    its own as `act` before the model (which holds a child `act`), is labelled again by
+    Note [Root names]'s next rule, its class."""
+    from memledger.replay.policies import parse_policy
+    from memledger.replay.predict import predict
+
+    class Acted(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.body, self.act = nn.Linear(8, 8), nn.GELU()
+
+        def forward(self, x):
+            return self.act(self.body(x))
+
+    with memledger.trace() as led:
+        act = nn.GELU()
+        act(torch.zeros(1, 8))
+        m = Acted()
+        opt = torch.optim.SGD(m.parameters(), lr=0.1)
+        for _ in range(2):
+            m(torch.randn(2, 8)).sum().backward()
+            opt.step()
+            opt.zero_grad()
+        act(torch.zeros(1, 8))
+    assert [r["mod"] for r in led.extra["root"]] == ["act", "GELU"]
+    assert [r["mods"] for r in led.extra["retired"]] == [["act"]]
+    assert set(led.scopes["mod"]) == {"act", "", "body", "GELU"}
+    assert predict(led, [parse_policy("checkpoint:act")]).policies[0].peak_bytes > 0

@@ -29,6 +29,23 @@ def test_plan_baseline_fits_its_own_peak(traced_examples, capsys):
     assert d["policy"] == "none" and d["predicted_added_time_s"] == 0.0
 
 
+def test_plan_budget_as_a_share_of_the_baseline(traced_examples, capsys):
+    """`--budget 80%` is 80 % of the baseline peak plan reports, rounded down to a byte (on
+    the old code: "cannot read size '80%'", exit 2), and plans as those bytes would."""
+    path = traced_examples["gpt"]
+    assert main(["plan", str(path), "--budget", "80%", "--json", "--no-front"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["budget_bytes"] == d["baseline_peak_bytes"] * 4 // 5
+    assert main(["plan", str(path), "--budget", f"{d['budget_bytes']}B", "--json",
+                 "--no-front"]) == 0
+    assert json.loads(capsys.readouterr().out)["policy"] == d["policy"]
+    assert main(["plan", str(path), "--budget", "80%", "--no-front"]) == 0
+    assert ", 80% of the baseline " in capsys.readouterr().out
+    for bad, why in (("0%", "share '0%' is no budget"), ("8x%", "cannot read share '8x%'")):
+        assert main(["plan", str(path), "--budget", bad]) == 2
+        assert why in capsys.readouterr().err
+
+
 def test_plan_nothing_fits_exit_1(traced_examples, capsys):
     assert main(["plan", str(traced_examples["gpt"]), "--budget", "1MiB"]) == 1
     assert "no candidate fits 1MiB" in capsys.readouterr().err

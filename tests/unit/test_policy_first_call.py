@@ -50,3 +50,32 @@ def test_the_first_call_of_a_region_found_at_its_own_call(policy, by_keyword):
     # second (the first call's `enc` sent its Linear and GELU saves there)
     assert seen[0] == seen[1], seen
     assert installer.applied is None or installer._first is None
+
+
+def test_a_policy_that_fits_no_model_yet_keeps_no_frame_alive():
+    """botorch: the GP is found as the model while it is fitted, before the acquisition
+    function that holds it (and that the policy fits) is called. The refusal kept for that
+    first model held its traceback, whose frames held the fit's frames and their tensors
+    after they returned: every policy measured 2,456 B over its prediction at the next
+    peak (tests/clients/train_botorch.py --mode acqf)."""
+    import gc
+    import weakref
+
+    gp, head = nn.Linear(8, 8), nn.Linear(8, 1)
+    installer = install_policy(parse_policy("offload:1"))
+    try:
+        def fit() -> weakref.ref:
+            x = torch.ones(1024, 8)   # 32 KiB, a local of the fit's frame
+            gp(x)                     # the first model found: 'offload:1' fits it not
+            return weakref.ref(x)
+
+        gc.disable()   # freed by reference counts alone, as in the script
+        try:
+            gone = fit()
+            assert gone() is None
+        finally:
+            gc.enable()
+        nn.Sequential(gp, head)(torch.ones(2, 8)).sum().backward()   # the model now
+        assert installer.error is None and installer.applied is not None
+    finally:
+        installer.remove()

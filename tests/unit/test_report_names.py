@@ -64,7 +64,7 @@ def _predict_table(width: int) -> list[str]:
     pols = [SimpleNamespace(policy=p, peak_bytes=978_534, saving_bytes=704_514,
                             added_time_s=7e-4, added_time_lo_s=7e-4, added_time_hi_s=8e-4,
                             peak_step=2, peak_phase="backward", peak_in_recompute="",
-                            transfer_s=0.0, idle_regions=[])
+                            transfer_s=0.0, idle_regions=[], empty_regions=[])
             for p in (f"offload:{long}.*", f"checkpoint:{long}.0+offload:{long}.1")]
     rep = SimpleNamespace(baseline_peak_bytes=1_683_048, policies=pols, collective_bytes=0,
                           calibration_unsettled="", timings_busy="", time_model="traced", cost_source="ledger",

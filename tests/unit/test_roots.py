@@ -212,6 +212,36 @@ def test_a_top_level_module_the_script_drops_is_not_kept():
     assert names.paths.get(model) == ""   # the model keeps its names
 
 
+def test_a_part_called_before_its_owner_is_built_is_a_root_of_its_own():
+    """botorch's `SingleTaskGP.__init__` runs `self.transform_inputs(X)`, which calls the
+    `Normalize` it is handed, before `super().__init__()`: the walk for the method's owner
+    (Note [A model called through its methods]) read `modules()` of a module with no
+    `_modules` yet, and `trace` of every botorch model ended in exit 70 (AttributeError:
+    'SingleTaskGP' object has no attribute '_modules'). That part is a top-level module of
+    its own now, and the model, called later, absorbs it and takes the names."""
+
+    class Late(nn.Module):
+        def __init__(self, norm: nn.Module) -> None:
+            self.prepare(norm)          # before nn.Module.__init__, as botorch does
+            super().__init__()
+            self.norm, self.lin = norm, nn.Linear(2, 1)
+
+        def prepare(self, norm: nn.Module) -> torch.Tensor:
+            return norm(torch.ones(1, 2))
+
+        def forward(self, x):
+            return self.lin(self.norm(x))
+
+    def run():
+        net = Late(nn.LayerNorm(2))
+        net(torch.randn(3, 2)).sum().backward()
+        torch.optim.SGD(net.parameters(), lr=0.1).step()
+
+    roots, params = _traced(run)
+    assert roots == []   # the LayerNorm, the model until Late ran, then renamed under it
+    assert params == {"weight", "bias", "lin.weight", "lin.bias", "norm.weight", "norm.bias"}
+
+
 class _Shadowed(nn.Module):
     """A wrapper as ema-pytorch's EMA is: it holds the model and a copy, and its own
     `__call__` runs the copy (Note [A wrapper of the model])."""

@@ -119,3 +119,56 @@ def test_a_failure_in_the_policy_installers_hooks_is_memledgers(tmp_path, monkey
     monkeypatch.undo()
     code, error = measure("raise")
     assert code == EXIT_SCRIPT_FAILED and "ZeroDivisionError" in error
+
+
+def test_no_step_by_forward_passes_names_the_way_that_is_left(tmp_path):
+    """A trace with `--steps-by forward` that found no forward (botorch's
+    `fit_gpytorch_mll`: scipy's L-BFGS over a GP whose gpytorch `__call__` runs `forward`
+    without torch's module hooks) was told to count steps by forward passes
+    (--steps-by forward), the flag it had given; it is told why, and the whole script."""
+    from memledger.errors import EXIT_OK, EXIT_USAGE, ScriptError
+    from memledger.trace.session import _raise_for_ledger_pass
+
+    res = {"code": EXIT_OK, "reason": "", "steps": 0, "events": 2592}
+    out, partial = tmp_path / "x.ledger", tmp_path / ".x.partial"
+    with pytest.raises(ScriptError) as err:
+        _raise_for_ledger_pass(res, out, partial, False, "forward")
+    assert err.value.exit_code == EXIT_USAGE
+    assert str(err.value) == (
+        "memledger: the script ran no forward of a module that holds parameters, through "
+        "nn.Module's call (2592 ops seen), so --steps-by forward found no step (a model "
+        "whose class calls its own forward, as gpytorch's models do, is not seen so); trace "
+        f"the whole script as one step (--steps-by whole); ledger kept at {out}")
+    with pytest.raises(ScriptError, match=r"\(--steps-by forward\) or trace the whole"):
+        _raise_for_ledger_pass(res, out, partial, False)
+
+
+def test_cleanup_while_the_stop_unwinds_runs():
+    """Note [Cleanup while the stop unwinds] (trace/collector.py): botorch fits inside a
+    context manager whose `finally` copies the parameters back. The op there was taken for
+    a script that swallowed the stop: the in-process API raised StopTracing again out of
+    the `finally` (the copy never made: `w` stayed 0), and the trace worker ended the
+    process, the pytest process that runs a client in-process included."""
+    import contextlib
+
+    import torch
+
+    import memledger
+
+    w = torch.zeros(2)
+
+    @contextlib.contextmanager
+    def rollback():
+        try:
+            yield
+        finally:
+            w.add_(1.0)
+
+    lin = torch.nn.Linear(2, 1)
+    opt = torch.optim.SGD(lin.parameters(), lr=0.1)
+    with memledger.trace(max_steps=1) as led:
+        with rollback():
+            for _ in range(3):
+                lin(torch.ones(1, 2)).sum().backward()
+                opt.step()
+    assert w.tolist() == [1.0, 1.0] and led.summary().steps_traced == 1
