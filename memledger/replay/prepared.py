@@ -17,7 +17,7 @@ from memledger.ledger.model import Ledger
 from memledger.ledger.schema import CATEGORIES
 from memledger.replay.compiled import compiled_regions
 from memledger.replay.script_checkpoint import script_checkpoints
-from memledger.replay.stateful import held_sids, stateful_calls
+from memledger.replay.stateful import OWN_STATE, held_sids, stateful_calls
 from memledger.replay.timings import Timings, match_timings, timing_record
 
 CAT_INDEX = {c: i for i, c in enumerate(CATEGORIES)}
@@ -398,6 +398,10 @@ def _state_writes(led: Ledger, st: pd.DataFrame, sc: pd.DataFrame
     ev1 = sc["ev1"].to_numpy(dtype=np.int64) if len(sc) else ev0
     stats = sc["stats"].to_numpy(dtype=np.int64) if len(sc) else ev0
     out = []
+    for r in led.extra.get("stateful", []):   # a call that replaced its own state
+        if r.get("obj") == OWN_STATE and "ev1" in r:
+            out.append((int(r["ev1"]) - 1, f"the state of {r['mod']} (replaced from the "
+                        "one before)", -1))
     for r in led.extra.get("mutated", []):
         sid, ev = int(r["sid"]), int(r["ev"])
         if sid not in st.index or st.at[sid, "category"] in _NOT_STATE:
@@ -407,7 +411,7 @@ def _state_writes(led: Ledger, st: pd.DataFrame, sc: pd.DataFrame
             continue            # a BatchNorm's statistics: measure puts them back
         made = -1 if st.at[sid, "category"] == "buffer" else int(st.at[sid, "created"])
         out.append((ev, str(st.at[sid, "name"] or ""), made))
-    return tuple(out)
+    return tuple(sorted(out, key=lambda w: w[0]))   # by event; records in their order
 
 
 # Note [A model's former label]

@@ -16,6 +16,10 @@ import numpy as np
 from memledger.errors import PolicyError
 
 INPUT_WRITTEN = "<input>"   # a `stateful` record's object when the call changed an argument
+# a `stateful` record's object when the call replaced a tensor attribute of its module by one
+# made from the tensor it replaced (Metric.forward's running sums: Note [State a re-run
+# writes again]); judged with the in-place writes, at the call's last event
+OWN_STATE = "<own state>"
 # a `stateful` record's object when the module pairs forward hooks with full backward hooks:
 # Note [Hooks paired across forward and backward] in memledger/trace/outside_state.py
 PAIRED_HOOKS = "<paired hooks>"
@@ -47,6 +51,8 @@ def refuse_recompute_of_stateful(policy_text: str, mods: np.ndarray, ev0: np.nda
     spans = list(zip(mods[recompute].tolist(), ev0[recompute].tolist(),
                      (ev1 if ev1 is not None else ev0)[recompute].tolist()))
     for m, e, o in zip(st_mod.tolist(), st_ev0.tolist(), st_obj.tolist()):
+        if o == OWN_STATE:   # judged with the in-place writes (early stop, reads)
+            continue
         if (m, e) in calls:
             raise PolicyError(stateful_message(policy_text, m, o))
         if o == PAIRED_HOOKS:   # the hooked module's call inside a region that is re-run
@@ -212,7 +218,12 @@ def selective_recast_message(policy_text: str, module: str) -> str:
 # beside its buffers. A metric called as a module (`self.acc(preds, y)`: Metric.forward)
 # replaces its states by assignment instead of writing them in place: no counter moves
 # and no `mutated` record is written, so that call is not refused (a re-run still counts
-# its batch twice).
+# its batch twice): the trace now writes a `stateful` record with the object `OWN_STATE`
+# for a call that replaced a tensor attribute of its module by a tensor made in the call
+# after reading the one it replaces (the old sums cloned and added to), and the replay
+# takes it as a state write at the call's last event; measure compares, as the re-run
+# ends, each tensor attribute the re-run replaced with the one it replaced (a pure
+# recompute, pruning's `weight = weight_orig * mask`, makes the same values again).
 def state_rewritten_message(policy_text: str, module: str, name: str) -> str:
     """One line: a re-run region whose forward writes a buffer in place (predict and
     measure name the last such call, which backward re-runs first, and its first buffer)."""

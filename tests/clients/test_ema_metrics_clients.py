@@ -99,3 +99,21 @@ def test_fake_run_builds_metrics_and_agrees_with_the_real_one():
     in one line)."""
     assert fake_client_gaps("train_ema_metrics.py", ["--mode", "metrics", "--regression-only"],
                             ["offload:blocks.*"]) == {}
+
+
+def test_a_metric_called_in_a_blocks_forward_is_refused_alike():
+    """The block calls its metric (`self.dead(share)`: Metric.forward, Lightning's habit),
+    which replaces its states by assignment (the old sums cloned and added to) instead of
+    writing them in place: no version counter moves and no `mutated` record is written,
+    so predict priced `checkpoint:blocks.*` and measure ran it (173,116 B both, in one
+    step), counting each batch twice. The trace now writes a `stateful` record (`<own state>`) for a call
+    that replaced its module's tensor from the one before, and measure compares what a
+    re-run replaced with what it replaced (Note [State a re-run writes again]): both
+    refuse it."""
+    run = run_client("train_ema_metrics.py", ["--mode", "metrics", "--monitor-call"],
+                     ["checkpoint:blocks.*"], steps=1)
+    p = run.policies["checkpoint:blocks.*"]
+    assert p.predicted is None and p.measured is None, p
+    assert "writes the state of blocks.1.dead (replaced from the one before)" in \
+        p.predict_refusal, p.predict_refusal
+    assert "blocks.1.dead.mean_value in place" in p.measure_refusal, p.measure_refusal

@@ -47,11 +47,16 @@ class Block(nn.Module):
         # (`update` adds into its state in place at every training forward)
         self.dead = torchmetrics.MeanMetric() if monitor else None
         self.late = False   # update after the block's last save (--monitor-output)
+        self.call = False   # call the metric (Metric.forward), not `update` (--monitor-call)
 
     def forward(self, x):
         h = F.gelu(self.fc1(self.norm(x)))
         if self.dead is not None and self.training and not self.late:
-            self.dead.update((h.detach().abs() < 1e-2).float().mean())
+            share = (h.detach().abs() < 1e-2).float().mean()
+            if self.call:   # Metric.forward: the batch's value, the state replaced
+                self.dead(share)
+            else:
+                self.dead.update(share)
         out = x + self.fc2(h)
         if self.dead is not None and self.training and self.late:
             self.dead.update((out.detach().abs() < 1e-2).float().mean())
@@ -106,6 +111,8 @@ def main() -> None:
     ap.add_argument("--no-monitor", action="store_true", help="metrics: no MeanMetric in blocks")
     ap.add_argument("--regression-only", action="store_true",
                     help="metrics of the value head alone (no bincount: `--fake` runs)")
+    ap.add_argument("--monitor-call", action="store_true",
+                    help="metrics: the blocks call their MeanMetric (Metric.forward)")
     ap.add_argument("--monitor-output", action="store_true",
                     help="metrics: the blocks' MeanMetric of their output, updated last")
     args = ap.parse_args()
@@ -115,7 +122,7 @@ def main() -> None:
     model = Net(args.dim, args.depth, args.classes, metrics=in_model,
                 monitor=in_model and not args.no_monitor, regression=args.regression_only)
     for blk in model.blocks:
-        blk.late = args.monitor_output
+        blk.late, blk.call = args.monitor_output, args.monitor_call
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
 
     ema = None
