@@ -1382,6 +1382,33 @@ def _gone_unread(prep: Prepared) -> np.ndarray:
     return np.where((gone >= 0) & ~live, np.minimum(out, gone), out)
 
 
+# Note [A re-made save no backward reads]
+# torch's checkpoint re-run packs every save of the region again and keeps each copy in
+# the frame's `recomputed`, a WeakKeyDictionary keyed by a handle that the save's holder
+# (inside the node that saved it) holds; an unpack takes the copy out. A save no backward
+# unpacks keeps its copy there for as long as its node lives, where Rule 3 let it go as
+# its original went in forward. ST-MoE trained on the task loss alone (the router's
+# balance and z-losses returned, kept by the script's variables until the next step's
+# forward rebinds them, never backpropagated): under `checkpoint:gate` the gate's re-run
+# in backward made the (4, 16, 4) fp32 logits, the (4, 16) logsumexp and the (4, 4) mean
+# again for those dead nodes, held into the next step's forward where the peak is: 1,344 B
+# under measured (tests/clients/train_stmoe.py --mode moe --no-aux; 320 B under
+# selective, whose save list hands the logits back). A node that died before the re-run
+# (a result dropped in forward: an `unread` record) gets no copy: held by nothing.
+def _unread_holder_end(prep: Prepared) -> np.ndarray:
+    """Per storage: the last event a node that saved it and never unpacked that save is
+    alive (-1: none). Its death is the save's `unread` record where autograd let go of it
+    in forward, else the storage's free (the node held it to there)."""
+    out = np.full(len(prep.freed), -1, dtype=np.int64)
+    if prep.pack_row is None or prep.pack_gone is None or not len(prep.pack_row):
+        return out
+    unread = prep.pack_unpack < 0
+    rows = prep.pack_row[unread]
+    end = np.where(prep.pack_gone[unread] >= 0, prep.pack_gone[unread], prep.freed[rows])
+    np.maximum.at(out, rows, end)
+    return out
+
+
 def _held(prep: Prepared) -> np.ndarray:
     """Storages something besides autograd keeps into backward (a KV cache, a tensor the
     script keeps): checkpoint and offload cannot free them in forward."""
@@ -1446,6 +1473,13 @@ def _recomputed_rows(prep, calls, own, seg, dropped, kept_cache, out: _Lifetimes
     gone_pos = np.where(prep.unpack[d] < 0,
                         seg.start[kd] + (np.minimum(fr0[d], seg.end[kd]) - calls.ev0[kd]),
                         seg.pos_f(gone))
+    # ... unless the node that saved it is alive at the re-run: the frame keeps its copy
+    # for that node until the node dies (Note [A re-made save no backward reads])
+    unread_to = _unread_holder_end(prep)[d]
+    trig = np.full(len(calls.ev0), -1, dtype=np.int64)
+    trig[seg.order] = seg.at
+    alive = unread_to > trig[kd]
+    gone_pos = np.where(alive, np.maximum(gone_pos, seg.pos_f(unread_to)), gone_pos)
     # the graph of a re-made copy the script keeps holds what the re-run saved before it
     last_cr, keep_to, walked = kept   # `_kept_remakes`
     kept_by = (last_cr[kd] > cr[d]) & (~walked[kd] | _in_reach(prep, d))

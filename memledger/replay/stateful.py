@@ -130,7 +130,8 @@ def rerun_per_pass_message(policy_text: str, module: str) -> str:
     """One line: a re-run call two backward passes read, whose re-run the first pass
     starts (Note [A re-run in each backward pass] in replay/engine.py); predict refuses,
     measure runs."""
-    return (f"{policy_text} would re-run {module} in each of two backward passes (a backward "
+    return (f"{policy_text} would re-run {module} in each of two backward passes (a "
+            "backward with `retain_graph=True` and another through the same graph, or one "
             "that builds a graph, `torch.autograd.grad(..., create_graph=True)` as forces "
             "from an energy, then the loss's backward), some of whose saves only the first "
             "reads: the replay prices one re-run per call; `memledger measure` runs it, and "

@@ -174,7 +174,10 @@ Rules (numbered so that code can point here):
 23. A fake about to be swapped by `module.to(...)` lets go of the literal FakeTensorMode
    keeps as its `constant` (and the weak references to it that made the swap fail):
    gpytorch's `ScaleKernel` moved to float64 by botorch (trace/fake_swap.py).
-24. A deep copy of a fake tensor that keeps its literal as a real `constant` (one element:
+24. `F.one_hot` whose width (`num_classes`, or the input's largest value with -1) is read
+   from values the run does not have stops the run (exit 2, the line): a stand-in width
+   of 0 made ST-MoE's router dispatch no token, silently 23 % under (trace/fake_literals.py).
+25. A deep copy of a fake tensor that keeps its literal as a real `constant` (one element:
    `torch.tensor(0.0)`) copies that constant with the modes off: inside the run's mode
    torch's own `Tensor.__deepcopy__` failed on it ("set the storage of a tensor on device
    meta to a storage on ... cpu", plain FakeTensorMode too), and every torchmetrics
@@ -872,8 +875,9 @@ class FakeCollector(Collector):
         self.fake_mode = _RunMode(allow_non_fake_inputs=True)    # Rule 12
         self._answers = RealAnswers()            # Rule 7
         self._foreach = ForeachAsReal(FakeTensor, "cuda" if self.target.remap else "")
-        self._literals = KnownLiterals(FakeTensor, _shadow_of,   # Rules 19, 21, 24
-                                       lambda t: self._standin(t, "Tensor.numpy"))
+        self._literals = KnownLiterals(FakeTensor, _shadow_of,   # Rules 19, 22, 23, 25
+                                       lambda t: self._standin(t, "Tensor.numpy"),
+                                       unknown_width)
         self._views = RebuiltViews()             # Rule 17
         self._memo = self.fake_mode.fake_tensor_converter.tensor_memo
         self._standin_sites: dict[tuple[str, int, str], dict] = {}
@@ -1245,6 +1249,30 @@ def cannot_run_fake_line(exc: BaseException, op: str) -> str:
             else "reads tensor values")
     return (f"memledger: cannot run fake at {where}: {op} {kind}, which a --fake run does "
             "not have; compute it from shapes in the script, or trace it for real")
+
+
+def unknown_width(how: str) -> BaseException:
+    """Rule 24: the error that stops a fake run at a `one_hot` whose width `how` depends on
+    values, with its one line (exit 2): the script's line, and the library's where a
+    library called one_hot (as `fake_refusal` names them)."""
+    from memledger.trace.where import user_frame as script_frame
+
+    f, mine = user_frame(), script_frame()
+    where = _where_text(f.f_code.co_filename, f.f_lineno) if f is not None else "?"
+    if f is not None and mine is not None and mine is not f:
+        parts = os.path.realpath(f.f_code.co_filename).split(os.sep)
+        pkg = next((parts[i + 1] for i in range(len(parts) - 2, -1, -1)
+                    if parts[i] in ("site-packages", "dist-packages")), parts[-2])
+        code = linecache.getline(f.f_code.co_filename, f.f_lineno).strip()
+        where = (f"{_where_text(mine.f_code.co_filename, mine.f_lineno)}: `{pkg}` (called by "
+                 f"the script) at {'/'.join(parts[-2:])}:{f.f_lineno}" +
+                 (f" `{code}`" if code else ""))
+    err = RuntimeError(f"one_hot's width {how}")
+    err.memledger_line = (  # type: ignore[attr-defined]
+        f"memledger: cannot run fake at {where}: one_hot's width (num_classes) {how}, which "
+        "a --fake run does not have (a stand-in would make it 0 or 1 wide, and every size "
+        "computed from it wrong); trace it for real")
+    return err
 
 
 NO_CUDA_HINT = "not compiled with CUDA"

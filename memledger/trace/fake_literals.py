@@ -17,7 +17,19 @@ stand-in, recorded as one): TabNet logs each batch's loss as
 step ("cannot run fake at ...: `.numpy()` reads tensor values"; tests/clients/
 train_tabnet.py). Anything larger (an evaluation's logits for a metric) still stops it.
 
-Rule 24: `copy.deepcopy` of a fake tensor that holds a real `constant` (FakeTensorMode keeps
+Rule 24: `F.one_hot`'s width read from values. The width is `num_classes`, or with
+`num_classes=-1` the largest index plus one; where either comes from values a fake run does
+not have, Rule 3's stand-in made it 0 (or 1) wide, and every size computed from it after was
+wrong, silently: ST-MoE's router (`safe_one_hot`: `F.one_hot(positions, max(positions.max() +
+2, capacity))`, then `[..., :capacity]`) dispatched 0 tokens to every expert, and the fake
+ledger of tests/clients/train_stmoe.py read 593.2 KiB against the real run's 766.9 KiB (no
+expert activations at all). A real run never gets a one_hot narrower than its largest
+index (the kernel raises), and no bound on the width is known, so the run stops there:
+exit 2 and the line (`one_hot` is composite: dispatch sees only its parts, so it is caught
+here, where its arguments are still tensors). A width whose values are known (an integer,
+a shadow) runs as before.
+
+Rule 25: `copy.deepcopy` of a fake tensor that holds a real `constant` (FakeTensorMode keeps
 a one-element literal so). `Tensor.__deepcopy__` deep-copies the tensor's `__dict__`, and
 the real constant's storage copy, made inside the mode, fails ("Attempted to set the
 storage of a tensor on device "meta" to a storage on different device "cpu"", under a
@@ -37,6 +49,7 @@ from torch.utils._python_dispatch import _disable_current_modes
 
 _FROM_DATA = (torch.tensor, torch.as_tensor)
 _NUMPY = torch._C.TensorBase.numpy
+_ONE_HOT = torch._C._nn.one_hot   # F.one_hot is this builtin
 _DEEPCOPY = torch.Tensor.__deepcopy__
 
 
@@ -46,9 +59,11 @@ class KnownLiterals(TorchFunctionMode):
     element the stand-in `scalar_of` makes and records."""
 
     def __init__(self, fake_type: type, values_of: Callable[[torch.Tensor], Any],
-                 scalar_of: Callable[[torch.Tensor], Any] | None = None) -> None:
+                 scalar_of: Callable[[torch.Tensor], Any] | None = None,
+                 unknown_width: Callable[[str], BaseException] | None = None) -> None:
         super().__init__()
         self.fake_type, self.values_of, self.scalar_of = fake_type, values_of, scalar_of
+        self.unknown_width = unknown_width   # Rule 24: the error that stops the run
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         if func in _FROM_DATA and args and isinstance(args[0], (list, tuple)):
@@ -58,10 +73,26 @@ class KnownLiterals(TorchFunctionMode):
             out = self._numpy(args[0])   # Rule 22
             if out is not None:
                 return out
+        elif func is _ONE_HOT and self.unknown_width is not None and \
+                (how := self._width_unknown(args, kwargs or {})):
+            raise self.unknown_width(how)   # Rule 24
         elif func is _DEEPCOPY and args and isinstance(args[0], self.fake_type) and \
                 getattr(args[0], "constant", None) is not None:
-            return _deepcopy_without_constant(func, args, kwargs or {})   # Rule 24
+            return _deepcopy_without_constant(func, args, kwargs or {})   # Rule 25
         return func(*args, **(kwargs or {}))
+
+    def _width_unknown(self, args: tuple, kwargs: dict) -> str:
+        """Rule 24: how `one_hot`'s width depends on values this fake run does not have
+        ("" where it does not)."""
+        x = args[0] if args else kwargs.get("input")
+        n = args[1] if len(args) > 1 else kwargs.get("num_classes", -1)
+        if isinstance(n, torch.Tensor):
+            known = not isinstance(n, self.fake_type) or self.values_of(n) is not None
+            return "" if known else "is read from a tensor's values"
+        if n == -1 and isinstance(x, self.fake_type) and x.numel() > 0 and \
+                self.values_of(x) is None:
+            return "is its input's largest value plus one (num_classes=-1)"
+        return ""
 
     def _numpy(self, t: torch.Tensor) -> Any:
         """Rule 22: the numpy array a real `t.numpy()` gives, where a fake run can say it;
@@ -87,7 +118,7 @@ class KnownLiterals(TorchFunctionMode):
 
 
 def _deepcopy_without_constant(func: Callable, args: tuple, kwargs: dict) -> torch.Tensor:
-    """Rule 24: `copy.deepcopy` of a fake tensor with its real `constant` set aside, the
+    """Rule 25: `copy.deepcopy` of a fake tensor with its real `constant` set aside, the
     copy given a clone of it made with the modes off."""
     t = args[0]
     constant = t.constant

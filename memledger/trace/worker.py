@@ -44,7 +44,7 @@ def _ledger_pass(args) -> int:
     if args.fake:   # the script runs above FakeTensorMode: memledger/trace/fake.py
         from memledger.trace.fake import FakeTarget
         collector = FakeTarget.for_device(args.device).collector(
-            sink, max_steps=args.steps, header=header)
+            sink, max_steps=args.steps, header=header, steps_by=args.steps_by)
     else:
         # Note [Two passes, other random numbers?] (trace/rng_state.py)
         rng = {"start": generator_digests()}

@@ -93,7 +93,7 @@ def test_fake_run_builds_metrics_and_agrees_with_the_real_one():
     `deepcopy(torch.tensor(0.0))`), and under the fake run's mode that copy of a tensor
     holding its literal as a real `constant` failed ("Attempted to set the storage of a
     tensor on device "meta" to a storage on different device "cpu""): every `trace --fake`
-    stopped at the first metric, exit 3. Now (Rule 24, trace/fake_literals.py) the fake
+    stopped at the first metric, exit 3. Now (Rule 25, trace/fake_literals.py) the fake
     ledger agrees with the real one in peak, categories and a policy's prediction
     (regression metrics: Accuracy's `bincount` has a size no fake run knows, and stops it
     in one line)."""

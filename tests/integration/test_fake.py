@@ -216,10 +216,11 @@ def test_fake_small_integers_are_computed_for_real():
     assert fake_info(led.ledger).standins == []
 
 
-def _fake_ledger_pass(tmp_path, source: str, name: str = "train.py") -> tuple[int, str]:
-    """The ledger pass of `trace --fake` on a script of `source`, in this process and in
-    `tmp_path` (the CLI runs the same worker in a fresh one and prints the status's reason
-    as its one line: session.trace_script): (exit code, reason)."""
+def _fake_ledger_pass(tmp_path, source: str, name: str = "train.py",
+                      extra: tuple[str, ...] = ()) -> tuple[int, str]:
+    """The ledger pass of `trace --fake` (with `extra` options) on a script of `source`, in
+    this process and in `tmp_path` (the CLI runs the same worker in a fresh one and prints
+    the status's reason as its one line: session.trace_script): (exit code, reason)."""
     from memledger.trace.worker import main as worker_main
 
     script = tmp_path / name
@@ -228,7 +229,7 @@ def _fake_ledger_pass(tmp_path, source: str, name: str = "train.py") -> tuple[in
     argv, path, cwd = list(sys.argv), list(sys.path), os.getcwd()
     os.chdir(tmp_path)
     try:
-        code = worker_main(["ledger", "--fake", "--out", str(tmp_path / "x.ledger"),
+        code = worker_main(["ledger", "--fake", *extra, "--out", str(tmp_path / "x.ledger"),
                             "--status", str(status), str(script)])
     finally:
         sys.argv[:], sys.path[:] = argv, path
@@ -272,6 +273,47 @@ def test_fake_refuses_value_reads_in_one_line(tmp_path, capfd, line, what):
         tmp_path, "import torch\nmodel = torch.nn.Linear(4, 1)\n"
         "loss = model(torch.randn(2, 4)).sum()\n" + line + "\n")
     assert code == 2 and f"train.py:4 `{line}`: {what}" in reason, reason
+    assert "Traceback" not in capfd.readouterr().err
+
+
+@pytest.mark.parametrize("steps_by,steps", [("whole", 1), ("forward", 2)])
+def test_fake_counts_steps_as_asked(tmp_path, steps_by, steps):
+    """`trace --fake --steps-by whole` (or `forward`) of a script with no optimizer: the
+    worker built the fake collector without `steps_by`, so it counted optimizer steps and
+    `trace` said "the script ran no optimizer step ... (--steps-by forward) or trace the
+    whole script (--steps-by whole)", the option it had been given (exit 2). A real run and
+    `memledger.trace(fake=True, steps_by=...)` counted as asked."""
+    code, reason = _fake_ledger_pass(
+        tmp_path, "import torch\nmodel = torch.nn.Linear(4, 4)\n"
+        "for _ in range(2):\n    model(torch.randn(8, 4)).sum()\n",
+        extra=("--steps-by", steps_by))
+    assert code == 0, reason
+    assert json.loads((tmp_path / "status.json").read_text())["steps"] == steps
+    assert memledger.load(tmp_path / "x.ledger").summary().steps_traced == steps
+
+
+@pytest.mark.parametrize("width,how", [
+    ("idx.max() + 1", "is read from a tensor's values"),
+    ("-1", "is its input's largest value plus one (num_classes=-1)"),
+])
+def test_fake_one_hot_whose_width_is_in_the_values_exits_2(tmp_path, capfd, width, how):
+    """Rule 24 (trace/fake_literals.py): `F.one_hot(idx, idx.max() + 1)` (ST-MoE's router)
+    or `F.one_hot(idx)` of indices read off a model's output: the width is the values'.
+    Before, Rule 3's stand-in made it 0 (or 1) wide and the run went on, silently: here
+    the one-hot was (256, 0) (with -1: (256, 1)) where the real run's is (256, W), W the
+    largest index plus one; on tests/clients/train_stmoe.py the fake peak read 593.2 KiB
+    against the real 766.9 KiB. Now exit 2 with the line; a width known to the run (an
+    int) runs as before."""
+    src = ("import torch, torch.nn.functional as F\nmodel = torch.nn.Linear(4, 8)\n"
+           "idx = model(torch.randn(256, 4)).argmax(-1)\n"
+           "known = F.one_hot(idx, 8).float()\n"
+           f"oh = F.one_hot(idx, {width}).float()\n")
+    code, reason = _fake_ledger_pass(tmp_path, src)
+    assert code == 2 and reason == (
+        f"memledger: cannot run fake at train.py:5 `oh = F.one_hot(idx, {width}).float()`: "
+        f"one_hot's width (num_classes) {how}, which a --fake run does not have (a "
+        "stand-in would make it 0 or 1 wide, and every size computed from it wrong); "
+        "trace it for real"), reason
     assert "Traceback" not in capfd.readouterr().err
 
 
