@@ -432,7 +432,7 @@ def _checkpointed(orig: Callable, module: nn.Module, context_fn: Callable | None
         # (the module lives while checkpoint's graph holds its bound forward)
         return fwd, _Recompute(module_ref(), recompute,
                                where if context_fn is not None else None,
-                               (where, _state_versions(parts)))
+                               (where, _state_versions(parts)), parts)
 
     def before(args: tuple, kwargs: dict) -> tuple | None:
         """What the checks after the forward compare with; None: the call runs plain."""
@@ -535,12 +535,59 @@ def _state_versions(parts: list[tuple[str, Any]]) -> list[tuple[str, Any, int]]:
             # a lazy module's first forward makes its buffers (once: a re-run does not)
             if t is not None and not isinstance(t, UninitializedTensorMixin):
                 out.append((f"{path}.{n}" if path else n, weakref.ref(t), t._version))
+        for n, t in m.__dict__.items():   # tensors kept as plain attributes: a metric's
+            if isinstance(t, torch.Tensor) and not isinstance(t, nn.Parameter):   # sums
+                out.append((f"{path}.{n}" if path else n, weakref.ref(t), t._version))
     return out
 
 
+def _attributes_now(parts: list) -> list:
+    """(name, module, attribute, tensor) of the tensors the region's modules keep as plain
+    attributes now (held for the re-run only)."""
+    out = []
+    for path, ref in parts:
+        m = ref()
+        for k, t in (m.__dict__.items() if m is not None else ()):
+            if isinstance(t, torch.Tensor) and not isinstance(t, nn.Parameter):
+                out.append((f"{path}.{k}" if path else k, m, k, t))
+    return out
+
+
+def _refuse_replaced_state(where: tuple[str, str], attrs: list) -> None:
+    """As a re-run ends: a tensor attribute the re-run replaced by other values (Metric.
+    forward's running sums; a pure recompute, pruning's `weight`, makes the same values):
+    Note [State a re-run writes again] in replay/stateful.py."""
+    for name, m, k, before in attrs:
+        now = m.__dict__.get(k)
+        if isinstance(now, torch.Tensor) and now is not before:
+            with torch.no_grad():
+                same = now.shape == before.shape and now.dtype == before.dtype and \
+                    bool(torch.equal(now, before))
+            if not same:
+                policy, path = where
+                raise PolicyError(state_rewritten_message(
+                    policy, path, f"{path}.{name}" if path and name else (name or path)))
+
+
+def _versions_now(state: list) -> list:
+    """`state` (name, weak reference, version) with each tensor's version now."""
+    return [(n, ref, t._version if (t := ref()) is not None else v) for n, ref, v in state]
+
+
+# Note [A write after the last save]
+# torch's checkpoint stops a re-run once it has made again the last tensor backward needs
+# (early stop, on by default): a region's in-place write of its state after its last save
+# is never run again, and the replay leaves it alone (`ev < stop` in engine.py
+# `_refuse_rewritten_state`). measure compared the versions as the re-run started with
+# those as the forward began, so it refused every write the forward made: a block that
+# updates a metric of its output last (train_ema_metrics.py --mode metrics
+# --monitor-output) was refused by measure and predicted (192,192 B), and torch's own
+# checkpoint counts that batch once (MeanMetric's `weight` 1.0 after one step). The
+# versions are now taken as the re-run starts and compared as it ends (stopped early or
+# not): a write the re-run makes is refused, in backward, as before.
 def _refuse_rewritten_state(where: tuple[str, str], state: list) -> None:
-    """As a re-run starts: a buffer written since its forward began (Note [State a re-run
-    writes again] in replay/stateful.py)."""
+    """As a re-run ends: a buffer or tensor attribute of the region written since the
+    versions in `state` (Note [State a re-run writes again] in replay/stateful.py)."""
     written = next((n for n, ref, v in state if (t := ref()) is not None and t._version != v),
                    None)
     if written is not None:
@@ -632,9 +679,12 @@ class _Recompute:
 
     def __init__(self, module: nn.Module, recompute: Any,
                  selective: tuple[str, str] | None = None,
-                 state: tuple[tuple[str, str], list] | None = None) -> None:
+                 state: tuple[tuple[str, str], list] | None = None,
+                 parts: list | None = None) -> None:
         self._module, self._recompute, self._selective = module, recompute, selective
         self._state = state   # (policy, path), its buffers' versions as the forward began
+        self._state_parts = parts or []   # the region's modules (path, weak reference)
+        self._attrs: list = []      # their tensor attributes as the re-run starts
         self._stack = contextlib.ExitStack()
         self._entered = 0
         # made as the first run starts (checkpoint calls context_fn then): the tensors
@@ -646,8 +696,10 @@ class _Recompute:
         self._entered += 1
         if self._selective is not None and self._entered > 1:
             raise PolicyError(selective_twice_message(*self._selective))
-        if self._state is not None and self._entered == 1:
-            _refuse_rewritten_state(*self._state)
+        if self._state is not None and self._entered == 1:   # versions as the re-run starts
+            where, state = self._state
+            self._state = (where, _versions_now(state))
+            self._attrs = _attributes_now(self._state_parts)
         self._stack = contextlib.ExitStack()
         self._stack.enter_context(_parameters_as(self._params))
         self._stack.enter_context(_batchnorm_stats_frozen(self._module, self._counters))
@@ -655,6 +707,10 @@ class _Recompute:
 
     def __exit__(self, *exc: Any) -> Any:
         done = self._stack.__exit__(*exc)
+        if self._state is not None and self._entered == 1:   # Note [A write after the last
+            _refuse_rewritten_state(*self._state)                # save]
+            _refuse_replaced_state(self._state[0], self._attrs)
+            self._attrs = []
         if self._selective is not None and isinstance(exc[1], RuntimeError):
             text = str(exc[1])
             for marker, why in _SAC_FAILURES:   # torch's own refusal, said in one line

@@ -675,10 +675,12 @@ def _refuse_rewritten_state(prep: Prepared, calls: _Calls, stop: np.ndarray,
     re-run starts), naming its first such buffer."""
     if not prep.state_writes or not len(calls) or not _is_recomputed(calls.kind).any():
         return
-    ev = np.array([e for e, _ in prep.state_writes], dtype=np.int64)
+    ev = np.array([e for e, _, _ in prep.state_writes], dtype=np.int64)
+    made = np.array([m for _, _, m in prep.state_writes], dtype=np.int64)
     k = which_call(calls.ev0, calls.ev1, ev, prep.n_events)
     kk = np.maximum(k, 0)
-    bad = np.flatnonzero((k >= 0) & _is_recomputed(calls.kind[kk]) & read[kk] & (ev < stop[kk]))
+    bad = np.flatnonzero((k >= 0) & _is_recomputed(calls.kind[kk]) & read[kk] & (ev < stop[kk])
+                         & (made < calls.ev0[kk]))   # a tensor the region made is its own
     if len(bad):
         last = int(k[bad].max())
         i = int(bad[k[bad] == last][0])        # writes are in event order

@@ -17,7 +17,7 @@ from memledger.ledger.model import Ledger
 from memledger.ledger.schema import CATEGORIES
 from memledger.replay.compiled import compiled_regions
 from memledger.replay.script_checkpoint import script_checkpoints
-from memledger.replay.stateful import held_sids, stateful_calls
+from memledger.replay.stateful import OWN_STATE, held_sids, stateful_calls
 from memledger.replay.timings import Timings, match_timings, timing_record
 
 CAT_INDEX = {c: i for i, c in enumerate(CATEGORIES)}
@@ -102,7 +102,8 @@ class Prepared:
     arg_ev0: np.ndarray = None   # int64: that call's first event
     arg_row: np.ndarray = None   # int64: the argument's row in the storage arrays
     mutated: np.ndarray = None   # bool per storage: written in place before backward
-    # (event, name) of each buffer written in place in forward: Note [State a re-run writes
+    # (event, name, made) of each buffer, or other tensor made before (`made`: its creation
+    # event; -1 for a buffer), written in place in forward: Note [State a re-run writes
     # again] (replay/stateful.py)
     state_writes: tuple = ()
     # bool per storage: its free was written at the op that took its place, as the untraced
@@ -378,24 +379,39 @@ def _within(ev: np.ndarray, spans: np.ndarray) -> np.ndarray:
     return (k >= 0) & (ev < spans[np.maximum(k, 0), 1])
 
 
+# categories a forward's in-place write is never state of: a parameter written in place is
+# written back within the forward (Note [State a re-run writes again]); the others are not
+# written in forward
+_NOT_STATE = frozenset({"parameter", "gradient", "optimizer_state"})
+
+
 def _state_writes(led: Ledger, st: pd.DataFrame, sc: pd.DataFrame
-                  ) -> tuple[tuple[int, str], ...]:
-    """(event, storage name) of each buffer a forward wrote in place (its first such write
-    of each step: `mutated` records), less a training BatchNorm's: the innermost forward
-    call holding the write carries `stats` (Note [State a re-run writes again])."""
+                  ) -> tuple[tuple[int, str, int], ...]:
+    """(event, storage name, creation event or -1) of each buffer, or other storage but a
+    parameter, that a forward wrote in place (its first such write of each step: `mutated`
+    records), less a training BatchNorm's: the innermost forward call holding the write
+    carries `stats` (Note [State a re-run writes again]). A buffer is state wherever it
+    was made (-1); another storage only for a region whose call began after it was made,
+    which the replay checks per call (a metric's running sums, made at set-up or by its
+    `reset()`, against a ReLU's `inplace=True` on what the region made itself)."""
     ev0 = sc["ev0"].to_numpy(dtype=np.int64) if len(sc) else np.zeros(0, dtype=np.int64)
     ev1 = sc["ev1"].to_numpy(dtype=np.int64) if len(sc) else ev0
     stats = sc["stats"].to_numpy(dtype=np.int64) if len(sc) else ev0
     out = []
+    for r in led.extra.get("stateful", []):   # a call that replaced its own state
+        if r.get("obj") == OWN_STATE and "ev1" in r:
+            out.append((int(r["ev1"]) - 1, f"the state of {r['mod']} (replaced from the "
+                        "one before)", -1))
     for r in led.extra.get("mutated", []):
         sid, ev = int(r["sid"]), int(r["ev"])
-        if sid not in st.index or st.at[sid, "category"] != "buffer":
+        if sid not in st.index or st.at[sid, "category"] in _NOT_STATE:
             continue
         inside = np.flatnonzero((ev0 <= ev) & (ev < ev1))
         if len(inside) and stats[inside[np.argmax(ev0[inside])]] > 0:
             continue            # a BatchNorm's statistics: measure puts them back
-        out.append((ev, str(st.at[sid, "name"] or "")))
-    return tuple(out)
+        made = -1 if st.at[sid, "category"] == "buffer" else int(st.at[sid, "created"])
+        out.append((ev, str(st.at[sid, "name"] or ""), made))
+    return tuple(sorted(out, key=lambda w: w[0]))   # by event; records in their order
 
 
 # Note [A model's former label]

@@ -16,6 +16,10 @@ import numpy as np
 from memledger.errors import PolicyError
 
 INPUT_WRITTEN = "<input>"   # a `stateful` record's object when the call changed an argument
+# a `stateful` record's object when the call replaced a tensor attribute of its module by one
+# made from the tensor it replaced (Metric.forward's running sums: Note [State a re-run
+# writes again]); judged with the in-place writes, at the call's last event
+OWN_STATE = "<own state>"
 # a `stateful` record's object when the module pairs forward hooks with full backward hooks:
 # Note [Hooks paired across forward and backward] in memledger/trace/outside_state.py
 PAIRED_HOOKS = "<paired hooks>"
@@ -47,6 +51,8 @@ def refuse_recompute_of_stateful(policy_text: str, mods: np.ndarray, ev0: np.nda
     spans = list(zip(mods[recompute].tolist(), ev0[recompute].tolist(),
                      (ev1 if ev1 is not None else ev0)[recompute].tolist()))
     for m, e, o in zip(st_mod.tolist(), st_ev0.tolist(), st_obj.tolist()):
+        if o == OWN_STATE:   # judged with the in-place writes (early stop, reads)
+            continue
         if (m, e) in calls:
             raise PolicyError(stateful_message(policy_text, m, o))
         if o == PAIRED_HOOKS:   # the hooked module's call inside a region that is re-run
@@ -199,11 +205,31 @@ def selective_recast_message(policy_text: str, module: str) -> str:
 # bumps no version counter (vector-quantize-pytorch's EMA codebook): predict refuses it,
 # measure runs it and compare's gradient gate rejects it (rel 4.36). Offload re-runs
 # nothing and is allowed.
+# Not buffers alone: a tensor a module keeps as a plain attribute is state too, and so is
+# any tensor made before the region's call that its forward writes in place. torchmetrics
+# keeps a metric's running sums so (`add_state` sets attributes, not buffers), and a block
+# that updates a metric in its forward (`self.dead.update(...)`: `mean_value += ...`,
+# `weight += ...`) counted each batch twice under checkpoint and selective (MeanMetric's
+# `weight` 2.0 after one step, 1.0 without), with the gradients unchanged, so compare's
+# gate passed it and predict priced it (tests/clients/train_ema_metrics.py --mode metrics,
+# `checkpoint:blocks.*`: 193,216 B, = measured). predict now takes every `mutated` write
+# but a parameter's (`_state_writes` in prepared.py: a buffer wherever it was made, another
+# storage where it was made before the re-run call: an `inplace=True` ReLU on what the
+# region made is its own), measure the version counters of the region's tensor attributes
+# beside its buffers. A metric called as a module (`self.acc(preds, y)`: Metric.forward)
+# replaces its states by assignment instead of writing them in place: no counter moves
+# and no `mutated` record is written, so that call is not refused (a re-run still counts
+# its batch twice): the trace now writes a `stateful` record with the object `OWN_STATE`
+# for a call that replaced a tensor attribute of its module by a tensor made in the call
+# after reading the one it replaces (the old sums cloned and added to), and the replay
+# takes it as a state write at the call's last event; measure compares, as the re-run
+# ends, each tensor attribute the re-run replaced with the one it replaced (a pure
+# recompute, pruning's `weight = weight_orig * mask`, makes the same values again).
 def state_rewritten_message(policy_text: str, module: str, name: str) -> str:
     """One line: a re-run region whose forward writes a buffer in place (predict and
     measure name the last such call, which backward re-runs first, and its first buffer)."""
-    return (f"{policy_text} would re-run {module}, whose forward writes "
-            f"{name or 'its buffers'} in place, "
+    what = name or "a tensor it keeps from before (a metric's running sums, a counter)"
+    return (f"{policy_text} would re-run {module}, whose forward writes {what} in place, "
             "so the re-run would start from what the forward left and compute other values "
-            "(the gradients would differ); offload that module instead, or keep that write "
-            "out of the region")
+            "(other gradients, or a metric that counts the batch twice); offload that module "
+            "instead, or keep that write out of the region")

@@ -108,7 +108,9 @@ from memledger.ledger.schema import SCHEMA, SHARED_MEMORY_OP, WRAPPED_NUMBER_OP
 from memledger.ledger.writer import Sink
 from memledger.trace.optimizer_state import held_tensors
 from memledger.trace.outside_state import (
+    _MODULE_OWN,
     INPUT_WRITTEN,
+    OWN_STATE,
     PAIRED_HOOKS,
     argument_versions,
     attribute_tensors,
@@ -703,6 +705,9 @@ class Collector(ShardingMixin, TorchDispatchMode):
         self._rf_stack: list[str] = []
         self._sid_marks: list[int] = []    # per open module call: its first new sid
         self._arg_versions: list[list] = []   # and its tensor arguments' versions
+        self._attr_sids: list[dict] = []      # and its module's tensor attributes' sids
+        self._attr_watch: dict[int, int] = {}  # those sids -> last use, when freed before
+        #                                        the call ends (-1: live or never used)
         # saved storages something besides autograd still holds: sid -> [weakref, aliases
         # alive, their weakrefs] (Note [When a saved storage is released])
         self._held: dict[int, list] = {}
@@ -1313,6 +1318,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
         if self._held.pop(sid, None) is not None:   # freed while the script held it: it let
             self.sink.write({"k": "released", "sid": sid, "ev": ev})   # go at the free
         rec = {"k": "free", "sid": sid, "ev": ev, "last": self._last.pop(sid, -1)}
+        if sid in self._attr_watch:   # a call's module attribute, freed inside the call
+            self._attr_watch[sid] = rec["last"]
         if self._gc.running:   # held by a reference cycle until now (gc_window.py)
             rec["gc"] = 1
         if self._mask_twin[:2] == (sid, ev - 1) and self._free_held is None:
@@ -1769,6 +1776,20 @@ class Collector(ShardingMixin, TorchDispatchMode):
         self._sid_marks.append(self._next_sid)   # storages made from here on: this call's
         self._arg_versions.append(argument_versions(args, None) if self._phase != "backward"
                                   else [])
+        attrs = self._attribute_sids(module) if self._phase != "backward" else {}
+        if not self._attr_sids:   # an outermost call: the last one's watch is done
+            self._attr_watch.clear()
+        self._attr_sids.append(attrs)
+        for sid in attrs.values():
+            self._attr_watch.setdefault(sid, -1)
+
+    def _attribute_sids(self, module) -> dict[str, int]:
+        """{attribute: sid} of the plain tensors `module` keeps as attributes (Note [State a
+        re-run writes again], replay/stateful.py)."""
+        sids = self._sids
+        return {k: sid for k, v in module.__dict__.items()
+                if type(v) in self.PLAIN_TYPES and k not in _MODULE_OWN
+                and (sid := sids.get(storage_key(v), -1)) >= 0}
 
     def _call_end(self, module, args, *kwargs_output) -> None:
         """Keyword inputs and state written outside the call (global pre-hooks get no
@@ -1777,6 +1798,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
         without kwargs: (module, args, output)."""
         first_new = self._sid_marks.pop() if self._sid_marks else self._next_sid
         versions = self._arg_versions.pop() if self._arg_versions else []
+        attrs = self._attr_sids.pop() if self._attr_sids else {}
         if not self._mod_stack or len(kwargs_output) != 2:
             return
         kwargs = kwargs_output[0]
@@ -1800,6 +1822,9 @@ class Collector(ShardingMixin, TorchDispatchMode):
             # Note [State written outside a region] (memledger/trace/outside_state.py)
             self.sink.write({"k": "stateful", "mod": path, "ev0": ev0, "ev1": self._ev,
                              "obj": obj, "sids": [sids[k] for k in keys]})
+        if attrs and self._replaced_own_state(module, attrs, first_new, ev0):
+            self.sink.write({"k": "stateful", "mod": path, "ev0": ev0, "ev1": self._ev,
+                             "obj": OWN_STATE, "sids": []})
         kept_on = [(sid, v) for v in attribute_tensors(module) if self._own_storage(v)
                    and (sid := sids.get(storage_key(v), -1)) >= first_new]
         if kept_on:   # Note [Tensors a call keeps on its module]
@@ -1817,6 +1842,20 @@ class Collector(ShardingMixin, TorchDispatchMode):
             if module._buffers else []
         if kept:   # Note [A buffer a call makes and later calls reuse]
             self.sink.write({"k": "kept", "mod": path, "ev0": ev0, "sids": kept})
+
+    def _replaced_own_state(self, module, before: dict[str, int], first_new: int,
+                            ev0: int) -> bool:
+        """The call replaced a tensor attribute of its module by a tensor it made, having
+        read the one it replaces (Metric.forward: the old sums cloned, then added to)."""
+        sids, last, freed = self._sids, self._last, self._attr_watch
+        found = False
+        for k, old in before.items():
+            v = module.__dict__.get(k)
+            used = max(last.get(old, -1), freed.get(old, -1))
+            if type(v) in self.PLAIN_TYPES and \
+                    sids.get(storage_key(v), -1) >= first_new and used >= ev0:
+                found = True
+        return found
 
     def _autocast_casts_read_by(self, func) -> None:
         """The casts made since the last op but views are autocast's (`acast` records) if
@@ -2013,10 +2052,16 @@ class Collector(ShardingMixin, TorchDispatchMode):
     # table folds a tensor's steps by name). Module calls keep the names they ran under.
     def _name_state(self, root: torch.nn.Module, prefix: str, again: bool = False) -> None:
         """The `parameter` and `buffer` roles of a top-level module's tensors, named under
-        `prefix`; `again`: renamed, so written again (the ledger reads the last name)."""
+        `prefix`; `again`: renamed, so written again (the ledger reads the last name).
+        Not the tensors of a module held under another path: the model inside a wrapper
+        named beside it (Note [A wrapper of the model], trace/roots.py), whose gradients
+        read `EMA.online_model.blocks.0.fc1.weight` from the wrapper's first call on."""
+        elsewhere = self._named_elsewhere(root, prefix)
         for role, tensors in (("parameter", root.named_parameters()),
                               ("buffer", root.named_buffers())):
             for name, t in tensors:
+                if id(t) in elsewhere:
+                    continue
                 full = ".".join(x for x in (prefix, plain_name(name)) if x)
                 if role == "parameter":
                     self._param_names[id(t)] = full
@@ -2033,6 +2078,19 @@ class Collector(ShardingMixin, TorchDispatchMode):
                         self._role(g, "gradient", full)
                 self._role(t, role, full, shard="sharded" if role == "parameter" and getattr(
                     t, "_local_tensor", None) is not None else "")
+
+    def _named_elsewhere(self, root: torch.nn.Module, prefix: str) -> set[int]:
+        """ids of the parameters and buffers under `root` held only by modules whose path is
+        not the one `prefix` gives them (they keep another top-level module's names); a
+        submodule two blocks share keeps its first path, and its tensors are named there."""
+        own: set[int] = set()
+        other: set[int] = set()
+        for m, path in paths_under(root, prefix):
+            mine = self._roots.paths.get(m) == path
+            for t in (*m._parameters.values(), *m._buffers.values()):
+                if t is not None:
+                    (own if mine else other).add(id(t))
+        return other - own
 
     # Note [A batch in a dict]
     # The model's arguments made outside the step are its batch (`input`), looked for
@@ -2125,7 +2183,9 @@ class Collector(ShardingMixin, TorchDispatchMode):
             self.sink.write({"k": "model", "ev": self._ev, "was": self._roots.was})
             self.sink.write({"k": "root", "mod": self._roots.prefix[moved[1]], "ev": self._ev})
             self._note_containers(moved[0])
-            for root in moved:
+            for root in moved[::-1]:   # the new model's names last: the ledger reads the
+                # last, and a wrapper that held the model names it too (Note [A wrapper of
+                # the model], trace/roots.py)
                 self._name_state(root, self._roots.prefix[root], again=True)
         if self._lazy:
             self._name_lazy()

@@ -531,8 +531,8 @@ class DoctorProbe(TorchFunctionMode):
     def _rename_roots(self, opt: torch.optim.Optimizer) -> None:
         """At the first step the model may move to another top-level module (a student run
         after its teacher): name their parameters as the ledger does from then on."""
-        for root in self._names.on_step(opt):
-            prefix = self._names.prefix[root]
+        for root in self._names.on_step(opt)[::-1]:   # the new model's names last (Note
+            prefix = self._names.prefix[root]            # [A wrapper of the model])
             self._retention.rename_root(root, prefix)
             for _, p, name in _named_params(root, prefix):
                 if id(p) in self._param_recs:

@@ -177,6 +177,13 @@ Rules (numbered so that code can point here):
 24. `F.one_hot` whose width (`num_classes`, or the input's largest value with -1) is read
    from values the run does not have stops the run (exit 2, the line): a stand-in width
    of 0 made ST-MoE's router dispatch no token, silently 23 % under (trace/fake_literals.py).
+25. A deep copy of a fake tensor that keeps its literal as a real `constant` (one element:
+   `torch.tensor(0.0)`) copies that constant with the modes off: inside the run's mode
+   torch's own `Tensor.__deepcopy__` failed on it ("set the storage of a tensor on device
+   meta to a storage on ... cpu", plain FakeTensorMode too), and every torchmetrics
+   metric deep-copies its states' defaults as it is built (`add_state`), so a fake run
+   stopped at the first metric (trace/fake_literals.py; tests/clients/
+   train_ema_metrics.py).
 
 Worked example (MLP of examples/train_mlp.py, B=64, fp32, fake, target cpu): fc1.weight is
 a fake 512×256 tensor whose meta storage has 512·256·4 = 524,288 bytes; its row is the
@@ -868,7 +875,7 @@ class FakeCollector(Collector):
         self.fake_mode = _RunMode(allow_non_fake_inputs=True)    # Rule 12
         self._answers = RealAnswers()            # Rule 7
         self._foreach = ForeachAsReal(FakeTensor, "cuda" if self.target.remap else "")
-        self._literals = KnownLiterals(FakeTensor, _shadow_of,   # Rules 19, 22 and 23
+        self._literals = KnownLiterals(FakeTensor, _shadow_of,   # Rules 19, 22, 23, 25
                                        lambda t: self._standin(t, "Tensor.numpy"),
                                        unknown_width)
         self._views = RebuiltViews()             # Rule 17

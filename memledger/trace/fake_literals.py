@@ -28,6 +28,15 @@ index (the kernel raises), and no bound on the width is known, so the run stops 
 exit 2 and the line (`one_hot` is composite: dispatch sees only its parts, so it is caught
 here, where its arguments are still tensors). A width whose values are known (an integer,
 a shadow) runs as before.
+
+Rule 25: `copy.deepcopy` of a fake tensor that holds a real `constant` (FakeTensorMode keeps
+a one-element literal so). `Tensor.__deepcopy__` deep-copies the tensor's `__dict__`, and
+the real constant's storage copy, made inside the mode, fails ("Attempted to set the
+storage of a tensor on device "meta" to a storage on different device "cpu"", under a
+plain FakeTensorMode too): torchmetrics deep-copies each state's default as a metric is
+built (`self._defaults[name] = deepcopy(default)` of `torch.tensor(0.0)`), so every fake
+run stopped there. The copy is made without the constant, which is then cloned with the
+modes off and set on it, as a real deep copy would hold one.
 """
 
 from __future__ import annotations
@@ -41,6 +50,7 @@ from torch.utils._python_dispatch import _disable_current_modes
 _FROM_DATA = (torch.tensor, torch.as_tensor)
 _NUMPY = torch._C.TensorBase.numpy
 _ONE_HOT = torch._C._nn.one_hot   # F.one_hot is this builtin
+_DEEPCOPY = torch.Tensor.__deepcopy__
 
 
 class KnownLiterals(TorchFunctionMode):
@@ -66,6 +76,9 @@ class KnownLiterals(TorchFunctionMode):
         elif func is _ONE_HOT and self.unknown_width is not None and \
                 (how := self._width_unknown(args, kwargs or {})):
             raise self.unknown_width(how)   # Rule 24
+        elif func is _DEEPCOPY and args and isinstance(args[0], self.fake_type) and \
+                getattr(args[0], "constant", None) is not None:
+            return _deepcopy_without_constant(func, args, kwargs or {})   # Rule 25
         return func(*args, **(kwargs or {}))
 
     def _width_unknown(self, args: tuple, kwargs: dict) -> str:
@@ -102,3 +115,18 @@ class KnownLiterals(TorchFunctionMode):
                 with _disable_current_modes():
                     return known.tolist()
         return data
+
+
+def _deepcopy_without_constant(func: Callable, args: tuple, kwargs: dict) -> torch.Tensor:
+    """Rule 25: `copy.deepcopy` of a fake tensor with its real `constant` set aside, the
+    copy given a clone of it made with the modes off."""
+    t = args[0]
+    constant = t.constant
+    t.constant = None
+    try:
+        out = func(*args, **kwargs)
+    finally:
+        t.constant = constant
+    with _disable_current_modes():
+        out.constant = constant.clone()
+    return out

@@ -62,7 +62,7 @@ from typing import Any, Iterator
 
 import torch
 
-from memledger.replay.stateful import INPUT_WRITTEN, PAIRED_HOOKS  # noqa: F401 - the collector's names
+from memledger.replay.stateful import INPUT_WRITTEN, OWN_STATE, PAIRED_HOOKS  # noqa: F401 - the collector's names
 
 _ATOMS = (str, bytes, int, float, complex, bool, type(None), type, torch.dtype,
           torch.device, torch.Size)

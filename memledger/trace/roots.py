@@ -41,14 +41,39 @@ So is a constructor: a model that runs a part on a dummy input in its `__init__`
 its head) does not hold its later parts yet, and its names are taken when it is called,
 which absorbs that part (`_absorb`).
 
+# Note [A wrapper of the model]
+An EMA module holds the model and its shadow copy (ema-pytorch's `EMA(model)`:
+`online_model` and `ema_model`) and its `__call__` runs the copy: evaluating with
+`ema(x)` makes the EMA the outermost module whose method called a module it holds (Note
+[A model called through its methods]). Two ways that went wrong:
+1. After the first optimizer step, `_absorb` took the model into the new top-level
+   module, which took the model's names: from then on the model's calls read
+   `online_model.blocks.0`, and `checkpoint:blocks.*` "matches no module" in predict while
+   measure, which had named the model at step 1, refused `online_model.blocks.*` (and
+   said the model's modules were the EMA copy's). Once the first step has named the
+   model, no module absorbs it: the wrapper is named beside it (`EMA`, its copy
+   `EMA.ema_model.blocks.0`), the model keeps `blocks.0`.
+2. Before that step (the copy evaluated once before training), the wrapper was the first
+   top-level module with parameters, so the model; the model's own calls were calls
+   inside it, and at the step it stayed the model (it holds every parameter the step
+   updates). The model's top-level calls with gradients inside another top-level module
+   are now candidates at the first step too, and of those stepping as many parameters the
+   one called with gradients wins: the model takes its names, the wrapper is labelled. Its
+   names are written after the wrapper's, which hold the model too (the ledger reads the
+   last name).
+
 # Note [Root names]
 The model's modules keep `named_modules()`'s names (policies select them so). Every other
 top-level module is named, at its first call, by the first of these that no other
 top-level module has taken (nor a child of the model: `head` would read as the model's):
 1. the name the script calls it by: a variable of the calling frame (the first frame
-   outside torch and memledger) bound to that very module, else an attribute of that
-   frame's `self` holding it, else a global of that frame (the first in definition order
-   if several);
+   outside torch, memledger and the module's own methods) bound to that very module, else
+   an attribute of that frame's `self` holding it, else a global of that frame (the first
+   in definition order if several), else `name.child` where a module so named holds it as
+   a child (`ema.ema_model(x)`; an EMA wrapper's own `__call__` running its copy is
+   skipped for the script's line that called `ema(x)`: the copy read `Net.blocks.0.fc1.
+   weight` and `EMA.ema_model.blocks.0.fc1.weight`, named by the model's class and the
+   wrapper's, before);
 2. its class name;
 3. its class name and an ordinal, `Sequential#2` (order of first call).
 A GAN `G = nn.Sequential(...); D = nn.Sequential(...)` with `bce = nn.BCEWithLogitsLoss()`
@@ -133,6 +158,9 @@ class RootNames:
         self.decided = False                # the first optimizer step has been seen
         self.was = ""   # the label the model had before that step named it (Note [The model])
         self._with_grad = ByModule()        # top-level modules called with gradients on
+        # modules a top-level module holds, called on their own with gradients on before
+        # the first step: the model a wrapper of it holds (Note [A wrapper of the model])
+        self._inner_with_grad = ByModule()
         self._script_name = ByModule()      # top-level module -> the script's name for it
         # the last new top-level module and the ones it absorbed, held weakly: a model
         # copy the script drops (an evaluation snapshot) goes as it would untraced
@@ -190,6 +218,8 @@ class RootNames:
             top = module if module in self.prefix else self._owner.get(module)
             if top is not None and top in self.prefix:
                 self._with_grad[top] = True
+            elif top is None and module in self.paths:
+                self._inner_with_grad[module] = True
         return self.paths.get(module), new
 
     def _absorb(self, module: torch.nn.Module) -> list[torch.nn.Module]:
@@ -197,7 +227,9 @@ class RootNames:
         before it (spectral_norm calls its parametrization while the model is being built),
         and are its submodules from now on; the model's names go with them."""
         inside = {id(m) for m in module.modules()}
-        held = [m for m in self.prefix.keys() if m is not module and id(m) in inside]
+        model = self.model() if self.decided else None   # Note [A wrapper of the model], 1
+        held = [m for m in self.prefix.keys()
+                if m is not module and m is not model and id(m) in inside]
         self.retired = [label for label in (self.prefix.pop(m) for m in held) if label]
         self.renamed = []
         return held
@@ -268,11 +300,16 @@ class RootNames:
         if held is None or held in self._with_grad:
             return []
         stepped = {id(p) for g in optimizer.param_groups for p in g["params"]}
-        count = [(sum(id(p) in stepped for p in m.parameters()), m) for m in self.prefix.keys()]
-        n, best = max(count, key=lambda c: c[0], default=(0, None))
+        inner = [m for m in self._inner_with_grad.keys() if m not in self.prefix]
+        # most parameters stepped; of a tie, one called with gradients (the model that a
+        # wrapper holding it and its EMA copy ties with: Note [A wrapper of the model])
+        count = [(sum(id(p) in stepped for p in m.parameters()),
+                  m in self._with_grad or m in self._inner_with_grad, i, m)
+                 for i, m in enumerate([*self.prefix.keys(), *inner])]
+        n, _, _, best = max(count, key=lambda c: (c[0], c[1], -c[2]), default=(0, 0, 0, None))
         if best is None or best is held or n == 0:
             return []
-        before = self.prefix[best]
+        before = self.prefix.get(best, self.paths.get(best, ""))
         self.was = before
         self.prefix[best] = ""
         # labelled as the new model's neighbour: while both read "" the old one was the
@@ -282,7 +319,7 @@ class RootNames:
         self.prefix.pop(held)
         self.prefix[held] = self._label(held, avoid=before)
         self._labels.add(self.prefix[held])
-        for m in (best, held):
+        for m in (held, best):   # the new model's paths win where `held` holds it
             self.paths.update(paths_under(m, self.prefix[m]))
         return [best, held]
 
@@ -349,8 +386,16 @@ def _built(module: torch.nn.Module) -> bool:
 
 def script_name(module: torch.nn.Module) -> str | None:
     """The name the script calls `module` by, in the first frame outside torch and
-    memledger (Note [Root names], 1); None when it has none there."""
-    return next((name for name, value in _script_names() if value is module), None)
+    memledger and `module`'s own methods (Note [Root names], 1): a name bound to it, else
+    `name.child` for a module so named that holds it as a child (`ema.ema_model`); None
+    when it has none there."""
+    names = _script_names(skip=module)
+    found = next((name for name, value in names if value is module), None)
+    if found is None:
+        found = next((f"{name}.{child}" for name, value in names
+                      if isinstance(value, torch.nn.Module)
+                      for child, sub in value._modules.items() if sub is module), None)
+    return found
 
 
 def script_modules() -> list[tuple[str, torch.nn.Module]]:
@@ -365,11 +410,14 @@ def script_modules() -> list[tuple[str, torch.nn.Module]]:
     return out
 
 
-def _script_names() -> list[tuple[str, object]]:
-    """(name, value) of the first frame outside torch and memledger: its locals, its
-    `self`'s attributes and submodules, its globals (public identifiers only)."""
+def _script_names(skip: torch.nn.Module | None = None) -> list[tuple[str, object]]:
+    """(name, value) of the first frame outside torch and memledger (and outside the
+    methods of `skip`: a module called through its own `__call__`, as an EMA wrapper runs
+    its copy): its locals, its `self`'s attributes and submodules, its globals (public
+    identifiers only)."""
     f = sys._getframe(1)
-    while f is not None and f.f_code.co_filename.startswith(_NOT_THE_SCRIPT):
+    while f is not None and (f.f_code.co_filename.startswith(_NOT_THE_SCRIPT)
+                             or (skip is not None and _self_of(f) is skip)):
         f = f.f_back
     if f is None:
         return []
@@ -384,6 +432,15 @@ def _script_names() -> list[tuple[str, object]]:
         return [(name, value) for space in (local, held, f.f_globals)
                 for name, value in list(space.items())
                 if name.isidentifier() and not name.startswith("_") and name != "self"]
+
+
+def _self_of(f) -> object:
+    """The `self` of a method's frame; None for any other frame."""
+    code = f.f_code
+    if not (code.co_argcount and code.co_varnames[0] == "self"):
+        return None
+    with _frame_locals(f) as local:
+        return local.get("self")
 
 
 @contextlib.contextmanager

@@ -237,8 +237,9 @@ def test_spectral_norm_called_while_the_model_is_built():
         assert p.predict_refusal.endswith(
             f"{text} would re-run blocks.2, whose forward writes blocks.2.fc2."
             "parametrizations.weight.0._u in place, so the re-run would start from what "
-            "the forward left and compute other values (the gradients would differ); "
-            "offload that module instead, or keep that write out of the region"), p
+            "the forward left and compute other values (other gradients, or a metric "
+            "that counts the batch twice); offload that module instead, or keep that write "
+            "out of the region"), p
     for text in ("offload:blocks.*", "checkpoint:blocks.*.fc1"):
         p = run.policies[text]
         assert p.predicted is not None and p.predicted == p.measured, (text, p)

@@ -240,3 +240,55 @@ def test_a_part_called_before_its_owner_is_built_is_a_root_of_its_own():
     roots, params = _traced(run)
     assert roots == []   # the LayerNorm, the model until Late ran, then renamed under it
     assert params == {"weight", "bias", "lin.weight", "lin.bias", "norm.weight", "norm.bias"}
+
+
+class _Shadowed(nn.Module):
+    """A wrapper as ema-pytorch's EMA is: it holds the model and a copy, and its own
+    `__call__` runs the copy (Note [A wrapper of the model])."""
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.online_model = model
+        self.ema_model = nn.Sequential(nn.Linear(4, 4))
+
+    def __call__(self, x):
+        return self.ema_model(x)
+
+
+def test_a_wrapper_holding_the_model_and_its_copy_leaves_the_model_its_names():
+    """Evaluated after the first step, the wrapper took the model in: its parameters and
+    gradients read `online_model.0.weight` and the copy's `ema_model.0.weight` (the wrapper
+    was the model from then on); evaluated before it, the wrapper was the model throughout.
+    Now the model keeps `0.weight` and the copy is named by the script's `ema`."""
+    for first in (False, True):
+        model = nn.Sequential(nn.Linear(4, 4))
+        ema = _Shadowed(model)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+        def run():
+            if first:
+                with torch.no_grad():
+                    ema(torch.randn(2, 4))
+            for _ in range(2):
+                model(torch.randn(2, 4)).sum().backward()
+                opt.step()
+                with torch.no_grad():
+                    ema(torch.randn(2, 4))
+
+        from memledger.ledger.writer import MemorySink
+        from memledger.trace.collector import Collector
+
+        sink = MemorySink()
+        with Collector(sink):
+            run()
+        last = {}   # the ledger reads the last name of a role
+        for r in sink.records:
+            if r["k"] == "role" and r["role"] in ("parameter", "gradient"):
+                last[(r["sid"], r["role"])] = (r["role"], r.get("name", ""))
+        assert set(last.values()) == {
+            ("parameter", "0.weight"), ("parameter", "0.bias"),
+            ("gradient", "0.weight"), ("gradient", "0.bias"),
+            ("parameter", "ema.ema_model.0.weight"), ("parameter", "ema.ema_model.0.bias")}, \
+            (first, set(last.values()))
+        roots = [r["mod"] for r in sink.records if r["k"] == "root"]
+        assert roots[-1] == "ema", (first, roots)
