@@ -16,6 +16,16 @@ from tests.clients.harness import assert_one_doctor_error, run_client  # noqa: E
 pytestmark = pytest.mark.clients
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _sb3_logs_kept_in_pytests_tmp(tmp_path_factory):
+    """SB3's logger makes a folder per `learn()` in the system's temp dir (`SB3-<date>`, empty
+    with `verbose=1`): 11 of them a run of this file, left behind. `SB3_LOGDIR` puts them in
+    pytest's own temp dir, which pytest prunes."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("SB3_LOGDIR", str(tmp_path_factory.mktemp("sb3")))
+        yield
+
+
 def _exact(run) -> None:
     assert run.ledger.peak_with_scratch() == run.allocator_peak
     for text, p in run.policies.items():
