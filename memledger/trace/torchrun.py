@@ -14,6 +14,7 @@ from __future__ import annotations
 import gc
 import logging
 import sys
+import tempfile
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -25,12 +26,18 @@ def main(argv: list[str] | None = None) -> int:
 
     args = get_args_parser().parse_args(sys.argv[1:] if argv is None else argv)
     logging.getLogger("torch.distributed.elastic").setLevel(logging.CRITICAL)
-    try:
-        run(args)
-    except ChildFailedError:
-        return 1
-    except SignalException as e:   # a Ctrl-C or SIGTERM passed on by memledger: it says so
-        return 128 + int(e.sigval)
+    # the launcher makes a `torchelastic_*` folder in the system's temp dir for every job
+    # and leaves it (one per `memledger trace --nproc`, `compare --nproc`, doctor of ranks:
+    # 29 a run of the test suite); given one it makes its job's folder there, removed here
+    with tempfile.TemporaryDirectory(prefix="memledger-torchrun-") as logs:
+        if args.log_dir is None:
+            args.log_dir = logs
+        try:
+            run(args)
+        except ChildFailedError:
+            return 1
+        except SignalException as e:   # a Ctrl-C or SIGTERM passed on by memledger: it says so
+            return 128 + int(e.sigval)
     return 0
 
 
