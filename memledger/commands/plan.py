@@ -67,7 +67,7 @@ def plan(
     if json_:
         print_json(report.to_json_dict())
     else:
-        _render(report, budget, front)
+        _render(report, budget, front, share is not None)
         for line in report.time_caveats:   # as predict and compare say them
             console.print(line, style="yellow")
         if report.fits and report.policy != "none":
@@ -99,13 +99,13 @@ def _ms(s: float) -> str:
     return f"{s * 1e3:.1f}"
 
 
-def _render(report, budget: str, front: bool) -> None:
+def _render(report, budget: str, front: bool, shared: bool) -> None:
+    """`shared`: `budget` reads "32.2 MiB, 80% of the baseline", followed by the baseline."""
     if report.fits:
         console.print(f"[bold green]{report.policy}[/]")
         baseline = format_bytes(report.baseline_peak_bytes)
         console.print(f"  predicted peak {format_bytes(report.predicted_peak_bytes)} ≤ "
-                      + (f"{budget} {baseline}" if budget.endswith("baseline")
-                         else f"{budget} (baseline {baseline})"))
+                      + (f"{budget} {baseline}" if shared else f"{budget} (baseline {baseline})"))
         # a line of its own: beside the peak it wrapped its band onto a line at 80 columns
         console.print(f"  added time +{_ms(report.predicted_added_time_s)} ms per step "
                       f"(band {_ms(report.added_time_lo_s)}–{_ms(report.added_time_hi_s)})")

@@ -155,7 +155,7 @@ def repeated_blocks(led: Ledger) -> list[str]:
         if m:
             groups.setdefault(m["prefix"], []).append((int(m["index"]), p))
     groups = {k: v for k, v in groups.items() if len(v) >= 2}
-    calls = _Calls(sc)
+    calls = _CallSpans(sc)
     through = _through_uncalled(paths, calls)
     if not groups and not through:
         return []
@@ -164,7 +164,7 @@ def repeated_blocks(led: Ledger) -> list[str]:
     sv = led.saves
     if sv is not None and len(sv):   # Note [A block's saves, by its calls]
         sv = sv[sv["sid"].isin(saved.index)]
-        fw = _Calls(sc[(sc["ph"] != "backward") & ~sc["nograd"].fillna(False).astype(bool)]
+        fw = _CallSpans(sc[(sc["ph"] != "backward") & ~sc["nograd"].fillna(False).astype(bool)]
                     if "nograd" in sc else sc[sc["ph"] != "backward"])
         save_ev, save_sid = sv["ev"].to_numpy(dtype=np.int64), sv["sid"].to_numpy()
 
@@ -185,7 +185,7 @@ def repeated_blocks(led: Ledger) -> list[str]:
     return [p for _, p in sorted(best)]
 
 
-class _Calls:
+class _CallSpans:
     """The model's module calls by path: (ev0, ev1) spans, sorted by start."""
 
     def __init__(self, sc) -> None:
@@ -267,7 +267,7 @@ class _Calls:
 # of 427,932 (tests/clients/train_zuko.py, nsf). So an item counts as running around a
 # module only where one of its calls contains one of the module's (and, Note [A block's
 # saves, by its calls], a group is ranked by the saves made inside its members' calls).
-def _through_uncalled(paths: list[str], calls: _Calls) -> dict[tuple[str, str],
+def _through_uncalled(paths: list[str], calls: _CallSpans) -> dict[tuple[str, str],
                                                                 list[tuple[int, str]]]:
     """{(prefix, suffix): [(index, path)]}: called modules at `prefix.{index}.suffix`, where
     no call of `prefix.{index}` nor of any module between it and the called one contains a

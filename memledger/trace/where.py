@@ -20,19 +20,21 @@ import torch
 import memledger
 
 
+_TORCH = os.path.dirname(os.path.realpath(torch.__file__)) + os.sep
+_OURS = os.path.dirname(os.path.realpath(memledger.__file__)) + os.sep
+
+
 def _library_dirs() -> tuple[str, ...]:
-    dirs = {os.path.dirname(torch.__file__), os.path.dirname(memledger.__file__)}
+    dirs = {_TORCH, _OURS}
     paths = sysconfig.get_paths()
     for key in ("stdlib", "platstdlib", "purelib", "platlib"):
         if paths.get(key):
-            dirs.add(paths[key])
-    return tuple(os.path.realpath(d) + os.sep for d in dirs)
+            dirs.add(os.path.realpath(paths[key]) + os.sep)
+    return tuple(dirs)
 
 
 _LIBS = _library_dirs()
 _user_file: dict[str, bool] = {}
-_TORCH = os.path.dirname(os.path.realpath(torch.__file__)) + os.sep
-_OURS = os.path.dirname(os.path.realpath(memledger.__file__)) + os.sep
 
 
 def is_user_file(filename: str) -> bool:
