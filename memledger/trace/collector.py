@@ -97,6 +97,7 @@ from typing import Any, Callable, Iterable
 
 import torch
 from torch.nn.modules import module as nn_module
+from torch.nn.parameter import Parameter as _Parameter
 from torch.nn.parameter import UninitializedTensorMixin as _Uninitialized
 from torch.optim.optimizer import (
     register_optimizer_step_post_hook,
@@ -1809,7 +1810,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
             self._mark_inputs(kwargs.values())
         if self._phase == "backward":
             return
-        self._note_args(path, ev0, args, kwargs)
+        self._note_args(path, ev0, args, kwargs, module)
         sids = self._sids
         if written_arguments(versions):   # Note [State written outside a region]
             self.sink.write({"k": "stateful", "mod": path, "ev0": ev0, "ev1": self._ev,
@@ -1942,12 +1943,31 @@ class Collector(ShardingMixin, TorchDispatchMode):
     # (it reused the buffer): engine.py `_refuse_selective_reused`. A module that
     # registers a new buffer on every call re-makes it in the re-run as well: not refused.
 
-    def _note_args(self, path: str, ev0: int, args, kwargs) -> None:
+    # Note [Weights put in a module's parameters]
+    # A differentiable optimizer (torchopt's MetaSGD and MetaAdam) writes its new weights
+    # into the modules' `_parameters` as non-leaf tensors (`w1 = w0 - lr * g0`), and
+    # `torch.func.functional_call` hands a call its tensors the same way for the length of
+    # the call. measure's checkpoint keeps what the region's `_parameters` held at its call
+    # and puts it back for the re-run (Note [Parameters handed in], measure/apply.py), so
+    # the frame holds those tensors until the region's backward is done, as it holds the
+    # arguments. With MetaSGD the script lets go of a step's fast weights when the next
+    # inner step (or `recover_state_dict`) replaces them: a fast bias autograd never saved
+    # (256 B per Linear(64, 64)) was let go there in the replay and held by measure, 768 B
+    # under measured on three checkpointed blocks (tests/clients/train_torchopt.py,
+    # `--mode maml --inner 2`). They are written with the call's arguments, for every call
+    # whose subtree holds them (measure takes the whole subtree of the region); a model's
+    # own `nn.Parameter`s are skipped by type, one isinstance per parameter per call.
+    def _note_args(self, path: str, ev0: int, args, kwargs, module=None) -> None:
         """The storages a call was handed (not parameters or buffers): checkpoint keeps a
         region's arguments until its backward, even those autograd does not save (the
-        hidden states entering a frozen LoRA base model's block). For replay."""
+        hidden states entering a frozen LoRA base model's block), and the tensors put in
+        its modules' `_parameters` that are not the model's parameters (Note [Weights put
+        in a module's parameters]). For replay."""
         found = []
-        for t in _nested_tensors((*args, *(kwargs or {}).values())):
+        handed = () if module is None else [
+            t for m in module.modules() for t in m._parameters.values()
+            if t is not None and not isinstance(t, _Parameter)]
+        for t in (*_nested_tensors((*args, *(kwargs or {}).values())), *handed):
             sid = self._sids.get(storage_key(t), -1)
             if sid >= 0 and (sid, "parameter") not in self._roles_written and \
                     (sid, "buffer") not in self._roles_written:
