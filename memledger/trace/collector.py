@@ -712,6 +712,11 @@ class Collector(ShardingMixin, TorchDispatchMode):
         # saved storages something besides autograd still holds: sid -> [weakref, aliases
         # alive, their weakrefs] (Note [When a saved storage is released])
         self._held: dict[int, list] = {}
+        # those still held as a backward pass began, watched until the step's next pass:
+        # sid -> the same entry; and the events at which the script let go of them since
+        # (Note [Let go of between two backward passes])
+        self._held_over: dict[int, list] = {}
+        self._between: dict[int, int] = {}
         self._lent: dict[int, _Lent] = {}   # Note [A sparse gradient kept as made]
         self._aliases: dict[int, weakref.ref] = {}   # `_alias`: weakref id -> weakref
         self._mapped = MappedFiles()   # Note [Storages over a mapped file]
@@ -991,6 +996,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
             self._scalars.resolve()
         if self._held:
             self._check_released(ev)
+        if self._held_over and self._phase != "backward":
+            self._check_let_go_between(ev)
         self._setting = func is _SET_STORAGE or func is _SET_STORAGE0
         self._lifting = func is _LIFT_FRESH or self._setting
         if (_graph_task_id() != -1) != (self._phase == "backward"):
@@ -1318,6 +1325,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
         self._saved_mod.pop(sid, None)
         if self._held.pop(sid, None) is not None:   # freed while the script held it: it let
             self.sink.write({"k": "released", "sid": sid, "ev": ev})   # go at the free
+        if self._held_over.pop(sid, None) is not None and self._phase != "backward":
+            self._between[sid] = ev   # Note [Let go of between two backward passes]
         rec = {"k": "free", "sid": sid, "ev": ev, "last": self._last.pop(sid, -1)}
         if sid in self._attr_watch:   # a call's module attribute, freed inside the call
             self._attr_watch[sid] = rec["last"]
@@ -1576,7 +1585,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
                 self.sink.write({"k": "fwdlast", "sid": sid, "last": self._last.get(sid, -1)})
             for sid in self._held:   # still held by the script at backward: never released
                 self.sink.write({"k": "released", "sid": sid, "ev": -1})
-            self._held.clear()
+            self._pass_begins()
             # saves stay watched into backward (Note [A node a kept graph holds on]), but
             # not those an earlier pass left unread: read by none, freed with the graph
             self._bw_passes += 1
@@ -2280,6 +2289,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
         self._steps_done += 1
         self._step += 1
         self._makers.clear()
+        self._held_over.clear()   # Note [Let go of between two backward passes]: no pass
+        self._between.clear()     # of this step follows
         self._set_phase("other")
         self._write_scalars()
         self.sink.flush()
@@ -2405,6 +2416,13 @@ class Collector(ShardingMixin, TorchDispatchMode):
     # `torch.cat` saved twice on a branch no loss reaches) `offload:vq` 8,192 B under
     # measured, ResidualVQ `offload:vq` and `selective:vq` too.
     def _note_held(self, sid: int, t: torch.Tensor, alias: torch.Tensor) -> None:
+        if self._phase == "backward" and alias is not t and \
+                (entry := self._held_over.get(sid)) is not None:
+            # a graph-building pass saving a storage still watched: autograd's, not the
+            # script's (Note [Let go of between two backward passes])
+            entry[1] += 1
+            entry[2].append(weakref.ref(alias, functools.partial(_alias_gone, entry)))
+            return
         if self._phase == "backward" or (sid, "parameter") in self._roles_written or \
                 (sid, "buffer") in self._roles_written or alias is t:
             return   # (an alias that is the tensor itself adds no use)
@@ -2462,6 +2480,37 @@ class Collector(ShardingMixin, TorchDispatchMode):
                                  "ev": self._ev, "nth": entry[3]})
         except KeyboardInterrupt:  # Python would swallow it here: Note [One interrupt, ...]
             redeliver()
+
+    # Note [Let go of between two backward passes]
+    # A step may run several backward passes (MAML's inner steps, each an
+    # `autograd.grad(create_graph=True)`, then the outer loss's backward). A storage the
+    # script still holds as one pass begins is written `released` -1 (Note [When a saved
+    # storage is released]), yet the script may let go of it before the next pass, which
+    # reads it again: torchopt's MetaSGD keeps a step's fast weight `w1` in the module's
+    # `_parameters` through the next inner pass and replaces it by `w2` after, and the
+    # outer backward reads the saves of `w1` again. Offload moves such a storage's saves
+    # and the real run frees it when the script lets go of it; read as held to its
+    # baseline free (which the graph the inner pass built kept: it saved `w1` again), the
+    # replay kept it and its read-back copy both, 16,384 B per Linear(64, 64) weight over
+    # measured (tests/clients/train_torchopt.py `--mode maml --inner 2`, `offload:blocks.*`).
+    # So the storages held as a pass begins stay watched until the step's next pass begins
+    # (their saves in that graph-building pass counted as autograd's), and one let go of
+    # outside backward in between gets a `between` record (`sid`, `ev`), written as the
+    # next pass begins; none where no pass follows in the step (a loop's locals, let go
+    # of in the next step's forward, keep -1 and mean what they meant).
+    def _pass_begins(self) -> None:
+        for sid, ev in self._between.items():
+            self.sink.write({"k": "between", "sid": sid, "ev": ev})
+        self._between.clear()
+        self._held_over = dict(self._held)
+        self._held.clear()
+
+    def _check_let_go_between(self, ev: int) -> None:
+        for sid, (ref, packs, _) in list(self._held_over.items()):
+            st = ref()
+            if st is None or _use_count(st._cdata) <= 1 + packs:
+                del self._held_over[sid]
+                self._between[sid] = ev
 
     def _check_released(self, ev: int) -> None:
         for sid, (ref, packs, _) in list(self._held.items()):
