@@ -2187,7 +2187,10 @@ class Collector(ShardingMixin, TorchDispatchMode):
         if params is None:
             params = [p for m in self._roots.alive() for p in m.parameters()]
         for p in params:
-            if p.grad is not None:
+            # a module may hold a non-leaf in `_parameters` (MAML's fast weights, Note
+            # [Weights put in a module's parameters]): it has no `.grad`, and reading one
+            # warns in the script's output
+            if p.is_leaf and p.grad is not None:
                 self._role(p.grad, "gradient", self._param_names.get(id(p), ""))
             if p.__dict__:   # Note [Gradients a parameter holds by another name]
                 name = self._param_names.get(id(p), "")
