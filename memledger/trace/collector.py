@@ -164,6 +164,10 @@ _RF_EXIT = torch.ops.profiler._record_function_exit._RecordFunction
 _Tensor = torch.Tensor
 _no_dispatch = torch._C._DisableTorchDispatch
 _use_count = torch._C._storage_Use_Count
+# phases after which no backward pass of the step follows, or in which the script lets go
+# of nothing (backward): a storage held over is not checked in them (Note [Let go of
+# between two backward passes]), so a loop's optimizer step costs no check per op
+_NO_PASS_AHEAD = ("backward", "optimizer")
 _LIFT_FRESH = torch.ops.aten.lift_fresh.default
 _SET_STORAGE = torch.ops.aten.set_.source_Storage_storage_offset
 _SET_STORAGE0 = torch.ops.aten.set_.source_Storage
@@ -999,7 +1003,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
             self._scalars.resolve()
         if self._held:
             self._check_released(ev)
-        if self._held_over and self._phase != "backward":
+        if self._held_over and self._phase not in _NO_PASS_AHEAD:
             self._check_let_go_between(ev)
         self._setting = func is _SET_STORAGE or func is _SET_STORAGE0
         self._lifting = func is _LIFT_FRESH or self._setting
