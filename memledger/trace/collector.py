@@ -107,7 +107,7 @@ from torch.utils._python_dispatch import TorchDispatchMode, _get_current_dispatc
 
 from memledger.ledger.schema import SCHEMA, SHARED_MEMORY_OP, WRAPPED_NUMBER_OP
 from memledger.ledger.writer import Sink
-from memledger.trace.optimizer_like import optimizer_like_in_stack
+from memledger.trace.optimizer_like import optimizer_like_alive
 from memledger.trace.optimizer_state import held_tensors
 from memledger.trace.outside_state import (
     _MODULE_OWN,
@@ -1599,10 +1599,10 @@ class Collector(ShardingMixin, TorchDispatchMode):
             self._save_refs = {k: e for k, e in self._save_refs.items()
                                if e[5] >= 0 or e[4] == self._bw_passes - 1}
         else:  # backward just ended: the gradients now exist
-            if not self._steps_done and not self._looked_for_optimizer and \
-                    self._steps_by == "optimizer":   # Note [An optimizer torch's hooks do
-                self._looked_for_optimizer = True    # not see] (trace/optimizer_like.py)
-                self.optimizer_like = optimizer_like_in_stack()
+            if not self._steps_done and self._bw_passes == 2 and not self._looked_for_optimizer \
+                    and self._steps_by == "optimizer":   # Note [An optimizer torch's hooks
+                self._looked_for_optimizer = True        # do not see] (optimizer_like.py)
+                self.optimizer_like = optimizer_like_alive()
             self._unpacks_done(ev)
             self._set_phase(self._phase_between(), ev)
             self._mark_gradients()
