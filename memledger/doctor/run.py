@@ -15,6 +15,7 @@ from pathlib import Path
 from memledger.doctor.findings import DoctorReport
 from memledger.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, ScriptError
 from memledger.processes import dead_worker, run_worker
+from memledger.trace.optimizer_like import no_step_hint
 
 
 def diagnose_in_process(script: str | Path, argv: list[str], steps: int):
@@ -92,7 +93,9 @@ def _doctor_run(script: Path, argv: list[str], steps: int, ledger: Path | None,
             raise ScriptError(f"the doctor could not watch the script: {res['reason']}",
                               exit_code=res["code"])
         if res["steps"] == 0:
-            raise ScriptError("the script ran no optimizer step; the doctor checks training "
-                              "steps, so call optimizer.step() in the script",
-                              exit_code=EXIT_USAGE)
+            like = res.get("optimizer_like", "")
+            raise ScriptError("the script ran no optimizer step" + (
+                no_step_hint(like, doctor=True) if like else
+                "; the doctor checks training steps, so call optimizer.step() in the script"),
+                exit_code=EXIT_USAGE)
         return DoctorReport.model_validate(json.loads(report_path.read_text()))

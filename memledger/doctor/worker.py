@@ -84,12 +84,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.replicas:   # Note [Replicas that drift]: compared across ranks by the launcher
         with open(args.replicas, "w", encoding="utf-8") as fh:
             json.dump([r for r in probe.records if r.get("k") == "replica"], fh)
-    return _status(args.status, outcome.code, outcome.reason, report.steps)
+    return _status(args.status, outcome.code, outcome.reason, report.steps,
+                   probe.optimizer_like)
 
 
-def _status(path: str, code: int, reason: str, steps: int) -> int:
+def _status(path: str, code: int, reason: str, steps: int, optimizer_like: str = "") -> int:
+    # Note [An optimizer torch's hooks do not see] (trace/optimizer_like.py)
+    hint = {"optimizer_like": optimizer_like} if optimizer_like and not steps else {}
     with open(path, "w", encoding="utf-8") as fh:
-        json.dump({"code": code, "reason": reason, "steps": steps}, fh)
+        json.dump({"code": code, "reason": reason, "steps": steps, **hint}, fh)
     return code
 
 

@@ -675,7 +675,16 @@ def _released(led: Ledger, st: pd.DataFrame) -> np.ndarray:
         return np.full(len(st), -2, dtype=np.int64)
     rel = pd.DataFrame(recs, columns=["k", "sid", "ev"]).drop_duplicates(
         "sid", keep="first").set_index("sid")["ev"]
-    return rel.reindex(st.index).fillna(-2).to_numpy(dtype=np.int64)
+    out = rel.reindex(st.index).fillna(-2).to_numpy(dtype=np.int64)
+    # held as a backward pass began, let go of before the step's next pass (Note [Let go of
+    # between two backward passes] in trace/collector.py): released there
+    between = led.extra.get("between", [])
+    if between:
+        ev = pd.DataFrame(between, columns=["k", "sid", "ev"]).drop_duplicates(
+            "sid", keep="first").set_index("sid")["ev"]
+        ev = ev.reindex(st.index).fillna(-1).to_numpy(dtype=np.int64)
+        out = np.where((out == -1) & (ev >= 0), ev, out)
+    return out
 
 
 def _lent(led: Ledger, st: pd.DataFrame) -> dict[str, np.ndarray | None]:

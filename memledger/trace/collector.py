@@ -97,6 +97,7 @@ from typing import Any, Callable, Iterable
 
 import torch
 from torch.nn.modules import module as nn_module
+from torch.nn.parameter import Parameter as _Parameter
 from torch.nn.parameter import UninitializedTensorMixin as _Uninitialized
 from torch.optim.optimizer import (
     register_optimizer_step_post_hook,
@@ -106,6 +107,7 @@ from torch.utils._python_dispatch import TorchDispatchMode, _get_current_dispatc
 
 from memledger.ledger.schema import SCHEMA, SHARED_MEMORY_OP, WRAPPED_NUMBER_OP
 from memledger.ledger.writer import Sink
+from memledger.trace.optimizer_like import optimizer_like_alive
 from memledger.trace.optimizer_state import held_tensors
 from memledger.trace.outside_state import (
     _MODULE_OWN,
@@ -162,6 +164,10 @@ _RF_EXIT = torch.ops.profiler._record_function_exit._RecordFunction
 _Tensor = torch.Tensor
 _no_dispatch = torch._C._DisableTorchDispatch
 _use_count = torch._C._storage_Use_Count
+# phases after which no backward pass of the step follows, or in which the script lets go
+# of nothing (backward): a storage held over is not checked in them (Note [Let go of
+# between two backward passes]), so a loop's optimizer step costs no check per op
+_NO_PASS_AHEAD = ("backward", "optimizer")
 _LIFT_FRESH = torch.ops.aten.lift_fresh.default
 _SET_STORAGE = torch.ops.aten.set_.source_Storage_storage_offset
 _SET_STORAGE0 = torch.ops.aten.set_.source_Storage
@@ -711,6 +717,11 @@ class Collector(ShardingMixin, TorchDispatchMode):
         # saved storages something besides autograd still holds: sid -> [weakref, aliases
         # alive, their weakrefs] (Note [When a saved storage is released])
         self._held: dict[int, list] = {}
+        # those still held as a backward pass began, watched until the step's next pass:
+        # sid -> the same entry; and the events at which the script let go of them since
+        # (Note [Let go of between two backward passes])
+        self._held_over: dict[int, list] = {}
+        self._between: dict[int, int] = {}
         self._lent: dict[int, _Lent] = {}   # Note [A sparse gradient kept as made]
         self._aliases: dict[int, weakref.ref] = {}   # `_alias`: weakref id -> weakref
         self._mapped = MappedFiles()   # Note [Storages over a mapped file]
@@ -721,6 +732,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
         # after it was read (Note [A node a kept graph holds on])
         self._save_refs: dict[int, list] = {}
         self._bw_passes = 0
+        self._looked_for_optimizer = False
+        self.optimizer_like = ""   # Note [An optimizer torch's hooks do not see]
         # Note [Saved again by a graph-building backward]: sids the running node's ops saved
         # again, and the weak references to those saves
         self._saved_again: set[int] = set()
@@ -990,6 +1003,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
             self._scalars.resolve()
         if self._held:
             self._check_released(ev)
+        if self._held_over and self._phase not in _NO_PASS_AHEAD:
+            self._check_let_go_between(ev)
         self._setting = func is _SET_STORAGE or func is _SET_STORAGE0
         self._lifting = func is _LIFT_FRESH or self._setting
         if (_graph_task_id() != -1) != (self._phase == "backward"):
@@ -1317,6 +1332,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
         self._saved_mod.pop(sid, None)
         if self._held.pop(sid, None) is not None:   # freed while the script held it: it let
             self.sink.write({"k": "released", "sid": sid, "ev": ev})   # go at the free
+        if self._held_over.pop(sid, None) is not None and self._phase != "backward":
+            self._between[sid] = ev   # Note [Let go of between two backward passes]
         rec = {"k": "free", "sid": sid, "ev": ev, "last": self._last.pop(sid, -1)}
         if sid in self._attr_watch:   # a call's module attribute, freed inside the call
             self._attr_watch[sid] = rec["last"]
@@ -1575,13 +1592,17 @@ class Collector(ShardingMixin, TorchDispatchMode):
                 self.sink.write({"k": "fwdlast", "sid": sid, "last": self._last.get(sid, -1)})
             for sid in self._held:   # still held by the script at backward: never released
                 self.sink.write({"k": "released", "sid": sid, "ev": -1})
-            self._held.clear()
+            self._pass_begins()
             # saves stay watched into backward (Note [A node a kept graph holds on]), but
             # not those an earlier pass left unread: read by none, freed with the graph
             self._bw_passes += 1
             self._save_refs = {k: e for k, e in self._save_refs.items()
                                if e[5] >= 0 or e[4] == self._bw_passes - 1}
         else:  # backward just ended: the gradients now exist
+            if not self._steps_done and self._bw_passes == 2 and not self._looked_for_optimizer \
+                    and self._steps_by == "optimizer":   # Note [An optimizer torch's hooks
+                self._looked_for_optimizer = True        # do not see] (optimizer_like.py)
+                self.optimizer_like = optimizer_like_alive()
             self._unpacks_done(ev)
             self._set_phase(self._phase_between(), ev)
             self._mark_gradients()
@@ -1809,7 +1830,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
             self._mark_inputs(kwargs.values())
         if self._phase == "backward":
             return
-        self._note_args(path, ev0, args, kwargs)
+        self._note_args(path, ev0, args, kwargs, module)
         sids = self._sids
         if written_arguments(versions):   # Note [State written outside a region]
             self.sink.write({"k": "stateful", "mod": path, "ev0": ev0, "ev1": self._ev,
@@ -1942,12 +1963,31 @@ class Collector(ShardingMixin, TorchDispatchMode):
     # (it reused the buffer): engine.py `_refuse_selective_reused`. A module that
     # registers a new buffer on every call re-makes it in the re-run as well: not refused.
 
-    def _note_args(self, path: str, ev0: int, args, kwargs) -> None:
+    # Note [Weights put in a module's parameters]
+    # A differentiable optimizer (torchopt's MetaSGD and MetaAdam) writes its new weights
+    # into the modules' `_parameters` as non-leaf tensors (`w1 = w0 - lr * g0`), and
+    # `torch.func.functional_call` hands a call its tensors the same way for the length of
+    # the call. measure's checkpoint keeps what the region's `_parameters` held at its call
+    # and puts it back for the re-run (Note [Parameters handed in], measure/apply.py), so
+    # the frame holds those tensors until the region's backward is done, as it holds the
+    # arguments. With MetaSGD the script lets go of a step's fast weights when the next
+    # inner step (or `recover_state_dict`) replaces them: a fast bias autograd never saved
+    # (256 B per Linear(64, 64)) was let go there in the replay and held by measure, 768 B
+    # under measured on three checkpointed blocks (tests/clients/train_torchopt.py,
+    # `--mode maml --inner 2`). They are written with the call's arguments, for every call
+    # whose subtree holds them (measure takes the whole subtree of the region); a model's
+    # own `nn.Parameter`s are skipped by type, one isinstance per parameter per call.
+    def _note_args(self, path: str, ev0: int, args, kwargs, module=None) -> None:
         """The storages a call was handed (not parameters or buffers): checkpoint keeps a
         region's arguments until its backward, even those autograd does not save (the
-        hidden states entering a frozen LoRA base model's block). For replay."""
+        hidden states entering a frozen LoRA base model's block), and the tensors put in
+        its modules' `_parameters` that are not the model's parameters (Note [Weights put
+        in a module's parameters]). For replay."""
         found = []
-        for t in _nested_tensors((*args, *(kwargs or {}).values())):
+        handed = () if module is None else [
+            t for m in module.modules() for t in m._parameters.values()
+            if t is not None and not isinstance(t, _Parameter)]
+        for t in (*_nested_tensors((*args, *(kwargs or {}).values())), *handed):
             sid = self._sids.get(storage_key(t), -1)
             if sid >= 0 and (sid, "parameter") not in self._roles_written and \
                     (sid, "buffer") not in self._roles_written:
@@ -2158,7 +2198,10 @@ class Collector(ShardingMixin, TorchDispatchMode):
         if params is None:
             params = [p for m in self._roots.alive() for p in m.parameters()]
         for p in params:
-            if p.grad is not None:
+            # a module may hold a non-leaf in `_parameters` (MAML's fast weights, Note
+            # [Weights put in a module's parameters]): it has no `.grad`, and reading one
+            # warns in the script's output
+            if p.is_leaf and p.grad is not None:
                 self._role(p.grad, "gradient", self._param_names.get(id(p), ""))
             if p.__dict__:   # Note [Gradients a parameter holds by another name]
                 name = self._param_names.get(id(p), "")
@@ -2260,6 +2303,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
         self._steps_done += 1
         self._step += 1
         self._makers.clear()
+        self._held_over.clear()   # Note [Let go of between two backward passes]: no pass
+        self._between.clear()     # of this step follows
         self._set_phase("other")
         self._write_scalars()
         self.sink.flush()
@@ -2385,6 +2430,13 @@ class Collector(ShardingMixin, TorchDispatchMode):
     # `torch.cat` saved twice on a branch no loss reaches) `offload:vq` 8,192 B under
     # measured, ResidualVQ `offload:vq` and `selective:vq` too.
     def _note_held(self, sid: int, t: torch.Tensor, alias: torch.Tensor) -> None:
+        if self._phase == "backward" and alias is not t and \
+                (entry := self._held_over.get(sid)) is not None:
+            # a graph-building pass saving a storage still watched: autograd's, not the
+            # script's (Note [Let go of between two backward passes])
+            entry[1] += 1
+            entry[2].append(weakref.ref(alias, functools.partial(_alias_gone, entry)))
+            return
         if self._phase == "backward" or (sid, "parameter") in self._roles_written or \
                 (sid, "buffer") in self._roles_written or alias is t:
             return   # (an alias that is the tensor itself adds no use)
@@ -2442,6 +2494,37 @@ class Collector(ShardingMixin, TorchDispatchMode):
                                  "ev": self._ev, "nth": entry[3]})
         except KeyboardInterrupt:  # Python would swallow it here: Note [One interrupt, ...]
             redeliver()
+
+    # Note [Let go of between two backward passes]
+    # A step may run several backward passes (MAML's inner steps, each an
+    # `autograd.grad(create_graph=True)`, then the outer loss's backward). A storage the
+    # script still holds as one pass begins is written `released` -1 (Note [When a saved
+    # storage is released]), yet the script may let go of it before the next pass, which
+    # reads it again: torchopt's MetaSGD keeps a step's fast weight `w1` in the module's
+    # `_parameters` through the next inner pass and replaces it by `w2` after, and the
+    # outer backward reads the saves of `w1` again. Offload moves such a storage's saves
+    # and the real run frees it when the script lets go of it; read as held to its
+    # baseline free (which the graph the inner pass built kept: it saved `w1` again), the
+    # replay kept it and its read-back copy both, 16,384 B per Linear(64, 64) weight over
+    # measured (tests/clients/train_torchopt.py `--mode maml --inner 2`, `offload:blocks.*`).
+    # So the storages held as a pass begins stay watched until the step's next pass begins
+    # (their saves in that graph-building pass counted as autograd's), and one let go of
+    # outside backward in between gets a `between` record (`sid`, `ev`), written as the
+    # next pass begins; none where no pass follows in the step (a loop's locals, let go
+    # of in the next step's forward, keep -1 and mean what they meant).
+    def _pass_begins(self) -> None:
+        for sid, ev in self._between.items():
+            self.sink.write({"k": "between", "sid": sid, "ev": ev})
+        self._between.clear()
+        self._held_over = dict(self._held)
+        self._held.clear()
+
+    def _check_let_go_between(self, ev: int) -> None:
+        for sid, (ref, packs, _) in list(self._held_over.items()):
+            st = ref()
+            if st is None or _use_count(st._cdata) <= 1 + packs:
+                del self._held_over[sid]
+                self._between[sid] = ev
 
     def _check_released(self, ev: int) -> None:
         for sid, (ref, packs, _) in list(self._held.items()):

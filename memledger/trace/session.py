@@ -32,6 +32,7 @@ from memledger.ledger.writer import append_records
 from memledger.outputs import check_output, commit, partial_path
 from memledger.processes import dead_worker, start_worker
 from memledger.trace.interrupts import Forwarder
+from memledger.trace.optimizer_like import no_step_hint
 
 
 @dataclass
@@ -409,10 +410,11 @@ def _raise_for_ledger_pass(res: dict, out: Path, partial: Path, fake: bool,
             f"whole); ledger kept at {out}", exit_code=EXIT_USAGE)
     if res["steps"] == 0:
         raise ScriptError(
-            f"the script ran no optimizer step ({res.get('events', 0)} ops seen); for "
-            "evaluation, inference or a hand-written update count steps by forward passes "
-            f"(--steps-by forward) or trace the whole script (--steps-by whole); ledger kept "
-            f"at {out}",
+            f"the script ran no optimizer step ({res.get('events', 0)} ops seen)" + (
+                no_step_hint(res.get("optimizer_like", "")) or
+                "; for evaluation, inference or a hand-written update count steps by forward "
+                "passes (--steps-by forward) or trace the whole script (--steps-by whole)") +
+            f"; ledger kept at {out}",
             exit_code=EXIT_USAGE)
 
 

@@ -63,7 +63,8 @@ def _ledger_pass(args) -> int:
         collector.close("ok", "stopped after the requested steps (the script caught the stop)")
         sink.close()
         code, reason = _sink_status(sink, EXIT_OK, "stopped after the requested steps", args)
-        _write_status(args.status, code, reason, collector.steps_done, collector.events, guard)
+        _write_status(args.status, code, reason, collector.steps_done, collector.events, guard,
+                  getattr(collector, "optimizer_like", ""))
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(EXIT_OK)
@@ -99,7 +100,8 @@ def _ledger_pass(args) -> int:
     finally:
         sink.close()
     code, reason = _sink_status(sink, outcome.code, outcome.reason, args)
-    _write_status(args.status, code, reason, collector.steps_done, collector.events, guard)
+    _write_status(args.status, code, reason, collector.steps_done, collector.events, guard,
+                  getattr(collector, "optimizer_like", ""))
     return code
 
 
@@ -304,7 +306,7 @@ def _calibration_records(device: str) -> list[dict]:
 
 
 def _write_status(path: str | None, code: int, reason: str, steps: int, events: int,
-                  guard=None) -> None:
+                  guard=None, optimizer_like: str = "") -> None:
     if path:
         # under --nproc: when this rank stopped, and whether it ever joined a process group
         rank = {"t": time.time(), "dist": guard.saw_process_group} if hasattr(
@@ -313,8 +315,10 @@ def _write_status(path: str | None, code: int, reason: str, steps: int, events: 
         # (two plain writes once left `{...}{...}`, and the launcher failed with exit 70)
         from memledger.outputs import write_atomic
 
+        # Note [An optimizer torch's hooks do not see] (trace/optimizer_like.py)
+        hint = {"optimizer_like": optimizer_like} if optimizer_like and not steps else {}
         write_atomic(path, json.dumps({"code": code, "reason": reason, "steps": steps,
-                                       "events": events, **rank}), "status")
+                                       "events": events, **hint, **rank}), "status")
 
 
 def main(argv: list[str] | None = None) -> int:
