@@ -9,7 +9,7 @@ import typer
 from rich.markup import escape
 
 from memledger.commands.common import console, print_json
-from memledger.errors import PolicyError
+from memledger.errors import EXIT_USAGE, PolicyError, ScriptError
 from memledger.units import format_bytes
 
 
@@ -28,13 +28,23 @@ def measure(
     fake: Annotated[bool, typer.Option(hidden=True)] = False,
     nproc: Annotated[Optional[int], typer.Option(
         min=1, help="run SCRIPT on N ranks under torchrun: one result per rank")] = None,
+    steps_by: Annotated[str, typer.Option(
+        help="what ends a step, as `memledger trace --steps-by`: optimizer, forward "
+             "(evaluation, inference, a custom update) or whole (the whole script is the "
+             "one step profiled and timed; --steps and --time-steps are ignored)")]
+        = "optimizer",
 ) -> None:
     """Measured allocator peak and median step time of SCRIPT with POLICY applied."""
     if fake:
         from memledger.trace.fake_options import refuse_fake
         refuse_fake("measure")
+    from memledger.commands.trace import _steps_by
     from memledger.measure.runner import measure_script
     from memledger.replay.policies import policies_from_args
+
+    if _steps_by(steps_by) != "optimizer" and nproc:
+        raise ScriptError("--steps-by does not apply with --nproc (ranks are measured by "
+                          "their optimizer steps); drop it", exit_code=EXIT_USAGE)
 
     pols = policies_from_args(policy or ["none"])
     if len(pols) != 1:
@@ -46,7 +56,8 @@ def measure(
 
         measure_nproc(script, script_args or [], pols[0], nproc, steps, time_steps, json_)
         return
-    res = measure_script(script, script_args or [], pols[0], steps=steps, time_steps=time_steps)
+    res = measure_script(script, script_args or [], pols[0], steps=steps, time_steps=time_steps,
+                         steps_by=steps_by)
     if json_:
         print_json(res.to_json_dict())
         return

@@ -56,15 +56,21 @@ class MeasureResult(BaseModel):
 
 
 def measure_script(script: str | Path, argv: list[str], policy: Policy, steps: int = 3,
-                   time_steps: int = 5, quiet: bool = True) -> MeasureResult:
-    """Measure `policy` on `script`; raise PolicyError (2) or ScriptError (3) on failure."""
+                   time_steps: int = 5, quiet: bool = True,
+                   steps_by: str = "optimizer") -> MeasureResult:
+    """Measure `policy` on `script`; raise PolicyError (2) or ScriptError (3) on failure.
+    `steps_by`: what ends a step (trace/steps.py); "whole": the script is the one step,
+    profiled and timed."""
     script = check_script(script)
-    if steps < 1 or time_steps < 1:
+    if steps_by == "whole":
+        steps, time_steps = 1, 0
+    elif steps < 1 or time_steps < 1:
         raise ScriptError("--steps and --time-steps must be at least 1", exit_code=EXIT_USAGE)
     with tempfile.TemporaryDirectory(prefix="memledger-measure-") as tmp:
         out = Path(tmp) / "result.json"
         args = ["--out", str(out), "--policy", policy.text(), "--steps", str(steps),
-                "--time-steps", str(time_steps), str(script), "--", *argv]
+                "--time-steps", str(time_steps), "--steps-by", steps_by,
+                str(script), "--", *argv]
         returncode, output = run_worker("memledger.measure.worker", args,
                                         capture_output=quiet)
         if not out.exists():
@@ -72,11 +78,12 @@ def measure_script(script: str | Path, argv: list[str], policy: Policy, steps: i
                 sys.stderr.write(output.decode(errors="replace"))
             raise dead_worker(returncode, tmp)
         res = json.loads(out.read_text())
-    return result_from_worker(res, policy, steps, time_steps, output or None)
+    return result_from_worker(res, policy, steps, time_steps, output or None, steps_by)
 
 
 def result_from_worker(res: dict, policy: Policy, steps: int, time_steps: int,
-                       output: bytes | None = None) -> MeasureResult:
+                       output: bytes | None = None,
+                       steps_by: str = "optimizer") -> MeasureResult:
     """The MeasureResult of one worker's JSON (one rank's, under `--nproc`); raises on a
     failed run. `output`: the worker's captured output, shown when the script failed."""
     if res["code"] != EXIT_OK:
@@ -88,13 +95,15 @@ def result_from_worker(res: dict, policy: Policy, steps: int, time_steps: int,
             raise ScriptError(res["error"], exit_code=EXIT_INTERNAL)
         raise ScriptError(f"the script failed under {policy.text()!r}: {res['error']}",
                           exit_code=EXIT_SCRIPT_FAILED)
+    what = "steps (each ending at the model's next forward)" if steps_by == "forward" \
+        else "optimizer steps"
     if res["steps"] < steps:
-        raise ScriptError(f"the script ran {res['steps']} optimizer steps; measure needs "
+        raise ScriptError(f"the script ran {res['steps']} {what}; measure needs "
                           f"{steps} for the peak and more to time (pass e.g. -- --steps "
                           f"{steps + time_steps})", exit_code=EXIT_USAGE)
     times = res["step_times_s"]
     if not times:
-        raise ScriptError(f"the script ran only {res['steps']} optimizer steps, none left to "
+        raise ScriptError(f"the script ran only {res['steps']} {what}, none left to "
                           f"time; let it run {steps + time_steps} (e.g. -- --steps "
                           f"{steps + time_steps})", exit_code=EXIT_USAGE)
     return MeasureResult(policy=str(policy), peak_bytes=res["peak_bytes"],

@@ -33,6 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--policy", default="none")
     p.add_argument("--steps", type=int, default=3)
     p.add_argument("--time-steps", type=int, default=5)
+    p.add_argument("--steps-by", choices=("optimizer", "forward", "whole"), default="optimizer")
     p.add_argument("script")
     p.add_argument("argv", nargs=argparse.REMAINDER)
     args = p.parse_args(argv)
@@ -49,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     from memledger.trace.allocator import CpuProfilerProbe
     from memledger.trace.collector import StopTracing
     from memledger.trace.script import run_and_classify
-    from memledger.trace.steps import OptimizerSteps
+    from memledger.trace.steps import OptimizerSteps, StepCounter
 
     result: dict = {"policy": args.policy, "steps": 0, "peak_bytes": 0, "source": "",
                     "step_times_s": [], "step_cpu_s": [], "regions": [], "error": "", "code": EXIT_OK}
@@ -89,6 +90,9 @@ def main(argv: list[str] | None = None) -> int:
             torch.cuda.synchronize()
         now, cpu_now = time.perf_counter(), time.process_time()
         if state["n"] == args.steps:
+            if args.steps_by == "whole":   # the one step, profiled: its time is the script's
+                result["step_times_s"].append(now - state["t"])
+                result["step_cpu_s"].append(cpu_now - state["c"])
             finish_peak()
             now, cpu_now = time.perf_counter(), time.process_time()
         elif state["n"] > args.steps:
@@ -102,7 +106,11 @@ def main(argv: list[str] | None = None) -> int:
     if policy.parts:
         installer = install_policy(
             policy, on_applied=lambda h: result.update(regions=[r.path for r in h.regions]))
-    handle = OptimizerSteps(on_step)   # training steps, as trace counts them: trace/steps.py
+    # training steps as trace counts them, or (--steps-by) forwards or the whole script,
+    # as trace's passes count them: trace/steps.py
+    handle = OptimizerSteps(on_step) if args.steps_by == "optimizer" else \
+        StepCounter(args.steps_by, on_step)
+    state["t"], state["c"] = time.perf_counter(), time.process_time()
     if cuda:
         torch.cuda.reset_peak_memory_stats()
     else:
@@ -110,6 +118,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         outcome = run_and_classify(args.script, args.argv)
         code, reason = outcome.code, outcome.reason
+        if args.steps_by != "optimizer":
+            handle.script_ended()   # the open step ends with the script, as in trace
     finally:
         handle.remove()
         if state["profiling"]:

@@ -218,12 +218,23 @@ class OptimizerSteps:
 STEPS_BY = ("optimizer", "forward", "whole")
 
 
+# Note [A forward inside backward is no new step]
+# A checkpointed block runs its forward again inside backward, called at depth 0 (no module
+# call around it): counted as the model's next forward, it ended the step in the middle of
+# backward. `memledger measure --steps-by forward -p checkpoint:[0-2]` of a hand-written
+# update (tests/integration/test_steps_by.py) read a first-step peak of 106,704 B, the
+# backward's recompute cut off, where the ledger (no policy: no re-run) and the replay
+# said 126,608 B, and the measured peak grew to it only over three such "steps". A call
+# made while a backward pass runs (autograd's graph task) never begins a step.
+
+
 class StepCounter:
     """Calls `on_step()` at each step end for `by` in ("forward", "whole"); `remove()` takes
     its hooks off; `script_ended()` closes the open step unless `on_step` already stopped
     the script (it raised)."""
 
     def __init__(self, by: str, on_step) -> None:
+        import torch
         from torch.nn.modules import module as nn_module
 
         if by not in STEPS_BY[1:]:
@@ -231,6 +242,7 @@ class StepCounter:
         self.by, self._on_step = by, on_step
         self.forwards = 0
         self.stopped = False
+        self._graph_task = torch._C._current_graph_task_id   # -1: no backward running
         self._depth = 0
         self._handles = [] if by == "whole" else [
             nn_module.register_module_forward_pre_hook(internal(self._pre)),
@@ -244,7 +256,8 @@ class StepCounter:
             raise
 
     def _pre(self, module, args) -> None:
-        if self._depth == 0 and next(module.parameters(), None) is not None:
+        if self._depth == 0 and next(module.parameters(), None) is not None and \
+                self._graph_task() == -1:   # Note [A forward inside backward is no new step]
             if self.forwards:
                 self._fire()      # a new root forward: the previous step ended
             self.forwards += 1
