@@ -30,3 +30,29 @@ def test_segments_re_run_after_a_backward_inside_the_forward_are_forward_calls()
     assert sc["nograd"].tolist() == [True] * 3 + [False] * 3
     assert sc["ph"].tolist() == ["forward"] * 6
     assert predicted_peak(led, "offload:transformer.layers.0.1") == 117_068
+
+
+def test_the_doctor_finds_nothing_where_the_model_runs_backward_itself():
+    """The wrapper's memory replay backprop returns the sum of the segments' losses, each
+    backpropagated inside its forward with `retain_graph=True`; the script (the
+    repository's train.py) never calls backward. The doctor warned `unused_graph`: "`wrapper`
+    ran 2 forwards under gradients ... whose graph no backward used ... run it under
+    torch.no_grad()" (Note [A call that runs backward itself], trace/doctor_unused.py)."""
+    from tests.clients.harness import assert_one_doctor_error
+
+    assert_one_doctor_error("train_rmt.py", ["--mode", "mrbp", *TINY], 3, None, "")
+
+
+def test_a_batch_let_go_of_while_a_kept_graph_holds_it_leaves_under_offload():
+    """The repository's train.py sums the losses the wrapper returns, graphs and all
+    (`total_loss += loss`); tests/clients/train_kept_losses.py does that over 3
+    micro-batches with `backward(retain_graph=True)`, each batch `x` (40 x 32 fp32, 5,120 B)
+    in a variable until the next replaces it. The script held it as its backward began
+    (`released` -1), so the replay held it to its free, the step's end, where the kept
+    graph let go: `offload:*` predicted 133,668 B against 123,428 B measured (`memledger
+    measure --steps 1`), the two earlier batches. Under offload the graph holds the copy on
+    disk and the batch goes when the script lets go of it, the `unheld` record (Note [Let go
+    of after backward, while a kept graph holds it], trace/collector.py)."""
+    led = ledger_pass("train_kept_losses.py", [], steps=1)
+    assert len(led.extra["unheld"]) >= 2
+    assert predicted_peak(led, "offload:*") == 123_428
