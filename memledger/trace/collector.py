@@ -2367,6 +2367,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
                 alias._memledger_version = t._version   # Note [Saved and then changed]
                 # Note [Which save an unpack reads] (replay/prepared.py): this save's event
                 alias._memledger_sev = self._ev - 1
+                alias._memledger_nth = nth   # Note [Two saves at one event, read in one pass]
                 if self._phase != "backward":
                     ref = weakref.ref(alias, self._on_save_gone)
                     self._save_refs[id(ref)] = [ref, sid, self._ev - 1, nth,
@@ -2601,7 +2602,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
                 self._unpack_node, self._apply_end = node, self._ev
                 self._validated = False
             self._unpacks.append((sid, self._ev, getattr(t, "_memledger_sev", -1),
-                                  torch.is_grad_enabled()))
+                                  torch.is_grad_enabled(), getattr(t, "_memledger_nth", 0)))
         entry = self._save_refs.get(getattr(t, "_memledger_ref", -1))
         if entry is not None and entry[5] < 0:   # Note [A node a kept graph holds on]: the
             entry[5:] = self._unpack_node, self._bw_passes   # unpack its save pairs with
@@ -2615,10 +2616,12 @@ class Collector(ShardingMixin, TorchDispatchMode):
         with its frame still there, Note [When an unpacked tensor goes])."""
         end = self._apply_end
         rel = self._ev if rel is None else rel
-        for sid, ev, sev, graph in self._unpacks:
+        for sid, ev, sev, graph, nth in self._unpacks:
             rec = {"k": "unpack", "sid": sid, "ev": ev, "end": end, "rel": rel}
             if sev >= 0:   # Note [Which save an unpack reads] (replay/prepared.py)
                 rec["sev"] = sev
+                if nth:   # Note [Two saves at one event, read in one pass] (ledger/model.py)
+                    rec["nth"] = nth
             if graph:   # Note [Read by a backward that builds a graph]
                 rec["g"] = 1
             if sid in self._saved_again:

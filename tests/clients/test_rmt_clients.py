@@ -3,8 +3,8 @@ segments, memory tokens carried across them, and the wrapper's memory replay bac
 which calls `backward` itself, twice per segment, inside its forward.
 
 Measured (`memledger measure --steps 1`, hunt38d, 2026-12-05, torch 2.13.0 CPU) on
-`--mode mrbp --dim 16 --depth 1 --seq-len 8 --segments 3 --memory 2 --streams 1`:
-`offload:transformer.layers.0.1` 117,068 B.
+`--mode mrbp --dim 16 --depth 1 --seq-len 8 --segments 2 --memory 2` (4 hyper-connection
+streams): `offload:transformer.layers.0.0` 172,880 B.
 """
 
 import pytest
@@ -14,22 +14,27 @@ from tests.clients.harness import ledger_pass, predicted_peak
 pytest.importorskip("recurrent_memory_transformer_pytorch")
 pytestmark = pytest.mark.clients
 
-TINY = ["--dim", "16", "--depth", "1", "--seq-len", "8", "--segments", "3", "--memory", "2",
-        "--streams", "1"]
+TINY = ["--dim", "16", "--depth", "1", "--seq-len", "8", "--segments", "2", "--memory", "2"]
 
 
 def test_segments_re_run_after_a_backward_inside_the_forward_are_forward_calls():
-    """`memory_replay_backprop=True`: the wrapper's forward runs the 3 segments under
-    no_grad, then re-runs each with grad and calls `backward` on it, all inside its own
-    call. After the first backward the phase read "other", so the second and third re-runs
-    were no forward calls and predict's offload acted on one segment of three: 122,036 B
-    (the baseline) predicted against 117,068 B measured. Now 117,068 B (Note [A backward
-    called inside a forward], trace/collector.py)."""
+    """`memory_replay_backprop=True`: the wrapper's forward runs the 2 segments under
+    no_grad, then re-runs each with grad and calls `backward` twice on it
+    (`retain_graph=True` on the loss, then the memories' gradient), all inside its own call.
+
+    Two defects, each moving `offload:transformer.layers.0.0` (172,880 B measured):
+    after the first backward the phase read "other", so the second re-run was no forward
+    call and predict's offload acted on one segment of two: 223,948 B, the baseline (Note
+    [A backward called inside a forward], trace/collector.py). Then 174,896 B: the
+    hyper-connection's `Tanh` output, saved by the Tanh and by the `* scale` after it (both
+    recorded at the Tanh's event), read once each by the first backward, was taken as read
+    twice, and the second pass began inside the first (Note [Two saves at one event, read
+    in one pass], ledger/model.py)."""
     led = ledger_pass("train_rmt.py", ["--mode", "mrbp", *TINY], steps=1)
     sc = led.scopes[led.scopes["mod"] == "transformer"]
-    assert sc["nograd"].tolist() == [True] * 3 + [False] * 3
-    assert sc["ph"].tolist() == ["forward"] * 6
-    assert predicted_peak(led, "offload:transformer.layers.0.1") == 117_068
+    assert sc["nograd"].tolist() == [True] * 2 + [False] * 2
+    assert sc["ph"].tolist() == ["forward"] * 4
+    assert predicted_peak(led, "offload:transformer.layers.0.0") == 172_880
 
 
 def test_the_doctor_finds_nothing_where_the_model_runs_backward_itself():
