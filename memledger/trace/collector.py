@@ -740,8 +740,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
         # Note [When an unpacked tensor goes]: the node now unpacking, its unpacks, its end
         self._unpack_node = -1
         # (sid, event, its save's event, read by a graph-building backward: Note [Read by a
-        # backward that builds a graph])
-        self._unpacks: list[tuple[int, int, int, bool]] = []
+        # backward that builds a graph], the save's nth at its event)
+        self._unpacks: list[tuple[int, int, int, bool, int]] = []
         self._walking = False   # reading a kept tensor's graph: its unpacks are not backward's
         self._acast_pending: list[dict] = []   # casts autocast may cache, until read
         self._apply_end = 0
@@ -2523,7 +2523,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
     # save's alias is watched: its death is written as `again` (`sid`, `uev`: the unpack's
     # event, `ev`), which the ledger reads as the end of what that unpack read back.
     def _watch_saved_again(self, sid: int, alias: torch.Tensor) -> None:
-        for s, uev, _, _ in reversed(self._unpacks):
+        for s, uev, *_ in reversed(self._unpacks):
             if s == sid:
                 self._saved_again.add(sid)
                 ref = weakref.ref(alias, functools.partial(self._on_again_gone, sid, uev))
