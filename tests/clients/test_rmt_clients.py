@@ -41,11 +41,11 @@ def test_the_doctor_finds_nothing_where_the_model_runs_backward_itself():
     """The wrapper's memory replay backprop returns the sum of the segments' losses, each
     backpropagated inside its forward with `retain_graph=True`; the script (the
     repository's train.py) never calls backward. The doctor warned `unused_graph`: "`wrapper`
-    ran 2 forwards under gradients ... whose graph no backward used ... run it under
+    ran 1 forward under gradients in step 1 whose graph no backward used ... run it under
     torch.no_grad()" (Note [A call that runs backward itself], trace/doctor_unused.py)."""
     from tests.clients.harness import assert_one_doctor_error
 
-    assert_one_doctor_error("train_rmt.py", ["--mode", "mrbp", *TINY], 3, None, "")
+    assert_one_doctor_error("train_rmt.py", ["--mode", "mrbp", *TINY], 2, None, "")
 
 
 def test_a_batch_let_go_of_while_a_kept_graph_holds_it_leaves_under_offload():
