@@ -717,7 +717,7 @@ def _storages(by_kind: dict[str, list[Record]]) -> tuple[pd.DataFrame, pd.DataFr
     # `end`: when the node that unpacked it returned (Note [When an unpacked tensor goes] in
     # trace/collector.py); -1 in ledgers written before it was recorded
     up = _table(by_kind.pop("unpack", []), {"sid": None, "ev": None, "end": -1, "rel": -1,
-                                            "sev": -1, "g": 0})
+                                            "sev": -1, "g": 0, "nth": 0})
     _check_required("unpack", up, ("sid", "ev"))
     if len(up) and "again" in up and (up["again"] == 1).any():
         _held_by_new_graph(up, by_kind.pop("again", []), freed, df)
@@ -811,10 +811,21 @@ def _first_read_again(up: pd.DataFrame, n: np.ndarray, saves: np.ndarray,
     if "sev" not in up:
         return saves
     sev = up["sev"].fillna(-1).to_numpy(dtype=np.int64)
+    nth = up["nth"].fillna(0).to_numpy(dtype=np.int64) if "nth" in up else 0
     ph = np.array(sorted(int(r["ev"]) for r in phases), dtype=np.int64)
     phase = np.searchsorted(ph, up["ev"].to_numpy(dtype=np.int64), side="right")
-    again = pd.DataFrame({"sid": up["sid"].to_numpy(), "sev": sev, "phase": phase}) \
-        .duplicated() & (sev >= 0)
+    # Note [Two saves at one event, read in one pass]
+    # Saves are recorded at the event of the op before the one that saves them when that op
+    # saves its inputs before it runs: a `tanh` output saved by TanhBackward (after the
+    # tanh, at its event) and by the `h * scale` that follows (before the mul: at the
+    # tanh's event too), told apart by `nth`. Read by (sid, sev) alone, the mul's unpack
+    # in the first backward read as a second read of the tanh's save: the second pass
+    # began there, and under offload the first read-back copy was held over both passes
+    # (two backward passes through a residual block's (40, 64) fp32 tanh output:
+    # `offload:blocks.*` 10,240 B over measured; recurrent-memory-transformer's memory
+    # replay, whose hyper-connections save their `Tanh` outputs so, 4,416 B).
+    again = pd.DataFrame({"sid": up["sid"].to_numpy(), "sev": sev, "nth": nth,
+                          "phase": phase}).duplicated() & (sev >= 0)
     first = pd.Series(n[again.to_numpy()], index=up["sid"].to_numpy()[again.to_numpy()])
     first = first[~first.index.duplicated()]
     k = up["sid"].map(first).to_numpy()

@@ -49,10 +49,13 @@ that stored storages it made into an object it was handed, e.g. a KV cache: `mod
 `ev1`, `obj`, `sids`; Note [State written outside a region] in trace/outside_state.py),
 `released` (`sid`, `ev`: the first event at which only autograd held a saved storage, -1 if
 the script still held it at backward; Note [When a saved storage is released] in
-trace/collector.py) and `between` (`sid`, `ev`: a storage the script still held as one
+trace/collector.py), `between` (`sid`, `ev`: a storage the script still held as one
 backward pass began (`released` -1) and let go of at `ev`, outside backward, before the
-step's next pass; Note [Let go of between two backward passes] in trace/collector.py) and
-`acast` (`sid`: a parameter's low-precision copy that autocast keeps
+step's next pass; Note [Let go of between two backward passes] in trace/collector.py),
+`unheld` (`sid`, `ev`: one of those -1 storages, let go of by the script after a backward
+began while a graph the backward kept still held it; Note [Let go of after backward, while
+a kept graph holds it] in trace/collector.py) and `acast` (`sid`: a parameter's
+low-precision copy that autocast keeps
 in its cache to the exit of its outermost context; Note [Autocast's cache in a re-run] in
 trace/collector.py) and `unread` (`sid`, `sev`, `ev`: the save made at event `sev`, let go of
 by autograd before backward at `ev` without being unpacked: its node died with an output the

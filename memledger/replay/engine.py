@@ -813,7 +813,10 @@ def _movable(prep: Prepared) -> np.ndarray:
     the script let go of (`_offloaded`)."""
     if prep.released is None:
         return prep.cat == ACTIVATION
-    return (prep.cat == ACTIVATION) | ((prep.cat == INPUT) & (prep.released >= 0))
+    let_go = prep.released >= 0
+    if prep.unheld is not None:   # or let go of while a kept graph held it
+        let_go = let_go | (prep.unheld >= 0)
+    return (prep.cat == ACTIVATION) | ((prep.cat == INPUT) & let_go)
 
 
 # ---- stage 5: recompute segments and the renumbered stream (Rule 3) -----------------------
@@ -1041,6 +1044,11 @@ def _lifetimes(prep: Prepared, calls: _Calls, own: _Owners, seg: _Segments,
     cr, fr0, nb = prep.created, prep.freed, prep.nbytes
     held = _held(prep)
     fr = np.where((dropped | off) & ~held, own.fwd_end, fr0)   # a holder keeps what it holds
+    if prep.unheld is not None:
+        # the script let go of it while a kept graph held it, which now holds nothing of it
+        # (Note [Let go of after backward, while a kept graph holds it], trace/collector.py)
+        late = (dropped | off) & held & (prep.unheld >= 0)
+        fr = np.where(late, np.minimum(fr, prep.unheld), fr)
     fr = _held_by_dead_saves(prep, calls, fr, (dropped | off) & ~held)
     fr = _release_partly_saved(prep, calls, own, fr, dropped | off | held, in_save_list)
     # Rule 10, once per replay: what a re-run makes again and the script keeps

@@ -86,6 +86,10 @@ class Prepared:
     baseline_ledger_peak: int
     held: np.ndarray = None   # bool: kept alive by an object outside its call (a KV cache)
     released: np.ndarray = None  # int64: first event only autograd held it (-1: never, -2: ?)
+    # int64: for a storage `released` -1, the event the script let go of it while a graph the
+    # backward kept held it (-1: none; Note [Let go of after backward, while a kept graph
+    # holds it], trace/collector.py)
+    unheld: np.ndarray = None
     stashed_graph: np.ndarray = None   # bool: stashed, and its graph runs deeper than
                                        # leaves (trace/collector.py `_deep_graph`)
     acast: np.ndarray = None   # bool: a parameter's cast autocast keeps in its cache (Note
@@ -268,6 +272,7 @@ class Prepared:
                                      if "in" in r]),
             kept=tuple((str(r["mod"]), int(r["ev0"])) for r in led.extra.get("kept", [])),
             released=_released(led, st),
+            unheld=_unheld(led, st),
             **_lent(led, st),
             **_autocast_casts(led, st),
             stashed=st.index.isin([int(x) for r in led.extra.get("stash", [])
@@ -320,7 +325,7 @@ class Prepared:
                        and len(getattr(self, f.name)) == n and not f.name.endswith("_names")
                        and not f.name.startswith(not_per_storage)]
         out = dataclasses.replace(self, **{f: getattr(self, f)[keep] for f in per_storage})
-        for f in ("held", "released", "stashed", "stashed_graph"):
+        for f in ("held", "released", "unheld", "stashed", "stashed_graph"):
             if getattr(self, f) is not None:
                 setattr(out, f, getattr(self, f)[keep])
         if self.arg_row is not None:   # argument rows point into the kept storages now
@@ -685,6 +690,16 @@ def _released(led: Ledger, st: pd.DataFrame) -> np.ndarray:
         ev = ev.reindex(st.index).fillna(-1).to_numpy(dtype=np.int64)
         out = np.where((out == -1) & (ev >= 0), ev, out)
     return out
+
+
+def _unheld(led: Ledger, st: pd.DataFrame) -> np.ndarray | None:
+    """Per storage: the first `unheld` event (-1: none); None where the ledger has none."""
+    recs = led.extra.get("unheld", [])
+    if not recs:
+        return None
+    ev = pd.DataFrame(recs, columns=["k", "sid", "ev"]).drop_duplicates(
+        "sid", keep="first").set_index("sid")["ev"]
+    return ev.reindex(st.index).fillna(-1).to_numpy(dtype=np.int64)
 
 
 def _lent(led: Ledger, st: pd.DataFrame) -> dict[str, np.ndarray | None]:

@@ -722,6 +722,9 @@ class Collector(ShardingMixin, TorchDispatchMode):
         # (Note [Let go of between two backward passes])
         self._held_over: dict[int, list] = {}
         self._between: dict[int, int] = {}
+        # those still held by the script when a backward began, watched while autograd
+        # holds them too (Note [Let go of after backward, while a kept graph holds it])
+        self._held_past: dict[int, list] = {}
         self._lent: dict[int, _Lent] = {}   # Note [A sparse gradient kept as made]
         self._aliases: dict[int, weakref.ref] = {}   # `_alias`: weakref id -> weakref
         self._mapped = MappedFiles()   # Note [Storages over a mapped file]
@@ -734,6 +737,9 @@ class Collector(ShardingMixin, TorchDispatchMode):
         self._bw_passes = 0
         self._looked_for_optimizer = False
         self.optimizer_like = ""   # Note [An optimizer torch's hooks do not see]
+        # the phase and the module calls open when the running backward began (Note [A
+        # backward called inside a forward])
+        self._bw_from: tuple[str, int] = ("other", 0)
         # Note [Saved again by a graph-building backward]: sids the running node's ops saved
         # again, and the weak references to those saves
         self._saved_again: set[int] = set()
@@ -747,8 +753,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
         # Note [When an unpacked tensor goes]: the node now unpacking, its unpacks, its end
         self._unpack_node = -1
         # (sid, event, its save's event, read by a graph-building backward: Note [Read by a
-        # backward that builds a graph])
-        self._unpacks: list[tuple[int, int, int, bool]] = []
+        # backward that builds a graph], the save's nth at its event)
+        self._unpacks: list[tuple[int, int, int, bool, int]] = []
         self._walking = False   # reading a kept tensor's graph: its unpacks are not backward's
         self._acast_pending: list[dict] = []   # casts autocast may cache, until read
         self._apply_end = 0
@@ -1005,6 +1011,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
             self._check_released(ev)
         if self._held_over and self._phase not in _NO_PASS_AHEAD:
             self._check_let_go_between(ev)
+        if self._held_past:
+            self._check_let_go(ev)
         self._setting = func is _SET_STORAGE or func is _SET_STORAGE0
         self._lifting = func is _LIFT_FRESH or self._setting
         if (_graph_task_id() != -1) != (self._phase == "backward"):
@@ -1583,6 +1591,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
 
     def _switch_backward(self, ev: int) -> None:
         if self._phase != "backward":
+            self._bw_from = (self._phase, len(self._mod_stack))
             self._set_phase("backward", ev)
             self._makers.clear()   # only forward's writes count (Note [Written in place...])
             self._backward_sid = self._next_sid   # Note [A sparse gradient kept as made]
@@ -1592,7 +1601,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
                 self.sink.write({"k": "fwdlast", "sid": sid, "last": self._last.get(sid, -1)})
             for sid in self._held:   # still held by the script at backward: never released
                 self.sink.write({"k": "released", "sid": sid, "ev": -1})
-            self._pass_begins()
+            self._held_past.update(self._held)   # Note [Let go of after backward, ...]
+            self._pass_begins()   # (clears _held) Note [Let go of between two backward passes]
             # saves stay watched into backward (Note [A node a kept graph holds on]), but
             # not those an earlier pass left unread: read by none, freed with the graph
             self._bw_passes += 1
@@ -1604,7 +1614,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
                 self._looked_for_optimizer = True        # do not see] (optimizer_like.py)
                 self.optimizer_like = optimizer_like_alive()
             self._unpacks_done(ev)
-            self._set_phase(self._phase_between(), ev)
+            self._set_phase(self._phase_after_backward(), ev)
             self._mark_gradients()
 
     def _record_function(self, func, args) -> None:
@@ -1626,6 +1636,24 @@ class Collector(ShardingMixin, TorchDispatchMode):
     # after it returns. Backward's end and zero_grad's set the phase back to "optimizer"
     # there, not "other": the MLP trained that way peaked "at step 2 · other · div.Tensor
     # in the script" where the same loop written plainly peaks "in optimizer".
+    # Note [A backward called inside a forward]
+    # A module's forward may run backward itself and go on: recurrent-memory-transformer's
+    # wrapper with `memory_replay_backprop=True` runs every segment under no_grad, then,
+    # still inside its forward, re-runs each segment with grad (a call of its
+    # `transformer`) and calls `backward` twice per segment. Backward's end set the phase
+    # to "other", so each re-run after the first was no forward call: predict's
+    # `offload:transformer.layers.*.*` acted on one segment of three and read the
+    # baseline's 1,628,832 B where measure, which offloads every call, measured 733,040 B
+    # (2 layers, dim 32, 3 segments of 16 tokens). Where the call that was open when the
+    # backward began is still open when it ends, and that backward began in the forward
+    # (or the loss), the phase goes back to it. A backward started outside any module call
+    # (the script's `loss.backward()`, an optimizer's closure) ends as before.
+    def _phase_after_backward(self) -> str:
+        phase, depth = self._bw_from
+        if depth and len(self._mod_stack) >= depth and phase in ("forward", "loss"):
+            return phase
+        return self._phase_between()
+
     def _phase_between(self) -> str:
         """The phase after backward or zero_grad: "optimizer" inside an optimizer's step."""
         return "optimizer" if any(n.startswith("Optimizer.step#") for n in self._rf_stack) \
@@ -2384,6 +2412,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
                 alias._memledger_version = t._version   # Note [Saved and then changed]
                 # Note [Which save an unpack reads] (replay/prepared.py): this save's event
                 alias._memledger_sev = self._ev - 1
+                alias._memledger_nth = nth   # Note [Two saves at one event, read in one pass]
                 if self._phase != "backward":
                     ref = weakref.ref(alias, self._on_save_gone)
                     self._save_refs[id(ref)] = [ref, sid, self._ev - 1, nth,
@@ -2534,6 +2563,28 @@ class Collector(ShardingMixin, TorchDispatchMode):
                 if st is not None:
                     self.sink.write({"k": "released", "sid": sid, "ev": ev})
 
+    # Note [Let go of after backward, while a kept graph holds it]
+    # A storage the script holds as a backward begins is `released` -1: offload cannot free
+    # it in forward. Its free is where the last holder let go. Where autograd's graph
+    # outlives the backward (`retain_graph=True` and a loss the script keeps: the
+    # repository train.py of recurrent-memory-transformer sums each micro-batch's loss,
+    # graph and all), that last holder is the graph, and the free the step's end; under
+    # offload the graph holds the copy on disk, and the storage goes where the script let
+    # go of it. Three micro-batches of a (40, 32) fp32 batch `x` kept in a variable until
+    # the next batch: `offload:*` predicted 133,644 B against 123,404 B measured, the two
+    # earlier batches (5,120 B each) held to the step's end. So such storages stay
+    # watched after the backward began, while an alias of theirs lives, and the first event
+    # at which only autograd holds one is written as `unheld` (`sid`, `ev`). A storage the
+    # script and the graph let go of at once (a graph freed by its backward) writes none.
+    def _check_let_go(self, ev: int) -> None:
+        for sid, (ref, packs, _) in list(self._held_past.items()):
+            st = ref()
+            if st is None or packs <= 0:
+                del self._held_past[sid]   # freed, or autograd holds it no more
+            elif _use_count(st._cdata) <= 1 + packs:
+                del self._held_past[sid]
+                self.sink.write({"k": "unheld", "sid": sid, "ev": ev})
+
     # Note [Read by a backward that builds a graph]
     # `autograd.grad(..., create_graph=True)` runs backward with gradients on: the ops of each
     # node's formula go into a new graph, which saves what the node unpacked (TanhBackward0's
@@ -2555,7 +2606,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
     # save's alias is watched: its death is written as `again` (`sid`, `uev`: the unpack's
     # event, `ev`), which the ledger reads as the end of what that unpack read back.
     def _watch_saved_again(self, sid: int, alias: torch.Tensor) -> None:
-        for s, uev, _, _ in reversed(self._unpacks):
+        for s, uev, *_ in reversed(self._unpacks):
             if s == sid:
                 self._saved_again.add(sid)
                 ref = weakref.ref(alias, functools.partial(self._on_again_gone, sid, uev))
@@ -2634,7 +2685,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
                 self._unpack_node, self._apply_end = node, self._ev
                 self._validated = False
             self._unpacks.append((sid, self._ev, getattr(t, "_memledger_sev", -1),
-                                  torch.is_grad_enabled()))
+                                  torch.is_grad_enabled(), getattr(t, "_memledger_nth", 0)))
         entry = self._save_refs.get(getattr(t, "_memledger_ref", -1))
         if entry is not None and entry[5] < 0:   # Note [A node a kept graph holds on]: the
             entry[5:] = self._unpack_node, self._bw_passes   # unpack its save pairs with
@@ -2648,10 +2699,12 @@ class Collector(ShardingMixin, TorchDispatchMode):
         with its frame still there, Note [When an unpacked tensor goes])."""
         end = self._apply_end
         rel = self._ev if rel is None else rel
-        for sid, ev, sev, graph in self._unpacks:
+        for sid, ev, sev, graph, nth in self._unpacks:
             rec = {"k": "unpack", "sid": sid, "ev": ev, "end": end, "rel": rel}
             if sev >= 0:   # Note [Which save an unpack reads] (replay/prepared.py)
                 rec["sev"] = sev
+                if nth:   # Note [Two saves at one event, read in one pass] (ledger/model.py)
+                    rec["nth"] = nth
             if graph:   # Note [Read by a backward that builds a graph]
                 rec["g"] = 1
             if sid in self._saved_again:

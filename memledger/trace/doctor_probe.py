@@ -350,7 +350,8 @@ class DoctorProbe(TorchFunctionMode):
         # Note [Tensors only the garbage collector frees]
         self._garbage = GarbageWatch(collections)
         # Note [A graph no backward used]
-        self._unused = UnusedGraphWatch(self.records, lambda: self._train_steps + 1)
+        self._unused = UnusedGraphWatch(self.records, lambda: self._train_steps + 1,
+                                        lambda: self._bw)
         # training steps, by the rule every other pass uses (trace/steps.py): two
         # optimizers after one backward, or a GAN's, step once per iteration
         self._step_rule = OptimizerSteps(self._training_step_ended, hooks=False)

@@ -42,10 +42,12 @@ class UnusedGraphWatch:
     """Kept by the doctor's probe: appends `unused_graph` records to `records` while
     entered; `step()` gives the training step running."""
 
-    def __init__(self, records: list[dict[str, Any]], step: Callable[[], int]) -> None:
-        self.records, self.step = records, step
+    def __init__(self, records: list[dict[str, Any]], step: Callable[[], int],
+                 backwards: Callable[[], int] = lambda: 0) -> None:
+        self.records, self.step, self.backwards = records, step, backwards
         self.active = False
         self._depth = 0
+        self._backwards_at_call = 0   # Note [A call that runs backward itself]
         self._handles: list[Any] = []
 
     def __enter__(self) -> "UnusedGraphWatch":
@@ -63,6 +65,8 @@ class UnusedGraphWatch:
         self._handles = []
 
     def _pre(self, module: nn.Module, args: Any) -> None:
+        if not self._depth:
+            self._backwards_at_call = self.backwards()
         self._depth += 1
 
     def _post(self, module: nn.Module, args: Any, output: Any) -> None:
@@ -70,6 +74,8 @@ class UnusedGraphWatch:
         if self._depth or not torch.is_grad_enabled() or \
                 torch._C._current_graph_task_id() != -1 or type(module) is _PARAMETRIZED:
             return   # a parametrization's call is a weight read (`spectral_norm`), no forward
+        if self.backwards() != self._backwards_at_call:
+            return   # Note [A call that runs backward itself]
         nodes = {id(n): n for n in (t.grad_fn for t in _tensors_in(output)) if n is not None}
         if not nodes:
             return
@@ -78,7 +84,18 @@ class UnusedGraphWatch:
         call = _Call(self, {"k": "unused_graph", "step": self.step(),
                             "var": user_name_of(module)[0], "cls": type(module).__name__,
                             "training": bool(module.training), "file": file, "line": line,
-                            # Note [A library's call no backward used]
+                            # Note [A call that runs backward itself]
+# A module may run backward inside its own forward and return a loss that still carries the
+# graph it backpropagated: recurrent-memory-transformer's wrapper with
+# `memory_replay_backprop=True` re-runs each segment, calls `backward(retain_graph=True)`
+# on its weighted loss and returns their sum, as the repository's train.py uses it (the
+# script sums the returned losses and steps; it never calls backward). The sum's own node
+# never runs, so the watch read "`wrapper` ran 4 forwards under gradients in step 1, 2
+# whose graph no backward used ... run it under torch.no_grad()", advice that would stop
+# the training. A top-level call during which the probe saw a backward begin is not
+# judged: its graph's nodes below the returned sum are the ones that backward ran.
+
+# Note [A library's call no backward used]
                             "via": library_caller(f)})
         for n in nodes.values():
             try:
