@@ -115,3 +115,27 @@ def test_measure_counts_steps_as_trace_did(tmp_path, capsys):
     assert whole["peak_bytes"] == 116_760   # the baseline's peak: every step alike
     assert main(["measure", str(script), "--steps-by", "forward", "--nproc", "2"]) == 2
     assert "--steps-by does not apply with --nproc" in capsys.readouterr().err
+
+
+OWN_CHECKPOINT = CUSTOM_UPDATE.replace(
+    "model = torch.nn.Sequential(*[", "from torch.utils.checkpoint import checkpoint\n"
+    "class Ckpt(torch.nn.Sequential):\n"
+    "    def forward(self, x):\n"
+    "        for b in self[:-1]:\n"
+    "            x = checkpoint(b, x, use_reentrant=False)\n"
+    "        return self[-1](x)\n"
+    "model = Ckpt(*[")
+
+
+def test_a_scripts_own_checkpoint_ends_no_step_in_the_allocator_pass(tmp_path):
+    """The allocator pass counts `--steps-by forward` steps with the same StepCounter:
+    the script's own checkpointed blocks, re-run inside backward, ended its first step
+    there, and its peak read 104.2 KiB against the ledger's 126,608 B (Note [A forward
+    inside backward is no new step])."""
+    script = tmp_path / "own.py"
+    script.write_text(textwrap.dedent(OWN_CHECKPOINT))
+    out = tmp_path / "own.ledger"
+    assert main(["trace", str(script), "--steps-by", "forward", "--steps", "1", "--no-timing",
+                 "-o", str(out)]) == 0
+    led = Ledger.load(out)
+    assert led.peak().bytes == led.measured["peak_bytes"] == 126_608
