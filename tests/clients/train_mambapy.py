@@ -29,6 +29,9 @@ Modes (`--mode`):
 - `tbptt`: truncated backpropagation through time over one long stream: each step runs
   the next `--seq-len` tokens through `step` from the caches the previous chunk left,
   detached.
+- `generate`: no training: `LM.generate`'s loop (prompt, then top-k sampling, one
+  `model.step` per token under `no_grad`) for `--steps` new tokens; trace it with
+  `--steps-by forward` (a step per token: each `step` call) or `--steps-by whole`.
 """
 
 import argparse
@@ -91,7 +94,8 @@ class PatchClassifier(nn.Module):
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--mode", default="pscan",
-                   choices=["pscan", "seq", "lm", "jamba", "vim", "step", "tbptt"])
+                   choices=["pscan", "seq", "lm", "jamba", "vim", "step", "tbptt",
+                            "generate"])
     p.add_argument("--steps", type=int, default=3)
     p.add_argument("--seq-len", type=int, default=16)
     p.add_argument("--autocast", action="store_true", help="the forward under bf16 autocast")
@@ -104,7 +108,7 @@ def main() -> None:
         model = Regressor(MambaConfig(d_model=D_MODEL, n_layers=N_LAYERS,
                                       pscan=args.mode == "pscan"))
         opt = torch.optim.Adam(model.parameters(), lr=1e-3)
-    elif args.mode in ("lm", "step", "tbptt"):
+    elif args.mode in ("lm", "step", "tbptt", "generate"):
         LM = import_lm()
         model = LM(MambaConfig(d_model=D_MODEL, n_layers=N_LAYERS), vocab_size=VOCAB)
         opt = model.configure_optimizers(weight_decay=0.1, learning_rate=1e-3,
@@ -120,6 +124,9 @@ def main() -> None:
         model = PatchClassifier(L)
         opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
 
+    if args.mode == "generate":
+        generate(model, torch.randint(1, VOCAB, (1, 4), generator=gen), args.steps, gen)
+        return
     model.train()
     if args.mode == "tbptt":
         train_tbptt(args, model, opt, gen, L)
@@ -187,6 +194,24 @@ def train_tbptt(args, model, opt, gen, L: int) -> None:
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         print(f"step {step}  loss {loss.item():.4f}")
+
+
+def generate(model, input_ids: torch.Tensor, num_tokens: int, gen) -> None:
+    """`LM.generate` without its tokenizer: the prompt, then `num_tokens` sampled tokens
+    (top-k 8), one `model.step(token, caches)` per position under `no_grad`."""
+    model.eval()
+    caches = [(None, torch.zeros(1, model.config.d_inner, model.config.d_conv - 1))
+              for _ in range(model.config.n_layers)]
+    for i in range(input_ids.size(1) + num_tokens - 1):
+        with torch.no_grad():
+            next_token_logits, caches = model.step(input_ids[:, i], caches)
+        if i + 1 >= input_ids.size(1):
+            probs = F.softmax(next_token_logits, dim=-1)
+            values, _ = torch.topk(probs, k=8)
+            probs[probs < values[:, -1, None]] = 0
+            next_token = torch.multinomial(probs / probs.sum(1, keepdim=True), 1, generator=gen)
+            input_ids = torch.cat([input_ids, next_token], dim=1)
+    print("generated", input_ids.tolist())
 
 
 if __name__ == "__main__":
