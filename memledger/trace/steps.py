@@ -224,9 +224,10 @@ STEPS_BY = ("optimizer", "forward", "whole")
 # trace/roots.py). mambapy's language model generates through `LM.step(token, caches)`,
 # once per token, which calls `embedding`, then each layer's `norm`, `in_proj`, `conv1d`,
 # `x_proj`, `dt_proj`, `out_proj`, then `norm_f` and `lm_head`; each of those began a
-# forward, so `--steps-by forward --steps 3` of a loop over `step` stopped after the first
-# token's embedding, first norm and first in_proj (a ledger of 98 events, peak 38.1 KiB,
-# where three tokens' steps peak at 53.7 KiB). A top-level call that a method of a module
+# forward, so `--steps-by forward --steps 3` of its generation loop stopped after the
+# first token's embedding, first norm and first in_proj (99 events, peak 36,896 B), where
+# three tokens are 413 events and peak at 53,476 B (tests/clients/train_mambapy.py
+# --mode generate, both passes agreeing each time). A top-level call that a method of a module
 # holding it makes begins a forward only when it is the first part that owner's methods
 # called: its next call is the method's next pass (`embedding` once per token; diffusers'
 # `vae.encode(x)` then `vae.decode(z)` is one forward per `encoder` call). Both passes
