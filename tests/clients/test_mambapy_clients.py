@@ -13,7 +13,7 @@ recurrent `step` method never calls its layers: a policy on them is refused by b
 
 import pytest
 
-from tests.clients.harness import ledger_pass, run_client
+from tests.clients.harness import ledger_pass, predicted_peak, run_client
 
 pytest.importorskip("mambapy")
 pytestmark = pytest.mark.clients
@@ -30,19 +30,26 @@ def test_generation_through_the_models_step_method_is_a_step_per_token():
     assert led.peak().bytes == 53_476
 
 
-def test_layers_run_through_their_step_method_are_refused_in_code_the_user_can_write():
+def test_a_model_trained_through_step_its_layers_refused_its_norms_priced():
     """Trained through `LM.step`, the layers are never called: predict (and measure) refuse
-    a policy on them with the advice to call the module itself, which read
-    "(`self.0(x)`)" for an item of a ModuleList; now `self.layers[0](x)`."""
+    a policy on them with the advice to call the module itself, which read "(`self.0(x)`)"
+    for an item of a ModuleList; now `self.layers[0](x)`. Under muP the RMSNorms hold no
+    parameters, and each layer's `norm`, called by `ResidualBlock.step` after the previous
+    part's call ended the forward phase, was in the loss phase: predict refused
+    `checkpoint:mamba.layers.*.norm` ("matches no module") while measure ran it, 375,100 B
+    (`offload:` 333,884 B; `memledger measure --steps 2`); priced so now (Note [Module
+    calls in the loss phase], replay/prepared.py)."""
+    from memledger.errors import PolicyError
     from memledger.replay.policies import parse_policy
     from memledger.replay.predict import predict
-    from memledger.errors import PolicyError
 
-    led = ledger_pass("train_mambapy.py", ["--mode", "step", "--seq-len", "2"], steps=1)
+    led = ledger_pass("train_mambapy.py", ["--mode", "step", "--mup", "--seq-len", "4"])
     with pytest.raises(PolicyError) as refused:
         predict(led, [parse_policy("checkpoint:mamba.layers.*")], bandwidth=1e9)
     assert "(`self.layers[0].forward(x)`)" in str(refused.value)
     assert "call the module itself (`self.layers[0](x)`)" in str(refused.value)
+    assert predicted_peak(led, "checkpoint:mamba.layers.*.norm") == 375_100
+    assert predicted_peak(led, "offload:mamba.layers.*.norm") == 333_884
 
 
 def test_the_parallel_scans_saved_clone_is_predicted_to_the_byte():

@@ -99,6 +99,8 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=3)
     p.add_argument("--seq-len", type=int, default=16)
     p.add_argument("--autocast", action="store_true", help="the forward under bf16 autocast")
+    p.add_argument("--mup", action="store_true",
+                   help="muP (MambaConfig(mup=True)): RMSNorms without gains, muP's groups")
     args = p.parse_args()
     torch.manual_seed(0)
     gen = torch.Generator().manual_seed(0)
@@ -106,11 +108,12 @@ def main() -> None:
 
     if args.mode in ("pscan", "seq"):
         model = Regressor(MambaConfig(d_model=D_MODEL, n_layers=N_LAYERS,
-                                      pscan=args.mode == "pscan"))
+                                      pscan=args.mode == "pscan", mup=args.mup))
         opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     elif args.mode in ("lm", "step", "tbptt", "generate"):
         LM = import_lm()
-        model = LM(MambaConfig(d_model=D_MODEL, n_layers=N_LAYERS), vocab_size=VOCAB)
+        model = LM(MambaConfig(d_model=D_MODEL, n_layers=N_LAYERS, mup=args.mup),
+                   vocab_size=VOCAB)
         opt = model.configure_optimizers(weight_decay=0.1, learning_rate=1e-3,
                                          betas=(0.9, 0.95), device_type="cpu")
     elif args.mode == "jamba":
