@@ -196,11 +196,12 @@ class Prepared:
         # between its parts: each top-level part call's end begins the loss (the collector
         # cannot see the method return), and a part without parameters called next stays
         # in it. `def run(self, x): return self.out(self.act(self.inp(x)))` had its `act`
-        # (GELU, Dropout, Softplus) refused by predict, "matches no module; the modules the
-        # traced forward called are inp, out", while measure ran `checkpoint:act` (91,400
-        # B) and `offload:act` (78,404 B). Calls of the loss phase are the policies' too
-        # (a loss module the model holds, Lightning's `self.loss_fn`, alike); not those of
-        # backward (re-runs) or between steps.
+        # (GELU, Dropout, Softplus; 64 x 32 -> 64 -> 8) refused by predict, "matches no
+        # module; the modules the traced forward called are inp, out", while measure ran
+        # `checkpoint:act` (91,400 B) and `offload:act` (78,404 B), predicted so now
+        # (mambapy's muP norms alike: docs/accuracy.md). Calls of the loss phase are the
+        # policies' too (a loss module the model holds, Lightning's `self.loss_fn`,
+        # alike); not those of backward (re-runs) or between steps.
         sc = sc[sc["ph"].isin(("forward", "loss"))] if len(sc) else sc
         cls_col = sc["cls"] if "cls" in sc else pd.Series([""] * len(sc))
         steps_ns = led.steps["ns"].to_numpy(dtype=np.int64) if len(led.steps) else \

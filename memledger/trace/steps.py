@@ -227,12 +227,13 @@ STEPS_BY = ("optimizer", "forward", "whole")
 # forward, so `--steps-by forward --steps 3` of its generation loop stopped after the
 # first token's embedding, first norm and first in_proj (99 events, peak 36,896 B), where
 # three tokens are 413 events and peak at 53,476 B (tests/clients/train_mambapy.py
-# --mode generate, both passes agreeing each time). A top-level call that a method of a module
-# holding it makes begins a forward only when it is the first part that owner's methods
-# called: its next call is the method's next pass (`embedding` once per token; diffusers'
-# `vae.encode(x)` then `vae.decode(z)` is one forward per `encoder` call). Both passes
-# count so (ForwardStarts, here). Known limitation: a first part its method calls again
-# within one pass (a loop over a cell) still begins a forward per call.
+# --mode generate; both passes agreed each time). A top-level call that a method of a
+# module holding it makes begins a forward only when it is the first part that owner's
+# methods called: its next call is the method's next pass (`embedding` once per token; by
+# the same rule diffusers' `vae.encode(x)` then `vae.decode(z)` is one forward per
+# `encoder` call). Both passes count so (ForwardStarts, here). Known limitation: a first
+# part its method calls again within one pass (a loop over a cell) still begins a forward
+# per call.
 class ForwardStarts:
     """Whether a top-level module call begins a forward (Note [A forward through the
     model's methods]): not when a method of a module holding it made the call and an
