@@ -75,6 +75,10 @@ def check(
     steps: Annotated[Optional[int], typer.Option(
         help=f"optimizer steps to trace a script for (default: budget's, else {DEFAULT_STEPS})")]
         = None,
+    steps_by: Annotated[str, typer.Option(
+        help="what ends a step, as `memledger trace --steps-by`: optimizer, forward "
+             "(evaluation, inference) or whole (the whole script; --steps is ignored)")]
+        = "optimizer",
     output: Annotated[Optional[Path], typer.Option(
         "-o", "--output", help="keep the traced ledger here (default: a temporary file)")] = None,
     measure: Annotated[Optional[bool], typer.Option(
@@ -106,6 +110,7 @@ def check(
 
     with _errors_reported(junit, markdown_, target):
         _check_outputs(target, output, junit, markdown_)
+        _check_steps_by(steps_by, target, nproc, no_findings)
         flags: dict = {"peak": budget, "categories": _pairs(category, "category"),
                        "phases": _pairs(phase, "phase"), "steps": steps,
                        "fake": fake or None, "device": device}
@@ -143,9 +148,10 @@ def check(
                     # peaks and traced step times only: Note [Memory-only traces]
                     res = trace_script(target, script_args or [], out, measure=measure,
                                        steps=bud.steps or DEFAULT_STEPS, fake=bud.fake,
-                                       device=bud.device, timing=False)
+                                       device=bud.device, timing=False, steps_by=steps_by)
                 asked = bud.steps or DEFAULT_STEPS
-                if res.steps < asked:   # the first step's peak has no optimizer state yet
+                if res.steps < asked and steps_by == "optimizer":   # the first step's peak
+                    # has no optimizer state yet (an inference script's forwards are all run)
                     raise BudgetError(
                         f"the script ended after {res.steps} of the {asked} steps check "
                         "traces: a peak of fewer steps than asked can pass a change that is "
@@ -183,6 +189,26 @@ def check(
             raise CheckFailed(f"over budget: {len(result.violations)} of "
                               f"{count(len(result.limits), 'limit')} exceeded ({', '.join(v.limit for v in result.violations)})")
         _fail_on_findings(doc, no_findings)
+
+
+def _check_steps_by(steps_by: str, target: Path, nproc: int | None,
+                    no_findings: bool) -> None:
+    """`--steps-by` as `memledger trace` takes it, where it applies: the refusal of a script
+    without an optimizer step names it, and `check` had no such option (an inference
+    script's budget could not be checked)."""
+    from memledger.commands.trace import _steps_by
+
+    if _steps_by(steps_by) == "optimizer":
+        return
+    if nproc:
+        raise BudgetError("--steps-by does not apply with --nproc (ranks are checked by their "
+                          "optimizer steps); drop it")
+    if target.suffix != ".py":
+        raise BudgetError(f"{target} is a ledger: --steps-by applies when tracing a .py "
+                          "script; check the script, or drop it")
+    if no_findings:
+        raise BudgetError("--no-findings runs the doctor, which checks training steps "
+                          "(optimizer.step()); drop --steps-by, or --no-findings")
 
 
 # ---- doctor findings (`--no-findings`) ------------------------------------------------------

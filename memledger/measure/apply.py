@@ -114,6 +114,7 @@ class PolicyHandle:
     # path -> (parameter, its version) when the policy went on, for `idle_part` (Note
     # [Modules run through another method], replay/policies.py)
     versions: dict[str, list[tuple[weakref.ref, int]]] = field(default_factory=dict)
+    used: set[str] = field(default_factory=set)   # paths `note_used` found used
 
     @property
     def model(self) -> nn.Module | None:
@@ -141,11 +142,25 @@ class PolicyHandle:
         for part in self.policy.parts:
             paths = [r.path for r in self.regions if r.part is part]
             if paths and not any(self.forwards[p].ran for p in paths if p in self.forwards):
-                used = [p for p in paths if self._used(p)]
+                used = [p for p in paths if p in self.used or self._used(p)]
                 if used:
                     return PolicyError(uncalled_message(part.selector, used, []))
                 return PolicyError(idle_modules_message(part.selector, paths))
         return None
+
+    # Note [Parameters used while the model lived]
+    # `idle_part` runs as the policy comes off, when the script has ended; a model local to
+    # the script's `main()` is gone by then, its parameters' weak references dead, and
+    # every region read as unused: mambapy's `dt_proj`, whose weight the mixer multiplies
+    # by hand (`self.dt_proj.weight @ delta`) and never calls, was refused as "never ran in
+    # the steps (the script's input never reaches them ...)" where predict said it runs
+    # through another method. Each optimizer step (its pre-hook, gradients in place) notes
+    # the regions whose parameters were used so far.
+    def note_used(self) -> None:
+        """At an optimizer step: remember the regions whose parameters were used so far."""
+        for path in self.versions:
+            if path not in self.used and self._used(path):
+                self.used.add(path)
 
     def _used(self, path: str) -> bool:
         """Whether a parameter of the module at `path` got a gradient or was written (by an
@@ -878,6 +893,8 @@ class PolicyInstaller:
         self._first = gen
 
     def _step(self, optimizer, args, kwargs) -> None:
+        if self.applied is not None:   # Note [Parameters used while the model lived]
+            self.applied.note_used()
         if self._roots.decided:
             return
         moved = self._roots.on_step(optimizer)

@@ -452,7 +452,7 @@ def uncalled_message(sel: str, paths: list[str], near: list[str]) -> str:
     [Modules run through another method], Note [Modules whose forward is called
     directly])."""
     alt = f"; modules around it that did run: {', '.join(near)}" if near else ""
-    leaf = paths[0].rsplit(".", 1)[-1]
+    leaf = _attribute(paths[0])
     return (f"selector {sel!r} matches {_listed(paths)}, never called as a module: the code "
             f"runs its work through another of its methods (`{paths[0]}.inverse(x)`, "
             f"`{paths[0]}.encode(x)`) "
@@ -461,6 +461,15 @@ def uncalled_message(sel: str, paths: list[str], near: list[str]) -> str:
             f"the trace's among them, see none of these, so the trace cannot tell where its "
             f"work begins and ends, and a policy acts on a module's call; select modules "
             f"inside it that run as calls, or call the module itself (`self.{leaf}(x)`){alt}")
+
+
+def _attribute(path: str) -> str:
+    """How the module's parent reaches it in code: `blocks` for `enc.blocks`, `layers[0]`
+    for `mamba.layers.0`, an item of a ModuleList (`self.0(x)` is no Python)."""
+    parts = path.split(".")
+    if parts[-1].isdigit() and len(parts) > 1:
+        return f"{parts[-2]}[{parts[-1]}]"
+    return parts[-1]
 
 
 def _beside_the_model(selector: str, others: Iterable[str]) -> str:

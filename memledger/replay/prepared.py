@@ -194,7 +194,19 @@ class Prepared:
             fwd = fl.reindex(st.index).fillna(-1).to_numpy(dtype=np.int64)
         saved_last = (st["saved_last_ev"] if "saved_last_ev" in st else st["saved_ev"])
         sc = led.scopes
-        sc = sc[sc["ph"] == "forward"] if len(sc) else sc
+        # Note [Module calls in the loss phase]
+        # A policy acts on every call of its modules' forward (measure wraps it), in the
+        # loss phase too, and a model run through a method of its own is in that phase
+        # between its parts: each top-level part call's end begins the loss (the collector
+        # cannot see the method return), and a part without parameters called next stays
+        # in it. `def run(self, x): return self.out(self.act(self.inp(x)))` had its `act`
+        # (GELU, Dropout, Softplus; 64 x 32 -> 64 -> 8) refused by predict, "matches no
+        # module; the modules the traced forward called are inp, out", while measure ran
+        # `checkpoint:act` (91,400 B) and `offload:act` (78,404 B), predicted so now
+        # (mambapy's muP norms alike: docs/accuracy.md). Calls of the loss phase are the
+        # policies' too (a loss module the model holds, Lightning's `self.loss_fn`,
+        # alike); not those of backward (re-runs) or between steps.
+        sc = sc[sc["ph"].isin(("forward", "loss"))] if len(sc) else sc
         cls_col = sc["cls"] if "cls" in sc else pd.Series([""] * len(sc))
         steps_ns = led.steps["ns"].to_numpy(dtype=np.int64) if len(led.steps) else \
             np.zeros(0, dtype=np.int64)

@@ -126,7 +126,7 @@ from memledger.trace.external import external
 from memledger.trace.gc_window import GcWindow, garbage_sids
 from memledger.trace.mapped import MappedFiles
 from memledger.trace.interrupts import redeliver
-from memledger.trace.steps import StepBoundary
+from memledger.trace.steps import ForwardStarts, StepBoundary
 from memledger.trace.resize import StorageResizeWatch
 from memledger.trace.rng_state import OP as _RNG_STATE_OP
 from memledger.trace.rng_state import RngStateWatch
@@ -669,6 +669,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
         self._garbage_end: list[int] | None = None   # listed as the last step ended
         self._steps_by = steps_by    # what ends a step: trace/steps.py, STEPS_BY
         self._forwards = 0           # root forwards begun (steps_by="forward")
+        self._forward_starts = ForwardStarts()
         # Storages (by _cdata) alive before tracing began. Only keys: holding the tensors
         # would keep them alive. One seen later is recorded as live from event 0.
         self._pre_existing = pre_existing if isinstance(pre_existing, FirstUse) \
@@ -1698,8 +1699,9 @@ class Collector(ShardingMixin, TorchDispatchMode):
             self._end_step()   # optimizers: ends when the next forward begins (not LBFGS's
         if is_root:            # closure, in step()); later steps as OptimizerSteps ends them
             has_params = next(module.parameters(), None) is not None
-            if has_params and self._steps_by == "forward":
-                if self._forwards:
+            if has_params and self._steps_by == "forward" and \
+                    self._forward_starts.begins(module):   # Note [A forward through the
+                if self._forwards:                        # model's methods], trace/steps.py
                     self._end_step()       # a new root forward: the previous step ended
                 self._forwards += 1
             if has_params or self._opens_forward(module):

@@ -228,6 +228,45 @@ STEPS_BY = ("optimizer", "forward", "whole")
 # made while a backward pass runs (autograd's graph task) never begins a step.
 
 
+# Note [A forward through the model's methods]
+# A model the script runs only through a method of its own is never called itself: each
+# part the method calls is a top-level call (Note [A model called through its methods],
+# trace/roots.py). mambapy's language model generates through `LM.step(token, caches)`,
+# once per token, which calls `embedding`, then each layer's `norm`, `in_proj`, `conv1d`,
+# `x_proj`, `dt_proj`, `out_proj`, then `norm_f` and `lm_head`; each of those began a
+# forward, so `--steps-by forward --steps 3` of its generation loop stopped after the
+# first token's embedding, first norm and first in_proj (99 events, peak 36,896 B), where
+# three tokens are 413 events and peak at 53,476 B (tests/clients/train_mambapy.py
+# --mode generate; both passes agreed each time). A top-level call that a method of a
+# module holding it makes begins a forward only when it is the first part that owner's
+# methods called: its next call is the method's next pass (`embedding` once per token; by
+# the same rule diffusers' `vae.encode(x)` then `vae.decode(z)` is one forward per
+# `encoder` call). Both passes count so (ForwardStarts, here). Known limitation: a first
+# part its method calls again within one pass (a loop over a cell) still begins a forward
+# per call.
+class ForwardStarts:
+    """Whether a top-level module call begins a forward (Note [A forward through the
+    model's methods]): not when a method of a module holding it made the call and an
+    earlier call through that module's methods was of another part."""
+
+    def __init__(self) -> None:
+        from memledger.trace.roots import ByModule
+
+        self._first = ByModule()   # owner -> weakref of the first part its methods called
+
+    def begins(self, module) -> bool:
+        from memledger.trace.roots import method_owner
+
+        owner = method_owner(module)
+        if owner is None:
+            return True
+        first = self._first.get(owner)
+        if first is None or first() is None:
+            self._first[owner] = weakref.ref(module)
+            return True
+        return first() is module
+
+
 class StepCounter:
     """Calls `on_step()` at each step end for `by` in ("forward", "whole"); `remove()` takes
     its hooks off; `script_ended()` closes the open step unless `on_step` already stopped
@@ -241,6 +280,7 @@ class StepCounter:
             raise ValueError(f"StepCounter counts by forward or whole, not {by!r}")
         self.by, self._on_step = by, on_step
         self.forwards = 0
+        self._starts = ForwardStarts()
         self.stopped = False
         self._graph_task = torch._C._current_graph_task_id   # -1: no backward running
         self._depth = 0
@@ -257,7 +297,8 @@ class StepCounter:
 
     def _pre(self, module, args) -> None:
         if self._depth == 0 and next(module.parameters(), None) is not None and \
-                self._graph_task() == -1:   # Note [A forward inside backward is no new step]
+                self._graph_task() == -1 and self._starts.begins(module):   # Notes [A forward
+            # inside backward is no new step], [A forward through the model's methods]
             if self.forwards:
                 self._fire()      # a new root forward: the previous step ended
             self.forwards += 1

@@ -216,3 +216,31 @@ def test_a_script_that_ends_before_the_steps_asked_is_not_checked(tmp_path):
     assert r.returncode == 2, r.stderr
     assert "the script ended after 1 of the 3 steps check traces" in r.stderr
     assert "--steps 1" in r.stderr and "<error" in (tmp_path / "j.xml").read_text()
+
+
+EVAL = """
+import torch
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(64, 32), torch.nn.ReLU(), torch.nn.Linear(32, 8))
+with torch.no_grad():
+    for i in range(4):
+        out = model(torch.randn(16, 64))
+"""
+# parameters: 64*32*4 + 32*4 + 32*8*4 + 8*4 = 9376 bytes; a batch 16*64*4 = 4096 bytes
+
+
+def test_an_inference_script_is_checked_by_its_forwards(tmp_path, capsys):
+    """A script without optimizer.step() was refused with "count steps by forward passes
+    (--steps-by forward) or trace the whole script (--steps-by whole)", options `check`
+    did not have ("No such option: --steps-by"): an inference script's budget could not
+    be checked. Now it takes them, and refuses them where they do not apply."""
+    script = tmp_path / "infer.py"
+    script.write_text(EVAL)
+    assert main(["check", str(script), "--steps-by", "forward", "--steps", "2", "--budget",
+                 "1MiB", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["ok"] and 9376 + 4096 <= d["peak_bytes"] < 1 << 20
+    assert main(["check", str(script), "--steps-by", "whole", "--budget", "9376B"]) == 1
+    assert main(["check", str(script), "--steps-by", "forward", "--no-findings",
+                 "--budget", "1MiB"]) == 2
+    assert "--no-findings runs the doctor" in capsys.readouterr().err

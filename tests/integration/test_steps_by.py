@@ -139,3 +139,47 @@ def test_a_scripts_own_checkpoint_ends_no_step_in_the_allocator_pass(tmp_path):
                  "-o", str(out)]) == 0
     led = Ledger.load(out)
     assert led.peak().bytes == led.measured["peak_bytes"] == 126_608
+
+
+class _Recurrent(torch.nn.Module):
+    """A model generated from through a method of its own (as mambapy's `LM.step`): the
+    model itself is never called; its method calls three parts per token."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = torch.nn.Embedding(10, 8)
+        self.cell = torch.nn.Linear(16, 8)
+        self.head = torch.nn.Linear(8, 10)
+
+    def step(self, token, h):
+        h = torch.tanh(self.cell(torch.cat([self.embed(token), h], -1)))
+        return self.head(h), h
+
+
+def _generate(model, tokens: int) -> None:
+    h, token = torch.zeros(1, 8), torch.tensor([1])
+    with torch.no_grad():
+        for _ in range(tokens):
+            logits, h = model.step(token, h)
+            token = logits.argmax(-1)
+
+
+def test_a_model_run_through_its_method_is_a_forward_per_call():
+    """Note [A forward through the model's methods] (trace/steps.py): each of `step`'s
+    three top-level part calls began a forward, in both passes: 4 tokens ticked 11 steps
+    (12 with the script's end), now 3 (4). The ledger pass with 2 steps ended after the
+    first token's `embed` and `cell` (steps ending at events 3 and 6, 7 events), now
+    after the second token's `head` (events 9 and 17, 18 events)."""
+    ticks = []
+    counter = StepCounter("forward", lambda: ticks.append(len(ticks) + 1))
+    _generate(_Recurrent(), 4)
+    counter.script_ended()
+    assert ticks == [1, 2, 3, 4]
+
+    import memledger
+
+    model = _Recurrent()
+    with memledger.trace(steps_by="forward", max_steps=2) as led:
+        _generate(model, 4)
+    assert led.steps["ev"].tolist() == [9, 17] and led.n_events == 18
+    assert led.scopes["mod"].tolist() == ["embed", "cell", "head"] * 2

@@ -79,3 +79,38 @@ def test_a_policy_that_fits_no_model_yet_keeps_no_frame_alive():
         assert installer.error is None and installer.applied is not None
     finally:
         installer.remove()
+
+
+class _ByHand(nn.Module):
+    """mambapy's MambaBlock: `dt_proj`'s weight and bias are used by hand, the module is
+    never called."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.inp, self.dt_proj = nn.Linear(8, 8), nn.Linear(8, 8)
+
+    def forward(self, x):
+        return self.inp(x) @ self.dt_proj.weight.t() + self.dt_proj.bias
+
+
+def test_a_region_used_by_hand_in_a_model_gone_at_the_end_is_refused_for_that():
+    """Note [Parameters used while the model lived] (measure/apply.py): the model local to
+    the script's `main()` was gone when the policy came off, its parameters' weak
+    references dead, and measure refused `checkpoint:dt_proj` as "never ran in the steps
+    (the script's input never reaches them ...)"; predict says the module runs through
+    another method, and measure now says the same."""
+    def main() -> None:
+        model = _ByHand()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for _ in range(2):
+            model(torch.randn(4, 8)).sum().backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+
+    installer = install_policy(parse_policy("checkpoint:dt_proj"))
+    try:
+        main()
+    finally:
+        installer.remove()
+    assert "never called as a module: the code runs its work through another of its " \
+        "methods" in str(installer.error), installer.error
