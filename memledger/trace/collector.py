@@ -115,6 +115,7 @@ from memledger.trace.outside_state import (
     argument_versions,
     attribute_tensors,
     paired_hooks,
+    watch_routed_outputs,
     storage_key,
     written_arguments,
     written_state,
@@ -708,6 +709,9 @@ class Collector(ShardingMixin, TorchDispatchMode):
         self._attr_sids: list[dict] = []      # and its module's tensor attributes' sids
         self._attr_watch: dict[int, int] = {}  # those sids -> last use, when freed before
         #                                        the call ends (-1: live or never used)
+        # (module, path, ev0, ev1) of the last call of a module with forward hooks of its
+        # own, for `_routed` (Note [A backward hook made by hand], trace/outside_state.py)
+        self._hooked_call: tuple | None = None
         # saved storages something besides autograd still holds: sid -> [weakref, aliases
         # alive, their weakrefs] (Note [When a saved storage is released])
         self._held: dict[int, list] = {}
@@ -1773,6 +1777,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
             self._set_phase("loss")
 
     def _call_begin(self, module, args) -> None:
+        if module._forward_hooks:   # Note [A backward hook made by hand] (outside_state.py)
+            watch_routed_outputs(module, self._only_ours(self._routed))
         self._sid_marks.append(self._next_sid)   # storages made from here on: this call's
         self._arg_versions.append(argument_versions(args, None) if self._phase != "backward"
                                   else [])
@@ -1817,6 +1823,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
         if paired_hooks(module):   # Note [Hooks paired across forward and backward]
             self.sink.write({"k": "stateful", "mod": path, "ev0": ev0, "ev1": self._ev,
                              "obj": PAIRED_HOOKS, "sids": []})
+        if module._forward_hooks:   # its own hooks run after this one: `_routed` judges
+            self._hooked_call = (module, path, ev0, self._ev)
         for obj, keys in written_state(args, kwargs,
                                        lambda k: sids.get(k, -1) >= first_new):
             # Note [State written outside a region] (memledger/trace/outside_state.py)
@@ -1842,6 +1850,15 @@ class Collector(ShardingMixin, TorchDispatchMode):
             if module._buffers else []
         if kept:   # Note [A buffer a call makes and later calls reuse]
             self.sink.write({"k": "kept", "mod": path, "ev0": ev0, "sids": kept})
+
+    def _routed(self, module) -> None:
+        """The call `_call_end` just ended handed its outputs through an autograd Function
+        of its own hooks' (Note [A backward hook made by hand] in trace/outside_state.py)."""
+        call, self._hooked_call = self._hooked_call, None
+        if call is not None and call[0] is module and self._phase != "backward" and \
+                self._handles:   # the watch outlives the trace: nothing once it ended
+            self.sink.write({"k": "stateful", "mod": call[1], "ev0": call[2], "ev1": call[3],
+                             "obj": PAIRED_HOOKS, "sids": []})
 
     def _replaced_own_state(self, module, before: dict[str, int], first_new: int,
                             ev0: int) -> bool:

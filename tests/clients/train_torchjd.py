@@ -30,6 +30,10 @@ Modes (`--mode`):
   `UPGradWeighting`, `losses.backward(weights)`).
 - `iwmtl`: instance-wise multi-task learning with the autogram engine on the shared trunk
   (a [16, 2] matrix of losses).
+
+`--no-batch-dim`: the autogram engine with `batch_dim=None` (each hooked layer's Jacobian by
+`autograd.grad` inside backward); with `batch_dim=0` it takes them by `torch.func.vjp`, which
+refuses the saved-tensor hooks memledger traces with, so `trace` stops in one line there.
 """
 
 import argparse
@@ -77,6 +81,7 @@ def main() -> None:
     p.add_argument("--mode", default="jd", choices=MODES)
     p.add_argument("--steps", type=int, default=3)
     p.add_argument("--depth", type=int, default=2)
+    p.add_argument("--no-batch-dim", action="store_true")
     args = p.parse_args()
     torch.manual_seed(0)
     gen = torch.Generator().manual_seed(0)
@@ -93,10 +98,11 @@ def main() -> None:
                      else torch.optim.SGD(model.parameters(), lr=0.1))
     aggregator = {"mean": Mean(), "mgda": MGDA()}.get(mode, UPGrad())
     weighting = UPGradWeighting()
+    batch_dim = None if args.no_batch_dim else 0
     if mode == "autogram":
-        engine = Engine(model, batch_dim=0)
+        engine = Engine(model, batch_dim=batch_dim)
     elif mode == "iwmtl":
-        engine = Engine(trunk, batch_dim=0)
+        engine = Engine(trunk, batch_dim=batch_dim)
     per_example = nn.MSELoss(reduction="none")
     loss_fn = nn.MSELoss()
 
