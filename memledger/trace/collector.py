@@ -121,6 +121,7 @@ from memledger.trace.outside_state import (
     written_state,
 )
 from memledger.trace.compiled import compiled_backend, eager_stance
+from memledger.trace.param_attrs import watch_parameter_attributes
 from memledger.trace.external import external
 from memledger.trace.gc_window import GcWindow, garbage_sids
 from memledger.trace.mapped import MappedFiles
@@ -801,6 +802,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
             nn_module.register_module_forward_hook(ours(self._module_post), always_call=True),
             register_optimizer_step_pre_hook(ours(self._opt_pre)),
             register_optimizer_step_post_hook(ours(self._opt_post)),
+            # Note [A parameter's gradients, as they are set] (trace/param_attrs.py)
+            watch_parameter_attributes(ours(self._gradient_attribute)),
         ]
         self._saved_hooks.__enter__()
         self._resize_watch.__enter__()
@@ -2187,6 +2190,13 @@ class Collector(ShardingMixin, TorchDispatchMode):
             p = ref()
             if p is not None and p.grad is not None:
                 self._role(p.grad, "gradient", name)
+
+    def _gradient_attribute(self, p: torch.Tensor, attr: str, t: torch.Tensor) -> None:
+        """`p.<attr> = t`, a gradient by another name (Note [A parameter's gradients, as
+        they are set], trace/param_attrs.py)."""
+        if type(t) in self.PLAIN_TYPES:
+            name = self._param_names.get(id(p), "")
+            self._role(t, "gradient", f"{name}.{attr}" if name else "")
 
     def _opt_pre(self, opt: torch.optim.Optimizer, args, kwargs) -> None:
         if not self._nested_step() and self._steps.pre(opt) and \

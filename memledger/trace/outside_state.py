@@ -66,7 +66,7 @@ a forward pass without an associated backward pass"). A checkpoint re-run fires 
 again and the new node is never reached (torch's checkpoint keeps only what the re-run
 saves), so the script fails in its first backward; predict had priced
 `checkpoint:blocks.*` of tests/clients/train_torchjd.py `--mode autogram --no-batch-dim`
-at 771,624 B while measure ended with the script's ValueError (exit 3). Whether a hook does
+at 546,508 B (2 steps) while measure ended with the script's ValueError (exit 3). Whether a hook does
 this is only seen by running it: `watch_routed_outputs` puts one hook of ours before the
 module's own and one after them (torch runs global hooks first, then the module's own in
 order), and a call whose tensor outputs leave the module's own hooks with the grad_fn of

@@ -82,6 +82,7 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=3)
     p.add_argument("--depth", type=int, default=2)
     p.add_argument("--no-batch-dim", action="store_true")
+    p.add_argument("--batch", type=int, default=BATCH)
     args = p.parse_args()
     torch.manual_seed(0)
     gen = torch.Generator().manual_seed(0)
@@ -107,9 +108,9 @@ def main() -> None:
     loss_fn = nn.MSELoss()
 
     for step in range(args.steps):
-        x = torch.randn(BATCH, IN, generator=gen)
-        y1 = torch.randn(BATCH, generator=gen)
-        y2 = torch.randn(BATCH, generator=gen)
+        x = torch.randn(args.batch, IN, generator=gen)
+        y1 = torch.randn(args.batch, generator=gen)
+        y2 = torch.randn(args.batch, generator=gen)
         if mode in ("jd", "mean"):
             out = model(x)
             losses = [loss_fn(out[:, 0], y1), loss_fn(out[:, 1], y2)]

@@ -1,0 +1,74 @@
+"""torchjd (tests/clients/train_torchjd.py): Jacobian descent, where the loop never calls
+`loss.backward()`: `autojac.backward(losses)` keeps each parameter's Jacobian in `p.jac`,
+`jac_to_grad(params, aggregator)` aggregates it into `.grad`; the autogram engine hooks the
+layers and takes a Gramian inside backward.
+
+Measured once (`tests/clients/harness.py run_client`, 2 steps, hunt38b, 2026-12-05): the
+ledger explains every byte in every mode (`jd` 177,068 B, `mtl` 178,204 B, `iwrm`
+1,158,344 B, `gramian` 770,184 B, `autogram --no-batch-dim` 528,204 B); checkpoint,
+selective and offload of `blocks.*` predicted = measured in `jd`, `mtl`, `iwrm` and
+`gramian` (775,240 / 777,288 / 770,184 B there).
+"""
+
+import pytest
+
+from tests.clients.harness import ledger_pass, run_client
+
+pytest.importorskip("torchjd")
+pytestmark = pytest.mark.clients
+
+# parameters of `Net(depth=2)`: inp 10x32+32, two blocks of 32x64+64 and 64x32+32
+TRUNK = (10 * 32 + 32) + 2 * ((32 * 64 + 64) + (64 * 32 + 32))   # 8,736
+
+
+def test_the_jacobians_are_the_parameters_gradients_named_by_them():
+    """`autojac.backward` sets `p.jac` as it returns and `jac_to_grad` deletes it before its
+    first op, so no read at an op saw it: the Jacobians read "temporary · cat in (script)"
+    and the peak held no gradient (0 B; now 2 rows x 8,802 parameters x 4 B = 70,416 B,
+    each named `<parameter>.jac`: Note [A parameter's gradients, as they are set],
+    trace/param_attrs.py)."""
+    led = ledger_pass("train_torchjd.py", ["--mode", "jd"], steps=1)
+    params = TRUNK + (32 * 2 + 2)                           # the head: 32 -> 2 losses
+    assert led.at_peak()["gradient"] == 2 * params * 4      # bytes = rows x numel x fp32
+    names = set(led.storages.loc[led.storages["category"] == "gradient", "name"])
+    assert {"blocks.0.fc1.weight.jac", "head.bias.jac"} <= names
+
+
+def test_every_policy_refused_keeps_compares_verdicts():
+    """One backward pass per example (`parallel_chunk_size=1`) reads each save once per example:
+    checkpoint and offload are measured, not predicted (NotPredicted), and selective is
+    refused by both sides. `predict(keep_going=True)` raised the first NotPredicted since
+    no policy was left, and `compare` exited 2 with that line ("... `memledger compare`
+    measures and judges it") after its gates had judged all three (Note [Every policy
+    refused], replay/predict.py)."""
+    from memledger.replay.policies import parse_policy
+    from memledger.verify.compare import predict_judged
+
+    led = ledger_pass("train_torchjd.py", ["--mode", "iwrm-seq", "--depth", "1", "--batch", "4"], steps=1)
+    texts = ["checkpoint:blocks.*", "selective:blocks.*", "offload:blocks.*"]
+    pred = predict_judged(led, [parse_policy(t) for t in texts],
+                          {"checkpoint:blocks.*", "offload:blocks.*"})
+    assert pred.policies == []
+    assert [(r.policy, r.runs) for r in pred.refused] == [
+        ("checkpoint:blocks.*", True), ("selective:blocks.*", False),
+        ("offload:blocks.*", True)]
+
+
+def test_the_autogram_engines_hooks_refuse_a_rerun_on_both_sides():
+    """`Engine(model, batch_dim=None)` hooks each Linear: the hook counts the call and routes
+    the output through `AutogramNode`, whose backward takes the layer's Jacobian. A
+    checkpoint re-run fires the hook again with no node reached: predict priced
+    `checkpoint:blocks.*` at 518,152 B and measure read 526,344 B after 1 step, with a call
+    counted that no backward met; the next step's `compute_gramian` raises "Some modules
+    had a forward pass without an associated backward pass" (`memledger measure --steps 1`,
+    which times further steps: the script failed, exit 3). Both refuse it now, in one line; a ReLU inside, which no hook routes, is
+    predicted as measured (Note [A backward hook made by hand], trace/outside_state.py)."""
+    run = run_client("train_torchjd.py", ["--mode", "autogram", "--no-batch-dim"],
+                     ["checkpoint:blocks.*", "checkpoint:blocks.0.act"], steps=1)
+    assert run.ledger.peak_with_scratch() == run.allocator_peak
+    hooked = run.policies["checkpoint:blocks.*"]
+    assert hooked.predicted is None and hooked.measured is None
+    for why in (hooked.predict_refusal, hooked.measure_refusal):
+        assert "whose blocks.0.fc1 has forward hooks paired" in why, why
+    relu = run.policies["checkpoint:blocks.0.act"]
+    assert relu.predicted == relu.measured is not None
