@@ -104,7 +104,8 @@ def passes_read_message(policy_text: str, module: str, offload: bool, passes: in
     return (f"{policy_text} would {how} {module}, whose saves {passes} backward passes read "
             "(`torch.autograd.grad(..., retain_graph=True)` taken again and again through "
             "it: a power series of vector-Jacobian products, as a residual flow's log-det "
-            "estimator takes inside its forward), and each pass makes its own re-made or "
+            "estimator takes inside its forward, or one per example or per layer, as "
+            "torchjd's Jacobians are taken), and each pass makes its own re-made or "
             "read-back copies, which the replay does not price past two; `memledger "
             "measure` runs it, and `memledger compare` measures and judges it")
 

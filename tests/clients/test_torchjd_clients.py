@@ -54,21 +54,29 @@ def test_every_policy_refused_keeps_compares_verdicts():
         ("offload:blocks.*", True)]
 
 
-def test_the_autogram_engines_hooks_refuse_a_rerun_on_both_sides():
+def test_the_autogram_engines_hooks_refuse_a_rerun_and_its_passes_are_counted():
     """`Engine(model, batch_dim=None)` hooks each Linear: the hook counts the call and routes
     the output through `AutogramNode`, whose backward takes the layer's Jacobian. A
     checkpoint re-run fires the hook again with no node reached: predict priced
     `checkpoint:blocks.*` at 518,152 B and measure read 526,344 B after 1 step, with a call
     counted that no backward met; the next step's `compute_gramian` raises "Some modules
     had a forward pass without an associated backward pass" (`memledger measure --steps 1`,
-    which times further steps: the script failed, exit 3). Both refuse it now, in one line; a ReLU inside, which no hook routes, is
-    predicted as measured (Note [A backward hook made by hand], trace/outside_state.py)."""
+    which times further steps: the script failed, exit 3). Both refuse it now, in one line
+    (Note [A backward hook made by hand], trace/outside_state.py).
+
+    And that node's `autograd.grad` reads the layer's saves again inside the Gramian's
+    backward, then `losses.backward(weights)` a third time: counted as two passes (by
+    phase), `offload:head` was priced with its second read-back copy held across the
+    Gramian's peak, 2,048 B over measured (502,924 against 500,876, 2 steps). Three passes
+    are not priced: predict says so, measure runs it (Note [Passes inside one backward
+    phase], replay/prepared.py)."""
     run = run_client("train_torchjd.py", ["--mode", "autogram", "--no-batch-dim"],
-                     ["checkpoint:blocks.*", "checkpoint:blocks.0.act"], steps=1)
+                     ["checkpoint:blocks.*", "offload:head"], steps=1)
     assert run.ledger.peak_with_scratch() == run.allocator_peak
     hooked = run.policies["checkpoint:blocks.*"]
     assert hooked.predicted is None and hooked.measured is None
     for why in (hooked.predict_refusal, hooked.measure_refusal):
         assert "whose blocks.0.fc1 has forward hooks paired" in why, why
-    relu = run.policies["checkpoint:blocks.0.act"]
-    assert relu.predicted == relu.measured is not None
+    head = run.policies["offload:head"]
+    assert head.predicted is None and head.measured is not None
+    assert "whose saves 3 backward passes read" in head.predict_refusal

@@ -140,7 +140,9 @@ def main() -> None:
             losses.backward(weighting(gramian).reshape(losses.shape))
         optimizer.step()
         optimizer.zero_grad()
-        mean = torch.stack(list(losses)).mean() if isinstance(losses, list) else losses.mean()
+        with torch.no_grad():
+            mean = torch.stack(list(losses)).mean() if isinstance(losses, list) \
+                else losses.mean()
         print(f"step {step}  loss {mean.item():.4f}")
 
 
