@@ -632,6 +632,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
     # (Note [Tensors a call keeps on its module]) and buffers it makes. FakeCollector adds
     # FakeTensor: a fake run's tensors are all of that type.
     PLAIN_TYPES: tuple[type, ...] = (_Tensor,)
+    # the classes a parameter has: Note [A parameter's gradients, as they are set]
+    PARAM_CLASSES: tuple[type, ...] = (torch.nn.Parameter,)
 
     def _own_storage(self, t) -> bool:
         """`t`'s storage is its own (Note [Tensors a call keeps on its module]): a plain
@@ -803,7 +805,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
             register_optimizer_step_pre_hook(ours(self._opt_pre)),
             register_optimizer_step_post_hook(ours(self._opt_post)),
             # Note [A parameter's gradients, as they are set] (trace/param_attrs.py)
-            watch_parameter_attributes(ours(self._gradient_attribute)),
+            watch_parameter_attributes(ours(self._gradient_attribute), self.PARAM_CLASSES),
         ]
         self._saved_hooks.__enter__()
         self._resize_watch.__enter__()

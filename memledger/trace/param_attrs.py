@@ -28,41 +28,48 @@ from typing import Any, Callable
 
 import torch
 
-_PARAM = torch.nn.Parameter
 _SETATTR = "__setattr__"
 
 
 class _Removable:
-    def __init__(self, before: Any) -> None:
+    def __init__(self, before: list[tuple[type, Any]]) -> None:
         self._before = before
 
     def remove(self) -> None:
-        if self._before is None:
-            if _SETATTR in vars(_PARAM):
-                delattr(_PARAM, _SETATTR)
-        else:
-            setattr(_PARAM, _SETATTR, self._before)
+        for cls, was in reversed(self._before):
+            if was is None:
+                if _SETATTR in vars(cls):
+                    delattr(cls, _SETATTR)
+            else:
+                setattr(cls, _SETATTR, was)
 
 
 def gradient_like(p: torch.Tensor, name: str, value: Any) -> bool:
     """Is `value`, set as `p.<name>`, one of `p`'s gradients or a stack of them?"""
-    if name.startswith("_") or not isinstance(value, torch.Tensor) or name in ("grad", "data"):
+    if name.startswith("_") or not isinstance(value, torch.Tensor) or \
+            name in ("grad", "data") or not isinstance(p, torch.nn.Parameter):
         return False
     n = p.dim()
     return value.dim() >= n and tuple(value.shape[value.dim() - n:]) == tuple(p.shape)
 
 
-def watch_parameter_attributes(on_set: Callable[[torch.Tensor, str, torch.Tensor], None]):
+def watch_parameter_attributes(on_set: Callable[[torch.Tensor, str, torch.Tensor], None],
+                               classes: tuple[type, ...] = (torch.nn.Parameter,)):
     """Call `on_set(parameter, name, tensor)` after each gradient-like attribute a parameter
     is given (Note [A parameter's gradients, as they are set]); `.remove()` the result to
-    stop."""
-    before = vars(_PARAM).get(_SETATTR)
-    inner = before if before is not None else object.__setattr__
+    stop. `classes`: the types a parameter has (a fake run's parameters are FakeTensors that
+    `isinstance(p, nn.Parameter)` accepts: `Parameter.__new__` keeps a tensor subclass's
+    type)."""
+    before = []
+    for cls in classes:
+        was = vars(cls).get(_SETATTR)
+        inner = was if was is not None else object.__setattr__
 
-    def __setattr__(self, name: str, value: Any) -> None:
-        inner(self, name, value)
-        if gradient_like(self, name, value):
-            on_set(self, name, value)
+        def __setattr__(self, name: str, value: Any, _inner=inner) -> None:
+            _inner(self, name, value)
+            if gradient_like(self, name, value):
+                on_set(self, name, value)
 
-    setattr(_PARAM, _SETATTR, __setattr__)
+        before.append((cls, was))
+        setattr(cls, _SETATTR, __setattr__)
     return _Removable(before)
