@@ -86,6 +86,7 @@ A saved tensor that is a parameter stays a parameter (see ROLE_PRIORITY).
 
 from __future__ import annotations
 
+import collections
 import functools
 import os
 import sys
@@ -2176,12 +2177,25 @@ class Collector(ShardingMixin, TorchDispatchMode):
             if shard == "sharded":   # the full weight it was cut from: Note [Sharded storages], 5
                 self._name_original(sid, name)
 
+    # Note [One storage, the gradients of several parameters]
+    # `.grad` may be a view of a storage other parameters' gradients share: torchjd's
+    # `jac_to_grad` splits one aggregated vector (8,802 floats, 35,208 B) into every
+    # parameter's `.grad`, as a flat gradient buffer does. The storage took its first
+    # parameter's name, and `show` read "gradient · inp.weight" for 34.4 KiB where
+    # `inp.weight` is 1.3 KiB; it reads "inp.weight (and 11 more)" now.
     def _mark_gradients(self, params=None) -> None:
         if params is None:
             params = [p for m in self._roots.alive() for p in m.parameters()]
+        shared = collections.Counter(
+            storage_key(p.grad) for p in params
+            if p.grad is not None and type(p.grad) in self.PLAIN_TYPES)
         for p in params:
             if p.grad is not None:
-                self._role(p.grad, "gradient", self._param_names.get(id(p), ""))
+                name = self._param_names.get(id(p), "")
+                more = shared.get(storage_key(p.grad), 0) - 1 \
+                    if type(p.grad) in self.PLAIN_TYPES else 0
+                self._role(p.grad, "gradient", f"{name} (and {more} more)"
+                           if name and more > 0 else name)
             if p.__dict__:   # Note [Gradients a parameter holds by another name]
                 name = self._param_names.get(id(p), "")
                 for attr, t in _gradient_attributes(p):

@@ -35,6 +35,9 @@ def test_the_jacobians_are_the_parameters_gradients_named_by_them():
         assert led.at_peak()["gradient"] == 2 * params * 4  # bytes = rows x numel x fp32
         names = set(led.storages.loc[led.storages["category"] == "gradient", "name"])
         assert {"blocks.0.fc1.weight.jac", "head.bias.jac"} <= names
+        # the aggregated vector every `.grad` is a view of (it read "inp.weight": Note
+        # [One storage, the gradients of several parameters], trace/collector.py)
+        assert "inp.weight (and 11 more)" in names, names
 
 
 def test_every_policy_refused_keeps_compares_verdicts():
