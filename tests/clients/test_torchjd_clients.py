@@ -12,32 +12,33 @@ selective and offload of `blocks.*` predicted = measured in `jd`, `mtl`, `iwrm` 
 
 import pytest
 
-from tests.clients.harness import ledger_pass, run_client
+from tests.clients.harness import HERE, ledger_pass, run_client
 
 pytest.importorskip("torchjd")
 pytestmark = pytest.mark.clients
 
-# parameters of `Net(depth=2)`: inp 10x32+32, two blocks of 32x64+64 and 64x32+32
-TRUNK = (10 * 32 + 32) + 2 * ((32 * 64 + 64) + (64 * 32 + 32))   # 8,736
+# parameters of `Net(depth=1)`: inp 10x32+32, one block of 32x64+64 and 64x32+32
+TRUNK = (10 * 32 + 32) + ((32 * 64 + 64) + (64 * 32 + 32))   # 4,544
 
 
 def test_the_jacobians_are_the_parameters_gradients_named_by_them():
     """`autojac.backward` sets `p.jac` as it returns and `jac_to_grad` deletes it before its
     first op, so no read at an op saw it: the Jacobians read "temporary · cat in (script)"
-    and the peak held no gradient (0 B; now 2 rows x 8,802 parameters x 4 B = 70,416 B,
-    each named `<parameter>.jac`: Note [A parameter's gradients, as they are set],
+    and the peak held no gradient (0 B; now 2 rows x 4,610 parameters x 4 B = 36,880 B at
+    depth 1, each named `<parameter>.jac`: Note [A parameter's gradients, as they are set],
     trace/param_attrs.py). A fake run's parameters are FakeTensors (`nn.Parameter` keeps a
-    subclass's type): the same 70,416 B there (the `Mean` aggregator: UPGrad solves its
+    subclass's type): the same 36,880 B there (the `Mean` aggregator: UPGrad solves its
     quadratic program in numpy, which a fake run refuses in one line)."""
     params = TRUNK + (32 * 2 + 2)                           # the head: 32 -> 2 losses
     for fake in (None, "cpu"):
-        led = ledger_pass("train_torchjd.py", ["--mode", "mean"], steps=1, fake_device=fake)
+        led = ledger_pass("train_torchjd.py", ["--mode", "mean", "--depth", "1"], steps=1,
+                          fake_device=fake)
         assert led.at_peak()["gradient"] == 2 * params * 4  # bytes = rows x numel x fp32
         names = set(led.storages.loc[led.storages["category"] == "gradient", "name"])
         assert {"blocks.0.fc1.weight.jac", "head.bias.jac"} <= names
         # the aggregated vector every `.grad` is a view of (it read "inp.weight": Note
         # [One storage, the gradients of several parameters], trace/collector.py)
-        assert "inp.weight (and 11 more)" in names, names
+        assert "inp.weight (and 7 more)" in names, names
 
 
 def test_every_policy_refused_keeps_compares_verdicts():
@@ -63,7 +64,7 @@ def test_every_policy_refused_keeps_compares_verdicts():
 def test_the_autogram_engines_hooks_refuse_a_rerun_and_its_passes_are_counted():
     """`Engine(model, batch_dim=None)` hooks each Linear: the hook counts the call and routes
     the output through `AutogramNode`, whose backward takes the layer's Jacobian. A
-    checkpoint re-run fires the hook again with no node reached: predict priced
+    checkpoint re-run fires the hook again with no node reached: at depth 2, predict priced
     `checkpoint:blocks.*` at 518,152 B and measure read 526,344 B after 1 step, with a call
     counted that no backward met; the next step's `compute_gramian` raises "Some modules
     had a forward pass without an associated backward pass" (`memledger measure --steps 1`,
@@ -76,8 +77,9 @@ def test_the_autogram_engines_hooks_refuse_a_rerun_and_its_passes_are_counted():
     Gramian's peak, 2,048 B over measured (502,924 against 500,876, 2 steps). Three passes
     are not priced: predict says so, measure runs it (Note [Passes inside one backward
     phase], replay/prepared.py)."""
-    run = run_client("train_torchjd.py", ["--mode", "autogram", "--no-batch-dim"],
-                     ["checkpoint:blocks.*", "offload:head"], steps=1)
+    run = run_client("train_torchjd.py", ["--mode", "autogram", "--no-batch-dim", "--depth",
+                                          "1"], ["checkpoint:blocks.*", "offload:head"],
+                     steps=1)
     assert run.ledger.peak_with_scratch() == run.allocator_peak
     hooked = run.policies["checkpoint:blocks.*"]
     assert hooked.predicted is None and hooked.measured is None
@@ -86,3 +88,25 @@ def test_the_autogram_engines_hooks_refuse_a_rerun_and_its_passes_are_counted():
     head = run.policies["offload:head"]
     assert head.predicted is None and head.measured is not None
     assert "whose saves 3 backward passes read" in head.predict_refusal
+
+
+def test_the_doctor_says_a_kept_losses_graph_holds_the_layers_ctx_tensors():
+    """torchjd's autogram loop keeps `losses` until the next step rebinds it; its spent graph
+    still holds each hooked layer's inputs and outputs, which `AutogramNode` keeps as `ctx`
+    attributes (backward frees only what `save_for_backward` saved): the previous step's
+    27,776 B live through the next forward at depth 2 (the ledger's count). The doctor said
+    nothing (a spent loss is no finding); one warning now, at `losses`, with the bytes
+    (Note [A spent graph that still holds tensors], trace/doctor_retention.py). The
+    autojac loops hold no such graph and stay silent (tests above, and `--mode jd`)."""
+    from memledger.doctor.run import diagnose_in_process
+
+    report, outcome = diagnose_in_process(
+        HERE / "train_torchjd.py", ["--mode", "autogram", "--no-batch-dim", "--depth", "1"], 2)
+    assert outcome.code == 0, outcome.reason
+    (f,) = report.findings
+    assert (f.check, f.severity) == ("cross_step_retention", "warning"), f.line()
+    assert "`del losses` after the step" in f.message
+    # each hooked Linear's input and output, fp32, batch 16: x 16x10 (640) + inp's output
+    # 16x32 (2,048, fc1's input too) + fc1's 16x64 (4,096) + the ReLU's (fc2's input,
+    # 4,096) + fc2's 16x32 (2,048) + the block's sum (head's input, 2,048) + head's 16x1 (64)
+    assert f.evidence["ctx_bytes_per_step"] == [15_040, 15_040]
