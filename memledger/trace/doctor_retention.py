@@ -317,7 +317,10 @@ def _reaches(root, old: tuple[set[int], int], clean: set[int]) -> bool:
 # tests/clients/train_torchjd.py `--mode autogram --no-batch-dim`) stay through the next
 # forward. At a step boundary, a live tensor a backward started from whose graph's
 # Python-Function nodes hold tensors (parameters aside) on their `ctx` is a `retained`
-# record with `ctx_bytes`: a warning, at the variable, that says `del` frees them.
+# record with `ctx_bytes`: a warning, at the variable, that says `del` frees them. A node's
+# own output kept on its ctx (`ctx.out = out`: out's grad_fn is that node) is left out: it
+# is a reference cycle, which `del` does not free (check `cyclic_garbage`,
+# tests/doctor/garbage.py --cycle ctx).
 def _ctx_bytes(root) -> tuple[int, int]:
     """(bytes of the distinct storages the graph's custom-Function nodes keep as `ctx`
     attributes, parameters aside; nodes walked)."""
@@ -333,7 +336,10 @@ def _ctx_bytes(root) -> tuple[int, int]:
             continue
         for v in vars(n).values():
             for x in _ctx_tensors(v):
-                if isinstance(x, nn.Parameter):
+                # parameters are resident anyway; the node's own output kept on ctx
+                # (`ctx.out = out`) is a reference cycle, which `del` does not free and
+                # check `cyclic_garbage` names
+                if isinstance(x, nn.Parameter) or x.grad_fn is n:
                     continue
                 try:
                     st = x.untyped_storage()

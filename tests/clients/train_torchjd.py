@@ -30,6 +30,8 @@ Modes (`--mode`):
   `UPGradWeighting`, `losses.backward(weights)`).
 - `iwmtl`: instance-wise multi-task learning with the autogram engine on the shared trunk
   (a [16, 2] matrix of losses).
+- `amp`: `mtl` under CPU autocast (float16) with a `GradScaler`, as torchjd's AMP example:
+  `mtl_backward(scaler.scale([loss1, loss2]), ...)`, `scaler.step(optimizer)`.
 
 `--no-batch-dim`: the autogram engine with `batch_dim=None` (each hooked layer's Jacobian by
 `autograd.grad` inside backward); with `batch_dim=0` it takes them by `torch.func.vjp`, which
@@ -46,7 +48,8 @@ from torchjd.autogram import Engine
 from torchjd.autojac import backward, jac_to_grad, mtl_backward
 
 IN, DIM, BATCH = 10, 32, 16
-MODES = ["jd", "mtl", "mean", "mgda", "iwrm", "iwrm-seq", "gramian", "autogram", "iwmtl"]
+MODES = ["jd", "mtl", "mean", "mgda", "iwrm", "iwrm-seq", "gramian", "autogram", "iwmtl",
+         "amp"]
 
 
 class Block(nn.Module):
@@ -88,7 +91,7 @@ def main() -> None:
     gen = torch.Generator().manual_seed(0)
     mode = args.mode
 
-    if mode in ("mtl", "mgda", "iwmtl"):
+    if mode in ("mtl", "mgda", "iwmtl", "amp"):
         trunk = Net(args.depth, 0)
         task1, task2 = nn.Linear(DIM, 1), nn.Linear(DIM, 1)
         params = [*trunk.parameters(), *task1.parameters(), *task2.parameters()]
@@ -104,6 +107,7 @@ def main() -> None:
         engine = Engine(model, batch_dim=batch_dim)
     elif mode == "iwmtl":
         engine = Engine(trunk, batch_dim=batch_dim)
+    scaler = torch.amp.GradScaler(device="cpu")
     per_example = nn.MSELoss(reduction="none")
     loss_fn = nn.MSELoss()
 
@@ -123,6 +127,21 @@ def main() -> None:
             losses = torch.stack([loss1, loss2]).detach()
             mtl_backward([loss1, loss2], features=features)
             jac_to_grad(trunk.parameters(), aggregator)
+        elif mode == "amp":
+            with torch.autocast(device_type="cpu", dtype=torch.float16):
+                features = trunk(x)
+                loss1 = loss_fn(task1(features).squeeze(1), y1)
+                loss2 = loss_fn(task2(features).squeeze(1), y2)
+            losses = torch.stack([loss1, loss2]).detach()
+            mtl_backward(scaler.scale([loss1, loss2]), features=features)
+            jac_to_grad(trunk.parameters(), aggregator)
+            scaler.step(optimizer)
+            scaler.update()
+            optimizer.zero_grad()
+            with torch.no_grad():
+                mean = losses.float().mean()
+            print(f"step {step}  loss {mean.item():.4f}")
+            continue
         elif mode in ("iwrm", "iwrm-seq", "gramian"):
             losses = per_example(model(x).squeeze(1), y1)          # (B,)
             backward(losses, parallel_chunk_size=1 if mode == "iwrm-seq" else None)
