@@ -110,3 +110,20 @@ def test_the_doctor_says_a_kept_losses_graph_holds_the_layers_ctx_tensors():
     # 16x32 (2,048, fc1's input too) + fc1's 16x64 (4,096) + the ReLU's (fc2's input,
     # 4,096) + fc2's 16x32 (2,048) + the block's sum (head's input, 2,048) + head's 16x1 (64)
     assert f.evidence["ctx_bytes_per_step"] == [15_040, 15_040]
+
+
+def test_a_loop_that_never_aggregates_its_jacobians_trains_nothing():
+    """Without `jac_to_grad`, the Jacobians stay in `p.jac`, every `optimizer.step()` finds
+    `.grad` None and the model never moves; no backward accumulated a gradient (torchjd
+    takes them with `autograd.grad`), and the doctor said "no findings". One error now, at
+    the step, naming `.jac` and the fix (Note [A step with no gradient],
+    doctor/updates.py)."""
+    from memledger.doctor.run import diagnose_in_process
+
+    report, outcome = diagnose_in_process(
+        HERE / "train_torchjd.py", ["--mode", "jd", "--depth", "1", "--bug", "no-aggregate"], 2)
+    assert outcome.code == 0, outcome.reason
+    (f,) = report.findings
+    assert (f.check, f.severity) == ("no_gradient", "error"), f.line()
+    assert f.evidence == {"steps": [1, 2], "params": 8, "beside_grad": ["jac"]}
+    assert "jac_to_grad(params, aggregator)" in f.message

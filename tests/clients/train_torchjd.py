@@ -33,6 +33,9 @@ Modes (`--mode`):
 - `amp`: `mtl` under CPU autocast (float16) with a `GradScaler`, as torchjd's AMP example:
   `mtl_backward(scaler.scale([loss1, loss2]), ...)`, `scaler.step(optimizer)`.
 
+`--bug no-aggregate`: `jd` without `jac_to_grad` (the Jacobians stay in `.jac`, `.grad` stays
+None and every step changes nothing: the doctor's `no_gradient`).
+
 `--no-batch-dim`: the autogram engine with `batch_dim=None` (each hooked layer's Jacobian by
 `autograd.grad` inside backward); with `batch_dim=0` it takes them by `torch.func.vjp`, which
 refuses the saved-tensor hooks memledger traces with, so `trace` stops in one line there.
@@ -86,6 +89,7 @@ def main() -> None:
     p.add_argument("--depth", type=int, default=2)
     p.add_argument("--no-batch-dim", action="store_true")
     p.add_argument("--batch", type=int, default=BATCH)
+    p.add_argument("--bug", choices=["no-aggregate"])
     args = p.parse_args()
     torch.manual_seed(0)
     gen = torch.Generator().manual_seed(0)
@@ -119,7 +123,8 @@ def main() -> None:
             out = model(x)
             losses = [loss_fn(out[:, 0], y1), loss_fn(out[:, 1], y2)]
             backward(losses)
-            jac_to_grad(model.parameters(), aggregator)
+            if args.bug != "no-aggregate":
+                jac_to_grad(model.parameters(), aggregator)
         elif mode in ("mtl", "mgda"):
             features = trunk(x)
             loss1 = loss_fn(task1(features).squeeze(1), y1)
