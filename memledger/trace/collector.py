@@ -115,6 +115,7 @@ from memledger.trace.outside_state import (
     PAIRED_HOOKS,
     argument_versions,
     attribute_tensors,
+    listen_for_routed_calls,
     paired_hooks,
     watch_routed_outputs,
     storage_key,
@@ -807,6 +808,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
             register_optimizer_step_post_hook(ours(self._opt_post)),
             # Note [A parameter's gradients, as they are set] (trace/param_attrs.py)
             watch_parameter_attributes(ours(self._gradient_attribute), self.PARAM_CLASSES),
+            # Note [A backward hook made by hand] (trace/outside_state.py)
+            listen_for_routed_calls(ours(self._routed)),
         ]
         self._saved_hooks.__enter__()
         self._resize_watch.__enter__()
@@ -1784,7 +1787,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
 
     def _call_begin(self, module, args) -> None:
         if module._forward_hooks:   # Note [A backward hook made by hand] (outside_state.py)
-            watch_routed_outputs(module, self._only_ours(self._routed))
+            watch_routed_outputs(module)
         self._sid_marks.append(self._next_sid)   # storages made from here on: this call's
         self._arg_versions.append(argument_versions(args, None) if self._phase != "backward"
                                   else [])
@@ -1861,8 +1864,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
         """The call `_call_end` just ended handed its outputs through an autograd Function
         of its own hooks' (Note [A backward hook made by hand] in trace/outside_state.py)."""
         call, self._hooked_call = self._hooked_call, None
-        if call is not None and call[0] is module and self._phase != "backward" and \
-                self._handles:   # the watch outlives the trace: nothing once it ended
+        if call is not None and call[0] is module and self._phase != "backward":
             self.sink.write({"k": "stateful", "mod": call[1], "ev0": call[2], "ev1": call[3],
                              "obj": PAIRED_HOOKS, "sids": []})
 

@@ -64,10 +64,10 @@ the hook counts the call (`track_forward_call`) and returns the outputs through
 aggregates, the engine checks that every counted call met its backward ("Some modules had
 a forward pass without an associated backward pass"). A checkpoint re-run fires the hook
 again and the new node is never reached (torch's checkpoint keeps only what the re-run
-saves), so the script fails in its first backward; predict had priced
-`checkpoint:blocks.*` of tests/clients/train_torchjd.py `--mode autogram --no-batch-dim`
-at 546,508 B (2 steps) while measure ended with the script's ValueError (exit 3). Whether a hook does
-this is only seen by running it: `watch_routed_outputs` puts one hook of ours before the
+saves), so the script fails in its next step; predict had priced `checkpoint:blocks.*`
+of tests/clients/train_torchjd.py `--mode autogram --no-batch-dim` at 546,508 B (2 steps)
+while measure ended with the script's ValueError (exit 3). Whether a hook does this is
+only seen by running it: `watch_routed_outputs` puts one hook of ours before the
 module's own and one after them (torch runs global hooks first, then the module's own in
 order), and a call whose tensor outputs leave the module's own hooks with the grad_fn of
 a Python autograd Function (`BackwardCFunction`) they did not have before is routed. The
@@ -196,11 +196,28 @@ def _flat_tensors(output: Any) -> list[torch.Tensor]:
     return []
 
 
-def watch_routed_outputs(module: torch.nn.Module, on_routed=None) -> None:
+_LISTENERS: list = []   # called with each routed module: the collectors recording now
+
+
+class _Listening:
+    def __init__(self, fn) -> None:
+        self._fn = fn
+        _LISTENERS.append(fn)
+
+    def remove(self) -> None:
+        if self._fn in _LISTENERS:
+            _LISTENERS.remove(self._fn)
+
+
+def listen_for_routed_calls(fn) -> _Listening:
+    """Call `fn(module)` at each routed call of a watched module until `.remove()`."""
+    return _Listening(fn)
+
+
+def watch_routed_outputs(module: torch.nn.Module) -> None:
     """Note [A backward hook made by hand]: from now on, count the calls of `module` whose
     own forward hooks hand its outputs on through a Python autograd Function
-    (`routed_calls`), and call `on_routed(module)` at each. Once per module; the first
-    watcher's callback stays."""
+    (`routed_calls`), and tell the listeners of each. Once per module."""
     if module in _WATCHED:
         return
     before: list = []
@@ -218,8 +235,8 @@ def watch_routed_outputs(module: torch.nn.Module, on_routed=None) -> None:
             if isinstance(f, torch.autograd.function.BackwardCFunction) and \
                     not any(f is g for g in seen):
                 _ROUTED[m] = _ROUTED.get(m, 0) + 1
-                if on_routed is not None:
-                    on_routed(m)
+                for fn in list(_LISTENERS):
+                    fn(m)
                 break
         return None
 
@@ -231,11 +248,6 @@ def routed_calls(module: torch.nn.Module) -> int:
     """How many calls of `module` its own forward hooks routed (Note [A backward hook made by
     hand]); 0 for a module never watched."""
     return _ROUTED.get(module, 0)
-
-
-def own_forward_hooks(module: torch.nn.Module) -> bool:
-    """`module` holds forward (post) hooks of its own, ours aside."""
-    return len(module._forward_hooks) > (2 if module in _WATCHED else 0)
 
 
 def argument_versions(args: tuple, kwargs: dict | None) -> list[tuple[torch.Tensor, int]]:
