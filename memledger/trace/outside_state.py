@@ -65,7 +65,7 @@ aggregates, the engine checks that every counted call met its backward ("Some mo
 a forward pass without an associated backward pass"). A checkpoint re-run fires the hook
 again and the new node is never reached (torch's checkpoint keeps only what the re-run
 saves), so the script fails in its next step; predict had priced `checkpoint:blocks.*`
-of tests/clients/train_torchjd.py `--mode autogram --no-batch-dim` at 546,508 B (2 steps)
+of tests/clients/train_torchjd.py `--mode autogram --no-batch-dim` at 519,180 B (2 steps)
 while measure ended with the script's ValueError (exit 3). Whether a hook does this is
 only seen by running it: `watch_routed_outputs` puts one hook of ours before the
 module's own and one after them (torch runs global hooks first, then the module's own in

@@ -5,7 +5,7 @@ layers and takes a Gramian inside backward.
 
 Measured once (`tests/clients/harness.py run_client`, 2 steps, hunt38b, 2026-12-05): the
 ledger explains every byte in every mode (`jd` 177,068 B, `mtl` 178,204 B, `iwrm`
-1,158,344 B, `gramian` 770,184 B, `autogram --no-batch-dim` 528,204 B); checkpoint,
+1,158,344 B, `gramian` 770,184 B, `autogram --no-batch-dim` 500,876 B); checkpoint,
 selective and offload of `blocks.*` predicted = measured in `jd`, `mtl`, `iwrm` and
 `gramian` (775,240 / 777,288 / 770,184 B there).
 """
