@@ -30,6 +30,8 @@ Modes (`--mode`):
   `UPGradWeighting`, `losses.backward(weights)`).
 - `iwmtl`: instance-wise multi-task learning with the autogram engine on the shared trunk
   (a [16, 2] matrix of losses).
+- `per-layer`: `mtl` with one stateful `GradVac` aggregator per leaf layer of the trunk
+  (torchjd's grouping example, "per layer": an EMA of cosine similarities kept in a buffer).
 - `amp`: `mtl` under CPU autocast (float16) with a `GradScaler`, as torchjd's AMP example:
   `mtl_backward(scaler.scale([loss1, loss2]), ...)`, `scaler.step(optimizer)`.
 
@@ -46,13 +48,13 @@ import argparse
 import torch
 from torch import nn
 
-from torchjd.aggregation import MGDA, Mean, UPGrad, UPGradWeighting
+from torchjd.aggregation import MGDA, GradVac, Mean, UPGrad, UPGradWeighting
 from torchjd.autogram import Engine
 from torchjd.autojac import backward, jac_to_grad, mtl_backward
 
 IN, DIM, BATCH = 10, 32, 16
 MODES = ["jd", "mtl", "mean", "mgda", "iwrm", "iwrm-seq", "gramian", "autogram", "iwmtl",
-         "amp"]
+         "amp", "per-layer"]
 
 
 class Block(nn.Module):
@@ -95,7 +97,7 @@ def main() -> None:
     gen = torch.Generator().manual_seed(0)
     mode = args.mode
 
-    if mode in ("mtl", "mgda", "iwmtl", "amp"):
+    if mode in ("mtl", "mgda", "iwmtl", "amp", "per-layer"):
         trunk = Net(args.depth, 0)
         task1, task2 = nn.Linear(DIM, 1), nn.Linear(DIM, 1)
         params = [*trunk.parameters(), *task1.parameters(), *task2.parameters()]
@@ -105,6 +107,10 @@ def main() -> None:
         optimizer = (torch.optim.Adam(model.parameters(), lr=1e-3) if mode == "mean"
                      else torch.optim.SGD(model.parameters(), lr=0.1))
     aggregator = {"mean": Mean(), "mgda": MGDA()}.get(mode, UPGrad())
+    if mode == "per-layer":
+        leaf_layers = [m for m in trunk.modules()
+                       if list(m.parameters()) and not list(m.children())]
+        layer_aggregators = [GradVac() for _ in leaf_layers]
     weighting = UPGradWeighting()
     batch_dim = None if args.no_batch_dim else 0
     if mode == "autogram":
@@ -125,13 +131,17 @@ def main() -> None:
             backward(losses)
             if args.bug != "no-aggregate":
                 jac_to_grad(model.parameters(), aggregator)
-        elif mode in ("mtl", "mgda"):
+        elif mode in ("mtl", "mgda", "per-layer"):
             features = trunk(x)
             loss1 = loss_fn(task1(features).squeeze(1), y1)
             loss2 = loss_fn(task2(features).squeeze(1), y2)
             losses = torch.stack([loss1, loss2]).detach()
             mtl_backward([loss1, loss2], features=features)
-            jac_to_grad(trunk.parameters(), aggregator)
+            if mode == "per-layer":
+                for layer, layer_aggregator in zip(leaf_layers, layer_aggregators):
+                    jac_to_grad(layer.parameters(), layer_aggregator)
+            else:
+                jac_to_grad(trunk.parameters(), aggregator)
         elif mode == "amp":
             with torch.autocast(device_type="cpu", dtype=torch.float16):
                 features = trunk(x)
