@@ -626,7 +626,9 @@ def _reads_by_pass(up: pd.DataFrame, starts: np.ndarray,
         return reads
     key = pd.MultiIndex.from_arrays([reads["sid"].to_numpy(), reads["sev"].to_numpy()])
     per = saves.groupby(["sid", "ev"]).size().reindex(key).fillna(1).to_numpy(dtype=np.int64)
-    reads["k"] = -(-reads["n"].to_numpy(dtype=np.int64) // np.maximum(per, 1))
+    k = -(-reads["n"].to_numpy(dtype=np.int64) // np.maximum(per, 1))
+    # an unpack that names no save (a re-run of the script's own checkpoint) counts once
+    reads["k"] = np.where(reads["sev"].to_numpy(dtype=np.float64) >= 0, k, 1)
     return reads
 
 
