@@ -31,8 +31,8 @@ def test_the_jacobians_are_the_parameters_gradients_named_by_them():
     quadratic program in numpy, which a fake run refuses in one line)."""
     params = TRUNK + (32 * 2 + 2)                           # the head: 32 -> 2 losses
     for fake in (None, "cpu"):
-        led = ledger_pass("train_torchjd.py", ["--mode", "mean", "--depth", "1"], steps=1,
-                          fake_device=fake)
+        led = ledger_pass("train_torchjd.py", ["--mode", "mean", "--depth", "1", "--batch",
+                                               "4"], steps=1, fake_device=fake)
         assert led.at_peak()["gradient"] == 2 * params * 4  # bytes = rows x numel x fp32
         names = set(led.storages.loc[led.storages["category"] == "gradient", "name"])
         assert {"blocks.0.fc1.weight.jac", "head.bias.jac"} <= names
@@ -77,17 +77,21 @@ def test_the_autogram_engines_hooks_refuse_a_rerun_and_its_passes_are_counted():
     Gramian's peak, 2,048 B over measured (502,924 against 500,876, 2 steps). Three passes
     are not priced: predict says so, measure runs it (Note [Passes inside one backward
     phase], replay/prepared.py)."""
+    from memledger.errors import NotPredicted
+    from memledger.replay.policies import parse_policy
+    from memledger.replay.predict import predict
+
     run = run_client("train_torchjd.py", ["--mode", "autogram", "--no-batch-dim", "--depth",
-                                          "1"], ["checkpoint:blocks.*", "offload:head"],
+                                          "1", "--batch", "4"], ["checkpoint:blocks.*"],
                      steps=1)
     assert run.ledger.peak_with_scratch() == run.allocator_peak
     hooked = run.policies["checkpoint:blocks.*"]
     assert hooked.predicted is None and hooked.measured is None
     for why in (hooked.predict_refusal, hooked.measure_refusal):
         assert "whose blocks.0.fc1 has forward hooks paired" in why, why
-    head = run.policies["offload:head"]
-    assert head.predicted is None and head.measured is not None
-    assert "whose saves 3 backward passes read" in head.predict_refusal
+    # measured, not predicted: `measure` runs it as any NotPredicted policy
+    with pytest.raises(NotPredicted, match="whose saves 3 backward passes read"):
+        predict(run.ledger, [parse_policy("offload:head")], bandwidth=1e9)
 
 
 def test_the_doctor_says_a_kept_losses_graph_holds_the_layers_ctx_tensors():
@@ -101,15 +105,17 @@ def test_the_doctor_says_a_kept_losses_graph_holds_the_layers_ctx_tensors():
     from memledger.doctor.run import diagnose_in_process
 
     report, outcome = diagnose_in_process(
-        HERE / "train_torchjd.py", ["--mode", "autogram", "--no-batch-dim", "--depth", "1"], 2)
+        HERE / "train_torchjd.py", ["--mode", "autogram", "--no-batch-dim", "--depth", "1",
+                                    "--batch", "4"], 1)
     assert outcome.code == 0, outcome.reason
     (f,) = report.findings
     assert (f.check, f.severity) == ("cross_step_retention", "warning"), f.line()
     assert "`del losses` after the step" in f.message
-    # each hooked Linear's input and output, fp32, batch 16: x 16x10 (640) + inp's output
-    # 16x32 (2,048, fc1's input too) + fc1's 16x64 (4,096) + the ReLU's (fc2's input,
-    # 4,096) + fc2's 16x32 (2,048) + the block's sum (head's input, 2,048) + head's 16x1 (64)
-    assert f.evidence["ctx_bytes_per_step"] == [15_040, 15_040]
+    # each hooked Linear's input and output, fp32, batch 4: x 4x10 (160) + inp's output
+    # 4x32 (512, fc1's input too) + fc1's 4x64 (1,024) + the ReLU's (fc2's input, 1,024)
+    # + fc2's 4x32 (512) + the block's sum (head's input, 512) + head's 4x1 (16); at batch
+    # 16, 15,040 B
+    assert f.evidence["ctx_bytes_per_step"] == [3_760]
 
 
 def test_a_loop_that_never_aggregates_its_jacobians_trains_nothing():
@@ -121,9 +127,10 @@ def test_a_loop_that_never_aggregates_its_jacobians_trains_nothing():
     from memledger.doctor.run import diagnose_in_process
 
     report, outcome = diagnose_in_process(
-        HERE / "train_torchjd.py", ["--mode", "jd", "--depth", "1", "--bug", "no-aggregate"], 2)
+        HERE / "train_torchjd.py", ["--mode", "jd", "--depth", "1", "--batch", "4", "--bug",
+                                    "no-aggregate"], 1)
     assert outcome.code == 0, outcome.reason
     (f,) = report.findings
     assert (f.check, f.severity) == ("no_gradient", "error"), f.line()
-    assert f.evidence == {"steps": [1, 2], "params": 8, "beside_grad": ["jac"]}
+    assert f.evidence == {"steps": [1], "params": 8, "beside_grad": ["jac"]}
     assert "jac_to_grad(params, aggregator)" in f.message
