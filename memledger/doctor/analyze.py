@@ -24,6 +24,7 @@ ALL_CHECKS: tuple[CheckFn, ...] = (
     updates.nonfinite_and_zeroed,       # 5
     updates.dropped,                    # 5
     updates.no_update,                  # 5
+    updates.no_gradient,                # 5
     updates.schedulers,                 # 5
     retention.cross_step_retention,     # 6
     modes.eval_mode,                    # 7

@@ -39,6 +39,10 @@ def cross_step_retention(run) -> list[Finding]:
         if state:
             out.append(_state_finding(var, file, state, steps, per))
             continue
+        held = [r for r in recs if r.get("ctx_bytes")]
+        if spent and not grows and held:
+            out.append(_ctx_finding(var, file, held))
+            continue
         if spent and not grows:   # a loss kept after its backward until the next replaces it
             continue
         line = accumulation_line(file, var)
@@ -77,3 +81,21 @@ def _state_finding(var: str, file: str, recs: list, steps: list, per: dict) -> F
         evidence={"steps": steps, "tensors": len(names), "bytes_per_step":
                   [per[s]["bytes"] for s in steps], "nodes_per_step":
                   [per[s]["nodes"] for s in steps]})
+
+
+def _ctx_finding(var: str, file: str, recs: list) -> Finding:
+    """A spent graph kept past the step that still holds tensors a custom autograd Function
+    keeps on `ctx` (Note [A spent graph that still holds tensors] in
+    memledger/trace/doctor_retention.py)."""
+    steps = sorted({int(r["step"]) for r in recs})
+    held = [sum(int(r["ctx_bytes"]) for r in recs if int(r["step"]) == s) for s in steps]
+    return Finding(
+        check="cross_step_retention", severity="warning",
+        where=Where(file=file, line=accumulation_line(file, var)),
+        message=(f"`{var}` keeps its graph past the optimizer step (at the end of step "
+                 f"{steps[0]}" + (f"-{steps[-1]}" if len(steps) > 1 else "") + "), and "
+                 f"that graph still holds {format_bytes(held[-1])} of tensors a custom "
+                 "autograd Function keeps on ctx as attributes (not save_for_backward, so "
+                 "backward freed none of them) until the next step replaces it; `del "
+                 f"{var}` after the step frees them"),
+        evidence={"steps": steps, "ctx_bytes_per_step": held})

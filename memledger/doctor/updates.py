@@ -9,6 +9,8 @@
   gradient to perturb the weights, then zeroes it; nor one that gave a gradient to an input
   (FGSM and PGD take it for the perturbation, then zero the parameters').
 - no_update: step() changed no trainable parameter although some had gradients.
+- no_gradient: every step() ran with no gradient on any trainable parameter, and no
+  backward filled one (Note [A step with no gradient]).
 - scheduler_order / scheduler_rate: an LR scheduler stepped before the first optimizer step
   (its first value is skipped), or more often than its optimizer: its steps plus those a
   GradScaler skipped (torch's AMP recipe steps the scheduler once per `scaler.step()`).
@@ -152,3 +154,35 @@ def schedulers(run: Run) -> list[Finding]:
                          "optimizer.step()"),
                 evidence={"scheduler_steps": s["steps"], "optimizer_steps": s["opt_steps"]}))
     return out
+
+
+# Note [A step with no gradient]
+# A loop that computes its gradients somewhere other than `.grad` and forgets to move them
+# there steps on nothing: torchjd's `autojac.backward(losses)` leaves each parameter's
+# Jacobian in `p.jac`, which `jac_to_grad(params, aggregator)` aggregates into `.grad`;
+# without that call every `optimizer.step()` finds `.grad` None and the model never moves
+# (tests/clients/train_torchjd.py --bug no-aggregate). No backward accumulated a gradient
+# (torchjd takes its Jacobians with `autograd.grad`), so no other check spoke: the doctor
+# said "no findings". Every step of every optimizer with no trainable parameter holding a
+# gradient, and none filled by a backward (that is `zeroed_before_step`'s), is an error;
+# the parameters' gradient-like attributes (`.jac`: a tensor shaped as the parameter or
+# a stack of it, Note [A parameter's gradients, as they are set] in trace/param_attrs.py)
+# are named with the fix. Steps under a closure are read after it ran, as always.
+def no_gradient(run: Run) -> list[Finding]:
+    steps = [st for st in run.steps if st.get("trainable")]
+    if not steps or any(st.get("graded") or st["accum"] for st in steps):
+        return []
+    beside = sorted({a for st in steps for a in st.get("beside", ())})
+    held = ", ".join(f"`.{a}`" for a in beside)
+    fix = (f"; they hold {held} beside `.grad` (a Jacobian or per-sample gradients a "
+           "library's backward leaves there), which step() never reads: aggregate it into "
+           "`.grad` first (torchjd: `jac_to_grad(params, aggregator)`)" if beside else
+           "; call backward() (or set `.grad`) before step()")
+    n = len({i for st in steps for i in st["trainable"]})
+    return [Finding(
+        check="no_gradient", severity="error", where=where(steps[0]),
+        message=(f"optimizer.step() ran in step {span(st['step'] for st in steps)} with no "
+                 f"gradient on any of the {n} trainable parameters it holds: nothing "
+                 f"trained{fix}"),
+        evidence={"steps": [st["step"] for st in steps], "params": n,
+                  "beside_grad": beside})]

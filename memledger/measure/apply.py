@@ -93,7 +93,9 @@ from memledger.trace.outside_state import (
     argument_versions,
     paired_hooks,
     reachable_tensors,
+    routed_calls,
     storage_key,
+    watch_routed_outputs,
     written_arguments,
     written_state,
 )
@@ -457,15 +459,18 @@ def _checkpointed(orig: Callable, module: nn.Module, context_fn: Callable | None
             guard.check_outer()
         if not torch.is_grad_enabled():
             return None
-        return _state_storages(args, kwargs), argument_versions(args, kwargs)
+        return _state_storages(args, kwargs), argument_versions(args, kwargs), _routes(parts)
 
     def after(args: tuple, kwargs: dict, state: tuple) -> None:
-        storages, versions = state
+        storages, versions, routes = state
         if written_arguments(versions):   # the re-run would start from a changed input
             raise PolicyError(stateful_message(where[0], where[1], INPUT_WRITTEN))
         # Note [Hooks paired across forward and backward] (trace/outside_state.py)
         if (mod := module_ref()) is not None:
             hooked = next((n for n, m in mod.named_modules() if paired_hooks(m)), None)
+            # Note [A backward hook made by hand] (trace/outside_state.py)
+            hooked = hooked if hooked is not None else next(
+                (n for n, m, calls in routes if routed_calls(m) > calls), None)
             if hooked is not None:
                 inner = where[1] + ("." + hooked if hooked and where[1] else hooked)
                 raise PolicyError(paired_hooks_message(where[0], where[1], inner or where[1]))
@@ -518,6 +523,19 @@ def _checkpointed(orig: Callable, module: nn.Module, context_fn: Callable | None
 
     forward.memledger_halves = halves
     return forward
+
+
+def _routes(parts: list) -> list[tuple[str, nn.Module, int]]:
+    """(name, module, calls routed so far) of the region's modules that hold forward hooks
+    of their own, each watched from here on (Note [A backward hook made by hand] in
+    trace/outside_state.py)."""
+    out = []
+    for name, ref in parts:
+        m = ref()
+        if m is not None and m._forward_hooks:
+            watch_routed_outputs(m)
+            out.append((name, m, routed_calls(m)))
+    return out
 
 
 # Note [State written outside a region] (memledger/trace/outside_state.py): a call that

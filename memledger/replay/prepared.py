@@ -611,21 +611,48 @@ def _passes_read(led: Ledger, st: pd.DataFrame, n: int) -> np.ndarray:
     up = led.unpacks
     if up is None or not len(up) or "sev" not in up:
         return np.zeros(len(st), dtype=np.int64)
-    return _most_passes(st, _reads_by_pass(up, _backward_spans(led.phases, n)["phase_bw_start"]))
+    starts = _backward_spans(led.phases, n)["phase_bw_start"]
+    return _most_passes(st, _reads_by_pass(up, starts, led.saves))
 
 
-def _reads_by_pass(up: pd.DataFrame, starts: np.ndarray) -> pd.DataFrame:
-    """One row per (storage, save, backward pass) among `up`'s unpacks (`starts`: the
-    backward phases' first events)."""
-    passes = np.searchsorted(starts, up["ev"].to_numpy(dtype=np.int64), side="right")
-    return pd.DataFrame({"sid": up["sid"].to_numpy(), "sev": up["sev"].to_numpy(),
-                         "p": passes}).drop_duplicates()
+# Note [Passes inside one backward phase]
+# One backward pass runs a node once, so it unpacks each save once: a save read again
+# within one backward phase was read by a pass a node's own backward ran inside it (Note
+# [Read again: by the save, not the storage], replay/engine.py, which starts the second
+# pass there). Counted by phases alone, such reads were one pass: torchjd's autogram
+# engine (tests/clients/train_torchjd.py --mode autogram --no-batch-dim) routes each
+# layer's output through a node whose backward takes `autograd.grad` of the layer again,
+# so the head's saved input is read twice in `compute_gramian`'s backward and once in
+# `losses.backward(weights)`'s: two passes by phase, three in truth. The replay held the
+# second read-back copy from the second read to the third, across the Gramian's peak:
+# `offload:head` 2,048 B over measured (502,924 against 500,876), `offload:blocks.0.act`
+# 4,096 B. A save's passes in a phase are its reads there over the saves made at its
+# event (`x * x` saves `x` twice at one event, and one pass reads both).
+def _reads_by_pass(up: pd.DataFrame, starts: np.ndarray,
+                   saves: pd.DataFrame | None = None) -> pd.DataFrame:
+    """One row per (storage, save, backward phase) among `up`'s unpacks (`starts`: the
+    backward phases' first events), `k` the passes that read the save there: one per
+    phase, or, given the `saves` records, its reads there over the saves made at its
+    event (Note [Passes inside one backward phase])."""
+    phase = np.searchsorted(starts, up["ev"].to_numpy(dtype=np.int64), side="right")
+    reads = pd.DataFrame({"sid": up["sid"].to_numpy(), "sev": up["sev"].to_numpy(),
+                          "p": phase}).groupby(["sid", "sev", "p"]).size().rename("n") \
+        .reset_index()
+    if saves is None or not len(saves):
+        reads["k"] = 1
+        return reads
+    key = pd.MultiIndex.from_arrays([reads["sid"].to_numpy(), reads["sev"].to_numpy()])
+    per = saves.groupby(["sid", "ev"]).size().reindex(key).fillna(1).to_numpy(dtype=np.int64)
+    k = -(-reads["n"].to_numpy(dtype=np.int64) // np.maximum(per, 1))
+    # an unpack that names no save (a re-run of the script's own checkpoint) counts once
+    reads["k"] = np.where(reads["sev"].to_numpy(dtype=np.float64) >= 0, k, 1)
+    return reads
 
 
 def _most_passes(st: pd.DataFrame, per: pd.DataFrame) -> np.ndarray:
     """Per storage: the most passes that read one save of it (`_reads_by_pass`' rows)."""
     out = np.zeros(len(st), dtype=np.int64)
-    counts = per.groupby(["sid", "sev"]).size().groupby(level=0).max()
+    counts = per.groupby(["sid", "sev"])["k"].sum().groupby(level=0).max()
     rows = pd.Index(st.index).get_indexer(counts.index)
     ok = rows >= 0
     out[rows[ok]] = counts.to_numpy(dtype=np.int64)[ok]

@@ -66,8 +66,9 @@ def paired_hooks_message(policy_text: str, region: str, module: str) -> str:
     backward hooks (Note [Hooks paired across forward and backward])."""
     inside = ", which" if region == module else f", whose {module}"
     return (f"{policy_text} would re-run {region}{inside} has forward hooks paired with full "
-            "backward hooks (what one forward hook stores, one backward hook consumes: "
-            "Opacus's per-sample gradients), and the re-run fires the forward hooks a "
+            "backward hooks, or with an autograd Function they route its outputs through "
+            "(what one forward hook stores, the backward consumes: Opacus's per-sample "
+            "gradients, torchjd's autogram Engine), and the re-run fires the forward hooks a "
             "second time with no backward to match (Opacus then fails: \"Per sample "
             "gradient is not initialized\"); offload that module instead")
 
@@ -103,7 +104,8 @@ def passes_read_message(policy_text: str, module: str, offload: bool, passes: in
     return (f"{policy_text} would {how} {module}, whose saves {passes} backward passes read "
             "(`torch.autograd.grad(..., retain_graph=True)` taken again and again through "
             "it: a power series of vector-Jacobian products, as a residual flow's log-det "
-            "estimator takes inside its forward), and each pass makes its own re-made or "
+            "estimator takes inside its forward, or one per example or per layer, as "
+            "torchjd's Jacobians are taken), and each pass makes its own re-made or "
             "read-back copies, which the replay does not price past two; `memledger "
             "measure` runs it, and `memledger compare` measures and judges it")
 

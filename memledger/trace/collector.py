@@ -86,6 +86,7 @@ A saved tensor that is a parameter stays a parameter (see ROLE_PRIORITY).
 
 from __future__ import annotations
 
+import collections
 import functools
 import os
 import sys
@@ -116,12 +117,15 @@ from memledger.trace.outside_state import (
     PAIRED_HOOKS,
     argument_versions,
     attribute_tensors,
+    listen_for_routed_calls,
     paired_hooks,
+    watch_routed_outputs,
     storage_key,
     written_arguments,
     written_state,
 )
 from memledger.trace.compiled import compiled_backend, eager_stance
+from memledger.trace.param_attrs import watch_parameter_attributes
 from memledger.trace.external import external
 from memledger.trace.gc_window import GcWindow, garbage_sids
 from memledger.trace.mapped import MappedFiles
@@ -636,6 +640,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
     # (Note [Tensors a call keeps on its module]) and buffers it makes. FakeCollector adds
     # FakeTensor: a fake run's tensors are all of that type.
     PLAIN_TYPES: tuple[type, ...] = (_Tensor,)
+    # the classes a parameter has: Note [A parameter's gradients, as they are set]
+    PARAM_CLASSES: tuple[type, ...] = (torch.nn.Parameter,)
 
     def _own_storage(self, t) -> bool:
         """`t`'s storage is its own (Note [Tensors a call keeps on its module]): a plain
@@ -715,6 +721,9 @@ class Collector(ShardingMixin, TorchDispatchMode):
         self._attr_sids: list[dict] = []      # and its module's tensor attributes' sids
         self._attr_watch: dict[int, int] = {}  # those sids -> last use, when freed before
         #                                        the call ends (-1: live or never used)
+        # (module, path, ev0, ev1) of the last call of a module with forward hooks of its
+        # own, for `_routed` (Note [A backward hook made by hand], trace/outside_state.py)
+        self._hooked_call: tuple | None = None
         # saved storages something besides autograd still holds: sid -> [weakref, aliases
         # alive, their weakrefs] (Note [When a saved storage is released])
         self._held: dict[int, list] = {}
@@ -817,6 +826,10 @@ class Collector(ShardingMixin, TorchDispatchMode):
             nn_module.register_module_forward_hook(ours(self._module_post), always_call=True),
             register_optimizer_step_pre_hook(ours(self._opt_pre)),
             register_optimizer_step_post_hook(ours(self._opt_post)),
+            # Note [A parameter's gradients, as they are set] (trace/param_attrs.py)
+            watch_parameter_attributes(ours(self._gradient_attribute), self.PARAM_CLASSES),
+            # Note [A backward hook made by hand] (trace/outside_state.py)
+            listen_for_routed_calls(ours(self._routed)),
         ]
         self._saved_hooks.__enter__()
         self._resize_watch.__enter__()
@@ -1824,6 +1837,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
             self._set_phase("loss")
 
     def _call_begin(self, module, args) -> None:
+        if module._forward_hooks:   # Note [A backward hook made by hand] (outside_state.py)
+            watch_routed_outputs(module)
         self._sid_marks.append(self._next_sid)   # storages made from here on: this call's
         self._arg_versions.append(argument_versions(args, None) if self._phase != "backward"
                                   else [])
@@ -1868,6 +1883,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
         if paired_hooks(module):   # Note [Hooks paired across forward and backward]
             self.sink.write({"k": "stateful", "mod": path, "ev0": ev0, "ev1": self._ev,
                              "obj": PAIRED_HOOKS, "sids": []})
+        if module._forward_hooks:   # its own hooks run after this one: `_routed` judges
+            self._hooked_call = (module, path, ev0, self._ev)
         for obj, keys in written_state(args, kwargs,
                                        lambda k: sids.get(k, -1) >= first_new):
             # Note [State written outside a region] (memledger/trace/outside_state.py)
@@ -1893,6 +1910,14 @@ class Collector(ShardingMixin, TorchDispatchMode):
             if module._buffers else []
         if kept:   # Note [A buffer a call makes and later calls reuse]
             self.sink.write({"k": "kept", "mod": path, "ev0": ev0, "sids": kept})
+
+    def _routed(self, module) -> None:
+        """The call `_call_end` just ended handed its outputs through an autograd Function
+        of its own hooks' (Note [A backward hook made by hand] in trace/outside_state.py)."""
+        call, self._hooked_call = self._hooked_call, None
+        if call is not None and call[0] is module and self._phase != "backward":
+            self.sink.write({"k": "stateful", "mod": call[1], "ev0": call[2], "ev1": call[3],
+                             "obj": PAIRED_HOOKS, "sids": []})
 
     def _replaced_own_state(self, module, before: dict[str, int], first_new: int,
                             ev0: int) -> bool:
@@ -2224,15 +2249,28 @@ class Collector(ShardingMixin, TorchDispatchMode):
             if shard == "sharded":   # the full weight it was cut from: Note [Sharded storages], 5
                 self._name_original(sid, name)
 
+    # Note [One storage, the gradients of several parameters]
+    # `.grad` may be a view of a storage other parameters' gradients share: torchjd's
+    # `jac_to_grad` splits one aggregated vector (8,802 floats, 35,208 B) into every
+    # parameter's `.grad`, as a flat gradient buffer does. The storage took its first
+    # parameter's name, and `show` read "gradient · inp.weight" for 34.4 KiB where
+    # `inp.weight` is 1.3 KiB; it reads "inp.weight (and 11 more)" now.
     def _mark_gradients(self, params=None) -> None:
         if params is None:
             params = [p for m in self._roots.alive() for p in m.parameters()]
+        shared = collections.Counter(
+            storage_key(p.grad) for p in params
+            if p.is_leaf and p.grad is not None and type(p.grad) in self.PLAIN_TYPES)
         for p in params:
             # a module may hold a non-leaf in `_parameters` (MAML's fast weights, Note
             # [Weights put in a module's parameters]): it has no `.grad`, and reading one
             # warns in the script's output
             if p.is_leaf and p.grad is not None:
-                self._role(p.grad, "gradient", self._param_names.get(id(p), ""))
+                name = self._param_names.get(id(p), "")
+                more = shared.get(storage_key(p.grad), 0) - 1 \
+                    if type(p.grad) in self.PLAIN_TYPES else 0
+                self._role(p.grad, "gradient", f"{name} (and {more} more)"
+                           if name and more > 0 else name)
             if p.__dict__:   # Note [Gradients a parameter holds by another name]
                 name = self._param_names.get(id(p), "")
                 for attr, t in _gradient_attributes(p):
@@ -2243,6 +2281,13 @@ class Collector(ShardingMixin, TorchDispatchMode):
             p = ref()
             if p is not None and p.grad is not None:
                 self._role(p.grad, "gradient", name)
+
+    def _gradient_attribute(self, p: torch.Tensor, attr: str, t: torch.Tensor) -> None:
+        """`p.<attr> = t`, a gradient by another name (Note [A parameter's gradients, as
+        they are set], trace/param_attrs.py)."""
+        if type(t) in self.PLAIN_TYPES:
+            name = self._param_names.get(id(p), "")
+            self._role(t, "gradient", f"{name}.{attr}" if name else "")
 
     def _opt_pre(self, opt: torch.optim.Optimizer, args, kwargs) -> None:
         if not self._nested_step() and self._steps.pre(opt) and \

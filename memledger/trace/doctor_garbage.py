@@ -327,6 +327,12 @@ def _hop(a, b) -> str:
         return ".__traceback__"
     if _of(a, types.FunctionType) and b is a.__closure__:
         return ".__closure__"
+    # an instance whose attributes the collector visits without their dict (Python 3.11
+    # keeps them inline): torch's GradScaler caches its scale in a `_MultiDeviceReplicator`'s
+    # `_per_device_tensors`, and the hop read "_MultiDeviceReplicator →  → [device...]"
+    d = getattr(a, "__dict__", None)
+    if type(d) is dict and (key := _key_of(d, b)) is not None:
+        return f".{key}"
     return _slot_of(a, b)
 
 

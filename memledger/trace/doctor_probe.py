@@ -99,6 +99,7 @@ from memledger.trace.doctor_retention import MAX_NODES, RetentionWatch
 from memledger.trace.roots import ByModule, RootNames, paths_under
 from memledger.trace.optimizer_like import optimizer_like_alive
 from memledger.trace.steps import OptimizerSteps
+from memledger.trace.param_attrs import gradient_like
 from memledger.trace.where import in_reentrant_checkpoint, user_line, user_name_of
 
 _Tensor = torch.Tensor
@@ -1275,6 +1276,10 @@ class DoctorProbe(TorchFunctionMode):
                     self.records.append(leak)
                 if g is not None:
                     self._consumed.add(pid)
+                elif p.requires_grad and p.__dict__:   # Note [A step with no gradient]
+                    rec.setdefault("beside", []).extend(
+                        a for a, v in p.__dict__.items() if gradient_like(p, a, v)
+                        and a not in rec.get("beside", ()))
                 if not p.requires_grad:
                     self._before[pid] = (p._version, p.detach().clone() if g is not None
                                          else None, None)

@@ -103,6 +103,16 @@ class RetentionWatch:
                 if rec is not None:
                     out.append(rec)
                     found.add(id(t))
+        # Note [A spent graph that still holds tensors]
+        for t in live:
+            if id(t) in found or self._roots.get(id(t.grad_fn)) is not t.grad_fn:
+                continue
+            held, nodes = _ctx_bytes(t.grad_fn)
+            if held:
+                rec = self._retained(t, step, {id(t.grad_fn): t.grad_fn})
+                if rec is not None:
+                    rec["ctx_bytes"] = held
+                    out.append(rec)
         # a parameter given history in place carries it from the boundary after that op on
         # (its graph reaches an old one only a boundary later)
         for pid, (ref, _, _) in list(self._param_ops.items()):
@@ -293,6 +303,64 @@ def _reaches(root, old: tuple[set[int], int], clean: set[int]) -> bool:
         stack.extend(f for f, _ in n.next_functions)
     clean.update(seen)
     return False
+
+
+# Note [A spent graph that still holds tensors]
+# A loss kept after its backward until the next step replaces it holds a spent graph:
+# backward freed what its nodes saved, so it costs nothing (not a finding, Note
+# [Cross-step retention]). Unless a custom autograd Function keeps tensors on `ctx` as
+# plain attributes, not through `save_for_backward`: backward frees none of those, and they
+# live as long as the graph. torchjd's autogram engine routes every hooked layer's output
+# through `AutogramNode`, which keeps the layer's inputs and outputs as `ctx.args` and
+# `ctx.rg_outputs`; its documented loop keeps `losses` until the next step's forward
+# rebinds it, so the previous step's layer inputs and outputs (27,776 B on
+# tests/clients/train_torchjd.py `--mode autogram --no-batch-dim`) stay through the next
+# forward. At a step boundary, a live tensor a backward started from whose graph's
+# Python-Function nodes hold tensors (parameters aside) on their `ctx` is a `retained`
+# record with `ctx_bytes`: a warning, at the variable, that says `del` frees them. A node's
+# own output kept on its ctx (`ctx.out = out`: out's grad_fn is that node) is left out: it
+# is a reference cycle, which `del` does not free (check `cyclic_garbage`,
+# tests/doctor/garbage.py --cycle ctx).
+def _ctx_bytes(root) -> tuple[int, int]:
+    """(bytes of the distinct storages the graph's custom-Function nodes keep as `ctx`
+    attributes, parameters aside; nodes walked)."""
+    seen, stack, storages, nodes = set(), [root], {}, 0
+    while stack and nodes < MAX_NODES:
+        n = stack.pop()
+        if n is None or id(n) in seen:
+            continue
+        seen.add(id(n))
+        nodes += 1
+        stack.extend(f for f, _ in n.next_functions)
+        if not isinstance(n, torch.autograd.function.BackwardCFunction):
+            continue
+        for v in vars(n).values():
+            for x in _ctx_tensors(v):
+                # parameters are resident anyway; the node's own output kept on ctx
+                # (`ctx.out = out`) is a reference cycle, which `del` does not free and
+                # check `cyclic_garbage` names
+                if isinstance(x, nn.Parameter) or x.grad_fn is n:
+                    continue
+                try:
+                    st = x.untyped_storage()
+                    storages[st._cdata] = st.nbytes()
+                except (RuntimeError, NotImplementedError):
+                    continue
+    return sum(storages.values()), nodes
+
+
+def _ctx_tensors(v: Any, depth: int = 0) -> list[_Tensor]:
+    """Tensors in a `ctx` attribute: itself, or in its lists, tuples and dicts (two levels:
+    `ctx.args` is the layer's positional arguments)."""
+    if isinstance(v, _Tensor):
+        return [v]
+    if depth >= 2:
+        return []
+    if isinstance(v, (list, tuple)):
+        return [x for i in v for x in _ctx_tensors(i, depth + 1)]
+    if isinstance(v, dict):
+        return [x for i in v.values() for x in _ctx_tensors(i, depth + 1)]
+    return []
 
 
 def _graph_nodes(roots) -> dict[int, Any]:

@@ -865,6 +865,9 @@ class FakeCollector(Collector):
     # (`self.kept = h.detach()`: no `stash` record, so checkpoint held the region's input
     # past the next step's forward, +26,380 B; tests/clients/train_random.py, `kept`).
     PLAIN_TYPES = (torch.Tensor, FakeTensor)
+    # `nn.Parameter(fake)` keeps the FakeTensor type (Note [A parameter's gradients, as
+    # they are set], trace/param_attrs.py)
+    PARAM_CLASSES = (torch.nn.Parameter, FakeTensor)
     # Rule 9: a saved fake tensor is aliased as a plain one is, and its release followed
     ALIAS_TYPES = PLAIN_TYPES + (torch.nn.Parameter,)
 

@@ -54,10 +54,34 @@ before any recompute. Offload re-runs nothing and is allowed. A forward hook alo
 logger, spectral norm's pre-hook) is not refused: nothing in backward expects one call.
 Disabled hooks (`GradSampleModule.disable_hooks()`) still count: the hooks' objects say
 nothing about what they do.
+
+# Note [A backward hook made by hand]
+The same pairing without a backward hook: a module's own forward hook that hands its
+outputs on through an autograd Function of its own, whose backward is the other half.
+torchjd's autogram `Engine(model, batch_dim=None)` hooks every layer holding parameters so:
+the hook counts the call (`track_forward_call`) and returns the outputs through
+`AutogramNode.apply(...)`, whose backward computes the layer's Jacobian; before it
+aggregates, the engine checks that every counted call met its backward ("Some modules had
+a forward pass without an associated backward pass"). A checkpoint re-run fires the hook
+again and the new node is never reached (torch's checkpoint keeps only what the re-run
+saves), so the script fails in its next step; predict had priced `checkpoint:blocks.*`
+of tests/clients/train_torchjd.py `--mode autogram --no-batch-dim` at 519,180 B (2 steps)
+while measure ended with the script's ValueError (exit 3). Whether a hook does this is
+only seen by running it: `watch_routed_outputs` puts one hook of ours before the
+module's own and one after them (torch runs global hooks first, then the module's own in
+order), and a call whose tensor outputs leave the module's own hooks with the grad_fn of
+a Python autograd Function (`BackwardCFunction`) they did not have before is routed. The
+trace records it as `PAIRED_HOOKS` and predict refuses a re-run holding it; measure puts
+the same watch on the region's hooked modules and refuses after the region's first
+forward. A forward hook that returns a new tensor made by torch's own ops (`out * 2`),
+or registers tensor hooks on the outputs (FSDP2's post-forward), routes nothing. Only
+modules that already hold forward hooks of their own are watched, so a model without any
+keeps its hook dictionaries as they were.
 """
 
 from __future__ import annotations
 
+import weakref
 from typing import Any, Iterator
 
 import torch
@@ -152,6 +176,78 @@ def paired_hooks(module: torch.nn.Module) -> bool:
         return False
     return bool(module._backward_pre_hooks) or (
         bool(module._backward_hooks) and getattr(module, "_is_full_backward_hook", None) is True)
+
+
+_ROUTED: "weakref.WeakKeyDictionary[torch.nn.Module, int]" = weakref.WeakKeyDictionary()
+_WATCHED: "weakref.WeakKeyDictionary[torch.nn.Module, Any]" = weakref.WeakKeyDictionary()
+
+
+def _grad_fns(output: Any) -> list:
+    return [t.grad_fn for t in _flat_tensors(output)]
+
+
+def _flat_tensors(output: Any) -> list[torch.Tensor]:
+    if isinstance(output, torch.Tensor):
+        return [output]
+    if isinstance(output, (list, tuple)):
+        return [t for o in output for t in _flat_tensors(o)]
+    if isinstance(output, dict):
+        return [t for o in output.values() for t in _flat_tensors(o)]
+    return []
+
+
+_LISTENERS: list = []   # called with each routed module: the collectors recording now
+
+
+class _Listening:
+    def __init__(self, fn) -> None:
+        self._fn = fn
+        _LISTENERS.append(fn)
+
+    def remove(self) -> None:
+        if self._fn in _LISTENERS:
+            _LISTENERS.remove(self._fn)
+
+
+def listen_for_routed_calls(fn) -> _Listening:
+    """Call `fn(module)` at each routed call of a watched module until `.remove()`."""
+    return _Listening(fn)
+
+
+def watch_routed_outputs(module: torch.nn.Module) -> None:
+    """Note [A backward hook made by hand]: from now on, count the calls of `module` whose
+    own forward hooks hand its outputs on through a Python autograd Function
+    (`routed_calls`), and tell the listeners of each. Once per module."""
+    if module in _WATCHED:
+        return
+    before: list = []
+
+    def first(_m, _args, output):
+        before[:] = [f for f in _grad_fns(output) if f is not None]
+        return None
+
+    def last(m, _args, output):
+        seen = before[:]
+        before.clear()
+        if not torch.is_grad_enabled():
+            return None
+        for f in _grad_fns(output):
+            if isinstance(f, torch.autograd.function.BackwardCFunction) and \
+                    not any(f is g for g in seen):
+                _ROUTED[m] = _ROUTED.get(m, 0) + 1
+                for fn in list(_LISTENERS):
+                    fn(m)
+                break
+        return None
+
+    _WATCHED[module] = (module.register_forward_hook(first, prepend=True),
+                        module.register_forward_hook(last))
+
+
+def routed_calls(module: torch.nn.Module) -> int:
+    """How many calls of `module` its own forward hooks routed (Note [A backward hook made by
+    hand]); 0 for a module never watched."""
+    return _ROUTED.get(module, 0)
 
 
 def argument_versions(args: tuple, kwargs: dict | None) -> list[tuple[torch.Tensor, int]]:

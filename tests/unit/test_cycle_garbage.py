@@ -126,3 +126,19 @@ def test_saves_of_a_validation_without_no_grad_went_unread(tmp_path, cli_zygote)
                    check=True, capture_output=True)
     u = summarize(Ledger.load(out)).unread_saves
     assert (u.storages, u.bytes, u.at_peak_bytes) == (12, 1536, 0)
+
+
+def test_a_hop_through_an_instance_attribute_is_named():
+    """Python 3.11 visits an instance's attributes without their dict, so a cycle's path
+    goes from the object straight to the value: torch's `GradScaler.scale([...])` leaves a
+    cycle through a `_MultiDeviceReplicator`, whose hop read "_MultiDeviceReplicator →  →
+    [device(type='cpu')] Tensor(scalar float32)" (tests/clients/train_torchjd.py --mode
+    amp); it reads "→ ._per_device_tensors → [...]" now."""
+    from memledger.trace.doctor_garbage import _hop
+
+    class Holder:
+        def __init__(self) -> None:
+            self.per_device = {"cpu": 1}
+
+    h = Holder()
+    assert _hop(h, h.per_device) == ".per_device"
