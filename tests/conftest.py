@@ -105,12 +105,18 @@ def shared_dir(tmp_path_factory, name: str) -> Path:
 
 
 @contextlib.contextmanager
-def only_one_worker(folder: Path) -> Iterator[None]:
-    """Hold an exclusive lock on `folder` (the other workers wait, then find the files)."""
-    with open(folder / ".lock", "w") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
+def only_one_worker(folder: Path, name: str = "", wait: bool = True) -> Iterator[bool]:
+    """Hold an exclusive lock on `folder` (or on its part `name`): the other workers wait,
+    then find the files. Yields False, holding nothing, where `wait` is off and another
+    worker holds the lock."""
+    with open(folder / f".lock{'-' + name if name else ''}", "w") as f:
         try:
-            yield
+            fcntl.flock(f, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        try:
+            yield True
         finally:
             fcntl.flock(f, fcntl.LOCK_UN)
 
@@ -123,11 +129,11 @@ def trace_example(tmp_path_factory):
 
     out = shared_dir(tmp_path_factory, "traced_examples")
 
-    def trace(name: str, steps: int = 3) -> Path:
+    def trace(name: str, steps: int = 3, wait: bool = True) -> Path:
         path = out / f"{name}-{steps}steps.ledger"
-        with only_one_worker(out):
-            if not path.exists():   # written under another name, renamed once complete
-                partial = path.with_suffix(".partial")
+        with only_one_worker(out, path.stem, wait) as mine:
+            if mine and not path.exists():   # written under another name, renamed once
+                partial = path.with_suffix(".partial")   # complete
                 trace_script(EXAMPLES / f"train_{name}.py", [], partial, steps=steps)
                 partial.rename(path)
         return path
@@ -138,5 +144,10 @@ def trace_example(tmp_path_factory):
 @pytest.fixture(scope="session")
 def traced_examples(trace_example) -> dict[str, Path]:
     """{name: ledger path} for mlp, gpt and cnn, each traced for 3 steps with the allocator
-    pass, once per test run (shared by the xdist workers)."""
-    return {name: trace_example(name, steps=3) for name in ("mlp", "gpt", "cnn")}
+    pass, once per test run (shared by the xdist workers). Each worker first traces those
+    no other worker is tracing, then waits for the rest: two workers that ask at once trace
+    two examples side by side, where one waited on the other's lock (~10 s of a core)."""
+    names = ("mlp", "gpt", "cnn")
+    for name in names:
+        trace_example(name, steps=3, wait=False)
+    return {name: trace_example(name, steps=3) for name in names}
