@@ -138,14 +138,7 @@ class RetentionWatch:
         name, var, file = state or self._name_of(t)
         if not var:
             return None   # held only by a library's internals (torch.compile's caches)
-        nodes, stack, seen = 0, [t.grad_fn], set()
-        while stack and nodes < MAX_NODES:
-            n = stack.pop()
-            if n is None or id(n) in seen:
-                continue
-            seen.add(id(n))
-            nodes += 1
-            stack.extend(f for f, _ in n.next_functions)
+        nodes = sum(1 for _ in graph_nodes(t.grad_fn))
         try:
             nbytes = t.untyped_storage().nbytes()
         except (RuntimeError, NotImplementedError):
@@ -321,10 +314,9 @@ def _reaches(root, old: tuple[set[int], int], clean: set[int]) -> bool:
 # own output kept on its ctx (`ctx.out = out`: out's grad_fn is that node) is left out: it
 # is a reference cycle, which `del` does not free (check `cyclic_garbage`,
 # tests/doctor/garbage.py --cycle ctx).
-def _ctx_bytes(root) -> tuple[int, int]:
-    """(bytes of the distinct storages the graph's custom-Function nodes keep as `ctx`
-    attributes, parameters aside; nodes walked)."""
-    seen, stack, storages, nodes = set(), [root], {}, 0
+def graph_nodes(root):
+    """The autograd nodes reachable from `root`, each once, at most MAX_NODES of them."""
+    seen, stack, nodes = set(), [root], 0
     while stack and nodes < MAX_NODES:
         n = stack.pop()
         if n is None or id(n) in seen:
@@ -332,6 +324,15 @@ def _ctx_bytes(root) -> tuple[int, int]:
         seen.add(id(n))
         nodes += 1
         stack.extend(f for f, _ in n.next_functions)
+        yield n
+
+
+def _ctx_bytes(root) -> tuple[int, int]:
+    """(bytes of the distinct storages the graph's custom-Function nodes keep as `ctx`
+    attributes, parameters aside; nodes walked)."""
+    storages, nodes = {}, 0
+    for n in graph_nodes(root):
+        nodes += 1
         if not isinstance(n, torch.autograd.function.BackwardCFunction):
             continue
         for v in vars(n).values():
