@@ -316,7 +316,10 @@ def test_the_python_api_under_torchrun_writes_one_ledger_per_rank(tmp_path):
     import sys
 
     out = tmp_path / "api.ledger"
+    # torch's launcher, the user's own: its per-job log folder in tmp_path (it makes a
+    # torchelastic_* folder in the system's temp dir without one, left there)
     subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
+                    "--log-dir", str(tmp_path / "logs"),
                     "--nproc-per-node", "2", str(SCRIPTS / "dist_modes.py"), "api", str(out)],
                    check=True, capture_output=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
     for r in (0, 1):
