@@ -459,6 +459,19 @@ def kept_as_made(func, args) -> bool:
         p.is_contiguous() for p in sparse_parts(args[0]))
 
 
+def _let_go(watch: dict[int, list]) -> list[tuple[int, Any]]:
+    """Take out of `watch` (sid -> [storage weakref, autograd's aliases alive, their
+    weakrefs]) the storages that only autograd holds now, or that are gone: [(sid, the
+    storage or None)] (Note [When a saved storage is released])."""
+    out = []
+    for sid, (ref, packs, _) in list(watch.items()):
+        st = ref()
+        if st is None or _use_count(st._cdata) <= 1 + packs:
+            del watch[sid]
+            out.append((sid, st))
+    return out
+
+
 def _alias_gone(entry: list, _ref) -> None:
     """A saved alias went (its node with it): Note [When a saved storage is released]."""
     entry[1] -= 1
@@ -2596,19 +2609,13 @@ class Collector(ShardingMixin, TorchDispatchMode):
         self._held.clear()
 
     def _check_let_go_between(self, ev: int) -> None:
-        for sid, (ref, packs, _) in list(self._held_over.items()):
-            st = ref()
-            if st is None or _use_count(st._cdata) <= 1 + packs:
-                del self._held_over[sid]
-                self._between[sid] = ev
+        for sid, _ in _let_go(self._held_over):
+            self._between[sid] = ev
 
     def _check_released(self, ev: int) -> None:
-        for sid, (ref, packs, _) in list(self._held.items()):
-            st = ref()
-            if st is None or _use_count(st._cdata) <= 1 + packs:
-                del self._held[sid]
-                if st is not None:
-                    self.sink.write({"k": "released", "sid": sid, "ev": ev})
+        for sid, st in _let_go(self._held):
+            if st is not None:
+                self.sink.write({"k": "released", "sid": sid, "ev": ev})
 
     # Note [Let go of after backward, while a kept graph holds it]
     # A storage the script holds as a backward begins is `released` -1: offload cannot free
