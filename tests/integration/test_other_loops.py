@@ -128,6 +128,22 @@ def test_two_backward_passes_per_step():
     assert off.measured == 89_200 and 0 <= off.predicted - off.measured <= 2_304, off
 
 
+def test_memory_replay_backprop_prices_the_first_passs_rerun():
+    """Memory replay backprop (tests/clients/train_backward_twice.py --mode mrbp, as
+    recurrent-memory-transformer-pytorch runs it): each segment gets
+    `loss.backward(retain_graph=True)` and then its memories' backward, so torch's
+    checkpoint re-runs a checkpointed block once in each pass. The replay's segment serves
+    the second pass; the first pass's re-made saves, which it reads and lets go of, were
+    priced nowhere: `checkpoint:blocks.0` was predicted 208,784 B against 218,768 B
+    measured (Note [A re-run in each backward pass], replay/engine.py)."""
+    run = run_client("train_backward_twice.py", ["--mode", "mrbp", "--steps", "2"],
+                     ["checkpoint:blocks.0", "checkpoint:blocks.1"], steps=1)
+    assert run.ledger_peak == run.allocator_peak == 223_248
+    p0, p1 = run.policies["checkpoint:blocks.0"], run.policies["checkpoint:blocks.1"]
+    assert (p0.predicted, p0.measured) == (218_768, 218_768)
+    assert (p1.predicted, p1.measured) == (220_812, 220_812)
+
+
 def test_selective_keeping_a_tensor_changed_in_place_is_refused_in_one_line():
     """A Linear then ReLU(inplace=True): selective keeps the Linear's output, which the ReLU
     then changes; measure said "the script failed" with torch's traceback (exit 3). predict
