@@ -24,6 +24,7 @@ from memledger.errors import (
     plain,
 )
 from memledger.trace.collector import StopTracing
+from memledger.trace.func_transforms import func_transforms_step_aside
 from memledger.trace.own_ranks import OwnRanks, OwnRanksStop
 from memledger.trace.session import port_taken
 
@@ -158,7 +159,8 @@ def run_and_classify(script: str | Path, argv: list[str],
     cannot do), which is said in one line instead."""
     own = OwnRanks()   # Note [Ranks the script starts itself] in trace/own_ranks.py
     try:
-        with own, earlier_objects_frozen():
+        # Note [torch.func transforms under memledger's hooks] (trace/func_transforms.py)
+        with own, earlier_objects_frozen(), func_transforms_step_aside():
             run_script(script, argv)
     except StopTracing:
         return ScriptOutcome(EXIT_OK, "stopped after the requested steps")
