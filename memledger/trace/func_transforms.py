@@ -32,6 +32,9 @@ import torch.autograd.graph as _graph
 # counts those bytes, made and freed where the allocator sees them, as temporaries living
 # to their free, not as activations; replay's offload and checkpoint leave them resident,
 # and measure's offload and checkpoint, whose hooks are stepped aside too, leave them so.
+# A region called inside a transform (NeuralMemory's memory MLP, run by `functional_call`
+# under `grad`) runs plain there in measure (`in_func_transform`: no hook could be pushed),
+# as replay, which sees no save there to act on, predicts.
 # train_titans.py --mode mem: ledger = allocator = 984,008 B; `offload:mem` 667,136 B and
 # `checkpoint:mem` 1,051,828 B, predicted = measured.
 
@@ -56,8 +59,7 @@ def own_checkpointed(fn: Callable) -> Callable:
 
 def in_func_transform() -> bool:
     """Whether a torch.func transform runs (saved-tensor hooks are disabled): a region of
-    measure's called there runs plain, as in backward (Note [A region called inside a
-    torch.func transform])."""
+    measure's called there runs plain, as in backward."""
     return not torch._C._autograd._saved_tensors_hooks_is_enabled()
 
 
