@@ -54,3 +54,34 @@ def test_a_hook_of_the_scripts_own_is_refused_as_torch_refuses():
         top = torch._C._autograd._top_saved_tensors_default_hooks(True)
         assert top is not None and top[0] is not _ours_pack   # both still on the stack
     assert torch.autograd.graph.disable_saved_tensors_hooks.__module__ == "torch.autograd.graph"
+
+
+def test_a_transform_inside_the_scripts_own_checkpoint_is_said_so(tmp_path):
+    """The one line once advised "an option that does without torch.func" for every script
+    that differentiated with it; it is said now only where a hook of the script's own (its
+    checkpoint here) is around the transform, which torch refuses without memledger too."""
+    from memledger.errors import EXIT_USAGE
+    from memledger.ledger.writer import MemorySink
+    from memledger.trace.collector import Collector
+    from memledger.trace.script import run_and_classify
+
+    script = tmp_path / "own_checkpoint.py"
+    script.write_text(
+        "import torch\n"
+        "from torch.func import grad\n"
+        "from torch.utils.checkpoint import checkpoint\n"
+        "lin = torch.nn.Linear(4, 4)\n"
+        "opt = torch.optim.SGD(lin.parameters(), lr=0.1)\n"
+        "def inner(x):\n"
+        "    g = grad(lambda w: (x @ w).pow(2).sum())(torch.ones(4, 4))\n"
+        "    return lin(x) * g.sum()\n"
+        "checkpoint(inner, torch.randn(3, 4), use_reentrant=False).sum().backward()\n"
+        "opt.step()\n")
+    with Collector(MemorySink()):
+        outcome = run_and_classify(script, [])
+    assert outcome.code == EXIT_USAGE
+    assert outcome.reason == (
+        "the script differentiates with torch.func (grad, vjp, jacrev) under saved-tensor "
+        "hooks of the script's own (its checkpoint or offload around the call), which "
+        "torch.func's transforms refuse with or without memledger; call the transform "
+        "outside those hooks")
