@@ -62,6 +62,8 @@ def cut_graph(run: Run) -> list[Finding]:
                 key = ("none_grad", st["file"], st["line"])
             elif c is not None:
                 key = ("cut", c["op"], c["file"], c["line"])
+            elif i in st.get("ran_without", ()):
+                key = ("ran_without", st["file"], st["line"])
             elif i in st["not_run"]:
                 key = ("not_run", st["file"], st["line"])
             else:
@@ -89,6 +91,11 @@ def _cut_finding(run: Run, key: tuple, g: dict) -> Finding:
         msg = (f"{head}: backward reached them but computed no gradient (None): a custom "
                "autograd.Function whose backward returns None for them, or a hook that drops "
                "it; return their gradient, or freeze them")
+    elif key[0] == "ran_without":
+        # Note [Parameters a call ran without] (trace/doctor_probe.py)
+        msg = (f"{head}: their modules ran, but with other tensors in their place "
+               "(`torch.func.functional_call`, torch.nn.utils.stateless), so these were "
+               "never read; hand them to the call, or leave them out of the optimizer")
     elif key[0] == "not_run":
         # a module run through another method or a direct `.forward()` is no module call
         # either (Note [Modules run through another method], replay/policies.py): its

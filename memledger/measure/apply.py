@@ -84,6 +84,7 @@ from memledger.replay.stateful import (
     state_rewritten_message,
     stateful_message,
 )
+from memledger.trace.func_transforms import in_func_transform, own_checkpointed
 from memledger.trace.script_checkpoint import checkpoint_pack_hook, find_checkpoint_call
 from memledger.trace.roots import COMPILED, RootNames, containers, named_modules
 from memledger.trace.where import in_reentrant_checkpoint
@@ -453,8 +454,8 @@ def _checkpointed(orig: Callable, module: nn.Module, context_fn: Callable | None
 
     def before(args: tuple, kwargs: dict) -> tuple | None:
         """What the checks after the forward compare with; None: the call runs plain."""
-        if _in_backward():   # Note [A region called inside backward]: no policy there
-            return None
+        if _in_backward() or in_func_transform():   # Note [A region called inside
+            return None                                 # backward]: no policy there
         if guard is not None:
             guard.check_outer()
         if not torch.is_grad_enabled():
@@ -482,7 +483,8 @@ def _checkpointed(orig: Callable, module: nn.Module, context_fn: Callable | None
         if state is None:
             return orig(*args, **kwargs)
         # torch's own checkpoint, which Dynamo knows (a region inside compiled code)
-        fn = _strong(orig)
+        # counted as memledger's (Note [torch.func transforms under memledger's hooks])
+        fn = own_checkpointed(_strong(orig))
         out = checkpoint(guard.run(fn) if guard is not None else fn, *args,
                          use_reentrant=False, preserve_rng_state=True, context_fn=contexts,
                          **kwargs)
@@ -496,7 +498,7 @@ def _checkpointed(orig: Callable, module: nn.Module, context_fn: Callable | None
         state = before(args, kwargs)
         if state is None:
             return (yield)
-        fn = _strong(orig)
+        fn = own_checkpointed(_strong(orig))
         ck = _checkpoint_without_reentrant_generator(
             guard.run(fn) if guard is not None else fn, True, contexts,
             _DEFAULT_DETERMINISM_MODE, False, True, *args, **kwargs)
@@ -825,8 +827,8 @@ def _selective_context(save_ops: tuple[str, ...]) -> Callable:
 def _offloaded(orig: Callable, offloader: Offloader,
                guard: _NestingGuard | None = None) -> Callable:
     def plain() -> bool:
-        if _in_backward():   # Note [A region called inside backward]: no policy there
-            return True
+        if _in_backward() or in_func_transform():   # Note [A region called inside
+            return True                                 # backward]: no policy there
         if guard is not None:
             guard.check_outer(offload_inside_message)
         return not torch.is_grad_enabled()

@@ -302,6 +302,11 @@ class DoctorProbe(TorchFunctionMode):
         self._names = RootNames()                      # Note [The model]: as the ledger names
         self._param_recs: dict[int, dict[str, Any]] = {}   # id(param) -> its "param" record
         self._ran: set[int] = set()                    # modules run in this window
+        # Note [Parameters a call ran without]: id(module) -> [(holder, name, id(param))];
+        # ids of parameters found in their place / replaced in a call in this window
+        self._slots: dict[int, list[tuple[weakref.ref, str, int]]] = {}
+        self._in_place: set[int] = set()
+        self._replaced: set[int] = set()
         self._mode_seen: set[int] = set()
         self._mode_pending: dict[int, dict] = {}   # Note [A validation forward under grad]
         self._mode_recs: list[tuple[weakref.ref, dict[str, Any]]] = []   # renamed with roots
@@ -440,7 +445,7 @@ class DoctorProbe(TorchFunctionMode):
                       self._cuts, self._tainted, self._pver, self._mixed, self._local):
                 d.pop(pid, None)
             for s_ in (self._late, self._consumed, self._hooked, self._none_grad,
-                       self._grads_read):
+                       self._grads_read, self._in_place, self._replaced):
                 s_.discard(pid)
         self._order.forget(dead)
 
@@ -515,6 +520,50 @@ class DoctorProbe(TorchFunctionMode):
             child = parent
         return False
 
+    # Note [Parameters a container holds]
+    # An `nn.ParameterList` / `nn.ParameterDict` is a module that holds parameters and is
+    # never called: the module that holds it reads them in its forward (`for w in
+    # self.weights: x = x @ w`). Owned by the container, such a parameter's module "did not
+    # run" in every step, and one that got no gradient read "their modules did not run in
+    # that step, or not as module calls" where its module ran: titans-pytorch's MemoryMLP
+    # keeps its layers so (tests/clients/train_titans.py --mode mem). The module that runs
+    # them is the nearest holder that is no such container.
+    def _runner(self, m: nn.Module) -> nn.Module:
+        while isinstance(m, (nn.ParameterList, nn.ParameterDict)):
+            ref = self._parent.get(m)
+            parent = ref() if ref is not None else None
+            if parent is None:
+                break
+            m = parent
+        return m
+
+    # Note [Parameters a call ran without]
+    # `torch.func.functional_call(module, {name: tensor}, args)` (and torch.nn.utils.
+    # stateless) runs the module with other tensors put in its parameters' places for the
+    # length of the call: the module ran, and its output reached the loss, but the
+    # parameters themselves were never read. titans-pytorch's NeuralMemory runs its memory
+    # MLP so, with per-head copies (`memory_model_parameters`, which do get gradients) in
+    # place of the MLP's own weights, which stay in `model.parameters()` and so in the
+    # optimizer: the doctor said "their modules ran but the output never reached the loss"
+    # of the MLP's norm and "did not run" of its weights (held in a ParameterList, Note
+    # [Parameters a container holds]), both false. Each call of a module that owns
+    # parameters now looks whether each is in its place; one that was in no call of the
+    # window is said to be "ran without". Calls under no_grad are not looked at: they give
+    # no gradient either way, and NeuralMemory's constructor runs the MLP once so, with its
+    # own weights, to check its output's shape.
+    def _note_in_place(self, mid: int) -> None:
+        if not _grad_enabled():
+            return
+        params = self._params
+        for ref, name, pid in self._slots.get(mid, ()):
+            holder, p = ref(), params.get(pid)
+            if holder is None or p is None:
+                continue
+            if holder._parameters.get(name) is p:
+                self._in_place.add(pid)
+            else:
+                self._replaced.add(pid)
+
     def _register_root(self, root: nn.Module) -> None:
         prefix = self._names.prefix[root]
         number = self._roots
@@ -527,8 +576,12 @@ class DoctorProbe(TorchFunctionMode):
                 self._parent.setdefault(c, weakref.ref(m))
         self._retention.add_root(prefix, root)
         for m, p, name in _named_params(root, prefix):
-            self._module_of = {id(m): weakref.ref(m)}
-            self._add_param(p, name, id(m), late=False, root=number)
+            runs = self._runner(m)   # Note [Parameters a container holds]
+            self._module_of = {id(runs): weakref.ref(runs)}
+            self._add_param(p, name, id(runs), late=False, root=number)
+            # Note [Parameters a call ran without]: where the module looks for it
+            self._slots.setdefault(id(runs), []).append(
+                (weakref.ref(m), name.rsplit(".", 1)[-1], id(p)))
             if self._names.absorbed:   # a module seen on its own before is one of root's
                 self._param_recs[id(p)]["name"] = name
 
@@ -558,6 +611,8 @@ class DoctorProbe(TorchFunctionMode):
             if self._resumed_scheds is None:
                 self._resumed_scheds = _resumed_schedulers()
         self._ran.add(mid)
+        if mid in self._slots:
+            self._note_in_place(mid)
         if self._cut_srcs and _grad_enabled() and torch._C._current_graph_task_id() != -1:
             self._module_around_cut(module)   # Note [A cut the graph goes around]
         number = self._root_num.get(module)
@@ -1227,6 +1282,7 @@ class DoctorProbe(TorchFunctionMode):
                                "late": [idx[id(p)] for p in params if id(p) in self._late],
                                "accum": {}, "nonfinite": [], "zeroed": [], "zero": [],
                                "zero_as_computed": [], "not_run": [], "routed": [], "none_grad": [],
+                               "ran_without": [],
                                "bw": [], "graded": 0}
         bws: set[int] = set()
         self._before = {}
@@ -1252,6 +1308,8 @@ class DoctorProbe(TorchFunctionMode):
                         rec["zero_as_computed" if left else "zero"].append(idx[pid])
                 elif p.requires_grad and pid in self._none_grad and g is None:
                     rec["none_grad"].append(idx[pid])
+                elif p.requires_grad and pid in self._replaced and pid not in self._in_place:
+                    rec["ran_without"].append(idx[pid])   # Note [Parameters a call ran without]
                 elif p.requires_grad and self._owner.get(pid, 0) not in self._ran:
                     rec["not_run"].append(idx[pid])
                     if self._routed_around(pid):
@@ -1360,6 +1418,7 @@ class DoctorProbe(TorchFunctionMode):
             self._steps += 1
             self._count_scheduler_steps()
             self._cuts, self._visited, self._ran, self._mode_seen = {}, set(), set(), set()
+            self._in_place, self._replaced = set(), set()
             self._cut_srcs = {}
             self._mode_pending = {}
             ended = self._step_rule.post(opt)

@@ -24,6 +24,7 @@ from memledger.errors import (
     plain,
 )
 from memledger.trace.collector import StopTracing
+from memledger.trace.func_transforms import func_transforms_step_aside
 from memledger.trace.own_ranks import OwnRanks, OwnRanksStop
 from memledger.trace.session import port_taken
 
@@ -91,10 +92,15 @@ class ScriptOutcome:
     error: BaseException | None = None   # the script's own exception, if it raised
 
 
+# memledger's own hooks step aside while a transform runs (Note [torch.func transforms
+# under memledger's hooks], trace/func_transforms.py); this is said where a hook of the
+# script's own (its checkpoint, its offload) was on the stack too, which torch refuses
+# without memledger as well: the "option that does without torch.func" it once advised
+# for every such script (titans-pytorch has none) is no longer the way out.
 FUNC_TRANSFORMS = (
-    "{who} differentiates with torch.func (grad, vjp, jacrev), whose transforms refuse "
-    "saved-tensor hooks, and memledger sees what autograd saves (and offloads it) through "
-    "them; {fix}")
+    "{who} differentiates with torch.func (grad, vjp, jacrev) under saved-tensor hooks of "
+    "the script's own (its checkpoint or offload around the call), which torch.func's "
+    "transforms refuse with or without memledger; {fix}")
 
 
 def _func_transforms_line(e: BaseException) -> str:
@@ -104,11 +110,11 @@ def _func_transforms_line(e: BaseException) -> str:
     lib = library_caller(e)
     if lib is None:
         return FUNC_TRANSFORMS.format(
-            who="the script", fix="trace a version of the step that calls loss.backward()")
+            who="the script", fix="call the transform outside those hooks")
     pkg, where = lib
     return FUNC_TRANSFORMS.format(
         who=f"`{pkg}` (called by the script) at {where}",
-        fix=f"trace the script with an option of `{pkg}` that does without torch.func")
+        fix=f"call `{pkg}` outside those hooks")
 
 
 def library_caller(e: BaseException) -> tuple[str, str] | None:
@@ -158,7 +164,8 @@ def run_and_classify(script: str | Path, argv: list[str],
     cannot do), which is said in one line instead."""
     own = OwnRanks()   # Note [Ranks the script starts itself] in trace/own_ranks.py
     try:
-        with own, earlier_objects_frozen():
+        # Note [torch.func transforms under memledger's hooks] (trace/func_transforms.py)
+        with own, earlier_objects_frozen(), func_transforms_step_aside():
             run_script(script, argv)
     except StopTracing:
         return ScriptOutcome(EXIT_OK, "stopped after the requested steps")

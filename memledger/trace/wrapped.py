@@ -61,11 +61,29 @@ def wrapped_parts(t: torch.Tensor) -> list[tuple[str, torch.Tensor]]:
     return [] if type(t) in _PLAIN else inner_tensors(local_tensor(t))
 
 
+_functorch_wrapped = getattr(getattr(torch._C, "_functorch", None), "is_functorch_wrapped_tensor",
+                             lambda t: False)
+
+
+# Note [A model found inside a torch.func transform]
+# measure applies a policy at the model's first call (Note [The call that found the
+# model]); a loop that differentiates with `torch.func.grad(loss_fn)(params, x, y)`, the
+# model run by `functional_call` inside it (tests/clients/train_func.py), makes that call
+# inside the transform, its parameters functorch's TensorWrappers, and reading their
+# storages failed as memledger's own error ("internal error (NotImplementedError: Cannot
+# access storage of TensorWrapper)"), once the trace could go through such a transform
+# (Note [torch.func transforms under memledger's hooks], trace/func_transforms.py). A
+# region called inside a transform runs plain, in measure as in replay.
 def storage_ptrs(t: torch.Tensor) -> list[int]:
     """Data pointers of the storages that hold `t`'s memory: a DTensor's local shard's, a
     wrapper's inner tensors' (a QLoRA NF4 weight's codes and scales: its own storage has
     no valid pointer, and `measure` failed reading it), else its own."""
     t = local_tensor(t)
+    # Note [A model found inside a torch.func transform]: the parameters a
+    # `functional_call` put in their place there are functorch's wrappers (TensorWrapper,
+    # "Cannot access storage"), whose memory is the tensor each wraps
+    while _functorch_wrapped(t):
+        t = torch._C._functorch.get_unwrapped(t)
     inner = inner_tensors(t)
     return [x.untyped_storage().data_ptr() for _, x in inner] if inner else \
         [t.untyped_storage().data_ptr()]

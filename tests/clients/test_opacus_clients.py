@@ -71,21 +71,20 @@ def test_batch_memory_manager_counts_updates_not_step_calls():
     assert p.predicted == p.measured, p
 
 
-def test_functorch_mode_is_refused_naming_opacus_not_the_script():
-    """torch.func refuses saved-tensor hooks; under `grad_sample_mode="functorch"` it is
-    Opacus, inside `loss.backward()`, that calls it: the one line named "the script"."""
-    from memledger.errors import EXIT_USAGE
-    from memledger.ledger.writer import MemorySink
-    from memledger.trace.collector import Collector
-    from memledger.trace.script import run_and_classify
-
-    with Collector(MemorySink()):
-        outcome = run_and_classify(HERE / "train_opacus.py", ["--mode", "functorch",
-                                                              "--steps", "1"])
-    assert outcome.code == EXIT_USAGE
-    assert outcome.reason.startswith("`opacus` (called by the script) at "
-                                     "grad_sample/functorch.py:"), outcome.reason
-    assert outcome.reason.endswith("an option of `opacus` that does without torch.func")
+def test_functorch_mode_is_traced_through_opacus_vmap_of_grad():
+    """torch.func refuses saved-tensor hooks; under `grad_sample_mode="functorch"` Opacus
+    calls `vmap(grad(...))` inside `loss.backward()`. The trace was refused in one line
+    ("`opacus` (called by the script) at grad_sample/functorch.py:... differentiates with
+    torch.func"); memledger's own hooks now step aside while the transform runs (Note
+    [torch.func transforms under memledger's hooks], trace/func_transforms.py): the ledger
+    equals the allocator, offload is predicted as measured and checkpoint refused alike."""
+    run = run_client("train_opacus.py", ["--mode", "functorch"],
+                     ["offload:_module.blocks.0", "checkpoint:_module.blocks.0"], steps=2)
+    assert run.ledger_peak == run.allocator_peak == 321_620
+    off, ck = run.policies["offload:_module.blocks.0"], run.policies["checkpoint:_module.blocks.0"]
+    assert (off.predicted, off.measured) == (321_620, 321_620)
+    assert ck.predicted is None and ck.predict_refusal == ck.measure_refusal
+    assert "forward hooks paired with full backward hooks" in ck.predict_refusal
 
 
 @pytest.mark.parametrize("argv", [["--bmm", "--no-poisson", "--steps", "9"],

@@ -3,8 +3,9 @@
     python tests/clients/train_func.py            # grad(loss_fn)(params, x, y)
     python tests/clients/train_func.py --vmap     # per-sample gradients (DP-SGD style)
 
-torch.func's transforms refuse saved-tensor hooks, which `memledger trace` needs: it says
-so in one line (exit 2). The doctor uses none and checks the loop.
+torch.func's transforms refuse saved-tensor hooks, which `memledger trace` uses: memledger's
+own step aside while a transform runs (Note [torch.func transforms under memledger's
+hooks], memledger/trace/func_transforms.py). The doctor uses none and checks the loop.
 """
 
 import argparse

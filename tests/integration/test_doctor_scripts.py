@@ -104,6 +104,17 @@ BUGS = [
     ("moe.py", ["--bug"], "unused_parameter", "warning",
      ["2 trainable parameters (`1.norm.weight`, `1.norm.bias`)", "did not run"],
      "opt.step()"),
+    # layers in an nn.ParameterList: their module (the list's holder) ran, and its output
+    # was dropped; once "did not run" (Note [Parameters a container holds])
+    ("param_slots.py", ["--bug", "list"], "unused_parameter", "warning",
+     ["2 trainable parameters (`mlp.weights.0`, `mlp.weights.1`)",
+      "their modules ran but the output never reached the loss"], "opt.step()"),
+    # the MLP run by torch.func.functional_call with copies in its weights' places; once
+    # "did not run" (Note [Parameters a call ran without])
+    ("param_slots.py", ["--bug", "func"], "unused_parameter", "warning",
+     ["2 trainable parameters (`mlp.weights.0`, `mlp.weights.1`) got no gradient in step "
+      "1-3 while 6 others did: their modules ran, but with other tensors in their place "
+      "(`torch.func.functional_call`"], "opt.step()"),
     ("fused_adamw.py", ["--bug"], "no_update", "warning", ["4 had gradients",
      "the learning rate is 0"], "opt.step()"),
     ("accumulation.py", ["--bug", "tokens"], "token_denominator", "warning",
@@ -280,6 +291,7 @@ FIXED = [("cut.py", ["--cut", c, "--fixed"]) for c in ("detach", "checkpoint")] 
     # modules chosen by the data: unrouted MoE experts, an auxiliary head every other step
     # (once unused_parameter warnings)
     ("moe.py", []), ("moe.py", ["--aux"]),
+    ("param_slots.py", []),
     # SAM: the first gradient moves the weights (the ascent) and is zeroed; no step uses
     # it (once a dropped_update warning)
     ("sam.py", []),
