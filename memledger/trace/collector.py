@@ -1720,10 +1720,12 @@ class Collector(ShardingMixin, TorchDispatchMode):
             self._register_root(self._roots.root)
         elif path is None:
             path = f"{self._mod_stack[-1][0]}.{type(module).__name__}".lstrip(".")
-        if is_root and self._steps.open and self._steps.discovering and \
+        if is_root and self._steps.open and self._steps.ends_at_forward and \
                 self._steps_by == "optimizer":  # the first step, left open by its
             self._end_step()   # optimizers: ends when the next forward begins (not LBFGS's
         if is_root:            # closure, in step()); later steps as OptimizerSteps ends them
+            # (and each step whose optimizers ran inside backward: Note [An optimizer
+            # stepped inside backward], trace/steps.py)
             has_params = next(module.parameters(), None) is not None
             if has_params and self._steps_by == "forward" and \
                     self._forward_starts.begins(module):   # Note [A forward through the
