@@ -13,7 +13,8 @@ Options, each one of the recipes' config keys:
 
 - `--lora`: `lora_llama3(lora_attn_modules=["q_proj", "v_proj"], ...)` with
   `set_trainable_params(model, get_adapter_params(model))` freezing all but the adapters
-  (the LoRA recipe); `--dora`: `use_dora=True`.
+  (the LoRA recipe); `--dora`: `use_dora=True`; `--qlora`: `quantize_base=True` (as
+  `qlora_llama3` builds it: the adapted projections' frozen base weights in torchao's NF4).
 - `--ac`: `enable_activation_checkpointing`: `training.set_activation_checkpointing(model,
   auto_wrap_policy={TransformerSelfAttentionLayer})`.
 - `--chunks N`: `CEWithChunkedOutputLoss(num_output_chunks=N)` and
@@ -24,6 +25,8 @@ Options, each one of the recipes' config keys:
 - `--opt-in-bwd`: `optimizer_in_bwd`: one optimizer per parameter stepped by
   `training.register_optim_in_bwd_hooks` as its gradient is accumulated (no clipping,
   no accumulation, as the recipe requires).
+- `--log-every N`: `log_every_n_steps` (the loss read with `.item()`); 0: never (for
+  `trace --fake`, which has no values to read).
 """
 
 import argparse
@@ -51,18 +54,21 @@ def main() -> None:
     p.add_argument("--batch", type=int, default=2)
     p.add_argument("--lora", action="store_true")
     p.add_argument("--dora", action="store_true")
+    p.add_argument("--qlora", action="store_true")
     p.add_argument("--ac", action="store_true")
     p.add_argument("--chunks", type=int, default=0)
     p.add_argument("--accum", type=int, default=1)
     p.add_argument("--opt-in-bwd", action="store_true")
+    p.add_argument("--log-every", type=int, default=1)   # log_every_n_steps; 0: never
     args = p.parse_args()
     torch.manual_seed(0)
 
     shape = dict(vocab_size=args.vocab, num_layers=args.layers, num_heads=args.heads,
                  num_kv_heads=args.kv_heads, embed_dim=args.dim, max_seq_len=args.seq_len)
-    if args.lora or args.dora:
+    if args.lora or args.dora or args.qlora:
         model = lora_llama3(lora_attn_modules=["q_proj", "v_proj"], lora_rank=4,
-                            lora_alpha=8.0, use_dora=args.dora, **shape)
+                            lora_alpha=8.0, use_dora=args.dora, quantize_base=args.qlora,
+                            **shape)
         set_trainable_params(model, get_adapter_params(model))
         for m in model.modules():   # the recipe, once the base weights are in: DoRA's
             if hasattr(m, "initialize_dora_magnitude"):   # magnitude is `torch.empty`
@@ -110,8 +116,9 @@ def main() -> None:
             torch.nn.utils.clip_grad_norm_(trainable, max_norm=1.0)
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
-        loss_to_log = running_loss.item() / num_tokens
-        print(f"step {step}  loss {loss_to_log:.4f}")
+        if args.log_every and step % args.log_every == 0:
+            loss_to_log = running_loss.item() / num_tokens
+            print(f"step {step}  loss {loss_to_log:.4f}")
 
 
 if __name__ == "__main__":
