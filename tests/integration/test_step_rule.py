@@ -274,3 +274,35 @@ def test_compare_capture_reads_optimizers_stepped_inside_backward(tmp_path):
     assert len(steps) == 2
     assert all(len(s["grads"]) == 4 and all(g is not None for g in s["grads"].values())
                for s in steps)
+
+
+def test_a_re_run_inside_backward_after_an_optimizer_stepped_there_ends_no_step():
+    """Two top-level modules, each run under the script's checkpoint, their parameters
+    stepped inside backward: `b`'s optimizers left the collector's phase "other", and
+    `a`'s re-run there (a top-level call) ended the step in the middle of backward: 4
+    steps for 2 iterations. A call inside backward never ends one (collector.py)."""
+    from torch.utils.checkpoint import checkpoint
+
+    def build():
+        torch.manual_seed(0)
+        a, b = torch.nn.Linear(8, 16), torch.nn.Linear(16, 4)
+        opts = {p: torch.optim.SGD([p], lr=0.1) for m in (a, b) for p in m.parameters()}
+
+        def step(p):
+            opts[p].step()
+            opts[p].zero_grad()
+
+        for p in [*a.parameters(), *b.parameters()]:
+            p.register_post_accumulate_grad_hook(step)
+        return a, b
+
+    def iteration(a, b):
+        h = checkpoint(a, torch.randn(2, 8), use_reentrant=False)
+        checkpoint(b, h, use_reentrant=False).sum().backward()
+
+    iteration(*build())      # warm: lazy imports outside the block
+    a, b = build()
+    with memledger.trace() as led:
+        for _ in range(2):
+            iteration(a, b)
+    assert led.steps_traced == 2
