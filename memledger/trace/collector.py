@@ -1720,10 +1720,15 @@ class Collector(ShardingMixin, TorchDispatchMode):
             self._register_root(self._roots.root)
         elif path is None:
             path = f"{self._mod_stack[-1][0]}.{type(module).__name__}".lstrip(".")
-        if is_root and self._steps.open and self._steps.discovering and \
-                self._steps_by == "optimizer":  # the first step, left open by its
-            self._end_step()   # optimizers: ends when the next forward begins (not LBFGS's
-        if is_root:            # closure, in step()); later steps as OptimizerSteps ends them
+        # the first step, left open by its optimizers, ends when the next forward begins
+        # (not LBFGS's closure, in step()); later steps as OptimizerSteps ends them, and
+        # each step whose optimizers ran inside backward as the first (Note [An optimizer
+        # stepped inside backward], trace/steps.py): never at a re-run inside backward,
+        # where an optimizer's step may have left the phase "other"
+        if is_root and self._steps.open and self._steps.ends_at_forward and \
+                self._steps_by == "optimizer" and _graph_task_id() == -1:
+            self._end_step()
+        if is_root:
             has_params = next(module.parameters(), None) is not None
             if has_params and self._steps_by == "forward" and \
                     self._forward_starts.begins(module):   # Note [A forward through the

@@ -50,6 +50,24 @@ if TYPE_CHECKING:   # torch is imported where a hook is registered: the `memledg
     import torch    # parent reads STEPS_BY and must not pay for it (~1.5 s CPU)
 
 
+# Note [An optimizer stepped inside backward]
+# "Optimizer in backward" (torchtune's `optimizer_in_bwd`, PyTorch's tutorial on fusing the
+# step into backward) gives each parameter an optimizer of its own and steps it from a
+# `register_post_accumulate_grad_hook`, inside backward, as that parameter's gradient is
+# ready; the optimizer zeroes it there. At the first such step only that one parameter has
+# a gradient, so the rule above ended a training step after every parameter's update: one
+# backward of torchtune's llama3 (2 layers, dim 64) was 21 "steps", `trace --steps 2` read
+# 1,629,788 B after two updates, and the step's end ran the workers' step actions inside
+# the autograd engine, whose thread-local state it puts back after each node: the allocator
+# pass's profiler stopped there was enabled again after (`measure` in the same process:
+# "Profiler is already enabled on this thread"), and the op timer it entered there was
+# popped under it ("trying to pop from empty mode stack": `memledger trace` lost its
+# measured peak). A step whose last parameter is stepped inside a backward pass is over
+# only when the next forward of a root module begins (or the script ends): one forward,
+# its backward with every update, then what the loop does after, as `--steps-by forward`
+# counts it: 2 steps, 2,746,276 B (2,746,288 with kernel scratch, the allocator's), each
+# policy predicted = measured (tests/clients/test_torchtune_clients.py). Once one step has
+# ended so, every later one does (the module hook stays on for it).
 class StepBoundary:
     """The rule above, fed by the caller's hooks: `saw_root` at a root module's first
     forward, `pre` / `post` around each outermost `optimizer.step()`."""
@@ -61,6 +79,10 @@ class StepBoundary:
         self._pending: set[int] | None = None   # param ids still to step in this step
         self._stepped: set[int] = set()         # optimizers (ids) that stepped in it
         self._depth = 0                          # step() calls in progress (LBFGS closure)
+        self._held = False        # every parameter stepped, inside a backward pass: the
+                                  # step is over at the next root forward
+        self.in_backward = False  # a step's last optimizer ran inside backward, once:
+                                  # Note [An optimizer stepped inside backward]
 
     @staticmethod
     def _params(opt: torch.optim.Optimizer):
@@ -93,20 +115,39 @@ class StepBoundary:
         self._pending = (self._pending or set()) - {id(p) for p in self._params(opt)}
         if self._pending:
             return False
+        import torch
+
+        if torch._C._current_graph_task_id() != -1:   # Note [An optimizer stepped inside
+            self._held = self.in_backward = True      # backward]
+            return False
         self.reset()
         return True
 
     @property
     def open(self) -> bool:
         """A step some optimizer began and that is not over, with no step() running."""
-        return bool(self._pending) and self._depth == 0
+        return (bool(self._pending) or self._held) and self._depth == 0
+
+    @property
+    def ends_at_forward(self) -> bool:
+        """An open step ends when a root module's next forward begins: the first step
+        (trace/steps.py), and every step once one's optimizers ran inside backward (Note
+        [An optimizer stepped inside backward])."""
+        return self.discovering or self.in_backward
 
     def reset(self) -> None:
         """The step ended (here or by a fallback): discovery is over."""
         self._pending = None
         self._stepped = set()
+        self._held = False
         self.discovering = False
         self._roots = weakref.WeakSet()
+
+
+def _in_backward() -> bool:
+    import torch
+
+    return torch._C._current_graph_task_id() != -1
 
 
 class OptimizerSteps:
@@ -158,7 +199,9 @@ class OptimizerSteps:
 
     def _module_pre(self, module, args) -> None:
         if id(module) in self._seen:
-            if id(module) in self._roots and self.boundary.open and self._on_step:
+            if id(module) in self._roots and self.boundary.open and self._on_step and \
+                    not (self.boundary.in_backward and _in_backward()):   # a re-run in
+                # backward is no next forward (Note [A forward inside backward is no new step])
                 self.boundary.reset()   # a root's next forward: the open first step ended
                 self._stop_watching()
                 self._on_step()
@@ -168,7 +211,7 @@ class OptimizerSteps:
         self._seen.update(id(m) for m in module.modules())
 
     def _stop_watching(self) -> None:
-        if self._watching and not self.boundary.discovering:
+        if self._watching and not self.boundary.ends_at_forward:
             self._watching = False
             self._handles[0].remove()
             self._seen, self._roots = set(), set()

@@ -304,8 +304,20 @@ class Capture:
         if not torch.compiler.is_compiling():
             self._depth = max(self._depth - 1, 0)
 
+    # Note [A step read inside backward]
+    # An optimizer stepped by a gradient hook inside backward (torchtune's
+    # `optimizer_in_bwd`: Note [An optimizer stepped inside backward], trace/steps.py) ran
+    # the step hooks with the autograd engine's copy of the thread's state, whose torch
+    # function mode stack is empty (the loss-input mode steps aside while it handles
+    # `backward`): leaving the mode there raised "trying to pop from empty mode stack", and
+    # `compare` on tests/clients/train_torchtune.py --opt-in-bwd stopped with an internal
+    # error before any gate. There the mode only stops recording (backward already stopped
+    # it); it is left, or used again, outside backward, where it was entered.
     def _leave_mode(self) -> None:
         if self._mode is not None:
+            if torch._C._current_graph_task_id() != -1:
+                self._mode.recording = False
+                return
             self._mode.__exit__(None, None, None)
             self._mode = None
 

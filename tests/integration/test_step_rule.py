@@ -202,3 +202,107 @@ def test_a_gan_loop_ends_its_steps_where_every_worker_does():
     assert [a for a, _ in seen] == [b for _, b in seen], seen
     # step 1 is D's first step (only D had gradients); then one step per iteration
     assert [a for a, _ in seen] == [0, 1, 1, 1, 2, 2, 2, 3, 3, 3, 4, 4]
+
+
+def _optimizer_in_backward():
+    """torchtune's `optimizer_in_bwd`: one optimizer per parameter, stepped (and zeroed)
+    by a post-accumulate-grad hook inside backward."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Linear(16, 4))
+    opts = {p: torch.optim.SGD([p], lr=0.1) for p in model.parameters()}
+
+    def step(p):
+        opts[p].step()
+        opts[p].zero_grad()
+
+    for p in model.parameters():
+        p.register_post_accumulate_grad_hook(step)
+    return model
+
+
+def test_optimizers_stepped_inside_backward_end_one_step_at_the_next_forward():
+    """Note [An optimizer stepped inside backward] (trace/steps.py): 4 parameters, 4
+    optimizers stepped inside each backward. Each update ended a step (4 per iteration)
+    and the last inside backward; now one step per iteration, ended outside backward at
+    the next forward (the last by the script's end)."""
+    model = _optimizer_in_backward()
+    ends = []
+    steps = OptimizerSteps(lambda: ends.append(torch._C._current_graph_task_id()))
+    try:
+        for it in range(3):
+            model(torch.randn(2, 8)).sum().backward()
+            assert len(ends) == it      # the iteration's step is still open
+        steps.script_ended()
+    finally:
+        steps.remove()
+    assert ends == [-1, -1, -1]
+
+
+def test_api_traces_optimizers_stepped_inside_backward_as_one_step_each():
+    model = _optimizer_in_backward()
+    model(torch.randn(2, 8)).sum().backward()     # warm: lazy imports outside the block
+    model = _optimizer_in_backward()
+    with memledger.trace() as led:
+        for _ in range(2):
+            model(torch.randn(2, 8)).sum().backward()
+    assert led.steps_traced == 2     # 8 step() calls inside 2 backward passes
+
+
+OPTIMIZER_IN_BACKWARD = """
+import torch
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Linear(16, 4))
+opts = {p: torch.optim.SGD([p], lr=0.1) for p in model.parameters()}
+def step(p):
+    opts[p].step()
+    opts[p].zero_grad()
+for p in model.parameters():
+    p.register_post_accumulate_grad_hook(step)
+for it in range(3):
+    model(torch.randn(4, 8)).pow(2).mean().backward()
+"""
+
+
+def test_compare_capture_reads_optimizers_stepped_inside_backward(tmp_path):
+    """Note [A step read inside backward] (verify/capture.py): leaving the loss-input mode
+    in the first optimizer's pre-hook, inside backward, raised "trying to pop from empty
+    mode stack"; now 2 steps, each with all 4 gradients and 4 parameters moved."""
+    script = tmp_path / "train_in_bwd.py"
+    script.write_text(textwrap.dedent(OPTIMIZER_IN_BACKWARD))
+    res = capture_in_process(script, [], Variant(label="baseline", policy="none"), steps=2)
+    steps = res.data["steps"]
+    assert len(steps) == 2
+    assert all(len(s["grads"]) == 4 and all(g is not None for g in s["grads"].values())
+               for s in steps)
+
+
+def test_a_re_run_inside_backward_after_an_optimizer_stepped_there_ends_no_step():
+    """Two top-level modules, each run under the script's checkpoint, their parameters
+    stepped inside backward: `b`'s optimizers left the collector's phase "other", and
+    `a`'s re-run there (a top-level call) ended the step in the middle of backward: 4
+    steps for 2 iterations. A call inside backward never ends one (collector.py)."""
+    from torch.utils.checkpoint import checkpoint
+
+    def build():
+        torch.manual_seed(0)
+        a, b = torch.nn.Linear(8, 16), torch.nn.Linear(16, 4)
+        opts = {p: torch.optim.SGD([p], lr=0.1) for m in (a, b) for p in m.parameters()}
+
+        def step(p):
+            opts[p].step()
+            opts[p].zero_grad()
+
+        for p in [*a.parameters(), *b.parameters()]:
+            p.register_post_accumulate_grad_hook(step)
+        return a, b
+
+    def iteration(a, b):
+        h = checkpoint(a, torch.randn(2, 8), use_reentrant=False)
+        checkpoint(b, h, use_reentrant=False).sum().backward()
+
+    iteration(*build())      # warm: lazy imports outside the block
+    a, b = build()
+    with memledger.trace() as led:
+        for _ in range(2):
+            iteration(a, b)
+    assert led.steps_traced == 2
