@@ -23,6 +23,8 @@ collection), as its README and docs build them. Seeded, tiny, nothing downloaded
   `clear_and_load_backup()`: a copy of every parameter in the state while evaluating).
 - `create`: `create_optimizer(model, 'adamp', use_lookahead=True, weight_decay=1e-2)`: the
   library's factory, weight decay off for biases and LayerNorms (two param groups).
+- `create:NAME`: `create_optimizer(model, NAME, lr=1e-3)`: any optimizer by the library's
+  factory.
 - `sf_adamw`: `ScheduleFreeAdamW`: `optimizer.train()` / `eval()` swap the parameters in
   place; the loop evaluates under `eval()` after each step.
 - `ranger21`: `Ranger21`: gradient centralization and adaptive gradient clipping written
@@ -94,6 +96,8 @@ def make_optimizer(name: str, model: nn.Module):
         return po.ScheduleFreeAdamW(ps, lr=1e-3, warmup_steps=2)
     if name == "ranger21":
         return po.Ranger21(ps, num_iterations=100, lr=1e-3)
+    if name.startswith("create:"):   # any of the library's optimizers, by its factory
+        return po.create_optimizer(model, name.split(":", 1)[1], lr=1e-3)
     raise SystemExit(f"unknown --opt {name}")
 
 
