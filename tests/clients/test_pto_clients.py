@@ -26,7 +26,10 @@ allocator's 970,516 B, Muon 301,204 + 22,144 B of bf16 `bmm` scratch (Newton-Sch
 Found: the doctor warned `no_update` on SOAP's and ADOPT's first step, which builds the
 state and moves nothing by design (Note [A step that builds state], trace/doctor_probe.py);
 Lookahead's `backup_and_load_cache()` copies (77,328 B) read as `input`, not optimizer
-state (Note [State made between steps], trace/collector.py).
+state (Note [State made between steps], trace/collector.py); a step's batch made after the
+evaluation read as `activation` (Note [A batch made after an evaluation]); AdaShift's
+deque of gradients and DASH's per-block lists of matrices were missed by the state walk
+(`--opt create:adashift`, `create:dash`; tests/unit/test_optimizer_state_walk.py).
 """
 
 from __future__ import annotations
