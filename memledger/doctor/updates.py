@@ -117,6 +117,10 @@ def no_update(run: Run) -> list[Finding]:
     if not idle:
         return []
     why = ("the learning rate is 0" if all(st.get("lr_zero") for st in idle)
+           # Note [A step that builds state] in trace/doctor_probe.py
+           else "each step wrote only the optimizer's own state: one that gathers "
+           "statistics before its first update? run more steps"
+           if all(st.get("state_written") for st in idle)
            else "learning rate 0? a wrapper that skips the step?")
     return [Finding(
         check="no_update", severity="warning", where=where(idle[0]),
