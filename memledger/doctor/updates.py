@@ -99,16 +99,28 @@ def no_update(run: Run) -> list[Finding]:
     # a step at learning rate 0 by a schedule that leaves 0 later (a warm-up from 0: the
     # default of transformers' linear and cosine schedules) is meant to change nothing
     scheduled = {st["opt"] for st in run.steps if st.get("lr_zero") is False}
+    # a step that only built the optimizer's state (SOAP's and ADOPT's first) when a later
+    # step of that optimizer moved its parameters: Note [A step that builds state] in
+    # trace/doctor_probe.py
+    moved_after = {}
+    for st in run.steps:
+        if st.get("updated", 1):
+            moved_after[st["opt"]] = st["step"]
     # (a step whose gradients were all cleared is zeroed_before_step's: its cause is said;
     # one whose gradients were all zero as backward computed them had nothing to apply, as
     # a hinge whose margins are all met, or TRL's GRPO where both completions of each
     # prompt scored alike: Note [Zero as backward left it] in trace/doctor_probe.py)
     idle = [st for st in run.steps if st["accum"] and st.get("updated", 1) == 0
             and not (st.get("lr_zero") and st["opt"] in scheduled) and not _cleared(st)
-            and not _zero_as_computed(st)]
+            and not _zero_as_computed(st)
+            and not (st.get("state_built") and moved_after.get(st["opt"], 0) > st["step"])]
     if not idle:
         return []
     why = ("the learning rate is 0" if all(st.get("lr_zero") for st in idle)
+           # Note [A step that builds state] in trace/doctor_probe.py
+           else "each step wrote only the optimizer's own state: one that gathers "
+           "statistics before its first update? run more steps"
+           if all(st.get("state_written") for st in idle)
            else "learning rate 0? a wrapper that skips the step?")
     return [Finding(
         check="no_update", severity="warning", where=where(idle[0]),

@@ -87,6 +87,7 @@ A saved tensor that is a parameter stays a parameter (see ROLE_PRIORITY).
 from __future__ import annotations
 
 import collections
+import contextlib
 import functools
 import os
 import sys
@@ -710,6 +711,12 @@ class Collector(ShardingMixin, TorchDispatchMode):
         self._last: dict[int, int] = {}    # sid -> last event that used it
         self._refs: dict[int, tuple[int, int, weakref.ref]] = {}  # id(ref) -> (sid, key, ref)
         self._outside: set[int] = set()    # sids made in setup/other phases (batch candidates)
+        # Note [A batch made after an evaluation]: sids made in the loss phase a forward
+        # without gradients left open, and whether the last root forward was one
+        self._after_eval: set[int] = set()
+        self._after_graphless = False
+        # the optimizers stepped so far: Note [State made between steps]
+        self._optimizers: weakref.WeakSet = weakref.WeakSet()
         self._saved_mod: dict[int, str] = {}
         self._roles_written: set[tuple[int, str]] = set()  # sids are never reused
         self._unnamed_roles: set[tuple[int, str]] = set()  # of those, written without a name
@@ -1290,6 +1297,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
         self.sink.write(rec)
         if pre or phase == "setup" or phase == "other":
             self._outside.add(sid)
+        elif phase == "loss" and self._after_graphless:
+            self._after_eval.add(sid)   # Note [A batch made after an evaluation]
         return sid
 
     def _external(self, t: torch.Tensor, st) -> bool:
@@ -1351,6 +1360,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
     def _write_free(self, sid: int) -> None:
         """The free record of `sid`, at the current event (and what goes with it)."""
         self._outside.discard(sid)
+        self._after_eval.discard(sid)
         ev = self._ev
         if self._twin[:2] == (sid, ev - 1):   # Note [In place but for the mode]
             ev -= 1
@@ -1611,6 +1621,9 @@ class Collector(ShardingMixin, TorchDispatchMode):
 
     # ---- phases ---------------------------------------------------------------------------
     def _set_phase(self, phase: str, ev: int | None = None) -> None:
+        if phase in ("backward", "optimizer"):   # Note [A batch made after an evaluation]
+            self._after_eval.clear()
+            self._after_graphless = False
         if phase != self._phase:
             self._phase = phase
             self.sink.write({"k": "phase", "ev": self._ev if ev is None else ev, "ph": phase,
@@ -1736,7 +1749,13 @@ class Collector(ShardingMixin, TorchDispatchMode):
                     self._end_step()       # a new root forward: the previous step ended
                 self._forwards += 1
             if has_params or self._opens_forward(module):
+                if self._after_eval and _grad_enabled():
+                    # Note [A batch made after an evaluation]
+                    self._outside |= self._after_eval
+                    self._after_eval.clear()
+                self._after_graphless = False
                 self._set_phase("forward")
+                self._mark_held_by_optimizers()   # Note [State made between steps]
                 self._mark_inputs(args)
                 self._foreign_saved_hooks()
             elif self._phase == "forward":
@@ -1853,6 +1872,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
             self._mark_unsharded(module, path)
         if is_root and self._phase == "forward":
             self._set_phase("loss")
+            self._after_graphless = not _grad_enabled()
 
     def _call_begin(self, module, args) -> None:
         if module._forward_hooks:   # Note [A backward hook made by hand] (outside_state.py)
@@ -2205,6 +2225,19 @@ class Collector(ShardingMixin, TorchDispatchMode):
                     (own if mine else other).add(id(t))
         return other - own
 
+    # Note [A batch made after an evaluation]
+    # The batch is what the script makes outside the step (setup, or the `other` phase after
+    # an optimizer step) and hands the model or the loss (Note [A batch in a dict]). A loop
+    # that evaluates after each step (`with torch.no_grad(): val = model(x_val)`) leaves the
+    # phase at `loss` when that forward returns, and the next step's batch was made there,
+    # inside the phase of a step: no candidate, it read as `activation` (the embedding and
+    # the loss save it), the first step's batch as `input` (tests/clients/train_pto.py, any
+    # `--opt`: 1,088 B of step 2's x and y at the peak filed as activation;
+    # train_optimizers.py the same, 4,608 B). Storages made in the loss phase a forward
+    # without gradients left open become candidates when the next forward with gradients
+    # begins: the batch then, made between the evaluation and the step; a backward or an
+    # optimizer step in between (an evaluation in the middle of a step, before its loss)
+    # forgets them: they are that step's own.
     # Note [A batch in a dict]
     # The model's arguments made outside the step are its batch (`input`), looked for
     # through tuples, lists and dicts as checkpoint's are (`_nested_tensors`): a model
@@ -2410,8 +2443,25 @@ class Collector(ShardingMixin, TorchDispatchMode):
                 self._garbage_end = garbage_sids(self._sids)
             raise StopTracing()
 
+    # Note [State made between steps]
+    # The optimizer's state is read at its step hooks (Note [State outside optimizer.state]),
+    # but an optimizer may fill its state between two steps: Lookahead's
+    # `backup_and_load_cache()` keeps a copy of every parameter in `state[p]
+    # ['backup_params']` and loads the slow weights for an evaluation, and
+    # `clear_and_load_backup()` copies the copies back and deletes them before the next step
+    # (pytorch_optimizer's docs evaluate so; tests/clients/train_pto.py --opt lookahead_sgd
+    # --eval-slow). No step hook saw them, and the `copy_` that read them after the
+    # evaluation's forward, in the loss phase, filed them as `input`: 77,328 B of "the batch"
+    # that were a copy of the model held by the optimizer. The optimizers stepped so far are
+    # read again when a root forward begins (one walk of their own objects per forward).
+    def _mark_held_by_optimizers(self) -> None:
+        for opt in list(self._optimizers):
+            self._mark_optimizer_state(opt)
+
     def _mark_optimizer_state(self, opt: torch.optim.Optimizer) -> None:
         """Note [State outside optimizer.state] (trace/optimizer_state.py)."""
+        with contextlib.suppress(TypeError):   # one that takes no weak reference
+            self._optimizers.add(opt)
         names = self._param_names
         for t, name in held_tensors(opt, lambda k: names.get(
                 id(k) if isinstance(k, _Tensor) else k, "")):

@@ -241,6 +241,48 @@ def _lr_zero(opt: torch.optim.Optimizer) -> bool:
     return bool(lrs) and all(lr == 0.0 for lr in lrs)
 
 
+# Note [A step that builds state]
+# Some optimizers' first step only builds their state and moves no parameter: SOAP fills
+# its preconditioner statistics and eigenbases and returns (`if group['step'] == 1:
+# continue`), ADOPT puts the first squared gradient into exp_avg_sq (its update divides
+# by the previous step's second moment, so it has none to divide by yet); both by design
+# (pytorch_optimizer 4.1.0). The doctor warned `no_update` "in step 1 although 29 had
+# gradients (learning rate 0? a wrapper that skips the step?)" on a correct loop
+# (tests/clients/train_pto.py --opt soap, --opt adopt). The probe notes whether a step
+# found `optimizer.state` empty for its parameters and left it filled; such a step is no
+# finding when a later step of the same optimizer moved its parameters
+# (doctor/updates.py). A step that a wrapper skips never reaches the optimizer, so builds
+# nothing; an optimizer that never moves its parameters (learning rate 0 throughout) is
+# still found by its later steps. Where no step seen moved them but each wrote the
+# optimizer's state (AdaShift gathers `keep_num`, 10, gradients before its first update;
+# a 3-step doctor run warned "learning rate 0? a wrapper that skips the step?"), the
+# warning stands, with that said instead (`state_written`, `_state_mark`).
+def _has_state(opt: torch.optim.Optimizer, params: list) -> bool:
+    """Does `opt.state` hold an entry for any of `params` (read without adding one: it is
+    a defaultdict)?"""
+    state = getattr(opt, "state", None)
+    if not isinstance(state, dict):
+        return False
+    with _quiet():
+        return any(bool(state.get(p)) for p in params)
+
+
+def _state_mark(opt: torch.optim.Optimizer) -> tuple[int, int]:
+    """(tensors, sum of their version counters) the optimizer holds: moved by a step that
+    wrote its state, in place or by new tensors. AdaShift moves no parameter for its first
+    `keep_num` (10) steps, only its state: `no_update` says so rather than guessing at a
+    learning rate of 0 (Note [A step that builds state])."""
+    from memledger.trace.optimizer_state import held_tensors
+
+    n = total = 0
+    with _quiet():
+        for t, _ in held_tensors(opt, lambda k: ""):
+            n += 1
+            with contextlib.suppress(RuntimeError, AttributeError):   # an inference tensor
+                total += t._version
+    return n, total
+
+
 def _parent_training(parents: ByModule, module: nn.Module) -> bool | None:
     """Is the module that holds `module` in training mode? (None: a top-level module.)
     A BatchNorm or Dropout in eval inside a network in training was put there by a call of
@@ -1349,6 +1391,8 @@ class DoctorProbe(TorchFunctionMode):
                                          if fused and g is not None else None)
         rec["bw"] = sorted(bws)
         rec["lr_zero"] = _lr_zero(opt)
+        rec["state_empty"] = not _has_state(opt, params)   # Note [A step that builds state]
+        self._state_mark = _state_mark(opt)
         self._step_rec = rec
         self.records.append(rec)
         self._replica_record(oi, params, file, line)
@@ -1412,6 +1456,9 @@ class DoctorProbe(TorchFunctionMode):
                         moved.append(self._index[pid])
                     updated += p.requires_grad and changed
             rec["frozen_moved"], rec["updated"] = moved, updated
+            rec["state_built"] = bool(rec.pop("state_empty", False)) and \
+                _has_state(opt, [p for g in opt.param_groups for p in g["params"]])
+            rec["state_written"] = _state_mark(opt) != getattr(self, "_state_mark", None)
             self._order.after_step(rec["opt"], rec["step"],
                                    [id(p) for g in opt.param_groups for p in g["params"]])
             self._before = {}

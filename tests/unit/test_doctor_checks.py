@@ -179,3 +179,28 @@ def test_a_parameter_of_no_module_reached_by_backward():
             {"k": "end", "steps": 1}]
     rep = diagnose(recs)
     assert rep.ok and rep.findings == [] and rep.steps == 1
+
+
+def _no_update_after(first: dict, later_updated: int) -> list[Finding]:
+    recs = [_param(0, "a"), _bw(1, 1), {**_step(1, [0], {0: 1}, [1]), **first},
+            _bw(2, 2), {**_step(2, [0], {0: 1}, [2]), "updated": later_updated,
+                        "state_written": True},
+            {"k": "end", "steps": 2}]
+    return [f for f in diagnose(recs).findings if f.check == "no_update"]
+
+
+def test_a_first_step_that_builds_state_is_no_no_update():
+    """Note [A step that builds state] (trace/doctor_probe.py): SOAP's and ADOPT's first
+    step fills the state and moves nothing; a later step moves the parameters."""
+    built = {"updated": 0, "state_built": True, "state_written": True}
+    assert _no_update_after(built, later_updated=1) == []
+    # never moved in the steps seen (AdaShift's first 10): still a warning, its cause said
+    (f,) = _no_update_after(built, later_updated=0)
+    assert f.message == (
+        "optimizer.step() changed no trainable parameter in step 1, 2 although 1 had "
+        "gradients (each step wrote only the optimizer's own state: one that gathers "
+        "statistics before its first update? run more steps)")
+    # a step that wrote nothing and built nothing: the old guess
+    (f,) = _no_update_after({"updated": 0}, later_updated=1)
+    assert f.message.endswith("in step 1 although 1 had gradients (learning rate 0? a "
+                              "wrapper that skips the step?)")

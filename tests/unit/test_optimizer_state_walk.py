@@ -1,0 +1,71 @@
+"""The walk over what an optimizer holds (memledger/trace/optimizer_state.py), on optimizers
+shaped as pytorch_optimizer's keep their state (tests/clients/train_pto.py runs the real
+ones): a deque of past gradients (AdaShift) and per-block dicts of lists of matrices (DASH)."""
+
+from __future__ import annotations
+
+import collections
+
+import torch
+
+from memledger.trace.optimizer_state import held_tensors
+
+
+class _QueueOpt(torch.optim.Optimizer):
+    """AdaShift's layout: `state[p]['grad_queue']`, a deque of gradient clones."""
+
+    def __init__(self, params):
+        super().__init__(params, {"lr": 0.1})
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for g in self.param_groups:
+            for p in g["params"]:
+                st = self.state[p]
+                if not st:
+                    st["grad_queue"] = collections.deque(maxlen=3)
+                    st["exp_avg"] = torch.zeros_like(p)
+                st["grad_queue"].append(p.grad.clone())
+
+
+class _BlockOpt(torch.optim.Optimizer):
+    """DASH's layout: `state[p]['blocks'][i]['statistics'][j]`."""
+
+    def __init__(self, params):
+        super().__init__(params, {"lr": 0.1})
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for g in self.param_groups:
+            for p in g["params"]:
+                st = self.state[p]
+                if not st:
+                    rows, cols = p.shape
+                    st["blocks"] = [{"exp_avg_sq": torch.zeros_like(p),
+                                     "statistics": [torch.zeros(rows, rows),
+                                                    torch.zeros(cols, cols)]}]
+
+
+def _found(opt) -> dict[str, int]:
+    return {name: t.untyped_storage().nbytes() for t, name in held_tensors(opt, lambda k: "w")}
+
+
+def test_a_deque_in_the_state_is_walked():
+    """Note [A queue in the state]: the two clones in the deque were not found."""
+    w = torch.nn.Parameter(torch.zeros(4, 8))
+    opt = _QueueOpt([w])
+    for _ in range(2):
+        w.grad = torch.ones(4, 8)
+        opt.step()
+    assert _found(opt) == {"w.grad_queue[0]": 128, "w.grad_queue[1]": 128, "w.exp_avg": 128}
+
+
+def test_lists_of_matrices_in_per_block_dicts_are_walked():
+    """Note [Blocks of state]: the statistics, five containers deep, were not found."""
+    w = torch.nn.Parameter(torch.zeros(4, 8))
+    w.grad = torch.ones(4, 8)
+    opt = _BlockOpt([w])
+    opt.step()
+    assert _found(opt) == {"w.blocks[0].exp_avg_sq": 128,
+                           "w.blocks[0].statistics[0]": 4 * 4 * 4,
+                           "w.blocks[0].statistics[1]": 8 * 8 * 4}
