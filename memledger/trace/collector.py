@@ -711,6 +711,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
         self._refs: dict[int, tuple[int, int, weakref.ref]] = {}  # id(ref) -> (sid, key, ref)
         self._outside: set[int] = set()    # sids made in setup/other phases (batch candidates)
         self._cast_from: dict[int, int] = {}   # Note [A batch cast before the model]: sid -> source
+        self._zero_grad_from = ""   # the phase a zero_grad began in: Note [A zero_grad inside the loss]
         self._saved_mod: dict[int, str] = {}
         self._roles_written: set[tuple[int, str]] = set()  # sids are never reused
         self._unnamed_roles: set[tuple[int, str]] = set()  # of those, written without a name
@@ -1654,12 +1655,25 @@ class Collector(ShardingMixin, TorchDispatchMode):
             self._rf_stack.append(name)
             self._fsdp_enter(name)
             if name.startswith("Optimizer.zero_grad"):
+                self._zero_grad_from = self._phase   # Note [A zero_grad inside the loss]
                 self._set_phase("zero_grad")
         elif self._rf_stack:
             name = self._rf_stack.pop()
             self._fsdp_exit()
             if name.startswith("Optimizer.zero_grad"):
-                self._set_phase(self._phase_between())
+                self._set_phase("loss" if self._zero_grad_from == "loss"
+                                else self._phase_between())
+
+    # Note [A zero_grad inside the loss]
+    # Keras-style loops clear the gradients after the forward, before the loss: deepctr-
+    # torch's `fit` runs `y_pred = model(x)`, `optim.zero_grad()`, then the loss and its
+    # L2 penalty over every embedding table, then `backward()`. zero_grad's end set the
+    # phase to "other", so that loss was no loss: the binary cross-entropy, the penalty's
+    # temporaries and the sums read phase `other`, and the (64,) targets the loss read were
+    # `activation`, not the batch (256 B a step; tests/clients/test_deepctr_clients.py).
+    # The step's order is what matters: a zero_grad begun in the loss phase (the model's
+    # forward has returned, backward has not begun) returns to it. One begun elsewhere
+    # (before the forward, after the step) ends as before.
 
     # Note [A closure's step]
     # Lightning's automatic optimization (and LBFGS) runs forward and backward inside

@@ -40,7 +40,11 @@ def test_deepfm_fit_exact_and_its_cast_batch_is_input():
     casts stays referenced through the step, and read `other` in step 1 (collated in
     `setup`) and `temporary` in step 2 (collated between steps), 2,560 B at the peak, while
     its float32 copy read `input` (1,280 B); all are `input` now (Note [A batch cast before the
-    model], trace/collector.py)."""
+    model], trace/collector.py). And `fit` calls `optim.zero_grad()` after the forward,
+    before the loss: zero_grad's end set the phase to `other`, so the binary cross-entropy,
+    the L2 penalty's `square` of each embedding table and its sums were no loss, and the
+    (64,) targets the loss read were `activation`, not the batch (Note [A zero_grad inside
+    the loss])."""
     run = run_client("train_deepctr.py", ["--model", "deepfm"],
                      ["checkpoint:dnn", "offload:dnn", "checkpoint:fm+offload:dnn",
                       "selective:dnn"])
@@ -62,8 +66,14 @@ def test_deepfm_fit_exact_and_its_cast_batch_is_input():
         == [50 * 16, 60 * 16, 70 * 16]
     batches = st[(st["dtype"] == "float64") & (st["op"] == "stack.default")]
     assert list(batches["category"]) == ["input", "input"], batches
-    at = run.ledger.at_peak()   # step 1's batch is still referenced at step 2's peak
-    assert (at["input"], at["other"]) == (1_280 + 2 * 2_560, 8), at
+    # at the peak: the fp32 copy, both steps' fp64 batches (step 1's is still referenced),
+    # both steps' (64,) targets and `model.aux_loss` (a zeros(1) attribute every loss adds:
+    # read by the loss, made outside the step)
+    at = run.ledger.at_peak()
+    assert (at["input"], at["other"]) == (1_280 + 2 * 2_560 + 2 * 256 + 4, 4), at
+    # `fit` clears the gradients between the forward and the loss: its loss is the loss
+    bce = st[st["op"] == "binary_cross_entropy.default"]
+    assert list(bce["phase"]) == ["loss", "loss"], bce
 
 
 def test_din_fit_exact_under_policies_on_its_attention():
@@ -77,8 +87,9 @@ def test_din_fit_exact_under_policies_on_its_attention():
     assert got == {"checkpoint:attention": (354_144, 354_144),
                    "offload:attention": (290_204, 290_204)}, got
     # (64, 18) fp32 and the fp64 batches of both steps (9,216 B `other` and 9,216 B
-    # `temporary` before Note [A batch cast before the model])
-    assert run.ledger.at_peak()["input"] == 4_608 + 2 * 9_216
+    # `temporary` before Note [A batch cast before the model]), both steps' targets and
+    # `model.aux_loss` (`activation` and `other` before Note [A zero_grad inside the loss])
+    assert run.ledger.at_peak()["input"] == 4_608 + 2 * 9_216 + 2 * 256 + 4
 
 
 def test_the_doctor_on_fit_with_validation_names_the_eval_mode_it_leaves():

@@ -6,7 +6,7 @@ epochs=...)` on random numpy tables (nothing downloaded).
     feats = [SparseFeat("c0", vocabulary_size=50, embedding_dim=4), ...,
              DenseFeat("d0", 1), ...]
     model = DeepFM(feats, feats, dnn_hidden_units=(32, 16), device="cpu")
-    model.compile("adam", "binary_crossentropy", metrics=["binary_crossentropy", "auc"])
+    model.compile(args.optim, "binary_crossentropy", metrics=["binary_crossentropy", "auc"])
     model.fit(x_dict, y, batch_size=64, epochs=2, verbose=1)
 
 `fit` concatenates the columns into one float table, builds a DataLoader over it and per
@@ -115,6 +115,8 @@ def main() -> None:
     ap.add_argument("--verbose", type=int, default=1)  # fit's: 1 a tqdm bar, 2 a line
     ap.add_argument("--val", type=float, default=0.0)  # fit's validation_split
     ap.add_argument("--dropout", type=float, default=0.0)  # dnn_dropout
+    ap.add_argument("--ckpt", default="")   # fit: ModelCheckpoint(DIR/best.pt) + EarlyStopping
+    ap.add_argument("--optim", choices=["adam", "adagrad", "rmsprop", "sgd"], default="adam")
     args = ap.parse_args()
     torch.manual_seed(0)
 
@@ -124,10 +126,18 @@ def main() -> None:
     x, y = data(args, feats)
     model = build(args, feats, history)
     if args.loop == "fit":
-        model.compile("adam", "binary_crossentropy", metrics=["binary_crossentropy", "auc"])
+        model.compile(args.optim, "binary_crossentropy", metrics=["binary_crossentropy", "auc"])
         x_in = {name: x[name] for name in get_feature_names(feats)}
+        callbacks = []
+        if args.ckpt:   # as its README: keep the best weights by validation loss
+            from deepctr_torch.callbacks import EarlyStopping, ModelCheckpoint
+
+            callbacks = [EarlyStopping(monitor="val_binary_crossentropy", patience=1),
+                         ModelCheckpoint(f"{args.ckpt}/best.pt", save_best_only=True,
+                                         save_weights_only=True,
+                                         monitor="val_binary_crossentropy")]
         model.fit(x_in, y, batch_size=args.batch, epochs=args.epochs, verbose=args.verbose,
-                  validation_split=args.val)
+                  validation_split=args.val, callbacks=callbacks)
         print("history", model.history.history["loss"])
         return
     # the same step by hand: one float table, the model, BCE + its L2 over embeddings
