@@ -717,6 +717,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
         self._after_graphless = False
         # the optimizers stepped so far: Note [State made between steps]
         self._optimizers: weakref.WeakSet = weakref.WeakSet()
+        self._cast_from: dict[int, int] = {}   # Note [A batch cast before the model]: sid -> source
+        self._zero_grad_from = ""   # the phase a zero_grad began in: Note [A zero_grad inside the loss]
         self._saved_mod: dict[int, str] = {}
         self._roles_written: set[tuple[int, str]] = set()  # sids are never reused
         self._unnamed_roles: set[tuple[int, str]] = set()  # of those, written without a name
@@ -1105,6 +1107,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
             self._validated = True   # an `add` from here on is the engine's accumulation
         if self._acast_pending and func is not _TO_COPY and not func.is_view:
             self._autocast_casts_read_by(func)
+        if func is _TO_COPY and (self._phase == "setup" or self._phase == "other"):
+            self._note_cast(args, out, ev)   # Note [A batch cast before the model]
         if func is _TO_COPY and self._phase != "backward" and _autocast_caches(args, out):
             self._acast_pending.append({"k": "acast", "sid": self._sid(out, ev),
                                         "src": self._sid(args[0], ev)})
@@ -1361,6 +1365,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
         """The free record of `sid`, at the current event (and what goes with it)."""
         self._outside.discard(sid)
         self._after_eval.discard(sid)
+        self._cast_from.pop(sid, None)
         ev = self._ev
         if self._twin[:2] == (sid, ev - 1):   # Note [In place but for the mode]
             ev -= 1
@@ -1663,12 +1668,25 @@ class Collector(ShardingMixin, TorchDispatchMode):
             self._rf_stack.append(name)
             self._fsdp_enter(name)
             if name.startswith("Optimizer.zero_grad"):
+                self._zero_grad_from = self._phase   # Note [A zero_grad inside the loss]
                 self._set_phase("zero_grad")
         elif self._rf_stack:
             name = self._rf_stack.pop()
             self._fsdp_exit()
             if name.startswith("Optimizer.zero_grad"):
-                self._set_phase(self._phase_between())
+                self._set_phase("loss" if self._zero_grad_from == "loss"
+                                else self._phase_between())
+
+    # Note [A zero_grad inside the loss]
+    # Keras-style loops clear the gradients after the forward, before the loss: deepctr-
+    # torch's `fit` runs `y_pred = model(x)`, `optim.zero_grad()`, then the loss and its
+    # L2 penalty over every embedding table, then `backward()`. zero_grad's end set the
+    # phase to "other", so that loss was no loss: the binary cross-entropy, the penalty's
+    # temporaries and the sums read phase `other`, and the (64,) targets the loss read were
+    # `activation`, not the batch (256 B a step; tests/clients/test_deepctr_clients.py).
+    # The step's order is what matters: a zero_grad begun in the loss phase (the model's
+    # forward has returned, backward has not begun) returns to it. One begun elsewhere
+    # (before the forward, after the step) ends as before.
 
     # Note [A closure's step]
     # Lightning's automatic optimization (and LBFGS) runs forward and backward inside
@@ -2248,10 +2266,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
     # Peaks and predictions do not change: the replay follows each storage's own life.
     def _mark_inputs(self, args) -> None:
         for a in _nested_tensors(tuple(args)):
-            sid = self._sid(a, self._ev)
-            if sid in self._outside:
-                self._outside.discard(sid)
-                self.sink.write({"k": "role", "sid": sid, "role": "input"})
+            self._mark_input(self._sid(a, self._ev))
 
     def _mark_loss_inputs(self, args) -> None:
         """Loss targets: tensors made outside the step that the loss reads are the batch too."""
@@ -2261,9 +2276,38 @@ class Collector(ShardingMixin, TorchDispatchMode):
                     sid = self._sids.get(a.untyped_storage()._cdata)
                 except (RuntimeError, NotImplementedError):
                     continue
-                if sid in self._outside:
-                    self._outside.discard(sid)
-                    self.sink.write({"k": "role", "sid": sid, "role": "input"})
+                self._mark_input(sid)
+
+    def _mark_input(self, sid: int | None) -> None:
+        """`sid` is the batch, and so is what it was cast from outside the step (Note [A
+        batch cast before the model])."""
+        while sid in self._outside:
+            self._outside.discard(sid)
+            self.sink.write({"k": "role", "sid": sid, "role": "input"})
+            sid = self._cast_from.pop(sid, None)
+
+    # Note [A batch cast before the model]
+    # A loop that casts its batch before the model call (`x = x_train.to(device).float()`,
+    # as deepctr-torch's `fit` does with the float64 table its DataLoader collates) hands
+    # the model the copy; the batch it was copied from stays referenced through the step.
+    # Only the copy was marked `input`: the source, made outside the step as well, read
+    # `other` in the first step (collated in `setup`) and `temporary` from the second on
+    # (collated in `other`): 2,560 B of DeepFM's (64, 5) fp64 batch at the peak, 9,216 B
+    # of DIN's (64, 18), one object filed two ways (tests/clients/test_deepctr_clients.py).
+    # A `_to_copy` made outside the step from a storage made outside it remembers its
+    # source; marking the copy `input` marks the source (and its own source) too. Only the
+    # category moves: peaks and predictions follow each storage's own life.
+    def _note_cast(self, args, out, ev: int) -> None:
+        if not (args and isinstance(args[0], _Tensor) and isinstance(out, _Tensor)):
+            return
+        try:
+            src = self._sids.get(args[0].untyped_storage()._cdata)
+            dst = self._sids.get(out.untyped_storage()._cdata)
+        except (RuntimeError, NotImplementedError):
+            return
+        if src is not None and dst is not None and src != dst and src in self._outside \
+                and dst in self._outside:
+            self._cast_from[dst] = src
 
     # ---- roles ----------------------------------------------------------------------------
     def _role(self, t: torch.Tensor, role: str, name: str = "", shard: str = "") -> None:
