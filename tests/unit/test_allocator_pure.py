@@ -41,6 +41,24 @@ def test_the_probe_counts_this_sessions_blocks_only():
     assert second.peaks()["cpu"] == kept.untyped_storage().nbytes() == 1 << 19
 
 
+def test_the_peak_read_alone_equals_the_peak_read_with_the_walk():
+    """measure reads the peak from the allocations alone (`_allocations`); the trace's
+    allocator pass from the full walk it reads kernel scratch from: one number."""
+    from memledger.trace.allocator import CpuProfilerProbe
+
+    lin = torch.nn.Linear(64, 64)
+    probe = CpuProfilerProbe()
+    probe.start()
+    x = torch.randn(32, 64)
+    for _ in range(2):
+        lin(x).relu().sum().backward()
+    probe.stop()
+    alone = probe.peaks()
+    assert probe._walked is None
+    probe.walk()
+    assert probe.peaks() == alone and alone["cpu"] > 0
+
+
 def test_cuda_stats_record_from_memory_stats():
     stats = {"allocated_bytes.all.peak": 3 * 2**20, "reserved_bytes.all.peak": 4 * 2**20,
              "allocated_bytes.all.current": 2**20, "reserved_bytes.all.current": 2 * 2**20,
