@@ -60,18 +60,23 @@ class CpuProfilerProbe:
         except (AttributeError, ImportError, RuntimeError):  # pragma: no cover - older torch
             return None
         allocs, calls = [], []
+        alloc = _EventType.Allocation
         stack = [(n, False) for n in tree]
         while stack:
             node, in_comm = stack.pop()
-            if node.tag == _EventType.Allocation:
+            if node.tag == alloc:
                 f = node.extra_fields
                 allocs.append((node.start_time_ns, str(f.device), int(f.ptr),
                                int(f.alloc_size), in_comm, node.start_tid))
                 continue
-            if node.name.startswith("aten::"):
-                calls.append((node.start_time_ns, node.end_time_ns, node.name[6:]))
-            here = in_comm or node.name.startswith("c10d::")
-            stack.extend((c, here) for c in node.children)
+            name = node.name   # each read builds a new str
+            if name.startswith("aten::"):
+                calls.append((node.start_time_ns, node.end_time_ns, name[6:]))
+            elif not in_comm:
+                in_comm = name.startswith("c10d::")
+            children = node.children
+            if children:
+                stack.extend([(c, in_comm) for c in children])
         self._walked = _Walk(allocs, calls)
         return self._walked
 
