@@ -11,39 +11,34 @@ import torch
 from memledger.trace.optimizer_state import held_tensors
 
 
-class _QueueOpt(torch.optim.Optimizer):
+class _StateOpt(torch.optim.Optimizer):
+    """An optimizer whose step only fills each parameter's state with `fill(state, p)`."""
+
+    def __init__(self, params, fill):
+        super().__init__(params, {"lr": 0.1})
+        self.fill = fill
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for g in self.param_groups:
+            for p in g["params"]:
+                self.fill(self.state[p], p)
+
+
+def _queue(st, p):
     """AdaShift's layout: `state[p]['grad_queue']`, a deque of gradient clones."""
-
-    def __init__(self, params):
-        super().__init__(params, {"lr": 0.1})
-
-    @torch.no_grad()
-    def step(self, closure=None):
-        for g in self.param_groups:
-            for p in g["params"]:
-                st = self.state[p]
-                if not st:
-                    st["grad_queue"] = collections.deque(maxlen=3)
-                    st["exp_avg"] = torch.zeros_like(p)
-                st["grad_queue"].append(p.grad.clone())
+    if not st:
+        st["grad_queue"] = collections.deque(maxlen=3)
+        st["exp_avg"] = torch.zeros_like(p)
+    st["grad_queue"].append(p.grad.clone())
 
 
-class _BlockOpt(torch.optim.Optimizer):
+def _blocks(st, p):
     """DASH's layout: `state[p]['blocks'][i]['statistics'][j]`."""
-
-    def __init__(self, params):
-        super().__init__(params, {"lr": 0.1})
-
-    @torch.no_grad()
-    def step(self, closure=None):
-        for g in self.param_groups:
-            for p in g["params"]:
-                st = self.state[p]
-                if not st:
-                    rows, cols = p.shape
-                    st["blocks"] = [{"exp_avg_sq": torch.zeros_like(p),
-                                     "statistics": [torch.zeros(rows, rows),
-                                                    torch.zeros(cols, cols)]}]
+    if not st:
+        rows, cols = p.shape
+        st["blocks"] = [{"exp_avg_sq": torch.zeros_like(p),
+                         "statistics": [torch.zeros(rows, rows), torch.zeros(cols, cols)]}]
 
 
 def _found(opt) -> dict[str, int]:
@@ -53,7 +48,7 @@ def _found(opt) -> dict[str, int]:
 def test_a_deque_in_the_state_is_walked():
     """Note [A queue in the state]: the two clones in the deque were not found."""
     w = torch.nn.Parameter(torch.zeros(4, 8))
-    opt = _QueueOpt([w])
+    opt = _StateOpt([w], _queue)
     for _ in range(2):
         w.grad = torch.ones(4, 8)
         opt.step()
@@ -64,7 +59,7 @@ def test_lists_of_matrices_in_per_block_dicts_are_walked():
     """Note [Blocks of state]: the statistics, five containers deep, were not found."""
     w = torch.nn.Parameter(torch.zeros(4, 8))
     w.grad = torch.ones(4, 8)
-    opt = _BlockOpt([w])
+    opt = _StateOpt([w], _blocks)
     opt.step()
     assert _found(opt) == {"w.blocks[0].exp_avg_sq": 128,
                            "w.blocks[0].statistics[0]": 4 * 4 * 4,
