@@ -204,20 +204,26 @@ def test_a_gan_loop_ends_its_steps_where_every_worker_does():
     assert [a for a, _ in seen] == [0, 1, 1, 1, 2, 2, 2, 3, 3, 3, 4, 4]
 
 
+# torchtune's `optimizer_in_bwd`: one optimizer per parameter, stepped (and zeroed) by a
+# post-accumulate-grad hook inside backward
+OPTIMIZERS_IN_BACKWARD_MODEL = """
+import torch
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Linear(16, 4))
+opts = {p: torch.optim.SGD([p], lr=0.1) for p in model.parameters()}
+def step(p):
+    opts[p].step()
+    opts[p].zero_grad()
+for p in model.parameters():
+    p.register_post_accumulate_grad_hook(step)
+"""
+
+
 def _optimizer_in_backward():
-    """torchtune's `optimizer_in_bwd`: one optimizer per parameter, stepped (and zeroed)
-    by a post-accumulate-grad hook inside backward."""
-    torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Linear(16, 4))
-    opts = {p: torch.optim.SGD([p], lr=0.1) for p in model.parameters()}
-
-    def step(p):
-        opts[p].step()
-        opts[p].zero_grad()
-
-    for p in model.parameters():
-        p.register_post_accumulate_grad_hook(step)
-    return model
+    """The model of OPTIMIZERS_IN_BACKWARD_MODEL, its optimizers hooked to its parameters."""
+    names: dict = {}
+    exec(OPTIMIZERS_IN_BACKWARD_MODEL, names)
+    return names["model"]
 
 
 def test_optimizers_stepped_inside_backward_end_one_step_at_the_next_forward():
@@ -248,16 +254,7 @@ def test_api_traces_optimizers_stepped_inside_backward_as_one_step_each():
     assert led.steps_traced == 2     # 8 step() calls inside 2 backward passes
 
 
-OPTIMIZER_IN_BACKWARD = """
-import torch
-torch.manual_seed(0)
-model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Linear(16, 4))
-opts = {p: torch.optim.SGD([p], lr=0.1) for p in model.parameters()}
-def step(p):
-    opts[p].step()
-    opts[p].zero_grad()
-for p in model.parameters():
-    p.register_post_accumulate_grad_hook(step)
+OPTIMIZER_IN_BACKWARD = OPTIMIZERS_IN_BACKWARD_MODEL + """
 for it in range(3):
     model(torch.randn(4, 8)).pow(2).mean().backward()
 """
