@@ -53,14 +53,10 @@ class CpuProfilerProbe:
         op, thread) and each aten call (start, end, name). None where torch has no tree."""
         if self._walked is not None:
             return self._walked
-        try:
-            from torch._C._profiler import _EventType
-
-            tree = self.kineto_results.experimental_event_tree()
-        except (AttributeError, ImportError, RuntimeError):  # pragma: no cover - older torch
+        tree, alloc = self._tree()
+        if tree is None:   # pragma: no cover - older torch
             return None
         allocs, calls = [], []
-        alloc = _EventType.Allocation
         stack = [(n, False) for n in tree]
         while stack:
             node, in_comm = stack.pop()
@@ -87,10 +83,9 @@ class CpuProfilerProbe:
     def peaks(self) -> dict[str, int]:
         """{device: highest sum of the blocks allocated since start() and still live}
         (Note [Frees from an earlier profile])."""
-        if self._walked is not None:
-            allocs = [(t, dev, ptr, b) for t, dev, ptr, b, _, _ in self._walked.allocs]
-        else:   # measure reads the peak alone: the allocations, not every op's name
-            allocs = self._allocations()
+        # measure reads the peak alone: the allocations, not every op's name
+        allocs = (a[:4] for a in self._walked.allocs) if self._walked is not None \
+            else self._allocations()
         if allocs is None:   # pragma: no cover - older torch
             events = [e for e in self.kineto_results.events() if e.name() == "[memory]"]
             return peaks_from_events(
@@ -98,16 +93,23 @@ class CpuProfilerProbe:
         return peaks_from_events((t, "cpu" if dev.startswith("cpu") else dev, b, ptr)
                                  for t, dev, ptr, b in allocs)
 
-    def _allocations(self) -> "list | None":
-        """(time, device, ptr, signed bytes) of each allocation in the event tree: `walk`
-        without the op names it also reads (half its time on a tiny GPT's profile)."""
+    def _tree(self):
+        """(the profile's event tree, the tag of an allocation node); (None, None) where
+        torch has no tree."""
         try:
             from torch._C._profiler import _EventType
 
-            stack = list(self.kineto_results.experimental_event_tree())
+            return self.kineto_results.experimental_event_tree(), _EventType.Allocation
         except (AttributeError, ImportError, RuntimeError):  # pragma: no cover - older torch
+            return None, None
+
+    def _allocations(self) -> "list | None":
+        """(time, device, ptr, signed bytes) of each allocation in the event tree: `walk`
+        without the op names it also reads (benchmarks/profiler_walk.py times both)."""
+        tree, alloc = self._tree()
+        if tree is None:   # pragma: no cover - older torch
             return None
-        alloc, out = _EventType.Allocation, []
+        stack, out = list(tree), []
         while stack:
             node = stack.pop()
             if node.tag == alloc:
