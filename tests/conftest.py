@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import gc
 import importlib.util
 import os
 import sys
@@ -30,6 +31,50 @@ os.environ.setdefault("MEMLEDGER_WARM_START", "1")
 # can fork their workers from that process's zygote (`cli_zygote` below).
 os.environ.setdefault("PYTHONPATH", str(ROOT))
 EXAMPLES = ROOT / "examples"
+
+
+# Each worker imports torch, transformers, diffusers, scipy and the rest while it collects
+# (~770,000 objects), and CPython's full collections walk them all: 0.5-1.8 s each, 7.5 s of
+# a worker's 17.7 s of collection, and 7-14 s more while its tests ran (one suite run,
+# `gc.callbacks` timing each collection). Nothing they import is garbage, so the collector
+# is off while collecting, and what collection made is frozen before the first test, by
+# memledger's own freeze (Note [Objects from before the script], memledger/trace/script.py)
+# held open for the session: later collections walk only what tests make, and every
+# in-process run inside it is a nested freeze, which asks nothing (the ask,
+# `gc.get_freeze_count()`, walks the frozen objects: ~0.1 s here).
+_imports_frozen = contextlib.ExitStack()
+
+
+def _freeze_what_exists() -> None:
+    from memledger.trace.script import earlier_objects_frozen
+
+    _imports_frozen.enter_context(earlier_objects_frozen())   # turns the collector on
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_collection(session):
+    # xdist's controller collects nothing and runs no test: it imports nothing to freeze
+    runs_tests = hasattr(session.config, "workerinput") or \
+        session.config.getoption("dist", "no") == "no"
+    if not runs_tests:
+        return (yield)
+    gc.disable()
+    try:
+        return (yield)
+    finally:
+        _freeze_what_exists()
+
+
+def pytest_unconfigure(config):
+    _imports_frozen.close()
+
+
+@pytest.fixture
+def thawed() -> Iterator[None]:
+    """This process as a caller that froze nothing sees it (for the tests of the freeze)."""
+    _imports_frozen.close()
+    yield
+    _freeze_what_exists()
 
 
 @pytest.fixture(autouse=True)

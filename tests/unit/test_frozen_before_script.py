@@ -38,6 +38,7 @@ class _Before:
     marker = "before"
 
 
+@pytest.mark.usefixtures("thawed")
 def test_the_script_runs_with_earlier_objects_frozen(tmp_path):
     script, out = tmp_path / "train.py", tmp_path / "out.json"
     script.write_text(SCRIPT)
@@ -54,6 +55,7 @@ def test_the_script_runs_with_earlier_objects_frozen(tmp_path):
     assert any(o is before for o in gc.get_objects())
 
 
+@pytest.mark.usefixtures("thawed")
 def test_only_the_outermost_freeze_thaws():
     with earlier_objects_frozen():
         outer = gc.get_freeze_count()
