@@ -66,7 +66,8 @@ def main(argv: list[str] | None = None) -> int:
         write()
         return EXIT_USAGE
     cuda = torch.cuda.is_available()
-    cpu = None if cuda else CpuProfilerProbe()
+    # the peak alone, save under torchrun, whose collectives' scratch is read from the ops
+    cpu = None if cuda else CpuProfilerProbe(ops="RANK" in os.environ)
     state = {"n": 0, "t": 0.0, "c": 0.0, "profiling": True}
 
     def finish_peak() -> None:

@@ -115,7 +115,7 @@ def trace(path: str | Path | None = None, measure: bool = False,
         collector = Collector(sink, max_steps=max_steps, header=header,
                               pre_existing=FIRST_USE, steps_by=steps_by)
     cuda = CudaProbe(record_history=False) if torch.cuda.is_available() and not fake else None
-    cpu = CpuProfilerProbe() if measure else None
+    cpu = CpuProfilerProbe(ops=False) if measure else None   # the peak alone
     if cuda:
         cuda.start()
     if cpu:

@@ -59,6 +59,30 @@ def test_the_peak_read_alone_equals_the_peak_read_with_the_walk():
     assert probe.peaks() == alone and alone["cpu"] > 0
 
 
+def _profiled(ops: bool):
+    from memledger.trace.allocator import CpuProfilerProbe
+
+    probe = CpuProfilerProbe(ops=ops)
+    probe.start()
+    a = torch.empty(1000)   # 4,000 B
+    b = torch.ones(250)     # 1,000 B: 5,000 B live, the peak
+    del a
+    c = b * 2               # 1,000 B more, 2,000 B live
+    probe.stop()
+    del b, c
+    return probe
+
+
+def test_the_peak_without_the_ops_is_the_peak_with_them():
+    """Note [A peak without the ops]: measure and the API profile the allocations alone;
+    the same blocks, the same peak, and no op recorded."""
+    with_ops, alone = _profiled(True), _profiled(False)
+    assert alone.peaks() == with_ops.peaks() == {"cpu": 5_000}
+    assert len(alone.walk().allocs) == len(with_ops.walk().allocs)   # the scalar 2 too
+    assert alone.walk().calls == []
+    assert "mul" in {name for _, _, name in with_ops.walk().calls}
+
+
 def test_cuda_stats_record_from_memory_stats():
     stats = {"allocated_bytes.all.peak": 3 * 2**20, "reserved_bytes.all.peak": 4 * 2**20,
              "allocated_bytes.all.current": 2**20, "reserved_bytes.all.current": 2 * 2**20,
