@@ -365,6 +365,8 @@ def _selected(sel: str, mods: list[tuple[str, str]]) -> list[tuple[str, str]]:
 # predict always did: it never ran), and a selector that matches only containers is
 # refused, naming the container's class and the modules around it to select instead.
 # The trace records the model's containers (`container` records) for predict to say so.
+# A module whose forward cannot be called is one too (Note [A forward that is no function],
+# trace/roots.py).
 #
 # Note [Modules that never ran]
 # A multimodal model given text alone never runs its vision tower (transformers' GOT-OCR2,
@@ -407,6 +409,11 @@ def _refuse_uncalled(sel: str, hits: list[tuple[str, str]],
     near = ([outer] if outer else []) + inner[:3]
     if first in (containers or {}):
         alt = f": {', '.join(near)}" if near else ""
+        if not inner:   # no submodule ran: its methods did (Note [A forward that is no function])
+            raise PolicyError(
+                f"selector {sel!r} matches {named}, {_a(cls)}: a module with no forward of its "
+                f"own, whose other methods the code calls (`{first}.method(x)`), so a policy "
+                f"on it would do nothing; select the modules that call it instead{alt}")
         raise PolicyError(
             f"selector {sel!r} matches {named}, {_a(cls)}: a container with no forward of "
             f"its own (the script calls its submodules one by one), so a policy on it would "

@@ -473,14 +473,33 @@ def named_modules(root: torch.nn.Module) -> list[tuple[str, torch.nn.Module]]:
     return [(plain_name(n), m) for n, m in root.named_modules()]
 
 
+# Note [A forward that is no function]
+# A module may say it has no forward by setting the attribute to something that cannot be
+# called: geoopt's manifolds (`PoincareBall`, `Stiefel`, ... are nn.Modules, holding the
+# curvature as a parameter) set `forward = NotImplemented`, and the code calls their other
+# methods (`ball.dist(x, y)`, `ball.expmap0(u)`). Only torch's own placeholder was taken for
+# "no forward", so `checkpoint:*` on a Poincare embedding (the model, its `ball`) was
+# refused by predict as "never called as a module: the code runs its work through another
+# of its methods ... or call the module itself (`self.ball(x)`)", which raises, and by
+# measure, which saw no gradient of the curvature (it is not trained), as "never ran in the
+# steps (the script's input never reaches them ...)", though `ball.dist` ran every step.
+# A forward that is not callable is no forward either: such a module is a container to
+# both sides, passed over by a glob and refused in the same words when selected alone;
+# with no submodule that ran, the words say its methods run, not its submodules.
+def _no_forward(m: torch.nn.Module) -> bool:
+    """Whether `m` has no forward of its own: torch's placeholder, or one that cannot be
+    called (Note [A forward that is no function])."""
+    # the instance's forward, not the class's: a scripted module's is found on the instance
+    fwd = getattr(m, "forward", None)
+    return not callable(fwd) or getattr(fwd, "__func__", None) is torch.nn.Module.forward
+
+
 def containers(root: torch.nn.Module) -> dict[str, str]:
     """path -> class name of each module under `root` with no forward of its own (an
-    nn.ModuleList, nn.ModuleDict): a policy never selects one (Note [Containers],
-    replay/policies.py)."""
-    unimplemented = torch.nn.Module.forward
-    # the instance's forward, not the class's: a scripted module's is found on the instance
+    nn.ModuleList, nn.ModuleDict; Note [A forward that is no function]): a policy never
+    selects one (Note [Containers], replay/policies.py)."""
     return {name: type(m).__name__ for name, m in named_modules(root)
-            if name and getattr(getattr(m, "forward", None), "__func__", None) is unimplemented}
+            if name and _no_forward(m)}
 
 
 def paths_under(root: torch.nn.Module, prefix: str) -> list[tuple[torch.nn.Module, str]]:

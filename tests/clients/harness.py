@@ -90,6 +90,31 @@ def _fresh_library_state() -> None:
         for fn in vars(mod).values() if mod is not None else ():
             if hasattr(fn, "cache_clear"):
                 fn.cache_clear()
+    # TorchScript's profiling executor runs a scripted function's first calls as they are
+    # written and, once profiled, an optimized graph of its own (fused, other temporaries):
+    # geoopt's Poincare ball math (`torch.jit.script` functions) ran profiled in the ledger
+    # pass and optimized in the allocator pass after it, 17,856 B under the ledger on
+    # train_geoopt.py's `poincare` (`--steps 1`), equal in the CLI's fresh processes
+    for fn in _scripted_functions():
+        fn._debug_flush_compilation_cache()
+
+
+_SCRIPTED: list = []             # the module-level torch.jit.ScriptFunctions found so far
+_SCANNED: set[str] = set()       # the modules looked through for them
+
+
+def _scripted_functions() -> list:
+    """The `torch.jit.ScriptFunction`s at the top level of the modules imported so far
+    (each module looked through once)."""
+    jit = sys.modules.get("torch.jit")
+    for name in [n for n in list(sys.modules) if n not in _SCANNED]:
+        _SCANNED.add(name)
+        mod = sys.modules.get(name)
+        if jit is None or mod is None:
+            continue
+        _SCRIPTED.extend(v for v in list(getattr(mod, "__dict__", {}).values())
+                         if issubclass(type(v), jit.ScriptFunction))
+    return _SCRIPTED
 
 
 def _transformers_caches() -> list:

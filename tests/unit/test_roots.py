@@ -3,9 +3,11 @@ one is the model, as the collector, ModuleTimer and measure's installer all deci
 
 from __future__ import annotations
 
+import pytest
 import torch
 from torch import nn
 
+from memledger.errors import PolicyError
 from memledger.trace.roots import RootNames
 
 
@@ -292,3 +294,41 @@ def test_a_wrapper_holding_the_model_and_its_copy_leaves_the_model_its_names():
             (first, set(last.values()))
         roots = [r["mod"] for r in sink.records if r["k"] == "root"]
         assert roots[-1] == "ema", (first, roots)
+
+
+def test_a_module_whose_forward_cannot_be_called_is_a_container():
+    """Note [A forward that is no function]: geoopt's manifolds set `forward =
+    NotImplemented`; a module list has torch's placeholder; both have no forward, and a
+    policy that selects such a module alone is refused in one line, worded by whether a
+    submodule of it ran."""
+    from memledger.replay.policies import parse_policy, resolve
+    from memledger.trace.roots import containers
+
+    class Ball(nn.Module):
+        forward = NotImplemented
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.c = nn.Parameter(torch.ones(()), requires_grad=False)
+
+    class Net(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.ball, self.fc = Ball(), nn.Linear(2, 2)
+            self.blocks = nn.ModuleList([nn.Linear(2, 2)])
+
+    found = containers(Net())
+    assert found == {"ball": "Ball", "blocks": "ModuleList"}
+    mods = [("", "Net"), ("ball", "Ball"), ("fc", "Linear"), ("blocks", "ModuleList"),
+            ("blocks.0", "Linear")]
+    # a glob passes over it, as over the list
+    assert [r.path for r in resolve(parse_policy("offload:*"), mods, containers=found)] == \
+        ["fc"]
+    with pytest.raises(PolicyError) as e:
+        resolve(parse_policy("checkpoint:ball"), mods, containers=found)
+    assert str(e.value) == (
+        "memledger: selector 'ball' matches ball, a Ball: a module with no forward of its "
+        "own, whose other methods the code calls (`ball.method(x)`), so a policy on it would "
+        "do nothing; select the modules that call it instead")
+    with pytest.raises(PolicyError, match="a ModuleList: a container with no forward"):
+        resolve(parse_policy("checkpoint:blocks"), mods, containers=found)
