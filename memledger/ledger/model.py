@@ -203,22 +203,30 @@ class Ledger:
         idle = self._made_nothing()   # Note [Ops that made nothing, placed] (trace/collector.py)
         seen_ops = set(code_of) | set(idle)
         none_ev = np.zeros(0, dtype=np.int64)
-        for op, per_call in recs[-1].get("ops", {}).items():
+        nested = recs[-1].get("nested", {})
+        made_at = None   # {event: {op name: bytes made}}, read where `nested` needs it
+        for op, scratch in recs[-1].get("ops", {}).items():
             k = code_of.get(op)
             made = none_ev if k is None else np.unique(created[bounds[k]:bounds[k + 1]])
             hidden = _hidden_calls(inside.get(op, ()), seen_ops)
             placed = None
+            places = list(range(len(scratch)))   # matched to events, then read back
             if op in idle:   # Note [Ops that made nothing, placed] (trace/collector.py)
-                placed = _calls_placed(per_call, made, idle[op], set(bare.get(op, ())), hidden)
+                placed = _calls_placed(places, made, idle[op], set(bare.get(op, ())), hidden)
             if placed is not None:
                 ev, per_call = placed
             else:   # a ledger written before `bare` records, or no such event matched
                 ev = made
-                per_call = _calls_the_ledger_saw(per_call, len(ev), set(bare.get(op, ())),
+                per_call = _calls_the_ledger_saw(places, len(ev), set(bare.get(op, ())),
                                                  hidden)
             if not len(ev) or per_call is None:
                 continue
-            b = np.asarray(per_call, dtype=np.int64)
+            own = {int(p): (int(b), inner) for p, b, inner in nested.get(op, ())}
+            if own and made_at is None:
+                made_at = _made_at(st)
+            b = np.asarray([own[p][0] if p in own and _inner_calls_before(
+                                made_at, int(e), own[p][1]) else scratch[p]
+                            for e, p in zip(ev.tolist(), per_call)], dtype=np.int64)
             if taken is not None:
                 b = np.maximum(b - taken.reindex(ev).fillna(0).to_numpy(dtype=np.int64), 0)
             if numbers_at:
@@ -514,6 +522,27 @@ class PeakPoint:
 # over a million) is refused, as is an index below 0 or past the end.
 EVENTS_PER_RECORD = 64
 MIN_EVENTS_ALLOWED = 1_000_000
+
+
+def _made_at(st: pd.DataFrame) -> dict[int, dict[str, int]]:
+    """{event: {op name: bytes of the storages it made there}} of the ledger's storages."""
+    names = st["op"].astype(str).str.split(".").str[0]
+    sums = st.assign(name=names).groupby(["created", "name"])["bytes"].sum()
+    out: dict[int, dict[str, int]] = {}
+    for (e, name), b in sums.items():
+        out.setdefault(int(e), {})[name] = int(b)
+    return out
+
+
+def _inner_calls_before(made_at: dict[int, dict[str, int]], ev: int, inner) -> bool:
+    """Whether the ledger's events just before `ev` are the calls `inner` ([name, bytes
+    kept], in order) the profiler listed inside the op's call at `ev`: the dispatch mode saw
+    them as ops of their own (Note [Inputs a fallback copies before the op] in
+    trace/allocator.py)."""
+    for k, (name, kept) in enumerate(reversed(inner), start=1):
+        if made_at.get(ev - k, {}).get(str(name)) != int(kept):
+            return False
+    return True
 
 
 def _hidden_calls(inside, ledger_ops) -> set[int]:

@@ -40,7 +40,9 @@ Kinds for replay and the CUDA path, kept in `Ledger.extra`: `fwdlast` (the last 
 of each saved storage, written when backward starts), `opscratch` (kernel-internal scratch
 per op, from the allocator pass; Note [Kernel scratch] in trace/allocator.py; `bare`: its
 calls that made nothing, Note [Calls that made nothing]; `inside`: its calls made inside
-calls of other ops, with their names, Note [Calls inside another op]), `bare` (`op`,
+calls of other ops, with their names, Note [Calls inside another op]; `nested`: its calls
+whose inner calls kept what they made, with the scratch without them, Note [Inputs a
+fallback copies before the op]), `bare` (`op`,
 `ev`: the events at which an op that is no view made no storage, `torch.mm(.., out=)`, an
 in-place op, so that its calls' scratch has an event to go to; Note [Ops that made
 nothing, placed] in trace/collector.py), `oom` (the

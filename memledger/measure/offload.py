@@ -156,6 +156,16 @@ class _PackedWrapper:
     stride: object
 
 
+# Note [A conjugate view read back]
+# A save can be a view with a lazy bit: RotatE (pykeen, tests/clients/train_pykeen.py
+# --mode rotate) scores `t * torch.conj(r)`, and `mul` saves `conj(r)` as it was handed,
+# a view of `r`'s storage with the conjugate bit set (`torch._neg_view` sets the negative
+# bit the same way). The copy holds the storage's bytes; the tensor rebuilt over them by
+# `set_` had no bit, so the backward read `r` for `conj(r)`: the gradient of `t` came out
+# wrong, and the backward's `grad * other.conj()` now met a conjugate view and cloned it,
+# 16,384 B the baseline never made (offload:interaction measured 152,080 B, predicted
+# 135,696 B). The bits are kept with the save and set again on the rebuilt tensor (views
+# again, no copy), so the backward reads what was saved.
 @dataclass
 class _Packed:
     copy: _Copy
@@ -163,6 +173,8 @@ class _Packed:
     size: tuple[int, ...]
     stride: tuple[int, ...]
     offset: int
+    conj: bool = False   # Note [A conjugate view read back]
+    neg: bool = False
 
 
 class Offloader:
@@ -226,7 +238,8 @@ class Offloader:
             self._rewrite(copy, st, t)    # Note [Offload moves storages, once each]
             copy.written.append((weakref.ref(base), t._version))
         copy.saves += 1
-        return _Packed(copy, t.dtype, tuple(t.shape), tuple(t.stride()), t.storage_offset())
+        return _Packed(copy, t.dtype, tuple(t.shape), tuple(t.stride()), t.storage_offset(),
+                       t.is_conj(), t.is_neg())
 
     def _write(self, st: torch.UntypedStorage, device: torch.device) -> _Copy:
         self.bytes_out += st.nbytes()
@@ -299,7 +312,10 @@ class Offloader:
             copy.loaded = None
             copy.unpacked = 0               # a second backward (retain_graph) reads again
         out = torch.empty(0, dtype=packed.dtype, device=copy.device)
-        return out.set_(st, packed.offset, packed.size, packed.stride)
+        out = out.set_(st, packed.offset, packed.size, packed.stride)
+        if packed.neg:   # Note [A conjugate view read back]
+            out = torch._neg_view(out)
+        return out.conj() if packed.conj else out
 
     def _read(self, copy: _Copy) -> torch.UntypedStorage:
         self.bytes_in += copy.nbytes

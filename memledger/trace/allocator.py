@@ -297,7 +297,7 @@ SCRATCH_MIN_BYTES = 1
 
 
 def op_scratch(probe: CpuProfilerProbe, bare: dict[str, list[int]] | None = None,
-               inside: dict[str, list] | None = None
+               inside: dict[str, list] | None = None, nested: dict[str, list] | None = None
                ) -> dict[str, list[int]]:
     """{aten op name: scratch bytes of each call, in call order}, for ops with any scratch;
     `bare` gets, for those ops, the calls that made nothing (Note [Calls that made nothing]).
@@ -340,7 +340,7 @@ def op_scratch(probe: CpuProfilerProbe, bare: dict[str, list[int]] | None = None
     if walked is None:   # pragma: no cover - older torch
         return {}
     mem = [(t, ptr, b) for t, dev, ptr, b, _, _ in walked.allocs if dev.startswith("cpu")]
-    return call_scratch(mem, walked.calls, bare, inside)
+    return call_scratch(mem, walked.calls, bare, inside, nested)
 
 
 # Note [Calls that made nothing]
@@ -380,6 +380,45 @@ def op_scratch(probe: CpuProfilerProbe, bare: dict[str, list[int]] | None = None
 # scratch of the call (`_helpers_the_mode_sees`). An op's own kernel calling ops of other
 # names (`_safe_softmax` calling `_softmax`) has no call of its own name inside, and keeps
 # its inner calls' bytes as its scratch (Note [Calls inside another op]).
+# Note [Inputs a fallback copies before the op]
+# An op handed a conjugate (or negative) view, RotatE's `h * r` against `t.conj()` in its
+# backward (pykeen, tests/clients/train_pykeen.py --mode rotate), runs torch's
+# conjugate fallback first: it `clone`s the view into a plain tensor, then redispatches
+# the op. The fallback sits above the Python key, so the dispatch mode sees the `clone`
+# as an event of its own, just before the op's, and the ledger holds the copy as a
+# storage (made at that event, freed after the op); the profiler lists the `clone` inside
+# the op's call, and its copy, freed inside, read as the op's scratch. So the ledger
+# counted the copy twice at the op: 164,432 B against the allocator's 148,048 B with
+# the scratch, and `checkpoint:interaction` predicted 190,864 B against 174,480 B
+# measured. The calls inside an op's call that kept what they made to their own end (the
+# fallback's copies) are named with their bytes (`nested` in the `opscratch` record),
+# with the call's scratch without them; where the ledger's events just before the op's
+# are those calls (the same names, the same bytes made), replay takes that scratch
+# (`Ledger.kernel_scratch`). A kernel's own inner call (`_safe_softmax` calling
+# `_softmax`) is no event of the ledger there, and keeps its bytes as scratch.
+def _inner_calls(ordered: list[tuple[int, int, str]], i: int) -> list[tuple[int, int, str]]:
+    """The calls directly inside `ordered[i]` (not inside another inner call), of other
+    names; `ordered`: sorted by start, then longest first."""
+    start, end, op = ordered[i]
+    kids: list[tuple[int, int, str]] = []
+    for j in range(i + 1, len(ordered)):
+        s, e, name = ordered[j]
+        if s >= end:
+            break
+        if e <= end and not (kids and s < kids[-1][1]):
+            kids.append((s, e, name))
+    return [k for k in kids if k[2] != op]
+
+
+def _frees_by_pointer(mem: list[tuple[int, int, int]]) -> dict[int, list[int]]:
+    """{pointer: the times it was freed}, of `mem` (time, ptr, signed bytes)."""
+    out: dict[int, list[int]] = {}
+    for t, ptr, size in mem:
+        if size < 0:
+            out.setdefault(ptr, []).append(t)
+    return out
+
+
 def _helpers_the_mode_sees(ordered: list[tuple[int, int, str]], i: int) -> list[tuple[int, int]]:
     """(start, end) of the calls inside `ordered[i]`, a composite around a call of its own
     name, that are not inside such a call (Note [A composite op of the same name]); []
@@ -402,7 +441,8 @@ def _helpers_the_mode_sees(ordered: list[tuple[int, int, str]], i: int) -> list[
 def call_scratch(mem: list[tuple[int, int, int]],
                  calls: list[tuple[int, int, str]],
                  bare: dict[str, list[int]] | None = None,
-                 inside: dict[str, list] | None = None
+                 inside: dict[str, list] | None = None,
+                 nested: dict[str, list] | None = None
                  ) -> dict[str, list[int]]:
     """Pure part of `op_scratch`: `mem` (time, ptr, signed bytes) of every CPU allocation
     and free, `calls` (start, end, op name) of every aten call. Per outermost call of a
@@ -410,7 +450,10 @@ def call_scratch(mem: list[tuple[int, int, int]],
     that at its end; frees of memory allocated before the call do not count. `bare`, when
     given, gets for each op with scratch the places of its calls that hold nothing of their
     own at their end (Note [Calls that made nothing]); `inside`, the places of its calls
-    made inside calls of other names, and those names (Note [Calls inside another op])."""
+    made inside calls of other names, and those names (Note [Calls inside another op]);
+    `nested`, for the calls whose inner calls of other names kept what they made to the
+    call's end: [place, scratch without those calls' bytes, [[inner name, bytes kept], ...]]
+    (Note [Inputs a fallback copies before the op])."""
     from bisect import bisect_left, bisect_right
 
     mem = sorted(mem, key=lambda m: (m[0], m[2] > 0))   # frees first within one tick
@@ -439,21 +482,44 @@ def call_scratch(mem: list[tuple[int, int, int]],
         mine: set[int] = set()
         held = most = 0
         seen = _helpers_the_mode_sees(ordered, i)
+        kids = [] if seen else _inner_calls(ordered, i)
+        kept = [0] * len(kids)   # bytes each inner call made and still held at its end
+        gone = _frees_by_pointer(mem[lo:hi]) if kids else {}
+        theirs: set[int] = set()   # what the inner calls kept
+        own_held = own_most = 0
         for t, ptr, size in mem[lo:hi]:
             if size > 0:
                 if seen and any(s <= t <= e for s, e in seen):
                     continue
                 mine.add(ptr)
                 held += size
+                k = next((j for j, (s, e, _) in enumerate(kids) if s <= t <= e), None)
+                if k is not None and not any(t <= g <= kids[k][1] for g in gone.get(ptr, ())):
+                    kept[k] += size
+                    theirs.add(ptr)
+                else:
+                    own_held += size
             elif ptr in mine:
                 mine.discard(ptr)
                 held += size
+                if ptr in theirs:
+                    theirs.discard(ptr)
+                else:
+                    own_held += size
             most = max(most, held)
+            own_most = max(own_most, own_held)
         scratch = most - held
         out.setdefault(op, []).append(scratch if scratch >= SCRATCH_MIN_BYTES else 0)
         if held == 0:
             made_nothing.setdefault(op, []).append(len(out[op]) - 1)
+        if nested is not None and any(kept) and scratch > 0 \
+                and (own := own_most - own_held) != scratch:
+            nested.setdefault(op, []).append(
+                [len(out[op]) - 1, own, [[n, b] for (_, _, n), b in zip(kids, kept) if b]])
     found = {op: v for op, v in out.items() if any(v)}
+    if nested is not None:
+        for op in [op for op in nested if op not in found]:
+            del nested[op]
     if bare is not None:
         bare.update({op: made_nothing[op] for op in found if op in made_nothing})
     if inside is not None:

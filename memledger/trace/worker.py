@@ -185,12 +185,13 @@ def _allocator_pass(args) -> int:
             # [Warm allocator pass]), and let them go before the timed steps
             bare: dict[str, list[int]] = {}   # Note [Calls that made nothing]
             inside: dict[str, list] = {}      # Note [Calls inside another op]
+            nested: dict[str, list] = {}   # Note [Inputs a fallback copies before the op]
             cpu.walk()   # the event tree read once: the peak below reads the same walk
             state["measured"] = {
                 "module_calls": calls.stop(),
                 "peaks": cpu.peaks(),
-                "scratch": op_scratch(cpu, bare, inside),  # Note [Kernel scratch]
-                "bare": bare, "inside": inside,
+                "scratch": op_scratch(cpu, bare, inside, nested),  # Note [Kernel scratch]
+                "bare": bare, "inside": inside, "nested": nested,
                 # Under torchrun: the peak counted by pointer (Note [Collective scratch])
                 "comm": collective_bytes_at_peak(cpu) if "RANK" in os.environ else {}}
             cpu.release()
@@ -250,7 +251,8 @@ def _allocator_pass(args) -> int:
         if scratch:   # with the calls that made nothing: Note [Calls that made nothing]
             records.append({"k": "opscratch", "device": "cpu", "ops": scratch,
                             **({"bare": measured["bare"]} if measured["bare"] else {}),
-                            **({"inside": measured["inside"]} if measured["inside"] else {})})
+                            **({"inside": measured["inside"]} if measured["inside"] else {}),
+                            **({"nested": measured["nested"]} if measured["nested"] else {})})
         if (frames := compiles_so_far() - state["compiles"]):   # this pass ran compiled
             records.append({"k": "compiles", "frames": frames})   # code; the ledger pass
                                                                    # could not (compiled.py)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import tempfile
 
 import pytest
@@ -128,6 +129,32 @@ def test_a_storage_changed_after_an_earlier_save_is_written_again():
     # save (elements 16..175: 640 B; not at its second), and four 4x16 storages (256 B)
     assert off.storages_out == 1 + 8 * 5
     assert off.bytes_out == 2_048 + 8 * (768 + 640 + 4 * 256)
+
+
+def test_a_conjugate_or_negative_view_is_read_back_as_saved():
+    """RotatE's `t * torch.conj(r)` saves `conj(r)`, a view of `r` with the conjugate bit
+    (pykeen, tests/clients/test_pykeen_clients.py); offload rebuilt it without the bit, so
+    the backward read `r`: the gradient of `t` differed (and the backward cloned a view
+    the baseline never met, 16,384 B more there). The same for the negative bit (Note [A
+    conjugate view read back])."""
+    torch.manual_seed(0)
+    t = torch.randn(4, 8, dtype=torch.cfloat, requires_grad=True)
+    r = torch.randn(4, 8, dtype=torch.cfloat, requires_grad=True)
+    x = torch.randn(8, requires_grad=True)
+
+    def grads(off: Offloader | None):
+        hooks = torch.autograd.graph.saved_tensors_hooks(off.pack, off.unpack) \
+            if off else contextlib.nullcontext()
+        with hooks:
+            loss = (t * torch.conj(r)).abs().sum() + (torch._neg_view(x * 2) * x).sum()
+        return torch.autograd.grad(loss, (t, r, x))
+
+    off = Offloader()
+    assert all(torch.equal(a, b) for a, b in zip(grads(None), grads(off)))
+    packed = off.pack(torch.conj(r.detach()))
+    assert off.unpack(packed).is_conj()
+    assert off.unpack(off.pack(torch._neg_view(x.detach() * 2))).is_neg()
+    off.close()
 
 
 def test_offloader_keeps_parameters_and_small_storages():

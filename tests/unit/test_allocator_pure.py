@@ -174,6 +174,24 @@ def test_a_composite_of_the_same_name_leaves_its_helpers_bytes_to_the_ledger():
         {"_safe_softmax": [512], "_softmax": [512]}
 
 
+def test_an_inner_call_that_kept_its_bytes_is_named_with_the_scratch_without_it():
+    # Note [Inputs a fallback copies before the op]: `mul` of a conjugate view: the
+    # fallback's `clone` (16,384 B, an event of the ledger) inside the call, the op's
+    # output, then the clone freed inside: 16,384 B of scratch as the profiler reads it,
+    # none of the op's own; `_safe_softmax`'s inner `_softmax` kept nothing at its end
+    from memledger.trace.allocator import call_scratch
+
+    K = 16_384
+    mem = [(11, 0xA, K), (13, 0xB, K), (14, 0xA, -K),
+           (21, 0xC, 512), (22, 0xD, 256), (23, 0xC, -512)]
+    calls = [(10, 15, "mul"), (10, 12, "clone"),
+             (20, 24, "_safe_softmax"), (21, 23, "_softmax")]
+    nested: dict = {}
+    assert call_scratch(mem, calls, nested=nested) == \
+        {"mul": [K], "_safe_softmax": [512], "_softmax": [512]}
+    assert nested == {"mul": [[0, 0, [["clone", K]]]]}
+
+
 def test_calls_that_made_nothing_are_named():
     # Note [Calls that made nothing]: `sum(out=...)` (scratch, nothing kept), a `sum` that
     # made its 4 B output, one more `out=` call without scratch; `mm` made nothing and had

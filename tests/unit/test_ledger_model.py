@@ -206,6 +206,24 @@ def test_kernel_scratch_explains_what_no_tensor_does():
     assert diverged.summary().measured.ledger_with_scratch_bytes is None
 
 
+def test_scratch_of_a_copy_the_ledger_holds_as_its_own_event_is_not_added():
+    """Note [Inputs a fallback copies before the op] (trace/allocator.py): the profiler
+    listed a 200 B call of `mm` inside `add`'s call (a conjugate fallback's `clone` before
+    RotatE's `mul`), freed inside it, 200 B of scratch; the ledger's event just before
+    `add`'s (event 2) is that `mm`, its 200 B a storage already, so `add`'s own scratch (0)
+    is taken. Where the event before is no such call (other bytes) the kernel made that
+    call itself, unseen, and its bytes stay scratch."""
+    seen = Ledger.from_records(RECORDS + [
+        {"k": "opscratch", "device": "cpu", "ops": {"add": [200]},
+         "nested": {"add": [[0, 0, [["mm", 200]]]]}}])
+    assert seen.kernel_scratch()[0].tolist() == []
+    unseen = Ledger.from_records(RECORDS + [
+        {"k": "opscratch", "device": "cpu", "ops": {"add": [200]},
+         "nested": {"add": [[0, 0, [["mm", 100]]]]}}])
+    ev, b = unseen.kernel_scratch()
+    assert ev.tolist() == [3] and b.tolist() == [200]
+
+
 def test_scratch_matched_past_calls_that_made_nothing():
     """Note [Calls that made nothing] (trace/allocator.py): the allocator pass saw four mm
     calls, two of them `out=` calls that made no storage (`bare`: places 0 and 2), where the
