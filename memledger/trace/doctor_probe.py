@@ -898,11 +898,17 @@ class DoctorProbe(TorchFunctionMode):
                     if args and id(args[0]) in self._params and reader.f_code in _ZERO_GRADS:
                         self._zeroed_by(args[0], reader)
                     elif args and id(args[0]) in self._params:
-                        self._grads_read.add(id(args[0]))   # Note [Gradients of two weights]
-                        # the script uses this gradient (master weights copied by hand):
-                        # not a wasted one (doctor/params.py wasted_gradients)
-                        self._param_recs[id(args[0])]["grad_read"] = True
-                        self._grad_read(args[0])
+                        out = func(*args, **kwargs)
+                        # a read that found no gradient used none (Note [Moved without
+                        # reading the gradient]): `Module._apply` reads every `param.grad`
+                        # to move it along
+                        if out is not None or getattr(func, "__name__", "") != "__get__":
+                            self._grads_read.add(id(args[0]))   # Note [Gradients of two
+                            # weights]; the script uses this gradient (master weights copied
+                            # by hand): not a wasted one (doctor/params.py wasted_gradients)
+                            self._param_recs[id(args[0])]["grad_read"] = True
+                        self._grad_read(args[0])   # a clip before backward reads None
+                        return out
                     return func(*args, **kwargs)
             if cut is not None:
                 if args and isinstance(args[0], _Tensor) and args[0].requires_grad:
@@ -1035,13 +1041,27 @@ class DoctorProbe(TorchFunctionMode):
     def _moved_since_backward(self) -> None:
         """The previous backward's parameters changed in place since it ran (outside any
         step: SAM's `first_step` moves them along the gradient, then zeroes it, and a second
-        backward at that point feeds the step): its gradient was used, not dropped."""
+        backward at that point feeds the step), and their gradients were read: that
+        gradient was used, not dropped.
+
+        # Note [Moved without reading the gradient]
+        Moved alone is not used: pykeen's training loop (tests/clients/train_pykeen.py)
+        probes the batch size with forward and backward passes and no step, then clears the
+        gradients and re-initializes the weights in place (`reset_parameters_`) before
+        training. The re-initialization read as SAM's ascent, and the doctor said "1 of 4
+        backward passes made gradients that no optimizer.step() used" where the probe
+        dropped 2. A move counts only for a parameter whose `.grad` was read since the
+        backward (`_grads_read`), as SAM's ascent reads it; and a read that found no
+        gradient (`.grad` None: pykeen's `model.to(device)` after the re-initialization,
+        `Module._apply` reading each parameter's gradient to move it along, after
+        `zero_grad()` set them to None) is no read."""
         if self._bw_versions is None:
             return
         rec, versions = self._bw_versions
         self._bw_versions = None
         params = self._params
-        if any(getattr(params.get(pid), "_version", v) != v for pid, v in versions.items()):
+        if any(getattr(params.get(pid), "_version", v) != v and pid in self._grads_read
+               for pid, v in versions.items()):
             rec["moved"] = True
 
     # Note [A loss no backward can run from]
