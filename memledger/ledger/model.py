@@ -221,11 +221,11 @@ class Ledger:
                                                  hidden)
             if not len(ev) or per_call is None:
                 continue
-            own = {int(p): (int(b), inner) for p, b, inner in nested.get(op, ())}
+            own = {int(p): inner for p, inner in nested.get(op, ())}
             if own and made_at is None:
                 made_at = _made_at(st)
-            b = np.asarray([own[p][0] if p in own and _inner_calls_before(
-                                made_at, int(e), own[p][1]) else scratch[p]
+            b = np.asarray([_scratch_past_calls_before(made_at, int(e), own[p], scratch[p])
+                            if p in own else scratch[p]
                             for e, p in zip(ev.tolist(), per_call)], dtype=np.int64)
             if taken is not None:
                 b = np.maximum(b - taken.reindex(ev).fillna(0).to_numpy(dtype=np.int64), 0)
@@ -534,15 +534,18 @@ def _made_at(st: pd.DataFrame) -> dict[int, dict[str, int]]:
     return out
 
 
-def _inner_calls_before(made_at: dict[int, dict[str, int]], ev: int, inner) -> bool:
-    """Whether the ledger's events just before `ev` are the calls `inner` ([name, bytes
-    kept], in order) the profiler listed inside the op's call at `ev`: the dispatch mode saw
-    them as ops of their own (Note [Inputs a fallback copies before the op] in
-    trace/allocator.py)."""
-    for k, (name, kept) in enumerate(reversed(inner), start=1):
-        if made_at.get(ev - k, {}).get(str(name)) != int(kept):
-            return False
-    return True
+def _scratch_past_calls_before(made_at: dict[int, dict[str, int]], ev: int, inner,
+                               scratch: int) -> int:
+    """The op's scratch at `ev` without the first k of the calls `inner` ([name, bytes
+    kept, scratch without it and those before it], in order) the profiler listed inside its
+    call, for the largest k whose calls are the ledger's k events just before `ev` (the
+    dispatch mode saw them as ops of their own; Note [Inputs a fallback copies before the
+    op] in trace/allocator.py); `scratch` where none is."""
+    for k in range(len(inner), 0, -1):
+        if all(made_at.get(ev - k + j, {}).get(str(inner[j][0])) == int(inner[j][1])
+               for j in range(k)):
+            return int(inner[k - 1][2])
+    return scratch
 
 
 def _hidden_calls(inside, ledger_ops) -> set[int]:

@@ -391,11 +391,17 @@ def op_scratch(probe: CpuProfilerProbe, bare: dict[str, list[int]] | None = None
 # counted the copy twice at the op: 164,432 B against the allocator's 148,048 B with
 # the scratch, and `checkpoint:interaction` predicted 190,864 B against 174,480 B
 # measured. The calls inside an op's call that kept what they made to their own end (the
-# fallback's copies) are named with their bytes (`nested` in the `opscratch` record),
-# with the call's scratch without them; where the ledger's events just before the op's
-# are those calls (the same names, the same bytes made), replay takes that scratch
-# (`Ledger.kernel_scratch`). A kernel's own inner call (`_safe_softmax` calling
-# `_softmax`) is no event of the ledger there, and keeps its bytes as scratch.
+# fallback's copies) are named in order with their bytes (`nested` in the `opscratch`
+# record), each with the call's scratch without it and the ones before it; where the
+# ledger's events just before the op's are the first k of those calls (the same names,
+# the same bytes made), replay takes the scratch without those k (`Ledger.kernel_scratch`).
+# The fallback's copies come first; after them the op's own kernel may call more:
+# HolE's circular correlation (pykeen) reaches `new_zeros` with a conjugate view in its
+# backward, whose call lists the fallback's `clone` (1,152 B, an event) and then the
+# `new_empty` that makes its output (no event), and `offload:interaction` was predicted
+# 256 B over measured with the clone counted twice at the `new_zeros`. A kernel's own
+# inner call (`_safe_softmax` calling `_softmax`) is no event of the ledger there, and
+# keeps its bytes as scratch.
 def _inner_calls(ordered: list[tuple[int, int, str]], i: int) -> list[tuple[int, int, str]]:
     """The calls directly inside `ordered[i]` (not inside another inner call), of other
     names; `ordered`: sorted by start, then longest first."""
@@ -408,6 +414,18 @@ def _inner_calls(ordered: list[tuple[int, int, str]], i: int) -> list[tuple[int,
         if e <= end and not (kids and s < kids[-1][1]):
             kids.append((s, e, name))
     return [k for k in kids if k[2] != op]
+
+
+def _scratch_without(steps: list[tuple[int, int]], whose: dict[int, int],
+                     calls: set[int]) -> int:
+    """A call's scratch (most held inside minus held at its end) without the bytes that
+    the inner calls `calls` made and kept (`whose`: pointer to inner call)."""
+    held = most = 0
+    for ptr, size in steps:
+        if whose.get(ptr, -1) not in calls:
+            held += size
+            most = max(most, held)
+    return most - held
 
 
 def _frees_by_pointer(mem: list[tuple[int, int, int]]) -> dict[int, list[int]]:
@@ -452,8 +470,8 @@ def call_scratch(mem: list[tuple[int, int, int]],
     own at their end (Note [Calls that made nothing]); `inside`, the places of its calls
     made inside calls of other names, and those names (Note [Calls inside another op]);
     `nested`, for the calls whose inner calls of other names kept what they made to the
-    call's end: [place, scratch without those calls' bytes, [[inner name, bytes kept], ...]]
-    (Note [Inputs a fallback copies before the op])."""
+    call's end: [place, [[inner name, bytes kept, scratch without it and the ones before
+    it], ...]] (Note [Inputs a fallback copies before the op])."""
     from bisect import bisect_left, bisect_right
 
     mem = sorted(mem, key=lambda m: (m[0], m[2] > 0))   # frees first within one tick
@@ -485,8 +503,8 @@ def call_scratch(mem: list[tuple[int, int, int]],
         kids = [] if seen else _inner_calls(ordered, i)
         kept = [0] * len(kids)   # bytes each inner call made and still held at its end
         gone = _frees_by_pointer(mem[lo:hi]) if kids else {}
-        theirs: set[int] = set()   # what the inner calls kept
-        own_held = own_most = 0
+        whose: dict[int, int] = {}   # ptr: the inner call that made it and kept it
+        steps: list[tuple[int, int]] = []   # (ptr, signed bytes) counted, for `nested`
         for t, ptr, size in mem[lo:hi]:
             if size > 0:
                 if seen and any(s <= t <= e for s, e in seen):
@@ -496,26 +514,25 @@ def call_scratch(mem: list[tuple[int, int, int]],
                 k = next((j for j, (s, e, _) in enumerate(kids) if s <= t <= e), None)
                 if k is not None and not any(t <= g <= kids[k][1] for g in gone.get(ptr, ())):
                     kept[k] += size
-                    theirs.add(ptr)
-                else:
-                    own_held += size
+                    whose[ptr] = k
+                steps.append((ptr, size))
             elif ptr in mine:
                 mine.discard(ptr)
                 held += size
-                if ptr in theirs:
-                    theirs.discard(ptr)
-                else:
-                    own_held += size
+                steps.append((ptr, size))
             most = max(most, held)
-            own_most = max(own_most, own_held)
         scratch = most - held
         out.setdefault(op, []).append(scratch if scratch >= SCRATCH_MIN_BYTES else 0)
         if held == 0:
             made_nothing.setdefault(op, []).append(len(out[op]) - 1)
-        if nested is not None and any(kept) and scratch > 0 \
-                and (own := own_most - own_held) != scratch:
-            nested.setdefault(op, []).append(
-                [len(out[op]) - 1, own, [[n, b] for (_, _, n), b in zip(kids, kept) if b]])
+        if nested is not None and any(kept) and scratch > 0:
+            # per inner call that kept bytes, in order: the scratch without it and the
+            # ones before it (the fallback's copies come first, then the op's own kernel)
+            keepers = [k for k, b in enumerate(kept) if b]
+            inner = [[kids[k][2], kept[k], _scratch_without(steps, whose, set(keepers[:n + 1]))]
+                     for n, k in enumerate(keepers)]
+            if any(own != scratch for _, _, own in inner):
+                nested.setdefault(op, []).append([len(out[op]) - 1, inner])
     found = {op: v for op, v in out.items() if any(v)}
     if nested is not None:
         for op in [op for op in nested if op not in found]:

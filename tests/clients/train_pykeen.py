@@ -14,6 +14,8 @@ Modes (`--mode`):
   triples, Adam, as pykeen's ConvE tutorial writes it.
 - `ermlpe`: ER-MLP (E) (its interaction an MLP) with `SLCWATrainingLoop` and the basic
   negative sampler (2 corruptions per positive), margin ranking loss.
+- `hole`: HolE (circular correlation by FFT: `rfft`, a conjugate, `irfft`) with
+  `SLCWATrainingLoop` and the basic negative sampler.
 - `rotate`: RotatE (complex embeddings) trained by hand: `model.score_hrt` on the positives
   and on the `BasicNegativeSampler`'s corruptions, the model's own loss
   (NSSA), `loss.backward()`, `optimizer.step()`, `model.post_parameter_update()`.
@@ -24,7 +26,7 @@ import argparse
 import numpy as np
 import torch
 
-from pykeen.models import ConvE, ERMLPE, RotatE
+from pykeen.models import ConvE, ERMLPE, HolE, RotatE
 from pykeen.sampling import BasicNegativeSampler
 from pykeen.training import LCWATrainingLoop, SLCWATrainingLoop
 from pykeen.triples import TriplesFactory
@@ -41,7 +43,7 @@ def triples(n_entities: int, n_relations: int, n_triples: int) -> np.ndarray:
 
 def main() -> None:
     p = argparse.ArgumentParser()
-    p.add_argument("--mode", default="conve", choices=["conve", "ermlpe", "rotate"])
+    p.add_argument("--mode", default="conve", choices=["conve", "ermlpe", "hole", "rotate"])
     p.add_argument("--epochs", type=int, default=2)
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--dim", type=int, default=32)
@@ -57,10 +59,11 @@ def main() -> None:
                       random_seed=0)
         loop = LCWATrainingLoop(model=model, triples_factory=tf,
                                 optimizer=torch.optim.Adam(model.parameters(), lr=1e-3))
-    elif args.mode == "ermlpe":
+    elif args.mode in ("ermlpe", "hole"):
         tf = TriplesFactory.from_labeled_triples(labeled)
         model = ERMLPE(triples_factory=tf, embedding_dim=args.dim, hidden_dim=2 * args.dim,
-                       random_seed=0)
+                       random_seed=0) if args.mode == "ermlpe" else \
+            HolE(triples_factory=tf, embedding_dim=args.dim, random_seed=0)
         loop = SLCWATrainingLoop(model=model, triples_factory=tf,
                                  optimizer=torch.optim.Adam(model.parameters(), lr=1e-3),
                                  negative_sampler="basic",

@@ -189,7 +189,14 @@ def test_an_inner_call_that_kept_its_bytes_is_named_with_the_scratch_without_it(
     nested: dict = {}
     assert call_scratch(mem, calls, nested=nested) == \
         {"mul": [K], "_safe_softmax": [512], "_softmax": [512]}
-    assert nested == {"mul": [[0, 0, [["clone", K]]]]}
+    assert nested == {"mul": [[0, [["clone", K, 0]]]]}
+    # HolE's `new_zeros` of a conjugate view: the fallback's clone, then the kernel's own
+    # `new_empty` (its output, kept): without the clone alone, no scratch
+    nested = {}
+    assert call_scratch([(1, 0xA, 1152), (3, 0xB, 2048), (5, 0xA, -1152)],
+                        [(0, 6, "new_zeros"), (0, 2, "clone"), (3, 4, "new_empty")],
+                        nested=nested) == {"new_zeros": [1152]}
+    assert nested == {"new_zeros": [[0, [["clone", 1152, 0], ["new_empty", 2048, 0]]]]}
 
 
 def test_calls_that_made_nothing_are_named():

@@ -215,11 +215,17 @@ def test_scratch_of_a_copy_the_ledger_holds_as_its_own_event_is_not_added():
     call itself, unseen, and its bytes stay scratch."""
     seen = Ledger.from_records(RECORDS + [
         {"k": "opscratch", "device": "cpu", "ops": {"add": [200]},
-         "nested": {"add": [[0, 0, [["mm", 200]]]]}}])
+         "nested": {"add": [[0, [["mm", 200, 0]]]]}}])
     assert seen.kernel_scratch()[0].tolist() == []
+    # the fallback's copy first, then a call of the op's own kernel (no event): the first
+    # matches, and the scratch without it is taken
+    first = Ledger.from_records(RECORDS + [
+        {"k": "opscratch", "device": "cpu", "ops": {"add": [200]},
+         "nested": {"add": [[0, [["mm", 200, 0], ["empty", 30, 0]]]]}}])
+    assert first.kernel_scratch()[0].tolist() == []
     unseen = Ledger.from_records(RECORDS + [
         {"k": "opscratch", "device": "cpu", "ops": {"add": [200]},
-         "nested": {"add": [[0, 0, [["mm", 100]]]]}}])
+         "nested": {"add": [[0, [["mm", 100, 0]]]]}}])
     ev, b = unseen.kernel_scratch()
     assert ev.tolist() == [3] and b.tolist() == [200]
 
