@@ -88,7 +88,6 @@ from memledger.trace.func_transforms import in_func_transform, own_checkpointed
 from memledger.trace.script_checkpoint import checkpoint_pack_hook, find_checkpoint_call
 from memledger.trace.roots import COMPILED, RootNames, containers, named_modules
 from memledger.trace.where import in_reentrant_checkpoint
-from memledger.trace.wrapped import storage_ptrs
 from memledger.trace.outside_state import (
     argument_objects,
     argument_versions,
@@ -212,8 +211,7 @@ def apply_policy(model: nn.Module, policy: Policy, offload_dir: str | None = Non
     # offloader takes its storage when it has one
     state = [*model.parameters(), *model.buffers()]
     lazy = [t for t in state if isinstance(t, UninitializedTensorMixin)]
-    params = {ptr for t in state if not isinstance(t, UninitializedTensorMixin)
-              for ptr in storage_ptrs(t)}
+    ready = [t for t in state if not isinstance(t, UninitializedTensorMixin)]
     offloaders: dict[int, Offloader] = {}
     for r in regions:
         mod = named[r.path]
@@ -239,7 +237,8 @@ def apply_policy(model: nn.Module, policy: Policy, offload_dir: str | None = Non
         elif kind is PolicyKind.OFFLOAD:
             key = r.part.min_bytes
             if key not in offloaders:
-                offloaders[key] = Offloader(min_bytes=key, skip_storages=params,
+                # Note [A parameter given a new storage] (measure/offload.py)
+                offloaders[key] = Offloader(min_bytes=key, skip_state=ready,
                                             directory=offload_dir, skip_later=lazy)
             wrapped = _offloaded(orig, offloaders[key],
                                  _NestingGuard(policy.text(), r.path, every))
@@ -837,6 +836,7 @@ def _offloaded(orig: Callable, offloader: Offloader,
     def forward(*args: Any, **kwargs: Any) -> Any:
         if plain():
             return orig(*args, **kwargs)
+        offloader.refresh_skip()   # Note [A parameter given a new storage]
         with torch.autograd.graph.saved_tensors_hooks(offloader.pack, offloader.unpack):
             return orig(*args, **kwargs)
 
@@ -844,6 +844,7 @@ def _offloaded(orig: Callable, offloader: Offloader,
         """`forward` around a call torch runs itself: Note [The call that found the model]."""
         if plain():
             return (yield)
+        offloader.refresh_skip()
         with torch.autograd.graph.saved_tensors_hooks(offloader.pack, offloader.unpack):
             return (yield)
 

@@ -1,6 +1,7 @@
 """pykeen (tests/clients/train_pykeen.py): knowledge-graph embeddings trained with pykeen's
-own pieces, a TriplesFactory of random labeled triples, ConvE with `LCWATrainingLoop`, and
-RotatE (complex embeddings) by hand with `score_hrt` and the `BasicNegativeSampler`.
+own pieces, a TriplesFactory of random labeled triples, ConvE with `LCWATrainingLoop`, HolE
+with `SLCWATrainingLoop`, and RotatE (complex embeddings) by hand with `score_hrt` and the
+`BasicNegativeSampler`.
 
 Measured once (`tests/clients/harness.py run_client`, the helper hunt40a, 2026-12-06, torch
 2.13.0 CPU, pykeen 1.11.1): `--mode conve` (1 step) reads the ledger equal to the
@@ -9,7 +10,8 @@ allocator, 240,880 B; `checkpoint:interaction.hr2d` 219,016 B, `offload:interact
 measured. `--mode rotate` (2 steps): 148,048 B; `checkpoint:interaction` 174,480 B and
 `offload:interaction` 135,696 B both sides. `--mode ermlpe` (`SLCWATrainingLoop`, 2 steps):
 205,304 B; `checkpoint:interaction` 198,096 B, `offload:interaction` 167,360 B,
-`selective:interaction` 204,240 B, exact. pykeen's loop runs a size probe (forward and
+`selective:interaction` 204,240 B, exact. `--mode hole` (HolE, SLCWA, 2 steps): 70,224 B;
+`offload:interaction` 56,400 B and `checkpoint:interaction` 80,848 B both sides. pykeen's loop runs a size probe (forward and
 backward on two batches, no step) before training, even with a batch size given on CPU:
 `doctor` warns `dropped_update` on it, 2 of 4 backward passes (true: pass
 `automatic_memory_optimization=False` to the loop to skip the probe).
@@ -107,3 +109,17 @@ def test_the_doctor_counts_the_size_probes_dropped_gradients_and_nothing_else():
     assert (f.check, f.severity) == ("dropped_update", "warning")
     assert f.evidence == {"backward_passes": 4, "dropped": 2, "dropped_nonfinite": 0,
                           "optimizer_steps": 2, "updates": 2}
+
+
+def test_hole_offload_is_measured_as_predicted_after_the_embeddings_are_reinitialized():
+    """HolE under `SLCWATrainingLoop`: `train()` gives the entity embeddings a new storage
+    (`weight.data = ...`) after the policy went on. The offloader skipped the old address,
+    reused by an embedding lookup, which stayed on the device: measured 56,476 to 58,652 B
+    from one fresh process to the next (Note [A parameter given a new storage],
+    measure/offload.py). And `new_zeros` of a conjugate view in the backward lists the
+    fallback's clone before its own `new_empty` (Note [Inputs a fallback copies before
+    the op])."""
+    run = _run("hole", ["offload:interaction"], steps=2)
+    assert run.ledger_peak == run.allocator_peak == run.ledger.peak_with_scratch() == 70_224
+    off = run.policies["offload:interaction"]
+    assert (off.predicted, off.measured) == (56_400, 56_400)

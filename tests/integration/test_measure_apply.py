@@ -157,6 +157,25 @@ def test_a_conjugate_or_negative_view_is_read_back_as_saved():
     off.close()
 
 
+def test_a_parameter_given_a_new_storage_is_still_left_alone():
+    """pykeen re-initializes its embeddings with `weight.data = ...` after the policy went
+    on: the offloader skipped the old address (reused by any tensor after, kept on the
+    device as a weight: measured peaks that moved by 256 to 2,176 B between fresh
+    processes) and wrote the new weight out as an activation, read back beside itself
+    (Note [A parameter given a new storage])."""
+    torch.manual_seed(0)
+    net = Net(n=1)
+    x = torch.randn(8, 16, requires_grad=True)   # so `addmm` saves the weight too
+    with apply_policy(net, parse_policy("offload:blocks.0.fc")) as handle:
+        fc = net.blocks[0].fc
+        fc.weight.data = torch.randn(64, 16)   # a new storage, 4,096 B
+        net(x).sum().backward()
+        [off] = handle.offloaders
+        # only the block's input (8 x 16 fp32, 512 B); not the weight (was 512 + 4,096)
+        assert off.bytes_out == 512
+        assert fc.weight.untyped_storage().data_ptr() in off.skip
+
+
 def test_offloader_keeps_parameters_and_small_storages():
     w = nn.Parameter(torch.randn(4, 4))
     off = Offloader(min_bytes=1024, skip_storages={w.untyped_storage().data_ptr()})
