@@ -437,6 +437,39 @@ def _frees_by_pointer(mem: list[tuple[int, int, int]]) -> dict[int, list[int]]:
     return out
 
 
+def _kept_by_inner_calls(ordered: list[tuple[int, int, str]], i: int,
+                         window: list[tuple[int, int, int]], scratch: int) -> list:
+    """`nested`'s entry for the call `ordered[i]` (Note [Inputs a fallback copies before
+    the op]): per inner call that made bytes and kept them to its own end, in order,
+    [name, bytes kept, the call's scratch without them and the ones before]; [] where
+    there is none, or where taking them off changes no scratch. `window`: the (time, ptr,
+    signed bytes) inside the call."""
+    kids = _inner_calls(ordered, i)
+    if not kids:
+        return []
+    kept = [0] * len(kids)   # bytes each inner call made and still held at its end
+    gone = _frees_by_pointer(window)
+    whose: dict[int, int] = {}   # ptr: the inner call that made it and kept it
+    steps: list[tuple[int, int]] = []   # (ptr, signed bytes) the call's scratch counts
+    mine: set[int] = set()
+    for t, ptr, size in window:
+        if size > 0:
+            mine.add(ptr)
+            k = next((j for j, (s, e, _) in enumerate(kids) if s <= t <= e), None)
+            if k is not None and not any(t <= g <= kids[k][1] for g in gone.get(ptr, ())):
+                kept[k] += size
+                whose[ptr] = k
+            steps.append((ptr, size))
+        elif ptr in mine:
+            mine.discard(ptr)
+            steps.append((ptr, size))
+    # the fallback's copies come first, then the op's own kernel's calls
+    keepers = [k for k, b in enumerate(kept) if b]
+    inner = [[kids[k][2], kept[k], _scratch_without(steps, whose, set(keepers[:n + 1]))]
+             for n, k in enumerate(keepers)]
+    return inner if any(own != scratch for _, _, own in inner) else []
+
+
 def _helpers_the_mode_sees(ordered: list[tuple[int, int, str]], i: int) -> list[tuple[int, int]]:
     """(start, end) of the calls inside `ordered[i]`, a composite around a call of its own
     name, that are not inside such a call (Note [A composite op of the same name]); []
@@ -500,39 +533,24 @@ def call_scratch(mem: list[tuple[int, int, int]],
         mine: set[int] = set()
         held = most = 0
         seen = _helpers_the_mode_sees(ordered, i)
-        kids = [] if seen else _inner_calls(ordered, i)
-        kept = [0] * len(kids)   # bytes each inner call made and still held at its end
-        gone = _frees_by_pointer(mem[lo:hi]) if kids else {}
-        whose: dict[int, int] = {}   # ptr: the inner call that made it and kept it
-        steps: list[tuple[int, int]] = []   # (ptr, signed bytes) counted, for `nested`
         for t, ptr, size in mem[lo:hi]:
             if size > 0:
                 if seen and any(s <= t <= e for s, e in seen):
                     continue
                 mine.add(ptr)
                 held += size
-                k = next((j for j, (s, e, _) in enumerate(kids) if s <= t <= e), None)
-                if k is not None and not any(t <= g <= kids[k][1] for g in gone.get(ptr, ())):
-                    kept[k] += size
-                    whose[ptr] = k
-                steps.append((ptr, size))
             elif ptr in mine:
                 mine.discard(ptr)
                 held += size
-                steps.append((ptr, size))
             most = max(most, held)
         scratch = most - held
         out.setdefault(op, []).append(scratch if scratch >= SCRATCH_MIN_BYTES else 0)
         if held == 0:
             made_nothing.setdefault(op, []).append(len(out[op]) - 1)
-        if nested is not None and any(kept) and scratch > 0:
-            # per inner call that kept bytes, in order: the scratch without it and the
-            # ones before it (the fallback's copies come first, then the op's own kernel)
-            keepers = [k for k, b in enumerate(kept) if b]
-            inner = [[kids[k][2], kept[k], _scratch_without(steps, whose, set(keepers[:n + 1]))]
-                     for n, k in enumerate(keepers)]
-            if any(own != scratch for _, _, own in inner):
-                nested.setdefault(op, []).append([len(out[op]) - 1, inner])
+        # read again, by inner call, only a call with scratch (a few of them)
+        if nested is not None and scratch > 0 and not seen and \
+                (inner := _kept_by_inner_calls(ordered, i, mem[lo:hi], scratch)):
+            nested.setdefault(op, []).append([len(out[op]) - 1, inner])
     found = {op: v for op, v in out.items() if any(v)}
     if nested is not None:
         for op in [op for op in nested if op not in found]:
