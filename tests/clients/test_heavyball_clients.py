@@ -12,6 +12,7 @@ Measured (`tests/clients/harness.py run_client`, the helper hunt40c, 2026-12-06,
 | `soap` | 2,357,716 | 255,916 | 1,704,276 | 1,309,780 | 2,228,564 | 1,585,172 |
 | `psgd --accum --keep-grad` | 2,223,580 | 121,780 | 1,570,140 | 1,175,644 | | |
 | `muon --ecc bf16+8 --caution` | 2,130,456 | 28,656 | 1,477,016 | | | |
+| `adamw --param-ecc bf16+8` | 1,341,540 (with kernel scratch) | 82,704 | 1,019,876 | | | |
 
 The optimizer state is counted by hand from each optimizer's state dict (below). The peak
 is in the second step's backward (`blocks.1.fc2`), so every policy moves it.
@@ -121,3 +122,16 @@ def test_a_fake_run_keeps_heavyballs_state_apart():
                                                        "1024"],
                                 ["checkpoint:blocks.*", "offload:blocks.*"])
     assert gaps == {}
+
+
+def test_parameters_kept_in_bf16_with_their_correction_in_the_optimizer():
+    """`param_ecc="bf16+8"`: AdamW turns the parameters to bf16 at its first step (18,376 B)
+    and keeps each one's int8 correction in `optimizer.state` (`param::ecc`, 9,188 B),
+    beside fp32 moments (2 x 36,752), a step and `prev_lr`: 82,704 B of optimizer state.
+    The bf16 matmuls take kernel scratch the allocator sees (203,840 B at the peak), which
+    the ledger explains op by op: with it, the ledger equals the allocator."""
+    run = _run(["--opt", "adamw", "--param-ecc", "bf16+8"], ["checkpoint:blocks.*"])
+    assert run.ledger.peak_with_scratch() == run.allocator_peak == 1_341_540
+    assert run.summary.resident["parameter"] == PARAMS // 2
+    assert run.summary.resident["optimizer_state"] == 2 * PARAMS + PARAMS // 4 + 12 == 82_704
+    _assert_policies(run, {"checkpoint:blocks.*": 1_019_876})

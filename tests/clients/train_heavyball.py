@@ -22,6 +22,9 @@ Flags:
   stored in bf16, written by stochastic rounding).
 - `--opt sam`: `heavyball.SAMWrapper` around AdamW: `step(closure)` runs the closure
   (forward and backward) at the weights, perturbs them, and AdamW's step runs it again.
+- `--opt sfadamw`: schedule-free AdamW, `optimizer.train()` before each step and
+  `optimizer.eval()` before an evaluation under `no_grad` after it. `--warmup N`:
+  `warmup_steps=N`.
 """
 
 import argparse
@@ -86,6 +89,12 @@ def make_optimizer(args, net: Net):
             {"params": matrices, "optimizer": heavyball.Muon, "lr": 0.02, **extra},
             {"params": vectors, "optimizer": heavyball.AdamW, "lr": 1e-3, **extra},
         ])
+    if args.warmup:
+        extra["warmup_steps"] = args.warmup
+    if args.param_ecc:
+        extra["param_ecc"] = args.param_ecc
+    if args.opt == "sfadamw":
+        return heavyball.SFAdamW(net.parameters(), lr=1e-3, **extra)
     if args.opt == "sam":
         params = list(net.parameters())
         return heavyball.SAMWrapper(params, wrapped_optimizer=heavyball.AdamW(params, lr=1e-3,
@@ -95,7 +104,7 @@ def make_optimizer(args, net: Net):
 
 def main() -> None:
     p = argparse.ArgumentParser()
-    p.add_argument("--opt", default="soap", choices=["soap", "psgd", "muon", "adamw", "sam"])
+    p.add_argument("--opt", default="soap", choices=["soap", "psgd", "muon", "adamw", "sam", "sfadamw"])
     p.add_argument("--steps", type=int, default=3)
     p.add_argument("--batch", type=int, default=BATCH)
     p.add_argument("--eager", action="store_true")
@@ -104,6 +113,8 @@ def main() -> None:
     p.add_argument("--palm", action="store_true")
     p.add_argument("--accum", action="store_true")
     p.add_argument("--keep-grad", action="store_true")
+    p.add_argument("--param-ecc", default="", help="param_ecc, e.g. bf16+8")
+    p.add_argument("--warmup", type=int, default=0, help="warmup_steps")
     p.add_argument("--storage", default="", help="storage_dtype of the state, e.g. bfloat16")
     args = p.parse_args()
     if args.eager:
@@ -113,7 +124,10 @@ def main() -> None:
     net = Net()
     optimizer = make_optimizer(args, net)
     for step in range(args.steps):
-        x = torch.randn(args.batch, IN, generator=gen)
+        if args.opt == "sfadamw":   # schedule-free: train() before training, eval() before
+            optimizer.train()       # evaluating (they swap the parameters in place)
+        # param_ecc stores the parameters as bf16 (+ an int8 correction) from the first step
+        x = torch.randn(args.batch, IN, generator=gen).to(net.inp.weight.dtype)
         y = torch.randint(0, CLASSES, (args.batch,), generator=gen)
         if args.opt == "sam":   # SAMWrapper re-runs the closure at the perturbed weights
             def closure():
@@ -126,6 +140,11 @@ def main() -> None:
             loss.backward()
             optimizer.step()
         optimizer.zero_grad()
+        if args.opt == "sfadamw":
+            optimizer.eval()
+            with torch.no_grad():
+                val = F.cross_entropy(net(x), y)
+            print(f"step {step}  eval loss {val.item():.4f}")
         print(f"step {step}  loss {loss.item():.4f}")
 
 
