@@ -382,9 +382,10 @@ def _graph_nodes(roots) -> dict[int, Any]:
 # base has changed in place ("A view was created in no_grad mode and its base ... has been
 # modified inplace"): torch would have to rebuild its history and refuses to. Optimizers
 # make such views of their parameters and keep them across the update: heavyball's SOAP
-# keeps a `no_grad` view of every parameter in its state and updates the parameters in
-# place, and the doctor's first step boundary crashed on it ("internal error", exit 70)
-# for a loop that is correct. No backward can run through such a view (any use of it under
+# (`merge_dims=True`, its default) keeps a `no_grad` view of each parameter in its
+# `optimizer.mapping` (the views its update works on) and updates the parameters in
+# place, and the doctor's first step boundary crashed on it ("internal error", exit 70) for
+# a loop that is correct. No backward can run through such a view (any use of it under
 # grad mode raises the same error), so it carries no history to retain: skipped.
 
 

@@ -102,8 +102,8 @@ def test_psgd_accumulating_inside_the_optimizer_and_muon_with_compressed_state()
 
 
 def test_doctor_finds_nothing_on_soap():
-    """SOAP keeps a `no_grad` view of each parameter across its in-place update, whose
-    `grad_fn` torch refuses to read: the doctor crashed at the first step boundary (exit
+    """SOAP (`merge_dims=True`) keeps a `no_grad` view of each parameter (`optimizer.mapping`)
+    across its in-place update, whose `grad_fn` torch refuses to read: the doctor crashed at the first step boundary (exit
     70, internal error) on this correct loop (Note [A view whose grad_fn cannot be read],
     trace/doctor_retention.py)."""
     with contextlib.redirect_stdout(io.StringIO()):

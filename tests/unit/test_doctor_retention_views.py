@@ -8,8 +8,8 @@ from memledger.trace.doctor_retention import RetentionWatch, _grad_tensors
 
 
 def test_a_no_grad_view_of_a_parameter_updated_in_place_is_no_history_and_no_crash():
-    """heavyball's SOAP keeps a `no_grad` view of each parameter across its in-place
-    update; reading the view's `grad_fn` raises, and the doctor's step boundary crashed
+    """heavyball's SOAP keeps a `no_grad` view of each parameter (`optimizer.mapping`)
+    across its in-place update; reading the view's `grad_fn` raises, and the doctor's step boundary crashed
     (exit 70, "A view was created in no_grad mode ...") on a correct loop."""
     p = torch.nn.Parameter(torch.ones(4))
     with torch.no_grad():
