@@ -22,6 +22,9 @@ Flags:
   stored in bf16, written by stochastic rounding).
 - `--opt sam`: `heavyball.SAMWrapper` around AdamW: `step(closure)` runs the closure
   (forward and backward) at the weights, perturbs them, and AdamW's step runs it again.
+- `--opt psgd-hvp`: PSGDKron with `hessian_approx=True`: `step(closure)` runs the closure's
+  backward with `create_graph=True` and takes Hessian-vector products by a second
+  `autograd.grad` through the gradients.
 - `--opt sfadamw`: schedule-free AdamW, `optimizer.train()` before each step and
   `optimizer.eval()` before an evaluation under `no_grad` after it. `--warmup N`:
   `warmup_steps=N`.
@@ -93,6 +96,9 @@ def make_optimizer(args, net: Net):
         extra["warmup_steps"] = args.warmup
     if args.param_ecc:
         extra["param_ecc"] = args.param_ecc
+    if args.opt == "psgd-hvp":   # Hessian-vector products by double backward in step()
+        return heavyball.PSGDKron(net.parameters(), lr=1e-3, hessian_approx=True, hvp_interval=2,
+                                  preconditioner_update_probability=1.0, **extra)
     if args.opt == "sfadamw":
         return heavyball.SFAdamW(net.parameters(), lr=1e-3, **extra)
     if args.opt == "sam":
@@ -104,7 +110,7 @@ def make_optimizer(args, net: Net):
 
 def main() -> None:
     p = argparse.ArgumentParser()
-    p.add_argument("--opt", default="soap", choices=["soap", "psgd", "muon", "adamw", "sam", "sfadamw"])
+    p.add_argument("--opt", default="soap", choices=["soap", "psgd", "muon", "adamw", "sam", "sfadamw", "psgd-hvp"])
     p.add_argument("--steps", type=int, default=3)
     p.add_argument("--batch", type=int, default=BATCH)
     p.add_argument("--eager", action="store_true")
@@ -129,7 +135,7 @@ def main() -> None:
         # param_ecc stores the parameters as bf16 (+ an int8 correction) from the first step
         x = torch.randn(args.batch, IN, generator=gen).to(net.inp.weight.dtype)
         y = torch.randint(0, CLASSES, (args.batch,), generator=gen)
-        if args.opt == "sam":   # SAMWrapper re-runs the closure at the perturbed weights
+        if args.opt in ("sam", "psgd-hvp"):   # step(closure): forward and backward inside
             def closure():
                 loss = F.cross_entropy(net(x), y)
                 loss.backward()
