@@ -101,6 +101,18 @@ def test_psgd_accumulating_inside_the_optimizer_and_muon_with_compressed_state()
     _assert_policies(muon, {"checkpoint:blocks.*": 1_477_016})
 
 
+def test_doctor_finds_nothing_on_psgd_with_hessian_vector_products():
+    """`hessian_approx=True, hvp_interval=2`: every second step, PSGD runs the closure with
+    `Tensor.backward` patched (a `functools.wraps` wrapper forcing `create_graph=True`), and
+    the probe, which knew torch's backward by identity, saw no backward: the loss that
+    `loss = optimizer.step(closure)` still held at the next boundary read as an unspent
+    graph, a false cross_step_retention warning (Note [A backward patched over
+    Tensor.backward], trace/doctor_probe.py). The ledger and every policy were exact."""
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert_one_doctor_error("train_heavyball.py", ["--opt", "psgd-hvp", "--eager"], 3,
+                                None, "")
+
+
 def test_doctor_finds_nothing_on_soap():
     """SOAP (`merge_dims=True`) keeps a `no_grad` view of each parameter (`optimizer.mapping`)
     across its in-place update, whose `grad_fn` torch refuses to read: the doctor crashed at the first step boundary (exit
