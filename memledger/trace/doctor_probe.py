@@ -73,6 +73,7 @@ import contextlib
 import gc
 import inspect
 import sys
+import types
 import weakref
 from typing import Any, Iterator
 
@@ -123,6 +124,30 @@ _UNSCALE = torch._amp_foreach_non_finite_check_and_unscale_   # GradScaler.unsca
 _CUTS = {torch._C.TensorBase.detach: "detach", torch._C.TensorBase.detach_: "detach",
          torch._C.TensorBase.numpy: "numpy"}
 _BACKWARDS = (torch.Tensor.backward, torch.autograd.backward)
+
+
+# Note [A backward patched over Tensor.backward]
+# torch hands a torch-function mode `Tensor.backward` as it finds it on the class at the
+# call (`handle_torch_function(Tensor.backward, ...)` in torch/_tensor.py). A library that
+# patches it puts its own function there: heavyball's PSGD with `hessian_approx=True` swaps
+# in a `functools.wraps` wrapper that forces `create_graph=True` while its closure runs
+# (`patch_backward`). That backward was no backward to the probe: no root, no record, so
+# its loss, still held by `loss = opt.step(closure)` at the next step boundary, read as a
+# graph no backward had run through, and the doctor warned "`loss` carries autograd
+# history across optimizer steps (... 4 B, a graph of 36 nodes)" on a correct loop
+# (tests/clients/train_heavyball.py --opt psgd-hvp, every second step). A function whose
+# `__wrapped__` chain reaches torch's backward is one.
+def _wraps_backward(func, depth: int = 4) -> bool:
+    """`func` wraps torch's `Tensor.backward` or `autograd.backward` (functools.wraps)."""
+    for _ in range(depth):
+        func = getattr(func, "__wrapped__", None)
+        if func is None:
+            return False
+        if func in _BACKWARDS:
+            return True
+    return False
+
+
 _AUTOGRAD_GRAD = torch.autograd.grad
 _LOSSES = {F.cross_entropy: "cross_entropy", F.nll_loss: "nll_loss"}
 # losses read for their value only (check 4's loss_not_divided): no ignored targets
@@ -863,7 +888,7 @@ class DoctorProbe(TorchFunctionMode):
         return out
 
     def _function(self, func, args, kwargs):
-        if func in _BACKWARDS:
+        if func in _BACKWARDS or (type(func) is types.FunctionType and _wraps_backward(func)):
             return self._backward(func, args, kwargs)
         loss = _LOSSES.get(func)
         if loss is not None:

@@ -377,11 +377,30 @@ def _graph_nodes(roots) -> dict[int, Any]:
     return out
 
 
+# Note [A view whose grad_fn cannot be read]
+# A view of a tensor that requires grad, made under `no_grad`, raises on `.grad_fn` once its
+# base has changed in place ("A view was created in no_grad mode and its base ... has been
+# modified inplace"): torch would have to rebuild its history and refuses to. Optimizers
+# make such views of their parameters and keep them across the update: heavyball's SOAP
+# (`merge_dims=True`, its default) keeps a `no_grad` view of each parameter in its
+# `optimizer.mapping` (the views its update works on) and updates the parameters in
+# place, and the doctor's first step boundary crashed on it ("internal error", exit 70) for
+# a loop that is correct. No backward can run through such a view (any use of it under
+# grad mode raises the same error), so it carries no history to retain: skipped.
+
+
 def _grad_tensors() -> list[_Tensor]:
-    """Every live tensor that carries autograd history (has a grad_fn)."""
+    """Every live tensor that carries autograd history (has a grad_fn) that can be read
+    (Note [A view whose grad_fn cannot be read])."""
     out = []
     with torch._C.DisableTorchFunction():
         for o in gc.get_objects():
-            if issubclass(type(o), _Tensor) and o.grad_fn is not None:
+            if not issubclass(type(o), _Tensor):
+                continue
+            try:
+                fn = o.grad_fn
+            except RuntimeError:
+                continue
+            if fn is not None:
                 out.append(o)
     return out

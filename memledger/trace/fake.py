@@ -184,6 +184,9 @@ Rules (numbered so that code can point here):
    metric deep-copies its states' defaults as it is built (`add_state`), so a fake run
    stopped at the first metric (trace/fake_literals.py; tests/clients/
    train_ema_metrics.py).
+26. A fake tensor's `data_ptr()` is its storage's address stand-in, not 0 for all: heavyball
+   keys its optimizer state by address, and every fake run of it stopped at the first step
+   (Note [A data pointer per fake storage], trace/fake_pointers.py).
 
 Worked example (MLP of examples/train_mlp.py, B=64, fp32, fake, target cpu): fc1.weight is
 a fake 512×256 tensor whose meta storage has 512·256·4 = 524,288 bytes; its row is the
@@ -219,6 +222,7 @@ from memledger.trace.collector import Collector, _written_args, kept_as_made
 from memledger.trace.external import external
 from memledger.trace.fake_literals import KnownLiterals
 from memledger.trace.fake_losses import reduced_loss_bytes
+from memledger.trace.fake_pointers import DistinctPointers
 from memledger.trace.fake_questions import ForeachAsReal, RealAnswers
 from memledger.trace.fake_random import RandomDraws, seeded as _seeded
 from memledger.trace.fake_swap import ConstantsLetGo
@@ -897,6 +901,7 @@ class FakeCollector(Collector):
         self._draws = RandomDraws(_shadow_of)  # Rule 21
         self._swaps = ConstantsLetGo(FakeTensor,     # Rule 23
                                      self.fake_mode.fake_tensor_converter)
+        self._pointers = DistinctPointers(FakeTensor)   # Rule 26
         self.flops = 0
 
     # ---- lifecycle: FakeTensorMode below the collector ---------------------------------
@@ -905,7 +910,8 @@ class FakeCollector(Collector):
         self.fake_mode.__enter__()
         entered = []
         try:
-            for part in (self._answers, self._foreach, self._literals, self._swaps):
+            for part in (self._answers, self._foreach, self._literals, self._swaps,
+                         self._pointers):
                 part.__enter__()
                 entered.append(part)
             return super().__enter__()
@@ -919,6 +925,7 @@ class FakeCollector(Collector):
         try:
             super().__exit__(exc_type, exc, tb)
         finally:
+            self._pointers.__exit__(exc_type, exc, tb)
             self._swaps.__exit__(exc_type, exc, tb)
             self._literals.__exit__(exc_type, exc, tb)
             self._foreach.__exit__(exc_type, exc, tb)

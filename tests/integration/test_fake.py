@@ -1023,3 +1023,23 @@ def test_fake_parameter_made_from_a_literal_moves_to_another_dtype():
         assert k.raw.dtype == torch.float64 and k.raw.requires_grad
     st = led.storages
     assert st.loc[st["dtype"] == "float64", "bytes"].tolist() == [8]
+
+
+def test_fake_tensors_have_a_data_pointer_per_storage():
+    """Rule 26 (Note [A data pointer per fake storage], trace/fake_pointers.py): every fake
+    tensor's `data_ptr()` was 0, so heavyball, which keys its optimizer state by
+    `(data_ptr(), numel, dtype, device)`, gave a [64, 32] weight's state to a [32, 64] one
+    and every fake run of it stopped at the first step. Now one address per storage, a
+    view's offset in bytes added; the script's own meta tensors and real ones as before."""
+    import torch
+
+    real = torch.ones(3)
+    with memledger.trace(fake=True):
+        a, b = torch.empty(64, 32), torch.empty(32, 64)
+        keys = {(t.data_ptr(), t.numel(), t.dtype) for t in (a, b)}
+        assert len(keys) == 2 and 0 not in {a.data_ptr(), b.data_ptr()}
+        assert a[1:].data_ptr() == a.data_ptr() + 32 * 4
+        assert a.view(-1).data_ptr() == a.data_ptr()
+        assert torch.empty(4, device="meta").data_ptr() == 0
+        assert real.data_ptr() == real.untyped_storage().data_ptr() != 0
+    assert "data_ptr" not in torch.Tensor.__dict__   # put back

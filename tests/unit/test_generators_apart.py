@@ -16,8 +16,10 @@ LEDGER_RNG = {"k": "rng", "step": 1,
               "end": {"torch": "t1", "numpy": "n-a1", "random": "r-a"}}
 
 
-def _ledger(allocator_rng: dict | None, measured: int, ledger_rng: dict | None = LEDGER_RNG):
-    """1000 B made at setup, 400 B in the step: the ledger's peak is 1400 B."""
+def _ledger(allocator_rng: dict | None, measured: int, ledger_rng: dict | None = LEDGER_RNG,
+            compiles: int = 0):
+    """1000 B made at setup, 400 B in the step: the ledger's peak is 1400 B. `compiles`:
+    the frames the allocator pass compiled (its `compiles` record)."""
     recs = [
         {"k": "header", "schema": "memledger.ledger/1"},
         {"k": "phase", "ev": 0, "ph": "setup", "step": 1},
@@ -35,6 +37,8 @@ def _ledger(allocator_rng: dict | None, measured: int, ledger_rng: dict | None =
     recs.append({"k": "measured", "source": "cpu-profiler", "device": "cpu",
                  "peak_bytes": measured,
                  **({"rng": allocator_rng} if allocator_rng is not None else {})})
+    if compiles:
+        recs.append({"k": "compiles", "frames": compiles})
     recs.append({"k": "end", "ev": 3, "status": "ok"})
     return Ledger.from_records(recs)
 
@@ -70,3 +74,19 @@ def test_seeded_generators_other_steps_and_older_ledgers_name_none():
     # ledgers written before the record
     assert _ledger(None, 1352, ledger_rng=None).summary().measured.generators_apart is None
     assert "random numbers" not in _said(_ledger(None, 1352, ledger_rng=None))
+
+
+def test_torchs_generator_is_not_compared_where_the_allocator_pass_compiled():
+    """Note [Compiled random ops draw otherwise] (memledger/ledger/summary.py): the ledger
+    pass ran the compiled code eagerly, and inductor's random ops draw from torch's
+    generator otherwise; a seeded script read "which it does not seed ... seed it
+    (torch.manual_seed)". numpy's is still named."""
+    other = {"step": 1, "start": {"torch": "t0", "numpy": "n-b", "random": "r-b"},
+             "end": {"torch": "t2", "numpy": "n-b1", "random": "r-b"}}
+    led = _ledger(other, measured=1352)
+    assert led.summary().measured.generators_apart == ["numpy", "torch"]
+    compiled = _ledger(other, measured=1352, compiles=11)
+    assert compiled.summary().measured.generators_apart == ["numpy"]
+    assert "torch's" not in _said(compiled)
+    assert "from numpy's global generator, which it does not seed" in _said(compiled)
+
