@@ -100,6 +100,19 @@ def cli_zygote(monkeypatch) -> None:
         monkeypatch.setenv("MEMLEDGER_ZYGOTE", address)
 
 
+@pytest.fixture
+def one_thread() -> Iterator[None]:
+    """torch's intra-op threads at 1 for the test, as under xdist (OMP_NUM_THREADS above):
+    for a test whose exact bytes count kernel scratch made per thread (bf16 matmuls,
+    LAPACK), which `make test PYTEST_WORKERS=0` would run on every core."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 def load_example(name: str):
     """Import examples/train_<name>.py as a module (for its model classes)."""
     path = EXAMPLES / f"train_{name}.py"

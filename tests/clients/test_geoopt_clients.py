@@ -6,7 +6,7 @@ the Stiefel manifold) and transports the momentum, then `point.copy_(new_point)`
 Measured (`tests/clients/harness.py run_client`, the helper hunt40b, 2026-12-06, torch
 2.13.0 CPU):
 - `--mode stiefel --batch 256` (RiemannianSGD, momentum 0.9; 2 steps): the ledger equal to
-  the allocator, 312,760 B; `checkpoint:blocks.*` 256,120 B, `offload:blocks.*` 184,888 B,
+  the allocator, 312,760 B; `checkpoint:blocks.*` 256,120 B, `offload:blocks.*` 184,632 B (one thread),
   `selective:blocks.*` 288,888 B, `checkpoint:blocks.0+offload:blocks.1` 222,776 B,
   predicted and measured. With `--opt adam --euclidean --stabilize 1` (RiemannianAdam, a QR
   retraction, projecting every step): 324,424 B; `checkpoint:blocks.*` 267,784 B,
@@ -33,7 +33,7 @@ from tests.clients.harness import assert_one_doctor_error, run_client
 
 if importlib.util.find_spec("geoopt") is None:
     pytest.skip("geoopt is not installed", allow_module_level=True)
-pytestmark = pytest.mark.clients
+pytestmark = [pytest.mark.clients, pytest.mark.usefixtures("one_thread")]   # exact kernel scratch
 
 
 def test_orthogonal_blocks_under_riemannian_sgd_are_predicted_as_measured():
@@ -42,7 +42,7 @@ def test_orthogonal_blocks_under_riemannian_sgd_are_predicted_as_measured():
     hand. Parameters: inp 16 x 32 + 32, per block a LayerNorm (64) and a 32 x 32 weight
     with a 32 bias, head 32 x 4 + 4: 2,916 floats, 11,664 B; the momentum buffers (one
     clone of each gradient, no step counter) as much."""
-    pols = {"checkpoint:blocks.*": 256_120, "offload:blocks.*": 184_888,
+    pols = {"checkpoint:blocks.*": 256_120, "offload:blocks.*": 184_632,
             "selective:blocks.*": 288_888, "checkpoint:blocks.0+offload:blocks.1": 222_776}
     run = run_client("train_geoopt.py", ["--mode", "stiefel", "--batch", "256"], list(pols))
     assert run.ledger_peak == run.allocator_peak == 312_760

@@ -34,7 +34,7 @@ from tests.clients.harness import assert_one_doctor_error, fake_client_gaps, run
 
 if importlib.util.find_spec("heavyball") is None:
     pytest.skip("heavyball is not installed", allow_module_level=True)
-pytestmark = pytest.mark.clients
+pytestmark = [pytest.mark.clients, pytest.mark.usefixtures("one_thread")]   # exact kernel scratch
 
 PARAMS = 36_752           # bytes of parameters: one fp32 state tensor per parameter
 # SOAP's Q and GG per 2-D weight: rows^2 + columns^2 floats each
