@@ -38,6 +38,15 @@ try:
     import peft  # noqa: F401
 except ImportError:   # the tier's peft tests skip without it
     pass
+# class_resolver (pykeen's) registers every torch Optimizer subclass by its name when its
+# torch module is first imported, and refuses two of one name: imported after
+# pytorch_optimizer (whose RAdam is such a subclass), as a worker that ran that tier first
+# did, every pykeen test errored at pykeen's import. Imported here, before any tier, it sees
+# torch's own optimizers alone (3 ms).
+try:
+    import class_resolver.contrib.torch  # noqa: F401
+except ImportError:   # the pykeen tier skips without it
+    pass
 
 
 @dataclass
