@@ -165,6 +165,11 @@ def stiefel(args) -> None:
     else:
         optimizer = geoopt.optim.RiemannianAdam(model.parameters(), lr=1e-3,
                                                 stabilize=args.stabilize)
+    _classify(model, optimizer, gen, args)
+
+
+def _classify(model, optimizer, gen: torch.Generator, args) -> None:
+    """The classifiers' loop: random features and labels, cross entropy, one step each."""
     for step in range(args.steps):
         x = torch.randn(args.batch, args.features, generator=gen)
         y = torch.randint(0, args.classes, (args.batch,), generator=gen)
@@ -180,14 +185,7 @@ def hyperbolic(args) -> None:
     model = HyperNet(args.features, args.width, args.depth, args.classes)
     optimizer = geoopt.optim.RiemannianAdam(model.parameters(), lr=1e-3,
                                             stabilize=args.stabilize)
-    for step in range(args.steps):
-        x = torch.randn(args.batch, args.features, generator=gen)
-        y = torch.randint(0, args.classes, (args.batch,), generator=gen)
-        optimizer.zero_grad()
-        loss = F.cross_entropy(model(x), y)
-        loss.backward()
-        optimizer.step()
-        print(f"step {step}  loss {loss.item():.4f}")
+    _classify(model, optimizer, gen, args)
 
 
 def poincare(args) -> None:
