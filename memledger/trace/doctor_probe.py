@@ -73,7 +73,6 @@ import contextlib
 import gc
 import inspect
 import sys
-import types
 import weakref
 from typing import Any, Iterator
 
@@ -90,6 +89,7 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import _disable_current_modes
 
 from memledger.crash import internal   # Note [memledger's own hooks fail as memledger]
+from memledger.trace.backward_calls import is_backward
 from memledger.trace.collector import StopTracing
 from memledger.trace.compiled import eager_stance
 from memledger.trace.doctor_order import OrderWatch, clip_frame, clips_nothing
@@ -123,29 +123,6 @@ _SCALER_FILE = torch.amp.grad_scaler.__file__
 _UNSCALE = torch._amp_foreach_non_finite_check_and_unscale_   # GradScaler.unscale_()
 _CUTS = {torch._C.TensorBase.detach: "detach", torch._C.TensorBase.detach_: "detach",
          torch._C.TensorBase.numpy: "numpy"}
-_BACKWARDS = (torch.Tensor.backward, torch.autograd.backward)
-
-
-# Note [A backward patched over Tensor.backward]
-# torch hands a torch-function mode `Tensor.backward` as it finds it on the class at the
-# call (`handle_torch_function(Tensor.backward, ...)` in torch/_tensor.py). A library that
-# patches it puts its own function there: heavyball's PSGD with `hessian_approx=True` swaps
-# in a `functools.wraps` wrapper that forces `create_graph=True` while its closure runs
-# (`patch_backward`). That backward was no backward to the probe: no root, no record, so
-# its loss, still held by `loss = opt.step(closure)` at the next step boundary, read as a
-# graph no backward had run through, and the doctor warned "`loss` carries autograd
-# history across optimizer steps (... 4 B, a graph of 36 nodes)" on a correct loop
-# (tests/clients/train_heavyball.py --opt psgd-hvp, every second step). A function whose
-# `__wrapped__` chain reaches torch's backward is one.
-def _wraps_backward(func, depth: int = 4) -> bool:
-    """`func` wraps torch's `Tensor.backward` or `autograd.backward` (functools.wraps)."""
-    for _ in range(depth):
-        func = getattr(func, "__wrapped__", None)
-        if func is None:
-            return False
-        if func in _BACKWARDS:
-            return True
-    return False
 
 
 _AUTOGRAD_GRAD = torch.autograd.grad
@@ -888,7 +865,7 @@ class DoctorProbe(TorchFunctionMode):
         return out
 
     def _function(self, func, args, kwargs):
-        if func in _BACKWARDS or (type(func) is types.FunctionType and _wraps_backward(func)):
+        if is_backward(func):   # Note [A backward patched over Tensor.backward]
             return self._backward(func, args, kwargs)
         loss = _LOSSES.get(func)
         if loss is not None:

@@ -69,6 +69,7 @@ from torch.optim.optimizer import (
 from torch.overrides import TorchFunctionMode
 
 from memledger.crash import internal   # Note [memledger's own hooks fail as memledger]
+from memledger.trace.backward_calls import is_backward
 from memledger.trace.collector import StopTracing
 from memledger.trace.rng_state import generator_digests as generator_states
 from memledger.trace.roots import plain_name
@@ -158,7 +159,7 @@ class _LossInputs(TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        if func in (torch.Tensor.backward, torch.autograd.backward, torch.autograd.grad):
+        if is_backward(func) or func is torch.autograd.grad:
             self.recording = False
         # inside a backward pass (a checkpoint's recompute, which calls the same functions
         # again): never an input. A MAML loop's inner `torch.autograd.grad(create_graph=True)`
