@@ -43,6 +43,10 @@ def compare(
     nproc: Annotated[Optional[int], typer.Option(
         min=1, help="run SCRIPT on N ranks under torchrun: every rank gated and measured, "
         "a policy rejected on any rank rejected")] = None,
+    steps_by: Annotated[str, typer.Option(
+        help="what ends a step, as `memledger trace --steps-by`: optimizer, forward (a "
+             "hand-written update: gradients read as each backward returns) or whole (the "
+             "script is one step); the doctor runs on optimizer steps only")] = "optimizer",
 ) -> None:
     """Gate each POLICY on inputs, gradients and update, then predicted vs measured (exit 1: rejected).
 
@@ -53,8 +57,13 @@ def compare(
         refuse_fake("compare")
     if html is not None:  # before minutes of runs, not after (docs/reliability.md)
         check_output(html, "HTML report", inputs=[script])
+    from memledger.commands.trace import _steps_by
     from memledger.replay.policies import policies_from_args
     from memledger.report.compare_table import compare_table, reasons
+
+    if _steps_by(steps_by) != "optimizer" and nproc:
+        raise ScriptError("--steps-by does not apply with --nproc (ranks are compared by "
+                          "their optimizer steps); drop it", exit_code=2)
 
     pols = policies_from_args(policy or [])
     if not pols:
@@ -66,7 +75,8 @@ def compare(
         raise ScriptError(f"--rtol must be >= 0, got {rtol!r}", exit_code=2)
     from memledger.verify.compare import run_compare  # torch: only when comparing
 
-    runs = 1 + len(pols) + (3 + len(pols) if performance else 0) + doctor  # run_compare's stages
+    runs = 1 + len(pols) + (3 + len(pols) if performance else 0) + \
+        (doctor and steps_by == "optimizer")   # run_compare's stages
     with stdout_to_stderr(json_), stage_progress(runs) as say:   # --json: stdout is JSON only
         if nproc:
             from memledger.verify.compare_ranks import run_compare_ranks
@@ -78,7 +88,7 @@ def compare(
         else:
             rep = run_compare(script, script_args or [], pols, steps=steps,
                               time_steps=time_steps, rtol=rtol, performance=performance,
-                              doctor=doctor, progress=say)
+                              doctor=doctor, progress=say, steps_by=steps_by)
     if json_:
         print_json(ranks.to_json_dict() if nproc else rep.to_json_dict())
     else:

@@ -24,6 +24,9 @@ if TYPE_CHECKING:   # annotations only: `memledger --help` imports no pydantic
     from memledger.verify.verdict import CompareReport, PolicyComparison
 
 VERDICT_STYLE = {"ADOPT": "bold green", "OK": "green", "REJECT": "bold red"}
+# what a compared step is, by `--steps-by` (trace/steps.py)
+STEPS_BY_WORDS = {"optimizer": "steps", "forward": "steps (by forward)",
+                  "whole": "runs of the whole script"}
 
 
 def _mark(ok: bool, evaluated: bool = True) -> Text:
@@ -33,7 +36,8 @@ def _mark(ok: bool, evaluated: bool = True) -> Text:
 
 
 def compare_table(rep: CompareReport) -> Table:
-    t = Table(title=f"{rep.script}: {rep.steps} steps compared, gradients {rep.tolerance}",
+    t = Table(title=f"{rep.script}: {rep.steps} {STEPS_BY_WORDS[rep.steps_by]} compared, "
+              f"gradients {rep.tolerance}",
               title_justify="left", header_style="bold", box=box.SIMPLE_HEAD, pad_edge=False,
               collapse_padding=True)
     t.add_column("policy", overflow="fold", min_width=12)

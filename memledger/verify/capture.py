@@ -7,7 +7,9 @@
     cap.stop(); save_capture(cap.data(meta), path)
 
 Per training step (one `optimizer.step()` call, or several optimizers stepping after one
-backward: trace/steps.py, the rule trace and measure count by) it keeps:
+backward: trace/steps.py, the rule trace and measure count by; or, with
+`Capture(steps_by="forward"|"whole")`, a step per forward or the whole script, Note [A
+capture without an optimizer]) it keeps:
 
 - `inputs`: (label, digest) of every tensor passed to the model's forward (the root module
   call) and, between the end of that forward and the backward, of every tensor argument that
@@ -74,7 +76,7 @@ from memledger.trace.collector import StopTracing
 from memledger.trace.rng_state import generator_digests as generator_states
 from memledger.trace.roots import plain_name
 from memledger.trace.sharding import local_tensor
-from memledger.trace.steps import OptimizerSteps
+from memledger.trace.steps import OptimizerSteps, StepCounter
 from memledger.trace.wrapped import inner_tensors
 
 FORMAT = "memledger.capture/1"
@@ -161,6 +163,11 @@ class _LossInputs(TorchFunctionMode):
         kwargs = kwargs or {}
         if is_backward(func) or func is torch.autograd.grad:
             self.recording = False
+            if self.cap.steps_by != "optimizer" and is_backward(func) and \
+                    torch._C._current_graph_task_id() == -1:
+                out = func(*args, **kwargs)   # Note [A capture without an optimizer]
+                self.cap.after_backward()
+                return out
         # inside a backward pass (a checkpoint's recompute, which calls the same functions
         # again): never an input. A MAML loop's inner `torch.autograd.grad(create_graph=True)`
         # re-ran a checkpointed Linear there, and `checkpoint:0` was rejected for an input
@@ -201,8 +208,10 @@ _UNINITIALIZED = frozenset({torch.empty, torch.empty_like, torch.empty_strided,
 class Capture:
     """Hooks that record inputs, gradients and post-step state; see the module docstring."""
 
-    def __init__(self, max_steps: int) -> None:
+    def __init__(self, max_steps: int, steps_by: str = "optimizer") -> None:
         self.max_steps = max_steps
+        self.steps_by = steps_by
+        self._counter = None   # StepCounter: Note [A capture without an optimizer]
         self.model: nn.Module | None = None
         self.device = "cpu"
         self.steps: list[dict] = []
@@ -238,26 +247,36 @@ class Capture:
         self.model = handle.model
         first = next(self.model.parameters(), None)
         self.device = str(first.device) if first is not None else "cpu"
+        if self._counter is not None and self._pending is None:
+            self._open_step()   # the first step begins at the model's first call
 
     def start(self) -> None:
         self.rng_start = generator_states()
-        # a training step as trace counts it: trace/steps.py (fed by the hooks below)
-        self._steps = OptimizerSteps(self._end_step, hooks=False)
         self._hooks = [
             nn_module.register_module_forward_pre_hook(internal(self._forward_begin)),
             nn_module.register_module_forward_hook(internal(self._forward_done), with_kwargs=True),
             # after a forward that raised too (checkpoint's early stop in its re-run); not
             # with kwargs: torch calls such a hook without them then
             nn_module.register_module_forward_hook(internal(self._forward_end), always_call=True),
-            register_optimizer_step_pre_hook(internal(self._pre_step)),
-            register_optimizer_step_post_hook(internal(self._post_step)),
         ]
+        if self.steps_by != "optimizer":   # Note [A capture without an optimizer]
+            self._counter = StepCounter(self.steps_by, self._end_counted_step)
+            return
+        # a training step as trace counts it: trace/steps.py (fed by the hooks below)
+        self._steps = OptimizerSteps(self._end_step, hooks=False)
+        self._hooks += [register_optimizer_step_pre_hook(internal(self._pre_step)),
+                        register_optimizer_step_post_hook(internal(self._post_step))]
 
     def stop(self) -> None:
         self._leave_mode()
         for h in self._hooks:
             h.remove()
         self._hooks = []
+        if self._counter is not None:   # the open step ends with the script
+            if len(self.steps) < self.max_steps:
+                self._counter.script_ended()
+            self._counter.remove()
+            return
         if self._steps is not None:
             self._steps.remove()
         if self._pending is not None and len(self.steps) < self.max_steps:
@@ -435,6 +454,45 @@ class Capture:
                 for k, v in st.items() if isinstance(v, (torch.Tensor, int, float))}
         if self._steps.post(opt):      # the last optimizer of the training step
             self._end_step()
+
+    # Note [A capture without an optimizer]
+    # `compare --steps-by forward|whole` gates scripts that update their parameters by hand
+    # (`p -= lr * p.grad`, LOMO's update fused into backward): no optimizer hook ever runs.
+    # The steps are StepCounter's (trace/steps.py), as trace and measure count them; a step
+    # opens at the model's first call (its parameters copied then) and each later one where
+    # the last ended, with the parameters that step left. Its gradients are read as each
+    # backward returns, before the script's own update can read or free them: a second
+    # backward in one step reads them again, accumulated, as an optimizer's pre-hook would
+    # have. An update that consumes them inside backward leaves none to read, in every run
+    # alike; the update gate still compares the parameters each step leaves.
+    def _open_step(self, before: dict | None = None) -> None:
+        if before is None:
+            every = _plain(self.model.named_parameters()) if self.model is not None else []
+            before = {n: _cpu(p) for n, p in every}
+        self._before = before
+        self._pending = {"inputs": [], "grads": {}, "nonfinite": [], "optim": {}}
+
+    def after_backward(self) -> None:
+        """A backward returned (counted steps only): the gradients the model holds now."""
+        step = self._pending
+        if self._counter is None or step is None or self.model is None:
+            return
+        step["grads"].clear()
+        step["nonfinite"].clear()
+        for name, p in _plain(self.model.named_parameters()):
+            if not p.requires_grad:
+                continue
+            step["grads"][name] = None if p.grad is None else _cpu(p.grad)
+            if p.grad is not None and not bool(torch.isfinite(step["grads"][name]).all()):
+                step["nonfinite"].append(name)
+
+    def _end_counted_step(self) -> None:
+        if self._pending is None:   # no model found yet: nothing to compare
+            return
+        self._pending["inputs"] += self._inputs
+        self._inputs = []
+        self._end_step()            # raises StopTracing after the last step asked for
+        self._open_step(dict(self.steps[-1]["params"]))   # the next begins where it ended
 
     def _end_step(self) -> None:
         """One record per training step (trace/steps.py): every optimizer that stepped in it."""

@@ -19,6 +19,7 @@ The runs, each a fresh process, in this order:
 
 from __future__ import annotations
 
+import functools
 import tempfile
 from pathlib import Path
 from typing import Callable
@@ -34,7 +35,7 @@ from memledger.replay.predict import predict, time_caveats
 from memledger.trace.session import check_script, trace_script
 from memledger.units import count
 from memledger.verify.gates import GateOutcome, run_gates
-from memledger.verify.runs import Variant
+from memledger.verify.runs import Variant, capture_run
 from memledger.verify.verdict import (
     CompareReport,
     Gates,
@@ -49,20 +50,29 @@ Progress = Callable[[str], None]
 @several_workers()   # fresh processes one after another: Note [Warm starts]
 def run_compare(script: str | Path, argv: list[str], policies: list[Policy], steps: int = 3,
                 time_steps: int = 5, rtol: float | None = None, performance: bool = True,
-                progress: Progress | None = None, doctor: bool = True) -> CompareReport:
+                progress: Progress | None = None, doctor: bool = True,
+                steps_by: str = "optimizer") -> CompareReport:
+    """`steps_by`: what ends a step (trace/steps.py): every run counts alike (Note [A
+    capture without an optimizer]); the doctor, which checks optimizer steps, runs only
+    on those."""
     say = progress or (lambda msg: None)
     script = check_script(script)
-    if doctor:
+    if doctor and steps_by == "optimizer":
         say(f"doctor: checking the baseline's training mechanics, {steps} steps")
         doctor_gate(script, argv, steps)
     say(f"gates: capturing the baseline twice and {count(len(policies), 'policy', 'policies')}, "
         f"{count(steps, 'step')} each")
     gates = run_gates(script, argv, [Variant.of(p) for p in policies], steps, rtol=rtol,
-                      progress=say)
+                      progress=say, runner=functools.partial(capture_run, steps_by=steps_by))
     report = gate_report(script, steps, gates)
+    report.steps_by = steps_by
+    if doctor and steps_by != "optimizer":
+        report.note = "; ".join(filter(None, [report.note, (
+            f"the doctor checks optimizer steps: not run on steps counted by {steps_by}")]))
     passing = [(p, r) for p, r in zip(policies, report.policies) if r.verdict != "REJECT"]
     if performance and passing:
-        _performance(report, script, argv, policies, passing, steps, time_steps, say)
+        _performance(report, script, argv, policies, passing, steps, time_steps, say,
+                     steps_by)
     finish_verdicts(report)
     return report
 
@@ -121,24 +131,28 @@ def _row(o: GateOutcome) -> PolicyComparison:
 
 def _performance(report: CompareReport, script: Path, argv: list[str],
                  policies: list[Policy], passing: list, steps: int, time_steps: int,
-                 say: Progress) -> None:
+                 say: Progress, steps_by: str = "optimizer") -> None:
     with tempfile.TemporaryDirectory(prefix="memledger-compare-") as tmp:
         say("performance: tracing the baseline for the prediction")
         res = trace_script(script, argv, Path(tmp) / "baseline.ledger", steps=steps,
-                           measure=True)
+                           measure=True, steps_by=steps_by)
         led = Ledger.load(res.ledger_path)
         # before minutes of measuring: a passing policy that predict refuses fails now
         pred = predict_judged(led, policies, {p.text() for p, _ in passing})
     say("performance: measuring the baseline")
     none = Policy.parse("none")
-    base = measure_script(script, argv, none, steps=steps, time_steps=time_steps)
+
+    def measured_under(policy: Policy):
+        return measure_script(script, argv, policy, steps=steps, time_steps=time_steps,
+                              steps_by=steps_by)
+
+    base = measured_under(none)
     measured = {}
     for policy, _ in passing:
         say(f"performance: measuring {policy}")
-        measured[policy.text()] = measure_script(script, argv, policy, steps=steps,
-                                                 time_steps=time_steps)
+        measured[policy.text()] = measured_under(policy)
     say("performance: measuring the baseline again (step-time reference)")
-    again = measure_script(script, argv, none, steps=steps, time_steps=time_steps)
+    again = measured_under(none)
     fill_performance(report, led, pred, policies, base, measured, again)
 
 

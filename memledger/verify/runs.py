@@ -33,6 +33,14 @@ class Variant:
 
 BASELINE = Variant("none")
 
+# what a capture that recorded no step says, by what ends a step (trace/steps.py)
+NO_STEP = {
+    "optimizer": "the script ran no optimizer step; call optimizer.step() in the training "
+                 "loop, or count steps by forward passes (--steps-by forward)",
+    "forward": "the script never called its model with parameters (--steps-by forward)",
+    "whole": "the script never called its model with parameters (--steps-by whole)",
+}
+
 
 @dataclass
 class CaptureResult:
@@ -43,8 +51,9 @@ class CaptureResult:
 
 
 def capture_in_process(script: str | Path, argv: list[str], variant: Variant,
-                       steps: int) -> CaptureResult:
-    """Run `script` here under `variant`; raise PolicyError if the policy cannot apply."""
+                       steps: int, steps_by: str = "optimizer") -> CaptureResult:
+    """Run `script` here under `variant`; raise PolicyError if the policy cannot apply.
+    `steps_by`: what ends a step (trace/steps.py; Note [A capture without an optimizer])."""
     from memledger.measure.apply import install_policy
     from memledger.replay.policies import parse_policy
     from memledger.trace.compiled import compiles_so_far
@@ -52,7 +61,7 @@ def capture_in_process(script: str | Path, argv: list[str], variant: Variant,
     from memledger.verify.broken import apply_broken
     from memledger.verify.capture import Capture
 
-    cap = Capture(max_steps=steps)
+    cap = Capture(max_steps=steps, steps_by=steps_by)
     applied: list[str] = []
     errors: list[PolicyError] = []
 
@@ -83,16 +92,15 @@ def capture_in_process(script: str | Path, argv: list[str], variant: Variant,
             return CaptureResult(EXIT_USAGE, str(err).removeprefix("memledger: "), None)
         raise err
     if code == EXIT_OK and not cap.steps:
-        return CaptureResult(EXIT_USAGE, "the script ran no optimizer step; call "
-                             "optimizer.step() in the training loop", None)
-    meta = {"policy": variant.policy, "broken": variant.broken, "selector": variant.selector,
+        return CaptureResult(EXIT_USAGE, NO_STEP[steps_by], None)
+    meta = {"policy": variant.policy, "steps_by": steps_by, "broken": variant.broken, "selector": variant.selector,
             "regions": applied, "device": cap.device, "steps_requested": steps,
             "compiled": compiles_so_far() - compiled_before}   # frames Dynamo compiled
     return CaptureResult(code, reason, cap.data(meta) if cap.steps else None)
 
 
 def capture_run(script: str | Path, argv: list[str], variant: Variant, steps: int,
-                out: str | Path) -> CaptureResult:
+                out: str | Path, steps_by: str = "optimizer") -> CaptureResult:
     """Run `script` once under `variant` in a fresh process, capturing `steps` steps.
 
     Raises PolicyError when the policy cannot apply to the model (exit 2).
@@ -102,7 +110,7 @@ def capture_run(script: str | Path, argv: list[str], variant: Variant, steps: in
     out = Path(out)
     status = out.with_suffix(".status.json")
     args = ["--out", str(out), "--status", str(status), "--steps", str(steps),
-            "--policy", variant.policy]
+            "--policy", variant.policy, "--steps-by", steps_by]
     if variant.broken:
         args += ["--broken", variant.broken, "--selector", variant.selector]
     returncode, out_bytes = run_worker("memledger.verify.worker",

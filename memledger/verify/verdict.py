@@ -98,6 +98,8 @@ class CompareReport(BaseModel):
     schema_: str = Field(COMPARE_SCHEMA, alias="schema")
     script: str
     steps: int
+    steps_by: str = Field("optimizer", description="what ends a step: optimizer | forward | "
+                          "whole (`--steps-by`, as `memledger trace` counts)")
     device: str
     tolerance: str = Field(description="bitwise | rtol 1.0e-05 (see docs/compare.md)")
     reproducible: bool = Field(description="the baseline's inputs agree between two runs")

@@ -27,6 +27,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--policy", default="none")
     p.add_argument("--broken", default="")
     p.add_argument("--selector", default="")
+    p.add_argument("--steps-by", default="optimizer")   # trace/steps.py
     p.add_argument("script")
     p.add_argument("argv", nargs=argparse.REMAINDER)
     args = p.parse_args(argv)
@@ -42,7 +43,8 @@ def main(argv: list[str] | None = None) -> int:
 
     variant = Variant(args.policy, args.policy, args.broken, args.selector)
     try:
-        res = capture_in_process(args.script, args.argv, variant, args.steps)
+        res = capture_in_process(args.script, args.argv, variant, args.steps,
+                                 steps_by=args.steps_by)
     except PolicyError as e:
         return _status(args.status, EXIT_USAGE, str(e), policy_error=True)
     if res.data is not None:

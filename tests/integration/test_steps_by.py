@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import textwrap
 
+import pytest
+
 import torch
 
 from memledger.cli import main
@@ -183,3 +185,68 @@ def test_a_model_run_through_its_method_is_a_forward_per_call():
         _generate(model, 4)
     assert led.steps["ev"].tolist() == [9, 17] and led.n_events == 18
     assert led.scopes["mod"].tolist() == ["embed", "cell", "head"] * 2
+
+
+def _captured(tmp_path, variants, steps=2):
+    """The gates on CUSTOM_UPDATE, counted by forward, in this process."""
+    from memledger.verify.gates import run_gates
+    from memledger.verify.runs import capture_in_process
+
+    script = tmp_path / "custom.py"
+    script.write_text(textwrap.dedent(CUSTOM_UPDATE))
+    return script, run_gates(script, [], variants, steps=steps, runner=lambda s, a, v, n, out:
+                             capture_in_process(s, a, v, n, steps_by="forward"))
+
+
+def test_the_gates_read_a_hand_written_updates_gradients_as_backward_returns(tmp_path):
+    """Note [A capture without an optimizer] (verify/capture.py): `compare --steps-by
+    forward` gates a loop with no optimizer. The gradients are read as each backward
+    returns, before the update uses and frees them (`p.grad = None`): they are the ones
+    this test computes itself, and the parameters each step leaves are the update's."""
+    from memledger.verify.runs import BASELINE, Variant, capture_in_process
+
+    script, rep = _captured(tmp_path, [
+        Variant("checkpoint:[0-2]", "checkpoint:[0-2]"),
+        Variant("perturbed", broken="perturb_saved", selector="1")])
+    assert rep.reproducible and rep.noise_floor == 0.0
+    ok, bad = rep.outcomes
+    assert ok.passed and ok.comparison.steps_compared == 2
+    assert ok.comparison.worst_gradient.max_abs == 0.0
+    # the second block's saved activations x(1 + 1e-3): its Linear's weight gradient (the
+    # saved input times the output's gradient) is the first to differ
+    f = bad.comparison.finding
+    assert (f.gate, f.step, f.name) == ("gradients", 0, "1.0.weight")
+
+    cap = capture_in_process(script, [], BASELINE, 2, steps_by="forward").data
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(*[torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.Tanh())
+                                  for _ in range(3)], torch.nn.Linear(64, 1))
+    model(torch.randn(32, 64)).pow(2).mean().backward()
+    step0 = cap["steps"][0]
+    names = [n for n, _ in model.named_parameters()]
+    assert sorted(step0["grads"]) == sorted(names) and len(names) == 8
+    for n, p in model.named_parameters():
+        assert torch.equal(step0["grads"][n], p.grad), n
+        assert torch.equal(step0["params"][n], p.detach() - 0.01 * p.grad), n
+    assert cap["meta"]["steps_by"] == "forward" and len(cap["steps"]) == 2
+
+
+@pytest.mark.slow
+def test_compare_by_forward_from_the_command_line(tmp_path, capsys):
+    import json
+
+    script = tmp_path / "custom.py"
+    script.write_text(textwrap.dedent(CUSTOM_UPDATE))
+    assert main(["compare", str(script), "--steps-by", "forward", "-p", "checkpoint:[0-2]",
+                 "--steps", "2", "--no-performance", "--json"]) == 0
+    rep = json.loads(capsys.readouterr().out)
+    assert rep["steps_by"] == "forward" and rep["policies"][0]["verdict"] == "OK"
+    assert rep["policies"][0]["steps_compared"] == 2
+    assert rep["note"] == "the doctor checks optimizer steps: not run on steps counted by forward"
+    # without it: refused in one line that names the way out (exit 2)
+    assert main(["compare", str(script), "-p", "checkpoint:[0-2]", "--steps", "2",
+                 "--no-performance", "--no-doctor"]) == 2
+    assert "--steps-by forward" in capsys.readouterr().err
+    assert main(["compare", str(script), "--steps-by", "forward", "--nproc", "2",
+                 "-p", "checkpoint:[0-2]"]) == 2
+    assert "--steps-by does not apply with --nproc" in capsys.readouterr().err

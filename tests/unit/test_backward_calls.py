@@ -33,7 +33,7 @@ def test_the_capture_stops_recording_inputs_at_a_patched_backward(monkeypatch):
     from memledger.verify.capture import _LossInputs
 
     recorded: list[str] = []
-    cap = SimpleNamespace(made={}, in_model=False,
+    cap = SimpleNamespace(made={}, in_model=False, steps_by="optimizer",
                           record_input=lambda label, t: recorded.append(label))
     w = torch.ones(3, requires_grad=True)
     target = torch.full((3,), 2.0)
