@@ -177,6 +177,16 @@ class _Packed:
     neg: bool = False
 
 
+def _pointer(t: torch.Tensor | None) -> int:
+    """`t.data_ptr()`; -1 for a tensor gone, 0 where it has no pointer of its own."""
+    if t is None:
+        return -1
+    try:
+        return t.data_ptr()
+    except (RuntimeError, NotImplementedError):   # a wrapper with no storage of its own
+        return 0
+
+
 class Offloader:
     """pack/unpack for `saved_tensors_hooks`. See Note [Offload moves storages, once each]."""
 
@@ -189,6 +199,7 @@ class Offloader:
         # the model's parameters and buffers, weakly, their storages read again at each
         # region call (Note [A parameter given a new storage])
         self._state = [weakref.ref(t) for t in skip_state or ()]
+        self._where: list[int] = []   # their data_ptr()s when the set was last built
         self.skip = set(self._fixed)
         self.refresh_skip()
         # a lazy module's parameters, skipped once they have a storage (Note [Lazy
@@ -218,11 +229,18 @@ class Offloader:
     # process to the next (predicted 56,476); and the new weight's storage was no longer
     # skipped. The parameters and buffers are held weakly and their storages read again
     # at each call of an offloaded region (`refresh_skip`).
+    # A region call reads each tensor's `data_ptr()` (0.1 us) and rebuilds the set (storage_ptrs,
+    # 1 us a tensor: wrappers, DTensors, functorch) only when one moved, or has no pointer
+    # of its own to compare.
     def refresh_skip(self) -> None:
         """The storages to leave alone: those given by address, and the current storages of
         the state tensors given (Note [A parameter given a new storage])."""
         if not self._state:
             return
+        where = [_pointer(ref()) for ref in self._state]
+        if where == self._where and 0 not in where:
+            return
+        self._where = where
         skip = set(self._fixed)
         for ref in self._state:
             t = ref()
