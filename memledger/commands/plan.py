@@ -95,6 +95,23 @@ def rough(m) -> bool:
     return m.measured_added_resolved is False
 
 
+def ruled_out(refused: dict[str, str]) -> list[tuple[str, str]]:
+    """(options, reason) lines: options refused for one reason share a line. Each reason
+    names its own policy first ("selective:model.layers.*:save=rsqrt would re-run ..."):
+    a transformers model with its KV cache on printed one 6-line paragraph for each of
+    checkpoint and three selective save lists, the same but for that name."""
+    from memledger.replay.policies import PolicyKind
+
+    kinds = {k.value for k in PolicyKind}
+    groups: dict[str, list[str]] = {}
+    for option, why in refused.items():
+        first, _, rest = why.partition(" ")
+        own = ":" in first and first.split(":")[0] in kinds and rest
+        groups.setdefault(f"each {rest}" if own else why, []).append(option)
+    return [(", ".join(opts), why if len(opts) > 1 else refused[opts[0]])
+            for why, opts in groups.items()]
+
+
 def _ms(s: float) -> str:
     return f"{s * 1e3:.1f}"
 
@@ -112,14 +129,14 @@ def _render(report, budget: str, front: bool, shared: bool) -> None:
         console.print(f"  per block: {', '.join(report.choice)}", style="dim")
     console.print(f"searched {report.assignments:,.0f} assignments ({len(report.options)} "
                   f"options on {len(report.blocks)} blocks"
-                  + (f" in {len(report.units)} units" if report.units else "")
+                  + (f" in {count(len(report.units), 'unit')}" if report.units else "")
                   + f", {report.method}, exact)"
                   + ("" if report.assumption_held else "; blocks did not add up, budget "
                      "tightened (see docs/policies.md)"), style="dim")
     if report.runner_up:
         console.print(f"runner-up: {report.runner_up}", style="dim")
-    for option, why in report.refused.items():   # what the search could not use, and why
-        console.print(f"{option} ruled out: {why}", style="yellow", markup=False)
+    for options, why in ruled_out(report.refused):   # what the search could not use, and why
+        console.print(f"{options} ruled out: {why}", style="yellow", markup=False)
     if report.time_model != "traced":
         console.print(f"added time {report.time_model}", style="yellow")
     if report.measured:

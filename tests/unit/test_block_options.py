@@ -28,3 +28,21 @@ def test_op_kinds_and_pseudo_ops():
     assert not is_op_kind("(wrapped number)") and not is_op_kind("(script)")
     with pytest.raises(PolicyError, match="op kinds are aten names"):
         parse_policy("selective:layers.0:save=(wrapped number)")
+
+
+def test_options_refused_for_one_reason_share_a_line():
+    """`plan` on a transformers Llama with its KV cache on printed the same 6-line refusal
+    for checkpoint and for each of three selective save lists, each naming its own policy
+    first; they now share one line (commands/plan.py `ruled_out`)."""
+    from memledger.commands.plan import ruled_out
+
+    cache = "would re-run model.layers.0, whose forward stores new tensors into the cache"
+    refused = {"checkpoint": f"checkpoint:model.layers.* {cache}",
+               "selective": f"selective:model.layers.* {cache}",
+               "selective[rsqrt]": f"selective:model.layers.*:save=rsqrt {cache}",
+               "offload": "offload: no block saves anything"}
+    assert ruled_out(refused) == [
+        ("checkpoint, selective, selective[rsqrt]", f"each {cache}"),
+        ("offload", "offload: no block saves anything")]
+    assert ruled_out({"checkpoint": f"checkpoint:x {cache}"}) == [
+        ("checkpoint", f"checkpoint:x {cache}")]
