@@ -96,6 +96,7 @@ def _doctor_run(script: Path, argv: list[str], steps: int, ledger: Path | None,
             like = res.get("optimizer_like", "")
             raise ScriptError("the script ran no optimizer step" + (
                 no_step_hint(like, doctor=True) if like else
-                "; the doctor checks training steps, so call optimizer.step() in the script"),
+                "; the doctor checks loops that step a torch.optim optimizer (`memledger "
+                "trace` and `compare` take a hand-written update with --steps-by forward)"),
                 exit_code=EXIT_USAGE)
         return DoctorReport.model_validate(json.loads(report_path.read_text()))
