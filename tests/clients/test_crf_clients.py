@@ -118,3 +118,16 @@ def test_a_decoder_no_gradient_reaches_is_refused_alike():
     assert code == EXIT_USAGE
     assert said == str(refused.value)
     assert "never called as a module" in said
+
+
+def test_the_fake_run_keeps_the_lstms_onednn_workspace():
+    """`trace --fake` of the tagger: the meta kernel of `mkldnn_rnn_layer` returns its
+    workspace empty where the CPU kernel keeps 114,688 B per direction for the backward
+    (oneDNN's gates and states of every time step, page-rounded): the fake ledger read
+    229,376 B of activations under the real one, and each policy with it (Note [An
+    LSTM's oneDNN workspace], trace/fake.py). Two steps: the evaluation's `crf.decode`
+    after the first runs the kernel out of training, where it makes no workspace."""
+    from tests.clients.harness import fake_client_gaps
+
+    assert fake_client_gaps("train_crf.py", ["--mode", "tagger"],
+                            ["checkpoint:lstm", "offload:lstm"]) == {}
