@@ -464,6 +464,10 @@ class _StandIn:
         self.op = op
         self.__name__ = name or op.__name__
         self._overloadpacket = op._overloadpacket
+        # the op's own name, as the collector reads it for autocast's casts (Note [An
+        # LSTM's oneDNN workspace]: an LSTM under bf16 autocast stopped the fake run at
+        # its stand-in, "'_CpuKernel' object has no attribute '_opname'")
+        self._opname = op._opname
         # the arguments it writes, read by the collector (Note [Storages grown inside an
         # op], Note [Written in place in forward]): batch norm's running statistics
         self._schema = op._schema

@@ -93,7 +93,8 @@ def tagger(args) -> None:
         words, lengths, tags, mask = sentences(gen, args.batch, args.max_len, args.vocab,
                                                args.tags)
         optimizer.zero_grad()
-        loss = model(words, lengths, tags, mask)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.amp):
+            loss = model(words, lengths, tags, mask)
         loss.backward()
         nn.utils.clip_grad_norm_(model.parameters(), 5.0)
         optimizer.step()
@@ -162,6 +163,7 @@ def main() -> None:
     ap.add_argument("--hidden", type=int, default=32)
     ap.add_argument("--layers", type=int, default=1)
     ap.add_argument("--eval-every", type=int, default=1)
+    ap.add_argument("--amp", action="store_true")      # tagger: bf16 autocast (CPU)
     ap.add_argument("--cont", type=int, default=4)      # tabular: numeric columns
     ap.add_argument("--blocks", type=int, default=1)    # tabular: n_blocks
     args = ap.parse_args()
