@@ -314,10 +314,9 @@ def _watched_methods(mod: nn.Module) -> list[tuple[str, "_RegionForward"]]:
     compiled module's wrapper is torch's)."""
     out: list[tuple[str, _RegionForward]] = []
     seen: set[str] = set()
-    for cls in type(mod).__mro__:
-        if cls is nn.Module or not issubclass(cls, nn.Module):
-            break
-        if cls.__module__.split(".")[0] == "torch":
+    for cls in type(mod).__mro__:   # the module's own classes (not mixins beside them)
+        if cls is nn.Module or not issubclass(cls, nn.Module) or \
+                cls.__module__.split(".")[0] == "torch":
             continue
         for name, fn in vars(cls).items():
             if name in seen or name.startswith("_") or name == "forward" or \
