@@ -16,6 +16,8 @@ Modes (`--mode`):
   `clip_grad_norm_`, and every `--eval-every` steps an evaluation under `torch.no_grad()`
   with `crf.decode(emissions, mask=mask)` (token accuracy). `--packed`: the LSTM runs on
   `pack_padded_sequence(..., enforce_sorted=False)` and `pad_packed_sequence` back.
+  `--cell gru`: a BiGRU in the LSTM's place (still `lstm`); `--amp`: the forward and the
+  loss under `torch.autocast("cpu", dtype=torch.bfloat16)`.
 - `decode`: the same tagger, evaluation only (no optimizer, no backward): `model.eval()`,
   `torch.no_grad()`, `crf.decode` per batch. Trace it with `--steps-by forward`.
 - `ft`: `FTTransformer(n_cont_features, cat_cardinalities, d_out,
@@ -35,14 +37,15 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 class BiLSTMCRF(nn.Module):
     def __init__(self, vocab: int, num_tags: int, emb: int, hidden: int, layers: int,
-                 packed: bool) -> None:
+                 packed: bool, cell: str = "lstm") -> None:
         from torchcrf import CRF
 
         super().__init__()
         self.packed = packed
         self.embedding = nn.Embedding(vocab, emb, padding_idx=0)
-        self.lstm = nn.LSTM(emb, hidden // 2, num_layers=layers, bidirectional=True,
-                            batch_first=True, dropout=0.1 if layers > 1 else 0.0)
+        rnn = nn.GRU if cell == "gru" else nn.LSTM   # the attribute keeps its name
+        self.lstm = rnn(emb, hidden // 2, num_layers=layers, bidirectional=True,
+                        batch_first=True, dropout=0.1 if layers > 1 else 0.0)
         self.dropout = nn.Dropout(0.1)
         self.hidden2tag = nn.Linear(hidden, num_tags)
         self.crf = CRF(num_tags, batch_first=True)
@@ -77,7 +80,8 @@ def sentences(gen: torch.Generator, batch: int, max_len: int, vocab: int, num_ta
 
 def tagger(args) -> None:
     gen = torch.Generator().manual_seed(1)
-    model = BiLSTMCRF(args.vocab, args.tags, args.emb, args.hidden, args.layers, args.packed)
+    model = BiLSTMCRF(args.vocab, args.tags, args.emb, args.hidden, args.layers, args.packed,
+                      args.cell)
     if args.mode == "decode":
         model.eval()
         for step in range(args.steps):
@@ -164,6 +168,7 @@ def main() -> None:
     ap.add_argument("--layers", type=int, default=1)
     ap.add_argument("--eval-every", type=int, default=1)
     ap.add_argument("--amp", action="store_true")      # tagger: bf16 autocast (CPU)
+    ap.add_argument("--cell", choices=["lstm", "gru"], default="lstm")   # tagger: a BiGRU-CRF
     ap.add_argument("--cont", type=int, default=4)      # tabular: numeric columns
     ap.add_argument("--blocks", type=int, default=1)    # tabular: n_blocks
     args = ap.parse_args()
