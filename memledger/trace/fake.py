@@ -646,7 +646,7 @@ MKLDNN_RNN_LAYER = aten.mkldnn_rnn_layer.default
 # every time step, each part rounded up to a 4 KiB page), saved for the backward; the meta
 # kernel returns it empty. A BiLSTM-CRF tagger (tests/clients/train_crf.py: 12 steps of 8
 # sentences, 16 wide) keeps 114,688 B per direction there: its fake ledger read 229,376 B
-# of activations under the real one (108,096 B against 337,472 B at the peak), and every
+# of activations under the real one (2 steps: 157,372 B against 386,748 B at the peak), and every
 # policy's prediction with it. The size is oneDNN's to choose (page rounding, padded
 # leading dimensions, its version's layout), so it is read from the kernel itself: the
 # real op once per set of shapes on zeros, with no mode on (the memory is the fake run's
