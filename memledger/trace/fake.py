@@ -641,16 +641,16 @@ MKLDNN_RNN_LAYER = aten.mkldnn_rnn_layer.default
 
 
 # Note [An LSTM's oneDNN workspace]
-# Rule 11: on CPU an LSTM (or GRU) in training runs each layer and direction through
+# Rule 11: on CPU an LSTM in training runs each layer and direction through
 # `mkldnn_rnn_layer`, whose fourth output is oneDNN's workspace (the gates and states of
 # every time step, each part rounded up to a 4 KiB page), saved for the backward; the meta
 # kernel returns it empty. A BiLSTM-CRF tagger (tests/clients/train_crf.py: 12 steps of 8
 # sentences, 16 wide) keeps 114,688 B per direction there: its fake ledger read 229,376 B
-# of activations under the real one (2 steps: 157,372 B against 386,748 B at the peak), and every
-# policy's prediction with it. The size is oneDNN's to choose (page rounding, padded
-# leading dimensions, its version's layout), so it is read from the kernel itself: the
-# real op once per set of shapes on zeros, with no mode on (the memory is the fake run's
-# own, never the ledger's), cached.
+# of activations under the real one (2 steps: 157,372 B against 386,748 B at the peak),
+# and every policy's prediction with it. The size is oneDNN's to choose (page rounding,
+# padded leading dimensions, its version's layout), so it is read from the kernel itself:
+# the real op once per set of shapes on zeros, with no mode on (the memory is the fake
+# run's own, never the ledger's), cached. Out of training the kernel makes none.
 _RNN_WORKSPACE: dict[tuple, int] = {}
 
 
