@@ -23,6 +23,8 @@ Modes (`--mode`):
 - `ft`: `FTTransformer(n_cont_features, cat_cardinalities, d_out,
   **FTTransformer.get_default_kwargs(n_blocks))` on numeric and categorical columns,
   `model.make_default_optimizer()` (AdamW, two parameter groups), cross-entropy.
+  `--linformer headwise|key-value`: Linformer's key/value compression (ratio 0.5), its
+  projections shared by the layers (`backbone.blocks.0.attention` holds them).
 - `mlp` / `resnet`: rtdl's `MLP` / `ResNet` on the numeric columns and the categorical
   ones one-hot, AdamW, cross-entropy.
 """
@@ -122,9 +124,12 @@ def tabular(args) -> None:
     n_classes = 3
     d_in = args.cont + sum(cards)
     if args.mode == "ft":
+        kwargs = rtdl.FTTransformer.get_default_kwargs(args.blocks)
+        if args.linformer:   # Linformer's compressed keys and values, shared across layers
+            kwargs.update(linformer_kv_compression_ratio=0.5,
+                          linformer_kv_compression_sharing=args.linformer)
         model = rtdl.FTTransformer(n_cont_features=args.cont, cat_cardinalities=cards,
-                                   d_out=n_classes,
-                                   **rtdl.FTTransformer.get_default_kwargs(args.blocks))
+                                   d_out=n_classes, **kwargs)
         optimizer = model.make_default_optimizer()
     elif args.mode == "mlp":
         model = rtdl.MLP(d_in=d_in, d_out=n_classes, n_blocks=args.blocks, d_block=64,
@@ -171,6 +176,7 @@ def main() -> None:
     ap.add_argument("--cell", choices=["lstm", "gru"], default="lstm")   # tagger: a BiGRU-CRF
     ap.add_argument("--cont", type=int, default=4)      # tabular: numeric columns
     ap.add_argument("--blocks", type=int, default=1)    # tabular: n_blocks
+    ap.add_argument("--linformer", choices=["headwise", "key-value"])   # ft: kv compression
     args = ap.parse_args()
     torch.manual_seed(0)
     if args.mode in ("tagger", "decode"):
