@@ -117,6 +117,11 @@ class PolicyHandle:
     # [Modules run through another method], replay/policies.py)
     versions: dict[str, list[tuple[weakref.ref, int]]] = field(default_factory=dict)
     used: set[str] = field(default_factory=set)   # paths `note_used` found used
+    # Note [Work no gradient shows]: the wrappers of each region's own methods; the modules
+    # inside the regions and above them (id -> path) not yet seen called, and those seen
+    methods: dict[str, list[tuple[str, "_RegionForward"]]] = field(default_factory=dict)
+    watch: dict[int, str] = field(default_factory=dict)
+    called: set[str] = field(default_factory=set)
 
     @property
     def model(self) -> nn.Module | None:
@@ -128,6 +133,14 @@ class PolicyHandle:
             mod = ref()
             if mod is not None and mod.__dict__.get("forward") is self.forwards[path]:
                 del mod.__dict__["forward"]   # the class's forward again
+        for path, wrapped in self.methods.items():   # Note [Work no gradient shows]
+            ref = self.modules.get(path)
+            mod = ref() if ref is not None else None
+            for name, w in wrapped:
+                if mod is not None and mod.__dict__.get(name) is w:
+                    del mod.__dict__[name]   # the class's method again
+        self.methods.clear()
+        self.watch.clear()
         self.modules.clear()
         for h in self.hooks:
             h.remove()
@@ -144,9 +157,12 @@ class PolicyHandle:
         for part in self.policy.parts:
             paths = [r.path for r in self.regions if r.part is part]
             if paths and not any(self.forwards[p].ran for p in paths if p in self.forwards):
-                used = [p for p in paths if p in self.used or self._used(p)]
+                used = [p for p in paths if p in self.used or self._used(p)
+                        or any(w.ran for _, w in self.methods.get(p, ()))
+                        or any(c.startswith(p + ".") for c in self.called)]
                 if used:
-                    return PolicyError(uncalled_message(part.selector, used, []))
+                    return PolicyError(uncalled_message(part.selector, used,
+                                                        self._around(used[0])))
                 return PolicyError(idle_modules_message(part.selector, paths))
         return None
 
@@ -163,6 +179,23 @@ class PolicyHandle:
         for path in self.versions:
             if path not in self.used and self._used(path):
                 self.used.add(path)
+
+    def note_call(self, module: nn.Module) -> None:
+        """A module was called: one inside a region marks the region used (Note [Work no
+        gradient shows]), and one around it is named in the refusal."""
+        path = self.watch.pop(id(module), None)
+        if path is not None:
+            self.called.add(path)
+
+    def _around(self, first: str) -> list[str]:
+        """The modules predict names around a region its script never called (replay/
+        policies.py `_refuse_uncalled`): the innermost called module holding it, then the
+        first three called inside it, by depth and name."""
+        outer = max((p for p in self.called if first.startswith(p + ".")), key=len,
+                    default="")
+        inner = sorted((p for p in self.called if p.startswith(first + ".")),
+                       key=lambda p: (p.count("."), p))
+        return ([outer] if outer else []) + inner[:3]
 
     def _used(self, path: str) -> bool:
         """Whether a parameter of the module at `path` got a gradient or was written (by an
@@ -246,10 +279,56 @@ def apply_policy(model: nn.Module, policy: Policy, offload_dir: str | None = Non
             continue
         mod.forward = _RegionForward(wrapped, orig)   # shadows the class's forward
         handle.versions[r.path] = [(weakref.ref(p), p._version) for p in mod.parameters()]
+        handle.methods[r.path] = _watched_methods(mod)   # Note [Work no gradient shows]
+        handle.watch.update((id(m), ".".join(x for x in (r.path, p) if x))
+                            for p, m in mod.named_modules() if m is not mod)
+        parts = r.path.split(".")
+        handle.watch.update((id(named[a]), a) for a in
+                            (".".join(parts[:i]) for i in range(1, len(parts))) if a in named)
         handle.modules[r.path] = weakref.ref(mod)
         handle.forwards[r.path] = mod.forward
     handle.offloaders = list(offloaders.values())
     return handle
+
+
+# Note [Work no gradient shows]
+# measure tells a module run through another of its methods from one that never ran (Note
+# [Modules run through another method], replay/policies.py) by its parameters: a gradient,
+# or written by a step. Work under `torch.no_grad()` or on frozen parameters leaves
+# neither. An evaluation script that decodes with pytorch-crf (`crf.decode(emissions)`
+# under no_grad, traced `--steps-by forward`) and a training step that encodes through a
+# frozen encoder's method (`self.enc.encode(x)`, as diffusion fine-tuning runs its frozen
+# VAE) were refused by predict, which reads the ops, as "never called as a module: the
+# code runs its work through another of its methods", and by measure as "never ran in the
+# steps (the script's input never reaches them ...)"; the evaluation script was not
+# refused by measure at all ("applied to crf"): measure judged idle parts only once an
+# optimizer step had decided the model, and such a script has none. measure now also
+# counts a region used when one of its class's public methods ran (a wrapper on the
+# instance, like the forward's: Note [A policy's forward travels as the original]) or a
+# module inside it was called, and judges idle parts at the script's end when steps are
+# counted by forward or by the whole script (`--steps-by`).
+def _watched_methods(mod: nn.Module) -> list[tuple[str, "_RegionForward"]]:
+    """Wrap, on the instance, each public method the module's classes define beyond
+    nn.Module's own API (its `forward` aside): a wrapper that notes it ran. torch's own
+    classes are left alone (an LSTM's `flatten_parameters` runs inside its forward, and a
+    compiled module's wrapper is torch's)."""
+    out: list[tuple[str, _RegionForward]] = []
+    seen: set[str] = set()
+    for cls in type(mod).__mro__:   # the module's own classes (not mixins beside them)
+        if cls is nn.Module or not issubclass(cls, nn.Module) or \
+                cls.__module__.split(".")[0] == "torch":
+            continue
+        for name, fn in vars(cls).items():
+            if name in seen or name.startswith("_") or name == "forward" or \
+                    hasattr(nn.Module, name) or name in mod.__dict__ or \
+                    not isinstance(fn, types.FunctionType):
+                continue
+            seen.add(name)
+            bound = _weakly_bound(types.MethodType(fn, mod), mod)
+            wrapper = _RegionForward(bound, bound)
+            mod.__dict__[name] = wrapper
+            out.append((name, wrapper))
+    return out
 
 
 # Note [A compiled submodule is wrapped outside its compiled code]
@@ -859,8 +938,10 @@ class PolicyInstaller:
     updates most (its student), as the ledger's names do."""
 
     def __init__(self, policy: Policy, offload_dir: str | None = None,
-                 on_applied: Callable[[PolicyHandle], None] | None = None) -> None:
+                 on_applied: Callable[[PolicyHandle], None] | None = None,
+                 steps_by: str = "optimizer") -> None:
         self.policy = policy
+        self.steps_by = steps_by   # what ends a step (trace/steps.py)
         self.offload_dir = offload_dir
         self.on_applied = on_applied
         self.applied: PolicyHandle | None = None
@@ -879,6 +960,8 @@ class PolicyInstaller:
 
     def _pre(self, module: nn.Module, args) -> None:
         self._depth += 1
+        if self.applied is not None and self.applied.watch:   # Note [Work no gradient shows]
+            self.applied.note_call(module)
         if self._depth != 1:
             return
         _, new = self._roots.path(module, top_level=True)
@@ -998,8 +1081,10 @@ class PolicyInstaller:
             h.remove()
         self._hooks = []
         if self.applied is not None:
-            if self.error is None and self._roots.decided and \
-                    (idle := self.applied.idle_part()) is not None:
+            # no optimizer step decides the model where steps are counted otherwise (Note
+            # [Work no gradient shows]): it is the one found by then
+            decided = self._roots.decided or self.steps_by != "optimizer"
+            if self.error is None and decided and (idle := self.applied.idle_part()) is not None:
                 self.error = idle
             self.applied.remove()
 
@@ -1020,9 +1105,11 @@ def _call_kwargs() -> dict | None:
 
 
 def install_policy(policy: Policy, offload_dir: str | None = None,
-                   on_applied: Callable[[PolicyHandle], None] | None = None) -> PolicyInstaller:
+                   on_applied: Callable[[PolicyHandle], None] | None = None,
+                   steps_by: str = "optimizer") -> PolicyInstaller:
     """Arrange for `policy` to be applied to the model of a script about to run.
 
     The baseline (`none`) installs nothing but still reports the model through `on_applied`.
+    `steps_by`: what ends a step (trace/steps.py).
     """
-    return PolicyInstaller(policy, offload_dir, on_applied)
+    return PolicyInstaller(policy, offload_dir, on_applied, steps_by)

@@ -106,7 +106,8 @@ def main(argv: list[str] | None = None) -> int:
     installer = None
     if policy.parts:
         installer = install_policy(
-            policy, on_applied=lambda h: result.update(regions=[r.path for r in h.regions]))
+            policy, on_applied=lambda h: result.update(regions=[r.path for r in h.regions]),
+            steps_by=args.steps_by)
     # training steps as trace counts them, or (--steps-by) forwards or the whole script,
     # as trace's passes count them: trace/steps.py
     handle = OptimizerSteps(on_step) if args.steps_by == "optimizer" else \

@@ -259,3 +259,92 @@ def test_a_part_without_parameters_between_the_methods_parts_is_priced():
     # CPU RNG state it keeps for the re-run at a peak its saves no longer set
     assert (led.peak().bytes, peaks) == \
         (71_448, {"offload:act": 54_552, "checkpoint:act": 75_992}), peaks
+
+
+_FROZEN_ENCODER = '''
+import torch, torch.nn as nn
+
+
+class Enc(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(8, 8)
+
+    def forward(self, x):
+        return self.encode(x)
+
+    def encode(self, x):
+        return self.lin(x) * 2
+
+
+class Crf(nn.Module):   # parameters a method reads, no submodule, as pytorch-crf's CRF
+    def __init__(self):
+        super().__init__()
+        self.transitions = nn.Parameter(torch.ones(8))
+
+    def forward(self, x):
+        return self.score(x)
+
+    def score(self, x):
+        return x * self.transitions
+
+
+class M(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.enc, self.crf, self.head = Enc(), Crf(), nn.Linear(8, 1)
+        self.enc.requires_grad_(False)
+        self.crf.requires_grad_(False)
+
+    def forward(self, x):
+        with torch.no_grad():   # a frozen encoder, as diffusion fine-tuning runs its VAE
+            z = self.crf.score(self.enc.encode(x))
+        return self.head(z)
+
+
+torch.manual_seed(0)
+m = M()
+opt = torch.optim.SGD(m.head.parameters(), lr=0.1)
+for _ in range(3):
+    loss = m(torch.randn(4, 8)).sum()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+'''
+
+
+@pytest.mark.parametrize("selector", ["enc", "crf"])
+def test_a_frozen_part_run_through_its_method_is_refused_alike(tmp_path, selector):
+    """Note [Work no gradient shows] (measure/apply.py): a frozen part the step runs through
+    another of its methods under no_grad leaves no gradient and is never written, and
+    measure, which told such a part by those, refused it as "never ran in the steps (the
+    script's input never reaches them ...)" where predict, which reads the ops, said
+    "never called as a module". Now both say the latter, word for word (the modules
+    around it that ran included)."""
+    import contextlib
+    import io
+    import json
+
+    from memledger.errors import EXIT_USAGE, PolicyError
+    from memledger.ledger.model import Ledger
+    from memledger.measure import worker as measure_worker
+    from memledger.replay.policies import parse_policy
+    from memledger.replay.predict import predict
+    from memledger.trace import worker as trace_worker
+
+    script = tmp_path / "frozen.py"
+    script.write_text(_FROZEN_ENCODER)
+    led_path, out = tmp_path / "run.ledger", tmp_path / "measured.json"
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        assert trace_worker.main(["ledger", "--out", str(led_path), "--status",
+                                  str(tmp_path / "status.json"), "--steps", "2",
+                                  str(script)]) == 0
+        code = measure_worker.main(["--out", str(out), "--policy", f"checkpoint:{selector}",
+                                    "--steps", "2", "--time-steps", "0", str(script)])
+    with pytest.raises(PolicyError) as refused:
+        predict(Ledger.load(led_path), [parse_policy(f"checkpoint:{selector}")])
+    assert code == EXIT_USAGE
+    said = json.loads(out.read_text())["error"]
+    assert said == str(refused.value)
+    assert f"selector '{selector}' matches {selector}, never called as a module" in said
+    assert said.endswith("modules around it that did run: enc.lin") == (selector == "enc")
