@@ -75,7 +75,8 @@ def capture_in_process(script: str | Path, argv: list[str], variant: Variant,
                 errors.append(e)
                 raise
 
-    installer = install_policy(parse_policy(variant.policy), on_applied=on_applied)
+    installer = install_policy(parse_policy(variant.policy), on_applied=on_applied,
+                               steps_by=steps_by)
     saved_argv, saved_path = sys.argv[:], sys.path[:]
     compiled_before = compiles_so_far()
     cap.start()
