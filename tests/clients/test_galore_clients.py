@@ -14,6 +14,7 @@ galore-torch 1.0, bitsandbytes 0.50.2, torch 2.13 CPU, one thread; the same byte
 | `galore-8bit --no-cuda-sync` (32, 8) | 898,108 | 79,220 | 662,524 | 522,300 | 796,988 | 662,524 |
 | `bnb-adamw8bit` (128, 1) | 5,503,704 (with kernel scratch) | 866,880 | 5,503,704 | 5,503,704 | | |
 | `galore-adafactor` (32, 8) | 859,644 | 40,756 | 624,060 | | | |
+| `galore --dtype bfloat16` (32, 8) | 479,940 (with kernel scratch) | 50,688 | 376,260 | | | |
 
 Each optimizer state is counted by hand below. GaLore keeps each projection as a slice of
 the SVD's factor (`Vh[:rank, :]` or `U[:, :rank]`), a view: the whole factor's storage
@@ -209,3 +210,19 @@ def test_doctor_finds_nothing_and_a_fake_run_agrees():
         assert_one_doctor_error("train_galore.py", ["--gap", "1", "--layerwise"], 3, None, "")
         assert fake_client_gaps("train_galore.py", ["--gap", "1"],
                                 ["checkpoint:blocks.*", "offload:blocks.*"]) == {}
+
+
+def test_galore_in_bf16_keeps_a_cast_copy_of_each_projection():
+    """The model in bf16 (GaLore's `torchrun_main.py --dtype bfloat16`): the SVD runs on an
+    fp32 copy of the gradient, and the projection is cast back to bf16, a copy of the
+    rank-8 slice alone (512 B) where fp32 keeps the whole factor (4,096 B); bf16 moments.
+    The bf16 matmuls' packing scratch is measured op by op: with it, the ledger is the
+    allocator's peak."""
+    run = _run(["--gap", "1", "--dtype", "bfloat16"], ["checkpoint:blocks.*"])
+    assert run.ledger.peak_with_scratch() == run.allocator_peak == 479_940
+    assert run.ledger_peak == 462_788
+    # two bf16 moments a value; the slice [8, n] (right) or [m, 8] (left): 8 x min(m, n)
+    state = sum(4 * _numel(s) for s in _regular(32)) + \
+        sum(4 * _numel(_low_rank(s)) + 2 * 8 * min(s) for s in _galore(32))
+    assert run.summary.resident["optimizer_state"] == state == 50_688
+    _assert_policies(run, {"checkpoint:blocks.*": 376_260})

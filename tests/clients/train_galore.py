@@ -18,7 +18,8 @@ Flags:
   `--no-cuda-sync` makes that call a no-op),
   `bnb-adamw8bit`, `bnb-lion8bit`, `bnb-adamw` (bitsandbytes' optimizers, full rank: int8
   codes with a 256-entry code map and one fp32 absmax per 256 values, or fp32 state).
-- `--width W` (the model width, 32), `--batch B` (8).
+- `--width W` (the model width, 32), `--batch B` (8), `--dtype bfloat16` (the model in bf16,
+  as GaLore's `torchrun_main.py --dtype bfloat16` trains it; the SVD runs in fp32).
 - `--rank R`, `--gap K` (`update_proj_gap`), `--scale S`, `--proj-type std|reverse_std|
   right|left|full`.
 - `--layerwise`: GaLore's README "per-layer weight updates": one optimizer per parameter,
@@ -135,13 +136,14 @@ def main() -> None:
     p.add_argument("--scale", type=float, default=0.25)
     p.add_argument("--proj-type", default="std",
                    choices=["std", "reverse_std", "right", "left", "full"])
+    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
     p.add_argument("--layerwise", action="store_true")
     p.add_argument("--no-cuda-sync", action="store_true",
                    help="galore-8bit on a CPU-only torch: torch.cuda.synchronize as a no-op")
     args = p.parse_args()
     torch.manual_seed(0)
     gen = torch.Generator().manual_seed(0)
-    model = GPT(args.width)
+    model = GPT(args.width).to(getattr(torch, args.dtype))   # GaLore's torchrun_main.py: bf16
     if args.layerwise:   # GaLore's README: one optimizer per parameter, stepped in backward
         optimizer_dict = {}
         galore = {id(q) for q in param_groups(args, model)[1]["params"]}
