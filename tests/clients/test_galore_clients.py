@@ -158,6 +158,12 @@ def test_bitsandbytes_8bit_update_kernel_scratch():
                ["checkpoint:blocks.*", "offload:blocks.*"])
     assert run.ledger_peak == 4_208_592
     assert run.ledger.peak_with_scratch() == run.allocator_peak == 5_503_704
+    # the tensors' own peak is in backward; with the scratch it is in the optimizer, at
+    # the 8-bit update, and `show` says so (Note [The peak with the scratch, elsewhere])
+    assert run.summary.peak.phase == "backward"
+    at = run.summary.measured.ledger_with_scratch_peak
+    assert (at.phase, at.op, at.bytes) == \
+        ("optimizer", "optimizer_update_8bit_blockwise.default", 5_503_704)
     state = 2 * 256 * 4 + sum(2 * n + 2 * 4 * -(-n // 256) if n >= 1024 else 8 * n
                               for n in map(_numel, _sizes(128)))
     assert run.summary.resident["optimizer_state"] == state == 866_880
