@@ -385,14 +385,30 @@ class Ledger:
         """The first event at which live bytes are highest, and where it happened."""
         c = self.curve()
         ev = int(np.argmax(c)) if len(c) else 0
+        return self._point(ev, int(c[ev]) if len(c) else 0)
+
+    def peak_with_scratch_point(self) -> "PeakPoint":
+        """`peak()` of the curve with the kernel scratch (Note [The peak with the scratch,
+        elsewhere] in ledger/summary.py)."""
+        c = self.curve_with_scratch()
+        ev = int(np.argmax(c)) if len(c) else 0
+        return self._point(ev, int(c[ev]) if len(c) else 0)
+
+    def _point(self, ev: int, nbytes: int) -> "PeakPoint":
+        """`nbytes` at event `ev`, and where it happened: the op that made the largest
+        storage there, or the op that ran there and made none (`bare` records)."""
         phase, step = self.phase_of_events()
         made_here = self.on_device()
         made_here = made_here[made_here["created"] == ev].sort_values("bytes", ascending=False)
-        op = str(made_here["op"].iloc[0]) if len(made_here) else ""
+        if len(made_here):
+            op = str(made_here["op"].iloc[0])
+        else:
+            op = next((str(r["op"]) for r in self.extra.get("bare", ())
+                       if ev in r.get("ev", ())), "")
         module = str(self.module_labels(made_here["module"].iloc[:1].astype(str), [ev])[0]) \
             if len(made_here) else ""
-        return PeakPoint(bytes=int(c[ev]) if len(c) else 0, event=ev, step=int(step[ev]),
-                         phase=str(phase[ev]), op=op, module=module)
+        return PeakPoint(bytes=nbytes, event=ev, step=int(step[ev]) if len(step) else 1,
+                         phase=str(phase[ev]) if len(phase) else "setup", op=op, module=module)
 
     def by_category(self, ev: int, rows: pd.DataFrame | None = None) -> dict[str, int]:
         """Bytes live right after `ev`, per category (every category present, 0 if none)."""

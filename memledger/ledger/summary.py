@@ -54,6 +54,10 @@ class Measured(_Model):
         None, description="the ledger's peak with the kernel scratch the allocator pass "
         "measured op by op (memory a kernel takes inside itself, e.g. CPU bf16 GEMM packing); "
         "absent when no op had any")
+    ledger_with_scratch_peak: Optional[Peak] = Field(
+        None, description="where the ledger's peak with the kernel scratch is, when that is "
+        "another step, phase or op than `peak`'s (an op's scratch elsewhere tops the ledger's "
+        "own peak: Note [The peak with the scratch, elsewhere]); absent otherwise")
     module_calls: Optional[int] = Field(
         None, description="module calls outside backward in the allocator pass's measured "
         "steps (Note [Two passes, one run?] in trace/call_count.py); absent in older ledgers")
@@ -192,6 +196,7 @@ def summarize(led: Ledger, top: int = 10) -> Summary:
                           collective_at_peak_bytes=meas.get("collective_at_peak_bytes"),
                           cublas_workspace_bytes=meas.get("cublas_workspace_bytes"),
                           ledger_with_scratch_bytes=_with_scratch(led, pk.bytes),
+                          ledger_with_scratch_peak=_scratch_peak_elsewhere(led, pk),
                           **_module_calls(led, meas), **_generators_apart(led, meas)),
         resident=led.resident_at_end(),
         top_tensors=[TensorRow(bytes=int(r.bytes), category=r.category, module=r.module,
@@ -260,6 +265,26 @@ def _saved_hooks(led: Ledger) -> str | None:
         return None
     r = recs[0]
     return ".".join(x for x in (r.get("module", ""), r.get("pack", "")) if x)
+
+
+# Note [The peak with the scratch, elsewhere]
+# `peak` is the ledger's own: the tensors it holds. Kernel scratch is added op by op (Note
+# [Kernel scratch], trace/allocator.py), and an op's scratch can top that peak at another
+# event: bitsandbytes' 8-bit AdamW dequantizes both moments inside its update op, and on a
+# width-128 GPT at batch 1 (tests/clients/train_galore.py) the allocator's 5,503,704 B
+# peak is in the optimizer, at that op, while `show` said "Peak 4.0 MiB at step 2 ·
+# backward · sum.dim_IntList in blocks.0.attn.qkv" and that the scratch "explains every
+# byte": a reader looked for the peak in backward, where checkpointing or offload would
+# move it, and every policy measured the same 5,503,704 B. Where the peak with the scratch
+# is at another step, phase or op, the summary says where, and `show`'s allocator line too.
+def _scratch_peak_elsewhere(led: Ledger, pk) -> Peak | None:
+    if _with_scratch(led, pk.bytes) is None:
+        return None
+    at = led.peak_with_scratch_point()
+    if (at.step, at.phase, at.op) == (pk.step, pk.phase, pk.op):
+        return None
+    return Peak(bytes=at.bytes, event=at.event, step=at.step, phase=at.phase, op=at.op,
+                module=at.module)
 
 
 def _with_scratch(led: Ledger, peak: int) -> int | None:

@@ -256,8 +256,11 @@ def scratch_clause(m) -> str:
     rest = m.peak_bytes - with_scratch
     tail = "explains every byte" if rest == 0 else \
         agreement(m.peak_bytes, with_scratch).removeprefix("the ledger ")
+    at = getattr(m, "ledger_with_scratch_peak", None)   # Note [The peak with the scratch,
+    where = (f"; with it, the peak is at step {at.step} · {at.phase} · {_op(at.op) or '-'} "
+             f"in {_where(at.module)}, not at the ledger's own above") if at else ""   # elsewhere]
     return (f"; with the scratch kernels took inside ops and the Python numbers ops wrapped "
-            f"as tensors (measured op by op), it {tail}")
+            f"as tensors (measured op by op), it {tail}{where}")
 
 
 def agreement(measured: int, ledger: int) -> str:

@@ -210,6 +210,19 @@ class RetentionWatch:
 # adding the loss itself), `trainer.losses[1]`, `logutil.HISTORY[0]` (a list in one of the
 # project's modules). A tensor reachable only through a library's objects stays unnamed and
 # unreported: torch.compile's caches hold graphs of their own.
+#
+# Note [A mapping that computes its items]
+# A dict or list is read as it stores its items (`dict.items(v)`, `list.copy(v)`), never
+# through a subclass's own `items()` or `__iter__`: transformers' `MODEL_MAPPING` (a
+# `_LazyAutoMapping`, an OrderedDict) computes its items by importing every model class it
+# names, and raises on one this install lacks ("Could not find VoxtralRealtimeTextModel").
+# A script that imports it at the top, as HF's run_clm_no_trainer.py does
+# (`MODEL_CONFIG_CLASSES = list(MODEL_MAPPING.keys())`), and kept a loss with its graph:
+# the walk reached the mapping among the script's globals before the list, and `doctor`
+# stopped with an internal error (exit 70) instead of naming `losses`; with
+# MODEL_FOR_CAUSAL_LM_MAPPING it imported every causal LM's module first (the doctor's
+# run 16.2 s against 7.7 s now, transformers' import in both). What a mapping stores is what it holds; what it computes on
+# demand holds nothing of the user's.
 HOLDER_DEPTH = 4
 _HOLDER_OBJECTS = 20_000    # objects looked into per boundary at most
 
@@ -223,9 +236,12 @@ def _path_to(v: Any, t: _Tensor, depth: int, seen: set[int]) -> str | None:
             id(v) in seen or len(seen) > _HOLDER_OBJECTS:
         return None
     seen.add(id(v))
+    # Note [A mapping that computes its items]
     if isinstance(v, dict):
-        items = [(f"[{k!r}]", x) for k, x in list(v.items())]
-    elif isinstance(v, (list, tuple, collections.deque)):
+        items = [(f"[{k!r}]", x) for k, x in list(dict.items(v))]
+    elif isinstance(v, list):
+        items = [(f"[{i}]", x) for i, x in enumerate(list.copy(v))]
+    elif isinstance(v, (tuple, collections.deque)):
         items = [(f"[{i}]", x) for i, x in enumerate(list(v))]
     elif _users(v):
         items = [(f".{k}", x) for k, x in list(vars(v).items()) if not k.startswith("__")]

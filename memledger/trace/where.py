@@ -11,6 +11,7 @@ so their callers' lines are named (the `model(**batch)` line of the script).
 from __future__ import annotations
 
 import os
+import site
 import sys
 import sysconfig
 from types import FrameType, FunctionType, ModuleType
@@ -30,6 +31,21 @@ def _library_dirs() -> tuple[str, ...]:
     for key in ("stdlib", "platstdlib", "purelib", "platlib"):
         if paths.get(key):
             dirs.add(os.path.realpath(paths[key]) + os.sep)
+    # Note [Packages outside the interpreter's own directories]
+    # The scheme's purelib is where `pip install` puts packages in a venv, but not the only
+    # place Python finds installed ones: `pip install --user` puts them in the user site
+    # (~/.local/lib/python3.X/site-packages), Debian's Python has dist-packages of its own,
+    # and a `.pth` file or PYTHONPATH adds another environment's site-packages. Read as the
+    # user's own code, transformers' modules were walked for who holds a retained tensor,
+    # its `MODEL_MAPPING` with them, and `doctor` stopped with an internal error (exit 70)
+    # on train_galore.py, whose galore-torch sat in a venv that reads a second
+    # environment's site-packages through a `.pth` file; a finding's line could name a
+    # frame inside a library. So every site directory Python knows and every sys.path
+    # entry named site-packages or dist-packages is a library directory too.
+    known = list(site.getsitepackages()) + [site.getusersitepackages()]
+    known += [p for p in sys.path
+              if os.path.basename(os.path.normpath(p)) in ("site-packages", "dist-packages")]
+    dirs.update(os.path.realpath(p) + os.sep for p in known if p)
     return tuple(dirs)
 
 

@@ -30,6 +30,20 @@ from memledger.trace.script import earlier_objects_frozen
 
 HERE = Path(__file__).resolve().parent
 
+# class_resolver (pykeen's) registers every torch Optimizer subclass by its name when its
+# torch module is first imported, and refuses two of one name: imported after
+# pytorch_optimizer (whose RAdam is such a subclass), as a worker that ran that tier first
+# did, every pykeen test errored at pykeen's import. Imported here, before any tier, it sees
+# torch's own optimizers alone (3 ms). And before peft: peft imports bitsandbytes where it
+# is installed (galore-torch's requirement), whose Adam, AdamW, SGD... are such subclasses
+# too: imported after it, the harness itself failed to import ("Conflict on registration of
+# name adam"), and every test module of the client tier with it.
+try:
+    import class_resolver.contrib.torch  # noqa: F401
+except ImportError:   # the pykeen tier skips without it
+    pass
+
+
 # peft makes two 8 B tensors at import. In a fresh process per pass (the CLI) every pass
 # sees them; in one process only the first pass of the first peft script would, and that
 # test read 16 B off by the luck of which tests its pytest worker ran before it. Imported
@@ -37,15 +51,6 @@ HERE = Path(__file__).resolve().parent
 try:
     import peft  # noqa: F401
 except ImportError:   # the tier's peft tests skip without it
-    pass
-# class_resolver (pykeen's) registers every torch Optimizer subclass by its name when its
-# torch module is first imported, and refuses two of one name: imported after
-# pytorch_optimizer (whose RAdam is such a subclass), as a worker that ran that tier first
-# did, every pykeen test errored at pykeen's import. Imported here, before any tier, it sees
-# torch's own optimizers alone (3 ms).
-try:
-    import class_resolver.contrib.torch  # noqa: F401
-except ImportError:   # the pykeen tier skips without it
     pass
 
 

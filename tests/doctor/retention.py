@@ -7,6 +7,7 @@
     python retention.py --bug meter    # pytorch/examples' AverageMeter given the loss itself
     python retention.py --bug deque    # a smoothing window: deque(maxlen=100).append(loss)
     python retention.py --bug module   # a helper of the project's keeps it in a module list
+    python retention.py --bug mapping  # the list, with a mapping that computes its items
     python retention.py --fixed        # total_loss += loss.item()
 """
 import collections
@@ -26,7 +27,18 @@ class AverageMeter:
         self.sum += val * n
         self.count += n
 
+
+class LazyMapping(dict):
+    """transformers' `MODEL_MAPPING` (`_LazyAutoMapping`, an OrderedDict): `items()` imports
+    every model class it names, and raises on one this install lacks."""
+
+    def items(self):
+        raise ValueError("Could not find VoxtralRealtimeTextModel")
+
+
 BUG = sys.argv[sys.argv.index("--bug") + 1] if "--bug" in sys.argv else "sum"
+if BUG == "mapping":
+    MODEL_MAPPING = LazyMapping()   # HF's run_clm_no_trainer.py imports it at the top
 FIXED = "--fixed" in sys.argv
 torch.manual_seed(0)
 model = nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 2))
@@ -43,7 +55,7 @@ for step in range(3):
     opt.step()
     if FIXED:
         total_loss += loss.item()
-    elif BUG == "list":
+    elif BUG in ("list", "mapping"):
         losses.append(loss)
     elif BUG == "dict":
         history["loss"].append(loss)

@@ -165,6 +165,10 @@ BUGS = [
      "total_loss += loss"),
     ("retention.py", ["--bug", "list"], "cross_step_retention", "error", ["`losses`"],
      "losses.append(loss)"),
+    # a global mapping whose items() raises, met before `losses` (Note [A mapping that
+    # computes its items]): the doctor stopped with an internal error (exit 70)
+    ("retention.py", ["--bug", "mapping"], "cross_step_retention", "error", ["`losses`"],
+     "losses.append(loss)"),
     # held deeper than a variable or one list down (Note [Who holds a retained tensor]):
     # each once "no findings"
     ("retention.py", ["--bug", "dict"], "cross_step_retention", "error", ["`history`"],

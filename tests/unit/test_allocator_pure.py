@@ -232,3 +232,38 @@ def test_calls_inside_another_op_are_named_with_it():
     assert _calls_the_ledger_saw(got["_softmax"], 2, set(), hidden) == [K, 512]
     assert _calls_the_ledger_saw(got["_softmax"], 3, set(), hidden) == [0, K, 512]
     assert _calls_the_ledger_saw(got["_softmax"], 1, set(), hidden) is None
+
+
+@torch.library.custom_op("memledger_test::add_twice_", mutates_args=("p",))
+def _add_twice_(p: torch.Tensor, g: torch.Tensor) -> None:
+    """A library's own operator with a Python CPU kernel, as bitsandbytes' 8-bit optimizer
+    updates are: `g + g` (made and freed inside the kernel, below the dispatch mode) added
+    into `p`."""
+    p.add_(g + g)
+
+
+def test_an_op_of_another_namespace_is_a_call_with_its_scratch():
+    """Note [Ops of other namespaces]: the profiler lists `memledger_test::add_twice_`, the
+    dispatch mode `add_twice_.default`; the 4,096 B `g + g` made and freed inside its kernel
+    is that call's scratch. Only `aten::` calls were read: the op was no call, and the
+    bytes no call's scratch (the `add` that made them keeps them to its end)."""
+    from memledger.trace.allocator import CpuProfilerProbe, _library_op, op_scratch
+
+    p, g = torch.zeros(1024), torch.ones(1024)
+    probe = CpuProfilerProbe()
+    probe.start()
+    for _ in range(2):
+        torch.ops.memledger_test.add_twice_(p, g)
+    probe.stop()
+    assert sorted(c[2] for c in probe.walk().calls) == ["add"] * 2 + ["add_"] * 2 + \
+        ["add_twice_"] * 2
+    assert op_scratch(probe) == {"add_twice_": [4096, 4096]}   # before: {}
+    assert float(p[0]) == 4.0
+    # collectives (their buffers are Note [Collective scratch]'s), the profiler's own
+    # ranges, TorchScript nodes and `record_function` labels are no op calls
+    assert [_library_op(n) for n in ("bitsandbytes::optimizer_update_8bit_blockwise",
+                                     "c10d::allreduce_", "_c10d_functional::all_reduce",
+                                     "profiler::_record_function_enter_new",
+                                     "prim::TupleConstruct", "## forward ##",
+                                     "Optimizer.step#AdamW.step", "my label::x")] == \
+        ["optimizer_update_8bit_blockwise", "", "", "", "", "", "", ""]

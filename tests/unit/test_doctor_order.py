@@ -105,3 +105,28 @@ def test_user_name_of_finds_a_local_or_an_attribute():
 
     nobody = held_by_nobody()
     assert nobody == ("", "", 0)
+
+
+def test_packages_in_the_user_site_or_a_pth_added_site_dir_are_libraries(monkeypatch, tmp_path):
+    """Note [Packages outside the interpreter's own directories] (trace/where.py): a package
+    in the user site (`pip install --user`) or in a site-packages a `.pth` file put on
+    sys.path read as the user's own code (the doctor walked transformers' modules, and
+    stopped on its MODEL_MAPPING); the scheme's purelib was the only site directory known."""
+    import site
+    import sys
+
+    from memledger.trace import where
+
+    user = tmp_path / "home" / ".local" / "lib" / "python3.11" / "site-packages"
+    other = tmp_path / "shared" / ".venv" / "lib" / "python3.11" / "site-packages"
+    mine = tmp_path / "project"
+    monkeypatch.setattr(site, "getusersitepackages", lambda: str(user))
+    monkeypatch.setattr(sys, "path", [*sys.path, str(other), str(mine)])
+    dirs = where._library_dirs()
+    assert str(user) + "/" in dirs and str(other) + "/" in dirs
+    assert not any(str(mine).startswith(d.rstrip("/")) for d in dirs)
+    monkeypatch.setattr(where, "_LIBS", dirs)
+    monkeypatch.setattr(where, "_user_file", {})
+    assert not where.is_user_file(str(user / "transformers" / "modeling_utils.py"))
+    assert not where.is_user_file(str(other / "transformers" / "modeling_utils.py"))
+    assert where.is_user_file(str(mine / "train.py"))

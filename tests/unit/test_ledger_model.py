@@ -197,9 +197,14 @@ def test_kernel_scratch_explains_what_no_tensor_does():
     assert led.peak_with_scratch() == 4016
     m = led.summary().measured
     assert m.ledger_with_scratch_bytes == 4016
+    # the tensors' own peak (4,010 B) is at event 8, in the optimizer: the peak with the
+    # scratch is elsewhere, and said (Note [The peak with the scratch, elsewhere])
+    assert (led.peak().event, led.peak().phase) == (8, "optimizer")
+    assert (m.ledger_with_scratch_peak.event, m.ledger_with_scratch_peak.bytes) == (6, 4016)
     assert scratch_clause(m) == ("; with the scratch kernels took inside ops and the Python "
                                  "numbers ops wrapped as tensors (measured op by op), it "
-                                 "explains every byte")
+                                 "explains every byte; with it, the peak is at step 1 · "
+                                 "backward · mm in act, not at the ledger's own above")
     diverged = Ledger.from_records(RECORDS + [
         {"k": "opscratch", "device": "cpu", "ops": {"mm": [0, 1806, 5]}}])
     assert diverged.kernel_scratch()[0].tolist() == []
