@@ -68,6 +68,21 @@ if TYPE_CHECKING:   # torch is imported where a hook is registered: the `memledg
 # counts it: 2 steps, 2,746,276 B (2,746,288 with kernel scratch, the allocator's), each
 # policy predicted = measured (tests/clients/test_torchtune_clients.py). Once one step has
 # ended so, every later one does (the module hook stays on for it).
+
+# Note [One optimizer stepped per parameter inside backward]
+# optimi's gradient release (`optimi.prepare_for_gradient_release(model, opt)`) steps ONE
+# optimizer over every parameter from their post-accumulate-grad hooks: `opt.step(param=p)`,
+# then `opt.zero_grad(param=p)`, once per parameter inside backward. The first call holds
+# the step (Note [An optimizer stepped inside backward]); the second, the same optimizer
+# stepping again, was taken for the next iteration (the fallback above) and ended the step
+# inside backward: the ledger pass of tests/clients/train_optimi.py `--opt adamw --bf16
+# --release --steps 2` ended its two steps at the first three parameters' updates of the
+# first backward, and `measure` failed ("Profiler is already enabled on this thread"), as
+# torchtune's did before. And a training framework that still calls `opt.step()` and
+# `opt.zero_grad()` after that backward (optimi: "harmless no-ops") ended the held step at
+# the no-op's pre hook and an empty one at its post hook: two steps per iteration. A held
+# step is over at the next root forward only: an optimizer stepping before it, inside that
+# backward or after it, is part of it.
 class StepBoundary:
     """The rule above, fed by the caller's hooks: `saw_root` at a root module's first
     forward, `pre` / `post` around each outermost `optimizer.step()`."""
@@ -97,6 +112,8 @@ class StepBoundary:
         """Called before `opt.step()`. True when an open step must end first (fallback)."""
         self._depth += 1
         self._opts.add(opt)
+        if self._held:   # over at the next root forward, not at a step before it (Note [One
+            return False  # optimizer stepped per parameter inside backward])
         restep = self._pending is not None and id(opt) in self._stepped
         if restep:
             self.reset()
@@ -111,6 +128,8 @@ class StepBoundary:
     def post(self, opt: torch.optim.Optimizer) -> bool:
         """Called after `opt.step()`. True when the training step has ended."""
         self._depth = max(0, self._depth - 1)
+        if self._held:
+            return False
         self._stepped.add(id(opt))
         self._pending = (self._pending or set()) - {id(p) for p in self._params(opt)}
         if self._pending:

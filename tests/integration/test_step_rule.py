@@ -303,3 +303,50 @@ def test_a_re_run_inside_backward_after_an_optimizer_stepped_there_ends_no_step(
         for _ in range(2):
             iteration(a, b)
     assert led.steps_traced == 2
+
+
+# optimi's gradient release: ONE optimizer, stepped per parameter (`opt.step(param=p)`) by
+# a post-accumulate-grad hook inside backward
+ONE_OPTIMIZER_IN_BACKWARD_MODEL = """
+import torch
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Linear(16, 4))
+class PerParam(torch.optim.SGD):
+    def step(self, closure=None, param=None):
+        if param is None:
+            return super().step(closure)
+        with torch.no_grad():
+            param.add_(param.grad, alpha=-0.1)
+opt = PerParam(model.parameters(), lr=0.1)
+def release(p):
+    opt.step(param=p)
+    p.grad = None
+for p in model.parameters():
+    p.register_post_accumulate_grad_hook(release)
+"""
+
+
+@pytest.mark.parametrize("framework_step", [False, True])
+def test_one_optimizer_stepped_per_parameter_inside_backward_ends_one_step(framework_step):
+    """Note [One optimizer stepped per parameter inside backward] (trace/steps.py): the
+    same optimizer's second `step(param=p)` inside one backward was taken for the next
+    iteration and ended the step there: 3 of the 4 updates of each backward ended a step,
+    inside backward (graph task ids, not -1). With `opt.step(); opt.zero_grad()` after the
+    backward too (a framework's no-op), that step's pre and post hooks ended two more. Now
+    one step per iteration, ended outside backward at the next forward."""
+    names: dict = {}
+    exec(ONE_OPTIMIZER_IN_BACKWARD_MODEL, names)
+    model, opt = names["model"], names["opt"]
+    ends = []
+    steps = OptimizerSteps(lambda: ends.append(torch._C._current_graph_task_id()))
+    try:
+        for it in range(3):
+            model(torch.randn(2, 8)).sum().backward()
+            if framework_step:
+                opt.step()
+                opt.zero_grad()
+            assert len(ends) == it      # the iteration's step is still open
+        steps.script_ended()
+    finally:
+        steps.remove()
+    assert ends == [-1, -1, -1]

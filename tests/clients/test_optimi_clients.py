@@ -1,0 +1,84 @@
+"""torch-optimi and LOMO (tests/clients/train_optimi.py): a tiny transformer LM (2 blocks of
+`nn.TransformerEncoderLayer`, dim 32, 21,312 parameters) trained with updates done during
+backward.
+
+Measured (`tests/clients/harness.py run_client`, `--steps 2`, hunt41a, 2026-12-06, torch
+2.13.0 CPU, torch-optimi 0.3.3, lomo-optim 0.1.1; ledger = allocator, every policy
+predicted = measured):
+
+- `--opt adamw` (fp32, plain loop): 489,260 B; `checkpoint:blocks.*` 437,740;
+  `offload:blocks.*` 407,276; `selective:blocks.*` 474,156. Optimizer state 170,500 B.
+- `--opt adamw --bf16 --foreach` (Kahan summation): 312,620 B (314,412 with kernel
+  scratch, the allocator's); `checkpoint:blocks.*` 290,924; `offload:blocks.*` 268,716;
+  `selective:blocks.*` 311,660. Optimizer state 127,876 B.
+- `--opt adamw --bf16 --release` (gradient release): 312,732 B (314,524 with kernel
+  scratch); `checkpoint:blocks.*` 278,556; `offload:blocks.*` 236,444;
+  `selective:blocks.*` 307,228. With `--call-step` 4 B more everywhere (the group's step).
+- `--opt adamw --release --accum 2` (optimizer accumulation): 489,372 B;
+  `checkpoint:blocks.*` 399,656; `offload:blocks.*` 343,004; `selective:blocks.*` 464,668.
+- `--opt lomo` (no `optimizer.step()`: the whole script, 3 iterations): 318,760 B;
+  `checkpoint:blocks.*` 237,224; `offload:blocks.*` 176,488; `selective:blocks.*` 294,568.
+"""
+
+import contextlib
+import importlib.util
+import io
+import warnings
+
+import pytest
+
+from tests.clients.harness import run_client
+
+if importlib.util.find_spec("optimi") is None:
+    pytest.skip("torch-optimi is not installed", allow_module_level=True)
+pytestmark = pytest.mark.clients
+
+# 21,312 parameters in 29 tensors: embed 64x32; per block in_proj 96x32 + 96, out_proj
+# 32x32 + 32, linear1 64x32 + 64, linear2 32x64 + 32, two norms 4x32; norm 2x32; head
+# 64x32 + 64
+N_PARAMS, N_TENSORS = 21_312, 29
+
+
+def _phases_at(led, events) -> list[str]:
+    """The phase of the ledger at each event."""
+    ph = led.phases.sort_values("ev", kind="stable")
+    evs, names = ph.ev.to_numpy(), ph.phase.to_numpy()
+    return [names[evs.searchsorted(e, side="right") - 1] for e in events]
+
+
+def _run(argv, policies, steps=2):
+    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+        warnings.simplefilter("ignore")   # optimi: foreach is deprecated
+        return run_client("train_optimi.py", argv, policies, steps=steps)
+
+
+def test_gradient_release_is_one_step_per_backward_and_its_state_is_counted():
+    """optimi's gradient release on bf16 parameters: one AdamW stepped per parameter
+    (`opt.step(param=p)`, `opt.zero_grad(param=p)`) from post-accumulate-grad hooks inside
+    backward, and `opt.step()` / `opt.zero_grad()` after it as a framework calls them.
+    The same optimizer's second step inside one backward ended the training step there:
+    `--steps 2` stopped after the first three parameters' updates and `measure` failed
+    ("Profiler is already enabled on this thread") (Note [One optimizer stepped per
+    parameter inside backward], trace/steps.py).
+
+    Optimizer state by hand: exp_avg, exp_avg_sq and the Kahan compensation, each the
+    parameters' bf16 bytes (3 x 42,624), a per-parameter int32 step under gradient release
+    (29 x 4) and the group's int32 step the whole-model `opt.step()` makes (4): 127,992 B.
+    The bf16 gradients (42,624 B a backward) are each freed inside backward, once their
+    parameter is stepped: none is live at the peak or at the end."""
+    run = _run(["--opt", "adamw", "--bf16", "--release", "--call-step"],
+               ["checkpoint:blocks.*", "offload:blocks.*"])
+    assert run.summary.steps_traced == 2
+    assert run.ledger_peak == 312_736
+    assert run.ledger.peak_with_scratch() == run.allocator_peak == 314_528
+    assert run.summary.at_peak["optimizer_state"] == 3 * 2 * N_PARAMS + 4 * N_TENSORS + 4
+    assert run.summary.at_peak["parameter"] == 2 * N_PARAMS
+    assert run.summary.at_peak["gradient"] == 0
+    assert run.summary.resident["gradient"] == 0
+    st = run.ledger.storages
+    grads = st[st.category == "gradient"]
+    assert (len(grads), int(grads.bytes.sum())) == (2 * N_TENSORS, 2 * 2 * N_PARAMS)
+    assert set(_phases_at(run.ledger, grads.freed)) == {"backward", "optimizer"}
+    got = {t: (p.predicted, p.measured) for t, p in run.policies.items()}
+    assert got == {"checkpoint:blocks.*": (278_560, 278_560),
+                   "offload:blocks.*": (236_448, 236_448)}
