@@ -93,9 +93,10 @@ def _doctor_run(script: Path, argv: list[str], steps: int, ledger: Path | None,
             raise ScriptError(f"the doctor could not watch the script: {res['reason']}",
                               exit_code=res["code"])
         if res["steps"] == 0:
-            like = res.get("optimizer_like", "")
+            hint = no_step_hint(res.get("optimizer_like", ""), doctor=True,
+                                unstepped=res.get("optimizer_unstepped", ""))
             raise ScriptError("the script ran no optimizer step" + (
-                no_step_hint(like, doctor=True) if like else
+                hint or
                 "; the doctor checks loops that step a torch.optim optimizer (`memledger "
                 "trace` and `compare` take a hand-written update with --steps-by forward)"),
                 exit_code=EXIT_USAGE)

@@ -17,6 +17,7 @@ import json
 import sys
 
 from memledger.errors import EXIT_OK, EXIT_USAGE
+from memledger.trace.optimizer_like import status_hint
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -85,14 +86,13 @@ def main(argv: list[str] | None = None) -> int:
         with open(args.replicas, "w", encoding="utf-8") as fh:
             json.dump([r for r in probe.records if r.get("k") == "replica"], fh)
     return _status(args.status, outcome.code, outcome.reason, report.steps,
-                   probe.optimizer_like)
+                   status_hint(probe, report.steps))
 
 
-def _status(path: str, code: int, reason: str, steps: int, optimizer_like: str = "") -> int:
+def _status(path: str, code: int, reason: str, steps: int, hint: dict | None = None) -> int:
     # Note [An optimizer torch's hooks do not see] (trace/optimizer_like.py)
-    hint = {"optimizer_like": optimizer_like} if optimizer_like and not steps else {}
     with open(path, "w", encoding="utf-8") as fh:
-        json.dump({"code": code, "reason": reason, "steps": steps, **hint}, fh)
+        json.dump({"code": code, "reason": reason, "steps": steps, **(hint or {})}, fh)
     return code
 
 

@@ -109,7 +109,7 @@ from torch.utils._python_dispatch import TorchDispatchMode, _get_current_dispatc
 
 from memledger.ledger.schema import SCHEMA, SHARED_MEMORY_OP, WRAPPED_NUMBER_OP
 from memledger.ledger.writer import Sink
-from memledger.trace.optimizer_like import optimizer_like_alive
+from memledger.trace.optimizer_like import optimizer_like_alive, unstepped_name
 from memledger.trace.optimizer_state import held_tensors
 from memledger.trace.outside_state import (
     _MODULE_OWN,
@@ -769,6 +769,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
         self._bw_passes = 0
         self._looked_for_optimizer = False
         self.optimizer_like = ""   # Note [An optimizer torch's hooks do not see]
+        self.optimizer_unstepped = ""   # Note [An optimizer that never steps]
         # the phase and the module calls open when the running backward began (Note [A
         # backward called inside a forward])
         self._bw_from: tuple[str, int] = ("other", 0)
@@ -918,6 +919,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
             self.sink.write(self._free_held)
             self._free_held = None
         self._unpacks_done()
+        if self.optimizer_unstepped:   # what it made after the last root forward (Note [An
+            self._mark_held_by_optimizers()   # optimizer that never steps])
         if self._steps_by == "optimizer":   # a step its optimizers began and left open
             open_step = self._steps.open    # (a trainable parameter none steps, the first
         else:                               # step: trace/steps.py)
@@ -1657,7 +1660,11 @@ class Collector(ShardingMixin, TorchDispatchMode):
             if not self._steps_done and self._bw_passes == 2 and not self._looked_for_optimizer \
                     and self._steps_by == "optimizer":   # Note [An optimizer torch's hooks
                 self._looked_for_optimizer = True        # do not see] (optimizer_like.py)
-                self.optimizer_like = optimizer_like_alive()
+                self.optimizer_like, unstepped = optimizer_like_alive()
+                if not self.optimizer_like and unstepped:   # Note [An optimizer that
+                    self.optimizer_unstepped = unstepped_name(unstepped)   # never steps]
+                    self._optimizers.update(unstepped)
+                    self._mark_held_by_optimizers()
             self._unpacks_done(ev)
             self._set_phase(self._phase_after_backward(), ev)
             self._mark_gradients()

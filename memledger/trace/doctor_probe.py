@@ -98,7 +98,7 @@ from memledger.trace.doctor_penalty import PenaltyWatch
 from memledger.trace.doctor_unused import UnusedGraphWatch
 from memledger.trace.doctor_retention import MAX_NODES, RetentionWatch
 from memledger.trace.roots import ByModule, RootNames, paths_under
-from memledger.trace.optimizer_like import optimizer_like_alive
+from memledger.trace.optimizer_like import optimizer_like_alive, unstepped_name
 from memledger.trace.steps import OptimizerSteps
 from memledger.trace.param_attrs import gradient_like
 from memledger.trace.where import in_reentrant_checkpoint, user_line, user_name_of
@@ -377,6 +377,7 @@ class DoctorProbe(TorchFunctionMode):
         self._grad_any: dict[int, torch.Tensor] = {}
         self._bw = 0                                   # backward passes so far
         self.optimizer_like = ""   # Note [An optimizer torch's hooks do not see]
+        self.optimizer_unstepped = ""   # Note [An optimizer that never steps]
         self._bw_rec: dict[str, Any] | None = None
         self._bw_params: set[int] = set()
         # the last backward's record and its parameters' versions as it left them: moved
@@ -960,7 +961,8 @@ class DoctorProbe(TorchFunctionMode):
         self._moved_since_backward()
         self._bw += 1
         if self._bw == 2 and not self._steps:   # Note [An optimizer torch's hooks do not
-            self.optimizer_like = optimizer_like_alive()   # see]
+            self.optimizer_like, unstepped = optimizer_like_alive()   # see]
+            self.optimizer_unstepped = unstepped_name(unstepped)
         rec = {"k": "backward", "n": self._bw, "window": self._steps + 1, "value": value,
                "file": file, "line": line, "losses": self._losses}
         if isinstance(t, _Tensor) and t.grad_fn is not None:

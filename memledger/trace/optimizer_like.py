@@ -17,6 +17,21 @@ frame keeps, holding every local of the training loop (a loss, a batch) for as l
 frame runs, which the untraced run does not; that first version read the ledger 2,308 B to
 10,500 B over the allocator on Opacus' loops. And a running frame's `gc.get_referents`
 does not list its locals. A script whose only backward pass is its first gets no name.
+
+# Note [An optimizer that never steps]
+LOMO and AdaLomo (`lomo_optim.Lomo(model, lr)`) are `torch.optim.Optimizer`s that never
+step: their hooks on the parameters update them inside backward, and the loop calls
+`optimizer.fused_backward(loss, lr)`, no `step()` (their `step()` is torch's, which raises
+NotImplementedError). The walk above skipped every torch.optim.Optimizer, so `doctor` said
+"the script ran no optimizer step; the doctor checks training steps, so call
+optimizer.step() in the script" (tests/clients/train_optimi.py `--opt lomo`), advice that
+fails on such an optimizer, and `trace` named evaluation, inference or a hand-written
+update. The same walk now also collects the torch optimizers alive (none has stepped: the
+hooks saw no step), and the line names the first, whose update is then likely done
+elsewhere (in backward). The ledger pass files what they hold as optimizer state from then
+on, read again at each root forward (Note [State made between steps], trace/collector.py):
+Lomo's gradient norms and clipping coefficient (`--opt lomo --clip 1.0`: 120 B resident at
+the end, `temporary` before).
 """
 
 from __future__ import annotations
@@ -28,26 +43,61 @@ def _optimizer_like(cls: type) -> bool:
     return callable(getattr(cls, "step", None)) and callable(getattr(cls, "zero_grad", None))
 
 
-def optimizer_like_alive() -> str:
+def _name(cls: type) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def optimizer_like_alive() -> tuple[str, list]:
     """`module.Class` of the first live object with `step()` and `zero_grad()` that is no
-    torch.optim.Optimizer (nor a module, nor a class), or ""."""
+    torch.optim.Optimizer (nor a module, nor a class), or "", and the torch.optim.Optimizers
+    alive (Note [An optimizer that never steps])."""
     import torch
 
     skip = (torch.optim.Optimizer, torch.nn.Module, type)
     seen: dict[type, bool] = {}
+    optimizers = []
     for obj in gc.get_objects():
         cls = type(obj)
+        if isinstance(obj, torch.optim.Optimizer):
+            optimizers.append(obj)
+            continue
         hit = seen.get(cls)
         if hit is None:
             hit = seen[cls] = _optimizer_like(cls) and not issubclass(cls, skip)
         if hit:
-            return f"{cls.__module__}.{cls.__qualname__}"
-    return ""
+            return _name(cls), optimizers
+    return "", optimizers
 
 
-def no_step_hint(optimizer_like: str, doctor: bool = False) -> str:
+def unstepped_name(optimizers: list) -> str:
+    """`module.Class` of the first of `optimizers` (none of which stepped), or ""."""
+    return _name(type(optimizers[0])) if optimizers else ""
+
+
+def status_hint(probe, steps: int) -> dict:
+    """The keys a worker's status adds for the "no optimizer step" lines: the optimizer-like
+    object `probe` found (`optimizer_like`), else its torch optimizer that never stepped
+    (`optimizer_unstepped`); none once a step was seen."""
+    like = getattr(probe, "optimizer_like", "")
+    unstepped = getattr(probe, "optimizer_unstepped", "")
+    if steps or not (like or unstepped):
+        return {}
+    return {"optimizer_like": like} if like else {"optimizer_unstepped": unstepped}
+
+
+def no_step_hint(optimizer_like: str, doctor: bool = False, unstepped: str = "") -> str:
     """What the "no optimizer step" lines say after their first clause when
-    `optimizer_like` names an optimizer torch's hooks do not see; "" when it names none."""
+    `optimizer_like` names an optimizer torch's hooks do not see, or `unstepped` a torch
+    optimizer that never stepped; "" when they name none."""
+    if not optimizer_like and unstepped:   # Note [An optimizer that never steps]
+        what = (f"; a {unstepped} is alive, a torch.optim.Optimizer whose step() the script "
+                "never called (one that updates the parameters inside backward, from hooks "
+                "on them, steps no other way)")
+        if doctor:
+            return what + ", and the doctor's checks are per optimizer step (`memledger " \
+                "trace --steps-by forward` traces such a loop)"
+        return what + ": count steps by forward passes (--steps-by forward) or trace the " \
+            "whole script (--steps-by whole)"
     if not optimizer_like:
         return ""
     what = (f"; a {optimizer_like} is alive, which has step() and zero_grad() but is no "

@@ -411,7 +411,8 @@ def _raise_for_ledger_pass(res: dict, out: Path, partial: Path, fake: bool,
     if res["steps"] == 0:
         raise ScriptError(
             f"the script ran no optimizer step ({res.get('events', 0)} ops seen)" + (
-                no_step_hint(res.get("optimizer_like", "")) or
+                no_step_hint(res.get("optimizer_like", ""),
+                             unstepped=res.get("optimizer_unstepped", "")) or
                 "; for evaluation, inference or a hand-written update count steps by forward "
                 "passes (--steps-by forward) or trace the whole script (--steps-by whole)") +
             f"; ledger kept at {out}",

@@ -26,6 +26,7 @@ from memledger.trace.interrupts import install_worker_handlers
 from memledger.trace.rank import for_rank, rank_header
 from memledger.trace.rng_state import generator_digests
 from memledger.trace.script import ScriptOutcome, run_and_classify
+from memledger.trace.optimizer_like import status_hint
 from memledger.trace.steps import STEPS_BY
 
 NO_STEP_MESSAGE = (
@@ -64,7 +65,7 @@ def _ledger_pass(args) -> int:
         sink.close()
         code, reason = _sink_status(sink, EXIT_OK, "stopped after the requested steps", args)
         _write_status(args.status, code, reason, collector.steps_done, collector.events, guard,
-                  getattr(collector, "optimizer_like", ""))
+                  status_hint(collector, collector.steps_done))
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(EXIT_OK)
@@ -101,7 +102,7 @@ def _ledger_pass(args) -> int:
         sink.close()
     code, reason = _sink_status(sink, outcome.code, outcome.reason, args)
     _write_status(args.status, code, reason, collector.steps_done, collector.events, guard,
-                  getattr(collector, "optimizer_like", ""))
+                  status_hint(collector, collector.steps_done))
     return code
 
 
@@ -309,7 +310,7 @@ def _calibration_records(device: str) -> list[dict]:
 
 
 def _write_status(path: str | None, code: int, reason: str, steps: int, events: int,
-                  guard=None, optimizer_like: str = "") -> None:
+                  guard=None, hint: dict | None = None) -> None:
     if path:
         # under --nproc: when this rank stopped, and whether it ever joined a process group
         rank = {"t": time.time(), "dist": guard.saw_process_group} if hasattr(
@@ -319,9 +320,8 @@ def _write_status(path: str | None, code: int, reason: str, steps: int, events: 
         from memledger.outputs import write_atomic
 
         # Note [An optimizer torch's hooks do not see] (trace/optimizer_like.py)
-        hint = {"optimizer_like": optimizer_like} if optimizer_like and not steps else {}
         write_atomic(path, json.dumps({"code": code, "reason": reason, "steps": steps,
-                                       "events": events, **hint, **rank}), "status")
+                                       "events": events, **(hint or {}), **rank}), "status")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -23,11 +23,12 @@ predicted = measured):
 import contextlib
 import importlib.util
 import io
+import json
 import warnings
 
 import pytest
 
-from tests.clients.harness import run_client
+from tests.clients.harness import HERE, run_client
 
 if importlib.util.find_spec("optimi") is None:
     pytest.skip("torch-optimi is not installed", allow_module_level=True)
@@ -82,3 +83,51 @@ def test_gradient_release_is_one_step_per_backward_and_its_state_is_counted():
     got = {t: (p.predicted, p.measured) for t, p in run.policies.items()}
     assert got == {"checkpoint:blocks.*": (278_560, 278_560),
                    "offload:blocks.*": (236_448, 236_448)}
+
+
+@pytest.fixture(scope="module")
+def lomo_imported():
+    """lomo_optim imports transformers: imported before the first pass, every pass starts
+    from the same state."""
+    if importlib.util.find_spec("lomo_optim") is None:
+        pytest.skip("lomo-optim is not installed")
+    import lomo_optim  # noqa: F401
+
+
+def test_lomo_that_never_steps_is_named_and_its_norms_are_optimizer_state(lomo_imported,
+                                                                          tmp_path):
+    """`lomo_optim.Lomo` is a torch.optim.Optimizer that never steps: its hooks update the
+    parameters inside backward, driven by `optimizer.fused_backward(loss, lr)`, with
+    `optimizer.grad_norm(loss)` first (a backward over the same graph, kept, for the
+    norm). `doctor` said "call optimizer.step() in the script" (Lomo's `step()` raises
+    NotImplementedError) and the gradient norms Lomo keeps (29 fp32 scalars, stacked,
+    116 B) and its clipping coefficient (4 B) read `temporary`. Now the status names the
+    optimizer and its tensors are optimizer state (Note [An optimizer that never steps],
+    trace/optimizer_like.py). Traced whole (no step: 2 iterations of the script), every
+    policy exact; selective is refused alike (a second backward through the blocks)."""
+    from memledger.trace import worker as trace_worker
+    from memledger.trace.optimizer_like import no_step_hint
+
+    status = tmp_path / "status.json"
+    argv = ["--opt", "lomo", "--clip", "1.0", "--steps", "2"]
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        trace_worker.main(["ledger", "--out", str(tmp_path / "run.ledger"), "--status",
+                           str(status), "--steps", "1", str(HERE / "train_optimi.py"), "--",
+                           *argv])
+    res = json.loads(status.read_text())
+    assert (res["steps"], res["optimizer_unstepped"]) == (0, "lomo_optim.lomo.Lomo")
+    assert "optimizer_like" not in res
+    assert no_step_hint("", doctor=True, unstepped=res["optimizer_unstepped"]) == (
+        "; a lomo_optim.lomo.Lomo is alive, a torch.optim.Optimizer whose step() the script "
+        "never called (one that updates the parameters inside backward, from hooks on them, "
+        "steps no other way), and the doctor's checks are per optimizer step (`memledger "
+        "trace --steps-by forward` traces such a loop)")
+
+    run = _run(argv, ["offload:blocks.*", "selective:blocks.*"])
+    assert run.ledger_peak == run.allocator_peak == 364_436
+    assert run.summary.resident["optimizer_state"] == 4 * N_TENSORS + 4
+    assert run.summary.resident["gradient"] == 0
+    off, sel = run.policies["offload:blocks.*"], run.policies["selective:blocks.*"]
+    assert (off.predicted, off.measured) == (210_388, 210_388)
+    assert sel.predicted is sel.measured is None
+    assert sel.predict_refusal == sel.measure_refusal != ""

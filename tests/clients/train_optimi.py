@@ -26,7 +26,8 @@ optimi (`--opt adamw|adam|lion|stableadamw|adan|sgd|ranger|radam`):
 lomo_optim (`--opt lomo|adalomo`): `Lomo(model, lr)` / `AdaLomo(model, lr)` register a hook
 on every parameter that updates the parameters inside backward and frees their gradients;
 the loop is `optimizer.fused_backward(loss, lr)` (with `--clip 1.0`: `optimizer.grad_norm(
-loss)` first, a backward that keeps the graph to compute the norm); no `optimizer.step()`.
+loss)` first, as LOMO's trainer does: a backward over the same graph that keeps it, for the
+gradients' norm); no `optimizer.step()`.
 """
 
 import argparse
@@ -111,11 +112,10 @@ def lomo_loop(args, model: LM, gen: torch.Generator) -> None:
     opt = (Lomo if args.opt == "lomo" else AdaLomo)(model, lr=lr, **clip)
     for step in range(args.steps):
         tokens, targets = batch(gen)
-        if args.clip:
-            loss = lm_loss(model, tokens, targets)
-            opt.grad_norm(loss)
         loss = lm_loss(model, tokens, targets)
-        opt.fused_backward(loss, lr)
+        if args.clip:
+            opt.grad_norm(loss)          # a backward that keeps the graph, for the norm
+        opt.fused_backward(loss, lr)     # the update runs in here
         print(f"step {step}  loss {loss.item():.4f}")
 
 
