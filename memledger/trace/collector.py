@@ -1745,6 +1745,21 @@ class Collector(ShardingMixin, TorchDispatchMode):
         return model is not None and model is not module and \
             any(m is module for m in model.modules())
 
+    # Note [The next batch, at a step's end]
+    # A step that ends at the next root forward (`--steps-by forward`, the first step, and
+    # every step whose updates ran inside backward: Note [An optimizer stepped inside
+    # backward], trace/steps.py) ends after the loop made the next batch, and the batch was
+    # marked `input` only after the step's end, at that forward. The last traced step's
+    # end stops the script there, so its next batch never was: `show`'s "resident at the
+    # end" read it `temporary` (tests/clients/train_optimi.py `--opt adamw --bf16
+    # --release`: 548 B temporary, the (4, 17) int64 batch and the loss, where the same
+    # loop stepped after backward reads 544 B input, 4 B temporary). The forward's
+    # arguments are marked before the step ends; only the category moves.
+    def _end_step_at_forward(self, module: torch.nn.Module, args) -> None:
+        if next(module.parameters(), None) is not None or self._opens_forward(module):
+            self._mark_inputs(args)
+        self._end_step()
+
     def _module_pre(self, module: torch.nn.Module, args) -> None:
         if self._phase == "backward" and _graph_task_id() == -1:
             # backward ended and no op has run since (the next micro-batch's forward right
@@ -1765,13 +1780,14 @@ class Collector(ShardingMixin, TorchDispatchMode):
         # where an optimizer's step may have left the phase "other"
         if is_root and self._steps.open and self._steps.ends_at_forward and \
                 self._steps_by == "optimizer" and _graph_task_id() == -1:
-            self._end_step()
+            self._end_step_at_forward(module, args)
         if is_root:
             has_params = next(module.parameters(), None) is not None
             if has_params and self._steps_by == "forward" and \
                     self._forward_starts.begins(module):   # Note [A forward through the
                 if self._forwards:                        # model's methods], trace/steps.py
-                    self._end_step()       # a new root forward: the previous step ended
+                    self._end_step_at_forward(module, args)   # a new root forward: the
+                    # previous step ended
                 self._forwards += 1
             if has_params or self._opens_forward(module):
                 if self._after_eval and _grad_enabled():

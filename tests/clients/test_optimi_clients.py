@@ -76,6 +76,9 @@ def test_gradient_release_is_one_step_per_backward_and_its_state_is_counted():
     assert run.summary.at_peak["parameter"] == 2 * N_PARAMS
     assert run.summary.at_peak["gradient"] == 0
     assert run.summary.resident["gradient"] == 0
+    # the next (4, 17) int64 batch, made before the forward that ends the step (Note [The
+    # next batch, at a step's end], trace/collector.py), and the loss
+    assert (run.summary.resident["input"], run.summary.resident["temporary"]) == (544, 4)
     st = run.ledger.storages
     grads = st[st.category == "gradient"]
     assert (len(grads), int(grads.bytes.sum())) == (2 * N_TENSORS, 2 * 2 * N_PARAMS)

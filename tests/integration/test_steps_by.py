@@ -250,3 +250,28 @@ def test_compare_by_forward_from_the_command_line(tmp_path, capsys):
     assert main(["compare", str(script), "--steps-by", "forward", "--nproc", "2",
                  "-p", "checkpoint:[0-2]"]) == 2
     assert "--steps-by does not apply with --nproc" in capsys.readouterr().err
+
+
+def test_the_next_batch_at_the_last_steps_end_is_input():
+    """Note [The next batch, at a step's end] (trace/collector.py): a step counted by forward
+    passes ends at the next forward, after the loop made the next batch; the last traced
+    step's end stopped the loop before that forward marked it, and "resident at the end"
+    read the (8, 16) fp32 batch, 512 B, `temporary`."""
+    import memledger
+
+    torch.manual_seed(0)
+    model = torch.nn.Linear(16, 4)
+    model(torch.randn(8, 16)).sum().backward()      # warm: lazy imports outside the block
+    model.zero_grad()
+    with memledger.trace(max_steps=2, steps_by="forward") as led:
+        for _ in range(3):
+            x = torch.randn(8, 16)
+            model(x).sum().backward()
+            with torch.no_grad():
+                for p in model.parameters():
+                    p -= 0.1 * p.grad
+                    p.grad = None
+    assert led.steps_traced == 2
+    resident = led.resident_at_end()
+    assert resident["input"] == 8 * 16 * 4
+    assert resident["temporary"] == 0
