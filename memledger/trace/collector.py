@@ -1657,9 +1657,10 @@ class Collector(ShardingMixin, TorchDispatchMode):
             self._save_refs = {k: e for k, e in self._save_refs.items()
                                if e[5] >= 0 or e[4] == self._bw_passes - 1}
         else:  # backward just ended: the gradients now exist
-            if not self._steps_done and self._bw_passes == 2 and not self._looked_for_optimizer \
-                    and self._steps_by == "optimizer":   # Note [An optimizer torch's hooks
-                self._looked_for_optimizer = True        # do not see] (optimizer_like.py)
+            if self._bw_passes == 2 and not self._looked_for_optimizer and (
+                    not self._steps_done if self._steps_by == "optimizer" else
+                    not self._optimizers):   # Note [An optimizer torch's hooks do not see]
+                self._looked_for_optimizer = True   # (optimizer_like.py)
                 self.optimizer_like, unstepped = optimizer_like_alive()
                 if not self.optimizer_like and unstepped:   # Note [An optimizer that
                     self.optimizer_unstepped = unstepped_name(unstepped)   # never steps]
@@ -1754,10 +1755,13 @@ class Collector(ShardingMixin, TorchDispatchMode):
     # end" read it `temporary` (tests/clients/train_optimi.py `--opt adamw --bf16
     # --release`: 548 B temporary, the (4, 17) int64 batch and the loss, where the same
     # loop stepped after backward reads 544 B input, 4 B temporary). The forward's
-    # arguments are marked before the step ends; only the category moves.
+    # arguments are marked before the step ends, and what the optimizers hold (Note [State
+    # made between steps]: LOMO's gradient norms, made after the forward); only the
+    # category moves.
     def _end_step_at_forward(self, module: torch.nn.Module, args) -> None:
         if next(module.parameters(), None) is not None or self._opens_forward(module):
             self._mark_inputs(args)
+            self._mark_held_by_optimizers()   # Note [State made between steps]
         self._end_step()
 
     def _module_pre(self, module: torch.nn.Module, args) -> None:

@@ -31,7 +31,9 @@ hooks saw no step), and the line names the first, whose update is then likely do
 elsewhere (in backward). The ledger pass files what they hold as optimizer state from then
 on, read again at each root forward (Note [State made between steps], trace/collector.py):
 Lomo's gradient norms and clipping coefficient (`--opt lomo --clip 1.0`: 120 B resident at
-the end, `temporary` before).
+the end, `temporary` before). The ledger pass looks under `--steps-by forward` and `whole`
+too (no optimizer step seen by the second backward's end), for the state alone: the line
+is only for a trace that found no step.
 """
 
 from __future__ import annotations

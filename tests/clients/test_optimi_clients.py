@@ -28,7 +28,7 @@ import warnings
 
 import pytest
 
-from tests.clients.harness import HERE, run_client
+from tests.clients.harness import HERE, ledger_pass, run_client
 
 if importlib.util.find_spec("optimi") is None:
     pytest.skip("torch-optimi is not installed", allow_module_level=True)
@@ -134,3 +134,18 @@ def test_lomo_that_never_steps_is_named_and_its_norms_are_optimizer_state(lomo_i
     assert (off.predicted, off.measured) == (210_388, 210_388)
     assert sel.predicted is sel.measured is None
     assert sel.predict_refusal == sel.measure_refusal != ""
+
+
+def test_lomo_counted_by_forward_passes_keeps_its_state_as_optimizer_state(lomo_imported):
+    """`trace --steps-by forward` of the LOMO loop: the optimizer is looked for there too
+    (no optimizer step by the second backward's end), and what it made after the last
+    traced forward is marked before that step ends (Note [The next batch, at a step's
+    end], trace/collector.py): at the end 120 B of optimizer state (`temporary` before),
+    the next batch as input and the loss."""
+    with contextlib.redirect_stdout(io.StringIO()):
+        led = ledger_pass("train_optimi.py", ["--opt", "lomo", "--clip", "1.0"], steps=2,
+                          steps_by="forward")
+    assert led.steps_traced == 2
+    resident = led.resident_at_end()
+    assert (resident["optimizer_state"], resident["input"], resident["temporary"]) == \
+        (4 * N_TENSORS + 4, 544, 4)
