@@ -16,8 +16,23 @@ predicted = measured):
   `selective:blocks.*` 307,228. With `--call-step` 4 B more everywhere (the group's step).
 - `--opt adamw --release --accum 2` (optimizer accumulation): 489,372 B;
   `checkpoint:blocks.*` 399,656; `offload:blocks.*` 343,004; `selective:blocks.*` 464,668.
+- `--opt stableadamw --bf16 --release --accum 2 --call-step`: 312,794 B (314,586 with
+  kernel scratch); `checkpoint:blocks.*` 278,618; `offload:blocks.1` 278,490;
+  `checkpoint:blocks.0+offload:blocks.1` 269,466. Optimizer state 128,050 B.
+- `--opt adamw --bf16 --release --ckpt` (the model checkpoints its own blocks): 248,092 B
+  (278,556 with the bf16 matmuls' kernel scratch, the allocator's); `checkpoint:head`
+  278,556; `checkpoint:blocks.*` and `offload:blocks.*` refused by both sides (the script
+  checkpoints the blocks already).
 - `--opt lomo` (no `optimizer.step()`: the whole script, 3 iterations): 318,760 B;
   `checkpoint:blocks.*` 237,224; `offload:blocks.*` 176,488; `selective:blocks.*` 294,568.
+- `--opt lomo --clip 1.0` (`grad_norm` then `fused_backward` over one graph): 364,436 B;
+  `checkpoint:blocks.*` 271,100; `offload:blocks.*` 210,388; `selective:blocks.*` refused
+  by both (a second backward through the blocks). The same under `--steps-by forward`.
+- Every optimi optimizer's state equals the sum of its state tensors (Lion, StableAdamW,
+  Adan, SGD with momentum, RAdam, Ranger; bf16 or fp32, foreach or gradient release), and
+  `trace --fake` equals the real ledger on gradient release, foreach and LOMO. `doctor`
+  finds nothing on gradient release (with accumulation, `--call-step`, `--ckpt`).
+  AdaLomo allocates its state with `.cuda()`: not run (no GPU).
 """
 
 import contextlib
@@ -86,6 +101,23 @@ def test_gradient_release_is_one_step_per_backward_and_its_state_is_counted():
     got = {t: (p.predicted, p.measured) for t, p in run.policies.items()}
     assert got == {"checkpoint:blocks.*": (278_560, 278_560),
                    "offload:blocks.*": (236_448, 236_448)}
+
+
+def test_optimizer_accumulation_under_gradient_release():
+    """optimi's optimizer accumulation: `opt.optimizer_accumulation = True` on the first of
+    two micro-batches (the gradients go into StableAdamW's moments, the bf16 parameters do
+    not move), False on the second (the update); each micro-batch's backward is a step.
+    Optimizer state by hand: exp_avg, exp_avg_sq and the Kahan compensation (3 x 42,624),
+    a bf16 `eps_sq` (29 x 2) and an int32 step (29 x 4) per parameter, the group's step
+    (4): 128,050 B. A mix of policies is exact."""
+    run = _run(["--opt", "stableadamw", "--bf16", "--release", "--accum", "2",
+                "--call-step"], ["checkpoint:blocks.0+offload:blocks.1"])
+    assert run.summary.steps_traced == 2
+    assert run.ledger.peak_with_scratch() == run.allocator_peak == 314_586
+    assert run.summary.at_peak["optimizer_state"] == \
+        3 * 2 * N_PARAMS + 2 * N_TENSORS + 4 * N_TENSORS + 4 == 128_050
+    mix = run.policies["checkpoint:blocks.0+offload:blocks.1"]
+    assert (mix.predicted, mix.measured) == (269_466, 269_466)
 
 
 @pytest.fixture(scope="module")

@@ -19,6 +19,8 @@ optimi (`--opt adamw|adam|lion|stableadamw|adan|sgd|ranger|radam`):
   every parameter that calls `opt.step(param=p)` and `opt.zero_grad(param=p)` inside backward.
   The loop is `loss.backward()` alone; `--call-step` also calls `opt.step()` and
   `opt.zero_grad()` after it, as a training framework would (optimi: "harmless no-ops").
+  `--ckpt`: the model checkpoints its own blocks (`torch.utils.checkpoint`, non-reentrant),
+  as a fine-tune with gradient checkpointing on does.
 - `--accum N` (with `--release`): optimizer accumulation: `opt.optimizer_accumulation =
   (i + 1) % N != 0` before each micro-batch's backward: the gradients accumulate into the
   optimizer's state, the parameters are updated on the N-th micro-batch.
@@ -35,13 +37,15 @@ import argparse
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from torch.utils.checkpoint import checkpoint
 
 VOCAB, DIM, HEADS, FF, SEQ, BATCH = 64, 32, 2, 64, 16, 4
 
 
 class LM(nn.Module):
-    def __init__(self, depth: int) -> None:
+    def __init__(self, depth: int, ckpt: bool = False) -> None:
         super().__init__()
+        self.ckpt = ckpt
         self.embed = nn.Embedding(VOCAB, DIM)
         self.blocks = nn.ModuleList(
             nn.TransformerEncoderLayer(DIM, HEADS, FF, dropout=0.0, batch_first=True)
@@ -53,7 +57,10 @@ class LM(nn.Module):
         h = self.embed(tokens)
         mask = nn.Transformer.generate_square_subsequent_mask(tokens.shape[1], dtype=h.dtype)
         for block in self.blocks:
-            h = block(h, src_mask=mask, is_causal=True)
+            if self.ckpt and self.training:
+                h = checkpoint(block, h, mask, None, True, use_reentrant=False)
+            else:
+                h = block(h, src_mask=mask, is_causal=True)
         return self.head(self.norm(h))
 
 
@@ -133,11 +140,13 @@ def main() -> None:
     p.add_argument("--call-step", action="store_true",
                    help="with --release: call opt.step() and opt.zero_grad() after backward")
     p.add_argument("--accum", type=int, default=1, help="micro-batches per step")
+    p.add_argument("--ckpt", action="store_true",
+                   help="checkpoint each block in the model's forward (torch.utils.checkpoint)")
     p.add_argument("--clip", type=float, default=0.0, help="LOMO: clip_grad_norm")
     args = p.parse_args()
     torch.manual_seed(0)
     gen = torch.Generator().manual_seed(0)
-    model = LM(args.depth)
+    model = LM(args.depth, args.ckpt)
     if args.bf16:
         model = model.to(torch.bfloat16)
     model.train()
