@@ -451,14 +451,26 @@ class Ledger:
             return {p: int(s[p]) for p in PHASES if p in s.index}
         return {int(k): int(v) for k, v in s.items()}
 
+    # Note [A backward pass resumed after an update]
+    # An optimizer stepped inside backward (optimi's gradient release) has its own phase
+    # rows inside the pass: backward, optimizer, backward, optimizer, ... (Note [An update
+    # inside backward is the optimizer's], trace/collector.py). The event "just before the
+    # last step's backward" was read before the last backward row, the pass resumed after
+    # the last parameter's update, when autograd had let go of nearly every save: `show`
+    # read 0 B "saved for backward" on tests/clients/train_optimi.py `--opt adamw --bf16
+    # --release`, where 109,324 B are (the same loop stepped after backward). A backward
+    # row right after an optimizer row that itself follows a backward row resumes a pass;
+    # a pass begun after a step has the row backward's end writes between (`other`, or the
+    # forward or loss it returns to).
     def saved_before_backward(self) -> tuple[int, pd.DataFrame]:
         """(event, activations live there): the event just before the last step's backward,
         when everything saved for backward is held at once."""
-        ph = self.phases
-        back = ph[ph["phase"] == "backward"]
-        if not len(back):
+        names = self.phases["phase"].tolist()
+        begins = [i for i, n in enumerate(names) if n == "backward" and not (
+            i >= 2 and names[i - 1] == "optimizer" and names[i - 2] == "backward")]
+        if not begins:
             return -1, self.storages.iloc[0:0]
-        ev = int(back["ev"].iloc[-1]) - 1
+        ev = int(self.phases["ev"].iloc[begins[-1]]) - 1
         live = self.live_at(ev)
         return ev, live[live["category"] == "activation"]
 

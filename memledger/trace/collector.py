@@ -773,6 +773,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
         # the phase and the module calls open when the running backward began (Note [A
         # backward called inside a forward])
         self._bw_from: tuple[str, int] = ("other", 0)
+        self._bw_steps = 0   # optimizer steps running inside a backward pass: Note [An
+                             # update inside backward is the optimizer's]
         # Note [Saved again by a graph-building backward]: sids the running node's ops saved
         # again, and the weak references to those saves
         self._saved_again: set[int] = set()
@@ -1054,7 +1056,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
             self._check_let_go(ev)
         self._setting = func is _SET_STORAGE or func is _SET_STORAGE0
         self._lifting = func is _LIFT_FRESH or self._setting
-        if (_graph_task_id() != -1) != (self._phase == "backward"):
+        if (_graph_task_id() != -1) != (self._phase == "backward") and not self._bw_steps:
             self._switch_backward(ev)
         if self._ckpt_calls and self._phase == "backward":
             self._watch_recompute(ev)
@@ -2411,7 +2413,22 @@ class Collector(ShardingMixin, TorchDispatchMode):
             name = self._param_names.get(id(p), "")
             self._role(t, "gradient", f"{name}.{attr}" if name else "")
 
+    # Note [An update inside backward is the optimizer's]
+    # An optimizer stepped inside backward (optimi's gradient release, torchtune's optimizer
+    # in backward: Note [An optimizer stepped inside backward], trace/steps.py) set the
+    # phase "optimizer", and its first op, inside the autograd engine's graph task, switched
+    # it back to "backward" as a new backward pass: the update's ops read as backward's (the
+    # peak of tests/clients/train_optimi.py `--opt adamw --release --batch 1 --seq 4
+    # --depth 3`, AdamW's `sqrt`, read "backward · sqrt in blocks.2.self_attn", and
+    # `by_phase_peak` had no "optimizer"), every parameter's update began a backward pass
+    # again (its `fwdlast` records written anew, 29 passes a backward), and `show`'s
+    # activations "live just before backward", read before the last of those, were 0 B
+    # (`--opt adamw --bf16 --release`: 109,324 B saved, as the same loop stepped after
+    # backward reads). A step begun inside a backward pass keeps the phase "optimizer"
+    # until it returns, then backward goes on, the same pass.
     def _opt_pre(self, opt: torch.optim.Optimizer, args, kwargs) -> None:
+        if self._bw_steps or (self._phase == "backward" and _graph_task_id() != -1):
+            self._bw_steps += 1
         if not self._nested_step() and self._steps.pre(opt) and \
                 self._steps_by == "optimizer":   # a step left open by an optimizer that
             self._end_step()                     # never steps
@@ -2500,10 +2517,13 @@ class Collector(ShardingMixin, TorchDispatchMode):
     def _opt_post(self, opt: torch.optim.Optimizer, args, kwargs) -> None:
         self._mark_parameters(opt)
         self._mark_optimizer_state(opt)
+        in_backward = self._bw_steps == 1   # Note [An update inside backward is the
+        self._bw_steps = max(self._bw_steps - 1, 0)   # optimizer's]
         if self._nested_step():  # ZeRO's inner optimizer: the outer step counts
             return
         if not self._steps.post(opt) or self._steps_by != "optimizer":  # another optimizer
-            self._set_phase("other")   # still has to step, or steps are counted otherwise
+            # still has to step, or steps are counted otherwise
+            self._set_phase("backward" if in_backward else "other")
             return
         self._end_step()
 

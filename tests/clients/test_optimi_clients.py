@@ -94,6 +94,11 @@ def test_gradient_release_is_one_step_per_backward_and_its_state_is_counted():
     # the next (4, 17) int64 batch, made before the forward that ends the step (Note [The
     # next batch, at a step's end], trace/collector.py), and the loss
     assert (run.summary.resident["input"], run.summary.resident["temporary"]) == (544, 4)
+    # the updates' ops are the optimizer's, and the saves are read before backward begins
+    # (Note [An update inside backward is the optimizer's], trace/collector.py): 0 B and
+    # no "optimizer" phase before
+    assert run.summary.activations.saved_bytes == 109_316
+    assert run.summary.by_phase_peak["optimizer"] == 271_776
     st = run.ledger.storages
     grads = st[st.category == "gradient"]
     assert (len(grads), int(grads.bytes.sum())) == (2 * N_TENSORS, 2 * 2 * N_PARAMS)

@@ -39,7 +39,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
 
-VOCAB, DIM, HEADS, FF, SEQ, BATCH = 64, 32, 2, 64, 16, 4
+VOCAB, DIM, HEADS, FF = 64, 32, 2, 64
+BATCH, SEQ_LEN = 4, 16
 
 
 class LM(nn.Module):
@@ -65,7 +66,7 @@ class LM(nn.Module):
 
 
 def batch(gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-    seq = torch.randint(0, VOCAB, (BATCH, SEQ + 1), generator=gen)
+    seq = torch.randint(0, VOCAB, (BATCH, SEQ_LEN + 1), generator=gen)
     return seq[:, :-1], seq[:, 1:]
 
 
@@ -139,11 +140,15 @@ def main() -> None:
     p.add_argument("--release", action="store_true", help="gradient release")
     p.add_argument("--call-step", action="store_true",
                    help="with --release: call opt.step() and opt.zero_grad() after backward")
+    p.add_argument("--batch", type=int, default=4)
+    p.add_argument("--seq", type=int, default=16)
     p.add_argument("--accum", type=int, default=1, help="micro-batches per step")
     p.add_argument("--ckpt", action="store_true",
                    help="checkpoint each block in the model's forward (torch.utils.checkpoint)")
     p.add_argument("--clip", type=float, default=0.0, help="LOMO: clip_grad_norm")
     args = p.parse_args()
+    global BATCH, SEQ_LEN
+    BATCH, SEQ_LEN = args.batch, args.seq
     torch.manual_seed(0)
     gen = torch.Generator().manual_seed(0)
     model = LM(args.depth, args.ckpt)

@@ -350,3 +350,55 @@ def test_one_optimizer_stepped_per_parameter_inside_backward_ends_one_step(frame
     finally:
         steps.remove()
     assert ends == [-1, -1, -1]
+
+
+def test_an_update_inside_backward_is_the_optimizers_phase_and_saves_read_before_it():
+    """Note [An update inside backward is the optimizer's] (trace/collector.py) and Note [A
+    backward pass resumed after an update] (ledger/model.py): each `opt.step(param=p)`
+    inside backward switched back to "backward" at its first op, as a new backward pass,
+    so the update's ops read as backward's (no "optimizer" in the phase peaks) and the
+    activations "saved for backward" were read after the last update: 0 B. Now the same
+    (8, 64) fp32 ReLU output, 2,048 B, as when the step runs after backward, and the
+    update's `mul` (the (16, 64) step, 4,096 B) is made in the optimizer phase."""
+    import memledger
+
+    def build(release: bool):
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(),
+                                    torch.nn.Linear(64, 16))
+
+        class PerParam(torch.optim.SGD):
+            def step(self, closure=None, param=None):
+                with torch.no_grad():
+                    for p in [param] if param is not None else \
+                            [p for p in model.parameters() if p.grad is not None]:
+                        p.sub_(p.grad * 0.1)
+
+        opt = PerParam(model.parameters(), lr=0.1)
+        if release:
+            def hook(p):
+                opt.step(param=p)
+                p.grad = None
+            for p in model.parameters():
+                p.register_post_accumulate_grad_hook(hook)
+        return model, opt
+
+    def loop(model, opt, release):
+        for _ in range(2):
+            model(torch.randn(8, 64)).sum().backward()
+            if not release:
+                opt.step()
+                opt.zero_grad()
+
+    got = {}
+    for release in (False, True):
+        loop(*build(release), release)   # warm: lazy imports outside the block
+        model, opt = build(release)
+        with memledger.trace() as led:
+            loop(model, opt, release)
+        assert led.steps_traced == 2
+        ev, saved = led.saved_before_backward()
+        st = led.storages
+        got[release] = (int(saved["bytes"].sum()),
+                        set(st[(st.op == "mul.Tensor") & (st.bytes == 64 * 64 * 4)].phase))
+    assert got == {False: (8 * 64 * 4, {"optimizer"}), True: (8 * 64 * 4, {"optimizer"})}
