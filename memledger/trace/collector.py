@@ -1056,7 +1056,10 @@ class Collector(ShardingMixin, TorchDispatchMode):
             self._check_let_go(ev)
         self._setting = func is _SET_STORAGE or func is _SET_STORAGE0
         self._lifting = func is _LIFT_FRESH or self._setting
-        if (_graph_task_id() != -1) != (self._phase == "backward") and not self._bw_steps:
+        in_task = _graph_task_id() != -1
+        if self._bw_steps and not in_task:   # a step that raised inside backward never
+            self._bw_steps = 0               # returned (Note [An update inside backward...])
+        if in_task != (self._phase == "backward") and not self._bw_steps:
             self._switch_backward(ev)
         if self._ckpt_calls and self._phase == "backward":
             self._watch_recompute(ev)
