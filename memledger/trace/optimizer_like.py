@@ -97,7 +97,7 @@ def no_step_hint(optimizer_like: str, doctor: bool = False, unstepped: str = "")
                 "on them, steps no other way)")
         if doctor:
             return what + ", and the doctor's checks are per optimizer step (`memledger " \
-                "trace --steps-by forward` traces such a loop)"
+                "trace` and `compare` take such a loop with --steps-by forward)"
         return what + ": count steps by forward passes (--steps-by forward) or trace the " \
             "whole script (--steps-by whole)"
     if not optimizer_like:

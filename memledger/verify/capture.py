@@ -432,6 +432,16 @@ class Capture:
             return args, {**kwargs, "closure": read_after}
         return (args[0], read_after, *args[2:]), kwargs
 
+    # Note [One optimizer read once per parameter]
+    # optimi's gradient release steps ONE optimizer per parameter inside backward
+    # (`opt.step(param=p)`, then `opt.zero_grad(param=p)`): each pre-hook sees the one
+    # gradient that step uses, the earlier ones already freed, the later ones not made.
+    # Each read wrote every parameter of the optimizer, so the last update's read set the
+    # 28 gradients read before it back to None: `compare` on tests/clients/train_optimi.py
+    # `--opt adamw --bf16 --release` said "gradients bitwise" over 1 gradient of 29 a step,
+    # and a policy that changed any other would have passed that gate. A read within one
+    # training step never turns a gradient already read into None; a gradient present is
+    # read again (a closure's re-read, a second optimizer over the same parameter).
     def _read_grads(self, opt, step: dict) -> None:
         """The step's inputs so far and the gradients `opt` is about to use."""
         self._unread.pop(id(opt), None)
@@ -439,8 +449,12 @@ class Capture:
         self._inputs = []
         self._leave_mode()
         for name, p in self._named_params(opt):
-            step["grads"][name] = None if p.grad is None else _cpu(p.grad)
-            if p.grad is not None and not bool(torch.isfinite(step["grads"][name]).all()):
+            if p.grad is None:
+                step["grads"].setdefault(name, None)
+                continue
+            step["grads"][name] = _cpu(p.grad)
+            if not bool(torch.isfinite(step["grads"][name]).all()) and \
+                    name not in step["nonfinite"]:
                 step["nonfinite"].append(name)
 
     def _post_step(self, opt, args, kwargs) -> None:

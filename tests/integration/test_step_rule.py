@@ -402,3 +402,29 @@ def test_an_update_inside_backward_is_the_optimizers_phase_and_saves_read_before
         got[release] = (int(saved["bytes"].sum()),
                         set(st[(st.op == "mul.Tensor") & (st.bytes == 64 * 64 * 4)].phase))
     assert got == {False: (8 * 64 * 4, {"optimizer"}), True: (8 * 64 * 4, {"optimizer"})}
+
+
+def test_compare_capture_reads_every_gradient_of_one_optimizer_stepped_per_parameter(
+        tmp_path):
+    """Note [One optimizer read once per parameter] (verify/capture.py): optimi's gradient
+    release, one optimizer stepped per parameter inside backward. Each pre-hook read all 4
+    of its parameters' gradients and the last one's read left 3 of them None: the gradients
+    gate compared 1 gradient a step. Now 2 steps, each with all 4 gradients, equal to
+    those a plain backward of the same batch computes."""
+    script = tmp_path / "train_release.py"
+    script.write_text(textwrap.dedent(ONE_OPTIMIZER_IN_BACKWARD_MODEL + """
+for it in range(3):
+    model(torch.randn(4, 8)).pow(2).mean().backward()
+"""))
+    res = capture_in_process(script, [], Variant(label="baseline", policy="none"), steps=2)
+    steps = res.data["steps"]
+    assert len(steps) == 2
+    assert [sum(g is not None for g in s["grads"].values()) for s in steps] == [4, 4]
+    names: dict = {}
+    exec(textwrap.dedent(ONE_OPTIMIZER_IN_BACKWARD_MODEL.replace(
+        "p.register_post_accumulate_grad_hook(release)", "pass")), names)
+    model = names["model"]
+    model(torch.randn(4, 8)).pow(2).mean().backward()
+    assert sorted(steps[0]["grads"]) == sorted(n for n, _ in model.named_parameters())
+    for name, p in model.named_parameters():
+        assert torch.equal(steps[0]["grads"][name], p.grad), name
