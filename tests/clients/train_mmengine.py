@@ -124,8 +124,9 @@ def loop(args, loader: DataLoader) -> None:
             loss, log_vars = model.parse_losses(losses)
             optim_wrapper.update_params(loss)
             scheduler.step()
-            print(f"epoch {epoch} iter {i}  loss {log_vars['loss']:.4f}  "
-                  f"lr {optim_wrapper.get_lr()['lr'][0]:.2e}")
+            if not args.quiet:   # formats tensors: a --fake run has no values
+                print(f"epoch {epoch} iter {i}  loss {log_vars['loss']:.4f}  "
+                      f"lr {optim_wrapper.get_lr()['lr'][0]:.2e}")
 
 
 def runner(args, loader: DataLoader) -> None:
@@ -153,6 +154,7 @@ def main() -> None:
     p.add_argument("--clip", action="store_true", help="clip_grad=dict(max_norm=1.0)")
     p.add_argument("--amp", action="store_true", help="bf16 autocast (see the docstring)")
     p.add_argument("--epochs", type=int, default=1)
+    p.add_argument("--quiet", action="store_true", help="no loss lines (for --fake)")
     p.add_argument("--samples", type=int, default=8)
     p.add_argument("--batch", type=int, default=2)
     p.add_argument("--seq", type=int, default=24)
