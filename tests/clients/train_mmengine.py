@@ -21,7 +21,8 @@ Modes (`--mode`):
   CUDA, NPU or MLU device: on CPU, users autocast with `mmengine.runner.amp.autocast`).
 - `runner`: `mmengine.runner.Runner` with `train_cfg=dict(by_epoch=True, max_epochs=1)`, the
   same configs, its `work_dir` in a temporary folder, no checkpoint or logger hook and no
-  visualizer backend (nothing written but the Runner's own log file there); `--amp` on a
+  visualizer backend (nothing written but the Runner's own log file there); `--ema`: an
+  `EMAHook` (an averaged copy of the model, updated after every iteration); `--amp` on a
   CUDA device: `AmpOptimWrapper` with `dtype='bfloat16'`.
 """
 
@@ -97,8 +98,12 @@ class Sequences(Dataset):
 def configs(args):
     model = dict(type="TinyAttnNet", in_dim=8, width=args.width, depth=args.depth, heads=2,
                  classes=4)
-    optim = dict(type="OptimWrapper", optimizer=dict(type="AdamW", lr=1e-3),
+    optim = dict(type="OptimWrapper",
+                 optimizer=dict(type="AdamW", lr=1e-3, weight_decay=0.05),
                  accumulative_counts=args.accum)
+    if args.paramwise:   # a param group per parameter: no decay on norms and biases
+        optim["paramwise_cfg"] = dict(norm_decay_mult=0.0, bias_decay_mult=0.0,
+                                      custom_keys={"head": dict(lr_mult=0.1)})
     if args.clip:
         optim["clip_grad"] = dict(max_norm=1.0)
     sched = [dict(type="LinearLR", start_factor=0.5, by_epoch=False, begin=0, end=4)]
@@ -143,7 +148,8 @@ def runner(args, loader: DataLoader) -> None:
             default_hooks=dict(checkpoint=None, logger=None),
             visualizer=dict(type="Visualizer", vis_backends=[]),
             env_cfg=dict(cudnn_benchmark=False, dist_cfg=dict(backend="gloo")),
-            randomness=dict(seed=0), log_level="WARNING")
+            randomness=dict(seed=0), log_level="WARNING",
+            custom_hooks=[dict(type="EMAHook", momentum=0.01)] if args.ema else None)
         r.train()
 
 
@@ -154,6 +160,9 @@ def main() -> None:
     p.add_argument("--clip", action="store_true", help="clip_grad=dict(max_norm=1.0)")
     p.add_argument("--amp", action="store_true", help="bf16 autocast (see the docstring)")
     p.add_argument("--epochs", type=int, default=1)
+    p.add_argument("--paramwise", action="store_true", help="paramwise_cfg: no decay on "
+                   "norms and biases, the head at 0.1 x lr")
+    p.add_argument("--ema", action="store_true", help="runner: custom_hooks EMAHook")
     p.add_argument("--quiet", action="store_true", help="no loss lines (for --fake)")
     p.add_argument("--samples", type=int, default=8)
     p.add_argument("--batch", type=int, default=2)
