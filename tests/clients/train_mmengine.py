@@ -21,7 +21,8 @@ Modes (`--mode`):
   CUDA, NPU or MLU device: on CPU, users autocast with `mmengine.runner.amp.autocast`).
 - `runner`: `mmengine.runner.Runner` with `train_cfg=dict(by_epoch=True, max_epochs=1)`, the
   same configs, its `work_dir` in a temporary folder, no checkpoint or logger hook and no
-  visualizer backend (nothing written but the Runner's own log file there); `--ema`: an
+  visualizer backend (nothing written but the Runner's own log file there); `--val`: a
+  `ValLoop` after each epoch with a small `BaseMetric` (accuracy); `--ema`: an
   `EMAHook` (an averaged copy of the model, updated after every iteration); `--amp` on a
   CUDA device: `AmpOptimWrapper` with `dtype='bfloat16'`.
 """
@@ -135,7 +136,21 @@ def loop(args, loader: DataLoader) -> None:
 
 
 def runner(args, loader: DataLoader) -> None:
+    from mmengine.evaluator import BaseMetric
+    from mmengine.registry import METRICS
     from mmengine.runner import Runner
+
+    @METRICS.register_module(force=True)
+    class Accuracy(BaseMetric):
+        def process(self, data_batch, data_samples) -> None:
+            preds = torch.stack(list(data_samples))   # the Evaluator hands a list
+            self.results.append(((preds == data_batch["labels"]).sum().item(), len(preds)))
+
+        def compute_metrics(self, results) -> dict:
+            return dict(accuracy=sum(r[0] for r in results) / sum(r[1] for r in results))
+
+    val = dict(val_dataloader=loader, val_cfg=dict(), val_evaluator=dict(type="Accuracy")) \
+        if args.val else {}
 
     model_cfg, optim_cfg, sched_cfg = configs(args)
     if args.amp:
@@ -144,7 +159,7 @@ def runner(args, loader: DataLoader) -> None:
         r = Runner(
             model=model_cfg, work_dir=work_dir, train_dataloader=loader,
             optim_wrapper=optim_cfg, param_scheduler=sched_cfg,
-            train_cfg=dict(by_epoch=True, max_epochs=args.epochs),
+            train_cfg=dict(by_epoch=True, max_epochs=args.epochs, val_interval=1), **val,
             default_hooks=dict(checkpoint=None, logger=None),
             visualizer=dict(type="Visualizer", vis_backends=[]),
             env_cfg=dict(cudnn_benchmark=False, dist_cfg=dict(backend="gloo")),
@@ -162,6 +177,7 @@ def main() -> None:
     p.add_argument("--epochs", type=int, default=1)
     p.add_argument("--paramwise", action="store_true", help="paramwise_cfg: no decay on "
                    "norms and biases, the head at 0.1 x lr")
+    p.add_argument("--val", action="store_true", help="runner: validate after each epoch")
     p.add_argument("--ema", action="store_true", help="runner: custom_hooks EMAHook")
     p.add_argument("--quiet", action="store_true", help="no loss lines (for --fake)")
     p.add_argument("--samples", type=int, default=8)
