@@ -14,7 +14,7 @@ second micro-batch's forward: 70,032 B of accumulated gradients beside its activ
 `checkpoint:blocks.0+offload:blocks.1` 320,724 B both sides. The doctor finds nothing on
 the Runner with a remainder micro-batch (3 iterations, `accumulative_counts=2`: the last
 loss divided by 1) nor on the hand loop. Runner start-up after the imports: ~0.5 s of CPU
-per pass; the file costs ~4 s of CPU. Skipped without mmengine.
+per pass; the file costs ~2 s of CPU beyond its collection. Skipped without mmengine.
 """
 
 from __future__ import annotations
