@@ -17,7 +17,7 @@ from pathlib import Path
 
 from memledger.ledger.schema import CATEGORIES
 from memledger.outputs import write_atomic
-from memledger.report.compare_table import STEPS_BY_WORDS
+from memledger.report.compare_table import steps_compared
 from memledger.report.palette import category_hex
 from memledger.units import format_bytes, format_error
 from memledger.verify.verdict import CompareReport
@@ -194,7 +194,7 @@ def render_compare_html(rep: CompareReport) -> str:
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>memledger compare: "
              f"{_e(rep.script)}</title><style>{CSS}</style></head><body>",
              f"<h1>memledger compare: {_e(rep.script)}</h1>",
-             f"<p>{rep.steps} {STEPS_BY_WORDS[rep.steps_by]} compared on {_e(rep.device)}; "
+             f"<p>{steps_compared(rep.steps, rep.steps_by)} compared on {_e(rep.device)}; "
              f"gradients and state "
              f"{_e(rep.tolerance)}; baseline reproducible: {'yes' if rep.reproducible else 'no'}"
              f"{'; noise floor ' + format(rep.noise_floor, '.2g') if rep.noise_floor else ''}"

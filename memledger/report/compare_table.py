@@ -18,15 +18,22 @@ from rich.table import Table
 from rich.text import Text
 
 from memledger.measure.interval import MIN_STEPS
-from memledger.units import format_bytes, format_error
+from memledger.units import count, format_bytes, format_error
 
 if TYPE_CHECKING:   # annotations only: `memledger --help` imports no pydantic
     from memledger.verify.verdict import CompareReport, PolicyComparison
 
 VERDICT_STYLE = {"ADOPT": "bold green", "OK": "green", "REJECT": "bold red"}
-# what a compared step is, by `--steps-by` (trace/steps.py)
-STEPS_BY_WORDS = {"optimizer": "steps", "forward": "steps (by forward)",
-                  "whole": "runs of the whole script"}
+# what a compared step is, by `--steps-by` (trace/steps.py): (one, several)
+STEPS_BY_WORDS = {"optimizer": ("step", "steps"), "forward": ("step (by forward)",
+                                                              "steps (by forward)"),
+                  "whole": ("run of the whole script", "runs of the whole script")}
+
+
+def steps_compared(n: int, steps_by: str) -> str:
+    """'1 step', '3 steps (by forward)': the compared steps, counted (`compare --steps 1`
+    read "1 steps compared")."""
+    return count(n, *STEPS_BY_WORDS[steps_by])
 
 
 def _mark(ok: bool, evaluated: bool = True) -> Text:
@@ -36,7 +43,7 @@ def _mark(ok: bool, evaluated: bool = True) -> Text:
 
 
 def compare_table(rep: CompareReport) -> Table:
-    t = Table(title=f"{rep.script}: {rep.steps} {STEPS_BY_WORDS[rep.steps_by]} compared, "
+    t = Table(title=f"{rep.script}: {steps_compared(rep.steps, rep.steps_by)} compared, "
               f"gradients {rep.tolerance}",
               title_justify="left", header_style="bold", box=box.SIMPLE_HEAD, pad_edge=False,
               collapse_padding=True)

@@ -1648,6 +1648,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
             self._set_phase("backward", ev)
             self._makers.clear()   # only forward's writes count (Note [Written in place...])
             self._backward_sid = self._next_sid   # Note [A sparse gradient kept as made]
+            self._bw_module = ""   # Note [A backward pass's first nodes]
             # For replay: the last forward use of everything autograd holds (see
             # memledger/replay/engine.py, Note [Replay of a checkpointed region]).
             for sid in list(self._saved_mod):
@@ -2874,6 +2875,16 @@ class Collector(ShardingMixin, TorchDispatchMode):
     # block on them; what the re-run saves, its nodes unpack unseen), and its whole
     # backward, the step's peak with it, read "in up_blocks.1.attentions.1". The alias
     # autograd keeps carries its save's module.
+    # Note [A backward pass's first nodes]
+    # The nodes a backward pass runs first are often the loss's own and unpack nothing a
+    # module saved (`mean`, a division by a Python number: mmengine's `OptimWrapper`
+    # backward-s `loss / accumulative_counts`), so they are named by `_bw_module` as it is.
+    # It was left as the last pass's last unpack made it: every backward after the first
+    # (the second micro-batch, the next step) named those ops by the module nearest the
+    # input, `embed`, while the first pass named them "" (the script). Two micro-batches of
+    # `m(x, e).mean() / 2` through `a` then `b`: the second pass's 4 B quotient and 1,024 B
+    # mean gradient read "in a". Each pass now starts from "" (tests/integration/
+    # test_backward_module_names.py).
     # Note [Saved and then changed]
     # Autograd checks, as backward unpacks a saved tensor, that nothing changed it in place
     # since it was saved (its version counter), and raises "one of the variables needed for

@@ -58,7 +58,7 @@ def run_compare(script: str | Path, argv: list[str], policies: list[Policy], ste
     say = progress or (lambda msg: None)
     script = check_script(script)
     if doctor and steps_by == "optimizer":
-        say(f"doctor: checking the baseline's training mechanics, {steps} steps")
+        say(f"doctor: checking the baseline's training mechanics, {count(steps, 'step')}")
         doctor_gate(script, argv, steps)
     say(f"gates: capturing the baseline twice and {count(len(policies), 'policy', 'policies')}, "
         f"{count(steps, 'step')} each")

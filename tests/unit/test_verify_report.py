@@ -121,6 +121,19 @@ def test_table_lines():
                         "differs at step 0: max abs 0.026, rel 1.72 (bitwise)")
 
 
+def test_one_compared_step_is_counted_in_the_singular():
+    """`compare --steps 1` titled its table "1 steps compared" (and the HTML page too)."""
+    rep = _report()
+    rep.steps = 1
+    con = Console(file=StringIO(), width=100, color_system=None)
+    con.print(compare_table(rep))
+    assert con.file.getvalue().splitlines()[0].rstrip() == \
+        "train.py: 1 step compared, gradients bitwise"
+    assert "<p>1 step compared on " in render_compare_html(rep)
+    rep.steps_by = "whole"
+    assert "<p>1 run of the whole script compared on " in render_compare_html(rep)
+
+
 def test_html_is_self_contained_with_table_bars_and_scatter():
     page = render_compare_html(_report())
     assert page.startswith("<!doctype html>") and page.endswith("</html>")
