@@ -1,0 +1,78 @@
+"""fairscale 0.4.13 (tests/clients/train_fairscale.py): `OSS` (ZeRO-1) around AdamW,
+`ShardedDataParallel` (ZeRO-2) and `checkpoint_wrapper` on the blocks, one gloo rank.
+
+Measured once (`tests/clients/harness.py run_client`, the helper hunt41e, 2026-12-06,
+`--steps 2`): OSS + ShardedDataParallel reads the ledger equal to the allocator, 325,732 B;
+`checkpoint:module.blocks.*` 282,148 B, `offload:module.blocks.*` 260,196 B and
+`selective:module.blocks.*` 311,140 B predicted and measured (ShardedDataParallel wraps the
+model as `module`, as torch's DDP does). With `--ckpt wrap` (fairscale's own reentrant
+checkpoint on each block): 300,452 B; memledger's checkpoint of those blocks again
+305,508 B, selective 326,308 B, offload of a Linear inside them 300,452 B, each predicted
+as measured (fairscale's Function is not torch.utils.checkpoint, so memledger's
+nested-checkpoint refusal does not see it; it predicts the nesting exactly instead).
+`--ckpt offload` (offload_to_cpu=True, no move on a CPU run) reads the same bytes as `wrap`.
+`--wrap oss` (OSS alone, gradients all-reduced by hand) the same as OSS + ShardedDataParallel.
+On 2 ranks (`memledger trace --nproc 2`, by hand): 325,696 B and 325,708 B, each equal to
+its allocator; see docs/accuracy.md.
+
+fairscale's `FullyShardedDataParallel` is CUDA-only: on a CPU run its first forward raises
+KeyError 'all_gather' (its CUDA streams are never made); it is left out.
+"""
+
+import contextlib
+import importlib.util
+import io
+
+import pytest
+
+from tests.clients.harness import run_client
+
+if importlib.util.find_spec("fairscale") is None:
+    pytest.skip("fairscale is not installed", allow_module_level=True)
+pytestmark = pytest.mark.clients
+
+# 12,672 fp32 weights: embedding 64 x 32, two blocks of LayerNorm(32) + Linear(32, 64) +
+# Linear(64, 32), head Linear(32, 64)
+PARAMS = 4 * (64 * 32 + 2 * (2 * 32 + 32 * 64 + 64 + 64 * 32 + 32) + 32 * 64 + 64)
+
+
+def _run(argv, policies):
+    with contextlib.redirect_stdout(io.StringIO()):
+        return run_client("train_fairscale.py", argv, policies, steps=2)
+
+
+def test_oss_and_sharded_ddp_on_one_rank_are_predicted_as_measured():
+    """OSS flattens each rank's parameters into one `ParamBucket` (the parameters become
+    views of it): the parameter bytes at the peak are that one storage, 50,688 B; the
+    rank's AdamW shard (all of it on one rank) is exp_avg + exp_avg_sq + a 4 B `step` per
+    parameter, 2 * 50,688 + 15 * 4 = 101,436 B."""
+    pols = ["checkpoint:module.blocks.*", "offload:module.blocks.*",
+            "selective:module.blocks.*"]
+    run = _run(["--wrap", "sdp"], pols)
+    assert run.ledger_peak == run.allocator_peak == 325_732
+    assert PARAMS == 50_688
+    assert run.summary.at_peak["parameter"] == PARAMS
+    assert run.summary.at_peak["optimizer_state"] == 2 * PARAMS + 15 * 4
+    got = {p: (r.predicted, r.measured) for p, r in run.policies.items()}
+    assert got == {"checkpoint:module.blocks.*": (282_148, 282_148),
+                   "offload:module.blocks.*": (260_196, 260_196),
+                   "selective:module.blocks.*": (311_140, 311_140)}
+
+
+def test_policies_over_fairscale_checkpointed_blocks_are_predicted_as_measured():
+    """fairscale's `checkpoint_wrapper` keeps each block's CPU RNG state on its Function's
+    ctx (`torch.get_rng_state()`, 5,056 B) until the graph goes, and one more while each
+    block re-runs in backward: the ledger has them (8 over 2 steps), and reads the
+    allocator's peak exactly."""
+    pols = ["checkpoint:module.blocks.*", "selective:module.blocks.*",
+            "offload:module.blocks.*.up"]
+    run = _run(["--ckpt", "wrap"], pols)
+    assert run.ledger_peak == run.allocator_peak == 300_452
+    st = run.ledger.storages
+    rng = st[st["op"] == "torch.get_rng_state"]
+    assert (len(rng), set(rng["bytes"])) == (8, {5_056})
+    got = {p: (r.predicted, r.measured) for p, r in run.policies.items()}
+    assert got == {"checkpoint:module.blocks.*": (305_508, 305_508),
+                   "selective:module.blocks.*": (326_308, 326_308),
+                   "offload:module.blocks.*.up": (300_452, 300_452)}
+
