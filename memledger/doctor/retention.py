@@ -89,13 +89,19 @@ def _ctx_finding(var: str, file: str, recs: list) -> Finding:
     memledger/trace/doctor_retention.py)."""
     steps = sorted({int(r["step"]) for r in recs})
     held = [sum(int(r["ctx_bytes"]) for r in recs if int(r["step"]) == s) for s in steps]
+    # Note [Other variables that hold the spent graph] (trace/doctor_retention.py)
+    also = list(dict.fromkeys(v for r in recs for v in r.get("also", ())))
+    holders = ", ".join(f"`{v}`" for v in also)
+    who = f"`{var}` keeps its graph" if not also else \
+        f"`{var}` (and {holders}, which hold{'s' if len(also) == 1 else ''} part of it) keep " \
+        "its graph"
     return Finding(
         check="cross_step_retention", severity="warning",
         where=Where(file=file, line=accumulation_line(file, var)),
-        message=(f"`{var}` keeps its graph past the optimizer step (at the end of step "
+        message=(f"{who} past the optimizer step (at the end of step "
                  f"{steps[0]}" + (f"-{steps[-1]}" if len(steps) > 1 else "") + "), and "
                  f"that graph still holds {format_bytes(held[-1])} of tensors a custom "
                  "autograd Function keeps on ctx as attributes (not save_for_backward, so "
                  "backward freed none of them) until the next step replaces it; `del "
-                 f"{var}` after the step frees them"),
-        evidence={"steps": steps, "ctx_bytes_per_step": held})
+                 f"{', '.join([var, *also])}` after the step frees them"),
+        evidence={"steps": steps, "ctx_bytes_per_step": held, **({"also": also} if also else {})})

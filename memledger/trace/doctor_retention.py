@@ -112,6 +112,9 @@ class RetentionWatch:
                 rec = self._retained(t, step, {id(t.grad_fn): t.grad_fn})
                 if rec is not None:
                     rec["ctx_bytes"] = held
+                    also = self._also_held_by(t, live, rec["var"])
+                    if also:   # Note [Other variables that hold the spent graph]
+                        rec["also"] = also
                     out.append(rec)
         # a parameter given history in place carries it from the boundary after that op on
         # (its graph reaches an old one only a boundary later)
@@ -152,6 +155,19 @@ class RetentionWatch:
             if op is not None and op[0]() is t:
                 rec["file"], rec["line"] = op[1], op[2]
         return rec
+
+    def _also_held_by(self, root: _Tensor, live: list[_Tensor], var: str) -> list[str]:
+        """The other user variables (besides `var`) that hold a tensor of `root`'s graph
+        through which that graph still reaches a custom Function's ctx tensors."""
+        graph = _graph_nodes([root.grad_fn])
+        out: list[str] = []
+        for t in live:
+            if t is root or id(t.grad_fn) not in graph or not _ctx_bytes(t.grad_fn)[0]:
+                continue
+            _, holder, _ = self._name_of(t)
+            if holder and holder != var and holder not in out:
+                out.append(holder)
+        return out
 
     def _name_of(self, t: _Tensor) -> tuple[str, str, str]:
         """(display name, variable, file) of a user variable that holds `t`, if any."""
@@ -270,6 +286,15 @@ def _less_last_items(path: str) -> str:
     return re.sub(r"(\[[^\[\]]*\])+$", "", path)
 
 
+# Note [Asking an object its class]
+# `isinstance(m, nn.Module)` on an object whose type is no subclass asks the object itself
+# for `__class__`, through its own `__getattribute__`. Walking one attribute down from each
+# local of the user's frames, the walk met `torch.distributed`'s module dict (a script's
+# `import torch.distributed as dist` is a local of its module frame), whose deprecated
+# `reduce_op` object warns on every attribute read: each `doctor` of such a script printed
+# "FutureWarning: `torch.distributed.reduce_op` is deprecated" at this file's line, a warning
+# the script never caused (tests/clients/train_fairscale.py). `issubclass(type(m), ...)`
+# reads the type alone.
 def _module_state_of(t: _Tensor) -> tuple[str, str, str] | None:
     """(`ema.0.weight`, `ema`, file) when `t` is a parameter or buffer of a module that a
     variable of the user's code holds; None otherwise (most retained tensors: a loss)."""
@@ -277,10 +302,11 @@ def _module_state_of(t: _Tensor) -> tuple[str, str, str] | None:
     seen: set[int] = set()
     while f is not None:
         for k, v in list(f.f_locals.items()):
-            # a module variable, or one attribute down (`self.ema` in a trainer's method)
-            held = [(k, v)] if isinstance(v, nn.Module) else [
+            # a module variable, or one attribute down (`self.ema` in a trainer's method);
+            # Note [Asking an object its class]
+            held = [(k, v)] if issubclass(type(v), nn.Module) else [
                 (f"{k}.{a}", m) for a, m in list(getattr(v, "__dict__", {}).items())
-                if isinstance(m, nn.Module)] if not isinstance(v, type) else []
+                if issubclass(type(m), nn.Module)] if not issubclass(type(v), type) else []
             for name, m in held:
                 if id(m) in seen:
                     continue
@@ -330,6 +356,17 @@ def _reaches(root, old: tuple[set[int], int], clean: set[int]) -> bool:
 # own output kept on its ctx (`ctx.out = out`: out's grad_fn is that node) is left out: it
 # is a reference cycle, which `del` does not free (check `cyclic_garbage`,
 # tests/doctor/garbage.py --cycle ctx).
+#
+# Note [Other variables that hold the spent graph]
+# `del loss` frees the graph only when nothing else holds it. A training loop usually keeps
+# the model's output as well (`logits = net(x); loss = F.cross_entropy(logits, y)`), and
+# `logits`' grad_fn is a node of `loss`'s graph: fairscale's `checkpoint_wrapper` keeps each
+# checkpointed block's CPU RNG state as `ctx.fwd_rng_state` (5,056 B), and with two blocks
+# the doctor said "`del loss` after the step frees them" while `logits` kept both states
+# (10,112 B) to the next forward: a script that did as told freed nothing
+# (tests/clients/train_fairscale.py --ckpt wrap). The record now names, in `also`, every
+# other user variable holding a tensor of that graph through which it still reaches such
+# ctx tensors, and the finding tells to `del` them all.
 def graph_nodes(root):
     """The autograd nodes reachable from `root`, each once, at most MAX_NODES of them."""
     seen, stack, nodes = set(), [root], 0
