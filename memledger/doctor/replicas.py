@@ -55,6 +55,29 @@ def _close(a: float, b: float) -> bool:
     return abs(a - b) <= RTOL * max(abs(a), abs(b), 1e-30)
 
 
+# Note [Replicas a step makes equal again]
+# A sharded optimizer keeps the replicas equal without equal gradients. fairscale's
+# ShardedDataParallel reduces each gradient to the one rank that owns its parameter
+# (`dist.reduce`, not all-reduce): the other ranks keep their own, unreduced gradient. Its
+# `OSS` steps each parameter on its owner alone (the inner AdamW holds that rank's shard) and
+# broadcasts the updated shards before `step()` returns. The outer step's record (the one
+# the probe keeps: an inner optimizer's step inside it is not counted) showed all 15
+# parameters with equal weights and different gradients on 2 ranks, and the doctor warned
+# that the replicas drift apart, on a correct loop (tests/clients/train_fairscale.py
+# --wrap sdp, `memledger doctor --nproc 2`), where every weight was equal again as
+# step() returned. So the record also holds each weight's sum and norm as step()
+# returns (`after`): a step whose every unsynchronised parameter leaves it equal on all
+# ranks made the replicas equal itself, and is not counted. Under the bug the check is for
+# (DDP's all-reduce skipped) each rank writes its own update, and the weights leave apart.
+def _left_equal(recs: list[Record], found: list[int]) -> bool:
+    """Whether every parameter in `found` left this step with equal weights on all ranks
+    (False when a rank's record has no `after`: a step that never returned)."""
+    after = [{int(r[0]): r[1:] for r in rec.get("after", ())} for rec in recs]
+    if not all(all(i in a for i in found) for a in after):
+        return False
+    return all(_close(a[i][k], after[0][i][k]) for i in found for a in after for k in (0, 1))
+
+
 def unsynced_gradients(by_rank: list[list[Record]]) -> list[Finding]:
     """One finding for the job (the same for every rank), or none. `by_rank[r]`: rank r's
     `replica` records, in the order its steps ran."""
@@ -79,9 +102,12 @@ def unsynced_gradients(by_rank: list[list[Record]]) -> list[Finding]:
             same_grads = all(_close(v[k], vals[0][k]) for v in vals for k in (0, 1))
             if same_weights and not same_grads:
                 found.append(i)
-                norms = [v[1] for v in vals]
-                worst = max(worst, (max(norms) - min(norms)) / max(max(norms), 1e-30))
-                bad.setdefault(i, str(rows[0][i][1]))
+        if found and _left_equal(recs, found):   # Note [Replicas a step makes equal again]
+            found = []
+        for i in found:
+            norms = [row[i][3] for row in rows]
+            worst = max(worst, (max(norms) - min(norms)) / max(max(norms), 1e-30))
+            bad.setdefault(i, str(rows[0][i][1]))
         if found:
             bad_steps.append(step)
             ddp = ddp or any(rec.get("ddp") for rec in recs)

@@ -420,6 +420,9 @@ class DoctorProbe(TorchFunctionMode):
         self._ddp = False   # a DistributedDataParallel module ran (Note [Replicas that drift])
         self._ranks: int | None = None   # world size, once a process group exists
         self._local: dict[int, Any] = {}   # id(param) -> this rank's gradient sum (float64)
+        # the step's `replica` record and its parameters, until step() returns (Note
+        # [Replicas a step makes equal again] in doctor/replicas.py)
+        self._replica_open: tuple[dict, list] | None = None
 
     # ---- lifecycle ------------------------------------------------------------------------
     def __enter__(self) -> "DoctorProbe":
@@ -1433,7 +1436,7 @@ class DoctorProbe(TorchFunctionMode):
         dist = torch.distributed
         if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() < 2:
             return
-        rows, sums = [], []
+        rows, sums, kept = [], [], []
         with _quiet():
             for p in params:
                 g = p.grad
@@ -1443,6 +1446,7 @@ class DoctorProbe(TorchFunctionMode):
                 gd, pd = g.detach().double(), p.detach().double()
                 local = self._local.pop(id(p), None)   # before the ranks' all-reduce
                 rows.append(self._index[id(p)])
+                kept.append(p)
                 sums.append(torch.stack([
                     gd.sum(), torch.linalg.vector_norm(gd), pd.sum(), torch.linalg.vector_norm(pd),
                     local.to(gd.device) if local is not None else gd.new_tensor(float("nan"))
@@ -1450,10 +1454,25 @@ class DoctorProbe(TorchFunctionMode):
             values = torch.stack(sums).tolist() if sums else []
         names = {i: self._param_recs.get(pid, {}).get("name", f"param{i}")
                  for pid, i in self._index.items() if i in set(rows)}
-        self.records.append({"k": "replica", "rank": dist.get_rank(), "opt": oi,
-                             "step": self._steps + 1, "file": file, "line": line,
-                             "ddp": self._ddp,
-                             "params": [[i, names[i], *v] for i, v in zip(rows, values)]})
+        rec = {"k": "replica", "rank": dist.get_rank(), "opt": oi,
+               "step": self._steps + 1, "file": file, "line": line, "ddp": self._ddp,
+               "params": [[i, names[i], *v] for i, v in zip(rows, values)]}
+        self.records.append(rec)
+        self._replica_open = (rec, list(zip(rows, kept)))
+
+    def _replica_after(self) -> None:
+        """The weights' sum and L2 norm as step() returns, on the open `replica` record
+        (Note [Replicas a step makes equal again] in doctor/replicas.py)."""
+        opened, self._replica_open = self._replica_open, None
+        if opened is None:
+            return
+        rec, kept = opened
+        with _quiet():
+            sums = [torch.stack([p.detach().double().sum(),
+                                 torch.linalg.vector_norm(p.detach().double())]).cpu()
+                    for _, p in kept]
+            values = torch.stack(sums).tolist() if sums else []
+        rec["after"] = [[i, *v] for (i, _), v in zip(kept, values)]
 
     def _opt_post(self, opt: torch.optim.Optimizer, args, kwargs) -> None:
         from memledger.verify.capture import bitwise_equal
@@ -1480,6 +1499,7 @@ class DoctorProbe(TorchFunctionMode):
                         moved.append(self._index[pid])
                     updated += p.requires_grad and changed
             rec["frozen_moved"], rec["updated"] = moved, updated
+            self._replica_after()
             rec["state_built"] = bool(rec.pop("state_empty", False)) and \
                 _has_state(opt, [p for g in opt.param_groups for p in g["params"]])
             rec["state_written"] = _state_mark(opt) != getattr(self, "_state_mark", None)
