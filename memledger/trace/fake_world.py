@@ -8,7 +8,7 @@ and trains its model exactly as rank r of N would, with no memory and no peers, 
 FSDP2 rank of 64 or 1024 is one process on a laptop. The ledger is an ordinary fake ledger
 whose header says `rank`, `world_size` and `"simulated": true`.
 
-Two of torch's own calls need help, so while the rank runs:
+Three of torch's own calls need help, so while the rank runs:
 
 1. `torch.distributed.init_process_group(...)` is a no-op once this module has made the
    fake default group (the script's own call, `gloo` or `nccl`, would wait for N real
@@ -18,6 +18,9 @@ Two of torch's own calls need help, so while the rank runs:
    fake values would give every rank every coordinate. FSDP2 builds its default mesh
    through `torch.distributed.fsdp._fully_shard._fsdp_init.init_device_mesh`, so both
    names are wrapped, and put back afterwards.
+3. `is_initialized()`, `get_world_size()` and `get_rank()` are watched: a script that asks
+   for the group before it would make it has joined it (Note [A script that asks before
+   it joins]).
 
 Worked example (examples/train_fsdp.py, V=255, C=64, 2 blocks, fp32): simulated rank 0 of
 2 holds 237,056 B of sharded parameters and peaks at 2,235,688 B after 1 step; the real
@@ -32,12 +35,15 @@ docs/distributed.md).
 
 from __future__ import annotations
 
+import functools
 import os
+import sys
 from typing import Any
 
 from memledger.errors import EXIT_USAGE, ScriptError
 
 MAX_WORLD = 1024
+_OURS = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep   # memledger/
 
 
 class FakeWorld:
@@ -55,7 +61,9 @@ class FakeWorld:
             raise ScriptError(f"--rank {rank} is not a rank of --world {world}; use 0 to "
                               f"{world - 1}", exit_code=EXIT_USAGE)
         self.world, self.rank = world, rank
-        self.joined = False   # the script called init_process_group or init_device_mesh
+        # the script called init_process_group or init_device_mesh, or asked for the group
+        # (Note [A script that asks before it joins])
+        self.joined = False
         self._saved: list[tuple[Any, str, Any]] = []
         self._env: dict[str, str | None] = {}
 
@@ -89,14 +97,36 @@ class FakeWorld:
                 return self._saved[0][2](*args, **kwargs)
             return None
 
-        for owner, name, new in ((dist, "init_process_group", init_process_group),
-                                 (dist.distributed_c10d, "init_process_group",
-                                  init_process_group),
-                                 (device_mesh, "init_device_mesh", init_device_mesh),
-                                 (fsdp_init, "init_device_mesh", init_device_mesh)):
+        patches = [(dist, "init_process_group", init_process_group),
+                   (dist.distributed_c10d, "init_process_group", init_process_group),
+                   (device_mesh, "init_device_mesh", init_device_mesh),
+                   (fsdp_init, "init_device_mesh", init_device_mesh)]
+        # rule 3, Note [A script that asks before it joins]
+        for name in ("is_initialized", "get_world_size", "get_rank"):
+            for owner in (dist, dist.distributed_c10d):
+                patches.append((owner, name, self._asked(getattr(owner, name))))
+        for owner, name, new in patches:
             self._saved.append((owner, name, getattr(owner, name)))
             setattr(owner, name, new)
         return self
+
+    # Note [A script that asks before it joins]
+    # `if not dist.is_initialized(): dist.init_process_group("gloo")` is how many scripts
+    # (and launchers) start: under `--world` the fake default group exists already, so the
+    # script never calls init_process_group, and the run was refused as "never called
+    # init_process_group ... one process at any world size" although it was rank r of N
+    # throughout: fairscale's OSS read the world size to shard the optimizer state and
+    # ShardedDataParallel reduced each gradient on the group (tests/clients/
+    # train_fairscale.py: simulated rank 0 of 2 equals the real rank 0, 325,696 B, in every
+    # category). So a script (or a library it calls) that asks whether the group exists,
+    # its size or its rank has joined it too; memledger's own questions (the ledger
+    # header's rank, the doctor's replicas) do not count.
+    def _asked(self, fn):
+        def asked(*args, **kwargs):
+            if not sys._getframe(1).f_code.co_filename.startswith(_OURS):
+                self.joined = True
+            return fn(*args, **kwargs)
+        return functools.wraps(fn)(asked)
 
     def __exit__(self, *exc) -> None:
         import torch.distributed as dist

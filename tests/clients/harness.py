@@ -111,6 +111,13 @@ def _fresh_library_state() -> None:
     # train_geoopt.py's `poincare` (`--steps 1`), equal in the CLI's fresh processes
     for fn in _scripted_functions():
         fn._debug_flush_compilation_cache()
+    # a script stopped at its requested steps never reaches its `destroy_process_group()`:
+    # the next pass found its gloo group made (`if not dist.is_initialized()` skipped its own
+    # init) and `--fake --world`'s fake group could not be made ("trying to initialize the
+    # default process group twice"), tests/clients/train_fairscale.py
+    dist = sys.modules.get("torch.distributed")
+    if dist is not None and dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
 
 
 _SCRIPTED: list = []             # the module-level torch.jit.ScriptFunctions found so far
@@ -226,12 +233,16 @@ def _said(status: Path) -> str:
 
 
 def ledger_pass(script: str, argv: list[str], steps: int = 2,
-                fake_device: str | None = None, steps_by: str = "optimizer") -> Ledger:
+                fake_device: str | None = None, steps_by: str = "optimizer",
+                world: tuple[int, int] | None = None) -> Ledger:
     """The ledger pass alone, in this process: no allocator pass, so no kernel scratch and
     no measured peak, as a fake run has none. With `fake_device`, the ledger of `trace
     --fake --device FAKE_DEVICE` (Note [Fake runs]): set beside the real one, every row and
-    every prediction should agree. `steps_by`: as `trace --steps-by`."""
+    every prediction should agree. `steps_by`: as `trace --steps-by`. `world` (N, r): as
+    `trace --fake --world N --rank r` (Note [A simulated rank])."""
     extra = ("--fake", "--device", fake_device) if fake_device else ()
+    if world:
+        extra += ("--fake", "--world", str(world[0]), "--rank", str(world[1]))
     if steps_by != "optimizer":
         extra += ("--steps-by", steps_by)
     with tempfile.TemporaryDirectory(prefix="memledger-ledger-") as tmp:

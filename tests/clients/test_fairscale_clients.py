@@ -13,7 +13,8 @@ nested-checkpoint refusal does not see it; it predicts the nesting exactly inste
 `--ckpt offload` (offload_to_cpu=True, no move on a CPU run) reads the same bytes as `wrap`.
 `--wrap oss` (OSS alone, gradients all-reduced by hand) the same as OSS + ShardedDataParallel.
 On 2 ranks (`memledger trace --nproc 2`, by hand): 325,696 B and 325,708 B, each equal to
-its allocator; see docs/accuracy.md.
+its allocator; see docs/accuracy.md. `trace --fake --world 2 --rank r` equals each real rank
+in every category at the peak (here rank 1, in process).
 
 fairscale's `FullyShardedDataParallel` is CUDA-only: on a CPU run its first forward raises
 KeyError 'all_gather' (its CUDA streams are never made); it is left out.
@@ -106,3 +107,23 @@ def test_doctor_names_every_variable_that_keeps_the_checkpoint_ctx():
     assert msg.startswith("`loss` (and `logits`, which holds part of it) keep its graph")
     assert msg.endswith("`del loss, logits` after the step frees them")
     assert report.findings[0].evidence["ctx_bytes_per_step"] == [2 * 5_056, 2 * 5_056]
+
+
+def test_a_simulated_rank_that_asks_before_it_joins_is_the_real_rank():
+    """The script makes its group only `if not dist.is_initialized()`: under `--fake --world
+    2` the fake group exists already, so it never calls init_process_group, and the trace
+    was refused ("never called init_process_group ... one process at any world size"). It
+    asked for the group, and OSS sharded its optimizer state by the world size (Note [A
+    script that asks before it joins], trace/fake_world.py): simulated rank 1 of 2 now
+    equals the real rank 1 (`memledger trace --nproc 2`, by hand): 325,708 B, its AdamW
+    shard 2 * 25,344 + 9 * 4 = 50,724 B, ShardedDataParallel's two gradient buckets
+    2 * 25,344 B."""
+    from tests.clients.harness import ledger_pass
+
+    with contextlib.redirect_stdout(io.StringIO()):
+        led = ledger_pass("train_fairscale.py", [], steps=2, world=(2, 1))
+    assert (led.header["rank"], led.header["world_size"]) == (1, 2)
+    at = led.summary().at_peak
+    assert led.summary().peak.bytes == 325_708
+    assert (at["parameter"], at["optimizer_state"], at["gradient"]) == \
+        (PARAMS, 2 * 25_344 + 9 * 4, 2 * 25_344)
