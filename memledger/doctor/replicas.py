@@ -57,18 +57,27 @@ def _close(a: float, b: float) -> bool:
 
 # Note [Replicas a step makes equal again]
 # A sharded optimizer keeps the replicas equal without equal gradients. fairscale's
-# ShardedDataParallel reduces each gradient to the one rank that owns its parameter
-# (`dist.reduce`, not all-reduce): the other ranks keep their own, unreduced gradient. Its
-# `OSS` steps each parameter on its owner alone (the inner AdamW holds that rank's shard) and
-# broadcasts the updated shards before `step()` returns. The outer step's record (the one
-# the probe keeps: an inner optimizer's step inside it is not counted) showed all 15
-# parameters with equal weights and different gradients on 2 ranks, and the doctor warned
-# that the replicas drift apart, on a correct loop (tests/clients/train_fairscale.py
-# --wrap sdp, `memledger doctor --nproc 2`), where every weight was equal again as
-# step() returned. So the record also holds each weight's sum and norm as step()
-# returns (`after`): a step whose every unsynchronised parameter leaves it equal on all
-# ranks made the replicas equal itself, and is not counted. Under the bug the check is for
-# (DDP's all-reduce skipped) each rank writes its own update, and the weights leave apart.
+# ShardedDataParallel scales each rank's gradient by 1 / N and reduces it to the one rank
+# that owns its parameter (`dist.reduce`, not all-reduce): the other ranks keep their own
+# share. Its `OSS` steps each parameter on its owner alone (the inner AdamW holds that
+# rank's shard) and broadcasts the updated shards before `step()` returns. The outer step's
+# record (the one the probe keeps: an inner optimizer's step inside it is not counted)
+# showed 7 of the 15 parameters with equal weights and different gradients on 2 ranks in
+# both steps, and the doctor warned that the replicas drift apart, on a correct loop
+# (tests/clients/train_fairscale.py --wrap sdp, `memledger doctor --nproc 2`), where every
+# weight was equal again as step() returned. So the record also holds each weight's sum
+# and norm as step() returns (`after`): a step whose every unsynchronised parameter leaves
+# it equal on all ranks, each with a gradient that some rank's reduction changed (on some
+# rank `p.grad` is not what that rank's own backward brought it), made the replicas equal
+# itself, and is not counted. Under the bug the check is for (DDP's all-reduce skipped)
+# each rank writes its own update, and the weights leave apart. A sharded optimizer over
+# gradients nobody reduced keeps the weights equal too, but every gradient is still its
+# rank's own: still counted, and the finding says each parameter moved on one rank's
+# gradient alone. fairscale makes that easy: `opt.zero_grad(set_to_none=True)` (torch 2's
+# default) instead of ShardedDataParallel's own `zero_grad` drops the gradients' views of
+# its buckets, and from the second step on nothing is reduced (`--bug set-to-none`: step
+# 2, all 15 parameters); so does OSS with no reduction at all (`--wrap oss --bug
+# no-reduce`: steps 1 and 2).
 def _left_equal(recs: list[Record], found: list[int]) -> bool:
     """Whether every parameter in `found` left this step with equal weights on all ranks
     (False when a rank's record has no `after`: a step that never returned)."""
@@ -76,6 +85,14 @@ def _left_equal(recs: list[Record], found: list[int]) -> bool:
     if not all(all(i in a for i in found) for a in after):
         return False
     return all(_close(a[i][k], after[0][i][k]) for i in found for a in after for k in (0, 1))
+
+
+def _reduced(recs: list[Record], found: list[int]) -> bool:
+    """Whether on some rank each parameter in `found` holds a gradient other than the one
+    that rank's own backward brought it (its fifth checksum; NaN: no hook saw it)."""
+    rows = [{int(r[0]): r[2:] for r in rec["params"]} for rec in recs]
+    return all(any(len(row[i]) > 4 and row[i][4] == row[i][4] and
+                   not _close(row[i][0], row[i][4]) for row in rows) for i in found)
 
 
 def unsynced_gradients(by_rank: list[list[Record]]) -> list[Finding]:
@@ -89,6 +106,7 @@ def unsynced_gradients(by_rank: list[list[Record]]) -> list[Finding]:
             steps.setdefault((int(rec["opt"]), int(rec["step"])), []).append(rec)
     bad: dict[int, str] = {}
     bad_steps: list[int] = []
+    kept_equal = False   # a counted step that left the weights equal (a sharded optimizer's)
     worst, ddp, where = 0.0, False, None
     for (_, step), recs in sorted(steps.items(), key=lambda kv: kv[0][1]):
         if len(recs) != len(by_rank):
@@ -103,7 +121,10 @@ def unsynced_gradients(by_rank: list[list[Record]]) -> list[Finding]:
             if same_weights and not same_grads:
                 found.append(i)
         if found and _left_equal(recs, found):   # Note [Replicas a step makes equal again]
-            found = []
+            if _reduced(recs, found):
+                found = []
+            else:
+                kept_equal = True
         for i in found:
             norms = [row[i][3] for row in rows]
             worst = max(worst, (max(norms) - min(norms)) / max(max(norms), 1e-30))
@@ -127,7 +148,13 @@ def unsynced_gradients(by_rank: list[list[Record]]) -> list[Finding]:
                  "gradients: they were not averaged across ranks (DDP's all-reduce skipped: "
                  "every micro-batch under no_sync()?), so each rank steps on its own "
                  "gradient and the replicas drift apart; run the last micro-batch of each "
-                 "step outside no_sync()"),
+                 "step outside no_sync()") if not kept_equal else
+                (f"{len(names)} trainable parameters ({shown}) entered optimizer.step() in "
+                 f"{step_text} with equal weights on all {len(by_rank)} ranks but different "
+                 "gradients, none reduced across ranks: the step kept the weights equal (a "
+                 "sharded optimizer broadcasts its update), but each parameter moved on one "
+                 "rank's gradient alone; average the gradients before step() "
+                 "(ShardedDataParallel, DDP, or dist.all_reduce and / world_size)"),
         evidence={"ranks": len(by_rank), "parameters": len(names), "steps": bad_steps,
                   "max_relative_grad_norm_difference": round(worst, 6),
                   "ddp": ddp},

@@ -18,7 +18,15 @@ do); under torchrun (`--nproc N`) the group comes from the environment.
 - `--ckpt none|wrap|offload`: each of `blocks.*` under `checkpoint_wrapper(block)`, or
   `checkpoint_wrapper(block, offload_to_cpu=True)` (the saved inputs moved to the CPU,
   which on a CPU run is no move);
-- `--broadcast-fp16`: OSS's `broadcast_fp16=True` (the updated shards broadcast in fp16).
+- `--broadcast-fp16`: OSS's `broadcast_fp16=True` (the updated shards broadcast in fp16);
+- `--bug no-reduce` (with `--wrap oss`): the gradients never reduced: OSS's broadcast
+  keeps the replicas equal, but each shard steps on its owner rank's gradient alone;
+- `--bug set-to-none` (`--wrap sdp`, 2 ranks or more): `opt.zero_grad(set_to_none=True)`
+  (torch 2's default) instead of ShardedDataParallel's own `zero_grad`: the gradients stop
+  being views of its buckets, and from the second step on none is reduced (each rank's
+  `p.grad` is its own backward's: checked by hand on 2 ranks); `doctor --nproc 2` says so;
+- `--clip C`: `OSS.clip_grad_norm(C)` before `step()` (the gradient norm all-reduced over
+  the shards, as fairscale's docs tell instead of torch's `clip_grad_norm_`).
 """
 
 import argparse
@@ -72,6 +80,11 @@ def main() -> None:
     p.add_argument("--wrap", choices=["sdp", "oss"], default="sdp")
     p.add_argument("--ckpt", choices=["none", "wrap", "offload"], default="none")
     p.add_argument("--broadcast-fp16", action="store_true")
+    p.add_argument("--bug", choices=["no-reduce", "set-to-none"],
+                   help="no-reduce: `--wrap oss` with the gradients never all-reduced; "
+                   "set-to-none: `opt.zero_grad(set_to_none=True)` under ShardedDataParallel")
+    p.add_argument("--clip", type=float, default=0.0,
+                   help="OSS.clip_grad_norm(max_norm) before step (the norm over every shard)")
     p.add_argument("--vocab", type=int, default=64)
     p.add_argument("--width", type=int, default=32)
     p.add_argument("--depth", type=int, default=2)
@@ -101,12 +114,17 @@ def main() -> None:
         logits = net(ids[:, :-1])
         loss = F.cross_entropy(logits.reshape(-1, args.vocab), ids[:, 1:].reshape(-1))
         loss.backward()
-        if args.wrap == "oss":
+        if args.wrap == "oss" and args.bug != "no-reduce":
             for q in model.parameters():
                 dist.all_reduce(q.grad)
                 q.grad /= dist.get_world_size()
+        if args.clip:
+            opt.clip_grad_norm(args.clip)
         opt.step()
-        opt.zero_grad(set_to_none=True)
+        if args.wrap == "sdp" and args.bug != "set-to-none":
+            net.zero_grad(set_to_none=True)   # ShardedDataParallel's: its buckets' views kept
+        else:
+            opt.zero_grad(set_to_none=True)
         if rank == 0:
             print(f"step {step}  loss {loss.item():.4f}")
     if own_group:

@@ -35,20 +35,30 @@ def test_drifted_weights_are_not_counted_again_and_no_ddp_is_a_warning():
 
 
 def test_a_step_that_leaves_the_weights_equal_on_every_rank_is_not_counted():
-    """Note [Replicas a step makes equal again]: fairscale's ShardedDataParallel reduces
-    each gradient to its owner rank only and OSS broadcasts the updated shards inside
-    step(): different gradients, equal weights after. Before, a warning on a correct loop."""
-    r0 = [[0, "w", 0.5, 2.0, 1.0, 3.0], [1, "b", -0.25, 0.5, 0.0, 1.0]]
-    r1 = [[0, "w", 0.1, 1.5, 1.0, 3.0], [1, "b", -0.25, 0.4, 0.0, 1.0]]
+    """Note [Replicas a step makes equal again]: fairscale's ShardedDataParallel scales each
+    rank's gradient by 1 / N and sums it on its owner only, and OSS broadcasts the updated
+    shards inside step(): different gradients, each changed by the reduction on some rank
+    (the last column, the rank's own gradient, differs), equal weights after. Before, a
+    warning on a correct loop."""
+    # [index, name, grad sum, grad norm, weight sum, weight norm, own gradient sum]
+    r0 = [[0, "w", 0.5, 2.0, 1.0, 3.0, 0.8], [1, "b", -0.25, 0.5, 0.0, 1.0, -0.3]]
+    r1 = [[0, "w", 0.1, 1.5, 1.0, 3.0, 0.2], [1, "b", -0.25, 0.4, 0.0, 1.0, -0.5]]
     synced, a, b = [[0, 0.9, 2.9], [1, 0.1, 1.1]], _rec(0, 1, r0, False), _rec(1, 1, r1, False)
     assert unsynced_gradients([[{**a, "after": synced}], [{**b, "after": synced}]]) == []
     # one parameter leaves apart: each rank wrote its own update, the step is counted
     apart = [[0, 0.9, 2.9], [1, 0.2, 1.1]]
     (f,) = unsynced_gradients([[{**a, "after": synced}], [{**b, "after": apart}]])
-    assert f.evidence["parameters"] == 2
+    assert f.evidence["parameters"] == 2 and "drift apart" in f.message
     # a record without `after` (a step that never returned) is judged as before
     (f,) = unsynced_gradients([[a], [{**b, "after": synced}]])
     assert f.evidence["parameters"] == 2
+    # equal after, but every gradient is its rank's own (OSS, nothing reduced): counted,
+    # and said as it is
+    own = [[[*row[:6], row[2]] for row in r] for r in (r0, r1)]
+    (f,) = unsynced_gradients([[{**_rec(0, 1, own[0], False), "after": synced}],
+                               [{**_rec(1, 1, own[1], False), "after": synced}]])
+    assert f.evidence["parameters"] == 2
+    assert "the step kept the weights equal" in f.message and "drift" not in f.message
 
 
 def test_one_rank_or_a_rank_without_records_compares_nothing():
