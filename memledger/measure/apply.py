@@ -86,7 +86,8 @@ from memledger.replay.stateful import (
 )
 from memledger.trace.func_transforms import in_func_transform, own_checkpointed
 from memledger.trace.script_checkpoint import checkpoint_pack_hook, find_checkpoint_call
-from memledger.trace.roots import COMPILED, RootNames, containers, named_modules
+from memledger.trace.roots import (
+    COMPILED, RootNames, containers, module_parameters, named_modules)
 from memledger.trace.where import in_reentrant_checkpoint
 from memledger.trace.outside_state import (
     argument_objects,
@@ -242,7 +243,7 @@ def apply_policy(model: nn.Module, policy: Policy, offload_dir: str | None = Non
     # a wrapper's its inner tensors' (Note [Wrapper subclasses]); a lazy module's state has
     # none until its first forward (Note [Lazy parameters] in trace/collector.py): the
     # offloader takes its storage when it has one
-    state = [*model.parameters(), *model.buffers()]
+    state = [*module_parameters(model), *model.buffers()]
     lazy = [t for t in state if isinstance(t, UninitializedTensorMixin)]
     ready = [t for t in state if not isinstance(t, UninitializedTensorMixin)]
     offloaders: dict[int, Offloader] = {}
@@ -278,7 +279,8 @@ def apply_policy(model: nn.Module, policy: Policy, offload_dir: str | None = Non
         else:  # pragma: no cover - resolve never yields NONE regions
             continue
         mod.forward = _RegionForward(wrapped, orig)   # shadows the class's forward
-        handle.versions[r.path] = [(weakref.ref(p), p._version) for p in mod.parameters()]
+        handle.versions[r.path] = [(weakref.ref(p), p._version)
+                                        for p in module_parameters(mod)]
         handle.methods[r.path] = _watched_methods(mod)   # Note [Work no gradient shows]
         handle.watch.update((id(m), ".".join(x for x in (r.path, p) if x))
                             for p, m in mod.named_modules() if m is not mod)

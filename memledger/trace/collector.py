@@ -140,6 +140,8 @@ from memledger.trace.roots import (
     ByModule,
     RootNames,
     containers,
+    module_named_parameters,
+    module_parameters,
     named_modules,
     paths_under,
     plain_name,
@@ -770,6 +772,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
         self._looked_for_optimizer = False
         self.optimizer_like = ""   # Note [An optimizer torch's hooks do not see]
         self.optimizer_unstepped = ""   # Note [An optimizer that never steps]
+        self._appliers = False   # Note [An optimizer that applies gradients]
         # the phase and the module calls open when the running backward began (Note [A
         # backward called inside a forward])
         self._bw_from: tuple[str, int] = ("other", 0)
@@ -1667,11 +1670,15 @@ class Collector(ShardingMixin, TorchDispatchMode):
                     not self._steps_done if self._steps_by == "optimizer" else
                     not self._optimizers):   # Note [An optimizer torch's hooks do not see]
                 self._looked_for_optimizer = True   # (optimizer_like.py)
-                self.optimizer_like, unstepped = optimizer_like_alive()
+                appliers: list = []   # Note [An optimizer that applies gradients]
+                self.optimizer_like, unstepped = optimizer_like_alive(appliers)
                 if not self.optimizer_like and unstepped:   # Note [An optimizer that
                     self.optimizer_unstepped = unstepped_name(unstepped)   # never steps]
                     self._optimizers.update(unstepped)
-                    self._mark_held_by_optimizers()
+                if not self._optimizers and appliers:
+                    self._optimizers.update(appliers)
+                    self._appliers = True
+                self._mark_held_by_optimizers()
             self._unpacks_done(ev)
             self._set_phase(self._phase_after_backward(), ev)
             self._mark_gradients()
@@ -1765,7 +1772,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
     # made between steps]: LOMO's gradient norms, made after the forward); only the
     # category moves.
     def _end_step_at_forward(self, module: torch.nn.Module, args) -> None:
-        if next(module.parameters(), None) is not None or self._opens_forward(module):
+        if next(module_parameters(module), None) is not None or self._opens_forward(module):
             self._mark_inputs(args)
             self._mark_held_by_optimizers()   # Note [State made between steps]
         self._end_step()
@@ -1792,7 +1799,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
                 self._steps_by == "optimizer" and _graph_task_id() == -1:
             self._end_step_at_forward(module, args)
         if is_root:
-            has_params = next(module.parameters(), None) is not None
+            has_params = next(module_parameters(module), None) is not None
             if has_params and self._steps_by == "forward" and \
                     self._forward_starts.begins(module):   # Note [A forward through the
                 if self._forwards:                        # model's methods], trace/steps.py
@@ -2158,7 +2165,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
             self._note_containers(root)
         self._steps.saw_root(root)   # its parameters count for the first step: trace/steps.py
         for mname, mod in root.named_modules():
-            for pname, p in mod.named_parameters(recurse=False):
+            for pname, p in module_named_parameters(mod, recurse=False):
                 self._note_sharded(mod, pname, p)
         self._name_state(root, prefix, again=bool(self._roots.absorbed))
 
@@ -2171,7 +2178,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
         # never runs as a call is known to predict by its parameters' names alone; its class
         # lets `@Class` find it too
         held = {name: type(m).__name__ for name, m in named_modules(model)
-                if name and next(m.parameters(), None) is not None}
+                if name and next(module_parameters(m), None) is not None}
         if held:
             self.sink.write({"k": "classes", "cls": held, "ev": self._ev})
         # Note [A class with a call of its own] (replay/policies.py)
@@ -2241,7 +2248,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
         named beside it (Note [A wrapper of the model], trace/roots.py), whose gradients
         read `EMA.online_model.blocks.0.fc1.weight` from the wrapper's first call on."""
         elsewhere = self._named_elsewhere(root, prefix)
-        for role, tensors in (("parameter", root.named_parameters()),
+        for role, tensors in (("parameter", module_named_parameters(root)),
                               ("buffer", root.named_buffers())):
             for name, t in tensors:
                 if id(t) in elsewhere:
@@ -2385,7 +2392,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
     # `inp.weight` is 1.3 KiB; it reads "inp.weight (and 11 more)" now.
     def _mark_gradients(self, params=None) -> None:
         if params is None:
-            params = [p for m in self._roots.alive() for p in m.parameters()]
+            params = [p for m in self._roots.alive() for p in module_parameters(m)]
         shared = collections.Counter(
             storage_key(p.grad) for p in params
             if p.is_leaf and p.grad is not None and type(p.grad) in self.PLAIN_TYPES)
@@ -2490,7 +2497,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
                     module in self._never_called:
                 continue
             self._never_called[module] = name
-            for role, tensors in (("other", module.named_parameters()),
+            for role, tensors in (("other", module_named_parameters(module)),
                                   ("other", module.named_buffers())):
                 for pname, t in tensors:
                     self._role(t, role, f"{name}.{plain_name(pname)}")
@@ -2571,13 +2578,20 @@ class Collector(ShardingMixin, TorchDispatchMode):
         for opt in list(self._optimizers):
             self._mark_optimizer_state(opt)
 
+    def _roots_parameters(self) -> list:
+        """The parameters of the top-level modules alive (Note [An optimizer that applies
+        gradients], trace/optimizer_like.py: not the state of an optimizer that holds
+        them)."""
+        return [p for m in self._roots.alive() for p in module_parameters(m)]
+
     def _mark_optimizer_state(self, opt: torch.optim.Optimizer) -> None:
         """Note [State outside optimizer.state] (trace/optimizer_state.py)."""
         with contextlib.suppress(TypeError):   # one that takes no weak reference
             self._optimizers.add(opt)
         names = self._param_names
+        params = self._roots_parameters() if self._appliers else ()
         for t, name in held_tensors(opt, lambda k: names.get(
-                id(k) if isinstance(k, _Tensor) else k, "")):
+                id(k) if isinstance(k, _Tensor) else k, ""), params):
             self._role(t, "optimizer_state", name)
 
     # ---- saved tensors --------------------------------------------------------------------

@@ -97,7 +97,8 @@ from memledger.trace.doctor_garbage import GarbageWatch
 from memledger.trace.doctor_penalty import PenaltyWatch
 from memledger.trace.doctor_unused import UnusedGraphWatch
 from memledger.trace.doctor_retention import MAX_NODES, RetentionWatch
-from memledger.trace.roots import ByModule, RootNames, paths_under
+from memledger.trace.roots import (
+    ByModule, RootNames, module_named_parameters, module_parameters, paths_under)
 from memledger.trace.optimizer_like import optimizer_like_alive, unstepped_name
 from memledger.trace.steps import OptimizerSteps
 from memledger.trace.param_attrs import gradient_like
@@ -305,7 +306,7 @@ def _frozen(module: nn.Module) -> bool:
 def _named_params(root: nn.Module, prefix: str) -> Iterator[tuple[nn.Module, nn.Parameter, str]]:
     """(owning module, parameter, full name) of every parameter under `root`."""
     for m, path in paths_under(root, prefix):
-        for n, p in m.named_parameters(recurse=False):
+        for n, p in module_named_parameters(m, recurse=False):
             yield m, p, ".".join(x for x in (path, n) if x)
 
 
@@ -615,7 +616,7 @@ class DoctorProbe(TorchFunctionMode):
     def _register_root(self, root: nn.Module) -> None:
         prefix = self._names.prefix[root]
         number = self._roots
-        if next(root.parameters(), None) is not None:
+        if next(module_parameters(root), None) is not None:
             self._roots += 1
             self._root_num[root] = number
         for m in root.modules():   # check 7 asks whether a gradient reached this network

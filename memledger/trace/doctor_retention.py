@@ -39,6 +39,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from memledger.trace.roots import module_named_parameters
 from memledger.trace.where import is_user_file, user_frame
 
 _Tensor = torch.Tensor
@@ -311,7 +312,7 @@ def _module_state_of(t: _Tensor) -> tuple[str, str, str] | None:
                 if id(m) in seen:
                     continue
                 seen.add(id(m))
-                for n, x in (*m.named_parameters(remove_duplicate=False),
+                for n, x in (*module_named_parameters(m, remove_duplicate=False),
                              *m.named_buffers(remove_duplicate=False)):
                     if x is t:
                         return f"{name}.{n}", name, f.f_code.co_filename

@@ -34,6 +34,24 @@ Lomo's gradient norms and clipping coefficient (`--opt lomo --clip 1.0`: 120 B r
 the end, `temporary` before). The ledger pass looks under `--steps-by forward` and `whole`
 too (no optimizer step seen by the second backward's end), for the state alone: the line
 is only for a trace that found no step.
+
+# Note [An optimizer that applies gradients]
+# Keras 3's optimizers (`keras.optimizers.Adam`, on the torch backend too) are no
+# torch.optim.Optimizer and have no `step()` or `zero_grad()`: `model.fit` and a custom
+# loop call `optimizer.apply(grads, model.trainable_weights)` (`apply_gradients(pairs)`),
+# which updates the variables with torch ops of its own. A Keras loop is traced with
+# `--steps-by forward`, and there the walk above (no torch step by the second backward's
+# end) found nothing: the optimizer's moments (a `m` and a `v` variable per weight, each
+# its bytes), its `iterations` counter (int64) and its learning-rate variable read
+# `temporary`, 169,996 B resident at the end of tests/clients/train_keras.py `--loop
+# custom`. The same walk now also collects the live objects with `apply_gradients()` (nor
+# a module, nor a class, nor a torch optimizer), and the ledger pass files what they hold
+# as optimizer state as it does a torch optimizer's, read again at each root forward
+# (`held_tensors`, trace/optimizer_state.py: everything the object reaches but the model's
+# parameters, its gradients and its modules; Keras' variables are plain objects holding
+# a tensor, its `_trainable_variables` hold the model's own weights). They are not named
+# in the "no optimizer step" line (that line's advice is for `step()`/`zero_grad()`
+# objects); the line already says what to do without an optimizer step.
 """
 
 from __future__ import annotations
@@ -45,19 +63,27 @@ def _optimizer_like(cls: type) -> bool:
     return callable(getattr(cls, "step", None)) and callable(getattr(cls, "zero_grad", None))
 
 
+def _applies_gradients(cls: type) -> bool:
+    """Note [An optimizer that applies gradients]."""
+    return callable(getattr(cls, "apply_gradients", None))
+
+
 def _name(cls: type) -> str:
     return f"{cls.__module__}.{cls.__qualname__}"
 
 
-def optimizer_like_alive() -> tuple[str, list]:
+def optimizer_like_alive(appliers: list | None = None) -> tuple[str, list]:
     """`module.Class` of the first live object with `step()` and `zero_grad()` that is no
     torch.optim.Optimizer (nor a module, nor a class), or "", and the torch.optim.Optimizers
-    alive (Note [An optimizer that never steps])."""
+    alive (Note [An optimizer that never steps]). `appliers`: a list the live objects with
+    `apply_gradients()` are added to (Note [An optimizer that applies gradients]); the walk
+    then goes on to the end."""
     import torch
 
     skip = (torch.optim.Optimizer, torch.nn.Module, type)
-    seen: dict[type, bool] = {}
+    seen: dict[type, tuple[bool, bool]] = {}
     optimizers = []
+    found = ""
     for obj in gc.get_objects():
         cls = type(obj)
         if isinstance(obj, torch.optim.Optimizer):
@@ -65,10 +91,16 @@ def optimizer_like_alive() -> tuple[str, list]:
             continue
         hit = seen.get(cls)
         if hit is None:
-            hit = seen[cls] = _optimizer_like(cls) and not issubclass(cls, skip)
-        if hit:
-            return _name(cls), optimizers
-    return "", optimizers
+            plain = not issubclass(cls, skip)
+            hit = seen[cls] = (plain and _optimizer_like(cls),
+                               plain and appliers is not None and _applies_gradients(cls))
+        if hit[1]:
+            appliers.append(obj)
+        if hit[0] and not found:
+            found = _name(cls)
+            if appliers is None:
+                return found, optimizers
+    return found, optimizers
 
 
 def unstepped_name(optimizers: list) -> str:

@@ -49,13 +49,22 @@ _SKIP_ATTRS = frozenset({"state", "param_groups", "defaults"})   # read on their
 _ATOMS = (str, bytes, int, float, bool, complex, type(None))
 
 
-def held_tensors(opt: torch.optim.Optimizer, param_name) -> Iterator[tuple[torch.Tensor, str]]:
+def held_tensors(opt: torch.optim.Optimizer, param_name,
+                 params: Iterator = ()) -> Iterator[tuple[torch.Tensor, str]]:
     """(tensor, name) for each tensor `opt` holds but its parameters and their gradients.
     `param_name(key)`: the parameter's name for a state key (a parameter, or its `id()` as
-    hand-written optimizers key them), or ""."""
-    own = {id(p) for g in opt.param_groups for p in g["params"]}
-    own |= {id(p.grad) for g in opt.param_groups for p in g["params"] if p.grad is not None}
+    hand-written optimizers key them), or "". `params`: more parameters that are not its
+    state (the model's: an optimizer with no param groups, Note [An optimizer that applies
+    gradients] in trace/optimizer_like.py, holds the model's weights in its own objects)."""
+    groups = getattr(opt, "param_groups", None)
+    mine = [p for g in groups for p in g["params"]] if groups is not None else []
+    mine += list(params)
+    own = {id(p) for p in mine} | {id(p.grad) for p in mine if p.grad is not None}
     seen: set[int] = {id(opt)}
+    if groups is None:
+        for attr, v in vars(opt).items():
+            yield from _walk(v, attr, param_name, own, seen, _DEPTH)
+        return
     yield from _walk_optimizer(opt, param_name, own, seen, "")
 
 

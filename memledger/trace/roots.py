@@ -191,20 +191,29 @@ class RootNames:
         in backward) keeps its path. None: a module no top-level module holds."""
         new = top_level and module not in self.prefix and module not in self.paths
         if not new and top_level and module in self.prefix and self.model() is None and \
-                next(module.parameters(), None) is None:
+                next(module_parameters(module), None) is None:
             # Note [A part labelled before its model was called]
             owner = method_owner(module)
             new = owner is not None and owner not in self.prefix
+        promoted = ""
+        if not new and top_level and self.prefix.get(module) and self.model() is None and \
+                not self.decided and next(module_parameters(module), None) is not None:
+            # Note [A model labelled before its parameters were registered]
+            promoted = self.prefix.pop(module)
+            new = True
         if new:
             root = method_owner(module) or module
             self._root = weakref.ref(root)
             self._absorbed = [weakref.ref(m) for m in self._absorb(root)]
-            has_params = next(root.parameters(), None) is not None
+            if promoted:
+                self.retired.append(promoted)
+            has_params = next(module_parameters(root), None) is not None
             self._script_name[root] = script_name(root)
             self.prefix[root] = "" if has_params and self.model() is None \
                 else self._label(root)
             self._labels.add(self.prefix[root])
-            moved = {id(m) for r in self.absorbed for m in r.modules()}
+            moved = {id(m) for r in [*self.absorbed, *([root] if promoted else [])]
+                     for m in r.modules()}   # a promoted module's parts take its new names
             for m, path in paths_under(root, self.prefix[root]):
                 if id(m) in moved:
                     self.paths[m] = path
@@ -234,6 +243,19 @@ class RootNames:
         self.renamed = []
         return held
 
+    # Note [A model labelled before its parameters were registered]
+    # Keras 3 on torch builds a model at its first call, before torch's `__call__` runs:
+    # its `call` runs as a method on the meta device (`compute_output_spec`), so the first
+    # top-level call is its embedding's, and the model, whose method made it, is the new
+    # top-level module (Note [A model called through its methods]). It holds no parameter
+    # then: Keras registers them with torch (`_torch_params`, a ParameterDict of every
+    # variable under the model) when the build ends. Labelled `LM` beside a model never
+    # found, its parameters were never named: 0 B of `parameter` in a Keras training loop,
+    # the weights filed `activation` and `temporary` (tests/clients/train_keras.py). While
+    # no model is known (before the first optimizer step), a labelled top-level module
+    # called again that holds parameters now is new again: the model, where it is the
+    # first with parameters, its old label retired (Note [A label the model's child
+    # takes]).
     # Note [A part labelled before its model was called]
     # A part a model's constructor calls (botorch's `SingleTaskGP` its `Normalize`, before
     # `nn.Module.__init__`: `_built`) is a top-level module of its own, labelled, and a
@@ -303,7 +325,7 @@ class RootNames:
         inner = [m for m in self._inner_with_grad.keys() if m not in self.prefix]
         # most parameters stepped; of a tie, one called with gradients (the model that a
         # wrapper holding it and its EMA copy ties with: Note [A wrapper of the model])
-        count = [(sum(id(p) in stepped for p in m.parameters()),
+        count = [(sum(id(p) in stepped for p in module_parameters(m)),
                   m in self._with_grad or m in self._inner_with_grad, i, m)
                  for i, m in enumerate([*self.prefix.keys(), *inner])]
         n, _, _, best = max(count, key=lambda c: (c[0], c[1], -c[2]), default=(0, 0, 0, None))
@@ -505,3 +527,31 @@ def containers(root: torch.nn.Module) -> dict[str, str]:
 def paths_under(root: torch.nn.Module, prefix: str) -> list[tuple[torch.nn.Module, str]]:
     """(module, path) for `root` and its submodules, under `prefix`."""
     return [(m, ".".join(p for p in (prefix, name) if p)) for name, m in named_modules(root)]
+
+
+# Note [Parameters read without the module's own method]
+# Keras 3 on torch (`keras.layers.Layer` is a `torch.nn.Module`) overrides
+# `named_parameters()`: a layer's first call of it makes `layer._torch_params`, a
+# ParameterDict of its variables' values *as they are then*, and keeps it. Keras builds a
+# layer by running its `call` on the meta device before its variables hold values
+# (`compute_output_spec`), and memledger's hooks asked `next(module.parameters(), None)`
+# at each of those top-level calls: every layer got a `_torch_params` of meta placeholders
+# there, which the untraced run never makes (it makes the model's after the build, of the
+# real weights). The traced model then had parameters during its build, so each call the
+# build made began a step under `--steps-by forward`: the ledger pass traced 5 steps of a
+# `fit` (3 of a custom loop) where the allocator pass counted 2, no measured peak, and the
+# parameters named were the placeholders (tests/clients/train_keras.py). So the passes
+# read a module's parameters as torch registers them (torch's own `named_parameters`, not
+# the class's), which leaves the module as it was; a layer that registered none yet has
+# none.
+def module_named_parameters(module, recurse: bool = True, remove_duplicate: bool = True):
+    """(name, parameter) as torch's own `named_parameters` lists them, not an override of
+    the module's class (Note [Parameters read without the module's own method])."""
+    return torch.nn.Module.named_parameters(module, recurse=recurse,
+                                            remove_duplicate=remove_duplicate)
+
+
+def module_parameters(module, recurse: bool = True):
+    """The parameters torch's own `named_parameters` lists (Note [Parameters read without
+    the module's own method])."""
+    return (p for _, p in module_named_parameters(module, recurse=recurse))

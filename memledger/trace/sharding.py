@@ -42,6 +42,8 @@ from typing import Any
 
 import torch
 
+from memledger.trace.roots import module_named_parameters
+
 _PLAIN = frozenset({torch.Tensor, torch.nn.Parameter})
 
 
@@ -96,7 +98,7 @@ class ShardingMixin:
     # ---- 2. unsharded parameters ------------------------------------------------------------
     def _mark_unsharded(self, module: torch.nn.Module, path: str) -> None:
         """Parameters FSDP has gathered for this module's forward (called from its hook)."""
-        for name, p in module.named_parameters(recurse=False):
+        for name, p in module_named_parameters(module, recurse=False):
             if (id(module), name) not in self._sharded_slots \
                     or getattr(p, "_local_tensor", None) is not None:   # still the DTensor
                 continue

@@ -120,7 +120,9 @@ class StepBoundary:
         if self._pending is None:
             params = [p for o in self._opts for p in self._params(o)]
             if self.discovering:
-                params += [p for m in self._roots for p in m.parameters()]
+                from memledger.trace.roots import module_parameters
+
+                params += [p for m in self._roots for p in module_parameters(m)]
             self._pending = {id(p) for p in params if p.grad is not None}
             self._stepped = set()
         return restep
@@ -338,9 +340,12 @@ class StepCounter:
         import torch
         from torch.nn.modules import module as nn_module
 
+        from memledger.trace.roots import module_parameters
+
         if by not in STEPS_BY[1:]:
             raise ValueError(f"StepCounter counts by forward or whole, not {by!r}")
         self.by, self._on_step = by, on_step
+        self._parameters = module_parameters
         self.forwards = 0
         self._starts = ForwardStarts()
         self.stopped = False
@@ -358,7 +363,7 @@ class StepCounter:
             raise
 
     def _pre(self, module, args) -> None:
-        if self._depth == 0 and next(module.parameters(), None) is not None and \
+        if self._depth == 0 and next(self._parameters(module), None) is not None and \
                 self._graph_task() == -1 and self._starts.begins(module):   # Notes [A forward
             # inside backward is no new step], [A forward through the model's methods]
             if self.forwards:

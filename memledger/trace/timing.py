@@ -51,7 +51,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from memledger.crash import internal   # Note [memledger's own hooks fail as memledger]
 from memledger.replay.calib_cache import load_average, machine_busy
 from memledger.trace.compiled import compiled_inside, compiles_so_far, eager_stance
-from memledger.trace.roots import RootNames, named_modules
+from memledger.trace.roots import RootNames, module_parameters, named_modules
 from memledger.trace.wrapped import defers, storage_ptrs
 
 
@@ -544,18 +544,18 @@ def probe_regions(module: torch.nn.Module) -> list[str]:
     groups: dict[str, list[str]] = {}
     for name, m in named_modules(module):
         hit = re.match(_NUMBERED, name)
-        if hit and next(m.parameters(), None) is not None:
+        if hit and next(module_parameters(m), None) is not None:
             groups.setdefault(hit["prefix"], []).append(name)
     groups = {k: v for k, v in groups.items() if len(v) >= 2}
     if groups:
         def n_params(k: str) -> int:
             mods = dict(named_modules(module))
-            return sum(p.numel() for n in groups[k] for p in mods[n].parameters())
+            return sum(p.numel() for n in groups[k] for p in module_parameters(mods[n]))
         return groups[max(groups, key=n_params)]
     # the model's own children: torch.compile's wrapper holds the model as `_orig_mod`,
     # whose children are the model's (`plain_name`)
     kids = [n for n, m in dict(named_modules(module)).items()
-            if n and "." not in n and next(m.parameters(), None) is not None]
+            if n and "." not in n and next(module_parameters(m), None) is not None]
     return kids or [""]
 
 
@@ -611,7 +611,7 @@ class OptimizerPass:
     def build(cls, module: torch.nn.Module, optimizer) -> "OptimizerPass | None":
         if optimizer is None:
             return None
-        params = [p for p in module.parameters() if p.requires_grad]
+        params = [p for p in module_parameters(module) if p.requires_grad]
         if not params or any(type(p.data) is not torch.Tensor for p in params):
             return None   # sharded (DTensor) or wrapped parameters: not copied
         need = 3 * sum(p.nbytes for p in params)   # copies + two moments (Adam's)
@@ -649,7 +649,7 @@ def _room(device: torch.device) -> int:
 def _updating(optimizer, module: torch.nn.Module):
     """`optimizer` if it updates a parameter of `module` (a GAN's other optimizer does
     not), else None."""
-    mine = {id(p) for p in module.parameters()}
+    mine = {id(p) for p in module_parameters(module)}
     held = (p for g in getattr(optimizer, "param_groups", ()) for p in g.get("params", ()))
     return optimizer if any(id(p) in mine for p in held) else None
 
@@ -805,7 +805,7 @@ def context_probes(root: ProbeInput | None, clock, kinds=PROBE_KINDS,
     off, wraps = None, {"offload": 0}
     if "offload" in kinds:
         module = root.module
-        params = {ptr for t in (*module.parameters(), *module.buffers())
+        params = {ptr for t in (*module_parameters(module), *module.buffers())
                   for ptr in storage_ptrs(t)}
         off = Offloader(skip_storages=params)
 

@@ -174,17 +174,19 @@ def _call(main, argv: list[str]) -> int:
 
 
 def run_client(script: str, argv: list[str], policies: list[str], steps: int = 2,
-               timing_steps: int = 0) -> ClientRun:
+               timing_steps: int = 0, steps_by: str = "optimizer") -> ClientRun:
     # in-process, so the allocator pass (no collector) still measures the untraced run: a
     # tracer that kept memory alive would show as ledger != allocator here too
     """Trace `steps` steps (ledger + allocator pass, with `timing_steps` timed steps and the
-    cost model's probes after them when > 0), then predict and measure each policy."""
+    cost model's probes after them when > 0), then predict and measure each policy.
+    `steps_by`: as `trace --steps-by` (every pass and `measure` count steps so)."""
     path = str(HERE / script)
+    by = ("--steps-by", steps_by) if steps_by != "optimizer" else ()
     with tempfile.TemporaryDirectory(prefix="memledger-clients-") as tmp:
         led_path, alloc, status = Path(tmp) / "run.ledger", Path(tmp) / "alloc.json", \
             str(Path(tmp) / "status.json")
-        _ledger_pass_into(led_path, script, argv, steps)
-        code = _call(trace_worker.main, ["allocator", "--out", str(alloc), "--status", status,
+        _ledger_pass_into(led_path, script, argv, steps, by)
+        code = _call(trace_worker.main, ["allocator", *by, "--out", str(alloc), "--status", status,
                                          "--steps", str(steps), "--timing-steps", str(timing_steps),
                                          path, "--", *argv])
         assert code == EXIT_OK, f"allocator pass of {script} {argv}: exit {code}" \
@@ -202,7 +204,7 @@ def run_client(script: str, argv: list[str], policies: list[str], steps: int = 2
             except PolicyError as e:
                 pr.predict_refusal = str(e)
             out = Path(tmp) / "measured.json"
-            code = _call(measure_worker.main, ["--out", str(out), "--policy", text, "--steps",
+            code = _call(measure_worker.main, ["--out", str(out), *by, "--policy", text, "--steps",
                                                str(steps), "--time-steps", "0", path, "--",
                                                *argv])
             res = json.loads(out.read_text())

@@ -64,3 +64,38 @@ def test_lists_of_matrices_in_per_block_dicts_are_walked():
     assert _found(opt) == {"w.blocks[0].exp_avg_sq": 128,
                            "w.blocks[0].statistics[0]": 4 * 4 * 4,
                            "w.blocks[0].statistics[1]": 8 * 8 * 4}
+
+
+class _Applier:
+    """An optimizer of the Keras API (Note [An optimizer that applies gradients],
+    trace/optimizer_like.py): no torch.optim.Optimizer, no `step()`; its moments and counter
+    are tensors inside plain objects, beside the model's own weights."""
+
+    class _Var:
+        def __init__(self, value):
+            self._value = value
+
+    def __init__(self, params):
+        self._trainable_variables = [self._Var(p) for p in params]
+        self._variables = [self._Var(torch.zeros((), dtype=torch.int32))] + \
+            [self._Var(torch.zeros_like(p)) for p in params]
+
+    def apply_gradients(self, pairs):
+        for g, v in pairs:
+            v._value.data.add_(g, alpha=-0.1)
+
+
+def test_an_optimizer_that_applies_gradients_is_found_and_holds_its_state_alone():
+    """Found by the walk over live objects, its state is its moments and its int32 counter
+    (4 + 2 x 12 B), not the model's weights it holds (12 + 12 B)."""
+    from memledger.trace.optimizer_like import optimizer_like_alive
+
+    w, b = torch.nn.Parameter(torch.ones(3)), torch.nn.Parameter(torch.zeros(3))
+    opt = _Applier([w, b])
+    found: list = []
+    assert optimizer_like_alive(found)[0] == ""   # no step(): not named in the line
+    assert any(x is opt for x in found)
+    held = list(held_tensors(opt, lambda k: "", [w, b]))
+    assert sum(t.untyped_storage().nbytes() for t, _ in held) == 4 + 2 * 12
+    assert [name for _, name in held] == ["_variables[0]._value", "_variables[1]._value",
+                                          "_variables[2]._value"]

@@ -332,3 +332,57 @@ def test_a_module_whose_forward_cannot_be_called_is_a_container():
         "do nothing; select the modules that call it instead")
     with pytest.raises(PolicyError, match="a ModuleList: a container with no forward"):
         resolve(parse_policy("checkpoint:blocks"), mods, containers=found)
+
+
+class _Part(nn.Module):
+    """A layer that reads a weight its model registers (Keras' layers on torch)."""
+
+    def forward(self, x):
+        w = self.__dict__.get("w")
+        return x * 2 if w is None else x * w
+
+
+class _BuiltOnFirstCall(nn.Module):
+    """A model built as Keras 3 builds one on torch: its `call` runs as a method on the meta
+    device first (its part a top-level call), then it registers its weights; a
+    `named_parameters` override with an effect (Keras makes `_torch_params` there)."""
+
+    asked = 0
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.part = _Part()
+
+    def named_parameters(self, *args, **kwargs):
+        type(self).asked += 1
+        return super().named_parameters(*args, **kwargs)
+
+    def call(self, x):
+        return self.part(x)
+
+    def build(self, x) -> None:
+        with torch.no_grad():
+            self.call(x.to("meta"))   # shape inference
+        self.weights = nn.ParameterDict({"lm/w": nn.Parameter(torch.ones(4))})
+        self.part.__dict__["w"] = self.weights["lm/w"]
+
+    def forward(self, x):
+        return self.call(x)
+
+
+def test_a_model_that_registers_its_weights_after_its_first_call_is_the_model():
+    """Notes [Parameters read without the module's own method] and [A model labelled before
+    its parameters were registered] (roots.py): the hooks never call the module's own
+    `named_parameters`, and the model, labelled while it held no parameter, is the model
+    once it holds some: its weight named `weights.lm/w` (before: no parameter named)."""
+    _BuiltOnFirstCall.asked = 0
+    m = _BuiltOnFirstCall()
+    x = torch.randn(2, 4)
+
+    def run():
+        m.build(x)
+        m(x).sum().backward()
+
+    roots, params = _traced(run)
+    assert params == {"weights.lm/w"}
+    assert _BuiltOnFirstCall.asked == 0
