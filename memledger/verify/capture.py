@@ -119,6 +119,13 @@ def _cpu(t: torch.Tensor) -> torch.Tensor:
     return t.to("cpu", copy=True)
 
 
+def _keep_grad(step: dict, name: str, grad: torch.Tensor) -> None:
+    """A CPU copy of `grad` as the step's gradient of `name`, noted if not finite."""
+    step["grads"][name] = _cpu(grad)
+    if not bool(torch.isfinite(step["grads"][name]).all()) and name not in step["nonfinite"]:
+        step["nonfinite"].append(name)
+
+
 def _plain(named) -> list[tuple[str, Any]]:
     """Names as the model has them, without a wrapper's (`_orig_mod.`, Fabric's
     `_forward_module.`): what a verdict names is what the user wrote (trace/roots.py)."""
@@ -452,10 +459,7 @@ class Capture:
             if p.grad is None:
                 step["grads"].setdefault(name, None)
                 continue
-            step["grads"][name] = _cpu(p.grad)
-            if not bool(torch.isfinite(step["grads"][name]).all()) and \
-                    name not in step["nonfinite"]:
-                step["nonfinite"].append(name)
+            _keep_grad(step, name, p.grad)
 
     def _post_step(self, opt, args, kwargs) -> None:
         step = self._unread.pop(id(opt), None)
@@ -496,9 +500,10 @@ class Capture:
         for name, p in _plain(self.model.named_parameters()):
             if not p.requires_grad:
                 continue
-            step["grads"][name] = None if p.grad is None else _cpu(p.grad)
-            if p.grad is not None and not bool(torch.isfinite(step["grads"][name]).all()):
-                step["nonfinite"].append(name)
+            if p.grad is None:
+                step["grads"][name] = None
+            else:
+                _keep_grad(step, name, p.grad)
 
     def _end_counted_step(self) -> None:
         if self._pending is None:   # no model found yet: nothing to compare
