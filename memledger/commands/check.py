@@ -110,7 +110,7 @@ def check(
 
     with _errors_reported(junit, markdown_, target):
         _check_outputs(target, output, junit, markdown_)
-        _check_steps_by(steps_by, target, nproc, no_findings)
+        _check_steps_by(steps_by, target, nproc)
         flags: dict = {"peak": budget, "categories": _pairs(category, "category"),
                        "phases": _pairs(phase, "phase"), "steps": steps,
                        "fake": fake or None, "device": device}
@@ -126,7 +126,8 @@ def check(
         except BudgetError as e:
             if not (no_findings and str(e).startswith("memledger: no limit to check")):
                 raise
-            return _findings_only(target, script_args or [], steps or DEFAULT_STEPS, json_)
+            return _findings_only(target, script_args or [], steps or DEFAULT_STEPS, json_,
+                                  steps_by)
         base = None
         if bud.baseline is not None and bud.baseline.ledger is not None:
             base = _load(bud.baseline.ledger, "baseline")
@@ -158,7 +159,8 @@ def check(
                         "over budget (the first step holds no optimizer state yet); let the "
                         f"script run {asked} steps, or ask for --steps {max(res.steps, 1)}")
                 led = _load(res.ledger_path, "ledger")
-                doc = _doctor(target, script_args or [], asked, json_) if no_findings else None
+                doc = _doctor(target, script_args or [], asked, json_, steps_by=steps_by) \
+                    if no_findings else None
         else:
             if script_args:
                 raise BudgetError(f"{target} is not a .py script: script arguments make no sense")
@@ -191,8 +193,7 @@ def check(
         _fail_on_findings(doc, no_findings)
 
 
-def _check_steps_by(steps_by: str, target: Path, nproc: int | None,
-                    no_findings: bool) -> None:
+def _check_steps_by(steps_by: str, target: Path, nproc: int | None) -> None:
     """`--steps-by` as `memledger trace` takes it, where it applies: the refusal of a script
     without an optimizer step names it, and `check` had no such option (an inference
     script's budget could not be checked)."""
@@ -206,17 +207,16 @@ def _check_steps_by(steps_by: str, target: Path, nproc: int | None,
     if target.suffix != ".py":
         raise BudgetError(f"{target} is a ledger: --steps-by applies when tracing a .py "
                           "script; check the script, or drop it")
-    if no_findings:
-        raise BudgetError("--no-findings runs the doctor, which checks training steps "
-                          "(optimizer.step()); drop --steps-by, or --no-findings")
 
 
 # ---- doctor findings (`--no-findings`) ------------------------------------------------------
-def _doctor(script: Path, argv: list[str], steps: int, json_: bool, ledger: Path | None = None):
+def _doctor(script: Path, argv: list[str], steps: int, json_: bool, ledger: Path | None = None,
+            steps_by: str = "optimizer"):
     from memledger.doctor.run import doctor_script
 
     with stdout_to_stderr(json_):
-        return doctor_script(script, argv, steps=steps, ledger=ledger, quiet=True)
+        return doctor_script(script, argv, steps=steps, ledger=ledger, quiet=True,
+                             steps_by=steps_by)
 
 
 def _recorded_findings(led: Ledger, path: Path, required: bool):
@@ -251,7 +251,8 @@ def _no_temp_path(temp: Path | None):
         raise
 
 
-def _findings_only(target: Path, argv: list[str], steps: int, json_: bool) -> None:
+def _findings_only(target: Path, argv: list[str], steps: int, json_: bool,
+                   steps_by: str) -> None:
     """`check --no-findings` without a budget: the findings are the whole check."""
     from memledger.budget.result import CHECK_SCHEMA
     from memledger.report.findings import print_findings
@@ -259,7 +260,7 @@ def _findings_only(target: Path, argv: list[str], steps: int, json_: bool) -> No
     with tempfile.TemporaryDirectory(prefix="memledger-check-") as tmp:
         if target.suffix == ".py":
             path = Path(tmp) / "doctor.ledger"
-            doc = _doctor(target, argv, steps, json_, ledger=path)
+            doc = _doctor(target, argv, steps, json_, ledger=path, steps_by=steps_by)
             led = _load(path, "ledger")
         else:
             led = _load(target, "ledger")

@@ -61,9 +61,7 @@ def compare(
     from memledger.replay.policies import policies_from_args
     from memledger.report.compare_table import compare_table, reasons
 
-    if _steps_by(steps_by) != "optimizer" and nproc:
-        raise ScriptError("--steps-by does not apply with --nproc (ranks are compared by "
-                          "their optimizer steps); drop it", exit_code=2)
+    _steps_by(steps_by, nproc, "compared")
 
     pols = policies_from_args(policy or [])
     if not pols:
@@ -75,8 +73,8 @@ def compare(
         raise ScriptError(f"--rtol must be >= 0, got {rtol!r}", exit_code=2)
     from memledger.verify.compare import run_compare  # torch: only when comparing
 
-    runs = 1 + len(pols) + (3 + len(pols) if performance else 0) + \
-        (doctor and steps_by == "optimizer")   # run_compare's stages
+    runs = 1 + len(pols) + (3 + len(pols) if performance else 0) + doctor   # run_compare's
+    # stages
     with stdout_to_stderr(json_), stage_progress(runs) as say:   # --json: stdout is JSON only
         if nproc:
             from memledger.verify.compare_ranks import run_compare_ranks

@@ -18,6 +18,10 @@ def doctor(
         help="arguments for the script, after --", show_default=False)] = None,
     steps: Annotated[int, typer.Option(help="optimizer steps to watch, then stop the script")]
         = 3,
+    steps_by: Annotated[str, typer.Option(
+        help="what ends a step, as `memledger trace --steps-by`: optimizer, forward "
+             "(evaluation, inference, a hand-written update) or whole (the whole script)")]
+        = "optimizer",
     output: Annotated[Optional[Path], typer.Option(
         "-o", "--output", help="also record the ledger here, findings included (show, "
         "report and check read them)", dir_okay=False)] = None,
@@ -34,14 +38,16 @@ def doctor(
     Cut graphs, frozen parameters that move, gradients leaking across steps, the token
     denominator of gradient accumulation, skipped updates, history kept across steps,
     dropout/BatchNorm in eval mode."""
+    from memledger.commands.trace import _steps_by
     from memledger.doctor.run import doctor_script
     from memledger.report.findings import print_findings
 
-    if nproc:
+    if _steps_by(steps_by, nproc, "watched") and nproc:
         _doctor_nproc(script, script_args or [], steps, output, json_, nproc, timeout)
         return
     with stdout_to_stderr(json_):   # --json: stdout holds the JSON and nothing else
-        rep = doctor_script(script, script_args or [], steps=steps, ledger=output)
+        rep = doctor_script(script, script_args or [], steps=steps, ledger=output,
+                            steps_by=steps_by)
     if json_:
         print_json(rep.to_json_dict())
     else:

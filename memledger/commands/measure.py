@@ -9,7 +9,7 @@ import typer
 from rich.markup import escape
 
 from memledger.commands.common import console, print_json
-from memledger.errors import EXIT_USAGE, PolicyError, ScriptError
+from memledger.errors import PolicyError
 from memledger.units import format_bytes
 
 
@@ -42,9 +42,7 @@ def measure(
     from memledger.measure.runner import measure_script
     from memledger.replay.policies import policies_from_args
 
-    if _steps_by(steps_by) != "optimizer" and nproc:
-        raise ScriptError("--steps-by does not apply with --nproc (ranks are measured by "
-                          "their optimizer steps); drop it", exit_code=EXIT_USAGE)
+    _steps_by(steps_by, nproc, "measured")
 
     pols = policies_from_args(policy or ["none"])
     if len(pols) != 1:

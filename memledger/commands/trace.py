@@ -102,11 +102,16 @@ def _check_options(nproc: int | None, fake: bool, device: str | None, world: int
                           f"{world - 1})", exit_code=EXIT_USAGE)
 
 
-def _steps_by(value: str) -> str:
+def _steps_by(value: str, nproc: int | None = None, verb: str = "") -> str:
+    """`--steps-by` checked; with `nproc`, refused unless "optimizer": ranks are `verb`
+    (compared, measured, ...) by their optimizer steps."""
     from memledger.errors import ScriptError
     from memledger.trace.steps import STEPS_BY
 
     if value not in STEPS_BY:
         raise ScriptError(f"--steps-by {value!r}: use one of {', '.join(STEPS_BY)}",
                           exit_code=2)
+    if nproc and value != "optimizer":
+        raise ScriptError(f"--steps-by does not apply with --nproc (ranks are {verb} by "
+                          "their optimizer steps); drop it", exit_code=2)
     return value

@@ -39,4 +39,4 @@ ALL_CHECKS: tuple[CheckFn, ...] = (
 def diagnose(records: list[Record]) -> DoctorReport:
     run = Run.of(records)
     findings = [f for check in ALL_CHECKS for f in check(run)]
-    return DoctorReport.of(findings, run.n_steps, run.n_optimizer_steps)
+    return DoctorReport.of(findings, run.n_steps, run.n_optimizer_steps, run.steps_by)

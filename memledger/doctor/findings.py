@@ -66,19 +66,27 @@ class DoctorReport(BaseModel):
     optimizer_steps: Optional[int] = Field(
         None, description="optimizer.step() calls in those steps, which the findings' step "
         "numbers count (a GAN's two optimizers make two calls a training step)")
+    steps_by: str = Field("optimizer", description="what ended a step (`--steps-by`): "
+                          "optimizer, forward or whole")
     findings: list[Finding] = Field(default_factory=list)
 
     @classmethod
-    def of(cls, findings: list[Finding], steps: int,
-           optimizer_steps: int | None = None) -> "DoctorReport":
+    def of(cls, findings: list[Finding], steps: int, optimizer_steps: int | None = None,
+           steps_by: str = "optimizer") -> "DoctorReport":
         order = {"error": 0, "warning": 1}
         fs = sorted(findings, key=lambda f: (order[f.severity], CHECKS.index(f.check)
                                              if f.check in CHECKS else 99))
-        return cls(ok=not fs, steps=steps, optimizer_steps=optimizer_steps, findings=fs)
+        return cls(ok=not fs, steps=steps, optimizer_steps=optimizer_steps,
+                   steps_by=steps_by, findings=fs)
 
     def steps_text(self) -> str:
-        """'3 steps', or '3 steps (6 optimizer steps, as the findings number them)'."""
+        """'3 steps', '3 steps (6 optimizer steps, as the findings number them)' or
+        '3 steps (by forward)'."""
         text = count(self.steps, "step")
+        if self.steps_by != "optimizer":   # no optimizer step need be there to count
+            return text + f" (by {self.steps_by})" + (
+                f", {count(self.optimizer_steps, 'optimizer step')}"
+                if self.optimizer_steps else "")
         if self.optimizer_steps is not None and self.optimizer_steps != self.steps:
             text += (f" ({count(self.optimizer_steps, 'optimizer step')}, as the findings "
                      "number them)")
@@ -94,7 +102,7 @@ class DoctorReport(BaseModel):
     # ---- in a ledger ---------------------------------------------------------------------
     def ledger_records(self) -> list[dict]:
         head = {"k": "doctor", "schema": DOCTOR_SCHEMA, "steps": self.steps, "ok": self.ok,
-                "optimizer_steps": self.optimizer_steps}
+                "optimizer_steps": self.optimizer_steps, "steps_by": self.steps_by}
         return [head] + [{"k": "finding", **f.model_dump()} for f in self.findings]
 
     @classmethod
@@ -107,4 +115,5 @@ class DoctorReport(BaseModel):
                     for r in extra.get("finding", [])]
         opt = heads[-1].get("optimizer_steps")
         return cls.of(findings, int(heads[-1].get("steps", 0)),
-                      None if opt is None else int(opt))
+                      None if opt is None else int(opt),
+                      str(heads[-1].get("steps_by", "optimizer")))

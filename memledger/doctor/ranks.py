@@ -57,7 +57,8 @@ def doctor_ranks(script: str | Path, argv: list[str], steps: int, nproc: int,
     across = unsynced_gradients(by_rank) + unaveraged_gradients(by_rank)
     if not across:
         return reports
-    return [DoctorReport.of([*rep.findings, *across], rep.steps, rep.optimizer_steps)
+    return [DoctorReport.of([*rep.findings, *across], rep.steps, rep.optimizer_steps,
+                            rep.steps_by)
             for rep in reports]
 
 

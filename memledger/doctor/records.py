@@ -46,6 +46,7 @@ class Run:
     nets: dict[int, Record] = field(default_factory=dict)
     n_steps: int = 0
     n_optimizer_steps: int = 0
+    steps_by: str = "optimizer"   # what ended a step (`doctor --steps-by`)
 
     @classmethod
     def of(cls, records: list[Record]) -> "Run":
@@ -66,6 +67,7 @@ class Run:
             elif k == "end":
                 run.n_steps = int(r.get("steps", 0))
                 run.n_optimizer_steps = int(r.get("optimizer_steps", run.n_steps))
+                run.steps_by = str(r.get("steps_by", "optimizer"))
         return run
 
     def name(self, i: int) -> str:

@@ -1,4 +1,5 @@
-"""Check 6: tensors that carry autograd history across optimizer steps.
+"""Check 6: tensors that carry autograd history across steps (optimizer steps, or as
+`--steps-by` counts them).
 
 The probe lists, at each step boundary, the live tensors whose graph reaches a graph that
 was alive at the previous boundary (Note [Cross-step retention] in
@@ -37,16 +38,16 @@ def cross_step_retention(run) -> list[Finding]:
         spent = all(r.get("backwarded") for r in recs)
         state = [r for r in recs if r.get("state")]
         if state:
-            out.append(_state_finding(var, file, state, steps, per))
+            out.append(_state_finding(var, file, state, steps, per, _steps(run)))
             continue
         held = [r for r in recs if r.get("ctx_bytes")]
         if spent and not grows and held:
-            out.append(_ctx_finding(var, file, held))
+            out.append(_ctx_finding(var, file, held, _steps(run)))
             continue
         if spent and not grows:   # a loss kept after its backward until the next replaces it
             continue
         line = accumulation_line(file, var)
-        msg = (f"`{var}` carries autograd history across optimizer steps (at the end of "
+        msg = (f"`{var}` carries autograd history across {_steps(run)} (at the end of "
                f"step {steps[0]}" + (f"-{steps[-1]}" if len(steps) > 1 else "") +
                f": {tensors[-1]} tensor(s), {format_bytes(nbytes[-1])}, a graph of "
                f"{nodes[-1]} nodes" + (f", up from {nodes[0]}" if nodes[-1] > nodes[0] else "")
@@ -60,7 +61,8 @@ def cross_step_retention(run) -> list[Finding]:
     return out
 
 
-def _state_finding(var: str, file: str, recs: list, steps: list, per: dict) -> Finding:
+def _state_finding(var: str, file: str, recs: list, steps: list, per: dict,
+                   boundaries: str) -> Finding:
     """Parameters or buffers of the module `var` that carry autograd history."""
     names = sorted({r["name"] for r in recs})
     kinds = sorted({r["state"] for r in recs})
@@ -72,7 +74,7 @@ def _state_finding(var: str, file: str, recs: list, steps: list, per: dict) -> F
     return Finding(
         check="cross_step_retention", severity="error", where=Where(file=file, line=line),
         message=(f"{len(names)} {'/'.join(kinds)}s of `{var}` ({shown}) carry autograd "
-                 f"history across optimizer steps (at the end of step {steps[0]}"
+                 f"history across {boundaries} (at the end of step {steps[0]}"
                  + (f"-{steps[-1]}" if len(steps) > 1 else "") +
                  f": a graph of {last['nodes']} nodes): they were updated in place outside "
                  "torch.no_grad() from tensors that require grad (an EMA or momentum-encoder "
@@ -83,7 +85,7 @@ def _state_finding(var: str, file: str, recs: list, steps: list, per: dict) -> F
                   [per[s]["nodes"] for s in steps]})
 
 
-def _ctx_finding(var: str, file: str, recs: list) -> Finding:
+def _ctx_finding(var: str, file: str, recs: list, boundaries: str) -> Finding:
     """A spent graph kept past the step that still holds tensors a custom autograd Function
     keeps on `ctx` (Note [A spent graph that still holds tensors] in
     memledger/trace/doctor_retention.py)."""
@@ -98,10 +100,16 @@ def _ctx_finding(var: str, file: str, recs: list) -> Finding:
     return Finding(
         check="cross_step_retention", severity="warning",
         where=Where(file=file, line=accumulation_line(file, var)),
-        message=(f"{who} past the optimizer step (at the end of step "
+        message=(f"{who} past the step's end (at the end of step "
                  f"{steps[0]}" + (f"-{steps[-1]}" if len(steps) > 1 else "") + "), and "
                  f"that graph still holds {format_bytes(held[-1])} of tensors a custom "
                  "autograd Function keeps on ctx as attributes (not save_for_backward, so "
                  "backward freed none of them) until the next step replaces it; `del "
                  f"{', '.join([var, *also])}` after the step frees them"),
         evidence={"steps": steps, "ctx_bytes_per_step": held, **({"also": also} if also else {})})
+
+
+def _steps(run) -> str:
+    """What the boundaries are: optimizer steps, or steps as `--steps-by` counted them."""
+    return "optimizer steps" if run.steps_by == "optimizer" else \
+        f"steps (counted by {run.steps_by})"

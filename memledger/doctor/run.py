@@ -18,13 +18,14 @@ from memledger.processes import dead_worker, run_worker
 from memledger.trace.optimizer_like import no_step_hint
 
 
-def diagnose_in_process(script: str | Path, argv: list[str], steps: int):
+def diagnose_in_process(script: str | Path, argv: list[str], steps: int,
+                        steps_by: str = "optimizer"):
     """Run `script` here under the probe alone; (DoctorReport, ScriptOutcome)."""
     from memledger.doctor.analyze import diagnose
     from memledger.trace.doctor_probe import DoctorProbe
     from memledger.trace.script import run_and_classify
 
-    probe = DoctorProbe(max_steps=steps)
+    probe = DoctorProbe(max_steps=steps, steps_by=steps_by)
     saved_argv, saved_path = sys.argv[:], sys.path[:]
     try:
         with probe:
@@ -35,11 +36,13 @@ def diagnose_in_process(script: str | Path, argv: list[str], steps: int):
 
 
 def doctor_script(script: str | Path, argv: list[str], steps: int = 3,
-                  ledger: str | Path | None = None, quiet: bool = False) -> DoctorReport:
+                  ledger: str | Path | None = None, quiet: bool = False,
+                  steps_by: str = "optimizer") -> DoctorReport:
     """Run the doctor on `script` in a fresh process; raise ScriptError when it cannot.
 
     `ledger`: also record the ledger there (Collector alongside), findings appended to it.
     `quiet`: keep the script's output unless it fails (compare's pre-flight).
+    `steps_by`: what ends a step, as `memledger trace --steps-by`.
     """
     from memledger.outputs import check_output, commit, partial_path
     from memledger.trace.session import check_script
@@ -50,12 +53,12 @@ def doctor_script(script: str | Path, argv: list[str], steps: int = 3,
     if steps < 1:
         raise ScriptError("--steps must be at least 1", exit_code=EXIT_USAGE)
     if ledger is None:
-        return _doctor_run(script, argv, steps, None, quiet)
+        return _doctor_run(script, argv, steps, None, quiet, steps_by)
     # the worker streams into a partial file renamed over `ledger` at the end, whatever
     # happened (memledger/outputs.py): never half a ledger at `ledger`
     partial = partial_path(ledger)
     try:
-        return _doctor_run(script, argv, steps, partial, quiet)
+        return _doctor_run(script, argv, steps, partial, quiet, steps_by)
     except ScriptError as e:   # what was recorded is kept; say where, as trace does
         commit(partial, ledger)
         if e.exit_code == EXIT_USAGE and not ledger.exists():
@@ -67,10 +70,11 @@ def doctor_script(script: str | Path, argv: list[str], steps: int = 3,
 
 
 def _doctor_run(script: Path, argv: list[str], steps: int, ledger: Path | None,
-                quiet: bool) -> DoctorReport:
+                quiet: bool, steps_by: str) -> DoctorReport:
     with tempfile.TemporaryDirectory(prefix="memledger-doctor-") as tmp:
         report_path, status = Path(tmp) / "doctor.json", Path(tmp) / "status.json"
-        args = ["--report", str(report_path), "--status", str(status), "--steps", str(steps)]
+        args = ["--report", str(report_path), "--status", str(status), "--steps", str(steps),
+                "--steps-by", steps_by]
         if ledger is not None:
             args += ["--ledger", str(ledger)]
         try:
@@ -92,12 +96,18 @@ def _doctor_run(script: Path, argv: list[str], steps: int, ledger: Path | None,
         if res["code"] != EXIT_OK:
             raise ScriptError(f"the doctor could not watch the script: {res['reason']}",
                               exit_code=res["code"])
+        if res["steps"] == 0 and steps_by == "forward":
+            raise ScriptError("the script ran no forward of a module that holds parameters, "
+                              "through nn.Module's call, so --steps-by forward found no "
+                              "step; watch the whole script as one step (--steps-by whole)",
+                              exit_code=EXIT_USAGE)
         if res["steps"] == 0:
             hint = no_step_hint(res.get("optimizer_like", ""), doctor=True,
                                 unstepped=res.get("optimizer_unstepped", ""))
             raise ScriptError("the script ran no optimizer step" + (
                 hint or
-                "; the doctor checks loops that step a torch.optim optimizer (`memledger "
-                "trace` and `compare` take a hand-written update with --steps-by forward)"),
+                "; for evaluation, inference or a hand-written update count steps by "
+                "forward passes (--steps-by forward) or watch the whole script (--steps-by "
+                "whole)"),
                 exit_code=EXIT_USAGE)
         return DoctorReport.model_validate(json.loads(report_path.read_text()))

@@ -18,6 +18,7 @@ import sys
 
 from memledger.errors import EXIT_OK, EXIT_USAGE
 from memledger.trace.optimizer_like import status_hint
+from memledger.trace.steps import STEPS_BY
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -25,6 +26,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--report", required=True)
     p.add_argument("--status", required=True)
     p.add_argument("--steps", type=int, default=3)
+    p.add_argument("--steps-by", default="optimizer", choices=STEPS_BY)
     p.add_argument("--ledger")
     p.add_argument("--replicas", help="under torchrun: this rank's `replica` records (JSON)")
     p.add_argument("script")
@@ -49,11 +51,13 @@ def main(argv: list[str] | None = None) -> int:
 
     # a ledger alongside: the probe holds no garbage past Python's own collections
     probe = DoctorProbe(max_steps=None if args.ledger else args.steps,
-                        collections=not args.ledger)
+                        collections=not args.ledger, steps_by=args.steps_by)
     sink = FileSink(args.ledger) if args.ledger else None
+    by = {"steps_by": args.steps_by} if args.steps_by != "optimizer" else {}
     collector = Collector(sink, max_steps=args.steps, header={
         "script": args.script, "argv": args.argv, "steps_requested": args.steps,
-        "doctor": True}, scan_garbage=True) if sink else contextlib.nullcontext()
+        "doctor": True, **by}, scan_garbage=True, steps_by=args.steps_by) \
+        if sink else contextlib.nullcontext()
     outcome = ScriptOutcome(EXIT_OK, "")
     try:
         with probe, collector:

@@ -100,7 +100,7 @@ from memledger.trace.doctor_retention import MAX_NODES, RetentionWatch
 from memledger.trace.roots import (
     ByModule, RootNames, module_named_parameters, module_parameters, paths_under)
 from memledger.trace.optimizer_like import optimizer_like_alive, unstepped_name
-from memledger.trace.steps import OptimizerSteps
+from memledger.trace.steps import OptimizerSteps, StepCounter
 from memledger.trace.param_attrs import gradient_like
 from memledger.trace.where import in_reentrant_checkpoint, user_line, user_name_of
 
@@ -310,6 +310,18 @@ def _named_params(root: nn.Module, prefix: str) -> Iterator[tuple[nn.Module, nn.
             yield m, p, ".".join(x for x in (path, n) if x)
 
 
+# Note [A doctor without an optimizer]
+# Evaluation, inference and hand-written updates (`p -= lr * p.grad`, LOMO's fused update)
+# call no `optimizer.step()`, and the doctor refused them ("the script ran no optimizer
+# step"), though their classic bugs are the ones it finds: a validation loop summing
+# losses with their graphs (`total = total + loss`: every batch's graph stays reachable)
+# and inference under gradients (autograd keeps what each forward saved). With
+# `steps_by` "forward" or "whole", steps end by trace's StepCounter (trace/steps.py: the
+# next forward of a model with parameters, or the script's end), so retention, garbage
+# and unused-graph boundaries fall where `trace --steps-by` ends its steps; optimizer
+# steps, if any, are still read as records but end no training step. Checks about
+# optimizer steps (leaks past zero_grad, skipped updates, schedulers) find nothing where
+# no optimizer steps. tests/integration/test_doctor_steps_by.py.
 class DoctorProbe(TorchFunctionMode):
     """Records the training mechanics of a script while active (see the module docstring).
 
@@ -326,11 +338,16 @@ class DoctorProbe(TorchFunctionMode):
     are correct already and not inspected.
     """
 
-    def __init__(self, max_steps: int | None = None, collections: bool = True) -> None:
+    def __init__(self, max_steps: int | None = None, collections: bool = True,
+                 steps_by: str = "optimizer") -> None:
         """`collections`: also read the garbage Python's own collections free mid-step
-        (held to the step's end: off when a ledger is recorded alongside)."""
+        (held to the step's end: off when a ledger is recorded alongside). `steps_by`: what
+        ends a step, as `memledger trace --steps-by` (Note [A doctor without an
+        optimizer])."""
         super().__init__()
         self.max_steps = max_steps
+        self.steps_by = steps_by
+        self._counter = None   # StepCounter, when steps are not counted by optimizer.step()
         self.records: list[dict[str, Any]] = []
         self._penalty = PenaltyWatch(self.records)     # Note [A gradient penalty without ...]
         # Note [Parameters held weakly]: id -> parameter, while it lives
@@ -427,6 +444,9 @@ class DoctorProbe(TorchFunctionMode):
 
     # ---- lifecycle ------------------------------------------------------------------------
     def __enter__(self) -> "DoctorProbe":
+        if self.steps_by != "optimizer":   # before the probe's own forward hook: a new
+            # forward ends the step before the probe counts it in the next one
+            self._counter = StepCounter(self.steps_by, self._training_step_ended)
         self._handles = [
             nn_module.register_module_forward_pre_hook(internal(self._module_pre)),
             register_optimizer_step_pre_hook(internal(self._opt_pre)),
@@ -444,7 +464,10 @@ class DoctorProbe(TorchFunctionMode):
         for h in self._handles + self._param_handles:
             h.remove()
         self._handles, self._param_handles = [], []
-        self._step_rule.script_ended()   # a step its optimizers left open ends here
+        if self._counter is not None:   # the last forward's step ends with the script
+            self._counter.script_ended()
+        else:
+            self._step_rule.script_ended()   # a step its optimizers left open ends here
         self._finish()
 
     def _finish(self) -> None:
@@ -457,7 +480,8 @@ class DoctorProbe(TorchFunctionMode):
                     "opt_steps": self._opt_steps.get(opt_index, 0),
                     **self._sched_where.get(k, {})})
         self.records.append({"k": "end", "steps": self._train_steps, "backward": self._bw,
-                             "optimizer_steps": self._steps})
+                             "optimizer_steps": self._steps,
+                             **({"steps_by": self.steps_by} if self._counter else {})})
         self._retention.stop()
         self._garbage.__exit__()
         self._unused.__exit__()
@@ -1270,8 +1294,8 @@ class DoctorProbe(TorchFunctionMode):
             return None        # outermost step() is the script's
         with torch._C.DisableTorchFunction():
             self._rename_roots(opt)
-            if self._step_rule.pre(opt):    # a step left open ended here (a fallback)
-                self._training_step_ended()
+            if self._step_rule.pre(opt) and self._counter is None:   # a step left open
+                self._training_step_ended()                             # ended here
             # args: (optimizer, closure?) as step() was called
             closure = kwargs.get("closure", args[1] if len(args) > 1 else None)
             if not callable(closure):
@@ -1513,7 +1537,7 @@ class DoctorProbe(TorchFunctionMode):
             self._in_place, self._replaced = set(), set()
             self._cut_srcs = {}
             self._mode_pending = {}
-            ended = self._step_rule.post(opt)
+            ended = self._step_rule.post(opt) and self._counter is None
         self._in_opt -= 1
         if ended:
             self._training_step_ended()

@@ -128,8 +128,7 @@ def no_step_hint(optimizer_like: str, doctor: bool = False, unstepped: str = "")
                 "never called (one that updates the parameters inside backward, from hooks "
                 "on them, steps no other way)")
         if doctor:
-            return what + ", and the doctor's checks are per optimizer step (`memledger " \
-                "trace` and `compare` take such a loop with --steps-by forward)"
+            return what + ": count its steps by forward passes (doctor --steps-by forward)"
         return what + ": count steps by forward passes (--steps-by forward) or trace the " \
             "whole script (--steps-by whole)"
     if not optimizer_like:
@@ -138,7 +137,6 @@ def no_step_hint(optimizer_like: str, doctor: bool = False, unstepped: str = "")
             f"torch.optim.Optimizer, whose step hooks {'the doctor' if doctor else 'memledger'} "
             "reads")
     if doctor:
-        return what + ", and its checks are per step (`memledger trace --steps-by forward` " \
-            "traces such a loop)"
+        return what + ": count its steps by forward passes (doctor --steps-by forward)"
     return what + ": count steps by forward passes (--steps-by forward) or trace the " \
         "whole script (--steps-by whole)"

@@ -52,23 +52,19 @@ def run_compare(script: str | Path, argv: list[str], policies: list[Policy], ste
                 time_steps: int = 5, rtol: float | None = None, performance: bool = True,
                 progress: Progress | None = None, doctor: bool = True,
                 steps_by: str = "optimizer") -> CompareReport:
-    """`steps_by`: what ends a step (trace/steps.py): every run counts alike (Note [A
-    capture without an optimizer]); the doctor, which checks optimizer steps, runs only
-    on those."""
+    """`steps_by`: what ends a step (trace/steps.py): every run counts alike, the doctor's
+    too (Note [A capture without an optimizer])."""
     say = progress or (lambda msg: None)
     script = check_script(script)
-    if doctor and steps_by == "optimizer":
+    if doctor:
         say(f"doctor: checking the baseline's training mechanics, {count(steps, 'step')}")
-        doctor_gate(script, argv, steps)
+        doctor_gate(script, argv, steps, steps_by)
     say(f"gates: capturing the baseline twice and {count(len(policies), 'policy', 'policies')}, "
         f"{count(steps, 'step')} each")
     gates = run_gates(script, argv, [Variant.of(p) for p in policies], steps, rtol=rtol,
                       progress=say, runner=functools.partial(capture_run, steps_by=steps_by))
     report = gate_report(script, steps, gates)
     report.steps_by = steps_by
-    if doctor and steps_by != "optimizer":
-        report.note = "; ".join(filter(None, [report.note, (
-            f"the doctor checks optimizer steps: not run on steps counted by {steps_by}")]))
     passing = [(p, r) for p, r in zip(policies, report.policies) if r.verdict != "REJECT"]
     if performance and passing:
         _performance(report, script, argv, policies, passing, steps, time_steps, say,
@@ -97,12 +93,13 @@ def finish_verdicts(report: CompareReport) -> None:
             r.reason = "gates passed; saves no memory (measured)"
 
 
-def doctor_gate(script: Path, argv: list[str], steps: int) -> None:
+def doctor_gate(script: Path, argv: list[str], steps: int, steps_by: str = "optimizer") -> None:
     """A policy can only be judged against a baseline that trains correctly: raise
     CheckFailed (exit 1) on the doctor's first error, before any policy runs."""
     from memledger.doctor.run import doctor_script
 
-    refuse_doctor_errors(doctor_script(script, argv, steps=steps, quiet=True), script)
+    refuse_doctor_errors(doctor_script(script, argv, steps=steps, quiet=True,
+                                       steps_by=steps_by), script)
 
 
 def refuse_doctor_errors(report, script: Path, where: str = "") -> None:

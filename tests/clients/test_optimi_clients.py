@@ -164,8 +164,7 @@ def test_lomo_that_never_steps_is_named_and_its_norms_are_optimizer_state(lomo_i
     assert no_step_hint("", doctor=True, unstepped=res["optimizer_unstepped"]) == (
         "; a lomo_optim.lomo.Lomo is alive, a torch.optim.Optimizer whose step() the script "
         "never called (one that updates the parameters inside backward, from hooks on them, "
-        "steps no other way), and the doctor's checks are per optimizer step (`memledger "
-        "trace` and `compare` take such a loop with --steps-by forward)")
+        "steps no other way): count its steps by forward passes (doctor --steps-by forward)")
 
     run = _run(argv, ["offload:blocks.*", "selective:blocks.*"])
     assert run.ledger_peak == run.allocator_peak == 364_436

@@ -233,7 +233,7 @@ def test_an_inference_script_is_checked_by_its_forwards(tmp_path, capsys):
     """A script without optimizer.step() was refused with "count steps by forward passes
     (--steps-by forward) or trace the whole script (--steps-by whole)", options `check`
     did not have ("No such option: --steps-by"): an inference script's budget could not
-    be checked. Now it takes them, and refuses them where they do not apply."""
+    be checked. Now it takes them, and the doctor of `--no-findings` counts alike."""
     script = tmp_path / "infer.py"
     script.write_text(EVAL)
     assert main(["check", str(script), "--steps-by", "forward", "--steps", "2", "--budget",
@@ -241,6 +241,8 @@ def test_an_inference_script_is_checked_by_its_forwards(tmp_path, capsys):
     d = json.loads(capsys.readouterr().out)
     assert d["ok"] and 9376 + 4096 <= d["peak_bytes"] < 1 << 20
     assert main(["check", str(script), "--steps-by", "whole", "--budget", "9376B"]) == 1
+    capsys.readouterr()
     assert main(["check", str(script), "--steps-by", "forward", "--no-findings",
-                 "--budget", "1MiB"]) == 2
-    assert "--no-findings runs the doctor" in capsys.readouterr().err
+                 "--budget", "1MiB", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["doctor"]["ok"] and d["doctor"]["steps_by"] == "forward"
