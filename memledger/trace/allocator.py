@@ -21,6 +21,8 @@ from typing import Any
 
 import torch
 
+from memledger.trace.unheard_frees import UnheardFrees, add_unheard_frees
+
 
 class CpuProfilerProbe:
     """Peak live bytes per device from the profiler's allocator events.
@@ -41,8 +43,12 @@ class CpuProfilerProbe:
         self._ops = ops
         self._results = None   # the op-less session's (its profile object never ran)
         self._walked: _Walk | None = None
+        # Note [Frees on a thread the profiler does not follow] (trace/unheard_frees.py)
+        self._watch = UnheardFrees()
+        self._unheard: list[tuple[int, int]] = []
 
     def start(self) -> None:
+        self._watch.start()
         if self._ops or not _start_without_ops(self._prof):
             self._ops = True
             self._prof.__enter__()
@@ -54,6 +60,7 @@ class CpuProfilerProbe:
             from torch.autograd import _disable_profiler
 
             self._results = _disable_profiler()
+        self._unheard = self._watch.stop()
 
     def release(self) -> None:
         """Let the recorded events go (after peaks() and the other readings are taken)."""
@@ -88,7 +95,7 @@ class CpuProfilerProbe:
             children = node.children
             if children:
                 stack.extend([(c, in_comm) for c in children])
-        self._walked = _Walk(allocs, calls)
+        self._walked = _Walk(add_unheard_frees(allocs, self._unheard), calls)
         return self._walked
 
     @property
@@ -132,7 +139,7 @@ class CpuProfilerProbe:
                 out.append((node.start_time_ns, str(f.device), int(f.ptr), int(f.alloc_size)))
             else:
                 stack.extend(node.children)
-        return out
+        return add_unheard_frees(out, self._unheard)
 
 
 # Note [A peak without the ops]

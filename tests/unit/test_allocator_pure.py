@@ -267,3 +267,21 @@ def test_an_op_of_another_namespace_is_a_call_with_its_scratch():
                                      "prim::TupleConstruct", "## forward ##",
                                      "Optimizer.step#AdamW.step", "my label::x")] == \
         ["optimizer_update_8bit_blockwise", "", "", "", "", "", "", ""]
+
+
+def test_a_free_heard_on_no_thread_goes_to_its_block():
+    """Note [Frees on a thread the profiler does not follow]: the free lands on the first
+    block at that pointer with none of its own heard, at its time or just before the
+    pointer is handed out again; a block whose free was heard gets none."""
+    from memledger.trace.unheard_frees import add_unheard_frees
+
+    allocs = [(1, "cpu", 0x10, 100), (2, "cpu", 0x20, 50), (3, "cpu", 0x20, -50),
+              (9, "cpu", 0x10, 80)]
+    # 0x10 freed unheard at 5, handed out again at 9; 0x20's free was heard already
+    got = add_unheard_frees(allocs, [(5, 0x10), (4, 0x20)])
+    assert sorted(got) == sorted(allocs + [(5, "cpu", 0x10, -100)])
+    assert peaks_from_events((t, d, b, p) for t, d, p, b in got) == {"cpu": 150}
+    assert peaks_from_events((t, d, b, p) for t, d, p, b in allocs) == {"cpu": 180}
+    # recorded after the pointer's next allocation (the finalizer ran late): placed before it
+    assert (9, "cpu", 0x10, -100) in add_unheard_frees(allocs, [(12, 0x10)])
+    assert add_unheard_frees(allocs, []) is allocs
