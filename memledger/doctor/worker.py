@@ -56,8 +56,8 @@ def main(argv: list[str] | None = None) -> int:
     by = {"steps_by": args.steps_by} if args.steps_by != "optimizer" else {}
     collector = Collector(sink, max_steps=args.steps, header={
         "script": args.script, "argv": args.argv, "steps_requested": args.steps,
-        "doctor": True, **by}, scan_garbage=True, steps_by=args.steps_by) \
-        if sink else contextlib.nullcontext()
+        "doctor": True, **by}, scan_garbage=True, steps_by=args.steps_by,
+        on_steps_done=probe.stopped_by_others) if sink else contextlib.nullcontext()
     outcome = ScriptOutcome(EXIT_OK, "")
     try:
         with probe, collector:

@@ -470,6 +470,13 @@ class DoctorProbe(TorchFunctionMode):
             self._step_rule.script_ended()   # a step its optimizers left open ends here
         self._finish()
 
+    def stopped_by_others(self) -> None:
+        """The Collector alongside stops the script at its last step's end: under
+        `steps_by` "forward" that is the next forward's start, which began no step the
+        probe should close at the script's end (it read 4 steps of 3)."""
+        if self._counter is not None:
+            self._counter.stopped = True
+
     def _finish(self) -> None:
         self._count_scheduler_steps()
         for k, (ref, opt_index, before_first) in enumerate(self._scheds):

@@ -12,6 +12,7 @@ import pytest
 
 from memledger.cli import main
 from memledger.doctor.run import diagnose_in_process
+from memledger.ledger.model import Ledger
 
 HEAD = """
 import torch
@@ -110,11 +111,16 @@ def test_inference_under_gradients_is_a_warning_by_forward_and_whole(tmp_path):
 def test_the_command_line_takes_steps_by(tmp_path, capsys):
     script = tmp_path / "infer.py"
     script.write_text(textwrap.dedent(INFER_UNDER_GRAD))
+    ledger = tmp_path / "infer.ledger"
     assert main(["doctor", str(script), "--steps-by", "forward", "--steps", "2",
-                 "--json"]) == 1
+                 "-o", str(ledger), "--json"]) == 1
     d = json.loads(capsys.readouterr().out)
+    # the ledger's stop at the third forward began no third step (it read 3 of 2)
     assert (d["steps"], d["optimizer_steps"], d["steps_by"]) == (2, 0, "forward")
     assert [f["check"] for f in d["findings"]] == ["unused_graph"]
+    led = Ledger.load(ledger)
+    assert (led.steps_traced, led.header["steps_by"]) == (2, "forward")
+    assert led.extra["doctor"][0]["steps"] == 2
     # without it, the refusal names the way out (exit 2); with --nproc it does not apply
     assert main(["doctor", str(script)]) == 2
     assert "--steps-by forward" in capsys.readouterr().err
