@@ -153,6 +153,7 @@ backward already).
 from __future__ import annotations
 
 import dataclasses
+import math
 import weakref
 from dataclasses import dataclass, field
 
@@ -563,17 +564,33 @@ def _refuse_selective_backward_twice(prep: Prepared, calls: _Calls, own: _Owners
     first = calls.at(calls.kind, own.first_save) == Kind.SELECTIVE
     last = calls.at(calls.kind, own.last_save) == Kind.SELECTIVE
     twice = (first | last) & (prep.unpacks > prep.saves)
-    found = []
+    found: list[tuple[int, int]] = []   # (when the pass that reads it again meets it, call)
     if prep.pack_reread is not None:   # Note [Read again: by the save, not the storage]
         twice &= prep.unpack_unnamed
         kp = _pack_call(prep, calls)
         hit = prep.pack_reread & (calls.at(calls.kind, kp) == Kind.SELECTIVE)
-        found = kp[hit].tolist()
+        found = list(zip(prep.pack_reread_ev[hit].tolist(), kp[hit].tolist()))
     if twice.any():
         i = np.flatnonzero(twice)
-        found += np.where(first[i], own.first_save[i], own.last_save[i]).tolist()
-    if found:   # named as measure meets it: the second backward reaches the last first
-        raise PolicyError(selective_twice_message(policy.text(), str(calls.mods[max(found)])))
+        found += zip(prep.pass2[i].tolist(),
+                     np.where(first[i], own.first_save[i], own.last_save[i]).tolist())
+    if found:   # Note [The region a second pass meets first]
+        _, k = min(found, key=lambda f: (f[0] if f[0] >= 0 else math.inf, -f[1]))
+        raise PolicyError(selective_twice_message(policy.text(), str(calls.mods[k])))
+
+
+# Note [The region a second pass meets first]
+# measure refuses a selective region as the second backward pass re-enters it, so it names
+# the region whose save that pass unpacks first. A plain second backward (`retain_graph=True`
+# then the loss's) runs the graph last-made first and meets the last call first, which is
+# what predict named (the largest call). Where the later pass comes through graphs that
+# earlier graph-building passes made, it does not: a physics-informed network's u_xx
+# (DeepXDE's `dde.grad.hessian`: `autograd.grad(create_graph=True)` twice, then the
+# residual's backward) reads linears.1's saved input again before linears.2's, and
+# `selective:linears.*` was refused by predict as "would re-run linears.2" and by measure as
+# "would re-run linears.1" (tests/clients/train_deepxde.py). The region is now the one with
+# the earliest read beyond the saves (its save's, else its storage's second pass's first
+# unpack); the largest call where the ledger has neither.
 
 
 # Note [Read again: by the save, not the storage]
