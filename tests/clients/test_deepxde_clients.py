@@ -31,7 +31,7 @@ from tests.clients.harness import assert_one_doctor_error, run_client
 
 if importlib.util.find_spec("deepxde") is None:
     pytest.skip("DeepXDE is not installed", allow_module_level=True)
-pytestmark = [pytest.mark.clients, pytest.mark.usefixtures("one_thread")]
+pytestmark = pytest.mark.clients   # the same bytes at 1 and 2 intra-op threads
 
 
 @pytest.fixture(scope="module", autouse=True)
