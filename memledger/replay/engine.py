@@ -153,6 +153,7 @@ backward already).
 from __future__ import annotations
 
 import dataclasses
+import math
 import weakref
 from dataclasses import dataclass, field
 
@@ -563,17 +564,33 @@ def _refuse_selective_backward_twice(prep: Prepared, calls: _Calls, own: _Owners
     first = calls.at(calls.kind, own.first_save) == Kind.SELECTIVE
     last = calls.at(calls.kind, own.last_save) == Kind.SELECTIVE
     twice = (first | last) & (prep.unpacks > prep.saves)
-    found = []
+    found: list[tuple[int, int]] = []   # (when the pass that reads it again meets it, call)
     if prep.pack_reread is not None:   # Note [Read again: by the save, not the storage]
         twice &= prep.unpack_unnamed
         kp = _pack_call(prep, calls)
         hit = prep.pack_reread & (calls.at(calls.kind, kp) == Kind.SELECTIVE)
-        found = kp[hit].tolist()
+        found = list(zip(prep.pack_reread_ev[hit].tolist(), kp[hit].tolist()))
     if twice.any():
         i = np.flatnonzero(twice)
-        found += np.where(first[i], own.first_save[i], own.last_save[i]).tolist()
-    if found:   # named as measure meets it: the second backward reaches the last first
-        raise PolicyError(selective_twice_message(policy.text(), str(calls.mods[max(found)])))
+        found += zip(prep.pass2[i].tolist(),
+                     np.where(first[i], own.first_save[i], own.last_save[i]).tolist())
+    if found:   # Note [The region a second pass meets first]
+        _, k = min(found, key=lambda f: (f[0] if f[0] >= 0 else math.inf, -f[1]))
+        raise PolicyError(selective_twice_message(policy.text(), str(calls.mods[k])))
+
+
+# Note [The region a second pass meets first]
+# measure refuses a selective region as the second backward pass re-enters it, so it names
+# the region whose save that pass unpacks first. A plain second backward (`retain_graph=True`
+# then the loss's) runs the graph last-made first and meets the last call first, which is
+# what predict named (the largest call). Where the later pass comes through graphs that
+# earlier graph-building passes made, it does not: a physics-informed network's u_xx
+# (DeepXDE's `dde.grad.hessian`: `autograd.grad(create_graph=True)` twice, then the
+# residual's backward) reads linears.1's saved input again before linears.2's, and
+# `selective:linears.*` was refused by predict as "would re-run linears.2" and by measure as
+# "would re-run linears.1" (tests/clients/train_deepxde.py). The region is now the one with
+# the earliest read beyond the saves (its save's, else its storage's second pass's first
+# unpack); the largest call where the ledger has neither.
 
 
 # Note [Read again: by the save, not the storage]
@@ -1628,18 +1645,59 @@ def _refuse_rerun_per_pass(prep: Prepared, calls: _Calls, own: _Owners, seg: _Se
     backward pass starts while a second pass reads what it dropped."""
     if prep.pass2 is None or not len(calls) or not seg.has.any():
         return
+    trig = np.full(len(calls), -1, dtype=np.int64)
+    trig[seg.order] = seg.at
     d = np.flatnonzero(dropped & (own.made >= 0))
     d = d[seg.has[own.made[d]]]
     if not len(d):
+        _refuse_save_read_in_later_pass(prep, calls, trig, policy)
         return
     k = own.made[d]
-    trig = np.full(len(calls), -1, dtype=np.int64)
-    trig[seg.order] = seg.at
     # a storage both passes read whose first read comes at or after the segment: the
     # segment is the first pass's, and the second pass re-runs the call again
     late = (prep.pass2[d] >= 0) & (prep.unpack_first[d] >= trig[k])
     if late.any():
         i = int(k[np.flatnonzero(late)[-1]])   # the last such call: backward meets it first
+        raise NotPredicted(rerun_per_pass_message(policy.text(), str(calls.mods[i])))
+    _refuse_save_read_in_later_pass(prep, calls, trig, policy)
+
+
+# Note [A save a later pass reads again]
+# torch's checkpoint re-runs a region in every backward pass that unpacks any of its saves,
+# a weight's or an argument's too, not only what the region dropped. A region that drops
+# nothing (DeepXDE's first layer, `Linear(1, 16)`: its output is saved by the tanh after
+# it, its input is numpy's memory, its weight is model state) has its one segment where
+# the first pass first unpacks one of its saves; the u_xx of a physics-informed network
+# reads that weight's save again in the second `autograd.grad(create_graph=True)` and the
+# residual's backward, and measure's checkpoint re-runs the layer there again, with a
+# second RNG state for the fork, which no segment priced: `checkpoint:linears.0` was
+# predicted 33,504 B against 33,616 B measured on tests/clients/train_deepxde.py's
+# Poisson, 19,008 against 21,840 at width 8. The ledger names the save each unpack reads
+# (`pack_reread_ev`: the first read beyond its saves); a save of a re-run call read again
+# in a later backward phase than the call's segment, where graph-building passes read its
+# storage twice (`graph_reads`), has the call re-run in a pass whose graph holds that
+# re-run's tensors while a further pass re-runs it again, which one segment per call
+# cannot price: NotPredicted, as above. A save read again by one plain pass after one
+# graph-building pass (WGAN-GP's critic: the penalty's `autograd.grad(create_graph=True)`,
+# then the loss's backward) stays priced, exact as before (tests/clients/
+# test_loop_clients.py); so does a segment that serves the second pass (what the call
+# dropped is read by both), which reads the weights' saves again in that same pass.
+def _refuse_save_read_in_later_pass(prep: Prepared, calls: _Calls, trig: np.ndarray,
+                                    policy: Policy) -> None:
+    if prep.pack_reread_ev is None or prep.phase_bw_start is None or prep.graph_reads is None \
+            or not len(prep.phase_bw_start) or not len(prep.pack_ev):
+        return
+    kp = _pack_call(prep, calls)
+    graphs = (prep.graph_reads >= 2) | (prep.graph_reads < 0)
+    again = np.flatnonzero((kp >= 0) & (prep.pack_reread_ev >= 0) & graphs[prep.pack_row])
+    again = again[trig[kp[again]] >= 0]   # calls with a segment (re-run)
+    if not len(again):
+        return
+    k, ev = kp[again], prep.pack_reread_ev[again]
+    phase = np.searchsorted(prep.phase_bw_start, np.stack([trig[k], ev]), side="right") - 1
+    later = np.flatnonzero(phase[1] > phase[0])
+    if len(later):
+        i = int(k[later[np.argmin(ev[later])]])   # the first a later pass meets
         raise NotPredicted(rerun_per_pass_message(policy.text(), str(calls.mods[i])))
 
 

@@ -174,6 +174,9 @@ class Prepared:
     # a second backward pass read it (Note [Read again: by the save, not the storage],
     # replay/engine.py); None: a ledger whose unpacks name no save
     pack_reread: np.ndarray = None
+    # int64 per save: the event of the first unpack naming it beyond its saves (the pass
+    # that reads it again meets it there; -1: none, or an older ledger)
+    pack_reread_ev: np.ndarray = None
     unpack_unnamed: np.ndarray = None   # bool per storage: an unpack of it names no save
     last_use: np.ndarray = None   # int64 event of the storage's last use (any phase)
     made_mod: np.ndarray = None   # object: the module that made the storage ("" = none)
@@ -358,6 +361,7 @@ class Prepared:
                 out.pack_let_go = self.pack_let_go[ok]
             if self.pack_reread is not None:
                 out.pack_reread = self.pack_reread[ok]
+                out.pack_reread_ev = self.pack_reread_ev[ok]
         out.__dict__["_modules"] = self.module_table
         if spans is not None:
             inside = _within(self.scratch_ev, spans)
@@ -842,7 +846,7 @@ def _packs(led: Ledger, st: pd.DataFrame) -> dict[str, np.ndarray]:
     sv_row, up_row = sv_row[sv_row >= 0].astype(np.int64), up_row[up_row >= 0].astype(np.int64)
     mod_code, mod_names = pd.factorize(sv["mod"].fillna("").astype(str))
     pack_ev = sv["ev"].to_numpy(dtype=np.int64)
-    reread, unnamed = _reads_beyond_saves(sv_row, pack_ev, up, up_row, len(st))
+    reread, reread_ev, unnamed = _reads_beyond_saves(sv_row, pack_ev, up, up_row, len(st))
     pack_row = sv_row
     gone, let_go = _save_ends(led, sv, "unread"), _save_ends(led, sv, "let_go")
     dead = gone >= 0   # never unpacked (Note [A save autograd let go of unread])
@@ -894,28 +898,39 @@ def _packs(led: Ledger, st: pd.DataFrame) -> dict[str, np.ndarray]:
             "pack_mod_code": mod_code.astype(np.int64),
             "pack_mod_names": np.asarray(mod_names, dtype=object), "pack_unpack": matched,
             "pack_unpack_end": matched_end, "pack_unpack_rel": matched_rel, "pack_gone": gone,
-            "pack_let_go": let_go, "pack_reread": reread, "unpack_unnamed": unnamed}
+            "pack_let_go": let_go, "pack_reread": reread, "pack_reread_ev": reread_ev,
+            "unpack_unnamed": unnamed}
 
 
 def _reads_beyond_saves(sv_row: np.ndarray, sv_ev: np.ndarray, up: pd.DataFrame,
                         up_row: np.ndarray, n: int) -> tuple[np.ndarray | None,
+                                                             np.ndarray | None,
                                                              np.ndarray | None]:
     """(per save: more unpacks name its storage and event than saves were made there; per
-    storage: some unpack of it names no save), or (None, None) where no unpack names its
-    save (older ledgers). Note [Read again: by the save, not the storage],
+    save: the event of the first of those unpacks beyond the saves, -1 where none; per
+    storage: some unpack of it names no save), or (None, None, None) where no unpack names
+    its save (older ledgers). Note [Read again: by the save, not the storage],
     replay/engine.py."""
     if not len(up) or "sev" not in up or not (up["sev"] >= 0).any():
-        return None, None
+        return None, None, None
     sev = up["sev"].fillna(-1).to_numpy(dtype=np.int64)
     named = sev >= 0
     unnamed = np.zeros(n, dtype=bool)
     unnamed[up_row[~named]] = True
     s = pd.DataFrame({"row": sv_row, "ev": sv_ev})
     saves = s.groupby(["row", "ev"]).size().rename("saves")
-    reads = pd.DataFrame({"row": up_row[named], "ev": sev[named]}) \
-        .groupby(["row", "ev"]).size().rename("reads")
-    j = s.join(reads, on=["row", "ev"]).join(saves, on=["row", "ev"])
-    return (j["reads"].fillna(0).to_numpy() > j["saves"].to_numpy()), unnamed
+    u = pd.DataFrame({"row": up_row[named], "ev": sev[named],
+                      "at": up["ev"].to_numpy(dtype=np.int64)[named]}).sort_values(
+        "at", kind="stable")
+    reads = u.groupby(["row", "ev"]).size().rename("reads")
+    # the (saves + 1)-th unpack naming a (storage, event): the first read beyond its saves
+    u["n"] = u.groupby(["row", "ev"]).cumcount()
+    u = u.join(saves, on=["row", "ev"])
+    again = u[u["n"] == u["saves"]].set_index(["row", "ev"])["at"].rename("again")
+    j = s.join(reads, on=["row", "ev"]).join(saves, on=["row", "ev"]) \
+        .join(again, on=["row", "ev"])
+    return (j["reads"].fillna(0).to_numpy() > j["saves"].to_numpy()), \
+        j["again"].fillna(-1).to_numpy(dtype=np.int64), unnamed
 
 
 def _save_ends(led: Ledger, sv: pd.DataFrame, kind: str) -> np.ndarray:

@@ -144,8 +144,10 @@ def selective_twice_message(policy_text: str, module: str) -> str:
     """One line: a selective region a second backward pass would re-run (predict and
     measure both refuse it; torch raises "Trying to backward an extra time")."""
     return (f"{policy_text} would re-run {module} for a second backward pass through it "
-            "(retain_graph=True, a gradient penalty), and torch's selective checkpoint "
-            "allows one backward per region; checkpoint or offload that module instead")
+            "(retain_graph=True, a gradient penalty, or a backward through the graph "
+            "`autograd.grad(..., create_graph=True)` built: a physics-informed network's "
+            "residual), and torch's selective checkpoint allows one backward per region; "
+            "checkpoint or offload that module instead")
 
 
 def selective_mutated_message(policy_text: str, module: str) -> str:
