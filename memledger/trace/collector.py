@@ -130,6 +130,7 @@ from memledger.trace.param_attrs import watch_parameter_attributes
 from memledger.trace.external import external
 from memledger.trace.gc_window import GcWindow, garbage_sids
 from memledger.trace.mapped import MappedFiles
+from memledger.trace.nested_backward import Suspended, started_inside_a_node
 from memledger.trace.interrupts import redeliver
 from memledger.trace.steps import ForwardStarts, StepBoundary
 from memledger.trace.resize import StorageResizeWatch
@@ -793,6 +794,10 @@ class Collector(ShardingMixin, TorchDispatchMode):
         # (sid, event, its save's event, read by a graph-building backward: Note [Read by a
         # backward that builds a graph], the save's nth at its event)
         self._unpacks: list[tuple[int, int, int, bool, int]] = []
+        # Note [A backward pass run inside a node] (trace/nested_backward.py): the graph task
+        # of the node now unpacking, and the nodes whose apply runs the passes under it
+        self._unpack_task = -1
+        self._suspended: list[Suspended] = []
         self._walking = False   # reading a kept tensor's graph: its unpacks are not backward's
         self._acast_pending: list[dict] = []   # casts autocast may cache, until read
         self._apply_end = 0
@@ -923,6 +928,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
         if self._free_held is not None:   # no op came after it: as recorded
             self.sink.write(self._free_held)
             self._free_held = None
+        self._resume_all(self._ev)
         self._unpacks_done()
         if self.optimizer_unstepped:   # what it made after the last root forward (Note [An
             self._mark_held_by_optimizers()   # optimizer that never steps])
@@ -1088,8 +1094,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
                 # Note [A derivative formula in place but for the mode]: its ops to fold
                 self._formula = None if n is None else _FORMULAS_IN_PLACE.get(n.name())
                 self._chain.clear()
-            if self._unpacks and node != self._unpack_node:
-                self._unpacks_done(ev)
+            if (self._unpacks or self._suspended) and node != self._unpack_node:
+                self._another_node(node, ev)
             if func is _CLONE and kept_as_made(func, args):
                 self._keep_as_made(args[0], out, ev)   # before its parts get sids of their own
         made = self._op_made = self._next_sid
@@ -1679,6 +1685,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
                     self._optimizers.update(appliers)
                     self._appliers = True
                 self._mark_held_by_optimizers()
+            self._resume_all(ev)
             self._unpacks_done(ev)
             self._set_phase(self._phase_after_backward(), ev)
             self._mark_gradients()
@@ -2874,9 +2881,9 @@ class Collector(ShardingMixin, TorchDispatchMode):
     # summed there, and `offload:blocks.*` held the read-back input through that sum, 128 B
     # over measured (the offloader's copy had gone with the apply). A custom backward that
     # calls `sum(dim)` and then `add` inside its apply would end there too soon.
-    # A reentrant checkpoint's backward runs a nested backward inside its node: that node's
-    # record ends where the nested one begins (too soon), but policies are refused around a
-    # script's own checkpoint (Note [The script's own checkpoint]), so no replay reads it.
+    # A node whose backward runs backward passes of its own (a reentrant checkpoint,
+    # torchdiffeq's adjoint) is set aside while they run and ends where its apply does
+    # (Note [A backward pass run inside a node], trace/nested_backward.py).
     # The node is autograd's current node, told apart by its sequence number. Example:
     # BERT's layers under `checkpoint`, a 64-wide bias: the peak fell inside that sum, 256 B
     # over measured.
@@ -2926,9 +2933,10 @@ class Collector(ShardingMixin, TorchDispatchMode):
             self._bw_module = getattr(t, "_memledger_mod", None) or \
                 self._saved_mod.get(sid, self._bw_module)
             node = _node_now()
-            if node != self._unpack_node or not self._unpacks:
-                self._unpacks_done()
+            if (node != self._unpack_node or not self._unpacks) and \
+                    not self._another_node(node):
                 self._unpack_node, self._apply_end = node, self._ev
+                self._unpack_task = _graph_task_id()
                 self._validated = False
             self._unpacks.append((sid, self._ev, getattr(t, "_memledger_sev", -1),
                                   torch.is_grad_enabled(), getattr(t, "_memledger_nth", 0)))
@@ -2936,6 +2944,43 @@ class Collector(ShardingMixin, TorchDispatchMode):
         if entry is not None and entry[5] < 0:   # Note [A node a kept graph holds on]: the
             entry[5:] = self._unpack_node, self._bw_passes   # unpack its save pairs with
         return t
+
+    def _another_node(self, node: int, rel: int | None = None) -> bool:
+        """An op or an unpack of `node`, not the node now unpacking: write that node's
+        records, or set it aside where `node` runs in a backward pass its apply started, or
+        take back the node set aside where `node` is it (Note [A backward pass run inside a
+        node], trace/nested_backward.py). True where the running state is now `node`'s."""
+        task = _graph_task_id()
+        top = self._suspended[-1] if self._suspended else None
+        if top is not None and top.node == node and top.task == task:
+            self._unpacks_done(rel)   # the nested pass's last node
+            self._suspended.pop()
+            self._unpack_node, self._unpack_task, self._unpacks = top.node, top.task, top.unpacks
+            self._apply_end, self._validated, self._released = \
+                top.apply_end, top.validated, top.released
+            self._saved_again = top.saved_again
+            return True
+        if self._unpacks and task != self._unpack_task and started_inside_a_node():
+            self._suspended.append(Suspended(
+                self._unpack_node, self._unpack_task, self._unpacks, self._apply_end,
+                self._validated, self._released, self._saved_again))
+            self._unpacks, self._saved_again = [], set()
+            self._unpack_node, self._unpack_task, self._apply_end = node, task, self._ev
+            self._validated = self._released = False
+            return True
+        self._unpacks_done(rel)
+        return False
+
+    def _resume_all(self, rel: int) -> None:
+        """Write every node set aside (a nested pass that raised, a backward that ended
+        with one still open): their records end where they were set aside."""
+        while self._suspended:
+            self._unpacks_done(rel)
+            top = self._suspended.pop()
+            self._unpack_node, self._unpack_task, self._unpacks = top.node, top.task, top.unpacks
+            self._apply_end, self._validated, self._released = \
+                top.apply_end, top.validated, top.released
+            self._saved_again = top.saved_again
 
     def _unpacks_done(self, rel: int | None = None) -> None:
         """Write the running node's unpack records. `rel`: the event before which autograd
