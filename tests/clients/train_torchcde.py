@@ -23,6 +23,9 @@ Flags:
                                     forward solve keeps no graph, the backward solves the
                                     adjoint ODE and calls `func` again inside backward
   --method rk4|dopri5               rk4 with `step_size` (the grid's spacing), or dopri5
+  --times interval|grid             the terminal state read out (the README's), or the
+                                    solution at every observation (`t=X.grid_points`), read
+                                    out at each and averaged over time
 """
 
 import argparse
@@ -70,6 +73,10 @@ class NeuralCDE(torch.nn.Module):
         z0 = self.initial(X0)
         kw = dict(method="rk4", options=dict(step_size=1.0)) if a.method == "rk4" \
             else dict(method="dopri5", rtol=1e-3, atol=1e-4)
+        if a.times == "grid":   # the solution at every observation, read out at each
+            z = torchcde.cdeint(X=X, z0=z0, func=self.func, t=X.grid_points, adjoint=a.adjoint,
+                                **kw)
+            return self.readout(z).mean(dim=1)
         z_T = torchcde.cdeint(X=X, z0=z0, func=self.func, t=X.interval, adjoint=a.adjoint, **kw)
         return self.readout(z_T[:, 1])
 
@@ -109,6 +116,7 @@ def main() -> None:
     p.add_argument("--coeffs", default="outside", choices=["outside", "inside"])
     p.add_argument("--adjoint", action="store_true")
     p.add_argument("--method", default="rk4", choices=["rk4", "dopri5"])
+    p.add_argument("--times", default="interval", choices=["interval", "grid"])
     p.add_argument("--steps", type=int, default=3)
     args = p.parse_args()
     torch.manual_seed(0)
