@@ -130,7 +130,7 @@ from memledger.trace.param_attrs import watch_parameter_attributes
 from memledger.trace.external import external
 from memledger.trace.gc_window import GcWindow, garbage_sids
 from memledger.trace.mapped import MappedFiles
-from memledger.trace.nested_backward import Suspended, started_inside_a_node
+from memledger.trace.nested_backward import Suspended, started_inside
 from memledger.trace.interrupts import redeliver
 from memledger.trace.steps import ForwardStarts, StepBoundary
 from memledger.trace.resize import StorageResizeWatch
@@ -2951,16 +2951,15 @@ class Collector(ShardingMixin, TorchDispatchMode):
         take back the node set aside where `node` is it (Note [A backward pass run inside a
         node], trace/nested_backward.py). True where the running state is now `node`'s."""
         task = _graph_task_id()
-        top = self._suspended[-1] if self._suspended else None
-        if top is not None and top.node == node and top.task == task:
+        while self._suspended and self._suspended[-1].task == task:
+            top = self._suspended[-1]
             self._unpacks_done(rel)   # the nested pass's last node
-            self._suspended.pop()
-            self._unpack_node, self._unpack_task, self._unpacks = top.node, top.task, top.unpacks
-            self._apply_end, self._validated, self._released = \
-                top.apply_end, top.validated, top.released
-            self._saved_again = top.saved_again
-            return True
-        if self._unpacks and task != self._unpack_task and started_inside_a_node():
+            self._take_back(self._suspended.pop())
+            if top.node == node:
+                return True
+            # another node of its pass: it returned right after its nested pass, here
+            self._apply_end = self._ev if rel is None else rel
+        if self._unpacks and task != self._unpack_task and started_inside(self._unpack_node):
             self._suspended.append(Suspended(
                 self._unpack_node, self._unpack_task, self._unpacks, self._apply_end,
                 self._validated, self._released, self._saved_again))
@@ -2971,16 +2970,19 @@ class Collector(ShardingMixin, TorchDispatchMode):
         self._unpacks_done(rel)
         return False
 
+    def _take_back(self, top: Suspended) -> None:
+        self._unpack_node, self._unpack_task, self._unpacks = top.node, top.task, top.unpacks
+        self._apply_end, self._validated, self._released = \
+            top.apply_end, top.validated, top.released
+        self._saved_again = top.saved_again
+
     def _resume_all(self, rel: int) -> None:
         """Write every node set aside (a nested pass that raised, a backward that ended
-        with one still open): their records end where they were set aside."""
+        with one still open): they end here."""
         while self._suspended:
             self._unpacks_done(rel)
-            top = self._suspended.pop()
-            self._unpack_node, self._unpack_task, self._unpacks = top.node, top.task, top.unpacks
-            self._apply_end, self._validated, self._released = \
-                top.apply_end, top.validated, top.released
-            self._saved_again = top.saved_again
+            self._take_back(self._suspended.pop())
+            self._apply_end = rel
 
     def _unpacks_done(self, rel: int | None = None) -> None:
         """Write the running node's unpack records. `rel`: the event before which autograd

@@ -21,11 +21,14 @@ node too (it runs `torch.autograd.backward` on its re-run).
 So a node whose apply starts a nested pass is suspended with its unpacks (`Suspended`),
 the nested pass's nodes are recorded as any, and the node resumes when an op or an unpack
 of it comes again in its own graph task: its records then end where its apply really
-ended. A new graph task alone does not say "nested": two `backward()` calls with no op
-between them start one task after the other. The nested one runs while another pass's
-engine is still on the thread's Python stack (`started_inside_a_node`). On a device
-thread (CUDA nodes) a custom backward runs from the engine's thread, whose stack does not
-reach the outer call: the custom Function's `apply` frame says it there.
+ended (where another node of that task comes first, the node returned with its nested
+pass, and ends there). A new graph task alone does not say "nested": two `backward()` calls with no op
+between them start one task after the other, and a tensor hook may run a backward pass of
+its own between two nodes (sentence-transformers' GradCache re-runs its mini-batches in
+one), after the node that unpacked last has returned. So only the node whose own custom
+`apply` frame is on the thread's stack above the nested engine call is set aside
+(`started_inside`); that frame is there on a CUDA device thread too, where the script's
+own frames are not.
 """
 
 from __future__ import annotations
@@ -39,21 +42,26 @@ _FUNCTION_PY = os.path.join("torch", "autograd", "function.py")
 _NODE_APPLY = ("BackwardCFunction.apply", "BackwardCFunction.apply_boxed")
 
 
-def started_inside_a_node() -> bool:
-    """Whether the backward pass running now on this thread was started inside another
-    pass's node: a second `_engine_run_backward` further up the stack, or a custom
-    Function's backward (`BackwardCFunction.apply`) above the innermost one."""
+def started_inside(node: int) -> bool:
+    """Whether the backward pass running now on this thread was started inside the apply
+    of autograd node `node` (its sequence number): a custom Function's backward
+    (`BackwardCFunction.apply`, whose `self` is the node) above the innermost engine call
+    on the stack."""
     f = sys._getframe(1)
-    engines = 0
+    engine = False
     while f is not None:
         code = f.f_code
-        if code.co_name == "_engine_run_backward" and code.co_filename.endswith(_GRAPH_PY):
-            engines += 1
-            if engines == 2:
-                return True
-        elif engines and getattr(code, "co_qualname", "") in _NODE_APPLY and \
+        if not engine:
+            engine = code.co_name == "_engine_run_backward" and \
+                code.co_filename.endswith(_GRAPH_PY)
+        elif getattr(code, "co_qualname", "") in _NODE_APPLY and \
                 code.co_filename.endswith(_FUNCTION_PY):
-            return True
+            me = f.f_locals.get("self")
+            try:
+                if me is not None and me._sequence_nr() == node:
+                    return True
+            except (AttributeError, RuntimeError):
+                pass
         f = f.f_back
     return False
 

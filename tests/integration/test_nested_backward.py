@@ -55,3 +55,29 @@ def test_a_node_running_a_backward_pass_of_its_own_ends_where_its_apply_does():
     # its unpack of y ends after that op (event 32); it ended where the nested pass's first
     # node ran before (event 24), and the replay let y go there
     assert int(y["unpack_end_ev"].iloc[0]) == last + 1
+
+
+def test_a_pass_a_hook_runs_between_two_nodes_leaves_the_node_before_it_alone():
+    """A tensor hook's pass (sentence-transformers' GradCache re-runs its mini-batches in
+    one) runs after the node that unpacked last has returned: that node is not set aside,
+    and its unpack ends where its apply did, not at the next node after the hook."""
+    torch.manual_seed(0)
+    w, side = nn.Parameter(torch.randn(64, 32)), nn.Parameter(torch.randn(64, 32))
+
+    with memledger.trace() as led:
+        aux = (side * 3.0).sin().sum()   # a graph the hook's pass runs: its first op nested
+        seed = torch.ones(())
+
+        def hook(g):
+            torch.autograd.grad(aux, side, seed, retain_graph=True)
+            return g
+
+        h = torch.randn(64, 32) * w
+        h.register_hook(hook)   # runs between h.sin()'s node and the mul's
+        h.sin().sum().backward()
+    st = led.storages
+    h = st[(st["op"] == "mul.Tensor") & (st["phase"] != "backward")].sort_values("created")
+    aux_sin_read = int(h["unpack_ev"].iloc[0])   # side * 3.0, read by the hook's pass
+    # h.sin()'s node (its cos and mul, events 11 and 12) ends at 13, before the hook's pass
+    # reads anything; set aside, it ended at the mul's node after the hook (event 18)
+    assert int(h["unpack_end_ev"].iloc[-1]) == 13 < aux_sin_read
