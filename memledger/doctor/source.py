@@ -50,12 +50,18 @@ def accumulation_line(file: str, var: str) -> int:
     if tree is None:
         return 0
     ranked: list[tuple[int, int]] = []
+    # Note [A plain number accumulates no history]: `total += loss.item()` and
+    # `xs.append(x.detach())` rank with the assignments that cut the graph (4), after every
+    # form that can carry it. A loop with both branches (tests/clients/train_hf.py
+    # --eval-bug sum-loss: `total = total + out.loss` at 147 under the bug, `total +=
+    # out.loss.item()` at 149 otherwise) was pointed at the line that keeps nothing (149,
+    # the augmented one ranked 1 against the assignment's 3).
     for node in ast.walk(tree):
         if isinstance(node, ast.AugAssign) and _is(node.target, var):
-            ranked.append((1 if _plain_number(node.value) else 0, node.lineno))
+            ranked.append((4 if _plain_number(node.value) else 0, node.lineno))
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
                 and node.func.attr in ("append", "extend", "insert") and _is(node.func.value, var):
-            ranked.append((2 if _plain_number(node.args[0] if node.args else node) else 1,
+            ranked.append((4 if _plain_number(node.args[0] if node.args else node) else 1,
                            node.lineno))
         elif isinstance(node, ast.Assign) and any(
                 _is(t, var) or (isinstance(t, ast.Subscript) and _is(t.value, var))

@@ -425,6 +425,7 @@ class DoctorProbe(TorchFunctionMode):
         # optimizers after one backward, or a GAN's, step once per iteration
         self._step_rule = OptimizerSteps(self._training_step_ended, hooks=False)
         self._train_steps = 0
+        self._script_over = False   # the script has returned: its last step ends now
         # a consumed gradient that a backward added to: a leak only if a step consumes it
         # before zero_grad (Note [Which backward reached a parameter])
         self._tainted: dict[int, dict[str, Any]] = {}
@@ -464,6 +465,7 @@ class DoctorProbe(TorchFunctionMode):
         for h in self._handles + self._param_handles:
             h.remove()
         self._handles, self._param_handles = [], []
+        self._script_over = True   # Note [Garbage at the script's end]
         if self._counter is not None:   # the last forward's step ends with the script
             self._counter.script_ended()
         else:
@@ -1555,7 +1557,8 @@ class DoctorProbe(TorchFunctionMode):
         self._train_steps += 1
         with torch._C.DisableTorchFunction():
             self.records.extend(self._retention.boundary(self._train_steps))
-            self.records.extend(self._garbage.boundary(self._train_steps))
+            self.records.extend(self._garbage.boundary(self._train_steps,
+                                                       scan=not self._script_over))
         self._forget_dead()
         if self.max_steps is not None and self._train_steps >= self.max_steps:
             self._unused.active = False   # the stop drops graphs the next step would use

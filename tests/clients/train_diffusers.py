@@ -8,6 +8,13 @@ blocks), UNet2DConditionModel (cross-attention on random encoder states), Autoen
     python tests/clients/train_diffusers.py --model unet --steps 3
     memledger trace tests/clients/train_diffusers.py --steps 2 -o u.ledger -- --model unet
     memledger predict u.ledger -p 'checkpoint:down_blocks.*'
+    memledger doctor --steps-by forward tests/clients/train_diffusers.py -- --steps 0 --sample 4
+
+`--sample N`: after training, a pipeline's denoising loop (as `DDPMPipeline.__call__`:
+`scheduler.set_timesteps(N)`, then per timestep the model's noise prediction and
+`scheduler.step(...).prev_sample`) under `torch.no_grad()`, with `--model unet`.
+`--sample-bug grad` runs it without `no_grad`: each step's latents carry the graph of every
+step before (the classic "sampling under gradients" leak).
 """
 import argparse
 import os
@@ -77,6 +84,8 @@ ap.add_argument("--steps", type=int, default=3)
 ap.add_argument("--batch", type=int, default=2)
 ap.add_argument("--grad-ckpt", action="store_true")
 ap.add_argument("--autocast", choices=("bf16",))
+ap.add_argument("--sample", type=int, default=0, help="denoising steps after training (unet)")
+ap.add_argument("--sample-bug", choices=("grad",), help="the denoising loop under gradients")
 a = ap.parse_args()
 torch.manual_seed(0)
 model = build(a.model)
@@ -93,3 +102,12 @@ for step in range(a.steps):
     opt.step()
     opt.zero_grad(set_to_none=True)
     print(f"step {step} loss {loss.item():.4f}")
+if a.sample:
+    model.eval()
+    sched.set_timesteps(a.sample)
+    latents = torch.randn(a.batch, 3, SIZE, SIZE, generator=g)
+    with torch.enable_grad() if a.sample_bug else torch.no_grad():
+        for t in sched.timesteps:
+            noise_pred = model(latents, t).sample
+            latents = sched.step(noise_pred, t, latents, generator=g).prev_sample
+    print(f"sampled {tuple(latents.shape)} mean {latents.mean().item():.4f}")

@@ -5,6 +5,13 @@
     memledger predict gpt2.ledger --policy 'checkpoint:transformer.h.*'
     python tests/clients/train_hf.py --model bert --autocast bf16 --accum 2 --clip 1
     python tests/clients/train_hf.py --model gpt2 --grad-ckpt
+    memledger doctor --steps-by forward tests/clients/train_hf.py -- --steps 0 --eval 4
+
+`--eval N`: after training, an evaluation loop over N batches (`model.eval()`, under
+`torch.no_grad()`, the mean loss read with `.item()`). `--eval-bug` plants a classic bug in
+it, the loop then without `no_grad`: `sum-loss` (`total = total + out.loss`: every batch's
+graph stays reachable from `total`), `keep-logits` (`logits.append(out.logits)`: each
+batch's logits and the graph behind them kept).
 
 Models (every setting left at the library's default but the sizes): `gpt2` (causal LM,
 dropout 0.1, KV cache on), `llama` (causal LM, RoPE, RMSNorm, SwiGLU, KV cache on), `bert`
@@ -13,6 +20,7 @@ dropout 0.1, KV cache on), `llama` (causal LM, RoPE, RMSNorm, SwiGLU, KV cache o
 """
 
 import argparse
+import contextlib
 import os
 from types import SimpleNamespace
 
@@ -95,6 +103,9 @@ def main() -> None:
     p.add_argument("--device", default="cpu", help="cpu, cuda, ...")
     p.add_argument("--loss-only", action="store_true",
                    help="keep only the loss of each forward (its KV cache goes before backward)")
+    p.add_argument("--eval", type=int, default=0, help="evaluation batches after training")
+    p.add_argument("--eval-bug", choices=["sum-loss", "keep-logits"],
+                   help="plant a bug in the evaluation loop (then without no_grad)")
     args = p.parse_args()
 
     torch.manual_seed(0)
@@ -121,6 +132,24 @@ def main() -> None:
         opt.step()
         opt.zero_grad(set_to_none=True)
         print(f"step {step}  loss {out.loss.item():.4f}")
+    if args.eval:
+        evaluate(args, model, gen)
+
+
+def evaluate(args, model, gen: torch.Generator) -> None:
+    model.eval()
+    total, logits = 0.0, []
+    with contextlib.nullcontext() if args.eval_bug else torch.no_grad():
+        for _ in range(args.eval):
+            inputs = batch(args.model, gen, args.batch_size, args.seq, args.vocab)
+            out = model(**{k: v.to(args.device) for k, v in inputs.items()})
+            if args.eval_bug == "sum-loss":
+                total = total + out.loss
+            else:
+                total += out.loss.item()
+            if args.eval_bug == "keep-logits":
+                logits.append(out.logits)
+    print(f"eval loss {float(total) / args.eval:.4f}")
 
 
 if __name__ == "__main__":

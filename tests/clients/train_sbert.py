@@ -22,6 +22,11 @@ those words, made with a seeded generator.
 `--loop trainer` (the default) trains with `SentenceTransformerTrainer` over a
 `datasets.Dataset.from_dict` in memory, as users do; `--loop plain` calls the loss module
 on `model.preprocess(...)` features and steps an AdamW itself.
+
+`--encode N` (with `--steps 0`: no training) embeds N batches of sentences with
+`model.encode(...)` (its own no_grad loop, a batch per `--batch-size` sentences), as
+retrieval users do; the doctor watches it by forward:
+    memledger doctor --steps-by forward tests/clients/train_sbert.py -- --steps 0 --encode 3
 """
 
 import argparse
@@ -131,13 +136,18 @@ def main() -> None:
     p.add_argument("--seq", type=int, default=16)
     p.add_argument("--batch-size", type=int, default=8)
     p.add_argument("--mini-batch", type=int, default=4)
+    p.add_argument("--encode", type=int, default=0, help="batches to embed with encode()")
     args = p.parse_args()
     torch.manual_seed(0)
     with tempfile.TemporaryDirectory(prefix="sbert-") as folder:
         model = build_model(os.path.join(folder, "model"), args.layers, args.hidden, args.seq)
         loss = make_loss(args.loss, model, args.mini_batch)
         data = columns(args.loss, args.steps * args.batch_size)
-        if args.loop == "plain":
+        if args.encode:
+            sentences = columns("mnrl", args.encode * args.batch_size)["anchor"]
+            emb = model.encode(sentences, batch_size=args.batch_size, convert_to_tensor=True)
+            print("encoded", tuple(emb.shape))
+        elif args.loop == "plain":
             train_plain(model, loss, data, args.steps, args.batch_size)
         else:
             train_trainer(model, loss, data, args.steps, args.batch_size,

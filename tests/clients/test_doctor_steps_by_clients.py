@@ -1,0 +1,96 @@
+"""`memledger doctor --steps-by forward|whole` on other people's loops without an optimizer
+step (Note [A doctor without an optimizer], memledger/trace/doctor_probe.py): transformers'
+evaluation loop (tests/clients/train_hf.py --eval, planted `--eval-bug sum-loss|keep-logits`)
+and sentence-transformers' `encode` (tests/clients/train_sbert.py --encode). Correct loops
+get no finding; each planted bug is found at its line with its numbers.
+
+Measured (CPU, torch 2.13.0): a 1-layer GPT-2 (hidden 32, vocab 256, 2 x 16 tokens), 4
+evaluation batches, by forward: `total = total + out.loss` keeps 4 B and a graph of 118 then
+169 nodes at the ends of steps 2 and 3; `logits.append(out.logits)` keeps 32,768 then
+65,536 B (1 then 2 logits of 2 x 16 x 256 float32), 63 then 126 nodes. Both also ran 4
+forwards under gradients that no backward used (`unused_graph`, 4 calls in steps 1-4; by
+whole: 4 calls in step 1). `encode` by forward and by whole: no finding (before: the
+SentenceTransformer dropped as `main()` returned, 41 tensors, 301,312 B, read as cyclic
+garbage at the script's end: Note [Garbage at the script's end], trace/doctor_garbage.py).
+Also checked by hand, not pinned (cost): `doctor -o` and `trace --steps-by forward` record
+3 steps each on the sum-loss loop; diffusers' sampling loop (train_diffusers.py --sample 4,
+`--sample-bug grad`), mambapy's `--mode generate`, torch-optimi's LOMO, train_generate.py.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")   # built from a config: never reach the hub
+
+if importlib.util.find_spec("sentence_transformers") is None:
+    pytest.skip("sentence-transformers is not installed", allow_module_level=True)
+
+pytestmark = pytest.mark.clients
+
+HERE = Path(__file__).parent
+HF = HERE / "train_hf.py"
+EVAL = ["--steps", "0", "--eval", "4", "--layers", "1", "--hidden", "32", "--seq", "16"]
+LINE_FORWARD, LINE_SUM, LINE_KEEP = 145, 147, 151   # in train_hf.py's evaluate()
+
+
+def _doctor(script: Path, argv: list[str], steps: int, steps_by: str = "forward"):
+    from memledger.doctor.run import diagnose_in_process
+
+    report, outcome = diagnose_in_process(script, argv, steps, steps_by=steps_by)
+    assert outcome.code == 0, outcome.reason
+    return report
+
+
+def _by_check(report) -> dict:
+    return {f.check: f for f in report.findings}
+
+
+def test_a_transformers_evaluation_loop():
+    """Under no_grad: nothing. Summing `out.loss` with its graph: `total` grows a graph
+    (an error at its line); keeping `out.logits`: the list (an error at its line); both ran
+    their forwards under gradients (a warning at the forward)."""
+    ok = _doctor(HF, EVAL, 4)
+    assert ok.findings == [] and ok.steps_text() == "4 steps (by forward)"
+
+    summed = _by_check(_doctor(HF, EVAL + ["--eval-bug", "sum-loss"], 4))
+    assert sorted(summed) == ["cross_step_retention", "unused_graph"]
+    f = summed["cross_step_retention"]
+    # before: line 149, `total += out.loss.item()`, the branch that keeps nothing (Note [A
+    # plain number accumulates no history], memledger/doctor/source.py)
+    assert (f.severity, f.where.line, f.evidence["steps"]) == ("error", LINE_SUM, [2, 3])
+    assert f.evidence["bytes_per_step"] == [4, 4]
+    assert f.evidence["nodes_per_step"] == [118, 169]
+    assert f.message.startswith("`total` carries autograd history across steps (counted by "
+                                "forward)")
+    u = summed["unused_graph"]
+    assert (u.where.line, u.evidence["calls"], u.evidence["steps"]) == \
+        (LINE_FORWARD, 4, [1, 2, 3, 4])
+
+    kept = _by_check(_doctor(HF, EVAL + ["--eval-bug", "keep-logits"], 4))
+    f = kept["cross_step_retention"]
+    assert (f.where.line, f.evidence["tensors_per_step"]) == (LINE_KEEP, [1, 2])
+    assert f.evidence["bytes_per_step"] == [32_768, 65_536]   # 2 x 16 x 256 float32 each
+    assert f.evidence["nodes_per_step"] == [63, 126]
+    assert f.message.startswith("`logits` carries autograd history")
+
+    whole = _by_check(_doctor(HF, EVAL + ["--eval-bug", "sum-loss"], 1, "whole"))
+    assert list(whole) == ["unused_graph"]   # one step: nothing crosses a step
+    assert (whole["unused_graph"].evidence["calls"], whole["unused_graph"].evidence["steps"]) \
+        == (4, [1])
+
+
+def test_sentence_transformers_encode_has_no_finding():
+    """`model.encode` (its own no_grad batches) on a model built inside `main()`: before,
+    the model dropped as `main()` returned was read at the last step's end, the script's,
+    as cyclic garbage: "41 tensors (294.2 KiB) ... a dropped `SentenceTransformer` that
+    refers back to itself" (301,312 B), by forward and by whole alike."""
+    argv = ["--steps", "0", "--encode", "3", "--layers", "1", "--hidden", "32"]
+    by_forward = _doctor(HERE / "train_sbert.py", argv, 3)
+    assert by_forward.findings == [] and by_forward.steps == 3
+    whole = _doctor(HERE / "train_sbert.py", argv, 1, "whole")
+    assert whole.findings == [] and whole.steps_text() == "1 step (by whole)"
