@@ -296,11 +296,40 @@ def _less_last_items(path: str) -> str:
 # "FutureWarning: `torch.distributed.reduce_op` is deprecated" at this file's line, a warning
 # the script never caused (tests/clients/train_fairscale.py). `issubclass(type(m), ...)`
 # reads the type alone.
+# Note [A module's state lent by functional_call]
+# `torch.func.functional_call(model, params, x)` swaps the caller's tensors into the module
+# for the call (torch.nn.utils.stateless: a tensor that is no Parameter sits among its
+# buffers) and back after it. Counted by forward (Note [A doctor without an optimizer]),
+# a step ends at the module's forward pre-hook, inside that call: a functional update by
+# hand that kept its graph (`params = {n: p - lr * g[n] ...}` without detaching,
+# tests/clients/train_func.py --by-hand autograd-graph) was read as the module's own state,
+# "4 buffers of `model` ... were updated in place outside torch.no_grad() (an EMA or
+# momentum-encoder update?)", at the `functional_call` line; the module's state was
+# untouched. A module under a functional call in flight (a `_functional_call` frame on the
+# stack) lends its state: the tensors are named by the user variable that holds them
+# (`params`, at the line that assigns it) as any other.
+_STATELESS_CALL = torch.nn.utils.stateless._functional_call.__code__
+
+
+def _lent_modules() -> set[int]:
+    """ids of the modules (and their submodules) a functional call in flight runs with
+    tensors swapped in."""
+    out: set[int] = set()
+    f = sys._getframe(1)
+    while f is not None:
+        if f.f_code is _STATELESS_CALL:
+            m = f.f_locals.get("module")
+            if issubclass(type(m), nn.Module):
+                out.update(id(x) for x in m.modules())
+        f = f.f_back
+    return out
+
+
 def _module_state_of(t: _Tensor) -> tuple[str, str, str] | None:
     """(`ema.0.weight`, `ema`, file) when `t` is a parameter or buffer of a module that a
     variable of the user's code holds; None otherwise (most retained tensors: a loss)."""
     f = user_frame(4)
-    seen: set[int] = set()
+    seen: set[int] = _lent_modules()   # Note [A module's state lent by functional_call]
     while f is not None:
         for k, v in list(f.f_locals.items()):
             # a module variable, or one attribute down (`self.ema` in a trainer's method);

@@ -94,3 +94,25 @@ def test_sentence_transformers_encode_has_no_finding():
     assert by_forward.findings == [] and by_forward.steps == 3
     whole = _doctor(HERE / "train_sbert.py", argv, 1, "whole")
     assert whole.findings == [] and whole.steps_text() == "1 step (by whole)"
+
+
+def test_a_functional_update_by_hand():
+    """torchopt's functional style without an optimizer (train_func.py --by-hand):
+    `torch.func.grad` or detached leaves: nothing. The update left on the graph: `params`
+    (4 tensors, 2,704 B, at the update's line) and the `loss` computed from them. Before,
+    the step ended at the module's pre-hook inside `functional_call`, which had swapped
+    `params` into the model as buffers: "4 buffers of `model` ... updated in place outside
+    torch.no_grad() (an EMA or momentum-encoder update?)" at the functional_call line (Note
+    [A module's state lent by functional_call], memledger/trace/doctor_retention.py)."""
+    script = HERE / "train_func.py"
+    for ok in ("func", "autograd"):
+        assert _doctor(script, ["--by-hand", ok, "--steps", "4"], 3).findings == []
+    bad = _doctor(script, ["--by-hand", "autograd-graph", "--steps", "4"], 3)
+    assert [(f.check, f.severity, f.where.line) for f in bad.findings] == [
+        ("cross_step_retention", "error", 66), ("cross_step_retention", "error", 68)]
+    loss, params = bad.findings
+    assert loss.message.startswith("`loss` carries autograd history")
+    assert params.message.startswith("`params` carries autograd history across steps")
+    assert params.evidence["tensors_per_step"] == [4, 4]
+    assert params.evidence["bytes_per_step"] == [2_704, 2_704]   # 16x32 + 32 + 32x4 + 4 f32
+    assert params.evidence["nodes_per_step"] == [12, 16]
