@@ -57,7 +57,8 @@ def main(argv: list[str] | None = None) -> int:
     collector = Collector(sink, max_steps=args.steps, header={
         "script": args.script, "argv": args.argv, "steps_requested": args.steps,
         "doctor": True, **by}, scan_garbage=True, steps_by=args.steps_by,
-        on_steps_done=probe.stopped_by_others) if sink else contextlib.nullcontext()
+        on_steps_done=lambda: probe.stopped_by_others(args.steps)) \
+        if sink else contextlib.nullcontext()
     outcome = ScriptOutcome(EXIT_OK, "")
     try:
         with probe, collector:

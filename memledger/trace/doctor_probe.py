@@ -472,11 +472,15 @@ class DoctorProbe(TorchFunctionMode):
             self._step_rule.script_ended()   # a step its optimizers left open ends here
         self._finish()
 
-    def stopped_by_others(self) -> None:
-        """The Collector alongside stops the script at its last step's end: under
-        `steps_by` "forward" that is the next forward's start, which began no step the
-        probe should close at the script's end (it read 4 steps of 3)."""
-        if self._counter is not None:
+    def stopped_by_others(self, steps: int) -> None:
+        """The Collector alongside ends its `steps`-th step: under `steps_by` "forward", at
+        the next forward's start, it stops the script there, which began no step the probe
+        should close at the script's end (it read 4 steps of 3). Its last step may also end
+        with the script itself, where the Collector closes it before the probe (its
+        `__exit__` runs first): the probe has closed one step fewer then and closes its own
+        as ever (a training loop of 2 steps and 3 validation batches, `doctor -o --steps 5`:
+        "4 steps (by forward)" against the ledger's 5)."""
+        if self._counter is not None and self._train_steps >= steps:
             self._counter.stopped = True
 
     def _finish(self) -> None:

@@ -45,6 +45,18 @@ from memledger.trace.where import is_user_file, user_frame
 _Tensor = torch.Tensor
 MAX_NODES = 100_000      # graph walks stop here (a runaway graph is a finding already)
 _TAG = "memledger.boundary"   # a node's key in its metadata: the last boundary it was live at
+# Note [A spent graph stays spent]
+# A retained tensor whose graph a backward ran through holds a spent graph (a warning only
+# if it grows). The backward's root is kept to the boundary after it and then only while
+# it is live, so a root that was a temporary (`(out.loss / accum).backward()`, a scaled
+# loss) was forgotten a boundary later, and the tensors of its graph still held read as
+# unspent from then on. Counted by optimizer steps the next step replaces them; counted by
+# forward, the last training step's output kept through a validation loop lives on
+# several boundaries: tests/clients/train_hf.py --steps 2 --eval 3 (no_grad evaluation)
+# got "`out` carries autograd history across steps ... 2 tensor(s), 32.0 KiB, a graph
+# of 173 nodes" (spent at step 3, not at 4). A node found spent is tagged so in its
+# metadata, which lives as long as the node: spent at every later boundary.
+_SPENT = "memledger.spent"
 
 
 class RetentionWatch:
@@ -147,9 +159,14 @@ class RetentionWatch:
             nbytes = t.untyped_storage().nbytes()
         except (RuntimeError, NotImplementedError):
             nbytes = 0
+        # Note [A spent graph stays spent]
+        backwarded = spent.get(id(t.grad_fn)) is t.grad_fn or bool(
+            t.grad_fn.metadata.get(_SPENT))
+        if backwarded:
+            t.grad_fn.metadata[_SPENT] = True
         rec = {"k": "retained", "step": step, "name": name, "var": var, "file": file,
                "shape": list(t.shape), "bytes": nbytes, "nodes": nodes,
-               "backwarded": spent.get(id(t.grad_fn)) is t.grad_fn}
+               "backwarded": backwarded}
         if state is not None:
             rec["state"] = "parameter" if isinstance(t, nn.Parameter) else "buffer"
             op = self._param_ops.get(id(t))

@@ -84,6 +84,31 @@ def test_a_transformers_evaluation_loop():
         == (4, [1])
 
 
+def test_training_then_validation_by_forward_and_its_ledger(tmp_path):
+    """Two training steps, then three no_grad validation batches (train_hf.py --steps 2
+    --eval 3), by forward: 5 steps, no finding. Before: "`out` carries autograd history
+    across steps ... 2 tensor(s), 32.0 KiB, a graph of 173 nodes" (the last training
+    output, kept through the validation, spent at step 3 and read as unspent at step 4:
+    its backward's root, `out.loss / accum`, was a temporary; Note [A spent graph stays
+    spent], memledger/trace/doctor_retention.py). `doctor -o` (its worker, here in
+    process) agrees with the ledger: 5 steps, where it read 4 (Collector's last step ended
+    with the script, before the probe's: `stopped_by_others`, doctor_probe.py)."""
+    import json
+
+    from memledger.doctor.worker import main as worker
+    from memledger.ledger.model import Ledger
+
+    argv = EVAL[4:] + ["--steps", "2", "--eval", "3"]
+    report, status, ledger = (tmp_path / n for n in ("r.json", "s.json", "run.ledger"))
+    assert worker(["--report", str(report), "--status", str(status), "--steps", "5",
+                   "--steps-by", "forward", "--ledger", str(ledger), str(HF), "--",
+                   *argv]) == 0
+    doc = json.loads(report.read_text())
+    assert (doc["steps"], doc["optimizer_steps"], doc["findings"]) == (5, 2, [])
+    assert json.loads(status.read_text())["steps"] == 5
+    assert Ledger.load(ledger).steps_traced == 5
+
+
 def test_sentence_transformers_encode_has_no_finding():
     """`model.encode` (its own no_grad batches) on a model built inside `main()`: before,
     the model dropped as `main()` returned was read at the last step's end, the script's,
