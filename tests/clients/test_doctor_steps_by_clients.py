@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import warnings
 from pathlib import Path
 
 import pytest
@@ -35,7 +36,7 @@ pytestmark = pytest.mark.clients
 HERE = Path(__file__).parent
 HF = HERE / "train_hf.py"
 EVAL = ["--steps", "0", "--eval", "4", "--layers", "1", "--hidden", "32", "--seq", "16"]
-LINE_FORWARD, LINE_SUM, LINE_KEEP = 145, 147, 151   # in train_hf.py's evaluate()
+LINE_FORWARD, LINE_SUM, LINE_KEEP, LINE_PRINT = 145, 147, 151, 152   # train_hf.py's evaluate()
 
 
 def _doctor(script: Path, argv: list[str], steps: int, steps_by: str = "forward"):
@@ -57,7 +58,13 @@ def test_a_transformers_evaluation_loop():
     ok = _doctor(HF, EVAL, 4)
     assert ok.findings == [] and ok.steps_text() == "4 steps (by forward)"
 
-    summed = _by_check(_doctor(HF, EVAL + ["--eval-bug", "sum-loss"], 4))
+    # the script's own warning (`float(total)` on a tensor that requires grad) is shown at
+    # its line, not at the probe's (Note [A warning the script's op raised])
+    with warnings.catch_warnings(record=True) as shown:
+        warnings.simplefilter("always")
+        summed = _by_check(_doctor(HF, EVAL + ["--eval-bug", "sum-loss"], 4))
+    assert {(Path(w.filename).name, w.lineno) for w in shown
+            if "to a scalar" in str(w.message)} == {("train_hf.py", LINE_PRINT)}
     assert sorted(summed) == ["cross_step_retention", "unused_graph"]
     f = summed["cross_step_retention"]
     # before: line 149, `total += out.loss.item()`, the branch that keeps nothing (Note [A
