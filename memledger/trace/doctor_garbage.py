@@ -143,14 +143,15 @@ def _scan(step: int, described: set[int] = frozenset()) -> list[dict[str, Any]]:
     objects already described), then the garbage freed."""
     found = garbage_kept()
     try:
-        return _describe_found([o for o in found if id(o) not in described], step)
+        return _describe_found(found, step, described)
     finally:
         found.clear()
         gc.collect()   # free what the scan kept, now (no local may still hold it)
 
 
-def _describe_found(found: list, step: int) -> list[dict[str, Any]]:
-    return _describe([o for o in found if type(o) not in _PROXIES], step)
+def _describe_found(found: list, step: int,
+                    described: set[int] = frozenset()) -> list[dict[str, Any]]:
+    return _describe([o for o in found if type(o) not in _PROXIES], step, described)
 
 
 def _of(o: Any, cls) -> bool:
@@ -159,11 +160,24 @@ def _of(o: Any, cls) -> bool:
     return issubclass(type(o), cls)
 
 
-def _describe(garbage: list, step: int) -> list[dict[str, Any]]:
+# Note [A cycle a collection saw before its tensors]
+# Python's own collection in the middle of a step may find a cycle while a tensor it holds
+# is still referred to from outside (a frame still running): the cycle is kept and
+# described then, with no tensor. At the boundary the tensor is garbage too, and the scan
+# left out the objects described already, the cycle among them, so the tensor was
+# described alone: "a reference cycle of objects holds them", no path, a finding apart
+# from the same cycle's at the steps no collection ran in (Keras' custom loop by forward:
+# torch's `tree_flatten` keeps its recursive `helper` in its own closure, with Keras'
+# `is_leaf` lambda and a 4x16x32 activation: steps 1 and 3 pathless, step 2 named).
+# Objects described already are still walked for the structure and its cycle; only their
+# tensors are not counted again.
+def _describe(garbage: list, step: int,
+              described: set[int] = frozenset()) -> list[dict[str, Any]]:
     """One record per kind of structure among the garbage that holds tensor memory (the
     same structure made again, one per layer say, counted in `structures`; no weakref
     proxies: `_describe_found` filtered them)."""
-    tensors = [o for o in garbage if _of(o, _Tensor) and _nbytes(o)]
+    tensors = [o for o in garbage if _of(o, _Tensor) and id(o) not in described
+               and _nbytes(o)]
     if not tensors:
         return []
     groups: dict[tuple, tuple[dict[str, Any], list]] = {}

@@ -148,3 +148,24 @@ def test_a_functional_update_by_hand():
     assert params.evidence["tensors_per_step"] == [4, 4]
     assert params.evidence["bytes_per_step"] == [2_704, 2_704]   # 16x32 + 32 + 32x4 + 4 f32
     assert params.evidence["nodes_per_step"] == [12, 16]
+
+
+def test_keras_custom_loop_one_cycle_one_finding():
+    """Keras 3's custom loop (train_keras.py --loop custom, KERAS_BACKEND=torch, no
+    torch optimizer): torch's `tree_flatten` keeps its recursive `helper` in its own
+    closure, and with it Keras' `is_leaf` lambda and a 4x16x32 float32 activation, every
+    forward: a true `cyclic_garbage` warning, one finding for steps 1-4 with the cycle's
+    path. Before: two, the steps where Python's own collection had met the cycle first
+    (its tensor still in use then) described without it ("a reference cycle of objects
+    holds them", no path): Note [A cycle a collection saw before its tensors],
+    memledger/trace/doctor_garbage.py."""
+    if importlib.util.find_spec("keras") is None:
+        pytest.skip("keras is not installed")
+    rep = _doctor(HERE / "train_keras.py", ["--loop", "custom", "--steps", "5"], 4)
+    (f,) = rep.findings
+    assert (f.check, f.severity) == ("cyclic_garbage", "warning")
+    assert f.evidence["steps"] == [1, 2, 3, 4]
+    assert f.evidence["bytes_per_step"] == [16_384] * 4   # 2 x (4x16x32 float32)
+    assert f.evidence["cycle"].startswith("function tree_flatten.<locals>.helper → "
+                                          ".__closure__ tuple → [0] cell → function "
+                                          "tree_flatten.<locals>.helper")
