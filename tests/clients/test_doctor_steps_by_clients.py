@@ -1,8 +1,11 @@
 """`memledger doctor --steps-by forward|whole` on other people's loops without an optimizer
 step (Note [A doctor without an optimizer], memledger/trace/doctor_probe.py): transformers'
-evaluation loop (tests/clients/train_hf.py --eval, planted `--eval-bug sum-loss|keep-logits`)
-and sentence-transformers' `encode` (tests/clients/train_sbert.py --encode). Correct loops
-get no finding; each planted bug is found at its line with its numbers.
+evaluation (tests/clients/train_hf.py --eval, planted `--eval-bug sum-loss|keep-logits`,
+also after two training steps, with `doctor -o`), sentence-transformers' `encode`
+(train_sbert.py --encode), a functional update by hand through `functional_call`
+(train_func.py --by-hand), Keras 3's custom loop (train_keras.py --loop custom). Correct
+loops get no finding (Keras: one true cycle); each planted bug is found at its line with
+its numbers.
 
 Measured (CPU, torch 2.13.0): a 1-layer GPT-2 (hidden 32, vocab 256, 2 x 16 tokens), 4
 evaluation batches, by forward: `total = total + out.loss` keeps 4 B and a graph of 118 then
@@ -12,9 +15,12 @@ forwards under gradients that no backward used (`unused_graph`, 4 calls in steps
 whole: 4 calls in step 1). `encode` by forward and by whole: no finding (before: the
 SentenceTransformer dropped as `main()` returned, 41 tensors, 301,312 B, read as cyclic
 garbage at the script's end: Note [Garbage at the script's end], trace/doctor_garbage.py).
-Also checked by hand, not pinned (cost): `doctor -o` and `trace --steps-by forward` record
-3 steps each on the sum-loss loop; diffusers' sampling loop (train_diffusers.py --sample 4,
-`--sample-bug grad`), mambapy's `--mode generate`, torch-optimi's LOMO, train_generate.py.
+Functional SGD left on the graph: `params`, 4 tensors, 2,704 B, 12 then 16 nodes. Keras:
+2 tensors, 16,384 B a step, steps 1-4, one finding.
+Also checked by hand, not pinned (cost): `trace --steps-by forward` records as many steps
+as `doctor -o`; diffusers' sampling loop (train_diffusers.py --sample 4: nothing;
+`--sample-bug grad`: `latents` 6,144 B, 749 then 1,052 nodes), mambapy's `--mode generate`,
+torch-optimi's LOMO, train_generate.py, training + validation by whole: nothing.
 """
 
 from __future__ import annotations
