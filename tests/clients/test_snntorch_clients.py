@@ -23,8 +23,7 @@ Measured (`tests/clients/harness.py run_client`, the helper hunt42a, 2026-12-06,
   `selective:lif2` 499,648 B, `offload:lif1` 476,408 B both sides.
 - The doctor finds nothing on either loop. `--bug noreset` (no `utils.reset(net)`) fails
   in step 2's backward ("Trying to backward through the graph a second time"): the doctor
-  and trace say the script failed, with torch's words (docs/decisions.md, forty-second
-  session).
+  said only that; now its line names the membranes that carried step 1's graph.
 """
 
 import importlib.util
@@ -102,3 +101,29 @@ def test_the_doctor_finds_nothing_on_snntorch_loops(argv):
     forward (tutorial 5, synaptic neurons): each neuron's buffers carry the step's graph
     at the boundary, none of it from an earlier step."""
     assert_one_doctor_error("train_snntorch.py", argv, 2, None, "")
+
+
+def test_a_loop_that_never_resets_its_neurons_is_explained():
+    """The classic snntorch mistake: no `utils.reset(net)`, so each `init_hidden` neuron
+    carries the last batch's graph into the next, and step 2's backward fails ("Trying to
+    backward through the graph a second time"). The doctor said only that, exit 3: the
+    script died before the step boundary where `cross_step_retention` names module state
+    with history. The scan now also runs as a backward raises (Note [A backward that fails
+    through an earlier step], trace/doctor_retention.py), and the failure's line carries
+    its finding: the three membranes, at the line that made `net`."""
+    from memledger.doctor.run import diagnose_in_process
+    from tests.clients.harness import HERE
+
+    report, outcome = diagnose_in_process(HERE / "train_snntorch.py",
+                                          ["--mode", "seq", "--bug", "noreset"], 3)
+    assert outcome.code == 3 and "backward through the graph a second time" in outcome.reason
+    assert [(f.check, f.severity) for f in report.findings] == [("cross_step_retention",
+                                                                 "error")]
+    f = report.findings[0]
+    assert f.message.startswith(
+        "3 buffers of `net` (`net.2.mem`, `net.5.mem`, `net.8.mem`) carry autograd history "
+        "across optimizer steps into step 2, whose backward then failed (Trying to backward "
+        "through the graph a second time (or directly access saved tensors after they have "
+        "already been freed)): the module keeps tensors its forward made"), f.message
+    lines = (HERE / "train_snntorch.py").read_text().splitlines()
+    assert lines[f.where.line - 1].strip().startswith("net = conv_net(")
