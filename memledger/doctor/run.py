@@ -94,8 +94,8 @@ def _doctor_run(script: Path, argv: list[str], steps: int, ledger: Path | None,
         if res["code"] == EXIT_INTERNAL:   # Note [The doctor's own failure] (worker.py)
             raise ScriptError(res["reason"], exit_code=EXIT_INTERNAL)
         if res["code"] != EXIT_OK:
-            raise ScriptError(f"the doctor could not watch the script: {res['reason']}",
-                              exit_code=res["code"])
+            raise ScriptError(f"the doctor could not watch the script: {res['reason']}"
+                              + _found_before(report_path), exit_code=res["code"])
         if res["steps"] == 0 and steps_by == "forward":
             raise ScriptError("the script ran no forward of a module that holds parameters, "
                               "through nn.Module's call, so --steps-by forward found no "
@@ -111,3 +111,14 @@ def _doctor_run(script: Path, argv: list[str], steps: int, ledger: Path | None,
                 "whole)"),
                 exit_code=EXIT_USAGE)
         return DoctorReport.model_validate(json.loads(report_path.read_text()))
+
+
+def _found_before(report_path: Path) -> str:
+    """The findings the worker wrote for a script that failed (Note [A backward that fails
+    through an earlier step] in trace/doctor_retention.py: what made its backward fail),
+    on the failure's one line; "" when it wrote none."""
+    try:
+        report = DoctorReport.model_validate(json.loads(report_path.read_text()))
+    except (OSError, ValueError):
+        return ""
+    return "".join(f"; found before it: {f.line()}" for f in report.findings)

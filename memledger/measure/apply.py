@@ -522,15 +522,22 @@ def _checkpointed(orig: Callable, module: nn.Module, context_fn: Callable | None
     # once (their parameters and buffers are read at each call: they may be replaced)
     parts = [(n, weakref.ref(m)) for n, m in module.named_modules()]
 
+    made: list[_Recompute] = []   # the call's, told when its forward is done
+
     def contexts() -> tuple[Any, Any]:
         fwd, recompute = context_fn() if context_fn is not None else (
             contextlib.nullcontext(), contextlib.nullcontext())
         # the BatchNorm guard outermost: its own copies must not run under selective
         # checkpointing's recompute mode, which would look for them among the saved ops
         # (the module lives while checkpoint's graph holds its bound forward)
-        return fwd, _Recompute(module_ref(), recompute,
-                               where if context_fn is not None else None,
-                               (where, _state_versions(parts)), parts)
+        rec = _Recompute(module_ref(), recompute, where if context_fn is not None else None,
+                         (where, _state_versions(parts)), parts)
+        made[:] = [rec]
+        return fwd, rec
+
+    def forward_done() -> None:   # Note [What the forward call left]
+        if made:
+            made.pop().forward_done()
 
     def before(args: tuple, kwargs: dict) -> tuple | None:
         """What the checks after the forward compare with; None: the call runs plain."""
@@ -568,6 +575,7 @@ def _checkpointed(orig: Callable, module: nn.Module, context_fn: Callable | None
         out = checkpoint(guard.run(fn) if guard is not None else fn, *args,
                          use_reentrant=False, preserve_rng_state=True, context_fn=contexts,
                          **kwargs)
+        forward_done()
         after(args, kwargs, state)
         return out
 
@@ -600,6 +608,7 @@ def _checkpointed(orig: Callable, module: nn.Module, context_fn: Callable | None
             guard.own.pop()
         for _ in ck:
             pass
+        forward_done()
         after(args, kwargs, state)
         return out
 
@@ -657,31 +666,64 @@ def _state_versions(parts: list[tuple[str, Any]]) -> list[tuple[str, Any, int]]:
 
 
 def _attributes_now(parts: list) -> list:
-    """(name, module, attribute, tensor) of the tensors the region's modules keep as plain
-    attributes now (held for the re-run only)."""
+    """(name, module, attribute, tensor) of the tensors the region's modules keep as
+    buffers or plain attributes now, buffers first (held for the re-run only; Note [A
+    buffer replaced from the one before] in trace/collector.py)."""
     out = []
     for path, ref in parts:
         m = ref()
-        for k, t in (m.__dict__.items() if m is not None else ()):
+        if m is None:
+            continue
+        for k, t in [*m._buffers.items(), *m.__dict__.items()]:
             if isinstance(t, torch.Tensor) and not isinstance(t, nn.Parameter):
                 out.append((f"{path}.{k}" if path else k, m, k, t))
     return out
 
 
-def _refuse_replaced_state(where: tuple[str, str], attrs: list) -> None:
-    """As a re-run ends: a tensor attribute the re-run replaced by other values (Metric.
-    forward's running sums; a pure recompute, pruning's `weight`, makes the same values):
-    Note [State a re-run writes again] in replay/stateful.py."""
+def _attribute(m: nn.Module, k: str) -> Any:
+    return m._buffers.get(k) if k in m._buffers else m.__dict__.get(k)
+
+
+# Note [What the forward call left]
+# A re-run that replaces a module's tensor is judged against what the forward call it
+# re-runs left there, not against what it finds as it starts: a module called once per
+# time step and handed its state as an argument (tutorial 5's `self.lif1(cur1, mem1)`,
+# snntorch: `self.mem = mem`, then the new membrane) leaves the last time step's membrane
+# on the module, and the re-run of time step t, a faithful one, makes step t's again:
+# other values than it found, the same as its forward call left. Compared with what it
+# found, `checkpoint:lif1` was refused ("writes lif1.reset in place") while predict priced
+# it (train_snntorch.py --mode class). What each forward call left is held weakly (a
+# strong reference would keep a replaced membrane to the backward); when it is gone (a
+# later call replaced it, nothing else held it) the re-run cannot be judged by it and is
+# not: the re-run of the last call, backward's first, finds what its forward left still
+# there, which judges a state carried from call to call (snntorch's `init_hidden=True`
+# membrane, a metric's sums) as before.
+def _refuse_replaced_state(where: tuple[str, str], attrs: list,
+                           left: dict[str, Any] | None = None) -> None:
+    """As a re-run ends: a tensor buffer or attribute the re-run replaced by other values
+    than its forward call left (Metric.forward's running sums; a pure recompute, pruning's
+    `weight`, makes the same values): Note [State a re-run writes again] in
+    replay/stateful.py, Note [What the forward call left]. `left`: name -> weak reference
+    to the tensor the forward call left; None: judged against what the re-run found."""
     for name, m, k, before in attrs:
-        now = m.__dict__.get(k)
-        if isinstance(now, torch.Tensor) and now is not before:
-            with torch.no_grad():
-                same = now.shape == before.shape and now.dtype == before.dtype and \
-                    bool(torch.equal(now, before))
-            if not same:
-                policy, path = where
-                raise PolicyError(state_rewritten_message(
-                    policy, path, f"{path}.{name}" if path and name else (name or path)))
+        now = _attribute(m, k)
+        if not isinstance(now, torch.Tensor) or now is before:
+            continue
+        then = before
+        if left is not None and name in left:
+            then = left[name]()
+            if then is None:
+                continue    # gone: nothing to judge the re-run by
+        if now is then:
+            continue
+        with torch.no_grad():
+            same = now.shape == then.shape and now.dtype == then.dtype and \
+                bool(torch.equal(now, then))
+        if not same:
+            policy, path = where
+            raise PolicyError(state_rewritten_message(
+                policy, path, f"{path}.{name}" if path and name else (name or path),
+                replaced=True))
 
 
 def _versions_now(state: list) -> list:
@@ -800,6 +842,7 @@ class _Recompute:
         self._state = state   # (policy, path), its buffers' versions as the forward began
         self._state_parts = parts or []   # the region's modules (path, weak reference)
         self._attrs: list = []      # their tensor attributes as the re-run starts
+        self._left: dict[str, Any] | None = None   # Note [What the forward call left]
         self._stack = contextlib.ExitStack()
         self._entered = 0
         # made as the first run starts (checkpoint calls context_fn then): the tensors
@@ -820,11 +863,17 @@ class _Recompute:
         self._stack.enter_context(_batchnorm_stats_frozen(self._module, self._counters))
         self._stack.enter_context(self._recompute)
 
+    def forward_done(self) -> None:
+        """The forward call ended: what it left on the region's modules, held weakly (Note
+        [What the forward call left])."""
+        if self._state is not None:
+            self._left = {n: weakref.ref(t) for n, _, _, t in _attributes_now(self._state_parts)}
+
     def __exit__(self, *exc: Any) -> Any:
         done = self._stack.__exit__(*exc)
         if self._state is not None and self._entered == 1:   # Note [A write after the last
             _refuse_rewritten_state(*self._state)                # save]
-            _refuse_replaced_state(self._state[0], self._attrs)
+            _refuse_replaced_state(self._state[0], self._attrs, self._left)
             self._attrs = []
         if self._selective is not None and isinstance(exc[1], RuntimeError):
             text = str(exc[1])

@@ -682,27 +682,41 @@ def _refuse_selective_mutated(prep: Prepared, calls: _Calls, own: _Owners, polic
         raise PolicyError(selective_mutated_message(policy.text(), str(calls.mods[k])))
 
 
+def _met_order(calls: _Calls, k: int) -> tuple[int, int]:
+    """When measure's backward re-runs the call `k`, as a sort key: the earlier step
+    first, in a step the later call (Note [The re-run backward meets first])."""
+    return int(calls.step[k]), -int(k)
+
+
+def _met_first(calls: _Calls, ks) -> int:
+    """The call of `ks` whose re-run backward meets first."""
+    return min((int(k) for k in ks), key=lambda k: _met_order(calls, k))
+
+
 def _refuse_rewritten_state(prep: Prepared, calls: _Calls, stop: np.ndarray,
-                            read: np.ndarray, policy: Policy) -> None:
+                            read: np.ndarray, policy: Policy) -> tuple[int, str] | None:
     """Note [State a re-run writes again] (replay/stateful.py): a re-run call (`read`: a
     backward unpacked one of its saves, Note [A call no backward reads is never re-run])
     whose forward wrote a buffer in place before its last pack (`stop`: torch's early stop
     ends the re-run there); a training BatchNorm's writes are not among `state_writes`.
     Refused by the last such call, as backward re-runs it first (measure meets it as that
-    re-run starts), naming its first such buffer."""
+    re-run starts), naming its first such buffer: (that call, the one line), or None
+    (Note [The re-run backward meets first])."""
     if not prep.state_writes or not len(calls) or not _is_recomputed(calls.kind).any():
-        return
-    ev = np.array([e for e, _, _ in prep.state_writes], dtype=np.int64)
-    made = np.array([m for _, _, m in prep.state_writes], dtype=np.int64)
+        return None
+    ev = np.array([w[0] for w in prep.state_writes], dtype=np.int64)
+    made = np.array([w[2] for w in prep.state_writes], dtype=np.int64)
     k = which_call(calls.ev0, calls.ev1, ev, prep.n_events)
     kk = np.maximum(k, 0)
     bad = np.flatnonzero((k >= 0) & _is_recomputed(calls.kind[kk]) & read[kk] & (ev < stop[kk])
                          & (made < calls.ev0[kk]))   # a tensor the region made is its own
     if len(bad):
-        last = int(k[bad].max())
+        last = _met_first(calls, k[bad])
         i = int(bad[k[bad] == last][0])        # writes are in event order
-        raise PolicyError(state_rewritten_message(policy.text(), str(calls.mods[last]),
-                                                  prep.state_writes[i][1]))
+        return last, state_rewritten_message(policy.text(), str(calls.mods[last]),
+                                             prep.state_writes[i][1],
+                                             replaced=prep.state_writes[i][3])
+    return None
 
 
 # Note [A call no backward reads is never re-run]
@@ -733,7 +747,7 @@ def _read_back(prep: Prepared, calls: _Calls, own: _Owners) -> np.ndarray:
 
 
 def _refuse_selective_reused(prep: Prepared, calls: _Calls, read: np.ndarray,
-                             policy: Policy) -> None:
+                             policy: Policy) -> tuple[int, str] | None:
     """Note [A buffer a call makes and later calls reuse] (trace/collector.py): a selective
     call inside which a module made a buffer that its later calls reused (they made none,
     and ran ops of their own: ALiBi's slice of its cached bias) is re-run with the buffer
@@ -747,9 +761,13 @@ def _refuse_selective_reused(prep: Prepared, calls: _Calls, read: np.ndarray,
     while measure met `aten.mul.Tensor` in step 1's re-run). Only a call whose saves a
     backward read is re-run (Note [A call no backward reads is never re-run]): peft's LoRA
     finds no `nn.Linear` in I-BERT's layers (they are `QuantLinear`s), so no backward goes
-    through them, and predict refused what measure ran."""
+    through them, and predict refused what measure ran. Not a call handed that buffer's
+    old value as an argument (`kept_handed`): its re-run reads the saved argument
+    (snntorch's neurons under tutorial 5's loop, `self.lif2(cur2, mem2)`: the first time
+    step's zeros(0) made the membrane anew on another path than the next, and
+    `selective:lif2` was refused by predict, which measure ran: 493,932 B)."""
     if not prep.kept or not (calls.kind == Kind.SELECTIVE).any():
-        return
+        return None
     made = {}
     for mod, ev0 in prep.kept:
         made.setdefault(mod, set()).add(ev0)
@@ -770,12 +788,14 @@ def _refuse_selective_reused(prep: Prepared, calls: _Calls, read: np.ndarray,
             if reused and ev0 < min(reused):   # the cache's first fill
                 bad.append((k, mod, False))
             elif i + 1 < len(starts) and int(starts[i + 1]) in firsts and \
+                    (mod, int(ev0)) not in prep.kept_handed and \
                     _ops_differ(prep, by_event, (ev0, ends[i]), (starts[i + 1], ends[i + 1])):
                 bad.append((k, mod, True))
-    if bad:
-        k, mod, remade = max(bad)
-        raise PolicyError(selective_reused_message(policy.text(), str(calls.mods[k]), mod,
-                                                   remade))
+    if bad:   # (that call, the one line): Note [The re-run backward meets first]
+        k = _met_first(calls, [b[0] for b in bad])
+        _, mod, remade = max(b for b in bad if b[0] == k)
+        return k, selective_reused_message(policy.text(), str(calls.mods[k]), mod, remade)
+    return None
 
 
 def _ops_differ(prep: Prepared, by_event: tuple[np.ndarray, np.ndarray],
@@ -2244,8 +2264,19 @@ def replay(prep: Prepared, policy: Policy, rng_bytes: int = CPU_RNG_STATE_BYTES,
     packs = _packs_per_call(prep, calls, own)   # (saves, one past the last pack) per call
     _refuse_selective_mutated(prep, calls, own, policy, in_save_list, packs)
     read = _read_back(prep, calls, own)   # per call: re-run by a backward
-    _refuse_rewritten_state(prep, calls, packs[1], read, policy)
-    _refuse_selective_reused(prep, calls, read, policy)
+    # Note [The re-run backward meets first]
+    # Both refusals name the call whose re-run measure meets the trouble in: the first
+    # step's backward comes first, and it re-runs the step's latest call first. In one
+    # call, a re-run on another path fails inside it, before measure judges the state it
+    # left. snntorch's `selective:2` (train_snntorch.py --mode seq): the first time step
+    # of the first batch makes the membrane on another path (the buffer still empty), the
+    # last replaces it from the one before; predict named the first, measure the last.
+    # Each refusal also picks its own call so (`_met_order`): a state refusal named the
+    # last call of the last step.
+    found = [r for r in (_refuse_selective_reused(prep, calls, read, policy),
+                         _refuse_rewritten_state(prep, calls, packs[1], read, policy)) if r]
+    if found:   # ties: the first
+        raise PolicyError(min(found, key=lambda r: _met_order(calls, r[0]))[1])
     _refuse_selective_recast(prep, calls, own, policy)
     off = _offloaded(prep, calls, own)
     seg = _segments(prep, calls, dropped, own)

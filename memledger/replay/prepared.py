@@ -120,6 +120,9 @@ class Prepared:
     # (module, first event) of each call that put a tensor it made in its module's buffers
     # (Note [A buffer a call makes and later calls reuse], trace/collector.py)
     kept: tuple[tuple[str, int], ...] = ()
+    # of those, the calls handed their buffer's old value as an argument (trace/collector.py
+    # Note [A buffer replaced from the one before]): a re-run reads the saved argument
+    kept_handed: frozenset = frozenset()
     stateful_mod: np.ndarray = None   # object: module of each call that wrote outside state
     stateful_ev0: np.ndarray = None   # int64: that call's first event
     stateful_obj: np.ndarray = None   # object: the class of the object it wrote into
@@ -286,6 +289,8 @@ class Prepared:
             folded_in=st.index.isin([r["in"] for r in led.extra.get("inplace", [])
                                      if "in" in r]),
             kept=tuple((str(r["mod"]), int(r["ev0"])) for r in led.extra.get("kept", [])),
+            kept_handed=frozenset((str(r["mod"]), int(r["ev0"]))
+                                  for r in led.extra.get("kept", []) if r.get("handed")),
             released=_released(led, st),
             unheld=_unheld(led, st),
             **_lent(led, st),
@@ -408,7 +413,8 @@ _NOT_STATE = frozenset({"parameter", "gradient", "optimizer_state"})
 
 def _state_writes(led: Ledger, st: pd.DataFrame, sc: pd.DataFrame
                   ) -> tuple[tuple[int, str, int], ...]:
-    """(event, storage name, creation event or -1) of each buffer, or other storage but a
+    """(event, storage name, creation event or -1, replaced) of each buffer, or other
+    storage but a
     parameter, that a forward wrote in place (its first such write of each step: `mutated`
     records), less a training BatchNorm's: the innermost forward call holding the write
     carries `stats` (Note [State a re-run writes again]). A buffer is state wherever it
@@ -421,8 +427,12 @@ def _state_writes(led: Ledger, st: pd.DataFrame, sc: pd.DataFrame
     out = []
     for r in led.extra.get("stateful", []):   # a call that replaced its own state
         if r.get("obj") == OWN_STATE and "ev1" in r:
-            out.append((int(r["ev1"]) - 1, f"the state of {r['mod']} (replaced from the "
-                        "one before)", -1))
+            # Note [A buffer replaced from the one before] (trace/collector.py): the
+            # attribute and the stale read; older ledgers name neither
+            attrs = r.get("attrs") or ()
+            name = f"{r['mod']}.{attrs[0]}" if attrs and r["mod"] else \
+                (attrs[0] if attrs else f"the state of {r['mod']}")
+            out.append((int(r.get("ev", int(r["ev1"]) - 1)), name, -1, True))
     for r in led.extra.get("mutated", []):
         sid, ev = int(r["sid"]), int(r["ev"])
         if sid not in st.index or st.at[sid, "category"] in _NOT_STATE:
@@ -431,7 +441,7 @@ def _state_writes(led: Ledger, st: pd.DataFrame, sc: pd.DataFrame
         if len(inside) and stats[inside[np.argmax(ev0[inside])]] > 0:
             continue            # a BatchNorm's statistics: measure puts them back
         made = -1 if st.at[sid, "category"] == "buffer" else int(st.at[sid, "created"])
-        out.append((ev, str(st.at[sid, "name"] or ""), made))
+        out.append((ev, str(st.at[sid, "name"] or ""), made, False))
     return tuple(sorted(out, key=lambda w: w[0]))   # by event; records in their order
 
 

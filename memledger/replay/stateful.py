@@ -229,11 +229,16 @@ def selective_recast_message(policy_text: str, module: str) -> str:
 # takes it as a state write at the call's last event; measure compares, as the re-run
 # ends, each tensor attribute the re-run replaced with the one it replaced (a pure
 # recompute, pruning's `weight = weight_orig * mask`, makes the same values again).
-def state_rewritten_message(policy_text: str, module: str, name: str) -> str:
-    """One line: a re-run region whose forward writes a buffer in place (predict and
-    measure name the last such call, which backward re-runs first, and its first buffer)."""
+def state_rewritten_message(policy_text: str, module: str, name: str,
+                            replaced: bool = False) -> str:
+    """One line: a re-run region whose forward writes a buffer in place, or (`replaced`)
+    replaces a buffer or tensor attribute by one made from it (predict and measure name
+    the last such call, which backward re-runs first, and its first buffer)."""
     what = name or "a tensor it keeps from before (a metric's running sums, a counter)"
-    return (f"{policy_text} would re-run {module}, whose forward writes {what} in place, "
+    how = (f"replaces {what} by a tensor made from the one before (a state kept across "
+           "calls: a metric's running sums, a spiking neuron's membrane)") if replaced \
+        else f"writes {what} in place"
+    return (f"{policy_text} would re-run {module}, whose forward {how}, "
             "so the re-run would start from what the forward left and compute other values "
             "(other gradients, or a metric that counts the batch twice); offload that module "
             "instead, or keep that write out of the region")

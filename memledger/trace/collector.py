@@ -1953,12 +1953,16 @@ class Collector(ShardingMixin, TorchDispatchMode):
             self._attr_watch.setdefault(sid, -1)
 
     def _attribute_sids(self, module) -> dict[str, int]:
-        """{attribute: sid} of the plain tensors `module` keeps as attributes (Note [State a
-        re-run writes again], replay/stateful.py)."""
+        """{attribute: sid} of the plain tensors `module` keeps as buffers or attributes
+        (Note [State a re-run writes again], replay/stateful.py; Note [A buffer replaced
+        from the one before]), buffers first."""
         sids = self._sids
-        return {k: sid for k, v in module.__dict__.items()
-                if type(v) in self.PLAIN_TYPES and k not in _MODULE_OWN
-                and (sid := sids.get(storage_key(v), -1)) >= 0}
+        out = {k: sid for k, v in module._buffers.items()
+               if type(v) in self.PLAIN_TYPES and (sid := sids.get(storage_key(v), -1)) >= 0}
+        out.update({k: sid for k, v in module.__dict__.items()
+                    if type(v) in self.PLAIN_TYPES and k not in _MODULE_OWN
+                    and (sid := sids.get(storage_key(v), -1)) >= 0})
+        return out
 
     def _call_end(self, module, args, *kwargs_output) -> None:
         """Keyword inputs and state written outside the call (global pre-hooks get no
@@ -1993,11 +1997,18 @@ class Collector(ShardingMixin, TorchDispatchMode):
             # Note [State written outside a region] (memledger/trace/outside_state.py)
             self.sink.write({"k": "stateful", "mod": path, "ev0": ev0, "ev1": self._ev,
                              "obj": obj, "sids": [sids[k] for k in keys]})
-        if attrs and self._replaced_own_state(module, attrs, first_new, ev0):
+        handed = {sid for a in (*args, *(kwargs or {}).values()) if isinstance(a, _Tensor)
+                  and (sid := sids.get(storage_key(a), -1)) >= 0} if attrs else set()
+        replaced = self._replaced_own_state(module, attrs, first_new, ev0, handed) \
+            if attrs else []
+        if replaced:   # Note [A buffer replaced from the one before]
             self.sink.write({"k": "stateful", "mod": path, "ev0": ev0, "ev1": self._ev,
-                             "obj": OWN_STATE, "sids": []})
+                             "obj": OWN_STATE, "sids": [], "attrs": [k for k, _ in replaced],
+                             "ev": min(e for _, e in replaced)})
         kept_on = [(sid, v) for v in attribute_tensors(module) if self._own_storage(v)
                    and (sid := sids.get(storage_key(v), -1)) >= first_new]
+        if attrs and module._buffers:   # Note [A buffer a re-run sets again]
+            kept_on += self._rebound_buffers(module, attrs, first_new, ev0, handed)
         if kept_on:   # Note [Tensors a call keeps on its module]
             deep = [(sid, v) for sid, v in kept_on if _deep_graph(v)]
             rec = {"k": "stash", "mod": path, "ev0": ev0, "ev1": self._ev,
@@ -2012,7 +2023,10 @@ class Collector(ShardingMixin, TorchDispatchMode):
                 and (sid := sids.get(storage_key(v), -1)) >= first_new] \
             if module._buffers else []
         if kept:   # Note [A buffer a call makes and later calls reuse]
-            self.sink.write({"k": "kept", "mod": path, "ev0": ev0, "sids": kept})
+            rec = {"k": "kept", "mod": path, "ev0": ev0, "sids": kept}
+            if any(attrs.get(k) in handed for k in module._buffers):
+                rec["handed"] = 1   # its buffer's old value was an argument of the call
+            self.sink.write(rec)
 
     def _routed(self, module) -> None:
         """The call `_call_end` just ended handed its outputs through an autograd Function
@@ -2022,18 +2036,66 @@ class Collector(ShardingMixin, TorchDispatchMode):
             self.sink.write({"k": "stateful", "mod": call[1], "ev0": call[2], "ev1": call[3],
                              "obj": PAIRED_HOOKS, "sids": []})
 
-    def _replaced_own_state(self, module, before: dict[str, int], first_new: int,
-                            ev0: int) -> bool:
-        """The call replaced a tensor attribute of its module by a tensor it made, having
-        read the one it replaces (Metric.forward: the old sums cloned, then added to)."""
+    # Note [A buffer a re-run sets again]
+    # A call that replaces its module's buffer by one it made from the one before (or from
+    # its argument, which is that buffer: snntorch's `self.lif2(cur2, mem2)` sets
+    # `self.mem = mem`, then the new membrane) sets it again in its re-run, as a call
+    # keeping a plain attribute does (Note [Tensors a call keeps on its module]): the
+    # re-made membrane replaces the one the forward left and the module holds it until
+    # the next call replaces it. Only attributes had `stash` records, so the replay let
+    # the re-run's membrane go with its region's backward while measure held it: 4 B under
+    # on tutorial 5's network (`checkpoint:lif2`, --num-steps 3: 456,672 B predicted,
+    # 456,676 B measured), 80 B at batch 2. Such buffers are stashed too now. Not one made
+    # anew without reading the old (ALiBi's bias made bigger): its re-run finds the new one
+    # and re-makes nothing.
+    def _rebound_buffers(self, module, before: dict[str, int], first_new: int, ev0: int,
+                         handed: set[int]) -> list[tuple[int, torch.Tensor]]:
+        """(sid, tensor) of the module's buffers the call replaced by a tensor it made,
+        having read the one before or been handed it (Note [A buffer a re-run sets
+        again])."""
         sids, last, freed = self._sids, self._last, self._attr_watch
-        found = False
+        out = []
+        for k, v in module._buffers.items():
+            old = before.get(k)
+            if old is None or type(v) not in self.PLAIN_TYPES:
+                continue
+            sid = sids.get(storage_key(v), -1)
+            if sid >= first_new and (old in handed or
+                                     max(last.get(old, -1), freed.get(old, -1)) >= ev0):
+                out.append((sid, v))
+        return out
+
+    # Note [A buffer replaced from the one before]
+    # A module may keep its state in a buffer it rebinds on every call: snntorch's spiking
+    # neurons with `init_hidden=True` hold their membrane as the buffer `mem` and do
+    # `self.mem = beta * self.mem + input_` per time step (the state carried across the
+    # calls of one sample, reset by `utils.reset(net)` per batch). A re-run of such a call
+    # (checkpoint, selective) reads the membrane the forward's last time step left, not the
+    # one its own time step read, and computes other spikes. Only plain attributes were
+    # watched (Metric.forward's sums), so predict priced `checkpoint:2` on tutorial 7's
+    # network (378,756 B) while measure refused it by a by-product, the attribute `reset`
+    # (train_snntorch.py --mode seq). Buffers are watched too now, and the record names the
+    # attributes (buffers first, as measure looks) and the event of the earliest last read
+    # of a replaced value: the re-run reads the stale state there (`ev`, judged against
+    # torch's early stop as a write is). Not a replaced value the call was handed as an
+    # argument: tutorial 5's neurons take the membrane explicitly (`self.lif1(cur1, mem1)`,
+    # then `self.mem = mem` inside), and a re-run reads the saved argument, the same
+    # values; counting that read refused `checkpoint:lif1`, whose gradients are unchanged.
+    def _replaced_own_state(self, module, before: dict[str, int], first_new: int,
+                            ev0: int, handed: set[int]) -> list[tuple[str, int]]:
+        """(attribute, its old value's last read) of each tensor buffer or attribute of
+        the module the call replaced by a tensor it made, having read the one it replaces
+        (Metric.forward: the old sums cloned, then added to), unless it read it as one of
+        its own arguments (`handed`: their sids; Note [A buffer replaced from the one
+        before])."""
+        sids, last, freed = self._sids, self._last, self._attr_watch
+        found = []
         for k, old in before.items():
-            v = module.__dict__.get(k)
+            v = module._buffers.get(k) if k in module._buffers else module.__dict__.get(k)
             used = max(last.get(old, -1), freed.get(old, -1))
-            if type(v) in self.PLAIN_TYPES and \
+            if type(v) in self.PLAIN_TYPES and old not in handed and \
                     sids.get(storage_key(v), -1) >= first_new and used >= ev0:
-                found = True
+                found.append((k, used))
         return found
 
     def _autocast_casts_read_by(self, func) -> None:
@@ -2120,6 +2182,9 @@ class Collector(ShardingMixin, TorchDispatchMode):
     # buffers) lets predict refuse it too, where a later call of the module made none
     # (it reused the buffer): engine.py `_refuse_selective_reused`. A module that
     # registers a new buffer on every call re-makes it in the re-run as well: not refused.
+    # `handed`: the buffer the call replaced was also one of its arguments (snntorch's
+    # `self.lif1(cur1, mem1)` with `self.mem = mem` inside), so its re-run reads the saved
+    # argument, not what its forward left (Note [A buffer replaced from the one before]).
 
     # Note [Weights put in a module's parameters]
     # A differentiable optimizer (torchopt's MetaSGD and MetaAdam) writes its new weights

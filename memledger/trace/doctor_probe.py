@@ -1054,7 +1054,11 @@ class DoctorProbe(TorchFunctionMode):
         self._bw_rec, self._bw_params = rec, set()
         self.records.append(rec)
         before = _beside_grad(self._params.values())
-        out = func(*args, **kwargs)
+        try:
+            out = func(*args, **kwargs)
+        except RuntimeError as e:   # Note [A backward that fails through an earlier step]
+            self.records.extend(self._retention.at_failure(self._train_steps + 1, str(e)))
+            raise
         if _beside_grad(self._params.values()) - before:   # Note [Gradients beside .grad]
             rec["beside_grad"] = True
         bad = 0

@@ -149,6 +149,40 @@ class RetentionWatch:
         self._fresh = set()
         return out
 
+    # Note [A backward that fails through an earlier step]
+    # A module that keeps a tensor made in its forward across batches (a recurrent or
+    # spiking layer's hidden state: snntorch's `init_hidden=True` neurons keep the membrane
+    # in the buffer `mem`, and `utils.reset(net)` at each batch detaches it) chains the next
+    # batch's graph onto the last one's. Without the reset, step 2's backward walks into
+    # step 1's freed graph and fails ("Trying to backward through the graph a second
+    # time"; with `retain_graph=True`, on the weights Adam changed in place). The doctor
+    # stopped there and said torch's words: the script died before the boundary where
+    # `cross_step_retention` would have named the buffers (train_snntorch.py --mode seq
+    # --bug noreset). Now, when a backward raises, the same scan runs at once, with the
+    # script's frames alive, and keeps what modules hold (their parameters, buffers and
+    # plain attributes: the tensors that carry one step's graph into the next; the step's
+    # own locals reach the old graph only through them), marked with the error; the
+    # doctor prints the finding beside the failure.
+    def at_failure(self, step: int, error: str) -> list[dict[str, Any]]:
+        """The module state whose graph reaches a graph alive at the last boundary, as a
+        backward of `step` raised `error` (Note [A backward that fails through an earlier
+        step]); nothing before the first boundary."""
+        if not self._prev:
+            return []
+        pre, old, clean = self._pre, (self._prev, self._boundaries), set()
+        out = []
+        for t in _grad_tensors():
+            if pre.get(id(t.grad_fn)) is t.grad_fn or not _reaches(t.grad_fn, old, clean):
+                continue
+            if _module_state_of(t) is None:
+                continue
+            rec = self._retained(t, step, {})
+            if rec is not None:
+                first = error.splitlines()[0].split(". ")[0] if error else ""
+                rec["failed"] = first[:160] or "RuntimeError"   # torch's first sentence
+                out.append(rec)
+        return out
+
     def _retained(self, t: _Tensor, step: int, spent: dict[int, Any]) -> dict[str, Any] | None:
         state = _module_state_of(t)
         name, var, file = state or self._name_of(t)

@@ -96,6 +96,14 @@ def _fresh_library_state() -> None:
     # 5,524 B under the pass that made them
     for cache in _transformers_caches():
         cache.cache_clear()
+    # snntorch lists every spiking neuron ever made in a class attribute
+    # (`SpikingNeuron.instances`), and `utils.reset(net)` resets the state of all of them:
+    # an earlier pass's neurons got new zeros in the next pass, which read 5,184 B over the
+    # ledger per earlier pass on train_snntorch.py --mode seq (allocator pass -5,184 B,
+    # the fourth measured policy -20,736 B); a fresh process lists none
+    neurons = sys.modules.get("snntorch._neurons.neurons")
+    if neurons is not None:
+        neurons.SpikingNeuron.instances.clear()
     # e3nn keeps its Clebsch-Gordan tables (float64 tensors) in module-level `lru_cache`s:
     # the allocator pass found the ledger pass's, and read 4,160 B under it on
     # train_e3nn.py's float64 potential

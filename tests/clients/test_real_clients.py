@@ -877,8 +877,12 @@ def test_selective_refused_where_a_buffer_made_anew_changes_the_next_calls_ops()
     the buffer its forward left and takes the second path, ops its forward never ran:
     torch's selective checkpoint raises, and measure refused `selective:...` while predict
     predicted it (I-BERT's `selective:ibert.encoder.layer.*`, sequence classification).
-    Now predict refuses it too; the same observer with one path on every call (`ema_range`)
-    is predicted and measured alike."""
+    Now predict refuses it too. The same observer with one path on every call (`ema_range`)
+    was predicted and measured alike (532,968 B), its running minimum updated twice a step
+    under every policy: a buffer rebound from the one before was not watched, where one
+    written in place was. Since the forty-second session both sides refuse it as state a
+    re-run writes again (Note [A buffer replaced from the one before] in
+    trace/collector.py), and `checkpoint:blocks.*` of `running_range` too."""
     pols = ["selective:blocks.*", "selective:blocks.1", "checkpoint:blocks.*"]
     run = run_client("train_mech.py", ["--case", "running_range", "--steps", "3"], pols)
     assert run.ledger_peak == run.allocator_peak
@@ -888,9 +892,12 @@ def test_selective_refused_where_a_buffer_made_anew_changes_the_next_calls_ops()
         assert "anew from the one before, and the next call, reading it, ran other ops" in \
             p.predict_refusal and "\n" not in p.predict_refusal
         assert "met aten.mul.Tensor that its forward did not run" in p.measure_refusal
+    state = "replaces blocks.1.observer.x_min by a tensor made from the one before"
     p = run.policies["checkpoint:blocks.*"]
-    assert p.predicted == p.measured
+    assert p.predicted is None and p.predict_refusal == p.measure_refusal, p
+    assert state in p.predict_refusal
     run = run_client("train_mech.py", ["--case", "ema_range", "--steps", "3"], pols)
     for text in pols:
         p = run.policies[text]
-        assert p.predicted is not None and p.predicted == p.measured, (text, p)
+        assert p.predicted is None and p.measured is None, (text, p)
+        assert p.predict_refusal == p.measure_refusal and state in p.predict_refusal, p

@@ -99,3 +99,23 @@ def test_an_optimizer_that_applies_gradients_is_found_and_holds_its_state_alone(
     assert sum(t.untyped_storage().nbytes() for t, _ in held) == 4 + 2 * 12
     assert [name for _, name in held] == ["_variables[0]._value", "_variables[1]._value",
                                           "_variables[2]._value"]
+
+
+def test_a_dead_weakref_proxy_among_the_live_objects_is_walked_past():
+    """Note [A dead proxy among the live objects] (trace/optimizer_like.py): a
+    `weakref.proxy` whose referent is gone raises ReferenceError when `isinstance` asks it
+    its class; the walk raised it from the collector's first backward."""
+    import weakref
+
+    from memledger.trace.optimizer_like import optimizer_like_alive
+
+    class Thing:
+        pass
+
+    thing = Thing()
+    proxy = weakref.proxy(thing)
+    opt = torch.optim.SGD([torch.nn.Parameter(torch.ones(2))], lr=0.1)
+    del thing
+    found, optimizers = optimizer_like_alive()
+    assert found == "" and any(o is opt for o in optimizers)
+    assert proxy is not None
