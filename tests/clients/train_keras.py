@@ -15,7 +15,9 @@ with torch ops of their own), so no `optimizer.step()` ends a step: trace it wit
   batch_size=..., epochs=1)` over `--steps` batches.
 - `--loop custom`: a torch loop: `logits = model(x)`, `loss = loss_fn(y, logits)`,
   `model.zero_grad()`, `loss.backward()`, `optimizer.apply(grads, model.trainable_weights)`
-  with `keras.optimizers.Adam()`.
+  with `keras.optimizers.Adam()`; `--manual-gc`: Python's collector off, a collection at
+  each step's end (as Megatron-LM's `--manual-gc`; Keras leaves each layer's inputs in
+  reference cycles until a collection).
 - `--loop train_step`: `model.compile` + `model.fit` on a `keras.Model` subclass whose
   `train_step` is its own (Keras' guide "customizing what happens in fit", torch backend).
 """
@@ -88,6 +90,7 @@ def main() -> None:
     p.add_argument("--loop", default="fit", choices=["fit", "custom", "train_step"])
     p.add_argument("--steps", type=int, default=3)
     p.add_argument("--depth", type=int, default=2)
+    p.add_argument("--manual-gc", action="store_true")
     args = p.parse_args()
     keras.utils.set_random_seed(0)
     model = LM(args.depth, own_step=args.loop == "train_step")
@@ -98,6 +101,9 @@ def main() -> None:
         model.fit(x, y, batch_size=BATCH, epochs=1, shuffle=False, verbose=0)
         return
     opt = keras.optimizers.Adam(1e-3)
+    if args.manual_gc:
+        import gc
+        gc.disable()
     for step in range(args.steps):
         xb = torch.as_tensor(x[step * BATCH:(step + 1) * BATCH])
         yb = torch.as_tensor(y[step * BATCH:(step + 1) * BATCH])
@@ -109,6 +115,8 @@ def main() -> None:
         with torch.no_grad():
             opt.apply(grads, model.trainable_weights)
         print(f"step {step}  loss {loss.item():.4f}")
+        if args.manual_gc:
+            gc.collect()
 
 
 if __name__ == "__main__":
