@@ -2091,7 +2091,9 @@ class Collector(ShardingMixin, TorchDispatchMode):
         sids, last, freed = self._sids, self._last, self._attr_watch
         found = []
         for k, old in before.items():
-            v = module._buffers.get(k) if k in module._buffers else module.__dict__.get(k)
+            # a ScriptModule's `_buffers` (OrderedDictWrapper) has no `.get`: e3nn's traced
+            # activations crashed the trace (tests/clients/test_e3nn_clients.py)
+            v = module._buffers[k] if k in module._buffers else module.__dict__.get(k)
             used = max(last.get(old, -1), freed.get(old, -1))
             if type(v) in self.PLAIN_TYPES and old not in handed and \
                     sids.get(storage_key(v), -1) >= first_new and used >= ev0:

@@ -79,6 +79,9 @@ def test_custom_loop_names_parameters_and_keras_optimizer_state():
     st = run.ledger.storages
     params = st[st.category == "parameter"]
     assert (len(params), set(params.device)) == (N_VARS, {"cpu"})
-    assert params.name.str.startswith("_torch_params.lm/").all()
+    # `lm`, or `lm_1` where this process built a Keras model named `lm` before (Keras
+    # numbers its layers' names process-wide: test_doctor_steps_by_clients.py runs the same
+    # script in process)
+    assert params.name.str.match(r"_torch_params\.lm(_\d+)?/").all()
     ckpt = run.policies["checkpoint:embed"]
     assert (ckpt.predicted, ckpt.measured) == (634_832, 634_832)
