@@ -71,34 +71,27 @@ def _state_finding(var: str, file: str, recs: list, steps: list, per: dict,
     shown = ", ".join(f"`{n}`" for n in names[:3]) + (
         f" and {len(names) - 3} more" if len(names) > 3 else "")
     last = per[steps[-1]]
+    span = f"(at the end of step {steps[0]}" + (f"-{steps[-1]}" if len(steps) > 1 else "")
     failed = next((r["failed"] for r in recs if r.get("failed")), "")
     if failed or (kinds == ["buffer"] and not any(r.get("line") for r in recs)):
         # Note [A backward that fails through an earlier step] (trace/doctor_retention.py):
         # no in-place op gave them history; the module's forward replaced them by tensors
         # of its graph, which the next step's forward then read
         when = (f"into step {steps[-1]}, whose backward then failed ({failed})" if failed
-                else f"(at the end of step {steps[0]}" + (
-                    f"-{steps[-1]}" if len(steps) > 1 else "") + ")")
-        return Finding(
-            check="cross_step_retention", severity="error", where=Where(file=file, line=line),
-            message=(f"{len(names)} {'/'.join(kinds)}s of `{var}` ({shown}) carry autograd "
-                     f"history across {boundaries} {when}: the module keeps tensors its "
-                     "forward made (a recurrent or spiking layer's hidden state) from one "
-                     "batch to the next, so each batch's graph chains onto the last one's; "
-                     "reset or detach that state before each batch's forward (snntorch: "
-                     "utils.reset(net))"),
-            evidence={"steps": steps, "tensors": len(names), "bytes_per_step":
-                      [per[s]["bytes"] for s in steps], "nodes_per_step":
-                      [per[s]["nodes"] for s in steps]})
+                else span + ")")
+        why = ("the module keeps tensors its forward made (a recurrent or spiking layer's "
+               "hidden state) from one batch to the next, so each batch's graph chains onto "
+               "the last one's; reset or detach that state before each batch's forward "
+               "(snntorch: utils.reset(net))")
+    else:
+        when = span + f": a graph of {last['nodes']} nodes)"
+        why = ("they were updated in place outside torch.no_grad() from tensors that require "
+               "grad (an EMA or momentum-encoder update?), so they are no leaves and their "
+               "graph grows every step; do the update under torch.no_grad()")
     return Finding(
         check="cross_step_retention", severity="error", where=Where(file=file, line=line),
         message=(f"{len(names)} {'/'.join(kinds)}s of `{var}` ({shown}) carry autograd "
-                 f"history across {boundaries} (at the end of step {steps[0]}"
-                 + (f"-{steps[-1]}" if len(steps) > 1 else "") +
-                 f": a graph of {last['nodes']} nodes): they were updated in place outside "
-                 "torch.no_grad() from tensors that require grad (an EMA or momentum-encoder "
-                 "update?), so they are no leaves and their graph grows every step; do the "
-                 "update under torch.no_grad()"),
+                 f"history across {boundaries} {when}: {why}"),
         evidence={"steps": steps, "tensors": len(names), "bytes_per_step":
                   [per[s]["bytes"] for s in steps], "nodes_per_step":
                   [per[s]["nodes"] for s in steps]})
