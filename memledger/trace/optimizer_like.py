@@ -110,6 +110,14 @@ def optimizer_like_alive(appliers: list | None = None) -> tuple[str, list]:
     return found, optimizers
 
 
+def optimizers_alive() -> list:
+    """The torch.optim.Optimizers alive (by the type: Note [A dead proxy among the live
+    objects])."""
+    import torch
+
+    return [obj for obj in gc.get_objects() if issubclass(type(obj), torch.optim.Optimizer)]
+
+
 def unstepped_name(optimizers: list) -> str:
     """`module.Class` of the first of `optimizers` (none of which stepped), or ""."""
     return _name(type(optimizers[0])) if optimizers else ""

@@ -331,6 +331,8 @@ class RootNames:
         n, _, _, best = max(count, key=lambda c: (c[0], c[1], -c[2]), default=(0, 0, 0, None))
         if best is None or best is held or n == 0:
             return []
+        if _holds_more_trained(held, best):   # Note [A model of several trained parts]
+            return []
         before = self.prefix.get(best, self.paths.get(best, ""))
         self.was = before
         self.prefix[best] = ""
@@ -347,6 +349,40 @@ class RootNames:
 
     def alive(self) -> list[torch.nn.Module]:
         return list(self.prefix.keys())
+
+
+# Note [A model of several trained parts]
+# Stable-Baselines3's off-policy algorithms keep an actor and a critic in one policy module,
+# each with an optimizer of its own. The rollout calls the policy (`policy.predict`, under
+# `no_grad`), so the policy is the first top-level module with parameters; then the first
+# gradient step trains the critic, called with gradients on its own. Where the entropy
+# coefficient's optimizer steps first (SAC, TQC: a bare tensor, no module's) the policy
+# stayed the model; where the critic's does (sb3-contrib's CrossQ, SB3's TD3) the rule for
+# a teacher run under `no_grad` (Note [The model]) moved the model to the critic, which
+# ties with the policy on the parameters that step updates and was called with gradients:
+# the actor read `policy.actor.latent_pi` beside the model and the critic `qf0`. A user's
+# `critic.qf0`, as the policy's `named_modules()` names it, matched no module in predict
+# while measure, whose policy applies to the first model until that step, re-ran
+# `critic.qf0` in the critic's first call and failed there (two reasons for one policy),
+# and no policy could select the actor at all. A module that holds the candidate and
+# parameters besides it that an optimizer trains (the actor's, which the actor's optimizer
+# steps) is a model of several trained parts, and stays the model; a wrapper of the model
+# and its copy (ema-pytorch's EMA: Note [A wrapper of the model]) holds none that any
+# optimizer trains besides it, and the model still moves into it. The optimizers are found
+# among the live objects, once per pass, only where a model holding its candidate would
+# move (as Note [An optimizer that never steps] finds them, trace/optimizer_like.py).
+def _holds_more_trained(held: torch.nn.Module, best: torch.nn.Module) -> bool:
+    """`held` holds `best` and parameters outside it that a live optimizer holds."""
+    if not any(m is best for m in held.modules()):
+        return False
+    inside = {id(p) for p in module_parameters(best)}
+    outside = {id(p) for p in module_parameters(held) if id(p) not in inside}
+    if not outside:
+        return False
+    from memledger.trace.optimizer_like import optimizers_alive
+
+    return any(id(p) in outside for opt in optimizers_alive()
+               for g in opt.param_groups for p in g["params"])
 
 
 def method_owner(module: torch.nn.Module) -> torch.nn.Module | None:
