@@ -726,6 +726,34 @@ def _refuse_replaced_state(where: tuple[str, str], attrs: list,
                 replaced=True))
 
 
+# Note [A re-run torch refused after a write of state]
+# sb3-contrib's CrossQ runs its critic's BatchRenorm layers in training mode for the critic's
+# forward only (`set_bn_training_mode(True)`, the forward, `set_bn_training_mode(False)`):
+# the forward writes their running statistics in place (`self.ra_mean += ...`, a module of
+# the library's own, not a torch BatchNorm), and a checkpoint's re-run in backward takes the
+# evaluation branch, writes nothing and saves other tensors. predict refused
+# `checkpoint:critic.qf0` from the forward's write ("whose forward writes
+# critic.qf0.0.ra_mean in place", Note [State a re-run writes again] in
+# replay/stateful.py); measure, which refuses a write the re-run makes (Note [A write after
+# the last save]), found none and met torch's "A different number of tensors was saved
+# during the original forward and recomputation", said as "cannot re-run critic.qf0:
+# torch's checkpoint found the re-run unlike the first run": one policy, two reasons. Each
+# re-run now notes, as it starts, the first state of its region written since its forward
+# began (`_LAST_RERUN`; the re-run torch then checks is the last one started); where torch's
+# checkpoint refuses that re-run, measure says predict's line for that write (worker.py).
+# A re-run with no such write keeps torch's reason.
+_LAST_RERUN: list = []   # [((policy, path), the first state written since its forward or None)]
+
+
+def rerun_refusal() -> str | None:
+    """predict's line for the state the last re-run's forward wrote, if it wrote any (Note
+    [A re-run torch refused after a write of state])."""
+    if not _LAST_RERUN or _LAST_RERUN[0][1] is None:
+        return None
+    (policy, path), written = _LAST_RERUN[0]
+    return state_rewritten_message(policy, path, f"{path}.{written}" if path else written)
+
+
 def _versions_now(state: list) -> list:
     """`state` (name, weak reference, version) with each tensor's version now."""
     return [(n, ref, t._version if (t := ref()) is not None else v) for n, ref, v in state]
@@ -857,6 +885,10 @@ class _Recompute:
         if self._state is not None and self._entered == 1:   # versions as the re-run starts
             where, state = self._state
             self._state = (where, _versions_now(state))
+            # Note [A re-run torch refused after a write of state]
+            written = next((n for (n, _, v0), (_, _, v1) in zip(state, self._state[1])
+                            if v0 != v1), None)
+            _LAST_RERUN[:] = [(where, written)]
             self._attrs = _attributes_now(self._state_parts)
         self._stack = contextlib.ExitStack()
         self._stack.enter_context(_parameters_as(self._params))
@@ -1163,4 +1195,5 @@ def install_policy(policy: Policy, offload_dir: str | None = None,
     The baseline (`none`) installs nothing but still reports the model through `on_applied`.
     `steps_by`: what ends a step (trace/steps.py).
     """
+    _LAST_RERUN.clear()   # Note [A re-run torch refused after a write of state]
     return PolicyInstaller(policy, offload_dir, on_applied, steps_by)

@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from memledger.measure.apply import install_policy
+    from memledger.measure.apply import install_policy, rerun_refusal
     from memledger.replay.policies import parse_policy
     from memledger.trace.allocator import CpuProfilerProbe
     from memledger.trace.collector import StopTracing
@@ -136,7 +136,9 @@ def main(argv: list[str] | None = None) -> int:
         # torch's checkpoint found the policy's re-run unlike its first run: the policy's
         # failure, not the script's (which ran without it); said as a refusal, exit 2
         first = str(outcome.error).strip().splitlines()[0] if str(outcome.error) else ""
-        result.update(code=EXIT_USAGE, error=(
+        # Note [A re-run torch refused after a write of state] (measure/apply.py)
+        said = rerun_refusal()
+        result.update(code=EXIT_USAGE, error=f"memledger: {said}" if said else (
             f"memledger: {policy.text()} cannot re-run {', '.join(result.get('regions', []))}: "
             f"torch's checkpoint found the re-run unlike the first run ({first}); the "
             "region's forward depends on state outside its arguments that changes before "
