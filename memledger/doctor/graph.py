@@ -4,7 +4,9 @@ cut_graph / unused_parameter: in a step where the loss reached some trainable pa
 of an optimizer, the others got no gradient. The probe's `cut` records say which op cut
 the path to which parameters (the first cut, in program order, whose detached graph held
 them); without one, backward reached the parameter and computed None for it (a custom
-Function), or its module did not run, or its output never reached the loss. Without a cut,
+Function), or its module did not run, or its output never reached the loss. A parameter
+whose gradient the script took itself (`torch.autograd.grad`, TRPO's natural gradient) was
+reached, in every step of the window. Without a cut,
 a parameter that got a gradient in another step of the window, or whose module is an
 element of a ModuleList / ModuleDict not chosen in that step while a sibling was (a
 mixture of experts' unrouted expert, a task's head, LayerDrop), is chosen by the data: not
@@ -45,13 +47,17 @@ def cut_graph(run: Run) -> list[Finding]:
     # a parameter that got a gradient in another step of the window: its module runs, or
     # reaches the loss, depending on the data (a branch, a task, an expert): not unused
     ever = {int(i) for st in run.steps for i in st["accum"]}
+    # a gradient the script took itself (`torch.autograd.grad`: Note [A gradient the script
+    # takes itself] in trace/doctor_probe.py): the loss reached it
+    ever |= {int(i) for st in run.steps for i in st.get("taken", ())}
     for st in run.steps:
         got = {int(i) for i in st["accum"]}
         if not got:
             continue   # the loss reached none of this optimizer's parameters: nothing to compare
         late = set(st["late"]) if st["step"] in first else set()
+        taken = set(st.get("taken", ()))
         for i in st["trainable"]:
-            if i in got or i in late:
+            if i in got or i in late or i in taken:
                 continue
             # reached by backward with None: not cut (a Function's forward runs its ops
             # under no_grad, which looks like a cut)

@@ -409,6 +409,9 @@ class DoctorProbe(TorchFunctionMode):
         self._net_seen: set[int] = set()     # networks whose first forward under grad is known
         self._hooked: set[int] = set()       # parameters whose gradient hooks are on
         self._none_grad: set[int] = set()    # reached by backward, no gradient computed
+        # gradients a backward computed (`.grad` or `torch.autograd.grad`) since the last
+        # step of their optimizer (Note [A gradient the script takes itself])
+        self._computed: set[int] = set()
         self._losses: list[dict[str, Any]] = []
         self._cuts: dict[int, int] = {}                # id(param) -> cut record index
         # Note [A cut the graph goes around]: id(tensor cut) -> (weakref, cut record)
@@ -562,7 +565,7 @@ class DoctorProbe(TorchFunctionMode):
                       self._cuts, self._tainted, self._pver, self._mixed, self._local):
                 d.pop(pid, None)
             for s_ in (self._late, self._consumed, self._hooked, self._none_grad,
-                       self._grads_read, self._in_place, self._replaced):
+                       self._grads_read, self._in_place, self._replaced, self._computed):
                 s_.discard(pid)
         self._order.forget(dead)
 
@@ -839,9 +842,26 @@ class DoctorProbe(TorchFunctionMode):
             "fn": True, "mod": self._names.paths.get(module, "") or type(module).__name__,
             "cls": name, "parent_training": bool(module.training)})
 
+    # Note [A gradient the script takes itself]
+    # sb3-contrib's TRPO takes the policy's gradients with `torch.autograd.grad(objective,
+    # actor_params)` (and the KL's, with create_graph=True, for the Fisher-vector products),
+    # solves for a natural-gradient direction and moves the actor by line search
+    # (`param.data = ...`); one Adam then steps the critic, holding every parameter of the
+    # policy, whose actor parameters never get `.grad` (the script sets it to None). The doctor
+    # read that as "6 trainable parameters (`mlp_extractor.policy_net.0.weight`, ...) got no
+    # gradient in step 1 while 6 others did: their modules ran but the output never reached the
+    # loss" (and in step 2, "their modules did not run"): their output reached two losses, and
+    # a backward computed their gradients. The gradient hook on each parameter (`register_hook`,
+    # which `autograd.grad` fires too, where the hook after accumulation does not) notes every
+    # gradient computed since the parameter's optimizer last stepped; a step's parameter with
+    # such a gradient and none accumulated is `taken` (the script took it itself, a MAML inner
+    # step or a hand-written update alike), which the unused-parameter check counts as reached
+    # (doctor/graph.py), in that step and in the others of its window.
     # ---- gradients (Note [Which backward reached a parameter]) ------------------------------
     def _make_grad_pre(self, pid: int):
         def pre(grad):
+            if grad is not None:   # Note [A gradient the script takes itself]
+                self._computed.add(pid)   # (None: a Function's backward returned none)
             self._grad_pre(pid)
             if self._replicated():   # Note [Replicas that drift]: this rank's own gradient
                 with _quiet():
@@ -1424,7 +1444,7 @@ class DoctorProbe(TorchFunctionMode):
                                "late": [idx[id(p)] for p in params if id(p) in self._late],
                                "accum": {}, "nonfinite": [], "zeroed": [], "zero": [],
                                "zero_as_computed": [], "not_run": [], "routed": [], "none_grad": [],
-                               "ran_without": [],
+                               "ran_without": [], "taken": [],
                                "bw": [], "graded": 0}
         bws: set[int] = set()
         self._before = {}
@@ -1448,7 +1468,9 @@ class DoctorProbe(TorchFunctionMode):
                         left = self._grad_state.get(pid) == (id(g), g._version) or \
                             _zero_as_left(self._grad_any.get(pid))
                         rec["zero_as_computed" if left else "zero"].append(idx[pid])
-                elif p.requires_grad and pid in self._none_grad and g is None:
+                elif p.requires_grad and pid in self._computed:
+                    rec["taken"].append(idx[pid])   # Note [A gradient the script takes
+                elif p.requires_grad and pid in self._none_grad and g is None:   # itself]
                     rec["none_grad"].append(idx[pid])
                 elif p.requires_grad and pid in self._replaced and pid not in self._in_place:
                     rec["ran_without"].append(idx[pid])   # Note [Parameters a call ran without]
@@ -1459,6 +1481,7 @@ class DoctorProbe(TorchFunctionMode):
                 if g is not None and not bool(torch.isfinite(_values(g)).all()):
                     rec["nonfinite"].append(idx[pid])
                 rec["graded"] += g is not None
+                self._computed.discard(pid)
                 bws.update(self._bws.pop(pid, ()))
                 mixed = self._mixed.pop(pid, None)
                 if mixed is not None and g is not None:
