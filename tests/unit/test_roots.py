@@ -386,3 +386,43 @@ def test_a_model_that_registers_its_weights_after_its_first_call_is_the_model():
     roots, params = _traced(run)
     assert params == {"weights.lm/w"}
     assert _BuiltOnFirstCall.asked == 0
+
+
+class _ActorCritic(nn.Module):
+    """A policy as Stable-Baselines3's off-policy ones are: an actor and a critic, each
+    trained by its own optimizer; acting calls the actor through the policy's method."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.actor = nn.Sequential(nn.Linear(4, 2))
+        self.critic = nn.Sequential(nn.Linear(6, 1))
+
+    def act(self, obs):
+        return self.actor(obs)
+
+
+def test_a_model_of_several_trained_parts_stays_the_model():
+    """Note [A model of several trained parts]: the policy is called under no_grad (the
+    rollout), then the critic with gradients, whose optimizer steps first (CrossQ, TD3).
+    The critic was taken for the model: its weight read `0.weight` and the actor's
+    `policy.actor.0.weight`. The policy stays the model; an EMA wrapper (whose copy no
+    optimizer holds) still gives way (the test above)."""
+    policy = _ActorCritic()
+    critic_opt = torch.optim.SGD(policy.critic.parameters(), lr=0.1)
+    actor_opt = torch.optim.SGD(policy.actor.parameters(), lr=0.1)
+
+    def run():
+        for _ in range(2):
+            with torch.no_grad():
+                a = policy.act(torch.randn(3, 4))
+            policy.critic(torch.cat([torch.randn(3, 4), a], 1)).sum().backward()
+            critic_opt.step()
+            critic_opt.zero_grad()
+            policy.critic(torch.cat([torch.randn(3, 4), policy.actor(torch.randn(3, 4))],
+                                    1)).sum().backward()
+            actor_opt.step()
+            actor_opt.zero_grad()
+
+    roots, params = _traced(run)
+    assert roots == []
+    assert params == {"actor.0.weight", "actor.0.bias", "critic.0.weight", "critic.0.bias"}
