@@ -10,7 +10,8 @@ from rich.table import Table
 
 from memledger.commands.common import console, open_ledger, print_json
 from memledger.errors import PolicyError
-from memledger.report.compare_table import empty_line, idle_line
+from memledger.report.compare_table import (before_the_model_line, empty_line, idle_line,
+                                            model_decided)
 from memledger.report.names import Name, policy_cell
 from memledger.units import format_bytes, format_signed_bytes, parse_duration
 
@@ -57,6 +58,11 @@ def predict(
         _raise_refused(reps, len(pols))
         return
     _print_table(reps[0], str(ledger))
+    decided = model_decided(leds[0])
+    for p in reps[0].policies:
+        where = f"{p.peak_step}·{p.peak_phase}"
+        if (line := before_the_model_line(p.policy, p.peak_event, where, decided)):
+            console.print(line, style="yellow", markup=False)
     for line in unseen_save_ops(leds[0], pols):
         console.print(line, style="yellow", markup=False)
     if (line := compiled_elsewhere_line(leds[0])):

@@ -70,6 +70,7 @@ from memledger.replay.policies import (
     Policy,
     PolicyKind,
     Region,
+    before_the_model_message,
     idle_modules_message,
     resolve,
     uncalled_message,
@@ -1032,6 +1033,9 @@ class PolicyInstaller:
         self._depth = 0
         self._roots = RootNames()
         self._first: Any = None   # Note [The call that found the model]: its halves
+        # the model called since the first optimizer step named it (Note [Steps that end
+        # where the model is decided], replay/policies.py)
+        self._called_since_named = False
         # Note [memledger's own hooks fail as memledger] (crash.py). The script's own error
         # in the call that found the model is no exception of these hooks: `_post` hands it
         # to the policy's halves and returns, and torch raises it after the hook.
@@ -1049,6 +1053,8 @@ class PolicyInstaller:
             return
         _, new = self._roots.path(module, top_level=True)
         root = self._roots.root   # the module, or the one whose method called it
+        if self._roots.decided and self._roots.prefix.get(root) == "":
+            self._called_since_named = True
         if new and self._roots.prefix[root] == "":   # the model, for now
             self._apply(root)
             self._first_call(module, args)
@@ -1169,6 +1175,13 @@ class PolicyInstaller:
             decided = self._roots.decided or self.steps_by != "optimizer"
             if self.error is None and decided and (idle := self.applied.idle_part()) is not None:
                 self.error = idle
+                if self._roots.was and not self._called_since_named:
+                    # nothing of the model ran: the first part with regions is the idle one
+                    part = next(p for p in self.policy.parts
+                                if any(r.part is p for r in self.applied.regions))
+                    self.error = PolicyError(before_the_model_message(
+                        part.selector, [r.path for r in self.applied.regions if r.part is part],
+                        str(self._roots.was)))
             self.applied.remove()
 
 

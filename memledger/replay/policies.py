@@ -251,7 +251,7 @@ def resolve(policy: Policy, modules: Iterable[tuple[str, str]],
             containers: dict[str, str] | None = None,
             idle: Iterable[str] = (), moved: bool = False,
             classes: dict[str, str] | None = None,
-            own_call: Iterable[str] = ()) -> list[Region]:
+            own_call: Iterable[str] = (), was: str = "") -> list[Region]:
     """The regions a policy selects among (path, class name) pairs, in model order.
 
     Raises PolicyError when a selector matches nothing (listing the module names, then
@@ -264,7 +264,9 @@ def resolve(policy: Policy, modules: Iterable[tuple[str, str]],
     `moved`: the first optimizer step named the model (Note [The model], trace/roots.py).
     `classes` (path -> class name): of `uncalled`, for a `@Class` selector (Note [Modules
     run through another method]). `own_call`: those of `uncalled` whose class has a
-    `__call__` of its own (Note [A class with a call of its own]).
+    `__call__` of its own (Note [A class with a call of its own]). `was`: where the first
+    optimizer step named the model, the label its calls had before (Note [Steps that end
+    where the model is decided]).
     """
     containers = containers or {}
     modules = list(dict.fromkeys(modules))
@@ -278,6 +280,8 @@ def resolve(policy: Policy, modules: Iterable[tuple[str, str]],
         sel = _through_wrappers(part.selector)
         hits = _selected(sel, mods)
         if not hits:
+            if was and not mods and (early := _selected(sel, [(p, "") for p in uncalled])):
+                raise PolicyError(before_the_model_message(sel, [p for p, _ in early], was))
             _refuse_uncalled(sel, _selected(sel, [(p, containers.get(p) or
                                                    (classes or {}).get(p, ""))
                                                   for p in dict.fromkeys(uncalled)]), mods,
@@ -384,6 +388,28 @@ def idle_modules_message(sel: str, paths: list[str]) -> str:
             "script's input never reaches them: a vision tower given text alone, a branch "
             "the config turns off), so a policy on them would change nothing; select "
             "modules the step runs")
+
+
+# Note [Steps that end where the model is decided]
+# A teacher called first (without gradients) is the model until the first optimizer step
+# names its student (Note [The model], trace/roots.py); the student's calls before that
+# keep the label they were recorded with, and no policy acts on them. Traced and measured
+# for one step (`--steps 1`: the runner stops at that very step), the model is never
+# called again: predict found none of the student's modules among the model's calls and
+# refused `checkpoint:blocks.*` as run "through another of its methods", measure found
+# none of its wrapped forwards ran and said they "never ran in the steps (the script's
+# input never reaches them ...)". Both were wrong (the blocks ran, under the old label)
+# and said differently. Both now say this, where the model was named at the step and no
+# call of it under its names followed: predict where the ledger has no module call of
+# the model, measure where no call reached the model once the policy went on it.
+def before_the_model_message(sel: str, paths: list[str], was: str) -> str:
+    """One line: a selector whose modules ran only before the first optimizer step named
+    the model, in steps that end there."""
+    return (f"selector {sel!r} matches {_listed(paths)}, which ran only before the first "
+            "optimizer step decided which module is the model (the first one called with "
+            f"parameters had no gradients, as a teacher has; until then the model's calls "
+            f"read as {was!r}), and the steps end there, so a policy acts on no call; trace "
+            "and measure one step more")
 
 
 def _listed(paths: list[str]) -> str:

@@ -159,6 +159,7 @@ class Prepared:
     other_roots: tuple[str, ...] = ()
     own_call: tuple[str, ...] = ()  # the model's modules with a `__call__` of their own
     model_moved: bool = False   # the first optimizer step named the model (model_moved)
+    model_was: str = ""         # then, the label its calls had before (model_was)
     compiled: tuple[tuple[str, str], ...] = ()   # (path, backend): replay/compiled.py
     scope_model: np.ndarray = None  # bool per call: a call of the model's (model_calls)
     # one entry per `saved` record (a parameter saved by every call has one per call):
@@ -307,6 +308,7 @@ class Prepared:
             script_ckpt=script_checkpoints(led.extra.get("script_ckpt", [])),
             other_roots=others,
             model_moved=model_moved(led),
+            model_was=model_was(led),
             param_modules=(params := _param_modules(st, others)),
             idle_modules=_idle_modules(st, params),
             containers=_containers(led),
@@ -480,6 +482,12 @@ def model_moved(led: Ledger) -> bool:
     """The first optimizer step named the model (Note [The model]): the first top-level
     module with parameters the script called is not it."""
     return any(r.get("was") for r in led.extra.get("model", []))
+
+
+def model_was(led: Ledger) -> str:
+    """Where the first optimizer step named the model, the label its calls had before
+    (Note [Steps that end where the model is decided], replay/policies.py); "" if not."""
+    return next((str(r["was"]) for r in led.extra.get("model", []) if r.get("was")), "")
 
 
 def _param_modules(st: pd.DataFrame, others: tuple[str, ...]) -> tuple[str, ...]:

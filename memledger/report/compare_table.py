@@ -141,6 +141,36 @@ def idle_line(policy: str, idle: list[str], n: int) -> str:
             "policy leaves those calls as they are, here and in measure")
 
 
+# Note [A peak before the model is decided]
+# When the first top-level module the script calls never has gradients by the first
+# optimizer step (a teacher's `encode` before its student, setfit's `DistillationTrainer`),
+# that step decides the model (Note [The model], trace/roots.py), and the model's calls
+# before it keep the label they were recorded with (`loss_fn.model.0...`): no policy acts
+# on them, in the replay as in `measure`. Where the traced peak is one of those calls'
+# (the first step's backward), every policy on the model reads +0 B, predicted = measured,
+# and `predict` said nothing of why: a user who asked what checkpointing the student's
+# layers would save read "nothing". Said now, once per policy whose peak lies there.
+def before_the_model_line(policy: str, peak_event: int, where: str,
+                          decided: tuple[int, str] | None) -> str | None:
+    """One line: the policy's peak lies before the first optimizer step decided the model
+    (`decided`: its event and the label the model's calls had before), so it acts on none
+    of the calls at its peak (Note [A peak before the model is decided]); None otherwise."""
+    if decided is None or peak_event >= decided[0]:
+        return None
+    return (f"{policy}: its peak ({where}) lies before the first optimizer step decided "
+            f"which module is the model (the first one called with parameters had no "
+            f"gradients, as a teacher has): until then the model's calls read as "
+            f"{decided[1]!r} and no policy acts on them, here and in measure, so the "
+            "policy's saving shows only after that step")
+
+
+def model_decided(led) -> tuple[int, str] | None:
+    """(event, former label) where the first optimizer step took another module for the
+    model than the first one called (Note [The model]); None where it did not."""
+    moved = [r for r in led.extra.get("model", []) if r.get("was")]
+    return (int(moved[0]["ev"]), str(moved[0]["was"])) if moved else None
+
+
 def empty_line(policy: str, empty: list[str], n: int) -> str:
     """One line: the selected modules whose calls saved nothing for backward (predict and
     compare; Note [A region that saves nothing] in replay/predict.py)."""

@@ -52,3 +52,29 @@ def test_body_then_end_to_end_head_phase_exact():
     assert {t: (p.predicted, p.measured) for t, p in run.policies.items()} == {
         f"checkpoint:{LAYERS}.*": (2_445_112, 2_445_112),
         f"offload:{LAYERS}.0+selective:{LAYERS}.1": (2_311_224, 2_311_224)}
+
+
+def test_a_peak_before_the_student_is_the_model_is_said_so():
+    """`DistillationTrainer`: the teacher's `encode` (no grad) is the first top-level call,
+    so the first optimizer step names the student's loss the model (Note [The model],
+    trace/roots.py); that step's calls keep their label (`loss_fn`) and the run's peak is
+    its backward, so every policy on the layers read +0 B with no word of why (predicted =
+    measured, 2,204,596 B at `--steps 3`). predict says so now (Note [A peak before the
+    model is decided], report/compare_table.py)."""
+    from memledger.replay.predict import predict
+    from memledger.replay.policies import parse_policy
+    from memledger.report.compare_table import before_the_model_line, model_decided
+    from tests.clients.harness import ledger_pass
+
+    led = ledger_pass("train_setfit.py", ["--distill"], steps=2)   # two body steps
+    decided = model_decided(led)
+    assert decided is not None and decided[1] == "loss_fn"
+    p = predict(led, [parse_policy(f"checkpoint:{LAYERS}.*")], bandwidth=1e9).policies[0]
+    assert p.peak_bytes == led.peak().bytes and p.peak_step == 1 and p.peak_event < decided[0]
+    assert before_the_model_line(p.policy, p.peak_event, f"{p.peak_step}·{p.peak_phase}",
+                                 decided) == (
+        f"checkpoint:{LAYERS}.*: its peak (1·backward) lies before the first optimizer step "
+        "decided which module is the model (the first one called with parameters had no "
+        "gradients, as a teacher has): until then the model's calls read as 'loss_fn' and no "
+        "policy acts on them, here and in measure, so the policy's saving shows only after "
+        "that step")

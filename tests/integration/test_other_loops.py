@@ -106,6 +106,25 @@ def test_a_teacher_run_without_gradients_is_not_the_model():
     assert "blocks.3.0.weight" not in names
 
 
+def test_one_step_of_a_teacher_first_script_is_refused_alike():
+    """Note [Steps that end where the model is decided] (replay/policies.py): traced and
+    measured for one step, the student is named the model at that very step and never
+    called again. predict refused `checkpoint:blocks.*` as modules "never called as a
+    module: the code runs its work through another of its methods", measure as modules
+    "which never ran in the steps (the script's input never reaches them ...)": both
+    wrong (the student's blocks ran, labelled `student`), and not alike. Both say why now,
+    in one line."""
+    run = run_client("train_distill.py", ["--steps", "2"], ["checkpoint:blocks.*"], steps=1)
+    p = run.policies["checkpoint:blocks.*"]
+    assert p.predicted is None and p.measured is None, p
+    assert p.predict_refusal == p.measure_refusal == (
+        "memledger: selector 'blocks.*' matches blocks.0, blocks.1, blocks.2, which ran only "
+        "before the first optimizer step decided which module is the model (the first one "
+        "called with parameters had no gradients, as a teacher has; until then the model's "
+        "calls read as 'student'), and the steps end there, so a policy acts on no call; "
+        "trace and measure one step more")
+
+
 def test_two_backward_passes_per_step():
     """`backward(retain_graph=True)` then a second backward (tests/clients/
     train_backward_twice.py): checkpoint re-runs each region once per pass (measure crashed
