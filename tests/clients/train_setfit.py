@@ -126,7 +126,8 @@ def main() -> None:
             # the head `SetFitModel.from_pretrained` gives by default
             model = SetFitModel(model_body=body, model_head=LogisticRegression())
         training = TrainingArguments(
-            output_dir=os.path.join(folder, "out"), batch_size=(args.batch_size, args.head_batch or args.batch_size),
+            output_dir=os.path.join(folder, "out"),
+            batch_size=(args.batch_size, args.head_batch or args.batch_size),
             num_epochs=(1, args.head_epochs), max_steps=args.body_steps,
             loss=loss, end_to_end=args.end_to_end, max_length=args.seq, report_to="none",
             save_strategy="no", logging_strategy="no", show_progress_bar=False, seed=0)
