@@ -6,18 +6,19 @@ the head phase (`SetFitModel.fit`'s own AdamW loop over a differentiable `SetFit
 body frozen or trained end to end; or scikit-learn's `LogisticRegression` on `encode`'s
 embeddings). Skipped without setfit.
 
-Measured in process (torch 2.13.0 CPU; the same bytes at 1 and 2 intra-op threads), 2 steps:
-one body step, then one end-to-end head step over all 16 shots: ledger = allocator =
-3,282,872 B at step 2 (the head phase: `fit` makes a second AdamW over the body beside the
-body phase's, still held by sentence-transformers' trainer);
-`checkpoint:model.0.model.encoder.layer.*` predicted = measured = 2,445,112 B,
-`offload:...layer.0+selective:...layer.1` 2,311,224 B. The body phase's loss holds the
-body as `model` and calls it, so the loss is the top-level module (Note [A model called
-through its methods], trace/roots.py) and the body's layers read `model.0.model.encoder.
-layer.N` in both phases (`SetFitModel.fit` calls the body itself: a call of the model's
-submodule). Default flags, `--steps 3` (2 body steps, 1 head step, the body frozen):
-2,196,468 B, `checkpoint:` 1,572,076, `selective:` 1,894,044, `offload:` 1,342,436 B, all
-exact; docs/accuracy.md has the other cases (logistic head, SupConLoss, distillation)."""
+Measured in process (torch 2.13.0 CPU; the same bytes at 1 and 2 intra-op threads), 2
+steps: one body step, then one end-to-end head step over all 16 shots: ledger = allocator
+= 3,282,872 B at step 2 (the head phase: `fit` makes a second AdamW over the body beside
+the body phase's, still held by sentence-transformers' trainer);
+`offload:model.0.model.encoder.layer.0+selective:...layer.1` predicted = measured =
+2,311,224 B (`checkpoint:...layer.*` 2,445,112 B, exact, left out of the test for its
+CPU). The body phase's loss holds the body as `model` and calls it, so the loss is the
+top-level module (Note [A model called through its methods], trace/roots.py) and the
+body's layers read `model.0.model.encoder.layer.N` in both phases (`SetFitModel.fit`
+calls the body itself: a call of the model's submodule). Default flags, `--steps 3` (2
+body steps, 1 head step, the body frozen): 2,196,468 B, `checkpoint:` 1,572,076,
+`selective:` 1,894,044, `offload:` 1,342,436 B, all exact; docs/accuracy.md has the other
+cases (logistic head, SupConLoss, distillation)."""
 
 from __future__ import annotations
 
@@ -45,12 +46,11 @@ def test_body_then_end_to_end_head_phase_exact():
     both phases."""
     run = run_client("train_setfit.py", ["--head", "torch", "--end-to-end", "--body-steps", "1",
                                          "--head-batch", "16"],
-                     [f"checkpoint:{LAYERS}.*", f"offload:{LAYERS}.0+selective:{LAYERS}.1"])
+                     [f"offload:{LAYERS}.0+selective:{LAYERS}.1"])
     assert run.ledger.peak_with_scratch() == run.ledger_peak == run.allocator_peak
     assert run.ledger.peak().step == 2   # the head phase
     assert run.allocator_peak == 3_282_872
     assert {t: (p.predicted, p.measured) for t, p in run.policies.items()} == {
-        f"checkpoint:{LAYERS}.*": (2_445_112, 2_445_112),
         f"offload:{LAYERS}.0+selective:{LAYERS}.1": (2_311_224, 2_311_224)}
 
 
