@@ -41,33 +41,10 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import torch
 import transformers
-from tokenizers import Tokenizer, models as tok_models, pre_tokenizers
-from transformers import BertConfig, BertModel, PreTrainedTokenizerFast
 
-from sentence_transformers import SentenceTransformer, models
+from train_sbert import WORDS, build_model as build_body  # noqa: E402  (the same tiny body)
 
 transformers.logging.set_verbosity_error()
-
-WORDS = [f"w{i}" for i in range(40)]
-SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-
-
-def build_body(folder: str, layers: int, hidden: int, seq: int) -> SentenceTransformer:
-    vocab = {w: i for i, w in enumerate(SPECIAL + WORDS)}
-    tok = Tokenizer(tok_models.WordLevel(vocab, unk_token="[UNK]"))
-    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]",
-                                   cls_token="[CLS]", sep_token="[SEP]", mask_token="[MASK]",
-                                   model_max_length=seq)
-    bert = BertModel(BertConfig(vocab_size=len(vocab), hidden_size=hidden,
-                                num_hidden_layers=layers, num_attention_heads=2,
-                                intermediate_size=2 * hidden, max_position_embeddings=seq),
-                     add_pooling_layer=False)
-    bert.save_pretrained(folder)
-    fast.save_pretrained(folder)
-    word = models.Transformer(folder, max_seq_length=seq)
-    pool = models.Pooling(word.get_embedding_dimension(), pooling_mode="mean")
-    return SentenceTransformer(modules=[word, pool], device="cpu")
 
 
 def few_shots(classes: int, shots: int):
