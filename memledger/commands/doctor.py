@@ -16,8 +16,9 @@ def doctor(
     script: Annotated[Path, typer.Argument(help="the training script, run as __main__")],
     script_args: Annotated[Optional[list[str]], typer.Argument(
         help="arguments for the script, after --", show_default=False)] = None,
-    steps: Annotated[int, typer.Option(help="optimizer steps to watch, then stop the script")]
-        = 3,
+    steps: Annotated[int, typer.Option(
+        help="steps to watch (optimizer steps, or as --steps-by counts them), then stop the "
+             "script")] = 3,
     steps_by: Annotated[str, typer.Option(
         help="what ends a step, as `memledger trace --steps-by`: optimizer, forward "
              "(evaluation, inference, a hand-written update) or whole (the whole script)")]
@@ -37,7 +38,8 @@ def doctor(
 
     Cut graphs, frozen parameters that move, gradients leaking across steps, the token
     denominator of gradient accumulation, skipped updates, history kept across steps,
-    dropout/BatchNorm in eval mode."""
+    dropout/BatchNorm in eval mode. For evaluation, inference and hand-written updates,
+    count steps by forward passes (--steps-by forward)."""
     from memledger.commands.trace import _steps_by
     from memledger.doctor.run import doctor_script
     from memledger.report.findings import print_findings
