@@ -57,6 +57,12 @@ too_much = torch.empty(1 << 50, dtype=torch.uint8, device="cuda")   # 1 PiB
 """
 
 
+def _workspace(led) -> int:
+    """What replay carries to every policy's peak: the allocator's peak beyond the ledger's
+    tensors and the kernel scratch placed op by op (Note [Kernel scratch on a GPU])."""
+    return led.workspace_bytes(led.peak_with_scratch())
+
+
 def _row(*cells) -> str:
     return "  ".join(f"{c:>14}" if i else f"{c:<26}" for i, c in enumerate(cells))
 
@@ -69,7 +75,7 @@ def check_examples(out: Path) -> list[str]:
     # workspace = allocated peak - ledger peak: bytes no tensor holds (cuBLAS's workspace
     # on CUDA), carried by replay to every policy's peak (Ledger.workspace_bytes)
     rows = [_row("case", "ledger peak", "allocated pk", "workspace", "of it cuBLAS",
-                 "reserved pk", "trace s")]
+                 "op scratch", "reserved pk", "trace s")]
     for name in ("mlp", "gpt", "cnn"):
         t0 = time.perf_counter()
         res = trace_script(ROOT / "examples" / f"train_{name}.py", ["--device", DEVICE],
@@ -80,9 +86,10 @@ def check_examples(out: Path) -> list[str]:
         peak = led.peak().bytes
         rows.append(_row(f"trace {name} ({led.device})", format_bytes(peak),
                          format_bytes(m.get("peak_bytes", 0)),
-                         f"{led.workspace_bytes():,} B",
+                         f"{_workspace(led):,} B",
                          f"{m.get('cublas_workspace_bytes', 0):,} B",   # Note [The cuBLAS
-                         format_bytes(m.get("reserved_peak_bytes", 0)), f"{dt:.1f}"))  # workspace]
+                         f"{led.peak_with_scratch() - peak:,} B",        # workspace]
+                         format_bytes(m.get("reserved_peak_bytes", 0)), f"{dt:.1f}"))
     return rows
 
 
@@ -184,7 +191,7 @@ def check_clients(out: Path) -> list[str]:
         p = predict(led, [policy]).policies[-1]
         m = measure_script(script, argv, policy, steps=2, time_steps=2)
         rows.append(_row(f"{model} 4x256", format_bytes(led.peak().bytes), format_bytes(alloc),
-                         f"{led.workspace_bytes():,} B",
+                         f"{_workspace(led):,} B",
                          f"{p.peak_bytes / max(1, m.peak_bytes):.4f}",
                          f"{p.peak_bytes - m.peak_bytes:+,} B"))
     return rows
@@ -233,8 +240,9 @@ def check_checkpoint_gap(out: Path) -> list[str]:
                            out / f"{name}-under-ckpt.ledger", steps=steps)
         real = Ledger.load(res.ledger_path)
         meas = (real.measured or {}).get("peak_bytes", 0)
-        tensors = p.peak_bytes - base.workspace_bytes() - real.peak().bytes
-        work = base.workspace_bytes() - real.workspace_bytes()
+        # tensors and the kernel scratch placed op by op, then the rest
+        tensors = p.peak_bytes - _workspace(base) - real.peak_with_scratch()
+        work = _workspace(base) - _workspace(real)
         # categories are not like for like (the real run's re-run outputs are temporaries
         # to its tracer): kept in a file beside the ledgers, for reading with them
         real_peak = real.peak()
@@ -243,8 +251,8 @@ def check_checkpoint_gap(out: Path) -> list[str]:
             "real_peak": {"bytes": real_peak.bytes, "event": real_peak.event,
                           "phase": real_peak.phase, "op": real_peak.op,
                           "module": real_peak.module},
-            "real_at_peak": real.at_peak(), "base_workspace": base.workspace_bytes(),
-            "real_workspace": real.workspace_bytes()}, indent=1, default=str))
+            "real_at_peak": real.at_peak(), "base_workspace": _workspace(base),
+            "real_workspace": _workspace(real)}, indent=1, default=str))
         rows.append(_row(f"{name} {text.split(':')[0]}", f"{p.peak_bytes - meas:+,} B",
                          f"{tensors:+,} B", f"{work:+,} B", format_bytes(meas),
                          f"{p.peak_phase}/{real_peak.phase}"))

@@ -337,10 +337,11 @@ SCRATCH_MIN_BYTES = 1
 
 
 def op_scratch(probe: CpuProfilerProbe, bare: dict[str, list[int]] | None = None,
-               inside: dict[str, list] | None = None, nested: dict[str, list] | None = None
-               ) -> dict[str, list[int]]:
-    """{aten op name: scratch bytes of each call, in call order}, for ops with any scratch;
-    `bare` gets, for those ops, the calls that made nothing (Note [Calls that made nothing]).
+               inside: dict[str, list] | None = None, nested: dict[str, list] | None = None,
+               device: str = "cpu") -> dict[str, list[int]]:
+    """{aten op name: scratch bytes of each call, in call order}, for ops with any scratch
+    on `device` ("cpu", "cuda:0": Note [Kernel scratch on a GPU]); `bare` gets, for those
+    ops, the calls that made nothing (Note [Calls that made nothing]).
 
     # Note [Kernel scratch]
     Some CPU kernels allocate scratch that the dispatch mode never sees: BatchNorm's
@@ -379,8 +380,44 @@ def op_scratch(probe: CpuProfilerProbe, bare: dict[str, list[int]] | None = None
     walked = probe.walk()
     if walked is None:   # pragma: no cover - older torch
         return {}
-    mem = [(t, ptr, b) for t, dev, ptr, b, _, _ in walked.allocs if dev.startswith("cpu")]
+    mem = [(t, ptr, b) for t, dev, ptr, b, _, _ in walked.allocs if dev.startswith(device)]
     return call_scratch(mem, walked.calls, bare, inside, nested)
+
+
+def scratch_record(probe: CpuProfilerProbe, device: str) -> dict[str, Any]:
+    """The ledger's `opscratch` record for `device`: each op's scratch per call, with the
+    calls that made nothing (Note [Calls that made nothing]), those made inside other ops
+    (Note [Calls inside another op]) and the fallbacks' copies (Note [Inputs a fallback
+    copies before the op]) where there are any."""
+    bare: dict[str, list[int]] = {}
+    inside: dict[str, list] = {}
+    nested: dict[str, list] = {}
+    ops = op_scratch(probe, bare, inside, nested, device=device)
+    return {"k": "opscratch", "device": device, "ops": ops,
+            **({"bare": bare} if bare else {}), **({"inside": inside} if inside else {}),
+            **({"nested": nested} if nested else {})}
+
+
+def allocation_devices(probe: CpuProfilerProbe) -> list[str]:
+    """The devices the profiled steps allocated on ("cpu" first, then "cuda:0", ...)."""
+    walked = probe.walk()
+    if walked is None:   # pragma: no cover - older torch
+        return []
+    seen = {dev for _, dev, _, _, _, _ in walked.allocs}
+    return sorted(seen, key=lambda d: (d != "cpu", d))
+
+
+# Note [Kernel scratch on a GPU]
+# The CUDA caching allocator reports its blocks to the profiler as the CPU allocator does,
+# so kernel scratch is measured per call on a GPU the same way (Note [Kernel scratch]),
+# from the same events. Before, only the CPU's was: on CUDA, everything the allocator
+# held beyond the ledger's tensors at the baseline's peak was `workspace`, which replay
+# carries to every policy's peak. GPT-2 (transformers, 4 x 256, on an H200) holds a 4 MiB
+# cross-entropy block at its baseline's peak and 1 MiB of other scratch at the peak under
+# `checkpoint:`; carrying the 4 MiB predicted the policy 2 MiB over measured with the
+# cuBLAS workspaces' difference (docs/gpu.md). cuBLAS's own workspace (32 MiB a handle,
+# made inside the first matmul on a thread and kept) is held at that call's end, so it is
+# not scratch: it stays `workspace`.
 
 
 # Note [Calls that made nothing]

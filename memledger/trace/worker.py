@@ -151,8 +151,9 @@ def _allocator_pass(args) -> int:
         CpuProfilerProbe,
         CudaProbe,
         collective_bytes_at_peak,
+        allocation_devices,
         cublas_workspace_bytes,
-        op_scratch,
+        scratch_record,
     )
     from memledger.trace.steps import OptimizerSteps, StepCounter
     from memledger.trace.timing import StepTimers
@@ -184,15 +185,13 @@ def _allocator_pass(args) -> int:
                     state["cuda"]["cublas_workspace_bytes"] = ws
             # read the profiler's events now, while the ledger pass may still run (Note
             # [Warm allocator pass]), and let them go before the timed steps
-            bare: dict[str, list[int]] = {}   # Note [Calls that made nothing]
-            inside: dict[str, list] = {}      # Note [Calls inside another op]
-            nested: dict[str, list] = {}   # Note [Inputs a fallback copies before the op]
             cpu.walk()   # the event tree read once: the peak below reads the same walk
             state["measured"] = {
                 "module_calls": calls.stop(),
                 "peaks": cpu.peaks(),
-                "scratch": op_scratch(cpu, bare, inside, nested),  # Note [Kernel scratch]
-                "bare": bare, "inside": inside, "nested": nested,
+                # Notes [Kernel scratch] and [Kernel scratch on a GPU]: one per device
+                "scratch": [scratch_record(cpu, dev) for dev in allocation_devices(cpu)
+                            if dev == "cpu" or (cuda and dev.startswith("cuda"))],
                 # Under torchrun: the peak counted by pointer (Note [Collective scratch])
                 "comm": collective_bytes_at_peak(cpu) if "RANK" in os.environ else {}}
             cpu.release()
@@ -248,12 +247,7 @@ def _allocator_pass(args) -> int:
         if state["cuda"]:
             records.append({**state["cuda"], **timing,
                             "module_calls": measured["module_calls"], **drawn})
-        scratch = measured["scratch"]   # Note [Kernel scratch]: for replay
-        if scratch:   # with the calls that made nothing: Note [Calls that made nothing]
-            records.append({"k": "opscratch", "device": "cpu", "ops": scratch,
-                            **({"bare": measured["bare"]} if measured["bare"] else {}),
-                            **({"inside": measured["inside"]} if measured["inside"] else {}),
-                            **({"nested": measured["nested"]} if measured["nested"] else {})})
+        records += [r for r in measured["scratch"] if r["ops"]]   # Note [Kernel scratch]
         if (frames := compiles_so_far() - state["compiles"]):   # this pass ran compiled
             records.append({"k": "compiles", "frames": frames})   # code; the ledger pass
                                                                    # could not (compiled.py)

@@ -285,3 +285,62 @@ def test_a_free_heard_on_no_thread_goes_to_its_block():
     # recorded after the pointer's next allocation (the finalizer ran late): placed before it
     assert (9, "cpu", 0x10, -100) in add_unheard_frees(allocs, [(12, 0x10)])
     assert add_unheard_frees(allocs, []) is allocs
+
+
+class _Walked:
+    """A probe whose event tree is given (CpuProfilerProbe.walk's reading)."""
+
+    def __init__(self, allocs, calls):
+        from memledger.trace.allocator import _Walk
+
+        self._w = _Walk(allocs, calls)
+
+    def walk(self):
+        return self._w
+
+
+def test_kernel_scratch_is_measured_per_device():
+    # Note [Kernel scratch on a GPU]: one `opscratch` record per device, each from its own
+    # device's blocks; a CUDA cross-entropy's 4 MiB block freed inside the call is its
+    # scratch, the cuBLAS workspace made inside the first mm and kept is not
+    from memledger.trace.allocator import allocation_devices, scratch_record
+
+    M = 1 << 20
+    allocs = [(11, "cuda:0", 0xA, 32 * M, False, 1), (12, "cuda:0", 0xB, 4096, False, 1),
+              (21, "cuda:0", 0xC, 4 * M, False, 1), (22, "cuda:0", 0xD, 512, False, 1),
+              (23, "cuda:0", 0xC, -4 * M, False, 1),
+              (24, "cpu", 0xE, 64, False, 1), (25, "cpu", 0xE, -64, False, 1)]
+    calls = [(10, 13, "mm"), (20, 26, "cross_entropy_loss")]
+    probe = _Walked(allocs, calls)
+    assert allocation_devices(probe) == ["cpu", "cuda:0"]
+    gpu = scratch_record(probe, "cuda:0")
+    assert gpu == {"k": "opscratch", "device": "cuda:0",
+                   "ops": {"cross_entropy_loss": [4 * M]}}
+    assert scratch_record(probe, "cpu")["ops"] == {"cross_entropy_loss": [64]}
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_a_trace_on_cuda_places_the_kernels_scratch(tmp_path):
+    # Note [Kernel scratch on a GPU]: a trace on CUDA writes a cuda:0 `opscratch` record,
+    # and what the ledger leaves to `workspace` is the cuBLAS workspace, with the caching
+    # allocator's rounding of each block to 512 B (a bias-free layer: no cuBLASLt workspace)
+    from memledger.ledger.model import Ledger
+    from memledger.trace.session import trace_script
+
+    script = tmp_path / "ce.py"
+    script.write_text(
+        "import torch\n"
+        "m = torch.nn.Linear(256, 8192, bias=False).cuda()\n"
+        "opt = torch.optim.SGD(m.parameters(), lr=0.1)\n"
+        "for _ in range(3):\n"
+        "    x = torch.randn(512, 256, device='cuda')\n"
+        "    y = torch.randint(0, 8192, (512,), device='cuda')\n"
+        "    torch.nn.functional.cross_entropy(m(x), y).backward()\n"
+        "    opt.step(); opt.zero_grad()\n")
+    res = trace_script(script, [], tmp_path / "ce.ledger", steps=2)
+    led = Ledger.load(res.ledger_path)
+    recs = [r for r in led.extra.get("opscratch", []) if r["device"] == "cuda:0"]
+    assert recs and recs[-1]["ops"]
+    cublas = int(led.measured.get("cublas_workspace_bytes") or 0)
+    assert 0 <= led.measured["peak_bytes"] - led.peak_with_scratch() - cublas < 64 * 1024
