@@ -63,6 +63,13 @@ def _workspace(led) -> int:
     return led.workspace_bytes(led.peak_with_scratch())
 
 
+def _rounding(m: dict) -> str:
+    """Allocated peak - requested peak (Note [Blocks larger than asked])."""
+    if "requested_peak_bytes" not in m:
+        return "-"
+    return f"{m['peak_bytes'] - m['requested_peak_bytes']:,} B"
+
+
 def _row(*cells) -> str:
     return "  ".join(f"{c:>14}" if i else f"{c:<26}" for i, c in enumerate(cells))
 
@@ -72,10 +79,11 @@ def check_examples(out: Path) -> list[str]:
     from memledger.trace.session import trace_script
     from memledger.units import format_bytes
 
-    # workspace = allocated peak - ledger peak: bytes no tensor holds (cuBLAS's workspace
-    # on CUDA), carried by replay to every policy's peak (Ledger.workspace_bytes)
+    # workspace = allocated peak - the ledger's peak with the kernels' scratch: bytes no
+    # tensor holds (cuBLAS's workspace, the allocator's rounding), carried by replay to every
+    # policy's peak; op scratch = what the scratch placed op by op adds at the ledger's peak
     rows = [_row("case", "ledger peak", "allocated pk", "workspace", "of it cuBLAS",
-                 "op scratch", "reserved pk", "trace s")]
+                 "op scratch", "rounding >=", "reserved pk", "trace s")]
     for name in ("mlp", "gpt", "cnn"):
         t0 = time.perf_counter()
         res = trace_script(ROOT / "examples" / f"train_{name}.py", ["--device", DEVICE],
@@ -89,6 +97,7 @@ def check_examples(out: Path) -> list[str]:
                          f"{_workspace(led):,} B",
                          f"{m.get('cublas_workspace_bytes', 0):,} B",   # Note [The cuBLAS
                          f"{led.peak_with_scratch() - peak:,} B",        # workspace]
+                         _rounding(m),   # Note [Blocks larger than asked]
                          format_bytes(m.get("reserved_peak_bytes", 0)), f"{dt:.1f}"))
     return rows
 

@@ -50,6 +50,11 @@ class Measured(_Model):
         None, description="of peak_bytes, on CUDA: cuBLAS's workspaces, which no tensor holds "
         "(what clearing them gave back after the measured steps; Note [The cuBLAS "
         "workspace] in trace/allocator.py); absent elsewhere and in older ledgers")
+    rounding_bytes: Optional[int] = Field(
+        None, description="of peak_bytes, on CUDA: at least this much is the caching "
+        "allocator's rounding, blocks larger than what was asked (allocated peak - requested "
+        "peak; Note [Blocks larger than asked] in trace/allocator.py); absent elsewhere and in "
+        "older ledgers")
     ledger_with_scratch_bytes: Optional[int] = Field(
         None, description="the ledger's peak with the kernel scratch the allocator pass "
         "measured op by op (memory a kernel takes inside itself, e.g. CPU bf16 GEMM packing); "
@@ -195,6 +200,7 @@ def summarize(led: Ledger, top: int = 10) -> Summary:
         measured=Measured(peak_bytes=int(meas["peak_bytes"]), source=str(meas["source"]),
                           collective_at_peak_bytes=meas.get("collective_at_peak_bytes"),
                           cublas_workspace_bytes=meas.get("cublas_workspace_bytes"),
+                          rounding_bytes=_rounding(meas),
                           ledger_with_scratch_bytes=_with_scratch(led, pk.bytes),
                           ledger_with_scratch_peak=_scratch_peak_elsewhere(led, pk),
                           **_module_calls(led, meas), **_generators_apart(led, meas)),
@@ -277,6 +283,13 @@ def _saved_hooks(led: Ledger) -> str | None:
 # byte": a reader looked for the peak in backward, where checkpointing or offload would
 # move it, and every policy measured the same 5,503,704 B. Where the peak with the scratch
 # is at another step, phase or op, the summary says where, and `show`'s allocator line too.
+def _rounding(meas: dict) -> int | None:
+    """Allocated peak - requested peak on CUDA (Note [Blocks larger than asked])."""
+    if "requested_peak_bytes" not in meas:
+        return None
+    return max(0, int(meas["peak_bytes"]) - int(meas["requested_peak_bytes"]))
+
+
 def _scratch_peak_elsewhere(led: Ledger, pk) -> Peak | None:
     if _with_scratch(led, pk.bytes) is None:
         return None

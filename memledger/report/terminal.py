@@ -243,8 +243,12 @@ def cublas_clause(m) -> str:
     """On CUDA, the part of the gap that is cuBLAS's workspace (Note [The cuBLAS
     workspace] in trace/allocator.py)."""
     ws = m.cublas_workspace_bytes or 0
-    return f"; {format_bytes(ws)} of it is cuBLAS's workspace ({ws:,} B, measured), " \
+    text = f"; {format_bytes(ws)} of it is cuBLAS's workspace ({ws:,} B, measured), " \
         "which no tensor holds" if ws else ""
+    if r := m.rounding_bytes:   # Note [Blocks larger than asked] in trace/allocator.py
+        text += (f"; at least {format_bytes(r)} ({r:,} B) is the caching allocator's "
+                 "rounding (blocks larger than what was asked)")
+    return text
 
 
 def scratch_clause(m) -> str:

@@ -320,6 +320,32 @@ def test_cublas_workspace_is_named_in_the_agreement():
     assert cublas_clause(Ledger.from_records(RECORDS).summary().measured) == ""
 
 
+def test_the_allocators_rounding_is_named_in_the_agreement():
+    """Note [Blocks larger than asked] (trace/allocator.py): on CUDA the allocated peak
+    minus the requested peak is a floor on the caching allocator's rounding at the peak;
+    `show` names it after cuBLAS's workspace (GPT-2 4 x 256 on an H100: 68,157,440 B of
+    cuBLAS and 4,195,828 B more, docs/gpu.md), `--json` carries it; older ledgers have none."""
+    from memledger.report.terminal import cublas_clause
+    from memledger.trace.allocator import cuda_stats_record
+
+    stats = {"allocated_bytes.all.peak": 252_629_504, "requested_bytes.all.peak": 249_100_000}
+    rec = cuda_stats_record(stats)
+    assert rec["requested_peak_bytes"] == 249_100_000
+    assert "requested_peak_bytes" not in cuda_stats_record({"allocated_bytes.all.peak": 1})
+    led = Ledger.from_records(RECORDS[:-1] + [
+        {"k": "measured", "source": "cuda-allocator", "device": "cpu",
+         "peak_bytes": 4016 + 67_108_864 + 1_048_576, "cublas_workspace_bytes": 67_108_864,
+         "requested_peak_bytes": 4016 + 67_108_864 + 512}])
+    m = led.summary().measured
+    assert m.rounding_bytes == 1_048_064
+    assert led.summary().to_json_dict()["measured"]["rounding_bytes"] == 1_048_064
+    assert cublas_clause(m) == ("; 64.0 MiB of it is cuBLAS's workspace (67,108,864 B, "
+                                "measured), which no tensor holds; at least 1023.5 KiB "
+                                "(1,048,064 B) is the caching allocator's rounding (blocks "
+                                "larger than what was asked)")
+    assert Ledger.from_records(RECORDS).summary().measured.rounding_bytes is None
+
+
 def test_ops_of_the_models_own_forward_are_named_by_its_class():
     """Module path "" is both the script and the model itself (named_modules() names the root
     ""): reports tell them apart by the model's forward scope (ledger/names.py)."""
