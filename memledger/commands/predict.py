@@ -10,8 +10,7 @@ from rich.table import Table
 
 from memledger.commands.common import console, open_ledger, print_json
 from memledger.errors import PolicyError
-from memledger.report.compare_table import (before_the_model_line, empty_line, idle_line,
-                                            model_decided)
+from memledger.report.compare_table import before_the_model_line, empty_line, idle_line
 from memledger.report.names import Name, policy_cell
 from memledger.units import format_bytes, format_signed_bytes, parse_duration
 
@@ -58,11 +57,11 @@ def predict(
         _raise_refused(reps, len(pols))
         return
     _print_table(reps[0], str(ledger))
-    decided = model_decided(leds[0])
     for p in reps[0].policies:
-        where = f"{p.peak_step}·{p.peak_phase}"
-        if (line := before_the_model_line(p.policy, p.peak_event, where, decided)):
-            console.print(line, style="yellow", markup=False)
+        if p.peak_before_model:   # Note [A peak before the model is decided]
+            console.print(before_the_model_line(p.policy, f"{p.peak_step}·{p.peak_phase}",
+                                                p.peak_before_model),
+                          style="yellow", markup=False)
     for line in unseen_save_ops(leds[0], pols):
         console.print(line, style="yellow", markup=False)
     if (line := compiled_elsewhere_line(leds[0])):

@@ -57,6 +57,11 @@ class PolicyPrediction(BaseModel):
                                      "backward (their work ran outside them: a lazy module's "
                                      "forward returns an object that computes later): the "
                                      "policy changes nothing there")
+    peak_before_model: str = Field("", description="where the policy's peak lies before the "
+                                   "first optimizer step decided which module is the model: "
+                                   "the label the model's calls had until then, on which no "
+                                   "policy acts (Note [A peak before the model is decided]); "
+                                   "'' otherwise")
 
 
 class RefusedPolicy(BaseModel):
@@ -254,7 +259,8 @@ def predict(led: Ledger, policies: list[Policy], step_time_s: float | None = Non
             model.offload_where or "files")
         offload_to = f"{dest}, priced by {model.offload_priced_by}"
     phase, step = led.phase_of_events()
-    out = [_prediction(r, base, model.price(r), phase, step, prep) for r in results]
+    decided = model_decided(led)
+    out = [_prediction(r, base, model.price(r), phase, step, prep, decided) for r in results]
     untraced = step_time_s * 1e9 if step_time_s else prep.untraced_step_ns
     return PredictReport(baseline_peak_bytes=base, untraced_step_time_s=untraced / 1e9,
                          timed_step_s=(prep.timings.step_ns if prep.timings else 0.0) / 1e9,
@@ -272,8 +278,16 @@ def predict(led: Ledger, policies: list[Policy], step_time_s: float | None = Non
                          if rank_gap_is_collective(led) else 0)
 
 
+def model_decided(led: Ledger) -> tuple[int, str] | None:
+    """(event, former label) where the first optimizer step took another module for the
+    model than the first one called (Note [The model], trace/roots.py); None where it did
+    not."""
+    moved = [r for r in led.extra.get("model", []) if r.get("was")]
+    return (int(moved[0]["ev"]), str(moved[0]["was"])) if moved else None
+
+
 def _prediction(r: Replayed, base: int, t: AddedTime, phase, step,
-                prep: Prepared) -> PolicyPrediction:
+                prep: Prepared, decided: tuple[int, str] | None) -> PolicyPrediction:
     ev = r.peak_event
     # Note [A region called inside backward] (measure/apply.py): Reformer's layers run under
     # no_grad in forward and again inside its reversible backward; a policy on them acts on
@@ -290,7 +304,9 @@ def _prediction(r: Replayed, base: int, t: AddedTime, phase, step,
         at_peak=r.at_peak, peak_event=ev, peak_phase=ph,
         peak_step=int(step[ev]) if len(step) else 1, peak_in_recompute=r.in_recompute,
         regions=r.regions, idle_regions=[m for m in r.regions if m not in acting],
-        empty_regions=_saved_nothing(prep, r.work.scope_row, acting))
+        empty_regions=_saved_nothing(prep, r.work.scope_row, acting),
+        # Note [A peak before the model is decided] (report/compare_table.py)
+        peak_before_model=decided[1] if decided and ev < decided[0] else "")
 
 
 # Note [A region that saves nothing]

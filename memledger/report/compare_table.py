@@ -121,6 +121,9 @@ def reasons(rep: CompareReport) -> list[Text]:
             out.append(Text(idle_line(p.policy, p.idle_regions, p.selected), style="yellow"))
         if p.empty_regions and p.verdict != "REJECT":
             out.append(Text(empty_line(p.policy, p.empty_regions, p.selected), style="yellow"))
+        if p.peak_before_model and p.verdict != "REJECT":
+            out.append(Text(before_the_model_line(p.policy, p.predicted_peak_at,
+                                                  p.peak_before_model), style="yellow"))
     if rep.compiled:
         out.append(Text(rep.compiled, style="yellow"))
     if rep.note:
@@ -149,26 +152,17 @@ def idle_line(policy: str, idle: list[str], n: int) -> str:
 # on them, in the replay as in `measure`. Where the traced peak is one of those calls'
 # (the first step's backward), every policy on the model reads +0 B, predicted = measured,
 # and `predict` said nothing of why: a user who asked what checkpointing the student's
-# layers would save read "nothing". Said now, once per policy whose peak lies there.
-def before_the_model_line(policy: str, peak_event: int, where: str,
-                          decided: tuple[int, str] | None) -> str | None:
-    """One line: the policy's peak lies before the first optimizer step decided the model
-    (`decided`: its event and the label the model's calls had before), so it acts on none
-    of the calls at its peak (Note [A peak before the model is decided]); None otherwise."""
-    if decided is None or peak_event >= decided[0]:
-        return None
+# layers would save read "nothing". Said now, once per policy whose peak lies there, by
+# `predict` and `compare` alike (`peak_before_model` of the prediction and the row).
+def before_the_model_line(policy: str, where: str, was: str) -> str:
+    """One line: the policy's peak (`where`) lies before the first optimizer step decided
+    the model, whose calls read as `was` until then, so it acts on none of the calls at its
+    peak (Note [A peak before the model is decided]; predict and compare)."""
     return (f"{policy}: its peak ({where}) lies before the first optimizer step decided "
             f"which module is the model (the first one called with parameters had no "
             f"gradients, as a teacher has): until then the model's calls read as "
-            f"{decided[1]!r} and no policy acts on them, here and in measure, so the "
+            f"{was!r} and no policy acts on them, here and in measure, so the "
             "policy's saving shows only after that step")
-
-
-def model_decided(led) -> tuple[int, str] | None:
-    """(event, former label) where the first optimizer step took another module for the
-    model than the first one called (Note [The model]); None where it did not."""
-    moved = [r for r in led.extra.get("model", []) if r.get("was")]
-    return (int(moved[0]["ev"]), str(moved[0]["was"])) if moved else None
 
 
 def empty_line(policy: str, empty: list[str], n: int) -> str:

@@ -200,6 +200,8 @@ def fill_performance(report: CompareReport, led: Ledger, pred, policies: list[Po
         row.at_peak = dict(pp.at_peak)
         row.idle_regions, row.selected = list(pp.idle_regions), len(pp.regions)
         row.empty_regions = list(pp.empty_regions)
+        row.peak_before_model = pp.peak_before_model
+        row.predicted_peak_at = f"{pp.peak_step}·{pp.peak_phase}"
     passing = [(p, row) for p, row in zip(policies, report.policies)
                if p.text() in measured]
     for policy, row in passing:

@@ -67,6 +67,11 @@ class PolicyComparison(BaseModel):
     empty_regions: list[str] = Field(default_factory=list, description="selected modules "
                                      "whose calls saved nothing for backward")
     selected: int = Field(0, description="modules the policy selects (in the prediction)")
+    peak_before_model: str = Field("", description="the predicted peak lies before the first "
+                                   "optimizer step decided the model: the label the model's "
+                                   "calls had until then (Note [A peak before the model is "
+                                   "decided]); '' otherwise")
+    predicted_peak_at: str = Field("", description="step·phase of the predicted peak")
     predicted_added_time_s: float = 0.0
     measured_added_time_s: float = 0.0
     measured_step_time_s: float = 0.0

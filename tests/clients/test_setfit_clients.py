@@ -61,9 +61,9 @@ def test_a_peak_before_the_student_is_the_model_is_said_so():
     its backward, so every policy on the layers read +0 B with no word of why (predicted =
     measured, 2,204,596 B at `--steps 3`). predict says so now (Note [A peak before the
     model is decided], report/compare_table.py)."""
-    from memledger.replay.predict import predict
     from memledger.replay.policies import parse_policy
-    from memledger.report.compare_table import before_the_model_line, model_decided
+    from memledger.replay.predict import model_decided, predict
+    from memledger.report.compare_table import before_the_model_line
     from tests.clients.harness import ledger_pass
 
     led = ledger_pass("train_setfit.py", ["--distill"], steps=2)   # two body steps
@@ -71,8 +71,10 @@ def test_a_peak_before_the_student_is_the_model_is_said_so():
     assert decided is not None and decided[1] == "loss_fn"
     p = predict(led, [parse_policy(f"checkpoint:{LAYERS}.*")], bandwidth=1e9).policies[0]
     assert p.peak_bytes == led.peak().bytes and p.peak_step == 1 and p.peak_event < decided[0]
-    assert before_the_model_line(p.policy, p.peak_event, f"{p.peak_step}·{p.peak_phase}",
-                                 decided) == (
+    # the prediction carries it, for predict and compare alike
+    assert p.peak_before_model == "loss_fn"
+    assert before_the_model_line(p.policy, f"{p.peak_step}·{p.peak_phase}",
+                                 p.peak_before_model) == (
         f"checkpoint:{LAYERS}.*: its peak (1·backward) lies before the first optimizer step "
         "decided which module is the model (the first one called with parameters had no "
         "gradients, as a teacher has): until then the model's calls read as 'loss_fn' and no "

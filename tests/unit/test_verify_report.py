@@ -231,3 +231,18 @@ def test_a_policy_acting_on_no_call_says_why_in_compare_too():
     lines = [t.plain for t in reasons(rep)]
     assert ("checkpoint:blocks.*: none of its modules (blocks.0.f, blocks.1.f) ran with "
             "gradients in forward") in " ".join(lines)
+
+
+def test_a_peak_before_the_model_is_decided_is_said_in_compare_too():
+    # Note [A peak before the model is decided]: setfit's distillation peaks in the step
+    # before the first optimizer step names the student; predict said so, compare's table
+    # showed the policy's +0 B silently
+    from memledger.report.compare_table import reasons
+
+    rep = _report()
+    rep.policies[0].peak_before_model, rep.policies[0].predicted_peak_at = \
+        "loss_fn", "1·backward"
+    lines = [t.plain for t in reasons(rep)]
+    assert ("checkpoint:blocks.*: its peak (1·backward) lies before the first optimizer step "
+            "decided which module is the model") in " ".join(lines)
+    assert rep.to_json_dict()["policies"][0]["peak_before_model"] == "loss_fn"
