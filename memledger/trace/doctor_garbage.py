@@ -170,7 +170,10 @@ def _of(o: Any, cls) -> bool:
 # torch's `tree_flatten` keeps its recursive `helper` in its own closure, with Keras'
 # `is_leaf` lambda and a 4x16x32 activation: steps 1 and 3 pathless, step 2 named).
 # Objects described already are still walked for the structure and its cycle; only their
-# tensors are not counted again.
+# tensors are not counted again. Pinned by `tests/doctor/garbage.py --cycle held`, where a
+# `gc.collect()` in a helper that still holds the tensor stands for Python's own
+# collection (the Keras case follows the collector's schedule: the suite runs it with
+# `--manual-gc`).
 def _describe(garbage: list, step: int,
               described: set[int] = frozenset()) -> list[dict[str, Any]]:
     """One record per kind of structure among the garbage that holds tensor memory (the
@@ -326,7 +329,8 @@ def _cycle_above(edges: dict[int, list[int]], target: int) -> list[int]:
 def _label(ids: dict[int, Any], path: list[int]) -> str:
     """`Tensor(64x256 float32) → .grad_fn ScaleBackward → .out → Tensor(...)`: an object's
     `__dict__` is folded into the attribute it holds."""
-    parts = [_name(ids[path[0]])]
+    # a container is named by the hop into it; the first object has none
+    parts = [_name(ids[path[0]]) or type(ids[path[0]]).__name__]
     k = 0
     while k < len(path) - 1:
         a, b = ids[path[k]], ids[path[k + 1]]

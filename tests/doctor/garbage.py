@@ -10,6 +10,10 @@
     python garbage.py --cycle snapshot # an evaluation copy of that model, run under no_grad
                                        # and dropped each step (the probe, which keeps every
                                        # parameter it met, must not hide it)
+    python garbage.py --cycle held     # a helper puts its features in a dict that refers to
+                                       # itself, and a collection runs while the helper still
+                                       # holds them: the cycle is found first, its tensor at
+                                       # the boundary
     python garbage.py --cycle ... --collect # and gc.collect() right after: the script's own
                                        # collection frees the cycle mid-step
     python garbage.py --cycle ... --fixed   # save_for_backward / str(e) / a plain hook
@@ -22,7 +26,8 @@ import torch
 from torch import nn
 
 p = argparse.ArgumentParser()
-p.add_argument("--cycle", choices=["ctx", "frame", "module", "snapshot"], default="ctx")
+p.add_argument("--cycle", choices=["ctx", "frame", "module", "snapshot", "held"],
+               default="ctx")
 p.add_argument("--fixed", action="store_true")
 p.add_argument("--collect", action="store_true")
 p.add_argument("--steps", type=int, default=3)
@@ -77,6 +82,18 @@ def log_features(h):
     return float(feats.mean()), error
 
 
+def keep_features(h):
+    feats = h.detach().clone()
+    box = {"feats": feats}
+    if not FIXED:
+        box["self"] = box
+    del box
+    # stands for one of Python's own collections in the middle of a step, at a moment of
+    # its choosing: the dict is garbage already, `feats` still a local here
+    gc.collect()
+    return float(feats.mean())
+
+
 def evaluate(model, x):
     snapshot = copy.deepcopy(model)
     with torch.no_grad():
@@ -89,6 +106,8 @@ opt = torch.optim.SGD(model.parameters(), lr=0.1)
 for step in range(ARGS.steps):
     x = torch.randn(64, 256)
     out = model(x)
+    if ARGS.cycle == "held":
+        keep_features(out)
     if ARGS.cycle == "frame":
         log_features(out)
         if ARGS.collect:

@@ -329,7 +329,7 @@ FIXED = [("cut.py", ["--cut", c, "--fixed"]) for c in ("detach", "checkpoint")] 
     ("clip_order.py", ["--fixed"]), ("clip_order.py", ["--fixed", "--accum", "2", "--log-norm"]),
     ("clip_order.py", ["--bug", "scaler", "--fixed", "--log-norm"]),
     *[("garbage.py", ["--cycle", c, "--fixed"]) for c in ("ctx", "frame", "module",
-                                                           "snapshot")],
+                                                           "snapshot", "held")],
 ] + [("updates.py", ["--bug", b, "--fixed"]) for b in ("scaler", "sched")]   # with --fixed,
 # nonfinite and zeroed run the very loop of sched (the bug flags only pick the bug)
 
@@ -406,6 +406,14 @@ def test_exact_numbers_of_cyclic_garbage():
     # a copy that ran (under no_grad): its parameters, which the probe once kept (Note
     # [Parameters held weakly]), are garbage with it; each step's copy, found at the next
     # boundary
+    # Note [A cycle a collection saw before its tensors] (trace/doctor_garbage.py): a
+    # collection in the middle of each step finds the dict's cycle while the helper still
+    # holds its tensor; the boundary finds the tensor, and walks the cycle described
+    # already for the path (was: "cycle": "", "a reference cycle of objects holds it")
+    (held,) = doctor("garbage.py", "--cycle", "held").findings
+    assert (held.check, held.evidence["steps"], held.evidence["bytes_per_step"]) == (
+        "cyclic_garbage", [1, 2, 3], [65536] * 3)
+    assert held.evidence["cycle"] == "dict → ['self'] → ['feats'] Tensor(64x256 float32)"
     (snap,) = doctor("garbage.py", "--cycle", "snapshot").findings
     assert (snap.evidence["steps"], snap.evidence["bytes_per_step"]) == (
         [2, 3], [2 * (256 * 256 + 256) * 4] * 2)
