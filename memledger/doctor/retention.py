@@ -14,13 +14,13 @@ to its graph every step; the finding points at the op that first gave it history
 from __future__ import annotations
 
 from memledger.doctor.findings import Finding, Where
-from memledger.doctor.source import accumulation_line
+from memledger.doctor.source import accumulation_line, feeds_itself, rebinding_line
 from memledger.units import format_bytes
 
 
 def cross_step_retention(run) -> list[Finding]:
     groups: dict[tuple[str, str], dict[int, dict]] = {}
-    for r in run.retained:
+    for r in _fed_back(run.retained):
         key = (r["var"] or r["name"], r["file"])
         per = groups.setdefault(key, {}).setdefault(r["step"], {"bytes": 0, "nodes": 0,
                                                                 "tensors": 0})
@@ -34,11 +34,16 @@ def cross_step_retention(run) -> list[Finding]:
         nbytes = [per[s]["bytes"] for s in steps]
         tensors = [per[s]["tensors"] for s in steps]
         grows = len(steps) > 1 and (nodes[-1] > nodes[0] or tensors[-1] > tensors[0])
-        recs = [r for r in run.retained if (r["var"] or r["name"], r["file"]) == (var, file)]
+        recs = [r for r in _fed_back(run.retained)
+                if (r["var"] or r["name"], r["file"]) == (var, file)]
         spent = all(r.get("backwarded") for r in recs)
         state = [r for r in recs if r.get("state")]
         if state:
             out.append(_state_finding(var, file, state, steps, per, _steps(run)))
+            continue
+        carried = [r for r in recs if r.get("carried")]
+        if carried:
+            out.append(_carried_finding(var, file, carried, _steps(run)))
             continue
         held = [r for r in recs if r.get("ctx_bytes")]
         if spent and not grows and held:
@@ -95,6 +100,39 @@ def _state_finding(var: str, file: str, recs: list, steps: list, per: dict,
         evidence={"steps": steps, "tensors": len(names), "bytes_per_step":
                   [per[s]["bytes"] for s in steps], "nodes_per_step":
                   [per[s]["nodes"] for s in steps]})
+
+
+def _fed_back(retained: list) -> list:
+    """The records less the carriers that only hold the carried state (`out = state`)
+    where another is bound from a value that reads it (`state = cell(x, state)`: Note [A
+    variable that carried the graph into a failed backward], trace/doctor_retention.py)."""
+    carried = [r for r in retained if r.get("carried")]
+    fed = [r for r in carried if feeds_itself(r["file"], r["var"])]
+    if not fed or len(fed) == len(carried):
+        return retained
+    return [r for r in retained if not r.get("carried") or r in fed]
+
+
+def _carried_finding(var: str, file: str, recs: list, boundaries: str) -> Finding:
+    """A variable of the script that carried one step's graph into the next, whose backward
+    then failed (Note [A variable that carried the graph into a failed backward] in
+    memledger/trace/doctor_retention.py)."""
+    step = max(int(r["step"]) for r in recs)
+    names = sorted(dict.fromkeys(r["name"] for r in recs))
+    items = "" if names == [var] else " (" + ", ".join(f"`{n}`" for n in names) + ")"
+    nbytes = sum(int(r["bytes"]) for r in recs)
+    fix = f"`{var} = {var}.detach()`" if names == [var] else \
+        f"each tensor it holds, `{var} = tuple(x.detach() for x in {var})`"
+    return Finding(
+        check="cross_step_retention", severity="error",
+        where=Where(file=file, line=rebinding_line(file, var)),
+        message=(f"`{var}`{items} carried step {step - 1}'s autograd history into step "
+                 f"{step}, whose backward then failed ({recs[0]['failed']}): a tensor one "
+                 f"step computes and the next reads again (a recurrent hidden state) chains "
+                 f"their graphs across {boundaries}; detach it where the step begins "
+                 f"({fix})"),
+        evidence={"steps": [step], "tensors": len(names), "bytes_per_step": [nbytes],
+                  "names": names})
 
 
 def _ctx_finding(var: str, file: str, recs: list, boundaries: str) -> Finding:

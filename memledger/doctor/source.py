@@ -72,6 +72,44 @@ def accumulation_line(file: str, var: str) -> int:
     return min(ranked)[1] if ranked else 0
 
 
+def _cuts(value: ast.AST) -> bool:
+    """The value detaches what it reads (`h.detach()`, `h.data`, a comprehension of them):
+    the line that fixes a carried state, not the one that carries it."""
+    return any((isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+                and n.func.attr in ("detach", "detach_")) or
+               (isinstance(n, ast.Attribute) and n.attr == "data") for n in ast.walk(value))
+
+
+def feeds_itself(file: str, var: str) -> bool:
+    """`var` is bound again from a value that reads it somewhere in `file` (`state =
+    cell(x, state)`), a detach aside (Note [A variable that carried the graph into a
+    failed backward] in trace/doctor_retention.py)."""
+    return _rebindings(file, var).get(0) is not None
+
+
+def _rebindings(file: str, var: str) -> dict[int, int]:
+    """{rank: first line}: 0 bound from a value that reads it, 1 bound, 2 bound from a
+    value that detaches what it reads."""
+    tree = _tree(file) if file and var else None
+    ranked: dict[int, int] = {}
+    for node in ast.walk(tree) if tree is not None else ():
+        if isinstance(node, (ast.Assign, ast.AugAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(_is(n, var) for t in targets for n in ast.walk(t)):
+                reads = any(_is(n, var) for n in ast.walk(node.value))
+                rank = 2 if _cuts(node.value) else 0 if reads else 1
+                ranked[rank] = min(ranked.get(rank, node.lineno), node.lineno)
+    return ranked
+
+
+def rebinding_line(file: str, var: str) -> int:
+    """1-based line where `var` is bound again from a value that reads it (`out, h =
+    rnn(x, h)`: a state carried from one step to the next), else where it is bound at
+    all; 0 when the file or the name is not found."""
+    ranked = _rebindings(file, var)
+    return ranked[min(ranked)] if ranked else 0
+
+
 _LOOPS = (ast.For, ast.AsyncFor, ast.While)
 
 

@@ -1077,7 +1077,7 @@ class DoctorProbe(TorchFunctionMode):
         try:
             out = func(*args, **kwargs)
         except RuntimeError as e:   # Note [A backward that fails through an earlier step]
-            self.records.extend(self._retention.at_failure(self._train_steps + 1, str(e)))
+            self.records.extend(self._retention.at_failure(self._train_steps + 1, str(e), t))
             raise
         if _beside_grad(self._params.values()) - before:   # Note [Gradients beside .grad]
             rec["beside_grad"] = True

@@ -163,13 +163,17 @@ class RetentionWatch:
     # plain attributes: the tensors that carry one step's graph into the next; the step's
     # own locals reach the old graph only through them), marked with the error; the
     # doctor prints the finding beside the failure.
-    def at_failure(self, step: int, error: str) -> list[dict[str, Any]]:
+    def at_failure(self, step: int, error: str, root: Any = None) -> list[dict[str, Any]]:
         """The module state whose graph reaches a graph alive at the last boundary, as a
-        backward of `step` raised `error` (Note [A backward that fails through an earlier
-        step]); nothing before the first boundary."""
+        backward of `step` from `root` raised `error` (Note [A backward that fails through
+        an earlier step]), else the variables that carried that graph into the failed one
+        (Note [A variable that carried the graph into a failed backward]); nothing before
+        the first boundary."""
         if not self._prev:
             return []
         pre, old, clean = self._pre, (self._prev, self._boundaries), set()
+        first = error.splitlines()[0].split(". ")[0] if error else ""
+        failed = first[:160] or "RuntimeError"   # torch's first sentence
         out = []
         for t in _grad_tensors():
             if pre.get(id(t.grad_fn)) is t.grad_fn or not _reaches(t.grad_fn, old, clean):
@@ -178,9 +182,23 @@ class RetentionWatch:
                 continue
             rec = self._retained(t, step, {})
             if rec is not None:
-                first = error.splitlines()[0].split(". ")[0] if error else ""
-                rec["failed"] = first[:160] or "RuntimeError"   # torch's first sentence
+                rec["failed"] = failed
                 out.append(rec)
+        fn = getattr(root, "grad_fn", None) if isinstance(root, _Tensor) else None
+        if out or fn is None:
+            return out
+        # Note [A variable that carried the graph into a failed backward]
+        entries = {(n.name(), nr) for n, nr in _edges_into(fn, old)}
+        carried = [c for c in _named_outputs() if (c[0].grad_fn.name(), c[0].output_nr)
+                   in entries and _reaches(c[0].grad_fn, old, clean)]
+        for t, name, var, file in carried:   # which of them fed it back: the doctor reads
+            try:
+                nbytes = t.untyped_storage().nbytes()
+            except (RuntimeError, NotImplementedError):
+                nbytes = 0
+            out.append({"k": "retained", "step": step, "name": name, "var": var,
+                        "file": file, "shape": list(t.shape), "bytes": nbytes,
+                        "nodes": 0, "backwarded": True, "carried": True, "failed": failed})
         return out
 
     def _retained(self, t: _Tensor, step: int, spent: dict[int, Any]) -> dict[str, Any] | None:
@@ -448,6 +466,83 @@ def _reaches(root, old: tuple[set[int], int], clean: set[int]) -> bool:
 # (tests/clients/train_fairscale.py --ckpt wrap). The record now names, in `also`, every
 # other user variable holding a tensor of that graph through which it still reaches such
 # ctx tensors, and the finding tells to `del` them all.
+# Note [A variable that carried the graph into a failed backward]
+# The classic recurrent bug: `out, h = rnn(x, h)` across batches without `h = h.detach()`.
+# Step 2's forward reads step 1's `h`, so its graph runs into step 1's, which step 1's
+# backward freed, and step 2's backward fails ("Trying to backward through the graph a
+# second time"). The script dies before the boundary where `cross_step_retention` would
+# name `h`, and the module-state scan (Note [A backward that fails through an earlier
+# step]) finds nothing: the hidden state is the script's variable, not a module's. By then
+# `h` holds step 2's state, and step 2's `out` reaches step 1's graph as well as `h` does.
+# What tells them apart is where the failing graph enters the old one: through one output
+# of one operation (output 1 of step 1's GRU, its `h`; not output 0, `out`). The variable
+# that carried it holds that same output of the same operation one step on: the state is
+# fed back. So when a backward fails, its graph is walked to the edges that enter a node
+# alive at the last boundary, and the variables of the user's frames (or items of a tuple,
+# list or dict they hold: an LSTM's `(h, c)`) that hold such an output of such an
+# operation, and reach the old graph, are the carriers; where several hold one tensor
+# (`out = state`), the doctor keeps the one bound from a value that reads it (`state =
+# cell(x, state)`, doctor/retention.py).
+# The frames are read at the failure only: reading a running function's `f_locals` before
+# Python 3.13 keeps a copy of its locals alive in the frame, which moved when Keras'
+# per-forward cycles became garbage, at every boundary (tests/doctor/carried.py: a GRU, an
+# LSTM's tuple, an RNN cell unrolled by hand).
+_CARRIER_ITEMS = 64   # items of one container looked at
+
+
+def _named_outputs() -> list[tuple[_Tensor, str, str, str]]:
+    """(tensor, name, variable, file) of the tensors with history that the user's frames
+    hold, directly or as an item of a tuple, list or dict."""
+    out: list[tuple[_Tensor, str, str, str]] = []
+    f = user_frame(1)
+    while f is not None:
+        file = f.f_code.co_filename
+        scopes = [f.f_locals] + ([f.f_globals] if f.f_globals is not f.f_locals else [])
+        for scope in scopes:
+            for k, v in list(scope.items()):
+                if isinstance(v, (tuple, list)):
+                    items = [(f"{k}[{i}]", x) for i, x in enumerate(list(v)[:_CARRIER_ITEMS])]
+                elif isinstance(v, dict):
+                    items = [(f"{k}[{key!r}]", x) for key, x in
+                             list(dict.items(v))[:_CARRIER_ITEMS]]
+                else:
+                    items = [(k, v)]
+                out += [(x, name, k, file) for name, x in items if _has_history(x)]
+        f = f.f_back
+        while f is not None and not is_user_file(f.f_code.co_filename):
+            f = f.f_back
+    return out
+
+
+def _has_history(x: Any) -> bool:
+    if not isinstance(x, _Tensor):
+        return False
+    try:   # Note [A view whose grad_fn cannot be read]
+        return x.grad_fn is not None
+    except RuntimeError:
+        return False
+
+
+def _edges_into(root, old: tuple[set[int], int]) -> list[tuple[Any, int]]:
+    """(node, output number) of the edges by which the graph from `root` enters a node of
+    boundary `old` (its nodes' ids, its number in their metadata), in walk order."""
+    ids, tag = old
+    stack, seen, out = [root], set(), []
+    while stack and len(seen) < MAX_NODES:
+        n = stack.pop()
+        if n is None or id(n) in seen:
+            continue
+        seen.add(id(n))
+        for f, nr in n.next_functions:
+            if f is None:
+                continue
+            if id(f) in ids and f.metadata.get(_TAG) == tag:
+                out.append((f, nr))
+            else:
+                stack.append(f)
+    return out
+
+
 def graph_nodes(root):
     """The autograd nodes reachable from `root`, each once, at most MAX_NODES of them."""
     seen, stack, nodes = set(), [root], 0

@@ -384,6 +384,16 @@ def _drop_snapshot(snapshot: Path) -> None:
         partial_path(snapshot).unlink()
 
 
+def _graph_carried_hint(reason: str) -> str:
+    """A backward that ran into a graph an earlier step's backward freed: the doctor names
+    what carried it (Note [A variable that carried the graph into a failed backward],
+    trace/doctor_retention.py)."""
+    if "backward through the graph a second time" not in reason:
+        return ""
+    return ("; if a step's forward reads what the last step computed (a hidden state "
+            "not detached), `memledger doctor` on the script names it")
+
+
 def _raise_for_ledger_pass(res: dict, out: Path, partial: Path, fake: bool,
                            steps_by: str = "optimizer") -> None:
     if res["code"] == EXIT_USAGE and fake:   # the script cannot run fake: one line
@@ -395,7 +405,8 @@ def _raise_for_ledger_pass(res: dict, out: Path, partial: Path, fake: bool,
         reason = res["reason"].replace(str(partial), str(out))
         raise OutputError(f"{reason}; what was recorded is kept at {out}")
     if res["code"] != EXIT_OK:   # the script's failure, or memledger's own (exit 70)
-        raise ScriptError(f"{res['reason']}; the partial ledger is kept at {out}",
+        raise ScriptError(f"{res['reason']}; the partial ledger is kept at {out}"
+                          + _graph_carried_hint(res["reason"]),
                           exit_code=EXIT_INTERNAL if res["code"] == EXIT_INTERNAL
                           else EXIT_SCRIPT_FAILED)
     # under --steps-by forward the advice below named the flag the user had just given:

@@ -546,3 +546,45 @@ def test_a_tensor_kept_by_a_module_of_the_project_is_named_there():
     assert "`LOSSES`" in f.message
     assert f.where.file == str(SCRIPTS / "retention_log.py")
     assert f.where.line == line_of("retention_log.py", "LOSSES.append(loss)")
+
+
+@pytest.mark.parametrize("cell,names,line", [
+    ("gru", ["h"], "out, h = rnn(x, h)"),
+    ("lstm", ["hidden[0]", "hidden[1]"], "out, hidden = rnn(x, hidden)"),
+    ("cell", ["state"], "state = rnn(x[:, t], state)")])
+def test_a_state_carried_into_a_failed_backward_is_named(cell, names, line):
+    """Note [A variable that carried the graph into a failed backward] (trace/
+    doctor_retention.py): without `h = h.detach()` step 2's backward runs into step 1's
+    freed graph and the script dies before the boundary that would name `h`; the doctor
+    said torch's words alone. Now the failure's finding names the variable whose value
+    carried the graph across, by the edge the failing graph entered the old one through
+    (step 2's `out` reaches it too, through `h`), at the line that feeds it back."""
+    report, outcome = diagnose_in_process(SCRIPTS / "carried.py", ["--cell", cell], 3)
+    assert outcome.code == 3 and "backward through the graph a second time" in outcome.reason
+    (f,) = report.findings
+    var = names[0].split("[")[0]
+    assert (f.check, f.severity, f.evidence["steps"], f.evidence["names"]) == (
+        "cross_step_retention", "error", [2], names)
+    assert f.evidence["bytes_per_step"] == [len(names) * 4 * 16 * 4]   # (1,)4x16 float32
+    assert f.message.startswith(f"`{var}`")
+    assert "carried step 1's autograd history into step 2, whose backward then failed " \
+           "(Trying to backward through the graph a second time" in f.message
+    assert f.where.line == line_of("carried.py", line)
+    report = doctor("carried.py", "--cell", cell, "--fixed")
+    assert report.findings == []
+
+
+def test_trace_of_a_carried_state_points_at_the_doctor(tmp_path):
+    # the trace fails as the script does, keeps its partial ledger, and says which verb
+    # names the carrier (Note [A variable that carried the graph into a failed backward])
+    from memledger.errors import ScriptError
+    from memledger.trace.session import trace_script
+
+    with pytest.raises(ScriptError) as e:
+        trace_script(SCRIPTS / "carried.py", ["--cell", "gru"], tmp_path / "c.ledger",
+                     steps=3, measure=False)
+    assert e.value.exit_code == 3
+    assert str(e.value).endswith(
+        f"; the partial ledger is kept at {tmp_path / 'c.ledger'}; if a step's forward reads "
+        "what the last step computed (a hidden state not detached), `memledger doctor` on "
+        "the script names it")

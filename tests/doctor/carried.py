@@ -1,0 +1,45 @@
+"""A recurrent state carried from one step into the next (check `cross_step_retention`).
+
+    python carried.py --cell gru     # `out, h = rnn(x, h)`: h carries step 1's graph, and
+                                     # step 2's backward fails through it
+    python carried.py --cell lstm    # `out, hidden = lstm(x, hidden)`: a tuple (h, c)
+    python carried.py --cell cell    # an RNNCell unrolled by hand over each batch's steps
+    python carried.py --cell ... --fixed   # the state detached where each step begins
+"""
+import argparse
+
+import torch
+from torch import nn
+
+p = argparse.ArgumentParser()
+p.add_argument("--cell", choices=["gru", "lstm", "cell"], default="gru")
+p.add_argument("--fixed", action="store_true")
+p.add_argument("--steps", type=int, default=3)
+ARGS = p.parse_args()
+
+torch.manual_seed(0)
+rnn = {"gru": nn.GRU(8, 16, batch_first=True), "lstm": nn.LSTM(8, 16, batch_first=True),
+       "cell": nn.RNNCell(8, 16)}[ARGS.cell]
+head = nn.Linear(16, 1)
+opt = torch.optim.SGD([*rnn.parameters(), *head.parameters()], lr=0.1)
+h = torch.zeros(1, 4, 16)
+hidden = (torch.zeros(1, 4, 16), torch.zeros(1, 4, 16))
+state = torch.zeros(4, 16)
+for step in range(ARGS.steps):
+    x = torch.randn(4, 5, 8)
+    if ARGS.fixed:
+        h = h.detach()
+        hidden = tuple(s.detach() for s in hidden)
+        state = state.detach()
+    if ARGS.cell == "gru":
+        out, h = rnn(x, h)
+    elif ARGS.cell == "lstm":
+        out, hidden = rnn(x, hidden)
+    else:
+        for t in range(x.shape[1]):
+            state = rnn(x[:, t], state)
+        out = state
+    loss = head(out).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
