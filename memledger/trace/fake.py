@@ -187,6 +187,11 @@ Rules (numbered so that code can point here):
 26. A fake tensor's `data_ptr()` is its storage's address stand-in, not 0 for all: heavyball
    keys its optimizer state by address, and every fake run of it stopped at the first step
    (Note [A data pointer per fake storage], trace/fake_pointers.py).
+27. `module.to(device)` to where the fake parameters are already is no swap: torch's
+   `_apply` swaps a fake parameter always (a real one keeps its object), which poisoned
+   the gradient accumulator the graph held; soft-moe-pytorch moves its experts in every
+   forward, and a checkpoint's re-run of it stopped every fake run in backward (Note [A
+   swap that changes nothing], trace/fake_swap.py).
 
 Worked example (MLP of examples/train_mlp.py, B=64, fp32, fake, target cpu): fc1.weight is
 a fake 512×256 tensor whose meta storage has 512·256·4 = 524,288 bytes; its row is the
