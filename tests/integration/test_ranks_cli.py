@@ -470,3 +470,20 @@ def test_an_allocator_pass_broken_by_a_system_error_runs_once_more_on_every_rank
     for r in (0, 1):
         led = Ledger.load(tmp_path / f"h.rank{r}.ledger")
         assert led.measured["peak_bytes"] > 0
+
+
+def test_fake_world_knows_no_value_a_collective_wrote(tmp_path):
+    """Note [What a collective writes] (trace/fake.py, Rule 28): c10d's collectives declare
+    no writes, so a simulated rank kept what it knew of their outputs. Gathered token counts
+    (soft-moe-pytorch's `gather_sizes`) read as the uninitialised memory of their
+    `empty_like` buffers (a different branch per run, no stand-in said), and an all-reduced
+    literal as this rank's own count (2, where the real 2-rank sum is 4). Now both are
+    unknown: stand-ins, said at the line that reads them."""
+    from memledger.ledger.fake_info import fake_info
+
+    out = tmp_path / "g.ledger"
+    assert main(["trace", "--fake", "--world", "2", "--steps", "1",
+                 str(SCRIPTS / "gathered_counts.py"), "-o", str(out)]) == 0
+    standins = fake_info(Ledger.load(out)).standins
+    assert [(s.op, s.value, s.line) for s in standins] == [
+        ("aten._local_scalar_dense", "0", 16)], standins
