@@ -8,23 +8,23 @@ sizes (dim 32, batch 4, seq 16, 2 blocks), 2 steps: every mode reads the ledger 
 allocator and every policy predicted = measured, and `compare` finds the gradients bitwise
 under checkpoint, selective and offload of the MoE layers and of the gate alone (the
 re-run draws the same second experts):
-- `--mode moe` 1,007,600 B; `checkpoint:blocks.*` 834,636, `checkpoint:blocks.*.moe`
-  915,680, `selective:blocks.*.moe` 990,432, `offload:blocks.*.moe` 897,376,
-  `checkpoint:blocks.*.moe.gate` 980,208, `selective:blocks.*.moe.gate` 982,256;
-- `--mode hier` (HeirarchicalMoE, 2 x 2) 1,144,080 B, `--mode soft` 1,048,300 B,
-  `--mode soft-noise` 1,052,396 B, `--mode dynamic --seq 14` 1,208,076 B, each under the
-  same six policies; soft with dropout, GEGLU, LayerNorm and a mask; moe under bf16
+- `--mode moe` 883,684 B; `checkpoint:blocks.*` and `checkpoint:blocks.*.moe` 834,640,
+  `selective:blocks.*.moe` 881,700, `offload:blocks.*.moe` 807,240,
+  `checkpoint:blocks.*.moe.gate` 856,292, `selective:blocks.*.moe.gate` 858,340;
+- `--mode hier` (HeirarchicalMoE, 2 x 2) 986,812 B, `--mode soft` and `soft-noise`
+  897,772 B, `--mode dynamic --seq 14` 1,009,340 B, each under five policies
+  (docs/accuracy.md); soft with dropout, GEGLU, LayerNorm and a mask; moe under bf16
   autocast with a validation every step; with the script's own checkpoint (reentrant or
   not) every policy inside it is refused by predict and measure alike, in one line;
 - `--aux-backward` (`loss.backward(retain_graph=True)`, then `aux.backward()`): checkpoint
   of a layer both passes run through is measured, not predicted (as for ST-MoE), selective
-  refused by both, offload exact (866,212 B);
+  refused by both, offload exact;
 - the doctor: nothing on every mode, with accumulation, with `--aux-backward`, under the
   script's own checkpoint; one true error on `--log-aux`.
 What it found is below: a fake run of Soft MoE under the script's own checkpoint stopped in
-backward, and a simulated rank read a collective's outputs as known values. A `--fake` run
-of the top-2 gate stops at its `safe_one_hot` (Rule 24), as ST-MoE's does. Skipped without
-the two libraries."""
+backward, a simulated rank read a collective's outputs as known values, and `--world` told
+a script that never joins a group that it had. A `--fake` run of the top-2 gate stops at
+its `safe_one_hot` (Rule 24), as ST-MoE's does. Skipped without the two libraries."""
 
 from __future__ import annotations
 
@@ -81,14 +81,8 @@ def test_soft_moe_under_its_own_checkpoint_runs_fake_as_real():
     assert gaps == {}
 
 
-def test_a_simulated_rank_of_soft_moe_names_the_gathered_counts_it_does_not_have():
-    """Under `--fake --world 2` soft-moe-pytorch's experts take their distributed path
-    (`dist.is_initialized()`), gather every rank's token count into `empty_like` buffers and
-    assert the counts agree. The fake process group moves nothing, and the buffers' values
-    had been made for real: the run read uninitialised memory as the counts, and stopped at
-    the assert naming the script's batch draw as the last stand-in. Now a collective's
-    outputs are unknown (Note [What a collective writes], trace/fake.py) and the line
-    names the assert that read them."""
+def _simulated_rank(argv: list[str]) -> tuple[int, str]:
+    """`trace --fake --world 2 --steps 1` of train_moe.py in this process: (exit, line)."""
     from memledger.trace import worker as trace_worker
 
     with tempfile.TemporaryDirectory(prefix="memledger-moe-") as tmp:
@@ -98,9 +92,29 @@ def test_a_simulated_rank_of_soft_moe_names_the_gathered_counts_it_does_not_have
             code = _call(trace_worker.main, ["ledger", "--fake", "--world", "2", "--out",
                                              str(Path(tmp) / "x.ledger"), "--status",
                                              str(status), "--steps", "1",
-                                             str(HERE / "train_moe.py"), "--", "--mode", "soft",
-                                             *SMALL])
-        reason = json.loads(status.read_text())["reason"]
+                                             str(HERE / "train_moe.py"), "--", *argv])
+        return code, json.loads(status.read_text())["reason"]
+
+
+def test_a_simulated_rank_of_soft_moe_is_told_what_the_real_rank_is_told():
+    """soft-moe-pytorch's `Experts` asks `dist.is_initialized()` when it is built and, if
+    so, gathers every rank's token count into `empty_like` buffers, asserts they agree
+    and runs its share of the experts.
+
+    - Without `--dist` the script joins no group, and a real `torchrun` of it runs two
+      single processes; `--fake --world 2` had made its fake group before the script ran
+      and answered True, so the simulated rank took the distributed path and, the fake
+      group moving nothing, read the buffers' uninitialised memory as the counts (a branch
+      per run) and stopped at the assert, exit 3. Now it is told False until it joins
+      (Note [Asked whether the group exists], trace/fake_world.py) and refused as any
+      script that never joins is, exit 2.
+    - With `--dist` (the group joined first, as under torchrun; a real 2-rank run trains)
+      the gathered counts are unknown (Note [What a collective writes], trace/fake.py):
+      the run stops at the assert that read them and names it as the last stand-in
+      (before: the script's batch draw)."""
+    code, reason = _simulated_rank(["--mode", "soft", *SMALL])
+    assert code == 2 and "never called init_process_group" in reason, reason
+    code, reason = _simulated_rank(["--mode", "soft", "--dist", *SMALL])
     assert code == 3, reason
     assert "the last stand-in, False at " in reason and "soft_moe_pytorch/soft_moe.py:" in \
         reason and "`assert has_only_one_value(seq_sizes)" in reason, reason

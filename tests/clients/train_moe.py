@@ -22,6 +22,8 @@ Modes:
   dynamic    `DynamicSlotsSoftMoE` with a key padding mask (sequences padded to the experts)
   --policy P  `second_policy_train` of the MoE gates (random, all, none, threshold)
   --no-aux    train on the task loss alone (the aux losses returned and dropped)
+  --dist      (under torchrun) join a gloo group first: `SoftMoE` asks `dist.is_initialized()`
+              when built and then gathers every rank's slots and runs its share of experts
 
     python tests/clients/train_moe.py --mode moe --steps 3
     memledger trace tests/clients/train_moe.py --steps 2 -o moe.ledger -- --mode moe
@@ -150,7 +152,15 @@ def main():
                     help="a validation batch under no_grad in eval mode every N steps")
     ap.add_argument("--log-aux", action="store_true",
                     help="sum the aux losses over the run for logging, tensors and all (a slip)")
+    ap.add_argument("--dist", action="store_true",
+                    help="join a gloo process group first (under torchrun): Soft MoE then "
+                         "splits its experts across the ranks")
     args = ap.parse_args()
+    if args.dist:
+        import torch.distributed as dist
+
+        if not dist.is_initialized():
+            dist.init_process_group("gloo")
     torch.manual_seed(0)
 
     model = Classifier(args)
