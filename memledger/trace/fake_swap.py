@@ -71,8 +71,9 @@ class ConstantsLetGo:
         if t1 is t2:
             return True
         if not (isinstance(t1, self._fake_type) and isinstance(t2, self._fake_type)) \
-                or type(t1) is not type(t2):
-            return False
+                or type(t1) is not type(t2) \
+                or t1.layout is not torch.strided or t2.layout is not torch.strided:
+            return False   # a sparse gradient has no storage to compare
         return (t1.untyped_storage()._cdata == t2.untyped_storage()._cdata
                 and t1.storage_offset() == t2.storage_offset() and t1.shape == t2.shape
                 and t1.stride() == t2.stride() and t1.dtype == t2.dtype
