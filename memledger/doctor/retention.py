@@ -14,7 +14,8 @@ to its graph every step; the finding points at the op that first gave it history
 from __future__ import annotations
 
 from memledger.doctor.findings import Finding, Where
-from memledger.doctor.source import accumulation_line, feeds_itself, rebinding_line
+from memledger.doctor.source import (accumulated_value, accumulation_line, feeds_itself,
+                                     rebinding_line)
 from memledger.units import format_bytes
 
 
@@ -52,12 +53,14 @@ def cross_step_retention(run) -> list[Finding]:
         if spent and not grows:   # a loss kept after its backward until the next replaces it
             continue
         line = accumulation_line(file, var)
+        # Note [The tensor an accumulation adds] (doctor/source.py)
+        added = accumulated_value(file, line, var) or "loss"
         msg = (f"`{var}` carries autograd history across {_steps(run)} (at the end of "
                f"step {steps[0]}" + (f"-{steps[-1]}" if len(steps) > 1 else "") +
                f": {tensors[-1]} tensor(s), {format_bytes(nbytes[-1])}, a graph of "
                f"{nodes[-1]} nodes" + (f", up from {nodes[0]}" if nodes[-1] > nodes[0] else "")
-               + "): every step's graph stays reachable; accumulate loss.item() or "
-               "loss.detach() instead")
+               + "): every step's graph stays reachable; accumulate "
+               f"{added}.item() or {added}.detach() instead")
         out.append(Finding(
             check="cross_step_retention", severity="error" if grows else "warning",
             where=Where(file=file, line=line), message=msg,

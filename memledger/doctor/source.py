@@ -110,6 +110,43 @@ def rebinding_line(file: str, var: str) -> int:
     return ranked[min(ranked)] if ranked else 0
 
 
+# Note [The tensor an accumulation adds]
+# `cross_step_retention`'s advice was "accumulate loss.item() or loss.detach() instead"
+# whatever the line adds: a MoE loop summing its auxiliary losses for a log (`aux_sum =
+# aux_sum + aux`, tests/clients/train_moe.py --log-aux) was told to accumulate `loss`,
+# which it does not touch there. The advice now names what the line adds when that is a
+# plain name or attribute (`aux`, `out.loss`, `self.aux`): `x += aux`, `x = x + aux` (or
+# `aux + x`), `xs.append(aux)`; anything else (`val * n`, a tuple, a call) keeps `loss`.
+def accumulated_value(file: str, line: int, var: str) -> str | None:
+    """The plain name or attribute that `var` accumulates at `line` (None: not one)."""
+    tree = _tree(file) if file and var and line else None
+    if tree is None:
+        return None
+    for node in ast.walk(tree):
+        if getattr(node, "lineno", None) != line:
+            continue
+        value = None
+        if isinstance(node, ast.AugAssign) and _is(node.target, var):
+            value = node.value
+        elif isinstance(node, ast.Assign) and isinstance(node.value, ast.BinOp) and any(
+                _is(t, var) for t in node.targets):
+            left, right = node.value.left, node.value.right
+            value = right if _is(left, var) else left if _is(right, var) else None
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                and node.func.attr in ("append", "insert") \
+                and _is(node.func.value, var) and node.args:
+            value = node.args[-1]
+        if value is not None and _plain_path(value):
+            return ast.unparse(value)
+    return None
+
+
+def _plain_path(node: ast.AST) -> bool:
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return isinstance(node, ast.Name)
+
+
 _LOOPS = (ast.For, ast.AsyncFor, ast.While)
 
 

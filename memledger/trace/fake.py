@@ -187,6 +187,15 @@ Rules (numbered so that code can point here):
 26. A fake tensor's `data_ptr()` is its storage's address stand-in, not 0 for all: heavyball
    keys its optimizer state by address, and every fake run of it stopped at the first step
    (Note [A data pointer per fake storage], trace/fake_pointers.py).
+27. `module.to(device)` to where the fake parameters are already is no swap: torch's
+   `_apply` swaps a fake parameter always (a real one keeps its object), which poisoned
+   the gradient accumulator the graph held; soft-moe-pytorch moves its experts in every
+   forward, and a checkpoint's re-run of it stopped every fake run in backward (Note [A
+   swap that changes nothing], trace/fake_swap.py).
+28. A collective's results are never known (Note [What a collective writes]): the tensors a
+   c10d op writes (`all_gather`'s outputs, `all_reduce`'s tensors, ...) lose the values
+   Rule 3 knew, and no shadow is computed by running one for real on the fake process
+   group, which moves nothing.
 
 Worked example (MLP of examples/train_mlp.py, B=64, fp32, fake, target cpu): fc1.weight is
 a fake 512×256 tensor whose meta storage has 512·256·4 = 524,288 bytes; its row is the
@@ -227,6 +236,7 @@ from memledger.trace.fake_questions import ForeachAsReal, RealAnswers
 from memledger.trace.fake_random import RandomDraws, seeded as _seeded
 from memledger.trace.fake_swap import ConstantsLetGo
 from memledger.trace.fake_views import RebuiltViews
+from memledger.trace.sharding import is_collective
 
 aten = torch.ops.aten
 
@@ -1060,7 +1070,9 @@ class FakeCollector(Collector):
             for o in out:
                 if isinstance(o, FakeTensor):
                     self._forget(o)
-        if isinstance(out, FakeTensor):
+        if is_collective(func):                     # Rule 28
+            self._collective_wrote(func, args, kwargs or {})
+        elif isinstance(out, FakeTensor):
             if out.dtype is torch.bool:
                 _mark_healthy(func, args, out)              # Rule 3: finiteness checks
             if out.numel() <= SHADOW_NUMEL and (not out.is_floating_point()
@@ -1169,6 +1181,41 @@ class FakeCollector(Collector):
         t = kwargs.get("out")
         if isinstance(t, FakeTensor) and (s := _shadow_tensor(t)) is not None:
             _STALE.add(s.untyped_storage()._cdata)
+
+    # Note [What a collective writes]
+    # c10d's in-place collectives declare no writes in their schemas (`allgather_(Tensor[][]
+    # output_tensors, Tensor[] input_tensors, ...)`, no `(a!)`), so Rule 3 kept what it knew
+    # of their outputs from before the call. soft-moe-pytorch's distributed experts gather
+    # every rank's token count (`gather_sizes`: `torch.tensor(n)`, then `all_gather` into
+    # `torch.empty_like` buffers) and assert they are equal: small integers, so the empty
+    # buffers' shadows had been made for real, and under `--fake --world 2` the run read
+    # their uninitialised memory as the ranks' counts ([139786122122864, 7602432]: a
+    # different branch per run, no stand-in said), and stopped at the assert with a
+    # random draw of the script named as the last stand-in; a literal all-reduced
+    # (`n = torch.tensor(len(batch)); dist.all_reduce(n)`) kept FakeTensorMode's constant,
+    # this rank's count read as the sum. A simulated rank has no
+    # peers' values (the fake process group moves nothing), so every tensor a collective
+    # may write (each argument but its inputs; nothing for a send) is unknown from then
+    # on, and a functional collective's fresh result gets no shadow (running it for real
+    # on the fake group would hand back this rank's values as the reduction's).
+    def _collective_wrote(self, func, args, kwargs) -> None:
+        schema = getattr(func, "_schema", None)
+        if schema is None or "send" in schema.name:
+            return
+        for i, a in enumerate(schema.arguments):
+            if a.name.startswith("input"):
+                continue
+            stack = [args[i] if i < len(args) else kwargs.get(a.name)]
+            while stack:
+                v = stack.pop()
+                if isinstance(v, (list, tuple)):
+                    stack.extend(v)
+                    continue
+                if (sh := _shadow_tensor(v)) is not None:
+                    _STALE.add(sh.untyped_storage()._cdata)
+                if isinstance(v, FakeTensor) and v.constant is not None:   # a literal's
+                    self.fake_mode.fake_tensor_converter.invalidate_constant_aliases(
+                        v.constant)
 
     def _alias_real_inputs(self, args) -> None:
         """Rule 20: the fake of each real input, made now (the op then takes the same one

@@ -19,8 +19,9 @@ Three of torch's own calls need help, so while the rank runs:
    through `torch.distributed.fsdp._fully_shard._fsdp_init.init_device_mesh`, so both
    names are wrapped, and put back afterwards.
 3. `is_initialized()`, `get_world_size()` and `get_rank()` are watched: a script that asks
-   for the group before it would make it has joined it (Note [A script that asks before
-   it joins]).
+   for the group's size or rank before it would make it has joined it (Note [A script that
+   asks before it joins]); whether it exists is answered as the real rank would (Note
+   [Asked whether the group exists]).
 
 Worked example (examples/train_fsdp.py, V=255, C=64, 2 blocks, fp32): simulated rank 0 of
 2 holds 237,056 B of sharded parameters and peaks at 2,235,688 B after 1 step; the real
@@ -118,12 +119,30 @@ class FakeWorld:
     # throughout: fairscale's OSS read the world size to shard the optimizer state and
     # ShardedDataParallel reduced each gradient on the group (tests/clients/
     # train_fairscale.py: simulated rank 0 of 2 equals the real rank 0, 325,696 B, in every
-    # category). So a script (or a library it calls) that asks whether the group exists,
-    # its size or its rank has joined it too; memledger's own questions (the ledger
-    # header's rank, the doctor's replicas) do not count.
+    # category). So a script (or a library it calls) that asks the group's size or its rank
+    # has joined it too, and one that asks whether it exists is told False until it
+    # joins, so that it calls init_process_group as the real rank does (the Note below);
+    # memledger's own questions (the ledger header's rank, the doctor's replicas) do not
+    # count.
+    #
+    # Note [Asked whether the group exists]
+    # `is_initialized()` is answered as the real rank would answer it: False until the script
+    # (or a library it calls) has called `init_process_group` or `init_device_mesh`, True
+    # from then on. Answered True from the start (the fake group is made before the script
+    # runs), soft-moe-pytorch's `Experts`, which asks when it is built and takes its
+    # distributed path if so, gathered token counts and split its experts across two ranks
+    # in a script that never joins a group: a real `torchrun --nproc_per_node 2` of it runs
+    # two single processes (tests/clients/train_moe.py --mode soft); now `--world` refuses
+    # it as not distributed, as it refuses any script that never joins. The pattern above
+    # (`if not dist.is_initialized(): dist.init_process_group("gloo")`) gets False, calls
+    # init_process_group, which joins it (rule 1). Asking the size or the rank still joins.
     def _asked(self, fn):
+        initialized = fn.__name__ == "is_initialized"
+
         def asked(*args, **kwargs):
             if not sys._getframe(1).f_code.co_filename.startswith(_OURS):
+                if initialized and not self.joined:   # Note [Asked whether the group exists]
+                    return False
                 self.joined = True
             return fn(*args, **kwargs)
         return functools.wraps(fn)(asked)

@@ -1025,6 +1025,44 @@ def test_fake_parameter_made_from_a_literal_moves_to_another_dtype():
     assert st.loc[st["dtype"] == "float64", "bytes"].tolist() == [8]
 
 
+def test_fake_module_moved_where_it_is_inside_a_checkpoint_trains():
+    """Rule 27 (Note [A swap that changes nothing], trace/fake_swap.py): soft-moe-pytorch
+    moves its experts with `expert.to(device)` in every forward; torch's `_apply` swaps a
+    fake parameter even when `.to` returns it unchanged, and under a non-reentrant
+    checkpoint the re-run in backward did so after the graph had taken the parameter's
+    gradient accumulator: "Trying to execute AccumulateGrad node that was poisoned by
+    swap_tensors", where the real run trains. Now the fake run trains too, the parameter
+    stays the object the optimizer holds, and its ledger's peak is the real one's: 12,744 B.
+    A move to another dtype still swaps (the test above)."""
+    import torch
+    from torch.utils.checkpoint import checkpoint
+
+    class M(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin = torch.nn.Linear(16, 16)
+
+        def forward(self, x):
+            self.lin.to("cpu")
+            return self.lin(x).relu()
+
+    peaks = []
+    for fake in (False, True):
+        with memledger.trace(**({"fake": True, "device": "cpu"} if fake else {})) as led:
+            torch.manual_seed(0)
+            m = M()
+            weight = m.lin.weight
+            opt = torch.optim.SGD(m.parameters(), lr=0.1)
+            for _ in range(2):
+                x = torch.randn(8, 16, requires_grad=True)
+                opt.zero_grad()
+                checkpoint(m, x, use_reentrant=False).sum().backward()
+                opt.step()
+            assert m.lin.weight is weight and weight.grad.shape == (16, 16)
+        peaks.append(led.summary().peak.bytes)
+    assert peaks == [12_744, 12_744]
+
+
 def test_fake_tensors_have_a_data_pointer_per_storage():
     """Rule 26 (Note [A data pointer per fake storage], trace/fake_pointers.py): every fake
     tensor's `data_ptr()` was 0, so heavyball, which keys its optimizer state by

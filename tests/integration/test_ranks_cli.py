@@ -470,3 +470,47 @@ def test_an_allocator_pass_broken_by_a_system_error_runs_once_more_on_every_rank
     for r in (0, 1):
         led = Ledger.load(tmp_path / f"h.rank{r}.ledger")
         assert led.measured["peak_bytes"] > 0
+
+
+def test_fake_world_knows_no_value_a_collective_wrote(tmp_path):
+    """Note [What a collective writes] (trace/fake.py, Rule 28): c10d's collectives declare
+    no writes, so a simulated rank kept what it knew of their outputs. Gathered token counts
+    (soft-moe-pytorch's `gather_sizes`) read as the uninitialised memory of their
+    `empty_like` buffers (a different branch per run, no stand-in said), and an all-reduced
+    literal as this rank's own count (2, where the real 2-rank sum is 4). Now both are
+    unknown: stand-ins, said at the line that reads them."""
+    from memledger.ledger.fake_info import fake_info
+
+    out = tmp_path / "g.ledger"
+    assert main(["trace", "--fake", "--world", "2", "--steps", "1",
+                 str(SCRIPTS / "gathered_counts.py"), "-o", str(out)]) == 0
+    standins = fake_info(Ledger.load(out)).standins
+    assert [(s.op, s.value, s.line) for s in standins] == [
+        ("aten._local_scalar_dense", "0", 16)], standins
+
+
+def test_fake_world_answers_is_initialized_as_the_real_rank(tmp_path, capsys):
+    """Note [Asked whether the group exists] (trace/fake_world.py): `is_initialized()` was
+    True from the start under `--world` (the fake group is made before the script), so a
+    library that asks when it is built (soft-moe-pytorch's `Experts`) took its distributed
+    path in a script that never joins a group, which a real torchrun runs as single
+    processes (exit 0, ranks simulated that do not exist). Now it is False until the script
+    joins: this script is refused as not distributed, exit 2; the same script that calls
+    `init_process_group` when told False joins, and is rank 0 of 2 from then on."""
+    script = tmp_path / "asks.py"
+    script.write_text(
+        "import sys\nimport torch\nimport torch.distributed as dist\n"
+        "asked = dist.is_initialized()\n"
+        "if not asked and sys.argv[1:] == ['join']:\n"
+        "    dist.init_process_group('gloo')\n"
+        "assert dist.is_initialized() == (sys.argv[1:] == ['join'])\n"
+        "w = torch.nn.Linear(4, 4)\nopt = torch.optim.SGD(w.parameters(), lr=0.1)\n"
+        "for _ in range(2):\n"
+        "    opt.zero_grad()\n    w(torch.randn(2, 4)).sum().backward()\n    opt.step()\n")
+    rc = main(["trace", "--fake", "--world", "2", "--steps", "1", str(script), "-o",
+               str(tmp_path / "a.ledger")])
+    assert rc == 2 and "never called init_process_group" in capsys.readouterr().err
+    rc = main(["trace", "--fake", "--world", "2", "--steps", "1", str(script), "-o",
+               str(tmp_path / "j.ledger"), "--", "join"])
+    assert rc == 0, capsys.readouterr().err
+    assert Ledger.load(tmp_path / "j.ledger").header["world_size"] == 2

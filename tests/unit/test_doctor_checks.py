@@ -133,6 +133,29 @@ def test_accumulation_line_prefers_the_line_that_keeps_history(tmp_path):
     assert accumulation_line(str(tmp_path / "missing.py"), "total") == 0
 
 
+def test_retention_advice_names_what_the_line_adds(tmp_path):
+    """Note [The tensor an accumulation adds] (doctor/source.py): the advice said
+    "accumulate loss.item() or loss.detach()" to a MoE loop summing its aux losses
+    (`aux_sum = aux_sum + aux`); it names `aux` now. A line that adds no plain name or
+    attribute (`val * n`, a tuple) keeps `loss`."""
+    script = tmp_path / "train.py"
+    script.write_text("aux_sum = 0.0\nfor s in range(3):\n    aux_sum = aux_sum + aux\n"
+                      "    kept.append(out.loss)\n    meter += val * n\n"
+                      "    pairs.append((s, loss))\n    t2 = aux + t2\n")
+    recs = [{"k": "retained", "step": s, "name": "aux_sum", "var": "aux_sum",
+             "file": str(script), "shape": [], "bytes": 4, "nodes": 10 * s}
+            for s in (2, 3)] + [{"k": "end", "steps": 3}]
+    (f,) = diagnose(recs).findings
+    assert f.where.line == 3
+    assert f.message.endswith("every step's graph stays reachable; accumulate aux.item() or "
+                              "aux.detach() instead"), f.message
+    from memledger.doctor.source import accumulated_value
+
+    assert [accumulated_value(str(script), line, var) for line, var in
+            [(3, "aux_sum"), (4, "kept"), (5, "meter"), (6, "pairs"), (7, "t2"),
+             (4, "aux_sum")]] == ["aux", "out.loss", None, None, "aux", None]
+
+
 def test_report_round_trips_through_ledger_records():
     from memledger.ledger.model import Ledger
 
