@@ -46,6 +46,10 @@ def cross_step_retention(run) -> list[Finding]:
         if carried:
             out.append(_carried_finding(var, file, carried, _steps(run)))
             continue
+        kept = [r for r in recs if r.get("kept_saved")]
+        if kept and not grows:
+            out.append(_kept_finding(var, kept, _steps(run)))
+            continue
         held = [r for r in recs if r.get("ctx_bytes")]
         if spent and not grows and held:
             out.append(_ctx_finding(var, file, held, _steps(run)))
@@ -136,6 +140,30 @@ def _carried_finding(var: str, file: str, recs: list, boundaries: str) -> Findin
                  f"({fix})"),
         evidence={"steps": [step], "tensors": len(names), "bytes_per_step": [nbytes],
                   "names": names})
+
+
+def _kept_finding(var: str, recs: list, boundaries: str) -> Finding:
+    """A backward root kept past the step whose backward retained its graph (Note [A graph
+    kept by retain_graph] in memledger/trace/doctor_retention.py)."""
+    steps = sorted({int(r["step"]) for r in recs})
+    per = [sum(max(0, int(r["kept_saved"])) for r in recs if int(r["step"]) == s)
+           for s in steps]
+    known = all(int(r["kept_saved"]) >= 0 for r in recs)
+    what = f"the {format_bytes(per[-1])} of tensors its graph saved for backward" if known \
+        else "the tensors its graph saved for backward (not read: saved-tensor hooks were on)"
+    file, line = recs[0]["retain_at"]
+    why = ("the step's last backward kept them with retain_graph=True, which the earlier "
+           "ones on the same forward needed and it does not" if recs[0].get("chained") else
+           "its backward(retain_graph=True) kept them and no later backward used them")
+    fix = "retain_graph=True on the last backward" if recs[0].get("chained") else \
+        "retain_graph=True"
+    return Finding(
+        check="cross_step_retention", severity="warning", where=Where(file=file, line=line),
+        message=(f"`{var}` keeps {what} past the step's end (at the end of step {steps[0]}"
+                 + (f"-{steps[-1]}" if len(steps) > 1 else "") + f", across {boundaries}): "
+                 f"{why}, so they stay until `{var}` is bound again, on top of the next "
+                 f"forward's own; drop {fix}, or `del {var}` after its last backward"),
+        evidence={"steps": steps, "kept_bytes_per_step": per if known else []})
 
 
 def _ctx_finding(var: str, file: str, recs: list, boundaries: str) -> Finding:

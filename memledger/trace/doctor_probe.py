@@ -324,6 +324,17 @@ def _named_params(root: nn.Module, prefix: str) -> Iterator[tuple[nn.Module, nn.
 # steps, if any, are still read as records but end no training step. Checks about
 # optimizer steps (leaks past zero_grad, skipped updates, schedulers) find nothing where
 # no optimizer steps. tests/integration/test_doctor_steps_by.py.
+
+def _saved_hooks_on() -> bool:
+    """Saved-tensor hooks are on now (True where torch cannot say)."""
+    top = getattr(torch._C._autograd, "_top_saved_tensors_default_hooks", None)
+    if top is None:
+        return True
+    try:
+        return top(True) is not None
+    except (RuntimeError, TypeError):
+        return True
+
 class DoctorProbe(TorchFunctionMode):
     """Records the training mechanics of a script while active (see the module docstring).
 
@@ -723,6 +734,8 @@ class DoctorProbe(TorchFunctionMode):
 
     def _module_pre(self, module: nn.Module, args) -> None:
         mid = id(module)
+        if not self._retention.saved_unreadable and _saved_hooks_on():
+            self._retention.saved_unreadable = True   # Note [A graph kept by retain_graph]
         # a top-level call: a module no other holds, or one already known as top-level
         top = module in self._names.prefix or module not in self._names.paths
         _, new = self._names.path(module, top_level=top)
@@ -1063,6 +1076,7 @@ class DoctorProbe(TorchFunctionMode):
                 rec["input_grads"] = True
             if shared is not None:   # Note [Backward passes of one forward]
                 rec["shares"] = shared
+                self._retention.used_again(shared)   # Note [A graph kept by retain_graph]
         else:
             # several tensors at once: no walk says which eval-mode calls this backward
             # used, so all count (Note [A validation forward under grad])
@@ -1070,7 +1084,9 @@ class DoctorProbe(TorchFunctionMode):
                 self._mode_used(mid, pending)
         self._losses = []
         if isinstance(t, _Tensor):
-            self._retention.backward_from(t)
+            retain = kwargs.get("retain_graph", args[2] if len(args) > 2 else None)
+            self._retention.backward_from(t, bool(retain), (file, line), self._bw,
+                                          "shares" in rec)
         self._bw_rec, self._bw_params = rec, set()
         self.records.append(rec)
         before = _beside_grad(self._params.values())

@@ -57,6 +57,7 @@ _TAG = "memledger.boundary"   # a node's key in its metadata: the last boundary 
 # of 173 nodes" (spent at step 3, not at 4). A node found spent is tagged so in its
 # metadata, which lives as long as the node: spent at every later boundary.
 _SPENT = "memledger.spent"
+_RETAINED = "memledger.retained"   # a root backwarded with retain_graph=True: (file, line)
 
 
 class RetentionWatch:
@@ -75,6 +76,11 @@ class RetentionWatch:
         self._fresh: set[int] = set()       # ... since the last boundary
         # id(parameter) -> (weakref, file, line) of the op that first gave it history
         self._param_ops: dict[int, tuple[weakref.ref, str, int]] = {}
+        # saved-tensor hooks were on at a module call (the script's own, or the collector's
+        # under `doctor -o`): reading a saved tensor would run them (Note [A graph kept by
+        # retain_graph])
+        self.saved_unreadable = False
+        self._retaining: dict[int, Any] = {}   # backward number -> its root, retained
 
     def start(self) -> None:
         # Graphs alive before the run (another run's leftovers, say) are not its history.
@@ -89,12 +95,28 @@ class RetentionWatch:
     def rename_root(self, root: nn.Module, prefix: str) -> None:
         self.roots = [(prefix if r() is root else p, r) for p, r in self.roots]
 
-    def backward_from(self, t: _Tensor) -> None:
-        """`t.backward()` ran: `t` kept afterwards is a loss kept for logging, its graph
-        spent (a warning only if it grows)."""
+    def backward_from(self, t: _Tensor, retain: bool = False,
+                      where: tuple[str, int] = ("", 0), n: int = 0,
+                      chained: bool = False) -> None:
+        """`t.backward()` ran (backward number `n`): `t` kept afterwards is a loss kept for
+        logging, its graph spent (a warning only if it grows); with `retain`
+        (retain_graph=True, at `where`) its saved tensors stay (Note [A graph kept by
+        retain_graph]); `chained`: it walked an earlier backward's graph of the step."""
         if t.grad_fn is not None:
             self._roots[id(t.grad_fn)] = t.grad_fn
             self._fresh.add(id(t.grad_fn))
+            if retain:
+                t.grad_fn.metadata[_RETAINED] = (*where, chained)
+                self._retaining[n] = t.grad_fn
+            else:
+                t.grad_fn.metadata.pop(_RETAINED, None)
+
+    def used_again(self, n: int) -> None:
+        """A later backward of the step walked backward `n`'s graph: what it retained was
+        for that one (Note [A graph kept by retain_graph])."""
+        root = self._retaining.pop(n, None)
+        if root is not None:
+            root.metadata.pop(_RETAINED, None)
 
     def param_history(self, p: _Tensor, file: str, line: int) -> None:
         """An in-place op at file:line gave the parameter `p` autograd history."""
@@ -129,6 +151,20 @@ class RetentionWatch:
                     if also:   # Note [Other variables that hold the spent graph]
                         rec["also"] = also
                     out.append(rec)
+                    found.add(id(t))
+        # Note [A graph kept by retain_graph]
+        for t in live:
+            where = t.grad_fn.metadata.get(_RETAINED)
+            if id(t) in found or not where:
+                continue
+            kept = -1 if self.saved_unreadable else _saved_bytes(t.grad_fn, self._state())
+            if kept:
+                rec = self._retained(t, step, {id(t.grad_fn): t.grad_fn})
+                if rec is not None:
+                    rec["kept_saved"], rec["retain_at"] = kept, list(where[:2])
+                    rec["chained"] = bool(where[2])
+                    out.append(rec)
+                    found.add(id(t))
         # a parameter given history in place carries it from the boundary after that op on
         # (its graph reaches an old one only a boundary later)
         for pid, (ref, _, _) in list(self._param_ops.items()):
@@ -144,6 +180,7 @@ class RetentionWatch:
         for t in live:
             t.grad_fn.metadata[_TAG] = self._boundaries
             self._prev.add(id(t.grad_fn))
+        self._retaining = {}
         self._roots = {k: n for k, n in self._roots.items()
                        if k in self._prev or k in self._fresh}
         self._fresh = set()
@@ -199,6 +236,18 @@ class RetentionWatch:
             out.append({"k": "retained", "step": step, "name": name, "var": var,
                         "file": file, "shape": list(t.shape), "bytes": nbytes,
                         "nodes": 0, "backwarded": True, "carried": True, "failed": failed})
+        return out
+
+    def _state(self) -> set[int]:
+        """The storages of the networks' parameters and buffers (resident anyway)."""
+        out: set[int] = set()
+        for _, ref in self.roots:
+            root = ref()
+            for x in [*root.parameters(), *root.buffers()] if root is not None else ():
+                try:
+                    out.add(x.untyped_storage()._cdata)
+                except (RuntimeError, NotImplementedError):
+                    continue
         return out
 
     def _retained(self, t: _Tensor, step: int, spent: dict[int, Any]) -> dict[str, Any] | None:
@@ -577,6 +626,49 @@ def _ctx_bytes(root) -> tuple[int, int]:
                 except (RuntimeError, NotImplementedError):
                     continue
     return sum(storages.values()), nodes
+
+
+# Note [A graph kept by retain_graph]
+# `loss.backward(retain_graph=True)` keeps every tensor the graph saved for backward, where
+# a plain backward frees them as it goes. Added where nothing backwards that graph again (a
+# script "fixing" an error it once had, a loss kept for a second backward that never
+# comes), they stay as long as `loss` does: through the optimizer step and the next
+# step's forward, until `loss` is bound again, so that forward's activations come on top
+# of the last step's (tests/doctor/retained.py: the 2-layer MLP's peak 3.0 MiB against
+# 2.6 MiB). A backward root whose backward retained its graph and that is still held at
+# the boundary is named with the bytes its graph still saves, read through the nodes'
+# `_saved_*` attributes (a freed one raises: a later backward through the same nodes let
+# them go); the networks' parameters aside, resident anyway. A later backward of the same
+# step through that graph (two losses on one forward, `--twice`) is what retain_graph is
+# for: not a finding, though the part only the first loss reaches stays with it too. The
+# last of such a chain that retains as well (a multitask loop writing retain_graph=True
+# on every head's backward) keeps the shared trunk's saves: named, as the one that need
+# not retain (`--heads`). A saved tensor packed by
+# saved-tensor hooks (the script's own, a checkpoint's, the collector's under `doctor -o`)
+# would run their unpack when read, so where any were on at a module call the bytes are
+# not read, and the finding says so.
+def _saved_bytes(root, resident: set[int]) -> int:
+    """Bytes of the distinct storages that the graph from `root` still saves for backward,
+    those in `resident` (parameters, buffers) aside."""
+    storages: dict[int, int] = {}
+    for n in graph_nodes(root):
+        for name in dir(n):
+            if not name.startswith("_saved_"):
+                continue
+            try:
+                v = getattr(n, name)
+            except Exception:   # freed by a backward through this node  # noqa: BLE001
+                continue
+            for x in v if isinstance(v, (list, tuple)) else (v,):
+                if not isinstance(x, _Tensor):
+                    continue
+                try:
+                    st = x.untyped_storage()
+                except (RuntimeError, NotImplementedError):
+                    continue
+                if st._cdata not in resident:
+                    storages[st._cdata] = st.nbytes()
+    return sum(storages.values())
 
 
 def _ctx_tensors(v: Any, depth: int = 0) -> list[_Tensor]:

@@ -20,7 +20,8 @@ check. No finding on any of them.
                                        # a backward for the perturbation's gradient, the
                                        # parameters' zeroed before the training backward
     python styles.py --loop multitask  # one trunk forward, a head per task, one
-                                       # backward(retain_graph=True) per head, one step: the
+                                       # backward per head (retaining the graph but the
+                                       # last: tests/doctor/retained.py --heads), one step: the
                                        # parts of one objective, not micro-batches (not a
                                        # loss_not_divided: the backward passes share a forward)
 """
@@ -187,7 +188,7 @@ elif LOOP == "multitask":
         x, ys = torch.randn(4, 32), [torch.randint(0, 4, (4,)) for _ in heads]
         opt.zero_grad()
         feat = trunk(x)
-        for head, y in zip(heads, ys):
+        for i, (head, y) in enumerate(zip(heads, ys)):
             loss = F.cross_entropy(head(feat), y)
-            loss.backward(retain_graph=True)
+            loss.backward(retain_graph=i < len(heads) - 1)   # the last one frees the trunk
         opt.step()

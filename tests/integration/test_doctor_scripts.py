@@ -330,6 +330,7 @@ FIXED = [("cut.py", ["--cut", c, "--fixed"]) for c in ("detach", "checkpoint")] 
     ("clip_order.py", ["--bug", "scaler", "--fixed", "--log-norm"]),
     *[("garbage.py", ["--cycle", c, "--fixed"]) for c in ("ctx", "frame", "module",
                                                            "snapshot", "held")],
+    ("retained.py", ["--fixed"]), ("retained.py", ["--twice"]),
 ] + [("updates.py", ["--bug", b, "--fixed"]) for b in ("scaler", "sched")]   # with --fixed,
 # nonfinite and zeroed run the very loop of sched (the bug flags only pick the bug)
 
@@ -588,3 +589,33 @@ def test_trace_of_a_carried_state_points_at_the_doctor(tmp_path):
         f"; the partial ledger is kept at {tmp_path / 'c.ledger'}; if a step's forward reads "
         "what the last step computed (a hidden state not detached), `memledger doctor` on "
         "the script names it")
+
+
+def test_a_graph_kept_by_retain_graph_is_named_with_its_bytes(tmp_path):
+    """Note [A graph kept by retain_graph] (trace/doctor_retention.py): `loss.backward(
+    retain_graph=True)` with no second backward keeps the graph's saved tensors until the
+    next step binds `loss` again: the input (64x256), the ReLU's output (64x1024, saved
+    once for ReLU and the second Linear) and the output `pow` saves (64x10), float32:
+    65,536 + 262,144 + 2,560 = 330,240 B, the weights aside; the doctor said nothing.
+    Under `doctor -o` the collector's hooks packed them: the bytes are not read."""
+    (f,) = doctor("retained.py").findings
+    assert (f.check, f.severity) == ("cross_step_retention", "warning")
+    assert f.evidence == {"steps": [1, 2, 3], "kept_bytes_per_step": [330_240] * 3}
+    assert f.message.startswith(
+        "`loss` keeps the 322.5 KiB of tensors its graph saved for backward past the step's "
+        "end (at the end of step 1-3, across optimizer steps): its "
+        "backward(retain_graph=True) kept them and no later backward used them")
+    assert f.where.line == line_of("retained.py", ("loss.backward(retain_graph=True)", 3))
+    # the last head's backward retains the trunk's saves as well (the head's output is
+    # 64x4 here: 65,536 + 262,144 + 1,024 B)
+    (h,) = doctor("retained.py", "--heads").findings
+    assert h.evidence == {"steps": [1, 2, 3], "kept_bytes_per_step": [328_704] * 3}
+    assert "the step's last backward kept them with retain_graph=True, which the earlier " \
+           "ones on the same forward needed and it does not" in h.message
+    assert h.where.line == line_of("retained.py", ("loss.backward(retain_graph=True)", 1))
+    from memledger.doctor.run import doctor_script
+
+    rep = doctor_script(SCRIPTS / "retained.py", [], 3, ledger=tmp_path / "r.ledger")
+    (g,) = rep.findings
+    assert "`loss` keeps the tensors its graph saved for backward (not read: saved-tensor " \
+           "hooks were on)" in g.message and g.evidence["kept_bytes_per_step"] == []

@@ -1,0 +1,51 @@
+"""A graph kept by `backward(retain_graph=True)` with no second backward (check
+`cross_step_retention`).
+
+    python retained.py            # loss.backward(retain_graph=True): the graph's saved
+                                  # tensors stay until the next step binds `loss` again
+    python retained.py --fixed    # loss.backward()
+    python retained.py --twice    # a second loss on the same graph: the retained part is
+                                  # used, and the second backward frees it
+    python retained.py --heads    # a trunk and three heads, retain_graph=True on every
+                                  # head's backward, the last one's too
+"""
+import argparse
+
+import torch
+from torch import nn
+
+p = argparse.ArgumentParser()
+p.add_argument("--fixed", action="store_true")
+p.add_argument("--twice", action="store_true")
+p.add_argument("--heads", action="store_true")
+p.add_argument("--steps", type=int, default=3)
+ARGS = p.parse_args()
+
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(256, 1024), nn.ReLU(), nn.Linear(1024, 10))
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+heads = nn.ModuleList([nn.Linear(1024, 4) for _ in range(3)])
+if ARGS.heads:
+    trunk = model[:2]
+    opt = torch.optim.SGD([*trunk.parameters(), *heads.parameters()], lr=0.1)
+for step in range(ARGS.steps):
+    x = torch.randn(64, 256)
+    if ARGS.heads:
+        opt.zero_grad()
+        feat = trunk(x)
+        for head in heads:
+            loss = head(feat).pow(2).mean()
+            loss.backward(retain_graph=True)
+        opt.step()
+        continue
+    out = model(x)
+    loss = out.pow(2).mean()
+    opt.zero_grad()
+    if ARGS.fixed:
+        loss.backward()
+    elif ARGS.twice:
+        loss.backward(retain_graph=True)
+        out.abs().mean().backward()
+    else:
+        loss.backward(retain_graph=True)
+    opt.step()
