@@ -16,6 +16,7 @@ ALL_CHECKS: tuple[CheckFn, ...] = (
     params.frozen_moving,               # 2
     params.optimizer_membership,        # 2
     params.stale_optimizer,             # 2
+    params.optimizer_reset,             # 2
     params.wasted_gradients,            # 2
     graph.grad_leak,                    # 3
     graph.mixed_gradient,               # 3

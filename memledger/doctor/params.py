@@ -4,8 +4,9 @@ whose parameters still get gradients."""
 
 from __future__ import annotations
 
-from memledger.doctor.findings import Finding
+from memledger.doctor.findings import Finding, Where
 from memledger.doctor.records import Run, span, where
+from memledger.doctor.source import call_in_loop
 from memledger.units import format_bytes
 
 
@@ -169,3 +170,41 @@ def wasted_gradients(run: Run) -> list[Finding]:
             evidence={"params": len(idx), "bytes": run.bytes_of(idx), "steps": steps,
                       "eval_mode": evalm, "zeroed_by": sorted(z for z in zeroed if z)}))
     return out
+
+
+# Note [An optimizer built again every step]
+# `opt = torch.optim.Adam(model.parameters())` inside the loop: each step's optimizer is
+# new, finds its state empty and builds it, so Adam's moments start over every step (its
+# first, bias-corrected step, about lr * sign(grad), every time) and momentum never
+# accumulates; the loss still goes down, and no other check saw a thing (the parameters
+# move, each optimizer steps once). The probe notes, per step, whether the optimizer found
+# its state empty for its parameters and left it filled (`state_built`, Note [A step that
+# builds state] in trace/doctor_probe.py). Such a step over parameters an earlier step
+# already updated started them over. Once is a phase change (an optimizer built when
+# layers are unfrozen); at every step after the first it is a loop that builds its
+# optimizer inside itself. A warning: Reptile-style meta-learning resets an inner
+# optimizer per task on purpose. An optimizer with no state (plain SGD) builds nothing,
+# and building it anew costs nothing: no finding.
+def optimizer_reset(run: Run) -> list[Finding]:
+    """Optimizers whose state started over at two or more steps, for parameters earlier
+    steps had updated."""
+    seen: set[int] = set()
+    reset = []
+    for st in sorted(run.steps, key=lambda s: s["step"]):
+        if st.get("state_built") and seen.intersection(st["params"]):
+            reset.append(st)
+        seen.update(st["params"])
+    if len(reset) < 2:
+        return []
+    st = reset[0]
+    line = call_in_loop(st["file"], st["cls"])
+    return [Finding(
+        check="optimizer_reset", severity="warning",
+        where=Where(file=st["file"], line=line) if line else where(st),
+        message=(f"{st['cls']}'s state started over in step {span(s['step'] for s in reset)}: "
+                 f"each step's optimizer is a new one (built inside the loop?), so its "
+                 f"{len(st['params'])} parameters lose what it keeps between steps (moments, "
+                 "momentum) and every update is a first one; build the optimizer once, "
+                 "before the loop (unless the reset is meant, as a meta-learning inner "
+                 "loop's)"),
+        evidence={"steps": [s["step"] for s in reset], "params": len(st["params"])})]

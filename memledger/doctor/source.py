@@ -150,6 +150,22 @@ def _plain_path(node: ast.AST) -> bool:
 _LOOPS = (ast.For, ast.AsyncFor, ast.While)
 
 
+def call_in_loop(file: str, name: str) -> int:
+    """1-based line of a call of `name` (`Adam(...)`, `torch.optim.Adam(...)`) inside a
+    loop of `file`; 0 when there is none (Note [An optimizer built again every step] in
+    doctor/params.py)."""
+    tree = _tree(file) if file and name else None
+    if tree is None:
+        return 0
+    for loop in ast.walk(tree):
+        if not isinstance(loop, _LOOPS):
+            continue
+        for node in ast.walk(loop):
+            if isinstance(node, ast.Call) and _is(node.func, name):
+                return node.lineno
+    return 0
+
+
 def _innermost_loop(tree: ast.AST, line: int) -> ast.AST | None:
     best = None
     for node in ast.walk(tree):

@@ -232,6 +232,11 @@ BUGS = [
      "model(torch.randn(4, 8))"),
     ("gradient_penalty.py", ["--fixed"], "unused_graph", "warning",
      ["`G` (Sequential) ran 3 forwards", "step 1-3"], "fake = G(torch.randn(8, 4)).detach()"),
+    # Note [An optimizer built again every step] (doctor/params.py): Adam's moments start
+    # over at every step; built in a helper, so the step's line
+    ("fresh_optimizer.py", [], "optimizer_reset", "warning",
+     ["Adam's state started over in step 2, 3", "4 parameters", "before the loop"],
+     "opt.step()"),
     ("garbage.py", ["--cycle", "frame"], "cyclic_garbage", "warning",
      ["`log_features()` and its RuntimeError's traceback", "[local 'feats']"],
      "error = str(e) if FIXED else e"),
@@ -331,6 +336,8 @@ FIXED = [("cut.py", ["--cut", c, "--fixed"]) for c in ("detach", "checkpoint")] 
     *[("garbage.py", ["--cycle", c, "--fixed"]) for c in ("ctx", "frame", "module",
                                                            "snapshot", "held")],
     ("retained.py", ["--fixed"]), ("retained.py", ["--twice"]),
+    ("fresh_optimizer.py", ["--fixed"]), ("fresh_optimizer.py", ["--opt", "sgd"]),
+    ("fresh_optimizer.py", ["--unfreeze"]),
 ] + [("updates.py", ["--bug", b, "--fixed"]) for b in ("scaler", "sched")]   # with --fixed,
 # nonfinite and zeroed run the very loop of sched (the bug flags only pick the bug)
 
