@@ -27,10 +27,10 @@ chronos-forecasting 2.3.2, transformers 5.25.0, torch 2.13.0 CPU; 2 steps unless
 - `--mode fit`: 282,592 B; `--covariates` 343,440 B; `--validate` 282,720 B;
   `--accumulate 2` 317,200 B; `--lora` 238,812 B; every policy above predicted = measured.
 - The doctor finds nothing on any of these loops (3 steps each).
-Left open (docs/decisions.md, forty-third session): `plan` takes one module list for its
-blocks, the encoder's: on `--mode chronos` (1 step) at a 238,548 B budget it finds no fit
-(lowest 364,606 B) while `offload:encoder.block.*+offload:decoder.block.*` is predicted and
-measured 238,548 B.
+- `plan` on `--mode chronos` (1 step, 888,646 B): it took the encoder's blocks alone and at
+  238,548 B found no fit (lowest 364,606 B) while `offload:encoder.block.*+offload:
+  decoder.block.*` is predicted and measured 238,548 B; it plans over both stacks now
+  (Note [Stacks beside the blocks], replay/plan.py) and picks that policy.
 """
 
 import contextlib
@@ -75,3 +75,24 @@ def test_chronos2_pipeline_fit_with_lora_exact():
     assert gaps_of(run) == {}
     assert run.policies["selective:base_model.model.encoder.block.*"].measured == 248_696
     assert run.policies["offload:@MHA"].measured == 177_372
+
+
+def test_plan_searches_the_decoders_blocks_beside_the_encoders():
+    """The original Chronos, a T5 over tokenized series: `plan` searched `encoder.block.*`
+    alone and said no candidate fits 238,548 B (lowest 364,606 B, the encoder offloaded);
+    with the decoder's stack it finds the encoder and decoder offloaded, measured alike
+    (Note [Stacks beside the blocks], replay/plan.py)."""
+    from memledger.replay.plan import plan
+
+    both = "offload:encoder.block.*+offload:decoder.block.*"
+    with contextlib.redirect_stdout(io.StringIO()):
+        run = run_client("train_chronos.py", ["--mode", "chronos"], [both], steps=1)
+    assert run.ledger_peak == run.allocator_peak == 888_646
+    rep = plan(run.ledger, 238_548, front_points=0)
+    assert rep.blocks == ["encoder.block.0", "encoder.block.1", "decoder.block.0",
+                          "decoder.block.1"]
+    assert (rep.fits, rep.policy) == (True, both), rep.policy
+    assert rep.predicted_peak_bytes == run.policies[both].predicted == \
+        run.policies[both].measured == 238_548
+    # the decoder's blocks write T5's EncoderDecoderCache: only offload acts on them
+    assert set(rep.refused) == {"checkpoint", "selective"}

@@ -191,7 +191,8 @@ def main() -> None:
     ap.add_argument("--nan", action="store_true", help="missing values in the series")
     ap.add_argument("--grad-ckpt", action="store_true",
                     help="the model's own gradient_checkpointing_enable()")
-    ap.add_argument("--bf16", action="store_true", help="bf16 autocast (TrainingArguments(bf16=True))")
+    ap.add_argument("--bf16", action="store_true",
+                    help="bf16 autocast (TrainingArguments(bf16=True))")
     ap.add_argument("--trainer", action="store_true", help="chronos2: under Chronos2Trainer")
     ap.add_argument("--lora", action="store_true", help="fit: finetune_mode='lora'")
     ap.add_argument("--covariates", action="store_true", help="fit: with covariates")
