@@ -15,7 +15,8 @@ chronos-forecasting 2.3.2, transformers 5.25.0, torch 2.13.0 CPU; 2 steps unless
   alike (T5's decoder stores its keys and values into the EncoderDecoderCache it is
   handed: its config's use_cache). The same with `--nan` (missing values); with
   `--grad-ckpt --bf16` 257,944 B (7,416 B of kernel scratch), the model's own
-  checkpointing refused by both as already there, offloads exact.
+  checkpointing refused by both as already there, offloads exact; `--trainer`
+  (Chronos2Trainer) 262,008 B, every policy exact.
 - `--mode chronos2` (plain loop, group attention over pairs): 239,860 B;
   `checkpoint:encoder.block.*` 207,408 B, `selective:encoder.block.*` 223,504 B,
   `offload:encoder.block.*` 166,164 B, `checkpoint:encoder.block.*.layer.1` 226,356 B,

@@ -13,6 +13,8 @@ every model built from a config (nothing downloaded):
   fit      `Chronos2Pipeline(model).fit(...)` as its users call it: a copy of the model,
            `Chronos2Dataset`'s random windows, `Chronos2Trainer`; `--lora` (peft, its
            default targets), `--covariates` (past-only and known-future covariates)
+           (`--mode bolt --trainer`: Chronos-Bolt under the same Trainer, as AutoGluon's
+           fine-tuning runs it)
   chronos  the original Chronos: the `MeanScaleUniformBins` tokenizer a `ChronosConfig`
            makes (mean scaling, uniform bins, EOS), a T5 `T5ForConditionalGeneration` trained
            on the tokens' cross-entropy, labels' padding set to -100 (as the repository's
@@ -156,9 +158,12 @@ class Batches(torch.utils.data.IterableDataset):
         i = 0
         while True:
             context, target = series(self.args, self.batch_size, i)
-            yield {"context": context, "future_target": target,
-                   "group_ids": torch.arange(self.batch_size) // 2,
-                   "num_output_patches": -(-self.args.horizon // self.args.patch)}
+            if self.args.mode == "bolt":   # ChronosBoltModelForForecasting.forward's names
+                yield {"context": context, "target": target}
+            else:
+                yield {"context": context, "future_target": target,
+                       "group_ids": torch.arange(self.batch_size) // 2,
+                       "num_output_patches": -(-self.args.horizon // self.args.patch)}
             i += 1
 
 
@@ -193,7 +198,7 @@ def main() -> None:
                     help="the model's own gradient_checkpointing_enable()")
     ap.add_argument("--bf16", action="store_true",
                     help="bf16 autocast (TrainingArguments(bf16=True))")
-    ap.add_argument("--trainer", action="store_true", help="chronos2: under Chronos2Trainer")
+    ap.add_argument("--trainer", action="store_true", help="chronos2, bolt: under Chronos2Trainer")
     ap.add_argument("--lora", action="store_true", help="fit: finetune_mode='lora'")
     ap.add_argument("--covariates", action="store_true", help="fit: with covariates")
     ap.add_argument("--validate", action="store_true",
