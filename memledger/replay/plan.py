@@ -133,6 +133,9 @@ class PlanReport(BaseModel):
     refused: dict[str, str] = Field(default_factory=dict, description="options replay "
                                     "refused on some block, with the first reason (the KV "
                                     "cache a block writes: checkpoint and selective)")
+    refused_on: dict[str, list[str]] = Field(
+        default_factory=dict, description="the blocks an option in `refused` was refused on, "
+        "where it was refused on some blocks only (Note [Options refused on some blocks])")
     time_caveats: list[str] = Field(default_factory=list, description="why the predicted "
                                     "added times may be far off, a line each (as predict "
                                     "and compare say them); [] when this model's own probes "
@@ -201,6 +204,12 @@ def repeated_blocks(led: Ledger) -> list[str]:
 # other classes are not added (a BART's encoder and decoder layers, a UNet's down and up
 # blocks): their options would be searched as blocks too, but which of a model's many
 # numbered groups are its stacks is then a guess.
+# Note [Options refused on some blocks]
+# An option replay refuses on one block (checkpoint on a T5 decoder block that writes the
+# EncoderDecoderCache) stays open to the others (the encoder's blocks, Note [Stacks beside
+# the blocks]). `plan` printed "checkpoint, selective ruled out: each would re-run
+# decoder.block.0, ..." as if the search had not used them at all; it says which blocks
+# now ("ruled out on decoder.block.*"), and `refused_on` in the JSON lists them.
 def _sibling_stacks(best: list[tuple[int, str]], groups: dict[str, list[tuple[int, str]]],
                     sc, saved_bytes) -> list[list[tuple[int, str]]]:
     """The numbered groups beside `best` that are stacks of the same blocks (Note [Stacks
@@ -449,6 +458,8 @@ class BlockTable:
     workspace: int
     slots: int = 0            # slots before reduction
     refused: dict = field(default_factory=dict)   # option label -> first refusal, one line
+    # option label -> the blocks it was refused on (Note [Options refused on some blocks])
+    refused_on: dict = field(default_factory=dict)
     # Note [A checkpointed step's own cost]: paid once by a step that re-runs any block,
     # left out of `cost` (seconds: cost, lo, hi); `reruns`: per option, whether it re-runs
     step: dict = field(default_factory=lambda: {"cost": 0.0, "lo": 0.0, "hi": 0.0})
@@ -542,6 +553,7 @@ def block_table(prep: Prepared, model: CostModel, blocks: list[str], rng: int) -
     steps: list[Steps] = []
     cost, lo, hi = np.zeros((nb, no)), np.zeros((nb, no)), np.zeros((nb, no))
     refused: dict[str, str] = {}
+    refused_on: dict[str, list[str]] = {}
     step = (0.0, 0.0, 0.0)     # the checkpointed step's own cost, once (per block: the same)
     for b, members in enumerate(units):
         keep = np.zeros(len(prep.created), dtype=bool)
@@ -560,6 +572,7 @@ def block_table(prep: Prepared, model: CostModel, blocks: list[str], rng: int) -
             except PolicyError as e:   # replay refuses it (a block that must not be re-run)
                 cost[b, o] = lo[b, o] = hi[b, o] = np.inf
                 refused.setdefault(opt.label(), str(e).removeprefix("memledger: "))
+                refused_on.setdefault(opt.label(), []).extend(blocks[i] for i in members)
                 continue
             rows[o] = np.rint(r.slots - own).astype(np.int64)
             t, once = model.price(r), model.per_step(r)
@@ -570,6 +583,8 @@ def block_table(prep: Prepared, model: CostModel, blocks: list[str], rng: int) -
     reruns = np.array([o.kind in ("checkpoint", "selective") for o in options])
     return BlockTable(blocks=blocks, options=options, delta=d, floor=floor, cost=cost,
                       lo=lo, hi=hi, workspace=prep.workspace, slots=len(base), refused=refused,
+                      refused_on={k: sorted(v, key=blocks.index) for k, v in refused_on.items()
+                                  if len(v) < len(blocks)},
                       step=dict(zip(("cost", "lo", "hi"), step)), reruns=reruns,
                       units=None if len(units) == len(blocks) else units)
 
@@ -755,7 +770,8 @@ def plan(led: Ledger, budget_bytes: int, step_time_s: float | None = None,
         assignments=float(no) ** nb, assumption_held=held,
         runner_up=table.policy(runner) if runner is not None else "",
         candidates=cands, front=front, front_complete=complete, time_model=time_model,
-        refused=table.refused, time_caveats=time_caveats(report))
+        refused=table.refused, refused_on=table.refused_on,
+        time_caveats=time_caveats(report))
 
 
 def _replayed(front: list[FrontPoint], cands) -> list[FrontPoint]:

@@ -95,5 +95,13 @@ def test_plan_searches_the_decoders_blocks_beside_the_encoders():
     assert (rep.fits, rep.policy) == (True, both), rep.policy
     assert rep.predicted_peak_bytes == run.policies[both].predicted == \
         run.policies[both].measured == 238_548
-    # the decoder's blocks write T5's EncoderDecoderCache: only offload acts on them
+    # the decoder's blocks write T5's EncoderDecoderCache: only offload acts on them, and
+    # plan says so of them alone (it read "checkpoint, selective ruled out: each would
+    # re-run decoder.block.0, ...", as if the encoder's could not be checkpointed either:
+    # Note [Options refused on some blocks], replay/plan.py)
+    from memledger.commands.plan import _on_blocks
+
     assert set(rep.refused) == {"checkpoint", "selective"}
+    assert rep.refused_on == {k: ["decoder.block.0", "decoder.block.1"]
+                              for k in ("checkpoint", "selective")}
+    assert _on_blocks("checkpoint, selective", rep) == " on decoder.block.*"
