@@ -112,6 +112,17 @@ def ruled_out(refused: dict[str, str]) -> list[tuple[str, str]]:
             for why, opts in groups.items()]
 
 
+def _on_blocks(options: str, report) -> str:
+    """" on BLOCKS" where the options were refused on some blocks only, the others still
+    searched with them (Note [Options refused on some blocks], replay/plan.py)."""
+    from memledger.replay.plan import _selectors
+
+    on = [report.refused_on.get(o) for o in options.split(", ")]
+    if not on or any(not b for b in on) or any(b != on[0] for b in on):
+        return ""
+    return " on " + ", ".join(_selectors(on[0], report.blocks))
+
+
 def _ms(s: float) -> str:
     return f"{s * 1e3:.1f}"
 
@@ -136,7 +147,8 @@ def _render(report, budget: str, front: bool, shared: bool) -> None:
     if report.runner_up:
         console.print(f"runner-up: {report.runner_up}", style="dim")
     for options, why in ruled_out(report.refused):   # what the search could not use, and why
-        console.print(f"{options} ruled out: {why}", style="yellow", markup=False)
+        console.print(f"{options} ruled out{_on_blocks(options, report)}: {why}",
+                      style="yellow", markup=False)
     if report.time_model != "traced":
         console.print(f"added time {report.time_model}", style="yellow")
     if report.measured:

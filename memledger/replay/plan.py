@@ -133,6 +133,9 @@ class PlanReport(BaseModel):
     refused: dict[str, str] = Field(default_factory=dict, description="options replay "
                                     "refused on some block, with the first reason (the KV "
                                     "cache a block writes: checkpoint and selective)")
+    refused_on: dict[str, list[str]] = Field(
+        default_factory=dict, description="the blocks an option in `refused` was refused on, "
+        "where it was refused on some blocks only (Note [Options refused on some blocks])")
     time_caveats: list[str] = Field(default_factory=list, description="why the predicted "
                                     "added times may be far off, a line each (as predict "
                                     "and compare say them); [] when this model's own probes "
@@ -182,7 +185,65 @@ def repeated_blocks(led: Ledger) -> list[str]:
 
     candidates = [*groups.values(), *through.values()]
     best = max(candidates, key=lambda v: (saved_bytes(v), len(v)))
-    return [p for _, p in sorted(best)]
+    return [p for _, p in sorted(best)] + [
+        p for group in _sibling_stacks(best, groups, sc, saved_bytes) for _, p in sorted(group)]
+
+
+# Note [Stacks beside the blocks]
+# An encoder-decoder holds its blocks in two module lists (T5's `encoder.block` and
+# `decoder.block`, the same class). Plan took the one holding the most saved activations
+# as the blocks and never looked at the other: on chronos-forecasting's original Chronos
+# (tests/clients/train_chronos.py --mode chronos, a T5 over tokenized series, 1 step)
+# `plan` at 238,548 B said "no candidate fits; the lowest predicted peak is 364,606 B"
+# (`offload:encoder.block.*`) while `offload:encoder.block.*+offload:decoder.block.*` is
+# predicted and measured 238,548 B. So the other numbered groups of the model whose
+# members are of the same classes as the chosen group's, that save activations in their
+# calls and neither hold nor sit inside a block already taken, are blocks too, each
+# stack in its own selectors (`_selectors` splits the blocks by their paths' pattern;
+# a stack whose pattern is already taken is left out, so the split stays exact). Groups of
+# other classes are not added (a BART's encoder and decoder layers, a UNet's down and up
+# blocks): their options would be searched as blocks too, but which of a model's many
+# numbered groups are its stacks is then a guess.
+# Note [Options refused on some blocks]
+# An option replay refuses on one block (checkpoint on a T5 decoder block that writes the
+# EncoderDecoderCache) stays open to the others (the encoder's blocks, Note [Stacks beside
+# the blocks]). `plan` printed "checkpoint, selective ruled out: each would re-run
+# decoder.block.0, ..." as if the search had not used them at all; it says which blocks
+# now ("ruled out on decoder.block.*"), and `refused_on` in the JSON lists them.
+def _sibling_stacks(best: list[tuple[int, str]], groups: dict[str, list[tuple[int, str]]],
+                    sc, saved_bytes) -> list[list[tuple[int, str]]]:
+    """The numbered groups beside `best` that are stacks of the same blocks (Note [Stacks
+    beside the blocks]), most saved first."""
+    if not len(sc) or "cls" not in sc or not any(best is g for g in groups.values()):
+        return []
+    cls = dict(zip(sc["mod"].astype(str), sc["cls"].astype(str)))
+    classes = {cls.get(p, "") for _, p in best}
+    if "" in classes:
+        return []
+    taken = [p for _, p in best]
+    patterns = {_pattern(taken[0])}
+    out = []
+    for group in sorted((g for g in groups.values() if g is not best),
+                        key=lambda g: -saved_bytes(g)):
+        paths = [p for _, p in group]
+        if {cls.get(p, "") for p in paths} != classes or _pattern(paths[0]) in patterns \
+                or any(_related(p, t) for p in paths for t in taken) \
+                or saved_bytes(group) <= 0:
+            continue
+        out.append(group)
+        taken += paths
+        patterns.add(_pattern(paths[0]))
+    return out
+
+
+def _related(a: str, b: str) -> bool:
+    """Is one of the paths the other, or inside it?"""
+    return a == b or a.startswith(b + ".") or b.startswith(a + ".")
+
+
+def _pattern(path: str) -> str:
+    """A block's path with every index starred: the same for every block of one stack."""
+    return ".".join("*" if x.isdigit() else x for x in path.split("."))
 
 
 class _CallSpans:
@@ -331,7 +392,20 @@ def block_units(prep: Prepared, blocks: list[str]) -> list[list[int]]:
 def _selectors(blocks: list[str], all_blocks: list[str]) -> list[str]:
     """Short globs that select exactly `blocks`: `blocks.*` for all of them, else one per
     run of indices sharing all but the last digit: `blocks.[0-2]`, `blocks.[0245]`,
-    `blocks.1[0146]`, a single block by its path."""
+    `blocks.1[0146]`, a single block by its path; per stack where the blocks are several
+    (Note [Stacks beside the blocks]: `encoder.block.*`, `decoder.block.[0-1]`)."""
+    stacks: dict[str, list[str]] = {}
+    for b in all_blocks:
+        stacks.setdefault(_pattern(b), []).append(b)
+    if len(stacks) > 1:
+        return [sel for stack in stacks.values()
+                if (mine := [b for b in blocks if b in stack])
+                for sel in _stack_selectors(mine, stack)]
+    return _stack_selectors(blocks, all_blocks)
+
+
+def _stack_selectors(blocks: list[str], all_blocks: list[str]) -> list[str]:
+    """`_selectors` within one stack."""
     # the segment the blocks' paths differ in: the last one, or an index inside them (Note
     # [Blocks inside items that never run]: `flows.{i}.flows.1.param_map`)
     split = [b.split(".") for b in all_blocks]
@@ -384,6 +458,8 @@ class BlockTable:
     workspace: int
     slots: int = 0            # slots before reduction
     refused: dict = field(default_factory=dict)   # option label -> first refusal, one line
+    # option label -> the blocks it was refused on (Note [Options refused on some blocks])
+    refused_on: dict = field(default_factory=dict)
     # Note [A checkpointed step's own cost]: paid once by a step that re-runs any block,
     # left out of `cost` (seconds: cost, lo, hi); `reruns`: per option, whether it re-runs
     step: dict = field(default_factory=lambda: {"cost": 0.0, "lo": 0.0, "hi": 0.0})
@@ -477,6 +553,7 @@ def block_table(prep: Prepared, model: CostModel, blocks: list[str], rng: int) -
     steps: list[Steps] = []
     cost, lo, hi = np.zeros((nb, no)), np.zeros((nb, no)), np.zeros((nb, no))
     refused: dict[str, str] = {}
+    refused_on: dict[str, list[str]] = {}
     step = (0.0, 0.0, 0.0)     # the checkpointed step's own cost, once (per block: the same)
     for b, members in enumerate(units):
         keep = np.zeros(len(prep.created), dtype=bool)
@@ -495,6 +572,7 @@ def block_table(prep: Prepared, model: CostModel, blocks: list[str], rng: int) -
             except PolicyError as e:   # replay refuses it (a block that must not be re-run)
                 cost[b, o] = lo[b, o] = hi[b, o] = np.inf
                 refused.setdefault(opt.label(), str(e).removeprefix("memledger: "))
+                refused_on.setdefault(opt.label(), []).extend(blocks[i] for i in members)
                 continue
             rows[o] = np.rint(r.slots - own).astype(np.int64)
             t, once = model.price(r), model.per_step(r)
@@ -505,6 +583,8 @@ def block_table(prep: Prepared, model: CostModel, blocks: list[str], rng: int) -
     reruns = np.array([o.kind in ("checkpoint", "selective") for o in options])
     return BlockTable(blocks=blocks, options=options, delta=d, floor=floor, cost=cost,
                       lo=lo, hi=hi, workspace=prep.workspace, slots=len(base), refused=refused,
+                      refused_on={k: sorted(v, key=blocks.index) for k, v in refused_on.items()
+                                  if len(v) < len(blocks)},
                       step=dict(zip(("cost", "lo", "hi"), step)), reruns=reruns,
                       units=None if len(units) == len(blocks) else units)
 
@@ -690,7 +770,8 @@ def plan(led: Ledger, budget_bytes: int, step_time_s: float | None = None,
         assignments=float(no) ** nb, assumption_held=held,
         runner_up=table.policy(runner) if runner is not None else "",
         candidates=cands, front=front, front_complete=complete, time_model=time_model,
-        refused=table.refused, time_caveats=time_caveats(report))
+        refused=table.refused, refused_on=table.refused_on,
+        time_caveats=time_caveats(report))
 
 
 def _replayed(front: list[FrontPoint], cands) -> list[FrontPoint]:

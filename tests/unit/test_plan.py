@@ -15,6 +15,15 @@ def test_selectors_stay_short_and_exact():
     assert _selectors([many[i] for i in (10, 11, 14, 23)], many) == ["h.1[014]", "h.23"]
 
 
+def test_selectors_per_stack():
+    """Blocks in two stacks (Note [Stacks beside the blocks]): globs per stack. One list
+    of both read the paths' first segment as the index: `encoder.*` or a wrong class."""
+    enc, dec = [f"encoder.block.{i}" for i in range(2)], [f"decoder.block.{i}" for i in range(3)]
+    assert _selectors(enc + dec, enc + dec) == ["encoder.block.*", "decoder.block.*"]
+    assert _selectors(enc + dec[1:], enc + dec) == ["encoder.block.*", "decoder.block.[1-2]"]
+    assert _selectors(dec[:1], enc + dec) == ["decoder.block.0"]
+
+
 def test_plan_says_which_options_replay_refused():
     """An option replay refuses on a block (selective, where a second backward pass reads
     what the block saved) is named with its reason; plan dropped it in silence."""
