@@ -80,6 +80,16 @@ def plan(
         hint = (f"; the script checkpoints {len(own)} module(s) itself, so checkpoint and "
                 "selective are no candidates there (turn its checkpointing off to plan them)"
                 if own else "")   # Note [The script's own checkpoint]
+        s = led.summary()
+        if s.peak.phase == "optimizer":   # what no candidate can lower: show's line
+            from memledger.report.terminal import in_the_step_clause
+
+            hint += "; " + in_the_step_clause(s)
+            state = sum(s.at_peak[c] for c in ("parameter", "buffer", "gradient",
+                                                "optimizer_state"))
+            if state > budget_bytes:
+                hint += (f"; the parameters, their gradients and the optimizer's state alone "
+                         f"are {format_bytes(state)}, over the budget")
         raise CheckFailed(f"memledger: no candidate fits {budget} ({count(budget_bytes, 'byte')}); the "
                           f"lowest predicted peak is {format_bytes(report.predicted_peak_bytes)} "
                           f"({count(report.predicted_peak_bytes, 'byte')})" + hint)

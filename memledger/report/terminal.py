@@ -194,14 +194,20 @@ def _in_the_step_line(s: Summary) -> Text:
     """The peak is inside `optimizer.step()`: no activation policy lowers it, and where the
     step's own temporaries are the foreach path's (one per parameter at once: 2 x the
     parameters in bf16 for AdamW, docs/fake.md) the optimizer's `foreach` is what does."""
+    return Text("T" + in_the_step_clause(s)[1:], style="yellow")
+
+
+def in_the_step_clause(s: Summary) -> str:
+    """`the peak is inside optimizer.step(): ...` (show's line, and plan's when no
+    candidate fits)."""
     temp = s.at_peak["temporary"]
-    text = (f"The peak is inside optimizer.step(): {format_bytes(temp)} of it are the "
+    text = (f"the peak is inside optimizer.step(): {format_bytes(temp)} of it are the "
             f"step's own temporaries, which no checkpoint or offload policy lowers")
     if s.peak.op.startswith("_foreach"):
         text += ("; they are its foreach path's, one per parameter at once, and "
                  "`foreach=False` in the optimizer makes them one parameter's at a time, "
                  "at the loop's speed")
-    return Text(text, style="yellow")
+    return text
 
 
 def _explained(s: Summary) -> bool:

@@ -72,3 +72,38 @@ def test_plan_prints_answer_band_search_and_front(traced_examples, capsys):
     front = d["front"]
     assert front[-1]["policy"] == "none" and front[0]["peak_bytes"] < base
     assert all(a["added_time_s"] > b["added_time_s"] for a, b in zip(front, front[1:]))
+
+
+def test_no_fit_with_the_peak_in_the_optimizer_says_why(tmp_path, capsys):
+    # an Adam step over 4 x 512x512 weights at batch 1: the peak is the foreach step's, over
+    # parameters, gradients and state; no activation policy can reach the budget, and plan
+    # said only "no candidate fits" (a 7B Llama `--fake` ledger at 80 GiB, alike)
+    from memledger.cli import main
+    from memledger.trace.session import trace_script
+
+    script = tmp_path / "big_params.py"
+    script.write_text(
+        "import torch\n"
+        "class M(torch.nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.blocks = torch.nn.ModuleList(torch.nn.Linear(512, 512) for _ in range(4))\n"
+        "    def forward(self, x):\n"
+        "        for b in self.blocks:\n"
+        "            x = torch.relu(b(x))\n"
+        "        return x\n"
+        "m = M()\n"
+        "opt = torch.optim.Adam(m.parameters(), foreach=True)\n"
+        "for _ in range(3):\n"
+        "    m(torch.randn(1, 512)).sum().backward()\n"
+        "    opt.step()\n"
+        "    opt.zero_grad()\n")
+    res = trace_script(script, [], tmp_path / "b.ledger", steps=2, measure=False)
+    assert main(["plan", str(res.ledger_path), "--budget", "1MiB"]) == 1
+    err = " ".join(capsys.readouterr().err.split())
+    assert "; the peak is inside optimizer.step(): " in err
+    assert "`foreach=False` in the optimizer makes them one parameter's at a time" in err
+    # 4 x (512 x 512 + 512) x 4 B = 4,202,496 B of parameters, as much of gradients, twice
+    # that of Adam's moments, and its 4 step counters: 16,809,984 + 16 B
+    assert err.endswith("; the parameters, their gradients and the optimizer's state alone "
+                        "are 16.0 MiB, over the budget")
