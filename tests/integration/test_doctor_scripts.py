@@ -598,13 +598,12 @@ def test_trace_of_a_carried_state_points_at_the_doctor(tmp_path):
         "the script names it")
 
 
-def test_a_graph_kept_by_retain_graph_is_named_with_its_bytes(tmp_path):
+def test_a_graph_kept_by_retain_graph_is_named_with_its_bytes():
     """Note [A graph kept by retain_graph] (trace/doctor_retention.py): `loss.backward(
     retain_graph=True)` with no second backward keeps the graph's saved tensors until the
     next step binds `loss` again: the input (64x256), the ReLU's output (64x1024, saved
     once for ReLU and the second Linear) and the output `pow` saves (64x10), float32:
-    65,536 + 262,144 + 2,560 = 330,240 B, the weights aside; the doctor said nothing.
-    Under `doctor -o` the collector's hooks packed them: the bytes are not read."""
+    65,536 + 262,144 + 2,560 = 330,240 B, the weights aside; the doctor said nothing."""
     (f,) = doctor("retained.py").findings
     assert (f.check, f.severity) == ("cross_step_retention", "warning")
     assert f.evidence == {"steps": [1, 2, 3], "kept_bytes_per_step": [330_240] * 3}
@@ -620,9 +619,12 @@ def test_a_graph_kept_by_retain_graph_is_named_with_its_bytes(tmp_path):
     assert "the step's last backward kept them with retain_graph=True, which the earlier " \
            "ones on the same forward needed and it does not" in h.message
     assert h.where.line == line_of("retained.py", ("loss.backward(retain_graph=True)", 1))
-    from memledger.doctor.run import doctor_script
+    # saved-tensor hooks on at the forward (the script's own here; the collector's under
+    # `doctor -o`): reading a saved tensor would run their unpack, so the bytes are not read
+    import torch
 
-    rep = doctor_script(SCRIPTS / "retained.py", [], 3, ledger=tmp_path / "r.ledger")
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t):
+        rep, outcome = diagnose_in_process(SCRIPTS / "retained.py", [], 3)
     (g,) = rep.findings
     assert "`loss` keeps the tensors its graph saved for backward (not read: saved-tensor " \
            "hooks were on)" in g.message and g.evidence["kept_bytes_per_step"] == []
