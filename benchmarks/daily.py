@@ -120,7 +120,48 @@ def startup(repeat: int, tmp: Path) -> None:
 
 
 # ---- 2. the Python API -------------------------------------------------------------------
-def api(repeat: int, per_step_n: int) -> None:
+def _ours(name: str) -> bool:
+    return name == "memledger" or name.startswith("memledger.")
+
+
+def other_memledger(root: str) -> tuple[object, Callable[[], contextlib.AbstractContextManager]]:
+    """The `memledger` package of another checkout (`--baseline`), imported beside this one
+    in this process, and a context manager under which its modules are the ones `import`
+    finds (its own lazy imports inside `trace()` resolve to it, not to this tree's)."""
+    root = str(Path(root).resolve())
+    mine = {k: v for k, v in sys.modules.items() if _ours(k)}
+    for k in mine:
+        del sys.modules[k]
+    sys.path.insert(0, root)
+    try:
+        import memledger as other
+        theirs = {k: v for k, v in sys.modules.items() if _ours(k)}
+    finally:
+        sys.path.remove(root)
+        for k in [k for k in sys.modules if _ours(k)]:
+            del sys.modules[k]
+        sys.modules.update(mine)
+    assert Path(other.__file__).resolve().is_relative_to(root), other.__file__
+
+    @contextlib.contextmanager
+    def swapped():
+        now = {k: v for k, v in sys.modules.items() if _ours(k)}
+        for k in now:
+            del sys.modules[k]
+        sys.modules.update(theirs)
+        sys.path.insert(0, root)
+        try:
+            yield
+        finally:
+            sys.path.remove(root)
+            theirs.update({k: v for k, v in sys.modules.items() if _ours(k)})
+            for k in [k for k in sys.modules if _ours(k)]:
+                del sys.modules[k]
+            sys.modules.update(now)
+    return other, swapped
+
+
+def api(repeat: int, per_step_n: int, baseline: str | None = None) -> None:
     import torch
     import torch.nn.functional as F
 
@@ -145,15 +186,19 @@ def api(repeat: int, per_step_n: int) -> None:
         opt.step()
 
     def timed(ctx_factory: Callable[[], contextlib.AbstractContextManager], n: int = 1,
-              after: Callable[[object], None] | None = None) -> Callable[[], tuple]:
+              after: Callable[[object], None] | None = None,
+              around: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext
+              ) -> Callable[[], tuple]:
         def run() -> tuple[float, float]:
-            c0, t0 = time.process_time(), time.perf_counter()
-            with ctx_factory() as handle:
-                for _ in range(n):
-                    step()
-            if after is not None:
-                after(handle)
-            return time.perf_counter() - t0, time.process_time() - c0
+            with around():   # the baseline's modules in place (not timed)
+                c0, t0 = time.process_time(), time.perf_counter()
+                with ctx_factory() as handle:
+                    for _ in range(n):
+                        step()
+                if after is not None:
+                    after(handle)
+                t = time.perf_counter() - t0, time.process_time() - c0
+            return t
         return run
 
     def profiler():
@@ -189,6 +234,12 @@ def api(repeat: int, per_step_n: int) -> None:
         f"{per_step_n} steps in one memledger.trace()": timed(memledger.trace, per_step_n),
         f"{per_step_n} steps in an empty dispatch mode (floor)": timed(_EmptyMode, per_step_n),
     }
+    if baseline:   # before/after in one run: the other checkout's tracer, same steps
+        other, swapped = other_memledger(baseline)
+        print(f"baseline: {Path(other.__file__).parent.parent}")
+        modes["one step in memledger.trace(), baseline"] = timed(other.trace, around=swapped)
+        modes[f"{per_step_n} steps in one memledger.trace(), baseline"] = timed(
+            other.trace, per_step_n, around=swapped)
     rows = round_robin(modes, repeat)
     print(f"\n2. The Python API: tiny GPT (examples/train_gpt.py defaults), torch "
           f"{torch.__version__}, 1 thread")
@@ -273,8 +324,9 @@ def main() -> None:
     p.add_argument("--model-args", default="", help="end to end: train_gpt.py's model flags, "
                    "e.g. '--n-layer 6 --n-embd 384 --n-head 6 --block-size 256' (nanoGPT size)")
     p.add_argument("--per-step-n", type=int, default=10)
-    p.add_argument("--baseline", help="end to end: a second memledger checkout whose "
-                   "`memledger trace` runs beside this one's (before/after in one run)")
+    p.add_argument("--baseline", help="a second memledger checkout (`git archive main | tar "
+                   "-x -C DIR`) whose `memledger.trace()` (the API) and `memledger trace` (end "
+                   "to end) run beside this one's: before/after in one run")
     args = p.parse_args()
     print(f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at start")
     with tempfile.TemporaryDirectory(prefix="memledger-daily-") as d:
@@ -282,7 +334,7 @@ def main() -> None:
         if args.only in (None, "startup"):
             startup(args.repeat, tmp)
         if args.only in (None, "api"):
-            api(args.repeat, args.per_step_n)
+            api(args.repeat, args.per_step_n, args.baseline)
         if args.only in (None, "e2e"):
             end_to_end(max(3, args.repeat // 2), tmp, shlex.split(args.model_args),
                        args.baseline)

@@ -160,7 +160,7 @@ from memledger.trace.script_checkpoint import (
     find_checkpoint_call,
     stopping_pack,
 )
-from memledger.trace.sharding import _PLAIN, ShardingMixin, local_tensor
+from memledger.trace.sharding import _PLAIN, ShardingMixin, is_collective, local_tensor
 from memledger.trace.wrapped import defers as _defers
 from memledger.trace.wrapped import inner_tensors, wrapped_parts
 
@@ -307,6 +307,54 @@ _FORMULAS_IN_PLACE = {
     # `clamp(x, min=t, max=t)`: (x >= min).logical_and_(x <= max)
     "ClampBackward0": {_aten.logical_and.default: "logical_and_"},
 }
+
+
+# Note [One lookup per op]
+# The dispatch mode asks ~10 questions of every op (does it write an argument in place,
+# take Python numbers, cast its inputs, is it a view, a collective, its name): ~1,350 ops
+# a tiny-GPT step. Asked of the op each time, through `functools.lru_cache` and `in` on
+# sets, each was a call of `OpOverload.__hash__`, a Python function (~5 a op, 42,710 of
+# them in 10 traced steps). The answers are read once per op object into an `_Op`, found
+# by `id(func)` (a C-level int hash); the `_Op` holds its op, so the id is never reused.
+# Only exact `OpOverload`s go by id: a fake run's stand-ins are made per call and equal
+# their op (trace/fake.py, `_RealSize`), so they are found by equality as before.
+_OP_OVERLOAD = torch._ops.OpOverload
+
+
+class _Op:
+    """What the collector's hot path asks of one op (Note [One lookup per op])."""
+
+    __slots__ = ("func", "name", "grow", "written", "slots", "casts", "view", "layout",
+                 "in_place", "comm")
+
+    def __init__(self, func) -> None:
+        self.func = func
+        self.name = getattr(func, "__name__", str(func))
+        self.grow = _written_slots(func)        # Note [Storages grown inside an op]
+        self.written = _written_args(func)      # Note [Written in place in forward]
+        self.slots = _tensor_slots(func)        # Note [Wrapped scalars]
+        self.casts = _casts_inputs(func)        # Note [Inputs an op casts]
+        self.view = getattr(func, "is_view", False)
+        self.layout = func in _GRAD_LAYOUT_OPS
+        self.in_place = func in _OUT_OF_PLACE_UNDER_MODE   # Note [In place but for the mode]
+        self.comm = is_collective(func)
+
+
+_OPS_BY_ID: dict[int, _Op] = {}
+_OPS_BY_EQUALITY: dict[Any, _Op] = {}
+
+
+def _op_info(func) -> _Op:
+    info = _OPS_BY_ID.get(id(func))
+    if info is not None:
+        return info
+    if type(func) is _OP_OVERLOAD:
+        info = _OPS_BY_ID[id(func)] = _Op(func)
+        return info
+    info = _OPS_BY_EQUALITY.get(func)
+    if info is None:
+        info = _OPS_BY_EQUALITY[func] = _Op(func)
+    return info
 
 
 # the forwards whose `F.linear` (or the C++ `at::linear` of torch's CPU RNN layers, which
@@ -728,11 +776,10 @@ class Collector(ShardingMixin, TorchDispatchMode):
         # sid -> the roles written for it (role, name, shard): Note [Storages grown inside an op]
         self._sid_roles: dict[int, list[tuple[str, str, str]]] = {}
         self._never_called = ByModule()   # Note [Modules never called]: module -> name
-        self._op_names: dict[Any, str] = {}   # caches for the hot path: op, dtype, device names
-        # op -> the events at which it made no storage and is no view: Note [Ops that made
-        # nothing, placed]; written as `bare` records at each step's end
-        self._made_nothing: dict[Any, list[int]] = {}
-        self._names: dict[Any, str] = {}
+        # op (its _Op) -> the events at which it made no storage and is no view: Note [Ops
+        # that made nothing, placed]; written as `bare` records at each step's end
+        self._made_nothing: dict[_Op, list[int]] = {}
+        self._names: dict[Any, str] = {}   # a cache for the hot path: dtype, device names
         self._phase = "setup"
         self._step = 1                     # the step in progress (1-based)
         self._steps_done = 0
@@ -851,8 +898,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
         self._owner = threading.get_ident()
         ours = self._only_ours   # the hooks are global: Note [Other threads' modules]
         self._handles = [
-            nn_module.register_module_forward_pre_hook(ours(self._module_pre)),
-            nn_module.register_module_forward_pre_hook(ours(self._call_begin)),
+            nn_module.register_module_forward_pre_hook(ours(self._pre_call)),
             # before _module_post, which pops the call this one reads
             nn_module.register_module_forward_hook(ours(self._call_end), with_kwargs=True,
                                                    always_call=True),
@@ -1003,12 +1049,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
     def _write_made_nothing(self) -> None:
         if not self._made_nothing:
             return
-        names = self._op_names
-        for func, evs in self._made_nothing.items():
-            op = names.get(func)
-            if op is None:
-                op = names[func] = getattr(func, "__name__", str(func))
-            self.sink.write({"k": "bare", "op": op, "ev": evs})
+        for op, evs in self._made_nothing.items():   # keyed by _op_info
+            self.sink.write({"k": "bare", "op": op.name, "ev": evs})
         self._made_nothing = {}
 
     @property
@@ -1035,7 +1077,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
             return NotImplemented
         if kwargs is None:
             kwargs = {}
-        grow = _written_slots(func)
+        op = _op_info(func)   # Note [One lookup per op]
+        grow = op.grow
         if grow:   # Note [Storages grown inside an op]
             grow = self._written_sizes(grow, args, kwargs)
         if func is _CLAMP_MIN and (dtype := _ctc_divisor_dtype(args)) is not None:
@@ -1072,11 +1115,20 @@ class Collector(ShardingMixin, TorchDispatchMode):
             self._switch_backward(ev)
         if self._ckpt_calls and self._phase == "backward":
             self._watch_recompute(ev)
+        phase = self._phase   # no call below changes it (module and optimizer hooks do)
         last = self._last
+        sids = self._sids
         numbers = False
         for a in args:
             if isinstance(a, _Tensor):
-                last[self._sid(a, ev)] = ev
+                # `_sid`'s common case inline: a plain tensor's storage seen before
+                sid = None
+                if a.__class__ in _PLAIN:
+                    try:
+                        sid = sids.get(a.untyped_storage()._cdata)
+                    except (RuntimeError, NotImplementedError):
+                        pass
+                last[self._sid(a, ev) if sid is None else sid] = ev
             elif isinstance(a, (list, tuple)):
                 for b in a:
                     if isinstance(b, _Tensor):
@@ -1086,7 +1138,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
         for a in kwargs.values():
             if isinstance(a, _Tensor):
                 last[self._sid(a, ev)] = ev
-        if self._phase == "backward":
+        if phase == "backward":
             n = _current_node()   # as _node_now(), with the node's name at hand
             node = -1 if n is None else n._sequence_nr()
             if node != self._node:   # Note [In place but for the mode]: its first storage
@@ -1100,37 +1152,46 @@ class Collector(ShardingMixin, TorchDispatchMode):
                 self._keep_as_made(args[0], out, ev)   # before its parts get sids of their own
         made = self._op_made = self._next_sid
         if isinstance(out, _Tensor):
-            self._output(out, ev, func)
+            sid = None   # `_output`'s common case inline: a view or an in-place write
+            if out.__class__ in _PLAIN:
+                try:
+                    sid = sids.get(out.untyped_storage()._cdata)
+                except (RuntimeError, NotImplementedError):
+                    pass
+            if sid is None:
+                self._output(out, ev, op)
+            else:
+                last[sid] = ev
         elif isinstance(out, (list, tuple)):
             for o in out:
                 if isinstance(o, _Tensor):
-                    self._output(o, ev, func)
+                    self._output(o, ev, op)
         if grow:
             for t, st, nbytes in grow:
                 if st.nbytes() != nbytes:
                     self._grown(t, st, nbytes, ev)
         # Note [Ops that made nothing, placed]; not every op has `is_view` (a fake run's
         # stand-ins, trace/fake.py, have their op's; a higher-order op has none)
-        if self._next_sid == made and not getattr(func, "is_view", False):
-            evs = self._made_nothing.get(func)
+        if self._next_sid == made and not op.view:
+            evs = self._made_nothing.get(op)
             if evs is None:
-                self._made_nothing[func] = [ev]
+                self._made_nothing[op] = [ev]
             else:
                 evs.append(ev)
-        if self._unpacks and self._next_sid != made and func not in _GRAD_LAYOUT_OPS \
+        if self._unpacks and self._next_sid != made and not op.layout \
                 and not self._released and not (func is _ADD and self._validated):
             self._apply_end = ev + 1
-        elif self._unpacks and func in _GRAD_LAYOUT_OPS:
+        elif self._unpacks and op.layout:
             self._validated = True   # an `add` from here on is the engine's accumulation
         if self._acast_pending and func is not _TO_COPY and not func.is_view:
             self._autocast_casts_read_by(func)
-        if func is _TO_COPY and (self._phase == "setup" or self._phase == "other"):
+        if func is _TO_COPY and (phase == "setup" or phase == "other"):
             self._note_cast(args, out, ev)   # Note [A batch cast before the model]
-        if func is _TO_COPY and self._phase != "backward" and _autocast_caches(args, out):
+        if func is _TO_COPY and phase != "backward" and _autocast_caches(args, out):
             self._acast_pending.append({"k": "acast", "sid": self._sid(out, ev),
                                         "src": self._sid(args[0], ev)})
-        if self._phase == "backward":
-            if func in _OUT_OF_PLACE_UNDER_MODE:   # cheap first
+        if phase == "backward":
+            if op.in_place:   # cheap first
                 self._in_place_twin(func, args, out, ev)
             elif self._formula is not None and func in self._formula:
                 self._formula_twin(func, args, out, ev)
@@ -1140,17 +1201,17 @@ class Collector(ShardingMixin, TorchDispatchMode):
                 self._forward_add_twins(args, out, ev)
         elif func is _ADD:
             self._forward_add_twins(args, out, ev)
-        if numbers and _tensor_slots(func):   # Note [Wrapped scalars] in trace/scalars.py
-            self._scalars.note(func, args, out, ev, self._module_now)
-        if _casts_inputs(func):   # Note [Inputs an op casts] in trace/scalars.py
+        if numbers and op.slots:   # Note [Wrapped scalars] in trace/scalars.py
+            self._scalars.note(func, args, out, ev, self._module_now, op.slots)
+        if op.casts:   # Note [Inputs an op casts] in trace/scalars.py
             self._scalars.note_casts(func, args, out, ev)
-        if self._phase == "loss":
+        if phase == "loss":
             self._mark_loss_inputs(args)
-        if (self._phase == "forward" or self._phase == "loss") and (w := _written_args(func)):
+        if (phase == "forward" or phase == "loss") and (w := op.written):
             self._note_mutated(func, w, args, kwargs, ev)
-        if self._comm_ops.get(func) is not False:   # a call per op saved: known not c10d
+        if op.comm:   # a c10d collective
             self._mark_communication(func, args, out)
-        if func is _COPY and self._phase == "setup":   # Note [Sharded storages], 5
+        if func is _COPY and phase == "setup":   # Note [Sharded storages], 5
             self._note_copy(args)
         return out
 
@@ -1263,25 +1324,22 @@ class Collector(ShardingMixin, TorchDispatchMode):
                 sid = self._new_storage(t, st, ev, "(outside dispatch)", pre=False)
         return sid
 
-    def _output(self, t: torch.Tensor, ev: int, func) -> None:
+    def _output(self, t: torch.Tensor, ev: int, op: _Op) -> None:
         if type(t) not in _PLAIN:
             t = local_tensor(t)
             if type(t) not in _PLAIN and (inner := inner_tensors(t)):
                 for _, part in inner:          # Note [Wrapper subclasses]
-                    self._output(part, ev, func)
+                    self._output(part, ev, op)
                 return
         try:
             st = t.untyped_storage()
         except (RuntimeError, NotImplementedError):
             for part in sparse_parts(t):   # Note [Sparse tensors]
-                self._output(part, ev, func)
+                self._output(part, ev, op)
             return
         sid = self._sids.get(st._cdata)
         if sid is None:  # a new storage: this op created it
-            op = self._op_names.get(func)
-            if op is None:
-                op = self._op_names[func] = getattr(func, "__name__", str(func))
-            sid = self._new_storage(t, st, ev, op, pre=False)
+            sid = self._new_storage(t, st, ev, op.name, pre=False)
             if self._phase == "forward" or self._phase == "loss":   # Note [Written in place
                 self._makers[sid] = weakref.ref(t)                  # in forward]
         self._last[sid] = ev
@@ -1938,6 +1996,12 @@ class Collector(ShardingMixin, TorchDispatchMode):
         if is_root and self._phase == "forward":
             self._set_phase("loss")
             self._after_graphless = not _grad_enabled()
+
+    def _pre_call(self, module, args) -> None:
+        """The one global pre-hook: two hooks in a row cost a hook call more per module
+        call, and `_call_begin` ran right after `_module_pre` as a second hook did."""
+        self._module_pre(module, args)
+        self._call_begin(module, args)
 
     def _call_begin(self, module, args) -> None:
         if module._forward_hooks:   # Note [A backward hook made by hand] (outside_state.py)

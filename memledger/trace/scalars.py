@@ -201,14 +201,16 @@ def cast_bytes(func, args: tuple, out: Any) -> int:
     ts = [a for a in args if isinstance(a, _Tensor)]
     if func._overloadpacket.__name__ == "where" and ts:
         ts = ts[1:]   # the condition is read as bool, never cast
-    if len(ts) < 2 or ts[0].device.type != "cpu":
+    if len(ts) < 2:
         return 0
     first = ts[0].dtype
     for t in ts[1:]:
         if t.dtype is not first:
             break
     else:
-        return 0   # one dtype: nothing cast
+        return 0   # one dtype: nothing cast (asked first: cheaper than the device)
+    if ts[0].device.type != "cpu":
+        return 0
     common = _common(ts[0], ts[1])
     if len(ts) > 2:   # addcmul, addcdiv, lerp: fold in the third as its own category
         probe = torch.empty(() if ts[0].dim() == 0 and ts[1].dim() == 0 else (1,),
@@ -304,10 +306,14 @@ class WrappedScalars:
         # tensors it holds (no new allocation, only the cast). Cleared at each step's end
         self.saved_by_node: dict[int, list[Any]] = {}
 
-    def note(self, func, args: tuple, out: Any, ev: int, module: Callable[[], str]) -> None:
+    def note(self, func, args: tuple, out: Any, ev: int, module: Callable[[], str],
+             slots: tuple[tuple[int, str, int], ...] | None = None) -> None:
         """Called for an op that had a Python number among its positional arguments and
-        takes a Tensor positionally (`tensor_slots`); `module()`: the module running it."""
-        found = [(a, name, how) for i, name, how in tensor_slots(func) if i < len(args)
+        takes a Tensor positionally (`tensor_slots`, or `slots` when the caller has read
+        them already); `module()`: the module running it."""
+        if slots is None:
+            slots = tensor_slots(func)
+        found = [(a, name, how) for i, name, how in slots if i < len(args)
                  and type(a := args[i]) in NUMBERS]
         if not found:
             return
