@@ -17,6 +17,9 @@
     python garbage.py --cycle ... --collect # and gc.collect() right after: the script's own
                                        # collection frees the cycle mid-step
     python garbage.py --cycle ... --fixed   # save_for_backward / str(e) / a plain hook
+    python garbage.py --cycle ... --no-gc   # Python's automatic collection off: what the
+                                       # cycles hold stays to the end, whatever the tracer
+                                       # allocates (the collector's thresholds count objects)
 """
 import argparse
 import copy
@@ -30,9 +33,12 @@ p.add_argument("--cycle", choices=["ctx", "frame", "module", "snapshot", "held"]
                default="ctx")
 p.add_argument("--fixed", action="store_true")
 p.add_argument("--collect", action="store_true")
+p.add_argument("--no-gc", action="store_true")
 p.add_argument("--steps", type=int, default=3)
 ARGS = p.parse_args()
 FIXED = ARGS.fixed
+if ARGS.no_gc:
+    gc.disable()
 
 
 class Double(torch.autograd.Function):
