@@ -13,6 +13,7 @@ CheckFn = Callable[[Run], list[Finding]]
 
 ALL_CHECKS: tuple[CheckFn, ...] = (
     graph.cut_graph,                    # 1
+    graph.no_history,                   # 1
     params.frozen_moving,               # 2
     params.optimizer_membership,        # 2
     params.stale_optimizer,             # 2

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from memledger.doctor.findings import Finding, Where
 from memledger.doctor.records import Run, span, where
+from memledger.units import count
 
 CUT_OPS = {
     "detach": ("`.detach()`", "remove the detach (or detach only what you log)"),
@@ -80,6 +81,35 @@ def cut_graph(run: Run) -> list[Finding]:
             g["steps"].add(st["step"])
             g["others"] = max(g["others"], len(got))
     return [_cut_finding(run, key, g) for key, g in groups.items()]
+
+
+# Note [A loss with no history]
+# A forward run entirely under `torch.no_grad()` (a `@torch.no_grad()` left on the function
+# that computes the training loss, an evaluation helper reused for training) gives a loss
+# with no autograd history, and its backward raises at once ("element 0 of tensors does
+# not require grad and does not have a grad_fn"): the doctor said only that, as the script
+# died before any step it checks. The probe had already seen the cut (ops under no_grad
+# that read parameters: `cut` records); the backward's record now says it failed on a
+# tensor with no history, and the first cut of that window is named as why.
+def no_history(run: Run) -> list[Finding]:
+    out = []
+    for b in run.backwards:
+        if not b.get("no_history"):
+            continue
+        cuts = [c for c in run.cuts if c["window"] == b["window"]]
+        what, fix = CUT_OPS.get(cuts[0]["op"], (cuts[0]["op"], "")) if cuts else ("", "")
+        idx = sorted({i for c in cuts if c["op"] == cuts[0]["op"] for i in c["params"]})
+        why = (f": the forward reached the parameters only through {what} "
+               f"({count(len(idx), 'parameter')}: {run.names(idx)}); {fix}"
+               if cuts else ": nothing it was computed from requires grad; compute it from "
+               "the model's output with grad enabled")
+        out.append(Finding(
+            check="cut_graph", severity="error", where=where(cuts[0] if cuts else b),
+            message=(f"the loss backward() was called on at line {b.get('line', 0)} has no "
+                     f"autograd history, so backward raised ({b['no_history']}){why}"),
+            evidence={"window": b["window"], "params_without_grad": len(idx)}))
+        break   # the script stopped there
+    return out
 
 
 def _cut_finding(run: Run, key: tuple, g: dict) -> Finding:

@@ -26,7 +26,12 @@ from memledger.doctor.records import Run, span, where
 
 def unused_graph(run: Run) -> list[Finding]:
     groups: dict[tuple, list[dict]] = {}
+    # a step whose backward failed on a loss with no history: its forward's graph was cut
+    # off the loss, which cut_graph names (Note [A loss with no history], doctor/graph.py)
+    failed = {int(b["window"]) for b in run.backwards if b.get("no_history")}
     for r in run.unused_graphs:
+        if int(r["step"]) in failed:
+            continue
         var = r.get("var", "")
         # Note [Calls no variable names]: one finding per line for those
         groups.setdefault((r.get("file", ""), r.get("line", 0), var,

@@ -628,3 +628,24 @@ def test_a_graph_kept_by_retain_graph_is_named_with_its_bytes():
     (g,) = rep.findings
     assert "`loss` keeps the tensors its graph saved for backward (not read: saved-tensor " \
            "hooks were on)" in g.message and g.evidence["kept_bytes_per_step"] == []
+
+
+@pytest.mark.parametrize("cut,line,what", [
+    ("no_grad", "return model(x)", "an op under `torch.no_grad()`"),
+    ("detach", "return model(x).detach()", "`.detach()`")])
+def test_a_loss_with_no_history_says_where_it_was_cut(cut, line, what):
+    """Note [A loss with no history] (doctor/graph.py): the whole forward under no_grad, or
+    its output detached, and backward raises at once; the doctor said torch's words alone.
+    The failure's finding names the cut, at its line, and the parameters behind it."""
+    report, outcome = diagnose_in_process(SCRIPTS / "no_history.py", ["--cut", cut], 3)
+    assert outcome.code == 3 and "does not require grad" in outcome.reason
+    (f,) = report.findings
+    assert (f.check, f.severity) == ("cut_graph", "error")
+    assert f.where.line == line_of("no_history.py", (line, 1))
+    assert f.message.startswith(
+        f"the loss backward() was called on at line {line_of('no_history.py', 'loss.backward()')}"
+        " has no autograd history, so backward raised (element 0 of tensors does not require "
+        f"grad and does not have a grad_fn): the forward reached the parameters only through "
+        f"{what}")
+    assert f.evidence == {"window": 1, "params_without_grad": 4 if cut == "no_grad" else 4}
+    assert doctor("no_history.py", "--fixed").findings == []
