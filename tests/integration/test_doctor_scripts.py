@@ -647,5 +647,5 @@ def test_a_loss_with_no_history_says_where_it_was_cut(cut, line, what):
         " has no autograd history, so backward raised (element 0 of tensors does not require "
         f"grad and does not have a grad_fn): the forward reached the parameters only through "
         f"{what}")
-    assert f.evidence == {"window": 1, "params_without_grad": 4 if cut == "no_grad" else 4}
+    assert f.evidence == {"window": 1, "params_without_grad": 4}
     assert doctor("no_history.py", "--fixed").findings == []
