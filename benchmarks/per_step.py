@@ -27,28 +27,10 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def measure(steps: int, repeat: int) -> None:
     """In the tree on `sys.path[0]` (the working folder): print untraced and traced minima."""
-    import torch
-    import torch.nn.functional as F
-
     import memledger
-    from tests.conftest import load_example
+    from tiny_gpt import tiny_gpt_step
 
-    torch.set_num_threads(1)
-    ex = load_example("gpt")
-    torch.manual_seed(0)
-    cfg = ex.GPTConfig()
-    model = ex.GPT(cfg)
-    opt = torch.optim.AdamW(model.parameters(), lr=3e-4)
-    gen = torch.Generator().manual_seed(0)
-    data = torch.randint(cfg.vocab_size, (20_000,), generator=gen)
-
-    def step() -> None:
-        x, y = ex.get_batch(data, 8, cfg.block_size, gen)
-        logits = model(x)
-        loss = F.cross_entropy(logits.view(-1, logits.size(-1)), y.view(-1))
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
+    step, _, _ = tiny_gpt_step()
 
     for _ in range(3):
         step()
