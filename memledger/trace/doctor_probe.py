@@ -1071,12 +1071,13 @@ class DoctorProbe(TorchFunctionMode):
         rec = {"k": "backward", "n": self._bw, "window": self._steps + 1, "value": value,
                "file": file, "line": line, "losses": self._losses}
         if isinstance(t, _Tensor) and t.grad_fn is not None:
-            inputs, shared = self._walk_graph(t.grad_fn)
+            inputs, shared, met = self._walk_graph(t.grad_fn)
             if inputs:
                 rec["input_grads"] = True
             if shared is not None:   # Note [Backward passes of one forward]
                 rec["shares"] = shared
-                self._retention.used_again(shared)   # Note [A graph kept by retain_graph]
+            for n in met:   # Note [A graph kept by retain_graph], and Note [A retained
+                self._retention.used_again(n)   # graph another optimizer's backward used]
         else:
             # several tensors at once: no walk says which eval-mode calls this backward
             # used, so all count (Note [A validation forward under grad])
@@ -1114,14 +1115,17 @@ class DoctorProbe(TorchFunctionMode):
         self._bw_versions = (rec, {pid: p._version for pid, p in alive if p is not None})
         return out
 
-    def _walk_graph(self, root) -> tuple[bool, int | None]:
+    def _walk_graph(self, root) -> tuple[bool, int | None, set[int]]:
         """One walk of the graph about to be backpropagated (backward number `self._bw`):
         (does it give a gradient to a leaf that is no parameter, the number of an earlier
-        backward of this window that walked one of its nodes). An input leaf (FGSM's and PGD's
+        backward of this window that walked one of its nodes, the numbers of the earlier
+        backward passes of any window whose tags it met). An input leaf (FGSM's and PGD's
         perturbation `delta`) means the backward is taken for that gradient; the
         parameters' it also fills are not the step's to use (`dropped_update`). A shared
-        node: Note [Backward passes of one forward]."""
+        node: Note [Backward passes of one forward]; of any window: Note [A retained graph
+        another optimizer's backward used] in trace/doctor_retention.py."""
         key, inputs, shared, count = (self._steps + 1, self._bw), False, None, 0
+        met: set[int] = set()
         stack = [root]
         while stack and count < MAX_NODES:
             node = stack.pop()
@@ -1136,8 +1140,10 @@ class DoctorProbe(TorchFunctionMode):
             tag = meta.get(_WALKED) if meta is not None else None
             if tag == key:
                 continue   # walked already in this walk (the tag, not id(): ids are reused)
-            if tag is not None and tag[0] == key[0]:
-                shared = tag[1]
+            if tag is not None:
+                met.add(tag[1])
+                if tag[0] == key[0]:
+                    shared = tag[1]
             if meta is not None:
                 meta[_WALKED] = key
                 for mid, rec in meta.get(_MODE, ()):   # Note [A validation forward under
@@ -1147,7 +1153,7 @@ class DoctorProbe(TorchFunctionMode):
         if stack and count >= MAX_NODES:   # cut off: the calls it did not reach may be its
             for mid, rec in list(self._mode_pending.items()):
                 self._mode_used(mid, rec)
-        return inputs, shared
+        return inputs, shared, met
 
     def _mode_used(self, mid: int, rec: dict) -> None:
         """A backward used the eval-mode call `rec` records: it stays as it is."""
@@ -1619,6 +1625,8 @@ class DoctorProbe(TorchFunctionMode):
             rec["state_written"] = _state_mark(opt) != getattr(self, "_state_mark", None)
             self._order.after_step(rec["opt"], rec["step"],
                                    [id(p) for g in opt.param_groups for p in g["params"]])
+            self.records.extend(self._retention.stepped(
+                {id(p) for g in opt.param_groups for p in g["params"]}, self._train_steps + 1))
             self._before = {}
             self._steps += 1
             self._count_scheduler_steps()

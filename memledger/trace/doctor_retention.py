@@ -81,6 +81,13 @@ class RetentionWatch:
         # retain_graph])
         self.saved_unreadable = False
         self._retaining: dict[int, Any] = {}   # backward number -> its root, retained
+        # backward number -> ids of the parameters its retained graph reaches that no
+        # optimizer.step() has taken since (Note [A retained graph another optimizer's
+        # backward used])
+        self._unstepped: dict[int, set[int]] = {}
+        # backward number -> the loss a boundary found holding that retained graph while
+        # it waited (weakly: judged when the last of those parameters is stepped)
+        self._waited: dict[int, weakref.ref] = {}
 
     def start(self) -> None:
         # Graphs alive before the run (another run's leftovers, say) are not its history.
@@ -108,6 +115,7 @@ class RetentionWatch:
             if retain:
                 t.grad_fn.metadata[_RETAINED] = (*where, chained)
                 self._retaining[n] = t.grad_fn
+                self._unstepped[n] = _graph_params(t.grad_fn)
             else:
                 t.grad_fn.metadata.pop(_RETAINED, None)
 
@@ -115,8 +123,44 @@ class RetentionWatch:
         """A later backward of the step walked backward `n`'s graph: what it retained was
         for that one (Note [A graph kept by retain_graph])."""
         root = self._retaining.pop(n, None)
+        self._unstepped.pop(n, None)
+        self._waited.pop(n, None)
         if root is not None:
             root.metadata.pop(_RETAINED, None)
+
+    def stepped(self, params: set[int], step: int) -> list[dict[str, Any]]:
+        """An optimizer.step() took the parameters `params` (ids), in training step
+        `step`: a retained graph a boundary let wait whose parameters are now all stepped,
+        no later backward having used it, is judged here (Note [A retained graph another
+        optimizer's backward used])."""
+        out = []
+        for n, left in list(self._unstepped.items()):
+            left -= params
+            ref = self._waited.get(n)
+            if left or ref is None:
+                continue
+            t = ref()
+            if t is not None and t.grad_fn is self._retaining.get(n):
+                where = t.grad_fn.metadata.get(_RETAINED)
+                rec = self._retain_record(t, step, where) if where else None
+                if rec is not None:
+                    out.append(rec)
+                t.grad_fn.metadata.pop(_RETAINED, None)
+            self._retaining.pop(n, None)
+            self._unstepped.pop(n, None)
+            self._waited.pop(n, None)
+        return out
+
+    def _retain_record(self, t: _Tensor, step: int, where) -> dict[str, Any] | None:
+        """The record of a loss whose retained graph no later backward used."""
+        kept = -1 if self.saved_unreadable else _saved_bytes(t.grad_fn, self._state())
+        if not kept:
+            return None
+        rec = self._retained(t, step, {id(t.grad_fn): t.grad_fn})
+        if rec is not None:
+            rec["kept_saved"], rec["retain_at"] = kept, list(where[:2])
+            rec["chained"] = bool(where[2])
+        return rec
 
     def param_history(self, p: _Tensor, file: str, line: int) -> None:
         """An in-place op at file:line gave the parameter `p` autograd history."""
@@ -153,18 +197,18 @@ class RetentionWatch:
                     out.append(rec)
                     found.add(id(t))
         # Note [A graph kept by retain_graph]
+        waiting = {id(r): n for n, r in self._retaining.items() if self._unstepped.get(n)}
         for t in live:
             where = t.grad_fn.metadata.get(_RETAINED)
             if id(t) in found or not where:
                 continue
-            kept = -1 if self.saved_unreadable else _saved_bytes(t.grad_fn, self._state())
-            if kept:
-                rec = self._retained(t, step, {id(t.grad_fn): t.grad_fn})
-                if rec is not None:
-                    rec["kept_saved"], rec["retain_at"] = kept, list(where[:2])
-                    rec["chained"] = bool(where[2])
-                    out.append(rec)
-                    found.add(id(t))
+            if id(t.grad_fn) in waiting:   # Note [A retained graph another optimizer's
+                self._waited[waiting[id(t.grad_fn)]] = weakref.ref(t)   # backward used]
+                continue
+            rec = self._retain_record(t, step, where)
+            if rec is not None:
+                out.append(rec)
+                found.add(id(t))
         # a parameter given history in place carries it from the boundary after that op on
         # (its graph reaches an old one only a boundary later)
         for pid, (ref, _, _) in list(self._param_ops.items()):
@@ -180,7 +224,9 @@ class RetentionWatch:
         for t in live:
             t.grad_fn.metadata[_TAG] = self._boundaries
             self._prev.add(id(t.grad_fn))
-        self._retaining = {}
+        self._retaining = {n: r for n, r in self._retaining.items() if id(r) in waiting}
+        self._unstepped = {n: self._unstepped[n] for n in self._retaining}
+        self._waited = {n: r for n, r in self._waited.items() if n in self._retaining}
         self._roots = {k: n for k, n in self._roots.items()
                        if k in self._prev or k in self._fresh}
         self._fresh = set()
@@ -647,6 +693,45 @@ def _ctx_bytes(root) -> tuple[int, int]:
 # saved-tensor hooks (the script's own, a checkpoint's, the collector's under `doctor -o`)
 # would run their unpack when read, so where any were on at a module call the bytes are
 # not read, and the finding says so.
+# Note [A retained graph another optimizer's backward used]
+# A GAN whose discriminator loss reads the generator's output undetached:
+# `d_loss.backward(retain_graph=True)`, the discriminator's step, then the generator's
+# loss on a new D(fake), whose backward walks the G part of the graph d_loss retained:
+# what the retain is for (a plain backward there fails). The doctor said "no later
+# backward used them ... drop retain_graph=True" (tests/doctor/retained.py --gan), for
+# two reasons. (1) The walks that tag graph nodes count "shared" only within one
+# optimizer-step window (Note [Backward passes of one forward], doctor_probe.py: two
+# backward passes around a step are no accumulation), and the retain check read only
+# that; a walk now also reports every earlier backward whose tag it meets, of any window,
+# and each is used again. (2) The training step's boundary (its first one found at a
+# root's next forward) fell between D's step and G's backward, so the retained root was
+# judged before its later backward could come. A retained graph that reaches parameters
+# no optimizer.step() has taken since its backward is not judged at that boundary: the
+# training step is not over for those parameters: its root is kept, and judged (the loss
+# still held, no backward having used it) at the step() that takes the last of them. A
+# loss whose graph reaches a trainable parameter that no optimizer
+# holds is so never judged (`no_optimizer` names that parameter). retained.py, --heads:
+# one optimizer takes every parameter before the boundary, judged there as before.
+def _graph_params(root) -> set[int]:
+    """ids of the parameters whose AccumulateGrad nodes the graph from `root` reaches."""
+    out: set[int] = set()
+    seen: set[int] = set()
+    stack, count = [root], 0
+    while stack and count < MAX_NODES:
+        n = stack.pop()
+        if n is None or id(n) in seen:
+            continue
+        seen.add(id(n))
+        count += 1
+        v = getattr(n, "variable", None)
+        if v is not None:
+            if isinstance(v, nn.Parameter):
+                out.add(id(v))
+            continue
+        stack.extend(f for f, _ in n.next_functions)
+    return out
+
+
 def _saved_bytes(root, resident: set[int]) -> int:
     """Bytes of the distinct storages that the graph from `root` still saves for backward,
     those in `resident` (parameters, buffers) aside."""

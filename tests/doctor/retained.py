@@ -8,6 +8,11 @@
                                   # used, and the second backward frees it
     python retained.py --heads    # a trunk and three heads, retain_graph=True on every
                                   # head's backward, the last one's too
+    python retained.py --gan      # a GAN: d_loss reads G's output undetached and retains,
+                                  # D steps, then g_loss backpropagates the same G graph:
+                                  # what the retain is for, no finding
+    python retained.py --gan --regenerate   # ... g_loss on a new G forward: the retained
+                                  # graph is never used again
 """
 import argparse
 
@@ -18,6 +23,8 @@ p = argparse.ArgumentParser()
 p.add_argument("--fixed", action="store_true")
 p.add_argument("--twice", action="store_true")
 p.add_argument("--heads", action="store_true")
+p.add_argument("--gan", action="store_true")
+p.add_argument("--regenerate", action="store_true")
 p.add_argument("--steps", type=int, default=3)
 ARGS = p.parse_args()
 
@@ -28,6 +35,24 @@ heads = nn.ModuleList([nn.Linear(1024, 4) for _ in range(3)])
 if ARGS.heads:
     trunk = model[:2]
     opt = torch.optim.SGD([*trunk.parameters(), *heads.parameters()], lr=0.1)
+if ARGS.gan:   # Note [A retained graph another optimizer's backward used]
+    G = nn.Sequential(nn.Linear(8, 64), nn.ReLU(), nn.Linear(64, 16))
+    D = nn.Sequential(nn.Linear(16, 64), nn.ReLU(), nn.Linear(64, 1))
+    og, od = torch.optim.Adam(G.parameters(), 1e-3), torch.optim.Adam(D.parameters(), 1e-3)
+    bce = nn.BCEWithLogitsLoss()
+    for step in range(ARGS.steps):
+        real, fake = torch.randn(32, 16), G(torch.randn(32, 8))
+        od.zero_grad()
+        d_loss = bce(D(real), torch.ones(32, 1)) + bce(D(fake), torch.zeros(32, 1))
+        d_loss.backward(retain_graph=True)
+        od.step()
+        og.zero_grad()
+        if ARGS.regenerate:
+            fake = G(torch.randn(32, 8))
+        g_loss = bce(D(fake), torch.ones(32, 1))
+        g_loss.backward()
+        og.step()
+    raise SystemExit(0)
 for step in range(ARGS.steps):
     x = torch.randn(64, 256)
     if ARGS.heads:

@@ -336,6 +336,9 @@ FIXED = [("cut.py", ["--cut", c, "--fixed"]) for c in ("detach", "checkpoint")] 
     *[("garbage.py", ["--cycle", c, "--fixed"]) for c in ("ctx", "frame", "module",
                                                            "snapshot", "held")],
     ("retained.py", ["--fixed"]), ("retained.py", ["--twice"]),
+    # a GAN's d_loss retained for the generator's backward through the same G graph, with
+    # D's step between (Note [A retained graph another optimizer's backward used])
+    ("retained.py", ["--gan"]),
     ("fresh_optimizer.py", ["--fixed"]), ("fresh_optimizer.py", ["--opt", "sgd"]),
     ("fresh_optimizer.py", ["--unfreeze"]),
 ] + [("updates.py", ["--bug", b, "--fixed"]) for b in ("scaler", "sched")]   # with --fixed,
@@ -649,3 +652,14 @@ def test_a_loss_with_no_history_says_where_it_was_cut(cut, line, what):
         f"{what}")
     assert f.evidence == {"window": 1, "params_without_grad": 4}
     assert doctor("no_history.py", "--fixed").findings == []
+
+
+def test_a_retained_graph_no_later_backward_used_is_named_across_two_optimizers():
+    """Note [A retained graph another optimizer's backward used]: the GAN whose generator
+    loss runs on a new G forward never uses the graph d_loss retained; judged when G's
+    step takes the last of its parameters (`--gan` alone: no finding)."""
+    (f,) = doctor("retained.py", "--gan", "--regenerate").findings
+    assert (f.check, f.severity) == ("cross_step_retention", "warning")
+    assert f.message.startswith("`d_loss` keeps the 29.5 KiB of tensors its graph saved")
+    assert f.evidence["kept_bytes_per_step"] == [30_208] * len(f.evidence["steps"])
+    assert f.where.line == line_of("retained.py", ("d_loss.backward(retain_graph=True)", 1))
