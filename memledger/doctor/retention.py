@@ -157,13 +157,22 @@ def _kept_finding(var: str, recs: list, boundaries: str) -> Finding:
            "its backward(retain_graph=True) kept them and no later backward used them")
     fix = "retain_graph=True on the last backward" if recs[0].get("chained") else \
         "retain_graph=True"
+    # Note [Other variables that hold a retained graph] (trace/doctor_retention.py)
+    also = list(dict.fromkeys(v for r in recs for v in r.get("also", ())))
+    who = f"`{var}` keeps" if not also else \
+        f"`{var}` (and {', '.join(f'`{v}`' for v in also)}, which hold" \
+        f"{'s' if len(also) == 1 else ''} it too) keep"
+    bound = f"`{var}` is bound again" if not also else \
+        f"{' and '.join(f'`{v}`' for v in [var, *also])} are bound again"
     return Finding(
         check="cross_step_retention", severity="warning", where=Where(file=file, line=line),
-        message=(f"`{var}` keeps {what} past the step's end (at the end of step {steps[0]}"
+        message=(f"{who} {what} past the step's end (at the end of step {steps[0]}"
                  + (f"-{steps[-1]}" if len(steps) > 1 else "") + f", across {boundaries}): "
-                 f"{why}, so they stay until `{var}` is bound again, on top of the next "
-                 f"forward's own; drop {fix}, or `del {var}` after its last backward"),
-        evidence={"steps": steps, "kept_bytes_per_step": per if known else []})
+                 f"{why}, so they stay until {bound}, on top of the next "
+                 f"forward's own; drop {fix}, or `del {', '.join([var, *also])}` after its "
+                 "last backward"),
+        evidence={"steps": steps, "kept_bytes_per_step": per if known else [],
+                  **({"also": also} if also else {})})
 
 
 def _ctx_finding(var: str, file: str, recs: list, boundaries: str) -> Finding:

@@ -151,9 +151,12 @@ class RetentionWatch:
             self._waited.pop(n, None)
         return out
 
-    def _retain_record(self, t: _Tensor, step: int, where) -> dict[str, Any] | None:
-        """The record of a loss whose retained graph no later backward used."""
-        kept = -1 if self.saved_unreadable else _saved_bytes(t.grad_fn, self._state())
+    def _retain_record(self, t: _Tensor, step: int, where,
+                       more: list | None = None) -> dict[str, Any] | None:
+        """The record of a loss whose retained graph no later backward used (with `more`:
+        the other retained graphs that the variables holding it with it keep)."""
+        kept = -1 if self.saved_unreadable else \
+            _saved_bytes([t.grad_fn, *(more or ())], self._state())
         if not kept:
             return None
         rec = self._retained(t, step, {id(t.grad_fn): t.grad_fn})
@@ -198,6 +201,9 @@ class RetentionWatch:
                     found.add(id(t))
         # Note [A graph kept by retain_graph]
         waiting = {id(r): n for n, r in self._retaining.items() if self._unstepped.get(n)}
+        pending = {id(r): r for r in self._retaining.values()
+                   if id(r) not in waiting and r.metadata.get(_RETAINED)}
+        holders = _retained_holders(live, pending) if pending else []
         for t in live:
             where = t.grad_fn.metadata.get(_RETAINED)
             if id(t) in found or not where:
@@ -205,8 +211,18 @@ class RetentionWatch:
             if id(t.grad_fn) in waiting:   # Note [A retained graph another optimizer's
                 self._waited[waiting[id(t.grad_fn)]] = weakref.ref(t)   # backward used]
                 continue
-            rec = self._retain_record(t, step, where)
+            # Note [Other variables that hold a retained graph]
+            extra = [(h, met) for h, met in holders if id(t.grad_fn) in met]
+            more = [pending[i] for _, met in extra for i in met]
+            rec = self._retain_record(t, step, where, more)
             if rec is not None:
+                also = []
+                for h, _ in extra:
+                    _, holder, _ = self._name_of(h)
+                    if holder and holder != rec["var"] and holder not in also:
+                        also.append(holder)
+                if also:
+                    rec["also"] = also
                 out.append(rec)
                 found.add(id(t))
         # a parameter given history in place carries it from the boundary after that op on
@@ -732,11 +748,36 @@ def _graph_params(root) -> set[int]:
     return out
 
 
-def _saved_bytes(root, resident: set[int]) -> int:
-    """Bytes of the distinct storages that the graph from `root` still saves for backward,
-    those in `resident` (parameters, buffers) aside."""
+# Note [Other variables that hold a retained graph]
+# Micro-batches that retain their graphs and are summed, graphs and all (`loss.backward(
+# retain_graph=True); total += loss`, recurrent-memory-transformer's train.py:
+# tests/clients/train_kept_losses.py): at the boundary `loss` holds the last micro-batch's
+# retained graph and `total` every one's. The finding named `loss` with one micro-batch's
+# bytes (35.0 KiB of 105.0) and said "`del loss` after its last backward", which frees
+# nothing while `total` holds them. A live tensor that is no retained root itself but whose
+# graph reaches retained roots of the step (`total`) is a holder: a retained root it reaches
+# that is alive counts the bytes of every retained graph the holder reaches, once per
+# storage, and names the holder beside its own variable, as Note [Other variables that hold
+# the spent graph] does for ctx tensors (`tests/doctor/retained.py --sum`).
+def _retained_holders(live: list[_Tensor], pending: dict[int, Any]) -> list[tuple]:
+    """(tensor, ids of the retained roots in `pending` its graph reaches) for each live
+    tensor that is not one of those roots and reaches one."""
+    out = []
+    for t in live:
+        if id(t.grad_fn) in pending:
+            continue
+        met = {i for i in _graph_nodes([t.grad_fn]) if i in pending}
+        if met:
+            out.append((t, met))
+    return out
+
+
+def _saved_bytes(roots, resident: set[int]) -> int:
+    """Bytes of the distinct storages that the graphs from `roots` (a node or a list)
+    still save for backward, those in `resident` (parameters, buffers) aside."""
     storages: dict[int, int] = {}
-    for n in graph_nodes(root):
+    nodes = _graph_nodes(roots if isinstance(roots, list) else [roots]).values()
+    for n in nodes:
         for name in dir(n):
             if not name.startswith("_saved_"):
                 continue

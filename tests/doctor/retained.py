@@ -13,6 +13,8 @@
                                   # what the retain is for, no finding
     python retained.py --gan --regenerate   # ... g_loss on a new G forward: the retained
                                   # graph is never used again
+    python retained.py --sum      # two micro-batches, each retained and summed into
+                                  # `total`: `loss` and `total` keep both graphs
 """
 import argparse
 
@@ -25,6 +27,7 @@ p.add_argument("--twice", action="store_true")
 p.add_argument("--heads", action="store_true")
 p.add_argument("--gan", action="store_true")
 p.add_argument("--regenerate", action="store_true")
+p.add_argument("--sum", action="store_true")
 p.add_argument("--steps", type=int, default=3)
 ARGS = p.parse_args()
 
@@ -53,7 +56,7 @@ if ARGS.gan:   # Note [A retained graph another optimizer's backward used]
         g_loss.backward()
         og.step()
     raise SystemExit(0)
-for step in range(ARGS.steps):
+for step in range(0 if ARGS.sum else ARGS.steps):
     x = torch.randn(64, 256)
     if ARGS.heads:
         opt.zero_grad()
@@ -74,3 +77,11 @@ for step in range(ARGS.steps):
     else:
         loss.backward(retain_graph=True)
     opt.step()
+for step in range(ARGS.steps if ARGS.sum else 0):   # Note [Other variables that hold a
+    total = 0.                                     # retained graph]
+    for _ in range(2):
+        loss = model(torch.randn(64, 256)).pow(2).mean()
+        loss.backward(retain_graph=True)
+        total += loss
+    opt.step()
+    opt.zero_grad()

@@ -654,6 +654,18 @@ def test_a_loss_with_no_history_says_where_it_was_cut(cut, line, what):
     assert doctor("no_history.py", "--fixed").findings == []
 
 
+def test_retained_graphs_summed_into_another_variable_are_counted_and_it_is_named():
+    """Note [Other variables that hold a retained graph] (trace/doctor_retention.py): two
+    micro-batches retained and summed into `total`: both graphs stay (2 x 330,240 B), and
+    `del loss` alone would free nothing; it said 322.5 KiB and `del loss`."""
+    (f,) = doctor("retained.py", "--sum").findings
+    assert f.evidence == {"steps": [1, 2, 3], "kept_bytes_per_step": [660_480] * 3,
+                          "also": ["total"]}
+    assert f.message.startswith("`loss` (and `total`, which holds it too) keep the 645.0 KiB")
+    assert "`del loss, total`" in f.message
+    assert f.where.line == line_of("retained.py", ("loss.backward(retain_graph=True)", 4))
+
+
 def test_a_retained_graph_no_later_backward_used_is_named_across_two_optimizers():
     """Note [A retained graph another optimizer's backward used]: the GAN whose generator
     loss runs on a new G forward never uses the graph d_loss retained; judged when G's
