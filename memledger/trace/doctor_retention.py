@@ -28,6 +28,7 @@ the op that first gave it history, which the probe sees (`param_history`).
 from __future__ import annotations
 
 import collections
+import contextlib
 import gc
 import inspect
 import re
@@ -88,6 +89,7 @@ class RetentionWatch:
         # backward number -> the loss a boundary found holding that retained graph while
         # it waited (weakly: judged when the last of those parameters is stepped)
         self._waited: dict[int, weakref.ref] = {}
+        self._carried: set[int] = set()   # ... waiting since the boundary before this one
 
     def start(self) -> None:
         # Graphs alive before the run (another run's leftovers, say) are not its history.
@@ -200,7 +202,13 @@ class RetentionWatch:
                     out.append(rec)
                     found.add(id(t))
         # Note [A graph kept by retain_graph]
-        waiting = {id(r): n for n, r in self._retaining.items() if self._unstepped.get(n)}
+        if any(self._unstepped.get(n) for n in self._retaining):
+            held = _optimizer_params()
+            for n in self._retaining:
+                if n in self._unstepped:
+                    self._unstepped[n] &= held
+        waiting = {id(r): n for n, r in self._retaining.items()
+                   if self._unstepped.get(n) and n not in self._carried}
         pending = {id(r): r for r in self._retaining.values()
                    if id(r) not in waiting and r.metadata.get(_RETAINED)}
         holders = _retained_holders(live, pending) if pending else []
@@ -241,6 +249,7 @@ class RetentionWatch:
             t.grad_fn.metadata[_TAG] = self._boundaries
             self._prev.add(id(t.grad_fn))
         self._retaining = {n: r for n, r in self._retaining.items() if id(r) in waiting}
+        self._carried = set(self._retaining)
         self._unstepped = {n: self._unstepped[n] for n in self._retaining}
         self._waited = {n: r for n, r in self._waited.items() if n in self._retaining}
         self._roots = {k: n for k, n in self._roots.items()
@@ -724,10 +733,23 @@ def _ctx_bytes(root) -> tuple[int, int]:
 # judged before its later backward could come. A retained graph that reaches parameters
 # no optimizer.step() has taken since its backward is not judged at that boundary: the
 # training step is not over for those parameters: its root is kept, and judged (the loss
-# still held, no backward having used it) at the step() that takes the last of them. A
-# loss whose graph reaches a trainable parameter that no optimizer
-# holds is so never judged (`no_optimizer` names that parameter). retained.py, --heads:
-# one optimizer takes every parameter before the boundary, judged there as before.
+# still held, no backward having used it) at the step() that takes the last of them. It
+# waits one boundary at most (the graph is held meanwhile, and a parameter no optimizer
+# holds would be waited for for ever): at the next it is judged as any other. Only the
+# parameters a live optimizer holds count (G's optimizer has not stepped yet at the first
+# boundary, but it exists); a parameter no optimizer holds is not waited for. retained.py,
+# --heads: one optimizer takes every parameter before the boundary, judged there as before.
+def _optimizer_params() -> set[int]:
+    """ids of the parameters that the live torch optimizers hold (one scan of the objects
+    the garbage collector tracks: only where a retained graph waits)."""
+    out: set[int] = set()
+    for o in gc.get_objects():
+        if isinstance(o, torch.optim.Optimizer):
+            with contextlib.suppress(Exception):
+                out.update(id(p) for g in o.param_groups for p in g["params"])
+    return out
+
+
 def _graph_params(root) -> set[int]:
     """ids of the parameters whose AccumulateGrad nodes the graph from `root` reaches."""
     out: set[int] = set()

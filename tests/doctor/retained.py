@@ -13,6 +13,8 @@
                                   # what the retain is for, no finding
     python retained.py --gan --regenerate   # ... g_loss on a new G forward: the retained
                                   # graph is never used again
+    python retained.py --extra    # the plain form through a trainable layer no
+                                  # optimizer holds: still named (nothing to wait for)
     python retained.py --sum      # two micro-batches, each retained and summed into
                                   # `total`: `loss` and `total` keep both graphs
 """
@@ -28,12 +30,14 @@ p.add_argument("--heads", action="store_true")
 p.add_argument("--gan", action="store_true")
 p.add_argument("--regenerate", action="store_true")
 p.add_argument("--sum", action="store_true")
+p.add_argument("--extra", action="store_true")
 p.add_argument("--steps", type=int, default=3)
 ARGS = p.parse_args()
 
 torch.manual_seed(0)
 model = nn.Sequential(nn.Linear(256, 1024), nn.ReLU(), nn.Linear(1024, 10))
 opt = torch.optim.SGD(model.parameters(), lr=0.1)
+extra = nn.Linear(10, 10)   # --extra: trainable, in no optimizer
 heads = nn.ModuleList([nn.Linear(1024, 4) for _ in range(3)])
 if ARGS.heads:
     trunk = model[:2]
@@ -67,6 +71,8 @@ for step in range(0 if ARGS.sum else ARGS.steps):
         opt.step()
         continue
     out = model(x)
+    if ARGS.extra:
+        out = extra(out)
     loss = out.pow(2).mean()
     opt.zero_grad()
     if ARGS.fixed:

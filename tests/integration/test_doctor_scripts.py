@@ -675,3 +675,8 @@ def test_a_retained_graph_no_later_backward_used_is_named_across_two_optimizers(
     assert f.message.startswith("`d_loss` keeps the 29.5 KiB of tensors its graph saved")
     assert f.evidence["kept_bytes_per_step"] == [30_208] * len(f.evidence["steps"])
     assert f.where.line == line_of("retained.py", ("d_loss.backward(retain_graph=True)", 1))
+    # a trainable layer no optimizer holds in the graph: no step will take it, so nothing
+    # to wait for (its other findings aside)
+    (e,) = [f for f in doctor("retained.py", "--extra").findings
+            if f.check == "cross_step_retention"]
+    assert e.evidence["steps"] == [1, 2, 3]
