@@ -743,8 +743,8 @@ def _optimizer_params() -> set[int]:
     """ids of the parameters that the live torch optimizers hold (one scan of the objects
     the garbage collector tracks: only where a retained graph waits)."""
     out: set[int] = set()
-    for o in gc.get_objects():
-        if isinstance(o, torch.optim.Optimizer):
+    for o in gc.get_objects():   # type(), not isinstance: a dead weakref.proxy's
+        if issubclass(type(o), torch.optim.Optimizer):   # __class__ raises
             with contextlib.suppress(Exception):
                 out.update(id(p) for g in o.param_groups for p in g["params"])
     return out
