@@ -23,7 +23,6 @@ import time
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -31,26 +30,13 @@ sys.path.insert(0, str(ROOT))
 
 from memledger.ledger.writer import FileSink  # noqa: E402
 from memledger.trace.collector import Collector  # noqa: E402
-from tests.conftest import load_example  # noqa: E402
 
 
 def build(args):
-    ex = load_example("gpt")
-    torch.manual_seed(0)
-    cfg = ex.GPTConfig(n_layer=args.n_layer, n_embd=args.n_embd, block_size=args.block_size)
-    model = ex.GPT(cfg)
-    opt = torch.optim.AdamW(model.parameters(), lr=3e-4)
-    gen = torch.Generator().manual_seed(0)
-    data = torch.randint(cfg.vocab_size, (20_000,), generator=gen)
+    from tiny_gpt import tiny_gpt_step
 
-    def step():
-        x, y = ex.get_batch(data, args.batch_size, cfg.block_size, gen)
-        logits = model(x)
-        loss = F.cross_entropy(logits.view(-1, logits.size(-1)), y.view(-1))
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-
+    step, model, opt = tiny_gpt_step(args.batch_size, threads=None, n_layer=args.n_layer,
+                                     n_embd=args.n_embd, block_size=args.block_size)
     return model, opt, step
 
 

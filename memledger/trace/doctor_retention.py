@@ -752,22 +752,8 @@ def _optimizer_params() -> set[int]:
 
 def _graph_params(root) -> set[int]:
     """ids of the parameters whose AccumulateGrad nodes the graph from `root` reaches."""
-    out: set[int] = set()
-    seen: set[int] = set()
-    stack, count = [root], 0
-    while stack and count < MAX_NODES:
-        n = stack.pop()
-        if n is None or id(n) in seen:
-            continue
-        seen.add(id(n))
-        count += 1
-        v = getattr(n, "variable", None)
-        if v is not None:
-            if isinstance(v, nn.Parameter):
-                out.add(id(v))
-            continue
-        stack.extend(f for f, _ in n.next_functions)
-    return out
+    return {id(v) for n in graph_nodes(root)
+            if isinstance(v := getattr(n, "variable", None), nn.Parameter)}
 
 
 # Note [Other variables that hold a retained graph]
