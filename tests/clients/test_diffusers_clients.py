@@ -13,20 +13,25 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")   # built from configs: never reach
 
 pytest.importorskip("diffusers")
 
-# imported as the script imports them, before the first traced run: the submodules these
-# load make a few small tensors at import (208 B), which the allocator pass of a run in
-# this same process would not see again
-from diffusers import (  # noqa: E402, F401
-    AutoencoderKL,
-    DDPMScheduler,
-    DiTTransformer2DModel,
-    UNet2DConditionModel,
-    UNet2DModel,
-)
-
 from tests.clients.harness import run_client  # noqa: E402
 
 pytestmark = pytest.mark.clients
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _imported():
+    """Imported as the script imports them, before the first traced run: the submodules
+    these load make a few small tensors at import (208 B), which the allocator pass of a
+    run in this same process would not see again. In a fixture, not at the module's top:
+    every pytest worker imports every test module to collect it (~3-5 s of CPU each for
+    these)."""
+    from diffusers import (  # noqa: F401
+        AutoencoderKL,
+        DDPMScheduler,
+        DiTTransformer2DModel,
+        UNet2DConditionModel,
+        UNet2DModel,
+    )
 
 
 def _exact(run) -> None:
