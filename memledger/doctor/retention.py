@@ -21,7 +21,8 @@ from memledger.units import format_bytes
 
 def cross_step_retention(run) -> list[Finding]:
     groups: dict[tuple[str, str], dict[int, dict]] = {}
-    for r in _fed_back(run.retained):
+    retained = _fed_back(run.retained)
+    for r in retained:
         key = (r["var"] or r["name"], r["file"])
         per = groups.setdefault(key, {}).setdefault(r["step"], {"bytes": 0, "nodes": 0,
                                                                 "tensors": 0})
@@ -35,8 +36,7 @@ def cross_step_retention(run) -> list[Finding]:
         nbytes = [per[s]["bytes"] for s in steps]
         tensors = [per[s]["tensors"] for s in steps]
         grows = len(steps) > 1 and (nodes[-1] > nodes[0] or tensors[-1] > tensors[0])
-        recs = [r for r in _fed_back(run.retained)
-                if (r["var"] or r["name"], r["file"]) == (var, file)]
+        recs = [r for r in retained if (r["var"] or r["name"], r["file"]) == (var, file)]
         spent = all(r.get("backwarded") for r in recs)
         state = [r for r in recs if r.get("state")]
         if state:
