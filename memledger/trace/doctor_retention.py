@@ -707,9 +707,9 @@ def _ctx_bytes(root) -> tuple[int, int]:
 # step's forward, until `loss` is bound again, so that forward's activations come on top
 # of the last step's (tests/doctor/retained.py: the 2-layer MLP's traced peak 3,157,052 B
 # against 2,829,372 B with `--fixed`). A backward root whose backward retained its graph
-# and that is still held at the boundary is named with the bytes its graph still saves, read through the nodes'
-# `_saved_*` attributes (a freed one raises: a later backward through the same nodes let
-# them go); the networks' parameters aside, resident anyway. A later backward of the same
+# and that is still held at the boundary is named with the bytes its graph still saves,
+# read through the nodes' `_saved_*` attributes (a freed one raises: a later backward
+# through the same nodes let them go); the networks' parameters aside, resident anyway. A later backward of the same
 # step through that graph (two losses on one forward, `--twice`) is what retain_graph is
 # for: not a finding, though the part only the first loss reaches stays with it too. The
 # last of such a chain that retains as well (a multitask loop writing retain_graph=True
