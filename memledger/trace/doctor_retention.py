@@ -709,8 +709,8 @@ def _ctx_bytes(root) -> tuple[int, int]:
 # against 2,829,372 B with `--fixed`). A backward root whose backward retained its graph
 # and that is still held at the boundary is named with the bytes its graph still saves,
 # read through the nodes' `_saved_*` attributes (a freed one raises: a later backward
-# through the same nodes let them go); the networks' parameters aside, resident anyway. A later backward of the same
-# step through that graph (two losses on one forward, `--twice`) is what retain_graph is
+# through the same nodes let them go); the networks' parameters aside, resident anyway. A
+# later backward of the same step through that graph (two losses on one forward, `--twice`) is what retain_graph is
 # for: not a finding, though the part only the first loss reaches stays with it too. The
 # last of such a chain that retains as well (a multitask loop writing retain_graph=True
 # on every head's backward) keeps the shared trunk's saves: named, as the one that need
