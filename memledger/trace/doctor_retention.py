@@ -710,12 +710,12 @@ def _ctx_bytes(root) -> tuple[int, int]:
 # and that is still held at the boundary is named with the bytes its graph still saves,
 # read through the nodes' `_saved_*` attributes (a freed one raises: a later backward
 # through the same nodes let them go); the networks' parameters aside, resident anyway. A
-# later backward of the same step through that graph (two losses on one forward, `--twice`) is what retain_graph is
-# for: not a finding, though the part only the first loss reaches stays with it too. The
-# last of such a chain that retains as well (a multitask loop writing retain_graph=True
-# on every head's backward) keeps the shared trunk's saves: named, as the one that need
-# not retain (`--heads`). A saved tensor packed by
-# saved-tensor hooks (the script's own, a checkpoint's, the collector's under `doctor -o`)
+# later backward of the same step through that graph (two losses on one forward,
+# `--twice`) is what retain_graph is for: not a finding, though the part only the first
+# loss reaches stays with it too. The last of such a chain that retains as well (a
+# multitask loop writing retain_graph=True on every head's backward) keeps the shared
+# trunk's saves: named, as the one that need not retain (`--heads`). A saved tensor
+# packed by saved-tensor hooks (the script's own, a checkpoint's, the collector's under `doctor -o`)
 # would run their unpack when read, so where any were on at a module call the bytes are
 # not read, and the finding says so.
 # Note [A retained graph another optimizer's backward used]
