@@ -206,9 +206,13 @@ def repeated_blocks(led: Ledger) -> list[str]:
 # `model.encoder.layers.*` of BartEncoderLayer and `model.decoder.layers.*` of
 # BartDecoderLayer: `plan --budget 60%` on a 3 + 3-layer BART said no candidate fits,
 # the lowest 7.0 MiB with the decoder's offloaded, while both offloaded are 5.0 MiB;
-# tests/clients/test_hf_seq2seq_clients.py). Groups of mixed classes elsewhere (a UNet's
-# down and up blocks) are not added: which of a model's many numbered groups are its
-# stacks is then a guess.
+# tests/clients/test_hf_seq2seq_clients.py). The two may be of mixed classes each: a UNet's
+# down blocks (DownBlock2D, AttnDownBlock2D) and up blocks, `down_blocks.*` and
+# `up_blocks.*`; plan at 80 % of UNet2DModel's peak said no candidate fits (the up blocks
+# alone, 3.5 MiB) where both offloaded are 3,389,528 B (tests/clients/
+# test_diffusers_clients.py). Groups of mixed classes elsewhere (a resnet list inside one
+# block beside the model's blocks) are not added: which of a model's many numbered groups
+# are its stacks is then a guess.
 # Note [Options refused on some blocks]
 # An option replay refuses on one block (checkpoint on a T5 decoder block that writes the
 # EncoderDecoderCache) stays open to the others (the encoder's blocks, Note [Stacks beside
@@ -232,8 +236,7 @@ def _sibling_stacks(best: list[tuple[int, str]], groups: dict[str, list[tuple[in
                         key=lambda g: -saved_bytes(g)):
         paths = [p for _, p in group]
         mine = {cls.get(p, "") for p in paths}
-        alike = mine == classes or (len(mine) == len(classes) == 1 and "" not in mine and
-                                    _one_branch_apart(paths[0], taken[0]))
+        alike = mine == classes or ("" not in mine and _one_branch_apart(paths[0], taken[0]))
         if not alike or _pattern(paths[0]) in patterns \
                 or any(_related(p, t) for p in paths for t in taken) \
                 or saved_bytes(group) <= 0:

@@ -88,3 +88,21 @@ def test_dit_under_bf16_autocast():
                                             "8", "--steps", "3"],
                      ["checkpoint:transformer_blocks.*", "offload:transformer_blocks.*"])
     _exact(run)
+
+
+def test_plan_searches_a_unets_down_and_up_blocks_together():
+    """UNet2DModel's down blocks (DownBlock2D, AttnDownBlock2D) and up blocks (AttnUpBlock2D,
+    UpBlock2D) are two stacks of mixed classes, one named segment apart. `plan` took the up
+    blocks alone (they save the most): at 80 % of the baseline it said no candidate fits,
+    the lowest 3.5 MiB (the up blocks offloaded), though both stacks offloaded fit
+    (Note [Stacks beside the blocks], replay/plan.py). The skip connections join the
+    four blocks into one unit: the search gives them one option."""
+    from memledger.replay.plan import plan
+
+    both = "offload:up_blocks.*+offload:down_blocks.*"
+    run = run_client("train_diffusers.py", ["--model", "unet"], [both])
+    _exact(run)
+    rep = plan(run.ledger, int(run.ledger_peak * 0.8), front_points=0)
+    assert rep.blocks == ["up_blocks.0", "up_blocks.1", "down_blocks.0", "down_blocks.1"]
+    assert (rep.fits, rep.policy) == (True, both)
+    assert rep.predicted_peak_bytes == run.policies[both].measured == 3_389_528
