@@ -28,6 +28,7 @@ torchmetrics' `RunningMean`.
 - `--ce-chunk N`: `chunked_cross_entropy`'s `chunk_size` (litgpt: 128); 0: one call.
 - `--accum N`: `gradient_accumulation_iters`. `--clip`: `fabric.clip_gradients(max_norm=1)`
   (pretrain.py's). `--precision`: Fabric's (`32-true`, `bf16-mixed`, `bf16-true`).
+- `--lora-dropout P`: the LoRA branch's dropout (`litgpt finetune lora`'s default: 0.05).
 - `--eval-interval K`: every K optimizer steps `fit`'s evaluation: `validate`, then
   `generate_example` (a KV cache for one sequence, `generate` of `--new-tokens` tokens
   from a random prompt, the cache cleared).
@@ -68,7 +69,8 @@ def build(args):
                  intermediate_size=2 * args.width, **extra)
     if args.mode == "lora":
         from litgpt.lora import GPT, mark_only_lora_as_trainable as freeze
-        shape.update(lora_r=4, lora_alpha=8, lora_query=True, lora_value=True, lora_mlp=True)
+        shape.update(lora_r=4, lora_alpha=8, lora_dropout=args.lora_dropout, lora_query=True,
+                     lora_value=True, lora_mlp=True)
     elif args.mode == "adapter":
         from litgpt.adapter import GPT, mark_only_adapter_as_trainable as freeze
         shape.update(adapter_start_layer=0, adapter_prompt_length=4)
@@ -129,6 +131,7 @@ def main() -> None:
     p.add_argument("--clip", action="store_true")
     p.add_argument("--precision", default="32-true")
     p.add_argument("--eval-interval", type=int, default=0)
+    p.add_argument("--lora-dropout", type=float, default=0.0)   # litgpt finetune's: 0.05
     p.add_argument("--new-tokens", type=int, default=4)
     args = p.parse_args()
 
