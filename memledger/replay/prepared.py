@@ -315,8 +315,11 @@ class Prepared:
             classes=_classes(led),
             own_call=_own_call(led),
             compiled=compiled_regions(led),
+            # a module the model makes in its forward is none of its modules (Note [Modules
+            # the model makes in its forward], trace/collector.py): never listed, selected
             scope_model=model_calls(sc["mod"].to_numpy(dtype=object),
-                                    sc["ev0"].to_numpy(dtype=np.int64), led),
+                                    sc["ev0"].to_numpy(dtype=np.int64), led)
+            & ~sc["unheld"].to_numpy(dtype=bool),
             saves=_column(st, "saves", 0),
             unpacks=_column(st, "unpacks", 0),
             graph_reads=_graph_reads(led, st, n),

@@ -1853,7 +1853,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
         path, new = self._roots.path(module, top_level=not self._mod_stack)
         if new:   # the module, or the one whose method called it (trace/roots.py)
             self._register_root(self._roots.root)
-        elif path is None:
+        elif path is None:   # Note [Modules the model makes in its forward]
             path = f"{self._mod_stack[-1][0]}.{type(module).__name__}".lstrip(".")
         # the first step, left open by its optimizers, ends when the next forward begins
         # (not LBFGS's closure, in step()); later steps as OptimizerSteps ends them, and
@@ -1973,6 +1973,22 @@ class Collector(ShardingMixin, TorchDispatchMode):
                              "step": self._step})
             self._fork = (pack, sid)
 
+    # Note [Modules the model makes in its forward]
+    # A module no top-level module holds (made inside a forward and dropped: litgpt's
+    # `GPT.forward` calls `nn.Identity()` as its `clamp_head` when the config has no
+    # logit soft-capping; or one kept in a plain list) is named by its caller's path and
+    # its class (`Identity`, `blocks.0.Dropout`) so that its ops have a module. It is no
+    # module of the model's `named_modules()`, so no policy can wrap it: `measure` refused
+    # `checkpoint:Identity` ("matches no module; the model's modules are lm_head (Linear),
+    # ...") while predict listed "Identity (Identity)" among the modules the traced forward
+    # called and predicted 256,508 B for it (tests/clients/train_litgpt.py --layers 1);
+    # `@Class` selected the throwaway calls beside the model's own modules of that class
+    # in predict alone (tests/clients/train_made_in_forward.py: a model holding one
+    # Sequential and making another per call, `checkpoint:@Sequential` predicted
+    # 1,070,240 B, measured 1,081,568; `offload:@SiLU` 1,060,128 against 1,076,512). Its
+    # calls' scopes carry `unheld`: the replay lists and selects the model's own modules
+    # alone (replay/prepared.py `scope_model`); a region around the call still holds its
+    # ops, as measure's does.
     def _module_post(self, module, args, output) -> None:
         if self._lazy:
             self._name_lazy()
@@ -1990,6 +2006,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
             rec["nograd"] = True  # on it (measure's wrappers run it plainly)
         elif (stats := _running_stats_bytes(module)):
             rec["stats"] = stats
+        if self._roots.paths.get(module) is None:   # Note [Modules the model makes in its
+            rec["unheld"] = True                     # forward]
         self.sink.write(rec)
         if self._sharded_slots:
             self._mark_unsharded(module, path)

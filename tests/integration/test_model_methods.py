@@ -348,3 +348,27 @@ def test_a_frozen_part_run_through_its_method_is_refused_alike(tmp_path, selecto
     assert said == str(refused.value)
     assert f"selector '{selector}' matches {selector}, never called as a module" in said
     assert said.endswith("modules around it that did run: enc.lin") == (selector == "enc")
+
+
+def test_a_module_the_model_makes_in_its_forward_is_not_one_of_its_modules():
+    """Note [Modules the model makes in its forward] (trace/collector.py): the model holds
+    `act`, a Sequential(GELU, SiLU), and makes another such Sequential on every call, traced
+    as `Sequential`. Predict selected the throwaway one too: `checkpoint:@Sequential`
+    1,070,240 B and `offload:@SiLU` 1,060,128 B predicted where measure, which wraps the
+    model's `named_modules()` alone, measured 1,081,568 and 1,076,512; and it predicted
+    `checkpoint:Sequential` (1,196,256 B) where measure said "matches no module"."""
+    from tests.clients.harness import run_client
+
+    run = run_client("train_made_in_forward.py", [],
+                     ["checkpoint:@Sequential", "offload:@SiLU", "checkpoint:Sequential"])
+    assert run.ledger_peak == run.allocator_peak == 1_207_584
+    got = {t: (p.predicted, p.measured) for t, p in run.policies.items()}
+    assert got == {"checkpoint:@Sequential": (1_081_568, 1_081_568),
+                   "offload:@SiLU": (1_076_512, 1_076_512),
+                   "checkpoint:Sequential": (None, None)}
+    bad = run.policies["checkpoint:Sequential"]
+    assert bad.predict_refusal == (
+        "memledger: selector 'Sequential' matches no module; the modules the traced forward "
+        "called are act (Sequential), act.0 (GELU), act.1 (SiLU), inp (Linear), mid "
+        "(Linear), out (Linear)")
+    assert bad.measure_refusal.startswith("memledger: selector 'Sequential' matches no module")
