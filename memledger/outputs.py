@@ -26,6 +26,7 @@ import contextlib
 import errno
 import os
 import stat
+import tempfile
 import threading
 from pathlib import Path
 from typing import IO, Iterable, Iterator
@@ -72,6 +73,7 @@ def check_output(path: str | Path, what: str, inputs: Iterable[str | Path] = (),
     if not os.access(parent, os.W_OK | os.X_OK):
         raise OutputError(f"cannot write the {what} {str(p)!r}: folder {str(parent)!r} is not "
                           "writable; pick another path")
+    _probe_create(p, parent, what)
     if p.exists() and not os.access(p, os.W_OK):
         raise OutputError(f"cannot write the {what} {str(p)!r}: the file is read-only; "
                           "pick another path")
@@ -84,6 +86,27 @@ def check_output(path: str | Path, what: str, inputs: Iterable[str | Path] = (),
                               f"will not overwrite it with the {what}: pick another path, "
                               "or delete it first")
     return p
+
+
+# Note [A folder that says it is writable]
+# `os.access` answers from the mode bits (and a read-only mount), not from what the
+# filesystem will do: for root every folder is writable, /proc included, and ACLs, a
+# root-squashed NFS share or a FUSE mount can refuse what the bits allow. `trace -o
+# /proc/run.ledger` passed the check, the ledger pass failed to open its partial file with
+# a traceback, and the CLI said "the script's process ended with status 1 before memledger
+# finished (os._exit in the script?); the partial ledger is kept at /proc/run.ledger",
+# naming a file that could not exist. So the check makes (and removes) an empty file
+# beside the output, as the writers will: what cannot be created is refused before
+# anything runs, in the filesystem's own words.
+def _probe_create(p: Path, parent: Path, what: str) -> None:
+    try:
+        fd, probe = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".probe", dir=parent)
+    except OSError as e:
+        raise OutputError(f"cannot write the {what} {str(p)!r}: cannot create a file in "
+                          f"folder {str(parent)!r} ({e.strerror}); pick another path") from None
+    os.close(fd)
+    with contextlib.suppress(OSError):
+        os.unlink(probe)
 
 
 SNIFF_BYTES = 65_536

@@ -246,6 +246,12 @@ CASES: tuple[Case, ...] = (
     Case("report-missing-folder", 2, "`report -o missing/r.html`",
          ("report", "{d}/run.ledger", "-o", "{d}/missing/r.html"),
          2, "does not exist", "the ledger", protected=("run.ledger",)),
+    # a folder whose mode bits say writable where no file can be made (root in /proc; ACLs,
+    # NFS, FUSE): refused up front (Note [A folder that says it is writable], outputs.py)
+    Case("trace-into-a-folder-that-takes-no-file", 2, "`trace -o /proc/run.ledger`",
+         ("trace", "{d}/victim.py", "--steps", "1", "-o", "/proc/run.ledger"),
+         2, "cannot write the ledger '/proc/run.ledger'", "the script; nothing is run",
+         protected=("victim.py",)),
     Case("check-junit-disk-full", 2, "`check --junit /dev/full` (disk full while writing)",
          ("check", "{d}/run.ledger", "--budget", "1GiB", "--junit", "/dev/full"),
          2, "no space left on the device", "the verdict, printed before the write failed",
