@@ -181,6 +181,20 @@ def _call(main, argv: list[str]) -> int:
             gc.collect()
 
 
+def run_plainly(script: str, argv: list[str]) -> None:
+    """`python script argv...` in this process, untraced, to its end (the run that saves
+    what a test then resumes from): as each pass runs, from the same fresh library state,
+    without a fresh interpreter's imports (torch and transformers, lightning or
+    accelerate: 4-6 s of CPU each)."""
+    from memledger.trace.script import run_script
+
+    def main(args: list[str]) -> int:
+        run_script(HERE / script, args)
+        return 0
+
+    _call(main, argv)
+
+
 def run_client(script: str, argv: list[str], policies: list[str], steps: int = 2,
                timing_steps: int = 0, steps_by: str = "optimizer") -> ClientRun:
     # in-process, so the allocator pass (no collector) still measures the untraced run: a

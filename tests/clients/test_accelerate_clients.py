@@ -4,14 +4,11 @@ accumulation over two micro-batches with clipping on the step that syncs."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 
 pytest.importorskip("accelerate")
 
-from tests.clients.harness import HERE, assert_one_doctor_error, run_client  # noqa: E402
+from tests.clients.harness import assert_one_doctor_error, run_client, run_plainly  # noqa: E402
 
 pytestmark = pytest.mark.clients
 
@@ -22,8 +19,7 @@ SCRIPT = "train_accelerate.py"
 def saved(tmp_path_factory):
     """The state of a 4-step run, as `accelerator.save_state` wrote it."""
     out = tmp_path_factory.mktemp("accelerate") / "state"
-    subprocess.run([sys.executable, str(HERE / SCRIPT), "--steps", "4", "--save", str(out)],
-                   check=True, capture_output=True)
+    run_plainly(SCRIPT, ["--steps", "4", "--save", str(out)])
     return out
 
 

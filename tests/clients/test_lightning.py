@@ -16,7 +16,7 @@ import pytest
 # (`_EPS_SMOOTHING`), which the in-process ledger pass would see and the allocator pass not
 pytest.importorskip("pytorch_lightning")
 
-from tests.clients.harness import HERE, assert_one_doctor_error, run_client  # noqa: E402
+from tests.clients.harness import HERE, assert_one_doctor_error, run_client, run_plainly  # noqa: E402
 
 pytestmark = pytest.mark.clients
 
@@ -31,12 +31,8 @@ def test_a_fit_resumed_from_a_checkpoint_is_predicted_to_the_byte(tmp_path):
     347.6 KiB of garbage at the end: tensors the frames of the stop's own traceback held,
     now listed as the last step ends, before the stop unwinds the script); every policy
     predicted as it measures."""
-    import subprocess
-    import sys
-
     ckpt = tmp_path / "pl.ckpt"
-    subprocess.run([sys.executable, str(HERE / SCRIPT), "--steps", "2", "--save", str(ckpt)],
-                   check=True, capture_output=True)
+    run_plainly(SCRIPT, ["--steps", "2", "--save", str(ckpt)])
     blocks = "blocks.*"
     run = run_client(SCRIPT, ["--steps", "6", "--resume", str(ckpt)], [
         f"checkpoint:{blocks}", f"selective:{blocks}", f"offload:{blocks}"])

@@ -252,12 +252,9 @@ def test_gpt2_under_transformers_trainer_resumed_from_a_checkpoint(tmp_path):
     from the checkpoint's safetensors, AdamW's state from `torch.load` (2 x the parameters,
     474,112 B, and the step counters), the scheduler and the RNG states. Every byte of the
     allocator explained; every policy over the layers predicted as it measures."""
-    import subprocess
-    import sys
+    from tests.clients.harness import run_plainly
 
-    script = Path(__file__).with_name("train_hf_trainer.py")
-    subprocess.run([sys.executable, str(script), "--steps", "2", "--save", str(tmp_path)],
-                   check=True, capture_output=True)
+    run_plainly("train_hf_trainer.py", ["--steps", "2", "--save", str(tmp_path)])
     blocks = "transformer.h.*"
     run = run_client("train_hf_trainer.py", ["--steps", "6", "--resume", str(tmp_path)],
                      [f"checkpoint:{blocks}", f"selective:{blocks}", f"offload:{blocks}"])
