@@ -83,6 +83,9 @@ before the gradient did, so its free is the gradient's; Note [A sparse gradient 
 made] in trace/collector.py) and
 `args` (`mod`, `ev0`, `sids`: the storages a module call was handed, parameters and buffers
 left out; checkpoint holds them until the call's backward) and
+`ret` (`mod`, `ev0`, `sids`: the storages a module call made that its output holds; the
+caller keeps those, not a line a re-run runs again: Note [What a call hands back] in
+replay/engine.py) and
 `script_ckpt` (`mod`, `first`, `ev`: a checkpoint call of the script's own, the module it
 checkpoints and the first module call under it; Note [The script's own checkpoint] in
 trace/script_checkpoint.py) and `root` (`mod`: a top-level module other than the model,

@@ -1858,6 +1858,21 @@ def _stashed_inside(prep, calls, k: np.ndarray) -> np.ndarray:
     return prep.stashed & ((e1 < 0) | ((e0 >= calls.ev0[k]) & (e1 <= calls.ev1[k])))
 
 
+# Note [What a call hands back]
+# A storage the script holds into backward and no forward op reads after the call that
+# made it returned was read as kept by a line of the call's own code (`acts[name] = h`),
+# which its re-run runs again: the re-made copy held, and through its graph the re-run's
+# saves, to the next forward. A call's output the caller keeps unread is the caller's:
+# pytorch-forecasting's TemporalFusionTransformer hands each variable selection network's
+# softmax weights back and puts them in the model's output (`encoder_variables`), which a
+# loop written by hand keeps (`out = model(x)`) to the next step's forward. The re-run's
+# copy goes with the region's backward, as measure's checkpoint frees it:
+# `checkpoint:encoder_variable_selection` (tests/clients/train_pf.py --model tft --loop
+# hand, 2 steps) was predicted 949,452 B, above the baseline's 941,324 B, against
+# 766,848 B measured. The collector now writes what each call hands back (`ret` records:
+# the storages its output holds that it made); a storage handed back by the call or by a
+# call around it is left to Rule 3. An attribute the call keeps it in (`self.h = h;
+# return h`) still re-makes it (`stashed`); older ledgers, without `ret`, read as before.
 def _restashed(prep, calls, own, seg) -> np.ndarray:
     """Per storage: Rule 10 re-makes it (not Rule 3): kept as its module's attribute, or
     held by the script into backward (`acts[name] = h` in the region's code: the re-run
@@ -1873,6 +1888,8 @@ def _restashed(prep, calls, own, seg) -> np.ndarray:
     k = np.maximum(own.made, 0)
     fwd_last = np.where(prep.fwd_last >= 0, prep.fwd_last, prep.last_use)
     held = held & (fwd_last < calls.ev1[k])   # read after the call: its caller's to keep
+    if prep.returned_ev0 is not None:   # Note [What a call hands back]
+        held &= ~((prep.returned_ev0 >= 0) & (prep.returned_ev0 <= calls.ev0[k]))
     kept = held if prep.stashed is None else (_stashed_inside(prep, calls, k) | held)
     return kept & (own.made >= 0) & seg.has[k] & (prep.created < seg.end[k]) & \
         _is_recomputed(calls.kind[k])

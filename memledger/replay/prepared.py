@@ -100,6 +100,10 @@ class Prepared:
     stash_walked: np.ndarray = None  # bool: stashed, and its record says what its graph saves
     stash_ev0: np.ndarray = None   # int64: first event of the innermost call that kept it
     stash_ev1: np.ndarray = None   # int64: one past that call's last event (-1: not known)
+    # int64: the first event of the outermost call that handed it back as (part of) its
+    # output (-1: none; Note [What a call hands back], replay/engine.py); None: an older
+    # ledger, which has no `ret` records
+    returned_ev0: np.ndarray = None
     stashed: np.ndarray = None   # bool: kept as a plain attribute of the module whose call made
     #                              it (Note [Tensors a call keeps on its module], collector.py)
     arg_mod: np.ndarray = None   # object: module of a call, per (call, argument storage) pair
@@ -293,6 +297,7 @@ class Prepared:
             kept_handed=frozenset((str(r["mod"]), int(r["ev0"]))
                                   for r in led.extra.get("kept", []) if r.get("handed")),
             released=_released(led, st),
+            returned_ev0=_returned(led, st),
             unheld=_unheld(led, st),
             **_lent(led, st),
             **_autocast_casts(led, st),
@@ -754,6 +759,18 @@ def _released(led: Ledger, st: pd.DataFrame) -> np.ndarray:
         ev = ev.reindex(st.index).fillna(-1).to_numpy(dtype=np.int64)
         out = np.where((out == -1) & (ev >= 0), ev, out)
     return out
+
+
+def _returned(led: Ledger, st: pd.DataFrame) -> np.ndarray | None:
+    """Per storage: the first event of the outermost call whose output held it (-1: none);
+    None where the ledger has no `ret` records (an older one)."""
+    recs = led.extra.get("ret")
+    if recs is None:
+        return None
+    ev0 = pd.Series([r["ev0"] for r in recs for _ in r["sids"]],
+                    index=[s for r in recs for s in r["sids"]], dtype=np.int64)
+    first = ev0.groupby(level=0).min()
+    return first.reindex(st.index).fillna(-1).to_numpy(dtype=np.int64)
 
 
 def _unheld(led: Ledger, st: pd.DataFrame) -> np.ndarray | None:

@@ -2066,6 +2066,11 @@ class Collector(ShardingMixin, TorchDispatchMode):
             return
         self._note_args(path, ev0, args, kwargs, module)
         sids = self._sids
+        # Note [What a call hands back] (replay/engine.py `_restashed`)
+        ret = [sid for t in _nested_tensors(kwargs_output[1])
+               if (sid := sids.get(storage_key(t), -1)) >= first_new]
+        if ret:
+            self.sink.write({"k": "ret", "mod": path, "ev0": ev0, "sids": ret})
         if written_arguments(versions):   # Note [State written outside a region]
             self.sink.write({"k": "stateful", "mod": path, "ev0": ev0, "ev1": self._ev,
                              "obj": INPUT_WRITTEN, "sids": []})
