@@ -1133,6 +1133,7 @@ def _lifetimes(prep: Prepared, calls: _Calls, own: _Owners, seg: _Segments,
     if prep.script_ckpt:
         back_end = np.where(held[u], back_end, _script_rerun_read_back_end(prep, u, back_end))
     back_end = _kept_by_gradient(prep, u, prep.unpack_first[u], back_end)
+    back_end = _kept_for_an_unread_save(prep, u, held[u], back_end)
     back = prep.unpack_first[u]
     if prep.pass2 is not None and (prep.pass2[u] >= 0).any():
         # read by two backward passes: the offloader lets go of its copy when a pass has
@@ -1170,6 +1171,35 @@ def _held_by_dead_saves(prep: Prepared, calls: _Calls, fr: np.ndarray,
     until = np.full(len(fr), -1, dtype=np.int64)
     np.maximum.at(until, prep.pack_row[dead], gone[dead])
     return np.where(moved & (until > fr), np.minimum(until, prep.freed), fr)
+
+
+# Note [A save backward never reads]
+# measure's offloader holds a storage's read-back copy until the last of its saves has
+# been unpacked (Note [Offload moves storages, once each], measure/offload.py), so where
+# one save is never read, the copy stays until autograd lets go of the packed record of
+# that save, when its node dies. N-BEATS' seasonality block runs one `theta_f_fc` on its
+# hidden state twice, for the backcast and the forecast; with no backcast loss backward
+# never reaches the backcast's node, and a loop that keeps the model's output (`out =
+# model(x)`, which holds the backcast and its graph) keeps that node to the next step's
+# forward. The replay let the read-back ReLU output (8 x 32 fp32, 1,024 B) go as the
+# forecast's node returned: `offload:net_blocks.*` (tests/clients/train_pf.py --model
+# nbeats --loop hand --collect, 2 steps) was predicted 49,472 B against 50,496 B measured,
+# at the optimizer step. With more saves than unpacks (a save let go of unread in forward
+# not counted) and the script holding nothing of it, the storage's free in the traced run
+# is when autograd's last holder let go: the copy lives to then.
+def _kept_for_an_unread_save(prep: Prepared, rows: np.ndarray, held: np.ndarray,
+                             ends: np.ndarray) -> np.ndarray:
+    """Read-back copies that a save no backward unpacks keeps (Note [A save backward never
+    reads]): to the storage's own free in the traced run."""
+    if prep.saves is None or prep.unpacks is None or not len(rows):
+        return ends
+    never = prep.saves[rows] - prep.unpacks[rows]
+    if prep.pack_gone is not None and prep.pack_row is not None:
+        # a save autograd let go of unread in forward holds nothing into backward (Note [A
+        # save autograd let go of unread]): its packed record died with its node
+        gone = np.bincount(prep.pack_row[prep.pack_gone >= 0], minlength=len(prep.saves))
+        never = never - gone[rows]
+    return np.where((never > 0) & ~held, np.maximum(ends, prep.freed[rows]), ends)
 
 
 def _kept_by_gradient(prep: Prepared, rows: np.ndarray, first: np.ndarray,

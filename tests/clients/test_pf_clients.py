@@ -16,8 +16,17 @@ batch 8):
   trainer's each), `checkpoint:encoder_variable_selection` 766,848 B once the variable
   selection weights the loop keeps in `out` were read as the caller's (Note [What a call
   hands back], replay/engine.py): predicted 949,452 B before.
-- `--model deepar` (trainer and hand) and `--model nbeats`: see docs/accuracy.md
-  ("pytorch-forecasting") for the gaps of 120 to 904 B left open.
+- `--model nbeats --collect`: hand 52,220 B,
+  trainer 51,496 B (12 B of kernel scratch under the allocator); `checkpoint`,
+  `selective`, `offload` of `net_blocks.*` and `checkpoint:net_blocks.0+offload:
+  net_blocks.1` exact, `offload:net_blocks.*` by hand once the read-back copy a never
+  unpacked save holds was counted (Note [A save backward never reads], replay/engine.py):
+  1,024 B under measured before.
+- Without `--collect` the torchmetrics metrics building the model drops in reference cycles
+  are freed at the garbage collector's moment, which differs from pass to pass (the
+  doctor warns, `cyclic_garbage`, 24 to 48 B a metric): ledger and policies 120 to 904 B
+  apart on N-BEATS and DeepAR. DeepAR with `--collect`: 512 B gaps left open
+  (docs/accuracy.md, "pytorch-forecasting").
 """
 
 import contextlib
@@ -61,3 +70,22 @@ def test_tft_variable_selection_weights_the_loop_keeps_are_the_callers():
     assert len(ret) == 2 and all(len(r["sids"]) == 2 for r in ret)   # (outputs, weights)
     p = run.policies["checkpoint:encoder_variable_selection"]
     assert (p.predicted, p.measured) == (532_096, 532_096)
+
+
+def test_nbeats_offload_holds_a_read_back_copy_for_the_backcast_node():
+    """N-BEATS' seasonality block runs `theta_f_fc` twice on one ReLU output (backcast and
+    forecast); with no backcast loss backward never unpacks the backcast's save, and the
+    loop's `out` keeps that node to the next forward. measure's offloader holds the
+    read-back copy until every save is unpacked, so to then: `offload:net_blocks.*` was
+    predicted 49,416 B against 50,440 B measured, one 8 x 32 fp32 ReLU output under (Note
+    [A save backward never reads], replay/engine.py). `--collect`: building the model
+    drops torchmetrics metrics in reference cycles, freed at the collector's moment (the
+    doctor's cyclic_garbage); collected at once, every pass sees the same bytes."""
+    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()), \
+            contextlib.redirect_stderr(io.StringIO()):
+        warnings.simplefilter("ignore")
+        run = run_client("train_pf.py", ["--model", "nbeats", "--loop", "hand", "--collect"],
+                         ["offload:net_blocks.*"], steps=2)
+    assert run.ledger_peak == run.allocator_peak == 52_220
+    p = run.policies["offload:net_blocks.*"]
+    assert (p.predicted, p.measured) == (50_440, 50_440)

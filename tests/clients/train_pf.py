@@ -21,10 +21,15 @@ Models (`--model`):
 - `deepar`: `DeepAR` (an LSTM over the lagged, scaled target and the known covariates),
   its default `NormalDistributionLoss`.
 
-`--steps` is the Trainer's `max_steps` (or the hand loop's step count).
+`--steps` is the Trainer's `max_steps` (or the hand loop's step count). `--collect` calls
+`gc.collect()` once the model is built: building the model drops torchmetrics metrics (the
+default logging metrics), each a reference cycle whose state tensors only Python's garbage
+collector frees, at a moment that differs from run to run (`memledger doctor` warns of
+them, `cyclic_garbage`).
 """
 
 import argparse
+import gc
 import warnings
 
 import numpy as np
@@ -108,12 +113,15 @@ def main() -> None:
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--series", type=int, default=3)
     p.add_argument("--length", type=int, default=40)
+    p.add_argument("--collect", action="store_true", help="gc.collect() after building")
     args = p.parse_args()
     warnings.filterwarnings("ignore")
     torch.manual_seed(0)
     ds = dataset(args.model, frame(args.series, args.length))
     loader = ds.to_dataloader(train=True, batch_size=args.batch, num_workers=0)
     model = build(args.model, ds)
+    if args.collect:
+        gc.collect()
     if args.loop == "hand":
         by_hand(model, loader, args.steps)
         return
