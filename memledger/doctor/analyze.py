@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Callable
 
-from memledger.doctor import (accumulation, garbage, graph, modes, order, params, penalty,
-                              retention, unused, updates)
+from memledger.doctor import (accumulation, garbage, graph, losses, modes, order, params,
+                              penalty, retention, unused, updates)
 from memledger.doctor.findings import DoctorReport, Finding
 from memledger.doctor.records import Record, Run
 
@@ -33,6 +33,8 @@ ALL_CHECKS: tuple[CheckFn, ...] = (
     order.double_step,                  # 8
     order.clip_order,                   # 8
     penalty.dead_penalty,               # 9
+    losses.double_activation,           # 12
+    losses.broadcast_target,            # 12
     garbage.cyclic_garbage,             # 10
     unused.unused_graph,                # 11
 )

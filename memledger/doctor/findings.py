@@ -23,7 +23,8 @@ CHECKS: tuple[str, ...] = (
     "stale_optimizer", "optimizer_reset", "wasted_gradients",
     "grad_leak", "mixed_gradient", "token_denominator", "loss_not_divided", "nonfinite_grad",
     "zeroed_before_step", "double_step", "clip_order", "dropped_update", "no_update", "scheduler_order",
-    "scheduler_rate", "cross_step_retention", "eval_mode", "dead_penalty", "cyclic_garbage",
+    "scheduler_rate", "cross_step_retention", "eval_mode", "dead_penalty", "double_activation",
+    "broadcast_target", "cyclic_garbage",
     "unused_graph",
     "unsynced_gradients", "unaveraged_gradients",
 )

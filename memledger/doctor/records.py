@@ -14,7 +14,10 @@ first forward under grad: its number, line, training flag, whether an input requ
 grad), `garbage` (tensors only the garbage collector would free, at a step's end: Note
 [Tensors only the garbage collector frees] in doctor_garbage.py), `unused_graph` (a
 top-level forward under grad whose graph no backward used: Note [A graph no backward used]
-in doctor_unused.py), `end`. A `param` record
+in doctor_unused.py), `double_activation` (a loss that takes logits given a softmax's or a
+sigmoid's output: Note [An activation the loss applies again] in doctor_losses.py),
+`broadcast_target` (an elementwise loss whose input and target broadcast to more elements
+than either holds: Note [A loss that broadcasts its target] there), `end`. A `param` record
 has `grad_read` once the script read its `.grad`.
 """
 
@@ -43,6 +46,8 @@ class Run:
     penalties: list[Record] = field(default_factory=list)
     garbage: list[Record] = field(default_factory=list)
     unused_graphs: list[Record] = field(default_factory=list)
+    double_activations: list[Record] = field(default_factory=list)
+    broadcasts: list[Record] = field(default_factory=list)
     nets: dict[int, Record] = field(default_factory=dict)
     n_steps: int = 0
     n_optimizer_steps: int = 0
@@ -55,7 +60,9 @@ class Run:
                  "leak": run.leaks, "mode": run.modes, "retained": run.retained,
                  "sched": run.scheds, "clip": run.clips, "mixed": run.mixed,
                  "penalty": run.penalties, "garbage": run.garbage,
-                 "unused_graph": run.unused_graphs}
+                 "unused_graph": run.unused_graphs,
+                 "double_activation": run.double_activations,
+                 "broadcast_target": run.broadcasts}
         for r in records:
             k = r.get("k")
             if k == "param":

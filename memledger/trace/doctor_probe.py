@@ -96,6 +96,7 @@ from memledger.trace.collector import StopTracing
 from memledger.trace.compiled import eager_stance
 from memledger.trace.doctor_order import OrderWatch, clip_frame, clips_nothing
 from memledger.trace.doctor_garbage import GarbageWatch
+from memledger.trace.doctor_losses import activation_twice, broadcast_target
 from memledger.trace.doctor_penalty import PenaltyWatch
 from memledger.trace.doctor_unused import UnusedGraphWatch
 from memledger.trace.doctor_retention import MAX_NODES, RetentionWatch
@@ -1214,6 +1215,20 @@ class DoctorProbe(TorchFunctionMode):
                 rec["value"] = float(out.detach().float().cpu())
         rec["file"], rec["line"] = user_line()
         self._losses.append(rec)
+        # Note [An activation the loss applies again], Note [A loss that broadcasts its
+        # target] (doctor_losses.py)
+        found: list[dict[str, Any]] = []
+        with _quiet(), contextlib.suppress(RuntimeError, TypeError, ValueError,
+                                           AttributeError):
+            twice = activation_twice(name, args, kwargs, out)
+            if twice is not None:
+                found.append({"k": "double_activation", **twice})
+            wide = broadcast_target(name, func, args, kwargs, reduction, out)
+            if wide is not None:
+                found.append({"k": "broadcast_target", **wide})
+        for r in found:
+            self.records.append({**r, "step": self._train_steps + 1, "file": rec["file"],
+                                 "line": rec["line"]})
         return out
 
     def _scale(self, func, args, kwargs):

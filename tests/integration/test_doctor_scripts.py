@@ -237,6 +237,28 @@ BUGS = [
     ("fresh_optimizer.py", [], "optimizer_reset", "warning",
      ["Adam's state started over in step 2, 3", "4 parameters", "before the loop"],
      "opt.step()"),
+    # Note [An activation the loss applies again] (trace/doctor_losses.py): a model ending
+    # in nn.Softmax trained with nn.CrossEntropyLoss; sigmoid then BCEWithLogits
+    ("loss_inputs.py", ["--bug", "softmax_module"], "double_activation", "error",
+     ["nn.CrossEntropyLoss (F.cross_entropy) was given the output of softmax",
+      "shape (8, 10)", "cannot go below 1.46 for 10 classes", "pass the logits"],
+     "return criterion(out, y)"),
+    ("loss_inputs.py", ["--bug", "sigmoid_bce"], "double_activation", "error",
+     ["nn.BCEWithLogitsLoss (F.binary_cross_entropy_with_logits) was given the output of "
+      "sigmoid", "pass the logits (drop the sigmoid)"],
+     "return criterion(z if FIXED else torch.sigmoid(z), t)"),
+    ("loss_inputs.py", ["--bug", "softmax_nll"], "double_activation", "error",
+     ["F.nll_loss was given the output of softmax", "-p, not -log p"],
+     "return F.nll_loss(F.log_softmax(out, 1) if FIXED else F.softmax(out, 1), y)"),
+    # Note [A loss that broadcasts its target]: (N, 1) against (N,), and the module form
+    ("loss_inputs.py", ["--bug", "l1_module"], "broadcast_target", "error",
+     ["nn.L1Loss (F.l1_loss) compared an input of shape (8,) with a target of shape (8, 1)",
+      "broadcast to (8, 8)", "pass target.squeeze(-1)"],
+     "return criterion(pred, t if FIXED else t.unsqueeze(-1))"),
+    ("loss_inputs.py", ["--bug", "huber_broadcast"], "broadcast_target", "error",
+     ["F.huber_loss compared an input of shape (8, 1) with a target of shape (8,)",
+      "pass input.squeeze(-1)"],
+     "return F.huber_loss(out.squeeze(-1) if FIXED else out, t, delta=0.5)"),
     ("garbage.py", ["--cycle", "frame"], "cyclic_garbage", "warning",
      ["`log_features()` and its RuntimeError's traceback", "[local 'feats']"],
      "error = str(e) if FIXED else e"),
@@ -341,6 +363,13 @@ FIXED = [("cut.py", ["--cut", c, "--fixed"]) for c in ("detach", "checkpoint")] 
     ("retained.py", ["--gan"]),
     ("fresh_optimizer.py", ["--fixed"]), ("fresh_optimizer.py", ["--opt", "sgd"]),
     ("fresh_optimizer.py", ["--unfreeze"]),
+    # the loss given what it takes, and correct forms near the two loss bugs (Note [An
+    # activation the loss applies again], Note [A loss that broadcasts its target])
+    ("loss_inputs.py", ["--bug", "softmax_ce", "--fixed"]),
+    ("loss_inputs.py", ["--bug", "mse_broadcast", "--fixed"]),
+] + [("loss_inputs.py", ["--form", f]) for f in (
+    "distill", "soft_targets", "smoothing", "log_nll", "log_ce", "log_probs", "bce",
+    "row_target", "scalar_target", "pairwise", "lm", "eval")] + [
 ] + [("updates.py", ["--bug", b, "--fixed"]) for b in ("scaler", "sched")]   # with --fixed,
 # nonfinite and zeroed run the very loop of sched (the bug flags only pick the bug)
 
@@ -680,3 +709,32 @@ def test_a_retained_graph_no_later_backward_used_is_named_across_two_optimizers(
     (e,) = [f for f in doctor("retained.py", "--extra").findings
             if f.check == "cross_step_retention"]
     assert e.evidence["steps"] == [1, 2, 3]
+
+
+def test_exact_findings_of_the_two_loss_bugs():
+    """The functional forms, every number of the evidence: softmax then cross_entropy
+    (its floor on probabilities of 10 classes, log(e + 9) - 1), and mse on (8, 1) against
+    (8,), the loss on matching shapes beside the one computed."""
+    (ce,) = doctor("loss_inputs.py", "--bug", "softmax_ce").findings
+    assert (ce.check, ce.severity, ce.where.line) == (
+        "double_activation", "error",
+        line_of("loss_inputs.py", "return F.cross_entropy(probs, y)"))
+    assert ce.message.startswith(
+        "F.cross_entropy was given the output of softmax (shape (8, 10), values in "
+        "[0.0558, 0.168], each row of its 10 classes summing to 1) in step 1-3: "
+        "cross_entropy applies log_softmax to its input itself, so the softmax runs twice")
+    assert ce.evidence == {"loss": "cross_entropy", "module": "", "op": "softmax",
+                           "steps": [1, 2, 3], "calls": 3, "shape": [8, 10], "min": 0.0558,
+                           "max": 0.1684, "classes": 10, "floor": 1.4612, "value": 2.2974}
+    (mse,) = doctor("loss_inputs.py", "--bug", "mse_broadcast").findings
+    assert (mse.check, mse.severity, mse.where.line) == (
+        "broadcast_target", "error",
+        line_of("loss_inputs.py", "return F.mse_loss(out.squeeze(-1) if FIXED else out, t)"))
+    assert mse.message == (
+        "F.mse_loss compared an input of shape (8, 1) with a target of shape (8,) in step "
+        "1-3: they broadcast to (8, 8), every prediction against every target, so the model "
+        "learns toward the batch's mean (it reads 0.5953; on matching shapes 0.5283); pass "
+        "input.squeeze(-1) (or target.unsqueeze(-1)) so the shapes match")
+    assert mse.evidence == {"loss": "mse_loss", "module": "", "input": [8, 1], "target": [8],
+                            "broadcast": [8, 8], "steps": [1, 2, 3], "calls": 3,
+                            "value": 0.5953, "meant": 0.5283}

@@ -1,0 +1,123 @@
+"""A loss given what it does not take (checks `double_activation` and `broadcast_target`).
+
+    python loss_inputs.py --bug softmax_ce      # F.cross_entropy(torch.softmax(logits, -1), y)
+    python loss_inputs.py --bug softmax_module  # a model ending in nn.Softmax, nn.CrossEntropyLoss
+    python loss_inputs.py --bug sigmoid_bce     # nn.BCEWithLogitsLoss()(torch.sigmoid(z), t)
+    python loss_inputs.py --bug softmax_nll     # F.nll_loss(F.softmax(logits, 1), y)
+    python loss_inputs.py --bug mse_broadcast   # F.mse_loss(pred (N, 1), y (N,))
+    python loss_inputs.py --bug l1_module       # nn.L1Loss()(pred (N,), y (N, 1))
+    python loss_inputs.py --bug huber_broadcast # F.huber_loss(pred (N, 1), y (N,))
+    python loss_inputs.py --bug ...  --fixed    # the same loop, the loss given what it takes
+
+    python loss_inputs.py --form F              # correct forms that must draw nothing:
+    distill (KL between two softmaxes, log_softmax input), soft_targets (cross_entropy with
+    probabilities as the TARGET), smoothing (label_smoothing=0.1), log_nll (log_softmax +
+    nll_loss), log_ce (log_softmax then cross_entropy), log_probs (torch.log of a softmax +
+    nll_loss), bce (sigmoid + F.binary_cross_entropy), row_target (an (N, D) prediction
+    against a (D,) target), scalar_target (against a 0-d target), pairwise (reduction='none'
+    on a[:, None] - b[None]), lm (a language model's shifted logits, view(-1, V)), eval
+    (softmax + cross_entropy under no_grad: a metric)
+"""
+import argparse
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+BUGS = ["softmax_ce", "softmax_module", "sigmoid_bce", "softmax_nll", "mse_broadcast",
+        "l1_module", "huber_broadcast"]
+FORMS = ["distill", "soft_targets", "smoothing", "log_nll", "log_ce", "log_probs", "bce",
+         "row_target", "scalar_target", "pairwise", "lm", "eval"]
+p = argparse.ArgumentParser()
+p.add_argument("--bug", choices=BUGS)
+p.add_argument("--form", choices=FORMS)
+p.add_argument("--fixed", action="store_true")
+p.add_argument("--steps", type=int, default=3)
+ARGS = p.parse_args()
+FIXED = ARGS.fixed
+BUG = ARGS.bug or ""
+
+torch.manual_seed(0)
+N, D, C = 8, 16, 10
+out_dim = 1 if "mse" in BUG or "l1" in BUG or "huber" in BUG or "bce" in BUG else C
+if ARGS.form in ("row_target", "scalar_target", "pairwise"):
+    out_dim = 4
+layers = [nn.Linear(D, 32), nn.ReLU(), nn.Linear(32, out_dim)]
+if BUG == "softmax_module" and not FIXED:
+    layers.append(nn.Softmax(dim=-1))
+model = nn.Sequential(*layers)
+teacher = nn.Linear(D, C).requires_grad_(False)
+lm_head = nn.Linear(D, C)
+opt = torch.optim.Adam([*model.parameters(), *(lm_head.parameters() if ARGS.form == "lm"
+                                                else ())], lr=1e-3)
+criterion = {"softmax_module": nn.CrossEntropyLoss(), "sigmoid_bce": nn.BCEWithLogitsLoss(),
+             "l1_module": nn.L1Loss()}.get(BUG)
+
+
+def loss_of(x, y, t):
+    out = model(x)
+    if BUG == "softmax_ce":
+        probs = out if FIXED else torch.softmax(out, -1)
+        return F.cross_entropy(probs, y)
+    if BUG == "softmax_module":
+        return criterion(out, y)
+    if BUG == "sigmoid_bce":
+        z = out.squeeze(-1)
+        return criterion(z if FIXED else torch.sigmoid(z), t)
+    if BUG == "softmax_nll":
+        return F.nll_loss(F.log_softmax(out, 1) if FIXED else F.softmax(out, 1), y)
+    if BUG == "mse_broadcast":
+        return F.mse_loss(out.squeeze(-1) if FIXED else out, t)
+    if BUG == "l1_module":
+        pred = out.squeeze(-1)
+        return criterion(pred, t if FIXED else t.unsqueeze(-1))
+    if BUG == "huber_broadcast":
+        return F.huber_loss(out.squeeze(-1) if FIXED else out, t, delta=0.5)
+    form = ARGS.form
+    if form == "distill":
+        T = 2.0
+        soft = F.softmax(teacher(x) / T, -1)
+        kd = F.kl_div(F.log_softmax(out / T, -1), soft, reduction="batchmean") * T * T
+        return kd + F.cross_entropy(out, y)
+    if form == "soft_targets":
+        return F.cross_entropy(out, F.softmax(teacher(x), -1))
+    if form == "smoothing":
+        return nn.CrossEntropyLoss(label_smoothing=0.1)(out, y)
+    if form == "log_nll":
+        return F.nll_loss(F.log_softmax(out, -1), y)
+    if form == "log_ce":
+        return F.cross_entropy(torch.log_softmax(out, -1), y)
+    if form == "log_probs":
+        return F.nll_loss(torch.log(torch.softmax(out, -1) + 1e-8), y)
+    if form == "bce":
+        return F.binary_cross_entropy(torch.sigmoid(out[:, 0]), t.clamp(0, 1).round())
+    if form == "row_target":
+        return F.mse_loss(out, torch.ones(4)) + nn.L1Loss()(out, torch.zeros(1, 4))
+    if form == "scalar_target":
+        return F.smooth_l1_loss(out, torch.tensor(0.5))
+    if form == "pairwise":
+        a = out[:, None, :]
+        b = out.detach()[None, :, :]
+        return F.mse_loss(a, b.expand(1, N, 4), reduction="none").mean()
+    if form == "lm":
+        h = torch.randn(2, 5, D)
+        logits = lm_head(h + out[:2, None, :1])
+        labels = torch.randint(0, C, (2, 5))
+        shift = logits[:, :-1, :].contiguous()
+        return F.cross_entropy(shift.view(-1, C), labels[:, 1:].reshape(-1)) + \
+            F.cross_entropy(out, y)
+    if form == "eval":
+        with torch.no_grad():
+            F.cross_entropy(torch.softmax(model(x), -1), y)
+        return F.cross_entropy(out, y)
+    return F.cross_entropy(out, y)
+
+
+for step in range(ARGS.steps):
+    x = torch.randn(N, D)
+    y = torch.randint(0, C, (N,))
+    t = torch.rand(N)
+    loss = loss_of(x, y, t)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
