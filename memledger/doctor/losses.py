@@ -59,6 +59,12 @@ def double_activation(run: Run) -> list[Finding]:
             said.append(f"values in [{first['min']:.3g}, {first['max']:.3g}]")
         if "row_sum_error" in first:
             said.append(f"each row of its {first.get('classes', 0)} classes summing to 1")
+        act = first.get("activation", "")
+        made = (f"{op}, the model's nn.{op.capitalize()} `{act}`" if act else op)
+        fix = (f"drop nn.{op.capitalize()} `{act}` from the forward that trains (apply it "
+               "at inference) and pass the logits" if act and fn in (
+                   "cross_entropy", "binary_cross_entropy_with_logits")
+               else _FIX.get(fn, "pass the logits").format(op=op))
         floor = ""
         if "floor" in first:
             floor = (f"; on probabilities the loss cannot go below {first['floor']:.3g} for "
@@ -66,13 +72,13 @@ def double_activation(run: Run) -> list[Finding]:
                                                       if "value" in first else ""))
         out.append(Finding(
             check="double_activation", severity="error", where=where(first),
-            message=(f"{_called(first)} was given the output of {op} "
+            message=(f"{_called(first)} was given the output of {made} "
                      f"({', '.join(said)}) in step {span(steps)}: {fn} "
-                     f"{_DOES.get(fn, '').format(op=op)}{floor}; "
-                     + _FIX.get(fn, "pass the logits").format(op=op)),
+                     f"{_DOES.get(fn, '').format(op=op)}{floor}; {fix}"),
             evidence={"loss": fn, "module": first.get("module", ""), "op": op, "steps": steps, "calls": len(recs),
-                      **{k: first[k] for k in ("shape", "min", "max", "classes", "floor",
-                                               "value") if k in first}}))
+                      **{k: first[k] for k in ("activation", "shape", "min", "max",
+                                               "classes", "floor", "value")
+                         if first.get(k) not in (None, "")}}))
     return out
 
 

@@ -22,7 +22,12 @@ cross_entropy or nll_loss is confirmed by its values: every row along the loss's
 dimension sums to 1 (so a softmax over another dimension, whose rows are no distribution
 over the classes, is not named). Only a loss whose output carries a graph is looked at
 (Note [A loss no backward can run from] in doctor_probe.py); the walk is a few attribute
-reads, and the values are read only when a softmax or sigmoid is found.
+reads, and the values are read only when a softmax or sigmoid is found. A model that ends
+in an `nn.Softmax` / `nn.Sigmoid` module is named by it: at each call of one, the probe's
+module pre-hook notes the module's path in the metadata of the graph node that made its
+input (`ACTIVATION_MODULE`; one type test per module call), and the finding reads it from
+the activation node's input ("the model's nn.Softmax `3`"; fix: drop it from the forward
+that trains).
 
 Not a finding: the target made by a softmax (knowledge distillation's soft targets given
 to cross_entropy as probabilities, `F.kl_div(F.log_softmax(s / T), F.softmax(t / T))`),
@@ -72,9 +77,15 @@ _PASS = frozenset({"ViewBackward", "UnsafeViewBackward", "ReshapeAliasBackward",
 _MADE_BY = {"SoftmaxBackward": "softmax", "SigmoidBackward": "sigmoid"}
 
 
-def _made_by(t: _Tensor) -> str | None:
-    """'softmax' or 'sigmoid' when the op that made `t` was one, through value-preserving
-    ops only (Note [An activation the loss applies again])."""
+# the graph node's metadata key under which the probe notes the nn.Softmax / nn.Sigmoid
+# module that a tensor made by this node went into (doctor_probe.py's `_module_pre`)
+ACTIVATION_MODULE = "memledger.doctor.activation_module"
+ACTIVATION_MODULES = (torch.nn.Softmax, torch.nn.Sigmoid)
+
+
+def _made_by(t: _Tensor) -> tuple[str, Any] | None:
+    """('softmax' or 'sigmoid', its graph node) when the op that made `t` was one, through
+    value-preserving ops only (Note [An activation the loss applies again])."""
     node = t.grad_fn
     for _ in range(12):
         if node is None:
@@ -82,12 +93,22 @@ def _made_by(t: _Tensor) -> str | None:
         name = type(node).__name__.rstrip("0123456789")
         made = _MADE_BY.get(name)
         if made is not None:
-            return made
+            return made, node
         if name not in _PASS:
             return None
         nxt = node.next_functions
         node = nxt[0][0] if nxt else None
     return None
+
+
+def _activation_module(node) -> str:
+    """The nn.Softmax / nn.Sigmoid module whose input the activation's node took, as the
+    probe noted it (`3 (Softmax)`), or ''."""
+    with contextlib.suppress(AttributeError, RuntimeError, IndexError):
+        src = node.next_functions[0][0]
+        if src is not None:
+            return str(src.metadata.get(ACTIVATION_MODULE, ""))
+    return ""
 
 
 _LOSS_FILE = os.path.join("nn", "modules", "loss.py")
@@ -119,11 +140,12 @@ def activation_twice(fn: str, args: tuple, kwargs: dict, out: Any) -> dict[str, 
     inp, target = _operands(fn, args, kwargs)
     if not isinstance(inp, _Tensor) or inp.grad_fn is None:
         return None
-    op = _made_by(inp)
-    if op is None:
+    made = _made_by(inp)
+    if made is None:
         return None
+    op, node = made
     rec: dict[str, Any] = {"fn": fn, "op": op, "shape": list(inp.shape),
-                           "module": _module_of()}
+                           "module": _module_of(), "activation": _activation_module(node)}
     with torch.no_grad(), contextlib.suppress(RuntimeError, TypeError, ValueError):
         lo, hi = torch.aminmax(inp.detach().float())
         rec["min"], rec["max"] = round(float(lo), 4), round(float(hi), 4)

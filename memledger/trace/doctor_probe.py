@@ -96,7 +96,8 @@ from memledger.trace.collector import StopTracing
 from memledger.trace.compiled import eager_stance
 from memledger.trace.doctor_order import OrderWatch, clip_frame, clips_nothing
 from memledger.trace.doctor_garbage import GarbageWatch
-from memledger.trace.doctor_losses import activation_twice, broadcast_target
+from memledger.trace.doctor_losses import (ACTIVATION_MODULE, ACTIVATION_MODULES,
+                                          activation_twice, broadcast_target)
 from memledger.trace.doctor_penalty import PenaltyWatch
 from memledger.trace.doctor_unused import UnusedGraphWatch
 from memledger.trace.doctor_retention import MAX_NODES, RetentionWatch
@@ -745,6 +746,12 @@ class DoctorProbe(TorchFunctionMode):
             if self._resumed_scheds is None:
                 self._resumed_scheds = _resumed_schedulers()
         self._ran.add(mid)
+        if type(module) in ACTIVATION_MODULES and args and isinstance(args[0], _Tensor):
+            # Note [An activation the loss applies again]: which nn.Softmax made a loss's
+            # input, kept on the node that made the module's input
+            meta = _node_metadata(args[0].grad_fn)
+            if meta is not None:
+                meta[ACTIVATION_MODULE] = self._names.paths.get(module, "")
         if mid in self._slots:
             self._note_in_place(mid)
         if self._cut_srcs and _grad_enabled() and torch._C._current_graph_task_id() != -1:

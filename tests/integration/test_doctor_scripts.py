@@ -240,8 +240,9 @@ BUGS = [
     # Note [An activation the loss applies again] (trace/doctor_losses.py): a model ending
     # in nn.Softmax trained with nn.CrossEntropyLoss; sigmoid then BCEWithLogits
     ("loss_inputs.py", ["--bug", "softmax_module"], "double_activation", "error",
-     ["nn.CrossEntropyLoss (F.cross_entropy) was given the output of softmax",
-      "shape (8, 10)", "cannot go below 1.46 for 10 classes", "pass the logits"],
+     ["nn.CrossEntropyLoss (F.cross_entropy) was given the output of softmax, the model's "
+      "nn.Softmax `3` (shape (8, 10)", "cannot go below 1.46 for 10 classes",
+      "drop nn.Softmax `3` from the forward that trains"],
      "return criterion(out, y)"),
     ("loss_inputs.py", ["--bug", "sigmoid_bce"], "double_activation", "error",
      ["nn.BCEWithLogitsLoss (F.binary_cross_entropy_with_logits) was given the output of "
