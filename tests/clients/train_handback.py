@@ -1,0 +1,103 @@
+"""What a module call hands back and what the loop keeps of it, in plain torch: the two
+mechanisms pytorch-forecasting's models showed the replay (tests/clients/train_pf.py), one
+per `--case`. A loop by hand keeps the model's output (`out = model(x)`) until the next
+step's forward has run, as train_pf.py's `--loop hand` does. Adam, random data.
+
+- `weights`: a variable selection network as TFT's (`select`): a GELU projection of each
+  variable, softmax weights over the variables from it, their weighted sum; the call
+  returns `(outputs, weights)` and the model puts the weights in its output dict, read by
+  nothing after (Note [What a call hands back], memledger/replay/engine.py).
+- `backcast`: N-BEATS-like blocks (`blocks.*`): a ReLU hidden state read by two Linear
+  heads, backcast and forecast; the residual takes each block's backcast off its input,
+  the forecasts add up, the loss reads the forecast only, so backward never reaches the
+  last block's backcast head, whose save of the ReLU output is never unpacked while `out`
+  holds it (Note [A save backward never reads], memledger/replay/engine.py).
+
+    memledger compare tests/clients/train_handback.py --steps 2 \
+        -p 'checkpoint:select' -- --case weights
+    memledger compare tests/clients/train_handback.py --steps 2 \
+        -p 'offload:blocks.*' -- --case backcast
+"""
+
+import argparse
+
+import torch
+from torch import nn
+
+
+class Select(nn.Module):
+    """TFT's variable selection, cut down: (B, V, D) -> (B, H) and (B, V) weights."""
+
+    def __init__(self, n_vars: int, dim: int, hidden: int) -> None:
+        super().__init__()
+        self.proj = nn.Linear(dim, hidden)
+        self.flat = nn.Linear(n_vars * hidden, n_vars)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        h = nn.functional.gelu(self.proj(x))                       # (B, V, H)
+        weights = torch.softmax(self.flat(h.flatten(1)), dim=-1)   # (B, V)
+        return (h * weights.unsqueeze(-1)).sum(1), weights
+
+
+class WeightsNet(nn.Module):
+    def __init__(self, n_vars: int, dim: int, hidden: int) -> None:
+        super().__init__()
+        self.select = Select(n_vars, dim, hidden)
+        self.head = nn.Linear(hidden, 1)
+
+    def forward(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
+        h, weights = self.select(x)
+        return {"prediction": self.head(h), "weights": weights}
+
+
+class Block(nn.Module):
+    """N-BEATS' block, cut down: a ReLU hidden state, a backcast and a forecast head."""
+
+    def __init__(self, length: int, horizon: int, hidden: int) -> None:
+        super().__init__()
+        self.fc = nn.Linear(length, hidden)
+        self.backcast = nn.Linear(hidden, length)
+        self.forecast = nn.Linear(hidden, horizon)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        h = torch.relu(self.fc(x))
+        return self.backcast(h), self.forecast(h)
+
+
+class BackcastNet(nn.Module):
+    def __init__(self, length: int, horizon: int, hidden: int, n_blocks: int = 2) -> None:
+        super().__init__()
+        self.blocks = nn.ModuleList(Block(length, horizon, hidden) for _ in range(n_blocks))
+
+    def forward(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
+        residual, forecast = x, 0
+        for block in self.blocks:
+            b, f = block(residual)
+            residual, forecast = residual - b, forecast + f
+        return {"prediction": forecast, "backcast": x - residual}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--case", default="weights", choices=["weights", "backcast"])
+    p.add_argument("--steps", type=int, default=3)
+    p.add_argument("--batch", type=int, default=8)
+    p.add_argument("--hidden", type=int, default=32)
+    args = p.parse_args()
+    torch.manual_seed(0)
+    if args.case == "weights":
+        model, shape, target = WeightsNet(4, 8, args.hidden), (args.batch, 4, 8), (args.batch, 1)
+    else:
+        model, shape, target = BackcastNet(24, 4, args.hidden), (args.batch, 24), (args.batch, 4)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    for _ in range(args.steps):
+        x, y = torch.randn(shape), torch.randn(target)
+        out = model(x)                 # kept until the next step's forward has run
+        loss = (out["prediction"] - y).pow(2).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+
+if __name__ == "__main__":
+    main()
