@@ -62,9 +62,24 @@ def test_the_adjoint_node_holds_the_solution_through_its_backward_solve():
     without a graph in forward and inside backward: `checkpoint:func` changes nothing."""
     run = run_client("train_torchcde.py", ["--adjoint"],
                      ["offload:readout", "checkpoint:func"], steps=1)
-    assert run.ledger_peak == run.allocator_peak == 136_192
+    assert run.ledger_peak == run.allocator_peak == 136_192, _small_at_peak(run)
     for text, p in run.policies.items():
         assert p.predicted == p.measured == 136_192, (text, p)
+
+
+def _small_at_peak(run) -> str:
+    """The storages of at most 64 B live at the ledger's peak, for the failure's message.
+    Once, in a work-stealing suite run, this test read 136,200 B (ledger = allocator) after
+    other tests in the same worker; no order tried since reproduces it (docs/decisions.md,
+    "An order-dependent measurement"): should it come back, the message names the extra
+    bytes' op, dtype and shape."""
+    led = run.ledger
+    live = led.live_at(led.peak().event)
+    small = live[live["bytes"] <= 64]
+    return f"ledger {run.ledger_peak:,} B, allocator {run.allocator_peak:,} B; small at the " \
+        "peak: " + "; ".join(f"{r.bytes} B {r.dtype} [{r.shape}] {r.op} {r.phase} {r.category}"
+                              f"{' external' if r.external else ''}"
+                              for r in small.itertuples())
 
 
 def test_the_doctor_finds_nothing_in_the_readme_loop():
