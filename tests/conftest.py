@@ -8,6 +8,7 @@ import gc
 import importlib.util
 import os
 import sys
+import weakref
 from pathlib import Path
 from typing import Iterator
 
@@ -85,6 +86,50 @@ def _argv_and_path_given_back() -> Iterator[None]:
     argv, path = sys.argv[:], sys.path[:]
     yield
     sys.argv[:], sys.path[:] = argv, path
+
+
+class _Argument:
+    pass
+
+
+def _callee_let_go(x: _Argument) -> bool:
+    ref = weakref.ref(x)
+    del x
+    return ref() is None
+
+
+def python_calls_inlined() -> bool:
+    """Whether a Python function called by Python owns its arguments alone (CPython 3.11+
+    runs the call in the caller's eval loop), or its caller keeps them too until it returns
+    (a frame evaluator is installed: Note [A frame evaluator left installed])."""
+    return _callee_let_go(_Argument())
+
+
+# Note [A frame evaluator left installed]
+# `torch.compile(fn, fullgraph=True)` that fails to trace (`Unsupported`) leaves Dynamo's
+# frame-evaluation shim installed in the interpreter (torch 2.13, CPython 3.11), with no
+# callback (`set_eval_frame(None)`, `torch._dynamo.reset()` do not take it out). From then
+# on CPython calls every Python function through the vectorcall path instead of inlining
+# it, and the caller's stack keeps each argument until the callee returns: a temporary
+# passed as an argument and dropped by the callee lives through the whole call. In a
+# pytest process that had run such a script in-process
+# (tests/unit/test_compiled_regions.py), torchdiffeq's adjoint backward kept its flipped
+# time interval (`odeint(..., t[i - 1:i + 1].flip(0), ...)`, 8 B) through the backward
+# solve, and `test_the_adjoint_node_holds_the_solution_through_its_backward_solve` read
+# 136,200 B (ledger = allocator: the bytes were really held) against its 136,192 B in any
+# process without it (the CLI's workers included): a work-stealing run ordered the two
+# tests into one worker. Every test that runs scripts in this process measures a process
+# in that state, so no test may leave it: the one that would is failed here.
+@pytest.fixture(autouse=True)
+def _no_frame_evaluator_left() -> Iterator[None]:
+    before = python_calls_inlined()
+    yield
+    if before and not python_calls_inlined():
+        pytest.fail("this test left a frame evaluator installed in the pytest process "
+                    "(a failed fullgraph torch.compile run in-process?): every later "
+                    "in-process trace keeps call arguments alive longer (Note [A frame "
+                    "evaluator left installed], tests/conftest.py); run it in a child "
+                    "process", pytrace=False)
 
 
 @pytest.fixture

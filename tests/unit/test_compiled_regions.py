@@ -143,7 +143,10 @@ def test_dynamo_refusing_one_graph_says_what_to_do(tmp_path):
     """Note [A policy inside one graph] (trace/script.py): a policy's wrappers inside a model
     compiled with fullgraph=True cannot be traced into one graph; the run's reason says so
     beside Dynamo's own words. The script here reads the saved-tensor hooks, as the
-    nesting guard does, inside a fullgraph function."""
+    nesting guard does, inside a fullgraph function.
+    Run in a forked child: the failed fullgraph compile leaves Dynamo's frame evaluator
+    installed for good, and every later in-process trace of this pytest process kept call
+    arguments alive longer (Note [A frame evaluator left installed], tests/conftest.py)."""
     from memledger.trace.script import run_and_classify
 
     script = tmp_path / "one_graph.py"
@@ -152,10 +155,32 @@ def test_dynamo_refusing_one_graph_says_what_to_do(tmp_path):
         "f = torch.compile(lambda x: (torch._C._autograd._top_saved_tensors_default_hooks("
         "False), x + 1)[1], fullgraph=True, backend='eager')\n"
         "f(torch.ones(2))\n")
-    out = run_and_classify(script, [])
-    assert out.reason.startswith("script raised Unsupported: ")
-    assert out.reason.endswith("(torch.compile with fullgraph=True could not put this run's "
+    reason = _in_a_child(lambda: run_and_classify(script, []).reason)
+    assert reason.startswith("script raised Unsupported: ")
+    assert reason.endswith("(torch.compile with fullgraph=True could not put this run's "
                                "code in one graph: a policy's wrappers around compiled "
                                "modules cannot be; measure the policy with the model "
                                "compiled without fullgraph=True)")
 
+
+
+def _in_a_child(fn) -> str:
+    """`fn()` (a str) computed in a forked child, so that what it leaves in the interpreter
+    stays there."""
+    import os
+
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            os.write(write, fn().encode())
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(write)
+    with os.fdopen(read, "rb") as f:
+        out = f.read().decode()
+    _, status = os.waitpid(pid, 0)
+    assert os.WEXITSTATUS(status) == 0, "the child failed"
+    return out
