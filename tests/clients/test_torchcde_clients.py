@@ -69,10 +69,11 @@ def test_the_adjoint_node_holds_the_solution_through_its_backward_solve():
 
 def _small_at_peak(run) -> str:
     """The storages of at most 64 B live at the ledger's peak, for the failure's message.
-    Once, in a work-stealing suite run, this test read 136,200 B (ledger = allocator) after
-    other tests in the same worker; no order tried since reproduces it (docs/decisions.md,
-    "An order-dependent measurement"): should it come back, the message names the extra
-    bytes' op, dtype and shape."""
+    In a work-stealing suite run this test read 136,200 B (ledger = allocator): an earlier
+    test in its worker had left a frame evaluator installed, and the backward's 8 B `flip`
+    lived through the adjoint solve (Note [A frame evaluator left installed],
+    tests/conftest.py). Should another byte difference come, the message names its op,
+    dtype and shape."""
     led = run.ledger
     live = led.live_at(led.peak().event)
     small = live[live["bytes"] <= 64]
