@@ -75,7 +75,8 @@ def double_activation(run: Run) -> list[Finding]:
             message=(f"{_called(first)} was given the output of {made} "
                      f"({', '.join(said)}) in step {span(steps)}: {fn} "
                      f"{_DOES.get(fn, '').format(op=op)}{floor}; {fix}"),
-            evidence={"loss": fn, "module": first.get("module", ""), "op": op, "steps": steps, "calls": len(recs),
+            evidence={"loss": fn, "module": first.get("module", ""), "op": op,
+                      "steps": steps, "calls": len(recs),
                       **{k: first[k] for k in ("activation", "shape", "min", "max",
                                                "classes", "floor", "value")
                          if first.get(k) not in (None, "")}}))
@@ -106,7 +107,8 @@ def broadcast_target(run: Run) -> list[Finding]:
                      f"{span(steps)}: they broadcast to {_shape(wide)}, every prediction "
                      f"against every target, so the model learns toward the batch's mean"
                      f"{meant}; {_fix(inp, target)}"),
-            evidence={"loss": fn, "module": first.get("module", ""), "input": inp, "target": target, "broadcast": wide,
+            evidence={"loss": fn, "module": first.get("module", ""), "input": inp,
+                      "target": target, "broadcast": wide,
                       "steps": steps, "calls": len(recs),
                       **{k: first[k] for k in ("value", "meant") if k in first}}))
     return out

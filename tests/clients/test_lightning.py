@@ -16,7 +16,12 @@ import pytest
 # (`_EPS_SMOOTHING`), which the in-process ledger pass would see and the allocator pass not
 pytest.importorskip("pytorch_lightning")
 
-from tests.clients.harness import HERE, assert_one_doctor_error, run_client, run_plainly  # noqa: E402
+from tests.clients.harness import (  # noqa: E402
+    HERE,
+    assert_one_doctor_error,
+    run_client,
+    run_plainly,
+)
 
 pytestmark = pytest.mark.clients
 
