@@ -17,6 +17,17 @@ checkpoint 338,202 B both sides. `--mode reward`: ledger = allocator 307,176 B;
 310,184 B, predicted and measured (before the fix: `checkpoint:palm.layers.*` predicted
 323,256 B, the re-runs' saves held to the end of the run through the peak in backward).
 
+`--mode ppo` (the library's `RLHFTrainer.train`: generation, the reward model's calls with
+gradients on, one actor and one critic AdoptAtan2 step, through accelerate): ledger =
+allocator 607,832 B at `--steps 2` (the peak in the PPO loss); every model call runs before
+the first optimizer step names the model (the ActorCritic), so policies on
+`actor_palm.layers.*` are refused by both ("ran only before the first optimizer step
+decided which module is the model"); ~4 s of CPU a run, so not in this file. The trainer's
+own name for the actor, `checkpoint:palm.layers.*`, was refused by predict as "the modules
+the traced forward called are (none recorded)" while measure listed the model's modules
+(Note [The model's modules, none called after], replay/policies.py; pinned in
+tests/unit/test_policies.py).
+
 `selective:layers.*` with `--steps 2`: refused by both (the rotary cache and the causal
 mask are filled on the first call, and the re-run slices them). With `--steps 1` measure
 refuses it and predict prices it: one call of the block is all the ledger has, and it

@@ -2,6 +2,10 @@
 nothing downloaded:
 
 - `lm`: a `PaLM` trained as a language model, `palm(seq, return_loss=True)`, Adam.
+- `ppo`: `RLHFTrainer(palm=..., reward_model=..., prompt_token_ids=...).train(...)`, the
+  library's own PPO loop (an `ActorCritic` with actor and critic LoRA scopes, sampling
+  episodes by generation, then `learn`: AdoptAtan2 for the actor and for the critic, an
+  HL-Gauss value loss, through accelerate), tiny: `--episodes` timesteps, one update.
 - `reward`: a `RewardModel` around a (non-causal) PaLM, LoRA-finetuned: the reward LoRA
   scope (`palm.finetune_modules.reward.*`, called inside each `palm.layers.N` block) and
   the binned head train, `reward_model(seq, prompt_mask=..., labels=...)`, Adam over
@@ -15,12 +19,12 @@ import argparse
 
 import torch
 
-from palm_rlhf_pytorch import PaLM, RewardModel
+from palm_rlhf_pytorch import PaLM, RewardModel, RLHFTrainer
 
 
 def main() -> None:
     p = argparse.ArgumentParser()
-    p.add_argument("--mode", default="lm", choices=["lm", "reward"])
+    p.add_argument("--mode", default="lm", choices=["lm", "reward", "ppo"])
     p.add_argument("--steps", type=int, default=3)
     p.add_argument("--dim", type=int, default=32)
     p.add_argument("--depth", type=int, default=2)
@@ -28,10 +32,20 @@ def main() -> None:
     p.add_argument("--seq-len", type=int, default=16)
     p.add_argument("--batch", type=int, default=2)
     p.add_argument("--bins", type=int, default=5)
+    p.add_argument("--episodes", type=int, default=2)
     args = p.parse_args()
     torch.manual_seed(0)
     palm = PaLM(num_tokens=args.tokens, dim=args.dim, depth=args.depth, dim_head=8, heads=2,
                 ff_mult=2, causal=args.mode == "lm")
+    if args.mode == "ppo":
+        reward_model = RewardModel(palm, num_binned_output=args.bins, lora_r=4)
+        prompts = torch.randint(1, args.tokens, (8, args.seq_len // 2),
+                                generator=torch.Generator().manual_seed(1))
+        trainer = RLHFTrainer(palm=palm, reward_model=reward_model, prompt_token_ids=prompts,
+                              actor_lora_r=4, critic_lora_r=4, minibatch_size=args.batch)
+        trainer.train(num_episodes=1, max_timesteps=args.episodes,
+                      update_timesteps=args.episodes, max_seq_len=args.seq_len)
+        return
     if args.mode == "lm":
         model, params = palm, palm.parameters()
     else:
