@@ -127,7 +127,8 @@ last event (older ledgers lack it); Note [Tensors a call keeps on its module] in
 trace/collector.py) and
 `kept` (`mod`, `ev0`, `sids`: storages a module call made and put in its module's buffers,
 which later calls may reuse; Note [A buffer a call makes and later calls reuse] in
-trace/collector.py) and
+trace/collector.py; optional `graph`: those of them whose autograd graph runs deeper than
+one op on leaves, Note [A buffer kept without a graph] in replay/engine.py) and
 `compiled` (`mod`: the class, `path`, `backend`: a torch.compile'd module, whose ledger is
 its eager run; `path` and `backend` optional: older ledgers lack them) and `compiles`
 (`frames`: frames Dynamo compiled in the allocator pass, which ran the compiled code; Note

@@ -1856,6 +1856,8 @@ def _kept_remakes(prep, calls, own,
     last_cr, keep_to = np.full(n, -1, dtype=np.int64), np.full(n, -1, dtype=np.int64)
     if prep.stashed is not None:
         restash = restash & ~(prep.stashed & ~prep.stashed_graph)
+    if prep.kept_plain is not None:   # Note [A buffer kept without a graph]
+        restash = restash & ~prep.kept_plain
     r = np.flatnonzero(restash)
     walked = np.zeros(n, dtype=bool)
     if len(r):
@@ -1867,6 +1869,21 @@ def _kept_remakes(prep, calls, own,
             walked[np.unique(own.made[r])] = True
             walked &= ~unwalked & _is_recomputed(calls.kind)
     return last_cr, keep_to, walked
+
+
+# Note [A buffer kept without a graph]
+# Rule 10's second half holds a re-run's saves for as long as the script keeps the re-made
+# copy, because that copy's `grad_fn` holds them. A buffer the call makes and registers on
+# its module (PaLM's rotary cache, `register_buffer("pos_emb_scale", ...)` on the first
+# call; its attention's causal mask) is held into backward (`held`: the module keeps it to
+# the end of the run), but it is made from other buffers, or is a bool mask: no graph, so
+# it holds none of the re-run's saves. Read as one that does, `checkpoint:layers.0.fn`
+# on a 2-layer PaLM (tests/clients/train_palm_rlhf.py, `--steps 1`) kept the re-run's
+# saves to the end of the run: predicted 356,810 B against 324,282 B measured (32,528 B
+# per block, 389,338 B for `checkpoint:layers.*`). The `kept` record now names those of
+# its buffers whose graph runs deeper than one op on leaves (`graph`, as a `stash` record
+# does, trace/collector.py `_deep_graph`); the others hold nothing. Older ledgers, whose
+# `kept` records have no `graph`, read as before.
 
 
 # Note [Kept by a call inside the region]

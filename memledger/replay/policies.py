@@ -297,6 +297,10 @@ def resolve(policy: Policy, modules: Iterable[tuple[str, str]],
                     f"nn.Module whose forward does what the script does, and select inside it")
             names = _names(mods) if mods or not root else f"(none: the model, {_a(root)}, " \
                 "has no submodules)"
+            if was and not mods and uncalled:   # Note [The model's modules, none called after]
+                known = "the model's modules are"
+                names = _names([(p, (classes or {}).get(p, "")) for p in
+                                dict.fromkeys(uncalled) if p not in containers])
             raise PolicyError(f"selector {sel!r} matches no module; {known} {names}{after}")
         for p, c in hits:
             if p in taken:
@@ -310,6 +314,19 @@ def resolve(policy: Policy, modules: Iterable[tuple[str, str]],
             raise PolicyError(f"regions nest: {b!r} ({taken[b]}) is inside {a!r} ({taken[a]}); "
                               "select modules that do not contain each other")
     return regions
+
+
+# Note [The model's modules, none called after]
+# Where the first optimizer step named the model (`was`: its calls read as another label
+# until then) and none of its modules ran after, the ledger's table of called modules is
+# empty, and a selector that matched nothing read "the modules the traced forward called
+# are (none recorded)": false (they ran, before the step), and no help, while measure's
+# line names the model's modules. lucidrains' RLHFTrainer (tests/clients/
+# train_palm_rlhf.py --mode ppo, `--steps 2`: one actor step, one critic step) is a
+# module that holds the ActorCritic the first step trains; `checkpoint:palm.layers.*`
+# (the trainer's own name for the actor) was refused so by predict. It now names the
+# model's modules the ledger knows (those holding parameters; not containers, which no
+# policy selects), as measure does: "the model's modules are actor_palm (PaLM), ...".
 
 
 # which module is the model, said as Note [The model] (trace/roots.py) decided it

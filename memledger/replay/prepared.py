@@ -127,6 +127,10 @@ class Prepared:
     # of those, the calls handed their buffer's old value as an argument (trace/collector.py
     # Note [A buffer replaced from the one before]): a re-run reads the saved argument
     kept_handed: frozenset = frozenset()
+    # bool per storage: put in its module's buffers by the call that made it, with no graph
+    # of ops behind it (Note [A buffer kept without a graph], engine.py); None: an older
+    # ledger, whose `kept` records do not say
+    kept_plain: np.ndarray = None
     stateful_mod: np.ndarray = None   # object: module of each call that wrote outside state
     stateful_ev0: np.ndarray = None   # int64: that call's first event
     stateful_obj: np.ndarray = None   # object: the class of the object it wrote into
@@ -301,6 +305,7 @@ class Prepared:
             unheld=_unheld(led, st),
             **_lent(led, st),
             **_autocast_casts(led, st),
+            kept_plain=_kept_plain(led, st),
             stashed=st.index.isin([int(x) for r in led.extra.get("stash", [])
                                    for x in r.get("sids", ())]),
             **_stasher(led, st),
@@ -355,7 +360,7 @@ class Prepared:
                        and len(getattr(self, f.name)) == n and not f.name.endswith("_names")
                        and not f.name.startswith(not_per_storage)]
         out = dataclasses.replace(self, **{f: getattr(self, f)[keep] for f in per_storage})
-        for f in ("held", "released", "unheld", "stashed", "stashed_graph"):
+        for f in ("held", "released", "unheld", "stashed", "stashed_graph", "kept_plain"):
             if getattr(self, f) is not None:
                 setattr(out, f, getattr(self, f)[keep])
         if self.arg_row is not None:   # argument rows point into the kept storages now
@@ -548,6 +553,17 @@ def _stasher(led: Ledger, st: pd.DataFrame) -> dict[str, np.ndarray | None]:
         .set_index("sid").reindex(st.index)
     return {"stash_ev0": inner["ev0"].fillna(-1).to_numpy(dtype=np.int64),
             "stash_ev1": inner["ev1"].fillna(-1).to_numpy(dtype=np.int64)}
+
+
+def _kept_plain(led: Ledger, st: pd.DataFrame) -> np.ndarray | None:
+    """`kept_plain`: per storage, a buffer its call made and kept whose `kept` record says
+    it has no graph of ops behind it (Note [A buffer kept without a graph], engine.py);
+    None where no `kept` record says (older ledgers)."""
+    recs = [r for r in led.extra.get("kept", []) if "graph" in r]
+    if not recs:
+        return None
+    graph = {int(x) for r in recs for x in r["graph"]}
+    return st.index.isin([int(x) for r in recs for x in r.get("sids", ()) if int(x) not in graph])
 
 
 def _stash_reach(led: Ledger, st: pd.DataFrame) -> dict[str, np.ndarray | None]:

@@ -2106,11 +2106,13 @@ class Collector(ShardingMixin, TorchDispatchMode):
                     (reach := self._graph_saves([v for _, v in deep])) is not None:
                 rec["reach"] = reach
             self.sink.write(rec)
-        kept = [sid for v in module._buffers.values() if type(v) in self.PLAIN_TYPES
+        kept = [(sid, v) for v in module._buffers.values() if type(v) in self.PLAIN_TYPES
                 and (sid := sids.get(storage_key(v), -1)) >= first_new] \
             if module._buffers else []
         if kept:   # Note [A buffer a call makes and later calls reuse]
-            rec = {"k": "kept", "mod": path, "ev0": ev0, "sids": kept}
+            # `graph`: Note [A buffer kept without a graph] (replay/engine.py)
+            rec = {"k": "kept", "mod": path, "ev0": ev0, "sids": [sid for sid, _ in kept],
+                   "graph": [sid for sid, v in kept if _deep_graph(v)]}
             if any(attrs.get(k) in handed for k in module._buffers):
                 rec["handed"] = 1   # its buffer's old value was an argument of the call
             self.sink.write(rec)

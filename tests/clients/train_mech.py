@@ -26,6 +26,8 @@
 - `cached_bias`: the residual MLP adding a position bias that a module shared by the
   blocks makes on its first call and keeps as a buffer, slicing it after (x-transformers'
   ALiBi does so);
+- `own_cache`: each block scales its GELU output by a table its own `cache` module makes
+  on the first call and keeps as a buffer (PaLM's rotary embedding does so per block);
 - `lazy`: the residual MLP with `fc1 = nn.LazyLinear(...)`: its weight is made in the
   first forward, inside the block, after the optimizer was built;
 - `two_kinds`: three blocks over two kinds of rows, `a` and `b`, each reading the other
@@ -74,6 +76,8 @@ class Block(nn.Module):
 
         if case in ("running_range", "ema_range"):
             self.observer = RunningMin(init=case == "running_range")
+        if case == "own_cache":
+            self.cache = CachedBias(4 * W)
         self.case = case
 
     def forward(self, x):
@@ -82,6 +86,8 @@ class Block(nn.Module):
         if hasattr(self, "pos"):
             x = x + self.pos[0](x.shape[1])
         h = F.gelu(self.fc1(self.ln(x)))
+        if hasattr(self, "cache"):
+            h = h * self.cache(x.shape[1])
         if self.case == "kept":      # activations kept for a look after the step
             KEPT[id(self)] = h
         elif self.case == "stash":   # the same, as an attribute of the block
@@ -94,9 +100,14 @@ KEPT: dict = {}
 
 class CachedBias(nn.Module):
     """A bias made on the first call, kept as a buffer, and sliced by later calls."""
+    def __init__(self, width: int = W) -> None:
+        super().__init__()
+        self.width = width
+
     def forward(self, n: int) -> torch.Tensor:
         if getattr(self, "bias", None) is None or self.bias.shape[0] < n:
-            bias = torch.arange(n * W, dtype=torch.float32).view(n, W).mul(1.0 / (n * W))
+            w = self.width
+            bias = torch.arange(n * w, dtype=torch.float32).view(n, w).mul(1.0 / (n * w))
             self.register_buffer("bias", bias, persistent=False)
             return self.bias
         return self.bias[:n]

@@ -106,3 +106,23 @@ def test_a_selector_naming_a_module_called_beside_the_model_says_so():
     with pytest.raises(PolicyError, match=r"matches no module; the model's modules are "
                        r"\(none: the model, an Embedding, has no submodules\)$"):
         resolve(parse_policy("checkpoint:foo.*"), mods, others=("blocks", "head"))
+
+
+def test_a_selector_that_matches_nothing_names_the_model_modules_none_called_after_the_model():
+    """Note [The model's modules, none called after]: the first optimizer step named the
+    model (its calls read as 'actor_critic' until then, a trainer module held it) and none
+    of its modules ran after, so the ledger's table of called modules is empty. A selector
+    matching nothing read "the modules the traced forward called are (none recorded)",
+    while measure named the model's modules; now predict names those it knows too."""
+    with pytest.raises(PolicyError) as e:
+        resolve(parse_policy("checkpoint:palm.layers.*"), [],
+                "the modules the traced forward called are", " (policies act on the model)",
+                others=("RLHFTrainer",), moved=True, was="actor_critic",
+                uncalled=("actor_palm", "actor_palm.layers.0", "critic.head"),
+                containers={"actor_palm.layers": "ModuleList"},
+                classes={"actor_palm": "PaLM", "actor_palm.layers.0": "Residual",
+                         "critic.head": "Linear"})
+    assert str(e.value) == (
+        "memledger: selector 'palm.layers.*' matches no module; the model's modules are "
+        "actor_palm (PaLM), actor_palm.layers.0 (Residual), critic.head (Linear) (policies "
+        "act on the model)")
