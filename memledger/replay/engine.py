@@ -1812,11 +1812,15 @@ def _first_pass_copies(prep: Prepared, calls: _Calls, own: _Owners, d: np.ndarra
 # the cutoff), re-run by the force pass's `autograd.grad(create_graph=True)` at the norm's
 # backward, and again by the loss's backward. None of that was priced: 270,081 B
 # predicted against 272,297 B measured (tests/clients/train_torchani.py, 8 molecules of 8
-# atoms, width 4, one step), 145,040 against 149,956 at 8 x 6 on the second step. Each
-# such call's first re-run is now priced as one row at its start: the peak of the re-run
-# inside itself (what the segment would make, each row made where its original was and
-# gone where the segment lets it go; what the call dropped stays to the end), above the
-# copies `_first_pass_copies` already holds from that point.
+# atoms, width 4, one step), 145,040 against 149,956 at 8 x 6 on the second step; the
+# level the re-run starts from was right to the byte, and the re-run climbed 19,500 B over
+# it, with the RNG state its fork saves (5,056 B on CPU, Rule 4) beside. Each such call's
+# first re-run is now priced as two rows at its start: the peak of the re-run inside
+# itself (what the segment would make, each row made where its original was and gone
+# where the segment lets it go; what the call dropped stays to the end) above the copies
+# `_first_pass_copies` already holds from that point, and the fork. What the first pass's
+# backward does after its re-run (the angular terms' nodes, with the copies) is not this:
+# `checkpoint:aev.angular` still reads 2,572 B under measured at 16 x 8, peaking there.
 def _first_rerun_transients(prep: Prepared, calls: _Calls, own: _Owners, seg: _Segments,
                             first: tuple[np.ndarray, np.ndarray],
                             rows: tuple[np.ndarray, np.ndarray, np.ndarray], out: _Lifetimes,
