@@ -82,7 +82,7 @@ class Ledger:
             columns={"ph": "phase"})
         scopes = pd.DataFrame(by_kind.pop("scope", []),
                               columns=["mod", "ev0", "ev1", "ph", "step", "ns", "cls", "nograd",
-                                       "stats", "unheld"])
+                                       "stats", "unowned"])
         scopes["cls"] = scopes["cls"].fillna("").astype(str)  # class name (newer ledgers)
         # called without gradients (an evaluation): newer ledgers write it, only when true
         # (`== True`, not fillna(False): an all-missing column is float64, and pandas warns
@@ -90,7 +90,7 @@ class Ledger:
         scopes["nograd"] = (scopes["nograd"] == True).to_numpy(dtype=bool)  # noqa: E712
         # a module no top-level module holds, made in a forward (Note [Modules the model
         # makes in its forward], trace/collector.py): newer ledgers, only when true
-        scopes["unheld"] = (scopes["unheld"] == True).to_numpy(dtype=bool)  # noqa: E712
+        scopes["unowned"] = (scopes["unowned"] == True).to_numpy(dtype=bool)  # noqa: E712
         # a training BatchNorm's running statistics (newer ledgers, only where non-zero)
         scopes["stats"] = scopes["stats"].fillna(0).to_numpy(dtype=np.int64)
         steps = pd.DataFrame(by_kind.pop("step", []), columns=["step", "ev", "ns"])

@@ -31,7 +31,7 @@ event 7 and freed after event 11 is live on [7, 12): `created=7`, `freed=12`.
                                  # + "stats": bytes of a training BatchNorm's running
                                  # statistics, which `measure` copies around a re-run
                                  # (Note [BatchNorm under recompute], measure/apply.py)
-                                 # + "unheld": true for a module no top-level module
+                                 # + "unowned": true for a module no top-level module
                                  # holds, named `caller.Class` (Note [Modules the model
                                  # makes in its forward], trace/collector.py)
     {"k":"step","step":1,"ev":99,"ns":...}              # optimizer step `step` ended after event ev

@@ -149,9 +149,8 @@ def repeated_blocks(led: Ledger) -> list[str]:
     """The numbered children of the model's module list that holds the most saved
     activations (not another top-level module's: policies act on the model only)."""
     sc = led.scopes
-    if len(sc):   # the model's own modules (Note [Modules the model makes in its forward])
-        sc = sc[model_calls(sc["mod"].to_numpy(dtype=object), sc["ev0"].to_numpy(), led)
-                & ~sc["unheld"].to_numpy(dtype=bool)]
+    if len(sc):
+        sc = sc[model_calls(sc, led)]
     paths = list(dict.fromkeys(str(m) for m in sc["mod"])) if len(sc) else []
     groups: dict[str, list[tuple[int, str]]] = {}
     for p in paths:

@@ -325,11 +325,7 @@ class Prepared:
             classes=_classes(led),
             own_call=_own_call(led),
             compiled=compiled_regions(led),
-            # a module the model makes in its forward is none of its modules (Note [Modules
-            # the model makes in its forward], trace/collector.py): never listed, selected
-            scope_model=model_calls(sc["mod"].to_numpy(dtype=object),
-                                    sc["ev0"].to_numpy(dtype=np.int64), led)
-            & ~sc["unheld"].to_numpy(dtype=bool),
+            scope_model=model_calls(sc, led),
             saves=_column(st, "saves", 0),
             unpacks=_column(st, "unpacks", 0),
             graph_reads=_graph_reads(led, st, n),
@@ -608,11 +604,14 @@ def _own_call(led: Ledger) -> tuple[str, ...]:
     return out
 
 
-def model_calls(mods: np.ndarray, ev0: np.ndarray, led: Ledger) -> np.ndarray:
-    """Per module call (path, first event): a call of the model's, the only module a
+def model_calls(sc: pd.DataFrame, led: Ledger) -> np.ndarray:
+    """Per module call (a row of `led.scopes`): a call of the model's, the only module a
     policy acts on (Note [The model] in trace/roots.py): not another top-level module's,
-    and not one made under the model's names before they became the model's (`model`
-    record: a teacher's, before the first optimizer step named its student)."""
+    not one made under the model's names before they became the model's (`model`
+    record: a teacher's, before the first optimizer step named its student), and not a
+    module the model made in its forward and holds nowhere (`unowned`: Note [Modules the
+    model makes in its forward], trace/collector.py)."""
+    mods, ev0 = sc["mod"].to_numpy(dtype=object), sc["ev0"].to_numpy(dtype=np.int64)
     others = other_roots(led)
     start = max((int(r["ev"]) for r in led.extra.get("model", [])), default=0)
     codes, paths = pd.factorize(pd.Series(mods, dtype=object).astype(str))
@@ -623,7 +622,7 @@ def model_calls(mods: np.ndarray, ev0: np.ndarray, led: Ledger) -> np.ndarray:
         under = np.array([p == was or p.startswith(was + ".") for p in paths], dtype=bool)
         if len(paths):
             keep &= ~(under[codes] & (ev0 < ev))
-    return keep
+    return keep & ~sc["unowned"].to_numpy(dtype=bool)
 
 
 def _graph_reads(led: Ledger, st: pd.DataFrame, n: int) -> np.ndarray:

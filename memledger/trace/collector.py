@@ -1986,7 +1986,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
     # in predict alone (tests/clients/train_made_in_forward.py: a model holding one
     # Sequential and making another per call, `checkpoint:@Sequential` predicted
     # 1,070,240 B, measured 1,081,568; `offload:@SiLU` 1,060,128 against 1,076,512). Its
-    # calls' scopes carry `unheld`: the replay lists and selects the model's own modules
+    # calls' scopes carry `unowned`: the replay lists and selects the model's own modules
     # alone (replay/prepared.py `scope_model`); a region around the call still holds its
     # ops, as measure's does.
     def _module_post(self, module, args, output) -> None:
@@ -2007,7 +2007,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
         elif (stats := _running_stats_bytes(module)):
             rec["stats"] = stats
         if self._roots.paths.get(module) is None:   # Note [Modules the model makes in its
-            rec["unheld"] = True                     # forward]
+            rec["unowned"] = True                    # forward]
         self.sink.write(rec)
         if self._sharded_slots:
             self._mark_unsharded(module, path)
