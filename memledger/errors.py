@@ -46,6 +46,12 @@ class PolicyError(MemledgerError):
     """A policy string or file is malformed, or cannot apply to the model."""
 
 
+class MatchesNoModule(PolicyError):
+    """A selector that matches no module of the model as it is when resolved: the model may
+    register the module later (Note [A region registered after the first call],
+    measure/apply.py)."""
+
+
 class PolicyRefused(PolicyError):
     """A well-formed policy that this model cannot run (a region holding a TorchScript
     module): exit 2 where it is the one policy asked for (`measure`), that policy's

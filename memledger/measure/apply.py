@@ -63,7 +63,7 @@ from torch.utils.checkpoint import (
 )
 
 from memledger.crash import internal
-from memledger.errors import PolicyError
+from memledger.errors import MatchesNoModule, PolicyError
 from memledger.measure.offload import Offloader
 from memledger.replay.policies import (
     DEFAULT_SAVE_OPS,
@@ -235,6 +235,31 @@ def apply_policy(model: nn.Module, policy: Policy, offload_dir: str | None = Non
     """
     regions = resolve(policy, module_table(model), containers=containers(model))
     handle = PolicyHandle(model_ref=weakref.ref(model), policy=policy, regions=regions)
+    _wrap(handle, model, regions, {}, offload_dir, check_save)
+    return handle
+
+
+def extend_policy(handle: PolicyHandle, offload_dir: str | None = None) -> list[str]:
+    """Put the policy on the modules the model registered since it went on (Note [A region
+    registered after the first call]): the paths newly wrapped; PolicyError as
+    `apply_policy` raises it."""
+    model = handle.model
+    if model is None:
+        return []
+    regions = resolve(handle.policy, module_table(model), containers=containers(model))
+    new = [r for r in regions if r.path not in handle.modules]
+    state = [*module_parameters(model), *model.buffers()]
+    for o in handle.offloaders:   # the new modules' parameters stay where they are
+        o.skip_also(state)
+    handle.regions += new
+    _wrap(handle, model, new, {o.min_bytes: o for o in handle.offloaders}, offload_dir, True)
+    return [r.path for r in new]
+
+
+def _wrap(handle: PolicyHandle, model: nn.Module, regions: list[Region],
+          offloaders: dict[int, Offloader], offload_dir: str | None, check_save: bool) -> None:
+    """Wrap the forward of each region's module; the offloaders by their `min_bytes`."""
+    policy = handle.policy
     # Note [A compiled submodule is wrapped outside its compiled code]
     every = named_modules(model)   # torch.compile's wrapper before the module it wraps
     named: dict[str, nn.Module] = {}
@@ -247,7 +272,6 @@ def apply_policy(model: nn.Module, policy: Policy, offload_dir: str | None = Non
     state = [*module_parameters(model), *model.buffers()]
     lazy = [t for t in state if isinstance(t, UninitializedTensorMixin)]
     ready = [t for t in state if not isinstance(t, UninitializedTensorMixin)]
-    offloaders: dict[int, Offloader] = {}
     for r in regions:
         mod = named[r.path]
         orig = _weakly_bound(mod.forward, mod)   # Note [A policy holds its model weakly]
@@ -290,8 +314,7 @@ def apply_policy(model: nn.Module, policy: Policy, offload_dir: str | None = Non
                             (".".join(parts[:i]) for i in range(1, len(parts))) if a in named)
         handle.modules[r.path] = weakref.ref(mod)
         handle.forwards[r.path] = mod.forward
-    handle.offloaders = list(offloaders.values())
-    return handle
+    handle.offloaders += [o for o in offloaders.values() if o not in handle.offloaders]
 
 
 # Note [Work no gradient shows]
@@ -1033,6 +1056,9 @@ class PolicyInstaller:
         self._depth = 0
         self._roots = RootNames()
         self._first: Any = None   # Note [The call that found the model]: its halves
+        # depth -> the halves of a call whose module became a region in its own pre-hook
+        # (Note [A region registered after the first call])
+        self._late: dict[int, Any] = {}
         # the model called since the first optimizer step named it (Note [Steps that end
         # where the model is decided], replay/policies.py)
         self._called_since_named = False
@@ -1047,6 +1073,8 @@ class PolicyInstaller:
 
     def _pre(self, module: nn.Module, args) -> None:
         self._depth += 1
+        if self._roots.stale(module):   # Note [A region registered after the first call]
+            self._look_again(module, args)
         if self.applied is not None and self.applied.watch:   # Note [Work no gradient shows]
             self.applied.note_call(module)
         if self._depth != 1:
@@ -1074,16 +1102,42 @@ class PolicyInstaller:
     # arguments are read from `_call_impl`'s frame; where they cannot be, the call runs
     # plain as before.
     def _first_call(self, module: nn.Module, args: tuple) -> None:
-        forward = module.__dict__.get("forward")   # a _RegionForward, or not a region
-        if isinstance(forward, _RegionForward):   # its first call does not pass through it
-            forward.ran = True
-        halves = getattr(getattr(forward, "run", None), "memledger_halves", None)
-        kwargs = _call_kwargs() if halves is not None else None
-        if kwargs is None:
+        self._first = _halves_begun(module, args)
+
+    # Note [A region registered after the first call]
+    # The policy was resolved against the model's `named_modules()` at its first call; a
+    # module the model registers later (a head its first forward builds, litgpt's
+    # `set_kv_cache`: Note [A module registered after the first call], trace/roots.py) had
+    # no policy, and a selector naming only such modules was refused, "matches no module",
+    # where the ledger names their calls. At a call of a module with no path after a
+    # registration, the installer looks again: where the model holds new modules, the
+    # policy is resolved again and put on the regions not wrapped yet (`extend_policy`;
+    # the offloaders leave the new parameters alone), or, where it was refused for want of
+    # them before the first step decided the model, put on afresh. The module being called
+    # had its forward read by torch before this hook ran: where it is a new region, its
+    # call gets the policy through the wrapper's halves, as the call that found the model
+    # does (Note [The call that found the model]), ended in the forward hook at its depth.
+    def _look_again(self, module: nn.Module, args: tuple) -> None:
+        found = self._roots.look_again()
+        model = self._roots.model()
+        if not found or model is None:
             return
-        gen = halves(args, kwargs)
-        next(gen)
-        self._first = gen
+        inside = {id(m) for m in model.modules()}
+        if not any(id(m) in inside for m, _ in found):
+            return
+        if self.applied is not None and self.applied.model is model:
+            try:
+                extend_policy(self.applied, self.offload_dir)
+            except PolicyError as e:   # the script stops, as at the first call
+                self.error = e.with_traceback(None)
+                raise self.error from None
+        elif self.applied is None and self.error is not None and \
+                (not self._roots.decided or type(self.error) is MatchesNoModule):
+            self._apply(model)
+        else:
+            return
+        if self.applied is not None and (gen := _halves_begun(module, args)) is not None:
+            self._late[self._depth] = gen
 
     def _step(self, optimizer, args, kwargs) -> None:
         if self.applied is not None:   # Note [Parameters used while the model lived]
@@ -1095,13 +1149,12 @@ class PolicyInstaller:
             if self.applied is not None:
                 self.applied.remove()
                 self.applied = None
-            try:
-                self._apply(moved[0])
-            except PolicyError as e:   # said as predict says it: a selector of a module
-                self.error = self._explained(e)   # beside the model is told so
-                raise self.error from None
+            self._apply(moved[0])   # raises the error, explained, but one that matches
+            # no module yet (Note [A region registered after the first call])
         elif self.error is not None:  # the model is decided, and the policy does not fit it
             self.error = self._explained(self.error)
+            if type(self.error) is MatchesNoModule:   # not yet, maybe: Note [A region
+                return                                # registered after the first call]
             raise self.error
 
     def _explained(self, error: PolicyError) -> PolicyError:
@@ -1136,27 +1189,34 @@ class PolicyInstaller:
             self.error = e.with_traceback(None)
             if not self._roots.decided:
                 return       # the model may be another module still (Note [The model])
-            raise
+            # said as predict says it: a selector of a module beside the model is told so
+            self.error = self._explained(self.error).with_traceback(None)
+            if type(self.error) is MatchesNoModule:   # the model may register the module
+                return   # still (Note [A region registered after the first call])
+            raise self.error from None
         self.error = None
         if self.on_applied is not None:
             self.on_applied(self.applied)
 
     def _post(self, module, args, output) -> Any:
+        gen = self._late.pop(self._depth, None) if self._late else None
         self._depth = max(0, self._depth - 1)
-        if self._depth == 0 and self._first is not None:   # the call that found the model
-            gen, self._first = self._first, None
-            error = sys.exc_info()[1] if output is None else None
-            if error is not None:   # the forward raised (torch calls this hook still)
-                try:
-                    gen.throw(error)
-                except BaseException as e:
-                    if e is not error:
-                        raise
-                return None
+        if gen is None and self._depth == 0 and self._first is not None:
+            gen, self._first = self._first, None   # the call that found the model
+        if gen is None:
+            return None
+        error = sys.exc_info()[1] if output is None else None
+        if error is not None:   # the forward raised (torch calls this hook still)
             try:
-                gen.send(output)
-            except StopIteration as stop:
-                return stop.value
+                gen.throw(error)
+            except BaseException as e:
+                if e is not error:
+                    raise
+            return None
+        try:
+            gen.send(output)
+        except StopIteration as stop:
+            return stop.value
         return None
 
     def remove(self) -> None:
@@ -1183,6 +1243,21 @@ class PolicyInstaller:
                         part.selector, [r.path for r in self.applied.regions if r.part is part],
                         str(self._roots.was)))
             self.applied.remove()
+
+
+def _halves_begun(module: nn.Module, args: tuple) -> Any:
+    """The policy's halves of a region's call begun from its pre-hook (Note [The call that
+    found the model]); None where the module is no region or the keywords cannot be read."""
+    forward = module.__dict__.get("forward")   # a _RegionForward, or not a region
+    if isinstance(forward, _RegionForward):   # its first call does not pass through it
+        forward.ran = True
+    halves = getattr(getattr(forward, "run", None), "memledger_halves", None)
+    kwargs = _call_kwargs() if halves is not None else None
+    if kwargs is None:
+        return None
+    gen = halves(args, kwargs)
+    next(gen)
+    return gen
 
 
 def _call_kwargs() -> dict | None:

@@ -248,6 +248,21 @@ class Offloader:
                 skip.update(storage_ptrs(t))
         self.skip = skip
 
+    def skip_also(self, state: list[torch.Tensor]) -> None:
+        """Leave these parameters and buffers alone too: those of modules the model
+        registered after the policy went on (Note [A region registered after the first
+        call], measure/apply.py)."""
+        known = {id(t) for ref in (*self._state, *self._skip_later) if (t := ref()) is not None}
+        for t in state:
+            if id(t) in known:
+                continue
+            if isinstance(t, torch.nn.parameter.UninitializedTensorMixin):
+                self._skip_later.append(weakref.ref(t))
+            else:
+                self._state.append(weakref.ref(t))
+        self._where = []   # the set is built again
+        self.refresh_skip()
+
     # ---- pack -----------------------------------------------------------------------------
     def _take_later(self) -> None:
         waiting = []

@@ -27,7 +27,7 @@ from typing import Iterable
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from memledger.errors import PolicyError, UnitError
+from memledger.errors import MatchesNoModule, PolicyError, UnitError
 from memledger.ledger.names import plain_name
 from memledger.units import parse_bytes
 
@@ -301,7 +301,8 @@ def resolve(policy: Policy, modules: Iterable[tuple[str, str]],
                 known = "the model's modules are"
                 names = _names([(p, (classes or {}).get(p, "")) for p in
                                 dict.fromkeys(uncalled) if p not in containers])
-            raise PolicyError(f"selector {sel!r} matches no module; {known} {names}{after}")
+            raise MatchesNoModule(f"selector {sel!r} matches no module; {known} {names}"
+                                  f"{after}")
         for p, c in hits:
             if p in taken:
                 raise PolicyError(f"module {p!r} is selected by both {taken[p]!r} and "

@@ -1850,6 +1850,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
             # a module call])
             self._switch_backward(self._ev)
         is_root = not self._mod_stack and self._phase != "backward"
+        if self._roots.stale(module):   # Note [A module registered after the first call]
+            self._name_found(self._roots.look_again())   # (trace/roots.py)
         path, new = self._roots.path(module, top_level=not self._mod_stack)
         if new:   # the module, or the one whose method called it (trace/roots.py)
             self._register_root(self._roots.root)
@@ -2432,6 +2434,24 @@ class Collector(ShardingMixin, TorchDispatchMode):
                         self._role(g, "gradient", full)
                 self._role(t, role, full, shard="sharded" if role == "parameter" and getattr(
                     t, "_local_tensor", None) is not None else "")
+
+    def _name_found(self, found: list[tuple[torch.nn.Module, str]]) -> None:
+        """The parameters and buffers of modules registered after their top-level module's
+        first call, named by their paths (Note [A module registered after the first call],
+        trace/roots.py), as `_name_state` names those there at that call."""
+        for m, path in found:
+            for role, tensors in (("parameter", module_named_parameters(m, recurse=False)),
+                                  ("buffer", m.named_buffers(recurse=False))):
+                for name, t in tensors:
+                    if t is None:
+                        continue
+                    full = ".".join(x for x in (path, plain_name(name)) if x)
+                    if role == "parameter":
+                        self._param_names[id(t)] = full
+                    if isinstance(t, _Uninitialized):   # Note [Lazy parameters]
+                        self._lazy.append((weakref.ref(t), role, full))
+                        continue
+                    self._role(t, role, full)
 
     def _named_elsewhere(self, root: torch.nn.Module, prefix: str) -> set[int]:
         """ids of the parameters and buffers under `root` held only by modules whose path is

@@ -173,6 +173,10 @@ class RootNames:
         self.retired: list[str] = []
         self.renamed: list[torch.nn.Module] = []   # top-level modules labelled again there
         self._labels: set[str] = set()      # every label given so far, the dead's included
+        # submodules registered when the paths were last walked (Note [A module registered
+        # after the first call])
+        _watch_registrations()
+        self.registered = _REGISTERED[0]
 
     @property
     def root(self) -> torch.nn.Module | None:
@@ -189,6 +193,9 @@ class RootNames:
         module seen for the first time, or the module whose method called it (`root`: Note
         [A model called through its methods]). A submodule called on its own (a recompute
         in backward) keeps its path. None: a module no top-level module holds."""
+        if self.registered != _REGISTERED[0] and module not in self.paths and \
+                module not in self.prefix:   # Note [A module registered after the first call]
+            self.look_again()
         new = top_level and module not in self.prefix and module not in self.paths
         if not new and top_level and module in self.prefix and self.model() is None and \
                 next(module_parameters(module), None) is None:
@@ -230,6 +237,45 @@ class RootNames:
             elif top is None and module in self.paths:
                 self._inner_with_grad[module] = True
         return self.paths.get(module), new
+
+    # Note [A module registered after the first call]
+    # The paths of a top-level module's submodules are taken at its first call. A module
+    # may register a child later: a head built in the model's first forward (`if self.head
+    # is None: self.head = nn.Sequential(...)`), litgpt's `set_kv_cache` giving each
+    # attention a `kv_cache` module of a model trained already. Its calls had no path: the
+    # collector named them by their caller and class and marked them `unowned` (Note
+    # [Modules the model makes in its forward], trace/collector.py), and measure's
+    # installer, which resolves the policy against `named_modules()` at the model's first
+    # call, never saw them: `checkpoint:head` "matches no module" on both sides, where
+    # `model.named_modules()` lists `head` by the time the step runs. So torch's global
+    # module-registration hook counts registrations (a counter, nothing held), and a call
+    # of a module with no path, after a registration since the last look, walks the
+    # top-level modules again (`look_again`): the module takes its path under its
+    # top-level module, as if it had been there at the first call (a shared submodule
+    # keeps its first path). A module made and called in every forward and registered
+    # nowhere stays without one (`unowned`); one with children of its own (a Sequential
+    # made per call) costs one walk per forward, none otherwise. The collector, the
+    # timer, the doctor's probe and measure's installer all ask here (Note [The model]);
+    # the installer puts the policy on the modules so found (measure/apply.py, Note [A
+    # region registered after the first call]).
+    def look_again(self) -> list[tuple[torch.nn.Module, str]]:
+        """Walk the top-level modules again for submodules registered since the last walk
+        (Note [A module registered after the first call]): (module, path) of those found."""
+        self.registered = _REGISTERED[0]
+        found = []
+        for root, prefix in self.prefix.items():
+            for m, path in paths_under(root, prefix):
+                if m not in self.paths:
+                    self.paths[m] = path
+                    found.append((m, path))
+        return found
+
+    def stale(self, module: torch.nn.Module) -> bool:
+        """Whether a call of `module` should look again (Note [A module registered after
+        the first call]): submodules were registered since the last look, and it has no
+        path."""
+        return self.registered != _REGISTERED[0] and module not in self.paths and \
+            module not in self.prefix
 
     def _absorb(self, module: torch.nn.Module) -> list[torch.nn.Module]:
         """Top-level modules seen before that `module` holds: they were called on their own
@@ -523,6 +569,24 @@ _LOCALS_SNAPSHOT = sys.version_info < (3, 13)
 # COMPILED, WRAPPERS and plain_name live in memledger/ledger/names.py (no torch there, imported
 # above): a policy's selector is read by the same rule (replay/policies.py, Note [Selectors
 # through a wrapper]).
+
+
+# Note [A module registered after the first call]: how many submodules were registered
+# (assigned or added to a module) in this process since memledger first named one; torch's
+# global hook, installed once, counts and holds nothing
+_REGISTERED = [0]
+_REGISTRATION_HOOK: list = []
+
+
+def _count_registration(parent, name, sub) -> None:
+    _REGISTERED[0] += 1
+
+
+def _watch_registrations() -> None:
+    if not _REGISTRATION_HOOK:
+        _REGISTRATION_HOOK.append(
+            torch.nn.modules.module.register_module_module_registration_hook(
+                _count_registration))
 
 
 def named_modules(root: torch.nn.Module) -> list[tuple[str, torch.nn.Module]]:
