@@ -426,3 +426,21 @@ def test_a_model_of_several_trained_parts_stays_the_model():
     roots, params = _traced(run)
     assert roots == []
     assert params == {"actor.0.weight", "actor.0.bias", "critic.0.weight", "critic.0.bias"}
+
+
+def test_a_child_registered_after_the_first_call_takes_its_path():
+    # Note [A module registered after the first call]: a head built at the model's first
+    # call, and a child given to a block later, are named by their paths; a module made
+    # and registered nowhere has none
+    model = nn.Sequential(nn.Linear(4, 4), nn.Sequential(nn.Linear(4, 4)))
+    names = RootNames()
+    assert _call(names, model) == ""
+    model.head = nn.Sequential(nn.ReLU(), nn.Linear(4, 2))
+    assert names.stale(model.head)
+    assert names.path(model.head, top_level=False) == ("head", False)
+    assert names.path(model.head[1], top_level=False) == ("head.1", False)
+    model[1].add_module("late", nn.Tanh())
+    loose = nn.Sequential(nn.GELU())
+    assert names.path(loose, top_level=False) == (None, False)
+    assert names.path(model[1].late, top_level=False) == ("1.late", False)
+    assert not names.stale(loose)   # looked already: no registration since
