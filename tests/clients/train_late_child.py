@@ -3,13 +3,14 @@ first call], memledger/trace/roots.py), in plain torch.
 
 `--case head`: the model builds its head in its first forward (`if self.head is None:
 self.head = nn.Sequential(...)`); a dry run under `no_grad` builds it before the optimizer
-is made, as a script sizes a lazy model (the other cases but `first` and `inner` so too); `--case first`: the first training step builds
-it, and the optimizer is made after that forward; `--case inner`: so, each block building its own
-`cache` module at its first call. `--case cache`: after the first step the script
-gives each block a module of its own (`set_cache()`, as litgpt's `set_kv_cache` gives each
-attention its `kv_cache`), which the block calls from then on; its parameters join the
-optimizer. `--case throwaway`: the model makes a module in every forward and registers it
-nowhere (it stays no module of the model). SGD, random data, nothing downloaded.
+is made, as a script sizes a lazy model (every case but `first` and `inner` so too).
+`--case first`: the first training step builds it, and the optimizer is made after that
+forward; `--case inner`: so, each block building its own `cache` module at its first call.
+`--case cache`: after the first step the script gives each block a module of its own
+(`set_cache()`, as litgpt's `set_kv_cache` gives each attention its `kv_cache`), which the
+block calls from then on; its parameters join the optimizer. `--case throwaway`: the model
+makes a module in every forward and registers it nowhere (it stays no module of the
+model). SGD, random data, nothing downloaded.
 
     memledger predict run.ledger -p 'checkpoint:head'
 """
@@ -63,7 +64,8 @@ class Net(nn.Module):
 
 def main() -> None:
     p = argparse.ArgumentParser()
-    p.add_argument("--case", choices=("head", "first", "cache", "inner", "throwaway"), default="head")
+    p.add_argument("--case", choices=("head", "first", "cache", "inner", "throwaway"),
+                   default="head")
     p.add_argument("--steps", type=int, default=3)
     p.add_argument("--width", type=int, default=64)
     p.add_argument("--batch", type=int, default=128)
