@@ -35,6 +35,8 @@ ALL_CHECKS: tuple[CheckFn, ...] = (
     penalty.dead_penalty,               # 9
     losses.double_activation,           # 12
     losses.broadcast_target,            # 12
+    losses.not_log_probs,               # 12
+    losses.kl_div_mean,                 # 12
     garbage.cyclic_garbage,             # 10
     unused.unused_graph,                # 11
 )

@@ -7,7 +7,11 @@ memledger/trace/doctor_losses.py). broadcast_target: an elementwise loss (mse, l
 l1, huber) whose input and target broadcast to more elements than either holds, `(N, 1)`
 against `(N,)` (Note [A loss that broadcasts its target] there). Both errors: the loss
 is not the one meant, at every step, and the training runs on without a sign but a
-warning torch prints once.
+warning torch prints once. not_log_probs: nll_loss or kl_div given values that are no
+log-probabilities (a positive value: raw logits, or probabilities), read from the values
+(Note [Values that are no log-probabilities] there); an error. kl_div_mean: kl_div between
+distributions with reduction='mean', the KL divided by the classes too (Note [kl_div's
+reduction='mean'] there); a warning.
 """
 
 from __future__ import annotations
@@ -111,4 +115,104 @@ def broadcast_target(run: Run) -> list[Finding]:
                       "target": target, "broadcast": wide,
                       "steps": steps, "calls": len(recs),
                       **{k: first[k] for k in ("value", "meant") if k in first}}))
+    return out
+
+
+def _reads(r: dict, never: str) -> str:
+    if "value" not in r:
+        return ""
+    v = float(r["value"])
+    return f" (it reads {v:.4g}, below 0, which {never} never is)" if v < 0 else \
+        f" (it reads {v:.4g})"
+
+
+_KL_TARGET = {
+    "probabilities": "; the target stays probabilities",
+    "log-probabilities": "; log_target=True reads the target as log-probabilities already",
+    "log-probabilities read as probabilities":
+        "; the target holds log-probabilities, which kl_div reads as probabilities "
+        "(arguments swapped?): pass log_target=True with a target of log-probabilities"}
+
+
+def not_log_probs(run: Run) -> list[Finding]:
+    out = []
+    recs = [r for r in run.not_log_probs if not r.get("normalised")]
+    for group in _groups(recs, "fn", "kind").values():
+        first = group[0]
+        fn, kind = str(first["fn"]), str(first["kind"])
+        steps = sorted({int(r["step"]) for r in group})
+        shape, classes = _shape(first.get("shape", [])), int(first.get("classes", 0))
+        dim = int(first.get("dim", 1))
+        dim_s = "-1" if dim == len(first.get("shape", [])) - 1 and dim > 1 else str(dim)
+        never = "nll_loss on log-probabilities" if fn == "nll_loss" else "a KL divergence"
+        its = " as its input" if fn == "kl_div" else ""
+        if kind == "probabilities":
+            summing = (f", each row of its {classes} classes summing to 1"
+                       if float(first.get("row_sum_error", 1.0)) <= 2e-2 else
+                       f", over {classes} classes")
+            said = (f"probabilities{its} (shape "
+                    f"{shape}, values in [{first['min']:.3g}, {first['max']:.3g}]{summing})")
+            if fn == "nll_loss":
+                does = ("nll_loss takes log-probabilities: on probabilities it computes -p, "
+                        "not -log p" + _reads(first, never))
+                fix = ("pass torch.log(probs) (probs.clamp_min(1e-12).log()), or the logits to "
+                       "F.cross_entropy")
+            else:
+                does = ("kl_div takes log-probabilities as its input and computes sum target * "
+                        "(log target - input): on probabilities that is no divergence"
+                        + _reads(first, never) + ", and the model trains toward another "
+                        "quantity")
+                fix = (f"pass log-probabilities as the input: torch.log_softmax(logits, "
+                       f"{dim_s}) (or torch.log(probs) if only the probabilities exist)"
+                       + _KL_TARGET.get(str(first.get("target", "")), ""))
+        else:
+            said = (f"values that are no log-probabilities{its} (shape {shape}: over its {classes} classes the rows' logsumexp ranges "
+                    f"over [{first['lse_min']:.3g}, {first['lse_max']:.3g}], not 0, and values "
+                    f"reach {first['max']:.3g}, where log-probabilities are <= 0)")
+            if fn == "nll_loss":
+                does = ("nll_loss takes log-probabilities and returns minus the target's "
+                        "value, so on logits it is unbounded below and training drives the "
+                        "targets' logits to +inf" + _reads(first, never))
+                fix = "pass torch.log_softmax(logits, 1), or the logits to F.cross_entropy"
+            else:
+                does = ("kl_div computes sum target * (log target - input), linear in the "
+                        "input, so on logits it is unbounded below" + _reads(first, never))
+                fix = (f"pass torch.log_softmax(logits, {dim_s}) as the input"
+                       + _KL_TARGET.get(str(first.get("target", "")), ""))
+        out.append(Finding(
+            check="not_log_probs", severity="error", where=where(first),
+            message=(f"{_called(first)} was given {said} in step {span(steps)}: {does}; "
+                     f"{fix}"),
+            evidence={"loss": fn, "module": first.get("module", ""), "kind": kind,
+                      "steps": steps, "calls": len(group),
+                      **{k: first[k] for k in ("shape", "classes", "rows", "lse_min",
+                                               "lse_max", "min", "max", "row_sum_error",
+                                               "value", "target", "log_target")
+                         if first.get(k) not in (None, "")}}))
+    return out
+
+
+def kl_div_mean(run: Run) -> list[Finding]:
+    out = []
+    for group in _groups(run.kl_div_means).values():
+        first = group[0]
+        steps = sorted({int(r["step"]) for r in group})
+        n, batch = int(first["elements"]), int(first["batch"])
+        ratio = n / max(1, batch)
+        ratio_s = f"{ratio:.0f}" if ratio == int(ratio) else f"{ratio:.3g}"
+        reads = (f": it reads {first['value']:.4g}, 1/{ratio_s} of the "
+                 f"{first['batchmean']:.4g} that 'batchmean' gives" if "batchmean" in first
+                 else "")
+        out.append(Finding(
+            check="kl_div_mean", severity="warning", where=where(first),
+            message=(f"{_called(first)} with reduction='mean' divided the summed KL by all "
+                     f"{n} elements of its input (shape {_shape(first.get('shape', []))}), "
+                     f"not by the batch's {batch}, in step {span(steps)}{reads}, so its "
+                     f"gradient is {ratio_s}x smaller against any other term; pass "
+                     "reduction='batchmean' ('mean' is no KL divergence: torch's docs)"),
+            evidence={"loss": "kl_div", "module": first.get("module", ""),
+                      "steps": steps, "calls": len(group),
+                      **{k: first[k] for k in ("shape", "classes", "elements", "batch",
+                                               "value", "batchmean", "target")
+                         if first.get(k) not in (None, "")}}))
     return out

@@ -17,7 +17,10 @@ top-level forward under grad whose graph no backward used: Note [A graph no back
 in doctor_unused.py), `double_activation` (a loss that takes logits given a softmax's or a
 sigmoid's output: Note [An activation the loss applies again] in doctor_losses.py),
 `broadcast_target` (an elementwise loss whose input and target broadcast to more elements
-than either holds: Note [A loss that broadcasts its target] there), `end`. A `param` record
+than either holds: Note [A loss that broadcasts its target] there), `not_log_probs` (an
+nll_loss / kl_div input whose values are no log-probabilities: Note [Values that are no
+log-probabilities] there), `kl_div_mean` (kl_div between distributions with
+reduction='mean': Note [kl_div's reduction='mean'] there), `end`. A `param` record
 has `grad_read` once the script read its `.grad`.
 """
 
@@ -48,6 +51,8 @@ class Run:
     unused_graphs: list[Record] = field(default_factory=list)
     double_activations: list[Record] = field(default_factory=list)
     broadcasts: list[Record] = field(default_factory=list)
+    not_log_probs: list[Record] = field(default_factory=list)
+    kl_div_means: list[Record] = field(default_factory=list)
     nets: dict[int, Record] = field(default_factory=dict)
     n_steps: int = 0
     n_optimizer_steps: int = 0
@@ -62,7 +67,8 @@ class Run:
                  "penalty": run.penalties, "garbage": run.garbage,
                  "unused_graph": run.unused_graphs,
                  "double_activation": run.double_activations,
-                 "broadcast_target": run.broadcasts}
+                 "broadcast_target": run.broadcasts,
+                 "not_log_probs": run.not_log_probs, "kl_div_mean": run.kl_div_means}
         for r in records:
             k = r.get("k")
             if k == "param":

@@ -97,7 +97,7 @@ from memledger.trace.compiled import eager_stance
 from memledger.trace.doctor_order import OrderWatch, clip_frame, clips_nothing
 from memledger.trace.doctor_garbage import GarbageWatch
 from memledger.trace.doctor_losses import (ACTIVATION_MODULE, ACTIVATION_MODULES,
-                                          activation_twice, broadcast_target)
+                                          call_args, logsumexp_taken, loss_inputs)
 from memledger.trace.doctor_penalty import PenaltyWatch
 from memledger.trace.doctor_unused import UnusedGraphWatch
 from memledger.trace.doctor_retention import MAX_NODES, RetentionWatch
@@ -139,6 +139,11 @@ _VALUE_LOSSES = {f: f.__name__ for f in (
     F.margin_ranking_loss, F.hinge_embedding_loss, F.soft_margin_loss,
     F.multilabel_soft_margin_loss, F.poisson_nll_loss, F.gaussian_nll_loss)}
 _LOSSES.update(_VALUE_LOSSES)
+# a logsumexp normalises what it is taken of (Note [Values that are no log-probabilities]
+# in doctor_losses.py): looked up with the losses, so other ops pay nothing more
+_LOGSUMEXP = "logsumexp"
+_LOSSES.update({f: _LOGSUMEXP for f in (torch.logsumexp, torch.Tensor.logsumexp,
+                                         torch.special.logsumexp)})
 # functional dropout (transformers' attention: `F.dropout(w, p, training=module.training)`):
 # check 7 sees nn.Dropout by its module hook; these by their call and the training flag
 # passed (a dispatch mode would not: with training=False no aten op runs at all)
@@ -177,17 +182,6 @@ def _quiet() -> Iterator[None]:
 def _functorch_wrapped(t: Any) -> bool:
     """A tensor of a torch.func transform (Note [A loss no backward can run from])."""
     return torch._C._functorch.is_functorch_wrapped_tensor(t)
-
-
-def _loss_args(fn: str, args: tuple, kwargs: dict) -> tuple[Any, int, str]:
-    """(target, ignore_index, reduction) of cross_entropy / nll_loss, positional or keyword;
-    the others' reduction as a keyword (their positional orders differ), no target."""
-    if fn not in ("cross_entropy", "nll_loss"):
-        return None, -100, str(kwargs.get("reduction", "mean"))
-    target = args[1] if len(args) > 1 else kwargs.get("target")
-    ignore = args[4] if len(args) > 4 else kwargs.get("ignore_index", -100)
-    reduction = args[6] if len(args) > 6 else kwargs.get("reduction", "mean")
-    return target, int(ignore), str(reduction)
 
 
 def _values(g: torch.Tensor) -> torch.Tensor:
@@ -983,6 +977,11 @@ class DoctorProbe(TorchFunctionMode):
             return self._backward(func, args, kwargs)
         loss = _LOSSES.get(func)
         if loss is not None:
+            if loss is _LOGSUMEXP:
+                if args and _grad_enabled():
+                    with _quiet(), contextlib.suppress(RuntimeError, AttributeError):
+                        logsumexp_taken(args[0])
+                return func(*args, **kwargs)
             return self._loss(loss, func, args, kwargs)
         drop = _DROPOUTS.get(func)
         if drop is not None:
@@ -1210,7 +1209,8 @@ class DoctorProbe(TorchFunctionMode):
         if isinstance(out, _Tensor) and not out.requires_grad and \
                 not _functorch_wrapped(out):
             return out
-        target, ignore, reduction = _loss_args(name, args, kwargs)
+        # Note [A reduction however it was passed] (doctor_losses.py)
+        target, ignore, reduction = call_args(name, func, args, kwargs)
         rec: dict[str, Any] = {"fn": name, "reduction": reduction}
         # inside a torch.func transform (vmap of grad: per-sample gradients) a value cannot
         # be read: the loss is then recorded without its numbers
@@ -1223,19 +1223,15 @@ class DoctorProbe(TorchFunctionMode):
         rec["file"], rec["line"] = user_line()
         self._losses.append(rec)
         # Note [An activation the loss applies again], Note [A loss that broadcasts its
-        # target] (doctor_losses.py)
+        # target], Note [Values that are no log-probabilities], Note [kl_div's
+        # reduction='mean'] (doctor_losses.py)
         found: list[dict[str, Any]] = []
         with _quiet(), contextlib.suppress(RuntimeError, TypeError, ValueError,
-                                           AttributeError):
-            twice = activation_twice(name, args, kwargs, out)
-            if twice is not None:
-                found.append({"k": "double_activation", **twice})
-            wide = broadcast_target(name, func, args, kwargs, reduction, out)
-            if wide is not None:
-                found.append({"k": "broadcast_target", **wide})
-        for r in found:
-            self.records.append({**r, "step": self._train_steps + 1, "file": rec["file"],
-                                 "line": rec["line"]})
+                                           AttributeError, IndexError):
+            found = loss_inputs(name, func, args, kwargs, target, ignore, reduction, out)
+        for r in found:   # in place: a logsumexp taken later marks a not_log_probs record
+            r.update(step=self._train_steps + 1, file=rec["file"], line=rec["line"])
+            self.records.append(r)
         return out
 
     def _scale(self, func, args, kwargs):

@@ -10,6 +10,11 @@
     --fixed --sum  each micro-batch's loss a sum over its tokens, undivided: the step's
                    gradient is the sum over its 40 tokens, as one batch's with
                    reduction='sum' (no loss_not_divided)
+    --fixed --sum --how legacy|positional|module
+                   the same sum asked for otherwise: `size_average=False` (torch's
+                   deprecated pair, which decides over `reduction`), `reduction` by position,
+                   `nn.CrossEntropyLoss(size_average=False)` (read as a mean once, the legacy
+                   pair: loss_not_divided and token_denominator warnings)
 """
 import sys
 
@@ -19,6 +24,7 @@ from torch import nn
 BUG = sys.argv[sys.argv.index("--bug") + 1] if "--bug" in sys.argv else "tokens"
 FIXED = "--fixed" in sys.argv
 RETAIN = "--retain" in sys.argv
+HOW = sys.argv[sys.argv.index("--how") + 1] if "--how" in sys.argv else ""
 K = 2
 torch.manual_seed(0)
 model = nn.Sequential(nn.Embedding(11, 8), nn.Linear(8, 11))
@@ -33,7 +39,13 @@ for step in range(3):
     total = sum(int((lab != -100).sum()) for _, lab in batches)       # 40
     for ids, labels in batches:
         logits = model(ids).view(-1, 11)
-        if FIXED and "--sum" in sys.argv:
+        if FIXED and HOW == "legacy":
+            loss = nn.functional.cross_entropy(logits, labels, size_average=False)
+        elif FIXED and HOW == "positional":
+            loss = nn.functional.cross_entropy(logits, labels, None, None, -100, None, "sum")
+        elif FIXED and HOW == "module":
+            loss = nn.CrossEntropyLoss(size_average=False)(logits, labels)
+        elif FIXED and "--sum" in sys.argv:
             loss = nn.functional.cross_entropy(logits, labels, reduction="sum")
         elif FIXED:
             loss = nn.functional.cross_entropy(logits, labels, reduction="sum") / total

@@ -260,6 +260,16 @@ BUGS = [
      ["F.huber_loss compared an input of shape (8, 1) with a target of shape (8,)",
       "pass input.squeeze(-1)"],
      "return F.huber_loss(out.squeeze(-1) if FIXED else out, t, delta=0.5)"),
+    # Note [Values that are no log-probabilities]: nn.NLLLoss on logits, the rows of its
+    # ignore_index=-1 left out (6 of 8 read); kl_div on logits
+    ("loss_inputs.py", ["--bug", "nll_module"], "not_log_probs", "error",
+     ["nn.NLLLoss (F.nll_loss) was given values that are no log-probabilities (shape (8, 10)",
+      "unbounded below", "pass torch.log_softmax(logits, 1)"],
+     "return criterion(F.log_softmax(out, 1) if FIXED else out, y)"),
+    ("loss_inputs.py", ["--bug", "kl_logits"], "not_log_probs", "error",
+     ["F.kl_div was given values that are no log-probabilities as its input",
+      "linear in the input", "the target stays probabilities"],
+     "return F.kl_div(F.log_softmax(out, -1) if FIXED else out, soft, reduction=\"batchmean\")"),
     ("garbage.py", ["--cycle", "frame"], "cyclic_garbage", "warning",
      ["`log_features()` and its RuntimeError's traceback", "[local 'feats']"],
      "error = str(e) if FIXED else e"),
@@ -292,6 +302,11 @@ FIXED = [("cut.py", ["--cut", c, "--fixed"]) for c in ("detach", "checkpoint")] 
     ("accumulation.py", ["--fixed"]), ("retention.py", ["--fixed"]),
     # micro-batch sums, undivided: the step's sum (once a loss_not_divided warning)
     ("accumulation.py", ["--fixed", "--sum"]),
+    # the same sum asked for the deprecated way (size_average=False decides over
+    # `reduction`): once read as a mean, a loss_not_divided and a token_denominator warning
+    # (Note [A reduction however it was passed] in trace/doctor_losses.py)
+    *[("accumulation.py", ["--fixed", "--sum", "--how", h])
+      for h in ("legacy", "positional", "module")],
     ("retention_attr.py", ["--fixed"]), ("eval_mode.py", ["--fixed"]),
     ("eval_mode.py", ["--fixed", "--frozen-bn"]),   # frozen on purpose: eval, no gradient
     # a BatchNorm put in eval on its own after model.train(), its affine parameters
@@ -370,7 +385,18 @@ FIXED = [("cut.py", ["--cut", c, "--fixed"]) for c in ("detach", "checkpoint")] 
     ("loss_inputs.py", ["--bug", "mse_broadcast", "--fixed"]),
 ] + [("loss_inputs.py", ["--form", f]) for f in (
     "distill", "soft_targets", "smoothing", "log_nll", "log_ce", "log_probs", "bce",
-    "row_target", "scalar_target", "pairwise", "lm", "eval")] + [
+    "row_target", "scalar_target", "pairwise", "lm", "eval",
+    # Note [Values that are no log-probabilities]: inputs that are no log_softmax yet no
+    # logits, or whose logits the script normalises itself (hand_ce: once named before
+    # the logsumexp was watched; nll_ignore: its padding rows hold 3.0)
+    "nll_subset", "nll_logsigmoid", "nll_gather", "hand_ce", "hand_ce_lse_first",
+    "nll_ignore", "nll_weighted", "nll_bf16", "nll_mixture", "kl_log_target", "kl_none_sum",
+    "kl_pointwise",
+    # Note [A reduction however it was passed]: reduce=False is 'none' (a pairwise
+    # difference: once broadcast_target), size_average=False 'sum' (no kl_div_mean)
+    "pairwise_legacy", "pairwise_positional", "kl_legacy_sum", "kl_positional")] + [
+] + [("loss_inputs.py", ["--bug", b, "--fixed"]) for b in (
+    "nll_logits", "nll_module", "kl_probs", "kl_logits", "kl_mean")] + [
 ] + [("updates.py", ["--bug", b, "--fixed"]) for b in ("scaler", "sched")]   # with --fixed,
 # nonfinite and zeroed run the very loop of sched (the bug flags only pick the bug)
 
@@ -739,3 +765,57 @@ def test_exact_findings_of_the_two_loss_bugs():
     assert mse.evidence == {"loss": "mse_loss", "module": "", "input": [8, 1], "target": [8],
                             "broadcast": [8, 8], "steps": [1, 2, 3], "calls": 3,
                             "value": 0.5953, "meant": 0.5283}
+
+
+def test_exact_findings_of_the_log_probability_losses():
+    """Note [Values that are no log-probabilities] and Note [kl_div's reduction='mean']
+    (trace/doctor_losses.py), every number: nll_loss on a Linear's logits (the rows'
+    logsumexp, the largest value, the negative loss), kl_div on probabilities that no
+    softmax node made (`log_probs.exp()`), nn.KLDivLoss's default 'mean' (10x below
+    'batchmean' for 10 classes)."""
+    (nll,) = doctor("loss_inputs.py", "--bug", "nll_logits").findings
+    assert (nll.check, nll.severity, nll.where.line) == (
+        "not_log_probs", "error",
+        line_of("loss_inputs.py", "return F.nll_loss(F.log_softmax(out, 1) if FIXED else out, y)"))
+    assert nll.message == (
+        "F.nll_loss was given values that are no log-probabilities (shape (8, 10): over its "
+        "10 classes the rows' logsumexp ranges over [2.25, 2.56], not 0, and values reach "
+        "0.596, where log-probabilities are <= 0) in step 1-3: nll_loss takes "
+        "log-probabilities and returns minus the target's value, so on logits it is "
+        "unbounded below and training drives the targets' logits to +inf (it reads -0.0912, "
+        "below 0, which nll_loss on log-probabilities never is); pass "
+        "torch.log_softmax(logits, 1), or the logits to F.cross_entropy")
+    assert nll.evidence == {"loss": "nll_loss", "module": "", "kind": "logits",
+                            "steps": [1, 2, 3], "calls": 3, "shape": [8, 10], "classes": 10,
+                            "rows": 8, "lse_min": 2.253, "lse_max": 2.564, "min": -0.5834,
+                            "max": 0.5958, "value": -0.0912}
+    (kl,) = doctor("loss_inputs.py", "--bug", "kl_probs").findings
+    assert (kl.check, kl.severity, kl.where.line) == (
+        "not_log_probs", "error",
+        line_of("loss_inputs.py", "return F.kl_div(student, soft, reduction=\"batchmean\")"))
+    assert kl.message == (
+        "F.kl_div was given probabilities as its input (shape (8, 10), values in [0.0752, "
+        "0.131], each row of its 10 classes summing to 1) in step 1-3: kl_div takes "
+        "log-probabilities as its input and computes sum target * (log target - input): on "
+        "probabilities that is no divergence (it reads -2.344, below 0, which a KL "
+        "divergence never is), and the model trains toward another quantity; pass "
+        "log-probabilities as the input: torch.log_softmax(logits, 1) (or torch.log(probs) "
+        "if only the probabilities exist); the target stays probabilities")
+    assert kl.evidence == {"loss": "kl_div", "module": "", "kind": "probabilities",
+                           "steps": [1, 2, 3], "calls": 3, "shape": [8, 10], "classes": 10,
+                           "rows": 8, "min": 0.0752, "max": 0.1309, "row_sum_error": 0.0,
+                           "value": -2.344, "target": "probabilities", "log_target": False}
+    (mean,) = doctor("loss_inputs.py", "--bug", "kl_mean").findings
+    assert (mean.check, mean.severity, mean.where.line) == (
+        "kl_div_mean", "warning",
+        line_of("loss_inputs.py", "return criterion(F.log_softmax(out / 2.0, -1), soft) * 4.0"))
+    assert mean.message == (
+        "nn.KLDivLoss (F.kl_div) with reduction='mean' divided the summed KL by all 80 "
+        "elements of its input (shape (8, 10)), not by the batch's 8, in step 1-3: it reads "
+        "0.00645, 1/10 of the 0.0645 that 'batchmean' gives, so its gradient is 10x smaller "
+        "against any other term; pass reduction='batchmean' ('mean' is no KL divergence: "
+        "torch's docs)")
+    assert mean.evidence == {"loss": "kl_div", "module": "nn.KLDivLoss", "steps": [1, 2, 3],
+                             "calls": 3, "shape": [8, 10], "classes": 10, "elements": 80,
+                             "batch": 8, "value": 0.00645, "batchmean": 0.0645,
+                             "target": "probabilities"}
