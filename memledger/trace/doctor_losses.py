@@ -477,9 +477,10 @@ def _kl_inputs(func, args: tuple, kwargs: dict, reduction: str,
         got = _distributed(th, log_target, dims)
         if got is not None:
             tdim, tkind = got[0], "log-probabilities" if log_target else "probabilities"
-        elif not log_target and _distributed(th, True, dims) is not None:
-            tdim = _distributed(th, True, dims)[0]   # type: ignore[index]
-            tkind = "log-probabilities read as probabilities"
+        elif not log_target:
+            got = _distributed(th, True, dims)
+            if got is not None:   # log-probabilities where probabilities are read
+                tdim, tkind = got[0], "log-probabilities read as probabilities"
     found: list[dict[str, Any]] = []
     probs = _distributed(x, False, [tdim] if tdim is not None else dims)
     rec = None
@@ -494,8 +495,8 @@ def _kl_inputs(func, args: tuple, kwargs: dict, reduction: str,
     if rec is not None:
         rec.update(target=tkind, log_target=log_target)
         found.append(rec)
-    if reduction == "mean" and tdim is not None and inp.dim() >= 2 and \
-            inp.numel() > inp.shape[0]:
+    if reduction == "mean" and tkind in ("probabilities", "log-probabilities") and \
+            inp.dim() >= 2 and inp.numel() > inp.shape[0]:
         mean = {"k": "kl_div_mean", "fn": "kl_div", "module": _module_of(),
                 "shape": list(inp.shape), "classes": int(inp.shape[tdim]),
                 "elements": int(inp.numel()), "batch": int(inp.shape[0]),
