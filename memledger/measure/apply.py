@@ -936,8 +936,9 @@ class _Recompute:
             for marker, why in _SAC_FAILURES:   # torch's own refusal, said in one line
                 if marker in text:
                     policy, path = self._selective
-                    raise PolicyError(why.format(policy=policy, path=path,
-                                                 op=_sac_op(text))) from exc[1]
+                    line = why(policy, path, exc[1]) if callable(why) else \
+                        why.format(policy=policy, path=path, op=_sac_op(text))
+                    raise PolicyError(line) from exc[1]
         return done
 
 
@@ -957,8 +958,24 @@ _SAC_FAILURES = (
     # predict refuses it too from a ledger's `mutated` records (Note [Written in place in
     # forward], trace/collector.py), in the same line
     ("selective activation checkpoint has been mutated",
-     selective_mutated_message("{policy}", "{path}")),
+     lambda policy, path, err: selective_mutated_message(policy, path, _cached_op(err))),
 )
+
+
+def _cached_op(err: BaseException) -> str:
+    """The op kind torch's selective checkpoint was handing back from its cache when it
+    found the output changed (Note [The kept op a re-run finds changed], replay/stateful.py):
+    `func` in the `__torch_dispatch__` frame of its cached mode, which torch's message does
+    not name; "an op" where the traceback has no such frame."""
+    tb, op = err.__traceback__, "an op"
+    while tb is not None:
+        frame = tb.tb_frame
+        if frame.f_code.co_name == "__torch_dispatch__" and \
+                type(frame.f_locals.get("self")).__name__ == "_CachedTorchDispatchMode":
+            func = frame.f_locals.get("func")
+            op = getattr(getattr(func, "overloadpacket", func), "__name__", op)
+        tb = tb.tb_next
+    return op
 
 
 def _sac_op(text: str) -> str:

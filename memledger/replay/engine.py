@@ -679,7 +679,11 @@ def _refuse_selective_mutated(prep: Prepared, calls: _Calls, own: _Owners, polic
     bad = bad[(own.made[bad] >= 0) & (saves[k] > 0) & (prep.created[bad] < stop[k])]
     if len(bad):
         k = int(own.made[bad].max())
-        raise PolicyError(selective_mutated_message(policy.text(), str(calls.mods[k])))
+        # Note [The kept op a re-run finds changed]: the re-run meets the call's first one
+        first = bad[own.made[bad] == k]
+        first = first[np.argmin(prep.created[first])]
+        raise PolicyError(selective_mutated_message(policy.text(), str(calls.mods[k]),
+                                                    str(prep.op_names[prep.op_code[first]])))
 
 
 def _met_order(calls: _Calls, k: int) -> tuple[int, int]:

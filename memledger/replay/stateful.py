@@ -150,15 +150,29 @@ def selective_twice_message(policy_text: str, module: str) -> str:
             "checkpoint or offload that module instead")
 
 
-def selective_mutated_message(policy_text: str, module: str) -> str:
+# Note [The kept op a re-run finds changed]
+# The line said "keeps an op's output in blocks.1 that is changed in place afterwards ...;
+# leave that op out of save=", and never said which op: egnn-pytorch's EGNN layer fills its
+# coordinate weights in place (`coor_weights.masked_fill_(~mask, 0.)`, then `clamp_`), a
+# view of its `coors_mlp`'s last `addmm`, under a default save list of five kinds and the
+# fused attention kernels (tests/clients/train_egnn.py). Both sides now name the op kind
+# the re-run meets changed: torch's cache fails at the first such op of the region's
+# re-run (the call backward re-runs first), so predict takes, of that call's outputs kept
+# and changed, the one made first, and measure reads the op torch's cached mode was
+# replaying off the error's traceback (`func` in its `__torch_dispatch__` frame; "an op"
+# where none is found).
+def selective_mutated_message(policy_text: str, module: str, op: str = "an op") -> str:
     """One line: a selective region keeps an op's output that is then changed in place
     (Note [Written in place in forward], trace/collector.py); predict and measure both
     refuse it (torch raises "Tensor cached during selective activation checkpoint has been
-    mutated" in the re-run)."""
-    return (f"{policy_text} keeps an op's output in {module} that is changed in place "
-            "afterwards (an inplace=True activation, `x += ...`, nn.LSTMCell's kernel), and "
-            "torch's selective checkpoint cannot hand back a changed tensor; leave that op out "
-            "of save=, make the change out of place, or checkpoint that module instead")
+    mutated" in the re-run). `op`: the kept op's kind (`addmm`)."""
+    which = f"{op}'s output" if op != "an op" else "an op's output"
+    leave = f"leave {op} out of save=" if op != "an op" else "leave that op out of save="
+    return (f"{policy_text} keeps {which} in {module} that is changed in place "
+            "afterwards (an inplace=True activation, `x += ...`, a mask filled in place, "
+            f"nn.LSTMCell's kernel), and torch's selective checkpoint cannot hand back a "
+            f"changed tensor; {leave}, make the change out of place, or checkpoint that "
+            "module instead")
 
 
 def selective_reused_message(policy_text: str, module: str, keeper: str,

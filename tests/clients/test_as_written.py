@@ -59,3 +59,27 @@ def test_an_in_place_relu_on_a_linears_view_is_still_refused():
     sel = run.policies["selective:blocks.*"]
     assert sel.measured is None and sel.predict_refusal == sel.measure_refusal
     assert "changed in place afterwards" in sel.predict_refusal
+
+
+def test_the_refusal_names_the_kept_op_the_re_run_finds_changed():
+    """Note [The kept op a re-run finds changed] (replay/stateful.py): the line said "keeps
+    an op's output ... leave that op out of save=" without naming it. Here the scores come
+    from `torch.bmm` (its own output, masked in place) and the MLP's `addmm` view is changed
+    by an in-place ReLU after it: the re-run meets the `bmm` first, and both sides name it;
+    with `save=addmm` both name `addmm`. Taking the last op changed in the call instead
+    (the MLP's `addmm`) would have told measure's line apart from predict's."""
+    pols = ["selective:blocks.*", "selective:blocks.0:save=addmm", "checkpoint:blocks.*"]
+    run = run_client("train_as_written.py", ["--case", "filled"], pols)
+    assert run.ledger_peak == run.allocator_peak == 771_520
+    sel, add = run.policies["selective:blocks.*"], run.policies["selective:blocks.0:save=addmm"]
+    assert sel.measured is None and sel.predict_refusal == sel.measure_refusal == (
+        "memledger: selective:blocks.* keeps bmm's output in blocks.1 that is changed in place "
+        "afterwards (an inplace=True activation, `x += ...`, a mask filled in place, "
+        "nn.LSTMCell's kernel), and torch's selective checkpoint cannot hand back a changed "
+        "tensor; leave bmm out of save=, make the change out of place, or checkpoint that "
+        "module instead")
+    assert add.measured is None and add.predict_refusal == add.measure_refusal
+    assert "keeps addmm's output in blocks.0" in add.predict_refusal
+    assert "leave addmm out of save=" in add.predict_refusal
+    ck = run.policies["checkpoint:blocks.*"]
+    assert ck.predicted == ck.measured == 693_628

@@ -5,6 +5,7 @@ a second round").
     python tests/clients/train_as_written.py --case container
     python tests/clients/train_as_written.py --case masked
     python tests/clients/train_as_written.py --case relu
+    python tests/clients/train_as_written.py --case filled
 
 - `container`: each block keeps its MLP in an nn.ModuleDict and calls its parts through a
   closure (`m.proj(m.act(m.fc(x)))`), and its attention heads in an nn.ModuleList, called
@@ -15,6 +16,9 @@ a second round").
   in place in forward]).
 - `relu`: the same blocks with the MLP's Linear (on a 3-D input: a view of its `addmm`)
   followed by an in-place ReLU, which torch's selective checkpoint does see.
+- `filled`: `relu`'s blocks with the scores from `torch.bmm` on 3-D tensors (heads folded
+  into the batch), masked in place: the `bmm`'s own output, changed before the MLP's
+  `addmm` view is (Note [The kept op a re-run finds changed], replay/stateful.py).
 """
 
 import argparse
@@ -54,8 +58,9 @@ class ContainerBlock(nn.Module):
 
 
 class MaskedBlock(nn.Module):
-    def __init__(self, inplace_relu: bool) -> None:
+    def __init__(self, inplace_relu: bool, bmm: bool = False) -> None:
         super().__init__()
+        self.bmm = bmm
         self.ln1, self.ln2 = nn.LayerNorm(C), nn.LayerNorm(C)
         self.qkv, self.out = nn.Linear(C, 3 * C), nn.Linear(C, C)
         self.mlp = nn.Sequential(nn.Linear(C, 4 * C),
@@ -67,7 +72,11 @@ class MaskedBlock(nn.Module):
         b = x.shape[0]
         q, k, v = (t.view(b, T, HEADS, -1).transpose(1, 2)
                    for t in self.qkv(self.ln1(x)).chunk(3, dim=-1))
-        att = q @ k.transpose(-2, -1)
+        if self.bmm:   # the heads folded into the batch: the bmm's output itself
+            att = torch.bmm(q.reshape(b * HEADS, T, -1), k.reshape(b * HEADS, T, -1)
+                            .transpose(1, 2)).view(b, HEADS, T, T)
+        else:
+            att = q @ k.transpose(-2, -1)
         att.masked_fill_(self.mask.bool(), -torch.inf)
         y = torch.softmax(att / k.shape[-1] ** 0.5, dim=-1) @ v
         x = x + self.out(y.transpose(1, 2).reshape(b, T, C))
@@ -79,7 +88,8 @@ class LM(nn.Module):
         super().__init__()
         self.emb = nn.Embedding(V, C)
         self.blocks = nn.Sequential(*(ContainerBlock() if case == "container" else
-                                      MaskedBlock(case == "relu") for _ in range(2)))
+                                      MaskedBlock(case in ("relu", "filled"), case == "filled")
+                                      for _ in range(2)))
         self.head = nn.Linear(C, V)
 
     def forward(self, idx: torch.Tensor) -> torch.Tensor:
@@ -88,7 +98,7 @@ class LM(nn.Module):
 
 def main() -> None:
     p = argparse.ArgumentParser()
-    p.add_argument("--case", choices=["container", "masked", "relu"], required=True)
+    p.add_argument("--case", choices=["container", "masked", "relu", "filled"], required=True)
     p.add_argument("--steps", type=int, default=3)
     args = p.parse_args()
     torch.manual_seed(0)
