@@ -184,6 +184,11 @@ def _ctx_finding(var: str, file: str, recs: list, boundaries: str) -> Finding:
     # Note [Other variables that hold the spent graph] (trace/doctor_retention.py)
     also = list(dict.fromkeys(v for r in recs for v in r.get("also", ())))
     holders = ", ".join(f"`{v}`" for v in also)
+    # Note [The Function that keeps them] (trace/doctor_retention.py)
+    fns = list(dict.fromkeys(f for r in recs for f in r.get("ctx_fns", ())))
+    keeper = "a custom autograd Function keeps" if not fns else \
+        f"the autograd Function{'s' if len(fns) > 1 else ''} " \
+        f"{', '.join(f'`{f}`' for f in fns)} keep{'' if len(fns) > 1 else 's'}"
     who = f"`{var}` keeps its graph" if not also else \
         f"`{var}` (and {holders}, which hold{'s' if len(also) == 1 else ''} part of it) keep " \
         "its graph"
@@ -192,8 +197,8 @@ def _ctx_finding(var: str, file: str, recs: list, boundaries: str) -> Finding:
         where=Where(file=file, line=accumulation_line(file, var)),
         message=(f"{who} past the step's end (at the end of step "
                  f"{steps[0]}" + (f"-{steps[-1]}" if len(steps) > 1 else "") + "), and "
-                 f"that graph still holds {format_bytes(held[-1])} of tensors a custom "
-                 "autograd Function keeps on ctx as attributes (not save_for_backward, so "
+                 f"that graph still holds {format_bytes(held[-1])} of tensors {keeper} "
+                 "on ctx as attributes (not save_for_backward, so "
                  "backward freed none of them) until the next step replaces it; `del "
                  f"{', '.join([var, *also])}` after the step frees them"),
         evidence={"steps": steps, "ctx_bytes_per_step": held, **({"also": also} if also else {})})

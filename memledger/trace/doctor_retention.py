@@ -191,11 +191,12 @@ class RetentionWatch:
         for t in live:
             if id(t) in found or self._roots.get(id(t.grad_fn)) is not t.grad_fn:
                 continue
-            held, nodes = _ctx_bytes(t.grad_fn)
+            held, nodes, fns = _ctx_held(t.grad_fn)
             if held:
                 rec = self._retained(t, step, {id(t.grad_fn): t.grad_fn})
                 if rec is not None:
                     rec["ctx_bytes"] = held
+                    rec["ctx_fns"] = fns   # Note [The Function that keeps them]
                     also = self._also_held_by(t, live, rec["var"])
                     if also:   # Note [Other variables that hold the spent graph]
                         rec["also"] = also
@@ -576,6 +577,16 @@ def _reaches(root, old: tuple[set[int], int], clean: set[int]) -> bool:
 # is a reference cycle, which `del` does not free (check `cyclic_garbage`,
 # tests/doctor/garbage.py --cycle ctx).
 #
+# Note [The Function that keeps them]
+# The warning said the tensors were kept by "a custom autograd Function", in scripts that
+# define none: torch's own reentrant checkpoint (`checkpoint(block, x,
+# use_reentrant=True)`, as older code calls it around egnn-pytorch's layers,
+# tests/clients/train_egnn.py --ckpt reentrant) is a Function that keeps each call's CPU
+# RNG state as `ctx.fwd_cpu_state` (5,056 B), and the user had no Function of theirs to
+# look for. The record now carries the names of the Functions whose nodes hold such
+# tensors (`ctx_fns`, the node class's name without its `Backward`), and the warning names
+# them: `CheckpointFunction`, torchjd's `AutogramNode`.
+#
 # Note [Other variables that hold the spent graph]
 # `del loss` frees the graph only when nothing else holds it. A training loop usually keeps
 # the model's output as well (`logits = net(x); loss = F.cross_entropy(logits, y)`), and
@@ -679,11 +690,19 @@ def graph_nodes(root):
 def _ctx_bytes(root) -> tuple[int, int]:
     """(bytes of the distinct storages the graph's custom-Function nodes keep as `ctx`
     attributes, parameters aside; nodes walked)."""
-    storages, nodes = {}, 0
+    held, nodes, _ = _ctx_held(root)
+    return held, nodes
+
+
+def _ctx_held(root) -> tuple[int, int, list[str]]:
+    """`_ctx_bytes`, and the names of the Functions whose nodes keep them (Note [The
+    Function that keeps them]), in the graph's order."""
+    storages, nodes, names = {}, 0, {}
     for n in graph_nodes(root):
         nodes += 1
         if not isinstance(n, torch.autograd.function.BackwardCFunction):
             continue
+        name = type(n).__name__.removesuffix("Backward")
         for v in vars(n).values():
             for x in _ctx_tensors(v):
                 # parameters are resident anyway; the node's own output kept on ctx
@@ -694,9 +713,10 @@ def _ctx_bytes(root) -> tuple[int, int]:
                 try:
                     st = x.untyped_storage()
                     storages[st._cdata] = st.nbytes()
+                    names[name] = None
                 except (RuntimeError, NotImplementedError):
                     continue
-    return sum(storages.values()), nodes
+    return sum(storages.values()), nodes, list(names)
 
 
 # Note [A graph kept by retain_graph]

@@ -145,3 +145,21 @@ def test_bf16_autocast_with_every_layers_coordinates():
                                   ["--mode", "layers", "--accumulate", "2", "--ckpt"]])
 def test_the_doctor_finds_nothing_on_egnn_loops(argv):
     assert_one_doctor_error(SCRIPT, argv, 2, None, "")
+
+
+def test_the_doctor_names_the_reentrant_checkpoint_that_keeps_generator_states():
+    """`--ckpt reentrant`: torch's reentrant checkpoint keeps each layer call's CPU
+    generator state on its ctx (2 x 5,056 B), which `loss`, kept past the step, holds to
+    the next forward. A true warning, which said "a custom autograd Function" in a script
+    that defines none; it names `CheckpointFunction` now (Note [The Function that keeps
+    them], trace/doctor_retention.py)."""
+    from memledger.doctor.run import diagnose_in_process
+    from tests.clients.harness import HERE
+
+    report, outcome = diagnose_in_process(HERE / SCRIPT, ["--mode", "layers", "--ckpt",
+                                                          "reentrant"], 2)
+    assert outcome.code == 0, outcome.reason
+    (f,) = report.findings
+    assert (f.check, f.severity) == ("cross_step_retention", "warning")
+    assert f.evidence["ctx_bytes_per_step"] == [10_112, 10_112]
+    assert "of tensors the autograd Function `CheckpointFunction` keeps on ctx" in f.message

@@ -176,3 +176,30 @@ def test_checkpoint_sequential_makes_each_module_of_a_segment_a_region():
         with pytest.raises(PolicyError, match="the script"):
             replay(prep, parse_policy(text))
     replay(prep, parse_policy("checkpoint:body.2+offload:body.3"))
+
+
+@pytest.mark.parametrize("reentrant", [False, True])
+def test_the_doctor_names_torchs_checkpoint_function_as_the_keeper(reentrant):
+    """Note [The Function that keeps them] (trace/doctor_retention.py): the reentrant
+    checkpoint is an autograd Function that keeps each call's CPU generator state on ctx
+    (`ctx.fwd_cpu_state`), which backward does not free; the loop keeps `loss` past the
+    step (it prints it), so both blocks' states (2 x 5,056 B) stay to the next forward. The
+    warning said "tensors a custom autograd Function keeps", in a script that defines
+    none; it names `CheckpointFunction` now. The non-reentrant kind keeps nothing there."""
+    from pathlib import Path
+
+    from memledger.doctor.run import diagnose_in_process
+
+    script = Path(__file__).resolve().parents[1] / "clients" / "train_checkpointed.py"
+    argv = ["--width", "16", "--batch-size", "8", *(["--reentrant"] if reentrant else [])]
+    report, outcome = diagnose_in_process(script, argv, 2)
+    assert outcome.code == 0, outcome.reason
+    if not reentrant:
+        assert report.findings == []
+        return
+    (f,) = report.findings
+    assert (f.check, f.severity) == ("cross_step_retention", "warning"), f.line()
+    assert f.evidence["ctx_bytes_per_step"] == [2 * RNG_BYTES, 2 * RNG_BYTES]
+    assert "9.9 KiB of tensors the autograd Function `CheckpointFunction` keeps on ctx" \
+        in f.message
+    assert f.message.endswith("`del loss` after the step frees them")
