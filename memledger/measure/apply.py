@@ -500,7 +500,7 @@ class _NestingGuard:
         """As the region is entered: does it run inside a checkpoint of the script's?"""
         if checkpoint_pack_hook() is not None or \
                 (not torch.is_grad_enabled() and in_reentrant_checkpoint()):
-            self._refuse(message)
+            self._refuse(message, inside=True)   # Note [An alternative that is refused too]
 
     def check_inner(self, module: nn.Module, args: Any) -> None:
         if not self.own:
@@ -510,7 +510,8 @@ class _NestingGuard:
                 (not torch.is_grad_enabled() and in_reentrant_checkpoint()):
             self._refuse(nested_checkpoint_message, module)
 
-    def _refuse(self, message: Callable, module: nn.Module | None = None) -> None:
+    def _refuse(self, message: Callable, module: nn.Module | None = None,
+                inside: bool = False) -> None:
         """Name the script's region as the ledger does: the module its checkpointed
         function belongs to, else the outermost module called under it (this region, or
         the submodule being entered)."""
@@ -519,7 +520,7 @@ class _NestingGuard:
             region = self.paths.get(id(call.module), "")
         else:
             region = self.paths.get(id(module), "") if module is not None else self.path
-        raise PolicyError(message(self.policy, self.path, region))
+        raise PolicyError(message(self.policy, self.path, region, inside=inside))
 
 
 # Note [A region called inside backward]

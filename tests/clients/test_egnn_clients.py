@@ -15,7 +15,10 @@ allocator):
   `checkpoint:blocks.0+offload:blocks.1` 1,027,724 B; `selective:blocks.*` refused by both
   alike, naming `addmm` (Note [The kept op a re-run finds changed], replay/stateful.py).
   `--accumulate 2`: 1,747,716 B, `checkpoint:blocks.*` 1,066,848 B, `offload:blocks.1`
-  1,341,952 B. `--ckpt`: 1,027,724 B, policies on the blocks refused alike.
+  1,341,952 B. `--ckpt`: 1,027,724 B (926,388 B at one step), policies on the blocks
+  refused alike (Note [An alternative that is refused too], replay/script_checkpoint.py);
+  `--ckpt reentrant`: the doctor's one true warning, `CheckpointFunction`'s generator
+  states kept by `loss` past the step (Note [The Function that keeps them]).
 - `--mode network --nearest 4`: 765,840 B; `checkpoint:@EGNN` 597,000 B,
   `offload:layers.0.0+checkpoint:layers.1.1` 728,436 B; `checkpoint:layers.*` (the
   ModuleList pairs of attention and EGNN layer) refused alike as containers.
@@ -116,17 +119,22 @@ def test_egnn_sparse_network_over_torch_geometric():
 
 def test_accumulation_and_the_scripts_own_checkpoint():
     """Two micro-batches per step; then the script's own `torch.utils.checkpoint` around
-    each layer, where a policy on the layers is refused alike."""
+    each layer, where a policy on the layers is refused alike, and the checkpoint's
+    refusal no longer tells to offload the layers (refused too)."""
     pols = {"checkpoint:blocks.*": 1_066_848, "offload:blocks.1": 1_341_952}
     run = run_client(SCRIPT, ["--mode", "layers", "--accumulate", "2"], list(pols))
     assert run.ledger_peak == run.allocator_peak == 1_747_716
     for policy, peak in pols.items():
         assert run.policies[policy].predicted == run.policies[policy].measured == peak
-    run = run_client(SCRIPT, ["--mode", "layers", "--ckpt"], ["offload:blocks.*"], steps=1)
-    assert run.ledger_peak == run.allocator_peak
-    off = run.policies["offload:blocks.*"]
+    run = run_client(SCRIPT, ["--mode", "layers", "--ckpt"],
+                     ["offload:blocks.*", "checkpoint:blocks.*"], steps=1)
+    assert run.ledger_peak == run.allocator_peak == 926_388
+    off, ck = run.policies["offload:blocks.*"], run.policies["checkpoint:blocks.*"]
     assert off.measured is None and off.predict_refusal == off.measure_refusal
     assert "runs inside the script's own checkpoint of blocks.0" in off.predict_refusal
+    # Note [An alternative that is refused too]: it told to offload the block instead
+    assert ck.measured is None and ck.predict_refusal == ck.measure_refusal
+    assert ck.predict_refusal.endswith("or offload a module around it")
 
 
 def test_bf16_autocast_with_every_layers_coordinates():

@@ -26,7 +26,7 @@ per micro-batch). `--ckpt` (layers): the script wraps each layer call in
 `torch.utils.checkpoint.checkpoint(..., use_reentrant=False)` (egnn-pytorch has no
 checkpointing of its own; `--ckpt reentrant`: `use_reentrant=True`, as older code does).
 `--bf16`: the forward and loss under CPU bf16 autocast; `--dtype float64`; `--dropout`,
-`--fourier`, `--soft-edges`: the layers' own options. Tiny, seeded, nothing downloaded.
+`--fourier`, `--soft-edges`, `--radius`: the layers' own options. Tiny, seeded, nothing downloaded.
 
     python tests/clients/train_egnn.py --steps 3 --mode network
     memledger trace tests/clients/train_egnn.py --steps 3 -o egnn.ledger -- --mode network
@@ -52,6 +52,8 @@ p.add_argument("--nearest", type=int, default=0, help="num_nearest_neighbors (0:
 p.add_argument("--accumulate", type=int, default=1, help="micro-batches per optimizer step")
 p.add_argument("--ckpt", nargs="?", const="plain", choices=["plain", "reentrant"],
                help="torch.utils.checkpoint around each layer (reentrant: use_reentrant=True)")
+p.add_argument("--radius", type=float, default=float("inf"),
+               help="layers: valid_radius (neighbours farther away masked out; with --nearest)")
 p.add_argument("--dropout", type=float, default=0.0, help="EGNN's dropout in its MLPs")
 p.add_argument("--fourier", type=int, default=0, help="fourier_features of the distances")
 p.add_argument("--soft-edges", action="store_true", help="soft_edges: a gate on each message")
@@ -78,7 +80,8 @@ class LayerStack(nn.Module):
         self.inp = nn.Linear(args.dim, args.dim)
         self.blocks = nn.ModuleList([
             EGNN(dim=args.dim, m_dim=16, num_nearest_neighbors=args.nearest, norm_coors=True,
-                 coor_weights_clamp_value=2.0, m_pool_method="mean", **EXTRA)
+                 coor_weights_clamp_value=2.0, m_pool_method="mean",
+                 valid_radius=args.radius, **EXTRA)
             for _ in range(args.depth)])
         self.out = nn.Linear(args.dim, args.dim)
 

@@ -32,7 +32,8 @@ def test_ledger_and_policies_of_a_script_that_checkpoints_its_blocks(kind):
     """The ledger peak equals the allocator's to 512 B (the generator states are counted:
     5,056 B each, made outside the dispatcher); every policy that would nest with the
     script's checkpoint is refused by predict and measure in the same line, before
-    anything is predicted; the others are predicted within 512 B."""
+    anything is predicted, and none tells to offload a block (refused as well); the others
+    are predicted within 512 B."""
     argv = ["--batch-size", "512", *(["--reentrant"] if kind == "reentrant" else [])]
     run = run_client("train_checkpointed.py", argv, REFUSED + ALLOWED)
     assert abs(run.ledger_peak - run.allocator_peak) <= 512, \
@@ -42,6 +43,13 @@ def test_ledger_and_policies_of_a_script_that_checkpoints_its_blocks(kind):
         assert p.predicted is None and p.measured is None, (text, p)
         assert p.predict_refusal == p.measure_refusal and "\n" not in p.predict_refusal
         assert "the script" in p.predict_refusal, p.predict_refusal
+    # Note [An alternative that is refused too] (replay/script_checkpoint.py): the script
+    # checkpoints each block's call, so offloading the block is refused too (REFUSED); the
+    # line told the user to do it ("or offload that module instead")
+    for text in ("checkpoint:blocks.*", "checkpoint:blocks.*.fc1", "selective:blocks.0"):
+        assert run.policies[text].predict_refusal.endswith(
+            "turn the script's checkpointing off to compare policies, or offload a module "
+            "around it"), run.policies[text].predict_refusal
     for text in ALLOWED:
         p = run.policies[text]
         assert abs(p.predicted - p.measured) <= 512, (text, p)
