@@ -72,6 +72,7 @@ from memledger.replay.policies import (
     Region,
     before_the_model_message,
     idle_modules_message,
+    own_call_message,
     resolve,
     uncalled_message,
 )
@@ -124,6 +125,9 @@ class PolicyHandle:
     methods: dict[str, list[tuple[str, "_RegionForward"]]] = field(default_factory=dict)
     watch: dict[int, str] = field(default_factory=dict)
     called: set[str] = field(default_factory=set)
+    # path -> class name of the regions whose class has a `__call__` of its own (Note [A
+    # class with a call of its own], replay/policies.py)
+    own_call: dict[str, str] = field(default_factory=dict)
 
     @property
     def model(self) -> nn.Module | None:
@@ -160,9 +164,17 @@ class PolicyHandle:
             paths = [r.path for r in self.regions if r.part is part]
             if paths and not any(self.forwards[p].ran for p in paths if p in self.forwards):
                 used = [p for p in paths if p in self.used or self._used(p)
+                        or (p in self.forwards and self.forwards[p].direct)
                         or any(w.ran for _, w in self.methods.get(p, ()))
                         or any(c.startswith(p + ".") for c in self.called)]
                 if used:
+                    if all(p in self.own_call for p in used):
+                        # a class whose `__call__` runs `forward` without torch's hooks
+                        # (gpytorch's): predict's words (Note [A class with a call of its
+                        # own], replay/policies.py)
+                        return PolicyError(own_call_message(
+                            part.selector, used, self.own_call[used[0]],
+                            self._around(used[0])))
                     return PolicyError(uncalled_message(part.selector, used,
                                                         self._around(used[0])))
                 return PolicyError(idle_modules_message(part.selector, paths))
@@ -303,7 +315,9 @@ def _wrap(handle: PolicyHandle, model: nn.Module, regions: list[Region],
                                  _NestingGuard(policy.text(), r.path, every))
         else:  # pragma: no cover - resolve never yields NONE regions
             continue
-        mod.forward = _RegionForward(wrapped, orig)   # shadows the class's forward
+        mod.forward = _RegionForward(wrapped, orig, calls_only=True)   # shadows the class's
+        # Note [A forward called directly runs plainly]: its pre-hook marks a module call
+        handle.hooks.append(mod.register_forward_pre_hook(_CallMark(mod.forward)))
         handle.versions[r.path] = [(weakref.ref(p), p._version)
                                         for p in module_parameters(mod)]
         handle.methods[r.path] = _watched_methods(mod)   # Note [Work no gradient shows]
@@ -313,6 +327,8 @@ def _wrap(handle: PolicyHandle, model: nn.Module, regions: list[Region],
         handle.watch.update((id(named[a]), a) for a in
                             (".".join(parts[:i]) for i in range(1, len(parts))) if a in named)
         handle.modules[r.path] = weakref.ref(mod)
+        if type(mod).__call__ is not nn.Module.__call__:
+            handle.own_call[r.path] = type(mod).__name__
         handle.forwards[r.path] = mod.forward
     handle.offloaders += [o for o in offloaders.values() if o not in handle.offloaders]
 
@@ -385,16 +401,46 @@ def _watched_methods(mod: nn.Module) -> list[tuple[str, "_RegionForward"]]:
 # tests/doctor/garbage.py --cycle snapshot --fixed measured 263,168 B (the copy's `a`) over
 # its prediction under `checkpoint:a`. The saved or copied model runs plainly; the policy
 # stays on the model it was put on.
+#
+# Note [A forward called directly runs plainly]
+# A policy acts on a module's calls: the trace sees a module's work begin and end only
+# where torch's module hooks fire, and predict refuses a module whose forward the code
+# calls directly (`self.rnn_cell.forward(x)`, as ncps' CfC and LTC run their cell every
+# time step; Note [Modules whose forward is called directly], replay/policies.py). measure
+# put its policy on the module's `forward`, which such a call runs too: it measured
+# `checkpoint:rnn_cell` on an LTC (78,600 B against a 170,780 B baseline) and
+# `checkpoint:@CfCCell` on a wired CfC where predict refused both, and where one module ran
+# both ways it checkpointed the direct calls that predict, pricing the module calls alone,
+# left as they were. The region's forward pre-hook (`enter`) now marks each module call,
+# and a call of the forward that no module call announced runs the module's own forward,
+# plainly, noted as `direct`: a part whose modules ran only so is refused as the policy
+# comes off in predict's words (`PolicyHandle.idle_part`), and one that also ran as module
+# calls is measured on those, as predicted. An instance forward put on top of the policy's
+# (accelerate's hooks call the forward they found) still runs inside the module call.
 class _RegionForward:
     """A policy's forward for one module (`run`), standing in for `orig` when pickled or
-    copied."""
+    copied. `calls_only`: a region's forward, which runs `run` only inside a module call
+    (Note [A forward called directly runs plainly]); a watched method runs it always."""
 
-    def __init__(self, run: Callable, orig: Callable) -> None:
+    def __init__(self, run: Callable, orig: Callable, calls_only: bool = False) -> None:
         functools.update_wrapper(self, orig)   # name, doc, `__wrapped__` for inspect
         self.run, self.orig = run, orig
         self.ran = False   # Note [Modules that never ran] (replay/policies.py)
+        self.calls_only = calls_only
+        self.entering = False   # a module call's pre-hooks ran, its forward not yet
+        self.direct = False     # the forward ran outside a module call
+
+    def enter(self, module: nn.Module, args: Any) -> None:
+        """The module's forward pre-hook: a module call of the module this wraps."""
+        if module.__dict__.get("forward") is self:   # not a deep copy's (its hooks are ours)
+            self.entering = True
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self.calls_only:
+            if not self.entering:
+                self.direct = True
+                return self.orig(*args, **kwargs)
+            self.entering = False
         self.ran = True
         return self.run(*args, **kwargs)
 
@@ -406,6 +452,26 @@ class _RegionForward:
         if owner is None or func is None:
             return copy.deepcopy(self.orig, memo)
         return _WeakForward(func, copy.deepcopy(owner, memo))   # the copy, from `memo`
+
+class _CallMark:
+    """A region's forward pre-hook: marks a module call for its forward (Note [A forward
+    called directly runs plainly]), held weakly. Pickled or deep-copied with the module, it
+    marks nothing for the copy, whose forward is the class's (Note [A policy's forward
+    travels as the original])."""
+
+    def __init__(self, forward: "_RegionForward | None" = None) -> None:
+        self.forward = weakref.ref(forward) if forward is not None else None
+
+    def __call__(self, module: nn.Module, args: Any) -> None:
+        forward = self.forward() if self.forward is not None else None
+        if forward is not None:
+            forward.enter(module, args)
+
+    def __reduce_ex__(self, protocol: int) -> Any:
+        return (_CallMark, ())
+
+    def __deepcopy__(self, memo: dict) -> Any:
+        return self   # `enter` tells the copy's calls from the module's
 
 
 # Note [A policy holds its model weakly]
