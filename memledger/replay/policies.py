@@ -374,6 +374,8 @@ def _selected(sel: str, mods: list[tuple[str, str]]) -> list[tuple[str, str]]:
 # still name it, so a selector that matches it says why it selects nothing, instead of
 # listing modules among which the one the user named is missing. The modules named
 # around it are the innermost that ran: the call it sits in, and its own submodules.
+# measure refuses it in the same words: its policy acts on module calls alone (Note [A
+# forward called directly runs plainly], measure/apply.py).
 #
 # Note [Containers]
 # An nn.ModuleList or nn.ModuleDict has no forward of its own: the script calls its
@@ -474,8 +476,10 @@ def _refuse_uncalled(sel: str, hits: list[tuple[str, str]],
 # through another method]'s words, whose advice, call the module itself (`self.model(x)`),
 # is what the script does. The trace writes an `own_call` record of the model's modules
 # whose class has such a `__call__`; a selector that matches only those is told so.
-# measure, whose policy is the module's own `forward`, still runs it, as for a forward
-# called directly (docs/decisions.md, twenty-second session).
+# measure, whose policy is the module's own `forward`, ran it, as for a forward called
+# directly (docs/decisions.md, twenty-second session); it now runs such a forward plainly
+# and refuses the part in these words (Note [A forward called directly runs plainly],
+# measure/apply.py).
 def own_call_message(sel: str, paths: list[str], cls: str, near: list[str]) -> str:
     """One line: a selector whose modules' classes call their forward themselves."""
     alt = f"; modules around it that did run: {', '.join(near)}" if near else ""
