@@ -89,6 +89,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import functools
+import inspect
 import os
 import sys
 import threading
@@ -138,8 +139,10 @@ from memledger.trace.rng_state import OP as _RNG_STATE_OP
 from memledger.trace.rng_state import RngStateWatch
 from memledger.crash import internal
 from memledger.trace.roots import (
+    _NOT_THE_SCRIPT,
     ByModule,
     RootNames,
+    _frame_locals,
     containers,
     module_named_parameters,
     module_parameters,
@@ -1879,11 +1882,16 @@ class Collector(ShardingMixin, TorchDispatchMode):
                     self._outside |= self._after_eval
                     self._after_eval.clear()
                 self._after_graphless = False
+                begins = self._phase != "forward"
                 self._set_phase("forward")
                 self._mark_held_by_optimizers()   # Note [State made between steps]
                 self._mark_inputs(args)
+                if begins and module not in self._roots.prefix:
+                    # Note [Parts called in a forward no hook sees]: the forward's own
+                    # arguments are the batch
+                    self._mark_inputs(self._outer_forward_args())
                 self._foreign_saved_hooks()
-            elif self._phase == "forward":
+            elif self._phase == "forward" and not self._part_in_its_forward(module):
                 self._set_phase("loss")
         if self._bw_call_depth < 0 and self._phase == "backward" and \
                 _current_node() is not None:
@@ -2013,9 +2021,64 @@ class Collector(ShardingMixin, TorchDispatchMode):
         self.sink.write(rec)
         if self._sharded_slots:
             self._mark_unsharded(module, path)
-        if is_root and self._phase == "forward":
+        if is_root and self._phase == "forward" and not self._part_in_its_forward(module):
             self._set_phase("loss")
             self._after_graphless = not _grad_enabled()
+
+    # Note [Parts called in a forward no hook sees]
+    # A top-level module call that returns ends the forward, and a parameterless one in the
+    # forward begins the loss (a loss module). Where the model's own forward runs without a
+    # module call (`self.model.forward(x)`, as ncps' Lightning example writes its
+    # `training_step`; a model called through its methods), its parts are the top-level
+    # calls: each one's return read as the forward's end, and each Tanh or Sigmoid of ncps'
+    # CfC cell (`self.tanh(ff1)` in `CfCCell.forward`, itself run by `.forward()`) as a loss
+    # module, so the phase flipped between forward and loss 72 times in two steps of
+    # tests/clients/train_ncps.py --call forward, and the step's peak read "in loss" (by
+    # phase: forward 29,376 B, loss 30,112 B, where `model(x)` reads forward 30,112 B, loss
+    # 29,184 B). A part of a top-level module called from a `forward` of a module that
+    # top-level module holds (the first frame outside torch and memledger) is inside that
+    # forward: it neither ends the forward nor begins the loss. A loss module the model
+    # holds, called from `training_step`, still begins the loss (Note [A model whose own
+    # call no hook sees]).
+    def _part_in_its_forward(self, module: torch.nn.Module) -> bool:
+        """Whether `module`, called at the top level, is a part of a top-level module (not
+        one itself) whose call comes from a `forward` of a module that holds it."""
+        if module in self._roots.prefix or self._roots.paths.get(module) is None:
+            return False
+        f = sys._getframe(1)
+        while f is not None and f.f_code.co_filename.startswith(_NOT_THE_SCRIPT):
+            f = f.f_back
+        if f is None or f.f_code.co_name != "forward" or not f.f_code.co_argcount or \
+                f.f_code.co_varnames[0] != "self":
+            return False
+        with _frame_locals(f) as local:
+            me = local.get("self")
+        return isinstance(me, torch.nn.Module) and me is not module and \
+            self._top_or_part(me)
+
+    def _top_or_part(self, me: torch.nn.Module) -> bool:
+        """A top-level module, or a part of one."""
+        return me in self._roots.prefix or self._roots.paths.get(me) is not None
+
+    def _outer_forward_args(self) -> list:
+        """The arguments of the outermost `forward` of a top-level module or a part of one
+        on the stack, outside torch and memledger (a forward called directly): the batch
+        the model was handed (Note [Parts called in a forward no hook sees])."""
+        found: list = []
+        f = sys._getframe(1)
+        while f is not None:
+            code = f.f_code
+            if code.co_name == "forward" and code.co_argcount and \
+                    code.co_varnames[0] == "self" and \
+                    not code.co_filename.startswith(_NOT_THE_SCRIPT):
+                names = code.co_varnames[:code.co_argcount + code.co_kwonlyargcount +
+                                         bool(code.co_flags & inspect.CO_VARARGS)]
+                with _frame_locals(f) as local:
+                    me = local.get("self")
+                    if isinstance(me, torch.nn.Module) and self._top_or_part(me):
+                        found = [local.get(n) for n in names[1:]]
+            f = f.f_back
+        return found
 
     def _pre_call(self, module, args) -> None:
         """The one global pre-hook: two hooks in a row cost a hook call more per module

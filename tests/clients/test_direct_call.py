@@ -54,3 +54,25 @@ def test_a_cell_called_both_ways_is_measured_on_its_module_calls():
     for text, peak in pols.items():
         p = run.policies[text]
         assert (p.predicted, p.measured) == (peak, peak), (text, p)
+
+
+def test_a_forward_called_directly_keeps_its_phase():
+    """`model.forward(x)` (`--call forward`, as ncps' Lightning example calls its model),
+    the cell's tanh an `nn.Tanh` module: every module call is a top-level one. Each return
+    read as the forward's end and each Tanh as a loss module: 59 phase records in two steps
+    (26 `loss`, 24 `forward`), by phase forward 21,168 B and loss 22,160 B. Now (Note
+    [Parts called in a forward no hook sees], trace/collector.py) one forward per step, and
+    the forward's peak is that of `model(x)`, 22,160 B; the batch the forward was handed
+    is `input` as before."""
+    from tests.clients.harness import ledger_pass
+
+    called = ledger_pass("train_direct_call.py", ["--act", "module"]).summary()
+    led = ledger_pass("train_direct_call.py", ["--act", "module", "--call", "forward"])
+    phases = led.phases["phase"].tolist()
+    assert phases.count("forward") == 2 and "loss" not in phases, phases
+    s = led.summary()
+    assert s.peak.bytes == called.peak.bytes == 23_428
+    assert s.by_phase_peak["forward"] == called.by_phase_peak["forward"] == 22_160
+    st = led.storages
+    batch = st[(st["op"] == "randn.generator") & (st["shape"] == "4x6x3")]
+    assert set(batch["category"]) == {"input"} and len(batch) == 2

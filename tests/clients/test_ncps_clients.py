@@ -22,8 +22,9 @@ Measured (`tests/clients/harness.py run_client`, the helper hunt45a, 2026-12-06,
 - `--model cfc-mixed --hx` (the state carried, detached): 49,708 B both; `checkpoint:lstm`
   76,344 B, `offload:lstm+checkpoint:rnn_cell.backbone` 71,816 B both sides.
 - `--model ltc-ncp` 170,780 B, `--model cfc-ncp` 21,344 B, both equal to the allocator.
-- `--loop lightning --model cfc`: 32,440 B both; `checkpoint:model.rnn_cell.backbone`
-  64,352 B, `offload:model.fc` 31,672 B both sides.
+- `--loop lightning --model cfc`: 32,440 B both, in the forward (it read "in loss" before:
+  the phase flipped at every part's call); `checkpoint:model.rnn_cell.backbone` 64,352 B,
+  `offload:model.fc` 31,672 B both sides.
 - By hand, also exact: `--task classify --backbone-layers 2 --dropout 0.2` (checkpoint,
   selective and offload on the backbone), `--mode pure`, `--mode no_gate`, `--timespans
   --batch 1`, `--call forward`, `--explicit` (the LTC's `.data` clipping after each step),
@@ -116,11 +117,18 @@ def lightning():
 def test_the_packages_lightning_example(lightning):
     """`SequenceLearner`: `training_step` calls `self.model.forward(x)` (the model holds the
     CfC as `model`), `optimizer_step` steps and applies the cell's constraints, Lightning
-    clips at 1. Before: `checkpoint:model.rnn_cell` measured 56,016 B, predict refused it."""
+    clips at 1. Before: `checkpoint:model.rnn_cell` measured 56,016 B, predict refused it.
+    With no module call of the CfC, its parts are the top-level calls: the phase flipped
+    between forward and loss at each (157 phase records in two steps, 74 `loss`) and the
+    peak read "in loss", by phase forward 31,704 B, loss 32,440 B (Note [Parts called in a
+    forward no hook sees], trace/collector.py)."""
     pols = {"checkpoint:model.rnn_cell.backbone": 64_352, "offload:model.fc": 31_672}
     run = run_client("train_ncps.py", ["--model", "cfc", "--loop", "lightning"],
                      [*pols, "checkpoint:model.rnn_cell"])
     assert run.ledger_peak == run.allocator_peak == 32_440
+    assert run.summary.peak.phase == "forward"
+    assert run.summary.by_phase_peak["forward"] == 32_440
+    assert run.ledger.phases["phase"].tolist().count("loss") == 4   # MSELoss, zero_grad's
     for text, peak in pols.items():
         p = run.policies[text]
         assert (p.predicted, p.measured) == (peak, peak), (text, p)
