@@ -861,11 +861,29 @@ def _versions_now(state: list) -> list:
 # checkpoint counts that batch once (MeanMetric's `weight` 1.0 after one step). The
 # versions are now taken as the re-run starts and compared as it ends (stopped early or
 # not): a write the re-run makes is refused, in backward, as before.
-def _refuse_rewritten_state(where: tuple[str, str], state: list) -> None:
+#
+# Note [The write the forward made, named]
+# The line names what the region's forward wrote ("whose forward writes X in place"), as
+# predict does from the trace's writes. measure named the first of the region's buffers
+# the re-run wrote, and a re-run that starts from what the forward left can take another
+# path and write others: performer-pytorch's `Performer.forward` bumps a counter buffer
+# (`calls_since_last_redraw += 1`) and, once it reaches `feature_redraw_interval`, draws
+# the attention's projection matrices again (`projection_matrix.copy_(...)`) and zeroes
+# it. With an interval of 1, step 0's forward bumps the counter, and the re-run of
+# `checkpoint:net.performer`, finding it at 1, redraws the matrices: predict said
+# "writes net.performer.proj_updater.calls_since_last_redraw in place", measure "writes
+# net.performer.net.layers.0.0.fn.fast_attention.projection_matrix in place", which that
+# forward never wrote (tests/clients/train_performer.py --redraw 1). Now a buffer both the
+# forward (before the re-run started) and the re-run wrote is named first; one the re-run
+# alone wrote only where there is none.
+def _refuse_rewritten_state(where: tuple[str, str], state: list,
+                            forward_wrote: frozenset[str] = frozenset()) -> None:
     """As a re-run ends: a buffer or tensor attribute of the region written since the
-    versions in `state` (Note [State a re-run writes again] in replay/stateful.py)."""
-    written = next((n for n, ref, v in state if (t := ref()) is not None and t._version != v),
-                   None)
+    versions in `state` (Note [State a re-run writes again] in replay/stateful.py), one
+    in `forward_wrote` first (Note [The write the forward made, named])."""
+    rewritten = [n for n, ref, v in state if (t := ref()) is not None and t._version != v]
+    written = next((n for n in rewritten if n in forward_wrote),
+                   rewritten[0] if rewritten else None)
     if written is not None:
         policy, path = where
         raise PolicyError(state_rewritten_message(
@@ -961,6 +979,7 @@ class _Recompute:
         self._state = state   # (policy, path), its buffers' versions as the forward began
         self._state_parts = parts or []   # the region's modules (path, weak reference)
         self._attrs: list = []      # their tensor attributes as the re-run starts
+        self._forward_wrote: frozenset[str] = frozenset()   # what its forward wrote of them
         self._left: dict[str, Any] | None = None   # Note [What the forward call left]
         self._stack = contextlib.ExitStack()
         self._entered = 0
@@ -977,9 +996,9 @@ class _Recompute:
             where, state = self._state
             self._state = (where, _versions_now(state))
             # Note [A re-run torch refused after a write of state]
-            written = next((n for (n, _, v0), (_, _, v1) in zip(state, self._state[1])
-                            if v0 != v1), None)
-            _LAST_RERUN[:] = [(where, written)]
+            wrote = [n for (n, _, v0), (_, _, v1) in zip(state, self._state[1]) if v0 != v1]
+            self._forward_wrote = frozenset(wrote)   # Note [The write the forward made,
+            _LAST_RERUN[:] = [(where, wrote[0] if wrote else None)]             # named]
             self._attrs = _attributes_now(self._state_parts)
         self._stack = contextlib.ExitStack()
         self._stack.enter_context(_parameters_as(self._params))
@@ -995,7 +1014,7 @@ class _Recompute:
     def __exit__(self, *exc: Any) -> Any:
         done = self._stack.__exit__(*exc)
         if self._state is not None and self._entered == 1:   # Note [A write after the last
-            _refuse_rewritten_state(*self._state)                # save]
+            _refuse_rewritten_state(*self._state, self._forward_wrote)   # save]
             _refuse_replaced_state(self._state[0], self._attrs, self._left)
             self._attrs = []
         if self._selective is not None and isinstance(exc[1], RuntimeError):
