@@ -186,7 +186,44 @@ def repeated_blocks(led: Ledger) -> list[str]:
     candidates = [*groups.values(), *through.values()]
     best = max(candidates, key=lambda v: (saved_bytes(v), len(v)))
     return [p for _, p in sorted(best)] + [
-        p for group in _sibling_stacks(best, groups, sc, saved_bytes) for _, p in sorted(group)]
+        p for group in [*_sibling_stacks(best, groups, sc, saved_bytes),
+                        *_other_parts(best, through, saved_bytes)]
+        for _, p in sorted(group)]
+
+
+# Note [Items called in parts]
+# An item that never runs may hold several modules that do, each the outermost call at
+# its place (Note [Blocks inside items that never run]): performer-pytorch's
+# `SequentialSequence` keeps each layer as a `ModuleList([attn, ff])` and calls the two
+# halves itself, so `layers.{i}` never runs and `layers.{i}.0`, `layers.{i}.1` do. Each
+# half is a group of its own (prefix `layers`, suffix `0` or `1`), and plan took the one
+# that saves most, the attention halves, as the blocks: on tests/clients/
+# train_performer.py --mode lm (2 steps) `plan --budget 540KiB` said "no candidate fits;
+# the lowest predicted peak is 579.0 KiB (592,916 bytes)" where `offload:` on both halves
+# is predicted and measured 535,284 B. So the other groups under the same items (same
+# prefix, another suffix) that save activations in their calls and neither hold nor sit
+# inside a block already taken are blocks too, a stack each (`_stacks`: `layers.*.0`,
+# `layers.*.1`; their paths starred share one pattern, `layers.*.*`, so a stack is told
+# by the segment its blocks differ in, the others kept).
+def _other_parts(best: list[tuple[int, str]],
+                 through: dict[tuple[str, str], list[tuple[int, str]]],
+                 saved_bytes) -> list[list[tuple[int, str]]]:
+    """The groups of the other modules called inside the items `best` is a part of
+    (Note [Items called in parts]), most saved first; [] unless `best` is such a group."""
+    key = next((k for k, v in through.items() if v is best), None)
+    if key is None:
+        return []
+    taken = [p for _, p in best]
+    out = []
+    for (prefix, _), group in sorted(((k, g) for k, g in through.items()
+                                      if k[0] == key[0] and k != key),
+                                     key=lambda kg: -saved_bytes(kg[1])):
+        paths = [p for _, p in group]
+        if any(_related(p, t) for p in paths for t in taken) or saved_bytes(group) <= 0:
+            continue
+        out.append(group)
+        taken += paths
+    return out
 
 
 # Note [Stacks beside the blocks]
@@ -414,9 +451,7 @@ def _selectors(blocks: list[str], all_blocks: list[str]) -> list[str]:
     run of indices sharing all but the last digit: `blocks.[0-2]`, `blocks.[0245]`,
     `blocks.1[0146]`, a single block by its path; per stack where the blocks are several
     (Note [Stacks beside the blocks]: `encoder.block.*`, `decoder.block.[0-1]`)."""
-    stacks: dict[str, list[str]] = {}
-    for b in all_blocks:
-        stacks.setdefault(_pattern(b), []).append(b)
+    stacks = _stacks(all_blocks)
     if len(stacks) > 1:
         return [sel for stack in stacks.values()
                 if (mine := [b for b in blocks if b in stack])
@@ -424,13 +459,36 @@ def _selectors(blocks: list[str], all_blocks: list[str]) -> list[str]:
     return _stack_selectors(blocks, all_blocks)
 
 
+def _varying(split: list[list[str]]) -> int:
+    """The segment the blocks' paths differ in first: the last one, or an index inside them
+    (Note [Blocks inside items that never run]: `flows.{i}.flows.1.param_map`); -1 where
+    their lengths differ."""
+    return next((k for k in range(len(split[0])) if len({p[k] for p in split}) > 1),
+                len(split[0]) - 1) if all(len(p) == len(split[0]) for p in split) else -1
+
+
+def _stacks(all_blocks: list[str]) -> dict[str, list[str]]:
+    """The blocks by stack: by their starred paths (Note [Stacks beside the blocks]), and
+    within one such pattern by every segment but the one they differ in first (Note
+    [Items called in parts]: `layers.{i}.0` and `layers.{i}.1` are two stacks)."""
+    by_pattern: dict[str, list[str]] = {}
+    for b in all_blocks:
+        by_pattern.setdefault(_pattern(b), []).append(b)
+    stacks: dict[str, list[str]] = {}
+    for group in by_pattern.values():
+        split = [b.split(".") for b in group]
+        j = _varying(split)
+        for b, parts in zip(group, split):
+            key = ".".join("*" if k == j else x for k, x in enumerate(parts)) if j >= 0 \
+                else _pattern(b)
+            stacks.setdefault(key, []).append(b)
+    return stacks
+
+
 def _stack_selectors(blocks: list[str], all_blocks: list[str]) -> list[str]:
     """`_selectors` within one stack."""
-    # the segment the blocks' paths differ in: the last one, or an index inside them (Note
-    # [Blocks inside items that never run]: `flows.{i}.flows.1.param_map`)
     split = [b.split(".") for b in all_blocks]
-    j = next((k for k in range(len(split[0])) if len({p[k] for p in split}) > 1),
-             len(split[0]) - 1) if all(len(p) == len(split[0]) for p in split) else -1
+    j = _varying(split)
     head = blocks[0].split(".")
     prefix, tail = ".".join(head[:j]), "".join("." + x for x in head[j + 1:]) if j >= 0 else ""
     if j < 0:
