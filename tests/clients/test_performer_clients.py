@@ -1,0 +1,87 @@
+"""performer-pytorch (tests/clients/train_performer.py): a causal `PerformerLM` (FAVOR+
+attention over a random orthogonal projection kept in a buffer, rotary embeddings,
+chunked feed-forward) trained through its `AutoregressiveWrapper` as the enwik8 example
+trains it, Adam with clipping, `feature_redraw_interval=1` (the projection buffers drawn
+again in place every other forward, a counter buffer bumped in between).
+
+Measured (`tests/clients/harness.py run_client`, the helper hunt45b, 2026-12-06, torch
+2.13.0 CPU; ledger = allocator everywhere, every policy predicted = measured):
+- `--mode lm` (seq 32, 2 steps): 1,062,932 B; `checkpoint:net.performer.net.layers.*.*`
+  740,756 B, `selective:...layers.*.*` 824,276 B, `offload:...layers.*.*` 535,284 B,
+  `checkpoint:...layers.0.0+offload:...layers.1.*+selective:...layers.0.1` 740,756 B,
+  `checkpoint:net.performer.net` 1,056,340 B. With `--mask --dropout 0.1`: 1,153,238 B;
+  `selective:@SelfAttention` 902,306 B, `checkpoint:@SelfAttention` 844,450 B,
+  `offload:@FastAttention` 741,590 B, `selective:@Chunk` 1,106,006 B.
+- `--mode rev` (`reversible=True`, 2 steps): 845,268 B, the peak in the reversible
+  backward's re-run of block 0's attention; every policy on the blocks (`checkpoint:
+  ...blocks.*`, `...blocks.*.f`, `selective:...blocks.*.g.net`, `offload:...blocks.*.*`,
+  `checkpoint:net.performer.net`) 845,268 B: the blocks run under no_grad in forward and
+  save nothing a policy could act on (Note [A region called inside backward],
+  measure/apply.py).
+- `--mode gen --mask` (generalized ReLU kernel, a local attention head, GLU, token shift,
+  ScaleNorm): 1,183,670 B; `checkpoint:...layers.*.*` 843,002 B, `selective:` 951,242 B,
+  `offload:` 696,470 B, `selective:@LocalAttention` 1,179,046 B,
+  `checkpoint:@FastAttention+offload:@FeedForward` 853,814 B.
+- `--mode encdec --mask` (`PerformerEncDec`): 2,450,762 B + 60 B of kernel scratch =
+  2,450,822 B allocator; `checkpoint:enc.performer.net.layers.*.*` 2,138,634 B,
+  `selective:dec.net.performer.net.layers.*.*` 2,043,010 B, `offload:dec...` 1,666,586 B;
+  `checkpoint:enc` and `checkpoint:dec.net.performer` refused alike (the redraw counter).
+- `--fake` ledgers of `lm` and `rev` agree with the real ones under four policies; the
+  doctor finds nothing on `lm` and `gen`; on `rev` it warns (rightly) that `loss` keeps
+  its graph past the step, and with it the 16 KiB the reversible Function keeps on ctx.
+"""
+
+import importlib.util
+
+import pytest
+
+from tests.clients.harness import predicted_peak, run_client
+
+if importlib.util.find_spec("performer_pytorch") is None:
+    pytest.skip("performer-pytorch is not installed", allow_module_level=True)
+pytestmark = pytest.mark.clients
+
+L = "net.performer.net.layers"
+
+
+def test_a_redraw_in_the_rerun_and_a_plan_over_both_halves_of_each_layer():
+    """`Performer.forward` bumps `calls_since_last_redraw` in place and, at the interval,
+    redraws every attention's `projection_matrix`: `checkpoint:net.performer` is refused by
+    predict and measure. Step 0's forward bumps the counter only; its re-run finds 1 and
+    redraws. measure named the projection matrix, which that forward never wrote; both now
+    name the counter (Note [The write the forward made, named], measure/apply.py).
+
+    `SequentialSequence` keeps each layer as `ModuleList([attn, ff])` and calls the halves
+    itself: plan took the attention halves alone as its blocks and at 550,000 B said "no
+    candidate fits; the lowest predicted peak is 595,872 B"; the feed-forward halves are
+    blocks too now (Note [Items called in parts], replay/plan.py), and its pick is
+    measured as predicted."""
+    from memledger.replay.plan import plan
+
+    pick = f"offload:{L}.*.0+offload:{L}.1.1"
+    run = run_client("train_performer.py", ["--mode", "lm", "--seq", "64"],
+                     ["checkpoint:net.performer", pick], steps=1)
+    assert run.ledger_peak == run.allocator_peak == 1_535_904
+    p = run.policies["checkpoint:net.performer"]
+    assert p.predicted is None and p.measured is None, p
+    assert p.predict_refusal == p.measure_refusal, p
+    assert "writes net.performer.proj_updater.calls_since_last_redraw in place" \
+        in p.measure_refusal
+    rep = plan(run.ledger, 550_000)
+    assert rep.blocks == [f"{L}.{i}.{k}" for k in (0, 1) for i in (0, 1)]
+    assert rep.fits and rep.policy == pick, rep.policy
+    assert rep.predicted_peak_bytes == run.policies[pick].predicted == \
+        run.policies[pick].measured == 518_812
+
+
+def test_reversible_layers_are_counted_to_the_byte():
+    """`reversible=True`: `_ReversibleFunction` runs the blocks under no_grad and, in its
+    backward, runs each block's `f` and `g` again under grad and backward through them.
+    The ledger equals the allocator; the peak is in that backward, inside block 0's
+    attention re-run; a policy on the blocks acts on no call and prices the baseline."""
+    run = run_client("train_performer.py", ["--mode", "rev"], [], steps=1)
+    assert run.ledger_peak == run.allocator_peak == 610_144
+    pk = run.summary.peak
+    assert (pk.phase, pk.op, pk.module) == (
+        "backward", "mul.Tensor", "net.performer.net.blocks.0.f.net.fn.fast_attention")
+    assert predicted_peak(run.ledger, "offload:net.performer.net.blocks.*.f.net") == 610_144
