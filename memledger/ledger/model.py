@@ -465,6 +465,19 @@ class Ledger:
     # row right after an optimizer row that itself follows a backward row resumes a pass;
     # a pass begun after a step has the row backward's end writes between (`other`, or the
     # forward or loss it returns to).
+    #
+    # Note [Held for backward, saved only in it]
+    # An activation live as backward begins whose first save comes inside backward was
+    # saved by nothing yet: a custom autograd Function keeps it on `ctx` as an attribute,
+    # and a node saves it when it runs forward again in backward. performer-pytorch's (and
+    # reformer-pytorch's) `_ReversibleFunction` keeps the last block's output as `ctx.y`;
+    # its backward hands a chunk of it to block 1's `g` under grad, whose LayerNorm saves
+    # it. `show` listed those 16,384 B as "saved for backward ... by the module that saved
+    # it" under `net.performer.net.blocks.1.g.net.norm`, a module that ran under no_grad in
+    # forward and saved nothing there (tests/clients/train_performer.py --mode rev). Such
+    # a storage is now listed under the module whose forward made it
+    # (`net.performer.net.blocks.1`, the `cat` that ends the block), what holds it for
+    # backward; its bytes count as before.
     def saved_before_backward(self) -> tuple[int, pd.DataFrame]:
         """(event, activations live there): the event just before the last step's backward,
         when everything saved for backward is held at once."""
@@ -475,7 +488,14 @@ class Ledger:
             return -1, self.storages.iloc[0:0]
         ev = int(self.phases["ev"].iloc[begins[-1]]) - 1
         live = self.live_at(ev)
-        return ev, live[live["category"] == "activation"]
+        live = live[live["category"] == "activation"]
+        # Note [Held for backward, saved only in it]
+        later = (live["saved_ev"] > ev).to_numpy()
+        if later.any():
+            live = live.copy()
+            live.loc[later, "saved_module"] = live.loc[later, "module"]
+            live.loc[later, "saved_ev"] = live.loc[later, "created"]
+        return ev, live
 
     def idle(self, top: int | None = 10) -> pd.DataFrame:
         """Idle residency: bytes × events held between last use and free, largest first.

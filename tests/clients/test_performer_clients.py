@@ -78,10 +78,20 @@ def test_reversible_layers_are_counted_to_the_byte():
     """`reversible=True`: `_ReversibleFunction` runs the blocks under no_grad and, in its
     backward, runs each block's `f` and `g` again under grad and backward through them.
     The ledger equals the allocator; the peak is in that backward, inside block 0's
-    attention re-run; a policy on the blocks acts on no call and prices the baseline."""
+    attention re-run; a policy on the blocks acts on no call and prices the baseline.
+
+    The Function keeps the last block's output as `ctx.y` (2 x 32 x 64 floats), saved by
+    nothing until its backward hands it to block 1's `g`: `show` listed it as saved for
+    backward by `...blocks.1.g.net.norm`, which ran under no_grad in forward; now by the
+    block that made it (Note [Held for backward, saved only in it], ledger/model.py)."""
     run = run_client("train_performer.py", ["--mode", "rev"], [], steps=1)
     assert run.ledger_peak == run.allocator_peak == 610_144
     pk = run.summary.peak
     assert (pk.phase, pk.op, pk.module) == (
         "backward", "mul.Tensor", "net.performer.net.blocks.0.f.net.fn.fast_attention")
+    act = run.summary.activations
+    assert act.by_module == {"(AutoregressiveWrapper.forward)": 16_900,
+                             "net.performer.net.blocks.1": 2 * 32 * 64 * 4,
+                             "net.norm": 8_704, "net.to_out": 8_192}
+    assert act.saved_bytes == 50_180
     assert predicted_peak(run.ledger, "offload:net.performer.net.blocks.*.f.net") == 610_144
