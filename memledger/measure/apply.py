@@ -1022,11 +1022,30 @@ class _Recompute:
             for marker, why in _SAC_FAILURES:   # torch's own refusal, said in one line
                 if marker in text:
                     policy, path = self._selective
+                    # Note [Other ops after a write of state]
+                    said = rerun_refusal() if marker == _SAC_OTHER_OPS else None
+                    if said is not None:
+                        raise PolicyError(said) from exc[1]
                     line = why(policy, path, exc[1]) if callable(why) else \
                         why.format(policy=policy, path=path, op=_sac_op(text))
                     raise PolicyError(line) from exc[1]
         return done
 
+
+# Note [Other ops after a write of state]
+# A selective re-run that starts from state its forward wrote runs other ops than the
+# forward did, and torch's selective checkpoint raises on the first ("... encountered
+# during backward but not found in storage") before the re-run writes any state of its
+# own (Note [A write after the last save]). performer-pytorch's `Performer.forward` bumps a
+# counter buffer and redraws its projections once the counter reaches the interval: the
+# re-run of `selective:net.performer` found the counter at 1 and drew random numbers
+# (`aten.randn`) its forward had not. predict refused it for the write ("whose forward
+# writes net.performer.proj_updater.calls_since_last_redraw in place"), measure for the op
+# ("re-ran net.performer and met aten.randn.default that its forward did not run ..."):
+# one policy, two reasons (tests/clients/train_performer.py --mode lm). As for torch's
+# plain checkpoint (Note [A re-run torch refused after a write of state]), where the
+# forward of the re-run that failed wrote state, measure now says predict's line for it.
+_SAC_OTHER_OPS = "encountered during backward but not found in storage"
 
 # What torch's selective checkpoint raises in a re-run that the ledger cannot foresee, and
 # the one line measure says instead (exit 2, not "the script failed")
@@ -1035,7 +1054,7 @@ _SAC_FAILURES = (
     # forward found in autocast's cache (the module called twice); a module that reuses a
     # buffer its first call made (Note [A buffer a call makes and later calls reuse],
     # trace/collector.py: predict refuses that one too)
-    ("encountered during backward but not found in storage",
+    (_SAC_OTHER_OPS,
      "{policy} re-ran {path} and met {op} that its forward did not run (under autocast: a "
      "weight's cast the forward took from autocast's cache, the module called twice; or a "
      "buffer the forward made and the re-run found), which torch's selective checkpoint "

@@ -49,7 +49,10 @@ def test_a_redraw_in_the_rerun_and_a_plan_over_both_halves_of_each_layer():
     redraws every attention's `projection_matrix`: `checkpoint:net.performer` is refused by
     predict and measure. Step 0's forward bumps the counter only; its re-run finds 1 and
     redraws. measure named the projection matrix, which that forward never wrote; both now
-    name the counter (Note [The write the forward made, named], measure/apply.py).
+    name the counter (Note [The write the forward made, named], measure/apply.py). Under
+    `selective:net.performer` the re-run's redraw is an op its forward did not run, and
+    measure said so ("met aten.randn.default that its forward did not run") where predict
+    named the counter; now both do (Note [Other ops after a write of state]).
 
     `SequentialSequence` keeps each layer as `ModuleList([attn, ff])` and calls the halves
     itself: plan took the attention halves alone as its blocks and at 550,000 B said "no
@@ -60,13 +63,14 @@ def test_a_redraw_in_the_rerun_and_a_plan_over_both_halves_of_each_layer():
 
     pick = f"offload:{L}.*.0+offload:{L}.1.1"
     run = run_client("train_performer.py", ["--mode", "lm", "--seq", "64"],
-                     ["checkpoint:net.performer", pick], steps=1)
+                     ["checkpoint:net.performer", "selective:net.performer", pick], steps=1)
     assert run.ledger_peak == run.allocator_peak == 1_535_904
-    p = run.policies["checkpoint:net.performer"]
-    assert p.predicted is None and p.measured is None, p
-    assert p.predict_refusal == p.measure_refusal, p
-    assert "writes net.performer.proj_updater.calls_since_last_redraw in place" \
-        in p.measure_refusal
+    for kind in ("checkpoint", "selective"):
+        p = run.policies[f"{kind}:net.performer"]
+        assert p.predicted is None and p.measured is None, p
+        assert p.predict_refusal == p.measure_refusal, p
+        assert "writes net.performer.proj_updater.calls_since_last_redraw in place" \
+            in p.measure_refusal
     rep = plan(run.ledger, 550_000)
     assert rep.blocks == [f"{L}.{i}.{k}" for k in (0, 1) for i in (0, 1)]
     assert rep.fits and rep.policy == pick, rep.policy
