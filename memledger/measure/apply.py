@@ -237,6 +237,16 @@ def module_table(model: nn.Module) -> list[tuple[str, str]]:
     return list(table.items())
 
 
+# Note [Modules by the model's names]
+# A region's modules are watched (`note_call`) to name the ones that ran inside a module
+# the script never called. Named by the region's own `named_modules()`, a module it holds
+# a second reference to took that second path: performer-pytorch's `ProjectionUpdater`
+# keeps the `Performer.net` it redraws as `self.instance`, and measure's refusal of
+# `checkpoint:net.performer.proj_updater` listed "modules around it that did run:
+# net.performer, net.performer.proj_updater.instance, ...", paths the model's
+# `named_modules()` never gives (it names them `net.performer.net...` once) and predict,
+# reading the trace's names, cannot say. Each module is now watched by the model's own
+# name for it where it has one.
 def apply_policy(model: nn.Module, policy: Policy, offload_dir: str | None = None,
                  check_save: bool = True) -> PolicyHandle:
     """Wrap the forward of each module the policy selects; raise PolicyError if it cannot.
@@ -275,8 +285,10 @@ def _wrap(handle: PolicyHandle, model: nn.Module, regions: list[Region],
     # Note [A compiled submodule is wrapped outside its compiled code]
     every = named_modules(model)   # torch.compile's wrapper before the module it wraps
     named: dict[str, nn.Module] = {}
+    by_id: dict[int, str] = {}   # Note [Modules by the model's names]
     for name, m in every:
         named.setdefault(name, m)
+        by_id.setdefault(id(m), name)
     # an FSDP2 parameter is a DTensor: its storage is its local shard's (Note [Sharded storages]),
     # a wrapper's its inner tensors' (Note [Wrapper subclasses]); a lazy module's state has
     # none until its first forward (Note [Lazy parameters] in trace/collector.py): the
@@ -321,7 +333,8 @@ def _wrap(handle: PolicyHandle, model: nn.Module, regions: list[Region],
         handle.versions[r.path] = [(weakref.ref(p), p._version)
                                         for p in module_parameters(mod)]
         handle.methods[r.path] = _watched_methods(mod)   # Note [Work no gradient shows]
-        handle.watch.update((id(m), ".".join(x for x in (r.path, p) if x))
+        # Note [Modules by the model's names]
+        handle.watch.update((id(m), by_id.get(id(m)) or ".".join(x for x in (r.path, p) if x))
                             for p, m in mod.named_modules() if m is not mod)
         parts = r.path.split(".")
         handle.watch.update((id(named[a]), a) for a in

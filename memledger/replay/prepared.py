@@ -499,11 +499,25 @@ def model_was(led: Ledger) -> str:
     return next((str(r["was"]) for r in led.extra.get("model", []) if r.get("was")), "")
 
 
+# Note [A module that holds buffers alone]
+# The modules a policy may name beside those that ran as calls were those the parameters'
+# names imply. A module holding buffers alone and never called as one was then unknown to
+# predict: performer-pytorch's `ProjectionUpdater` (`net.performer.proj_updater`, whose
+# `forward` raises; its `redraw_projections` method runs from `Performer.forward`) holds
+# the counter `calls_since_last_redraw`, and `checkpoint:net.performer.proj_updater` read
+# "matches no module; the modules the traced forward called are ..." while measure said it
+# runs through another of its methods, and named the modules it holds by a second path
+# (`proj_updater.instance`, the `Performer.net` it keeps a reference to: Note [Modules by
+# the model's names], measure/apply.py). The buffers' names now imply modules too; such a
+# module whose every buffer was last read before the first forward never ran
+# (`_idle_modules`), as one whose parameters were.
 def _param_modules(st: pd.DataFrame, others: tuple[str, ...]) -> tuple[str, ...]:
     """The module paths the model's parameter names imply (`layers.0.feed_forward` from
     `layers.0.feed_forward.w1.weight`), whether or not the module ran as a call (Note
-    [Modules whose forward is called directly], replay/policies.py)."""
-    names = st.loc[st["category"] == "parameter", "name"].dropna().astype(str)
+    [Modules whose forward is called directly], replay/policies.py), then those its
+    buffers' names imply (Note [A module that holds buffers alone])."""
+    names = pd.concat([st.loc[st["category"] == c, "name"].dropna().astype(str)
+                       for c in ("parameter", "buffer")])
     out: dict[str, None] = {}
     for name in names.unique().tolist():
         parts = name.split(".")[:-1]
@@ -519,17 +533,22 @@ def _idle_modules(st: pd.DataFrame, param_modules: tuple[str, ...]) -> tuple[str
     fwd = st.loc[st["phase"] == "forward", "created"]
     if not len(fwd):
         return ()
-    par = st[st["category"] == "parameter"].dropna(subset=["name"])
-    mods = par["name"].astype(str).str.rsplit(".", n=1).str[0]
-    last = par["last_use"].groupby(mods).max()
     first = fwd.min()
-    # a module is idle when every module under it that holds parameters is
     idle: dict[str, bool] = {}
-    for path, t in last.items():
-        parts = str(path).split(".")
-        for i in range(1, len(parts) + 1):
-            key = ".".join(parts[:i])
-            idle[key] = idle.get(key, True) and bool(t < first)
+    # a module is idle when every module under it that holds parameters is; one that holds
+    # buffers alone, when every buffer under it is (Note [A module that holds buffers alone])
+    for cat in ("parameter", "buffer"):
+        held = st[st["category"] == cat].dropna(subset=["name"])
+        mods = held["name"].astype(str).str.rsplit(".", n=1).str[0]
+        last = held["last_use"].groupby(mods).max()
+        found: dict[str, bool] = {}
+        for path, t in last.items():
+            parts = str(path).split(".")
+            for i in range(1, len(parts) + 1):
+                key = ".".join(parts[:i])
+                found[key] = found.get(key, True) and bool(t < first)
+        for key, v in found.items():
+            idle.setdefault(key, v)
     return tuple(m for m in param_modules if idle.get(m, False))
 
 

@@ -87,8 +87,20 @@ def test_reversible_layers_are_counted_to_the_byte():
     The Function keeps the last block's output as `ctx.y` (2 x 32 x 64 floats), saved by
     nothing until its backward hands it to block 1's `g`: `show` listed it as saved for
     backward by `...blocks.1.g.net.norm`, which ran under no_grad in forward; now by the
-    block that made it (Note [Held for backward, saved only in it], ledger/model.py)."""
-    run = run_client("train_performer.py", ["--mode", "rev"], [], steps=1)
+    block that made it (Note [Held for backward, saved only in it], ledger/model.py).
+
+    `ProjectionUpdater` (`net.performer.proj_updater`: buffers alone, a `forward` that
+    raises, `redraw_projections` called by `Performer.forward`) keeps the blocks as
+    `self.instance`. predict said a policy on it "matches no module" (Note [A module that
+    holds buffers alone], replay/prepared.py), measure that it runs through another method,
+    naming `...proj_updater.instance.blocks.0` around it (Note [Modules by the model's
+    names], measure/apply.py); both now say the latter, with the model's names."""
+    upd = "checkpoint:net.performer.proj_updater"
+    run = run_client("train_performer.py", ["--mode", "rev"], [upd], steps=1)
+    p = run.policies[upd]
+    assert p.predicted is None and p.predict_refusal == p.measure_refusal, p
+    assert "matches net.performer.proj_updater, never called as a module" in p.measure_refusal
+    assert p.measure_refusal.endswith("modules around it that did run: net.performer"), p
     assert run.ledger_peak == run.allocator_peak == 610_144
     pk = run.summary.peak
     assert (pk.phase, pk.op, pk.module) == (
