@@ -579,6 +579,16 @@ def _refuse_selective_backward_twice(prep: Prepared, calls: _Calls, own: _Owners
         raise PolicyError(selective_twice_message(policy.text(), str(calls.mods[k])))
 
 
+# Note [A state write before the second pass]
+# A selective region read by a second backward pass is refused as that pass re-enters it;
+# a region whose forward wrote state the re-run reads (Note [State a re-run writes again],
+# replay/stateful.py) is refused in the first pass's re-run, which comes before. Under
+# performer-pytorch's `PerformerEncDec` with reversible layers, each decoder layer's
+# reversible backward goes through the encoder's graph again (`retain_graph=True`), and
+# the encoder's `Performer.forward` bumps its redraw counter: `selective:enc` read "a
+# second backward pass through it" in predict, while measure's first re-run of `enc`
+# found the counter moved and redrew (tests/clients/train_performer.py --mode encdec
+# --reversible). Where both hold, predict now says the state's line, as measure does.
 # Note [The region a second pass meets first]
 # measure refuses a selective region as the second backward pass re-enters it, so it names
 # the region whose save that pass unpacks first. A plain second backward (`retain_graph=True`
@@ -2389,7 +2399,14 @@ def replay(prep: Prepared, policy: Policy, rng_bytes: int = CPU_RNG_STATE_BYTES,
     own = _owners(prep, calls)
     dropped, kept_cache, handed_back, in_save_list = _checkpoint_drops(prep, calls, own,
                                                                        policy)
-    _refuse_selective_backward_twice(prep, calls, own, policy)
+    try:
+        _refuse_selective_backward_twice(prep, calls, own, policy)
+    except PolicyError:   # Note [A state write before the second pass]
+        state = _refuse_rewritten_state(prep, calls, _packs_per_call(prep, calls, own)[1],
+                                        _read_back(prep, calls, own), policy)
+        if state is not None:
+            raise PolicyError(state[1]) from None
+        raise
     _refuse_graph_reads(prep, calls, own, policy)
     packs = _packs_per_call(prep, calls, own)   # (saves, one past the last pack) per call
     _refuse_selective_mutated(prep, calls, own, policy, in_save_list, packs)

@@ -35,7 +35,7 @@ import importlib.util
 
 import pytest
 
-from tests.clients.harness import predicted_peak, run_client
+from tests.clients.harness import ledger_pass, predicted_peak, run_client
 
 if importlib.util.find_spec("performer_pytorch") is None:
     pytest.skip("performer-pytorch is not installed", allow_module_level=True)
@@ -111,3 +111,27 @@ def test_reversible_layers_are_counted_to_the_byte():
                              "net.norm": 8_704, "net.to_out": 8_192}
     assert act.saved_bytes == 50_180
     assert predicted_peak(run.ledger, "offload:net.performer.net.blocks.*.f.net") == 610_144
+
+
+def test_a_state_write_is_met_before_a_second_pass_through_the_encoder():
+    """`PerformerEncDec` with reversible layers: each decoder cross-attention layer's
+    reversible backward goes through the encoder's graph again (`retain_graph=True`), and
+    the encoder's `Performer.forward` bumps its redraw counter. `selective:enc` read "a
+    second backward pass through it" in predict; measure's first re-run of `enc` finds the
+    counter moved and is refused for it (the same line as below, `run_client`, 1 step).
+    predict now says the state's line where both hold (Note [A state write before the
+    second pass], replay/engine.py). The ledger pass alone, for time."""
+    from memledger.errors import PolicyError
+    from memledger.replay.policies import parse_policy
+    from memledger.replay.predict import predict
+
+    led = ledger_pass("train_performer.py", ["--mode", "encdec", "--reversible", "--dim", "16",
+                                             "--seq", "16", "--depth", "2"], steps=1)
+    with pytest.raises(PolicyError) as e:
+        predict(led, [parse_policy("selective:enc")], bandwidth=1e9)
+    assert str(e.value) == (
+        "memledger: selective:enc would re-run enc, whose forward writes "
+        "enc.performer.proj_updater.calls_since_last_redraw in place, so the re-run would "
+        "start from what the forward left and compute other values (other gradients, or a "
+        "metric that counts the batch twice); offload that module instead, or keep that "
+        "write out of the region")
