@@ -26,6 +26,8 @@ Measured (`tests/clients/harness.py run_client`, the helper hunt45b, 2026-12-06,
   2,450,822 B allocator; `checkpoint:enc.performer.net.layers.*.*` 2,138,634 B,
   `selective:dec.net.performer.net.layers.*.*` 2,043,010 B, `offload:dec...` 1,666,586 B;
   `checkpoint:enc` and `checkpoint:dec.net.performer` refused alike (the redraw counter).
+  With `--reversible --dim 16 --seq 16` (1 step): 452,964 B + 12 B = 452,976 B allocator;
+  `selective:enc` refused alike for the counter.
 - `--fake` ledgers of `lm` and `rev` agree with the real ones under four policies; the
   doctor finds nothing on `lm` and `gen`; on `rev` it warns (rightly) that `loss` keeps
   its graph past the step, and with it the 16 KiB the reversible Function keeps on ctx.
