@@ -44,11 +44,39 @@ def _plain_number(node: ast.AST) -> bool:
         (isinstance(f, ast.Name) and f.id in _NUMBER_CALLS)
 
 
-def accumulation_line(file: str, var: str) -> int:
-    """1-based line where `var` is accumulated into (0 when the file or the name is not found)."""
+# Note [The function whose variable it is]
+# A variable is found by name in a frame, and the file may bind that name in several
+# functions: tests/clients/train_tcn.py binds `loss` in `train_tcn` (line 97, the TCN's
+# modes) and in `train_entmax` (line 177); `--mode bisect` runs only the second, whose
+# spent graph holds entmax_bisect's alpha on ctx, and the doctor's finding pointed at
+# line 97, a line that never ran, the first `loss =` of the file. The probe now writes the
+# line its frame was at (`at`, 0 for a module's globals), and the line is looked for in
+# the innermost function that holds that line first, in the whole file only when that
+# function binds no such name.
+def _scope(tree: ast.AST, at: int) -> ast.AST:
+    """The innermost function of `tree` whose lines hold line `at` (`tree` itself if none)."""
+    best = tree
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and \
+                node.lineno <= at <= (node.end_lineno or node.lineno) and \
+                (best is tree or node.lineno >= best.lineno):
+            best = node
+    return best
+
+
+def accumulation_line(file: str, var: str, at: int = 0) -> int:
+    """1-based line where `var` is accumulated into (0 when the file or the name is not
+    found); `at`: a line of the function whose variable it is (Note [The function whose
+    variable it is])."""
     tree = _tree(file) if file and var else None
     if tree is None:
         return 0
+    scope = _scope(tree, at) if at else tree
+    return _accumulation_line(scope, var) or (_accumulation_line(tree, var)
+                                              if scope is not tree else 0)
+
+
+def _accumulation_line(tree: ast.AST, var: str) -> int:
     ranked: list[tuple[int, int]] = []
     # Note [A plain number accumulates no history]: `total += loss.item()` and
     # `xs.append(x.detach())` rank with the assignments that cut the graph (4), after every

@@ -133,6 +133,21 @@ def test_accumulation_line_prefers_the_line_that_keeps_history(tmp_path):
     assert accumulation_line(str(tmp_path / "missing.py"), "total") == 0
 
 
+def test_accumulation_line_looks_in_the_function_whose_variable_it_is(tmp_path):
+    """Note [The function whose variable it is] (doctor/source.py): two functions bind
+    `loss`; the frame holding it was in the second (line 7), and the line was the first
+    function's (3). A function that binds no such name falls back to the whole file."""
+    f = tmp_path / "t.py"
+    f.write_text("def train_a(model):\n    for s in range(3):\n        loss = model(s)\n"
+                 "\n\ndef train_b(model, fn):\n    for s in range(3):\n"
+                 "        loss = fn(model(s))\n        loss.backward()\n\n\n"
+                 "def other():\n    pass\n")
+    assert accumulation_line(str(f), "loss") == 3
+    assert accumulation_line(str(f), "loss", at=9) == 8
+    assert accumulation_line(str(f), "loss", at=2) == 3
+    assert accumulation_line(str(f), "loss", at=13) == 3
+
+
 def test_retention_advice_names_what_the_line_adds(tmp_path):
     """Note [The tensor an accumulation adds] (doctor/source.py): the advice said
     "accumulate loss.item() or loss.detach()" to a MoE loop summing its aux losses
