@@ -1,0 +1,203 @@
+"""Temporal convolutional networks with pytorch-tcn and sparse attention with entmax, as
+their READMEs write them. Seeded, tiny, nothing downloaded.
+
+    python tests/clients/train_tcn.py --steps 3 --mode causal
+    memledger trace tests/clients/train_tcn.py --steps 2 -o tcn.ledger -- --mode causal
+    memledger compare tests/clients/train_tcn.py --steps 2 -p 'checkpoint:tcn.network.*' \
+        -- --mode causal
+
+Modes (`--mode`):
+
+- `causal`: `pytorch_tcn.TCN` (causal, `use_norm='weight_norm'`, `dilation_reset`,
+  `kernel_initializer='kaiming_uniform'`, `use_skip_connections=True`, an output
+  projection) regressing the next values of noisy sines, Adam; after each training step an
+  evaluation pass in the README's streaming mode: `model.eval()`, `reset_buffers()`, then
+  the sequence fed chunk by chunk through `model.inference(chunk)` (each `TemporalPad1d`
+  keeps the last samples of its input in its `buffer` between calls), under `no_grad`.
+- `batch_norm`: the same TCN, non-causal, `use_norm='batch_norm'`, `input_shape='NLC'`,
+  `xavier_uniform`, classifying whole sequences (mean over time, cross-entropy); evaluated
+  with a plain forward in eval mode.
+- `layer_norm`: non-causal, `use_norm='layer_norm'`, gated (`use_gate=True`), `NCL`.
+- `entmax15` / `sparsemax` / `bisect`: a small attention classifier: token embeddings, an
+  `attn` module (one query per head against the tokens, scores through `entmax15`,
+  `sparsemax` or `entmax_bisect` with a learnt alpha, the sparse weights pooling the
+  values), an MLP `head`; its logits trained with entmax's own loss module
+  (`Entmax15Loss`, `SparsemaxLoss`, `EntmaxBisectLoss`), Adam.
+"""
+
+import argparse
+import math
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+CHANNELS, LENGTH, CHUNK = 4, 64, 16
+
+
+class Forecaster(nn.Module):
+    """The TCN and nothing else: its module paths are `tcn.network.*`."""
+
+    def __init__(self, args) -> None:
+        super().__init__()
+        from pytorch_tcn import TCN
+
+        if args.mode == "causal":
+            self.tcn = TCN(CHANNELS, [args.width] * args.levels, kernel_size=3,
+                           dilation_reset=4, dropout=0.1, causal=True, use_norm="weight_norm",
+                           activation="relu", kernel_initializer="kaiming_uniform",
+                           use_skip_connections=True, output_projection=CHANNELS)
+        elif args.mode == "batch_norm":
+            self.tcn = TCN(CHANNELS, [args.width] * (args.levels - 1) + [2 * args.width],
+                           kernel_size=3, dropout=0.1, causal=False, use_norm="batch_norm",
+                           activation="relu", kernel_initializer="xavier_uniform",
+                           use_skip_connections=True, input_shape="NLC",
+                           output_projection=args.classes)
+        else:
+            self.tcn = TCN(CHANNELS, [args.width] * args.levels, kernel_size=3,
+                           dilation_reset=2, dropout=0.0, causal=False, use_norm="layer_norm",
+                           activation="tanh", kernel_initializer="xavier_normal",
+                           use_skip_connections=True, use_gate=True,
+                           output_projection=args.classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.tcn(x)
+
+
+def sines(gen: torch.Generator, batch: int) -> torch.Tensor:
+    """(batch, CHANNELS, LENGTH + 1): a sine per channel, random frequency and phase."""
+    t = torch.arange(LENGTH + 1, dtype=torch.float32)
+    freq = 0.05 + 0.25 * torch.rand(batch, CHANNELS, 1, generator=gen)
+    phase = 2 * math.pi * torch.rand(batch, CHANNELS, 1, generator=gen)
+    return torch.sin(freq * t + phase) + 0.05 * torch.randn(batch, CHANNELS, LENGTH + 1,
+                                                            generator=gen)
+
+
+def stream(model: Forecaster, seq: torch.Tensor) -> torch.Tensor:
+    """The README's streaming inference: one sequence (batch 1) fed CHUNK samples at a
+    time, each call continuing from the buffers the last one left."""
+    model.eval()
+    model.tcn.reset_buffers()
+    outs = []
+    with torch.no_grad():
+        for start in range(0, seq.shape[-1], CHUNK):
+            outs.append(model.tcn.inference(seq[..., start:start + CHUNK]))
+    model.train()
+    return torch.cat(outs, dim=-1)
+
+
+def train_tcn(args) -> None:
+    gen = torch.Generator().manual_seed(0)
+    model = Forecaster(args)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    for step in range(args.steps):
+        data = sines(gen, args.batch)
+        if args.mode == "causal":
+            x, y = data[..., :-1], data[..., 1:]
+            loss = F.mse_loss(model(x), y)
+        else:
+            label = (data[:, 0, :].mean(-1) > 0).long() % args.classes
+            x = data[..., :-1]
+            if args.mode == "batch_norm":
+                x = x.transpose(1, 2)          # NLC in, NLC out
+                logits = model(x).mean(1)
+            else:
+                logits = model(x).mean(-1)
+            loss = F.cross_entropy(logits, label)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        if args.mode == "causal":
+            val = sines(gen, 1)
+            pred = stream(model, val[..., :-1])
+            err = F.mse_loss(pred, val[..., 1:]).item()
+        else:
+            model.eval()
+            with torch.no_grad():
+                val = sines(gen, args.batch)[..., :-1]
+                out = model(val.transpose(1, 2) if args.mode == "batch_norm" else val)
+                err = float(out.abs().mean())
+            model.train()
+        print(f"step {step}  loss {loss.item():.4f}  eval {err:.4f}")
+
+
+class SparseAttention(nn.Module):
+    """Multi-head attention pooling: a learnt query per head, the scores over the tokens
+    through a sparse mapping (entmax's Functions), the weights pooling the values."""
+
+    def __init__(self, dim: int, heads: int, kind: str) -> None:
+        super().__init__()
+        self.heads, self.kind = heads, kind
+        self.query = nn.Parameter(torch.randn(heads, dim // heads) / math.sqrt(dim // heads))
+        self.key = nn.Linear(dim, dim)
+        self.value = nn.Linear(dim, dim)
+        if kind == "bisect":
+            self.alpha = nn.Parameter(torch.tensor(1.5))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        from entmax import entmax15, entmax_bisect, sparsemax
+
+        b, n, d = x.shape
+        k = self.key(x).view(b, n, self.heads, d // self.heads)
+        v = self.value(x).view(b, n, self.heads, d // self.heads)
+        scores = torch.einsum("bnhe,he->bhn", k, self.query)
+        if self.kind == "entmax15":
+            w = entmax15(scores, dim=-1)
+        elif self.kind == "sparsemax":
+            w = sparsemax(scores, dim=-1)
+        else:
+            w = entmax_bisect(scores, alpha=self.alpha.clamp(1.01, 2.0), dim=-1, n_iter=25)
+        return torch.einsum("bhn,bnhe->bhe", w, v).reshape(b, d)
+
+
+class Classifier(nn.Module):
+    def __init__(self, args) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(args.vocab, args.width)
+        self.attn = SparseAttention(args.width, 4, args.mode)
+        self.head = nn.Sequential(nn.Linear(args.width, args.width), nn.GELU(),
+                                  nn.Linear(args.width, args.classes))
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        return self.head(self.attn(self.embed(tokens)))
+
+
+def train_entmax(args) -> None:
+    from entmax import Entmax15Loss, EntmaxBisectLoss, SparsemaxLoss
+
+    gen = torch.Generator().manual_seed(0)
+    model = Classifier(args)
+    loss_fn = {"entmax15": lambda: Entmax15Loss(k=None),
+               "sparsemax": lambda: SparsemaxLoss(),
+               "bisect": lambda: EntmaxBisectLoss(alpha=1.5, n_iter=25)}[args.mode]()
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    for step in range(args.steps):
+        tokens = torch.randint(args.vocab, (args.batch, LENGTH), generator=gen)
+        label = tokens[:, :4].sum(-1) % args.classes      # the class sits in the first tokens
+        loss = loss_fn(model(tokens), label)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        print(f"step {step}  loss {loss.item():.4f}")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--mode", default="causal", choices=["causal", "batch_norm", "layer_norm",
+                                                        "entmax15", "sparsemax", "bisect"])
+    p.add_argument("--steps", type=int, default=3)
+    p.add_argument("--batch", type=int, default=8)
+    p.add_argument("--width", type=int, default=16)
+    p.add_argument("--levels", type=int, default=4)
+    p.add_argument("--classes", type=int, default=5)
+    p.add_argument("--vocab", type=int, default=50)
+    args = p.parse_args()
+    torch.manual_seed(0)
+    if args.mode in ("causal", "batch_norm", "layer_norm"):
+        train_tcn(args)
+    else:
+        train_entmax(args)
+
+
+if __name__ == "__main__":
+    main()
