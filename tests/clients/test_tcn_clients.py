@@ -10,6 +10,12 @@ allocator's peak 17,600 B above the ledger's at `--mode causal`, explained as wo
   connections; 2 steps, the first step's streaming evaluation between them): the ledger
   equal to the allocator, 503,880 B; `checkpoint:tcn.network.*` 278,252 B,
   `offload:tcn.network.0+checkpoint:tcn.network.[1-2]` 273,196 B, predicted and measured.
+  With `--embed concat`: 648,860 B; `checkpoint:tcn.network.*` 330,744 B,
+  `selective:tcn.network.*` 478,200 B, `offload:tcn.network.*` 220,088 B,
+  `checkpoint:tcn.network.*.embedding_projection_2` 664,028 B,
+  `checkpoint:cond+offload:tcn.network.0` 500,380 B both sides; `--embed add`: 545,636 B,
+  `checkpoint:tcn.network.*` 294,688 B (the doctor warns, rightly, that pytorch-tcn's
+  `embedding_projection_2`, made in both modes, gets no gradient in `add`).
   At full size (`--levels 4 --width 16`, two threads): 1,349,856 B both;
   `checkpoint:tcn.network.*` 583,524 B, `selective:tcn.network.*` 864,736 B,
   `offload:tcn.network.*` 451,296 B, `checkpoint:tcn` 1,344,276 B,
@@ -27,6 +33,13 @@ allocator's peak 17,600 B above the ledger's at `--mode causal`, explained as wo
   244,608 B, `selective:attn` 245,120 B, `offload:attn` 239,420 B both sides;
   `--mode sparsemax` 198,460 B (8,448 B scratch), 203,648 B, 204,160 B, 198,460 B;
   `--mode bisect` (a learnt alpha): 198,676 B, 203,732 B, 204,244 B, 187,864 B.
+- `--mode tagger` (300 tags, `Entmax15Loss(ignore_index=0)`, its default `k=100` partial
+  sort): 8,627,836 B with 511,056 B of kernel scratch; `checkpoint:attn` 8,550,972 B,
+  `selective:attn` 8,625,212 B, `offload:attn` 8,513,148 B, `checkpoint:head` 8,567,356 B
+  both sides. Its `trace --fake` reads 4,467,056 B under the real ledger: entmax's
+  `if torch.any(unsolved)` (rows whose support fills the k largest, sorted again with 2k)
+  asks the values of the logits, which a fake run has not; the stand-in False is named in
+  `show` (docs/fake.md, "Values are stand-ins"), and the real run takes the second sort.
 - The doctor is silent on every mode but `bisect`, where it warns, rightly, that `loss`
   keeps 4 B that `EntmaxBisectFunction` holds on ctx (`ctx.alpha`) past the step (Note
   [The function whose variable it is], doctor/source.py: it pointed at the TCN's
@@ -49,19 +62,24 @@ SMALL = ["--levels", "3", "--width", "8"]
 
 
 def test_a_weight_normed_tcn_with_streaming_evaluation_is_predicted_as_measured():
-    """A causal TCN of three weight-normed blocks with skip connections, its streaming
-    evaluation (`reset_buffers()`, then `inference(chunk)` four times: each
-    `TemporalPad1d` keeps a view of its last input's tail as its `buffer`) between the two
-    steps. Parameters: per block two (8, C, 3) convolutions as weight_g (8) and weight_v,
-    their biases, a 1x1 downsample in the first (4 -> 8); the output projection 8 -> 4:
-    1,228 floats, 4,912 B; Adam's state 2 x 4,912 B + 22 step counters (88 B)."""
-    pols = {"checkpoint:tcn.network.*": 278_252,
-            "offload:tcn.network.0+checkpoint:tcn.network.[1-2]": 273_196}
+    """A causal TCN of three weight-normed blocks with skip connections, each conditioned
+    on a learnt embedding (`embedding_shapes`, `embedding_mode='concat'`: the embedding,
+    handed to every block by keyword, projected and concatenated to the block's first
+    convolution's output), its streaming evaluation (`reset_buffers()`, then
+    `inference(chunk)` four times: each `TemporalPad1d` keeps a view of its last input's
+    tail as its `buffer`) between the two steps. Parameters: per block two (8, C, 3)
+    convolutions as weight_g (8) and weight_v, their biases, the two 1x1 embedding
+    projections (6 -> 8, 16 -> 8), a 1x1 downsample in the first (4 -> 8); the output
+    projection 8 -> 4 and the (3, 6) embedding: 1,822 floats in 35 tensors, 7,288 B;
+    Adam's state 2 x 7,288 B + 35 step counters (140 B)."""
+    pols = {"checkpoint:tcn.network.*": 330_744, "offload:tcn.network.*": 220_088,
+            "checkpoint:cond+offload:tcn.network.0": 500_380}
     with contextlib.redirect_stdout(io.StringIO()):
-        run = run_client("train_tcn.py", ["--mode", "causal", *SMALL], list(pols))
-    assert run.ledger_peak == run.allocator_peak == 503_880
+        run = run_client("train_tcn.py", ["--mode", "causal", "--embed", "concat", *SMALL],
+                         list(pols))
+    assert run.ledger_peak == run.allocator_peak == 648_860
     at = run.summary.at_peak
-    assert (at["parameter"], at["gradient"], at["optimizer_state"]) == (4_912, 4_912, 9_912)
+    assert (at["parameter"], at["gradient"], at["optimizer_state"]) == (7_288, 7_288, 14_716)
     for policy, peak in pols.items():
         assert run.policies[policy].predicted == run.policies[policy].measured == peak
 
@@ -97,8 +115,8 @@ def test_sparse_attention_under_entmax_losses_is_predicted_as_measured():
 def test_the_doctor_points_at_the_loss_line_of_the_function_that_ran():
     """`entmax_bisect` keeps its alpha on ctx (`ctx.alpha`, not save_for_backward), so the
     spent graph `loss` holds until the next step holds 4 B: a true warning. It pointed at
-    line 97, the TCN modes' `loss =`, never run under `--mode bisect`; the line is now the
-    one in `train_entmax` (Note [The function whose variable it is], doctor/source.py)."""
+    line 112, the TCN modes' `loss =`, never run under `--mode bisect`; the line is now
+    213, in `train_entmax` (Note [The function whose variable it is], doctor/source.py)."""
     from memledger.doctor.run import diagnose_in_process
 
     with contextlib.redirect_stdout(io.StringIO()):
@@ -109,3 +127,4 @@ def test_the_doctor_points_at_the_loss_line_of_the_function_that_ran():
     assert f.evidence["ctx_bytes_per_step"] == [4, 4]
     lines = (HERE / "train_tcn.py").read_text().splitlines()
     assert lines[f.where.line - 1].strip() == "loss = loss_fn(model(tokens), label)"
+    assert f.where.line == 213

@@ -23,6 +23,13 @@ Modes (`--mode`):
   `sparsemax` or `entmax_bisect` with a learnt alpha, the sparse weights pooling the
   values), an MLP `head`; its logits trained with entmax's own loss module
   (`Entmax15Loss`, `SparsemaxLoss`, `EntmaxBisectLoss`), Adam.
+- `tagger`: a tag per token over `--tags` (300) tags with padding, `Entmax15Loss` with its
+  default partial sort (`k=100`, doubled where the support fills it) and `ignore_index`;
+  the attention's `entmax15(k=8)` partially sorted too.
+
+`--embed add|concat` conditions every block of the causal TCN on a learnt embedding of the
+sequence's kind (pytorch-tcn's `embedding_shapes`); `--eval-grad` runs the streaming
+evaluation with gradients on (a bug the doctor names).
 """
 
 import argparse
@@ -32,7 +39,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-CHANNELS, LENGTH, CHUNK = 4, 64, 16
+CHANNELS, LENGTH, CHUNK, EMBED = 4, 64, 16, 6
 
 
 class Forecaster(nn.Module):
@@ -42,11 +49,14 @@ class Forecaster(nn.Module):
         super().__init__()
         from pytorch_tcn import TCN
 
+        self.cond = nn.Embedding(3, EMBED) if args.embed != "none" else None
         if args.mode == "causal":
             self.tcn = TCN(CHANNELS, [args.width] * args.levels, kernel_size=3,
                            dilation_reset=4, dropout=0.1, causal=True, use_norm="weight_norm",
                            activation="relu", kernel_initializer="kaiming_uniform",
-                           use_skip_connections=True, output_projection=CHANNELS)
+                           use_skip_connections=True, output_projection=CHANNELS,
+                           embedding_shapes=[(EMBED,)] if self.cond is not None else None,
+                           embedding_mode=args.embed if self.cond is not None else "add")
         elif args.mode == "batch_norm":
             self.tcn = TCN(CHANNELS, [args.width] * (args.levels - 1) + [2 * args.width],
                            kernel_size=3, dropout=0.1, causal=False, use_norm="batch_norm",
@@ -60,8 +70,10 @@ class Forecaster(nn.Module):
                            use_skip_connections=True, use_gate=True,
                            output_projection=args.classes)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.tcn(x)
+    def forward(self, x: torch.Tensor, kind: torch.Tensor | None = None) -> torch.Tensor:
+        if self.cond is None:
+            return self.tcn(x)
+        return self.tcn(x, embeddings=self.cond(kind))
 
 
 def sines(gen: torch.Generator, batch: int) -> torch.Tensor:
@@ -73,15 +85,17 @@ def sines(gen: torch.Generator, batch: int) -> torch.Tensor:
                                                             generator=gen)
 
 
-def stream(model: Forecaster, seq: torch.Tensor) -> torch.Tensor:
+def stream(model: Forecaster, seq: torch.Tensor, grad: bool = False) -> torch.Tensor:
     """The README's streaming inference: one sequence (batch 1) fed CHUNK samples at a
-    time, each call continuing from the buffers the last one left."""
+    time, each call continuing from the buffers the last one left (`grad`: the bug of
+    running it with gradients on)."""
     model.eval()
     model.tcn.reset_buffers()
     outs = []
-    with torch.no_grad():
+    emb = {} if model.cond is None else {"embeddings": model.cond.weight[:1]}   # kind 0
+    with torch.set_grad_enabled(grad):
         for start in range(0, seq.shape[-1], CHUNK):
-            outs.append(model.tcn.inference(seq[..., start:start + CHUNK]))
+            outs.append(model.tcn.inference(seq[..., start:start + CHUNK], **emb))
     model.train()
     return torch.cat(outs, dim=-1)
 
@@ -94,7 +108,8 @@ def train_tcn(args) -> None:
         data = sines(gen, args.batch)
         if args.mode == "causal":
             x, y = data[..., :-1], data[..., 1:]
-            loss = F.mse_loss(model(x), y)
+            kind = torch.randint(3, (args.batch,), generator=gen) if model.cond else None
+            loss = F.mse_loss(model(x, kind), y)
         else:
             label = (data[:, 0, :].mean(-1) > 0).long() % args.classes
             x = data[..., :-1]
@@ -109,7 +124,7 @@ def train_tcn(args) -> None:
         optimizer.step()
         if args.mode == "causal":
             val = sines(gen, 1)
-            pred = stream(model, val[..., :-1])
+            pred = stream(model, val[..., :-1], args.eval_grad)
             err = F.mse_loss(pred, val[..., 1:]).item()
         else:
             model.eval()
@@ -143,6 +158,8 @@ class SparseAttention(nn.Module):
         scores = torch.einsum("bnhe,he->bhn", k, self.query)
         if self.kind == "entmax15":
             w = entmax15(scores, dim=-1)
+        elif self.kind == "tagger":   # a partial sort of the 8 largest, doubled where short
+            w = entmax15(scores, dim=-1, k=8)
         elif self.kind == "sparsemax":
             w = sparsemax(scores, dim=-1)
         else:
@@ -162,10 +179,29 @@ class Classifier(nn.Module):
         return self.head(self.attn(self.embed(tokens)))
 
 
+class Tagger(nn.Module):
+    """A label per token over a large tag set: each token's embedding joined with the
+    sentence's attention-pooled summary, an MLP `head` to `--tags` logits."""
+
+    def __init__(self, args) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(args.vocab, args.width)
+        self.attn = SparseAttention(args.width, 4, "tagger")
+        self.head = nn.Sequential(nn.Linear(2 * args.width, args.width), nn.GELU(),
+                                  nn.Linear(args.width, args.tags))
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        e = self.embed(tokens)
+        s = self.attn(e).unsqueeze(1).expand_as(e)
+        return self.head(torch.cat([e, s], dim=-1))
+
+
 def train_entmax(args) -> None:
     from entmax import Entmax15Loss, EntmaxBisectLoss, SparsemaxLoss
 
     gen = torch.Generator().manual_seed(0)
+    if args.mode == "tagger":
+        return train_tagger(args, gen)
     model = Classifier(args)
     loss_fn = {"entmax15": lambda: Entmax15Loss(k=None),
                "sparsemax": lambda: SparsemaxLoss(),
@@ -181,16 +217,43 @@ def train_entmax(args) -> None:
         print(f"step {step}  loss {loss.item():.4f}")
 
 
+def train_tagger(args, gen: torch.Generator) -> None:
+    """Token tagging with padding: `Entmax15Loss` with its default partial sort (k=100 of
+    `--tags`) and `ignore_index` for the padded positions, as a seq2seq decoder's loss."""
+    from entmax import Entmax15Loss
+
+    model = Tagger(args)
+    loss_fn = Entmax15Loss(ignore_index=0)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    for step in range(args.steps):
+        tokens = torch.randint(1, args.vocab, (args.batch, LENGTH), generator=gen)
+        lengths = torch.randint(LENGTH // 2, LENGTH + 1, (args.batch, 1), generator=gen)
+        pad = torch.arange(LENGTH) >= lengths
+        tokens = tokens.masked_fill(pad, 0)
+        tags = (tokens * 7 % (args.tags - 1) + 1).masked_fill(pad, 0)
+        logits = model(tokens)
+        loss = loss_fn(logits.reshape(-1, args.tags), tags.reshape(-1))
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        print(f"step {step}  loss {loss.item():.4f}")
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--mode", default="causal", choices=["causal", "batch_norm", "layer_norm",
-                                                        "entmax15", "sparsemax", "bisect"])
+                                                        "entmax15", "sparsemax", "bisect", "tagger"])
     p.add_argument("--steps", type=int, default=3)
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--width", type=int, default=16)
     p.add_argument("--levels", type=int, default=4)
     p.add_argument("--classes", type=int, default=5)
     p.add_argument("--vocab", type=int, default=50)
+    p.add_argument("--tags", type=int, default=300)
+    p.add_argument("--embed", default="none", choices=["none", "add", "concat"],
+                   help="condition each block on a learnt embedding (--mode causal)")
+    p.add_argument("--eval-grad", action="store_true",
+                   help="the streaming evaluation without no_grad (a bug)")
     args = p.parse_args()
     torch.manual_seed(0)
     if args.mode in ("causal", "batch_norm", "layer_norm"):
