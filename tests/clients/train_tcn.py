@@ -29,7 +29,8 @@ Modes (`--mode`):
 
 `--embed add|concat` conditions every block of the causal TCN on a learnt embedding of the
 sequence's kind (pytorch-tcn's `embedding_shapes`); `--eval-grad` runs the streaming
-evaluation with gradients on (a bug the doctor names).
+evaluation with gradients on (a bug the doctor names); `--bf16` runs the training forward
+under CPU bf16 autocast.
 """
 
 import argparse
@@ -109,7 +110,8 @@ def train_tcn(args) -> None:
         if args.mode == "causal":
             x, y = data[..., :-1], data[..., 1:]
             kind = torch.randint(3, (args.batch,), generator=gen) if model.cond else None
-            loss = F.mse_loss(model(x, kind), y)
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.bf16):
+                loss = F.mse_loss(model(x, kind).float(), y)
         else:
             label = (data[:, 0, :].mean(-1) > 0).long() % args.classes
             x = data[..., :-1]
@@ -252,6 +254,7 @@ def main() -> None:
     p.add_argument("--tags", type=int, default=300)
     p.add_argument("--embed", default="none", choices=["none", "add", "concat"],
                    help="condition each block on a learnt embedding (--mode causal)")
+    p.add_argument("--bf16", action="store_true", help="the TCN's forward under bf16 autocast")
     p.add_argument("--eval-grad", action="store_true",
                    help="the streaming evaluation without no_grad (a bug)")
     args = p.parse_args()
