@@ -133,7 +133,7 @@ from memledger.trace.gc_window import GcWindow, garbage_sids
 from memledger.trace.mapped import MappedFiles
 from memledger.trace.nested_backward import Suspended, started_inside
 from memledger.trace.interrupts import redeliver
-from memledger.trace.steps import ForwardStarts, StepBoundary
+from memledger.trace.steps import ForwardStarts, StepBoundary, weight_read
 from memledger.trace.resize import StorageResizeWatch
 from memledger.trace.rng_state import OP as _RNG_STATE_OP
 from memledger.trace.rng_state import RngStateWatch
@@ -1852,7 +1852,10 @@ class Collector(ShardingMixin, TorchDispatchMode):
             # switches here, else that forward would count as backward's (Note [Phases at
             # a module call])
             self._switch_backward(self._ev)
-        is_root = not self._mod_stack and self._phase != "backward"
+        # a parametrized weight's read is no forward (Note [A parametrized weight read is
+        # no forward], trace/steps.py): no phase, no step's end, no batch marked
+        is_root = not self._mod_stack and self._phase != "backward" and \
+            not weight_read(module)
         if self._roots.stale(module):   # Note [A module registered after the first call]
             self._name_found(self._roots.look_again())   # (trace/roots.py)
         path, new = self._roots.path(module, top_level=not self._mod_stack)

@@ -321,7 +321,11 @@ STEPS_BY = ("optimizer", "forward", "whole")
 # was the first `TemporalBlock`), where its three forwards (the training step, then two
 # chunks of the streaming evaluation) peak at 475,984 B in the first. A parametrization's
 # call is a weight read, as the doctor's unused-graph watch already reads it: it never
-# begins a forward, in both passes (the collector's count and StepCounter's).
+# begins a forward, in both passes (the collector's count and StepCounter's). Nor is it a
+# root forward to the collector's phases: a loop that logs the effective weight after
+# `step()` (`w = model.fc.weight`) went to "forward", then "loss" as the read returned,
+# and its next batch, made in that "loss", was filed `activation` instead of `input`
+# (8,192 B of a (32, 64) batch at the step's peak; tests/integration/test_steps_by.py).
 def weight_read(module) -> bool:
     """A parametrization's call: the read of a parametrized tensor, no forward."""
     from torch.nn.utils import parametrize

@@ -313,3 +313,29 @@ def test_a_parametrized_weights_read_begins_no_forward():
     peak = led.summary().peak
     assert led.steps["step"].tolist() == [1, 2]
     assert (peak.step, peak.phase, peak.module) == (1, "forward", "fc")
+
+
+def test_a_weight_read_between_steps_leaves_the_next_batch_input():
+    """The collector took a top-level weight read (`w = model.fc.weight`, logging the
+    weight-normed layer's effective weight after `step()`) for a root forward: the phase
+    went to "forward", then "loss" when the read returned, and the next batch, made in
+    that "loss", was filed `activation` (the Linear saves it) where the same loop without
+    the read files it `input`; "other" vanished from the phases. Now the read is no
+    forward (Note [A parametrized weight read is no forward], trace/steps.py): the batch
+    made after it is `input`, made in "other"."""
+    import memledger
+
+    with memledger.trace(max_steps=2) as led:
+        model = _Normed()
+        opt = torch.optim.Adam(model.parameters())
+        for _ in range(3):
+            x = torch.randn(32, 4)
+            loss = model(x).square().mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            w = model.fc.weight        # noqa: F841 (logged)
+    batches = led.storages[led.storages.op == "randn.default"]
+    assert batches.category.tolist() == ["input", "input"]
+    assert batches.phase.tolist() == ["setup", "other"]
+    assert "other" in led.summary().by_phase_peak
