@@ -58,13 +58,15 @@ def cross_step_retention(run) -> list[Finding]:
             continue
         line = accumulation_line(file, var, _at(recs))
         # Note [The tensor an accumulation adds] (doctor/source.py)
-        added = accumulated_value(file, line, var) or "loss"
+        added = accumulated_value(file, line, var)
+        fix = f"accumulate {added}.item() or {added}.detach() instead" if added else \
+            "keep what that line adds detached instead (`.item()` of a number, `.detach()` " \
+            "of a tensor)"
         msg = (f"`{var}` carries autograd history across {_steps(run)} (at the end of "
                f"step {steps[0]}" + (f"-{steps[-1]}" if len(steps) > 1 else "") +
                f": {tensors[-1]} tensor(s), {format_bytes(nbytes[-1])}, a graph of "
                f"{nodes[-1]} nodes" + (f", up from {nodes[0]}" if nodes[-1] > nodes[0] else "")
-               + "): every step's graph stays reachable; accumulate "
-               f"{added}.item() or {added}.detach() instead")
+               + f"): every step's graph stays reachable; {fix}")
         out.append(Finding(
             check="cross_step_retention", severity="error" if grows else "warning",
             where=Where(file=file, line=line), message=msg,

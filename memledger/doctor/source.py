@@ -144,7 +144,12 @@ def rebinding_line(file: str, var: str) -> int:
 # aux_sum + aux`, tests/clients/train_moe.py --log-aux) was told to accumulate `loss`,
 # which it does not touch there. The advice now names what the line adds when that is a
 # plain name or attribute (`aux`, `out.loss`, `self.aux`): `x += aux`, `x = x + aux` (or
-# `aux + x`), `xs.append(aux)`; anything else (`val * n`, a tuple, a call) keeps `loss`.
+# `aux + x`), `xs.append(aux)`. Anything else (`val * n`, a tuple, a call) kept `loss`,
+# a name the line may not hold: a streaming evaluation run with gradients on,
+# `outs.append(model.tcn.inference(chunk))` (tests/clients/train_tcn.py --eval-grad
+# --steps-by forward), was told to "accumulate loss.item() or loss.detach()". It is told
+# to keep what that line adds detached now (`.item()` of a number, `.detach()` of a
+# tensor), which is right whatever the line adds.
 def accumulated_value(file: str, line: int, var: str) -> str | None:
     """The plain name or attribute that `var` accumulates at `line` (None: not one)."""
     tree = _tree(file) if file and var and line else None

@@ -169,6 +169,16 @@ def test_retention_advice_names_what_the_line_adds(tmp_path):
     assert [accumulated_value(str(script), line, var) for line, var in
             [(3, "aux_sum"), (4, "kept"), (5, "meter"), (6, "pairs"), (7, "t2"),
              (4, "aux_sum")]] == ["aux", "out.loss", None, None, "aux", None]
+    # a line that adds no plain name: no `loss` named (it said "accumulate loss.item()")
+    evaluate = tmp_path / "evaluate.py"
+    evaluate.write_text("outs = []\nfor s in range(3):\n    outs.append(model(x))\n")
+    recs = [{**r, "name": "outs", "var": "outs", "file": str(evaluate)} for r in recs[:2]] \
+        + [recs[2]]
+    (f,) = diagnose(recs).findings
+    assert f.where.line == 3
+    assert f.message.endswith("every step's graph stays reachable; keep what that line adds "
+                              "detached instead (`.item()` of a number, `.detach()` of a "
+                              "tensor)"), f.message
 
 
 def test_report_round_trips_through_ledger_records():
