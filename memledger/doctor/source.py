@@ -47,7 +47,7 @@ def _plain_number(node: ast.AST) -> bool:
 # Note [The function whose variable it is]
 # A variable is found by name in a frame, and the file may bind that name in several
 # functions: tests/clients/train_tcn.py binds `loss` in `train_tcn` (line 114, the TCN's
-# modes) and in `train_entmax` (line 215); `--mode bisect` runs only the second, whose
+# modes) and in `train_entmax` (line 223); `--mode bisect` runs only the second, whose
 # spent graph holds entmax_bisect's alpha on ctx, and the doctor's finding pointed at
 # line 114, a line that never ran, the first `loss =` of the file. The probe now writes the
 # line its frame was at (`at`, 0 for a module's globals), and the line is looked for in

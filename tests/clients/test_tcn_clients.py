@@ -35,7 +35,9 @@ allocator's peak 17,600 B above the ledger's at `--mode causal`, explained as wo
 - `--mode entmax15`: 239,420 B (10,496 B of it the sort's scratch); `checkpoint:attn`
   244,608 B, `selective:attn` 245,120 B, `offload:attn` 239,420 B both sides;
   `--mode sparsemax` 198,460 B (8,448 B scratch), 203,648 B, 204,160 B, 198,460 B;
-  `--mode bisect` (a learnt alpha): 198,676 B, 203,732 B, 204,244 B, 187,864 B.
+  `--mode bisect` (a learnt alpha): 198,676 B, 203,732 B, 204,244 B, 187,864 B;
+  `--mode modules` (entmax's `Entmax15`/`Sparsemax` modules): 239,420 B,
+  `checkpoint:attn.act` and `selective:attn.act` 260,480 B, `offload:attn.act` 239,420 B.
 - `--mode tagger` (300 tags, `Entmax15Loss(ignore_index=0)`, its default `k=100` partial
   sort): 8,627,836 B with 511,056 B of kernel scratch; `checkpoint:attn` 8,550,972 B,
   `selective:attn` 8,625,212 B, `offload:attn` 8,513,148 B, `checkpoint:head` 8,567,356 B
@@ -113,13 +115,22 @@ def test_sparse_attention_under_entmax_losses_is_predicted_as_measured():
     assert run.ledger_peak == 228_924   # 10,496 B: the sort's kernel scratch
     for policy, peak in pols.items():
         assert run.policies[policy].predicted == run.policies[policy].measured == peak
+    # entmax's own modules (`Entmax15`, `Sparsemax`) as `attn.act` and `attn.gate`: a
+    # policy on the module whose whole forward is the Function; the re-run of `act` in
+    # backward sorts again beside the loss's gradient
+    pols = {"checkpoint:attn.act": 260_480, "checkpoint:attn.gate+offload:attn.act": 239_420}
+    with contextlib.redirect_stdout(io.StringIO()):
+        run = run_client("train_tcn.py", ["--mode", "modules"], list(pols))
+    assert run.ledger.peak_with_scratch() == run.allocator_peak == 239_420
+    for policy, peak in pols.items():
+        assert run.policies[policy].predicted == run.policies[policy].measured == peak
 
 
 def test_the_doctor_points_at_the_loss_line_of_the_function_that_ran():
     """`entmax_bisect` keeps its alpha on ctx (`ctx.alpha`, not save_for_backward), so the
     spent graph `loss` holds until the next step holds 4 B: a true warning. It pointed at
     line 114, the TCN modes' `loss =`, never run under `--mode bisect`; the line is now
-    215, in `train_entmax` (Note [The function whose variable it is], doctor/source.py)."""
+    223, in `train_entmax` (Note [The function whose variable it is], doctor/source.py)."""
     from memledger.doctor.run import diagnose_in_process
 
     with contextlib.redirect_stdout(io.StringIO()):
@@ -130,4 +141,4 @@ def test_the_doctor_points_at_the_loss_line_of_the_function_that_ran():
     assert f.evidence["ctx_bytes_per_step"] == [4, 4]
     lines = (HERE / "train_tcn.py").read_text().splitlines()
     assert lines[f.where.line - 1].strip() == "loss = loss_fn(model(tokens), label)"
-    assert f.where.line == 215
+    assert f.where.line == 223

@@ -18,11 +18,11 @@ Modes (`--mode`):
   `xavier_uniform`, classifying whole sequences (mean over time, cross-entropy); evaluated
   with a plain forward in eval mode.
 - `layer_norm`: non-causal, `use_norm='layer_norm'`, gated (`use_gate=True`), `NCL`.
-- `entmax15` / `sparsemax` / `bisect`: a small attention classifier: token embeddings, an
-  `attn` module (one query per head against the tokens, scores through `entmax15`,
-  `sparsemax` or `entmax_bisect` with a learnt alpha, the sparse weights pooling the
-  values), an MLP `head`; its logits trained with entmax's own loss module
-  (`Entmax15Loss`, `SparsemaxLoss`, `EntmaxBisectLoss`), Adam.
+- `entmax15` / `sparsemax` / `bisect` / `modules`: a small attention classifier: token
+  embeddings, an `attn` module (a query per head against the tokens, scores through
+  `entmax15`, `sparsemax`, `entmax_bisect` with a learnt alpha, or (`modules`) entmax's
+  `Entmax15` and `Sparsemax` modules, `attn.act` and `attn.gate`), an MLP `head`; its
+  logits trained with entmax's losses (`Entmax15Loss`, `SparsemaxLoss`, `EntmaxBisectLoss`).
 - `tagger`: a tag per token over `--tags` (300) tags with padding, `Entmax15Loss` with its
   default partial sort (`k=100`, doubled where the support fills it) and `ignore_index`;
   the attention's `entmax15(k=8)` partially sorted too.
@@ -150,6 +150,11 @@ class SparseAttention(nn.Module):
         self.value = nn.Linear(dim, dim)
         if kind == "bisect":
             self.alpha = nn.Parameter(torch.tensor(1.5))
+        if kind == "modules":   # entmax's nn.Module wrappers: a module of their own
+            from entmax import Entmax15, Sparsemax
+
+            self.act = Entmax15(dim=-1)
+            self.gate = Sparsemax(dim=-1)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         from entmax import entmax15, entmax_bisect, sparsemax
@@ -162,6 +167,8 @@ class SparseAttention(nn.Module):
             w = entmax15(scores, dim=-1)
         elif self.kind == "tagger":   # a partial sort of the 8 largest, doubled where short
             w = entmax15(scores, dim=-1, k=8)
+        elif self.kind == "modules":  # entmax15 over the tokens, sparsemax over the heads
+            w = self.act(scores) * self.gate(scores.mean(-1)).unsqueeze(-1) * self.heads
         elif self.kind == "sparsemax":
             w = sparsemax(scores, dim=-1)
         else:
@@ -206,6 +213,7 @@ def train_entmax(args) -> None:
         return train_tagger(args, gen)
     model = Classifier(args)
     loss_fn = {"entmax15": lambda: Entmax15Loss(k=None),
+               "modules": lambda: Entmax15Loss(k=None),
                "sparsemax": lambda: SparsemaxLoss(),
                "bisect": lambda: EntmaxBisectLoss(alpha=1.5, n_iter=25)}[args.mode]()
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
@@ -244,7 +252,8 @@ def train_tagger(args, gen: torch.Generator) -> None:
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--mode", default="causal", choices=["causal", "batch_norm", "layer_norm",
-                                                        "entmax15", "sparsemax", "bisect", "tagger"])
+                                                        "entmax15", "sparsemax", "bisect", "tagger",
+                                                        "modules"])
     p.add_argument("--steps", type=int, default=3)
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--width", type=int, default=16)
