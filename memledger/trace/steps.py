@@ -326,6 +326,11 @@ STEPS_BY = ("optimizer", "forward", "whole")
 # `step()` (`w = model.fc.weight`) went to "forward", then "loss" as the read returned,
 # and its next batch, made in that "loss", was filed `activation` instead of `input`
 # (8,192 B of a (32, 64) batch at the step's peak; tests/integration/test_steps_by.py).
+# The read itself stays in "forward" and the phase it began in comes back as it returns:
+# `measure` wraps every call of a policy's module, this one too, and the replay prices
+# the calls of forward and loss (Note [Module calls in the loss phase], replay/
+# prepared.py); read in "other", `checkpoint:0.parametrizations.weight` of that loop was
+# predicted 133,796 B against 138,596 B measured (the logged weight's checkpointed graph).
 def weight_read(module) -> bool:
     """A parametrization's call: the read of a parametrized tensor, no forward."""
     from torch.nn.utils import parametrize
