@@ -52,19 +52,21 @@ def cross_step_retention(run) -> list[Finding]:
             continue
         held = [r for r in recs if r.get("ctx_bytes")]
         if spent and not grows and held:
-            out.append(_ctx_finding(var, file, held, _steps(run)))
+            out.append(_ctx_finding(var, file, held, _steps(run), _at(recs)))
             continue
         if spent and not grows:   # a loss kept after its backward until the next replaces it
             continue
-        line = accumulation_line(file, var)
+        line = accumulation_line(file, var, _at(recs))
         # Note [The tensor an accumulation adds] (doctor/source.py)
-        added = accumulated_value(file, line, var) or "loss"
+        added = accumulated_value(file, line, var)
+        fix = f"accumulate {added}.item() or {added}.detach() instead" if added else \
+            "keep what that line adds detached instead (`.item()` of a number, `.detach()` " \
+            "of a tensor)"
         msg = (f"`{var}` carries autograd history across {_steps(run)} (at the end of "
                f"step {steps[0]}" + (f"-{steps[-1]}" if len(steps) > 1 else "") +
                f": {tensors[-1]} tensor(s), {format_bytes(nbytes[-1])}, a graph of "
                f"{nodes[-1]} nodes" + (f", up from {nodes[0]}" if nodes[-1] > nodes[0] else "")
-               + "): every step's graph stays reachable; accumulate "
-               f"{added}.item() or {added}.detach() instead")
+               + f"): every step's graph stays reachable; {fix}")
         out.append(Finding(
             check="cross_step_retention", severity="error" if grows else "warning",
             where=Where(file=file, line=line), message=msg,
@@ -175,7 +177,13 @@ def _kept_finding(var: str, recs: list, boundaries: str) -> Finding:
                   **({"also": also} if also else {})})
 
 
-def _ctx_finding(var: str, file: str, recs: list, boundaries: str) -> Finding:
+def _at(recs: list) -> int:
+    """A line of the function whose variable the records' holder is, 0 if unknown (Note
+    [The function whose variable it is], doctor/source.py)."""
+    return next((int(r["at"]) for r in recs if r.get("at")), 0)
+
+
+def _ctx_finding(var: str, file: str, recs: list, boundaries: str, at: int = 0) -> Finding:
     """A spent graph kept past the step that still holds tensors a custom autograd Function
     keeps on `ctx` (Note [A spent graph that still holds tensors] in
     memledger/trace/doctor_retention.py)."""
@@ -194,7 +202,7 @@ def _ctx_finding(var: str, file: str, recs: list, boundaries: str) -> Finding:
         "its graph"
     return Finding(
         check="cross_step_retention", severity="warning",
-        where=Where(file=file, line=accumulation_line(file, var)),
+        where=Where(file=file, line=accumulation_line(file, var, at)),
         message=(f"{who} past the step's end (at the end of step "
                  f"{steps[0]}" + (f"-{steps[-1]}" if len(steps) > 1 else "") + "), and "
                  f"that graph still holds {format_bytes(held[-1])} of tensors {keeper} "

@@ -44,11 +44,39 @@ def _plain_number(node: ast.AST) -> bool:
         (isinstance(f, ast.Name) and f.id in _NUMBER_CALLS)
 
 
-def accumulation_line(file: str, var: str) -> int:
-    """1-based line where `var` is accumulated into (0 when the file or the name is not found)."""
+# Note [The function whose variable it is]
+# A variable is found by name in a frame, and the file may bind that name in several
+# functions: tests/clients/train_tcn.py binds `loss` in `train_tcn` (line 114, the TCN's
+# modes) and in `train_entmax` (line 223); `--mode bisect` runs only the second, whose
+# spent graph holds entmax_bisect's alpha on ctx, and the doctor's finding pointed at
+# line 114, a line that never ran, the first `loss =` of the file. The probe now writes the
+# line its frame was at (`at`, 0 for a module's globals), and the line is looked for in
+# the innermost function that holds that line first, in the whole file only when that
+# function binds no such name.
+def _scope(tree: ast.AST, at: int) -> ast.AST:
+    """The innermost function of `tree` whose lines hold line `at` (`tree` itself if none)."""
+    best = tree
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and \
+                node.lineno <= at <= (node.end_lineno or node.lineno) and \
+                (best is tree or node.lineno >= best.lineno):
+            best = node
+    return best
+
+
+def accumulation_line(file: str, var: str, at: int = 0) -> int:
+    """1-based line where `var` is accumulated into (0 when the file or the name is not
+    found); `at`: a line of the function whose variable it is (Note [The function whose
+    variable it is])."""
     tree = _tree(file) if file and var else None
     if tree is None:
         return 0
+    scope = _scope(tree, at) if at else tree
+    return _accumulation_line(scope, var) or (_accumulation_line(tree, var)
+                                              if scope is not tree else 0)
+
+
+def _accumulation_line(tree: ast.AST, var: str) -> int:
     ranked: list[tuple[int, int]] = []
     # Note [A plain number accumulates no history]: `total += loss.item()` and
     # `xs.append(x.detach())` rank with the assignments that cut the graph (4), after every
@@ -116,7 +144,12 @@ def rebinding_line(file: str, var: str) -> int:
 # aux_sum + aux`, tests/clients/train_moe.py --log-aux) was told to accumulate `loss`,
 # which it does not touch there. The advice now names what the line adds when that is a
 # plain name or attribute (`aux`, `out.loss`, `self.aux`): `x += aux`, `x = x + aux` (or
-# `aux + x`), `xs.append(aux)`; anything else (`val * n`, a tuple, a call) keeps `loss`.
+# `aux + x`), `xs.append(aux)`. Anything else (`val * n`, a tuple, a call) kept `loss`,
+# a name the line may not hold: a streaming evaluation run with gradients on,
+# `outs.append(model.tcn.inference(chunk))` (tests/clients/train_tcn.py --eval-grad
+# --steps-by forward), was told to "accumulate loss.item() or loss.detach()". It is told
+# to keep what that line adds detached now (`.item()` of a number, `.detach()` of a
+# tensor), which is right whatever the line adds.
 def accumulated_value(file: str, line: int, var: str) -> str | None:
     """The plain name or attribute that `var` accumulates at `line` (None: not one)."""
     tree = _tree(file) if file and var and line else None

@@ -133,7 +133,7 @@ from memledger.trace.gc_window import GcWindow, garbage_sids
 from memledger.trace.mapped import MappedFiles
 from memledger.trace.nested_backward import Suspended, started_inside
 from memledger.trace.interrupts import redeliver
-from memledger.trace.steps import ForwardStarts, StepBoundary
+from memledger.trace.steps import ForwardStarts, StepBoundary, weight_read
 from memledger.trace.resize import StorageResizeWatch
 from memledger.trace.rng_state import OP as _RNG_STATE_OP
 from memledger.trace.rng_state import RngStateWatch
@@ -788,6 +788,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
         self._steps_done = 0
         self._step_t0 = time.perf_counter_ns()
         self._mod_stack: list[tuple[str, int, int, bool]] = []  # (path, ev0, t0, is_root)
+        self._read_from: str | None = None   # the phase a top-level weight read began in
         self._param_names: dict[int, str] = {}  # id(param) -> name
         self._roots = RootNames()          # module paths, the model: trace/roots.py
         self._rf_stack: list[str] = []
@@ -1852,7 +1853,14 @@ class Collector(ShardingMixin, TorchDispatchMode):
             # switches here, else that forward would count as backward's (Note [Phases at
             # a module call])
             self._switch_backward(self._ev)
-        is_root = not self._mod_stack and self._phase != "backward"
+        # a parametrized weight's read is no forward (Note [A parametrized weight read is
+        # no forward], trace/steps.py): no step's end, no batch marked, and the phase it
+        # was read in comes back when it returns
+        read = not self._mod_stack and self._phase != "backward" and weight_read(module)
+        is_root = not self._mod_stack and self._phase != "backward" and not read
+        if read:
+            self._read_from = self._phase
+            self._set_phase("forward")
         if self._roots.stale(module):   # Note [A module registered after the first call]
             self._name_found(self._roots.look_again())   # (trace/roots.py)
         path, new = self._roots.path(module, top_level=not self._mod_stack)
@@ -2024,6 +2032,9 @@ class Collector(ShardingMixin, TorchDispatchMode):
         if is_root and self._phase == "forward" and not self._part_in_its_forward(module):
             self._set_phase("loss")
             self._after_graphless = not _grad_enabled()
+        elif not self._mod_stack and self._read_from is not None:   # a weight read's end
+            self._set_phase(self._read_from)
+            self._read_from = None
 
     # Note [Parts called in a forward no hook sees]
     # A top-level module call that returns ends the forward, and a parameterless one in the

@@ -72,6 +72,7 @@ class RetentionWatch:
         # the cycles under them, alive: Note [Tensors only the garbage collector frees])
         self._prev: set[int] = set()
         self._boundaries = 0
+        self._found_at = 0   # the line of the frame `_name_of` last found a variable in
         self._pre: dict[int, Any] = {}      # grad_fn nodes alive before the run
         self._roots: dict[int, Any] = {}    # grad_fn nodes a backward() started from
         self._fresh: set[int] = set()       # ... since the last boundary
@@ -340,6 +341,8 @@ class RetentionWatch:
         rec = {"k": "retained", "step": step, "name": name, "var": var, "file": file,
                "shape": list(t.shape), "bytes": nbytes, "nodes": nodes,
                "backwarded": backwarded}
+        if state is None and self._found_at:   # Note [The function whose variable it is]
+            rec["at"] = self._found_at             # (doctor/source.py)
         if state is not None:
             rec["state"] = "parameter" if isinstance(t, nn.Parameter) else "buffer"
             op = self._param_ops.get(id(t))
@@ -361,9 +364,11 @@ class RetentionWatch:
         return out
 
     def _name_of(self, t: _Tensor) -> tuple[str, str, str]:
-        """(display name, variable, file) of a user variable that holds `t`, if any."""
+        """(display name, variable, file) of a user variable that holds `t`, if any; the
+        line its function's frame is at in `_found_at` (0: not a function's local)."""
         f = user_frame(3)
         seen: set[int] = set()
+        self._found_at = 0
         while f is not None:
             scopes = [f.f_locals] + ([f.f_globals] if f.f_globals is not f.f_locals else [])
             for scope in scopes:
@@ -371,6 +376,8 @@ class RetentionWatch:
                     path = _path_to(v, t, HOLDER_DEPTH, seen)
                     if path is not None:   # the holder: the path less its last indices
                         holder = k + _less_last_items(path)
+                        if scope is f.f_locals and f.f_code.co_name != "<module>":
+                            self._found_at = f.f_lineno
                         return f"{k}{path}", holder, f.f_code.co_filename
             f = f.f_back
             while f is not None and not is_user_file(f.f_code.co_filename):

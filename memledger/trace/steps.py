@@ -308,10 +308,41 @@ STEPS_BY = ("optimizer", "forward", "whole")
 # `encoder` call). Both passes count so (ForwardStarts, here). Known limitation: a first
 # part its method calls again within one pass (a loop over a cell) still begins a forward
 # per call.
+# Note [A parametrized weight read is no forward]
+# A module with a parametrized weight (`weight_norm`, `spectral_norm`, `orthogonal` from
+# torch.nn.utils.parametrizations) computes the weight at each read of `module.weight` by
+# calling its `ParametrizationList`, a module with parameters (`original0`, `original1`).
+# A read outside any forward is such a call at depth 0: pytorch-tcn's `TemporalBlock`
+# initializes `self.conv1.weight` and `self.conv2.weight` in its constructor, so each block
+# built "began a forward", and `--steps-by forward --steps 3` of a weight-normed TCN
+# (tests/clients/train_tcn.py --mode causal, three blocks of width 8) stopped inside the
+# model's constructor: 31,252 B in the "loss" phase of step 3 (the parameters and the
+# initializer's temporaries), every policy refused as matching no module (the model taken
+# was the first `TemporalBlock`), where its three forwards (the training step, then two
+# chunks of the streaming evaluation) peak at 475,984 B in the first. A parametrization's
+# call is a weight read, as the doctor's unused-graph watch already reads it: it never
+# begins a forward, in both passes (the collector's count and StepCounter's). Nor is it a
+# root forward to the collector's phases: a loop that logs the effective weight after
+# `step()` (`w = model.fc.weight`) went to "forward", then "loss" as the read returned,
+# and its next batch, made in that "loss", was filed `activation` instead of `input`
+# (8,192 B of a (32, 64) batch at the step's peak; tests/integration/test_steps_by.py).
+# The read itself stays in "forward" and the phase it began in comes back as it returns:
+# `measure` wraps every call of a policy's module, this one too, and the replay prices
+# the calls of forward and loss (Note [Module calls in the loss phase], replay/
+# prepared.py); read in "other", `checkpoint:0.parametrizations.weight` of that loop was
+# predicted 133,796 B against 138,596 B measured (the logged weight's checkpointed graph).
+def weight_read(module) -> bool:
+    """A parametrization's call: the read of a parametrized tensor, no forward."""
+    from torch.nn.utils import parametrize
+
+    return type(module) is parametrize.ParametrizationList
+
+
 class ForwardStarts:
     """Whether a top-level module call begins a forward (Note [A forward through the
     model's methods]): not when a method of a module holding it made the call and an
-    earlier call through that module's methods was of another part."""
+    earlier call through that module's methods was of another part, nor a parametrized
+    weight's read (Note [A parametrized weight read is no forward])."""
 
     def __init__(self) -> None:
         from memledger.trace.roots import ByModule
@@ -321,6 +352,8 @@ class ForwardStarts:
     def begins(self, module) -> bool:
         from memledger.trace.roots import method_owner
 
+        if weight_read(module):
+            return False
         owner = method_owner(module)
         if owner is None:
             return True

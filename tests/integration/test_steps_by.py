@@ -275,3 +275,67 @@ def test_the_next_batch_at_the_last_steps_end_is_input():
     resident = led.resident_at_end()
     assert resident["input"] == 8 * 16 * 4
     assert resident["temporary"] == 0
+
+
+class _Normed(torch.nn.Module):
+    """A weight-normed layer whose constructor reads (and initializes) its weight, as
+    pytorch-tcn's `TemporalBlock.init_weights` does."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = torch.nn.utils.parametrizations.weight_norm(torch.nn.Linear(4, 4))
+        torch.nn.init.xavier_uniform_(self.fc.weight)   # a read of the parametrized weight
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(x)
+
+
+def test_a_parametrized_weights_read_begins_no_forward():
+    """Note [A parametrized weight read is no forward] (trace/steps.py): each model built
+    called its `ParametrizationList` at depth 0, so three models built and two forwards of
+    one ticked 4 steps before the script's end (5 with it) by StepCounter, and the
+    collector's pass stopped at 2 steps before the first forward ran (its peak in a weight
+    read); now 1 (2), and the traced steps are the two forwards."""
+    import memledger
+
+    ticks = []
+    counter = StepCounter("forward", lambda: ticks.append(len(ticks) + 1))
+    models = [_Normed() for _ in range(3)]
+    for _ in range(2):
+        models[0](torch.randn(2, 4))
+    counter.script_ended()
+    assert ticks == [1, 2]
+
+    with memledger.trace(steps_by="forward", max_steps=2) as led:
+        models = [_Normed() for _ in range(3)]
+        for _ in range(2):
+            models[0](torch.randn(2, 4))
+    peak = led.summary().peak
+    assert led.steps["step"].tolist() == [1, 2]
+    assert (peak.step, peak.phase, peak.module) == (1, "forward", "fc")
+
+
+def test_a_weight_read_between_steps_leaves_the_next_batch_input():
+    """The collector took a top-level weight read (`w = model.fc.weight`, logging the
+    weight-normed layer's effective weight after `step()`) for a root forward: the phase
+    went to "forward", then "loss" when the read returned, and the next batch, made in
+    that "loss", was filed `activation` (the Linear saves it) where the same loop without
+    the read files it `input`; "other" vanished from the phases. Now the read is no
+    forward (Note [A parametrized weight read is no forward], trace/steps.py): the batch
+    made after it is `input`, made in "other"."""
+    import memledger
+
+    with memledger.trace(max_steps=2) as led:
+        model = _Normed()
+        opt = torch.optim.Adam(model.parameters())
+        for _ in range(3):
+            x = torch.randn(32, 4)
+            loss = model(x).square().mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            w = model.fc.weight        # noqa: F841 (logged)
+    batches = led.storages[led.storages.op == "randn.default"]
+    assert batches.category.tolist() == ["input", "input"]
+    assert batches.phase.tolist() == ["setup", "other"]
+    assert "other" in led.summary().by_phase_peak

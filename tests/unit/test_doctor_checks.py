@@ -133,6 +133,21 @@ def test_accumulation_line_prefers_the_line_that_keeps_history(tmp_path):
     assert accumulation_line(str(tmp_path / "missing.py"), "total") == 0
 
 
+def test_accumulation_line_looks_in_the_function_whose_variable_it_is(tmp_path):
+    """Note [The function whose variable it is] (doctor/source.py): two functions bind
+    `loss`; the frame holding it was in the second (line 7), and the line was the first
+    function's (3). A function that binds no such name falls back to the whole file."""
+    f = tmp_path / "t.py"
+    f.write_text("def train_a(model):\n    for s in range(3):\n        loss = model(s)\n"
+                 "\n\ndef train_b(model, fn):\n    for s in range(3):\n"
+                 "        loss = fn(model(s))\n        loss.backward()\n\n\n"
+                 "def other():\n    pass\n")
+    assert accumulation_line(str(f), "loss") == 3
+    assert accumulation_line(str(f), "loss", at=9) == 8
+    assert accumulation_line(str(f), "loss", at=2) == 3
+    assert accumulation_line(str(f), "loss", at=13) == 3
+
+
 def test_retention_advice_names_what_the_line_adds(tmp_path):
     """Note [The tensor an accumulation adds] (doctor/source.py): the advice said
     "accumulate loss.item() or loss.detach()" to a MoE loop summing its aux losses
@@ -154,6 +169,16 @@ def test_retention_advice_names_what_the_line_adds(tmp_path):
     assert [accumulated_value(str(script), line, var) for line, var in
             [(3, "aux_sum"), (4, "kept"), (5, "meter"), (6, "pairs"), (7, "t2"),
              (4, "aux_sum")]] == ["aux", "out.loss", None, None, "aux", None]
+    # a line that adds no plain name: no `loss` named (it said "accumulate loss.item()")
+    evaluate = tmp_path / "evaluate.py"
+    evaluate.write_text("outs = []\nfor s in range(3):\n    outs.append(model(x))\n")
+    recs = [{**r, "name": "outs", "var": "outs", "file": str(evaluate)} for r in recs[:2]] \
+        + [recs[2]]
+    (f,) = diagnose(recs).findings
+    assert f.where.line == 3
+    assert f.message.endswith("every step's graph stays reachable; keep what that line adds "
+                              "detached instead (`.item()` of a number, `.detach()` of a "
+                              "tensor)"), f.message
 
 
 def test_report_round_trips_through_ledger_records():

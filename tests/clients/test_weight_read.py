@@ -1,0 +1,35 @@
+"""A weight-normed layer's effective weight read between steps (tests/clients/
+train_weight_read.py, plain torch): Note [A parametrized weight read is no forward],
+memledger/trace/steps.py, found with pytorch-tcn (tests/clients/test_tcn_clients.py).
+
+Measured (`tests/clients/harness.py run_client`, the helper hunt45c, 2026-12-06, torch
+2.13.0 CPU, one intra-op thread; 2 steps): the ledger 133,784 B, the allocator 133,796 B
+(12 B of kernel scratch), the peak in step 2's Adam step.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.clients.harness import run_client
+
+pytestmark = [pytest.mark.clients, pytest.mark.usefixtures("one_thread")]
+
+
+def test_a_logged_weight_read_is_no_forward_and_its_policies_are_priced():
+    """The read after `step()` switched the collector to "forward", then "loss": the next
+    batch, made in that "loss", read `activation` (at the peak 24,832 B of activation, 0 of
+    input); now it is `input` (16,640 B and 8,192 B), made in "other". The read itself
+    stays a call the policies act on, as measure wraps it: `checkpoint:0.parametrizations.
+    weight` holds the logged weight's checkpointed graph, 138,596 B both sides (read in
+    "other", the replay left the call out and said 133,796 B)."""
+    pols = {"checkpoint:0.parametrizations.weight": 138_596, "offload:0": 133_796,
+            "offload:0.parametrizations.weight": 133_540}
+    run = run_client("train_weight_read.py", [], list(pols))
+    assert (run.ledger_peak, run.allocator_peak) == (133_784, 133_796)
+    at = run.summary.at_peak
+    assert (at["activation"], at["input"]) == (16_640, 8_192)
+    batches = run.ledger.storages[run.ledger.storages.op == "randn.default"]
+    assert batches.phase.tolist() == ["setup", "other"]
+    for policy, peak in pols.items():
+        assert run.policies[policy].predicted == run.policies[policy].measured == peak
