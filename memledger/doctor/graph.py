@@ -142,8 +142,18 @@ def _cut_finding(run: Run, key: tuple, g: dict) -> Finding:
                "not taken, a setting kept as a parameter) ignore this, else call them in "
                "the forward")
     else:
-        msg = (f"{head}: their modules ran but the output never reached the loss; use it in "
-               "the loss, or set requires_grad=False and leave them out of the optimizer")
+        # Note [A parameter its module never read]
+        # A module can run, its output reach the loss, and still never read a parameter of
+        # its own: x-unet's first cross-stage attention residual (`XAttnRes`, handed an
+        # empty `history`) returns its input before its `pseudo_query` is read. The probe
+        # sees the module's call and no gradient, as for an output dropped from the loss,
+        # and cannot tell the two apart without watching every op's inputs; the doctor said
+        # "their modules ran but the output never reached the loss", false there. It names
+        # both now (tests/doctor/early_return.py).
+        msg = (f"{head}: their modules ran but the output never reached the loss, or their "
+               "forward never read them (a branch that returns before them, as x-unet's "
+               "first XAttnRes returns its input when handed no history); use them in the "
+               "loss, or set requires_grad=False and leave them out of the optimizer")
     return Finding(check="unused_parameter", severity="warning", where=where(g["where"]),
                    message=msg, evidence=evidence)
 

@@ -79,6 +79,7 @@ from memledger.replay.policies import (
 from memledger.replay.script_checkpoint import nested_checkpoint_message, offload_inside_message
 from memledger.replay.scripted import refuse_scripted_regions
 from memledger.replay.stateful import (
+    ARGUMENT_CHANGED,
     INPUT_WRITTEN,
     selective_mutated_message,
     selective_twice_message,
@@ -94,6 +95,8 @@ from memledger.trace.where import in_reentrant_checkpoint
 from memledger.trace.outside_state import (
     argument_objects,
     argument_versions,
+    changed_containers,
+    handed_containers,
     paired_hooks,
     reachable_tensors,
     routed_calls,
@@ -639,9 +642,9 @@ def _checkpointed(orig: Callable, module: nn.Module, context_fn: Callable | None
         made[:] = [rec]
         return fwd, rec
 
-    def forward_done() -> None:   # Note [What the forward call left]
-        if made:
-            made.pop().forward_done()
+    def forward_done(args: tuple, kwargs: dict) -> None:   # Note [What the forward call left]
+        if made:   # Note [A list changed after the call] (trace/outside_state.py)
+            made.pop().forward_done(handed_containers(args, kwargs))
 
     def before(args: tuple, kwargs: dict) -> tuple | None:
         """What the checks after the forward compare with; None: the call runs plain."""
@@ -679,7 +682,7 @@ def _checkpointed(orig: Callable, module: nn.Module, context_fn: Callable | None
         out = checkpoint(guard.run(fn) if guard is not None else fn, *args,
                          use_reentrant=False, preserve_rng_state=True, context_fn=contexts,
                          **kwargs)
-        forward_done()
+        forward_done(args, kwargs)
         after(args, kwargs, state)
         return out
 
@@ -712,7 +715,7 @@ def _checkpointed(orig: Callable, module: nn.Module, context_fn: Callable | None
             guard.own.pop()
         for _ in ck:
             pass
-        forward_done()
+        forward_done(args, kwargs)
         after(args, kwargs, state)
         return out
 
@@ -994,6 +997,7 @@ class _Recompute:
         self._attrs: list = []      # their tensor attributes as the re-run starts
         self._forward_wrote: frozenset[str] = frozenset()   # what its forward wrote of them
         self._left: dict[str, Any] | None = None   # Note [What the forward call left]
+        self._handed: list = []   # Note [A list changed after the call]
         self._stack = contextlib.ExitStack()
         self._entered = 0
         # made as the first run starts (checkpoint calls context_fn then): the tensors
@@ -1007,6 +1011,8 @@ class _Recompute:
             raise PolicyError(selective_twice_message(*self._selective))
         if self._state is not None and self._entered == 1:   # versions as the re-run starts
             where, state = self._state
+            if changed_containers(self._handed):   # Note [A list changed after the call]
+                raise PolicyError(stateful_message(*where, ARGUMENT_CHANGED))
             self._state = (where, _versions_now(state))
             # Note [A re-run torch refused after a write of state]
             wrote = [n for (n, _, v0), (_, _, v1) in zip(state, self._state[1]) if v0 != v1]
@@ -1018,9 +1024,11 @@ class _Recompute:
         self._stack.enter_context(_batchnorm_stats_frozen(self._module, self._counters))
         self._stack.enter_context(self._recompute)
 
-    def forward_done(self) -> None:
+    def forward_done(self, handed: list | None = None) -> None:
         """The forward call ended: what it left on the region's modules, held weakly (Note
-        [What the forward call left])."""
+        [What the forward call left]); the lists and dicts it was handed, as they are now
+        (Note [A list changed after the call], trace/outside_state.py)."""
+        self._handed = handed or []
         if self._state is not None:
             self._left = {n: weakref.ref(t) for n, _, _, t in _attributes_now(self._state_parts)}
 

@@ -186,9 +186,10 @@ def repeated_blocks(led: Ledger) -> list[str]:
     candidates = [*groups.values(), *through.values()]
     best = max(candidates, key=lambda v: (saved_bytes(v), len(v)))
     return [p for _, p in sorted(best)] + [
-        p for group in [*_sibling_stacks(best, groups, sc, saved_bytes),
-                        *_other_parts(best, through, saved_bytes)]
-        for _, p in sorted(group)]
+        p for p in dict.fromkeys(   # a group both ways found is listed once
+            p for group in [*_sibling_stacks(best, candidates, sc, saved_bytes),
+                            *_other_parts(best, through, saved_bytes)]
+            for _, p in sorted(group))]
 
 
 # Note [Items called in parts]
@@ -249,18 +250,26 @@ def _other_parts(best: list[tuple[int, str]],
 # alone, 3.5 MiB) where both offloaded are 3,389,528 B (tests/clients/
 # test_diffusers_clients.py). Groups of mixed classes elsewhere (a resnet list inside one
 # block beside the model's blocks) are not added: which of a model's many numbered groups
-# are its stacks is then a guess.
+# are its stacks is then a guess. The blocks may sit in items that never run (Note [Blocks
+# inside items that never run]): x-unet's `XUnet` keeps each stage as a ModuleList
+# (`downs.{i}` = [ResnetBlock, blocks, attention, downsample]), so its blocks are the group
+# `downs.*.0`, and the stacks beside it were never looked for (only a numbered group of
+# calls had them): `plan` at 1,100,000 B on tests/clients/train_xunet.py `--xattnres`
+# (16 x 16, 1 step) said no candidate fits, the lowest 1,207,452 B (`offload:downs.*.0`),
+# where `offload:downs.0.0+offload:consolidator.fmap_convs.*` (ResnetBlocks too) is
+# predicted and measured 1,080,700 B. Such a group now has its stacks beside it as well,
+# and those may be groups inside items that never run too (`ups.*.0`).
 # Note [Options refused on some blocks]
 # An option replay refuses on one block (checkpoint on a T5 decoder block that writes the
 # EncoderDecoderCache) stays open to the others (the encoder's blocks, Note [Stacks beside
 # the blocks]). `plan` printed "checkpoint, selective ruled out: each would re-run
 # decoder.block.0, ..." as if the search had not used them at all; it says which blocks
 # now ("ruled out on decoder.block.*"), and `refused_on` in the JSON lists them.
-def _sibling_stacks(best: list[tuple[int, str]], groups: dict[str, list[tuple[int, str]]],
+def _sibling_stacks(best: list[tuple[int, str]], groups: list[list[tuple[int, str]]],
                     sc, saved_bytes) -> list[list[tuple[int, str]]]:
-    """The numbered groups beside `best` that are stacks of the same blocks (Note [Stacks
-    beside the blocks]), most saved first."""
-    if not len(sc) or "cls" not in sc or not any(best is g for g in groups.values()):
+    """The groups (numbered, or inside items that never run) beside `best` that are stacks
+    of the same blocks (Note [Stacks beside the blocks]), most saved first."""
+    if not len(sc) or "cls" not in sc:
         return []
     cls = dict(zip(sc["mod"].astype(str), sc["cls"].astype(str)))
     classes = {cls.get(p, "") for _, p in best}
@@ -269,7 +278,7 @@ def _sibling_stacks(best: list[tuple[int, str]], groups: dict[str, list[tuple[in
     taken = [p for _, p in best]
     patterns = {_pattern(taken[0])}
     out = []
-    for group in sorted((g for g in groups.values() if g is not best),
+    for group in sorted((g for g in groups if g is not best),
                         key=lambda g: -saved_bytes(g)):
         paths = [p for _, p in group]
         mine = {cls.get(p, "") for p in paths}

@@ -20,6 +20,9 @@ INPUT_WRITTEN = "<input>"   # a `stateful` record's object when the call changed
 # made from the tensor it replaced (Metric.forward's running sums: Note [State a re-run
 # writes again]); judged with the in-place writes, at the call's last event
 OWN_STATE = "<own state>"
+# a `stateful` record's object when a list or dict the call was handed changed after the call
+# returned: Note [A list changed after the call] in memledger/trace/outside_state.py
+ARGUMENT_CHANGED = "<argument changed>"
 # a `stateful` record's object when the module pairs forward hooks with full backward hooks:
 # Note [Hooks paired across forward and backward] in memledger/trace/outside_state.py
 PAIRED_HOOKS = "<paired hooks>"
@@ -50,8 +53,13 @@ def refuse_recompute_of_stateful(policy_text: str, mods: np.ndarray, ev0: np.nda
     calls = set(zip(mods[recompute].tolist(), ev0[recompute].tolist()))
     spans = list(zip(mods[recompute].tolist(), ev0[recompute].tolist(),
                      (ev1 if ev1 is not None else ev0)[recompute].tolist()))
+    changed = []   # Note [A list changed after the call] (trace/outside_state.py)
     for m, e, o in zip(st_mod.tolist(), st_ev0.tolist(), st_obj.tolist()):
         if o == OWN_STATE:   # judged with the in-place writes (early stop, reads)
+            continue
+        if o == ARGUMENT_CHANGED:
+            if (m, e) in calls:
+                changed.append((e, m))
             continue
         if (m, e) in calls:
             raise PolicyError(stateful_message(policy_text, m, o))
@@ -59,6 +67,8 @@ def refuse_recompute_of_stateful(policy_text: str, mods: np.ndarray, ev0: np.nda
             for r, r0, r1 in spans:
                 if r0 <= e < r1 and (not r or m == r or m.startswith(r + ".")):
                     raise PolicyError(paired_hooks_message(policy_text, r, m))
+    if changed:   # the call backward re-runs first, as measure meets it: the last one
+        raise PolicyError(stateful_message(policy_text, max(changed)[1], ARGUMENT_CHANGED))
 
 
 def paired_hooks_message(policy_text: str, region: str, module: str) -> str:
@@ -81,6 +91,12 @@ def stateful_message(policy_text: str, module: str, obj: str) -> str:
                 "start from the changed tensor (torch's checkpoint fails in backward); "
                 "checkpoint a module around it, make the change out of place, or offload "
                 "that module instead")
+    if obj == ARGUMENT_CHANGED:
+        return (f"{policy_text} would re-run {module}, which is handed a list (or dict) that "
+                "the script changes after the call returns (x-unet's `history` of stage "
+                "outputs, appended to after each stage), so the re-run in backward would "
+                "read the changed list and compute something else (or fail); hand it a "
+                "copy (`list(history)`), or offload that module instead")
     hint = (" (transformers' KV cache: the model runs with use_cache=True, or is handed "
             "past_key_values, as peft's prefix tuning does)" if obj.endswith("Cache") else "")
     # not a cache: a container the module writes its outputs into, as tensordict's

@@ -114,11 +114,14 @@ from memledger.trace.optimizer_like import optimizer_like_alive, unstepped_name
 from memledger.trace.optimizer_state import held_tensors
 from memledger.trace.outside_state import (
     _MODULE_OWN,
+    ARGUMENT_CHANGED,
     INPUT_WRITTEN,
     OWN_STATE,
     PAIRED_HOOKS,
     argument_versions,
     attribute_tensors,
+    changed_containers,
+    handed_containers,
     listen_for_routed_calls,
     paired_hooks,
     watch_routed_outputs,
@@ -794,6 +797,10 @@ class Collector(ShardingMixin, TorchDispatchMode):
         self._rf_stack: list[str] = []
         self._sid_marks: list[int] = []    # per open module call: its first new sid
         self._arg_versions: list[list] = []   # and its tensor arguments' versions
+        # id(list or dict) -> (it, [(path, ev0, ev1, its items' identities)] per call
+        # handed it), judged as the model's outermost call returns, or as soon as nothing
+        # else holds it (Note [A list changed after the call], trace/outside_state.py)
+        self._handed: dict[int, tuple[Any, list]] = {}
         self._attr_sids: list[dict] = []      # and its module's tensor attributes' sids
         self._attr_watch: dict[int, int] = {}  # those sids -> last use, when freed before
         #                                        the call ends (-1: live or never used)
@@ -2110,6 +2117,22 @@ class Collector(ShardingMixin, TorchDispatchMode):
         for sid in attrs.values():
             self._attr_watch.setdefault(sid, -1)
 
+    def _judge_handed(self, every: bool) -> None:
+        """Write a `stateful` ARGUMENT_CHANGED record for each call whose list or dict
+        argument changed after it returned; judged for all as the model's outermost call
+        returns (`every`), else for those nothing but this table holds any more, so the
+        table never keeps a list (and the tensors in it) past its life (Note [A list
+        changed after the call], trace/outside_state.py)."""
+        for key, (c, calls) in list(self._handed.items()):
+            # held here by the table's tuple, `c` and getrefcount's own argument
+            if not every and sys.getrefcount(c) > 3:
+                continue
+            for p, e0, e1, items in calls:
+                if changed_containers([(c, items)]):
+                    self.sink.write({"k": "stateful", "mod": p, "ev0": e0, "ev1": e1,
+                                     "obj": ARGUMENT_CHANGED, "sids": []})
+            del self._handed[key]
+
     def _attribute_sids(self, module) -> dict[str, int]:
         """{attribute: sid} of the plain tensors `module` keeps as buffers or attributes
         (Note [State a re-run writes again], replay/stateful.py; Note [A buffer replaced
@@ -2150,6 +2173,11 @@ class Collector(ShardingMixin, TorchDispatchMode):
         if written_arguments(versions):   # Note [State written outside a region]
             self.sink.write({"k": "stateful", "mod": path, "ev0": ev0, "ev1": self._ev,
                              "obj": INPUT_WRITTEN, "sids": []})
+        for c, items in handed_containers(args, kwargs):   # Note [A list changed after
+            self._handed.setdefault(id(c), (c, []))[1].append(   # the call]
+                (path, ev0, self._ev, items))
+        if self._handed:
+            self._judge_handed(every=is_root)
         if paired_hooks(module):   # Note [Hooks paired across forward and backward]
             self.sink.write({"k": "stateful", "mod": path, "ev0": ev0, "ev1": self._ev,
                              "obj": PAIRED_HOOKS, "sids": []})

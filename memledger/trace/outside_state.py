@@ -86,7 +86,7 @@ from typing import Any, Iterator
 
 import torch
 
-from memledger.replay.stateful import INPUT_WRITTEN, OWN_STATE, PAIRED_HOOKS  # noqa: F401 - the collector's names
+from memledger.replay.stateful import ARGUMENT_CHANGED, INPUT_WRITTEN, OWN_STATE, PAIRED_HOOKS  # noqa: F401 - the collector's names
 
 _ATOMS = (str, bytes, int, float, complex, bool, type(None), type, torch.dtype,
           torch.device, torch.Size)
@@ -248,6 +248,41 @@ def routed_calls(module: torch.nn.Module) -> int:
     """How many calls of `module` its own forward hooks routed (Note [A backward hook made by
     hand]); 0 for a module never watched."""
     return _ROUTED.get(module, 0)
+
+
+# Note [A list changed after the call]
+# A call handed a list (or a dict) keeps no copy of it: torch's checkpoint keeps the list
+# object for the re-run, and the re-run reads it as it is in backward. x-unet's `XUnet`
+# hands each cross-stage attention residual (`XAttnRes`) the `history` list of the stage
+# outputs so far, then appends the stage's own output to the same list: re-run in
+# backward, `down_xattnres.0` (handed an empty list) found 4 entries and x-unet's
+# assertion failed ("history must have 1 entries, but received 4"). Predict had priced
+# `checkpoint:down_xattnres.*` of tests/clients/train_xunet.py `--video --xattnres` at a
+# number and measure ended with the script's AssertionError (exit 3). Where the re-run
+# does not fail it computes from other inputs, so the gradients change. The trace takes
+# the identities of each list or dict argument's items as each call returns (a write
+# inside the call is Note [State written outside a region]'s) and compares them as the
+# model's outermost call returns: a call whose list changed is written `stateful` with the
+# object ARGUMENT_CHANGED, which predict refuses to re-run. Measure takes the same
+# identities as the region's forward returns and compares them as its re-run starts, and
+# refuses there, in the same line. Offload re-runs nothing and is allowed. Known
+# limitation: a change the script makes after the model's call returns (to a list it
+# handed the model) is seen by measure alone.
+def handed_containers(args: tuple, kwargs: dict | None) -> list[tuple[Any, tuple]]:
+    """(container, the identities of its items now) of a call's list and dict arguments."""
+    return [(a, container_items(a)) for a in (*args, *(kwargs or {}).values())
+            if isinstance(a, (list, dict))]
+
+
+def container_items(c: Any) -> tuple:
+    if isinstance(c, dict):
+        return tuple((k, id(v)) for k, v in c.items())
+    return tuple(id(v) for v in c)
+
+
+def changed_containers(handed: list[tuple[Any, tuple]]) -> bool:
+    """Did a list or dict a call was handed change since `handed_containers` read it?"""
+    return any(container_items(c) != items for c, items in handed)
 
 
 def argument_versions(args: tuple, kwargs: dict | None) -> list[tuple[torch.Tensor, int]]:

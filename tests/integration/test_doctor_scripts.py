@@ -115,6 +115,12 @@ BUGS = [
      ["2 trainable parameters (`mlp.weights.0`, `mlp.weights.1`) got no gradient in step "
       "1-3 while 6 others did: their modules ran, but with other tensors in their place "
       "(`torch.func.functional_call`"], "opt.step()"),
+    # a module that returns its input before reading its parameters: it ran and its output
+    # reached the loss; once only "the output never reached the loss" (Note [A parameter
+    # its module never read], memledger/doctor/graph.py)
+    ("early_return.py", ["--bug"], "unused_parameter", "warning",
+     ["1 trainable parameters (`gate.scale`)", "or their forward never read them"],
+     "opt.step()"),
     ("fused_adamw.py", ["--bug"], "no_update", "warning", ["4 had gradients",
      "the learning rate is 0"], "opt.step()"),
     ("accumulation.py", ["--bug", "tokens"], "token_denominator", "warning",
@@ -339,6 +345,7 @@ FIXED = [("cut.py", ["--cut", c, "--fixed"]) for c in ("detach", "checkpoint")] 
     # (once unused_parameter warnings)
     ("moe.py", []), ("moe.py", ["--aux"]),
     ("param_slots.py", []),
+    ("early_return.py", []),
     # SAM: the first gradient moves the weights (the ascent) and is zeroed; no step uses
     # it (once a dropped_update warning)
     ("sam.py", []),
