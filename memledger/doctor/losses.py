@@ -166,8 +166,9 @@ def not_log_probs(run: Run) -> list[Finding]:
                        f"{dim_s}) (or torch.log(probs) if only the probabilities exist)"
                        + _KL_TARGET.get(str(first.get("target", "")), ""))
         else:
-            said = (f"values that are no log-probabilities{its} (shape {shape}: over its {classes} classes the rows' logsumexp ranges "
-                    f"over [{first['lse_min']:.3g}, {first['lse_max']:.3g}], not 0, and values "
+            said = (f"values that are no log-probabilities{its} (shape {shape}: over its "
+                    f"{classes} classes the rows' logsumexp ranges over "
+                    f"[{first['lse_min']:.3g}, {first['lse_max']:.3g}], not 0, and values "
                     f"reach {first['max']:.3g}, where log-probabilities are <= 0)")
             if fn == "nll_loss":
                 does = ("nll_loss takes log-probabilities and returns minus the target's "

@@ -86,7 +86,9 @@ from typing import Any, Iterator
 
 import torch
 
-from memledger.replay.stateful import ARGUMENT_CHANGED, INPUT_WRITTEN, OWN_STATE, PAIRED_HOOKS  # noqa: F401 - the collector's names
+# the collector's names
+from memledger.replay.stateful import (  # noqa: F401
+    ARGUMENT_CHANGED, INPUT_WRITTEN, OWN_STATE, PAIRED_HOOKS)
 
 _ATOMS = (str, bytes, int, float, complex, bool, type(None), type, torch.dtype,
           torch.device, torch.Size)
