@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Callable
 
 from memledger.doctor import (accumulation, garbage, graph, losses, modes, order, params,
-                              penalty, retention, unused, updates)
+                              penalty, retention, rng, unused, updates)
 from memledger.doctor.findings import DoctorReport, Finding
 from memledger.doctor.records import Record, Run
 
@@ -37,6 +37,7 @@ ALL_CHECKS: tuple[CheckFn, ...] = (
     losses.broadcast_target,            # 12
     losses.not_log_probs,               # 12
     losses.kl_div_mean,                 # 12
+    rng.rng_reset,                      # 13
     garbage.cyclic_garbage,             # 10
     unused.unused_graph,                # 11
 )

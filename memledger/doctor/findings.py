@@ -25,7 +25,7 @@ CHECKS: tuple[str, ...] = (
     "zeroed_before_step", "double_step", "clip_order", "dropped_update", "no_update",
     "scheduler_order",
     "scheduler_rate", "cross_step_retention", "eval_mode", "dead_penalty", "double_activation",
-    "broadcast_target", "not_log_probs", "kl_div_mean", "cyclic_garbage",
+    "broadcast_target", "not_log_probs", "kl_div_mean", "rng_reset", "cyclic_garbage",
     "unused_graph",
     "unsynced_gradients", "unaveraged_gradients",
 )

@@ -20,7 +20,9 @@ sigmoid's output: Note [An activation the loss applies again] in doctor_losses.p
 than either holds: Note [A loss that broadcasts its target] there), `not_log_probs` (an
 nll_loss / kl_div input whose values are no log-probabilities: Note [Values that are no
 log-probabilities] there), `kl_div_mean` (kl_div between distributions with
-reduction='mean': Note [kl_div's reduction='mean'] there), `end`. A `param` record
+reduction='mean': Note [kl_div's reduction='mean'] there), `rng` (a step's draws from one
+generator: its state at their start and the step's end; Note [The same randomness every
+step] in doctor_rng.py), `end`. A `param` record
 has `grad_read` once the script read its `.grad`.
 """
 
@@ -53,6 +55,7 @@ class Run:
     broadcasts: list[Record] = field(default_factory=list)
     not_log_probs: list[Record] = field(default_factory=list)
     kl_div_means: list[Record] = field(default_factory=list)
+    rngs: list[Record] = field(default_factory=list)
     nets: dict[int, Record] = field(default_factory=dict)
     n_steps: int = 0
     n_optimizer_steps: int = 0
@@ -68,7 +71,8 @@ class Run:
                  "unused_graph": run.unused_graphs,
                  "double_activation": run.double_activations,
                  "broadcast_target": run.broadcasts,
-                 "not_log_probs": run.not_log_probs, "kl_div_mean": run.kl_div_means}
+                 "not_log_probs": run.not_log_probs, "kl_div_mean": run.kl_div_means,
+                 "rng": run.rngs}
         for r in records:
             k = r.get("k")
             if k == "param":

@@ -99,6 +99,7 @@ from memledger.trace.doctor_garbage import GarbageWatch
 from memledger.trace.doctor_losses import (ACTIVATION_MODULE, ACTIVATION_MODULES,
                                           call_args, logsumexp_taken, loss_inputs)
 from memledger.trace.doctor_penalty import PenaltyWatch
+from memledger.trace.doctor_rng import RANDOM_OPS, RngWatch
 from memledger.trace.doctor_unused import UnusedGraphWatch
 from memledger.trace.doctor_retention import MAX_NODES, RetentionWatch
 from memledger.trace.roots import (
@@ -430,6 +431,7 @@ class DoctorProbe(TorchFunctionMode):
         self._retention = RetentionWatch()             # Note [Cross-step retention]
         # Note [Tensors only the garbage collector frees]
         self._garbage = GarbageWatch(collections)
+        self._rng = RngWatch()   # Note [The same randomness every step] in doctor_rng.py
         # Note [A graph no backward used]
         self._unused = UnusedGraphWatch(self.records, lambda: self._train_steps + 1,
                                         lambda: self._bw)
@@ -466,6 +468,7 @@ class DoctorProbe(TorchFunctionMode):
             register_optimizer_step_post_hook(internal(self._opt_post)),
         ]
         self._retention.start()
+        self._rng.start()
         self._garbage.__enter__()
         self._unused.__enter__()
         eager_stance(True)   # Note [Compiled code runs eager under the collector]
@@ -537,6 +540,7 @@ class DoctorProbe(TorchFunctionMode):
                              "optimizer_steps": self._steps,
                              **({"steps_by": self.steps_by} if self._counter else {})})
         self._retention.stop()
+        self._rng.stop()
         self._garbage.__exit__()
         self._unused.__exit__()
 
@@ -986,6 +990,9 @@ class DoctorProbe(TorchFunctionMode):
         drop = _DROPOUTS.get(func)
         if drop is not None:
             self._functional_dropout(drop, args, kwargs)
+        rnd = RANDOM_OPS.get(func)
+        if rnd is not None:   # Note [The same randomness every step] in doctor_rng.py
+            self._rng.drew(rnd, args, kwargs)
         # the caller of __torch_function__, which called this
         if func in _SCALE_MULS and sys._getframe(2).f_code.co_filename == _SCALER_FILE:
             return self._scale(func, args, kwargs)
@@ -1663,6 +1670,7 @@ class DoctorProbe(TorchFunctionMode):
         self._train_steps += 1
         with torch._C.DisableTorchFunction():
             self.records.extend(self._retention.boundary(self._train_steps))
+            self.records.extend(self._rng.boundary(self._train_steps))
             self.records.extend(self._garbage.boundary(self._train_steps,
                                                        scan=not self._script_over))
         self._forget_dead()

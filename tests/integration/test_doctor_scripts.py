@@ -243,6 +243,17 @@ BUGS = [
     ("fresh_optimizer.py", [], "optimizer_reset", "warning",
      ["Adam's state started over in step 2, 3", "4 parameters", "before the loop"],
      "opt.step()"),
+    # Note [The same randomness every step] (trace/doctor_rng.py): the state set back each
+    # step by the seed call's line, or a generator made anew by its first draw's; a
+    # validation that seeds and does not restore sets the training's draws back too
+    ("rng_reset.py", ["--how", "set_rng_state"], "rng_reset", "error",
+     ["step 1-3", "the CPU generator: `torch.set_rng_state` sets it back each step"],
+     "torch.set_rng_state(saved)"),
+    ("rng_reset.py", ["--how", "generator"], "rng_reset", "error",
+     ["step 1-3", "(torch.randn x1 a step)", "the generator handed to torch.randn",
+      "made inside the loop?"], "noise = torch.randn(8, 1, generator=gen)"),
+    ("rng_reset.py", ["--how", "validation"], "rng_reset", "error",
+     ["step 1-3", "`torch.manual_seed` sets it back"], ("torch.manual_seed(0)", 6)),
     # Note [An activation the loss applies again] (trace/doctor_losses.py): a model ending
     # in nn.Softmax trained with nn.CrossEntropyLoss; sigmoid then BCEWithLogits
     ("loss_inputs.py", ["--bug", "softmax_module"], "double_activation", "error",
@@ -384,6 +395,12 @@ FIXED = [("cut.py", ["--cut", c, "--fixed"]) for c in ("detach", "checkpoint")] 
     # a GAN's d_loss retained for the generator's backward through the same G graph, with
     # D's step between (Note [A retained graph another optimizer's backward used])
     ("retained.py", ["--gan"]),
+    # seeded once, a new seed a step, a seeded validation under fork_rng or restored by
+    # hand, checkpoint's re-run, nothing drawn, a no_grad validation seeded each step
+    # (Note [The same randomness every step] in trace/doctor_rng.py)
+    ("rng_reset.py", ["--fixed"]), ("rng_reset.py", ["--fixed", "--how", "generator"]),
+    *[("rng_reset.py", ["--form", f]) for f in (
+        "step_seed", "fork_rng", "restore", "checkpoint", "no_draws", "eval_seed")],
     ("fresh_optimizer.py", ["--fixed"]), ("fresh_optimizer.py", ["--opt", "sgd"]),
     ("fresh_optimizer.py", ["--unfreeze"]),
     # the loss given what it takes, and correct forms near the two loss bugs (Note [An
@@ -429,6 +446,31 @@ def test_models_rebuilt_every_step_reuse_the_ids_of_the_dropped_ones():
     gradient", then KeyError at optimizer.step())."""
     report = doctor("rebuilt.py", steps=8)
     assert (report.steps, report.findings) == (8, [])
+
+
+def test_exact_message_of_rng_reset():
+    """torch.manual_seed(0) at the top of each step: randn noise, then two dropouts."""
+    (f,) = doctor("rng_reset.py").findings
+    assert f.where.line == line_of("rng_reset.py", ("torch.manual_seed(0)", 5))
+    assert f.message == (
+        "step 1-3 drew their random numbers (torch.randn x1, F.dropout x2 a step) from the "
+        "same state of the CPU generator: `torch.manual_seed` sets it back each step, so "
+        "every step draws the same dropout masks, noise and random indices and the model "
+        "trains on one draw; seed once before the loop, seed with the step "
+        "(manual_seed(base + step)), or put the block that needs fixed randomness under "
+        "torch.random.fork_rng()")
+    draw = line_of("rng_reset.py", "noise = torch.randn(8, 1)")
+    assert f.evidence == {"steps": [1, 2, 3], "generator": "cpu",
+                          "ops": {"torch.randn": 1, "F.dropout": 2},
+                          "reset": "torch.manual_seed",
+                          "first_draw": f"{SCRIPTS / 'rng_reset.py'}:{draw}"}
+
+
+def test_reentrant_checkpoint_replays_its_dropout_without_rng_reset():
+    """torch's reentrant checkpoint sets the state back for its re-run inside fork_rng and
+    inside backward: no rng_reset (Note [The same randomness every step])."""
+    assert "rng_reset" not in {f.check for f in doctor("rng_reset.py", "--form",
+                                                       "reentrant").findings}
 
 
 def test_exact_message_of_a_double_step():
