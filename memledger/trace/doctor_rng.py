@@ -56,6 +56,7 @@ Left alone, and why no finding:
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import sys
 from typing import Any, Iterator
@@ -182,8 +183,8 @@ class RngWatch:
             wrapped = self._fork_wrapper(orig)
         else:
             wrapped = self._seed_wrapper(orig, name)
+        wrapped = functools.wraps(orig)(wrapped)   # its name, doc and signature
         wrapped._memledger_rng = True   # type: ignore[attr-defined]
-        wrapped.__wrapped__ = orig      # type: ignore[attr-defined]
         self._patched.append((mod, attr, orig))
         setattr(mod, attr, wrapped)
 
@@ -214,8 +215,6 @@ class RngWatch:
             if note is not None:
                 watch._resets.append(note)
             return out
-        seed.__name__ = name.rsplit(".", 1)[-1]
-        seed.__doc__ = getattr(orig, "__doc__", None)
         return seed
 
     def _seed_call(self, name: str, args: tuple, kwargs: dict) -> dict[str, Any] | None:

@@ -252,3 +252,28 @@ def test_a_first_step_that_builds_state_is_no_no_update():
     (f,) = _no_update_after({"updated": 0}, later_updated=1)
     assert f.message.endswith("in step 1 although 1 had gradients (learning rate 0? a "
                               "wrapper that skips the step?)")
+
+
+def _rng(step, same_end, moved=True, grad=True, resets=()):
+    return {"k": "rng", "step": step, "key": "cpu", "ops": {"F.dropout": 2}, "grad": grad,
+            "file": "t.py", "line": 12, "moved": moved, "same_end": same_end,
+            "resets": [{"call": "torch.manual_seed", "file": "t.py", "line": ln, "seq": 1}
+                       for ln in resets]}
+
+
+def test_rng_reset_needs_a_repeated_end_that_the_draws_moved_to_under_grad():
+    """Note [The same randomness every step]: a step that ended where the previous one did
+    although its draws moved the state; not one whose draws moved nothing (dropout p=0 is
+    no draw, but a draw may consume nothing), nor draws under no_grad only."""
+    end = {"k": "end", "steps": 3}
+    (f,) = diagnose([_rng(1, False, resets=[4]), _rng(2, True, resets=[4]),
+                     _rng(3, True, resets=[4]), end]).findings
+    assert (f.check, f.severity, f.where.line) == ("rng_reset", "error", 4)
+    assert f.evidence["steps"] == [1, 2, 3] and f.evidence["reset"] == "torch.manual_seed"
+    # no seed call seen (a Generator's set_state): the first draw's line
+    (g,) = diagnose([_rng(1, False), _rng(2, True), end]).findings
+    assert g.where.line == 12 and "does not see" in g.message and g.evidence["steps"] == [1, 2]
+    for recs in ([_rng(1, False), _rng(2, False), _rng(3, False)],        # seeded once
+                 [_rng(1, False, moved=False), _rng(2, True, moved=False)],   # nothing moved
+                 [_rng(1, False, grad=False), _rng(2, True, grad=False)]):    # no_grad only
+        assert diagnose(recs + [end]).findings == []
