@@ -284,10 +284,11 @@ class RngWatch:
             if t is None:
                 t = next((a for a in kwargs.values() if isinstance(a, torch.Tensor)), None)
             dev = t.device if t is not None else torch.get_default_device()
-        try:
-            dev = torch.device(dev)
-        except (RuntimeError, TypeError):
-            return None
+        if not isinstance(dev, torch.device):
+            try:
+                dev = torch.device(dev)
+            except (RuntimeError, TypeError):
+                return None
         if dev.type == "cpu":
             return "cpu"
         if dev.type == "cuda":
