@@ -13,6 +13,9 @@ on a noisy target (randn noise, as a diffusion or denoising loss draws it).
     python rng_reset.py --form checkpoint       # dropout blocks under torch.utils.checkpoint
     python rng_reset.py --form reentrant        # the same, use_reentrant=True (2nd block)
     python rng_reset.py --form no_draws         # seeded each step, but nothing random drawn
+    python rng_reset.py --device cuda           # any of these on a GPU: the CUDA generator
+                                                # (--form restore restores the CPU's only:
+                                                # there, a true finding)
     python rng_reset.py --form eval_seed        # a no_grad validation seeds each step; the
                                                 # training draws nothing
 """
@@ -29,6 +32,7 @@ p.add_argument("--fixed", action="store_true")
 p.add_argument("--form", choices=["", "step_seed", "fork_rng", "restore", "checkpoint",
                                   "reentrant", "no_draws", "eval_seed"], default="")
 p.add_argument("--steps", type=int, default=3)
+p.add_argument("--device", default="cpu")   # cuda: the CUDA generator's state is read
 ARGS = p.parse_args()
 
 
@@ -50,17 +54,17 @@ class Net(nn.Module):
 
 
 torch.manual_seed(0)
-model = Net(0.0 if ARGS.form in ("no_draws", "eval_seed") else 0.2)
+model = Net(0.0 if ARGS.form in ("no_draws", "eval_seed") else 0.2).to(ARGS.device)
 opt = torch.optim.SGD(model.parameters(), lr=0.01)
-data = torch.linspace(-1, 1, 8 * 16).reshape(8, 16)   # drawn from nothing random
+data = torch.linspace(-1, 1, 8 * 16, device=ARGS.device).reshape(8, 16)   # nothing random
 saved = torch.get_rng_state()
-gen = torch.Generator().manual_seed(0)
+gen = torch.Generator(ARGS.device).manual_seed(0)
 
 
 def validate():
     model.eval()
     with torch.no_grad():
-        val = model(torch.randn(4, 16))   # fixed validation inputs: the same each time
+        val = model(torch.randn(4, 16, device=ARGS.device))   # the same inputs each time
     model.train()
     return val
 
@@ -69,7 +73,7 @@ for step in range(ARGS.steps):
     if ARGS.form == "step_seed":
         torch.manual_seed(1000 + step)
     elif ARGS.form == "fork_rng":
-        with torch.random.fork_rng(devices=[]):
+        with torch.random.fork_rng(devices=[] if ARGS.device == "cpu" else [0]):
             torch.manual_seed(0)
             validate()
     elif ARGS.form == "restore":
@@ -88,16 +92,16 @@ for step in range(ARGS.steps):
     elif ARGS.how == "set_rng_state":
         torch.set_rng_state(saved)
     elif ARGS.how == "generator":
-        gen = torch.Generator().manual_seed(0)
+        gen = torch.Generator(ARGS.device).manual_seed(0)
     elif ARGS.how == "validation":
         torch.manual_seed(0)   # for validation samples alike each time; left seeded
         validate()
     if ARGS.how == "generator":
-        noise = torch.randn(8, 1, generator=gen)
+        noise = torch.randn(8, 1, generator=gen, device=ARGS.device)
     elif ARGS.form in ("no_draws", "eval_seed"):
-        noise = torch.zeros(8, 1)
+        noise = torch.zeros(8, 1, device=ARGS.device)
     else:
-        noise = torch.randn(8, 1)
+        noise = torch.randn(8, 1, device=ARGS.device)
     loss = (model(data) - noise).pow(2).mean()
     opt.zero_grad()
     loss.backward()

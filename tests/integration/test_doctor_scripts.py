@@ -251,7 +251,7 @@ BUGS = [
      "torch.set_rng_state(saved)"),
     ("rng_reset.py", ["--how", "generator"], "rng_reset", "error",
      ["step 1-3", "(torch.randn x1 a step)", "the generator handed to torch.randn",
-      "made inside the loop?"], "noise = torch.randn(8, 1, generator=gen)"),
+      "made inside the loop?"], "noise = torch.randn(8, 1, generator=gen, device=ARGS.device)"),
     ("rng_reset.py", ["--how", "validation"], "rng_reset", "error",
      ["step 1-3", "`torch.manual_seed` sets it back"], ("torch.manual_seed(0)", 6)),
     # Note [An activation the loss applies again] (trace/doctor_losses.py): a model ending
@@ -459,7 +459,7 @@ def test_exact_message_of_rng_reset():
         "trains on one draw; seed once before the loop, seed with the step "
         "(manual_seed(base + step)), or put the block that needs fixed randomness under "
         "torch.random.fork_rng()")
-    draw = line_of("rng_reset.py", "noise = torch.randn(8, 1)")
+    draw = line_of("rng_reset.py", "noise = torch.randn(8, 1, device=ARGS.device)")
     assert f.evidence == {"steps": [1, 2, 3], "generator": "cpu",
                           "ops": {"torch.randn": 1, "F.dropout": 2},
                           "reset": "torch.manual_seed",
