@@ -972,6 +972,8 @@ class DoctorProbe(TorchFunctionMode):
             self._penalty.grad_taken(args, kwargs, out)
             return out
         out = self._function(func, args, kwargs)
+        if self._rng.waiting is not None:   # Note [The same randomness every step]
+            self._rng.after()
         if self._penalty.watching:
             self._penalty.after(func, args, kwargs, out)
         return out

@@ -20,8 +20,12 @@ it ran is:
   read): a 5 KB copy of the CPU state (16 bytes for CUDA's), once each per step.
 
 Step k repeats its randomness when `b(k) == b(k-1)` although its draws moved the state
-(`a(k) != b(k)`): the step ended exactly where the previous one did, so it started its
-draws where that one started them; something set the state back in between. A `rng`
+(the state after one of its draws differs from the state before it: read around the
+step's first draws, at most 4, until one moved it): the step ended exactly where the
+previous one did, so its draws were the previous step's again; something set the state
+back in between. Not `a(k) != b(k)`: with the seed in the middle of a step (`--steps-by
+forward` ends a step at the forward, after the seed and the noise) the step's first draw
+finds the state its end finds. A `rng`
 record per step and generator carries both answers, the ops drawn (counts), whether any
 ran under gradients, and the line of the first draw; the check (memledger/doctor/rng.py)
 reports steps that repeat, an error when the draws ran under gradients (they feed the
@@ -46,7 +50,8 @@ Left alone, and why no finding:
   reversible layer's replay) are not counted either;
 - the same by hand: `saved = torch.get_rng_state(); torch.manual_seed(0); ...;
   torch.set_rng_state(saved)`: a `set_rng_state` to the state some seed call of the step
-  found is a restore, and the draws since that seed call are taken back;
+  found is a restore, and the draws since that seed call are taken back; so is one to the
+  state the step's first draw found (saved, drawn, restored, no seed between);
 - draws only under `no_grad` (a validation that seeds each time, training drawing
   nothing): no finding, they feed no training;
 - DataLoader workers seed in their own processes (not watched); Lightning's
@@ -93,6 +98,7 @@ def _random_ops() -> dict[Any, str]:
 
 
 RANDOM_OPS = _random_ops()
+_TRIES = 4   # draws a step looks at for one that moves its generator's state
 # (position, keyword, default) of the argument that says whether the op draws at all
 _DRAWS_IF = {"F.dropout": ((2, "training", True), (1, "p", 0.5)),
              "F.dropout1d": ((2, "training", True), (1, "p", 0.5)),
@@ -152,6 +158,8 @@ class RngWatch:
         self._forks = 0
         self._patched: list[tuple[Any, str, Any]] = []
         self._in_backward = getattr(torch._C, "_current_graph_task_id", None)
+        # (step entry, key, generator, state before) of a draw whose effect is awaited
+        self.waiting: tuple | None = None
 
     # ---- lifecycle ------------------------------------------------------------------------
     def start(self) -> None:
@@ -240,6 +248,11 @@ class RngWatch:
                             self._take_back(r["seq"])      # randomness every step]
                             note["restores"] = r["seq"]
                             break
+                    else:   # back to where the step's first draw found it: saved, drawn,
+                        d = self._step.get("cpu")           # restored, no seed between
+                        if d is not None and _same(d["a"], new):
+                            self._take_back(d["seq"] - 1)
+                            note["restores"] = -1
             note["before"] = before
         return note
 
@@ -251,6 +264,7 @@ class RngWatch:
 
     # ---- draws ----------------------------------------------------------------------------
     def drew(self, name: str, args: tuple, kwargs: dict) -> None:
+        """A random op is about to run; `after()` once it has, while `waiting`."""
         if self._forks or not _draws(name, args, kwargs):
             return
         if self._in_backward is not None and self._in_backward() != -1:
@@ -271,10 +285,26 @@ class RngWatch:
                 return
             file, line = user_line(3)
             d = self._step[key] = {"a": a, "seq": self._seq, "ops": {}, "grad": False,
-                                   "file": file, "line": line, "gen": gen}
+                                   "file": file, "line": line, "gen": gen, "moved": False,
+                                   "tries": 0}
         d["ops"][name] = d["ops"].get(name, 0) + 1
+        if not d["moved"] and d["tries"] < _TRIES:
+            # did this draw move the state? (a reset between draws makes the first draw's
+            # state no measure of it: `--steps-by forward` puts the seed mid-step)
+            d["tries"] += 1
+            with _quiet():
+                before = d["a"] if d["tries"] == 1 else self._state(key, gen)
+            if before is not None:
+                self.waiting = (d, key, gen, before)
         if torch.is_grad_enabled() and not torch.is_inference_mode_enabled():
             d["grad"] = True
+
+    def after(self) -> None:
+        """The random op `drew()` saw has run: did it move its generator's state?"""
+        d, key, gen, before = self.waiting
+        self.waiting = None
+        with _quiet():
+            d["moved"] = d["moved"] or _same(before, self._state(key, gen)) is False
 
     @staticmethod
     def _device_key(args: tuple, kwargs: dict) -> str | None:
@@ -319,7 +349,7 @@ class RngWatch:
                 b = self._state(key, d["gen"]) if d["gen"] is not None else ends.get(key)
                 rec = {"k": "rng", "step": step, "key": key, "ops": d["ops"],
                        "grad": d["grad"], "file": d["file"], "line": d["line"],
-                       "moved": not _same(d["a"], b),
+                       "moved": d["moved"],
                        "same_end": bool(_same(self._ends.get(key), b)),
                        "resets": [{k: v for k, v in r.items() if k != "before"}
                                   for r in self._resets if "restores" not in r
@@ -330,5 +360,5 @@ class RngWatch:
                     ends[key] = b
             # generators not drawn from this step: their last end is unknown for the next
             self._ends = {k: v for k, v in ends.items() if v is not None}
-        self._step, self._resets = {}, []
+        self._step, self._resets, self.waiting = {}, [], None
         return out

@@ -13,6 +13,8 @@ on a noisy target (randn noise, as a diffusion or denoising loss draws it).
     python rng_reset.py --form checkpoint       # dropout blocks under torch.utils.checkpoint
     python rng_reset.py --form reentrant        # the same, use_reentrant=True (2nd block)
     python rng_reset.py --form no_draws         # seeded each step, but nothing random drawn
+    python rng_reset.py --form peek             # a sample drawn and the state put back, no
+                                                # seed; the training draws nothing
     python rng_reset.py --device cuda           # any of these on a GPU: the CUDA generator
                                                 # (--form restore restores the CPU's only:
                                                 # there, a true finding)
@@ -30,7 +32,7 @@ p.add_argument("--how", choices=["manual_seed", "set_rng_state", "generator", "v
                default="manual_seed")
 p.add_argument("--fixed", action="store_true")
 p.add_argument("--form", choices=["", "step_seed", "fork_rng", "restore", "checkpoint",
-                                  "reentrant", "no_draws", "eval_seed"], default="")
+                                  "reentrant", "no_draws", "peek", "eval_seed"], default="")
 p.add_argument("--steps", type=int, default=3)
 p.add_argument("--device", default="cpu")   # cuda: the CUDA generator's state is read
 ARGS = p.parse_args()
@@ -54,7 +56,7 @@ class Net(nn.Module):
 
 
 torch.manual_seed(0)
-model = Net(0.0 if ARGS.form in ("no_draws", "eval_seed") else 0.2).to(ARGS.device)
+model = Net(0.0 if ARGS.form in ("no_draws", "peek", "eval_seed") else 0.2).to(ARGS.device)
 opt = torch.optim.SGD(model.parameters(), lr=0.01)
 data = torch.linspace(-1, 1, 8 * 16, device=ARGS.device).reshape(8, 16)   # nothing random
 saved = torch.get_rng_state()
@@ -81,6 +83,10 @@ for step in range(ARGS.steps):
         torch.manual_seed(0)
         validate()
         torch.set_rng_state(state)
+    elif ARGS.form == "peek":
+        state = torch.get_rng_state()
+        torch.randn(4, 16, device=ARGS.device)   # a sample to log
+        torch.set_rng_state(state)
     elif ARGS.form in ("no_draws", "eval_seed"):
         torch.manual_seed(0)
         if ARGS.form == "eval_seed":
@@ -98,7 +104,7 @@ for step in range(ARGS.steps):
         validate()
     if ARGS.how == "generator":
         noise = torch.randn(8, 1, generator=gen, device=ARGS.device)
-    elif ARGS.form in ("no_draws", "eval_seed"):
+    elif ARGS.form in ("no_draws", "peek", "eval_seed"):
         noise = torch.zeros(8, 1, device=ARGS.device)
     else:
         noise = torch.randn(8, 1, device=ARGS.device)

@@ -396,11 +396,12 @@ FIXED = [("cut.py", ["--cut", c, "--fixed"]) for c in ("detach", "checkpoint")] 
     # D's step between (Note [A retained graph another optimizer's backward used])
     ("retained.py", ["--gan"]),
     # seeded once, a new seed a step, a seeded validation under fork_rng or restored by
-    # hand, checkpoint's re-run, nothing drawn, a no_grad validation seeded each step
+    # hand, checkpoint's re-run, nothing drawn, a sample drawn and the state put back, a
+    # no_grad validation seeded each step
     # (Note [The same randomness every step] in trace/doctor_rng.py)
     ("rng_reset.py", ["--fixed"]), ("rng_reset.py", ["--fixed", "--how", "generator"]),
     *[("rng_reset.py", ["--form", f]) for f in (
-        "step_seed", "fork_rng", "restore", "checkpoint", "no_draws", "eval_seed")],
+        "step_seed", "fork_rng", "restore", "checkpoint", "no_draws", "peek", "eval_seed")],
     ("fresh_optimizer.py", ["--fixed"]), ("fresh_optimizer.py", ["--opt", "sgd"]),
     ("fresh_optimizer.py", ["--unfreeze"]),
     # the loss given what it takes, and correct forms near the two loss bugs (Note [An
@@ -464,6 +465,18 @@ def test_exact_message_of_rng_reset():
                           "ops": {"torch.randn": 1, "F.dropout": 2},
                           "reset": "torch.manual_seed",
                           "first_draw": f"{SCRIPTS / 'rng_reset.py'}:{draw}"}
+
+
+def test_rng_reset_with_the_seed_in_the_middle_of_a_step():
+    """`--steps-by forward` ends a step at the forward, after the seed and the noise: the
+    step's first draw (dropout) finds the state its end finds, yet its draws moved it (read
+    around the draw: Note [The same randomness every step])."""
+    report, outcome = diagnose_in_process(SCRIPTS / "rng_reset.py", [], 3, "forward")
+    assert outcome.code == 0, outcome.reason
+    (f,) = report.findings
+    assert (f.check, f.evidence["steps"], f.evidence["reset"]) == (
+        "rng_reset", [1, 2], "torch.manual_seed")
+    assert f.where.line == line_of("rng_reset.py", ("torch.manual_seed(0)", 5))
 
 
 def test_reentrant_checkpoint_replays_its_dropout_without_rng_reset():
