@@ -31,10 +31,11 @@ ran under gradients, and the line of the first draw; the check (memledger/doctor
 reports steps that repeat, an error when the draws ran under gradients (they feed the
 trained forward or the loss).
 
-The line: while the probe runs, `torch.manual_seed`, `torch.set_rng_state` and their CUDA
-forms are wrapped (the torch attributes, restored after the run; a C method such as
-`torch.default_generator.manual_seed` or `Generator.set_state` cannot be, and then the
-first draw's line is given); a call from torch's own code is not the script's, and each
+The line: no torch hook or mode sees a seed call (it runs no op), so while the probe runs,
+`torch.manual_seed`, `torch.set_rng_state` and their CUDA forms are wrapped, the one place
+the doctor replaces a torch function (the torch attributes, restored after the run; a C
+method such as `torch.default_generator.manual_seed` or `Generator.set_state` cannot be,
+and then the first draw's line is given); a call from torch's own code is not the script's, and each
 call from the script (or a library it calls: Lightning's `seed_everything`) is noted with
 its user line.
 
