@@ -1,0 +1,56 @@
+"""MEGABYTE-pytorch (tests/clients/train_megabyte.py): a two-stage `MEGABYTE` as its README
+builds it (`dim=(64, 32)`, `depth=(2, 2)`, `max_seq_len=(16, 4)`, `flash_attn=False`), a
+global transformer over patches and a local one over each patch's bytes, `return_loss=True`
+on random bytes, plain Adam.
+
+Measured (`tests/clients/harness.py run_client`, steps 1, the helper hunt45f, 2026-12-06,
+torch 2.13.0 CPU, MEGABYTE-pytorch 0.3.6): `--batch 8 --dropout 0.1 --rel-pos` reads the
+ledger 8,330,124 B + 524,280 B of kernel scratch = allocator 8,854,404 B;
+`checkpoint:transformers.*` (the two stages) 5,253,614 B, `selective:transformers.*.layers.*.*`
+(each attention and feed-forward) 6,336,016 B, `checkpoint:transformers.0.layers.*.*+
+offload:transformers.1.layers.*.*` 3,704,144 B, predicted and measured; the layers
+themselves (`transformers.*.layers.*`, ModuleLists of [attention, feed-forward] that the
+Transformer unpacks) refused by both in the same words. `--batch 16` (no dropout):
+13,817,004 B + 1,048,568 B = 14,865,572 B, `offload:transformers.*.layers.*.*` 6,487,600 B,
+the plan's `offload:transformers.*+offload:token_embs.*+offload:
+to_next_transformer_projections.0` 5,604,720 B, both sides. `plan` finds the blocks
+`transformers.0`, `transformers.1` and, beside them, `token_embs.*` (one unit: both embed
+the same ids) and `to_next_transformer_projections.*`. With `--validate` (under no_grad)
+and `--generate` (MEGABYTE's `generate`, which runs under gradients) all still agree.
+"""
+
+import importlib.util
+
+import pytest
+
+from tests.clients.harness import run_client
+
+if importlib.util.find_spec("MEGABYTE_pytorch") is None:
+    pytest.skip("MEGABYTE-pytorch is not installed", allow_module_level=True)
+pytestmark = pytest.mark.clients
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _imported():
+    import MEGABYTE_pytorch  # noqa: F401  (beartype, einops: before any pass)
+
+
+def test_megabyte_stages_and_their_layers_predicted_as_measured():
+    """Checkpoint, selective and offload on the global and local transformers and on each
+    attention / feed-forward inside them (dropout and rotary on) agree to the byte; a
+    policy on the [attention, feed-forward] ModuleLists is refused by both sides alike."""
+    run = run_client("train_megabyte.py", ["--batch", "8", "--dropout", "0.1", "--rel-pos"],
+                     ["checkpoint:transformers.*", "selective:transformers.*.layers.*.*",
+                      "checkpoint:transformers.0.layers.*.*+offload:transformers.1.layers.*.*",
+                      "offload:transformers.*.layers.*"], steps=1)
+    assert run.ledger_peak == 8_330_124
+    assert run.ledger.peak_with_scratch() == run.allocator_peak == 8_854_404
+    assert {t: (p.predicted, p.measured) for t, p in run.policies.items()} == {
+        "checkpoint:transformers.*": (5_253_614, 5_253_614),
+        "selective:transformers.*.layers.*.*": (6_336_016, 6_336_016),
+        "checkpoint:transformers.0.layers.*.*+offload:transformers.1.layers.*.*":
+            (3_704_144, 3_704_144),
+        "offload:transformers.*.layers.*": (None, None)}
+    lists = run.policies["offload:transformers.*.layers.*"]
+    assert lists.predict_refusal == lists.measure_refusal
+    assert "a ModuleList: a container with no forward of its own" in lists.predict_refusal
