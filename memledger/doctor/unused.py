@@ -44,9 +44,14 @@ def unused_graph(run: Run) -> list[Finding]:
         for r in recs:
             counts[r.get("cls", "")] = counts.get(r.get("cls", ""), 0) + 1
         cls = "/".join(counts)
-        who = f"`{var}` ({cls})" if var else f"a `{cls}`" if len(counts) == 1 else (
-            "modules no variable of the script names (" + ", ".join(
-                f"`{c}` x{k}" for c, k in counts.items()) + ")")
+        # Note [Calls inside a model the script names]: where every call is one model's
+        owners = {r.get("owner", "") for r in recs}
+        owner = owners.pop() if len(owners) == 1 else ""
+        listed = ", ".join(f"`{c}` x{k}" for c, k in counts.items())
+        who = f"`{var}` ({cls})" if var else (
+            f"modules of `{owner}` called without `{owner}`'s own call around them ({listed})"
+            if owner else f"a `{cls}`" if len(counts) == 1 else
+            f"modules no variable of the script names ({listed})")
         via = recs[0].get("via", "")   # Note [A library's call no backward used]
         out.append(Finding(
             check="unused_graph", severity="warning", where=where(recs[0]),
@@ -59,6 +64,7 @@ def unused_graph(run: Run) -> list[Finding]:
                      + "); run it under torch.no_grad() or torch.inference_mode()"
                      + (" where the library lets you, or tell its authors" if via else "")),
             evidence={"calls": n, "steps": steps, "var": var, "cls": cls,
+                      **({"owner": owner} if owner else {}),
                       "training": any(r.get("training") for r in recs),
                       **({"via": via} if via else {})}))
     return out

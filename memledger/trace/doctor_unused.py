@@ -24,6 +24,8 @@ the next step would have used). WGAN-GP's critic step `fake = G(z).detach()`
 
 from __future__ import annotations
 
+import sys
+from types import ModuleType
 from typing import Any, Callable
 
 import torch
@@ -32,7 +34,7 @@ from torch.nn.modules import module as nn_module
 from torch.nn.utils import parametrize
 
 from memledger.crash import internal
-from memledger.trace.where import library_caller, user_frame, user_name_of
+from memledger.trace.where import is_user_file, library_caller, user_frame, user_name_of
 
 _Tensor = torch.Tensor
 _PARAMETRIZED = parametrize.ParametrizationList
@@ -81,8 +83,11 @@ class UnusedGraphWatch:
             return
         f = user_frame(2)
         file, line = (f.f_code.co_filename, f.f_lineno) if f is not None else ("", 0)
+        var = user_name_of(module)[0]
         call = _Call(self, {"k": "unused_graph", "step": self.step(),
-                            "var": user_name_of(module)[0], "cls": type(module).__name__,
+                            "var": var, "cls": type(module).__name__,
+                            # Note [Calls inside a model the script names]
+                            "owner": "" if var else _owner_of(module),
                             "training": bool(module.training), "file": file, "line": line,
                             # Note [A call that runs backward itself]
 # A module may run backward inside its own forward and return a loss that still carries the
@@ -113,6 +118,43 @@ class UnusedGraphWatch:
 # gradients ... whose graph no backward used" pointed at the user's `def f` body, where no
 # `no_grad()` can go. The record keeps the library frame that called the script's (`via`),
 # and the finding names it. torch's and memledger's frames are not a library's here.
+
+
+# Note [Calls inside a model the script names]
+# A model run through a method of its own rather than its call makes each submodule's call
+# top-level (Note [Calls no variable names], doctor/unused.py): MEGABYTE-pytorch's
+# `generate`, which its train.py calls between training steps (`model.generate(prime)`),
+# runs `self.forward(seq)` per sampled byte, under gradients (the method has no
+# `no_grad`). The doctor said "modules no variable of the script names (`Identity` x4,
+# `Sequential` x8, `Transformer` x8, `Embedding` x4, `Linear` x4) ran 28 forwards under
+# gradients ..." on the script's `model.generate` line, though the script names them all:
+# they are `model`'s (tests/clients/train_megabyte.py --generate). The record now keeps
+# the innermost user frame's variable (a local, a global, an attribute of a local) holding
+# a module the call's module sits inside, and the finding names it where every call of the
+# line's finding is that model's (TabNet's `explain` also calls a `ReLU()` it makes inline,
+# no module of `network`: its finding keeps the old words).
+def _owner_of(module: nn.Module) -> str:
+    """The name of the innermost user frame's variable that holds a module `module` is a
+    submodule of; "" when none does."""
+    f = sys._getframe(1)
+    while f is not None:
+        if is_user_file(f.f_code.co_filename):
+            values = [*f.f_locals.items(), *f.f_globals.items()]
+            for v in list(f.f_locals.values()):
+                if isinstance(v, nn.Module) or isinstance(v, (type, ModuleType)):
+                    continue
+                try:   # never through __getattr__ (a lazy proxy would wake)
+                    attrs = object.__getattribute__(v, "__dict__")
+                except Exception:
+                    continue
+                if isinstance(attrs, dict):
+                    values += list(attrs.items())
+            for name, v in values:
+                if isinstance(v, nn.Module) and v is not module and \
+                        any(m is module for m in v.modules()):
+                    return name
+        f = f.f_back
+    return ""
 
 
 class _Call:

@@ -54,3 +54,26 @@ def test_megabyte_stages_and_their_layers_predicted_as_measured():
     lists = run.policies["offload:transformers.*.layers.*"]
     assert lists.predict_refusal == lists.measure_refusal
     assert "a ModuleList: a container with no forward of its own" in lists.predict_refusal
+
+
+def test_the_doctor_names_the_model_whose_generate_ran_under_gradients():
+    """MEGABYTE's `generate` (no `no_grad` of its own) runs `self.forward(seq)` per sampled
+    byte, so the model's own call never happens and each submodule's call is top-level.
+    The doctor said "modules no variable of the script names (`Identity` x4, ...) ran 28
+    forwards under gradients" on the script's `model.generate(prime)` line; they are
+    `model`'s, and it says so now (Note [Calls inside a model the script names],
+    trace/doctor_unused.py). Validation under no_grad is no finding."""
+    from memledger.doctor.run import diagnose_in_process
+    from tests.clients.harness import HERE
+
+    report, outcome = diagnose_in_process(
+        HERE / "train_megabyte.py", ["--generate", "60", "--validate"], 2)
+    assert outcome.code == 0, outcome.reason
+    (f,) = report.findings
+    assert (f.check, f.severity, f.evidence["calls"], f.evidence["steps"]) == \
+        ("unused_graph", "warning", 28, [2])
+    assert f.evidence["owner"] == "model" and f.evidence["var"] == ""
+    assert f.message.startswith(
+        "modules of `model` called without `model`'s own call around them (`Identity` x4, "
+        "`Sequential` x8, `Transformer` x8, `Embedding` x4, `Linear` x4) ran 28 forwards "
+        "under gradients in step 2 whose graph no backward used")
