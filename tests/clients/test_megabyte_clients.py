@@ -4,7 +4,10 @@ global transformer over patches and a local one over each patch's bytes, `return
 on random bytes, plain Adam.
 
 Measured (`tests/clients/harness.py run_client`, steps 1, the helper hunt45f, 2026-12-06,
-torch 2.13.0 CPU, MEGABYTE-pytorch 0.3.6): `--batch 8 --dropout 0.1 --rel-pos` reads the
+torch 2.13.0 CPU, MEGABYTE-pytorch 0.3.6): `--batch 8 --depth 1 1 --dropout 0.1 --rel-pos`
+(the test's) reads the ledger 5,458,978 B + 524,280 B of kernel scratch = allocator
+5,983,258 B, `checkpoint:transformers.0+selective:transformers.1.layers.*.0+offload:
+transformers.1.layers.*.1` 3,818,944 B both sides. `--batch 8 --dropout 0.1 --rel-pos` reads the
 ledger 8,330,124 B + 524,280 B of kernel scratch = allocator 8,854,404 B;
 `checkpoint:transformers.*` (the two stages) 5,253,614 B, `selective:transformers.*.layers.*.*`
 (each attention and feed-forward) 6,336,016 B, `checkpoint:transformers.0.layers.*.*+
@@ -36,21 +39,18 @@ def _imported():
 
 
 def test_megabyte_stages_and_their_layers_predicted_as_measured():
-    """Checkpoint, selective and offload on the global and local transformers and on each
-    attention / feed-forward inside them (dropout and rotary on) agree to the byte; a
-    policy on the [attention, feed-forward] ModuleLists is refused by both sides alike."""
-    run = run_client("train_megabyte.py", ["--batch", "8", "--dropout", "0.1", "--rel-pos"],
-                     ["checkpoint:transformers.*", "selective:transformers.*.layers.*.*",
-                      "checkpoint:transformers.0.layers.*.*+offload:transformers.1.layers.*.*",
-                      "offload:transformers.*.layers.*"], steps=1)
-    assert run.ledger_peak == 8_330_124
-    assert run.ledger.peak_with_scratch() == run.allocator_peak == 8_854_404
+    """Checkpoint on the global transformer, selective on the local one's attention and
+    offload on its feed-forward, in one policy (dropout and rotary on), agree to the byte;
+    a policy on the [attention, feed-forward] ModuleLists is refused by both sides alike."""
+    mix = ("checkpoint:transformers.0+selective:transformers.1.layers.*.0"
+           "+offload:transformers.1.layers.*.1")
+    run = run_client("train_megabyte.py", ["--batch", "8", "--depth", "1", "1", "--dropout",
+                                           "0.1", "--rel-pos"],
+                     [mix, "offload:transformers.*.layers.*"], steps=1)
+    assert run.ledger_peak == 5_458_978
+    assert run.ledger.peak_with_scratch() == run.allocator_peak == 5_983_258
     assert {t: (p.predicted, p.measured) for t, p in run.policies.items()} == {
-        "checkpoint:transformers.*": (5_253_614, 5_253_614),
-        "selective:transformers.*.layers.*.*": (6_336_016, 6_336_016),
-        "checkpoint:transformers.0.layers.*.*+offload:transformers.1.layers.*.*":
-            (3_704_144, 3_704_144),
-        "offload:transformers.*.layers.*": (None, None)}
+        mix: (3_818_944, 3_818_944), "offload:transformers.*.layers.*": (None, None)}
     lists = run.policies["offload:transformers.*.layers.*"]
     assert lists.predict_refusal == lists.measure_refusal
     assert "a ModuleList: a container with no forward of its own" in lists.predict_refusal
@@ -62,12 +62,12 @@ def test_the_doctor_names_the_model_whose_generate_ran_under_gradients():
     The doctor said "modules no variable of the script names (`Identity` x4, ...) ran 28
     forwards under gradients" on the script's `model.generate(prime)` line; they are
     `model`'s, and it says so now (Note [Calls inside a model the script names],
-    trace/doctor_unused.py). Validation under no_grad is no finding."""
+    trace/doctor_unused.py)."""
     from memledger.doctor.run import diagnose_in_process
     from tests.clients.harness import HERE
 
     report, outcome = diagnose_in_process(
-        HERE / "train_megabyte.py", ["--generate", "60", "--validate"], 2)
+        HERE / "train_megabyte.py", ["--depth", "1", "1", "--generate", "60"], 2)
     assert outcome.code == 0, outcome.reason
     (f,) = report.findings
     assert (f.check, f.severity, f.evidence["calls"], f.evidence["steps"]) == \
