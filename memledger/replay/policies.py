@@ -392,6 +392,19 @@ def _selected(sel: str, mods: list[tuple[str, str]]) -> list[tuple[str, str]]:
 # A module whose forward cannot be called is one too (Note [A forward that is no function],
 # trace/roots.py).
 #
+# Note [A glob of containers]
+# A glob may match a container in every block: MEGABYTE-pytorch's `Transformer` keeps each
+# layer as `ModuleList([attention, feed-forward])` and unpacks it (`for attn, ff in
+# self.layers`), so `checkpoint:transformers.*.layers.*` matches four ModuleLists. The
+# refusal named the modules around the first match only ("transformers.0,
+# transformers.0.layers.0.0, transformers.0.layers.0.1, transformers.0.layers.0.0.attend"),
+# paths of one block where the policy was meant for all: taken as said, it covers the first
+# stage's first layer. Where the selector is a pattern that matched several containers and
+# none of the modules they hold is one, the refusal adds the pattern one level down
+# (`transformers.*.layers.*.*`), which selects what each holds, predicted = measured on
+# tests/clients/train_megabyte.py. It reads the containers alone, which predict (the trace's
+# `container` records) and measure (the model) know alike, so both say the same line.
+#
 # Note [Modules that never ran]
 # A multimodal model given text alone never runs its vision tower (transformers' GOT-OCR2,
 # Phi-4-multimodal's audio encoder): the modules exist, hold parameters, and no op reads
@@ -460,6 +473,11 @@ def _refuse_uncalled(sel: str, hits: list[tuple[str, str]],
                 f"selector {sel!r} matches {named}, {_a(cls)}: a module with no forward of its "
                 f"own, whose other methods the code calls (`{first}.method(x)`), so a policy "
                 f"on it would do nothing; select the modules that call it instead{alt}")
+        # Note [A glob of containers]
+        glob = f"{sel}.*"
+        if len(paths) > 1 and not sel.startswith("@") and "**" not in sel and \
+                not _selected(glob, list(containers.items())):
+            alt += f" (`{glob}` selects what each of them holds)"
         raise PolicyError(
             f"selector {sel!r} matches {named}, {_a(cls)}: a container with no forward of "
             f"its own (the script calls its submodules one by one), so a policy on it would "

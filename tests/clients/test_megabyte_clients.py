@@ -41,7 +41,8 @@ def _imported():
 def test_megabyte_stages_and_their_layers_predicted_as_measured():
     """Checkpoint on the global transformer, selective on the local one's attention and
     offload on its feed-forward, in one policy (dropout and rotary on), agree to the byte;
-    a policy on the [attention, feed-forward] ModuleLists is refused by both sides alike."""
+    a policy on the [attention, feed-forward] ModuleLists is refused by both sides alike,
+    in words that name the pattern that selects what they hold."""
     mix = ("checkpoint:transformers.0+selective:transformers.1.layers.*.0"
            "+offload:transformers.1.layers.*.1")
     run = run_client("train_megabyte.py", ["--batch", "8", "--depth", "1", "1", "--dropout",
@@ -53,7 +54,15 @@ def test_megabyte_stages_and_their_layers_predicted_as_measured():
         mix: (3_818_944, 3_818_944), "offload:transformers.*.layers.*": (None, None)}
     lists = run.policies["offload:transformers.*.layers.*"]
     assert lists.predict_refusal == lists.measure_refusal
-    assert "a ModuleList: a container with no forward of its own" in lists.predict_refusal
+    # Note [A glob of containers]: the pattern one level down, which selects every layer's
+    # attention and feed-forward, where it named one block's modules alone
+    assert lists.predict_refusal == (
+        "memledger: selector 'transformers.*.layers.*' matches transformers.0.layers.0, "
+        "transformers.1.layers.0, a ModuleList: a container with no forward of its own (the "
+        "script calls its submodules one by one), so a policy on it would do nothing; select "
+        "the modules around it that run instead: transformers.0, transformers.0.layers.0.0, "
+        "transformers.0.layers.0.1, transformers.0.layers.0.0.attend "
+        "(`transformers.*.layers.*.*` selects what each of them holds)")
 
 
 def test_the_doctor_names_the_model_whose_generate_ran_under_gradients():
