@@ -59,7 +59,9 @@ def main() -> None:
     optim = torch.optim.Adam(model.parameters(), lr=1e-4)
 
     def batch() -> torch.Tensor:
-        return torch.randint(0, num_tokens, (args.batch, args.seq_len + 1))
+        # token 0 is the wrapper's pad (`ignore_index=pad_value`): drawn, it would leave each
+        # micro-batch a mean over another number of tokens (the doctor's token_denominator)
+        return torch.randint(1, num_tokens, (args.batch, args.seq_len + 1))
 
     for step in range(args.steps):
         model.train()
