@@ -185,11 +185,13 @@ def repeated_blocks(led: Ledger) -> list[str]:
 
     candidates = [*groups.values(), *through.values()]
     best = max(candidates, key=lambda v: (saved_bytes(v), len(v)))
+    stacks = _sibling_stacks(best, candidates, sc, saved_bytes)
+    taken = [p for group in (best, *stacks) for _, p in group]
+    parts = [part for group in (best, *stacks)   # Note [Parts of the stacks beside]
+             for part in _other_parts(group, through, saved_bytes, taken)]
     return [p for _, p in sorted(best)] + [
         p for p in dict.fromkeys(   # a group both ways found is listed once
-            p for group in [*_sibling_stacks(best, candidates, sc, saved_bytes),
-                            *_other_parts(best, through, saved_bytes)]
-            for _, p in sorted(group))]
+            p for group in [*stacks, *parts] for _, p in sorted(group))]
 
 
 # Note [Items called in parts]
@@ -206,15 +208,29 @@ def repeated_blocks(led: Ledger) -> list[str]:
 # inside a block already taken are blocks too, a stack each (`_stacks`: `layers.*.0`,
 # `layers.*.1`; their paths starred share one pattern, `layers.*.*`, so a stack is told
 # by the segment its blocks differ in, the others kept).
+#
+# Note [Parts of the stacks beside]
+# The other parts were looked for beside the chosen group only, not beside the stacks
+# found next to it (Note [Stacks beside the blocks]), and a stack's other parts share its
+# starred path (`layers.*.*`), so they were no stack of their own either.
+# hourglass-transformer-pytorch's nested hourglass holds a `Transformer` at each place
+# (`pre_transformer`, `post_transformer`, `valley_transformer.pre_transformer`, ...),
+# each with its layers as `ModuleList([attn, ff])` items called in halves: plan took
+# `post_transformer.layers.*.1` (the feed-forward halves), its attention halves, and the
+# feed-forward halves of every other Transformer, but none of their attention halves,
+# 20 blocks of 28: on tests/clients/train_hourglass.py --batch 16 (1 step) `plan` said
+# "no candidate fits; the lowest predicted peak is 988,876 bytes" where offloading all 28
+# is predicted and measured 754,632 B. So each stack taken has its other parts too;
+# `taken` (every block so far, extended here) keeps a part from being taken twice.
 def _other_parts(best: list[tuple[int, str]],
                  through: dict[tuple[str, str], list[tuple[int, str]]],
-                 saved_bytes) -> list[list[tuple[int, str]]]:
+                 saved_bytes, taken: list[str]) -> list[list[tuple[int, str]]]:
     """The groups of the other modules called inside the items `best` is a part of
-    (Note [Items called in parts]), most saved first; [] unless `best` is such a group."""
+    (Note [Items called in parts]), most saved first; [] unless `best` is such a group.
+    Those not related to a path in `taken`, which grows by the groups returned."""
     key = next((k for k, v in through.items() if v is best), None)
     if key is None:
         return []
-    taken = [p for _, p in best]
     out = []
     for (prefix, _), group in sorted(((k, g) for k, g in through.items()
                                       if k[0] == key[0] and k != key),
