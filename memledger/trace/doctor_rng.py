@@ -135,7 +135,9 @@ def _draws(name: str, args: tuple, kwargs: dict) -> bool:
 @contextlib.contextmanager
 def _quiet() -> Iterator[None]:
     from torch.utils._python_dispatch import _disable_current_modes
-    with torch._C.DisableTorchFunction(), _disable_current_modes(), torch.no_grad():
+    # and outside torch.func's transforms, whose states are wrapped, without storage to read
+    with torch._C.DisableTorchFunction(), _disable_current_modes(), torch.no_grad(), \
+            torch._C._DisableFuncTorch():
         yield
 
 
@@ -152,7 +154,10 @@ def _quiet() -> Iterator[None]:
 # step as one, the probe's copies were storages of the run (`doctor -o` read 10,112 B over
 # the trace's peak on tests/doctor/garbage.py): the probe keeps the bytes, the tensor goes
 def _bytes(t: torch.Tensor | None) -> bytes | None:
-    return None if t is None else t.detach().cpu().contiguous().numpy().tobytes()
+    try:
+        return None if t is None else t.detach().cpu().contiguous().numpy().tobytes()
+    except RuntimeError:   # a tensor a torch.func transform wrapped: unknown
+        return None
 
 
 def _same(a: bytes | None, b: bytes | None) -> bool | None:
