@@ -25,7 +25,6 @@ the next step would have used). WGAN-GP's critic step `fake = G(z).detach()`
 from __future__ import annotations
 
 import sys
-from types import ModuleType
 from typing import Any, Callable
 
 import torch
@@ -34,7 +33,8 @@ from torch.nn.modules import module as nn_module
 from torch.nn.utils import parametrize
 
 from memledger.crash import internal
-from memledger.trace.where import is_user_file, library_caller, user_frame, user_name_of
+from memledger.trace.where import (frame_names, is_user_file, library_caller, user_frame,
+                                   user_name_of)
 
 _Tensor = torch.Tensor
 _PARAMETRIZED = parametrize.ParametrizationList
@@ -139,17 +139,7 @@ def _owner_of(module: nn.Module) -> str:
     f = sys._getframe(1)
     while f is not None:
         if is_user_file(f.f_code.co_filename):
-            values = [*f.f_locals.items(), *f.f_globals.items()]
-            for v in list(f.f_locals.values()):
-                if isinstance(v, nn.Module) or isinstance(v, (type, ModuleType)):
-                    continue
-                try:   # never through __getattr__ (a lazy proxy would wake)
-                    attrs = object.__getattribute__(v, "__dict__")
-                except Exception:
-                    continue
-                if isinstance(attrs, dict):
-                    values += list(attrs.items())
-            for name, v in values:
+            for name, v in frame_names(f):
                 if isinstance(v, nn.Module) and v is not module and \
                         any(m is module for m in v.modules()):
                     return name

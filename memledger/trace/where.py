@@ -15,6 +15,7 @@ import site
 import sys
 import sysconfig
 from types import FrameType, FunctionType, ModuleType
+from typing import Iterator
 
 import torch
 
@@ -117,12 +118,15 @@ def user_name_of(obj: object) -> tuple[str, str, int]:
 
 
 def _name_in(frame: FrameType, obj: object) -> str:
-    scopes = (frame.f_locals, frame.f_globals)
-    for scope in scopes:
-        for name, value in scope.items():
-            if value is obj:
-                return name
-    for value in frame.f_locals.values():
+    return next((name for name, value in frame_names(frame) if value is obj), "")
+
+
+def frame_names(frame: FrameType) -> Iterator[tuple[str, object]]:
+    """(name, object) of what a frame names: its locals, its globals, then the attributes
+    of its locals."""
+    yield from list(frame.f_locals.items())
+    yield from list(frame.f_globals.items())
+    for value in list(frame.f_locals.values()):
         if isinstance(value, (type, ModuleType, FunctionType)):
             continue
         try:   # never through __getattr__ (a lazy proxy would wake)
@@ -130,7 +134,4 @@ def _name_in(frame: FrameType, obj: object) -> str:
         except Exception:
             continue
         if isinstance(attrs, dict):
-            for attr, v in attrs.items():
-                if v is obj:
-                    return attr
-    return ""
+            yield from list(attrs.items())
