@@ -167,19 +167,9 @@ ACTIVATION_MODULES = (torch.nn.Softmax, torch.nn.Sigmoid)
 def _made_by(t: _Tensor) -> tuple[str, Any] | None:
     """('softmax' or 'sigmoid', its graph node) when the op that made `t` was one, through
     value-preserving ops only (Note [An activation the loss applies again])."""
-    node = t.grad_fn
-    for _ in range(12):
-        if node is None:
-            return None
-        name = type(node).__name__.rstrip("0123456789")
-        made = _MADE_BY.get(name)
-        if made is not None:
-            return made, node
-        if name not in _PASS:
-            return None
-        nxt = node.next_functions
-        node = nxt[0][0] if nxt else None
-    return None
+    node = _source(t)
+    made = _MADE_BY.get(type(node).__name__.rstrip("0123456789")) if node is not None else None
+    return (made, node) if made is not None else None
 
 
 def _activation_module(node) -> str:

@@ -193,8 +193,7 @@ class RootNames:
         module seen for the first time, or the module whose method called it (`root`: Note
         [A model called through its methods]). A submodule called on its own (a recompute
         in backward) keeps its path. None: a module no top-level module holds."""
-        if self.registered != _REGISTERED[0] and module not in self.paths and \
-                module not in self.prefix:   # Note [A module registered after the first call]
+        if self.stale(module):   # Note [A module registered after the first call]
             self.look_again()
         new = top_level and module not in self.prefix and module not in self.paths
         if not new and top_level and module in self.prefix and self.model() is None and \
