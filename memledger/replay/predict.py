@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 
-import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from memledger.errors import NotPredicted
@@ -20,7 +19,7 @@ from memledger.ledger.model import Ledger
 from memledger.replay.calib_cache import negative_band, read_cached
 from memledger.replay.costs import AddedTime, CostModel, cached_calibration
 from memledger.replay.fake_time import prepare
-from memledger.replay.engine import CPU_RNG_STATE_BYTES, Replayed, replay
+from memledger.replay.engine import CPU_RNG_STATE_BYTES, Replayed, Work, replay
 from memledger.replay.policies import Policy, PolicyError
 from memledger.replay.prepared import Prepared, rank_gap_is_collective
 from memledger.replay.timings import timing_record
@@ -304,7 +303,7 @@ def _prediction(r: Replayed, base: int, t: AddedTime, phase, step,
         at_peak=r.at_peak, peak_event=ev, peak_phase=ph,
         peak_step=int(step[ev]) if len(step) else 1, peak_in_recompute=r.in_recompute,
         regions=r.regions, idle_regions=[m for m in r.regions if m not in acting],
-        empty_regions=_saved_nothing(prep, r.work.scope_row, acting),
+        empty_regions=_saved_nothing(prep, r.work, acting),
         # Note [A peak before the model is decided] (report/compare_table.py)
         peak_before_model=decided[1] if decided and ev < decided[0] else "")
 
@@ -313,17 +312,23 @@ def _prediction(r: Replayed, base: int, t: AddedTime, phase, step,
 # A policy acts on what its modules' calls save for backward. A call may save nothing: zuko's
 # lazy transforms return a torch `Transform` from `forward(c)`, and the network that does
 # their work runs later, inside `log_prob` (Note [Blocks whose work runs outside their
-# calls], replay/plan.py). `checkpoint:transform.transforms.*` was predicted and measured
+# calls], replay/plan.py); a rotary embedding's table is made from a buffer, and nothing
+# in it needs a gradient. `checkpoint:transform.transforms.*` was predicted and measured
 # as the baseline, with no word why. The modules whose every acted-on call holds no `saved`
 # record are named, as the idle ones are.
-def _saved_nothing(prep: Prepared, rows: np.ndarray, acting: set) -> list[str]:
+# Which call holds a save is Rule 5's (replay/calls.py `record_call`), as the replay itself
+# reads it: a save is recorded at the event before an op that saves its input, so a call
+# on [ev0, ev1) holds the saves on [ev0 - 1, ev1 - 1]. Counted on [ev0, ev1] instead, a
+# call whose one save is its first op's input was named: perceiver-ar-pytorch's `pos_emb`
+# (an `nn.Embedding` of `torch.arange(n)`, which saves the indices it is handed) read "saved
+# nothing ... the policy changes nothing there" beside its own prediction of
+# `offload:net.pos_emb`, 192 B under the baseline and measured so
+# (tests/clients/test_perceiver_ar_clients.py). The count is now the replay's own, the
+# packs `_packs_per_call` gives each call (Work.saves).
+def _saved_nothing(prep: Prepared, work: Work, acting: set) -> list[str]:
+    rows = work.scope_row
     if not len(rows) or prep.pack_ev is None:
         return []
-    packs = prep.__dict__.get("_packs_sorted")
-    if packs is None:
-        packs = prep.__dict__["_packs_sorted"] = np.sort(prep.pack_ev)
-    ev0, ev1 = prep.scope_ev0[rows], prep.scope_ev1[rows]
-    inside = np.searchsorted(packs, ev1, side="right") - np.searchsorted(packs, ev0)
     mods = prep.scope_mod[rows]
-    saving = set(mods[inside > 0].tolist())
+    saving = set(mods[work.saves > 0].tolist())
     return [m for m in dict.fromkeys(mods.tolist()) if m in acting and m not in saving]
