@@ -42,7 +42,7 @@ def config(cls, args, **extra):
             slstm=sLSTMLayerConfig(backend="vanilla", num_heads=args.heads,
                                    conv1d_kernel_size=4, bias_init="powerlaw_blockdependent"),
             feedforward=FeedForwardConfig(proj_factor=1.3, act_fn="gelu")),
-        context_length=args.seq_len, num_blocks=args.blocks, embedding_dim=args.dim,
+        context_length=args.context or args.seq_len, num_blocks=args.blocks, embedding_dim=args.dim,
         slstm_at=slstm_at, dropout=args.dropout, **extra)
 
 
@@ -55,6 +55,9 @@ def main() -> None:
     p.add_argument("--blocks", type=int, default=2)
     p.add_argument("--slstm-at", default="1")
     p.add_argument("--seq-len", type=int, default=8)
+    p.add_argument("--context", type=int, default=0,
+                   help="the config's context_length (default: --seq-len); longer, the mLSTM "
+                   "makes its causal mask per call instead of reading its buffer")
     p.add_argument("--batch", type=int, default=2)
     p.add_argument("--vocab", type=int, default=32)
     p.add_argument("--tie", action="store_true")
