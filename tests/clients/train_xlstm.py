@@ -18,6 +18,14 @@ Modes (`--mode`):
 - `generate`: no training; greedy decoding through `model.step` under no_grad, `--steps`
   prompts (trace it with `--steps-by forward`: a step per token).
 
+- `large`: the xLSTM-7B architecture (`xlstm.xlstm_large`'s `xLSTMLarge`) at toy size, on
+  mlstm_kernels' native chunkwise kernels (`--kernel chunkwise--native_autograd` or
+  `chunkwise--native_custbw`), trained as `lm` is (AdamW over `model.parameters()`).
+  `return_last_states=True`: 2.0.6's layer unpacks the kernel's output as an (h, state)
+  pair, and without states it split `h` along the batch instead.
+- `large-generate`: `xLSTMLarge.generate` under no_grad (its `forward` called as a
+  function, once per token), `--steps` prompts.
+
 `--group-order set` keeps xlstm's weight-decay groups in the order it returns them (a
 set's, which varies from process to process: see `main`).
 """
@@ -48,7 +56,7 @@ def config(cls, args, **extra):
 
 def main() -> None:
     p = argparse.ArgumentParser()
-    p.add_argument("--mode", default="lm", choices=["lm", "stack", "generate"])
+    p.add_argument("--mode", default="lm", choices=["lm", "stack", "generate", "large", "large-generate"])
     p.add_argument("--steps", type=int, default=3)
     p.add_argument("--dim", type=int, default=16)
     p.add_argument("--heads", type=int, default=4)
@@ -62,6 +70,8 @@ def main() -> None:
     p.add_argument("--vocab", type=int, default=32)
     p.add_argument("--tie", action="store_true")
     p.add_argument("--new-tokens", type=int, default=4)
+    p.add_argument("--kernel", default="chunkwise--native_autograd",
+                   help="`--mode large`: xLSTMLargeConfig's chunkwise_kernel (a native one)")
     p.add_argument("--group-order", default="names", choices=["names", "set"],
                    help="the weight-decay groups' order: by parameter name, or xlstm's own "
                    "(a set's: it varies from process to process)")
@@ -71,15 +81,34 @@ def main() -> None:
                    "enable_mixed_precision")
     args = p.parse_args()
     torch.manual_seed(0)
-    if args.mode in ("lm", "generate"):
+    if args.mode in ("large", "large-generate"):
+        from xlstm.xlstm_large.model import xLSTMLarge, xLSTMLargeConfig
+
+        model = xLSTMLarge(xLSTMLargeConfig(
+            embedding_dim=args.dim, num_heads=args.heads, num_blocks=args.blocks,
+            vocab_size=args.vocab, chunkwise_kernel=args.kernel,
+            sequence_kernel="native_sequence__native", step_kernel="native",
+            mode="train" if args.mode == "large" else "inference",
+            chunk_size=4, autocast_kernel_dtype="float32", return_last_states=True))
+    elif args.mode in ("lm", "generate"):
         model = xLSTMLMModel(config(xLSTMLMModelConfig, args, vocab_size=args.vocab,
                                     tie_weights=args.tie))
     else:
         model = xLSTMBlockStack(config(xLSTMBlockStackConfig, args))
-    model.reset_parameters()
+    if not args.mode.startswith("large"):
+        model.reset_parameters()
     model = model.to(dtype=getattr(torch, args.weights))
     if args.mode == "generate":
         return generate(model, args)
+    if args.mode == "large-generate":   # xLSTMLarge's own `generate` (its `forward`, called
+        model.eval()                     # as a function, once per token)
+        gen = torch.Generator().manual_seed(0)
+        with torch.no_grad():
+            for _ in range(args.steps):
+                prompt = torch.randint(0, args.vocab, (args.batch, args.seq_len), generator=gen)
+                tokens, _ = model.generate(prompt, max_length=args.new_tokens)
+                print("generated", tokens.tolist())
+        return
     if args.mode == "lm":
         decay, no_decay = model._create_weight_decay_optim_groups()
         if args.group_order == "names":
@@ -102,11 +131,13 @@ def main() -> None:
     model.train()
     for step in range(args.steps):
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.amp):
-            if args.mode == "lm":
+            if args.mode in ("lm", "large"):
                 seq = torch.randint(0, args.vocab, (args.batch, args.seq_len + 1),
                                     generator=gen)
                 inputs, labels = seq[:, :-1], seq[:, 1:]
                 outputs = model(inputs)
+                if args.mode == "large":   # (logits, the blocks' last states): 2.0.6's
+                    outputs = outputs[0]   # layer unpacks the kernel's output as a pair
                 loss = F.cross_entropy(outputs.view(-1, args.vocab), labels.reshape(-1),
                                        ignore_index=-1)
             else:
