@@ -39,7 +39,8 @@ BLOCKS = "xlstm_block_stack.blocks"
 
 @pytest.fixture(scope="module", autouse=True)
 def _imported():
-    import xlstm  # noqa: F401  (its sLSTM CUDA loader imports torch's cpp_extension: before any pass)
+    # its sLSTM's CUDA loader imports torch's cpp_extension: before any pass
+    import xlstm  # noqa: F401
 
 
 def test_an_mlstm_and_an_slstm_block_exact_under_policies_and_the_doctor_silent():

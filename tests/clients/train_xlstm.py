@@ -8,7 +8,8 @@ downloaded; the pure-PyTorch backends (the mLSTM's parallel stabilized form, the
 
     python tests/clients/train_xlstm.py --steps 3
     memledger trace tests/clients/train_xlstm.py --steps 2 -o xlstm.ledger
-    memledger compare tests/clients/train_xlstm.py --steps 2 -p 'checkpoint:xlstm_block_stack.blocks.*'
+    memledger compare tests/clients/train_xlstm.py --steps 2 \
+        -p 'checkpoint:xlstm_block_stack.blocks.*'
 
 Modes (`--mode`):
 
@@ -56,7 +57,8 @@ def config(cls, args, **extra):
 
 def main() -> None:
     p = argparse.ArgumentParser()
-    p.add_argument("--mode", default="lm", choices=["lm", "stack", "generate", "large", "large-generate"])
+    p.add_argument("--mode", default="lm",
+                   choices=["lm", "stack", "generate", "large", "large-generate"])
     p.add_argument("--steps", type=int, default=3)
     p.add_argument("--dim", type=int, default=16)
     p.add_argument("--heads", type=int, default=4)
