@@ -101,7 +101,7 @@ from memledger.trace.doctor_losses import (ACTIVATION_MODULE, ACTIVATION_MODULES
 from memledger.trace.doctor_penalty import PenaltyWatch
 from memledger.trace.doctor_rng import RANDOM_OPS, RngWatch
 from memledger.trace.doctor_unused import UnusedGraphWatch
-from memledger.trace.doctor_retention import MAX_NODES, RetentionWatch
+from memledger.trace.doctor_retention import MAX_NODES, RetentionWatch, readable_grad_fn
 from memledger.trace.roots import (
     ByModule, RootNames, module_named_parameters, module_parameters, paths_under)
 from memledger.trace.optimizer_like import optimizer_like_alive, unstepped_name
@@ -747,7 +747,7 @@ class DoctorProbe(TorchFunctionMode):
         if type(module) in ACTIVATION_MODULES and args and isinstance(args[0], _Tensor):
             # Note [An activation the loss applies again]: which nn.Softmax made a loss's
             # input, kept on the node that made the module's input
-            meta = _node_metadata(args[0].grad_fn)
+            meta = _node_metadata(readable_grad_fn(args[0]))
             if meta is not None:
                 meta[ACTIVATION_MODULE] = self._names.paths.get(module, "")
         if mid in self._slots:
@@ -1317,7 +1317,7 @@ class DoctorProbe(TorchFunctionMode):
     # and biases "never reached the loss"; now one error for the 37.
 
     def _cut(self, op: str, t: _Tensor) -> None:
-        fn = t.grad_fn
+        fn = readable_grad_fn(t)   # Note [A view whose grad_fn cannot be read]
         if fn is None:
             pids = [id(t)] if id(t) in self._params else []
             if pids and _saving_state_dict(sys._getframe(1)):

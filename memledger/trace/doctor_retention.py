@@ -653,12 +653,16 @@ def _named_outputs() -> list[tuple[_Tensor, str, str, str]]:
 
 
 def _has_history(x: Any) -> bool:
-    if not isinstance(x, _Tensor):
-        return False
-    try:   # Note [A view whose grad_fn cannot be read]
-        return x.grad_fn is not None
+    return isinstance(x, _Tensor) and readable_grad_fn(x) is not None
+
+
+def readable_grad_fn(t: _Tensor):
+    """`t.grad_fn`, or None where torch refuses to say (Note [A view whose grad_fn cannot
+    be read])."""
+    try:
+        return t.grad_fn
     except RuntimeError:
-        return False
+        return None
 
 
 def _edges_into(root, old: tuple[set[int], int]) -> list[tuple[Any, int]]:
@@ -869,6 +873,16 @@ def _graph_nodes(roots) -> dict[int, Any]:
 # place, and the doctor's first step boundary crashed on it ("internal error", exit 70) for
 # a loop that is correct. No backward can run through such a view (any use of it under
 # grad mode raises the same error), so it carries no history to retain: skipped.
+# The probe reads the same attribute of every tensor an op under `no_grad` is handed (a cut,
+# Note [A state_dict is no cut] in doctor_probe.py) and of an activation module's input:
+# xLSTM's sLSTM cell (`xlstm`, tests/clients/train_xlstm.py) keeps its recurrent kernel
+# behind a `ParameterProxy` whose `__setitem__`, under `no_grad`, takes a permuted view
+# of the parameter, writes the slice into it and reshapes it back, at construction. The
+# reshape's `__torch_function__` read the written view's `grad_fn`, and `memledger doctor`
+# said "the doctor could not watch the script: script raised RuntimeError: A view was
+# created in no_grad mode ..." (exit 3, the script blamed) of a script that runs, traces
+# and measures. Read through `readable_grad_fn`: no history, so no path to a parameter to
+# cut (what a view made under no_grad and never written reads as, `grad_fn` None).
 
 
 def _grad_tensors() -> list[_Tensor]:
@@ -879,10 +893,6 @@ def _grad_tensors() -> list[_Tensor]:
         for o in gc.get_objects():
             if not issubclass(type(o), _Tensor):
                 continue
-            try:
-                fn = o.grad_fn
-            except RuntimeError:
-                continue
-            if fn is not None:
+            if readable_grad_fn(o) is not None:
                 out.append(o)
     return out
