@@ -89,9 +89,9 @@ def modelled(prep, led, flops: float | None = None,
 def prepare(led, prep=None, flops: float | None = None, bandwidth: float | None = None):
     """For predict and plan: (prep, time model text, bandwidth). Real ledgers pass through
     ('traced' means whatever the cost model measured); fake ones are modelled."""
-    from memledger.replay.prepared import Prepared
+    from memledger.replay.prepared import prepared_of
 
-    prep = prep or Prepared.from_ledger(led)
+    prep = prep or prepared_of(led)
     if not led.header.get("fake"):
         return prep, "traced", bandwidth
     return modelled(prep, led, flops, bandwidth)
