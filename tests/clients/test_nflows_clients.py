@@ -1,0 +1,45 @@
+"""nflows (tests/clients/train_nflows.py): a neural spline flow as nflows' README trains it,
+`-flow.log_prob(inputs=x).mean()` through a `Flow` whose `CompositeTransform` holds ActNorm
+(initialised from the first batch), rational-quadratic couplings over a `ResidualNet` and
+LULinear. Skipped without nflows.
+
+Measured (`run_client`, `--mode nsf`, 2 layers, hidden 16, batch 64, one step, forty-sixth
+session): the ledger with its kernel scratch 143,774 B = the allocator (143,742 B before);
+`checkpoint:` on every transform 120,590 B (refused by predict alone before) and
+`offload:` 56,046 B, predicted = measured; the doctor silent at two steps. The other modes (`maf`, `maf --bn`, `armqs`, `cond`) read exact at two steps, or
+refused alike (BatchNorm's running statistics under checkpoint and selective).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+
+if importlib.util.find_spec("nflows") is None:
+    pytest.skip("nflows is not installed", allow_module_level=True)
+
+from tests.clients.harness import assert_one_doctor_error, run_client  # noqa: E402
+
+pytestmark = pytest.mark.clients
+
+NSF = ["--mode", "nsf", "--layers", "2"]
+
+
+def test_spline_flow_exact_its_actnorm_checkpointed_and_the_doctor_silent():
+    """Two bugs this tier found, pinned by one run. The couplings scale their spline
+    parameters in place on slices of the net's output (`unnormalized_widths /=
+    np.sqrt(...)`), and each `div_` saves its divisor inside the CopySlices autograd made:
+    the ledger read 32 B under the allocator (Note [A number saved inside CopySlices],
+    trace/scalars.py: 143,742 B against 143,774 B). ActNorm tests its `initialized` flag and sets it once: predict
+    refused `checkpoint:_transform._transforms.*` ("replaces ..initialized by a tensor made
+    from the one before") while measure ran it (Note [A flag read to Python],
+    trace/collector.py)."""
+    run = run_client("train_nflows.py", NSF, ["checkpoint:_transform._transforms.*",
+                                              "offload:_transform._transforms.*"], steps=1)
+    assert run.ledger.peak_with_scratch() == run.allocator_peak == 143_774, run.allocator_peak
+    p = run.policies["checkpoint:_transform._transforms.*"]
+    assert p.predicted == p.measured == 120_590, p
+    p = run.policies["offload:_transform._transforms.*"]
+    assert p.predicted == p.measured == 56_046, p
+    assert_one_doctor_error("train_nflows.py", NSF, 2, None, "")
