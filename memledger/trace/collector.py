@@ -2490,9 +2490,14 @@ class Collector(ShardingMixin, TorchDispatchMode):
             self.sink.write({"k": "container", "mod": path, "cls": cls, "ev": self._ev})
         # Note [Modules run through another method] (replay/policies.py): a module that
         # never runs as a call is known to predict by its parameters' names alone; its class
-        # lets `@Class` find it too
+        # lets `@Class` find it too; and by its buffers' (Note [A module that holds buffers
+        # alone], replay/prepared.py): nflows' permutations hold one index buffer, and
+        # `offload:@ReversePermutation` read "matches no module" in predict while measure
+        # said the module runs through another method (tests/clients/train_nflows.py
+        # --mode reverse)
         held = {name: type(m).__name__ for name, m in named_modules(model)
-                if name and next(module_parameters(m), None) is not None}
+                if name and (next(module_parameters(m), None) is not None
+                             or next(m.buffers(), None) is not None)}
         if held:
             self.sink.write({"k": "classes", "cls": held, "ev": self._ev})
         # Note [A class with a call of its own] (replay/policies.py)

@@ -43,3 +43,23 @@ def test_spline_flow_exact_its_actnorm_checkpointed_and_the_doctor_silent():
     p = run.policies["offload:_transform._transforms.*"]
     assert p.predicted == p.measured == 56_046, p
     assert_one_doctor_error("train_nflows.py", NSF, 2, None, "")
+
+
+def test_flow_sampled_for_reverse_kl_refused_alike_in_the_same_words():
+    """`flow.sample_and_log_prob(n)` runs every transform through its `inverse`, none a
+    module call. predict listed the matched modules with those holding parameters first
+    ("matches _transform._transforms.1, _transform._transforms.0, never called ...")
+    where measure lists them as the model holds them (Note [Modules listed as the model
+    holds them], replay/prepared.py), and `@ReversePermutation` (a module holding one
+    buffer) read "matches no module" in predict alone (Note [Modules run through another
+    method], trace/collector.py `classes`). Both lines now equal measure's."""
+    run = run_client("train_nflows.py", ["--mode", "reverse", "--layers", "1", "--hidden", "8",
+                                         "--batch", "16"],
+                     ["checkpoint:_transform._transforms.*", "offload:@ReversePermutation"],
+                     steps=1)
+    for p in run.policies.values():
+        assert p.predicted is None and p.measured is None, p
+        assert p.predict_refusal == p.measure_refusal, p
+        assert "never called as a module" in p.predict_refusal, p
+    assert "matches _transform._transforms.0, _transform._transforms.1, never" in \
+        run.policies["checkpoint:_transform._transforms.*"].predict_refusal

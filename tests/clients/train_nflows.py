@@ -14,6 +14,9 @@ Modes (each the library's own building blocks, shrunk):
            (`--no-actnorm` leaves ActNorm out, `--perm reverse` takes `ReversePermutation`
            for `LULinear`)
   armqs    `MaskedPiecewiseRationalQuadraticAutoregressiveTransform` + `RandomPermutation`
+  reverse  the `maf` flow fitted by reverse KL against a two-mode density:
+           `flow.sample_and_log_prob(n)` runs the transforms' `inverse` (MAF's one pass per
+           feature, the MADE called again for each)
   cond     a conditional MAF: `context_features` and an `embedding_net` (an `nn.Linear` the
            flow owns), `flow.log_prob(inputs=x, context=y)`
 
@@ -93,7 +96,14 @@ def armqs(args):
     return CompositeTransform(layers)
 
 
-MODES = {"maf": maf, "nsf": nsf, "armqs": armqs, "cond": maf}
+MODES = {"maf": maf, "nsf": nsf, "armqs": armqs, "cond": maf, "reverse": maf}
+
+
+def two_modes_log_prob(z: torch.Tensor) -> torch.Tensor:
+    """An unnormalised density with two modes along the first feature."""
+    a = torch.logsumexp(torch.stack([-0.5 * ((z[:, 0] - 2) / 0.5) ** 2,
+                                     -0.5 * ((z[:, 0] + 2) / 0.5) ** 2]), 0)
+    return a - 0.5 * (z[:, 1:] ** 2).sum(1)
 
 
 def main() -> None:
@@ -118,7 +128,10 @@ def main() -> None:
     for it in range(args.steps):
         x, y = two_moons(args.batch, args.features)
         optimizer.zero_grad()
-        if args.context:
+        if args.mode == "reverse":
+            z, log_q = flow.sample_and_log_prob(args.batch)
+            loss = (log_q - two_modes_log_prob(z)).mean()
+        elif args.context:
             loss = -flow.log_prob(inputs=x, context=y).mean()
         else:
             loss = -flow.log_prob(inputs=x).mean()
