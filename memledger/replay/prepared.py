@@ -127,6 +127,9 @@ class Prepared:
     # of those, the calls handed their buffer's old value as an argument (trace/collector.py
     # Note [A buffer replaced from the one before]): a re-run reads the saved argument
     kept_handed: frozenset = frozenset()
+    # of those, the calls whose buffer replaced a flag read to Python alone (Note [A first
+    # fill behind a flag], engine.py)
+    kept_flag: frozenset = frozenset()
     # bool per storage: put in its module's buffers by the call that made it, with no graph
     # of ops behind it (Note [A buffer kept without a graph], engine.py); None: an older
     # ledger, whose `kept` records do not say
@@ -300,6 +303,8 @@ class Prepared:
             kept=tuple((str(r["mod"]), int(r["ev0"])) for r in led.extra.get("kept", [])),
             kept_handed=frozenset((str(r["mod"]), int(r["ev0"]))
                                   for r in led.extra.get("kept", []) if r.get("handed")),
+            kept_flag=frozenset((str(r["mod"]), int(r["ev0"]))
+                                for r in led.extra.get("kept", []) if r.get("flag")),
             released=_released(led, st),
             returned_ev0=_returned(led, st),
             unheld=_unheld(led, st),

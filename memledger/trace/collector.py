@@ -2228,6 +2228,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
                    "graph": [sid for sid, v in kept if _deep_graph(v)]}
             if any(attrs.get(k) in handed for k in module._buffers):
                 rec["handed"] = 1   # its buffer's old value was an argument of the call
+            if self._flags_set(module, attrs, [sid for sid, _ in kept], ev0):
+                rec["flag"] = 1     # Note [A first fill behind a flag] (replay/engine.py)
             self.sink.write(rec)
 
     def _routed(self, module) -> None:
@@ -2297,6 +2299,20 @@ class Collector(ShardingMixin, TorchDispatchMode):
         prev = self._last.get(sid, -1)
         seen = self._to_python.get(sid)
         self._to_python[sid] = (seen[0] if seen is not None and seen[1] == prev else prev, ev)
+
+    def _flags_set(self, module, before: dict[str, int], kept: list[int], ev0: int) -> bool:
+        """Whether each buffer the call made (`kept`: their sids) replaced one the call read
+        to Python alone, a flag (Note [A flag read to Python]; Note [A first fill behind a
+        flag] in replay/engine.py)."""
+        sids = self._sids
+        for k, v in module._buffers.items():
+            if type(v) not in self.PLAIN_TYPES or sids.get(storage_key(v), -1) not in kept:
+                continue
+            old = before.get(k)
+            seen = self._to_python.get(old) if old is not None else None
+            if seen is None or seen[1] < ev0 or self._read_into_tensors(old) >= ev0:
+                return False
+        return True
 
     def _read_into_tensors(self, sid: int) -> int:
         """The last use of a watched storage by an op that did not hand its value to Python
