@@ -806,10 +806,10 @@ class Collector(ShardingMixin, TorchDispatchMode):
         self._handed: dict[int, tuple[Any, list]] = {}
         self._attr_sids: list[dict] = []      # and its module's tensor attributes' sids
         self._attr_watch: dict[int, int] = {}  # those sids -> last use, when freed before
+        #                                        the call ends (-1: live or never used)
         # those sids -> (last use before the reads to Python that end its uses, the last of
         # those reads): Note [A flag read to Python]
         self._to_python: dict[int, tuple[int, int]] = {}
-        #                                        the call ends (-1: live or never used)
         # (module, path, ev0, ev1) of the last call of a module with forward hooks of its
         # own, for `_routed` (Note [A backward hook made by hand], trace/outside_state.py)
         self._hooked_call: tuple | None = None
