@@ -13,6 +13,8 @@ Modes (each the library's own building blocks, shrunk):
            `ResidualNet` (linear tails), `LULinear` per layer
            (`--no-actnorm` leaves ActNorm out, `--perm reverse` takes `ReversePermutation`
            for `LULinear`)
+  --validate  a held-out log-likelihood under `flow.eval()` and `no_grad` after each step
+           (BatchNorm's running statistics; LULinear's weight cached until `train()`)
   armqs    `MaskedPiecewiseRationalQuadraticAutoregressiveTransform` + `RandomPermutation`
   reverse  the `maf` flow fitted by reverse KL against a two-mode density:
            `flow.sample_and_log_prob(n)` runs the transforms' `inverse` (MAF's one pass per
@@ -81,8 +83,8 @@ def nsf(args):
             transform_net_create_fn=lambda i_, o_: ResidualNet(
                 i_, o_, hidden_features=args.hidden, num_blocks=2),
             num_bins=4, tails="linear", tail_bound=3.0))
-        layers.append(LULinear(args.features, identity_init=True) if args.perm == "lu"
-                      else ReversePermutation(args.features))
+        layers.append(LULinear(args.features, using_cache=args.validate, identity_init=True)
+                      if args.perm == "lu" else ReversePermutation(args.features))
     return CompositeTransform(layers)
 
 
@@ -118,6 +120,9 @@ def main() -> None:
     ap.add_argument("--perm", choices=["lu", "reverse"], default="lu",
                     help="nsf: the layer after each coupling")
     ap.add_argument("--bn", action="store_true", help="maf: BatchNorm between layers")
+    ap.add_argument("--validate", action="store_true",
+                    help="a held-out log-likelihood under eval() and no_grad after each step "
+                         "(nsf: LULinear caches its weight in eval mode)")
     args = ap.parse_args()
     torch.manual_seed(0)
     args.context = 4 if args.mode == "cond" else None
@@ -137,6 +142,13 @@ def main() -> None:
             loss = -flow.log_prob(inputs=x).mean()
         loss.backward()
         optimizer.step()
+        if args.validate:   # eval mode: BatchNorm's running statistics, LULinear's cache
+            flow.eval()
+            with torch.no_grad():
+                xv, yv = two_moons(args.batch, args.features)
+                val = -flow.log_prob(inputs=xv, context=yv if args.context else None).mean()
+            flow.train()    # invalidates LULinear's cache
+            print(f"step {it} validation {val.item():.4f}")
         print(f"step {it} loss {loss.item():.4f}")
 
 
