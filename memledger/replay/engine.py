@@ -800,6 +800,10 @@ def _refuse_selective_reused(prep: Prepared, calls: _Calls, read: np.ndarray,
                     not read[k]:   # Note [A call no backward reads is never re-run]
                 continue
             if reused and ev0 < min(reused):   # the cache's first fill
+                if (mod, int(ev0)) in prep.kept_flag and not _ops_differ(
+                        prep, by_event, (ev0, ends[i]), _first_reuse(starts, ends, firsts),
+                        _save_codes(prep, policy.parts[int(calls.part[k])])):
+                    continue   # Note [A first fill behind a flag]
                 bad.append((k, mod, False))
             elif i + 1 < len(starts) and int(starts[i + 1]) in firsts and \
                     (mod, int(ev0)) not in prep.kept_handed and \
@@ -813,16 +817,39 @@ def _refuse_selective_reused(prep: Prepared, calls: _Calls, read: np.ndarray,
 
 
 def _ops_differ(prep: Prepared, by_event: tuple[np.ndarray, np.ndarray],
-                one: tuple[int, int], other: tuple[int, int]) -> bool:
+                one: tuple[int, int], other: tuple[int, int],
+                only: np.ndarray | None = None) -> bool:
     """Two calls' events made storages by other ops, in order (`by_event`: the rows sorted
-    by their creating event, and those events)."""
+    by their creating event, and those events); `only`: of these op codes alone."""
     rows, made_at = by_event
 
     def ops(span):
         lo, hi = np.searchsorted(made_at, span, side="left")
-        return prep.op_code[rows[lo:hi]]
+        codes = prep.op_code[rows[lo:hi]]
+        return codes if only is None else codes[np.isin(codes, only)]
     a, b = ops(one), ops(other)
     return len(a) != len(b) or bool((a != b).any())
+
+
+# Note [A first fill behind a flag]
+# A module that sets itself up on its first call behind a flag (nflows' ActNorm: `if
+# self.training and not self.initialized:` initialise from the batch under no_grad, set
+# the flag; Note [A flag read to Python] in trace/collector.py) writes a `kept` record for
+# the flag it made, and a selective region holding that first call was refused as a cache's
+# first fill ("the re-run would run other ops than its forward", Note [A buffer a call makes
+# and later calls reuse]), while measure ran `selective:@ActNorm`: 177,534 B
+# (tests/clients/train_nflows.py --mode nsf). The re-run finds the flag set and runs what
+# the later calls run, the first call's ops less the set-up's. torch's selective checkpoint
+# numbers each op kind's calls and hands the re-run the forward's k-th output of a kind it
+# saved: a re-run that skips ops refuses nothing, but skipped ops of a saved kind (a matmul
+# in the set-up) would shift the outputs it hands back. So such a fill is not refused where
+# the ops of the save list the first call made are those a later call made, in order;
+# a first fill that read no flag (ALiBi's bias, made when none is big enough; its re-run
+# slices the cached bias, an op its forward never ran) is refused as before.
+def _first_reuse(starts: np.ndarray, ends: np.ndarray, firsts: set[int]) -> tuple[int, int]:
+    """The span of the module's first call that made no buffer (reused one)."""
+    j = next(i for i, e in enumerate(starts) if int(e) not in firsts)
+    return int(starts[j]), int(ends[j])
 
 
 def _refuse_selective_recast(prep: Prepared, calls: _Calls, own: _Owners,

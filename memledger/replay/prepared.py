@@ -143,6 +143,9 @@ class Prepared:
     # of those, the calls handed their buffer's old value as an argument (trace/collector.py
     # Note [A buffer replaced from the one before]): a re-run reads the saved argument
     kept_handed: frozenset = frozenset()
+    # of those, the calls whose buffer replaced a flag read to Python alone (Note [A first
+    # fill behind a flag], engine.py)
+    kept_flag: frozenset = frozenset()
     # bool per storage: put in its module's buffers by the call that made it, with no graph
     # of ops behind it (Note [A buffer kept without a graph], engine.py); None: an older
     # ledger, whose `kept` records do not say
@@ -316,6 +319,8 @@ class Prepared:
             kept=tuple((str(r["mod"]), int(r["ev0"])) for r in led.extra.get("kept", [])),
             kept_handed=frozenset((str(r["mod"]), int(r["ev0"]))
                                   for r in led.extra.get("kept", []) if r.get("handed")),
+            kept_flag=frozenset((str(r["mod"]), int(r["ev0"]))
+                                for r in led.extra.get("kept", []) if r.get("flag")),
             released=_released(led, st),
             returned_ev0=_returned(led, st),
             unheld=_unheld(led, st),
@@ -527,13 +532,24 @@ def model_was(led: Ledger) -> str:
 # the model's names], measure/apply.py). The buffers' names now imply modules too; such a
 # module whose every buffer was last read before the first forward never ran
 # (`_idle_modules`), as one whose parameters were.
+# Note [Modules listed as the model holds them]
+# A refusal lists the modules a selector matches (`_listed`: the first three): measure in
+# the order `named_modules()` gives them, predict in this tuple's, which put every module
+# its parameters imply before those its buffers imply. nflows' MAF under reverse KL
+# (`sample_and_log_prob` runs the transforms' `inverse`: none is a module call), the
+# permutations holding a buffer alone: predict said "matches _transform._transforms.1,
+# _transform._transforms.3, _transform._transforms.0, ... (1 more)", measure
+# "_transforms.0, _transforms.1, _transforms.2, ..." for one refusal. Taken together in the
+# order their first storages were made, as a model's constructor makes them, both read
+# alike (tests/clients/train_nflows.py --mode reverse).
 def _param_modules(st: pd.DataFrame, others: tuple[str, ...]) -> tuple[str, ...]:
     """The module paths the model's parameter names imply (`layers.0.feed_forward` from
     `layers.0.feed_forward.w1.weight`), whether or not the module ran as a call (Note
-    [Modules whose forward is called directly], replay/policies.py), then those its
-    buffers' names imply (Note [A module that holds buffers alone])."""
-    names = pd.concat([st.loc[st["category"] == c, "name"].dropna().astype(str)
-                       for c in ("parameter", "buffer")])
+    [Modules whose forward is called directly], replay/policies.py), and those its
+    buffers' names imply (Note [A module that holds buffers alone]), in the order their
+    first storages were made (Note [Modules listed as the model holds them])."""
+    names = st.loc[st["category"].isin(("parameter", "buffer")), "name"].sort_index() \
+        .dropna().astype(str)
     out: dict[str, None] = {}
     for name in names.unique().tolist():
         parts = name.split(".")[:-1]

@@ -183,6 +183,9 @@ _use_count = torch._C._storage_Use_Count
 # between two backward passes]), so a loop's optimizer step costs no check per op
 _NO_PASS_AHEAD = ("backward", "optimizer")
 _LIFT_FRESH = torch.ops.aten.lift_fresh.default
+# ops that hand a tensor's value to Python (`if flag:`, `.item()`): Note [A flag read to Python]
+_TO_PYTHON = frozenset([torch.ops.aten.is_nonzero.default,
+                        torch.ops.aten._local_scalar_dense.default, torch.ops.aten.item.default])
 _SET_STORAGE = torch.ops.aten.set_.source_Storage_storage_offset
 _SET_STORAGE0 = torch.ops.aten.set_.source_Storage
 _current_node = torch._C._current_autograd_node
@@ -804,6 +807,9 @@ class Collector(ShardingMixin, TorchDispatchMode):
         self._attr_sids: list[dict] = []      # and its module's tensor attributes' sids
         self._attr_watch: dict[int, int] = {}  # those sids -> last use, when freed before
         #                                        the call ends (-1: live or never used)
+        # those sids -> (last use before the reads to Python that end its uses, the last of
+        # those reads): Note [A flag read to Python]
+        self._to_python: dict[int, tuple[int, int]] = {}
         # (module, path, ev0, ev1) of the last call of a module with forward hooks of its
         # own, for `_routed` (Note [A backward hook made by hand], trace/outside_state.py)
         self._hooked_call: tuple | None = None
@@ -1129,6 +1135,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
         phase = self._phase   # no call below changes it (module and optimizer hooks do)
         last = self._last
         sids = self._sids
+        if self._attr_watch and func in _TO_PYTHON:   # Note [A flag read to Python]
+            self._read_to_python(args, ev)
         numbers = False
         for a in args:
             if isinstance(a, _Tensor):
@@ -2113,6 +2121,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
         attrs = self._attribute_sids(module) if self._phase != "backward" else {}
         if not self._attr_sids:   # an outermost call: the last one's watch is done
             self._attr_watch.clear()
+            self._to_python.clear()
         self._attr_sids.append(attrs)
         for sid in attrs.values():
             self._attr_watch.setdefault(sid, -1)
@@ -2219,6 +2228,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
                    "graph": [sid for sid, v in kept if _deep_graph(v)]}
             if any(attrs.get(k) in handed for k in module._buffers):
                 rec["handed"] = 1   # its buffer's old value was an argument of the call
+            if self._flags_set(module, attrs, [sid for sid, _ in kept], ev0):
+                rec["flag"] = 1     # Note [A first fill behind a flag] (replay/engine.py)
             self.sink.write(rec)
 
     def _routed(self, module) -> None:
@@ -2246,17 +2257,69 @@ class Collector(ShardingMixin, TorchDispatchMode):
         """(sid, tensor) of the module's buffers the call replaced by a tensor it made,
         having read the one before or been handed it (Note [A buffer a re-run sets
         again])."""
-        sids, last, freed = self._sids, self._last, self._attr_watch
+        sids = self._sids
         out = []
         for k, v in module._buffers.items():
             old = before.get(k)
             if old is None or type(v) not in self.PLAIN_TYPES:
                 continue
             sid = sids.get(storage_key(v), -1)
-            if sid >= first_new and (old in handed or
-                                     max(last.get(old, -1), freed.get(old, -1)) >= ev0):
+            if sid >= first_new and (old in handed or self._read_into_tensors(old) >= ev0):
                 out.append((sid, v))
         return out
+
+    # Note [A flag read to Python]
+    # A module may keep a flag as a buffer, test it and set it once: nflows' ActNorm
+    # initialises itself from its first training batch (`if self.training and not
+    # self.initialized:`, then its parameters' `.data` and `self.initialized.data =
+    # torch.tensor(True)` under no_grad). That call read its buffer and replaced it, so it
+    # was taken for state carried from call to call (Note [A buffer replaced from the one
+    # before]): predict refused `checkpoint:_transform._transforms.*` ("replaces
+    # ..._transforms.0.initialized by a tensor made from the one before") while measure ran
+    # it, 145,030 B (tests/clients/train_nflows.py --mode nsf), and the re-run, which finds
+    # the flag set and skips the initialisation, computes what the forward computed after
+    # it. A value read to Python only (`is_nonzero`, `_local_scalar_dense`, `item`: an
+    # `if` on it) made no tensor: the new buffer was not made from it. So the uses of a
+    # watched storage that end in such reads count from the last use before them; a tensor
+    # op that reads the flag (`self.count + 1`) still makes the new value from the old.
+    # A branch the flag chose is measure's to judge, as it was: it compares what the re-run
+    # leaves with what the forward left.
+    def _read_to_python(self, args: tuple, ev: int) -> None:
+        """An op handing a watched storage's value to Python (Note [A flag read to
+        Python]): its last use before such reads is kept."""
+        a = args[0] if args else None
+        if not isinstance(a, _Tensor):
+            return
+        try:
+            sid = self._sids.get(a.untyped_storage()._cdata)
+        except (RuntimeError, NotImplementedError):
+            return
+        if sid is None or sid not in self._attr_watch:
+            return
+        prev = self._last.get(sid, -1)
+        seen = self._to_python.get(sid)
+        self._to_python[sid] = (seen[0] if seen is not None and seen[1] == prev else prev, ev)
+
+    def _flags_set(self, module, before: dict[str, int], kept: list[int], ev0: int) -> bool:
+        """Whether each buffer the call made (`kept`: their sids) replaced one the call read
+        to Python alone, a flag (Note [A flag read to Python]; Note [A first fill behind a
+        flag] in replay/engine.py)."""
+        sids = self._sids
+        for k, v in module._buffers.items():
+            if type(v) not in self.PLAIN_TYPES or sids.get(storage_key(v), -1) not in kept:
+                continue
+            old = before.get(k)
+            seen = self._to_python.get(old) if old is not None else None
+            if seen is None or seen[1] < ev0 or self._read_into_tensors(old) >= ev0:
+                return False
+        return True
+
+    def _read_into_tensors(self, sid: int) -> int:
+        """The last use of a watched storage by an op that did not hand its value to Python
+        (Note [A flag read to Python]), freed or not; -1 for none."""
+        used = max(self._last.get(sid, -1), self._attr_watch.get(sid, -1))
+        seen = self._to_python.get(sid)
+        return seen[0] if seen is not None and seen[1] == used else used
 
     # Note [A buffer replaced from the one before]
     # A module may keep its state in a buffer it rebinds on every call: snntorch's spiking
@@ -2281,13 +2344,13 @@ class Collector(ShardingMixin, TorchDispatchMode):
         (Metric.forward: the old sums cloned, then added to), unless it read it as one of
         its own arguments (`handed`: their sids; Note [A buffer replaced from the one
         before])."""
-        sids, last, freed = self._sids, self._last, self._attr_watch
+        sids = self._sids
         found = []
         for k, old in before.items():
             # a ScriptModule's `_buffers` (OrderedDictWrapper) has no `.get`: e3nn's traced
             # activations crashed the trace (tests/clients/test_e3nn_clients.py)
             v = module._buffers[k] if k in module._buffers else module.__dict__.get(k)
-            used = max(last.get(old, -1), freed.get(old, -1))
+            used = self._read_into_tensors(old)   # Note [A flag read to Python]
             if type(v) in self.PLAIN_TYPES and old not in handed and \
                     sids.get(storage_key(v), -1) >= first_new and used >= ev0:
                 found.append((k, used))
@@ -2443,9 +2506,14 @@ class Collector(ShardingMixin, TorchDispatchMode):
             self.sink.write({"k": "container", "mod": path, "cls": cls, "ev": self._ev})
         # Note [Modules run through another method] (replay/policies.py): a module that
         # never runs as a call is known to predict by its parameters' names alone; its class
-        # lets `@Class` find it too
+        # lets `@Class` find it too; and by its buffers' (Note [A module that holds buffers
+        # alone], replay/prepared.py): nflows' permutations hold one index buffer, and
+        # `offload:@ReversePermutation` read "matches no module" in predict while measure
+        # said the module runs through another method (tests/clients/train_nflows.py
+        # --mode reverse)
         held = {name: type(m).__name__ for name, m in named_modules(model)
-                if name and next(module_parameters(m), None) is not None}
+                if name and (next(module_parameters(m), None) is not None
+                             or next(m.buffers(), None) is not None)}
         if held:
             self.sink.write({"k": "classes", "cls": held, "ev": self._ev})
         # Note [A class with a call of its own] (replay/policies.py)

@@ -64,8 +64,9 @@ autograd for the write (`copy_` of `H[..., -1, -1] = ...`), the read here waited
 lock its own caller held: `trace --fake` of a kornia spatial transformer hung for good
 (the same lock Rule 17 of Note [Fake runs] steps around, `_replaying` in trace/fake_views.py,
 for the read it makes on purpose); normflows' spline flows (`bin_locations[..., -1] +=
-eps`) hung the same way (found by two helpers at once). Such outputs are skipped; the number
-an in-place `mul_` on a view saves (8 B, inside the `CopySlices`) stays unseen, as before.
+eps`) hung the same way (found by two helpers at once). Such outputs' nodes are not read;
+the number an in-place `div_` on a view saves (8 B, inside the `CopySlices`) is found from
+the view's base instead (Note [A number saved inside CopySlices]).
 
 # Note [Numbers an op wraps itself]
 The `.Scalar` overloads of the binary TensorIterator ops take the number as a `Scalar`, not
@@ -283,6 +284,77 @@ def rewrapped(func, args: tuple) -> tuple | None:
     return tuple(fixed) if found else None
 
 
+# Note [A number saved inside CopySlices]
+# An in-place op on a view that wraps a number (Note [A view's node is not read]) saves it
+# as any other op does, but in a node autograd hides inside the CopySlices it makes for the
+# view's base, and no attribute of a CopySlices reaches that node or its saves. nflows'
+# rational-quadratic coupling layers scale their spline parameters in place, slices of
+# the transform net's output (`unnormalized_widths /= np.sqrt(hidden_features)`, heights
+# the same): each layer's two `div_` keep 8 B each until the layer's backward, and the
+# ledger read 32 B under the allocator on two layers (tests/clients/train_nflows.py --mode
+# nsf: 167,934 B against 167,966 B). The op's own node is read where autograd would make
+# it, from the op and the kinds of its arguments: the op is called once more on 0-dim
+# tensors of the same dtypes and `requires_grad` with the dispatch mode off and autograd's
+# keys back on (a mode's `__torch_dispatch__` runs below autograd), and whether that node
+# holds the number in `_saved_<argument>` is the answer, cached per op and kinds. The
+# number the real node holds is not reachable, so a stand-in (a tensor of its dtype and
+# value, made with the mode off) is the ledger's storage from the op's event, and the
+# CopySlices holds it through a post hook of its own: freed when the CopySlices has run in
+# backward (autograd lets go of the hidden node's saves right after its post hooks, with
+# no op between), or with the node, when the graph goes unread. A backward that keeps its
+# graph (`retain_graph=True`) keeps the real number past the node's run, the stand-in
+# not: such a number reads as freed where its backward ran. A post hook makes autograd
+# keep the node's incoming gradient until the hook has run, with no op between: the same
+# event.
+_no_dispatch = torch._C._DisableTorchDispatch
+_KEYS = torch._C.DispatchKey
+_PLAIN = (type(None), bool, int, float, str)
+
+
+def _spec(func, args: tuple) -> tuple | None:
+    """The kinds of an op's positional arguments, as `_saves_number` reads them: a tensor's
+    dtype and `requires_grad`, a number's type where a Tensor goes, other values as they
+    are; None where one is none of those (a list)."""
+    slots = {i for i, _, how in tensor_slots(func) if how == TENSOR}
+    out = []
+    for i, a in enumerate(args):
+        if isinstance(a, _Tensor):
+            out.append(("t", a.dtype, a.requires_grad))
+        elif i in slots and type(a) in NUMBERS:
+            out.append(("n", type(a)))
+        elif type(a) in _PLAIN:
+            out.append(("v", a))
+        else:
+            return None
+    return tuple(out)
+
+
+@functools.lru_cache(maxsize=None)
+def _saves_number(func, spec: tuple, name: str) -> bool:
+    """Whether the node autograd makes for `func` on arguments of these kinds (`_spec`)
+    saves the number handed as `name` (Note [A number saved inside CopySlices]): the op
+    called on 0-dim tensors, with autograd on; False where that call fails."""
+    exclude = torch._C._dispatch_tls_local_exclude_set()
+    for k in (_KEYS.AutogradCPU, _KEYS.ADInplaceOrView, _KEYS.AutogradOther):
+        exclude = exclude.remove(k)
+    try:
+        with torch._C._ForceDispatchKeyGuard(torch._C._dispatch_tls_local_include_set(),
+                                             exclude), _no_dispatch(), torch.enable_grad():
+            args = []
+            for kind, *what in spec:
+                if kind == "t":
+                    t = torch.ones((), dtype=what[0])
+                    args.append(t.requires_grad_().clone() if what[1] else t)
+                else:
+                    args.append(what[0](1) if kind == "n" else what[0])
+            out = func(*args)
+            t = out if isinstance(out, _Tensor) else out[0]
+            saved = getattr(t.grad_fn, "_saved_" + name, None)
+        return isinstance(saved, _Tensor) and saved.dim() == 0
+    except Exception:   # an op 0-dim tensors cannot take: unseen, as before
+        return False
+
+
 class WrappedScalars:
     """Per op: the bytes of the Python numbers it was handed for Tensor arguments, with
     their casts (Note [Wrapped scalars]). Collects (event, bytes) until `take()`; a number
@@ -358,15 +430,22 @@ class WrappedScalars:
             self.rewrap_bytes.append(rewrap)
         if wrapped_here and grad and t is not None and torch.is_grad_enabled():
             # autograd sets the output's node after this op returns: look at the next op
+            # an in-place op on a view: its node hides inside the base's CopySlices (Note [A
+            # number saved inside CopySlices]), judged by what the op is handed
+            view = (func, _spec(func, args)) if t._is_view() else None
             self.pending.append((weakref.ref(t), ev, len(self.events) - 1, wrapped_here,
-                                 module()))
+                                 module(), view))
 
     def resolve(self) -> None:
         """Note [Wrapped scalars saved for backward]: the numbers the ops' nodes saved."""
         pending, self.pending = self.pending, []
-        for ref, ev, entry, names, mod in pending:
+        for ref, ev, entry, names, mod, view in pending:
             out = ref()
-            if out is None or out._is_view():   # Note [A view's node is not read]
+            if out is None:
+                continue
+            if out._is_view():   # Note [A view's node is not read]
+                if view is not None and view[1] is not None:
+                    self._resolve_view(out, ev, entry, names, mod, *view)
                 continue
             node = out.grad_fn
             if node is None:
@@ -380,6 +459,26 @@ class WrappedScalars:
                         self._on_saved(saved, ev, mod):
                     self.bytes[entry] -= nbytes   # a storage of the ledger now
                     self.saved_by_node.setdefault(id(node), []).append(value)
+
+    def _resolve_view(self, out: torch.Tensor, ev: int, entry: int, names: list, mod: str,
+                      func, spec: tuple) -> None:
+        """Note [A number saved inside CopySlices]: the numbers an in-place op on a view
+        saved, in the node its base's CopySlices holds."""
+        base = out._base
+        node = base.grad_fn if base is not None else None   # a base is no view: plain read
+        if node is None or type(node).__name__ != "CopySlices":
+            return
+        for name, nbytes, value in names:
+            if not _saves_number(func, spec, name):
+                continue
+            with _no_dispatch():   # a real CPU tensor as torch's is, in a fake run too
+                stand_in = torch.tensor(value, dtype=_WRAPPED[type(value)][1])
+            if not self._on_saved(stand_in, ev, mod):
+                continue
+            self.bytes[entry] -= nbytes   # a storage of the ledger now
+            self.saved_by_node.setdefault(id(node), []).append(value)
+            held = [stand_in]   # the node holds it: gone with the node, or as it has run
+            node.register_hook(lambda _gi, _go, held=held: held.clear())
 
     def note_casts(self, func, args: tuple, out: Any, ev: int) -> None:
         """Note [Inputs an op casts]: called for an op `casts_inputs` names."""

@@ -91,3 +91,27 @@ def test_inputs_an_op_casts_are_counted_at_their_op():
     (rec,) = led.extra["scalars"]
     assert rec["cbytes"] == [4096, 4096, 8192, 4096, 8192, 2]
     assert led.peak_with_scratch() == led.measured["peak_bytes"] == led.peak().bytes + 6140
+
+
+def test_a_number_an_in_place_op_on_a_view_saves_lives_until_its_copyslices_ran():
+    """Note [A number saved inside CopySlices]: `y[:, :4] /= 4.0` saves its divisor in a
+    node hidden inside the CopySlices made for `y`, which the ledger could not read: 8 B
+    under the allocator from the `div_` to its backward (nflows' spline couplings scale
+    their parameters so: tests/clients/train_nflows.py; there 32 B). Now a storage of the
+    ledger's, freed as the CopySlices ran: the peak, in that CopySlices' backward, 12,304 B
+    (12,296 B before; the profiler of an untraced run, `tools/peak_live_diff.py`, 12,308 B
+    with the backward `div`'s 4 B cast, which `trace`'s allocator pass adds)."""
+    with memledger.trace() as led:
+        w = torch.ones(64, 8, requires_grad=True)    # 2,048 B
+        y = w.clone()                                # 2,048 B
+        y[:, :4] /= 4.0                              # saves 4.0 (8 B), inside CopySlices
+        h = y.exp()                                  # 2,048 B, saved
+        h.sum().backward()
+        del y, h
+    s = led.storages
+    saved = s[s["op"] == "(wrapped number)"]
+    assert saved["bytes"].tolist() == [8]
+    assert saved["category"].tolist() == ["activation"]
+    made = s[s["op"] == "exp.default"]["created"].iloc[0]
+    assert saved["created"].iloc[0] < made < saved["freed"].iloc[0]
+    assert led.peak().bytes == 12_304
