@@ -130,7 +130,7 @@ def _on_blocks(options: str, report) -> str:
     on = [report.refused_on.get(o) for o in options.split(", ")]
     if not on or any(not b for b in on) or any(b != on[0] for b in on):
         return ""
-    return " on " + ", ".join(_selectors(on[0], report.blocks))
+    return " on " + ", ".join(_selectors(on[0], report.blocks + report.left_out))
 
 
 def _ms(s: float) -> str:
@@ -154,6 +154,13 @@ def _render(report, budget: str, front: bool, shared: bool) -> None:
                   + f", {report.method}, exact)"
                   + ("" if report.assumption_held else "; blocks did not add up, budget "
                      "tightened (see docs/policies.md)"), style="dim")
+    if report.left_out:   # Note [Blocks that save nothing] (replay/plan.py)
+        names = ", ".join(report.left_out[:3]) + (
+            f" and {len(report.left_out) - 3} more" if len(report.left_out) > 3 else "")
+        n = len(report.left_out)
+        console.print(f"left out {count(n, 'block')} that save{'s' if n == 1 else ''} "
+                      f"nothing for backward ({names}): no option on them changes the peak",
+                      style="dim", markup=False)
     if report.runner_up:
         console.print(f"runner-up: {report.runner_up}", style="dim")
     for options, why in ruled_out(report.refused):   # what the search could not use, and why

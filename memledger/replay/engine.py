@@ -341,12 +341,29 @@ def _pack_call(prep: Prepared, calls: _Calls) -> np.ndarray:
     computed once per replay (the segments, the frames, offload's copies and the time
     model all read it)."""
     if calls.pack_call is None:
-        calls.shared["pack_call"] = record_call(
-            prep.pack_ev, prep.pack_mod_code, prep.pack_mod_names, calls.by_path, calls.mods,
-            calls.ev0, calls.ev1, output_saves(prep, prep.pack_ev, prep.pack_row,
-                                               prep.pack_mod_code, prep.pack_mod_names),
-            scopes_of(prep))
+        calls.shared["pack_call"] = _records_by_call(prep, calls.by_path, calls.mods,
+                                                     calls.ev0, calls.ev1)
     return calls.pack_call
+
+
+def _records_by_call(prep: Prepared, by_path: dict, mods: np.ndarray, ev0: np.ndarray,
+                     ev1: np.ndarray) -> np.ndarray:
+    return record_call(prep.pack_ev, prep.pack_mod_code, prep.pack_mod_names, by_path, mods,
+                       ev0, ev1, output_saves(prep, prep.pack_ev, prep.pack_row,
+                                              prep.pack_mod_code, prep.pack_mod_names),
+                       scopes_of(prep))
+
+
+def packs_of(prep: Prepared, paths: list[str]) -> np.ndarray:
+    """Per `saved` record (Prepared.pack_*), whether a forward call of one of the modules
+    `paths` made it, as a replay selecting those modules reads it (`_pack_call`, Rule 5):
+    `plan` ranks its candidate blocks by this (Note [A block's saves, by its calls],
+    replay/plan.py). All False for a ledger without save records."""
+    if prep.pack_ev is None or not len(prep.pack_ev):
+        return np.zeros(0, dtype=bool)
+    row, _ = _selected_rows(prep, dict.fromkeys(paths, 0))
+    return _records_by_call(prep, dict.fromkeys(paths), prep.scope_mod[row],
+                            prep.scope_ev0[row], prep.scope_ev1[row]) >= 0
 
 
 def _unfolded_under_selective(prep: Prepared, calls: _Calls) -> Prepared:

@@ -50,11 +50,11 @@ from memledger.errors import PolicyError
 from memledger.ledger.model import Ledger
 from memledger.replay.block_options import Option, block_options
 from memledger.replay.costs import CostModel
-from memledger.replay.engine import CPU_RNG_STATE_BYTES, replay
+from memledger.replay.engine import CPU_RNG_STATE_BYTES, packs_of, replay
 from memledger.replay.fake_time import prepare
 from memledger.replay.policies import parse_policy
 from memledger.replay.predict import PolicyPrediction, cost_model, predict, time_caveats
-from memledger.replay.prepared import Prepared, model_calls
+from memledger.replay.prepared import ACTIVATION, Prepared, model_calls
 from memledger.replay.solve import EXHAUSTIVE_MAX, Steps, reduce_steps, solve
 
 PLAN_SCHEMA = "memledger.plan/1"
@@ -110,6 +110,10 @@ class PlanReport(BaseModel):
     added_time_lo_s: float = 0.0
     added_time_hi_s: float = 0.0
     blocks: list[str] = Field(description="the repeated blocks the search acts on")
+    left_out: list[str] = Field(default_factory=list, description="repeated blocks that save "
+                                "nothing for backward in their calls, left out of the search: "
+                                "no option on them changes the peak (Note [Blocks that save "
+                                "nothing])")
     units: list[list[str]] = Field(default_factory=list, description="blocks searched as "
                                    "one, with one option (they save the same storages: Note "
                                    "[Blocks that share a save]); [] when each is its own")
@@ -145,9 +149,10 @@ class PlanReport(BaseModel):
         return self.model_dump(by_alias=True)
 
 
-def repeated_blocks(led: Ledger) -> list[str]:
+def repeated_blocks(led: Ledger, prep: Prepared | None = None) -> list[str]:
     """The numbered children of the model's module list that holds the most saved
-    activations (not another top-level module's: policies act on the model only)."""
+    activations (not another top-level module's: policies act on the model only).
+    `prep`: the ledger's (built here where the ledger has save records and none is given)."""
     sc = led.scopes
     if len(sc):
         sc = sc[model_calls(sc, led)]
@@ -166,16 +171,17 @@ def repeated_blocks(led: Ledger) -> list[str]:
     mods = saved["saved_module"].astype(str)
     sv = led.saves
     if sv is not None and len(sv):   # Note [A block's saves, by its calls]
-        sv = sv[sv["sid"].isin(saved.index)]
-        fw = _CallSpans(sc[(sc["ph"] != "backward") & ~sc["nograd"].fillna(False).astype(bool)]
-                    if "nograd" in sc else sc[sc["ph"] != "backward"])
-        save_ev, save_sid = sv["ev"].to_numpy(dtype=np.int64), sv["sid"].to_numpy()
+        prep = prep or Prepared.from_ledger(led)
+        kept: dict[tuple[str, ...], int] = {}
 
         def saved_bytes(members: list[tuple[int, str]]) -> int:
-            inside = np.zeros(len(sv), dtype=bool)
-            for _, m in members:
-                inside |= fw.inside(m, save_ev)
-            return int(saved.loc[np.unique(save_sid[inside]), "bytes"].sum())
+            key = tuple(m for _, m in members)
+            if key not in kept:
+                rows = np.unique(prep.pack_row[packs_of(prep, list(key))]) \
+                    if prep.pack_row is not None else np.zeros(0, dtype=np.int64)
+                rows = rows[prep.cat[rows] == ACTIVATION]
+                kept[key] = int(prep.nbytes[rows].sum())
+            return kept[key]
     else:   # a ledger without save records: by the saving module's path
         def saved_bytes(members: list[tuple[int, str]]) -> int:
             under = np.zeros(len(saved), dtype=bool)
@@ -388,6 +394,21 @@ class _CallSpans:
 # calls again (the reversible path's `blocks.{i}`, called under no_grad in forward) took
 # the saves of its calls in backward, where no policy acts. So a group's saves are those
 # made inside its members' forward calls under gradients, whoever made them.
+# Which call holds a save is the replay's own count (`packs_of`, replay/engine.py: Rule 5,
+# as `_pack_call` reads it for every policy and predict for its "saved nothing"): a save
+# is recorded one event before the op that saves its input, so a call on [ev0, ev1) holds
+# the saves on [ev0 - 1, ev1 - 1], a boundary save by the module that saved. Read on the
+# call's own events [ev0, ev1), a block whose first op saves its input (a matmul, an
+# embedding, a conv: no `t` op before it) lost that save, and took the save of its output
+# by the next call's first op: in a chain of blocks, the first block's input swapped for
+# the last block's output, and a group of blocks whose first ops save their wide inputs
+# read as saving nothing. tests/clients/train_plan_saves.py --case rank (3 x `downs.{i}`,
+# wide to narrow, each followed by `tower.ups.{i}`, narrow to wide; 2 steps): `tower.ups.*`
+# read as saving every wide (64, 256) fp32 tensor (393,216 B) and `downs.*` none, where
+# the replay gives `downs.*` those 393,216 B and `tower.ups.*` their narrow inputs
+# (12,288 B); `plan --budget 300000` searched `tower.ups.*` and said "no candidate fits;
+# the lowest predicted peak is 397,060 B" (the baseline) where `offload:downs.[0-1]` is
+# predicted and measured 265,988 B.
 # Note [Blocks inside items that never run]
 # A module list whose items never run as module calls (normflows' `flows`: each flow layer
 # runs through its `inverse` when the model is fitted by `forward_kld`, Note [Modules run
@@ -428,6 +449,26 @@ def _through_uncalled(paths: list[str], calls: _CallSpans) -> dict[tuple[str, st
                 out.setdefault((".".join(parts[:j]), ".".join(parts[j + 1:])), []).append(
                     (int(parts[j]), p))
     return {k: v for k, v in out.items() if len(v) >= 2}
+
+
+# Note [Blocks that save nothing]
+# A repeated block may save nothing for backward in its calls: MEGABYTE-pytorch's
+# `to_next_transformer_projections` holds a projection per stage and an `nn.Identity` for
+# the last, which runs no op. Its options (checkpoint, offload, selective) change nothing,
+# yet the exact search took each: 4 options more per such block, the states multiplied by
+# 4 (tests/clients/train_plan_saves.py --case identity: 64 assignments on 3 blocks, 16 on
+# the 2 that save). A block none of whose calls holds a `saved` record, counted as the
+# replay counts them (`packs_of`, Rule 5: the same count as Note [A block's saves, by its
+# calls] and predict's "saved nothing"), is left out of the search and listed in the
+# report (`left_out`), and the selectors of the policy plan writes leave it out too
+# (`blocks.[0-1]`, not `blocks.*`). A ledger without save records searches every block.
+def saving_blocks(prep: Prepared, blocks: list[str]) -> tuple[list[str], list[str]]:
+    """(the blocks whose calls save something, those that save nothing), each in block
+    order (Note [Blocks that save nothing])."""
+    if prep.pack_ev is None or not len(prep.pack_ev):
+        return blocks, []
+    empty = {b for b in blocks if not packs_of(prep, [b]).any()}
+    return [b for b in blocks if b not in empty], [b for b in blocks if b in empty]
 
 
 # Note [Blocks that share a save]
@@ -535,14 +576,17 @@ def _stack_selectors(blocks: list[str], all_blocks: list[str]) -> list[str]:
     return out
 
 
-def policy_text(blocks: list[str], options: list[Option], choice) -> str:
-    """The policy string of one option per block, parts in block order."""
+def policy_text(blocks: list[str], options: list[Option], choice,
+                every: list[str] | None = None) -> str:
+    """The policy string of one option per block, parts in block order. `every`: the
+    blocks the selectors tell them from (`blocks` and those left out of the search, Note
+    [Blocks that save nothing]); `blocks` by default."""
     groups: dict[int, list[str]] = {}
     for b, o in zip(blocks, choice):
         if options[o].kind != "none":
             groups.setdefault(int(o), []).append(b)
     return "+".join(options[o].part(sel) for o, bs in groups.items()
-                    for sel in _selectors(bs, blocks)) or "none"
+                    for sel in _selectors(bs, every or blocks)) or "none"
 
 
 @dataclass
@@ -570,6 +614,9 @@ class BlockTable:
     # the search's units (Note [Blocks that share a save]): indices into `blocks`, one row
     # of delta and cost each; None: every block its own unit
     units: list[list[int]] = None
+    # blocks left out of the search (Note [Blocks that save nothing]): selectors must not
+    # take them in (`blocks.*` where `blocks.2` was left out is `blocks.[0-1]`)
+    left_out: list[str] = field(default_factory=list)
 
     def per_block(self, choice) -> list[int]:
         """A choice per unit as the option of each block."""
@@ -610,7 +657,8 @@ class BlockTable:
         return choice, self.total(choice)
 
     def policy(self, choice) -> str:
-        return policy_text(self.blocks, self.options, self.per_block(choice))
+        return policy_text(self.blocks, self.options, self.per_block(choice),
+                           self.blocks + self.left_out)
 
 
 def _block_storages(prep: Prepared, block: str) -> np.ndarray:
@@ -646,9 +694,12 @@ def _plain_slots(prep: Prepared) -> np.ndarray:
     return out
 
 
-def block_table(prep: Prepared, model: CostModel, blocks: list[str], rng: int) -> BlockTable:
+def block_table(prep: Prepared, model: CostModel, blocks: list[str], rng: int,
+                left_out: list[str] | None = None) -> BlockTable:
     """Replays each (block, option) on the block's own storages (Prepared.subset): the same
-    slot effect as on the whole ledger, in a fraction of the time."""
+    slot effect as on the whole ledger, in a fraction of the time. `left_out`: repeated
+    blocks not searched (Note [Blocks that save nothing]), which the selectors leave out."""
+    left_out = list(left_out or [])
     options = block_options(prep, blocks)
     units = block_units(prep, blocks)   # Note [Blocks that share a save]
     base = replay(prep, parse_policy("none"), rng_bytes=rng, slots=True).slots
@@ -664,7 +715,7 @@ def block_table(prep: Prepared, model: CostModel, blocks: list[str], rng: int) -
             keep |= _block_storages(prep, blocks[i])
         sub = prep.subset(keep, _block_spans(prep, [blocks[i] for i in members]))
         own = _plain_slots(sub)
-        sels = _selectors([blocks[i] for i in members], blocks)
+        sels = _selectors([blocks[i] for i in members], blocks + left_out)
         rows = np.zeros((no, len(base)), dtype=np.int64)
         for o, opt in enumerate(options):
             if opt.kind == "none":
@@ -689,7 +740,7 @@ def block_table(prep: Prepared, model: CostModel, blocks: list[str], rng: int) -
                       refused_on={k: sorted(v, key=blocks.index) for k, v in refused_on.items()
                                   if len(v) < len(blocks)},
                       step=dict(zip(("cost", "lo", "hi"), step)), reruns=reruns,
-                      units=None if len(units) == len(blocks) else units)
+                      units=None if len(units) == len(blocks) else units, left_out=left_out)
 
 
 def _solve_checked(table: BlockTable, prep: Prepared, budget: int, rng: int,
@@ -821,13 +872,14 @@ def pareto_front_info(table: BlockTable, points: int = FRONT_POINTS
 
 def pareto_points(led: Ledger, points: int = FRONT_POINTS) -> list[dict]:
     """The ledger's Pareto front as plain dicts ([] without repeated blocks)."""
-    blocks = repeated_blocks(led)
+    prep, _, bandwidth = prepare(led)   # fake: modelled (Note [Modelled time])
+    blocks, left_out = saving_blocks(prep, repeated_blocks(led, prep))
     if not blocks:
         return []
-    prep, _, bandwidth = prepare(led)   # fake: modelled (Note [Modelled time])
     rng = CPU_RNG_STATE_BYTES if led.device == "cpu" else 0
     model, _ = cost_model(led, prep, bandwidth=bandwidth)
-    return [p.model_dump() for p in pareto_front(block_table(prep, model, blocks, rng), points)]
+    return [p.model_dump() for p in pareto_front(block_table(prep, model, blocks, rng,
+                                                             left_out), points)]
 
 
 def plan(led: Ledger, budget_bytes: int, step_time_s: float | None = None,
@@ -835,17 +887,24 @@ def plan(led: Ledger, budget_bytes: int, step_time_s: float | None = None,
          flops: float | None = None, budget_share: Decimal | None = None) -> PlanReport:
     """`budget_share` (`--budget 80%`): the budget is that share of the baseline peak
     (rounded down to a byte), and `budget_bytes` is not read."""
-    blocks = repeated_blocks(led)
+    prep, time_model, bandwidth = prepare(led, None, flops, bandwidth)   # fake: modelled
+    blocks = repeated_blocks(led, prep)
     if not blocks:
         raise PolicyError("plan found no repeated blocks (numbered children such as blocks.0, "
                           "blocks.1) in the ledger's modules; use `memledger predict` with "
                           "your own --policy instead")
-    prep, time_model, bandwidth = prepare(led, None, flops, bandwidth)   # fake: modelled
+    blocks, left_out = saving_blocks(prep, blocks)
+    if not blocks:
+        raise PolicyError(f"plan's repeated blocks ({', '.join(left_out[:3])}"
+                          + (f" and {len(left_out) - 3} more" if len(left_out) > 3 else "")
+                          + ") save nothing for backward in their calls: no policy on them "
+                          "changes the peak; use `memledger predict` with your own --policy "
+                          "instead")
     if budget_share is not None:   # the baseline predict reports, exactly
         budget_bytes = int(budget_share * (prep.baseline_ledger_peak + prep.workspace))
     rng = CPU_RNG_STATE_BYTES if led.device == "cpu" else 0
     model, _ = cost_model(led, prep, step_time_s, bandwidth)
-    table = block_table(prep, model, blocks, rng)
+    table = block_table(prep, model, blocks, rng, left_out)
     choice, held = _solve_checked(table, prep, budget_bytes, rng)
     front, complete = pareto_front_info(table, front_points) if front_points else ([], True)
     runner = _runner_up(table, prep, budget_bytes, rng, choice) if choice is not None else None
@@ -866,7 +925,7 @@ def plan(led: Ledger, budget_bytes: int, step_time_s: float | None = None,
         predicted_added_time_s=best.added_time_s if fits else 0.0,
         added_time_lo_s=best.added_time_lo_s if fits else 0.0,
         added_time_hi_s=best.added_time_hi_s if fits else 0.0,
-        blocks=blocks, units=[[blocks[i] for i in u] for u in table.units or []],
+        blocks=blocks, left_out=left_out, units=[[blocks[i] for i in u] for u in table.units or []],
         choice=[table.options[o].label() for o in table.per_block(choice)] if fits else [],
         options=[o.label() for o in table.options],
         method="exhaustive" if no ** nb <= EXHAUSTIVE_MAX else "dp",
