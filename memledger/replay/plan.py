@@ -54,7 +54,7 @@ from memledger.replay.engine import CPU_RNG_STATE_BYTES, packs_of, replay
 from memledger.replay.fake_time import prepare
 from memledger.replay.policies import parse_policy
 from memledger.replay.predict import PolicyPrediction, cost_model, predict, time_caveats
-from memledger.replay.prepared import ACTIVATION, Prepared, model_calls
+from memledger.replay.prepared import ACTIVATION, Prepared, model_calls, prepared_of
 from memledger.replay.solve import EXHAUSTIVE_MAX, Steps, reduce_steps, solve
 
 PLAN_SCHEMA = "memledger.plan/1"
@@ -171,7 +171,7 @@ def repeated_blocks(led: Ledger, prep: Prepared | None = None) -> list[str]:
     mods = saved["saved_module"].astype(str)
     sv = led.saves
     if sv is not None and len(sv):   # Note [A block's saves, by its calls]
-        prep = prep or Prepared.from_ledger(led)
+        prep = prep or prepared_of(led)
         kept: dict[tuple[str, ...], int] = {}
 
         def saved_bytes(members: list[tuple[int, str]]) -> int:
