@@ -462,12 +462,20 @@ def _through_uncalled(paths: list[str], calls: _CallSpans) -> dict[tuple[str, st
 # calls] and predict's "saved nothing"), is left out of the search and listed in the
 # report (`left_out`), and the selectors of the policy plan writes leave it out too
 # (`blocks.[0-1]`, not `blocks.*`). A ledger without save records searches every block.
+# Where no block saves anything, they are all searched, as before: the answer is the
+# baseline, fitting the budget or not (exit 0 or 1, as for any plan), and the command says
+# why where it knows: blocks the script checkpoints itself save nothing in their calls (the
+# checkpoint holds their inputs), and `plan --budget` there had said "the script
+# checkpoints 2 module(s) itself ... turn its checkpointing off" (exit 1) where a refusal
+# (exit 2) that blocks "save nothing" now stood (tests/integration/test_script_checkpoint.py).
 def saving_blocks(prep: Prepared, blocks: list[str]) -> tuple[list[str], list[str]]:
     """(the blocks whose calls save something, those that save nothing), each in block
-    order (Note [Blocks that save nothing])."""
+    order (Note [Blocks that save nothing]); every block searched where none saves."""
     if prep.pack_ev is None or not len(prep.pack_ev):
         return blocks, []
     empty = {b for b in blocks if not packs_of(prep, [b]).any()}
+    if len(empty) == len(blocks):
+        return blocks, []
     return [b for b in blocks if b not in empty], [b for b in blocks if b in empty]
 
 
@@ -894,12 +902,6 @@ def plan(led: Ledger, budget_bytes: int, step_time_s: float | None = None,
                           "blocks.1) in the ledger's modules; use `memledger predict` with "
                           "your own --policy instead")
     blocks, left_out = saving_blocks(prep, blocks)
-    if not blocks:
-        raise PolicyError(f"plan's repeated blocks ({', '.join(left_out[:3])}"
-                          + (f" and {len(left_out) - 3} more" if len(left_out) > 3 else "")
-                          + ") save nothing for backward in their calls: no policy on them "
-                          "changes the peak; use `memledger predict` with your own --policy "
-                          "instead")
     if budget_share is not None:   # the baseline predict reports, exactly
         budget_bytes = int(budget_share * (prep.baseline_ledger_peak + prep.workspace))
     rng = CPU_RNG_STATE_BYTES if led.device == "cpu" else 0
