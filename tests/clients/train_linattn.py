@@ -23,7 +23,8 @@ Modes (each a tiny shape of the library's own documented usage):
   encdec   the copy task (examples/toy_tasks/copy_task.py): an encoder with
            `return_embeddings=True` and a causal decoder with `receives_context=True`
            inside the wrapper, one Adam over both
-`--reversible` gives `encdec` reversible layers on both sides. `--dropout` sets the feed-forward, attention-layer and attention dropouts.
+`--reversible` gives `encdec` reversible layers on both sides (`--reversible dec`: the
+decoder's alone). `--dropout` sets the feed-forward, attention-layer and attention dropouts.
 
 Tiny, seeded, random tokens, nothing downloaded.
 
@@ -60,13 +61,13 @@ def build(args):
     elif args.mode == "linformer":
         kw.update(linformer_settings=LinformerSettings(k=args.seq // 4))
     elif args.mode == "encdec":
-        rev = args.reversible
         enc = LinearAttentionTransformerLM(**{**kw, "max_seq_len": args.seq // 2},
                                            shift_tokens=True, return_embeddings=True,
-                                           reversible=rev)
+                                           reversible=args.reversible == "both")
         dec = LinearAttentionTransformerLM(**{**kw, "max_seq_len": args.seq + 2}, causal=True,
                                            shift_tokens=True, blindspot_size=2,
-                                           receives_context=True, reversible=rev)
+                                           receives_context=True,
+                                           reversible=args.reversible is not None)
         return enc, AutoregressiveWrapper(dec)
     return None, AutoregressiveWrapper(LinearAttentionTransformerLM(**kw))
 
@@ -107,10 +108,10 @@ def main() -> None:
     ap.add_argument("--dim", type=int, default=32)
     ap.add_argument("--depth", type=int, default=2)
     ap.add_argument("--dropout", type=float, default=0.0)
-    ap.add_argument("--reversible", action="store_true",
-                    help="encdec: both with reversible layers, as the README's example "
-                         "(the decoder's reversible backward runs a backward into the "
-                         "encoder's output once per context layer)")
+    ap.add_argument("--reversible", nargs="?", const="both", choices=["both", "dec"],
+                    help="encdec: reversible layers on both sides, as the README's example, "
+                         "or on the decoder alone (its reversible backward runs a backward "
+                         "into the encoder's output once per context layer)")
     ap.add_argument("--accumulate", type=int, default=1)
     ap.add_argument("--validate-every", type=int, default=0,
                     help="a no_grad validation loss and a generated sample every N steps")
