@@ -26,8 +26,16 @@ measured; L = net.net.transformer.fn.layers.layers):
 - `--mode pkm --dropout 0.1`: 15,519,364 B + 12 B of kernel scratch; its peak is Adam's
   update of the product-key values, which no policy moves.
 - `--mode encdec` (policies act on the encoder, the first module the step trains; the
-  decoder is named `model`): 2,076,072 B, `checkpoint:transformer.layers.layers.*.*`
-  1,918,280 B, `offload:` 1,853,224 B; with `--reversible --dropout 0.1` 1,949,488 B.
+  decoder is named `model`; E = transformer.layers.layers): 2,076,072 B,
+  `checkpoint:E.*.*` 1,918,280 B, `offload:E.*.*` 1,853,224 B; with `--reversible
+  --dropout 0.1` 1,949,488 B.
+  `--reversible dec` (an irreversible encoder, whose saves the decoder's retained
+  backward reads once per context layer): 2,077,888 B; `checkpoint:E.*.*` 1,957,696 B,
+  `offload:` 1,921,088 B, `selective:` refused by both (a second backward pass).
+- Not exact: `--mode rev --accumulate 2`, `selective:net.net.transformer`: predicted
+  4,548 B under measured (5,056 B at the tiny shape): measure's re-run guard holds the
+  replaced `Deterministic.cpu_state` to the re-run's end (docs/decisions.md, forty-sixth
+  session, linear-attention-transformer).
 - `--fake --device cpu` ledgers of lm, rev, linformer and encdec agree with the real ones
   under their policies. The doctor finds nothing on lm, pkm and linformer; it warns,
   rightly, of the undivided loss under `--accumulate 2`, of the copy task's `enc(src)`
