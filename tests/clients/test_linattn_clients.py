@@ -32,6 +32,10 @@ measured; L = net.net.transformer.fn.layers.layers):
   `--reversible dec` (an irreversible encoder, whose saves the decoder's retained
   backward reads once per context layer): 2,077,888 B; `checkpoint:E.*.*` 1,957,696 B,
   `offload:` 1,921,088 B, `selective:` refused by both (a second backward pass).
+- `--mode image --seq 16 --batch 4` (`ImageLinearAttention` blocks in a CNN): 604,592 B +
+  87,936 B of kernel scratch = 692,528 B allocator; `checkpoint:2` 697,584 B,
+  `selective:2.fn` 730,352 B, `offload:@ImageLinearAttention` 592,544 B, `selective:*`
+  740,464 B, `checkpoint:[2-5]` 697,584 B; the doctor finds nothing, fake = real.
 - Not exact: `--mode rev --accumulate 2`, `selective:net.net.transformer`: predicted
   4,548 B under measured (5,056 B at the tiny shape): measure's re-run guard holds the
   replaced `Deterministic.cpu_state` to the re-run's end (docs/decisions.md, forty-sixth

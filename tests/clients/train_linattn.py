@@ -23,6 +23,9 @@ Modes (each a tiny shape of the library's own documented usage):
   encdec   the copy task (examples/toy_tasks/copy_task.py): an encoder with
            `return_embeddings=True` and a causal decoder with `receives_context=True`
            inside the wrapper, one Adam over both
+  image    images.py's `ImageLinearAttention` (1x1 and 3x3 projections) as residual blocks
+           of a small CNN classifier on random images (`--seq` the side, `--tokens` the
+           classes), cross-entropy
 `--reversible` gives `encdec` reversible layers on both sides (`--reversible dec`: the
 decoder's alone). `--dropout` sets the feed-forward, attention-layer and attention dropouts.
 
@@ -60,6 +63,26 @@ def build(args):
                   use_rotary_emb=True)
     elif args.mode == "linformer":
         kw.update(linformer_settings=LinformerSettings(k=args.seq // 4))
+    elif args.mode == "image":   # images.py's attention as a residual block of a CNN
+        from linear_attention_transformer.images import ImageLinearAttention
+
+        class Residual(torch.nn.Module):
+            def __init__(self, fn):
+                super().__init__()
+                self.fn = fn
+
+            def forward(self, x):
+                return x + self.fn(x)
+
+        c = args.dim // 4
+        net = torch.nn.Sequential(
+            torch.nn.Conv2d(3, c, 3, padding=1), torch.nn.LeakyReLU(0.2),
+            Residual(ImageLinearAttention(c, heads=2, key_dim=8, value_dim=8)),
+            torch.nn.Conv2d(c, c, 3, padding=1, stride=2), torch.nn.LeakyReLU(0.2),
+            Residual(ImageLinearAttention(c, heads=2, key_dim=8, value_dim=8,
+                                          kernel_size=3, padding=1)),
+            torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(c, args.tokens))
+        return None, net
     elif args.mode == "encdec":
         enc = LinearAttentionTransformerLM(**{**kw, "max_seq_len": args.seq // 2},
                                            shift_tokens=True, return_embeddings=True,
@@ -79,6 +102,9 @@ def batch(args):
         tgt = torch.cat((torch.ones(args.batch, 1, dtype=torch.long), src, src), 1)
         return src, tgt, torch.ones(args.batch, n).bool(), \
             torch.ones(args.batch, tgt.shape[1] - 1).bool()
+    if args.mode == "image":    # random images, random labels
+        return torch.randn(args.batch, 3, args.seq, args.seq), \
+            torch.randint(0, args.tokens, (args.batch,)), None, None
     # the enwik8 example samples a window of bytes; random tokens stand in
     return torch.randint(0, args.tokens, (args.batch, (args.len or args.seq) + 1)), None, \
         None, None
@@ -86,6 +112,8 @@ def batch(args):
 
 def loss_of(args, enc, model, data):
     x, tgt, src_mask, tgt_mask = data
+    if args.mode == "image":
+        return torch.nn.functional.cross_entropy(model(x), tgt)
     if enc is not None:
         context = enc(x, input_mask=src_mask)
         return model(tgt, context=context, input_mask=tgt_mask, context_mask=src_mask,
@@ -95,7 +123,7 @@ def loss_of(args, enc, model, data):
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--mode", choices=["lm", "rev", "pkm", "linformer", "encdec"],
+    ap.add_argument("--mode", choices=["lm", "rev", "pkm", "linformer", "encdec", "image"],
                     default="lm")
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--batch", type=int, default=2)
