@@ -354,11 +354,23 @@ class RetentionWatch:
 
     def _also_held_by(self, root: _Tensor, live: list[_Tensor], var: str) -> list[str]:
         """The other user variables (besides `var`) that hold a tensor of `root`'s graph
-        through which that graph still reaches a custom Function's ctx tensors."""
-        graph = _graph_nodes([root.grad_fn])
+        through which that graph still reaches a custom Function's ctx tensors, or a
+        tensor of a graph it holds through ctx (Note [Graphs held through ctx]) that keeps
+        some of what the finding counts."""
+        walk: dict[str, set[int]] = {}
+        resident = self._state()
+        _ctx_held(root.grad_fn, resident, walk)
         out: list[str] = []
         for t in live:
-            if t is root or id(t.grad_fn) not in graph or not _ctx_bytes(t.grad_fn)[0]:
+            if t is root:
+                continue
+            g = id(t.grad_fn)
+            if g in walk.get("ctx", ()):   # the copy task's `context`: the encoder's graph
+                held = (_storage_key(t) or (None,))[0] in walk["storages"] or \
+                    _saved_bytes([t.grad_fn], resident) or _ctx_bytes(t.grad_fn)[0]
+            else:
+                held = g in walk.get("edges", ()) and _ctx_bytes(t.grad_fn)[0]
+            if not held:
                 continue
             _, holder, _ = self._name_of(t)
             if holder and holder != var and holder not in out:
@@ -612,7 +624,10 @@ def _reaches(root, old: tuple[set[int], int], clean: set[int]) -> bool:
 # of ctx's lists, tuples and dicts (`_ctx_tensors`), the graphs of those that have one
 # are walked as well, and what their nodes still save for backward counts too (the
 # networks' parameters and buffers aside: resident anyway); the warning says how much of
-# it is such saves.
+# it is such saves. A variable of the script that holds a tensor of such a graph keeps
+# that part past `del loss`: the copy task keeps the encoder's output as `context` in its
+# loop, and the warning told to `del loss` alone; such variables are named with the others
+# (Note [Other variables that hold the spent graph]).
 #
 # Note [Other variables that hold the spent graph]
 # `del loss` frees the graph only when nothing else holds it. A training loop usually keeps
@@ -726,16 +741,19 @@ def _ctx_bytes(root) -> tuple[int, int]:
     return held, nodes
 
 
-def _ctx_held(root, resident: set[int] | frozenset = frozenset()) \
-        -> tuple[int, int, list[str], int]:
+def _ctx_held(root, resident: set[int] | frozenset = frozenset(),
+              walk: dict[str, set[int]] | None = None) -> tuple[int, int, list[str], int]:
     """`_ctx_bytes`, the names of the Functions whose nodes keep them (Note [The Function
     that keeps them]), in the graph's order, and how many of those bytes are saves of the
     graphs reached through ctx (Note [Graphs held through ctx]); `resident`: storages not
-    counted (the networks' parameters and buffers)."""
+    counted (the networks' parameters and buffers). `walk`, if given, is filled with the
+    ids of the nodes the root's edges reach ("edges"), of those reached through ctx
+    ("ctx"), and the counted storages ("storages")."""
     storages: dict[int, int] = {}
     saved: dict[int, int] = {}
     names: dict[str, None] = {}
     seen: set[int] = set()
+    through: set[int] = set()
     nodes = 0
     graphs = [(root, False)]
     while graphs and nodes < MAX_NODES:
@@ -749,6 +767,7 @@ def _ctx_held(root, resident: set[int] | frozenset = frozenset()) \
             nodes += 1
             stack.extend(f for f, _ in n.next_functions)
             if through_ctx:   # no backward of the root's graph freed these
+                through.add(id(n))
                 for x in _saved_of(n):
                     st = _storage_key(x)
                     if st is not None and st[0] not in resident and st[0] not in storages:
@@ -771,6 +790,8 @@ def _ctx_held(root, resident: set[int] | frozenset = frozenset()) \
                     names[name] = None
                     if x.grad_fn is not None and id(x.grad_fn) not in seen:
                         graphs.append((x.grad_fn, True))
+    if walk is not None:
+        walk.update(edges=seen - through, ctx=through, storages={*storages, *saved})
     if not storages:
         return 0, nodes, [], 0
     kept = sum(saved.values())

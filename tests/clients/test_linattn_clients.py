@@ -25,13 +25,14 @@ measured; L = net.net.transformer.fn.layers.layers):
   `checkpoint:@LinformerSelfAttention` 662,380 B.
 - `--mode pkm --dropout 0.1`: 15,519,364 B + 12 B of kernel scratch; its peak is Adam's
   update of the product-key values, which no policy moves.
-- `--mode encdec` (policies act on the encoder, the first module the step trains; the
-  decoder is named `model`; E = transformer.layers.layers): 2,076,072 B,
-  `checkpoint:E.*.*` 1,918,280 B, `offload:E.*.*` 1,853,224 B; with `--reversible
-  --dropout 0.1` 1,949,488 B.
-  `--reversible dec` (an irreversible encoder, whose saves the decoder's retained
-  backward reads once per context layer): 2,077,888 B; `checkpoint:E.*.*` 1,957,696 B,
-  `offload:` 1,921,088 B, `selective:` refused by both (a second backward pass).
+- `--mode encdec` (the copy task's loop, `context` kept to the next step; policies act on
+  the encoder, the first module the step trains; the decoder is named `model`; E =
+  transformer.layers.layers), `--validate-every 1`: 1,997,656 B, `checkpoint:E.*.*`
+  1,885,656 B, `offload:E.*.*` 1,849,048 B; `--reversible --dropout 0.1`: 1,949,552 B,
+  every policy on the encoder there too; `--reversible dec --dropout 0.1` (an irreversible
+  encoder, whose saves the decoder's retained backward reads once per context layer):
+  2,077,952 B, `checkpoint:E.*.*` 1,957,760 B, `offload:E.*.*` 1,921,152 B, `selective:`
+  refused by both (a second backward pass).
 - `--mode image --seq 16 --batch 4` (`ImageLinearAttention` blocks in a CNN): 604,592 B +
   87,936 B of kernel scratch = 692,528 B allocator; `checkpoint:2` 697,584 B,
   `selective:2.fn` 730,352 B, `offload:@ImageLinearAttention` 592,544 B, `selective:*`
@@ -86,18 +87,22 @@ def test_the_enwik8_loop_with_a_padded_batch():
 
 def test_a_graph_held_through_the_reversible_functions_ctx():
     """The README's encoder/decoder with `reversible=True`, trained as the copy task
-    trains it, keeps `loss` to the next step: the decoder's `_ReversibleFunction` keeps
-    its blocks' keyword arguments as `ctx.args` (a list of dicts of dicts), among them
-    the encoder's output as `context`, whose graph (the encoder's own reversible Function,
-    its final norm's saves: a retained backward ran into it) the decoder's graph holds
-    through ctx alone. The warning said 4.0 KiB (the decoder's `ctx.y`), where the ledger
-    frees 8,464 B at `loss`'s rebinding: 2,048 B the encoder's `ctx.y`, 1,024 B each the
-    encoder's output and its norm's input, 64 + 64 B the norm's statistics, 128 B the
-    source tokens, 16 B its mask. Now 8,464 B, 1,280 B of them saves (Note [Graphs held
-    through ctx], trace/doctor_retention.py)."""
+    trains it, keeps `loss` and `context` to the next step: the decoder's
+    `_ReversibleFunction` keeps its blocks' keyword arguments as `ctx.args` (a list of
+    dicts of dicts), among them the encoder's output, whose graph (the encoder's own
+    reversible Function, its final norm's saves: a retained backward ran into it) the
+    decoder's graph holds through ctx alone. The warning said 4.0 KiB (the decoder's
+    `ctx.y`), where the ledger frees 8,464 B at `loss`'s rebinding: 2,048 B the
+    encoder's `ctx.y`, 1,024 B each the encoder's output and its norm's input, 64 + 64 B
+    the norm's statistics, 128 B the source tokens, 16 B its mask. Now 8,464 B, 1,280 B
+    of them saves; and `context`, which holds the encoder's part, is named beside `loss`
+    (the warning told to `del loss` alone): Note [Graphs held through ctx],
+    trace/doctor_retention.py."""
     found = _doctor(["--mode", "encdec", "--reversible", *TINY])
     assert [(f.check, f.severity) for f in found] == [("cross_step_retention", "warning")]
     assert found[0].evidence == {"steps": [1, 2], "ctx_bytes_per_step": [8_464, 8_464],
-                                 "ctx_saved_bytes_per_step": [1_280, 1_280]}
+                                 "ctx_saved_bytes_per_step": [1_280, 1_280],
+                                 "also": ["context"]}
     assert "8.3 KiB: 7.0 KiB of tensors the autograd Function `_ReversibleFunction` " \
         "keeps on ctx" in found[0].message
+    assert found[0].message.endswith("`del loss, context` after the step frees them")

@@ -153,7 +153,13 @@ def main() -> None:
             if m is not None:
                 m.train()
         for _ in range(args.accumulate):
-            loss = loss_of(args, enc, model, batch(args))
+            if enc is not None:   # as the copy task's loop: `context` kept to the next step
+                src, tgt, src_mask, tgt_mask = batch(args)
+                context = enc(src, input_mask=src_mask)
+                loss = model(tgt, context=context, input_mask=tgt_mask,
+                             context_mask=src_mask, return_loss=True)
+            else:
+                loss = loss_of(args, enc, model, batch(args))
             loss.backward()
         print(f"training loss: {loss.item():.4f}")
         torch.nn.utils.clip_grad_norm_(params, 0.5)
