@@ -189,6 +189,9 @@ def _ctx_finding(var: str, file: str, recs: list, boundaries: str, at: int = 0) 
     memledger/trace/doctor_retention.py)."""
     steps = sorted({int(r["step"]) for r in recs})
     held = [sum(int(r["ctx_bytes"]) for r in recs if int(r["step"]) == s) for s in steps]
+    # Note [Graphs held through ctx] (trace/doctor_retention.py)
+    saved = [sum(int(r.get("ctx_saved", 0)) for r in recs if int(r["step"]) == s)
+             for s in steps]
     # Note [Other variables that hold the spent graph] (trace/doctor_retention.py)
     also = list(dict.fromkeys(v for r in recs for v in r.get("also", ())))
     holders = ", ".join(f"`{v}`" for v in also)
@@ -205,11 +208,18 @@ def _ctx_finding(var: str, file: str, recs: list, boundaries: str, at: int = 0) 
         where=Where(file=file, line=accumulation_line(file, var, at)),
         message=(f"{who} past the step's end (at the end of step "
                  f"{steps[0]}" + (f"-{steps[-1]}" if len(steps) > 1 else "") + "), and "
-                 f"that graph still holds {format_bytes(held[-1])} of tensors {keeper} "
-                 "on ctx as attributes (not save_for_backward, so "
-                 "backward freed none of them) until the next step replaces it; `del "
+                 "that graph still holds " + (
+                     f"{format_bytes(held[-1])}: {format_bytes(held[-1] - saved[-1])}"
+                     if saved[-1] else format_bytes(held[-1])) +
+                 f" of tensors {keeper} on ctx as attributes (not save_for_backward, so "
+                 "backward freed none of them)" + (
+                     f" and {format_bytes(saved[-1])} that the graphs of those tensors "
+                     "still save for backward (no backward of this graph freed them),"
+                     if saved[-1] else "") + " until the next step replaces it; `del "
                  f"{', '.join([var, *also])}` after the step frees them"),
-        evidence={"steps": steps, "ctx_bytes_per_step": held, **({"also": also} if also else {})})
+        evidence={"steps": steps, "ctx_bytes_per_step": held,
+                  **({"ctx_saved_bytes_per_step": saved} if any(saved) else {}),
+                  **({"also": also} if also else {})})
 
 
 def _steps(run) -> str:

@@ -192,12 +192,14 @@ class RetentionWatch:
         for t in live:
             if id(t) in found or self._roots.get(id(t.grad_fn)) is not t.grad_fn:
                 continue
-            held, nodes, fns = _ctx_held(t.grad_fn)
+            held, nodes, fns, kept = _ctx_held(t.grad_fn, self._state())
             if held:
                 rec = self._retained(t, step, {id(t.grad_fn): t.grad_fn})
                 if rec is not None:
                     rec["ctx_bytes"] = held
                     rec["ctx_fns"] = fns   # Note [The Function that keeps them]
+                    if kept:   # Note [Graphs held through ctx]
+                        rec["ctx_saved"] = kept
                     also = self._also_held_by(t, live, rec["var"])
                     if also:   # Note [Other variables that hold the spent graph]
                         rec["also"] = also
@@ -352,11 +354,23 @@ class RetentionWatch:
 
     def _also_held_by(self, root: _Tensor, live: list[_Tensor], var: str) -> list[str]:
         """The other user variables (besides `var`) that hold a tensor of `root`'s graph
-        through which that graph still reaches a custom Function's ctx tensors."""
-        graph = _graph_nodes([root.grad_fn])
+        through which that graph still reaches a custom Function's ctx tensors, or a
+        tensor of a graph it holds through ctx (Note [Graphs held through ctx]) that keeps
+        some of what the finding counts."""
+        walk: dict[str, set[int]] = {}
+        resident = self._state()
+        _ctx_held(root.grad_fn, resident, walk)
         out: list[str] = []
         for t in live:
-            if t is root or id(t.grad_fn) not in graph or not _ctx_bytes(t.grad_fn)[0]:
+            if t is root:
+                continue
+            g = id(t.grad_fn)
+            if g in walk.get("ctx", ()):   # the copy task's `context`: the encoder's graph
+                held = (_storage_key(t) or (None,))[0] in walk["storages"] or \
+                    _saved_bytes([t.grad_fn], resident) or _ctx_bytes(t.grad_fn)[0]
+            else:
+                held = g in walk.get("edges", ()) and _ctx_bytes(t.grad_fn)[0]
+            if not held:
                 continue
             _, holder, _ = self._name_of(t)
             if holder and holder != var and holder not in out:
@@ -594,6 +608,27 @@ def _reaches(root, old: tuple[set[int], int], clean: set[int]) -> bool:
 # tensors (`ctx_fns`, the node class's name without its `Backward`), and the warning names
 # them: `CheckpointFunction`, torchjd's `AutogramNode`.
 #
+# Note [Graphs held through ctx]
+# A Function may keep on ctx a tensor it did not take as an input: linear-attention-
+# transformer's (and reformer's) `_ReversibleFunction` keeps `ctx.args`, the blocks'
+# keyword arguments, a list of `{"f_args": {...}, "g_args": {...}}`. In its README's
+# encoder/decoder with `reversible=True` the decoder's blocks get the encoder's output as
+# `context` there, and their backward runs a backward into it (retain_graph=True: one per
+# context layer). So the decoder's spent graph holds the encoder's whole graph through
+# ctx alone (no edge of the graph leads there), with what that graph still saves: the
+# retained backward freed none of it. The warning counted only tensors found two levels
+# deep and only the nodes the root's edges reach: "16.0 KiB" (the decoder's `ctx.y`) on
+# tests/clients/train_linattn.py `--mode encdec --reversible`, where `del loss` frees
+# 33,312 B (the encoder's `ctx.y`, 8,192 B, its output and its final norm's saved input,
+# 4,096 B each, the masks and the source tokens). Tensors are now looked for at any depth
+# of ctx's lists, tuples and dicts (`_ctx_tensors`), the graphs of those that have one
+# are walked as well, and what their nodes still save for backward counts too (the
+# networks' parameters and buffers aside: resident anyway); the warning says how much of
+# it is such saves. A variable of the script that holds a tensor of such a graph keeps
+# that part past `del loss`: the copy task keeps the encoder's output as `context` in its
+# loop, and the warning told to `del loss` alone; such variables are named with the others
+# (Note [Other variables that hold the spent graph]).
+#
 # Note [Other variables that hold the spent graph]
 # `del loss` frees the graph only when nothing else holds it. A training loop usually keeps
 # the model's output as well (`logits = net(x); loss = F.cross_entropy(logits, y)`), and
@@ -700,34 +735,91 @@ def graph_nodes(root):
 
 def _ctx_bytes(root) -> tuple[int, int]:
     """(bytes of the distinct storages the graph's custom-Function nodes keep as `ctx`
-    attributes, parameters aside; nodes walked)."""
-    held, nodes, _ = _ctx_held(root)
+    attributes, with what the graphs reached through them still save, parameters aside;
+    nodes walked)."""
+    held, nodes, _, _ = _ctx_held(root)
     return held, nodes
 
 
-def _ctx_held(root) -> tuple[int, int, list[str]]:
-    """`_ctx_bytes`, and the names of the Functions whose nodes keep them (Note [The
-    Function that keeps them]), in the graph's order."""
-    storages, nodes, names = {}, 0, {}
-    for n in graph_nodes(root):
-        nodes += 1
-        if not isinstance(n, torch.autograd.function.BackwardCFunction):
-            continue
-        name = type(n).__name__.removesuffix("Backward")
-        for v in vars(n).values():
-            for x in _ctx_tensors(v):
-                # parameters are resident anyway; the node's own output kept on ctx
-                # (`ctx.out = out`) is a reference cycle, which `del` does not free and
-                # check `cyclic_garbage` names
-                if isinstance(x, nn.Parameter) or x.grad_fn is n:
-                    continue
-                try:
-                    st = x.untyped_storage()
-                    storages[st._cdata] = st.nbytes()
+def _ctx_held(root, resident: set[int] | frozenset = frozenset(),
+              walk: dict[str, set[int]] | None = None) -> tuple[int, int, list[str], int]:
+    """`_ctx_bytes`, the names of the Functions whose nodes keep them (Note [The Function
+    that keeps them]), in the graph's order, and how many of those bytes are saves of the
+    graphs reached through ctx (Note [Graphs held through ctx]); `resident`: storages not
+    counted (the networks' parameters and buffers). `walk`, if given, is filled with the
+    ids of the nodes the root's edges reach ("edges"), of those reached through ctx
+    ("ctx"), and the counted storages ("storages")."""
+    storages: dict[int, int] = {}
+    saved: dict[int, int] = {}
+    names: dict[str, None] = {}
+    seen: set[int] = set()
+    through: set[int] = set()
+    nodes = 0
+    graphs = [(root, False)]
+    while graphs and nodes < MAX_NODES:
+        start, through_ctx = graphs.pop()
+        stack = [start]
+        while stack and nodes < MAX_NODES:
+            n = stack.pop()
+            if n is None or id(n) in seen:
+                continue
+            seen.add(id(n))
+            nodes += 1
+            stack.extend(f for f, _ in n.next_functions)
+            if through_ctx:   # no backward of the root's graph freed these
+                through.add(id(n))
+                for x in _saved_of(n):
+                    st = _storage_key(x)
+                    if st is not None and st[0] not in resident and st[0] not in storages:
+                        saved[st[0]] = st[1]
+            if not isinstance(n, torch.autograd.function.BackwardCFunction):
+                continue
+            name = type(n).__name__.removesuffix("Backward")
+            for v in vars(n).values():
+                for x in _ctx_tensors(v):
+                    # parameters are resident anyway; the node's own output kept on ctx
+                    # (`ctx.out = out`) is a reference cycle, which `del` does not free and
+                    # check `cyclic_garbage` names
+                    if isinstance(x, nn.Parameter) or x.grad_fn is n:
+                        continue
+                    st = _storage_key(x)
+                    if st is None or st[0] in resident:
+                        continue
+                    storages[st[0]] = st[1]
+                    saved.pop(st[0], None)
                     names[name] = None
-                except (RuntimeError, NotImplementedError):
-                    continue
-    return sum(storages.values()), nodes, list(names)
+                    if x.grad_fn is not None and id(x.grad_fn) not in seen:
+                        graphs.append((x.grad_fn, True))
+    if walk is not None:
+        walk.update(edges=seen - through, ctx=through, storages={*storages, *saved})
+    if not storages:
+        return 0, nodes, [], 0
+    kept = sum(saved.values())
+    return sum(storages.values()) + kept, nodes, list(names), kept
+
+
+def _storage_key(x: _Tensor) -> tuple[int, int] | None:
+    """(the storage's identity, its bytes), None where it has none to read."""
+    try:
+        st = x.untyped_storage()
+        return st._cdata, st.nbytes()
+    except (RuntimeError, NotImplementedError):
+        return None
+
+
+def _saved_of(n) -> list[_Tensor]:
+    """The tensors node `n` still saves for backward (none where a backward freed them)."""
+    out = []
+    for name in dir(n):
+        if not name.startswith("_saved_"):
+            continue
+        try:
+            v = getattr(n, name)
+        except Exception:   # freed by a backward through this node  # noqa: BLE001
+            continue
+        out.extend(x for x in (v if isinstance(v, (list, tuple)) else (v,))
+                   if isinstance(x, _Tensor))
+    return out
 
 
 # Note [A graph kept by retain_graph]
@@ -817,31 +909,23 @@ def _saved_bytes(roots, resident: set[int]) -> int:
     storages: dict[int, int] = {}
     nodes = _graph_nodes(roots if isinstance(roots, list) else [roots]).values()
     for n in nodes:
-        for name in dir(n):
-            if not name.startswith("_saved_"):
-                continue
-            try:
-                v = getattr(n, name)
-            except Exception:   # freed by a backward through this node  # noqa: BLE001
-                continue
-            for x in v if isinstance(v, (list, tuple)) else (v,):
-                if not isinstance(x, _Tensor):
-                    continue
-                try:
-                    st = x.untyped_storage()
-                except (RuntimeError, NotImplementedError):
-                    continue
-                if st._cdata not in resident:
-                    storages[st._cdata] = st.nbytes()
+        for x in _saved_of(n):
+            st = _storage_key(x)
+            if st is not None and st[0] not in resident:
+                storages[st[0]] = st[1]
     return sum(storages.values())
 
 
+CTX_DEPTH = 8   # levels of lists, tuples and dicts looked into on ctx (a cycle ends)
+
+
 def _ctx_tensors(v: Any, depth: int = 0) -> list[_Tensor]:
-    """Tensors in a `ctx` attribute: itself, or in its lists, tuples and dicts (two levels:
-    `ctx.args` is the layer's positional arguments)."""
+    """Tensors in a `ctx` attribute: itself, or in its lists, tuples and dicts, CTX_DEPTH
+    levels deep (`ctx.args` a layer's positional arguments; a reversible sequence's, a list
+    of dicts of dicts: Note [Graphs held through ctx])."""
     if isinstance(v, _Tensor):
         return [v]
-    if depth >= 2:
+    if depth >= CTX_DEPTH:
         return []
     if isinstance(v, (list, tuple)):
         return [x for i in v for x in _ctx_tensors(i, depth + 1)]
