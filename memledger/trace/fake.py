@@ -1290,8 +1290,9 @@ class FakeCollector(Collector):
         return sid
 
     # ---- Rule 17: a view written in place, in backward ------------------------------------
-    def _note_mutated(self, func, written: tuple[int, ...], args, kwargs, ev: int) -> None:
-        super()._note_mutated(func, written, args, kwargs, ev)
+    def _note_mutated(self, func, written: tuple[int, ...], args, kwargs, ev: int,
+                      overwritten: tuple[int, ...] = ()) -> None:
+        super()._note_mutated(func, written, args, kwargs, ev, overwritten)
         self._views.note_written(args, written)
 
     # ---- Rule 8: optimizer step counters stay on the host --------------------------------
