@@ -103,9 +103,11 @@ forward under saved-tensor hooks of its own, which hide its saves from the ledge
 [The script's own saved-tensor hooks] in trace/collector.py) and `mutated` (`sid`, `ev`, `op`: the
 first op of each step that wrote a storage in place in forward or the loss (an `out=`
 argument included), through the output that made it or a view of it; selective refuses to
-keep it, and checkpoint and selective refuse to re-run a buffer's writer;
-Notes [Written in place in forward] in trace/collector.py, [State a re-run writes again]
-in replay/stateful.py) and `container` (`mod`, `cls`, `ev`: a module of the model with no
+keep it, and checkpoint and selective refuse to re-run a buffer's writer that read it
+first; `rd`: the last forward event at or before the write whose op read the storage's
+values, -1 if none, absent in older ledgers (read as the write's own);
+Notes [Written in place in forward] and [A state the region reads before it writes] in
+trace/collector.py, [State a re-run writes again] in replay/stateful.py) and `container` (`mod`, `cls`, `ev`: a module of the model with no
 forward of its own, an nn.ModuleList or nn.ModuleDict, which no policy selects; Note
 [Containers] in replay/policies.py) and `classes` (`cls`, `ev`: path -> class name of the
 model's modules that hold parameters, for a `@Class` selector over modules that never run

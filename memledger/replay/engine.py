@@ -729,7 +729,9 @@ def _refuse_rewritten_state(prep: Prepared, calls: _Calls, stop: np.ndarray,
     """Note [State a re-run writes again] (replay/stateful.py): a re-run call (`read`: a
     backward unpacked one of its saves, Note [A call no backward reads is never re-run])
     whose forward wrote a buffer in place before its last pack (`stop`: torch's early stop
-    ends the re-run there); a training BatchNorm's writes are not among `state_writes`.
+    ends the re-run there), having read one it wrote before that write, or writing one
+    later steps write again (Note [A state the region reads before it writes],
+    trace/collector.py); a training BatchNorm's writes are not among `state_writes`.
     Refused by the last such call, as backward re-runs it first (measure meets it as that
     re-run starts), naming its first such buffer: (that call, the one line), or None
     (Note [The re-run backward meets first])."""
@@ -741,6 +743,13 @@ def _refuse_rewritten_state(prep: Prepared, calls: _Calls, stop: np.ndarray,
     kk = np.maximum(k, 0)
     bad = np.flatnonzero((k >= 0) & _is_recomputed(calls.kind[kk]) & read[kk] & (ev < stop[kk])
                          & (made < calls.ev0[kk]))   # a tensor the region made is its own
+    # Note [A state the region reads before it writes] (trace/collector.py): a call is
+    # refused where it read one of those states before writing it, or its fill is made
+    # again in later steps (so its re-run makes it again); a cache filled once is not
+    rd = np.array([w[4] for w in prep.state_writes], dtype=np.int64)
+    again = np.array([w[5] for w in prep.state_writes], dtype=bool)
+    stale = bad[(rd[bad] >= calls.ev0[kk[bad]]) | again[bad]]
+    bad = bad[np.isin(k[bad], k[stale])]
     if len(bad):
         last = _met_first(calls, k[bad])
         i = int(bad[k[bad] == last][0])        # writes are in event order

@@ -444,15 +444,19 @@ _NOT_STATE = frozenset({"parameter", "gradient", "optimizer_state"})
 
 
 def _state_writes(led: Ledger, st: pd.DataFrame, sc: pd.DataFrame
-                  ) -> tuple[tuple[int, str, int], ...]:
-    """(event, storage name, creation event or -1, replaced) of each buffer, or other
-    storage but a
+                  ) -> tuple[tuple[int, str, int, bool, int, bool], ...]:
+    """(event, storage name, creation event or -1, replaced, read, again) of each buffer,
+    or other storage but a
     parameter, that a forward wrote in place (its first such write of each step: `mutated`
     records), less a training BatchNorm's: the innermost forward call holding the write
     carries `stats` (Note [State a re-run writes again]). A buffer is state wherever it
     was made (-1); another storage only for a region whose call began after it was made,
     which the replay checks per call (a metric's running sums, made at set-up or by its
-    `reset()`, against a ReLU's `inplace=True` on what the region made itself)."""
+    `reset()`, against a ReLU's `inplace=True` on what the region made itself). `read`:
+    the last forward event at or before the write whose op read the storage's values
+    (Note [A state the region reads before it writes], trace/collector.py; the write's own
+    where a ledger does not say, or the state was replaced); `again`: a later step's
+    forward wrote it too."""
     ev0 = sc["ev0"].to_numpy(dtype=np.int64) if len(sc) else np.zeros(0, dtype=np.int64)
     ev1 = sc["ev1"].to_numpy(dtype=np.int64) if len(sc) else ev0
     stats = sc["stats"].to_numpy(dtype=np.int64) if len(sc) else ev0
@@ -464,7 +468,11 @@ def _state_writes(led: Ledger, st: pd.DataFrame, sc: pd.DataFrame
             attrs = r.get("attrs") or ()
             name = f"{r['mod']}.{attrs[0]}" if attrs and r["mod"] else \
                 (attrs[0] if attrs else f"the state of {r['mod']}")
-            out.append((int(r.get("ev", int(r["ev1"]) - 1)), name, -1, True))
+            at = int(r.get("ev", int(r["ev1"]) - 1))
+            out.append((at, name, -1, True, at, True))
+    steps = {}   # sid -> how many steps wrote it (one `mutated` record per storage and step)
+    for r in led.extra.get("mutated", []):
+        steps[int(r["sid"])] = steps.get(int(r["sid"]), 0) + 1
     for r in led.extra.get("mutated", []):
         sid, ev = int(r["sid"]), int(r["ev"])
         if sid not in st.index or st.at[sid, "category"] in _NOT_STATE:
@@ -473,7 +481,8 @@ def _state_writes(led: Ledger, st: pd.DataFrame, sc: pd.DataFrame
         if len(inside) and stats[inside[np.argmax(ev0[inside])]] > 0:
             continue            # a BatchNorm's statistics: measure puts them back
         made = -1 if st.at[sid, "category"] == "buffer" else int(st.at[sid, "created"])
-        out.append((ev, str(st.at[sid, "name"] or ""), made, False))
+        out.append((ev, str(st.at[sid, "name"] or ""), made, False, int(r.get("rd", ev)),
+                    steps[sid] > 1))
     return tuple(sorted(out, key=lambda w: w[0]))   # by event; records in their order
 
 

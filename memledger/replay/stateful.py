@@ -259,6 +259,8 @@ def selective_recast_message(policy_text: str, module: str) -> str:
 # takes it as a state write at the call's last event; measure compares, as the re-run
 # ends, each tensor attribute the re-run replaced with the one it replaced (a pure
 # recompute, pruning's `weight = weight_orig * mask`, makes the same values again).
+# Not a state the forward fills without reading it first, once (a cache: Note [A state
+# the region reads before it writes], trace/collector.py).
 def state_rewritten_message(policy_text: str, module: str, name: str,
                             replaced: bool = False) -> str:
     """One line: a re-run region whose forward writes a buffer in place, or (`replaced`)

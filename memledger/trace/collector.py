@@ -264,6 +264,23 @@ def _written_args(func) -> tuple[int, ...]:
                  if a.alias_info is not None and a.alias_info.is_write) if schema else ()
 
 
+# ops that overwrite what they write: its values before do not reach the values after
+# (Note [A state the region reads before it writes])
+_OVERWRITES = frozenset({"copy_", "fill_", "zero_"})
+
+
+def _overwritten_args(func) -> tuple[int, ...]:
+    """Of `_written_args`, those whose values before the op it never reads: `copy_`'s,
+    `fill_`'s and `zero_`'s self, an `out=` argument (keyword-only)."""
+    schema = getattr(func, "_schema", None)
+    if not schema:
+        return ()
+    pure = schema.name.split("::")[-1] in _OVERWRITES
+    return tuple(i for i, a in enumerate(schema.arguments)
+                 if a.alias_info is not None and a.alias_info.is_write
+                 and (pure or a.kwarg_only))
+
+
 @functools.lru_cache(maxsize=None)
 def _written_slots(func) -> tuple[tuple[int, str], ...]:
     """(position, name) of each single-tensor argument an op writes (`Tensor(a!) self`,
@@ -333,14 +350,15 @@ _OP_OVERLOAD = torch._ops.OpOverload
 class _Op:
     """What the collector's hot path asks of one op (Note [One lookup per op])."""
 
-    __slots__ = ("func", "name", "grow", "written", "slots", "casts", "view", "layout",
-                 "in_place", "comm")
+    __slots__ = ("func", "name", "grow", "written", "overwritten", "slots", "casts", "view",
+                 "layout", "in_place", "comm")
 
     def __init__(self, func) -> None:
         self.func = func
         self.name = getattr(func, "__name__", str(func))
         self.grow = _written_slots(func)        # Note [Storages grown inside an op]
         self.written = _written_args(func)      # Note [Written in place in forward]
+        self.overwritten = _overwritten_args(func)   # Note [A state the region reads ...]
         self.slots = _tensor_slots(func)        # Note [Wrapped scalars]
         self.casts = _casts_inputs(func)        # Note [Inputs an op casts]
         self.view = getattr(func, "is_view", False)
@@ -888,6 +906,9 @@ class Collector(ShardingMixin, TorchDispatchMode):
         self._fork: tuple[Any, int | None] = (None, None)
         self._op_made = 0   # the first sid the latest op made (its outputs: sids from here)
         self._mutated: set[tuple[int, int]] = set()   # Note [Written in place in forward]
+        # sid -> the last forward (or loss) event whose op read its values: Note [A state
+        # the region reads before it writes]
+        self._reads: dict[int, int] = {}
         self._makers: dict[int, weakref.ref] = {}   # sid -> the forward op's output that made it
         self._nograd_depth: int | None = None   # module depth looked at without gradients
         self._handles: list[Any] = []
@@ -1138,6 +1159,10 @@ class Collector(ShardingMixin, TorchDispatchMode):
         if self._attr_watch and func in _TO_PYTHON:   # Note [A flag read to Python]
             self._read_to_python(args, ev)
         numbers = False
+        # Note [A state the region reads before it writes]: a forward op's inputs are read
+        # (a view's are not; an op that writes notes its reads in `_note_mutated`)
+        reads = self._reads if (phase == "forward" or phase == "loss") and not op.view \
+            and not op.written else None
         for a in args:
             if isinstance(a, _Tensor):
                 # `_sid`'s common case inline: a plain tensor's storage seen before
@@ -1147,16 +1172,26 @@ class Collector(ShardingMixin, TorchDispatchMode):
                         sid = sids.get(a.untyped_storage()._cdata)
                     except (RuntimeError, NotImplementedError):
                         pass
-                last[self._sid(a, ev) if sid is None else sid] = ev
+                if sid is None:
+                    sid = self._sid(a, ev)
+                last[sid] = ev
+                if reads is not None:
+                    reads[sid] = ev
             elif isinstance(a, (list, tuple)):
                 for b in a:
                     if isinstance(b, _Tensor):
-                        last[self._sid(b, ev)] = ev
+                        sid = self._sid(b, ev)
+                        last[sid] = ev
+                        if reads is not None:
+                            reads[sid] = ev
             elif a.__class__ in _NUMBERS:
                 numbers = True
         for a in kwargs.values():
             if isinstance(a, _Tensor):
-                last[self._sid(a, ev)] = ev
+                sid = self._sid(a, ev)
+                last[sid] = ev
+                if reads is not None:
+                    reads[sid] = ev
         if phase == "backward":
             n = _current_node()   # as _node_now(), with the node's name at hand
             node = -1 if n is None else n._sequence_nr()
@@ -1227,7 +1262,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
         if phase == "loss":
             self._mark_loss_inputs(args)
         if (phase == "forward" or phase == "loss") and (w := op.written):
-            self._note_mutated(func, w, args, kwargs, ev)
+            self._note_mutated(func, w, args, kwargs, ev, op.overwritten)
         if op.comm:   # a c10d collective
             self._mark_communication(func, args, out)
         if func is _COPY and phase == "setup":   # Note [Sharded storages], 5
@@ -1296,7 +1331,31 @@ class Collector(ShardingMixin, TorchDispatchMode):
     # An `out=` argument is written as well: spectral_norm's power iteration writes its `_u`
     # and `_v` buffers by `F.normalize(..., out=self._u)` in every training forward (a
     # re-run would write them again: Note [State a re-run writes again], replay/stateful.py).
-    def _note_mutated(self, func, written: tuple[int, ...], args, kwargs, ev: int) -> None:
+    # Note [A state the region reads before it writes]
+    # A region's forward that writes state in place (a buffer, a tensor made before the
+    # call) is refused under checkpoint and selective because the re-run starts from what
+    # the forward left (Note [State a re-run writes again], replay/stateful.py). That holds
+    # where the forward reads the state before writing it (a counter's `+= 1`, a metric's
+    # running sums, spectral_norm's `_v` read by the power iteration that then writes it),
+    # not where it only fills it: rotary-embedding-torch's `RotaryEmbedding` computes its
+    # frequencies on its first call and copies them into its `cached_freqs` buffer
+    # (`cached_freqs[:n] = freqs`, a `copy_`), and later calls slice the buffer instead,
+    # the choice made on a Python int (`cached_freqs_seq_len`). A checkpoint's re-run of the
+    # first call finds the cache filled and reads back the values the forward computed:
+    # measure ran `checkpoint:layers.*.*` on BS-RoFormer (2,965,204 B) with the gradients
+    # bitwise equal, and predict refused it ("whose forward writes ...cached_freqs in
+    # place") for every attention with rotary positions (tests/clients/train_bsroformer.py).
+    # So the trace keeps, per storage, the last forward or loss event whose op read its
+    # values (`_reads`: any tensor input of an op that is no view; an op that writes reads
+    # what it writes but where it overwrites it, `copy_`, `fill_`, `zero_`, an `out=`), and
+    # each `mutated` record carries it (`rd`: that event, the write's own where the op reads
+    # what it writes, -1 if none). The replay refuses a call whose forward read one of the
+    # states it wrote, before that write, inside the call (engine.py
+    # `_refuse_rewritten_state`), and one whose fill the next steps repeat (a fill made on
+    # every call, as the re-run makes it again: measure refuses what the re-run writes).
+    def _note_mutated(self, func, written: tuple[int, ...], args, kwargs, ev: int,
+                      overwritten: tuple[int, ...] = ()) -> None:
+        reads = self._reads
         for i in written:
             a = args[i] if i < len(args) else kwargs.get(func._schema.arguments[i].name)
             if isinstance(a, _Tensor):
@@ -1307,8 +1366,17 @@ class Collector(ShardingMixin, TorchDispatchMode):
                     continue   # aliases the storage, not the output torch would cache
                 if sid >= 0 and (sid, self._step) not in self._mutated:
                     self._mutated.add((sid, self._step))
+                    rd = reads.get(sid, -1) if i in overwritten else ev
                     self.sink.write({"k": "mutated", "sid": sid, "ev": ev,
-                                     "op": func.__name__})
+                                     "op": func.__name__, "rd": rd})
+        names = func._schema.arguments
+        for i, a in enumerate((*args, *(kwargs.get(n.name) for n in names[len(args):]))):
+            if i in overwritten:
+                continue
+            for t in (a if isinstance(a, (list, tuple)) else (a,)):
+                if isinstance(t, _Tensor):
+                    if (sid := self._sids.get(storage_key(t), -1)) >= 0:
+                        reads[sid] = ev
 
     def _sid(self, t: torch.Tensor, ev: int) -> int:
         """The sid of an input's storage.

@@ -30,8 +30,9 @@ Rules (numbered so that code can point here):
    allocates nothing but is an event in a real run, so it is one in a fake run too, its
    value found first (Rule 3) and handed through the collector (`ITEM_VALUE`).
 3. Data-dependent values get a stand-in and a `{"k": "standin"}` record naming the script
-   line (once per line): `.item()`, `float(t)`, `int(t)`, `bool(t)`, `.tolist()`, a tensor
-   used as an index -> 0, 0.0 or False (integer and bool results of up to SHADOW_NUMEL
+   line (once per line): `.item()`, `float(t)`, `int(t)`, `bool(t)`, `.tolist()`,
+   `torch.equal(a, b)`, a tensor used as an index -> 0, 0.0 or False (integer and bool
+   results of up to SHADOW_NUMEL
    elements whose inputs are known are computed for real instead); a bool that comes from a finiteness check gets the
    answer of a healthy run (`isnan(loss)` False, `isfinite(loss)` True), so
    `if not torch.isfinite(loss): continue` still trains. An op whose output *size* depends
@@ -196,6 +197,13 @@ Rules (numbered so that code can point here):
    c10d op writes (`all_gather`'s outputs, `all_reduce`'s tensors, ...) lose the values
    Rule 3 knew, and no shadow is computed by running one for real on the fake process
    group, which moves nothing.
+29. An op's output keeps the storage the op made, not its view's extent: FakeTensorMode's
+   dispatch cache makes a cache hit's output anew by `empty_strided(shape, stride)`, and
+   `torch.hann_window(64)` (periodic: 65 elements made, the first 64 returned) read
+   260 B on its first call and 256 B on each later one, 4 B under the real run per window
+   (BS-RoFormer's STFT windows, tests/clients/train_bsroformer.py: the fake ledger 12 B
+   under the real one). The run's mode does not cache an output whose storage is larger
+   than its view (`_RunMode`), and keeps caching the rest.
 
 Worked example (MLP of examples/train_mlp.py, B=64, fp32, fake, target cpu): fc1.weight is
 a fake 512×256 tensor whose meta storage has 512·256·4 = 524,288 bytes; its row is the
@@ -222,6 +230,7 @@ from torch._subclasses.fake_tensor import (
     FakeTensor,
     FakeTensorMode,
     UnsupportedOperatorException,
+    _BypassDispatchCache,
 )
 from torch.utils._python_dispatch import _disable_current_modes
 from torch.utils._pytree import tree_flatten, tree_unflatten
@@ -532,6 +541,8 @@ class _Valued(_StandIn):
 
 
 ITEM_VALUE = _Valued(ITEM)
+EQUAL = aten.equal.default
+EQUAL_VALUE = _Valued(EQUAL)   # Rule 3: `torch.equal`, a Python bool read off values
 
 
 INDEX = aten.index.Tensor
@@ -901,6 +912,20 @@ class _RunMode(FakeTensorMode):
     def __deepcopy__(self, memo):
         return self
 
+    def _validate_output_for_cache_entry(self, state, key, func, args, kwargs, output):
+        """Rule 29: an output whose storage is larger than its view is not cached (a cache
+        hit would make it at its view's size)."""
+        super()._validate_output_for_cache_entry(state, key, func, args, kwargs, output)
+        if isinstance(output, FakeTensor) and output.numel() and \
+                output.untyped_storage().nbytes() > _extent_bytes(output):
+            raise _BypassDispatchCache("storage larger than the view")
+
+
+def _extent_bytes(t: torch.Tensor) -> int:
+    """The bytes a tensor's view spans in its storage, from its first element's offset."""
+    last = t.storage_offset() + sum((n - 1) * st for n, st in zip(t.shape, t.stride()))
+    return (last + 1) * t.element_size()
+
 
 class FakeCollector(Collector):
     """A Collector that runs the script above its own FakeTensorMode (Note [Fake runs]).
@@ -1008,6 +1033,9 @@ class FakeCollector(Collector):
             # fall after the last event, read as resident at the end (Mixtral: 1,019,136 B)
             ITEM_VALUE.value = self._item(func, args, kwargs or {})
             return super().__torch_dispatch__(ITEM_VALUE, types, args, kwargs)
+        if func is EQUAL:                           # Rule 3, as `.item()`
+            EQUAL_VALUE.value = self._equal(func, args, kwargs or {})
+            return super().__torch_dispatch__(EQUAL_VALUE, types, args, kwargs)
         if kwargs and self.target.remap and "device" in kwargs:   # Rule 5
             kwargs = self._remap(kwargs)
         if func is INDEX and (sized := _mask_index_size(args)) is not None:   # Rule 3
@@ -1108,6 +1136,21 @@ class FakeCollector(Collector):
             return func(*args, **kwargs)
         except DataDependentOutputException:
             return self._standin(args[0])
+
+    def _equal(self, func, args, kwargs) -> bool:
+        """Rule 3: `torch.equal(a, b)`, a bool read off values: the shadows' answer where
+        both are known, else a stand-in False (said at the line). torch's own checks ask it
+        too: `torch.istft` tests its window's overlap-add with `is_scalar_tensor_true`
+        (`equal(envelope.abs().min() < 1e-11, ones)`), which a run that trains passes."""
+        a, b = (_shadow_of(t) if isinstance(t, torch.Tensor) else None for t in args[:2])
+        if a is not None and b is not None:
+            with _disable_current_modes():
+                return bool(torch.equal(a, b))
+        try:
+            return func(*args, **kwargs)
+        except DataDependentOutputException:
+            self._note_standin(str(func), False)
+            return False
 
     def _saved_alias(self, t: torch.Tensor) -> torch.Tensor:
         """Rule 9: the detached alias autograd keeps of a saved fake tensor."""
@@ -1290,8 +1333,9 @@ class FakeCollector(Collector):
         return sid
 
     # ---- Rule 17: a view written in place, in backward ------------------------------------
-    def _note_mutated(self, func, written: tuple[int, ...], args, kwargs, ev: int) -> None:
-        super()._note_mutated(func, written, args, kwargs, ev)
+    def _note_mutated(self, func, written: tuple[int, ...], args, kwargs, ev: int,
+                      overwritten: tuple[int, ...] = ()) -> None:
+        super()._note_mutated(func, written, args, kwargs, ev, overwritten)
         self._views.note_written(args, written)
 
     # ---- Rule 8: optimizer step counters stay on the host --------------------------------

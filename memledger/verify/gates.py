@@ -143,16 +143,25 @@ def run_gates(script: str | Path, argv: list[str], variants: list[Variant], step
                            f"differ, up to rel {report.noise_floor:.2g}); each is compared "
                            f"within {NOISE_FACTOR:g} × its own baseline difference")
             spread, name, worst = first_step_spread(base[0], base[1])
+            drawn = unseeded_generators(base[0], base[1])
             if spread > UNSEEDED:   # Note [A baseline drawn anew] (tolerance.py)
-                cure = _seed_cure(unseeded_generators(base[0], base[1]),
-                                  "seed every generator the script and its model use "
-                                  "(torch.seed() draws from the OS)")
+                cure = _seed_cure(drawn, "seed every generator the script and its model use "
+                                         "(torch.seed() draws from the OS)")
                 report.note = (f"the baseline draws other random numbers in each run: its "
                                f"gradients differ at step 0 by a median rel {spread:.2g} (up "
                                f"to {worst:.2g} on {name}), more than rounding makes, so no "
                                f"policy can be judged; {cure}")
                 why = Finding("gradients", 0, name, report.note)
                 report.outcomes = [GateOutcome(v, Comparison(1, why, ("gradients",)))
+                                   for v in variants]
+                return report
+            if drawn:   # Note [A few tensors drawn anew] (tolerance.py)
+                report.note = (f"the baseline draws other random numbers in each run: "
+                               f"{f.name} differs at step {f.step} ({f.gate}), drawn from "
+                               f"a global generator the script leaves unseeded, so no "
+                               f"policy can be judged; {_seed_cure(drawn, '')}")
+                why = Finding(f.gate, f.step, f.name, report.note)
+                report.outcomes = [GateOutcome(v, Comparison(f.step + 1, why, (f.gate,)))
                                    for v in variants]
                 return report
         for i, v in enumerate(variants):

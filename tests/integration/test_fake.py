@@ -1081,3 +1081,23 @@ def test_fake_tensors_have_a_data_pointer_per_storage():
         assert torch.empty(4, device="meta").data_ptr() == 0
         assert real.data_ptr() == real.untyped_storage().data_ptr() != 0
     assert "data_ptr" not in torch.Tensor.__dict__   # put back
+
+
+def test_fake_windows_keep_their_storage_and_an_istft_runs():
+    """Rule 29: FakeTensorMode's dispatch cache made a cache hit's output at its view's size:
+    `torch.hann_window(64)` makes 65 elements and returns the first 64, 260 B on its first
+    call and in the real run, 256 B on the next (BS-RoFormer's fake ledger 12 B under the
+    real one). And Rule 3's `torch.equal`: `torch.istft` checks its window's overlap-add
+    with `is_scalar_tensor_true` (an `equal` on values), which stopped every fake run
+    ("aten.equal.default reads tensor values"); it now reads a stand-in False, as a run
+    that trains does, said at its line."""
+    import torch
+
+    with memledger.trace(fake=True) as led:
+        spec = torch.stft(torch.randn(2, 256), 64, 16, window=torch.hann_window(64),
+                          return_complex=True)
+        torch.istft(spec, 64, 16, window=torch.hann_window(64))
+    st = led.storages
+    assert st.loc[st["op"] == "hann_window.default", "bytes"].tolist() == [260, 260]
+    assert [(s.op, s.value) for s in fake_info(led.ledger).standins] == [
+        ("aten.equal.default", "False")]
