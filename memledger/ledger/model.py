@@ -166,6 +166,17 @@ class Ledger:
         return np.rint(np.cumsum(delta[:n])).astype(np.int64)
 
     def kernel_scratch(self) -> tuple[np.ndarray, np.ndarray]:
+        """`_kernel_scratch()`, read once per Ledger (a ledger is not changed after it is
+        made; the summary, the curve and the replay each ask): read-only arrays."""
+        memo = self.__dict__.get("_scratch_memo")
+        if memo is None:
+            memo = self._kernel_scratch()
+            for a in memo:
+                a.flags.writeable = False
+            self.__dict__["_scratch_memo"] = memo
+        return memo
+
+    def _kernel_scratch(self) -> tuple[np.ndarray, np.ndarray]:
         """(event, bytes) of kernel scratch on the ledger's device: the k-th call of an op in
         the allocator pass is the k-th event that op created storages at in the ledger
         (memledger/trace/allocator.py, Note [Kernel scratch]). An op whose call counts differ
