@@ -10,7 +10,8 @@ batch 2, `--steps 2`): the ledger equal to the allocator, 170,984 B; `offload:la
 159,336 B predicted and measured. Without the library's checkpoint
 (`--no-lib-checkpoint`): 187,880 B; `selective:@GateLoopedAttention` 167,144 B and
 `offload:@GateLoopedAttention` 132,144 B both sides. `--full-attn` (CausalFullAttention
-with data-dependent relative positions, a complex cumprod): 141,848 B. `--mode simple`
+with data-dependent relative positions, a complex cumprod): 141,848 B;
+`checkpoint:@CausalFullAttention` 135,520 B both sides. `--mode simple`
 (SimpleGateLoopLayer, its TorchScript scan): 60,360 B + 1,016 B of kernel scratch = the
 allocator's 61,376 B; `checkpoint:layers.*` 66,832 B, `offload:layers.*` 49,340 B,
 `selective:layers.*` 69,904 B both sides; `--heinsen` (log-space scan) 85,320 B, 79,888 /
@@ -24,7 +25,8 @@ over measured (Note [A save of the read-back copy], replay/engine.py).
 
 Left: `checkpoint:@GateLoopedAttention` (a policy checkpoint around the library's own)
 predicted 178,792 B, measured 172,648 B: neither side refuses the nesting, as they do
-where the script's checkpointed function calls a module.
+where the script's checkpointed function calls a module. `--full-attn --depth 1`,
+`offload:layers.0.0.fn`: predicted 73,132 B, measured 69,300 B (on main before too).
 """
 
 import importlib.util
