@@ -26,7 +26,9 @@ over measured (Note [A save of the read-back copy], replay/engine.py).
 Left: `checkpoint:@GateLoopedAttention` (a policy checkpoint around the library's own)
 predicted 178,792 B, measured 172,648 B: neither side refuses the nesting, as they do
 where the script's checkpointed function calls a module. `--full-attn --depth 1`,
-`offload:layers.0.0.fn`: predicted 73,132 B, measured 69,300 B (on main before too).
+`offload:layers.0.0.fn`: predicted 73,132 B, measured 69,300 B (on main before too): the
+peak moves into the complex `cumprod`'s backward, which runs torch's composite-compliant
+path under the dispatch mode and its short path untraced (docs/decisions.md).
 """
 
 import importlib.util
