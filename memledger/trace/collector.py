@@ -923,7 +923,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
         self._owner = threading.get_ident()   # the tracing thread: set again at __enter__
         self._resize_watch = StorageResizeWatch(self._only_ours(self._on_resize))
         # Note [Generator states the script keeps] in trace/rng_state.py
-        self._rng_watch = RngStateWatch(self._only_ours(self._on_rng_state))
+        self._rng_watch = RngStateWatch(self._only_ours(self._on_rng_state),
+                                        self._only_ours(self._on_checkpoint_state))
         self._eager = False   # Note [Compiled code runs eager under the collector]
         self._scalars = WrappedScalars(self._wrapped_saved)   # Note [Wrapped scalars]
         self._gc = GcWindow()   # frees inside a garbage collection are marked (gc_window.py)
@@ -2051,6 +2052,41 @@ class Collector(ShardingMixin, TorchDispatchMode):
         st = t.untyped_storage()
         if st._cdata not in self._sids:
             self._new_storage(t, st, self._ev, _RNG_STATE_OP, pre=False)
+
+    # Note [A checkpointed function that calls no module]
+    # The script's checkpoint is met at the first module call under it (Note [The script's
+    # own checkpoint], 1): its generator state, and the call's count that turns the watch
+    # on its re-runs' forks on. A checkpointed function that calls no module is never met
+    # so: gateloop-transformer's GateLoopedAttention runs `checkpoint(gate_loop_operator,
+    # q, k, v, a)` (reentrant, torch's default then), a scan of einsums and complex
+    # products, and the ledger missed the state the call keeps to its backward and the fork
+    # its re-run takes: 10,112 B (2 x 5,056) under the allocator at the peak, inside a
+    # re-run (tests/clients/train_gateloop.py, 2 layers, dim 16). torch's checkpoint asks
+    # `torch.get_rng_state()` for both, and the watch that sees the script's own states
+    # (Note [Generator states the script keeps], trace/rng_state.py) now hands those to
+    # this: the first run's state is recorded as the module path would (op
+    # `get_rng_state`; a storage already recorded is not recorded twice), and counts the
+    # call; a reentrant re-run's fork (taken in `CheckpointFunction.backward`, held while
+    # the function runs again, no hook marks it) is recorded as a storage, op `fork_rng`,
+    # freed when `fork_rng` lets it go. A non-reentrant re-run's fork stays with
+    # `_watch_recompute`, which records it over the re-run's ops.
+    def _on_checkpoint_state(self, t: torch.Tensor, where: str) -> None:
+        if self._closed or self._done or where == "recompute_fn":
+            return
+        st = t.untyped_storage()
+        if st._cdata in self._sids:
+            return
+        if where == "backward":   # a reentrant re-run's fork
+            if self._phase == "backward":
+                self._new_storage(t, st, self._ev, "fork_rng", pre=False)
+            return
+        if self._phase == "backward":
+            return
+        self._ckpt_calls += 1
+        call = find_checkpoint_call()
+        region = self._roots.paths.get(call.module) \
+            if call is not None and call.module is not None else None
+        self._new_storage(t, st, self._ev, "get_rng_state", pre=False, mod=region)
 
     def _watch_recompute(self, ev: int) -> None:
         """In backward: the generator fork of a re-run, live while its ops run."""

@@ -9,7 +9,9 @@ meets it as a storage made outside dispatch either (Note [Storages made outside 
 dispatcher] in collector.py needs a use). The allocator counts it. torch's own checkpoint
 keeps one per checkpointed call and forks one per re-run; those are found on the Python
 stack (Note [The script's own checkpoint] in script_checkpoint.py), so the calls from
-torch/utils/checkpoint.py are left to it. Anything else that saves the generator to replay
+torch/utils/checkpoint.py are handed to the collector apart (Note [A checkpointed function
+that calls no module] in collector.py: a function that calls no module is never met on
+that path). Anything else that saves the generator to replay
 it is counted here: sentence-transformers' GradCache losses (`CachedMultipleNegatives
 RankingLoss`) keep one `RandContext` (a `torch.get_rng_state()`) per embedded
 mini-batch, from the no-grad embedding pass until the loss's backward hook has re-run
@@ -40,20 +42,28 @@ _RANDOM_FILE = os.path.join("torch", "random.py")
 
 class RngStateWatch:
     """While entered, `on_state(tensor)` for each generator state `torch.get_rng_state()`
-    returns, unless torch's checkpoint asked for it (directly, or through `fork_rng`)."""
+    returns, unless torch's checkpoint asked for it (directly, or through `fork_rng`); for
+    those, `on_checkpoint_state(tensor, where)`, `where` the name of checkpoint's function
+    that asked (Note [A checkpointed function that calls no module])."""
 
-    def __init__(self, on_state: Callable[[torch.Tensor], None]) -> None:
+    def __init__(self, on_state: Callable[[torch.Tensor], None],
+                 on_checkpoint_state: Callable[[torch.Tensor, str], None] | None = None
+                 ) -> None:
         self._on_state = on_state
+        self._on_checkpoint_state = on_checkpoint_state
         self._saved: list[tuple[object, str, object]] = []
 
     def __enter__(self) -> "RngStateWatch":
         original = torch.random.get_rng_state
-        on_state = self._on_state
+        on_state, on_ckpt = self._on_state, self._on_checkpoint_state
 
         def get_rng_state() -> torch.Tensor:
             state = original()
-            if not _from_checkpoint(sys._getframe(1)):
+            where = _checkpoint_caller(sys._getframe(1))
+            if where is None:
                 on_state(state)
+            elif on_ckpt is not None:
+                on_ckpt(state, where)
             return state
 
         get_rng_state.__doc__ = original.__doc__
@@ -70,10 +80,13 @@ class RngStateWatch:
         self._saved = []
 
 
-def _from_checkpoint(frame) -> bool:
-    """The caller is torch's checkpoint, or `fork_rng` called by it."""
+def _checkpoint_caller(frame) -> str | None:
+    """The name of torch's checkpoint function that asked (directly, or through
+    `fork_rng`): `forward` (the reentrant Function's first run), `backward` (its re-run's
+    fork), `_checkpoint_without_reentrant_generator`, `recompute_fn`; None for any other
+    caller."""
     if frame is None:
-        return False
+        return None
     name = frame.f_code.co_filename
     if name.endswith(_RANDOM_FILE):   # fork_rng: its caller decides
         frame = frame.f_back
@@ -81,7 +94,7 @@ def _from_checkpoint(frame) -> bool:
         if frame is not None and name.endswith("contextlib.py"):   # fork_rng is a
             frame = frame.f_back                                   # @contextmanager
             name = frame.f_code.co_filename if frame is not None else ""
-    return name.endswith(_CHECKPOINT_FILE)
+    return frame.f_code.co_name if name.endswith(_CHECKPOINT_FILE) else None
 
 
 # Note [Two passes, other random numbers?]
