@@ -720,15 +720,17 @@ def _edges_into(root, old: tuple[set[int], int]) -> list[tuple[Any, int]]:
     return out
 
 
-def graph_nodes(root):
-    """The autograd nodes reachable from `root`, each once, at most MAX_NODES of them."""
-    seen, stack, nodes = set(), [root], 0
-    while stack and nodes < MAX_NODES:
+def graph_nodes(root, seen: set[int] | None = None):
+    """The autograd nodes reachable from `root`, each once, at most MAX_NODES of them
+    (`seen`: the ids of nodes walked before, skipped and counted against that limit, and
+    added to as this walk goes)."""
+    seen = set() if seen is None else seen
+    stack = [root]
+    while stack and len(seen) < MAX_NODES:
         n = stack.pop()
         if n is None or id(n) in seen:
             continue
         seen.add(id(n))
-        nodes += 1
         stack.extend(f for f, _ in n.next_functions)
         yield n
 
@@ -754,18 +756,10 @@ def _ctx_held(root, resident: set[int] | frozenset = frozenset(),
     names: dict[str, None] = {}
     seen: set[int] = set()
     through: set[int] = set()
-    nodes = 0
     graphs = [(root, False)]
-    while graphs and nodes < MAX_NODES:
+    while graphs and len(seen) < MAX_NODES:
         start, through_ctx = graphs.pop()
-        stack = [start]
-        while stack and nodes < MAX_NODES:
-            n = stack.pop()
-            if n is None or id(n) in seen:
-                continue
-            seen.add(id(n))
-            nodes += 1
-            stack.extend(f for f, _ in n.next_functions)
+        for n in graph_nodes(start, seen):
             if through_ctx:   # no backward of the root's graph freed these
                 through.add(id(n))
                 for x in _saved_of(n):
@@ -790,6 +784,7 @@ def _ctx_held(root, resident: set[int] | frozenset = frozenset(),
                     names[name] = None
                     if x.grad_fn is not None and id(x.grad_fn) not in seen:
                         graphs.append((x.grad_fn, True))
+    nodes = len(seen)
     if walk is not None:
         walk.update(edges=seen - through, ctx=through, storages={*storages, *saved})
     if not storages:
