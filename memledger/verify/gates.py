@@ -175,6 +175,16 @@ def run_gates(script: str | Path, argv: list[str], variants: list[Variant], step
                                                    refused=res.code == EXIT_USAGE))
                 continue
             report.outcomes.append(GateOutcome(v, compare(base[0], res.data, report.tolerance)))
+        if f is None and any(o.comparison is not None and not o.passed
+                             for o in report.outcomes):
+            # Note [A few tensors drawn anew] (tolerance.py): the baseline's two runs drew
+            # alike by chance, a candidate's run need not
+            drawn = unseeded_generators(base[0], base[1])
+            if drawn:
+                report.note = ("the script draws from a global generator it leaves "
+                               "unseeded: the baseline's two runs drew alike, a candidate's "
+                               "run may draw otherwise, so a rejection here may be that draw "
+                               f"and not the policy; {_seed_cure(drawn, '')}")
         return report
 
 

@@ -67,7 +67,10 @@ UNSEEDED = 0.1       # median relative gradient difference at step 0; Note [A ba
 # (`unseeded_generators`) now judge nothing either: every candidate is rejected at the
 # gate and step where the baseline differed, and the note names that generator's seed.
 # A baseline that differs by rounding alone (a GPU's) leaves every global generator
-# seeded or undrawn, and is judged within its floors as before.
+# seeded or undrawn, and is judged within its floors as before. Two baseline runs may also
+# draw alike by chance (randrange(4) gives 3 twice) while a candidate's run draws another:
+# the candidate is rejected as any other (nothing tells the draw from the policy), and
+# the report's note names the unseeded generator and its seed beside the rejection.
 GENERATOR_CURES = {"torch": "torch.manual_seed, and no torch.seed() after it",
                    "numpy": "np.random.seed", "random": "random.seed"}
 

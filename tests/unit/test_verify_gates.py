@@ -421,3 +421,37 @@ def test_a_baseline_drawing_a_few_tensors_from_pythons_unseeded_generator_judges
     (o,) = report.outcomes
     assert not o.passed and o.gates == {"inputs": True, "gradients": True, "update": False}
     assert o.reason == "update: " + report.note
+
+
+def test_a_rejection_where_the_baseline_drew_alike_by_chance_names_the_unseeded_draw(
+        tmp_path):
+    """Note [A few tensors drawn anew] (tolerance.py), its other half: the two baseline runs
+    draw the same stream by chance (3, 3) and the candidate another (0): the candidate is
+    rejected at the update gate on `mix`, as before, and the note now says the script
+    draws from `random` unseeded, so the rejection may be that draw."""
+    import random
+
+    body = DROPOUT_NET.format(gen=SEEDED).replace(
+        "        self.head = nn.Linear(16, 4)\n",
+        "        self.head = nn.Linear(16, 4)\n"
+        "        import random\n"
+        "        self.mix = nn.Parameter(torch.zeros(4))\n"
+        "        self.mix.data[random.randrange(4)] = 1.0\n").replace(
+        "        return self.head(x)\n", "        return self.head(x) * self.mix.sum()\n")
+    script = _write(tmp_path, "streams.py", body)
+    state = random.getstate()
+    random.seed(0)   # in this process: 3 and 3 for the baseline, 0 for the candidate
+    try:
+        report = run_gates(script, [], [Variant("checkpoint:blocks.*", "checkpoint:blocks.*")],
+                           steps=2, runner=in_process)
+    finally:
+        random.setstate(state)
+    (o,) = report.outcomes
+    assert report.reproducible and report.noise_floor == 0.0
+    assert not o.passed and o.gates == {"inputs": True, "gradients": True, "update": False}
+    assert o.comparison.finding.name == "mix"
+    assert report.note == (
+        "the script draws from a global generator it leaves unseeded: the baseline's two "
+        "runs drew alike, a candidate's run may draw otherwise, so a rejection here may be "
+        "that draw and not the policy; seed random's global generator (random.seed), which "
+        "the script draws from unseeded")
