@@ -76,7 +76,11 @@ from memledger.replay.policies import (
     resolve,
     uncalled_message,
 )
-from memledger.replay.script_checkpoint import nested_checkpoint_message, offload_inside_message
+from memledger.replay.script_checkpoint import (
+    nested_checkpoint_message,
+    nested_function_checkpoint_message,
+    offload_inside_message,
+)
 from memledger.replay.scripted import refuse_scripted_regions
 from memledger.replay.stateful import (
     ARGUMENT_CHANGED,
@@ -88,7 +92,13 @@ from memledger.replay.stateful import (
     stateful_message,
 )
 from memledger.trace.func_transforms import in_func_transform, own_checkpointed
-from memledger.trace.script_checkpoint import checkpoint_pack_hook, find_checkpoint_call
+from memledger.trace.rng_state import RngStateWatch
+from memledger.trace.script_checkpoint import (
+    FunctionCheckpoint,
+    checkpoint_pack_hook,
+    find_checkpoint_call,
+    function_checkpoint_site,
+)
 from memledger.trace.roots import (
     COMPILED, RootNames, containers, module_parameters, named_modules)
 from memledger.trace.where import in_reentrant_checkpoint
@@ -563,6 +573,9 @@ class _NestingGuard:
         self.policy, self.path = policy, path
         self.paths = {id(m): p for p, m in named}   # a compiled module and its wrapper alike
         self.own: list[Any] = []   # the region's own checkpoint pack hook while it runs
+        # a generator-state watch per open first run, with the script's checkpoints of a
+        # function met in it
+        self.watches: list[tuple[RngStateWatch, list[FunctionCheckpoint]]] = []
 
     def run(self, orig: Callable) -> Callable:
         """`orig` as checkpoint runs it, the region's own pack hook noted meanwhile."""
@@ -571,12 +584,42 @@ class _NestingGuard:
             pack = checkpoint_pack_hook()
             if pack is None:           # the re-run: nothing to guard
                 return orig(*args, **kwargs)
-            self.own.append(pack)
+            self.enter(pack)
             try:
-                return orig(*args, **kwargs)
-            finally:
-                self.own.pop()
+                out = orig(*args, **kwargs)
+            except BaseException:
+                self.leave()
+                raise
+            self.leave(done=True)
+            return out
         return forward
+
+    # Note [A policy checkpoint around a checkpointed function] (trace/script_checkpoint.py)
+    def enter(self, pack: Any) -> None:
+        """The region's first run begins under its own pack hook `pack`: watch the
+        generator states checkpoints ask for in it."""
+        self.own.append(pack)
+        watch = RngStateWatch(lambda t: None, self._checkpoint_state)
+        watch.__enter__()
+        self.watches.append((watch, []))
+
+    def leave(self, done: bool = False) -> None:
+        """The first run ends (`done`: returned); refuse if the script checkpointed a
+        function of no module in it (a module call under it was refused already)."""
+        self.own.pop()
+        watch, seen = self.watches.pop()
+        watch.__exit__(None, None, None)
+        if done and seen:
+            site = seen[0]
+            region = self.paths.get(id(site.caller), self.path) \
+                if site.caller is not None else self.path
+            raise PolicyError(nested_function_checkpoint_message(
+                self.policy, self.path, region, site.fn, site.at))
+
+    def _checkpoint_state(self, t: torch.Tensor, where: str) -> None:
+        if where in ("forward", "_checkpoint_without_reentrant_generator") and self.watches \
+                and (site := function_checkpoint_site()) is not None:
+            self.watches[-1][1].append(site)
 
     def check_outer(self, message: Callable = nested_checkpoint_message) -> None:
         """As the region is entered: does it run inside a checkpoint of the script's?"""
@@ -700,19 +743,23 @@ def _checkpointed(orig: Callable, module: nn.Module, context_fn: Callable | None
         next(ck)
         own = guard is not None and (pack := checkpoint_pack_hook()) is not None
         if own:   # as guard.run around the first run
-            guard.own.append(pack)
+            guard.enter(pack)
         try:
             out = yield
         except BaseException as e:
             if own:
-                guard.own.pop()
+                guard.leave()
             try:
                 ck.throw(e)
             except StopIteration:
                 pass
             raise e
         if own:
-            guard.own.pop()
+            try:
+                guard.leave(done=True)
+            except PolicyError:
+                ck.close()   # its hooks off before the refusal leaves
+                raise
         for _ in ck:
             pass
         forward_done(args, kwargs)

@@ -165,7 +165,10 @@ from memledger.replay.calls import output_saves, record_call, save_call, scopes_
 from memledger.replay.compiled import refuse_compiled_regions
 from memledger.replay.policies import MODEL_FIRST, MODEL_MOVED, Policy, PolicyKind, resolve
 from memledger.replay.prepared import ACTIVATION, INPUT, MODEL_STATE, Prepared
-from memledger.replay.script_checkpoint import refuse_around_script_checkpoints
+from memledger.replay.script_checkpoint import (
+    refuse_around_function_checkpoints,
+    refuse_around_script_checkpoints,
+)
 from memledger.replay.scripted import refuse_scripted_regions
 from memledger.replay.stateful import (
     graph_reads_message,
@@ -2472,6 +2475,11 @@ def replay(prep: Prepared, policy: Policy, rng_bytes: int = CPU_RNG_STATE_BYTES,
         kinds = np.array([_KIND_CODE[p.kind] for p in calls.by_path.values()], dtype=np.int64)
         refuse_around_script_checkpoints(policy.text(), paths, _is_recomputed(kinds),
                                          kinds == Kind.OFFLOAD, prep.script_ckpt)
+    if prep.script_fn_ckpt:   # Note [A policy checkpoint around a checkpointed function]
+        paths = np.array(list(calls.by_path), dtype=object)
+        kinds = np.array([_KIND_CODE[p.kind] for p in calls.by_path.values()], dtype=np.int64)
+        refuse_around_function_checkpoints(policy.text(), paths[_is_recomputed(kinds)],
+                                           prep.script_fn_ckpt)
     own = _owners(prep, calls)
     dropped, kept_cache, handed_back, in_save_list = _checkpoint_drops(prep, calls, own,
                                                                        policy)

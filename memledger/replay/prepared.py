@@ -16,7 +16,7 @@ import pandas as pd
 from memledger.ledger.model import Ledger
 from memledger.ledger.schema import CATEGORIES
 from memledger.replay.compiled import compiled_regions
-from memledger.replay.script_checkpoint import script_checkpoints
+from memledger.replay.script_checkpoint import script_checkpoints, script_function_checkpoints
 from memledger.replay.stateful import OWN_STATE, held_sids, stateful_calls
 from memledger.replay.timings import Timings, match_timings, timing_record
 
@@ -155,6 +155,9 @@ class Prepared:
     stateful_obj: np.ndarray = None   # object: the class of the object it wrote into
     # modules the script checkpoints itself (Note [The script's own checkpoint])
     script_ckpt: tuple[tuple[str, str], ...] = ()   # (region, first call under it)
+    # (the module whose call runs it, the function, file:line): Note [A policy checkpoint
+    # around a checkpointed function] (trace/script_checkpoint.py)
+    script_fn_ckpt: tuple[tuple[str, str, str], ...] = ()
     scope_grad: np.ndarray = None  # bool per call: it ran with gradients (policies act on it)
     scope_stats: np.ndarray = None  # int64 per call: BatchNorm statistics a re-run copies
     # the backward phases' spans of events, [start, end) (a graph built there saves again)
@@ -337,6 +340,7 @@ class Prepared:
             **_call_args(led, st),
             stateful_mod=st_mod, stateful_ev0=st_ev0, stateful_obj=st_obj,
             script_ckpt=script_checkpoints(led.extra.get("script_ckpt", [])),
+            script_fn_ckpt=script_function_checkpoints(led.extra.get("script_ckpt_fn", [])),
             other_roots=others,
             model_moved=model_moved(led),
             model_was=model_was(led),

@@ -17,6 +17,11 @@ replay (before predicting anything) and from `measure` (while running):
    dropped (measured 270,720 B under the prediction on tests/clients/train_checkpointed.py).
    Offload of the region itself, when the checkpoint wraps only its forward, or of a module
    around it, re-runs nothing and is predicted exactly.
+
+A checkpointed function under which no module runs has a `script_ckpt_fn` record (`mod`,
+the module whose call runs it; `fn`; `at`, file:line) and rule 1 alone, for `mod` and the
+modules around it (Note [A policy checkpoint around a checkpointed function] in
+memledger/trace/script_checkpoint.py).
 """
 
 from __future__ import annotations
@@ -63,6 +68,38 @@ def refuse_around_script_checkpoints(policy_text: str, mods: np.ndarray,
                 if (broken(path, region) if broken else runs_inside(path, region, first)):
                     raise PolicyError(message(policy_text, path, region,
                                               inside=runs_inside(path, region, first)))
+
+
+def script_function_checkpoints(records: list[dict]) -> tuple[tuple[str, str, str], ...]:
+    """Distinct (module whose call runs it, function, file:line) of the script's
+    checkpoints of a function that calls no module (`script_ckpt_fn` records), in
+    first-seen order: Note [A policy checkpoint around a checkpointed function] in
+    trace/script_checkpoint.py."""
+    return tuple(dict.fromkeys((str(r.get("mod", "")), str(r.get("fn", "")),
+                                str(r.get("at", ""))) for r in records))
+
+
+def refuse_around_function_checkpoints(policy_text: str, recomputed: np.ndarray,
+                                       checkpoints: tuple[tuple[str, str, str], ...]) -> None:
+    """Rule 1 for a checkpointed function of no module: a checkpointed or selective module
+    whose call runs it (the module, or one around it) nests the two checkpoints. One inside
+    the module runs outside the function: not refused. Nothing runs inside it to offload."""
+    for path in dict.fromkeys(recomputed.tolist()):
+        for region, fn, at in checkpoints:
+            if path == region or not path or region.startswith(path + "."):
+                raise PolicyError(nested_function_checkpoint_message(policy_text, path,
+                                                                     region, fn, at))
+
+
+def nested_function_checkpoint_message(policy_text: str, path: str, region: str, fn: str,
+                                       at: str) -> str:
+    """One line: which module, the script's checkpoint of a function in whose call, where,
+    and the fix (offloading the module is predicted as measured)."""
+    whose = "whose forward" if path == region else \
+        f"and {region or 'the model'}'s forward, which runs in it,"
+    return (f"{policy_text} would checkpoint {path or 'the model'}, {whose} checkpoints the "
+            f"function {fn} itself (torch.utils.checkpoint at {at}): one checkpoint would "
+            f"run inside the other; {_FIX}, or offload that module instead")
 
 
 _WHOSE = "(torch.utils.checkpoint, e.g. transformers' gradient_checkpointing_enable())"

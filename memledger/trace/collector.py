@@ -164,6 +164,7 @@ from memledger.trace.script_checkpoint import (
     CheckpointFrames,
     checkpoint_pack_hook,
     find_checkpoint_call,
+    function_checkpoint_site,
     stopping_pack,
 )
 from memledger.trace.sharding import _PLAIN, ShardingMixin, is_collective, local_tensor
@@ -903,6 +904,9 @@ class Collector(ShardingMixin, TorchDispatchMode):
         # (pack hook, sid of its generator fork) while one runs
         self._ckpt_frames = CheckpointFrames()
         self._ckpt_calls = 0
+        # Note [A policy checkpoint around a checkpointed function] (trace/script_checkpoint.py):
+        # id(call) -> (call, record, module-stack depth), written as the caller's call ends
+        self._fn_ckpts: dict[int, tuple[object, dict, int]] = {}
         self._fork: tuple[Any, int | None] = (None, None)
         self._op_made = 0   # the first sid the latest op made (its outputs: sids from here)
         self._mutated: set[tuple[int, int]] = set()   # Note [Written in place in forward]
@@ -2027,6 +2031,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
             if call is None:
                 return
             key = pack if pack is not None else call.key
+            self._fn_ckpts.pop(id(call.key), None)   # a module runs under it: not a function's
             known = self._ckpt_frames.get(key)
             if known is None:
                 region = self._roots.paths.get(call.module) \
@@ -2087,6 +2092,22 @@ class Collector(ShardingMixin, TorchDispatchMode):
         region = self._roots.paths.get(call.module) \
             if call is not None and call.module is not None else None
         self._new_storage(t, st, self._ev, "get_rng_state", pre=False, mod=region)
+        site = function_checkpoint_site()   # Note [A policy checkpoint around a checkpointed
+        if site is not None and site.key is not None and self._mod_stack:   # function]
+            mod = self._roots.paths.get(site.caller) if site.caller is not None else None
+            self._fn_ckpts[id(site.key)] = (site.key, {
+                "k": "script_ckpt_fn", "mod": mod if mod is not None else self._mod_stack[-1][0],
+                "fn": site.fn, "at": site.at, "ev": self._ev}, len(self._mod_stack))
+
+    def _write_function_checkpoints(self, depth: int, grad: bool) -> None:
+        """The script's checkpoints of a function, under which no module ran, met in the
+        call that just ended (at module-stack `depth`); not where that call ran without
+        gradients (an evaluation: no policy acts on it)."""
+        for k, (_, rec, d) in list(self._fn_ckpts.items()):
+            if d > depth:
+                del self._fn_ckpts[k]
+                if grad:
+                    self.sink.write(rec)
 
     def _watch_recompute(self, ev: int) -> None:
         """In backward: the generator fork of a re-run, live while its ops run."""
@@ -2132,6 +2153,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
         if not self._mod_stack:
             return
         path, ev0, t0, is_root = self._mod_stack.pop()
+        if self._fn_ckpts:   # Note [A policy checkpoint around a checkpointed function]
+            self._write_function_checkpoints(len(self._mod_stack), _grad_enabled())
         if len(self._mod_stack) <= self._bw_call_depth:
             self._bw_call_depth = -1
         if self._nograd_depth is not None and len(self._mod_stack) < self._nograd_depth:

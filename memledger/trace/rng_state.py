@@ -85,7 +85,9 @@ def _checkpoint_caller(frame) -> str | None:
     `fork_rng`): `forward` (the reentrant Function's first run), `backward` (its re-run's
     fork), `_checkpoint_without_reentrant_generator`, `recompute_fn`; None for any other
     caller."""
-    if frame is None:
+    while frame is not None and frame.f_code.co_filename == __file__:
+        frame = frame.f_back   # another watch's wrapper (measure's nesting guard, Note [A
+    if frame is None:          # policy checkpoint around a checkpointed function])
         return None
     name = frame.f_code.co_filename
     if name.endswith(_RANDOM_FILE):   # fork_rng: its caller decides

@@ -139,6 +139,87 @@ def find_checkpoint_call() -> CheckpointCall | None:
     return None
 
 
+# Note [A policy checkpoint around a checkpointed function]
+# Rule 1 of replay/script_checkpoint.py (no policy checkpoint nested with the script's)
+# was met at a module call under the script's checkpoint, on both sides. A checkpointed
+# function that calls no module (gateloop-transformer's GateLoopedAttention runs
+# `checkpoint(gate_loop_operator, q, k, v, a)` in its forward) is never met so, and a
+# policy checkpoint of the calling module, or of one around it, ran one checkpoint inside
+# the other unrefused. Nested, torch's checkpoints do not run as the replay prices one:
+# under the policy's non-reentrant checkpoint, the script's reentrant one runs its
+# function without gradients and saves its inputs through the policy's hooks; the
+# policy's re-run runs it (without gradients) again, and its own backward a third time,
+# each with a generator state of its own (and the reverse nesting re-runs the inner one
+# inside the outer's re-run). tests/clients/train_fn_checkpoint.py --reentrant:
+# `checkpoint:@Mixer` predicted 40,820 B against 39,796 B measured; gateloop's
+# `checkpoint:@GateLoopedAttention` 178,792 against 172,648 B. The non-reentrant kind
+# agreed there by chance; the module rule refuses both kinds, and so does this one.
+# Both sides now meet such a call where torch's checkpoint asks for the generator state
+# of its first run (`torch.get_rng_state()`, Note [Generator states the script keeps]):
+# `function_checkpoint_site` names the function, the line that called checkpoint and
+# the module whose call it runs in (the innermost `Module._call_impl` on the stack). The
+# trace writes a `script_ckpt_fn` record (`mod`, `fn`, `at`, `ev`) when that module's
+# call ends, unless a module call ran under the checkpoint (the module rule has it
+# then); `measure`'s nesting guard watches the state a checkpoint asks for inside a
+# checkpointed region's first run and refuses when the region's forward returns, unless
+# a module call under it was refused first. A function checkpoint without
+# `preserve_rng_state` asks for no state and is seen by neither side.
+@dataclass
+class FunctionCheckpoint:
+    """The script's checkpoint of a function that is no module's."""
+
+    caller: nn.Module | None   # the module whose call runs it (innermost on the stack)
+    fn: str                    # the function's name
+    at: str                    # file:line of the call to checkpoint
+    key: object                # the call (as CheckpointCall.key)
+
+
+_TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
+_MODULE_FILE = os.path.join("torch", "nn", "modules", "module.py")
+
+
+def function_checkpoint_site() -> FunctionCheckpoint | None:
+    """From inside torch's checkpoint (its first run asking for the generator state): the
+    call, when what it checkpoints is no module's (Note [A policy checkpoint around a
+    checkpointed function]); else None."""
+    f = sys._getframe(1)
+    while f is not None:
+        code = f.f_code
+        if code.co_filename.endswith(_CHECKPOINT_FILE) and code.co_name == "checkpoint" \
+                and "function" in f.f_locals:
+            break
+        f = f.f_back
+    if f is None:
+        return None
+    function = f.f_locals["function"]
+    if module_of(function) is not None:
+        return None
+    key = f.f_locals.get("gen")
+    site = f.f_back
+    while site is not None and site.f_code.co_filename.startswith(_TORCH_DIR):
+        site = site.f_back   # torch's own wrappers (dynamo's disable)
+    if key is None:          # the reentrant kind: its Function's ctx, above
+        g = sys._getframe(1)
+        while g is not None and g is not f:
+            if g.f_code.co_filename.endswith(_CHECKPOINT_FILE) and \
+                    g.f_code.co_name == "forward" and "ctx" in g.f_locals:
+                key = g.f_locals["ctx"]
+                break
+            g = g.f_back
+    caller = None
+    c = site
+    while c is not None:
+        if c.f_code.co_filename.endswith(_MODULE_FILE) and c.f_code.co_name == "_call_impl":
+            caller = c.f_locals.get("self")
+            break
+        c = c.f_back
+    inner = getattr(function, "func", function)   # a partial's function
+    name = getattr(inner, "__qualname__", None) or type(inner).__name__
+    at = f"{os.path.basename(site.f_code.co_filename)}:{site.f_lineno}" if site else "?"
+    return FunctionCheckpoint(caller if isinstance(caller, nn.Module) else None, name, at,
+                              key)
+
+
 def module_of(fn) -> nn.Module | None:
     """The module a checkpointed callable runs: the module, its bound method, or a partial
     over either (or over a function whose first argument is the module)."""

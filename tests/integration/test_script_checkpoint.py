@@ -212,3 +212,57 @@ def test_the_doctor_names_torchs_checkpoint_function_as_the_keeper(reentrant):
     assert "9.9 KiB of tensors the autograd Function `CheckpointFunction` keeps on ctx" \
         in f.message
     assert f.message.endswith("`del loss` after the step frees them")
+
+
+def _scan(h):
+    return torch.tanh(h * h + 1).cumsum(-1) * h
+
+
+class _Mixer(nn.Module):
+    """Checkpoints a function in its forward: of no module (`_scan`), or one calling `fc`."""
+
+    def __init__(self, reentrant: bool, calls_module: bool = False) -> None:
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+        self.reentrant, self.calls_module = reentrant, calls_module
+
+    def forward(self, x):
+        fn = (lambda h: _scan(self.fc(h))) if self.calls_module else _scan
+        return self.fc(checkpoint(fn, x, use_reentrant=self.reentrant))
+
+
+@pytest.mark.parametrize("reentrant", [False, True])
+def test_a_checkpointed_function_of_no_module_is_recorded_in_its_callers_call(reentrant):
+    """Note [A policy checkpoint around a checkpointed function]: one `script_ckpt_fn` record
+    per call with gradients, naming the calling module, the function and the line that
+    checkpoints it; none in an evaluation (no policy acts there), and none where a module
+    runs under the checkpoint (the module rule's `script_ckpt` has it). `measure`'s side
+    refuses a checkpoint of the caller in the line the replay writes."""
+    from memledger.measure.apply import apply_policy
+    from memledger.replay.engine import replay
+    from memledger.replay.policies import parse_policy
+    from memledger.replay.prepared import Prepared
+
+    net = nn.Sequential(_Mixer(reentrant))
+    x = torch.randn(4, 8, requires_grad=True)
+    with memledger.trace() as led:
+        with torch.no_grad():
+            net(x)
+        net(x).sum().backward()
+    line = _Mixer.forward.__code__.co_firstlineno + 2
+    assert [(r["mod"], r["fn"], r["at"]) for r in led.extra["script_ckpt_fn"]] == [
+        ("0", "_scan", f"test_script_checkpoint.py:{line}")]
+    assert "script_ckpt" not in led.extra
+    with pytest.raises(PolicyError) as predicted:
+        replay(Prepared.from_ledger(led), parse_policy("checkpoint:0"))
+    replay(Prepared.from_ledger(led), parse_policy("checkpoint:0.fc"))
+    with apply_policy(net, parse_policy("checkpoint:0")), \
+            pytest.raises(PolicyError) as measured:
+        net(x)
+    assert str(predicted.value) == str(measured.value)
+    assert "checkpoints the function _scan itself" in str(measured.value)
+
+    with memledger.trace() as led:
+        nn.Sequential(_Mixer(reentrant, calls_module=True))(x).sum().backward()
+    assert "script_ckpt_fn" not in led.extra
+    assert [r["mod"] for r in led.extra["script_ckpt"]] == ["0.fc"]
