@@ -37,10 +37,11 @@ measured; L = net.net.transformer.fn.layers.layers):
   87,936 B of kernel scratch = 692,528 B allocator; `checkpoint:2` 697,584 B,
   `selective:2.fn` 730,352 B, `offload:@ImageLinearAttention` 592,544 B, `selective:*`
   740,464 B, `checkpoint:[2-5]` 697,584 B; the doctor finds nothing, fake = real.
-- Not exact: `--mode rev --accumulate 2`, `selective:net.net.transformer`: predicted
-  4,548 B under measured (5,056 B at the tiny shape): measure's re-run guard holds the
-  replaced `Deterministic.cpu_state` to the re-run's end (docs/decisions.md, forty-sixth
-  session, linear-attention-transformer).
+- `--mode rev --accumulate 2`, `selective:net.net.transformer`: 791,208 B (tiny, 1 step:
+  105,624 B). measure's re-run guard held the replaced `Deterministic.cpu_state` to the
+  re-run's end (4,548 B over; tiny 5,056 B) until the helper guard46 (Note [A replaced
+  state, judged by its digest], memledger/measure/apply.py; pinned in plain torch by
+  tests/clients/test_rngstate.py).
 - `--fake --device cpu` ledgers of lm, rev, linformer and encdec agree with the real ones
   under their policies. The doctor finds nothing on lm, pkm and linformer; it warns,
   rightly, of the undivided loss under `--accumulate 2`, of the copy task's `enc(src)`
