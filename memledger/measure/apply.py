@@ -100,6 +100,7 @@ from memledger.trace.script_checkpoint import (
     checkpoint_pack_hook,
     find_checkpoint_call,
     function_checkpoint_site,
+    outermost_call_under_checkpoint,
 )
 from memledger.trace.roots import (
     COMPILED, RootNames, containers, module_parameters, named_modules)
@@ -645,6 +646,9 @@ class _NestingGuard:
         call = find_checkpoint_call()
         if call is not None and call.module is not None:
             region = self.paths.get(id(call.module), "")
+        elif module is None and (first := outermost_call_under_checkpoint()) is not None:
+            # Note [The module a checkpointed function runs first] (trace/script_checkpoint.py)
+            region = self.paths.get(id(first), self.path)
         else:
             region = self.paths.get(id(module), "") if module is not None else self.path
         raise PolicyError(message(self.policy, self.path, region, inside=inside))

@@ -558,6 +558,11 @@ def _alias_gone(entry: list, _ref) -> None:
     entry[1] -= 1
 
 
+# torch's frames that call a module's global forward pre-hooks, with the call's `kwargs`
+_MODULE_FILE = nn_module.Module._call_impl.__code__.co_filename
+_CALL_FRAMES = frozenset({"inner", "_call_impl"})
+
+
 def _nested_tensors(obj, depth: int = 0):
     """The tensors in `obj` through tuples, lists and dicts at any depth: checkpoint's frame
     holds the whole arguments, and Funnel hands each layer its relative position
@@ -2261,12 +2266,29 @@ class Collector(ShardingMixin, TorchDispatchMode):
         self._module_pre(module, args)
         self._call_begin(module, args)
 
+    @staticmethod
+    def _call_kwargs() -> dict | None:
+        """The keyword arguments of the module call whose global pre-hook runs now, read
+        off torch's `Module._call_impl` (its `inner`, which calls the hooks): torch hands a
+        global pre-hook none (Note [A tensor handed in a tuple or by keyword],
+        trace/outside_state.py). None where no such frame is near."""
+        f = sys._getframe(2)
+        for _ in range(6):
+            if f is None:
+                return None
+            if f.f_code.co_filename == _MODULE_FILE and f.f_code.co_name in _CALL_FRAMES:
+                with _frame_locals(f) as local:
+                    kwargs = local.get("kwargs")
+                return kwargs if isinstance(kwargs, dict) else None
+            f = f.f_back
+        return None
+
     def _call_begin(self, module, args) -> None:
         if module._forward_hooks:   # Note [A backward hook made by hand] (outside_state.py)
             watch_routed_outputs(module)
         self._sid_marks.append(self._next_sid)   # storages made from here on: this call's
-        self._arg_versions.append(argument_versions(args, None) if self._phase != "backward"
-                                  else [])
+        self._arg_versions.append(argument_versions(args, self._call_kwargs())
+                                  if self._phase != "backward" else [])
         attrs = self._attribute_sids(module) if self._phase != "backward" else {}
         if not self._attr_sids:   # an outermost call: the last one's watch is done
             self._attr_watch.clear()

@@ -139,6 +139,40 @@ def find_checkpoint_call() -> CheckpointCall | None:
     return None
 
 
+# Note [The module a checkpointed function runs first]
+# Where the script checkpoints a function that is no module's bound method (torch's
+# `checkpoint_sequential`, which En-transformer's `EnTransformer(checkpoint=True)` calls
+# over its blocks, checkpoints a closure `run_function(start, end, functions)`), the trace
+# names the script's region by the outermost module called under it (`layers.0`), and
+# measure named it by the module being entered: a policy on a module inside the block
+# (`offload:@FeedForward`, `layers.0.ff.fn`) was refused by predict "inside the script's
+# own checkpoint of layers.0" and by measure "of layers.0.ff.fn", and
+# `checkpoint:@EquivariantAttention` as "and the script already checkpoints layers.0" against
+# "which the script already checkpoints" (tests/clients/train_entransformer.py --ckpt).
+# Measure now reads the same module off the stack: the outermost module call between the
+# checkpoint's frame and the region being entered.
+def outermost_call_under_checkpoint() -> nn.Module | None:
+    """The module of the outermost `Module._call_impl` frame below torch's innermost
+    checkpoint frame on the stack, or None (Note [The module a checkpointed function runs
+    first])."""
+    f = sys._getframe(1)
+    outer = None
+    while f is not None:
+        code = f.f_code
+        if code.co_filename.endswith(_CHECKPOINT_FILE) and code.co_name in (
+                "forward", "checkpoint", "recompute_fn"):
+            return outer
+        if code.co_name == "_call_impl" and code.co_filename == _CALL_IMPL_FILE:
+            me = f.f_locals.get("self")
+            if isinstance(me, nn.Module):
+                outer = me
+        f = f.f_back
+    return None
+
+
+_CALL_IMPL_FILE = nn.Module._call_impl.__code__.co_filename
+
+
 # Note [A policy checkpoint around a checkpointed function]
 # Rule 1 of replay/script_checkpoint.py (no policy checkpoint nested with the script's)
 # was met at a module call under the script's checkpoint, on both sides. A checkpointed
