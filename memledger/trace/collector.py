@@ -168,7 +168,6 @@ from memledger.trace.script_checkpoint import (
     stopping_pack,
 )
 from memledger.trace.sharding import _PLAIN, ShardingMixin, is_collective, local_tensor
-from memledger.trace.untraced_formulas import UntracedFormulas
 from memledger.trace.wrapped import defers as _defers
 from memledger.trace.wrapped import inner_tensors, wrapped_parts
 
@@ -648,8 +647,7 @@ def is_pinned(t: torch.Tensor) -> bool:
 # instead of 0.35 s (a bare pass-through mode alone: 2.1 s). In the child each active
 # collector now leaves the dispatch stack (modes above it are put back), takes its hooks
 # off, and lets any op that still reaches it through unrecorded (the `_done` branch, off
-# the hot path); its `__exit__`, should the child leave the block, pops nothing. Its
-# function mode (Note [A derivative formula that branches on the mode]) leaves too.
+# the hot path); its `__exit__`, should the child leave the block, pops nothing.
 _ACTIVE: "weakref.WeakSet[Collector]" = weakref.WeakSet()
 
 
@@ -673,19 +671,6 @@ def _after_fork_in_child() -> None:
                 pd._push_mode(mode)
         pd._is_in_torch_dispatch_mode = torch._C._len_torch_dispatch_stack() > 0
     except Exception:   # noqa: BLE001 - the child still works, only slower (the `_done` branch)
-        pass
-    # and the function mode of Note [A derivative formula that branches on the mode]
-    formulas = [c._formulas for c in ours if c._formulas is not None]
-    for c in ours:
-        c._formulas = None
-    try:
-        popped = []
-        while formulas and torch._C._len_torch_function_stack():
-            popped.append(torch._C._pop_torch_function_stack())
-        for mode in reversed(popped):
-            if not any(mode is f for f in formulas):
-                torch._C._push_on_torch_function_stack(mode)
-    except Exception:   # noqa: BLE001 - the child still works, only slower
         pass
 
 
@@ -951,7 +936,6 @@ class Collector(ShardingMixin, TorchDispatchMode):
                                         self._only_ours(self._on_checkpoint_state))
         self._eager = False   # Note [Compiled code runs eager under the collector]
         self._scalars = WrappedScalars(self._wrapped_saved)   # Note [Wrapped scalars]
-        self._formulas: UntracedFormulas | None = None
         self._gc = GcWindow()   # frees inside a garbage collection are marked (gc_window.py)
 
     # ---- lifecycle ------------------------------------------------------------------------
@@ -975,9 +959,6 @@ class Collector(ShardingMixin, TorchDispatchMode):
             listen_for_routed_calls(ours(self._routed)),
         ]
         self._saved_hooks.__enter__()
-        # Note [A derivative formula that branches on the mode] (trace/untraced_formulas.py)
-        self._formulas = UntracedFormulas()
-        self._formulas.__enter__()
         self._resize_watch.__enter__()
         self._rng_watch.__enter__()
         self._gc.__enter__()
@@ -997,9 +978,6 @@ class Collector(ShardingMixin, TorchDispatchMode):
         self._rng_watch.__exit__(exc_type, exc, tb)
         self._gc.__exit__(exc_type, exc, tb)
         self._saved_hooks.__exit__(exc_type, exc, tb)
-        if self._formulas is not None:
-            self._formulas.__exit__(exc_type, exc, tb)
-            self._formulas = None
         for h in self._handles:
             h.remove()
         self._handles = []
