@@ -149,6 +149,10 @@ class Summary(_Model):
     script_checkpointed: Optional[list[str]] = Field(
         None, description="modules the script checkpoints itself (torch.utils.checkpoint): "
         "policies that would nest with them are refused; absent when none")
+    script_checkpointed_functions: Optional[list[str]] = Field(
+        None, description="functions of no module the script checkpoints itself, each as "
+        "'FN (FILE:LINE) in MODULE', the module whose call runs it: policies that checkpoint "
+        "that module or one around it are refused; absent when none")
     saved_hooks: Optional[str] = Field(
         None, description="the script's own saved-tensor hooks around its forward (their "
         "pack function, e.g. save_on_cpu's): saves under them are not in the ledger; absent "
@@ -219,6 +223,10 @@ def summarize(led: Ledger, top: int = 10) -> Summary:
         script_checkpointed=list(dict.fromkeys(
             r.get("mod", "") for r in led.extra["script_ckpt"])) or None
         if led.extra.get("script_ckpt") else None,
+        script_checkpointed_functions=list(dict.fromkeys(
+            f"{r.get('fn', '')} ({r.get('at', '')}) in {r.get('mod', '') or '(the model)'}"
+            for r in led.extra["script_ckpt_fn"])) or None
+        if led.extra.get("script_ckpt_fn") else None,
         saved_hooks=_saved_hooks(led),
         shared_input=_shared_input(led, pk.event),
         unread_saves=unread_saves(led, pk.event),

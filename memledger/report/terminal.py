@@ -108,6 +108,13 @@ def summary_notes(s: Summary) -> list[Text]:
         lines.append(Text(f"The script checkpoints {named} itself (torch.utils.checkpoint): "
                           "checkpointing them, inside or around them, and offload inside them are "
                           "refused", style="dim"))
+    if s.script_checkpointed_functions:   # Note [A policy checkpoint around a checkpointed
+        fns = s.script_checkpointed_functions   # function] (trace/script_checkpoint.py)
+        named = "; ".join(fns[:3]) + (f"; and {len(fns) - 3} more" if len(fns) > 3 else "")
+        lines.append(Text(f"The script checkpoints the function{'s' if len(fns) > 1 else ''} "
+                          f"{named} itself (torch.utils.checkpoint): checkpointing "
+                          f"{'those modules' if len(fns) > 1 else 'that module'}, or one "
+                          "around them, is refused", style="dim"))
     if s.saved_hooks:   # Note [The script's own saved-tensor hooks]
         lines.append(Text(f"Warning: the script runs its forward under saved-tensor hooks of "
                           f"its own ({s.saved_hooks}): what autograd saves under them is not "

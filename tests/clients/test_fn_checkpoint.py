@@ -57,3 +57,8 @@ def test_a_policy_checkpoint_around_a_checkpointed_function_is_refused_by_both(k
         assert p.predict_refusal == p.measure_refusal == f"memledger: {line}: {_FIX}"
     assert {t: (run.policies[t].predicted, run.policies[t].measured) for t in allowed} == \
         {t: (b, b) for t, b in allowed.items()}
+    # `show` names them beside the modules the script checkpoints (none here)
+    assert run.summary.script_checkpointed is None
+    assert run.summary.script_checkpointed_functions == [
+        "_scan (train_fn_checkpoint.py:32) in layers.0.mix",
+        "_scan (train_fn_checkpoint.py:32) in layers.1.mix"]
