@@ -387,15 +387,10 @@ def test_a_baseline_that_compiled_code_is_judged_within_rounding(tmp_path):
     assert not o.passed and o.comparison.finding.diff.max_rel > 0.5
 
 
-def test_a_baseline_drawing_a_few_tensors_from_pythons_unseeded_generator_judges_nothing(
-        tmp_path):
-    """Note [A few tensors drawn anew] (tolerance.py): hyper-connections picks each layer's
-    initial residual stream by Python's `randrange`; here one parameter's one-hot init
-    (`mix`, its sum the only thing the forward reads, so every gradient is equal). The
-    two baseline runs differed on `mix` alone (the median gradient difference 0), its
-    floor widened, and the candidate, a third draw, passed or failed by luck (BS-RoFormer's
-    `checkpoint:layers.*.*` was rejected at the update gate, rel 1.87). Now every candidate
-    is rejected where the baseline differed, and the note says to seed `random`."""
+def _streams_gates(tmp_path, seed: int):
+    """`checkpoint:blocks.*` through the gates on a net whose `mix` parameter is a one-hot
+    at `random.randrange(4)` (hyper-connections' initial residual stream), unseeded by the
+    script, with Python's generator seeded `seed` in this process around the runs."""
     import random
 
     body = DROPOUT_NET.format(gen=SEEDED).replace(
@@ -407,12 +402,25 @@ def test_a_baseline_drawing_a_few_tensors_from_pythons_unseeded_generator_judges
         "        return self.head(x)\n", "        return self.head(x) * self.mix.sum()\n")
     script = _write(tmp_path, "streams.py", body)
     state = random.getstate()
-    random.seed(1)   # in this process the two baseline runs draw other streams (1, then 0)
+    random.seed(seed)
     try:
-        report = run_gates(script, [], [Variant("checkpoint:blocks.*", "checkpoint:blocks.*")],
-                           steps=2, runner=in_process)
+        return run_gates(script, [], [Variant("checkpoint:blocks.*", "checkpoint:blocks.*")],
+                         steps=2, runner=in_process)
     finally:
         random.setstate(state)
+
+
+def test_a_baseline_drawing_a_few_tensors_from_pythons_unseeded_generator_judges_nothing(
+        tmp_path):
+    """Note [A few tensors drawn anew] (tolerance.py): hyper-connections picks each layer's
+    initial residual stream by Python's `randrange`; here one parameter's one-hot init
+    (`mix`, its sum the only thing the forward reads, so every gradient is equal). The
+    two baseline runs differed on `mix` alone (the median gradient difference 0), its
+    floor widened, and the candidate, a third draw, passed or failed by luck (BS-RoFormer's
+    `checkpoint:layers.*.*` was rejected at the update gate, rel 1.87). Now every candidate
+    is rejected where the baseline differed, and the note says to seed `random`."""
+    # in this process the two baseline runs draw other streams (1, then 0)
+    report = _streams_gates(tmp_path, seed=1)
     assert report.note == (
         "the baseline draws other random numbers in each run: mix differs at step 0 "
         "(update), drawn from a global generator the script leaves unseeded, so no policy "
@@ -429,23 +437,8 @@ def test_a_rejection_where_the_baseline_drew_alike_by_chance_names_the_unseeded_
     draw the same stream by chance (3, 3) and the candidate another (0): the candidate is
     rejected at the update gate on `mix`, as before, and the note now says the script
     draws from `random` unseeded, so the rejection may be that draw."""
-    import random
-
-    body = DROPOUT_NET.format(gen=SEEDED).replace(
-        "        self.head = nn.Linear(16, 4)\n",
-        "        self.head = nn.Linear(16, 4)\n"
-        "        import random\n"
-        "        self.mix = nn.Parameter(torch.zeros(4))\n"
-        "        self.mix.data[random.randrange(4)] = 1.0\n").replace(
-        "        return self.head(x)\n", "        return self.head(x) * self.mix.sum()\n")
-    script = _write(tmp_path, "streams.py", body)
-    state = random.getstate()
-    random.seed(0)   # in this process: 3 and 3 for the baseline, 0 for the candidate
-    try:
-        report = run_gates(script, [], [Variant("checkpoint:blocks.*", "checkpoint:blocks.*")],
-                           steps=2, runner=in_process)
-    finally:
-        random.setstate(state)
+    # in this process: 3 and 3 for the baseline, 0 for the candidate
+    report = _streams_gates(tmp_path, seed=0)
     (o,) = report.outcomes
     assert report.reproducible and report.noise_floor == 0.0
     assert not o.passed and o.gates == {"inputs": True, "gradients": True, "update": False}
