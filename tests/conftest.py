@@ -66,8 +66,19 @@ def pytest_collection(session):
         _freeze_what_exists()
 
 
+@pytest.hookimpl(trylast=True)
 def pytest_unconfigure(config):
+    # pytest's unraisable-exception plugin collects garbage at the session's end, in its
+    # unconfigure (before this one: still frozen, it walks only what the tests left, which
+    # is all that can hold an unraisable exception) and again in its cleanup (after this
+    # one), as Python does at its exit: thawed, each walked every object the worker
+    # imported, ~1 s of CPU apiece per process. Thawed (the freeze's count goes back to
+    # zero) and frozen again at once, so the later two walk nothing.
+    with contextlib.suppress(ImportError):   # a pytest without the key collects as it did
+        from _pytest.unraisableexception import gc_collect_iterations_key
+        config.stash[gc_collect_iterations_key] = 0
     _imports_frozen.close()
+    gc.freeze()
 
 
 @pytest.fixture
