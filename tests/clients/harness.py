@@ -11,6 +11,7 @@ process would; `benchmarks/clients.py` measures the same clients in fresh proces
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import io
 import json
@@ -69,9 +70,14 @@ class ClientRun:
     argv: list[str]
     ledger_peak: int
     allocator_peak: int
-    summary: object = None          # the ledger's Summary (`memledger show --json`)
-    ledger: object = None           # the Ledger itself
+    ledger: Ledger
     policies: dict[str, PolicyRun] = field(default_factory=dict)
+
+    @functools.cached_property
+    def summary(self):
+        """The ledger's Summary (`memledger show --json`), made when a test first reads it:
+        0.1-0.4 s a ledger (its idle and largest-tensor tables), which most runs never read."""
+        return self.ledger.summary()
 
 
 def _fresh_library_state() -> None:
@@ -215,9 +221,7 @@ def run_client(script: str, argv: list[str], policies: list[str], steps: int = 2
             f"{_said(Path(status))}"
         append_records(led_path, json.loads(alloc.read_text())["records"])
         led = Ledger.load(led_path)
-        summary = led.summary()
-        run = ClientRun(script, argv, summary.peak.bytes, led.measured["peak_bytes"], summary,
-                        led)
+        run = ClientRun(script, argv, led.peak().bytes, led.measured["peak_bytes"], led)
         for text in policies:
             pr = PolicyRun(text)
             try:
