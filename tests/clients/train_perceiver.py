@@ -19,7 +19,8 @@ same block object, listed once by `named_modules()` and called `depth` times),
 `topk` + a gather), `--queries-kv` (Perceiver: the `Attention`'s `queries_contribute_kv`,
 no option of `Perceiver`, set on its cross-attentions after building; the input then has
 the latents' channels and no Fourier features), `--decoder-ff`,
-`--accum N` (micro-batches per step), `--clip` (gradient clipping).
+`--accum N` (micro-batches per step), `--clip` (gradient clipping), `--autocast` (the
+forward and loss under CPU bf16 autocast).
 """
 
 import argparse
@@ -50,6 +51,7 @@ def main() -> None:
     p.add_argument("--decoder-ff", action="store_true")
     p.add_argument("--accum", type=int, default=1)
     p.add_argument("--clip", action="store_true")
+    p.add_argument("--autocast", action="store_true")
     args = p.parse_args()
     torch.manual_seed(0)
 
@@ -104,7 +106,8 @@ def main() -> None:
     for step in range(args.steps):
         model.train()
         for _ in range(args.accum):
-            loss = loss_of()
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.autocast):
+                loss = loss_of()
             (loss / args.accum).backward()
         if args.clip:
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
