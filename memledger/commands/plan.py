@@ -63,7 +63,8 @@ def plan(
         with stdout_to_stderr(json_):
             report = measure_plan(report, path, argv, time_steps=time_steps,
                                   say=lambda m: err_console.print(m, style="dim"),
-                                  clock=_clock(led))
+                                  clock=_clock(led),
+                                  more_steps=_more_steps(led.header, ledger, script))
     if json_:
         print_json(report.to_json_dict())
     else:
@@ -93,6 +94,23 @@ def plan(
         raise CheckFailed(f"memledger: no candidate fits {budget} ({count(budget_bytes, 'byte')}); the "
                           f"lowest predicted peak is {format_bytes(report.predicted_peak_bytes)} "
                           f"({count(report.predicted_peak_bytes, 'byte')})" + hint)
+
+
+def _more_steps(header: dict, ledger: Path, script: Path | None):
+    """How a plan's user lets the script run n steps (Note [Steps asked for as the verb
+    takes them], measure/runner.py): plan takes no script arguments, so the trace is run
+    again with the steps added, or the `--script` given runs more by itself."""
+    if script is not None:
+        return lambda n: (f"plan --measure runs {script} without arguments (--script), so "
+                          f"by its defaults")
+    argv = [str(a) for a in header.get("argv") or []]
+
+    def hint(n: int) -> str:
+        again = traced_command({**header, "argv": [*argv, "--steps", str(n)]}, "memledger",
+                               "trace", options=("-o", str(ledger)))
+        return (f"plan --measure runs the script as the ledger traced it: trace it again "
+                f"with its steps added, e.g. {again}")
+    return hint
 
 
 def _clock(led) -> str:

@@ -113,7 +113,9 @@ values, -1 if none, absent in older ledgers (read as the write's own);
 Notes [Written in place in forward] and [A state the region reads before it writes] in
 trace/collector.py, [State a re-run writes again] in replay/stateful.py) and `container` (`mod`, `cls`, `ev`: a module of the model with no
 forward of its own, an nn.ModuleList or nn.ModuleDict, which no policy selects; Note
-[Containers] in replay/policies.py) and `classes` (`cls`, `ev`: path -> class name of the
+[Containers] in replay/policies.py) and `aliases` (`mods`, `ev`: each second path of a
+module the model registers under several, tied layers, -> the path `named_modules()` names
+it by; Note [A module under a second path] in trace/roots.py) and `classes` (`cls`, `ev`: path -> class name of the
 model's modules that hold parameters, for a `@Class` selector over modules that never run
 as calls; Note [Modules run through another method] in replay/policies.py) and `own_call`
 (`mods`, `ev`: those of the model's modules holding parameters whose class has a

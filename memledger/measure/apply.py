@@ -103,7 +103,7 @@ from memledger.trace.script_checkpoint import (
     outermost_call_under_checkpoint,
 )
 from memledger.trace.roots import (
-    COMPILED, RootNames, containers, module_parameters, named_modules)
+    COMPILED, RootNames, containers, module_aliases, module_parameters, named_modules)
 from memledger.trace.where import in_reentrant_checkpoint
 from memledger.trace.outside_state import (
     argument_objects,
@@ -271,7 +271,8 @@ def apply_policy(model: nn.Module, policy: Policy, offload_dir: str | None = Non
     `check_save=False` lets a save list name an op selective never sees (the calibration's
     `save=none_`: keep nothing on purpose).
     """
-    regions = resolve(policy, module_table(model), containers=containers(model))
+    regions = resolve(policy, module_table(model), containers=containers(model),
+                      aliases=module_aliases(model))
     handle = PolicyHandle(model_ref=weakref.ref(model), policy=policy, regions=regions)
     _wrap(handle, model, regions, {}, offload_dir, check_save)
     return handle
@@ -284,7 +285,8 @@ def extend_policy(handle: PolicyHandle, offload_dir: str | None = None) -> list[
     model = handle.model
     if model is None:
         return []
-    regions = resolve(handle.policy, module_table(model), containers=containers(model))
+    regions = resolve(handle.policy, module_table(model), containers=containers(model),
+                      aliases=module_aliases(model))
     new = [r for r in regions if r.path not in handle.modules]
     state = [*module_parameters(model), *model.buffers()]
     for o in handle.offloaders:   # the new modules' parameters stay where they are
@@ -1425,7 +1427,8 @@ class PolicyInstaller:
             return error
         try:
             resolve(self.policy, module_table(model), others=others,
-                    containers=containers(model), moved=bool(self._roots.was))
+                    containers=containers(model), moved=bool(self._roots.was),
+                    aliases=module_aliases(model))
         except PolicyError as better:
             return better
         return error

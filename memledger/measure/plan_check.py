@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Callable
 
 from memledger.measure.interval import judged
-from memledger.measure.runner import MeasureResult, measure_script
+from memledger.measure.runner import MeasureResult, measure_script, pass_steps
 from memledger.processes import several_workers
 from memledger.replay.plan import MeasuredChoice, PlanReport
 from memledger.replay.policies import parse_policy
@@ -29,11 +29,12 @@ from memledger.replay.policies import parse_policy
 @several_workers()   # fresh processes one after another: Note [Warm starts]
 def measure_plan(report: PlanReport, script: str | Path, argv: list[str], steps: int = 3,
                  time_steps: int = 20, max_extra: int = 2,
-                 say: Callable[[str], None] = lambda m: None, clock: str = "cpu") -> PlanReport:
+                 say: Callable[[str], None] = lambda m: None, clock: str = "cpu",
+                 more_steps: Callable[[int], str] = pass_steps) -> PlanReport:
     def run(text: str) -> MeasureResult:
         say(f"measuring {text}")
         return measure_script(script, argv, parse_policy(text), steps=steps,
-                              time_steps=time_steps)
+                              time_steps=time_steps, more_steps=more_steps)
 
     def step(m: MeasureResult) -> float:
         return m.step_cpu_time_s if clock == "cpu" else m.step_time_s

@@ -15,6 +15,7 @@ import statistics
 import sys
 import tempfile
 from pathlib import Path
+from typing import Callable
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -55,12 +56,29 @@ class MeasureResult(BaseModel):
         return self.model_dump(by_alias=True)
 
 
+def pass_steps(n: int) -> str:
+    """The hint of a verb that takes the script's arguments: after `--`."""
+    return f"e.g. -- --steps {n}"
+
+
+# Note [Steps asked for as the verb takes them]
+# A script that ends before the steps measure needs is told how to run longer: "pass e.g.
+# -- --steps N", the script's arguments after `--`, as `measure`, `compare` and `check`
+# take them. `plan --measure` takes none: it runs the script as the ledger traced it (or
+# `--script` without arguments), and `plan LEDGER --measure -- --steps 4` is refused
+# ("Got unexpected extra argument(s)"). A plan of a script that runs 3 steps by default
+# (tests/clients/train_perceiver.py, traced with `--steps 2`) read "the script ran only 3
+# optimizer steps, none left to time; let it run 4 (e.g. -- --steps 4)", a hint no flag of
+# the verb could follow. The verb now says it its own way: plan, that it runs the script as
+# traced, and the trace to run again with the steps added.
 def measure_script(script: str | Path, argv: list[str], policy: Policy, steps: int = 3,
                    time_steps: int = 5, quiet: bool = True,
-                   steps_by: str = "optimizer") -> MeasureResult:
+                   steps_by: str = "optimizer",
+                   more_steps: Callable[[int], str] = pass_steps) -> MeasureResult:
     """Measure `policy` on `script`; raise PolicyError (2) or ScriptError (3) on failure.
     `steps_by`: what ends a step (trace/steps.py); "whole": the script is the one step,
-    profiled and timed."""
+    profiled and timed. `more_steps(n)`: how the caller's user lets the script run n steps,
+    said where it ran fewer (Note [Steps asked for as the verb takes them])."""
     script = check_script(script)
     if steps_by == "whole":
         steps, time_steps = 1, 0
@@ -78,12 +96,14 @@ def measure_script(script: str | Path, argv: list[str], policy: Policy, steps: i
                 sys.stderr.write(output.decode(errors="replace"))
             raise dead_worker(returncode, tmp)
         res = json.loads(out.read_text())
-    return result_from_worker(res, policy, steps, time_steps, output or None, steps_by)
+    return result_from_worker(res, policy, steps, time_steps, output or None, steps_by,
+                              more_steps)
 
 
 def result_from_worker(res: dict, policy: Policy, steps: int, time_steps: int,
                        output: bytes | None = None,
-                       steps_by: str = "optimizer") -> MeasureResult:
+                       steps_by: str = "optimizer",
+                       more_steps: Callable[[int], str] = pass_steps) -> MeasureResult:
     """The MeasureResult of one worker's JSON (one rank's, under `--nproc`); raises on a
     failed run. `output`: the worker's captured output, shown when the script failed."""
     if res["code"] != EXIT_OK:
@@ -99,13 +119,13 @@ def result_from_worker(res: dict, policy: Policy, steps: int, time_steps: int,
         else "optimizer steps"
     if res["steps"] < steps:
         raise ScriptError(f"the script ran {res['steps']} {what}; measure needs "
-                          f"{steps} for the peak and more to time (pass e.g. -- --steps "
-                          f"{steps + time_steps})", exit_code=EXIT_USAGE)
+                          f"{steps} for the peak and more to time "
+                          f"({more_steps(steps + time_steps)})", exit_code=EXIT_USAGE)
     times = res["step_times_s"]
     if not times:
         raise ScriptError(f"the script ran only {res['steps']} {what}, none left to "
-                          f"time; let it run {steps + time_steps} (e.g. -- --steps "
-                          f"{steps + time_steps})", exit_code=EXIT_USAGE)
+                          f"time; let it run {steps + time_steps} "
+                          f"({more_steps(steps + time_steps)})", exit_code=EXIT_USAGE)
     return MeasureResult(policy=str(policy), peak_bytes=res["peak_bytes"],
                          step_time_s=statistics.median(times), source=res["source"],
                          steps=steps, step_times_s=times, regions=res["regions"],

@@ -251,7 +251,8 @@ def resolve(policy: Policy, modules: Iterable[tuple[str, str]],
             containers: dict[str, str] | None = None,
             idle: Iterable[str] = (), moved: bool = False,
             classes: dict[str, str] | None = None,
-            own_call: Iterable[str] = (), was: str = "") -> list[Region]:
+            own_call: Iterable[str] = (), was: str = "",
+            aliases: dict[str, str] | None = None) -> list[Region]:
     """The regions a policy selects among (path, class name) pairs, in model order.
 
     Raises PolicyError when a selector matches nothing (listing the module names, then
@@ -266,7 +267,9 @@ def resolve(policy: Policy, modules: Iterable[tuple[str, str]],
     run through another method]). `own_call`: those of `uncalled` whose class has a
     `__call__` of its own (Note [A class with a call of its own]). `was`: where the first
     optimizer step named the model, the label its calls had before (Note [Steps that end
-    where the model is decided]).
+    where the model is decided]). `aliases`: each second path of a module the model
+    registers under several -> the path it is named by (Note [A module under a second
+    path], trace/roots.py).
     """
     containers = containers or {}
     modules = list(dict.fromkeys(modules))
@@ -282,6 +285,8 @@ def resolve(policy: Policy, modules: Iterable[tuple[str, str]],
         if not hits:
             if was and not mods and (early := _selected(sel, [(p, "") for p in uncalled])):
                 raise PolicyError(before_the_model_message(sel, [p for p, _ in early], was))
+            if aliases and (second := [p for p, _ in _selected(sel, [(a, "") for a in aliases])]):
+                raise PolicyError(second_path_message(sel, second, aliases, dict(modules)))
             _refuse_uncalled(sel, _selected(sel, [(p, containers.get(p) or
                                                    (classes or {}).get(p, ""))
                                                   for p in dict.fromkeys(uncalled)]), mods,
@@ -498,6 +503,22 @@ def _refuse_uncalled(sel: str, hits: list[tuple[str, str]],
 # directly (docs/decisions.md, twenty-second session); it now runs such a forward plainly
 # and refuses the part in these words (Note [A forward called directly runs plainly],
 # measure/apply.py).
+def second_path_message(sel: str, paths: list[str], aliases: dict[str, str],
+                        classes: dict[str, str]) -> str:
+    """One line: a selector that names modules by their second paths only (Note [A module
+    under a second path], trace/roots.py)."""
+    named = list(dict.fromkeys(aliases[p] for p in paths))
+    first = named[0]
+    held = [first, *(a for a, n in aliases.items() if n == first)]
+    what = _a(classes[first]) if classes.get(first) else "one module"
+    return (f"selector {sel!r} matches {_listed(paths)}, "
+            f"{'another path' if len(paths) == 1 else 'other paths'} of {_listed(named)}: "
+            f"the model registers {what} under several paths ({_listed(held)}), as tied "
+            f"layers are, and names it by its first, as `named_modules()` lists it; a policy "
+            f"acts on a module, so on every call of it: select {_listed(named)} (all of its "
+            f"calls), or give each layer a module of its own")
+
+
 def own_call_message(sel: str, paths: list[str], cls: str, near: list[str]) -> str:
     """One line: a selector whose modules' classes call their forward themselves."""
     alt = f"; modules around it that did run: {', '.join(near)}" if near else ""

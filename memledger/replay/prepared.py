@@ -218,6 +218,9 @@ class Prepared:
     classes: dict = None                  # path -> class of the model's modules with parameters
     idle_modules: tuple[str, ...] = ()    # of those, ones no op read in the traced steps
     containers: dict[str, str] = field(default_factory=dict)   # Note [Containers]: path -> class
+    # a module's second path -> the one it is named by (Note [A module under a second path],
+    # trace/roots.py; older ledgers: none)
+    aliases: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def from_ledger(cls, led: Ledger) -> "Prepared":
@@ -347,6 +350,7 @@ class Prepared:
             param_modules=(params := _param_modules(st, others)),
             idle_modules=_idle_modules(st, params),
             containers=_containers(led),
+            aliases=_aliases(led),
             classes=_classes(led),
             own_call=_own_call(led),
             compiled=compiled_regions(led),
@@ -642,6 +646,18 @@ def _containers(led: Ledger) -> dict[str, str]:
     start = max((int(r["ev"]) for r in led.extra.get("model", [])), default=0)
     return {str(r["mod"]): str(r["cls"]) for r in led.extra.get("container", [])
             if int(r.get("ev", 0)) >= start}
+
+
+def _aliases(led: Ledger) -> dict[str, str]:
+    """Each second path of a module the model registers under several -> the path it is
+    named by (the latest `aliases` record since the model was last renamed; Note [A module
+    under a second path], trace/roots.py)."""
+    start = max((int(r["ev"]) for r in led.extra.get("model", [])), default=0)
+    out: dict[str, str] = {}
+    for r in led.extra.get("aliases", []):
+        if int(r.get("ev", 0)) >= start:
+            out = {str(a): str(n) for a, n in r["mods"].items()}
+    return out
 
 
 def _classes(led: Ledger) -> dict[str, str]:

@@ -147,6 +147,7 @@ from memledger.trace.roots import (
     RootNames,
     _frame_locals,
     containers,
+    module_aliases,
     module_named_parameters,
     module_parameters,
     named_modules,
@@ -2653,6 +2654,11 @@ class Collector(ShardingMixin, TorchDispatchMode):
         predict to say why a policy cannot select it (Note [Containers], replay/policies.py)."""
         for path, cls in containers(model).items():
             self.sink.write({"k": "container", "mod": path, "cls": cls, "ev": self._ev})
+        # Note [A module under a second path] (trace/roots.py): a selector of `layers.2`
+        # where one block is `layers.0`, `layers.1` and `layers.2`
+        second = module_aliases(model)
+        if second:
+            self.sink.write({"k": "aliases", "mods": second, "ev": self._ev})
         # Note [Modules run through another method] (replay/policies.py): a module that
         # never runs as a call is known to predict by its parameters' names alone; its class
         # lets `@Class` find it too; and by its buffers' (Note [A module that holds buffers

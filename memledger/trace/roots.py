@@ -594,6 +594,45 @@ def named_modules(root: torch.nn.Module) -> list[tuple[str, torch.nn.Module]]:
     return [(plain_name(n), m) for n, m in root.named_modules()]
 
 
+# Note [A module under a second path]
+# A model may register one module object under several paths: perceiver-pytorch's
+# `weight_tie_layers=True` builds its layers with a `cache_fn` that hands every layer after
+# the first the same `PerceiverBlock`, so `self.layers` holds it as `layers.1`, `layers.2`,
+# ... `print(model)` shows every one of them, while `named_modules()`, which names the
+# modules a policy selects among (and the trace names the calls by), lists the object once,
+# by its first path. A user who read `layers.2` off the printed model and wrote
+# `checkpoint:layers.2` was told "matches no module" by predict and measure alike, with a
+# list of module names in which the very module meant sat under another name
+# (tests/clients/train_perceiver.py --tie). Both sides now know each module's other paths
+# (the trace writes them, `aliases` records; measure reads the model) and say that the
+# selector names a module by a second path, which one it is, and that a policy on it acts on
+# every call of it. Not read as the first path: the user meant one layer, and a policy is
+# put on a module, so on all its calls.
+#
+# The walk is torch's own order (pre-order, children as registered) without its memo, so
+# that a shared module's submodules get their second paths too (`layers.2.cross_attn`), and
+# stops at a cycle (performer-pytorch's `ProjectionUpdater` holds the `Performer` it sits
+# in) and after `_ALIASES_AT_MOST` second paths (a shared subtree held many times).
+_ALIASES_AT_MOST = 10_000
+
+
+def module_aliases(root: torch.nn.Module) -> dict[str, str]:
+    """Each second path of a module under `root` -> the path `named_modules()` names it by
+    (Note [A module under a second path]); plain names, as `named_modules` gives them."""
+    first = {id(m): n for n, m in named_modules(root)}
+    out: dict[str, str] = {}
+    stack: list[tuple[str, torch.nn.Module, frozenset]] = [("", root, frozenset((id(root),)))]
+    while stack and len(out) < _ALIASES_AT_MOST:
+        path, mod, chain = stack.pop()
+        name, named = plain_name(path), first.get(id(mod))
+        if path and named is not None and name != named and name not in out:
+            out[name] = named
+        children = [(f"{path}.{k}" if path else k, c) for k, c in mod._modules.items()
+                    if c is not None and id(c) not in chain]
+        stack.extend((p, c, chain | {id(c)}) for p, c in reversed(children))
+    return out
+
+
 # Note [A forward that is no function]
 # A module may say it has no forward by setting the attribute to something that cannot be
 # called: geoopt's manifolds (`PoincareBall`, `Stiefel`, ... are nn.Modules, holding the

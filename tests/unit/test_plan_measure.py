@@ -15,7 +15,7 @@ from plan_ledgers import H8, T8, blocks_ledger
 def _stub(monkeypatch, peaks: dict, cpu: dict):
     calls = []
 
-    def fake(script, argv, policy, steps=3, time_steps=5, quiet=True):
+    def fake(script, argv, policy, steps=3, time_steps=5, quiet=True, more_steps=None):
         text = str(policy)
         calls.append(text)
         return MeasureResult(policy=text, peak_bytes=peaks.get(text, 0), step_time_s=0.1,
@@ -54,7 +54,8 @@ def test_falls_back_to_runner_up_when_chosen_is_over(report, monkeypatch):
 def test_nothing_fits_for_real(report, monkeypatch):
     _stub(monkeypatch, {}, {})
     big = {"peaks": report.budget_bytes + 1}
-    monkeypatch.setattr(plan_check, "measure_script", lambda s, a, p, steps=3, time_steps=5:
+    monkeypatch.setattr(plan_check, "measure_script", lambda s, a, p, steps=3, time_steps=5,
+                        more_steps=None:
                         MeasureResult(policy=str(p), peak_bytes=big["peaks"], step_time_s=0.1,
                                       source="stub", steps=3))
     out = plan_check.measure_plan(report, "train.py", [], max_extra=2)
@@ -84,3 +85,35 @@ def test_measured_times_carry_their_interval(report, monkeypatch):
     assert chosen.measured_added_resolved is True and 0.008 <= lo <= hi <= 0.011
     assert runner.measured_added_time_s == pytest.approx(0.040)
     assert runner.measured_added_resolved is False
+
+
+def test_a_script_short_of_steps_is_told_what_plan_takes(report, monkeypatch):
+    # Note [Steps asked for as the verb takes them] (measure/runner.py): plan takes no
+    # script arguments, so its line names the trace to run again, not `-- --steps 4`
+    from pathlib import Path
+
+    from memledger.commands.plan import _more_steps
+    from memledger.errors import ScriptError
+    from memledger.measure.runner import result_from_worker
+    from memledger.replay.policies import parse_policy
+
+    hint = _more_steps({"script": "train.py", "argv": ["--depth", "4"]}, Path("p.ledger"), None)
+    seen = []
+
+    def short(script, argv, policy, steps=3, time_steps=5, quiet=True, more_steps=None):
+        seen.append(more_steps)
+        return result_from_worker({"code": 0, "steps": 3, "step_times_s": [], "peak_bytes": 1,
+                                   "source": "stub", "regions": []}, policy, steps,
+                                  time_steps, more_steps=more_steps)
+
+    monkeypatch.setattr(plan_check, "measure_script", short)
+    with pytest.raises(ScriptError) as e:
+        plan_check.measure_plan(report, "train.py", ["--depth", "4"], time_steps=1,
+                                more_steps=hint)
+    assert seen == [hint]
+    assert str(e.value) == (
+        "memledger: the script ran only 3 optimizer steps, none left to time; let it run 4 (plan "
+        "--measure runs the script as the ledger traced it: trace it again with its steps "
+        "added, e.g. memledger trace train.py -o p.ledger -- --depth 4 --steps 4)")
+    assert _more_steps({}, Path("p.ledger"), Path("other.py"))(4) == (
+        "plan --measure runs other.py without arguments (--script), so by its defaults")

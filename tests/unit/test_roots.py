@@ -444,3 +444,24 @@ def test_a_child_registered_after_the_first_call_takes_its_path():
     assert names.path(loose, top_level=False) == (None, False)
     assert names.path(model[1].late, top_level=False) == ("1.late", False)
     assert not names.stale(loose)   # looked already: no registration since
+
+
+def test_a_module_under_several_paths_is_known_by_each_second_path():
+    # Note [A module under a second path]: tied layers (one block registered as layers 1
+    # to 3), their submodules too, in the order torch lists paths; a module holding the
+    # module it sits in (a cycle) ends the walk there; a compile wrapper's own segment
+    # is no second path
+    from memledger.trace.roots import module_aliases
+
+    block = nn.Sequential(nn.Linear(2, 2), nn.ReLU())
+    layers = nn.ModuleList([nn.Linear(2, 2), block, block, block])
+    assert list(module_aliases(layers).items()) == [
+        ("2", "1"), ("2.0", "1.0"), ("2.1", "1.1"),
+        ("3", "1"), ("3.0", "1.0"), ("3.1", "1.1")]
+    assert module_aliases(torch.compile(layers)) == module_aliases(layers)
+    looped = nn.Sequential(nn.Linear(2, 2), nn.Module())
+    looped[1].instance = looped
+    assert module_aliases(looped) == {}
+    twice = nn.Sequential(nn.Linear(2, 2), nn.Sequential())
+    twice[1].same = twice[0]
+    assert module_aliases(twice) == {"1.same": "0"}
