@@ -4,10 +4,8 @@
 
 Measured (`tests/clients/harness.py run_client`, the helpers cumprod46 and cumprod47,
 2026-12-06, torch 2.13.0 CPU; 2 steps, Adam, `--length 64 --dim 8 --batch 16`, the complex
-one `--length 32 --dim 8`). Before: the collector without the re-stated formulas
-(`_KERNELS` empty; the same numbers as before cumprod46's function mode, reverted, and as
-with cumprod47's kernels at the autograd keys off).
-ledger / allocator, then `offload:body` and `checkpoint:body` predicted / measured:
+one `--length 32 --dim 8`). Before: main without the re-stated formulas (c72a4df; the
+same with `_KERNELS` empty). ledger / allocator, then `offload:body` and `checkpoint:body` predicted / measured:
 
     case        before                                          after
     cumprod     129,304 / 91,800; 129,304 / 91,800; 134,360 / 96,856    all exact
