@@ -169,6 +169,7 @@ from memledger.trace.script_checkpoint import (
     stopping_pack,
 )
 from memledger.trace.sharding import _PLAIN, ShardingMixin, is_collective, local_tensor
+from memledger.trace.untraced_formulas import UntracedFormulas
 from memledger.trace.wrapped import defers as _defers
 from memledger.trace.wrapped import inner_tensors, wrapped_parts
 
@@ -648,7 +649,8 @@ def is_pinned(t: torch.Tensor) -> bool:
 # instead of 0.35 s (a bare pass-through mode alone: 2.1 s). In the child each active
 # collector now leaves the dispatch stack (modes above it are put back), takes its hooks
 # off, and lets any op that still reaches it through unrecorded (the `_done` branch, off
-# the hot path); its `__exit__`, should the child leave the block, pops nothing.
+# the hot path); its `__exit__`, should the child leave the block, pops nothing. The
+# kernels of Note [A derivative formula that branches on the mode] go too (torch's back).
 _ACTIVE: "weakref.WeakSet[Collector]" = weakref.WeakSet()
 
 
@@ -656,8 +658,10 @@ def _after_fork_in_child() -> None:
     ours = list(_ACTIVE)
     if not ours:
         return
+    UntracedFormulas.forget_in_child()
     for c in ours:
         c._forked = c._done = True
+        c._formulas = False
         for h in c._handles:
             h.remove()
         c._handles = []
@@ -938,6 +942,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
         self._eager = False   # Note [Compiled code runs eager under the collector]
         self._scalars = WrappedScalars(self._wrapped_saved)   # Note [Wrapped scalars]
         self._gc = GcWindow()   # frees inside a garbage collection are marked (gc_window.py)
+        self._formulas = False   # holds UntracedFormulas (Note [A derivative formula ...])
 
     # ---- lifecycle ------------------------------------------------------------------------
     def __enter__(self) -> "Collector":
@@ -960,6 +965,9 @@ class Collector(ShardingMixin, TorchDispatchMode):
             listen_for_routed_calls(ours(self._routed)),
         ]
         self._saved_hooks.__enter__()
+        # Note [A derivative formula that branches on the mode] (trace/untraced_formulas.py)
+        UntracedFormulas.acquire()
+        self._formulas = True
         self._resize_watch.__enter__()
         self._rng_watch.__enter__()
         self._gc.__enter__()
@@ -979,6 +987,9 @@ class Collector(ShardingMixin, TorchDispatchMode):
         self._rng_watch.__exit__(exc_type, exc, tb)
         self._gc.__exit__(exc_type, exc, tb)
         self._saved_hooks.__exit__(exc_type, exc, tb)
+        if self._formulas:
+            self._formulas = False
+            UntracedFormulas.release()
         for h in self._handles:
             h.remove()
         self._handles = []

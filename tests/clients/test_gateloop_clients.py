@@ -28,10 +28,12 @@ A policy checkpoint around the library's own (`checkpoint:@GateLoopedAttention`:
 against 167,152 B) is refused by both sides in one line now (the helper ckpt46: Note [A
 policy checkpoint around a checkpointed function], trace/script_checkpoint.py).
 
-Left: `--full-attn --depth 1`,
+Left by hunt46f, exact since the helper cumprod47: `--full-attn --depth 1`,
 `offload:layers.0.0.fn`: predicted 73,132 B, measured 69,300 B (on main before too): the
-peak moves into the complex `cumprod`'s backward, which runs torch's composite-compliant
-path under the dispatch mode and its short path untraced (docs/decisions.md).
+peak moves into the complex `cumprod`'s backward, which ran torch's composite-compliant
+path under the dispatch mode and its short path untraced; now 69,300 B both sides (Note
+[A derivative formula that branches on the mode], trace/untraced_formulas.py; pinned in
+plain torch by tests/clients/test_cumprod.py).
 """
 
 import importlib.util
