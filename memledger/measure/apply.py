@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import ctypes
 import functools
 import hashlib
 import inspect
@@ -688,8 +689,9 @@ def _checkpointed(orig: Callable, module: nn.Module, context_fn: Callable | None
         # the BatchNorm guard outermost: its own copies must not run under selective
         # checkpointing's recompute mode, which would look for them among the saved ops
         # (the module lives while checkpoint's graph holds its bound forward)
+        state = _state_versions(parts)
         rec = _Recompute(module_ref(), recompute, where if context_fn is not None else None,
-                         (where, _state_versions(parts)), parts)
+                         (where, state), parts, _state_digests(state))
         made[:] = [rec]
         return fwd, rec
 
@@ -827,6 +829,41 @@ def _state_versions(parts: list[tuple[str, Any]]) -> list[tuple[str, Any, int]]:
     return out
 
 
+# Note [A write through .data, seen by its digest]
+# A write through `.data` (`self.means.data.copy_(means)`) bumps no version counter, so the
+# versions said nothing of it (Note [State a re-run writes again] in replay/stateful.py),
+# while the trace sees it as any write. routing-transformer's `Kmeans` initialises its
+# means on its first call that way (`if self.initted: return`, then `means.data.copy_`,
+# `initted.data.copy_`), and its re-run, finding `initted` set, skips those ops: torch's
+# selective checkpoint, which hands back what the forward kept by op and call index, gave
+# the re-run's first `bmm` the output of the init's first, and the script failed ("shape
+# '[2, 2, 4, 8, 1, 8]' is invalid for input of size 512", exit 3) where predict refused
+# `selective:@SelfAttention` ("whose forward writes ...kmeans.means in place";
+# tests/clients/train_routing.py). Each state's digest (Note [A replaced state, judged by
+# its digest]) is now taken beside its version as the forward begins and compared as the
+# re-run starts where the version did not move: a write through `.data` names the write as
+# a version's move does (Note [The write the forward made, named]), and a selective
+# re-run that then fails, however torch's cache fails it (a shape, not its own words),
+# says predict's line (Note [Other ops after a write of state]). Pinned in plain torch:
+# tests/clients/train_data_write.py.
+def _state_digests(state: list) -> list:
+    """Per `_state_versions` entry, its tensor's digest now (None: unreadable or gone)."""
+    return [_digest(t, contiguous_only=True) if (t := ref()) is not None else None
+            for _, ref, _ in state]
+
+
+def _data_written(state: list, digests: list) -> list[str]:
+    """The names in `state` whose version did not move but whose digest did since
+    `digests` were taken (Note [A write through .data, seen by its digest])."""
+    out = []
+    for (n, ref, v), d in zip(state, digests):
+        t = ref()
+        if d is not None and t is not None and t._version == v and \
+                _digest(t, contiguous_only=True) != d:
+            out.append(n)
+    return out
+
+
 def _attributes_now(parts: list) -> list:
     """(name, module, attribute, tensor) of the tensors the region's modules keep as
     buffers or plain attributes now, buffers first (held for the re-run only; Note [A
@@ -915,10 +952,11 @@ def _refuse_replaced_state(where: tuple[str, str], attrs: list,
 _INT_OF_SIZE = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
 
 
-def _digest(t: torch.Tensor) -> tuple | None:
+def _digest(t: torch.Tensor, contiguous_only: bool = False) -> tuple | None:
     """(shape, dtype, hash of the values' bytes) of `t`, allocating nothing the measured
     allocator counts; None where its bytes cannot be read so (Note [A replaced state,
-    judged by its digest])."""
+    judged by its digest]), or, with `contiguous_only`, where they are not one span (Note
+    [Bytes read without numpy])."""
     if type(t) is not torch.Tensor or t.layout != torch.strided or t.is_quantized \
             or t.is_conj() or t.is_neg() or t.device.type == "meta":
         return None
@@ -930,11 +968,29 @@ def _digest(t: torch.Tensor) -> tuple | None:
                 return None
             if d.device.type != "cpu":
                 d = d.cpu()   # host memory: not the device allocator's
+            if d.is_contiguous():   # Note [Bytes read without numpy]
+                n = d.numel() * d.element_size()
+                span = (ctypes.c_char * n).from_address(d.data_ptr()) if n else b""
+                return (tuple(t.shape), t.dtype,
+                        hashlib.blake2b(memoryview(span), digest_size=16).digest())
+            if contiguous_only:
+                return None
             a = d.view(as_int).numpy()
         a = a if a.flags.c_contiguous else np.ascontiguousarray(a)
         return (tuple(t.shape), t.dtype, hashlib.blake2b(a.data, digest_size=16).digest())
     except (RuntimeError, TypeError, ValueError):
         return None
+
+
+# Note [Bytes read without numpy]
+# `Tensor.numpy()` marks the tensor's storage as one that cannot be resized, for good (numpy
+# holds its pointer). Digests taken as each checkpointed forward begins (Note [A write
+# through .data, seen by its digest]) met torch's eager QAT observers, whose `min_val` and
+# `max_val` start empty and are resized by their first observation: "Trying to resize
+# storage that is not resizable", the script failed under `checkpoint:blocks.*`
+# (tests/integration/test_other_loops.py, train_mech.py --case qat). A contiguous tensor's
+# bytes are now read in place through ctypes, which marks nothing; there, a tensor that is
+# not one span is not digested at all.
 
 
 def _attributes_held(parts: list, left: dict[str, Any] | None) -> list:
@@ -1108,9 +1164,10 @@ class _Recompute:
     def __init__(self, module: nn.Module, recompute: Any,
                  selective: tuple[str, str] | None = None,
                  state: tuple[tuple[str, str], list] | None = None,
-                 parts: list | None = None) -> None:
+                 parts: list | None = None, digests: list | None = None) -> None:
         self._module, self._recompute, self._selective = module, recompute, selective
         self._state = state   # (policy, path), its buffers' versions as the forward began
+        self._digests = digests   # and their digests: Note [A write through .data, ...]
         self._state_parts = parts or []   # the region's modules (path, weak reference)
         self._attrs: list = []      # their tensor attributes as the re-run starts
         self._forward_wrote: frozenset[str] = frozenset()   # what its forward wrote of them
@@ -1134,6 +1191,10 @@ class _Recompute:
             self._state = (where, _versions_now(state))
             # Note [A re-run torch refused after a write of state]
             wrote = [n for (n, _, v0), (_, _, v1) in zip(state, self._state[1]) if v0 != v1]
+            if self._digests is not None:   # Note [A write through .data, seen by its digest]
+                dotted = set(_data_written(state, self._digests))
+                wrote = [n for n, _, _ in state if n in dotted or n in wrote]
+                self._digests = None
             self._forward_wrote = frozenset(wrote)   # Note [The write the forward made,
             _LAST_RERUN[:] = [(where, wrote[0] if wrote else None)]             # named]
             self._attrs = _attributes_held(self._state_parts, self._left)
@@ -1168,6 +1229,11 @@ class _Recompute:
                     line = why(policy, path, exc[1]) if callable(why) else \
                         why.format(policy=policy, path=path, op=_sac_op(text))
                     raise PolicyError(line) from exc[1]
+            # Note [A write through .data, seen by its digest]: another error of a re-run
+            # that started from state its forward wrote (torch's cache handed an op
+            # another call's output)
+            if self._forward_wrote and (said := rerun_refusal()) is not None:
+                raise PolicyError(said) from exc[1]
         return done
 
 
