@@ -1,6 +1,9 @@
 """The two replay fixes pytorch-forecasting showed (tests/clients/test_pf_clients.py, which
 skips without it), pinned in plain torch (tests/clients/train_handback.py): a loop by hand
-keeps the model's output (`out = model(x)`) until the next step's forward has run.
+keeps the model's output (`out = model(x)`) until the next step's forward has run. And the
+offloader's fix sinkhorn-transformer showed (tests/clients/test_sinkhorn_clients.py): a
+save autograd let go of unread, under a graph the loop keeps (`--case unread`, the helper
+hunt47b).
 
 Measured (`tests/clients/harness.py run_client`, the helper pin44, 2026-12-06, torch 2.13.0
 CPU; 2 steps, batch 8, hidden 32). "Before" is the replay of ad1f8be~1 (both fixes out) on

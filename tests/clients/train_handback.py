@@ -1,6 +1,7 @@
 """What a module call hands back and what the loop keeps of it, in plain torch: the two
-mechanisms pytorch-forecasting's models showed the replay (tests/clients/train_pf.py), one
-per `--case`. A loop by hand keeps the model's output (`out = model(x)`) until the next
+mechanisms pytorch-forecasting's models showed the replay (tests/clients/train_pf.py), and
+a save let go of unread under a kept graph (sinkhorn-transformer's, for measure's
+offloader), one per `--case`. A loop by hand keeps the model's output (`out = model(x)`) until the next
 step's forward has run, as train_pf.py's `--loop hand` does. Adam, random data.
 
 - `weights`: a variable selection network as TFT's (`select`): a GELU projection of each
