@@ -11,10 +11,10 @@ three times, so the offloader works on whole untyped storages:
   size, stride, storage offset) pointing at that copy. Autograd now holds the record, not
   the tensor, so the device bytes are freed at the storage's last forward use.
 - unpack: the first unpack reads the storage back into one fresh device allocation of
-  196,608 bytes, which the copy holds until the last of its saves has been unpacked; the
-  other views' unpacks reuse it, and each view is rebuilt with the same size, stride and
-  offset, so kernels see the same strides as in the baseline and gradients stay bitwise
-  equal. (A weak cache is not enough: autograd may drop the storage's Python object while
+  196,608 bytes, which the copy holds until the last of its saves still held has been
+  unpacked (Note [A save let go of unread, for the offloader]); the other views' unpacks
+  reuse it, and each view is rebuilt with the same size, stride and offset, so kernels
+  see the same strides as in the baseline and gradients stay bitwise equal. (A weak cache is not enough: autograd may drop the storage's Python object while
   its C++ storage is still in use, and a second read would then double the bytes.)
 
 A later save of a storage already copied is written again, over its own byte range of the
@@ -138,6 +138,28 @@ class _Copy:
         self.written: list[tuple[weakref.ref, int]] = []
         self.unpacked = 0       # unpacks served so far
         self.loaded: torch.UntypedStorage | None = None  # read back, held until the last unpack
+        self.round = 0          # read-backs so far: a record read in this one is counted
+
+    def served(self, packed: "_Packed") -> None:
+        """One unpack of `packed` served from `loaded`."""
+        if packed.read[0] != self.round:
+            packed.read = (self.round, 0)
+        packed.read = (self.round, packed.read[1] + 1)
+        self.unpacked += 1
+        self._done_if_all_read()
+
+    def let_go(self, read: tuple[int, int]) -> None:
+        """A record's save is gone (Note [A save let go of unread, for the offloader])."""
+        self.saves -= 1
+        if read[0] == self.round:
+            self.unpacked -= read[1]
+        self._done_if_all_read()
+
+    def _done_if_all_read(self) -> None:
+        if self.loaded is not None and self.unpacked >= self.saves:
+            self.loaded = None   # the last save read back: the tensors hold it now
+            self.unpacked = 0    # a second backward (retain_graph) reads again
+            self.round += 1
 
     def __del__(self) -> None:
         if self.slots is not None:
@@ -166,7 +188,26 @@ class _PackedWrapper:
 # 16,384 B the baseline never made (offload:interaction measured 152,080 B, predicted
 # 135,696 B). The bits are kept with the save and set again on the rebuilt tensor (views
 # again, no copy), so the backward reads what was saved.
-@dataclass
+# Note [A save let go of unread, for the offloader]
+# A node whose output the forward drops dies at once, and autograd lets go of its saves
+# unread (Note [A save autograd let go of unread], trace/collector.py). sinkhorn-
+# transformer's sort net hands back its bucket-reordering matrix R, and the attention
+# saves it three times: by the einsum that reorders the keys, by the one that reorders
+# the values (whose output the library overwrites with the keys': `b_v_r =
+# b_k_r.reshape(...)`) and by `R.abs()` (read by an `argmax` for the mask, an index).
+# The copy counted three saves, backward unpacked one, and the read-back R stayed with
+# the copy until its last record went: in a graph backward keeps (a reversible decoder's
+# `autograd.backward(..., retain_graph=True)` into the encoder it attends to), to the next
+# step's forward. The replay reads a save let go of in forward as holding nothing into
+# backward (Note [A save backward never reads], replay/engine.py): `offload:` on the
+# encoder's layers predicted 433,890 B, measured 434,146 B (one 128 B R per attention
+# layer held over the optimizer step; tests/clients/train_sinkhorn.py --mode encdec
+# --reversible dec). So a record that goes tells its copy (`let_go`): the copy counts the
+# saves still held, less the unpacks of this read-back that the record made, and lets go
+# of the read-back once every save still held has been read. In plain torch:
+# tests/clients/train_handback.py --case unread (`h.abs().argmax(-1)` beside a Linear
+# reading `h`, under `retain_graph=True`), 2,048 B under before.
+@dataclass(eq=False)
 class _Packed:
     copy: _Copy
     dtype: torch.dtype
@@ -175,6 +216,10 @@ class _Packed:
     offset: int
     conj: bool = False   # Note [A conjugate view read back]
     neg: bool = False
+    read: tuple[int, int] = (-1, 0)   # (the copy's read-back round, unpacks in it)
+
+    def __del__(self) -> None:   # Note [A save let go of unread, for the offloader]
+        self.copy.let_go(self.read)
 
 
 def _pointer(t: torch.Tensor | None) -> int:
@@ -370,10 +415,7 @@ class Offloader:
         if st is None:
             st = self._read(copy)
             copy.loaded = st
-        copy.unpacked += 1
-        if copy.unpacked >= copy.saves:   # the last save read back: the tensor holds it now
-            copy.loaded = None
-            copy.unpacked = 0               # a second backward (retain_graph) reads again
+        copy.served(packed)   # the last save read back: the tensors hold it now
         out = torch.empty(0, dtype=packed.dtype, device=copy.device)
         out = out.set_(st, packed.offset, packed.size, packed.stride)
         if packed.neg:   # Note [A conjugate view read back]

@@ -1,6 +1,9 @@
 """The two replay fixes pytorch-forecasting showed (tests/clients/test_pf_clients.py, which
 skips without it), pinned in plain torch (tests/clients/train_handback.py): a loop by hand
-keeps the model's output (`out = model(x)`) until the next step's forward has run.
+keeps the model's output (`out = model(x)`) until the next step's forward has run. And the
+offloader's fix sinkhorn-transformer showed (tests/clients/test_sinkhorn_clients.py): a
+save autograd let go of unread, under a graph the loop keeps (`--case unread`, the helper
+hunt47b).
 
 Measured (`tests/clients/harness.py run_client`, the helper pin44, 2026-12-06, torch 2.13.0
 CPU; 2 steps, batch 8, hidden 32). "Before" is the replay of ad1f8be~1 (both fixes out) on
@@ -48,3 +51,19 @@ def test_a_read_back_copy_a_save_backward_never_reads_holds():
     assert run.ledger.peak_with_scratch() == run.allocator_peak == 54_808
     p = run.policies["offload:blocks.*"]
     assert (p.predicted, p.measured) == (54_808, 54_808)
+
+
+def test_a_save_let_go_of_unread_does_not_hold_the_read_back_copy():
+    """Blocks whose tanh output `h` is read by their output Linear and by `h.abs()`, whose
+    node dies unread in forward (its output goes to an `argmax`), under
+    `retain_graph=True` with `loss` kept to the next step. measure's offloader counted
+    the abs save among those to read back and held each block's read-back `h` (8 x 32
+    fp32) until the kept graph went: `offload:blocks.*` predicted 40,104 B against
+    42,152 B measured. A record autograd lets go of now tells its copy (Note [A save let
+    go of unread, for the offloader], memledger/measure/offload.py; found on
+    sinkhorn-transformer's sort net, tests/clients/test_sinkhorn_clients.py)."""
+    run = run_client("train_handback.py", ["--case", "unread"], ["offload:blocks.*"], steps=1)
+    assert run.ledger_peak == 42_652
+    assert run.ledger.peak_with_scratch() == run.allocator_peak == 42_664
+    p = run.policies["offload:blocks.*"]
+    assert (p.predicted, p.measured) == (40_104, 40_104)

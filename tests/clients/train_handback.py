@@ -1,6 +1,7 @@
 """What a module call hands back and what the loop keeps of it, in plain torch: the two
-mechanisms pytorch-forecasting's models showed the replay (tests/clients/train_pf.py), one
-per `--case`. A loop by hand keeps the model's output (`out = model(x)`) until the next
+mechanisms pytorch-forecasting's models showed the replay (tests/clients/train_pf.py), and
+a save let go of unread under a kept graph (sinkhorn-transformer's, for measure's
+offloader), one per `--case`. A loop by hand keeps the model's output (`out = model(x)`) until the next
 step's forward has run, as train_pf.py's `--loop hand` does. Adam, random data.
 
 - `weights`: a variable selection network as TFT's (`select`): a GELU projection of each
@@ -12,11 +13,20 @@ step's forward has run, as train_pf.py's `--loop hand` does. Adam, random data.
   the forecasts add up, the loss reads the forecast only, so backward never reaches the
   last block's backcast head, whose save of the ReLU output is never unpacked while `out`
   holds it (Note [A save backward never reads], memledger/replay/engine.py).
+- `unread`: blocks (`blocks.*`) whose tanh hidden state is read by their output Linear
+  and, once more, by a hard pick of its largest unit (`h.abs().argmax(-1)`, an index: the
+  abs node that saved `h` dies unread as the forward drops its output, as
+  sinkhorn-transformer's sort-net mask picks do); the loop runs `loss.backward(
+  retain_graph=True)` and keeps `loss` to the next step, so the graph's nodes, and the
+  saves backward read, live through the optimizer step (Note [A save let go of unread,
+  for the offloader], memledger/measure/offload.py).
 
     memledger compare tests/clients/train_handback.py --steps 2 \
         -p 'checkpoint:select' -- --case weights
     memledger compare tests/clients/train_handback.py --steps 2 \
         -p 'offload:blocks.*' -- --case backcast
+    memledger compare tests/clients/train_handback.py --steps 2 \
+        -p 'offload:blocks.*' -- --case unread
 """
 
 import argparse
@@ -77,9 +87,37 @@ class BackcastNet(nn.Module):
         return {"prediction": forecast, "backcast": x - residual}
 
 
+class Picker(nn.Module):
+    """A tanh hidden state, its output projection, and the index of its largest unit."""
+
+    def __init__(self, dim: int, hidden: int) -> None:
+        super().__init__()
+        self.fc = nn.Linear(dim, hidden)
+        self.out = nn.Linear(hidden, dim)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        h = torch.tanh(self.fc(x))
+        pick = h.abs().argmax(-1)   # abs saves `h`; its node dies with its output, unread
+        return self.out(h), pick
+
+
+class UnreadNet(nn.Module):
+    def __init__(self, dim: int, hidden: int, n_blocks: int = 2) -> None:
+        super().__init__()
+        self.blocks = nn.ModuleList(Picker(dim, hidden) for _ in range(n_blocks))
+        self.head = nn.Linear(dim, 1)
+
+    def forward(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
+        picks = []
+        for block in self.blocks:
+            h, pick = block(x)
+            x, picks = x + h, picks + [pick]
+        return {"prediction": self.head(x), "picks": torch.stack(picks, 1)}
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
-    p.add_argument("--case", default="weights", choices=["weights", "backcast"])
+    p.add_argument("--case", default="weights", choices=["weights", "backcast", "unread"])
     p.add_argument("--steps", type=int, default=3)
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--hidden", type=int, default=32)
@@ -87,15 +125,18 @@ def main() -> None:
     torch.manual_seed(0)
     if args.case == "weights":
         model, shape, target = WeightsNet(4, 8, args.hidden), (args.batch, 4, 8), (args.batch, 1)
-    else:
+    elif args.case == "backcast":
         model, shape, target = BackcastNet(24, 4, args.hidden), (args.batch, 24), (args.batch, 4)
+    else:
+        model, shape, target = UnreadNet(16, args.hidden), (args.batch, 16), (args.batch, 1)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
     for _ in range(args.steps):
         x, y = torch.randn(shape), torch.randn(target)
         out = model(x)                 # kept until the next step's forward has run
         loss = (out["prediction"] - y).pow(2).mean()
         optimizer.zero_grad()
-        loss.backward()
+        # `unread`: the graph kept (its nodes and their saves) until `loss` is rebound
+        loss.backward(retain_graph=args.case == "unread")
         optimizer.step()
 
 
