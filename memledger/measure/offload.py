@@ -14,8 +14,9 @@ three times, so the offloader works on whole untyped storages:
   196,608 bytes, which the copy holds until the last of its saves still held has been
   unpacked (Note [A save let go of unread, for the offloader]); the other views' unpacks
   reuse it, and each view is rebuilt with the same size, stride and offset, so kernels
-  see the same strides as in the baseline and gradients stay bitwise equal. (A weak cache is not enough: autograd may drop the storage's Python object while
-  its C++ storage is still in use, and a second read would then double the bytes.)
+  see the same strides as in the baseline and gradients stay bitwise equal. (A weak
+  cache is not enough: autograd may drop the storage's Python object while its C++
+  storage is still in use, and a second read would then double the bytes.)
 
 A later save of a storage already copied is written again, over its own byte range of the
 copy, unless it is a view of a tensor an earlier save was a view of, at the same version (q,
