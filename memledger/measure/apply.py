@@ -95,8 +95,8 @@ from memledger.replay.stateful import (
     stateful_message,
 )
 from memledger.trace.func_transforms import in_func_transform, own_checkpointed
-from memledger.trace.rng_state import RngStateWatch
 from memledger.trace.script_checkpoint import (
+    CheckpointRunWatch,
     FunctionCheckpoint,
     checkpoint_pack_hook,
     find_checkpoint_call,
@@ -579,9 +579,9 @@ class _NestingGuard:
         self.policy, self.path = policy, path
         self.paths = {id(m): p for p, m in named}   # a compiled module and its wrapper alike
         self.own: list[Any] = []   # the region's own checkpoint pack hook while it runs
-        # a generator-state watch per open first run, with the script's checkpoints of a
+        # a checkpoint-run watch per open first run, with the script's checkpoints of a
         # function met in it
-        self.watches: list[tuple[RngStateWatch, list[FunctionCheckpoint]]] = []
+        self.watches: list[tuple[CheckpointRunWatch, list[FunctionCheckpoint]]] = []
 
     def run(self, orig: Callable) -> Callable:
         """`orig` as checkpoint runs it, the region's own pack hook noted meanwhile."""
@@ -603,10 +603,10 @@ class _NestingGuard:
     # Note [A policy checkpoint around a checkpointed function] (trace/script_checkpoint.py)
     def enter(self, pack: Any) -> None:
         """The region's first run begins under its own pack hook `pack`: watch the
-        generator states checkpoints ask for in it."""
+        checkpoints whose first run begins in it."""
         self.own.append(pack)
-        watch = RngStateWatch(lambda t: None, self._checkpoint_state)
-        watch.__enter__()
+        watch = CheckpointRunWatch(self._checkpoint_run)   # Note [A checkpoint that keeps
+        watch.__enter__()                                   # no generator state]
         self.watches.append((watch, []))
 
     def leave(self, done: bool = False) -> None:
@@ -622,9 +622,8 @@ class _NestingGuard:
             raise PolicyError(nested_function_checkpoint_message(
                 self.policy, self.path, region, site.fn, site.at))
 
-    def _checkpoint_state(self, t: torch.Tensor, where: str) -> None:
-        if where in ("forward", "_checkpoint_without_reentrant_generator") and self.watches \
-                and (site := function_checkpoint_site()) is not None:
+    def _checkpoint_run(self) -> None:
+        if self.watches and (site := function_checkpoint_site()) is not None:
             self.watches[-1][1].append(site)
 
     def check_outer(self, message: Callable = nested_checkpoint_message) -> None:

@@ -430,6 +430,13 @@ class Prepared:
         return list(table.items())
 
     @property
+    def script_reruns(self) -> bool:
+        """Whether the script checkpoints anything itself, a module or a function of none:
+        its re-runs hold what their node unpacked (Note [A re-run of a checkpointed
+        function holds the read-back copy], engine.py)."""
+        return bool(self.script_ckpt or self.script_fn_ckpt)
+
+    @property
     def module_table(self) -> list[tuple[str, str]]:
         """`modules()`, computed once."""
         if "_modules" not in self.__dict__:

@@ -163,6 +163,7 @@ from memledger.trace.scalars import tensor_slots as _tensor_slots
 from memledger.trace.script_checkpoint import (
     RECOMPUTE_HOOK,
     CheckpointFrames,
+    CheckpointRunWatch,
     checkpoint_pack_hook,
     find_checkpoint_call,
     function_checkpoint_site,
@@ -939,6 +940,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
         # Note [Generator states the script keeps] in trace/rng_state.py
         self._rng_watch = RngStateWatch(self._only_ours(self._on_rng_state),
                                         self._only_ours(self._on_checkpoint_state))
+        # Note [A checkpoint that keeps no generator state] (trace/script_checkpoint.py)
+        self._ckpt_watch = CheckpointRunWatch(self._only_ours(self._on_checkpoint_run))
         self._eager = False   # Note [Compiled code runs eager under the collector]
         self._scalars = WrappedScalars(self._wrapped_saved)   # Note [Wrapped scalars]
         self._gc = GcWindow()   # frees inside a garbage collection are marked (gc_window.py)
@@ -970,6 +973,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
         self._formulas = True
         self._resize_watch.__enter__()
         self._rng_watch.__enter__()
+        self._ckpt_watch.__enter__()
         self._gc.__enter__()
         eager_stance(True)   # Note [Compiled code runs eager under the collector], compiled.py
         self._eager = True
@@ -985,6 +989,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
             self._eager = False
         self._resize_watch.__exit__(exc_type, exc, tb)
         self._rng_watch.__exit__(exc_type, exc, tb)
+        self._ckpt_watch.__exit__(exc_type, exc, tb)
         self._gc.__exit__(exc_type, exc, tb)
         self._saved_hooks.__exit__(exc_type, exc, tb)
         if self._formulas:
@@ -2087,8 +2092,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
     # `torch.get_rng_state()` for both, and the watch that sees the script's own states
     # (Note [Generator states the script keeps], trace/rng_state.py) now hands those to
     # this: the first run's state is recorded as the module path would (op
-    # `get_rng_state`; a storage already recorded is not recorded twice), and counts the
-    # call; a reentrant re-run's fork (taken in `CheckpointFunction.backward`, held while
+    # `get_rng_state`; a storage already recorded is not recorded twice; the call is
+    # counted where its first run begins, `_on_checkpoint_run`); a reentrant re-run's fork (taken in `CheckpointFunction.backward`, held while
     # the function runs again, no hook marks it) is recorded as a storage, op `fork_rng`,
     # freed when `fork_rng` lets it go. A non-reentrant re-run's fork stays with
     # `_watch_recompute`, which records it over the re-run's ops.
@@ -2104,11 +2109,18 @@ class Collector(ShardingMixin, TorchDispatchMode):
             return
         if self._phase == "backward":
             return
-        self._ckpt_calls += 1
         call = find_checkpoint_call()
         region = self._roots.paths.get(call.module) \
             if call is not None and call.module is not None else None
         self._new_storage(t, st, self._ev, "get_rng_state", pre=False, mod=region)
+
+    def _on_checkpoint_run(self) -> None:
+        """A torch checkpoint's first run begins, whether or not it keeps a generator state
+        (Note [A checkpoint that keeps no generator state], trace/script_checkpoint.py):
+        count the call, and note it if it checkpoints a function of no module."""
+        if self._closed or self._done or self._phase == "backward":
+            return
+        self._ckpt_calls += 1
         site = function_checkpoint_site()   # Note [A policy checkpoint around a checkpointed
         if site is not None and site.key is not None and self._mod_stack:   # function]
             mod = self._roots.paths.get(site.caller) if site.caller is not None else None
