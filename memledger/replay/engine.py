@@ -323,7 +323,8 @@ def _resolved(prep: Prepared, policy: Policy) -> list:
                    after, others=prep.other_roots, uncalled=prep.param_modules,
                    idle=prep.idle_modules, classes=prep.classes,
                    containers=prep.containers, moved=prep.model_moved,
-                   own_call=prep.own_call, was=prep.model_was, aliases=prep.aliases)
+                   own_call=prep.own_call, was=prep.model_was, aliases=prep.aliases,
+                   methods=dict(prep.methods))
 
 
 def _selected_rows(prep: Prepared, paths: dict[str, int]) -> tuple[np.ndarray, np.ndarray]:
