@@ -120,7 +120,11 @@ model's modules that hold parameters, for a `@Class` selector over modules that 
 as calls; Note [Modules run through another method] in replay/policies.py) and `own_call`
 (`mods`, `ev`: those of the model's modules holding parameters whose class has a
 `__call__` of its own, which runs `forward` without torch's module hooks; Note [A class
-with a call of its own] in replay/policies.py) and `scalars` (`device`,
+with a call of its own] in replay/policies.py) and `method` (`mod`, `name`, `ev`: the
+first time a module of the model's public method made a storage where no module call was
+open, its outermost such method on the stack; Note [Work a module's method does outside
+any call] in trace/collector.py, Note [The method that ran] in replay/policies.py) and
+`scalars` (`device`,
 `ev`, `bytes`: lists, one entry per op that was handed Python numbers for Tensor
 arguments, the bytes of their 0-dim wrapped tensors and casts, transient at that op; a
 number autograd saved is a storage of its own instead, op `(wrapped number)`; Note

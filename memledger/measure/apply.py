@@ -45,6 +45,7 @@ import ctypes
 import functools
 import hashlib
 import inspect
+import itertools
 import sys
 import types
 import weakref
@@ -95,8 +96,8 @@ from memledger.replay.stateful import (
     stateful_message,
 )
 from memledger.trace.func_transforms import in_func_transform, own_checkpointed
-from memledger.trace.rng_state import RngStateWatch
 from memledger.trace.script_checkpoint import (
+    CheckpointRunWatch,
     FunctionCheckpoint,
     checkpoint_pack_hook,
     find_checkpoint_call,
@@ -193,9 +194,16 @@ class PolicyHandle:
                             part.selector, used, self.own_call[used[0]],
                             self._around(used[0])))
                     return PolicyError(uncalled_message(part.selector, used,
-                                                        self._around(used[0])))
+                                                        self._around(used[0]),
+                                                        self._method_that_ran(used[0])))
                 return PolicyError(idle_modules_message(part.selector, paths))
         return None
+
+    def _method_that_ran(self, path: str) -> str:
+        """The first of the region's watched public methods that ran, or "" (Note [The
+        method that ran], replay/policies.py)."""
+        ran = [(w.ran_at, name) for name, w in self.methods.get(path, ()) if w.ran_at >= 0]
+        return min(ran)[1] if ran else ""
 
     # Note [Parameters used while the model lived]
     # `idle_part` runs as the policy comes off, when the script has ended; a model local to
@@ -449,6 +457,12 @@ def _watched_methods(mod: nn.Module) -> list[tuple[str, "_RegionForward"]]:
 # comes off in predict's words (`PolicyHandle.idle_part`), and one that also ran as module
 # calls is measured on those, as predicted. An instance forward put on top of the policy's
 # (accelerate's hooks call the forward they found) still runs inside the module call.
+_RAN_ORDER = itertools.count()
+# whether a watched method that runs now counts as the one that ran (Note [The method that
+# ran]): the installer's, while a policy is on
+_METHOD_GATE: list[Callable[[], bool] | None] = [None]
+
+
 class _RegionForward:
     """A policy's forward for one module (`run`), standing in for `orig` when pickled or
     copied. `calls_only`: a region's forward, which runs `run` only inside a module call
@@ -458,6 +472,7 @@ class _RegionForward:
         functools.update_wrapper(self, orig)   # name, doc, `__wrapped__` for inspect
         self.run, self.orig = run, orig
         self.ran = False   # Note [Modules that never ran] (replay/policies.py)
+        self.ran_at = -1   # when it first ran, among the wrappers (Note [The method that ran])
         self.calls_only = calls_only
         self.entering = False   # a module call's pre-hooks ran, its forward not yet
         self.direct = False     # the forward ran outside a module call
@@ -474,6 +489,8 @@ class _RegionForward:
                 return self.orig(*args, **kwargs)
             self.entering = False
         self.ran = True
+        if self.ran_at < 0 and (gate := _METHOD_GATE[0]) is not None and gate():
+            self.ran_at = next(_RAN_ORDER)   # Note [The method that ran]
         return self.run(*args, **kwargs)
 
     def __reduce_ex__(self, protocol: int) -> Any:
@@ -579,9 +596,9 @@ class _NestingGuard:
         self.policy, self.path = policy, path
         self.paths = {id(m): p for p, m in named}   # a compiled module and its wrapper alike
         self.own: list[Any] = []   # the region's own checkpoint pack hook while it runs
-        # a generator-state watch per open first run, with the script's checkpoints of a
+        # a checkpoint-run watch per open first run, with the script's checkpoints of a
         # function met in it
-        self.watches: list[tuple[RngStateWatch, list[FunctionCheckpoint]]] = []
+        self.watches: list[tuple[CheckpointRunWatch, list[FunctionCheckpoint]]] = []
 
     def run(self, orig: Callable) -> Callable:
         """`orig` as checkpoint runs it, the region's own pack hook noted meanwhile."""
@@ -603,10 +620,10 @@ class _NestingGuard:
     # Note [A policy checkpoint around a checkpointed function] (trace/script_checkpoint.py)
     def enter(self, pack: Any) -> None:
         """The region's first run begins under its own pack hook `pack`: watch the
-        generator states checkpoints ask for in it."""
+        checkpoints whose first run begins in it."""
         self.own.append(pack)
-        watch = RngStateWatch(lambda t: None, self._checkpoint_state)
-        watch.__enter__()
+        watch = CheckpointRunWatch(self._checkpoint_run)   # Note [A checkpoint that keeps
+        watch.__enter__()                                   # no generator state]
         self.watches.append((watch, []))
 
     def leave(self, done: bool = False) -> None:
@@ -622,9 +639,8 @@ class _NestingGuard:
             raise PolicyError(nested_function_checkpoint_message(
                 self.policy, self.path, region, site.fn, site.at))
 
-    def _checkpoint_state(self, t: torch.Tensor, where: str) -> None:
-        if where in ("forward", "_checkpoint_without_reentrant_generator") and self.watches \
-                and (site := function_checkpoint_site()) is not None:
+    def _checkpoint_run(self) -> None:
+        if self.watches and (site := function_checkpoint_site()) is not None:
             self.watches[-1][1].append(site)
 
     def check_outer(self, message: Callable = nested_checkpoint_message) -> None:
@@ -1392,6 +1408,8 @@ class PolicyInstaller:
         # Note [memledger's own hooks fail as memledger] (crash.py). The script's own error
         # in the call that found the model is no exception of these hooks: `_post` hands it
         # to the policy's halves and returns, and torch raises it after the hook.
+        self._since_step = False   # an optimizer step, and no model call after it yet
+        _METHOD_GATE[0] = self._method_counts
         self._hooks = [
             nn_module.register_module_forward_pre_hook(internal(self._pre)),
             nn_module.register_module_forward_hook(internal(self._post), always_call=True),
@@ -1406,6 +1424,7 @@ class PolicyInstaller:
             self.applied.note_call(module)
         if self._depth != 1:
             return
+        self._since_step = False
         _, new = self._roots.path(module, top_level=True)
         root = self._roots.root   # the module, or the one whose method called it
         if self._roots.decided and self._roots.prefix.get(root) == "":
@@ -1466,7 +1485,15 @@ class PolicyInstaller:
         if self.applied is not None and (gen := _halves_begun(module, args)) is not None:
             self._late[self._depth] = gen
 
+    def _method_counts(self) -> bool:
+        """Whether a watched method running now is where the trace would look for it (Note
+        [The method that ran], replay/policies.py): no module call open, not in backward,
+        not between an optimizer step and the model's next call (the trace's optimizer
+        phase, whose storages it names "optimizer")."""
+        return self._depth == 0 and not self._since_step and not _in_backward()
+
     def _step(self, optimizer, args, kwargs) -> None:
+        self._since_step = True
         if self.applied is not None:   # Note [Parameters used while the model lived]
             self.applied.note_used()
         if self._roots.decided:
@@ -1557,6 +1584,8 @@ class PolicyInstaller:
         for h in self._hooks:
             h.remove()
         self._hooks = []
+        if _METHOD_GATE[0] == self._method_counts:
+            _METHOD_GATE[0] = None
         if self.applied is not None:
             # no optimizer step decides the model where steps are counted otherwise (Note
             # [Work no gradient shows]): it is the one found by then

@@ -323,7 +323,8 @@ def _resolved(prep: Prepared, policy: Policy) -> list:
                    after, others=prep.other_roots, uncalled=prep.param_modules,
                    idle=prep.idle_modules, classes=prep.classes,
                    containers=prep.containers, moved=prep.model_moved,
-                   own_call=prep.own_call, was=prep.model_was, aliases=prep.aliases)
+                   own_call=prep.own_call, was=prep.model_was, aliases=prep.aliases,
+                   methods=dict(prep.methods))
 
 
 def _selected_rows(prep: Prepared, paths: dict[str, int]) -> tuple[np.ndarray, np.ndarray]:
@@ -1143,6 +1144,19 @@ class _Lifetimes:
         return c, np.maximum(f, c), np.concatenate(self.b), np.concatenate(self.cat)
 
 
+# Note [A re-run of a checkpointed function holds the read-back copy]
+# Where the script checkpoints something itself, its re-runs work on the inputs their node
+# unpacked, an offloaded one's read-back copy, and the re-run's saves hold that copy until
+# the backward op that reads them last: not the unpacking node's to let go of as it
+# returns. The three places that say so (`_lifetimes`, `_resident_copies`,
+# `_release_partly_saved`) read it of the script's checkpoints of a module only; a
+# checkpointed function that calls no module (`script_ckpt_fn`, Note [A policy checkpoint
+# around a checkpointed function] in trace/script_checkpoint.py) re-runs the same way.
+# tests/clients/train_fn_checkpoint.py --no-rng-state (non-reentrant, 1 step):
+# `offload:layers.0.mix` predicted 12,776 B against 13,288 B measured, the Mixer's
+# input to `_scan` (8 x 16 fp32) let go of during its own cumsum's backward; keeping a
+# generator state had moved the peak into the re-run and hidden it. `script_reruns`
+# reads both.
 def _lifetimes(prep: Prepared, calls: _Calls, own: _Owners, seg: _Segments,
                dropped: np.ndarray, kept_cache: np.ndarray, off: np.ndarray,
                rng_bytes: int, policy: Policy | None = None,
@@ -1197,10 +1211,12 @@ def _lifetimes(prep: Prepared, calls: _Calls, own: _Owners, seg: _Segments,
     # too: a ReLU output the script keeps (`acts[i] = h`) was read back for fc2's addmm
     # and then the ReLU's backward, whose `threshold_backward` runs while the copy is its
     # input (131,072 B a block under measured when it went at the unpack)
-    ue = prep.unpack_end[u] if not prep.script_ckpt else np.full(len(u), -1, dtype=np.int64)
+    # (Note [A re-run of a checkpointed function holds the read-back copy])
+    reruns = prep.script_reruns
+    ue = prep.unpack_end[u] if not reruns else np.full(len(u), -1, dtype=np.int64)
     back_end = np.where((ue >= 0) & ((ue < back_end) | held[u]),
                         np.maximum(ue, prep.unpack[u] + 1), back_end)
-    if prep.script_ckpt:
+    if reruns:
         back_end = np.where(held[u], back_end, _script_rerun_read_back_end(prep, u, back_end))
     back_end = _kept_by_gradient(prep, u, prep.unpack_first[u], back_end)
     back_end = _kept_for_an_unread_save(prep, u, held[u], back_end)
@@ -1399,7 +1415,7 @@ def _resident_copies(prep: Prepared, seg: _Segments, ours: np.ndarray,
     first, ends = prep.pack_unpack[ours], prep.pack_unpack_end[ours]
     ends = np.where(ends >= 0, np.maximum(ends, first + 1), first + 1)
     ends = _kept_by_gradient(prep, rows, first, ends)
-    if prep.script_ckpt:
+    if prep.script_reruns:
         # the script's own checkpoint re-runs its function on the inputs its node unpacked,
         # here the read-back copy, and the re-run's saves hold that copy as they held the
         # original: where this save was the storage's last read, until the original's free
@@ -1498,7 +1514,7 @@ def _release_partly_saved(prep: Prepared, calls: _Calls, own: _Owners, fr: np.nd
     ends = np.maximum.reduce([prep.pack_unpack + 1, prep.pack_unpack_end,
                               prep.pack_unpack_rel if prep.pack_unpack_rel is not None
                               else prep.pack_unpack_end])
-    if prep.script_ckpt:
+    if prep.script_reruns:
         # the script's own checkpoint re-runs its function on what its node unpacked, and
         # the re-run's saves hold it: where that save was the storage's last read, to its
         # baseline free (`_resident_copies`). UNet2DConditionModel checkpointing its

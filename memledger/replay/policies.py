@@ -252,7 +252,8 @@ def resolve(policy: Policy, modules: Iterable[tuple[str, str]],
             idle: Iterable[str] = (), moved: bool = False,
             classes: dict[str, str] | None = None,
             own_call: Iterable[str] = (), was: str = "",
-            aliases: dict[str, str] | None = None) -> list[Region]:
+            aliases: dict[str, str] | None = None,
+            methods: dict[str, str] | None = None) -> list[Region]:
     """The regions a policy selects among (path, class name) pairs, in model order.
 
     Raises PolicyError when a selector matches nothing (listing the module names, then
@@ -269,7 +270,8 @@ def resolve(policy: Policy, modules: Iterable[tuple[str, str]],
     optimizer step named the model, the label its calls had before (Note [Steps that end
     where the model is decided]). `aliases`: each second path of a module the model
     registers under several -> the path it is named by (Note [A module under a second
-    path], trace/roots.py).
+    path], trace/roots.py). `methods` (path -> name): the method through which a module
+    of `uncalled` ran its work (Note [The method that ran]).
     """
     containers = containers or {}
     modules = list(dict.fromkeys(modules))
@@ -290,7 +292,7 @@ def resolve(policy: Policy, modules: Iterable[tuple[str, str]],
             _refuse_uncalled(sel, _selected(sel, [(p, containers.get(p) or
                                                    (classes or {}).get(p, ""))
                                                   for p in dict.fromkeys(uncalled)]), mods,
-                             set(idle), containers, set(own_call))
+                             set(idle), containers, set(own_call), methods or {})
             beside = _beside_the_model(sel, others)
             if beside:
                 model = f" ({_a(root)}: {MODEL_MOVED if moved else MODEL_FIRST})" \
@@ -457,7 +459,8 @@ def _listed(paths: list[str]) -> str:
 def _refuse_uncalled(sel: str, hits: list[tuple[str, str]],
                      ran: list[tuple[str, str]], idle: set[str] = frozenset(),
                      containers: dict[str, str] | None = None,
-                     own_call: set[str] = frozenset()) -> None:
+                     own_call: set[str] = frozenset(),
+                     methods: dict[str, str] | None = None) -> None:
     if not hits:
         return
     paths = [p for p, _ in hits]
@@ -489,7 +492,7 @@ def _refuse_uncalled(sel: str, hits: list[tuple[str, str]],
             f"do nothing; select the modules around it that run instead{alt}")
     if all(p in own_call for p in paths):
         raise PolicyError(own_call_message(sel, paths, cls, near))
-    raise PolicyError(uncalled_message(sel, paths, near))
+    raise PolicyError(uncalled_message(sel, paths, near, (methods or {}).get(first, "")))
 
 
 # Note [A class with a call of its own]
@@ -541,12 +544,38 @@ def own_call_message(sel: str, paths: list[str], cls: str, near: list[str]) -> s
 # every step. Both now say it in these words: measure where the part's modules' own
 # forwards never ran but their parameters were used (a gradient, or written by a step),
 # predict where modules inside them ran as calls or an op read their parameters.
-def uncalled_message(sel: str, paths: list[str], near: list[str]) -> str:
+# Note [The method that ran]
+# The line above gave the same guesses for every module (`.inverse(x)`, `.encode(x)`, a
+# forward called directly, a container), though both sides can know which method ran:
+# xlstm's greedy decoding runs `mLSTMCell.step`, and `checkpoint:@mLSTMCell` was refused
+# with `xlstm_block_stack.blocks.0.xlstm.mlstm_cell.inverse(x)` for an example
+# (tests/clients/train_xlstm.py --mode generate; plain torch: tests/clients/
+# train_method_call.py). The trace writes a `method` record the first time a module's
+# public method makes a storage outside any call (Note [Work a module's method does
+# outside any call], trace/collector.py); measure wraps the region's public methods (Note
+# [Work no gradient shows], measure/apply.py) and notes the first that ran where the trace
+# looks: no module call open, not in backward, not between an optimizer step and the
+# model's next call (`_method_counts`; without it measure alone named ncps' LTC cell's
+# `apply_weight_constraints`, called after `opt.step()`, and a frozen encoder's `encode`
+# called inside the model's forward). Where the
+# first module matched has one, the line names it: "the code runs its work through its
+# method `step` (`....mlstm_cell.step(...)`), which no module hook sees". A side that
+# knows none (a method that made nothing, one run inside another module's call) says
+# the line above.
+def uncalled_message(sel: str, paths: list[str], near: list[str], method: str = "") -> str:
     """One line: a selector whose modules' work ran, but never as a module call (Note
     [Modules run through another method], Note [Modules whose forward is called
-    directly])."""
+    directly]); `method`: the method of `paths[0]` that ran, where known (Note [The method
+    that ran])."""
     alt = f"; modules around it that did run: {', '.join(near)}" if near else ""
     leaf = _attribute(paths[0])
+    if method:
+        return (f"selector {sel!r} matches {_listed(paths)}, never called as a module: the "
+                f"code runs its work through its method `{method}` "
+                f"(`{paths[0]}.{method}(...)`), which torch's module hooks, the trace's "
+                f"among them, do not see, so the trace cannot tell where its work begins "
+                f"and ends, and a policy acts on a module's call; select modules inside it "
+                f"that run as calls, or call the module itself (`self.{leaf}(x)`){alt}")
     return (f"selector {sel!r} matches {_listed(paths)}, never called as a module: the code "
             f"runs its work through another of its methods (`{paths[0]}.inverse(x)`, "
             f"`{paths[0]}.encode(x)`) "

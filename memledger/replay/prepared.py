@@ -188,6 +188,9 @@ class Prepared:
     # never selects their modules, as `measure` applies it to the model only
     other_roots: tuple[str, ...] = ()
     own_call: tuple[str, ...] = ()  # the model's modules with a `__call__` of their own
+    # (path, method): the public method through which each module of the model ran work
+    # outside any call (Note [Work a module's method does outside any call], collector.py)
+    methods: tuple[tuple[str, str], ...] = ()
     model_moved: bool = False   # the first optimizer step named the model (model_moved)
     model_was: str = ""         # then, the label its calls had before (model_was)
     compiled: tuple[tuple[str, str], ...] = ()   # (path, backend): replay/compiled.py
@@ -353,6 +356,7 @@ class Prepared:
             aliases=_aliases(led),
             classes=_classes(led),
             own_call=_own_call(led),
+            methods=_methods(led),
             compiled=compiled_regions(led),
             scope_model=model_calls(sc, led),
             saves=_column(st, "saves", 0),
@@ -428,6 +432,13 @@ class Prepared:
         for path, cls in zip(self.scope_mod[mine].tolist(), self.scope_cls[mine].tolist()):
             table.setdefault(path, cls)   # the wrapped module's call ends, and is recorded, first
         return list(table.items())
+
+    @property
+    def script_reruns(self) -> bool:
+        """Whether the script checkpoints anything itself, a module or a function of none:
+        its re-runs hold what their node unpacked (Note [A re-run of a checkpointed
+        function holds the read-back copy], engine.py)."""
+        return bool(self.script_ckpt or self.script_fn_ckpt)
 
     @property
     def module_table(self) -> list[tuple[str, str]]:
@@ -682,6 +693,17 @@ def _own_call(led: Ledger) -> tuple[str, ...]:
         if int(r.get("ev", 0)) >= start:
             out = tuple(str(m) for m in r["mods"])
     return out
+
+
+def _methods(led: Ledger) -> tuple[tuple[str, str], ...]:
+    """(path, method) of the `method` records since the model was last renamed, the first
+    per path (Note [Work a module's method does outside any call] in trace/collector.py)."""
+    start = max((int(r["ev"]) for r in led.extra.get("model", [])), default=0)
+    out: dict[str, str] = {}
+    for r in led.extra.get("method", []):
+        if int(r.get("ev", 0)) >= start:
+            out.setdefault(str(r["mod"]), str(r["name"]))
+    return tuple(out.items())
 
 
 def model_calls(sc: pd.DataFrame, led: Ledger) -> np.ndarray:

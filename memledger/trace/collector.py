@@ -163,6 +163,7 @@ from memledger.trace.scalars import tensor_slots as _tensor_slots
 from memledger.trace.script_checkpoint import (
     RECOMPUTE_HOOK,
     CheckpointFrames,
+    CheckpointRunWatch,
     checkpoint_pack_hook,
     find_checkpoint_call,
     function_checkpoint_site,
@@ -404,6 +405,8 @@ _AUTOCAST_LOW = (torch.float16, torch.bfloat16)
 
 
 _TRACE_DIR = os.path.dirname(os.path.abspath(__file__))   # the collectors' own frames
+_OURS = os.path.dirname(_TRACE_DIR) + os.sep   # memledger's frames
+_METHOD_WALK = 64   # frames, at most: Note [Work a module's method does outside any call]
 
 
 # Note [Autocast's cache in a re-run]
@@ -814,6 +817,9 @@ class Collector(ShardingMixin, TorchDispatchMode):
         # sid -> the roles written for it (role, name, shard): Note [Storages grown inside an op]
         self._sid_roles: dict[int, list[tuple[str, str, str]]] = {}
         self._never_called = ByModule()   # Note [Modules never called]: module -> name
+        # paths whose method made a storage outside any call: Note [Work a module's method
+        # does outside any call]
+        self._methods_seen: set[str] = set()
         # op (its _Op) -> the events at which it made no storage and is no view: Note [Ops
         # that made nothing, placed]; written as `bare` records at each step's end
         self._made_nothing: dict[_Op, list[int]] = {}
@@ -939,6 +945,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
         # Note [Generator states the script keeps] in trace/rng_state.py
         self._rng_watch = RngStateWatch(self._only_ours(self._on_rng_state),
                                         self._only_ours(self._on_checkpoint_state))
+        # Note [A checkpoint that keeps no generator state] (trace/script_checkpoint.py)
+        self._ckpt_watch = CheckpointRunWatch(self._only_ours(self._on_checkpoint_run))
         self._eager = False   # Note [Compiled code runs eager under the collector]
         self._scalars = WrappedScalars(self._wrapped_saved)   # Note [Wrapped scalars]
         self._gc = GcWindow()   # frees inside a garbage collection are marked (gc_window.py)
@@ -970,6 +978,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
         self._formulas = True
         self._resize_watch.__enter__()
         self._rng_watch.__enter__()
+        self._ckpt_watch.__enter__()
         self._gc.__enter__()
         eager_stance(True)   # Note [Compiled code runs eager under the collector], compiled.py
         self._eager = True
@@ -985,6 +994,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
             self._eager = False
         self._resize_watch.__exit__(exc_type, exc, tb)
         self._rng_watch.__exit__(exc_type, exc, tb)
+        self._ckpt_watch.__exit__(exc_type, exc, tb)
         self._gc.__exit__(exc_type, exc, tb)
         self._saved_hooks.__exit__(exc_type, exc, tb)
         if self._formulas:
@@ -1806,7 +1816,77 @@ class Collector(ShardingMixin, TorchDispatchMode):
             return self._bw_module
         if self._phase in ("optimizer", "zero_grad"):
             return "optimizer"
-        return self._mod_stack[-1][0] if self._mod_stack else ""
+        if self._mod_stack:
+            return self._mod_stack[-1][0]
+        # Note [Work a module's method does outside any call]: a walk only where no module
+        # call is open, once the model has a name
+        return self._method_module() if self._roots.paths.nonempty() else ""
+
+    # Note [Work a module's method does outside any call]
+    # A module's work may run through a method the script calls directly, no module call:
+    # xlstm's greedy decoding calls `model.step(tok, state)`, which runs each block's
+    # `step`, down to `mLSTMCell.step`, whose recurrent state math made every temporary at
+    # the peak; only the Linear layers inside were module calls. With no call open, those
+    # temporaries read "(script)" in the module column and the peak "in the script
+    # (outside any module)" (tests/clients/train_xlstm.py --mode generate; plain torch:
+    # tests/clients/train_method_call.py). A storage made where no module call is open
+    # (after the model was named: not while it is built) is now the module's whose method
+    # is innermost on the Python stack: the first frame, outside torch and memledger,
+    # whose `self` is a module of the model below its root (the root's own methods,
+    # `training_step`, stay the script's, as before). Its path is written as the module
+    # does in a call, so `show` names `xlstm_block_stack.blocks.0.xlstm.mlstm_cell`. The
+    # walk costs nothing inside module calls (most storages, in training all but the
+    # loss's: docs/performance.md, forty-seventh session), and stops where the script's
+    # frames end (the runner above them is memledger's). The first time a module's method
+    # makes something so, a `method` record (`mod`, `name`: its outermost public method on
+    # the stack) lets predict name the method that ran where it refuses a policy on the
+    # module (Note [Modules run through another method], replay/policies.py), as measure
+    # does from its wrappers. A method called inside another module's call (`self.cell.
+    # step(x)` in the parent's forward) is not looked for: that would be a walk per storage
+    # made in every call; its work stays the caller's.
+    def _method_module(self) -> str:
+        f = sys._getframe(2)
+        paths = self._roots.paths
+        script = False   # past memledger's and torch's frames below the script's
+        for _ in range(_METHOD_WALK):
+            if f is None:
+                return ""
+            code = f.f_code
+            if code.co_filename.startswith(_NOT_THE_SCRIPT):
+                if script and code.co_filename.startswith(_OURS):
+                    return ""   # the runner: the script's frames ended
+                f = f.f_back
+                continue
+            script = True
+            if code.co_argcount and code.co_varnames[0] == "self":
+                with _frame_locals(f) as local:
+                    me = local.get("self")
+                path = paths.get(me) if isinstance(me, torch.nn.Module) else None
+                if path:
+                    if path not in self._methods_seen:
+                        self._note_method(path, me, f)
+                    return path
+            f = f.f_back
+        return ""
+
+    def _note_method(self, path: str, me: torch.nn.Module, f) -> None:
+        """The first storage `me`'s method made outside any call: a `method` record naming
+        its outermost public method on the stack (from frame `f` up)."""
+        self._methods_seen.add(path)
+        name = ""
+        while f is not None:
+            code = f.f_code
+            # as measure wraps them: public, beyond nn.Module's own API, not torch's
+            if code.co_argcount and code.co_varnames[0] == "self" and \
+                    not code.co_name.startswith("_") and code.co_name != "forward" and \
+                    not hasattr(torch.nn.Module, code.co_name) and \
+                    not code.co_filename.startswith(_NOT_THE_SCRIPT):
+                with _frame_locals(f) as local:
+                    if local.get("self") is me:
+                        name = code.co_name
+            f = f.f_back
+        if name:
+            self.sink.write({"k": "method", "mod": path, "name": name, "ev": self._ev})
 
     # ---- phases ---------------------------------------------------------------------------
     def _set_phase(self, phase: str, ev: int | None = None) -> None:
@@ -2087,8 +2167,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
     # `torch.get_rng_state()` for both, and the watch that sees the script's own states
     # (Note [Generator states the script keeps], trace/rng_state.py) now hands those to
     # this: the first run's state is recorded as the module path would (op
-    # `get_rng_state`; a storage already recorded is not recorded twice), and counts the
-    # call; a reentrant re-run's fork (taken in `CheckpointFunction.backward`, held while
+    # `get_rng_state`; a storage already recorded is not recorded twice; the call is
+    # counted where its first run begins, `_on_checkpoint_run`); a reentrant re-run's fork (taken in `CheckpointFunction.backward`, held while
     # the function runs again, no hook marks it) is recorded as a storage, op `fork_rng`,
     # freed when `fork_rng` lets it go. A non-reentrant re-run's fork stays with
     # `_watch_recompute`, which records it over the re-run's ops.
@@ -2104,11 +2184,18 @@ class Collector(ShardingMixin, TorchDispatchMode):
             return
         if self._phase == "backward":
             return
-        self._ckpt_calls += 1
         call = find_checkpoint_call()
         region = self._roots.paths.get(call.module) \
             if call is not None and call.module is not None else None
         self._new_storage(t, st, self._ev, "get_rng_state", pre=False, mod=region)
+
+    def _on_checkpoint_run(self) -> None:
+        """A torch checkpoint's first run begins, whether or not it keeps a generator state
+        (Note [A checkpoint that keeps no generator state], trace/script_checkpoint.py):
+        count the call, and note it if it checkpoints a function of no module."""
+        if self._closed or self._done or self._phase == "backward":
+            return
+        self._ckpt_calls += 1
         site = function_checkpoint_site()   # Note [A policy checkpoint around a checkpointed
         if site is not None and site.key is not None and self._mod_stack:   # function]
             mod = self._roots.paths.get(site.caller) if site.caller is not None else None

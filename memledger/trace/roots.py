@@ -117,6 +117,10 @@ class ByModule:
         e = self._d.get(id(m))
         return e[1] if e is not None and e[0]() is m else default
 
+    def nonempty(self) -> bool:
+        """Whether any module was put in (alive or not)."""
+        return bool(self._d)
+
     def __contains__(self, m) -> bool:
         e = self._d.get(id(m))
         return e is not None and e[0]() is m

@@ -11,6 +11,17 @@ against 35,956 B measured, `checkpoint:@Mixer` 40,820 against 39,796 B; non-reen
 (30,900, 39,796 and `selective:layers.1.mix` 36,284 B) agreed by chance. Now both sides
 refuse them in the same line; a checkpoint of a module inside the Mixer (its function runs
 outside it) and offload are predicted as measured.
+
+`--no-rng-state` (`preserve_rng_state=False`; the helper items47, 2026-12-06, 1 step): the
+checkpoint asks for no generator state, where both sides met it, and neither refused.
+Reentrant: `checkpoint:layers.0` predicted 21,300 B against 20,788 B measured,
+`checkpoint:@Mixer` 25,652 against 24,628 B, `selective:layers.1.mix` 21,116 both;
+non-reentrant: 20,788, 24,628 and 21,116 B, equal by chance, and `offload:layers.0.mix`
+12,776 B predicted against 13,288 B measured (the Mixer's input to `_scan`, read back for
+the re-run, held by the re-run's saves past its unpacking node). Now all three refused by
+both sides in the same line, offload predicted as measured (Note [A checkpoint that keeps
+no generator state], trace/script_checkpoint.py; Note [A re-run of a checkpointed function
+holds the read-back copy], replay/engine.py).
 """
 
 from __future__ import annotations
@@ -59,6 +70,28 @@ def test_a_policy_checkpoint_around_a_checkpointed_function_is_refused_by_both(k
         {t: (b, b) for t, b in allowed.items()}
     # `show` names them beside the modules the script checkpoints (none here)
     assert run.summary.script_checkpointed is None
+    assert run.summary.script_checkpointed_functions == [
+        "_scan (train_fn_checkpoint.py:32) in layers.0.mix",
+        "_scan (train_fn_checkpoint.py:32) in layers.1.mix"]
+
+
+@pytest.mark.parametrize("kind, peak, offloaded", [
+    ("non-reentrant", 13_800, 13_288), ("reentrant", 14_824, 14_312)])
+def test_a_checkpoint_that_keeps_no_generator_state_is_refused_by_both(kind, peak, offloaded):
+    """`preserve_rng_state=False`: the first run asks for no generator state, and both sides
+    meet it where it asks for the autocast state instead: the same three refusals. The
+    non-reentrant re-run's saves hold the read-back copy of the function's input until the
+    function's last backward op, as the script's checkpoint of a module does."""
+    argv = ["--no-rng-state"] + (["--reentrant"] if kind == "reentrant" else [])
+    run = run_client("train_fn_checkpoint.py", argv, [*REFUSED, "offload:layers.0.mix"],
+                     steps=1)
+    assert (run.ledger_peak, run.allocator_peak) == (peak, peak)
+    for text, line in REFUSED.items():
+        p = run.policies[text]
+        assert (p.predicted, p.measured) == (None, None), (text, p)
+        assert p.predict_refusal == p.measure_refusal == f"memledger: {line}: {_FIX}"
+    p = run.policies["offload:layers.0.mix"]
+    assert (p.predicted, p.measured) == (offloaded, offloaded)
     assert run.summary.script_checkpointed_functions == [
         "_scan (train_fn_checkpoint.py:32) in layers.0.mix",
         "_scan (train_fn_checkpoint.py:32) in layers.1.mix"]

@@ -15,7 +15,10 @@ from tests.clients.harness import fake_client_gaps, ledger_pass, predicted_peak,
 
 pytestmark = pytest.mark.clients
 
-THROUGH = "never called as a module: the code runs its work through another of its methods"
+# Note [The method that ran] (replay/policies.py): both sides name it (before: "through
+# another of its methods (`flows.0.inverse(x)`, `flows.0.encode(x)`) or ...", guesses)
+THROUGH = ("never called as a module: the code runs its work through its method `inverse` "
+           "(`flows.0.inverse(...)`)")
 
 
 def test_flow_layers_run_through_inverse_refused_alike_their_networks_exact_and_planned():

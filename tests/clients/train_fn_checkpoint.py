@@ -22,31 +22,31 @@ def _scan(h: torch.Tensor) -> torch.Tensor:
 
 
 class Mixer(nn.Module):
-    def __init__(self, width: int, reentrant: bool) -> None:
+    def __init__(self, width: int, reentrant: bool, rng: bool = True) -> None:
         super().__init__()
         self.proj = nn.Linear(width, width)
         self.out = nn.Linear(width, width)
-        self.reentrant = reentrant
+        self.kw = {"use_reentrant": reentrant, "preserve_rng_state": rng}
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = checkpoint(_scan, self.proj(x), use_reentrant=self.reentrant)
+        h = checkpoint(_scan, self.proj(x), **self.kw)
         return x + self.out(h)
 
 
 class Block(nn.Module):
-    def __init__(self, width: int, reentrant: bool) -> None:
+    def __init__(self, width: int, reentrant: bool, rng: bool = True) -> None:
         super().__init__()
         self.norm = nn.LayerNorm(width)
-        self.mix = Mixer(width, reentrant)
+        self.mix = Mixer(width, reentrant, rng)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.mix(self.norm(x))
 
 
 class Net(nn.Module):
-    def __init__(self, width: int, depth: int, reentrant: bool) -> None:
+    def __init__(self, width: int, depth: int, reentrant: bool, rng: bool = True) -> None:
         super().__init__()
-        self.layers = nn.ModuleList(Block(width, reentrant) for _ in range(depth))
+        self.layers = nn.ModuleList(Block(width, reentrant, rng) for _ in range(depth))
         self.head = nn.Linear(width, 4)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -62,9 +62,11 @@ def main() -> None:
     p.add_argument("--depth", type=int, default=2)
     p.add_argument("--batch-size", type=int, default=8)
     p.add_argument("--reentrant", action="store_true")
+    p.add_argument("--no-rng-state", action="store_true",
+                   help="preserve_rng_state=False: the checkpoint keeps no generator state")
     args = p.parse_args()
     torch.manual_seed(0)
-    model = Net(args.width, args.depth, args.reentrant)
+    model = Net(args.width, args.depth, args.reentrant, not args.no_rng_state)
     opt = torch.optim.SGD(model.parameters(), lr=1e-2)
     gen = torch.Generator().manual_seed(1)
     for step in range(args.steps):
