@@ -88,8 +88,6 @@ until the frame ends): `script_name` empties it.
 
 from __future__ import annotations
 
-import contextlib
-import inspect
 import os
 import sys
 import weakref
@@ -98,6 +96,7 @@ import torch
 
 # re-exported: the names other modules take from here
 from memledger.ledger.names import COMPILED, WRAPPERS, plain_name  # noqa: F401
+from memledger.trace.where import frame_locals as _frame_locals  # noqa: F401 (collector)
 from memledger.trace.where import is_user_file
 
 # frames of torch and of memledger are not the script's (Note [Root names])
@@ -548,25 +547,6 @@ def _self_of(f) -> object:
         return None
     with _frame_locals(f) as local:
         return local.get("self")
-
-
-@contextlib.contextmanager
-def _frame_locals(f):
-    """A frame's locals, let go of after use: before 3.13 `f_locals` of a function's frame
-    is a dict the frame keeps, which held every local of the script's frame (its tensors)
-    until the frame ended and moved a measured peak by 8,448 B
-    (tests/clients/train_loops.py --one-block)."""
-    local = f.f_locals
-    try:
-        yield local
-    finally:
-        if _LOCALS_SNAPSHOT and f.f_code.co_flags & inspect.CO_OPTIMIZED:
-            local.clear()
-        del local
-
-
-# Python 3.13 (PEP 667): `f_locals` is a proxy that writes through; before: a snapshot
-_LOCALS_SNAPSHOT = sys.version_info < (3, 13)
 
 
 # COMPILED, WRAPPERS and plain_name live in memledger/ledger/names.py (no torch there, imported

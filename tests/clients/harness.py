@@ -330,6 +330,24 @@ def fake_client_gaps(script: str, argv: list[str],
     return out
 
 
+def doctor_with_ledger(script: str, argv: list[str], steps: int):
+    """`memledger doctor --steps STEPS -o LEDGER script -- argv` in this process (the
+    doctor's worker, its probe and a collector alongside): (DoctorReport, Ledger). The
+    ledger should be the one `trace` records of the same run, byte for byte."""
+    from memledger.doctor import worker as doctor_worker
+    from memledger.doctor.findings import DoctorReport
+
+    with tempfile.TemporaryDirectory(prefix="memledger-doctor-") as tmp:
+        report, status, led = (Path(tmp) / n for n in ("doctor.json", "status.json",
+                                                       "run.ledger"))
+        code = _call(doctor_worker.main, ["--report", str(report), "--status", str(status),
+                                          "--steps", str(steps), "--ledger", str(led),
+                                          str(HERE / script), "--", *argv])
+        assert code == EXIT_OK, f"doctor of {script} {argv}: exit {code}{_said(status)}"
+        return (DoctorReport.model_validate(json.loads(report.read_text())),
+                Ledger.load(led))
+
+
 def assert_one_doctor_error(script: str, argv: list[str], steps: int, check: str | None,
                             line: str) -> None:
     """The doctor on `script` finds nothing (`check` None), or exactly one `check` error,
