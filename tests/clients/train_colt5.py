@@ -48,7 +48,8 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from colt5_attention import ConditionalRoutedAutoregressiveAttention, \
+from colt5_attention import ConditionalRoutedAttention, \
+    ConditionalRoutedAutoregressiveAttention, \
     ConditionalRoutedFeedForward, ConditionalRoutedImageAttention, \
     ConditionalRoutedTransformerBlock, ConditionalRoutedViT
 
@@ -175,6 +176,9 @@ def main():
                     help="(block) the encoder checkpoints each block itself")
     ap.add_argument("--dynamic-pos-bias", action="store_true", help="(local)")
     ap.add_argument("--xpos", action="store_true", help="(local) use_xpos")
+    ap.add_argument("--global-routed", action="store_true",
+                    help="(local) a CoLT5 routed attention (no light branch) before each layer "
+                    "(global_attn_layer)")
     ap.add_argument("--generate", type=int, default=0, help="(local) tokens sampled a step")
     args = ap.parse_args()
     torch.manual_seed(0)
@@ -246,7 +250,13 @@ def main():
                                  depth=args.depth, causal=True, local_attn_window_size=args.window,
                                  dim_head=args.dim_head, heads=args.heads,
                                  use_dynamic_pos_bias=args.dynamic_pos_bias, use_xpos=args.xpos,
-                                 xpos_scale_base=args.seq if args.xpos else None)
+                                 xpos_scale_base=args.seq if args.xpos else None,
+                                 global_attn_layer=ConditionalRoutedAttention(
+                                     args.dim, num_heavy_tokens_q=args.heavy,
+                                     num_heavy_tokens_kv=args.heavy, has_light_attn=False,
+                                     heavy_dim_head=args.dim_head, heavy_heads=args.heads,
+                                     router_kwargs=router_kwargs(args))
+                                 if args.global_routed else None)
         opt = torch.optim.Adam(model.parameters(), lr=1e-3)
         data = torch.randint(0, args.vocab, (32, args.seq + 1))
         for step in range(args.steps):
