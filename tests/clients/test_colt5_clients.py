@@ -19,7 +19,8 @@ per step, gradient accumulation, the script's own reentrant and non-reentrant ch
 of each block; the autoregressive attention with rotary embeddings and random routing;
 `ConditionalRoutedViT`; a routed image attention on a conv net's feature map; a lone
 routed feedforward; local-attention's `LocalTransformer` with hyper-connections, dynamic
-position bias, xpos and `generate` after each step), about 70 policies, the fake runs
+position bias, xpos, `generate` after each step and a CoLT5 routed attention as its
+`global_attn_layer`), about 70 policies, the fake runs
 (`trace --fake --device cpu`) and the doctor: every peak and policy to the byte, refusals
 said alike by both sides (docs/accuracy.md, "CoLT5-attention"). The file keeps the one
 tier test, for the suite's time (~2.2 s of CPU). Skipped without CoLT5-attention.

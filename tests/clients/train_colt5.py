@@ -22,7 +22,9 @@ Modes:
   local   local-attention's `LocalTransformer` (CoLT5's light branch library: windowed causal
           attention, 4 hyper-connection residual streams) trained by `model(x,
           return_loss=True)`, Adam; `--dynamic-pos-bias`, `--xpos`; `--generate N` samples
-          N tokens (`model.generate`, a kv cache, under no_grad) after each step
+          N tokens (`model.generate`, a kv cache, under no_grad) after each step;
+          `--global-routed`: a CoLT5 `ConditionalRoutedAttention` (no light branch) as its
+          `global_attn_layer`, before each local layer
 
 Options (`--help`): `--bf16` (the weights in bf16: the library's scatter-back refuses CPU
 autocast, its zeros taking the input's fp32 and the heavy branch's output bf16),
