@@ -532,12 +532,14 @@ class Ledger:
     # every such number as held idle from its forward to its backward, the very span a save
     # is meant to be held: on CoLT5-attention's autoregressive block (tests/clients/
     # train_colt5.py `--mode ar --rotary`, 2 steps), whose coordinate descent divides and
-    # multiplies by Python floats in each of its 20 iterations, 518 numbers, and the rows
-    # of its q and kv routers (82 each, 2,816,016 and 2,431,600 byte-events) ranked third
-    # and fifth, above every gradient kept past its use. Its node frees it as its backward
-    # returns, so a number freed inside a backward pass was read at the event before its
-    # free; one freed elsewhere (a graph the script dropped, or kept, without a backward)
-    # keeps its forward op as its last use, and is as idle as it reads.
+    # multiplies by Python floats in each of its 20 iterations, 518 numbers (492 of them the
+    # six routers', 82 each over 2 steps), and the rows of the first block's q and kv
+    # routers (2,816,016 and 2,431,600 byte-events) ranked third and fifth, above every
+    # gradient kept past its use. Its node frees it as its backward returns, so a number
+    # freed inside a backward pass was read at the event before its free; one freed
+    # elsewhere (a graph the script dropped, or kept, without a backward) keeps its forward
+    # op as its last use, and is as idle as it reads. Report-only: replay reads `last_use`
+    # as it was (a number no policy moves, Note [Wrapped scalars saved for backward]).
     def _last_read(self, rows: pd.DataFrame) -> pd.Series:
         """`last_use` of `rows`, a saved wrapped number freed in backward read just before
         its free (Note [A saved number read by its node])."""

@@ -15,9 +15,9 @@ predicted and measured alike; the doctor finds nothing.
 One defect: `show`'s "Held after last use" (and the HTML report's) listed every Python
 number the routers' coordinate descent saves for backward (`(s + b) / eps`, `eps * (...)`:
 8 B wrapped doubles) as idle from its forward op to its free in backward, which reads it
-(Note [A saved number read by its node], ledger/model.py; `--mode ar --rotary`: 518 of them,
-the q and kv routers' rows third and fifth, above every gradient kept past its use; the
-tier below: 260, 2,501,008 byte-events; now none). Pinned in plain torch by
+(Note [A saved number read by its node], ledger/model.py; `--mode ar --rotary`: 518 numbers,
+492 of them the routers', the first block's q and kv routers' rows third and fifth, above
+every gradient kept past its use; the tier below: 260, 2,501,008 byte-events; now none). Pinned in plain torch by
 tests/integration/test_wrapped_scalars.py.
 
 No other defect in a hunt over every mode of the script (an encoder of
@@ -31,7 +31,7 @@ position bias, xpos, `generate` after each step and a CoLT5 routed attention as 
 `global_attn_layer`), about 70 policies, the fake runs
 (`trace --fake --device cpu`) and the doctor: every peak and policy to the byte, refusals
 said alike by both sides (docs/accuracy.md, "CoLT5-attention"). The file keeps the one
-tier test, for the suite's time (~2.2 s of CPU). Skipped without CoLT5-attention.
+tier test, for the suite's time (2.2-2.9 s of CPU on this shared machine). Skipped without CoLT5-attention.
 """
 
 import importlib.util
