@@ -517,12 +517,42 @@ class Ledger:
         """
         rows = self.on_device()
         rows = rows[~rows["category"].isin(["parameter", "buffer", "optimizer_state"])].copy()
-        idle_events = (rows["freed"] - 1 - rows["last_use"]).clip(lower=0)
+        idle_events = (rows["freed"] - 1 - self._last_read(rows)).clip(lower=0)
         rows["idle_events"] = idle_events
         rows["idle_byte_events"] = idle_events * rows["bytes"]
         rows = rows[rows["idle_byte_events"] > 0].sort_values(
             "idle_byte_events", ascending=False, kind="stable")
         return rows if top is None else rows.head(top)
+
+    # Note [A saved number read by its node]
+    # A wrapped number autograd saves (`x / 3.0` keeps its divisor: Note [Wrapped scalars
+    # saved for backward], trace/scalars.py) is read by its node's backward (`grad /
+    # other`), which the dispatch mode is handed as a Python float: no use is recorded, and
+    # its last use stayed the forward op that made it. `show`'s "Held after last use" read
+    # every such number as held idle from its forward to its backward, the very span a save
+    # is meant to be held: on CoLT5-attention's autoregressive block (tests/clients/
+    # train_colt5.py `--mode ar --rotary`, 2 steps), whose coordinate descent divides and
+    # multiplies by Python floats in each of its 20 iterations, 518 numbers (492 of them the
+    # six routers', 82 each over 2 steps), and the rows of the first block's q and kv
+    # routers (2,816,016 and 2,431,600 byte-events) ranked third and fifth, above every
+    # gradient kept past its use. Its node frees it as its backward returns, so a number
+    # freed inside a backward pass was read at the event before its free; one freed
+    # elsewhere (a graph the script dropped, or kept, without a backward) keeps its forward
+    # op as its last use, and is as idle as it reads. Report-only: replay reads `last_use`
+    # as it was (a number no policy moves, Note [Wrapped scalars saved for backward]).
+    def _last_read(self, rows: pd.DataFrame) -> pd.Series:
+        """`last_use` of `rows`, a saved wrapped number freed in backward read just before
+        its free (Note [A saved number read by its node])."""
+        last = rows["last_use"].copy()
+        freed = rows["freed"].to_numpy(dtype=np.int64)
+        cand = ((rows["op"] == WRAPPED_NUMBER_OP) & (rows["category"] == "activation")).to_numpy() \
+            & (freed >= 0) & (freed < self.n_events)
+        if cand.any():
+            phase, _ = self.phase_of_events()
+            hit = np.flatnonzero(cand)
+            hit = hit[phase[freed[hit]] == "backward"]
+            last.iloc[hit] = np.maximum(freed[hit] - 1, last.iloc[hit].to_numpy())
+        return last
 
     def idle_offenders(self, top: int | None = 10) -> pd.DataFrame:
         """`idle()` with the same tensor of every step folded into one row.

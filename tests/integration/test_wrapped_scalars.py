@@ -115,3 +115,30 @@ def test_a_number_an_in_place_op_on_a_view_saves_lives_until_its_copyslices_ran(
     made = s[s["op"] == "exp.default"]["created"].iloc[0]
     assert saved["created"].iloc[0] < made < saved["freed"].iloc[0]
     assert led.peak().bytes == 12_304
+
+
+def test_a_saved_number_read_by_its_backward_is_not_held_idle():
+    """Note [A saved number read by its node] (ledger/model.py): the divisor `x / 3.0` saves
+    and the factor `h * 2.0` saves are read by their nodes' backward, which hands them to
+    its ops as Python floats. "Held after last use" read them idle from their forward op to
+    their free in backward (17 and 12 events before, 136 and 96 byte-events); now none, as
+    any save unpacked in backward. A number whose graph the script drops without a
+    backward (`side`, freed by `del` before it) stays idle as it reads: 7 events."""
+    with memledger.trace() as led:
+        x = torch.ones(1024, requires_grad=True)
+        h = (x / 3.0).exp()                     # saves 3.0 (8 B); exp saves its output
+        loss = (h * 2.0).sum()                  # saves 2.0 (8 B)
+        side = (x / 5.0).sum()                  # saves 5.0 (8 B), never backpropagated
+        for _ in range(3):
+            torch.ones(4) + 0                   # ops between the forward and the backward
+        del side
+        loss.backward()
+    s = led.storages
+    saved = s[s["op"] == "(wrapped number)"].sort_values("created")
+    assert saved["bytes"].tolist() == [8, 8, 8]
+    idle = led.idle(top=None)
+    by_sid = dict(zip(idle["sid"].tolist(), idle["idle_events"].tolist()))
+    divisor, factor, dropped = saved["sid"].tolist()
+    assert divisor not in by_sid and factor not in by_sid
+    assert by_sid[dropped] == 7
+    assert "(wrapped number)" in led.idle_offenders(None)["op"].tolist()   # the dropped one
