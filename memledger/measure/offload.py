@@ -31,7 +31,8 @@ its save (what autograd needs without offload too), so writing each later save's
 its save is exact.
 
 Parameters, buffers and storages smaller than `min_bytes` stay on the device (`pack`
-returns them unchanged): parameters are resident anyway and copying them would only add.
+returns them in place, detached where they have a `grad_fn`: Note [A save left in place
+holds no graph]): parameters are resident anyway and copying them would only add.
 
 # Note [One file, slots reused]
 On CPU the copies go to one unnamed file per Offloader (in `directory`, `$TMPDIR` by
@@ -233,6 +234,30 @@ def _pointer(t: torch.Tensor | None) -> int:
         return 0
 
 
+# Note [A save left in place holds no graph]
+# `pack` handed a tensor it leaves on the device (a parameter, a storage under `min_bytes`)
+# back as the same object. A pack hook's result is held by the node that saved it, and an
+# op that saves its own output (`amax`, `exp`, `sigmoid`, `softmax`) then holds that output,
+# whose `grad_fn` is the node itself: a cycle through C++ that Python's collector cannot
+# see. Without hooks autograd saves an output without its `grad_fn`, and backward breaks
+# the cycle anyway; but where no backward runs through the node (a part of a graph dropped
+# at once: hyper_connections' Sinkhorn normalises with `log_alpha - log_alpha.amax(dim,
+# keepdim=True).detach()`), the output and everything the node saved stayed to the end of
+# the process. tab-transformer-pytorch's TabTransformer (tests/clients/train_tabtf.py)
+# under `offload:transformer:min=2KiB` measured 1,963,904 B against 1,958,784 B predicted
+# (2 steps: two mHC blocks a step, each leaking its (16, 5, 1, 1, 4) fp32 amax, 1,280 B);
+# `min=16KiB` left `amax`'s saved input (6,400 B each) too: 30,720 B over. Without
+# `min=` every such storage was offloaded (a `_Packed` record holds no tensor) and the
+# policy measured as predicted. A tensor left in place is now handed back detached: the
+# same storage and version counter (autograd's own version check reads the same), no
+# `grad_fn`; autograd rebuilds the saved variable's graph edge from what it kept at the
+# save, as it does for a `_Packed` record read back.
+def _left(t: torch.Tensor) -> torch.Tensor:
+    """`t` as `pack` leaves it on the device: detached where it has a `grad_fn` (Note [A
+    save left in place holds no graph]); a leaf (a parameter) as it is."""
+    return t.detach() if t.grad_fn is not None else t
+
+
 class Offloader:
     """pack/unpack for `saved_tensors_hooks`. See Note [Offload moves storages, once each]."""
 
@@ -331,11 +356,11 @@ class Offloader:
         try:
             st = t.untyped_storage()
         except (RuntimeError, NotImplementedError):
-            return t
+            return _left(t)
         ptr = st.data_ptr()
         if ptr in self.skip or st.nbytes() < self.min_bytes or st.nbytes() == 0 or \
                 t.device.type not in ("cpu", "cuda"):
-            return t
+            return _left(t)   # Note [A save left in place holds no graph]
         refs = self._written.get(ptr)
         copy = refs[1]() if refs is not None and refs[0]() is st else None
         base = t._base if t._base is not None else t

@@ -185,6 +185,37 @@ def test_offloader_keeps_parameters_and_small_storages():
     assert off.bytes_out == 0
 
 
+def test_a_saved_output_left_in_place_goes_with_its_dropped_graph():
+    """Note [A save left in place holds no graph]: `amax` saves its own output; under
+    `min_bytes` the offloader left it on the device as the same object, which the node
+    holding it is the `grad_fn` of, and where no backward runs through that node
+    (`x - x.amax(...).detach()`, hyper_connections' Sinkhorn) the (1024,) fp32 output
+    (4,096 B) and the node's saved input stayed to the end of the process. Now they go as
+    without hooks, and the gradient is the same."""
+    import weakref
+
+    def step(off: Offloader | None):
+        x = torch.randn(8, 1024, generator=torch.Generator().manual_seed(0),
+                        requires_grad=True)
+        hooks = torch.autograd.graph.saved_tensors_hooks(off.pack, off.unpack) if off \
+            else contextlib.nullcontext()
+        with hooks:
+            y = x * 2
+            m = y.amax(dim=0)                     # saves y and its own output m
+            out = (y - m.detach()).exp()
+        gone = weakref.ref(m)
+        del y, m
+        out.sum().backward()
+        return gone() is None, x.grad
+
+    plain_gone, plain_grad = step(None)
+    off = Offloader(min_bytes=1 << 20)            # everything stays on the device
+    kept_gone, kept_grad = step(off)
+    assert plain_gone and kept_gone
+    assert off.bytes_out == 0
+    assert torch.equal(plain_grad, kept_grad)
+
+
 def test_offloader_reuses_slots_of_one_file_step_after_step(tmp_path):
     """Note [One file, slots reused]: the second step's storages take the first step's
     slots, so the file stops growing; nothing is left in the folder (the file is unnamed)."""
