@@ -269,7 +269,11 @@ def settled(faults: list[int]) -> list[int]:
 # was sound; the band a user reads was not. So a step that took more than STALL times the
 # median of the steps of its kind is stalled: a module-timed step so slow is not kept
 # (`StepTimers.settled`), and a probe's reading that takes a stalled step is dropped while
-# two readings of its kind remain (`context_probes`). A slower kind of step has its own
+# one reading of its kind remains (`calm_readings`). (It once took two to remain: with two
+# readings, one stalled, both were kept, and their median is their mean. TabTransformer
+# traced with two threads on a loaded box read a recompute factor of 230 from such a pair,
+# and predict priced `checkpoint:transformer` at +105 s a step against +27 ms on one
+# thread, tests/clients/train_tabtf.py.) A slower kind of step has its own
 # median (a checkpointed step is compared with checkpointed steps), and the steady spread
 # of a step (+-25 % on the GPT above, quiet: +-10 %) stays well inside 1.5x. On one thread
 # the clock is the thread's CPU time, which a preemption does not move: the rule rarely
@@ -288,6 +292,13 @@ def stalled(times: list[float]) -> list[bool]:
     med = statistics.median(times)
     limit = max(STALL * med, med + STALL_NS)
     return [t > limit for t in times]
+
+
+def calm_readings(readings: list[tuple]) -> list[tuple]:
+    """The probe's readings whose steps did not stall (each reading's last item: True when
+    none did), where any is left; all of them where none is (Note [A stalled step])."""
+    calm = [r for r in readings if r[-1]]
+    return calm or readings
 
 
 class StepTimers:
@@ -852,8 +863,7 @@ def context_probes(root: ProbeInput | None, clock, kinds=PROBE_KINDS,
             a, b = used[:2]
             got = [(t[a], t[b], t.get("one"), not slow & {(i, m) for m in used})
                    for i, t in enumerate(runs) if a in t and b in t]
-            if sum(g[3] for g in got) >= 2:         # Note [A stalled step]
-                got = [g for g in got if g[3]]
+            got = calm_readings(got)                # Note [A stalled step]
             pairs[kind] = [(g[0], g[1]) for g in got]
             if kind == "checkpoint":
                 ones = [g[2] for g in got]

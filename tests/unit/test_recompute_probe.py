@@ -15,6 +15,7 @@ from memledger.trace.timing import (
     ModuleTimer,
     ProbeInput,
     _RegionSteps,
+    calm_readings,
     probe_regions,
     recompute_probe,
     sac_probe,
@@ -347,7 +348,9 @@ def test_a_stalled_step_leaves_the_probes_and_the_timed_steps(monkeypatch):
     a difference of steps and from there into predict's band (+30.2 ms, 4.1-4277.3). Here
     the timed checkpointed step of the first repetition stalls: that repetition's
     checkpoint and selective readings go (both read that step), offload's stays; a kind
-    left with fewer than two clean readings keeps them all."""
+    left with one clean reading keeps that one (two once had to remain: a pair's median is
+    its mean, and a 230x stall in it priced a checkpoint at +105 s a step); one left with
+    none keeps them all."""
     from memledger.trace import timing
 
     ms = 10**6
@@ -376,12 +379,12 @@ def test_a_stalled_step_leaves_the_probes_and_the_timed_steps(monkeypatch):
     assert len(sel["region_ns"]) == 2 and len(off["added_ns"]) == 2
     assert max(map(abs, ck["region_ns"] + ck["step_ns"] + sel["region_ns"])) < 10**6
 
-    n[0] = 0                          # two selective readings only: the stalled one stays
+    n[0] = 0                          # two selective readings only: the stalled one goes too
     got = timing.context_probes(ProbeInput(net, (torch.randn(3, 4),)),
                                 itertools.count().__next__, pair_ns=1.0,
                                 max_reps={"checkpoint": 3, "selective": 2, "offload": 2})
-    assert len(got["checkpoint"]["factor"]) == 2 and len(got["selective"]["region_ns"]) == 2
-    assert max(map(abs, got["selective"]["region_ns"])) > 10**8
+    assert len(got["checkpoint"]["factor"]) == 2 and len(got["selective"]["region_ns"]) == 1
+    assert max(map(abs, got["selective"]["region_ns"])) < 10**6
 
 
 def test_a_stalled_timed_step_is_not_kept():
@@ -581,3 +584,13 @@ def test_a_probe_loss_from_the_outputs_with_gradients():
     assert w.grad.tolist() == [2.0, 5.0, 3.0]      # d(2 w0 + 2 w1 + 3 w1 + 3 w2)
     assert _first_tensor({"loss": values, "x": actions}) is values
     assert _first_tensor((actions,)) is actions    # nothing has a gradient: as before
+
+
+# ---- Note [A stalled step] -------------------------------------------------------------------
+
+def test_a_stalled_reading_is_dropped_while_one_calm_reading_remains():
+    calm, slow = (1.0, 2.0, None, True), (1.0, 230.0, None, False)
+    assert calm_readings([calm, slow]) == [calm]           # two readings, one stalled
+    assert calm_readings([slow, calm, calm]) == [calm, calm]
+    assert calm_readings([slow]) == [slow]                 # none calm: all kept
+    assert calm_readings([]) == []
