@@ -21,7 +21,11 @@ Modes (`--mode`):
   by `Reduce`), cross-entropy, AdamW.
 
 Both: `--attn D` (the tiny attention, `attn_dim=D`), `--heads H` (multi-head spatial
-gating), `--survival P` (`prob_survival`), `--act tanh` (the gate's activation).
+gating), `--survival P` (`prob_survival`), `--act tanh` (the gate's activation: one module
+the library shares among all blocks), `--accum N` (gradient accumulation), `--amp` (bf16
+autocast), `--validate` (a loss under no_grad in eval mode each step). `lm` only:
+`--train-len N` (train on N < `--seq-len` tokens: the causal weight sliced to N),
+`--generate N` (sample N tokens each step with the wrapper's `generate`, as train.py does).
 """
 
 import argparse
@@ -48,6 +52,11 @@ def main() -> None:
     p.add_argument("--circulant", action="store_true")
     p.add_argument("--shift", type=int, default=0)
     p.add_argument("--act", default="identity", choices=["identity", "tanh"])
+    p.add_argument("--validate", action="store_true")
+    p.add_argument("--generate", type=int, default=0)
+    p.add_argument("--accum", type=int, default=1)
+    p.add_argument("--train-len", type=int, default=None)
+    p.add_argument("--amp", action="store_true")
     args = p.parse_args()
     torch.manual_seed(0)
 
@@ -62,7 +71,8 @@ def main() -> None:
         optim = torch.optim.Adam(model.parameters(), lr=1e-4)
 
         def loss_of() -> torch.Tensor:
-            return model(torch.randint(0, num_tokens, (args.batch, args.seq_len + 1)))
+            n = args.train_len or args.seq_len
+            return model(torch.randint(0, num_tokens, (args.batch, n + 1)))
     else:
         model = gMLPVision(image_size=16, patch_size=4, num_classes=10, dim=args.dim,
                            depth=args.depth, heads=args.heads, attn_dim=args.attn,
@@ -75,13 +85,25 @@ def main() -> None:
 
     for step in range(args.steps):
         model.train()
-        loss = loss_of()
-        loss.backward()
+        for _ in range(args.accum):
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.amp):
+                loss = loss_of()
+            (loss / args.accum).backward()
         if args.mode == "lm":
             torch.nn.utils.clip_grad_norm_(model.parameters(), 0.5)
         optim.step()
         optim.zero_grad()
         print(f"step {step}  loss {loss.item():.4f}")
+
+        if args.validate:
+            model.eval()
+            with torch.no_grad():
+                print(f"validation loss {loss_of().item():.4f}")
+        if args.generate and args.mode == "lm":
+            # as the enwik8 train.py samples: the wrapper's generate (no_grad, eval mode)
+            prime = torch.randint(0, num_tokens, (1, args.seq_len))
+            sample = model.generate(prime[0], args.generate)
+            print("sample", sample.tolist())
 
 
 if __name__ == "__main__":
