@@ -88,7 +88,7 @@ def main() -> None:
         for _ in range(args.accum):
             with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.amp):
                 loss = loss_of()
-            (loss / args.accum).backward()
+            (loss / args.accum if args.accum > 1 else loss).backward()
         if args.mode == "lm":
             torch.nn.utils.clip_grad_norm_(model.parameters(), 0.5)
         optim.step()
