@@ -15,6 +15,8 @@ from memledger.ledger.schema import CATEGORIES, SHARED_MEMORY_OP, SUMMARY_SCHEMA
 from memledger.values import Value
 
 if TYPE_CHECKING:   # the types need no pandas: `show` reads a kept summary without it
+    import pandas as pd
+
     from memledger.ledger.model import Ledger
 
 
@@ -185,8 +187,8 @@ def summarize(led: Ledger, top: int = 10) -> Summary:
     saved = led.labelled(saved)
     by_mod = saved.groupby("saved_module")["bytes"].sum().sort_values(ascending=False)
     by_block: dict[str, int] = {}
-    for mod, b in by_mod.items():
-        by_block[block_of(str(mod))] = by_block.get(block_of(str(mod)), 0) + int(b)
+    for mod, b in zip(_calling_paths(led, saved), saved["bytes"]):
+        by_block[block_of(mod)] = by_block.get(block_of(mod), 0) + int(b)
     idle = led.idle_offenders(top)
     meas = led.measured or {"peak_bytes": 0, "source": "none"}
     return Summary(
@@ -233,6 +235,46 @@ def summarize(led: Ledger, top: int = 10) -> Summary:
         cycle_garbage=cycle_garbage(led, pk.event),
         threads=int((led.end or {}).get("threads", 1)),
     )
+
+
+# Note [A shared module's saves, by the block that called it]
+# The per-block table of saved activations rolled each save up by its module's path. A
+# module the model registers under several paths is named by its first (as
+# `named_modules()` lists it), so what it saves in every block read as the first block's:
+# g-mlp-pytorch's gMLP passes one `act` module (`nn.Tanh()`) to every block's spatial
+# gating unit, and on tests/clients/train_gmlp.py `--act tanh --depth 2` `show` said
+# `net.layers.0.*` saved 74.2 KiB and `net.layers.1.*` 58.2 KiB, where the two blocks, one
+# shape, save 66.2 KiB each (layer 1's 8 KiB of tanh output counted in layer 0). A save
+# in such a module is given the path of its call's place: the second path (the ledger's
+# `aliases` record) under the module whose call encloses the save; the per-module table
+# still names the module once, by its name.
+def _calling_paths(led: Ledger, saved: pd.DataFrame) -> list[str]:
+    """Each saved row's module path, a shared module's save under the path of the place
+    that called it (Note [A shared module's saves, by the block that called it])."""
+    import numpy as np
+
+    mods = [str(m) for m in saved["saved_module"]]
+    start = max((int(r["ev"]) for r in led.extra.get("model", [])), default=0)
+    others: dict[str, list[str]] = {}
+    for r in led.extra.get("aliases", []):
+        if int(r.get("ev", 0)) >= start:
+            others = {}
+            for alias, name in r["mods"].items():
+                others.setdefault(str(name), []).append(str(alias))
+    if not others or not any(m in others for m in mods):
+        return mods
+    sc = led.scopes
+    paths, ev0, ev1 = sc["mod"].astype(str).to_numpy(), sc["ev0"].to_numpy(np.int64), \
+        sc["ev1"].to_numpy(np.int64)
+    for i, (m, ev) in enumerate(zip(mods, saved["saved_ev"].to_numpy(np.int64))):
+        if m not in others or ev < 0:
+            continue
+        around = (ev0 <= ev) & (ev1 >= ev) & (paths != m)
+        if not around.any():
+            continue
+        caller = paths[around][np.argmax(ev0[around])]   # the innermost call around it
+        mods[i] = next((a for a in others[m] if a.startswith(caller + ".")), m)
+    return mods
 
 
 def _shared_input(led: Ledger, ev: int) -> SharedInput | None:
