@@ -75,7 +75,8 @@ def test_a_model_trained_through_step_its_layers_refused_its_norms_priced():
                       steps=1)
     with pytest.raises(PolicyError) as refused:
         predict(led, [parse_policy("checkpoint:mamba.layers.*")], bandwidth=1e9)
-    assert "(`self.layers[0].forward(x)`)" in str(refused.value)
+    # the method that ran, named (Note [The method that ran]): once a guess, `.forward(x)`
+    assert "through its method `step` (`mamba.layers.0.step(...)`)" in str(refused.value)
     assert "call the module itself (`self.layers[0](x)`)" in str(refused.value)
     assert predicted_peak(led, "checkpoint:mamba.layers.*.norm") == 173_812
     assert predicted_peak(led, "offload:mamba.layers.*.norm") == 153_076
