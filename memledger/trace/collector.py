@@ -1327,6 +1327,14 @@ class Collector(ShardingMixin, TorchDispatchMode):
     # (and the copy Note [A sparse gradient kept as made] reads as one) is freed after it,
     # at the next event; a dense storage freed inside an op keeps the op's event.
 
+    def _note_sparse_parts(self, sids: list[int]) -> None:
+        """Remember (and write once, as a `sparse` record: Note [A sparse gradient's part
+        ends no backward], replay/engine.py) the sids of a sparse tensor's parts."""
+        for sid in sids:
+            if sid >= 0 and sid not in self._sparse_parts:
+                self._sparse_parts.add(sid)
+                self.sink.write({"k": "sparse", "sid": sid})
+
     def _settle_frees_in_op(self) -> None:
         pending, self._freed_in_op = self._freed_in_op, []
         for then, sid in pending:
@@ -1460,7 +1468,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
         except (RuntimeError, NotImplementedError):
             parts = sparse_parts(t)   # Note [Sparse tensors]; nested: not counted
             sids = [self._sid(part, ev) for part in parts]
-            self._sparse_parts.update(sids)   # Note [Sparse parts replaced inside an op]
+            self._note_sparse_parts(sids)   # Note [Sparse parts replaced inside an op]
             for sid in sids[:-1]:
                 self._last[sid] = ev
             return sids[-1] if sids else -1
@@ -1489,7 +1497,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
         except (RuntimeError, NotImplementedError):
             for part in sparse_parts(t):   # Note [Sparse tensors]
                 self._output(part, ev, op)
-                self._sparse_parts.add(self._sids.get(part.untyped_storage()._cdata, -1))
+                self._note_sparse_parts([self._sids.get(part.untyped_storage()._cdata, -1)])
             return
         sid = self._sids.get(st._cdata)
         if sid is None:  # a new storage: this op created it

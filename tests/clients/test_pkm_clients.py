@@ -24,9 +24,10 @@ L = layers):
   backward passes a step): 156,612 B against the allocator's 174,036 B before Note
   [Sparse parts replaced inside an op] (trace/collector.py), equal after; pinned in plain
   torch by tests/clients/test_sparse_accum.py. `--sparse --validate-every 1 --accumulate
-  2`: 225,076 B, `offload:L.*.1` 207,632 B exact; `checkpoint:L.*.1` and
-  `selective:L.*.1` predicted 233,140 B against 230,132 B measured (open: the generator
-  state the prediction holds to the optimizer's step, docs/accuracy.md).
+  2`: 225,076 B; `checkpoint:L.*.1` and `selective:L.*.1` 230,132 B, `offload:L.*.1`
+  207,632 B, the mix 222,644 B, exact since Note [A sparse gradient's part ends no
+  backward] (replay/engine.py; before: checkpoint predicted 233,140 B, the region's RNG
+  state held to the optimizer's step), pinned by test_sparse_accum.py too.
 """
 
 import importlib.util

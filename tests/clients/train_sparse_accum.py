@@ -5,7 +5,10 @@ product-key memory's values are) under a Linear head, gradients accumulated over
 gradient into the last in place: `add_` on sparse tensors, new indices and values), then
 SparseAdam on the table (`--sgd`: SGD, which adds the sparse gradient into the weight
 without coalescing a copy) beside Adam on the head. `--drop` lets go of the ids after
-forward, so only the graph, then the gradient, holds them.
+forward, so only the graph, then the gradient, holds them. `--memory`: a product-key
+memory's shape instead, a `Memory` module that makes its ids in forward (a top-k over a
+projection of the input, the scores softmaxed as the bag's weights) under a root `Net`, so
+a policy can checkpoint the lookup (`checkpoint:mem`).
 
 Note [Sparse parts replaced inside an op] (memledger/trace/collector.py).
 
@@ -16,6 +19,44 @@ import argparse
 
 import torch
 from torch import nn
+
+
+class Memory(nn.Module):
+    def __init__(self, rows: int, dim: int, k: int) -> None:
+        super().__init__()
+        self.k = k
+        self.proj = nn.Linear(dim, rows)
+        self.values = nn.EmbeddingBag(rows, dim, mode="sum", sparse=True)
+
+    def forward(self, x):
+        scores, ids = self.proj(x).topk(self.k, dim=-1)
+        return self.values(ids, per_sample_weights=scores.softmax(-1))
+
+
+class Net(nn.Module):
+    def __init__(self, rows: int, dim: int, k: int) -> None:
+        super().__init__()
+        self.mem = Memory(rows, dim, k)
+        self.head = nn.Linear(dim, 1)
+
+    def forward(self, x):
+        return self.head(self.mem(x) + x)
+
+
+def memory_main(args) -> None:
+    torch.manual_seed(0)
+    net = Net(args.rows, args.dim, args.ids)
+    values = [net.mem.values.weight]
+    rest = [p for p in net.parameters() if p is not values[0]]
+    opts = [torch.optim.SparseAdam(values, lr=1e-2), torch.optim.Adam(rest, lr=1e-3)]
+    for _ in range(args.steps):
+        for _ in range(args.accumulate):
+            loss = net(torch.randn(args.batch, args.dim)).pow(2).mean()
+            (loss / args.accumulate).backward()
+        for o in opts:
+            o.step()
+        for o in opts:
+            o.zero_grad()
 
 
 def main() -> None:
@@ -29,7 +70,10 @@ def main() -> None:
     ap.add_argument("--bag", action="store_true")
     ap.add_argument("--drop", action="store_true")
     ap.add_argument("--sgd", action="store_true")
+    ap.add_argument("--memory", action="store_true")
     args = ap.parse_args()
+    if args.memory:
+        return memory_main(args)
     torch.manual_seed(0)
     table = (nn.EmbeddingBag(args.rows, args.dim, mode="sum", sparse=True) if args.bag
              else nn.Embedding(args.rows, args.dim, sparse=True))
