@@ -81,6 +81,9 @@ garbage then, held by reference cycles; trace/gc_window.py) and
 from `ev` to `until`, -1: to the end; or `sid`, `own`: the script let go of it at `own`,
 before the gradient did, so its free is the gradient's; Note [A sparse gradient kept as
 made] in trace/collector.py) and
+`sparse` (`sid`: the storage was a part of a sparse COO tensor, the indices or values of a
+sparse gradient; its free is the gradient's: Note [A sparse gradient's part ends no
+backward] in replay/engine.py) and
 `args` (`mod`, `ev0`, `sids`: the storages a module call was handed, parameters and buffers
 left out; checkpoint holds them until the call's backward) and
 `ret` (`mod`, `ev0`, `sids`: the storages a module call made that its output holds; the

@@ -1029,7 +1029,9 @@ def _segments(prep: Prepared, calls: _Calls, dropped: np.ndarray, own: _Owners) 
     # traced steps: 10,112 B over on two pruned blocks)
     held_end = np.where(prep.unpack >= 0, np.maximum(prep.unpack + 1, prep.unpack_end),
                         _gone_unread(prep))
-    np.maximum.at(bw_end, kd, np.where(_held(prep), np.minimum(held_end, prep.freed),
+    # so does a sparse gradient's part (Note [A sparse gradient's part ends no backward])
+    part = prep.sparse_part if prep.sparse_part is not None else False
+    np.maximum.at(bw_end, kd, np.where(_held(prep) | part, np.minimum(held_end, prep.freed),
                                        prep.freed))
     # a call that drops nothing (its saves are its arguments and parameters: one Linear)
     # still has a frame, held until autograd lets go of the node that unpacked what it
@@ -1658,6 +1660,19 @@ def _in_reach(prep: Prepared, rows: np.ndarray) -> np.ndarray:
     return prep.stash_reach[rows]
 
 
+# Note [A sparse gradient's part ends no backward]
+# A sparse gradient's indices are a view of the ids its lookup saved (an EmbeddingBag's
+# `value_indices`, made in forward: product-key memory's top-k), so the ids live as long as
+# the gradient does, to `zero_grad`, or to the next micro-batch's `add_` (Note [Sparse parts
+# replaced inside an op]). Checkpointed, the lookup's region drops the ids and the re-run
+# makes them again, and the gradient keeps that copy just as long: the copy went when the
+# node that unpacked it returned, 2,048 B under measured (2 x 16 rows of 8 int64 ids a
+# head; `train_pkm.py --sparse --depth 1`). And the ids' late free told the region's
+# backward end (`bw_end`), which held the region's RNG state (5,056 B) and arguments to the
+# optimizer's step: 123,536 B predicted against 118,480 B measured. A storage that was a
+# sparse tensor's part (`sparse` and `lent` records) now says nothing of the backward's end,
+# and its re-made copy lives to the original's free: 118,480 = 118,480.
+
 def _recomputed_rows(prep, calls, own, seg, dropped, kept_cache, out: _Lifetimes,
                      restash: np.ndarray, kept: tuple[np.ndarray, np.ndarray, np.ndarray],
                      in_save_list: np.ndarray | None = None, rng_bytes: int = 0) -> None:
@@ -1672,6 +1687,8 @@ def _recomputed_rows(prep, calls, own, seg, dropped, kept_cache, out: _Lifetimes
     # unpacked tensor goes] in trace/collector.py); autograd held the original longer
     end = prep.unpack_end[d]
     gone = np.where((end >= 0) & (end < fr0[d]), end, fr0[d])
+    if prep.sparse_part is not None:   # Note [A sparse gradient's part ends no backward]
+        gone = np.where(prep.sparse_part[d], fr0[d], gone)
     kd = k[d]
     # never unpacked (a dead branch): made again by the re-run, gone when its original went
     # in that forward (ending it at the original free put it before the segment: 0 events)

@@ -180,6 +180,9 @@ class Prepared:
     lent_ev: np.ndarray = None
     lent_until: np.ndarray = None
     lent_own: np.ndarray = None
+    # bool per storage: a sparse tensor's part (`sparse` records, or a `lent` one; None: the
+    # ledger has neither): Note [A sparse gradient's part ends no backward] (engine.py)
+    sparse_part: np.ndarray = None
     timings: Timings = None   # untraced module and op times (memledger/replay/timings.py)
     calibration: dict = None  # the machine's cost constants recorded in the ledger ({}: none)
     fsdp_gather: np.ndarray = None  # bool: FSDP2's all-gather outputs and unsharded
@@ -334,6 +337,7 @@ class Prepared:
             returned_ev0=_returned(led, st),
             unheld=_unheld(led, st),
             **_lent(led, st),
+            sparse_part=_sparse_parts(led, st),
             **_autocast_casts(led, st),
             kept_plain=_kept_plain(led, st),
             stashed=st.index.isin([int(x) for r in led.extra.get("stash", [])
@@ -917,6 +921,15 @@ def _lent(led: Ledger, st: pd.DataFrame) -> dict[str, np.ndarray | None]:
             "lent_until": until[first].reindex(st.index).fillna(-1).to_numpy(dtype=np.int64),
             "lent_own": own[~own.index.duplicated()].reindex(st.index).fillna(-1)
             .to_numpy(dtype=np.int64)}
+
+
+def _sparse_parts(led: Ledger, st: pd.DataFrame) -> np.ndarray | None:
+    """Per storage: was it a sparse tensor's part (`sparse` and `lent` records); None where
+    the ledger has neither."""
+    sids = {r["sid"] for k in ("sparse", "lent") for r in led.extra.get(k, ())}
+    if not sids:
+        return None
+    return st.index.isin(list(sids))
 
 
 def _autocast_casts(led: Ledger, st: pd.DataFrame) -> dict[str, np.ndarray]:
