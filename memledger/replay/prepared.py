@@ -667,23 +667,24 @@ def _aliases(led: Ledger) -> dict[str, str]:
     """Each second path of a module the model registers under several -> the path it is
     named by (the latest `aliases` record since the model was last renamed; Note [A module
     under a second path], trace/roots.py)."""
-    start = max((int(r["ev"]) for r in led.extra.get("model", [])), default=0)
-    out: dict[str, str] = {}
-    for r in led.extra.get("aliases", []):
-        if int(r.get("ev", 0)) >= start:
-            out = {str(a): str(n) for a, n in r["mods"].items()}
-    return out
+    return _latest_map(led, "aliases", "mods")
 
 
 def _classes(led: Ledger) -> dict[str, str]:
     """The class of each module of the model that holds parameters (the latest `classes`
     record since the model was last renamed; older ledgers: none), for a `@Class` selector
     over modules that never ran as calls (Note [Modules run through another method])."""
+    return _latest_map(led, "classes", "cls")
+
+
+def _latest_map(led: Ledger, kind: str, key: str) -> dict[str, str]:
+    """The `key` mapping of the latest `kind` record written since the model was last
+    renamed (`model` record); {} where there is none."""
     start = max((int(r["ev"]) for r in led.extra.get("model", [])), default=0)
     out: dict[str, str] = {}
-    for r in led.extra.get("classes", []):
+    for r in led.extra.get(kind, []):
         if int(r.get("ev", 0)) >= start:
-            out = {str(k): str(v) for k, v in r["cls"].items()}
+            out = {str(k): str(v) for k, v in r[key].items()}
     return out
 
 
