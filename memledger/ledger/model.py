@@ -590,6 +590,16 @@ class Ledger:
         return self.by_category(end, rows[(rows["freed"] <= end) |
                                           rows["sid"].isin(self.held_at_close)])
 
+    def latest_map(self, kind: str, key: str) -> dict[str, str]:
+        """The `key` mapping of the latest `kind` record written since the model was last
+        renamed (`model` record): `aliases`, `classes`; {} where there is none."""
+        start = max((int(r["ev"]) for r in self.extra.get("model", [])), default=0)
+        out: dict[str, str] = {}
+        for r in self.extra.get(kind, []):
+            if int(r.get("ev", 0)) >= start:
+                out = {str(k): str(v) for k, v in r[key].items()}
+        return out
+
     def summary(self, top: int = 10):
         """The `memledger.summary/1` contract (a pydantic `Summary`)."""
         from memledger.ledger.summary import summarize  # summary is built on this model

@@ -254,13 +254,9 @@ def _calling_paths(led: Ledger, saved: pd.DataFrame) -> list[str]:
     import numpy as np
 
     mods = [str(m) for m in saved["saved_module"]]
-    start = max((int(r["ev"]) for r in led.extra.get("model", [])), default=0)
     others: dict[str, list[str]] = {}
-    for r in led.extra.get("aliases", []):
-        if int(r.get("ev", 0)) >= start:
-            others = {}
-            for alias, name in r["mods"].items():
-                others.setdefault(str(name), []).append(str(alias))
+    for alias, name in led.latest_map("aliases", "mods").items():
+        others.setdefault(name, []).append(alias)
     if not others or not any(m in others for m in mods):
         return mods
     sc = led.scopes

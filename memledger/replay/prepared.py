@@ -667,25 +667,15 @@ def _aliases(led: Ledger) -> dict[str, str]:
     """Each second path of a module the model registers under several -> the path it is
     named by (the latest `aliases` record since the model was last renamed; Note [A module
     under a second path], trace/roots.py)."""
-    return _latest_map(led, "aliases", "mods")
+    return led.latest_map("aliases", "mods")
 
 
 def _classes(led: Ledger) -> dict[str, str]:
     """The class of each module of the model that holds parameters (the latest `classes`
     record since the model was last renamed; older ledgers: none), for a `@Class` selector
     over modules that never ran as calls (Note [Modules run through another method])."""
-    return _latest_map(led, "classes", "cls")
+    return led.latest_map("classes", "cls")
 
-
-def _latest_map(led: Ledger, kind: str, key: str) -> dict[str, str]:
-    """The `key` mapping of the latest `kind` record written since the model was last
-    renamed (`model` record); {} where there is none."""
-    start = max((int(r["ev"]) for r in led.extra.get("model", [])), default=0)
-    out: dict[str, str] = {}
-    for r in led.extra.get(kind, []):
-        if int(r.get("ev", 0)) >= start:
-            out = {str(k): str(v) for k, v in r[key].items()}
-    return out
 
 
 def _own_call(led: Ledger) -> tuple[str, ...]:
