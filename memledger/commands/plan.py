@@ -60,11 +60,14 @@ def plan(
 
         path = script or Path(str(led.header.get("script", "")))
         argv = [str(a) for a in led.header.get("argv", [])] if script is None else []
-        with stdout_to_stderr(json_):
-            report = measure_plan(report, path, argv, time_steps=time_steps,
+        by = str(led.header.get("steps_by", "optimizer"))   # Note [A plan measured as its
+        with stdout_to_stderr(json_):                       # ledger was traced]
+            report = measure_plan(report, path, argv, steps=max(1, led.steps_traced),
+                                  time_steps=time_steps,
                                   say=lambda m: err_console.print(m, style="dim"),
                                   clock=_clock(led),
-                                  more_steps=_more_steps(led.header, ledger, script))
+                                  more_steps=_more_steps(led.header, ledger, script),
+                                  steps_by=by)
     if json_:
         print_json(report.to_json_dict())
     else:
@@ -96,6 +99,15 @@ def plan(
                           f"({count(report.predicted_peak_bytes, 'byte')})" + hint)
 
 
+# Note [A plan measured as its ledger was traced]
+# `plan --measure` ran each policy for 3 optimizer steps whatever the ledger traced. A
+# ledger of a script with no optimizer (`trace --steps-by forward`: a custom update by
+# hand, an evaluation) had its plan measured by optimizer steps: "the script ran 0
+# optimizer steps; measure needs 3", with a hint to trace it again without its
+# `--steps-by`. And the peak it predicts is over the steps the ledger traced, while the
+# one measured was over 3. Each run is now counted as the ledger counted (its header's
+# `steps_by`) over as many steps as it traced, and the commands plan suggests (`compare`
+# next, `trace` again with more steps) count so too (`traced_command`, ledger/names.py).
 def _more_steps(header: dict, ledger: Path, script: Path | None):
     """How a plan's user lets the script run n steps (Note [Steps asked for as the verb
     takes them], measure/runner.py): plan takes no script arguments, so the trace is run

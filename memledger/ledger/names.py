@@ -66,7 +66,11 @@ def plain_name(name: str) -> str:
 
 def traced_command(header: dict, *before: str, options: tuple[str, ...] = ()) -> str:
     """The shell words that run again what a ledger traced: `before` (a memledger verb),
-    the script, `options`, then `-- ARGV` where the script had arguments."""
+    the script, `options`, its `--steps-by` where it counted steps otherwise than by the
+    optimizer (Note [A plan measured as its ledger was traced], commands/plan.py), then
+    `-- ARGV` where the script had arguments."""
     argv = [str(a) for a in header.get("argv") or []]
+    by = str(header.get("steps_by") or "optimizer")
     return shlex.join([*before, str(header.get("script") or "SCRIPT"), *options,
+                       *(["--steps-by", by] if by != "optimizer" else []),
                        *(["--", *argv] if argv else [])])

@@ -30,11 +30,16 @@ from memledger.replay.policies import parse_policy
 def measure_plan(report: PlanReport, script: str | Path, argv: list[str], steps: int = 3,
                  time_steps: int = 20, max_extra: int = 2,
                  say: Callable[[str], None] = lambda m: None, clock: str = "cpu",
-                 more_steps: Callable[[int], str] = pass_steps) -> PlanReport:
+                 more_steps: Callable[[int], str] = pass_steps,
+                 steps_by: str = "optimizer") -> PlanReport:
+    """Measure the plan's choice and runner-up (and fallbacks down the front) beside two
+    runs of no policy; `steps` and `steps_by` as the ledger traced them (Note [A plan
+    measured as its ledger was traced], commands/plan.py)."""
     def run(text: str) -> MeasureResult:
         say(f"measuring {text}")
         return measure_script(script, argv, parse_policy(text), steps=steps,
-                              time_steps=time_steps, more_steps=more_steps)
+                              time_steps=time_steps, more_steps=more_steps,
+                              steps_by=steps_by)
 
     def step(m: MeasureResult) -> float:
         return m.step_cpu_time_s if clock == "cpu" else m.step_time_s

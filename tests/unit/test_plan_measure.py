@@ -15,7 +15,8 @@ from plan_ledgers import H8, T8, blocks_ledger
 def _stub(monkeypatch, peaks: dict, cpu: dict):
     calls = []
 
-    def fake(script, argv, policy, steps=3, time_steps=5, quiet=True, more_steps=None):
+    def fake(script, argv, policy, steps=3, time_steps=5, quiet=True, more_steps=None,
+             steps_by="optimizer"):
         text = str(policy)
         calls.append(text)
         return MeasureResult(policy=text, peak_bytes=peaks.get(text, 0), step_time_s=0.1,
@@ -55,7 +56,7 @@ def test_nothing_fits_for_real(report, monkeypatch):
     _stub(monkeypatch, {}, {})
     big = {"peaks": report.budget_bytes + 1}
     monkeypatch.setattr(plan_check, "measure_script", lambda s, a, p, steps=3, time_steps=5,
-                        more_steps=None:
+                        more_steps=None, steps_by="optimizer":
                         MeasureResult(policy=str(p), peak_bytes=big["peaks"], step_time_s=0.1,
                                       source="stub", steps=3))
     out = plan_check.measure_plan(report, "train.py", [], max_extra=2)
@@ -100,7 +101,8 @@ def test_a_script_short_of_steps_is_told_what_plan_takes(report, monkeypatch):
     hint = _more_steps({"script": "train.py", "argv": ["--depth", "4"]}, Path("p.ledger"), None)
     seen = []
 
-    def short(script, argv, policy, steps=3, time_steps=5, quiet=True, more_steps=None):
+    def short(script, argv, policy, steps=3, time_steps=5, quiet=True, more_steps=None,
+              steps_by="optimizer"):
         seen.append(more_steps)
         return result_from_worker({"code": 0, "steps": 3, "step_times_s": [], "peak_bytes": 1,
                                    "source": "stub", "regions": []}, policy, steps,
@@ -117,3 +119,37 @@ def test_a_script_short_of_steps_is_told_what_plan_takes(report, monkeypatch):
         "added, e.g. memledger trace train.py -o p.ledger -- --depth 4 --steps 4)")
     assert _more_steps({}, Path("p.ledger"), Path("other.py"))(4) == (
         "plan --measure runs other.py without arguments (--script), so by its defaults")
+
+
+def test_a_plan_is_measured_as_its_ledger_was_traced(tmp_path, monkeypatch, capsys):
+    """Note [A plan measured as its ledger was traced] (commands/plan.py): a ledger traced
+    `--steps-by forward` (a script with no optimizer) had its plan measured by optimizer
+    steps, 3 of them ("the script ran 0 optimizer steps"), and plan's next command lacked
+    the flag; each run now counts as the ledger did, over the steps it traced."""
+    import json
+
+    from plan_ledgers import H8, T8, blocks_records
+
+    from memledger.cli import main
+    from memledger.ledger.names import traced_command
+
+    recs = blocks_records(H8[:4], T8[:4])
+    recs[0] = {**recs[0], "script": "evalnet.py", "argv": ["--depth", "4"],
+               "steps_by": "forward"}
+    path = tmp_path / "e.ledger"
+    path.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    seen = []
+
+    def fake(script, argv, policy, steps=3, time_steps=5, quiet=True, more_steps=None,
+             steps_by="optimizer"):
+        seen.append((str(script), tuple(argv), steps, steps_by))
+        return MeasureResult(policy=str(policy), peak_bytes=0, step_time_s=0.1, source="stub",
+                             steps=steps, step_cpu_time_s=0.05)
+
+    monkeypatch.setattr(plan_check, "measure_script", fake)
+    assert main(["plan", str(path), "--budget", "60%", "--measure", "--time-steps", "3"]) == 0
+    # blocks_records traces one step
+    assert seen and set(seen) == {("evalnet.py", ("--depth", "4"), 1, "forward")}
+    assert "next: memledger compare evalnet.py -p " in capsys.readouterr().err
+    assert traced_command(recs[0], "memledger", "compare") == \
+        "memledger compare evalnet.py --steps-by forward -- --depth 4"
