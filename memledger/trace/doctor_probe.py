@@ -385,7 +385,10 @@ class DoctorProbe(TorchFunctionMode):
         self._roots = 0
         self._handles: list[Any] = []
         self._param_handles: list[Any] = []
-        self._opts: dict[int, int] = {}                # id(optimizer) -> index
+        # id(optimizer) -> index, while it lives (Note [An optimizer's id, taken again])
+        self._opts: dict[int, int] = {}
+        self._opt_refs: dict[int, weakref.ref] = {}
+        self._n_opts = 0
         self._opt_steps: dict[int, int] = {}
         self._scheds: list[tuple[weakref.ref, int, bool]] = []
         self._sched_steps: dict[int, int] = {}         # scheduler index -> steps so far
@@ -1470,7 +1473,9 @@ class DoctorProbe(TorchFunctionMode):
         oi = self._opts.get(id(opt))
         first = oi is None
         if first:
-            oi = self._opts[id(opt)] = len(self._opts)
+            oi = self._opts[id(opt)] = self._n_opts
+            self._n_opts += 1
+            self._forget_when_gone(opt)   # Note [An optimizer's id, taken again]
             for j, p in enumerate(params):
                 self._add_param(p, f"optimizer{oi}.param{j}", 0, late=True)
             if oi == 0:
@@ -1620,6 +1625,28 @@ class DoctorProbe(TorchFunctionMode):
                     for _, p in kept]
             values = torch.stack(sums).tolist() if sums else []
         rec["after"] = [[i, *v] for (i, _), v in zip(kept, values)]
+
+    # Note [An optimizer's id, taken again]
+    # The probe knew each optimizer by `id()`, and an id outlives its object: a script that
+    # builds a new optimizer every step (tests/doctor/fresh_optimizer.py --opt sgd) may get
+    # a dead one's address back. Step 1's SGD freed at step 2, step 3's built where it lay:
+    # one index stepped the parameters in steps 1 and 3, another in step 2, and the
+    # doctor said "4 parameters ... are in 2 optimizers" (an error) on a loop that has one
+    # at a time: 2 runs in 60 of that script in one process, each run's heap another (a
+    # flake of the suite, seen in two sessions; `--keep-last`, which drops the one before
+    # last just before building the next, 6 runs in 10). As for parameters (Note
+    # [Parameters held weakly]), an optimizer's id is forgotten when it dies, so the next
+    # one is a new one: 0 in 60 and 0 in 10.
+    def _forget_when_gone(self, opt: torch.optim.Optimizer) -> None:
+        key, opts, refs = id(opt), self._opts, self._opt_refs
+
+        def gone(_ref: weakref.ref) -> None:
+            if refs.get(key) is _ref:
+                opts.pop(key, None)
+                refs.pop(key, None)
+
+        with contextlib.suppress(TypeError):   # an optimizer no weak reference can hold
+            refs[key] = weakref.ref(opt, gone)
 
     def _opt_post(self, opt: torch.optim.Optimizer, args, kwargs) -> None:
         from memledger.verify.capture import bitwise_equal

@@ -403,6 +403,8 @@ FIXED = [("cut.py", ["--cut", c, "--fixed"]) for c in ("detach", "checkpoint")] 
     *[("rng_reset.py", ["--form", f]) for f in (
         "step_seed", "fork_rng", "restore", "checkpoint", "no_draws", "peek", "eval_seed")],
     ("fresh_optimizer.py", ["--fixed"]), ("fresh_optimizer.py", ["--opt", "sgd"]),
+    # Note [An optimizer's id, taken again]: a new optimizer at a dead one's address
+    ("fresh_optimizer.py", ["--opt", "sgd", "--keep-last"]),
     ("fresh_optimizer.py", ["--unfreeze"]),
     # the loss given what it takes, and correct forms near the two loss bugs (Note [An
     # activation the loss applies again], Note [A loss that broadcasts its target])
