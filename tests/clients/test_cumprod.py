@@ -51,6 +51,20 @@ def test_a_formula_that_branches_on_the_mode_is_priced_as_untraced(argv, peak, c
         assert (p.predicted, p.measured) == (want, want), name
 
 
+@pytest.mark.parametrize("argv", [
+    _SIZE, ["--complex", "--length", "32", "--dim", "8"], ["--prod", "dim", *_SIZE],
+    ["--prod", "all", *_SIZE]], ids=["cumprod", "complex", "prod-dim", "prod-all"])
+def test_a_fake_run_prices_the_formula_as_the_real_one(argv):
+    """Note [A fake run's formula]: a fake run's FakeTensors took torch's kernel, the
+    composite path: the fake ledger read 37,504 / 13,824 / 53,248 / 65,536 B over the real
+    one at the peak and in both policies (and prod-of-all's `nonzero`, an upper bound under
+    a fake run, 102,400 B more once routed). Now equal, and no stand-in said for it."""
+    from tests.clients.harness import fake_client_gaps, ledger_pass
+
+    assert fake_client_gaps("train_cumprod.py", argv, ["offload:body", "checkpoint:body"]) == {}
+    assert not ledger_pass("train_cumprod.py", argv, fake_device="cpu").extra.get("standin")
+
+
 def test_the_kernels_are_the_passs_alone_and_say_nothing():
     """The kernels route only under a dispatch mode (torch's node elsewhere) and for an
     input without a zero (the untraced formula's own branch, asked unseen), say nothing
