@@ -921,6 +921,12 @@ class _RunMode(FakeTensorMode):
             raise _BypassDispatchCache("storage larger than the view")
 
 
+def of_the_run(t: object) -> bool:
+    """Whether `t` is a tensor of memledger's own fake run (its `_RunMode`), not a
+    compiler's or an exporter's fake tensor."""
+    return isinstance(t, FakeTensor) and isinstance(getattr(t, "fake_mode", None), _RunMode)
+
+
 def _extent_bytes(t: torch.Tensor) -> int:
     """The bytes a tensor's view spans in its storage, from its first element's offset."""
     last = t.storage_offset() + sum((n - 1) * st for n, st in zip(t.shape, t.stride()))

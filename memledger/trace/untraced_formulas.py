@@ -198,9 +198,8 @@ def _functorch_level() -> Any:
 def _run_fake(t: Any) -> bool:
     """Whether `t` is a tensor of memledger's own fake run (`trace --fake`: its mode, not a
     compiler's or an exporter's fake tensors; Note [A fake run's formula])."""
-    fake = sys.modules.get("memledger.trace.fake")
-    return fake is not None and isinstance(getattr(t, "fake_mode", None), fake._RunMode) \
-        and isinstance(t, torch._subclasses.fake_tensor.FakeTensor)
+    fake = sys.modules.get("memledger.trace.fake")   # loaded by a fake run (no cycle here)
+    return fake is not None and fake.of_the_run(t)
 
 
 def _routable(x: Any, dtype: Any) -> bool:
