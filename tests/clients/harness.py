@@ -55,6 +55,35 @@ except ImportError:   # the tier's peft tests skip without it
     pass
 
 
+# Note [Numbers that depend on the CPU]
+# Which kernels an op runs depends on the CPU: with AVX-512 bf16 (the Intel boxes most tiers
+# were pinned on) oneDNN runs bf16 matmuls natively and takes kernel scratch the allocator
+# sees; on an AVX2-only CPU (an AMD EPYC box, 2026-12-06) the same matmuls take no scratch
+# but some make other tensors, a bf16 LSTM is refused by oneDNN, and a convolution's
+# scratch grows with the intra-op threads. A test pins the number of each kind it was
+# measured on (`on_this_cpu`); on a kind it was not, it still holds the relations (ledger
+# with scratch = allocator, predicted = measured), which are the product's claim.
+def cpu_kind() -> str:
+    """"bf16" (AVX-512 with native bf16), "avx2", or torch's capability name otherwise."""
+    import torch
+
+    if torch.ops.mkldnn._is_mkldnn_bf16_supported():
+        return "bf16"
+    return torch.backends.cpu.get_cpu_capability().lower()
+
+
+def on_this_cpu(**pins: int | None) -> int | None:
+    """The pin for this CPU's kind (`on_this_cpu(bf16=3_072, avx2=0)`); None where the test
+    pinned none for it (Note [Numbers that depend on the CPU])."""
+    return pins.get(cpu_kind())
+
+
+def assert_pinned(actual: int, **pins: int | None) -> None:
+    """`actual` equals this CPU kind's pin, where there is one."""
+    pin = on_this_cpu(**pins)
+    assert pin is None or actual == pin, f"{actual:,} != {pin:,} on a {cpu_kind()} CPU"
+
+
 @dataclass
 class PolicyRun:
     policy: str

@@ -28,7 +28,7 @@ import pytest
 if importlib.util.find_spec("mmengine") is None:
     pytest.skip("mmengine is not installed", allow_module_level=True)
 
-from tests.clients.harness import HERE, run_client  # noqa: E402
+from tests.clients.harness import HERE, assert_pinned, run_client  # noqa: E402
 
 pytestmark = [pytest.mark.clients, pytest.mark.usefixtures("one_thread")]
 
@@ -62,17 +62,21 @@ def test_runner_accumulation_is_one_step_of_two_micro_batches():
 def test_hand_driven_optim_wrapper_under_bf16_autocast():
     """`optim_context` + mmengine's `autocast(device_type='cpu', dtype=torch.bfloat16)` +
     `update_params(loss)` in a plain loop. The bf16 weight copies autocast makes are saved
-    for backward (activations), the fp32 master weights stay parameters."""
+    for backward (activations), the fp32 master weights stay parameters. The bf16 matmuls
+    take 3,072 B of kernel scratch where the CPU has native bf16, none on AVX2 (Note
+    [Numbers that depend on the CPU], tests/clients/harness.py)."""
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
         run = run_client("train_mmengine.py", ["--mode", "loop", "--amp", "--seq", "48"],
                          ["offload:blocks.*", "checkpoint:blocks.0+offload:blocks.1"], steps=1)
     assert run.summary.steps_traced == 1
     assert _backward_passes(run) == 2
     assert run.ledger_peak == 427_852
-    assert run.ledger.peak_with_scratch() == run.allocator_peak == 430_924
-    assert {k: v for k, v in run.summary.at_peak.items() if v} == {
-        "parameter": 70_032, "gradient": 70_032, "activation": 221_712,
-        "temporary": 50_636, "input": 3_088, "other": 12_352, "workspace": 3_072}
+    assert run.ledger.peak_with_scratch() == run.allocator_peak
+    assert_pinned(run.allocator_peak, bf16=430_924, avx2=427_852)
+    at = {k: v for k, v in run.summary.at_peak.items() if v}
+    assert_pinned(at.pop("workspace", 0), bf16=3_072, avx2=0)
+    assert at == {"parameter": 70_032, "gradient": 70_032, "activation": 221_712,
+                  "temporary": 50_636, "input": 3_088, "other": 12_352}
     off, mix = run.policies["offload:blocks.*"], \
         run.policies["checkpoint:blocks.0+offload:blocks.1"]
     assert (off.predicted, off.measured) == (320_412, 320_412)

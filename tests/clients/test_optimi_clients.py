@@ -46,7 +46,7 @@ import warnings
 
 import pytest
 
-from tests.clients.harness import HERE, ledger_pass, run_client
+from tests.clients.harness import HERE, assert_pinned, ledger_pass, run_client
 
 if importlib.util.find_spec("optimi") is None:
     pytest.skip("torch-optimi is not installed", allow_module_level=True)
@@ -108,8 +108,11 @@ def test_gradient_release_is_one_step_per_backward_and_its_state_is_counted():
     assert (len(grads), int(grads.bytes.sum())) == (2 * N_TENSORS, 2 * 2 * N_PARAMS)
     assert set(_phases_at(run.ledger, grads.freed)) == {"backward", "optimizer"}
     got = {t: (p.predicted, p.measured) for t, p in run.policies.items()}
-    assert got == {"checkpoint:blocks.*": (261_536, 261_536),
+    assert got == {"checkpoint:blocks.*": (got["checkpoint:blocks.*"][1],) * 2,
                    "offload:blocks.*": (228_768, 228_768)}
+    # the re-run's bf16 matmuls make other tensors without native bf16 (Note [Numbers that
+    # depend on the CPU], tests/clients/harness.py)
+    assert_pinned(got["checkpoint:blocks.*"][1], bf16=261_536, avx2=248_106)
 
 
 def test_optimizer_accumulation_under_gradient_release():
@@ -126,7 +129,8 @@ def test_optimizer_accumulation_under_gradient_release():
     assert run.summary.at_peak["optimizer_state"] == \
         3 * 2 * N_PARAMS + 2 * N_TENSORS + 4 * N_TENSORS + 4 == 128_050
     mix = run.policies["checkpoint:blocks.0+offload:blocks.1"]
-    assert (mix.predicted, mix.measured) == (252_442, 252_442)
+    assert mix.predicted == mix.measured
+    assert_pinned(mix.measured, bf16=252_442, avx2=247_200)
 
 
 @pytest.fixture(scope="module")

@@ -30,7 +30,7 @@ import importlib.util
 
 import pytest
 
-from tests.clients.harness import assert_one_doctor_error, run_client
+from tests.clients.harness import assert_one_doctor_error, assert_pinned, run_client
 
 if importlib.util.find_spec("snntorch") is None:
     pytest.skip("snntorch is not installed", allow_module_level=True)
@@ -55,13 +55,17 @@ def test_a_convolutional_snn_with_hidden_state_in_its_neurons():
     mix = "offload:[0-2]+checkpoint:[3-4]"
     run = run_client("train_snntorch.py", ["--mode", "seq"], ["checkpoint:2", "selective:2",
                                                               mix])
-    assert run.ledger.peak_with_scratch() == run.allocator_peak == 336_208
+    # the convolutions' kernel scratch: the CPU's (and on AVX2 the threads') choice (Note
+    # [Numbers that depend on the CPU], tests/clients/harness.py)
+    assert run.ledger.peak_with_scratch() == run.allocator_peak > run.ledger_peak
+    assert_pinned(run.allocator_peak, bf16=336_208)
     assert run.ledger_peak == 292_928
     at = run.summary.at_peak
     assert (at["parameter"], at["optimizer_state"]) == (4_008, 2 * 4_008 + 6 * 4)
     assert at["buffer"] == 60 + 4 * (8 * 4 * 6 * 6 + 8 * 8 + 8 * 10) == 5_244
     p = run.policies[mix]
-    assert p.predicted == p.measured == 286_532
+    assert p.predicted == p.measured
+    assert_pinned(p.measured, bf16=286_532)
     for kind in ("checkpoint", "selective"):
         p = run.policies[f"{kind}:2"]
         assert p.predicted is None and p.measured is None, p

@@ -57,7 +57,8 @@ import io
 
 import pytest
 
-from tests.clients.harness import HERE, ledger_pass, predicted_peak, run_client
+from tests.clients.harness import HERE, ledger_pass, on_this_cpu, predicted_peak, \
+    run_client
 
 if importlib.util.find_spec("pytorch_tcn") is None or importlib.util.find_spec("entmax") is None:
     pytest.skip("pytorch-tcn or entmax is not installed", allow_module_level=True)
@@ -77,7 +78,10 @@ def test_a_weight_normed_tcn_with_streaming_evaluation_is_predicted_as_measured(
     projections (6 -> 8, 16 -> 8), a 1x1 downsample in the first (4 -> 8); the output
     projection 8 -> 4 and the (3, 6) embedding: 1,822 floats in 35 tensors, 7,288 B;
     Adam's state 2 x 7,288 B + 35 step counters (140 B)."""
-    pols = {"checkpoint:tcn.network.*": 330_744, "offload:tcn.network.*": 220_088,
+    # the convolutions' kernel scratch at a policy's peak is the CPU's (and on AVX2 the
+    # threads') choice (Note [Numbers that depend on the CPU], tests/clients/harness.py)
+    pols = {"checkpoint:tcn.network.*": on_this_cpu(bf16=330_744, avx2=312_248),
+            "offload:tcn.network.*": on_this_cpu(bf16=220_088),
             "checkpoint:cond+offload:tcn.network.0": 500_380}
     with contextlib.redirect_stdout(io.StringIO()):
         run = run_client("train_tcn.py", ["--mode", "causal", "--embed", "concat", *SMALL],
@@ -86,7 +90,8 @@ def test_a_weight_normed_tcn_with_streaming_evaluation_is_predicted_as_measured(
     at = run.summary.at_peak
     assert (at["parameter"], at["gradient"], at["optimizer_state"]) == (7_288, 7_288, 14_716)
     for policy, peak in pols.items():
-        assert run.policies[policy].predicted == run.policies[policy].measured == peak
+        assert run.policies[policy].predicted == run.policies[policy].measured
+        assert peak is None or run.policies[policy].measured == peak
 
 
 def test_a_parametrized_weight_read_in_the_constructor_begins_no_forward():

@@ -23,7 +23,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")   # built from configs: never reach
 pytest.importorskip("trl")
 pytest.importorskip("datasets")
 
-from tests.clients.harness import HERE, run_client  # noqa: E402
+from tests.clients.harness import HERE, cpu_kind, run_client  # noqa: E402
 
 pytestmark = pytest.mark.clients
 
@@ -49,7 +49,10 @@ def test_sft_as_trl_configures_it():
     both predict and measure (the script checkpoints them itself)."""
     run = run_client(SCRIPT, ["--trainer", "sft", "--steps", "3"],
                      ["offload:model.layers.*", "checkpoint:model.layers.*"])
-    assert run.ledger_peak < run.allocator_peak   # the scratch is no tensor's
+    # the scratch is no tensor's; a CPU without native bf16 takes none there (Note [Numbers
+    # that depend on the CPU], tests/clients/harness.py)
+    assert run.ledger_peak < run.allocator_peak if cpu_kind() == "bf16" else \
+        run.ledger_peak == run.allocator_peak
     _exact(run)
     assert run.policies["offload:model.layers.*"].measured is not None
     ck = run.policies["checkpoint:model.layers.*"]
