@@ -10,7 +10,7 @@ is 1/40 for every token (relative weights 40/60 = 0.67 and 40/20 = 2.0).
 from __future__ import annotations
 
 from memledger.doctor.findings import Finding
-from memledger.doctor.records import Run, span, where
+from memledger.doctor.records import Run, steps_named, where
 
 REL = 1e-6   # "the same value": backward on the loss itself, not on loss / K
 
@@ -47,7 +47,7 @@ def token_denominator(run: Run) -> list[Finding]:
     return [Finding(
         check="token_denominator", severity="warning", where=where(loss),
         message=(f"{k} backward passes per optimizer step, each a mean over a different number "
-                 f"of valid tokens {counts} (step {span(h[0]['step'] for h in hits)}): a token of "
+                 f"of valid tokens {counts} ({steps_named(h[0]['step'] for h in hits)}): a token of "
                  f"the micro-batch with {min(counts)} weighs {ratio:.2f}x one of the micro-batch "
                  f"with {max(counts)}; use reduction='sum' and divide by the step's {total} "
                  "valid tokens"),
@@ -77,8 +77,8 @@ def loss_not_divided(run: Run) -> list[Finding]:
     k = len(bws)
     return [Finding(
         check="loss_not_divided", severity="warning", where=where(bws[0]),
-        message=(f"{k} backward passes per optimizer step on the undivided loss (step "
-                 f"{span(h[0]['step'] for h in hits)}): the gradient is the sum of {k} "
+        message=(f"{k} backward passes per optimizer step on the undivided loss ("
+                 f"{steps_named(h[0]['step'] for h in hits)}): the gradient is the sum of {k} "
                  f"micro-batch means, {k}x their mean; backward on loss / {k}"),
         evidence={"micro_batches": k, "loss_values": [b["losses"][0]["value"] for b in bws],
                   "backward_values": [b["value"] for b in bws],

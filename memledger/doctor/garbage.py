@@ -11,7 +11,7 @@ collector's schedule.
 from __future__ import annotations
 
 from memledger.doctor.findings import Finding
-from memledger.doctor.records import Run, span, where
+from memledger.doctor.records import Run, steps_named, where
 from memledger.units import format_bytes
 
 
@@ -28,10 +28,10 @@ def cyclic_garbage(run: Run) -> list[Finding]:
         n, size = int(most["tensors"]), format_bytes(int(most["bytes"]))
         these = "it" if n == 1 else "them"
         held = f"{n} tensor{'s' if n != 1 else ''} ({size}) no longer reachable " + (
-            f"{'was' if n == 1 else 'were'} still in memory at the end of step {span(steps)}"
+            f"{'was' if n == 1 else 'were'} still in memory at the end of {steps_named(steps)}"
             if not all(r.get("collected") for r in recs) else
-            f"stayed in memory until one of Python's garbage collections in step "
-            f"{span(steps)} freed {these}")
+            f"stayed in memory until one of Python's garbage collections in "
+            f"{steps_named(steps)} freed {these}")
         cycle = f" ({first['cycle']})" if first.get("cycle") else ""
         out.append(Finding(
             check="cyclic_garbage", severity="warning", where=where(first),

@@ -21,7 +21,7 @@ then zero) never produces a leak record.
 from __future__ import annotations
 
 from memledger.doctor.findings import Finding, Where
-from memledger.doctor.records import Run, span, where
+from memledger.doctor.records import Run, steps_named, where
 from memledger.units import count
 
 CUT_OPS = {
@@ -114,8 +114,8 @@ def no_history(run: Run) -> list[Finding]:
 
 def _cut_finding(run: Run, key: tuple, g: dict) -> Finding:
     idx, steps = g["params"], g["steps"]
-    head = (f"{len(idx)} trainable parameters ({run.names(idx)}) got no gradient in step "
-            f"{span(steps)} while {g['others']} others did")
+    head = (f"{len(idx)} trainable parameters ({run.names(idx)}) got no gradient in "
+            f"{steps_named(steps)} while {g['others']} others did")
     evidence = {"params_without_grad": len(idx), "params_with_grad": g["others"],
                 "bytes_without_grad": run.bytes_of(idx), "steps": sorted(steps)}
     if key[0] == "cut":
@@ -176,7 +176,7 @@ def grad_leak(run: Run) -> list[Finding]:
         out.append(Finding(
             check="grad_leak", severity="error", where=Where(file=file, line=line),
             message=(f"gradients leak across optimizer steps: {len(idx)} parameters "
-                     f"({run.names(idx)}) entered the backward of step {span(g['steps'])} "
+                     f"({run.names(idx)}) entered the backward of {steps_named(g['steps'])} "
                      "still holding the gradient an earlier optimizer.step() used; call "
                      "optimizer.zero_grad() once per step"),
             evidence={"params": len(idx), "steps": sorted(g["steps"]),
@@ -195,7 +195,7 @@ def mixed_gradient(run: Run) -> list[Finding]:
             check="mixed_gradient", severity="error", where=Where(file=file, line=line),
             message=(f"{len(idx)} parameters ({run.names(idx)}) changed in place between two "
                      "backward passes whose gradients optimizer.step() then used together, in "
-                     f"step {span(g['steps'])}: the update is a gradient at the old weights "
+                     f"{steps_named(g['steps'])}: the update is a gradient at the old weights "
                      "plus one at the new; zero the gradient once it has been used (SAM's "
                      "first_step(zero_grad=True)) or move the weights only after the step"),
             evidence={"params": len(idx), "steps": sorted(g["steps"]),

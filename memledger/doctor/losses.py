@@ -17,7 +17,7 @@ reduction='mean'] there); a warning.
 from __future__ import annotations
 
 from memledger.doctor.findings import Finding
-from memledger.doctor.records import Run, span, where
+from memledger.doctor.records import Run, steps_named, where
 
 _DOES = {"cross_entropy": "applies log_softmax to its input itself, so the {op} runs "
                           "twice and the model trains on a squashed loss",
@@ -77,7 +77,7 @@ def double_activation(run: Run) -> list[Finding]:
         out.append(Finding(
             check="double_activation", severity="error", where=where(first),
             message=(f"{_called(first)} was given the output of {made} "
-                     f"({', '.join(said)}) in step {span(steps)}: {fn} "
+                     f"({', '.join(said)}) in {steps_named(steps)}: {fn} "
                      f"{_DOES.get(fn, '').format(op=op)}{floor}; {fix}"),
             evidence={"loss": fn, "module": first.get("module", ""), "op": op,
                       "steps": steps, "calls": len(recs),
@@ -107,8 +107,8 @@ def broadcast_target(run: Run) -> list[Finding]:
         out.append(Finding(
             check="broadcast_target", severity="error", where=where(first),
             message=(f"{_called(first)} compared an input of shape "
-                     f"{_shape(inp)} with a target of shape {_shape(target)} in step "
-                     f"{span(steps)}: they broadcast to {_shape(wide)}, every prediction "
+                     f"{_shape(inp)} with a target of shape {_shape(target)} in "
+                     f"{steps_named(steps)}: they broadcast to {_shape(wide)}, every prediction "
                      f"against every target, so the model learns toward the batch's mean"
                      f"{meant}; {_fix(inp, target)}"),
             evidence={"loss": fn, "module": first.get("module", ""), "input": inp,
@@ -182,7 +182,7 @@ def not_log_probs(run: Run) -> list[Finding]:
                        + _KL_TARGET.get(str(first.get("target", "")), ""))
         out.append(Finding(
             check="not_log_probs", severity="error", where=where(first),
-            message=(f"{_called(first)} was given {said} in step {span(steps)}: {does}; "
+            message=(f"{_called(first)} was given {said} in {steps_named(steps)}: {does}; "
                      f"{fix}"),
             evidence={"loss": fn, "module": first.get("module", ""), "kind": kind,
                       "steps": steps, "calls": len(group),
@@ -208,7 +208,7 @@ def kl_div_mean(run: Run) -> list[Finding]:
             check="kl_div_mean", severity="warning", where=where(first),
             message=(f"{_called(first)} with reduction='mean' divided the summed KL by all "
                      f"{n} elements of its input (shape {_shape(first.get('shape', []))}), "
-                     f"not by the batch's {batch}, in step {span(steps)}{reads}, so its "
+                     f"not by the batch's {batch}, in {steps_named(steps)}{reads}, so its "
                      f"gradient is {ratio_s}x smaller against any other term; pass "
                      "reduction='batchmean' ('mean' is no KL divergence: torch's docs)"),
             evidence={"loss": "kl_div", "module": first.get("module", ""),

@@ -24,7 +24,7 @@ validation and no `model.train()` after it, leaves the parent in eval too.
 from __future__ import annotations
 
 from memledger.doctor.findings import Finding
-from memledger.doctor.records import Run, span, where
+from memledger.doctor.records import Run, steps_named, where
 
 
 def eval_mode(run: Run) -> list[Finding]:
@@ -59,8 +59,8 @@ def eval_mode(run: Run) -> list[Finding]:
         classes = sorted({m["cls"] for m in ms})
         out.append(Finding(
             check="eval_mode", severity="warning", where=where(ms[0]),
-            message=(f"{' and '.join(parts)} ran in eval mode in training step "
-                     f"{span(m['window'] for m in ms)}: {_effect(classes)}; "
+            message=(f"{' and '.join(parts)} ran in eval mode in training "
+                     f"{steps_named(m['window'] for m in ms)}: {_effect(classes)}; "
                      "call model.train() before the training forward"),
             evidence={"modules": len({(m["mod"], bool(m.get("fn"))) for m in ms}),
                       "steps": sorted({m["window"] for m in ms})}))

@@ -19,7 +19,7 @@ the norm, is not recorded at all).
 from __future__ import annotations
 
 from memledger.doctor.findings import Finding, Where
-from memledger.doctor.records import Record, Run, span, where
+from memledger.doctor.records import Record, Run, steps_named, where
 
 
 def double_step(run: Run) -> list[Finding]:
@@ -37,7 +37,7 @@ def double_step(run: Run) -> list[Finding]:
         out.append(Finding(
             check="double_step", severity="error", where=where(first),
             message=(f"optimizer.step() ({first['cls']}) ran {times} times on the gradients "
-                     f"of one backward pass in step {span(st['step'] for st in reps)} (line "
+                     f"of one backward pass in {steps_named(st['step'] for st in reps)} (line "
                      f"{prev_line} had stepped them already): {len(idx)} parameters "
                      f"({run.names(idx)}) got the same update {times} times; call step() "
                      "once per backward (once after the accumulation loop)"),
@@ -87,11 +87,11 @@ def _finding(kind: str, c: Record, steps: set[int], idx: set[int], run: Run) -> 
     evidence = {"order": kind, "function": fn, "params": len(idx), "steps": sorted(steps)}
     if kind == "before_backward":
         message = (f"{fn}() ran before the backward() that filled the gradients it should "
-                   f"clip, in step {span(steps)}: optimizer.step() used {grads} unclipped; "
+                   f"clip, in {steps_named(steps)}: optimizer.step() used {grads} unclipped; "
                    "call it after backward(), just before optimizer.step()")
     elif kind == "after_step":
-        message = (f"{fn}() ran after optimizer.step() had used the gradients, in step "
-                   f"{span(steps)}: the step used {grads} unclipped; call it between "
+        message = (f"{fn}() ran after optimizer.step() had used the gradients, in "
+                   f"{steps_named(steps)}: the step used {grads} unclipped; call it between "
                    "backward() and optimizer.step()")
     else:
         scale, limit = float(c.get("scale") or 0.0), c.get("limit")
@@ -99,7 +99,7 @@ def _finding(kind: str, c: Record, steps: set[int], idx: set[int], run: Run) -> 
         acts = (f": {name}={limit:g} acts as {limit / scale:.3g} on the true gradients"
                 if scale and isinstance(limit, (int, float)) else "")
         message = (f"{fn}() clipped {grads} while still multiplied by the GradScaler's "
-                   f"scale ({scale:g}), in step {span(steps)}{acts}; call "
+                   f"scale ({scale:g}), in {steps_named(steps)}{acts}; call "
                    "scaler.unscale_(optimizer) before clipping")
         evidence.update(scale=scale, limit=limit)
     return Finding(check="clip_order", severity="error", where=_clip_where(c),

@@ -5,7 +5,7 @@ whose parameters still get gradients."""
 from __future__ import annotations
 
 from memledger.doctor.findings import Finding, Where
-from memledger.doctor.records import Run, span, where
+from memledger.doctor.records import Run, steps_named, where
 from memledger.doctor.source import call_in_loop
 from memledger.units import format_bytes
 
@@ -37,7 +37,7 @@ def frozen_moving(run: Run) -> list[Finding]:
     return [Finding(
         check="frozen_moving", severity="error", where=where(first),
         message=(f"{len(moved)} parameters with requires_grad=False ({run.names(moved)}) "
-                 f"were changed by optimizer.step() in step {span(steps)} (weight decay or "
+                 f"were changed by optimizer.step() in {steps_named(steps)} (weight decay or "
                  "momentum on a stale .grad); leave them out of the optimizer or set their "
                  ".grad to None when freezing"),
         evidence={"params": len(moved), "steps": sorted(steps), "bytes": run.bytes_of(moved)})]
@@ -164,8 +164,8 @@ def wasted_gradients(run: Run) -> list[Finding]:
             check="wasted_gradients", severity="warning", where=where(net or first),
             message=(f"backward computes and stores gradients for {len(idx)} parameters "
                      f"({run.names(idx)}, {format_bytes(run.bytes_of(idx))}) of {name}"
-                     f"{'in eval mode ' if evalm else ''}that no optimizer updates, in step "
-                     f"{span(steps)}, and nothing reads them: memory and compute spent for "
+                     f"{'in eval mode ' if evalm else ''}that no optimizer updates, in "
+                     f"{steps_named(steps)}, and nothing reads them: memory and compute spent for "
                      f"nothing ({why}); {fix}"),
             evidence={"params": len(idx), "bytes": run.bytes_of(idx), "steps": steps,
                       "eval_mode": evalm, "zeroed_by": sorted(z for z in zeroed if z)}))
@@ -201,7 +201,7 @@ def optimizer_reset(run: Run) -> list[Finding]:
     return [Finding(
         check="optimizer_reset", severity="warning",
         where=Where(file=st["file"], line=line) if line else where(st),
-        message=(f"{st['cls']}'s state started over in step {span(s['step'] for s in reset)}: "
+        message=(f"{st['cls']}'s state started over in {steps_named(s['step'] for s in reset)}: "
                  f"each step's optimizer is a new one (built inside the loop?), so its "
                  f"{len(st['params'])} parameters lose what it keeps between steps (moments, "
                  "momentum) and every update is a first one; build the optimizer once, "

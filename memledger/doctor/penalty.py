@@ -11,7 +11,7 @@ create_graph] in memledger/trace/doctor_penalty.py says what is not one).
 from __future__ import annotations
 
 from memledger.doctor.findings import Finding, Where
-from memledger.doctor.records import Run, span
+from memledger.doctor.records import Run, steps_named
 
 
 def dead_penalty(run: Run) -> list[Finding]:
@@ -27,8 +27,8 @@ def dead_penalty(run: Run) -> list[Finding]:
             check="dead_penalty", severity="error", where=Where(file=file, line=line),
             message=(f"a loss term made from torch.autograd.grad() without create_graph=True "
                      f"(line {line}) was added to the loss at line {first.get('add_line', 0)} "
-                     f"and backpropagated at line {first.get('line', 0)}, in step "
-                     f"{span(steps)}: the gradients carry no history, so the term changes "
+                     f"and backpropagated at line {first.get('line', 0)}, in "
+                     f"{steps_named(steps)}: the gradients carry no history, so the term changes "
                      "the loss's value and trains nothing (a gradient penalty); pass "
                      "create_graph=True to torch.autograd.grad()"),
             evidence={"backward_passes": len(recs), "steps": steps,

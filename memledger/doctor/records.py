@@ -130,9 +130,12 @@ def where(r: Record) -> Where:
     return Where(file=str(r.get("file", "")), line=int(r.get("line", 0) or 0))
 
 
-def span(steps) -> str:
-    """[2, 3, 4] -> '2-4'; [1, 3] -> '1, 3'."""
+def steps_named(steps) -> str:
+    """[2] -> 'step 2'; [2, 3] -> 'steps 2 and 3'; [2, 3, 4] -> 'steps 2-4'; [1, 3, 5] ->
+    'steps 1, 3 and 5' (a finding's message reads "... in steps 2 and 3: ...")."""
     s = sorted(set(steps))
+    if len(s) == 1:
+        return f"step {s[0]}"
     if len(s) > 2 and s[-1] - s[0] == len(s) - 1:
-        return f"{s[0]}-{s[-1]}"
-    return ", ".join(str(x) for x in s)
+        return f"steps {s[0]}-{s[-1]}"
+    return f"steps {', '.join(str(x) for x in s[:-1])} and {s[-1]}"

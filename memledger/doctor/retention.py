@@ -14,6 +14,7 @@ to its graph every step; the finding points at the op that first gave it history
 from __future__ import annotations
 
 from memledger.doctor.findings import Finding, Where
+from memledger.doctor.records import steps_named
 from memledger.doctor.source import (accumulated_value, accumulation_line, feeds_itself,
                                      rebinding_line)
 from memledger.units import format_bytes
@@ -63,7 +64,7 @@ def cross_step_retention(run) -> list[Finding]:
             "keep what that line adds detached instead (`.item()` of a number, `.detach()` " \
             "of a tensor)"
         msg = (f"`{var}` carries autograd history across {_steps(run)} (at the end of "
-               f"step {steps[0]}" + (f"-{steps[-1]}" if len(steps) > 1 else "") +
+               + _range_named(steps) +
                f": {tensors[-1]} tensor(s), {format_bytes(nbytes[-1])}, a graph of "
                f"{nodes[-1]} nodes" + (f", up from {nodes[0]}" if nodes[-1] > nodes[0] else "")
                + f"): every step's graph stays reachable; {fix}")
@@ -85,7 +86,7 @@ def _state_finding(var: str, file: str, recs: list, steps: list, per: dict,
     shown = ", ".join(f"`{n}`" for n in names[:3]) + (
         f" and {len(names) - 3} more" if len(names) > 3 else "")
     last = per[steps[-1]]
-    span = f"(at the end of step {steps[0]}" + (f"-{steps[-1]}" if len(steps) > 1 else "")
+    span = "(at the end of " + _range_named(steps)
     failed = next((r["failed"] for r in recs if r.get("failed")), "")
     if failed or (kinds == ["buffer"] and not any(r.get("line") for r in recs)):
         # Note [A backward that fails through an earlier step] (trace/doctor_retention.py):
@@ -168,8 +169,8 @@ def _kept_finding(var: str, recs: list, boundaries: str) -> Finding:
         f"{' and '.join(f'`{v}`' for v in [var, *also])} are bound again"
     return Finding(
         check="cross_step_retention", severity="warning", where=Where(file=file, line=line),
-        message=(f"{who} {what} past the step's end (at the end of step {steps[0]}"
-                 + (f"-{steps[-1]}" if len(steps) > 1 else "") + f", across {boundaries}): "
+        message=(f"{who} {what} past the step's end (at the end of "
+                 + _range_named(steps) + f", across {boundaries}): "
                  f"{why}, so they stay until {bound}, on top of the next "
                  f"forward's own; drop {fix}, or `del {', '.join([var, *also])}` after its "
                  "last backward"),
@@ -206,8 +207,7 @@ def _ctx_finding(var: str, file: str, recs: list, boundaries: str, at: int = 0) 
     return Finding(
         check="cross_step_retention", severity="warning",
         where=Where(file=file, line=accumulation_line(file, var, at)),
-        message=(f"{who} past the step's end (at the end of step "
-                 f"{steps[0]}" + (f"-{steps[-1]}" if len(steps) > 1 else "") + "), and "
+        message=(f"{who} past the step's end (at the end of " + _range_named(steps) + "), and "
                  "that graph still holds " + (
                      f"{format_bytes(held[-1])}: {format_bytes(held[-1] - saved[-1])}"
                      if saved[-1] else format_bytes(held[-1])) +
@@ -226,3 +226,9 @@ def _steps(run) -> str:
     """What the boundaries are: optimizer steps, or steps as `--steps-by` counted them."""
     return "optimizer steps" if run.steps_by == "optimizer" else \
         f"steps (counted by {run.steps_by})"
+
+
+def _range_named(steps: list[int]) -> str:
+    """The steps from the first to the last that held it: 'step 2', 'steps 2 and 3',
+    'steps 1-3'."""
+    return steps_named(range(steps[0], steps[-1] + 1))

@@ -11,7 +11,7 @@ memledger/trace/doctor_rng.py.
 from __future__ import annotations
 
 from memledger.doctor.findings import Finding, Where
-from memledger.doctor.records import Run, span, where
+from memledger.doctor.records import Run, steps_named, where
 
 
 def _generator(key: str) -> str:
@@ -59,7 +59,7 @@ def rng_reset(run: Run) -> list[Finding]:
                    "manual_seed(s)` made inside the loop?); the line is its first draw")
         out.append(Finding(
             check="rng_reset", severity="error", where=at,
-            message=(f"step {span(steps)} drew their random numbers ({drawn} a step) from "
+            message=(f"{steps_named(steps)} drew their random numbers ({drawn} a step) from "
                      f"the same state of {_generator(key)}: {how}, so every step draws "
                      "the same dropout masks, noise and random indices and the model "
                      "trains on one draw; seed once before the loop, seed with the step "

@@ -10,7 +10,7 @@ the call saved for a backward that never came.
 from __future__ import annotations
 
 from memledger.doctor.findings import Finding
-from memledger.doctor.records import Run, span, where
+from memledger.doctor.records import Run, steps_named, where
 
 # Note [Calls no variable names]
 # A call is top-level when no module call is around it. A library that runs a model through
@@ -55,8 +55,8 @@ def unused_graph(run: Run) -> list[Finding]:
         via = recs[0].get("via", "")   # Note [A library's call no backward used]
         out.append(Finding(
             check="unused_graph", severity="warning", where=where(recs[0]),
-            message=(f"{who} ran {n} forward{'s' if n != 1 else ''} under gradients in step "
-                     f"{span(steps)} whose graph no backward used"
+            message=(f"{who} ran {n} forward{'s' if n != 1 else ''} under gradients in "
+                     f"{steps_named(steps)} whose graph no backward used"
                      + (f", called by {via}" if via else "") + ": autograd kept what "
                      f"{'they' if n != 1 else 'it'} saved for backward until the graph was "
                      "dropped (" + ("the library's own call: a shape check or a warm-up?"

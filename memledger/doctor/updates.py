@@ -19,7 +19,7 @@
 from __future__ import annotations
 
 from memledger.doctor.findings import Finding, Where
-from memledger.doctor.records import Record, Run, span, where
+from memledger.doctor.records import Record, Run, steps_named, where
 from memledger.doctor.source import method_call_line
 
 
@@ -30,8 +30,8 @@ def nonfinite_and_zeroed(run: Run) -> list[Finding]:
         idx = set().union(*(set(st["nonfinite"]) for st in bad))
         out.append(Finding(
             check="nonfinite_grad", severity="error", where=where(bad[0]),
-            message=(f"optimizer.step() ran on non-finite gradients in step "
-                     f"{span(st['step'] for st in bad)} ({len(idx)} parameters: "
+            message=(f"optimizer.step() ran on non-finite gradients in "
+                     f"{steps_named(st['step'] for st in bad)} ({len(idx)} parameters: "
                      f"{run.names(idx)}); the parameters become NaN: clip, lower the learning "
                      "rate, or use a GradScaler"),
             evidence={"params": len(idx), "steps": [st["step"] for st in bad]}))
@@ -41,8 +41,8 @@ def nonfinite_and_zeroed(run: Run) -> list[Finding]:
         out.append(Finding(
             check="zeroed_before_step", severity="error", where=where(zeroed[0]),
             message=(f"the gradients of {len(idx)} parameters ({run.names(idx)}) were "
-                     f"cleared between backward and optimizer.step() in step "
-                     f"{span(st['step'] for st in zeroed)}: the step used none of them; call "
+                     f"cleared between backward and optimizer.step() in "
+                     f"{steps_named(st['step'] for st in zeroed)}: the step used none of them; call "
                      "zero_grad() before backward or after step()"),
             evidence={"params": len(idx), "steps": [st["step"] for st in zeroed]}))
     return out
@@ -124,8 +124,8 @@ def no_update(run: Run) -> list[Finding]:
            else "learning rate 0? a wrapper that skips the step?")
     return [Finding(
         check="no_update", severity="warning", where=where(idle[0]),
-        message=(f"optimizer.step() changed no trainable parameter in step "
-                 f"{span(st['step'] for st in idle)} although {len(idle[0]['accum'])} had "
+        message=(f"optimizer.step() changed no trainable parameter in "
+                 f"{steps_named(st['step'] for st in idle)} although {len(idle[0]['accum'])} had "
                  f"gradients ({why})"),
         evidence={"steps": [st["step"] for st in idle]})]
 
@@ -193,7 +193,7 @@ def no_gradient(run: Run) -> list[Finding]:
     n = len({i for st in steps for i in st["trainable"]})
     return [Finding(
         check="no_gradient", severity="error", where=where(steps[0]),
-        message=(f"optimizer.step() ran in step {span(st['step'] for st in steps)} with no "
+        message=(f"optimizer.step() ran in {steps_named(st['step'] for st in steps)} with no "
                  f"gradient on any of the {n} trainable parameters it holds: nothing "
                  f"trained{fix}"),
         evidence={"steps": [st["step"] for st in steps], "params": n,

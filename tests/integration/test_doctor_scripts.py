@@ -52,16 +52,16 @@ BUGS = [
     ("cut.py", ["--cut", "checkpoint"], "cut_graph", "error",
      ["`blocks.0.weight`", "reentrant `checkpoint`"], "h = checkpoint(self.blocks[0], x, use_reentrant=FIXED is False)"),
     ("optim_membership.py", ["--bug", "frozen"], "frozen_moving", "error",
-     ["`0.weight`", "`0.bias`", "step 2, 3"], "o.step()"),
+     ["`0.weight`", "`0.bias`", "steps 2 and 3"], "o.step()"),
     ("optim_membership.py", ["--bug", "none_opt"], "no_optimizer", "warning",
      ["`0.weight`", "`0.bias`"], "o.step()"),
     ("optim_membership.py", ["--bug", "two_opts"], "two_optimizers", "error",
      ["`0.weight`", "2 optimizers"], "o.step()"),
     ("optim_membership.py", ["--bug", "stale"], "stale_optimizer", "error",
      ["AdamW", "4 parameters", "`0.weight`", "never trains"], "o.step()"),
-    ("grad_leak.py", [], "grad_leak", "error", ["4 parameters", "step 2, 3"], "loss.backward()"),
+    ("grad_leak.py", [], "grad_leak", "error", ["4 parameters", "steps 2 and 3"], "loss.backward()"),
     # a clip between backward and step changes .grad in place: the leak once went unseen
-    ("grad_leak.py", ["--clip"], "grad_leak", "error", ["4 parameters", "step 2, 3"],
+    ("grad_leak.py", ["--clip"], "grad_leak", "error", ["4 parameters", "steps 2 and 3"],
      "loss.backward()"),
     # the generator's backward adds to the discriminator's used gradient, which its step
     # then consumes unzeroed
@@ -82,7 +82,7 @@ BUGS = [
     # WGAN-GP's penalty from torch.autograd.grad without create_graph=True: a constant
     # added to the critic's loss, which trained nothing and went unseen
     ("gradient_penalty.py", ["--bug"], "dead_penalty", "error",
-     ["without create_graph=True", "step 1-3"],
+     ["without create_graph=True", "steps 1-3"],
      "grad, = torch.autograd.grad(D(mixed).sum(), mixed)"),
     # step(closure): the gradients are read after the closure's backward, not before it
     ("closure.py", ["--bug", "nan"], "nonfinite_grad", "error", ["step 3", "4 parameters"],
@@ -99,7 +99,7 @@ BUGS = [
      "nn.functional.cross_entropy(model(x), y).backward()"),
     # SAM's first gradient not zeroed: the step adds gradients taken at two weights
     ("sam.py", ["--no-zero"], "mixed_gradient", "error",
-     ["4 parameters (`0.weight`, `0.bias`, `2.weight` and 1 more)", "step 1-3",
+     ["4 parameters (`0.weight`, `0.bias`, `2.weight` and 1 more)", "steps 1-3",
      "first_step(zero_grad=True)"], ("nn.functional.cross_entropy(model(x), y).backward()", 2)),
     ("moe.py", ["--bug"], "unused_parameter", "warning",
      ["2 trainable parameters (`1.norm.weight`, `1.norm.bias`)", "did not run"],
@@ -112,7 +112,7 @@ BUGS = [
     # the MLP run by torch.func.functional_call with copies in its weights' places; once
     # "did not run" (Note [Parameters a call ran without])
     ("param_slots.py", ["--bug", "func"], "unused_parameter", "warning",
-     ["2 trainable parameters (`mlp.weights.0`, `mlp.weights.1`) got no gradient in step "
+     ["2 trainable parameters (`mlp.weights.0`, `mlp.weights.1`) got no gradient in steps "
       "1-3 while 6 others did: their modules ran, but with other tensors in their place "
       "(`torch.func.functional_call`"], "opt.step()"),
     # a module that returns its input before reading its parameters: it ran and its output
@@ -134,7 +134,7 @@ BUGS = [
     # retain_graph=True alone: each micro-batch still has a forward of its own
     ("accumulation.py", ["--bug", "nodiv", "--retain"], "loss_not_divided", "warning",
      ["2 backward passes", "loss / 2"], "loss.backward(retain_graph=RETAIN)"),
-    ("updates.py", ["--bug", "nonfinite"], "nonfinite_grad", "error", ["step 2, 3", "4 parameters"],
+    ("updates.py", ["--bug", "nonfinite"], "nonfinite_grad", "error", ["steps 2 and 3", "4 parameters"],
      "scaler.step(opt)"),
     ("updates.py", ["--bug", "scaler"], "dropped_update", "warning",
      ["1 of 4 backward passes", "GradScaler skipped"], "scaler.scale(loss).backward()"),
@@ -156,16 +156,16 @@ BUGS = [
      ["(AdamW) ran 2 times", "step 3", "had stepped them already", "4 parameters"],
      ("opt.step()", 2)),
     ("clip_order.py", ["--bug", "before"], "clip_order", "error",
-     ["clip_grad_norm_() ran before the backward()", "step 2, 3", "4 parameters"],
+     ["clip_grad_norm_() ran before the backward()", "steps 2 and 3", "4 parameters"],
      ("clip(model.parameters(), 1.0)", 1)),
     ("clip_order.py", ["--bug", "after"], "clip_order", "error",
-     ["clip_grad_norm_() ran after optimizer.step()", "step 1, 2", "4 parameters"],
+     ["clip_grad_norm_() ran after optimizer.step()", "steps 1 and 2", "4 parameters"],
      ("clip(model.parameters(), 1.0)", 3)),
     ("clip_order.py", ["--bug", "value"], "clip_order", "error",
      ["clip_grad_value_() ran after optimizer.step()", "4 parameters"],
      ("clip(model.parameters(), 1.0)", 3)),
     ("clip_order.py", ["--bug", "scaler"], "clip_order", "error",
-     ["GradScaler's scale (65536)", "max_norm=1 acts as 1.53e-05", "step 1-3",
+     ["GradScaler's scale (65536)", "max_norm=1 acts as 1.53e-05", "steps 1-3",
       "scaler.unscale_(optimizer)"], ("clip(model.parameters(), 1.0)", 2)),
     ("retention.py", [], "cross_step_retention", "error", ["`total_loss`", "up from 12"],
      "total_loss += loss"),
@@ -190,38 +190,38 @@ BUGS = [
     # a list on the model (a LightningModule's `self.outputs.append(loss)`): once unreported
     ("retention_attr.py", ["--list"], "cross_step_retention", "error", ["`kept`", "up from"],
      "self.kept.append(out.sum(0).detach() if FIXED else out.sum(0))"),
-    ("eval_mode.py", [], "eval_mode", "warning", ["BatchNorm1d/Dropout", "step 2, 3",
+    ("eval_mode.py", [], "eval_mode", "warning", ["BatchNorm1d/Dropout", "steps 2 and 3",
                                                   "dropout is off and BatchNorm uses frozen"],
      "out = model(x)"),
     # an EMA updated outside no_grad: its parameters get a growing graph (the script once
     # crashed under the doctor; the parameters, held by the module only, went unreported)
     ("ema.py", ["--bug"], "cross_step_retention", "error",
-     ["6 parameters of `ema`", "`ema.0.bias`", "step 2-3", "torch.no_grad()"],
+     ["6 parameters of `ema`", "`ema.0.bias`", "steps 2 and 3", "torch.no_grad()"],
      "e.mul_(decay).add_(p, alpha=1 - decay)"),
     ("ema.py", ["--bug", "--foreach"], "cross_step_retention", "error",
-     ["6 parameters of `ema`", "step 2-3"], "torch._foreach_lerp_(ema_params, params, 1 - decay)"),
+     ["6 parameters of `ema`", "steps 2 and 3"], "torch._foreach_lerp_(ema_params, params, 1 - decay)"),
     ("ema.py", ["--bug", "--no-eval"], "cross_step_retention", "error",
-     ["6 parameters of `ema`", "step 2-3"], "e.mul_(decay).add_(p, alpha=1 - decay)"),
+     ["6 parameters of `ema`", "steps 2 and 3"], "e.mul_(decay).add_(p, alpha=1 - decay)"),
     ("eval_mode.py", ["--norm-eval"], "eval_mode", "warning",
-     ["BatchNorm1d/Dropout", "step 2, 3"], "out = model(x)"),
+     ["BatchNorm1d/Dropout", "steps 2 and 3"], "out = model(x)"),
     # validation without no_grad and no model.train(): the training forward's call is the one
     # a backward used (Note [A validation forward under grad])
     ("eval_mode.py", ["--grad-validation"], "eval_mode", "warning",
-     ["BatchNorm1d/Dropout", "step 2, 3"], "out = model(x)"),
+     ["BatchNorm1d/Dropout", "steps 2 and 3"], "out = model(x)"),
     # the model's only dropout is F.dropout(..., training=self.training): once unseen; at
     # the call (the innermost line of the script's code, as for every finding)
     ("eval_mode.py", ["--functional"], "eval_mode", "warning",
-     ["F.dropout in 1 modules (`1`)", "step 2, 3", "dropout is off; call model.train()"],
+     ["F.dropout in 1 modules (`1`)", "steps 2 and 3", "dropout is off; call model.train()"],
      "return F.dropout(torch.relu(self.fc(x)), 0.1, training=False if HARD_FALSE else self.training)"),
     # a student (named the model at the first step, after its teacher) left in eval mode:
     # one module, once named twice (`Sequential.3` in step 1, `3` after)
     ("two_models.py", ["--loop", "distill", "--student-eval"], "eval_mode", "warning",
-     ["1 Dropout modules (`3`)", "step 1-3: dropout is off; call"],
+     ["1 Dropout modules (`3`)", "steps 1-3: dropout is off; call"],
      "loss = F.mse_loss(student(x), target)"),
     # a teacher in eval mode, in no optimizer, run with grad: once eval_mode's "call
     # model.train()"; the waste is its gradients, the fix freezing it
     ("two_models.py", ["--loop", "distill", "--teacher-grad"], "wasted_gradients", "warning",
-     ["4 parameters", "`teacher`, a network in eval mode", "step 1-3", "requires_grad_(False)",
+     ["4 parameters", "`teacher`, a network in eval mode", "steps 1-3", "requires_grad_(False)",
       "torch.no_grad()"], "target = teacher(x)"),
     # a loss network whose input's gradient is needed: freeze it, no_grad would cut it
     ("eval_mode.py", ["--fixed", "--loss-net", "--trainable-loss-net"], "wasted_gradients",
@@ -234,26 +234,26 @@ BUGS = [
     # a forward under gradients whose graph no backward used (Note [A graph no backward
     # used]): validation without no_grad, WGAN-GP's `G(z).detach()` for the critic
     ("eval_mode.py", ["--fixed", "--grad-validation"], "unused_graph", "warning",
-     ["`model` (Sequential) ran 4 forwards under gradients in step 2, 3", "torch.no_grad()"],
+     ["`model` (Sequential) ran 4 forwards under gradients in steps 2 and 3", "torch.no_grad()"],
      "model(torch.randn(4, 8))"),
     ("gradient_penalty.py", ["--fixed"], "unused_graph", "warning",
-     ["`G` (Sequential) ran 3 forwards", "step 1-3"], "fake = G(torch.randn(8, 4)).detach()"),
+     ["`G` (Sequential) ran 3 forwards", "steps 1-3"], "fake = G(torch.randn(8, 4)).detach()"),
     # Note [An optimizer built again every step] (doctor/params.py): Adam's moments start
     # over at every step; built in a helper, so the step's line
     ("fresh_optimizer.py", [], "optimizer_reset", "warning",
-     ["Adam's state started over in step 2, 3", "4 parameters", "before the loop"],
+     ["Adam's state started over in steps 2 and 3", "4 parameters", "before the loop"],
      "opt.step()"),
     # Note [The same randomness every step] (trace/doctor_rng.py): the state set back each
     # step by the seed call's line, or a generator made anew by its first draw's; a
     # validation that seeds and does not restore sets the training's draws back too
     ("rng_reset.py", ["--how", "set_rng_state"], "rng_reset", "error",
-     ["step 1-3", "the CPU generator: `torch.set_rng_state` sets it back each step"],
+     ["steps 1-3", "the CPU generator: `torch.set_rng_state` sets it back each step"],
      "torch.set_rng_state(saved)"),
     ("rng_reset.py", ["--how", "generator"], "rng_reset", "error",
-     ["step 1-3", "(torch.randn x1 a step)", "the generator handed to torch.randn",
+     ["steps 1-3", "(torch.randn x1 a step)", "the generator handed to torch.randn",
       "made inside the loop?"], "noise = torch.randn(8, 1, generator=gen, device=ARGS.device)"),
     ("rng_reset.py", ["--how", "validation"], "rng_reset", "error",
-     ["step 1-3", "`torch.manual_seed` sets it back"], ("torch.manual_seed(0)", 6)),
+     ["steps 1-3", "`torch.manual_seed` sets it back"], ("torch.manual_seed(0)", 6)),
     # Note [An activation the loss applies again] (trace/doctor_losses.py): a model ending
     # in nn.Softmax trained with nn.CrossEntropyLoss; sigmoid then BCEWithLogits
     ("loss_inputs.py", ["--bug", "softmax_module"], "double_activation", "error",
@@ -456,7 +456,7 @@ def test_exact_message_of_rng_reset():
     (f,) = doctor("rng_reset.py").findings
     assert f.where.line == line_of("rng_reset.py", ("torch.manual_seed(0)", 5))
     assert f.message == (
-        "step 1-3 drew their random numbers (torch.randn x1, F.dropout x2 a step) from the "
+        "steps 1-3 drew their random numbers (torch.randn x1, F.dropout x2 a step) from the "
         "same state of the CPU generator: `torch.manual_seed` sets it back each step, so "
         "every step draws the same dropout masks, noise and random indices and the model "
         "trains on one draw; seed once before the loop, seed with the step "
@@ -508,7 +508,7 @@ def test_exact_message_of_a_dead_penalty():
     bw = line_of("gradient_penalty.py", ("loss_d.backward()", 1))
     assert f.message == (
         f"a loss term made from torch.autograd.grad() without create_graph=True (line {grad}) "
-        f"was added to the loss at line {add} and backpropagated at line {bw}, in step 1-3: "
+        f"was added to the loss at line {add} and backpropagated at line {bw}, in steps 1-3: "
         "the gradients carry no history, so the term changes the loss's value and trains "
         "nothing (a gradient penalty); pass create_graph=True to torch.autograd.grad()")
     assert f.evidence == {"backward_passes": 3, "steps": [1, 2, 3], "add_line": add,
@@ -526,7 +526,7 @@ def test_exact_numbers_of_cyclic_garbage():
         "cycle": "Tensor(64x256 float32) → .grad_fn DoubleBackward → .out "
                  "Tensor(64x256 float32)"}
     assert ctx.message.startswith(
-        "1 tensor (64.0 KiB) no longer reachable was still in memory at the end of step 2, 3: "
+        "1 tensor (64.0 KiB) no longer reachable was still in memory at the end of steps 2 and 3: "
         "the custom autograd.Function `Double` keeps it as `ctx.out`, and ctx is the grad_fn "
         "of what it keeps: a reference cycle (")
     (mod,) = doctor("garbage.py", "--cycle", "module").findings
@@ -556,7 +556,7 @@ def test_garbage_a_collection_freed_mid_step_is_seen():
     (f,) = doctor("garbage.py", "--cycle", "frame", "--collect").findings
     assert f.message.startswith(
         "1 tensor (64.0 KiB) no longer reachable stayed in memory until one of Python's "
-        "garbage collections in step 1-3 freed it: the frame of `log_features()` and its "
+        "garbage collections in steps 1-3 freed it: the frame of `log_features()` and its "
         "RuntimeError's traceback hold it")   # `feats`; the argument, `out`, is the script's
     assert f.evidence["bytes_per_step"] == [65536] * 3
     assert f.where.line == line_of("garbage.py", "error = str(e) if FIXED else e")
@@ -567,11 +567,11 @@ def test_exact_messages_of_clip_order():
     (before,) = doctor("clip_order.py", "--bug", "before").findings
     assert before.message == (
         "clip_grad_norm_() ran before the backward() that filled the gradients it should "
-        f"clip, in step 2, 3: optimizer.step() used the gradients of {names} unclipped; "
+        f"clip, in steps 2 and 3: optimizer.step() used the gradients of {names} unclipped; "
         "call it after backward(), just before optimizer.step()")
     (after,) = doctor("clip_order.py", "--bug", "after").findings
     assert after.message == (
-        "clip_grad_norm_() ran after optimizer.step() had used the gradients, in step 1, 2: "
+        "clip_grad_norm_() ran after optimizer.step() had used the gradients, in steps 1 and 2: "
         f"the step used the gradients of {names} unclipped; call it between backward() and "
         "optimizer.step()")
     # the clip after step 3 never runs: the doctor stops the script at the end of step 3
@@ -579,7 +579,7 @@ def test_exact_messages_of_clip_order():
     # GradScaler's initial scale 2**16: max_norm 1.0 acts as 1 / 65536 = 1.53e-05
     assert scaled.message == (
         f"clip_grad_norm_() clipped the gradients of {names} while still multiplied by the "
-        "GradScaler's scale (65536), in step 1-3: max_norm=1 acts as 1.53e-05 on the true "
+        "GradScaler's scale (65536), in steps 1-3: max_norm=1 acts as 1.53e-05 on the true "
         "gradients; call scaler.unscale_(optimizer) before clipping")
     assert scaled.evidence == {"order": "scaled", "function": "clip_grad_norm_", "params": 4,
                                "steps": [1, 2, 3], "scale": 65536.0, "limit": 1.0}
@@ -732,7 +732,7 @@ def test_a_graph_kept_by_retain_graph_is_named_with_its_bytes():
     assert f.evidence == {"steps": [1, 2, 3], "kept_bytes_per_step": [330_240] * 3}
     assert f.message.startswith(
         "`loss` keeps the 322.5 KiB of tensors its graph saved for backward past the step's "
-        "end (at the end of step 1-3, across optimizer steps): its "
+        "end (at the end of steps 1-3, across optimizer steps): its "
         "backward(retain_graph=True) kept them and no later backward used them")
     assert f.where.line == line_of("retained.py", ("loss.backward(retain_graph=True)", 3))
     # the last head's backward retains the trunk's saves as well (the head's output is
@@ -812,7 +812,7 @@ def test_exact_findings_of_the_two_loss_bugs():
         line_of("loss_inputs.py", "return F.cross_entropy(probs, y)"))
     assert ce.message.startswith(
         "F.cross_entropy was given the output of softmax (shape (8, 10), values in "
-        "[0.0558, 0.168], each row of its 10 classes summing to 1) in step 1-3: "
+        "[0.0558, 0.168], each row of its 10 classes summing to 1) in steps 1-3: "
         "cross_entropy applies log_softmax to its input itself, so the softmax runs twice")
     assert ce.evidence == {"loss": "cross_entropy", "module": "", "op": "softmax",
                            "steps": [1, 2, 3], "calls": 3, "shape": [8, 10], "min": 0.0558,
@@ -822,7 +822,7 @@ def test_exact_findings_of_the_two_loss_bugs():
         "broadcast_target", "error",
         line_of("loss_inputs.py", "return F.mse_loss(out.squeeze(-1) if FIXED else out, t)"))
     assert mse.message == (
-        "F.mse_loss compared an input of shape (8, 1) with a target of shape (8,) in step "
+        "F.mse_loss compared an input of shape (8, 1) with a target of shape (8,) in steps "
         "1-3: they broadcast to (8, 8), every prediction against every target, so the model "
         "learns toward the batch's mean (it reads 0.5953; on matching shapes 0.5283); pass "
         "input.squeeze(-1) (or target.unsqueeze(-1)) so the shapes match")
@@ -844,7 +844,7 @@ def test_exact_findings_of_the_log_probability_losses():
     assert nll.message == (
         "F.nll_loss was given values that are no log-probabilities (shape (8, 10): over its "
         "10 classes the rows' logsumexp ranges over [2.25, 2.56], not 0, and values reach "
-        "0.596, where log-probabilities are <= 0) in step 1-3: nll_loss takes "
+        "0.596, where log-probabilities are <= 0) in steps 1-3: nll_loss takes "
         "log-probabilities and returns minus the target's value, so on logits it is "
         "unbounded below and training drives the targets' logits to +inf (it reads -0.0912, "
         "below 0, which nll_loss on log-probabilities never is); pass "
@@ -859,7 +859,7 @@ def test_exact_findings_of_the_log_probability_losses():
         line_of("loss_inputs.py", "return F.kl_div(student, soft, reduction=\"batchmean\")"))
     assert kl.message == (
         "F.kl_div was given probabilities as its input (shape (8, 10), values in [0.0752, "
-        "0.131], each row of its 10 classes summing to 1) in step 1-3: kl_div takes "
+        "0.131], each row of its 10 classes summing to 1) in steps 1-3: kl_div takes "
         "log-probabilities as its input and computes sum target * (log target - input): on "
         "probabilities that is no divergence (it reads -2.344, below 0, which a KL "
         "divergence never is), and the model trains toward another quantity; pass "
@@ -875,7 +875,7 @@ def test_exact_findings_of_the_log_probability_losses():
         line_of("loss_inputs.py", "return criterion(F.log_softmax(out / 2.0, -1), soft) * 4.0"))
     assert mean.message == (
         "nn.KLDivLoss (F.kl_div) with reduction='mean' divided the summed KL by all 80 "
-        "elements of its input (shape (8, 10)), not by the batch's 8, in step 1-3: it reads "
+        "elements of its input (shape (8, 10)), not by the batch's 8, in steps 1-3: it reads "
         "0.00645, 1/10 of the 0.0645 that 'batchmean' gives, so its gradient is 10x smaller "
         "against any other term; pass reduction='batchmean' ('mean' is no KL divergence: "
         "torch's docs)")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from memledger.doctor.analyze import diagnose
 from memledger.doctor.findings import DoctorReport, Finding, Where
-from memledger.doctor.records import span
+from memledger.doctor.records import steps_named
 from memledger.doctor.source import accumulation_line
 
 
@@ -197,8 +197,11 @@ def test_report_round_trips_through_ledger_records():
     assert DoctorReport.from_ledger_extra(Ledger.from_records(recs[:2]).extra) is None
 
 
-def test_span_reads_like_a_range():
-    assert (span([3, 1, 2]), span([1, 3]), span([2])) == ("1-3", "1, 3", "2")
+def test_steps_read_as_a_sentence_says_them():
+    """"in step 2, 3" read as a list of step 2 and something called 3."""
+    assert [steps_named(s) for s in ([3, 1, 2], [1, 3], [2, 3], [2], [1, 3, 5], [5, 1, 2])] \
+        == ["steps 1-3", "steps 1 and 3", "steps 2 and 3", "step 2", "steps 1, 3 and 5",
+            "steps 1, 2 and 5"]
 
 
 def test_a_dead_penalty_per_autograd_grad_line():
@@ -215,7 +218,7 @@ def test_a_dead_penalty_per_autograd_grad_line():
                           "backward_line": 8}
     assert f.message.startswith("a loss term made from torch.autograd.grad() without "
                                 "create_graph=True (line 4) was added to the loss at line 6 "
-                                "and backpropagated at line 8, in step 1, 2:")
+                                "and backpropagated at line 8, in steps 1 and 2:")
 
 
 def test_a_parameter_of_no_module_reached_by_backward():
@@ -245,7 +248,7 @@ def test_a_first_step_that_builds_state_is_no_no_update():
     # never moved in the steps seen (AdaShift's first 10): still a warning, its cause said
     (f,) = _no_update_after(built, later_updated=0)
     assert f.message == (
-        "optimizer.step() changed no trainable parameter in step 1, 2 although 1 had "
+        "optimizer.step() changed no trainable parameter in steps 1 and 2 although 1 had "
         "gradients (each step wrote only the optimizer's own state: one that gathers "
         "statistics before its first update? run more steps)")
     # a step that wrote nothing and built nothing: the old guess
