@@ -7,7 +7,8 @@ frames in, seeded, tiny, nothing downloaded.
 
     python tests/clients/train_speech.py --steps 3 --model conformer
     memledger trace tests/clients/train_speech.py --steps 2 -o s.ledger -- --model nystrom
-    memledger compare tests/clients/train_speech.py -p 'checkpoint:encoder.layers.*' -- --model conformer
+    memledger compare tests/clients/train_speech.py -p 'checkpoint:encoder.stack.layers.*' -- \
+        --model conformer
 
 Models (`--model`): `conformer` (`Conformer(dim, depth, ...)`: the stack the README
 builds, or its blocks called one by one with `--mask`, as `ConformerBlock(x, mask=...)`
