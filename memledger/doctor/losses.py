@@ -7,8 +7,8 @@ memledger/trace/doctor_losses.py). broadcast_target: an elementwise loss (mse, l
 l1, huber) whose input and target broadcast to more elements than either holds, `(N, 1)`
 against `(N,)` (Note [A loss that broadcasts its target] there). Both errors: the loss
 is not the one meant, at every step, and the training runs on without a sign but a
-warning torch prints once. not_log_probs: nll_loss or kl_div given values that are no
-log-probabilities (a positive value: raw logits, or probabilities), read from the values
+warning torch prints once. not_log_probs: nll_loss, kl_div or ctc_loss given values that
+are no log-probabilities (a positive value: raw logits, or probabilities), read from the values
 (Note [Values that are no log-probabilities] there); an error. kl_div_mean: kl_div between
 distributions with reduction='mean', the KL divided by the classes too (Note [kl_div's
 reduction='mean'] there); a warning.
@@ -144,7 +144,8 @@ def not_log_probs(run: Run) -> list[Finding]:
         shape, classes = _shape(first.get("shape", [])), int(first.get("classes", 0))
         dim = int(first.get("dim", 1))
         dim_s = "-1" if dim == len(first.get("shape", [])) - 1 and dim > 1 else str(dim)
-        never = "nll_loss on log-probabilities" if fn == "nll_loss" else "a KL divergence"
+        never = {"nll_loss": "nll_loss on log-probabilities",
+                 "ctc_loss": "CTC on log-probabilities"}.get(fn, "a KL divergence")
         its = " as its input" if fn == "kl_div" else ""
         if kind == "probabilities":
             summing = (f", each row of its {classes} classes summing to 1"
@@ -152,7 +153,13 @@ def not_log_probs(run: Run) -> list[Finding]:
                        f", over {classes} classes")
             said = (f"probabilities{its} (shape "
                     f"{shape}, values in [{first['min']:.3g}, {first['max']:.3g}]{summing})")
-            if fn == "nll_loss":
+            if fn == "ctc_loss":
+                does = ("ctc_loss takes log-probabilities (T, N, C): on probabilities it "
+                        "sums exp(p) over the alignments, another quantity" +
+                        _reads(first, never) + ", and its backward is the gradient of "
+                        "log-softmaxed input, not of that loss")
+                fix = f"pass logits.log_softmax({dim_s}) in place of the softmax"
+            elif fn == "nll_loss":
                 does = ("nll_loss takes log-probabilities: on probabilities it computes -p, "
                         "not -log p" + _reads(first, never))
                 fix = ("pass torch.log(probs) (probs.clamp_min(1e-12).log()), or the logits to "
@@ -170,7 +177,14 @@ def not_log_probs(run: Run) -> list[Finding]:
                     f"{classes} classes the rows' logsumexp ranges over "
                     f"[{first['lse_min']:.3g}, {first['lse_max']:.3g}], not 0, and values "
                     f"reach {first['max']:.3g}, where log-probabilities are <= 0)")
-            if fn == "nll_loss":
+            if fn == "ctc_loss":
+                does = ("ctc_loss takes log-probabilities (T, N, C) and returns -log of a sum "
+                        "over the alignments of exp(the summed values), so on logits it "
+                        "is no likelihood" + _reads(first, never) + ", and its backward is "
+                        "the gradient of log-softmaxed input, not of that loss")
+                fix = (f"pass logits.log_softmax({dim_s}) (as a CTC head does before the "
+                       "loss)")
+            elif fn == "nll_loss":
                 does = ("nll_loss takes log-probabilities and returns minus the target's "
                         "value, so on logits it is unbounded below and training drives the "
                         "targets' logits to +inf" + _reads(first, never))

@@ -98,6 +98,18 @@ Not a finding, each a legitimate input that is no log-softmax, or one that canno
 Named though perhaps meant: a class-conditional log-density given to nll_loss (a flow per
 class, whose log p(x | y) can exceed 0): its -log p(x | y) is unbounded below as well.
 
+`F.ctc_loss` (`nn.CTCLoss`) takes log-probabilities too, (T, N, C) or (T, C) with the
+classes last: a speech recognizer's head is `logits.log_softmax(-1)`, and with it
+forgotten (`F.ctc_loss(logits.transpose(0, 1), ...)`) or a `softmax` in its place nothing
+fails: the loss is -log of a sum over alignments of exp(sum of the values), which on raw
+logits reads below 0 (-3.47 at the first step of a Linear(8, 6) over 16 frames) and on
+probabilities trains on another quantity (-4.66 there); torch's backward then returns the
+gradient it would for log-softmaxed input (exp(input) - the alignments' posterior), no
+gradient of the loss it printed. Its values are read as nll_loss's are, over every class
+row (no target per row to skip), and whatever made them: a softmax's output is
+`probabilities` here, not `double_activation` (whose row check reads dimension 1), and
+`reduction='none'` is read too (per-utterance CTC losses are the same wrong quantity).
+
 # Note [kl_div's reduction='mean']
 `F.kl_div(..., reduction='mean')`, `nn.KLDivLoss`'s default, divides the summed KL by
 every element, N * C, not by the N rows: the value is the KL / C, and its gradient is C
@@ -148,7 +160,7 @@ _Tensor = torch.Tensor
 
 # losses that take logits / log-probabilities, and the position of their input
 _LOGIT_LOSSES = frozenset({"cross_entropy", "binary_cross_entropy_with_logits", "nll_loss",
-                           "kl_div"})
+                           "kl_div", "ctc_loss"})
 _ELEMENTWISE = frozenset({"mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss"})
 # graph nodes that move values without changing them (names without the trailing number)
 _PASS = frozenset({"ViewBackward", "UnsafeViewBackward", "ReshapeAliasBackward",
@@ -451,6 +463,21 @@ def _nll_input(inp: _Tensor, target: Any, ignore: int, reduction: str,
     return _pending(inp, rec) if kind == "logits" else rec
 
 
+def _ctc_input(inp: _Tensor, out: Any) -> dict[str, Any] | None:
+    """`ctc_loss`'s log_probs, (T, N, C) or (T, C): the classes last (Note [Values that
+    are no log-probabilities])."""
+    dim = inp.dim() - 1
+    classes = int(inp.shape[dim])
+    tol = _tol(inp)
+    if classes < 2 or not float(_head(inp).detach().float().amax()) > tol:
+        return None   # every value <= 0: log-probabilities
+    rows = _head(inp).detach().float().reshape(-1, classes)
+    lo, hi = torch.aminmax(rows)
+    kind = "probabilities" if float(lo) >= -tol and float(hi) <= 1 + tol else "logits"
+    rec = _rows_seen(inp, dim, rows, kind, "ctc_loss", out)
+    return _pending(inp, rec) if kind == "logits" else rec
+
+
 def _kl_inputs(func, args: tuple, kwargs: dict, reduction: str,
                out: Any) -> list[dict[str, Any]]:
     b = _bound(func, args, kwargs)
@@ -509,10 +536,14 @@ def loss_inputs(fn: str, func, args: tuple, kwargs: dict, target: Any, ignore: i
         inp = _operands(fn, args, kwargs)[0]
         if isinstance(inp, _Tensor) and inp.grad_fn is not None:
             made = _made_by(inp)
-        twice = activation_twice(fn, args, kwargs, out, made)
+        twice = activation_twice(fn, args, kwargs, out, made) if fn != "ctc_loss" else None
         if twice is not None:
             found.append({"k": "double_activation", **twice})
-        if made is None and fn == "nll_loss" and isinstance(inp, _Tensor) and \
+        if fn == "ctc_loss":   # its values whatever made them: a softmax's included
+            if isinstance(inp, _Tensor) and inp.is_floating_point() and inp.dim() > 0 \
+                    and inp.numel() > 0 and (rec := _ctc_input(inp, out)) is not None:
+                found.append(rec)
+        elif made is None and fn == "nll_loss" and isinstance(inp, _Tensor) and \
                 inp.is_floating_point() and inp.dim() > 0 and inp.numel() > 0:
             rec = _nll_input(inp, target, ignore, reduction, out)
             if rec is not None:

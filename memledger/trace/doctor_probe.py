@@ -138,7 +138,7 @@ _VALUE_LOSSES = {f: f.__name__ for f in (
     F.mse_loss, F.l1_loss, F.smooth_l1_loss, F.huber_loss, F.binary_cross_entropy,
     F.binary_cross_entropy_with_logits, F.kl_div, F.cosine_embedding_loss,
     F.margin_ranking_loss, F.hinge_embedding_loss, F.soft_margin_loss,
-    F.multilabel_soft_margin_loss, F.poisson_nll_loss, F.gaussian_nll_loss)}
+    F.multilabel_soft_margin_loss, F.poisson_nll_loss, F.gaussian_nll_loss, F.ctc_loss)}
 _LOSSES.update(_VALUE_LOSSES)
 # a logsumexp normalises what it is taken of (Note [Values that are no log-probabilities]
 # in doctor_losses.py): looked up with the losses, so other ops pay nothing more

@@ -13,6 +13,8 @@
     python loss_inputs.py --bug kl_probs        # F.kl_div(log_probs.exp(), soft): probabilities
     python loss_inputs.py --bug kl_logits       # F.kl_div(logits, soft)
     python loss_inputs.py --bug kl_mean         # nn.KLDivLoss() (reduction='mean') on rows
+    python loss_inputs.py --bug ctc_logits      # nn.CTCLoss() on the frames' logits
+    python loss_inputs.py --bug ctc_softmax     # F.ctc_loss(frames.softmax(-1), ...)
     python loss_inputs.py --bug ...  --fixed    # the same loop, the loss given what it takes
 
     python loss_inputs.py --form F              # correct forms that must draw nothing:
@@ -33,7 +35,8 @@
     summed by hand), kl_pointwise (a Bernoulli term per output, 'mean'); the reduction
     however passed: pairwise_legacy (reduce=False: 'none'), pairwise_positional
     (F.mse_loss(a, b, None, None, 'none')), kl_legacy_sum (size_average=False: 'sum'),
-    kl_positional (F.kl_div(lp, q, None, None, 'batchmean'))
+    kl_positional (F.kl_div(lp, q, None, None, 'batchmean')); ctc (F.ctc_loss on the frames'
+    log_softmax, reduction='none'), ctc_bf16 (the same in bfloat16)
 """
 import argparse
 
@@ -43,13 +46,13 @@ from torch import nn
 
 BUGS = ["softmax_ce", "softmax_module", "sigmoid_bce", "softmax_nll", "mse_broadcast",
         "l1_module", "huber_broadcast", "nll_logits", "nll_module", "kl_probs", "kl_logits",
-        "kl_mean"]
+        "kl_mean", "ctc_logits", "ctc_softmax"]
 FORMS = ["distill", "soft_targets", "smoothing", "log_nll", "log_ce", "log_probs", "bce",
          "row_target", "scalar_target", "pairwise", "lm", "eval", "nll_subset",
          "nll_logsigmoid", "nll_gather", "hand_ce", "hand_ce_lse_first", "nll_ignore",
          "nll_weighted", "nll_bf16", "nll_mixture", "kl_log_target", "kl_none_sum",
          "kl_pointwise", "pairwise_legacy", "pairwise_positional", "kl_legacy_sum",
-         "kl_positional"]
+         "kl_positional", "ctc", "ctc_bf16"]
 p = argparse.ArgumentParser()
 p.add_argument("--bug", choices=BUGS)
 p.add_argument("--form", choices=FORMS)
@@ -74,7 +77,16 @@ opt = torch.optim.Adam([*model.parameters(), *(lm_head.parameters() if ARGS.form
                                                 else ())], lr=1e-3)
 criterion = {"softmax_module": nn.CrossEntropyLoss(), "sigmoid_bce": nn.BCEWithLogitsLoss(),
              "l1_module": nn.L1Loss(), "nll_module": nn.NLLLoss(ignore_index=-1),
-             "kl_mean": nn.KLDivLoss(reduction="batchmean" if FIXED else "mean")}.get(BUG)
+             "kl_mean": nn.KLDivLoss(reduction="batchmean" if FIXED else "mean"),
+             "ctc_logits": nn.CTCLoss()}.get(BUG)
+
+
+def ctc(loss, frames: torch.Tensor, **kw) -> torch.Tensor:
+    """A CTC loss over the batch's 8 rows read as 4 frames of 2 utterances (T, N, C), blank
+    0, the targets' symbols 1..C-1."""
+    targets = torch.tensor([[1, 2], [3, 0]])
+    return loss(frames.view(4, 2, C), targets, torch.tensor([4, 4]), torch.tensor([2, 1]),
+                **kw)
 
 
 def loss_of(x, y, t):
@@ -101,6 +113,10 @@ def loss_of(x, y, t):
     if BUG == "nll_module":
         y = torch.where(torch.arange(N) < 6, y, -1)   # two padding rows
         return criterion(F.log_softmax(out, 1) if FIXED else out, y)
+    if BUG == "ctc_logits":
+        return ctc(criterion, F.log_softmax(out, -1) if FIXED else out)
+    if BUG == "ctc_softmax":
+        return ctc(F.ctc_loss, out.log_softmax(-1) if FIXED else out.softmax(-1))
     soft = F.softmax(teacher(x) / 2.0, -1)
     if BUG == "kl_probs":
         log_probs = F.log_softmax(out / 2.0, -1)
@@ -186,6 +202,10 @@ def loss_of(x, y, t):
         return F.kl_div(F.log_softmax(out, -1), soft, size_average=False) / N
     if form == "kl_positional":
         return F.kl_div(F.log_softmax(out, -1), soft, None, None, "batchmean")
+    if form == "ctc":
+        return ctc(F.ctc_loss, F.log_softmax(out, -1), reduction="none").mean()
+    if form == "ctc_bf16":
+        return ctc(F.ctc_loss, F.log_softmax(out.bfloat16() * 8, -1).float())
     if form == "eval":
         with torch.no_grad():
             F.cross_entropy(torch.softmax(model(x), -1), y)

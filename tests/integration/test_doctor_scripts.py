@@ -287,6 +287,18 @@ BUGS = [
      ["F.kl_div was given values that are no log-probabilities as its input",
       "linear in the input", "the target stays probabilities"],
      "return F.kl_div(F.log_softmax(out, -1) if FIXED else out, soft, reduction=\"batchmean\")"),
+    # ... and a CTC head's loss given the frames' logits, or their softmax (once no
+    # finding: ctc_loss was not watched)
+    ("loss_inputs.py", ["--bug", "ctc_logits"], "not_log_probs", "error",
+     ["nn.CTCLoss (F.ctc_loss) was given values that are no log-probabilities (shape "
+      "(4, 2, 10): over its 10 classes", "(it reads -2.284, below 0, which CTC on "
+      "log-probabilities never is)", "pass logits.log_softmax(-1)"],
+     "return loss(frames.view(4, 2, C), targets, torch.tensor([4, 4]), torch.tensor([2, 1]),"),
+    ("loss_inputs.py", ["--bug", "ctc_softmax"], "not_log_probs", "error",
+     ["F.ctc_loss was given probabilities (shape (4, 2, 10), values in [0.0558, 0.168], each "
+      "row of its 10 classes summing to 1)", "pass logits.log_softmax(-1) in place of the "
+      "softmax"],
+     "return loss(frames.view(4, 2, C), targets, torch.tensor([4, 4]), torch.tensor([2, 1]),"),
     ("garbage.py", ["--cycle", "frame"], "cyclic_garbage", "warning",
      ["`log_features()` and its RuntimeError's traceback", "[local 'feats']"],
      "error = str(e) if FIXED else e"),
@@ -421,9 +433,12 @@ FIXED = [("cut.py", ["--cut", c, "--fixed"]) for c in ("detach", "checkpoint")] 
     "kl_pointwise",
     # Note [A reduction however it was passed]: reduce=False is 'none' (a pairwise
     # difference: once broadcast_target), size_average=False 'sum' (no kl_div_mean)
-    "pairwise_legacy", "pairwise_positional", "kl_legacy_sum", "kl_positional")] + [
+    "pairwise_legacy", "pairwise_positional", "kl_legacy_sum", "kl_positional",
+    # CTC on log_softmax, per utterance ('none' is read too) and in bfloat16
+    "ctc", "ctc_bf16")] + [
 ] + [("loss_inputs.py", ["--bug", b, "--fixed"]) for b in (
-    "nll_logits", "nll_module", "kl_probs", "kl_logits", "kl_mean")] + [
+    "nll_logits", "nll_module", "kl_probs", "kl_logits", "kl_mean", "ctc_logits",
+    "ctc_softmax")] + [
 ] + [("updates.py", ["--bug", b, "--fixed"]) for b in ("scaler", "sched")]   # with --fixed,
 # nonfinite and zeroed run the very loop of sched (the bug flags only pick the bug)
 
