@@ -14,6 +14,7 @@ apart by the model's forward scopes). Policies and replay keep the path "".
 from __future__ import annotations
 
 import shlex
+from collections.abc import Iterable
 
 OUTSIDE_MODULES = "(script)"
 
@@ -28,8 +29,9 @@ def module_label(path: str) -> str:
     return path or OUTSIDE_MODULES
 
 
-def block_of(path: str) -> str:
-    """The repeated block a module belongs to: the path up to its first numeric part.
+def block_of(path: str, pipelines: frozenset[str] = frozenset()) -> str:
+    """The repeated block a module belongs to: the path up to its first numeric part that
+    indexes a list of blocks, not one of `pipelines` (`pipelines_of`).
 
     'blocks.0.attn.c_attn' -> 'blocks.0'; 'encoder.layers.11.ff' -> 'encoder.layers.11';
     a path with no index rolls up to its top-level module ('lm_head.proj' -> 'lm_head');
@@ -39,9 +41,28 @@ def block_of(path: str) -> str:
         return path
     parts = path.split(".") if path else []
     for i, part in enumerate(parts):
-        if part.isdigit():
+        if part.isdigit() and ".".join(parts[:i]) not in pipelines:
             return ".".join(parts[: i + 1])
     return parts[0] if parts else ""
+
+
+# Note [A numbered part that is no block]
+# `show`'s saved activations per block took a path up to its first numeric part, and a
+# Sequential of different layers is numbered too: a bare `NystromAttention` read
+# `encoder.attn.to_out.0` (its output Linear, beside a Dropout as `to_out.1`) as a block.
+# A numbered part is a block's index where the container's numbered children the trace
+# saw are all of one class (a ModuleList of layers); a container whose numbered children
+# are of several classes is a pipeline of layers, and the path reads on past it. A
+# container with one numbered child (a one-layer model) stays a list of blocks.
+def pipelines_of(classes: Iterable[tuple[str, str]]) -> frozenset[str]:
+    """The containers (module paths) whose numbered children, among `classes` ((path,
+    class name) of the modules the trace saw), are of more than one class."""
+    kinds: dict[str, set[str]] = {}
+    for path, cls in classes:
+        head, _, last = path.rpartition(".")
+        if last.isdigit() and cls:
+            kinds.setdefault(head, set()).add(cls)
+    return frozenset(c for c, k in kinds.items() if len(k) > 1)
 
 
 COMPILED = "_orig_mod"   # torch.compile's OptimizedModule holds the model under this name

@@ -6,7 +6,7 @@ import pytest
 
 from memledger.cli import main
 from memledger.errors import UnitError
-from memledger.ledger.names import block_of, module_label
+from memledger.ledger.names import block_of, module_label, pipelines_of
 from memledger.report.terminal import agreement
 from memledger.units import format_percent, parse_duration
 
@@ -58,6 +58,22 @@ def test_blocks_and_labels():
     assert block_of("") == ""
     assert block_of("(GPT2LMHeadModel.forward)") == "(GPT2LMHeadModel.forward)"   # a label
     assert module_label("") == "(script)" and module_label("fc1") == "fc1"
+
+
+def test_a_sequential_of_different_layers_is_no_list_of_blocks():
+    """Note [A numbered part that is no block]: a bare NystromAttention's `to_out` is
+    `Sequential(Linear, Dropout)`, and `show` listed `encoder.attn.to_out.0` as a block; a
+    feed-forward `Sequential(Linear, GELU, Linear)` inside each of two blocks, likewise."""
+    seen = [("encoder", "Encoder"), ("encoder.attn", "NystromAttention"),
+            ("encoder.attn.to_out.0", "Linear"), ("encoder.attn.to_out.1", "Dropout"),
+            ("layers.0", "Block"), ("layers.1", "Block"), ("layers.0.ff.0", "Linear"),
+            ("layers.0.ff.1", "GELU"), ("layers.0.ff.2", "Linear"), ("solo.0", "Block")]
+    pipes = pipelines_of(seen)
+    assert pipes == {"encoder.attn.to_out", "layers.0.ff"}
+    assert block_of("encoder.attn.to_out.0", pipes) == "encoder"
+    assert block_of("layers.0.ff.2", pipes) == "layers.0"
+    assert block_of("solo.0", pipes) == "solo.0"   # one numbered child: a one-layer list
+    assert block_of("encoder.attn.to_out.0") == "encoder.attn.to_out.0"   # no classes known
 
 
 def test_version(capsys):
