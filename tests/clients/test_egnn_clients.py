@@ -38,14 +38,11 @@ process would see (tests/clients/test_pyg_clients.py).
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
-import io
 
 import pytest
 
-from tests.clients.harness import assert_one_doctor_error, assert_pinned, on_this_cpu, run_client, \
-    run_plainly
+from tests.clients.harness import assert_one_doctor_error, assert_pinned, on_this_cpu, run_client
 
 if importlib.util.find_spec("egnn_pytorch") is None:
     pytest.skip("egnn-pytorch is not installed", allow_module_level=True)
@@ -144,13 +141,10 @@ def test_bf16_autocast_with_every_layers_coordinates():
     """bf16 autocast, the loss on every layer's coordinates (`return_coor_changes`):
     3,072 B of the bf16 matmuls' kernel scratch over the ledger, as the allocator reads
     (2,048 B on an AVX2 CPU: Note [Numbers that depend on the CPU], tests/clients/harness.py).
-    On AVX2 torch also makes a 76 B float tensor once per process, outside any op, which
-    the first pass in a process saw and the next did not (ledger 76 B over the allocator,
-    every policy 76 B over measure): the CLI runs each pass in a process of its own, where
-    both see it; here one plain run first makes it for every pass."""
+    Run first in its pytest worker, it read the ledger 76 B over the allocator and every
+    policy 76 B over measure: egnn-pytorch makes a 76 B tensor at import, which only the
+    first pass in a process saw (Note [Tensors made at import], tests/clients/harness.py)."""
     argv = ["--mode", "network", "--bf16", "--coor-changes", "--nearest", "4"]
-    with contextlib.redirect_stdout(io.StringIO()):
-        run_plainly(SCRIPT, argv)
     pols = {"checkpoint:@EGNN": on_this_cpu(bf16=531_346, avx2=527_282),
             "offload:@EGNN": on_this_cpu(bf16=472_836, avx2=431_564)}
     run = run_client(SCRIPT, argv, list(pols))
