@@ -29,9 +29,9 @@ def module_label(path: str) -> str:
     return path or OUTSIDE_MODULES
 
 
-def block_of(path: str, pipelines: frozenset[str] = frozenset()) -> str:
-    """The repeated block a module belongs to: the path up to its first numeric part that
-    indexes a list of blocks, not one of `pipelines` (`pipelines_of`).
+def block_of(path: str, no_blocks: frozenset[str] = frozenset()) -> str:
+    """The repeated block a module belongs to: the path up to its first numeric part,
+    unless that numbered module is one of `no_blocks` (`numbered_layers`).
 
     'blocks.0.attn.c_attn' -> 'blocks.0'; 'encoder.layers.11.ff' -> 'encoder.layers.11';
     a path with no index rolls up to its top-level module ('lm_head.proj' -> 'lm_head');
@@ -41,7 +41,7 @@ def block_of(path: str, pipelines: frozenset[str] = frozenset()) -> str:
         return path
     parts = path.split(".") if path else []
     for i, part in enumerate(parts):
-        if part.isdigit() and ".".join(parts[:i]) not in pipelines:
+        if part.isdigit() and ".".join(parts[: i + 1]) not in no_blocks:
             return ".".join(parts[: i + 1])
     return parts[0] if parts else ""
 
@@ -50,19 +50,26 @@ def block_of(path: str, pipelines: frozenset[str] = frozenset()) -> str:
 # `show`'s saved activations per block took a path up to its first numeric part, and a
 # Sequential of different layers is numbered too: a bare `NystromAttention` read
 # `encoder.attn.to_out.0` (its output Linear, beside a Dropout as `to_out.1`) as a block.
-# A numbered part is a block's index where the container's numbered children the trace
-# saw are all of one class (a ModuleList of layers); a container whose numbered children
-# are of several classes is a pipeline of layers, and the path reads on past it. A
-# container with one numbered child (a one-layer model) stays a list of blocks.
-def pipelines_of(classes: Iterable[tuple[str, str]]) -> frozenset[str]:
-    """The containers (module paths) whose numbered children, among `classes` ((path,
-    class name) of the modules the trace saw), are of more than one class."""
-    kinds: dict[str, set[str]] = {}
+# Blocks repeat: a numbered module is a block where a neighbouring index of the same
+# container holds a module of its class (`layers.0`, `layers.1`: two `Block`s; the
+# Blocks of `Sequential(Block, Block, LayerNorm)`), or where it is its container's only
+# numbered child (a one-layer model). One of a pipeline of different layers
+# (`Sequential(Linear, GELU, Linear)`, `Sequential(Linear, Dropout)`, that LayerNorm) is
+# none, and the path reads on past it.
+def numbered_layers(classes: Iterable[tuple[str, str]]) -> frozenset[str]:
+    """The numbered module paths, among `classes` ((path, class name) of the modules the
+    trace saw), that are no block (Note [A numbered part that is no block])."""
+    lists: dict[str, dict[int, str]] = {}
     for path, cls in classes:
         head, _, last = path.rpartition(".")
         if last.isdigit() and cls:
-            kinds.setdefault(head, set()).add(cls)
-    return frozenset(c for c, k in kinds.items() if len(k) > 1)
+            lists.setdefault(head, {})[int(last)] = cls
+    out = set()
+    for head, items in lists.items():
+        for i, cls in items.items():
+            if len(items) > 1 and cls not in (items.get(i - 1), items.get(i + 1)):
+                out.add(f"{head}.{i}" if head else str(i))
+    return frozenset(out)
 
 
 COMPILED = "_orig_mod"   # torch.compile's OptimizedModule holds the model under this name

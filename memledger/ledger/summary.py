@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Optional
 from pydantic import ConfigDict, Field
 
 from memledger.ledger.fake_info import FakeRun, fake_info
-from memledger.ledger.names import block_of, pipelines_of
+from memledger.ledger.names import block_of, numbered_layers
 from memledger.ledger.schema import CATEGORIES, SHARED_MEMORY_OP, SUMMARY_SCHEMA
 from memledger.values import Value
 
@@ -188,9 +188,9 @@ def summarize(led: Ledger, top: int = 10) -> Summary:
     by_mod = saved.groupby("saved_module")["bytes"].sum().sort_values(ascending=False)
     by_block: dict[str, int] = {}
     # Note [A numbered part that is no block] (ledger/names.py)
-    pipelines = pipelines_of(zip(led.scopes["mod"].astype(str), led.scopes["cls"]))
+    layers = numbered_layers(zip(led.scopes["mod"].astype(str), led.scopes["cls"]))
     for mod, b in zip(_calling_paths(led, saved), saved["bytes"]):
-        block = block_of(mod, pipelines)
+        block = block_of(mod, layers)
         by_block[block] = by_block.get(block, 0) + int(b)
     idle = led.idle_offenders(top)
     meas = led.measured or {"peak_bytes": 0, "source": "none"}
