@@ -16,7 +16,8 @@ local attention window, `0` no attention, `none` full attention), `--stride 1,2`
 hierarchical strides), `--merge-all` (`hierarchy_merge_all`), `--predict-all`
 (`predict_use_all_hierarchy`), `--rollouts N` (`num_rollouts`), `--no-detach`
 (`detach_summaries=False`), `--no-recon` / `--no-latent` (those loss weights 0),
-`--loss-type mse|smooth_l1`, `--flash` (`use_flash_attn`: SDPA), `--accum N`, `--amp`
+`--loss-type mse|smooth_l1`, `--flash` (`use_flash_attn`; 0.4.0 hands it to no block, so
+nothing changes), `--accum N`, `--amp`
 (bf16 autocast), `--clip`, `--generate N` (the model's own `generate` every step),
 `--validate` (a loss under no_grad each step).
 """
