@@ -43,14 +43,17 @@ def test_a_hierarchical_transformer_is_predicted_as_measured():
     """Two hierarchies (1x with full attention, 2x a feed-forward alone), one layer, 8
     tokens: checkpoint on every block, offload on the attention mixed with selective on
     every feed-forward, checkpoint on the latent dynamics (it raises the peak: its re-run
-    lands there), each predicted and measured to the byte (no kernel scratch on either
-    kind of CPU here); the doctor finds nothing on its loop."""
+    lands there), each predicted and measured to the byte; the doctor finds nothing on
+    its loop. On this session's AVX2 box no kernel scratch falls at these peaks; the
+    ledger is held to the allocator with its scratch, so a CPU whose kernels leave some
+    there still passes the first assertion."""
     argv = ["--hier", "1,2", "--windows", "none,0", "--depth", "1", "--seq-len", "8"]
     pols = {"checkpoint:@HierarchicalBlock": 749_788,
             "offload:@Attention+selective:@FeedForward": 750_400,
             "checkpoint:latent_dynamics.*": 757_000}
     run = run_client("train_sht.py", argv, list(pols))
-    assert run.ledger_peak == run.ledger.peak_with_scratch() == run.allocator_peak == 756_288
+    assert run.ledger_peak == 756_288
+    assert run.ledger.peak_with_scratch() == run.allocator_peak
     for policy, peak in pols.items():
         assert run.policies[policy].predicted == run.policies[policy].measured == peak
     assert_one_doctor_error("train_sht.py", argv, 2, None, "")
