@@ -14,15 +14,16 @@ The library's `SelfAttention.forward` detaches its `to_kv.weight` in place
 (`self.to_kv.weight.detach_()`) in the first forward that compresses memory: a checkpoint's
 re-run read that weight without requires_grad and measure refused every region around it
 (Note [A parameter's requires_grad, as the first run had it], measure/apply.py).
-The doctor finds nothing on the loop (it does not see that `to_kv.weight`, trained in the
-first optimizer step, is frozen by the forward from then on: docs/decisions.md).
+The doctor warns that the same `detach_()` freezes every memory layer's `to_kv.weight`
+after the first optimizer step that compresses memory (it said nothing before: Note [A
+parameter detached in place], trace/doctor_probe.py).
 """
 
 import importlib.util
 
 import pytest
 
-from tests.clients.harness import assert_one_doctor_error, run_client
+from tests.clients.harness import HERE, run_client
 
 if importlib.util.find_spec("compressive_transformer_pytorch") is None:
     pytest.skip("compressive-transformer-pytorch is not installed", allow_module_level=True)
@@ -35,7 +36,8 @@ def test_a_compressive_transformer_is_predicted_as_measured_past_its_detached_we
     (whole attention layers, or selectively their `SelfAttention`), the re-run now reads the
     weight as the first run did, and is measured as predicted (measure refused both
     before: "A different number of tensors was saved during the original forward and
-    recomputation"); offload of the feed-forward layers as well."""
+    recomputation"); offload of the feed-forward layers as well. The doctor's one finding is
+    that freeze, a warning."""
     pols = {"checkpoint:net.attn_layers.*": 282_380,
             "selective:@SelfAttention": 306_828,
             "offload:net.ff_layers.*": 275_440}
@@ -44,4 +46,11 @@ def test_a_compressive_transformer_is_predicted_as_measured_past_its_detached_we
     assert run.ledger.peak_with_scratch() == run.allocator_peak
     for policy, peak in pols.items():
         assert run.policies[policy].predicted == run.policies[policy].measured == peak
-    assert_one_doctor_error("train_compressive.py", [], 2, None, "")
+    from memledger.doctor.run import diagnose_in_process
+
+    report, outcome = diagnose_in_process(HERE / "train_compressive.py", [], 2)
+    assert outcome.code == 0, outcome.reason
+    assert [(f.check, f.severity) for f in report.findings] == \
+        [("detached_parameter", "warning")], [f.line() for f in report.findings]
+    assert "`net.attn_layers.0.fn.fn.to_kv.weight`, `net.attn_layers.1.fn.fn.to_kv.weight`" \
+        in report.findings[0].message
