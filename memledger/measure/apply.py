@@ -1171,7 +1171,10 @@ def _parameters_now(module: nn.Module) -> list[tuple[nn.Module, str, torch.Tenso
 def _requires_grad_now(params: list[tuple[nn.Module, str, torch.Tensor]]) -> list:
     """(leaf tensor, its requires_grad) of the region's parameters: Note [A parameter's
     requires_grad, as the first run had it]."""
-    return [(t, t.requires_grad) for _, _, t in params if t.is_leaf]
+    # plain parameters only: a tensor in their place (Opacus's `ExpandedWeight`, Note
+    # [Parameters handed in]) answers no attribute read ("Expanded Weights encountered but
+    # cannot handle function __get__"), and a subclass's flag is its own business
+    return [(t, t.requires_grad) for _, _, t in params if type(t) is nn.Parameter]
 
 
 @contextlib.contextmanager
