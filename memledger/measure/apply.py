@@ -1164,12 +1164,12 @@ def _parameters_now(module: nn.Module) -> list[tuple[nn.Module, str, torch.Tenso
 # forward and recomputation"), said as "the region's forward depends on state outside its
 # arguments ...": measure refused `checkpoint:net.attn_layers.*`, which predict priced (the
 # trace saw the first run's saves, as the script ran them). Like the tensors themselves
-# (Note [Parameters handed in]), each leaf parameter's requires_grad is put back for the
+# (Note [Parameters handed in]), each parameter's requires_grad is put back for the
 # re-run as the first run began, and restored after it: the re-run saves what the first run
 # saved, and the gradients are the script's own (the first run's graph decides which
 # gradients flow; AccumulateGrad drops one for a leaf that no longer requires it, in both).
 def _requires_grad_now(params: list[tuple[nn.Module, str, torch.Tensor]]) -> list:
-    """(leaf tensor, its requires_grad) of the region's parameters: Note [A parameter's
+    """(parameter, its requires_grad) of the region's parameters: Note [A parameter's
     requires_grad, as the first run had it]."""
     # plain parameters only: a tensor in their place (Opacus's `ExpandedWeight`, Note
     # [Parameters handed in]) answers no attribute read ("Expanded Weights encountered but

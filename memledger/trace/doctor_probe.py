@@ -1311,7 +1311,7 @@ class DoctorProbe(TorchFunctionMode):
     # projection trains in that step and never after, and the doctor said nothing (the
     # parameters read as frozen from then on, and a frozen parameter is no finding). A
     # `param_detached` record names each such parameter once, with the line and the step;
-    # doctor/params.py warns (tests/doctor/detached_param.py).
+    # doctor/params.py warns (tests/clients/test_grad_turned_off.py, the compressive tier).
     def _detached_in_place(self, p: _Tensor) -> None:
         i = self._index[id(p)]
         if i in self._detached:
