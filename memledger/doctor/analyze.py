@@ -19,6 +19,7 @@ ALL_CHECKS: tuple[CheckFn, ...] = (
     params.stale_optimizer,             # 2
     params.optimizer_reset,             # 2
     params.wasted_gradients,            # 2
+    params.detached_in_place,           # 2
     graph.grad_leak,                    # 3
     graph.mixed_gradient,               # 3
     accumulation.token_denominator,     # 4

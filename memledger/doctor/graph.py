@@ -63,6 +63,8 @@ def cut_graph(run: Run) -> list[Finding]:
             # reached by backward with None: not cut (a Function's forward runs its ops
             # under no_grad, which looks like a cut)
             c = None if i in st.get("none_grad", ()) else cut_of.get((st["step"], i))
+            if c is not None and c["op"] == "no_grad" and i in ever:
+                c = None   # Note [A no_grad read of a parameter that trains in another step]
             if c is None and (i in ever or i in st.get("routed", ())):
                 continue   # chosen by the data (above), or an unrouted expert (the probe)
             if i in st.get("none_grad", ()):
@@ -81,6 +83,21 @@ def cut_graph(run: Run) -> list[Finding]:
             g["steps"].add(st["step"])
             g["others"] = max(g["others"], len(got))
     return [_cut_finding(run, key, g) for key, g in groups.items()]
+
+
+# Note [A no_grad read of a parameter that trains in another step]
+# A parameter read under `torch.no_grad()` in a step where it got no gradient was blamed on
+# that read, even when it got gradients in other steps: compressive-transformer-pytorch's
+# memory compression (`compress_mem_fn.conv`) runs only once a segment has memory, so the
+# first segment of each batch gives it no gradient (chosen by the data, not reported), and
+# a validation pass under no_grad between batches reads it: "4 trainable parameters
+# (`...compress_mem_fn.conv.weight`, ...) got no gradient in step 3 ...: the path from the
+# loss was cut by an op under `torch.no_grad()`; run this part of the forward with grad
+# enabled" (an error, which stops `compare`), at the validation line
+# (tests/clients/train_compressive.py --validate). A forward under no_grad that really cuts
+# a parameter off the loss cuts it in every step; one that trains in another step of the
+# window is chosen by the data, with or without a no_grad read beside it. `.detach()`,
+# `.data` and the other cuts keep their blame: they sit in the training forward's path.
 
 
 # Note [A loss with no history]

@@ -5,7 +5,7 @@ whose parameters still get gradients."""
 from __future__ import annotations
 
 from memledger.doctor.findings import Finding, Where
-from memledger.doctor.records import Run, steps_named, where
+from memledger.doctor.records import Record, Run, steps_named, where
 from memledger.doctor.source import call_in_loop
 from memledger.units import format_bytes
 
@@ -208,3 +208,28 @@ def optimizer_reset(run: Run) -> list[Finding]:
                  "before the loop (unless the reset is meant, as a meta-learning inner "
                  "loop's)"),
         evidence={"steps": [s["step"] for s in reset], "params": len(st["params"])})]
+
+
+def detached_in_place(run: Run) -> list[Finding]:
+    """Parameters an optimizer holds that `.detach_()` froze mid-run (Note [A parameter
+    detached in place] in trace/doctor_probe.py): one warning per line."""
+    held = {int(i) for st in run.steps for i in st["params"]}
+    by_line: dict[tuple, list[Record]] = {}
+    for r in run.detached:
+        if any(int(i) in held for i in r["params"]):
+            by_line.setdefault((r["file"], r["line"]), []).append(r)
+    out = []
+    for recs in by_line.values():
+        idx = sorted({int(i) for r in recs for i in r["params"] if int(i) in held})
+        steps = {int(r["window"]) for r in recs}
+        out.append(Finding(
+            check="detached_parameter", severity="warning", where=where(recs[0]),
+            message=(f"{len(idx)} parameters an optimizer trains ({run.names(idx)}) were "
+                     f"detached in place (`.detach_()`) in {steps_named(steps)}: their "
+                     "requires_grad is off from then on, so they get no gradient and never "
+                     "train again; use `.detach()`, a new tensor, where "
+                     "the forward wants the weight without its gradient, or freeze them "
+                     "with requires_grad_(False) outside the forward if that is meant"),
+            evidence={"params": len(idx), "steps": sorted(steps),
+                      "bytes": run.bytes_of(idx)}))
+    return out

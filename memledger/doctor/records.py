@@ -56,6 +56,7 @@ class Run:
     not_log_probs: list[Record] = field(default_factory=list)
     kl_div_means: list[Record] = field(default_factory=list)
     rngs: list[Record] = field(default_factory=list)
+    detached: list[Record] = field(default_factory=list)   # `param_detached`
     nets: dict[int, Record] = field(default_factory=dict)
     n_steps: int = 0
     n_optimizer_steps: int = 0
@@ -72,7 +73,7 @@ class Run:
                  "double_activation": run.double_activations,
                  "broadcast_target": run.broadcasts,
                  "not_log_probs": run.not_log_probs, "kl_div_mean": run.kl_div_means,
-                 "rng": run.rngs}
+                 "rng": run.rngs, "param_detached": run.detached}
         for r in records:
             k = r.get("k")
             if k == "param":

@@ -1154,6 +1154,41 @@ def _parameters_now(module: nn.Module) -> list[tuple[nn.Module, str, torch.Tenso
             if t is not None]
 
 
+# Note [A parameter's requires_grad, as the first run had it]
+# compressive-transformer-pytorch's `SelfAttention.forward` calls `self.to_kv.weight.detach_()`
+# after its first use of the weight (the auxiliary reconstruction loss must not train it):
+# in the first training forward that compresses memory the weight goes from requiring a
+# gradient to not, for good. A checkpoint's re-run of that forward in backward then read a
+# weight without requires_grad: its linear saved other tensors than the first run's, and
+# torch's checkpoint refused ("A different number of tensors was saved during the original
+# forward and recomputation"), said as "the region's forward depends on state outside its
+# arguments ...": measure refused `checkpoint:net.attn_layers.*`, which predict priced (the
+# trace saw the first run's saves, as the script ran them). Like the tensors themselves
+# (Note [Parameters handed in]), each parameter's requires_grad is put back for the
+# re-run as the first run began, and restored after it: the re-run saves what the first run
+# saved, and the gradients are the script's own (the first run's graph decides which
+# gradients flow; AccumulateGrad drops one for a leaf that no longer requires it, in both).
+def _requires_grad_now(params: list[tuple[nn.Module, str, torch.Tensor]]) -> list:
+    """(parameter, its requires_grad) of the region's parameters: Note [A parameter's
+    requires_grad, as the first run had it]."""
+    # plain parameters only: a tensor in their place (Opacus's `ExpandedWeight`, Note
+    # [Parameters handed in]) answers no attribute read ("Expanded Weights encountered but
+    # cannot handle function __get__"), and a subclass's flag is its own business
+    return [(t, t.requires_grad) for _, _, t in params if type(t) is nn.Parameter]
+
+
+@contextlib.contextmanager
+def _requires_grad_as(flags: list[tuple[torch.Tensor, bool]]):
+    changed = [(t, t.requires_grad) for t, rg in flags if t.requires_grad != rg]
+    for t, now in changed:
+        t.requires_grad_(not now)
+    try:
+        yield
+    finally:
+        for t, now in changed:
+            t.requires_grad_(now)
+
+
 @contextlib.contextmanager
 def _parameters_as(params: list[tuple[nn.Module, str, torch.Tensor]]):
     swapped = []
@@ -1194,6 +1229,9 @@ class _Recompute:
         # made as the first run starts (checkpoint calls context_fn then): the tensors
         # the region's parameters are at that moment, Note [Parameters handed in]
         self._params = _parameters_now(module)
+        # and whether each wanted a gradient then: Note [A parameter's requires_grad, as
+        # the first run had it]
+        self._grad_flags = _requires_grad_now(self._params)
         self._counters = _batchnorm_counters(module)   # Note [BatchNorm under recompute]
 
     def __enter__(self) -> None:
@@ -1216,6 +1254,7 @@ class _Recompute:
             self._attrs = _attributes_held(self._state_parts, self._left)
         self._stack = contextlib.ExitStack()
         self._stack.enter_context(_parameters_as(self._params))
+        self._stack.enter_context(_requires_grad_as(self._grad_flags))
         self._stack.enter_context(_batchnorm_stats_frozen(self._module, self._counters))
         self._stack.enter_context(self._recompute)
 

@@ -131,6 +131,7 @@ _CUTS = {torch._C.TensorBase.detach: "detach", torch._C.TensorBase.detach_: "det
          torch._C.TensorBase.numpy: "numpy"}
 
 
+_DETACH_IN_PLACE = torch._C.TensorBase.detach_
 _AUTOGRAD_GRAD = torch.autograd.grad
 _LOSSES = {F.cross_entropy: "cross_entropy", F.nll_loss: "nll_loss"}
 # losses read for their value only (check 4's loss_not_divided): no ignored targets
@@ -364,6 +365,7 @@ class DoctorProbe(TorchFunctionMode):
         self._params: weakref.WeakValueDictionary[int, nn.Parameter] = \
             weakref.WeakValueDictionary()
         self._index: dict[int, int] = {}               # id(param) -> index in records
+        self._detached: set[int] = set()   # Note [A parameter detached in place]
         self._death: dict[int, weakref.ref] = {}       # id(param) -> ref that notes its end
         self._died: list[int] = []                     # ids of parameters gone since
         self._n_params = 0
@@ -1015,6 +1017,9 @@ class DoctorProbe(TorchFunctionMode):
         if self._in_opt and args and getattr(func, "__self__", None) is _DATA:
             self._written_through_data(args[0])
         if not self._in_opt:
+            if func is _DETACH_IN_PLACE and args and id(args[0]) in self._index and \
+                    isinstance(args[0], _Tensor) and args[0].requires_grad:
+                self._detached_in_place(args[0])   # Note [A parameter detached in place]
             cut = _CUTS.get(func)
             if cut is None:
                 owner = getattr(func, "__self__", None)
@@ -1298,6 +1303,24 @@ class DoctorProbe(TorchFunctionMode):
     # model compiled with `e3nn.util.jit.compile` (tests/clients/train_e3nn.py --compile)
     # said "the doctor could not watch the script: script raised TracingCheckError". So
     # the frame that calls the op binds no tensor: loops over arguments run in helpers.
+    # Note [A parameter detached in place]
+    # `p.detach_()` on a parameter turns its requires_grad off for good (torch's detach_ is
+    # not dispatched: only this mode sees it). compressive-transformer-pytorch's
+    # `SelfAttention.forward` calls `self.to_kv.weight.detach_()` after using the weight, in
+    # the first training forward that compresses memory: every memory layer's key/value
+    # projection trains in that step and never after, and the doctor said nothing (the
+    # parameters read as frozen from then on, and a frozen parameter is no finding). A
+    # `param_detached` record names each such parameter once, with the line and the step;
+    # doctor/params.py warns (tests/clients/test_grad_turned_off.py, the compressive tier).
+    def _detached_in_place(self, p: _Tensor) -> None:
+        i = self._index[id(p)]
+        if i in self._detached:
+            return
+        self._detached.add(i)
+        file, line = user_line(3)
+        self.records.append({"k": "param_detached", "window": self._steps + 1,
+                             "file": file, "line": line, "params": [i]})
+
     def _cut_each(self, op: str, args: tuple, kwargs: dict, in_place: bool = False) -> None:
         """`_cut` each argument that requires grad (`in_place`: but the one the op writes,
         its first), keyword arguments too (Note [Parameters handed over by keyword])."""

@@ -106,6 +106,25 @@ def test_cut_groups_parameters_by_the_op_that_cut_them():
                           "bytes_without_grad": 256 + 32, "steps": [1]}
 
 
+def test_a_no_grad_read_of_a_parameter_that_trains_in_another_step_is_no_cut():
+    """Note [A no_grad read of a parameter that trains in another step] (doctor/graph.py):
+    compressive-transformer's memory compression gets a gradient in step 1 and none in step
+    2 (its first segment has no memory); a validation under no_grad read it in window 2.
+    That read was blamed ("cut by an op under `torch.no_grad()`", an error); the same read
+    of a parameter that never trains still is."""
+    recs = [_param(0, "conv.weight"), _param(1, "head.weight"), _param(2, "enc.weight"),
+            {"k": "cut", "op": "no_grad", "window": 2, "file": "t.py", "line": 20,
+             "params": [0, 1, 2]},
+            _bw(1, 1), _step(1, [0, 1, 2], {0: 1, 1: 1}, [1]),
+            _bw(2, 2), _step(2, [0, 1, 2], {1: 1}, [2]), {"k": "end", "steps": 2}]
+    found = diagnose(recs).findings
+    assert not any("conv.weight" in f.message for f in found), [f.line() for f in found]
+    cut = [f for f in found if f.check == "cut_graph"]
+    assert len(cut) == 1 and cut[0].message.startswith(
+        "1 trainable parameters (`enc.weight`) got no gradient in step 2 while 1 others "
+        "did: the path from the loss was cut by an op under `torch.no_grad()`")
+
+
 def test_retention_bytes_per_step_and_growth(tmp_path):
     script = tmp_path / "train.py"
     script.write_text("losses = []\nfor s in range(3):\n    losses.append(loss)\n")
