@@ -250,7 +250,18 @@ def summarize(led: Ledger, top: int = 10) -> Summary:
 # shape, save 66.2 KiB each (layer 1's 8 KiB of tanh output counted in layer 0). A save
 # in such a module is given the path of its call's place: the second path (the ledger's
 # `aliases` record) under the module whose call encloses the save; the per-module table
-# still names the module once, by its name.
+# still names the module once, by its name. The model itself can be that caller:
+# feedback-transformer-pytorch registers one key/value `nn.Linear` as every layer's
+# attention's `to_kv` and as the model's `shared_kv_proj`, and calls it from its own
+# forward on the layers' weighted sum for the memory; those saves (2 x 256 B on
+# tests/clients/train_feedback.py `--length 4`) read as `layers.0`'s (13,660 B against
+# layer 1's 13,148 B, the two layers alike) until the path held by the model (no dot:
+# `shared_kv_proj`) was picked for a call from the model's own forward. The caller is the
+# innermost call around the shared module's call, not around the save's event: a scope's
+# last event is its successor's first, so the save at the shared module's first event sat
+# in the module called just before it too (tests/clients/train_shared_proj.py: block 1's
+# `norm`, 18-19, and its `proj`, 19-21, the save at 19), read as that module's caller, and
+# the save fell back to the first path: block 1's 128 B in `blocks.0`.
 def _calling_paths(led: Ledger, saved: pd.DataFrame) -> list[str]:
     """Each saved row's module path, a shared module's save under the path of the place
     that called it (Note [A shared module's saves, by the block that called it])."""
@@ -268,12 +279,27 @@ def _calling_paths(led: Ledger, saved: pd.DataFrame) -> list[str]:
     for i, (m, ev) in enumerate(zip(mods, saved["saved_ev"].to_numpy(np.int64))):
         if m not in others or ev < 0:
             continue
-        around = (ev0 <= ev) & (ev1 >= ev) & (paths != m)
-        if not around.any():
+        own = np.flatnonzero((paths == m) & (ev0 <= ev) & (ev1 >= ev))
+        if not len(own):
             continue
-        caller = paths[around][np.argmax(ev0[around])]   # the innermost call around it
-        mods[i] = next((a for a in others[m] if a.startswith(caller + ".")), m)
+        call = own[np.argmax(ev0[own])]                  # the shared module's call that saved
+        around = np.flatnonzero((ev0 <= ev0[call]) & (ev1 >= ev1[call]) & (paths != m))
+        if not len(around):
+            continue
+        # the innermost call around that call: the shortest; of equal ones the first
+        # recorded, the inner (a call is recorded as it returns)
+        caller = paths[around[np.argmin(ev1[around] - ev0[around])]]
+        mods[i] = _path_under(caller, [m, *others[m]])
     return mods
+
+
+def _path_under(caller: str, paths: list[str]) -> str:
+    """Of a shared module's paths (its first one first), the one the module `caller` holds
+    it by: a child of `caller` (the model itself is `caller` '': a path with no dot), else
+    one below `caller`, else the first."""
+    child = next((p for p in paths if p.rpartition(".")[0] == caller), None)
+    below = next((p for p in paths if caller and p.startswith(caller + ".")), None)
+    return child or below or paths[0]
 
 
 def _shared_input(led: Ledger, ev: int) -> SharedInput | None:

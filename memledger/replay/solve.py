@@ -214,7 +214,11 @@ def _cheapest_then_lowest(total: np.ndarray, over: np.ndarray) -> int:
     """Index of the cheapest; among equal costs (identical blocks offloaded at [0-2] or
     [1-3]: the same sum to the last bit, or to summation order) the one whose highest
     column sits lowest under its cap, which is the lower peak (peak = budget + over)."""
-    tie = total <= total.min() * (1 + 1e-12) + 1e-18
+    # a tolerance of |min|: the cost model can price an option below nothing (an offload at
+    # -3.7 ms on tests/clients/train_feedback.py, from a busy machine's calibration), and
+    # `min * (1 + 1e-12)` of a negative min lies below it: no candidate, argmin of nothing,
+    # `plan` exit 70
+    tie = total <= total.min() + abs(total.min()) * 1e-12 + 1e-18
     cand = np.flatnonzero(tie)
     return int(cand[np.argmin(over[cand])])
 

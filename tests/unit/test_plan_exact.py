@@ -206,6 +206,19 @@ def test_equal_costs_go_to_the_lower_peak(method):
     assert total == 5e-3 and list(choice) == [1, 0]
 
 
+@pytest.mark.parametrize("method", ["dp", "exhaustive"])
+def test_the_cheapest_is_found_when_it_costs_less_than_nothing(method):
+    # the cost model prices an offload at -3.7 ms (feedback-transformer-pytorch's tiny
+    # saves, tests/clients/train_feedback.py): the tie test `total <= min * (1 + 1e-12)`
+    # held for no total when min < 0, and `plan` died in argmin of nothing (exit 70)
+    delta = np.array([[[0, 0], [-300, -50]],
+                      [[0, 0], [-100, -60]]])
+    cost = np.array([[0.0, -3.7e-3], [0.0, 5e-3]])
+    cap = np.array([-80, 0])
+    choice, total = solve(delta, cost, cap, method=method, merge=False)
+    assert total == -3.7e-3 and list(choice) == [1, 0]
+
+
 def test_plan_pays_the_checkpointed_steps_own_cost_once_and_stays_exact():
     """Note [A checkpointed step's own cost]: a step that re-runs any block pays a fixed
     cost once, so block costs no longer simply add. 30,000 ns here: at a loose budget the
