@@ -30,7 +30,7 @@ import importlib.util
 
 import pytest
 
-from tests.clients.harness import assert_one_doctor_error, run_client
+from tests.clients.harness import assert_one_doctor_error, on_this_cpu, run_client
 
 if importlib.util.find_spec("feedback_transformer_pytorch") is None:
     pytest.skip("feedback-transformer-pytorch is not installed", allow_module_level=True)
@@ -50,14 +50,17 @@ def test_a_feedback_transformer_is_predicted_as_measured_and_its_shared_kv_saves
     `shared_kv_proj` 512 B (Note [A shared module's saves, by the block that called it],
     ledger/summary.py)."""
     argv = ["--length", "4", "--carry"]
-    pols = {"checkpoint:layers.*.1": 167_172,
-            "offload:layers.0.0.fn.fn.to_kv": 166_916,
-            "selective:@Attention": 167_172}
+    # 12 B of kernel scratch in each policy's peak on the AVX2 box they were measured on
+    # (Note [Numbers that depend on the CPU], tests/clients/harness.py)
+    pols = {"checkpoint:layers.*.1": on_this_cpu(avx2=167_172),
+            "offload:layers.0.0.fn.fn.to_kv": on_this_cpu(avx2=166_916),
+            "selective:@Attention": on_this_cpu(avx2=167_172)}
     run = run_client("train_feedback.py", argv, list(pols), steps=1)
     assert run.ledger_peak == 167_160
     assert run.ledger.peak_with_scratch() == run.allocator_peak
     for policy, peak in pols.items():
-        assert run.policies[policy].predicted == run.policies[policy].measured == peak
+        assert run.policies[policy].predicted == run.policies[policy].measured
+        assert peak is None or run.policies[policy].measured == peak
     blocks = run.summary.activations.by_block
     assert (blocks["layers.0"], blocks["layers.1"]) == (13_148, 13_148)
     assert blocks["shared_kv_proj"] == 2 * 2 * 2 * 16 * 4 == 512
