@@ -125,7 +125,8 @@ def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--steps", type=int, default=3)
     p.add_argument("--mode", default="cnn", choices=["cnn", "vit"])
-    p.add_argument("--prune", default="before", choices=["before", "between", "dg", "sparse", "none"])
+    p.add_argument("--prune", default="before",
+                   choices=["before", "between", "dg", "sparse", "none"])
     p.add_argument("--pruner", default="groupnorm", choices=["groupnorm", "bnscale"])
     p.add_argument("--imp", default="magnitude", choices=["magnitude", "taylor", "lamp", "random"])
     p.add_argument("--ratio", type=float, default=0.5)
@@ -181,7 +182,8 @@ def main() -> None:
 
     def prune_once() -> None:
         if args.prune == "dg":
-            dg = tp.DependencyGraph().build_dependency(model, example_inputs=example_inputs)
+            kw_dg = {"unwrapped_parameters": [(model.pos, 2)]} if args.mode == "vit" else {}
+            dg = tp.DependencyGraph().build_dependency(model, example_inputs, **kw_dg)
             layer = model.stem[0] if args.mode == "cnn" else model.blocks[0].mlp[0]
             group = dg.get_pruning_group(layer, tp.prune_conv_out_channels
                                          if args.mode == "cnn" else tp.prune_linear_out_channels,
