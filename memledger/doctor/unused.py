@@ -35,10 +35,9 @@ def unused_graph(run: Run) -> list[Finding]:
         var = r.get("var", "")
         # Note [Calls no variable names]: one finding per line for those
         groups.setdefault((r.get("file", ""), r.get("line", 0), var,
-                           r.get("cls", "") if var else "", r.get("via", ""),
-                           r.get("ran_by", "")), []).append(r)
+                           r.get("cls", "") if var else "", r.get("via", "")), []).append(r)
     out = []
-    for (_, line, var, _, _, _), recs in groups.items():
+    for (_, line, var, _, _), recs in groups.items():
         steps = sorted({int(r["step"]) for r in recs})
         n = len(recs)
         counts: dict[str, int] = {}
@@ -55,6 +54,8 @@ def unused_graph(run: Run) -> list[Finding]:
             f"modules no variable of the script names ({listed})")
         via = recs[0].get("via", "")   # Note [A library's call no backward used]
         # Note [A library's own forward from the script's line] (trace/doctor_unused.py)
+        # (one line's calls, run from several lines of one library, as TabNet's `explain`
+        # runs its transformers: one finding, naming the first)
         ran_by = "" if via else recs[0].get("ran_by", "")
         head = (f"{who} ran {n} forward{'s' if n != 1 else ''} under gradients in step "
                 f"{span(steps)} whose graph no backward used"
