@@ -14,7 +14,8 @@ Measured (`tests/clients/harness.py run_client`, the helper hunt48b, 2026-12-07,
   scratch = 290,584 B; `checkpoint:blocks.*` 208,216 B, `offload:blocks.0+selective:
   blocks.1.attn` 227,736 B, `offload:@Attention` 220,952 B. 2 steps: 324,900 + 2,752 B;
   245,284, 264,804 and 258,020 B. The pruner, kept by the script,
-  keeps the unpruned parameters too (78,248 B of the 96,680 B of parameters at the peak).
+  keeps the unpruned parameters too (96,680 B of parameters at the peak, 18,472 B of them
+  the model's).
 - `--mode vit` (heads kept, dims pruned): 370,532 + 2,752 B; `checkpoint:blocks.*`
   281,068 B, `offload:@Attention` 291,492 B, `selective:blocks.1.mlp` 382,692 B.
 - `--mode cnn --prune between` (3 steps): 1,007,648 B + 74,752 B of conv scratch;
