@@ -118,11 +118,7 @@ def stale_optimizer(run: Run) -> list[Finding]:
     are in no optimizer: it was built on the model's old parameters (the model rebuilt,
     deep-copied, or converted by `.to()` into new Parameter objects after the optimizer was
     made), so the model never trains."""
-    # by a backward whose gradients a step used (Note [A backward no step used, for its
-    # gradients' own sake]); all of them where no step names its backward passes
-    used = {n for st in run.steps for n in (*st.get("bw", ()), *st.get("reeval", ()))}
-    reached = {i for b in run.backwards if not used or b.get("n") in used
-               for i in b.get("reached", ())}
+    reached = {i for b in run.backwards for i in b.get("reached", ())}
     if not reached:
         return []
     held = {i for st in run.steps for i in st["params"]}
