@@ -35,7 +35,7 @@ the pruner steps, as the README's Taylor example: the gradients are zeroed after
 `--ratio R` (`pruning_ratio`), `--heads-ratio R` (`vit`: `prune_num_heads=True`,
 `head_pruning_ratio=R`), `--global` (`global_pruning`), `--round-to N`, `--interactive`
 (`pruner.step(interactive=True)`, each group pruned by hand), `--sgd` (SGD with momentum
-instead of AdamW), `--accum N`, `--collect` (`gc.collect()` after pruning before the loop:
+instead of AdamW), `--accum N`, `--ch C` (`cnn`'s channels), `--collect` (`gc.collect()` after pruning before the loop:
 the dependency graph's reference cycle holds the example forward's graph till then).
 """
 
