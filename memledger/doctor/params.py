@@ -70,7 +70,11 @@ def optimizer_membership(run: Run) -> list[Finding]:
     # Trainable parameters of a model the optimizers train (same root) that none holds,
     # and that a backward gave a gradient (Note [Parameters no optimizer holds])
     roots = {run.params[i].get("root") for i in owners if i in run.params}
-    reached = {i for b in run.backwards for i in b.get("reached", ())}
+    # by a backward whose gradients a step used (Note [A backward no step used, for its
+    # gradients' own sake]); all of them where no step names its backward passes
+    used = {n for st in run.steps for n in (*st.get("bw", ()), *st.get("reeval", ()))}
+    reached = {i for b in run.backwards if not used or b.get("n") in used
+               for i in b.get("reached", ())}
     orphans = [i for i, p in run.params.items()
                if p.get("trainable") and i not in owners and p.get("root") in roots
                and p.get("root") is not None and i in reached]
@@ -94,6 +98,19 @@ def optimizer_membership(run: Run) -> list[Finding]:
 # parameters ... get gradients but never change" (tests/clients/train_sb3.py --mode sac;
 # TD3: 18, with `actor_target`). Its `requires_grad` costs nothing, and adding it to an
 # optimizer would be the bug. So only the parameters some backward reached count.
+
+
+# Note [A backward no step used, for its gradients' own sake]
+# A backward a script runs for its gradients, not for a step, reaches parameters that no
+# optimizer need hold: torch-pruning's Taylor importance (`GroupTaylorImportance`) reads
+# each weight's `.grad` from a loss's backward run before `pruner.step()`, which then
+# replaces the pruned layers' parameters with smaller ones; the optimizer is made after,
+# on the new ones. The replaced parameters (the pruner's graph keeps them alive) were read
+# as the model's, "16 trainable parameters (`stem.0.weight`, `stem.1.weight`, `stem.1.bias`
+# and 13 more) are in no optimizer: ... add them to the optimizer" (tests/clients/
+# train_pruning.py --imp taylor --collect; 39,872 B, none of them the model's any more).
+# A parameter counts where a backward whose gradients some step used reached it: a head
+# left out of the optimizer is reached by every training backward, so still found.
 
 
 def stale_optimizer(run: Run) -> list[Finding]:

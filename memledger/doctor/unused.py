@@ -53,18 +53,33 @@ def unused_graph(run: Run) -> list[Finding]:
             if owner else f"a `{cls}`" if len(counts) == 1 else
             f"modules no variable of the script names ({listed})")
         via = recs[0].get("via", "")   # Note [A library's call no backward used]
+        # Note [A library's own forward from the script's line] (trace/doctor_unused.py)
+        # (one line's calls, run from several lines of one library, as TabNet's `explain`
+        # runs its transformers: one finding, naming the first)
+        ran_by = "" if via else recs[0].get("ran_by", "")
+        head = (f"{who} ran {n} forward{'s' if n != 1 else ''} under gradients in "
+                f"{steps_named(steps)} whose graph no backward used"
+                + (f", called by {via}" if via else "")
+                + (f", run by {ran_by} from this line" if ran_by else "") + ": autograd kept "
+                f"what {'they' if n != 1 else 'it'} saved for backward until the graph was "
+                "dropped (")
+        if ran_by:
+            tail = ("the library's own forward: a tracer that reads the graph, a shape "
+                    "check?); where it needs no graph, run the line under torch.no_grad(); "
+                    "where it reads the graph, let go of what it returned once done (call "
+                    "gc.collect() then, in case a reference cycle holds it), or tell its "
+                    "authors")
+        else:
+            tail = (("the library's own call: a shape check or a warm-up?" if via else
+                     "an evaluation or logging forward?")
+                    + "); run it under torch.no_grad() or torch.inference_mode()"
+                    + (" where the library lets you, or tell its authors" if via else ""))
         out.append(Finding(
             check="unused_graph", severity="warning", where=where(recs[0]),
-            message=(f"{who} ran {n} forward{'s' if n != 1 else ''} under gradients in "
-                     f"{steps_named(steps)} whose graph no backward used"
-                     + (f", called by {via}" if via else "") + ": autograd kept what "
-                     f"{'they' if n != 1 else 'it'} saved for backward until the graph was "
-                     "dropped (" + ("the library's own call: a shape check or a warm-up?"
-                                    if via else "an evaluation or logging forward?")
-                     + "); run it under torch.no_grad() or torch.inference_mode()"
-                     + (" where the library lets you, or tell its authors" if via else "")),
+            message=head + tail,
             evidence={"calls": n, "steps": steps, "var": var, "cls": cls,
                       **({"owner": owner} if owner else {}),
                       "training": any(r.get("training") for r in recs),
-                      **({"via": via} if via else {})}))
+                      **({"via": via} if via else {}),
+                      **({"ran_by": ran_by} if ran_by else {})}))
     return out

@@ -213,14 +213,23 @@ def _exhaustive(d: np.ndarray, cost: np.ndarray, cap: np.ndarray):
 def _cheapest_then_lowest(total: np.ndarray, over: np.ndarray) -> int:
     """Index of the cheapest; among equal costs (identical blocks offloaded at [0-2] or
     [1-3]: the same sum to the last bit, or to summation order) the one whose highest
-    column sits lowest under its cap, which is the lower peak (peak = budget + over)."""
-    # a tolerance of |min|: the cost model can price an option below nothing (an offload at
-    # -3.7 ms on tests/clients/train_feedback.py, from a busy machine's calibration), and
-    # `min * (1 + 1e-12)` of a negative min lies below it: no candidate, argmin of nothing,
-    # `plan` exit 70
-    tie = total <= total.min() + abs(total.min()) * 1e-12 + 1e-18
+    column sits lowest under its cap, which is the lower peak (peak = budget + over).
+    A cost may be negative (an offload predicted to save time): the tolerance is relative
+    to the cost's size, so the cheapest ties with itself (Note [A negative cost])."""
+    low = total.min()
+    tie = total <= low + abs(low) * 1e-12 + 1e-18
     cand = np.flatnonzero(tie)
     return int(cand[np.argmin(over[cand])])
+
+
+# Note [A negative cost]
+# A policy's added time is the cost model's prediction, which may be below zero: an
+# offload whose copies it reads as cheaper than the allocations it spares (a pruned ViT's
+# `offload:@Attention`, -1 ms/step predicted, tests/clients/train_pruning.py --mode vit
+# --heads-ratio 0.5 --collect). The tie test read `total <= min * (1 + 1e-12) + 1e-18`:
+# for a negative minimum that bound lies below the minimum itself, no option tied, and
+# `plan --budget 80%` stopped with an internal error ("attempt to get argmin of an empty
+# sequence", exit 70). The tolerance is now |min| * 1e-12 above the minimum.
 
 
 def _dp(d: np.ndarray, cost: np.ndarray, cap: np.ndarray, stats: dict):

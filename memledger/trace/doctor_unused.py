@@ -33,8 +33,8 @@ from torch.nn.modules import module as nn_module
 from torch.nn.utils import parametrize
 
 from memledger.crash import internal
-from memledger.trace.where import (frame_names, is_user_file, library_caller, user_frame,
-                                   user_name_of)
+from memledger.trace.where import (frame_names, is_user_file, library_caller, library_runner,
+                                   user_frame, user_name_of)
 
 _Tensor = torch.Tensor
 _PARAMETRIZED = parametrize.ParametrizationList
@@ -101,7 +101,9 @@ class UnusedGraphWatch:
 # judged: its graph's nodes below the returned sum are the ones that backward ran.
 
 # Note [A library's call no backward used]
-                            "via": library_caller(f)})
+                            "via": library_caller(f),
+                            # Note [A library's own forward from the script's line]
+                            "ran_by": library_runner(2)})
         for n in nodes.values():
             try:
                 n.register_prehook(call.ran)   # the node holds the call, not the reverse
@@ -118,6 +120,21 @@ class UnusedGraphWatch:
 # gradients ... whose graph no backward used" pointed at the user's `def f` body, where no
 # `no_grad()` can go. The record keeps the library frame that called the script's (`via`),
 # and the finding names it. torch's and memledger's frames are not a library's here.
+
+
+# Note [A library's own forward from the script's line]
+# A library may run the script's model itself, under gradients, because it needs the graph:
+# torch-pruning's `DependencyGraph().build_dependency(model, example_inputs)` runs one
+# forward and walks its outputs' `grad_fn`s to learn which layers' channels depend on which
+# (under no_grad there is no graph and it fails). The script's line is the
+# `build_dependency` call; the doctor said "`model` (ConvNet) ran 1 forward under gradients
+# in step 1 whose graph no backward used: ... (an evaluation or logging forward?); run it
+# under torch.no_grad() or torch.inference_mode()", advice that breaks the library
+# (tests/clients/train_pruning.py --prune dg: the graph, 99.1 KiB of a batch of one, was
+# kept by the dependency graph's reference cycle through step 1's peak). The record keeps
+# the library line that made the module call (`ran_by`: the first frame outside torch,
+# memledger and the standard library, when it is not the user's), and the finding names it
+# and says what to do when the library needs the graph.
 
 
 # Note [Calls inside a model the script names]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import os
+import re
 import site
 import sys
 import sysconfig
@@ -85,6 +86,31 @@ def library_caller(f: FrameType | None) -> str:
     lib = max((d for d in _LIBS if name.startswith(d)), key=len, default="")   # the innermost
     rel = name[len(lib):]
     return f"{rel.lstrip(os.sep)}:{c.f_lineno} ({c.f_code.co_name})"
+
+
+_STDLIB = tuple(os.path.realpath(sysconfig.get_paths()[k]) + os.sep
+                for k in ("stdlib", "platstdlib") if sysconfig.get_paths().get(k))
+# a system Python's site-packages may sit inside its stdlib directory
+_PACKAGES = re.compile(r"[/\\](site|dist)-packages[/\\]")
+
+
+def library_runner(depth: int = 1) -> str:
+    """`torch_pruning/dependency/graph.py:1029 (_trace)`: the third-party library line that
+    made the call running now (the first frame above the caller outside torch, memledger
+    and the standard library, when it is a library's); '' when it is the user's own code
+    (Note [A library's own forward from the script's line])."""
+    f = sys._getframe(depth)
+    while f is not None:
+        name = f.f_code.co_filename
+        if is_user_file(name):
+            return ""
+        real = os.path.realpath(name)
+        stdlib = real.startswith(_STDLIB) and not _PACKAGES.search(real)
+        if not name.startswith("<") and not stdlib and not real.startswith((_TORCH, _OURS)):
+            lib = max((d for d in _LIBS if real.startswith(d)), key=len, default="")
+            return f"{real[len(lib):].lstrip(os.sep)}:{f.f_lineno} ({f.f_code.co_name})"
+        f = f.f_back
+    return ""
 
 
 def user_line(depth: int = 2) -> tuple[str, int]:

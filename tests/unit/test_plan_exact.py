@@ -300,3 +300,16 @@ def test_blocks_listed_out_of_their_running_order_are_searched_in_it():
     assert stats["max_states"] == 109
     assert total == pytest.approx(best_total)
     assert (d[np.arange(nb), choice].sum(axis=0) <= cap).all()
+
+
+def test_a_negative_cost_is_cheapest_not_an_internal_error():
+    """Note [A negative cost] (replay/solve.py): an option predicted to save time (a negative
+    added time) is the cheapest; the tie test left no candidate ("attempt to get argmin of
+    an empty sequence", `plan` exit 70 on a pruned ViT whose offload read -1 ms)."""
+    # 2 blocks x 2 options (keep, offload), one column under a cap of 10 B
+    delta = np.array([[[0], [-8]], [[0], [-8]]], dtype=np.int64)   # bytes saved
+    cost = np.array([[0.0, -0.001], [0.0, -0.002]])                # seconds added
+    cap = np.array([-5], dtype=np.int64)   # must save 5 B: one offload at least
+    for method in ("exhaustive", "dp"):
+        choice, total = solve(delta, cost, cap, method=method)
+        assert choice.tolist() == [1, 1] and total == pytest.approx(-0.003), method

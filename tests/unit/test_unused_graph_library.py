@@ -1,0 +1,76 @@
+"""A forward a library runs from the script's line, under gradients, because it reads the
+graph (Note [A library's own forward from the script's line], trace/doctor_unused.py): the
+finding names the library's line and does not tell the script to turn gradients off."""
+
+from __future__ import annotations
+
+import os
+import sysconfig
+
+import torch
+from torch import nn
+
+from memledger.doctor.records import Run
+from memledger.doctor.unused import unused_graph
+from memledger.trace.doctor_unused import UnusedGraphWatch
+
+# a stand-in for torch-pruning's `DependencyGraph.build_dependency`: a module of an
+# installed package (its file under site-packages) that runs the model and keeps its graph
+_LIB = os.path.join(sysconfig.get_paths()["purelib"], "graphlib_stub", "trace.py")
+_SRC = """
+def build(model, x):
+    out = model(x)
+    return [out.grad_fn]   # what a tracer keeps while it walks the graph
+"""
+
+
+def _library_build():
+    ns: dict = {}
+    exec(compile(_SRC, _LIB, "exec"), ns)
+    return ns["build"]
+
+
+def _records_of(script) -> list[dict]:
+    """The watch's records of `script`, a function of this file called by this file (its
+    caller is no library: pytest's frames would read as one calling the script)."""
+    records: list[dict] = []
+    with UnusedGraphWatch(records, step=lambda: 1):
+        script()
+    return records
+
+
+def test_a_library_forward_from_the_scripts_line_names_the_library():
+    build = _library_build()
+    model = nn.Linear(4, 4)
+
+    def script():
+        kept = build(model, torch.randn(2, 4, requires_grad=True))   # the script's line
+        del kept   # the graph dies: no backward ran it
+
+    records = _records_of(script)
+    [rec] = records
+    assert rec["ran_by"] == "graphlib_stub/trace.py:3 (build)"
+    assert rec["via"] == ""
+    run = Run.of(records)
+    [f] = unused_graph(run)
+    assert f.evidence["ran_by"] == "graphlib_stub/trace.py:3 (build)"
+    assert ", run by graphlib_stub/trace.py:3 (build) from this line:" in f.message
+    assert "let go of what it returned once done" in f.message
+    # the old advice, which would stop the library from reading the graph it needs
+    assert "run it under torch.no_grad() or torch.inference_mode()" not in f.message
+
+
+def test_the_scripts_own_forward_keeps_its_advice():
+    model = nn.Linear(4, 4)
+
+    def script():
+        out = model(torch.randn(2, 4, requires_grad=True))
+        del out
+
+    records = _records_of(script)
+    [rec] = records
+    assert rec["ran_by"] == ""
+    [f] = unused_graph(Run.of(records))
+    assert "ran_by" not in f.evidence
+    assert f.message.endswith("(an evaluation or logging forward?); run it under "
+                              "torch.no_grad() or torch.inference_mode()")
