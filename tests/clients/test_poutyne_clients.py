@@ -11,10 +11,12 @@ measured; docs/accuracy.md, "poutyne"):
 - the test's run (`--loop fit --accum 2 --clip 1 --sched step --valid --metrics --drop
   0.1`, 1 step): 66,372 B; `checkpoint:blocks.*` 64,836 B, `offload:blocks.0+selective:
   blocks.1.ff` 59,780 B, `offload:@Block` 51,568 B.
-- `--loop fit` (2 steps): 68,856 B; `checkpoint:blocks.*` 68,472 B, `offload:blocks.*`
-  56,376 B. `--loop generator --valid --accum 2`: 80,600 B; `offload:blocks.*` 61,592 B.
-  `--loop batch --valid` (`train_on_batch`): 68,564 B. `--loop hand --clip 1 --valid`
-  (a plain loop over `model.network`): 68,564 B, `offload:blocks.*` 60,432 B.
+- 2 steps, `checkpoint:blocks.*` / `offload:blocks.*`: `--loop generator --valid --accum
+  2` 80,600 B, 80,152 / 61,592 B; `--loop batch --valid` (`train_on_batch`) 68,564 B,
+  68,180 / 60,428 B; `--loop hand --clip 1 --valid` (a plain loop over `model.network`)
+  68,564 B, 68,180 / 60,432 B; every callback at once (`--clip 1 --clip-value 0.5 --sched
+  policy --checkpoint --best --tracker --epochs 2 --steps 1 --valid`) 79,496 B, 79,112 /
+  67,016 B.
 The doctor finds nothing on any loop.
 """
 
