@@ -175,7 +175,8 @@ def _render(report, budget: str, front: bool, shared: bool) -> None:
         console.print(f"  predicted peak {format_bytes(report.predicted_peak_bytes)} ≤ "
                       + (f"{budget} {baseline}" if shared else f"{budget} (baseline {baseline})"))
         # a line of its own: beside the peak it wrapped its band onto a line at 80 columns
-        console.print(f"  added time +{_ms(report.predicted_added_time_s)} ms per step "
+        # signed: a policy priced under the baseline read "+-0.2 ms" (poutyne's fit ledger)
+        console.print(f"  added time {report.predicted_added_time_s * 1e3:+.1f} ms per step "
                       f"(band {_ms(report.added_time_lo_s)}–{_ms(report.added_time_hi_s)})")
         console.print(f"  per block: {', '.join(report.choice)}", style="dim")
     console.print(f"searched {report.assignments:,.0f} assignments ({len(report.options)} "

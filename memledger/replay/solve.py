@@ -213,8 +213,12 @@ def _exhaustive(d: np.ndarray, cost: np.ndarray, cap: np.ndarray):
 def _cheapest_then_lowest(total: np.ndarray, over: np.ndarray) -> int:
     """Index of the cheapest; among equal costs (identical blocks offloaded at [0-2] or
     [1-3]: the same sum to the last bit, or to summation order) the one whose highest
-    column sits lowest under its cap, which is the lower peak (peak = budget + over)."""
-    tie = total <= total.min() * (1 + 1e-12) + 1e-18
+    column sits lowest under its cap, which is the lower peak (peak = budget + over).
+    The tolerance is on the cost's size: a policy the cost model prices below the baseline
+    (a negative added time, -0.2 ms on poutyne's `fit` ledger) made `min * (1 + 1e-12)`
+    lie below the minimum itself, no cost was a tie, and `plan` failed (exit 70)."""
+    least = total.min()
+    tie = total <= least + abs(least) * 1e-12 + 1e-18
     cand = np.flatnonzero(tie)
     return int(cand[np.argmin(over[cand])])
 

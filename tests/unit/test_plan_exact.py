@@ -206,6 +206,20 @@ def test_equal_costs_go_to_the_lower_peak(method):
     assert total == 5e-3 and list(choice) == [1, 0]
 
 
+@pytest.mark.parametrize("method", ["dp", "exhaustive"])
+def test_a_negative_cost_is_the_cheapest(method):
+    # the cost model may price a policy under the baseline's time (offload on poutyne's
+    # fit ledger: -0.11 ms a block); the exhaustive search's tie rule found no cost equal
+    # to a negative minimum, and `plan --budget 85%` failed with numpy's "argmin of an
+    # empty sequence" (exit 70)
+    delta = np.array([[[0, 0], [-300, -50]],       # block 0: none, offload
+                      [[0, 0], [-100, -60]]])      # block 1: none, offload
+    cost = np.array([[0.0, -1.1e-4], [0.0, -1.1e-4]])
+    cap = np.array([-80, 0])
+    choice, total = solve(delta, cost, cap, method=method, merge=False)
+    assert list(choice) == [1, 1] and total == pytest.approx(-2.2e-4)
+
+
 def test_plan_pays_the_checkpointed_steps_own_cost_once_and_stays_exact():
     """Note [A checkpointed step's own cost]: a step that re-runs any block pays a fixed
     cost once, so block costs no longer simply add. 30,000 ns here: at a loose budget the
@@ -287,3 +301,19 @@ def test_blocks_listed_out_of_their_running_order_are_searched_in_it():
     assert stats["max_states"] == 109
     assert total == pytest.approx(best_total)
     assert (d[np.arange(nb), choice].sum(axis=0) <= cap).all()
+
+
+def test_plan_prints_a_negative_added_time_signed_once():
+    """`plan` printed "added time +-0.2 ms per step" for a policy priced under the
+    baseline (poutyne's fit ledger, `offload:blocks.*`); the sign is now the number's."""
+    from memledger.commands.common import console
+    from memledger.commands.plan import _render
+
+    led = blocks_ledger(H8[:2], T8[:2])
+    rep = plan(led, led.peak().bytes)
+    for added, said in ((-2.2e-4, "added time -0.2 ms per step"),
+                        (3.0e-3, "added time +3.0 ms per step")):
+        rep.predicted_added_time_s = added
+        with console.capture() as cap:
+            _render(rep, "budget", front=False, shared=False)
+        assert said in cap.get(), cap.get()
