@@ -26,7 +26,9 @@ Callbacks (each a flag): `--clip N` (`ClipNorm`), `--clip-value V` (`ClipValue`)
 `ReduceLROnPlateau`, `OptimizerPolicy` one-cycle), `--checkpoint` (`ModelCheckpoint`,
 `OptimizerCheckpoint` into a temporary folder), `--best` (`BestModelRestore`, a copy of
 the weights), `--tracker` (`GradientTracker` into a tiny writer), `--accum K`
-(`batches_per_step=K`). `--opt` picks poutyne's optimizer by its name.
+(`batches_per_step=K`). `--opt` picks poutyne's optimizer by its name. `--metrics`:
+accuracy per batch, F1 per epoch; `--kept graph|detached`: an epoch metric of the
+script's that keeps each batch's predictions (undetached or detached).
 """
 
 import argparse
@@ -77,12 +79,13 @@ class KeptPredictions(poutyne.Metric):
     """An epoch metric that keeps each batch's predictions for the epoch's end, as a
     first try at a ranking metric would: `pred_y` as poutyne hands it, not detached."""
 
-    def __init__(self) -> None:
+    def __init__(self, detach: bool) -> None:
         super().__init__()
+        self.detach = detach
         self.preds, self.targets = [], []
 
     def update(self, y_pred, y_true) -> None:
-        self.preds.append(y_pred if not DETACH else y_pred.detach())
+        self.preds.append(y_pred.detach() if self.detach else y_pred)
         self.targets.append(y_true)
 
     def forward(self, y_pred, y_true):
@@ -94,9 +97,6 @@ class KeptPredictions(poutyne.Metric):
 
     def reset(self) -> None:
         self.preds, self.targets = [], []
-
-
-DETACH = False
 
 
 def callbacks_of(args, model, folder: str) -> list:
@@ -152,10 +152,8 @@ def main() -> None:
     vocab, classes = 32, 5
     net = Net(vocab, args.dim, args.depth, classes, args.drop)
     metrics = dict(batch_metrics=["accuracy"], epoch_metrics=["f1"]) if args.metrics else {}
-    if args.kept:
-        global DETACH
-        DETACH = args.kept == "detached"
-        metrics = dict(epoch_metrics=[KeptPredictions()])
+    if args.kept:   # `graph`: the predictions kept as handed, `detached`: detached
+        metrics = dict(epoch_metrics=[KeptPredictions(args.kept == "detached")])
     model = Model(net, args.opt, "cross_entropy", **metrics)
 
     n = args.batch * args.steps * args.accum
