@@ -1434,13 +1434,19 @@ def unknown_width(how: str) -> BaseException:
 NO_CUDA_HINT = "not compiled with CUDA"
 
 
-# Script code a fake run cannot run, recognised by torch's own message: (pattern, what it does)
+# Script code a fake run cannot run, recognised by torch's own message: (pattern, what it
+# does, the library option that would skip it where a library does it). The option is named
+# by what failed: a Keras-like loop's checkpoint callback saves with torch.save, and "e.g. no
+# evaluation" sent its user to the wrong option (poutyne's ModelCheckpoint, helper hunt48a)
 VALUE_READS = (
-    (".numpy() is not supported for tensor subclasses", "`.numpy()` reads tensor values"),
+    (".numpy() is not supported for tensor subclasses", "`.numpy()` reads tensor values",
+     "no evaluation"),
     ("unsupported format string passed to FakeTensor.__format__",
-     "formatting a tensor's value (f\"{loss:.3f}\") reads it"),
-    ("Can't pickle local object 'WeakValueDictionary", "torch.save writes tensor values"),
-    ("cannot pickle 'WeakValueDictionary", "torch.save writes tensor values"),
+     "formatting a tensor's value (f\"{loss:.3f}\") reads it", "no logging"),
+    ("Can't pickle local object 'WeakValueDictionary", "torch.save writes tensor values",
+     "no checkpoint saving"),
+    ("cannot pickle 'WeakValueDictionary", "torch.save writes tensor values",
+     "no checkpoint saving"),
 )
 
 
@@ -1463,7 +1469,8 @@ def fake_refusal(err: BaseException, target: FakeTarget, script: str):
         return ScriptOutcome(EXIT_USAGE, (
             f"memledger: cannot run fake at {_script_frame(err, script)}: {sub}; trace it "
             "for real (docs/fake.md, Known limitations)"), err)
-    what = next((w for e in chain for pattern, w in VALUE_READS if pattern in str(e)), None)
+    what, skip = next(((w, o) for e in chain for pattern, w, o in VALUE_READS
+                       if pattern in str(e)), (None, ""))
     if what is None:
         return None
     where = _script_frame(err, script)
@@ -1473,7 +1480,7 @@ def fake_refusal(err: BaseException, target: FakeTarget, script: str):
         return ScriptOutcome(EXIT_USAGE, (
             f"memledger: cannot run fake at {where}: `{lib[0]}` (called by the script) at "
             f"{lib[1]}: {what}, which a --fake run does not have; trace with an option of "
-            f"`{lib[0]}` that skips that part (e.g. no evaluation), or trace it for real"), err)
+            f"`{lib[0]}` that skips that part (e.g. {skip}), or trace it for real"), err)
     return ScriptOutcome(EXIT_USAGE, (
         f"memledger: cannot run fake at {where}: {what}, which a --fake run does not have; "
         "skip it under --fake (e.g. log only when not faking) or trace it for real"), err)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import sysconfig
 from pathlib import Path
 
 import pytest
@@ -273,6 +274,26 @@ def test_fake_refuses_value_reads_in_one_line(tmp_path, capfd, line, what):
         tmp_path, "import torch\nmodel = torch.nn.Linear(4, 1)\n"
         "loss = model(torch.randn(2, 4)).sum()\n" + line + "\n")
     assert code == 2 and f"train.py:4 `{line}`: {what}" in reason, reason
+    assert "Traceback" not in capfd.readouterr().err
+
+
+def test_fake_names_the_library_option_by_what_failed(tmp_path, capfd):
+    """A library's checkpoint saving (poutyne's `ModelCheckpoint` callback, inside
+    `model.fit`) under --fake: the line named the library and said to trace "with an option
+    of `poutyne` that skips that part (e.g. no evaluation)", an option that has nothing to
+    do with a save. The example now follows what failed: "(e.g. no checkpoint saving)".
+    The library is a function compiled under the interpreter's site-packages (no file
+    needed: the frame's name is what makes it a library's)."""
+    lib = os.path.join(sysconfig.get_paths()["purelib"], "memledger_test_lib", "saving.py")
+    code, reason = _fake_ledger_pass(
+        tmp_path, "import torch\nmodel = torch.nn.Linear(4, 1)\nns = {'torch': torch}\n"
+        f"exec(compile('def save(m):\\n    torch.save(m.state_dict(), \"c.pt\")\\n', {lib!r}, "
+        "'exec'), ns)\nns['save'](model)\n")
+    assert code == 2, reason
+    assert "train.py:5 `ns['save'](model)`: `memledger_test_lib` (called by the script) at " \
+        "memledger_test_lib/saving.py:2: torch.save writes tensor values" in reason, reason
+    assert reason.endswith("that skips that part (e.g. no checkpoint saving), or trace it "
+                           "for real"), reason
     assert "Traceback" not in capfd.readouterr().err
 
 
