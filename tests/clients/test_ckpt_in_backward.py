@@ -29,3 +29,23 @@ def test_the_state_a_checkpoint_first_run_in_backward_keeps_is_in_the_ledger():
     assert run.ledger_peak == run.allocator_peak == 29_648
     p = run.policies["checkpoint:inp"]
     assert p.predicted == p.measured == 34_704
+
+
+def test_a_kept_loss_below_a_scaled_root_is_asked_for_ctx_tensors():
+    """`--keep-input`: each Recompute keeps its input on ctx as an attribute (768 B each,
+    12 x 16 floats; two blocks), which `loss`, kept past the step, holds to the next
+    forward. With `(loss * 0.5).backward()` the root was a temporary and `loss` an inner
+    node of its spent graph, which the doctor never asked (no finding; `loss.backward()`
+    got the warning). Now the nearest held tensor under a root no longer held is asked
+    (Note [A spent graph held below its root], trace/doctor_retention.py): the same
+    warning either way."""
+    from memledger.doctor.run import diagnose_in_process
+    from tests.clients.harness import HERE
+
+    for argv in (["--keep-input"], ["--keep-input", "--scale", "0.5"]):
+        report, outcome = diagnose_in_process(HERE / "train_ckpt_in_backward.py", argv, 2)
+        assert outcome.code == 0, outcome.reason
+        (f,) = report.findings
+        assert (f.check, f.severity) == ("cross_step_retention", "warning")
+        assert f.evidence["ctx_bytes_per_step"] == [1_536, 1_536]
+        assert "`loss` keeps its graph" in f.message and "`Recompute`" in f.message

@@ -21,16 +21,19 @@ policy predicted = measured or refused alike):
 - `--mode stack --attn flash --mask`: 135,852 + 24 = 135,876 B; `checkpoint:blocks.*`
   123,436 B, `selective:blocks.*` 146,476 B, `selective:blocks.1` 142,188 B,
   `offload:blocks.*` 114,028 B, `offload:@FlashAttention` 122,540 B.
-`trace --fake --device cpu` equals the real ledger on all five modes above; the doctor finds
-nothing on `lm`, `stack --mask --bias --dropout 0.1` and `stack --attn flash --accum 2
---validate`.
+`trace --fake --device cpu` equals the real ledger on all five modes above; the doctor warns,
+truly, on `lm` (`loss` keeps `_ReversibleFunction`'s `ctx.y`, 4,096 B, to the next
+forward) and on `stack` (it keeps `CheckpointFunction`'s generator states, 30,336 B: six
+chunk checkpoints), both missed before Note [A spent graph held below its root]; nothing
+else on `stack --mask --bias --dropout 0.1` or `stack --attn flash --accum 2 --validate`.
 """
 
 import importlib.util
 
 import pytest
 
-from tests.clients.harness import assert_one_doctor_error, run_client
+from memledger.doctor.run import diagnose_in_process
+from tests.clients.harness import HERE, run_client
 
 if importlib.util.find_spec("memory_efficient_attention_pytorch") is None:
     pytest.skip("memory-efficient-attention-pytorch is not installed", allow_module_level=True)
@@ -47,12 +50,19 @@ def test_the_reversible_transformers_chunk_checkpoints_in_backward_are_in_the_le
     checkpoint whose first run is in backward], trace/collector.py); now it equals the
     allocator. A policy on the attention (every call of it in backward) or on the head
     changes nothing (the peak is in the reversible backward, which saves nothing a policy
-    drops), predicted and measured alike; the doctor
-    finds nothing."""
+    drops), predicted and measured alike."""
     argv = ["--mode", "lm", "--depth", "1"]
     pols = ["checkpoint:@Attention", "offload:net.to_logits"]
     run = run_client("train_memeff.py", argv, pols, steps=1)
     assert run.ledger_peak == run.allocator_peak == PEAK
     for policy in pols:
         assert run.policies[policy].predicted == run.policies[policy].measured == PEAK
-    assert_one_doctor_error("train_memeff.py", argv, 1, None, "")
+    # `loss`, kept past the step below the scaled root `(loss / accum).backward()`,
+    # holds `_ReversibleFunction`'s `ctx.y` (2 x 16 x 32 floats): a true warning, which the
+    # doctor missed (Note [A spent graph held below its root], trace/doctor_retention.py)
+    report, outcome = diagnose_in_process(HERE / "train_memeff.py", argv, 1)
+    assert outcome.code == 0, outcome.reason
+    (f,) = report.findings
+    assert (f.check, f.severity) == ("cross_step_retention", "warning")
+    assert f.evidence["ctx_bytes_per_step"] == [2 * 16 * 32 * 4]
+    assert "`_ReversibleFunction` keeps on ctx" in f.message
