@@ -23,9 +23,10 @@ policy predicted = measured or refused alike):
   `offload:blocks.*` 114,028 B, `offload:@FlashAttention` 122,540 B.
 `trace --fake --device cpu` equals the real ledger on all five modes above; the doctor warns,
 truly, on `lm` (`loss` keeps `_ReversibleFunction`'s `ctx.y`, 4,096 B, to the next
-forward) and on `stack` (it keeps `CheckpointFunction`'s generator states, 30,336 B: six
-chunk checkpoints), both missed before Note [A spent graph held below its root]; nothing
-else on `stack --mask --bias --dropout 0.1` or `stack --attn flash --accum 2 --validate`.
+forward) and on `stack` and `stack --mask --bias --dropout 0.1` (it keeps
+`CheckpointFunction`'s generator states, 30,336 B: six chunk checkpoints), all missed
+before Note [A spent graph held below its root]; nothing on `stack --attn flash --accum 2
+--validate`.
 """
 
 import importlib.util
