@@ -2222,6 +2222,22 @@ class Collector(ShardingMixin, TorchDispatchMode):
     # the function runs again, no hook marks it) is recorded as a storage, op `fork_rng`,
     # freed when `fork_rng` lets it go. A non-reentrant re-run's fork stays with
     # `_watch_recompute`, which records it over the re-run's ops.
+    #
+    # Note [A checkpoint whose first run is in backward]
+    # A checkpoint can first run while backward runs: a reversible layer re-makes its
+    # input in its Function's backward by calling the block again under enable_grad, and
+    # memory-efficient-attention-pytorch's `Attention(memory_efficient=True)` checkpoints
+    # each (q, k) chunk's summary (`checkpoint(summarize_qkv_chunk, ...)`, reentrant) only
+    # when its inputs require grad, so in its `Transformer` (reversible, forward under
+    # no_grad) every chunk checkpoint runs first inside `_ReversibleFunction.backward`.
+    # Each keeps its generator state (5,056 B) to its own backward. Such a call is no
+    # region a policy can act on (the walk of Note [The script's own checkpoint] stops at
+    # backward), so its state was dropped, and the ledger read 15,168 B (3 x 5,056) under
+    # the allocator at the peak (tests/clients/train_memeff.py --mode lm, any depth: the
+    # last block's chunk states while its re-run's backward runs). It is recorded as a
+    # state the script keeps (op `torch.get_rng_state`, not `get_rng_state`, which replay
+    # reads as a checkpoint frame's), freed when torch frees it. tests/clients/
+    # train_ckpt_in_backward.py pins it in plain torch.
     def _on_checkpoint_state(self, t: torch.Tensor, where: str) -> None:
         if self._closed or self._done or where == "recompute_fn":
             return
@@ -2232,7 +2248,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
             if self._phase == "backward":
                 self._new_storage(t, st, self._ev, "fork_rng", pre=False)
             return
-        if self._phase == "backward":
+        if self._phase == "backward":   # Note [A checkpoint whose first run is in backward]
+            self._new_storage(t, st, self._ev, _RNG_STATE_OP, pre=False)
             return
         call = find_checkpoint_call()
         region = self._roots.paths.get(call.module) \

@@ -189,9 +189,7 @@ class RetentionWatch:
                     out.append(rec)
                     found.add(id(t))
         # Note [A spent graph that still holds tensors]
-        for t in live:
-            if id(t) in found or self._roots.get(id(t.grad_fn)) is not t.grad_fn:
-                continue
+        for t in self._spent_holders(live, found):
             held, nodes, fns, kept = _ctx_held(t.grad_fn, self._state())
             if held:
                 rec = self._retained(t, step, {id(t.grad_fn): t.grad_fn})
@@ -324,6 +322,34 @@ class RetentionWatch:
                 except (RuntimeError, NotImplementedError):
                     continue
         return out
+
+    # Note [A spent graph held below its root]
+    # Note [A spent graph that still holds tensors] asked only the tensors a backward
+    # started from. A loop that scales its loss, `(loss / accum).backward()` (gradient
+    # accumulation, a loss weight), starts backward from a temporary, gone by the step's
+    # end, while `loss` keeps the spent graph below it: memory-efficient-attention-
+    # pytorch's reversible `Transformer` (`_ReversibleFunction` keeps `ctx.y`, 4,096 B on
+    # tests/clients/train_memeff.py --mode lm) got no finding, where `loss.backward()`
+    # got the warning. Where a root of the step is no longer held, the held tensors of its
+    # graph that no other such tensor's graph reaches (the nearest to the root: `loss`,
+    # not the `logits` under it, which `also` names where it keeps ctx tensors too) are
+    # asked as its root would be.
+    def _spent_holders(self, live: list[_Tensor], found: set[int]) -> list[_Tensor]:
+        """The live tensors whose spent graphs are asked for ctx tensors: each backward
+        root still held, and below each root no longer held, the nearest held tensors of
+        its graph (Note [A spent graph held below its root])."""
+        out = [t for t in live
+               if id(t) not in found and self._roots.get(id(t.grad_fn)) is t.grad_fn]
+        held = {id(t.grad_fn) for t in live}
+        gone = [n for k, n in self._roots.items() if k not in held]
+        if not gone:
+            return out
+        below = _graph_nodes(gone)
+        under = [t for t in live if id(t) not in found and id(t.grad_fn) in below
+                 and id(t.grad_fn) not in self._roots]
+        # the nodes strictly under any of them: one walk from their nodes' inputs
+        reached = _graph_nodes([f for t in under for f, _ in t.grad_fn.next_functions])
+        return out + [t for t in under if id(t.grad_fn) not in reached]
 
     def _retained(self, t: _Tensor, step: int, spent: dict[int, Any]) -> dict[str, Any] | None:
         state = _module_state_of(t)
