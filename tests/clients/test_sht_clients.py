@@ -48,12 +48,16 @@ def test_a_hierarchical_transformer_is_predicted_as_measured():
     ledger is held to the allocator with its scratch, so a CPU whose kernels leave some
     there still passes the first assertion."""
     argv = ["--hier", "1,2", "--windows", "none,0", "--depth", "1", "--seq-len", "8"]
-    pols = {"checkpoint:@HierarchicalBlock": 749_788,
+    # the block's re-run peak moves with the intra-op threads (744,256 B at one, 749,788 B
+    # at two, on AVX2; the suite's workers run one): held to predicted = measured (Note
+    # [Numbers that depend on the CPU], tests/clients/harness.py)
+    pols = {"checkpoint:@HierarchicalBlock": None,
             "offload:@Attention+selective:@FeedForward": 750_400,
             "checkpoint:latent_dynamics.*": 757_000}
     run = run_client("train_sht.py", argv, list(pols))
     assert run.ledger_peak == 756_288
     assert run.ledger.peak_with_scratch() == run.allocator_peak
     for policy, peak in pols.items():
-        assert run.policies[policy].predicted == run.policies[policy].measured == peak
+        assert run.policies[policy].predicted == run.policies[policy].measured
+        assert peak is None or run.policies[policy].measured == peak
     assert_one_doctor_error("train_sht.py", argv, 2, None, "")
