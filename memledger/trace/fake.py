@@ -543,6 +543,8 @@ class _Valued(_StandIn):
 ITEM_VALUE = _Valued(ITEM)
 EQUAL = aten.equal.default
 EQUAL_VALUE = _Valued(EQUAL)   # Rule 3: `torch.equal`, a Python bool read off values
+ALLCLOSE = aten.allclose.default
+ALLCLOSE_VALUE = _Valued(ALLCLOSE)   # ... and `torch.allclose`, another
 
 
 INDEX = aten.index.Tensor
@@ -879,6 +881,24 @@ def _mask_index_size(args) -> tuple[torch.Tensor, bool] | None:
         shadow is not None
 
 
+def _masked_select_size(func, args) -> torch.Tensor | None:
+    """Rule 3: `masked_select(x, m)` keeps as many elements as its mask, broadcast to both
+    shapes, holds True, whatever x's values: a meta tensor of that size where the mask's
+    values are known (equiformer's `rel_pos.masked_select(~eye)`, every pair but a node's
+    own; before, the upper bound kept all n * n and the reshape to (b, n, n - 1, 3) raised).
+    None for any other op, or an unknown mask (the upper bound applies)."""
+    if func is not aten.masked_select.default or len(args) < 2 or \
+            not isinstance(args[1], torch.Tensor):
+        return None
+    x, m = args[0], args[1]
+    shadow = _shadow_of(m)
+    if shadow is None:
+        return None
+    with _disable_current_modes():
+        n = int(shadow.bool().expand(torch.broadcast_shapes(x.shape, m.shape)).sum())
+    return torch.empty((n,), dtype=x.dtype, device="meta")
+
+
 _VALUE_SIZED: dict = {}
 
 
@@ -1042,6 +1062,9 @@ class FakeCollector(Collector):
         if func is EQUAL:                           # Rule 3, as `.item()`
             EQUAL_VALUE.value = self._equal(func, args, kwargs or {})
             return super().__torch_dispatch__(EQUAL_VALUE, types, args, kwargs)
+        if func is ALLCLOSE:                        # Rule 3, as `torch.equal`
+            ALLCLOSE_VALUE.value = self._equal(func, args, kwargs or {})
+            return super().__torch_dispatch__(ALLCLOSE_VALUE, types, args, kwargs)
         if kwargs and self.target.remap and "device" in kwargs:   # Rule 5
             kwargs = self._remap(kwargs)
         if func is INDEX and (sized := _mask_index_size(args)) is not None:   # Rule 3
@@ -1078,6 +1101,8 @@ class FakeCollector(Collector):
             if isinstance(known, torch.Tensor) or isinstance(known, tuple) and all(
                     isinstance(r, torch.Tensor) for r in known):
                 func = _RealSize(func, known)
+            elif (sized := _masked_select_size(func, args)) is not None:
+                func = _RealSize(func, sized)
             elif (ub := UPPER_BOUNDS.get(func)) is not None:
                 self._note_standin(str(func), "upper bound: every element")
                 func = ub
@@ -1147,11 +1172,17 @@ class FakeCollector(Collector):
         """Rule 3: `torch.equal(a, b)`, a bool read off values: the shadows' answer where
         both are known, else a stand-in False (said at the line). torch's own checks ask it
         too: `torch.istft` tests its window's overlap-add with `is_scalar_tensor_true`
-        (`equal(envelope.abs().min() < 1e-11, ones)`), which a run that trains passes."""
+        (`equal(envelope.abs().min() < 1e-11, ones)`), which a run that trains passes.
+        `torch.allclose` the same: equiformer asks whether its edge vectors already point
+        along the y axis (`if torch.allclose(x, y): return I`), which random points do not
+        (before: exit 2, "aten.allclose.default reads tensor values")."""
         a, b = (_shadow_of(t) if isinstance(t, torch.Tensor) else None for t in args[:2])
         if a is not None and b is not None:
             with _disable_current_modes():
-                return bool(torch.equal(a, b))
+                return bool(func(a, b, *args[2:], **kwargs))
+        if func is ALLCLOSE:   # FakeTensorMode has no rule for it: the stand-in at once
+            self._note_standin(str(func), False)
+            return False
         try:
             return func(*args, **kwargs)
         except DataDependentOutputException:

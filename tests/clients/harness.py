@@ -144,7 +144,10 @@ def _fresh_library_state() -> None:
     # e3nn keeps its Clebsch-Gordan tables (float64 tensors) in module-level `lru_cache`s:
     # the allocator pass found the ledger pass's, and read 4,160 B under it on
     # train_e3nn.py's float64 potential
-    for name in ("e3nn.o3._wigner",):
+    # equiformer-pytorch keeps its equivariant basis (made in the model's __init__) in an
+    # `lru_cache` over its on-disk cache: the allocator pass registered the ledger pass's
+    # tensors as buffers, 36 B under it on train_equiformer.py
+    for name in ("e3nn.o3._wigner", "equiformer_pytorch.basis"):
         mod = sys.modules.get(name)
         for fn in vars(mod).values() if mod is not None else ():
             if hasattr(fn, "cache_clear"):

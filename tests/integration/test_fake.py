@@ -665,6 +665,42 @@ def test_fake_rows_kept_by_an_unknown_mask_take_their_upper_bound():
     assert 4 * 3 * 8 * 8 * 4 in set(led.storages["bytes"])
 
 
+def test_fake_masked_select_by_a_known_mask_keeps_the_masks_count():
+    """Equiformer drops each node's edge to itself: `rel_pos.masked_select(~eye[..., None])
+    .reshape(b, n, n - 1, 3)`, the positions float (no values in a fake run), the mask a
+    literal's. The output's size is the mask's count, broadcast, whatever the positions
+    hold; the upper bound kept all n * n * 3 and the reshape raised ("shape '[1, 6, 5, 3]'
+    is invalid for input of size 108", exit 3). An unknown mask keeps its bound."""
+    import torch
+
+    with memledger.trace(fake=True) as led:
+        pos = torch.randn(1, 6, 1, 3, requires_grad=True)
+        rel = pos - pos.transpose(1, 2)                       # (1, 6, 6, 3), unknown values
+        keep = ~torch.eye(6, dtype=torch.bool)[None]          # known: 30 of 36 pairs
+        picked = rel.masked_select(keep[..., None]).reshape(1, 6, 5, 3)
+        picked.square().sum().backward()
+        assert torch.masked_select(rel, rel > 0).shape == (108,)   # unknown: the bound
+    info = fake_info(led.ledger)
+    assert [(s.op, s.value) for s in info.standins] == [
+        ("aten.masked_select.default", "upper bound: every element")]
+    assert 1 * 6 * 5 * 3 * 4 in set(led.storages["bytes"])
+
+
+def test_fake_allclose_is_answered_as_equal_is():
+    """`torch.allclose`, a bool read off values like `torch.equal`: equiformer's rotation
+    of each edge to the y axis returns the identity `if torch.allclose(x, y)`, which random
+    points never are. Known operands give the real answer; unknown ones the stand-in False
+    (named at the line); before, exit 2 ("aten.allclose.default reads tensor values")."""
+    import torch
+
+    with memledger.trace(fake=True) as led:
+        assert torch.allclose(torch.tensor([1.0, 2.0]), torch.tensor([1.0, 2.0 + 1e-9]))
+        x = torch.randn(4, 3)
+        assert not torch.allclose(x, x.new_tensor([0.0, 1.0, 0.0]), atol=1e-6)
+    assert [(s.op, s.value) for s in fake_info(led.ledger).standins] == [
+        ("aten.allclose.default", "False")]
+
+
 def _real_and_fake(tmp_path, script: Path, argv: list[str]):
     from memledger.ledger.model import Ledger
 
