@@ -20,7 +20,9 @@ Modes (`--mode`):
 Both: `--mask` (a padding mask: rows of random lengths, GBST's masked means and its
 masked scores), `--blocks offsets` (blocks `((1, 0), (2, 0), (3, 1), (4, 0))`, the
 README's form, instead of `max_block_size=4`), `--no-consensus`
-(`score_consensus_attn=False`), `--accum N`, `--amp` (bf16 autocast), `--validate` (a loss
+(`score_consensus_attn=False`), `--post-norm` (post-norm layers, torch's default
+`enable_nested_tensor`: `--validate`'s eval forwards take the fast path on nested
+tensors where `--mask`), `--accum N`, `--amp` (bf16 autocast), `--validate` (a loss
 under no_grad in eval mode each step).
 """
 
@@ -45,8 +47,11 @@ class ByteModel(nn.Module):
                               score_consensus_attn=not args.no_consensus, **blocks)
         layer = nn.TransformerEncoderLayer(args.dim, 2, dim_feedforward=2 * args.dim,
                                            dropout=args.dropout, batch_first=True,
-                                           norm_first=True)
-        self.encoder = nn.TransformerEncoder(layer, args.depth, enable_nested_tensor=False)
+                                           norm_first=not args.post_norm)
+        # post-norm: torch's default `enable_nested_tensor=True`, so an eval forward under
+        # no_grad with a padding mask runs the fast path on a nested tensor
+        self.encoder = nn.TransformerEncoder(layer, args.depth,
+                                             enable_nested_tensor=args.post_norm)
         self.head = nn.Linear(args.dim, 10 if args.mode == "cls" else 257)
         self.mode = args.mode
 
@@ -75,6 +80,7 @@ def main() -> None:
     p.add_argument("--mask", action="store_true")
     p.add_argument("--blocks", default="max", choices=["max", "offsets"])
     p.add_argument("--no-consensus", action="store_true")
+    p.add_argument("--post-norm", action="store_true")
     p.add_argument("--accum", type=int, default=1)
     p.add_argument("--amp", action="store_true")
     p.add_argument("--validate", action="store_true")
