@@ -14,7 +14,7 @@ every policy predicted = measured):
   `offload:tokenizer` 363,896 B, `selective:tokenizer` 410,616 B, `checkpoint:encoder.
   layers.*` 422,676 B, `offload:encoder.layers.*` 408,340 B.
 - `--mode cls` (2 steps): 292,344 B; `offload:tokenizer` 268,344 B, `checkpoint:
-  tokenizer` 295,096 B (over the baseline: the re-run's clones), `offload:@DepthwiseConv1d`
+  tokenizer` 295,096 B (over the baseline), `offload:@DepthwiseConv1d`
   276,216 B. With `--mask`: 300,180 B; with `--mask --amp`: 298,548 B.
 The doctor finds nothing on the loop; with `--accum 2` on `mlm` it warns (rightly) that
 the two micro-batches' means are over different numbers of masked bytes.
