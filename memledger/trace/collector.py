@@ -61,7 +61,8 @@ does not make (Note [A sparse gradient kept as made]); now every byte. A sparse 
 autograd saves (`w += sparse` in forward, as peft's SHiRA
 adds its delta) is recorded by its values; its parts are not followed for release. A nested
 tensor's buffer is a storage like any other, recorded with its flat size as its shape
-(`nn.TransformerEncoder`'s fast path under `src_key_padding_mask`). CSR is not counted.
+(`nn.TransformerEncoder`'s fast path under `src_key_padding_mask`), and its sizes, strides
+and offsets are storages of their own (Note [A nested tensor's sizes]). CSR is not counted.
 
 # Note [Phases at a module call]
 The phase follows autograd's graph task lazily, at the next op. A forward that begins right
@@ -522,6 +523,27 @@ def sparse_parts(t: torch.Tensor) -> tuple[torch.Tensor, ...]:
         return ()
     with _no_dispatch():
         return (t._indices(), t._values())
+
+
+# Note [A nested tensor's sizes]
+# A strided nested tensor holds, beside its buffer, three int64 tensors of its own: each
+# component's sizes, strides (n x dim each) and storage offset (n). Torch makes them in
+# the op that makes the tensor (a view op too: `transpose` gives new sizes and strides over
+# the same buffer) and the allocator holds them as long as the tensor. The ledger counted
+# the buffer alone: nn.TransformerEncoder evaluated under no_grad with a padding mask (its
+# fast path: `_nested_tensor_from_mask`, the layers on the nested tensor, `to_padded_tensor`)
+# read 5,120 B under the allocator with its evaluation batch of 64 the run's peak: two
+# nested tensors alive, 2 x (1,024 + 1,024 + 512) B (tests/clients/train_layouts.py --case
+# nested --eval-batch 64, 3,959,396 against 3,964,516 B). They are recorded as storages the op made, each by its own storage, so
+# one shared by two nested tensors is counted once and freed with the last.
+def nested_parts(t: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """(sizes, strides, storage offsets) of a strided nested tensor, read without events;
+    () for a jagged one (a wrapper subclass, Note [Wrapper subclasses])."""
+    if t.layout is not torch.strided:
+        return ()
+    with _no_dispatch():
+        return (t._nested_tensor_size(), t._nested_tensor_strides(),
+                t._nested_tensor_storage_offsets())
 
 
 @dataclass
@@ -1505,6 +1527,9 @@ class Collector(ShardingMixin, TorchDispatchMode):
             if self._phase == "forward" or self._phase == "loss":   # Note [Written in place
                 self._makers[sid] = weakref.ref(t)                  # in forward]
         self._last[sid] = ev
+        if t.is_nested:
+            for part in nested_parts(t):   # Note [A nested tensor's sizes]
+                self._output(part, ev, op)
 
     def _new_storage(self, t: torch.Tensor, st, ev: int, op: str, pre: bool,
                      mod: str | None = None) -> int:

@@ -27,7 +27,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")   # built from configs: never reach
 
 pytest.importorskip("transformers")
 
-from tests.clients.harness import gaps_of, run_client  # noqa: E402
+from tests.clients.harness import assert_pinned, gaps_of, run_client  # noqa: E402
 
 pytestmark = pytest.mark.clients
 
@@ -674,6 +674,20 @@ def test_sparse_and_nested_tensors_are_traced_to_the_byte(case, policy):
     assert run.ledger_peak == run.allocator_peak
     for text, p in run.policies.items():
         assert p.predicted == p.measured, (text, p)
+
+
+def test_a_nested_tensors_sizes_are_counted():
+    """Note [A nested tensor's sizes] (trace/collector.py): the encoder's fast path under
+    no_grad with a padding mask, its evaluation batch of 64 the run's peak. Each nested
+    tensor holds three int64 tensors beside its buffer (64 x 2 sizes, 64 x 2 strides, 64
+    offsets: 2,560 B), two alive at the peak: the ledger with its kernel scratch read
+    3,959,396 B against the allocator's 3,964,516, now equal."""
+    run = run_client("train_layouts.py", ["--case", "nested", "--eval-batch", "64"],
+                     ["offload:layers.*"])
+    assert gaps_of(run) == {}
+    assert_pinned(run.allocator_peak, avx2=3_964_516)
+    nested = run.ledger.storages
+    assert (nested["bytes"] == 64 * 2 * 8).sum() >= 4   # sizes and strides, both tensors
 
 
 def test_sparse_embedding_gradients_are_kept_as_made():

@@ -6,6 +6,7 @@ memledger/trace/collector.py); each once crashed the trace while the script ran 
     python tests/clients/train_layouts.py --case nested   # nn.TransformerEncoder evaluated
                                                           # with a padding mask: its fast path
                                                           # makes a nested tensor
+                                                          # (--eval-batch 64: the peak)
     python tests/clients/train_layouts.py --case jagged   # an MLP trained on a batch of
                                                           # sequences of other lengths, a
                                                           # jagged nested tensor (a wrapper
@@ -77,6 +78,7 @@ def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--case", choices=["sparse", "nested", "jagged", "embeddings"], required=True)
     p.add_argument("--steps", type=int, default=3)
+    p.add_argument("--eval-batch", type=int, default=8)   # nested: 64 makes it the peak
     args = p.parse_args()
     torch.manual_seed(0)
     g = torch.Generator().manual_seed(1)
@@ -105,9 +107,10 @@ def main() -> None:
         if args.case == "nested":
             model.eval()
             with torch.inference_mode():
-                pad = torch.zeros(8, 32, dtype=torch.bool)
+                pad = torch.zeros(args.eval_batch, 32, dtype=torch.bool)
                 pad[:, 16:] = True
-                model(torch.randn(8, 32, 64, generator=g), src_key_padding_mask=pad)
+                model(torch.randn(args.eval_batch, 32, 64, generator=g),
+                      src_key_padding_mask=pad)
 
 
 if __name__ == "__main__":
