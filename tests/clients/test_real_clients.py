@@ -27,7 +27,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")   # built from configs: never reach
 
 pytest.importorskip("transformers")
 
-from tests.clients.harness import assert_pinned, gaps_of, run_client  # noqa: E402
+from tests.clients.harness import gaps_of, run_client  # noqa: E402
 
 pytestmark = pytest.mark.clients
 
@@ -685,7 +685,9 @@ def test_a_nested_tensors_sizes_are_counted():
     run = run_client("train_layouts.py", ["--case", "nested", "--eval-batch", "64"],
                      ["offload:layers.*"])
     assert gaps_of(run) == {}
-    assert_pinned(run.allocator_peak, avx2=3_964_516)
+    # the peak holds the fused layer's kernel scratch, which moves with the intra-op
+    # threads (3,964,516 B at one, 4,093,028 B at two, on AVX2): no pin (Note [Numbers
+    # that depend on the CPU], tests/clients/harness.py)
     nested = run.ledger.storages
     assert (nested["bytes"] == 64 * 2 * 8).sum() >= 4   # sizes and strides, both tensors
 
