@@ -8,7 +8,9 @@ and a `Linear` head, so the blocks are named `2`, `3`, ... Seeded, tiny, nothing
     memledger trace tests/clients/train_mlp_mixer.py --steps 2 -o mixer.ledger
     memledger compare tests/clients/train_mlp_mixer.py -p 'checkpoint:[2-3]'
 
-`--depth N`, `--dropout P`, `--accum N` (gradient accumulation), `--amp` (bf16 autocast),
+`--arch permutator`: the package's Vision Permutator (`Permutator`, also a top-level
+`nn.Sequential`: its blocks mix along height, width and channels by `ParallelSum` of
+einops-rearranged Linears). `--depth N`, `--dropout P`, `--accum N` (gradient accumulation), `--amp` (bf16 autocast),
 `--validate` (a loss under no_grad in eval mode each step).
 """
 
@@ -17,7 +19,7 @@ import argparse
 import torch
 import torch.nn.functional as F
 
-from mlp_mixer_pytorch import MLPMixer
+from mlp_mixer_pytorch import MLPMixer, Permutator
 
 
 def main() -> None:
@@ -25,6 +27,7 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=3)
     p.add_argument("--dim", type=int, default=16)
     p.add_argument("--depth", type=int, default=2)
+    p.add_argument("--arch", default="mixer", choices=["mixer", "permutator"])
     p.add_argument("--batch", type=int, default=4)
     p.add_argument("--dropout", type=float, default=0.0)
     p.add_argument("--accum", type=int, default=1)
@@ -33,8 +36,12 @@ def main() -> None:
     args = p.parse_args()
     torch.manual_seed(0)
 
-    model = MLPMixer(image_size=16, channels=3, patch_size=4, dim=args.dim,
-                     depth=args.depth, num_classes=10, dropout=args.dropout)
+    if args.arch == "mixer":
+        model = MLPMixer(image_size=16, channels=3, patch_size=4, dim=args.dim,
+                         depth=args.depth, num_classes=10, dropout=args.dropout)
+    else:
+        model = Permutator(image_size=16, patch_size=4, dim=args.dim, depth=args.depth,
+                           num_classes=10, segments=4, dropout=args.dropout)
     optim = torch.optim.AdamW(model.parameters(), lr=1e-3)
 
     def loss_of() -> torch.Tensor:
