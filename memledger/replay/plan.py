@@ -48,6 +48,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from memledger.errors import PolicyError
 from memledger.ledger.model import Ledger
+from memledger.ledger.names import numbered_layers
 from memledger.replay.block_options import Option, block_options
 from memledger.replay.costs import CostModel
 from memledger.replay.engine import CPU_RNG_STATE_BYTES, packs_of, replay
@@ -59,7 +60,9 @@ from memledger.replay.solve import EXHAUSTIVE_MAX, Steps, reduce_steps, solve
 
 PLAN_SCHEMA = "memledger.plan/1"
 FRONT_POINTS = 16   # Pareto points listed at most (Note [Pareto front])
-_NUMBERED = re.compile(r"^(?P<prefix>.+)\.(?P<index>\d+)$")
+# a numbered module's container and index; a top-level one's container is '' (Note [A
+# model that is itself a Sequential])
+_NUMBERED = re.compile(r"^(?:(?P<prefix>.+)\.)?(?P<index>\d+)$")
 
 
 class FrontPoint(BaseModel):
@@ -161,7 +164,10 @@ def repeated_blocks(led: Ledger, prep: Prepared | None = None) -> list[str]:
     for p in paths:
         m = _NUMBERED.match(p)
         if m:
-            groups.setdefault(m["prefix"], []).append((int(m["index"]), p))
+            groups.setdefault(m["prefix"] or "", []).append((int(m["index"]), p))
+    if "" in groups and "cls" in sc:   # Note [A model that is itself a Sequential]
+        pipeline = numbered_layers(zip(sc["mod"].astype(str), sc["cls"].astype(str)))
+        groups[""] = [(i, p) for i, p in groups[""] if p not in pipeline]
     groups = {k: v for k, v in groups.items() if len(v) >= 2}
     calls = _CallSpans(sc)
     through = _through_uncalled(paths, calls)
@@ -200,6 +206,18 @@ def repeated_blocks(led: Ledger, prep: Prepared | None = None) -> list[str]:
             p for group in [*stacks, *parts] for _, p in sorted(group))]
 
 
+# Note [A model that is itself a Sequential]
+# mlp-mixer-pytorch's `MLPMixer(...)` returns an `nn.Sequential` (Rearrange, Linear, the
+# blocks, LayerNorm, Reduce, Linear), so its blocks are the top-level modules `2`, `3`, ...
+# A numbered group needed a container's name before the index, so these were no group: on
+# tests/clients/train_mlp_mixer.py (2 steps) plan took the two halves of block `2` (`2.0`,
+# `2.1`) as the model's blocks and never block `3`: at 80 % of the 213,364 B peak it chose
+# `offload:2.*` (159,104 B) and its front knew nothing lower, where offloading both
+# blocks (`offload:[2-3]`) is predicted and measured 152,928 B. The top-level modules are a
+# group now, less the pipeline's layers between the blocks (`numbered_layers`: the patch
+# embedding, the final norm, the head, as `show`'s per-block table reads them), and the
+# selectors write their indices (`[2-3]`): a bare `*` would select those layers too.
+#
 # Note [Items called in parts]
 # An item that never runs may hold several modules that do, each the outermost call at
 # its place (Note [Blocks inside items that never run]): performer-pytorch's
@@ -567,8 +585,11 @@ def _stack_selectors(blocks: list[str], all_blocks: list[str]) -> list[str]:
     prefix, tail = ".".join(head[:j]), "".join("." + x for x in head[j + 1:]) if j >= 0 else ""
     if j < 0:
         prefix = blocks[0].rpartition(".")[0]
-    if blocks == all_blocks:
+    dot = "." if prefix else ""   # a top-level block's path is its index alone
+    if blocks == all_blocks and prefix:
         return [f"{prefix}.*{tail}"]
+    # at the top level `*` would select the model's other children too (Note [A model that
+    # is itself a Sequential]): the indices are written out
     by_tens: dict[str, list[str]] = {}
     for b in blocks:
         idx = b.split(".")[j]
@@ -576,11 +597,11 @@ def _stack_selectors(blocks: list[str], all_blocks: list[str]) -> list[str]:
     out = []
     for tens, digits in by_tens.items():
         if len(digits) == 1:
-            out.append(f"{prefix}.{tens}{digits[0]}{tail}")
+            out.append(f"{prefix}{dot}{tens}{digits[0]}{tail}")
             continue
         d = sorted(int(x) for x in digits)
         cls = f"{d[0]}-{d[-1]}" if d == list(range(d[0], d[-1] + 1)) else "".join(map(str, d))
-        out.append(f"{prefix}.{tens}[{cls}]{tail}")
+        out.append(f"{prefix}{dot}{tens}[{cls}]{tail}")
     return out
 
 

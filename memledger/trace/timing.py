@@ -545,18 +545,24 @@ def _first_tensor(out):
 # quiet, 0.5-1.7 ms with two busy neighbours, in the same process; run side by side with
 # training steps the probe reads what they pay at that moment (0.81-1.05 of their added
 # time over 15 runs: benchmarks/probe_vs_training.py, docs/accuracy.md).
-_NUMBERED = r"^(?P<prefix>.+)\.(?P<index>\d+)$"
+_NUMBERED = r"^(?:(?P<prefix>.+)\.)?(?P<index>\d+)$"   # a top-level index: prefix ''
 
 
 def probe_regions(module: torch.nn.Module) -> list[str]:
     """The regions the recompute probe checkpoints (Note [Recompute probe in context])."""
     import re
 
+    from memledger.ledger.names import numbered_layers
+
     groups: dict[str, list[str]] = {}
-    for name, m in named_modules(module):
+    mods = list(named_modules(module))
+    for name, m in mods:
         hit = re.match(_NUMBERED, name)
         if hit and next(module_parameters(m), None) is not None:
-            groups.setdefault(hit["prefix"], []).append(name)
+            groups.setdefault(hit["prefix"] or "", []).append(name)
+    if "" in groups:   # Note [A model that is itself a Sequential] (replay/plan.py)
+        pipeline = numbered_layers((n, type(m).__name__) for n, m in mods)
+        groups[""] = [n for n in groups[""] if n not in pipeline]
     groups = {k: v for k, v in groups.items() if len(v) >= 2}
     if groups:
         def n_params(k: str) -> int:

@@ -58,3 +58,19 @@ def test_plan_leaves_out_blocks_that_save_nothing():
         _render(rep, "36,000 B", front=False, shared=False)
     assert "left out 1 block that saves nothing for backward (blocks.2): no option on " \
         "them changes the peak" in " ".join(cap.get().split())
+
+
+def test_plan_takes_a_top_level_sequentials_blocks():
+    """The model is an `nn.Sequential` (Linear, two stages of two MLP blocks, LayerNorm,
+    Linear), as mlp-mixer-pytorch's `MLPMixer`. A numbered group needed a container's name,
+    so plan took the halves of stage `1` (`1.0`, `1.1`) as the blocks and never stage `2`
+    (Note [A model that is itself a Sequential]): the top-level stages are the blocks now,
+    the Linear and LayerNorm between them left out, and the selectors write the indices
+    (a bare `*` would take those in too)."""
+    run = run_client("train_plan_saves.py", ["--case", "sequential"], ["offload:[1-2]"])
+    assert run.ledger_peak == run.allocator_peak == 72_332
+    assert repeated_blocks(run.ledger) == ["1", "2"]
+    rep = plan(run.ledger, run.policies["offload:[1-2]"].predicted, front_points=0)
+    p = run.policies["offload:[1-2]"]
+    assert (rep.policy, rep.predicted_peak_bytes) == ("offload:[1-2]", p.predicted)
+    assert p.predicted == p.measured == 46_188

@@ -12,6 +12,9 @@ saves its input), one `--case` each. SGD, random data.
   memledger/replay/plan.py).
 - `identity`: `blocks.{i}`, two MLP blocks and an `nn.Identity` (a stage that runs no op,
   as MEGABYTE-pytorch's last `to_next_transformer_projections`), left out of the search.
+- `sequential`: the model is itself an `nn.Sequential` (a Linear, two stages of two MLP
+  blocks each, a LayerNorm, a Linear head), as mlp-mixer-pytorch's `MLPMixer`: its blocks
+  are the top-level `1`, `2` (Note [A model that is itself a Sequential]).
 
     memledger plan tests/clients/train_plan_saves.py --budget 60% -- --case rank
 """
@@ -88,7 +91,7 @@ class IdentityNet(nn.Module):
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--case", choices=("rank", "identity"), default="rank")
+    ap.add_argument("--case", choices=("rank", "identity", "sequential"), default="rank")
     ap.add_argument("--steps", type=int, default=2)
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--wide", type=int, default=256)
@@ -99,9 +102,14 @@ def main() -> None:
     if args.case == "rank":
         model = RankNet(args.wide, args.narrow, args.blocks)
         dim = args.narrow
-    else:
+    elif args.case == "identity":
         model = IdentityNet(args.narrow)
         dim = args.narrow
+    else:
+        dim = args.narrow
+        model = nn.Sequential(nn.Linear(dim, dim),
+                              *[nn.Sequential(Block(dim), Block(dim)) for _ in range(2)],
+                              nn.LayerNorm(dim), nn.Linear(dim, 1))
     opt = torch.optim.SGD(model.parameters(), lr=1e-2)
     for _ in range(args.steps):
         x, y = torch.randn(args.batch, dim), torch.randn(args.batch, 1)

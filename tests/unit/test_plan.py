@@ -24,6 +24,14 @@ def test_selectors_per_stack():
     assert _selectors(dec[:1], enc + dec) == ["decoder.block.0"]
 
 
+def test_selectors_of_top_level_blocks():
+    """A model that is an `nn.Sequential` has its blocks at the top (Note [A model that is
+    itself a Sequential]): the indices are written out, never `.*` (no such module) nor `*`
+    (every top-level module, the embedding and head too)."""
+    assert _selectors(["2", "3"], ["2", "3"]) == ["[2-3]"]
+    assert _selectors(["3"], ["2", "3"]) == ["3"]
+
+
 def test_plan_says_which_options_replay_refused():
     """An option replay refuses on a block (selective, where a second backward pass reads
     what the block saved) is named with its reason; plan dropped it in silence."""

@@ -50,6 +50,16 @@ def test_regions_are_the_repeated_blocks_else_the_children_with_parameters():
     assert probe_regions(torch.nn.Linear(2, 2)) == [""]   # the whole model, one region
 
 
+def test_regions_of_a_model_that_is_a_sequential_are_its_top_level_blocks():
+    """mlp-mixer's `MLPMixer` is an `nn.Sequential` (embedding, blocks, norm, head): its
+    blocks are the top-level `1`, `2`; the probe took `1.0`, `1.1`, the halves of the first
+    (Note [A model that is itself a Sequential], replay/plan.py)."""
+    nn = torch.nn
+    stage = lambda: nn.Sequential(_Block(), _Block())   # noqa: E731
+    seq = nn.Sequential(nn.Linear(4, 4), stage(), stage(), nn.LayerNorm(4), nn.Linear(4, 2))
+    assert probe_regions(seq) == ["1", "2"]
+
+
 def test_probe_counts_saves_per_region_and_repeats():
     torch.manual_seed(0)
     net, x = _Net(), torch.randn(3, 4)
