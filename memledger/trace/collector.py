@@ -804,6 +804,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
         self._refs: dict[int, tuple[int, int, weakref.ref]] = {}  # id(ref) -> (sid, key, ref)
         self._outside: set[int] = set()    # sids made in setup/other phases (batch candidates)
         self._in_setup: set[int] = set()   # sids made before the first step (setup)
+        self._inputs: set[int] = set()     # sids marked `input` (a step's batch)
         # Note [A batch made after an evaluation]: sids made in the loss phase a forward
         # without gradients left open, and whether the last root forward was one
         self._after_eval: set[int] = set()
@@ -2999,6 +3000,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
         batch cast before the model])."""
         while sid in self._outside:
             self._outside.discard(sid)
+            self._inputs.add(sid)
             self.sink.write({"k": "role", "sid": sid, "role": "input"})
             sid = self._cast_from.pop(sid, None)
 
@@ -3175,11 +3177,15 @@ class Collector(ShardingMixin, TorchDispatchMode):
     # plain tensor a module of the model holds, made before the first step and not requiring
     # grad, is model state: it takes the role `buffer` (above `activation`) and the name of
     # the attribute, read at every optimizer step as the buffers are. One made in a step (a
-    # cache, `self.last_attn = attn`) keeps the category its use gives it.
+    # cache, `self.last_attn = attn`) keeps the category its use gives it, and so does one
+    # the step took as its input: a GP keeps its training data so (gpytorch's ExactGP:
+    # `self.train_targets`, tests/clients/test_botorch_clients.py's 128 B of targets),
+    # data the script hands the model, an `input`.
     def _made_before_steps(self, t: torch.Tensor) -> bool:
         if t.layout is not torch.strided or t.is_nested:   # no one storage to ask of
             return False
-        return self._sids.get(t.untyped_storage()._cdata, -1) in self._in_setup
+        sid = self._sids.get(t.untyped_storage()._cdata, -1)
+        return sid in self._in_setup and sid not in self._inputs
 
     # Note [Modules never called]
     # A module the script keeps but never calls in a step has no root to name it: an EMA
