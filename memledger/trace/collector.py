@@ -825,6 +825,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
         self._last: dict[int, int] = {}    # sid -> last event that used it
         self._refs: dict[int, tuple[int, int, weakref.ref]] = {}  # id(ref) -> (sid, key, ref)
         self._outside: set[int] = set()    # sids made in setup/other phases (batch candidates)
+        self._in_setup: set[int] = set()   # sids made before the first step (setup)
+        self._inputs: set[int] = set()     # sids marked `input` (a step's batch)
         # Note [A batch made after an evaluation]: sids made in the loss phase a forward
         # without gradients left open, and whether the last root forward was one
         self._after_eval: set[int] = set()
@@ -1563,6 +1565,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
         self.sink.write(rec)
         if pre or phase == "setup" or phase == "other":
             self._outside.add(sid)
+            if pre or phase == "setup":
+                self._in_setup.add(sid)
         elif phase == "loss" and self._after_graphless:
             self._after_eval.add(sid)   # Note [A batch made after an evaluation]
         return sid
@@ -3021,6 +3025,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
         batch cast before the model])."""
         while sid in self._outside:
             self._outside.discard(sid)
+            self._inputs.add(sid)
             self.sink.write({"k": "role", "sid": sid, "role": "input"})
             sid = self._cast_from.pop(sid, None)
 
@@ -3178,6 +3183,34 @@ class Collector(ShardingMixin, TorchDispatchMode):
             for name, t in root.named_buffers():
                 if type(t) in self.PLAIN_TYPES:
                     self._role(t, "buffer", ".".join(x for x in (prefix, plain_name(name)) if x))
+            for path, mod in root.named_modules():   # Note [A tensor a module holds unregistered]
+                for name, t in vars(mod).items():
+                    if type(t) in self.PLAIN_TYPES and t.requires_grad is False \
+                            and self._made_before_steps(t):
+                        self._role(t, "buffer", ".".join(
+                            x for x in (prefix, plain_name(path), name) if x))
+
+    # Note [A tensor a module holds unregistered]
+    # A module may keep a constant tensor as a plain attribute, not a registered buffer:
+    # lambda-networks' LambdaLayer sets `self.rel_pos = calc_rel_pos(n)` (an int64 (n*n,
+    # n*n, 2) index made at init) and indexes its relative position embedding with views of
+    # it in every forward; `index` saves the indices, so the storage took the role
+    # `activation` and `show` counted it with what the step saved: on
+    # tests/clients/train_lambda_botnet.py `--mode lambda` (n = 8, two layers) 128 KiB of
+    # the 400.8 KiB "activation" at the peak and of the 409.2 KiB "saved for backward"
+    # (64 KiB in each block's), which no policy frees: it lives from setup to the end. A
+    # plain tensor a module of the model holds, made before the first step and not requiring
+    # grad, is model state: it takes the role `buffer` (above `activation`) and the name of
+    # the attribute, read at every optimizer step as the buffers are. One made in a step (a
+    # cache, `self.last_attn = attn`) keeps the category its use gives it, and so does one
+    # the step took as its input: a GP keeps its training data so (gpytorch's ExactGP:
+    # `self.train_targets`, tests/clients/test_botorch_clients.py's 128 B of targets),
+    # data the script hands the model, an `input`.
+    def _made_before_steps(self, t: torch.Tensor) -> bool:
+        if t.layout is not torch.strided or t.is_nested:   # no one storage to ask of
+            return False
+        sid = self._sids.get(t.untyped_storage()._cdata, -1)
+        return sid in self._in_setup and sid not in self._inputs
 
     # Note [Modules never called]
     # A module the script keeps but never calls in a step has no root to name it: an EMA

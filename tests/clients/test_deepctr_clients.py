@@ -68,9 +68,12 @@ def test_deepfm_fit_exact_and_its_cast_batch_is_input():
     assert list(batches["category"]) == ["input", "input"], batches
     # at the peak: the fp32 copy, both steps' fp64 batches (step 1's is still referenced),
     # both steps' (64,) targets and `model.aux_loss` (a zeros(1) attribute every loss adds:
-    # read by the loss, made outside the step)
+    # read by the loss, made outside the step); `model.reg_loss` (zeros(1), made at init, a
+    # plain attribute) read `other`, now a buffer by its name (Note [A tensor a module
+    # holds unregistered], trace/collector.py)
     at = run.ledger.at_peak()
-    assert (at["input"], at["other"]) == (1_280 + 2 * 2_560 + 2 * 256 + 4, 4), at
+    assert (at["input"], at["other"], at["buffer"]) == (1_280 + 2 * 2_560 + 2 * 256 + 4, 0, 4), at
+    assert list(st.loc[st["category"] == "buffer", "name"]) == ["reg_loss"]
     # `fit` clears the gradients between the forward and the loss: its loss is the loss
     bce = st[st["op"] == "binary_cross_entropy.default"]
     assert list(bce["phase"]) == ["loss", "loss"], bce
