@@ -47,7 +47,8 @@ def token_denominator(run: Run) -> list[Finding]:
     return [Finding(
         check="token_denominator", severity="warning", where=where(loss),
         message=(f"{k} backward passes per optimizer step, each a mean over a different number "
-                 f"of valid tokens {counts} ({steps_named(h[0]['step'] for h in hits)}): a token of "
+                 f"of valid tokens {counts} ({steps_named(h[0]['step'] for h in hits)}): "
+                 "a token of "
                  f"the micro-batch with {min(counts)} weighs {ratio:.2f}x one of the micro-batch "
                  f"with {max(counts)}; use reduction='sum' and divide by the step's {total} "
                  "valid tokens"),

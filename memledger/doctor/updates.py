@@ -42,8 +42,8 @@ def nonfinite_and_zeroed(run: Run) -> list[Finding]:
             check="zeroed_before_step", severity="error", where=where(zeroed[0]),
             message=(f"the gradients of {len(idx)} parameters ({run.names(idx)}) were "
                      f"cleared between backward and optimizer.step() in "
-                     f"{steps_named(st['step'] for st in zeroed)}: the step used none of them; call "
-                     "zero_grad() before backward or after step()"),
+                     f"{steps_named(st['step'] for st in zeroed)}: the step used none of "
+                     "them; call zero_grad() before backward or after step()"),
             evidence={"params": len(idx), "steps": [st["step"] for st in zeroed]}))
     return out
 

@@ -534,8 +534,9 @@ def sparse_parts(t: torch.Tensor) -> tuple[torch.Tensor, ...]:
 # fast path: `_nested_tensor_from_mask`, the layers on the nested tensor, `to_padded_tensor`)
 # read 5,120 B under the allocator with its evaluation batch of 64 the run's peak: two
 # nested tensors alive, 2 x (1,024 + 1,024 + 512) B (tests/clients/train_layouts.py --case
-# nested --eval-batch 64, 3,959,396 against 3,964,516 B). They are recorded as storages the op made, each by its own storage, so
-# one shared by two nested tensors is counted once and freed with the last.
+# nested --eval-batch 64, 3,959,396 against 3,964,516 B). They are recorded as storages
+# the op made, each by its own storage, so one shared by two nested tensors is counted
+# once and freed with the last.
 def nested_parts(t: torch.Tensor) -> tuple[torch.Tensor, ...]:
     """(sizes, strides, storage offsets) of a strided nested tensor, read without events;
     () for a jagged one (a wrapper subclass, Note [Wrapper subclasses])."""

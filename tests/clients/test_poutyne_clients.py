@@ -27,11 +27,9 @@ import pytest
 if importlib.util.find_spec("poutyne") is None:
     pytest.skip("poutyne is not installed", allow_module_level=True)
 
-# imported before the first traced run: poutyne imports torchmetrics, which makes a 4 B
-# tensor at import (`torchmetrics.functional.text.chrf._EPS_SMOOTHING`); the first
-# in-process pass alone would see it (ledger 4 B over the allocator pass after it)
-import poutyne  # noqa: E402,F401
-
+# poutyne imports torchmetrics, which makes a 4 B tensor at import
+# (`torchmetrics.functional.text.chrf._EPS_SMOOTHING`): the harness imports the script's
+# imports before its first pass (Note [Tensors made at import], tests/clients/harness.py)
 from tests.clients.harness import assert_one_doctor_error, run_client  # noqa: E402
 
 pytestmark = pytest.mark.clients
