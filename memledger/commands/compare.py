@@ -14,7 +14,7 @@ from memledger.commands.common import (
     stage_progress,
     stdout_to_stderr,
 )
-from memledger.errors import CheckFailed, ScriptError
+from memledger.errors import CheckFailed, PolicyError, ScriptError
 from memledger.outputs import check_output
 
 
@@ -100,6 +100,9 @@ def compare(
         from memledger.report.compare_html import write_compare_html
         write_compare_html(rep, html)
         err_console.print(f"wrote {html}", style="dim", markup=False)
+    if rep.errors:   # after every verdict it could give: Note [One bad policy among several]
+        more = f" (and {len(rep.errors) - 1} more)" if len(rep.errors) > 1 else ""
+        raise PolicyError(f"{rep.errors[0]}{more}; compare reported what it could judge")
     if rep.rejected:
         n = sum(p.verdict == "REJECT" for p in rep.policies)
         raise CheckFailed(f"{n} of {len(rep.policies)} policies rejected; see the reasons "

@@ -201,6 +201,7 @@ def render_compare_html(rep: CompareReport) -> str:
              f".</p>"]
     if rep.note:
         parts.append(f"<p><b>Note:</b> {_e(rep.note)}</p>")
+    parts += [f'<p class="warn"><b>Not judged:</b> {_e(line)}</p>' for line in rep.errors]
     if rep.frozen_changed:
         parts.append("<p><b>Note:</b> frozen parameters that the optimizer step changes (in "
                      f"the baseline too): {_e(', '.join(rep.frozen_changed))}</p>")

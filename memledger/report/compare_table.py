@@ -67,8 +67,9 @@ def compare_table(rep: CompareReport) -> Table:
 
 
 def _cells(p: PolicyComparison, performance: bool) -> list:
-    inputs_failed = p.failed_gate == "inputs" or p.failed_gate == "script"
-    gates = Text.assemble(_mark(p.gates.inputs, p.failed_gate != "script"),
+    not_run = p.failed_gate in ("script", "policy")   # no gate was reached
+    inputs_failed = p.failed_gate == "inputs" or not_run
+    gates = Text.assemble(_mark(p.gates.inputs, not not_run),
                           _mark(p.gates.gradients, not inputs_failed),
                           _mark(p.gates.update, not inputs_failed))
     measured = performance and p.verdict != "REJECT"

@@ -24,7 +24,7 @@ import tempfile
 from pathlib import Path
 from typing import Callable
 
-from memledger.errors import CheckFailed, PolicyError
+from memledger.errors import EXIT_USAGE, CheckFailed, PolicyError, ScriptError
 from memledger.ledger.model import Ledger
 from memledger.measure.interval import judged
 from memledger.measure.runner import measure_script
@@ -67,10 +67,33 @@ def run_compare(script: str | Path, argv: list[str], policies: list[Policy], ste
     report.steps_by = steps_by
     passing = [(p, r) for p, r in zip(policies, report.policies) if r.verdict != "REJECT"]
     if performance and passing:
-        _performance(report, script, argv, policies, passing, steps, time_steps, say,
-                     steps_by)
+        try:
+            _performance(report, script, argv, policies, passing, steps, time_steps, say,
+                         steps_by)
+        except ScriptError as e:   # a script too short to time: the gates' verdicts stand
+            if e.exit_code != EXIT_USAGE:
+                raise
+            report.errors.append(f"performance not measured: {_line(e)}")
     finish_verdicts(report)
     return report
+
+
+# Note [One bad policy among several]
+# A policy that is bad input for this script (a selector that matches no module, a module
+# called beside the model) is exit 2, as in `predict` and `measure`. In `compare` it ended
+# the whole comparison where it was met: after minutes of the other policies' gates, whose
+# verdicts were lost (seen on poutyne: `-p checkpoint:loss_function` among three good
+# policies). And a script that runs exactly `--steps` steps is only found too short to time
+# when the baseline is measured, after the doctor, the gates and the trace (5 min 48 s of
+# runs on simple-hierarchical-transformer, then exit 2 with no verdict). Now the bad policy's
+# row says "not run: <why>" (`failed_gate` "policy"), the others are judged as if it had not
+# been given, the baseline is measured before the trace (a short script is found a run
+# sooner), and `compare` prints everything it judged and then exits 2 with the first of
+# `report.errors`: the exit code of bad input, the verdicts kept.
+
+
+def _line(e: Exception) -> str:
+    return str(e).removeprefix("memledger: ")
 
 
 def gate_report(script: Path, steps: int, gates) -> CompareReport:
@@ -80,7 +103,9 @@ def gate_report(script: Path, steps: int, gates) -> CompareReport:
                          reproducible=gates.reproducible, noise_floor=gates.noise_floor,
                          note=gates.note, performance=False,
                          policies=[_row(o) for o in gates.outcomes],
-                         frozen_changed=gates.frozen_changed)
+                         frozen_changed=gates.frozen_changed,
+                         errors=[f"{o.variant.label}: {o.failure}" for o in gates.outcomes
+                                 if o.bad_input])
 
 
 def finish_verdicts(report: CompareReport) -> None:
@@ -120,7 +145,8 @@ def _row(o: GateOutcome) -> PolicyComparison:
     return PolicyComparison(
         policy=o.variant.label, verdict="OK" if o.passed else "REJECT",
         reason=o.reason, gates=Gates(**o.gates), failed_gate=f.gate if f else
-        ("script" if o.failure else None), tensor=f.name if f else "",
+        ("policy" if o.bad_input else "script" if o.failure else None),
+        tensor=f.name if f else "",
         step=f.step if f else None, steps_compared=c.steps_compared if c else 0,
         worst_gradient=Worst(name=w.name, step=w.step, max_abs=w.max_abs, max_rel=w.max_rel)
         if w else None)
@@ -129,25 +155,33 @@ def _row(o: GateOutcome) -> PolicyComparison:
 def _performance(report: CompareReport, script: Path, argv: list[str],
                  policies: list[Policy], passing: list, steps: int, time_steps: int,
                  say: Progress, steps_by: str = "optimizer") -> None:
-    with tempfile.TemporaryDirectory(prefix="memledger-compare-") as tmp:
-        say("performance: tracing the baseline for the prediction")
-        res = trace_script(script, argv, Path(tmp) / "baseline.ledger", steps=steps,
-                           measure=True, steps_by=steps_by)
-        led = Ledger.load(res.ledger_path)
-        # before minutes of measuring: a passing policy that predict refuses fails now
-        pred = predict_judged(led, policies, {p.text() for p, _ in passing})
-    say("performance: measuring the baseline")
     none = Policy.parse("none")
 
     def measured_under(policy: Policy):
         return measure_script(script, argv, policy, steps=steps, time_steps=time_steps,
                               steps_by=steps_by)
 
+    # first: a script too short to time says so before the trace (Note [One bad policy
+    # among several])
+    say("performance: measuring the baseline")
     base = measured_under(none)
+    with tempfile.TemporaryDirectory(prefix="memledger-compare-") as tmp:
+        say("performance: tracing the baseline for the prediction")
+        res = trace_script(script, argv, Path(tmp) / "baseline.ledger", steps=steps,
+                           measure=True, steps_by=steps_by)
+        led = Ledger.load(res.ledger_path)
+        pred = predict_judged(led, policies, {p.text() for p, _ in passing})
+    bad = bad_policies(pred, {p.text() for p, _ in passing})
     measured = {}
     for policy, _ in passing:
+        if policy.text() in bad:
+            continue
         say(f"performance: measuring {policy}")
-        measured[policy.text()] = measured_under(policy)
+        try:
+            measured[policy.text()] = measured_under(policy)
+        except PolicyError as e:
+            bad[policy.text()] = _line(e)
+    not_judged(report, policies, bad)
     say("performance: measuring the baseline again (step-time reference)")
     again = measured_under(none)
     fill_performance(report, led, pred, policies, base, measured, again)
@@ -161,13 +195,28 @@ def predict_judged(led: Ledger, policies: list[Policy], passed: set[str]):
     that refusal must not turn the whole comparison into exit 2 and lose the other
     policies' verdicts (it did: `-p checkpoint:model.layers.* -p offload:model.layers.*` on
     a script with `gradient_checkpointing_enable()`). Its row keeps predicted 0. One that
-    passed the gates yet predict refuses is an error of its own (exit 2), unless predict
-    only cannot predict it (`runs`: inside compiled code), which is measured and judged."""
-    pred = predict(led, policies, keep_going=True)
-    for r in pred.refused:
-        if r.policy in passed and not r.runs:
-            raise PolicyError(f"memledger: {r.reason}")
-    return pred
+    passed the gates yet predict refuses is bad input of its own (`bad_policies`), unless
+    predict only cannot predict it (`runs`: inside compiled code), which is measured and
+    judged."""
+    return predict(led, policies, keep_going=True)
+
+
+def bad_policies(pred, passed: set[str]) -> dict[str, str]:
+    """{policy text: predict's one line} for the policies in `passed` (the gates') that
+    predict refuses as bad input: not measured (Note [One bad policy among several])."""
+    return {r.policy: _line(Exception(r.reason)) for r in pred.refused
+            if r.policy in passed and not r.runs}
+
+
+def not_judged(report: CompareReport, policies: list[Policy], bad: dict[str, str]) -> None:
+    """Mark the rows of `bad` (policies that passed the gates but are bad input to predict
+    or measure) as not run, and add each to the report's errors."""
+    for row, p in zip(report.policies, policies):
+        why = bad.get(p.text())
+        if why is None:
+            continue
+        row.verdict, row.failed_gate, row.reason = "REJECT", "policy", f"not run: {why}"
+        report.errors.append(f"{p.text()}: {why}")
 
 
 def fill_performance(report: CompareReport, led: Ledger, pred, policies: list[Policy], base,

@@ -43,9 +43,11 @@ from memledger.replay.policies import Policy
 from memledger.trace.launch import DEFAULT_TIMEOUT_S, _launch, trace_ranks
 from memledger.trace.session import check_script
 from memledger.verify.compare import (
+    bad_policies,
     fill_performance,
     finish_verdicts,
     gate_report,
+    not_judged,
     predict_judged,
     refuse_doctor_errors,
 )
@@ -166,8 +168,15 @@ def _performance(reports: list[CompareReport], script: Path, argv: list[str],
     res = trace_ranks(script, argv, tmp / "baseline.ledger", nproc, steps=steps, measure=True,
                       timeout_s=timeout_s)
     leds = [Ledger.load(p) for p in res.ledger_paths]
-    judged = {p.text() for p in passing}   # a bad passing policy fails before measuring
+    judged = {p.text() for p in passing}
     preds = [predict_judged(led, policies, judged) for led in leds]
+    bad: dict[str, str] = {}
+    for r, pred in enumerate(preds):
+        for policy, why in bad_policies(pred, judged).items():
+            bad.setdefault(policy, f"{why} (rank {r})")
+    for rep in reports:   # Note [One bad policy among several] (verify/compare.py)
+        not_judged(rep, policies, bad)
+    passing = [p for p in passing if p.text() not in bad]
 
     def measure(policy: Policy) -> list:
         return measure_ranks(script, argv, policy, nproc, steps=steps, time_steps=time_steps,

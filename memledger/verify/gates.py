@@ -32,7 +32,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from memledger.errors import EXIT_INTERNAL, EXIT_OK, EXIT_USAGE, ScriptError
+from memledger.errors import (
+    EXIT_INTERNAL,
+    EXIT_OK,
+    EXIT_USAGE,
+    PolicyError,
+    PolicyRefused,
+    ScriptError,
+)
 from memledger.verify.diff import Comparison, Finding, compare
 from memledger.verify.tolerance import (
     GENERATOR_CURES,
@@ -56,6 +63,8 @@ class GateOutcome:
     comparison: Comparison | None = None
     failure: str = ""          # the script failed under the candidate (its reason)
     refused: bool = False      # ... because the policy was refused as it ran (exit 2 there)
+    bad_input: bool = False    # not run: the policy is bad input here (a selector matching
+    # no module): Note [One bad policy among several] (verify/compare.py)
 
     @property
     def passed(self) -> bool:
@@ -70,6 +79,8 @@ class GateOutcome:
 
     @property
     def reason(self) -> str:
+        if self.bad_input:
+            return f"not run: {self.failure}"
         if self.failure and self.refused:
             return f"refused: {self.failure}"
         if self.failure:
@@ -166,7 +177,14 @@ def run_gates(script: str | Path, argv: list[str], variants: list[Variant], step
                 return report
         for i, v in enumerate(variants):
             say(f"gates: capturing {v.label}")
-            res = runner(script, argv, v, steps, tmp / f"candidate{i}.capture")
+            try:
+                res = runner(script, argv, v, steps, tmp / f"candidate{i}.capture")
+            except PolicyError as e:   # Note [One bad policy among several] (compare.py)
+                refused = isinstance(e, PolicyRefused)
+                report.outcomes.append(GateOutcome(
+                    v, failure=str(e).removeprefix("memledger: "), refused=refused,
+                    bad_input=not refused))
+                continue
             if res.code == EXIT_INTERNAL:   # memledger's own hook failed: no verdict
                 raise ScriptError(res.reason, exit_code=EXIT_INTERNAL)
             if res.code != EXIT_OK or res.data is None:

@@ -51,7 +51,9 @@ class PolicyComparison(BaseModel):
     verdict: str = Field(description="ADOPT | OK | REJECT")
     reason: str
     gates: Gates
-    failed_gate: str | None = Field(description="the gate named in the reason, or null")
+    failed_gate: str | None = Field(description="the gate named in the reason; 'script' "
+                                    "when the script failed under the policy, 'policy' when "
+                                    "the policy is bad input here (not run); else null")
     tensor: str = Field("", description="the parameter/buffer/input the reason names")
     step: int | None = Field(None, description="the step the reason names")
     worst_gradient: Worst | None = None
@@ -124,6 +126,10 @@ class CompareReport(BaseModel):
     compiled: str = Field("", description="the baseline runs torch.compile'd code, which "
                           "the trace runs eagerly: the predicted peaks are the eager run's, "
                           "the measured ones the compiled run's; '' when it runs none")
+    errors: list[str] = Field(default_factory=list, description="bad input met on the way, "
+                              "a line each (a policy that cannot apply, a script too short "
+                              "to time): the rest is judged and reported, then compare "
+                              "exits 2 (Note [One bad policy among several])")
     policies: list[PolicyComparison]
 
     @property

@@ -100,12 +100,47 @@ def test_bad_input_exits_2_before_running_anything(tmp_path, capsys, args, messa
 
 
 @pytest.mark.slow
-def test_selector_matching_no_module_exits_2_from_the_fresh_process(tmp_path, capsys):
-    code = main(["compare", str(_tiny(tmp_path)), "-p", "checkpoint:layers.*", "--steps", "1",
-                 "--no-performance"])
+def test_selector_matching_no_module_exits_2_after_judging_the_others(tmp_path, capsys):
+    """Note [One bad policy among several]: the bad selector's row says "not run", the good
+    policy is still gated, and compare exits 2 with the selector's line after printing them.
+    Before, the bad policy ended the comparison where it was met, the verdicts lost."""
+    code = main(["compare", str(_tiny(tmp_path)), "-p", "checkpoint:layers.*",
+                 "-p", "checkpoint:blocks.*", "--steps", "1", "--no-performance",
+                 "--no-doctor", "--json"])
     assert code == 2
-    err = capsys.readouterr().err
-    assert "memledger: selector 'layers.*' matches no module; the model's modules are" in err
+    out, err = capsys.readouterr()
+    d = json.loads(out)
+    bad, good = d["policies"]
+    assert bad["verdict"] == "REJECT" and bad["failed_gate"] == "policy"
+    assert bad["reason"].startswith("not run: selector 'layers.*' matches no module; the "
+                                    "model's modules are")
+    assert good["verdict"] == "OK" and good["failed_gate"] is None
+    assert d["errors"] == [f"checkpoint:layers.*: {bad['reason'].removeprefix('not run: ')}"]
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("memledger: checkpoint:layers.*: selector 'layers.*' matches no "
+                           "module;") and last.endswith("; compare reported what it could judge")
+
+
+@pytest.mark.slow
+def test_a_script_too_short_to_time_keeps_the_gates_verdicts(tmp_path, capsys):
+    """A script that runs exactly --steps steps leaves none to time: compare learns it from
+    the baseline's measure, now before the trace (Note [One bad policy among several]), and
+    exits 2 with measure's advice after printing the gates' verdicts (before: exit 2 and
+    no verdict at all)."""
+    script = _tiny(tmp_path)
+    script.write_text(script.read_text().replace("range(12)", "range(2)"))
+    code = main(["compare", str(script), "-p", "offload:blocks.*", "--steps", "2",
+                 "--time-steps", "2", "--no-doctor", "--json"])
+    assert code == 2
+    out, err = capsys.readouterr()
+    d = json.loads(out)
+    assert [p["verdict"] for p in d["policies"]] == ["OK"]
+    assert d["performance"] is False and d["baseline"] == {}
+    assert d["errors"] == ["performance not measured: the script ran only 2 optimizer steps, "
+                           "none left to time; let it run 4 (e.g. -- --steps 4)"]
+    assert "performance: tracing" not in err   # found by the baseline's measure, first
+    assert err.strip().splitlines()[-1] == f"memledger: {d['errors'][0]}; compare reported " \
+        "what it could judge"
 
 
 # ---- the bundled examples -----------------------------------------------------------------
