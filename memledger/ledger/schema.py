@@ -91,10 +91,11 @@ caller keeps those, not a line a re-run runs again: Note [What a call hands back
 replay/engine.py) and
 `script_ckpt` (`mod`, `first`, `ev`: a checkpoint call of the script's own, the module it
 checkpoints and the first module call under it; Note [The script's own checkpoint] in
-trace/script_checkpoint.py) and `script_ckpt_fn` (`mod`, `fn`, `at`, `ev`: a checkpoint
-call of the script's own on a function under which no module ran, the module whose call
-ran it, the function's name and the file:line of the call; Note [A policy checkpoint
-around a checkpointed function] in trace/script_checkpoint.py) and `root` (`mod`: a
+trace/script_checkpoint.py) and `script_ckpt_fn` (`mod`, `fn`, `at`, `lib`, `ev`: a
+checkpoint call of the script's own on a function under which no module ran, the module
+whose call ran it, the function's name, the file:line of the call and the installed package
+it lies in, '' for the user's own code (absent before the forty-ninth session); Note [A
+policy checkpoint around a checkpointed function] in trace/script_checkpoint.py) and `root` (`mod`: a
 top-level module other than the model, named as the script calls it
 (Note [Root names] in trace/roots.py), as its modules'
 paths begin; policies do not reach it, because

@@ -637,7 +637,7 @@ class _NestingGuard:
             region = self.paths.get(id(site.caller), self.path) \
                 if site.caller is not None else self.path
             raise PolicyError(nested_function_checkpoint_message(
-                self.policy, self.path, region, site.fn, site.at))
+                self.policy, self.path, region, site.fn, site.at, site.lib))
 
     def _checkpoint_run(self) -> None:
         if self.watches and (site := function_checkpoint_site()) is not None:

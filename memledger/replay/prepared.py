@@ -157,7 +157,7 @@ class Prepared:
     script_ckpt: tuple[tuple[str, str], ...] = ()   # (region, first call under it)
     # (the module whose call runs it, the function, file:line): Note [A policy checkpoint
     # around a checkpointed function] (trace/script_checkpoint.py)
-    script_fn_ckpt: tuple[tuple[str, str, str], ...] = ()
+    script_fn_ckpt: tuple[tuple[str, str, str, str], ...] = ()
     scope_grad: np.ndarray = None  # bool per call: it ran with gradients (policies act on it)
     scope_stats: np.ndarray = None  # int64 per call: BatchNorm statistics a re-run copies
     # the backward phases' spans of events, [start, end) (a graph built there saves again)

@@ -70,36 +70,42 @@ def refuse_around_script_checkpoints(policy_text: str, mods: np.ndarray,
                                               inside=runs_inside(path, region, first)))
 
 
-def script_function_checkpoints(records: list[dict]) -> tuple[tuple[str, str, str], ...]:
-    """Distinct (module whose call runs it, function, file:line) of the script's
-    checkpoints of a function that calls no module (`script_ckpt_fn` records), in
+def script_function_checkpoints(records: list[dict]) -> tuple[tuple[str, str, str, str], ...]:
+    """Distinct (module whose call runs it, function, file:line, library or '') of the
+    script's checkpoints of a function that calls no module (`script_ckpt_fn` records), in
     first-seen order: Note [A policy checkpoint around a checkpointed function] in
     trace/script_checkpoint.py."""
     return tuple(dict.fromkeys((str(r.get("mod", "")), str(r.get("fn", "")),
-                                str(r.get("at", ""))) for r in records))
+                                str(r.get("at", "")), str(r.get("lib", "")))
+                               for r in records))
 
 
 def refuse_around_function_checkpoints(policy_text: str, recomputed: np.ndarray,
-                                       checkpoints: tuple[tuple[str, str, str], ...]) -> None:
+                                       checkpoints: tuple[tuple[str, str, str, str], ...]
+                                       ) -> None:
     """Rule 1 for a checkpointed function of no module: a checkpointed or selective module
     whose call runs it (the module, or one around it) nests the two checkpoints. One inside
     the module runs outside the function: not refused. Nothing runs inside it to offload."""
     for path in dict.fromkeys(recomputed.tolist()):
-        for region, fn, at in checkpoints:
+        for region, fn, at, lib in checkpoints:
             if path == region or not path or region.startswith(path + "."):
                 raise PolicyError(nested_function_checkpoint_message(policy_text, path,
-                                                                     region, fn, at))
+                                                                     region, fn, at, lib))
 
 
 def nested_function_checkpoint_message(policy_text: str, path: str, region: str, fn: str,
-                                       at: str) -> str:
+                                       at: str, lib: str = "") -> str:
     """One line: which module, the script's checkpoint of a function in whose call, where,
-    and the fix (offloading the module is predicted as measured)."""
+    and the fix (offloading the module is predicted as measured). `lib`: the installed
+    package whose code calls checkpoint (Note [A checkpoint a library makes] in
+    trace/script_checkpoint.py), whose own option is the switch."""
     whose = "whose forward" if path == region else \
         f"and {region or 'the model'}'s forward, which runs in it,"
+    fix = f"that checkpoint is {lib}'s: turn it off by {lib}'s own option to compare " \
+        "policies" if lib else _FIX
     return (f"{policy_text} would checkpoint {path or 'the model'}, {whose} checkpoints the "
             f"function {fn} itself (torch.utils.checkpoint at {at}): one checkpoint would "
-            f"run inside the other; {_FIX}, or offload that module instead")
+            f"run inside the other; {fix}, or offload that module instead")
 
 
 _WHOSE = "(torch.utils.checkpoint, e.g. transformers' gradient_checkpointing_enable())"

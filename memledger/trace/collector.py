@@ -2298,7 +2298,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
             mod = self._roots.paths.get(site.caller) if site.caller is not None else None
             self._fn_ckpts[id(site.key)] = (site.key, {
                 "k": "script_ckpt_fn", "mod": mod if mod is not None else self._mod_stack[-1][0],
-                "fn": site.fn, "at": site.at, "ev": self._ev}, len(self._mod_stack))
+                "fn": site.fn, "at": site.at, "lib": site.lib, "ev": self._ev},
+                len(self._mod_stack))
 
     def _write_function_checkpoints(self, depth: int, grad: bool) -> None:
         """The script's checkpoints of a function, under which no module ran, met in the

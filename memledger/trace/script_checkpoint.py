@@ -60,6 +60,8 @@ from typing import Callable
 import torch
 from torch import nn
 
+from memledger.trace.where import is_user_file, library_path
+
 _top_hooks = torch._C._autograd._top_saved_tensors_default_hooks
 _CHECKPOINT_FILE = os.path.join("utils", "checkpoint.py")
 _MODULE = "torch.utils.checkpoint"
@@ -207,6 +209,8 @@ class FunctionCheckpoint:
     fn: str                    # the function's name
     at: str                    # file:line of the call to checkpoint
     key: object                # the call (as CheckpointCall.key)
+    lib: str = ""              # the installed package that calls checkpoint ('' the user's
+    # own code): Note [A checkpoint a library makes]
 
 
 _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
@@ -309,9 +313,31 @@ def function_checkpoint_site() -> FunctionCheckpoint | None:
         c = c.f_back
     inner = getattr(function, "func", function)   # a partial's function
     name = getattr(inner, "__qualname__", None) or type(inner).__name__
-    at = f"{os.path.basename(site.f_code.co_filename)}:{site.f_lineno}" if site else "?"
+    at, lib = _call_site(site)
     return FunctionCheckpoint(caller if isinstance(caller, nn.Module) else None, name, at,
-                              key)
+                              key, lib)
+
+
+# Note [A checkpoint a library makes]
+# The refusal of a policy checkpoint around the script's own checkpointed function said
+# "turn the script's checkpointing off to compare policies". Where the checkpoint is a
+# library's (memory-efficient-attention-pytorch checkpoints each attention chunk when its
+# model is built with `memory_efficient=True`, tests/clients/train_memeff.py), the script
+# has no checkpointing to turn off: the switch is the library's. So the site records the
+# installed package it lies in, named by its path under site-packages
+# (`memory_efficient_attention_pytorch/memory_efficient_attention.py:134`, where a user's
+# own file is named by its file name), and the line says that package's option is the
+# switch (replay/script_checkpoint.py).
+def _call_site(site) -> tuple[str, str]:
+    """(file:line, package): a user file by its name and '' for the package; a library's
+    by its path under its site directory and its top-level package."""
+    if site is None:
+        return "?", ""
+    name = site.f_code.co_filename
+    if is_user_file(name):
+        return f"{os.path.basename(name)}:{site.f_lineno}", ""
+    rel = library_path(name)
+    return f"{rel}:{site.f_lineno}", rel.split(os.sep, 1)[0].removesuffix(".py")
 
 
 def module_of(fn) -> nn.Module | None:

@@ -83,9 +83,15 @@ def library_caller(f: FrameType | None) -> str:
     name = os.path.realpath(c.f_code.co_filename)
     if is_user_file(name) or name.startswith((_TORCH, _OURS)):
         return ""
-    lib = max((d for d in _LIBS if name.startswith(d)), key=len, default="")   # the innermost
-    rel = name[len(lib):]
-    return f"{rel.lstrip(os.sep)}:{c.f_lineno} ({c.f_code.co_name})"
+    return f"{library_path(name)}:{c.f_lineno} ({c.f_code.co_name})"
+
+
+def library_path(filename: str) -> str:
+    """`torchsde/_core/sdeint.py`: a library file's path under the innermost library
+    directory that holds it."""
+    real = os.path.realpath(filename)
+    lib = max((d for d in _LIBS if real.startswith(d)), key=len, default="")
+    return real[len(lib):].lstrip(os.sep)
 
 
 _STDLIB = tuple(os.path.realpath(sysconfig.get_paths()[k]) + os.sep
@@ -107,8 +113,7 @@ def library_runner(depth: int = 1) -> str:
         real = os.path.realpath(name)
         stdlib = real.startswith(_STDLIB) and not _PACKAGES.search(real)
         if not name.startswith("<") and not stdlib and not real.startswith((_TORCH, _OURS)):
-            lib = max((d for d in _LIBS if real.startswith(d)), key=len, default="")
-            return f"{real[len(lib):].lstrip(os.sep)}:{f.f_lineno} ({f.f_code.co_name})"
+            return f"{library_path(real)}:{f.f_lineno} ({f.f_code.co_name})"
         f = f.f_back
     return ""
 

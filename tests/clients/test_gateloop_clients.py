@@ -77,9 +77,10 @@ def test_the_librarys_checkpoint_of_a_function_is_counted_and_offload_around_it_
         assert p.predict_refusal == p.measure_refusal == (
             f"memledger: {text} would checkpoint layers.0.0.fn, whose forward checkpoints the "
             "function gate_loop_operator itself (torch.utils.checkpoint at "
-            "gateloop_transformer.py:286): one checkpoint would run inside the other; turn "
-            "the script's checkpointing off to compare policies, or offload that module "
-            "instead")
+            "gateloop_transformer/gateloop_transformer.py:286): one checkpoint would run "
+            "inside the other; that checkpoint is gateloop_transformer's: turn it off by "
+            "gateloop_transformer's own option to compare policies, or offload that module "
+            "instead")   # Note [A checkpoint a library makes]
     report, outcome = diagnose_in_process(HERE / "train_gateloop.py", [], 2)
     assert outcome.code == 0, outcome.reason
     (f,) = report.findings

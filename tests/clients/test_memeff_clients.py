@@ -34,7 +34,7 @@ import importlib.util
 import pytest
 
 from memledger.doctor.run import diagnose_in_process
-from tests.clients.harness import HERE, run_client
+from tests.clients.harness import HERE, assert_pinned, run_client
 
 if importlib.util.find_spec("memory_efficient_attention_pytorch") is None:
     pytest.skip("memory-efficient-attention-pytorch is not installed", allow_module_level=True)
@@ -67,3 +67,26 @@ def test_the_reversible_transformers_chunk_checkpoints_in_backward_are_in_the_le
     assert (f.check, f.severity) == ("cross_step_retention", "warning")
     assert f.evidence["ctx_bytes_per_step"] == [2 * 16 * 32 * 4]
     assert "`_ReversibleFunction` keeps on ctx" in f.message
+
+
+def test_a_checkpoint_the_library_makes_is_named_as_the_librarys_to_turn_off():
+    """`--mode stack`: each Attention checkpoints its chunk function `summarize_qkv_chunk`
+    (memory_efficient=True), so a policy checkpoint of the block around it is refused by
+    both sides. The line said "turn the script's checkpointing off", and the script has
+    none: the switch is the library's (Note [A checkpoint a library makes],
+    trace/script_checkpoint.py). Offloading the block is predicted as measured; the
+    ledger holds 12 B of kernel scratch under the allocator here."""
+    run = run_client("train_memeff.py", ["--mode", "stack", "--depth", "1"],
+                     ["checkpoint:blocks.0", "offload:blocks.0"], steps=1)
+    assert run.ledger.peak_with_scratch() == run.allocator_peak
+    assert_pinned(run.allocator_peak, avx2=76_436)
+    lib = "memory_efficient_attention_pytorch"
+    refused = run.policies["checkpoint:blocks.0"]
+    assert refused.predict_refusal == refused.measure_refusal == (
+        "memledger: checkpoint:blocks.0 would checkpoint blocks.0, and blocks.0.attn's "
+        "forward, which runs in it, checkpoints the function summarize_qkv_chunk itself "
+        f"(torch.utils.checkpoint at {lib}/memory_efficient_attention.py:134): one "
+        f"checkpoint would run inside the other; that checkpoint is {lib}'s: turn it off "
+        f"by {lib}'s own option to compare policies, or offload that module instead")
+    offload = run.policies["offload:blocks.0"]
+    assert offload.predicted == offload.measured == run.allocator_peak
