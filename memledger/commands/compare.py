@@ -16,6 +16,18 @@ from memledger.commands.common import (
 )
 from memledger.errors import CheckFailed, PolicyError, ScriptError
 from memledger.outputs import check_output
+from memledger.units import count
+
+
+def errors_line(rep) -> str:
+    """compare's last line when it met bad input on the way (exit 2): the policies not run,
+    whose rows above say why, or the one error no row shows (a script too short to time)."""
+    bad = [p.policy for p in rep.policies if p.failed_gate == "policy"]
+    if bad:
+        which = ", ".join(bad)
+        return (f"{count(len(bad), 'policy', 'policies')} not run, bad input for this "
+                f"script: {which} (each row says why); compare reported what it could judge")
+    return f"{rep.errors[0]}; compare reported what it could judge"
 
 
 def compare(
@@ -101,8 +113,7 @@ def compare(
         write_compare_html(rep, html)
         err_console.print(f"wrote {html}", style="dim", markup=False)
     if rep.errors:   # after every verdict it could give: Note [One bad policy among several]
-        more = f" (and {len(rep.errors) - 1} more)" if len(rep.errors) > 1 else ""
-        raise PolicyError(f"{rep.errors[0]}{more}; compare reported what it could judge")
+        raise PolicyError(errors_line(rep))
     if rep.rejected:
         n = sum(p.verdict == "REJECT" for p in rep.policies)
         raise CheckFailed(f"{n} of {len(rep.policies)} policies rejected; see the reasons "
