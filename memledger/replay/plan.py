@@ -171,6 +171,9 @@ def repeated_blocks(led: Ledger, prep: Prepared | None = None) -> list[str]:
     groups = {k: v for k, v in groups.items() if len(v) >= 2}
     calls = _CallSpans(sc)
     through = _through_uncalled(paths, calls)
+    # Note [One item's parts are no stack]
+    parts = {p for group in through.values() for _, p in group}
+    groups = {k: v for k, v in groups.items() if not all(p in parts for _, p in v)}
     if not groups and not through:
         return []
     saved = led.storages[led.storages["category"] == "activation"]
@@ -199,7 +202,22 @@ def repeated_blocks(led: Ledger, prep: Prepared | None = None) -> list[str]:
     best = max(candidates, key=lambda v: (saved_bytes(v), len(v)))
     stacks = _sibling_stacks(best, candidates, sc, saved_bytes)
     taken = [p for group in (best, *stacks) for _, p in group]
-    parts = [part for group in (best, *stacks)   # Note [Parts of the stacks beside]
+    parts = [part for group in (best, *stacks)   # Note [One item's parts are no stack]
+# Where a list's items never run and their parts do (Note [Items called in parts]), each
+# item's parts are also a numbered group of their own (`layers.0.0`, `layers.0.1`,
+# `layers.0.2`: prefix `layers.0`), and that group competed with the groups across the
+# items (`layers.*.0`, ...). With few items and several parts one item's parts save the
+# most, and plan searched that one item: on iTransformer2D (tests/clients/
+# train_itransformer.py --model 2d --revin, two layers of [gate loop, causal time block,
+# variate block], 2 steps) its blocks were `layers.0.0-2` (and a prediction head),
+# `layers.1.*` never searched, and its front ended at 1,731,948 B (`offload:layers.0.*`)
+# where `offload:layers.*.*` is predicted and measured 780,156 B of 2,966,124. A numbered
+# group whose members all sit in groups across the items is one item's parts, no stack:
+# it is left out, and the groups across the items (each part's stack, the others beside
+# it by Note [Parts of the stacks beside]) take all of them. A list of one item has no
+# group across the items, and its parts stay its blocks.
+#
+# Note [Parts of the stacks beside]
              for part in _other_parts(group, through, saved_bytes, taken)]
     return [p for _, p in sorted(best)] + [
         p for p in dict.fromkeys(   # a group both ways found is listed once

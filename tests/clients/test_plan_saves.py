@@ -74,3 +74,22 @@ def test_plan_takes_a_top_level_sequentials_blocks():
     p = run.policies["offload:[1-2]"]
     assert (rep.policy, rep.predicted_peak_bytes) == ("offload:[1-2]", p.predicted)
     assert p.predicted == p.measured == 46_188
+
+
+def test_plan_takes_every_items_parts_not_one_items():
+    """`layers.{i}` are `ModuleList`s of three MLP blocks that never run themselves; the
+    model calls each item's three in turn (as iTransformer2D's layers). One item's parts
+    (`layers.1.0-2`, a numbered group of their own) saved more than any part across the two
+    items (`layers.*.0`, ...), so plan searched layer 1 alone and said no candidate fits
+    58,027 B (60 %), the lowest 78,280 B. Now the parts across the items are the blocks
+    (Note [One item's parts are no stack]): all six, and `offload:` on all of them is
+    predicted and measured 52,556 B."""
+    pols = ["offload:layers.*.*"]
+    run = run_client("train_plan_saves.py", ["--case", "parts"], pols)
+    assert run.ledger_peak == run.allocator_peak == 96_712
+    assert sorted(repeated_blocks(run.ledger)) == [f"layers.{i}.{j}" for i in range(2)
+                                                   for j in range(3)]
+    p = run.policies["offload:layers.*.*"]
+    assert p.predicted == p.measured == 52_556
+    rep = plan(run.ledger, 58_027, front_points=0)
+    assert rep.fits and rep.predicted_peak_bytes <= 58_027

@@ -15,6 +15,10 @@ saves its input), one `--case` each. SGD, random data.
 - `sequential`: the model is itself an `nn.Sequential` (a Linear, two stages of two MLP
   blocks each, a LayerNorm, a Linear head), as mlp-mixer-pytorch's `MLPMixer`: its blocks
   are the top-level `1`, `2` (Note [A model that is itself a Sequential]).
+- `parts`: `layers.{i}`, a `ModuleList` of three MLP blocks per layer that never runs
+  itself, the model calling the three in turn (as iTransformer2D's gate loop, causal
+  time attention and variate attention); two layers, so one layer's three blocks save
+  more than the same part of both layers (Note [One item's parts are no stack]).
 
     memledger plan tests/clients/train_plan_saves.py --budget 60% -- --case rank
 """
@@ -89,9 +93,22 @@ class IdentityNet(nn.Module):
         return self.head(x)
 
 
+class PartsNet(nn.Module):
+    def __init__(self, dim: int, n: int) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList(nn.ModuleList([Block(dim), Block(dim), Block(dim)])
+                                    for _ in range(n))
+        self.head = nn.Linear(dim, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for first, second, third in self.layers:   # the items themselves never run
+            x = third(second(first(x)))
+        return self.head(x)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--case", choices=("rank", "identity", "sequential"), default="rank")
+    ap.add_argument("--case", choices=("rank", "identity", "sequential", "parts"), default="rank")
     ap.add_argument("--steps", type=int, default=2)
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--wide", type=int, default=256)
@@ -104,6 +121,9 @@ def main() -> None:
         dim = args.narrow
     elif args.case == "identity":
         model = IdentityNet(args.narrow)
+        dim = args.narrow
+    elif args.case == "parts":
+        model = PartsNet(args.narrow, 2)
         dim = args.narrow
     else:
         dim = args.narrow
