@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 import torch
 
-from memledger.errors import PolicyError
 from memledger.verify.gates import run_gates
 from memledger.verify.runs import CaptureResult, Variant, capture_in_process
 
@@ -365,10 +364,16 @@ def test_a_sampler_drawing_from_numpys_unseeded_generator_is_told_to_seed_it(tmp
                            "(np.random.seed), which the script draws from unseeded"), report.note
 
 
-def test_unknown_selector_is_a_policy_error(dropout_net):
-    with pytest.raises(PolicyError):
-        run_gates(dropout_net, [], [Variant("x", "checkpoint:nothing.*")], steps=1,
-                  runner=in_process)
+def test_unknown_selector_is_bad_input_of_its_own_and_the_others_are_judged(dropout_net):
+    """Note [One bad policy among several] (verify/compare.py): the bad selector's outcome
+    is "not run" (bad input, exit 2 in compare after the rest), the other policy gated."""
+    report = run_gates(dropout_net, [], [Variant("x", "checkpoint:nothing.*"),
+                                         Variant("y", "checkpoint:blocks.0")], steps=1,
+                       runner=in_process)
+    bad, good = report.outcomes
+    assert bad.bad_input and not bad.refused and not bad.passed
+    assert bad.reason.startswith("not run: selector 'nothing.*' matches no module")
+    assert good.passed and not good.bad_input
 
 
 def test_a_baseline_that_compiled_code_is_judged_within_rounding(tmp_path):
