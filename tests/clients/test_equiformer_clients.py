@@ -56,7 +56,8 @@ def basis_on_disk(tmp_path_factory):
     the script's imports. With a cold cache the first pass computed the basis and wrote it
     (its SVDs' peak in setup, 273,936 B and 109,804 B of LAPACK scratch) and the next ones
     loaded it (154,824 B); with `CLEAR_CACHE=1` every pass computes it, and every policy
-    reads that setup peak (313,972 B), so the steps' numbers are pinned on the warm cache."""
+    reads that setup peak (313,972 B), so the steps' numbers are pinned on the warm
+    cache."""
     assert "equiformer_pytorch.basis" not in sys.modules, \
         "equiformer_pytorch was imported before this tier set its CACHE_PATH"
     folder = tmp_path_factory.mktemp("equivariant_attention")
@@ -83,8 +84,10 @@ def test_an_equiformer_on_its_neighbours_is_predicted_as_measured(basis_on_disk)
     keys/values), each predicted and measured to the byte. In one process the ledger pass
     read 36 B over the allocator pass, the basis cached by the library's `lru_cache`
     (Note [Tensors made at import]'s kin, `_fresh_library_state`); the CLI's fresh
-    processes were always equal. The doctor's one warning is true: the loss reads the
-    type-1 output alone, so the type-0 path's last weights get no gradient."""
+    processes were always equal. Every pass loads the basis from `basis_on_disk`: on the
+    cache $HOME happened to hold, an empty one read ledger 273,936 B against 154,824 B.
+    The doctor's one warning is true: the loss reads the type-1 output alone, so the
+    type-0 path's last weights get no gradient."""
     from memledger.doctor.run import diagnose_in_process
 
     argv = ["--neighbors", "3", "--mask", "--tokens", "--validate"]
