@@ -617,6 +617,35 @@ class FirstUse:
 FIRST_USE = FirstUse()
 
 
+# Note [Storages an in-process caller made before the script]
+# The CLI runs each pass in a fresh process, so a storage its collector first meets as an
+# op's input was made just now outside the dispatcher, and the allocator pass, profiling
+# from the script's first line, saw it made too (Note [Pre-existing storages, found on
+# first use]). An in-process caller breaks that: the test suite's harness imports a
+# script's libraries before its first pass (Note [Tensors made at import] in
+# tests/clients/harness.py), so a tensor a library makes at import exists before every
+# pass. The allocator pass never sees it allocated, and `measure` neither; the ledger pass
+# counted it from its first use, as made there outside dispatch. equiformer-pytorch's
+# `RANDOM_ANGLES` (5 x 3 float64, 120 B, made in `equiformer_pytorch.basis` at import and
+# read only where the basis is computed, not loaded from its disk cache): with the cache
+# off the ledger with its scratch read 314,092 B against the allocator's 313,972 B, and
+# every policy 120 B over measured. Such a caller names those storages
+# (`made_before_the_script`); each is kept as a row and left out of the device's curve, as
+# memory the allocator did not hand out in the run is (Note [Memory torch's allocator did
+# not hand out], trace/external.py). The storages are held here, so that no later storage
+# takes a held one's address. The API's blocks keep their rule (live from event 0, and
+# their bytes added to the profiler's peak: trace/api.py).
+_BEFORE_THE_SCRIPT: dict[int, Any] = {}   # storage key -> the storage, held
+BEFORE_THE_SCRIPT_OP = "(made before the script)"
+
+
+def made_before_the_script(storages: Iterable[Any]) -> None:
+    """Name untyped storages made in this process before the script's passes (Note
+    [Storages an in-process caller made before the script])."""
+    for st in storages:
+        _BEFORE_THE_SCRIPT[st._cdata] = st
+
+
 def is_pinned(t: torch.Tensor) -> bool:
     """Whether `t` lives in pinned host memory (Note [Pre-existing storages, found on first
     use]); False where torch has no accelerator to pin for (a CPU-only build). Asked only
@@ -1506,6 +1535,10 @@ class Collector(ShardingMixin, TorchDispatchMode):
                 sid = self._new_storage(t, st, ev, SHARED_MEMORY_OP, pre=False)
                 self._outside.discard(sid)
                 self.sink.write({"k": "role", "sid": sid, "role": "input"})
+            elif key in _BEFORE_THE_SCRIPT and not self._lifting:
+                # Note [Storages an in-process caller made before the script]
+                sid = self._new_storage(t, st, ev, BEFORE_THE_SCRIPT_OP, pre=False,
+                                        before=True)
             else:
                 sid = self._new_storage(t, st, ev, "(outside dispatch)", pre=False)
         return sid
@@ -1535,7 +1568,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
                 self._output(part, ev, op)
 
     def _new_storage(self, t: torch.Tensor, st, ev: int, op: str, pre: bool,
-                     mod: str | None = None) -> int:
+                     mod: str | None = None, before: bool = False) -> int:
         sid = self._next_sid
         self._next_sid = sid + 1
         key = st._cdata
@@ -1557,7 +1590,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
         }
         # Note [Memory torch's allocator did not hand out] in trace/external.py; a slice of
         # a mapped file is counted, with the mapping (Note [Storages over a mapped file])
-        ext = self._external(t, st)
+        ext = before or self._external(t, st)
         if (ext or self._setting) and dev == "cpu" and external(st) and \
                 self._mapped.add(sid, st.data_ptr(), nbytes, rec, not self._setting):
             ext = False

@@ -1361,9 +1361,9 @@ class FakeCollector(Collector):
         return self._lift_external and \
             self._fake_dev.get(getattr(t, "fake_device", None), "").startswith("cpu")
 
-    def _new_storage(self, t, st, ev, op, pre, mod=None):
+    def _new_storage(self, t, st, ev, op, pre, mod=None, before=False):
         self._real_next = False
-        sid = super()._new_storage(t, st, ev, op, pre, mod=mod)
+        sid = super()._new_storage(t, st, ev, op, pre, mod=mod, before=before)
         if self._real_next:
             self._real_sids.add(sid)
             self.sink.write({"k": "real", "sid": sid})
