@@ -241,7 +241,9 @@ class PolicyHandle:
         optimizer step) since the policy went on."""
         for ref, version in self.versions.get(path, ()):
             p = ref()
-            if p is not None and (p.grad is not None or p._version != version):
+            # a non-leaf (higher's fast weights) has no `.grad`; torch warns on the read
+            if p is not None and ((p.is_leaf and p.grad is not None) or
+                                  p._version != version):
                 return True
         return False
 
