@@ -113,6 +113,17 @@ def optimizer_membership(run: Run) -> list[Finding]:
 # left out of the optimizer is reached by every training backward, so still found.
 
 
+# Note [Copies made in every step]
+# A model rebuilt (or deep-copied) once after its optimizer was made leaves the same
+# orphans, reached by backward in every step. higher's `innerloop_ctx(model, opt)` with its
+# default `copy_initial_weights=True` makes each task's fast weights from
+# `p.clone().detach().requires_grad_()`: new leaves in every step, each reached by that
+# step's backward alone, and the meta-optimizer's parameters never get a gradient
+# (tests/clients/train_higher.py --copy-initial: 36 orphans over 3 steps, 12 a step). The
+# finding said "the model rebuilt, deep-copied or converted by .to()" and "build the
+# optimizer from the model you train", which no rebuild explains and no change to the
+# optimizer fixes. Where every orphan is reached in one step only, and they span several
+# steps, the finding names the copies made in the step instead.
 def stale_optimizer(run: Run) -> list[Finding]:
     """An optimizer none of whose parameters ever got a gradient, while parameters that did
     are in no optimizer: it was built on the model's old parameters (the model rebuilt,
@@ -135,14 +146,27 @@ def stale_optimizer(run: Run) -> list[Finding]:
     if not orphans or not stale:
         return []
     st = stale[0]
+    windows = {i: {b["window"] for b in run.backwards if i in b.get("reached", ())}
+               for i in orphans}
+    if len(set().union(*windows.values())) > 1 and all(len(w) == 1 for w in windows.values()):
+        # Note [Copies made in every step]
+        why = ("each step's backward reached new ones (copies of the parameters made in the "
+               "step and cut from them: a copy.deepcopy of the model, "
+               "`p.detach().requires_grad_()`; higher's innerloop_ctx with its default "
+               "copy_initial_weights=True), so their gradients never reach the parameters "
+               "the optimizer holds and the model never trains; make the copies with an op "
+               "autograd follows (`p.clone()` through torch.func.functional_call; higher: "
+               "copy_initial_weights=False)")
+    else:
+        why = ("it was built on parameters the model no longer uses (the model rebuilt, "
+               "deep-copied or converted by .to() after the optimizer was made), so the model "
+               "never trains; build the optimizer from the model you train, after copying or "
+               "moving it")
     return [Finding(
         check="stale_optimizer", severity="error", where=where(st),
         message=(f"optimizer.step() ({st['cls']}) updates {len(st['params'])} parameters none "
                  f"of which ever got a gradient, while the {len(orphans)} that do "
-                 f"({run.names(orphans)}) are in no optimizer: it was built on parameters the "
-                 "model no longer uses (the model rebuilt, deep-copied or converted by .to() "
-                 "after the optimizer was made), so the model never trains; build the "
-                 "optimizer from the model you train, after copying or moving it"),
+                 f"({run.names(orphans)}) are in no optimizer: {why}"),
         evidence={"optimizer_params": len(st["params"]), "orphans": len(orphans),
                   "bytes": run.bytes_of(orphans)})]
 

@@ -180,15 +180,29 @@ def schedulers(run: Run) -> list[Finding]:
 # the parameters' gradient-like attributes (`.jac`: a tensor shaped as the parameter or
 # a stack of it, Note [A parameter's gradients, as they are set] in trace/param_attrs.py)
 # are named with the fix. Steps under a closure are read after it ran, as always.
+# Note [A backward that reached no parameter the step holds]
+# "call backward() before step()" was the advice wherever a step found no gradient, and
+# it was wrong where the script did call it: MAML through higher with
+# `track_higher_grads=False` (tests/clients/train_higher.py --first-order) runs the query
+# loss's backward on fast weights that `detach().requires_grad_()` cut from the net, so
+# backward gives the copies gradients and the net none; Adam steps on nothing in every
+# step. Where backward passes ran in the steps, the finding says so and names the cut.
 def no_gradient(run: Run) -> list[Finding]:
     steps = [st for st in run.steps if st.get("trainable")]
     if not steps or any(st.get("graded") or st["accum"] for st in steps):
         return []
     beside = sorted({a for st in steps for a in st.get("beside", ())})
     held = ", ".join(f"`.{a}`" for a in beside)
+    ran = [b for b in run.backwards if b.get("window") in {st["step"] for st in steps}]
     fix = (f"; they hold {held} beside `.grad` (a Jacobian or per-sample gradients a "
            "library's backward leaves there), which step() never reads: aggregate it into "
            "`.grad` first (torchjd: `jac_to_grad(params, aggregator)`)" if beside else
+           f"; backward ran {len(ran)} times in those steps and reached none of them: the "
+           "loss was "
+           "computed from copies of them cut from their graph (`.detach()`, "
+           "`detach().requires_grad_()`, `torch.no_grad()`; higher's innerloop_ctx with "
+           "copy_initial_weights=True or track_higher_grads=False); keep the path from the "
+           "loss to the parameters the optimizer holds" if ran else
            "; call backward() (or set `.grad`) before step()")
     n = len({i for st in steps for i in st["trainable"]})
     return [Finding(

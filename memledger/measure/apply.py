@@ -241,7 +241,9 @@ class PolicyHandle:
         optimizer step) since the policy went on."""
         for ref, version in self.versions.get(path, ()):
             p = ref()
-            if p is not None and (p.grad is not None or p._version != version):
+            # a non-leaf (higher's fast weights) has no `.grad`; torch warns on the read
+            if p is not None and ((p.is_leaf and p.grad is not None) or
+                                  p._version != version):
                 return True
         return False
 
@@ -297,12 +299,20 @@ def extend_policy(handle: PolicyHandle, offload_dir: str | None = None) -> list[
     regions = resolve(handle.policy, module_table(model), containers=containers(model),
                       aliases=module_aliases(model))
     new = [r for r in regions if r.path not in handle.modules]
-    state = [*module_parameters(model), *model.buffers()]
+    state = _model_state(model)
     for o in handle.offloaders:   # the new modules' parameters stay where they are
         o.skip_also(state)
     handle.regions += new
     _wrap(handle, model, new, {o.min_bytes: o for o in handle.offloaders}, offload_dir, True)
     return [r.path for r in new]
+
+
+def _model_state(model: nn.Module) -> list[torch.Tensor]:
+    """The parameters and buffers offload leaves on the device: not a tensor an op computed
+    that the model holds in `_parameters` (higher's first fast weights, `p.clone()`), which
+    the ledger reads as an activation and the replay moves (Note [A computed tensor in a
+    module's parameters], trace/collector.py)."""
+    return [*(p for p in module_parameters(model) if p.grad_fn is None), *model.buffers()]
 
 
 def _wrap(handle: PolicyHandle, model: nn.Module, regions: list[Region],
@@ -320,7 +330,7 @@ def _wrap(handle: PolicyHandle, model: nn.Module, regions: list[Region],
     # a wrapper's its inner tensors' (Note [Wrapper subclasses]); a lazy module's state has
     # none until its first forward (Note [Lazy parameters] in trace/collector.py): the
     # offloader takes its storage when it has one
-    state = [*module_parameters(model), *model.buffers()]
+    state = _model_state(model)
     lazy = [t for t in state if isinstance(t, UninitializedTensorMixin)]
     ready = [t for t in state if not isinstance(t, UninitializedTensorMixin)]
     for r in regions:

@@ -2960,6 +2960,22 @@ class Collector(ShardingMixin, TorchDispatchMode):
     # no_grad) before `q_net`, so the first step's gradients read `QNetwork.q_net.2.weight`
     # and every later step's `q_net.2.weight`, one tensor by two names in `show` (its idle
     # table folds a tensor's steps by name). Module calls keep the names they ran under.
+    # Note [A computed tensor in a module's parameters]
+    # A module's `_parameters` may hold a tensor some op computed, no nn.Parameter: higher's
+    # `innerloop_ctx(model, opt, copy_initial_weights=False)` builds a functional copy of
+    # the model whose first fast weights are `p.clone()` of the model's parameters, and
+    # that copy's first call is where its state is named. Those clones read as parameters
+    # named `0.0.weight`..., beside the parameters they were cloned from: `show` said
+    # "parameter 6.2 KiB" at the peak of tests/clients/train_higher.py (2 steps), twice the
+    # 3,184 B the net holds, and its saved activations 3,184 B short, for one task's
+    # clones that its inner forwards save for the outer backward. A tensor with a
+    # `grad_fn` is a value of the graph (its gradient flows to what made it, and nothing
+    # steps it), so it takes no `parameter` role: it is what its saves and uses make it,
+    # an activation here, as the later fast weights (`w - lr * g`) already were (Note
+    # [Weights put in a module's parameters]). A leaf put there (higher's default
+    # `copy_initial_weights=True`: `p.clone().detach().requires_grad_()`) keeps the role,
+    # as a parameter that no optimizer holds. The optimizer's own parameters are leaves
+    # and get theirs at each step (`_mark_parameters`).
     def _name_state(self, root: torch.nn.Module, prefix: str, again: bool = False) -> None:
         """The `parameter` and `buffer` roles of a top-level module's tensors, named under
         `prefix`; `again`: renamed, so written again (the ledger reads the last name).
@@ -2979,6 +2995,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
                     self._lazy = [x for x in self._lazy if x[0]() is not t]
                     self._lazy.append((weakref.ref(t), role, full))
                     continue
+                if role == "parameter" and t.grad_fn is not None:
+                    continue   # Note [A computed tensor in a module's parameters]
                 if again:
                     self._roles_written.discard((self._sid(t, self._ev), role))
                     g = t.grad if role == "parameter" else None
@@ -3005,6 +3023,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
                     if isinstance(t, _Uninitialized):   # Note [Lazy parameters]
                         self._lazy.append((weakref.ref(t), role, full))
                         continue
+                    if role == "parameter" and t.grad_fn is not None:
+                        continue   # Note [A computed tensor in a module's parameters]
                     self._role(t, role, full)
 
     def _named_elsewhere(self, root: torch.nn.Module, prefix: str) -> set[int]:

@@ -123,7 +123,9 @@ class StepBoundary:
                 from memledger.trace.roots import module_parameters
 
                 params += [p for m in self._roots for p in module_parameters(m)]
-            self._pending = {id(p) for p in params if p.grad is not None}
+            # a non-leaf in a module's `_parameters` (higher's fast weights) has no `.grad`,
+            # and reading one makes torch warn in the script's output
+            self._pending = {id(p) for p in params if p.is_leaf and p.grad is not None}
             self._stepped = set()
         return restep
 

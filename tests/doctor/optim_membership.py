@@ -6,11 +6,16 @@
     --bug two_opts   fc1 is in two optimizers
     --bug stale      the optimizer was built, then the model rebuilt as float64 (new
                      Parameters): the optimizer holds the old ones (fixed: rebuilt before)
+    --bug copies     the loss is computed by a deep copy of the model made in every step
+                     (new leaves cut from the model's parameters, as higher's innerloop_ctx
+                     makes with copy_initial_weights=True): backward reaches the copies,
+                     never the model (fixed: torch.func.functional_call on `p.clone()`)
     --fixed          one optimizer, every parameter once
     --fixed --unfreeze  fc1 frozen at first; in step 2 it is unfrozen and a new optimizer
                      over every parameter replaces the first (dropped): a hand-over, not two
                      optimizers of fc2
 """
+import copy
 import sys
 
 import torch
@@ -42,7 +47,13 @@ for step in range(3):
         fc1.requires_grad_(True)
         opts = [torch.optim.AdamW(model.parameters(), lr=0.01)]
     x, y = torch.randn(4, 8, dtype=dtype), torch.randint(0, 2, (4,))
-    loss = nn.functional.cross_entropy(model(x), y)
+    if BUG == "copies" and FIXED:
+        fast = {n: p.clone() for n, p in model.named_parameters()}
+        loss = nn.functional.cross_entropy(torch.func.functional_call(model, fast, (x,)), y)
+    elif BUG == "copies":   # a copy of its own per step, as higher's monkeypatch makes
+        loss = nn.functional.cross_entropy(copy.deepcopy(model)(x), y)
+    else:
+        loss = nn.functional.cross_entropy(model(x), y)
     for o in opts:
         o.zero_grad(set_to_none=FIXED or BUG != "frozen")
     loss.backward()

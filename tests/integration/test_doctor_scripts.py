@@ -59,6 +59,14 @@ BUGS = [
      ["`0.weight`", "2 optimizers"], "o.step()"),
     ("optim_membership.py", ["--bug", "stale"], "stale_optimizer", "error",
      ["AdamW", "4 parameters", "`0.weight`", "never trains"], "o.step()"),
+    # Note [Copies made in every step] (doctor/params.py): not "the model rebuilt"
+    ("optim_membership.py", ["--bug", "copies"], "stale_optimizer", "error",
+     ["AdamW", "4 parameters", "the 12 that do", "copies of the parameters made in the step",
+      "copy_initial_weights=False"], "o.step()"),
+    # Note [A backward that reached no parameter the step holds] (doctor/updates.py)
+    ("optim_membership.py", ["--bug", "copies"], "no_gradient", "error",
+     ["steps 1-3", "backward ran 3 times in those steps and reached none of them"],
+     "o.step()"),
     ("grad_leak.py", [], "grad_leak", "error", ["4 parameters", "steps 2 and 3"], "loss.backward()"),
     # a clip between backward and step changes .grad in place: the leak once went unseen
     ("grad_leak.py", ["--clip"], "grad_leak", "error", ["4 parameters", "steps 2 and 3"],
@@ -325,6 +333,7 @@ def test_planted_bug_is_caught_naming_what_and_where(script, args, check, severi
 
 FIXED = [("cut.py", ["--cut", c, "--fixed"]) for c in ("detach", "checkpoint")] + [
     ("optim_membership.py", ["--fixed"]), ("optim_membership.py", ["--bug", "stale", "--fixed"]),
+    ("optim_membership.py", ["--bug", "copies", "--fixed"]),
     ("optim_membership.py", ["--fixed", "--unfreeze"]),
     ("master_weights.py", []),
     ("grad_leak.py", ["--fixed"]), ("grad_leak.py", ["--fixed", "--clip"]),
