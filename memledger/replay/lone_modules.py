@@ -26,15 +26,18 @@ lists), where
    inside the tokenizer moves a part of what the tokenizer's options move, and two
    modules one inside the other do not add up, Note [Blocks add up]; the encoder that
    holds the blocks fails rule 1, so its final norm is outermost);
-3. its calls save at least 1 / MODULE_SHARE of what the model's calls save, counted as
-   the replay counts them (`packs_of`, the same count as Note [A block's saves, by its
+3. its calls save at least 1 / MODULE_SHARE of what the model's calls save, and, where
+   blocks are searched, at least what the one that saves least saves, counted as the
+   replay counts them (`packs_of`, the same count as Note [A block's saves, by its
    calls]): smaller ones cannot move the peak by much, and each module searched
    multiplies the exhaustive search by the options (6 on a transformer). At most
    MODULE_SHARE modules pass it: the outermost modules are disjoint, so their saves are.
 The charformer model: `encoder` holds the blocks; `tokenizer` (63 %) and `head` (5.6 %)
-are outermost; the tokenizer is searched, the head is not. A 48-block tiny GPT (each
-block about 2 % of the saves, the head a block's input once) gets none, and its search is
-unchanged. A module that saves one storage with a block (a stem's last ReLU output,
+are outermost; the tokenizer is searched, the head is not. The second bar keeps out a
+shallow model's head: two MLP blocks and a Linear head (tests/clients/train_plan_saves.py
+--case identity) save 16,384 and 20,480 B, the head its input, 4,096 B, a tenth of
+40,960. A 48-block tiny GPT (each block about 2 % of the saves, the head a block's input
+once) gets none, and its search is unchanged. A module that saves one storage with a block (a stem's last ReLU output,
 saved again by the first block's first Linear) is planned in one unit with that block
 (Note [Blocks that share a save]); the full replay of the answer checks the sum as for
 blocks. A policy selects such a module by its own path (`offload:tokenizer`), which is a
@@ -86,9 +89,10 @@ def saves_counter(led: Ledger, prep: Prepared | None) -> Callable[[Sequence[str]
     return saved_bytes
 
 
-def lone_modules(led: Ledger, prep: Prepared | None, blocks: Sequence[str]) -> list[str]:
-    """The modules searched beside `blocks` (every repeated block, searched or left out),
-    in the order of their first call (Note [Modules that are not blocks])."""
+def lone_modules(led: Ledger, prep: Prepared | None, blocks: Sequence[str],
+                 left_out: Sequence[str] = ()) -> list[str]:
+    """The modules searched beside `blocks` (the repeated blocks searched; `left_out`: those
+    that are not), in the order of their first call (Note [Modules that are not blocks])."""
     sc = led.scopes
     if not len(sc):
         return []
@@ -97,14 +101,16 @@ def lone_modules(led: Ledger, prep: Prepared | None, blocks: Sequence[str]) -> l
     for m, e in zip(sc["mod"].astype(str), sc["ev0"].to_numpy(dtype=np.int64).tolist()):
         if m and (m not in first or e < first[m]):
             first[m] = e
-    free = {p for p in first if not any(related(p, b) for b in blocks)}
+    free = {p for p in first if not any(related(p, b) for b in [*blocks, *left_out])}
     outer = [p for p in free if not any(".".join(p.split(".")[:k]) in free
                                         for k in range(1, p.count(".") + 1))]
     if not outer:
         return []
     saved = saves_counter(led, prep)
     total = saved(sorted(first))
-    out = [p for p in outer if (b := saved([p])) > 0 and b * MODULE_SHARE >= total]
+    least = min((saved([b]) for b in blocks), default=0)
+    out = [p for p in outer
+           if (b := saved([p])) > 0 and b * MODULE_SHARE >= total and b >= least]
     return sorted(out, key=lambda p: (first[p], p))
 
 

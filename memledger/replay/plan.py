@@ -913,7 +913,7 @@ def searched(led: Ledger, prep: Prepared) -> tuple[list[str], list[str], list[st
     """(the repeated blocks searched, those left out, the modules searched beside them):
     Notes [Blocks that save nothing], [Modules that are not blocks]."""
     blocks, left_out = saving_blocks(prep, repeated_blocks(led, prep))
-    return blocks, left_out, lone_modules(led, prep, blocks + left_out)
+    return blocks, left_out, lone_modules(led, prep, blocks, left_out)
 
 
 def pareto_points(led: Ledger, points: int = FRONT_POINTS) -> list[dict]:
