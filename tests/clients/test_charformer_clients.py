@@ -53,6 +53,6 @@ def test_a_gbst_masked_byte_model_is_predicted_as_measured():
     # blocks], replay/lone_modules.py): at 300,000 B, under anything the layers reach
     # (303,884 B), it said "no candidate fits" before
     rep = plan(run.ledger, 300_000, front_points=0)
-    assert (rep.modules, rep.policy, rep.predicted_peak_bytes) == \
-        (["tokenizer"], "offload:tokenizer", 259_440)
+    assert (rep.policy, rep.predicted_peak_bytes) == ("offload:tokenizer", 259_440)
+    assert rep.modules == ["tokenizer"]
     assert_one_doctor_error("train_charformer.py", argv, 2, None, "")

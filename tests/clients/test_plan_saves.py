@@ -87,6 +87,19 @@ def test_plan_searches_a_stem_beside_the_blocks():
     predicted and measured. Plan is the brute force of full replays at every budget: the
     summed table equals the full replay of each of the 64 assignments (4 options on 2
     blocks and the stem), peak and time."""
+    run = run_client("train_plan_saves.py", ["--case", "stem"],
+                     ["offload:stem", "checkpoint:stem+offload:blocks.*"])
+    assert run.ledger.peak_with_scratch() == run.allocator_peak
+    rep = plan(run.ledger, 300_000, front_points=0)
+    assert (rep.fits, rep.policy, rep.predicted_peak_bytes, rep.choice) == \
+        (True, "offload:stem", 233_740, ["none", "none", "offload"])
+    assert (rep.blocks, rep.modules, rep.baseline_peak_bytes) == \
+        (["blocks.0", "blocks.1"], ["stem"], 430_348)
+    for text in ("offload:stem", "checkpoint:stem+offload:blocks.*"):
+        p = run.policies[text]
+        assert p.predicted == p.measured, text
+    assert run.policies["offload:stem"].measured == 233_740
+
     import itertools
 
     from memledger.replay.engine import CPU_RNG_STATE_BYTES, replay
@@ -94,19 +107,6 @@ def test_plan_searches_a_stem_beside_the_blocks():
     from memledger.replay.policies import parse_policy
     from memledger.replay.predict import cost_model
     from memledger.replay.prepared import Prepared
-
-    run = run_client("train_plan_saves.py", ["--case", "stem"],
-                     ["offload:stem", "checkpoint:stem+offload:blocks.*"])
-    assert run.ledger.peak_with_scratch() == run.allocator_peak
-    rep = plan(run.ledger, 300_000, front_points=0)
-    assert (rep.blocks, rep.modules, rep.baseline_peak_bytes) == \
-        (["blocks.0", "blocks.1"], ["stem"], 430_348)
-    assert (rep.fits, rep.policy, rep.predicted_peak_bytes, rep.choice) == \
-        (True, "offload:stem", 233_740, ["none", "none", "offload"])
-    for text in ("offload:stem", "checkpoint:stem+offload:blocks.*"):
-        p = run.policies[text]
-        assert p.predicted == p.measured, text
-    assert run.policies["offload:stem"].measured == 233_740
 
     led, rng = run.ledger, CPU_RNG_STATE_BYTES
     prep = Prepared.from_ledger(led)
@@ -137,8 +137,8 @@ def test_plan_searches_a_model_with_no_module_list():
     assert run.ledger.peak_with_scratch() == run.allocator_peak
     assert repeated_blocks(run.ledger) == []
     rep = plan(run.ledger, 300_000, front_points=0)
-    assert (rep.blocks, rep.modules, rep.assignments) == ([], ["stem"], 4)
     assert (rep.policy, rep.predicted_peak_bytes, rep.baseline_peak_bytes) == \
         ("offload:stem", 229_324, 425_932)
+    assert (rep.blocks, rep.modules, rep.assignments) == ([], ["stem"], 4)
     p = run.policies["offload:stem"]
     assert p.predicted == p.measured == 229_324
