@@ -40,8 +40,8 @@ def plan(
              "docs/fake.md)")] = None,
 ) -> None:
     """Pick the per-block mix (none / checkpoint / offload / selective on each repeated
-    block) that fits BUDGET with the least added step time; exact under the cost model
-    (exit 1: none fits)."""
+    block, and on each large module beside the blocks) that fits BUDGET with the least
+    added step time; exact under the cost model (exit 1: none fits)."""
     from memledger.replay.plan import plan as make_plan
 
     from memledger.commands.ranks import one_rank_ledger
@@ -191,7 +191,8 @@ def _render(report, budget: str, front: bool, shared: bool) -> None:
         # a line of its own: beside the peak it wrapped its band onto a line at 80 columns
         console.print(f"  added time {report.predicted_added_time_s * 1e3:+.1f} ms per step "
                       f"(band {_ms(report.added_time_lo_s)}–{_ms(report.added_time_hi_s)})")
-        each = "per block, then module" if report.modules else "per block"
+        each = ("per block, then module" if report.blocks else "per module") \
+            if report.modules else "per block"
         console.print(f"  {each}: {', '.join(report.choice)}", style="dim")
     console.print(f"searched {report.assignments:,.0f} assignments ({len(report.options)} "
                   f"options on {_searched(report)}"
