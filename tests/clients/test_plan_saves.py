@@ -100,6 +100,14 @@ def test_plan_searches_a_stem_beside_the_blocks():
         assert p.predicted == p.measured, text
     assert run.policies["offload:stem"].measured == 233_740
 
+    from memledger.commands.common import console
+    from memledger.commands.plan import _render
+    with console.capture() as cap:
+        _render(rep, "300,000 B", front=False, shared=False)
+    said = " ".join(cap.get().split())
+    assert "searched 64 assignments (4 options on 2 blocks and 1 module beside them (stem), " \
+        "exhaustive, exact)" in said and "per block, then module: none, none, offload" in said
+
     import itertools
 
     from memledger.replay.engine import CPU_RNG_STATE_BYTES, replay
