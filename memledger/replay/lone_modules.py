@@ -31,17 +31,23 @@ lists), where
    replay counts them (`packs_of`, the same count as Note [A block's saves, by its
    calls]): smaller ones cannot move the peak by much, and each module searched
    multiplies the exhaustive search by the options (6 on a transformer). At most
-   MODULE_SHARE modules pass it: the outermost modules are disjoint, so their saves are.
+   MODULE_SHARE modules pass it: the outermost modules are disjoint, so their saves are;
+4. it saves no storage that a block or another such module saves too (`searched`,
+   replay/plan.py). Searched in one unit with them (Note [Blocks that share a save]) it
+   would take their option: UNet2DModel's `mid_block`, between the down and the up
+   blocks, holds what the skip connections join to them, so the five were one unit and
+   plan's answer at 80 % of the baseline (tests/clients/test_diffusers_clients.py) became
+   `offload:up_blocks.*+offload:down_blocks.*+offload:mid_block` where offloading the
+   blocks alone fits at less added time. Left out, the search is the one before, no worse.
 The charformer model: `encoder` holds the blocks; `tokenizer` (63 %) and `head` (5.6 %)
-are outermost; the tokenizer is searched, the head is not. The second bar keeps out a
-shallow model's head: two MLP blocks and a Linear head (tests/clients/train_plan_saves.py
---case identity) save 16,384 and 20,480 B, the head its input, 4,096 B, a tenth of
-40,960. A 48-block tiny GPT (each block about 2 % of the saves, the head a block's input
-once) gets none, and its search is unchanged. A module that saves one storage with a block (a stem's last ReLU output,
-saved again by the first block's first Linear) is planned in one unit with that block
-(Note [Blocks that share a save]); the full replay of the answer checks the sum as for
-blocks. A policy selects such a module by its own path (`offload:tokenizer`), which is a
-plain selector and matches that module only.
+are outermost; the tokenizer is searched, the head is not. The second bar of rule 3 keeps
+out a shallow model's head: two MLP blocks and a Linear head (tests/clients/
+train_plan_saves.py --case identity) save 16,384 and 20,480 B, the head its input, 4,096
+B, a tenth of 40,960. A 48-block tiny GPT (each block about 2 % of the saves, the head a
+block's input once) gets none, and its search is unchanged. A stem whose last ReLU output
+the first block's first Linear saves again is not searched (rule 4). The full replay of
+plan's answer checks the sum as for blocks. A policy selects a module by its own path
+(`offload:tokenizer`), a plain selector that matches that module only.
 """
 
 from __future__ import annotations

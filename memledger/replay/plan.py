@@ -913,7 +913,12 @@ def searched(led: Ledger, prep: Prepared) -> tuple[list[str], list[str], list[st
     """(the repeated blocks searched, those left out, the modules searched beside them):
     Notes [Blocks that save nothing], [Modules that are not blocks]."""
     blocks, left_out = saving_blocks(prep, repeated_blocks(led, prep))
-    return blocks, left_out, lone_modules(led, prep, blocks, left_out)
+    modules = lone_modules(led, prep, blocks, left_out)
+    if modules:   # rule 4: one that saves a storage with another is not searched
+        names = blocks + modules
+        shared = {names[i] for u in block_units(prep, names) if len(u) > 1 for i in u}
+        modules = [m for m in modules if m not in shared]
+    return blocks, left_out, modules
 
 
 def pareto_points(led: Ledger, points: int = FRONT_POINTS) -> list[dict]:
