@@ -136,7 +136,8 @@ class NoListNet(nn.Module):
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--case", choices=("rank", "identity", "sequential", "stem", "nolist"), default="rank")
+    ap.add_argument("--case", choices=("rank", "identity", "sequential", "stem", "nolist"),
+                    default="rank")
     ap.add_argument("--steps", type=int, default=2)
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--wide", type=int, default=256)
