@@ -15,12 +15,6 @@ saves its input), one `--case` each. SGD, random data.
 - `sequential`: the model is itself an `nn.Sequential` (a Linear, two stages of two MLP
   blocks each, a LayerNorm, a Linear head), as mlp-mixer-pytorch's `MLPMixer`: its blocks
   are the top-level `1`, `2` (Note [A model that is itself a Sequential]).
-- `stem`: a wide stem (`Stem`: narrow to wide, four tanh, wide to narrow; its four wide
-  tensors saved) ahead of `blocks.{i}`, two narrow MLP blocks, and a Linear head, as
-  charformer-pytorch's GBST tokenizer ahead of its encoder's layers: the stem saves most
-  of the model's activations and is no block (Note [Modules that are not blocks],
-  memledger/replay/lone_modules.py).
-- `nolist`: the same stem, one MLP block (`body`) and the head, no module list at all.
 
     memledger plan tests/clients/train_plan_saves.py --budget 60% -- --case rank
 """
@@ -95,49 +89,9 @@ class IdentityNet(nn.Module):
         return self.head(x)
 
 
-class Stem(nn.Module):
-    """narrow -> wide, four tanh, wide -> narrow: each tanh saves its wide output (the last
-    one saved by the second Linear too), so offloading the stem holds one of them at a time
-    in its backward where the baseline holds four."""
-
-    def __init__(self, narrow: int, wide: int) -> None:
-        super().__init__()
-        self.fc1, self.fc2 = nn.Linear(narrow, wide), nn.Linear(wide, narrow)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = self.fc1(x)
-        for _ in range(4):
-            h = torch.tanh(h)
-        return self.fc2(h)
-
-
-class StemNet(nn.Module):
-    def __init__(self, narrow: int, wide: int, n: int) -> None:
-        super().__init__()
-        self.stem = Stem(narrow, wide)
-        self.blocks = nn.ModuleList(Block(narrow) for _ in range(n))
-        self.head = nn.Linear(narrow, 1)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = self.stem(x)
-        for block in self.blocks:
-            x = block(x)
-        return self.head(x)
-
-
-class NoListNet(nn.Module):
-    def __init__(self, narrow: int, wide: int) -> None:
-        super().__init__()
-        self.stem, self.body, self.head = Stem(narrow, wide), Block(narrow), nn.Linear(narrow, 1)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.head(self.body(self.stem(x)))
-
-
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--case", choices=("rank", "identity", "sequential", "stem", "nolist"),
-                    default="rank")
+    ap.add_argument("--case", choices=("rank", "identity", "sequential"), default="rank")
     ap.add_argument("--steps", type=int, default=2)
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--wide", type=int, default=256)
@@ -150,12 +104,6 @@ def main() -> None:
         dim = args.narrow
     elif args.case == "identity":
         model = IdentityNet(args.narrow)
-        dim = args.narrow
-    elif args.case == "stem":
-        model = StemNet(args.narrow, args.wide, 2)
-        dim = args.narrow
-    elif args.case == "nolist":
-        model = NoListNet(args.narrow, args.wide)
         dim = args.narrow
     else:
         dim = args.narrow
