@@ -59,7 +59,7 @@ from memledger.replay.lone_modules import MODULE_SHARE, lone_modules, saves_coun
 from memledger.replay.lone_modules import related as _related
 from memledger.replay.policies import parse_policy
 from memledger.replay.predict import PolicyPrediction, cost_model, predict, time_caveats
-from memledger.replay.prepared import ACTIVATION, Prepared, model_calls, prepared_of
+from memledger.replay.prepared import Prepared, model_calls
 from memledger.replay.solve import EXHAUSTIVE_MAX, Steps, reduce_steps, solve
 
 PLAN_SCHEMA = "memledger.plan/1"
