@@ -40,8 +40,8 @@ def plan(
              "docs/fake.md)")] = None,
 ) -> None:
     """Pick the per-block mix (none / checkpoint / offload / selective on each repeated
-    block) that fits BUDGET with the least added step time; exact under the cost model
-    (exit 1: none fits)."""
+    block, and on each large module beside the blocks) that fits BUDGET with the least
+    added step time; exact under the cost model (exit 1: none fits)."""
     from memledger.replay.plan import plan as make_plan
 
     from memledger.commands.ranks import one_rank_ledger
@@ -155,12 +155,26 @@ def ruled_out(refused: dict[str, str]) -> list[tuple[str, str]]:
 def _on_blocks(options: str, report) -> str:
     """" on BLOCKS" where the options were refused on some blocks only, the others still
     searched with them (Note [Options refused on some blocks], replay/plan.py)."""
-    from memledger.replay.plan import _selectors
+    from memledger.replay.plan import unit_selectors
 
     on = [report.refused_on.get(o) for o in options.split(", ")]
     if not on or any(not b for b in on) or any(b != on[0] for b in on):
         return ""
-    return " on " + ", ".join(_selectors(on[0], report.blocks + report.left_out))
+    return " on " + ", ".join(unit_selectors(on[0], report.blocks + report.left_out,
+                                             report.modules))
+
+
+def _searched(report) -> str:
+    """"2 blocks and 1 module beside them (tokenizer)", "3 modules (stem, body, head)":
+    what the search acted on (Note [Modules that are not blocks], replay/lone_modules.py)."""
+    mods = report.modules
+    if not mods:
+        return count(len(report.blocks), "block")
+    names = ", ".join(mods[:3]) + (f" and {len(mods) - 3} more" if len(mods) > 3 else "")
+    if not report.blocks:
+        return f"{count(len(mods), 'module')} ({names})"
+    return (f"{count(len(report.blocks), 'block')} and {count(len(mods), 'module')} "
+            f"beside them ({names})")
 
 
 def _ms(s: float) -> str:
@@ -177,9 +191,11 @@ def _render(report, budget: str, front: bool, shared: bool) -> None:
         # a line of its own: beside the peak it wrapped its band onto a line at 80 columns
         console.print(f"  added time {report.predicted_added_time_s * 1e3:+.1f} ms per step "
                       f"(band {_ms(report.added_time_lo_s)}–{_ms(report.added_time_hi_s)})")
-        console.print(f"  per block: {', '.join(report.choice)}", style="dim")
+        each = ("per block, then module" if report.blocks else "per module") \
+            if report.modules else "per block"
+        console.print(f"  {each}: {', '.join(report.choice)}", style="dim")
     console.print(f"searched {report.assignments:,.0f} assignments ({len(report.options)} "
-                  f"options on {len(report.blocks)} blocks"
+                  f"options on {_searched(report)}"
                   + (f" in {count(len(report.units), 'unit')}" if report.units else "")
                   + f", {report.method}, exact)"
                   + ("" if report.assumption_held else "; blocks did not add up, budget "

@@ -2,7 +2,9 @@
 
 No torch here. The search is exact under the cost model: every per-block assignment of
 none / checkpoint / offload / selective (with ranked save lists, memledger/replay/
-block_options.py) on the ledger's repeated blocks is considered, not a fixed family.
+block_options.py) on the ledger's repeated blocks, and on the modules beside them that save
+a tenth of the model's activations (Note [Modules that are not blocks], memledger/replay/
+lone_modules.py), is considered, not a fixed family.
 
 # Note [Blocks add up]
 Replay maps every policy onto one axis of two slots per original event (engine.py
@@ -53,9 +55,11 @@ from memledger.replay.block_options import Option, block_options
 from memledger.replay.costs import CostModel
 from memledger.replay.engine import CPU_RNG_STATE_BYTES, packs_of, replay
 from memledger.replay.fake_time import prepare
+from memledger.replay.lone_modules import MODULE_SHARE, lone_modules, saves_counter
+from memledger.replay.lone_modules import related as _related
 from memledger.replay.policies import parse_policy
 from memledger.replay.predict import PolicyPrediction, cost_model, predict, time_caveats
-from memledger.replay.prepared import ACTIVATION, Prepared, model_calls, prepared_of
+from memledger.replay.prepared import Prepared, model_calls
 from memledger.replay.solve import EXHAUSTIVE_MAX, Steps, reduce_steps, solve
 
 PLAN_SCHEMA = "memledger.plan/1"
@@ -113,6 +117,9 @@ class PlanReport(BaseModel):
     added_time_lo_s: float = 0.0
     added_time_hi_s: float = 0.0
     blocks: list[str] = Field(description="the repeated blocks the search acts on")
+    modules: list[str] = Field(default_factory=list, description="the modules beside the "
+                               "blocks the search acts on, each selected by its path (Note "
+                               "[Modules that are not blocks])")
     left_out: list[str] = Field(default_factory=list, description="repeated blocks that save "
                                 "nothing for backward in their calls, left out of the search: "
                                 "no option on them changes the peak (Note [Blocks that save "
@@ -120,7 +127,8 @@ class PlanReport(BaseModel):
     units: list[list[str]] = Field(default_factory=list, description="blocks searched as "
                                    "one, with one option (they save the same storages: Note "
                                    "[Blocks that share a save]); [] when each is its own")
-    choice: list[str] = Field(default_factory=list, description="the option per block")
+    choice: list[str] = Field(default_factory=list, description="the option per block, "
+                              "then per module")
     options: list[str] = Field(default_factory=list, description="the options per block")
     method: str = Field("", description="exhaustive | dp (both exact)")
     assignments: float = Field(0, description="options ** units (blocks): the space "
@@ -176,27 +184,10 @@ def repeated_blocks(led: Ledger, prep: Prepared | None = None) -> list[str]:
     groups = {k: v for k, v in groups.items() if not all(p in parts for _, p in v)}
     if not groups and not through:
         return []
-    saved = led.storages[led.storages["category"] == "activation"]
-    mods = saved["saved_module"].astype(str)
-    sv = led.saves
-    if sv is not None and len(sv):   # Note [A block's saves, by its calls]
-        prep = prep or prepared_of(led)
-        kept: dict[tuple[str, ...], int] = {}
+    count = saves_counter(led, prep)   # Note [A block's saves, by its calls]
 
-        def saved_bytes(members: list[tuple[int, str]]) -> int:
-            key = tuple(m for _, m in members)
-            if key not in kept:
-                rows = np.unique(prep.pack_row[packs_of(prep, list(key))]) \
-                    if prep.pack_row is not None else np.zeros(0, dtype=np.int64)
-                rows = rows[prep.cat[rows] == ACTIVATION]
-                kept[key] = int(prep.nbytes[rows].sum())
-            return kept[key]
-    else:   # a ledger without save records: by the saving module's path
-        def saved_bytes(members: list[tuple[int, str]]) -> int:
-            under = np.zeros(len(saved), dtype=bool)
-            for _, m in members:
-                under |= (mods == m).to_numpy() | mods.str.startswith(m + ".").to_numpy()
-            return int(saved.loc[under, "bytes"].sum())
+    def saved_bytes(members: list[tuple[int, str]]) -> int:
+        return count([m for _, m in members])
 
     candidates = [*groups.values(), *through.values()]
     best = max(candidates, key=lambda v: (saved_bytes(v), len(v)))
@@ -358,11 +349,6 @@ def _one_branch_apart(a: str, b: str) -> bool:
     pa, pb = _pattern(a).split("."), _pattern(b).split(".")
     return len(pa) == len(pb) and sum(x != y for x, y in zip(pa, pb)) == 1 and \
         pa[-1] == pb[-1] == "*"
-
-
-def _related(a: str, b: str) -> bool:
-    """Is one of the paths the other, or inside it?"""
-    return a == b or a.startswith(b + ".") or b.startswith(a + ".")
 
 
 def _pattern(path: str) -> str:
@@ -623,17 +609,28 @@ def _stack_selectors(blocks: list[str], all_blocks: list[str]) -> list[str]:
     return out
 
 
+def unit_selectors(names: list[str], every: list[str], lone=()) -> list[str]:
+    """Selectors of some of the names searched: the repeated blocks among them by
+    `_selectors` over `every` (the repeated blocks, searched and left out), then each
+    module beside them (`lone`, Note [Modules that are not blocks]) by its own path."""
+    rep = [n for n in names if n not in lone]
+    return (_selectors(rep, every) if rep else []) + [n for n in names if n in lone]
+
+
 def policy_text(blocks: list[str], options: list[Option], choice,
-                every: list[str] | None = None) -> str:
+                every: list[str] | None = None, lone=()) -> str:
     """The policy string of one option per block, parts in block order. `every`: the
     blocks the selectors tell them from (`blocks` and those left out of the search, Note
-    [Blocks that save nothing]); `blocks` by default."""
+    [Blocks that save nothing]); `blocks` by default. `lone`: the names in `blocks` that
+    are modules beside the blocks, selected by their paths (Note [Modules that are not
+    blocks])."""
     groups: dict[int, list[str]] = {}
     for b, o in zip(blocks, choice):
         if options[o].kind != "none":
             groups.setdefault(int(o), []).append(b)
+    every = every or [b for b in blocks if b not in lone]
     return "+".join(options[o].part(sel) for o, bs in groups.items()
-                    for sel in _selectors(bs, every or blocks)) or "none"
+                    for sel in unit_selectors(bs, every, lone)) or "none"
 
 
 @dataclass
@@ -664,6 +661,9 @@ class BlockTable:
     # blocks left out of the search (Note [Blocks that save nothing]): selectors must not
     # take them in (`blocks.*` where `blocks.2` was left out is `blocks.[0-1]`)
     left_out: list[str] = field(default_factory=list)
+    # the names in `blocks` that are modules beside the repeated blocks (Note [Modules
+    # that are not blocks]): each selected by its path
+    modules: list[str] = field(default_factory=list)
 
     def per_block(self, choice) -> list[int]:
         """A choice per unit as the option of each block."""
@@ -705,7 +705,11 @@ class BlockTable:
 
     def policy(self, choice) -> str:
         return policy_text(self.blocks, self.options, self.per_block(choice),
-                           self.blocks + self.left_out)
+                           self.every(), self.modules)
+
+    def every(self) -> list[str]:
+        """The repeated blocks, searched and left out: what their selectors tell apart."""
+        return [b for b in self.blocks if b not in self.modules] + self.left_out
 
 
 def _block_storages(prep: Prepared, block: str) -> np.ndarray:
@@ -742,12 +746,17 @@ def _plain_slots(prep: Prepared) -> np.ndarray:
 
 
 def block_table(prep: Prepared, model: CostModel, blocks: list[str], rng: int,
-                left_out: list[str] | None = None) -> BlockTable:
+                left_out: list[str] | None = None,
+                modules: list[str] | None = None) -> BlockTable:
     """Replays each (block, option) on the block's own storages (Prepared.subset): the same
     slot effect as on the whole ledger, in a fraction of the time. `left_out`: repeated
-    blocks not searched (Note [Blocks that save nothing]), which the selectors leave out."""
-    left_out = list(left_out or [])
-    options = block_options(prep, blocks)
+    blocks not searched (Note [Blocks that save nothing]), which the selectors leave out.
+    `modules`: modules searched beside the blocks, after them (Note [Modules that are not
+    blocks]), with the blocks' options."""
+    left_out, modules = list(left_out or []), list(modules or [])
+    every = blocks + left_out
+    options = block_options(prep, blocks or modules)
+    blocks = blocks + modules
     units = block_units(prep, blocks)   # Note [Blocks that share a save]
     base = replay(prep, parse_policy("none"), rng_bytes=rng, slots=True).slots
     nb, no = len(units), len(options)
@@ -762,7 +771,7 @@ def block_table(prep: Prepared, model: CostModel, blocks: list[str], rng: int,
             keep |= _block_storages(prep, blocks[i])
         sub = prep.subset(keep, _block_spans(prep, [blocks[i] for i in members]))
         own = _plain_slots(sub)
-        sels = _selectors([blocks[i] for i in members], blocks + left_out)
+        sels = unit_selectors([blocks[i] for i in members], every, modules)
         rows = np.zeros((no, len(base)), dtype=np.int64)
         for o, opt in enumerate(options):
             if opt.kind == "none":
@@ -787,7 +796,8 @@ def block_table(prep: Prepared, model: CostModel, blocks: list[str], rng: int,
                       refused_on={k: sorted(v, key=blocks.index) for k, v in refused_on.items()
                                   if len(v) < len(blocks)},
                       step=dict(zip(("cost", "lo", "hi"), step)), reruns=reruns,
-                      units=None if len(units) == len(blocks) else units, left_out=left_out)
+                      units=None if len(units) == len(blocks) else units, left_out=left_out,
+                      modules=modules)
 
 
 def _solve_checked(table: BlockTable, prep: Prepared, budget: int, rng: int,
@@ -917,16 +927,28 @@ def pareto_front_info(table: BlockTable, points: int = FRONT_POINTS
     return front, complete
 
 
-def pareto_points(led: Ledger, points: int = FRONT_POINTS) -> list[dict]:
-    """The ledger's Pareto front as plain dicts ([] without repeated blocks)."""
-    prep, _, bandwidth = prepare(led)   # fake: modelled (Note [Modelled time])
+def searched(led: Ledger, prep: Prepared) -> tuple[list[str], list[str], list[str]]:
+    """(the repeated blocks searched, those left out, the modules searched beside them):
+    Notes [Blocks that save nothing], [Modules that are not blocks]."""
     blocks, left_out = saving_blocks(prep, repeated_blocks(led, prep))
-    if not blocks:
+    modules = lone_modules(led, prep, blocks, left_out)
+    if modules:   # rule 4: one that saves a storage with another is not searched
+        names = blocks + modules
+        shared = {names[i] for u in block_units(prep, names) if len(u) > 1 for i in u}
+        modules = [m for m in modules if m not in shared]
+    return blocks, left_out, modules
+
+
+def pareto_points(led: Ledger, points: int = FRONT_POINTS) -> list[dict]:
+    """The ledger's Pareto front as plain dicts ([] with nothing to search)."""
+    prep, _, bandwidth = prepare(led)   # fake: modelled (Note [Modelled time])
+    blocks, left_out, modules = searched(led, prep)
+    if not blocks and not modules:
         return []
     rng = CPU_RNG_STATE_BYTES if led.device == "cpu" else 0
     model, _ = cost_model(led, prep, bandwidth=bandwidth)
     return [p.model_dump() for p in pareto_front(block_table(prep, model, blocks, rng,
-                                                             left_out), points)]
+                                                             left_out, modules), points)]
 
 
 def plan(led: Ledger, budget_bytes: int, step_time_s: float | None = None,
@@ -935,17 +957,17 @@ def plan(led: Ledger, budget_bytes: int, step_time_s: float | None = None,
     """`budget_share` (`--budget 80%`): the budget is that share of the baseline peak
     (rounded down to a byte), and `budget_bytes` is not read."""
     prep, time_model, bandwidth = prepare(led, None, flops, bandwidth)   # fake: modelled
-    blocks = repeated_blocks(led, prep)
-    if not blocks:
-        raise PolicyError("plan found no repeated blocks (numbered children such as blocks.0, "
-                          "blocks.1) in the ledger's modules; use `memledger predict` with "
-                          "your own --policy instead")
-    blocks, left_out = saving_blocks(prep, blocks)
+    blocks, left_out, modules = searched(led, prep)
+    if not blocks and not modules:
+        raise PolicyError(f"plan found no repeated blocks (numbered children such as blocks.0, "
+                          f"blocks.1) in the ledger's modules, and no module that saves "
+                          f"1/{MODULE_SHARE} of the model's activations; use `memledger "
+                          f"predict` with your own --policy instead")
     if budget_share is not None:   # the baseline predict reports, exactly
         budget_bytes = int(budget_share * (prep.baseline_ledger_peak + prep.workspace))
     rng = CPU_RNG_STATE_BYTES if led.device == "cpu" else 0
     model, _ = cost_model(led, prep, step_time_s, bandwidth)
-    table = block_table(prep, model, blocks, rng, left_out)
+    table = block_table(prep, model, blocks, rng, left_out, modules)
     choice, held = _solve_checked(table, prep, budget_bytes, rng)
     front, complete = pareto_front_info(table, front_points) if front_points else ([], True)
     runner = _runner_up(table, prep, budget_bytes, rng, choice) if choice is not None else None
@@ -966,7 +988,8 @@ def plan(led: Ledger, budget_bytes: int, step_time_s: float | None = None,
         predicted_added_time_s=best.added_time_s if fits else 0.0,
         added_time_lo_s=best.added_time_lo_s if fits else 0.0,
         added_time_hi_s=best.added_time_hi_s if fits else 0.0,
-        blocks=blocks, left_out=left_out, units=[[blocks[i] for i in u] for u in table.units or []],
+        blocks=blocks, left_out=left_out, modules=modules,
+        units=[[table.blocks[i] for i in u] for u in table.units or []],
         choice=[table.options[o].label() for o in table.per_block(choice)] if fits else [],
         options=[o.label() for o in table.options],
         method="exhaustive" if no ** nb <= EXHAUSTIVE_MAX else "dp",

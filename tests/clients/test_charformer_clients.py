@@ -10,7 +10,8 @@ Measured (`tests/clients/harness.py run_client`, the helper hunt48k, 2026-12-07,
 every policy predicted = measured):
 - `--mode mlm --mask --blocks offsets` (1 step, the test): 346,892 B;
   `checkpoint:tokenizer` 288,568 B, `offload:encoder.layers.*` 303,884 B,
-  `selective:@GBST` 306,160 B. 2 steps: 451,348 B; `checkpoint:tokenizer` 395,084 B,
+  `selective:@GBST` 306,160 B, `offload:tokenizer` 259,440 B (what `plan` picks at
+  300,000 B, the helper hunt49j). 2 steps: 451,348 B; `checkpoint:tokenizer` 395,084 B,
   `offload:tokenizer` 363,896 B, `selective:tokenizer` 410,616 B, `checkpoint:encoder.
   layers.*` 422,676 B, `offload:encoder.layers.*` 408,340 B.
 - `--mode cls` (2 steps): 292,344 B; `offload:tokenizer` 268,344 B, `checkpoint:
@@ -24,6 +25,7 @@ import importlib.util
 
 import pytest
 
+from memledger.replay.plan import plan
 from tests.clients.harness import assert_one_doctor_error, run_client
 
 if importlib.util.find_spec("charformer_pytorch") is None:
@@ -40,10 +42,17 @@ def test_a_gbst_masked_byte_model_is_predicted_as_measured():
     argv = ["--mode", "mlm", "--mask", "--blocks", "offsets"]
     pols = {"checkpoint:tokenizer": 288_568,
             "offload:encoder.layers.*": 303_884,
-            "selective:@GBST": 306_160}
+            "selective:@GBST": 306_160,
+            "offload:tokenizer": 259_440}
     run = run_client("train_charformer.py", argv, list(pols), steps=1)
     assert run.ledger.peak_with_scratch() == run.allocator_peak
     assert run.ledger_peak == run.allocator_peak == 346_892
     for policy, peak in pols.items():
         assert run.policies[policy].predicted == run.policies[policy].measured == peak
+    # plan searches the tokenizer beside the encoder's layers (Note [Modules that are not
+    # blocks], replay/lone_modules.py): at 300,000 B, under anything the layers reach
+    # (303,884 B), it said "no candidate fits" before
+    rep = plan(run.ledger, 300_000, front_points=0)
+    assert (rep.policy, rep.predicted_peak_bytes) == ("offload:tokenizer", 259_440)
+    assert rep.modules == ["tokenizer"]
     assert_one_doctor_error("train_charformer.py", argv, 2, None, "")
