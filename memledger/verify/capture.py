@@ -307,7 +307,8 @@ class Capture:
             self._tops.append(weakref.ref(module))
         if module is self.model:
             self.in_model += 1
-        elif self._depth == 1 and self.model is not None and \
+        elif self._depth == 1 and self.model is not None and self._mode is not None and \
+                torch._C._current_graph_task_id() == -1 and \
                 any(m is module for m in self.model.modules()):
             self.in_model += 1   # Note [A part of the model called on its own]
             self._parts.append(module)
@@ -323,7 +324,10 @@ class Capture:
     # read of the tags (`y >= 0`) meeting the policy's `__get__`, though every gradient
     # was bitwise equal. Such a call is read as the model's is: nothing inside it, its
     # arguments after it (those not computed from the model's values: the tags, not the
-    # potentials), its output marked computed.
+    # potentials), its output marked computed. Only from the model's first call on (the
+    # loss window) and outside backward: a call there is a checkpoint's re-run, never an
+    # input (a compiled Falcon's blocks re-run so were read as 4 more inputs than the
+    # baseline's 2, tests/clients/test_real_clients.py::test_compiled_falcon_gates_pass).
     def _forward_part_done(self, module, args, kwargs, output) -> None:
         self._parts.pop()
         if self._mode is not None and torch.is_grad_enabled():
