@@ -325,9 +325,10 @@ class Capture:
     # was bitwise equal. Such a call is read as the model's is: nothing inside it, its
     # arguments after it (those not computed from the model's values: the tags, not the
     # potentials), its output marked computed. Only from the model's first call on (the
-    # loss window) and outside backward: a call there is a checkpoint's re-run, never an
-    # input (a compiled Falcon's blocks re-run so were read as 4 more inputs than the
-    # baseline's 2, tests/clients/test_real_clients.py::test_compiled_falcon_gates_pass).
+    # loss window) and outside backward, where a call is a checkpoint's re-run, never an
+    # input: without the two, a compiled Falcon's policy run read 6 inputs in step 0
+    # against the baseline's 2 (tests/clients/test_real_clients.py::
+    # test_compiled_falcon_gates_pass).
     def _forward_part_done(self, module, args, kwargs, output) -> None:
         self._parts.pop()
         if self._mode is not None and torch.is_grad_enabled():
