@@ -24,7 +24,8 @@ forward, so the backward goes through a backward), `entropy` (nll minus 0.1 x th
 entropy, by `EntropySemiring`). `--semiring checkpoint` computes the chain's partition with
 `CheckpointSemiring(LogSemiring)` (its own autograd Function that recomputes each matmul in
 backward). `--lengths`: sentences of different lengths (one full). `--decode`: argmax
-under no_grad after each step.
+under no_grad after each step; `--keep-argmax`: the argmax taken under gradients and kept
+in a list for a metric (a graph kept per step: the doctor's `unused_graph` warning).
 
 Loops (`--loop`): `hand` (a plain loop, AdamW, `--clip`), `trial` (torchbearer:
 `Trial(model, optimizer, criterion, metrics=['loss'])` over a DataLoader, its criterion
@@ -205,6 +206,7 @@ def main() -> None:
     p.add_argument("--width", type=int, default=3)
     p.add_argument("--lengths", action="store_true")
     p.add_argument("--decode", action="store_true")
+    p.add_argument("--keep-argmax", action="store_true")
     p.add_argument("--clip", type=float, default=0.0)
     p.add_argument("--sched", action="store_true")
     p.add_argument("--valid", action="store_true")
@@ -220,6 +222,7 @@ def main() -> None:
     if args.loop == "trial":
         run_trial(args, model, optim, vocab, g)
         return
+    kept = []
     for _ in range(args.steps):
         tokens, y = batch_of(args, vocab, g)
         loss = model.crf(model(tokens), y)
@@ -228,11 +231,12 @@ def main() -> None:
         if args.clip:
             nn.utils.clip_grad_norm_(model.parameters(), args.clip)
         optim.step()
+        lengths = (y >= 0).sum(1) if args.model != "semi" else (y >= -1).sum(1)
         if args.decode:
             with torch.no_grad():
-                lp = model(tokens)
-                lengths = (y >= 0).sum(1) if args.model != "semi" else (y >= -1).sum(1)
-                model.crf.dist(lp, lengths).argmax
+                model.crf.dist(model(tokens), lengths).argmax
+        if args.keep_argmax:   # the best parses kept for a metric at the epoch's end
+            kept.append(model.crf.dist(model(tokens), lengths).argmax)
 
 
 def run_trial(args, model, optim, vocab: int, g: torch.Generator) -> None:
