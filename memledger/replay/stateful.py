@@ -144,6 +144,23 @@ def graph_reads_message(policy_text: str, module: str, offload: bool, grads: boo
             "judges it")
 
 
+def read_in_call_message(policy_text: str, module: str, offload: bool) -> str:
+    """One line: a region whose saves a backward reads before the region's call returns
+    (Note [A save read before its call returns] in replay/engine.py); predict refuses,
+    measure runs."""
+    how = "offload" if offload else "re-run"
+    then = ("offload reads them back inside that forward, and saves the graph that backward "
+            "builds too" if offload else
+            "torch's checkpoint re-runs it inside its own forward and again for the loss's "
+            "backward")
+    return (f"{policy_text} would {how} {module}, whose forward takes a gradient of its own "
+            "work before it returns (`torch.autograd.grad(..., create_graph=True)` inside "
+            "the forward, as torch-struct's marginals are taken): that backward reads the "
+            f"call's saves while the call is still open, and {then}, which the replay does "
+            "not price; `memledger measure` runs it, and `memledger compare` measures and "
+            "judges it")
+
+
 def rerun_per_pass_message(policy_text: str, module: str) -> str:
     """One line: a re-run call two backward passes read, whose re-run the first pass
     starts (Note [A re-run in each backward pass] in replay/engine.py); predict refuses,

@@ -2094,6 +2094,16 @@ class Collector(ShardingMixin, TorchDispatchMode):
     # backward began is still open when it ends, and that backward began in the forward
     # (or the loss), the phase goes back to it. A backward started outside any module call
     # (the script's `loss.backward()`, an optimizer's closure) ends as before.
+    # Note [A backward that ends its module's forward]
+    # The end of a backward is seen at the next op outside it (or the next module call).
+    # torch-struct's `marginals` are the gradient of the log-partition, taken in the
+    # forward (`torch.autograd.grad(logZ, potentials, create_graph=True)`), and that grad
+    # is the module's last work: the next op was the script's loss, after the module and
+    # the model had returned, so both scopes were written with phase "backward", the loss
+    # read "other", and predict found no call of the module (`checkpoint:marg` refused as
+    # "never called as a module" while measure ran it; tests/clients/train_grad_inside.py).
+    # A module's return is a point outside the backward too: where no graph task runs, the
+    # backward has ended there, and the rule above sends the phase back to the forward.
     def _phase_after_backward(self) -> str:
         phase, depth = self._bw_from
         if depth and len(self._mod_stack) >= depth and phase in ("forward", "loss"):
@@ -2387,6 +2397,10 @@ class Collector(ShardingMixin, TorchDispatchMode):
             self._name_lazy()
         if not self._mod_stack:
             return
+        if self._phase == "backward" and _graph_task_id() == -1 and not self._bw_steps:
+            # a backward the forward ran as its last work ended (Note [A backward that ends
+            # its module's forward])
+            self._switch_backward(self._ev)
         path, ev0, t0, is_root = self._mod_stack.pop()
         if self._fn_ckpts:   # Note [A policy checkpoint around a checkpointed function]
             self._write_function_checkpoints(len(self._mod_stack), _grad_enabled())

@@ -235,6 +235,7 @@ class Capture:
         self.in_model = 0   # calls of the model running now (_LossInputs records none inside)
         self._unread: dict[int, dict] = {}  # id(optimizer) -> its step, closure not yet run
         self._depth = 0                     # module calls running now
+        self._parts: list[nn.Module] = []   # Note [A part of the model called on its own]
         self._tops: list[weakref.ref] = []  # top-level modules, in order of first call:
         # Note [Parameters the model does not hold]
 
@@ -306,6 +307,38 @@ class Capture:
             self._tops.append(weakref.ref(module))
         if module is self.model:
             self.in_model += 1
+        elif self._depth == 1 and self.model is not None and self._mode is not None and \
+                torch._C._current_graph_task_id() == -1 and \
+                any(m is module for m in self.model.modules()):
+            self.in_model += 1   # Note [A part of the model called on its own]
+            self._parts.append(module)
+
+    # Note [A part of the model called on its own]
+    # A module the model holds may be called outside the model's forward: train_struct.py's
+    # `model.crf(potentials, tags)`, the CRF's loss, called by the loop (or torchbearer's
+    # criterion) after `model(tokens)`. Its inner torch calls were read as the loss's
+    # inputs, and under a policy on it the policy's own code runs inside the call
+    # (non-reentrant checkpoint reads `x.device`, a `__get__` of each argument): compare
+    # rejected `checkpoint:crf` (tests/clients/train_struct.py --model chain --loss
+    # marginals --lengths) with "input ge arg[0] differs at step 0", the baseline's first
+    # read of the tags (`y >= 0`) meeting the policy's `__get__`, though every gradient
+    # was bitwise equal. Such a call is read as the model's is: nothing inside it, its
+    # arguments after it (those not computed from the model's values: the tags, not the
+    # potentials), its output marked computed. Only from the model's first call on (the
+    # loss window) and outside backward, where a call is a checkpoint's re-run, never an
+    # input: without the two, a compiled Falcon's policy run read 6 inputs in step 0
+    # against the baseline's 2 (tests/clients/test_real_clients.py::
+    # test_compiled_falcon_gates_pass).
+    def _forward_part_done(self, module, args, kwargs, output) -> None:
+        self._parts.pop()
+        if self._mode is not None and torch.is_grad_enabled():
+            # read while the call still counts as open: the digests' own torch calls are
+            # no inputs
+            for label, t in _tensors(args, "part arg") + _tensors(kwargs, "part kwarg"):
+                if not self._mode._computed(t):
+                    self.record_input(label, t)
+            self._mode.mark(output)
+        self.in_model = max(self.in_model - 1, 0)
 
     def _forward_done(self, module, args, kwargs, output) -> None:
         # Inside a torch.compile'd forward dynamo traces every global hook at each submodule
@@ -313,6 +346,9 @@ class Capture:
         # (transformers' Falcon: "already tracked for mutation"). The model's own call, the
         # one that records, runs outside the compiled frame (its wrapper's hooks run eager).
         if torch.compiler.is_compiling():
+            return
+        if self._parts and self._parts[-1] is module:
+            self._forward_part_done(module, args, kwargs, output)
             return
         if module is not self.model:
             return

@@ -453,3 +453,28 @@ def test_a_rejection_where_the_baseline_drew_alike_by_chance_names_the_unseeded_
         "runs drew alike, a candidate's run may draw otherwise, so a rejection here may be "
         "that draw and not the policy; seed random's global generator (random.seed), which "
         "the script draws from unseeded")
+
+
+def test_a_part_of_the_model_called_on_its_own_is_read_as_the_model_is(tmp_path):
+    """Note [A part of the model called on its own] (verify/capture.py): a loss module the
+    model holds, called by the loop after `model(x)` (torch-struct's CRF as
+    tests/clients/train_struct.py calls it). Under `checkpoint:crit` torch's checkpoint
+    reads `x.device` of each argument inside the call, and the gates read those `__get__`s
+    as the loss's inputs: "input cross_entropy arg[1] differs at step 0" though the
+    gradients were bitwise equal. Its arguments are read after the call now, the targets
+    only (the logits are the model's)."""
+    body = DROPOUT_NET.format(gen=SEEDED)
+    body = body.replace("        self.head = nn.Linear(16, 4)\n",
+                        "        self.head = nn.Linear(16, 4)\n        self.crit = Crit()\n")
+    body = body.replace("class Net(nn.Module):",
+                        "class Crit(nn.Module):\n"
+                        "    def forward(self, logits, y):\n"
+                        "        return F.cross_entropy(logits, y)\n\n"
+                        "class Net(nn.Module):")
+    body = body.replace("loss = F.cross_entropy(model(x), y)", "loss = model.crit(model(x), y)")
+    script = _write(tmp_path, "crit.py", body)
+    report, o = _one(script, Variant("checkpoint:crit", "checkpoint:crit"))
+    assert o.passed and o.gates == {"inputs": True, "gradients": True, "update": True}, o.reason
+    steps = capture_in_process(script, [], Variant("none"), 2).data["steps"]
+    assert [[label for label, _ in st["inputs"]] for st in steps] == \
+        [["forward arg[0]", "part arg[1]"]] * 2
