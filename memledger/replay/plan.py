@@ -193,7 +193,14 @@ def repeated_blocks(led: Ledger, prep: Prepared | None = None) -> list[str]:
     best = max(candidates, key=lambda v: (saved_bytes(v), len(v)))
     stacks = _sibling_stacks(best, candidates, sc, saved_bytes)
     taken = [p for group in (best, *stacks) for _, p in group]
-    parts = [part for group in (best, *stacks)   # Note [One item's parts are no stack]
+    parts = [part for group in (best, *stacks)   # Note [Parts of the stacks beside]
+             for part in _other_parts(group, through, saved_bytes, taken)]
+    return [p for _, p in sorted(best)] + [
+        p for p in dict.fromkeys(   # a group both ways found is listed once
+            p for group in [*stacks, *parts] for _, p in sorted(group))]
+
+
+# Note [One item's parts are no stack]
 # Where a list's items never run and their parts do (Note [Items called in parts]), each
 # item's parts are also a numbered group of their own (`layers.0.0`, `layers.0.1`,
 # `layers.0.2`: prefix `layers.0`), and that group competed with the groups across the
@@ -207,12 +214,6 @@ def repeated_blocks(led: Ledger, prep: Prepared | None = None) -> list[str]:
 # it is left out, and the groups across the items (each part's stack, the others beside
 # it by Note [Parts of the stacks beside]) take all of them. A list of one item has no
 # group across the items, and its parts stay its blocks.
-#
-# Note [Parts of the stacks beside]
-             for part in _other_parts(group, through, saved_bytes, taken)]
-    return [p for _, p in sorted(best)] + [
-        p for p in dict.fromkeys(   # a group both ways found is listed once
-            p for group in [*stacks, *parts] for _, p in sorted(group))]
 
 
 # Note [A model that is itself a Sequential]
