@@ -1,7 +1,10 @@
-"""A block that caches a tensor as a plain attribute on its first call and slices it in
-later calls (CoCa-pytorch's ParallelTransformerBlock: `self.mask`, `self.pos_emb`).
+"""A block that caches its causal mask as a plain attribute on its first call and slices
+it in later calls (CoCa-pytorch's ParallelTransformerBlock: `self.mask`, `self.pos_emb`);
+`--no-cache` makes the mask anew on every call (the control). A Linear, `--depth` blocks
+(top-level `1`, `2`, ...), a head; Adam.
 
     memledger trace tests/clients/train_cached_attr.py --steps 2 -o c.ledger
+    memledger predict c.ledger -p 'checkpoint:[1-2]' -p 'selective:[1-2]'
 """
 
 import argparse
@@ -39,8 +42,8 @@ def main() -> None:
     p.add_argument("--no-cache", action="store_true")
     args = p.parse_args()
     torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(8, 16), *[Block(16, not args.no_cache) for _ in range(args.depth)],
-                          nn.Linear(16, 1))
+    blocks = [Block(16, cache=not args.no_cache) for _ in range(args.depth)]
+    model = nn.Sequential(nn.Linear(8, 16), *blocks, nn.Linear(16, 1))
     optim = torch.optim.Adam(model.parameters(), lr=1e-3)
     for step in range(args.steps):
         loss = model(torch.randn(4, 12, 8)).pow(2).mean()
