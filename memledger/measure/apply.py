@@ -1322,13 +1322,14 @@ _SAC_OTHER_OPS = "encountered during backward but not found in storage"
 _SAC_FAILURES = (
     # the re-run called an op the forward did not: under autocast, a weight's cast that the
     # forward found in autocast's cache (the module called twice); a module that reuses a
-    # buffer its first call made (Note [A buffer a call makes and later calls reuse],
-    # trace/collector.py: predict refuses that one too)
+    # buffer or plain attribute its first call made (Note [A buffer a call makes and later
+    # calls reuse], trace/collector.py; Note [A cache kept as a plain attribute],
+    # replay/engine.py: predict refuses those too)
     (_SAC_OTHER_OPS,
      "{policy} re-ran {path} and met {op} that its forward did not run (under autocast: a "
      "weight's cast the forward took from autocast's cache, the module called twice; or a "
-     "buffer the forward made and the re-run found), which torch's selective checkpoint "
-     "cannot replay; checkpoint or offload that module instead"),
+     "buffer or attribute the forward made and the re-run found), which torch's selective "
+     "checkpoint cannot replay; checkpoint or offload that module instead"),
     # an op kept in forward, then changed in place (a Linear followed by ReLU(inplace=True));
     # predict refuses it too from a ledger's `mutated` records (Note [Written in place in
     # forward], trace/collector.py), in the same line

@@ -844,12 +844,12 @@ def _refuse_selective_reused(prep: Prepared, calls: _Calls, read: np.ndarray,
     (snntorch's neurons under tutorial 5's loop, `self.lif2(cur2, mem2)`: the first time
     step's zeros(0) made the membrane anew on another path than the next, and
     `selective:lif2` was refused by predict, which measure ran: 493,932 B)."""
-    if not prep.kept or not (calls.kind == Kind.SELECTIVE).any():
+    if not (prep.kept or prep.stash_calls) or not (calls.kind == Kind.SELECTIVE).any():
         return None
     made = {}
     for mod, ev0 in prep.kept:
         made.setdefault(mod, set()).add(ev0)
-    bad = []
+    bad = _cached_attributes(prep, calls, read)
     order = np.argsort(prep.created, kind="stable")
     by_event = (order, prep.created[order])   # for `_ops_differ`
     for mod, firsts in made.items():
@@ -868,16 +868,52 @@ def _refuse_selective_reused(prep: Prepared, calls: _Calls, read: np.ndarray,
                         prep, by_event, (ev0, ends[i]), _first_reuse(starts, ends, firsts),
                         _save_codes(prep, policy.parts[int(calls.part[k])])):
                     continue   # Note [A first fill behind a flag]
-                bad.append((k, mod, False))
+                bad.append((k, mod, False, False))
             elif i + 1 < len(starts) and int(starts[i + 1]) in firsts and \
                     (mod, int(ev0)) not in prep.kept_handed and \
                     _ops_differ(prep, by_event, (ev0, ends[i]), (starts[i + 1], ends[i + 1])):
-                bad.append((k, mod, True))
+                bad.append((k, mod, True, False))
     if bad:   # (that call, the one line): Note [The re-run backward meets first]
         k = _met_first(calls, [b[0] for b in bad])
-        _, mod, remade = max(b for b in bad if b[0] == k)
-        return k, selective_reused_message(policy.text(), str(calls.mods[k]), mod, remade)
+        _, mod, remade, plain = max(b for b in bad if b[0] == k)
+        return k, selective_reused_message(policy.text(), str(calls.mods[k]), mod, remade,
+                                           plain)
     return None
+
+
+# Note [A cache kept as a plain attribute]
+# Note [A buffer a call makes and later calls reuse] (trace/collector.py) for a cache a
+# module keeps as a plain attribute, not a registered buffer: CoCa's
+# `ParallelTransformerBlock` sets `self.mask` (its causal mask, `ones(n, n).triu(1)`) and
+# `self.pos_emb` (its rotary table) on its first call and slices them in later calls. The
+# re-run of that first call in backward finds them and slices (`aten.slice.Tensor`), an op
+# the forward did not run, and torch's selective checkpoint raises: measure refused
+# `selective:@ParallelTransformerBlock` while predict predicted it (623,462 B, 2 steps;
+# tests/clients/train_cached_attr.py, 160,744 B). Such a call writes a `stash` record
+# (Note [Tensors a call keeps on its module]); it is the cache's first fill where a later
+# call of the same module kept nothing and read what it kept (a module that keeps a new
+# tensor on every call, a pruned weight or its last attention map, fills no cache; a later
+# eval call that reads none of it proves nothing). Refused by the same line, which names
+# the attribute's module. A trace of one step has no later call to tell a cache from a
+# tensor kept anew on every call: not refused there (as for buffers).
+def _cached_attributes(prep: Prepared, calls: _Calls,
+                       read: np.ndarray) -> list[tuple[int, str, bool, bool]]:
+    """Note [A cache kept as a plain attribute]: (call, module, False, True) per selective
+    call that is re-run and holds the first fill of a module's plain-attribute cache."""
+    bad = []
+    keeps: dict[str, set[int]] = {}
+    for mod, ev0, _ in prep.stash_calls:
+        keeps.setdefault(mod, set()).add(ev0)
+    for mod, ev0, last in prep.stash_calls:
+        mine = (prep.scope_mod == mod) & (prep.scope_ev1 > prep.scope_ev0)
+        later = [(int(a), int(b)) for a, b in zip(prep.scope_ev0[mine], prep.scope_ev1[mine])
+                 if a > ev0 and int(a) not in keeps[mod]]
+        if not any(a <= last < b for a, b in later):
+            continue
+        k = int(np.searchsorted(calls.ev0, ev0, side="right")) - 1
+        if k >= 0 and ev0 < calls.ev1[k] and calls.kind[k] == Kind.SELECTIVE and read[k]:
+            bad.append((k, mod, False, True))
+    return bad
 
 
 def _ops_differ(prep: Prepared, by_event: tuple[np.ndarray, np.ndarray],
@@ -1017,6 +1053,19 @@ def _after_last_backward(prep: Prepared, ev: np.ndarray) -> np.ndarray:
     return ev > int(starts.max())
 
 
+# Note [A cache a later call saves again]
+# A module may make a tensor on its first call, keep it as a plain attribute and slice it
+# in later calls (CoCa's `ParallelTransformerBlock`: `self.mask`, its causal mask, and
+# `self.pos_emb`, its rotary table): each step's call saves that one storage again (the
+# mask's `masked_fill`). The storage's last unpack is then the last step's, and a frame
+# ended by it (Rule 10's "a storage something else holds": the node that unpacked it
+# returned) held the first step's checkpoint frame, its RNG state and argument, to the
+# last step's backward. Such a frame ends when the node that unpacked the save of the
+# call that made it returned (`_own_save_end`); a storage no such save names ends it as
+# before. A block that caches its (12, 12) mask (tests/clients/train_cached_attr.py, 2
+# steps): `checkpoint:1` read 129,192 B against 121,064 B measured, 8,128 B = the RNG
+# state (5,056 B) + the block's (4, 12, 16) fp32 input (3,072 B); CoCa's four
+# `checkpoint:@ParallelTransformerBlock` 32,832 B over.
 def _segments(prep: Prepared, calls: _Calls, dropped: np.ndarray, own: _Owners) -> _Segments:
     n, m = prep.n_events, len(calls)
     kd = np.where(dropped, own.made, m)                      # m: a bin for "not dropped"
@@ -1063,9 +1112,14 @@ def _segments(prep: Prepared, calls: _Calls, dropped: np.ndarray, own: _Owners) 
     # traced steps: 10,112 B over on two pruned blocks)
     held_end = np.where(prep.unpack >= 0, np.maximum(prep.unpack + 1, prep.unpack_end),
                         _gone_unread(prep))
+    held = _held(prep)
+    # by the node that unpacked the call's own save, not a later call's (Note [A cache a
+    # later call saves again])
+    own_end = _own_save_end(prep, calls, own)
+    held_end = np.where(held & (own_end >= 0), own_end, held_end)
     # so does a sparse gradient's part (Note [A sparse gradient's part ends no backward])
     part = prep.sparse_part if prep.sparse_part is not None else False
-    np.maximum.at(bw_end, kd, np.where(_held(prep) | part, np.minimum(held_end, prep.freed),
+    np.maximum.at(bw_end, kd, np.where(held | part, np.minimum(held_end, prep.freed),
                                        prep.freed))
     # a call that drops nothing (its saves are its arguments and parameters: one Linear)
     # still has a frame, held until autograd lets go of the node that unpacked what it

@@ -140,6 +140,10 @@ class Prepared:
     # (module, first event) of each call that put a tensor it made in its module's buffers
     # (Note [A buffer a call makes and later calls reuse], trace/collector.py)
     kept: tuple[tuple[str, int], ...] = ()
+    # (module, first event, last forward read) of each call that kept a tensor it made as
+    # a plain attribute of its module (`stash` records): the read is the latest forward use
+    # of those tensors (Note [A cache kept as a plain attribute], engine.py)
+    stash_calls: tuple[tuple[str, int, int], ...] = ()
     # of those, the calls handed their buffer's old value as an argument (trace/collector.py
     # Note [A buffer replaced from the one before]): a re-run reads the saved argument
     kept_handed: frozenset = frozenset()
@@ -340,6 +344,8 @@ class Prepared:
             sparse_part=_sparse_parts(led, st),
             **_autocast_casts(led, st),
             kept_plain=_kept_plain(led, st),
+            stash_calls=_stash_calls(led, st, np.where(fwd >= 0, fwd,
+                                                       _column(st, "last_use", -1))),
             stashed=st.index.isin([int(x) for r in led.extra.get("stash", [])
                                    for x in r.get("sids", ())]),
             **_stasher(led, st),
@@ -632,6 +638,19 @@ def _stasher(led: Ledger, st: pd.DataFrame) -> dict[str, np.ndarray | None]:
         .set_index("sid").reindex(st.index)
     return {"stash_ev0": inner["ev0"].fillna(-1).to_numpy(dtype=np.int64),
             "stash_ev1": inner["ev1"].fillna(-1).to_numpy(dtype=np.int64)}
+
+
+def _stash_calls(led: Ledger, st: pd.DataFrame,
+                 last_read: np.ndarray) -> tuple[tuple[str, int, int], ...]:
+    """`stash_calls`: (module, first event, the latest forward read of what the call kept)
+    per `stash` record (Note [A cache kept as a plain attribute], engine.py)."""
+    last = pd.Series(last_read, index=st.index)
+    out = []
+    for r in led.extra.get("stash", []):
+        sids = [int(x) for x in r.get("sids", ()) if int(x) in last.index]
+        if sids:
+            out.append((str(r["mod"]), int(r["ev0"]), int(last.loc[sids].max())))
+    return tuple(out)
 
 
 def _kept_plain(led: Ledger, st: pd.DataFrame) -> np.ndarray | None:

@@ -209,16 +209,17 @@ def selective_mutated_message(policy_text: str, module: str, op: str = "an op") 
 
 
 def selective_reused_message(policy_text: str, module: str, keeper: str,
-                             remade: bool = False) -> str:
+                             remade: bool = False, plain: bool = False) -> str:
     """One line: a selective region whose forward call made a buffer that later calls reuse
     (Note [A buffer a call makes and later calls reuse], trace/collector.py): its re-run
     finds the buffer and runs other ops than its forward, which torch's selective
     checkpoint refuses ("... encountered during backward but not found in storage").
     `remade`: a buffer made anew from the last on every call, whose next call ran other
-    ops."""
-    how = ("made a buffer of {k} anew from the one before, and the next call, reading it, "
-           "ran other ops" if remade else
-           "made a buffer of {k} that later calls reuse (a cache filled on the first call)")
+    ops. `plain`: a tensor kept as a plain attribute of its module, not a buffer (Note [A
+    cache kept as a plain attribute], replay/engine.py)."""
+    what = "kept a tensor on {k} (a plain attribute)" if plain else "made a buffer of {k}"
+    how = (what + " anew from the one before, and the next call, reading it, ran other ops"
+           if remade else what + " that later calls reuse (a cache filled on the first call)")
     return (f"{policy_text} would re-run {module}, whose forward call "
             f"{how.format(k=keeper)}, so the re-run would run other ops than its forward, "
             "which torch's selective checkpoint cannot replay; checkpoint or offload that "
