@@ -943,6 +943,9 @@ class _Segments:
     cum: np.ndarray      # events inserted before the j-th segment (len(order) + 1)
     shift: np.ndarray    # per original event: events inserted at or before it
     n: int
+    empty_at: np.ndarray | None = None   # per call: the original event whose unpack starts
+    #                      a re-run that stops before its first op (-1: none); Note [A
+    #                      re-run that stops before its first op]
 
     def pos_c(self, e: np.ndarray) -> np.ndarray:
         """Where an event that creates lands: after the segments inserted at it."""
@@ -983,6 +986,20 @@ def _after_last_backward(prep: Prepared, ev: np.ndarray) -> np.ndarray:
     return ev > int(starts.max())
 
 
+# Note [A re-run that stops before its first op]
+# A re-run call whose saves are all made before it ran (its argument, its parameters: an
+# elementwise `x * g + b`, one Linear, a Conv1d) has no segment: its first op packs its
+# inputs before it runs (Rule 3), so the early stop comes before any op is made again.
+# torch re-runs it all the same at the first unpack of those saves, and the re-run forks
+# the CPU generator's state (`torch.get_rng_state()`, 5,056 B; Rule 4) before raising at
+# that first pack: the fork lives for that instant, just before the unpacking node makes
+# anything, beside the state the frame held since forward. `_rng_rows` counted the fork
+# only over a segment's events, so a peak there was the fork short. res-mlp-pytorch's
+# ResMLP (depth 1, batch 2, SGD, 2 steps; tests/clients/train_halo_resmlp.py):
+# `checkpoint:3` (its last Affine) predicted 42,676 B against 46,432 B measured, the
+# measured peak at MulBackward0's fork; tests/clients/train_rerun_fork.py's `Scale`,
+# 31,168 B against 35,136 B. `empty_at` marks such calls with the event of that unpack.
+# On CUDA no state is forked on the device (`rng_bytes` 0).
 def _segments(prep: Prepared, calls: _Calls, dropped: np.ndarray, own: _Owners) -> _Segments:
     n, m = prep.n_events, len(calls)
     kd = np.where(dropped, own.made, m)                      # m: a bin for "not dropped"
@@ -1109,6 +1126,8 @@ def _segments(prep: Prepared, calls: _Calls, dropped: np.ndarray, own: _Owners) 
     bw_end = np.maximum(bw_end, unpacked)
     trig, stop, bw_end = trig[:m], stop[:m], bw_end[:m]
     has = (trig < _BIG) & (stop > calls.ev0)
+    # Note [A re-run that stops before its first op]
+    empty_at = np.where((trig < _BIG) & ~has & _is_recomputed(calls.kind), trig, -1)
     end = np.minimum(stop, calls.ev1)
     length = np.where(has, end - calls.ev0, 0)
     order = np.flatnonzero(has)
@@ -1121,7 +1140,7 @@ def _segments(prep: Prepared, calls: _Calls, dropped: np.ndarray, own: _Owners) 
     shift = np.cumsum(np.bincount(at, weights=length[order], minlength=n + 2)
                       ).astype(np.int64) if len(at) else np.zeros(n + 2, dtype=np.int64)
     return _Segments(has=has, end=end, length=length, bw_end=bw_end, start=start, order=order,
-                     at=at, cum=cum, shift=shift, n=n)
+                     at=at, cum=cum, shift=shift, n=n, empty_at=empty_at)
 
 
 # ---- stage 6: the lifetimes of the rewritten stream ---------------------------------------
@@ -2313,6 +2332,10 @@ def _rng_rows(calls: _Calls, seg: _Segments, rng_bytes: int, out: _Lifetimes) ->
     out.add(seg.pos_c(calls.ev0[ck]), seg.pos_f(end), np.full(len(ck), rng_bytes), OTHER)
     s = ck[seg.has[ck]]
     out.add(seg.start[s], seg.start[s] + seg.length[s], np.full(len(s), rng_bytes), OTHER)
+    if seg.empty_at is not None:   # Note [A re-run that stops before its first op]
+        e = seg.empty_at[seg.empty_at >= 0]
+        at = seg.pos_c(e) - 1   # the slot just before the unpacking event: nothing of it yet
+        out.add(at, at + 1, np.full(len(e), rng_bytes), OTHER)
 
 
 def _running_stats_rows(prep: Prepared, calls: _Calls, seg: _Segments,
