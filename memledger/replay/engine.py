@@ -49,7 +49,8 @@ whose forward call spans events [ev0, ev1):
    (tests/clients/test_real_clients.py), and under selective RoBERTa's and DeBERTa-v2's
    5,568 B short (2 layers, hidden 64, vocab 64).
 4. preserve_rng_state keeps the CPU generator state (5056 bytes, `torch.get_rng_state()`)
-   from ev0 until R's backward ends; recomputation forks it once more while it runs.
+   from ev0 until R's backward ends; recomputation forks it once more while it runs,
+   even one that stops before its first op (Note [A re-run that stops before its first op]).
    A call whose backward comes after the traced steps (what it saved is never unpacked
    and still live at the end) keeps its frame, state and arguments to the end: a GAN
    calls its generator for the next iteration before the optimizer step that ends the
