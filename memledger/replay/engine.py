@@ -49,7 +49,8 @@ whose forward call spans events [ev0, ev1):
    (tests/clients/test_real_clients.py), and under selective RoBERTa's and DeBERTa-v2's
    5,568 B short (2 layers, hidden 64, vocab 64).
 4. preserve_rng_state keeps the CPU generator state (5056 bytes, `torch.get_rng_state()`)
-   from ev0 until R's backward ends; recomputation forks it once more while it runs.
+   from ev0 until R's backward ends; recomputation forks it once more while it runs,
+   even one that stops before its first op (Note [A re-run that stops before its first op]).
    A call whose backward comes after the traced steps (what it saved is never unpacked
    and still live at the end) keeps its frame, state and arguments to the end: a GAN
    calls its generator for the next iteration before the optimizer step that ends the
@@ -1013,6 +1014,9 @@ class _Segments:
     cum: np.ndarray      # events inserted before the j-th segment (len(order) + 1)
     shift: np.ndarray    # per original event: events inserted at or before it
     n: int
+    empty_at: np.ndarray | None = None   # per call: the original event whose unpack starts
+    #                      a re-run that stops before its first op (-1: none); Note [A
+    #                      re-run that stops before its first op]
 
     def pos_c(self, e: np.ndarray) -> np.ndarray:
         """Where an event that creates lands: after the segments inserted at it."""
@@ -1066,6 +1070,21 @@ def _after_last_backward(prep: Prepared, ev: np.ndarray) -> np.ndarray:
 # steps): `checkpoint:1` read 129,192 B against 121,064 B measured, 8,128 B = the RNG
 # state (5,056 B) + the block's (4, 12, 16) fp32 input (3,072 B); CoCa's four
 # `checkpoint:@ParallelTransformerBlock` 32,832 B over.
+
+# Note [A re-run that stops before its first op]
+# A re-run call whose saves are all made before it ran (its argument, its parameters: an
+# elementwise `x * g + b`, one Linear, a Conv1d) has no segment: its first op packs its
+# inputs before it runs (Rule 3), so the early stop comes before any op is made again.
+# torch re-runs it all the same at the first unpack of those saves, and the re-run forks
+# the CPU generator's state (`torch.get_rng_state()`, 5,056 B; Rule 4) before raising at
+# that first pack: the fork lives for that instant, just before the unpacking node makes
+# anything, beside the state the frame held since forward. `_rng_rows` counted the fork
+# only over a segment's events, so a peak there was the fork short. res-mlp-pytorch's
+# ResMLP (depth 1, batch 2, SGD, 2 steps; tests/clients/train_halo_resmlp.py):
+# `checkpoint:3` (its last Affine) predicted 42,676 B against 46,432 B measured, the
+# measured peak at MulBackward0's fork; tests/clients/train_rerun_fork.py's `Scale`,
+# 31,168 B against 35,136 B. `empty_at` marks such calls with the event of that unpack.
+# On CUDA no state is forked on the device (`rng_bytes` 0).
 def _segments(prep: Prepared, calls: _Calls, dropped: np.ndarray, own: _Owners) -> _Segments:
     n, m = prep.n_events, len(calls)
     kd = np.where(dropped, own.made, m)                      # m: a bin for "not dropped"
@@ -1197,6 +1216,8 @@ def _segments(prep: Prepared, calls: _Calls, dropped: np.ndarray, own: _Owners) 
     bw_end = np.maximum(bw_end, unpacked)
     trig, stop, bw_end = trig[:m], stop[:m], bw_end[:m]
     has = (trig < _BIG) & (stop > calls.ev0)
+    # Note [A re-run that stops before its first op]
+    empty_at = np.where((trig < _BIG) & ~has & _is_recomputed(calls.kind), trig, -1)
     end = np.minimum(stop, calls.ev1)
     length = np.where(has, end - calls.ev0, 0)
     order = np.flatnonzero(has)
@@ -1209,7 +1230,7 @@ def _segments(prep: Prepared, calls: _Calls, dropped: np.ndarray, own: _Owners) 
     shift = np.cumsum(np.bincount(at, weights=length[order], minlength=n + 2)
                       ).astype(np.int64) if len(at) else np.zeros(n + 2, dtype=np.int64)
     return _Segments(has=has, end=end, length=length, bw_end=bw_end, start=start, order=order,
-                     at=at, cum=cum, shift=shift, n=n)
+                     at=at, cum=cum, shift=shift, n=n, empty_at=empty_at)
 
 
 # ---- stage 6: the lifetimes of the rewritten stream ---------------------------------------
@@ -2401,6 +2422,10 @@ def _rng_rows(calls: _Calls, seg: _Segments, rng_bytes: int, out: _Lifetimes) ->
     out.add(seg.pos_c(calls.ev0[ck]), seg.pos_f(end), np.full(len(ck), rng_bytes), OTHER)
     s = ck[seg.has[ck]]
     out.add(seg.start[s], seg.start[s] + seg.length[s], np.full(len(s), rng_bytes), OTHER)
+    if seg.empty_at is not None:   # Note [A re-run that stops before its first op]
+        e = seg.empty_at[seg.empty_at >= 0]
+        at = seg.pos_c(e) - 1   # the slot just before the unpacking event: nothing of it yet
+        out.add(at, at + 1, np.full(len(e), rng_bytes), OTHER)
 
 
 def _running_stats_rows(prep: Prepared, calls: _Calls, seg: _Segments,
