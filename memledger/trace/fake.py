@@ -1524,7 +1524,7 @@ def fake_refusal(err: BaseException, target: FakeTarget, script: str):
     CUDA on a CPU-only build, or script code that reads or writes tensor values; None for
     the script's own failures."""
     from memledger.errors import EXIT_USAGE
-    from memledger.trace.script import ScriptOutcome, library_caller
+    from memledger.trace.script import ScriptOutcome, library_called, library_caller
 
     text = str(err)
     if NO_CUDA_HINT in text or "not linked with support for cuda" in text:
@@ -1545,11 +1545,15 @@ def fake_refusal(err: BaseException, target: FakeTarget, script: str):
     where = _script_frame(err, script)
     lib = library_caller(err)
     if lib is not None:   # the library the script called reads the values, not the script
-        # (transformers' evaluation loop turns the logits it gathers into numpy arrays)
+        # (transformers' evaluation loop turns the logits it gathers into numpy arrays); the
+        # option is the called library's, where another one it calls did it (Note [The
+        # library the script called])
+        called = library_called(err) or lib[0]
+        via = "" if called == lib[0] else f", in `{lib[0]}`"
         return ScriptOutcome(EXIT_USAGE, (
-            f"memledger: cannot run fake at {where}: `{lib[0]}` (called by the script) at "
-            f"{lib[1]}: {what}, which a --fake run does not have; trace with an option of "
-            f"`{lib[0]}` that skips that part (e.g. {skip}), or trace it for real"), err)
+            f"memledger: cannot run fake at {where}: `{called}` (called by the script){via} "
+            f"at {lib[1]}: {what}, which a --fake run does not have; trace with an option of "
+            f"`{called}` that skips that part (e.g. {skip}), or trace it for real"), err)
     return ScriptOutcome(EXIT_USAGE, (
         f"memledger: cannot run fake at {where}: {what}, which a --fake run does not have; "
         "skip it under --fake (e.g. log only when not faking) or trace it for real"), err)
