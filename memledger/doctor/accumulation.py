@@ -9,6 +9,8 @@ is 1/40 for every token (relative weights 40/60 = 0.67 and 40/20 = 2.0).
 
 from __future__ import annotations
 
+import math
+
 from memledger.doctor.findings import Finding
 from memledger.doctor.records import Run, steps_named, where
 
@@ -107,6 +109,8 @@ def _divisor(b: dict) -> int | None:
     if len(losses) != 1 or not b.get("value") or not losses[0].get("value"):
         return None
     d = losses[0]["value"] / b["value"]
+    if not math.isfinite(d):   # a non-finite loss (nonfinite_grad's) tells no divisor
+        return None
     k = round(d)
     return k if k >= 2 and abs(d - k) <= _WHOLE * k else None
 
