@@ -9,6 +9,8 @@ is 1/40 for every token (relative weights 40/60 = 0.67 and 40/20 = 2.0).
 
 from __future__ import annotations
 
+import math
+
 from memledger.doctor.findings import Finding
 from memledger.doctor.records import Run, steps_named, where
 
@@ -84,3 +86,61 @@ def loss_not_divided(run: Run) -> list[Finding]:
         evidence={"micro_batches": k, "loss_values": [b["losses"][0]["value"] for b in bws],
                   "backward_values": [b["value"] for b in bws],
                   "steps": sorted(h[0]["step"] for h in hits)})]
+
+
+# Note [A step short of micro-batches]
+# A loop that accumulates K micro-batches divides each loss by K and steps on every K-th
+# backward, and on the last one of the epoch when its micro-batches run out
+# (pytorch-accelerated's Trainer: `(step + 1) % K == 0 or step + 1 == len(train_dl)`;
+# Lightning and older transformers alike). A last step of k < K micro-batches then sums k
+# gradients of loss / K: k/K of the mean gradient, as if K - k micro-batches of zero
+# gradient had joined it (K = 2, 5 micro-batches: the third step's update is half the
+# mean's, at SGD's learning rate half a step). Told from the probe's values: each backward
+# ran on its loss divided by D (the loss function's value / the value backward ran on, a
+# whole number >= 2, the same for the step's backward passes, one backward line), a step
+# of exactly D such passes ran (so D is the accumulation, not a weight the script puts on
+# its loss), and a step of k < D passes with that D. One warning, at the backward line.
+_WHOLE = 1e-3   # relative: the loss values are the probe's, rounded
+
+
+def _divisor(b: dict) -> int | None:
+    """D where backward ran on this pass's loss / D (a whole number >= 2), else None."""
+    losses = b.get("losses") or []
+    if len(losses) != 1 or not b.get("value") or not losses[0].get("value"):
+        return None
+    d = losses[0]["value"] / b["value"]
+    if not math.isfinite(d):   # a non-finite loss (nonfinite_grad's) tells no divisor
+        return None
+    k = round(d)
+    return k if k >= 2 and abs(d - k) <= _WHOLE * k else None
+
+
+def short_accumulation(run: Run) -> list[Finding]:
+    by_n = {b["n"]: b for b in run.backwards}
+    divided: list[tuple[dict, list[dict], int]] = []   # (step, its passes, D)
+    for st in run.steps:
+        bws = [by_n[n] for n in st["bw"] if n in by_n]
+        if not bws or any("shares" in b for b in bws) or \
+                len({(b["file"], b["line"]) for b in bws}) != 1:
+            continue
+        ds = {_divisor(b) for b in bws}
+        if len(ds) == 1 and (d := ds.pop()) is not None:
+            divided.append((st, bws, d))
+    whole = {d for _, bws, d in divided if len(bws) == d}
+    short = [(st, bws, d) for st, bws, d in divided if len(bws) < d and d in whole]
+    if not short:
+        return []
+    st, bws, d = short[0]
+    k = len(bws)
+    full = sorted(s["step"] for s, b, dd in divided if dd == d and len(b) == d)
+    steps = sorted(s["step"] for s, _, _ in short)
+    return [Finding(
+        check="short_accumulation", severity="warning", where=where(bws[0]),
+        message=(f"optimizer.step() in {steps_named(steps)} used {k} backward "
+                 f"pass{'es' if k > 1 else ''} on loss / {d}, where "
+                 f"{steps_named(full)} used {d} (an accumulation cut short, the epoch's last "
+                 f"micro-batches?): the update is {k}/{d} of the mean gradient, as if "
+                 f"{d - k} micro-batch{'es' if d - k > 1 else ''} of zero gradient had "
+                 f"joined it; divide by the number of backward passes the step takes, or "
+                 "leave out the micro-batches past the last whole step"),
+        evidence={"micro_batches": k, "divisor": d, "steps": steps, "full_steps": full})]

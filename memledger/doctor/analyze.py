@@ -24,6 +24,7 @@ ALL_CHECKS: tuple[CheckFn, ...] = (
     graph.mixed_gradient,               # 3
     accumulation.token_denominator,     # 4
     accumulation.loss_not_divided,      # 4
+    accumulation.short_accumulation,    # 4
     updates.nonfinite_and_zeroed,       # 5
     updates.dropped,                    # 5
     updates.no_update,                  # 5

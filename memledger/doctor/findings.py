@@ -21,7 +21,8 @@ DOCTOR_SCHEMA = "memledger.doctor/1"
 CHECKS: tuple[str, ...] = (
     "cut_graph", "unused_parameter", "frozen_moving", "no_optimizer", "two_optimizers",
     "stale_optimizer", "optimizer_reset", "wasted_gradients",
-    "grad_leak", "mixed_gradient", "token_denominator", "loss_not_divided", "nonfinite_grad",
+    "grad_leak", "mixed_gradient", "token_denominator", "loss_not_divided",
+    "short_accumulation", "nonfinite_grad",
     "zeroed_before_step", "double_step", "clip_order", "dropped_update", "no_update",
     "scheduler_order",
     "scheduler_rate", "cross_step_retention", "eval_mode", "dead_penalty", "double_activation",

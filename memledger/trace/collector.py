@@ -1531,7 +1531,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
         if sid is None:
             if key in self._pre_existing and not self._lifting and not is_pinned(t):
                 sid = self._new_storage(t, st, 0, "", pre=True)
-            elif st.is_shared():   # Note [Batches from other processes]
+            elif self._from_another_process(st):   # Note [Batches from other processes]
                 sid = self._new_storage(t, st, ev, SHARED_MEMORY_OP, pre=False)
                 self._outside.discard(sid)
                 self.sink.write({"k": "role", "sid": sid, "role": "input"})
@@ -1542,6 +1542,10 @@ class Collector(ShardingMixin, TorchDispatchMode):
             else:
                 sid = self._new_storage(t, st, ev, "(outside dispatch)", pre=False)
         return sid
+
+    def _from_another_process(self, st) -> bool:
+        """Whether a storage first met here is a batch another process handed over."""
+        return st.is_shared()
 
     def _output(self, t: torch.Tensor, ev: int, op: _Op) -> None:
         if type(t) not in _PLAIN:

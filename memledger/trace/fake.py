@@ -204,6 +204,10 @@ Rules (numbered so that code can point here):
    (BS-RoFormer's STFT windows, tests/clients/train_bsroformer.py: the fake ledger 12 B
    under the real one). The run's mode does not cache an output whose storage is larger
    than its view (`_RunMode`), and keeps caching the rest.
+30. A DataLoader with worker processes loads in the run's own process, the workers' fetch
+   unseen and each batch arriving as from shared memory, with the real run's events (Note
+   [A DataLoader's workers in a fake run], trace/fake_loader.py): a forked worker of a fake
+   run died at its collate, and `trace --fake` stopped with exit 3.
 
 Worked example (MLP of examples/train_mlp.py, B=64, fp32, fake, target cpu): fc1.weight is
 a fake 512×256 tensor whose meta storage has 512·256·4 = 524,288 bytes; its row is the
@@ -239,6 +243,7 @@ from torch.utils.flop_counter import flop_registry
 from memledger.trace.collector import Collector, _written_args, kept_as_made
 from memledger.trace.external import external
 from memledger.trace.fake_literals import KnownLiterals
+from memledger.trace.fake_loader import LoadsInProcess
 from memledger.trace.fake_losses import reduced_loss_bytes
 from memledger.trace.fake_pointers import DistinctPointers
 from memledger.trace.fake_questions import ForeachAsReal, RealAnswers
@@ -262,6 +267,9 @@ NOT_EVENTS = frozenset({
     aten.is_contiguous.memory_format, aten.is_strides_like_format.default,
     aten.is_non_overlapping_and_dense.default,
 })
+
+_SET_STORAGE = aten.set_.source_Storage_storage_offset   # Rule 30
+_SET_STORAGE0 = aten.set_.source_Storage
 
 # Rule 1: `torch.tensor(literal)` makes a real tensor that this op turns into a fake one.
 LIFT_FRESH = aten.lift_fresh.default
@@ -932,6 +940,15 @@ class _RunMode(FakeTensorMode):
     def __deepcopy__(self, memo):
         return self
 
+    def _cache_key(self, state, func, args, kwargs):
+        """Rule 30: `set_` onto a storage gets no cache key: the key holds the storage
+        object itself, and FakeTensorMode's class-wide cache keeps its keys (a bypass
+        too, as a negative entry), so each storage set so lived to the end of the run (a
+        DataLoader worker's batch arriving, 786,432 B a step, never freed)."""
+        if func is _SET_STORAGE or func is _SET_STORAGE0:
+            raise _BypassDispatchCache("set_ onto a storage")
+        return super()._cache_key(state, func, args, kwargs)
+
     def _validate_output_for_cache_entry(self, state, key, func, args, kwargs, output):
         """Rule 29: an output whose storage is larger than its view is not cached (a cache
         hit would make it at its view's size)."""
@@ -1003,7 +1020,9 @@ class FakeCollector(Collector):
         self._lift_source: int | None = None  # Rule 1: the lifted literal's real storage
         self._lift_external = False           # Rule 1: lifting memory torch did not allocate
         self._loss_bytes: int | None = None   # Rule 14: a reduced loss's host buffer
-        self._aliasing = False                # Rule 9: the saved alias being made
+        self._looking_away = False   # Rule 9's saved alias, Rule 30's workers: no events
+        self._loader = LoadsInProcess(self._workers_fetch, self._arrives)   # Rule 30
+        self._from_workers: set[int] = set()   # Rule 30: the storage keys of a batch arriving
         self._fake_dev: dict[Any, str] = {}
         self._draws = RandomDraws(_shadow_of)  # Rule 21
         self._swaps = ConstantsLetGo(FakeTensor,     # Rule 23
@@ -1018,7 +1037,7 @@ class FakeCollector(Collector):
         entered = []
         try:
             for part in (self._answers, self._foreach, self._literals, self._swaps,
-                         self._pointers):
+                         self._pointers, self._loader):
                 part.__enter__()
                 entered.append(part)
             return super().__enter__()
@@ -1032,6 +1051,7 @@ class FakeCollector(Collector):
         try:
             super().__exit__(exc_type, exc, tb)
         finally:
+            self._loader.__exit__(exc_type, exc, tb)
             self._pointers.__exit__(exc_type, exc, tb)
             self._swaps.__exit__(exc_type, exc, tb)
             self._literals.__exit__(exc_type, exc, tb)
@@ -1049,7 +1069,7 @@ class FakeCollector(Collector):
 
     # ---- the hot path -------------------------------------------------------------------
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        if func in NOT_EVENTS or self._aliasing:    # Rule 2, Rule 9
+        if func in NOT_EVENTS or self._looking_away:    # Rules 2, 9 and 30
             return func(*args, **(kwargs or {}))
         if self._views.written:                     # Rule 17 (once per op: test first)
             self._views.before_op(func, args)
@@ -1189,15 +1209,33 @@ class FakeCollector(Collector):
             self._note_standin(str(func), False)
             return False
 
+    def _workers_fetch(self):
+        """Rule 30: a DataLoader worker's fetch, made with the collector looking away."""
+        self._looking_away = True
+        try:
+            yield
+        finally:
+            self._looking_away = False
+
+    def _arrives(self, t: torch.Tensor) -> None:
+        """Rule 30: `t`'s storage arrives next, as a batch from a worker does."""
+        self._from_workers.add(t.untyped_storage()._cdata)
+
+    def _from_another_process(self, st) -> bool:
+        if st._cdata in self._from_workers:   # once: a freed storage's key may come again
+            self._from_workers.discard(st._cdata)
+            return True
+        return super()._from_another_process(st)
+
     def _saved_alias(self, t: torch.Tensor) -> torch.Tensor:
         """Rule 9: the detached alias autograd keeps of a saved fake tensor."""
         if type(t) is not FakeTensor:
             return super()._saved_alias(t)
-        self._aliasing = True   # FakeTensorMode (below) makes it; the ledger sees no event
+        self._looking_away = True   # FakeTensorMode (below) makes it; the ledger sees no event
         try:
             alias = t.detach()
         finally:
-            self._aliasing = False
+            self._looking_away = False
         # Rule 3: a saved tensor's known values go with it into backward: `h[mask] = v`
         # saves the bool mask (wav2vec2's SpecAugment, drawn with numpy), and its backward
         # indexes the gradient with it, a size only the mask's values give
@@ -1486,7 +1524,7 @@ def fake_refusal(err: BaseException, target: FakeTarget, script: str):
     CUDA on a CPU-only build, or script code that reads or writes tensor values; None for
     the script's own failures."""
     from memledger.errors import EXIT_USAGE
-    from memledger.trace.script import ScriptOutcome, library_caller
+    from memledger.trace.script import ScriptOutcome, library_called, library_caller
 
     text = str(err)
     if NO_CUDA_HINT in text or "not linked with support for cuda" in text:
@@ -1507,11 +1545,15 @@ def fake_refusal(err: BaseException, target: FakeTarget, script: str):
     where = _script_frame(err, script)
     lib = library_caller(err)
     if lib is not None:   # the library the script called reads the values, not the script
-        # (transformers' evaluation loop turns the logits it gathers into numpy arrays)
+        # (transformers' evaluation loop turns the logits it gathers into numpy arrays); the
+        # option is the called library's, where another one it calls did it (Note [The
+        # library the script called])
+        called = library_called(err) or lib[0]
+        via = "" if called == lib[0] else f", in `{lib[0]}`"
         return ScriptOutcome(EXIT_USAGE, (
-            f"memledger: cannot run fake at {where}: `{lib[0]}` (called by the script) at "
-            f"{lib[1]}: {what}, which a --fake run does not have; trace with an option of "
-            f"`{lib[0]}` that skips that part (e.g. {skip}), or trace it for real"), err)
+            f"memledger: cannot run fake at {where}: `{called}` (called by the script){via} "
+            f"at {lib[1]}: {what}, which a --fake run does not have; trace with an option of "
+            f"`{called}` that skips that part (e.g. {skip}), or trace it for real"), err)
     return ScriptOutcome(EXIT_USAGE, (
         f"memledger: cannot run fake at {where}: {what}, which a --fake run does not have; "
         "skip it under --fake (e.g. log only when not faking) or trace it for real"), err)

@@ -117,28 +117,64 @@ def _func_transforms_line(e: BaseException) -> str:
         fix=f"call `{pkg}` outside those hooks")
 
 
-def library_caller(e: BaseException) -> tuple[str, str] | None:
-    """(package, "dir/file.py:line") of the innermost frame of `e`'s traceback outside torch,
-    memledger and the standard library, when that frame is a library's, not the script's
-    (None then): who, between the script and torch, did what failed."""
-    from memledger.trace.where import is_user_file
-
+def _outside_frames(e: BaseException) -> list:
+    """The frames of `e`'s traceback outside torch, memledger and the standard library,
+    outermost first."""
     import sysconfig
 
     skip = tuple(os.path.realpath(d) + os.sep for d in (
         os.path.dirname(sys.modules["torch"].__file__),
         os.path.dirname(os.path.dirname(__file__)),           # memledger
         sysconfig.get_paths()["stdlib"]))
-    caller = None
-    for fs in traceback.extract_tb(e.__traceback__):
-        if not os.path.realpath(fs.filename).startswith(skip):
-            caller = fs   # the innermost frame outside torch, memledger and the stdlib
-    if caller is None or is_user_file(caller.filename):
+    return [fs for fs in traceback.extract_tb(e.__traceback__)
+            if not os.path.realpath(fs.filename).startswith(skip)]
+
+
+def _package(filename: str) -> str:
+    parts = os.path.realpath(filename).split(os.sep)
+    return next((parts[i + 1] for i in range(len(parts) - 2, -1, -1)
+                 if parts[i] in ("site-packages", "dist-packages")), parts[-1])
+
+
+def library_caller(e: BaseException) -> tuple[str, str] | None:
+    """(package, "dir/file.py:line") of the innermost frame of `e`'s traceback outside torch,
+    memledger and the standard library, when that frame is a library's, not the script's
+    (None then): who, between the script and torch, did what failed."""
+    from memledger.trace.where import is_user_file
+
+    frames = _outside_frames(e)
+    if not frames or is_user_file(frames[-1].filename):
         return None
+    caller = frames[-1]
     parts = os.path.realpath(caller.filename).split(os.sep)
-    pkg = next((parts[i + 1] for i in range(len(parts) - 2, -1, -1)
-                if parts[i] in ("site-packages", "dist-packages")), parts[-1])
-    return pkg, f"{'/'.join(parts[-2:])}:{caller.lineno}"
+    return _package(caller.filename), f"{'/'.join(parts[-2:])}:{caller.lineno}"
+
+
+# Note [The library the script called]
+# A fake run's refusal of a value read names the library that read the values, the
+# innermost frame outside torch, memledger and the standard library, "(called by the
+# script)", and tells the user to trace with an option of it that skips that part. Where
+# one library calls another, that named the inner one: pytorch-accelerated's
+# `SaveBestModelCallback` saves through `Trainer.save_checkpoint`, then accelerate's
+# `Accelerator.save`, which calls `torch.save`, and the line read "`accelerate` (called by
+# the script) at utils/other.py:453 ...; trace with an option of `accelerate` that skips
+# that part (e.g. no checkpoint saving)": the script never called accelerate, and the
+# option (no SaveBestModelCallback) is pytorch-accelerated's. The library the script
+# called is the first frame after the script's last one that is a library's; the line
+# names it, and the inner one where they differ: "`pytorch_accelerated` (called by the
+# script), in `accelerate` at utils/other.py:453: torch.save writes tensor values ...;
+# trace with an option of `pytorch_accelerated` ...".
+def library_called(e: BaseException) -> str | None:
+    """The package of the first library frame after the script's last frame in `e`'s
+    traceback: the library the script called, where `library_caller` names the one that
+    did what failed (pytorch-accelerated's Trainer saving through accelerate's
+    `Accelerator.save`: the script called `pytorch_accelerated`, and its option is the way
+    out; Note [The library the script called])."""
+    from memledger.trace.where import is_user_file
+
+    frames = _outside_frames(e)
+    last = max((i for i, fs in enumerate(frames) if is_user_file(fs.filename)), default=-1)
+    return _package(frames[last + 1].filename) if last + 1 < len(frames) else None
 
 
 # Note [A policy inside one graph]

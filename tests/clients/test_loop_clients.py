@@ -7,7 +7,7 @@ allocator peak. And a DataLoader with worker processes (tests/clients/train_load
 import pytest
 
 from memledger.replay.policies import parse_policy
-from tests.clients.harness import fake_client_gaps, gaps_of, run_client
+from tests.clients.harness import fake_client_gaps, gaps_of, ledger_pass, run_client
 
 
 def test_ppo_every_policy_predicted_as_measured():
@@ -48,6 +48,27 @@ def test_batches_from_dataloader_workers_are_input_as_they_arrive():
     si = run.summary.shared_input
     assert si is not None and si.bytes % (x_bytes + y_bytes) == 0 and si.bytes > 0
     assert (run.allocator_peak - run.ledger.peak_with_scratch()) % (x_bytes + y_bytes) == 0
+
+
+def test_a_fake_run_loads_a_workers_batches_in_its_own_process():
+    """Note [A DataLoader's workers in a fake run] (trace/fake_loader.py): a forked worker
+    of a fake run died at its collate (a real shared storage under a meta fake), and `trace
+    --fake` stopped with exit 3 where the script runs. Now the batches load in the run's
+    process and arrive as from shared memory: with one worker fetching one batch ahead
+    (none waits), the fake ledger is the real one, 10,246,832 B at step 1's optimizer, of
+    it one batch of input (64 x 3 x 32 x 32 fp32 + 64 int64 = 786,944 B), and the batches
+    are freed as the loop lets them go (FakeTensorMode's cache kept every storage `set_`
+    met: step 3's peak held all 3 batches)."""
+    argv = ["--workers", "1", "--prefetch", "1", "--steps", "4"]
+    real, fake = ledger_pass("train_loader.py", argv, steps=3), \
+        ledger_pass("train_loader.py", argv, steps=3, fake_device="cpu")
+    assert fake.peak().bytes == real.peak().bytes == 10_246_832
+    assert fake.at_peak() == {**real.at_peak(), "workspace": 0}
+    assert fake.at_peak()["input"] == 64 * 3 * 32 * 32 * 4 + 64 * 8
+    for led in (real, fake):
+        st = led.storages
+        shared = st[st["op"] == "(shared memory)"]
+        assert len(shared) == 2 * 3 and set(shared["category"]) == {"input"}
 
 
 def test_a_run_resumed_from_a_checkpoint_keeps_its_optimizer_state():

@@ -4,6 +4,8 @@
                    a token of the second weighs 3x one of the first (transformers#34191)
     --bug nodiv    the loss is not divided by K
     --bug msenodiv the same with a regression loss (mse_loss on the logits)
+    --bug short    the third step takes one micro-batch, its loss divided by K = 2 as the
+                   others' (the epoch's last, cut short): half the mean gradient
     --retain       backward(retain_graph=True): still K forwards, K micro-batches (the
                    flag alone does not make the backward passes one objective's parts)
     --fixed        sum over tokens, divided by the step's 40 valid tokens
@@ -31,7 +33,8 @@ model = nn.Sequential(nn.Embedding(11, 8), nn.Linear(8, 11))
 opt = torch.optim.SGD(model.parameters(), lr=0.1)
 for step in range(3):
     batches = []
-    for valid in (30, 10):                  # valid (non-padding) tokens of 2 x 20
+    micro = (30,) if BUG == "short" and step == 2 else (30, 10)   # the last step cut short
+    for valid in micro:                     # valid (non-padding) tokens of 2 x 20
         ids = torch.randint(0, 11, (2, 20))
         labels = ids.clone().view(-1)
         labels[valid:] = -100               # padding

@@ -139,6 +139,10 @@ BUGS = [
     # any torch.nn.functional loss, not only cross_entropy / nll_loss (mse was missed)
     ("accumulation.py", ["--bug", "msenodiv"], "loss_not_divided", "warning",
      ["2 backward passes", "loss / 2"], "loss.backward(retain_graph=RETAIN)"),
+    # Note [A step short of micro-batches]: the last step of one micro-batch on loss / 2
+    ("accumulation.py", ["--bug", "short"], "short_accumulation", "warning",
+     ["step 3 used 1 backward pass on loss / 2", "steps 1 and 2 used 2",
+      "1/2 of the mean gradient"], "loss.backward(retain_graph=RETAIN)"),
     # retain_graph=True alone: each micro-batch still has a forward of its own
     ("accumulation.py", ["--bug", "nodiv", "--retain"], "loss_not_divided", "warning",
      ["2 backward passes", "loss / 2"], "loss.backward(retain_graph=RETAIN)"),

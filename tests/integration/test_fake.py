@@ -297,6 +297,30 @@ def test_fake_names_the_library_option_by_what_failed(tmp_path, capfd):
     assert "Traceback" not in capfd.readouterr().err
 
 
+def test_fake_names_the_library_the_script_called_and_the_one_that_saved(tmp_path, capfd):
+    """Note [The library the script called] (trace/script.py): pytorch-accelerated's
+    `SaveBestModelCallback` saves through accelerate's `Accelerator.save`; the line named
+    the inner library as "(called by the script)" and its option as the way out. Two
+    stand-in libraries compiled under site-packages: the script calls `outer`, which
+    saves through `inner`."""
+    site = sysconfig.get_paths()["purelib"]
+    inner = os.path.join(site, "memledger_test_inner", "save.py")
+    outer = os.path.join(site, "memledger_test_outer", "trainer.py")
+    code, reason = _fake_ledger_pass(
+        tmp_path, "import torch\nmodel = torch.nn.Linear(4, 1)\nns = {'torch': torch}\n"
+        f"exec(compile('def save(m):\\n    torch.save(m.state_dict(), \"c.pt\")\\n', {inner!r}, "
+        "'exec'), ns)\n"
+        f"exec(compile('def train(m):\\n    save(m)\\n', {outer!r}, 'exec'), ns)\n"
+        "ns['train'](model)\n")
+    assert code == 2, reason
+    assert "train.py:6 `ns['train'](model)`: `memledger_test_outer` (called by the script), " \
+        "in `memledger_test_inner` at memledger_test_inner/save.py:2: torch.save writes " \
+        "tensor values" in reason, reason
+    assert "trace with an option of `memledger_test_outer` that skips that part (e.g. no " \
+        "checkpoint saving)" in reason, reason
+    assert "Traceback" not in capfd.readouterr().err
+
+
 @pytest.mark.parametrize("steps_by,steps", [("whole", 1), ("forward", 2)])
 def test_fake_counts_steps_as_asked(tmp_path, steps_by, steps):
     """`trace --fake --steps-by whole` (or `forward`) of a script with no optimizer: the

@@ -65,6 +65,35 @@ def test_loss_not_divided_needs_one_backward_line_and_equal_values():
     assert checks == [["loss_not_divided"], [], []]
 
 
+def test_a_step_short_of_micro_batches_on_the_same_divided_loss():
+    """Note [A step short of micro-batches] (doctor/accumulation.py): K = 2 micro-batches
+    a step, each loss / 2, and the epoch's fifth micro-batch stepped alone on loss / 2
+    (pytorch-accelerated's Trainer): half the mean gradient. A loss halved in every step
+    of one pass (a weight the script puts on it) is none, nor a short step whose loss is
+    divided by its own count."""
+    def run(per_step, divisor_of):
+        recs, n = [_param(0, "a")], 0
+        for s, k in enumerate(per_step, 1):
+            bw = []
+            for _ in range(k):
+                n += 1
+                bw.append(n)
+                recs.append(_bw(n, s, valid=8, value=1.0 / divisor_of(k), loss_value=1.0))
+            recs.append(_step(s, [0], {0: k}, bw))
+        return diagnose([*recs, {"k": "end", "steps": len(per_step)}]).findings
+
+    (f,) = run([2, 2, 1], lambda k: 2)
+    assert f.check == "short_accumulation" and f.severity == "warning"
+    assert f.where == Where(file="t.py", line=7)
+    assert f.evidence == {"micro_batches": 1, "divisor": 2, "steps": [3], "full_steps": [1, 2]}
+    assert "step 3 used 1 backward pass on loss / 2, where steps 1 and 2 used 2" in f.message
+    assert "the update is 1/2 of the mean gradient" in f.message
+    assert [f.check for f in run([3, 2], lambda k: 3)] == ["short_accumulation"]
+    assert run([1, 1], lambda k: 2) == []        # a weight on every loss, no accumulation
+    assert run([2, 1], lambda k: k) == []        # the short step divided by its own count
+    assert run([2, 2], lambda k: 2) == []        # whole steps only
+
+
 def test_dropped_backward_pass_counts_against_steps():
     # 4 backward passes, 3 steps; pass 2 (non-finite) reached no step: GradScaler skipped it
     recs = [_param(0, "a"), _bw(1, 1), _step(1, [0], {0: 1}, [1]), _bw(2, 2, nonfinite=1),
