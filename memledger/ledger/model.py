@@ -22,7 +22,8 @@ import pandas as pd
 from memledger.errors import LedgerFormatError
 from memledger.ledger.names import model_forward
 from memledger.ledger.reader import group_records, read_records
-from memledger.ledger.schema import CATEGORIES, PHASES, ROLE_PRIORITY, WRAPPED_NUMBER_OP
+from memledger.ledger.schema import (CATEGORIES, GENERATOR_STATE_OPS, PHASES, ROLE_PRIORITY,
+                                     WRAPPED_NUMBER_OP)
 from memledger.ledger.writer import Record
 
 STORAGE_COLUMNS = [
@@ -516,7 +517,10 @@ class Ledger:
         zero_grad, a loss kept in a Python list, ...).
         """
         rows = self.on_device()
-        rows = rows[~rows["category"].isin(["parameter", "buffer", "optimizer_state"])].copy()
+        # a generator state's read is never seen, so when it went idle is unknown (Note [A
+        # generator state's read is never seen])
+        rows = rows[~rows["category"].isin(["parameter", "buffer", "optimizer_state"])
+                    & ~rows["op"].isin(GENERATOR_STATE_OPS)].copy()
         idle_events = (rows["freed"] - 1 - self._last_read(rows)).clip(lower=0)
         rows["idle_events"] = idle_events
         rows["idle_byte_events"] = idle_events * rows["bytes"]
@@ -524,6 +528,18 @@ class Ledger:
             "idle_byte_events", ascending=False, kind="stable")
         return rows if top is None else rows.head(top)
 
+    # Note [A generator state's read is never seen]
+    # A CPU generator state (`torch.get_rng_state()`, GENERATOR_STATE_OPS) is kept to be
+    # handed back to `torch.set_rng_state`, which is no op: the trace never sees it read, and
+    # its last use stays the event it was made at. `show`'s "Held after last use" read every
+    # one as idle from its making to its free: on axial-attention's reversible image
+    # transformer (tests/clients/train_axial.py, 2 layers, 2 steps) each `Deterministic`
+    # records the state in forward and restores it for its re-run in backward, under a
+    # `fork_rng` whose own copy is restored as the re-run ends; 7 of the table's first 8 rows
+    # (5,056 B x 4, 3,515 to 3,899 idle events each) were those 8 wrappers' states, read in
+    # the very backward the table said they idled through. When a state is read is unknown,
+    # so none is reported idle (nor is a state a script keeps and never hands back, the one
+    # case where the row was true). Report-only: replay reads `last_use` as it was.
     # Note [A saved number read by its node]
     # A wrapped number autograd saves (`x / 3.0` keeps its divisor: Note [Wrapped scalars
     # saved for backward], trace/scalars.py) is read by its node's backward (`grad /

@@ -178,6 +178,12 @@ WRAPPED_NUMBER_OP = "(wrapped number)"
 # the `op` of a storage another process handed over in shared memory, a DataLoader worker's
 # batch (Note [Batches from other processes] in trace/collector.py)
 SHARED_MEMORY_OP = "(shared memory)"
+# the `op`s of a CPU generator state (`torch.get_rng_state()`, 5,056 B): one the script or a
+# library keeps (Note [Generator states the script keeps] in trace/rng_state.py), torch's
+# checkpoint's kept state and its re-run's fork (Note [A checkpointed function that calls no
+# module] in trace/collector.py). Read back only by `torch.set_rng_state`, no op
+# (Note [A generator state's read is never seen] in ledger/model.py).
+GENERATOR_STATE_OPS = ("torch.get_rng_state", "get_rng_state", "fork_rng")
 
 
 class Category(str, Enum):
