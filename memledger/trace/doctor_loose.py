@@ -10,13 +10,19 @@
 # latents got a gradient in every backward and never moved (2 x 8 float32, 64 B; the
 # same mistake on a module's head is `no_optimizer`, 2 parameters, found). The walk of
 # each backward's graph (`_walk_graph`) meets every leaf at its AccumulateGrad node; an
-# `nn.Parameter` it does not know is remembered here, with its `_version` then. At the
-# script's end one that is still alive, that no optimizer took since, and that nothing
-# changed in place (a latent moved by hand, `p -= lr * p.grad` under no_grad, bumps its
-# version) is written as a `loose` record; the check (doctor/params.py) counts it where
-# a backward whose gradients a step used reached it, as for a module's parameter. A plain
-# tensor with `requires_grad_()` (SirenWrapper's coordinate grid, an FGSM `delta`) is no
-# parameter: the script asked for that gradient to read it, not to train it.
+# `nn.Parameter` it does not know is remembered here, with its `_version` then, until
+# the probe meets it in a module or an optimizer (`held`: the optimizer that takes it at
+# its first step). One never held, and never changed in place as far as the probe saw (at
+# each backward that reached it, and at the script's end if it still lives: a latent
+# moved by hand, `p -= lr * p.grad` under no_grad, bumps its version), is written as a
+# `loose` record; the check (doctor/params.py) counts it where a backward whose
+# gradients a step used reached it, as for a module's parameter, and where backward
+# passes of two optimizer steps or more reached it: a tensor learned across steps. One
+# made anew in every step (an adversarial `delta` some scripts wrap in `nn.Parameter`, its
+# gradient read, never stepped) is reached in one step and is no finding; so a latent is
+# found from `--steps 2` on. A
+# plain tensor with `requires_grad_()` (SirenWrapper's coordinate grid, an FGSM `delta`)
+# is no parameter: the script asked for that gradient to read it, not to train it.
 """
 
 from __future__ import annotations
@@ -34,22 +40,40 @@ class LooseParams:
     def __init__(self) -> None:
         # id(param) -> (weak reference, its `_version` when first reached, its record)
         self._seen: dict[int, tuple[weakref.ref, int, dict[str, Any]]] = {}
+        self._gone: list[dict[str, Any]] = []   # records of the dead whose id came again
 
-    def reached(self, p: nn.Parameter, backward: int, file: str, line: int) -> None:
+    def reached(self, p: nn.Parameter, backward: int, window: int, file: str,
+                line: int) -> None:
         entry = self._seen.get(id(p))
-        if entry is None or entry[0]() is not p:   # ids are reused once a tensor dies
+        if entry is not None and entry[0]() is not p:   # ids are reused once a tensor dies
+            self._gone.append(entry[2])
+            entry = None
+        if entry is None:
             rec = {"k": "loose", "shape": list(p.shape), "dtype": str(p.dtype).split(".")[-1],
-                   "bytes": p.nbytes, "bw": [], "file": file, "line": line}
+                   "bytes": p.nbytes, "bw": [], "windows": [], "file": file, "line": line}
             entry = self._seen[id(p)] = (weakref.ref(p), p._version, rec)
+        if p._version != entry[1]:
+            entry[2]["moved"] = True
         if backward not in entry[2]["bw"]:
             entry[2]["bw"].append(backward)
+        if window not in entry[2]["windows"]:
+            entry[2]["windows"].append(window)
 
-    def records(self, known: dict[int, Any]) -> list[dict[str, Any]]:
-        """The remembered parameters still alive, unknown to the probe (`known`: its
-        parameters by id, an optimizer's among them) and never changed in place."""
+    def held(self, pid: int) -> None:
+        """The probe met the parameter `pid` in a module or an optimizer: not loose."""
+        self._seen.pop(pid, None)
+
+    def records(self) -> list[dict[str, Any]]:
+        """The parameters remembered that backward passes of two optimizer steps or more
+        reached and that nothing changed in place, as far as the probe saw: at each
+        backward that reached them, and at the script's end where they still live."""
         out = []
-        for pid, (ref, version, rec) in self._seen.items():
+        for rec in self._gone:
+            if not rec.get("moved") and len(rec["windows"]) > 1:
+                out.append(rec)
+        for ref, version, rec in self._seen.values():
             p = ref()
-            if p is not None and pid not in known and p._version == version:
+            if not rec.get("moved") and (p is None or p._version == version) \
+                    and len(rec["windows"]) > 1:
                 out.append(rec)
         return out

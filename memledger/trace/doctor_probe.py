@@ -543,7 +543,7 @@ class DoctorProbe(TorchFunctionMode):
                     "before_first_step": before_first, "steps": self._sched_steps.get(k, 0),
                     "opt_steps": self._opt_steps.get(opt_index, 0),
                     **self._sched_where.get(k, {})})
-        self.records.extend(self._loose.records(self._params))
+        self.records.extend(self._loose.records())
         self.records.append({"k": "end", "steps": self._train_steps, "backward": self._bw,
                              "optimizer_steps": self._steps,
                              **({"steps_by": self.steps_by} if self._counter else {})})
@@ -596,6 +596,7 @@ class DoctorProbe(TorchFunctionMode):
             return
         self._index[pid] = self._n_params
         self._n_params += 1
+        self._loose.held(pid)   # Note [A parameter no module holds]
         self._params[pid] = p
         died = self._died
         self._death[pid] = weakref.ref(p, lambda _, pid=pid: died.append(pid))
@@ -1164,7 +1165,7 @@ class DoctorProbe(TorchFunctionMode):
                     if not isinstance(var, nn.Parameter):
                         inputs = True
                     elif var.requires_grad:   # Note [A parameter no module holds]
-                        self._loose.reached(var, self._bw, file, line)
+                        self._loose.reached(var, self._bw, self._steps + 1, file, line)
                 continue
             meta = _node_metadata(node)
             tag = meta.get(_WALKED) if meta is not None else None

@@ -1,6 +1,6 @@
 """The doctor on a script's own `nn.Parameter` that no module holds (Note [A parameter no
 module holds], memledger/trace/doctor_loose.py): left out of the optimizer, it is named;
-in the optimizer, or moved by hand, it is not."""
+in the optimizer, moved by hand, or made anew in every step, it is not."""
 
 import pytest
 
@@ -25,6 +25,6 @@ def test_a_loose_parameter_left_out_of_the_optimizer_is_named():
     assert SCRIPT.read_text().splitlines()[f.where.line - 1].strip() == "loss.backward()"
 
 
-@pytest.mark.parametrize("argv", [[], ["--by-hand"]])
-def test_a_loose_parameter_in_the_optimizer_or_moved_by_hand_is_no_finding(argv):
+@pytest.mark.parametrize("argv", [[], ["--by-hand"], ["--fresh"]])
+def test_a_loose_parameter_in_the_optimizer_moved_by_hand_or_made_anew_is_no_finding(argv):
     assert _findings(argv) == []

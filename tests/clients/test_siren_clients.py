@@ -22,7 +22,8 @@ import importlib.util
 
 import pytest
 
-from tests.clients.harness import assert_one_doctor_error, run_client
+from memledger.doctor.run import diagnose_in_process
+from tests.clients.harness import HERE, assert_one_doctor_error, run_client
 
 if importlib.util.find_spec("siren_pytorch") is None:
     pytest.skip("siren-pytorch is not installed", allow_module_level=True)
@@ -32,7 +33,8 @@ pytestmark = pytest.mark.clients
 def test_a_modulated_siren_is_predicted_as_measured():
     """Two images, a latent each, dropout: checkpoint on every sine layer, offload on the
     sine activations, a mix, each predicted and measured to the byte; the doctor finds
-    nothing on its loop."""
+    nothing on its loop, and names the latents where the optimizer leaves them out
+    (`--left-out`: before, no finding; Note [A parameter no module holds])."""
     argv = ["--latent", "8", "--images", "2", "--dropout", "0.1"]
     pols = {"checkpoint:net.layers.*": 532_456,
             "offload:@Sine": 693_652,
@@ -42,3 +44,6 @@ def test_a_modulated_siren_is_predicted_as_measured():
     for policy, peak in pols.items():
         assert run.policies[policy].predicted == run.policies[policy].measured == peak
     assert_one_doctor_error("train_siren.py", argv, 2, None, "")
+    report, _ = diagnose_in_process(HERE / "train_siren.py", [*argv, "--left-out"], 2)
+    assert [(f.check, f.severity, f.evidence) for f in report.findings] == \
+        [("no_optimizer", "warning", {"params": 1, "bytes": 2 * 8 * 4})]   # (2, 8) fp32

@@ -7,7 +7,9 @@ latent). Plain torch, seeded, tiny.
 
 `--left-out`: the optimizer is built from the model's parameters alone, so the latents
 get a gradient in every backward and never move (the bug the doctor names). `--by-hand`:
-left out of the optimizer but moved by hand under no_grad (no bug).
+left out of the optimizer but moved by hand under no_grad (no bug). `--fresh`: a new
+`nn.Parameter` in every step, its gradient read, never stepped (an adversarial
+perturbation; no bug).
 """
 
 import argparse
@@ -22,18 +24,21 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=3)
     p.add_argument("--left-out", action="store_true")
     p.add_argument("--by-hand", action="store_true")
+    p.add_argument("--fresh", action="store_true")
     args = p.parse_args()
     torch.manual_seed(0)
 
     model = nn.Sequential(nn.Linear(8 + 4, 16), nn.Tanh(), nn.Linear(16, 1))
     latents = nn.Parameter(torch.randn(6, 4) * 0.01)   # one code per example: (6, 4) fp32
     params = list(model.parameters())
-    if not (args.left_out or args.by_hand):
+    if not (args.left_out or args.by_hand or args.fresh):
         params.append(latents)
     optim = torch.optim.SGD(params, lr=0.1)
     x, y = torch.randn(6, 8), torch.randn(6, 1)
 
     for step in range(args.steps):
+        if args.fresh:
+            latents = nn.Parameter(torch.zeros(6, 4))
         loss = F.mse_loss(model(torch.cat((x, latents), dim=-1)), y)
         loss.backward()
         optim.step()
@@ -42,6 +47,8 @@ def main() -> None:
             with torch.no_grad():
                 latents -= 0.1 * latents.grad
             latents.grad = None
+        if args.fresh:
+            print("perturbation grad", latents.grad.norm().item())
         print(f"step {step}  loss {loss.item():.4f}")
 
 

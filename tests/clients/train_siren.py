@@ -12,7 +12,9 @@ downloaded.
 
 Options: `--latent D` (modulation), `--dropout P`, `--final sigmoid` (final
 activation), `--images N` (N images, one latent each, a wrapper call per image),
-`--accum N`, `--amp` (bf16 autocast), `--validate` (render under no_grad, eval mode).
+`--accum N`, `--amp` (bf16 autocast), `--validate` (render under no_grad, eval mode),
+`--left-out` (a bug: the optimizer built from the wrapper's parameters alone, the
+latents never learn).
 """
 
 import argparse
@@ -36,6 +38,7 @@ def main() -> None:
     p.add_argument("--accum", type=int, default=1)
     p.add_argument("--amp", action="store_true")
     p.add_argument("--validate", action="store_true")
+    p.add_argument("--left-out", action="store_true")
     args = p.parse_args()
     torch.manual_seed(0)
 
@@ -49,7 +52,8 @@ def main() -> None:
     latents = None
     if args.latent:
         latents = nn.Parameter(torch.zeros(args.images, args.latent).normal_(0, 1e-2))
-        params.append(latents)
+        if not args.left_out:   # the README makes the latent and shows no optimizer
+            params.append(latents)
     optim = torch.optim.Adam(params, lr=1e-4)
 
     def loss_of() -> torch.Tensor:
