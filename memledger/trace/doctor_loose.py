@@ -20,9 +20,10 @@
 # passes of two optimizer steps or more reached it: a tensor learned across steps. One
 # made anew in every step (an adversarial `delta` some scripts wrap in `nn.Parameter`, its
 # gradient read, never stepped) is reached in one step and is no finding; so a latent is
-# found from `--steps 2` on. A
-# plain tensor with `requires_grad_()` (SirenWrapper's coordinate grid, an FGSM `delta`)
-# is no parameter: the script asked for that gradient to read it, not to train it.
+# found from `--steps 2` on. A plain tensor with `requires_grad_()` (SirenWrapper's
+# coordinate grid, an FGSM `delta`) is no parameter: the script asked for that gradient
+# to read it, not to train it. Known limitation: a parameter moved by hand after the last
+# backward that reached it, and dead by the script's end, reads as never moved.
 """
 
 from __future__ import annotations
