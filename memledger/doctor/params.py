@@ -85,6 +85,26 @@ def optimizer_membership(run: Run) -> list[Finding]:
                      "optimizer: backward gives them gradients that no optimizer.step() "
                      "applies; add them to the optimizer or set requires_grad=False"),
             evidence={"params": len(orphans), "bytes": run.bytes_of(orphans)}))
+    # and the script's own parameters, no module's (Note [A parameter no module holds],
+    # trace/doctor_loose.py), reached by such a backward
+    loose = [r for r in run.loose if not used or used & set(r["bw"])]
+    if loose and run.steps:
+        first = loose[0]
+        shapes = ", ".join(f"({', '.join(map(str, r['shape']))}) {r['dtype']}"
+                           for r in loose[:3]) + (f" and {len(loose) - 3} more"
+                                                  if len(loose) > 3 else "")
+        n = len(loose)
+        out.append(Finding(
+            check="no_optimizer", severity="warning",
+            where=where(first),
+            message=(f"{n} nn.Parameter{'s' if n > 1 else ''} that no module holds "
+                     f"({shapes}, {format_bytes(sum(r['bytes'] for r in loose))}) "
+                     f"{'are' if n > 1 else 'is'} in no optimizer: the backward here gives "
+                     f"{'them gradients' if n > 1 else 'it a gradient'} that no "
+                     "optimizer.step() applies, and nothing else changed "
+                     f"{'them' if n > 1 else 'it'}; add "
+                     f"{'them' if n > 1 else 'it'} to the optimizer's parameters"),
+            evidence={"params": n, "bytes": sum(int(r["bytes"]) for r in loose)}))
     return out
 
 

@@ -22,7 +22,9 @@ nll_loss / kl_div input whose values are no log-probabilities: Note [Values that
 log-probabilities] there), `kl_div_mean` (kl_div between distributions with
 reduction='mean': Note [kl_div's reduction='mean'] there), `rng` (a step's draws from one
 generator: its state at their start and the step's end; Note [The same randomness every
-step] in doctor_rng.py), `end`. A `param` record
+step] in doctor_rng.py), `loose` (an `nn.Parameter` no module or optimizer holds that a
+backward reached and nothing changed: Note [A parameter no module holds] in
+doctor_loose.py), `end`. A `param` record
 has `grad_read` once the script read its `.grad`.
 """
 
@@ -57,6 +59,7 @@ class Run:
     kl_div_means: list[Record] = field(default_factory=list)
     rngs: list[Record] = field(default_factory=list)
     detached: list[Record] = field(default_factory=list)   # `param_detached`
+    loose: list[Record] = field(default_factory=list)   # Note [A parameter no module holds]
     nets: dict[int, Record] = field(default_factory=dict)
     n_steps: int = 0
     n_optimizer_steps: int = 0
@@ -73,7 +76,8 @@ class Run:
                  "double_activation": run.double_activations,
                  "broadcast_target": run.broadcasts,
                  "not_log_probs": run.not_log_probs, "kl_div_mean": run.kl_div_means,
-                 "rng": run.rngs, "param_detached": run.detached}
+                 "rng": run.rngs, "param_detached": run.detached,
+                 "loose": run.loose}
         for r in records:
             k = r.get("k")
             if k == "param":

@@ -96,6 +96,7 @@ from memledger.trace.collector import StopTracing
 from memledger.trace.compiled import eager_stance
 from memledger.trace.doctor_order import OrderWatch, clip_frame, clips_nothing
 from memledger.trace.doctor_garbage import GarbageWatch
+from memledger.trace.doctor_loose import LooseParams
 from memledger.trace.doctor_losses import (ACTIVATION_MODULE, ACTIVATION_MODULES,
                                           call_args, logsumexp_taken, loss_inputs)
 from memledger.trace.doctor_penalty import PenaltyWatch
@@ -413,6 +414,7 @@ class DoctorProbe(TorchFunctionMode):
         self.optimizer_unstepped = ""   # Note [An optimizer that never steps]
         self._bw_rec: dict[str, Any] | None = None
         self._bw_params: set[int] = set()
+        self._loose = LooseParams()   # Note [A parameter no module holds]
         # the last backward's record and its parameters' versions as it left them: moved
         # before the next backward (SAM's ascent step) means its gradient was used
         self._bw_versions: tuple[dict[str, Any], dict[int, int]] | None = None
@@ -541,6 +543,7 @@ class DoctorProbe(TorchFunctionMode):
                     "before_first_step": before_first, "steps": self._sched_steps.get(k, 0),
                     "opt_steps": self._opt_steps.get(opt_index, 0),
                     **self._sched_where.get(k, {})})
+        self.records.extend(self._loose.records())
         self.records.append({"k": "end", "steps": self._train_steps, "backward": self._bw,
                              "optimizer_steps": self._steps,
                              **({"steps_by": self.steps_by} if self._counter else {})})
@@ -593,6 +596,7 @@ class DoctorProbe(TorchFunctionMode):
             return
         self._index[pid] = self._n_params
         self._n_params += 1
+        self._loose.held(pid)   # Note [A parameter no module holds]
         self._params[pid] = p
         died = self._died
         self._death[pid] = weakref.ref(p, lambda _, pid=pid: died.append(pid))
@@ -1095,7 +1099,7 @@ class DoctorProbe(TorchFunctionMode):
         rec = {"k": "backward", "n": self._bw, "window": self._steps + 1, "value": value,
                "file": file, "line": line, "losses": self._losses}
         if isinstance(t, _Tensor) and t.grad_fn is not None:
-            inputs, shared, met = self._walk_graph(t.grad_fn)
+            inputs, shared, met = self._walk_graph(t.grad_fn, file, line)
             if inputs:
                 rec["input_grads"] = True
             if shared is not None:   # Note [Backward passes of one forward]
@@ -1139,7 +1143,7 @@ class DoctorProbe(TorchFunctionMode):
         self._bw_versions = (rec, {pid: p._version for pid, p in alive if p is not None})
         return out
 
-    def _walk_graph(self, root) -> tuple[bool, int | None, set[int]]:
+    def _walk_graph(self, root, file: str, line: int) -> tuple[bool, int | None, set[int]]:
         """One walk of the graph about to be backpropagated (backward number `self._bw`):
         (does it give a gradient to a leaf that is no parameter, the number of an earlier
         backward of this window that walked one of its nodes, the numbers of the earlier
@@ -1157,8 +1161,11 @@ class DoctorProbe(TorchFunctionMode):
                 continue
             var = getattr(node, "variable", None)
             if var is not None:   # AccumulateGrad: one per leaf, shared by every forward
-                if id(var) not in self._params and not isinstance(var, nn.Parameter):
-                    inputs = True
+                if id(var) not in self._params:
+                    if not isinstance(var, nn.Parameter):
+                        inputs = True
+                    elif var.requires_grad:   # Note [A parameter no module holds]
+                        self._loose.reached(var, self._bw, self._steps + 1, file, line)
                 continue
             meta = _node_metadata(node)
             tag = meta.get(_WALKED) if meta is not None else None
