@@ -5,8 +5,9 @@ the opposite (forward in eval, `model.train()` before the backward).
 
 Measured (`tests/clients/harness.py run_client`, the helper hunt49i, 2026-12-07, torch
 2.13.0 CPU, one intra-op thread; 2 steps, batch 8, dim 16, 2 blocks of Linear, BatchNorm1d,
-Dropout): the ledger 9,908 B = the allocator (eval before backward), 7,708 B = 7,708 (the
-opposite); `offload:blocks.*` 6,940 B and 6,812 B predicted and measured.
+Dropout; an AMD EPYC, AVX2): the ledger 9,780 B + 128 B of kernel scratch = the allocator
+9,908 B (eval before backward), 7,708 B = 7,708 (the opposite); `offload:blocks.*`
+6,940 B and 6,812 B predicted and measured.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 import pytest
 
 from memledger.replay.stateful import mode_message
-from tests.clients.harness import run_client
+from tests.clients.harness import assert_pinned, run_client
 
 pytestmark = pytest.mark.clients
 
@@ -32,7 +33,10 @@ def test_a_rerun_in_another_mode_is_refused_alike(backward_mode, peak, offloaded
     re-runs nothing and stays predicted."""
     pols = ["checkpoint:blocks.*", "selective:@Block", "offload:blocks.*"]
     run = run_client("train_eval_between.py", ["--backward-mode", backward_mode], pols)
-    assert run.ledger.peak_with_scratch() == run.allocator_peak == peak
+    # Note [Numbers that depend on the CPU] (harness.py): 128 B of kernel scratch in the
+    # eval-before-backward run on this AVX2 box
+    assert run.ledger.peak_with_scratch() == run.allocator_peak
+    assert_pinned(run.allocator_peak, avx2=peak)
     forward_training = backward_mode == "eval"
     for pol in pols[:2]:
         p = run.policies[pol]
@@ -40,4 +44,5 @@ def test_a_rerun_in_another_mode_is_refused_alike(backward_mode, peak, offloaded
         assert p.predict_refusal == p.measure_refusal == \
             "memledger: " + mode_message(pol, "blocks.1", "blocks.1", forward_training), p
     p = run.policies["offload:blocks.*"]
-    assert p.predicted == p.measured == offloaded
+    assert p.predicted == p.measured
+    assert_pinned(p.measured, avx2=offloaded)
