@@ -148,7 +148,12 @@ one op on leaves, Note [A buffer kept without a graph] in replay/engine.py) and
 `compiled` (`mod`: the class, `path`, `backend`: a torch.compile'd module, whose ledger is
 its eager run; `path` and `backend` optional: older ledgers lack them) and `compiles`
 (`frames`: frames Dynamo compiled in the allocator pass, which ran the compiled code; Note
-[Policies inside compiled code] in trace/compiled.py). Fake runs add `real`, `standin`, `flops` and `fake_aware`
+[Policies inside compiled code] in trace/compiled.py) and `modes` (`ev`: the first event of a
+backward pass that found modules in another training mode than their latest call under
+grad since the previous pass had, `from`: that previous pass's first event, -1 before the
+first; `mods`, `train`: those modules' paths and the `training` flag their forward had;
+none on a loop that keeps the mode, and older ledgers lack it; Note [A re-run in another
+mode] in trace/modes.py). Fake runs add `real`, `standin`, `flops` and `fake_aware`
 (`lib`, `what`: a library the script imported that branches on FakeTensor; Note [Fake
 runs], Rule 7, in trace/fake.py).
 

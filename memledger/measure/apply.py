@@ -89,6 +89,7 @@ from memledger.replay.scripted import refuse_scripted_regions
 from memledger.replay.stateful import (
     ARGUMENT_CHANGED,
     INPUT_WRITTEN,
+    mode_message,
     selective_mutated_message,
     selective_twice_message,
     paired_hooks_message,
@@ -1214,6 +1215,18 @@ def _parameters_as(params: list[tuple[nn.Module, str, torch.Tensor]]):
             m._parameters[name] = now
 
 
+def _refuse_other_mode(where: tuple[str, str], modes: list) -> None:
+    """As a re-run starts: refuse it if a module of the region is in another mode than its
+    first run began in, naming the first such module by path (Note [A re-run in another
+    mode], trace/modes.py; predict's `_refuse_other_mode` in replay/engine.py)."""
+    policy, path = where
+    moved = [(f"{path}.{n}" if path and n else n or path, was) for n, ref, was in modes
+             if (m := ref()) is not None and m.training != was]
+    if moved:
+        module, was = min(moved)
+        raise PolicyError(mode_message(policy, path, module, was))
+
+
 class _Recompute:
     """The BatchNorm guard and checkpoint's own recompute context entered as one (context_fn
     wants one object). Entered once per recompute: a step with two backward passes through
@@ -1243,6 +1256,10 @@ class _Recompute:
         # the first run had it]
         self._grad_flags = _requires_grad_now(self._params)
         self._counters = _batchnorm_counters(module)   # Note [BatchNorm under recompute]
+        # each module's training flag as the first run starts: Note [A re-run in another
+        # mode] (trace/modes.py)
+        self._modes = [(n, ref, m.training) for n, ref in self._state_parts
+                       if (m := ref()) is not None]
 
     def __enter__(self) -> None:
         self._entered += 1
@@ -1252,6 +1269,7 @@ class _Recompute:
             where, state = self._state
             if changed_containers(self._handed):   # Note [A list changed after the call]
                 raise PolicyError(stateful_message(*where, ARGUMENT_CHANGED))
+            _refuse_other_mode(where, self._modes)   # Note [A re-run in another mode]
             self._state = (where, _versions_now(state))
             # Note [A re-run torch refused after a write of state]
             wrote = [n for (n, _, v0), (_, _, v1) in zip(state, self._state[1]) if v0 != v1]

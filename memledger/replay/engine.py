@@ -173,6 +173,7 @@ from memledger.replay.script_checkpoint import (
 from memledger.replay.scripted import refuse_scripted_regions
 from memledger.replay.stateful import (
     graph_reads_message,
+    mode_message,
     passes_read_message,
     read_in_call_message,
     refuse_recompute_of_stateful,
@@ -756,6 +757,27 @@ def _met_order(calls: _Calls, k: int) -> tuple[int, int]:
     """When measure's backward re-runs the call `k`, as a sort key: the earlier step
     first, in a step the later call (Note [The re-run backward meets first])."""
     return int(calls.step[k]), -int(k)
+
+
+def _refuse_other_mode(prep: Prepared, calls: _Calls, policy: Policy) -> None:
+    """Note [A re-run in another mode] (trace/modes.py): a re-run call made before a
+    backward pass that found a module of its region in another mode than its forward had.
+    Named as measure meets it: the first such pass, its latest call; in the region, the
+    first module by path whose mode moved."""
+    if not prep.modes or not len(calls):
+        return
+    rerun = _is_recomputed(calls.kind)
+    hits = []
+    for ev, began, moved in prep.modes:
+        for k in np.flatnonzero(rerun & (calls.ev0 > began) & (calls.ev0 < ev)).tolist():
+            r = str(calls.mods[k])
+            inside = [(m, was) for m, was in moved
+                      if not r or m == r or m.startswith(r + ".")]
+            if inside:
+                hits.append(((ev, -k), r, min(inside)))
+    if hits:
+        _, region, (module, was) = min(hits)
+        raise PolicyError(mode_message(policy.text(), region, module, was))
 
 
 def _met_first(calls: _Calls, ks) -> int:
@@ -2626,6 +2648,7 @@ def replay(prep: Prepared, policy: Policy, rng_bytes: int = CPU_RNG_STATE_BYTES,
         kinds = np.array([_KIND_CODE[p.kind] for p in calls.by_path.values()], dtype=np.int64)
         refuse_around_function_checkpoints(policy.text(), paths[_is_recomputed(kinds)],
                                            prep.script_fn_ckpt)
+    _refuse_other_mode(prep, calls, policy)   # Note [A re-run in another mode]
     own = _owners(prep, calls)
     dropped, kept_cache, handed_back, in_save_list = _checkpoint_drops(prep, calls, own,
                                                                        policy)

@@ -162,6 +162,10 @@ class Prepared:
     # (the module whose call runs it, the function, file:line): Note [A policy checkpoint
     # around a checkpointed function] (trace/script_checkpoint.py)
     script_fn_ckpt: tuple[tuple[str, str, str, str], ...] = ()
+    # per backward pass that found modules in another mode than their forward had: (its
+    # first event, the previous pass's, ((path, training at the forward), ...)); Note [A
+    # re-run in another mode] (trace/modes.py). Older ledgers: none
+    modes: tuple[tuple[int, int, tuple[tuple[str, bool], ...]], ...] = ()
     scope_grad: np.ndarray = None  # bool per call: it ran with gradients (policies act on it)
     scope_stats: np.ndarray = None  # int64 per call: BatchNorm statistics a re-run copies
     # the backward phases' spans of events, [start, end) (a graph built there saves again)
@@ -357,6 +361,9 @@ class Prepared:
             stateful_mod=st_mod, stateful_ev0=st_ev0, stateful_obj=st_obj,
             script_ckpt=script_checkpoints(led.extra.get("script_ckpt", [])),
             script_fn_ckpt=script_function_checkpoints(led.extra.get("script_ckpt_fn", [])),
+            modes=tuple((int(r["ev"]), int(r.get("from", -1)),
+                         tuple(zip(map(str, r["mods"]), map(bool, r["train"]))))
+                        for r in led.extra.get("modes", [])),
             other_roots=others,
             model_moved=model_moved(led),
             model_was=model_was(led),

@@ -113,6 +113,21 @@ def stateful_message(policy_text: str, module: str, obj: str) -> str:
             "offload that module instead")
 
 
+def mode_message(policy_text: str, region: str, module: str, forward_training: bool) -> str:
+    """One line: a region backward would re-run in another mode than its forward ran in
+    (Note [A re-run in another mode], trace/modes.py); predict and measure both say it."""
+    was, now = ("train", "eval") if forward_training else ("eval", "train")
+    whose = "" if module == region else f" (its {module} first)"
+    how = ": an evaluation run before `loss.backward()`" if forward_training else ""
+    return (f"{policy_text} would re-run {region} in {now} mode{whose}, while its forward ran "
+            f"in {was} mode: the script switches the model's mode between a forward and its "
+            f"backward (`model.{now}()` after the forward{how}), so dropout and batch norm "
+            "would compute other values in the re-run (torch's checkpoint fails, or the "
+            "gradients change); call "
+            f"`model.{'train()' if forward_training else 'eval()'}` again before the "
+            "backward, or offload that module instead")
+
+
 def passes_read_message(policy_text: str, module: str, offload: bool, passes: int) -> str:
     """One line: a region one of whose saves three backward passes or more read (Note [Read
     by three backward passes or more] in replay/engine.py); predict refuses, measure runs."""

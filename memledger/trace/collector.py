@@ -135,6 +135,7 @@ from memledger.trace.param_attrs import watch_parameter_attributes
 from memledger.trace.external import external
 from memledger.trace.gc_window import GcWindow, garbage_sids
 from memledger.trace.mapped import MappedFiles
+from memledger.trace.modes import modes_at_backward
 from memledger.trace.nested_backward import Suspended, started_inside
 from memledger.trace.interrupts import redeliver
 from memledger.trace.steps import ForwardStarts, StepBoundary, weight_read
@@ -928,6 +929,11 @@ class Collector(ShardingMixin, TorchDispatchMode):
         # after it was read (Note [A node a kept graph holds on])
         self._save_refs: dict[int, list] = {}
         self._bw_passes = 0
+        # path -> (weak module, its training flag) at its latest call under grad since the
+        # last backward began, and that backward's first event: Note [A re-run in another
+        # mode] (trace/modes.py)
+        self._fwd_modes: dict[str, tuple[weakref.ref, bool]] = {}
+        self._bw_began = -1
         self._looked_for_optimizer = False
         self.optimizer_like = ""   # Note [An optimizer torch's hooks do not see]
         self.optimizer_unstepped = ""   # Note [An optimizer that never steps]
@@ -2033,6 +2039,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
             # saves stay watched into backward (Note [A node a kept graph holds on]), but
             # not those an earlier pass left unread: read by none, freed with the graph
             self._bw_passes += 1
+            self._bw_began = modes_at_backward(self.sink, self._fwd_modes, self._bw_began, ev)
             self._save_refs = {k: e for k, e in self._save_refs.items()
                                if e[5] >= 0 or e[4] == self._bw_passes - 1}
         else:  # backward just ended: the gradients now exist
@@ -2218,6 +2225,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
             self._bw_call_depth = len(self._mod_stack)
         self._mod_stack.append((path, self._ev, time.perf_counter_ns(), is_root))
         if self._phase != "backward":
+            if _grad_enabled():   # Note [A re-run in another mode] (trace/modes.py)
+                self._fwd_modes[path] = (weakref.ref(module), module.training)
             self._see_script_checkpoint(path)
 
     # Note [A module called inside backward]

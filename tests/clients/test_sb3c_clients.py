@@ -10,7 +10,8 @@ Measured (2 steps, CPU, torch 2.13.0, sb3-contrib 2.9.2):
 - TQC on Pendulum-v1 (2 critics of 5 quantiles): 50,308 = 50,308; offload:critic.qf0
   48,260 = 48,260; checkpoint:actor.latent_pi 54,340 = 54,340 (the doctor: nothing).
 - CrossQ on Pendulum-v1: 56,972 = 56,972; offload:actor.latent_pi 56,972 = 56,972;
-  checkpoint:critic.qf0 refused alike (its BatchRenorm writes its running mean in place).
+  checkpoint:critic.qf0 refused alike (its BatchRenorm runs in train mode for the forward
+  only, and writes its running mean in place there).
   Before: the critic was taken for the model (Note [A model of several trained parts],
   trace/roots.py): `critic.qf0` "matches no module" in predict while measure failed in
   torch's checkpoint, and the actor could not be selected at all.
@@ -75,8 +76,10 @@ def test_crossq_policy_is_the_model_and_its_critic_refused_alike():
     `critic.qf0` matched no module in predict while measure met torch's "A different
     number of tensors was saved" (CrossQ's BatchRenorm runs in training mode for the
     forward only). The policy stays the model (Note [A model of several trained parts]),
-    and both sides say predict's line (Note [A re-run torch refused after a write of
-    state], measure/apply.py)."""
+    and both sides say one line: the BatchRenorm's mode moved between the critic's forward
+    and its backward (Note [A re-run in another mode], trace/modes.py; before hunt49i,
+    predict's line for its write of `ra_mean`, Note [A re-run torch refused after a write
+    of state], measure/apply.py)."""
     run = run_client("train_sb3c.py", ["--mode", "crossq", "--timesteps", "400"],
                      ["offload:actor.latent_pi", "checkpoint:critic.qf0"], steps=2)
     assert run.ledger_peak == run.allocator_peak == 56_972
@@ -84,7 +87,10 @@ def test_crossq_policy_is_the_model_and_its_critic_refused_alike():
     p = run.policies["checkpoint:critic.qf0"]
     assert p.predicted is None and p.measured is None
     assert p.predict_refusal == p.measure_refusal, p
-    assert "whose forward writes critic.qf0.0.ra_mean in place" in p.predict_refusal
+    # the BatchRenorm back in eval before the backward: Note [A re-run in another mode]
+    # (trace/modes.py), said before the write the train-mode forward made (hunt49i)
+    assert "would re-run critic.qf0 in eval mode (its critic.qf0.0 first), while its " \
+        "forward ran in train mode" in p.predict_refusal
     params = set(run.ledger.storages.query("category == 'parameter'")["name"])
     assert {"actor.mu.weight", "critic.qf0.1.weight"} <= params, sorted(params)
 

@@ -1,0 +1,48 @@
+"""A loop that switches the model's mode between a forward and its backward (tests/clients/
+train_eval_between.py): pytorch-accelerated's `StepBasedEvaluationCallback` in plain torch
+(an evaluation under no_grad before `loss.backward()` leaves the model in eval mode), and
+the opposite (forward in eval, `model.train()` before the backward).
+
+Measured (`tests/clients/harness.py run_client`, the helper hunt49i, 2026-12-07, torch
+2.13.0 CPU, one intra-op thread; 2 steps, batch 8, dim 16, 2 blocks of Linear, BatchNorm1d,
+Dropout; an AMD EPYC, AVX2): the ledger 9,780 B + 128 B of kernel scratch = the allocator
+9,908 B (eval before backward), 7,708 B = 7,708 (the opposite); `offload:blocks.*`
+6,940 B and 6,812 B predicted and measured.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from memledger.replay.stateful import mode_message
+from tests.clients.harness import assert_pinned, run_client
+
+pytestmark = pytest.mark.clients
+
+
+@pytest.mark.parametrize("backward_mode, peak, offloaded", [
+    ("eval", 9_908, 6_940),
+    ("train", 7_708, 6_812),
+])
+def test_a_rerun_in_another_mode_is_refused_alike(backward_mode, peak, offloaded):
+    """predict priced `checkpoint:blocks.*` (21,424 B; 21,148 B the opposite way) and
+    `selective:@Block` where measure refused them (torch's "A different number of tensors
+    was saved"; the opposite way, a state write the train-mode re-run made). The trace now
+    records the modules a backward finds in another mode than their forward had, and both
+    refuse in one line (Note [A re-run in another mode], memledger/trace/modes.py); offload
+    re-runs nothing and stays predicted."""
+    pols = ["checkpoint:blocks.*", "selective:@Block", "offload:blocks.*"]
+    run = run_client("train_eval_between.py", ["--backward-mode", backward_mode], pols)
+    # Note [Numbers that depend on the CPU] (harness.py): 128 B of kernel scratch in the
+    # eval-before-backward run on this AVX2 box
+    assert run.ledger.peak_with_scratch() == run.allocator_peak
+    assert_pinned(run.allocator_peak, avx2=peak)
+    forward_training = backward_mode == "eval"
+    for pol in pols[:2]:
+        p = run.policies[pol]
+        assert p.predicted is None is p.measured, p
+        assert p.predict_refusal == p.measure_refusal == \
+            "memledger: " + mode_message(pol, "blocks.1", "blocks.1", forward_training), p
+    p = run.policies["offload:blocks.*"]
+    assert p.predicted == p.measured
+    assert_pinned(p.measured, avx2=offloaded)
