@@ -11,7 +11,10 @@ slot's contribution. Seeded, tiny, nothing downloaded.
     memledger compare tests/clients/train_slot_attention.py -p 'checkpoint:slot_attn' -- --adaptive
 
 `--iters N` (rounds), `--slots S`, `--heads H` (multi-head; 0: the plain one),
-`--adaptive` (the wrapper), `--accum N`, `--validate` (a loss under no_grad, eval mode).
+`--adaptive` (the wrapper), `--meta K` (`MetaSlotAttention`: the slots
+quantized by a K-entry `VectorQuantize` codebook, k-means initialised on the first batch,
+its EMA updated in every training forward, duplicates merged and masked; not with
+`--adaptive`), `--accum N`, `--validate` (a loss under no_grad, eval mode).
 """
 
 import argparse
@@ -20,7 +23,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from slot_attention import AdaptiveSlotWrapper, MultiHeadSlotAttention, SlotAttention
+from slot_attention import (AdaptiveSlotWrapper, MetaSlotAttention, MultiHeadSlotAttention,
+                            SlotAttention)
 
 
 class Model(nn.Module):
@@ -36,7 +40,9 @@ class Model(nn.Module):
         else:
             slot = SlotAttention(num_slots=args.slots, dim=d, iters=args.iters,
                                  hidden_dim=32)
-        self.adaptive = args.adaptive
+        self.adaptive, self.meta = args.adaptive, args.meta
+        if args.meta:
+            slot = MetaSlotAttention(slot, codebook_size=args.meta)
         self.slot_attn = AdaptiveSlotWrapper(slot) if args.adaptive else slot
         self.decoder = nn.Sequential(nn.Linear(d, 32), nn.ReLU(), nn.Linear(32, 4))
         self.size = args.size
@@ -44,7 +50,11 @@ class Model(nn.Module):
     def forward(self, img):
         b = img.shape[0]
         x = self.encoder(img).flatten(2).transpose(1, 2) + self.pos
-        if self.adaptive:
+        vq_loss = 0.
+        if self.meta:
+            slots, keep, vq_loss = self.slot_attn(x)
+            keep = keep.float()
+        elif self.adaptive:
             slots, keep = self.slot_attn(x)
         else:
             slots, keep = self.slot_attn(x), None
@@ -55,7 +65,7 @@ class Model(nn.Module):
             alpha = alpha.masked_fill(keep[..., None] == 0, -1e4) + keep[..., None]
         mix = alpha.softmax(dim=1)[..., None]
         recon = (rgb * mix).sum(1).transpose(1, 2).reshape(b, 3, self.size, self.size)
-        return F.mse_loss(recon, img)
+        return F.mse_loss(recon, img) + vq_loss
 
 
 def main() -> None:
@@ -68,6 +78,7 @@ def main() -> None:
     p.add_argument("--iters", type=int, default=3)
     p.add_argument("--heads", type=int, default=0)
     p.add_argument("--adaptive", action="store_true")
+    p.add_argument("--meta", type=int, default=0)
     p.add_argument("--accum", type=int, default=1)
     p.add_argument("--validate", action="store_true")
     args = p.parse_args()
