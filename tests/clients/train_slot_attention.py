@@ -50,7 +50,7 @@ class Model(nn.Module):
     def forward(self, img):
         b = img.shape[0]
         x = self.encoder(img).flatten(2).transpose(1, 2) + self.pos
-        vq_loss = 0.
+        vq_loss = None
         if self.meta:
             slots, keep, vq_loss = self.slot_attn(x)
             keep = keep.float()
@@ -65,7 +65,8 @@ class Model(nn.Module):
             alpha = alpha.masked_fill(keep[..., None] == 0, -1e4) + keep[..., None]
         mix = alpha.softmax(dim=1)[..., None]
         recon = (rgb * mix).sum(1).transpose(1, 2).reshape(b, 3, self.size, self.size)
-        return F.mse_loss(recon, img) + vq_loss
+        loss = F.mse_loss(recon, img)
+        return loss if vq_loss is None else loss + vq_loss
 
 
 def main() -> None:
