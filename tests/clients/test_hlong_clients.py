@@ -40,7 +40,7 @@ def test_hierarchical_and_long_short_lms_are_predicted_as_measured():
     """The causal hierarchical-attention LM with token shifts: a policy on every layer's
     two halves, offload on the attentions by class and selective on every `PreNorm`, each
     predicted and measured to the byte, the doctor finding nothing on its loop; then the
-    long-short LM with a checkpoint on every half-layer and a mix."""
+    long-short LM with a checkpoint on every half-layer."""
     h = ["--lib", "h", "--causal", "--shift"]
     pols = {"checkpoint:net.layers.layers.*.*": 416_472,
             "offload:@CausalHAttention1D": 418_592,
@@ -51,9 +51,7 @@ def test_hierarchical_and_long_short_lms_are_predicted_as_measured():
         assert run.policies[policy].predicted == run.policies[policy].measured == peak
     assert_one_doctor_error("train_hlong.py", h, 2, None, "")
 
-    pols = {"checkpoint:net.layers.*.*": 538_608,
-            "offload:net.layers.0.0+selective:net.layers.1.1": 538_608}
-    run = run_client("train_hlong.py", ["--lib", "ls"], list(pols), steps=1)
+    ckpt = "checkpoint:net.layers.*.*"
+    run = run_client("train_hlong.py", ["--lib", "ls"], [ckpt], steps=1)
     assert run.ledger_peak == run.allocator_peak == 550_208
-    for policy, peak in pols.items():
-        assert run.policies[policy].predicted == run.policies[policy].measured == peak
+    assert run.policies[ckpt].predicted == run.policies[ckpt].measured == 538_608
