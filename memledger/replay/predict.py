@@ -313,8 +313,11 @@ def _prediction(r: Replayed, base: int, t: AddedTime, phase, step,
 # lazy transforms return a torch `Transform` from `forward(c)`, and the network that does
 # their work runs later, inside `log_prob` (Note [Blocks whose work runs outside their
 # calls], replay/plan.py); a rotary embedding's table is made from a buffer, and nothing
-# in it needs a gradient. `checkpoint:transform.transforms.*` was predicted and measured
-# as the baseline, with no word why. The modules whose every acted-on call holds no `saved`
+# in it needs a gradient; a reversible sequence's custom Function (h-transformer-1d's
+# `ReversibleSequence`, reformer's) keeps its input on `ctx` as an attribute, not through
+# `save_for_backward`, and recomputes its blocks in backward, so autograd saves nothing
+# there and no policy has anything to drop. `checkpoint:transform.transforms.*` was
+# predicted and measured as the baseline, with no word why. The modules whose every acted-on call holds no `saved`
 # record are named, as the idle ones are.
 # Which call holds a save is Rule 5's (replay/calls.py `record_call`), as the replay itself
 # reads it: a save is recorded at the event before an op that saves its input, so a call

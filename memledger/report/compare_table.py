@@ -172,13 +172,16 @@ def empty_line(policy: str, empty: list[str], n: int) -> str:
     names = ", ".join(empty[:2]) + (f" and {len(empty) - 2} more" if len(empty) > 2 else "")
     which = f"none of its modules ({names}) saved anything" if len(empty) == n else \
         f"{len(empty)} of its {n} modules ({names}) saved nothing"
-    # Note [A region that saves nothing]: two causes, which the ledger does not tell
+    # Note [A region that saves nothing]: three causes, which the ledger does not tell
     # apart; the line named only the lazy module's, where perceiver-ar-pytorch's rotary
-    # embedding (a table from a buffer) computes everything inside its call
+    # embedding (a table from a buffer) computes everything inside its call, and neither
+    # of the first two where h-transformer-1d's reversible layers keep their input on ctx
     return (f"{policy}: {which} for backward inside their calls (nothing they compute "
-            "needs a gradient, as with a table made from buffers, or their work runs later, "
+            "needs a gradient, as with a table made from buffers; or their work runs later, "
             "outside them, as with a lazy module whose forward returns an object that "
-            "computes it): the policy changes nothing there")
+            "computes it; or autograd is handed nothing to save, as with a reversible "
+            "layer's custom Function that keeps its input on ctx as an attribute and "
+            "recomputes the rest in backward): the policy changes nothing there")
 
 
 def _ms_span(interval: list[float] | None) -> str:
