@@ -34,8 +34,8 @@ class Block(nn.Module):
         self.ff = (nn.Sequential(nn.Conv2d(dim, dim * 2, 1), nn.GELU(), nn.Conv2d(dim * 2, dim, 1))
                    if conv else nn.Sequential(nn.Linear(dim, dim * 2), nn.GELU(), nn.Linear(dim * 2, dim)))
 
-    def forward(self, x):
-        x = self.attn(x) + x
+    def forward(self, x, **kw):
+        x = self.attn(x, **kw) + x
         return self.ff(x) + x
 
 
@@ -48,6 +48,9 @@ def main() -> None:
     p.add_argument("--batch", type=int, default=2)
     p.add_argument("--accum", type=int, default=1)
     p.add_argument("--validate", action="store_true")
+    p.add_argument("--local", type=int, default=0)
+    p.add_argument("--mask", action="store_true")
+    p.add_argument("--average", action="store_true")
     args = p.parse_args()
     torch.manual_seed(0)
     d = args.dim
@@ -79,7 +82,10 @@ def main() -> None:
         from mixture_of_attention import MixtureOfAttention
         blocks = nn.Sequential(*[
             Block(MixtureOfAttention(dim=d, num_routed_queries=8, num_routed_key_values=8,
-                                     num_experts=2, dim_head=8, heads=2, use_triton=False),
+                                     num_experts=2, dim_head=8, heads=2, use_triton=False,
+                                     local_attn=args.local > 0,
+                                     local_attn_window_size=args.local or None,
+                                     average_routed=args.average),
                   d, conv=False)
             for _ in range(args.depth)])
         model = nn.ModuleDict({"blocks": blocks})
@@ -87,17 +93,26 @@ def main() -> None:
 
         def loss_of() -> torch.Tensor:
             x = torch.randn(args.batch, 16, d)
+            if args.mask:
+                # padded sequences: the mask rides through the blocks by keyword
+                mask = torch.arange(16) < torch.tensor([[16], [11]])[: args.batch]
+                h = x
+                for b in model["blocks"]:
+                    h = b(h, mask=mask)
+                return F.mse_loss(h, torch.randn(args.batch, 16, d))
             return F.mse_loss(model["blocks"](x), torch.randn(args.batch, 16, d))
     else:
         from mixture_of_attention.transformer import Transformer
-        model = Transformer(dim=d, num_tokens=32, depth=args.depth, seq_len=16,
-                            local_attn_window_size=4, num_routed_queries=4,
+        # 32 tokens in windows of 8: with as many routed tokens as a window holds
+        # (16, 4, 4) the library's own torch.cat fails (sizes 2 and 6)
+        model = Transformer(dim=d, num_tokens=32, depth=args.depth, seq_len=32,
+                            local_attn_window_size=8, num_routed_queries=4,
                             num_routed_key_values=4, num_experts=2, dim_head=8, heads=2,
                             use_triton=False)
         optim = torch.optim.Adam(model.parameters(), lr=1e-4)
 
         def loss_of() -> torch.Tensor:
-            seq = torch.randint(0, 32, (args.batch, 17))
+            seq = torch.randint(0, 32, (args.batch, 33))
             logits = model(seq[:, :-1])
             return F.cross_entropy(logits.transpose(1, 2), seq[:, 1:])
 
