@@ -17,6 +17,11 @@ Modes (`--mode`):
 - `moaar`: the library's causal `Transformer` (`MixtureOfAutoregressiveAttention`: local
   attention plus routed windows) as an LM, next-token cross-entropy, Adam.
 
+`moa` only: `--local W` (local attention over windows of W beside the routed experts),
+`--mask` (the last 5 tokens of the second sequence padding; the script calls each block
+with `mask=`), `--average` (`average_routed`), `--iters N` (the router's coordinate-descent
+iterations, 20 by default as colt5's).
+
 `--depth N`, `--accum N`, `--validate` (a loss under no_grad in eval mode each step).
 """
 
@@ -51,6 +56,7 @@ def main() -> None:
     p.add_argument("--local", type=int, default=0)
     p.add_argument("--mask", action="store_true")
     p.add_argument("--average", action="store_true")
+    p.add_argument("--iters", type=int, default=20)
     args = p.parse_args()
     torch.manual_seed(0)
     d = args.dim
@@ -85,7 +91,7 @@ def main() -> None:
                                      num_experts=2, dim_head=8, heads=2, use_triton=False,
                                      local_attn=args.local > 0,
                                      local_attn_window_size=args.local or None,
-                                     average_routed=args.average),
+                                     average_routed=args.average, n_iters=args.iters),
                   d, conv=False)
             for _ in range(args.depth)])
         model = nn.ModuleDict({"blocks": blocks})
