@@ -19,8 +19,12 @@ class _Rev(torch.autograd.Function):
         with torch.no_grad():
             y1 = x1 + f(x2)
             y2 = x2 + g(y1)
-        ctx.y, ctx.f, ctx.g = torch.cat([y1, y2], dim=-1).detach(), f, g
-        return ctx.y
+        y = torch.cat([y1, y2], dim=-1)
+        # a detached alias, as the libraries keep it: returning `ctx.y` itself would make
+        # the output hold its node, the node `ctx.y`, a cycle freed whenever Python's
+        # garbage collector runs (its timing, not the run, would set the peak)
+        ctx.y, ctx.f, ctx.g = y.detach(), f, g
+        return y
 
     @staticmethod
     def backward(ctx, dy):
