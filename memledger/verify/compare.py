@@ -204,7 +204,7 @@ def predict_judged(led: Ledger, policies: list[Policy], passed: set[str]):
 def bad_policies(pred, passed: set[str]) -> dict[str, str]:
     """{policy text: predict's one line} for the policies in `passed` (the gates') that
     predict refuses as bad input: not measured (Note [One bad policy among several])."""
-    return {r.policy: _line(Exception(r.reason)) for r in pred.refused
+    return {r.policy: r.reason.removeprefix("memledger: ") for r in pred.refused
             if r.policy in passed and not r.runs}
 
 
