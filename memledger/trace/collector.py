@@ -3525,6 +3525,10 @@ class Collector(ShardingMixin, TorchDispatchMode):
                 (sid, "buffer") in self._roles_written or alias is t:
             return   # (an alias that is the tensor itself adds no use)
         entry = self._held.get(sid)
+        if entry is None and (entry := self._held_past.get(sid)) is not None:
+            # saved again in a later forward while an earlier graph still holds it: one
+            # count of autograd's holds (Note [Saved again by the next chunk's forward])
+            self._held[sid] = entry
         if entry is None:
             if type(t) not in self.ALIAS_TYPES or t.layout is not torch.strided:
                 return   # a sparse save's parts are not followed (Note [Sparse tensors])

@@ -1,0 +1,74 @@
+"""A recurrence trained by truncated BPTT whose carried hidden state is not detached:
+the sequence in chunks, each chunk's backward with `retain_graph=True`, so the second
+chunk's backward goes through the first chunk's graph again (plain torch).
+
+    memledger predict ... -p 'checkpoint:layers.*'
+"""
+
+import argparse
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Cell(nn.Module):
+    def __init__(self, dim: int, case: str) -> None:
+        super().__init__()
+        self.proj = nn.Linear(dim, 2 * dim, bias=False)
+        self.out = nn.Linear(dim, dim, bias=False)
+        self.case = case
+
+    def forward(self, x, prev):
+        h, g = self.proj(x).chunk(2, dim=-1)
+        h = h.sigmoid() * g.sigmoid()  # (b, n, d), positive
+        if prev is not None:
+            p = prev.log() if "log" in self.case else prev * 1.0
+            h = torch.cat((p.exp() if "log" in self.case else p, h), dim=1)
+        h = h.cumsum(dim=1).exp() if "exp" in self.case else h.cumsum(dim=1)
+        h = h[:, -x.shape[1]:]
+        return self.out(h), h[:, -1:]
+
+
+class Net(nn.Module):
+    def __init__(self, dim: int, depth: int, case: str) -> None:
+        super().__init__()
+        self.emb = nn.Embedding(32, dim)
+        self.layers = nn.ModuleList(Cell(dim, case) for _ in range(depth))
+        self.head = nn.Linear(dim, 32, bias=False)
+
+    def forward(self, tokens, hiddens):
+        x = self.emb(tokens)
+        nexts = []
+        for layer, prev in zip(self.layers, hiddens):
+            out, h = layer(x, prev)
+            x = x + out
+            nexts.append(h)
+        return self.head(x), nexts
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--steps", type=int, default=2)
+    p.add_argument("--case", default="log,exp")
+    p.add_argument("--chunks", type=int, default=2)
+    p.add_argument("--depth", type=int, default=1)
+    args = p.parse_args()
+    torch.manual_seed(0)
+    dim, n, b = 16, 8, 4
+    model = Net(dim, args.depth, args.case)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-2)
+    for step in range(args.steps):
+        tokens = torch.randint(0, 32, (b, n * args.chunks + 1))
+        hiddens = [None] * args.depth
+        for c in range(args.chunks):
+            logits, hiddens = model(tokens[:, c * n:(c + 1) * n], hiddens)
+            loss = F.cross_entropy(logits.transpose(1, 2), tokens[:, c * n + 1:(c + 1) * n + 1])
+            loss.backward(retain_graph=True)
+        opt.step()
+        opt.zero_grad()
+        print(f"step {step}  loss {loss.item():.4f}")
+
+
+if __name__ == "__main__":
+    main()
