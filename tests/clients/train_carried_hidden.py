@@ -1,8 +1,15 @@
-"""A recurrence trained by truncated BPTT whose carried hidden state is not detached:
-the sequence in chunks, each chunk's backward with `retain_graph=True`, so the second
-chunk's backward goes through the first chunk's graph again (plain torch).
+"""A recurrence trained by truncated BPTT whose carried hidden state is not detached
+(plain torch): each step's sequence in `--chunks` chunks, each chunk's backward with
+`retain_graph=True`, so the next chunk's backward goes through this chunk's graph again.
+Each layer (`Cell`) hands its last hidden state `h[:, -1:]` to the next chunk, a view of a
+storage its own Linear (`out`) saved; the next chunk's call saves it again.
 
-    memledger predict ... -p 'checkpoint:layers.*'
+    memledger trace tests/clients/train_carried_hidden.py --steps 1 -o c.ledger -- --case log,exp
+    memledger predict c.ledger -p 'offload:layers.*'
+
+`--case` (comma-separated): `log` (the carried state enters through `prev.log().exp()`,
+as minGRU's log-space scan takes `prev_hidden.log()`: `log` saves it again), `exp` (the
+scan's `cumsum` then `exp`, which saves its output), `plain` (neither: `prev * 1.0`).
 """
 
 import argparse
