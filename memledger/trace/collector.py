@@ -3629,6 +3629,18 @@ class Collector(ShardingMixin, TorchDispatchMode):
     # watched after the backward began, while an alias of theirs lives, and the first event
     # at which only autograd holds one is written as `unheld` (`sid`, `ev`). A storage the
     # script and the graph let go of at once (a graph freed by its backward) writes none.
+    # Note [Saved again by the next chunk's forward]
+    # Truncated BPTT whose carried hidden state is not detached (each chunk's backward with
+    # `retain_graph=True`): chunk 0's layer saves its output `h`, and `h[:, -1:]`, which the
+    # script carries, is saved again by chunk 1's call (minGRU's `prev_hidden.log()`). As
+    # chunk 0's backward began, `h` was moved to `_held_past` with one save; chunk 1's save
+    # then opened a new `_held` entry counting only itself. Once the script let go of `h`
+    # (the carried list rebound after chunk 1's forward) autograd held it twice, each entry
+    # counted once, and neither wrote its let-go: `released` -1 as chunk 1's backward
+    # began, and offload's replay held `h` to the step's end (2,048 B over measured on
+    # tests/clients/train_carried_hidden.py, Note [Saved again after its read-back] in
+    # replay/engine.py). A forward save of a storage still in `_held_past` now counts in
+    # that same entry, so both watches see every save autograd holds.
     def _check_let_go(self, ev: int) -> None:
         for sid, (ref, packs, _) in list(self._held_past.items()):
             st = ref()
