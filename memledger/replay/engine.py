@@ -1401,10 +1401,19 @@ def _read_back_rounds(prep: Prepared, u: np.ndarray) -> tuple[np.ndarray, np.nda
     pos = np.full(len(prep.nbytes), -1, dtype=np.int64)
     pos[u] = np.arange(len(u))
     js = np.flatnonzero(pos[prep.pack_row] >= 0)
+    # only a storage with a save packed after its first read-back can have two rounds
+    # (none in a loop whose saves all come before its backward): one pass over those
+    uf = prep.unpack_first[prep.pack_row[js]]
+    rows = np.unique(prep.pack_row[js[(uf >= 0) & (prep.pack_ev[js] > uf)]])
+    if not len(rows):
+        return first_end, again
+    js = js[np.isin(prep.pack_row[js], rows)]
     js = js[np.lexsort((prep.pack_ev[js], prep.pack_row[js]))]
     ends = np.maximum(prep.pack_unpack_end, prep.pack_unpack + 1)
-    for r in np.unique(prep.pack_row[js]):
-        mine = js[prep.pack_row[js] == r]
+    starts = np.searchsorted(prep.pack_row[js], rows)
+    stops = np.searchsorted(prep.pack_row[js], rows, side="right")
+    for r, a, z in zip(rows.tolist(), starts.tolist(), stops.tolist()):
+        mine = js[a:z]
         read = prep.pack_unpack[mine]
         for k in range(1, len(mine)):
             if (read[:k] < 0).any() or read[k] < 0:
