@@ -1383,7 +1383,11 @@ def _lifetimes(prep: Prepared, calls: _Calls, own: _Owners, seg: _Segments,
 # (a copy, gone as its node returns); chunk 1's forward saves the original again; chunk 1's
 # backward reads that back. The replay had one copy from the first read-back to the last,
 # through chunk 1's forward: `offload:layers.*` on tests/clients/train_carried_hidden.py
-# (`--case log`, 1 step) predicted 42,280 B against 42,028 B measured. A storage whose
+# (`--case log`, 1 step), with the script's let-go seen (Note [Saved again by the next
+# chunk's forward], trace/collector.py), predicted 42,280 B against 42,028 B measured;
+# with `--case log,exp`, whose `exp` save both passes read, the first pass was counted as
+# its first `saves` reads, chunk 1's read of the new save among them, and the copy held
+# to there: 42,792 against 42,540. A storage whose
 # later save was packed after every earlier save of it was read back and its node
 # returned has two copies: the first from its first read-back to that node's return, the
 # second from the later save's first read-back. A save packed inside the node that read
