@@ -3737,6 +3737,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
                 f"an inplace operation: [{t.type()} {list(t.shape)}] is at version "
                 f"{t._version}; expected version {saved} instead (raised by memledger's "
                 f"saved-tensor hooks in autograd's place: the script fails so untraced too)")
+        watched = False
         for part in [p for _, p in wrapped_parts(t)] or [t]:   # Note [Wrapper subclasses]
             sid = self._sid(part, self._ev)
             if sid < 0:
@@ -3751,11 +3752,13 @@ class Collector(ShardingMixin, TorchDispatchMode):
                 self._validated = False
             self._unpacks.append((sid, self._ev, getattr(t, "_memledger_sev", -1),
                                   torch.is_grad_enabled(), getattr(t, "_memledger_nth", 0)))
-            self._watch_unpacked(sid, part)
+            watched = self._watch_unpacked(sid, t, part)
         entry = self._save_refs.get(getattr(t, "_memledger_ref", -1))
         if entry is not None and entry[5] < 0:   # Note [A node a kept graph holds on]: the
             entry[5:] = self._unpack_node, self._bw_passes   # unpack its save pairs with
-        return t
+        # the node gets an alias of its own, whose hold the storage's use count shows
+        # (Note [What a node lets go of before it returns])
+        return self._saved_alias(t) if watched else t
 
     # Note [What a node lets go of before it returns]
     # Under checkpoint or offload, what an unpack hands a node (the re-made tensor, the copy
@@ -3772,25 +3775,35 @@ class Collector(ShardingMixin, TorchDispatchMode):
     # storage's use count: read as the unpack hands it over (its alias, the graph's other
     # saves, the script's references) and again at each op while the node runs, the first
     # op at which it is back to that count is where the node held it no more, and that
-    # unpack's `end` is written there when it comes before the node's return. A C++ node
-    # holds what it unpacked to its return, so nothing changes for it. Plain strided
-    # tensors only (a wrapper subclass's parts are not followed).
-    def _watch_unpacked(self, sid: int, part: torch.Tensor) -> None:
+    # unpack's `end` is written there when it comes before the node's return. The unpack
+    # hands the node an alias of its own (detached, as the save's): autograd gives a node
+    # the very tensor an unpack returns where nothing needs grad (lse, a rotary table),
+    # and the node's hold of autograd's own alias changes no count (every such unpack read
+    # as let go of at the next op). A C++ node holds what it unpacked to its return, so
+    # nothing changes for it. Plain strided tensors only (a wrapper subclass's parts are not
+    # followed, and get autograd's alias as before).
+    def _watch_unpacked(self, sid: int, t: torch.Tensor, part: torch.Tensor) -> bool:
+        if part is not t or type(t) not in self.ALIAS_TYPES or \
+                type(t) is torch.nn.Parameter or t.layout is not torch.strided:
+            return False
         w = self._unpack_watch.get(sid)
         if w is not None:
             w[2] = -1   # unpacked again by the node: held again
-            return
-        if type(part) not in self.ALIAS_TYPES or part.layout is not torch.strided:
-            return
-        st = part.untyped_storage()
-        self._unpack_watch[sid] = [weakref.ref(st), _use_count(st._cdata), -1]
+            return True
+        # Watched through the alias autograd holds (it lives until the node is let go of),
+        # not the storage's Python object, which may go (its weak reference with it) while
+        # the storage lives; counted with a storage object held at both readings (one use
+        # each time), before the node's own alias is made: the node holds one use more
+        # while it holds that alias, or any tensor made from it.
+        self._unpack_watch[sid] = [weakref.ref(part), _use_count(part.untyped_storage()._cdata),
+                                   -1]
+        return True
 
     def _check_unpacks_let_go(self, ev: int) -> None:
         for w in self._unpack_watch.values():
-            if w[2] < 0:
-                st = w[0]()
-                if st is None or _use_count(st._cdata) <= w[1]:
-                    w[2] = ev
+            if w[2] < 0 and (alias := w[0]()) is not None and \
+                    _use_count(alias.untyped_storage()._cdata) <= w[1]:
+                w[2] = ev
 
     def _another_node(self, node: int, rel: int | None = None) -> bool:
         """An op or an unpack of `node`, not the node now unpacking: write that node's

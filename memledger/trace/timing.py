@@ -318,7 +318,9 @@ class StepTimers:
         self.sac_op: list[float] = []
         self.probe: dict = {}
         self.selective: dict = {}
-        self.probes_skipped = ""    # why the probes did not run, when they did not
+        # why the probes did not run, when they did not (Note [No probes on several ranks]:
+        # on ranks, from the start: however many steps the script runs)
+        self.probes_skipped = "" if probes else "ranks"
         self.offload: dict = {}     # offload_probe: CPU only (on CUDA the copies run on a
                                     # side stream that this clock does not see)
         self.load_before = load_average()   # Note [Timings taken on a busy machine]
@@ -342,8 +344,7 @@ class StepTimers:
         if self.ops is not None:          # the op-timed step just ended
             self.ops.__exit__(None, None, None)
             self.done = True
-            if not self.probes:   # Note [No probes on several ranks]: the record says so
-                self.probes_skipped = "ranks"
+            if not self.probes:   # Note [No probes on several ranks]
                 return
             if self.modules.root is None:   # Note [A model never called whole]
                 self.probes_skipped = "uncalled"
