@@ -947,8 +947,9 @@ class Collector(ShardingMixin, TorchDispatchMode):
         # again, and the weak references to those saves
         self._saved_again: set[int] = set()
         self._again_refs: dict[int, weakref.ref] = {}
-        # Note [What a node lets go of before it returns]: sid -> [its storage's weakref,
-        # its use count as backward unpacked it, the event the node let go of it or -1]
+        # Note [What a node lets go of before it returns]: sid -> [a weakref to autograd's
+        # alias of it, its storage's use count as backward unpacked it, the event the node
+        # let go of it or -1]
         self._unpack_watch: dict[int, list] = {}
         # per storage, the saves written at the current save event (`_saved`)
         self._saves_at: tuple[int, dict[int, int]] = (-1, {})
