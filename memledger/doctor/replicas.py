@@ -40,7 +40,9 @@ step.
 
 `unsynced_gradients` is an error when a DistributedDataParallel module ran (its promise is
 equal replicas), a warning otherwise (ranks that train alone on purpose, from one seed, read
-the same); `unaveraged_gradients` is always an error (the gradients were reduced, wrongly).
+the same), whose advice names DDP or an all-reduce, not `no_sync()`: ring-attention-pytorch's
+LM on 2 ranks without DDP (tests/clients/train_ring_attention.py `--ring --no-ddp`) was
+told to run its last micro-batch outside a `no_sync()` it never had; `unaveraged_gradients` is always an error (the gradients were reduced, wrongly).
 """
 
 from __future__ import annotations
@@ -145,10 +147,15 @@ def unsynced_gradients(by_rank: list[list[Record]]) -> list[Finding]:
         check="unsynced_gradients", severity="error" if ddp else "warning",
         message=(f"{len(names)} trainable parameters ({shown}) entered optimizer.step() in "
                  f"{step_text} with equal weights on all {len(by_rank)} ranks but different "
-                 "gradients: they were not averaged across ranks (DDP's all-reduce skipped: "
-                 "every micro-batch under no_sync()?), so each rank steps on its own "
-                 "gradient and the replicas drift apart; run the last micro-batch of each "
-                 "step outside no_sync()") if not kept_equal else
+                 "gradients: they were not averaged across ranks (" + (
+                     "DDP's all-reduce skipped: every micro-batch under no_sync()?), so each "
+                     "rank steps on its own gradient and the replicas drift apart; run the "
+                     "last micro-batch of each step outside no_sync()" if ddp else
+                     # Note [Replicas that drift]: no DDP module ran, so no no_sync() to name
+                     "no DistributedDataParallel module ran), so each rank steps on its own "
+                     "gradient and the replicas drift apart; if they are replicas, wrap the "
+                     "model in DDP or average the gradients before step() (dist.all_reduce "
+                     "and / world_size)")) if not kept_equal else
                 (f"{len(names)} trainable parameters ({shown}) entered optimizer.step() in "
                  f"{step_text} with equal weights on all {len(by_rank)} ranks but different "
                  "gradients, none reduced across ranks: the step kept the weights equal (a "

@@ -17,7 +17,9 @@ event 7 and freed after event 11 is live on [7, 12): `created=7`, `freed=12`.
     {"k":"role","sid":3,"role":"activation"}           # a storage's role, learned as it happens
     {"k":"saved","sid":3,"ev":8,"mod":"blocks.0.mlp"}   # packed by autograd (saved for backward)
     {"k":"unpack","sid":3,"ev":40,"end":44,"rel":46}    # unpacked by backward; `end`: the
-                                 # event its node returned at, `rel`: the event before which
+                                 # event its node returned at (or let go of what the unpack
+                                 # handed it, if before: Note [What a node lets go of before
+                                 # it returns]), `rel`: the event before which
                                  # autograd let go of the node (both optional: older ledgers
                                  # lack them); + "sev": the event of the save it read back
                                  # (Note [Which save an unpack reads] in replay/prepared.py)

@@ -105,7 +105,7 @@ class PredictReport(BaseModel):
                                 "costs when it had the steps to: 'compiled' (it runs code "
                                 "torch.compile'd by a real backend), 'uncalled' (the "
                                 "script calls the model's parts, never its own forward), "
-                                "'' otherwise")
+                                "'ranks' (a rank of several: no rank probes), '' otherwise")
     policies: list[PolicyPrediction]
     refused: list[RefusedPolicy] = Field(default_factory=list, description="policies the "
                                          "replay refused, with why (their peaks unknown)")
@@ -148,6 +148,9 @@ COMPILED_UNPROBED_LINE = ("checkpoint, selective and offload costs from the mach
                           "torch.compile'd code (each probe would compile again)")
 
 
+RANKS_UNPROBED_LINE = ("checkpoint, selective and offload costs from the machine's "
+                       "calibration, not this model's own: trace does not probe a model "
+                       "on several ranks (Note [No probes on several ranks])")
 UNCALLED_UNPROBED_LINE = ("checkpoint, selective and offload costs from the machine's "
                           "calibration, not this model's own: trace's probes re-run a "
                           "call of the model's own forward, and the script's timed steps "
@@ -156,8 +159,8 @@ UNCALLED_UNPROBED_LINE = ("checkpoint, selective and offload costs from the mach
 
 def unprobed_line(rep: "PredictReport") -> str:
     """Why the calibration priced the policies (priced_by_calibration)."""
-    return {"compiled": COMPILED_UNPROBED_LINE, "uncalled": UNCALLED_UNPROBED_LINE}.get(
-        rep.probes_skipped, UNPROBED_LINE)
+    return {"compiled": COMPILED_UNPROBED_LINE, "uncalled": UNCALLED_UNPROBED_LINE,
+            "ranks": RANKS_UNPROBED_LINE}.get(rep.probes_skipped, UNPROBED_LINE)
 
 
 def unsettled_line(reason: str) -> str:

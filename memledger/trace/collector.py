@@ -947,6 +947,10 @@ class Collector(ShardingMixin, TorchDispatchMode):
         # again, and the weak references to those saves
         self._saved_again: set[int] = set()
         self._again_refs: dict[int, weakref.ref] = {}
+        # Note [What a node lets go of before it returns]: sid -> [a weakref to autograd's
+        # alias of it, its storage's use count as backward unpacked it, the event the node
+        # let go of it or -1]
+        self._unpack_watch: dict[int, list] = {}
         # per storage, the saves written at the current save event (`_saved`)
         self._saves_at: tuple[int, dict[int, int]] = (-1, {})
         self._bw_module = ""
@@ -1305,6 +1309,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
                 self._chain.clear()
             if (self._unpacks or self._suspended) and node != self._unpack_node:
                 self._another_node(node, ev)
+            if self._unpack_watch:
+                self._check_unpacks_let_go(ev)
             if func is _CLONE and kept_as_made(func, args):
                 self._keep_as_made(args[0], out, ev)   # before its parts get sids of their own
         made = self._op_made = self._next_sid
@@ -3748,6 +3754,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
                 f"an inplace operation: [{t.type()} {list(t.shape)}] is at version "
                 f"{t._version}; expected version {saved} instead (raised by memledger's "
                 f"saved-tensor hooks in autograd's place: the script fails so untraced too)")
+        watched = False
         for part in [p for _, p in wrapped_parts(t)] or [t]:   # Note [Wrapper subclasses]
             sid = self._sid(part, self._ev)
             if sid < 0:
@@ -3762,10 +3769,58 @@ class Collector(ShardingMixin, TorchDispatchMode):
                 self._validated = False
             self._unpacks.append((sid, self._ev, getattr(t, "_memledger_sev", -1),
                                   torch.is_grad_enabled(), getattr(t, "_memledger_nth", 0)))
+            watched = self._watch_unpacked(sid, t, part)
         entry = self._save_refs.get(getattr(t, "_memledger_ref", -1))
         if entry is not None and entry[5] < 0:   # Note [A node a kept graph holds on]: the
             entry[5:] = self._unpack_node, self._bw_passes   # unpack its save pairs with
-        return t
+        # the node gets an alias of its own, whose hold the storage's use count shows
+        # (Note [What a node lets go of before it returns])
+        return self._saved_alias(t) if watched else t
+
+    # Note [What a node lets go of before it returns]
+    # Under checkpoint or offload, what an unpack hands a node (the re-made tensor, the copy
+    # read back) is held by the node's own references alone, and goes when the node lets go
+    # of it, which a Python `autograd.Function` may do long before its backward returns.
+    # ring-attention-pytorch's `RingFlashAttentionFunction.backward` unpacks q, k, v, o and
+    # lse, stacks k and v with their gradients to send them around the ring, and rebinds
+    # `k, v, dk, dv` to that stack's parts in its first loop turn: the k it unpacked (2,048
+    # B) and the qkv storage v is a view of (6,144 B) go there. The replay held them to the
+    # node's end (Note [When an unpacked tensor goes]), through the whole ring loop where
+    # the step peaks: on 2 ranks (gloo, `--ring --causal --no-ddp`) `offload:layers.1.0`
+    # and `checkpoint:layers.*.*` were predicted 8,192 B over measured. In the traced run
+    # autograd's alias still holds the storage, so the node's letting go shows only in the
+    # storage's use count: read as the unpack hands it over (its alias, the graph's other
+    # saves, the script's references) and again at each op while the node runs, the first
+    # op at which it is back to that count is where the node held it no more, and that
+    # unpack's `end` is written there when it comes before the node's return. The unpack
+    # hands the node an alias of its own (detached, as the save's): autograd gives a node
+    # the very tensor an unpack returns where nothing needs grad (lse, a rotary table),
+    # and the node's hold of autograd's own alias changes no count (every such unpack read
+    # as let go of at the next op). A C++ node holds what it unpacked to its return, so
+    # nothing changes for it. Plain strided tensors only (a wrapper subclass's parts are not
+    # followed, and get autograd's alias as before).
+    def _watch_unpacked(self, sid: int, t: torch.Tensor, part: torch.Tensor) -> bool:
+        if part is not t or type(t) not in self.ALIAS_TYPES or \
+                type(t) is torch.nn.Parameter or t.layout is not torch.strided:
+            return False
+        w = self._unpack_watch.get(sid)
+        if w is not None:
+            w[2] = -1   # unpacked again by the node: held again
+            return True
+        # Watched through the alias autograd holds (it lives until the node is let go of),
+        # not the storage's Python object, which may go (its weak reference with it) while
+        # the storage lives; counted with a storage object held at both readings (one use
+        # each time), before the node's own alias is made: the node holds one use more
+        # while it holds that alias, or any tensor made from it.
+        self._unpack_watch[sid] = [weakref.ref(part), _use_count(part.untyped_storage()._cdata),
+                                   -1]
+        return True
+
+    def _check_unpacks_let_go(self, ev: int) -> None:
+        for w in self._unpack_watch.values():
+            if w[2] < 0 and (alias := w[0]()) is not None and \
+                    _use_count(alias.untyped_storage()._cdata) <= w[1]:
+                w[2] = ev
 
     def _another_node(self, node: int, rel: int | None = None) -> bool:
         """An op or an unpack of `node`, not the node now unpacking: write that node's
@@ -3814,8 +3869,11 @@ class Collector(ShardingMixin, TorchDispatchMode):
         with its frame still there, Note [When an unpacked tensor goes])."""
         end = self._apply_end
         rel = self._ev if rel is None else rel
+        watch = self._unpack_watch
         for sid, ev, sev, graph, nth in self._unpacks:
-            rec = {"k": "unpack", "sid": sid, "ev": ev, "end": end, "rel": rel}
+            w = watch.get(sid)   # Note [What a node lets go of before it returns]
+            gone = w[2] if w is not None and 0 <= w[2] < end else end
+            rec = {"k": "unpack", "sid": sid, "ev": ev, "end": gone, "rel": rel}
             if sev >= 0:   # Note [Which save an unpack reads] (replay/prepared.py)
                 rec["sev"] = sev
                 if nth:   # Note [Two saves at one event, read in one pass] (ledger/model.py)
@@ -3825,6 +3883,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
             if sid in self._saved_again:
                 rec["again"] = 1
             self.sink.write(rec)
+        for sid, *_ in self._unpacks:
+            watch.pop(sid, None)
         self._unpacks.clear()
         self._saved_again.clear()
         self._released = False

@@ -318,7 +318,9 @@ class StepTimers:
         self.sac_op: list[float] = []
         self.probe: dict = {}
         self.selective: dict = {}
-        self.probes_skipped = ""    # why the probes did not run, when they did not
+        # why the probes did not run, when they did not (Note [No probes on several ranks]:
+        # on ranks, from the start: however many steps the script runs)
+        self.probes_skipped = "" if probes else "ranks"
         self.offload: dict = {}     # offload_probe: CPU only (on CUDA the copies run on a
                                     # side stream that this clock does not see)
         self.load_before = load_average()   # Note [Timings taken on a busy machine]
@@ -342,7 +344,7 @@ class StepTimers:
         if self.ops is not None:          # the op-timed step just ended
             self.ops.__exit__(None, None, None)
             self.done = True
-            if not self.probes:
+            if not self.probes:   # Note [No probes on several ranks]
                 return
             if self.modules.root is None:   # Note [A model never called whole]
                 self.probes_skipped = "uncalled"
@@ -394,7 +396,10 @@ class StepTimers:
     # Two ranks that disagree by one step would wait on each other's collectives until the
     # launch's timeout killed them, losing the allocator's peaks of every rank. So on
     # several ranks the allocator pass times its steps and probes nothing: the cost model
-    # uses the calibration's constants there (predict says so).
+    # uses the calibration's constants there, and the record says why (`probes_skipped:
+    # "ranks"`), as predict does. Before it said nothing, and predict read the missing
+    # probes as a script that ended too soon: "let it run 16 steps more than --steps" of a
+    # 2-rank ring-attention LM that had run them and more (no count of steps would do).
     def settled(self) -> list[int]:
         """Indices of the module-timed steps kept (Note [Timed steps in a settled process]):
         none during which Dynamo compiled (Note [A step that compiled], compiled.py), and

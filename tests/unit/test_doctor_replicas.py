@@ -32,6 +32,11 @@ def test_drifted_weights_are_not_counted_again_and_no_ddp_is_a_warning():
     r1 = [[0, "w", 0.7, 2.2, 1.0, 3.0]]
     (f,) = unsynced_gradients([[_rec(0, 1, r0, ddp=False)], [_rec(1, 1, r1, ddp=False)]])
     assert f.severity == "warning"
+    # no DDP module ran: no no_sync() to blame (before: "run the last micro-batch of each
+    # step outside no_sync()", told to ring-attention-pytorch's LM on 2 ranks without DDP)
+    assert "no_sync" not in f.message and "wrap the model in DDP" in f.message
+    (f,) = unsynced_gradients([[_rec(0, 1, r0)], [_rec(1, 1, r1)]])
+    assert "outside no_sync()" in f.message
 
 
 def test_a_step_that_leaves_the_weights_equal_on_every_rank_is_not_counted():

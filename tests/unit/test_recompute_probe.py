@@ -291,7 +291,9 @@ def test_selective_probe_pairs_selective_with_checkpointed_steps():
 def test_no_probes_on_several_ranks(monkeypatch):
     """Note [No probes on several ranks]: the op-timed step ends the timing and no probe
     runs (a probe's step count may differ between ranks, and their collectives would
-    wait on each other)."""
+    wait on each other), and the record says why: before, predict read a rank ledger's
+    missing probes as a script that ended too soon ("let it run 16 steps more than
+    --steps")."""
     from memledger.trace import timing
 
     ran = []
@@ -301,7 +303,7 @@ def test_no_probes_on_several_ranks(monkeypatch):
                         {kind: {} for kind in kinds})
     called = SimpleNamespace(module=None)   # a call of the model the probes would re-run
     for probes, root, expected, skipped in (
-            (False, called, [], ""), (True, called, ["sac_probe", timing.PROBE_KINDS], ""),
+            (False, called, [], "ranks"), (True, called, ["sac_probe", timing.PROBE_KINDS], ""),
             # Note [A model never called whole]: no call to re-run, and the record says so
             (True, None, [], "uncalled")):
         ran.clear()
