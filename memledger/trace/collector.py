@@ -2179,7 +2179,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
         is_root = not self._mod_stack and self._phase != "backward" and not read
         if read:
             self._read_from = self._phase
-            self._set_phase("forward")
+            if _grad_enabled():   # one without gradients keeps its phase (Note [A weight
+                self._set_phase("forward")   # read without gradients], trace/steps.py)
         if self._roots.stale(module):   # Note [A module registered after the first call]
             self._name_found(self._roots.look_again())   # (trace/roots.py)
         path, new = self._roots.path(module, top_level=not self._mod_stack)
