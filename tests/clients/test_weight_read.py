@@ -52,3 +52,21 @@ def test_a_renorm_read_in_the_optimizer_step_stays_in_the_optimizer_phase():
     assert normed.phase.tolist() == ["optimizer", "optimizer"]
     for policy, peak in pols.items():
         assert run.policies[policy].predicted == run.policies[policy].measured == peak
+
+
+def test_a_module_called_while_the_model_is_built_leaves_the_build_in_setup():
+    """nGPT's `manual_norm_weights` (tests/clients/train_weight_read.py --built): each
+    `SphereLinear.__init__` normalizes its weight by calling its own norm module. The
+    first such call opened a "forward" and, returning, the "loss": the rest of the build
+    (the second layer's 8,192 B weight) was made in "loss", and setup peaked at 65,536 B;
+    now the build stays in setup, 132,096 B (Note [A module called while a module is
+    built], memledger/trace/roots.py). Only the phases move."""
+    pols = {"checkpoint:0": 157_640, "offload:2.norm": 152_584}
+    run = run_client("train_weight_read.py", ["--built"], list(pols))
+    assert run.ledger_peak == run.allocator_peak == 152_584
+    assert run.ledger.peak_by("phase")["setup"] == 2 * 64 * 256 * 4 + 1_024 == 132_096
+    st = run.ledger.storages
+    assert st[st.op == "empty.memory_format"].phase.tolist() == ["setup", "setup"]
+    assert run.ledger.phases.phase.tolist()[:3] == ["setup", "forward", "loss"]
+    for policy, peak in pols.items():
+        assert run.policies[policy].predicted == run.policies[policy].measured == peak

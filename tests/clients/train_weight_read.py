@@ -16,6 +16,12 @@ step post hook writes the normed weight back into `parametrizations.weight.origi
 under no_grad, as nGPT's `register_step_post_hook` does; SGD, a (4, 256) batch. That
 read, inside `optimizer.step()`, is no forward either (Note [A weight read without
 gradients], memledger/trace/steps.py).
+
+`--built`: nGPT's `manual_norm_weights` way: no parametrization, each `SphereLinear`
+normalizes its new weight in its constructor through a method that calls its own norm
+module (`self.norm(self.linear.weight)`, under no_grad), and the loop renormalizes after
+each step the same way. Those calls while the model is built are no forward (Note [A
+module called while a module is built], memledger/trace/roots.py).
 """
 
 import argparse
@@ -38,10 +44,14 @@ def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--steps", type=int, default=3)
     p.add_argument("--renorm", action="store_true")
+    p.add_argument("--built", action="store_true")
     args = p.parse_args()
     torch.manual_seed(0)
     if args.renorm:
         renorm_main(args.steps)
+        return
+    if args.built:
+        built_main(args.steps)
         return
     model = nn.Sequential(weight_norm(nn.Linear(64, 64)), nn.ReLU(), nn.Linear(64, 8))
     optimizer = torch.optim.Adam(model.parameters())
@@ -70,6 +80,36 @@ def renorm_main(steps: int) -> None:
         loss.backward()
         optimizer.step()
         optimizer.zero_grad()
+        print(f"step {step}  loss {loss.item():.4f}")
+
+
+class SphereLinear(nn.Module):
+    """A Linear kept on the sphere by hand (nGPT's `NormLinear(parametrize=False)`)."""
+
+    def __init__(self, dim_in: int, dim_out: int) -> None:
+        super().__init__()
+        self.linear = nn.Linear(dim_in, dim_out, bias=False)
+        self.norm = RowsOnSphere()
+        self.renorm_()   # a module call while the model is built
+
+    @torch.no_grad()
+    def renorm_(self) -> None:
+        self.linear.weight.copy_(self.norm(self.linear.weight))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.linear(x)
+
+
+def built_main(steps: int) -> None:
+    model = nn.Sequential(SphereLinear(64, 256), nn.ReLU(), SphereLinear(256, 8))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for step in range(steps):
+        loss = model(torch.randn(4, 64)).square().mean()
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        model[0].renorm_()
+        model[2].renorm_()
         print(f"step {step}  loss {loss.item():.4f}")
 
 
