@@ -148,6 +148,7 @@ from memledger.trace.roots import (
     ByModule,
     RootNames,
     _frame_locals,
+    building_a_module,
     containers,
     module_aliases,
     module_named_parameters,
@@ -2183,9 +2184,13 @@ class Collector(ShardingMixin, TorchDispatchMode):
         # was read in comes back when it returns
         read = not self._mod_stack and self._phase != "backward" and weight_read(module)
         is_root = not self._mod_stack and self._phase != "backward" and not read
-        if read:
+        # a call while a module is built keeps the phase (Note [A module called while a
+        # module is built], trace/roots.py)
+        built = (read or is_root) and self._phase == "setup" and building_a_module()
+        if read and not built:
             self._read_from = self._phase
-            self._set_phase("forward")
+            if _grad_enabled():   # one without gradients keeps its phase (Note [A weight
+                self._set_phase("forward")   # read without gradients], trace/steps.py)
         if self._roots.stale(module):   # Note [A module registered after the first call]
             self._name_found(self._roots.look_again())   # (trace/roots.py)
         path, new = self._roots.path(module, top_level=not self._mod_stack)
@@ -2209,7 +2214,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
                     self._end_step_at_forward(module, args)   # a new root forward: the
                     # previous step ended
                 self._forwards += 1
-            if has_params or self._opens_forward(module):
+            if has_params or (not built and self._opens_forward(module)):
                 if self._after_eval and _grad_enabled():
                     # Note [A batch made after an evaluation]
                     self._outside |= self._after_eval

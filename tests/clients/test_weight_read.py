@@ -33,3 +33,40 @@ def test_a_logged_weight_read_is_no_forward_and_its_policies_are_priced():
     assert batches.phase.tolist() == ["setup", "other"]
     for policy, peak in pols.items():
         assert run.policies[policy].predicted == run.policies[policy].measured == peak
+
+
+def test_a_renorm_read_in_the_optimizer_step_stays_in_the_optimizer_phase():
+    """nGPT's renorm (tests/clients/train_weight_read.py --renorm): a step post hook reads
+    the sphere-parametrized weight under no_grad and copies it into the original. The read
+    went to "forward": the forward's peak read 803,908 B (the step's, gradients and the
+    normed copy live) and the optimizer's 802,884 B; now 542,756 B and 803,908 B (Note [A
+    weight read without gradients], memledger/trace/steps.py). The policies did not move:
+    the read saves nothing."""
+    pols = {"checkpoint:0.parametrizations.weight": 1_596_424, "offload:0": 1_590_344}
+    run = run_client("train_weight_read.py", ["--renorm"], list(pols))
+    assert run.ledger_peak == run.allocator_peak == 1_591_368
+    by_phase = run.ledger.peak_by("phase")
+    assert (by_phase["forward"], by_phase["optimizer"]) == (542_756, 803_908)
+    normed = run.ledger.storages[(run.ledger.storages.bytes == 256 * 256 * 4)
+                                 & (run.ledger.storages.module == "optimizer")]
+    assert normed.phase.tolist() == ["optimizer", "optimizer"]
+    for policy, peak in pols.items():
+        assert run.policies[policy].predicted == run.policies[policy].measured == peak
+
+
+def test_a_module_called_while_the_model_is_built_leaves_the_build_in_setup():
+    """nGPT's `manual_norm_weights` (tests/clients/train_weight_read.py --built): each
+    `SphereLinear.__init__` normalizes its weight by calling its own norm module. The
+    first such call opened a "forward" and, returning, the "loss": the rest of the build
+    (the second layer's 8,192 B weight) was made in "loss", and setup peaked at 65,536 B;
+    now the build stays in setup, 132,096 B (Note [A module called while a module is
+    built], memledger/trace/roots.py). Only the phases move."""
+    pols = {"checkpoint:0": 157_640, "offload:2.norm": 152_584}
+    run = run_client("train_weight_read.py", ["--built"], list(pols))
+    assert run.ledger_peak == run.allocator_peak == 152_584
+    assert run.ledger.peak_by("phase")["setup"] == 2 * 64 * 256 * 4 + 1_024 == 132_096
+    st = run.ledger.storages
+    assert st[st.op == "empty.memory_format"].phase.tolist() == ["setup", "setup"]
+    assert run.ledger.phases.phase.tolist()[:3] == ["setup", "forward", "loss"]
+    for policy, peak in pols.items():
+        assert run.policies[policy].predicted == run.policies[policy].measured == peak
