@@ -711,7 +711,7 @@ def test_a_tensor_kept_by_a_module_of_the_project_is_named_there():
 
 
 @pytest.mark.parametrize("cell,names,line", [
-    ("gru", ["h"], "out, h = rnn(x, h)"),
+    ("gru", ["h"], "out, h = rnn(x, start(h))"),
     ("lstm", ["hidden[0]", "hidden[1]"], "out, hidden = rnn(x, hidden)"),
     ("cell", ["state"], "state = rnn(x[:, t], state)")])
 def test_a_state_carried_into_a_failed_backward_is_named(cell, names, line):
