@@ -12,17 +12,17 @@ Measured (`tests/clients/harness.py run_client`, the helper hunt50d, 2026-12-07,
 - `--mode mrbp --segments 2 --sgd` (1 step, the test): 241,596 B; `offload:decoder`
   211,704 B, `checkpoint:encoder.layer_blocks.layers.*.*` 229,692 B, `selective:mem_ff`
   246,972 B, `checkpoint:encoder` 211,168 B.
-- `--mode bptt --segments 2 --sgd` (1 step, the test): 183,900 B; `offload:@Attention`
+- `--mode bptt --segments 2 --sgd` (1 step): 183,900 B; `offload:@Attention`
   158,004 B (predicted 157,492 B before: Note [A save backward never reads, of a storage
   that stays], memledger/replay/engine.py), `checkpoint:encoder` 180,756 B.
 - `--mode mlm --random-token 0.1` (1 step): 288,656 B; `checkpoint:L.*.1` 306,032 B,
   `offload:L.*.1` 214,032 B (`L` = transformer.attn_layers.layers).
 - Left alone (docs/decisions.md): under `--mode mrbp`, offload of a storage both backward
-  passes of a segment read misses by 256-512 B (`offload:@Attention` 192,188 predicted,
+  passes of a segment read misses by 256-1,024 B (`offload:@Attention` 192,188 predicted,
   192,700 measured; `offload:encoder` 191,164 against 190,908, on the test's run).
-The doctor finds nothing on these loops; on `--carry keep` (the memory detached where a
-step begins, its learned first memory trained in step 1 only) it said "cut by
-`.detach()`; remove the detach" (an error) before (Note [A state carried in from an
+The doctor finds nothing on these loops; on `--carry keep --accum 2` (the test: the memory
+detached where a step begins, its learned first memory trained in step 1 only) it said
+"cut by `.detach()`; remove the detach" (an error) before (Note [A state carried in from an
 earlier step], memledger/doctor/graph.py).
 """
 
