@@ -65,6 +65,8 @@ def cut_graph(run: Run) -> list[Finding]:
             c = None if i in st.get("none_grad", ()) else cut_of.get((st["step"], i))
             if c is not None and c["op"] == "no_grad" and i in ever:
                 c = None   # Note [A no_grad read of a parameter that trains in another step]
+            if c is not None and c.get("carried") and i in ever:
+                c = None   # Note [A state carried in from an earlier step]
             if c is None and (i in ever or i in st.get("routed", ())):
                 continue   # chosen by the data (above), or an unrouted expert (the probe)
             if i in st.get("none_grad", ()):
@@ -98,6 +100,26 @@ def cut_graph(run: Run) -> list[Finding]:
 # a parameter off the loss cuts it in every step; one that trains in another step of the
 # window is chosen by the data, with or without a no_grad read beside it. `.detach()`,
 # `.data` and the other cuts keep their blame: they sit in the training forward's path.
+
+
+# Note [A state carried in from an earlier step]
+# Truncated back-propagation through time cuts a recurrent state where a step begins
+# (`h = h.detach()`, tests/doctor/carried.py --fixed) so that the step's backward stops
+# at the step's start. Where the first state is learned (memformer's `memory_slots`,
+# repeated into the memory of a stream's first segment; carried.py --learned), that
+# parameter trains in the first step and reaches the loss of no later one, whose memory
+# is the one carried: the state made in step 1, detached at step 2's start, held it. The
+# probe counts a cut in the window it runs in, so the detach at the start of step 2 was
+# blamed: "1 trainable parameters (`memory_slots`) got no gradient in step 2 while 70
+# others did: the path from the loss was cut by `.detach()`; remove the detach" (an
+# error, which stops `compare`) on tests/clients/train_memformer_mlm.py --mode bptt
+# --carry keep --accum 2, where removing it makes step 2's backward fail; the same
+# loop detaching at the end of step 1 (--carry detach) read nothing. A cut of a tensor
+# whose graph node was made before the window began (autograd numbers its nodes in the
+# order made: the probe takes the next number at each step boundary) is marked `carried`:
+# it cut no path of this window's forward, and a parameter that got a gradient in another
+# step is chosen by the data (when the stream starts), as above. A carried cut of a
+# parameter that never got one keeps its blame.
 
 
 # Note [A loss with no history]

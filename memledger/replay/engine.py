@@ -1369,7 +1369,7 @@ def _lifetimes(prep: Prepared, calls: _Calls, own: _Owners, seg: _Segments,
         back = np.where(p2, prep.pass2[u], back)
     out.add(seg.pos_c(back), seg.pos_f(back_end), nb[u], prep.cat[u])
     if resident is not None:
-        _resident_copies(prep, seg, resident, out)
+        _resident_copies(prep, seg, resident, out, _unread_saves(prep, calls, off))
     return out
 
 
@@ -1502,13 +1502,29 @@ def _resident_saves(prep: Prepared, calls: _Calls, off: np.ndarray) -> np.ndarra
     if prep.pack_ev is None or not len(prep.pack_ev) or not len(calls) or \
             not (calls.kind == Kind.OFFLOAD).any():
         return None
+    ours = _offloaded_saves(prep, calls, off) & (prep.pack_unpack >= 0)
+    return ours if ours.any() else None
+
+
+def _offloaded_saves(prep: Prepared, calls: _Calls, off: np.ndarray) -> np.ndarray:
+    """The save records an offloaded call writes of a storage that stays on the device
+    (parameters and buffers aside, at least the call's `min` bytes): a bool mask."""
     k = _pack_call(prep, calls)
     r = prep.pack_row
     kk = np.maximum(k, 0)
-    ours = (k >= 0) & (calls.kind[kk] == Kind.OFFLOAD) & (prep.pack_unpack >= 0) & \
+    return (k >= 0) & (calls.kind[kk] == Kind.OFFLOAD) & \
         ~np.isin(prep.cat[r], MODEL_STATE) & (prep.nbytes[r] > 0) & \
         (prep.nbytes[r] >= calls.min_b[kk]) & ~off[r]
-    return ours if ours.any() else None
+
+
+def _unread_saves(prep: Prepared, calls: _Calls, off: np.ndarray) -> np.ndarray | None:
+    """The offloaded save records of a storage that stays which no backward unpacks and
+    autograd did not let go of in forward (Note [A save backward never reads, of a
+    storage that stays]): a bool mask, None if none."""
+    unread = _offloaded_saves(prep, calls, off) & (prep.pack_unpack < 0)
+    if prep.pack_gone is not None:
+        unread &= prep.pack_gone < 0
+    return unread if unread.any() else None
 
 
 def _rerun_started_by(prep: Prepared, unpacks: np.ndarray,
@@ -1596,8 +1612,26 @@ def _frame_end(prep: Prepared, packed: np.ndarray) -> np.ndarray:
 # --mode forces, lmax 2), saved by each block's tensor product and by the model's cutoff
 # product: `offload:blocks.0` predicted 90,600 B against 91,176 B measured (one step of
 # one structure), 578,920 against 588,280 on two of 8 atoms; exact now.
+# Note [A save backward never reads, of a storage that stays]
+# measure's offloader holds a read-back copy until every save of the storage still held
+# has been unpacked (Note [A save let go of unread, for the offloader], measure/offload.py),
+# so a save no backward reads, held by a node that lives on, keeps the copy until that
+# node dies. Note [A save backward never reads] replays that for a storage the policy
+# moves; a storage a node outside the offloaded calls saves too stays on the device, and
+# its copy (`_resident_copies`) went when the last save read returned. memformer's
+# memory (tests/clients/train_memformer_mlm.py --mode bptt, 2 segments): the memory a
+# segment hands on is read by the next segment's encoder cross-attention (on the loss's
+# path), by its memory updater and its GRU cell (on the next memory's, which backward
+# never reaches: the decoder's loss is on the last segment). With `offload:@Attention`
+# the encoder's read brought the (2, 4, 16) fp32 memory back, 512 B, and the updater's
+# unread save kept that copy until the loop let go of the segment's graph: predicted 512
+# B under measured in backward (`offload:mem_updater+offload:encoder...0.1.fn.fn`
+# 288,464 against 288,976). Such a save joins the storage's copies as one never read
+# (it starts none) that holds the copy to the storage's free in the traced run, when the
+# graph holding that save and the outside node's went. In plain torch:
+# tests/clients/train_handback.py --case shared, 1,024 B under before.
 def _resident_copies(prep: Prepared, seg: _Segments, ours: np.ndarray,
-                     out: _Lifetimes) -> None:
+                     out: _Lifetimes, unread: np.ndarray | None = None) -> None:
     """Offload writes every storage an offloaded call packs (parameters and buffers aside,
     at least its `min` bytes) and reads it back in backward, whether or not the storage
     could leave the device. One that stays (the batch the script holds, a ReLU output its
@@ -1638,6 +1672,14 @@ def _resident_copies(prep: Prepared, seg: _Segments, ours: np.ndarray,
         out.add(seg.pos_c(prep.pass2[t]), seg.pos_f(np.maximum(prep.unpack[t] + 1,
                                                                prep.unpack_end[t])),
                 prep.nbytes[t], prep.cat[t])
+    never = np.iinfo(np.int64).max
+    if unread is not None:
+        # Note [A save backward never reads, of a storage that stays]: read never, held to
+        # the storage's free
+        u = r[unread]
+        rows, packed = np.r_[rows, u], np.r_[packed, prep.pack_ev[unread]]
+        first = np.r_[first, np.full(len(u), never, dtype=np.int64)]
+        ends = np.r_[ends, prep.freed[u]]
     # one copy per storage while its saves are out: a save made after every earlier one was
     # read back and let go starts a new copy (accumulation: each micro-batch saves a view
     # of the batch and reads its own copy back in its own backward)
@@ -1648,12 +1690,14 @@ def _resident_copies(prep: Prepared, seg: _Segments, ours: np.ndarray,
     prev = np.r_[-1, run[:-1]] - rows * big
     new = np.r_[True, rows[1:] != rows[:-1]] | (packed >= prev)
     gen = np.cumsum(new) - 1
-    start = np.full(gen[-1] + 1, np.iinfo(np.int64).max, dtype=np.int64)
+    start = np.full(gen[-1] + 1, never, dtype=np.int64)
     stop = np.full(gen[-1] + 1, -1, dtype=np.int64)
     np.minimum.at(start, gen, first)
     np.maximum.at(stop, gen, ends)
     which = rows[new]
-    out.add(seg.pos_c(start), seg.pos_f(stop), prep.nbytes[which], prep.cat[which])
+    read = start != never          # a copy no save read back was never made
+    out.add(seg.pos_c(start[read]), seg.pos_f(stop[read]), prep.nbytes[which[read]],
+            prep.cat[which[read]])
 
 
 def _release_partly_saved(prep: Prepared, calls: _Calls, own: _Owners, fr: np.ndarray,

@@ -182,6 +182,13 @@ def _quiet() -> Iterator[None]:
         yield
 
 
+def _next_sequence_nr() -> int:
+    """The sequence number autograd gives the next graph node made on this thread (its
+    counter grows by one a node: a node numbered below was made before this call)."""
+    with torch._C.DisableTorchFunction(), _disable_current_modes(), torch.enable_grad():
+        return (torch.zeros((), requires_grad=True) * 1).grad_fn._sequence_nr() + 1
+
+
 def _functorch_wrapped(t: Any) -> bool:
     """A tensor of a torch.func transform (Note [A loss no backward can run from])."""
     return torch._C._functorch.is_functorch_wrapped_tensor(t)
@@ -431,6 +438,9 @@ class DoctorProbe(TorchFunctionMode):
         self._cuts: dict[int, int] = {}                # id(param) -> cut record index
         # Note [A cut the graph goes around]: id(tensor cut) -> (weakref, cut record)
         self._cut_srcs: dict[int, tuple[weakref.ref, dict]] = {}
+        # the sequence number of the first graph node made in this window (Note [A state
+        # carried in from an earlier step], doctor/graph.py)
+        self._window_seq = 0
         self._visited: set[int] = set()
         self._before: dict[int, Any] = {}
         self._step_rec: dict[str, Any] = {}
@@ -1367,6 +1377,8 @@ class DoctorProbe(TorchFunctionMode):
             self._cuts[pid] = len(self.records)
         rec = {"k": "cut", "op": op, "window": self._steps + 1, "file": file, "line": line,
                "params": sorted(self._index[p] for p in new)}
+        if fn is not None and fn._sequence_nr() < self._window_seq:
+            rec["carried"] = True   # Note [A state carried in from an earlier step]
         self.records.append(rec)
         with contextlib.suppress(TypeError):   # Note [A cut the graph goes around]
             self._cut_srcs[id(t)] = (weakref.ref(t), rec)
@@ -1717,6 +1729,7 @@ class DoctorProbe(TorchFunctionMode):
             self._cuts, self._visited, self._ran, self._mode_seen = {}, set(), set(), set()
             self._in_place, self._replaced = set(), set()
             self._cut_srcs = {}
+            self._window_seq = _next_sequence_nr()
             self._mode_pending = {}
             ended = self._step_rule.post(opt) and self._counter is None
         self._in_opt -= 1

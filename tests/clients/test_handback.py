@@ -3,7 +3,8 @@ skips without it), pinned in plain torch (tests/clients/train_handback.py): a lo
 keeps the model's output (`out = model(x)`) until the next step's forward has run. And the
 offloader's fix sinkhorn-transformer showed (tests/clients/test_sinkhorn_clients.py): a
 save autograd let go of unread, under a graph the loop keeps (`--case unread`, the helper
-hunt47b).
+hunt47b), and a save no backward reads of a storage that stays (`--case shared`,
+the helper hunt50d: memformer's memory).
 
 Measured (`tests/clients/harness.py run_client`, the helper pin44, 2026-12-06, torch 2.13.0
 CPU; 2 steps, batch 8, hidden 32). "Before" is the replay of ad1f8be~1 (both fixes out) on
@@ -67,3 +68,23 @@ def test_a_save_let_go_of_unread_does_not_hold_the_read_back_copy():
     assert run.ledger.peak_with_scratch() == run.allocator_peak == 42_664
     p = run.policies["offload:blocks.*"]
     assert (p.predicted, p.measured) == (40_104, 40_104)
+
+
+def test_a_save_no_backward_reads_holds_the_copy_of_a_storage_that_stays():
+    """A memory read by `read` (the prediction's path), by `update` and by the product
+    `update(m) * m` outside both (the next memory's path, which no backward reaches), as
+    memformer's segment memory is read by the encoder's cross-attention, the memory
+    updater and the GRU cell. The product's save keeps `m` on the device, so offload
+    copies it; the read-back copy `read`'s backward made was held by `update`'s save,
+    never unpacked, until the loop let go of `out` at the next step's forward, and the
+    replay let the copy go when `read`'s backward returned: `offload:read+offload:update`
+    predicted 33,008 B against 34,032 B measured, one 8 x 32 fp32 memory (1,024 B) under
+    (Note [A save backward never reads, of a storage that stays], memledger/replay/
+    engine.py; the helper hunt50d). Each alone was exact before and is still."""
+    pols = ["offload:read+offload:update", "offload:read", "offload:update"]
+    run = run_client("train_handback.py", ["--case", "shared"], pols, steps=1)
+    assert run.ledger_peak == 32_996
+    assert run.ledger.peak_with_scratch() == run.allocator_peak == 33_008
+    for policy, peak in zip(pols, (34_032, 33_008, 33_008)):
+        p = run.policies[policy]
+        assert (p.predicted, p.measured) == (peak, peak), policy

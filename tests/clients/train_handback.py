@@ -20,6 +20,13 @@ step's forward has run, as train_pf.py's `--loop hand` does. Adam, random data.
   retain_graph=True)` and keeps `loss` to the next step, so the graph's nodes, and the
   saves backward read, live through the optimizer step (Note [A save let go of unread,
   for the offloader], memledger/measure/offload.py).
+- `shared`: a memory carried from step to step, as memformer's (tests/clients/
+  train_memformer_mlm.py): the step's memory `m` (the carried one plus the batch) is read
+  by `read` (the prediction's path) and by `update` (the next memory's), and the next
+  memory is `update(m) * m`, so a node outside both saves `m` too; the loss reads the
+  prediction only, so backward never unpacks `update`'s save or the product's, and the
+  loop keeps `out` (the next memory's graph) to the next step's forward (Note [A save
+  backward never reads, of a storage that stays], memledger/replay/engine.py).
 
     memledger compare tests/clients/train_handback.py --steps 2 \
         -p 'checkpoint:select' -- --case weights
@@ -27,6 +34,8 @@ step's forward has run, as train_pf.py's `--loop hand` does. Adam, random data.
         -p 'offload:blocks.*' -- --case backcast
     memledger compare tests/clients/train_handback.py --steps 2 \
         -p 'offload:blocks.*' -- --case unread
+    memledger compare tests/clients/train_handback.py --steps 2 \
+        -p 'offload:read+offload:update' -- --case shared
 """
 
 import argparse
@@ -115,9 +124,25 @@ class UnreadNet(nn.Module):
         return {"prediction": self.head(x), "picks": torch.stack(picks, 1)}
 
 
+class SharedNet(nn.Module):
+    """A memory read by two modules and by a product outside them."""
+
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.read = nn.Linear(dim, dim)
+        self.update = nn.Linear(dim, dim)
+        self.head = nn.Linear(dim, 1)
+
+    def forward(self, x: torch.Tensor, memory: torch.Tensor) -> dict[str, torch.Tensor]:
+        m = memory + x                           # (B, D), saved by read, update and the mul
+        return {"prediction": self.head(torch.relu(self.read(m))),
+                "memory": self.update(m) * m}    # its graph never reached by backward
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
-    p.add_argument("--case", default="weights", choices=["weights", "backcast", "unread"])
+    p.add_argument("--case", default="weights", choices=["weights", "backcast", "unread",
+                                                         "shared"])
     p.add_argument("--steps", type=int, default=3)
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--hidden", type=int, default=32)
@@ -127,12 +152,19 @@ def main() -> None:
         model, shape, target = WeightsNet(4, 8, args.hidden), (args.batch, 4, 8), (args.batch, 1)
     elif args.case == "backcast":
         model, shape, target = BackcastNet(24, 4, args.hidden), (args.batch, 24), (args.batch, 4)
-    else:
+    elif args.case == "unread":
         model, shape, target = UnreadNet(16, args.hidden), (args.batch, 16), (args.batch, 1)
+    else:
+        model, shape, target = SharedNet(args.hidden), (args.batch, args.hidden), (args.batch, 1)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    memory = torch.zeros(shape) if args.case == "shared" else None
     for _ in range(args.steps):
         x, y = torch.randn(shape), torch.randn(target)
-        out = model(x)                 # kept until the next step's forward has run
+        if args.case == "shared":
+            out = model(x, memory)
+            memory = out["memory"].detach()   # carried, cut from its graph
+        else:
+            out = model(x)             # kept until the next step's forward has run
         loss = (out["prediction"] - y).pow(2).mean()
         optimizer.zero_grad()
         # `unread`: the graph kept (its nodes and their saves) until `loss` is rebound

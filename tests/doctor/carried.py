@@ -5,6 +5,11 @@
     python carried.py --cell lstm    # `out, hidden = lstm(x, hidden)`: a tuple (h, c)
     python carried.py --cell cell    # an RNNCell unrolled by hand over each batch's steps
     python carried.py --cell ... --fixed   # the state detached where each step begins
+    python carried.py --cell gru --learned --fixed   # the first state learned (`Start`,
+                                     # whose parameter trains in step 1 only: later steps
+                                     # start from the state carried, detached), as
+                                     # memformer's memory slots (Note [A state carried in
+                                     # from an earlier step], memledger/doctor/graph.py)
 """
 import argparse
 
@@ -14,25 +19,41 @@ from torch import nn
 p = argparse.ArgumentParser()
 p.add_argument("--cell", choices=["gru", "lstm", "cell"], default="gru")
 p.add_argument("--fixed", action="store_true")
+p.add_argument("--learned", action="store_true")
 p.add_argument("--steps", type=int, default=3)
 ARGS = p.parse_args()
+
+
+
+class Start(nn.Module):
+    """The first state, learned; the state carried in, once there is one."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.h0 = nn.Parameter(torch.zeros(1, 1, 16))
+
+    def forward(self, h):
+        return self.h0.expand(1, 4, 16) if h is None else h
+
 
 torch.manual_seed(0)
 rnn = {"gru": nn.GRU(8, 16, batch_first=True), "lstm": nn.LSTM(8, 16, batch_first=True),
        "cell": nn.RNNCell(8, 16)}[ARGS.cell]
 head = nn.Linear(16, 1)
-opt = torch.optim.SGD([*rnn.parameters(), *head.parameters()], lr=0.1)
-h = torch.zeros(1, 4, 16)
+start = Start()
+opt = torch.optim.SGD([*rnn.parameters(), *head.parameters(),
+                       *(start.parameters() if ARGS.learned else ())], lr=0.1)
+h = None if ARGS.learned else torch.zeros(1, 4, 16)
 hidden = (torch.zeros(1, 4, 16), torch.zeros(1, 4, 16))
 state = torch.zeros(4, 16)
 for step in range(ARGS.steps):
     x = torch.randn(4, 5, 8)
-    if ARGS.fixed:
+    if ARGS.fixed and h is not None:
         h = h.detach()
         hidden = tuple(s.detach() for s in hidden)
         state = state.detach()
     if ARGS.cell == "gru":
-        out, h = rnn(x, h)
+        out, h = rnn(x, start(h))
     elif ARGS.cell == "lstm":
         out, hidden = rnn(x, hidden)
     else:
