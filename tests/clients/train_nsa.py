@@ -88,6 +88,7 @@ def main() -> None:
     p.add_argument("--validate", action="store_true")
     p.add_argument("--generate", type=int, default=0)
     p.add_argument("--cache", action="store_true")
+    p.add_argument("--flex-eval", action="store_true")
     p.add_argument("--amp", action="store_true")
     args = p.parse_args()
     torch.manual_seed(0)
@@ -104,12 +105,15 @@ def main() -> None:
         model = Transformer(num_tokens=num_tokens, dim=args.dim, depth=args.depth,
                             dim_head=args.dim_head, heads=args.heads, kv_heads=args.kv_heads,
                             ff_expansion_factor=2., use_sparse_attn=True,
+                            use_flex_sliding_window=args.flex_eval,
                             sparse_attn_kwargs=sparse)
         optim = torch.optim.Adam(model.parameters(), lr=1e-4)
 
         def loss_of() -> torch.Tensor:
             data = torch.randint(0, num_tokens, (args.batch, args.seq_len + 1))
-            return model(data, return_loss=True)
+            # flex_attention has no backward on CPU: `--flex-eval` trains without it
+            return model(data, return_loss=True,
+                         disable_flex=args.flex_eval and torch.is_grad_enabled())
     else:
         model = SparseAttention(dim=args.dim, dim_head=args.dim_head, heads=args.heads,
                                 kv_heads=args.kv_heads, causal=True, **sparse)
