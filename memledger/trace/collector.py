@@ -134,6 +134,7 @@ from memledger.trace.compiled import compiled_backend, eager_stance
 from memledger.trace.param_attrs import watch_parameter_attributes
 from memledger.trace.external import external
 from memledger.trace.gc_window import GcWindow, garbage_sids
+from memledger.trace.higher_order import is_higher_order, run_by_its_ops
 from memledger.trace.mapped import MappedFiles
 from memledger.trace.modes import modes_at_backward
 from memledger.trace.nested_backward import Suspended, started_inside
@@ -802,6 +803,9 @@ class Collector(ShardingMixin, TorchDispatchMode):
     PLAIN_TYPES: tuple[type, ...] = (_Tensor,)
     # the classes a parameter has: Note [A parameter's gradients, as they are set]
     PARAM_CLASSES: tuple[type, ...] = (torch.nn.Parameter,)
+    # flex_attention, cond, scan...: run by their ops (Note [Higher-order operators run by
+    # their ops], trace/higher_order.py); torch refused them to the mode before
+    supports_higher_order_operators = True
 
     def _own_storage(self, t) -> bool:
         """`t`'s storage is its own (Note [Tensors a call keeps on its module]): a plain
@@ -1215,6 +1219,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
             raise StopTracing()
         if types and _defers(types):   # Note [Wrapper subclasses]: its ops come through us
             return NotImplemented
+        if type(func) is not _OP_OVERLOAD and is_higher_order(func):
+            return run_by_its_ops(self, func, args, kwargs)
         if kwargs is None:
             kwargs = {}
         op = _op_info(func)   # Note [One lookup per op]

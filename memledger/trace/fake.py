@@ -242,6 +242,7 @@ from torch.utils.flop_counter import flop_registry
 
 from memledger.trace.collector import Collector, _written_args, kept_as_made
 from memledger.trace.external import external
+from memledger.trace.higher_order import is_higher_order, run_by_its_ops
 from memledger.trace.fake_literals import KnownLiterals
 from memledger.trace.fake_loader import LoadsInProcess
 from memledger.trace.fake_losses import reduced_loss_bytes
@@ -1069,6 +1070,8 @@ class FakeCollector(Collector):
 
     # ---- the hot path -------------------------------------------------------------------
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if is_higher_order(func):   # Note [Higher-order operators run by their ops]
+            return run_by_its_ops(self, func, args, kwargs)
         if func in NOT_EVENTS or self._looking_away:    # Rules 2, 9 and 30
             return func(*args, **(kwargs or {}))
         if self._views.written:                     # Rule 17 (once per op: test first)

@@ -51,6 +51,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from memledger.crash import internal   # Note [memledger's own hooks fail as memledger]
 from memledger.replay.calib_cache import load_average, machine_busy
 from memledger.trace.compiled import compiled_inside, compiles_so_far, eager_stance
+from memledger.trace.higher_order import is_higher_order, run_by_its_ops
 from memledger.trace.roots import RootNames, module_parameters, named_modules
 from memledger.trace.wrapped import defers, storage_ptrs
 
@@ -194,9 +195,15 @@ class OpTimer(TorchDispatchMode):
         finally:
             eager_stance(False)
 
+    # as the collector, a higher-order operator's ops one by one, so they match its events
+    # (Note [Higher-order operators run by their ops], trace/higher_order.py)
+    supports_higher_order_operators = True
+
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         if types and defers(types):
             return NotImplemented
+        if is_higher_order(func):
+            return run_by_its_ops(self, func, args, kwargs)
         t0 = self._clock()
         out = func(*args, **(kwargs or {}))
         t1 = self._clock()
