@@ -71,19 +71,25 @@ def cross_step_retention(run) -> list[Finding]:
         fix = f"accumulate {added}.item() or {added}.detach() instead" if added else \
             "keep what that line adds detached instead (`.item()` of a number, `.detach()` " \
             "of a tensor)"
-        h_tensors, h_bytes, h_nodes = holding
+        h_tensors, h_bytes, h_nodes, h_saved = holding
+        saves = f", {format_bytes(h_saved[-1])} saved for backward" \
+            if h_saved and h_saved[-1] else ""
         msg = (f"`{var}` carries autograd history across {_steps(run)} (at the end of "
                + _range_named(steps) +
                f": {h_tensors[-1]} tensor(s), {format_bytes(h_bytes[-1])}, a graph of "
-               f"{h_nodes[-1]} nodes" + (f", up from {nodes[0]}" if nodes[-1] > nodes[0] and
-                                         h_tensors[-1] == tensors[0] else "")
-               + _growth_said(more) + f"): every step's graph stays reachable; {fix}")
+               f"{h_nodes[-1]} nodes" + (f", up from {h_nodes[0]}" if h_nodes[-1] > h_nodes[0]
+                                         else "")
+               + saves + _growth_said(more) + f"): every step's graph stays reachable; {fix}")
         evidence = {"steps": steps, "bytes_per_step": nbytes, "nodes_per_step": nodes,
                     "tensors_per_step": tensors}
         if new:   # Note [A variable that takes every step's graph]
             evidence.update(held_tensors_per_step=h_tensors, held_bytes_per_step=h_bytes)
+        if h_saved:
+            evidence.update(graph_saved_per_step=h_saved)
         if more[0] > 0:
             evidence.update(tensors_more=more[0], bytes_more=more[1], over_steps=more[2])
+            if more[3] is not None:
+                evidence.update(saved_more=more[3])
         out.append(Finding(
             check="cross_step_retention", severity="error" if grows else "warning",
             where=Where(file=file, line=line), message=msg, evidence=evidence))
@@ -106,37 +112,49 @@ def cross_step_retention(run) -> list[Finding]:
 # (hunt49m's "Seen, left alone"): a list appended an evaluation's graph after each step's
 # boundary read "1 tensor(s)", a warning, at 3 steps, where it held 2 and grew by one a
 # step.
-def _held(per: dict, new: list, steps: list[int]) -> tuple[list[int], list[int], list[int]]:
+def _held(per: dict, new: list, steps: list[int]
+          ) -> tuple[list[int], list[int], list[int], list[int]]:
     """Per step of `steps`: the tensors, bytes and graph nodes the variable holds, its
-    older graphs (`per`) and the newest step's (`new`, the `fresh` records) together."""
-    out: tuple[list[int], list[int], list[int]] = ([], [], [])
+    older graphs (`per`) and the newest step's (`new`, the `fresh` records) together, and
+    the bytes its graphs save for backward (empty unless the probe read them at every
+    one of those boundaries)."""
+    out: tuple[list[int], list[int], list[int], list[int]] = ([], [], [], [])
     for s in steps:
         mine = [r for r in new if r["step"] == s]
         out[0].append(per[s]["tensors"] + len(mine))
         out[1].append(per[s]["bytes"] + sum(int(r["bytes"]) for r in mine))
         out[2].append(per[s]["nodes"] + sum(int(r["nodes"]) for r in mine))
+        saved = [int(r["graph_saved"]) for r in mine if "graph_saved" in r]
+        out[3].append(saved[0] if saved else -1)
+    if -1 in out[3]:
+        out[3].clear()
     return out
 
 
-def _growth(held: tuple[list[int], list[int], list[int]], new: list,
-            steps: list[int]) -> tuple[int, int, int]:
-    """(tensors, bytes, over how many steps) the variable's holding grew by, from the
-    boundaries that found it (Note [A variable that takes every step's graph])."""
-    tensors, nbytes, _ = held
+def _growth(held: tuple, new: list, steps: list[int]) -> tuple[int, int, int, int | None]:
+    """(tensors, bytes, over how many steps, bytes its graphs save, None: unread) the
+    variable's holding grew by, from the boundaries that found it (Note [A variable that
+    takes every step's graph])."""
+    tensors, nbytes, _, saved = held
     if len(steps) > 1:
-        return tensors[-1] - tensors[0], nbytes[-1] - nbytes[0], steps[-1] - steps[0]
+        return (tensors[-1] - tensors[0], nbytes[-1] - nbytes[0], steps[-1] - steps[0],
+                saved[-1] - saved[0] if saved else None)
     last = [r for r in new if r["step"] == steps[-1]]
-    return len(last), sum(int(r["bytes"]) for r in last), 1
+    read = [r for r in last if "graph_saved" in r]
+    return (len(last), sum(int(r["bytes"]) for r in last), 1,
+            int(read[0]["graph_saved"]) - int(read[0]["older_saved"]) if read else None)
 
 
-def _growth_said(more: tuple[int, int, int]) -> str:
-    tensors, nbytes, over = more
+def _growth_said(more: tuple[int, int, int, int | None]) -> str:
+    tensors, nbytes, over, saved = more
     if tensors <= 0:
         return ""
-    if over == 1 or (tensors % over == 0 and nbytes % over == 0):
-        return (f"; {tensors // over} tensor(s), {format_bytes(nbytes // over)}, more "
-                "each step")
-    return f"; {tensors} tensor(s), {format_bytes(nbytes)}, more over {over} steps"
+    each = over == 1 or all(x % over == 0 for x in (tensors, nbytes, saved or 0))
+    k = over if each else 1
+    what = f"{tensors // k} tensor(s), {format_bytes(nbytes // k)}" + (
+        f", and the {format_bytes(saved // k)} {'its graph saves' if tensors == k else 'their graphs save'}"
+        if saved else "")
+    return ("; each step adds " if each else f"; {over} steps added ") + what
 
 
 def _state_finding(var: str, file: str, recs: list, steps: list, per: dict,

@@ -181,6 +181,7 @@ class RetentionWatch:
         found: set[int] = set()
         spent: dict[int, Any] | None = None
         new: list[_Tensor] = []   # graphs made since the last boundary
+        older: list[tuple[dict[str, Any], _Tensor]] = []
         for t in live if self._prev else ():
             if _reaches(t.grad_fn, old, clean):
                 if spent is None:
@@ -188,6 +189,7 @@ class RetentionWatch:
                 rec = self._retained(t, step, spent)
                 if rec is not None:
                     out.append(rec)
+                    older.append((rec, t))
                     found.add(id(t))
             else:
                 new.append(t)
@@ -239,7 +241,10 @@ class RetentionWatch:
                 out.append(rec)
                 found.add(id(t))
         # Note [What a variable holds of the newest step]
-        out += self._newest_held(out, new, found, step, spent)
+        newest = self._newest_held(out, new, found, step, spent)
+        out += [r for r, _ in newest]
+        if newest and not self.saved_unreadable:
+            _graphs_saved(older, newest, self._state())
         # a parameter given history in place carries it from the boundary after that op on
         # (its graph reaches an old one only a boundary later)
         for pid, (ref, _, _) in list(self._param_ops.items()):
@@ -275,11 +280,17 @@ class RetentionWatch:
     # found a variable of the user's holding an older graph, the graphs made since the
     # last boundary that the same variable holds are listed too, marked `fresh` (the name
     # of each new graph tensor is looked for only then: a loop that keeps nothing costs
-    # nothing more). The doctor counts them in what the variable holds, and a variable
-    # holding the newest step's graph beside older ones grows (Note [A variable that takes
-    # every step's graph], doctor/retention.py).
+    # nothing more). The tensors are the least of it: a graph no backward ran keeps every
+    # tensor it saved (train_val_losses.py: 4 B of loss, 1,056 B its graph saves, besides
+    # the held-out batch all of them share), so that variable's records carry the bytes its
+    # graphs save (`graph_saved`: all of them; `older_saved`: the older ones; distinct
+    # storages, parameters and buffers aside; not where saved-tensor hooks were on, which
+    # reading them would run). The doctor counts them in what the variable holds, and a
+    # variable holding the newest step's graph beside older ones grows (Note [A variable
+    # that takes every step's graph], doctor/retention.py).
     def _newest_held(self, out: list[dict[str, Any]], new: list[_Tensor], found: set[int],
-                     step: int, spent: dict[int, Any] | None) -> list[dict[str, Any]]:
+                     step: int, spent: dict[int, Any] | None
+                     ) -> list[tuple[dict[str, Any], _Tensor]]:
         holders = {(r["var"], r["file"]) for r in out if not any(
             r.get(k) for k in ("state", "ctx_bytes", "kept_saved", "carried"))}
         if not holders:
@@ -293,7 +304,7 @@ class RetentionWatch:
             rec = self._retained(t, step, spent)
             if rec is not None and (rec["var"], rec["file"]) in holders:
                 rec["fresh"] = True
-                held.append(rec)
+                held.append((rec, t))
                 found.add(id(t))
         return held
 
@@ -960,6 +971,24 @@ def _retained_holders(live: list[_Tensor], pending: dict[int, Any]) -> list[tupl
         if met:
             out.append((t, met))
     return out
+
+
+def _graphs_saved(older: list, newest: list, resident: set[int]) -> None:
+    """Note [What a variable holds of the newest step]: on each record of a variable that
+    holds the newest step's graphs, `graph_saved`, the bytes all its graphs still save for
+    backward, and `older_saved`, those its older graphs save (distinct storages, the
+    networks' parameters and buffers aside): what the newest step added is the difference."""
+    mine: dict[tuple[str, str], tuple[list, list]] = {}
+    for rec, t in newest:
+        mine.setdefault((rec["var"], rec["file"]), ([], []))[1].append((rec, t))
+    for rec, t in older:
+        if (rec["var"], rec["file"]) in mine:
+            mine[(rec["var"], rec["file"])][0].append((rec, t))
+    for olds, news in mine.values():
+        before = _saved_bytes([t.grad_fn for _, t in olds], resident)
+        now = _saved_bytes([t.grad_fn for _, t in olds + news], resident)
+        for rec, _ in olds + news:
+            rec["graph_saved"], rec["older_saved"] = now, before
 
 
 def _saved_bytes(roots, resident: set[int]) -> int:
