@@ -6,9 +6,11 @@ was alive at the previous boundary (Note [Cross-step retention] in
 memledger/trace/doctor_probe.py). Grouped by the variable holding them: `total_loss` (one
 tensor, its graph longer every step) or `losses` (one more tensor every step). History
 that grows between boundaries is an error (it grows without bound); history merely kept
-is a warning. A parameter or buffer of a module with history (`ema.0.weight`: an EMA update
-outside `torch.no_grad()`) is an error at once: it is no leaf any more and the update adds
-to its graph every step; the finding points at the op that first gave it history.
+is a warning. A variable holding the newest step's graph beside older ones grows (Note [A
+variable that takes every step's graph]). A parameter or buffer of a module with history
+(`ema.0.weight`: an EMA update outside `torch.no_grad()`) is an error at once: it is no
+leaf any more and the update adds to its graph every step; the finding points at the op
+that first gave it history.
 """
 
 from __future__ import annotations
@@ -99,19 +101,20 @@ def cross_step_retention(run) -> list[Finding]:
 # Note [A variable that takes every step's graph]
 # The probe lists, at each boundary, the tensors a variable holds whose graph reaches one
 # alive at the boundary before (`tensors_per_step`), and beside them, marked `fresh`, the
-# graphs the same variable holds that were made since (Note [What a variable holds of the
-# newest step], trace/doctor_retention.py). What the variable holds (`held_*_per_step`,
-# said in the message) is both. It grows, an error, where what it holds grew between the
-# first and the last boundary that found it (`tensors_more`, `bytes_more` over
-# `over_steps`; said per step where the steps divide them), or, found at one boundary only, where it holds the newest step's graph
-# beside older ones: it took one more graph in the last step and let go of none it held at
-# the boundary before. A variable that keeps one step's graph at a time (`last = out`) never
-# holds two steps' graphs at once; a buffer bounded to its last k graphs reads as growing
-# while it fills (three steps cannot tell it from a list), and as kept (a warning) once two
-# boundaries see it full: the rule the carried graphs' counts already followed. Before
-# (hunt49m's "Seen, left alone"): a list appended an evaluation's graph after each step's
-# boundary read "1 tensor(s)", a warning, at 3 steps, where it held 2 and grew by one a
-# step.
+# graphs the same variable holds that were made since, with the bytes all its graphs save
+# for backward (Note [What a variable holds of the newest step], trace/doctor_retention.py).
+# What the variable holds (`held_*_per_step`, `graph_saved_per_step`, said in the message)
+# is both. It grows, an error, where what it holds grew between the first and the last
+# boundary that found it (`tensors_more`, `bytes_more`, `saved_more` over `over_steps`;
+# said per step where the steps divide them), or, found at one boundary only, where it
+# holds the newest step's graph beside older ones: it took one more graph in the last step
+# and let go of none it held at the boundary before. A variable that keeps one step's graph
+# at a time (`last = out`) never holds two steps' graphs at once; a buffer bounded to its
+# last k graphs reads as growing while it fills (three steps cannot tell it from a list),
+# and as kept (a warning) once two boundaries see it full: the rule the carried graphs'
+# counts already followed. Before (hunt49m's "Seen, left alone"): a list appended an
+# evaluation's graph after each step's boundary read "1 tensor(s)", a warning, at 3 steps,
+# where it held 2, grew by one a step, and each graph kept its forward's activations.
 def _held(per: dict, new: list, steps: list[int]
           ) -> tuple[list[int], list[int], list[int], list[int]]:
     """Per step of `steps`: the tensors, bytes and graph nodes the variable holds, its
@@ -151,9 +154,9 @@ def _growth_said(more: tuple[int, int, int, int | None]) -> str:
         return ""
     each = over == 1 or all(x % over == 0 for x in (tensors, nbytes, saved or 0))
     k = over if each else 1
+    whose = "its graph saves" if tensors == k else "their graphs save"
     what = f"{tensors // k} tensor(s), {format_bytes(nbytes // k)}" + (
-        f", and the {format_bytes(saved // k)} {'its graph saves' if tensors == k else 'their graphs save'}"
-        if saved else "")
+        f", and the {format_bytes(saved // k)} {whose}" if saved else "")
     return ("; each step adds " if each else f"; {over} steps added ") + what
 
 

@@ -15,7 +15,9 @@ finding; nor does any tensor whose graph a backward ran through, such as the gen
 output that Lightning's GAN recipe keeps for the discriminator's step after the generator's
 (`fake`, a warning before: it is no root, and the root loss may be gone). The roots of a
 window are kept to the next boundary even when their loss is gone (`_fresh`). Growing
-history is a finding, whatever started it.
+history is a finding, whatever started it. A variable found so is counted whole: the
+graphs of the newest step it holds too, and what its graphs save (Note [What a variable
+holds of the newest step]).
 
 A parameter (or buffer) of a module with history is always a bug: it was updated in place
 outside `no_grad` from a tensor that requires grad (an EMA / momentum-encoder update
