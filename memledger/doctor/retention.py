@@ -88,7 +88,7 @@ def cross_step_retention(run) -> list[Finding]:
             evidence.update(held_tensors_per_step=h_tensors, held_bytes_per_step=h_bytes)
         if h_saved:
             evidence.update(graph_saved_per_step=h_saved)
-        if more[0] > 0:
+        if new and more[0] > 0:   # (the carried counts say it where nothing is fresh)
             evidence.update(tensors_more=more[0], bytes_more=more[1], over_steps=more[2])
             if more[3] is not None:
                 evidence.update(saved_more=more[3])
