@@ -201,10 +201,10 @@ def reads_a_flag(module: nn.Module) -> bool:
     modules read a training flag])."""
     if isinstance(module, torch.jit.ScriptModule):
         return True
-    if _class_reads(type(module)):
-        return True
     walk = _Walk()
     try:
+        if _class_reads(type(module)):
+            return True
         for hook in [*module._forward_pre_hooks.values(), *module._forward_hooks.values(),
                      *_global_hooks()]:
             walk.entry(hook)
