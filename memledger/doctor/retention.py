@@ -6,9 +6,11 @@ was alive at the previous boundary (Note [Cross-step retention] in
 memledger/trace/doctor_probe.py). Grouped by the variable holding them: `total_loss` (one
 tensor, its graph longer every step) or `losses` (one more tensor every step). History
 that grows between boundaries is an error (it grows without bound); history merely kept
-is a warning. A parameter or buffer of a module with history (`ema.0.weight`: an EMA update
-outside `torch.no_grad()`) is an error at once: it is no leaf any more and the update adds
-to its graph every step; the finding points at the op that first gave it history.
+is a warning. A variable holding the newest step's graph beside older ones grows (Note [A
+variable that takes every step's graph]). A parameter or buffer of a module with history
+(`ema.0.weight`: an EMA update outside `torch.no_grad()`) is an error at once: it is no
+leaf any more and the update adds to its graph every step; the finding points at the op
+that first gave it history.
 """
 
 from __future__ import annotations
@@ -23,6 +25,10 @@ from memledger.units import format_bytes
 def cross_step_retention(run) -> list[Finding]:
     groups: dict[tuple[str, str], dict[int, dict]] = {}
     retained = _fed_back(run.retained)
+    # Note [A variable that takes every step's graph]: the graphs made in a boundary's own
+    # step that a variable found holding older ones holds too
+    fresh = [r for r in retained if r.get("fresh")]
+    retained = [r for r in retained if not r.get("fresh")]
     for r in retained:
         key = (r["var"] or r["name"], r["file"])
         per = groups.setdefault(key, {}).setdefault(r["step"], {"bytes": 0, "nodes": 0,
@@ -38,6 +44,10 @@ def cross_step_retention(run) -> list[Finding]:
         tensors = [per[s]["tensors"] for s in steps]
         grows = len(steps) > 1 and (nodes[-1] > nodes[0] or tensors[-1] > tensors[0])
         recs = [r for r in retained if (r["var"] or r["name"], r["file"]) == (var, file)]
+        new = [r for r in fresh if (r["var"], r["file"]) == (var, file)]
+        holding = _held(per, new, steps)
+        more = _growth(holding, new, steps)
+        grows = grows or more[0] > 0
         spent = all(r.get("backwarded") for r in recs)
         state = [r for r in recs if r.get("state")]
         if state:
@@ -63,17 +73,91 @@ def cross_step_retention(run) -> list[Finding]:
         fix = f"accumulate {added}.item() or {added}.detach() instead" if added else \
             "keep what that line adds detached instead (`.item()` of a number, `.detach()` " \
             "of a tensor)"
+        h_tensors, h_bytes, h_nodes, h_saved = holding
+        saves = f", {format_bytes(h_saved[-1])} saved for backward" \
+            if h_saved and h_saved[-1] else ""
         msg = (f"`{var}` carries autograd history across {_steps(run)} (at the end of "
                + _range_named(steps) +
-               f": {tensors[-1]} tensor(s), {format_bytes(nbytes[-1])}, a graph of "
-               f"{nodes[-1]} nodes" + (f", up from {nodes[0]}" if nodes[-1] > nodes[0] else "")
-               + f"): every step's graph stays reachable; {fix}")
+               f": {h_tensors[-1]} tensor(s), {format_bytes(h_bytes[-1])}, a graph of "
+               f"{h_nodes[-1]} nodes" + (f", up from {h_nodes[0]}" if h_nodes[-1] > h_nodes[0]
+                                         else "")
+               + saves + _growth_said(more) + f"): every step's graph stays reachable; {fix}")
+        evidence = {"steps": steps, "bytes_per_step": nbytes, "nodes_per_step": nodes,
+                    "tensors_per_step": tensors}
+        if new:   # Note [A variable that takes every step's graph]
+            evidence.update(held_tensors_per_step=h_tensors, held_bytes_per_step=h_bytes)
+        if h_saved:
+            evidence.update(graph_saved_per_step=h_saved)
+        if new and more[0] > 0:   # (the carried counts say it where nothing is fresh)
+            evidence.update(tensors_more=more[0], bytes_more=more[1], over_steps=more[2])
+            if more[3] is not None:
+                evidence.update(saved_more=more[3])
         out.append(Finding(
             check="cross_step_retention", severity="error" if grows else "warning",
-            where=Where(file=file, line=line), message=msg,
-            evidence={"steps": steps, "bytes_per_step": nbytes, "nodes_per_step": nodes,
-                      "tensors_per_step": tensors}))
+            where=Where(file=file, line=line), message=msg, evidence=evidence))
     return out
+
+
+# Note [A variable that takes every step's graph]
+# The probe lists, at each boundary, the tensors a variable holds whose graph reaches one
+# alive at the boundary before (`tensors_per_step`), and beside them, marked `fresh`, the
+# graphs the same variable holds that were made since, with the bytes all its graphs save
+# for backward (Note [What a variable holds of the newest step], trace/doctor_retention.py).
+# What the variable holds (`held_*_per_step`, `graph_saved_per_step`, said in the message)
+# is both. It grows, an error, where what it holds grew between the first and the last
+# boundary that found it (`tensors_more`, `bytes_more`, `saved_more` over `over_steps`;
+# said per step where the steps divide them), or, found at one boundary only, where it
+# holds the newest step's graph beside older ones: it took one more graph in the last step
+# and let go of none it held at the boundary before. A variable that keeps one step's graph
+# at a time (`last = out`) never holds two steps' graphs at once; a buffer bounded to its
+# last k graphs reads as growing while it fills (three steps cannot tell it from a list),
+# and as kept (a warning) once two boundaries see it full: the rule the carried graphs'
+# counts already followed. Before (hunt49m's "Seen, left alone"): a list appended an
+# evaluation's graph after each step's boundary read "1 tensor(s)", a warning, at 3 steps,
+# where it held 2, grew by one a step, and each graph kept its forward's activations.
+def _held(per: dict, new: list, steps: list[int]
+          ) -> tuple[list[int], list[int], list[int], list[int]]:
+    """Per step of `steps`: the tensors, bytes and graph nodes the variable holds, its
+    older graphs (`per`) and the newest step's (`new`, the `fresh` records) together, and
+    the bytes its graphs save for backward (empty unless the probe read them at every
+    one of those boundaries)."""
+    out: tuple[list[int], list[int], list[int], list[int]] = ([], [], [], [])
+    for s in steps:
+        mine = [r for r in new if r["step"] == s]
+        out[0].append(per[s]["tensors"] + len(mine))
+        out[1].append(per[s]["bytes"] + sum(int(r["bytes"]) for r in mine))
+        out[2].append(per[s]["nodes"] + sum(int(r["nodes"]) for r in mine))
+        saved = [int(r["graph_saved"]) for r in mine if "graph_saved" in r]
+        out[3].append(saved[0] if saved else -1)
+    if -1 in out[3]:
+        out[3].clear()
+    return out
+
+
+def _growth(held: tuple, new: list, steps: list[int]) -> tuple[int, int, int, int | None]:
+    """(tensors, bytes, over how many steps, bytes its graphs save, None: unread) the
+    variable's holding grew by, from the boundaries that found it (Note [A variable that
+    takes every step's graph])."""
+    tensors, nbytes, _, saved = held
+    if len(steps) > 1:
+        return (tensors[-1] - tensors[0], nbytes[-1] - nbytes[0], steps[-1] - steps[0],
+                saved[-1] - saved[0] if saved else None)
+    last = [r for r in new if r["step"] == steps[-1]]
+    read = [r for r in last if "graph_saved" in r]
+    return (len(last), sum(int(r["bytes"]) for r in last), 1,
+            int(read[0]["graph_saved"]) - int(read[0]["older_saved"]) if read else None)
+
+
+def _growth_said(more: tuple[int, int, int, int | None]) -> str:
+    tensors, nbytes, over, saved = more
+    if tensors <= 0:
+        return ""
+    each = over == 1 or all(x % over == 0 for x in (tensors, nbytes, saved or 0))
+    k = over if each else 1
+    whose = "its graph saves" if tensors == k else "their graphs save"
+    what = f"{tensors // k} tensor(s), {format_bytes(nbytes // k)}" + (
+        f", and the {format_bytes(saved // k)} {whose}" if saved else "")
+    return ("; each step adds " if each else f"; {over} steps added ") + what
 
 
 def _state_finding(var: str, file: str, recs: list, steps: list, per: dict,

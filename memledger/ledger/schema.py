@@ -154,8 +154,10 @@ its eager run; `path` and `backend` optional: older ledgers lack them) and `comp
 backward pass that found modules in another training mode than their latest call under
 grad since the previous pass had, `from`: that previous pass's first event, -1 before the
 first; `mods`, `train`: those modules' paths and the `training` flag their forward had;
-none on a loop that keeps the mode, and older ledgers lack it; Note [A re-run in another
-mode] in trace/modes.py). Fake runs add `real`, `standin`, `flops` and `fake_aware`
+`reads`: the paths of the model's modules whose code may read a flag, Note [Which modules
+read a training flag] in trace/mode_readers.py, absent in older ledgers, where every module
+counts; none on a loop that keeps the mode, and older ledgers lack it; Note [A re-run in
+another mode] in trace/modes.py). Fake runs add `real`, `standin`, `flops` and `fake_aware`
 (`lib`, `what`: a library the script imported that branches on FakeTensor; Note [Fake
 runs], Rule 7, in trace/fake.py).
 

@@ -97,6 +97,7 @@ from memledger.replay.stateful import (
     stateful_message,
 )
 from memledger.trace.func_transforms import in_func_transform, own_checkpointed
+from memledger.trace.mode_readers import reads_a_flag
 from memledger.trace.script_checkpoint import (
     CheckpointRunWatch,
     FunctionCheckpoint,
@@ -1217,12 +1218,14 @@ def _parameters_as(params: list[tuple[nn.Module, str, torch.Tensor]]):
 
 def _refuse_other_mode(where: tuple[str, str], modes: list) -> None:
     """As a re-run starts: refuse it if a module of the region is in another mode than its
-    first run began in, naming the first such module by path (Note [A re-run in another
-    mode], trace/modes.py; predict's `_refuse_other_mode` in replay/engine.py)."""
+    first run began in and a module of the region may read a flag (Note [Which modules
+    read a training flag], trace/mode_readers.py), naming the first moved module by path
+    (Note [A re-run in another mode], trace/modes.py; predict's `_refuse_other_mode` in
+    replay/engine.py)."""
     policy, path = where
     moved = [(f"{path}.{n}" if path and n else n or path, was) for n, ref, was in modes
              if (m := ref()) is not None and m.training != was]
-    if moved:
+    if moved and any(reads_a_flag(m) for _, ref, _ in modes if (m := ref()) is not None):
         module, was = min(moved)
         raise PolicyError(mode_message(policy, path, module, was))
 

@@ -761,23 +761,28 @@ def _met_order(calls: _Calls, k: int) -> tuple[int, int]:
 
 def _refuse_other_mode(prep: Prepared, calls: _Calls, policy: Policy) -> None:
     """Note [A re-run in another mode] (trace/modes.py): a re-run call made before a
-    backward pass that found a module of its region in another mode than its forward had.
-    Named as measure meets it: the first such pass, its latest call; in the region, the
-    first module by path whose mode moved."""
+    backward pass that found a module of its region in another mode than its forward had,
+    where a module of the region may read a flag (Note [Which modules read a training
+    flag], trace/mode_readers.py; an older ledger's record lists none: every module
+    counts). Named as measure meets it: the first such pass, its latest call; in the
+    region, the first module by path whose mode moved."""
     if not prep.modes or not len(calls):
         return
     rerun = _is_recomputed(calls.kind)
     hits = []
-    for ev, began, moved in prep.modes:
+    for ev, began, moved, reads in prep.modes:
         for k in np.flatnonzero(rerun & (calls.ev0 > began) & (calls.ev0 < ev)).tolist():
             r = str(calls.mods[k])
-            inside = [(m, was) for m, was in moved
-                      if not r or m == r or m.startswith(r + ".")]
-            if inside:
+            inside = [(m, was) for m, was in moved if _in_region(m, r)]
+            if inside and (reads is None or any(_in_region(m, r) for m in reads)):
                 hits.append(((ev, -k), r, min(inside)))
     if hits:
         _, region, (module, was) = min(hits)
         raise PolicyError(mode_message(policy.text(), region, module, was))
+
+
+def _in_region(path: str, region: str) -> bool:
+    return not region or path == region or path.startswith(region + ".")
 
 
 def _met_first(calls: _Calls, ks) -> int:

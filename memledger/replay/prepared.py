@@ -163,9 +163,11 @@ class Prepared:
     # around a checkpointed function] (trace/script_checkpoint.py)
     script_fn_ckpt: tuple[tuple[str, str, str, str], ...] = ()
     # per backward pass that found modules in another mode than their forward had: (its
-    # first event, the previous pass's, ((path, training at the forward), ...)); Note [A
-    # re-run in another mode] (trace/modes.py). Older ledgers: none
-    modes: tuple[tuple[int, int, tuple[tuple[str, bool], ...]], ...] = ()
+    # first event, the previous pass's, ((path, training at the forward), ...), the paths
+    # of the modules whose code may read a flag, None: every module, as older ledgers
+    # have it); Note [A re-run in another mode] (trace/modes.py). Older ledgers: none
+    modes: tuple[tuple[int, int, tuple[tuple[str, bool], ...], tuple[str, ...] | None],
+                 ...] = ()
     scope_grad: np.ndarray = None  # bool per call: it ran with gradients (policies act on it)
     scope_stats: np.ndarray = None  # int64 per call: BatchNorm statistics a re-run copies
     # the backward phases' spans of events, [start, end) (a graph built there saves again)
@@ -362,7 +364,8 @@ class Prepared:
             script_ckpt=script_checkpoints(led.extra.get("script_ckpt", [])),
             script_fn_ckpt=script_function_checkpoints(led.extra.get("script_ckpt_fn", [])),
             modes=tuple((int(r["ev"]), int(r.get("from", -1)),
-                         tuple(zip(map(str, r["mods"]), map(bool, r["train"]))))
+                         tuple(zip(map(str, r["mods"]), map(bool, r["train"]))),
+                         None if "reads" not in r else tuple(map(str, r["reads"])))
                         for r in led.extra.get("modes", [])),
             other_roots=others,
             model_moved=model_moved(led),

@@ -2052,7 +2052,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
             # saves stay watched into backward (Note [A node a kept graph holds on]), but
             # not those an earlier pass left unread: read by none, freed with the graph
             self._bw_passes += 1
-            self._bw_began = modes_at_backward(self.sink, self._fwd_modes, self._bw_began, ev)
+            self._bw_began = modes_at_backward(self.sink, self._fwd_modes, self._bw_began, ev,
+                                               self._roots.paths.items)
             self._save_refs = {k: e for k, e in self._save_refs.items()
                                if e[5] >= 0 or e[4] == self._bw_passes - 1}
         else:  # backward just ended: the gradients now exist

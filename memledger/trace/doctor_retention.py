@@ -15,7 +15,9 @@ finding; nor does any tensor whose graph a backward ran through, such as the gen
 output that Lightning's GAN recipe keeps for the discriminator's step after the generator's
 (`fake`, a warning before: it is no root, and the root loss may be gone). The roots of a
 window are kept to the next boundary even when their loss is gone (`_fresh`). Growing
-history is a finding, whatever started it.
+history is a finding, whatever started it. A variable found so is counted whole: the
+graphs of the newest step it holds too, and what its graphs save (Note [What a variable
+holds of the newest step]).
 
 A parameter (or buffer) of a module with history is always a bug: it was updated in place
 outside `no_grad` from a tensor that requires grad (an EMA / momentum-encoder update
@@ -180,6 +182,8 @@ class RetentionWatch:
         old, clean, out = (self._prev, self._boundaries), set(), []
         found: set[int] = set()
         spent: dict[int, Any] | None = None
+        new: list[_Tensor] = []   # graphs made since the last boundary
+        older: list[tuple[dict[str, Any], _Tensor]] = []
         for t in live if self._prev else ():
             if _reaches(t.grad_fn, old, clean):
                 if spent is None:
@@ -187,7 +191,10 @@ class RetentionWatch:
                 rec = self._retained(t, step, spent)
                 if rec is not None:
                     out.append(rec)
+                    older.append((rec, t))
                     found.add(id(t))
+            else:
+                new.append(t)
         # Note [A spent graph that still holds tensors]
         for t in self._spent_holders(live, found):
             held, nodes, fns, kept = _ctx_held(t.grad_fn, self._state())
@@ -235,6 +242,11 @@ class RetentionWatch:
                     rec["also"] = also
                 out.append(rec)
                 found.add(id(t))
+        # Note [What a variable holds of the newest step]
+        newest = self._newest_held(out, new, found, step, spent)
+        out += [r for r, _ in newest]
+        if newest and not self.saved_unreadable:
+            _graphs_saved(older, newest, self._state())
         # a parameter given history in place carries it from the boundary after that op on
         # (its graph reaches an old one only a boundary later)
         for pid, (ref, _, _) in list(self._param_ops.items()):
@@ -258,6 +270,45 @@ class RetentionWatch:
                        if k in self._prev or k in self._fresh}
         self._fresh = set()
         return out
+
+    # Note [What a variable holds of the newest step]
+    # A boundary lists the tensors whose graph reaches one alive at the boundary before:
+    # a list that takes a graph each step after the step's boundary (an evaluation under
+    # gradients after `optimizer.step()`, `val_losses.append(criterion(model(xv), yv))`;
+    # ponder-transformer's `history.append(logits)`, hunt49m) shows, at boundary 3, only
+    # its first graph (made in step 2, alive at boundary 2), not the one step 3 added, and
+    # its growth only at boundary 4, past the doctor's 3 default steps: "1 tensor(s)", a
+    # warning, where it held 2 graphs and took one more every step. So where a boundary
+    # found a variable of the user's holding an older graph, the graphs made since the
+    # last boundary that the same variable holds are listed too, marked `fresh` (the name
+    # of each new graph tensor is looked for only then: a loop that keeps nothing costs
+    # nothing more). The tensors are the least of it: a graph no backward ran keeps every
+    # tensor it saved (train_val_losses.py: 4 B of loss, 1,056 B its graph saves, besides
+    # the held-out batch all of them share), so that variable's records carry the bytes its
+    # graphs save (`graph_saved`: all of them; `older_saved`: the older ones; distinct
+    # storages, parameters and buffers aside; not where saved-tensor hooks were on, which
+    # reading them would run). The doctor counts them in what the variable holds, and a
+    # variable holding the newest step's graph beside older ones grows (Note [A variable
+    # that takes every step's graph], doctor/retention.py).
+    def _newest_held(self, out: list[dict[str, Any]], new: list[_Tensor], found: set[int],
+                     step: int, spent: dict[int, Any] | None
+                     ) -> list[tuple[dict[str, Any], _Tensor]]:
+        holders = {(r["var"], r["file"]) for r in out if not any(
+            r.get(k) for k in ("state", "ctx_bytes", "kept_saved", "carried"))}
+        if not holders:
+            return []
+        if spent is None:
+            spent = _graph_nodes(self._roots.values())
+        held = []
+        for t in new:
+            if id(t) in found or _module_state_of(t) is not None:
+                continue
+            rec = self._retained(t, step, spent)
+            if rec is not None and (rec["var"], rec["file"]) in holders:
+                rec["fresh"] = True
+                held.append((rec, t))
+                found.add(id(t))
+        return held
 
     # Note [A backward that fails through an earlier step]
     # A module that keeps a tensor made in its forward across batches (a recurrent or
@@ -922,6 +973,24 @@ def _retained_holders(live: list[_Tensor], pending: dict[int, Any]) -> list[tupl
         if met:
             out.append((t, met))
     return out
+
+
+def _graphs_saved(older: list, newest: list, resident: set[int]) -> None:
+    """Note [What a variable holds of the newest step]: on each record of a variable that
+    holds the newest step's graphs, `graph_saved`, the bytes all its graphs still save for
+    backward, and `older_saved`, those its older graphs save (distinct storages, the
+    networks' parameters and buffers aside): what the newest step added is the difference."""
+    mine: dict[tuple[str, str], tuple[list, list]] = {}
+    for rec, t in newest:
+        mine.setdefault((rec["var"], rec["file"]), ([], []))[1].append((rec, t))
+    for rec, t in older:
+        if (rec["var"], rec["file"]) in mine:
+            mine[(rec["var"], rec["file"])][0].append((rec, t))
+    for olds, news in mine.values():
+        before = _saved_bytes([t.grad_fn for _, t in olds], resident)
+        now = _saved_bytes([t.grad_fn for _, t in olds + news], resident)
+        for rec, _ in olds + news:
+            rec["graph_saved"], rec["older_saved"] = now, before
 
 
 def _saved_bytes(roots, resident: set[int]) -> int:

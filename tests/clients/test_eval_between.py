@@ -46,3 +46,39 @@ def test_a_rerun_in_another_mode_is_refused_alike(backward_mode, peak, offloaded
     p = run.policies["offload:blocks.*"]
     assert p.predicted == p.measured
     assert_pinned(p.measured, avx2=offloaded)
+
+
+def test_a_rerun_of_modules_that_read_no_flag_runs():
+    """`--block plain` (LayerNorm, Linear, GELU: none reads its `training` flag) under
+    `model.eval()` between the forward and the backward: a re-run in eval mode computes
+    what the forward did (`compare`: gradients bitwise). Before the fiftieth session both
+    sides refused every region whose modes moved; they now run and agree (Note [Which
+    modules read a training flag], memledger/trace/mode_readers.py)."""
+    pols = ["checkpoint:blocks.*", "selective:@PlainBlock", "offload:blocks.*"]
+    run = run_client("train_eval_between.py", ["--block", "plain"], pols)
+    assert run.ledger.peak_with_scratch() == run.allocator_peak == 8_356
+    got = {pol: (run.policies[pol].predicted, run.policies[pol].measured) for pol in pols}
+    assert got == {"checkpoint:blocks.*": (20_428, 20_428),
+                   "selective:@PlainBlock": (20_940, 20_940),
+                   "offload:blocks.*": (6_924, 6_924)}, run.policies
+
+
+def test_a_flag_read_in_a_helper_method_is_still_refused():
+    """`--block noisy`: a custom module adds noise in training, reading `self.training` in
+    a helper method its forward calls (in eval mode the re-run would draw no noise: other
+    gradients, no error of torch's). Both sides refuse the blocks in one line; the block's
+    Linear alone holds no module that reads a flag and runs (refused before the fiftieth
+    session: every moved module counted)."""
+    pols = ["checkpoint:blocks.*", "selective:@NoisyBlock", "checkpoint:blocks.1.fc"]
+    run = run_client("train_eval_between.py", ["--block", "noisy"], pols)
+    # Note [Numbers that depend on the CPU] (harness.py): 12 B of kernel scratch here
+    assert run.ledger.peak_with_scratch() == run.allocator_peak
+    assert_pinned(run.allocator_peak, avx2=7_472)
+    for pol in pols[:2]:
+        p = run.policies[pol]
+        assert p.predicted is None is p.measured, p
+        assert p.predict_refusal == p.measure_refusal == \
+            "memledger: " + mode_message(pol, "blocks.1", "blocks.1", True), p
+    p = run.policies["checkpoint:blocks.1.fc"]
+    assert p.predicted == p.measured
+    assert_pinned(p.measured, avx2=15_052)

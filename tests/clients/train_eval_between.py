@@ -4,7 +4,10 @@ runs in train mode; an evaluation under `torch.no_grad()` (`model.eval()`) runs 
 the backward and leaves the model in eval mode, so the backward, and a checkpoint's
 re-run inside it, see `module.training == False`. `--backward-mode train` is the
 opposite: forward in eval, `model.train()` before the backward. The blocks hold a
-Dropout and a BatchNorm1d. SGD, random data.
+Dropout and a BatchNorm1d; `--block plain`: a LayerNorm, a Linear and a GELU, none of
+which reads its flag (a re-run in eval mode computes what the forward did); `--block
+noisy`: a Linear and a custom module adding noise in training, its flag read in a helper
+method. SGD, random data.
 
     memledger predict run.ledger -p 'checkpoint:blocks.*'      # refused: another mode
     memledger measure tests/clients/train_eval_between.py -p 'checkpoint:blocks.*'   # alike
@@ -27,10 +30,44 @@ class Block(nn.Module):
         return x + self.drop(torch.relu(self.norm(self.fc(x))))
 
 
-class Net(nn.Module):
-    def __init__(self, dim: int, depth: int) -> None:
+class PlainBlock(nn.Module):
+    def __init__(self, dim: int) -> None:
         super().__init__()
-        self.blocks = nn.ModuleList(Block(dim) for _ in range(depth))
+        self.norm = nn.LayerNorm(dim)
+        self.fc = nn.Linear(dim, dim)
+        self.act = nn.GELU()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.act(self.fc(self.norm(x)))
+
+
+class Noise(nn.Module):
+    """Gaussian noise in training, none in eval: its flag read in a helper method."""
+
+    def _scale(self) -> float:
+        return 0.1 if self.training else 0.0
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self._scale() * torch.randn_like(x)
+
+
+class NoisyBlock(nn.Module):
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.fc = nn.Linear(dim, dim)
+        self.noise = Noise()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + torch.tanh(self.noise(self.fc(x)))
+
+
+BLOCKS = {"bn": Block, "plain": PlainBlock, "noisy": NoisyBlock}
+
+
+class Net(nn.Module):
+    def __init__(self, dim: int, depth: int, block: str = "bn") -> None:
+        super().__init__()
+        self.blocks = nn.ModuleList(BLOCKS[block](dim) for _ in range(depth))
         self.head = nn.Linear(dim, 1)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -46,9 +83,10 @@ def main() -> None:
     ap.add_argument("--dim", type=int, default=16)
     ap.add_argument("--depth", type=int, default=2)
     ap.add_argument("--backward-mode", choices=["eval", "train"], default="eval")
+    ap.add_argument("--block", choices=sorted(BLOCKS), default="bn")
     args = ap.parse_args()
     torch.manual_seed(0)
-    model = Net(args.dim, args.depth)
+    model = Net(args.dim, args.depth, args.block)
     opt = torch.optim.SGD(model.parameters(), lr=1e-2)
     forward_train = args.backward_mode == "eval"
     for _ in range(args.steps):
