@@ -150,7 +150,8 @@ one op on leaves, Note [A buffer kept without a graph] in replay/engine.py) and
 `compiled` (`mod`: the class, `path`, `backend`: a torch.compile'd module, whose ledger is
 its eager run; `path` and `backend` optional: older ledgers lack them) and `compiles`
 (`frames`: frames Dynamo compiled in the allocator pass, which ran the compiled code; Note
-[Policies inside compiled code] in trace/compiled.py) and `modes` (`ev`: the first event of a
+[Policies inside compiled code] in trace/compiled.py; `aot`: graphs of those an AOT-autograd
+backend compiled, Note [A compile by the eager backend]; optional, older ledgers lack it) and `modes` (`ev`: the first event of a
 backward pass that found modules in another training mode than their latest call under
 grad since the previous pass had, `from`: that previous pass's first event, -1 before the
 first; `mods`, `train`: those modules' paths and the `training` flag their forward had;

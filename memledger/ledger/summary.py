@@ -224,7 +224,7 @@ def summarize(led: Ledger, top: int = 10) -> Summary:
         rank=led.header.get("rank"), world_size=led.header.get("world_size"),
         parameter_shards=_shards(led, pk.event),
         fake=fake_info(led),
-        compiled=bool(led.extra.get("compiled") or led.extra.get("compiles")),
+        compiled=bool(led.extra.get("compiled")) or compiled_by_a_compiler(led),
         script_checkpointed=list(dict.fromkeys(
             r.get("mod", "") for r in led.extra["script_ckpt"])) or None
         if led.extra.get("script_ckpt") else None,
@@ -381,6 +381,15 @@ def _with_scratch(led: Ledger, peak: int) -> int | None:
     return with_scratch if with_scratch > peak else None
 
 
+def compiled_by_a_compiler(led: Ledger) -> bool:
+    """Whether the allocator pass ran graphs an AOT-autograd backend compiled (inductor,
+    `aot_eager`): code that saves, frees and draws otherwise than the eager ledger pass.
+    A graph of the eager backend (torch's own around an eager `flex_attention`) runs the
+    eager ops (Note [A compile by the eager backend] in trace/compiled.py); a `compiles`
+    record without `aot` (an older ledger) counts."""
+    return any(r.get("aot", 1) for r in led.extra.get("compiles", []))
+
+
 def _module_calls(led: Ledger, meas: dict) -> dict:
     """Both passes' module calls outside backward (Note [Two passes, one run?] in
     trace/call_count.py), when the allocator pass counted them and ran no compiled code."""
@@ -392,7 +401,8 @@ def _module_calls(led: Ledger, meas: dict) -> dict:
 
 
 # Note [Compiled random ops draw otherwise]
-# Where the allocator pass ran compiled code (`compiles` in the ledger), the ledger pass ran
+# Where the allocator pass ran compiled code (`compiles` in the ledger, from an AOT-autograd
+# backend: Note [A compile by the eager backend] in trace/compiled.py), the ledger pass ran
 # the same code eagerly (Note [Compiled code runs eager under the collector], trace/
 # compiled.py), and inductor's random ops take their seeds from torch's global generator
 # otherwise than the eager ops draw from it: the same seeded script leaves that generator
@@ -420,7 +430,7 @@ def _generators_apart(led: Ledger, meas: dict) -> dict:
         apart = sorted(g for g, end in a["end"].items()
                        if g in b["end"] and end != b["end"][g] and end != a["start"].get(g)
                        and b["end"][g] != b["start"].get(g)
-                       and not (g == "torch" and led.extra.get("compiles")))
+                       and not (g == "torch" and compiled_by_a_compiler(led)))
     except (KeyError, TypeError, AttributeError):
         return {}
     return {"generators_apart": apart} if apart else {}

@@ -37,7 +37,8 @@ def compiled_elsewhere_line(led: Ledger) -> str:
     """One line when the allocator pass compiled frames that no compiled module explains
     (a `torch.compile`d function: a whole training step, or only the optimizer's): whether
     the model's forward ran inside it the trace cannot tell, so predict says so."""
-    frames = sum(int(r.get("frames", 0)) for r in led.extra.get("compiles", []))
+    frames = sum(int(r.get("frames", 0)) for r in led.extra.get("compiles", [])
+                 if r.get("aot", 1))   # Note [A compile by the eager backend]
     if not frames or any(r.get("path") is not None for r in led.extra.get("compiled", [])):
         return ""
     return ("the script ran code torch.compile'd outside any compiled module (a "

@@ -98,6 +98,38 @@ def compiles_so_far() -> int:
         return 0
 
 
+def compiler_compiles_so_far() -> int:
+    """Graphs handed to an AOT-autograd backend in this process (inductor, `aot_eager`,
+    cudagraphs): those whose compiled code may save, free and order its work other than
+    the eager code (Note [A compile by the eager backend]); 0 when Dynamo was never
+    imported."""
+    utils = sys.modules.get("torch._dynamo.utils")
+    if utils is None:
+        return 0
+    try:
+        return int(utils.counters["aot_autograd"]["total"])
+    except (AttributeError, KeyError, TypeError, ValueError):
+        return 0
+
+
+# Note [A compile by the eager backend]
+# torch runs an eager `flex_attention` call through `torch.compile(..., backend="eager",
+# fullgraph=True)` of a one-line wrapper of its higher-order operator (torch/nn/attention/
+# flex_attention.py), so a script that never compiles captured a graph in every pass:
+# tests/clients/train_hop.py's allocator pass counted it, and `trace` said "the ledger is
+# the eager run, the allocator's the compiled one", `show` "this ledger is the EAGER run
+# (833,733 B); the compiled run's allocator peak is 897,716 B" where its scratch explains
+# every byte (833,733 + 63,983 B), `predict` warned that its predictions (predicted =
+# measured) "may not hold", and compare judged the gradients within a tolerance instead
+# of bitwise. A graph the eager backend runs is the eager ops in their order; only an
+# AOT-autograd backend (inductor, `aot_eager`) decides what is saved and fuses the work.
+# So the allocator pass's `compiles` record also says how many graphs such a backend
+# compiled (`aot`), and the peak comparison, predict's caveat and the gates' tolerance ask
+# that; the module-call and generator comparisons still ask `frames` (Dynamo inlines a
+# submodule's call past its hooks under any backend: Note [Two passes, one run?]). A
+# ledger without `aot` (older) reads as compiled, as before.
+
+
 # Note [Compiled code runs eager under the collector]
 # Dynamo compiles nothing while a dispatch mode of ours is on the stack ("non-infra torch
 # dispatch mode present"): it skips the frame and the code runs eagerly, op by op through

@@ -21,7 +21,7 @@ from memledger.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_SCRIPT_FAILED, EXIT
 from memledger.ledger.writer import FileSink
 from memledger.trace.call_count import ModuleCalls
 from memledger.trace.collector import Collector, StopTracing
-from memledger.trace.compiled import compiles_so_far
+from memledger.trace.compiled import compiler_compiles_so_far, compiles_so_far
 from memledger.trace.interrupts import install_worker_handlers
 from memledger.trace.rank import for_rank, rank_header
 from memledger.trace.rng_state import generator_digests
@@ -172,7 +172,8 @@ def _allocator_pass(args) -> int:
                         device="cuda:0" if cuda else "cpu",
                         probes=int(os.environ.get("WORLD_SIZE", "1")) <= 1)
     state: dict = {"n": 0, "t": 0, "step_ns": [], "cuda": None, "probing": True,
-                   "stopped": False, "compiles": compiles_so_far()}
+                   "stopped": False, "compiles": compiles_so_far(),
+                   "compiler": compiler_compiles_so_far()}
     calls = ModuleCalls()   # Note [Two passes, one run?] (trace/call_count.py)
 
     def stop_probes() -> None:
@@ -249,8 +250,9 @@ def _allocator_pass(args) -> int:
                             "module_calls": measured["module_calls"], **drawn})
         records += [r for r in measured["scratch"] if r["ops"]]   # Note [Kernel scratch]
         if (frames := compiles_so_far() - state["compiles"]):   # this pass ran compiled
-            records.append({"k": "compiles", "frames": frames})   # code; the ledger pass
-                                                                   # could not (compiled.py)
+            records.append({"k": "compiles", "frames": frames,   # code; the ledger pass
+                            # could not (compiled.py); Note [A compile by the eager backend]
+                            "aot": compiler_compiles_so_far() - state["compiler"]})
         timed = timers.record("cuda:0" if cuda else "cpu")
         if timed:
             records.append(timed)

@@ -56,7 +56,7 @@ def capture_in_process(script: str | Path, argv: list[str], variant: Variant,
     `steps_by`: what ends a step (trace/steps.py; Note [A capture without an optimizer])."""
     from memledger.measure.apply import install_policy
     from memledger.replay.policies import parse_policy
-    from memledger.trace.compiled import compiles_so_far
+    from memledger.trace.compiled import compiler_compiles_so_far
     from memledger.trace.script import run_and_classify
     from memledger.verify.broken import apply_broken
     from memledger.verify.capture import Capture
@@ -78,7 +78,7 @@ def capture_in_process(script: str | Path, argv: list[str], variant: Variant,
     installer = install_policy(parse_policy(variant.policy), on_applied=on_applied,
                                steps_by=steps_by)
     saved_argv, saved_path = sys.argv[:], sys.path[:]
-    compiled_before = compiles_so_far()
+    compiled_before = compiler_compiles_so_far()
     cap.start()
     try:
         outcome = run_and_classify(script, argv)
@@ -94,9 +94,11 @@ def capture_in_process(script: str | Path, argv: list[str], variant: Variant,
         raise err
     if code == EXIT_OK and not cap.steps:
         return CaptureResult(EXIT_USAGE, NO_STEP[steps_by], None)
+    # `compiled`: graphs an AOT-autograd backend compiled (Note [A compile by the eager
+    # backend] in trace/compiled.py)
     meta = {"policy": variant.policy, "steps_by": steps_by, "broken": variant.broken, "selector": variant.selector,
             "regions": applied, "device": cap.device, "steps_requested": steps,
-            "compiled": compiles_so_far() - compiled_before}   # frames Dynamo compiled
+            "compiled": compiler_compiles_so_far() - compiled_before}
     return CaptureResult(code, reason, cap.data(meta) if cap.steps else None)
 
 

@@ -23,6 +23,11 @@ def test_flex_attention_is_traced_by_its_ops_and_explains_the_allocator():
     live = run.ledger.live_at(pk.event)
     assert sorted(live[live["shape"] == "1x1x256x256"]["op"]) == \
         ["mul.Tensor", "where.self", "where.self"]
+    # Note [A compile by the eager backend]: torch ran the eager flex_attention through
+    # a graph of the eager backend in the allocator pass; that is no compiled run (the
+    # summary said compiled, `show` "this ledger is the EAGER run", before)
+    assert [(r["frames"] > 0, r["aot"]) for r in run.ledger.extra["compiles"]] == [(True, 0)]
+    assert not run.summary.compiled
     p = run.policies["offload:*"]
     assert p.predicted == p.measured == run.allocator_peak
     assert fake_client_gaps("train_hop.py", [], ["offload:*"]) == {}
