@@ -137,6 +137,7 @@ from memledger.trace.gc_window import GcWindow, garbage_sids
 from memledger.trace.mapped import MappedFiles
 from memledger.trace.modes import modes_at_backward
 from memledger.trace.nested_backward import Suspended, started_inside
+from memledger.trace.node_makers import NodeMakers
 from memledger.trace.interrupts import redeliver
 from memledger.trace.steps import ForwardStarts, StepBoundary, weight_read
 from memledger.trace.resize import StorageResizeWatch
@@ -950,6 +951,11 @@ class Collector(ShardingMixin, TorchDispatchMode):
         # per storage, the saves written at the current save event (`_saved`)
         self._saves_at: tuple[int, dict[int, int]] = (-1, {})
         self._bw_module = ""
+        # the module of the last unpack, and the node that made it: Note [The module that
+        # made a node] (trace/node_makers.py) names the ops of a node that unpacked nothing
+        self._bw_unpacked = ""
+        self._unpacked_node = -1
+        self._node_makers = NodeMakers(threading.get_ident())
         # the module stack's depth below the outermost call made while autograd's engine ran
         # a node (-1: none open): Note [A module called inside backward]
         self._bw_call_depth = -1
@@ -1023,6 +1029,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
                          "started_unix": time.time(), **self._header})
         self.sink.write({"k": "phase", "ev": 0, "ph": "setup", "step": 1})
         self._owner = threading.get_ident()
+        self._node_makers = NodeMakers(self._owner)
         ours = self._only_ours   # the hooks are global: Note [Other threads' modules]
         self._handles = [
             nn_module.register_module_forward_pre_hook(ours(self._pre_call)),
@@ -1303,6 +1310,9 @@ class Collector(ShardingMixin, TorchDispatchMode):
                 # Note [A derivative formula in place but for the mode]: its ops to fold
                 self._formula = None if n is None else _FORMULAS_IN_PLACE.get(n.name())
                 self._chain.clear()
+                if node != self._unpacked_node:   # it unpacked nothing a module saved:
+                    mod = self._node_makers.of(node)   # Note [The module that made a node]
+                    self._bw_module = self._bw_unpacked if mod is None else mod
             if (self._unpacks or self._suspended) and node != self._unpack_node:
                 self._another_node(node, ev)
             if func is _CLONE and kept_as_made(func, args):
@@ -2027,7 +2037,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
             self._set_phase("backward", ev)
             self._makers.clear()   # only forward's writes count (Note [Written in place...])
             self._backward_sid = self._next_sid   # Note [A sparse gradient kept as made]
-            self._bw_module = ""   # Note [A backward pass's first nodes]
+            self._bw_module = self._bw_unpacked = ""   # Note [A backward pass's first nodes]
+            self._unpacked_node = -1
             # For replay: the last forward use of everything autograd holds (see
             # memledger/replay/engine.py, Note [Replay of a checkpointed region]).
             for sid in list(self._saved_mod):
@@ -2058,6 +2069,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
                 self._mark_held_by_optimizers()
             self._resume_all(ev)
             self._unpacks_done(ev)
+            self._node_makers.pass_ended()   # Note [The module that made a node]
             self._set_phase(self._phase_after_backward(), ev)
             self._mark_gradients()
 
@@ -2224,6 +2236,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
                 _current_node() is not None:
             self._bw_call_depth = len(self._mod_stack)
         self._mod_stack.append((path, self._ev, time.perf_counter_ns(), is_root))
+        self._node_makers.note(path)   # Note [The module that made a node]
         if self._phase != "backward":
             if _grad_enabled():   # Note [A re-run in another mode] (trace/modes.py)
                 self._fwd_modes[path] = (weakref.ref(module), module.training)
@@ -2415,6 +2428,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
             # its module's forward])
             self._switch_backward(self._ev)
         path, ev0, t0, is_root = self._mod_stack.pop()
+        self._node_makers.note(self._mod_stack[-1][0] if self._mod_stack else None)
         if self._fn_ckpts:   # Note [A policy checkpoint around a checkpointed function]
             self._write_function_checkpoints(len(self._mod_stack), _grad_enabled())
         if len(self._mod_stack) <= self._bw_call_depth:
@@ -3736,9 +3750,11 @@ class Collector(ShardingMixin, TorchDispatchMode):
             sid = self._sid(part, self._ev)
             if sid < 0:
                 continue
-            self._bw_module = getattr(t, "_memledger_mod", None) or \
-                self._saved_mod.get(sid, self._bw_module)
             node = _node_now()
+            mod = getattr(t, "_memledger_mod", None) or self._saved_mod.get(sid)
+            if mod is not None:
+                self._bw_module = self._bw_unpacked = mod
+                self._unpacked_node = node
             if (node != self._unpack_node or not self._unpacks) and \
                     not self._another_node(node):
                 self._unpack_node, self._apply_end = node, self._ev
