@@ -2243,8 +2243,9 @@ class Collector(ShardingMixin, TorchDispatchMode):
             self._see_script_checkpoint(path)
 
     # Note [A module called inside backward]
-    # A backward op is named by the module whose save its node unpacked last (Note [The
-    # module of a backward op]): autograd does not say which module a node belongs to.
+    # A backward op is named by the module whose save its node unpacked, or whose call made
+    # the node (Note [The module of a backward op]): autograd does not say which module a
+    # node belongs to.
     # A module *called* while a node runs is another matter: its forward hooks say which
     # one runs, and its ops are its own. reformer-pytorch's reversible layers make each
     # block's input again in `_ReversibleFunction.backward` by calling the block's `f` and
@@ -3708,23 +3709,35 @@ class Collector(ShardingMixin, TorchDispatchMode):
     # BERT's layers under `checkpoint`, a 64-wide bias: the peak fell inside that sum, 256 B
     # over measured.
     # Note [The module of a backward op]
-    # A backward op is named by the module whose save its node unpacked last, the module of
+    # A backward op is named by the module whose save its node unpacked, the module of
     # *that* save: a storage several modules saved (a UNet's text states, which every
     # cross-attention saves) named every node that unpacked it by its last saver. In
     # diffusers' UNet2DConditionModel checkpointing its own transformer blocks, the first
     # down block's backward unpacks those states (the script's checkpoint re-runs the
     # block on them; what the re-run saves, its nodes unpack unseen), and its whole
     # backward, the step's peak with it, read "in up_blocks.1.attentions.1". The alias
-    # autograd keeps carries its save's module.
+    # autograd keeps carries its save's module. A node that unpacks nothing a module saved
+    # is named by the module whose call made it, where that is known (Note [The module
+    # that made a node], trace/node_makers.py), else by the last unpack's module as before.
+    # Where a node unpacks a save, the save's module wins over its maker's: a save is
+    # packed while the call that makes the node runs, so the two agree wherever both are
+    # known, and only the save's is known for a node made where no module call is open (a
+    # module's method run outside any call names its saves by the frame walk: Note [Work
+    # a module's method does outside any call]); it also keeps every node that unpacks
+    # named as before. A node whose apply runs backward passes of its own (a reversible
+    # layer's Function) has its later ops named by its maker: the nested passes' unpacks
+    # are not its own.
     # Note [A backward pass's first nodes]
     # The nodes a backward pass runs first are often the loss's own and unpack nothing a
     # module saved (`mean`, a division by a Python number: mmengine's `OptimWrapper`
-    # backward-s `loss / accumulative_counts`), so they are named by `_bw_module` as it is.
-    # It was left as the last pass's last unpack made it: every backward after the first
-    # (the second micro-batch, the next step) named those ops by the module nearest the
-    # input, `embed`, while the first pass named them "" (the script). Two micro-batches of
-    # `m(x, e).mean() / 2` through `a` then `b`: the second pass's 4 B quotient and 1,024 B
-    # mean gradient read "in a". Each pass now starts from "" (tests/integration/
+    # backward-s `loss / accumulative_counts`); made where no module call is open, they are
+    # named by the last unpack's module (Note [The module that made a node] knows only the
+    # nodes made inside a call; a loss made in the model's own forward is the model's). It
+    # was left as the last pass's last unpack made it: every backward after the
+    # first (the second micro-batch, the next step) named those ops by the module nearest
+    # the input, `embed`, while the first pass named them "" (the script). Two micro-batches
+    # of `m(x, e).mean() / 2` through `a` then `b`: the second pass's 4 B quotient and
+    # 1,024 B mean gradient read "in a". Each pass now starts from "" (tests/integration/
     # test_backward_module_names.py).
     # Note [Saved and then changed]
     # Autograd checks, as backward unpacks a saved tensor, that nothing changed it in place

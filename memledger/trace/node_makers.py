@@ -71,6 +71,7 @@ class NodeMakers:
         if at and at[-1] == seq:   # no node made since the last change
             at.pop()
             by.pop()
+            self._kept = min(self._kept, len(at))
         if not by or by[-1] != mod:
             at.append(seq)
             by.append(mod)
