@@ -951,10 +951,10 @@ class Collector(ShardingMixin, TorchDispatchMode):
         # per storage, the saves written at the current save event (`_saved`)
         self._saves_at: tuple[int, dict[int, int]] = (-1, {})
         self._bw_module = ""
-        # the module of the last unpack, and the node that made it: Note [The module that
-        # made a node] (trace/node_makers.py) names the ops of a node that unpacked nothing
+        # the module of the last unpack, and the module whose call made the node running
+        # (None: not known): Note [The module of a backward op]
         self._bw_unpacked = ""
-        self._unpacked_node = -1
+        self._node_made: str | None = None
         self._node_makers = NodeMakers(threading.get_ident())
         # the module stack's depth below the outermost call made while autograd's engine ran
         # a node (-1: none open): Note [A module called inside backward]
@@ -1310,9 +1310,10 @@ class Collector(ShardingMixin, TorchDispatchMode):
                 # Note [A derivative formula in place but for the mode]: its ops to fold
                 self._formula = None if n is None else _FORMULAS_IN_PLACE.get(n.name())
                 self._chain.clear()
-                if node != self._unpacked_node:   # it unpacked nothing a module saved:
-                    mod = self._node_makers.of(node)   # Note [The module that made a node]
-                    self._bw_module = self._bw_unpacked if mod is None else mod
+                # Note [The module of a backward op]: the module whose call made the node,
+                # else the last unpack's
+                made = self._node_made = self._node_makers.of(node)
+                self._bw_module = self._bw_unpacked if made is None else made
             if (self._unpacks or self._suspended) and node != self._unpack_node:
                 self._another_node(node, ev)
             if func is _CLONE and kept_as_made(func, args):
@@ -2038,7 +2039,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
             self._makers.clear()   # only forward's writes count (Note [Written in place...])
             self._backward_sid = self._next_sid   # Note [A sparse gradient kept as made]
             self._bw_module = self._bw_unpacked = ""   # Note [A backward pass's first nodes]
-            self._unpacked_node = -1
+            self._node_made = None
             # For replay: the last forward use of everything autograd holds (see
             # memledger/replay/engine.py, Note [Replay of a checkpointed region]).
             for sid in list(self._saved_mod):
@@ -3716,17 +3717,21 @@ class Collector(ShardingMixin, TorchDispatchMode):
     # down block's backward unpacks those states (the script's checkpoint re-runs the
     # block on them; what the re-run saves, its nodes unpack unseen), and its whole
     # backward, the step's peak with it, read "in up_blocks.1.attentions.1". The alias
-    # autograd keeps carries its save's module. A node that unpacks nothing a module saved
-    # is named by the module whose call made it, where that is known (Note [The module
-    # that made a node], trace/node_makers.py), else by the last unpack's module as before.
-    # Where a node unpacks a save, the save's module wins over its maker's: a save is
-    # packed while the call that makes the node runs, so the two agree wherever both are
-    # known, and only the save's is known for a node made where no module call is open (a
-    # module's method run outside any call names its saves by the frame walk: Note [Work
-    # a module's method does outside any call]); it also keeps every node that unpacks
-    # named as before. A node whose apply runs backward passes of its own (a reversible
-    # layer's Function) has its later ops named by its maker: the nested passes' unpacks
-    # are not its own.
+    # autograd keeps carries its save's module. A node is named first by the module whose
+    # call made it (Note [The module that made a node], trace/node_makers.py): a node that
+    # unpacks nothing a module saved (a `chunk`'s, a `sum`'s, a cast's) kept the last
+    # unpack's module, another node's. The maker wins over the save: a save is packed while
+    # the call that makes its node runs, so the two agree for a node's own saves, and they
+    # part only where the unpack is not the node's: the script's own checkpoint re-runs its
+    # region at the first unpack of the region's first node, which unpacks the region's
+    # inputs (saved by the call that ran `checkpoint`) while its own saves come back unseen
+    # (diffusers' UNet checkpointing its transformer blocks: the GEGLU's gradient, the
+    # step's peak, read "down_blocks.0.attentions.0", the caller's); a node whose apply
+    # runs backward passes of its own (a reversible layer's Function) comes back to its own
+    # ops after the nested passes' unpacks. The save's module names the node where its
+    # maker is not known: made where no module call is open (a module's method run outside
+    # any call names its saves by the frame walk: Note [Work a module's method does outside
+    # any call]), on another thread, AccumulateGrad; else the last unpack's, as before.
     # Note [A backward pass's first nodes]
     # The nodes a backward pass runs first are often the loss's own and unpack nothing a
     # module saved (`mean`, a division by a Python number: mmengine's `OptimWrapper`
@@ -3766,8 +3771,9 @@ class Collector(ShardingMixin, TorchDispatchMode):
             node = _node_now()
             mod = getattr(t, "_memledger_mod", None) or self._saved_mod.get(sid)
             if mod is not None:
-                self._bw_module = self._bw_unpacked = mod
-                self._unpacked_node = node
+                self._bw_unpacked = mod
+                if node != self._node or self._node_made is None:
+                    self._bw_module = mod   # (a node's first op looks up its maker)
             if (node != self._unpack_node or not self._unpacks) and \
                     not self._another_node(node):
                 self._unpack_node, self._apply_end = node, self._ev

@@ -1,10 +1,11 @@
 """The module whose call made each autograd node, by the node's sequence number.
 
 # Note [The module that made a node]
-A backward op is named by the module whose save its node unpacked (Note [The module of a
-backward op], trace/collector.py). A node that unpacks nothing (a `chunk`'s, a `stack`'s,
-a `sum`'s or a `mean`'s, a product with a Python number's, a cast's) kept the module of
-whatever node unpacked last, another module's: lucidrains' `ReversibleSequence` ends its
+A backward op was named by the module whose save its node unpacked (Note [The module of a
+backward op], trace/collector.py, which now names it by the module this finds first). A
+node that unpacks nothing (a `chunk`'s, a `stack`'s, a `sum`'s or a `mean`'s, a product
+with a Python number's, a cast's) kept the module of whatever node unpacked last, another
+module's: lucidrains' `ReversibleSequence` ends its
 forward with `torch.stack(out.chunk(2, dim=-1)).sum(dim=0)`, and in backward the
 `chunk`'s node makes the gradient of its input, a 2 x 32 x 32 `cat` (8,192 B, live at the
 step's peak), right after the output LayerNorm's node unpacked: `show` read it "temporary
@@ -17,8 +18,8 @@ it). The module call running changes only at the module hooks, so the hooks note
 counter and the innermost module call open (or None: no call open) each time it changes
 (`note`): every node made until the next change was made in that call. Nothing is added
 to the dispatch hook in forward (most module calls make a node, so the list grows by
-about one entry per module call under gradients, two ints' worth); in backward, a node's
-first op asks `of` once (a bisect).
+about one entry per module call under gradients, two ints' worth); in backward, each
+node's first op asks `of` once (a bisect).
 
 The counters are per thread. Only the tracing thread's changes are noted; a node made on
 another thread (a CUDA device thread re-running a checkpointed region or building a

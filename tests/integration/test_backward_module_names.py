@@ -113,3 +113,45 @@ def test_a_node_that_unpacks_nothing_is_named_by_the_module_that_made_it():
     assert (s.peak.bytes, s.peak.module) == (6152, "halves.lin")
     rows = [(r.bytes, r.category, r.module, r.op) for r in s.top_tensors]
     assert (1024, "temporary", "halves", "mul.Tensor") in rows   # live at the peak
+
+
+class _Block(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(16, 16)
+
+    def forward(self, x):
+        return self.lin(x).relu()
+
+
+class _CheckpointsItsBlock(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.blk = _Block()
+
+    def forward(self, x):
+        return torch.utils.checkpoint.checkpoint(self.blk, x * 2, use_reentrant=False)
+
+
+def test_a_node_is_named_by_its_maker_before_the_saves_it_unpacks():
+    """Note [The module of a backward op]: where a node unpacks a save, its maker's module
+    still wins. The script's own checkpoint: the region's first node (the ReLU's) unpacks
+    the region's input, saved by the root's call that ran `checkpoint`, to re-run `blk`
+    (its ops named by the calls the re-run makes); its own saves it unpacks unseen. Before:
+    the ReLU's gradient and the Linear's three (after it, unpacking nothing seen) read ""
+    (the root, that input's saver)."""
+    torch.manual_seed(0)
+    m, x = _CheckpointsItsBlock(), torch.randn(8, 16, requires_grad=True)
+    with memledger.trace() as led:
+        m(x).sum().backward()
+    st = led.storages
+    bw = st[st["phase"] == "backward"].sort_values("created")
+    assert list(zip(bw["op"], bw["module"], bw["bytes"])) == [
+        ("fork_rng", "blk.lin", 5056),   # the re-run: the CPU generator's state, then
+        ("addmm.default", "blk.lin", 512),   # the Linear and the ReLU again
+        ("relu.default", "blk", 512),
+        ("threshold_backward.default", "blk", 512),   # the ReLU's node
+        ("mm.default", "blk.lin", 512),               # the Linear's node
+        ("mm.default", "blk.lin", 1024),
+        ("sum.dim_IntList", "blk.lin", 64),
+        ("mul.Tensor", "", 512)]   # `x * 2`, made in the root's call
