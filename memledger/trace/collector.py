@@ -138,6 +138,7 @@ from memledger.trace.higher_order import is_higher_order, run_by_its_ops
 from memledger.trace.mapped import MappedFiles
 from memledger.trace.modes import modes_at_backward
 from memledger.trace.nested_backward import Suspended, started_inside
+from memledger.trace.node_makers import NodeMakers
 from memledger.trace.interrupts import redeliver
 from memledger.trace.steps import ForwardStarts, StepBoundary, weight_read
 from memledger.trace.resize import StorageResizeWatch
@@ -959,6 +960,11 @@ class Collector(ShardingMixin, TorchDispatchMode):
         # per storage, the saves written at the current save event (`_saved`)
         self._saves_at: tuple[int, dict[int, int]] = (-1, {})
         self._bw_module = ""
+        # the module of the last unpack, and the module whose call made the node running
+        # (None: not known): Note [The module of a backward op]
+        self._bw_unpacked = ""
+        self._node_made: str | None = None
+        self._node_makers = NodeMakers(threading.get_ident())
         # the module stack's depth below the outermost call made while autograd's engine ran
         # a node (-1: none open): Note [A module called inside backward]
         self._bw_call_depth = -1
@@ -1032,6 +1038,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
                          "started_unix": time.time(), **self._header})
         self.sink.write({"k": "phase", "ev": 0, "ph": "setup", "step": 1})
         self._owner = threading.get_ident()
+        self._node_makers = NodeMakers(self._owner)
         ours = self._only_ours   # the hooks are global: Note [Other threads' modules]
         self._handles = [
             nn_module.register_module_forward_pre_hook(ours(self._pre_call)),
@@ -1314,6 +1321,10 @@ class Collector(ShardingMixin, TorchDispatchMode):
                 # Note [A derivative formula in place but for the mode]: its ops to fold
                 self._formula = None if n is None else _FORMULAS_IN_PLACE.get(n.name())
                 self._chain.clear()
+                # Note [The module of a backward op]: the module whose call made the node,
+                # else the last unpack's
+                made = self._node_made = self._node_makers.of(node)
+                self._bw_module = self._bw_unpacked if made is None else made
             if (self._unpacks or self._suspended) and node != self._unpack_node:
                 self._another_node(node, ev)
             if self._unpack_watch:
@@ -2040,7 +2051,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
             self._set_phase("backward", ev)
             self._makers.clear()   # only forward's writes count (Note [Written in place...])
             self._backward_sid = self._next_sid   # Note [A sparse gradient kept as made]
-            self._bw_module = ""   # Note [A backward pass's first nodes]
+            self._bw_module = self._bw_unpacked = ""   # Note [A backward pass's first nodes]
+            self._node_made = None
             # For replay: the last forward use of everything autograd holds (see
             # memledger/replay/engine.py, Note [Replay of a checkpointed region]).
             for sid in list(self._saved_mod):
@@ -2072,6 +2084,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
                 self._mark_held_by_optimizers()
             self._resume_all(ev)
             self._unpacks_done(ev)
+            self._node_makers.pass_ended()   # Note [The module that made a node]
             self._set_phase(self._phase_after_backward(), ev)
             self._mark_gradients()
 
@@ -2242,14 +2255,16 @@ class Collector(ShardingMixin, TorchDispatchMode):
                 _current_node() is not None:
             self._bw_call_depth = len(self._mod_stack)
         self._mod_stack.append((path, self._ev, time.perf_counter_ns(), is_root))
+        self._node_makers.note(path)   # Note [The module that made a node]
         if self._phase != "backward":
             if _grad_enabled():   # Note [A re-run in another mode] (trace/modes.py)
                 self._fwd_modes[path] = (weakref.ref(module), module.training)
             self._see_script_checkpoint(path)
 
     # Note [A module called inside backward]
-    # A backward op is named by the module whose save its node unpacked last (Note [The
-    # module of a backward op]): autograd does not say which module a node belongs to.
+    # A backward op is named by the module whose save its node unpacked, or whose call made
+    # the node (Note [The module of a backward op]): autograd does not say which module a
+    # node belongs to.
     # A module *called* while a node runs is another matter: its forward hooks say which
     # one runs, and its ops are its own. reformer-pytorch's reversible layers make each
     # block's input again in `_ReversibleFunction.backward` by calling the block's `f` and
@@ -2433,6 +2448,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
             # its module's forward])
             self._switch_backward(self._ev)
         path, ev0, t0, is_root = self._mod_stack.pop()
+        self._node_makers.note(self._mod_stack[-1][0] if self._mod_stack else None)
         if self._fn_ckpts:   # Note [A policy checkpoint around a checkpointed function]
             self._write_function_checkpoints(len(self._mod_stack), _grad_enabled())
         if len(self._mod_stack) <= self._bw_call_depth:
@@ -3728,23 +3744,39 @@ class Collector(ShardingMixin, TorchDispatchMode):
     # BERT's layers under `checkpoint`, a 64-wide bias: the peak fell inside that sum, 256 B
     # over measured.
     # Note [The module of a backward op]
-    # A backward op is named by the module whose save its node unpacked last, the module of
+    # A backward op is named by the module whose save its node unpacked, the module of
     # *that* save: a storage several modules saved (a UNet's text states, which every
     # cross-attention saves) named every node that unpacked it by its last saver. In
     # diffusers' UNet2DConditionModel checkpointing its own transformer blocks, the first
     # down block's backward unpacks those states (the script's checkpoint re-runs the
     # block on them; what the re-run saves, its nodes unpack unseen), and its whole
     # backward, the step's peak with it, read "in up_blocks.1.attentions.1". The alias
-    # autograd keeps carries its save's module.
+    # autograd keeps carries its save's module. A node is named first by the module whose
+    # call made it (Note [The module that made a node], trace/node_makers.py): a node that
+    # unpacks nothing a module saved (a `chunk`'s, a `sum`'s, a cast's) kept the last
+    # unpack's module, another node's. The maker wins over the save: a save is packed while
+    # the call that makes its node runs, so the two agree for a node's own saves, and they
+    # part only where the unpack is not the node's: the script's own checkpoint re-runs its
+    # region at the first unpack of the region's first node, which unpacks the region's
+    # inputs (saved by the call that ran `checkpoint`) while its own saves come back unseen
+    # (diffusers' UNet checkpointing its transformer blocks: the GEGLU's gradient, the
+    # step's peak, read "down_blocks.0.attentions.0", the caller's); a node whose apply
+    # runs backward passes of its own (a reversible layer's Function) comes back to its own
+    # ops after the nested passes' unpacks. The save's module names the node where its
+    # maker is not known: made where no module call is open (a module's method run outside
+    # any call names its saves by the frame walk: Note [Work a module's method does outside
+    # any call]), on another thread, AccumulateGrad; else the last unpack's, as before.
     # Note [A backward pass's first nodes]
     # The nodes a backward pass runs first are often the loss's own and unpack nothing a
     # module saved (`mean`, a division by a Python number: mmengine's `OptimWrapper`
-    # backward-s `loss / accumulative_counts`), so they are named by `_bw_module` as it is.
-    # It was left as the last pass's last unpack made it: every backward after the first
-    # (the second micro-batch, the next step) named those ops by the module nearest the
-    # input, `embed`, while the first pass named them "" (the script). Two micro-batches of
-    # `m(x, e).mean() / 2` through `a` then `b`: the second pass's 4 B quotient and 1,024 B
-    # mean gradient read "in a". Each pass now starts from "" (tests/integration/
+    # backward-s `loss / accumulative_counts`); made where no module call is open, they are
+    # named by the last unpack's module (Note [The module that made a node] knows only the
+    # nodes made inside a call; a loss made in the model's own forward is the model's). It
+    # was left as the last pass's last unpack made it: every backward after the
+    # first (the second micro-batch, the next step) named those ops by the module nearest
+    # the input, `embed`, while the first pass named them "" (the script). Two micro-batches
+    # of `m(x, e).mean() / 2` through `a` then `b`: the second pass's 4 B quotient and
+    # 1,024 B mean gradient read "in a". Each pass now starts from "" (tests/integration/
     # test_backward_module_names.py).
     # Note [Saved and then changed]
     # Autograd checks, as backward unpacks a saved tensor, that nothing changed it in place
@@ -3771,9 +3803,12 @@ class Collector(ShardingMixin, TorchDispatchMode):
             sid = self._sid(part, self._ev)
             if sid < 0:
                 continue
-            self._bw_module = getattr(t, "_memledger_mod", None) or \
-                self._saved_mod.get(sid, self._bw_module)
             node = _node_now()
+            mod = getattr(t, "_memledger_mod", None) or self._saved_mod.get(sid)
+            if mod is not None:
+                self._bw_unpacked = mod
+                if node != self._node or self._node_made is None:
+                    self._bw_module = mod   # (a node's first op looks up its maker)
             if (node != self._unpack_node or not self._unpacks) and \
                     not self._another_node(node):
                 self._unpack_node, self._apply_end = node, self._ev

@@ -32,3 +32,14 @@ def test_a_reversible_block_is_said_to_save_nothing_for_the_right_reason():
     line = empty_line("checkpoint:rev", said.empty_regions, len(said.regions))
     assert line.startswith("checkpoint:rev: none of its modules (rev) saved anything")
     assert "a reversible layer's custom Function that keeps its input on ctx" in line
+    # Note [The module that made a node] (trace/node_makers.py): the chunk's node after
+    # `rev` and `_Rev`'s own ops, which it runs after its nested backward passes, unpack
+    # nothing: named by the module whose call made their node, `rev`. Before: "out" (the
+    # chunk's zeros and cat), "rev.g" and "rev.f" (the last nested unpack's)
+    st = run.ledger.storages
+    bw = st[(st["phase"] == "backward") & (st["step"] == 2)].sort_values("created")
+    assert [(op, b) for op, m, b in zip(bw["op"], bw["module"], bw["bytes"]) if m == "rev"] \
+        == [("zeros.default", 512), ("cat.default", 1024),     # the chunk's node
+            ("sub.Tensor", 512), ("add.Tensor", 512),          # x2, dx1
+            ("add.Tensor", 512), ("cat.default", 1024),        # the input's gradient
+            ("add.Tensor", 512)]   # the two gradients of `inp`'s output, summed

@@ -74,8 +74,13 @@ def test_unet_checkpointing_itself_with_its_down_blocks_offloaded():
     assert refused.predict_refusal == refused.measure_refusal
     assert "the script already checkpoints down_blocks.0.resnets.0" in refused.predict_refusal
     # in the first down block's backward, named so though the text states its node unpacks
-    # were saved last by up_blocks.1 (Note [The module of a backward op])
-    assert run.summary.peak.module == "down_blocks.0.attentions.0"
+    # were saved last by up_blocks.1 (Note [The module of a backward op]): the GEGLU's
+    # `hidden * gelu(gate)` gradient (2 x 64 x 64, 32,768 B), named by the module whose
+    # call made its node; "down_blocks.0.attentions.0" before, the module that called the
+    # checkpoint, whose inputs the region's first node unpacked to re-run it (Note [The
+    # module that made a node], trace/node_makers.py)
+    assert (run.summary.peak.op, run.summary.peak.module) == \
+        ("mul.Tensor", "down_blocks.0.attentions.0.transformer_blocks.0.ff.net.0")
     _exact(run)
 
 
