@@ -352,11 +352,13 @@ class ForwardStarts:
         self._first = ByModule()   # owner -> weakref of the first part its methods called
 
     def begins(self, module) -> bool:
-        from memledger.trace.roots import method_owner
+        from memledger.trace.roots import method_owner, script_holder
 
         if weight_read(module):
             return False
-        owner = method_owner(module)
+        # a part the script calls of a model it holds by a name counts as a method's part
+        # (Note [A model held by the script], trace/roots.py)
+        owner = method_owner(module) or script_holder(module)
         if owner is None:
             return True
         first = self._first.get(owner)
