@@ -11,7 +11,8 @@ the script], memledger/trace/roots.py): plain torch, AdamW, tiny sizes.
 - `gan`: a generator and a discriminator held separately (`G`, `D`) and a loss module held
   nowhere (`bce`), each called as a whole: they stay apart (Note [Root names]).
 
-`--ema` keeps an EMA wrapper as ema-pytorch's `EMA(model)` is (the model and a frozen copy)
+`--unused` adds a layer to `parts`' model that the optimizer holds and the loop never
+calls (a doctor finding, naming its parameters). `--ema` keeps an EMA wrapper as ema-pytorch's `EMA(model)` is (the model and a frozen copy)
 and evaluates the copy after each step; `--in-function` runs the step in a function of the
 script whose local binds the model (else the loop is the script's module-level code).
 
@@ -72,6 +73,7 @@ p.add_argument("--case", choices=["loop", "parts", "gan"], default="loop")
 p.add_argument("--steps", type=int, default=3)
 p.add_argument("--ema", action="store_true")
 p.add_argument("--in-function", action="store_true")
+p.add_argument("--unused", action="store_true")
 args = p.parse_args()
 
 torch.manual_seed(0)
@@ -80,6 +82,8 @@ if args.case == "loop":
     model = nn.ModuleDict({"blocks": nn.Sequential(Block(d), Block(d)), "head": nn.Linear(d, 1)})
 elif args.case == "parts":
     model = LM(32, d, 2)
+    if args.unused:   # a layer the optimizer trains that the loop never calls
+        model.proj = nn.Linear(d, d)
 else:
     G = nn.Sequential(nn.Linear(8, d), nn.GELU(), nn.Linear(d, d))
     D = nn.Sequential(nn.Linear(d, d), nn.GELU(), nn.Linear(d, 1))
