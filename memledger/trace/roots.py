@@ -21,7 +21,9 @@ model's `named_modules()` does. When the timer named every top-level module from
 root, a GAN's generator and discriminator both had a module `0`; when the installer took
 the first module with parameters, a distillation script's policies went to its teacher,
 and the doctor named a student's parameters `Sequential.2.weight` where `show` said
-`2.weight`.
+`2.weight`. The top-level module a call names may be the module whose method made it (Note
+[A model called through its methods]) or one the script holds it in (Note [A model held
+by the script], below `method_owner`).
 
 # Note [A model called through its methods]
 A script may never call its model's forward, only methods that call its parts: diffusers'
@@ -213,7 +215,7 @@ class RootNames:
         if new:
             owner = method_owner(module)
             # Note [A model held by the script]: the model whose parts the script calls
-            held = script_holder(module) if owner is None else None
+            held = script_holder(module, self.model()) if owner is None else None
             root = owner or held or module
             self._root = weakref.ref(root)
             self._absorbed = [weakref.ref(m) for m in self._absorb(root, held is not None)]
@@ -516,8 +518,15 @@ def _named_by_user_code(ids: set[int]) -> set[int]:
 # - a wrapper of one module it holds (the called one, or one a name of the frame binds):
 #   one whose parameters besides that module are an untrained copy of it (same shapes, in
 #   order; untrained: held by no live optimizer, or, where none is alive yet, not
-#   requiring gradients), as ema-pytorch's `EMA(model)` holds the model and its copy; the
-#   model inside it is the holder.
+#   requiring gradients), as ema-pytorch's `EMA(model)` holds the model and its copy, and
+#   Stable-Baselines3's `DQNPolicy` its `q_net` and `q_net_target` (DQN's `train()` calls
+#   the target first, under no_grad, through `self.q_net_target`: the policy holding both
+#   was taken for the model there, and the gradients read `q_net.0.bias (and 1 more)`,
+#   tests/clients/test_sb3_clients.py); the model inside the wrapper is the holder where it
+#   holds the called module, else the called module stays a top-level module of its own.
+#   Not where the module it wraps is the model already: then the wrapper is named beside
+#   it (above). DQN's `q_net`, called after its target was taken for the model, is still
+#   a top-level module of its own: the policy wraps `q_net`, not the target.
 # Two models held separately (a GAN's `G` and `D`, a teacher and its student) and a loss
 # module held by none stay apart: no name of the script holds both. A module that holds
 # both (a `System` holding `gen` and `disc`, a `ModuleList` of them) is the model, as a
@@ -528,19 +537,20 @@ def _named_by_user_code(ids: set[int]) -> set[int]:
 # it does a method owner's. The walk runs at a module's first top-level call only (a loss
 # module made per call pays it at each: one frame's names), and the optimizers are looked
 # for only where a candidate holds a copy of the same shapes.
-def script_holder(module: torch.nn.Module) -> torch.nn.Module | None:
+def script_holder(module: torch.nn.Module,
+                  model: torch.nn.Module | None = None) -> torch.nn.Module | None:
     """The outermost module a name of the calling frame binds that holds `module` among its
     descendants (Note [A model held by the script]); None where there is none, or only
-    wrappers."""
+    wrappers. A wrapper of `model` (the model so far) is named beside it, not passed over."""
     f = _script_frame(module)
     if f is None or f.f_code.co_name == "__init__":
         return None
-    found: list[torch.nn.Module] = []
+    named: list[torch.nn.Module] = []   # the modules the frame's names bind, once each
     for _, value in _frame_names(f):
-        if isinstance(value, torch.nn.Module) and value is not module and _built(value) and \
-                not any(v is value for v in found) and \
-                any(m is module for m in value.modules()):
-            found.append(value)
+        if isinstance(value, torch.nn.Module) and _built(value) and \
+                not any(v is value for v in named):
+            named.append(value)
+    found = [v for v in named if v is not module and _holds(v, module)]
     if not found:
         return None
     own = {id(p) for p in module_parameters(module)}
@@ -548,20 +558,48 @@ def script_holder(module: torch.nn.Module) -> torch.nn.Module | None:
              if _no_forward(h) or any(id(p) not in own for p in module_parameters(h))]
     trained: list[set[int] | None] = [None]   # looked for once, where needed
     held = [h for h in found
-            if not any(_a_copy_beside(h, m, trained) for m in [module, *found]
-                       if m is not h and any(x is m for x in h.modules()))]
-    outer = [h for h in held if not any(o is not h and any(x is h for x in o.modules())
-                                        for o in held)]
+            if not any(_a_copy_beside(h, m, trained) for m in [module, *named]
+                       if m is not h and m is not model and _holds(h, m))]
+    outer = [h for h in held if not any(o is not h and _holds(o, h) for o in held)]
     return outer[0] if outer else None
+
+
+# ids of the modules under a module the script names: id -> (the module, weakly; the
+# registration count they were taken at; the ids). Walked again after a registration
+# (Note [A module registered after the first call]); a loss module made per call checks
+# the script's model once, not per call (torch's `modules()` walked 1,201 modules in 12 ms
+# on a busy box, per call)
+_UNDER: dict[int, tuple[weakref.ref, int, frozenset[int]]] = {}
+
+
+def _holds(holder: torch.nn.Module, module: torch.nn.Module) -> bool:
+    """`module` is `holder` or one of its descendants."""
+    hit = _UNDER.get(id(holder))
+    if hit is None or hit[0]() is not holder or hit[1] != _REGISTERED[0]:
+        ids, stack = {id(holder)}, [holder]
+        while stack:
+            for c in stack.pop()._modules.values():
+                if c is not None and id(c) not in ids:
+                    ids.add(id(c))
+                    stack.append(c)
+        for k in [k for k, v in _UNDER.items() if v[0]() is None]:
+            del _UNDER[k]
+        hit = _UNDER[id(holder)] = (weakref.ref(holder), _REGISTERED[0], frozenset(ids))
+    return id(module) in hit[2]
 
 
 def _a_copy_beside(holder: torch.nn.Module, inner: torch.nn.Module,
                    trained: list) -> bool:
     """`holder` holds, besides `inner`, only an untrained copy of it (Note [A model held by
     the script]: an EMA wrapper)."""
-    mine = {id(p) for p in module_parameters(inner)}
-    rest = [p for p in module_parameters(holder) if id(p) not in mine]
     shapes = [p.shape for p in module_parameters(inner)]
+    mine = {id(p) for p in module_parameters(inner)}
+    rest = []
+    for p in module_parameters(holder):   # stops one past the copy's length
+        if id(p) not in mine:
+            rest.append(p)
+            if len(rest) > len(shapes):
+                return False
     if not rest or [p.shape for p in rest] != shapes:
         return False
     if trained[0] is None:
