@@ -574,6 +574,7 @@ _UNDER: dict[int, tuple[weakref.ref, int, frozenset[int]]] = {}
 
 def _holds(holder: torch.nn.Module, module: torch.nn.Module) -> bool:
     """`module` is `holder` or one of its descendants."""
+    _watch_registrations()   # a pass with no RootNames (StepCounter's ForwardStarts) too
     hit = _UNDER.get(id(holder))
     if hit is None or hit[0]() is not holder or hit[1] != _REGISTERED[0]:
         ids, stack = {id(holder)}, [holder]
