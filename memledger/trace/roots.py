@@ -21,7 +21,9 @@ model's `named_modules()` does. When the timer named every top-level module from
 root, a GAN's generator and discriminator both had a module `0`; when the installer took
 the first module with parameters, a distillation script's policies went to its teacher,
 and the doctor named a student's parameters `Sequential.2.weight` where `show` said
-`2.weight`.
+`2.weight`. The top-level module a call names may be the module whose method made it (Note
+[A model called through its methods]) or one the script holds it in (Note [A model held
+by the script], below `method_owner`).
 
 # Note [A model called through its methods]
 A script may never call its model's forward, only methods that call its parts: diffusers'
@@ -211,9 +213,12 @@ class RootNames:
             promoted = self.prefix.pop(module)
             new = True
         if new:
-            root = method_owner(module) or module
+            owner = method_owner(module)
+            # Note [A model held by the script]: the model whose parts the script calls
+            held = script_holder(module, self.model()) if owner is None else None
+            root = owner or held or module
             self._root = weakref.ref(root)
-            self._absorbed = [weakref.ref(m) for m in self._absorb(root)]
+            self._absorbed = [weakref.ref(m) for m in self._absorb(root, held is not None)]
             if promoted:
                 self.retired.append(promoted)
             has_params = next(module_parameters(root), None) is not None
@@ -279,12 +284,15 @@ class RootNames:
         return self.registered != _REGISTERED[0] and module not in self.paths and \
             module not in self.prefix
 
-    def _absorb(self, module: torch.nn.Module) -> list[torch.nn.Module]:
+    def _absorb(self, module: torch.nn.Module, held: bool = False) -> list[torch.nn.Module]:
         """Top-level modules seen before that `module` holds: they were called on their own
         before it (spectral_norm calls its parametrization while the model is being built),
-        and are its submodules from now on; the model's names go with them."""
+        and are its submodules from now on; the model's names go with them. Not the model
+        once the first step named it, nor ever into a module the script holds it in
+        (`held`: Note [A model held by the script])."""
         inside = {id(m) for m in module.modules()}
-        model = self.model() if self.decided else None   # Note [A wrapper of the model], 1
+        # Note [A wrapper of the model], 1
+        model = self.model() if self.decided or held else None
         held = [m for m in self.prefix.keys()
                 if m is not module and m is not model and id(m) in inside]
         self.retired = [label for label in (self.prefix.pop(m) for m in held) if label]
@@ -508,6 +516,131 @@ def _named_by_user_code(ids: set[int]) -> set[int]:
     return found
 
 
+# Note [A model held by the script]
+# A script may never call its model, nor a method of it, only its parts, from its own loop:
+# `for b in model["blocks"]: h = b(h)` (mixture-of-attention's padded sequences, the blocks
+# in an `nn.ModuleDict` that has no forward), or the research shape `x = model.embed(ids);
+# for blk in model.blocks: x = blk(x); logits = model.head(x)`. The first part called was
+# the model (block 0, or `embed`), its modules named `fc1`, `norm`, ..., and the next parts
+# were named beside it by the loop variable (`b.fc1`) or the script's words (`model.head`):
+# `checkpoint:*` covered block 0 only, and `checkpoint:blocks.*`, which the user writes
+# from `model.named_modules()`, was refused by predict and measure alike as matching no
+# module (tests/clients/train_parts_loop.py). Note [A model called through its methods]
+# finds the holder on the stack, as a method's `self`; here no frame of it is on the
+# stack, and the script holds it by a name. So a top-level call of a module seen for the
+# first time with no method owner looks at the names of the calling frame (the frame Note
+# [Root names] reads: its locals, its `self`'s attributes, its globals) for modules that
+# hold the called one among their descendants; the outermost of them is the top-level
+# module instead, the model by the rules of Note [The model], and the parts take their
+# `named_modules()` paths under it (`blocks.0`). Only modules count: a Trainer-like object
+# that holds everything is looked into only as the frame's `self`. Such a holder never
+# absorbs the model (`_absorb`): where it holds the model already (an EMA wrapper whose
+# copy the script runs by its parts, `for b in ema.ema_model.blocks`) it is named beside
+# it, as Note [A wrapper of the model], 1, names a wrapper, and the copy's parts read
+# `ema.ema_model.blocks.0` (they read `b` and `Block` before). Passed over:
+# - a module with a forward of its own that holds nothing besides the called module (a
+#   wrapper of it: torch.compile's, DDP, Fabric's, which the script called around): the
+#   module called whole is its own model, as before; a container without a forward (an
+#   `nn.ModuleDict`) is a root for names even then;
+# - a wrapper of one module it holds (the called one, or one a name of the frame binds):
+#   one whose parameters besides that module are an untrained copy of it (same shapes, in
+#   order; untrained: held by no live optimizer, or, where none is alive yet, not
+#   requiring gradients), as ema-pytorch's `EMA(model)` holds the model and its copy, and
+#   Stable-Baselines3's `DQNPolicy` its `q_net` and `q_net_target` (DQN's `train()` calls
+#   the target first, under no_grad, through `self.q_net_target`: the policy holding both
+#   was taken for the model there, and the gradients read `q_net.0.bias (and 1 more)`,
+#   tests/clients/test_sb3_clients.py); the model inside the wrapper is the holder where it
+#   holds the called module, else the called module stays a top-level module of its own.
+#   Not where the module it wraps is the model already: then the wrapper is named beside
+#   it (above). DQN's `q_net`, called after its target was taken for the model, is still
+#   a top-level module of its own: the policy wraps `q_net`, not the target.
+# Two models held separately (a GAN's `G` and `D`, a teacher and its student) and a loss
+# module held by none stay apart: no name of the script holds both. A module that holds
+# both (a `System` holding `gen` and `disc`, a `ModuleList` of them) is the model, as a
+# module holding several trained parts is (Note [A model of several trained parts]). A
+# constructor's frame is passed over, as `method_owner` passes it. The collector, the
+# timer, measure's installer and the doctor's probe ask here through `RootNames.path`, and
+# `ForwardStarts` (trace/steps.py) counts the holder's first part as a forward's start, as
+# it does a method owner's. The walk runs at a module's first top-level call only (a loss
+# module made per call pays it at each: one frame's names), and the optimizers are looked
+# for only where a candidate holds a copy of the same shapes.
+def script_holder(module: torch.nn.Module,
+                  model: torch.nn.Module | None = None) -> torch.nn.Module | None:
+    """The outermost module a name of the calling frame binds that holds `module` among its
+    descendants (Note [A model held by the script]); None where there is none, or only
+    wrappers. A wrapper of `model` (the model so far) is named beside it, not passed over."""
+    f = _script_frame(module)
+    if f is None or f.f_code.co_name == "__init__":
+        return None
+    named: list[torch.nn.Module] = []   # the modules the frame's names bind, once each
+    for _, value in _frame_names(f):
+        if isinstance(value, torch.nn.Module) and _built(value) and \
+                not any(v is value for v in named):
+            named.append(value)
+    found = [v for v in named if v is not module and _holds(v, module)]
+    if not found:
+        return None
+    own = {id(p) for p in module_parameters(module)}
+    found = [h for h in found
+             if _no_forward(h) or any(id(p) not in own for p in module_parameters(h))]
+    trained: list[set[int] | None] = [None]   # looked for once, where needed
+    held = [h for h in found
+            if not any(_a_copy_beside(h, m, trained) for m in [module, *named]
+                       if m is not h and m is not model and _holds(h, m))]
+    outer = [h for h in held if not any(o is not h and _holds(o, h) for o in held)]
+    return outer[0] if outer else None
+
+
+# ids of the modules under a module the script names: id -> (the module, weakly; the
+# registration count they were taken at; the ids). Walked again after a registration
+# (Note [A module registered after the first call]); a loss module made per call checks
+# the script's model once, not per call (torch's `modules()` walked 1,201 modules in 12 ms
+# on a busy box, per call)
+_UNDER: dict[int, tuple[weakref.ref, int, frozenset[int]]] = {}
+
+
+def _holds(holder: torch.nn.Module, module: torch.nn.Module) -> bool:
+    """`module` is `holder` or one of its descendants."""
+    _watch_registrations()   # a pass with no RootNames (StepCounter's ForwardStarts) too
+    hit = _UNDER.get(id(holder))
+    if hit is None or hit[0]() is not holder or hit[1] != _REGISTERED[0]:
+        ids, stack = {id(holder)}, [holder]
+        while stack:
+            for c in stack.pop()._modules.values():
+                if c is not None and id(c) not in ids:
+                    ids.add(id(c))
+                    stack.append(c)
+        for k in [k for k, v in _UNDER.items() if v[0]() is None]:
+            del _UNDER[k]
+        hit = _UNDER[id(holder)] = (weakref.ref(holder), _REGISTERED[0], frozenset(ids))
+    return id(module) in hit[2]
+
+
+def _a_copy_beside(holder: torch.nn.Module, inner: torch.nn.Module,
+                   trained: list) -> bool:
+    """`holder` holds, besides `inner`, only an untrained copy of it (Note [A model held by
+    the script]: an EMA wrapper)."""
+    shapes = [p.shape for p in module_parameters(inner)]
+    mine = {id(p) for p in module_parameters(inner)}
+    rest = []
+    for p in module_parameters(holder):   # stops one past the copy's length
+        if id(p) not in mine:
+            rest.append(p)
+            if len(rest) > len(shapes):
+                return False
+    if not rest or [p.shape for p in rest] != shapes:
+        return False
+    if trained[0] is None:
+        from memledger.trace.optimizer_like import optimizers_alive
+
+        opts = optimizers_alive()
+        trained[0] = {id(p) for o in opts for g in o.param_groups for p in g["params"]} \
+            if opts else None
+    if trained[0] is None:
+        return not any(p.requires_grad for p in rest)
+    return not any(id(p) in trained[0] for p in rest)
+
+
 def _built(module: torch.nn.Module) -> bool:
     """`nn.Module.__init__` has run on `module`. A subclass may call its own methods before
     it does: botorch's `SingleTaskGP.__init__` runs `self.transform_inputs(X)`, which calls
@@ -548,12 +681,22 @@ def _script_names(skip: torch.nn.Module | None = None) -> list[tuple[str, object
     methods of `skip`: a module called through its own `__call__`, as an EMA wrapper runs
     its copy): its locals, its `self`'s attributes and submodules, its globals (public
     identifiers only)."""
+    f = _script_frame(skip)
+    return [] if f is None else _frame_names(f)
+
+
+def _script_frame(skip: torch.nn.Module | None = None):
+    """The first frame outside torch and memledger and the methods of `skip`; None."""
     f = sys._getframe(1)
     while f is not None and (f.f_code.co_filename.startswith(_NOT_THE_SCRIPT)
                              or (skip is not None and _self_of(f) is skip)):
         f = f.f_back
-    if f is None:
-        return []
+    return f
+
+
+def _frame_names(f) -> list[tuple[str, object]]:
+    """(name, value) of frame `f`'s locals, its `self`'s attributes and submodules, its
+    globals (public identifiers only)."""
     with _frame_locals(f) as local:
         owner = local.get("self")
         # `_modules` is an nn.Module's dict of submodules; another class's may be anything

@@ -307,9 +307,13 @@ STEPS_BY = ("optimizer", "forward", "whole")
 # module holding it makes begins a forward only when it is the first part that owner's
 # methods called: its next call is the method's next pass (`embedding` once per token; by
 # the same rule diffusers' `vae.encode(x)` then `vae.decode(z)` is one forward per
-# `encoder` call). Both passes count so (ForwardStarts, here). Known limitation: a first
-# part its method calls again within one pass (a loop over a cell) still begins a forward
-# per call.
+# `encoder` call). Both passes count so (ForwardStarts, here). A model the script holds by
+# a name and runs by its parts from its own loop (Note [A model held by the script],
+# trace/roots.py) counts the same way: `--steps-by forward --steps 2` of `x =
+# model.embed(ids); for blk in model.blocks: ...` traced the embedding's two calls
+# (29,984 B), and now two whole steps (88,168 B; tests/clients/train_parts_loop.py). Known
+# limitation: a first part its method calls again within one pass (a loop over a cell)
+# still begins a forward per call.
 # Note [A parametrized weight read is no forward]
 # A module with a parametrized weight (`weight_norm`, `spectral_norm`, `orthogonal` from
 # torch.nn.utils.parametrizations) computes the weight at each read of `module.weight` by
@@ -363,11 +367,13 @@ class ForwardStarts:
         self._first = ByModule()   # owner -> weakref of the first part its methods called
 
     def begins(self, module) -> bool:
-        from memledger.trace.roots import method_owner
+        from memledger.trace.roots import method_owner, script_holder
 
         if weight_read(module):
             return False
-        owner = method_owner(module)
+        # a part the script calls of a model it holds by a name counts as a method's part
+        # (Note [A model held by the script], trace/roots.py)
+        owner = method_owner(module) or script_holder(module)
         if owner is None:
             return True
         first = self._first.get(owner)

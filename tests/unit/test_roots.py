@@ -465,3 +465,76 @@ def test_a_module_under_several_paths_is_known_by_each_second_path():
     twice = nn.Sequential(nn.Linear(2, 2), nn.Sequential())
     twice[1].same = twice[0]
     assert module_aliases(twice) == {"1.same": "0"}
+
+
+def test_a_model_the_script_holds_and_runs_by_its_parts_is_the_model():
+    """Note [A model held by the script]: the script calls block 0, then block 1, of a
+    ModuleDict it binds as `model` and never calls; block 0 was the model, block 1 named
+    beside it."""
+    names = RootNames()
+    model = nn.ModuleDict({"blocks": nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 4))})
+    for b in model["blocks"]:
+        names.path(b, top_level=True)
+    assert names.model() is model and list(names.prefix.items()) == [(model, "")]
+    assert [names.paths.get(b) for b in model["blocks"]] == ["blocks.0", "blocks.1"]
+
+
+def test_a_wrapper_with_a_forward_around_the_called_model_is_no_holder():
+    """A module with a forward of its own that holds nothing besides the called module (as
+    torch.compile's, DDP, Fabric's do), the script calling the model itself: the model
+    keeps its own names. A container without a forward is a root for names even then."""
+
+    class Wrap(nn.Module):
+        def __init__(self, m: nn.Module) -> None:
+            super().__init__()
+            self.inner = m
+
+        def forward(self, x):
+            return self.inner(x)
+
+    names = RootNames()
+    model = nn.Sequential(nn.Linear(4, 4))
+    wrapped = Wrap(model)
+    assert names.path(model, top_level=True)[0] == "" and names.model() is model
+    assert names.paths.get(model[0]) == "0" and wrapped not in names.prefix
+    names = RootNames()
+    box = nn.ModuleDict({"net": model})
+    assert names.path(model, top_level=True)[0] == "net" and names.model() is box
+
+
+def test_a_module_holding_two_trained_models_is_the_model_and_two_apart_stay_apart():
+    """A GAN's generator and discriminator held apart (and a loss module held by none) stay
+    apart; bound in one ModuleList too, that list is the model, as a module holding
+    several trained parts is (Note [A model of several trained parts])."""
+    G, D = nn.Sequential(nn.Linear(4, 8)), nn.Sequential(nn.Linear(8, 1))
+    bce = nn.BCEWithLogitsLoss()
+    names = RootNames()
+    for m in (G, D, bce):
+        names.path(m, top_level=True)
+    assert [names.prefix[m] for m in (G, D, bce)] == ["", "D", "bce"]
+    nets = nn.ModuleList([G, D])
+    names = RootNames()
+    for m in (G, D, bce):
+        names.path(m, top_level=True)
+    assert names.model() is nets and [names.paths.get(m) for m in (G, D)] == ["0", "1"]
+    assert names.prefix[bce] == "bce"
+
+
+def test_an_ema_wrapper_is_passed_over_for_the_model_it_holds():
+    """The script binds the model and an EMA wrapper of it (the model and an untrained copy,
+    ema-pytorch's shape): block 0's holder is the model, not the wrapper; the copy's block,
+    run later by the script, is named under the wrapper beside the model, which keeps its
+    names."""
+    import copy
+
+    names = RootNames()
+    model = nn.ModuleDict({"blocks": nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 4))})
+    ema = nn.ModuleDict({"online": model, "ema_model": copy.deepcopy(model)})
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    names.path(model["blocks"][0], top_level=True)
+    assert names.model() is model and ema not in names.prefix
+    names.path(ema["ema_model"]["blocks"][0], top_level=True)
+    assert names.prefix[ema] == "ema" and names.model() is model
+    assert names.paths.get(ema["ema_model"]["blocks"][0]) == "ema.ema_model.blocks.0"
+    assert names.paths.get(model["blocks"][1]) == "blocks.1"
+    del opt
