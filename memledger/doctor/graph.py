@@ -153,8 +153,8 @@ def no_history(run: Run) -> list[Finding]:
 
 def _cut_finding(run: Run, key: tuple, g: dict) -> Finding:
     idx, steps = g["params"], g["steps"]
-    head = (f"{len(idx)} trainable parameters ({run.names(idx)}) got no gradient in "
-            f"{steps_named(steps)} while {g['others']} others did")
+    head = (f"{count(len(idx), 'trainable parameter')} ({run.names(idx)}) got no gradient "
+            f"in {steps_named(steps)} while {count(g['others'], 'other')} did")
     evidence = {"params_without_grad": len(idx), "params_with_grad": g["others"],
                 "bytes_without_grad": run.bytes_of(idx), "steps": sorted(steps)}
     if key[0] == "cut":

@@ -7,7 +7,7 @@ from __future__ import annotations
 from memledger.doctor.findings import Finding, Where
 from memledger.doctor.records import Record, Run, steps_named, where
 from memledger.doctor.source import call_in_loop
-from memledger.units import format_bytes
+from memledger.units import count, format_bytes
 
 
 def _stepped_together(spans: dict[int, list[int]]) -> set[int]:
@@ -81,9 +81,10 @@ def optimizer_membership(run: Run) -> list[Finding]:
     if orphans and run.steps:
         out.append(Finding(
             check="no_optimizer", severity="warning", where=where(run.steps[0]),
-            message=(f"{len(orphans)} trainable parameters ({run.names(orphans)}) are in no "
-                     "optimizer: backward gives them gradients that no optimizer.step() "
-                     "applies; add them to the optimizer or set requires_grad=False"),
+            message=(f"{count(len(orphans), 'trainable parameter')} ({run.names(orphans)}) "
+                     f"{'is' if len(orphans) == 1 else 'are'} in no optimizer: backward gives "
+                     "them gradients that no optimizer.step() applies; add them to the "
+                     "optimizer or set requires_grad=False"),
             evidence={"params": len(orphans), "bytes": run.bytes_of(orphans)}))
     # and the script's own parameters, no module's (Note [A parameter no module holds],
     # trace/doctor_loose.py), reached by such a backward

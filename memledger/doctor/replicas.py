@@ -49,6 +49,7 @@ from __future__ import annotations
 
 from memledger.doctor.findings import Finding, Where
 from memledger.doctor.records import Record
+from memledger.units import count
 
 RTOL = 1e-6   # relative, per checksum; averaged gradients agree to the bit on gloo
 
@@ -145,9 +146,10 @@ def unsynced_gradients(by_rank: list[list[Record]]) -> list[Finding]:
                  else f"steps {', '.join(map(str, bad_steps))}")
     return [Finding(
         check="unsynced_gradients", severity="error" if ddp else "warning",
-        message=(f"{len(names)} trainable parameters ({shown}) entered optimizer.step() in "
-                 f"{step_text} with equal weights on all {len(by_rank)} ranks but different "
-                 "gradients: they were not averaged across ranks (" + (
+        message=(f"{count(len(names), 'trainable parameter')} ({shown}) entered "
+                 f"optimizer.step() in {step_text} with equal weights on all "
+                 f"{len(by_rank)} ranks but different gradients: they were not averaged "
+                 "across ranks (" + (
                      "DDP's all-reduce skipped: every micro-batch under no_sync()?), so each "
                      "rank steps on its own gradient and the replicas drift apart; run the "
                      "last micro-batch of each step outside no_sync()" if ddp else
@@ -156,9 +158,10 @@ def unsynced_gradients(by_rank: list[list[Record]]) -> list[Finding]:
                      "gradient and the replicas drift apart; if they are replicas, wrap the "
                      "model in DDP or average the gradients before step() (dist.all_reduce "
                      "and / world_size)")) if not kept_equal else
-                (f"{len(names)} trainable parameters ({shown}) entered optimizer.step() in "
-                 f"{step_text} with equal weights on all {len(by_rank)} ranks but different "
-                 "gradients, none reduced across ranks: the step kept the weights equal (a "
+                (f"{count(len(names), 'trainable parameter')} ({shown}) entered "
+                 f"optimizer.step() in {step_text} with equal weights on all "
+                 f"{len(by_rank)} ranks but different gradients, none reduced across ranks: "
+                 "the step kept the weights equal (a "
                  "sharded optimizer broadcasts its update), but each parameter moved on one "
                  "rank's gradient alone; average the gradients before step() "
                  "(ShardedDataParallel, DDP, or dist.all_reduce and / world_size)"),

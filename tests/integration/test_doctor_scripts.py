@@ -127,7 +127,7 @@ BUGS = [
     # reached the loss; once only "the output never reached the loss" (Note [A parameter
     # its module never read], memledger/doctor/graph.py)
     ("early_return.py", ["--bug"], "unused_parameter", "warning",
-     ["1 trainable parameters (`gate.scale`)", "or their forward never read them"],
+     ["1 trainable parameter (`gate.scale`)", "or their forward never read them"],
      "opt.step()"),
     ("fused_adamw.py", ["--bug"], "no_update", "warning", ["4 had gradients",
      "the learning rate is 0"], "opt.step()"),

@@ -129,7 +129,7 @@ def test_cut_groups_parameters_by_the_op_that_cut_them():
     (f,) = diagnose(recs).findings
     assert (f.check, f.severity, f.where) == ("cut_graph", "error", Where(file="m.py", line=12))
     assert f.message.startswith("2 trainable parameters (`enc.weight`, `enc.bias`) got no "
-                                "gradient in step 1 while 1 others did: the path from the "
+                                "gradient in step 1 while 1 other did: the path from the "
                                 "loss was cut by `.detach()`")
     assert f.evidence == {"params_without_grad": 2, "params_with_grad": 1,
                           "bytes_without_grad": 256 + 32, "steps": [1]}
@@ -150,7 +150,7 @@ def test_a_no_grad_read_of_a_parameter_that_trains_in_another_step_is_no_cut():
     assert not any("conv.weight" in f.message for f in found), [f.line() for f in found]
     cut = [f for f in found if f.check == "cut_graph"]
     assert len(cut) == 1 and cut[0].message.startswith(
-        "1 trainable parameters (`enc.weight`) got no gradient in step 2 while 1 others "
+        "1 trainable parameter (`enc.weight`) got no gradient in step 2 while 1 other "
         "did: the path from the loss was cut by an op under `torch.no_grad()`")
 
 

@@ -22,7 +22,7 @@ def test_different_gradients_at_equal_weights_are_one_error_for_the_job():
     # (2.0 - 1.5) / 2.0 = 0.25: the norms' spread over the largest
     assert f.evidence == {"ranks": 2, "parameters": 1, "steps": [1],
                           "max_relative_grad_norm_difference": 0.25, "ddp": True}
-    assert "1 trainable parameters (`w`)" in f.message
+    assert "1 trainable parameter (`w`)" in f.message
 
 
 def test_drifted_weights_are_not_counted_again_and_no_ddp_is_a_warning():
