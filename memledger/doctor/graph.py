@@ -214,7 +214,7 @@ def grad_leak(run: Run) -> list[Finding]:
         idx = g["params"]
         out.append(Finding(
             check="grad_leak", severity="error", where=Where(file=file, line=line),
-            message=(f"gradients leak across optimizer steps: {len(idx)} parameters "
+            message=(f"gradients leak across optimizer steps: {count(len(idx), 'parameter')} "
                      f"({run.names(idx)}) entered the backward of {steps_named(g['steps'])} "
                      "still holding the gradient an earlier optimizer.step() used; call "
                      "optimizer.zero_grad() once per step"),
@@ -232,7 +232,7 @@ def mixed_gradient(run: Run) -> list[Finding]:
         idx = g["params"]
         out.append(Finding(
             check="mixed_gradient", severity="error", where=Where(file=file, line=line),
-            message=(f"{len(idx)} parameters ({run.names(idx)}) changed in place between two "
+            message=(f"{count(len(idx), 'parameter')} ({run.names(idx)}) changed in place between two "
                      "backward passes whose gradients optimizer.step() then used together, in "
                      f"{steps_named(g['steps'])}: the update is a gradient at the old weights "
                      "plus one at the new; zero the gradient once it has been used (SAM's "

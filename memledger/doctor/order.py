@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from memledger.doctor.findings import Finding, Where
 from memledger.doctor.records import Record, Run, steps_named, where
+from memledger.units import count
 
 
 def double_step(run: Run) -> list[Finding]:
@@ -38,7 +39,7 @@ def double_step(run: Run) -> list[Finding]:
             check="double_step", severity="error", where=where(first),
             message=(f"optimizer.step() ({first['cls']}) ran {times} times on the gradients "
                      f"of one backward pass in {steps_named(st['step'] for st in reps)} (line "
-                     f"{prev_line} had stepped them already): {len(idx)} parameters "
+                     f"{prev_line} had stepped them already): {count(len(idx), 'parameter')} "
                      f"({run.names(idx)}) got the same update {times} times; call step() "
                      "once per backward (once after the accumulation loop)"),
             evidence={"optimizer": first["cls"], "steps_per_backward": times,
@@ -83,7 +84,7 @@ def clip_order(run: Run) -> list[Finding]:
 
 def _finding(kind: str, c: Record, steps: set[int], idx: set[int], run: Run) -> Finding:
     fn = str(c.get("fn", "clip_grad_norm_"))
-    grads = f"the gradients of {len(idx)} parameters ({run.names(idx)})"
+    grads = f"the gradients of {count(len(idx), 'parameter')} ({run.names(idx)})"
     evidence = {"order": kind, "function": fn, "params": len(idx), "steps": sorted(steps)}
     if kind == "before_backward":
         message = (f"{fn}() ran before the backward() that filled the gradients it should "

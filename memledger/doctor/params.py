@@ -10,6 +10,10 @@ from memledger.doctor.source import call_in_loop
 from memledger.units import count, format_bytes
 
 
+def _were(n: int) -> str:
+    return "was" if n == 1 else "were"
+
+
 def _stepped_together(spans: dict[int, list[int]]) -> set[int]:
     """The optimizers that stepped one parameter in overlapping stretches of the run (in one
     training step at least). One that takes over from another (a new optimizer built when
@@ -36,8 +40,8 @@ def frozen_moving(run: Run) -> list[Finding]:
     steps = set().union(*moved.values())
     return [Finding(
         check="frozen_moving", severity="error", where=where(first),
-        message=(f"{len(moved)} parameters with requires_grad=False ({run.names(moved)}) "
-                 f"were changed by optimizer.step() in {steps_named(steps)} (weight decay or "
+        message=(f"{count(len(moved), 'parameter')} with requires_grad=False "
+                 f"({run.names(moved)}) {_were(len(moved))} changed by optimizer.step() in {steps_named(steps)} (weight decay or "
                  "momentum on a stale .grad); leave them out of the optimizer or set their "
                  ".grad to None when freezing"),
         evidence={"params": len(moved), "steps": sorted(steps), "bytes": run.bytes_of(moved)})]
@@ -62,7 +66,8 @@ def optimizer_membership(run: Run) -> list[Finding]:
         opts = sorted({o for i in shared for o in _stepped_together(spans[i])})
         out.append(Finding(
             check="two_optimizers", severity="error", where=where(where_of[opts[-1]]),
-            message=(f"{len(shared)} parameters ({run.names(shared)}) are in {len(opts)} "
+            message=(f"{count(len(shared), 'parameter')} ({run.names(shared)}) "
+                     f"{'is' if len(shared) == 1 else 'are'} in {len(opts)} "
                      "optimizers: each step() updates them again with its own state; give "
                      "every parameter to exactly one optimizer"),
             evidence={"params": len(shared), "optimizers": len(opts),
@@ -185,9 +190,11 @@ def stale_optimizer(run: Run) -> list[Finding]:
                "moving it")
     return [Finding(
         check="stale_optimizer", severity="error", where=where(st),
-        message=(f"optimizer.step() ({st['cls']}) updates {len(st['params'])} parameters none "
-                 f"of which ever got a gradient, while the {len(orphans)} that do "
-                 f"({run.names(orphans)}) are in no optimizer: {why}"),
+        message=(f"optimizer.step() ({st['cls']}) updates {count(len(st['params']), 'parameter')}"
+                 f"{', which never' if len(st['params']) == 1 else ' none of which ever'} "
+                 f"got a gradient, while the {len(orphans)} that {'does' if len(orphans) == 1 else 'do'} "
+                 f"({run.names(orphans)}) {'is' if len(orphans) == 1 else 'are'} in no "
+                 f"optimizer: {why}"),
         evidence={"optimizer_params": len(st["params"]), "orphans": len(orphans),
                   "bytes": run.bytes_of(orphans)})]
 
@@ -224,7 +231,7 @@ def wasted_gradients(run: Run) -> list[Finding]:
                         "give them to an optimizer")
         out.append(Finding(
             check="wasted_gradients", severity="warning", where=where(net or first),
-            message=(f"backward computes and stores gradients for {len(idx)} parameters "
+            message=(f"backward computes and stores gradients for {count(len(idx), 'parameter')} "
                      f"({run.names(idx)}, {format_bytes(run.bytes_of(idx))}) of {name}"
                      f"{'in eval mode ' if evalm else ''}that no optimizer updates, in "
                      f"{steps_named(steps)}, and nothing reads them: memory and compute spent for "
@@ -265,7 +272,7 @@ def optimizer_reset(run: Run) -> list[Finding]:
         where=Where(file=st["file"], line=line) if line else where(st),
         message=(f"{st['cls']}'s state started over in {steps_named(s['step'] for s in reset)}: "
                  f"each step's optimizer is a new one (built inside the loop?), so its "
-                 f"{len(st['params'])} parameters lose what it keeps between steps (moments, "
+                 f"{count(len(st['params']), 'parameter')} lose{'s' if len(st['params']) == 1 else ''} what it keeps between steps (moments, "
                  "momentum) and every update is a first one; build the optimizer once, "
                  "before the loop (unless the reset is meant, as a meta-learning inner "
                  "loop's)"),
@@ -286,7 +293,8 @@ def detached_in_place(run: Run) -> list[Finding]:
         steps = {int(r["window"]) for r in recs}
         out.append(Finding(
             check="detached_parameter", severity="warning", where=where(recs[0]),
-            message=(f"{len(idx)} parameters an optimizer trains ({run.names(idx)}) were "
+            message=(f"{count(len(idx), 'parameter')} an optimizer trains ({run.names(idx)}) "
+                     f"{_were(len(idx))} "
                      f"detached in place (`.detach_()`) in {steps_named(steps)}: their "
                      "requires_grad is off from then on, so they get no gradient and never "
                      "train again; use `.detach()`, a new tensor, where "

@@ -19,7 +19,7 @@ from memledger.doctor.findings import Finding, Where
 from memledger.doctor.records import steps_named
 from memledger.doctor.source import (accumulated_value, accumulation_line, feeds_itself,
                                      rebinding_line)
-from memledger.units import format_bytes
+from memledger.units import count, format_bytes
 
 
 def cross_step_retention(run) -> list[Finding]:
@@ -78,8 +78,8 @@ def cross_step_retention(run) -> list[Finding]:
             if h_saved and h_saved[-1] else ""
         msg = (f"`{var}` carries autograd history across {_steps(run)} (at the end of "
                + _range_named(steps) +
-               f": {h_tensors[-1]} tensor(s), {format_bytes(h_bytes[-1])}, a graph of "
-               f"{h_nodes[-1]} nodes" + (f", up from {h_nodes[0]}" if h_nodes[-1] > h_nodes[0]
+               f": {count(h_tensors[-1], 'tensor')}, {format_bytes(h_bytes[-1])}, a graph of "
+               f"{count(h_nodes[-1], 'node')}" + (f", up from {h_nodes[0]}" if h_nodes[-1] > h_nodes[0]
                                          else "")
                + saves + _growth_said(more) + f"): every step's graph stays reachable; {fix}")
         evidence = {"steps": steps, "bytes_per_step": nbytes, "nodes_per_step": nodes,
@@ -155,7 +155,7 @@ def _growth_said(more: tuple[int, int, int, int | None]) -> str:
     each = over == 1 or all(x % over == 0 for x in (tensors, nbytes, saved or 0))
     k = over if each else 1
     whose = "its graph saves" if tensors == k else "their graphs save"
-    what = f"{tensors // k} tensor(s), {format_bytes(nbytes // k)}" + (
+    what = f"{count(tensors // k, 'tensor')}, {format_bytes(nbytes // k)}" + (
         f", and the {format_bytes(saved // k)} {whose}" if saved else "")
     return ("; each step adds " if each else f"; {over} steps added ") + what
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 from memledger.doctor.findings import Finding, Where
 from memledger.doctor.records import Record, Run, steps_named, where
 from memledger.doctor.source import method_call_line
+from memledger.units import count
 
 
 def nonfinite_and_zeroed(run: Run) -> list[Finding]:
@@ -31,7 +32,7 @@ def nonfinite_and_zeroed(run: Run) -> list[Finding]:
         out.append(Finding(
             check="nonfinite_grad", severity="error", where=where(bad[0]),
             message=(f"optimizer.step() ran on non-finite gradients in "
-                     f"{steps_named(st['step'] for st in bad)} ({len(idx)} parameters: "
+                     f"{steps_named(st['step'] for st in bad)} ({count(len(idx), 'parameter')}: "
                      f"{run.names(idx)}); the parameters become NaN: clip, lower the learning "
                      "rate, or use a GradScaler"),
             evidence={"params": len(idx), "steps": [st["step"] for st in bad]}))
@@ -40,7 +41,7 @@ def nonfinite_and_zeroed(run: Run) -> list[Finding]:
         idx = set().union(*(set(st["zeroed"]) | set(st.get("zero", [])) for st in zeroed))
         out.append(Finding(
             check="zeroed_before_step", severity="error", where=where(zeroed[0]),
-            message=(f"the gradients of {len(idx)} parameters ({run.names(idx)}) were "
+            message=(f"the gradients of {count(len(idx), 'parameter')} ({run.names(idx)}) were "
                      f"cleared between backward and optimizer.step() in "
                      f"{steps_named(st['step'] for st in zeroed)}: the step used none of "
                      "them; call zero_grad() before backward or after step()"),

@@ -40,8 +40,8 @@ def test_a_list_of_graphs_taken_after_each_step_is_an_error_saying_what_grows():
     assert f.severity == "error"
     assert f.message == (
         "`val_losses` carries autograd history across optimizer steps (at the end of step "
-        "3: 2 tensor(s), 8 B, a graph of 24 nodes, 2.6 KiB saved for backward; each step "
-        "adds 1 tensor(s), 4 B, and the 1.0 KiB its graph saves): " + FIX)
+        "3: 2 tensors, 8 B, a graph of 24 nodes, 2.6 KiB saved for backward; each step "
+        "adds 1 tensor, 4 B, and the 1.0 KiB its graph saves): " + FIX)
     # each graph saves 1,056 B (the hidden activations), beside the held-out batch all of
     # them share (512 B): 512 + 2 x 1,056 = 2,624
     assert f.evidence == {"steps": [3], "bytes_per_step": [4], "nodes_per_step": [12],
@@ -56,8 +56,8 @@ def test_its_growth_over_several_boundaries():
     assert f.severity == "error"
     assert f.message == (
         "`val_losses` carries autograd history across optimizer steps (at the end of steps "
-        "3-5: 4 tensor(s), 16 B, a graph of 48 nodes, up from 24, 4.6 KiB saved for "
-        "backward; each step adds 1 tensor(s), 4 B, and the 1.0 KiB its graph saves): " + FIX)
+        "3-5: 4 tensors, 16 B, a graph of 48 nodes, up from 24, 4.6 KiB saved for "
+        "backward; each step adds 1 tensor, 4 B, and the 1.0 KiB its graph saves): " + FIX)
     assert (f.evidence["held_tensors_per_step"], f.evidence["held_bytes_per_step"]) == \
         ([2, 3, 4], [8, 12, 16])
     assert f.evidence["graph_saved_per_step"] == [2_624, 3_680, 4_736]

@@ -83,7 +83,7 @@ def test_an_evaluation_loop_summing_graphs_is_an_error(tmp_path):
     (f,) = rep.findings
     assert (f.check, f.severity, f.where.line) == ("cross_step_retention", "error", 11)
     assert f.message.startswith("`total` carries autograd history across steps (counted by "
-                                "forward) (at the end of steps 2 and 3: 1 tensor(s), 4 B")
+                                "forward) (at the end of steps 2 and 3: 1 tensor, 4 B")
     assert f.evidence["bytes_per_step"] == [4, 4]
     nodes = f.evidence["nodes_per_step"]
     assert nodes[1] > nodes[0]

@@ -328,3 +328,21 @@ def test_rng_reset_needs_a_repeated_end_that_the_draws_moved_to_under_grad():
                  [_rng(1, False, moved=False), _rng(2, True, moved=False)],   # nothing moved
                  [_rng(1, False, grad=False), _rng(2, True, grad=False)]):    # no_grad only
         assert diagnose(recs + [end]).findings == []
+
+
+def test_one_parameter_is_counted_as_one():
+    # "1 parameters with requires_grad=False (`f`) were changed" and "the gradients of 1
+    # parameters" before the fifty-first session: every check counts with units.count
+    recs = [_param(0, "a"), _param(1, "f", trainable=False)]
+    for k in range(2):
+        recs += [_bw(2 * k + 1, k + 1), _bw(2 * k + 2, k + 1),
+                 {**_step(k + 1, [0, 1], {0: 1}, [2 * k + 2]), "zeroed": [0], "updated": 0,
+                  "frozen_moved": [1]}]
+    recs.append({"k": "end", "steps": 2})
+    found = {f.check: f for f in diagnose(recs).findings}
+    assert found["frozen_moving"].message.startswith(
+        "1 parameter with requires_grad=False (`f`) was changed by optimizer.step() in "
+        "steps 1 and 2")
+    assert found["zeroed_before_step"].message.startswith(
+        "the gradients of 1 parameter (`a`) were cleared between backward and "
+        "optimizer.step() in steps 1 and 2")
