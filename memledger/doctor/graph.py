@@ -232,8 +232,9 @@ def mixed_gradient(run: Run) -> list[Finding]:
         idx = g["params"]
         out.append(Finding(
             check="mixed_gradient", severity="error", where=Where(file=file, line=line),
-            message=(f"{count(len(idx), 'parameter')} ({run.names(idx)}) changed in place between two "
-                     "backward passes whose gradients optimizer.step() then used together, in "
+            message=(f"{count(len(idx), 'parameter')} ({run.names(idx)}) changed in place "
+                     "between two backward passes whose gradients optimizer.step() then used "
+                     "together, in "
                      f"{steps_named(g['steps'])}: the update is a gradient at the old weights "
                      "plus one at the new; zero the gradient once it has been used (SAM's "
                      "first_step(zero_grad=True)) or move the weights only after the step"),

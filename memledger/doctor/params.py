@@ -41,8 +41,9 @@ def frozen_moving(run: Run) -> list[Finding]:
     return [Finding(
         check="frozen_moving", severity="error", where=where(first),
         message=(f"{count(len(moved), 'parameter')} with requires_grad=False "
-                 f"({run.names(moved)}) {_were(len(moved))} changed by optimizer.step() in {steps_named(steps)} (weight decay or "
-                 "momentum on a stale .grad); leave them out of the optimizer or set their "
+                 f"({run.names(moved)}) {_were(len(moved))} changed by optimizer.step() in "
+                 f"{steps_named(steps)} (weight decay or momentum on a stale .grad); leave them "
+                 "out of the optimizer or set their "
                  ".grad to None when freezing"),
         evidence={"params": len(moved), "steps": sorted(steps), "bytes": run.bytes_of(moved)})]
 
@@ -192,8 +193,9 @@ def stale_optimizer(run: Run) -> list[Finding]:
         check="stale_optimizer", severity="error", where=where(st),
         message=(f"optimizer.step() ({st['cls']}) updates {count(len(st['params']), 'parameter')}"
                  f"{', which never' if len(st['params']) == 1 else ' none of which ever'} "
-                 f"got a gradient, while the {len(orphans)} that {'does' if len(orphans) == 1 else 'do'} "
-                 f"({run.names(orphans)}) {'is' if len(orphans) == 1 else 'are'} in no "
+                 f"got a gradient, while the {len(orphans)} that "
+                 f"{'does' if len(orphans) == 1 else 'do'} ({run.names(orphans)}) "
+                 f"{'is' if len(orphans) == 1 else 'are'} in no "
                  f"optimizer: {why}"),
         evidence={"optimizer_params": len(st["params"]), "orphans": len(orphans),
                   "bytes": run.bytes_of(orphans)})]
@@ -272,8 +274,9 @@ def optimizer_reset(run: Run) -> list[Finding]:
         where=Where(file=st["file"], line=line) if line else where(st),
         message=(f"{st['cls']}'s state started over in {steps_named(s['step'] for s in reset)}: "
                  f"each step's optimizer is a new one (built inside the loop?), so its "
-                 f"{count(len(st['params']), 'parameter')} lose{'s' if len(st['params']) == 1 else ''} what it keeps between steps (moments, "
-                 "momentum) and every update is a first one; build the optimizer once, "
+                 f"{count(len(st['params']), 'parameter')} "
+                 f"lose{'s' if len(st['params']) == 1 else ''} what it keeps between steps "
+                 "(moments, momentum) and every update is a first one; build the optimizer once, "
                  "before the loop (unless the reset is meant, as a meta-learning inner "
                  "loop's)"),
         evidence={"steps": [s["step"] for s in reset], "params": len(st["params"])})]

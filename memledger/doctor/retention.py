@@ -79,8 +79,8 @@ def cross_step_retention(run) -> list[Finding]:
         msg = (f"`{var}` carries autograd history across {_steps(run)} (at the end of "
                + _range_named(steps) +
                f": {count(h_tensors[-1], 'tensor')}, {format_bytes(h_bytes[-1])}, a graph of "
-               f"{count(h_nodes[-1], 'node')}" + (f", up from {h_nodes[0]}" if h_nodes[-1] > h_nodes[0]
-                                         else "")
+               f"{count(h_nodes[-1], 'node')}"
+               + (f", up from {h_nodes[0]}" if h_nodes[-1] > h_nodes[0] else "")
                + saves + _growth_said(more) + f"): every step's graph stays reachable; {fix}")
         evidence = {"steps": steps, "bytes_per_step": nbytes, "nodes_per_step": nodes,
                     "tensors_per_step": tensors}
