@@ -243,6 +243,7 @@ from torch.utils.flop_counter import flop_registry
 from memledger.trace.collector import Collector, _written_args, kept_as_made
 from memledger.trace.external import external
 from memledger.trace.higher_order import is_higher_order, run_by_its_ops
+from memledger.trace.fake_collectives import SYMMETRIC, symmetric_writes
 from memledger.trace.fake_literals import KnownLiterals
 from memledger.trace.fake_loader import LoadsInProcess
 from memledger.trace.fake_losses import reduced_loss_bytes
@@ -1153,7 +1154,7 @@ class FakeCollector(Collector):
                 if isinstance(o, FakeTensor):
                     self._forget(o)
         if is_collective(func):                     # Rule 28
-            self._collective_wrote(func, args, kwargs or {})
+            self._collective_wrote(func, args, kwargs or {}, out)
         elif isinstance(out, FakeTensor):
             if out.dtype is torch.bool:
                 _mark_healthy(func, args, out)              # Rule 3: finiteness checks
@@ -1314,15 +1315,22 @@ class FakeCollector(Collector):
     # different branch per run, no stand-in said), and stopped at the assert with a
     # random draw of the script named as the last stand-in; a literal all-reduced
     # (`n = torch.tensor(len(batch)); dist.all_reduce(n)`) kept FakeTensorMode's constant,
-    # this rank's count read as the sum. A simulated rank has no
-    # peers' values (the fake process group moves nothing), so every tensor a collective
-    # may write (each argument but its inputs; nothing for a send) is unknown from then
-    # on, and a functional collective's fresh result gets no shadow (running it for real
-    # on the fake group would hand back this rank's values as the reduction's).
-    def _collective_wrote(self, func, args, kwargs) -> None:
+    # this rank's count read as the sum. A simulated rank has no peers' values (the fake
+    # process group moves nothing, and running a collective for real on it would hand
+    # back this rank's values as the reduction's), so every tensor a collective may write
+    # (each argument but its inputs; nothing for a send) is unknown from then on, except
+    # where its inputs are known: then it holds what it would hold if every rank held this
+    # rank's values (Note [A symmetric world], trace/fake_collectives.py: the gathered
+    # counts are this rank's, twice, and soft-moe's assert holds as on the real ranks).
+    def _collective_wrote(self, func, args, kwargs, out) -> None:
         schema = getattr(func, "_schema", None)
         if schema is None or "send" in schema.name:
             return
+        with _disable_current_modes():
+            spread = symmetric_writes(func, args, kwargs, out, _shadow_of)
+        # a shadow that held known values before the call takes the new ones in place, so
+        # that the views of it made before (`list(buf.chunk(2))` gathered into) know them too
+        known_before = {id(t) for t, _ in spread if _shadow_of(t) is not None}
         for i, a in enumerate(schema.arguments):
             if a.name.startswith("input"):
                 continue
@@ -1337,6 +1345,19 @@ class FakeCollector(Collector):
                 if isinstance(v, FakeTensor) and v.constant is not None:   # a literal's
                     self.fake_mode.fake_tensor_converter.invalidate_constant_aliases(
                         v.constant)
+        for t, values in spread:
+            if not isinstance(t, FakeTensor):
+                continue
+            sh = _shadow_tensor(t)
+            with _disable_current_modes():
+                if sh is not None and id(t) in known_before:
+                    sh.copy_(values)
+                else:
+                    sh = values
+                    t._memledger_shadow = _Shadow(sh)
+            _STALE.discard(sh.untyped_storage()._cdata)
+        if spread:
+            self._note_standin(str(func), SYMMETRIC)
 
     def _alias_real_inputs(self, args) -> None:
         """Rule 20: the fake of each real input, made now (the op then takes the same one
