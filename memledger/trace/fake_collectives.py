@@ -23,7 +23,7 @@ this rank's values (W ranks in its group, this rank r):
                 bxor: v if W is odd else 0 (premul_sum: unknown)
     reduce_scatter  the reduction of part r of this rank's input
     broadcast   this rank's value (the root's, in a symmetric world)
-    wait_tensor the value it waits for
+    wait_tensor the value it waits for (and `_wrap_tensor_autograd` the value it wraps)
 
 It is wrong where the ranks' values differ in truth: per-rank data (a count of non-padding
 tokens, an MoE router's tokens per expert) gathered as known values would read as this
@@ -69,9 +69,9 @@ def symmetric_writes(func, args: tuple, kwargs: dict, out: Any,
 
 def _writes(name: str, a: dict, out: Any, known: Known) -> list:
     pairs: list = []
-    if name == "wait_tensor":
-        v = known(a["tensor"])
-        return [] if v is None else [(a["tensor"], v), (out, v)]
+    if name in ("wait_tensor", "_wrap_tensor_autograd"):   # a functional result, handed on
+        t = a.get("tensor", a.get("input"))
+        return [] if (v := known(t)) is None else [(t, v), (out, v)]
     if name in ("broadcast_", "broadcast"):   # c10d (a list) or functional (one tensor)
         ts = a.get("tensors") or [a.get("input")]
         dst = ts if name == "broadcast_" else [out]
