@@ -193,10 +193,13 @@ Rules (numbered so that code can point here):
    the gradient accumulator the graph held; soft-moe-pytorch moves its experts in every
    forward, and a checkpoint's re-run of it stopped every fake run in backward (Note [A
    swap that changes nothing], trace/fake_swap.py).
-28. A collective's results are never known (Note [What a collective writes]): the tensors a
-   c10d op writes (`all_gather`'s outputs, `all_reduce`'s tensors, ...) lose the values
-   Rule 3 knew, and no shadow is computed by running one for real on the fake process
-   group, which moves nothing.
+28. A collective's results are not the fake process group's (Note [What a collective
+   writes]): the tensors a c10d op writes (`all_gather`'s outputs, `all_reduce`'s tensors,
+   ...) lose the values Rule 3 knew, and no shadow is computed by running one for real on
+   the fake group, which moves nothing. Where the values it reads are known, it writes what
+   it would if every rank held this rank's values, a stand-in said at its line (Note [A
+   symmetric world], trace/fake_collectives.py): ring-attention-pytorch's gathered batch
+   sizes, soft-moe-pytorch's token counts.
 29. An op's output keeps the storage the op made, not its view's extent: FakeTensorMode's
    dispatch cache makes a cache hit's output anew by `empty_strided(shape, stride)`, and
    `torch.hann_window(64)` (periodic: 65 elements made, the first 64 returned) read

@@ -25,11 +25,16 @@ this rank's values (W ranks in its group, this rank r):
     broadcast   this rank's value (the root's, in a symmetric world)
     wait_tensor the value it waits for (and `_wrap_tensor_autograd` the value it wraps)
 
-It is wrong where the ranks' values differ in truth: per-rank data (a count of non-padding
-tokens, an MoE router's tokens per expert) gathered as known values would read as this
-rank's repeated. Such values come from data, which a fake run does not have, so they are
-unknown already (Rule 3) and stay unknown through the collective; only values the rank
-knows (from shapes, literals, draws computed for real) are spread. Every collective that
+It is wrong where the ranks' values differ in truth. Most such values come from data (a
+count of non-padding tokens, an MoE router's tokens per expert), which a fake run does not
+have: they are unknown already (Rule 3) and stay unknown through the collective. Only
+values the rank knows (from shapes, literals, integer draws computed for real) are spread,
+and of those a few differ across real ranks: a shard size that is one row shorter on the
+last ranks of an uneven split, lengths drawn from a generator seeded by rank (the fake
+run's own draws, said as such: Note [Draws a fake run makes for real]). There the
+simulated rank is rank r of a world of N copies of itself: its own shapes are right, the
+gathered ones are its own N times (a padded all-gather pads to this rank's size, not the
+largest rank's). Every collective that
 spread values is a stand-in record naming the line ("this rank's values on every rank"),
 once per line, which `show` lists with the other stand-ins. all_to_all, gather, scatter,
 reduce and point-to-point ops keep Rule 28: unknown.
