@@ -246,7 +246,7 @@ from torch.utils.flop_counter import flop_registry
 from memledger.trace.collector import Collector, _written_args, kept_as_made
 from memledger.trace.external import external
 from memledger.trace.higher_order import is_higher_order, run_by_its_ops
-from memledger.trace.fake_collectives import SYMMETRIC, symmetric_writes
+from memledger.trace.fake_collectives import HANDS_ON, SYMMETRIC, symmetric_writes
 from memledger.trace.fake_literals import KnownLiterals
 from memledger.trace.fake_loader import LoadsInProcess
 from memledger.trace.fake_losses import reduced_loss_bytes
@@ -437,6 +437,16 @@ class _Shadow:
     def __deepcopy__(self, memo) -> "_Shadow":
         with _disable_current_modes():
             return _Shadow(self.t.clone())
+
+
+def _copied(dst: torch.Tensor, src: torch.Tensor) -> bool:
+    """Write known values into a shadow in place (False where torch refuses: an expanded
+    view's elements share memory)."""
+    try:
+        dst.copy_(src)
+    except RuntimeError:
+        return False
+    return True
 
 
 def _shadow_tensor(t) -> torch.Tensor | None:
@@ -1353,13 +1363,11 @@ class FakeCollector(Collector):
                 continue
             sh = _shadow_tensor(t)
             with _disable_current_modes():
-                if sh is not None and id(t) in known_before:
-                    sh.copy_(values)
-                else:
+                if sh is None or id(t) not in known_before or not _copied(sh, values):
                     sh = values
                     t._memledger_shadow = _Shadow(sh)
             _STALE.discard(sh.untyped_storage()._cdata)
-        if spread:
+        if spread and schema.name.split("::")[-1] not in HANDS_ON:
             self._note_standin(str(func), SYMMETRIC)
 
     def _alias_real_inputs(self, args) -> None:

@@ -47,6 +47,8 @@ from typing import Any, Callable
 import torch
 
 SYMMETRIC = "this rank's values on every rank (a symmetric world)"
+# functional collectives' follow-ups: they hand on a result's values and assume nothing
+HANDS_ON = frozenset({"wait_tensor", "_wrap_tensor_autograd"})
 
 # c10d's ReduceOp.RedOpType numbers, and the functional collectives' names
 _REDUCE_NAMES = {0: "sum", 1: "avg", 2: "product", 3: "min", 4: "max", 5: "band", 6: "bor",
@@ -58,8 +60,8 @@ Known = Callable[[Any], "torch.Tensor | None"]
 def symmetric_writes(func, args: tuple, kwargs: dict, out: Any,
                      known: Known) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """(tensor the collective writes or returns, its values in a symmetric world) for each
-    one whose values follow from known inputs (Note [A symmetric world]); called with the
-    modes off by the caller's `known` values, before the collective's writes are marked."""
+    one whose values follow from known inputs (Note [A symmetric world]). `known(t)`: t's
+    real values, or None; the caller runs this with the modes off."""
     schema = getattr(func, "_schema", None)
     if schema is None:
         return []
@@ -74,7 +76,7 @@ def symmetric_writes(func, args: tuple, kwargs: dict, out: Any,
 
 def _writes(name: str, a: dict, out: Any, known: Known) -> list:
     pairs: list = []
-    if name in ("wait_tensor", "_wrap_tensor_autograd"):   # a functional result, handed on
+    if name in HANDS_ON:   # a functional result, handed on
         t = a.get("tensor", a.get("input"))
         return [] if (v := known(t)) is None else [(t, v), (out, v)]
     if name in ("broadcast_", "broadcast"):   # c10d (a list) or functional (one tensor)
