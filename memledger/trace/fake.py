@@ -193,10 +193,13 @@ Rules (numbered so that code can point here):
    the gradient accumulator the graph held; soft-moe-pytorch moves its experts in every
    forward, and a checkpoint's re-run of it stopped every fake run in backward (Note [A
    swap that changes nothing], trace/fake_swap.py).
-28. A collective's results are never known (Note [What a collective writes]): the tensors a
-   c10d op writes (`all_gather`'s outputs, `all_reduce`'s tensors, ...) lose the values
-   Rule 3 knew, and no shadow is computed by running one for real on the fake process
-   group, which moves nothing.
+28. A collective's results are not the fake process group's (Note [What a collective
+   writes]): the tensors a c10d op writes (`all_gather`'s outputs, `all_reduce`'s tensors,
+   ...) lose the values Rule 3 knew, and no shadow is computed by running one for real on
+   the fake group, which moves nothing. Where the values it reads are known, it writes what
+   it would if every rank held this rank's values, a stand-in said at its line (Note [A
+   symmetric world], trace/fake_collectives.py): ring-attention-pytorch's gathered batch
+   sizes, soft-moe-pytorch's token counts.
 29. An op's output keeps the storage the op made, not its view's extent: FakeTensorMode's
    dispatch cache makes a cache hit's output anew by `empty_strided(shape, stride)`, and
    `torch.hann_window(64)` (periodic: 65 elements made, the first 64 returned) read
@@ -243,6 +246,7 @@ from torch.utils.flop_counter import flop_registry
 from memledger.trace.collector import Collector, _written_args, kept_as_made
 from memledger.trace.external import external
 from memledger.trace.higher_order import is_higher_order, run_by_its_ops
+from memledger.trace.fake_collectives import HANDS_ON, SYMMETRIC, symmetric_writes
 from memledger.trace.fake_literals import KnownLiterals
 from memledger.trace.fake_loader import LoadsInProcess
 from memledger.trace.fake_losses import reduced_loss_bytes
@@ -433,6 +437,16 @@ class _Shadow:
     def __deepcopy__(self, memo) -> "_Shadow":
         with _disable_current_modes():
             return _Shadow(self.t.clone())
+
+
+def _copied(dst: torch.Tensor, src: torch.Tensor) -> bool:
+    """Write known values into a shadow in place (False where torch refuses: an expanded
+    view's elements share memory)."""
+    try:
+        dst.copy_(src)
+    except RuntimeError:
+        return False
+    return True
 
 
 def _shadow_tensor(t) -> torch.Tensor | None:
@@ -1153,7 +1167,7 @@ class FakeCollector(Collector):
                 if isinstance(o, FakeTensor):
                     self._forget(o)
         if is_collective(func):                     # Rule 28
-            self._collective_wrote(func, args, kwargs or {})
+            self._collective_wrote(func, args, kwargs or {}, out)
         elif isinstance(out, FakeTensor):
             if out.dtype is torch.bool:
                 _mark_healthy(func, args, out)              # Rule 3: finiteness checks
@@ -1314,15 +1328,22 @@ class FakeCollector(Collector):
     # different branch per run, no stand-in said), and stopped at the assert with a
     # random draw of the script named as the last stand-in; a literal all-reduced
     # (`n = torch.tensor(len(batch)); dist.all_reduce(n)`) kept FakeTensorMode's constant,
-    # this rank's count read as the sum. A simulated rank has no
-    # peers' values (the fake process group moves nothing), so every tensor a collective
-    # may write (each argument but its inputs; nothing for a send) is unknown from then
-    # on, and a functional collective's fresh result gets no shadow (running it for real
-    # on the fake group would hand back this rank's values as the reduction's).
-    def _collective_wrote(self, func, args, kwargs) -> None:
+    # this rank's count read as the sum. A simulated rank has no peers' values (the fake
+    # process group moves nothing, and running a collective for real on it would hand
+    # back this rank's values as the reduction's), so every tensor a collective may write
+    # (each argument but its inputs; nothing for a send) is unknown from then on, except
+    # where its inputs are known: then it holds what it would hold if every rank held this
+    # rank's values (Note [A symmetric world], trace/fake_collectives.py: the gathered
+    # counts are this rank's, twice, and soft-moe's assert holds as on the real ranks).
+    def _collective_wrote(self, func, args, kwargs, out) -> None:
         schema = getattr(func, "_schema", None)
         if schema is None or "send" in schema.name:
             return
+        with _disable_current_modes():
+            spread = symmetric_writes(func, args, kwargs, out, _shadow_of)
+        # a shadow that held known values before the call takes the new ones in place, so
+        # that the views of it made before (`list(buf.chunk(2))` gathered into) know them too
+        known_before = {id(t) for t, _ in spread if _shadow_of(t) is not None}
         for i, a in enumerate(schema.arguments):
             if a.name.startswith("input"):
                 continue
@@ -1337,6 +1358,17 @@ class FakeCollector(Collector):
                 if isinstance(v, FakeTensor) and v.constant is not None:   # a literal's
                     self.fake_mode.fake_tensor_converter.invalidate_constant_aliases(
                         v.constant)
+        for t, values in spread:
+            if not isinstance(t, FakeTensor):
+                continue
+            sh = _shadow_tensor(t)
+            with _disable_current_modes():
+                if sh is None or id(t) not in known_before or not _copied(sh, values):
+                    sh = values
+                    t._memledger_shadow = _Shadow(sh)
+            _STALE.discard(sh.untyped_storage()._cdata)
+        if spread and schema.name.split("::")[-1] not in HANDS_ON:
+            self._note_standin(str(func), SYMMETRIC)
 
     def _alias_real_inputs(self, args) -> None:
         """Rule 20: the fake of each real input, made now (the op then takes the same one

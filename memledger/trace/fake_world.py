@@ -28,6 +28,10 @@ Worked example (examples/train_fsdp.py, V=255, C=64, 2 blocks, fp32): simulated 
 2-rank run's rank 0 (gloo, CPU) holds the same 237,056 B and peaks at 2,235,712 B (the
 24 B are Python scalars the fake run keeps as real constants).
 
+The fake group moves no data: what a collective writes is known only where its inputs are,
+and then is what every rank holding this rank's values would give (Note [A symmetric
+world], trace/fake_collectives.py).
+
 DDP is not simulated: its reducer reads gradient values to fill its buckets and checks
 parameter shapes across ranks with real collectives. A DDP rank holds what one process
 holds plus its buckets whatever N is, so `trace --nproc 1` measures it (Note in

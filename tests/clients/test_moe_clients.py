@@ -43,7 +43,7 @@ if importlib.util.find_spec("mixture_of_experts") is None \
                 allow_module_level=True)
 
 from tests.clients.harness import HERE, _call, assert_one_doctor_error, fake_client_gaps, \
-    run_client  # noqa: E402
+    ledger_pass, run_client  # noqa: E402
 
 pytestmark = pytest.mark.clients
 
@@ -109,15 +109,28 @@ def test_a_simulated_rank_of_soft_moe_is_told_what_the_real_rank_is_told():
       (Note [Asked whether the group exists], trace/fake_world.py) and refused as any
       script that never joins is, exit 2.
     - With `--dist` (the group joined first, as under torchrun; a real 2-rank run trains)
-      the gathered counts are unknown (Note [What a collective writes], trace/fake.py):
-      the run stops at the assert that read them and names it as the last stand-in
-      (before: the script's batch draw)."""
+      the gathered counts were unknown (Note [What a collective writes], trace/fake.py):
+      the run stopped at the assert that read them, exit 3, and named it as the last
+      stand-in (before that: the script's batch draw). Every rank holds this rank's count
+      now (Note [A symmetric world], trace/fake_collectives.py: the token count is the
+      sequence's length on every rank of an SPMD job): the assert holds, the rank runs its
+      share of the experts, and the fake rank 1 is the real one, 437,316 B in step 1's
+      forward (`memledger trace --nproc 2 ... --steps 1`, by hand: 437,316 B on each rank,
+      rank 0's allocator equal, rank 1's 12,732 B over in gloo's scratch, Note [Collective
+      scratch]); `show` names the gather whose values it assumed."""
     code, reason = _simulated_rank(["--mode", "soft", *SMALL])
     assert code == 2 and "never called init_process_group" in reason, reason
-    code, reason = _simulated_rank(["--mode", "soft", "--dist", *SMALL])
-    assert code == 3, reason
-    assert "the last stand-in, False at " in reason and "soft_moe_pytorch/soft_moe.py:" in \
-        reason and "`assert has_only_one_value(seq_sizes)" in reason, reason
+    with contextlib.redirect_stdout(io.StringIO()):
+        led = ledger_pass("train_moe.py", ["--mode", "soft", "--dist", *SMALL], steps=1,
+                          world=(2, 1))
+    peak = led.peak()
+    assert (peak.bytes, peak.step, peak.phase) == (437_316, 1, "forward")
+    assert {c: b for c, b in led.at_peak().items() if b} == {
+        "parameter": 47_700, "buffer": 8, "activation": 317_728, "temporary": 28_808,
+        "input": 1_088, "other": 9_216, "communication": 32_768}
+    assert ("this rank's values on every rank (a symmetric world)",
+            "dist.all_gather(gathered_tensors, t)") in \
+        [(s.value, s.code) for s in led.summary().fake.standins]
 
 
 def test_doctor_on_the_aux_loss_loop():

@@ -26,11 +26,13 @@ measured):
   (tests/clients/test_lets_go.py).
 The doctor finds nothing on the loop. Skipped without the library."""
 
+import contextlib
 import importlib.util
+import io
 
 import pytest
 
-from tests.clients.harness import assert_one_doctor_error, run_client
+from tests.clients.harness import assert_one_doctor_error, ledger_pass, run_client
 
 if importlib.util.find_spec("ring_attention_pytorch") is None:
     pytest.skip("ring-attention-pytorch is not installed", allow_module_level=True)
@@ -38,6 +40,7 @@ pytestmark = pytest.mark.clients
 
 ARGV = ["--causal", "--seq", "31", "--bucket", "16", "--batch", "1", "--dim", "8",
         "--depth", "1"]
+RING = ["--ring", "--causal", "--no-ddp"]
 
 
 def test_ring_flash_attention_lets_go_of_k_and_v_in_its_backward():
@@ -53,3 +56,30 @@ def test_ring_flash_attention_lets_go_of_k_and_v_in_its_backward():
     assert {p: (r.predicted, r.measured) for p, r in run.policies.items()} == \
         {p: (b, b) for p, b in pols.items()}
     assert_one_doctor_error("train_ring_attention.py", ARGV, 2, None, "")
+
+
+def test_a_simulated_rank_of_the_ring_is_the_real_rank():
+    """`trace --fake --world 2 -- --ring --causal --no-ddp`: `all_gather_variable_dim`
+    all-gathers each rank's batch size and asks whether they agree. They were unknown
+    (Rule 28 of Note [Fake runs]): `has_only_one_value(sizes)` took the stand-in False,
+    `sizes.amax().item()` the stand-in 0, and the simulated rank padded and gathered
+    batches of other shapes. Every rank holds this rank's size now (Note [A symmetric
+    world], trace/fake_collectives.py): the fake rank is the real one, each category at
+    the peak, and `show` names the gather whose values it assumed. At `--depth 1 --dim 8
+    --batch 1`, 1 step: 36,240 B in step 1's backward (before: 28,768 B at the optimizer);
+    the real 2-rank run (`memledger trace --nproc 2`, by hand) 36,240 B on each rank,
+    ledger = allocator, the same categories. At the defaults, 2 steps: 198,540 B (before:
+    127,072 B), the real ranks' 198,540 B."""
+    with contextlib.redirect_stdout(io.StringIO()):
+        led = ledger_pass("train_ring_attention.py", [*RING, "--depth", "1", "--dim", "8",
+                                                      "--batch", "1"], steps=1, world=(2, 0))
+    peak = led.peak()
+    assert (peak.bytes, peak.step, peak.phase) == (36_240, 1, "backward")
+    assert {c: b for c, b in led.at_peak().items() if b} == {
+        "parameter": 6_400, "buffer": 16, "gradient": 3_808, "activation": 9_224,
+        "temporary": 6_552, "communication": 10_240}
+    said = [(s.value, s.code) for s in led.summary().fake.standins]
+    assert ("this rank's values on every rank (a symmetric world)",
+            "dist.all_gather(gathered_tensors, t)") in said, said
+    assert not any(c.startswith(("if has_only_one_value", "max_size")) for _, c in said), \
+        said

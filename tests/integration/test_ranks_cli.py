@@ -472,21 +472,27 @@ def test_an_allocator_pass_broken_by_a_system_error_runs_once_more_on_every_rank
         assert led.measured["peak_bytes"] > 0
 
 
-def test_fake_world_knows_no_value_a_collective_wrote(tmp_path):
+def test_fake_world_knows_what_a_collective_wrote_in_a_symmetric_world(tmp_path, capfd):
     """Note [What a collective writes] (trace/fake.py, Rule 28): c10d's collectives declare
     no writes, so a simulated rank kept what it knew of their outputs. Gathered token counts
     (soft-moe-pytorch's `gather_sizes`) read as the uninitialised memory of their
     `empty_like` buffers (a different branch per run, no stand-in said), and an all-reduced
-    literal as this rank's own count (2, where the real 2-rank sum is 4). Now both are
-    unknown: stand-ins, said at the line that reads them."""
+    literal as this rank's own count (2, where the real 2-rank sum is 4). Then both were
+    unknown: a stand-in 0 at the line that reads them. Now (Note [A symmetric world],
+    trace/fake_collectives.py) each holds what it would if every rank held this rank's
+    values, the real 2-rank run's `counts [3, 3] batch 4`, and each collective that
+    spread them is a stand-in at its own line."""
     from memledger.ledger.fake_info import fake_info
 
     out = tmp_path / "g.ledger"
     assert main(["trace", "--fake", "--world", "2", "--steps", "1",
                  str(SCRIPTS / "gathered_counts.py"), "-o", str(out)]) == 0
+    assert "counts [3, 3] batch 4" in capfd.readouterr().out
     standins = fake_info(Ledger.load(out)).standins
+    assumed = "this rank's values on every rank (a symmetric world)"
     assert [(s.op, s.value, s.line) for s in standins] == [
-        ("aten._local_scalar_dense", "0", 16)], standins
+        ("c10d.allgather_.default", assumed, 13),
+        ("c10d.allreduce_.default", assumed, 15)], standins
 
 
 def test_fake_world_answers_is_initialized_as_the_real_rank(tmp_path, capsys):

@@ -1,7 +1,7 @@
 """Each rank gathers every rank's token count and checks they agree, as soft-moe-pytorch's
 distributed experts do (`gather_sizes`, `has_only_one_value`), then trains a Linear.
-`--world`'s fake process group moves nothing: the gathered counts are unknown there (Note
-[What a collective writes], memledger/trace/fake.py)."""
+`--world`'s fake process group moves nothing: a simulated rank reads the counts as every
+rank holding its own (Note [A symmetric world], memledger/trace/fake_collectives.py)."""
 
 import torch
 import torch.distributed as dist
