@@ -27,7 +27,7 @@ class Net(nn.Module):
     def forward(self, x):
         if CUT == "checkpoint":   # the LoRA case: the checkpointed input needs no grad
             h = checkpoint(self.blocks[0], x, use_reentrant=FIXED is False)
-        elif CUT == "frozen":   # a part the model keeps frozen, as a pretrained encoder
+        elif CUT == "frozen" and not FIXED:   # a part the model keeps frozen (an encoder)
             self.blocks[0].eval()
             with torch.no_grad():
                 h = self.blocks[0](x)
