@@ -72,7 +72,7 @@ def cut_graph(run: Run) -> list[Finding]:
             if i in st.get("none_grad", ()):
                 key = ("none_grad", st["file"], st["line"])
             elif c is not None:
-                key = ("cut", c["op"], c["file"], c["line"])
+                key = ("cut", c["op"], c["file"], c["line"], bool(c.get("frozen")))
             elif i in st.get("ran_without", ()):
                 key = ("ran_without", st["file"], st["line"])
             elif i in st["not_run"]:
@@ -157,6 +157,13 @@ def _cut_finding(run: Run, key: tuple, g: dict) -> Finding:
             f"in {steps_named(steps)} while {count(g['others'], 'other')} did")
     evidence = {"params_without_grad": len(idx), "params_with_grad": g["others"],
                 "bytes_without_grad": run.bytes_of(idx), "steps": sorted(steps)}
+    if key[0] == "cut" and key[4]:   # Note [A part the model runs frozen] (trace/doctor_probe.py)
+        return Finding(check="cut_graph", severity="warning", where=where(g["where"]),
+                       message=f"{head}: the model runs their modules in eval mode under "
+                       "`torch.no_grad()` inside its training forward (a part it keeps "
+                       "frozen, as a pretrained encoder is); if that is meant, leave them out "
+                       "of the optimizer (or `requires_grad_(False)`), else run that part "
+                       "with grad enabled", evidence=evidence)
     if key[0] == "cut":
         what, fix = CUT_OPS.get(key[1], (key[1], "keep the path to the loss differentiable"))
         return Finding(check="cut_graph", severity="error", where=where(g["where"]),

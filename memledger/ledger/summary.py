@@ -70,7 +70,8 @@ class Measured(_Model):
         "steps (Note [Two passes, one run?] in trace/call_count.py); absent in older ledgers")
     ledger_module_calls: Optional[int] = Field(
         None, description="the same count in the ledger pass; when the two differ, the "
-        "passes ran different code (an unseeded random choice) and the peaks do not compare")
+        "passes ran different code (an unseeded random choice, a choice by the clock) and the "
+        "peaks do not compare")
     generators_apart: Optional[list[str]] = Field(
         None, description="the global random generators ('torch', 'numpy', 'random') both "
         "passes drew from that ended the measured steps in other states: not seeded, so the "

@@ -85,8 +85,10 @@ def summary_notes(s: Summary) -> list[Text]:
         lines.append(Text(f"Warning: the two runs of the script ran different code: "
                           f"{m.ledger_module_calls:,} module calls in the traced steps, "
                           f"{m.module_calls:,} in the allocator's run of them (an unseeded "
-                          f"random choice? a branch on the data?), so their peaks do not "
-                          f"compare; seed every generator the script and its model use",
+                          f"random choice? a branch on the data, or on the clock: a library "
+                          f"that times its alternatives and keeps the fastest?), so their "
+                          f"peaks do not compare; seed every generator the script and its "
+                          f"model use, and fix a choice made by timing by its setting",
                           style="yellow"))
     # Note [Two passes, other random numbers?] (trace/rng_state.py): said where the peaks
     # differ (a generator drawn only by an import, rich's id counter, changes no byte)

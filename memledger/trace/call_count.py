@@ -8,6 +8,13 @@ seeded (x-transformers' `layer_dropout` uses Python's `random`; a layer chosen b
 196,608 bytes (44%) more than the allocator saw". So the allocator pass counts the module
 calls of its measured steps as the collector records them (a `scope` per call, outside
 backward, in the thread that runs the script), and `show` says when the counts differ.
+A library that picks by the clock does the same to a seeded script: transfusion-pytorch's
+default `modality_processing="auto"` times three layouts of a batch's modalities on its
+first batch of each structure and keeps the fastest, so each pass may keep another (one
+projection per modality type, or one per modality): `train_transfusion.py --ema` read 356
+module calls in the ledger pass and 348 in the allocator pass, and `show` named only an
+unseeded random choice or the data, and said to seed generators the script had seeded; it
+names the clock too, and says to fix such a choice by its setting.
 Calls inside backward (a checkpoint's re-run) are left out on both sides: on CUDA they run
 in autograd's threads. Not compared when Dynamo compiled frames (compiled code calls no
 module hooks per submodule).

@@ -1377,11 +1377,36 @@ class DoctorProbe(TorchFunctionMode):
             self._cuts[pid] = len(self.records)
         rec = {"k": "cut", "op": op, "window": self._steps + 1, "file": file, "line": line,
                "params": sorted(self._index[p] for p in new)}
+        if op == "no_grad" and all(self._frozen_part(pid) for pid in new):
+            rec["frozen"] = True   # Note [A part the model runs frozen]
         if fn is not None and fn._sequence_nr() < self._window_seq:
             rec["carried"] = True   # Note [A state carried in from an earlier step]
         self.records.append(rec)
         with contextlib.suppress(TypeError):   # Note [A cut the graph goes around]
             self._cut_srcs[id(t)] = (weakref.ref(t), rec)
+
+    # Note [A part the model runs frozen]
+    # A model may run one of its parts frozen inside its own training forward: put in eval
+    # mode and called under `torch.no_grad()`, as a pretrained encoder is (transfusion-
+    # pytorch's `modality_encoder`: `with torch.no_grad(): mod.encoder.eval(); ...`, while
+    # the rest of the model trains; the library gives the optimizer
+    # `parameters_without_encoder_decoder()`). Handed `model.parameters()`, as its README's
+    # `Transfusion(..., modality_encoder=nn.Conv2d(3, 8, 3, padding=1))` invites, the
+    # encoder's weight and bias get no gradient, and the doctor said "the path from the
+    # loss was cut by an op under `torch.no_grad()`; run this part of the forward with
+    # grad enabled" (an error, which stops `compare`), at the script's `model(batch)`
+    # line: a fix the user cannot make in the library, for a freeze the model means. A
+    # no_grad cut all of whose parameters' modules are in eval mode while the module
+    # holding each is in training is marked `frozen`: doctor/graph.py says so, a warning
+    # whose fix is to leave them out of the optimizer. A forward under no_grad in training
+    # mode (reformer's reversible blocks run on the irreversible path) or a whole model in
+    # eval (a validation pass whose cache a training step then reads: litgpt's adapter)
+    # keeps the error.
+    def _frozen_part(self, pid: int) -> bool:
+        ref = self._owner_ref.get(pid)
+        m = ref() if ref is not None else None
+        return m is not None and not m.training and \
+            _parent_training(self._parent, m) is True
 
     # Note [A state_dict is no cut]
     # `module.state_dict()` hands back each parameter `.detach()`ed (torch's

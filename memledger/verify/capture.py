@@ -24,7 +24,9 @@ capture without an optimizer]) it keeps:
 - `rng`: a digest of each global random generator's state after the step (torch's CPU
   generator, numpy's, Python's `random`); with `rng_start` (the same at the script's
   start) the gates name a generator the script drew from without seeding it (Note [A
-  baseline drawn anew], verify/tolerance.py).
+  baseline drawn anew], verify/tolerance.py), and with `rng_first_call` (the same as the
+  first module call begins) one seeded alike that two runs drew apart (Note [Seeded
+  alike, drawn apart]).
 - `unmoved`: trainable parameters with a gradient that the step left bitwise unchanged;
   `frozen_changed`: `requires_grad=False` parameters the step changed; `nonfinite`:
   parameters whose gradient holds a NaN or an infinity.
@@ -223,6 +225,9 @@ class Capture:
         self.device = "cpu"
         self.steps: list[dict] = []
         self.rng_start: dict[str, str] = {}   # generator_states() at the script's start
+        # the same as the first module call begins (Note [Seeded alike, drawn apart],
+        # verify/tolerance.py)
+        self.rng_first_call: dict[str, str] | None = None
         self._inputs: list[tuple[str, str]] = []
         self._before: dict[str, torch.Tensor] = {}
         self._mode: _LossInputs | None = None
@@ -302,6 +307,8 @@ class Capture:
         # on (below)
         if torch.compiler.is_compiling():
             return
+        if self.rng_first_call is None:
+            self.rng_first_call = generator_states()
         self._depth += 1
         if self._depth == 1 and not any(r() is module for r in self._tops):
             self._tops.append(weakref.ref(module))
@@ -579,7 +586,7 @@ class Capture:
     # ---- file ----------------------------------------------------------------------------
     def data(self, meta: dict) -> dict:
         return {"format": FORMAT, "meta": meta, "steps": self.steps,
-                "rng_start": self.rng_start}
+                "rng_start": self.rng_start, "rng_first_call": self.rng_first_call or {}}
 
 
 def save_capture(data: dict, path: str) -> None:

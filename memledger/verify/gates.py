@@ -48,6 +48,7 @@ from memledger.verify.tolerance import (
     Tolerance,
     first_step_spread,
     noise_floors,
+    seeded_drawn_apart,
     unseeded_generators,
 )
 from memledger.verify.runs import BASELINE, CaptureResult, Variant, capture_run
@@ -111,6 +112,22 @@ def _seed_cure(drawn: list[str], otherwise: str) -> str:
                                    for g in drawn) + ", which the script draws from unseeded")
 
 
+def _spread_cure(a: dict, b: dict, drawn: list[str]) -> str:
+    """What to do about a baseline whose first step's gradients differ: seed what was
+    drawn unseeded, and fix the choice that drew seeded generators apart (Note [Seeded
+    alike, drawn apart], tolerance.py)."""
+    apart = seeded_drawn_apart(a, b)
+    if not apart:
+        return _seed_cure(drawn, "seed every generator the script and its model use "
+                                 "(torch.seed() draws from the OS)")
+    named = " and ".join(f"{g}'s global generator" for g in apart)
+    other = (f"{named}, seeded alike in both runs, drew other numbers in their first step: "
+             "the runs took other code (a choice by the clock, as a library that times its "
+             "alternatives and keeps the fastest, or by something else outside the script's "
+             "seeds); fix that choice by its setting")
+    return f"{_seed_cure(drawn, '')}; and {other}" if drawn else other
+
+
 def run_gates(script: str | Path, argv: list[str], variants: list[Variant], steps: int,
               rtol: float | None = None, workdir: str | Path | None = None,
               runner: Callable[..., CaptureResult] = capture_run,
@@ -156,8 +173,7 @@ def run_gates(script: str | Path, argv: list[str], variants: list[Variant], step
             spread, name, worst = first_step_spread(base[0], base[1])
             drawn = unseeded_generators(base[0], base[1])
             if spread > UNSEEDED:   # Note [A baseline drawn anew] (tolerance.py)
-                cure = _seed_cure(drawn, "seed every generator the script and its model use "
-                                         "(torch.seed() draws from the OS)")
+                cure = _spread_cure(base[0], base[1], drawn)
                 report.note = (f"the baseline draws other random numbers in each run: its "
                                f"gradients differ at step 0 by a median rel {spread:.2g} (up "
                                f"to {worst:.2g} on {name}), more than rounding makes, so no "

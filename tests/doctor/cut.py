@@ -1,6 +1,7 @@
 """Planted bug (check 1): the path from the loss to blocks.0 is cut, so it gets no gradient.
 
     python cut.py --cut detach|data|numpy|no_grad|no_grad_norm|checkpoint      # the bug
+    python cut.py --cut frozen      # blocks.0 run in eval under no_grad: frozen, a warning
     python cut.py --cut detach --fixed                              # the same loop, fixed
 """
 import sys
@@ -26,6 +27,10 @@ class Net(nn.Module):
     def forward(self, x):
         if CUT == "checkpoint":   # the LoRA case: the checkpointed input needs no grad
             h = checkpoint(self.blocks[0], x, use_reentrant=FIXED is False)
+        elif CUT == "frozen" and not FIXED:   # a part the model keeps frozen (an encoder)
+            self.blocks[0].eval()
+            with torch.no_grad():
+                h = self.blocks[0](x)
         else:
             h = self.blocks[0](x)
         if FIXED or CUT == "checkpoint":

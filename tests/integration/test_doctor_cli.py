@@ -13,7 +13,9 @@ from memledger.cli import main
 
 SCRIPTS = Path(__file__).resolve().parents[1] / "doctor"
 CUT = SCRIPTS / "cut.py"
-DETACH_LINE = 34   # `h = h.detach()` in tests/doctor/cut.py
+# `h = h.detach()` in tests/doctor/cut.py
+DETACH_LINE = next(i for i, t in enumerate(CUT.read_text().splitlines(), 1)
+                   if t.strip() == "h = h.detach()")
 
 
 @pytest.fixture(scope="module")

@@ -49,6 +49,11 @@ BUGS = [
     ("cut.py", ["--cut", "no_grad_norm"], "cut_graph", "error",
      ["`blocks.0.weight`", "`blocks.0.bias`", "`norm.weight` and 1 more", "no_grad"],
      "h = self.norm(h)"),
+    # Note [A part the model runs frozen] (trace/doctor_probe.py): once an error saying
+    # "run this part of the forward with grad enabled"
+    ("cut.py", ["--cut", "frozen"], "cut_graph", "warning",
+     ["`blocks.0.weight`", "`blocks.0.bias`", "eval mode under `torch.no_grad()`",
+      "leave them out of the optimizer"], "h = self.blocks[0](x)"),
     ("cut.py", ["--cut", "checkpoint"], "cut_graph", "error",
      ["`blocks.0.weight`", "reentrant `checkpoint`"], "h = checkpoint(self.blocks[0], x, use_reentrant=FIXED is False)"),
     ("optim_membership.py", ["--bug", "frozen"], "frozen_moving", "error",

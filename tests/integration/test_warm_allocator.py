@@ -228,6 +228,9 @@ def test_show_says_when_the_two_passes_ran_different_code(tmp_path: Path, differ
         assert (f"the two runs of the script ran different code: {m['ledger_module_calls']} "
                 f"module calls in the traced steps, {m['module_calls']} in the allocator's "
                 "run of them") in said
+        # a seeded script can differ too, by a choice made by timing (Note [Two passes,
+        # one run?]): the fix names it beside the seeds
+        assert "on the clock" in said and "fix a choice made by timing by its setting" in said
     else:        # the same layers in both passes: the same calls, and nothing said
         assert m["module_calls"] == m["ledger_module_calls"] > 0
         assert "ran different code" not in said
