@@ -1270,32 +1270,44 @@ def _segments(prep: Prepared, calls: _Calls, dropped: np.ndarray, own: _Owners) 
 # A recurrence trained by truncated BPTT with its hidden state carried undetached, each
 # chunk's backward with `retain_graph=True`: chunk 0's layer makes `h` (its scan's output)
 # and saves it for its own `out` Linear; the carried `h[:, -1:]` is chunk 1's layer's
-# argument, saved again there (`prev.log()`: minGRU's log-space scan). Under `checkpoint`
-# of the layers `h` is dropped by chunk 0's call (a later call of the same part saves
-# it), and both passes re-run that call: chunk 0's backward, and chunk 1's, which goes on
-# through the carried state into chunk 0's sigmoids, whose outputs (dropped, read by both
-# passes) start the second re-run there. The segment serves that second pass, but it was
-# placed at the storage's last unpack, chunk 1's `log` node reading its own save (the
-# argument its frame holds: no re-run of chunk 0's layer), so the second re-run's copies
-# were held across chunk 1's backward of its own layer, and the re-made `h` until that
-# node returned: `checkpoint:layers.*` predicted 69,996 B against 67,436 B measured
-# (tests/clients/train_carried_hidden.py --case log, 1 or 2 steps), 169,044 against
-# 166,800 on minGRU-pytorch's layers (tests/clients/train_peer_mingru.py --model rnn
-# --no-detach, 2 steps). A storage a call dropped that a later call saves too, whose own
-# saves (the call's) only backward phases before the one the call's second-pass read
-# starts in read, places no segment (`_segments`): the second re-run makes it again and
-# lets go of it at the early stop (its `out` node died with chunk 0's loss; a node still
-# alive then keeps the copy in the frame until it dies), and the first pass's re-run
-# holds its copy until its own reader there returned (`_first_pass_copies`). A storage
-# only the call saved and only the first pass reads (`--case plain`) stays refused (Note
-# [A re-run in each backward pass]): there the ledger cannot tell a read in the first
-# pass from one the second pass makes of a copy a graph-building first pass saved.
+# argument, saved again there (`prev.log()`, as minGRU's log-space scan takes it). Under
+# `checkpoint` of the layers, chunk 0's call drops `h` (a later call of the same part
+# saves it: Rule 1), and both passes re-run that call: chunk 0's backward, and chunk 1's,
+# which goes on through the carried state into chunk 0's sigmoids, whose outputs (dropped,
+# read by both passes) start the second re-run there (Note [A re-run in each backward
+# pass]: the segment serves the second pass, `_first_pass_copies` prices the first). Two
+# readings took the storage's reads for the call's, where a later call's save is read
+# among them; that save is the later call's (its frame holds its argument) and re-runs
+# nothing of the call that made it:
+# - the segment went to the storage's last unpack, chunk 1's `log` reading its own save,
+#   so the second re-run's copies were held across chunk 1's backward of its own layer,
+#   and the re-made `h` until that node returned: `checkpoint:layers.*` predicted 69,996 B
+#   against 67,436 B measured (tests/clients/train_carried_hidden.py --case log, 1 or 2
+#   steps). A storage the call dropped that a later call saves too, whose own saves (the
+#   call's) are read only in backward phases before the one its second pass starts in,
+#   places no segment (`_first_pass_only`, `_segments`): the second re-run makes it again
+#   and lets go of it at the early stop (its `out` node died with chunk 0's loss; a node
+#   still alive then keeps the copy in the frame until it dies, `_own_node_end`), and the
+#   first pass's copy lives until its own reader there returned (`_first_pass_copies`).
+# - where the call's own save is read by both passes (minGRU's `exp` saves its output,
+#   which `to_out` saves too, and chunk 1's `log` the carried view of it), the first
+#   pass's copy was held to the storage's first-pass end, counted as its first three
+#   unpacks, the third chunk 1's `log` in the second pass: across chunk 1's backward of
+#   the scan. It now goes when the call's own nodes that read it in the first pass
+#   returned (`_own_save_end`): minGRU-pytorch's layers (tests/clients/train_peer_mingru.py
+#   --model rnn --no-detach, depth 2) 169,044 B predicted against 166,800 B measured on 2
+#   steps, 142,396 against 140,152 on 1; `checkpoint:layers.0` 213,460 against 210,388 and
+#   186,812 against 183,740; train_carried_hidden.py --case lse 79,536 against 77,488.
+# A storage only the call saved and only the first pass reads (`--case plain`) stays
+# refused (Note [A re-run in each backward pass]): the same reading would price it
+# (67,444 B both), but where the first pass builds a graph (e3nn's forces) that graph
+# saves the first re-run's copy for the second pass, which the rule does not guard.
 def _first_pass_only(prep: Prepared, calls: _Calls, own: _Owners,
                      dropped: np.ndarray) -> np.ndarray:
     """Note [A dropped storage a later call reads in the second pass]: per storage, dropped
     by a call whose storages it alone saved two passes read (its segment serves the second),
     saved by a later call too, and read through the call's own saves only in backward
-    phases before the one that second pass starts in."""
+    phases before the one that second pass starts in; none a graph-building pass read."""
     n = len(prep.created)
     out = np.zeros(n, dtype=bool)
     if prep.pass2 is None or prep.pack_reread_ev is None or prep.phase_bw_start is None \
@@ -1317,7 +1329,13 @@ def _first_pass_only(prep: Prepared, calls: _Calls, own: _Owners,
     k = np.maximum(own.made, 0)
     phase = np.searchsorted(prep.phase_bw_start, np.stack([last, np.minimum(p2[k], prep.n_events)]),
                             side="right") - 1
-    return shared & (p2[k] < _BIG) & (last >= 0) & (phase[0] < phase[1])
+    out = shared & (p2[k] < _BIG) & (last >= 0) & (phase[0] < phase[1])
+    # not where a graph-building pass read it or saved it again: that graph would hold the
+    # first re-run's copy for a later pass (Note [Read by a backward that builds a graph])
+    if prep.graph_reads is not None:
+        out &= prep.graph_reads == 0
+    out[prep.pack_row[_saved_in_backward(prep)]] = False
+    return out
 
 
 # ---- stage 6: the lifetimes of the rewritten stream ---------------------------------------
