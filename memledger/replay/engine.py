@@ -2145,6 +2145,9 @@ def _one_cast_per_rerun(prep: Prepared, *parts):
 # not priced: one segment per call; on recurrent-memory-transformer-pytorch's mrbp
 # (2 segments, dim 16) `checkpoint:transformer.layers.0.0` reads 7,980 B under measured
 # (41,000 B before).
+# A storage the call dropped that a later call saves too (a hidden state carried
+# undetached to the next chunk) is read through the call's own saves alone: Note [A
+# dropped storage a later call reads in the second pass].
 def _refuse_rerun_per_pass(prep: Prepared, calls: _Calls, own: _Owners, seg: _Segments,
                            dropped: np.ndarray, policy: Policy) -> None:
     """Note [A re-run in each backward pass]: refuse a re-run call whose segment the first
