@@ -1263,7 +1263,8 @@ def _segments(prep: Prepared, calls: _Calls, dropped: np.ndarray, own: _Owners) 
     shift = np.cumsum(np.bincount(at, weights=length[order], minlength=n + 2)
                       ).astype(np.int64) if len(at) else np.zeros(n + 2, dtype=np.int64)
     return _Segments(has=has, end=end, length=length, bw_end=bw_end, start=start, order=order,
-                     at=at, cum=cum, shift=shift, n=n, empty_at=empty_at, first_only=first_only)
+                     at=at, cum=cum, shift=shift, n=n, empty_at=empty_at,
+                     first_only=first_only)
 
 
 # Note [A dropped storage a later call reads in the second pass]
@@ -1298,10 +1299,11 @@ def _segments(prep: Prepared, calls: _Calls, dropped: np.ndarray, own: _Owners) 
 #   --model rnn --no-detach, depth 2) 169,044 B predicted against 166,800 B measured on 2
 #   steps, 142,396 against 140,152 on 1; `checkpoint:layers.0` 213,460 against 210,388 and
 #   186,812 against 183,740; train_carried_hidden.py --case lse 79,536 against 77,488.
-# A storage only the call saved and only the first pass reads (`--case plain`) stays
-# refused (Note [A re-run in each backward pass]): the same reading would price it
-# (67,444 B both), but where the first pass builds a graph (e3nn's forces) that graph
-# saves the first re-run's copy for the second pass, which the rule does not guard.
+# Not where a graph-building pass read the storage or saved it again: that graph holds
+# the first re-run's copy for the later pass. A storage only the call saved and only the
+# first pass reads (`--case plain`) stays refused (Note [A re-run in each backward pass]):
+# the same reading would price it (67,444 B both), but it is the very shape that Note
+# refuses for e3nn's forces, and wants pins of its own before it is priced.
 def _first_pass_only(prep: Prepared, calls: _Calls, own: _Owners,
                      dropped: np.ndarray) -> np.ndarray:
     """Note [A dropped storage a later call reads in the second pass]: per storage, dropped
@@ -1327,11 +1329,12 @@ def _first_pass_only(prep: Prepared, calls: _Calls, own: _Owners,
     last = np.full(n, -1, dtype=np.int64)    # the latest read of the call's own saves
     np.maximum.at(last, r[mine], np.maximum(prep.pack_unpack[mine], prep.pack_reread_ev[mine]))
     k = np.maximum(own.made, 0)
-    phase = np.searchsorted(prep.phase_bw_start, np.stack([last, np.minimum(p2[k], prep.n_events)]),
-                            side="right") - 1
+    at = np.stack([last, np.minimum(p2[k], prep.n_events)])
+    phase = np.searchsorted(prep.phase_bw_start, at, side="right") - 1
     out = shared & (p2[k] < _BIG) & (last >= 0) & (phase[0] < phase[1])
     # not where a graph-building pass read it or saved it again: that graph would hold the
-    # first re-run's copy for a later pass (Note [Read by a backward that builds a graph])
+    # first re-run's copy for a later pass (Note [Read by a backward that builds a graph]
+    # in trace/collector.py)
     if prep.graph_reads is not None:
         out &= prep.graph_reads == 0
     out[prep.pack_row[_saved_in_backward(prep)]] = False
@@ -2262,8 +2265,9 @@ def _first_pass_copies(prep: Prepared, calls: _Calls, own: _Owners, d: np.ndarra
     # later call reads in the second pass]): that pass's copy, until its reader returned
     fo = d[two[k] & seg.first_only[d]] if seg.first_only is not None else d[:0]
     own_end = _own_save_end(prep, calls, own)[fo]
-    out.add(seg.pos_c(t1[own.made[fo]]), seg.pos_f(np.maximum(own_end, prep.unpack_first[fo] + 1)),
-            prep.nbytes[fo], prep.cat[fo])
+    out.add(seg.pos_c(t1[own.made[fo]]),
+            seg.pos_f(np.maximum(own_end, prep.unpack_first[fo] + 1)), prep.nbytes[fo],
+            prep.cat[fo])
     if t is not None:
         at_t1 = np.concatenate([b, u, fo, e[prep.unpack_first[e] == t1[own.made[e]]]])
         _first_rerun_transients(prep, calls, own, seg, (two, t1), (d, t, at_t1), out,
