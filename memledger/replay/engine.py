@@ -1044,6 +1044,9 @@ class _Segments:
     empty_at: np.ndarray | None = None   # per call: the original event whose unpack starts
     #                      a re-run that stops before its first op (-1: none); Note [A
     #                      re-run that stops before its first op]
+    first_only: np.ndarray | None = None   # per storage: dropped, read through its call's
+    #                      own saves by the first of two passes only (Note [A dropped
+    #                      storage a later call reads in the second pass])
 
     def pos_c(self, e: np.ndarray) -> np.ndarray:
         """Where an event that creates lands: after the segments inserted at it."""
@@ -1125,6 +1128,9 @@ def _segments(prep: Prepared, calls: _Calls, dropped: np.ndarray, own: _Owners) 
     first = np.where(prep.pass2 >= 0, prep.pass2, prep.unpack_first) \
         if prep.pass2 is not None else prep.unpack_first
     read = np.where((own.first_save == own.last_save) & (first >= 0), first, prep.unpack)
+    # Note [A dropped storage a later call reads in the second pass]
+    first_only = _first_pass_only(prep, calls, own, dropped)
+    read = np.where(first_only, -1, read)
     np.minimum.at(trig, kd, np.where(read >= 0, read, _BIG))
     stop = np.full(m + 1, -1, dtype=np.int64)
     np.maximum.at(stop, kd, _saved_last_in_forward(prep) + 1)  # Rule 3: the last pack ends it
@@ -1257,7 +1263,82 @@ def _segments(prep: Prepared, calls: _Calls, dropped: np.ndarray, own: _Owners) 
     shift = np.cumsum(np.bincount(at, weights=length[order], minlength=n + 2)
                       ).astype(np.int64) if len(at) else np.zeros(n + 2, dtype=np.int64)
     return _Segments(has=has, end=end, length=length, bw_end=bw_end, start=start, order=order,
-                     at=at, cum=cum, shift=shift, n=n, empty_at=empty_at)
+                     at=at, cum=cum, shift=shift, n=n, empty_at=empty_at,
+                     first_only=first_only)
+
+
+# Note [A dropped storage a later call reads in the second pass]
+# A recurrence trained by truncated BPTT with its hidden state carried undetached, each
+# chunk's backward with `retain_graph=True`: chunk 0's layer makes `h` (its scan's output)
+# and saves it for its own `out` Linear; the carried `h[:, -1:]` is chunk 1's layer's
+# argument, saved again there (`prev.log()`, as minGRU's log-space scan takes it). Under
+# `checkpoint` of the layers, chunk 0's call drops `h` (a later call of the same part
+# saves it: Rule 1), and both passes re-run that call: chunk 0's backward, and chunk 1's,
+# which goes on through the carried state into chunk 0's sigmoids, whose outputs (dropped,
+# read by both passes) start the second re-run there (Note [A re-run in each backward
+# pass]: the segment serves the second pass, `_first_pass_copies` prices the first). Two
+# readings took the storage's reads for the call's, where a later call's save is read
+# among them; that save is the later call's (its frame holds its argument) and re-runs
+# nothing of the call that made it:
+# - the segment went to the storage's last unpack, chunk 1's `log` reading its own save,
+#   so the second re-run's copies were held across chunk 1's backward of its own layer,
+#   and the re-made `h` until that node returned: `checkpoint:layers.*` predicted 69,996 B
+#   against 67,436 B measured (tests/clients/train_carried_hidden.py --case log, 1 or 2
+#   steps). A storage the call dropped that a later call saves too, whose own saves (the
+#   call's) are read only in backward phases before the one its second pass starts in,
+#   places no segment (`_first_pass_only`, `_segments`): the second re-run makes it again
+#   and lets go of it at the early stop (its `out` node died with chunk 0's loss; a node
+#   still alive then keeps the copy in the frame until it dies, `_own_node_end`), and the
+#   first pass's copy lives until its own reader there returned (`_first_pass_copies`).
+# - where the call's own save is read by both passes (minGRU's `exp` saves its output,
+#   which `to_out` saves too, and chunk 1's `log` the carried view of it), the first
+#   pass's copy was held to the storage's first-pass end, counted as its first three
+#   unpacks, the third chunk 1's `log` in the second pass: across chunk 1's backward of
+#   the scan. It now goes when the call's own nodes that read it in the first pass
+#   returned (`_own_save_end`): minGRU-pytorch's layers (tests/clients/train_peer_mingru.py
+#   --model rnn --no-detach, depth 2) 169,044 B predicted against 166,800 B measured on 2
+#   steps, 142,396 against 140,152 on 1; `checkpoint:layers.0` 213,460 against 210,388 and
+#   186,812 against 183,740; train_carried_hidden.py --case lse 79,536 against 77,488.
+# Not where a graph-building pass read the storage or saved it again: that graph holds
+# the first re-run's copy for the later pass. A storage only the call saved and only the
+# first pass reads (`--case plain`) stays refused (Note [A re-run in each backward pass]):
+# the same reading would price it (67,444 B both), but it is the very shape that Note
+# refuses for e3nn's forces, and wants pins of its own before it is priced.
+def _first_pass_only(prep: Prepared, calls: _Calls, own: _Owners,
+                     dropped: np.ndarray) -> np.ndarray:
+    """Note [A dropped storage a later call reads in the second pass]: per storage, dropped
+    by a call whose storages it alone saved two passes read (its segment serves the second),
+    saved by a later call too, and read through the call's own saves only in backward
+    phases before the one that second pass starts in; none a graph-building pass read."""
+    n = len(prep.created)
+    out = np.zeros(n, dtype=bool)
+    if prep.pass2 is None or prep.pack_reread_ev is None or prep.phase_bw_start is None \
+            or not len(prep.phase_bw_start) or not len(prep.pack_ev) or not len(calls):
+        return out
+    single = own.first_save == own.last_save
+    shared = dropped & ~single & (own.made >= 0)
+    if not shared.any():
+        return out
+    # per call: the second pass's first read of a dropped storage only it saved
+    p2 = np.full(len(calls), _BIG, dtype=np.int64)
+    two = np.flatnonzero(dropped & single & (own.made >= 0) & (prep.pass2 >= 0))
+    np.minimum.at(p2, own.made[two], prep.pass2[two])
+    kp = _pack_call(prep, calls)
+    r = prep.pack_row
+    mine = (kp >= 0) & (kp == own.made[r])
+    last = np.full(n, -1, dtype=np.int64)    # the latest read of the call's own saves
+    np.maximum.at(last, r[mine], np.maximum(prep.pack_unpack[mine], prep.pack_reread_ev[mine]))
+    k = np.maximum(own.made, 0)
+    at = np.stack([last, np.minimum(p2[k], prep.n_events)])
+    phase = np.searchsorted(prep.phase_bw_start, at, side="right") - 1
+    out = shared & (p2[k] < _BIG) & (last >= 0) & (phase[0] < phase[1])
+    # not where a graph-building pass read it or saved it again: that graph would hold the
+    # first re-run's copy for a later pass (Note [Read by a backward that builds a graph]
+    # in trace/collector.py)
+    if prep.graph_reads is not None:
+        out &= prep.graph_reads == 0
+    out[prep.pack_row[_saved_in_backward(prep)]] = False
+    return out
 
 
 # ---- stage 6: the lifetimes of the rewritten stream ---------------------------------------
@@ -1945,6 +2026,15 @@ def _recomputed_rows(prep, calls, own, seg, dropped, kept_cache, out: _Lifetimes
     trig[seg.order] = seg.at
     alive = unread_to > trig[kd]
     gone_pos = np.where(alive, np.maximum(gone_pos, seg.pos_f(unread_to)), gone_pos)
+    if seg.first_only is not None and seg.first_only[d].any():
+        # Note [A dropped storage a later call reads in the second pass]: no node of this
+        # pass reads the call's own save of it; the copy goes at the early stop, or when
+        # that save's node dies, where it outlives the re-run (the frame keeps it for it)
+        fo = seg.first_only[d]
+        stop = seg.start[kd] + seg.length[kd]
+        node = _own_node_end(prep, calls, own)[d]
+        stop = np.where(node > trig[kd], np.maximum(stop, seg.pos_f(node)), stop)
+        gone_pos = np.where(fo, stop, gone_pos)
     # the graph of a re-made copy the script keeps holds what the re-run saved before it
     last_cr, keep_to, walked = kept   # `_kept_remakes`
     kept_by = (last_cr[kd] > cr[d]) & (~walked[kd] | _in_reach(prep, d))
@@ -2058,6 +2148,9 @@ def _one_cast_per_rerun(prep: Prepared, *parts):
 # not priced: one segment per call; on recurrent-memory-transformer-pytorch's mrbp
 # (2 segments, dim 16) `checkpoint:transformer.layers.0.0` reads 7,980 B under measured
 # (41,000 B before).
+# A storage the call dropped that a later call saves too (a hidden state carried
+# undetached to the next chunk) is read through the call's own saves alone: Note [A
+# dropped storage a later call reads in the second pass].
 def _refuse_rerun_per_pass(prep: Prepared, calls: _Calls, own: _Owners, seg: _Segments,
                            dropped: np.ndarray, policy: Policy) -> None:
     """Note [A re-run in each backward pass]: refuse a re-run call whose segment the first
@@ -2155,8 +2248,11 @@ def _first_pass_copies(prep: Prepared, calls: _Calls, own: _Owners, d: np.ndarra
     both = two[k] & ~again[d] & (prep.pass2[d] >= 0) & (prep.unpack_first[d] >= 0) \
         & (prep.unpack_first[d] < trig[k])
     b = d[both]
-    out.add(seg.pos_c(t1[k[both]]), seg.pos_f(np.maximum(prep.pass1_end[b],
-                                                          prep.unpack_first[b] + 1)),
+    # a storage a later call saves too: the copy is the call's, read by its own nodes alone
+    # (Note [A dropped storage a later call reads in the second pass])
+    p1_end = np.where(own.first_save[b] != own.last_save[b],
+                      _own_save_end(prep, calls, own)[b], prep.pass1_end[b])
+    out.add(seg.pos_c(t1[k[both]]), seg.pos_f(np.maximum(p1_end, prep.unpack_first[b] + 1)),
             prep.nbytes[b], prep.cat[b])
     e = d[saved_again]
     out.add(seg.pos_c(prep.unpack_first[e]), seg.pos_f(np.maximum(prep.pass1_end[e],
@@ -2165,8 +2261,15 @@ def _first_pass_copies(prep: Prepared, calls: _Calls, own: _Owners, d: np.ndarra
     u = d[unread]
     end = np.minimum(np.maximum(prep.unpack_end[u], prep.unpack[u] + 1), prep.freed[u])
     out.add(seg.pos_c(t1[k[unread]]), seg.pos_f(end), prep.nbytes[u], prep.cat[u])
+    # read by the first pass alone, through the call's own save (Note [A dropped storage a
+    # later call reads in the second pass]): that pass's copy, until its reader returned
+    fo = d[two[k] & seg.first_only[d]] if seg.first_only is not None else d[:0]
+    own_end = _own_save_end(prep, calls, own)[fo]
+    out.add(seg.pos_c(t1[own.made[fo]]),
+            seg.pos_f(np.maximum(own_end, prep.unpack_first[fo] + 1)), prep.nbytes[fo],
+            prep.cat[fo])
     if t is not None:
-        at_t1 = np.concatenate([b, u, e[prep.unpack_first[e] == t1[own.made[e]]]])
+        at_t1 = np.concatenate([b, u, fo, e[prep.unpack_first[e] == t1[own.made[e]]]])
         _first_rerun_transients(prep, calls, own, seg, (two, t1), (d, t, at_t1), out,
                                 rng_bytes)
 
@@ -2244,6 +2347,25 @@ def _own_save_end(prep: Prepared, calls: _Calls, own: _Owners) -> np.ndarray:
     mine = (kp >= 0) & (kp == own.made[r]) & (prep.pack_unpack >= 0)
     np.maximum.at(end, r[mine], np.maximum(prep.pack_unpack[mine] + 1,
                                            prep.pack_unpack_end[mine]))
+    return end
+
+
+def _own_node_end(prep: Prepared, calls: _Calls, own: _Owners) -> np.ndarray:
+    """Per storage: when the last node that holds a save of it by the call that made it
+    died (a kept graph's let-go, else autograd's release of the node that unpacked it;
+    -1: no such save read). The checkpoint frame keeps a re-run's copy for a live save's
+    holder (Note [A re-made save no backward reads])."""
+    end = np.full(len(prep.created), -1, dtype=np.int64)
+    if prep.pack_ev is None or not len(prep.pack_ev) or not len(calls):
+        return end
+    kp = _pack_call(prep, calls)
+    r = prep.pack_row
+    mine = (kp >= 0) & (kp == own.made[r]) & (prep.pack_unpack >= 0)
+    node = np.maximum(prep.pack_unpack_end, prep.pack_unpack_rel
+                      if prep.pack_unpack_rel is not None else prep.pack_unpack_end)
+    if prep.pack_let_go is not None:
+        node = np.maximum(node, prep.pack_let_go)
+    np.maximum.at(end, r[mine], node[mine])
     return end
 
 

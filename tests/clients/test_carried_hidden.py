@@ -19,3 +19,25 @@ def test_a_carried_state_saved_again_is_read_back_in_a_round_of_its_own():
     assert run.ledger_peak == run.allocator_peak == 56_620
     for policy, peak in pols.items():
         assert run.policies[policy].predicted == run.policies[policy].measured == peak
+
+
+def test_the_second_passs_rerun_of_a_chunk_whose_state_is_carried_is_priced_as_measured():
+    """`checkpoint:layers.*` re-runs chunk 0's layer in both backward passes; the second
+    re-run starts as chunk 1's backward reads chunk 0's sigmoids, not at chunk 1's `log` of
+    the carried state (its own save, of its argument). Before (Note [A dropped storage a
+    later call reads in the second pass], replay/engine.py): `--case log` 69,996 B
+    predicted against 67,436 B measured, the segment at that `log` read, its copies held
+    across chunk 1's layer's backward; `--case lse` (minGRU's log-space scan) 79,536 B
+    against 77,488 B, the first re-run's `exp` output (4 x 8 x 16 fp32, 2,048 B) held to
+    chunk 1's `log` read. A storage only the call saves and only the first pass reads
+    (`--case plain`) stays refused by predict (measure: 67,444 B)."""
+    run = run_client("train_carried_hidden.py", ["--case", "log"], ["checkpoint:layers.*"],
+                     steps=1)
+    assert run.ledger_peak == run.allocator_peak == 56_620
+    ran = run.policies["checkpoint:layers.*"]
+    assert ran.predicted == ran.measured == 67_436
+    run = run_client("train_carried_hidden.py", ["--case", "lse"], ["checkpoint:layers.*"],
+                     steps=1)
+    assert run.ledger_peak == run.allocator_peak == 79_664
+    ran = run.policies["checkpoint:layers.*"]
+    assert ran.predicted == ran.measured == 77_488

@@ -9,7 +9,9 @@ storage its own Linear (`out`) saved; the next chunk's call saves it again.
 
 `--case` (comma-separated): `log` (the carried state enters through `prev.log().exp()`,
 as minGRU's log-space scan takes `prev_hidden.log()`: `log` saves it again), `exp` (the
-scan's `cumsum` then `exp`, which saves its output), `plain` (neither: `prev * 1.0`).
+scan's `cumsum` then `exp`, which saves its output), `plain` (neither: `prev * 1.0`),
+`lse` (minGRU's log-space scan: the carried state's `log` and the new values' concatenated,
+`logcumsumexp`, then `exp`, whose output its own backward and `out` save).
 """
 
 import argparse
@@ -29,6 +31,10 @@ class Cell(nn.Module):
     def forward(self, x, prev):
         h, g = self.proj(x).chunk(2, dim=-1)
         h = h.sigmoid() * g.sigmoid()  # (b, n, d), positive
+        if "lse" in self.case:   # minGRU's log-space scan: the carried state's log first
+            h = h.log() if prev is None else torch.cat((prev.log(), h.log()), dim=1)
+            h = h.logcumsumexp(dim=1).exp()[:, -x.shape[1]:]
+            return self.out(h), h[:, -1:]
         if prev is not None:
             p = prev.log() if "log" in self.case else prev * 1.0
             h = torch.cat((p.exp() if "log" in self.case else p, h), dim=1)
