@@ -223,6 +223,7 @@ class Capture:
         self.device = "cpu"
         self.steps: list[dict] = []
         self.rng_start: dict[str, str] = {}   # generator_states() at the script's start
+        self.start_weights: dict[str, str] = {}   # the weights' digests before the first step
         self._inputs: list[tuple[str, str]] = []
         self._before: dict[str, torch.Tensor] = {}
         self._mode: _LossInputs | None = None
@@ -433,6 +434,8 @@ class Capture:
         if self._pending is None:       # the training step's first optimizer
             every = _plain(self.model.named_parameters()) if self.model is not None else []
             self._before = {n: _cpu(p) for n, p in every}
+            if not self.steps and not self.start_weights:   # Note [A run that began elsewhere]
+                self.start_weights = {n: digest(t) for n, t in self._before.items()}
             self._pending = {"inputs": [], "grads": {}, "nonfinite": [], "optim": {}}
             self._opts = []
         step = self._pending
@@ -579,7 +582,7 @@ class Capture:
     # ---- file ----------------------------------------------------------------------------
     def data(self, meta: dict) -> dict:
         return {"format": FORMAT, "meta": meta, "steps": self.steps,
-                "rng_start": self.rng_start}
+                "rng_start": self.rng_start, "start": self.start_weights}
 
 
 def save_capture(data: dict, path: str) -> None:
