@@ -1072,6 +1072,19 @@ class DoctorProbe(TorchFunctionMode):
             return out
         return func(*args, **kwargs)
 
+    # Note [A frozen parameter written with its own values]
+    # LBFGS (torch's, and pykan's copy that its `fit` steps) updates every parameter it
+    # holds through one flat vector: `p.add_(update, alpha=t)` for each, a zero update for a
+    # parameter without a gradient, and after each line-search probe `p.copy_(saved)` back.
+    # A frozen parameter in the optimizer (`model.parameters()`, as pykan's `get_params()`)
+    # keeps its values, but its version counter moves, and the doctor said "1 parameter
+    # with requires_grad=False (`0.bias`) was changed by optimizer.step() in steps 1-3"
+    # (an error: tests/doctor/closure.py --lbfgs --frozen --fixed), and on a KAN trained by
+    # `fit` "14 parameters ... (`node_bias_0`, ...)", so `compare` judged no policy. A frozen
+    # parameter with no gradient is judged by its values: its norm before and after the
+    # step (one float, where a copy would double a frozen backbone for the doctor's run);
+    # one with a gradient is compared to a copy, as before.
+
     # Note [A step that writes through .data]
     # Whether step() moved a parameter is read off its version counter; a write through
     # `p.data` (`p.data.add_(update)`, as torch-optimizer's Shampoo and many optimizers
@@ -1627,8 +1640,10 @@ class DoctorProbe(TorchFunctionMode):
                         a for a, v in p.__dict__.items() if gradient_like(p, a, v)
                         and a not in rec.get("beside", ()))
                 if not p.requires_grad:
-                    self._before[pid] = (p._version, p.detach().clone() if g is not None
-                                         else None, None)
+                    # with a gradient, a copy to compare; without, its norm (Note [A frozen
+                    # parameter written with its own values])
+                    self._before[pid] = (p._version, p.detach().clone(), None) \
+                        if g is not None else (p._version, None, _checksum(p))
                 else:
                     # a fused optimizer (torch's fused AdamW, transformers' Trainer default
                     # since torch 2.8) writes parameters without bumping their version
@@ -1734,7 +1749,7 @@ class DoctorProbe(TorchFunctionMode):
                     changed = p._version != version
                     if copy is not None:
                         changed = not bitwise_equal(copy, p.detach())
-                    elif total is not None and not changed:
+                    elif total is not None and (not changed or not p.requires_grad):
                         changed = bool(_checksum(p) != total)
                     if not p.requires_grad and changed:
                         moved.append(self._index[pid])

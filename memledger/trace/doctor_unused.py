@@ -103,7 +103,8 @@ class UnusedGraphWatch:
 # Note [A library's call no backward used]
                             "via": library_caller(f),
                             # Note [A library's own forward from the script's line]
-                            "ran_by": library_runner(2)})
+                            # Note [A forward called as a method] (trace/where.py)
+                            "ran_by": library_runner(2, past_forwards=True)})
         for n in nodes.values():
             try:
                 n.register_prehook(call.ran)   # the node holds the call, not the reverse

@@ -40,7 +40,9 @@ Rules (numbered so that code can point here):
    tensor, `unique_consecutive`, ...) runs for real when its inputs are known and the fake
    takes each output's real size (Qwen-VL's patch grids); with an unknown input, `nonzero(x)`
    gets its upper bound (x.numel(), x.dim()) int64 and `masked_select(x, m)` every element
-   kept. `x[m]` with a bool mask `m` gets its real size where the mask's values are known
+   kept; `linalg_lstsq` its sizes from the shapes and the driver, the residuals of gelsd
+   and gelss at their bound (Note [A least-squares fit in a fake run], trace/fake_lstsq.py).
+   `x[m]` with a bool mask `m` gets its real size where the mask's values are known
    (a padding mask of token ids) and every element kept where not (Idefics' real images
    among padding ones) (`_mask_index_size`), and `ctc_loss` with known target lengths its
    real size (`_ctc_out`: wav2vec2's CTC head). Anything else data-dependent stops the
@@ -249,6 +251,7 @@ from memledger.trace.higher_order import is_higher_order, run_by_its_ops
 from memledger.trace.fake_collectives import HANDS_ON, SYMMETRIC, symmetric_writes
 from memledger.trace.fake_literals import KnownLiterals
 from memledger.trace.fake_loader import LoadsInProcess
+from memledger.trace.fake_lstsq import lstsq_is_bound, lstsq_outputs
 from memledger.trace.fake_losses import reduced_loss_bytes
 from memledger.trace.fake_pointers import DistinctPointers
 from memledger.trace.fake_questions import ForeachAsReal, RealAnswers
@@ -516,15 +519,26 @@ class _StandIn:
         self.is_view = op.is_view
 
 
-class _UpperBound(_StandIn):
-    """Rule 3: an op whose output size depends on values, replaced by its upper bound."""
+class _FromShapes(_StandIn):
+    """Rule 3: a value-sized op whose sizes its arguments' shapes fix (`make` makes them)."""
 
-    def __init__(self, op, make) -> None:
-        super().__init__(op, f"{op.__name__}(upper bound)")
+    def __init__(self, op, make, name: str = "") -> None:
+        super().__init__(op, name)
         self.make = make
 
     def __call__(self, *args, **kwargs):
         return self.make(*args, **kwargs)
+
+
+class _UpperBound(_FromShapes):
+    """Rule 3: an op whose output size depends on values, replaced by its upper bound.
+    `bound(*args, **kwargs)`: whether a size is a bound for these arguments (always,
+    unless given); where not, `exact` runs in its place, named as the op."""
+
+    def __init__(self, op, make, bound=None) -> None:
+        super().__init__(op, make, f"{op.__name__}(upper bound)")
+        self.bound = bound or (lambda *args, **kwargs: True)
+        self.exact = _FromShapes(op, make)
 
 
 class _RealSize(_StandIn):
@@ -940,6 +954,9 @@ UPPER_BOUNDS = {
         (x.numel(), x.dim()), dtype=torch.long, device=x.device)),
     aten.masked_select.default: _UpperBound(aten.masked_select.default, lambda x, m: torch.empty(
         (torch.broadcast_shapes(x.shape, m.shape).numel(),), dtype=x.dtype, device=x.device)),
+    # Note [A least-squares fit in a fake run] (trace/fake_lstsq.py)
+    aten.linalg_lstsq.default: _UpperBound(aten.linalg_lstsq.default, lstsq_outputs,
+                                           lstsq_is_bound),
 }
 
 
@@ -1141,8 +1158,11 @@ class FakeCollector(Collector):
             elif (sized := _masked_select_size(func, args)) is not None:
                 func = _RealSize(func, sized)
             elif (ub := UPPER_BOUNDS.get(func)) is not None:
-                self._note_standin(str(func), "upper bound: every element")
-                func = ub
+                if ub.bound(*args, **(kwargs or {})):
+                    self._note_standin(str(func), "upper bound: every element")
+                    func = ub
+                else:
+                    func = ub.exact
         self._lifting = func is LIFT_FRESH          # Rule 1: a literal's real source
         self._lift_source = args[0].untyped_storage()._cdata \
             if self._lifting and args and isinstance(args[0], torch.Tensor) else None

@@ -17,6 +17,15 @@ stand-in, recorded as one): TabNet logs each batch's loss as
 step ("cannot run fake at ...: `.numpy()` reads tensor values"; tests/clients/
 train_tabnet.py). Anything larger (an evaluation's logits for a metric) still stops it.
 
+# Note [What `.numpy()` keeps]
+A real `t.numpy()` is a view of the tensor's memory: the array keeps the storage alive as
+long as the array lives. pykan's `fit` logs each step's losses so, `results['train_loss'].
+append(torch.sqrt(train_loss).cpu().detach().numpy())` (and the test loss and the
+regularizer): three 4 B storages a step held to the end of `fit`, in the real ledger. The
+fake run's arrays were copies, its storages freed at once, and its ledger read 12 B under
+the real one at step 2's peak (tests/clients/train_kan_ema.py `--fit --opt adam`), every
+policy with it. The array handed back now lives in a buffer that holds the fake tensor.
+
 Rule 24: `F.one_hot`'s width read from values. The width is `num_classes`, or with
 `num_classes=-1` the largest index plus one; where either comes from values a fake run does
 not have, Rule 3's stand-in made it 0 (or 1) wide, and every size computed from it after was
@@ -100,11 +109,11 @@ class KnownLiterals(TorchFunctionMode):
         known = self.values_of(t)
         with _disable_current_modes():
             if known is not None:
-                return known.detach().cpu().numpy().copy()
+                return _sharing(known.detach().cpu().numpy(), t)
             if t.numel() != 1 or self.scalar_of is None:
                 return None
             value = self.scalar_of(t)
-            return torch.full(tuple(t.shape), value, dtype=t.dtype).numpy()
+            return _sharing(torch.full(tuple(t.shape), value, dtype=t.dtype).numpy(), t)
 
     def _values(self, data: Any) -> Any:
         if isinstance(data, (list, tuple)):
@@ -115,6 +124,21 @@ class KnownLiterals(TorchFunctionMode):
                 with _disable_current_modes():
                     return known.tolist()
         return data
+
+
+class _Holder(bytearray):
+    """The memory of a fake tensor's `.numpy()`, which keeps the tensor (Rule 22)."""
+
+
+def _sharing(values: Any, t: torch.Tensor) -> Any:
+    """`values` (a numpy array) in an array that keeps `t`, and so its storage, alive as
+    long as the array is, as a real `t.numpy()` shares the tensor's memory (Note [What
+    `.numpy()` keeps])."""
+    import numpy as np
+
+    holder = _Holder(values.tobytes())
+    holder.tensor = t
+    return np.frombuffer(holder, dtype=values.dtype).reshape(values.shape)
 
 
 def _deepcopy_without_constant(func: Callable, args: tuple, kwargs: dict) -> torch.Tensor:

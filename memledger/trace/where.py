@@ -100,11 +100,13 @@ _STDLIB = tuple(os.path.realpath(sysconfig.get_paths()[k]) + os.sep
 _PACKAGES = re.compile(r"[/\\](site|dist)-packages[/\\]")
 
 
-def library_runner(depth: int = 1) -> str:
+def library_runner(depth: int = 1, past_forwards: bool = False) -> str:
     """`torch_pruning/dependency/graph.py:1029 (_trace)`: the third-party library line that
     made the call running now (the first frame above the caller outside torch, memledger
     and the standard library, when it is a library's); '' when it is the user's own code
-    (Note [A library's own forward from the script's line])."""
+    (Note [A library's own forward from the script's line]). `past_forwards`: a module's
+    `forward` is passed over, to the line that called it (Note [A forward called as a
+    method])."""
     f = sys._getframe(depth)
     while f is not None:
         name = f.f_code.co_filename
@@ -112,10 +114,26 @@ def library_runner(depth: int = 1) -> str:
             return ""
         real = os.path.realpath(name)
         stdlib = real.startswith(_STDLIB) and not _PACKAGES.search(real)
-        if not name.startswith("<") and not stdlib and not real.startswith((_TORCH, _OURS)):
+        if not name.startswith("<") and not stdlib and not real.startswith((_TORCH, _OURS)) \
+                and not (past_forwards and _module_forward(f)):
             return f"{library_path(real)}:{f.f_lineno} ({f.f_code.co_name})"
         f = f.f_back
     return ""
+
+
+# Note [A forward called as a method]
+# A top-level call (no module call around it) made inside a module's `forward` means that
+# forward was called as a method, `self.forward(x)`, not as `self(x)`: pykan's `fit` runs
+# its test loss and `update_grid` so, under gradients, and each `KANLayer` inside was a
+# top-level call whose graph no backward used. The doctor named the library line that made
+# the call, "run by kan/MultKAN.py:800 (forward)": the KAN's own forward, which says
+# nothing about who ran it. The line that called the forward does: "kan/MultKAN.py:1565
+# (fit)". Where that caller is the script's own (`model.forward(x)`), there is no library
+# line, and the advice is the script's (tests/unit/test_unused_graph_library.py).
+def _module_forward(f: FrameType) -> bool:
+    """Whether frame `f` runs a module's `forward`."""
+    return f.f_code.co_name == "forward" and \
+        isinstance(f.f_locals.get("self"), torch.nn.Module)
 
 
 def user_line(depth: int = 2) -> tuple[str, int]:

@@ -228,6 +228,7 @@ class Capture:
         # the same as the first module call begins (Note [Seeded alike, drawn apart],
         # verify/tolerance.py)
         self.rng_first_call: dict[str, str] | None = None
+        self.start_weights: dict[str, str] = {}   # the weights' digests before the first step
         self._inputs: list[tuple[str, str]] = []
         self._before: dict[str, torch.Tensor] = {}
         self._mode: _LossInputs | None = None
@@ -440,6 +441,8 @@ class Capture:
         if self._pending is None:       # the training step's first optimizer
             every = _plain(self.model.named_parameters()) if self.model is not None else []
             self._before = {n: _cpu(p) for n, p in every}
+            if not self.steps and not self.start_weights:   # Note [A run that began elsewhere]
+                self.start_weights = {n: digest(t) for n, t in self._before.items()}
             self._pending = {"inputs": [], "grads": {}, "nonfinite": [], "optim": {}}
             self._opts = []
         step = self._pending
@@ -586,7 +589,8 @@ class Capture:
     # ---- file ----------------------------------------------------------------------------
     def data(self, meta: dict) -> dict:
         return {"format": FORMAT, "meta": meta, "steps": self.steps,
-                "rng_start": self.rng_start, "rng_first_call": self.rng_first_call or {}}
+                "rng_start": self.rng_start, "rng_first_call": self.rng_first_call or {},
+                "start": self.start_weights}
 
 
 def save_capture(data: dict, path: str) -> None:

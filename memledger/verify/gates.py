@@ -208,7 +208,8 @@ def run_gates(script: str | Path, argv: list[str], variants: list[Variant], step
                 report.outcomes.append(GateOutcome(v, failure=res.reason,
                                                    refused=res.code == EXIT_USAGE))
                 continue
-            report.outcomes.append(GateOutcome(v, compare(base[0], res.data, report.tolerance)))
+            report.outcomes.append(GateOutcome(v, _began_elsewhere(
+                base[0], res.data, compare(base[0], res.data, report.tolerance))))
         if f is None and any(o.comparison is not None and not o.passed
                              for o in report.outcomes):
             # Note [A few tensors drawn anew] (tolerance.py): the baseline's two runs drew
@@ -220,6 +221,37 @@ def run_gates(script: str | Path, argv: list[str], variants: list[Variant], step
                                "run may draw otherwise, so a rejection here may be that draw "
                                f"and not the policy; {_seed_cure(drawn, '')}")
         return report
+
+
+# Note [A run that began elsewhere]
+# A policy acts on the forward and the backward; the weights the script makes before its
+# first step are the script's alone. pykan's KAN fits its spline coefficients by
+# `torch.linalg.lstsq` as it is made, and LAPACK's rounding there follows where the
+# process's allocations fall: the baseline's two runs (the same allocations in each) agreed
+# bitwise, a run under a policy (memledger's wrappers allocate too) began with
+# `act_fun.0.coef` 7.5e-9 away, and `compare` rejected all three policies, offload too, as
+# "gradient of act_fun.1.scale_sp differs at step 0: max abs 1.49e-08, rel 1.49e-07
+# (bitwise)" (tests/clients/train_kan_ema.py --model kan). A capture keeps each weight's
+# digest before the first step (`start`); a candidate that fails the gradients or update
+# gate and began from other weights is told so: the difference is not the policy's, and
+# bitwise gates cannot judge it. It stays rejected (nothing was shown equal), with the cure.
+def _began_elsewhere(base: dict, cand: dict, comparison: Comparison) -> Comparison:
+    f = comparison.finding
+    start, other = base.get("start") or {}, cand.get("start") or {}
+    moved = [n for n, d in start.items() if n in other and other[n] != d]
+    if f is None or f.gate == "inputs" or not moved:
+        return comparison
+    names = ", ".join(f"`{n}`" for n in moved[:3]) + (f" and {len(moved) - 3} more"
+                                                      if len(moved) > 3 else "")
+    comparison.finding = Finding(
+        f.gate, f.step, f.name,
+        f"{f.message}; but this run began from other weights: {names} differed before the "
+        "first step, which no policy touches (the script's initialization is not the same "
+        "from one process to the next: a solve or a BLAS call whose rounding follows the "
+        "memory layout), so the difference is not the policy's; compare within a tolerance "
+        "(--rtol 1e-5) or load the initial weights from a file", f.diff,
+        f.missing_gradient)
+    return comparison
 
 
 def _baseline(runner, script, argv, steps: int, out: Path) -> dict:

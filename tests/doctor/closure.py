@@ -4,6 +4,7 @@ step() (Note [A step that runs its closure] in memledger/trace/doctor_probe.py).
     python closure.py --bug nan           # a NaN in the batch of step 3
     python closure.py --accum 2 --fixed   # the last of 2 micro-batches inside step(closure)
     python closure.py --lbfgs --fixed     # LBFGS: the closure runs several times per step
+    python closure.py --lbfgs --frozen --fixed  # ... with a frozen bias among its parameters
     python closure.py --cut               # the forward detaches its hidden state
     python closure.py --clip after --fixed  # clipped inside the closure, after backward
     python closure.py --clip before       # clipped inside the closure, before backward
@@ -30,6 +31,10 @@ class Net(nn.Sequential):
 
 
 model = Net(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 4))
+if "--frozen" in sys.argv:
+    # handed to the optimizer all the same (`model.parameters()`), as pykan's `fit` does: LBFGS
+    # adds its zero update to it and copies it back after each line-search probe
+    model[0].bias.requires_grad_(False)
 if "--lbfgs" in sys.argv:
     opt = torch.optim.LBFGS(model.parameters(), lr=0.1, max_iter=3)
 else:

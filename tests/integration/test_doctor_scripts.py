@@ -382,6 +382,8 @@ FIXED = [("cut.py", ["--cut", c, "--fixed"]) for c in ("detach", "checkpoint")] 
     # step(closure) with the last micro-batch inside it (Lightning's accumulation) once read
     # as dropped_update; LBFGS calls the closure several times per step
     ("closure.py", ["--accum", "2", "--fixed"]), ("closure.py", ["--lbfgs", "--fixed"]),
+    # ... and a frozen parameter in LBFGS, written with its own values (once frozen_moving)
+    ("closure.py", ["--lbfgs", "--frozen", "--fixed"]),
     ("closure.py", ["--clip", "after", "--fixed"]), ("retention_attr.py", ["--list", "--fixed"]),
     # fused AdamW bumps no version counter: its updates once read as no_update
     ("fused_adamw.py", []), ("fused_adamw.py", ["--warmup"]),

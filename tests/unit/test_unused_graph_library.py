@@ -74,3 +74,40 @@ def test_the_scripts_own_forward_keeps_its_advice():
     assert "ran_by" not in f.evidence
     assert f.message.endswith("(an evaluation or logging forward?); run it under "
                               "torch.no_grad() or torch.inference_mode()")
+
+
+# a stand-in for pykan's MultKAN: `fit` runs a test loss through `self.forward(x)` (a
+# method call, not a module call) under gradients, and no backward uses it
+_FIT_LIB = os.path.join(sysconfig.get_paths()["purelib"], "kanstub", "model.py")
+_FIT_SRC = """
+from torch import nn
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layer = nn.Linear(4, 4)
+    def forward(self, x):
+        return self.layer(x)
+    def fit(self, x):
+        return self.forward(x).sum().item()
+"""
+
+
+def test_a_forward_called_as_a_method_names_the_line_that_called_it():
+    """Note [A forward called as a method] (trace/where.py): the inner module's call is
+    top-level; the library line named is `fit`'s, not the forward's own."""
+    ns: dict = {}
+    exec(compile(_FIT_SRC, _FIT_LIB, "exec"), ns)
+    model = ns["Net"]()
+    x = torch.randn(2, 4)
+
+    def script():
+        model.fit(x)   # the script's line
+
+    [rec] = _records_of(script)
+    assert (rec["cls"], rec["ran_by"]) == ("Linear", "kanstub/model.py:10 (fit)")
+
+    def direct():
+        model.forward(x).sum().item()   # the script's own method call: its own advice
+
+    [rec] = _records_of(direct)
+    assert rec["ran_by"] == ""

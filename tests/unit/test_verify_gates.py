@@ -512,3 +512,30 @@ def test_a_seeded_baseline_that_took_other_code_in_each_run_is_told_so(tmp_path)
         report.note
     (o,) = report.outcomes
     assert not o.passed and o.gates["gradients"] is False
+
+
+def test_a_candidate_that_began_from_other_weights_is_told_so(tmp_path):
+    """Note [A run that began elsewhere] (verify/gates.py): the weights a script makes can
+    differ between processes by their last bits (pykan fits its KAN's spline coefficients by
+    `torch.linalg.lstsq` as it is made, and LAPACK's rounding follows the memory layout);
+    the baseline's two runs agreed, the policy's run began elsewhere (there 7.5e-9 away;
+    here 1e-3 in one weight, where a single ulp happened to move no gradient), and the
+    rejection read as the policy's ("gradient of ... differs at step 0 ... (bitwise)")."""
+    counter = tmp_path / "runs"
+    body = DROPOUT_NET.format(gen=SEEDED).replace("model = Net()\n", f"""model = Net()
+import pathlib
+runs = pathlib.Path({str(counter)!r})
+n = int(runs.read_text()) + 1 if runs.exists() else 1
+runs.write_text(str(n))
+if n > 2:   # the candidate's run: a process whose init rounds otherwise
+    with torch.no_grad():
+        model.inp.weight[0, 0] += 1e-3
+""")
+    script = _write(tmp_path, "init_elsewhere.py", body)
+    report, o = _one(script, Variant("checkpoint:blocks.*", "checkpoint:blocks.*"))
+    assert report.reproducible and report.noise_floor == 0.0
+    assert not o.passed and o.gates["gradients"] is False
+    assert "; but this run began from other weights: `inp.weight` differed before the first " \
+           "step, which no policy touches" in o.reason
+    assert o.reason.endswith("compare within a tolerance (--rtol 1e-5) or load the initial "
+                             "weights from a file")
