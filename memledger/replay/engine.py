@@ -1374,8 +1374,116 @@ def _lifetimes(prep: Prepared, calls: _Calls, own: _Owners, seg: _Segments,
         back = np.where(p2, prep.pass2[u], back)
     out.add(seg.pos_c(back), seg.pos_f(back_end), nb[u], prep.cat[u])
     if resident is not None:
-        _resident_copies(prep, seg, resident, out, _unread_saves(prep, calls, off))
+        unread = _unread_saves(prep, calls, off)
+        rounds = _rounds_replayed(prep, _offloaded_saves(prep, calls, off), seg, out)
+        if rounds is not None:   # Note [Rounds of a read-back, replayed]
+            resident &= ~rounds
+            if unread is not None:
+                unread &= ~rounds
+                unread = unread if unread.any() else None
+        if resident.any():
+            _resident_copies(prep, seg, resident, out, unread)
     return out
+
+
+# Note [Rounds of a read-back, replayed]
+# measure's offloader reads a storage back at the first unpack of one of its offloaded
+# saves and holds that copy (`loaded`) until every save still held has been unpacked in
+# this read-back round, counting each save's unpacks and taking back those of a save
+# autograd lets go of (Note [A save let go of unread, for the offloader], measure/
+# offload.py); the next unpack reads it back again, in a new round. Where each save is
+# read once, a round is the saves' first reads, which `_resident_copies` replays. Where a
+# step's second backward pass reads a save again (`retain_graph=True`), the rounds fall
+# by which saves each pass reads and in what order, and the storage's first and second
+# pass (Note [Two passes over a storage a call shares]) do not tell them. memformer's
+# `memory_replay_backprop` back-propagates each segment's decoder loss, then its next
+# memory, both with `retain_graph=True`: the memory leaf is read by the encoder's
+# cross-attention in both passes and by the memory updater in the second only. Offloading
+# both, the first round opens at the first pass's read and closes at the updater's read
+# in the second; the cross-attention's second read opens a round that the updater, never
+# read again, holds open until the segment's graph goes. The replay ended the second
+# pass's copy at the storage's last reader's return: `offload:@Attention` (2 segments,
+# SGD, 1 step) 192,188 B predicted against 192,700 B measured; and it counted a second
+# pass's copy for a save the first pass never read: `offload:encoder` 191,164 against
+# 190,908. In plain torch: tests/clients/train_two_passes.py (a leaf memory read by `read`
+# on both losses' paths, by `update` on the second's only, and by a product outside
+# both), `offload:read+offload:update` 32,620 against 32,748, `offload:update` 32,620
+# against 31,724. The unpack records name the save each read (`sev`, Note [Which save an
+# unpack reads] in replay/prepared.py), a second pass's reads too (`read_pack`): for a
+# storage one of whose offloaded saves is read twice, the replay now runs the offloader's
+# count over those reads, the saves' packs and the saves' ends (let go of unread in
+# forward, let go of by a kept graph, else with the storage), one copy a round, from its
+# first read to the round's close or its last reader's return, whichever is later. Not for
+# a storage a graph-building pass reads (that graph holds what it read: Note [Two passes
+# over a storage a call shares]), one an unpack of which names no save, or under the
+# script's own checkpoint; those keep the rules above.
+def _rounds_replayed(prep: Prepared, offloaded: np.ndarray, seg: _Segments,
+                     out: _Lifetimes) -> np.ndarray | None:
+    """Add the read-back copies of the storages whose offloaded saves (`offloaded`, a mask
+    over the save records) a later backward pass reads again, by measure's offloader's
+    rounds (Note [Rounds of a read-back, replayed]); the mask of the save records so
+    replayed, None where none."""
+    if prep.read_pack is None or not len(prep.read_pack) or prep.script_reruns or \
+            not offloaded.any():
+        return None
+    mine = offloaded[prep.read_pack]
+    counts = np.bincount(prep.read_pack[mine], minlength=len(offloaded))
+    rows = np.unique(prep.pack_row[counts > 1])
+    if prep.pass2 is not None:   # or another save of its storage, in a second pass
+        rows = np.union1d(rows, np.unique(prep.pack_row[offloaded & (
+            prep.pass2[prep.pack_row] >= 0)]))
+    if prep.graph_reads is not None:
+        rows = rows[prep.graph_reads[rows] == 0]
+    if prep.unpack_unnamed is not None:
+        rows = rows[~prep.unpack_unnamed[rows]]
+    if not len(rows):
+        return None
+    done = offloaded & np.isin(prep.pack_row, rows)
+    gone = prep.pack_gone if prep.pack_gone is not None else np.full(len(done), -1)
+    let_go = prep.pack_let_go if prep.pack_let_go is not None else np.full(len(done), -1)
+    starts, stops, which = [], [], []
+    for r in rows.tolist():
+        saves = np.flatnonzero(done & (prep.pack_row == r))
+        end_of = np.where(gone[saves] >= 0, gone[saves],
+                          np.where(let_go[saves] >= 0, let_go[saves], prep.freed[r]))
+        reads = np.flatnonzero(mine & (prep.pack_row[prep.read_pack] == r))
+        # (event, order at one event: packs, then reads, then ends; save; node's return)
+        timeline = sorted([(int(prep.pack_ev[j]), 0, int(j), -1) for j in saves] +
+                          [(int(prep.read_ev[i]), 1, int(prep.read_pack[i]),
+                            int(prep.read_end[i])) for i in reads] +
+                          [(int(e), 2, int(j), -1) for j, e in zip(saves, end_of)])
+        held, served, rnd = 0, 0, 0
+        read_in: dict[int, tuple[int, int]] = {}   # save -> (round, its unpacks in it)
+        start, last = -1, -1                         # the open round: first read, last return
+        for ev, kind, j, end in timeline:
+            if kind == 0:
+                held += 1
+                continue
+            if kind == 1:
+                if start < 0:
+                    start, last = ev, ev + 1
+                rd, n = read_in.get(j, (rnd, 0))
+                read_in[j] = (rnd, (n if rd == rnd else 0) + 1)
+                served += 1
+                last = max(last, end)
+            else:
+                held -= 1
+                rd, n = read_in.pop(j, (-1, 0))
+                if rd == rnd:
+                    served -= n
+            if start >= 0 and served >= held:   # every save still held read: round over
+                starts.append(start)
+                stops.append(max(last, ev + 1) if kind == 1 else max(last, ev))
+                which.append(r)
+                start, served, rnd = -1, 0, rnd + 1
+        if start >= 0:
+            starts.append(start)
+            stops.append(max(last, int(prep.freed[r])))
+            which.append(r)
+    w = np.asarray(which, dtype=np.int64)
+    out.add(seg.pos_c(np.asarray(starts, dtype=np.int64)),
+            seg.pos_f(np.asarray(stops, dtype=np.int64)), prep.nbytes[w], prep.cat[w])
+    return done
 
 
 # Note [Saved again after its read-back]
