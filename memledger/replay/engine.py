@@ -1340,7 +1340,13 @@ def _lifetimes(prep: Prepared, calls: _Calls, own: _Owners, seg: _Segments,
     _scratch_rows(prep, calls, seg, out, policy)
     if policy is not None:
         _rewrapped_rows(prep, calls, seg, out, policy)
-    u = np.flatnonzero(off & (prep.unpack_first >= 0))     # offloaded: back at first unpack
+    # Note [Rounds of a read-back, replayed]: where a later backward pass reads one again
+    rounds = _rounds_replayed(prep, _offloaded_saves(prep, calls, off, moved=True), seg, out)
+    replayed = np.zeros(len(fr), dtype=bool)
+    if rounds is not None:
+        replayed[prep.pack_row[rounds]] = True
+    u = np.flatnonzero(off & (prep.unpack_first >= 0) & ~replayed)   # offloaded: back at
+    #                                                                   its first unpack
     # a held storage's own free is its holder's: the read-back goes with autograd's last use
     back_end = np.where(held[u], prep.unpack[u] + 1, np.maximum(fr0[u], prep.unpack[u] + 1))
     # the read-back copy is the unpacking node's and goes when it returns, before autograd
@@ -1375,8 +1381,7 @@ def _lifetimes(prep: Prepared, calls: _Calls, own: _Owners, seg: _Segments,
     out.add(seg.pos_c(back), seg.pos_f(back_end), nb[u], prep.cat[u])
     if resident is not None:
         unread = _unread_saves(prep, calls, off)
-        rounds = _rounds_replayed(prep, _offloaded_saves(prep, calls, off), seg, out)
-        if rounds is not None:   # Note [Rounds of a read-back, replayed]
+        if rounds is not None:   # replayed above
             resident &= ~rounds
             if unread is not None:
                 unread &= ~rounds
@@ -1424,7 +1429,7 @@ def _rounds_replayed(prep: Prepared, offloaded: np.ndarray, seg: _Segments,
     rounds (Note [Rounds of a read-back, replayed]); the mask of the save records so
     replayed, None where none."""
     if prep.read_pack is None or not len(prep.read_pack) or prep.script_reruns or \
-            not offloaded.any():
+            prep.pack_row is None or not offloaded.any():
         return None
     mine = offloaded[prep.read_pack]
     counts = np.bincount(prep.read_pack[mine], minlength=len(offloaded))
@@ -1619,15 +1624,19 @@ def _resident_saves(prep: Prepared, calls: _Calls, off: np.ndarray) -> np.ndarra
     return ours if ours.any() else None
 
 
-def _offloaded_saves(prep: Prepared, calls: _Calls, off: np.ndarray) -> np.ndarray:
+def _offloaded_saves(prep: Prepared, calls: _Calls, off: np.ndarray,
+                     moved: bool = False) -> np.ndarray:
     """The save records an offloaded call writes of a storage that stays on the device
-    (parameters and buffers aside, at least the call's `min` bytes): a bool mask."""
+    (parameters and buffers aside, at least the call's `min` bytes): a bool mask. With
+    `moved`, of the storages the policy moves too."""
+    if prep.pack_row is None or not len(calls):
+        return np.zeros(0 if prep.pack_row is None else len(prep.pack_row), dtype=bool)
     k = _pack_call(prep, calls)
     r = prep.pack_row
     kk = np.maximum(k, 0)
     return (k >= 0) & (calls.kind[kk] == Kind.OFFLOAD) & \
         ~np.isin(prep.cat[r], MODEL_STATE) & (prep.nbytes[r] > 0) & \
-        (prep.nbytes[r] >= calls.min_b[kk]) & ~off[r]
+        (prep.nbytes[r] >= calls.min_b[kk]) & (moved | ~off[r])
 
 
 def _unread_saves(prep: Prepared, calls: _Calls, off: np.ndarray) -> np.ndarray | None:
