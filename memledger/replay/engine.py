@@ -1437,54 +1437,66 @@ def _rounds_replayed(prep: Prepared, offloaded: np.ndarray, seg: _Segments,
     if prep.pass2 is not None:   # or another save of its storage, in a second pass
         rows = np.union1d(rows, np.unique(prep.pack_row[offloaded & (
             prep.pass2[prep.pack_row] >= 0)]))
-    if prep.graph_reads is not None:
-        rows = rows[prep.graph_reads[rows] == 0]
     if prep.unpack_unnamed is not None:
         rows = rows[~prep.unpack_unnamed[rows]]
     if not len(rows):
         return None
     done = offloaded & np.isin(prep.pack_row, rows)
-    gone = prep.pack_gone if prep.pack_gone is not None else np.full(len(done), -1)
-    let_go = prep.pack_let_go if prep.pack_let_go is not None else np.full(len(done), -1)
+    saves = np.flatnonzero(done)
+    reads = np.flatnonzero(mine & done[prep.read_pack])
+    gone = prep.pack_gone[saves] if prep.pack_gone is not None else np.full(len(saves), -1)
+    let_go = prep.pack_let_go[saves] if prep.pack_let_go is not None else \
+        np.full(len(saves), -1)
+    # a save ends where autograd let go of it unread in forward, where a kept graph let go
+    # of it, else with its storage (its node held it to there)
+    end_of = np.where(gone >= 0, gone, np.where(let_go >= 0, let_go,
+                                                prep.freed[prep.pack_row[saves]]))
+    n_s, n_r = len(saves), len(reads)
+    # one timeline: per storage, by event; at one event packs, then reads, then ends
+    row = np.r_[prep.pack_row[saves], prep.pack_row[prep.read_pack[reads]],
+                prep.pack_row[saves]]
+    ev = np.r_[prep.pack_ev[saves], prep.read_ev[reads], end_of]
+    kind = np.r_[np.zeros(n_s, dtype=np.int64), np.ones(n_r, dtype=np.int64),
+                 np.full(n_s, 2, dtype=np.int64)]
+    save = np.r_[saves, prep.read_pack[reads], saves]
+    ret = np.r_[np.full(n_s, -1, dtype=np.int64), prep.read_end[reads],
+                np.full(n_s, -1, dtype=np.int64)]
+    o = np.lexsort((kind, ev, row))
     starts, stops, which = [], [], []
-    for r in rows.tolist():
-        saves = np.flatnonzero(done & (prep.pack_row == r))
-        end_of = np.where(gone[saves] >= 0, gone[saves],
-                          np.where(let_go[saves] >= 0, let_go[saves], prep.freed[r]))
-        reads = np.flatnonzero(mine & (prep.pack_row[prep.read_pack] == r))
-        # (event, order at one event: packs, then reads, then ends; save; node's return)
-        timeline = sorted([(int(prep.pack_ev[j]), 0, int(j), -1) for j in saves] +
-                          [(int(prep.read_ev[i]), 1, int(prep.read_pack[i]),
-                            int(prep.read_end[i])) for i in reads] +
-                          [(int(e), 2, int(j), -1) for j, e in zip(saves, end_of)])
-        held, served, rnd = 0, 0, 0
-        read_in: dict[int, tuple[int, int]] = {}   # save -> (round, its unpacks in it)
-        start, last = -1, -1                         # the open round: first read, last return
-        for ev, kind, j, end in timeline:
-            if kind == 0:
-                held += 1
-                continue
-            if kind == 1:
-                if start < 0:
-                    start, last = ev, ev + 1
-                rd, n = read_in.get(j, (rnd, 0))
-                read_in[j] = (rnd, (n if rd == rnd else 0) + 1)
-                served += 1
-                last = max(last, end)
-            else:
-                held -= 1
-                rd, n = read_in.pop(j, (-1, 0))
-                if rd == rnd:
-                    served -= n
-            if start >= 0 and served >= held:   # every save still held read: round over
+    r0, start = -1, -1
+    for r, e, k, j, end in zip(row[o].tolist(), ev[o].tolist(), kind[o].tolist(),
+                               save[o].tolist(), ret[o].tolist()):
+        if r != r0:
+            if start >= 0:   # still open when the trace ended
                 starts.append(start)
-                stops.append(max(last, ev + 1) if kind == 1 else max(last, ev))
-                which.append(r)
-                start, served, rnd = -1, 0, rnd + 1
-        if start >= 0:
+                stops.append(max(last, int(prep.freed[r0])))
+                which.append(r0)
+            r0, held, served, rnd, start, last = r, 0, 0, 0, -1, -1
+            read_in: dict[int, tuple[int, int]] = {}   # save -> (round, its unpacks in it)
+        if k == 0:
+            held += 1
+            continue
+        if k == 1:
+            if start < 0:   # a read-back: the round's copy from here
+                start, last = e, e + 1
+            rd, n = read_in.get(j, (rnd, 0))
+            read_in[j] = (rnd, (n if rd == rnd else 0) + 1)
+            served += 1
+            last = max(last, end)
+        else:
+            held -= 1
+            rd, n = read_in.pop(j, (-1, 0))
+            if rd == rnd:   # its unpacks of this round no longer count
+                served -= n
+        if start >= 0 and served >= held:   # every save still held read: the round is over
             starts.append(start)
-            stops.append(max(last, int(prep.freed[r])))
+            stops.append(max(last, e + 1) if k == 1 else max(last, e))
             which.append(r)
+            start, served, rnd = -1, 0, rnd + 1
+    if start >= 0:
+        starts.append(start)
+        stops.append(max(last, int(prep.freed[r0])))
+        which.append(r0)
     w = np.asarray(which, dtype=np.int64)
     out.add(seg.pos_c(np.asarray(starts, dtype=np.int64)),
             seg.pos_f(np.asarray(stops, dtype=np.int64)), prep.nbytes[w], prep.cat[w])
