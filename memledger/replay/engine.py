@@ -1397,31 +1397,40 @@ def _lifetimes(prep: Prepared, calls: _Calls, own: _Owners, seg: _Segments,
 # this read-back round, counting each save's unpacks and taking back those of a save
 # autograd lets go of (Note [A save let go of unread, for the offloader], measure/
 # offload.py); the next unpack reads it back again, in a new round. Where each save is
-# read once, a round is the saves' first reads, which `_resident_copies` replays. Where a
-# step's second backward pass reads a save again (`retain_graph=True`), the rounds fall
-# by which saves each pass reads and in what order, and the storage's first and second
-# pass (Note [Two passes over a storage a call shares]) do not tell them. memformer's
-# `memory_replay_backprop` back-propagates each segment's decoder loss, then its next
-# memory, both with `retain_graph=True`: the memory leaf is read by the encoder's
-# cross-attention in both passes and by the memory updater in the second only. Offloading
-# both, the first round opens at the first pass's read and closes at the updater's read
-# in the second; the cross-attention's second read opens a round that the updater, never
-# read again, holds open until the segment's graph goes. The replay ended the second
-# pass's copy at the storage's last reader's return: `offload:@Attention` (2 segments,
-# SGD, 1 step) 192,188 B predicted against 192,700 B measured; and it counted a second
-# pass's copy for a save the first pass never read: `offload:encoder` 191,164 against
-# 190,908. In plain torch: tests/clients/train_two_passes.py (a leaf memory read by `read`
-# on both losses' paths, by `update` on the second's only, and by a product outside
-# both), `offload:read+offload:update` 32,620 against 32,748, `offload:update` 32,620
-# against 31,724. The unpack records name the save each read (`sev`, Note [Which save an
-# unpack reads] in replay/prepared.py), a second pass's reads too (`read_pack`): for a
-# storage one of whose offloaded saves is read twice, the replay now runs the offloader's
-# count over those reads, the saves' packs and the saves' ends (let go of unread in
-# forward, let go of by a kept graph, else with the storage), one copy a round, from its
-# first read to the round's close or its last reader's return, whichever is later. Not for
-# a storage a graph-building pass reads (that graph holds what it read: Note [Two passes
-# over a storage a call shares]), one an unpack of which names no save, or under the
-# script's own checkpoint; those keep the rules above.
+# read once, in one backward pass, a round is the saves' first reads, which
+# `_resident_copies` and `_lifetimes` replay from each save's first read. Where a later
+# backward pass reads the storage again (`retain_graph=True`, an inner `autograd.grad(
+# create_graph=True)` and then the outer backward), the rounds fall by which saves each
+# pass reads and in what order, which the storage's first and second pass (Note [Two
+# passes over a storage a call shares]) and each save's first read do not tell.
+# memformer's `memory_replay_backprop` back-propagates each segment's decoder loss, then
+# its next memory, both with `retain_graph=True`: the memory leaf is read by the
+# encoder's cross-attention in both passes and by the memory updater in the second only.
+# Offloading both, the first round opens at the first pass's read and closes at the
+# updater's read in the second; the cross-attention's second read opens a round that the
+# updater, never read again, holds open until the segment's graph goes. The replay ended
+# the second pass's copy at the storage's last reader's return: `offload:@Attention` (2
+# segments, SGD, 1 step) 192,188 B predicted against 192,700 B measured; and it counted a
+# second pass's copy for a save the first pass never read: `offload:encoder` 191,164
+# against 190,908. In plain torch: tests/clients/train_two_passes.py (a leaf memory read
+# by `read` on both losses' paths, by `update` on the second's only, and by a product
+# outside both), `offload:read+offload:update` 32,620 against 32,748, `offload:update`
+# 32,620 against 31,724. higher's MAML (the helper hunt49c's open item): each inner
+# `autograd.grad(create_graph=True)` reads the first layer's saved batch back and saves
+# the copy again, and a round left open across the next inner forward serves the next
+# save: `offload:0` 202,436 against 206,532 (tests/clients/train_fast_weights.py --inner
+# 2: 80,252 against 82,300). The unpack records name the save each read (`sev`, Note
+# [Which save an unpack reads] in replay/prepared.py), a later pass's reads too
+# (`read_pack`), and an unpack whose copy a graph-building pass saved again ends where
+# that graph let go of it (its `end`, Note [Saved again by a graph-building backward],
+# trace/collector.py). So for a storage one of whose offloaded saves is read twice, or
+# that a second pass reads, the replay runs the offloader's count over the saves' packs,
+# every read and the saves' ends (let go of unread in forward, let go of by a kept
+# graph, else with the storage), one copy a round, from its first read to the round's
+# close or its last reader's return, whichever is later. Not under the script's own
+# checkpoint (its re-runs hold what they unpacked: Note [A re-run of a checkpointed
+# function holds the read-back copy]) nor for a storage an unpack of which names no
+# save: those keep the rules above.
 def _rounds_replayed(prep: Prepared, offloaded: np.ndarray, seg: _Segments,
                      out: _Lifetimes) -> np.ndarray | None:
     """Add the read-back copies of the storages whose offloaded saves (`offloaded`, a mask
@@ -1523,6 +1532,8 @@ def _rounds_replayed(prep: Prepared, offloaded: np.ndarray, seg: _Segments,
 # second from the later save's first read-back. A save packed inside the node that read
 # the storage back (a reentrant checkpoint's re-run, Note [A save of the read-back copy])
 # is no new round.
+# (Where a second pass reads the storage, Note [Rounds of a read-back, replayed] replays
+# the rounds from every read instead.)
 def _read_back_rounds(prep: Prepared, u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per offloaded storage in `u`: (when its first read-back round ends, the first
     unpack of its next round), -1 where it has one round. Where two backward passes read
@@ -1746,6 +1757,8 @@ def _frame_end(prep: Prepared, packed: np.ndarray) -> np.ndarray:
 # --mode forces, lmax 2), saved by each block's tensor product and by the model's cutoff
 # product: `offload:blocks.0` predicted 90,600 B against 91,176 B measured (one step of
 # one structure), 578,920 against 588,280 on two of 8 atoms; exact now.
+# (A storage one of whose offloaded saves is read twice, or that a second pass reads,
+# is replayed by the offloader's rounds now: Note [Rounds of a read-back, replayed].)
 # Note [A save backward never reads, of a storage that stays]
 # measure's offloader holds a read-back copy until every save of the storage still held
 # has been unpacked (Note [A save let go of unread, for the offloader], measure/offload.py),
