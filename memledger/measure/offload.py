@@ -209,6 +209,20 @@ class _PackedWrapper:
 # of the read-back once every save still held has been read. In plain torch:
 # tests/clients/train_handback.py --case unread (`h.abs().argmax(-1)` beside a Linear
 # reading `h`, under `retain_graph=True`), 2,048 B under before.
+# Note [A round held across backward passes]
+# A read-back round ends once every save still held was read in it, not when the backward
+# pass that read the storage back ends: a save the pass will not read (one a later pass
+# reads, one no pass reads) holds the copy past the pass, to its own read or its death.
+# Ending each round with its pass too (autograd's final callback, queued at the read-back)
+# was tried (the fifty-first session, the helper fix51b) and left: on the plain-torch
+# case of Note [Rounds of a read-back, replayed] (replay/engine.py) it measured 128 B
+# less (32,620 B against 32,748), on tests/clients/train_handback.py --case shared and
+# --case backcast 1,024 B less, on memformer's `memory_replay_backprop` `offload:@Attention`
+# 512 B less but `offload:*` 512 B more (141,628 against 141,116: a copy dropped at one
+# pass's end, and read back again by the next while a tensor of the first still lived),
+# and every storage a later pass reads costs one more read-back. The rule stays what it
+# was; the replay replays its rounds from every read (Note [Rounds of a read-back,
+# replayed]).
 @dataclass(eq=False)
 class _Packed:
     copy: _Copy

@@ -1421,7 +1421,13 @@ def _lifetimes(prep: Prepared, calls: _Calls, own: _Owners, seg: _Segments,
     _scratch_rows(prep, calls, seg, out, policy)
     if policy is not None:
         _rewrapped_rows(prep, calls, seg, out, policy)
-    u = np.flatnonzero(off & (prep.unpack_first >= 0))     # offloaded: back at first unpack
+    # Note [Rounds of a read-back, replayed]: where a later backward pass reads one again
+    rounds = _rounds_replayed(prep, _offloaded_saves(prep, calls, off, moved=True), seg, out)
+    replayed = np.zeros(len(fr), dtype=bool)
+    if rounds is not None:
+        replayed[prep.pack_row[rounds]] = True
+    u = np.flatnonzero(off & (prep.unpack_first >= 0) & ~replayed)   # offloaded: back at
+    #                                                                   its first unpack
     # a held storage's own free is its holder's: the read-back goes with autograd's last use
     back_end = np.where(held[u], prep.unpack[u] + 1, np.maximum(fr0[u], prep.unpack[u] + 1))
     # the read-back copy is the unpacking node's and goes when it returns, before autograd
@@ -1455,8 +1461,136 @@ def _lifetimes(prep: Prepared, calls: _Calls, own: _Owners, seg: _Segments,
         back = np.where(p2, prep.pass2[u], back)
     out.add(seg.pos_c(back), seg.pos_f(back_end), nb[u], prep.cat[u])
     if resident is not None:
-        _resident_copies(prep, seg, resident, out, _unread_saves(prep, calls, off))
+        unread = _unread_saves(prep, calls, off)
+        if rounds is not None:   # replayed above
+            resident &= ~rounds
+            if unread is not None:
+                unread &= ~rounds
+                unread = unread if unread.any() else None
+        if resident.any():
+            _resident_copies(prep, seg, resident, out, unread)
     return out
+
+
+# Note [Rounds of a read-back, replayed]
+# measure's offloader reads a storage back at the first unpack of one of its offloaded
+# saves and holds that copy (`loaded`) until every save still held has been unpacked in
+# this read-back round, counting each save's unpacks and taking back those of a save
+# autograd lets go of (Note [A save let go of unread, for the offloader], measure/
+# offload.py); the next unpack reads it back again, in a new round. Where each save is
+# read once, in one backward pass, a round is the saves' first reads, which
+# `_resident_copies` and `_lifetimes` replay from each save's first read. Where a later
+# backward pass reads the storage again (`retain_graph=True`, an inner `autograd.grad(
+# create_graph=True)` and then the outer backward), the rounds fall by which saves each
+# pass reads and in what order, which the storage's first and second pass (Note [Two
+# passes over a storage a call shares]) and each save's first read do not tell.
+# memformer's `memory_replay_backprop` back-propagates each segment's decoder loss, then
+# its next memory, both with `retain_graph=True`: the memory leaf is read by the
+# encoder's cross-attention in both passes and by the memory updater in the second only.
+# Offloading both, the first round opens at the first pass's read and closes at the
+# updater's read in the second; the cross-attention's second read opens a round that the
+# updater, never read again, holds open until the segment's graph goes. The replay ended
+# the second pass's copy at the storage's last reader's return: `offload:@Attention` (2
+# segments, SGD, 1 step) 192,188 B predicted against 192,700 B measured; and it counted a
+# second pass's copy for a save the first pass never read: `offload:encoder` 191,164
+# against 190,908. In plain torch: tests/clients/train_two_passes.py (a leaf memory read
+# by `read` on both losses' paths, by `update` on the second's only, and by a product
+# outside both), `offload:read+offload:update` 32,620 against 32,748, `offload:update`
+# 32,620 against 31,724. higher's MAML (the helper hunt49c's open item): each inner
+# `autograd.grad(create_graph=True)` reads the first layer's saved batch back and saves
+# the copy again, and a round left open across the next inner forward serves the next
+# save: `offload:0` 202,436 against 206,532 (tests/clients/train_fast_weights.py --inner
+# 2: 80,252 against 82,300). The unpack records name the save each read (`sev`, Note
+# [Which save an unpack reads] in replay/prepared.py), a later pass's reads too
+# (`read_pack`), and an unpack whose copy a graph-building pass saved again ends where
+# that graph let go of it (its `end`, Note [Saved again by a graph-building backward],
+# trace/collector.py). So for a storage one of whose offloaded saves is read twice, or
+# that a second pass reads, the replay runs the offloader's count over the saves' packs,
+# every read and the saves' ends (let go of unread in forward, let go of by a kept
+# graph, else with the storage), one copy a round, from its first read to the round's
+# close or its last reader's return, whichever is later. Not under the script's own
+# checkpoint (its re-runs hold what they unpacked: Note [A re-run of a checkpointed
+# function holds the read-back copy]) nor for a storage an unpack of which names no
+# save: those keep the rules above.
+def _rounds_replayed(prep: Prepared, offloaded: np.ndarray, seg: _Segments,
+                     out: _Lifetimes) -> np.ndarray | None:
+    """Add the read-back copies of the storages whose offloaded saves (`offloaded`, a mask
+    over the save records) a later backward pass reads again, by measure's offloader's
+    rounds (Note [Rounds of a read-back, replayed]); the mask of the save records so
+    replayed, None where none."""
+    if prep.read_pack is None or not len(prep.read_pack) or prep.script_reruns or \
+            prep.pack_row is None or not offloaded.any():
+        return None
+    mine = offloaded[prep.read_pack]
+    counts = np.bincount(prep.read_pack[mine], minlength=len(offloaded))
+    rows = np.unique(prep.pack_row[counts > 1])
+    if prep.pass2 is not None:   # or another save of its storage, in a second pass
+        rows = np.union1d(rows, np.unique(prep.pack_row[offloaded & (
+            prep.pass2[prep.pack_row] >= 0)]))
+    if prep.unpack_unnamed is not None:
+        rows = rows[~prep.unpack_unnamed[rows]]
+    if not len(rows):
+        return None
+    done = offloaded & np.isin(prep.pack_row, rows)
+    saves = np.flatnonzero(done)
+    reads = np.flatnonzero(mine & done[prep.read_pack])
+    gone = prep.pack_gone[saves] if prep.pack_gone is not None else np.full(len(saves), -1)
+    let_go = prep.pack_let_go[saves] if prep.pack_let_go is not None else \
+        np.full(len(saves), -1)
+    # a save ends where autograd let go of it unread in forward, where a kept graph let go
+    # of it, else with its storage (its node held it to there)
+    end_of = np.where(gone >= 0, gone, np.where(let_go >= 0, let_go,
+                                                prep.freed[prep.pack_row[saves]]))
+    n_s, n_r = len(saves), len(reads)
+    # one timeline: per storage, by event; at one event packs, then reads, then ends
+    row = np.r_[prep.pack_row[saves], prep.pack_row[prep.read_pack[reads]],
+                prep.pack_row[saves]]
+    ev = np.r_[prep.pack_ev[saves], prep.read_ev[reads], end_of]
+    kind = np.r_[np.zeros(n_s, dtype=np.int64), np.ones(n_r, dtype=np.int64),
+                 np.full(n_s, 2, dtype=np.int64)]
+    save = np.r_[saves, prep.read_pack[reads], saves]
+    ret = np.r_[np.full(n_s, -1, dtype=np.int64), prep.read_end[reads],
+                np.full(n_s, -1, dtype=np.int64)]
+    o = np.lexsort((kind, ev, row))
+    starts, stops, which = [], [], []
+    r0, start = -1, -1
+    for r, e, k, j, end in zip(row[o].tolist(), ev[o].tolist(), kind[o].tolist(),
+                               save[o].tolist(), ret[o].tolist()):
+        if r != r0:
+            if start >= 0:   # still open when the trace ended
+                starts.append(start)
+                stops.append(max(last, int(prep.freed[r0])))
+                which.append(r0)
+            r0, held, served, rnd, start, last = r, 0, 0, 0, -1, -1
+            read_in: dict[int, tuple[int, int]] = {}   # save -> (round, its unpacks in it)
+        if k == 0:
+            held += 1
+            continue
+        if k == 1:
+            if start < 0:   # a read-back: the round's copy from here
+                start, last = e, e + 1
+            rd, n = read_in.get(j, (rnd, 0))
+            read_in[j] = (rnd, (n if rd == rnd else 0) + 1)
+            served += 1
+            last = max(last, end)
+        else:
+            held -= 1
+            rd, n = read_in.pop(j, (-1, 0))
+            if rd == rnd:   # its unpacks of this round no longer count
+                served -= n
+        if start >= 0 and served >= held:   # every save still held read: the round is over
+            starts.append(start)
+            stops.append(max(last, e + 1) if k == 1 else max(last, e))
+            which.append(r)
+            start, served, rnd = -1, 0, rnd + 1
+    if start >= 0:
+        starts.append(start)
+        stops.append(max(last, int(prep.freed[r0])))
+        which.append(r0)
+    w = np.asarray(which, dtype=np.int64)
+    out.add(seg.pos_c(np.asarray(starts, dtype=np.int64)),
+            seg.pos_f(np.asarray(stops, dtype=np.int64)), prep.nbytes[w], prep.cat[w])
+    return done
 
 
 # Note [Saved again after its read-back]
@@ -1479,6 +1613,8 @@ def _lifetimes(prep: Prepared, calls: _Calls, own: _Owners, seg: _Segments,
 # second from the later save's first read-back. A save packed inside the node that read
 # the storage back (a reentrant checkpoint's re-run, Note [A save of the read-back copy])
 # is no new round.
+# (Where a second pass reads the storage, Note [Rounds of a read-back, replayed] replays
+# the rounds from every read instead.)
 def _read_back_rounds(prep: Prepared, u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per offloaded storage in `u`: (when its first read-back round ends, the first
     unpack of its next round), -1 where it has one round. Where two backward passes read
@@ -1592,15 +1728,19 @@ def _resident_saves(prep: Prepared, calls: _Calls, off: np.ndarray) -> np.ndarra
     return ours if ours.any() else None
 
 
-def _offloaded_saves(prep: Prepared, calls: _Calls, off: np.ndarray) -> np.ndarray:
+def _offloaded_saves(prep: Prepared, calls: _Calls, off: np.ndarray,
+                     moved: bool = False) -> np.ndarray:
     """The save records an offloaded call writes of a storage that stays on the device
-    (parameters and buffers aside, at least the call's `min` bytes): a bool mask."""
+    (parameters and buffers aside, at least the call's `min` bytes): a bool mask. With
+    `moved`, of the storages the policy moves too."""
+    if prep.pack_row is None or not len(calls):
+        return np.zeros(0 if prep.pack_row is None else len(prep.pack_row), dtype=bool)
     k = _pack_call(prep, calls)
     r = prep.pack_row
     kk = np.maximum(k, 0)
     return (k >= 0) & (calls.kind[kk] == Kind.OFFLOAD) & \
         ~np.isin(prep.cat[r], MODEL_STATE) & (prep.nbytes[r] > 0) & \
-        (prep.nbytes[r] >= calls.min_b[kk]) & ~off[r]
+        (prep.nbytes[r] >= calls.min_b[kk]) & (moved | ~off[r])
 
 
 def _unread_saves(prep: Prepared, calls: _Calls, off: np.ndarray) -> np.ndarray | None:
@@ -1698,6 +1838,8 @@ def _frame_end(prep: Prepared, packed: np.ndarray) -> np.ndarray:
 # --mode forces, lmax 2), saved by each block's tensor product and by the model's cutoff
 # product: `offload:blocks.0` predicted 90,600 B against 91,176 B measured (one step of
 # one structure), 578,920 against 588,280 on two of 8 atoms; exact now.
+# (A storage one of whose offloaded saves is read twice, or that a second pass reads,
+# is replayed by the offloader's rounds now: Note [Rounds of a read-back, replayed].)
 # Note [A save backward never reads, of a storage that stays]
 # measure's offloader holds a read-back copy until every save of the storage still held
 # has been unpacked (Note [A save let go of unread, for the offloader], measure/offload.py),

@@ -227,6 +227,12 @@ class Prepared:
     # int64 per save: the event of the first unpack naming it beyond its saves (the pass
     # that reads it again meets it there; -1: none, or an older ledger)
     pack_reread_ev: np.ndarray = None
+    # every unpack that names its save, in event order (Note [Rounds of a read-back,
+    # replayed], replay/engine.py): the save record it read (an index into the pack_
+    # arrays), its event, when its node returned; None: a ledger whose unpacks name no save
+    read_pack: np.ndarray = None
+    read_ev: np.ndarray = None
+    read_end: np.ndarray = None
     unpack_unnamed: np.ndarray = None   # bool per storage: an unpack of it names no save
     last_use: np.ndarray = None   # int64 event of the storage's last use (any phase)
     made_mod: np.ndarray = None   # object: the module that made the storage ("" = none)
@@ -403,7 +409,8 @@ class Prepared:
         are left out, as they add the same to every policy's slots (a 48-block GPT carries
         6,588 and 6,008 such rows, its blocks' own storages 230 each)."""
         n = len(self.created)
-        not_per_storage = ("scope_", "step_", "scratch_", "stateful_", "pack_", "phase_")
+        not_per_storage = ("scope_", "step_", "scratch_", "stateful_", "pack_", "phase_",
+                           "read_")
         per_storage = [f.name for f in dataclasses.fields(self)
                        if isinstance(getattr(self, f.name), np.ndarray)
                        and len(getattr(self, f.name)) == n and not f.name.endswith("_names")
@@ -431,6 +438,11 @@ class Prepared:
             if self.pack_reread is not None:
                 out.pack_reread = self.pack_reread[ok]
                 out.pack_reread_ev = self.pack_reread_ev[ok]
+            if self.read_pack is not None:   # the reads of the kept saves, renumbered
+                new_pack = np.cumsum(ok) - 1
+                mine = ok[self.read_pack]
+                out.read_pack = new_pack[self.read_pack[mine]]
+                out.read_ev, out.read_end = self.read_ev[mine], self.read_end[mine]
         out.__dict__["_modules"] = self.module_table
         if spans is not None:
             inside = _within(self.scratch_ev, spans)
@@ -1039,6 +1051,7 @@ def _packs(led: Ledger, st: pd.DataFrame) -> dict[str, np.ndarray]:
     gone, let_go = _save_ends(led, sv, "unread"), _save_ends(led, sv, "let_go")
     dead = gone >= 0   # never unpacked (Note [A save autograd let go of unread])
     ex_s, ex_u = _exact_pairs(sv, up, sv_row, up_row, dead)
+    reads = _every_read(sv, up, sv_row, up_row, dead)
     n_all, up_all = len(sv), up
     if len(ex_s) or dead.any():   # the rest by the stack; an unpack naming a save reads it
         rest_s = np.setdiff1d(np.flatnonzero(~dead), ex_s)   # (or, read again, none)
@@ -1087,7 +1100,37 @@ def _packs(led: Ledger, st: pd.DataFrame) -> dict[str, np.ndarray]:
             "pack_mod_names": np.asarray(mod_names, dtype=object), "pack_unpack": matched,
             "pack_unpack_end": matched_end, "pack_unpack_rel": matched_rel, "pack_gone": gone,
             "pack_let_go": let_go, "pack_reread": reread, "pack_reread_ev": reread_ev,
-            "unpack_unnamed": unnamed}
+            "unpack_unnamed": unnamed, **reads}
+
+
+def _every_read(sv: pd.DataFrame, up: pd.DataFrame, sv_row: np.ndarray, up_row: np.ndarray,
+                dead: np.ndarray) -> dict[str, np.ndarray | None]:
+    """Every unpack that names its save (`sev`), a second backward pass's included: the
+    save it read (an index into the save records), its event and when its node returned
+    (`end`, else the unpack's own event). Where one storage was saved several times at one
+    event, each pass reads the latest of them first (as `_exact_pairs` pairs the first
+    pass), so the n-th unpack naming them reads the (n mod saves)-th latest. None where no
+    unpack names its save (older ledgers). Note [Rounds of a read-back, replayed]
+    (replay/engine.py)."""
+    none = {"read_pack": None, "read_ev": None, "read_end": None}
+    if not len(up) or "sev" not in up or not (up["sev"] >= 0).any():
+        return none
+    s = pd.DataFrame({"row": sv_row, "ev": sv["ev"].to_numpy(dtype=np.int64),
+                      "i": np.arange(len(sv))})[~dead]
+    s["k"] = s.groupby(["row", "ev"]).cumcount(ascending=False)
+    n = s.groupby(["row", "ev"]).size().rename("n")
+    at = up["ev"].to_numpy(dtype=np.int64)
+    end = up["end"].fillna(-1).to_numpy(dtype=np.int64) if "end" in up else \
+        np.full(len(up), -1, dtype=np.int64)
+    u = pd.DataFrame({"row": up_row, "ev": up["sev"].fillna(-1).to_numpy(dtype=np.int64),
+                      "at": at, "end": np.maximum(end, at + 1)})
+    u = u[u["ev"] >= 0].sort_values("at", kind="stable")
+    u = u.join(n, on=["row", "ev"], how="inner")
+    u["k"] = u.groupby(["row", "ev"]).cumcount() % u["n"]
+    m = u.merge(s, on=["row", "ev", "k"]).sort_values("at", kind="stable")
+    return {"read_pack": m["i"].to_numpy(dtype=np.int64),
+            "read_ev": m["at"].to_numpy(dtype=np.int64),
+            "read_end": m["end"].to_numpy(dtype=np.int64)}
 
 
 def _reads_beyond_saves(sv_row: np.ndarray, sv_ev: np.ndarray, up: pd.DataFrame,

@@ -13,7 +13,11 @@ Measured (`tests/clients/harness.py run_client`, the helper hunt49c, 2026-12-07,
 - `--bn --inner-opt adam` (2 tasks, 1 step): 402,292 B; `offload:1` 406,964 B,
   `offload:3` 403,316 B, `offload:1+offload:3` 407,988 B.
 - the defaults (2 steps): 192,004 B + 5,760 B of conv scratch = 197,764 B; `offload:1`
-  202,372 B, `offload:3` 198,788 B.
+  202,372 B, `offload:3` 198,788 B; the first layer (the helper fix51b, Note [Rounds of
+  a read-back, replayed], memledger/replay/engine.py) `offload:0` 206,532 B and
+  `offload:*` 212,164 B (202,436 and 208,068 predicted before).
+- `--model mlp --learned-lr --inner-opt momentum` (1 step): 150,100 B + 4 B of kernel
+  scratch; `offload:1` 158,296 B (154,200 predicted before the helper fix51b).
 `trace --fake --device cpu` equals the real ledger on the first two. Selectors name the
 functional copy's modules (`0.0`, `1`: the paths of the net's), its classes are higher's
 (`@InnerFunctionalConv2d`; `@Conv2d` matches no module, on both sides alike).

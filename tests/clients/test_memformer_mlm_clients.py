@@ -17,9 +17,13 @@ Measured (`tests/clients/harness.py run_client`, the helper hunt50d, 2026-12-07,
   that stays], memledger/replay/engine.py), `checkpoint:encoder` 180,756 B.
 - `--mode mlm --random-token 0.1` (1 step): 288,656 B; `checkpoint:L.*.1` 306,032 B,
   `offload:L.*.1` 214,032 B (`L` = transformer.attn_layers.layers).
-- Left alone (docs/decisions.md): under `--mode mrbp`, offload of a storage both backward
-  passes of a segment read misses by 256-1,024 B (`offload:@Attention` 192,188 predicted,
-  192,700 measured; `offload:encoder` 191,164 against 190,908, on the test's run).
+- under `--mode mrbp`, offload of a storage both backward passes of a segment read
+  (the memory leaf) missed by 256-1,024 B before the fifty-first session (the helper
+  fix51b: Note [Rounds of a read-back, replayed], memledger/replay/engine.py): on the
+  test's run `offload:@Attention` 192,700 B (192,188 predicted before), `offload:encoder`
+  190,908 B (191,164 before), `offload:*` 141,116 B; at 2 steps with 3 segments
+  365,016 B, `offload:@Attention` 317,144 B (316,632 before), `offload:encoder` 314,840 B
+  (315,224 before), `offload:*` 266,572 B (266,956 before).
 The doctor finds nothing on these loops; on `--carry keep --accum 2` (the test: the memory
 detached where a step begins, its learned first memory trained in step 1 only) it said
 "cut by `.detach()`; remove the detach" (an error) before (Note [A state carried in from an
@@ -47,8 +51,11 @@ def test_memory_replay_backprop_and_a_carried_memory_are_predicted_as_measured()
     micro-batch to the next and detaches it where each step begins: silent (before, a
     cut_graph error blamed that detach for `memory_slots`, the learned first memory, which
     trains in step 1 only). The replay's fix (`--mode bptt`, `offload:@Attention`) is
-    pinned in plain torch: tests/clients/test_handback.py, `--case shared`."""
-    pols = {"offload:decoder": 211_704,
+    pinned in plain torch: tests/clients/test_handback.py, `--case shared`; the
+    fifty-first session's (`offload:@Attention` here, the memory leaf both backward
+    passes of a segment read: 192,188 B predicted before) in
+    tests/clients/test_two_passes.py."""
+    pols = {"offload:decoder": 211_704, "offload:@Attention": 192_700,
             "checkpoint:encoder.layer_blocks.layers.*.*": 229_692,
             "selective:mem_ff": 246_972}
     run = run_client(S, ["--mode", "mrbp", "--segments", "2", "--sgd"], list(pols), steps=1)
