@@ -1112,6 +1112,15 @@ def _after_last_backward(prep: Prepared, ev: np.ndarray) -> np.ndarray:
 # measured peak at MulBackward0's fork; tests/clients/train_rerun_fork.py's `Scale`,
 # 31,168 B against 35,136 B. `empty_at` marks such calls with the event of that unpack.
 # On CUDA no state is forked on the device (`rng_bytes` 0).
+# The fork lives between two slots: after the frees that land at the unpacking node's
+# first op (the node before it let go of its temporaries and saves as it returned, and
+# an input buffer's operand once summed), before what that op makes. Counted in the slot
+# before (the previous op's), it met those frees still live: a table read four times a
+# forward (tests/clients/train_gathered_rows.py, `checkpoint:ent_emb`: each call saves
+# only its ids) was predicted 832 B over measured, `checkpoint:rel_emb` 3,072 B over
+# (the normalize backward's (16, 16) temporaries). `replay` now reads the curve there as
+# `pre` (the slot's value less what it makes) plus the fork (`_fork_slots`), and
+# `slot_curve` adds it to the slot just before that event.
 def _segments(prep: Prepared, calls: _Calls, dropped: np.ndarray, own: _Owners) -> _Segments:
     n, m = prep.n_events, len(calls)
     kd = np.where(dropped, own.made, m)                      # m: a bin for "not dropped"
