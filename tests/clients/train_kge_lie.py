@@ -15,7 +15,9 @@ step here): the entity embeddings are renormed and the result assigned to the we
 `.data` (a new storage for the parameter, the old one let go). `--trainer`: the steps run
 through the library's `Trainer.process_batch` with its `TrainDataLoader` (negatives made
 per epoch, not per step). `--sparse`: the embeddings `sparse=True` and `SparseAdam` (no
-option of the library: a user's change). `--no-renorm`.
+option of the library: a user's change). `--no-renorm`. `--evaluate`: after each step the
+library's `LinkPredictionEvaluator` ranks every entity as head and tail of the first 32 facts
+(`evaluate(b_size=16)`, as its README calls it: with gradients on).
 
 `--lib lie`: lie-transformer-pytorch's `LieTransformer` on random point clouds (8 points in
 3-D, features of dim 16, `liftsamples` 2, 2 heads of 8, `nbhd` 4, depth 2), its output
@@ -38,6 +40,7 @@ import torch.nn.functional as F
 def kge(args) -> None:
     import pandas as pd
     from torchkge.data_structures import KnowledgeGraph
+    from torchkge.evaluation import LinkPredictionEvaluator
     from torchkge.models import ComplExModel, DistMultModel, TransEModel, TransHModel
     from torchkge.sampling import BernoulliNegativeSampler, UniformNegativeSampler
     from torchkge.utils import BinaryCrossEntropyLoss, DataLoader, LogisticLoss, MarginLoss
@@ -50,6 +53,7 @@ def kge(args) -> None:
     df = pd.DataFrame({"from": [f"e{a}" for a, _ in ids], "rel": [f"r{r}" for r in rels],
                        "to": [f"e{b}" for _, b in ids]})
     kg = KnowledgeGraph(df=df)
+    kg_test = KnowledgeGraph(df=df[:32], ent2ix=kg.ent2ix, rel2ix=kg.rel2ix)
 
     dim = args.dim
     if args.model == "transe":
@@ -93,6 +97,8 @@ def kge(args) -> None:
         optim.step()
         if not args.no_renorm:
             model.normalize_parameters()
+        if args.evaluate:
+            LinkPredictionEvaluator(model, kg_test).evaluate(b_size=16, verbose=False)
         if args.validate:
             model.eval()
             with torch.no_grad():
@@ -153,6 +159,7 @@ def main() -> None:
     p.add_argument("--trainer", action="store_true")
     p.add_argument("--sparse", action="store_true")
     p.add_argument("--no-renorm", action="store_true")
+    p.add_argument("--evaluate", action="store_true")
     # lie
     p.add_argument("--reversible", action="store_true")
     p.add_argument("--tokens", action="store_true")
