@@ -53,7 +53,8 @@ def kge(args) -> None:
     df = pd.DataFrame({"from": [f"e{a}" for a, _ in ids], "rel": [f"r{r}" for r in rels],
                        "to": [f"e{b}" for _, b in ids]})
     kg = KnowledgeGraph(df=df)
-    kg_test = KnowledgeGraph(df=df[:32], ent2ix=kg.ent2ix, rel2ix=kg.rel2ix)
+    kg_test = KnowledgeGraph(df=df[:32], ent2ix=kg.ent2ix, rel2ix=kg.rel2ix) \
+        if args.evaluate else None
 
     dim = args.dim
     if args.model == "transe":
