@@ -2828,15 +2828,15 @@ def replay(prep: Prepared, policy: Policy, rng_bytes: int = CPU_RNG_STATE_BYTES,
     # float64: exact below 2**53 bytes (8 PiB)
     p = int(np.argmax(curve)) if total else 0
     at_peak = _live(c, f, w, cat, p)
+    peak = float(curve[p]) if total else 0.0
     forks = _fork_slots(seg, rng_bytes)
     if len(forks):   # Note [A re-run that stops before its first op]: between two slots
-        pre = curve[forks] - made[forks] + rng_bytes
+        pre = curve[forks] - made[forks] + rng_bytes   # the slot's frees done, not its makes
         j = int(np.argmax(pre))
-        if pre[j] > curve[p]:
-            p = int(forks[j])
+        if pre[j] > peak:
+            p, peak = int(forks[j]), float(pre[j])
             at_peak = _live_before(c, f, w, cat, p)
             at_peak["other"] += rng_bytes
-    peak = max(curve[p], pre[j]) if len(forks) else (curve[p] if total else 0)
     at_peak["workspace"] += prep.workspace
     at_probe = _live(c, f, w, cat, int(seg.pos_c(np.array([probe]))[0])) \
         if probe is not None else {}
