@@ -1115,6 +1115,15 @@ def _after_last_backward(prep: Prepared, ev: np.ndarray) -> np.ndarray:
 # measured peak at MulBackward0's fork; tests/clients/train_rerun_fork.py's `Scale`,
 # 31,168 B against 35,136 B. `empty_at` marks such calls with the event of that unpack.
 # On CUDA no state is forked on the device (`rng_bytes` 0).
+# The fork lives between two slots: after the frees that land at the unpacking node's
+# first op (the node before it let go of its temporaries and saves as it returned, and
+# an input buffer's operand once summed), before what that op makes. Counted in the slot
+# before (the previous op's), it met those frees still live: a table read four times a
+# forward (tests/clients/train_gathered_rows.py, `checkpoint:ent_emb`: each call saves
+# only its ids) was predicted 832 B over measured, `checkpoint:rel_emb` 3,072 B over
+# (the normalize backward's (16, 16) temporaries). `replay` now reads the curve there as
+# `pre` (the slot's value less what it makes) plus the fork (`_fork_slots`), and
+# `slot_curve` adds it to the slot just before that event.
 def _segments(prep: Prepared, calls: _Calls, dropped: np.ndarray, own: _Owners) -> _Segments:
     n, m = prep.n_events, len(calls)
     kd = np.where(dropped, own.made, m)                      # m: a bin for "not dropped"
@@ -2820,10 +2829,16 @@ def _rng_rows(calls: _Calls, seg: _Segments, rng_bytes: int, out: _Lifetimes) ->
     out.add(seg.pos_c(calls.ev0[ck]), seg.pos_f(end), np.full(len(ck), rng_bytes), OTHER)
     s = ck[seg.has[ck]]
     out.add(seg.start[s], seg.start[s] + seg.length[s], np.full(len(s), rng_bytes), OTHER)
-    if seg.empty_at is not None:   # Note [A re-run that stops before its first op]
-        e = seg.empty_at[seg.empty_at >= 0]
-        at = seg.pos_c(e) - 1   # the slot just before the unpacking event: nothing of it yet
-        out.add(at, at + 1, np.full(len(e), rng_bytes), OTHER)
+    # a re-run that stops before its first op forks between two slots: `_fork_slots`
+
+
+def _fork_slots(seg: _Segments, rng_bytes: int) -> np.ndarray:
+    """Note [A re-run that stops before its first op]: the slots (new numbering) of the
+    events whose unpack re-runs a call that stops before its first op. Its fork lives just
+    before the slot's event, after the frees that land there: `pre` in `replay`."""
+    if seg.empty_at is None or not rng_bytes:
+        return np.zeros(0, dtype=np.int64)
+    return np.unique(seg.pos_c(seg.empty_at[seg.empty_at >= 0]))
 
 
 def _running_stats_rows(prep: Prepared, calls: _Calls, seg: _Segments,
@@ -2906,6 +2921,13 @@ def _live(c, f, w, cat, at: int) -> dict[str, int]:
     return {name: int(round(by[i])) for i, name in enumerate(CATEGORIES)}
 
 
+def _live_before(c, f, w, cat, at: int) -> dict[str, int]:
+    """`_live` just before slot `at`'s event: its frees done, nothing it makes yet."""
+    lv = (c < at) & (f > at)
+    by = np.bincount(cat[lv], weights=w[lv], minlength=len(CATEGORIES))
+    return {name: int(round(by[i])) for i, name in enumerate(CATEGORIES)}
+
+
 def _original_event(p: int, calls: _Calls, seg: _Segments) -> tuple[int, str]:
     """(event, module): inside a segment, the event that triggered it and the module."""
     if not len(seg.order):
@@ -2917,7 +2939,8 @@ def _original_event(p: int, calls: _Calls, seg: _Segments) -> tuple[int, str]:
     return (int(p - seg.cum[j + 1]) if j >= 0 else p), ""
 
 
-def slot_curve(curve: np.ndarray, created_bytes: np.ndarray, seg: _Segments) -> np.ndarray:
+def slot_curve(curve: np.ndarray, created_bytes: np.ndarray, seg: _Segments,
+               rng_bytes: int = 0) -> np.ndarray:
     """Live bytes on a fixed axis of 2 slots per original event, whatever the policy.
 
     Slot 2e+1: after event e. Slot 2e: just before it (frees at e done, nothing made at e
@@ -2935,6 +2958,8 @@ def slot_curve(curve: np.ndarray, created_bytes: np.ndarray, seg: _Segments) -> 
         seg_max = np.array([curve[a:a + ln].max() for a, ln in
                             zip(s0, seg.length[seg.order])], dtype=np.float64)
         np.maximum.at(pre, seg.at, seg_max)
+    if seg.empty_at is not None and rng_bytes:   # a re-run stopped before its first op forks
+        pre[np.unique(seg.empty_at[seg.empty_at >= 0])] += rng_bytes   # just before e
     out[0::2] = pre
     return out
 
@@ -3067,11 +3092,20 @@ def replay(prep: Prepared, policy: Policy, rng_bytes: int = CPU_RNG_STATE_BYTES,
     # float64: exact below 2**53 bytes (8 PiB)
     p = int(np.argmax(curve)) if total else 0
     at_peak = _live(c, f, w, cat, p)
+    peak = float(curve[p]) if total else 0.0
+    forks = _fork_slots(seg, rng_bytes)
+    if len(forks):   # Note [A re-run that stops before its first op]: between two slots
+        pre = curve[forks] - made[forks] + rng_bytes   # the slot's frees done, not its makes
+        j = int(np.argmax(pre))
+        if pre[j] > peak:
+            p, peak = int(forks[j]), float(pre[j])
+            at_peak = _live_before(c, f, w, cat, p)
+            at_peak["other"] += rng_bytes
     at_peak["workspace"] += prep.workspace
     at_probe = _live(c, f, w, cat, int(seg.pos_c(np.array([probe]))[0])) \
         if probe is not None else {}
     orig, where = _original_event(p, calls, seg)
-    ledger_peak = int(round(curve[p])) if total else 0
+    ledger_peak = int(round(peak))
     n = prep.n_events
     return Replayed(
         policy=policy, peak_bytes=ledger_peak + prep.workspace, ledger_peak_bytes=ledger_peak,
@@ -3079,5 +3113,5 @@ def replay(prep: Prepared, policy: Policy, rng_bytes: int = CPU_RNG_STATE_BYTES,
         at_peak=at_peak, recompute_events=int(seg.cum[-1]),
         offload_bytes=int(prep.nbytes[off].sum()), regions=list(calls.by_path),
         events=total, at_probe=at_probe, work=_work(prep, calls, own, seg, off, policy, packs),
-        slots=slot_curve(curve, made, seg) if slots else None,
+        slots=slot_curve(curve, made, seg, rng_bytes) if slots else None,
     )

@@ -1842,6 +1842,11 @@ class Collector(ShardingMixin, TorchDispatchMode):
         a = args[0] if args else None
         if type(a) not in self.PLAIN_TYPES or not isinstance(out, _Tensor):
             return
+        if a.layout is not torch.strided:
+            # two sparse gradients of one embedding (called twice in a forward) are summed
+            # out of place untraced too (`can_accumulate_inplace` wants a dense buffer), and
+            # a sparse tensor has no storage to ask of (Note [Sparse tensors])
+            return
         sid = self._sids.get(a.untyped_storage()._cdata, -1)
         if sid < 0 or a.untyped_storage().nbytes() != out.untyped_storage().nbytes():
             return
