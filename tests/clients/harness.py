@@ -148,7 +148,8 @@ def _fresh_library_state() -> None:
     # equiformer-pytorch keeps its equivariant basis (made in the model's __init__) in an
     # `lru_cache` over its on-disk cache: the allocator pass registered the ledger pass's
     # tensors as buffers, 36 B under it on train_equiformer.py
-    for name in ("e3nn.o3._wigner", "equiformer_pytorch.basis"):
+    # se3-transformer-pytorch keeps its Q_J matrices (made at the first forward) the same way
+    for name in ("e3nn.o3._wigner", "equiformer_pytorch.basis", "se3_transformer_pytorch.basis"):
         mod = sys.modules.get(name)
         for fn in vars(mod).values() if mod is not None else ():
             if hasattr(fn, "cache_clear"):
