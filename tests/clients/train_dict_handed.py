@@ -30,21 +30,45 @@ class Block(nn.Module):
         return feats
 
 
+class Body(nn.Module):
+    """`--body`: the dict made inside one module (as SE3Transformer makes its features),
+    which a policy can re-run whole."""
+
+    def __init__(self, d: int, depth: int) -> None:
+        super().__init__()
+        self.blocks = nn.ModuleList(Block(d) for _ in range(depth))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        feats = {"h": x * 1.0}
+        for block in self.blocks:
+            feats = block(feats)
+        return feats["h"]
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--steps", type=int, default=2)
     p.add_argument("--depth", type=int, default=2)
     p.add_argument("--dim", type=int, default=16)
     p.add_argument("--batch", type=int, default=256)
+    p.add_argument("--body", action="store_true")
     args = p.parse_args()
     torch.manual_seed(0)
-    blocks = nn.ModuleList(Block(args.dim) for _ in range(args.depth))
-    optim = torch.optim.SGD(blocks.parameters(), lr=1e-2)
+    if args.body:
+        body = nn.Sequential(Body(args.dim, args.depth))   # selected as `0`
+        optim = torch.optim.SGD(body.parameters(), lr=1e-2)
+    else:
+        blocks = nn.ModuleList(Block(args.dim) for _ in range(args.depth))
+        optim = torch.optim.SGD(blocks.parameters(), lr=1e-2)
     for step in range(args.steps):
-        feats = {"h": torch.randn(args.batch, args.dim)}
-        for block in blocks:
-            feats = block(feats)
-        loss = feats["h"].pow(2).mean()
+        if args.body:
+            h = body(torch.randn(args.batch, args.dim))
+        else:
+            feats = {"h": torch.randn(args.batch, args.dim)}
+            for block in blocks:
+                feats = block(feats)
+            h = feats["h"]
+        loss = h.pow(2).mean()
         loss.backward()
         optim.step()
         optim.zero_grad()
