@@ -62,13 +62,12 @@ def main() -> None:
         optim = torch.optim.SGD(blocks.parameters(), lr=1e-2)
     for step in range(args.steps):
         if args.body:
-            h = body(torch.randn(args.batch, args.dim))
+            loss = body(torch.randn(args.batch, args.dim)).pow(2).mean()
         else:
             feats = {"h": torch.randn(args.batch, args.dim)}
             for block in blocks:
                 feats = block(feats)
-            h = feats["h"]
-        loss = h.pow(2).mean()
+            loss = feats["h"].pow(2).mean()
         loss.backward()
         optim.step()
         optim.zero_grad()
