@@ -196,6 +196,13 @@ MAX_SELECTOR_CHARS = 200      # a module path glob; 'blocks.*.attn' is 13
 MAX_SELECTOR_WILDCARDS = 16   # runs of '*' and each '?'
 
 
+# Note [Paths a ModuleDict names]
+# A module's path segment is its attribute name or, in an `nn.ModuleDict`, its key: any
+# string without a dot. se3-transformer-pytorch keys each pairwise convolution by its
+# degrees, `kernel_unary["(0,1)"]`, so `show` names `se3.conv_in.kernel_unary.(0,1).rp`.
+# A selector takes the characters of such keys that mean nothing to the policy grammar:
+# `(`, `)` and `,` (a part ends at `+`, an option starts at `:`, so `selective:x.(0,1):
+# save=mm,bmm` still reads its options). Braces and the like stay refused.
 def _check_selector(selector: str, whole: str) -> None:
     if selector.startswith("@"):
         if not re.fullmatch(r"@[A-Za-z_][A-Za-z0-9_]*", selector):
@@ -203,7 +210,7 @@ def _check_selector(selector: str, whole: str) -> None:
                               "write e.g. '@Block'")
         return
     if selector.count("[") != selector.count("]") or not re.fullmatch(
-            r"[A-Za-z0-9_.*?\[\]\-!]+", selector):
+            r"[A-Za-z0-9_.*?\[\]\-!(),]+", selector):   # Note [Paths a ModuleDict names]
         raise PolicyError(f"selector {selector!r} in {whole!r} is not a module-path glob; "
                           "write e.g. 'blocks.*', 'blocks.[0-3]' or '@Block'")
     # A regex of many `*` backtracks for minutes on a near miss: module paths need few.

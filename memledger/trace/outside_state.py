@@ -302,10 +302,23 @@ def changed_containers(handed: list[tuple[Any, tuple]]) -> bool:
 # are now read through tuples, lists and dicts among the arguments (each tensor once), and
 # the trace reads the keyword arguments off torch's `_call_impl` frame
 # (`Collector._call_kwargs`); both refuse alike, naming the changed input.
-def argument_versions(args: tuple, kwargs: dict | None) -> list[tuple[torch.Tensor, int]]:
-    """(tensor, version) of a call's tensor arguments, before it runs, those inside its
-    tuple, list and dict arguments too (Note [A tensor handed in a tuple or by keyword])."""
-    out: list[tuple[torch.Tensor, int]] = []
+#
+# Note [Versions read without holding the tensor]
+# The versions are kept beside a weak reference to each tensor, never the tensor: a
+# tensor handed inside a list or dict is held by the container alone, and a call that
+# replaces the entry lets it go there. se3-transformer-pytorch's `EGNN` layer does
+# `features[degree] = features[degree] + update` on the dict it is handed: with the
+# tensors held to the call's return, the trace kept conv_in's degree-1 output (2, 8, 8, 3)
+# fp32, 1,536 B, through the whole of the next layer, and the ledger peak read 1,536 B
+# over the allocator's (tests/clients/train_se3.py --egnn; tests/clients/
+# test_dict_handed.py). A tensor gone by the call's return counts as not written: the
+# call took it out of its container, which is Note [A list changed after the call]'s and
+# this Note's `written_state` (a new tensor put in its place) to judge, not a version's.
+def argument_versions(args: tuple, kwargs: dict | None) -> list[tuple[weakref.ref, int]]:
+    """(weak reference to the tensor, its version) of a call's tensor arguments, before it
+    runs, those inside its tuple, list and dict arguments too (Note [A tensor handed in a
+    tuple or by keyword]; Note [Versions read without holding the tensor])."""
+    out: list[tuple[weakref.ref, int]] = []
     seen: set[int] = set()
     _versions_into((*args, *(kwargs or {}).values()), out, seen, 0)
     return out
@@ -318,7 +331,7 @@ def _versions_into(items, out: list, seen: set, depth: int) -> None:
                 continue
             seen.add(id(a))
             try:
-                out.append((a, a._version))
+                out.append((weakref.ref(a), a._version))
             except RuntimeError:   # an inference tensor keeps no version counter
                 pass
         elif depth < 4 and isinstance(a, (tuple, list)):
@@ -327,6 +340,7 @@ def _versions_into(items, out: list, seen: set, depth: int) -> None:
             _versions_into(a.values(), out, seen, depth + 1)
 
 
-def written_arguments(versions: list[tuple[torch.Tensor, int]]) -> bool:
-    """Did the call change one of its tensor arguments in place?"""
-    return any(t._version != v for t, v in versions)
+def written_arguments(versions: list[tuple[weakref.ref, int]]) -> bool:
+    """Did the call change one of its tensor arguments in place? (One let go of during the
+    call is no write: Note [Versions read without holding the tensor].)"""
+    return any((t := ref()) is not None and t._version != v for ref, v in versions)

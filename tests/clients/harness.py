@@ -150,9 +150,10 @@ def _fresh_library_state() -> None:
     # tensors as buffers, 36 B under it on train_equiformer.py
     # ring-attention-pytorch keeps `get_rank`, `get_world_size` and `is_distributed` in
     # `lru_cache`s: after a one-process pass, a simulated rank of 2 (`--fake --world 2`)
-    # found world size 1 and ran with the ring off, 28,968 B against its 36,240 B alone
+    # found world size 1 and ran with the ring off, 28,968 B against its 36,240 B alone;
+    # se3-transformer-pytorch keeps its Q_J matrices (made at the first forward) the same way
     for name in ("e3nn.o3._wigner", "equiformer_pytorch.basis",
-                 "ring_attention_pytorch.distributed"):
+                 "ring_attention_pytorch.distributed", "se3_transformer_pytorch.basis"):
         mod = sys.modules.get(name)
         for fn in vars(mod).values() if mod is not None else ():
             if hasattr(fn, "cache_clear"):

@@ -11,7 +11,8 @@ from memledger.replay.policies import (
 
 MODS = [("", "GPT"), ("wte", "Embedding"), ("blocks.0", "Block"), ("blocks.0.attn", "Attn"),
         ("blocks.1", "Block"), ("blocks.1.attn", "Attn"), ("blocks.2", "Block"),
-        ("head", "Linear")]
+        ("head", "Linear"), ("conv.kernel_unary.(0,0)", "PairwiseConv"),
+        ("conv.kernel_unary.(0,1)", "PairwiseConv")]
 
 
 @pytest.mark.parametrize("text,paths", [
@@ -26,6 +27,9 @@ MODS = [("", "GPT"), ("wte", "Embedding"), ("blocks.0", "Block"), ("blocks.0.att
     ("checkpoint:_forward_module.blocks.*", ["blocks.0", "blocks.1", "blocks.2"]),
     ("offload:_orig_mod.blocks.[01].attn", ["blocks.0.attn", "blocks.1.attn"]),
     ("checkpoint:_forward_module._orig_mod.head", ["head"]),
+    # Note [Paths a ModuleDict names]: se3-transformer's `kernel_unary["(0,1)"]`
+    ("checkpoint:conv.kernel_unary.(0,1)", ["conv.kernel_unary.(0,1)"]),
+    ("selective:conv.kernel_unary.(?,1):save=mm,bmm", ["conv.kernel_unary.(0,1)"]),
 ])
 def test_selectors_resolve(text, paths):
     assert [r.path for r in resolve(parse_policy(text), MODS)] == paths
