@@ -89,6 +89,7 @@ from memledger.replay.scripted import refuse_scripted_regions
 from memledger.replay.stateful import (
     ARGUMENT_CHANGED,
     INPUT_WRITTEN,
+    emptied_cache_message,
     mode_message,
     selective_mutated_message,
     selective_twice_message,
@@ -1051,16 +1052,43 @@ def _attributes_held(parts: list, left: dict[str, Any] | None) -> list:
 # began (`_LAST_RERUN`; the re-run torch then checks is the last one started); where torch's
 # checkpoint refuses that re-run, measure says predict's line for that write (worker.py).
 # A re-run with no such write keeps torch's reason.
-_LAST_RERUN: list = []   # [((policy, path), the first state written since its forward or None)]
+# And (Note [A cache emptied before every call], replay/emptied_cache.py) the region's
+# modules that hold a buffer now which they held none under as its forward began (a cache
+# the forward filled): where torch refuses that re-run, measure says predict's line for it.
+# [((policy, path), the first state written since its forward or None,
+#   the last module, by path, that filled an empty buffer since then or None)]
+_LAST_RERUN: list = []
 
 
 def rerun_refusal() -> str | None:
     """predict's line for the state the last re-run's forward wrote, if it wrote any (Note
-    [A re-run torch refused after a write of state])."""
-    if not _LAST_RERUN or _LAST_RERUN[0][1] is None:
+    [A re-run torch refused after a write of state]), or for the empty cache it filled."""
+    if not _LAST_RERUN:
         return None
-    (policy, path), written = _LAST_RERUN[0]
-    return state_rewritten_message(policy, path, f"{path}.{written}" if path else written)
+    (policy, path), written, filled = _LAST_RERUN[0]
+    if written is not None:
+        return state_rewritten_message(policy, path, f"{path}.{written}" if path else written)
+    return emptied_cache_message(policy, path, filled) if filled is not None else None
+
+
+def last_rerun_region() -> str | None:
+    """The region torch's checkpoint re-ran last (the one it refused), by path."""
+    return _LAST_RERUN[0][0][1] if _LAST_RERUN else None
+
+
+def _full_buffers(parts: list) -> frozenset[tuple[str, str]]:
+    """(module path, buffer name) of the region's modules' buffers that hold a tensor."""
+    return frozenset((path, k) for path, ref in parts if (m := ref()) is not None
+                     for k, v in m._buffers.items() if v is not None)
+
+
+def _filled_since(where: tuple[str, str], parts: list,
+                  before: frozenset[tuple[str, str]]) -> str | None:
+    """The last module of the region, by path, holding a buffer it held none under in
+    `before` (Note [A cache emptied before every call], replay/emptied_cache.py)."""
+    region = where[1]
+    new = [p for p, _ in _full_buffers(parts) - before]
+    return max(f"{region}.{p}" if region and p else p or region for p in new) if new else None
 
 
 def _versions_now(state: list) -> list:
@@ -1263,6 +1291,9 @@ class _Recompute:
         # mode] (trace/modes.py)
         self._modes = [(n, ref, m.training) for n, ref in self._state_parts
                        if (m := ref()) is not None]
+        # the buffers that hold a tensor as the first run starts: Note [A cache emptied
+        # before every call] (replay/emptied_cache.py)
+        self._full = _full_buffers(self._state_parts)
 
     def __enter__(self) -> None:
         self._entered += 1
@@ -1281,7 +1312,8 @@ class _Recompute:
                 wrote = [n for n, _, _ in state if n in dotted or n in wrote]
                 self._digests = None
             self._forward_wrote = frozenset(wrote)   # Note [The write the forward made,
-            _LAST_RERUN[:] = [(where, wrote[0] if wrote else None)]             # named]
+            _LAST_RERUN[:] = [(where, wrote[0] if wrote else None,              # named]
+                               _filled_since(where, self._state_parts, self._full))]
             self._attrs = _attributes_held(self._state_parts, self._left)
         self._stack = contextlib.ExitStack()
         self._stack.enter_context(_parameters_as(self._params))

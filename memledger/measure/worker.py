@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from memledger.measure.apply import install_policy, rerun_refusal
+    from memledger.measure.apply import install_policy, last_rerun_region, rerun_refusal
     from memledger.replay.policies import parse_policy
     from memledger.trace.allocator import CpuProfilerProbe
     from memledger.trace.collector import StopTracing
@@ -139,7 +139,8 @@ def main(argv: list[str] | None = None) -> int:
         # Note [A re-run torch refused after a write of state] (measure/apply.py)
         said = rerun_refusal()
         result.update(code=EXIT_USAGE, error=f"memledger: {said}" if said else (
-            f"memledger: {policy.text()} cannot re-run {', '.join(result.get('regions', []))}: "
+            f"memledger: {policy.text()} cannot re-run "
+            f"{last_rerun_region() or ', '.join(result.get('regions', []))}: "
             f"torch's checkpoint found the re-run unlike the first run ({first}); the "
             "region's forward depends on state outside its arguments that changes before "
             "the re-run in backward (an attribute the script sets between forward and "

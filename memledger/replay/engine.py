@@ -164,6 +164,7 @@ from memledger.errors import NotPredicted, PolicyError
 from memledger.ledger.schema import CATEGORIES
 from memledger.replay.calls import output_saves, record_call, save_call, scopes_of, which_call
 from memledger.replay.compiled import refuse_compiled_regions
+from memledger.replay.emptied_cache import emptied_cache_calls
 from memledger.replay.policies import MODEL_FIRST, MODEL_MOVED, Policy, PolicyKind, resolve
 from memledger.replay.prepared import ACTIVATION, INPUT, MODEL_STATE, Prepared
 from memledger.replay.script_checkpoint import (
@@ -172,6 +173,7 @@ from memledger.replay.script_checkpoint import (
 )
 from memledger.replay.scripted import refuse_scripted_regions
 from memledger.replay.stateful import (
+    emptied_cache_message,
     graph_reads_message,
     mode_message,
     passes_read_message,
@@ -907,6 +909,24 @@ def _refuse_selective_reused(prep: Prepared, calls: _Calls, read: np.ndarray,
         return k, selective_reused_message(policy.text(), str(calls.mods[k]), mod, remade,
                                            plain)
     return None
+
+
+def _refuse_emptied_cache(prep: Prepared, calls: _Calls, read: np.ndarray,
+                          policy: Policy) -> tuple[int, str] | None:
+    """Note [A cache emptied before every call] (replay/emptied_cache.py): (the call
+    backward re-runs first of those holding a fill its re-run would find full, the one
+    line), or None."""
+    if not prep.kept_fill or not _is_recomputed(calls.kind).any():
+        return None
+    bad = emptied_cache_calls(prep.kept_fill, prep.kept, prep.scope_mod, prep.scope_ev0,
+                              prep.scope_ev1, calls.ev0, calls.ev1,
+                              calls.kind == Kind.CHECKPOINT, calls.kind == Kind.SELECTIVE,
+                              read)
+    if not bad:
+        return None
+    k = _met_first(calls, [b[0] for b in bad])
+    mod = max(m for kk, m in bad if kk == k)
+    return k, emptied_cache_message(policy.text(), str(calls.mods[k]), mod)
 
 
 # Note [A cache kept as a plain attribute]
@@ -2787,7 +2807,8 @@ def replay(prep: Prepared, policy: Policy, rng_bytes: int = CPU_RNG_STATE_BYTES,
     # Each refusal also picks its own call so (`_met_order`): a state refusal named the
     # last call of the last step.
     found = [r for r in (_refuse_selective_reused(prep, calls, read, policy),
-                         _refuse_rewritten_state(prep, calls, packs[1], read, policy)) if r]
+                         _refuse_rewritten_state(prep, calls, packs[1], read, policy),
+                         _refuse_emptied_cache(prep, calls, read, policy)) if r]
     if found:   # ties: the first
         raise PolicyError(min(found, key=lambda r: _met_order(calls, r[0]))[1])
     _refuse_selective_recast(prep, calls, own, policy)
