@@ -1071,9 +1071,19 @@ def rerun_refusal() -> str | None:
     return emptied_cache_message(policy, path, filled) if filled is not None else None
 
 
-def last_rerun_region() -> str | None:
-    """The region torch's checkpoint re-ran last (the one it refused), by path."""
-    return _LAST_RERUN[0][0][1] if _LAST_RERUN else None
+def checkpoint_refusal(policy_text: str, error: BaseException, regions: list[str]) -> str:
+    """The one line for torch's CheckpointError under a policy (measure's, and compare's
+    gates'): predict's line where the last re-run started from state its forward wrote or
+    a cache it filled (`rerun_refusal`), else torch's reason, naming the region it re-ran
+    last (the one it refused; `regions`, every region applied, where none is known)."""
+    if (said := rerun_refusal()) is not None:
+        return f"memledger: {said}"
+    first = str(error).strip().splitlines()[0] if str(error) else ""
+    where = _LAST_RERUN[0][0][1] if _LAST_RERUN else ", ".join(regions)
+    return (f"memledger: {policy_text} cannot re-run {where}: torch's checkpoint found the "
+            f"re-run unlike the first run ({first}); the region's forward depends on state "
+            "outside its arguments that changes before the re-run in backward (an attribute "
+            "the script sets between forward and backward, say); offload it instead")
 
 
 def _full_buffers(parts: list) -> frozenset[tuple[str, str]]:
