@@ -1060,15 +1060,17 @@ def _attributes_held(parts: list, left: dict[str, Any] | None) -> list:
 _LAST_RERUN: list = []
 
 
-def rerun_refusal() -> str | None:
+def rerun_refusal(fills: bool = True) -> str | None:
     """predict's line for the state the last re-run's forward wrote, if it wrote any (Note
-    [A re-run torch refused after a write of state]), or for the empty cache it filled."""
+    [A re-run torch refused after a write of state]), or (`fills`: torch's checkpoint
+    refused it) for the empty cache it filled."""
     if not _LAST_RERUN:
         return None
     (policy, path), written, filled = _LAST_RERUN[0]
     if written is not None:
         return state_rewritten_message(policy, path, f"{path}.{written}" if path else written)
-    return emptied_cache_message(policy, path, filled) if filled is not None else None
+    return emptied_cache_message(policy, path, filled) if fills and filled is not None \
+        else None
 
 
 def checkpoint_refusal(policy_text: str, error: BaseException, regions: list[str]) -> str:
@@ -1351,7 +1353,7 @@ class _Recompute:
                 if marker in text:
                     policy, path = self._selective
                     # Note [Other ops after a write of state]
-                    said = rerun_refusal() if marker == _SAC_OTHER_OPS else None
+                    said = rerun_refusal(fills=False) if marker == _SAC_OTHER_OPS else None
                     if said is not None:
                         raise PolicyError(said) from exc[1]
                     line = why(policy, path, exc[1]) if callable(why) else \

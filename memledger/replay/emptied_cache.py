@@ -21,12 +21,14 @@ The trace's `kept` record now says `fill`: 1 where the call put a tensor under a
 name its module held none under as the call began, 2 where one such has an autograd
 graph. predict refuses a re-run call holding a fill of a module that was emptied before
 every call (two calls or more, each a fill: the re-run's path, the full cache, is one no
-traced call ran) or reused the cache on a later call (made none): under selective always
-(the slice is an op its forward never ran; `_refuse_selective_reused` in engine.py said
-so for the reused cache already, in its own words, while measure, which sees the buffer
-full as the re-run starts, now says this line; not a first fill behind a flag, Note [A
-first fill behind a flag]), under checkpoint where the fill has a graph (what its ops
-saved, the re-run does not save again). Not refused: a module whose later call replaced a full buffer by one it made (it makes
+traced call ran) under selective (the slice is an op its forward never ran; a cache
+reused on a later call `_refuse_selective_reused` in engine.py refuses already, in its own
+line), and of a module emptied before every call or whose cache a later call reused
+(made none) under checkpoint where the fill has a graph (what its ops saved, the re-run
+does not save again). measure notes, as each re-run starts, the region's buffers that
+hold a tensor now and held none as its first run began, and where torch's checkpoint
+refuses the re-run says predict's line (measure/apply.py `checkpoint_refusal`); torch's
+selective checkpoint it names by the op it met, as before. Not refused: a module whose later call replaced a full buffer by one it made (it makes
 its buffer on every call, and so does the re-run); a fill without a graph under checkpoint
 (a rotary table or a causal mask made from nothing that needs a gradient: the re-run's
 slice saves what the forward's product saved, nothing, and torch's checkpoint runs it);
@@ -82,8 +84,8 @@ def _modules(kept_fill: dict, kept: tuple, scope_mod: np.ndarray, scope_ev0: np.
 def emptied_cache_calls(kept_fill: dict, kept: tuple, scope_mod: np.ndarray,
                         scope_ev0: np.ndarray, scope_ev1: np.ndarray, ev0: np.ndarray,
                         ev1: np.ndarray, checkpoint: np.ndarray, selective: np.ndarray,
-                        read: np.ndarray) -> list[tuple[int, str]]:
-    """(selected call, module) per re-run call (`read`) holding a fill the re-run would
+                        read: np.ndarray) -> list[tuple[int, str, bool]]:
+    """(selected call, module, selective on a fill without a graph) per re-run call (`read`) holding a fill the re-run would
     find full (Note [A cache emptied before every call]). `kept_fill`: (module, first
     event) -> 1 or 2; `kept`: (module, first event) of every call that made a buffer;
     `checkpoint`, `selective`: masks over the selected calls `ev0`/`ev1`."""
@@ -94,7 +96,7 @@ def emptied_cache_calls(kept_fill: dict, kept: tuple, scope_mod: np.ndarray,
             k = int(np.searchsorted(ev0, e, side="right")) - 1
             if k < 0 or e >= ev1[k] or not read[k]:
                 continue
-            if selective[k] and (emptied or any(r > e for r in reused)) or \
+            if selective[k] and emptied or \
                     checkpoint[k] and f == 2 and (emptied or any(r > e for r in reused)):
-                bad.append((k, mod))
+                bad.append((k, mod, bool(selective[k]) and f == 1))
     return bad

@@ -918,16 +918,15 @@ def _refuse_emptied_cache(prep: Prepared, calls: _Calls, read: np.ndarray,
     line), or None."""
     if not prep.kept_fill or not _is_recomputed(calls.kind).any():
         return None
-    fills = {c: f for c, f in prep.kept_fill.items() if c not in prep.kept_flag}
-    bad = emptied_cache_calls(fills, prep.kept, prep.scope_mod, prep.scope_ev0,
+    bad = emptied_cache_calls(prep.kept_fill, prep.kept, prep.scope_mod, prep.scope_ev0,
                               prep.scope_ev1, calls.ev0, calls.ev1,
                               calls.kind == Kind.CHECKPOINT, calls.kind == Kind.SELECTIVE,
                               read)
     if not bad:
         return None
     k = _met_first(calls, [b[0] for b in bad])
-    mod = max(m for kk, m in bad if kk == k)
-    return k, emptied_cache_message(policy.text(), str(calls.mods[k]), mod)
+    _, mod, plain = max(b for b in bad if b[0] == k)
+    return k, emptied_cache_message(policy.text(), str(calls.mods[k]), mod, plain)
 
 
 # Note [A cache kept as a plain attribute]
@@ -2811,11 +2810,9 @@ def replay(prep: Prepared, policy: Policy, rng_bytes: int = CPU_RNG_STATE_BYTES,
     # last replaces it from the one before; predict named the first, measure the last.
     # Each refusal also picks its own call so (`_met_order`): a state refusal named the
     # last call of the last step.
-    # (a cache's fill first: measure, which sees the buffer full as the re-run starts,
-    # says that line too)
-    found = [r for r in (_refuse_emptied_cache(prep, calls, read, policy),
-                         _refuse_selective_reused(prep, calls, read, policy),
-                         _refuse_rewritten_state(prep, calls, packs[1], read, policy)) if r]
+    found = [r for r in (_refuse_selective_reused(prep, calls, read, policy),
+                         _refuse_rewritten_state(prep, calls, packs[1], read, policy),
+                         _refuse_emptied_cache(prep, calls, read, policy)) if r]
     if found:   # ties: the first
         raise PolicyError(min(found, key=lambda r: _met_order(calls, r[0]))[1])
     _refuse_selective_recast(prep, calls, own, policy)
