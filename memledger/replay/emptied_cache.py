@@ -28,8 +28,9 @@ line), and of a module emptied before every call or whose cache a later call reu
 does not save again). measure notes, as each re-run starts, the region's buffers that
 hold a tensor now and held none as its first run began, and where torch's checkpoint
 refuses the re-run says predict's line (measure/apply.py `checkpoint_refusal`); torch's
-selective checkpoint it names by the op it met, as before. Not refused: a module whose later call replaced a full buffer by one it made (it makes
-its buffer on every call, and so does the re-run); a fill without a graph under checkpoint
+selective checkpoint it names by the op it met, as before. Not refused: a module whose
+later call replaced a full buffer by one it made (it makes its buffer on every call, and
+so does the re-run); a fill without a graph under checkpoint
 (a rotary table or a causal mask made from nothing that needs a gradient: the re-run's
 slice saves what the forward's product saved, nothing, and torch's checkpoint runs it);
 a trace with one call of the module (a cache and a buffer made anew on every call look
@@ -85,8 +86,9 @@ def emptied_cache_calls(kept_fill: dict, kept: tuple, scope_mod: np.ndarray,
                         scope_ev0: np.ndarray, scope_ev1: np.ndarray, ev0: np.ndarray,
                         ev1: np.ndarray, checkpoint: np.ndarray, selective: np.ndarray,
                         read: np.ndarray) -> list[tuple[int, str, bool]]:
-    """(selected call, module, selective on a fill without a graph) per re-run call (`read`) holding a fill the re-run would
-    find full (Note [A cache emptied before every call]). `kept_fill`: (module, first
+    """(selected call, module, selective on a fill without a graph) per re-run call
+    (`read`) holding a fill the re-run would find full (Note [A cache emptied before
+    every call]). `kept_fill`: (module, first
     event) -> 1 or 2; `kept`: (module, first event) of every call that made a buffer;
     `checkpoint`, `selective`: masks over the selected calls `ev0`/`ev1`."""
     bad = []
