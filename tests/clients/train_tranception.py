@@ -3,7 +3,7 @@ nothing downloaded:
 
     python tests/clients/train_tranception.py --steps 3 --model tranception
     memledger trace tests/clients/train_tranception.py --steps 2 -o t.ledger -- --model rela
-    memledger compare tests/clients/train_tranception.py -p 'checkpoint:layers.*.*' -- --model tranception
+    memledger compare tests/clients/train_tranception.py -p 'offload:layers.*.*' -- --depth 1
 
 Models (`--model`):
 
