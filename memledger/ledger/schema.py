@@ -146,7 +146,10 @@ trace/collector.py) and
 `kept` (`mod`, `ev0`, `sids`: storages a module call made and put in its module's buffers,
 which later calls may reuse; Note [A buffer a call makes and later calls reuse] in
 trace/collector.py; optional `graph`: those of them whose autograd graph runs deeper than
-one op on leaves, Note [A buffer kept without a graph] in replay/engine.py) and
+one op on leaves, Note [A buffer kept without a graph] in replay/engine.py; optional
+`fill`: 1 where one of them filled a name the module held no tensor under as the call
+began, 2 where such a one has an autograd graph, Note [A cache emptied before every call]
+in replay/engine.py; older ledgers lack it) and
 `compiled` (`mod`: the class, `path`, `backend`: a torch.compile'd module, whose ledger is
 its eager run; `path` and `backend` optional: older ledgers lack them) and `compiles`
 (`frames`: frames Dynamo compiled in the allocator pass, which ran the compiled code; Note

@@ -89,6 +89,7 @@ from memledger.replay.scripted import refuse_scripted_regions
 from memledger.replay.stateful import (
     ARGUMENT_CHANGED,
     INPUT_WRITTEN,
+    emptied_cache_message,
     mode_message,
     selective_mutated_message,
     selective_twice_message,
@@ -1051,16 +1052,55 @@ def _attributes_held(parts: list, left: dict[str, Any] | None) -> list:
 # began (`_LAST_RERUN`; the re-run torch then checks is the last one started); where torch's
 # checkpoint refuses that re-run, measure says predict's line for that write (worker.py).
 # A re-run with no such write keeps torch's reason.
-_LAST_RERUN: list = []   # [((policy, path), the first state written since its forward or None)]
+# And (Note [A cache emptied before every call], replay/emptied_cache.py) the region's
+# modules that hold a buffer now which they held none under as its forward began (a cache
+# the forward filled): where torch refuses that re-run, measure says predict's line for it.
+# [((policy, path), the first state written since its forward or None,
+#   the last module, by path, that filled an empty buffer since then or None)]
+_LAST_RERUN: list = []
 
 
-def rerun_refusal() -> str | None:
+def rerun_refusal(fills: bool = True) -> str | None:
     """predict's line for the state the last re-run's forward wrote, if it wrote any (Note
-    [A re-run torch refused after a write of state])."""
-    if not _LAST_RERUN or _LAST_RERUN[0][1] is None:
+    [A re-run torch refused after a write of state]), or (`fills`: torch's checkpoint
+    refused it) for the empty cache it filled."""
+    if not _LAST_RERUN:
         return None
-    (policy, path), written = _LAST_RERUN[0]
-    return state_rewritten_message(policy, path, f"{path}.{written}" if path else written)
+    (policy, path), written, filled = _LAST_RERUN[0]
+    if written is not None:
+        return state_rewritten_message(policy, path, f"{path}.{written}" if path else written)
+    return emptied_cache_message(policy, path, filled) if fills and filled is not None \
+        else None
+
+
+def checkpoint_refusal(policy_text: str, error: BaseException, regions: list[str]) -> str:
+    """The one line for torch's CheckpointError under a policy (measure's, and compare's
+    gates'): predict's line where the last re-run started from state its forward wrote or
+    a cache it filled (`rerun_refusal`), else torch's reason, naming the region it re-ran
+    last (the one it refused; `regions`, every region applied, where none is known)."""
+    if (said := rerun_refusal()) is not None:
+        return f"memledger: {said}"
+    first = str(error).strip().splitlines()[0] if str(error) else ""
+    where = _LAST_RERUN[0][0][1] if _LAST_RERUN else ", ".join(regions)
+    return (f"memledger: {policy_text} cannot re-run {where}: torch's checkpoint found the "
+            f"re-run unlike the first run ({first}); the region's forward depends on state "
+            "outside its arguments that changes before the re-run in backward (an attribute "
+            "the script sets between forward and backward, say); offload it instead")
+
+
+def _full_buffers(parts: list) -> frozenset[tuple[str, str]]:
+    """(module path, buffer name) of the region's modules' buffers that hold a tensor."""
+    return frozenset((path, k) for path, ref in parts if (m := ref()) is not None
+                     for k, v in m._buffers.items() if v is not None)
+
+
+def _filled_since(where: tuple[str, str], parts: list,
+                  before: frozenset[tuple[str, str]]) -> str | None:
+    """The last module of the region, by path, holding a buffer it held none under in
+    `before` (Note [A cache emptied before every call], replay/emptied_cache.py)."""
+    region = where[1]
+    new = [p for p, _ in _full_buffers(parts) - before]
+    return max(f"{region}.{p}" if region and p else p or region for p in new) if new else None
 
 
 def _versions_now(state: list) -> list:
@@ -1263,6 +1303,9 @@ class _Recompute:
         # mode] (trace/modes.py)
         self._modes = [(n, ref, m.training) for n, ref in self._state_parts
                        if (m := ref()) is not None]
+        # the buffers that hold a tensor as the first run starts: Note [A cache emptied
+        # before every call] (replay/emptied_cache.py)
+        self._full = _full_buffers(self._state_parts)
 
     def __enter__(self) -> None:
         self._entered += 1
@@ -1281,7 +1324,8 @@ class _Recompute:
                 wrote = [n for n, _, _ in state if n in dotted or n in wrote]
                 self._digests = None
             self._forward_wrote = frozenset(wrote)   # Note [The write the forward made,
-            _LAST_RERUN[:] = [(where, wrote[0] if wrote else None)]             # named]
+            _LAST_RERUN[:] = [(where, wrote[0] if wrote else None,              # named]
+                               _filled_since(where, self._state_parts, self._full))]
             self._attrs = _attributes_held(self._state_parts, self._left)
         self._stack = contextlib.ExitStack()
         self._stack.enter_context(_parameters_as(self._params))
@@ -1309,7 +1353,7 @@ class _Recompute:
                 if marker in text:
                     policy, path = self._selective
                     # Note [Other ops after a write of state]
-                    said = rerun_refusal() if marker == _SAC_OTHER_OPS else None
+                    said = rerun_refusal(fills=False) if marker == _SAC_OTHER_OPS else None
                     if said is not None:
                         raise PolicyError(said) from exc[1]
                     line = why(policy, path, exc[1]) if callable(why) else \

@@ -164,6 +164,7 @@ from memledger.errors import NotPredicted, PolicyError
 from memledger.ledger.schema import CATEGORIES
 from memledger.replay.calls import output_saves, record_call, save_call, scopes_of, which_call
 from memledger.replay.compiled import refuse_compiled_regions
+from memledger.replay.emptied_cache import emptied_cache_calls, skipped_fills
 from memledger.replay.policies import MODEL_FIRST, MODEL_MOVED, Policy, PolicyKind, resolve
 from memledger.replay.prepared import ACTIVATION, INPUT, MODEL_STATE, Prepared
 from memledger.replay.script_checkpoint import (
@@ -172,6 +173,7 @@ from memledger.replay.script_checkpoint import (
 )
 from memledger.replay.scripted import refuse_scripted_regions
 from memledger.replay.stateful import (
+    emptied_cache_message,
     graph_reads_message,
     mode_message,
     passes_read_message,
@@ -907,6 +909,24 @@ def _refuse_selective_reused(prep: Prepared, calls: _Calls, read: np.ndarray,
         return k, selective_reused_message(policy.text(), str(calls.mods[k]), mod, remade,
                                            plain)
     return None
+
+
+def _refuse_emptied_cache(prep: Prepared, calls: _Calls, read: np.ndarray,
+                          policy: Policy) -> tuple[int, str] | None:
+    """Note [A cache emptied before every call] (replay/emptied_cache.py): (the call
+    backward re-runs first of those holding a fill its re-run would find full, the one
+    line), or None."""
+    if not prep.kept_fill or not _is_recomputed(calls.kind).any():
+        return None
+    bad = emptied_cache_calls(prep.kept_fill, prep.kept, prep.scope_mod, prep.scope_ev0,
+                              prep.scope_ev1, calls.ev0, calls.ev1,
+                              calls.kind == Kind.CHECKPOINT, calls.kind == Kind.SELECTIVE,
+                              read)
+    if not bad:
+        return None
+    k = _met_first(calls, [b[0] for b in bad])
+    _, mod, plain = max(b for b in bad if b[0] == k)
+    return k, emptied_cache_message(policy.text(), str(calls.mods[k]), mod, plain)
 
 
 # Note [A cache kept as a plain attribute]
@@ -2202,6 +2222,10 @@ def _recomputed_rows(prep, calls, own, seg, dropped, kept_cache, out: _Lifetimes
         (prep.cat != ACTIVATION) | (calls.kind[k] == Kind.CHECKPOINT) | ~cached)
     if prep.fsdp_gather is not None:   # rule 6: FSDP2's gathers are not re-run
         remade &= ~prep.fsdp_gather
+    if prep.kept_fill:   # Note [A cache emptied before every call]: the re-run slices it
+        for e0, e1 in skipped_fills(prep.kept_fill, prep.kept, prep.scope_mod,
+                                    prep.scope_ev0, prep.scope_ev1):
+            remade &= ~((cr >= e0) & (cr < e1))
     t = np.flatnonzero(remade & ~kept_cache & ~restash)
     kt = k[t]
     gone_t = seg.start[kt] + (np.minimum(fr0[t], seg.end[kt]) - calls.ev0[kt])
@@ -3076,7 +3100,8 @@ def replay(prep: Prepared, policy: Policy, rng_bytes: int = CPU_RNG_STATE_BYTES,
     # Each refusal also picks its own call so (`_met_order`): a state refusal named the
     # last call of the last step.
     found = [r for r in (_refuse_selective_reused(prep, calls, read, policy),
-                         _refuse_rewritten_state(prep, calls, packs[1], read, policy)) if r]
+                         _refuse_rewritten_state(prep, calls, packs[1], read, policy),
+                         _refuse_emptied_cache(prep, calls, read, policy)) if r]
     if found:   # ties: the first
         raise PolicyError(min(found, key=lambda r: _met_order(calls, r[0]))[1])
     _refuse_selective_recast(prep, calls, own, policy)

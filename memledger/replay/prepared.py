@@ -150,6 +150,10 @@ class Prepared:
     # of those, the calls whose buffer replaced a flag read to Python alone (Note [A first
     # fill behind a flag], engine.py)
     kept_flag: frozenset = frozenset()
+    # of those, (module, first event) -> 1 where the call filled a buffer its module held
+    # none under as the call began, 2 where one so filled has an autograd graph (Note [A
+    # cache emptied before every call], engine.py)
+    kept_fill: dict = field(default_factory=dict)
     # bool per storage: put in its module's buffers by the call that made it, with no graph
     # of ops behind it (Note [A buffer kept without a graph], engine.py); None: an older
     # ledger, whose `kept` records do not say
@@ -349,6 +353,8 @@ class Prepared:
                                   for r in led.extra.get("kept", []) if r.get("handed")),
             kept_flag=frozenset((str(r["mod"]), int(r["ev0"]))
                                 for r in led.extra.get("kept", []) if r.get("flag")),
+            kept_fill={(str(r["mod"]), int(r["ev0"])): int(r["fill"])
+                       for r in led.extra.get("kept", []) if r.get("fill")},
             released=_released(led, st),
             returned_ev0=_returned(led, st),
             unheld=_unheld(led, st),

@@ -241,6 +241,22 @@ def selective_reused_message(policy_text: str, module: str, keeper: str,
             "module instead")
 
 
+def emptied_cache_message(policy_text: str, module: str, keeper: str,
+                          selective_plain: bool = False) -> str:
+    """One line: a re-run region whose forward call filled an empty buffer of `keeper` that
+    the re-run would find full (Note [A cache emptied before every call],
+    replay/emptied_cache.py); predict and measure (checkpoint) both say it.
+    `selective_plain`: selective, on a fill without a graph (checkpoint re-runs it)."""
+    how, fix = ("selective checkpoint", "checkpoint or offload that module instead") \
+        if selective_plain else \
+        ("checkpoint", "offload that module instead, or keep the cache's module out of the "
+                       "region")
+    return (f"{policy_text} would re-run {module}, whose forward call filled an empty "
+            f"buffer of {keeper} (a cache: the script empties it before each call, or later "
+            "calls reuse it), so the re-run would find it full and run other ops than its "
+            f"forward (tranception's ALiBi bias), which torch's {how} cannot replay; {fix}")
+
+
 def selective_recast_message(policy_text: str, module: str) -> str:
     """One line: under autocast, a selective region called again after the call that cast
     its weights took the casts from autocast's cache; its re-run casts them again

@@ -2675,6 +2675,14 @@ class Collector(ShardingMixin, TorchDispatchMode):
                 rec["handed"] = 1   # its buffer's old value was an argument of the call
             if self._flags_set(module, attrs, [sid for sid, _ in kept], ev0):
                 rec["flag"] = 1     # Note [A first fill behind a flag] (replay/engine.py)
+            # Note [A cache emptied before every call] (replay/engine.py): those kept where
+            # the module held no tensor of that name as the call began, and of them those
+            # with an autograd graph (the fill's ops saved tensors a re-run would not)
+            filled = [(k, v) for k, v in module._buffers.items() if k not in attrs
+                      and type(v) in self.PLAIN_TYPES
+                      and sids.get(storage_key(v), -1) >= first_new]
+            if filled:
+                rec["fill"] = 2 if any(v.grad_fn is not None for _, v in filled) else 1
             self.sink.write(rec)
 
     def _routed(self, module) -> None:

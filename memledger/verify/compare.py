@@ -98,7 +98,7 @@ def _line(e: Exception) -> str:
 
 def gate_report(script: Path, steps: int, gates) -> CompareReport:
     """The report of the gates alone (performance columns empty): one row per policy."""
-    return CompareReport(script=str(script), steps=steps, device=gates.device,
+    return CompareReport(script=str(script), steps=gates.steps, device=gates.device,
                          tolerance=gates.tolerance.describe(),
                          reproducible=gates.reproducible, noise_floor=gates.noise_floor,
                          note=gates.note, performance=False,

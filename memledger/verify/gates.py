@@ -147,7 +147,9 @@ def run_gates(script: str | Path, argv: list[str], variants: list[Variant], step
         tol = Tolerance(rtol if rtol is not None else     # gates]
                         (CUDA_RTOL if device.startswith("cuda") or compiled else 0.0))
         self_check = compare(base[0], base[1], Tolerance(0.0))
-        report = GateReport(steps, device, tol, 0.0, True)
+        # the steps compared: those the baseline ran, where the script stops before `steps`
+        # (`compare` of a script run with `--steps 2` said "3 steps compared")
+        report = GateReport(min(steps, len(base[0]["steps"])) or steps, device, tol, 0.0, True)
         report.frozen_changed = sorted({n for st in base[0]["steps"]
                                         for n in st["frozen_changed"]})
         f = self_check.finding

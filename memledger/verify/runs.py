@@ -54,7 +54,7 @@ def capture_in_process(script: str | Path, argv: list[str], variant: Variant,
                        steps: int, steps_by: str = "optimizer") -> CaptureResult:
     """Run `script` here under `variant`; raise PolicyError if the policy cannot apply.
     `steps_by`: what ends a step (trace/steps.py; Note [A capture without an optimizer])."""
-    from memledger.measure.apply import install_policy
+    from memledger.measure.apply import checkpoint_refusal, install_policy
     from memledger.replay.policies import parse_policy
     from memledger.trace.compiled import compiler_compiles_so_far
     from memledger.trace.script import run_and_classify
@@ -92,6 +92,12 @@ def capture_in_process(script: str | Path, argv: list[str], variant: Variant,
         if isinstance(err, PolicyRefused):   # this policy's REJECT, not the comparison's end
             return CaptureResult(EXIT_USAGE, str(err).removeprefix("memledger: "), None)
         raise err
+    if type(outcome.error).__name__ == "CheckpointError" and \
+            parse_policy(variant.policy).parts and not variant.broken:
+        # torch's checkpoint refused the policy's re-run: a refusal, said as measure says
+        # it (the script ran without the policy)
+        return CaptureResult(EXIT_USAGE, checkpoint_refusal(
+            variant.policy, outcome.error, applied).removeprefix("memledger: "), None)
     if code == EXIT_OK and not cap.steps:
         return CaptureResult(EXIT_USAGE, NO_STEP[steps_by], None)
     # `compiled`: graphs an AOT-autograd backend compiled (Note [A compile by the eager

@@ -226,6 +226,22 @@ def test_a_re_run_unlike_the_first_is_refused_in_one_line(tmp_path):
         "the first run"), p
 
 
+def test_a_re_run_unlike_the_first_names_the_region_torch_refused(tmp_path):
+    """With a second region that is only offloaded, the line named every region ("cannot
+    re-run 0, 1"), though 1 is never re-run; it names the region torch re-ran last, the
+    one it refused (measure/apply.py `checkpoint_refusal`)."""
+    script = tmp_path / "train_unlike2.py"
+    script.write_text(UNLIKE.replace("nn.Sequential(Crop())",
+                                     "nn.Sequential(nn.Linear(16, 16), Crop())")
+                      .replace("model[0].width", "model[1].width"))
+    run = run_client(str(script), [], ["offload:0+checkpoint:1"], steps=2)
+    p = run.policies["offload:0+checkpoint:1"]
+    assert p.measured is None
+    assert p.measure_refusal.startswith(
+        "memledger: offload:0+checkpoint:1 cannot re-run 1: torch's checkpoint found the "
+        "re-run unlike the first run"), p
+
+
 def test_fake_generation_stops_at_its_length_and_matches_the_real_run():
     """`generate` stops when `unfinished & ~(is_eos | is_max_len)` is all zero. Under `--fake`
     the EOS half is unknown, and the whole was read as the stand-in False: the loop never

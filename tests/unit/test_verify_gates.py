@@ -539,3 +539,52 @@ if n > 2:   # the candidate's run: a process whose init rounds otherwise
            "step, which no policy touches" in o.reason
     assert o.reason.endswith("compare within a tolerance (--rtol 1e-5) or load the initial "
                              "weights from a file")
+
+
+def test_the_steps_compared_are_those_the_script_ran(dropout_net):
+    """`compare --steps 8` on a script that runs 5 steps said "8 steps compared"."""
+    report, o = _one(dropout_net, Variant("checkpoint:blocks.*", "checkpoint:blocks.*"), 8)
+    assert report.steps == o.comparison.steps_compared == 5
+
+
+# A block whose distance bias, scaled by a learned slope, is cached in a buffer on the call
+# that finds it empty; the loop empties it before each forward (Note [A cache emptied
+# before every call], memledger/replay/emptied_cache.py)
+EMPTIED_CACHE_NET = """
+import torch
+from torch import nn
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+        self.slope = nn.Parameter(torch.ones(1))
+        self.register_buffer("bias", None, persistent=False)
+    def forward(self, x):
+        if self.bias is None:
+            self.register_buffer("bias", torch.arange(8.0) * self.slope, persistent=False)
+        return self.fc(x) + self.bias
+
+torch.manual_seed(0)
+model = nn.Sequential(Block(), Block())
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for step in range(2):
+    for b in model:
+        b.bias = None
+    loss = model(torch.randn(4, 8)).square().mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+"""
+
+
+def test_a_rerun_torch_refuses_is_a_refusal_in_measures_words(tmp_path):
+    """torch's checkpoint refuses the re-run (it finds the bias cached and saves fewer
+    tensors): the gates said "the script failed under this policy: script raised
+    CheckpointError" after the script's traceback; now the row is a refusal, in the line
+    measure and predict say."""
+    script = _write(tmp_path, "emptied_cache_net.py", EMPTIED_CACHE_NET)
+    _, o = _one(script, Variant("checkpoint:*", "checkpoint:*"))
+    assert o.refused and not o.passed
+    assert o.failure.startswith("checkpoint:* would re-run 1, whose forward call filled an "
+                                "empty buffer of 1 (a cache"), o.failure

@@ -1,0 +1,104 @@
+"""Re-runs of a call that filled its module's empty cache, which the re-run finds full. No
+torch.
+
+# Note [A cache emptied before every call]
+A module may fill a buffer on a call that finds it empty and return it on later calls
+(Note [A buffer a call makes and later calls reuse], trace/collector.py). tranception-
+pytorch's `LearnedAlibiPosBias` caches its bias, `distances * self.slopes` (learned
+slopes: the bias has an autograd graph), with `register_buffer` in its first forward, so a
+second step's backward runs into the first step's freed graph; a loop that trains it
+empties the cache before each forward (`m.bias = None`,
+tests/clients/train_tranception.py). Every traced call then filled an empty cache, none
+reused one, and the replay took the module for one that makes its buffer anew on every
+call, whose re-run makes it again. The re-run in backward is the one call that finds the
+cache full: it slices the cached bias, skips the product that saved the slopes, and
+torch's checkpoint raises ("A different number of tensors was saved during the original
+forward and recomputation"); torch's selective checkpoint meets a view op its forward
+never ran. measure refused `checkpoint:layers.*.*` and `selective:@Attention` while
+predict priced them (193,972 B and 234,028 B on the 2-block model, 2 steps).
+
+The trace's `kept` record now says `fill`: 1 where the call put a tensor under a buffer
+name its module held none under as the call began, 2 where one such has an autograd
+graph. predict refuses a re-run call holding a fill of a module that was emptied before
+every call (two calls or more, each a fill: the re-run's path, the full cache, is one no
+traced call ran) under selective (the slice is an op its forward never ran; a cache
+reused on a later call `_refuse_selective_reused` in engine.py refuses already, in its own
+line), and of a module emptied before every call or whose cache a later call reused
+(made none) under checkpoint where the fill has a graph (what its ops saved, the re-run
+does not save again). measure notes, as each re-run starts, the region's buffers that
+hold a tensor now and held none as its first run began, and where torch's checkpoint
+refuses the re-run says predict's line (measure/apply.py `checkpoint_refusal`); torch's
+selective checkpoint it names by the op it met, as before. Not refused: a module whose
+later call replaced a full buffer by one it made (it makes its buffer on every call, and
+so does the re-run); a fill without a graph under checkpoint
+(a rotary table or a causal mask made from nothing that needs a gradient: the re-run's
+slice saves what the forward's product saved, nothing, and torch's checkpoint runs it);
+a trace with one call of the module (a cache and a buffer made anew on every call look
+the same there, as in Note [A cache kept as a plain attribute]). Offload re-runs nothing.
+A checkpoint's re-run of a fill without a graph finds the cache full too and makes
+none of what the fill made (the distances, the bias: `skipped_fills`); the replay re-made
+them: `--case fixed` of train_emptied_cache.py, `checkpoint:blocks.*` 43,008 B predicted
+against 42,752 B measured (the 8 x 8 fp32 bias, 256 B), now as measured.
+Older ledgers' `kept` records have no `fill`: read as before.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def skipped_fills(kept_fill: dict, kept: tuple, scope_mod: np.ndarray,
+                  scope_ev0: np.ndarray, scope_ev1: np.ndarray) -> list[tuple[int, int]]:
+    """(first event, one past the last) of each fill without a graph whose re-run would
+    find the cache full: the module was emptied before every call, or a later call
+    reused the cache. A checkpoint's re-run slices the cache and makes none of what the
+    fill made (Note [A cache emptied before every call])."""
+    out = []
+    for mod, firsts, starts, reused, emptied in _modules(kept_fill, kept, scope_mod,
+                                                          scope_ev0, scope_ev1):
+        for e, f in firsts.items():
+            if f == 1 and (emptied or any(r > e for r in reused)):
+                out.append((e, int(scope_ev1[(scope_mod == mod) & (scope_ev0 == e)].max())))
+    return out
+
+
+def _modules(kept_fill: dict, kept: tuple, scope_mod: np.ndarray, scope_ev0: np.ndarray,
+             scope_ev1: np.ndarray):
+    """Per module with fills that never replaced a full buffer: (module, {first event:
+    fill}, its calls' first events, those that made no buffer, emptied before every
+    call)."""
+    fills: dict[str, dict[int, int]] = {}
+    for (mod, e), f in kept_fill.items():
+        fills.setdefault(mod, {})[e] = f
+    made: dict[str, set[int]] = {}
+    for mod, e in kept:
+        made.setdefault(mod, set()).add(e)
+    for mod, firsts in fills.items():
+        mine = (scope_mod == mod) & (scope_ev1 > scope_ev0)
+        starts = [int(e) for e in scope_ev0[mine]]
+        if any(e in made[mod] and e not in firsts for e in starts):
+            continue   # a later call replaced a full buffer: made anew on every call
+        reused = [e for e in starts if e not in made[mod]]
+        yield mod, firsts, starts, reused, len(starts) >= 2 and not reused
+
+
+def emptied_cache_calls(kept_fill: dict, kept: tuple, scope_mod: np.ndarray,
+                        scope_ev0: np.ndarray, scope_ev1: np.ndarray, ev0: np.ndarray,
+                        ev1: np.ndarray, checkpoint: np.ndarray, selective: np.ndarray,
+                        read: np.ndarray) -> list[tuple[int, str, bool]]:
+    """(selected call, module, selective on a fill without a graph) per re-run call
+    (`read`) holding a fill the re-run would find full (Note [A cache emptied before
+    every call]). `kept_fill`: (module, first
+    event) -> 1 or 2; `kept`: (module, first event) of every call that made a buffer;
+    `checkpoint`, `selective`: masks over the selected calls `ev0`/`ev1`."""
+    bad = []
+    for mod, firsts, starts, reused, emptied in _modules(kept_fill, kept, scope_mod,
+                                                          scope_ev0, scope_ev1):
+        for e, f in firsts.items():
+            k = int(np.searchsorted(ev0, e, side="right")) - 1
+            if k < 0 or e >= ev1[k] or not read[k]:
+                continue
+            if selective[k] and emptied or \
+                    checkpoint[k] and f == 2 and (emptied or any(r > e for r in reused)):
+                bad.append((k, mod, bool(selective[k]) and f == 1))
+    return bad
