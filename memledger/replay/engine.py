@@ -2515,14 +2515,19 @@ def _own_save_end(prep: Prepared, calls: _Calls, own: _Owners) -> np.ndarray:
     cache: `checkpoint:transformer_blocks.*` under bf16 let the re-made cast (512 B) go at
     the early stop, 512 B under measured."""
     end = np.full(len(prep.created), -1, dtype=np.int64)
-    if prep.pack_ev is None or not len(prep.pack_ev) or not len(calls):
-        return end
-    kp = _pack_call(prep, calls)
-    r = prep.pack_row
-    mine = (kp >= 0) & (kp == own.made[r]) & (prep.pack_unpack >= 0)
-    np.maximum.at(end, r[mine], np.maximum(prep.pack_unpack[mine] + 1,
-                                           prep.pack_unpack_end[mine]))
+    if (mine := _own_read_packs(prep, calls, own)) is not None:
+        np.maximum.at(end, prep.pack_row[mine], np.maximum(prep.pack_unpack[mine] + 1,
+                                                           prep.pack_unpack_end[mine]))
     return end
+
+
+def _own_read_packs(prep: Prepared, calls: _Calls, own: _Owners) -> np.ndarray | None:
+    """Per pack: a save, read in backward, by the call that made its storage (None: no
+    packs or no calls)."""
+    if prep.pack_ev is None or not len(prep.pack_ev) or not len(calls):
+        return None
+    kp = _pack_call(prep, calls)
+    return (kp >= 0) & (kp == own.made[prep.pack_row]) & (prep.pack_unpack >= 0)
 
 
 def _own_node_end(prep: Prepared, calls: _Calls, own: _Owners) -> np.ndarray:
@@ -2531,16 +2536,13 @@ def _own_node_end(prep: Prepared, calls: _Calls, own: _Owners) -> np.ndarray:
     -1: no such save read). The checkpoint frame keeps a re-run's copy for a live save's
     holder (Note [A re-made save no backward reads])."""
     end = np.full(len(prep.created), -1, dtype=np.int64)
-    if prep.pack_ev is None or not len(prep.pack_ev) or not len(calls):
+    if (mine := _own_read_packs(prep, calls, own)) is None:
         return end
-    kp = _pack_call(prep, calls)
-    r = prep.pack_row
-    mine = (kp >= 0) & (kp == own.made[r]) & (prep.pack_unpack >= 0)
     node = np.maximum(prep.pack_unpack_end, prep.pack_unpack_rel
                       if prep.pack_unpack_rel is not None else prep.pack_unpack_end)
     if prep.pack_let_go is not None:
         node = np.maximum(node, prep.pack_let_go)
-    np.maximum.at(end, r[mine], node[mine])
+    np.maximum.at(end, prep.pack_row[mine], node[mine])
     return end
 
 
