@@ -24,6 +24,13 @@ from memledger.doctor.records import Run, steps_named, where
 # (`network`, `model`) keeps its own.
 
 
+# Note [A line that also trains]
+# A library's fit loop runs from one line of the script: pykan's `model.fit(dataset,
+# opt="Adam", steps=3)` runs its forward, backward and step, and beside them forwards of
+# its own under gradients that no backward uses (`get_act` for the grid update, a test
+# loss). The finding told the user to "run the line under torch.no_grad()", which would
+# stop the training itself (tests/clients/train_kan_ema.py --fit). Where a backward ran
+# from the same line, the advice is the library's setting or its authors.
 def unused_graph(run: Run) -> list[Finding]:
     groups: dict[tuple, list[dict]] = {}
     # a step whose backward failed on a loss with no history: its forward's graph was cut
@@ -36,8 +43,10 @@ def unused_graph(run: Run) -> list[Finding]:
         # Note [Calls no variable names]: one finding per line for those
         groups.setdefault((r.get("file", ""), r.get("line", 0), var,
                            r.get("cls", "") if var else "", r.get("via", "")), []).append(r)
+    # Note [A line that also trains]
+    trains = {(b.get("file", ""), b.get("line", 0)) for b in run.backwards}
     out = []
-    for (_, line, var, _, _), recs in groups.items():
+    for (file, line, var, _, _), recs in groups.items():
         steps = sorted({int(r["step"]) for r in recs})
         n = len(recs)
         counts: dict[str, int] = {}
@@ -63,7 +72,12 @@ def unused_graph(run: Run) -> list[Finding]:
                 + (f", run by {ran_by} from this line" if ran_by else "") + ": autograd kept "
                 f"what {'they' if n != 1 else 'it'} saved for backward until the graph was "
                 "dropped (")
-        if ran_by:
+        if (ran_by or via) and (file, line) in trains:
+            tail = ("the library's own forward: a test loss, a log, a grid update?); this "
+                    "line also trains (a backward runs from it), so torch.no_grad() around "
+                    "it would stop the training: turn that forward off by the library's "
+                    "setting where it has one, or tell its authors")
+        elif ran_by:
             tail = ("the library's own forward: a tracer that reads the graph, a shape "
                     "check?); where it needs no graph, run the line under torch.no_grad(); "
                     "where it reads the graph, let go of what it returned once done (call "

@@ -111,3 +111,30 @@ def test_a_forward_called_as_a_method_names_the_line_that_called_it():
 
     [rec] = _records_of(direct)
     assert rec["ran_by"] == ""
+
+
+def test_a_line_that_also_trains_is_not_told_to_turn_gradients_off():
+    """Note [A line that also trains] (doctor/unused.py): pykan's `model.fit(...)` runs the
+    training step and, beside it, forwards of its own no backward uses. The advice was
+    "run the line under torch.no_grad()", which would stop the training; where a backward
+    ran from the finding's line it names the library's setting instead."""
+    ns: dict = {}
+    exec(compile(_FIT_SRC, _FIT_LIB, "exec"), ns)
+    model = ns["Net"]()
+    x = torch.randn(2, 4)
+
+    def script():
+        model.fit(x)   # the script's line, which (below) also trains
+
+    [rec] = _records_of(script)
+    backward = {"k": "backward", "n": 1, "window": 1, "file": rec["file"],
+                "line": rec["line"], "losses": [], "params": 2}
+    [f] = unused_graph(Run.of([rec, backward]))
+    assert f.message.endswith(
+        "(the library's own forward: a test loss, a log, a grid update?); this line also "
+        "trains (a backward runs from it), so torch.no_grad() around it would stop the "
+        "training: turn that forward off by the library's setting where it has one, or "
+        "tell its authors"), f.message
+    # a backward from another line leaves the old advice
+    [f] = unused_graph(Run.of([rec, {**backward, "line": rec["line"] + 1}]))
+    assert "where it needs no graph, run the line under torch.no_grad()" in f.message
