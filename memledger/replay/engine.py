@@ -123,7 +123,9 @@ that was not saved by autograd is held until the recomputation that reuses it.
    The same for a storage the region made that the script holds into backward in a
    container of its own (`KEPT[name] = h`: the re-run runs that line again), whose re-made
    copy also keeps its re-run graph until the script lets go of it (`_kept_remakes`;
-   tests/clients/train_mech.py --case kept: 474,772 B under measured before).
+   tests/clients/train_mech.py --case kept: 474,772 B under measured before). Not one
+   that a container the region made holds, gone by the region's return: Rule 3's (Note
+   [Held by a container the region made]).
 11. `measure` copies the running statistics of every training BatchNorm a re-run calls and
    lets go of the copy as the re-run ends (Note [BatchNorm under recompute] in
    measure/apply.py; `_running_stats_rows`, from the `stats` bytes on the BatchNorm's
@@ -2650,6 +2652,21 @@ def _stashed_inside(prep, calls, k: np.ndarray) -> np.ndarray:
 # the storages its output holds that it made); a storage handed back by the call or by a
 # call around it is left to Rule 3. An attribute the call keeps it in (`self.h = h;
 # return h`) still re-makes it (`stashed`); older ledgers, without `ret`, read as before.
+# Note [Held by a container the region made]
+# A `stateful` record names what a call stored into an object it was handed (Note [State
+# written outside a region], trace/outside_state.py), and those storages read as `held`:
+# outside *that call*. A region around the call may have made the object itself: a body
+# that builds a dict {h, v} and hands it to each block, which replaces both entries. The
+# re-run builds its own dict, whose copies go with it at the early stop (Rule 3), not
+# into an object that outlives the region (Rule 10). What the forward let go of by the
+# region's return had no holder outside it, so it is left to Rule 3. A side output the
+# loss drops (`v`, kept by the next block's `list(feats.items())` to its return, as
+# se3-transformer's EGNN keeps `htypes`) was read as kept by the script and its re-made
+# copy let go as it was made: tests/clients/train_side.py --depth 2, `checkpoint:0`,
+# 535,944 B predicted against 568,712 B measured (one (128, 64) fp32 tensor under);
+# se3-transformer-pytorch with its EGNN trunk, `checkpoint:se3`, 1,394,264 against
+# 1,395,800 B. A module attribute (`stashed`) is the module's, which outlives any region:
+# unchanged.
 def _restashed(prep, calls, own, seg) -> np.ndarray:
     """Per storage: Rule 10 re-makes it (not Rule 3): kept as its module's attribute, or
     held by the script into backward (`acts[name] = h` in the region's code: the re-run
@@ -2665,6 +2682,9 @@ def _restashed(prep, calls, own, seg) -> np.ndarray:
     k = np.maximum(own.made, 0)
     fwd_last = np.where(prep.fwd_last >= 0, prep.fwd_last, prep.last_use)
     held = held & (fwd_last < calls.ev1[k])   # read after the call: its caller's to keep
+    # gone by the call's return: what held it went with the call (Note [Held by a
+    # container the region made])
+    held &= prep.freed > calls.ev1[k]
     if prep.returned_ev0 is not None:   # Note [What a call hands back]
         held &= ~((prep.returned_ev0 >= 0) & (prep.returned_ev0 <= calls.ev0[k]))
     kept = held if prep.stashed is None else (_stashed_inside(prep, calls, k) | held)

@@ -3,8 +3,9 @@
 side output the loss drops (as se3-transformer's EGNN layers update the degree-1 features
 while the loss reads type-0), each block keeping `list(feats.items())` to its return (the
 EGNN's `htypes`). `checkpoint:0` (the whole body) is predicted one (128, 64) fp32 tensor,
-32,768 B, under measured from depth 2 on; exact at depth 1 and with `--no-items`. Not
-used by a test. Plain torch, seeded.
+32,768 B, under measured from depth 2 on; exact at depth 1 and with `--no-items`. Exact
+since Note [Held by a container the region made] (memledger/replay/engine.py;
+tests/clients/test_side_output.py). Plain torch, seeded.
 
     python tests/clients/train_side.py --depth 2
     memledger predict ... -p checkpoint:0      # `--ckpt`: the script's own checkpoint
