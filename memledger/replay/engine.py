@@ -2652,6 +2652,7 @@ def _stashed_inside(prep, calls, k: np.ndarray) -> np.ndarray:
 # the storages its output holds that it made); a storage handed back by the call or by a
 # call around it is left to Rule 3. An attribute the call keeps it in (`self.h = h;
 # return h`) still re-makes it (`stashed`); older ledgers, without `ret`, read as before.
+#
 # Note [Held by a container the region made]
 # A `stateful` record names what a call stored into an object it was handed (Note [State
 # written outside a region], trace/outside_state.py), and those storages read as `held`:
