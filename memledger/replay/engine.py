@@ -1345,7 +1345,7 @@ def _first_pass_only(prep: Prepared, calls: _Calls, own: _Owners,
             or not len(prep.phase_bw_start) or not len(prep.pack_ev) or not len(calls):
         return out
     single = own.first_save == own.last_save
-    shared = dropped & ~single & (own.made >= 0)
+    shared = dropped & (own.made >= 0)
     if not shared.any():
         return out
     # per call: the second pass's first read of a dropped storage only it saved
