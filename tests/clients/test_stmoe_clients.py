@@ -75,8 +75,8 @@ def test_router_losses_by_a_second_backward_are_priced_as_measured():
     """`loss.backward(retain_graph=True)`, then `aux.backward()` (`--aux-backward`): the
     gate's softmax is read by both passes, and a checkpoint re-runs the gate in each; what
     its dispatch and combine tensors are built from (its `topk`, `zeros`, `sum` and `clamp`
-    outputs) is read by the task loss's backward alone. predict refused it as "would re-run gate
-    in each of two backward passes" (Note [A re-run in each backward pass]), which
+    outputs) is read by the task loss's backward alone. predict refused it as "would re-run
+    gate in each of two backward passes" (Note [A re-run in each backward pass]), which
     `memledger measure` ran (195,208 B at these sizes, one step; 229,480 B over 2 steps).
     Now those tensors place no segment and the first pass's copies are priced (Note [A
     dropped storage a later call reads in the second pass], replay/engine.py): 195,208 B
