@@ -1330,25 +1330,41 @@ def _segments(prep: Prepared, calls: _Calls, dropped: np.ndarray, own: _Owners) 
 #   --model rnn --no-detach, depth 2) 169,044 B predicted against 166,800 B measured on 2
 #   steps, 142,396 against 140,152 on 1; `checkpoint:layers.0` 213,460 against 210,388 and
 #   186,812 against 183,740; train_carried_hidden.py --case lse 79,536 against 77,488.
+# The same holds of a storage the call alone saved: what speaks for the call's re-runs is
+# when its saves were read, and a storage every read of which (through the call's saves)
+# came in a backward phase before the one the call's second pass starts in is read by no
+# node of that pass, whoever else saved it. The carried state under `prev * 1.0`
+# (train_carried_hidden.py --case plain: chunk 1 saves nothing of it) is chunk 0's `h`,
+# saved by its `out` alone and read by chunk 0's backward alone, while its sigmoids are
+# read by both passes; predict refused `checkpoint:layers.*` as "would re-run layers.0 in
+# each of two backward passes", which measure ran (67,444 B): now 67,444 both (1 and 2
+# steps; `--depth 2` 95,484, `checkpoint:layers.1` 95,612; `--keep`, chunk 0's `out` node
+# alive through the second re-run, 73,852). So was st-moe's router under `loss.backward(
+# retain_graph=True)` then `aux.backward()` (tests/clients/test_stmoe_clients.py: what
+# its dispatch tensors are built from is read by the task loss's backward alone):
+# 195,208 B both, one step.
 # Not where a graph-building pass read the storage or saved it again: that graph holds
-# the first re-run's copy for the later pass. A storage only the call saved and only the
-# first pass reads (`--case plain`) stays refused (Note [A re-run in each backward pass]):
-# the same reading would price it (67,444 B both), but it is the very shape that Note
-# refuses for e3nn's forces, and wants pins of its own before it is priced.
+# the first re-run's copy for the later pass, which reads it there (the storage's reads
+# reach the second pass's phase through the graph's save), and the replay has no reading
+# for a copy a graph holds across passes. That is e3nn's forces (a block's fc output, read
+# by the force pass alone and saved again by its graph), and train_forces.py's mask in
+# plain torch: both stay refused (Note [A re-run in each backward pass]); read as a
+# first-pass copy, e3nn's `checkpoint:blocks.*` would be 92,404 B against 92,304 measured.
 def _first_pass_only(prep: Prepared, calls: _Calls, own: _Owners,
                      dropped: np.ndarray) -> np.ndarray:
     """Note [A dropped storage a later call reads in the second pass]: per storage, dropped
     by a call whose storages it alone saved two passes read (its segment serves the second),
-    saved by a later call too, and read through the call's own saves only in backward
-    phases before the one that second pass starts in; none a graph-building pass read."""
+    and read through the call's own saves (whether a later call saves it too or not) only
+    in backward phases before the one that second pass starts in; none a graph-building
+    pass read or a backward saved again."""
     n = len(prep.created)
     out = np.zeros(n, dtype=bool)
     if prep.pass2 is None or prep.pack_reread_ev is None or prep.phase_bw_start is None \
             or not len(prep.phase_bw_start) or not len(prep.pack_ev) or not len(calls):
         return out
     single = own.first_save == own.last_save
-    shared = dropped & ~single & (own.made >= 0)
-    if not shared.any():
+    made = dropped & (own.made >= 0)
+    if not made.any():
         return out
     # per call: the second pass's first read of a dropped storage only it saved
     p2 = np.full(len(calls), _BIG, dtype=np.int64)
@@ -1362,7 +1378,7 @@ def _first_pass_only(prep: Prepared, calls: _Calls, own: _Owners,
     k = np.maximum(own.made, 0)
     at = np.stack([last, np.minimum(p2[k], prep.n_events)])
     phase = np.searchsorted(prep.phase_bw_start, at, side="right") - 1
-    out = shared & (p2[k] < _BIG) & (last >= 0) & (phase[0] < phase[1])
+    out = made & (p2[k] < _BIG) & (last >= 0) & (phase[0] < phase[1])
     # not where a graph-building pass read it or saved it again: that graph would hold the
     # first re-run's copy for a later pass (Note [Read by a backward that builds a graph]
     # in trace/collector.py)
@@ -2327,7 +2343,13 @@ def _one_cast_per_rerun(prep: Prepared, *parts):
 # (41,000 B before).
 # A storage the call dropped that a later call saves too (a hidden state carried
 # undetached to the next chunk) is read through the call's own saves alone: Note [A
-# dropped storage a later call reads in the second pass].
+# dropped storage a later call reads in the second pass]. That Note also prices a storage
+# only the first pass reads where its reads all came in a backward phase before the
+# second pass's, none by a pass that builds a graph or saved again by a backward (the
+# carried state under `prev * 1.0`, st-moe's router under a second `aux.backward()`):
+# the second re-run makes it for no reader. What stays refused here is the shape above,
+# a storage the first pass reads while building a graph that saves it again for the
+# second (e3nn's forces; tests/clients/train_forces.py in plain torch).
 def _refuse_rerun_per_pass(prep: Prepared, calls: _Calls, own: _Owners, seg: _Segments,
                            dropped: np.ndarray, policy: Policy) -> None:
     """Note [A re-run in each backward pass]: refuse a re-run call whose segment the first

@@ -2,7 +2,7 @@
 train_carried_hidden.py: truncated BPTT, the carried hidden state not detached, each
 chunk's backward with `retain_graph=True`)."""
 
-from tests.clients.harness import run_client
+from tests.clients.harness import ledger_pass, predicted_peak, run_client
 
 
 def test_a_carried_state_saved_again_is_read_back_in_a_round_of_its_own():
@@ -29,8 +29,8 @@ def test_the_second_passs_rerun_of_a_chunk_whose_state_is_carried_is_priced_as_m
     predicted against 67,436 B measured, the segment at that `log` read, its copies held
     across chunk 1's layer's backward; `--case lse` (minGRU's log-space scan) 79,536 B
     against 77,488 B, the first re-run's `exp` output (4 x 8 x 16 fp32, 2,048 B) held to
-    chunk 1's `log` read. A storage only the call saves and only the first pass reads
-    (`--case plain`) stays refused by predict (measure: 67,444 B)."""
+    chunk 1's `log` read. (`--case plain`, a storage only the call saves and only the
+    first pass reads: the next test.)"""
     run = run_client("train_carried_hidden.py", ["--case", "log"], ["checkpoint:layers.*"],
                      steps=1)
     assert run.ledger_peak == run.allocator_peak == 56_620
@@ -41,3 +41,23 @@ def test_the_second_passs_rerun_of_a_chunk_whose_state_is_carried_is_priced_as_m
     assert run.ledger_peak == run.allocator_peak == 79_664
     ran = run.policies["checkpoint:layers.*"]
     assert ran.predicted == ran.measured == 77_488
+
+
+def test_a_storage_only_the_first_pass_reads_is_priced_as_measured():
+    """`--case plain` (`prev * 1.0`): chunk 1 saves nothing of the carried state, so chunk
+    0's `h` (its cumsum, 4 x 8 x 16 fp32) is saved by chunk 0's `out` alone and read by
+    chunk 0's backward alone, while its sigmoids are read by both passes: torch re-runs
+    the layer in each. predict refused `checkpoint:layers.*` ("would re-run layers.0 in
+    each of two backward passes", Note [A re-run in each backward pass], replay/engine.py)
+    which measure ran (67,444 B). Now `h` places no segment (its reads all come in a
+    backward phase before the second pass's: Note [A dropped storage a later call reads in
+    the second pass]), and both read 67,444 B (2 steps too). With each chunk's loss kept to
+    the optimizer step (`--keep`: chunk 0's `out` node alive through the second re-run,
+    whose copy of `h` the frame keeps for it) 73,852 B, as measured."""
+    run = run_client("train_carried_hidden.py", ["--case", "plain"], ["checkpoint:layers.*"],
+                     steps=1)
+    assert run.ledger_peak == run.allocator_peak == 54_324
+    ran = run.policies["checkpoint:layers.*"]
+    assert ran.predicted == ran.measured == 67_444
+    led = ledger_pass("train_carried_hidden.py", ["--case", "plain", "--keep"], steps=1)
+    assert predicted_peak(led, "checkpoint:layers.*") == 73_852

@@ -11,7 +11,8 @@ storage its own Linear (`out`) saved; the next chunk's call saves it again.
 as minGRU's log-space scan takes `prev_hidden.log()`: `log` saves it again), `exp` (the
 scan's `cumsum` then `exp`, which saves its output), `plain` (neither: `prev * 1.0`),
 `lse` (minGRU's log-space scan: the carried state's `log` and the new values' concatenated,
-`logcumsumexp`, then `exp`, whose output its own backward and `out` save).
+`logcumsumexp`, then `exp`, whose output its own backward and `out` save). `--keep` holds
+each chunk's loss, so its graph (chunk 0's `out` node among it), to the optimizer step.
 """
 
 import argparse
@@ -66,6 +67,8 @@ def main() -> None:
     p.add_argument("--case", default="log,exp")
     p.add_argument("--chunks", type=int, default=2)
     p.add_argument("--depth", type=int, default=1)
+    p.add_argument("--keep", action="store_true",
+                   help="keep each chunk's loss (so its graph) to the optimizer step")
     args = p.parse_args()
     torch.manual_seed(0)
     dim, n, b = 16, 8, 4
@@ -73,11 +76,13 @@ def main() -> None:
     opt = torch.optim.SGD(model.parameters(), lr=1e-2)
     for step in range(args.steps):
         tokens = torch.randint(0, 32, (b, n * args.chunks + 1))
-        hiddens = [None] * args.depth
+        hiddens, kept = [None] * args.depth, []
         for c in range(args.chunks):
             logits, hiddens = model(tokens[:, c * n:(c + 1) * n], hiddens)
             loss = F.cross_entropy(logits.transpose(1, 2), tokens[:, c * n + 1:(c + 1) * n + 1])
             loss.backward(retain_graph=True)
+            if args.keep:
+                kept.append(loss)
         opt.step()
         opt.zero_grad()
         print(f"step {step}  loss {loss.item():.4f}")
