@@ -25,7 +25,9 @@ Modes (`--mode`):
   `MixturePathGeneralizedKL(path)`; `--eval-every K` samples with
   `MixtureDiscreteEulerSolver` (step 0.25).
 
-All: `--accum N`, `--clip`, `--amp` (bf16 autocast on the loss's forward).
+All: `--accum N`, `--clip`, `--amp` (bf16 autocast on the loss's forward). `--bug
+grad-eval`: the evaluation without `no_grad` (the sampler's forwards build graphs no
+backward reads); `--bug no-zero-grad`: the gradients never cleared.
 """
 
 import argparse
@@ -171,6 +173,7 @@ def main() -> None:
     p.add_argument("--accum", type=int, default=1)
     p.add_argument("--clip", action="store_true")
     p.add_argument("--amp", action="store_true")
+    p.add_argument("--bug", default="none", choices=["none", "grad-eval", "no-zero-grad"])
     args = p.parse_args()
     torch.manual_seed(0)
 
@@ -222,10 +225,11 @@ def main() -> None:
         if args.clip:
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optim.step()
-        optim.zero_grad()
+        if args.bug != "no-zero-grad":
+            optim.zero_grad()
         if args.eval_every and (step + 1) % args.eval_every == 0:
             model.eval()
-            with torch.no_grad():
+            with torch.set_grad_enabled(args.bug == "grad-eval"):
                 if args.mode == "cont":
                     shape = (args.batch, 2) if args.model == "mlp" else (args.batch, n, 2)
                     solver = ODESolver(velocity_model=wrapped)
