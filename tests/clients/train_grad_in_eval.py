@@ -2,7 +2,15 @@
 a derivative of the model's output with respect to its input (`torch.autograd.grad`), as
 flow_matching's `ODESolver.compute_likelihood` takes the velocity's divergence.
 
-    memledger compare tests/clients/train_grad_in_eval.py -p 'checkpoint:blocks.*' -- --eval hutchinson
+    python tests/clients/train_grad_in_eval.py --steps 3 --through
+    memledger compare tests/clients/train_grad_in_eval.py -p 'checkpoint:*' -- --through
+
+`--eval hutchinson` (the default: one `autograd.grad` of a random projection), `exact`
+(two `autograd.grad(..., create_graph=True)`), `forward` (a graph no backward reads: the
+doctor's `unused_graph`), `none`; `--through` calls the model from a lambda inside a
+parameterless module, as torchdiffeq's `_PerturbFunc` calls flow_matching's velocity, so
+the evaluation's calls are no top-level call of the model and read phase "other";
+`--eval-mode` runs the evaluation in eval mode.
 """
 
 import argparse
@@ -36,7 +44,8 @@ class Block(nn.Module):
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--steps", type=int, default=3)
-    p.add_argument("--eval", default="hutchinson", choices=["none", "hutchinson", "exact"])
+    p.add_argument("--eval", default="hutchinson",
+                   choices=["none", "hutchinson", "exact", "forward"])
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--dim", type=int, default=16)
     p.add_argument("--depth", type=int, default=2)
@@ -62,7 +71,9 @@ def main() -> None:
             with torch.enable_grad():
                 xt.requires_grad_()
                 u = field(xt)
-                if args.eval == "hutchinson":
+                if args.eval == "forward":   # a graph no backward reads (a loop bug)
+                    div = u.detach().sum(-1)
+                elif args.eval == "hutchinson":
                     z = torch.randn_like(u)
                     g = torch.autograd.grad((u * z).sum(), xt)[0]
                     div = (g * z).sum(-1)
