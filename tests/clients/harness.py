@@ -358,7 +358,8 @@ def _defaults_of(v, module: str) -> list:
     if getattr(v, "__module__", None) != module:
         return []
     fns = [v] if type(v) is types.FunctionType else \
-        [getattr(f, "__func__", f) for f in dict(vars(v)).values()]
+        [f.__func__ if type(f) in (staticmethod, classmethod) else f
+         for f in dict(vars(v)).values()]   # by exact type, as above: no attribute read
     out = []
     for f in fns:
         f = inspect.unwrap(f) if type(f) is types.FunctionType else f   # `@torch.no_grad()`
