@@ -271,7 +271,8 @@ class Prepared:
         # `checkpoint:act` (91,400 B) and `offload:act` (78,404 B), predicted so now
         # (mambapy's muP norms alike: docs/accuracy.md). Calls of the loss phase are the
         # policies' too (a loss module the model holds, Lightning's `self.loss_fn`,
-        # alike); not those of backward (re-runs) or between steps.
+        # alike); not those of backward (re-runs), and between steps only those with
+        # gradients (Note [A call with gradients between steps]).
         # Note [A call with gradients between steps]
         # The forward phase begins at a top-level call of the model (or of a module that
         # holds parameters); a call of the model's modules nested in a parameterless
