@@ -271,8 +271,28 @@ class Prepared:
         # `checkpoint:act` (91,400 B) and `offload:act` (78,404 B), predicted so now
         # (mambapy's muP norms alike: docs/accuracy.md). Calls of the loss phase are the
         # policies' too (a loss module the model holds, Lightning's `self.loss_fn`,
-        # alike); not those of backward (re-runs) or between steps.
-        sc = sc[sc["ph"].isin(("forward", "loss"))] if len(sc) else sc
+        # alike); not those of backward (re-runs), and between steps only those with
+        # gradients (Note [A call with gradients between steps]).
+        # Note [A call with gradients between steps]
+        # The forward phase begins at a top-level call of the model (or of a module that
+        # holds parameters); a call of the model's modules nested in a parameterless
+        # module outside it stays in the phase around it. flow_matching's
+        # `ODESolver.compute_likelihood`, run in an evaluation between steps, hands
+        # torchdiffeq a closure that turns gradients on and calls the velocity model, and
+        # torchdiffeq wraps that closure in modules of its own (`_PerturbFunc`): the model's
+        # calls read "other", and the replay, which took calls of the forward and loss
+        # phases only, left the policy off them, where measure wraps every call. The
+        # divergence's `autograd.grad` through them made the step's peak: with a Hutchinson
+        # estimate every policy was predicted at the baseline (tests/clients/
+        # train_grad_in_eval.py --through: 103,564 B against 97,292 B measured under
+        # `checkpoint:*`, 83,084 B under `offload:*`), with the exact divergence (two
+        # graph-building passes) priced where measure's re-runs cost more. So a call with
+        # gradients between steps (or in the optimizer's step) is the policies' as well;
+        # not those of backward (re-runs), nor of setup (before measure wraps the model),
+        # nor one without gradients (an evaluation, which runs plainly: `scope_grad`).
+        if len(sc):
+            sc = sc[sc["ph"].isin(("forward", "loss")) |
+                    (~sc["nograd"].astype(bool) & ~sc["ph"].isin(("backward", "setup")))]
         cls_col = sc["cls"] if "cls" in sc else pd.Series([""] * len(sc))
         steps_ns = led.steps["ns"].to_numpy(dtype=np.int64) if len(led.steps) else \
             np.zeros(0, dtype=np.int64)

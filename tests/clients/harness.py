@@ -15,10 +15,12 @@ import contextlib
 import functools
 import gc
 import importlib
+import inspect
 import io
 import json
 import sys
 import tempfile
+import types
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -304,8 +306,11 @@ def run_client(script: str, argv: list[str], policies: list[str], steps: int = 2
 # which the allocator pass never saw allocated: 120 B over. So the tensors the modules
 # imported so far hold at their top level (a global, or one in a global list, tuple or
 # dict) are named to the collector (Note [Storages an in-process caller made before the
-# script], memledger/trace/collector.py), which leaves them out of the curve. A tensor
-# made at import and kept elsewhere (a class attribute, a closure) is not found.
+# script], memledger/trace/collector.py), which leaves them out of the curve, and so are
+# the default argument values of the functions a module defines and of its classes'
+# methods (flow_matching's discrete sampler keeps `time_grid=torch.tensor([0.0, 1.0])`
+# so: 8 B over the allocator pass). A tensor made at import and kept elsewhere (a class
+# attribute, a closure) is not found.
 _IMPORTED_FOR: set[str] = set()
 _MODULES_LOOKED_AT: set[str] = set()
 
@@ -336,13 +341,31 @@ def _storages_held_by_new_modules() -> list:
         space = getattr(sys.modules.get(name), "__dict__", None)
         for v in list(space.values()) if type(space) is dict else ():
             kind = type(v)
+            code = kind is types.FunctionType or issubclass(kind, type)   # def, class
             items = list(dict.values(v)) if kind is dict else v \
-                if kind is list or kind is tuple else (v,)
+                if kind is list or kind is tuple else _defaults_of(v, name) if code else (v,)
             for t in items:
                 if type(t) in tensors:
                     with contextlib.suppress(RuntimeError, NotImplementedError):
                         found.append(t.untyped_storage())
     return found
+
+
+def _defaults_of(v, module: str) -> list:
+    """The default argument values of a function the module defines, or of the methods of
+    a class it defines (flow_matching's `MixtureDiscreteEulerSolver.sample(...,
+    time_grid=torch.tensor([0.0, 1.0]))`): tensors made at import and kept there."""
+    if getattr(v, "__module__", None) != module:
+        return []
+    fns = [v] if type(v) is types.FunctionType else \
+        [f.__func__ if type(f) in (staticmethod, classmethod) else f
+         for f in dict(vars(v)).values()]   # by exact type, as above: no attribute read
+    out = []
+    for f in fns:
+        f = inspect.unwrap(f) if type(f) is types.FunctionType else f   # `@torch.no_grad()`
+        if type(f) is types.FunctionType:
+            out += list(f.__defaults__ or ()) + list((f.__kwdefaults__ or {}).values())
+    return out
 
 
 def _import_top_level(script: Path) -> None:
