@@ -33,7 +33,7 @@ from tests.clients.harness import assert_one_doctor_error, run_client
 
 if importlib.util.find_spec("flow_matching") is None:
     pytest.skip("flow_matching is not installed", allow_module_level=True)
-pytestmark = pytest.mark.clients
+pytestmark = [pytest.mark.clients, pytest.mark.usefixtures("one_thread")]   # bytes move with the intra-op threads (relations hold on 2 too)
 
 
 def test_a_flow_whose_evaluation_takes_the_likelihood_is_predicted_as_measured():

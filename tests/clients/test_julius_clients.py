@@ -24,7 +24,7 @@ from tests.clients.harness import assert_one_doctor_error, run_client
 
 if importlib.util.find_spec("julius") is None:
     pytest.skip("julius is not installed", allow_module_level=True)
-pytestmark = pytest.mark.clients
+pytestmark = [pytest.mark.clients, pytest.mark.usefixtures("one_thread")]   # bytes move with the intra-op threads (relations hold on 2 too)
 
 
 def test_julius_filters_in_a_forward_are_predicted_as_measured():
