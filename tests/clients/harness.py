@@ -19,6 +19,7 @@ import io
 import json
 import sys
 import tempfile
+import types
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -304,8 +305,14 @@ def run_client(script: str, argv: list[str], policies: list[str], steps: int = 2
 # which the allocator pass never saw allocated: 120 B over. So the tensors the modules
 # imported so far hold at their top level (a global, or one in a global list, tuple or
 # dict) are named to the collector (Note [Storages an in-process caller made before the
-# script], memledger/trace/collector.py), which leaves them out of the curve. A tensor
-# made at import and kept elsewhere (a class attribute, a closure) is not found.
+# script], memledger/trace/collector.py), which leaves them out of the curve. So are the
+# tensors in the default arguments of the functions a module defines, its classes'
+# methods included: pypose's `IMUPreintegrator.__init__(pos=torch.zeros(3),
+# rot=identity_SO3(), vel=torch.zeros(3))` made 12 + 16 + 12 = 40 B at import that every
+# IMUPreintegrator clones, and its tier's ledger read 40 B over the allocator (31,948
+# against 31,908 B) where the CLI's was exact. Subclasses of Tensor count (the SO3 there
+# is a LieTensor), found by `type()`, which a lazy attribute cannot answer by importing.
+# A tensor made at import and kept elsewhere (a class attribute, a closure) is not found.
 _IMPORTED_FOR: set[str] = set()
 _MODULES_LOOKED_AT: set[str] = set()
 
@@ -324,12 +331,12 @@ def _import_its_imports(script: Path) -> None:
 
 def _storages_held_by_new_modules() -> list:
     """The storages of the tensors that modules imported since the last call hold at their
-    top level: a global, or an item of a global list, tuple or dict."""
+    top level (a global, or an item of a global list, tuple or dict) or as a default
+    argument of a function they define, their classes' methods included."""
     import torch
 
-    # by exact type: `isinstance` reads `__class__`, which a lazy or deprecated module
+    # by `type()`: `isinstance` reads `__class__`, which a lazy or deprecated module
     # attribute answers by importing (transformers' auto mappings) or warning
-    tensors = (torch.Tensor, torch.nn.Parameter)
     found = []
     for name in [n for n in list(sys.modules) if n not in _MODULES_LOOKED_AT]:
         _MODULES_LOOKED_AT.add(name)
@@ -338,11 +345,25 @@ def _storages_held_by_new_modules() -> list:
             kind = type(v)
             items = list(dict.values(v)) if kind is dict else v \
                 if kind is list or kind is tuple else (v,)
+            items = [*items, *_defaults_defined_in(v, name)]
             for t in items:
-                if type(t) in tensors:
+                if issubclass(type(t), torch.Tensor):
                     with contextlib.suppress(RuntimeError, NotImplementedError):
                         found.append(t.untyped_storage())
     return found
+
+
+def _defaults_defined_in(v, module: str) -> list:
+    """The default arguments of `v` when it is a function or a class that `module`
+    defines (each method's), so a default shared with another module is read once."""
+    functions = [v] if type(v) is types.FunctionType else \
+        [getattr(f, "__func__", f) for f in list(vars(v).values())] \
+        if issubclass(type(v), type) and vars(v).get("__module__") == module else []
+    out = []
+    for f in functions:
+        if type(f) is types.FunctionType and f.__module__ == module:
+            out += [*(f.__defaults__ or ()), *(f.__kwdefaults__ or {}).values()]
+    return out
 
 
 def _import_top_level(script: Path) -> None:
