@@ -201,10 +201,13 @@ def schedulers(run: Run) -> list[Finding]:
 # backward gives the copies gradients and the net none; Adam steps on nothing in every
 # step. Where backward passes ran in the steps, the finding says so and names the cut.
 def no_gradient(run: Run) -> list[Finding]:
+    steps = [st for st in run.steps if st.get("trainable")]
+    if not steps or any(st.get("graded") or st["accum"] for st in steps):
+        return []
     # a step that moved trainable parameters with no gradient computed its update itself
     # (Note [A step that finds its own direction]); an old capture has no `updated`: as before
-    steps = [st for st in run.steps if st.get("trainable") and not st.get("updated", 0)]
-    if not steps or any(st.get("graded") or st["accum"] for st in steps):
+    steps = [st for st in steps if not st.get("updated", 0)]
+    if not steps:
         return []
     beside = sorted({a for st in steps for a in st.get("beside", ())})
     held = ", ".join(f"`.{a}`" for a in beside)

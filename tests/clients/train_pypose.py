@@ -23,6 +23,12 @@ Modes (`--mode`):
   `pp.module.IMUPreintegrator`; the loss is the integrated rotation and position against a
   ground truth. Adam.
 
+- `ekf`: a learned nonlinear system (`pp.module.NLS`: an MLP transition, a Linear
+  observation) filtered by `pp.module.EKF` over a short trajectory (the filter takes the
+  system's Jacobians `A`, `C` itself at each step, `torch.autograd.functional.jacobian`
+  inside the forward); the loss is the filtered state against the truth, through every
+  filter step. Adam.
+
 `--accum N` (net, imu: gradient accumulation), `--validate` (net, imu: a loss under no_grad
 each step).
 """
@@ -93,6 +99,42 @@ class IMUCorrector(nn.Module):
         corr = self.net(torch.cat([gyro, acc], -1))
         gyro, acc = gyro + corr[..., :3] * 0.1, acc + corr[..., 3:] * 0.1
         return self.imu(dt, gyro, acc, rot=rot, init_state=init_state)
+
+
+class LearnedDynamics(pp.module.NLS):
+    """A nonlinear system whose transition is a small MLP (pypose's NLS: `A`, `B`, `C`, `D`
+    are Jacobians it takes itself at the reference point), observed through a Linear."""
+
+    def __init__(self, n: int, size: int) -> None:
+        super().__init__()
+        self.f = nn.Sequential(nn.Linear(n + 1, size), nn.Tanh(), nn.Linear(size, n))
+        self.g = nn.Linear(n, n)
+
+    def state_transition(self, state, input, t=None):
+        return state + 0.1 * self.f(torch.cat([state, input], -1))
+
+    def observation(self, state, input, t=None):
+        return self.g(state)
+
+
+def run_ekf(args) -> None:
+    n, T = 4, args.frames
+    model = LearnedDynamics(n, args.dim)
+    ekf = pp.module.EKF(model, Q=torch.eye(n) * 1e-2, R=torch.eye(n) * 1e-2)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    for _ in range(args.steps):
+        truth = torch.cumsum(torch.randn(T, n) * 0.1, 0)
+        obs = truth + torch.randn(T, n) * 0.1
+        u = torch.randn(T, 1)
+        x, P = torch.zeros(n), torch.eye(n)
+        loss = 0.0
+        for t in range(T):
+            x, P = ekf(x, obs[t], u[t], P)
+            loss = loss + (x - truth[t]).square().sum()
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        print(f"loss {loss.item():.4f}")
 
 
 def run_net(args) -> None:
@@ -174,7 +216,7 @@ def run_imu(args) -> None:
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--steps", type=int, default=3)
-    p.add_argument("--mode", default="net", choices=["net", "pgo", "imu"])
+    p.add_argument("--mode", default="net", choices=["net", "pgo", "imu", "ekf"])
     p.add_argument("--dim", type=int, default=16)
     p.add_argument("--depth", type=int, default=2)
     p.add_argument("--batch", type=int, default=4)
@@ -191,7 +233,7 @@ def main() -> None:
     p.add_argument("--validate", action="store_true")
     args = p.parse_args()
     torch.manual_seed(0)
-    {"net": run_net, "pgo": run_pgo, "imu": run_imu}[args.mode](args)
+    {"net": run_net, "pgo": run_pgo, "imu": run_imu, "ekf": run_ekf}[args.mode](args)
 
 
 if __name__ == "__main__":
