@@ -226,7 +226,8 @@ def no_gradient(run: Run) -> list[Finding]:
     return [Finding(
         check="no_gradient", severity="error", where=where(steps[0]),
         message=(f"optimizer.step() ran in {steps_named(st['step'] for st in steps)} with no "
-                 f"gradient on any of the {n} trainable parameters it holds: nothing "
+                 f"gradient on {'the 1' if n == 1 else f'any of the {n}'} trainable "
+                 f"{'parameter' if n == 1 else 'parameters'} it holds: nothing "
                  f"trained{fix}"),
         evidence={"steps": [st["step"] for st in steps], "params": n,
                   "beside_grad": beside})]
