@@ -181,6 +181,18 @@ def schedulers(run: Run) -> list[Finding]:
 # the parameters' gradient-like attributes (`.jac`: a tensor shaped as the parameter or
 # a stack of it, Note [A parameter's gradients, as they are set] in trace/param_attrs.py)
 # are named with the fix. Steps under a closure are read after it ran, as always.
+# Note [A step that finds its own direction]
+# A second-order optimizer builds its own Jacobian inside step() and writes the parameters
+# from it: pypose's `LevenbergMarquardt` and `GaussNewton` (`torch.optim.Optimizer`
+# subclasses) call `torch.autograd.functional.jacobian` on the model's residuals under
+# `functional_call`, solve (J^T J + damping) d = -J^T r, and `p.add_(d)`, with no backward
+# and no `.grad` ever set (tests/clients/train_pypose.py --mode pgo: a pose graph whose loss
+# falls 0.0699 -> 0.0643 in two steps). The doctor said "ERROR no_gradient ... nothing
+# trained; call backward() (or set `.grad`) before step()", false, and an error, which
+# stops `compare`. A step that changed a trainable parameter (its version counter moved,
+# the probe's `updated`) trained it whatever `.grad` held, so it is no step with no
+# gradient; torchjd's unaggregated Jacobians leave Adam nothing to move, and stay one.
+# tests/doctor/second_order.py is the same in plain torch (`torch.func.jacrev`).
 # Note [A backward that reached no parameter the step holds]
 # "call backward() before step()" was the advice wherever a step found no gradient, and
 # it was wrong where the script did call it: MAML through higher with
@@ -191,6 +203,11 @@ def schedulers(run: Run) -> list[Finding]:
 def no_gradient(run: Run) -> list[Finding]:
     steps = [st for st in run.steps if st.get("trainable")]
     if not steps or any(st.get("graded") or st["accum"] for st in steps):
+        return []
+    # a step that moved trainable parameters with no gradient computed its update itself
+    # (Note [A step that finds its own direction]); an old capture has no `updated`: as before
+    steps = [st for st in steps if not st.get("updated", 0)]
+    if not steps:
         return []
     beside = sorted({a for st in steps for a in st.get("beside", ())})
     held = ", ".join(f"`.{a}`" for a in beside)
@@ -209,7 +226,8 @@ def no_gradient(run: Run) -> list[Finding]:
     return [Finding(
         check="no_gradient", severity="error", where=where(steps[0]),
         message=(f"optimizer.step() ran in {steps_named(st['step'] for st in steps)} with no "
-                 f"gradient on any of the {n} trainable parameters it holds: nothing "
+                 f"gradient on {'the 1' if n == 1 else f'any of the {n}'} trainable "
+                 f"{'parameter' if n == 1 else 'parameters'} it holds: nothing "
                  f"trained{fix}"),
         evidence={"steps": [st["step"] for st in steps], "params": n,
                   "beside_grad": beside})]

@@ -1263,6 +1263,11 @@ def _segments(prep: Prepared, calls: _Calls, dropped: np.ndarray, own: _Owners) 
             np.maximum.at(by_save, dead_calls, np.maximum(prep.pack_gone[dead],
                                                           calls.ev1[dead_calls]))
             has[dead_calls] = True
+        # a call none of whose saves was read, nor let go of in sight, its graph dropped
+        # unseen: its frame went with its outputs (Note [A graph dropped unseen])
+        unseen = _dropped_unseen(prep, calls, kp, state, n) & ~has
+        has |= unseen
+        by_save = np.where(unseen, _outputs_end(prep, calls, m), by_save)
         # a call whose only saves backward reads are model state (`h[:, self.perm]` saves
         # its index buffer, nothing else) is re-run by torch's checkpoint all the same, at
         # the first unpack of that save, and its frame holds its arguments until then: its
@@ -2083,6 +2088,50 @@ def _saves_of_the_copy(prep: Prepared, moved: np.ndarray) -> np.ndarray:
     first_back = np.full(len(prep.nbytes), np.iinfo(np.int64).max, dtype=np.int64)
     np.minimum.at(first_back, r[back], prep.pack_unpack[back])
     return prep.pack_ev > first_back[r]
+
+
+# Note [A graph dropped unseen]
+# A checkpointed call whose graph no backward ran and whose saves' deaths the trace could
+# not see (its saves are its argument and parameters, tensors autograd keeps themselves,
+# no alias to watch: Note [A save autograd let go of unread], trace/collector.py) held its
+# frame, its RNG state (5,056 B) and its arguments until the node died, which is when the
+# script let go of what the call returned (and of whatever was made from it). The replay
+# read the frame's end from the storages the call saved, whose unpacks were a later
+# call's: pypose's EKF calls its observation model three times a filter step, once for the
+# linearization's reference point (`self._ref_g = self.observation(x)`, never
+# differentiated, dropped at the next step's), once inside `jacobian` (read by the
+# vmapped backward there) and once for the innovation; the reference call saves the
+# state `x` that the innovation's call saves again, so its frame was held to the loss's
+# backward. Before: tests/clients/train_graph_unseen.py `--keep` `checkpoint:g` (1 step)
+# 25,556 B predicted against 20,500 measured (one RNG state more); pypose's EKF (6 filter
+# steps, 2 steps) 76,708 against 51,428. Now such a call's frame ends with the last
+# storage it made that outlived it (its outputs), at its end if none did: the earliest
+# the node can have died. A tensor made from the output and kept longer holds the node
+# on, which the replay does not see.
+def _dropped_unseen(prep: Prepared, calls: _Calls, kp: np.ndarray, state: np.ndarray,
+                    n: int) -> np.ndarray:
+    """Per call (m + 1, the last a sink): it saved something that is no model state, no
+    save of it was unpacked, let go of in sight, or live at the end of the steps."""
+    m = len(calls)
+    r = prep.pack_row
+    ok = (kp >= 0) & ~state[r]
+    saved, seen = np.zeros(m + 1, dtype=bool), np.zeros(m + 1, dtype=bool)
+    saved[kp[ok]] = True
+    gone = prep.pack_gone >= 0 if prep.pack_gone is not None else False
+    known = (prep.pack_unpack >= 0) | gone | (prep.freed[r] >= n)
+    seen[kp[ok & known]] = True
+    return saved & ~seen
+
+
+def _outputs_end(prep: Prepared, calls: _Calls, m: int) -> np.ndarray:
+    """Per call (m + 1): the last free of the storages it made that outlived it, else its
+    end (Note [A graph dropped unseen])."""
+    end = np.append(calls.ev1, -1).astype(np.int64)
+    k = np.searchsorted(calls.ev0, prep.created, side="right") - 1
+    made = (k >= 0) & (prep.created < calls.at(calls.ev1, k, -1)) & \
+        (prep.freed >= calls.at(calls.ev1, k, _BIG))
+    np.maximum.at(end, k[made], prep.freed[made])
+    return end
 
 
 def _gone_unread(prep: Prepared) -> np.ndarray:

@@ -118,7 +118,20 @@ def _cpu(t: torch.Tensor) -> torch.Tensor:
                           for _, x in inner])   # (Note [Wrapper subclasses]; NF4's `.to`
     if t.layout is not torch.strided:            # takes no `copy`: compare's baseline failed)
         t = t.to_dense()
-    return t.to("cpu", copy=True)
+    with torch._C.DisableTorchFunctionSubclass():   # Note [A capture holds plain tensors]
+        return t.to("cpu", copy=True)
+
+
+# Note [A capture holds plain tensors]
+# A capture is read back with `weights_only=True`, which loads torch's own classes only. A
+# tensor subclass that lives by `__torch_function__` hands its class on through every op,
+# `.to(copy=True)` included: pypose's LieTensor (`pp.Parameter(pp.randn_SE3(8))`, its
+# class and its `ltype` pickled with it) came back as an UnpicklingError ("Unsupported
+# global: GLOBAL pypose.lietensor.lietensor.LieTensor"), and `compare` on its pose graph
+# died as memledger's internal error (exit 70) after its baseline ran. The copy is made
+# with subclasses' `__torch_function__` off, so it is a plain Tensor of the same values
+# (a wrapper subclass, which lives by `__torch_dispatch__`, was unwrapped above);
+# tests/unit/test_capture_subclass.py pins it in plain torch.
 
 
 def _keep_grad(step: dict, name: str, grad: torch.Tensor) -> None:

@@ -72,6 +72,10 @@ BUGS = [
     ("optim_membership.py", ["--bug", "copies"], "no_gradient", "error",
      ["steps 1-3", "backward ran 3 times in those steps and reached none of them"],
      "o.step()"),
+    # Note [A step that finds its own direction] (doctor/updates.py): Adam with no backward
+    # still steps on nothing; the Gauss-Newton step that moves them itself is clean (FIXED)
+    ("second_order.py", ["--bug", "adam"], "no_gradient", "error",
+     ["steps 1-3", "call backward()"], "opt.step()"),
     ("grad_leak.py", [], "grad_leak", "error", ["4 parameters", "steps 2 and 3"], "loss.backward()"),
     # a clip between backward and step changes .grad in place: the leak once went unseen
     ("grad_leak.py", ["--clip"], "grad_leak", "error", ["4 parameters", "steps 2 and 3"],
@@ -462,7 +466,9 @@ FIXED = [("cut.py", ["--cut", c, "--fixed"]) for c in ("detach", "checkpoint")] 
 ] + [("loss_inputs.py", ["--bug", b, "--fixed"]) for b in (
     "nll_logits", "nll_module", "kl_probs", "kl_logits", "kl_mean", "ctc_logits",
     "ctc_softmax")] + [
-] + [("updates.py", ["--bug", b, "--fixed"]) for b in ("scaler", "sched")]   # with --fixed,
+] + [("updates.py", ["--bug", b, "--fixed"]) for b in ("scaler", "sched")] + [
+    ("second_order.py", []),   # Note [A step that finds its own direction]: once no_gradient
+]   # updates.py with --fixed:
 # nonfinite and zeroed run the very loop of sched (the bug flags only pick the bug)
 
 

@@ -346,3 +346,17 @@ def test_one_parameter_is_counted_as_one():
     assert found["zeroed_before_step"].message.startswith(
         "the gradients of 1 parameter (`a`) were cleared between backward and "
         "optimizer.step() in steps 1 and 2")
+
+
+def test_a_step_that_moved_its_parameters_without_gradients_trained_them():
+    # Note [A step that finds its own direction]: a second-order optimizer (pypose's LM)
+    # writes its one parameter with no gradient and no backward: once "ERROR no_gradient";
+    # the same steps moving nothing stay the error, its one parameter counted as one
+    # ("any of the 1 trainable parameters" before)
+    moved = [_param(0, "nodes")] + [_step(k, [0], {}, [], updated=1) for k in (1, 2)]
+    assert diagnose([*moved, {"k": "end", "steps": 2}]).findings == []
+    still = [_param(0, "nodes")] + [_step(k, [0], {}, [], updated=0) for k in (1, 2)]
+    (f,) = diagnose([*still, {"k": "end", "steps": 2}]).findings
+    assert f.check == "no_gradient"
+    assert f.message.startswith("optimizer.step() ran in steps 1 and 2 with no gradient on "
+                                "the 1 trainable parameter it holds: nothing trained")
