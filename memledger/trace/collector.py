@@ -3351,16 +3351,30 @@ class Collector(ShardingMixin, TorchDispatchMode):
     # called so far nor inside one gets its parameters and buffers named under the script's
     # name for it (`ema.module.transformer.wte.weight`), in the role `other`: the lowest,
     # so a module called later, whose tensors become parameters, keeps that category.
+    # Note [A module that refuses to be walked]
+    # A library's module may refuse to be walked until it is configured: pytorch-frame's
+    # `StypeEncoder`s (`LinearEncoder()`, `EmbeddingEncoder()`) are made bare and given
+    # their column stats by the model they are handed to; until then their
+    # `named_modules`, `named_parameters` and `__call__` raise "module is not
+    # fully-specified yet". A script that makes one it hands to no model (one numerical
+    # encoder made for every model, used by some) runs, since nothing walks it; the walk
+    # above read it at the first optimizer step and the trace died, exit 70 ("internal
+    # error (ValueError: The 'LinearEncoder' module is not fully-specified yet"). Such a
+    # module holds no tensors to name (it makes them when configured) and cannot have run,
+    # so it is left unnamed; so is any module whose walk raises: naming is a courtesy of
+    # `show`, never worth the trace.
     def _name_modules_never_called(self) -> None:
         for name, module in script_modules():
             if module in self._roots.prefix or module in self._roots.paths or \
                     module in self._never_called:
                 continue
             self._never_called[module] = name
-            for role, tensors in (("other", module_named_parameters(module)),
-                                  ("other", module.named_buffers())):
-                for pname, t in tensors:
-                    self._role(t, role, f"{name}.{plain_name(pname)}")
+            try:
+                held = [*module_named_parameters(module), *module.named_buffers()]
+            except Exception:   # noqa: BLE001 - Note [A module that refuses to be walked]
+                continue
+            for pname, t in held:
+                self._role(t, "other", f"{name}.{plain_name(pname)}")
 
     def _mark_parameters(self, opt: torch.optim.Optimizer) -> None:
         """The roles of `opt`'s parameters and their gradients, read from its groups."""
