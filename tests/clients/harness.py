@@ -305,7 +305,9 @@ def run_client(script: str, argv: list[str], policies: list[str], steps: int = 2
 # imported so far hold at their top level (a global, or one in a global list, tuple or
 # dict) are named to the collector (Note [Storages an in-process caller made before the
 # script], memledger/trace/collector.py), which leaves them out of the curve. A tensor
-# made at import and kept elsewhere (a class attribute, a closure) is not found.
+# made at import and kept by a class defined at a module's top level, as its class attribute,
+# is found too (pytorch-frame's timestamp constant); one kept elsewhere (a closure, an
+# instance) is not.
 _IMPORTED_FOR: set[str] = set()
 _MODULES_LOOKED_AT: set[str] = set()
 
@@ -337,12 +339,25 @@ def _storages_held_by_new_modules() -> list:
         for v in list(space.values()) if type(space) is dict else ():
             kind = type(v)
             items = list(dict.values(v)) if kind is dict else v \
-                if kind is list or kind is tuple else (v,)
+                if kind is list or kind is tuple else \
+                _class_attributes(v) if isinstance(v, type) and v.__module__ == name \
+                else (v,)
             for t in items:
                 if type(t) in tensors:
                     with contextlib.suppress(RuntimeError, NotImplementedError):
                         found.append(t.untyped_storage())
     return found
+
+
+def _class_attributes(cls: type) -> list:
+    """The values a class defined at a module's top level holds in its own namespace
+    (pytorch-frame's `TimestampTensorMapper.CYCLIC_VALUES_NORMALIZATION_CONSTANT`, an int64
+    (6,) made at import that `TimestampEncoder` registers as its `max_values` buffer: the
+    ledger pass read its 48 B, the allocator pass never saw them allocated)."""
+    try:
+        return list(vars(cls).values())
+    except TypeError:
+        return []
 
 
 def _import_top_level(script: Path) -> None:
