@@ -640,7 +640,10 @@ _NOT_HOLDERS = (torch.nn.Module, type, types.FunctionType, types.ModuleType)
 def _attributes_of(obj) -> list:
     """The values of `obj`'s attributes where it is an object that may hold a call's
     tensors (Note [Tensors handed inside an object]); [] otherwise."""
-    held = getattr(obj, "__dict__", None)
+    try:   # a class's `__getattr__` may answer for a missing `__dict__`, or raise
+        held = obj.__dict__
+    except Exception:   # noqa: BLE001 - not an object we can read: nothing handed in it
+        return []
     if type(held) is not dict or not held or isinstance(obj, _NOT_HOLDERS):
         return []
     return list(held.values())
