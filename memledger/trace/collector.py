@@ -610,11 +610,11 @@ def _nested_tensors(obj, depth: int = 0, seen: set[int] | None = None):
     elif depth < 8 and isinstance(obj, dict):
         for o in obj.values():
             yield from _nested_tensors(o, depth + 1, seen)
-    elif depth < 8 and (held := _attributes_of(obj)):   # Note [Tensors handed inside an
-        seen = set() if seen is None else seen          # object]: each object once, so
-        if id(obj) not in seen:                         # that one pointing back (a parent,
-            seen.add(id(obj))                           # a sibling) walks nothing again
-            for o in held:
+    elif depth < 8 and (held := object_attributes(obj)):   # Note [Tensors handed inside
+        seen = set() if seen is None else seen             # an object]: each object once,
+        if id(obj) not in seen:                            # so that one pointing back (a
+            seen.add(id(obj))                              # parent) walks nothing again
+            for _, o in held:
                 yield from _nested_tensors(o, depth + 1, seen)
 
 
@@ -633,12 +633,15 @@ def _nested_tensors(obj, depth: int = 0, seen: set[int] | None = None):
 # `input` (pytorch-frame's features read `temporary`). An object's attributes (its
 # `__dict__`) are walked as a dict's values are; not a module's (its tensors are
 # parameters and buffers, which the callers skip, and its submodules a tree to walk
-# on every call), nor a class's, a function's or a Python module's.
+# on every call), nor a class's, a function's or a Python module's. compare's inputs gate
+# read the model's arguments the same way (verify/capture.py `_tensors`) and digested
+# no feature of a TensorFrame batch, only the targets the loss reads: it reads them now,
+# labelled by attribute (`forward arg[0].feat_dict[<stype.numerical: 'numerical'>]`).
 _NOT_HOLDERS = (torch.nn.Module, type, types.FunctionType, types.ModuleType)
 
 
-def _attributes_of(obj) -> list:
-    """The values of `obj`'s attributes where it is an object that may hold a call's
+def object_attributes(obj) -> list[tuple[str, Any]]:
+    """(name, value) of `obj`'s attributes where it is an object that may hold a call's
     tensors (Note [Tensors handed inside an object]); [] otherwise."""
     try:   # a class's `__getattr__` may answer for a missing `__dict__`, or raise
         held = obj.__dict__
@@ -646,7 +649,7 @@ def _attributes_of(obj) -> list:
         return []
     if type(held) is not dict or not held or isinstance(obj, _NOT_HOLDERS):
         return []
-    return list(held.values())
+    return list(held.items())
 
 
 class FirstUse:
