@@ -340,7 +340,7 @@ def _storages_held_by_new_modules() -> list:
             kind = type(v)
             items = list(dict.values(v)) if kind is dict else v \
                 if kind is list or kind is tuple else \
-                _class_attributes(v) if isinstance(v, type) and v.__module__ == name \
+                _class_attributes(v, name) if issubclass(kind, type) \
                 else (v,)
             for t in items:
                 if type(t) in tensors:
@@ -349,15 +349,16 @@ def _storages_held_by_new_modules() -> list:
     return found
 
 
-def _class_attributes(cls: type) -> list:
-    """The values a class defined at a module's top level holds in its own namespace
+def _class_attributes(cls: type, module: str) -> list:
+    """The values a class defined at the top level of `module` holds in its own namespace
     (pytorch-frame's `TimestampTensorMapper.CYCLIC_VALUES_NORMALIZATION_CONSTANT`, an int64
     (6,) made at import that `TimestampEncoder` registers as its `max_values` buffer: the
-    ledger pass read its 48 B, the allocator pass never saw them allocated)."""
-    try:
-        return list(vars(cls).values())
-    except TypeError:
+    ledger pass read its 48 B, the allocator pass never saw them allocated). Read through
+    `type.__dict__`, not the class's own attribute lookup, as the caller reads types."""
+    space = type.__dict__["__dict__"].__get__(cls)
+    if space.get("__module__") != module:
         return []
+    return list(space.values())
 
 
 def _import_top_level(script: Path) -> None:
