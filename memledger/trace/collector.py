@@ -95,6 +95,7 @@ import os
 import sys
 import threading
 import time
+import types
 import weakref
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
@@ -594,8 +595,9 @@ _MODULE_FILE = nn_module.Module._call_impl.__code__.co_filename
 _CALL_FRAMES = frozenset({"inner", "_call_impl"})
 
 
-def _nested_tensors(obj, depth: int = 0):
-    """The tensors in `obj` through tuples, lists and dicts at any depth: checkpoint's frame
+def _nested_tensors(obj, depth: int = 0, seen: set[int] | None = None):
+    """The tensors in `obj` through tuples, lists, dicts and objects' attributes (Note
+    [Tensors handed inside an object]) at any depth: checkpoint's frame
     holds the whole arguments, and Funnel hands each layer its relative position
     embeddings as a list (one per block) of lists of tensors inside a tuple; read one level
     deep, the replay let 24,576 B of them go while `measure` kept them to the layer's
@@ -604,10 +606,50 @@ def _nested_tensors(obj, depth: int = 0):
         yield obj
     elif depth < 8 and isinstance(obj, (tuple, list)):
         for o in obj:
-            yield from _nested_tensors(o, depth + 1)
+            yield from _nested_tensors(o, depth + 1, seen)
     elif depth < 8 and isinstance(obj, dict):
         for o in obj.values():
-            yield from _nested_tensors(o, depth + 1)
+            yield from _nested_tensors(o, depth + 1, seen)
+    elif depth < 8 and (held := object_attributes(obj)):   # Note [Tensors handed inside
+        seen = set() if seen is None else seen             # an object]: each object once,
+        if id(obj) not in seen:                            # so that one pointing back (a
+            seen.add(id(obj))                              # parent) walks nothing again
+            for _, o in held:
+                yield from _nested_tensors(o, depth + 1, seen)
+
+
+# Note [Tensors handed inside an object]
+# A call's arguments may hold their tensors in an object that is neither a tuple, a list
+# nor a dict: pytorch-frame hands every model and encoder a `TensorFrame` (its batch in
+# `feat_dict`, a dict of tensors and of `MultiNestedTensor`s, each a `values` and an
+# `offset` tensor), PyG a `Data`, a script its own dataclass. torch's checkpoint keeps the
+# whole argument, so what the object holds lives until the region's backward; the walk
+# stopped at the object, the replay did not know, and let such a tensor go where the
+# script did. tests/clients/train_held_in_object.py (blocks handed a dataclass whose
+# tensor each scales by a number, which saves nothing; 3 blocks of width 16, batch 64):
+# `checkpoint:1` predicted 125,200 B against 129,296 measured (the (64, 16) fp32 handed
+# in, 4,096 B), `checkpoint:*` 8,840 B under, `selective:*` 12,288 B under, where the
+# same blocks handed a dict were exact; and the batch inside the object was never
+# `input` (pytorch-frame's features read `temporary`). An object's attributes (its
+# `__dict__`) are walked as a dict's values are; not a module's (its tensors are
+# parameters and buffers, which the callers skip, and its submodules a tree to walk
+# on every call), nor a class's, a function's or a Python module's. compare's inputs gate
+# read the model's arguments the same way (verify/capture.py `_tensors`) and digested
+# no feature of a TensorFrame batch, only the targets the loss reads: it reads them now,
+# labelled by attribute (`forward arg[0].feat_dict[<stype.numerical: 'numerical'>]`).
+_NOT_HOLDERS = (torch.nn.Module, type, types.FunctionType, types.ModuleType)
+
+
+def object_attributes(obj) -> list[tuple[str, Any]]:
+    """(name, value) of `obj`'s attributes where it is an object that may hold a call's
+    tensors (Note [Tensors handed inside an object]); [] otherwise."""
+    try:   # a class's `__getattr__` may answer for a missing `__dict__`, or raise
+        held = obj.__dict__
+    except Exception:   # noqa: BLE001 - not an object we can read: nothing handed in it
+        return []
+    if type(held) is not dict or not held or isinstance(obj, _NOT_HOLDERS):
+        return []
+    return list(held.items())
 
 
 class FirstUse:
@@ -3351,16 +3393,30 @@ class Collector(ShardingMixin, TorchDispatchMode):
     # called so far nor inside one gets its parameters and buffers named under the script's
     # name for it (`ema.module.transformer.wte.weight`), in the role `other`: the lowest,
     # so a module called later, whose tensors become parameters, keeps that category.
+    # Note [A module that refuses to be walked]
+    # A library's module may refuse to be walked until it is configured: pytorch-frame's
+    # `StypeEncoder`s (`LinearEncoder()`, `EmbeddingEncoder()`) are made bare and given
+    # their column stats by the model they are handed to; until then their
+    # `named_modules`, `named_parameters` and `__call__` raise "module is not
+    # fully-specified yet". A script that makes one it hands to no model (one numerical
+    # encoder made for every model, used by some) runs, since nothing walks it; the walk
+    # above read it at the first optimizer step and the trace died, exit 70 ("internal
+    # error (ValueError: The 'LinearEncoder' module is not fully-specified yet"). Such a
+    # module holds no tensors to name (it makes them when configured) and cannot have run,
+    # so it is left unnamed; so is any module whose walk raises: naming is a courtesy of
+    # `show`, never worth the trace.
     def _name_modules_never_called(self) -> None:
         for name, module in script_modules():
             if module in self._roots.prefix or module in self._roots.paths or \
                     module in self._never_called:
                 continue
             self._never_called[module] = name
-            for role, tensors in (("other", module_named_parameters(module)),
-                                  ("other", module.named_buffers())):
-                for pname, t in tensors:
-                    self._role(t, role, f"{name}.{plain_name(pname)}")
+            try:
+                held = [*module_named_parameters(module), *module.named_buffers()]
+            except Exception:   # noqa: BLE001 - Note [A module that refuses to be walked]
+                continue
+            for pname, t in held:
+                self._role(t, "other", f"{name}.{plain_name(pname)}")
 
     def _mark_parameters(self, opt: torch.optim.Optimizer) -> None:
         """The roles of `opt`'s parameters and their gradients, read from its groups."""

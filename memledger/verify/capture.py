@@ -74,7 +74,7 @@ from torch.overrides import TorchFunctionMode
 
 from memledger.crash import internal   # Note [memledger's own hooks fail as memledger]
 from memledger.trace.backward_calls import is_backward
-from memledger.trace.collector import StopTracing
+from memledger.trace.collector import StopTracing, object_attributes
 from memledger.trace.rng_state import generator_digests as generator_states
 from memledger.trace.roots import plain_name
 from memledger.trace.sharding import local_tensor
@@ -147,15 +147,24 @@ def _plain(named) -> list[tuple[str, Any]]:
     return [(plain_name(n), x) for n, x in named]
 
 
-def _tensors(obj: Any, label: str) -> list[tuple[str, torch.Tensor]]:
-    """(label, tensor) for every tensor in nested args (tuples, lists, dicts)."""
+def _tensors(obj: Any, label: str, seen: set[int] | None = None,
+             depth: int = 0) -> list[tuple[str, torch.Tensor]]:
+    """(label, tensor) for every tensor in nested args (tuples, lists, dicts, objects'
+    attributes: Note [Tensors handed inside an object], trace/collector.py)."""
     if isinstance(obj, torch.Tensor):
         return [(label, obj)]
     if isinstance(obj, (list, tuple)):
-        return [x for i, v in enumerate(obj) for x in _tensors(v, f"{label}[{i}]")]
+        return [x for i, v in enumerate(obj) for x in _tensors(v, f"{label}[{i}]", seen,
+                                                               depth + 1)]
     if isinstance(obj, dict):
-        return [x for k, v in obj.items() for x in _tensors(v, f"{label}[{k!r}]")]
-    return []
+        return [x for k, v in obj.items() for x in _tensors(v, f"{label}[{k!r}]", seen,
+                                                               depth + 1)]
+    held = object_attributes(obj) if depth < 8 else []
+    seen = set() if seen is None else seen
+    if not held or id(obj) in seen:
+        return []
+    seen.add(id(obj))
+    return [x for k, v in held for x in _tensors(v, f"{label}.{k}", seen, depth + 1)]
 
 
 class _LossInputs(TorchFunctionMode):

@@ -307,14 +307,15 @@ def run_client(script: str, argv: list[str], policies: list[str], steps: int = 2
 # imported so far hold at their top level (a global, or one in a global list, tuple or
 # dict) are named to the collector (Note [Storages an in-process caller made before the
 # script], memledger/trace/collector.py), which leaves them out of the curve, and so are
-# the default argument values of the functions a module defines and of its classes'
-# methods: flow_matching's discrete sampler keeps `time_grid=torch.tensor([0.0, 1.0])`
-# (8 B over the allocator pass), pypose's `IMUPreintegrator.__init__(pos=torch.zeros(3),
-# rot=identity_SO3(), vel=torch.zeros(3))` 40 B that every IMUPreintegrator clones (its
-# tier's ledger 31,948 against the allocator's 31,908 B; the CLI's was exact). Subclasses
-# of Tensor count (that SO3 is a LieTensor), found by `type()`, which a lazy attribute
-# cannot answer by importing. A tensor made at import and kept elsewhere (a class
-# attribute, a closure) is not found.
+# the tensors a class defined at a module's top level holds as class attributes
+# (pytorch-frame's timestamp constant) and the default argument values of the functions a
+# module defines and of its classes' methods: flow_matching's discrete sampler keeps
+# `time_grid=torch.tensor([0.0, 1.0])` (8 B over the allocator pass), pypose's
+# `IMUPreintegrator.__init__(pos=torch.zeros(3), rot=identity_SO3(), vel=torch.zeros(3))`
+# 40 B that every IMUPreintegrator clones (its tier's ledger 31,948 against the
+# allocator's 31,908 B; the CLI's was exact). Subclasses of Tensor count (that SO3 is a
+# LieTensor), found by `type()`, which a lazy attribute cannot answer by importing. A
+# tensor made at import and kept elsewhere (a closure, an instance) is not found.
 _IMPORTED_FOR: set[str] = set()
 _MODULES_LOOKED_AT: set[str] = set()
 
@@ -347,7 +348,7 @@ def _storages_held_by_new_modules() -> list:
             kind = type(v)
             code = kind is types.FunctionType or issubclass(kind, type)   # def, class
             items = list(dict.values(v)) if kind is dict else v \
-                if kind is list or kind is tuple else _defaults_of(v, name) if code else (v,)
+                if kind is list or kind is tuple else _held_by_code(v, name) if code else (v,)
             for t in items:
                 if issubclass(type(t), torch.Tensor):
                     with contextlib.suppress(RuntimeError, NotImplementedError):
@@ -355,16 +356,22 @@ def _storages_held_by_new_modules() -> list:
     return found
 
 
-def _defaults_of(v, module: str) -> list:
-    """The default argument values of a function the module defines, or of the methods of
-    a class it defines (flow_matching's `MixtureDiscreteEulerSolver.sample(...,
-    time_grid=torch.tensor([0.0, 1.0]))`): tensors made at import and kept there."""
-    if getattr(v, "__module__", None) != module:
+def _held_by_code(v, module: str) -> list:
+    """What a function or class the module defines holds: a function's default argument
+    values; a class's own attributes and its methods' defaults. pytorch-frame's
+    `TimestampTensorMapper.CYCLIC_VALUES_NORMALIZATION_CONSTANT`, an int64 (6,) made at
+    import that `TimestampEncoder` registers as a buffer (the ledger pass read its 48 B, the
+    allocator pass never saw them allocated); flow_matching's
+    `MixtureDiscreteEulerSolver.sample(..., time_grid=torch.tensor([0.0, 1.0]))`."""
+    if type(v) is types.FunctionType:
+        space, fns = {"__module__": v.__module__}, [v]
+    else:   # a class's namespace read through `type.__dict__`, not its own lookup
+        space = type.__dict__["__dict__"].__get__(v)
+        fns = [f.__func__ if type(f) in (staticmethod, classmethod) else f
+               for f in space.values()]   # by exact type, as above: no attribute read
+    if space.get("__module__") != module:
         return []
-    fns = [v] if type(v) is types.FunctionType else \
-        [f.__func__ if type(f) in (staticmethod, classmethod) else f
-         for f in dict(vars(v)).values()]   # by exact type, as above: no attribute read
-    out = []
+    out = [] if type(v) is types.FunctionType else list(space.values())
     for f in fns:
         f = inspect.unwrap(f) if type(f) is types.FunctionType else f   # `@torch.no_grad()`
         if type(f) is types.FunctionType:

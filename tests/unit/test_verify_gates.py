@@ -588,3 +588,27 @@ def test_a_rerun_torch_refuses_is_a_refusal_in_measures_words(tmp_path):
     assert o.refused and not o.passed
     assert o.failure.startswith("checkpoint:* would re-run 1, whose forward call filled an "
                                 "empty buffer of 1 (a cache"), o.failure
+
+
+def test_unseeded_data_handed_inside_an_object_fails_inputs(tmp_path):
+    """Note [Tensors handed inside an object] (memledger/trace/collector.py): the model takes
+    its batch in an object (a `Box`, as pytorch-frame's models take a `TensorFrame`) whose
+    features come from an unseeded generator, the targets from a seeded one. The inputs gate
+    digested no tensor inside the object, only the targets the loss reads: it passed, and
+    the gradients gate rejected every policy on the baseline's own noise. It reads the box's
+    attributes now and names the unseeded feature."""
+    body = DROPOUT_NET.format(gen=SEEDED).replace(
+        "    def forward(self, x):\n        x = self.inp(x)\n",
+        "    def forward(self, box):\n        x = self.inp(box.x)\n").replace(
+        "    x = torch.randn(32, 8, generator=gen)\n",
+        "    x = torch.randn(32, 8, generator=noisy)\n").replace(
+        "model(x)", "model(Box(x))").replace(
+        "torch.manual_seed(0)\n",
+        "class Box:\n    def __init__(self, x):\n        self.x = x\n\n"
+        "noisy = torch.Generator()\nnoisy.seed()\ntorch.manual_seed(0)\n")
+    script = _write(tmp_path, "boxed.py", body)
+    report = run_gates(script, [], [Variant("checkpoint:blocks.*", "checkpoint:blocks.*")],
+                       steps=2, runner=in_process)
+    assert report.note == ("the script's inputs are not reproducible: two baseline runs differ "
+                           "at step 0 on forward arg[0].x; seed the data loader"), report.note
+    assert report.outcomes[0].gates == {"inputs": False, "gradients": False, "update": False}
