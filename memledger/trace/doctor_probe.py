@@ -384,6 +384,10 @@ class DoctorProbe(TorchFunctionMode):
         self._names = RootNames()                      # Note [The model]: as the ledger names
         self._param_recs: dict[int, dict[str, Any]] = {}   # id(param) -> its "param" record
         self._ran: set[int] = set()                    # modules run in this window
+        # Note [A forward that takes another path in eval mode]: modules run under grad in
+        # this window in eval mode (their holder in eval too) / in training mode
+        self._ran_eval: set[int] = set()
+        self._ran_train: set[int] = set()
         # Note [Parameters a call ran without]: id(module) -> [(holder, name, id(param))];
         # ids of parameters found in their place / replaced in a call in this window
         self._slots: dict[int, list[tuple[weakref.ref, str, int]]] = {}
@@ -763,6 +767,11 @@ class DoctorProbe(TorchFunctionMode):
             if self._resumed_scheds is None:
                 self._resumed_scheds = _resumed_schedulers()
         self._ran.add(mid)
+        if _grad_enabled():   # Note [A forward that takes another path in eval mode]
+            if module.training:
+                self._ran_train.add(mid)
+            elif _parent_training(self._parent, module) is not True:
+                self._ran_eval.add(mid)
         if type(module) in ACTIVATION_MODULES and args and isinstance(args[0], _Tensor):
             # Note [An activation the loss applies again]: which nn.Softmax made a loss's
             # input, kept on the node that made the module's input
@@ -1580,7 +1589,7 @@ class DoctorProbe(TorchFunctionMode):
                                "late": [idx[id(p)] for p in params if id(p) in self._late],
                                "accum": {}, "nonfinite": [], "zeroed": [], "zero": [],
                                "zero_as_computed": [], "not_run": [], "routed": [], "none_grad": [],
-                               "ran_without": [], "taken": [],
+                               "ran_without": [], "taken": [], "eval_only": [],
                                "bw": [], "graded": 0}
         bws: set[int] = set()
         self._before = {}
@@ -1614,7 +1623,10 @@ class DoctorProbe(TorchFunctionMode):
                     rec["not_run"].append(idx[pid])
                     if self._routed_around(pid):
                         rec["routed"].append(idx[pid])
-                if g is not None and not bool(torch.isfinite(_values(g)).all()):
+                own = self._owner.get(pid, 0)
+                if p.requires_grad and own in self._ran_eval and own not in self._ran_train:
+                    rec["eval_only"].append(idx[pid])   # Note [A forward that takes another
+                if g is not None and not bool(torch.isfinite(_values(g)).all()):   # path ...]
                     rec["nonfinite"].append(idx[pid])
                 rec["graded"] += g is not None
                 self._computed.discard(pid)
@@ -1767,6 +1779,7 @@ class DoctorProbe(TorchFunctionMode):
             self._steps += 1
             self._count_scheduler_steps()
             self._cuts, self._visited, self._ran, self._mode_seen = {}, set(), set(), set()
+            self._ran_eval, self._ran_train = set(), set()
             self._in_place, self._replaced = set(), set()
             self._cut_srcs = {}
             self._window_seq = _next_sequence_nr()

@@ -219,6 +219,11 @@ BUGS = [
      ["6 parameters of `ema`", "steps 2 and 3"], "torch._foreach_lerp_(ema_params, params, 1 - decay)"),
     ("ema.py", ["--bug", "--no-eval"], "cross_step_retention", "error",
      ["6 parameters of `ema`", "steps 2 and 3"], "e.mul_(decay).add_(p, alpha=1 - decay)"),
+    # Note [A forward that takes another path in eval mode] (doctor/modes.py): a LoRA-like
+    # layer merged in eval skips its factors, which got no gradient from step 2 on, unseen
+    ("eval_mode.py", ["--merged"], "eval_mode", "warning",
+     ["2 trainable parameters (`0.A`, `0.B`) got no gradient in steps 2 and 3",
+      "call model.train()"], "opt.step()"),
     ("eval_mode.py", ["--norm-eval"], "eval_mode", "warning",
      ["BatchNorm1d/Dropout", "steps 2 and 3"], "out = model(x)"),
     # validation without no_grad and no model.train(): the training forward's call is the one
@@ -363,6 +368,7 @@ FIXED = [("cut.py", ["--cut", c, "--fixed"]) for c in ("detach", "checkpoint")] 
     # training (mmdetection's norm_eval): once an eval_mode warning
     ("eval_mode.py", ["--fixed", "--norm-eval"]),
     ("eval_mode.py", ["--functional", "--fixed"]),
+    ("eval_mode.py", ["--merged", "--fixed"]),
     ("eval_mode.py", ["--functional", "--fixed", "--hard-false"]),   # off on purpose
     ("eval_mode.py", ["--fixed", "--loss-net"]),    # a frozen loss network: no gradient
                                                     # reaches it (its Dropout once warned)
