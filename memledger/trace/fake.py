@@ -1350,8 +1350,9 @@ class FakeCollector(Collector):
             return
         fresh = not _written_args(func) and not getattr(func, "is_view", True)
         for o, x in zip(outs, rs):
-            if isinstance(o, FakeTensor) and isinstance(x, torch.Tensor) and x.shape == o.shape:
-                o._memledger_shadow = _Shadow(x)
+            if isinstance(o, FakeTensor) and isinstance(x, torch.Tensor) and \
+                    x.shape == o.shape and x.layout is torch.strided:   # not a sparse
+                o._memledger_shadow = _Shadow(x)      # gradient's `new_zeros(layout=...)`
                 if fresh:   # a new storage that reuses a stale one's address is not stale
                     _STALE.discard(x.untyped_storage()._cdata)
 
