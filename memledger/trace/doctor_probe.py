@@ -1390,6 +1390,8 @@ class DoctorProbe(TorchFunctionMode):
         else:
             pids = self._reach_params(fn)
         new = [pid for pid in pids if pid not in self._cuts]
+        if op == "no_grad" and len(new) < len(pids):   # Note [A part the model runs frozen]
+            new += [pid for pid in pids if pid in self._cuts and self._frozen_again(pid)]
         if not new:
             return
         if op == "no_grad" and in_reentrant_checkpoint():
@@ -1424,11 +1426,26 @@ class DoctorProbe(TorchFunctionMode):
     # mode (reformer's reversible blocks run on the irreversible path) or a whole model in
     # eval (a validation pass whose cache a training step then reads: litgpt's adapter)
     # keeps the error.
+    # The part may be a whole subtree put in eval by one call (discrete-key-value-bottleneck-
+    # pytorch's `self.encoder.eval()` on a `Sequential` encoder: each Linear's holder, the
+    # Sequential, is in eval too, and the cut read as the error, stopping `compare`); its
+    # top, the outermost module in eval above the parameter's, is held by one in training.
+    # A validation under no_grad (the whole model in eval) before the training forward reads
+    # the part first in the window: its cut, not frozen, held the parameter, and the error
+    # came back from step 2 on (tests/clients/train_loralib.py --model dkvb --validate). A
+    # later no_grad read of it as a frozen part is recorded too; doctor/graph.py prefers it.
+    def _frozen_again(self, pid: int) -> bool:
+        was = self.records[self._cuts[pid]]
+        return was["op"] == "no_grad" and not was.get("frozen") and self._frozen_part(pid)
+
     def _frozen_part(self, pid: int) -> bool:
         ref = self._owner_ref.get(pid)
         m = ref() if ref is not None else None
-        return m is not None and not m.training and \
-            _parent_training(self._parent, m) is True
+        if m is None or m.training:
+            return False
+        while (up := _parent_training(self._parent, m)) is False:
+            m = self._parent.get(m)()   # alive: _parent_training just read it
+        return up is True
 
     # Note [A state_dict is no cut]
     # `module.state_dict()` hands back each parameter `.detach()`ed (torch's

@@ -54,6 +54,12 @@ BUGS = [
     ("cut.py", ["--cut", "frozen"], "cut_graph", "warning",
      ["`blocks.0.weight`", "`blocks.0.bias`", "eval mode under `torch.no_grad()`",
       "leave them out of the optimizer"], "h = self.blocks[0](x)"),
+    # ... a Sequential the forward puts in eval by one call (its Linears' holder in eval
+    # too), and a validation under no_grad that reads it first in each later window: once
+    # the error (discrete-key-value-bottleneck-pytorch's encoder)
+    ("cut.py", ["--cut", "frozen", "--encoder", "--validate"], "cut_graph", "warning",
+     ["`blocks.0.0.weight`", "steps 1-3", "eval mode under `torch.no_grad()`"],
+     "h = self.blocks[0](x)"),
     ("cut.py", ["--cut", "checkpoint"], "cut_graph", "error",
      ["`blocks.0.weight`", "reentrant `checkpoint`"], "h = checkpoint(self.blocks[0], x, use_reentrant=FIXED is False)"),
     ("optim_membership.py", ["--bug", "frozen"], "frozen_moving", "error",
