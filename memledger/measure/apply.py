@@ -1134,12 +1134,28 @@ def _versions_now(state: list) -> list:
 # forward never wrote (tests/clients/train_performer.py --redraw 1). Now a buffer both the
 # forward (before the re-run started) and the re-run wrote is named first; one the re-run
 # alone wrote only where there is none.
+# Note [A re-run's write through .data]
+# A write through `.data` bumps no version counter, so a re-run that wrote its region's state
+# that way ran on, refused only by predict (from the trace's writes): vector-quantize-
+# pytorch's EMA codebook (`old.data.lerp_(new, ...)` in `ema_inplace`) inside discrete-key-
+# value-bottleneck-pytorch's bottleneck, where `checkpoint:bottleneck` re-ran the quantizer
+# from the codebook the forward had moved, stepped the EMA a second time, and measured
+# 113,925 B where predict said "whose forward writes bottleneck.vq._codebook.cluster_size
+# in place" (tests/clients/train_loralib.py --model dkvb; until this session measure
+# refused it for a mode the bottleneck sets itself, Note [A mode the region sets itself]).
+# The digests the forward's check takes (Note [A write through .data, seen by its digest])
+# are taken again as the re-run starts and compared as it ends, beside the versions: the
+# same cost again per re-run (one pass over the region's buffers and tensor attributes).
 def _refuse_rewritten_state(where: tuple[str, str], state: list,
-                            forward_wrote: frozenset[str] = frozenset()) -> None:
+                            forward_wrote: frozenset[str] = frozenset(),
+                            digests: list | None = None) -> None:
     """As a re-run ends: a buffer or tensor attribute of the region written since the
-    versions in `state` (Note [State a re-run writes again] in replay/stateful.py), one
-    in `forward_wrote` first (Note [The write the forward made, named])."""
-    rewritten = [n for n, ref, v in state if (t := ref()) is not None and t._version != v]
+    versions in `state` (Note [State a re-run writes again] in replay/stateful.py), or
+    through `.data` since `digests` (Note [A re-run's write through .data]), one in
+    `forward_wrote` first (Note [The write the forward made, named])."""
+    dotted = set(_data_written(state, digests)) if digests is not None else set()
+    rewritten = [n for n, ref, v in state if (t := ref()) is not None and
+                 (t._version != v or n in dotted)]
     written = next((n for n in rewritten if n in forward_wrote),
                    rewritten[0] if rewritten else None)
     if written is not None:
@@ -1328,6 +1344,7 @@ class _Recompute:
         # the buffers that hold a tensor as the first run starts: Note [A cache emptied
         # before every call] (replay/emptied_cache.py)
         self._full = _full_buffers(self._state_parts)
+        self._rerun_digests: list | None = None   # as the re-run starts
 
     def __enter__(self) -> None:
         self._entered += 1
@@ -1340,6 +1357,8 @@ class _Recompute:
             # Note [A re-run in another mode]; Note [A mode the region sets itself]
             _refuse_other_mode(where, self._modes, self._modes_left)
             self._state = (where, _versions_now(state))
+            # Note [A re-run's write through .data]
+            self._rerun_digests = _state_digests(self._state[1])
             # Note [A re-run torch refused after a write of state]
             wrote = [n for (n, _, v0), (_, _, v1) in zip(state, self._state[1]) if v0 != v1]
             if self._digests is not None:   # Note [A write through .data, seen by its digest]
@@ -1370,7 +1389,8 @@ class _Recompute:
     def __exit__(self, *exc: Any) -> Any:
         done = self._stack.__exit__(*exc)
         if self._state is not None and self._entered == 1:   # Note [A write after the last
-            _refuse_rewritten_state(*self._state, self._forward_wrote)   # save]
+            _refuse_rewritten_state(*self._state, self._forward_wrote,   # save]
+                                    self._rerun_digests)   # Note [A re-run's write through .data]
             _refuse_replaced_state(self._state[0], self._attrs, self._left)
             self._attrs = []
         if self._selective is not None and isinstance(exc[1], RuntimeError):
