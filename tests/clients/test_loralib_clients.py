@@ -15,7 +15,8 @@ scratch, every policy predicted = measured or refused by both):
   181,496 B, `checkpoint:emb` 182,072 B; `selective:@Attention` refused by both (loralib's
   `result += ...` on the kept addmm output).
 - `--model dkvb --validate` (EMA keys): 101,081 B; `offload:bottleneck.vq` 92,889 B;
-  `checkpoint:bottleneck` refused by both (the codebook's EMA written in place).
+  `checkpoint:bottleneck` refused by both (the codebook's EMA written through `.data`:
+  Note [A re-run's write through .data], memledger/measure/apply.py).
   `--keys frozen`: 98,789 B; `checkpoint:bottleneck` 111,633 B, `selective:bottleneck`
   115,717 B, `offload:bottleneck` 90,501 B (measure refused the first two before: Note [A
   mode the region sets itself], memledger/measure/apply.py).
