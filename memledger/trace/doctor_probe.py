@@ -384,8 +384,8 @@ class DoctorProbe(TorchFunctionMode):
         self._names = RootNames()                      # Note [The model]: as the ledger names
         self._param_recs: dict[int, dict[str, Any]] = {}   # id(param) -> its "param" record
         self._ran: set[int] = set()                    # modules run in this window
-        # Note [A forward that takes another path in eval mode]: modules run under grad in
-        # this window in eval mode (their holder in eval too) / in training mode
+        # Note [A forward that takes another path in eval mode] (doctor/modes.py): modules
+        # run under grad in this window in eval mode (their holder in eval too) / in training
         self._ran_eval: set[int] = set()
         self._ran_train: set[int] = set()
         # Note [Parameters a call ran without]: id(module) -> [(holder, name, id(param))];
@@ -1640,10 +1640,11 @@ class DoctorProbe(TorchFunctionMode):
                     rec["not_run"].append(idx[pid])
                     if self._routed_around(pid):
                         rec["routed"].append(idx[pid])
+                # Note [A forward that takes another path in eval mode] (doctor/modes.py)
                 own = self._owner.get(pid, 0)
                 if p.requires_grad and own in self._ran_eval and own not in self._ran_train:
-                    rec["eval_only"].append(idx[pid])   # Note [A forward that takes another
-                if g is not None and not bool(torch.isfinite(_values(g)).all()):   # path ...]
+                    rec["eval_only"].append(idx[pid])
+                if g is not None and not bool(torch.isfinite(_values(g)).all()):
                     rec["nonfinite"].append(idx[pid])
                 rec["graded"] += g is not None
                 self._computed.discard(pid)
