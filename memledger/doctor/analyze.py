@@ -32,6 +32,7 @@ ALL_CHECKS: tuple[CheckFn, ...] = (
     updates.schedulers,                 # 5
     retention.cross_step_retention,     # 6
     modes.eval_mode,                    # 7
+    modes.eval_path,                    # 7
     order.double_step,                  # 8
     order.clip_order,                   # 8
     penalty.dead_penalty,               # 9

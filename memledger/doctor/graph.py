@@ -42,7 +42,11 @@ def cut_graph(run: Run) -> list[Finding]:
         if c.get("around"):   # the graph went on around it (Note [A cut the graph goes
             continue          # around] in trace/doctor_probe.py)
         for i in c["params"]:
-            cut_of.setdefault((c["window"], i), c)
+            was = cut_of.setdefault((c["window"], i), c)
+            if c.get("frozen") and not was.get("frozen") and was["op"] == "no_grad":
+                # Note [A part the model runs frozen] (trace/doctor_probe.py): the training
+                # forward runs it frozen; a validation under no_grad before it read it too
+                cut_of[(c["window"], i)] = c
     groups: dict[tuple, dict] = {}
     first = run.first_steps()
     # a parameter that got a gradient in another step of the window: its module runs, or

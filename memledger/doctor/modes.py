@@ -1,4 +1,5 @@
-"""Check 7: Dropout or BatchNorm in eval mode inside a training step.
+"""Check 7: Dropout or BatchNorm in eval mode inside a training step, and a forward that
+takes another path in eval mode (Note [A forward that takes another path in eval mode]).
 
 Dropout is an nn.Dropout module, or a functional call (`F.dropout(x, p,
 training=self.training)`, transformers' attention) with training=False and p > 0, counted
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 from memledger.doctor.findings import Finding
 from memledger.doctor.records import Run, steps_named, where
+from memledger.units import count
 
 
 def eval_mode(run: Run) -> list[Finding]:
@@ -64,6 +66,52 @@ def eval_mode(run: Run) -> list[Finding]:
                      "call model.train() before the training forward"),
             evidence={"modules": len({(m["mod"], bool(m.get("fn"))) for m in ms}),
                       "steps": sorted({m["window"] for m in ms})}))
+    return out
+
+
+# Note [A forward that takes another path in eval mode]
+# A module's forward may branch on `self.training` for more than dropout and BatchNorm.
+# loralib's layers (`merge_weights=True`, its default) add the low-rank update B @ A into
+# the frozen weight in place on `model.eval()` and take it out on `model.train()`; while
+# merged, their forward is the frozen weight's alone and reads neither factor. A loop that
+# validates in eval mode and calls `model.train()` once before the loop, not at each step's
+# start, trains every later step in eval: the LoRA factors, the only weights it means to
+# train, get no gradient from then on, and only the LoRA layers' biases move. The checks
+# said nothing: no Dropout ran (loralib's dropout sits on the branch not taken), and
+# `unused_parameter` reads a parameter that got a gradient in another step as chosen by
+# the data (tests/clients/train_loralib.py --validate --train-once). The probe records, for
+# each step, the trainable parameters whose module ran under grad in that window in eval
+# mode only (the module holding it in eval too: a module put in eval by a call of its own
+# is meant, as above; trace/doctor_probe.py `_ran_eval`); a parameter that got no gradient in
+# such a step and got one in a step where its module ran in training mode took another
+# path because of the mode: the forgotten `model.train()`, at the step's line. A
+# parameter the data chooses gets no gradient in training mode too, and a network frozen
+# in eval mode from the first step on (a pretrained encoder) never got one in training.
+def eval_path(run: Run) -> list[Finding]:
+    trained = {int(i) for st in run.steps for i in st["accum"]
+               if int(i) not in set(st.get("eval_only", ()))}
+    groups: dict[tuple, dict] = {}
+    for st in run.steps:
+        got = {int(i) for i in st["accum"]}
+        lost = {int(i) for i in st.get("eval_only", ())} - got
+        if not got or not lost & trained:
+            continue
+        g = groups.setdefault((st["file"], st["line"]),
+                              {"params": set(), "steps": set(), "where": st})
+        g["params"] |= lost & trained
+        g["steps"].add(st["step"])
+    out = []
+    for g in groups.values():
+        idx, steps = g["params"], g["steps"]
+        out.append(Finding(
+            check="eval_mode", severity="warning", where=where(g["where"]),
+            message=(f"{count(len(idx), 'trainable parameter')} ({run.names(idx)}) got no "
+                     f"gradient in {steps_named(steps)}, where their modules ran in eval mode, "
+                     "and got one in a step where they ran in training mode: their forward "
+                     "takes another path in eval mode (loralib's layers merge their low-rank "
+                     "update into the frozen weight and skip the factors); call model.train() "
+                     "before the training forward"),
+            evidence={"params": len(idx), "bytes": run.bytes_of(idx), "steps": sorted(steps)}))
     return out
 
 

@@ -1134,12 +1134,28 @@ def _versions_now(state: list) -> list:
 # forward never wrote (tests/clients/train_performer.py --redraw 1). Now a buffer both the
 # forward (before the re-run started) and the re-run wrote is named first; one the re-run
 # alone wrote only where there is none.
+# Note [A re-run's write through .data]
+# A write through `.data` bumps no version counter, so a re-run that wrote its region's state
+# that way ran on, refused only by predict (from the trace's writes): vector-quantize-
+# pytorch's EMA codebook (`old.data.lerp_(new, ...)` in `ema_inplace`) inside discrete-key-
+# value-bottleneck-pytorch's bottleneck, where `checkpoint:bottleneck` re-ran the quantizer
+# from the codebook the forward had moved, stepped the EMA a second time, and measured
+# 113,925 B where predict said "whose forward writes bottleneck.vq._codebook.cluster_size
+# in place" (tests/clients/train_loralib.py --model dkvb; until this session measure
+# refused it for a mode the bottleneck sets itself, Note [A mode the region sets itself]).
+# The digests the forward's check takes (Note [A write through .data, seen by its digest])
+# are taken again as the re-run starts and compared as it ends, beside the versions: the
+# same cost again per re-run (one pass over the region's buffers and tensor attributes).
 def _refuse_rewritten_state(where: tuple[str, str], state: list,
-                            forward_wrote: frozenset[str] = frozenset()) -> None:
+                            forward_wrote: frozenset[str] = frozenset(),
+                            digests: list | None = None) -> None:
     """As a re-run ends: a buffer or tensor attribute of the region written since the
-    versions in `state` (Note [State a re-run writes again] in replay/stateful.py), one
-    in `forward_wrote` first (Note [The write the forward made, named])."""
-    rewritten = [n for n, ref, v in state if (t := ref()) is not None and t._version != v]
+    versions in `state` (Note [State a re-run writes again] in replay/stateful.py), or
+    through `.data` since `digests` (Note [A re-run's write through .data]), one in
+    `forward_wrote` first (Note [The write the forward made, named])."""
+    dotted = set(_data_written(state, digests)) if digests is not None else set()
+    rewritten = [n for n, ref, v in state if (t := ref()) is not None and
+                 (t._version != v or n in dotted)]
     written = next((n for n in rewritten if n in forward_wrote),
                    rewritten[0] if rewritten else None)
     if written is not None:
@@ -1256,20 +1272,41 @@ def _parameters_as(params: list[tuple[nn.Module, str, torch.Tensor]]):
             m._parameters[name] = now
 
 
-def _refuse_other_mode(where: tuple[str, str], modes: list) -> None:
+def _refuse_other_mode(where: tuple[str, str], modes: list,
+                       left: dict[str, bool] | None = None) -> None:
     """As a re-run starts: refuse it if a module of the region is in another mode than its
     first run began in and a module of the region may read a flag (Note [Which modules
     read a training flag], trace/mode_readers.py), naming the first moved module by path
     (Note [A re-run in another mode], trace/modes.py; predict's `_refuse_other_mode` in
-    replay/engine.py)."""
+    replay/engine.py). `left`: each module's flag as the first run ended; one the region's
+    own forward switched, and nothing since, is not moved (Note [A mode the region sets
+    itself])."""
     policy, path = where
     moved = [(f"{path}.{n}" if path and n else n or path, was) for n, ref, was in modes
-             if (m := ref()) is not None and m.training != was]
+             if (m := ref()) is not None and m.training != was
+             and (left is None or left.get(n) != m.training)]
     if moved and any(reads_a_flag(m) for _, ref, _ in modes if (m := ref()) is not None):
         module, was = min(moved)
         raise PolicyError(mode_message(policy, path, module, was))
 
 
+# Note [A mode the region sets itself]
+# Some modules put a part of themselves in eval mode inside their own forward: discrete-
+# key-value-bottleneck-pytorch's `DiscreteKeyValueBottleneck` calls `self.encoder.eval()`
+# and runs its pretrained encoder under no_grad on every call (transfusion-pytorch its
+# modality encoder). Its first run begins with the encoder in train mode (`model.train()`)
+# and ends with it in eval; the re-run begins in eval and calls `.eval()` again, so every
+# module of it computes in the mode the first run computed in. measure compared the flags
+# as the re-run starts with those as the first run began and refused: "checkpoint:
+# bottleneck would re-run bottleneck in eval mode (its bottleneck.encoder first), while its
+# forward ran in train mode: the script switches the model's mode between a forward and its
+# backward", which the script never does, while predict (which reads each module's flag at
+# its calls under grad, none here) priced it: 111,633 B against a refusal
+# (tests/clients/train_loralib.py --model dkvb --keys frozen). The flags are also read as
+# the first run ends (`forward_done`); a module whose flag now is the one the first run
+# left, not the one it began with, was switched by the region itself and is not counted.
+# A module that reads its flag before its own forward switches it would compute otherwise
+# in the re-run; none is known.
 class _Recompute:
     """The BatchNorm guard and checkpoint's own recompute context entered as one (context_fn
     wants one object). Entered once per recompute: a step with two backward passes through
@@ -1303,9 +1340,11 @@ class _Recompute:
         # mode] (trace/modes.py)
         self._modes = [(n, ref, m.training) for n, ref in self._state_parts
                        if (m := ref()) is not None]
+        self._modes_left: dict[str, bool] | None = None   # and as it ends (forward_done)
         # the buffers that hold a tensor as the first run starts: Note [A cache emptied
         # before every call] (replay/emptied_cache.py)
         self._full = _full_buffers(self._state_parts)
+        self._rerun_digests: list | None = None   # as the re-run starts
 
     def __enter__(self) -> None:
         self._entered += 1
@@ -1315,8 +1354,11 @@ class _Recompute:
             where, state = self._state
             if changed_containers(self._handed):   # Note [A list changed after the call]
                 raise PolicyError(stateful_message(*where, ARGUMENT_CHANGED))
-            _refuse_other_mode(where, self._modes)   # Note [A re-run in another mode]
+            # Note [A re-run in another mode]; Note [A mode the region sets itself]
+            _refuse_other_mode(where, self._modes, self._modes_left)
             self._state = (where, _versions_now(state))
+            # Note [A re-run's write through .data]
+            self._rerun_digests = _state_digests(self._state[1])
             # Note [A re-run torch refused after a write of state]
             wrote = [n for (n, _, v0), (_, _, v1) in zip(state, self._state[1]) if v0 != v1]
             if self._digests is not None:   # Note [A write through .data, seen by its digest]
@@ -1338,13 +1380,17 @@ class _Recompute:
         [What the forward call left]); the lists and dicts it was handed, as they are now
         (Note [A list changed after the call], trace/outside_state.py)."""
         self._handed = handed or []
+        # Note [A mode the region sets itself]
+        self._modes_left = {n: m.training for n, ref in self._state_parts
+                            if (m := ref()) is not None}
         if self._state is not None:
             self._left = {n: weakref.ref(t) for n, _, _, t in _attributes_now(self._state_parts)}
 
     def __exit__(self, *exc: Any) -> Any:
         done = self._stack.__exit__(*exc)
         if self._state is not None and self._entered == 1:   # Note [A write after the last
-            _refuse_rewritten_state(*self._state, self._forward_wrote)   # save]
+            _refuse_rewritten_state(*self._state, self._forward_wrote,   # save]
+                                    self._rerun_digests)   # Note [A re-run's write through .data]
             _refuse_replaced_state(self._state[0], self._attrs, self._left)
             self._attrs = []
         if self._selective is not None and isinstance(exc[1], RuntimeError):

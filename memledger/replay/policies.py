@@ -315,8 +315,8 @@ def resolve(policy: Policy, modules: Iterable[tuple[str, str]],
                 known = "the model's modules are"
                 names = _names([(p, (classes or {}).get(p, "")) for p in
                                 dict.fromkeys(uncalled) if p not in containers])
-            raise MatchesNoModule(f"selector {sel!r} matches no module; {known} {names}"
-                                  f"{after}")
+            raise MatchesNoModule(f"selector {sel!r} matches no module"
+                                  f"{_deeper(sel, mods)}; {known} {names}{after}")
         for p, c in hits:
             if p in taken:
                 raise PolicyError(f"module {p!r} is selected by both {taken[p]!r} and "
@@ -368,6 +368,25 @@ def _through_wrappers(sel: str) -> str:
     if sel.startswith("@"):
         return sel
     return plain_name(sel) or sel
+
+
+# Note [A star that stays in its segment]
+# `*` matches within one path segment (docs/policies.md), so `offload:*.ff` on a model whose
+# feed-forwards are `blocks.0.ff` and `blocks.1.ff` matches nothing, and the refusal listed
+# every module of the model (a loralib transformer: 21 paths) without saying that the
+# pattern, as written, could never reach them. Where the same selector with each lone `*`
+# read as `**` (any number of segments) matches, the refusal says so and names what it
+# would select.
+def _deeper(sel: str, mods: list[tuple[str, str]]) -> str:
+    """`(...: `**.ff` matches ...)` where a lone `*` kept `sel` from deeper paths."""
+    if sel.startswith("@") or "*" not in sel.replace("**", ""):
+        return ""
+    deeper = re.sub(r"(?<!\*)\*(?!\*)", "**", sel)
+    hits = [p for p, _ in _selected(deeper, mods)]
+    if not hits:
+        return ""
+    shown = ", ".join(hits[:3]) + (f" and {len(hits) - 3} more" if len(hits) > 3 else "")
+    return (f" (`*` matches within one path segment: {deeper!r} would match {shown})")
 
 
 def _selected(sel: str, mods: list[tuple[str, str]]) -> list[tuple[str, str]]:

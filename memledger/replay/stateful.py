@@ -286,8 +286,9 @@ def selective_recast_message(policy_text: str, module: str) -> str:
 # Not parameters: peft adds a LoRA delta into a Mixtral expert's weight in place and takes
 # it out again within the forward, which a re-run repeats exactly. A write through `.data`
 # bumps no version counter (vector-quantize-pytorch's EMA codebook): predict refuses it,
-# measure runs it and compare's gradient gate rejects it (rel 4.36). Offload re-runs
-# nothing and is allowed.
+# and measure, which ran it (compare's gradient gate rejected it: rel 4.36), refuses it
+# too since the fifty-second session, by digests (Note [A re-run's write through .data],
+# measure/apply.py). Offload re-runs nothing and is allowed.
 # Not buffers alone: a tensor a module keeps as a plain attribute is state too, and so is
 # any tensor made before the region's call that its forward writes in place. torchmetrics
 # keeps a metric's running sums so (`add_state` sets attributes, not buffers), and a block

@@ -384,6 +384,10 @@ class DoctorProbe(TorchFunctionMode):
         self._names = RootNames()                      # Note [The model]: as the ledger names
         self._param_recs: dict[int, dict[str, Any]] = {}   # id(param) -> its "param" record
         self._ran: set[int] = set()                    # modules run in this window
+        # Note [A forward that takes another path in eval mode] (doctor/modes.py): modules
+        # run under grad in this window in eval mode (their holder in eval too) / in training
+        self._ran_eval: set[int] = set()
+        self._ran_train: set[int] = set()
         # Note [Parameters a call ran without]: id(module) -> [(holder, name, id(param))];
         # ids of parameters found in their place / replaced in a call in this window
         self._slots: dict[int, list[tuple[weakref.ref, str, int]]] = {}
@@ -763,6 +767,11 @@ class DoctorProbe(TorchFunctionMode):
             if self._resumed_scheds is None:
                 self._resumed_scheds = _resumed_schedulers()
         self._ran.add(mid)
+        if _grad_enabled():   # Note [A forward that takes another path in eval mode]
+            if module.training:
+                self._ran_train.add(mid)
+            elif _parent_training(self._parent, module) is not True:
+                self._ran_eval.add(mid)
         if type(module) in ACTIVATION_MODULES and args and isinstance(args[0], _Tensor):
             # Note [An activation the loss applies again]: which nn.Softmax made a loss's
             # input, kept on the node that made the module's input
@@ -1381,6 +1390,8 @@ class DoctorProbe(TorchFunctionMode):
         else:
             pids = self._reach_params(fn)
         new = [pid for pid in pids if pid not in self._cuts]
+        if op == "no_grad" and len(new) < len(pids):   # Note [A part the model runs frozen]
+            new += [pid for pid in pids if pid in self._cuts and self._frozen_again(pid)]
         if not new:
             return
         if op == "no_grad" and in_reentrant_checkpoint():
@@ -1415,11 +1426,26 @@ class DoctorProbe(TorchFunctionMode):
     # mode (reformer's reversible blocks run on the irreversible path) or a whole model in
     # eval (a validation pass whose cache a training step then reads: litgpt's adapter)
     # keeps the error.
+    # The part may be a whole subtree put in eval by one call (discrete-key-value-bottleneck-
+    # pytorch's `self.encoder.eval()` on a `Sequential` encoder: each Linear's holder, the
+    # Sequential, is in eval too, and the cut read as the error, stopping `compare`); its
+    # top, the outermost module in eval above the parameter's, is held by one in training.
+    # A validation under no_grad (the whole model in eval) before the training forward reads
+    # the part first in the window: its cut, not frozen, held the parameter, and the error
+    # came back from step 2 on (tests/clients/train_loralib.py --model dkvb --validate). A
+    # later no_grad read of it as a frozen part is recorded too; doctor/graph.py prefers it.
+    def _frozen_again(self, pid: int) -> bool:
+        was = self.records[self._cuts[pid]]
+        return was["op"] == "no_grad" and not was.get("frozen") and self._frozen_part(pid)
+
     def _frozen_part(self, pid: int) -> bool:
         ref = self._owner_ref.get(pid)
         m = ref() if ref is not None else None
-        return m is not None and not m.training and \
-            _parent_training(self._parent, m) is True
+        if m is None or m.training:
+            return False
+        while (up := _parent_training(self._parent, m)) is False:
+            m = self._parent.get(m)()   # alive: _parent_training just read it
+        return up is True
 
     # Note [A state_dict is no cut]
     # `module.state_dict()` hands back each parameter `.detach()`ed (torch's
@@ -1580,7 +1606,7 @@ class DoctorProbe(TorchFunctionMode):
                                "late": [idx[id(p)] for p in params if id(p) in self._late],
                                "accum": {}, "nonfinite": [], "zeroed": [], "zero": [],
                                "zero_as_computed": [], "not_run": [], "routed": [], "none_grad": [],
-                               "ran_without": [], "taken": [],
+                               "ran_without": [], "taken": [], "eval_only": [],
                                "bw": [], "graded": 0}
         bws: set[int] = set()
         self._before = {}
@@ -1614,6 +1640,10 @@ class DoctorProbe(TorchFunctionMode):
                     rec["not_run"].append(idx[pid])
                     if self._routed_around(pid):
                         rec["routed"].append(idx[pid])
+                # Note [A forward that takes another path in eval mode] (doctor/modes.py)
+                own = self._owner.get(pid, 0)
+                if p.requires_grad and own in self._ran_eval and own not in self._ran_train:
+                    rec["eval_only"].append(idx[pid])
                 if g is not None and not bool(torch.isfinite(_values(g)).all()):
                     rec["nonfinite"].append(idx[pid])
                 rec["graded"] += g is not None
@@ -1767,6 +1797,7 @@ class DoctorProbe(TorchFunctionMode):
             self._steps += 1
             self._count_scheduler_steps()
             self._cuts, self._visited, self._ran, self._mode_seen = {}, set(), set(), set()
+            self._ran_eval, self._ran_train = set(), set()
             self._in_place, self._replaced = set(), set()
             self._cut_srcs = {}
             self._window_seq = _next_sequence_nr()

@@ -841,6 +841,36 @@ KNOWN_FACTORIES = frozenset({aten.ones, aten.zeros, aten.full, aten.ones_like, a
                              aten.eye})
 
 
+# Note [A factory that reads only its tensor's kind]
+# `w.new_zeros(n, dtype=torch.bool)` and `torch.zeros_like(x)` take from their tensor its
+# dtype and device (`*_like` its shape and strides too), never its values. Rule 3 ran a
+# factory for real only where every tensor argument was known, so one made from a fake
+# weight or activation (whose values no fake run has) came out unknown although the call
+# fixes every value. loralib's `MergedLinear` builds its mask of enabled rows so
+# (`self.weight.new_zeros((out_features,), dtype=torch.bool)`, the rows `enable_lora` names
+# set True) and scatters the LoRA update through it in every forward (`result[self.
+# lora_ind] = x`): with the mask unknown, the index took Rule 3's upper bound (every row),
+# and backward raised ("IndexPutBackward0 returned an invalid gradient ... got [48, 16]
+# but expected shape compatible with [32, 16]"), ending `trace --fake` of a model the real
+# run trains. So an unknown first argument of one of these stands in as an empty tensor
+# of its dtype (with its shape and strides for `*_like`, whose numel is then the result's,
+# at most SHADOW_NUMEL: nothing large is made).
+_KIND_ONLY_NEW = frozenset({aten.new_ones, aten.new_zeros, aten.new_full})
+_KIND_ONLY_LIKE = frozenset({aten.ones_like, aten.zeros_like, aten.full_like})
+
+
+def _kind_stand_in(func, t: torch.Tensor) -> torch.Tensor | None:
+    """A real tensor standing in for the unknown tensor a factory reads only the kind of
+    (Note [A factory that reads only its tensor's kind]), else None."""
+    packet = getattr(func, "_overloadpacket", None)
+    if t.layout is not torch.strided or packet not in _KIND_ONLY_NEW | _KIND_ONLY_LIKE:
+        return None
+    with _disable_current_modes():
+        if packet in _KIND_ONLY_NEW:
+            return torch.empty(0, dtype=t.dtype)
+        return torch.empty_strided(t.shape, t.stride(), dtype=t.dtype)
+
+
 # Rule 3: a known operand that decides an op's result whatever the other holds: `x & 0`
 # is 0, `x | True` is True. A loop that runs "until every sequence is done" combines a
 # stop it cannot know (a sampled token is EOS) with one it can (the length reached): each
@@ -1286,10 +1316,11 @@ class FakeCollector(Collector):
         (unless a known operand decides the result alone: `_absorbed`)."""
         flat, spec = tree_flatten((args, kwargs))
         real = []
-        for a in flat:
+        for i, a in enumerate(flat):
             if isinstance(a, torch.Tensor):
                 own = isinstance(a, FakeTensor) and _shadow_tensor(a) is None
-                a = _shadow_of(a)
+                known = _shadow_of(a)
+                a = known if known is not None or i else _kind_stand_in(func, a)
                 if a is None:
                     return _absorbed(func, args, kwargs)
                 if own:   # FakeTensorMode's own constant: an in-place op here must not
@@ -1319,8 +1350,9 @@ class FakeCollector(Collector):
             return
         fresh = not _written_args(func) and not getattr(func, "is_view", True)
         for o, x in zip(outs, rs):
-            if isinstance(o, FakeTensor) and isinstance(x, torch.Tensor) and x.shape == o.shape:
-                o._memledger_shadow = _Shadow(x)
+            if isinstance(o, FakeTensor) and isinstance(x, torch.Tensor) and \
+                    x.shape == o.shape and x.layout is torch.strided:   # not a sparse
+                o._memledger_shadow = _Shadow(x)      # gradient's `new_zeros(layout=...)`
                 if fresh:   # a new storage that reuses a stale one's address is not stale
                     _STALE.discard(x.untyped_storage()._cdata)
 

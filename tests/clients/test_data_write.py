@@ -36,3 +36,21 @@ def test_a_selective_rerun_after_a_write_through_data_is_refused_alike():
         "module instead, or keep that write out of the region")
     p = run.policies["offload:blocks.*"]
     assert p.predicted == p.measured == 12_214
+
+
+def test_a_rerun_that_writes_through_data_again_is_refused_alike():
+    """`--ema`: every training call also moves `means` through `.data.lerp_` (vector-
+    quantize-pytorch's EMA codebook, inside discrete-key-value-bottleneck-pytorch), so a
+    checkpoint's re-run moves them a second time. predict refused `checkpoint:blocks.*`;
+    measure, which judged a re-run's writes by version counters alone, ran it (Note [A
+    re-run's write through .data], memledger/measure/apply.py). Both refuse in one line."""
+    pol = "checkpoint:blocks.*"
+    run = run_client("train_data_write.py", ["--ema"], [pol], steps=1)
+    assert run.ledger.peak_with_scratch() == run.allocator_peak
+    p = run.policies[pol]
+    assert p.predicted is None is p.measured, p
+    assert p.predict_refusal == p.measure_refusal == (
+        f"memledger: {pol} would re-run blocks.1, whose forward writes blocks.1.means in "
+        "place, so the re-run would start from what the forward left and compute other "
+        "values (other gradients, or a metric that counts the batch twice); offload that "
+        "module instead, or keep that write out of the region")

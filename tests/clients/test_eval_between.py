@@ -82,3 +82,23 @@ def test_a_flag_read_in_a_helper_method_is_still_refused():
     p = run.policies["checkpoint:blocks.1.fc"]
     assert p.predicted == p.measured
     assert_pinned(p.measured, avx2=15_052)
+
+
+def test_a_mode_the_region_sets_itself_is_no_switch_of_the_scripts():
+    """`--block frozen --backward-mode none`: each block's forward puts its frozen encoder
+    (a Linear and a Dropout) in eval mode and runs it under no_grad, as discrete-key-value-
+    bottleneck-pytorch's bottleneck does; the loop never switches modes. measure refused
+    `checkpoint:blocks.*` and `selective:@FrozenEncoderBlock` ("would re-run blocks.1 in
+    eval mode (its blocks.1.encoder first) ...: the script switches the model's mode
+    between a forward and its backward") where predict priced them (23,308 and 24,332 B):
+    the encoder began the first run in train mode and the re-run in eval, which the block
+    itself had set. Both run now, as predicted (Note [A mode the region sets itself],
+    memledger/measure/apply.py)."""
+    pols = {"checkpoint:blocks.*": 23_308, "selective:@FrozenEncoderBlock": 24_332,
+            "offload:blocks.*": 8_204}
+    run = run_client("train_eval_between.py", ["--block", "frozen", "--backward-mode", "none"],
+                     list(pols))
+    assert run.ledger.peak_with_scratch() == run.allocator_peak == 9_228
+    for pol, peak in pols.items():
+        assert (run.policies[pol].predicted, run.policies[pol].measured) == (peak, peak), \
+            run.policies[pol]

@@ -2,6 +2,9 @@
 
     python cut.py --cut detach|data|numpy|no_grad|no_grad_norm|checkpoint      # the bug
     python cut.py --cut frozen      # blocks.0 run in eval under no_grad: frozen, a warning
+    python cut.py --cut frozen --encoder --validate   # the frozen part a Sequential put in
+                                    # eval by one call, and a validation under no_grad
+                                    # between steps: the same warning (once an error)
     python cut.py --cut detach --fixed                              # the same loop, fixed
 """
 import sys
@@ -20,6 +23,8 @@ class Net(nn.Module):
     def __init__(self):
         super().__init__()
         self.blocks = nn.ModuleList([nn.Linear(8, 8), nn.Linear(8, 8)])
+        if "--encoder" in sys.argv:   # discrete-key-value-bottleneck-pytorch's encoder
+            self.blocks[0] = nn.Sequential(nn.Linear(8, 8), nn.GELU(), nn.Linear(8, 8))
         self.head = nn.Linear(8, 2)
         if CUT == "no_grad_norm":   # F.layer_norm hands weight and bias over by keyword
             self.norm = nn.LayerNorm(8)
@@ -58,3 +63,8 @@ for step in range(3):
     opt.zero_grad()
     loss.backward()
     opt.step()
+    if "--validate" in sys.argv:
+        model.eval()
+        with torch.no_grad():
+            model(torch.randn(4, 8))
+        model.train()

@@ -25,6 +25,12 @@ on without model.train(): dropout off, BatchNorm on running statistics.
                                               # but not frozen: gradients kept for its
                                               # parameters, which no optimizer holds
                                               # (wasted_gradients; not eval_mode)
+    python eval_mode.py --merged              # the bug, the model's first layer a LoRA-like
+                                              # one (loralib's `merge_weights=True`): eval()
+                                              # merges B @ A into its frozen weight and its
+                                              # forward then skips A and B, which get no
+                                              # gradient from step 2 on: once unseen
+    python eval_mode.py --merged --fixed      # model.train() after validation
 """
 import contextlib
 import sys
@@ -53,6 +59,28 @@ class Block(nn.Module):
         return F.dropout(torch.relu(self.fc(x)), 0.1, training=False if HARD_FALSE else self.training)
 
 
+class Merged(nn.Linear):
+    """A low-rank update beside a frozen weight, merged into it in eval (loralib's Linear)."""
+
+    def __init__(self, n: int, r: int = 2) -> None:
+        super().__init__(n, n)
+        self.weight.requires_grad_(False)
+        self.A = nn.Parameter(torch.randn(r, n) * 0.1)
+        self.B = nn.Parameter(torch.randn(n, r) * 0.1)
+        self.merged = False
+
+    def train(self, mode: bool = True):
+        super().train(mode)
+        if mode == self.merged:   # merge on eval(), take it out on train()
+            self.weight.data += (1 if not mode else -1) * (self.B @ self.A)
+            self.merged = not mode
+        return self
+
+    def forward(self, x):
+        out = F.linear(x, self.weight, self.bias)
+        return out if self.merged else out + x @ self.A.T @ self.B.T
+
+
 NORM_EVAL = "--norm-eval" in sys.argv
 torch.manual_seed(0)
 # the output flows through it, but no gradient reaches its own (frozen) parameters
@@ -62,9 +90,11 @@ model = nn.Sequential(nn.Linear(8, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Dropout(
                       nn.Linear(8, 2))
 if FUNCTIONAL:   # no Dropout or BatchNorm module at all
     model = nn.Sequential(nn.Linear(8, 8), Block(8), nn.Linear(8, 2))
+if "--merged" in sys.argv:   # no Dropout or BatchNorm either
+    model = nn.Sequential(Merged(8), nn.ReLU(), nn.Linear(8, 2))
 if FROZEN_BN:
     model[1].requires_grad_(False)
-opt = torch.optim.SGD(model.parameters(), lr=0.1)
+opt = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=0.1)
 for step in range(3):
     x, y = torch.randn(4, 8), torch.randint(0, 2, (4,))
     out = model(x)

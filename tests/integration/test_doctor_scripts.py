@@ -54,6 +54,12 @@ BUGS = [
     ("cut.py", ["--cut", "frozen"], "cut_graph", "warning",
      ["`blocks.0.weight`", "`blocks.0.bias`", "eval mode under `torch.no_grad()`",
       "leave them out of the optimizer"], "h = self.blocks[0](x)"),
+    # ... a Sequential the forward puts in eval by one call (its Linears' holder in eval
+    # too), and a validation under no_grad that reads it first in each later window: once
+    # the error (discrete-key-value-bottleneck-pytorch's encoder)
+    ("cut.py", ["--cut", "frozen", "--encoder", "--validate"], "cut_graph", "warning",
+     ["`blocks.0.0.weight`", "steps 1-3", "eval mode under `torch.no_grad()`"],
+     "h = self.blocks[0](x)"),
     ("cut.py", ["--cut", "checkpoint"], "cut_graph", "error",
      ["`blocks.0.weight`", "reentrant `checkpoint`"], "h = checkpoint(self.blocks[0], x, use_reentrant=FIXED is False)"),
     ("optim_membership.py", ["--bug", "frozen"], "frozen_moving", "error",
@@ -223,6 +229,11 @@ BUGS = [
      ["6 parameters of `ema`", "steps 2 and 3"], "torch._foreach_lerp_(ema_params, params, 1 - decay)"),
     ("ema.py", ["--bug", "--no-eval"], "cross_step_retention", "error",
      ["6 parameters of `ema`", "steps 2 and 3"], "e.mul_(decay).add_(p, alpha=1 - decay)"),
+    # Note [A forward that takes another path in eval mode] (doctor/modes.py): a LoRA-like
+    # layer merged in eval skips its factors, which got no gradient from step 2 on, unseen
+    ("eval_mode.py", ["--merged"], "eval_mode", "warning",
+     ["2 trainable parameters (`0.A`, `0.B`) got no gradient in steps 2 and 3",
+      "call model.train()"], "opt.step()"),
     ("eval_mode.py", ["--norm-eval"], "eval_mode", "warning",
      ["BatchNorm1d/Dropout", "steps 2 and 3"], "out = model(x)"),
     # validation without no_grad and no model.train(): the training forward's call is the one
@@ -367,6 +378,7 @@ FIXED = [("cut.py", ["--cut", c, "--fixed"]) for c in ("detach", "checkpoint")] 
     # training (mmdetection's norm_eval): once an eval_mode warning
     ("eval_mode.py", ["--fixed", "--norm-eval"]),
     ("eval_mode.py", ["--functional", "--fixed"]),
+    ("eval_mode.py", ["--merged", "--fixed"]),
     ("eval_mode.py", ["--functional", "--fixed", "--hard-false"]),   # off on purpose
     ("eval_mode.py", ["--fixed", "--loss-net"]),    # a frozen loss network: no gradient
                                                     # reaches it (its Dropout once warned)

@@ -888,6 +888,38 @@ def test_fake_a_saved_bool_mask_keeps_its_values_into_backward():
     assert made[True] == made[False]
 
 
+def test_fake_factory_from_an_unknown_tensor_is_known():
+    """Note [A factory that reads only its tensor's kind]: loralib's `MergedLinear` builds
+    its mask of the rows it adapts with `self.weight.new_zeros((out,), dtype=torch.bool)`
+    (the weight random: no values in a fake run) and scatters the low-rank update through
+    it, `result[mask] = x`. The mask read unknown, the index took its upper bound (every
+    row) and backward raised ("IndexPutBackward0 returned an invalid gradient at index 1 -
+    got [48, 16] but expected shape compatible with [32, 16]", exit 3). `zeros_like` of an
+    unknown activation is known too."""
+    import torch
+
+    made = {}
+    for fake in (False, True):
+        torch.manual_seed(0)
+        with memledger.trace(fake=fake) as led:
+            w = torch.nn.Parameter(torch.randn(48, 16))
+            mask = w.new_zeros((48,), dtype=torch.bool).view(3, -1)
+            mask[[True, False, True], :] = True
+            a = torch.nn.Parameter(torch.randn(32, 16))
+            h = w * 2
+            res = torch.zeros_like(h).bool()            # known: all False
+            res[mask.view(-1)] = True
+            out = h.new_zeros((48, 16))
+            out[res[:, 0]] = a
+            (out * h).sum().backward()
+            assert a.grad.shape == (32, 16)
+        st = led.storages
+        made[fake] = st.loc[st["phase"] == "backward", ["op", "bytes"]].values.tolist()
+        if fake:
+            assert fake_info(led.ledger).standins == []
+    assert made[True] == made[False]
+
+
 def test_fake_grouped_mm_takes_the_cpu_kernels_sizes():
     """Rule 11: transformers' MoE experts (Mixtral) call `torch._grouped_mm` in fp32 on CPU;
     the meta kernel refused anything but bf16 (the fake run crashed) and made a contiguous

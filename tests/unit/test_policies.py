@@ -65,6 +65,21 @@ def test_selector_matching_nothing_lists_modules():
         resolve(parse_policy("checkpoint:layers.*"), MODS)
 
 
+def test_a_lone_star_that_could_not_reach_deeper_paths_says_so():
+    """Note [A star that stays in its segment]: `offload:*.ff` on a loralib transformer
+    (`blocks.0.ff`, `blocks.1.ff`) listed its 21 modules and no reason; now the refusal
+    names the `**` form and what it would select. No hint where that matches nothing too."""
+    with pytest.raises(PolicyError) as e:
+        resolve(parse_policy("offload:*.attn"), MODS)
+    assert str(e.value).startswith(
+        "memledger: selector '*.attn' matches no module (`*` matches within one path "
+        "segment: '**.attn' would match blocks.0.attn, blocks.1.attn); the model's modules "
+        "are ")
+    with pytest.raises(PolicyError) as e:
+        resolve(parse_policy("offload:*.mlp"), MODS)
+    assert str(e.value).startswith("memledger: selector '*.mlp' matches no module; ")
+
+
 def test_nested_and_twice_selected_regions_are_refused():
     with pytest.raises(PolicyError, match="regions nest"):
         resolve(parse_policy("checkpoint:blocks.0+offload:blocks.0.attn"), MODS)
