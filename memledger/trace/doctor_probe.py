@@ -422,9 +422,13 @@ class DoctorProbe(TorchFunctionMode):
         self._bw_rec: dict[str, Any] | None = None
         self._bw_params: set[int] = set()
         self._loose = LooseParams()   # Note [A parameter no module holds]
-        # the last backward's record and its parameters' versions as it left them: moved
-        # before the next backward (SAM's ascent step) means its gradient was used
-        self._bw_versions: tuple[dict[str, Any], dict[int, int]] | None = None
+        # the backward records not yet judged and their parameters' versions as each left
+        # them: moved before a later backward (SAM's ascent step) means its gradient was used
+        # (Note [Moves of several backward passes, through .data])
+        self._bw_pending: list[tuple[dict[str, Any], dict[int, int]]] = []
+        # id(param) -> its checksum when `.data` was first taken outside a step after its
+        # gradient was read (Note [Moves of several backward passes, through .data])
+        self._data_sums: dict[int, torch.Tensor] = {}
         self._root_of: dict[int, int] = {}   # id(module) -> its top-level network's number
         self._parent = ByModule()            # module -> weakref to the module holding it
         self._root_num = ByModule()          # top-level network -> its number (with params)
@@ -1039,6 +1043,8 @@ class DoctorProbe(TorchFunctionMode):
                 owner = getattr(func, "__self__", None)
                 if owner is _DATA:
                     cut = "data"
+                    if self._bw_pending and args:
+                        self._data_taken(args[0])
                 elif owner is _GRAD:
                     reader = sys._getframe(2)   # past __torch_function__
                     if args and id(args[0]) in self._params and reader.f_code in _ZERO_GRADS:
@@ -1163,7 +1169,14 @@ class DoctorProbe(TorchFunctionMode):
         rec["reached"] = sorted(self._index[p] for p in self._bw_params if p in self._index)
         self._bw_rec = None
         alive = ((pid, self._params.get(pid)) for pid in self._bw_params)
-        self._bw_versions = (rec, {pid: p._version for pid, p in alive if p is not None})
+        versions = {pid: p._version for pid, p in alive if p is not None}
+        # a pending record whose parameters this backward fills again has lost its chance
+        self._bw_pending = [(r, v) for r, v in self._bw_pending if v.keys().isdisjoint(versions)]
+        # a checksum is its record's: this backward's parameters start without one (one
+        # kept from SAM's previous ascent read as a move of its next first gradient)
+        self._data_sums = {pid: c for pid, c in self._data_sums.items() if pid not in versions
+                           and any(pid in v for _, v in self._bw_pending)}
+        self._bw_pending.append((rec, versions))
         return out
 
     def _walk_graph(self, root, file: str, line: int) -> tuple[bool, int | None, set[int]]:
@@ -1233,14 +1246,53 @@ class DoctorProbe(TorchFunctionMode):
         gradient (`.grad` None: pykeen's `model.to(device)` after the re-initialization,
         `Module._apply` reading each parameter's gradient to move it along, after
         `zero_grad()` set them to None) is no read."""
-        if self._bw_versions is None:
+        params, keep = self._params, []
+        for rec, versions in self._bw_pending:
+            if any(pid in self._grads_read and self._moved(params.get(pid), pid, v)
+                   for pid, v in versions.items()):
+                rec["moved"] = True
+            else:
+                keep.append((rec, versions))
+        self._bw_pending = keep
+
+    # Note [Moves of several backward passes, through .data]
+    # cooper's ExtrapolationConstrainedOptimizer runs two backward passes per half-step, the
+    # primal Lagrangian's (the model's parameters) and the dual one's (the multiplier's),
+    # then its optimizers' `extrapolation()`, which reads each gradient and moves the
+    # parameter along it by `p.data.add_(u)`, then `zero_grad()`, a second forward and
+    # both backward passes again, and only then `step()`. The extrapolation uses the first
+    # two backward passes as SAM's ascent uses its first, but the doctor said "4 of 8
+    # backward passes made gradients that no optimizer.step() used" (tests/clients/
+    # train_cooper.py --optimizer extra, 2 steps): only the last backward's record was
+    # judged (the primal one was replaced by the dual one before the move), and a write
+    # through `.data` moves an alias's version counter, not the parameter's (as Note [A
+    # step that writes through .data] says of steps). Every backward record stays pending
+    # until one of its parameters moves with its gradient read (then it was used) or a
+    # later backward fills one of them again (then it had its chance); and a parameter of a
+    # pending record whose `.data` is taken outside a step has its checksum taken there,
+    # once (before its gradient is read, maybe: `p.data.add_(p.grad)` takes `.data`
+    # first), so a move through the alias is seen at the next backward, where it counts
+    # only with the gradient read (Note [Moved without reading the gradient]).
+    def _moved(self, p: Any, pid: int, version: int) -> bool:
+        """Whether pending parameter `p` moved since its backward left it at `version`."""
+        if p is None:
+            return False
+        if p._version != version:
+            return True
+        before = self._data_sums.get(pid)
+        if before is None:
+            return False
+        with _quiet():
+            return not bool(torch.equal(before, _checksum(p)))
+
+    def _data_taken(self, p: Any) -> None:
+        """`.data` of `p` taken outside a step: Note [Moves of several backward passes,
+        through .data]."""
+        pid = id(p)
+        if pid in self._data_sums or not any(pid in v for _, v in self._bw_pending):
             return
-        rec, versions = self._bw_versions
-        self._bw_versions = None
-        params = self._params
-        if any(getattr(params.get(pid), "_version", v) != v and pid in self._grads_read
-               for pid, v in versions.items()):
-            rec["moved"] = True
+        with _quiet():
+            self._data_sums[pid] = _checksum(p)
 
     # Note [A loss no backward can run from]
     # A backward record carries the losses computed since the previous backward (check 4
