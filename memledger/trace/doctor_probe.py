@@ -70,6 +70,7 @@ replicas).
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import inspect
 import linecache
@@ -449,6 +450,10 @@ class DoctorProbe(TorchFunctionMode):
         self._before: dict[int, Any] = {}
         self._step_rec: dict[str, Any] = {}
         self._closure_pending = False   # Note [A step that runs its closure]
+        # the step's read a closure with no backward left for the optimizer's own backward
+        # (Note [A closure that leaves backward to the optimizer])
+        self._read_at_backward: Callable[[], None] | None = None
+        self._closure_calls = [0]   # the closure calls of the step running now
         self._retention = RetentionWatch()             # Note [Cross-step retention]
         # Note [Tensors only the garbage collector frees]
         self._garbage = GarbageWatch(collections)
@@ -1177,6 +1182,10 @@ class DoctorProbe(TorchFunctionMode):
         self._data_sums = {pid: c for pid, c in self._data_sums.items() if pid not in versions
                            and any(pid in v for _, v in self._bw_pending)}
         self._bw_pending.append((rec, versions))
+        if self._read_at_backward is not None:   # Note [A closure that leaves backward to
+            read, self._read_at_backward = self._read_at_backward, None   # the optimizer]
+            with torch._C.DisableTorchFunction():
+                read()
         return out
 
     def _walk_graph(self, root, file: str, line: int) -> tuple[bool, int | None, set[int]]:
@@ -1568,21 +1577,44 @@ class DoctorProbe(TorchFunctionMode):
     # (`.detach()` in a LightningModule's forward) read as two unused_parameter warnings
     # ("their modules did not run") where the plain loop gets its cut_graph error; Lightning's
     # clipping, inside the closure after backward, was unwatched.
+    #
+    # Note [A closure that leaves backward to the optimizer]
+    # torchmin's `Minimizer` (pytorch-minimize) takes a closure that returns the loss and
+    # calls no backward ("it should not include any `backward()` calls"): its step runs a
+    # whole minimization, each evaluation the closure (the script's `zero_grad()` and
+    # forward), then `f.backward()` of its own, and Hessian-vector products by more
+    # backward passes through the gradient's graph. Read as the closure returned, step 2
+    # found the gradients of step 1's last evaluation cleared by the closure's
+    # `zero_grad()` and no backward of its own yet: "ERROR zeroed_before_step the
+    # gradients of 8 parameters ... were cleared between backward and optimizer.step() in
+    # step 2" (tests/clients/train_torchmin.py, every method), an error that stopped
+    # `compare`. A first closure call that ran no backward has the step's read made when
+    # the next backward returns (or when step() returns, if none comes); a later call is a
+    # re-evaluation as before, read as it returns (before its backward, which would find
+    # its gradients fresh and forget the products' backward passes since the last read).
+    # The backward passes a step runs after its last read (the products of the last
+    # evaluation) are that step's re-evaluations too, read as step() returns: before, the
+    # next step's read took them as its own.
     def _read_after_closure(self, opt: torch.optim.Optimizer, closure, args, kwargs):
         calls = [0]
+        self._closure_calls = calls
 
         def read_after(*a, **kw):
             depth, self._in_opt = self._in_opt, 0
+            backwards = self._bw
             try:
                 loss = closure(*a, **kw)
             finally:
                 self._in_opt = depth
             with torch._C.DisableTorchFunction():
                 calls[0] += 1
-                if calls[0] == 1:
-                    self._step_pre(opt)
+                if calls[0] > 1:
+                    if self._read_at_backward is None:   # the step's read made already
+                        self._same_step(opt)
+                elif self._bw == backwards:   # Note [A closure that leaves backward to the
+                    self._read_at_backward = functools.partial(self._step_pre, opt)  # optimizer]
                 else:
-                    self._same_step(opt)
+                    self._step_pre(opt)
             return loss
 
         self._closure_pending = True
@@ -1790,6 +1822,12 @@ class DoctorProbe(TorchFunctionMode):
             return
 
         with torch._C.DisableTorchFunction():
+            if self._read_at_backward is not None:   # no backward after the first closure
+                read, self._read_at_backward = self._read_at_backward, None
+                read()
+            elif self._closure_pending and self._closure_calls[0] and \
+                    any(self._bws.get(id(p)) for g in opt.param_groups for p in g["params"]):
+                self._same_step(opt)   # Note [A closure that leaves backward to the optimizer]
             if self._closure_pending and not self._before:   # step() never ran its closure
                 self._step_pre(opt)
             self._closure_pending = False

@@ -403,6 +403,10 @@ FIXED = [("cut.py", ["--cut", c, "--fixed"]) for c in ("detach", "checkpoint")] 
     # moved along their gradients through `p.data` (or in place) and zeroed: Note [Moves of
     # several backward passes, through .data] (once "5 of 12 backward passes", "3 of 12")
     ("extragradient.py", []), ("extragradient.py", ["--in-place"]),
+    # an optimizer that runs backward itself after a closure that returns the loss
+    # (torchmin's Minimizer): Note [A closure that leaves backward to the optimizer] (once
+    # zeroed_before_step "in steps 2 and 3")
+    ("own_backward.py", []), ("own_backward.py", ["--no-hvp"]),
     # weights moved between two accumulated backward passes, no gradient read between
     ("weight_noise.py", []),
     # gradients taken without a graph on purpose: first-order MAML's fast weights, a norm
