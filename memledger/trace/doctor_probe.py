@@ -427,8 +427,8 @@ class DoctorProbe(TorchFunctionMode):
         # them: moved before a later backward (SAM's ascent step) means its gradient was used
         # (Note [Moves of several backward passes, through .data])
         self._bw_pending: list[tuple[dict[str, Any], dict[int, int]]] = []
-        # id(param) -> its checksum when `.data` was first taken outside a step after its
-        # gradient was read (Note [Moves of several backward passes, through .data])
+        # id(param) -> its checksum when `.data` was first taken outside a step since its
+        # pending backward (Note [Moves of several backward passes, through .data])
         self._data_sums: dict[int, torch.Tensor] = {}
         self._root_of: dict[int, int] = {}   # id(module) -> its top-level network's number
         self._parent = ByModule()            # module -> weakref to the module holding it
