@@ -70,6 +70,7 @@ replicas).
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import inspect
 import linecache
@@ -426,9 +427,13 @@ class DoctorProbe(TorchFunctionMode):
         self._bw_rec: dict[str, Any] | None = None
         self._bw_params: set[int] = set()
         self._loose = LooseParams()   # Note [A parameter no module holds]
-        # the last backward's record and its parameters' versions as it left them: moved
-        # before the next backward (SAM's ascent step) means its gradient was used
-        self._bw_versions: tuple[dict[str, Any], dict[int, int]] | None = None
+        # the backward records not yet judged and their parameters' versions as each left
+        # them: moved before a later backward (SAM's ascent step) means its gradient was used
+        # (Note [Moves of several backward passes, through .data])
+        self._bw_pending: list[tuple[dict[str, Any], dict[int, int]]] = []
+        # id(param) -> its checksum when `.data` was first taken outside a step since its
+        # pending backward (Note [Moves of several backward passes, through .data])
+        self._data_sums: dict[int, torch.Tensor] = {}
         self._root_of: dict[int, int] = {}   # id(module) -> its top-level network's number
         self._parent = ByModule()            # module -> weakref to the module holding it
         self._root_num = ByModule()          # top-level network -> its number (with params)
@@ -449,6 +454,10 @@ class DoctorProbe(TorchFunctionMode):
         self._before: dict[int, Any] = {}
         self._step_rec: dict[str, Any] = {}
         self._closure_pending = False   # Note [A step that runs its closure]
+        # the step's read a closure with no backward left for the optimizer's own backward
+        # (Note [A closure that leaves backward to the optimizer])
+        self._read_at_backward: Callable[[], None] | None = None
+        self._closure_calls = [0]   # the closure calls of the step running now
         self._retention = RetentionWatch()             # Note [Cross-step retention]
         # Note [Tensors only the garbage collector frees]
         self._garbage = GarbageWatch(collections)
@@ -1048,6 +1057,8 @@ class DoctorProbe(TorchFunctionMode):
                 owner = getattr(func, "__self__", None)
                 if owner is _DATA:
                     cut = "data"
+                    if self._bw_pending and args:
+                        self._data_taken(args[0])
                 elif owner is _GRAD:
                     reader = sys._getframe(2)   # past __torch_function__
                     if args and id(args[0]) in self._params and reader.f_code in _ZERO_GRADS:
@@ -1172,7 +1183,18 @@ class DoctorProbe(TorchFunctionMode):
         rec["reached"] = sorted(self._index[p] for p in self._bw_params if p in self._index)
         self._bw_rec = None
         alive = ((pid, self._params.get(pid)) for pid in self._bw_params)
-        self._bw_versions = (rec, {pid: p._version for pid, p in alive if p is not None})
+        versions = {pid: p._version for pid, p in alive if p is not None}
+        # a pending record whose parameters this backward fills again has lost its chance
+        self._bw_pending = [(r, v) for r, v in self._bw_pending if v.keys().isdisjoint(versions)]
+        # a checksum is its record's: this backward's parameters start without one (one
+        # kept from SAM's previous ascent read as a move of its next first gradient)
+        self._data_sums = {pid: c for pid, c in self._data_sums.items() if pid not in versions
+                           and any(pid in v for _, v in self._bw_pending)}
+        self._bw_pending.append((rec, versions))
+        if self._read_at_backward is not None:   # Note [A closure that leaves backward to
+            read, self._read_at_backward = self._read_at_backward, None   # the optimizer]
+            with torch._C.DisableTorchFunction():
+                read()
         return out
 
     def _walk_graph(self, root, file: str, line: int) -> tuple[bool, int | None, set[int]]:
@@ -1242,14 +1264,53 @@ class DoctorProbe(TorchFunctionMode):
         gradient (`.grad` None: pykeen's `model.to(device)` after the re-initialization,
         `Module._apply` reading each parameter's gradient to move it along, after
         `zero_grad()` set them to None) is no read."""
-        if self._bw_versions is None:
+        params, keep = self._params, []
+        for rec, versions in self._bw_pending:
+            if any(pid in self._grads_read and self._moved(params.get(pid), pid, v)
+                   for pid, v in versions.items()):
+                rec["moved"] = True
+            else:
+                keep.append((rec, versions))
+        self._bw_pending = keep
+
+    # Note [Moves of several backward passes, through .data]
+    # cooper's ExtrapolationConstrainedOptimizer runs two backward passes per half-step, the
+    # primal Lagrangian's (the model's parameters) and the dual one's (the multiplier's),
+    # then its optimizers' `extrapolation()`, which reads each gradient and moves the
+    # parameter along it by `p.data.add_(u)`, then `zero_grad()`, a second forward and
+    # both backward passes again, and only then `step()`. The extrapolation uses the first
+    # two backward passes as SAM's ascent uses its first, but the doctor said "4 of 8
+    # backward passes made gradients that no optimizer.step() used" (tests/clients/
+    # train_cooper.py --optimizer extra, 2 steps): only the last backward's record was
+    # judged (the primal one was replaced by the dual one before the move), and a write
+    # through `.data` moves an alias's version counter, not the parameter's (as Note [A
+    # step that writes through .data] says of steps). Every backward record stays pending
+    # until one of its parameters moves with its gradient read (then it was used) or a
+    # later backward fills one of them again (then it had its chance); and a parameter of a
+    # pending record whose `.data` is taken outside a step has its checksum taken there,
+    # once (before its gradient is read, maybe: `p.data.add_(p.grad)` takes `.data`
+    # first), so a move through the alias is seen at the next backward, where it counts
+    # only with the gradient read (Note [Moved without reading the gradient]).
+    def _moved(self, p: Any, pid: int, version: int) -> bool:
+        """Whether pending parameter `p` moved since its backward left it at `version`."""
+        if p is None:
+            return False
+        if p._version != version:
+            return True
+        before = self._data_sums.get(pid)
+        if before is None:
+            return False
+        with _quiet():
+            return not bool(torch.equal(before, _checksum(p)))
+
+    def _data_taken(self, p: Any) -> None:
+        """`.data` of `p` taken outside a step: Note [Moves of several backward passes,
+        through .data]."""
+        pid = id(p)
+        if pid in self._data_sums or not any(pid in v for _, v in self._bw_pending):
             return
-        rec, versions = self._bw_versions
-        self._bw_versions = None
-        params = self._params
-        if any(getattr(params.get(pid), "_version", v) != v and pid in self._grads_read
-               for pid, v in versions.items()):
-            rec["moved"] = True
+        with _quiet():
+            self._data_sums[pid] = _checksum(p)
 
     # Note [A loss no backward can run from]
     # A backward record carries the losses computed since the previous backward (check 4
@@ -1542,21 +1603,44 @@ class DoctorProbe(TorchFunctionMode):
     # (`.detach()` in a LightningModule's forward) read as two unused_parameter warnings
     # ("their modules did not run") where the plain loop gets its cut_graph error; Lightning's
     # clipping, inside the closure after backward, was unwatched.
+    #
+    # Note [A closure that leaves backward to the optimizer]
+    # torchmin's `Minimizer` (pytorch-minimize) takes a closure that returns the loss and
+    # calls no backward ("it should not include any `backward()` calls"): its step runs a
+    # whole minimization, each evaluation the closure (the script's `zero_grad()` and
+    # forward), then `f.backward()` of its own, and Hessian-vector products by more
+    # backward passes through the gradient's graph. Read as the closure returned, step 2
+    # found the gradients of step 1's last evaluation cleared by the closure's
+    # `zero_grad()` and no backward of its own yet: "ERROR zeroed_before_step the
+    # gradients of 8 parameters ... were cleared between backward and optimizer.step() in
+    # step 2" (tests/clients/train_torchmin.py, every method), an error that stopped
+    # `compare`. A first closure call that ran no backward has the step's read made when
+    # the next backward returns (or when step() returns, if none comes); a later call is a
+    # re-evaluation as before, read as it returns (before its backward, which would find
+    # its gradients fresh and forget the products' backward passes since the last read).
+    # The backward passes a step runs after its last read (the products of the last
+    # evaluation) are that step's re-evaluations too, read as step() returns: before, the
+    # next step's read took them as its own.
     def _read_after_closure(self, opt: torch.optim.Optimizer, closure, args, kwargs):
         calls = [0]
+        self._closure_calls = calls
 
         def read_after(*a, **kw):
             depth, self._in_opt = self._in_opt, 0
+            backwards = self._bw
             try:
                 loss = closure(*a, **kw)
             finally:
                 self._in_opt = depth
             with torch._C.DisableTorchFunction():
                 calls[0] += 1
-                if calls[0] == 1:
-                    self._step_pre(opt)
+                if calls[0] > 1:
+                    if self._read_at_backward is None:   # the step's read made already
+                        self._same_step(opt)
+                elif self._bw == backwards:   # Note [A closure that leaves backward to the
+                    self._read_at_backward = functools.partial(self._step_pre, opt)  # optimizer]
                 else:
-                    self._same_step(opt)
+                    self._step_pre(opt)
             return loss
 
         self._closure_pending = True
@@ -1768,6 +1852,12 @@ class DoctorProbe(TorchFunctionMode):
             return
 
         with torch._C.DisableTorchFunction():
+            if self._read_at_backward is not None:   # no backward after the first closure
+                read, self._read_at_backward = self._read_at_backward, None
+                read()
+            elif self._closure_pending and self._closure_calls[0] and \
+                    any(self._bws.get(id(p)) for g in opt.param_groups for p in g["params"]):
+                self._same_step(opt)   # Note [A closure that leaves backward to the optimizer]
             if self._closure_pending and not self._before:   # step() never ran its closure
                 self._step_pre(opt)
             self._closure_pending = False

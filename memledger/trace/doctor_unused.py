@@ -79,8 +79,8 @@ class UnusedGraphWatch:
         if self.backwards() != self._backwards_at_call:
             return   # Note [A call that runs backward itself]
         nodes = {id(n): n for n in (t.grad_fn for t in _tensors_in(output)) if n is not None}
-        if not nodes:
-            return
+        if not nodes or not _saved_anything(list(nodes.values()), args):
+            return   # Note [A graph that saved nothing]
         f = user_frame(2)
         file, line = (f.f_code.co_filename, f.f_lineno) if f is not None else ("", 0)
         var = user_name_of(module)[0]
@@ -177,6 +177,57 @@ class _Call:
     def __del__(self) -> None:
         if not self.used and self.watch.active:
             self.watch.records.append(self.rec)
+
+
+# Note [A graph that saved nothing]
+# The finding's cost is what the call's graph saved for backward. A call can build a graph
+# that saves nothing: cooper's `DenseMultiplier` returns `torch.clone(self.weight)`, called
+# once for the primal Lagrangian, which uses the value detached (`multiplier.detach() *
+# violation`: the primal update takes no gradient of the multiplier), and once for the dual
+# one, which backpropagates it. The first clone's graph (one CloneBackward0 node, then the
+# weight's AccumulateGrad) saves no tensor and goes unused by design, every roll of every
+# constrained optimizer, and the doctor warned "a `DenseMultiplier` ran 1 forward under
+# gradients in step 1 whose graph no backward used ... autograd kept what it saved ...
+# turn that forward off by the library's setting where it has one, or tell its authors"
+# (tests/clients/train_cooper.py, 3 steps), about 0 B. The call's own nodes (those its
+# outputs reach, short of its inputs' nodes and the leaves' AccumulateGrad) are walked for
+# a tensor saved for backward (`_raw_saved_*`, which reads no save back: Note [A graph read
+# unseen] in trace/collector.py, a custom Function's ctx counted as saving): one found
+# (a Linear's at the first node, for a model's forward) keeps the record, none drops it.
+# A graph past `_WALK_BUDGET` nodes is taken to have saved something.
+_WALK_BUDGET = 2_000
+_RAW_SAVED: dict[type, bool] = {}
+
+
+def _saves(node: Any) -> bool:
+    """Whether `node`'s type saves tensors for backward (a custom Function's always may)."""
+    tp = type(node)
+    got = _RAW_SAVED.get(tp)
+    if got is None:
+        got = _RAW_SAVED[tp] = any(a.startswith("_raw_saved_") for a in dir(tp)) or \
+            hasattr(tp, "saved_tensors")
+    return got
+
+
+def _saved_anything(outputs: list[Any], args: Any) -> bool:
+    """Whether the graph a call built (from its outputs' nodes `outputs` down to its
+    inputs' nodes) saved any tensor for backward: Note [A graph that saved nothing]."""
+    # sequence numbers, not id(): a node's Python wrapper is made per access
+    stop = {t.grad_fn._sequence_nr() for t in _tensors_in(args) if t.grad_fn is not None}
+    seen: set[int] = set()
+    todo = list(outputs)
+    while todo:
+        node = todo.pop()
+        if node is None or hasattr(node, "variable"):
+            continue   # a leaf's AccumulateGrad
+        seq = node._sequence_nr()
+        if seq in seen or seq in stop:
+            continue   # met already, or an input's history
+        if _saves(node) or len(seen) >= _WALK_BUDGET:
+            return True
+        seen.add(seq)
+        todo.extend(f for f, _ in node.next_functions)
+    return False
 
 
 def _tensors_in(x: Any, depth: int = 3) -> list[_Tensor]:

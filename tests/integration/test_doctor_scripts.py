@@ -120,6 +120,10 @@ BUGS = [
     ("sam.py", ["--no-ascent"], "dropped_update", "warning", ["3 of 6 backward passes",
      "a zero_grad ran before any step used them"],
      "nn.functional.cross_entropy(model(x), y).backward()"),
+    # extragradient's first two gradients zeroed without the extrapolation using them
+    ("extragradient.py", ["--no-extrapolation"], "dropped_update", "warning",
+     ["5 of 12 backward passes", "a zero_grad ran before any step used them"],
+     "(nn.functional.cross_entropy(logits, y) + lam.detach() * g).sum().backward()"),
     # SAM's first gradient not zeroed: the step adds gradients taken at two weights
     ("sam.py", ["--no-zero"], "mixed_gradient", "error",
      ["4 parameters (`0.weight`, `0.bias`, `2.weight` and 1 more)", "steps 1-3",
@@ -411,6 +415,14 @@ FIXED = [("cut.py", ["--cut", c, "--fixed"]) for c in ("detach", "checkpoint")] 
     # SAM: the first gradient moves the weights (the ascent) and is zeroed; no step uses
     # it (once a dropped_update warning)
     ("sam.py", []),
+    # cooper's extragradient: two backward passes (the model's, the multiplier's), then both
+    # moved along their gradients through `p.data` (or in place) and zeroed: Note [Moves of
+    # several backward passes, through .data] (once "5 of 12 backward passes", "3 of 12")
+    ("extragradient.py", []), ("extragradient.py", ["--in-place"]),
+    # an optimizer that runs backward itself after a closure that returns the loss
+    # (torchmin's Minimizer): Note [A closure that leaves backward to the optimizer] (once
+    # zeroed_before_step "in steps 2 and 3")
+    ("own_backward.py", []), ("own_backward.py", ["--no-hvp"]),
     # weights moved between two accumulated backward passes, no gradient read between
     ("weight_noise.py", []),
     # gradients taken without a graph on purpose: first-order MAML's fast weights, a norm
