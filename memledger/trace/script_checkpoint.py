@@ -142,6 +142,19 @@ def find_checkpoint_call() -> CheckpointCall | None:
     return None
 
 
+def rerun_region() -> nn.Module | None:
+    """From inside a non-reentrant re-run (its `recompute_fn` on the stack): the module it
+    re-runs, or None (a function of no module). Note [A re-run of the script's that stops
+    before its first op] in collector.py."""
+    f = sys._getframe(1)
+    while f is not None:
+        code = f.f_code
+        if code.co_name == "recompute_fn" and code.co_filename.endswith(_CHECKPOINT_FILE):
+            return module_of(f.f_locals.get("fn"))
+        f = f.f_back
+    return None
+
+
 # Note [The module a checkpointed function runs first]
 # Where the script checkpoints a function that is no module's bound method (torch's
 # `checkpoint_sequential`, which En-transformer's `EnTransformer(checkpoint=True)` calls
