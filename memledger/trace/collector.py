@@ -2349,7 +2349,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
     # counted where its first run begins, `_on_checkpoint_run`); a reentrant re-run's fork (taken in `CheckpointFunction.backward`, held while
     # the function runs again, no hook marks it) is recorded as a storage, op `fork_rng`,
     # freed when `fork_rng` lets it go. A non-reentrant re-run's fork stays with
-    # `_watch_recompute`, which records it over the re-run's ops.
+    # `_watch_recompute`, which records it over the re-run's ops (or at an event of its
+    # own where none runs: Note [A re-run of the script's that stops before its first op]).
     #
     # Note [A checkpoint whose first run is in backward]
     # A checkpoint can first run while backward runs: a reversible layer re-makes its

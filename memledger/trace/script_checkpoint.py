@@ -12,7 +12,9 @@ A script may checkpoint modules itself: transformers' `gradient_checkpointing_en
    finds the first through the checkpoint call on the Python stack (the non-reentrant
    generator's `fwd_cpu_state`, or the reentrant Function's `ctx.fwd_cpu_state`) and
    records it as a storage (op `get_rng_state`), freed when torch frees it; the second it
-   records over the events that run under checkpoint's re-run hooks (op `fork_rng`).
+   records over the events that run under checkpoint's re-run hooks (op `fork_rng`), and
+   for a re-run that stops before any op runs under them, at an event of its own (Note [A
+   re-run of the script's that stops before its first op] in collector.py).
    Example: transformers GPT-2 (2 layers, hidden 64) with gradient_checkpointing_enable()
    read 5,080 B under the allocator at its peak (in layer 0's re-run) before, 24 B after.
 2. A policy must not checkpoint such a region again, nor a region inside or around it: the
