@@ -1967,10 +1967,10 @@ def _resident_copies(prep: Prepared, seg: _Segments, ours: np.ndarray,
 # checkpoint's frame (`_segments`) and a re-run's copy (`_own_node_end`), not here.
 # memformer trained with `--mode bptt --carry keep --accum 2` (each micro-batch's backward
 # keeps its graph, which the next one reaches into through the carried memory; 2 steps):
-# each segment's memory (2 x 4 x 16 fp32, 512 B) is saved by the encoder's cross-attention
-# (its `to_kv`) and by the memory updater; `offload:@Attention` let the one the updater's
-# node holds go in the second micro-batch's backward, where its graph keeps it to the
-# step's end: 460,772 B predicted against 461,284 B measured, `offload:encoder` 428,132
+# each segment's memory (2 x 4 x 16 fp32, 512 B) is saved by the next segment's
+# cross-attention (its `to_kv`), the memory updater's attention (`to_q`) and its GRU cell;
+# `offload:@Attention` let the original the GRU's node holds go as that node returned in
+# the second micro-batch's backward, where the kept graph holds it to the step's end: 460,772 B predicted against 461,284 B measured, `offload:encoder` 428,132
 # against 428,644, the cross-attention alone 551,012 against 551,524; `--mode mrbp --depth
 # 2 --updates 2 --validate` `offload:@Attention` 514,776 against 515,288. Such a node now
 # holds the storage to its save's `let_go`. tests/clients/train_kept_outside.py in plain
