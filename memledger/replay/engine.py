@@ -1970,9 +1970,10 @@ def _resident_copies(prep: Prepared, seg: _Segments, ours: np.ndarray,
 # each segment's memory (2 x 4 x 16 fp32, 512 B) is saved by the next segment's
 # cross-attention (its `to_kv`), the memory updater's attention (`to_q`) and its GRU cell;
 # `offload:@Attention` let the original the GRU's node holds go as that node returned in
-# the second micro-batch's backward, where the kept graph holds it to the step's end: 460,772 B predicted against 461,284 B measured, `offload:encoder` 428,132
-# against 428,644, the cross-attention alone 551,012 against 551,524; `--mode mrbp --depth
-# 2 --updates 2 --validate` `offload:@Attention` 514,776 against 515,288. Such a node now
+# the second micro-batch's backward, where the kept graph holds it to the step's end:
+# 460,772 B predicted against 461,284 B measured, `offload:encoder` 428,132 against
+# 428,644, the cross-attention alone 551,012 against 551,524; `--mode mrbp --depth 2
+# --updates 2 --validate` `offload:@Attention` 514,776 against 515,288. Such a node now
 # holds the storage to its save's `let_go`. tests/clients/train_kept_outside.py in plain
 # torch (a gate outside the offloaded Linear saving its input, the loss kept over Adam's
 # step): `offload:inner` 123,740 B predicted against 125,788 B measured before.

@@ -2446,8 +2446,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
     # replay/engine.py, where a policy's re-run is priced so): no op runs under the hook,
     # and the fork (5,056 B), live from `fork_rng`'s `torch.get_rng_state()` to the stop,
     # was never recorded. tests/clients/train_own_early_stop.py (a two-tower scorer that
-    # checkpoints its user-table call itself; 1 step): the ledger read 17,608 B against the
-    # allocator's 20,104 B, the fork at the user rows' EmbeddingBackward the step's peak.
+    # checkpoints its user-table call itself; 1 step): the ledger read 18,696 B against the
+    # allocator's 21,192 B, the fork at the user rows' EmbeddingBackward the step's peak.
     # Each such fork is noted as torch takes it (`_note_rerun_fork`: its event, weakly its
     # storage), dropped once an op runs under a re-run's hook, and recorded when torch
     # frees it with no op run since: it lives between two events, after the frees that came
