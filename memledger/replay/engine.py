@@ -1980,6 +1980,26 @@ def _resident_copies(prep: Prepared, seg: _Segments, ours: np.ndarray,
             prep.cat[which[read]])
 
 
+# Note [An outside node a kept graph holds on]
+# A storage saved by an offloaded (or re-run) call and by a node outside it stays on the
+# device for the node outside (`_release_partly_saved`), and went, in the replay, as that
+# node returned or autograd let go of it (its unpack's `end`, `rel`). A backward that keeps
+# its graph (`retain_graph=True`, a graph the script holds past it) lets go of no node's
+# saves there: they live until the graph goes, which the ledger writes as the save's
+# `let_go` (Note [A node a kept graph holds on], trace/collector.py), read already for a
+# checkpoint's frame (`_segments`) and a re-run's copy (`_own_node_end`), not here.
+# memformer trained with `--mode bptt --carry keep --accum 2` (each micro-batch's backward
+# keeps its graph, which the next one reaches into through the carried memory; 2 steps):
+# each segment's memory (2 x 4 x 16 fp32, 512 B) is saved by the next segment's
+# cross-attention (its `to_kv`), the memory updater's attention (`to_q`) and its GRU cell;
+# `offload:@Attention` let the original the GRU's node holds go as that node returned in
+# the second micro-batch's backward, where the kept graph holds it to the step's end:
+# 460,772 B predicted against 461,284 B measured, `offload:encoder` 428,132 against
+# 428,644, the cross-attention alone 551,012 against 551,524; `--mode mrbp --depth 2
+# --updates 2 --validate` `offload:@Attention` 514,776 against 515,288. Such a node now
+# holds the storage to its save's `let_go`. tests/clients/train_kept_outside.py in plain
+# torch (a gate outside the offloaded Linear saving its input, the loss kept over Adam's
+# step): `offload:inner` 123,740 B predicted against 125,788 B measured before.
 def _release_partly_saved(prep: Prepared, calls: _Calls, own: _Owners, fr: np.ndarray,
                           settled: np.ndarray, in_save_list: np.ndarray | None) -> np.ndarray:
     """An activation saved both inside a re-run or offloaded call and by a node outside
@@ -2034,6 +2054,8 @@ def _release_partly_saved(prep: Prepared, calls: _Calls, own: _Owners, fr: np.nd
     ends = np.maximum.reduce([prep.pack_unpack + 1, prep.pack_unpack_end,
                               prep.pack_unpack_rel if prep.pack_unpack_rel is not None
                               else prep.pack_unpack_end])
+    if prep.pack_let_go is not None:   # Note [An outside node a kept graph holds on]
+        ends = np.maximum(ends, prep.pack_let_go)
     if prep.script_reruns:
         # the script's own checkpoint re-runs its function on what its node unpacked, and
         # the re-run's saves hold it: where that save was the storage's last read, to its

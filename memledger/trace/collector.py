@@ -173,6 +173,7 @@ from memledger.trace.script_checkpoint import (
     checkpoint_pack_hook,
     find_checkpoint_call,
     function_checkpoint_site,
+    rerun_region,
     stopping_pack,
 )
 from memledger.trace.sharding import _PLAIN, ShardingMixin, is_collective, local_tensor
@@ -1046,6 +1047,9 @@ class Collector(ShardingMixin, TorchDispatchMode):
         # id(call) -> (call, record, module-stack depth), written as the caller's call ends
         self._fn_ckpts: dict[int, tuple[object, dict, int]] = {}
         self._fork: tuple[Any, int | None] = (None, None)
+        # Note [A re-run of the script's that stops before its first op]: id(weak ref) ->
+        # (ref, event, bytes, region module, module now) of each fork not yet seen over ops
+        self._early_forks: dict[int, tuple] = {}
         self._op_made = 0   # the first sid the latest op made (its outputs: sids from here)
         self._mutated: set[tuple[int, int]] = set()   # Note [Written in place in forward]
         # sid -> the last forward (or loss) event whose op read its values: Note [A state
@@ -2387,7 +2391,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
     # counted where its first run begins, `_on_checkpoint_run`); a reentrant re-run's fork (taken in `CheckpointFunction.backward`, held while
     # the function runs again, no hook marks it) is recorded as a storage, op `fork_rng`,
     # freed when `fork_rng` lets it go. A non-reentrant re-run's fork stays with
-    # `_watch_recompute`, which records it over the re-run's ops.
+    # `_watch_recompute`, which records it over the re-run's ops (or at an event of its
+    # own where none runs: Note [A re-run of the script's that stops before its first op]).
     #
     # Note [A checkpoint whose first run is in backward]
     # A checkpoint can first run while backward runs: a reversible layer re-makes its
@@ -2405,7 +2410,11 @@ class Collector(ShardingMixin, TorchDispatchMode):
     # reads as a checkpoint frame's), freed when torch frees it. tests/clients/
     # train_ckpt_in_backward.py pins it in plain torch.
     def _on_checkpoint_state(self, t: torch.Tensor, where: str) -> None:
-        if self._closed or self._done or where == "recompute_fn":
+        if self._closed or self._done:
+            return
+        if where == "recompute_fn":   # a non-reentrant re-run's fork: `_watch_recompute`,
+            if self._phase == "backward":   # or Note [A re-run of the script's that stops
+                self._note_rerun_fork(t)    # before its first op]
             return
         st = t.untyped_storage()
         if st._cdata in self._sids:
@@ -2453,6 +2462,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
         open_pack, sid = self._fork
         if pack is open_pack:
             return
+        if pack is not None:   # its re-run runs ops: recorded over them, below
+            self._early_forks.clear()
         if sid is not None:
             self.sink.write({"k": "free", "sid": sid, "ev": ev, "last": -1})
         self._fork = (pack, None)
@@ -2468,6 +2479,50 @@ class Collector(ShardingMixin, TorchDispatchMode):
                              "mod": self._module_now(), "ph": "backward",
                              "step": self._step})
             self._fork = (pack, sid)
+
+    # Note [A re-run of the script's that stops before its first op]
+    # `_watch_recompute` records a non-reentrant re-run's generator fork over the ops that
+    # run under the re-run's pack hook. A re-run whose region's saves were all made before
+    # it ran (an `nn.Embedding` call saves only its ids) stops as its first op packs them,
+    # before that op runs (Rule 3 of Note [A re-run that stops before its first op],
+    # replay/engine.py, where a policy's re-run is priced so): no op runs under the hook,
+    # and the fork (5,056 B), live from `fork_rng`'s `torch.get_rng_state()` to the stop,
+    # was never recorded. tests/clients/train_own_early_stop.py (a two-tower scorer that
+    # checkpoints its user-table call itself; 1 step): the ledger read 18,696 B against the
+    # allocator's 21,192 B, the fork at the user rows' EmbeddingBackward the step's peak.
+    # Each such fork is noted as torch takes it (`_note_rerun_fork`: its event, weakly its
+    # storage), dropped once an op runs under a re-run's hook, and recorded when torch
+    # frees it with no op run since: it lives between two events, after the frees that came
+    # before it (the node before let go of its temporaries) and before the unpacking node's
+    # first op, so it is given an event of its own, the one no op took yet, and the ops
+    # from there on are numbered one further (no op is lost: the allocator pass's kernel
+    # scratch is placed by each op's k-th call, Note [Kernel scratch]). The replay reads it
+    # as any fork of the script's re-runs: a storage of op `fork_rng`. Cost: one weak
+    # reference per re-run, none on the per-op path.
+    def _note_rerun_fork(self, t: torch.Tensor) -> None:
+        st = t.untyped_storage()
+        ref = weakref.ref(st, self._on_rerun_fork_gone)
+        self._early_forks[id(ref)] = (ref, self._ev, st.nbytes(), rerun_region(),
+                                      self._module_now())
+
+    def _on_rerun_fork_gone(self, ref: weakref.ref) -> None:
+        try:
+            entry = self._early_forks.pop(id(ref), None)
+            if entry is None or self._closed or self._done:
+                return
+            _, ev, n, module, now = entry
+            if self._ev != ev or self._phase != "backward":
+                return   # an op ran since: not a re-run that stopped before its first op
+            region = self._roots.paths.get(module) if module is not None else None
+            sid = self._next_sid
+            self._next_sid = sid + 1
+            self.sink.write({"k": "alloc", "sid": sid, "ev": ev, "bytes": n, "dev": "cpu",
+                             "dtype": "uint8", "shape": [n], "op": "fork_rng",
+                             "mod": region or now, "ph": "backward", "step": self._step})
+            self._ev = ev + 1
+            self.sink.write({"k": "free", "sid": sid, "ev": ev + 1, "last": -1})
+        except KeyboardInterrupt:  # Python would swallow it here: Note [One interrupt, ...]
+            redeliver()
 
     # Note [Modules the model makes in its forward]
     # A module no top-level module holds (made inside a forward and dropped: litgpt's

@@ -12,7 +12,9 @@ A script may checkpoint modules itself: transformers' `gradient_checkpointing_en
    finds the first through the checkpoint call on the Python stack (the non-reentrant
    generator's `fwd_cpu_state`, or the reentrant Function's `ctx.fwd_cpu_state`) and
    records it as a storage (op `get_rng_state`), freed when torch frees it; the second it
-   records over the events that run under checkpoint's re-run hooks (op `fork_rng`).
+   records over the events that run under checkpoint's re-run hooks (op `fork_rng`), and
+   for a re-run that stops before any op runs under them, at an event of its own (Note [A
+   re-run of the script's that stops before its first op] in collector.py).
    Example: transformers GPT-2 (2 layers, hidden 64) with gradient_checkpointing_enable()
    read 5,080 B under the allocator at its peak (in layer 0's re-run) before, 24 B after.
 2. A policy must not checkpoint such a region again, nor a region inside or around it: the
@@ -138,6 +140,19 @@ def find_checkpoint_call() -> CheckpointCall | None:
                 if module is None and isinstance(caller_self, nn.Module):
                     module = caller_self
                 return CheckpointCall(module, _tensor(gen_locals.get("fwd_cpu_state")), gen)
+        f = f.f_back
+    return None
+
+
+def rerun_region() -> nn.Module | None:
+    """From inside a non-reentrant re-run (its `recompute_fn` on the stack): the module it
+    re-runs, or None (a function of no module). Note [A re-run of the script's that stops
+    before its first op] in collector.py."""
+    f = sys._getframe(1)
+    while f is not None:
+        code = f.f_code
+        if code.co_name == "recompute_fn" and code.co_filename.endswith(_CHECKPOINT_FILE):
+            return module_of(f.f_locals.get("fn"))
         f = f.f_back
     return None
 
