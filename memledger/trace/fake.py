@@ -1593,10 +1593,13 @@ NO_CUDA_HINT = "not compiled with CUDA"
 # Script code a fake run cannot run, recognised by torch's own message: (pattern, what it
 # does, the library option that would skip it where a library does it). The option is named
 # by what failed: a Keras-like loop's checkpoint callback saves with torch.save, and "e.g. no
-# evaluation" sent its user to the wrong option (poutyne's ModelCheckpoint, helper hunt48a)
+# evaluation" sent its user to the wrong option (poutyne's ModelCheckpoint, helper hunt48a);
+# `.numpy()` is an evaluation's metric or a fit on the data (pytorch-frame's
+# MutualInformationSort hands sklearn the features: "no evaluation" alone named the wrong
+# part, helper hunt52c)
 VALUE_READS = (
     (".numpy() is not supported for tensor subclasses", "`.numpy()` reads tensor values",
-     "no evaluation"),
+     "no evaluation, no fit on the data's values"),
     ("unsupported format string passed to FakeTensor.__format__",
      "formatting a tensor's value (f\"{loss:.3f}\") reads it", "no logging"),
     ("Can't pickle local object 'WeakValueDictionary", "torch.save writes tensor values",

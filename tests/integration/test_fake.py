@@ -321,6 +321,27 @@ def test_fake_names_the_library_the_script_called_and_the_one_that_saved(tmp_pat
     assert "Traceback" not in capfd.readouterr().err
 
 
+def test_fake_names_a_fit_on_the_data_beside_evaluation(tmp_path, capfd):
+    """A library the script calls hands the data's values to numpy to fit on them
+    (pytorch-frame's MutualInformationSort gives sklearn the features, helper hunt52c):
+    the way out read "(e.g. no evaluation)", which this fit is not. A stand-in library
+    compiled under site-packages whose `fit` calls `.numpy()`."""
+    site = sysconfig.get_paths()["purelib"]
+    prep = os.path.join(site, "memledger_test_prep", "sort.py")
+    code, reason = _fake_ledger_pass(
+        tmp_path, "import torch\nx = torch.randn(8, 3)\nns = {'torch': torch}\n"
+        f"exec(compile('def fit(t):\\n    return t.numpy().argsort()\\n', {prep!r}, "
+        "'exec'), ns)\n"
+        "ns['fit'](x)\n")
+    assert code == 2, reason
+    assert "`memledger_test_prep` (called by the script) at memledger_test_prep/sort.py:2: " \
+        "`.numpy()` reads tensor values" in reason, reason
+    assert reason.endswith("trace with an option of `memledger_test_prep` that skips that "
+                           "part (e.g. no evaluation, no fit on the data's values), or trace "
+                           "it for real"), reason
+    assert "Traceback" not in capfd.readouterr().err
+
+
 @pytest.mark.parametrize("steps_by,steps", [("whole", 1), ("forward", 2)])
 def test_fake_counts_steps_as_asked(tmp_path, steps_by, steps):
     """`trace --fake --steps-by whole` (or `forward`) of a script with no optimizer: the
