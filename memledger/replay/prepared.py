@@ -290,6 +290,15 @@ class Prepared:
         # gradients between steps (or in the optimizer's step) is the policies' as well;
         # not those of backward (re-runs), nor of setup (before measure wraps the model),
         # nor one without gradients (an evaluation, which runs plainly: `scope_grad`).
+        # Setup with gradients, checked (fifty-second session, fix52e): a top-level call of
+        # the model ends setup (a warm-up, a probe, an LR finder's steps then read
+        # "forward" and are the policies' on both sides), so only calls nested in a
+        # parameterless module before the model's first top-level call read "setup" with
+        # gradients (and "other" after an optimizer step, named under that module, which
+        # no selector of the model reaches); measure takes that module for the model for
+        # now, the policy resolved against it matches nothing (the refusal waits: Note
+        # [The model]) and they run plain there too. Pinned: tests/clients/
+        # test_grad_in_setup.py (99,016 B on both sides under every policy).
         if len(sc):
             sc = sc[sc["ph"].isin(("forward", "loss")) |
                     (~sc["nograd"].astype(bool) & ~sc["ph"].isin(("backward", "setup")))]
