@@ -973,11 +973,13 @@ class Collector(ShardingMixin, TorchDispatchMode):
         self._mapped = MappedFiles()   # Note [Storages over a mapped file]
         self._backward_sid = 0   # the first sid made in the current backward
         # id(weakref) -> [weakref, sid, save event, nth, backward passes begun at the save,
-        # the node that first unpacked it (-1: none), its pass]: forward saves' aliases, to
-        # see autograd let go of one unread (Note [A save autograd let go of unread]) or
-        # after it was read (Note [A node a kept graph holds on])
+        # the node that first unpacked it (-1: none), its pass, passes begun outside a
+        # module call at the save]: forward saves' aliases, to see autograd let go of one
+        # unread (Note [A save autograd let go of unread]) or after it was read (Note [A
+        # node a kept graph holds on])
         self._save_refs: dict[int, list] = {}
         self._bw_passes = 0
+        self._outer_passes = 0   # Note [A pass inside the forward]
         # path -> (weak module, its training flag) at its latest call under grad since the
         # last backward began, and that backward's first event: Note [A re-run in another
         # mode] (trace/modes.py)
@@ -2115,10 +2117,12 @@ class Collector(ShardingMixin, TorchDispatchMode):
             # saves stay watched into backward (Note [A node a kept graph holds on]), but
             # not those an earlier pass left unread: read by none, freed with the graph
             self._bw_passes += 1
+            outer = self._outer_passes   # Note [A pass inside the forward]
+            self._outer_passes += not self._bw_from[1]
             self._bw_began = modes_at_backward(self.sink, self._fwd_modes, self._bw_began, ev,
                                                self._roots.paths.items)
             self._save_refs = {k: e for k, e in self._save_refs.items()
-                               if e[5] >= 0 or e[4] == self._bw_passes - 1}
+                               if e[5] >= 0 or e[7] == outer}
         else:  # backward just ended: the gradients now exist
             if self._bw_passes == 2 and not self._looked_for_optimizer and (
                     not self._steps_done if self._steps_by == "optimizer" else
@@ -3629,7 +3633,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
                 if self._phase != "backward":
                     ref = weakref.ref(alias, self._on_save_gone)
                     self._save_refs[id(ref)] = [ref, sid, self._ev - 1, nth,
-                                                self._bw_passes, -1, -1]
+                                                self._bw_passes, -1, -1, self._outer_passes]
                     alias._memledger_ref = id(ref)
             return alias
         alias = self._saved_alias(t)
@@ -3687,6 +3691,10 @@ class Collector(ShardingMixin, TorchDispatchMode):
             # saved again in a later forward while an earlier graph still holds it: one
             # count of autograd's holds (Note [Saved again by the next chunk's forward])
             self._held[sid] = entry
+        if entry is None and (entry := self._held_over.get(sid)) is not None:
+            # held by the script as a pass began, its saves since let go of: the same
+            # entry, so the let-go is `between` (Note [A pass inside the forward])
+            self._held[sid] = entry
         if entry is None:
             if type(t) not in self.ALIAS_TYPES or t.layout is not torch.strided:
                 return   # a sparse save's parts are not followed (Note [Sparse tensors])
@@ -3731,7 +3739,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
             if entry is None or self._closed:
                 return
             if entry[5] < 0:   # never unpacked: Note [A save autograd let go of unread]
-                if self._phase != "backward" and entry[4] == self._bw_passes:
+                if self._phase != "backward" and entry[7] == self._outer_passes:
                     self.sink.write({"k": "unread", "sid": entry[1], "sev": entry[2],
                                      "ev": self._ev, "nth": entry[3]})
             elif entry[5] != self._unpack_node or entry[6] != self._bw_passes or \
