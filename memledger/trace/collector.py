@@ -2116,6 +2116,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
             self._pass_begins()   # (clears _held) Note [Let go of between two backward passes]
             # saves stay watched into backward (Note [A node a kept graph holds on]), but
             # not those an earlier pass left unread: read by none, freed with the graph
+            # (passes begun inside a module's forward aside: Note [A pass inside the
+            # forward])
             self._bw_passes += 1
             outer = self._outer_passes   # Note [A pass inside the forward]
             self._outer_passes += not self._bw_from[1]
@@ -3766,6 +3768,26 @@ class Collector(ShardingMixin, TorchDispatchMode):
     # outside backward in between gets a `between` record (`sid`, `ev`), written as the
     # next pass begins; none where no pass follows in the step (a loop's locals, let go
     # of in the next step's forward, keep -1 and mean what they meant).
+    # Note [A pass inside the forward]
+    # `torch.autograd.functional.jacobian(..., vectorize=True)` inside a module's forward
+    # (pypose's EKF linearizes its system at each filter step; tests/clients/
+    # train_jacobian_inside.py) runs a backward pass over a graph of its own, in the middle
+    # of the forward. Two records read it as the step's backward:
+    # - The state `x` the Jacobian's part saved (as its detached input) was held by the
+    #   script as that pass began: `released` -1. Its saves in that graph died with it, and
+    #   the `_held` entry opened by the next save (the loss's path) counted only that one,
+    #   so the let-go the entry saw was written as `released`, but not as `between` (the
+    #   stale `_held_over` entry never matched): the first record, -1, won. `offload:g`
+    #   kept the batch on the device: `--ref none` (3 frames, 1 step) 424 B predicted
+    #   against 408 B measured. A forward save of a storage in `_held_over` now counts in
+    #   that entry, as one in `_held_past` does.
+    # - A save made before that pass and let go of unread after it (a reference call's
+    #   graph dropped as the forward returns) wrote no `unread` (only saves since the last
+    #   pass began did), so the replay held its read-back copy to the storage's free:
+    #   `--ref drop` 456 against 452 (and 16 B under once the rounds were replayed). So the
+    #   passes that count here are those begun outside every module call (`_bw_from`'s
+    #   depth 0; a training loop's `backward()`, MAML's inner `autograd.grad`); a pass
+    #   begun inside a module's forward leaves the saves watched and `unread` written.
     def _pass_begins(self) -> None:
         for sid, ev in self._between.items():
             self.sink.write({"k": "between", "sid": sid, "ev": ev})
