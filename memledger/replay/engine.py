@@ -1579,12 +1579,10 @@ def _rounds_replayed(prep: Prepared, offloaded: np.ndarray, seg: _Segments,
     if prep.pass2 is not None:   # or another save of its storage, in a second pass
         rows = np.union1d(rows, np.unique(prep.pack_row[offloaded & (
             prep.pass2[prep.pack_row] >= 0)]))
-    # or one saved after a read of another opened a round (Note [A round a later save
-    # joins]): a read-back inside the forward (a `jacobian` there)
-    first_read = np.full(len(prep.nbytes), np.iinfo(np.int64).max, dtype=np.int64)
-    np.minimum.at(first_read, prep.pack_row[prep.read_pack[mine]], prep.read_ev[mine])
-    rows = np.union1d(rows, np.unique(prep.pack_row[offloaded & (
-        prep.pack_ev > first_read[prep.pack_row])]))
+    # or one saved after a read of another opened a round that an earlier save, unread
+    # and still held, keeps open (Note [A round a later save joins]): a read-back inside
+    # the forward (a `jacobian` there)
+    rows = np.union1d(rows, _joined_rounds(prep, offloaded, mine))
     if prep.unpack_unnamed is not None:
         rows = rows[~prep.unpack_unnamed[rows]]
     if not len(rows):
@@ -1657,6 +1655,39 @@ def _rounds_replayed(prep: Prepared, offloaded: np.ndarray, seg: _Segments,
     out.add(seg.pos_c(np.asarray(starts, dtype=np.int64)),
             seg.pos_f(np.asarray(stops, dtype=np.int64)), prep.nbytes[w], prep.cat[w])
     return done
+
+
+def _joined_rounds(prep: Prepared, offloaded: np.ndarray, mine: np.ndarray) -> np.ndarray:
+    """The storages with an offloaded save packed after the first read of another, while
+    an earlier save of it, unread then, was still held (Note [A round a later save
+    joins])."""
+    first_read = np.full(len(prep.nbytes), np.iinfo(np.int64).max, dtype=np.int64)
+    np.minimum.at(first_read, prep.pack_row[prep.read_pack[mine]], prep.read_ev[mine])
+    late = np.flatnonzero(offloaded & (prep.pack_ev > first_read[prep.pack_row]))
+    if not len(late):
+        return late
+    gone = prep.pack_gone if prep.pack_gone is not None else np.full(len(offloaded), -1)
+    let_go = prep.pack_let_go if prep.pack_let_go is not None else \
+        np.full(len(offloaded), -1)
+    end = np.where(gone >= 0, gone, np.where(let_go >= 0, let_go, prep.freed[prep.pack_row]))
+    # within one step (a save a dead branch kept from an earlier step keeps no round open
+    # that the next step's forward joins: tests/clients/train_mech.py --case two_kinds)
+    bounds = np.cumsum(prep.step_events)
+    step = np.searchsorted(bounds, prep.pack_ev, side="right")
+    read_step = np.searchsorted(bounds, first_read, side="right")
+    out = []
+    for r in np.unique(prep.pack_row[late]).tolist():
+        mine_r = np.flatnonzero(offloaded & (prep.pack_row == r))
+        for j in late[prep.pack_row[late] == r].tolist():
+            if read_step[r] != step[j]:
+                continue
+            i = mine_r[(prep.pack_ev[mine_r] < prep.pack_ev[j]) & (step[mine_r] == step[j])]
+            read = prep.pack_unpack[i]
+            still = ((read < 0) | (read > prep.pack_ev[j])) & (end[i] > prep.pack_ev[j])
+            if still.any():
+                out.append(r)
+                break
+    return np.asarray(out, dtype=np.int64)
 
 
 # Note [Saved again after its read-back]
