@@ -1723,7 +1723,9 @@ def _joined_rounds(prep: Prepared, offloaded: np.ndarray, mine: np.ndarray) -> n
 # copies`), to the storage's free where a save was never read: `offload:model.g` (6
 # frames, 2 steps) 15,536 B against 15,552 measured, the last filter step's state held
 # by the module and its copy both. Such a storage (an offloaded save packed after the
-# first read of another) now goes through the rounds (Note [Rounds of a read-back,
+# first read of another while an earlier save of the same step, unread then, is still
+# held: `_joined_rounds`; not a dead branch's save kept from the step before, which moved
+# tests/clients/train_mech.py --case two_kinds 512 B over) now goes through the rounds (Note [Rounds of a read-back,
 # replayed]), and a save read with no `unread` or `let_go` record ends at its read's
 # end (its node let go of it as it returned, Note [A node a kept graph holds on]) where
 # the trace saw its storage freed; else with the storage, as before. In plain torch:
