@@ -1579,6 +1579,10 @@ def _rounds_replayed(prep: Prepared, offloaded: np.ndarray, seg: _Segments,
     if prep.pass2 is not None:   # or another save of its storage, in a second pass
         rows = np.union1d(rows, np.unique(prep.pack_row[offloaded & (
             prep.pass2[prep.pack_row] >= 0)]))
+    # or one saved after a read of another opened a round that an earlier save, unread
+    # and still held, keeps open (Note [A round a later save joins]): a read-back inside
+    # the forward (a `jacobian` there)
+    rows = np.union1d(rows, _joined_rounds(prep, offloaded, mine))
     if prep.unpack_unnamed is not None:
         rows = rows[~prep.unpack_unnamed[rows]]
     if not len(rows):
@@ -1593,6 +1597,14 @@ def _rounds_replayed(prep: Prepared, offloaded: np.ndarray, seg: _Segments,
     # of it, else with its storage (its node held it to there)
     end_of = np.where(gone >= 0, gone, np.where(let_go >= 0, let_go,
                                                 prep.freed[prep.pack_row[saves]]))
+    # a save read with neither: its node let go of it as it returned from its read (Note
+    # [A round a later save joins]), where its storage was freed in the trace at all
+    read_to = np.full(len(offloaded), -1, dtype=np.int64)
+    np.maximum.at(read_to, prep.read_pack[reads], prep.read_end[reads])
+    read_to = read_to[saves]
+    end_of = np.where((gone < 0) & (let_go < 0) & (read_to >= 0) &
+                      (prep.freed[prep.pack_row[saves]] < prep.n_events),
+                      np.minimum(end_of, read_to), end_of)
     n_s, n_r = len(saves), len(reads)
     # one timeline: per storage, by event; at one event packs, then reads, then ends
     row = np.r_[prep.pack_row[saves], prep.pack_row[prep.read_pack[reads]],
@@ -1645,6 +1657,39 @@ def _rounds_replayed(prep: Prepared, offloaded: np.ndarray, seg: _Segments,
     return done
 
 
+def _joined_rounds(prep: Prepared, offloaded: np.ndarray, mine: np.ndarray) -> np.ndarray:
+    """The storages with an offloaded save packed after the first read of another, while
+    an earlier save of it, unread then, was still held (Note [A round a later save
+    joins])."""
+    first_read = np.full(len(prep.nbytes), np.iinfo(np.int64).max, dtype=np.int64)
+    np.minimum.at(first_read, prep.pack_row[prep.read_pack[mine]], prep.read_ev[mine])
+    late = np.flatnonzero(offloaded & (prep.pack_ev > first_read[prep.pack_row]))
+    if not len(late):
+        return late
+    gone = prep.pack_gone if prep.pack_gone is not None else np.full(len(offloaded), -1)
+    let_go = prep.pack_let_go if prep.pack_let_go is not None else \
+        np.full(len(offloaded), -1)
+    end = np.where(gone >= 0, gone, np.where(let_go >= 0, let_go, prep.freed[prep.pack_row]))
+    # within one step (a save a dead branch kept from an earlier step keeps no round open
+    # that the next step's forward joins: tests/clients/train_mech.py --case two_kinds)
+    bounds = np.cumsum(prep.step_events)
+    step = np.searchsorted(bounds, prep.pack_ev, side="right")
+    read_step = np.searchsorted(bounds, first_read, side="right")
+    out = []
+    for r in np.unique(prep.pack_row[late]).tolist():
+        mine_r = np.flatnonzero(offloaded & (prep.pack_row == r))
+        for j in late[prep.pack_row[late] == r].tolist():
+            if read_step[r] != step[j]:
+                continue
+            i = mine_r[(prep.pack_ev[mine_r] < prep.pack_ev[j]) & (step[mine_r] == step[j])]
+            read = prep.pack_unpack[i]
+            still = ((read < 0) | (read > prep.pack_ev[j])) & (end[i] > prep.pack_ev[j])
+            if still.any():
+                out.append(r)
+                break
+    return np.asarray(out, dtype=np.int64)
+
+
 # Note [Saved again after its read-back]
 # Offload's copy of a storage is read back once every save still held has been unpacked
 # (measure/offload.py), and a save packed after that, of the original the script still
@@ -1667,6 +1712,25 @@ def _rounds_replayed(prep: Prepared, offloaded: np.ndarray, seg: _Segments,
 # is no new round.
 # (Where a second pass reads the storage, Note [Rounds of a read-back, replayed] replays
 # the rounds from every read instead.)
+# Note [A round a later save joins]
+# A read-back round stays open while a save still held is unread, and a save packed while
+# it is open joins it: the copy read back for the first read stays until the later save
+# is read too. pypose's EKF (tests/clients/train_pypose.py --mode ekf) calls its
+# observation model `g` on the state for the reference point (unread), inside `jacobian`
+# (read there, in the forward) and for the innovation (read in the loss's backward): the
+# copy read inside the forward stays to the loss's backward, while the reference call's
+# graph lives. The replay read each save's copy from its own first read (`_resident_
+# copies`), to the storage's free where a save was never read: `offload:model.g` (6
+# frames, 2 steps) 15,536 B against 15,552 measured, the last filter step's state held
+# by the module and its copy both. Such a storage (an offloaded save packed after the
+# first read of another while an earlier save of the same step, unread then, is still
+# held: `_joined_rounds`; not a dead branch's save kept from the step before, which moved
+# tests/clients/train_mech.py --case two_kinds 512 B over) now goes through the rounds (Note [Rounds of a read-back,
+# replayed]), and a save read with no `unread` or `let_go` record ends at its read's
+# end (its node let go of it as it returned, Note [A node a kept graph holds on]) where
+# the trace saw its storage freed; else with the storage, as before. In plain torch:
+# tests/clients/train_jacobian_inside.py --ref keep, 488 against 472 (with Note [A pass
+# inside the forward], trace/collector.py).
 def _read_back_rounds(prep: Prepared, u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per offloaded storage in `u`: (when its first read-back round ends, the first
     unpack of its next round), -1 where it has one round. Where two backward passes read

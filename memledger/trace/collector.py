@@ -973,11 +973,13 @@ class Collector(ShardingMixin, TorchDispatchMode):
         self._mapped = MappedFiles()   # Note [Storages over a mapped file]
         self._backward_sid = 0   # the first sid made in the current backward
         # id(weakref) -> [weakref, sid, save event, nth, backward passes begun at the save,
-        # the node that first unpacked it (-1: none), its pass]: forward saves' aliases, to
-        # see autograd let go of one unread (Note [A save autograd let go of unread]) or
-        # after it was read (Note [A node a kept graph holds on])
+        # the node that first unpacked it (-1: none), its pass, passes begun outside a
+        # module call at the save]: forward saves' aliases, to see autograd let go of one
+        # unread (Note [A save autograd let go of unread]) or after it was read (Note [A
+        # node a kept graph holds on])
         self._save_refs: dict[int, list] = {}
         self._bw_passes = 0
+        self._outer_passes = 0   # Note [A pass inside the forward]
         # path -> (weak module, its training flag) at its latest call under grad since the
         # last backward began, and that backward's first event: Note [A re-run in another
         # mode] (trace/modes.py)
@@ -2114,11 +2116,15 @@ class Collector(ShardingMixin, TorchDispatchMode):
             self._pass_begins()   # (clears _held) Note [Let go of between two backward passes]
             # saves stay watched into backward (Note [A node a kept graph holds on]), but
             # not those an earlier pass left unread: read by none, freed with the graph
+            # (passes begun inside a module's forward aside: Note [A pass inside the
+            # forward])
             self._bw_passes += 1
+            outer = self._outer_passes   # Note [A pass inside the forward]
+            self._outer_passes += not self._bw_from[1]
             self._bw_began = modes_at_backward(self.sink, self._fwd_modes, self._bw_began, ev,
                                                self._roots.paths.items)
             self._save_refs = {k: e for k, e in self._save_refs.items()
-                               if e[5] >= 0 or e[4] == self._bw_passes - 1}
+                               if e[5] >= 0 or e[7] == outer}
         else:  # backward just ended: the gradients now exist
             if self._bw_passes == 2 and not self._looked_for_optimizer and (
                     not self._steps_done if self._steps_by == "optimizer" else
@@ -3629,7 +3635,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
                 if self._phase != "backward":
                     ref = weakref.ref(alias, self._on_save_gone)
                     self._save_refs[id(ref)] = [ref, sid, self._ev - 1, nth,
-                                                self._bw_passes, -1, -1]
+                                                self._bw_passes, -1, -1, self._outer_passes]
                     alias._memledger_ref = id(ref)
             return alias
         alias = self._saved_alias(t)
@@ -3687,6 +3693,10 @@ class Collector(ShardingMixin, TorchDispatchMode):
             # saved again in a later forward while an earlier graph still holds it: one
             # count of autograd's holds (Note [Saved again by the next chunk's forward])
             self._held[sid] = entry
+        if entry is None and (entry := self._held_over.get(sid)) is not None:
+            # held by the script as a pass began, its saves since let go of: the same
+            # entry, so the let-go is `between` (Note [A pass inside the forward])
+            self._held[sid] = entry
         if entry is None:
             if type(t) not in self.ALIAS_TYPES or t.layout is not torch.strided:
                 return   # a sparse save's parts are not followed (Note [Sparse tensors])
@@ -3731,7 +3741,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
             if entry is None or self._closed:
                 return
             if entry[5] < 0:   # never unpacked: Note [A save autograd let go of unread]
-                if self._phase != "backward" and entry[4] == self._bw_passes:
+                if self._phase != "backward" and entry[7] == self._outer_passes:
                     self.sink.write({"k": "unread", "sid": entry[1], "sev": entry[2],
                                      "ev": self._ev, "nth": entry[3]})
             elif entry[5] != self._unpack_node or entry[6] != self._bw_passes or \
@@ -3758,6 +3768,26 @@ class Collector(ShardingMixin, TorchDispatchMode):
     # outside backward in between gets a `between` record (`sid`, `ev`), written as the
     # next pass begins; none where no pass follows in the step (a loop's locals, let go
     # of in the next step's forward, keep -1 and mean what they meant).
+    # Note [A pass inside the forward]
+    # `torch.autograd.functional.jacobian(..., vectorize=True)` inside a module's forward
+    # (pypose's EKF linearizes its system at each filter step; tests/clients/
+    # train_jacobian_inside.py) runs a backward pass over a graph of its own, in the middle
+    # of the forward. Two records read it as the step's backward:
+    # - The state `x` the Jacobian's part saved (as its detached input) was held by the
+    #   script as that pass began: `released` -1. Its saves in that graph died with it, and
+    #   the `_held` entry opened by the next save (the loss's path) counted only that one,
+    #   so the let-go the entry saw was written as `released`, but not as `between` (the
+    #   stale `_held_over` entry never matched): the first record, -1, won. `offload:g`
+    #   kept the batch on the device: `--ref none` (3 frames, 1 step) 424 B predicted
+    #   against 408 B measured. A forward save of a storage in `_held_over` now counts in
+    #   that entry, as one in `_held_past` does.
+    # - A save made before that pass and let go of unread after it (a reference call's
+    #   graph dropped as the forward returns) wrote no `unread` (only saves since the last
+    #   pass began did), so the replay held its read-back copy to the storage's free:
+    #   `--ref drop` 456 against 452 (and 16 B under once the rounds were replayed). So the
+    #   passes that count here are those begun outside every module call (`_bw_from`'s
+    #   depth 0; a training loop's `backward()`, MAML's inner `autograd.grad`); a pass
+    #   begun inside a module's forward leaves the saves watched and `unread` written.
     def _pass_begins(self) -> None:
         for sid, ev in self._between.items():
             self.sink.write({"k": "between", "sid": sid, "ev": ev})
