@@ -1570,6 +1570,10 @@ class PolicyInstaller:
         # in the call that found the model is no exception of these hooks: `_post` hands it
         # to the policy's halves and returns, and torch raises it after the hook.
         self._since_step = False   # an optimizer step, and no model call after it yet
+        # Note [Modules made in the forward, named for a refusal]: while a refusal waits,
+        # the open calls' names by depth, and the modules made in the model's forward
+        self._names: list[str] | None = None
+        self._made: dict[str, str] = {}
         _METHOD_GATE[0] = self._method_counts
         self._hooks = [
             nn_module.register_module_forward_pre_hook(internal(self._pre)),
@@ -1583,6 +1587,8 @@ class PolicyInstaller:
             self._look_again(module, args)
         if self.applied is not None and self.applied.watch:   # Note [Work no gradient shows]
             self.applied.note_call(module)
+        if self._names is not None:
+            self._name_call(module)
         if self._depth != 1:
             return
         self._since_step = False
@@ -1593,6 +1599,30 @@ class PolicyInstaller:
         if new and self._roots.prefix[root] == "":   # the model, for now
             self._apply(root)
             self._first_call(module, args)
+            if type(self.error) is MatchesNoModule and self._names is None:
+                self._names = []
+                self._name_call(module)
+
+    # Note [Modules made in the forward, named for a refusal]
+    # A module the model's forward makes and holds nowhere is named by the trace by its
+    # caller's path and its class (Note [Modules the model makes in its forward],
+    # trace/collector.py), and a selector of that name is refused by both sides in one
+    # line saying what it is (Note [A selector of a module made in the forward],
+    # replay/policies.py). The installer resolves the policy at the model's first call,
+    # before any such module exists; where that left a refusal waiting (MatchesNoModule),
+    # it names the calls from then on as the collector does, keeps the names of those the
+    # model holds nowhere, and explains the refusal with them at the first optimizer step
+    # and at the end. A run whose policy resolved pays one attribute test per call.
+    def _name_call(self, module: nn.Module) -> None:
+        names = self._names
+        del names[self._depth - 1:]
+        path = self._roots.paths.get(module)
+        if path is None:
+            parent = names[-1] if names else ""
+            path = f"{parent}.{type(module).__name__}".lstrip(".")
+            if names and names[0] == "":   # inside the model's call
+                self._made.setdefault(path, type(module).__name__)
+        names.append(path)
 
     # Note [The call that found the model]
     # The model is found at the first call of a module with no module call around it (Note
@@ -1677,12 +1707,12 @@ class PolicyInstaller:
         known: a selector that names one of them is told so (replay/policies.py)."""
         model = self._roots.model()
         others = [p for _, p in self._roots.prefix.items() if p]
-        if model is None or not others:
+        if model is None or not (others or self._made):
             return error
         try:
             resolve(self.policy, module_table(model), others=others,
                     containers=containers(model), moved=bool(self._roots.was),
-                    aliases=module_aliases(model))
+                    aliases=module_aliases(model), made=self._made)
         except PolicyError as better:
             return better
         return error
@@ -1747,6 +1777,8 @@ class PolicyInstaller:
         self._hooks = []
         if _METHOD_GATE[0] == self._method_counts:
             _METHOD_GATE[0] = None
+        if type(self.error) is MatchesNoModule and self._made:   # Note [Modules made in
+            self.error = self._explained(self.error)              # the forward, named...]
         if self.applied is not None:
             # no optimizer step decides the model where steps are counted otherwise (Note
             # [Work no gradient shows]): it is the one found by then

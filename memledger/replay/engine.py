@@ -331,7 +331,7 @@ def _resolved(prep: Prepared, policy: Policy) -> list:
                    idle=prep.idle_modules, classes=prep.classes,
                    containers=prep.containers, moved=prep.model_moved,
                    own_call=prep.own_call, was=prep.model_was, aliases=prep.aliases,
-                   methods=dict(prep.methods))
+                   methods=dict(prep.methods), made=prep.made_in_forward)
 
 
 def _selected_rows(prep: Prepared, paths: dict[str, int]) -> tuple[np.ndarray, np.ndarray]:

@@ -260,7 +260,8 @@ def resolve(policy: Policy, modules: Iterable[tuple[str, str]],
             classes: dict[str, str] | None = None,
             own_call: Iterable[str] = (), was: str = "",
             aliases: dict[str, str] | None = None,
-            methods: dict[str, str] | None = None) -> list[Region]:
+            methods: dict[str, str] | None = None,
+            made: dict[str, str] | None = None) -> list[Region]:
     """The regions a policy selects among (path, class name) pairs, in model order.
 
     Raises PolicyError when a selector matches nothing (listing the module names, then
@@ -278,7 +279,9 @@ def resolve(policy: Policy, modules: Iterable[tuple[str, str]],
     where the model is decided]). `aliases`: each second path of a module the model
     registers under several -> the path it is named by (Note [A module under a second
     path], trace/roots.py). `methods` (path -> name): the method through which a module
-    of `uncalled` ran its work (Note [The method that ran]).
+    of `uncalled` ran its work (Note [The method that ran]). `made` (path -> class name):
+    modules the model's forward made and held nowhere, named by caller and class (Note [A
+    selector of a module made in the forward]).
     """
     containers = containers or {}
     modules = list(dict.fromkeys(modules))
@@ -296,6 +299,8 @@ def resolve(policy: Policy, modules: Iterable[tuple[str, str]],
                 raise PolicyError(before_the_model_message(sel, [p for p, _ in early], was))
             if aliases and (second := [p for p, _ in _selected(sel, [(a, "") for a in aliases])]):
                 raise PolicyError(second_path_message(sel, second, aliases, dict(modules)))
+            if made and (fresh := _selected(sel, list(made.items()))):
+                raise MatchesNoModule(made_in_forward_message(sel, fresh, set(made)))
             _refuse_uncalled(sel, _selected(sel, [(p, containers.get(p) or
                                                    (classes or {}).get(p, ""))
                                                   for p in dict.fromkeys(uncalled)]), mods,
@@ -342,6 +347,46 @@ def resolve(policy: Policy, modules: Iterable[tuple[str, str]],
 # (the trainer's own name for the actor) was refused so by predict. It now names the
 # model's modules the ledger knows (those holding parameters; not containers, which no
 # policy selects), as measure does: "the model's modules are actor_palm (PaLM), ...".
+
+
+# Note [A selector of a module made in the forward]
+# A module the model's forward makes and holds nowhere (julius's functional
+# `lowpass_filter` builds a `LowPassFilters` and calls it, on every call) is named in the
+# ledger by its caller's path and its class (Note [Modules the model makes in its forward],
+# trace/collector.py): `show` lists `LowPassFilters` (47.6 KiB of activations in
+# tests/clients/train_julius.py --fft), and a user writes `checkpoint:LowPassFilters`.
+# That name is no path of the model's `named_modules()`, the contract's selector space
+# (docs/policies.md), and the module is a new object each call: there is nothing measure
+# could wrap before the call, so neither side selects it, by path or by `@Class` (which
+# selects the model's own modules of that class, `bands.lowpass` and `lowpasses` there).
+# Both refused it as matching no module and listed the model's modules, without it: the
+# user was left to guess why the name `show` printed is not one. Both now say what it is,
+# in one line, and what to select instead: the module whose forward makes it (the nearest
+# caller the model holds), or the module made once in `__init__`. The measure installer
+# learns these names as the collector makes them, while a refusal waits (Note [Modules
+# made in the forward, named for a refusal], measure/apply.py).
+def made_in_forward_message(sel: str, hits: list[tuple[str, str]], made: set[str]) -> str:
+    """Why a selector of modules the forward makes and holds nowhere selects nothing."""
+    path, cls = hits[0]
+    more = f" (and {len(hits) - 1} more)" if len(hits) > 1 else ""
+    caller = path.rsplit(".", 1)[0] if "." in path else ""
+    while caller in made:   # a module made by another made one: the first held caller
+        caller = caller.rsplit(".", 1)[0] if "." in caller else ""
+    made_once = f"make it once in {{}}`__init__` (`self.{_attribute_name(cls)} = {cls}(...)`) " \
+        "and select that"
+    where = (f"select the module whose forward makes it ({caller!r}), or "
+             + made_once.format("its ")) if caller else \
+        ("the model's own forward makes it, and no policy wraps the model itself: "
+         + made_once.format("the model's "))
+    return (f"selector {sel!r} matches {path!r}{more}, {_a(cls)} that the model's forward makes "
+            f"on each call and holds nowhere (the trace names it by its caller and class); a "
+            f"policy acts on the model's own modules (`named_modules()`), and a module made "
+            f"anew in each call is none of them: {where}")
+
+
+def _attribute_name(cls: str) -> str:
+    """`lowpass_filters` for `LowPassFilters`: an attribute name for a module of `cls`."""
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", cls).lower()
 
 
 # which module is the model, said as Note [The model] (trace/roots.py) decided it

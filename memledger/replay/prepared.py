@@ -212,6 +212,9 @@ class Prepared:
     model_was: str = ""         # then, the label its calls had before (model_was)
     compiled: tuple[tuple[str, str], ...] = ()   # (path, backend): replay/compiled.py
     scope_model: np.ndarray = None  # bool per call: a call of the model's (model_calls)
+    # path -> class of the modules the model's forward made and held nowhere (Note [A
+    # selector of a module made in the forward], replay/policies.py)
+    made_in_forward: dict = field(default_factory=dict)
     # one entry per `saved` record (a parameter saved by every call has one per call):
     pack_row: np.ndarray = None     # int64 its storage's row
     pack_ev: np.ndarray = None      # int64 its event (Rule 5 of the replay)
@@ -420,6 +423,7 @@ class Prepared:
             methods=_methods(led),
             compiled=compiled_regions(led),
             scope_model=model_calls(sc, led),
+            made_in_forward=made_in_forward(sc, others),
             saves=_column(st, "saves", 0),
             unpacks=_column(st, "unpacks", 0),
             graph_reads=_graph_reads(led, st, n),
@@ -775,6 +779,17 @@ def _methods(led: Ledger) -> tuple[tuple[str, str], ...]:
         if int(r.get("ev", 0)) >= start:
             out.setdefault(str(r["mod"]), str(r["name"]))
     return tuple(out.items())
+
+
+def made_in_forward(sc: pd.DataFrame, others: tuple[str, ...]) -> dict[str, str]:
+    """path -> class of the `unowned` calls not under a top-level module beside the model:
+    modules the model's forward made and held nowhere (Note [A selector of a module made in
+    the forward], replay/policies.py)."""
+    if not len(sc):
+        return {}
+    rows = sc[sc["unowned"].to_numpy(dtype=bool)]
+    return {p: c for p, c in zip(rows["mod"].astype(str), rows["cls"].astype(str))
+            if not any(p == r or p.startswith(r + ".") for r in others)}
 
 
 def model_calls(sc: pd.DataFrame, led: Ledger) -> np.ndarray:

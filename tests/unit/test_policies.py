@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from memledger.errors import PolicyError
+from memledger.errors import MatchesNoModule, PolicyError
 from memledger.replay.policies import (
     DEFAULT_SAVE_OPS, PolicyKind, load_policies, parse_policy, resolve,
 )
@@ -145,3 +145,29 @@ def test_a_selector_that_matches_nothing_names_the_model_modules_none_called_aft
         "memledger: selector 'palm.layers.*' matches no module; the model's modules are "
         "actor_palm (PaLM), actor_palm.layers.0 (Residual), critic.head (Linear) (policies "
         "act on the model)")
+
+
+def test_a_selector_of_a_module_made_in_the_forward_says_what_it_is():
+    """Note [A selector of a module made in the forward]: a module a block's forward makes
+    on each call (named `blocks.0.LowPassFilters` by its caller and class) is no module of
+    the model's: a path or a `@Class` that selects only such modules says so, and names the
+    module whose forward makes it; a `@Class` that selects the model's own modules of that
+    class selects those alone."""
+    mods = [("", "Net"), ("blocks.0", "Block"), ("blocks.0.conv", "Conv1d"),
+            ("lowpasses", "LowPassFilters")]
+    made = {"blocks.0.LowPassFilters": "LowPassFilters",
+            "blocks.0.LowPassFilters.Identity": "Identity"}
+    with pytest.raises(MatchesNoModule) as e:
+        resolve(parse_policy("checkpoint:blocks.*.LowPassFilters"), mods, made=made)
+    assert str(e.value) == (
+        "memledger: selector 'blocks.*.LowPassFilters' matches 'blocks.0.LowPassFilters', a "
+        "LowPassFilters that the model's forward makes on each call and holds nowhere (the "
+        "trace names it by its caller and class); a policy acts on the model's own modules "
+        "(`named_modules()`), and a module made anew in each call is none of them: select "
+        "the module whose forward makes it ('blocks.0'), or make it once in its `__init__` "
+        "(`self.low_pass_filters = LowPassFilters(...)`) and select that")
+    with pytest.raises(MatchesNoModule, match=r"matches 'blocks\.0\.LowPassFilters\.Identity', "
+                       r"an Identity .* \('blocks\.0'\)"):
+        resolve(parse_policy("offload:@Identity"), mods, made=made)
+    regions = resolve(parse_policy("checkpoint:@LowPassFilters"), mods, made=made)
+    assert [r.path for r in regions] == ["lowpasses"]
