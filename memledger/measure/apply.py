@@ -1676,6 +1676,13 @@ class PolicyInstaller:
         if self.applied is not None and (gen := _halves_begun(module, args)) is not None:
             self._late[self._depth] = gen
 
+    def roots_without_model(self) -> list[tuple[str, str]] | None:
+        """(label, class) of the top-level modules called so far where none is the model
+        (Note [No model in the steps taken], replay/policies.py); None once one is."""
+        if self._roots.model() is not None:
+            return None
+        return [(label, type(m).__name__) for m, label in self._roots.prefix.items()]
+
     def _method_counts(self) -> bool:
         """Whether a watched method running now is where the trace would look for it (Note
         [The method that ran], replay/policies.py): no module call open, not in backward,

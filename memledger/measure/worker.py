@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from memledger.measure.apply import checkpoint_refusal, install_policy
-    from memledger.replay.policies import parse_policy
+    from memledger.replay.policies import no_model_message, parse_policy
     from memledger.trace.allocator import CpuProfilerProbe
     from memledger.trace.collector import StopTracing
     from memledger.trace.script import run_and_classify
@@ -68,10 +68,12 @@ def main(argv: list[str] | None = None) -> int:
     cuda = torch.cuda.is_available()
     # the peak alone, save under torchrun, whose collectives' scratch is read from the ops
     cpu = None if cuda else CpuProfilerProbe(ops="RANK" in os.environ)
-    state = {"n": 0, "t": 0.0, "c": 0.0, "profiling": True}
+    state = {"n": 0, "t": 0.0, "c": 0.0, "profiling": True, "no_model": None}
 
     def finish_peak() -> None:
         state["profiling"] = False
+        if installer is not None:   # Note [No model in the steps taken] (replay/policies.py)
+            state["no_model"] = installer.roots_without_model()
         if cuda:
             torch.cuda.synchronize()
             result.update(peak_bytes=int(torch.cuda.max_memory_allocated()),
@@ -137,9 +139,12 @@ def main(argv: list[str] | None = None) -> int:
         # failure, not the script's (which ran without it); said as a refusal, exit 2
         result.update(code=EXIT_USAGE, error=checkpoint_refusal(
             policy.text(), outcome.error, result.get("regions", [])))
-    elif installer is not None and installer.applied is None and code == EXIT_OK:
-        result.update(error="memledger: the policy never applied: the script called no module "
-                            "with parameters; measure needs a model's forward", code=EXIT_USAGE)
+    elif installer is not None and code == EXIT_OK and (
+            state["no_model"] is not None or installer.applied is None):
+        # no model by the end of the profiled steps: its peak is not the policy's, whatever
+        # ran after (Note [No model in the steps taken], replay/policies.py)
+        result.update(error="memledger: " + no_model_message(
+            state["no_model"] or [], max(1, min(state["n"], args.steps))), code=EXIT_USAGE)
     elif code != EXIT_OK:
         result.update(error=reason, code=code)
     write()

@@ -167,7 +167,8 @@ from memledger.ledger.schema import CATEGORIES
 from memledger.replay.calls import output_saves, record_call, save_call, scopes_of, which_call
 from memledger.replay.compiled import refuse_compiled_regions
 from memledger.replay.emptied_cache import emptied_cache_calls, skipped_fills
-from memledger.replay.policies import MODEL_FIRST, MODEL_MOVED, Policy, PolicyKind, resolve
+from memledger.replay.policies import (MODEL_FIRST, MODEL_MOVED, Policy, PolicyKind,
+                                       no_model_message, resolve)
 from memledger.replay.prepared import ACTIVATION, INPUT, MODEL_STATE, Prepared
 from memledger.replay.script_checkpoint import (
     refuse_around_function_checkpoints,
@@ -322,6 +323,8 @@ def _resolved(prep: Prepared, policy: Policy) -> list:
     # are called directly, as checkpoint_sequential calls them, never ran)
     if not policy.parts:
         return []
+    if prep.no_model is not None:   # Note [No model in the steps taken] (policies.py)
+        raise PolicyError(no_model_message(prep.no_model, prep.steps_traced))
     other = ", ".join(prep.other_roots)
     after = (f" (policies act on the model, "
              f"{MODEL_MOVED if prep.model_moved else MODEL_FIRST}; not on {other})") \

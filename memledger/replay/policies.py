@@ -389,6 +389,36 @@ def _attribute_name(cls: str) -> str:
     return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", cls).lower()
 
 
+# Note [No model in the steps taken]
+# A script may call its model only through a module that holds no parameters and does not
+# hold the model (torchdiffeq's `_PerturbFunc` around a closure; tests/clients/
+# train_grad_in_setup.py `--setup lrfind --through`, whose first two optimizer steps are an
+# LR finder's, each calling the model from a lambda inside such a module). Over those
+# steps no module is the model (Note [The model], trace/roots.py: the first top-level
+# module with parameters the script calls; the modules with parameters ran inside
+# another's call and are named under it), and both sides refused every policy, in
+# different words: predict "selector '@Block' matches no module; the modules the traced
+# forward called are (none recorded) (... not on call)", measure "the policy never
+# applied: the script called no module with parameters" (false: it called them, from
+# inside a module without any). And the CLI's measure, which times steps after the
+# profiled ones, met the model's first top-level call there, said "applied to 0, 1" and
+# printed the profiled peak, taken without the policy (116,040 B, the baseline's), as the
+# policy's. Both sides now refuse in one line, from what each knows alike: the number of
+# steps, the top-level modules called (by the ledger's label, and class) and that none
+# held parameters when first called; measure refuses so wherever no model was found by
+# the end of the profiled steps, whatever ran after.
+def no_model_message(roots: Iterable[tuple[str, str]], steps: int) -> str:
+    """Why a policy never applied: no model was called in the `steps` steps taken."""
+    called = [f"{p} ({c})" if c else p for p, c in roots]
+    s = "" if steps == 1 else "s"
+    seen = (f"the top-level modules the script called ({', '.join(called)}) held no "
+            f"parameters when first called") if called else "the script called no module"
+    return (f"the policy never applied: no model ran in the {steps} step{s} taken (--steps "
+            f"{steps}): {seen}, and a policy acts on the model, {MODEL_FIRST.replace('called', 'calls')}; "
+            f"call the model itself (`model(x)`, not only from inside another module) within "
+            f"those steps, or take more steps")
+
+
 # which module is the model, said as Note [The model] (trace/roots.py) decided it
 MODEL_FIRST = "the first top-level module with parameters the script called"
 MODEL_MOVED = "the top-level module the first optimizer step trained"

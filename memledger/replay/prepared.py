@@ -215,6 +215,10 @@ class Prepared:
     # path -> class of the modules the model's forward made and held nowhere (Note [A
     # selector of a module made in the forward], replay/policies.py)
     made_in_forward: dict = field(default_factory=dict)
+    # Note [No model in the steps taken] (replay/policies.py): where no module is the
+    # model, (label, class) of the top-level modules the script called; None where one is
+    no_model: tuple | None = None
+    steps_traced: int = 0
     # one entry per `saved` record (a parameter saved by every call has one per call):
     pack_row: np.ndarray = None     # int64 its storage's row
     pack_ev: np.ndarray = None      # int64 its event (Rule 5 of the replay)
@@ -424,6 +428,8 @@ class Prepared:
             compiled=compiled_regions(led),
             scope_model=model_calls(sc, led),
             made_in_forward=made_in_forward(sc, others),
+            no_model=_roots_without_a_model(sc, others, params),
+            steps_traced=led.steps_traced,
             saves=_column(st, "saves", 0),
             unpacks=_column(st, "unpacks", 0),
             graph_reads=_graph_reads(led, st, n),
@@ -779,6 +785,26 @@ def _methods(led: Ledger) -> tuple[tuple[str, str], ...]:
         if int(r.get("ev", 0)) >= start:
             out.setdefault(str(r["mod"]), str(r["name"]))
     return tuple(out.items())
+
+
+def _roots_without_a_model(sc: pd.DataFrame, others: tuple[str, ...],
+                           params: tuple[str, ...]) -> tuple[tuple[str, str], ...] | None:
+    """(label, class) of each top-level module the script called, where none is the model
+    (no call of the model's and no parameter named as its: Note [No model in the steps
+    taken], replay/policies.py); None where the model is known."""
+    if params or (len(sc) and model_calls_any(sc, others)):
+        return None
+    cls = {}
+    for p, c in zip(sc["mod"].astype(str), sc["cls"].astype(str)) if len(sc) else ():
+        if p in others:
+            cls.setdefault(p, c)
+    return tuple((o, cls.get(o, "")) for o in others)
+
+
+def model_calls_any(sc: pd.DataFrame, others: tuple[str, ...]) -> bool:
+    """Whether a call not under a top-level module beside the model was recorded."""
+    paths = sc["mod"].astype(str).unique().tolist()
+    return any(not any(p == r or p.startswith(r + ".") for r in others) for p in paths)
 
 
 def made_in_forward(sc: pd.DataFrame, others: tuple[str, ...]) -> dict[str, str]:

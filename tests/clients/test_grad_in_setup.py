@@ -42,3 +42,36 @@ def test_after_a_first_top_level_call_the_setup_call_is_the_policies_on_both_sid
     assert run.ledger_peak == run.allocator_peak == 99_016
     for policy, peak in pols.items():
         assert run.policies[policy].predicted == run.policies[policy].measured == peak
+
+
+NO_MODEL = (
+    "memledger: the policy never applied: no model ran in the 2 steps taken (--steps 2): the "
+    "top-level modules the script called (call (Field)) held no parameters when first "
+    "called, and a policy acts on the model, the first top-level module with parameters the "
+    "script calls; call the model itself (`model(x)`, not only from inside another module) "
+    "within those steps, or take more steps")
+
+
+def test_no_model_in_the_steps_taken_is_said_alike(tmp_path):
+    """Note [No model in the steps taken] (replay/policies.py): the LR finder's two steps
+    call the model only from a lambda inside a parameterless module, so no module is the
+    model over them. Predict said "selector '@Block' matches no module; the modules the
+    traced forward called are (none recorded) (... not on call)", measure (no timed steps)
+    "the policy never applied: the script called no module with parameters", and measure
+    with a timed step (as the CLI always runs) met the model's first top-level call there
+    and returned the profiled peak, taken without the policy, as the policy's: 52,360 B."""
+    import json
+
+    from memledger.measure import worker as measure_worker
+    from tests.clients.harness import HERE, _call
+
+    argv = ["--setup", "lrfind", "--through", "--batch", "4"]
+    run = run_client("train_grad_in_setup.py", argv, ["checkpoint:@Block"], steps=2)
+    assert run.ledger_peak == run.allocator_peak == 52_360
+    got = run.policies["checkpoint:@Block"]
+    assert got.predict_refusal == got.measure_refusal == NO_MODEL
+    out = tmp_path / "measured.json"
+    code = _call(measure_worker.main, ["--out", str(out), "--policy", "offload:0", "--steps",
+                                       "2", "--time-steps", "1",
+                                       str(HERE / "train_grad_in_setup.py"), "--", *argv])
+    assert (code, json.loads(out.read_text())["error"]) == (2, NO_MODEL)
