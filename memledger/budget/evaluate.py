@@ -98,7 +98,7 @@ def _category_limits(led: Ledger, budget: Budget) -> list[LimitResult]:
 
 def _phase_limits(led: Ledger, budget: Budget) -> list[LimitResult]:
     curve = led.curve()
-    phase, _ = led.phase_of_events()
+    phase, _, _ = led.reported_phase_of_events()   # Note [A backward pass outside the step]
     out = []
     for ph, size in budget.phases.items():
         mask = phase == ph

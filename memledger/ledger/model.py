@@ -312,16 +312,72 @@ class Ledger:
 
     def phase_of_events(self) -> tuple[np.ndarray, np.ndarray]:
         """(phase name, step) of every event, from the phase marks."""
-        n = self.n_events
+        phase, step, _ = self._phases_of_events(self.phases["phase"].to_numpy(dtype=object)
+                                                if len(self.phases) else None)
+        return phase, step
+
+    def reported_phase_of_events(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(phase name, step, in a pass outside a step) of every event as reports name them:
+        a backward pass outside the training step takes the phase it began in (Note [A
+        backward pass outside the step])."""
         if not len(self.phases):
-            return np.full(n, "setup", dtype=object), np.ones(n, dtype=np.int64)
+            return self._phases_of_events(None)
+        names, outside = self._passes_outside_steps()
+        return self._phases_of_events(names, outside)
+
+    def _phases_of_events(self, names: np.ndarray | None, outside: np.ndarray | None = None
+                          ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        n = self.n_events
+        if names is None:
+            return np.full(n, "setup", dtype=object), np.ones(n, dtype=np.int64), \
+                np.zeros(n, dtype=bool)
         evs = self.phases["ev"].to_numpy()
         idx = np.searchsorted(evs, np.arange(n), side="right") - 1
-        ph = self.phases["phase"].to_numpy(dtype=object)
         st = self.phases["step"].to_numpy()
-        phase = np.where(idx >= 0, ph[np.maximum(idx, 0)], "setup")
-        step = np.where(idx >= 0, st[np.maximum(idx, 0)], 1)
-        return phase, step
+        at = np.maximum(idx, 0)
+        phase = np.where(idx >= 0, names[at], "setup")
+        step = np.where(idx >= 0, st[at], 1)
+        out = (idx >= 0) & outside[at] if outside is not None else np.zeros(n, dtype=bool)
+        return phase, step, out
+
+    # Note [A backward pass outside the step]
+    # The phases say where in the training step an event happened (schema.py `Phase`), and
+    # a backward pass is "backward" wherever it runs (the autograd engine's entry points
+    # mark it: design.md). flow_matching's `ODESolver.compute_likelihood`, run in an
+    # evaluation between steps, takes `autograd.grad` of the divergence eight times a step
+    # (tests/clients/train_flow_matching.py --model tf --eval-every 1 --likelihood
+    # --scheduler cosine, 2 steps): those passes made the run's peak, and `show` read
+    # "Peak 302.3 KiB at step 2 · backward · mm in blocks.1.ff.2", `by_phase_peak`
+    # {"backward": 309,552}, where the step's own backward peaked at 301,312 B: a user
+    # reads the training backward, which the script ran, but not there. A pass is the
+    # step's when it begins inside the step (in its forward or loss: a gradient penalty,
+    # a Jacobian, the loss's `backward()`) or when an optimizer step follows it before the
+    # model's next forward (an LR finder's or pyro's passes, begun in setup or between
+    # steps because the model ran inside a parameterless module); one begun in setup or
+    # between steps (`other`) that no optimizer step follows (an evaluation's
+    # `autograd.grad`, a probe, a warm-up whose gradients are zeroed) is outside the step,
+    # and reports (`show`'s peak and peak by phase, predict's "peak at", `check`'s phase
+    # limits, the timeline's strip) name its events by the phase it began in, saying at
+    # the peak that it is a backward pass. A ledger with no optimizer phase (`--steps-by
+    # forward`, updates by hand) has no step to tell them from: none moves. The event
+    # stream keeps "backward": the replay's mechanics read passes as passes.
+    def _passes_outside_steps(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per phase row: its name as reports give it, and whether it is a backward pass
+        outside the step (Note [A backward pass outside the step])."""
+        names = self.phases["phase"].to_numpy(dtype=object).copy()
+        outside = np.zeros(len(names), dtype=bool)
+        if not (names == "optimizer").any():
+            return names, outside
+        after = ""   # the next forward, loss or optimizer row's phase, walking back
+        for i in range(len(names) - 1, -1, -1):
+            ph = names[i]
+            if ph in ("forward", "loss", "optimizer"):
+                after = ph
+            elif ph == "backward" and after != "optimizer":
+                began = names[i - 1] if i else "setup"
+                if began in ("setup", "other"):
+                    names[i], outside[i] = began, True
+        return names, outside
 
     # ---- queries ------------------------------------------------------------------------
     def module_labels(self, paths, events) -> np.ndarray:
@@ -412,7 +468,7 @@ class Ledger:
     def _point(self, ev: int, nbytes: int) -> "PeakPoint":
         """`nbytes` at event `ev`, and where it happened: the op that made the largest
         storage there, or the op that ran there and made none (`bare` records)."""
-        phase, step = self.phase_of_events()
+        phase, step, outside = self.reported_phase_of_events()
         made_here = self.on_device()
         made_here = made_here[made_here["created"] == ev].sort_values("bytes", ascending=False)
         if len(made_here):
@@ -423,7 +479,8 @@ class Ledger:
         module = str(self.module_labels(made_here["module"].iloc[:1].astype(str), [ev])[0]) \
             if len(made_here) else ""
         return PeakPoint(bytes=nbytes, event=ev, step=int(step[ev]) if len(step) else 1,
-                         phase=str(phase[ev]) if len(phase) else "setup", op=op, module=module)
+                         phase=str(phase[ev]) if len(phase) else "setup", op=op, module=module,
+                         backward_outside_step=bool(outside[ev]) if len(outside) else False)
 
     def by_category(self, ev: int, rows: pd.DataFrame | None = None) -> dict[str, int]:
         """Bytes live right after `ev`, per category (every category present, 0 if none)."""
@@ -459,8 +516,8 @@ class Ledger:
     def peak_by(self, key: str) -> dict[Any, int]:
         """Highest live bytes within each phase (`key='phase'`) or step (`key='step'`)."""
         c = self.curve()
-        phase, step = self.phase_of_events()
-        labels = phase if key == "phase" else step
+        phase, step, _ = self.reported_phase_of_events()   # Note [A backward pass outside
+        labels = phase if key == "phase" else step            # the step]
         s = pd.Series(c).groupby(pd.Series(labels)).max()
         if key == "phase":
             return {p: int(s[p]) for p in PHASES if p in s.index}
@@ -631,6 +688,9 @@ class PeakPoint:
     phase: str
     op: str
     module: str
+    # in a backward pass outside the step, named by the phase it began in (Note [A
+    # backward pass outside the step])
+    backward_outside_step: bool = False
 
 
 # Note [Event indices are checked on load]

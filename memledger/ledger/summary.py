@@ -31,6 +31,11 @@ class Peak(_Model):
     op: str = Field(description="the op whose output made the peak")
     module: str = Field(description="module path running at the peak ('' outside modules; "
                         "'(GPT.forward)' in the model's own forward, outside its submodules)")
+    backward_outside_step: bool | None = Field(
+        None, description="true where the peak is in a backward pass outside the training "
+        "step (begun in setup or between steps, no optimizer step after it: an evaluation's "
+        "autograd.grad), `phase` being the one it began in; absent otherwise (Note [A "
+        "backward pass outside the step], ledger/model.py)")
 
 
 class Activations(_Model):
@@ -200,7 +205,7 @@ def summarize(led: Ledger, top: int = 10) -> Summary:
         steps_traced=led.steps_traced,
         complete=led.complete,
         peak=Peak(bytes=pk.bytes, event=pk.event, step=pk.step, phase=pk.phase, op=pk.op,
-                  module=pk.module),
+                  module=pk.module, backward_outside_step=pk.backward_outside_step or None),
         at_peak={c: at_peak.get(c, 0) for c in CATEGORIES},
         by_phase_peak={k: v for k, v in led.peak_by("phase").items()},
         by_step_peak={str(k): v for k, v in led.peak_by("step").items()},
@@ -373,7 +378,7 @@ def _scratch_peak_elsewhere(led: Ledger, pk) -> Peak | None:
     if (at.step, at.phase, at.op) == (pk.step, pk.phase, pk.op):
         return None
     return Peak(bytes=at.bytes, event=at.event, step=at.step, phase=at.phase, op=at.op,
-                module=at.module)
+                module=at.module, backward_outside_step=at.backward_outside_step or None)
 
 
 def _with_scratch(led: Ledger, peak: int) -> int | None:

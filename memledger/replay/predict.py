@@ -260,7 +260,7 @@ def predict(led: Ledger, policies: list[Policy], step_time_s: float | None = Non
         dest = "pinned host memory" if led.device.startswith("cuda") else (
             model.offload_where or "files")
         offload_to = f"{dest}, priced by {model.offload_priced_by}"
-    phase, step = led.phase_of_events()
+    phase, step, _ = led.reported_phase_of_events()   # Note [A backward pass outside the step]
     decided = model_decided(led)
     out = [_prediction(r, base, model.price(r), phase, step, prep, decided) for r in results]
     untraced = step_time_s * 1e9 if step_time_s else prep.untraced_step_ns

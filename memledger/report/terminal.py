@@ -55,7 +55,7 @@ def _headline(s: Summary, source: str) -> list[Text]:
                 "interrupted; the step in progress is shown up to where it stopped)"),
              style="dim"),
         Text.assemble(("Peak ", "bold"), (format_bytes(pk.bytes), "bold magenta"),
-                      f" at step {pk.step} · {pk.phase} · {_op(pk.op) or '-'} in {_where(pk.module)}"
+                      f" at step {pk.step} · {_phase(pk)} · {_op(pk.op) or '-'} in {_where(pk.module)}"
                       f" · event {pk.event}") if pk.bytes else
         Text("Nothing recorded: no tensor was made before the run stopped", style="bold"),
     ]
@@ -276,10 +276,20 @@ def scratch_clause(m) -> str:
     tail = "explains every byte" if rest == 0 else \
         agreement(m.peak_bytes, with_scratch).removeprefix("the ledger ")
     at = getattr(m, "ledger_with_scratch_peak", None)   # Note [The peak with the scratch,
-    where = (f"; with it, the peak is at step {at.step} · {at.phase} · {_op(at.op) or '-'} "
+    where = (f"; with it, the peak is at step {at.step} · {_phase(at)} · {_op(at.op) or '-'} "
              f"in {_where(at.module)}, not at the ledger's own above") if at else ""   # elsewhere]
     return (f"; with the scratch kernels took inside ops and the Python numbers ops wrapped "
             f"as tensors (measured op by op), it {tail}{where}")
+
+
+def _phase(pk) -> str:
+    """The peak's phase, said as a backward pass where one outside the step holds it (Note
+    [A backward pass outside the step], ledger/model.py)."""
+    if not getattr(pk, "backward_outside_step", None):
+        return pk.phase
+    where = "in setup" if pk.phase == "setup" else "between steps"
+    return (f"{pk.phase} (a backward pass {where} that no optimizer step follows, not the "
+            f"step's backward)")
 
 
 def agreement(measured: int, ledger: int) -> str:

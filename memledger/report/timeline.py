@@ -77,7 +77,7 @@ def render_timeline(led: Ledger, width: int = 80, height: int = 8) -> Group:
     axis = Text(f"{'0 B':>{LABEL_W - 2}} └")
     ticks = {int(ev) // size for ev in led.steps["ev"]} if len(led.steps) else set()
     axis.append("".join("┴" if c in ticks else "─" for c in range(len(keep))))
-    phase, _ = led.phase_of_events()
+    phase, _, _ = led.reported_phase_of_events()   # Note [A backward pass outside the step]
     strip = Text(" " * LABEL_W)
     for ev in keep:
         _, style, mark = phase_style(str(phase[ev]))

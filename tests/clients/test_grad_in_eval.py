@@ -14,7 +14,7 @@ from tests.clients.harness import run_client
 pytestmark = pytest.mark.clients
 
 
-def test_a_call_with_gradients_between_steps_is_the_policies():
+def test_a_call_with_gradients_between_steps_is_the_policies_and_no_step_backward():
     """Before, each policy was predicted at the baseline (60,556 B: the evaluation's
     graph, 32 rows through two blocks) against 62,476 B measured under `checkpoint:*`,
     52,364 B under `offload:0` and 67,660 B under `selective:1`; now as measured."""
@@ -24,3 +24,14 @@ def test_a_call_with_gradients_between_steps_is_the_policies():
     assert run.ledger_peak == run.allocator_peak == 60_556
     for policy, peak in pols.items():
         assert run.policies[policy].predicted == run.policies[policy].measured == peak
+    # Note [A backward pass outside the step] (ledger/model.py): the peak is the
+    # evaluation's `autograd.grad`, begun between steps with no optimizer step after it.
+    # `show` read "at step 2 · backward" and `by_phase_peak["backward"]` 60,556 B, the
+    # step's own backward being 44,936 B; now its phase is the one it began in, said so
+    s = run.summary
+    assert (s.peak.step, s.peak.phase, s.peak.op, s.peak.backward_outside_step) == \
+        (2, "other", "tanh_backward.default", True)
+    assert (s.by_phase_peak["backward"], s.by_phase_peak["other"]) == (44_936, 60_556)
+    from memledger.report.terminal import _phase
+    assert _phase(s.peak) == ("other (a backward pass between steps that no optimizer step "
+                              "follows, not the step's backward)")

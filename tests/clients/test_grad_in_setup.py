@@ -68,6 +68,10 @@ def test_no_model_in_the_steps_taken_is_said_alike(tmp_path):
     argv = ["--setup", "lrfind", "--through", "--batch", "4"]
     run = run_client("train_grad_in_setup.py", argv, ["checkpoint:@Block"], steps=2)
     assert run.ledger_peak == run.allocator_peak == 52_360
+    # the finder's passes, begun in setup and between steps, are followed by its optimizer
+    # steps: the step's backward (Note [A backward pass outside the step], ledger/model.py)
+    pk = run.summary.peak
+    assert (pk.step, pk.phase, pk.backward_outside_step) == (1, "backward", None)
     got = run.policies["checkpoint:@Block"]
     assert got.predict_refusal == got.measure_refusal == NO_MODEL
     out = tmp_path / "measured.json"
