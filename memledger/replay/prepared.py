@@ -302,10 +302,13 @@ class Prepared:
         # "forward" and are the policies' on both sides), so only calls nested in a
         # parameterless module before the model's first top-level call read "setup" with
         # gradients (and "other" after an optimizer step, named under that module, which
-        # no selector of the model reaches); measure takes that module for the model for
-        # now, the policy resolved against it matches nothing (the refusal waits: Note
-        # [The model]) and they run plain there too. Pinned: tests/clients/
-        # test_grad_in_setup.py (99,016 B on both sides under every policy).
+        # no selector of the model reaches); measure labels that module beside a model
+        # not found yet (it holds no parameters: Note [The model]) and puts the policy on
+        # nothing until the model's first top-level call, so they run plain there too.
+        # Pinned: tests/clients/test_grad_in_setup.py (99,016 B on both sides under every
+        # policy). Where that call never comes in the steps taken (an LR finder's two
+        # steps alone), both sides refuse in one line: Note [No model in the steps taken]
+        # (replay/policies.py; fifty-third session, fix53c).
         if len(sc):
             sc = sc[sc["ph"].isin(("forward", "loss")) |
                     (~sc["nograd"].astype(bool) & ~sc["ph"].isin(("backward", "setup")))]
