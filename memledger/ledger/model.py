@@ -348,7 +348,7 @@ class Ledger:
     # (tests/clients/train_flow_matching.py --model tf --eval-every 1 --likelihood
     # --scheduler cosine, 2 steps): those passes made the run's peak, and `show` read
     # "Peak 302.3 KiB at step 2 · backward · mm in blocks.1.ff.2", `by_phase_peak`
-    # {"backward": 309,552}, where the step's own backward peaked at 301,312 B: a user
+    # {"backward": 309,552}, where the step's own backward peaked at 301,904 B: a user
     # reads the training backward, which the script ran, but not there. A pass is the
     # step's when it begins inside the step (in its forward or loss: a gradient penalty,
     # a Jacobian, the loss's `backward()`) or when an optimizer step follows it before the
