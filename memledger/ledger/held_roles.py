@@ -1,0 +1,118 @@
+"""Categories of storages something keeps across a step: the script, or an optimizer that
+hands its copy to a parameter. Read by `_categories` (ledger/model.py); no torch.
+
+# Note [Kept by the script across a step]
+A storage made in the run with no role was a `temporary`, however long it lived. A script
+may keep one across whole steps: loralib's README saves `lora.lora_state_dict(model)`, and
+tests/clients/train_loralib.py `--save` keeps a clone of it from each step to the next
+(`saved = {k: v.clone() ...}` after `optimizer.step()`): the 18 LoRA factors' and biases'
+clones, 10,112 B, read `temporary` at the peak (inside step 2's backward, beside that
+step's own 26,632 B of intermediates) and `temporary` resident at the end, where the step
+had freed every intermediate. A clone the script keeps over a step is none of that step's
+intermediates (design.md: "intermediates not saved, backward scratch"); it is state the
+script holds outside the step, what `other` says of a model the script keeps and never
+calls (Note [Modules never called], trace/collector.py). So a storage made in the run that
+no role claims, made before a forward begins and still live after the step that forward
+belongs to has ended (its step record), reads `other`: it was held over that step's
+forward, backward and update. A storage the step itself made (in its forward, loss,
+backward or update) keeps `temporary` even where the script holds it into the next step (a
+loss or an output until the next one replaces it, the update's scratch freed as `step()`
+returns after its step record): those began after the forward did. What the script makes
+before the forward and hands to the model or the loss is `input` (a role, above this); an
+index it made the batch from and holds until the next iteration reads `other` too (it is
+the script's, not the step's). Only the category moves: bytes, peaks and the replay are
+as before. Pinned: tests/clients/test_held_roles.py (`train_held_roles.py --keep`).
+
+# Note [A copy the optimizer keeps, then the parameter]
+An extragradient optimizer (Cooper's `ExtraAdam` / `ExtraSGD`, after Gidel et al.) keeps a
+copy of every parameter from its extrapolation to its step (`self.params_copy.append(
+p.data.clone())`, then `p.data.add_(u)`), and its step makes the copy the parameter
+(`p.data = self.params_copy[i].add_(u)`), freeing the weights the extrapolation moved.
+The storage is optimizer state (the walk of Note [State outside optimizer.state] names it
+`params_copy[i]`) and then a parameter (the step's post hook reads `p.data`), and a
+storage's category is its highest role over its whole life: `parameter`. At the peak,
+inside step 2's update of tests/clients/train_cooper.py `--optimizer extra`, `show` read
+19.4 KiB of `parameter` (each copy under the name and module of the parameter it copies)
+against a model of 10.3 KiB. A storage that the optimizer held as state before it held a
+parameter's role becomes that parameter when the parameter's storage before it (the same
+name, made before it, freed while it lives) is freed: that free is `p.data = copy`. Until
+that event it reads as the optimizer state it was, under the optimizer's name for it and
+the module that made it (`cat_until`, `cat_before`, `name_before`, `module_before`: the
+queries at an event, `Ledger.live_at` and `curve_by_category`, read them); from it on, the
+parameter. A copy whose parameter's old storage is never freed (something else holds it)
+stays a parameter for its whole life, as before. The static `category` (which the replay
+reads, and which decides nothing here the replay moves) stays `parameter`. Pinned in plain
+torch: tests/clients/test_held_roles.py (`train_held_roles.py --extragradient`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+
+def kept_across_a_step(created: np.ndarray, freed: np.ndarray, phases: list,
+                       steps: list) -> np.ndarray:
+    """Per storage: made before a step's first forward began and still live after that
+    step's end (`freed` < 0: still held at the close). Note [Kept by the script across a
+    step]."""
+    fwd = np.array(sorted(int(r["ev"]) for r in phases if r.get("ph") == "forward"),
+                   dtype=np.int64)
+    ends = np.array(sorted(int(r["ev"]) for r in steps), dtype=np.int64)
+    out = np.zeros(len(created), dtype=bool)
+    if not len(fwd) or not len(ends):
+        return out
+    # each step's first forward: the first after the step before it ended (a step of two
+    # forwards, an extragradient's or a micro-batched one's, begins at the first)
+    k = np.searchsorted(ends, fwd, side="left")          # the step each forward is in
+    first = fwd[np.r_[True, k[1:] != k[:-1]]]
+    i = np.searchsorted(first, created, side="right")    # the first step begun after it
+    has = i < len(first)
+    start = first[np.minimum(i, len(first) - 1)]
+    j = np.searchsorted(ends, start, side="left")        # that step's end
+    has &= j < len(ends)
+    end = ends[np.minimum(j, len(ends) - 1)]
+    return has & ((freed < 0) | (freed > end))
+
+
+def optimizer_copies(df: pd.DataFrame, roles: pd.DataFrame, cats: np.ndarray) -> pd.DataFrame:
+    """Storages that were an optimizer's state before they became a parameter: one row per
+    such sid (index) with `until` (the event from which it is the parameter) and `name`
+    (the optimizer's name for it). Note [A copy the optimizer keeps, then the parameter]."""
+    empty = pd.DataFrame({"until": pd.Series(dtype=np.int64), "name": pd.Series(dtype=object)})
+    if not len(roles):
+        return empty
+    r = roles.reset_index(drop=True)
+    pos = pd.Series(np.arange(len(r)), index=r.index)
+    opt = r[r["role"] == "optimizer_state"]
+    par = r[r["role"] == "parameter"]
+    if not len(opt) or not len(par):
+        return empty
+    first_opt = pos[opt.index].groupby(opt["sid"].to_numpy()).min()
+    first_par = pos[par.index].groupby(par["sid"].to_numpy()).min()
+    both = first_opt.index.intersection(first_par.index)
+    both = both[(first_opt[both] < first_par[both]).to_numpy()]
+    both = both[both.isin(df.index)]
+    is_param = pd.Series(cats == "parameter", index=df.index)
+    both = both[is_param[both].to_numpy()]
+    if not len(both):
+        return empty
+    names = par.drop_duplicates("sid", keep="last").set_index("sid")["name"].fillna("")
+    names = names[names.index.isin(df.index)]
+    copies = pd.DataFrame({"sid": both, "pname": names.reindex(both).fillna("").to_numpy()})
+    copies = copies[copies["pname"] != ""]
+    others = pd.DataFrame({"psid": names.index.to_numpy(), "pname": names.to_numpy()})
+    m = copies.merge(others, on="pname")
+    m = m[m["psid"] != m["sid"]]
+    created = df["created"]
+    freed = df["freed"]
+    c_s, c_p = created.loc[m["sid"]].to_numpy(), created.loc[m["psid"]].to_numpy()
+    f_s, f_p = freed.loc[m["sid"]].to_numpy(), freed.loc[m["psid"]].to_numpy()
+    m = m[(c_p < c_s) & (f_p >= 0) & (f_p > c_s) & ((f_s < 0) | (f_p <= f_s))]
+    if not len(m):
+        return empty
+    until = freed.loc[m["psid"]].groupby(m["sid"].to_numpy()).max()
+    opt_names = opt.drop_duplicates("sid", keep="last").set_index("sid")["name"].fillna("")
+    return pd.DataFrame({"until": until.to_numpy(dtype=np.int64),
+                         "name": opt_names.reindex(until.index).fillna("").to_numpy()},
+                        index=until.index)
