@@ -620,8 +620,12 @@ class Ledger:
         if not (self.end or {}).get("held"):
             return self.by_category(end)
         rows = self.on_device()
-        return self.by_category(end, rows[(rows["freed"] <= end) |
-                                          rows["sid"].isin(self.held_at_close)])
+        rows = rows[(rows["freed"] <= end) | rows["sid"].isin(self.held_at_close)]
+        # a copy an optimizer's step made its parameter at the step's last free (the event
+        # after the last) is the parameter at the close (Note [A copy the optimizer keeps,
+        # then the parameter] in ledger/held_roles.py)
+        return self.by_category(end, rows.assign(cat_until=-1) if "cat_until" in rows
+                                else rows)
 
     def latest_map(self, kind: str, key: str) -> dict[str, str]:
         """The `key` mapping of the latest `kind` record written since the model was last
