@@ -78,41 +78,43 @@ def kept_across_a_step(created: np.ndarray, freed: np.ndarray, phases: list,
 def optimizer_copies(df: pd.DataFrame, roles: pd.DataFrame, cats: np.ndarray) -> pd.DataFrame:
     """Storages that were an optimizer's state before they became a parameter: one row per
     such sid (index) with `until` (the event from which it is the parameter) and `name`
-    (the optimizer's name for it). Note [A copy the optimizer keeps, then the parameter]."""
-    empty = pd.DataFrame({"until": pd.Series(dtype=np.int64), "name": pd.Series(dtype=object)})
-    if not len(roles):
-        return empty
-    r = roles.reset_index(drop=True)
-    pos = pd.Series(np.arange(len(r)), index=r.index)
-    opt = r[r["role"] == "optimizer_state"]
-    par = r[r["role"] == "parameter"]
-    if not len(opt) or not len(par):
-        return empty
-    first_opt = pos[opt.index].groupby(opt["sid"].to_numpy()).min()
-    first_par = pos[par.index].groupby(par["sid"].to_numpy()).min()
-    both = first_opt.index.intersection(first_par.index)
-    both = both[(first_opt[both] < first_par[both]).to_numpy()]
-    both = both[both.isin(df.index)]
-    is_param = pd.Series(cats == "parameter", index=df.index)
-    both = both[is_param[both].to_numpy()]
-    if not len(both):
-        return empty
-    names = par.drop_duplicates("sid", keep="last").set_index("sid")["name"].fillna("")
-    names = names[names.index.isin(df.index)]
-    copies = pd.DataFrame({"sid": both, "pname": names.reindex(both).fillna("").to_numpy()})
-    copies = copies[copies["pname"] != ""]
-    others = pd.DataFrame({"psid": names.index.to_numpy(), "pname": names.to_numpy()})
-    m = copies.merge(others, on="pname")
-    m = m[m["psid"] != m["sid"]]
-    created = df["created"]
-    freed = df["freed"]
-    c_s, c_p = created.loc[m["sid"]].to_numpy(), created.loc[m["psid"]].to_numpy()
-    f_s, f_p = freed.loc[m["sid"]].to_numpy(), freed.loc[m["psid"]].to_numpy()
-    m = m[(c_p < c_s) & (f_p >= 0) & (f_p > c_s) & ((f_s < 0) | (f_p <= f_s))]
-    if not len(m):
-        return empty
-    until = freed.loc[m["psid"]].groupby(m["sid"].to_numpy()).max()
-    opt_names = opt.drop_duplicates("sid", keep="last").set_index("sid")["name"].fillna("")
-    return pd.DataFrame({"until": until.to_numpy(dtype=np.int64),
-                         "name": opt_names.reindex(until.index).fillna("").to_numpy()},
-                        index=until.index)
+    (the optimizer's name for it). Note [A copy the optimizer keeps, then the parameter].
+    Plain Python over the role records (a few per named storage): no frame operations on
+    the ledgers that have none, which are most."""
+    out: dict[int, tuple[int, str]] = {}
+    if len(roles):
+        sids = roles["sid"].to_numpy(dtype=np.int64)
+        kinds = roles["role"].to_numpy()
+        names = roles["name"].to_numpy()
+        opt_first: dict[int, int] = {}
+        opt_name: dict[int, str] = {}
+        par_first: dict[int, int] = {}
+        par_name: dict[int, str] = {}
+        for i, (sid, kind, name) in enumerate(zip(sids.tolist(), kinds, names)):
+            if kind == "optimizer_state":
+                opt_first.setdefault(sid, i)
+                opt_name[sid] = name if isinstance(name, str) else ""
+            elif kind == "parameter":
+                par_first.setdefault(sid, i)
+                par_name[sid] = name if isinstance(name, str) else ""   # the last names it
+        copies = [s for s, i in opt_first.items() if par_first.get(s, -1) > i]
+        if copies:
+            row = dict(zip(df.index.tolist(), range(len(df))))
+            created = df["created"].to_numpy(dtype=np.int64)
+            freed = df["freed"].to_numpy(dtype=np.int64)
+            by_name: dict[str, list[int]] = {}
+            for s, name in par_name.items():
+                if name and s in row:
+                    by_name.setdefault(name, []).append(row[s])
+            for s in copies:
+                r = row.get(s)
+                if r is None or cats[r] != "parameter" or not par_name[s]:
+                    continue
+                until = [int(freed[p]) for p in by_name[par_name[s]] if p != r and
+                         created[p] < created[r] and 0 <= freed[p] and created[r] < freed[p]
+                         and (freed[r] < 0 or freed[p] <= freed[r])]
+                if until:
+                    out[s] = (max(until), opt_name[s])
+    return pd.DataFrame({"until": np.array([u for u, _ in out.values()], dtype=np.int64),
+                         "name": np.array([n for _, n in out.values()], dtype=object)},
+                        index=pd.Index(list(out), dtype=np.int64, name="sid"))

@@ -1009,15 +1009,18 @@ def _earlier_roles(df: pd.DataFrame, roles: pd.DataFrame) -> None:
     """The `cat_until`, `cat_before`, `name_before`, `module_before` columns (Note [A copy
     the optimizer keeps, then the parameter] in ledger/held_roles.py); `module` is still
     the op's here."""
-    df["cat_until"], df["cat_before"], df["name_before"], df["module_before"] = -1, "", "", ""
-    copies = optimizer_copies(df, roles, df["category"].to_numpy())
+    n = len(df)
+    until = np.full(n, -1, dtype=np.int64)
+    before, name, module = (np.full(n, "", dtype=object) for _ in range(3))
+    copies = optimizer_copies(df, roles, df["category"].to_numpy()) if len(roles) else ()
     if len(copies):
-        at = copies.index
-        df.loc[at, "cat_until"] = copies["until"].to_numpy(dtype=np.int64)
-        df.loc[at, "cat_before"] = "optimizer_state"
-        df.loc[at, "name_before"] = copies["name"].astype(str).to_numpy()
-        df.loc[at, "module_before"] = df.loc[at, "module"].astype(str).to_numpy()
-    df["cat_until"] = df["cat_until"].astype(np.int64)
+        at = df.index.get_indexer(copies.index)
+        until[at] = copies["until"].to_numpy(dtype=np.int64)
+        before[at] = "optimizer_state"
+        name[at] = copies["name"].astype(str).to_numpy()
+        module[at] = df["module"].to_numpy()[at]
+    df["cat_until"], df["cat_before"], df["name_before"], df["module_before"] = \
+        until, before, name, module
 
 
 def _categories(df: pd.DataFrame, roles: pd.DataFrame, saved: pd.DataFrame,
