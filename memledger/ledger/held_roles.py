@@ -12,12 +12,13 @@ had freed every intermediate. A clone the script keeps over a step is none of th
 intermediates (design.md: "intermediates not saved, backward scratch"); it is state the
 script holds outside the step, what `other` says of a model the script keeps and never
 calls (Note [Modules never called], trace/collector.py). So a storage made in the run that
-no role claims, made before a forward begins and still live after the step that forward
-belongs to has ended (its step record), reads `other`: it was held over that step's
-forward, backward and update. A storage the step itself made (in its forward, loss,
-backward or update) keeps `temporary` even where the script holds it into the next step (a
-loss or an output until the next one replaces it, the update's scratch freed as `step()`
-returns after its step record): those began after the forward did. What the script makes
+no role claims, made before a step's first forward began and still live after that step
+ended (its step record; or held at the close), reads `other`: it was held over that step's
+forward, backward and update. A storage the step itself made (from its first forward on:
+its forwards, loss, backward passes, update) keeps `temporary` even where the script holds
+it into the next step (a loss or an output until the next one replaces it, the update's
+scratch freed as `step()` returns after its step record). The first forward of a step, not
+any: an extragradient or a micro-batched step runs several. What the script makes
 before the forward and hands to the model or the loss is `input` (a role, above this); an
 index it made the batch from and holds until the next iteration reads `other` too (it is
 the script's, not the step's). Only the category moves: bytes, peaks and the replay are
@@ -38,11 +39,14 @@ parameter's role becomes that parameter when the parameter's storage before it (
 name, made before it, freed while it lives) is freed: that free is `p.data = copy`. Until
 that event it reads as the optimizer state it was, under the optimizer's name for it and
 the module that made it (`cat_until`, `cat_before`, `name_before`, `module_before`: the
-queries at an event, `Ledger.live_at` and `curve_by_category`, read them); from it on, the
-parameter. A copy whose parameter's old storage is never freed (something else holds it)
-stays a parameter for its whole life, as before. The static `category` (which the replay
-reads, and which decides nothing here the replay moves) stays `parameter`. Pinned in plain
-torch: tests/clients/test_held_roles.py (`train_held_roles.py --extragradient`).
+queries at an event, `Ledger.live_at` and `curve_by_category`, read them, and the
+replay's lifetimes cut its interval in two at the same place, so predict's breakdown says
+the same; curves and peaks are the same sums); from it on, the parameter. A copy whose
+parameter's old storage is never freed (something else holds it) stays a parameter for
+its whole life, as before. The static `category` stays `parameter` (the replay's rules
+read it; none of them moves a parameter). After: 10,516 B of parameters at that peak,
+30,372 B of optimizer state (Adam's 21,016 and the copies not yet stepped). Pinned in
+plain torch: tests/clients/test_held_roles.py (`train_held_roles.py --extragradient`).
 """
 
 from __future__ import annotations
