@@ -7,7 +7,8 @@ test_cooper_clients.py and test_loralib_clients.py, skip without the libraries).
 
 Measured (the helper fix53b, 2026-12-07, torch 2.13.0 CPU, AMD EPYC (AVX2), one intra-op
 thread; 2 steps, batch 8, dim 16, 2 blocks, a model of 2,244 B): the ledger and the
-allocator 8,784 B on both, before and after; only the categories moved.
+allocator 8,784 B on both, before and after; only the categories moved. `trace --fake
+--device cpu` reads the same categories.
 """
 
 from __future__ import annotations
@@ -52,6 +53,8 @@ def test_an_optimizers_copy_is_optimizer_state_until_it_becomes_the_parameter():
 
     at = predict(led, [parse_policy(pol)], bandwidth=1e9).policies[0].at_peak
     assert (at["parameter"], at["optimizer_state"]) == (MODEL, MODEL)   # before: 4,488, 0
+    fake = ledger_pass("train_held_roles.py", ["--extragradient"], steps=2, fake_device="cpu")
+    assert (fake.peak().bytes, fake.at_peak()) == (8_784, led.at_peak())
 
 
 def test_a_clone_the_script_keeps_over_a_step_is_no_temporary():
