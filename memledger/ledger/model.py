@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from memledger.errors import LedgerFormatError
+from memledger.ledger.held_roles import kept_across_a_step, optimizer_copies
 from memledger.ledger.names import model_forward
 from memledger.ledger.reader import group_records, read_records
 from memledger.ledger.schema import (CATEGORIES, GENERATOR_STATE_OPS, PHASES, ROLE_PRIORITY,
@@ -32,6 +33,10 @@ STORAGE_COLUMNS = [
     "unpack_ev", "pre", "saved_last_ev", "unpack_first_ev", "saves", "shard", "unpack_end_ev",
     "unpacks", "unpack_pass1_end_ev", "unpack_pass2_ev", "unpack_rel_ev", "external",
     "gc_freed", "garbage_at_end",
+    # until event `cat_until` (-1: never) the storage read `cat_before`, named `name_before`
+    # and made in `module_before` (Note [A copy the optimizer keeps, then the parameter] in
+    # ledger/held_roles.py): `live_at` and `curve_by_category` read them
+    "cat_until", "cat_before", "name_before", "module_before",
 ]
 
 
@@ -306,6 +311,13 @@ class Ledger:
     def curve_by_category(self) -> pd.DataFrame:
         """Live bytes per category after each event: one column per category."""
         rows = self.on_device()
+        if "cat_until" in rows and (early := (rows["cat_until"] > rows["created"])).any():
+            # Note [A copy the optimizer keeps, then the parameter]: its earlier category
+            # until `cat_until`, its own from there
+            before = rows[early].assign(freed=rows.loc[early, "cat_until"],
+                                        category=rows.loc[early, "cat_before"])
+            after = rows[early].assign(created=rows.loc[early, "cat_until"])
+            rows = pd.concat([rows[~early], before, after])
         return pd.DataFrame(
             {c: self.curve(rows[rows["category"] == c]) for c in CATEGORIES if c != "workspace"}
         )
@@ -450,6 +462,11 @@ class Ledger:
         """Storages live right after event `ev`, largest first."""
         rows = self.on_device() if rows is None else rows
         live = rows[(rows["created"] <= ev) & (rows["freed"] > ev)]
+        if "cat_until" in live and (early := (live["cat_until"] > ev).to_numpy()).any():
+            live = live.copy()   # Note [A copy the optimizer keeps, then the parameter]
+            for col in ("category", "name", "module"):
+                live.loc[early, col] = live.loc[early, f"{col}_before" if col != "category"
+                                                else "cat_before"]
         return live.sort_values("bytes", ascending=False, kind="stable")
 
     def peak(self) -> "PeakPoint":
@@ -660,8 +677,12 @@ class Ledger:
         if not (self.end or {}).get("held"):
             return self.by_category(end)
         rows = self.on_device()
-        return self.by_category(end, rows[(rows["freed"] <= end) |
-                                          rows["sid"].isin(self.held_at_close)])
+        rows = rows[(rows["freed"] <= end) | rows["sid"].isin(self.held_at_close)]
+        # a copy an optimizer's step made its parameter at the step's last free (the event
+        # after the last) is the parameter at the close (Note [A copy the optimizer keeps,
+        # then the parameter] in ledger/held_roles.py)
+        return self.by_category(end, rows.assign(cat_until=-1) if "cat_until" in rows
+                                else rows)
 
     def latest_map(self, kind: str, key: str) -> dict[str, str]:
         """The `key` mapping of the latest `kind` record written since the model was last
@@ -959,7 +980,9 @@ def _storages(by_kind: dict[str, list[Record]]) -> tuple[pd.DataFrame, pd.DataFr
 
     roles = _table(by_kind.pop("role", []), {"sid": None, "role": None, "name": "", "shard": ""})
     _check_required("role", roles, ("sid", "role"))
-    df["category"], df["name"], df["shard"] = _categories(df, roles, sv)
+    df["category"], df["name"], df["shard"] = _categories(
+        df, roles, sv, by_kind.get("phase", []), by_kind.get("step", []))
+    _earlier_roles(df, roles)
     # A parameter or buffer belongs to the module that owns it, whatever op made its storage.
     # So does a named `other` (a module the script never calls: Note [Modules never called])
     owned = df["category"].isin(["parameter", "buffer", "other"]).to_numpy() & \
@@ -1042,10 +1065,31 @@ def _first_read_again(up: pd.DataFrame, n: np.ndarray, saves: np.ndarray,
     return np.where(np.isnan(k.astype(float)), saves, k).astype(np.int64)
 
 
-def _categories(df: pd.DataFrame, roles: pd.DataFrame, saved: pd.DataFrame):
+def _earlier_roles(df: pd.DataFrame, roles: pd.DataFrame) -> None:
+    """The `cat_until`, `cat_before`, `name_before`, `module_before` columns (Note [A copy
+    the optimizer keeps, then the parameter] in ledger/held_roles.py); `module` is still
+    the op's here."""
+    n = len(df)
+    until = np.full(n, -1, dtype=np.int64)
+    before, name, module = (np.full(n, "", dtype=object) for _ in range(3))
+    copies = optimizer_copies(df, roles, df["category"].to_numpy()) if len(roles) else ()
+    if len(copies):
+        at = df.index.get_indexer(copies.index)
+        until[at] = copies["until"].to_numpy(dtype=np.int64)
+        before[at] = "optimizer_state"
+        name[at] = copies["name"].astype(str).to_numpy()
+        module[at] = df["module"].to_numpy()[at]
+    df["cat_until"], df["cat_before"], df["name_before"], df["module_before"] = \
+        until, before, name, module
+
+
+def _categories(df: pd.DataFrame, roles: pd.DataFrame, saved: pd.DataFrame,
+                phases: list[Record] = (), steps: list[Record] = ()):
     """Each storage's category: its highest-priority role (see ROLE_PRIORITY), else by when
-    it was made: during the run, a temporary; while setting up (or already there when
-    tracing began), other. Returns (categories, names, shards)."""
+    it was made: during the run, a temporary, or other where the script kept it over a
+    whole step (Note [Kept by the script across a step] in ledger/held_roles.py); while
+    setting up (or already there when tracing began), other. Returns (categories, names,
+    shards)."""
     rank = {r: i for i, r in enumerate(ROLE_PRIORITY)}
     parts = []
     if len(roles):
@@ -1057,7 +1101,10 @@ def _categories(df: pd.DataFrame, roles: pd.DataFrame, saved: pd.DataFrame):
         parts.append(pd.DataFrame({"sid": saved["sid"].to_numpy(), "role": "activation",
                                    "name": "", "shard": ""}))
     made_in_run = (df["phase"] != "setup").to_numpy() & ~df["pre"].to_numpy(dtype=bool)
-    cats = pd.Series(np.where(made_in_run, "temporary", "other"), index=df.index, dtype=object)
+    kept = kept_across_a_step(df["created"].to_numpy(dtype=np.int64),
+                              df["freed"].to_numpy(dtype=np.int64), phases, steps)
+    cats = pd.Series(np.where(made_in_run & ~kept, "temporary", "other"), index=df.index,
+                     dtype=object)
     names = pd.Series("", index=df.index, dtype=object)
     shards = pd.Series("", index=df.index, dtype=object)
     if parts:

@@ -1461,7 +1461,16 @@ def _lifetimes(prep: Prepared, calls: _Calls, own: _Owners, seg: _Segments,
         lent = copied & (prep.lent_own >= 0)
         fr = np.where(lent, np.minimum(fr, prep.lent_own), fr)
     out = _Lifetimes()
-    out.add(seg.pos_c(cr), seg.pos_f(fr), nb, prep.cat)
+    c, f = seg.pos_c(cr), seg.pos_f(fr)
+    if prep.cat_until is None:
+        out.add(c, f, nb, prep.cat)
+    else:   # Note [A copy the optimizer keeps, then the parameter] (ledger/held_roles.py):
+        # its earlier category up to its parameter's old storage's free, its own from there
+        u = seg.pos_f(np.maximum(prep.cat_until, 0))
+        split = (prep.cat_until >= 0) & (u > c) & (u < f)
+        out.add(c[~split], f[~split], nb[~split], prep.cat[~split])
+        out.add(c[split], u[split], nb[split], prep.cat_before[split])
+        out.add(u[split], f[split], nb[split], prep.cat[split])
     if len(calls):
         _recomputed_rows(prep, calls, own, seg, dropped, kept_cache, out, restash, kept,
                          in_save_list, rng_bytes)

@@ -106,6 +106,11 @@ class Prepared:
     # backward kept held it (-1: none; Note [Let go of after backward, while a kept graph
     # holds it], trace/collector.py)
     unheld: np.ndarray = None
+    # int64: the event from which a copy an optimizer held is its parameter, and int64 its
+    # category before it (Note [A copy the optimizer keeps, then the parameter] in
+    # ledger/held_roles.py); None where no storage has one
+    cat_until: np.ndarray = None
+    cat_before: np.ndarray = None
     stashed_graph: np.ndarray = None   # bool: stashed, and its graph runs deeper than
                                        # leaves (trace/collector.py `_deep_graph`)
     acast: np.ndarray = None   # bool: a parameter's cast autocast keeps in its cache (Note
@@ -397,6 +402,7 @@ class Prepared:
             released=_released(led, st),
             returned_ev0=_returned(led, st),
             unheld=_unheld(led, st),
+            **_earlier_categories(st),
             **_lent(led, st),
             sparse_part=_sparse_parts(led, st),
             **_autocast_casts(led, st),
@@ -464,7 +470,8 @@ class Prepared:
                        and len(getattr(self, f.name)) == n and not f.name.endswith("_names")
                        and not f.name.startswith(not_per_storage)]
         out = dataclasses.replace(self, **{f: getattr(self, f)[keep] for f in per_storage})
-        for f in ("held", "released", "unheld", "stashed", "stashed_graph", "kept_plain"):
+        for f in ("held", "released", "unheld", "stashed", "stashed_graph", "kept_plain",
+                  "cat_until", "cat_before"):
             if getattr(self, f) is not None:
                 setattr(out, f, getattr(self, f)[keep])
         if self.arg_row is not None:   # argument rows point into the kept storages now
@@ -964,6 +971,17 @@ def _arg_end(scopes: pd.DataFrame, n: int, created: np.ndarray,
         best = np.where(after, cur, best)
         cur = np.where(after, parent[np.maximum(cur, 0)], -1)
     return np.where(best >= 0, e1[np.maximum(best, 0)], 0)
+
+
+def _earlier_categories(st: pd.DataFrame) -> dict[str, np.ndarray | None]:
+    """`cat_until` and `cat_before` (Note [A copy the optimizer keeps, then the parameter]
+    in ledger/held_roles.py), None where no storage has an earlier category."""
+    until = _column(st, "cat_until", -1)
+    if not (until >= 0).any():
+        return {"cat_until": None, "cat_before": None}
+    return {"cat_until": until,
+            "cat_before": st["cat_before"].map(CAT_INDEX).fillna(OTHER).to_numpy(
+                dtype=np.int64)}
 
 
 def _column(st: pd.DataFrame, name: str, default: int) -> np.ndarray:

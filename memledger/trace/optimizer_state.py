@@ -14,7 +14,10 @@ levels down. Modules are not followed (an optimizer that holds the model holds i
 parameters, which are parameters), nor are tensors that are the optimizer's parameters or
 their gradients; another optimizer reached (a Lookahead around its base) is read the same
 way. The walk runs at each optimizer step's pre and post hook, on the optimizer's own
-objects only: no walk over the process.
+objects only: no walk over the process. A copy the optimizer holds and its step then makes
+a parameter's storage (an extragradient's `p.data = copy`) takes both roles; the ledger
+reads it as this state until that step frees the parameter's old storage (Note [A copy
+the optimizer keeps, then the parameter], ledger/held_roles.py).
 
 # Note [A queue in the state]
 AdaShift (pytorch_optimizer 4.1.0) keeps each parameter's last `keep_num` gradients in a

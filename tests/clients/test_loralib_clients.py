@@ -13,7 +13,12 @@ scratch, every policy predicted = measured or refused by both):
   train, optimizer_state 40,448 B = 4 x 10,112 (Adan's `step` is a Python int);
   `checkpoint:blocks.*` 151,544 B, `offload:blocks.*` 114,624 B, `checkpoint:@MergedLinear`
   181,496 B, `checkpoint:emb` 182,072 B; `selective:@Attention` refused by both (loralib's
-  `result += ...` on the kept addmm output).
+  `result += ...` on the kept addmm output). With `--save` (the fix53b helper, the same
+  day and box): 187,640 B, the `lora_state_dict` clones kept from step 1 over step 2
+  (10,112 B) `other` at the peak and at the end (Note [Kept by the script across a step],
+  memledger/ledger/held_roles.py; `temporary` before: 36,744 B at the peak, 10,116 B
+  resident, now 26,632 and 4); `checkpoint:blocks.*` 161,656 B, `offload:blocks.*`
+  124,736 B, as before the fix.
 - `--model dkvb --validate` (EMA keys): 101,081 B; `offload:bottleneck.vq` 92,889 B;
   `checkpoint:bottleneck` refused by both (the codebook's EMA written through `.data`:
   Note [A re-run's write through .data], memledger/measure/apply.py).
@@ -42,19 +47,26 @@ pytestmark = pytest.mark.clients
 
 def test_a_lora_model_merged_between_steps_is_predicted_as_measured():
     """The evaluation between steps writes every frozen weight in place twice (merge,
-    unmerge): the ledger equals the allocator, Adan's state is four times what trains, two
-    policies are predicted to the byte and the selective one is refused alike. Calling
+    unmerge): the ledger equals the allocator, Adan's state is four times what trains, the
+    LoRA weights' clones the script saves each step read `other`, two policies are
+    predicted to the byte and the selective one is refused alike. Calling
     `model.train()` once before the loop instead of at each step trains step 2 on
     merged, where the forward skips the LoRA factors: the doctor said nothing; it warns
     now (Note [A forward that takes another path in eval mode], memledger/doctor/modes.py)."""
     from memledger.doctor.run import diagnose_in_process
     from tests.clients.harness import HERE
 
-    pols = {"checkpoint:blocks.*": 151_544, "offload:blocks.*": 114_624,
+    pols = {"checkpoint:blocks.*": 161_656, "offload:blocks.*": 124_736,
             "selective:@Attention": None}
-    run = run_client("train_loralib.py", ["--model", "lora", "--validate"], list(pols))
-    assert run.ledger.peak_with_scratch() == run.ledger_peak == run.allocator_peak == 177_528
+    run = run_client("train_loralib.py", ["--model", "lora", "--validate", "--save"],
+                     list(pols))
+    assert run.ledger.peak_with_scratch() == run.ledger_peak == run.allocator_peak == 187_640
     assert run.summary.at_peak["optimizer_state"] == 4 * 10_112
+    # the `lora_state_dict` clones the script keeps over step 2 are no temporary (Note
+    # [Kept by the script across a step], memledger/ledger/held_roles.py; before:
+    # temporary 36,744 and 10,116 B, other 0)
+    assert (run.summary.at_peak["temporary"], run.summary.at_peak["other"]) == (26_632, 10_112)
+    assert (run.summary.resident["temporary"], run.summary.resident["other"]) == (4, 10_112)
     for pol, peak in pols.items():
         p = run.policies[pol]
         assert (p.predicted, p.measured) == (peak, peak), p

@@ -1,0 +1,124 @@
+"""Categories of storages something keeps across a step: the script, or an optimizer that
+hands its copy to a parameter. Read by `_categories` (ledger/model.py); no torch.
+
+# Note [Kept by the script across a step]
+A storage made in the run with no role was a `temporary`, however long it lived. A script
+may keep one across whole steps: loralib's README saves `lora.lora_state_dict(model)`, and
+tests/clients/train_loralib.py `--save` keeps a clone of it from each step to the next
+(`saved = {k: v.clone() ...}` after `optimizer.step()`): the 18 LoRA factors' and biases'
+clones, 10,112 B, read `temporary` at the peak (inside step 2's backward, beside that
+step's own 26,632 B of intermediates) and `temporary` resident at the end, where the step
+had freed every intermediate. A clone the script keeps over a step is none of that step's
+intermediates (design.md: "intermediates not saved, backward scratch"); it is state the
+script holds outside the step, what `other` says of a model the script keeps and never
+calls (Note [Modules never called], trace/collector.py). So a storage made in the run that
+no role claims, made before a step's first forward began and still live after that step
+ended (its step record; or held at the close), reads `other`: it was held over that step's
+forward, backward and update. A storage the step itself made (from its first forward on:
+its forwards, loss, backward passes, update) keeps `temporary` even where the script holds
+it into the next step (a loss or an output until the next one replaces it, the update's
+scratch freed as `step()` returns after its step record). The first forward of a step, not
+any: an extragradient or a micro-batched step runs several. What the script makes
+before the forward and hands to the model or the loss is `input` (a role, above this); an
+index it made the batch from and holds until the next iteration reads `other` too (it is
+the script's, not the step's). Only the category moves: bytes, peaks and the replay are
+as before. Pinned: tests/clients/test_held_roles.py (`train_held_roles.py --keep`).
+
+# Note [A copy the optimizer keeps, then the parameter]
+An extragradient optimizer (Cooper's `ExtraAdam` / `ExtraSGD`, after Gidel et al.) keeps a
+copy of every parameter from its extrapolation to its step (`self.params_copy.append(
+p.data.clone())`, then `p.data.add_(u)`), and its step makes the copy the parameter
+(`p.data = self.params_copy[i].add_(u)`), freeing the weights the extrapolation moved.
+The storage is optimizer state (the walk of Note [State outside optimizer.state] names it
+`params_copy[i]`) and then a parameter (the step's post hook reads `p.data`), and a
+storage's category is its highest role over its whole life: `parameter`. At the peak,
+inside step 2's update of tests/clients/train_cooper.py `--optimizer extra`, `show` read
+19.4 KiB of `parameter` (each copy under the name and module of the parameter it copies)
+against a model of 10.3 KiB. A storage that the optimizer held as state before it held a
+parameter's role becomes that parameter when the parameter's storage before it (the same
+name, made before it, freed while it lives) is freed: that free is `p.data = copy`. Until
+that event it reads as the optimizer state it was, under the optimizer's name for it and
+the module that made it (`cat_until`, `cat_before`, `name_before`, `module_before`: the
+queries at an event, `Ledger.live_at` and `curve_by_category`, read them, and the
+replay's lifetimes cut its interval in two at the same place, so predict's breakdown says
+the same; curves and peaks are the same sums); from it on, the parameter. A copy whose
+parameter's old storage is never freed (something else holds it) stays a parameter for
+its whole life, as before. The static `category` stays `parameter` (the replay's rules
+read it; none of them moves a parameter). After: 10,516 B of parameters at that peak,
+30,372 B of optimizer state (Adam's 21,016 and the copies not yet stepped). Pinned in
+plain torch: tests/clients/test_held_roles.py (`train_held_roles.py --extragradient`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+
+def kept_across_a_step(created: np.ndarray, freed: np.ndarray, phases: list,
+                       steps: list) -> np.ndarray:
+    """Per storage: made before a step's first forward began and still live after that
+    step's end (`freed` < 0: still held at the close). Note [Kept by the script across a
+    step]."""
+    fwd = np.array(sorted(int(r["ev"]) for r in phases if r.get("ph") == "forward"),
+                   dtype=np.int64)
+    ends = np.array(sorted(int(r["ev"]) for r in steps), dtype=np.int64)
+    out = np.zeros(len(created), dtype=bool)
+    if not len(fwd) or not len(ends):
+        return out
+    # each step's first forward: the first after the step before it ended (a step of two
+    # forwards, an extragradient's or a micro-batched one's, begins at the first)
+    k = np.searchsorted(ends, fwd, side="left")          # the step each forward is in
+    first = fwd[np.r_[True, k[1:] != k[:-1]]]
+    i = np.searchsorted(first, created, side="right")    # the first step begun after it
+    has = i < len(first)
+    start = first[np.minimum(i, len(first) - 1)]
+    j = np.searchsorted(ends, start, side="left")        # that step's end
+    has &= j < len(ends)
+    end = ends[np.minimum(j, len(ends) - 1)]
+    return has & ((freed < 0) | (freed > end))
+
+
+def optimizer_copies(df: pd.DataFrame, roles: pd.DataFrame, cats: np.ndarray) -> pd.DataFrame:
+    """Storages that were an optimizer's state before they became a parameter: one row per
+    such sid (index) with `until` (the event from which it is the parameter) and `name`
+    (the optimizer's name for it). Note [A copy the optimizer keeps, then the parameter].
+    Plain Python over the role records (a few per named storage): no frame operations on
+    the ledgers that have none, which are most."""
+    out: dict[int, tuple[int, str]] = {}
+    if len(roles):
+        sids = roles["sid"].to_numpy(dtype=np.int64)
+        kinds = roles["role"].to_numpy()
+        names = roles["name"].to_numpy()
+        opt_first: dict[int, int] = {}
+        opt_name: dict[int, str] = {}
+        par_first: dict[int, int] = {}
+        par_name: dict[int, str] = {}
+        for i, (sid, kind, name) in enumerate(zip(sids.tolist(), kinds, names)):
+            if kind == "optimizer_state":
+                opt_first.setdefault(sid, i)
+                opt_name[sid] = name if isinstance(name, str) else ""
+            elif kind == "parameter":
+                par_first.setdefault(sid, i)
+                par_name[sid] = name if isinstance(name, str) else ""   # the last names it
+        copies = [s for s, i in opt_first.items() if par_first.get(s, -1) > i]
+        if copies:
+            row = dict(zip(df.index.tolist(), range(len(df))))
+            created = df["created"].to_numpy(dtype=np.int64)
+            freed = df["freed"].to_numpy(dtype=np.int64)
+            by_name: dict[str, list[int]] = {}
+            for s, name in par_name.items():
+                if name and s in row:
+                    by_name.setdefault(name, []).append(row[s])
+            for s in copies:
+                r = row.get(s)
+                if r is None or cats[r] != "parameter" or not par_name[s]:
+                    continue
+                until = [int(freed[p]) for p in by_name[par_name[s]] if p != r and
+                         created[p] < created[r] and 0 <= freed[p] and created[r] < freed[p]
+                         and (freed[r] < 0 or freed[p] <= freed[r])]
+                if until:
+                    out[s] = (max(until), opt_name[s])
+    return pd.DataFrame({"until": np.array([u for u, _ in out.values()], dtype=np.int64),
+                         "name": np.array([n for _, n in out.values()], dtype=object)},
+                        index=pd.Index(list(out), dtype=np.int64, name="sid"))

@@ -1,0 +1,75 @@
+"""What the ledger calls copies kept across a step (tests/clients/train_held_roles.py): an
+extragradient optimizer's copies of the parameters, and a clone of the weights the script
+keeps from one step to the next (Notes [A copy the optimizer keeps, then the parameter]
+and [Kept by the script across a step], memledger/ledger/held_roles.py). Plain torch:
+cooper-optim's `ExtraAdam` and loralib's saved `lora_state_dict` (their tiers,
+test_cooper_clients.py and test_loralib_clients.py, skip without the libraries).
+
+Measured (the helper fix53b, 2026-12-07, torch 2.13.0 CPU, AMD EPYC (AVX2), one intra-op
+thread; 2 steps, batch 8, dim 16, 2 blocks, a model of 2,244 B): the ledger and the
+allocator 8,784 B on both, before and after; only the categories moved. `trace --fake
+--device cpu` reads the same categories.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.clients.harness import ledger_pass, run_client
+
+pytestmark = pytest.mark.clients
+
+MODEL = 2 * (16 * 16 + 16) * 4 + (16 + 1) * 4   # 2,244 B
+
+
+def test_an_optimizers_copy_is_optimizer_state_until_it_becomes_the_parameter():
+    """`--extragradient`: the peak is in the second backward of step 1, with the copy of
+    every parameter held beside the moved weights. Before, each copy read `parameter` under
+    the name of the parameter it copies, its whole life: 4,488 B of parameters at the peak
+    for a model of 2,244 B, and 4,488 B at every event of the second forward and backward.
+    Now the copies are the optimizer's state (`params_copy[i]`) until `step()` frees the
+    weights they replace, and the parameters are the model at every event; predict's
+    breakdown says the same, and the peaks did not move."""
+    pol = "offload:blocks.*"
+    run = run_client("train_held_roles.py", ["--extragradient"], [pol], steps=2)
+    led = run.ledger
+    assert led.peak_with_scratch() == run.ledger_peak == run.allocator_peak == 8_784
+    assert run.summary.at_peak == {
+        "parameter": MODEL, "buffer": 0, "gradient": 1_156, "optimizer_state": MODEL,
+        "activation": 1_024, "temporary": 1_572, "input": 544, "workspace": 0, "other": 0,
+        "communication": 0}
+    names = set(led.live_at(led.peak().event).query("category == 'optimizer_state'")["name"])
+    assert names == {f"params_copy[{i}]" for i in range(6)}
+    curves = led.curve_by_category()
+    assert (curves.sum(axis=1).to_numpy() == led.curve()).all()
+    assert curves["parameter"].max() == MODEL           # before: 2 * MODEL
+    assert curves["optimizer_state"].max() == MODEL
+    assert run.summary.resident["parameter"] == MODEL
+    assert run.summary.resident["optimizer_state"] == 0
+    p = run.policies[pol]
+    assert p.predicted == p.measured == 8_344
+    from memledger.replay.predict import predict
+    from memledger.replay.policies import parse_policy
+
+    at = predict(led, [parse_policy(pol)], bandwidth=1e9).policies[0].at_peak
+    assert (at["parameter"], at["optimizer_state"]) == (MODEL, MODEL)   # before: 4,488, 0
+    fake = ledger_pass("train_held_roles.py", ["--extragradient"], steps=2, fake_device="cpu")
+    assert (fake.peak().bytes, fake.at_peak()) == (8_784, led.at_peak())
+
+
+def test_a_clone_the_script_keeps_over_a_step_is_no_temporary():
+    """`--keep`: the clone of the weights kept after step 1 lives over the whole of step 2,
+    where the peak is (its second backward). Before: `temporary` 3,816 B at the peak (the
+    clones' 2,244 beside the step's own 1,572) and 2,276 B resident at the end, where the
+    step's own are 32. Now the clones read `other`; what the step makes stays
+    `temporary`."""
+    led = ledger_pass("train_held_roles.py", ["--keep"], steps=2)
+    assert led.peak().bytes == 8_784
+    s = led.summary()
+    assert s.at_peak == {
+        "parameter": MODEL, "buffer": 0, "gradient": 1_156, "optimizer_state": 0,
+        "activation": 1_024, "temporary": 1_572, "input": 544, "workspace": 0,
+        "other": MODEL, "communication": 0}
+    assert (s.resident["temporary"], s.resident["other"]) == (32, MODEL)
+    plain = ledger_pass("train_held_roles.py", [], steps=2).summary()
+    assert (plain.at_peak["temporary"], plain.at_peak["other"]) == (1_572, 0)

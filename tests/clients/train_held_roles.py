@@ -1,0 +1,108 @@
+"""Copies kept across a step, in plain torch (tests/clients/test_held_roles.py): what the
+ledger calls them (Notes [A copy the optimizer keeps, then the parameter] and [Kept by
+the script across a step] in memledger/ledger/held_roles.py).
+
+A residual MLP (two Linear(16, 16) blocks and a Linear(16, 1) head: 2,244 B of fp32
+parameters), batch 8, random data.
+
+`--extragradient`: an extragradient SGD written as Cooper's `ExtraSGD` (after Gidel et
+al.) is: `extrapolation()` keeps a copy of every parameter (`self.params_copy.append(
+p.data.clone())`) and moves the parameter along its gradient through `p.data`; the second
+forward and backward run at the moved point; `step()` makes the copy, moved along the new
+gradient, the parameter (`p.data = self.params_copy[i].add_(u)`), and drops the list.
+`--keep`: plain SGD; after each step the script keeps a clone of every parameter
+(`kept = {n: p.detach().clone() ...}`, loralib's `lora_state_dict` saved each step) until
+the next step's replaces it.
+
+    memledger trace tests/clients/train_held_roles.py -o run.ledger --steps 2 -- --extragradient
+    memledger show run.ledger     # the copies are optimizer_state until each becomes its parameter
+"""
+
+import argparse
+
+import torch
+from torch import nn
+
+
+class ExtraSGD(torch.optim.Optimizer):
+    def __init__(self, params, lr: float) -> None:
+        super().__init__(params, {"lr": lr})
+        self.params_copy: list[torch.Tensor] = []
+
+    def _update(self, p: torch.Tensor, group: dict) -> torch.Tensor | None:
+        return None if p.grad is None else -group["lr"] * p.grad
+
+    @torch.no_grad()
+    def extrapolation(self) -> None:
+        first = not self.params_copy
+        for group in self.param_groups:
+            for p in group["params"]:
+                u = self._update(p, group)
+                if first:
+                    self.params_copy.append(p.data.clone())
+                if u is not None:
+                    p.data.add_(u)
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        i = -1
+        for group in self.param_groups:
+            for p in group["params"]:
+                i += 1
+                u = self._update(p, group)
+                if u is not None:
+                    p.data = self.params_copy[i].add_(u)
+        self.params_copy = []
+
+
+class Block(nn.Module):
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.fc = nn.Linear(dim, dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + torch.tanh(self.fc(x))
+
+
+class Net(nn.Module):
+    def __init__(self, dim: int, depth: int) -> None:
+        super().__init__()
+        self.blocks = nn.Sequential(*(Block(dim) for _ in range(depth)))
+        self.head = nn.Linear(dim, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.blocks(x))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--steps", type=int, default=3)
+    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--dim", type=int, default=16)
+    ap.add_argument("--depth", type=int, default=2)
+    ap.add_argument("--extragradient", action="store_true")
+    ap.add_argument("--keep", action="store_true")
+    args = ap.parse_args()
+    torch.manual_seed(0)
+    model = Net(args.dim, args.depth)
+    opt = ExtraSGD(model.parameters(), lr=1e-2) if args.extragradient else \
+        torch.optim.SGD(model.parameters(), lr=1e-2)
+    kept = None
+    for _ in range(args.steps):
+        x, y = torch.randn(args.batch, args.dim), torch.randn(args.batch, 1)
+        if args.extragradient:
+            nn.functional.mse_loss(model(x), y).backward()
+            opt.extrapolation()
+            opt.zero_grad()
+        loss = nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        if args.keep:
+            kept = {n: p.detach().clone() for n, p in model.named_parameters()}
+    if kept is not None:
+        print("kept", len(kept), "tensors")
+
+
+if __name__ == "__main__":
+    main()
