@@ -168,6 +168,7 @@ from memledger.replay.calls import output_saves, record_call, save_call, scopes_
 from memledger.replay.compiled import refuse_compiled_regions
 from memledger.replay.emptied_cache import emptied_cache_calls, skipped_fills
 from memledger.replay.policies import MODEL_FIRST, MODEL_MOVED, Policy, PolicyKind, resolve
+from memledger.replay.passes import OwnReads, one_phase_per_pass, own_reads
 from memledger.replay.prepared import ACTIVATION, INPUT, MODEL_STATE, Prepared
 from memledger.replay.script_checkpoint import (
     refuse_around_function_checkpoints,
@@ -664,9 +665,13 @@ def _refuse_graph_reads(prep: Prepared, calls: _Calls, own: _Owners, policy: Pol
         np.zeros(len(unpriced), dtype=bool)
     if not (unpriced | many).any():
         return
+    # ... but N passes, a backward phase each, are priced: a checkpoint's re-run in each,
+    # an offload's read-back in each (Note [A re-run in each of N backward passes])
+    priced = many & ~unpriced & one_phase_per_pass(prep) if many.any() else many
     read = (unpriced | many) & ~np.isin(prep.cat, MODEL_STATE)
     for owner in (own.first_save, own.last_save):
-        hit = read & (calls.at(calls.kind, owner) != Kind.NONE)
+        kind = calls.at(calls.kind, owner)
+        hit = read & (kind != Kind.NONE) & ~(priced & (kind != Kind.SELECTIVE))
         if hit.any():
             i = int(np.flatnonzero(hit)[0])
             k = int(owner[i])
@@ -1069,6 +1074,8 @@ class _Segments:
     first_only: np.ndarray | None = None   # per storage: dropped, read through its call's
     #                      own saves by the first of two passes only (Note [A dropped
     #                      storage a later call reads in the second pass])
+    own_reads: OwnReads | None = None   # the reads of each call's own saves, by backward
+    #                      phase (Note [A re-run in each of N backward passes])
 
     def pos_c(self, e: np.ndarray) -> np.ndarray:
         """Where an event that creates lands: after the segments inserted at it."""
@@ -1158,9 +1165,14 @@ def _segments(prep: Prepared, calls: _Calls, dropped: np.ndarray, own: _Owners) 
     # backward: its last read is this call's)
     first = np.where(prep.pass2 >= 0, prep.pass2, prep.unpack_first) \
         if prep.pass2 is not None else prep.unpack_first
+    # of three passes or more, the last (Note [A re-run in each of N backward passes])
+    reads = own_reads(prep, _pack_call(prep, calls), own.made) \
+        if prep.pack_ev is not None and len(prep.pack_ev) and m else None
+    if reads is not None:
+        first = np.where(reads.last_first >= 0, reads.last_first, first)
     read = np.where((own.first_save == own.last_save) & (first >= 0), first, prep.unpack)
     # Note [A dropped storage a later call reads in the second pass]
-    first_only = _first_pass_only(prep, calls, own, dropped)
+    first_only = _first_pass_only(prep, calls, own, dropped, reads)
     read = np.where(first_only, -1, read)
     np.minimum.at(trig, kd, np.where(read >= 0, read, _BIG))
     stop = np.full(m + 1, -1, dtype=np.int64)
@@ -1300,7 +1312,7 @@ def _segments(prep: Prepared, calls: _Calls, dropped: np.ndarray, own: _Owners) 
                       ).astype(np.int64) if len(at) else np.zeros(n + 2, dtype=np.int64)
     return _Segments(has=has, end=end, length=length, bw_end=bw_end, start=start, order=order,
                      at=at, cum=cum, shift=shift, n=n, empty_at=empty_at,
-                     first_only=first_only)
+                     first_only=first_only, own_reads=reads)
 
 
 # Note [A dropped storage a later call reads in the second pass]
@@ -1356,7 +1368,7 @@ def _segments(prep: Prepared, calls: _Calls, dropped: np.ndarray, own: _Owners) 
 # plain torch: both stay refused (Note [A re-run in each backward pass]); read as a
 # first-pass copy, e3nn's `checkpoint:blocks.*` would be 92,404 B against 92,304 measured.
 def _first_pass_only(prep: Prepared, calls: _Calls, own: _Owners,
-                     dropped: np.ndarray) -> np.ndarray:
+                     dropped: np.ndarray, reads: OwnReads | None = None) -> np.ndarray:
     """Note [A dropped storage a later call reads in the second pass]: per storage, dropped
     by a call whose storages it alone saved two passes read (its segment serves the second),
     and read through the call's own saves (whether a later call saves it too or not) only
@@ -1374,7 +1386,10 @@ def _first_pass_only(prep: Prepared, calls: _Calls, own: _Owners,
     # per call: the second pass's first read of a dropped storage only it saved
     p2 = np.full(len(calls), _BIG, dtype=np.int64)
     two = np.flatnonzero(dropped & single & (own.made >= 0) & (prep.pass2 >= 0))
-    np.minimum.at(p2, own.made[two], prep.pass2[two])
+    # of three passes or more, the last's (Note [A re-run in each of N backward passes])
+    last = prep.pass2 if reads is None else \
+        np.where(reads.last_first >= 0, reads.last_first, prep.pass2)
+    np.minimum.at(p2, own.made[two], last[two])
     kp = _pack_call(prep, calls)
     r = prep.pack_row
     mine = (kp >= 0) & (kp == own.made[r])
@@ -1383,6 +1398,8 @@ def _first_pass_only(prep: Prepared, calls: _Calls, own: _Owners,
     k = np.maximum(own.made, 0)
     at = np.stack([last, np.minimum(p2[k], prep.n_events)])
     phase = np.searchsorted(prep.phase_bw_start, at, side="right") - 1
+    if reads is not None:   # a save's reads past its second (`pack_reread_ev`) by phase
+        phase[0] = np.where(reads.last_first >= 0, reads.last, phase[0])
     out = made & (p2[k] < _BIG) & (last >= 0) & (phase[0] < phase[1])
     # not where a graph-building pass read it or saved it again: that graph would hold the
     # first re-run's copy for a later pass (Note [Read by a backward that builds a graph]
@@ -2606,6 +2623,61 @@ def _first_pass_copies(prep: Prepared, calls: _Calls, own: _Owners, d: np.ndarra
         at_t1 = np.concatenate([b, u, fo, e[prep.unpack_first[e] == t1[own.made[e]]]])
         _first_rerun_transients(prep, calls, own, seg, (two, t1), (d, t, at_t1), out,
                                 rng_bytes)
+        _middle_pass_copies(prep, calls, own, seg, (d, t), trig, out, rng_bytes)
+
+
+# Note [A re-run in each of N backward passes]
+# TODO
+def _middle_pass_copies(prep: Prepared, calls: _Calls, own: _Owners, seg: _Segments,
+                        rows: tuple[np.ndarray, np.ndarray], trig: np.ndarray,
+                        out: _Lifetimes, rng_bytes: int) -> None:
+    """Note [A re-run in each of N backward passes]: per call whose dropped storages three
+    backward phases or more read through its own saves, the re-run of each pass between
+    its first (`_first_pass_copies`) and the one its segment serves: per dropped storage,
+    a copy from that re-run until its reader in the pass returned; one the pass does not
+    read but a later pass does, until that later reader returned (its holder keeps it in
+    the frame); one no later pass reads, none, or until its save's node died where that
+    outlives the re-run; and the re-run's own peak and RNG fork (`_first_rerun_transients`).
+    `rows`: the rows the segment re-makes, dropped and not (`_recomputed_rows`)."""
+    reads = seg.own_reads
+    d, t = rows
+    if reads is None or not len(d) or not (reads.last_first[d] >= 0).any():
+        return
+    m = len(calls)
+    ours = np.zeros(len(prep.created), dtype=bool)
+    ours[d] = True
+    sel = ours[reads.row]
+    row, phase, ev, end = reads.row[sel], reads.phase[sel], reads.ev[sel], reads.end[sel]
+    k = own.made[row]
+    starts = prep.phase_bw_start
+    first_phase = np.full(m, np.iinfo(np.int64).max, dtype=np.int64)
+    np.minimum.at(first_phase, k, phase)
+    seg_phase = np.searchsorted(starts, np.where(trig >= 0, trig, 0), side="right") - 1
+    middle = (phase > first_phase[k]) & (phase < seg_phase[k]) & (trig[k] >= 0)
+    if not middle.any():
+        return
+    node = _own_node_end(prep, calls, own)
+    for kk, p in sorted(set(zip(k[middle].tolist(), phase[middle].tolist()))):
+        here = middle & (k == kk) & (phase == p)
+        t_j = int(ev[here].min())
+        mine = d[own.made[d] == kk]
+        read_end = np.full(len(prep.created), -1, dtype=np.int64)
+        np.maximum.at(read_end, row[here], end[here])
+        got = read_end[mine] >= 0
+        later = reads.last[mine] > p
+        unread_end = np.minimum(np.maximum(prep.unpack_end[mine], prep.unpack[mine] + 1),
+                                prep.freed[mine])
+        gone = np.where(got, read_end[mine], np.where(later, unread_end, node[mine]))
+        keep = got | later | (node[mine] > t_j)
+        at = mine[keep]
+        made = np.full(len(at), t_j, dtype=np.int64)
+        out.add(seg.pos_c(made), seg.pos_f(np.maximum(gone[keep], t_j + 1)),
+                prep.nbytes[at], prep.cat[at])
+        two = np.zeros(m, dtype=bool)
+        two[kk] = True
+        tj = np.full(m, _BIG, dtype=np.int64)
+        tj[kk] = t_j
+        _first_rerun_transients(prep, calls, own, seg, (two, tj), (d, t, at), out, rng_bytes)
 
 
 # Note [The first pass's re-run, inside itself]
