@@ -731,7 +731,9 @@ def _refuse_read_inside_its_call(prep: Prepared, calls: _Calls, policy: Policy) 
 # (tests/clients/train_normflows.py --mode residual --layers 2). So a policy on a call one
 # of whose saves (model state aside) three passes or more read is NotPredicted: `predict`
 # refuses it in one line, `measure` runs it and `compare` measures and judges it, as for a
-# save two graph-building passes read.
+# save two graph-building passes read. Not where each pass is a backward phase of its own
+# and none builds a graph (truncated BPTT over three chunks or more): checkpoint and
+# offload are priced there (Note [A re-run in each of N backward passes]).
 
 
 def _refuse_selective_mutated(prep: Prepared, calls: _Calls, own: _Owners, policy: Policy,
@@ -1359,7 +1361,9 @@ def _segments(prep: Prepared, calls: _Calls, dropped: np.ndarray, own: _Owners) 
 # alive through the second re-run, 73,852). So was st-moe's router under `loss.backward(
 # retain_graph=True)` then `aux.backward()` (tests/clients/test_stmoe_clients.py: what
 # its dispatch tensors are built from is read by the task loss's backward alone):
-# 195,208 B both, one step.
+# 195,208 B both, one step. With three passes or more (`--chunks 3`), "the second pass"
+# here is the call's last, and "before" is before its phase (Note [A re-run in each of N
+# backward passes]).
 # Not where a graph-building pass read the storage or saved it again: that graph holds
 # the first re-run's copy for the later pass, which reads it there (the storage's reads
 # reach the second pass's phase through the graph's save), and the replay has no reading
@@ -2627,7 +2631,47 @@ def _first_pass_copies(prep: Prepared, calls: _Calls, own: _Owners, d: np.ndarra
 
 
 # Note [A re-run in each of N backward passes]
-# TODO
+# Truncated BPTT with the hidden state carried undetached over N chunks, each chunk's
+# backward with `retain_graph=True` (tests/clients/train_carried_hidden.py --chunks N):
+# chunk c's layer is read by the passes of chunks c .. N-1, each a backward phase of its
+# own, and torch's checkpoint re-runs it once per pass (a frame per graph task,
+# `frame.recomputed[gid]`), as offload reads its saves back once per pass. Past two passes
+# predict refused (Note [Read by three backward passes or more]) what measure ran:
+# `--case plain --chunks 3` `checkpoint:layers.*` 78,404 B, `--chunks 4` 88,076 B. The
+# two-pass reading, made general:
+# - the call's one segment serves its last pass: it starts at the first read, through the
+#   call's own saves, in the last backward phase those reads come in (`OwnReads.last_first`,
+#   replay/passes.py), where `pass2` is the second pass's;
+# - a storage read, through the call's own saves, only in phases before that one places
+#   no segment (Note [A dropped storage a later call reads in the second pass]); its last
+#   phase is read from all those reads, as `pack_reread_ev` names only a save's second
+#   pass: read so, chunk 0's sigmoids (read by all three passes) were "first pass only",
+#   the call lost its segment, and `--chunks 3 --keep` read 91,220 B against 94,028;
+# - the first pass's re-run is `_first_pass_copies`' as before, and each pass between
+#   the first and the last (`_middle_pass_copies`) re-runs the call at its first read
+#   there of what the call dropped: a storage that pass reads has its copy until its
+#   reader there returned; one it does not read but a later pass does, until that reader
+#   returned (as the first pass's unread copy: its holder keeps it in the frame); one no
+#   later pass reads, none, or, where its save's node outlives the re-run, a copy until
+#   that node dies (`--keep`: each chunk's loss held to the step, so chunk 0's `out` node
+#   keeps a copy of its input from each pass's re-run: without them `--chunks 4 --keep`
+#   read 110,108 B against 116,252); and the re-run's own peak and RNG fork
+#   (`_first_rerun_transients`).
+# Each as measured, 1 and 2 steps: `--case plain --chunks 3` 78,404 B, `--chunks 4`
+# 88,076, `--keep` 94,028 and 116,252, `--depth 2 --chunks 3` 117,396 (`checkpoint:
+# layers.0` 112,212, `layers.1` 114,772), `--depth 2 --chunks 4` 136,484 (128,036 and
+# 132,644); `--chunks 3` with `--case log` 78,380, `lse` 89,200, `log,exp` 80,684, `exp`
+# 80,452. Offload needed nothing new (its read-back rounds are per pass already, Note
+# [Rounds of a read-back, replayed]): `offload:layers.*` `--case log --chunks 3` 42,796,
+# `lse` 57,392, `log,exp` 44,844, `exp` 42,812, as measured. torchjd's one backward per
+# example (`parallel_chunk_size=1`) is priced so too (165,044 B both, the peak outside).
+# Where it stops (`one_phase_per_pass`, replay/passes.py): the passes that read a save of
+# the storage are as many as the backward phases its reads come in, one read per save a
+# phase, every read inside a backward phase, none by a graph-building pass, none unnamed
+# (a re-run of the script's own checkpoint). A power series of `autograd.grad` inside one
+# forward (normflows' residual flow) and passes a node's backward runs inside another
+# (torchjd's autogram engine: Note [Passes inside one backward phase], replay/prepared.py)
+# stay refused, and so does selective (one backward pass only).
 def _middle_pass_copies(prep: Prepared, calls: _Calls, own: _Owners, seg: _Segments,
                         rows: tuple[np.ndarray, np.ndarray], trig: np.ndarray,
                         out: _Lifetimes, rng_bytes: int) -> None:
