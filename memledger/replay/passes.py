@@ -20,17 +20,20 @@ class OwnReads:
     ev: np.ndarray       # per read: its event
     end: np.ndarray      # per read: when its node returned (one past the read, unknown)
     last: np.ndarray     # per storage: the last backward phase those reads come in (-1)
-    # per storage: where those reads come in three backward phases or more, the first of
-    # them in the last (where its call's last re-run starts); -1 else
+    # per storage: where those reads come in three backward phases or more (and three
+    # passes read one save of it), the first of them in the last (where its call's last
+    # re-run starts); -1 else
     last_first: np.ndarray
 
 
 def own_reads(prep: Prepared, kp: np.ndarray, made: np.ndarray) -> OwnReads | None:
     """`kp`: the call of each save (`_pack_call`), `made`: the call that made each storage.
-    None where the ledger's unpacks name no save or it has no backward phase."""
+    None where the ledger's unpacks name no save, it has no backward phase, or no save of
+    it is read by three passes (two are `pass2`'s: nothing to add, nothing to pay)."""
     starts = prep.phase_bw_start
     if prep.read_pack is None or not len(prep.read_pack) or starts is None or \
-            not len(starts) or not len(kp):
+            not len(starts) or not len(kp) or prep.passes_read is None or \
+            not (prep.passes_read >= 3).any():
         return None
     n = len(prep.created)
     row = prep.pack_row[prep.read_pack]
@@ -45,7 +48,7 @@ def own_reads(prep: Prepared, kp: np.ndarray, made: np.ndarray) -> OwnReads | No
     in_last = phase == last[row]
     np.minimum.at(first, row[in_last], ev[in_last])
     return OwnReads(row=row, phase=phase, ev=ev, end=end, last=last,
-                    last_first=np.where(phases >= 3, first, -1))
+                    last_first=np.where((phases >= 3) & (prep.passes_read >= 3), first, -1))
 
 
 def one_phase_per_pass(prep: Prepared) -> np.ndarray:
