@@ -2657,11 +2657,13 @@ def _first_pass_copies(prep: Prepared, calls: _Calls, own: _Owners, d: np.ndarra
 #   keeps a copy of its input from each pass's re-run: without them `--chunks 4 --keep`
 #   read 110,108 B against 116,252); and the re-run's own peak and RNG fork
 #   (`_first_rerun_transients`).
-# Each as measured, 1 and 2 steps: `--case plain --chunks 3` 78,404 B, `--chunks 4`
-# 88,076, `--keep` 94,028 and 116,252, `--depth 2 --chunks 3` 117,396 (`checkpoint:
-# layers.0` 112,212, `layers.1` 114,772), `--depth 2 --chunks 4` 136,484 (128,036 and
-# 132,644); `--chunks 3` with `--case log` 78,380, `lse` 89,200, `log,exp` 80,684, `exp`
-# 80,452. Offload needed nothing new (its read-back rounds are per pass already, Note
+# Each as measured (1 step; 2 steps too for `--case plain`'s `checkpoint:layers.*`):
+# `--case plain --chunks 3` 78,404 B, `--chunks 4` 88,076, `--keep` 94,028 and 116,252,
+# `--depth 2 --chunks 3` 117,396 (`checkpoint:layers.0` 112,212, `layers.1` 114,772),
+# `--depth 2 --chunks 4` 136,484 (128,036 and 132,644); `--chunks 3` with `--case log`
+# 78,380, `lse` 89,200, `log,exp` 80,684, `exp` 80,452; minGRU-pytorch's third chunk
+# (tests/clients/train_peer_mingru.py --model rnn --no-detach --chunks 3 --seq-len 15, 2
+# steps) 158,320, `offload:layers.*` 101,076. Offload needed nothing new (its read-back rounds are per pass already, Note
 # [Rounds of a read-back, replayed]): `offload:layers.*` `--case log --chunks 3` 42,796,
 # `lse` 57,392, `log,exp` 44,844, `exp` 42,812, as measured. torchjd's one backward per
 # example (`parallel_chunk_size=1`) is priced so too (165,044 B both, the peak outside).
