@@ -167,6 +167,7 @@ from memledger.ledger.schema import CATEGORIES
 from memledger.replay.calls import output_saves, record_call, save_call, scopes_of, which_call
 from memledger.replay.compiled import refuse_compiled_regions
 from memledger.replay.emptied_cache import emptied_cache_calls, skipped_fills
+from memledger.replay.passes import OwnReads, one_phase_per_pass, own_reads
 from memledger.replay.policies import (MODEL_FIRST, MODEL_MOVED, Policy, PolicyKind,
                                        no_model_message, resolve)
 from memledger.replay.prepared import ACTIVATION, INPUT, MODEL_STATE, Prepared
@@ -667,9 +668,13 @@ def _refuse_graph_reads(prep: Prepared, calls: _Calls, own: _Owners, policy: Pol
         np.zeros(len(unpriced), dtype=bool)
     if not (unpriced | many).any():
         return
+    # ... but N passes, a backward phase each, are priced: a checkpoint's re-run in each,
+    # an offload's read-back in each (Note [A re-run in each of N backward passes])
+    priced = many & ~unpriced & one_phase_per_pass(prep) if many.any() else many
     read = (unpriced | many) & ~np.isin(prep.cat, MODEL_STATE)
     for owner in (own.first_save, own.last_save):
-        hit = read & (calls.at(calls.kind, owner) != Kind.NONE)
+        kind = calls.at(calls.kind, owner)
+        hit = read & (kind != Kind.NONE) & ~(priced & (kind != Kind.SELECTIVE))
         if hit.any():
             i = int(np.flatnonzero(hit)[0])
             k = int(owner[i])
@@ -729,7 +734,9 @@ def _refuse_read_inside_its_call(prep: Prepared, calls: _Calls, policy: Policy) 
 # (tests/clients/train_normflows.py --mode residual --layers 2). So a policy on a call one
 # of whose saves (model state aside) three passes or more read is NotPredicted: `predict`
 # refuses it in one line, `measure` runs it and `compare` measures and judges it, as for a
-# save two graph-building passes read.
+# save two graph-building passes read. Not where each pass is a backward phase of its own
+# and none builds a graph (truncated BPTT over three chunks or more): checkpoint and
+# offload are priced there (Note [A re-run in each of N backward passes]).
 
 
 def _refuse_selective_mutated(prep: Prepared, calls: _Calls, own: _Owners, policy: Policy,
@@ -1072,6 +1079,8 @@ class _Segments:
     first_only: np.ndarray | None = None   # per storage: dropped, read through its call's
     #                      own saves by the first of two passes only (Note [A dropped
     #                      storage a later call reads in the second pass])
+    own_reads: OwnReads | None = None   # the reads of each call's own saves, by backward
+    #                      phase (Note [A re-run in each of N backward passes])
 
     def pos_c(self, e: np.ndarray) -> np.ndarray:
         """Where an event that creates lands: after the segments inserted at it."""
@@ -1161,9 +1170,14 @@ def _segments(prep: Prepared, calls: _Calls, dropped: np.ndarray, own: _Owners) 
     # backward: its last read is this call's)
     first = np.where(prep.pass2 >= 0, prep.pass2, prep.unpack_first) \
         if prep.pass2 is not None else prep.unpack_first
+    # of three passes or more, the last (Note [A re-run in each of N backward passes])
+    reads = own_reads(prep, _pack_call(prep, calls), own.made) \
+        if prep.pack_ev is not None and len(prep.pack_ev) and m else None
+    if reads is not None:
+        first = np.where(reads.last_first >= 0, reads.last_first, first)
     read = np.where((own.first_save == own.last_save) & (first >= 0), first, prep.unpack)
     # Note [A dropped storage a later call reads in the second pass]
-    first_only = _first_pass_only(prep, calls, own, dropped)
+    first_only = _first_pass_only(prep, calls, own, dropped, reads)
     read = np.where(first_only, -1, read)
     np.minimum.at(trig, kd, np.where(read >= 0, read, _BIG))
     stop = np.full(m + 1, -1, dtype=np.int64)
@@ -1303,7 +1317,7 @@ def _segments(prep: Prepared, calls: _Calls, dropped: np.ndarray, own: _Owners) 
                       ).astype(np.int64) if len(at) else np.zeros(n + 2, dtype=np.int64)
     return _Segments(has=has, end=end, length=length, bw_end=bw_end, start=start, order=order,
                      at=at, cum=cum, shift=shift, n=n, empty_at=empty_at,
-                     first_only=first_only)
+                     first_only=first_only, own_reads=reads)
 
 
 # Note [A dropped storage a later call reads in the second pass]
@@ -1350,7 +1364,9 @@ def _segments(prep: Prepared, calls: _Calls, dropped: np.ndarray, own: _Owners) 
 # alive through the second re-run, 73,852). So was st-moe's router under `loss.backward(
 # retain_graph=True)` then `aux.backward()` (tests/clients/test_stmoe_clients.py: what
 # its dispatch tensors are built from is read by the task loss's backward alone):
-# 195,208 B both, one step.
+# 195,208 B both, one step. With three passes or more (`--chunks 3`), "the second pass"
+# here is the call's last, and "before" is before its phase (Note [A re-run in each of N
+# backward passes]).
 # Not where a graph-building pass read the storage or saved it again: that graph holds
 # the first re-run's copy for the later pass, which reads it there (the storage's reads
 # reach the second pass's phase through the graph's save), and the replay has no reading
@@ -1359,7 +1375,7 @@ def _segments(prep: Prepared, calls: _Calls, dropped: np.ndarray, own: _Owners) 
 # plain torch: both stay refused (Note [A re-run in each backward pass]); read as a
 # first-pass copy, e3nn's `checkpoint:blocks.*` would be 92,404 B against 92,304 measured.
 def _first_pass_only(prep: Prepared, calls: _Calls, own: _Owners,
-                     dropped: np.ndarray) -> np.ndarray:
+                     dropped: np.ndarray, reads: OwnReads | None = None) -> np.ndarray:
     """Note [A dropped storage a later call reads in the second pass]: per storage, dropped
     by a call whose storages it alone saved two passes read (its segment serves the second),
     and read through the call's own saves (whether a later call saves it too or not) only
@@ -1377,7 +1393,10 @@ def _first_pass_only(prep: Prepared, calls: _Calls, own: _Owners,
     # per call: the second pass's first read of a dropped storage only it saved
     p2 = np.full(len(calls), _BIG, dtype=np.int64)
     two = np.flatnonzero(dropped & single & (own.made >= 0) & (prep.pass2 >= 0))
-    np.minimum.at(p2, own.made[two], prep.pass2[two])
+    # of three passes or more, the last's (Note [A re-run in each of N backward passes])
+    last = prep.pass2 if reads is None else \
+        np.where(reads.last_first >= 0, reads.last_first, prep.pass2)
+    np.minimum.at(p2, own.made[two], last[two])
     kp = _pack_call(prep, calls)
     r = prep.pack_row
     mine = (kp >= 0) & (kp == own.made[r])
@@ -1386,6 +1405,8 @@ def _first_pass_only(prep: Prepared, calls: _Calls, own: _Owners,
     k = np.maximum(own.made, 0)
     at = np.stack([last, np.minimum(p2[k], prep.n_events)])
     phase = np.searchsorted(prep.phase_bw_start, at, side="right") - 1
+    if reads is not None:   # a save's reads past its second (`pack_reread_ev`) by phase
+        phase[0] = np.where(reads.last_first >= 0, reads.last, phase[0])
     out = made & (p2[k] < _BIG) & (last >= 0) & (phase[0] < phase[1])
     # not where a graph-building pass read it or saved it again: that graph would hold the
     # first re-run's copy for a later pass (Note [Read by a backward that builds a graph]
@@ -2618,6 +2639,103 @@ def _first_pass_copies(prep: Prepared, calls: _Calls, own: _Owners, d: np.ndarra
         at_t1 = np.concatenate([b, u, fo, e[prep.unpack_first[e] == t1[own.made[e]]]])
         _first_rerun_transients(prep, calls, own, seg, (two, t1), (d, t, at_t1), out,
                                 rng_bytes)
+        _middle_pass_copies(prep, calls, own, seg, (d, t), trig, out, rng_bytes)
+
+
+# Note [A re-run in each of N backward passes]
+# Truncated BPTT with the hidden state carried undetached over N chunks, each chunk's
+# backward with `retain_graph=True` (tests/clients/train_carried_hidden.py --chunks N):
+# chunk c's layer is read by the passes of chunks c .. N-1, each a backward phase of its
+# own, and torch's checkpoint re-runs it once per pass (a frame per graph task,
+# `frame.recomputed[gid]`), as offload reads its saves back once per pass. Past two passes
+# predict refused (Note [Read by three backward passes or more]) what measure ran:
+# `--case plain --chunks 3` `checkpoint:layers.*` 78,404 B, `--chunks 4` 88,076 B. The
+# two-pass reading, made general:
+# - the call's one segment serves its last pass: it starts at the first read, through the
+#   call's own saves, in the last backward phase those reads come in (`OwnReads.last_first`,
+#   replay/passes.py), where `pass2` is the second pass's;
+# - a storage read, through the call's own saves, only in phases before that one places
+#   no segment (Note [A dropped storage a later call reads in the second pass]); its last
+#   phase is read from all those reads, as `pack_reread_ev` names only a save's second
+#   pass: read so, chunk 0's sigmoids (read by all three passes) were "first pass only",
+#   the call lost its segment, and `--chunks 3 --keep` read 91,220 B against 94,028;
+# - the first pass's re-run is `_first_pass_copies`' as before, and each pass between
+#   the first and the last (`_middle_pass_copies`) re-runs the call at its first read
+#   there of what the call dropped: a storage that pass reads has its copy until its
+#   reader there returned; one it does not read but a later pass does, until that reader
+#   returned (as the first pass's unread copy: its holder keeps it in the frame); one no
+#   later pass reads, none, or, where its save's node outlives the re-run, a copy until
+#   that node dies (`--keep`: each chunk's loss held to the step, so chunk 0's `out` node
+#   keeps a copy of its input from each pass's re-run: without them `--chunks 4 --keep`
+#   read 110,108 B against 116,252); and the re-run's own peak and RNG fork
+#   (`_first_rerun_transients`).
+# Each as measured (1 step; 2 steps too for `--case plain`'s `checkpoint:layers.*`):
+# `--case plain --chunks 3` 78,404 B, `--chunks 4` 88,076, `--keep` 94,028 and 116,252,
+# `--depth 2 --chunks 3` 117,396 (`checkpoint:layers.0` 112,212, `layers.1` 114,772),
+# `--depth 2 --chunks 4` 136,484 (128,036 and 132,644); `--chunks 3` with `--case log`
+# 78,380, `lse` 89,200, `log,exp` 80,684, `exp` 80,452; minGRU-pytorch's third chunk
+# (tests/clients/train_peer_mingru.py --model rnn --no-detach --chunks 3 --seq-len 15, 2
+# steps) 158,320, `offload:layers.*` 101,076. Offload needed nothing new (its read-back rounds are per pass already, Note
+# [Rounds of a read-back, replayed]): `offload:layers.*` `--case log --chunks 3` 42,796,
+# `lse` 57,392, `log,exp` 44,844, `exp` 42,812, as measured. torchjd's one backward per
+# example (`parallel_chunk_size=1`) is priced so too (165,044 B both, the peak outside).
+# Where it stops (`one_phase_per_pass`, replay/passes.py): the passes that read a save of
+# the storage are as many as the backward phases its reads come in, one read per save a
+# phase, every read inside a backward phase, none by a graph-building pass, none unnamed
+# (a re-run of the script's own checkpoint). A power series of `autograd.grad` inside one
+# forward (normflows' residual flow) and passes a node's backward runs inside another
+# (torchjd's autogram engine: Note [Passes inside one backward phase], replay/prepared.py)
+# stay refused, and so does selective (one backward pass only).
+def _middle_pass_copies(prep: Prepared, calls: _Calls, own: _Owners, seg: _Segments,
+                        rows: tuple[np.ndarray, np.ndarray], trig: np.ndarray,
+                        out: _Lifetimes, rng_bytes: int) -> None:
+    """Note [A re-run in each of N backward passes]: per call whose dropped storages three
+    backward phases or more read through its own saves, the re-run of each pass between
+    its first (`_first_pass_copies`) and the one its segment serves: per dropped storage,
+    a copy from that re-run until its reader in the pass returned; one the pass does not
+    read but a later pass does, until that later reader returned (its holder keeps it in
+    the frame); one no later pass reads, none, or until its save's node died where that
+    outlives the re-run; and the re-run's own peak and RNG fork (`_first_rerun_transients`).
+    `rows`: the rows the segment re-makes, dropped and not (`_recomputed_rows`)."""
+    reads = seg.own_reads
+    d, t = rows
+    if reads is None or not len(d) or not (reads.last_first[d] >= 0).any():
+        return
+    m = len(calls)
+    ours = np.zeros(len(prep.created), dtype=bool)
+    ours[d] = True
+    sel = ours[reads.row]
+    row, phase, ev, end = reads.row[sel], reads.phase[sel], reads.ev[sel], reads.end[sel]
+    k = own.made[row]
+    starts = prep.phase_bw_start
+    first_phase = np.full(m, np.iinfo(np.int64).max, dtype=np.int64)
+    np.minimum.at(first_phase, k, phase)
+    seg_phase = np.searchsorted(starts, np.where(trig >= 0, trig, 0), side="right") - 1
+    middle = (phase > first_phase[k]) & (phase < seg_phase[k]) & (trig[k] >= 0)
+    if not middle.any():
+        return
+    node = _own_node_end(prep, calls, own)
+    for kk, p in sorted(set(zip(k[middle].tolist(), phase[middle].tolist()))):
+        here = middle & (k == kk) & (phase == p)
+        t_j = int(ev[here].min())
+        mine = d[own.made[d] == kk]
+        read_end = np.full(len(prep.created), -1, dtype=np.int64)
+        np.maximum.at(read_end, row[here], end[here])
+        got = read_end[mine] >= 0
+        later = reads.last[mine] > p
+        unread_end = np.minimum(np.maximum(prep.unpack_end[mine], prep.unpack[mine] + 1),
+                                prep.freed[mine])
+        gone = np.where(got, read_end[mine], np.where(later, unread_end, node[mine]))
+        keep = got | later | (node[mine] > t_j)
+        at = mine[keep]
+        made = np.full(len(at), t_j, dtype=np.int64)
+        out.add(seg.pos_c(made), seg.pos_f(np.maximum(gone[keep], t_j + 1)),
+                prep.nbytes[at], prep.cat[at])
+        two = np.zeros(m, dtype=bool)
+        two[kk] = True
+        tj = np.full(m, _BIG, dtype=np.int64)
+        tj[kk] = t_j
+        _first_rerun_transients(prep, calls, own, seg, (two, tj), (d, t, at), out, rng_bytes)
 
 
 # Note [The first pass's re-run, inside itself]

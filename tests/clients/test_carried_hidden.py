@@ -61,3 +61,32 @@ def test_a_storage_only_the_first_pass_reads_is_priced_as_measured():
     assert ran.predicted == ran.measured == 67_444
     led = ledger_pass("train_carried_hidden.py", ["--case", "plain", "--keep"], steps=1)
     assert predicted_peak(led, "checkpoint:layers.*") == 73_852
+
+
+def test_a_rerun_in_each_of_n_passes_is_priced_as_measured():
+    """`--case plain --chunks 3`: chunk 0's layer is read by three backward passes (its
+    chunk's and the two after it, each `retain_graph=True`, a backward phase each), and
+    torch's checkpoint re-runs it in each; offload reads it back in each. predict refused
+    both ("whose saves 3 backward passes read", Note [Read by three backward passes or
+    more], replay/engine.py), which measure ran: 78,404 and 42,812 B. Now the call's
+    segment serves its last pass, and each pass between the first and the last is priced
+    as the first is (Note [A re-run in each of N backward passes]): both as measured. Four
+    chunks with each chunk's loss kept to the step (`--keep`: chunk 0's `out` node keeps a
+    copy of its input from each pass's re-run) 116,252 B as measured (110,108 without the
+    passes between); two layers over three chunks, `checkpoint:layers.*` 117,396 B,
+    `checkpoint:layers.1` 114,772 and `offload:layers.0+checkpoint:layers.1` 90,196, as
+    measured."""
+    pols = {"checkpoint:layers.*": 78_404, "offload:layers.*": 42_812}
+    run = run_client("train_carried_hidden.py", ["--case", "plain", "--chunks", "3"],
+                     list(pols), steps=1)
+    assert run.ledger_peak == run.allocator_peak == 61_756
+    for policy, peak in pols.items():
+        assert run.policies[policy].predicted == run.policies[policy].measured == peak
+    led = ledger_pass("train_carried_hidden.py", ["--case", "plain", "--chunks", "4", "--keep"],
+                      steps=1)
+    assert predicted_peak(led, "checkpoint:layers.*") == 116_252
+    led = ledger_pass("train_carried_hidden.py", ["--case", "plain", "--chunks", "3", "--depth",
+                                                  "2"], steps=1)
+    assert [predicted_peak(led, p) for p in ("checkpoint:layers.*", "checkpoint:layers.1",
+                                             "offload:layers.0+checkpoint:layers.1")] == [
+        117_396, 114_772, 90_196]

@@ -42,23 +42,37 @@ def test_the_jacobians_are_the_parameters_gradients_named_by_them():
 
 
 def test_every_policy_refused_keeps_compares_verdicts():
-    """One backward pass per example (`parallel_chunk_size=1`) reads each save once per example:
-    checkpoint and offload are measured, not predicted (NotPredicted), and selective is
-    refused by both sides. `predict(keep_going=True)` raised the first NotPredicted since
-    no policy was left, and `compare` exited 2 with that line ("... `memledger compare`
-    measures and judges it") after its gates had judged all three (Note [Every policy
-    refused], replay/predict.py)."""
+    """The autogram engine with `batch_dim=None` (three passes over the head's saves inside
+    one backward phase, and forward hooks paired with the Jacobian's node): checkpoint and
+    selective are refused by both sides, offload is measured, not predicted (NotPredicted).
+    `predict(keep_going=True)` raised the first NotPredicted since no policy was left, and
+    `compare` exited 2 with that line ("... `memledger compare` measures and judges it")
+    after its gates had judged all three (Note [Every policy refused], replay/predict.py).
+
+    One backward pass per example (`iwrm-seq`: `parallel_chunk_size=1`, each pass a
+    backward phase of its own) was this test's all-refused run until the fifty-third
+    session priced N such passes (Note [A re-run in each of N backward passes],
+    replay/engine.py): checkpoint and offload of `blocks.*` 165,044 B, as measured (the
+    peak is `jac_to_grad`'s, outside the blocks); selective stays refused."""
     from memledger.replay.policies import parse_policy
     from memledger.verify.compare import predict_judged
 
-    led = ledger_pass("train_torchjd.py", ["--mode", "iwrm-seq", "--depth", "1", "--batch", "4"], steps=1)
+    led = ledger_pass("train_torchjd.py", ["--mode", "autogram", "--no-batch-dim", "--depth",
+                                           "1", "--batch", "4"], steps=1)
     texts = ["checkpoint:blocks.*", "selective:blocks.*", "offload:blocks.*"]
     pred = predict_judged(led, [parse_policy(t) for t in texts],
                           {"checkpoint:blocks.*", "offload:blocks.*"})
     assert pred.policies == []
     assert [(r.policy, r.runs) for r in pred.refused] == [
-        ("checkpoint:blocks.*", True), ("selective:blocks.*", False),
+        ("checkpoint:blocks.*", False), ("selective:blocks.*", False),
         ("offload:blocks.*", True)]
+    led = ledger_pass("train_torchjd.py", ["--mode", "iwrm-seq", "--depth", "1", "--batch", "4"],
+                      steps=1)
+    pred = predict_judged(led, [parse_policy(t) for t in texts],
+                          {"checkpoint:blocks.*", "offload:blocks.*"})
+    assert [(p.policy, p.peak_bytes) for p in pred.policies] == [
+        ("checkpoint:blocks.*", 165_044), ("offload:blocks.*", 165_044)]
+    assert [(r.policy, r.runs) for r in pred.refused] == [("selective:blocks.*", False)]
 
 
 def test_the_autogram_engines_hooks_refuse_a_rerun_and_its_passes_are_counted():
