@@ -13,6 +13,9 @@ squared into the optimizer's state), and zero_grad again. No step() uses that ba
                                            # norm) and the state written from something
                                            # else (dropped_update: Note [Gradients an
                                            # optimizer takes outside its step])
+    python hessian_refresh.py --bug leak   # the bug: no zero_grad after update_hessian(),
+                                           # so the next step's gradient is summed onto the
+                                           # refresh's (grad_leak; once no finding)
 """
 import sys
 
@@ -71,4 +74,5 @@ for step in range(4):
     F.cross_entropy(logits, sampled).backward()
     if BUG != "skip":
         opt.update_hessian()
-    opt.zero_grad(set_to_none=True)
+    if BUG != "leak":
+        opt.zero_grad(set_to_none=True)

@@ -131,6 +131,10 @@ BUGS = [
      "F.cross_entropy(logits, sampled).backward()"),
     ("hessian_refresh.py", ["--bug", "norm"], "dropped_update", "warning",
      ["2 of 5 backward passes"], "F.cross_entropy(logits, sampled).backward()"),
+    # ... or with no zero_grad after it: the next step's gradient summed onto the refresh's
+    ("hessian_refresh.py", ["--bug", "leak"], "grad_leak", "error",
+     ["4 parameters", "steps 2 and 3", "took into its state outside step()"],
+     "F.cross_entropy(model(x), y).backward()"),
     # SAM's first gradient not zeroed: the step adds gradients taken at two weights
     ("sam.py", ["--no-zero"], "mixed_gradient", "error",
      ["4 parameters (`0.weight`, `0.bias`, `2.weight` and 1 more)", "steps 1-3",
