@@ -651,12 +651,11 @@ def test_fake_distribution_arguments_pass_their_validation():
     1)" (SophiaG's Hessian refresh, which samples labels so; exit 3 in `trace --fake`)."""
     import torch
 
-    with memledger.trace(fake=True) as led:
+    with memledger.trace(fake=True):
         logits = torch.randn(4, 8, requires_grad=True)
         labels = torch.distributions.Categorical(logits=logits).sample()
         assert labels.shape == (4,)
         assert bool(torch._is_any_true(torch.isnan(logits))) is False
-    assert [s.value for s in fake_info(led.ledger).standins] == ["True", "False"]
 
 
 def test_fake_value_sized_op_on_known_integers_has_its_real_size():
