@@ -605,12 +605,16 @@ class DoctorProbe(TorchFunctionMode):
         for pid in dead:
             if pid in self._params:   # the id taken already by a parameter registered since
                 continue              # the callback ran (its state is its own now)
+            held = self._grad_state.get(pid)
+            if held is not None and self._grad_ids.get(held[0]) == pid:
+                del self._grad_ids[held[0]]
             for d in (self._index, self._death, self._owner, self._owner_ref,
                       self._param_recs, self._accum, self._bws, self._grad_state,
                       self._cuts, self._tainted, self._pver, self._mixed, self._local):
                 d.pop(pid, None)
             for s_ in (self._late, self._consumed, self._hooked, self._none_grad,
-                       self._grads_read, self._in_place, self._replaced, self._computed):
+                       self._grads_read, self._in_place, self._replaced, self._computed,
+                       self._grads_kept):
                 s_.discard(pid)
         self._order.forget(dead)
 
@@ -1062,7 +1066,7 @@ class DoctorProbe(TorchFunctionMode):
             if func is _DETACH_IN_PLACE and args and id(args[0]) in self._index and \
                     isinstance(args[0], _Tensor) and args[0].requires_grad:
                 self._detached_in_place(args[0])   # Note [A parameter detached in place]
-            if self._bw_pending and len(args) > 1 and _in_place(func):
+            if len(args) > 1 and self._bw_pending and _in_place(func):
                 self._into_state(args)   # Note [Gradients an optimizer takes outside its step]
             cut = _CUTS.get(func)
             if cut is None:
