@@ -223,12 +223,18 @@ def grad_leak(run: Run) -> list[Finding]:
     out = []
     for (file, line), g in _by_line(run.leaks).items():
         idx = g["params"]
+        # Note [Gradients an optimizer takes outside its step] (trace/doctor_probe.py)
+        by_state = any(r.get("by") == "state" for r in run.leaks
+                       if (r["file"], r["line"]) == (file, line))
+        used = ("the gradient the optimizer already took into its state outside step() "
+                "(as a Hessian refresh does); call optimizer.zero_grad() after that update"
+                if by_state else "the gradient an earlier optimizer.step() used; call "
+                "optimizer.zero_grad() once per step")
         out.append(Finding(
             check="grad_leak", severity="error", where=Where(file=file, line=line),
             message=(f"gradients leak across optimizer steps: {count(len(idx), 'parameter')} "
                      f"({run.names(idx)}) entered the backward of {steps_named(g['steps'])} "
-                     "still holding the gradient an earlier optimizer.step() used; call "
-                     "optimizer.zero_grad() once per step"),
+                     f"still holding {used}"),
             evidence={"params": len(idx), "steps": sorted(g["steps"]),
                       "bytes": run.bytes_of(idx)}))
     return out

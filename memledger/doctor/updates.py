@@ -7,7 +7,10 @@
   step when its gradients are not finite; a zero_grad before step does the same). Not one
   whose parameters moved in place before the next backward: SAM's first step uses the
   gradient to perturb the weights, then zeroes it; nor one that gave a gradient to an input
-  (FGSM and PGD take it for the perturbation, then zero the parameters').
+  (FGSM and PGD take it for the perturbation, then zero the parameters'); nor one whose
+  gradients an optimizer read into its own state between steps (SophiaG's
+  `update_hessian()`: Note [Gradients an optimizer takes outside its step] in
+  trace/doctor_probe.py).
 - no_update: step() changed no trainable parameter although some had gradients.
 - no_gradient: every step() ran with no gradient on any trainable parameter, and no
   backward filled one (Note [A step with no gradient]).
@@ -60,9 +63,11 @@ def _lost(run: Run) -> list[Record]:
     # nor one taken for an input's gradient (an adversarial example's perturbation)
     # nor one that left gradients beside `.grad` (per-sample gradients, which their own
     # optimizer uses: Note [Gradients beside .grad] in trace/doctor_probe.py)
+    # nor one an optimizer read into its state between steps (SophiaG's Hessian: Note
+    # [Gradients an optimizer takes outside its step] in trace/doctor_probe.py)
     return [b for b in run.backwards if b.get("params") and b["n"] not in used
             and b["n"] < last and not b.get("moved") and not b.get("input_grads")
-            and not b.get("beside_grad")]
+            and not b.get("beside_grad") and not b.get("into_state")]
 
 
 def _zero_as_computed(st: Record) -> bool:

@@ -477,6 +477,9 @@ class DoctorProbe(TorchFunctionMode):
         self._pver: dict[int, tuple[int, Any]] = {}    # id(param) -> (version, sum) at backward
         self._mixed: dict[int, dict[str, Any]] = {}    # id(param) -> its `mixed` record
         self._grads_read: set[int] = set()             # `.grad` read since it last arrived
+        # Note [Gradients an optimizer takes outside its step]
+        self._grad_ids: dict[int, int] = {}            # id(a param's .grad) -> id(param)
+        self._grads_kept: set[int] = set()             # written into optimizer state since
         # Note [Where a clip and a step fall] in doctor_order.py
         self._order = OrderWatch(self.records, self._params, self._index)
         self._sched_where: dict[int, dict[str, Any]] = {}   # scheduler index -> its variable
@@ -602,12 +605,16 @@ class DoctorProbe(TorchFunctionMode):
         for pid in dead:
             if pid in self._params:   # the id taken already by a parameter registered since
                 continue              # the callback ran (its state is its own now)
+            held = self._grad_state.get(pid)
+            if held is not None and self._grad_ids.get(held[0]) == pid:
+                del self._grad_ids[held[0]]
             for d in (self._index, self._death, self._owner, self._owner_ref,
                       self._param_recs, self._accum, self._bws, self._grad_state,
                       self._cuts, self._tainted, self._pver, self._mixed, self._local):
                 d.pop(pid, None)
             for s_ in (self._late, self._consumed, self._hooked, self._none_grad,
-                       self._grads_read, self._in_place, self._replaced, self._computed):
+                       self._grads_read, self._in_place, self._replaced, self._computed,
+                       self._grads_kept):
                 s_.discard(pid)
         self._order.forget(dead)
 
@@ -955,6 +962,8 @@ class DoctorProbe(TorchFunctionMode):
             rec = self._bw_rec or {}
             self._tainted[pid] = {"k": "leak", "i": self._index[pid], "window": self._steps + 1,
                                   "file": rec.get("file", ""), "line": rec.get("line", 0)}
+            if pid in self._grads_kept:   # Note [Gradients an optimizer takes outside its
+                self._tainted[pid]["by"] = "state"   # step]
         else:
             self._moved_under_grad(pid, p)
         if fresh:
@@ -988,7 +997,11 @@ class DoctorProbe(TorchFunctionMode):
         self._bw_params.add(pid)
         g = p.grad
         if g is not None:
+            old = self._grad_state.get(pid)
+            if old is not None and self._grad_ids.get(old[0]) == pid:
+                del self._grad_ids[old[0]]
             self._grad_state[pid] = (id(g), g._version)
+            self._grad_ids[id(g)] = pid
             with _quiet(), contextlib.suppress(RuntimeError, TypeError):
                 # a tensor, no device sync: read only at a step that finds it zero
                 self._grad_any[pid] = _values(g).any()   # Note [Zero as backward left it]
@@ -997,6 +1010,7 @@ class DoctorProbe(TorchFunctionMode):
             total = _checksum(p)   # the weights this gradient was taken at
         self._pver[pid] = (p._version, total)
         self._grads_read.discard(pid)
+        self._grads_kept.discard(pid)
 
     # ---- torch functions ------------------------------------------------------------------
     def __torch_function__(self, func, types, args=(), kwargs=None):
@@ -1052,6 +1066,8 @@ class DoctorProbe(TorchFunctionMode):
             if func is _DETACH_IN_PLACE and args and id(args[0]) in self._index and \
                     isinstance(args[0], _Tensor) and args[0].requires_grad:
                 self._detached_in_place(args[0])   # Note [A parameter detached in place]
+            if len(args) > 1 and self._bw_pending and _in_place(func):
+                self._into_state(args)   # Note [Gradients an optimizer takes outside its step]
             cut = _CUTS.get(func)
             if cut is None:
                 owner = getattr(func, "__self__", None)
@@ -1269,9 +1285,58 @@ class DoctorProbe(TorchFunctionMode):
             if any(pid in self._grads_read and self._moved(params.get(pid), pid, v)
                    for pid, v in versions.items()):
                 rec["moved"] = True
+            elif not self._grads_kept.isdisjoint(versions):
+                rec["into_state"] = True
             else:
                 keep.append((rec, versions))
         self._bw_pending = keep
+
+    # Note [Gradients an optimizer takes outside its step]
+    # SophiaG (sophia-opt, the paper's code) refreshes its diagonal Hessian every k steps
+    # with a backward of its own: after the step and zero_grad, a forward, labels sampled
+    # from the logits, their cross-entropy's backward, then `optimizer.update_hessian()`,
+    # which writes each gradient into the optimizer's state (`state['hessian'].mul_(beta2).
+    # addcmul_(p.grad, p.grad, value=1 - beta2)`), and zero_grad again. No step() uses that
+    # backward and no parameter moves, and the doctor warned `dropped_update` "2 of 5
+    # backward passes made gradients that no optimizer.step() used" on the README's loop
+    # (tests/clients/train_muon_sophia.py --opt sophia --hess-every 1, 3 steps). Such a
+    # backward is used: outside a step, an in-place op wrote a tensor of the optimizer's
+    # state for a parameter (`optimizer.state[p]`) with that parameter's `.grad` among its
+    # other arguments (`_into_state`), before the next backward. Not "its gradient was read
+    # and the state changed": SAM's first step reads the gradient (its norm) and stores
+    # `old_p` in the state, and with no ascent (tests/doctor/sam.py --no-ascent) that
+    # backward is dropped indeed. What is not seen: a gradient written into state out of
+    # place (`state['h'] = b * h + g * g`), one through a tensor made from it first
+    # (`-p.grad`), or into an object that is not an optimizer's state (EWC's Fisher in a
+    # dict of the script's): those keep the warning. A gradient so taken is consumed, as by
+    # a step: a backward that adds to it before a zero_grad, its sum then stepped, is a
+    # `grad_leak` (the refresh's sampled-label gradient summed into the next step's: the
+    # loop without its second zero_grad, tests/doctor/hessian_refresh.py --bug leak, which
+    # the doctor passed in silence).
+    def _into_state(self, args) -> None:
+        """An in-place op outside a step: does it write a parameter's optimizer state
+        from that parameter's gradient? (Note [Gradients an optimizer takes outside its
+        step])"""
+        params, grads = self._params, self._grad_ids
+        pids = set()
+        for a in args[1:]:
+            for t in a if isinstance(a, (list, tuple)) else (a,):
+                pid = grads.get(id(t)) if isinstance(t, _Tensor) else None
+                if pid is not None and getattr(params.get(pid), "grad", None) is t:
+                    pids.add(pid)
+        if not pids:
+            return
+        target = args[0]
+        targets = {id(t) for t in (target if isinstance(target, (list, tuple)) else (target,))}
+        for ref in self._opt_refs.values():
+            state = getattr(ref(), "state", None)
+            if not isinstance(state, dict):
+                continue
+            for pid in pids - self._grads_kept:
+                entry = state.get(params.get(pid))
+                if isinstance(entry, dict) and any(id(v) in targets for v in entry.values()):
+                    self._grads_kept.add(pid)
+                    self._consumed.add(pid)   # added to uncleared, a leak as after a step
 
     # Note [Moves of several backward passes, through .data]
     # cooper's ExtrapolationConstrainedOptimizer runs two backward passes per half-step, the

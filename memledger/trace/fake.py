@@ -463,13 +463,17 @@ _STALE: set[int] = set()
 
 
 # Rule 3: what a finiteness check answers when the data is healthy (finite), by op packet.
-# `torch.isfinite(x)` reaches dispatch as (x == x) * (abs(x) != inf).
+# `torch.isfinite(x)` reaches dispatch as (x == x) * (abs(x) != inf). torch.distributions
+# validates a parameter as `torch._is_all_true(constraint.check(x))`, `Real()` being `x == x`:
+# `Categorical(logits=...)` (SophiaG's Hessian refresh samples its labels so) raised on the
+# stand-in False until `_is_all_true` carried the answer through.
 _INF = (float("inf"), float("-inf"))
 _HEALTHY_LEAF = {aten.isnan: False, aten.isinf: False, aten.isposinf: False,
                  aten.isneginf: False}
 _HEALTHY_SAME = frozenset({aten.any, aten.all, aten.clone, aten.detach, aten.alias,
                            aten.view, aten.reshape, aten.squeeze, aten.unsqueeze,
-                           aten.expand, aten.select, aten._to_copy, aten.lift_fresh})
+                           aten.expand, aten.select, aten._to_copy, aten.lift_fresh,
+                           aten._is_all_true, aten._is_any_true})
 _HEALTHY_NOT = frozenset({aten.logical_not, aten.bitwise_not})
 _HEALTHY_OR = frozenset({aten.logical_or, aten.bitwise_or, aten.add})
 _HEALTHY_AND = frozenset({aten.logical_and, aten.bitwise_and, aten.mul})

@@ -124,6 +124,17 @@ BUGS = [
     ("extragradient.py", ["--no-extrapolation"], "dropped_update", "warning",
      ["5 of 12 backward passes", "a zero_grad ran before any step used them"],
      "(nn.functional.cross_entropy(logits, y) + lam.detach() * g).sum().backward()"),
+    # a Hessian refresh's backward (SophiaG's) whose update_hessian() is forgotten, or
+    # whose gradients are only logged: Note [Gradients an optimizer takes outside its step]
+    ("hessian_refresh.py", ["--bug", "skip"], "dropped_update", "warning",
+     ["2 of 5 backward passes", "a zero_grad ran before any step used them"],
+     "F.cross_entropy(logits, sampled).backward()"),
+    ("hessian_refresh.py", ["--bug", "norm"], "dropped_update", "warning",
+     ["2 of 5 backward passes"], "F.cross_entropy(logits, sampled).backward()"),
+    # ... or with no zero_grad after it: the next step's gradient summed onto the refresh's
+    ("hessian_refresh.py", ["--bug", "leak"], "grad_leak", "error",
+     ["4 parameters", "steps 2 and 3", "took into its state outside step()"],
+     "F.cross_entropy(model(x), y).backward()"),
     # SAM's first gradient not zeroed: the step adds gradients taken at two weights
     ("sam.py", ["--no-zero"], "mixed_gradient", "error",
      ["4 parameters (`0.weight`, `0.bias`, `2.weight` and 1 more)", "steps 1-3",
@@ -492,6 +503,8 @@ FIXED = [("cut.py", ["--cut", c, "--fixed"]) for c in ("detach", "checkpoint")] 
     "ctc_softmax")] + [
 ] + [("updates.py", ["--bug", b, "--fixed"]) for b in ("scaler", "sched")] + [
     ("second_order.py", []),   # Note [A step that finds its own direction]: once no_gradient
+    # Note [Gradients an optimizer takes outside its step]: once dropped_update
+    ("hessian_refresh.py", []),
 ]   # updates.py with --fixed:
 # nonfinite and zeroed run the very loop of sched (the bug flags only pick the bug)
 

@@ -642,6 +642,22 @@ def test_fake_finiteness_checks_answer_as_a_healthy_run():
     assert [s.value for s in standins] == ["True", "False", "False", "False", "False"]
 
 
+def test_fake_distribution_arguments_pass_their_validation():
+    """torch.distributions checks a distribution's parameters as it is built (validation
+    is on unless Python runs with -O): `Categorical(logits=x)` asks `Real().check`, `x ==
+    x`, a NaN check, then `torch._is_all_true(valid)`, which a finite run passes. That
+    last op was not one a finiteness answer went through: the stand-in False raised
+    "Expected parameter logits ... to satisfy the constraint IndependentConstraint(Real(),
+    1)" (SophiaG's Hessian refresh, which samples labels so; exit 3 in `trace --fake`)."""
+    import torch
+
+    with memledger.trace(fake=True):
+        logits = torch.randn(4, 8, requires_grad=True)
+        labels = torch.distributions.Categorical(logits=logits).sample()
+        assert labels.shape == (4,)
+        assert bool(torch._is_any_true(torch.isnan(logits))) is False
+
+
 def test_fake_value_sized_op_on_known_integers_has_its_real_size():
     import torch
 

@@ -1,0 +1,78 @@
+"""An optimizer that refreshes a diagonal Hessian estimate with a backward of its own, as
+SophiaG (sophia-opt) does: after each step and zero_grad, a forward, labels sampled from
+the model's own logits, their cross-entropy's backward, `update_hessian()` (each gradient
+squared into the optimizer's state), and zero_grad again. No step() uses that backward;
+`update_hessian` does.
+
+    python hessian_refresh.py              # no finding (once dropped_update: "2 of 5
+                                           # backward passes made gradients that no
+                                           # optimizer.step() used")
+    python hessian_refresh.py --bug skip   # the bug: the refresh's backward runs, its
+                                           # update_hessian() is forgotten (dropped_update)
+    python hessian_refresh.py --bug norm   # the bug: the gradients are only logged (their
+                                           # norm) and the state written from something
+                                           # else (dropped_update: Note [Gradients an
+                                           # optimizer takes outside its step])
+    python hessian_refresh.py --bug leak   # the bug: no zero_grad after update_hessian(),
+                                           # so the next step's gradient is summed onto the
+                                           # refresh's (grad_leak; once no finding)
+"""
+import sys
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+BUG = sys.argv[sys.argv.index("--bug") + 1] if "--bug" in sys.argv else ""
+torch.manual_seed(0)
+
+
+class HessianSGD(torch.optim.Optimizer):
+    """SGD scaled by a running estimate of the diagonal Hessian (squared gradients of
+    sampled labels), refreshed outside step() by `update_hessian()`."""
+
+    def __init__(self, params, lr=0.1, beta=0.99):
+        super().__init__(params, dict(lr=lr, beta=beta))
+
+    @torch.no_grad()
+    def update_hessian(self):
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                state = self.state[p]
+                if "hessian" not in state:
+                    state["hessian"] = torch.zeros_like(p)
+                if BUG == "norm":   # logged, and the state written from something else
+                    print(f"grad norm {p.grad.norm():.4f}")
+                    state["hessian"].mul_(group["beta"]).add_(torch.ones_like(p))
+                else:
+                    state["hessian"].mul_(group["beta"]).addcmul_(p.grad, p.grad,
+                                                                  value=1 - group["beta"])
+
+    @torch.no_grad()
+    def step(self):
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                h = self.state[p].get("hessian")
+                scale = 1.0 if h is None else 1.0 / (h.sqrt() + 1e-3).clamp(max=1e3)
+                p.add_(p.grad * scale, alpha=-group["lr"])
+
+
+model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
+opt = HessianSGD(model.parameters())
+for step in range(4):
+    x, y = torch.randn(8, 8), torch.randint(0, 4, (8,))
+    F.cross_entropy(model(x), y).backward()
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    # the refresh: labels sampled from the model, their loss's gradients into the state
+    logits = model(x)
+    sampled = torch.distributions.Categorical(logits=logits).sample()
+    F.cross_entropy(logits, sampled).backward()
+    if BUG != "skip":
+        opt.update_hessian()
+    if BUG != "leak":
+        opt.zero_grad(set_to_none=True)
