@@ -1434,7 +1434,9 @@ class Collector(ShardingMixin, TorchDispatchMode):
             self._scalars.note(func, args, out, ev, self._module_now, op.slots)
         if op.casts:   # Note [Inputs an op casts] in trace/scalars.py
             self._scalars.note_casts(func, args, out, ev)
-        if phase == "loss":
+        # Note [A load into the model after an evaluation]
+        if phase == "loss" and not (op.written and self._writes_model_state(
+                func, op.written, args, kwargs)):
             self._mark_loss_inputs(args)
         if (phase == "forward" or phase == "loss") and (w := op.written):
             self._note_mutated(func, w, args, kwargs, ev, op.overwritten)
@@ -3251,6 +3253,29 @@ class Collector(ShardingMixin, TorchDispatchMode):
                 except (RuntimeError, NotImplementedError):
                     continue
                 self._mark_input(sid)
+
+    # Note [A load into the model after an evaluation]
+    # The loss phase marks what its ops read from outside the step as the batch (the
+    # targets). A forward without gradients (an evaluation) leaves that phase open until the
+    # next forward, and what the script runs in between was read as the loss too.
+    # torch-lr-finder's `range_test(val_loader=...)` ends each step with a validation loss
+    # under `no_grad`, and `reset()` then loads the state it cached in memory at its start
+    # (`copy.deepcopy(model.state_dict())`) by `param.copy_(cached)`: each cached copy was
+    # filed as `input`, 36,752 B of a 4,608 B batch at the peak ("other" without the
+    # validation: tests/clients/train_lr_finder.py --val). No loss writes the model's
+    # parameters, buffers or optimizer state in place; an op that does (a `load_state_dict`,
+    # an EMA update) is the script's, and what it reads is not the batch. Only the category
+    # moves: peaks and predictions follow each storage's own life.
+    def _writes_model_state(self, func, written: tuple[int, ...], args, kwargs) -> bool:
+        roles = self._roles_written
+        for i in written:
+            a = args[i] if i < len(args) else kwargs.get(func._schema.arguments[i].name)
+            if isinstance(a, _Tensor):
+                sid = self._sids.get(storage_key(a), -1)
+                if (sid, "parameter") in roles or (sid, "buffer") in roles or \
+                        (sid, "optimizer_state") in roles:
+                    return True
+        return False
 
     def _mark_input(self, sid: int | None) -> None:
         """`sid` is the batch, and so is what it was cast from outside the step (Note [A
