@@ -6,7 +6,9 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+from rich.padding import Padding
 from rich.table import Table
+from rich.text import Text
 
 from memledger.commands.common import console, err_console, open_ledger, print_json, \
     stdout_to_stderr
@@ -210,7 +212,8 @@ def _render(report, budget: str, front: bool, shared: bool) -> None:
                       f"(band {_ms(report.added_time_lo_s)}–{_ms(report.added_time_hi_s)})")
         each = ("per block, then module" if report.blocks else "per module") \
             if report.modules else "per block"
-        console.print(f"  {each}: {per_block(report)}", style="dim", markup=False)
+        # indented as a whole: a long line of names wraps under its own start
+        console.print(Padding(Text(f"{each}: {per_block(report)}", style="dim"), (0, 0, 0, 2), expand=False))
     console.print(f"searched {report.assignments:,.0f} assignments ({len(report.options)} "
                   f"options on {_searched(report)}"
                   + (f" in {count(len(report.units), 'unit')}" if report.units else "")
