@@ -18,7 +18,8 @@ cross-entropy on (a + b) mod P over a random batch of pairs.
 EMA state made at step N + 1, after Adam's), `--wd` (decoupled weight decay), `--regen R`
 (`regen_reg_rate`: a clone of each parameter kept as `param_init`), `--spectral`
 (`add_spectral_entropy_reg`: a step pre-hook that takes `svdvals` of each matrix and runs
-its own backward inside `optimizer.step()`), `--off-at K` (`turn_off_grokfast()` and
+its own backward inside `optimizer.step()`; `--lowrank`: `torch.svd_lowrank(q=4)`, random
+projections, instead), `--off-at K` (`turn_off_grokfast()` and
 `clear_grokfast_state()` after step K). `--opt adamw`: torch's AdamW, with `--filter ema`
 or `--filter ma` (`--window W`, `--lamb`, `--alpha`) between backward and step.
 Both: `--accum N`, `--clip`, `--keep-zeros` (`zero_grad(set_to_none=False)`),
@@ -104,6 +105,7 @@ def main() -> None:
     ap.add_argument("--wd", type=float, default=0.0)
     ap.add_argument("--regen", type=float, default=0.0)
     ap.add_argument("--spectral", action="store_true")
+    ap.add_argument("--lowrank", action="store_true")
     ap.add_argument("--off-at", type=int, default=0)
     ap.add_argument("--filter", default="none", choices=["none", "ema", "ma"])
     ap.add_argument("--window", type=int, default=2)
@@ -123,7 +125,8 @@ def main() -> None:
         opt = GrokFastAdamW(model.parameters(), lr=1e-3, weight_decay=args.wd,
                             regen_reg_rate=args.regen, grokfast_after_step=args.after,
                             grokfast_lamb=args.lamb, grokfast_alpha=args.alpha,
-                            add_spectral_entropy_reg=args.spectral)
+                            add_spectral_entropy_reg=args.spectral,
+                            use_svd_lowrank=args.lowrank, svd_lowrank_kwargs=dict(q=4))
     else:
         opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=args.wd)
 
