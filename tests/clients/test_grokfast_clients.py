@@ -21,7 +21,9 @@ no kernel scratch, every policy predicted = measured; parameters 20,927 floats =
   B resident at the end); each policy as measured.
 - `--off-at 1 --keep-zeros --clip --accum 2 --validate` (3 steps): 575,104 B.
 The fake ledgers equal the real ones; the doctor finds nothing on these loops, and says
-`grad_leak` (`--bug no-zero-grad`) and `zeroed_before_step` (`--bug zero-before-step`).
+`grad_leak` (`--bug no-zero-grad`), `zeroed_before_step` (`--bug zero-before-step`) and
+`written_after_step` (`--opt adamw --filter ema --bug filter-after-step`: the filter after
+the step; no finding before hunt53c, pinned by tests/doctor/late_grad_write.py).
 """
 
 import importlib.util
