@@ -46,8 +46,8 @@ since (`grad_arrives` forgets the step's entry) and finds any of the three chang
 `late_write` record at the zero_grad's line, by the step that used it. A clip after the step
 is check 8's finding already and is left out here, and so is a norm read for logging
 (`clip_grad_norm_(ps, inf)` multiplies by 1 in place); a backward's own accumulation is
-no write (it forgets the entry first); a sparse gradient has no one pointer (its version
-still moves). Example: backward; step 1 (leaves `fc.weight.grad` at
+no write (it forgets the entry first); a sparse gradient, or a DTensor's (a wrapper with no
+storage of its own), has no one pointer (its version still moves). Example: backward; step 1 (leaves `fc.weight.grad` at
 version 0, pointer A); the filter rebinds it (pointer B); `zero_grad()`: pointer B != A:
 `late_write` for step 1 at the zero_grad line.
 """
@@ -90,9 +90,15 @@ def clips_nothing(limit: Any) -> bool:
 
 
 def _pointer(g: torch.Tensor) -> int:
-    """Where a gradient's data lives; 0 for a sparse one (no single pointer: its in-place
-    writes move its version)."""
-    return g.data_ptr() if g.layout == torch.strided else 0
+    """Where a gradient's data lives; 0 for a sparse one and for a wrapper subclass with no
+    storage of its own (a DTensor under FSDP2): no single pointer, their in-place writes
+    move the version."""
+    if g.layout != torch.strided:
+        return 0
+    try:
+        return g.data_ptr()
+    except RuntimeError:   # "Cannot access data pointer of Tensor that doesn't have storage"
+        return 0
 
 
 class OrderWatch:
