@@ -213,7 +213,8 @@ def _render(report, budget: str, front: bool, shared: bool) -> None:
         each = ("per block, then module" if report.blocks else "per module") \
             if report.modules else "per block"
         # indented as a whole: a long line of names wraps under its own start
-        console.print(Padding(Text(f"{each}: {per_block(report)}", style="dim"), (0, 0, 0, 2), expand=False))
+        console.print(Padding(Text(f"{each}: {per_block(report)}", style="dim"), (0, 0, 0, 2),
+                              expand=False))
     console.print(f"searched {report.assignments:,.0f} assignments ({len(report.options)} "
                   f"options on {_searched(report)}"
                   + (f" in {count(len(report.units), 'unit')}" if report.units else "")

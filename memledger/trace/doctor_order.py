@@ -47,9 +47,9 @@ since (`grad_arrives` forgets the step's entry) and finds any of the three chang
 is check 8's finding already and is left out here, and so is a norm read for logging
 (`clip_grad_norm_(ps, inf)` multiplies by 1 in place); a backward's own accumulation is
 no write (it forgets the entry first); a sparse gradient, or a DTensor's (a wrapper with no
-storage of its own), has no one pointer (its version still moves). Example: backward; step 1 (leaves `fc.weight.grad` at
-version 0, pointer A); the filter rebinds it (pointer B); `zero_grad()`: pointer B != A:
-`late_write` for step 1 at the zero_grad line.
+storage of its own), has no one pointer (its version still moves). Example: backward;
+step 1 (leaves `fc.weight.grad` at version 0, pointer A); the filter rebinds it (pointer
+B); `zero_grad()`: pointer B != A: `late_write` for step 1 at the zero_grad line.
 """
 
 from __future__ import annotations
