@@ -6,7 +6,9 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+from rich.padding import Padding
 from rich.table import Table
+from rich.text import Text
 
 from memledger.commands.common import console, err_console, open_ledger, print_json, \
     stdout_to_stderr
@@ -177,6 +179,23 @@ def _searched(report) -> str:
             f"beside them ({names})")
 
 
+# Note [Each block's option, named]
+# The search holds its blocks stack by stack, the stack that saves most first (Note [Stacks
+# beside the blocks], replay/plan.py), then the modules beside them: not the model's order.
+# bidirectional-cross-attention's transformer (`net.layers.{i}` = [attention, feedforward,
+# context feedforward], tests/clients/train_bidir.py --mask both --talking-heads) is searched
+# as `net.layers.0.2, net.layers.1.2, net.layers.0.0, net.layers.1.0, net.layers.0.1,
+# net.layers.1.1`; at 80 % plan chose `offload:net.layers.0.2+offload:net.layers.*.1` and
+# printed "per block: offload, none, none, none, offload, offload", which, read in the
+# model's order, offloads net.layers.0.0, 1.1 and 1.2. Each option is printed beside its
+# block's path.
+def per_block(report) -> str:
+    """The chosen option of each block, then of each module, beside its path
+    (Note [Each block's option, named])."""
+    return ", ".join(f"{name} {option}" for name, option
+                     in zip([*report.blocks, *report.modules], report.choice))
+
+
 def _ms(s: float) -> str:
     return f"{s * 1e3:.1f}"
 
@@ -193,7 +212,9 @@ def _render(report, budget: str, front: bool, shared: bool) -> None:
                       f"(band {_ms(report.added_time_lo_s)}–{_ms(report.added_time_hi_s)})")
         each = ("per block, then module" if report.blocks else "per module") \
             if report.modules else "per block"
-        console.print(f"  {each}: {', '.join(report.choice)}", style="dim")
+        # indented as a whole: a long line of names wraps under its own start
+        console.print(Padding(Text(f"{each}: {per_block(report)}", style="dim"), (0, 0, 0, 2),
+                              expand=False))
     console.print(f"searched {report.assignments:,.0f} assignments ({len(report.options)} "
                   f"options on {_searched(report)}"
                   + (f" in {count(len(report.units), 'unit')}" if report.units else "")

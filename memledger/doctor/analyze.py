@@ -35,6 +35,7 @@ ALL_CHECKS: tuple[CheckFn, ...] = (
     modes.eval_path,                    # 7
     order.double_step,                  # 8
     order.clip_order,                   # 8
+    order.written_after_step,           # 8
     penalty.dead_penalty,               # 9
     losses.double_activation,           # 12
     losses.broadcast_target,            # 12

@@ -105,3 +105,26 @@ def _finding(kind: str, c: Record, steps: set[int], idx: set[int], run: Run) -> 
         evidence.update(scale=scale, limit=limit)
     return Finding(check="clip_order", severity="error", where=_clip_where(c),
                    message=message, evidence=evidence)
+
+
+def written_after_step(run: Run) -> list[Finding]:
+    """Gradients changed after the step that used them and cleared by a zero_grad before
+    any step read them (Note [A gradient written after the step] in trace/doctor_order.py),
+    one finding per zero_grad line."""
+    found: dict[tuple[str, int], tuple[Record, set[int], set[int]]] = {}
+    for r in run.late_writes:
+        _, steps, idx = found.setdefault((str(r.get("file", "")), int(r.get("line", 0) or 0)),
+                                         (r, set(), set()))
+        steps.add(int(r["step"]))
+        idx.update(int(i) for i in r["params"])
+    out = []
+    for r, steps, idx in found.values():
+        grads = f"the gradients of {count(len(idx), 'parameter')} ({run.names(idx)})"
+        out.append(Finding(
+            check="written_after_step", severity="error", where=where(r),
+            message=(f"{grads} were changed after optimizer.step() had used them and then "
+                     f"cleared by this zero_grad() before any step read them, in "
+                     f"{steps_named(steps)}: the change (a gradient filter, a scaling) never "
+                     "reached an update; make it between backward() and optimizer.step()"),
+            evidence={"params": len(idx), "steps": sorted(steps)}))
+    return out

@@ -49,6 +49,7 @@ class Run:
     retained: list[Record] = field(default_factory=list)
     scheds: list[Record] = field(default_factory=list)
     clips: list[Record] = field(default_factory=list)
+    late_writes: list[Record] = field(default_factory=list)   # `late_write`
     mixed: list[Record] = field(default_factory=list)
     penalties: list[Record] = field(default_factory=list)
     garbage: list[Record] = field(default_factory=list)
@@ -70,7 +71,8 @@ class Run:
         run = cls()
         lists = {"step": run.steps, "backward": run.backwards, "cut": run.cuts,
                  "leak": run.leaks, "mode": run.modes, "retained": run.retained,
-                 "sched": run.scheds, "clip": run.clips, "mixed": run.mixed,
+                 "sched": run.scheds, "clip": run.clips, "late_write": run.late_writes,
+                 "mixed": run.mixed,
                  "penalty": run.penalties, "garbage": run.garbage,
                  "unused_graph": run.unused_graphs,
                  "double_activation": run.double_activations,

@@ -31,6 +31,25 @@ exactly as that step left it: the same backward's gradient applied again. A step
 closure runs backward (LBFGS) is read after the closure (Note [A step that runs its
 closure]), so its gradients are fresh; a GradScaler step skipped on inf calls no
 `optimizer.step()` at all; another optimizer's step is another optimizer's.
+
+# Note [A gradient written after the step]
+A gradient changed after the step that used it and cleared by a `zero_grad()` before any
+step read it changed nothing: the change is lost. Grokfast's filters (Lee et al. 2024)
+amplify each gradient by an EMA of the past ones, `p.grad.data = p.grad.data + ema * lamb`,
+and must run between backward and step; run after `opt.step()` (tests/clients/
+train_grokfast.py `--opt adamw --filter ema --bug filter-after-step`, or tests/doctor/
+late_grad_write.py) every step used the raw gradient, and the doctor said nothing: check
+8 knew this order for torch's clip functions alone. Each step leaves, per parameter, its
+gradient's identity, version and data pointer (`p.grad.data = x` keeps the tensor and its
+version, and moves the pointer); a `zero_grad` that reads a gradient no backward reached
+since (`grad_arrives` forgets the step's entry) and finds any of the three changed writes a
+`late_write` record at the zero_grad's line, by the step that used it. A clip after the step
+is check 8's finding already and is left out here, and so is a norm read for logging
+(`clip_grad_norm_(ps, inf)` multiplies by 1 in place); a backward's own accumulation is
+no write (it forgets the entry first); a sparse gradient, or a DTensor's (a wrapper with no
+storage of its own), has no one pointer (its version still moves). Example: backward;
+step 1 (leaves `fc.weight.grad` at version 0, pointer A); the filter rebinds it (pointer
+B); `zero_grad()`: pointer B != A: `late_write` for step 1 at the zero_grad line.
 """
 
 from __future__ import annotations
@@ -70,6 +89,18 @@ def clips_nothing(limit: Any) -> bool:
         return False
 
 
+def _pointer(g: torch.Tensor) -> int:
+    """Where a gradient's data lives; 0 for a sparse one and for a wrapper subclass with no
+    storage of its own (a DTensor under FSDP2): no single pointer, their in-place writes
+    move the version."""
+    if g.layout != torch.strided:
+        return 0
+    try:
+        return g.data_ptr()
+    except RuntimeError:   # "Cannot access data pointer of Tensor that doesn't have storage"
+        return 0
+
+
 class OrderWatch:
     """The state of Note [Where a clip and a step fall]. `params` and `index` are the
     probe's own maps (id(param) -> parameter while it lives, id(param) -> record index), read
@@ -89,15 +120,21 @@ class OrderWatch:
         self._clip_key: tuple = ()
         self._clip_seen: set[int] = set()             # pids the current clip call read
         self._clips = 0
+        # Note [A gradient written after the step]: pid -> the gradient's data pointer as
+        # the step left it; pids a clip read after their step (check 8's); the records
+        self._ptr: dict[int, int] = {}
+        self._late_clip: set[int] = set()
+        self._late_writes: dict[tuple, dict[str, Any]] = {}
 
     def forget(self, pids: list[int]) -> None:
         """Parameters gone (Note [Parameters held weakly] in doctor_probe.py): their ids may
         come back as other parameters'."""
         for pid in pids:
-            for d in (self._used, self._after, self._early):
+            for d in (self._used, self._after, self._early, self._ptr):
                 d.pop(pid, None)
             self._scaled.discard(pid)
             self._clip_seen.discard(pid)
+            self._late_clip.discard(pid)
 
     # ---- GradScaler ----------------------------------------------------------------------
     def scaled_output(self, out: Any, factor: float) -> None:
@@ -139,6 +176,11 @@ class OrderWatch:
         gives (fn, limit, file, line, window) for a new call, or None when it clips
         nothing (`max_norm=inf`)."""
         pid = id(p)
+        used = self._used.get(pid)
+        if used is not None and p.grad is not None and used[2:] == (id(p.grad), p.grad._version):
+            # after its step: check 8's, or a norm read for logging that multiplies by 1 in
+            # place (Note [A gradient written after the step])
+            self._late_clip.add(pid)
         if key != self._clip_key:
             self._clip_key, self._clip, self._clip_seen = key, None, set()
             made = new_clip()
@@ -199,7 +241,30 @@ class OrderWatch:
         """The gradients as step `step` left them: what a repeat or a late clip would find."""
         for pid in pids:
             g = getattr(self._params.get(pid), "grad", None)
+            self._late_clip.discard(pid)
             if g is None:
                 self._used.pop(pid, None)
+                self._ptr.pop(pid, None)
             else:
                 self._used[pid] = (opt, step, id(g), g._version)
+                self._ptr[pid] = _pointer(g)
+
+    # ---- zero_grad -----------------------------------------------------------------------
+    def zeroed(self, p: Any, where) -> None:
+        """A `zero_grad` read `p.grad` (Note [A gradient written after the step]): a gradient
+        a step used and something changed since is lost here. `where()`: the (file, line)
+        of the zero_grad call, asked only for such a gradient."""
+        pid = id(p)
+        used, ptr = self._used.pop(pid, None), self._ptr.pop(pid, None)
+        g = p.grad
+        if used is None or g is None or pid in self._late_clip or \
+                (id(g), g._version, _pointer(g)) == (used[2], used[3], ptr):
+            return
+        file, line = where()
+        rec = self._late_writes.get((file, line, used[1]))
+        if rec is None:
+            rec = {"k": "late_write", "step": used[1], "file": file, "line": line,
+                   "params": []}
+            self._late_writes[(file, line, used[1])] = rec
+            self.records.append(rec)
+        rec["params"].append(self._index[pid])

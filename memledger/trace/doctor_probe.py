@@ -1431,6 +1431,7 @@ class DoctorProbe(TorchFunctionMode):
         owner = frame.f_locals.get("self")
         if isinstance(owner, torch.optim.Optimizer):
             self._param_recs[id(p)]["zeroed_by"] = type(owner).__name__
+        self._order.zeroed(p, user_line)   # Note [A gradient written after the step]
 
     def _grad_read(self, p: nn.Parameter) -> None:
         """`p.grad` read by torch's clip_grad_norm_ / clip_grad_value_ (Note [Where a clip

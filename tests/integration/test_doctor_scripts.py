@@ -209,6 +209,14 @@ BUGS = [
     ("clip_order.py", ["--bug", "scaler"], "clip_order", "error",
      ["GradScaler's scale (65536)", "max_norm=1 acts as 1.53e-05", "steps 1-3",
       "scaler.unscale_(optimizer)"], ("clip(model.parameters(), 1.0)", 2)),
+    # a gradient filter after the step (Note [A gradient written after the step] in
+    # trace/doctor_order.py): no finding on the old code
+    ("late_grad_write.py", [], "written_after_step", "error",
+     ["4 parameters", "changed after optimizer.step()", "steps 1 and 2"],
+     "opt.zero_grad(set_to_none=\"--set-none\" in sys.argv)"),
+    ("late_grad_write.py", ["--inplace", "--set-none"], "written_after_step", "error",
+     ["4 parameters", "steps 1 and 2"],
+     "opt.zero_grad(set_to_none=\"--set-none\" in sys.argv)"),
     ("retention.py", [], "cross_step_retention", "error", ["`total_loss`", "up from 12"],
      "total_loss += loss"),
     ("retention.py", ["--bug", "list"], "cross_step_retention", "error", ["`losses`"],
@@ -376,6 +384,7 @@ FIXED = [("cut.py", ["--cut", c, "--fixed"]) for c in ("detach", "checkpoint")] 
     ("optim_membership.py", ["--fixed", "--unfreeze"]),
     ("master_weights.py", []),
     ("grad_leak.py", ["--fixed"]), ("grad_leak.py", ["--fixed", "--clip"]),
+    ("late_grad_write.py", ["--fixed"]), ("late_grad_write.py", ["--fixed", "--inplace"]),
     ("accumulation.py", ["--fixed"]), ("retention.py", ["--fixed"]),
     # Note [A state carried in from an earlier step] (doctor/graph.py): a cut_graph error
     # for `h0` at the detach that starts step 2, before
@@ -664,6 +673,15 @@ def test_exact_messages_of_clip_order():
         "gradients; call scaler.unscale_(optimizer) before clipping")
     assert scaled.evidence == {"order": "scaled", "function": "clip_grad_norm_", "params": 4,
                                "steps": [1, 2, 3], "scale": 65536.0, "limit": 1.0}
+
+
+
+def test_a_clip_after_the_step_is_clip_orders_alone():
+    """A clip after the step writes the gradients a zero_grad then clears: check 8 says it
+    as `clip_order`, and `written_after_step` leaves it (Note [A gradient written after the
+    step] in trace/doctor_order.py)."""
+    report = doctor("late_grad_write.py", "--clip-after")
+    assert [f.check for f in report.findings] == ["clip_order"]
 
 
 # optimizer.step() more than once per backward, legitimately: a backbone and a head

@@ -130,3 +130,18 @@ def test_packages_in_the_user_site_or_a_pth_added_site_dir_are_libraries(monkeyp
     assert not where.is_user_file(str(user / "transformers" / "modeling_utils.py"))
     assert not where.is_user_file(str(other / "transformers" / "modeling_utils.py"))
     assert where.is_user_file(str(mine / "train.py"))
+
+
+def test_a_gradient_without_one_pointer_reads_as_pointer_0():
+    """Note [A gradient written after the step]: a sparse gradient and a wrapper subclass
+    with no storage of its own (a DTensor's; TwoTensor here) have no single data pointer:
+    `data_ptr()` raises for both, which would end the doctor (exit 70) at every step."""
+    import torch
+    from torch.testing._internal.two_tensor import TwoTensor
+
+    from memledger.trace.doctor_order import _pointer
+
+    dense = torch.zeros(3)
+    assert _pointer(dense) == dense.data_ptr() != 0
+    assert _pointer(torch.zeros(3).to_sparse()) == 0
+    assert _pointer(TwoTensor(torch.zeros(3), torch.zeros(3))) == 0

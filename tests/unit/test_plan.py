@@ -78,3 +78,26 @@ def test_predict_shows_the_policies_it_can_and_refuses_the_others(tmp_path, caps
     assert main(["predict", str(path), "-p", "selective:blocks.*"]) == 2   # alone: as before
     out, err = capsys.readouterr()
     assert out == "" and err.startswith("memledger: selective:blocks.*")
+
+
+def test_plan_names_each_blocks_option(tmp_path, capsys):
+    """The per-block line prints each option beside its block's path, in the search's order
+    (Note [Each block's option, named], commands/plan.py): on the old code it printed the
+    options alone ("per block: offload, checkpoint, ..."), which a model whose blocks the
+    search holds stack by stack (bidirectional-cross-attention's transformer) read in the
+    model's order as the wrong blocks."""
+    import json
+
+    from memledger.cli import main
+
+    from plan_ledgers import H8, T8, blocks_records
+
+    path = tmp_path / "blocks.ledger"
+    path.write_text("".join(json.dumps(r) + "\n" for r in blocks_records(H8, T8)))
+    assert main(["plan", str(path), "--budget", "60%", "--json", "--no-front"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["fits"] and len(set(d["choice"])) > 1
+    assert main(["plan", str(path), "--budget", "60%", "--no-front"]) == 0
+    out = " ".join(capsys.readouterr().out.split())   # the line wraps at 80 columns
+    named = ", ".join(f"{b} {c}" for b, c in zip(d["blocks"], d["choice"]))
+    assert f"per block: {named} searched" in out
