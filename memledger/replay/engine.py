@@ -168,7 +168,7 @@ from memledger.replay.calls import output_saves, record_call, save_call, scopes_
 from memledger.replay.compiled import refuse_compiled_regions
 from memledger.replay.emptied_cache import emptied_cache_calls, skipped_fills
 from memledger.replay.policies import MODEL_FIRST, MODEL_MOVED, Policy, PolicyKind, resolve
-from memledger.replay.prepared import ACTIVATION, INPUT, MODEL_STATE, Prepared
+from memledger.replay.prepared import ACTIVATION, BUFFER, INPUT, MODEL_STATE, Prepared
 from memledger.replay.script_checkpoint import (
     refuse_around_function_checkpoints,
     refuse_around_script_checkpoints,
@@ -1038,13 +1038,14 @@ def _offloaded(prep: Prepared, calls: _Calls, own: _Owners) -> np.ndarray:
 
 def _movable(prep: Prepared) -> np.ndarray:
     """Per storage: what offload's hooks can take off the device, activations and the batch
-    the script let go of (`_offloaded`)."""
+    the script let go of (`_offloaded`), and a buffer its module let go of while autograd
+    held it (Note [A saved buffer its module lets go of], trace/collector.py)."""
     if prep.released is None:
         return prep.cat == ACTIVATION
     let_go = prep.released >= 0
     if prep.unheld is not None:   # or let go of while a kept graph held it
         let_go = let_go | (prep.unheld >= 0)
-    return (prep.cat == ACTIVATION) | ((prep.cat == INPUT) & let_go)
+    return (prep.cat == ACTIVATION) | (((prep.cat == INPUT) | (prep.cat == BUFFER)) & let_go)
 
 
 # ---- stage 5: recompute segments and the renumbered stream (Rule 3) -----------------------
