@@ -32,7 +32,8 @@ membranes the last one left.
 `sinabs.reset_states(model)` (and `sinabs.zero_grad`) recurse into any module with
 children and so pass over a `LIFRecurrent` (its `rec_connect` is a child), leaving its
 membrane unreset; `--mode rec` resets each `StatefulLayer` itself, as a user does once
-they meet that.
+they meet that (`--bug libreset`: it calls the library's two functions, as `dense` does,
+and step 2's backward runs into step 1's graph through the recurrent layer's membrane).
 `--accum N`, `--validate` (a loss under no_grad each step, states reset before and after).
 """
 
@@ -93,7 +94,8 @@ def loss_of(model, args, x, y) -> torch.Tensor:
 
 def reset(model, args) -> None:
     """A new sample: the membranes back to zero and cut from the last sample's graph."""
-    if args.mode == "rec":   # the library's walk passes over LIFRecurrent (see above)
+    if args.mode == "rec" and args.bug != "libreset":   # the library's walk passes over
+        #                                                 LIFRecurrent (see above)
         for m in model.modules():
             if isinstance(m, sl.StatefulLayer):
                 m.reset_states()
@@ -119,7 +121,7 @@ def main() -> None:
     p.add_argument("--record", action="store_true")
     p.add_argument("--accum", type=int, default=1)
     p.add_argument("--validate", action="store_true")
-    p.add_argument("--bug", default=None, choices=["noreset", "detached"])
+    p.add_argument("--bug", default=None, choices=["noreset", "detached", "libreset"])
     args = p.parse_args()
     torch.manual_seed(0)
 
