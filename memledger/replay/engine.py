@@ -1032,11 +1032,11 @@ def _offloaded(prep: Prepared, calls: _Calls, own: _Owners) -> np.ndarray:
     # the batch too, where the script let go of it and only autograd held it
     # (`model(torch.randn(...))`, `model(x.cuda())`): offload's hooks move it like any save
     # (+262,144 B, the whole batch, on every offload of a post-LN model before)
-    return _movable(prep) & (first == Kind.OFFLOAD) & (last == Kind.OFFLOAD) & \
+    return movable(prep) & (first == Kind.OFFLOAD) & (last == Kind.OFFLOAD) & \
         (prep.nbytes >= min_b)
 
 
-def _movable(prep: Prepared) -> np.ndarray:
+def movable(prep: Prepared) -> np.ndarray:
     """Per storage: what offload's hooks can take off the device, activations and the batch
     the script let go of (`_offloaded`), and a buffer its module let go of while autograd
     held it (Note [A saved buffer its module lets go of], trace/collector.py)."""
@@ -2112,7 +2112,7 @@ def _release_partly_saved(prep: Prepared, calls: _Calls, own: _Owners, fr: np.nd
     # saves its target, the image the encoder's first conv saved too; `offload:encoder`
     # left it only the loss node's, gone early in backward (diffusers' AutoencoderKL:
     # the (2, 3, 16, 16) fp32 batch, 6,144 B over measured)
-    cand |= off & _movable(prep)
+    cand |= off & movable(prep)
     cand &= ~settled
     if not cand.any():
         return fr

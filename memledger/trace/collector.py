@@ -2816,7 +2816,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
     # holding it takes the entry out of `_held` again, so a batch norm's running
     # statistics are watched for the one op of its call, not for every op to backward.
     # The replay moves a buffer released so as it moves the batch the script let go of
-    # (`_movable`, replay/engine.py).
+    # (`movable`, replay/engine.py).
     def _state_kept(self, module, attrs: dict[str, int]) -> None:
         """At the end of a call of `module`: the saved buffers (`attrs`, as the call began)
         it still holds are watched no more; those it let go of are autograd's."""

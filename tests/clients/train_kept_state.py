@@ -11,6 +11,10 @@ module lets go of], trace/collector.py).
     memledger predict kept.ledger -p 'offload:1'
 
 `--reset new` rebinds the buffer to new zeros instead; `--time T` time steps (3).
+`--layers 2`: `Linear`, `Neuron`, `Linear`, `Neuron`, `Linear`, the neurons' spikes a
+sigmoid and their reset `v - s * thr`, `thr` a Parameter (no gradient) of each neuron made
+from one tensor, as sinabs' neurons all take `torch.tensor(1.0)`, their default argument:
+both neurons save that one storage (Note [Blocks that share a save], replay/plan.py).
 """
 
 import argparse
@@ -20,10 +24,12 @@ import torch.nn as nn
 
 
 class Neuron(nn.Module):
-    def __init__(self) -> None:
+    def __init__(self, thr: torch.Tensor | None = None) -> None:
         super().__init__()
         self.tau = nn.Parameter(torch.tensor(10.0))
         self.register_buffer("v", torch.zeros(0))
+        # `nn.Parameter(thr)` shares `thr`'s storage
+        self.thr = None if thr is None else nn.Parameter(thr, requires_grad=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:   # (batch, time, n)
         if self.v.shape != x[:, 0].shape:
@@ -32,9 +38,14 @@ class Neuron(nn.Module):
         v, out = self.v, []
         for t in range(x.shape[1]):
             v = a * v + x[:, t]              # saves v: the factor is trained
-            s = (v > 1).float()              # the spikes (no surrogate needed here)
-            out.append(s + v.sigmoid())
-            v = v - s                        # reset by subtraction
+            if self.thr is None:
+                s = (v > 1).float()          # the spikes (no surrogate needed here)
+                out.append(s + v.sigmoid())
+                v = v - s                    # reset by subtraction
+            else:
+                s = torch.sigmoid(v - 1)     # soft spikes
+                out.append(s)
+                v = v - s * self.thr         # saves thr: s needs a gradient
         self.v = v                           # the membrane the next call starts from
         return torch.stack(out, 1)
 
@@ -44,18 +55,24 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=2)
     p.add_argument("--time", type=int, default=3)
     p.add_argument("--reset", default="zero", choices=["zero", "new"])
+    p.add_argument("--layers", type=int, default=1, choices=[1, 2])
     args = p.parse_args()
     torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(8, 16), Neuron(), nn.Linear(16, 4))
+    if args.layers == 1:
+        model = nn.Sequential(nn.Linear(8, 16), Neuron(), nn.Linear(16, 4))
+    else:
+        thr = torch.tensor(1.0)
+        model = nn.Sequential(nn.Linear(8, 16), Neuron(thr), nn.Linear(16, 16), Neuron(thr),
+                              nn.Linear(16, 4))
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     for step in range(args.steps):
-        neuron = model[1]
-        if neuron.v.numel():                 # a new sample: the membrane back to zero
-            if args.reset == "zero":
-                neuron.v.zero_()
-                neuron.v.detach_()
-            else:
-                neuron.v = torch.zeros_like(neuron.v)
+        for neuron in model[1::2]:
+            if neuron.v.numel():             # a new sample: the membrane back to zero
+                if args.reset == "zero":
+                    neuron.v.zero_()
+                    neuron.v.detach_()
+                else:
+                    neuron.v = torch.zeros_like(neuron.v)
         loss = model(torch.randn(4, args.time, 8)).square().mean()
         loss.backward()
         opt.step()
