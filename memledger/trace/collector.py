@@ -3735,8 +3735,9 @@ class Collector(ShardingMixin, TorchDispatchMode):
             # its module lets go of])
             entry = self._state_saves.get(sid)
             if entry is None:
-                if type(t) not in self.ALIAS_TYPES or t.layout is not torch.strided:
-                    return
+                if sid in self._held or type(t) not in self.ALIAS_TYPES or \
+                        t.layout is not torch.strided:
+                    return   # (followed as a save before it was named a buffer: as before)
                 entry = self._state_saves[sid] = [weakref.ref(t.untyped_storage()), 0, []]
                 if any(sid in a.values() for a in self._attr_sids):
                     self._held[sid] = entry
