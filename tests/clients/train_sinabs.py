@@ -34,7 +34,11 @@ children and so pass over a `LIFRecurrent` (its `rec_connect` is a child), leavi
 membrane unreset; `--mode rec` resets each `StatefulLayer` itself, as a user does once
 they meet that (`--bug libreset`: it calls the library's two functions, as `dense` does,
 and step 2's backward runs into step 1's graph through the recurrent layer's membrane).
-`--accum N`, `--validate` (a loss under no_grad each step, states reset before and after).
+`--accum N`, `--validate` (a loss under no_grad each step, states reset before and after),
+`--synops` (the library's `register_synops_hooks`: forward hooks on each `Conv2d` /
+`Linear` and on the model that count synaptic operations into `hook_data`, and the total
+added to the loss as a penalty, as its tutorial on synops does), `--neuron alif` (`ALIF`:
+an adaptive threshold, its spike function keeping that threshold on ctx).
 """
 
 import argparse
@@ -56,6 +60,8 @@ def build(args) -> nn.Module:
                       record_states=args.record)
             if args.neuron == "iaf":
                 return sl.IAF(**kw)
+            if args.neuron == "alif":   # an adaptive threshold: a second state, `b`
+                return sl.ALIF(tau_mem=10.0, tau_adapt=20.0, **kw)
             return sl.LIF(tau_mem=10.0, train_alphas=args.train_alphas, **kw)
         return nn.Sequential(nn.Linear(args.chans, h), neuron(), nn.Linear(h, h), neuron(),
                              nn.Linear(h, 4), sl.ExpLeak(tau_mem=5.0))
@@ -88,8 +94,12 @@ def loss_of(model, args, x, y) -> torch.Tensor:
     out = model(x)
     if args.mode == "conv":
         rate = sl.UnflattenTime(args.batch)(out).sum(1)        # (batch, classes)
-        return F.cross_entropy(rate, y)
-    return F.cross_entropy(out[:, -1], y)
+        loss = F.cross_entropy(rate, y)
+    else:
+        loss = F.cross_entropy(out[:, -1], y)
+    if args.synops:   # the synaptic operations the library's hooks counted, as a penalty
+        loss = loss + 1e-4 * model.hook_data["total_synops_per_timestep"]
+    return loss
 
 
 def reset(model, args) -> None:
@@ -110,7 +120,7 @@ def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--steps", type=int, default=3)
     p.add_argument("--mode", default="dense", choices=["dense", "conv", "rec"])
-    p.add_argument("--neuron", default="lif", choices=["lif", "iaf"])
+    p.add_argument("--neuron", default="lif", choices=["lif", "iaf", "alif"])
     p.add_argument("--batch", type=int, default=4)
     p.add_argument("--time", type=int, default=6)
     p.add_argument("--chans", type=int, default=8)
@@ -121,11 +131,15 @@ def main() -> None:
     p.add_argument("--record", action="store_true")
     p.add_argument("--accum", type=int, default=1)
     p.add_argument("--validate", action="store_true")
+    p.add_argument("--synops", action="store_true")
     p.add_argument("--bug", default=None, choices=["noreset", "detached", "libreset"])
     args = p.parse_args()
     torch.manual_seed(0)
 
     model = build(args)
+    if args.synops:   # the library's forward hooks: each Conv2d / Linear counts its synops
+        from sinabs.hooks import register_synops_hooks
+        register_synops_hooks(model)
     optim = torch.optim.Adam(model.parameters(), lr=1e-3)
     for step in range(args.steps):
         model.train()
