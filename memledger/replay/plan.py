@@ -519,9 +519,9 @@ def saving_blocks(prep: Prepared, blocks: list[str]) -> tuple[list[str], list[st
 # stays on the device whoever saves it. sinabs' neurons take their `spike_threshold`
 # Parameter from one default-argument tensor, `torch.tensor(1.0)`, so every LIF of a
 # model holds that one storage, and each saves it (the reset's `spikes * threshold`);
-# the two LIFs of tests/clients/train_sinabs.py `--mode dense` were one unit, with the
-# Linear between them, and neither beside the blocks (Note [Modules that are not
-# blocks], rule 4): plan searched the two other Linears only and at 75 % of the 22,504 B
+# the two LIFs of tests/clients/train_sinabs.py `--mode dense` were one unit, and so
+# neither was searched beside the blocks (Note [Modules that are not blocks], rule 4):
+# plan searched the two Linears after them only and at 75 % of the 22,504 B
 # baseline said "no candidate fits; the lowest predicted peak is 20,968 bytes", where
 # `offload:*` is predicted and measured 15,344 B.
 def block_units(prep: Prepared, blocks: list[str]) -> list[list[int]]:

@@ -955,8 +955,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
         # saved storages something besides autograd still holds: sid -> [weakref, aliases
         # alive, their weakrefs] (Note [When a saved storage is released])
         self._held: dict[int, list] = {}
-        # saved buffers, the same entries, watched only once their module lets go of them
-        # (Note [A saved buffer its module lets go of])
+        # saved buffers, the same entries, in `_held` only while a call of the module that
+        # holds them is open (Note [A saved buffer its module lets go of])
         self._state_saves: dict[int, list] = {}
         # those still held as a backward pass began, watched until the step's next pass:
         # sid -> the same entry; and the events at which the script let go of them since

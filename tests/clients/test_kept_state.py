@@ -23,8 +23,7 @@ def test_a_membrane_reset_in_place_then_rebound_is_offloaded_as_measured():
 def test_plan_searches_neurons_that_save_one_shared_parameter():
     """`--layers 2`: both neurons save `thr`, one storage (a Parameter each, made from one
     tensor, as sinabs' neurons share their default `spike_threshold`). That save made the
-    neurons one unit with the Linear between them, and rule 4 of Note [Modules that are
-    not blocks] left all three out: plan searched `2` and `4` only (16 assignments) and
+    neurons one unit, and rule 4 of Note [Modules that are not blocks] left both out: plan searched `2` and `4` only (16 assignments) and
     said no candidate fits 7,000 B, the lowest 9,048 B (the baseline). A parameter moves
     under no policy, so its saves join nothing (Note [Blocks that share a save])."""
     from memledger.replay.plan import plan
