@@ -189,7 +189,8 @@ def _state_finding(var: str, file: str, recs: list, steps: list, per: dict,
                "graph grows every step; do the update under torch.no_grad()")
     return Finding(
         check="cross_step_retention", severity="error", where=Where(file=file, line=line),
-        message=(f"{len(names)} {'/'.join(kinds)}s of `{var}` ({shown}) carry autograd "
+        message=(f"{count(len(names), '/'.join(kinds))} of `{var}` ({shown}) "
+                 f"{'carries' if len(names) == 1 else 'carry'} autograd "
                  f"history across {boundaries} {when}: {why}"),
         evidence={"steps": steps, "tensors": len(names), "bytes_per_step":
                   [per[s]["bytes"] for s in steps], "nodes_per_step":

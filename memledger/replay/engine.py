@@ -170,7 +170,7 @@ from memledger.replay.emptied_cache import emptied_cache_calls, skipped_fills
 from memledger.replay.passes import OwnReads, one_phase_per_pass, own_reads
 from memledger.replay.policies import (MODEL_FIRST, MODEL_MOVED, Policy, PolicyKind,
                                        no_model_message, resolve)
-from memledger.replay.prepared import ACTIVATION, INPUT, MODEL_STATE, Prepared
+from memledger.replay.prepared import ACTIVATION, BUFFER, INPUT, MODEL_STATE, Prepared
 from memledger.replay.script_checkpoint import (
     refuse_around_function_checkpoints,
     refuse_around_script_checkpoints,
@@ -1042,19 +1042,20 @@ def _offloaded(prep: Prepared, calls: _Calls, own: _Owners) -> np.ndarray:
     # the batch too, where the script let go of it and only autograd held it
     # (`model(torch.randn(...))`, `model(x.cuda())`): offload's hooks move it like any save
     # (+262,144 B, the whole batch, on every offload of a post-LN model before)
-    return _movable(prep) & (first == Kind.OFFLOAD) & (last == Kind.OFFLOAD) & \
+    return movable(prep) & (first == Kind.OFFLOAD) & (last == Kind.OFFLOAD) & \
         (prep.nbytes >= min_b)
 
 
-def _movable(prep: Prepared) -> np.ndarray:
+def movable(prep: Prepared) -> np.ndarray:
     """Per storage: what offload's hooks can take off the device, activations and the batch
-    the script let go of (`_offloaded`)."""
+    the script let go of (`_offloaded`), and a buffer its module let go of while autograd
+    held it (Note [A saved buffer its module lets go of], trace/collector.py)."""
     if prep.released is None:
         return prep.cat == ACTIVATION
     let_go = prep.released >= 0
     if prep.unheld is not None:   # or let go of while a kept graph held it
         let_go = let_go | (prep.unheld >= 0)
-    return (prep.cat == ACTIVATION) | ((prep.cat == INPUT) & let_go)
+    return (prep.cat == ACTIVATION) | (((prep.cat == INPUT) | (prep.cat == BUFFER)) & let_go)
 
 
 # ---- stage 5: recompute segments and the renumbered stream (Rule 3) -----------------------
@@ -2144,7 +2145,7 @@ def _release_partly_saved(prep: Prepared, calls: _Calls, own: _Owners, fr: np.nd
     # saves its target, the image the encoder's first conv saved too; `offload:encoder`
     # left it only the loss node's, gone early in backward (diffusers' AutoencoderKL:
     # the (2, 3, 16, 16) fp32 batch, 6,144 B over measured)
-    cand |= off & _movable(prep)
+    cand |= off & movable(prep)
     cand &= ~settled
     if not cand.any():
         return fr

@@ -23,6 +23,7 @@ from memledger.replay.timings import Timings, match_timings, timing_record
 CAT_INDEX = {c: i for i, c in enumerate(CATEGORIES)}
 ACTIVATION = CAT_INDEX["activation"]
 INPUT = CAT_INDEX["input"]
+BUFFER = CAT_INDEX["buffer"]
 OTHER = CAT_INDEX["other"]
 MODEL_STATE = (CAT_INDEX["parameter"], CAT_INDEX["buffer"])   # saved by every call, each step
 

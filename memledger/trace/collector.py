@@ -955,6 +955,9 @@ class Collector(ShardingMixin, TorchDispatchMode):
         # saved storages something besides autograd still holds: sid -> [weakref, aliases
         # alive, their weakrefs] (Note [When a saved storage is released])
         self._held: dict[int, list] = {}
+        # saved buffers, the same entries, in `_held` only while a call of the module that
+        # holds them is open (Note [A saved buffer its module lets go of])
+        self._state_saves: dict[int, list] = {}
         # those still held as a backward pass began, watched until the step's next pass:
         # sid -> the same entry; and the events at which the script let go of them since
         # (Note [Let go of between two backward passes])
@@ -2675,6 +2678,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
         self._attr_sids.append(attrs)
         for sid in attrs.values():
             self._attr_watch.setdefault(sid, -1)
+            if sid in self._state_saves:   # Note [A saved buffer its module lets go of]
+                self._held[sid] = self._state_saves[sid]
 
     def _judge_handed(self, every: bool) -> None:
         """Write a `stateful` ARGUMENT_CHANGED record for each call whose list or dict
@@ -2751,6 +2756,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
                   and (sid := sids.get(storage_key(a), -1)) >= 0} if attrs else set()
         replaced = self._replaced_own_state(module, attrs, first_new, ev0, handed) \
             if attrs else []
+        if self._state_saves:   # Note [A saved buffer its module lets go of]
+            self._state_kept(module, attrs)
         if replaced:   # Note [A buffer replaced from the one before]
             self.sink.write({"k": "stateful", "mod": path, "ev0": ev0, "ev1": self._ev,
                              "obj": OWN_STATE, "sids": [], "attrs": [k for k, _ in replaced],
@@ -2789,6 +2796,41 @@ class Collector(ShardingMixin, TorchDispatchMode):
             if filled:
                 rec["fill"] = 2 if any(v.grad_fn is not None for _, v in filled) else 1
             self.sink.write(rec)
+
+    # Note [A saved buffer its module lets go of]
+    # A buffer is model state: the module holds it into backward, so offload leaves it on
+    # the device and its saves are not followed for their release (Note [When a saved
+    # storage is released]). A spiking neuron (sinabs' LIF, tests/clients/train_sinabs.py)
+    # keeps its membrane as a buffer it rebinds to the last time step's at the end of each
+    # call, and the loop resets it in place (`zero_()`, `detach_()`) before the next
+    # sample; the next call's first time step saves it (`alpha * v_mem`, alpha trained)
+    # and the call rebinds the buffer: from there only autograd holds the old one.
+    # measure's offloader skips the model's buffers by the tensors it was given, and this
+    # one is another: it takes it off the device, and the bytes go at the rebind. The
+    # replay kept them to the save's backward: a (4, 16) fp32 membrane, 256 B over
+    # measured on `offload:1` of tests/clients/train_kept_state.py (and on `offload:1` of
+    # sinabs' dense net). So a saved buffer's saves are counted as any save's, in an entry
+    # kept in `_state_saves`, and the entry is in `_held` while a call of the module that
+    # holds the buffer is open: an op after the rebind finds only autograd holding it and
+    # writes `released` there, before the op that runs next (the call's `torch.stack`,
+    # where the peak is: read at the call's end, `released` came one event late and the
+    # replay was still 256 B over on `offload:*`). A call that ends with the module still
+    # holding it takes the entry out of `_held` again, so a batch norm's running
+    # statistics are watched for the one op of its call, not for every op to backward.
+    # The replay moves a buffer released so as it moves the batch the script let go of
+    # (`movable`, replay/engine.py).
+    def _state_kept(self, module, attrs: dict[str, int]) -> None:
+        """At the end of a call of `module`: the saved buffers (`attrs`, as the call began)
+        it still holds are watched no more; those it let go of are autograd's."""
+        sids, bufs = self._sids, module._buffers
+        for k, sid in attrs.items():
+            if sid not in self._state_saves:
+                continue
+            v = bufs.get(k, module.__dict__.get(k))
+            if v is None or sids.get(storage_key(v), -1) != sid:
+                self._state_saves.pop(sid)   # `_held` has it until the last holder goes
+            elif not any(sid in a.values() for a in self._attr_sids):
+                self._held.pop(sid, None)
 
     def _routed(self, module) -> None:
         """The call `_call_end` just ended handed its outputs through an autograd Function
@@ -3711,8 +3753,22 @@ class Collector(ShardingMixin, TorchDispatchMode):
             entry[2].append(weakref.ref(alias, functools.partial(_alias_gone, entry)))
             return
         if self._phase == "backward" or (sid, "parameter") in self._roles_written or \
-                (sid, "buffer") in self._roles_written or alias is t:
+                alias is t:
             return   # (an alias that is the tensor itself adds no use)
+        if (sid, "buffer") in self._roles_written:
+            # counted, and followed only inside its module's calls (Note [A saved buffer
+            # its module lets go of])
+            entry = self._state_saves.get(sid)
+            if entry is None:
+                if sid in self._held or type(t) not in self.ALIAS_TYPES or \
+                        t.layout is not torch.strided:
+                    return   # (followed as a save before it was named a buffer: as before)
+                entry = self._state_saves[sid] = [weakref.ref(t.untyped_storage()), 0, []]
+                if any(sid in a.values() for a in self._attr_sids):
+                    self._held[sid] = entry
+            entry[1] += 1
+            entry[2].append(weakref.ref(alias, functools.partial(_alias_gone, entry)))
+            return
         entry = self._held.get(sid)
         if entry is None and (entry := self._held_past.get(sid)) is not None:
             # saved again in a later forward while an earlier graph still holds it: one
@@ -3819,6 +3875,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
         self._between.clear()
         self._held_over = dict(self._held)
         self._held.clear()
+        self._state_saves.clear()   # the module kept them into backward: resident
 
     def _check_let_go_between(self, ev: int) -> None:
         for sid, _ in _let_go(self._held_over):
