@@ -6,6 +6,10 @@ transformers takes ~3 s of CPU to import, and a tier of 4 models x 5 policies in
 processes would cost minutes. Each run builds its model from scratch, so the CPU profiler
 (which counts only what is allocated after it starts) sees the same bytes as a fresh
 process would; `benchmarks/clients.py` measures the same clients in fresh processes.
+
+A tier module (tests/clients/test_*_clients.py) never imports its library at its top level,
+`pytest.importorskip` included: it skips with `skip_without` and imports in its tests or in
+`imported_first` (Note [Tier modules import nothing at collection]).
 """
 
 from __future__ import annotations
