@@ -6,6 +6,10 @@ transformers takes ~3 s of CPU to import, and a tier of 4 models x 5 policies in
 processes would cost minutes. Each run builds its model from scratch, so the CPU profiler
 (which counts only what is allocated after it starts) sees the same bytes as a fresh
 process would; `benchmarks/clients.py` measures the same clients in fresh processes.
+
+A tier module (tests/clients/test_*_clients.py) never imports its library at its top level,
+`pytest.importorskip` included: it skips with `skip_without` and imports in its tests or in
+`imported_first` (Note [Tier modules import nothing at collection]).
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import contextlib
 import functools
 import gc
 import importlib
+import importlib.util
 import inspect
 import io
 import json
@@ -23,6 +28,8 @@ import tempfile
 import types
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import pytest
 
 from memledger.errors import EXIT_OK, EXIT_USAGE, PolicyError
 from memledger.ledger.model import Ledger
@@ -50,14 +57,34 @@ except ImportError:   # the pykeen tier skips without it
     pass
 
 
-# peft makes two 8 B tensors at import. In a fresh process per pass (the CLI) every pass
-# sees them; in one process only the first pass of the first peft script would, and that
-# test read 16 B off by the luck of which tests its pytest worker ran before it. Imported
-# here, before any pass, every pass in this process starts from the same state.
-try:
-    import peft  # noqa: F401
-except ImportError:   # the tier's peft tests skip without it
-    pass
+# Note [Tier modules import nothing at collection]
+# Every pytest-xdist worker imports every test module to collect it, and each worker paid
+# every top-level import of every tier for the tests it never ran: `pytest --co` took
+# ~16 s of CPU per worker, ~9 of them the tiers' libraries (`pytest.importorskip` imports
+# too) and peft, which this harness imported at its top. So a tier module imports its
+# library nowhere at its top level: it skips with `skip_without(...)`
+# (`importlib.util.find_spec`, which imports nothing) and imports the library in
+# `imported_first(...)`, a module-scoped fixture that runs before its first test, where
+# what the library makes at import matters (Note [Tensors made at import]), or else inside
+# its tests. This harness imports nothing heavier than torch and memledger at its top.
+def skip_without(*names: str) -> None:
+    """At a tier module's top: skip the module where one of `names` (top-level packages: a
+    dotted name imports its parents) is not installed, without importing any (Note [Tier
+    modules import nothing at collection])."""
+    missing = [n for n in names if importlib.util.find_spec(n) is None]
+    if missing:
+        pytest.skip(f"{', '.join(missing)} not installed", allow_module_level=True)
+
+
+def imported_first(*names: str):
+    """A module-scoped autouse fixture that imports `names` before the module's first test
+    (Note [Tier modules import nothing at collection]): `_imported = imported_first(...)`
+    at the module's top."""
+    @pytest.fixture(scope="module", autouse=True)
+    def _imported() -> None:
+        for name in names:
+            importlib.import_module(name)
+    return _imported
 
 
 # Note [Numbers that depend on the CPU]
@@ -226,6 +253,7 @@ def _transformers_caches() -> list:
 
 def _call(main, argv: list[str]) -> int:
     saved_argv, saved_path = sys.argv[:], sys.path[:]
+    _before_each_pass()
     _fresh_library_state()
     # the collection after the call walks only what the call made (Note [Objects from
     # before the script], memledger/trace/script.py): 0.2-0.4 s less per call here
@@ -295,41 +323,57 @@ def run_client(script: str, argv: list[str], policies: list[str], steps: int = 2
 
 # Note [Tensors made at import]
 # A library may make tensors when it is imported (egnn-pytorch: a (19,) float32, 76 B;
-# peft: two 8 B, imported above for that). The CLI runs every pass in a process of its
-# own, and each pass sees them made in its setup; here the first pass in a process
-# imported the library and saw them, the next did not: the ledger pass read 76 B over the
-# allocator pass, and every policy 76 B over measure, on whichever egnn test a pytest
-# worker ran first (test order decided it). So the libraries a script imports at its top
-# level are imported before its first pass, and no pass sees them made. Those tensors exist
-# before every pass then, and a pass that reads one (equiformer-pytorch's `RANDOM_ANGLES`,
-# read only where its basis is computed) met it as made outside dispatch at that read,
-# which the allocator pass never saw allocated: 120 B over. So the tensors the modules
-# imported so far hold at their top level (a global, or one in a global list, tuple or
-# dict) are named to the collector (Note [Storages an in-process caller made before the
-# script], memledger/trace/collector.py), which leaves them out of the curve, and so are
-# the tensors a class defined at a module's top level holds as class attributes
-# (pytorch-frame's timestamp constant) and the default argument values of the functions a
-# module defines and of its classes' methods: flow_matching's discrete sampler keeps
-# `time_grid=torch.tensor([0.0, 1.0])` (8 B over the allocator pass), pypose's
-# `IMUPreintegrator.__init__(pos=torch.zeros(3), rot=identity_SO3(), vel=torch.zeros(3))`
-# 40 B that every IMUPreintegrator clones (its tier's ledger 31,948 against the
-# allocator's 31,908 B; the CLI's was exact). Subclasses of Tensor count (that SO3 is a
-# LieTensor), found by `type()`, which a lazy attribute cannot answer by importing. A
-# tensor made at import and kept elsewhere (a closure, an instance) is not found.
+# peft: two 8 B). The CLI runs every pass in a process of its own, and each pass sees them
+# made in its setup; here the first pass in a process imported the library and saw them,
+# the next did not: the ledger pass read 76 B over the allocator pass, and every policy
+# 76 B over measure, on whichever egnn test a pytest worker ran first (test order decided
+# it). So the libraries a script imports at its top level are imported before its first
+# pass, and no pass sees them made; peft, which scripts and libraries import inside
+# functions (train_more2.py's `--model adalora`), before the first pass in the process,
+# whatever its script. Those tensors exist before every pass then, and a pass that reads
+# one (equiformer-pytorch's `RANDOM_ANGLES`, read only where its basis is computed) met it
+# as made outside dispatch at that read, which the allocator pass never saw allocated:
+# 120 B over. So the tensors the modules imported so far hold at their top level (a
+# global, or one in a global list, tuple or dict) are named to the collector (Note
+# [Storages an in-process caller made before the script], memledger/trace/collector.py),
+# which leaves them out of the curve, and so are the tensors a class defined at a
+# module's top level holds as class attributes (pytorch-frame's timestamp constant) and
+# the default argument values of the functions a module defines and of its classes'
+# methods: flow_matching's discrete sampler keeps `time_grid=torch.tensor([0.0, 1.0])` (8 B
+# over the allocator pass), pypose's `IMUPreintegrator.__init__(pos=torch.zeros(3),
+# rot=identity_SO3(), vel=torch.zeros(3))` 40 B that every IMUPreintegrator clones (its
+# tier's ledger 31,948 against the allocator's 31,908 B; the CLI's was exact), peft's LoHa
+# `HadaWeight.forward(..., scale=torch.tensor(1))`. Subclasses of Tensor count (that SO3 is
+# a LieTensor), found by `type()`, which a lazy attribute cannot answer by importing. A
+# tensor made at import and kept elsewhere (a closure, an instance) is not found: a tier
+# whose library keeps one imports it in a module-scoped fixture, before its first pass
+# (`imported_first`), as test_kornia_clients.py does.
+# The modules imported since the last pass (a tier's fixture, a test's own import) are
+# looked through before every pass, not only a script's first: a tier's library is
+# imported when its first test runs (Note [Tier modules import nothing at collection]),
+# which may come after its script's first pass in this process.
 _IMPORTED_FOR: set[str] = set()
 _MODULES_LOOKED_AT: set[str] = set()
 
 
+def _before_each_pass() -> None:
+    """Import peft once, before the first pass in this process, and name to the collector
+    the tensors held by the modules imported since the last pass (Note [Tensors made at
+    import]); without peft, the peft tests skip."""
+    if "peft" not in _IMPORTED_FOR:
+        _IMPORTED_FOR.add("peft")
+        with contextlib.suppress(ImportError):
+            import peft  # noqa: F401
+    made_before_the_script(_storages_held_by_new_modules())
+
+
 def _import_its_imports(script: Path) -> None:
-    """Import the modules `script` imports at its top level (Note [Tensors made at
-    import]); one that fails to import is left to the pass, which says why."""
-    if str(script) in _IMPORTED_FOR:
-        return
-    _IMPORTED_FOR.add(str(script))
-    try:
+    """Import the modules `script` imports at its top level, before its first pass (Note
+    [Tensors made at import]); one that fails to import is left to the pass, which says
+    why."""
+    if str(script) not in _IMPORTED_FOR:
+        _IMPORTED_FOR.add(str(script))
         _import_top_level(script)
-    finally:
-        made_before_the_script(_storages_held_by_new_modules())
 
 
 def _storages_held_by_new_modules() -> list:

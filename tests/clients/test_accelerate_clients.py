@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import pytest
 
-pytest.importorskip("accelerate")
-
-from tests.clients.harness import assert_one_doctor_error, run_client, run_plainly  # noqa: E402
+from tests.clients.harness import assert_one_doctor_error, imported_first, run_client, \
+    run_plainly, skip_without
 
 pytestmark = pytest.mark.clients
+skip_without("accelerate")
+_imported = imported_first("accelerate")
 
 SCRIPT = "train_accelerate.py"
 

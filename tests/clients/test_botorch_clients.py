@@ -4,21 +4,27 @@ tutorial's Adam loop and by botorch's own `torch_minimize`. The acquisition mode
 label, Note [A label the model's child takes]) is pinned in
 tests/integration/test_model_methods.py. Skipped without botorch.
 
-Imported here, before any pass: gpytorch's import makes two 4 B tensors, and botorch's
-`qLogNoisyExpectedImprovement` (loaded on first use of `botorch.acquisition`'s name) one,
-which in one process only the first pass would count; a fresh process per pass
-(`memledger trace`) counts them in each."""
+Imported before the module's first test (`_imported`), before any pass: gpytorch's import
+makes two 4 B tensors, and botorch's `qLogNoisyExpectedImprovement` (loaded on first use of
+`botorch.acquisition`'s name) one, which in one process only the first pass would count; a
+fresh process per pass (`memledger trace`) counts them in each."""
 
 from __future__ import annotations
 
 import pytest
 
-pytest.importorskip("botorch")
-from botorch.acquisition import qLogNoisyExpectedImprovement  # noqa: E402,F401  (see above)
-
-from tests.clients.harness import ledger_pass, run_client  # noqa: E402
+from tests.clients.harness import ledger_pass, run_client, skip_without
 
 pytestmark = pytest.mark.clients
+skip_without("botorch")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _imported():
+    """Imported before any pass (the module's docstring says why); in a fixture, not at the
+    module's top (Note [Tier modules import nothing at collection], harness.py)."""
+    from botorch.acquisition import qLogNoisyExpectedImprovement  # noqa: F401
+
 
 def test_a_gp_fitted_by_adam_every_byte_and_its_state_by_formula():
     """The tutorial's loop on a model whose constructor calls its input transform before

@@ -11,11 +11,10 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")   # built from configs: never reach the hub
 
-pytest.importorskip("diffusers")
-
-from tests.clients.harness import run_client  # noqa: E402
+from tests.clients.harness import run_client, skip_without
 
 pytestmark = pytest.mark.clients
+skip_without("diffusers")
 
 
 @pytest.fixture(scope="module", autouse=True)

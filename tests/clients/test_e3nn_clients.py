@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import pytest
 
-pytest.importorskip("e3nn")
+from tests.clients.harness import imported_first, skip_without
 
 pytestmark = pytest.mark.clients
+skip_without("e3nn")
+_imported = imported_first("e3nn")
 
 # tiny: 1 structure of 6 atoms, 2 blocks of mul 2, lmax 2; e3nn's 1,000,000-sample
 # normalisation at set-up would otherwise be the peak (three float64 vectors of 7.6 MiB)

@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import pytest
 
-pytest.importorskip("ema_pytorch")
-pytest.importorskip("torchmetrics")
-
-from tests.clients.harness import fake_client_gaps, ledger_pass, predicted_peak, \
-    run_client  # noqa: E402
+from tests.clients.harness import fake_client_gaps, imported_first, ledger_pass, predicted_peak, \
+    run_client, skip_without
 
 pytestmark = pytest.mark.clients
+skip_without("ema_pytorch", "torchmetrics")
+_imported = imported_first("ema_pytorch", "torchmetrics")
 
 
 def _fc1_weights(led) -> set[tuple[str, str]]:

@@ -19,11 +19,12 @@ import sys
 
 import pytest
 
-pytest.importorskip("lightning")
-
-from tests.clients.harness import HERE, assert_one_doctor_error, run_client  # noqa: E402
+from tests.clients.harness import HERE, assert_one_doctor_error, imported_first, run_client, \
+    skip_without
 
 pytestmark = pytest.mark.clients
+skip_without("lightning")
+_imported = imported_first("lightning")
 
 SCRIPT = "train_fabric.py"
 H = "transformer.h.*"

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import pytest
 
-pytest.importorskip("gpytorch")
-import gpytorch  # noqa: E402,F401  (see above)
-
-from tests.clients.harness import run_client  # noqa: E402
+from tests.clients.harness import imported_first, run_client, skip_without
 
 pytestmark = pytest.mark.clients
+skip_without("gpytorch")
+_imported = imported_first("gpytorch")
 
 
 def test_scratch_of_a_sum_among_out_calls():

@@ -9,16 +9,15 @@ from __future__ import annotations
 
 import pytest
 
-from tests.clients.harness import fake_client_gaps, gaps_of, run_client
-from tests.clients.train_hf_arch import blocks_glob, build, first_blocks, task_of
+from tests.clients.harness import fake_client_gaps, gaps_of, run_client, skip_without
 
 pytestmark = pytest.mark.clients
-
-transformers = pytest.importorskip("transformers")
+skip_without("transformers")
 
 
 def _known(arch: str) -> None:
     """Skip an architecture this transformers does not ship (dev installs >= 5.0)."""
+    import transformers
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
     if arch not in CONFIG_MAPPING:
         pytest.skip(f"transformers {transformers.__version__} has no {arch!r}")
@@ -67,6 +66,7 @@ ALL = ("checkpoint", "selective", "offload")
     ("qwen2_vl", ["--task", "image-text"], ALL),
 ])
 def test_architecture(arch: str, loop: list[str], kinds: tuple[str, ...]) -> None:
+    from tests.clients.train_hf_arch import blocks_glob, build, task_of
     _known(arch)
     glob = blocks_glob(build(arch, "meta", "--lora" in loop, task_of(loop)))
     policies = [f"{kind}:{glob}" for kind in kinds]
@@ -86,6 +86,7 @@ def test_a_recurrent_state_kept_on_its_module_holds_only_its_graph():
     (the Python numbers the scan's nodes keep, saved with no hook); selective 6,176 B
     under, the walk's rule 268,288 B under (the `linear_x` and conv outputs that SAC's
     cache handed the re-run, which the copy's graph holds too). Every policy exact now."""
+    from tests.clients.train_hf_arch import blocks_glob, build, first_blocks
     _known("recurrent_gemma")
     glob = blocks_glob(build("recurrent_gemma", "meta"))
     one, two = first_blocks(glob)
@@ -122,6 +123,7 @@ def test_fake_split_sizes_read_from_a_router():
     them: a fake run's stand-in zeros made `split_with_sizes` refuse, and the run crashed.
     They are split evenly now (Rule 18, trace/fake.py), and the fake ledger agrees with
     the real one in peak, categories at the peak and every policy's prediction."""
+    from tests.clients.train_hf_arch import blocks_glob, build
     _known("jetmoe")
     glob = blocks_glob(build("jetmoe", "meta"))
     policies = [f"checkpoint:{glob}", f"selective:{glob}", f"offload:{glob}"]
@@ -181,6 +183,7 @@ def test_selective_around_a_frozen_stage_holds_its_cache_until_the_stage_returns
     stages, so selective's cache (every convolution output of a stage) is never taken by a
     re-run and goes with the checkpoint's frame as the stage returns. The replay let each
     output go as the forward did: 1,261,440 B under measured."""
+    from tests.clients.train_hf_arch import blocks_glob, build
     _known("resnet")
     glob = blocks_glob(build("resnet", "meta", True, "image-cls"))
     run = run_client("train_hf_arch.py", ["--arch", "resnet", "--task", "image-cls", "--lora",
@@ -226,6 +229,7 @@ def test_selective_on_frozen_layers_that_write_in_place_is_predicted_as_measured
     writes in place. predict refused selective there (an output changed in place that
     torch's selective checkpoint cannot hand back), which measure ran: a call that saves
     nothing is never re-run."""
+    from tests.clients.train_hf_arch import blocks_glob, build
     _known("parakeet_ctc")
     glob = blocks_glob(build("parakeet_ctc", "meta", True, "ctc"))
     run = run_client("train_hf_arch.py", ["--arch", "parakeet_ctc", "--task", "ctc", "--lora",
@@ -240,6 +244,7 @@ def test_selective_on_layers_no_backward_goes_through_is_not_refused_for_their_b
     activation-range observers remake a buffer from the one before on every call, on
     another path the first time, and predict refused selective as a re-run that would run
     other ops; a call that saved nothing is never re-run, and measure ran it."""
+    from tests.clients.train_hf_arch import blocks_glob, build
     _known("ibert")
     glob = blocks_glob(build("ibert", "meta", True, "multiple-choice"))
     run = run_client("train_hf_arch.py", ["--arch", "ibert", "--task", "multiple-choice",
@@ -258,6 +263,7 @@ def test_fake_vision_language_models_agree_with_real(arch):
     known, so the first runs for real and the second reads them (Rules 3 and 19), and the
     mask keeps every image, its upper bound. The fake ledger now agrees with the real one
     in peak, categories at the peak and every policy's prediction."""
+    from tests.clients.train_hf_arch import blocks_glob, build
     _known(arch)
     glob = blocks_glob(build(arch, "meta", task="image-text"))
     policies = [f"checkpoint:{glob}", f"selective:{glob}", f"offload:{glob}"]
@@ -272,6 +278,7 @@ def test_fake_builds_a_model_whose_init_writes_a_view_without_grad():
     base was written: every fake run of SpeechT5 (and of speech-encoder-decoder) stopped
     in the model's constructor. A write under `no_grad` rebuilds no node and is not noted
     now."""
+    from tests.clients.train_hf_arch import build
     _known("speecht5")
     import memledger
     with memledger.trace(fake=True):

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import pytest
 
-pytest.importorskip("transformers")
-
-from tests.clients.harness import run_client  # noqa: E402
+from tests.clients.harness import imported_first, run_client, skip_without
 
 pytestmark = pytest.mark.clients
+skip_without("transformers")
+_imported = imported_first("transformers")
 
 
 def test_accumulation_smoothing_noise_and_evaluation_exact():

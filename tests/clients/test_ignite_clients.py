@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-pytest.importorskip("ignite")
-
-from tests.clients.harness import run_client  # noqa: E402
+from tests.clients.harness import imported_first, run_client, skip_without
 
 pytestmark = pytest.mark.clients
+skip_without("ignite")
+_imported = imported_first("ignite")
 
 
 @pytest.mark.parametrize("case, policies", [

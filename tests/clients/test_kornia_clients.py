@@ -7,20 +7,17 @@ from __future__ import annotations
 
 import pytest
 
-pytest.importorskip("kornia")
+from tests.clients.harness import fake_client_gaps, imported_first, run_client, skip_without
 
+pytestmark = pytest.mark.clients
+skip_without("kornia")
 # kornia makes small tensors the first time these modules are imported (the script imports
 # them inside `main`): in a fresh process per pass (the CLI) every pass makes them; in this
 # one only the first pass would, and its ledger read 31,372 B over the allocator pass that
-# followed it. Imported here, every pass starts from the same state (as peft in harness.py).
-import kornia.augmentation  # noqa: E402,F401
-import kornia.geometry.conversions  # noqa: E402,F401
-import kornia.geometry.transform  # noqa: E402,F401
-import kornia.losses  # noqa: E402,F401
-
-from tests.clients.harness import fake_client_gaps, run_client  # noqa: E402
-
-pytestmark = pytest.mark.clients
+# followed it. Imported before the module's first test, every pass starts from the same
+# state (Note [Tensors made at import], harness.py).
+_imported = imported_first("kornia.augmentation", "kornia.geometry.conversions",
+                           "kornia.geometry.transform", "kornia.losses")
 
 
 def test_augmented_batch_in_the_step_is_the_input_and_offload_exact():

@@ -12,18 +12,14 @@ from __future__ import annotations
 
 import pytest
 
-# imported before the first traced run: torchmetrics makes a 4 B tensor at import
-# (`_EPS_SMOOTHING`), which the in-process ledger pass would see and the allocator pass not
-pytest.importorskip("pytorch_lightning")
-
-from tests.clients.harness import (  # noqa: E402
-    HERE,
-    assert_one_doctor_error,
-    run_client,
-    run_plainly,
-)
+from tests.clients.harness import HERE, assert_one_doctor_error, imported_first, run_client, \
+    run_plainly, skip_without
 
 pytestmark = pytest.mark.clients
+skip_without("pytorch_lightning")
+# imported before the first traced run: torchmetrics makes a 4 B tensor at import
+# (`_EPS_SMOOTHING`), which the in-process ledger pass would see and the allocator pass not
+_imported = imported_first("pytorch_lightning")
 
 SCRIPT = "train_lightning.py"
 # embed 64x32, 2 blocks of (2 LayerNorms, attention's in/out projections, a 4x MLP), head

@@ -16,8 +16,11 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("mambapy")
+from tests.clients.harness import imported_first, skip_without
+
 pytestmark = pytest.mark.clients
+skip_without("mambapy")
+_imported = imported_first("mambapy")
 
 HERE = Path(__file__).resolve().parent
 

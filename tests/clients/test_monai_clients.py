@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("monai")
-
-from tests.clients.harness import HERE, _call, run_client  # noqa: E402
+from tests.clients.harness import HERE, _call, imported_first, run_client, skip_without
 
 pytestmark = pytest.mark.clients
+skip_without("monai")
+_imported = imported_first("monai")
 
 DYNUNET = ["--mode", "dynunet", "--dims", "2", "--size", "16", "--levels", "3"]
 

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import pytest
 
-pytest.importorskip("normflows")   # imported before any pass: its import makes 8 B of tensors
-
-from tests.clients.harness import fake_client_gaps, ledger_pass, predicted_peak, \
-    run_client  # noqa: E402
+from tests.clients.harness import fake_client_gaps, imported_first, ledger_pass, predicted_peak, \
+    run_client, skip_without
 
 pytestmark = pytest.mark.clients
+skip_without("normflows")
+_imported = imported_first("normflows")   # before any pass: its import makes 8 B of tensors
 
 # Note [The method that ran] (replay/policies.py): both sides name it (before: "through
 # another of its methods (`flows.0.inverse(x)`, `flows.0.encode(x)`) or ...", guesses)

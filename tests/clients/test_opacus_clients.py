@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-pytest.importorskip("opacus")
-
-from tests.clients.harness import HERE, run_client  # noqa: E402
+from tests.clients.harness import HERE, imported_first, run_client, skip_without
 
 pytestmark = pytest.mark.clients
+skip_without("opacus")
+_imported = imported_first("opacus")
 
 PAIRED = "has forward hooks paired with full backward hooks"
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-pytest.importorskip("pytorch_metric_learning")
-
-from tests.clients.harness import HERE, run_client  # noqa: E402
+from tests.clients.harness import HERE, imported_first, run_client, skip_without
 
 pytestmark = pytest.mark.clients
+skip_without("pytorch_metric_learning")
+_imported = imported_first("pytorch_metric_learning")
 
 
 def test_cross_batch_memory_is_the_loss_modules_buffer_and_policies_are_exact():

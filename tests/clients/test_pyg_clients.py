@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import pytest
 
-pytest.importorskip("torch_geometric")
-
-from tests.clients.harness import run_client  # noqa: E402
+from tests.clients.harness import run_client, skip_without
 
 pytestmark = pytest.mark.clients
+skip_without("torch_geometric")
 
 
 @pytest.fixture(scope="module", autouse=True)

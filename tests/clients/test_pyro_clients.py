@@ -10,13 +10,11 @@ from __future__ import annotations
 
 import pytest
 
-pytest.importorskip("pyro")
-import pyro.infer.autoguide  # noqa: E402,F401  (see below)
-import pyro.nn  # noqa: E402,F401
-
-from tests.clients.harness import HERE, run_client  # noqa: E402
+from tests.clients.harness import HERE, imported_first, run_client, skip_without
 
 pytestmark = pytest.mark.clients
+skip_without("pyro")
+_imported = imported_first("pyro.infer.autoguide", "pyro.nn")
 
 
 def test_svi_steps_found_and_policies_exact():

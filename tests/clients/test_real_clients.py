@@ -25,11 +25,11 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")   # built from configs: never reach the hub
 
-pytest.importorskip("transformers")
-
-from tests.clients.harness import gaps_of, run_client  # noqa: E402
+from tests.clients.harness import gaps_of, imported_first, run_client, skip_without
 
 pytestmark = pytest.mark.clients
+skip_without("transformers")
+_imported = imported_first("transformers")
 
 SHAPE = ["--layers", "2", "--hidden", "64", "--seq", "32", "--batch-size", "2", "--steps", "3"]
 

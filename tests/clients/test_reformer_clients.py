@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import pytest
 
-pytest.importorskip("reformer_pytorch")
-
-from tests.clients.harness import assert_one_doctor_error, ledger_pass, \
-    predicted_peak  # noqa: E402
+from tests.clients.harness import assert_one_doctor_error, imported_first, ledger_pass, \
+    predicted_peak, skip_without
 
 pytestmark = pytest.mark.clients
+skip_without("reformer_pytorch")
+_imported = imported_first("reformer_pytorch")
 
 TINY = ["--dim", "16", "--seq", "16", "--tokens", "32", "--bucket", "4"]
 

@@ -9,10 +9,11 @@ streams): `offload:transformer.layers.0.0` 172,880 B.
 
 import pytest
 
-from tests.clients.harness import ledger_pass, predicted_peak
+from tests.clients.harness import imported_first, ledger_pass, predicted_peak, skip_without
 
-pytest.importorskip("recurrent_memory_transformer_pytorch")
 pytestmark = pytest.mark.clients
+skip_without("recurrent_memory_transformer_pytorch")
+_imported = imported_first("recurrent_memory_transformer_pytorch")
 
 TINY = ["--dim", "16", "--depth", "1", "--seq-len", "8", "--segments", "2", "--memory", "2"]
 

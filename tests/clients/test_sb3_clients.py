@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import pytest
 
-pytest.importorskip("stable_baselines3")
-
-from memledger.replay.plan import plan  # noqa: E402
-from memledger.replay.policies import parse_policy  # noqa: E402
-from memledger.replay.predict import predict, unprobed_line  # noqa: E402
-from tests.clients.harness import assert_one_doctor_error, run_client  # noqa: E402
+from memledger.replay.plan import plan
+from memledger.replay.policies import parse_policy
+from memledger.replay.predict import predict, unprobed_line
+from tests.clients.harness import assert_one_doctor_error, imported_first, run_client, skip_without
 
 pytestmark = pytest.mark.clients
+skip_without("stable_baselines3")
+_imported = imported_first("stable_baselines3")
 
 
 @pytest.fixture(autouse=True, scope="module")

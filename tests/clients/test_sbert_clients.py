@@ -14,11 +14,11 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")   # built from a config: never reach the hub
 
-pytest.importorskip("sentence_transformers")
-
-from tests.clients.harness import run_client  # noqa: E402
+from tests.clients.harness import imported_first, run_client, skip_without
 
 pytestmark = pytest.mark.clients
+skip_without("sentence_transformers")
+_imported = imported_first("sentence_transformers")
 
 LAYERS = "model.0.model.encoder.layer"
 RNG_STATE = 5_056   # torch.get_rng_state().nbytes: the CPU generator's mt19937 state

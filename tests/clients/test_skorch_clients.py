@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-pytest.importorskip("skorch")
-
-from tests.clients.harness import run_client  # noqa: E402
+from tests.clients.harness import imported_first, run_client, skip_without
 
 pytestmark = pytest.mark.clients
+skip_without("skorch")
+_imported = imported_first("skorch")
 
 
 def test_fit_traced_across_a_validation_epoch():

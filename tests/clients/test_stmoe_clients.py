@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("st_moe_pytorch")
-
-from tests.clients.harness import HERE, _call, ledger_pass, predicted_peak, \
-    run_client  # noqa: E402
+from tests.clients.harness import HERE, _call, imported_first, ledger_pass, predicted_peak, \
+    run_client, skip_without
 
 pytestmark = pytest.mark.clients
+skip_without("st_moe_pytorch")
+_imported = imported_first("st_moe_pytorch")
 
 SMALL = ["--dim", "16", "--batch", "2", "--seq", "8"]
 

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import pytest
 
-pytest.importorskip("pytorch_tabnet")
-
-from tests.clients.harness import ledger_pass, run_client  # noqa: E402
+from tests.clients.harness import imported_first, ledger_pass, run_client, skip_without
 
 pytestmark = pytest.mark.clients
+skip_without("pytorch_tabnet")
+_imported = imported_first("pytorch_tabnet")
 
 SMALL = ["--vbs", "64", "--n-steps", "2"]   # two decision steps, two virtual batches of 64
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-pytest.importorskip("tensordict")
-
-from tests.clients.harness import run_client  # noqa: E402
+from tests.clients.harness import imported_first, run_client, skip_without
 
 pytestmark = pytest.mark.clients
+skip_without("tensordict")
+_imported = imported_first("tensordict")
 
 
 def test_modules_that_write_into_the_tensordict_they_are_handed():

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-pytest.importorskip("torchdiffeq")
-
-from tests.clients.harness import run_client  # noqa: E402
+from tests.clients.harness import imported_first, run_client, skip_without
 
 pytestmark = pytest.mark.clients
+skip_without("torchdiffeq")
+_imported = imported_first("torchdiffeq")
 
 
 def test_a_module_the_solver_calls_eight_times_a_step():

@@ -12,10 +12,11 @@ selective and offload of `blocks.*` predicted = measured in `jd`, `mtl`, `iwrm` 
 
 import pytest
 
-from tests.clients.harness import HERE, ledger_pass, run_client
+from tests.clients.harness import HERE, imported_first, ledger_pass, run_client, skip_without
 
-pytest.importorskip("torchjd")
 pytestmark = pytest.mark.clients
+skip_without("torchjd")
+_imported = imported_first("torchjd")
 
 # parameters of `Net(depth=1)`: inp 10x32+32, one block of 32x64+64 and 64x32+32
 TRUNK = (10 * 32 + 32) + ((32 * 64 + 64) + (64 * 32 + 32))   # 4,544

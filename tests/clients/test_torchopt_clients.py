@@ -18,10 +18,11 @@ import warnings
 
 import pytest
 
-from tests.clients.harness import HERE, run_client
+from tests.clients.harness import HERE, imported_first, run_client, skip_without
 
-pytest.importorskip("torchopt")
 pytestmark = pytest.mark.clients
+skip_without("torchopt")
+_imported = imported_first("torchopt")
 
 
 def test_maml_fast_weights_under_checkpoint_and_offload_are_predicted_as_measured():

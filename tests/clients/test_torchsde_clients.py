@@ -8,10 +8,11 @@ Measured once (`memledger compare ... --steps 2 -- --mode kept`, the lead, 2026-
 
 import pytest
 
-from tests.clients.harness import HERE, ledger_pass, predicted_peak
+from tests.clients.harness import HERE, imported_first, ledger_pass, predicted_peak, skip_without
 
-pytest.importorskip("torchsde")
 pytestmark = pytest.mark.clients
+skip_without("torchsde")
+_imported = imported_first("torchsde")
 
 
 def test_a_latent_sde_is_named_as_the_script_wrote_it_not_by_torchsdes_wrappers():

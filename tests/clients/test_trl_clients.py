@@ -20,12 +20,11 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")   # built from configs: never reach the hub
 
-pytest.importorskip("trl")
-pytest.importorskip("datasets")
-
-from tests.clients.harness import HERE, cpu_kind, run_client  # noqa: E402
+from tests.clients.harness import HERE, cpu_kind, imported_first, run_client, skip_without
 
 pytestmark = pytest.mark.clients
+skip_without("trl", "datasets")
+_imported = imported_first("trl", "datasets")
 
 SCRIPT = "train_trl.py"
 

@@ -12,10 +12,11 @@ from decimal import Decimal
 
 import pytest
 
-from tests.clients.harness import ledger_pass
+from tests.clients.harness import imported_first, ledger_pass, skip_without
 
-pytest.importorskip("zuko")
 pytestmark = pytest.mark.clients
+skip_without("zuko")
+_imported = imported_first("zuko")
 
 
 @pytest.fixture(scope="module")
