@@ -134,6 +134,7 @@ _CUTS = {torch._C.TensorBase.detach: "detach", torch._C.TensorBase.detach_: "det
 
 
 _DETACH_IN_PLACE = torch._C.TensorBase.detach_
+_ZERO_IN_PLACE = torch._C.TensorBase.zero_   # Note [A gradient cleared by hand] (doctor_order.py)
 _AUTOGRAD_GRAD = torch.autograd.grad
 _LOSSES = {F.cross_entropy: "cross_entropy", F.nll_loss: "nll_loss"}
 # losses read for their value only (check 4's loss_not_divided): no ignored targets
@@ -1066,6 +1067,9 @@ class DoctorProbe(TorchFunctionMode):
             if func is _DETACH_IN_PLACE and args and id(args[0]) in self._index and \
                     isinstance(args[0], _Tensor) and args[0].requires_grad:
                 self._detached_in_place(args[0])   # Note [A parameter detached in place]
+            if func is _ZERO_IN_PLACE and self._order.reads and args:
+                # `p.grad.zero_()`: Note [A gradient cleared by hand] (doctor_order.py)
+                self._order.zeroed_tensor(args[0], user_line)
             if len(args) > 1 and self._bw_pending and _in_place(func):
                 self._into_state(args)   # Note [Gradients an optimizer takes outside its step]
             cut = _CUTS.get(func)
@@ -1080,7 +1084,13 @@ class DoctorProbe(TorchFunctionMode):
                     if args and id(args[0]) in self._params and reader.f_code in _ZERO_GRADS:
                         self._zeroed_by(args[0], reader)
                     elif args and id(args[0]) in self._params:
+                        name = getattr(func, "__name__", "")
+                        if name == "__set__" and len(args) > 1 and args[1] is None:
+                            # `p.grad = None`: Note [A gradient cleared by hand]
+                            self._order.zeroed(args[0], user_line, "none")
                         out = func(*args, **kwargs)
+                        if name == "__get__" and out is not None:
+                            self._order.read_by_script(args[0], out)
                         # a read that found no gradient used none (Note [Moved without
                         # reading the gradient]): `Module._apply` reads every `param.grad`
                         # to move it along

@@ -217,6 +217,14 @@ BUGS = [
     ("late_grad_write.py", ["--inplace", "--set-none"], "written_after_step", "error",
      ["4 parameters", "steps 1 and 2"],
      "opt.zero_grad(set_to_none=\"--set-none\" in sys.argv)"),
+    # cleared by hand, not by zero_grad (Note [A gradient cleared by hand] in
+    # trace/doctor_order.py): no finding on the old code
+    ("late_grad_write.py", ["--clear", "none"], "written_after_step", "error",
+     ["4 parameters", "cleared by this `.grad = None`", "steps 1 and 2"], "p.grad = None"),
+    ("late_grad_write.py", ["--clear", "zero"], "written_after_step", "error",
+     ["4 parameters", "cleared by this `.grad.zero_()`", "steps 1 and 2"], "p.grad.zero_()"),
+    ("late_grad_write.py", ["--inplace", "--clear", "detach"], "written_after_step", "error",
+     ["4 parameters", "cleared by this `.grad.zero_()`", "steps 1 and 2"], "p.grad.zero_()"),
     ("retention.py", [], "cross_step_retention", "error", ["`total_loss`", "up from 12"],
      "total_loss += loss"),
     ("retention.py", ["--bug", "list"], "cross_step_retention", "error", ["`losses`"],
@@ -385,6 +393,9 @@ FIXED = [("cut.py", ["--cut", c, "--fixed"]) for c in ("detach", "checkpoint")] 
     ("master_weights.py", []),
     ("grad_leak.py", ["--fixed"]), ("grad_leak.py", ["--fixed", "--clip"]),
     ("late_grad_write.py", ["--fixed"]), ("late_grad_write.py", ["--fixed", "--inplace"]),
+    ("late_grad_write.py", ["--fixed", "--clear", "none"]),
+    ("late_grad_write.py", ["--fixed", "--clear", "zero"]),
+    ("late_grad_write.py", ["--fixed", "--inplace", "--clear", "detach"]),
     ("accumulation.py", ["--fixed"]), ("retention.py", ["--fixed"]),
     # Note [A state carried in from an earlier step] (doctor/graph.py): a cut_graph error
     # for `h0` at the detach that starts step 2, before
