@@ -103,7 +103,8 @@ from memledger.trace.doctor_losses import (ACTIVATION_MODULE, ACTIVATION_MODULES
 from memledger.trace.doctor_penalty import PenaltyWatch
 from memledger.trace.doctor_rng import RANDOM_OPS, RngWatch
 from memledger.trace.doctor_unused import UnusedGraphWatch
-from memledger.trace.doctor_retention import MAX_NODES, RetentionWatch, readable_grad_fn
+from memledger.trace.doctor_retention import (MAX_NODES, WALKED, RetentionWatch,
+                                               readable_grad_fn)
 from memledger.trace.roots import (
     ByModule, RootNames, module_named_parameters, module_parameters, paths_under)
 from memledger.trace.optimizer_like import optimizer_like_alive, unstepped_name
@@ -160,7 +161,7 @@ _DROPOUTS.update({f: f"torch.{f.__name__}" for f in (
 _grad_enabled = torch.is_grad_enabled
 # Note [Backward passes of one forward]: the (window, backward number) that last walked a
 # graph node, kept in the node's own metadata dict (it lives and dies with the node)
-_WALKED = "memledger.doctor.walked"
+_WALKED = WALKED   # Note [A branch no backward ran, kept past a later backward]
 # Note [A validation forward under grad]: the eval-mode records whose module's input this
 # node made, marked `backprop` when a backward walks the node
 _MODE = "memledger.doctor.mode"
@@ -1181,6 +1182,9 @@ class DoctorProbe(TorchFunctionMode):
             for mid, pending in list(self._mode_pending.items()):
                 self._mode_used(mid, pending)
         self._losses = []
+        self._retention.backward_seen(   # Note [A branch no backward ran, kept past a
+            self._bw, isinstance(t, _Tensor) and t.grad_fn is not None,   # later backward]
+            rec.get("shares"), (file, line))
         if isinstance(t, _Tensor):
             retain = kwargs.get("retain_graph", args[2] if len(args) > 2 else None)
             self._retention.backward_from(t, bool(retain), (file, line), self._bw,

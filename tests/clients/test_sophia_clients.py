@@ -34,7 +34,7 @@ import io
 
 import pytest
 
-from tests.clients.harness import assert_one_doctor_error, run_client
+from tests.clients.harness import HERE, assert_one_doctor_error, run_client
 
 if importlib.util.find_spec("sophia_opt") is None:
     pytest.skip("sophia-opt is not installed", allow_module_level=True)
@@ -61,5 +61,26 @@ def test_sophia_hessian_refresh_is_no_dropped_update_and_policies_as_measured():
     assert run.summary.resident["optimizer_state"] == 8 * ELEMENTS + 4 * TENSORS == 224_368
     assert {k: (p.predicted, p.measured) for k, p in run.policies.items()} == \
         {k: (v, v) for k, v in pols.items()}
+    # Note [A branch no backward ran, kept past a later backward]
+    # (trace/doctor_retention.py): the refresh's `samp_dist` (its normalised logits and
+    # their softmax) and `logits` stay bound through step 2's forward and backward; the
+    # branch's saves are the logits, the softmax and the logsumexp, 2 x 16,384 + 256 B (no
+    # finding on the old code)
+    from memledger.doctor.run import diagnose_in_process
+
     with contextlib.redirect_stdout(io.StringIO()):
-        assert_one_doctor_error("train_muon_sophia.py", argv, 2, None, "")
+        report, outcome = diagnose_in_process(HERE / "train_muon_sophia.py", argv, 2)
+    assert outcome.code == 0, outcome.reason
+    assert [(f.check, f.severity) for f in report.findings] == \
+        [("cross_step_retention", "warning")]
+    f = report.findings[0]
+    assert f.evidence["side_saved_bytes_per_step"] == [2 * 16_384 + 256]
+    assert f.evidence["also"] == ["logits"] and f.evidence["steps"] == [2]
+    assert "`samp_dist` (and `logits`, which holds part of it) keep" in f.message
+    assert "train_muon_sophia.py:209" in f.message and "32.2 KiB" in f.message
+    lines = (HERE / "train_muon_sophia.py").read_text().splitlines()
+    assert lines[f.where.line - 1].strip() == \
+        "samp_dist = torch.distributions.Categorical(logits=logits)"
+    with contextlib.redirect_stdout(io.StringIO()):   # deleted after the refresh: clean
+        assert_one_doctor_error("train_muon_sophia.py", [*argv, "--free-refresh"], 2,
+                                None, "")
