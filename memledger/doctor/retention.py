@@ -335,7 +335,7 @@ def _side_finding(var: str, file: str, recs: list, boundaries: str, at: int = 0)
                  f"that no backward ran ({ops}), which still hold "
                  f"{format_bytes(saved[-1])} saved for backward that nothing will read, "
                  "kept through the step's later forward and backward and past its end (at "
-                 "the end of " + _range_named(steps) + "); compute that branch under "
+                 "the end of " + steps_named(steps) + "); compute that branch under "
                  "torch.no_grad() or from detached tensors, or `del "
                  f"{', '.join([var, *also])}` after that backward"),
         evidence={"steps": steps, "side_saved_bytes_per_step": saved, "ops": fns,
