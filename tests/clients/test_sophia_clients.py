@@ -23,7 +23,11 @@ The doctor said `dropped_update` ("2 of 5 backward passes made gradients that no
 optimizer.step() used") of the refreshes' backward passes, which `update_hessian()` uses:
 Note [Gradients an optimizer takes outside its step] (trace/doctor_probe.py). `trace
 --fake --device cpu` stopped at `Categorical(logits=logits)` (its argument validation read
-as a stand-in False); both fixed, the fake ledgers now equal the real ones.
+as a stand-in False); both fixed, the fake ledgers now equal the real ones. The refresh's
+`samp_dist` and `logits`, kept to the next refresh, hold a branch no backward ran (the
+normalised logits and their softmax): 33,024 B of saves through step 2, which `show` called
+unread and the doctor did not name; now a `cross_step_retention` warning (the helper
+fix53d: Note [A branch no backward ran, kept past a later backward]).
 """
 
 from __future__ import annotations
