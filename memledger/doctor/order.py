@@ -107,10 +107,14 @@ def _finding(kind: str, c: Record, steps: set[int], idx: set[int], run: Run) -> 
                    message=message, evidence=evidence)
 
 
+# Note [A gradient cleared by hand] (trace/doctor_order.py): how the record's line clears
+_CLEARED_BY = {"none": "this `.grad = None`", "zero_": "this `.grad.zero_()`"}
+
+
 def written_after_step(run: Run) -> list[Finding]:
     """Gradients changed after the step that used them and cleared by a zero_grad before
     any step read them (Note [A gradient written after the step] in trace/doctor_order.py),
-    one finding per zero_grad line."""
+    or by hand (Note [A gradient cleared by hand]), one finding per clearing line."""
     found: dict[tuple[str, int], tuple[Record, set[int], set[int]]] = {}
     for r in run.late_writes:
         _, steps, idx = found.setdefault((str(r.get("file", "")), int(r.get("line", 0) or 0)),
@@ -120,10 +124,11 @@ def written_after_step(run: Run) -> list[Finding]:
     out = []
     for r, steps, idx in found.values():
         grads = f"the gradients of {count(len(idx), 'parameter')} ({run.names(idx)})"
+        cleared = _CLEARED_BY.get(str(r.get("how", "")), "this zero_grad()")
         out.append(Finding(
             check="written_after_step", severity="error", where=where(r),
             message=(f"{grads} were changed after optimizer.step() had used them and then "
-                     f"cleared by this zero_grad() before any step read them, in "
+                     f"cleared by {cleared} before any step read them, in "
                      f"{steps_named(steps)}: the change (a gradient filter, a scaling) never "
                      "reached an update; make it between backward() and optimizer.step()"),
             evidence={"params": len(idx), "steps": sorted(steps)}))

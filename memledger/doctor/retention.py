@@ -15,6 +15,8 @@ that first gave it history.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from memledger.doctor.findings import Finding, Where
 from memledger.doctor.records import steps_named
 from memledger.doctor.source import (accumulated_value, accumulation_line, feeds_itself,
@@ -64,6 +66,10 @@ def cross_step_retention(run) -> list[Finding]:
         held = [r for r in recs if r.get("ctx_bytes")]
         if spent and not grows and held:
             out.append(_ctx_finding(var, file, held, _steps(run), _at(recs)))
+            continue
+        side = [r for r in recs if r.get("side_saved")]
+        if side and not grows:
+            out.append(_side_finding(var, file, side, _steps(run), _at(recs)))
             continue
         if spent and not grows:   # a loss kept after its backward until the next replaces it
             continue
@@ -304,6 +310,35 @@ def _ctx_finding(var: str, file: str, recs: list, boundaries: str, at: int = 0) 
                  f"{', '.join([var, *also])}` after the step frees them"),
         evidence={"steps": steps, "ctx_bytes_per_step": held,
                   **({"ctx_saved_bytes_per_step": saved} if any(saved) else {}),
+                  **({"also": also} if also else {})})
+
+
+def _side_finding(var: str, file: str, recs: list, boundaries: str, at: int = 0) -> Finding:
+    """A branch of an earlier forward's graph that no backward ran, kept past a later
+    backward of the step (Note [A branch no backward ran, kept past a later backward] in
+    memledger/trace/doctor_retention.py)."""
+    steps = sorted({int(r["step"]) for r in recs})
+    saved = [sum(int(r["side_saved"]) for r in recs if int(r["step"]) == s) for s in steps]
+    also = list(dict.fromkeys(v for r in recs for v in r.get("also", ())))
+    fns = list(dict.fromkeys(f for r in recs for f in r.get("side_fns", ())))
+    bw_file, bw_line = next((r["side_from"] for r in recs if r.get("side_from")), ("", 0))
+    bw = f"the backward at {Path(bw_file).name}:{bw_line}" if bw_line else "an earlier backward"
+    who = f"`{var}` keeps" if not also else \
+        f"`{var}` (and {', '.join(f'`{v}`' for v in also)}, which hold" \
+        f"{'s' if len(also) == 1 else ''} part of it) keep"
+    ops = ", ".join(f"`{f}`" for f in fns[:4]) + (f" and {len(fns) - 4} more" if len(fns) > 4
+                                                  else "")
+    return Finding(
+        check="cross_step_retention", severity="warning",
+        where=Where(file=file, line=accumulation_line(file, var, at)),
+        message=(f"{who} a branch of the graph that {bw} ran through: ops on its tensors "
+                 f"that no backward ran ({ops}), which still hold "
+                 f"{format_bytes(saved[-1])} saved for backward that nothing will read, "
+                 "kept through the step's later forward and backward and past its end (at "
+                 "the end of " + steps_named(steps) + "); compute that branch under "
+                 "torch.no_grad() or from detached tensors, or `del "
+                 f"{', '.join([var, *also])}` after that backward"),
+        evidence={"steps": steps, "side_saved_bytes_per_step": saved, "ops": fns,
                   **({"also": also} if also else {})})
 
 

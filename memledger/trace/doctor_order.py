@@ -50,6 +50,22 @@ no write (it forgets the entry first); a sparse gradient, or a DTensor's (a wrap
 storage of its own), has no one pointer (its version still moves). Example: backward;
 step 1 (leaves `fc.weight.grad` at version 0, pointer A); the filter rebinds it (pointer
 B); `zero_grad()`: pointer B != A: `late_write` for step 1 at the zero_grad line.
+
+# Note [A gradient cleared by hand]
+The same change is lost when the script clears the gradient itself instead of calling
+`zero_grad()`: `p.grad = None`, `p.grad.zero_()`, or `p.grad.detach_(); p.grad.zero_()`
+(what `zero_grad(set_to_none=False)` does, written out) for each parameter. No zero_grad
+read those gradients, so the check saw nothing (hunt53c's "Seen, left alone";
+tests/doctor/late_grad_write.py `--clear none|zero|detach`: "no findings in 3 steps").
+The probe now reads both: a set of `p.grad` to None by the script (the `grad` descriptor's
+`__set__`, which its TorchFunctionMode sees already) is compared as a zero_grad's read is,
+before it runs; a `Tensor.zero_` on a tensor the script got by reading `p.grad` of a
+parameter whose step entry is still open (`read_by_script` keeps those reads, by the
+tensor's id, until the next step; the parameter's `.grad` must still be that tensor) is
+compared before it zeroes. The record names how it was cleared (`how`), the line is the
+clearing line. The per-op cost: one identity test (`func is Tensor.zero_`) per op outside
+a step, and a dict lookup for each `zero_` while reads are kept. A correct loop that
+clears by hand (the gradient as the step left it) gives nothing (`--fixed --clear ...`).
 """
 
 from __future__ import annotations
@@ -125,6 +141,9 @@ class OrderWatch:
         self._ptr: dict[int, int] = {}
         self._late_clip: set[int] = set()
         self._late_writes: dict[tuple, dict[str, Any]] = {}
+        # Note [A gradient cleared by hand]: id(gradient) -> pid, for the script's reads of
+        # gradients a step left (until the next step)
+        self.reads: dict[int, int] = {}
 
     def forget(self, pids: list[int]) -> None:
         """Parameters gone (Note [Parameters held weakly] in doctor_probe.py): their ids may
@@ -248,12 +267,29 @@ class OrderWatch:
             else:
                 self._used[pid] = (opt, step, id(g), g._version)
                 self._ptr[pid] = _pointer(g)
+        self.reads.clear()
 
     # ---- zero_grad -----------------------------------------------------------------------
-    def zeroed(self, p: Any, where) -> None:
-        """A `zero_grad` read `p.grad` (Note [A gradient written after the step]): a gradient
-        a step used and something changed since is lost here. `where()`: the (file, line)
-        of the zero_grad call, asked only for such a gradient."""
+    def read_by_script(self, p: Any, g: Any) -> None:
+        """The script read `p.grad` (`g`): kept while the step's entry is open, so that a
+        `zero_` of it is known for a clear by hand (Note [A gradient cleared by hand])."""
+        if id(p) in self._used and isinstance(g, torch.Tensor):
+            self.reads[id(g)] = id(p)
+
+    def zeroed_tensor(self, g: Any, where) -> None:
+        """`g.zero_()` is about to run: where `g` is the gradient of a parameter that the
+        script read it from, the zero_grad's comparison (Note [A gradient cleared by hand])."""
+        pid = self.reads.get(id(g))
+        p = self._params.get(pid) if pid is not None else None
+        if p is not None and p.grad is g:
+            del self.reads[id(g)]
+            self.zeroed(p, where, "zero_")
+
+    def zeroed(self, p: Any, where, how: str = "zero_grad") -> None:
+        """A `zero_grad` read `p.grad` (Note [A gradient written after the step]), or the
+        script is about to clear it by hand (`how`: "none", "zero_"; Note [A gradient
+        cleared by hand]): a gradient a step used and something changed since is lost
+        here. `where()`: the (file, line) of the call, asked only for such a gradient."""
         pid = id(p)
         used, ptr = self._used.pop(pid, None), self._ptr.pop(pid, None)
         g = p.grad
@@ -265,6 +301,8 @@ class OrderWatch:
         if rec is None:
             rec = {"k": "late_write", "step": used[1], "file": file, "line": line,
                    "params": []}
+            if how != "zero_grad":
+                rec["how"] = how
             self._late_writes[(file, line, used[1])] = rec
             self.records.append(rec)
         rec["params"].append(self._index[pid])

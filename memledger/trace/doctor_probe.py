@@ -103,7 +103,8 @@ from memledger.trace.doctor_losses import (ACTIVATION_MODULE, ACTIVATION_MODULES
 from memledger.trace.doctor_penalty import PenaltyWatch
 from memledger.trace.doctor_rng import RANDOM_OPS, RngWatch
 from memledger.trace.doctor_unused import UnusedGraphWatch
-from memledger.trace.doctor_retention import MAX_NODES, RetentionWatch, readable_grad_fn
+from memledger.trace.doctor_retention import (MAX_NODES, WALKED, RetentionWatch,
+                                               readable_grad_fn)
 from memledger.trace.roots import (
     ByModule, RootNames, module_named_parameters, module_parameters, paths_under)
 from memledger.trace.optimizer_like import optimizer_like_alive, unstepped_name
@@ -134,6 +135,7 @@ _CUTS = {torch._C.TensorBase.detach: "detach", torch._C.TensorBase.detach_: "det
 
 
 _DETACH_IN_PLACE = torch._C.TensorBase.detach_
+_ZERO_IN_PLACE = torch._C.TensorBase.zero_   # Note [A gradient cleared by hand] (doctor_order.py)
 _AUTOGRAD_GRAD = torch.autograd.grad
 _LOSSES = {F.cross_entropy: "cross_entropy", F.nll_loss: "nll_loss"}
 # losses read for their value only (check 4's loss_not_divided): no ignored targets
@@ -159,7 +161,7 @@ _DROPOUTS.update({f: f"torch.{f.__name__}" for f in (
 _grad_enabled = torch.is_grad_enabled
 # Note [Backward passes of one forward]: the (window, backward number) that last walked a
 # graph node, kept in the node's own metadata dict (it lives and dies with the node)
-_WALKED = "memledger.doctor.walked"
+_WALKED = WALKED   # Note [A branch no backward ran, kept past a later backward]
 # Note [A validation forward under grad]: the eval-mode records whose module's input this
 # node made, marked `backprop` when a backward walks the node
 _MODE = "memledger.doctor.mode"
@@ -1066,6 +1068,9 @@ class DoctorProbe(TorchFunctionMode):
             if func is _DETACH_IN_PLACE and args and id(args[0]) in self._index and \
                     isinstance(args[0], _Tensor) and args[0].requires_grad:
                 self._detached_in_place(args[0])   # Note [A parameter detached in place]
+            if func is _ZERO_IN_PLACE and self._order.reads and args:
+                # `p.grad.zero_()`: Note [A gradient cleared by hand] (doctor_order.py)
+                self._order.zeroed_tensor(args[0], user_line)
             if len(args) > 1 and self._bw_pending and _in_place(func):
                 self._into_state(args)   # Note [Gradients an optimizer takes outside its step]
             cut = _CUTS.get(func)
@@ -1080,7 +1085,13 @@ class DoctorProbe(TorchFunctionMode):
                     if args and id(args[0]) in self._params and reader.f_code in _ZERO_GRADS:
                         self._zeroed_by(args[0], reader)
                     elif args and id(args[0]) in self._params:
+                        name = getattr(func, "__name__", "")
+                        if name == "__set__" and len(args) > 1 and args[1] is None:
+                            # `p.grad = None`: Note [A gradient cleared by hand]
+                            self._order.zeroed(args[0], user_line, "none")
                         out = func(*args, **kwargs)
+                        if name == "__get__" and out is not None:
+                            self._order.read_by_script(args[0], out)
                         # a read that found no gradient used none (Note [Moved without
                         # reading the gradient]): `Module._apply` reads every `param.grad`
                         # to move it along
@@ -1171,6 +1182,9 @@ class DoctorProbe(TorchFunctionMode):
             for mid, pending in list(self._mode_pending.items()):
                 self._mode_used(mid, pending)
         self._losses = []
+        self._retention.backward_seen(   # Note [A branch no backward ran, kept past a
+            self._bw, isinstance(t, _Tensor) and t.grad_fn is not None,   # later backward]
+            rec.get("shares"), (file, line))
         if isinstance(t, _Tensor):
             retain = kwargs.get("retain_graph", args[2] if len(args) > 2 else None)
             self._retention.backward_from(t, bool(retain), (file, line), self._bw,

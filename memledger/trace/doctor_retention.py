@@ -61,6 +61,8 @@ _TAG = "memledger.boundary"   # a node's key in its metadata: the last boundary 
 # metadata, which lives as long as the node: spent at every later boundary.
 _SPENT = "memledger.spent"
 _RETAINED = "memledger.retained"   # a root backwarded with retain_graph=True: (file, line)
+# the probe's tag on each node a backward's walk met: (optimizer window, backward number)
+WALKED = "memledger.doctor.walked"
 
 
 class RetentionWatch:
@@ -93,6 +95,12 @@ class RetentionWatch:
         # it waited (weakly: judged when the last of those parameters is stepped)
         self._waited: dict[int, weakref.ref] = {}
         self._carried: set[int] = set()   # ... waiting since the boundary before this one
+        # Note [A branch no backward ran, kept past a later backward]: this training step's
+        # backward passes, number -> the first of the passes on one forward it belongs to,
+        # and -> its (file, line); the last one (None: none, or one no walk tagged)
+        self._group: dict[int, int] = {}
+        self._bw_at: dict[int, tuple[str, int]] = {}
+        self._last: int | None = None
 
     def start(self) -> None:
         # Graphs alive before the run (another run's leftovers, say) are not its history.
@@ -123,6 +131,15 @@ class RetentionWatch:
                 self._unstepped[n] = _graph_params(t.grad_fn)
             else:
                 t.grad_fn.metadata.pop(_RETAINED, None)
+
+    def backward_seen(self, n: int, walked: bool, shares: int | None,
+                      where: tuple[str, int]) -> None:
+        """Backward number `n` is about to run (`walked`: the probe tagged its graph's nodes;
+        `shares`: an earlier backward of the window whose nodes it met): Note [A branch no
+        backward ran, kept past a later backward]."""
+        self._group[n] = self._group.get(shares, shares) if shares is not None else n
+        self._bw_at[n] = where
+        self._last = n if walked else None
 
     def used_again(self, n: int) -> None:
         """A later backward of the step walked backward `n`'s graph: what it retained was
@@ -242,6 +259,8 @@ class RetentionWatch:
                     rec["also"] = also
                 out.append(rec)
                 found.add(id(t))
+        # Note [A branch no backward ran, kept past a later backward]
+        out += self._side_branches(live, found, step)
         # Note [What a variable holds of the newest step]
         newest = self._newest_held(out, new, found, step, spent)
         out += [r for r, _ in newest]
@@ -269,7 +288,140 @@ class RetentionWatch:
         self._roots = {k: n for k, n in self._roots.items()
                        if k in self._prev or k in self._fresh}
         self._fresh = set()
+        self._group, self._bw_at, self._last = {}, {}, None
         return out
+
+    # Note [A branch no backward ran, kept past a later backward]
+    # Note [A spent graph that still holds tensors] counts what a spent graph keeps that its
+    # backward did not free: ctx attributes. A backward frees the saves of the nodes it
+    # runs, and no others. Ops run on a graph's tensors that its loss does not read make a
+    # branch off that graph, above its nodes, which no backward runs: SophiaG's README
+    # refreshes the Hessian with `logits, _ = model(x)`, `samp_dist =
+    # Categorical(logits=logits)` (which normalises them: `logits - logsumexp`, saving the
+    # logits and the logsumexp), `samp_dist.sample()` (its `probs`, a softmax that saves its
+    # result), and the cross-entropy of the logits against the samples, whose backward runs
+    # from the logits down. `logits` and `samp_dist` stay bound until the next refresh, so
+    # the branch's saves live through the next step's forward and backward: at step 2's
+    # peak 735,260 B against 718,876 B with them deleted (tests/clients/
+    # train_muon_sophia.py `--opt sophia --hess-every 1`; at GPT-2's vocabulary each is
+    # logits-sized, GBs). `show` said "32.2 KiB saved for backward (3 storages) went
+    # unread"; the doctor said nothing, three times over: the ctx check reads only
+    # custom Functions' ctx; it asks backward roots and what lies below them, never a
+    # tensor above the graph; and `samp_dist` is a torch.distributions object, which the
+    # walk of Note [Who holds a retained tensor] does not look into.
+    # At a boundary, a live tensor whose node no backward's walk tagged (the probe's
+    # `WALKED`) and whose graph, walked down through untagged nodes (leaves aside), meets
+    # nodes that a backward of this training step ran is on such a branch. It is reported
+    # where none of those backward passes is one of the forward of the step's last backward
+    # (passes that share nodes are one forward's, Note [Backward passes of one forward] in
+    # doctor_probe.py): the branch was kept through a later forward and backward, where the
+    # peak is. A branch of the last forward's graph is not: an actor-critic loop's
+    # `dist.probs` (tests/doctor/styles.py --loop rl) is its step's, replaced by the next
+    # iteration, and a branch its own step computes for logging is the step's too. The
+    # record (`side_saved`) carries the bytes of the distinct storages the branch's nodes
+    # still save (parameters and buffers aside: what `show` counts as unread), the ops
+    # (`side_fns`), the backward it hangs from (`side_from`), and the holder: a variable of
+    # the user's frames, or one attribute down into any object one holds (`samp_dist.probs`:
+    # `del samp_dist` releases it, whoever wrote the class); other variables holding a
+    # storage it counts are named (`also`: `logits`, which the logsumexp saves). Not read
+    # where saved-tensor hooks were on (reading a save would run them, Note [A graph kept by
+    # retain_graph]), nor after a backward of several tensors at once (no walk tagged it).
+    # Cost: at a boundary, one walk over the graphs of the live tensors no backward ran
+    # (most loops have none; a GAN's `fake` at the discriminator's step is one), and
+    # per-tensor walks only where that walk met an earlier forward's graph.
+    def _side_branches(self, live: list[_Tensor], found: set[int],
+                       step: int) -> list[dict[str, Any]]:
+        last = self._group.get(self._last) if self._last is not None else None
+        if last is None or self.saved_unreadable:
+            return []
+        cands = [t for t in live if id(t) not in found and not isinstance(t, nn.Parameter)
+                 and _walked_by(t.grad_fn) is None]
+        if not cands or not self._earlier(_branch([t.grad_fn for t in cands])[1], last):
+            return []
+        resident = self._state()
+        held: dict[tuple[str, str], dict[str, Any]] = {}
+        for t in cands:
+            nodes, met = _branch([t.grad_fn])
+            if not self._earlier(met, last):
+                continue
+            saved = {}
+            for n in nodes:
+                for x in _saved_of(n):
+                    st = _storage_key(x)
+                    if st is not None and st[0] not in resident:
+                        saved[st[0]] = st[1]
+            if not saved:
+                continue
+            name, var, file = self._name_of(t)
+            if not var:
+                name, var, file = self._object_holding(t)
+            if not var or _module_state_of(t) is not None:
+                continue
+            h = held.setdefault((var, file), {
+                "k": "retained", "step": step, "name": name, "var": var, "file": file,
+                "shape": list(t.shape), "bytes": 0, "nodes": 0, "backwarded": False,
+                "storages": {}, "side_fns": {}, "side_from": None, "tensors": []})
+            if self._found_at:
+                h.setdefault("at", self._found_at)
+            h["tensors"].append(t)
+            h["storages"].update(saved)
+            h["nodes"] = max(h["nodes"], len(nodes))
+            for n in nodes:
+                h["side_fns"][type(n).__name__.removesuffix("Backward0")] = None
+            first = min(self._group.get(n, n) for n in met)
+            h["side_from"] = list(self._bw_at.get(first, ("", 0)))
+        out = []
+        for (var, _), h in held.items():
+            mine = h.pop("tensors")
+            storages = h.pop("storages")
+            own = dict(st for x in mine if (st := _storage_key(x)) is not None)
+            h["bytes"] = sum(own.values())
+            h["side_saved"] = sum(storages.values())
+            h["side_fns"] = list(h["side_fns"])
+            also = []
+            for x in live:
+                if any(x is m for m in mine) or (_storage_key(x) or (None,))[0] not in storages:
+                    continue
+                _, other, _ = self._name_of(x)
+                if other and other != var and other not in also:
+                    also.append(other)
+            if also:
+                h["also"] = also
+            found.update(id(x) for x in mine)
+            out.append(h)
+        return out
+
+    def _earlier(self, met: set[int], last: int) -> bool:
+        """Did a walk meet nodes of this step's backward passes, none of them one of the
+        last backward's forward (Note [A branch no backward ran, kept past a later
+        backward])?"""
+        groups = {self._group[n] for n in met if n in self._group}
+        return bool(groups) and last not in groups
+
+    def _object_holding(self, t: _Tensor) -> tuple[str, str, str]:
+        """(`samp_dist.probs`, `samp_dist`, file) where a variable of the user's frames holds
+        an object (no module, class or tensor) with `t` as an attribute; else empty names
+        (Note [A branch no backward ran, kept past a later backward])."""
+        f = user_frame(3)
+        self._found_at = 0
+        while f is not None:
+            scopes = [f.f_locals] + ([f.f_globals] if f.f_globals is not f.f_locals else [])
+            for scope in scopes:
+                for k, v in list(scope.items()):
+                    if isinstance(v, (_Tensor, nn.Module, type, types.ModuleType)):
+                        continue
+                    attrs = getattr(v, "__dict__", None)
+                    if not isinstance(attrs, dict):
+                        continue
+                    for a, x in list(attrs.items()):
+                        if x is t:
+                            if scope is f.f_locals and f.f_code.co_name != "<module>":
+                                self._found_at = f.f_lineno
+                            return f"{k}.{a}", k, f.f_code.co_filename
+            f = f.f_back
+            while f is not None and not is_user_file(f.f_code.co_filename):
+                f = f.f_back
+        return "", "", ""
 
     # Note [What a variable holds of the newest step]
     # A boundary lists the tensors whose graph reaches one alive at the boundary before:
@@ -294,7 +446,7 @@ class RetentionWatch:
                      step: int, spent: dict[int, Any] | None
                      ) -> list[tuple[dict[str, Any], _Tensor]]:
         holders = {(r["var"], r["file"]) for r in out if not any(
-            r.get(k) for k in ("state", "ctx_bytes", "kept_saved", "carried"))}
+            r.get(k) for k in ("state", "ctx_bytes", "kept_saved", "carried", "side_saved"))}
         if not holders:
             return []
         if spent is None:
@@ -1022,6 +1174,36 @@ def _ctx_tensors(v: Any, depth: int = 0) -> list[_Tensor]:
     if isinstance(v, dict):
         return [x for i in v.values() for x in _ctx_tensors(i, depth + 1)]
     return []
+
+
+def _walked_by(node) -> int | None:
+    """The number of the last backward whose walk tagged `node`, None if none did."""
+    try:
+        tag = node.metadata.get(WALKED)
+    except (AttributeError, RuntimeError):
+        return None
+    return tag[1] if tag else None
+
+
+def _branch(roots) -> tuple[list[Any], set[int]]:
+    """(the nodes reachable from `roots` that no backward's walk tagged, leaves aside; the
+    numbers of the backward passes whose tagged nodes that walk stopped at)."""
+    nodes, met, seen = [], set(), set()
+    stack = list(roots)
+    while stack and len(seen) < MAX_NODES:
+        n = stack.pop()
+        if n is None or id(n) in seen:
+            continue
+        seen.add(id(n))
+        if hasattr(n, "variable"):   # AccumulateGrad: shared by every forward
+            continue
+        walked = _walked_by(n)
+        if walked is not None:
+            met.add(walked)
+            continue
+        nodes.append(n)
+        stack.extend(f for f, _ in n.next_functions)
+    return nodes, met
 
 
 def _graph_nodes(roots) -> dict[int, Any]:

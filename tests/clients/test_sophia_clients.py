@@ -23,7 +23,11 @@ The doctor said `dropped_update` ("2 of 5 backward passes made gradients that no
 optimizer.step() used") of the refreshes' backward passes, which `update_hessian()` uses:
 Note [Gradients an optimizer takes outside its step] (trace/doctor_probe.py). `trace
 --fake --device cpu` stopped at `Categorical(logits=logits)` (its argument validation read
-as a stand-in False); both fixed, the fake ledgers now equal the real ones.
+as a stand-in False); both fixed, the fake ledgers now equal the real ones. The refresh's
+`samp_dist` and `logits`, kept to the next refresh, hold a branch no backward ran (the
+normalised logits and their softmax): 33,024 B of saves through step 2, which `show` called
+unread and the doctor did not name; now a `cross_step_retention` warning (the helper
+fix53d: Note [A branch no backward ran, kept past a later backward]).
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ import io
 
 import pytest
 
-from tests.clients.harness import assert_one_doctor_error, run_client
+from tests.clients.harness import HERE, assert_one_doctor_error, run_client
 
 if importlib.util.find_spec("sophia_opt") is None:
     pytest.skip("sophia-opt is not installed", allow_module_level=True)
@@ -61,5 +65,26 @@ def test_sophia_hessian_refresh_is_no_dropped_update_and_policies_as_measured():
     assert run.summary.resident["optimizer_state"] == 8 * ELEMENTS + 4 * TENSORS == 224_368
     assert {k: (p.predicted, p.measured) for k, p in run.policies.items()} == \
         {k: (v, v) for k, v in pols.items()}
+    # Note [A branch no backward ran, kept past a later backward]
+    # (trace/doctor_retention.py): the refresh's `samp_dist` (its normalised logits and
+    # their softmax) and `logits` stay bound through step 2's forward and backward; the
+    # branch's saves are the logits, the softmax and the logsumexp, 2 x 16,384 + 256 B (no
+    # finding on the old code)
+    from memledger.doctor.run import diagnose_in_process
+
     with contextlib.redirect_stdout(io.StringIO()):
-        assert_one_doctor_error("train_muon_sophia.py", argv, 2, None, "")
+        report, outcome = diagnose_in_process(HERE / "train_muon_sophia.py", argv, 2)
+    assert outcome.code == 0, outcome.reason
+    assert [(f.check, f.severity) for f in report.findings] == \
+        [("cross_step_retention", "warning")]
+    f = report.findings[0]
+    assert f.evidence["side_saved_bytes_per_step"] == [2 * 16_384 + 256]
+    assert f.evidence["also"] == ["logits"] and f.evidence["steps"] == [2]
+    assert "`samp_dist` (and `logits`, which holds part of it) keep" in f.message
+    assert "train_muon_sophia.py:209" in f.message and "32.2 KiB" in f.message
+    lines = (HERE / "train_muon_sophia.py").read_text().splitlines()
+    assert lines[f.where.line - 1].strip() == \
+        "samp_dist = torch.distributions.Categorical(logits=logits)"
+    with contextlib.redirect_stdout(io.StringIO()):   # deleted after the refresh: clean
+        assert_one_doctor_error("train_muon_sophia.py", [*argv, "--free-refresh"], 2,
+                                None, "")

@@ -16,6 +16,13 @@ squared into the optimizer's state), and zero_grad again. No step() uses that ba
     python hessian_refresh.py --bug leak   # the bug: no zero_grad after update_hessian(),
                                            # so the next step's gradient is summed onto the
                                            # refresh's (grad_leak; once no finding)
+    python hessian_refresh.py --bug keep   # the bug (SophiaG's README): the distribution
+                                           # kept in a variable, so its normalised logits
+                                           # and their softmax, a branch no backward ran,
+                                           # keep their saves through the next step
+                                           # (cross_step_retention, a warning; once none)
+    python hessian_refresh.py --bug keep --no-grad   # the same, sampled under no_grad
+                                           # (no finding)
 """
 import sys
 
@@ -70,7 +77,12 @@ for step in range(4):
     opt.zero_grad(set_to_none=True)
     # the refresh: labels sampled from the model, their loss's gradients into the state
     logits = model(x)
-    sampled = torch.distributions.Categorical(logits=logits).sample()
+    if BUG == "keep":
+        with torch.set_grad_enabled("--no-grad" not in sys.argv):
+            dist = torch.distributions.Categorical(logits=logits)
+            sampled = dist.sample()
+    else:
+        sampled = torch.distributions.Categorical(logits=logits).sample()
     F.cross_entropy(logits, sampled).backward()
     if BUG != "skip":
         opt.update_hessian()

@@ -9,6 +9,10 @@ zero_grad() that follows clears what it wrote before any step reads it.
     --fixed        the filter between backward() and opt.step()
     --clip-after   no filter; clip_grad_norm_ after opt.step() (check 8's clip_order alone)
     --set-none     zero_grad(set_to_none=True) (default: set_to_none=False)
+    --clear HOW    no zero_grad(): each gradient cleared by hand, `none` (`p.grad = None`),
+                   `zero` (`p.grad.zero_()`) or `detach` (`p.grad.detach_()` then
+                   `p.grad.zero_()`): the same bug (Note [A gradient cleared by hand]; no
+                   finding before), and no finding with --fixed
 """
 import sys
 
@@ -18,6 +22,7 @@ from torch import nn
 BUG = sys.argv[sys.argv.index("--bug") + 1] if "--bug" in sys.argv else "after"
 FIXED = "--fixed" in sys.argv
 CLIP = "--clip-after" in sys.argv
+CLEAR = sys.argv[sys.argv.index("--clear") + 1] if "--clear" in sys.argv else ""
 torch.manual_seed(0)
 model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 2))
 opt = torch.optim.SGD(model.parameters(), lr=0.1)
@@ -44,5 +49,13 @@ for step in range(4):
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
     elif not FIXED:
         grad_filter()
-    opt.zero_grad(set_to_none="--set-none" in sys.argv)
+    if not CLEAR:
+        opt.zero_grad(set_to_none="--set-none" in sys.argv)
+    for p in model.parameters() if CLEAR else ():
+        if CLEAR == "none":
+            p.grad = None
+        else:
+            if CLEAR == "detach":
+                p.grad.detach_()
+            p.grad.zero_()
     print(f"step {step}  loss {loss.item():.4f}")
