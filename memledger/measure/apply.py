@@ -1089,9 +1089,11 @@ def checkpoint_refusal(policy_text: str, error: BaseException, regions: list[str
 
 
 def _full_buffers(parts: list) -> frozenset[tuple[str, str]]:
-    """(module path, buffer name) of the region's modules' buffers that hold a tensor."""
+    """(module path, buffer name) of the region's modules' buffers that hold a tensor of
+    some elements (one of none, sinabs' empty membrane, is empty: Note [A state filled on
+    the first call], replay/emptied_cache.py)."""
     return frozenset((path, k) for path, ref in parts if (m := ref()) is not None
-                     for k, v in m._buffers.items() if v is not None)
+                     for k, v in m._buffers.items() if v is not None and v.numel())
 
 
 def _filled_since(where: tuple[str, str], parts: list,

@@ -54,8 +54,8 @@ def skipped_fills(kept_fill: dict, kept: tuple, scope_mod: np.ndarray,
     reused the cache. A checkpoint's re-run slices the cache and makes none of what the
     fill made (Note [A cache emptied before every call])."""
     out = []
-    for mod, firsts, starts, reused, emptied in _modules(kept_fill, kept, scope_mod,
-                                                          scope_ev0, scope_ev1):
+    for mod, firsts, starts, reused, emptied, _ in _modules(kept_fill, kept, scope_mod,
+                                                             scope_ev0, scope_ev1):
         for e, f in firsts.items():
             if f == 1 and (emptied or any(r > e for r in reused)):
                 out.append((e, int(scope_ev1[(scope_mod == mod) & (scope_ev0 == e)].max())))
@@ -63,10 +63,13 @@ def skipped_fills(kept_fill: dict, kept: tuple, scope_mod: np.ndarray,
 
 
 def _modules(kept_fill: dict, kept: tuple, scope_mod: np.ndarray, scope_ev0: np.ndarray,
-             scope_ev1: np.ndarray):
-    """Per module with fills that never replaced a full buffer: (module, {first event:
-    fill}, its calls' first events, those that made no buffer, emptied before every
-    call)."""
+             scope_ev1: np.ndarray, carried: frozenset = frozenset()):
+    """Per module with fills: (module, {first event: fill}, its calls' first events, those
+    that made no buffer, emptied before every call, the first events of its calls that
+    replaced a full buffer from the one before: `carried`, Note [A state filled on the
+    first call]). Not a module one of whose later calls replaced a full buffer by one
+    made anew, without reading it (it makes its buffer on every call, as the re-run
+    does)."""
     fills: dict[str, dict[int, int]] = {}
     for (mod, e), f in kept_fill.items():
         fills.setdefault(mod, {})[e] = f
@@ -76,29 +79,34 @@ def _modules(kept_fill: dict, kept: tuple, scope_mod: np.ndarray, scope_ev0: np.
     for mod, firsts in fills.items():
         mine = (scope_mod == mod) & (scope_ev1 > scope_ev0)
         starts = [int(e) for e in scope_ev0[mine]]
-        if any(e in made[mod] and e not in firsts for e in starts):
+        replaced = [e for e in starts if e in made[mod] and e not in firsts]
+        if any((mod, e) not in carried for e in replaced):
             continue   # a later call replaced a full buffer: made anew on every call
         reused = [e for e in starts if e not in made[mod]]
-        yield mod, firsts, starts, reused, len(starts) >= 2 and not reused
+        yield mod, firsts, starts, reused, len(starts) >= 2 and not reused, replaced
 
 
 def emptied_cache_calls(kept_fill: dict, kept: tuple, scope_mod: np.ndarray,
                         scope_ev0: np.ndarray, scope_ev1: np.ndarray, ev0: np.ndarray,
                         ev1: np.ndarray, checkpoint: np.ndarray, selective: np.ndarray,
-                        read: np.ndarray) -> list[tuple[int, str, bool]]:
+                        read: np.ndarray,
+                        carried: frozenset = frozenset()) -> list[tuple[int, str, bool]]:
     """(selected call, module, selective on a fill without a graph) per re-run call
     (`read`) holding a fill the re-run would find full (Note [A cache emptied before
     every call]). `kept_fill`: (module, first
     event) -> 1 or 2; `kept`: (module, first event) of every call that made a buffer;
-    `checkpoint`, `selective`: masks over the selected calls `ev0`/`ev1`."""
+    `checkpoint`, `selective`: masks over the selected calls `ev0`/`ev1`; `carried`:
+    (module, first event) of the calls that replaced a buffer of theirs from the one
+    before (Note [A state filled on the first call])."""
     bad = []
-    for mod, firsts, starts, reused, emptied in _modules(kept_fill, kept, scope_mod,
-                                                          scope_ev0, scope_ev1):
+    for mod, firsts, starts, reused, emptied, later in _modules(
+            kept_fill, kept, scope_mod, scope_ev0, scope_ev1, carried):
         for e, f in firsts.items():
             k = int(np.searchsorted(ev0, e, side="right")) - 1
             if k < 0 or e >= ev1[k] or not read[k]:
                 continue
-            if selective[k] and emptied or \
-                    checkpoint[k] and f == 2 and (emptied or any(r > e for r in reused)):
+            state = any(r > e for r in later)   # a later call carried on what it filled
+            if selective[k] and (emptied or state) or checkpoint[k] and f == 2 and \
+                    (emptied or state or any(r > e for r in reused)):
                 bad.append((k, mod, bool(selective[k]) and f == 1))
     return bad

@@ -177,6 +177,7 @@ from memledger.replay.script_checkpoint import (
 )
 from memledger.replay.scripted import refuse_scripted_regions
 from memledger.replay.stateful import (
+    OWN_STATE,
     emptied_cache_message,
     graph_reads_message,
     mode_message,
@@ -930,10 +931,13 @@ def _refuse_emptied_cache(prep: Prepared, calls: _Calls, read: np.ndarray,
     line), or None."""
     if not prep.kept_fill or not _is_recomputed(calls.kind).any():
         return None
+    carried = frozenset() if prep.stateful_mod is None else frozenset(
+        (m, int(e)) for m, e, o in zip(prep.stateful_mod.tolist(), prep.stateful_ev0.tolist(),
+                                       prep.stateful_obj.tolist()) if o == OWN_STATE)
     bad = emptied_cache_calls(prep.kept_fill, prep.kept, prep.scope_mod, prep.scope_ev0,
                               prep.scope_ev1, calls.ev0, calls.ev1,
                               calls.kind == Kind.CHECKPOINT, calls.kind == Kind.SELECTIVE,
-                              read)
+                              read, carried)   # Note [A state filled on the first call]
     if not bad:
         return None
     k = _met_first(calls, [b[0] for b in bad])
@@ -3410,9 +3414,11 @@ def replay(prep: Prepared, policy: Policy, rng_bytes: int = CPU_RNG_STATE_BYTES,
     # last replaces it from the one before; predict named the first, measure the last.
     # Each refusal also picks its own call so (`_met_order`): a state refusal named the
     # last call of the last step.
-    found = [r for r in (_refuse_selective_reused(prep, calls, read, policy),
-                         _refuse_rewritten_state(prep, calls, packs[1], read, policy),
-                         _refuse_emptied_cache(prep, calls, read, policy)) if r]
+    # A fill's line before the others on one call (Note [A state filled on the first
+    # call], replay/emptied_cache.py): the re-run fails on the buffer it finds full
+    found = [r for r in (_refuse_emptied_cache(prep, calls, read, policy),
+                         _refuse_selective_reused(prep, calls, read, policy),
+                         _refuse_rewritten_state(prep, calls, packs[1], read, policy)) if r]
     if found:   # ties: the first
         raise PolicyError(min(found, key=lambda r: _met_order(calls, r[0]))[1])
     _refuse_selective_recast(prep, calls, own, policy)
