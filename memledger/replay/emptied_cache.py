@@ -29,7 +29,8 @@ does not save again). measure notes, as each re-run starts, the region's buffers
 hold a tensor now and held none as its first run began, and where torch's checkpoint
 refuses the re-run says predict's line (measure/apply.py `checkpoint_refusal`); torch's
 selective checkpoint it names by the op it met, as before. Not refused: a module whose
-later call replaced a full buffer by one it made (it makes its buffer on every call, and
+later call replaced a full buffer by one it made without reading it (Note [A state filled
+on the first call]: one that read it) (it makes its buffer on every call, and
 so does the re-run); a fill without a graph under checkpoint
 (a rotary table or a causal mask made from nothing that needs a gradient: the re-run's
 slice saves what the forward's product saved, nothing, and torch's checkpoint runs it);
@@ -40,6 +41,40 @@ none of what the fill made (the distances, the bias: `skipped_fills`); the repla
 them: `--case fixed` of train_emptied_cache.py, `checkpoint:blocks.*` 43,008 B predicted
 against 42,752 B measured (the 8 x 8 fp32 bias, 256 B), now as measured.
 Older ledgers' `kept` records have no `fill`: read as before.
+
+# Note [A state filled on the first call]
+A spiking neuron keeps its membrane as a buffer that starts empty, a tensor of no elements
+(sinabs' `StatefulLayer` registers `torch.zeros(0)` and tests `shape == [0]`; tests/clients/
+train_kept_state.py, train_sinabs.py): its first call fills it (zeros of the batch's shape,
+then the last time step's membrane, with a graph), and each later call carries it on,
+reading the one before (the loop resets it in place between samples). Backward's first
+re-run is step 1's call: it finds the buffer full, holding the membrane its forward left,
+skips the fill and runs the carry's ops (`a * v` with `v` needing a gradient saves one more
+tensor), and torch's checkpoint raises ("Recomputed values ... have different metadata").
+The trace took the empty tensor for a buffer held (no `fill`), and the later call's
+replace made the module one "made anew on every call"; predict said of `checkpoint:1`
+"whose forward replaces 1.v by a tensor made from the one before" (step 2's call, Note
+[State a re-run writes again], replay/stateful.py), of `selective:1` "made a buffer of 1
+anew from the one before, and the next call, reading it, ran other ops" (step 1's call, not
+made from the one before), and measure of both "cannot re-run 1: torch's checkpoint found
+the re-run unlike the first run". A buffer that held a tensor of no elements as the call
+began now counts as empty for `fill` (trace/collector.py `_empty_bufs`, one set per call
+of a module with buffers), and as empty for measure's `_full_buffers`; a fill whose later
+calls each replaced the buffer from the one before (`stateful` OWN_STATE records:
+`carried`) is refused as a cache's is (checkpoint with a graph, selective always), and its
+line comes first on one call (engine.py `found`). Both sides say one line,
+`emptied_cache_message`, in words true of what both know (the buffer empty as the call
+began, full as its re-run begins: a cache or a carried state; measure, failing in step
+1's backward, has seen no later call). A later call that replaced the buffer without
+reading it still makes it "made anew on every call": not refused.
+With one step traced predict cannot know it: the one call filled an empty buffer, and a
+module that makes its buffer anew on every call (`self.v = f(x)`, never reading the old)
+fills it so too, and its re-run makes it again as the forward did (checkpoint runs it);
+which of the two a module is rests on a Python test of the buffer's shape (`if
+self.v.shape != x[:, 0].shape`), which no dispatched op records and which a second call
+alone shows (it reads the old one, or does not). So at one step predict prices
+`checkpoint:1` (train_kept_state.py 16,068 B; sinabs' dense net 23,640 B) and measure
+refuses it in this line: take two steps.
 """
 
 from __future__ import annotations
