@@ -1056,21 +1056,24 @@ def _attributes_held(parts: list, left: dict[str, Any] | None) -> list:
 # modules that hold a buffer now which they held none under as its forward began (a cache
 # the forward filled): where torch refuses that re-run, measure says predict's line for it.
 # [((policy, path), the first state written since its forward or None,
-#   the last module, by path, that filled an empty buffer since then or None)]
+#   (the last module, by path, that filled an empty buffer since then or None, whether a
+#    buffer it filled has an autograd graph))]
 _LAST_RERUN: list = []
 
 
-def rerun_refusal(fills: bool = True) -> str | None:
+def rerun_refusal(fills: bool = True, selective: bool = False) -> str | None:
     """predict's line for the state the last re-run's forward wrote, if it wrote any (Note
     [A re-run torch refused after a write of state]), or (`fills`: torch's checkpoint
-    refused it) for the empty cache it filled."""
+    refused it, or its selective checkpoint met other ops) for the empty buffer it filled:
+    under `selective`, one filled without a graph is said as selective's (Note [A fill a
+    selective re-run finds full], replay/emptied_cache.py)."""
     if not _LAST_RERUN:
         return None
-    (policy, path), written, filled = _LAST_RERUN[0]
+    (policy, path), written, (filled, graph) = _LAST_RERUN[0]
     if written is not None:
         return state_rewritten_message(policy, path, f"{path}.{written}" if path else written)
-    return emptied_cache_message(policy, path, filled) if fills and filled is not None \
-        else None
+    return emptied_cache_message(policy, path, filled, selective and not graph) \
+        if fills and filled is not None else None
 
 
 def checkpoint_refusal(policy_text: str, error: BaseException, regions: list[str]) -> str:
@@ -1097,12 +1100,18 @@ def _full_buffers(parts: list) -> frozenset[tuple[str, str]]:
 
 
 def _filled_since(where: tuple[str, str], parts: list,
-                  before: frozenset[tuple[str, str]]) -> str | None:
+                  before: frozenset[tuple[str, str]]) -> tuple[str | None, bool]:
     """The last module of the region, by path, holding a buffer it held none under in
-    `before` (Note [A cache emptied before every call], replay/emptied_cache.py)."""
+    `before` (Note [A cache emptied before every call], replay/emptied_cache.py), or None;
+    and whether one of those buffers has an autograd graph."""
     region = where[1]
-    new = [p for p, _ in _full_buffers(parts) - before]
-    return max(f"{region}.{p}" if region and p else p or region for p in new) if new else None
+    new = _full_buffers(parts) - before
+    if not new:
+        return None, False
+    mods = dict(parts)
+    graph = any(getattr((m := mods[p]()) is not None and m._buffers.get(k), "grad_fn", None)
+                is not None for p, k in new)
+    return max(f"{region}.{p}" if region and p else p or region for p, _ in new), graph
 
 
 def _versions_now(state: list) -> list:
@@ -1401,7 +1410,8 @@ class _Recompute:
                 if marker in text:
                     policy, path = self._selective
                     # Note [Other ops after a write of state]
-                    said = rerun_refusal(fills=False) if marker == _SAC_OTHER_OPS else None
+                    said = rerun_refusal(selective=True) if marker == _SAC_OTHER_OPS \
+                        else None
                     if said is not None:
                         raise PolicyError(said) from exc[1]
                     line = why(policy, path, exc[1]) if callable(why) else \

@@ -75,6 +75,23 @@ self.v.shape != x[:, 0].shape`), which no dispatched op records and which a seco
 alone shows (it reads the old one, or does not). So at one step predict prices
 `checkpoint:1` (train_kept_state.py 16,068 B; sinabs' dense net 23,640 B) and measure
 refuses it in this line: take two steps.
+
+# Note [A fill a selective re-run finds full]
+Under selective, torch's cache raises on the first op the re-run runs that its forward did
+not ("... encountered during backward but not found in storage"), and measure named that
+op: `--case fixed` of train_emptied_cache.py (a cache without a graph, emptied before every
+call), `selective:blocks.*`: predict "whose forward call filled an empty buffer of
+blocks.1.pos, ..., which torch's selective checkpoint cannot replay", measure "re-ran
+blocks.1 and met aten.alias.default that its forward did not run (under autocast: ...; or a
+buffer or attribute the forward made and the re-run found)": one cause, two lines. measure
+now says the fill's line there too, where the region's modules hold a buffer they held
+none under (or one of no elements) as its forward began (`_filled_since`, which also says
+whether a buffer it filled has a graph: without one, selective's words, as predict's
+`selective_plain`). Left: a cache kept by a module outside the region (train_mech.py
+`--case cached_bias`, `pos` shared by the blocks): measure watches the region's own
+modules, so it still names the op while predict names the cache ("made a buffer of pos
+that later calls reuse"); a buffer made anew from the one before whose next call ran
+other ops (`--case running_range`): measure names `aten.mul.Tensor`.
 """
 
 from __future__ import annotations
