@@ -92,6 +92,7 @@ from memledger.replay.stateful import (
     emptied_cache_message,
     mode_message,
     selective_mutated_message,
+    selective_recast_message,
     selective_twice_message,
     paired_hooks_message,
     state_rewritten_message,
@@ -1356,6 +1357,8 @@ class _Recompute:
         # before every call] (replay/emptied_cache.py)
         self._full = _full_buffers(self._state_parts)
         self._rerun_digests: list | None = None   # as the re-run starts
+        # Note [A cast the re-run makes again, said as predict says it]
+        self._autocast = any(torch.is_autocast_enabled(d) for d in ("cpu", "cuda"))
 
     def __enter__(self) -> None:
         self._entered += 1
@@ -1414,6 +1417,10 @@ class _Recompute:
                         else None
                     if said is not None:
                         raise PolicyError(said) from exc[1]
+                    if marker == _SAC_OTHER_OPS and self._autocast and \
+                            _sac_op(text) == "aten._to_copy.default":   # Note [A cast the
+                        raise PolicyError(selective_recast_message(policy, path)) \
+                            from exc[1]                    # re-run makes again, said ...]
                     line = why(policy, path, exc[1]) if callable(why) else \
                         why.format(policy=policy, path=path, op=_sac_op(text))
                     raise PolicyError(line) from exc[1]
@@ -1477,6 +1484,18 @@ def _cached_op(err: BaseException) -> str:
     return op
 
 
+# Note [A cast the re-run makes again, said as predict says it]
+# A module called twice under autocast takes its weights' casts from autocast's cache on
+# the second call; the re-run casts them again, and torch's selective cache raises on the
+# `aten._to_copy.default` its forward never ran. predict says so from the ledger (engine.py
+# `_refuse_selective_recast`: "whose forward took a weight's autocast cast from autocast's
+# cache ..."), and measure said the generic line ("re-ran blocks.2 and met
+# aten._to_copy.default that its forward did not run (under autocast: ...; or a buffer or
+# attribute the forward made and the re-run found) ..."; train_loops.py --loop twice
+# --autocast, `selective:blocks.*`): one cause, two lines. Where the region's first run
+# began under autocast (cpu or cuda) and the op torch met is that cast, measure now says
+# predict's line (`selective_recast_message`); another op, or a cast outside autocast,
+# keeps the generic line. Cost: two flag reads per region's first run.
 def _sac_op(text: str) -> str:
     """The op torch's selective checkpoint names first in its error: "aten.mm.default
     invocation index 0 encountered ..." when the op ran fewer times in the forward, but
