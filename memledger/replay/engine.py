@@ -911,14 +911,17 @@ def _refuse_selective_reused(prep: Prepared, calls: _Calls, read: np.ndarray,
                         prep, by_event, (ev0, ends[i]), _first_reuse(starts, ends, firsts),
                         _save_codes(prep, policy.parts[int(calls.part[k])])):
                     continue   # Note [A first fill behind a flag]
-                bad.append((k, mod, False, False))
+                # Note [A fill a selective re-run finds full] (replay/emptied_cache.py)
+                bad.append((k, mod, False, False, prep.kept_fill.get((mod, int(ev0)), 0)))
             elif i + 1 < len(starts) and int(starts[i + 1]) in firsts and \
                     (mod, int(ev0)) not in prep.kept_handed and \
                     _ops_differ(prep, by_event, (ev0, ends[i]), (starts[i + 1], ends[i + 1])):
-                bad.append((k, mod, True, False))
+                bad.append((k, mod, True, False, 0))
     if bad:   # (that call, the one line): Note [The re-run backward meets first]
         k = _met_first(calls, [b[0] for b in bad])
-        _, mod, remade, plain = max(b for b in bad if b[0] == k)
+        _, mod, remade, plain, fill = max(b for b in bad if b[0] == k)
+        if fill:   # Note [A fill a selective re-run finds full]: measure's words too
+            return k, emptied_cache_message(policy.text(), str(calls.mods[k]), mod, fill == 1)
         return k, selective_reused_message(policy.text(), str(calls.mods[k]), mod, remade,
                                            plain)
     return None
@@ -961,8 +964,8 @@ def _refuse_emptied_cache(prep: Prepared, calls: _Calls, read: np.ndarray,
 # the attribute's module. A trace of one step has no later call to tell a cache from a
 # tensor kept anew on every call: not refused there (as for buffers).
 def _cached_attributes(prep: Prepared, calls: _Calls,
-                       read: np.ndarray) -> list[tuple[int, str, bool, bool]]:
-    """Note [A cache kept as a plain attribute]: (call, module, False, True) per selective
+                       read: np.ndarray) -> list[tuple[int, str, bool, bool, int]]:
+    """Note [A cache kept as a plain attribute]: (call, module, False, True, 0) per selective
     call that is re-run and holds the first fill of a module's plain-attribute cache."""
     bad = []
     keeps: dict[str, set[int]] = {}
@@ -976,7 +979,7 @@ def _cached_attributes(prep: Prepared, calls: _Calls,
             continue
         k = int(np.searchsorted(calls.ev0, ev0, side="right")) - 1
         if k >= 0 and ev0 < calls.ev1[k] and calls.kind[k] == Kind.SELECTIVE and read[k]:
-            bad.append((k, mod, False, True))
+            bad.append((k, mod, False, True, 0))
     return bad
 
 
