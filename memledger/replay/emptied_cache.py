@@ -87,11 +87,15 @@ buffer or attribute the forward made and the re-run found)": one cause, two line
 now says the fill's line there too, where the region's modules hold a buffer they held
 none under (or one of no elements) as its forward began (`_filled_since`, which also says
 whether a buffer it filled has a graph: without one, selective's words, as predict's
-`selective_plain`). Left: a cache kept by a module outside the region (train_mech.py
-`--case cached_bias`, `pos` shared by the blocks): measure watches the region's own
-modules, so it still names the op while predict names the cache ("made a buffer of pos
-that later calls reuse"); a buffer made anew from the one before whose next call ran
-other ops (`--case running_range`): measure names `aten.mul.Tensor`.
+`selective_plain`). And predict's selective refusal of a first fill that later calls
+reuse (engine.py `_refuse_selective_reused`) says this line where the trace saw the
+buffer empty as the call began (`fill`), not "made a buffer of X that later calls reuse":
+PaLM-rlhf-pytorch's `selective:layers.*` (`layers.1.fn.attend`) now reads one line on both
+sides. Left: a cache kept by a module outside the region (train_mech.py `--case
+cached_bias`, `pos` shared by the blocks; x-transformers' `rel_pos`): measure watches the
+region's own modules, so it still names the op (`aten.slice.Tensor`) where predict names
+the fill; a buffer made anew from the one before whose next call ran other ops (`--case
+running_range`): measure names `aten.mul.Tensor`, predict the remade buffer.
 """
 
 from __future__ import annotations
