@@ -92,6 +92,7 @@ from memledger.replay.stateful import (
     emptied_cache_message,
     mode_message,
     selective_mutated_message,
+    selective_recast_message,
     selective_twice_message,
     paired_hooks_message,
     state_rewritten_message,
@@ -1056,21 +1057,24 @@ def _attributes_held(parts: list, left: dict[str, Any] | None) -> list:
 # modules that hold a buffer now which they held none under as its forward began (a cache
 # the forward filled): where torch refuses that re-run, measure says predict's line for it.
 # [((policy, path), the first state written since its forward or None,
-#   the last module, by path, that filled an empty buffer since then or None)]
+#   (the last module, by path, that filled an empty buffer since then or None, whether a
+#    buffer it filled has an autograd graph))]
 _LAST_RERUN: list = []
 
 
-def rerun_refusal(fills: bool = True) -> str | None:
+def rerun_refusal(fills: bool = True, selective: bool = False) -> str | None:
     """predict's line for the state the last re-run's forward wrote, if it wrote any (Note
     [A re-run torch refused after a write of state]), or (`fills`: torch's checkpoint
-    refused it) for the empty cache it filled."""
+    refused it, or its selective checkpoint met other ops) for the empty buffer it filled:
+    under `selective`, one filled without a graph is said as selective's (Note [A fill a
+    selective re-run finds full], replay/emptied_cache.py)."""
     if not _LAST_RERUN:
         return None
-    (policy, path), written, filled = _LAST_RERUN[0]
+    (policy, path), written, (filled, graph) = _LAST_RERUN[0]
     if written is not None:
         return state_rewritten_message(policy, path, f"{path}.{written}" if path else written)
-    return emptied_cache_message(policy, path, filled) if fills and filled is not None \
-        else None
+    return emptied_cache_message(policy, path, filled, selective and not graph) \
+        if fills and filled is not None else None
 
 
 def checkpoint_refusal(policy_text: str, error: BaseException, regions: list[str]) -> str:
@@ -1089,18 +1093,26 @@ def checkpoint_refusal(policy_text: str, error: BaseException, regions: list[str
 
 
 def _full_buffers(parts: list) -> frozenset[tuple[str, str]]:
-    """(module path, buffer name) of the region's modules' buffers that hold a tensor."""
+    """(module path, buffer name) of the region's modules' buffers that hold a tensor of
+    some elements (one of none, sinabs' empty membrane, is empty: Note [A state filled on
+    the first call], replay/emptied_cache.py)."""
     return frozenset((path, k) for path, ref in parts if (m := ref()) is not None
-                     for k, v in m._buffers.items() if v is not None)
+                     for k, v in m._buffers.items() if v is not None and v.numel())
 
 
 def _filled_since(where: tuple[str, str], parts: list,
-                  before: frozenset[tuple[str, str]]) -> str | None:
+                  before: frozenset[tuple[str, str]]) -> tuple[str | None, bool]:
     """The last module of the region, by path, holding a buffer it held none under in
-    `before` (Note [A cache emptied before every call], replay/emptied_cache.py)."""
+    `before` (Note [A cache emptied before every call], replay/emptied_cache.py), or None;
+    and whether one of those buffers has an autograd graph."""
     region = where[1]
-    new = [p for p, _ in _full_buffers(parts) - before]
-    return max(f"{region}.{p}" if region and p else p or region for p in new) if new else None
+    new = _full_buffers(parts) - before
+    if not new:
+        return None, False
+    mods = dict(parts)
+    graph = any(getattr((m := mods[p]()) is not None and m._buffers.get(k), "grad_fn", None)
+                is not None for p, k in new)
+    return max(f"{region}.{p}" if region and p else p or region for p, _ in new), graph
 
 
 def _versions_now(state: list) -> list:
@@ -1345,6 +1357,8 @@ class _Recompute:
         # before every call] (replay/emptied_cache.py)
         self._full = _full_buffers(self._state_parts)
         self._rerun_digests: list | None = None   # as the re-run starts
+        # Note [A cast the re-run makes again, said as predict says it]
+        self._autocast = any(torch.is_autocast_enabled(d) for d in ("cpu", "cuda"))
 
     def __enter__(self) -> None:
         self._entered += 1
@@ -1399,9 +1413,14 @@ class _Recompute:
                 if marker in text:
                     policy, path = self._selective
                     # Note [Other ops after a write of state]
-                    said = rerun_refusal(fills=False) if marker == _SAC_OTHER_OPS else None
+                    said = rerun_refusal(selective=True) if marker == _SAC_OTHER_OPS \
+                        else None
                     if said is not None:
                         raise PolicyError(said) from exc[1]
+                    if marker == _SAC_OTHER_OPS and self._autocast and \
+                            _sac_op(text) == "aten._to_copy.default":   # Note [A cast the
+                        raise PolicyError(selective_recast_message(policy, path)) \
+                            from exc[1]                    # re-run makes again, said ...]
                     line = why(policy, path, exc[1]) if callable(why) else \
                         why.format(policy=policy, path=path, op=_sac_op(text))
                     raise PolicyError(line) from exc[1]
@@ -1465,6 +1484,18 @@ def _cached_op(err: BaseException) -> str:
     return op
 
 
+# Note [A cast the re-run makes again, said as predict says it]
+# A module called twice under autocast takes its weights' casts from autocast's cache on
+# the second call; the re-run casts them again, and torch's selective cache raises on the
+# `aten._to_copy.default` its forward never ran. predict says so from the ledger (engine.py
+# `_refuse_selective_recast`: "whose forward took a weight's autocast cast from autocast's
+# cache ..."), and measure said the generic line ("re-ran blocks.2 and met
+# aten._to_copy.default that its forward did not run (under autocast: ...; or a buffer or
+# attribute the forward made and the re-run found) ..."; train_loops.py --loop twice
+# --autocast, `selective:blocks.*`): one cause, two lines. Where the region's first run
+# began under autocast (cpu or cuda) and the op torch met is that cast, measure now says
+# predict's line (`selective_recast_message`); another op, or a cast outside autocast,
+# keeps the generic line. Cost: two flag reads per region's first run.
 def _sac_op(text: str) -> str:
     """The op torch's selective checkpoint names first in its error: "aten.mm.default
     invocation index 0 encountered ..." when the op ran fewer times in the forward, but

@@ -177,6 +177,7 @@ from memledger.replay.script_checkpoint import (
 )
 from memledger.replay.scripted import refuse_scripted_regions
 from memledger.replay.stateful import (
+    OWN_STATE,
     emptied_cache_message,
     graph_reads_message,
     mode_message,
@@ -910,14 +911,17 @@ def _refuse_selective_reused(prep: Prepared, calls: _Calls, read: np.ndarray,
                         prep, by_event, (ev0, ends[i]), _first_reuse(starts, ends, firsts),
                         _save_codes(prep, policy.parts[int(calls.part[k])])):
                     continue   # Note [A first fill behind a flag]
-                bad.append((k, mod, False, False))
+                # Note [A fill a selective re-run finds full] (replay/emptied_cache.py)
+                bad.append((k, mod, False, False, prep.kept_fill.get((mod, int(ev0)), 0)))
             elif i + 1 < len(starts) and int(starts[i + 1]) in firsts and \
                     (mod, int(ev0)) not in prep.kept_handed and \
                     _ops_differ(prep, by_event, (ev0, ends[i]), (starts[i + 1], ends[i + 1])):
-                bad.append((k, mod, True, False))
+                bad.append((k, mod, True, False, 0))
     if bad:   # (that call, the one line): Note [The re-run backward meets first]
         k = _met_first(calls, [b[0] for b in bad])
-        _, mod, remade, plain = max(b for b in bad if b[0] == k)
+        _, mod, remade, plain, fill = max(b for b in bad if b[0] == k)
+        if fill:   # Note [A fill a selective re-run finds full]: measure's words too
+            return k, emptied_cache_message(policy.text(), str(calls.mods[k]), mod, fill == 1)
         return k, selective_reused_message(policy.text(), str(calls.mods[k]), mod, remade,
                                            plain)
     return None
@@ -930,10 +934,13 @@ def _refuse_emptied_cache(prep: Prepared, calls: _Calls, read: np.ndarray,
     line), or None."""
     if not prep.kept_fill or not _is_recomputed(calls.kind).any():
         return None
+    carried = frozenset() if prep.stateful_mod is None else frozenset(
+        (m, int(e)) for m, e, o in zip(prep.stateful_mod.tolist(), prep.stateful_ev0.tolist(),
+                                       prep.stateful_obj.tolist()) if o == OWN_STATE)
     bad = emptied_cache_calls(prep.kept_fill, prep.kept, prep.scope_mod, prep.scope_ev0,
                               prep.scope_ev1, calls.ev0, calls.ev1,
                               calls.kind == Kind.CHECKPOINT, calls.kind == Kind.SELECTIVE,
-                              read)
+                              read, carried)   # Note [A state filled on the first call]
     if not bad:
         return None
     k = _met_first(calls, [b[0] for b in bad])
@@ -957,8 +964,8 @@ def _refuse_emptied_cache(prep: Prepared, calls: _Calls, read: np.ndarray,
 # the attribute's module. A trace of one step has no later call to tell a cache from a
 # tensor kept anew on every call: not refused there (as for buffers).
 def _cached_attributes(prep: Prepared, calls: _Calls,
-                       read: np.ndarray) -> list[tuple[int, str, bool, bool]]:
-    """Note [A cache kept as a plain attribute]: (call, module, False, True) per selective
+                       read: np.ndarray) -> list[tuple[int, str, bool, bool, int]]:
+    """Note [A cache kept as a plain attribute]: (call, module, False, True, 0) per selective
     call that is re-run and holds the first fill of a module's plain-attribute cache."""
     bad = []
     keeps: dict[str, set[int]] = {}
@@ -972,7 +979,7 @@ def _cached_attributes(prep: Prepared, calls: _Calls,
             continue
         k = int(np.searchsorted(calls.ev0, ev0, side="right")) - 1
         if k >= 0 and ev0 < calls.ev1[k] and calls.kind[k] == Kind.SELECTIVE and read[k]:
-            bad.append((k, mod, False, True))
+            bad.append((k, mod, False, True, 0))
     return bad
 
 
@@ -3410,9 +3417,11 @@ def replay(prep: Prepared, policy: Policy, rng_bytes: int = CPU_RNG_STATE_BYTES,
     # last replaces it from the one before; predict named the first, measure the last.
     # Each refusal also picks its own call so (`_met_order`): a state refusal named the
     # last call of the last step.
-    found = [r for r in (_refuse_selective_reused(prep, calls, read, policy),
-                         _refuse_rewritten_state(prep, calls, packs[1], read, policy),
-                         _refuse_emptied_cache(prep, calls, read, policy)) if r]
+    # A fill's line before the others on one call (Note [A state filled on the first
+    # call], replay/emptied_cache.py): the re-run fails on the buffer it finds full
+    found = [r for r in (_refuse_emptied_cache(prep, calls, read, policy),
+                         _refuse_selective_reused(prep, calls, read, policy),
+                         _refuse_rewritten_state(prep, calls, packs[1], read, policy)) if r]
     if found:   # ties: the first
         raise PolicyError(min(found, key=lambda r: _met_order(calls, r[0]))[1])
     _refuse_selective_recast(prep, calls, own, policy)

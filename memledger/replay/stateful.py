@@ -244,17 +244,21 @@ def selective_reused_message(policy_text: str, module: str, keeper: str,
 def emptied_cache_message(policy_text: str, module: str, keeper: str,
                           selective_plain: bool = False) -> str:
     """One line: a re-run region whose forward call filled an empty buffer of `keeper` that
-    the re-run would find full (Note [A cache emptied before every call],
-    replay/emptied_cache.py); predict and measure (checkpoint) both say it.
-    `selective_plain`: selective, on a fill without a graph (checkpoint re-runs it)."""
-    how, fix = ("selective checkpoint", "checkpoint or offload that module instead") \
-        if selective_plain else \
-        ("checkpoint", "offload that module instead, or keep the cache's module out of the "
-                       "region")
+    the re-run would find full (Note [A cache emptied before every call], Note [A state
+    filled on the first call], replay/emptied_cache.py); predict and measure (torch's
+    checkpoint refused the re-run) both say it, from what both know: the buffer was empty
+    as the call began and full as its re-run begins. `selective_plain`: selective, on a
+    fill without a graph (checkpoint re-runs it)."""
+    how = "selective checkpoint" if selective_plain else "checkpoint"
+    fix = "checkpoint or offload that module instead" if selective_plain else \
+        "offload that module instead" + ("" if keeper == module else
+                                         f", or keep {keeper} out of the region")
     return (f"{policy_text} would re-run {module}, whose forward call filled an empty "
-            f"buffer of {keeper} (a cache: the script empties it before each call, or later "
-            "calls reuse it), so the re-run would find it full and run other ops than its "
-            f"forward (tranception's ALiBi bias), which torch's {how} cannot replay; {fix}")
+            f"buffer of {keeper}, so the re-run would find it full, holding what the "
+            "forward left, and run other ops than its forward (a cache the module fills "
+            "when it finds it empty: tranception's ALiBi bias; or a state later calls "
+            f"carry on: a spiking neuron's membrane), which torch's {how} cannot replay; "
+            f"{fix}")
 
 
 def selective_recast_message(policy_text: str, module: str) -> str:

@@ -193,6 +193,7 @@ _use_count = torch._C._storage_Use_Count
 # of nothing (backward): a storage held over is not checked in them (Note [Let go of
 # between two backward passes]), so a loop's optimizer step costs no check per op
 _NO_PASS_AHEAD = ("backward", "optimizer")
+_NONE: frozenset = frozenset()   # a call whose module holds no buffers
 _LIFT_FRESH = torch.ops.aten.lift_fresh.default
 # ops that hand a tensor's value to Python (`if flag:`, `.item()`): Note [A flag read to Python]
 _TO_PYTHON = frozenset([torch.ops.aten.is_nonzero.default,
@@ -944,6 +945,9 @@ class Collector(ShardingMixin, TorchDispatchMode):
         # else holds it (Note [A list changed after the call], trace/outside_state.py)
         self._handed: dict[int, tuple[Any, list]] = {}
         self._attr_sids: list[dict] = []      # and its module's tensor attributes' sids
+        # and the names of its buffers that held a tensor of no elements (sinabs' empty
+        # membrane): Note [A state filled on the first call] (replay/emptied_cache.py)
+        self._empty_bufs: list[frozenset] = []
         self._attr_watch: dict[int, int] = {}  # those sids -> last use, when freed before
         #                                        the call ends (-1: live or never used)
         # those sids -> (last use before the reads to Python that end its uses, the last of
@@ -2676,6 +2680,9 @@ class Collector(ShardingMixin, TorchDispatchMode):
             self._attr_watch.clear()
             self._to_python.clear()
         self._attr_sids.append(attrs)
+        self._empty_bufs.append(frozenset(
+            k for k, v in module._buffers.items() if type(v) in self.PLAIN_TYPES
+            and not v.numel()) if module._buffers else _NONE)
         for sid in attrs.values():
             self._attr_watch.setdefault(sid, -1)
             if sid in self._state_saves:   # Note [A saved buffer its module lets go of]
@@ -2717,6 +2724,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
         first_new = self._sid_marks.pop() if self._sid_marks else self._next_sid
         versions = self._arg_versions.pop() if self._arg_versions else []
         attrs = self._attr_sids.pop() if self._attr_sids else {}
+        empty = self._empty_bufs.pop() if self._empty_bufs else _NONE
         if not self._mod_stack or len(kwargs_output) != 2:
             return
         kwargs = kwargs_output[0]
@@ -2788,10 +2796,11 @@ class Collector(ShardingMixin, TorchDispatchMode):
             if self._flags_set(module, attrs, [sid for sid, _ in kept], ev0):
                 rec["flag"] = 1     # Note [A first fill behind a flag] (replay/engine.py)
             # Note [A cache emptied before every call] (replay/engine.py): those kept where
-            # the module held no tensor of that name as the call began, and of them those
-            # with an autograd graph (the fill's ops saved tensors a re-run would not)
-            filled = [(k, v) for k, v in module._buffers.items() if k not in attrs
-                      and type(v) in self.PLAIN_TYPES
+            # the module held no tensor of that name as the call began, or one of no
+            # elements (Note [A state filled on the first call]), and of them those with an
+            # autograd graph (the fill's ops saved tensors a re-run would not)
+            filled = [(k, v) for k, v in module._buffers.items()
+                      if (k not in attrs or k in empty) and type(v) in self.PLAIN_TYPES
                       and sids.get(storage_key(v), -1) >= first_new]
             if filled:
                 rec["fill"] = 2 if any(v.grad_fn is not None for _, v in filled) else 1

@@ -35,3 +35,35 @@ def test_plan_searches_neurons_that_save_one_shared_parameter():
     assert (rep.policy, rep.predicted_peak_bytes) == ("offload:1+offload:2", 6_792)
     p = run.policies["offload:1+offload:2"]
     assert p.predicted == p.measured == 6_792
+
+
+def _filled(policy: str) -> str:
+    return (f"memledger: {policy} would re-run 1, whose forward call filled an empty buffer "
+            "of 1, so the re-run would find it full, holding what the forward left, and run "
+            "other ops than its forward (a cache the module fills when it finds it empty: "
+            "tranception's ALiBi bias; or a state later calls carry on: a spiking neuron's "
+            "membrane), which torch's checkpoint cannot replay; offload that module instead")
+
+
+def test_a_membrane_filled_on_the_first_call_is_refused_alike():
+    """Note [A state filled on the first call] (replay/emptied_cache.py): the neuron's
+    first call finds `v` empty (`zeros(0)`) and fills it; step 2's call carries it on
+    from the one before. Backward's first re-run is step 1's: it finds `v` full, the
+    membrane the forward left, and torch's checkpoint finds other saves. Before, predict
+    said of `checkpoint:1` "whose forward replaces 1.v by a tensor made from the one
+    before" (step 2's call), of `selective:1` "made a buffer of 1 anew from the one
+    before, and the next call, reading it, ran other ops", and measure of both "cannot re-run
+    1: torch's checkpoint found the re-run unlike the first run (...)". At one step
+    measure says the same line, and predict, which cannot tell the fill of a state
+    carried on from a buffer made anew on every call with one call traced, still prices
+    `checkpoint:1` (16,068 B): the documented limit."""
+    pols = ["checkpoint:1", "selective:1"]
+    run = run_client("train_kept_state.py", [], pols)
+    assert run.ledger_peak == run.allocator_peak == 5_608
+    for policy in pols:
+        p = run.policies[policy]
+        assert p.predicted is None is p.measured, p
+        assert p.predict_refusal == p.measure_refusal == _filled(policy)
+    run = run_client("train_kept_state.py", [], pols[:1], steps=1)
+    p = run.policies[pols[0]]
+    assert (p.predicted, p.measured, p.measure_refusal) == (16_068, None, _filled(pols[0]))

@@ -586,8 +586,9 @@ def test_a_rerun_torch_refuses_is_a_refusal_in_measures_words(tmp_path):
     script = _write(tmp_path, "emptied_cache_net.py", EMPTIED_CACHE_NET)
     _, o = _one(script, Variant("checkpoint:*", "checkpoint:*"))
     assert o.refused and not o.passed
+    # the words since the fifty-third session (Note [A state filled on the first call])
     assert o.failure.startswith("checkpoint:* would re-run 1, whose forward call filled an "
-                                "empty buffer of 1 (a cache"), o.failure
+                                "empty buffer of 1, so the re-run would find it full"), o.failure
 
 
 def test_unseeded_data_handed_inside_an_object_fails_inputs(tmp_path):
