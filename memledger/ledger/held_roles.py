@@ -55,11 +55,14 @@ import numpy as np
 import pandas as pd
 
 
-def kept_across_a_step(created: np.ndarray, freed: np.ndarray, phases: list,
-                       steps: list) -> np.ndarray:
+def kept_across_a_step(created: np.ndarray, freed: np.ndarray, last_use: np.ndarray,
+                       key, phases: list, steps: list) -> np.ndarray:
     """Per storage: made before a step's first forward began and still live after that
-    step's end (`freed` < 0: still held at the close). Note [Kept by the script across a
-    step]."""
+    step's end (`freed` < 0: still held at the close), or read by an op from that first
+    forward on (Note [Kept by the script across a step]); and, held at the close and made
+    in the last step, one made as (`key`: op, module, bytes) a storage of the step before
+    that the last step read (Note [Read by the next step]); `key(rows)` says it for the
+    rows asked, only where there are such."""
     fwd = np.array(sorted(int(r["ev"]) for r in phases if r.get("ph") == "forward"),
                    dtype=np.int64)
     ends = np.array(sorted(int(r["ev"]) for r in steps), dtype=np.int64)
@@ -71,12 +74,23 @@ def kept_across_a_step(created: np.ndarray, freed: np.ndarray, phases: list,
     k = np.searchsorted(ends, fwd, side="left")          # the step each forward is in
     first = fwd[np.r_[True, k[1:] != k[:-1]]]
     i = np.searchsorted(first, created, side="right")    # the first step begun after it
-    has = i < len(first)
+    nxt = i < len(first)
     start = first[np.minimum(i, len(first) - 1)]
     j = np.searchsorted(ends, start, side="left")        # that step's end
-    has &= j < len(ends)
+    has = nxt & (j < len(ends))
     end = ends[np.minimum(j, len(ends) - 1)]
-    return has & ((freed < 0) | (freed > end))
+    out = has & ((freed < 0) | (freed > end))
+    read = nxt & (last_use >= start)                     # Note [Read by the next step]
+    out |= read
+    if len(first) > 1:
+        # the last step's, held at the close: kept as the step before kept its own
+        prev = read & (i == len(first) - 1)
+        last = (i == len(first)) & (created > first[-1]) & (freed < 0) & ~out
+        if prev.any() and last.any():
+            seen = set(key(np.flatnonzero(prev)))
+            at = np.flatnonzero(last)
+            out[at] = [k in seen for k in key(at)]
+    return out
 
 
 def optimizer_copies(df: pd.DataFrame, roles: pd.DataFrame, cats: np.ndarray) -> pd.DataFrame:

@@ -1101,8 +1101,14 @@ def _categories(df: pd.DataFrame, roles: pd.DataFrame, saved: pd.DataFrame,
         parts.append(pd.DataFrame({"sid": saved["sid"].to_numpy(), "role": "activation",
                                    "name": "", "shard": ""}))
     made_in_run = (df["phase"] != "setup").to_numpy() & ~df["pre"].to_numpy(dtype=bool)
-    kept = kept_across_a_step(df["created"].to_numpy(dtype=np.int64),
-                              df["freed"].to_numpy(dtype=np.int64), phases, steps)
+    created = df["created"].to_numpy(dtype=np.int64)
+    last = df["last_use"].to_numpy(dtype=np.int64) if "last_use" in df else created
+    op, mod, nb = (df[c].to_numpy() for c in ("op", "module", "bytes"))
+
+    def key(rows: np.ndarray) -> list:
+        return list(zip(op[rows].tolist(), mod[rows].tolist(), nb[rows].tolist()))
+    kept = kept_across_a_step(created, df["freed"].to_numpy(dtype=np.int64), last, key,
+                              phases, steps)
     cats = pd.Series(np.where(made_in_run & ~kept, "temporary", "other"), index=df.index,
                      dtype=object)
     names = pd.Series("", index=df.index, dtype=object)
