@@ -1087,7 +1087,8 @@ def _categories(df: pd.DataFrame, roles: pd.DataFrame, saved: pd.DataFrame,
                 phases: list[Record] = (), steps: list[Record] = ()):
     """Each storage's category: its highest-priority role (see ROLE_PRIORITY), else by when
     it was made: during the run, a temporary, or other where the script kept it over a
-    whole step (Note [Kept by the script across a step] in ledger/held_roles.py); while
+    whole step or the next step read it (Notes [Kept by the script across a step] and
+    [Read by the next step] in ledger/held_roles.py); while
     setting up (or already there when tracing began), other. Returns (categories, names,
     shards)."""
     rank = {r: i for i, r in enumerate(ROLE_PRIORITY)}
