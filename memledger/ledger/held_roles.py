@@ -79,8 +79,8 @@ import pandas as pd
 def kept_across_a_step(created: np.ndarray, freed: np.ndarray, last_use: np.ndarray,
                        key, phases: list, steps: list) -> np.ndarray:
     """Per storage: made before a step's first forward began and still live after that
-    step's end (`freed` < 0: still held at the close), or read by an op from that first
-    forward on (Note [Kept by the script across a step]); and, held at the close and made
+    step's end (`freed` < 0: still held at the close), or read by an op from that step's
+    first backward on (Note [Kept by the script across a step]); and, held at the close and made
     in the last step, one made as (`key`: op, module, bytes) a storage of the step before
     that the last step read (Note [Read by the next step]); `key(rows)` says it for the
     rows asked, only where there are such."""
@@ -101,7 +101,13 @@ def kept_across_a_step(created: np.ndarray, freed: np.ndarray, last_use: np.ndar
     has = nxt & (j < len(ends))
     end = ends[np.minimum(j, len(ends) - 1)]
     out = has & ((freed < 0) | (freed > end))
-    read = nxt & (last_use >= start)                     # Note [Read by the next step]
+    # read once that step's first backward began (Note [Read by the next step]): a loss
+    # printed after an evaluation's forward between steps is read before it
+    bwd = np.array(sorted(int(r["ev"]) for r in phases if r.get("ph") == "backward"),
+                   dtype=np.int64)
+    b = np.searchsorted(bwd, start, side="left")
+    back = bwd[np.minimum(b, len(bwd) - 1)] if len(bwd) else start
+    read = has & (b < len(bwd)) & (back <= end) & (last_use >= back)
     out |= read
     if len(first) > 1:
         # the last step's, held at the close: kept as the step before kept its own
@@ -154,6 +160,43 @@ def optimizer_copies(df: pd.DataFrame, roles: pd.DataFrame, cats: np.ndarray) ->
                          and (freed[r] < 0 or freed[p] <= freed[r])]
                 if until:
                     out[s] = (max(until), opt_name[s])
+    return pd.DataFrame({"until": np.array([u for u, _ in out.values()], dtype=np.int64),
+                         "name": np.array([n for _, n in out.values()], dtype=object)},
+                        index=pd.Index(list(out), dtype=np.int64, name="sid"))
+
+
+def past_gradients(df: pd.DataFrame, roles: pd.DataFrame, cats: np.ndarray,
+                   steps: list) -> pd.DataFrame:
+    """Gradient storages the script keeps after their parameter's next gradient was made:
+    one row per such sid (index) with `until` (that next gradient's creation, from which
+    the storage is `other`) and `name` (the parameter's gradient name). Note [A gradient
+    the script keeps past its step]."""
+    out: dict[int, tuple[int, str]] = {}
+    g = roles[roles["role"] == "gradient"] if len(roles) else roles
+    if len(g):
+        named: dict[int, str] = {}
+        for sid, name in zip(g["sid"].tolist(), g["name"].tolist()):
+            if isinstance(name, str) and name:
+                named[sid] = name                       # the last names it
+        row = dict(zip(df.index.tolist(), range(len(df))))
+        created = df["created"].to_numpy(dtype=np.int64)
+        freed = df["freed"].to_numpy(dtype=np.int64)
+        ends = np.array(sorted(int(r["ev"]) for r in steps), dtype=np.int64)
+        by_name: dict[str, list[int]] = {}
+        for sid, name in named.items():
+            r = row.get(sid)
+            if r is not None and cats[r] == "gradient":
+                by_name.setdefault(name, []).append(r)
+        for rows in by_name.values():
+            if len(rows) < 2:
+                continue
+            rows.sort(key=lambda r: created[r])
+            for r, nxt in zip(rows, rows[1:]):
+                at = int(created[nxt])
+                j = int(np.searchsorted(ends, at, side="left"))
+                # still held after the step that made the next one ended (or at the close)
+                if freed[r] < 0 or (j < len(ends) and freed[r] > ends[j]):
+                    out[int(df.index[r])] = (at, named[int(df.index[r])])
     return pd.DataFrame({"until": np.array([u for u, _ in out.values()], dtype=np.int64),
                          "name": np.array([n for _, n in out.values()], dtype=object)},
                         index=pd.Index(list(out), dtype=np.int64, name="sid"))

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from memledger.errors import LedgerFormatError
-from memledger.ledger.held_roles import kept_across_a_step, optimizer_copies
+from memledger.ledger.held_roles import kept_across_a_step, optimizer_copies, past_gradients
 from memledger.ledger.names import model_forward
 from memledger.ledger.reader import group_records, read_records
 from memledger.ledger.schema import (CATEGORIES, GENERATOR_STATE_OPS, PHASES, ROLE_PRIORITY,
@@ -982,7 +982,7 @@ def _storages(by_kind: dict[str, list[Record]]) -> tuple[pd.DataFrame, pd.DataFr
     _check_required("role", roles, ("sid", "role"))
     df["category"], df["name"], df["shard"] = _categories(
         df, roles, sv, by_kind.get("phase", []), by_kind.get("step", []))
-    _earlier_roles(df, roles)
+    _earlier_roles(df, roles, by_kind.get("step", []))
     # A parameter or buffer belongs to the module that owns it, whatever op made its storage.
     # So does a named `other` (a module the script never calls: Note [Modules never called])
     owned = df["category"].isin(["parameter", "buffer", "other"]).to_numpy() & \
@@ -1065,9 +1065,10 @@ def _first_read_again(up: pd.DataFrame, n: np.ndarray, saves: np.ndarray,
     return np.where(np.isnan(k.astype(float)), saves, k).astype(np.int64)
 
 
-def _earlier_roles(df: pd.DataFrame, roles: pd.DataFrame) -> None:
+def _earlier_roles(df: pd.DataFrame, roles: pd.DataFrame, steps: list[Record] = ()) -> None:
     """The `cat_until`, `cat_before`, `name_before`, `module_before` columns (Note [A copy
-    the optimizer keeps, then the parameter] in ledger/held_roles.py); `module` is still
+    the optimizer keeps, then the parameter] and [A gradient the script keeps past its
+    step] in ledger/held_roles.py); `module` is still
     the op's here."""
     n = len(df)
     until = np.full(n, -1, dtype=np.int64)
@@ -1079,6 +1080,18 @@ def _earlier_roles(df: pd.DataFrame, roles: pd.DataFrame) -> None:
         before[at] = "optimizer_state"
         name[at] = copies["name"].astype(str).to_numpy()
         module[at] = df["module"].to_numpy()[at]
+    # Note [A gradient the script keeps past its step]: `other` from its parameter's next
+    # gradient on, the gradient before (a row the rule above took is no gradient)
+    past = past_gradients(df, roles, df["category"].to_numpy(), steps) if len(roles) else ()
+    if len(past):
+        at = df.index.get_indexer(past.index)
+        until[at] = past["until"].to_numpy(dtype=np.int64)
+        before[at] = "gradient"
+        name[at] = past["name"].astype(str).to_numpy()
+        module[at] = df["module"].to_numpy()[at]
+        df.iloc[at, df.columns.get_loc("category")] = "other"
+        df.iloc[at, df.columns.get_loc("name")] = [f"{n} (a past gradient)" for n in
+                                                   past["name"].astype(str)]
     df["cat_until"], df["cat_before"], df["name_before"], df["module_before"] = \
         until, before, name, module
 
