@@ -1,5 +1,5 @@
-"""Categories of storages something keeps across a step: the script, or an optimizer that
-hands its copy to a parameter. Read by `_categories` (ledger/model.py); no torch.
+"""Categories of storages something keeps across a step: the script (a clone, a state the
+next step reads, a past gradient), or an optimizer that hands its copy to a parameter. Read by `_categories` (ledger/model.py); no torch.
 
 # Note [Kept by the script across a step]
 A storage made in the run with no role was a `temporary`, however long it lived. A script
@@ -41,9 +41,35 @@ At the close no step follows the last one, so its storages are read by none: one
 the close, made after the last step's first forward, reads `other` where the step before
 made a storage by the same op, in the same module, of the same bytes that the last step
 read (a loop repeats; a last loss is made as the loss before it, which nothing read).
+The read counts from that step's first backward, not its first forward: a loss the
+script prints after an evaluation's forward between two steps (tests/clients/
+train_optimizers.py) is read after a forward the rule above counts as the next step's.
 After: 40,972 B `temporary` and 83,708 B `other` at that peak, 4 B and 83,708 B
 resident. Only the category moves. Pinned: tests/clients/test_held_roles.py
 (`train_held_roles.py --ema`).
+
+# Note [A gradient the script keeps past its step]
+The grokfast paper's `gradfilter_ma` appends each step's `p.grad.data.detach()` to a deque
+of the last `window` gradients: the script keeps the storage after `zero_grad()` drops
+`.grad` and the next backward makes a new one (or its own `p.grad.data = ...` rebinds the
+gradient to a new storage). A gradient's role stayed for the storage's whole life, so
+tests/clients/train_grokfast.py `--opt adamw --filter ma` (window 2, 2 steps) read 251,124
+B of `gradient` resident at the end, 3 x a model of 83,708 B, of which one is `.grad`.
+design.md's categories say what a byte is, and a storage no parameter's `.grad` holds is
+the script's state, `other`, as a clone it keeps is (Note [Kept by the script across a
+step]). The ledger sees no unbinding (no record says `.grad` moved), but it sees the
+parameter's next gradient storage made (its gradient role under the same name): from
+that creation on, a gradient storage still held after the end of the step that made its
+successor (or at the close) reads `other`, named `<parameter> (a past gradient)`, through
+the columns of Note [A copy the optimizer keeps, then the parameter] the other way round
+(`cat_before` `gradient`, the static category `other`; the replay's one rule that reads
+gradients, which backward pass made them in replay/prepared.py, reads `cat_before` too).
+Held past the end of that step, not just past the successor's creation: the paper's
+`gradfilter_ema` rebinds `p.grad.data = p.grad.data + ...`, and the old storage, freed
+at the rebinding, stays a gradient. Between `zero_grad(set_to_none=True)` and the next
+backward the kept storage still reads `gradient` (the ledger has no event for the drop).
+After: `gradient` 83,708 B resident, `other` 167,416 B. Only the category moves. Pinned:
+tests/clients/test_held_roles.py (`train_held_roles.py --ma 2`).
 
 # Note [A copy the optimizer keeps, then the parameter]
 An extragradient optimizer (Cooper's `ExtraAdam` / `ExtraSGD`, after Gidel et al.) keeps a
