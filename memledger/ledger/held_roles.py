@@ -59,8 +59,9 @@ design.md's categories say what a byte is, and a storage no parameter's `.grad` 
 the script's state, `other`, as a clone it keeps is (Note [Kept by the script across a
 step]). The ledger sees no unbinding (no record says `.grad` moved), but it sees the
 parameter's next gradient storage made (its gradient role under the same name): from
-that creation on, a gradient storage still held after the end of the step that made its
-successor (or at the close) reads `other`, named `<parameter> (a past gradient)`, through
+that creation on (the next made in a later phase: a sparse gradient's indices and values,
+one gradient under one name, come from one backward), a gradient storage still held after
+the end of the step that made its successor (or at the close) reads `other`, named `<parameter> (a past gradient)`, through
 the columns of Note [A copy the optimizer keeps, then the parameter] the other way round
 (`cat_before` `gradient`, the static category `other`; the replay's one rule that reads
 gradients, which backward pass made them in replay/prepared.py, reads `cat_before` too).
@@ -192,7 +193,7 @@ def optimizer_copies(df: pd.DataFrame, roles: pd.DataFrame, cats: np.ndarray) ->
 
 
 def past_gradients(df: pd.DataFrame, roles: pd.DataFrame, cats: np.ndarray,
-                   steps: list) -> pd.DataFrame:
+                   phases: list, steps: list) -> pd.DataFrame:
     """Gradient storages the script keeps after their parameter's next gradient was made:
     one row per such sid (index) with `until` (that next gradient's creation, from which
     the storage is `other`) and `name` (the parameter's gradient name). Note [A gradient
@@ -208,6 +209,7 @@ def past_gradients(df: pd.DataFrame, roles: pd.DataFrame, cats: np.ndarray,
         created = df["created"].to_numpy(dtype=np.int64)
         freed = df["freed"].to_numpy(dtype=np.int64)
         ends = np.array(sorted(int(r["ev"]) for r in steps), dtype=np.int64)
+        marks = np.array(sorted({int(r["ev"]) for r in phases}), dtype=np.int64)
         by_name: dict[str, list[int]] = {}
         for sid, name in named.items():
             r = row.get(sid)
@@ -217,7 +219,15 @@ def past_gradients(df: pd.DataFrame, roles: pd.DataFrame, cats: np.ndarray,
             if len(rows) < 2:
                 continue
             rows.sort(key=lambda r: created[r])
-            for r, nxt in zip(rows, rows[1:]):
+            for n, r in enumerate(rows):
+                # the next made in a later phase: a sparse gradient's indices and values,
+                # one gradient under one name, are made in the same backward
+                after = int(marks[min(np.searchsorted(marks, created[r], side="right"),
+                                      len(marks) - 1)]) if len(marks) else -1
+                nxt = next((q for q in rows[n + 1:] if created[q] >= after > created[r]),
+                           None)
+                if nxt is None:
+                    continue
                 at = int(created[nxt])
                 j = int(np.searchsorted(ends, at, side="left"))
                 # still held after the step that made the next one ended (or at the close)

@@ -982,7 +982,7 @@ def _storages(by_kind: dict[str, list[Record]]) -> tuple[pd.DataFrame, pd.DataFr
     _check_required("role", roles, ("sid", "role"))
     df["category"], df["name"], df["shard"] = _categories(
         df, roles, sv, by_kind.get("phase", []), by_kind.get("step", []))
-    _earlier_roles(df, roles, by_kind.get("step", []))
+    _earlier_roles(df, roles, by_kind.get("phase", []), by_kind.get("step", []))
     # A parameter or buffer belongs to the module that owns it, whatever op made its storage.
     # So does a named `other` (a module the script never calls: Note [Modules never called])
     owned = df["category"].isin(["parameter", "buffer", "other"]).to_numpy() & \
@@ -1065,7 +1065,8 @@ def _first_read_again(up: pd.DataFrame, n: np.ndarray, saves: np.ndarray,
     return np.where(np.isnan(k.astype(float)), saves, k).astype(np.int64)
 
 
-def _earlier_roles(df: pd.DataFrame, roles: pd.DataFrame, steps: list[Record] = ()) -> None:
+def _earlier_roles(df: pd.DataFrame, roles: pd.DataFrame, phases: list[Record] = (),
+                   steps: list[Record] = ()) -> None:
     """The `cat_until`, `cat_before`, `name_before`, `module_before` columns (Note [A copy
     the optimizer keeps, then the parameter] and [A gradient the script keeps past its
     step] in ledger/held_roles.py); `module` is still
@@ -1082,7 +1083,8 @@ def _earlier_roles(df: pd.DataFrame, roles: pd.DataFrame, steps: list[Record] = 
         module[at] = df["module"].to_numpy()[at]
     # Note [A gradient the script keeps past its step]: `other` from its parameter's next
     # gradient on, the gradient before (a row the rule above took is no gradient)
-    past = past_gradients(df, roles, df["category"].to_numpy(), steps) if len(roles) else ()
+    past = past_gradients(df, roles, df["category"].to_numpy(), phases, steps) \
+        if len(roles) else ()
     if len(past):
         at = df.index.get_indexer(past.index)
         until[at] = past["until"].to_numpy(dtype=np.int64)
