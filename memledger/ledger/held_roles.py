@@ -205,15 +205,16 @@ def past_gradients(df: pd.DataFrame, roles: pd.DataFrame, cats: np.ndarray,
         for sid, name in zip(g["sid"].tolist(), g["name"].tolist()):
             if isinstance(name, str) and name:
                 named[sid] = name                       # the last names it
-        row = dict(zip(df.index.tolist(), range(len(df))))
+        sids = list(named)
+        row = dict(zip(sids, df.index.get_indexer(sids).tolist()))
         created = df["created"].to_numpy(dtype=np.int64)
         freed = df["freed"].to_numpy(dtype=np.int64)
         ends = np.array(sorted(int(r["ev"]) for r in steps), dtype=np.int64)
         marks = np.array(sorted({int(r["ev"]) for r in phases}), dtype=np.int64)
         by_name: dict[str, list[int]] = {}
         for sid, name in named.items():
-            r = row.get(sid)
-            if r is not None and cats[r] == "gradient":
+            r = row[sid]
+            if r >= 0 and cats[r] == "gradient":
                 by_name.setdefault(name, []).append(r)
         for rows in by_name.values():
             if len(rows) < 2:
