@@ -1,5 +1,6 @@
 """Categories of storages something keeps across a step: the script (a clone, a state the
-next step reads, a past gradient), or an optimizer that hands its copy to a parameter. Read by `_categories` (ledger/model.py); no torch.
+next step reads, a past gradient), or an optimizer that hands its copy to a parameter.
+Read by `_categories` (ledger/model.py); no torch.
 
 # Note [Kept by the script across a step]
 A storage made in the run with no role was a `temporary`, however long it lived. A script
@@ -61,8 +62,9 @@ step]). The ledger sees no unbinding (no record says `.grad` moved), but it sees
 parameter's next gradient storage made (its gradient role under the same name): from
 that creation on (the next made in a later phase: a sparse gradient's indices and values,
 one gradient under one name, come from one backward), a gradient storage still held after
-the end of the step that made its successor (or at the close) reads `other`, named `<parameter> (a past gradient)`, through
-the columns of Note [A copy the optimizer keeps, then the parameter] the other way round
+the end of the step that made its successor (or at the close) reads `other`, named
+`<parameter> (a past gradient)`, through the columns of Note [A copy the optimizer
+keeps, then the parameter] the other way round
 (`cat_before` `gradient`, the static category `other`; the replay's one rule that reads
 gradients, which backward pass made them in replay/prepared.py, reads `cat_before` too).
 Held past the end of that step, not just past the successor's creation: the paper's

@@ -17,7 +17,8 @@ no kernel scratch, every policy predicted = measured; parameters 20,927 floats =
   entropy's own backward inside `step()`'s pre-hook.
 - `--regen 0.1` (a `param_init` clone each): 662,900 B, 334,832 B of state.
 - `--opt adamw --filter ema`: 579,260 B, the EMAs 83,708 B of `other` resident at the
-  end (`temporary` before fix53f: Note [Read by the next step], ledger/held_roles.py); `--filter ma` (window 2): 662,968 B, the deque's past gradients `other` from their
+  end (`temporary` before fix53f: Note [Read by the next step], ledger/held_roles.py);
+  `--filter ma` (window 2): 662,968 B, the deque's past gradients `other` from their
   parameter's next gradient on (`gradient` 83,708 B and `other` 167,416 B resident at the
   end; 251,124 B of `gradient` before fix53f: Note [A gradient the script keeps past its
   step]); each policy as measured.
