@@ -1,5 +1,6 @@
-"""Categories of storages something keeps across a step: the script, or an optimizer that
-hands its copy to a parameter. Read by `_categories` (ledger/model.py); no torch.
+"""Categories of storages something keeps across a step: the script (a clone, a state the
+next step reads, a past gradient), or an optimizer that hands its copy to a parameter.
+Read by `_categories` (ledger/model.py); no torch.
 
 # Note [Kept by the script across a step]
 A storage made in the run with no role was a `temporary`, however long it lived. A script
@@ -23,6 +24,55 @@ before the forward and hands to the model or the loss is `input` (a role, above 
 index it made the batch from and holds until the next iteration reads `other` too (it is
 the script's, not the step's). Only the category moves: bytes, peaks and the replay are
 as before. Pinned: tests/clients/test_held_roles.py (`train_held_roles.py --keep`).
+
+# Note [Read by the next step]
+State the script carries from step to step need not be one storage over a whole step: the
+grokfast paper's `gradfilter_ema` keeps `grads[n]`, an EMA of each gradient, in a dict, and
+each step makes the new EMA from the old after its backward (`grads[n] = grads[n] * alpha
++ g * (1 - alpha)`), freeing the old there. No EMA storage lives over a whole step, so the
+rule above left them `temporary`: tests/clients/train_grokfast.py `--opt adamw --filter
+ema` (2 steps, 579,260 B) read 124,680 B of `temporary` at the peak (step 2's backward;
+step 1's EMAs, 83,708 B, among them) and 83,712 B resident at the end (the EMAs and the
+4 B loss), where GrokFastAdamW's own EMA reads `optimizer_state`. What tells them from a
+loss or an output the script holds into the next step (until the next one replaces it)
+is that the next step reads them: a storage made before a step's first forward that an
+op reads from that first forward on (its `last_use`) is the script's state too, `other`.
+A loss's last use is its step's backward or `.item()`; the next forward only replaces it.
+At the close no step follows the last one, so its storages are read by none: one held at
+the close, made after the last step's first forward, reads `other` where the step before
+made a storage by the same op, in the same module, of the same bytes that the last step
+read (a loop repeats; a last loss is made as the loss before it, which nothing read).
+The read counts from that step's first backward, not its first forward: a loss the
+script prints after an evaluation's forward between two steps (tests/clients/
+train_optimizers.py) is read after a forward the rule above counts as the next step's.
+After: 40,972 B `temporary` and 83,708 B `other` at that peak, 4 B and 83,708 B
+resident. Only the category moves. Pinned: tests/clients/test_held_roles.py
+(`train_held_roles.py --ema`).
+
+# Note [A gradient the script keeps past its step]
+The grokfast paper's `gradfilter_ma` appends each step's `p.grad.data.detach()` to a deque
+of the last `window` gradients: the script keeps the storage after `zero_grad()` drops
+`.grad` and the next backward makes a new one (or its own `p.grad.data = ...` rebinds the
+gradient to a new storage). A gradient's role stayed for the storage's whole life, so
+tests/clients/train_grokfast.py `--opt adamw --filter ma` (window 2, 2 steps) read 251,124
+B of `gradient` resident at the end, 3 x a model of 83,708 B, of which one is `.grad`.
+design.md's categories say what a byte is, and a storage no parameter's `.grad` holds is
+the script's state, `other`, as a clone it keeps is (Note [Kept by the script across a
+step]). The ledger sees no unbinding (no record says `.grad` moved), but it sees the
+parameter's next gradient storage made (its gradient role under the same name): from
+that creation on (the next made in a later phase: a sparse gradient's indices and values,
+one gradient under one name, come from one backward), a gradient storage still held after
+the end of the step that made its successor (or at the close) reads `other`, named
+`<parameter> (a past gradient)`, through the columns of Note [A copy the optimizer
+keeps, then the parameter] the other way round
+(`cat_before` `gradient`, the static category `other`; the replay's one rule that reads
+gradients, which backward pass made them in replay/prepared.py, reads `cat_before` too).
+Held past the end of that step, not just past the successor's creation: the paper's
+`gradfilter_ema` rebinds `p.grad.data = p.grad.data + ...`, and the old storage, freed
+at the rebinding, stays a gradient. Between `zero_grad(set_to_none=True)` and the next
+backward the kept storage still reads `gradient` (the ledger has no event for the drop).
+After: `gradient` 83,708 B resident, `other` 167,416 B. Only the category moves. Pinned:
+tests/clients/test_held_roles.py (`train_held_roles.py --ma 2`).
 
 # Note [A copy the optimizer keeps, then the parameter]
 An extragradient optimizer (Cooper's `ExtraAdam` / `ExtraSGD`, after Gidel et al.) keeps a
@@ -55,11 +105,14 @@ import numpy as np
 import pandas as pd
 
 
-def kept_across_a_step(created: np.ndarray, freed: np.ndarray, phases: list,
-                       steps: list) -> np.ndarray:
+def kept_across_a_step(created: np.ndarray, freed: np.ndarray, last_use: np.ndarray,
+                       key, phases: list, steps: list) -> np.ndarray:
     """Per storage: made before a step's first forward began and still live after that
-    step's end (`freed` < 0: still held at the close). Note [Kept by the script across a
-    step]."""
+    step's end (`freed` < 0: still held at the close), or read by an op from that step's
+    first backward on (Note [Kept by the script across a step]); and, held at the close and made
+    in the last step, one made as (`key`: op, module, bytes) a storage of the step before
+    that the last step read (Note [Read by the next step]); `key(rows)` says it for the
+    rows asked, only where there are such."""
     fwd = np.array(sorted(int(r["ev"]) for r in phases if r.get("ph") == "forward"),
                    dtype=np.int64)
     ends = np.array(sorted(int(r["ev"]) for r in steps), dtype=np.int64)
@@ -71,12 +124,29 @@ def kept_across_a_step(created: np.ndarray, freed: np.ndarray, phases: list,
     k = np.searchsorted(ends, fwd, side="left")          # the step each forward is in
     first = fwd[np.r_[True, k[1:] != k[:-1]]]
     i = np.searchsorted(first, created, side="right")    # the first step begun after it
-    has = i < len(first)
+    nxt = i < len(first)
     start = first[np.minimum(i, len(first) - 1)]
     j = np.searchsorted(ends, start, side="left")        # that step's end
-    has &= j < len(ends)
+    has = nxt & (j < len(ends))
     end = ends[np.minimum(j, len(ends) - 1)]
-    return has & ((freed < 0) | (freed > end))
+    out = has & ((freed < 0) | (freed > end))
+    # read once that step's first backward began (Note [Read by the next step]): a loss
+    # printed after an evaluation's forward between steps is read before it
+    bwd = np.array(sorted(int(r["ev"]) for r in phases if r.get("ph") == "backward"),
+                   dtype=np.int64)
+    b = np.searchsorted(bwd, start, side="left")
+    back = bwd[np.minimum(b, len(bwd) - 1)] if len(bwd) else start
+    read = has & (b < len(bwd)) & (back <= end) & (last_use >= back)
+    out |= read
+    if len(first) > 1:
+        # the last step's, held at the close: kept as the step before kept its own
+        prev = read & (i == len(first) - 1)
+        last = (i == len(first)) & (created > first[-1]) & (freed < 0) & ~out
+        if prev.any() and last.any():
+            seen = set(key(np.flatnonzero(prev)))
+            at = np.flatnonzero(last)
+            out[at] = [k in seen for k in key(at)]
+    return out
 
 
 def optimizer_copies(df: pd.DataFrame, roles: pd.DataFrame, cats: np.ndarray) -> pd.DataFrame:
@@ -119,6 +189,53 @@ def optimizer_copies(df: pd.DataFrame, roles: pd.DataFrame, cats: np.ndarray) ->
                          and (freed[r] < 0 or freed[p] <= freed[r])]
                 if until:
                     out[s] = (max(until), opt_name[s])
+    return pd.DataFrame({"until": np.array([u for u, _ in out.values()], dtype=np.int64),
+                         "name": np.array([n for _, n in out.values()], dtype=object)},
+                        index=pd.Index(list(out), dtype=np.int64, name="sid"))
+
+
+def past_gradients(df: pd.DataFrame, roles: pd.DataFrame, cats: np.ndarray,
+                   phases: list, steps: list) -> pd.DataFrame:
+    """Gradient storages the script keeps after their parameter's next gradient was made:
+    one row per such sid (index) with `until` (that next gradient's creation, from which
+    the storage is `other`) and `name` (the parameter's gradient name). Note [A gradient
+    the script keeps past its step]."""
+    out: dict[int, tuple[int, str]] = {}
+    g = roles[roles["role"] == "gradient"] if len(roles) else roles
+    if len(g):
+        named: dict[int, str] = {}
+        for sid, name in zip(g["sid"].tolist(), g["name"].tolist()):
+            if isinstance(name, str) and name:
+                named[sid] = name                       # the last names it
+        sids = list(named)
+        row = dict(zip(sids, df.index.get_indexer(sids).tolist()))
+        created = df["created"].to_numpy(dtype=np.int64)
+        freed = df["freed"].to_numpy(dtype=np.int64)
+        ends = np.array(sorted(int(r["ev"]) for r in steps), dtype=np.int64)
+        marks = np.array(sorted({int(r["ev"]) for r in phases}), dtype=np.int64)
+        by_name: dict[str, list[int]] = {}
+        for sid, name in named.items():
+            r = row[sid]
+            if r >= 0 and cats[r] == "gradient":
+                by_name.setdefault(name, []).append(r)
+        for rows in by_name.values():
+            if len(rows) < 2:
+                continue
+            rows.sort(key=lambda r: created[r])
+            for n, r in enumerate(rows):
+                # the next made in a later phase: a sparse gradient's indices and values,
+                # one gradient under one name, are made in the same backward
+                after = int(marks[min(np.searchsorted(marks, created[r], side="right"),
+                                      len(marks) - 1)]) if len(marks) else -1
+                nxt = next((q for q in rows[n + 1:] if created[q] >= after > created[r]),
+                           None)
+                if nxt is None:
+                    continue
+                at = int(created[nxt])
+                j = int(np.searchsorted(ends, at, side="left"))
+                # still held after the step that made the next one ended (or at the close)
+                if freed[r] < 0 or (j < len(ends) and freed[r] > ends[j]):
+                    out[int(df.index[r])] = (at, named[int(df.index[r])])
     return pd.DataFrame({"until": np.array([u for u, _ in out.values()], dtype=np.int64),
                          "name": np.array([n for _, n in out.values()], dtype=object)},
                         index=pd.Index(list(out), dtype=np.int64, name="sid"))

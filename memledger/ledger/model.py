@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from memledger.errors import LedgerFormatError
-from memledger.ledger.held_roles import kept_across_a_step, optimizer_copies
+from memledger.ledger.held_roles import kept_across_a_step, optimizer_copies, past_gradients
 from memledger.ledger.names import model_forward
 from memledger.ledger.reader import group_records, read_records
 from memledger.ledger.schema import (CATEGORIES, GENERATOR_STATE_OPS, PHASES, ROLE_PRIORITY,
@@ -982,7 +982,7 @@ def _storages(by_kind: dict[str, list[Record]]) -> tuple[pd.DataFrame, pd.DataFr
     _check_required("role", roles, ("sid", "role"))
     df["category"], df["name"], df["shard"] = _categories(
         df, roles, sv, by_kind.get("phase", []), by_kind.get("step", []))
-    _earlier_roles(df, roles)
+    _earlier_roles(df, roles, by_kind.get("phase", []), by_kind.get("step", []))
     # A parameter or buffer belongs to the module that owns it, whatever op made its storage.
     # So does a named `other` (a module the script never calls: Note [Modules never called])
     owned = df["category"].isin(["parameter", "buffer", "other"]).to_numpy() & \
@@ -1065,9 +1065,11 @@ def _first_read_again(up: pd.DataFrame, n: np.ndarray, saves: np.ndarray,
     return np.where(np.isnan(k.astype(float)), saves, k).astype(np.int64)
 
 
-def _earlier_roles(df: pd.DataFrame, roles: pd.DataFrame) -> None:
+def _earlier_roles(df: pd.DataFrame, roles: pd.DataFrame, phases: list[Record] = (),
+                   steps: list[Record] = ()) -> None:
     """The `cat_until`, `cat_before`, `name_before`, `module_before` columns (Note [A copy
-    the optimizer keeps, then the parameter] in ledger/held_roles.py); `module` is still
+    the optimizer keeps, then the parameter] and [A gradient the script keeps past its
+    step] in ledger/held_roles.py); `module` is still
     the op's here."""
     n = len(df)
     until = np.full(n, -1, dtype=np.int64)
@@ -1079,6 +1081,19 @@ def _earlier_roles(df: pd.DataFrame, roles: pd.DataFrame) -> None:
         before[at] = "optimizer_state"
         name[at] = copies["name"].astype(str).to_numpy()
         module[at] = df["module"].to_numpy()[at]
+    # Note [A gradient the script keeps past its step]: `other` from its parameter's next
+    # gradient on, the gradient before (a row the rule above took is no gradient)
+    past = past_gradients(df, roles, df["category"].to_numpy(), phases, steps) \
+        if len(roles) else ()
+    if len(past):
+        at = df.index.get_indexer(past.index)
+        until[at] = past["until"].to_numpy(dtype=np.int64)
+        before[at] = "gradient"
+        name[at] = past["name"].astype(str).to_numpy()
+        module[at] = df["module"].to_numpy()[at]
+        df.iloc[at, df.columns.get_loc("category")] = "other"
+        df.iloc[at, df.columns.get_loc("name")] = [f"{n} (a past gradient)" for n in
+                                                   past["name"].astype(str)]
     df["cat_until"], df["cat_before"], df["name_before"], df["module_before"] = \
         until, before, name, module
 
@@ -1087,7 +1102,8 @@ def _categories(df: pd.DataFrame, roles: pd.DataFrame, saved: pd.DataFrame,
                 phases: list[Record] = (), steps: list[Record] = ()):
     """Each storage's category: its highest-priority role (see ROLE_PRIORITY), else by when
     it was made: during the run, a temporary, or other where the script kept it over a
-    whole step (Note [Kept by the script across a step] in ledger/held_roles.py); while
+    whole step or the next step read it (Notes [Kept by the script across a step] and
+    [Read by the next step] in ledger/held_roles.py); while
     setting up (or already there when tracing began), other. Returns (categories, names,
     shards)."""
     rank = {r: i for i, r in enumerate(ROLE_PRIORITY)}
@@ -1101,8 +1117,14 @@ def _categories(df: pd.DataFrame, roles: pd.DataFrame, saved: pd.DataFrame,
         parts.append(pd.DataFrame({"sid": saved["sid"].to_numpy(), "role": "activation",
                                    "name": "", "shard": ""}))
     made_in_run = (df["phase"] != "setup").to_numpy() & ~df["pre"].to_numpy(dtype=bool)
-    kept = kept_across_a_step(df["created"].to_numpy(dtype=np.int64),
-                              df["freed"].to_numpy(dtype=np.int64), phases, steps)
+    created = df["created"].to_numpy(dtype=np.int64)
+    last = df["last_use"].to_numpy(dtype=np.int64) if "last_use" in df else created
+    op, mod, nb = (df[c].to_numpy() for c in ("op", "module", "bytes"))
+
+    def key(rows: np.ndarray) -> list:
+        return list(zip(op[rows].tolist(), mod[rows].tolist(), nb[rows].tolist()))
+    kept = kept_across_a_step(created, df["freed"].to_numpy(dtype=np.int64), last, key,
+                              phases, steps)
     cats = pd.Series(np.where(made_in_run & ~kept, "temporary", "other"), index=df.index,
                      dtype=object)
     names = pd.Series("", index=df.index, dtype=object)

@@ -864,7 +864,10 @@ def _graph_reads(led: Ledger, st: pd.DataFrame, n: int) -> np.ndarray:
     out = _most_passes(st, per)
     # a graph-building pass that made the gradients: `.grad` keeps its graph, and what it
     # read back, past the optimizer step (AdaHessian's `loss.backward(create_graph=True)`)
-    made = st["created"].to_numpy(dtype=np.int64)[(st["category"] == "gradient").to_numpy()]
+    grad = st["category"] == "gradient"
+    if "cat_before" in st:   # a gradient the script kept past its step, `other` after
+        grad |= st["cat_before"] == "gradient"
+    made = st["created"].to_numpy(dtype=np.int64)[grad.to_numpy()]
     p = np.searchsorted(starts, made, side="right")
     inside = (p > 0) & (made < spans["phase_bw_end"][np.maximum(p - 1, 0)])
     grad_passes = set(p[inside].tolist())

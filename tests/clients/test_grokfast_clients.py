@@ -16,9 +16,12 @@ no kernel scratch, every policy predicted = measured; parameters 20,927 floats =
   of state, the EMA made in step 2's `step()`, resident at the end 251,124 B; the spectral
   entropy's own backward inside `step()`'s pre-hook.
 - `--regen 0.1` (a `param_init` clone each): 662,900 B, 334,832 B of state.
-- `--opt adamw --filter ema`: 579,260 B, the EMAs 83,708 B of `temporary` resident at the
-  end; `--filter ma` (window 2): 662,968 B, the deque's past gradients `gradient` (251,124
-  B resident at the end); each policy as measured.
+- `--opt adamw --filter ema`: 579,260 B, the EMAs 83,708 B of `other` resident at the
+  end (`temporary` before fix53f: Note [Read by the next step], ledger/held_roles.py);
+  `--filter ma` (window 2): 662,968 B, the deque's past gradients `other` from their
+  parameter's next gradient on (`gradient` 83,708 B and `other` 167,416 B resident at the
+  end; 251,124 B of `gradient` before fix53f: Note [A gradient the script keeps past its
+  step]); each policy as measured.
 - `--off-at 1 --keep-zeros --clip --accum 2 --validate` (3 steps): 575,104 B.
 The fake ledgers equal the real ones; the doctor finds nothing on these loops, and says
 `grad_leak` (`--bug no-zero-grad`), `zeroed_before_step` (`--bug zero-before-step`) and

@@ -73,3 +73,58 @@ def test_a_clone_the_script_keeps_over_a_step_is_no_temporary():
     assert (s.resident["temporary"], s.resident["other"]) == (32, MODEL)
     plain = ledger_pass("train_held_roles.py", [], steps=2).summary()
     assert (plain.at_peak["temporary"], plain.at_peak["other"]) == (1_572, 0)
+
+
+def test_a_gradient_ema_the_next_step_reads_is_no_temporary():
+    """`--ema` (grokfast's `gradfilter_ema`): each step's EMA of a gradient is made after the
+    backward from the step before's, which the script's dict keeps until then: no storage
+    lives over a whole step, but each is read by the next one (Note [Read by the next
+    step]). The peak is inside step 2's filter, step 1's EMAs and some of step 2's live.
+    Before: `temporary` 5,348 B at the peak and 2,276 B resident at the end (the EMAs'
+    2,244 beside the loss's 32), `other` 0. Now: 2,080 and 32 `temporary`, 3,268 and
+    2,244 `other` (the last step's EMAs, held at the close, made as step 1's were); the
+    peak and totals as before."""
+    led = ledger_pass("train_held_roles.py", ["--ema"], steps=2)
+    assert led.peak().bytes == 10_380
+    s = led.summary()
+    assert s.at_peak == {
+        "parameter": MODEL, "buffer": 0, "gradient": MODEL, "optimizer_state": 0,
+        "activation": 0, "temporary": 2_080, "input": 544, "workspace": 0,
+        "other": 3_268, "communication": 0}
+    assert (s.resident["temporary"], s.resident["other"]) == (32, MODEL)
+
+
+def test_a_gradient_the_script_keeps_past_the_next_one_is_other_from_then():
+    """`--ma 2` (grokfast's `gradfilter_ma`, window 2): the script's deque keeps each step's
+    gradient storage after `zero_grad()` drops `.grad` and the next backward makes a new one
+    (Note [A gradient the script keeps past its step]). Before: `gradient` 5,576 B at the
+    peak (step 2's filter) and 6,732 B resident at the end, 3 x the model, the gradient
+    curve up to 6,732; `other` 0. Now each past gradient reads `other` from its parameter's
+    next gradient on, named `<parameter> (a past gradient)`: `gradient` 2,244 and `other`
+    3,332 at the peak, 2,244 and 4,488 resident, the gradient curve never above the model;
+    predict's breakdown says the same, the peaks as before."""
+    pol = "offload:blocks.*"
+    run = run_client("train_held_roles.py", ["--ma", "2"], [pol], steps=2)
+    led = run.ledger
+    # `sum()` over the deque takes 12 B of kernel scratch, which the ledger explains
+    assert led.peak_with_scratch() == run.allocator_peak
+    assert run.ledger_peak == 10_444
+    at = {c: b for c, b in run.summary.at_peak.items() if c != "workspace"}   # the scratch
+    assert at == {
+        "parameter": MODEL, "buffer": 0, "gradient": MODEL, "optimizer_state": 0,
+        "activation": 0, "temporary": 2_080, "input": 544, "other": 3_332,
+        "communication": 0}
+    assert (run.summary.resident["gradient"], run.summary.resident["other"]) == (
+        MODEL, 2 * MODEL)
+    names = set(led.live_at(led.n_events - 1).query("category == 'other'")["name"])
+    assert "blocks.0.fc.weight (a past gradient)" in names
+    curves = led.curve_by_category()
+    assert (curves.sum(axis=1).to_numpy() == led.curve()).all()
+    assert curves["gradient"].max() == MODEL            # before: 3 * MODEL
+    p = run.policies[pol]
+    assert p.predicted == p.measured == run.allocator_peak
+    from memledger.replay.predict import predict
+    from memledger.replay.policies import parse_policy
+
+    at = predict(led, [parse_policy(pol)], bandwidth=1e9).policies[0].at_peak
+    assert (at["gradient"], at["other"]) == (MODEL, 3_332)     # before: 5,576, 0

@@ -12,13 +12,18 @@ forward and backward run at the moved point; `step()` makes the copy, moved alon
 gradient, the parameter (`p.data = self.params_copy[i].add_(u)`), and drops the list.
 `--keep`: plain SGD; after each step the script keeps a clone of every parameter
 (`kept = {n: p.detach().clone() ...}`, loralib's `lora_state_dict` saved each step) until
-the next step's replaces it.
+the next step's replaces it. `--ema`: plain SGD behind the grokfast paper's
+`gradfilter_ema` between backward and step: an EMA of each gradient kept by the script in a
+dict, each step's made from the step before's (which it reads) and replacing it.
+`--ma W`: `gradfilter_ma` instead: a deque of each parameter's last W gradient storages
+(`p.grad.data.detach()`), the gradient rebound to their mean added to it once W are held.
 
     memledger trace tests/clients/train_held_roles.py -o run.ledger --steps 2 -- --extragradient
     memledger show run.ledger     # the copies are optimizer_state until each becomes its parameter
 """
 
 import argparse
+from collections import deque
 
 import torch
 from torch import nn
@@ -82,12 +87,14 @@ def main() -> None:
     ap.add_argument("--depth", type=int, default=2)
     ap.add_argument("--extragradient", action="store_true")
     ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--ema", action="store_true")
+    ap.add_argument("--ma", type=int, default=0)
     args = ap.parse_args()
     torch.manual_seed(0)
     model = Net(args.dim, args.depth)
     opt = ExtraSGD(model.parameters(), lr=1e-2) if args.extragradient else \
         torch.optim.SGD(model.parameters(), lr=1e-2)
-    kept = None
+    kept = ema = past = None
     for _ in range(args.steps):
         x, y = torch.randn(args.batch, args.dim), torch.randn(args.batch, 1)
         if args.extragradient:
@@ -96,6 +103,19 @@ def main() -> None:
             opt.zero_grad()
         loss = nn.functional.mse_loss(model(x), y)
         loss.backward()
+        if args.ema:   # grokfast's gradfilter_ema: the dict replaced in each step
+            ema = {n: p.grad.detach() for n, p in model.named_parameters()} \
+                if ema is None else ema
+            for n, p in model.named_parameters():
+                ema[n] = ema[n] * 0.9 + p.grad.detach() * 0.1
+                p.grad.data = p.grad.data + ema[n]
+        if args.ma:    # grokfast's gradfilter_ma: a deque of each parameter's last gradients
+            past = {n: deque(maxlen=args.ma) for n, _ in model.named_parameters()} \
+                if past is None else past
+            for n, p in model.named_parameters():
+                past[n].append(p.grad.data.detach())
+                if len(past[n]) == args.ma:
+                    p.grad.data = p.grad.data + sum(past[n]) / args.ma
         opt.step()
         opt.zero_grad()
         if args.keep:
