@@ -1074,23 +1074,25 @@ def _earlier_roles(df: pd.DataFrame, roles: pd.DataFrame, phases: list[Record] =
     n = len(df)
     until = np.full(n, -1, dtype=np.int64)
     before, name, module = (np.full(n, "", dtype=object) for _ in range(3))
+
+    def read_before(rows: pd.DataFrame, category: str) -> np.ndarray:
+        """`rows` read `category` under their earlier name until their `until` event."""
+        at = df.index.get_indexer(rows.index)
+        until[at] = rows["until"].to_numpy(dtype=np.int64)
+        before[at] = category
+        name[at] = rows["name"].astype(str).to_numpy()
+        module[at] = df["module"].to_numpy()[at]
+        return at
+
     copies = optimizer_copies(df, roles, df["category"].to_numpy()) if len(roles) else ()
     if len(copies):
-        at = df.index.get_indexer(copies.index)
-        until[at] = copies["until"].to_numpy(dtype=np.int64)
-        before[at] = "optimizer_state"
-        name[at] = copies["name"].astype(str).to_numpy()
-        module[at] = df["module"].to_numpy()[at]
+        read_before(copies, "optimizer_state")
     # Note [A gradient the script keeps past its step]: `other` from its parameter's next
     # gradient on, the gradient before (a row the rule above took is no gradient)
     past = past_gradients(df, roles, df["category"].to_numpy(), phases, steps) \
         if len(roles) else ()
     if len(past):
-        at = df.index.get_indexer(past.index)
-        until[at] = past["until"].to_numpy(dtype=np.int64)
-        before[at] = "gradient"
-        name[at] = past["name"].astype(str).to_numpy()
-        module[at] = df["module"].to_numpy()[at]
+        at = read_before(past, "gradient")
         df.iloc[at, df.columns.get_loc("category")] = "other"
         df.iloc[at, df.columns.get_loc("name")] = [f"{n} (a past gradient)" for n in
                                                    past["name"].astype(str)]

@@ -402,25 +402,19 @@ class RetentionWatch:
         """(`samp_dist.probs`, `samp_dist`, file) where a variable of the user's frames holds
         an object (no module, class or tensor) with `t` as an attribute; else empty names
         (Note [A branch no backward ran, kept past a later backward])."""
-        f = user_frame(3)
         self._found_at = 0
-        while f is not None:
-            scopes = [f.f_locals] + ([f.f_globals] if f.f_globals is not f.f_locals else [])
-            for scope in scopes:
-                for k, v in list(scope.items()):
-                    if isinstance(v, (_Tensor, nn.Module, type, types.ModuleType)):
-                        continue
-                    attrs = getattr(v, "__dict__", None)
-                    if not isinstance(attrs, dict):
-                        continue
-                    for a, x in list(attrs.items()):
-                        if x is t:
-                            if scope is f.f_locals and f.f_code.co_name != "<module>":
-                                self._found_at = f.f_lineno
-                            return f"{k}.{a}", k, f.f_code.co_filename
-            f = f.f_back
-            while f is not None and not is_user_file(f.f_code.co_filename):
-                f = f.f_back
+        for f, scope, in_function in _user_scopes():
+            for k, v in list(scope.items()):
+                if isinstance(v, (_Tensor, nn.Module, type, types.ModuleType)):
+                    continue
+                attrs = getattr(v, "__dict__", None)
+                if not isinstance(attrs, dict):
+                    continue
+                for a, x in list(attrs.items()):
+                    if x is t:
+                        if in_function:
+                            self._found_at = f.f_lineno
+                        return f"{k}.{a}", k, f.f_code.co_filename
         return "", "", ""
 
     # Note [What a variable holds of the newest step]
@@ -609,22 +603,16 @@ class RetentionWatch:
     def _name_of(self, t: _Tensor) -> tuple[str, str, str]:
         """(display name, variable, file) of a user variable that holds `t`, if any; the
         line its function's frame is at in `_found_at` (0: not a function's local)."""
-        f = user_frame(3)
         seen: set[int] = set()
         self._found_at = 0
-        while f is not None:
-            scopes = [f.f_locals] + ([f.f_globals] if f.f_globals is not f.f_locals else [])
-            for scope in scopes:
-                for k, v in list(scope.items()):
-                    path = _path_to(v, t, HOLDER_DEPTH, seen)
-                    if path is not None:   # the holder: the path less its last indices
-                        holder = k + _less_last_items(path)
-                        if scope is f.f_locals and f.f_code.co_name != "<module>":
-                            self._found_at = f.f_lineno
-                        return f"{k}{path}", holder, f.f_code.co_filename
-            f = f.f_back
-            while f is not None and not is_user_file(f.f_code.co_filename):
-                f = f.f_back
+        for f, scope, in_function in _user_scopes():
+            for k, v in list(scope.items()):
+                path = _path_to(v, t, HOLDER_DEPTH, seen)
+                if path is not None:   # the holder: the path less its last indices
+                    holder = k + _less_last_items(path)
+                    if in_function:
+                        self._found_at = f.f_lineno
+                    return f"{k}{path}", holder, f.f_code.co_filename
         # a global of one of the project's own modules no frame names (`from logutil import
         # log_loss`, whose list keeps what it is given)
         for mod in [m for m in list(sys.modules.values()) if _users(m)]:
@@ -720,6 +708,20 @@ def _users(v: Any) -> bool:
         return False
     mod = sys.modules.get(type(v).__module__)
     return is_user_file(getattr(mod, "__file__", None) or "<none>")
+
+
+def _user_scopes():
+    """(frame, scope, in_function) for the locals then globals of each user frame, from
+    the doctor's caller outwards; `in_function`: a function's locals, whose line says
+    where the variable was set."""
+    f = user_frame(4)
+    while f is not None:
+        yield f, f.f_locals, f.f_code.co_name != "<module>"
+        if f.f_globals is not f.f_locals:
+            yield f, f.f_globals, False
+        f = f.f_back
+        while f is not None and not is_user_file(f.f_code.co_filename):
+            f = f.f_back
 
 
 def _less_last_items(path: str) -> str:
