@@ -47,7 +47,7 @@ def test_plan_searches_a_stem_beside_the_blocks():
         _render(rep, "300,000 B", front=False, shared=False)
     said = " ".join(cap.get().split())
     assert "searched 64 assignments (4 options on 2 blocks and 1 module beside them (stem), " \
-        "exhaustive, exact)" in said and "per block, then module: none, none, offload" in said
+        "exhaustive, exact)" in said and "per block, then module: blocks.0 none, blocks.1 none, stem offload" in said
 
     import itertools
 
