@@ -19,7 +19,8 @@ from pathlib import Path
 
 from memledger.doctor.findings import Finding, Where
 from memledger.doctor.records import steps_named
-from memledger.doctor.source import (accumulated_value, accumulation_line, feeds_itself,
+from memledger.doctor.source import (accumulated_value, accumulation_line,
+                                     accumulation_target, feeds_itself, holds_items,
                                      rebinding_line)
 from memledger.units import count, format_bytes
 
@@ -76,9 +77,16 @@ def cross_step_retention(run) -> list[Finding]:
         line = accumulation_line(file, var, _at(recs))
         # Note [The tensor an accumulation adds] (doctor/source.py)
         added = accumulated_value(file, line, var)
-        fix = f"accumulate {added}.item() or {added}.detach() instead" if added else \
-            "keep what that line adds detached instead (`.item()` of a number, `.detach()` " \
-            "of a tensor)"
+        target = accumulation_target(file, line, var) if added else None
+        if target and holds_items([str(r["name"]) for r in recs], target):
+            # Note [What the line adds holds the tensors] (doctor/source.py)
+            fix = f"keep each tensor {added} holds detached instead " \
+                f"(`tuple(x.detach() for x in {added})`)"
+        elif added:
+            fix = f"accumulate {added}.item() or {added}.detach() instead"
+        else:
+            fix = "keep what that line adds detached instead (`.item()` of a number, " \
+                "`.detach()` of a tensor)"
         h_tensors, h_bytes, h_nodes, h_saved = holding
         saves = f", {format_bytes(h_saved[-1])} saved for backward" \
             if h_saved and h_saved[-1] else ""

@@ -9,6 +9,7 @@ whose value reads it (`total = total + loss`), then any assignment.
 from __future__ import annotations
 
 import ast
+import re
 from functools import lru_cache
 
 
@@ -172,6 +173,41 @@ def accumulated_value(file: str, line: int, var: str) -> str | None:
         if value is not None and _plain_path(value):
             return ast.unparse(value)
     return None
+
+
+# Note [What the line adds holds the tensors]
+# The advice "accumulate hiddens.item() or hiddens.detach() instead" is right where the
+# line adds a tensor. HRM-pytorch's model returns its hidden states as a `dict_values`
+# view, and tests/clients/train_hrm.py --keep-hiddens keeps them by
+# `kept.append(hiddens)`: the tensors kept are `kept[0][0]`, `kept[0][1]`, ..., items of
+# what the line adds, which has no `.detach()` (a tuple neither). Where the tensors'
+# names go two indices or more below what the line appends to (`kept`, not
+# `history["loss"]`, whose `history['loss'][0]` is the tensor appended), the advice says
+# to detach each tensor it holds, as the carried state's finding does.
+def accumulation_target(file: str, line: int, var: str) -> str | None:
+    """What `var` accumulates into at `line` as the script writes it: the list an
+    `append` / `insert` adds to (`history["loss"]`), or `var` itself for `var += x`
+    (None: no such line)."""
+    tree = _tree(file) if file and var and line else None
+    for node in ast.walk(tree) if tree is not None else ():
+        if getattr(node, "lineno", None) != line:
+            continue
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                and node.func.attr in ("append", "insert") and _is(node.func.value, var):
+            return ast.unparse(node.func.value)
+        if isinstance(node, (ast.AugAssign, ast.Assign)):
+            return var
+    return None
+
+
+def holds_items(names: list[str], target: str) -> bool:
+    """Whether the tensors `names` (`kept[0][1]`) are items of what is appended to
+    `target` (`kept`) rather than what is appended (Note [What the line adds holds the
+    tensors])."""
+    def depth(s: str) -> int:
+        tail = re.search(r"(\[[^\[\]]*\])+$", s)
+        return len(re.findall(r"\[", tail.group(0))) if tail else 0
+    return any(depth(n) > depth(target) + 1 for n in names)
 
 
 def _plain_path(node: ast.AST) -> bool:

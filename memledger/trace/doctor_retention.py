@@ -668,6 +668,19 @@ class RetentionWatch:
 # MODEL_FOR_CAUSAL_LM_MAPPING it imported every causal LM's module first (the doctor's
 # run 16.2 s against 7.7 s now, transformers' import in both). What a mapping stores is what it holds; what it computes on
 # demand holds nothing of the user's.
+#
+# Note [A view of a dict's values]
+# `d.values()` and `d.items()` are views of what the dict stores, and a model may return
+# one: HRM-pytorch's forward returns its hidden states as `hiddens_dict.values()`, which
+# the README's deep-supervision loop hands to the next segment's call. A script that kept
+# every segment's `hiddens` in a list (tests/clients/train_hrm.py --keep-hiddens: 2 KiB
+# and a graph of 518 nodes a step) got "no findings", where the same list of tuples got
+# the error; and with the carried state not detached (`--no-detach --full-grad`) the
+# failed backward was said in torch's words alone, where a tuple is named as the carrier.
+# A view is read as the sequence it iterates, items by position (`kept[2][0]`); iterating
+# the builtin view types reads the dict's storage in C, never a subclass's `__iter__` or
+# `items()` (Note [A mapping that computes its items]), so only those types are read.
+_DICT_VIEWS = (type({}.values()), type({}.items()))
 HOLDER_DEPTH = 4
 _HOLDER_OBJECTS = 20_000    # objects looked into per boundary at most
 
@@ -686,7 +699,8 @@ def _path_to(v: Any, t: _Tensor, depth: int, seen: set[int]) -> str | None:
         items = [(f"[{k!r}]", x) for k, x in list(dict.items(v))]
     elif isinstance(v, list):
         items = [(f"[{i}]", x) for i, x in enumerate(list.copy(v))]
-    elif isinstance(v, (tuple, collections.deque)):
+    elif isinstance(v, (tuple, collections.deque, *_DICT_VIEWS)):
+        # Note [A view of a dict's values]
         items = [(f"[{i}]", x) for i, x in enumerate(list(v))]
     elif _users(v):
         items = [(f".{k}", x) for k, x in list(vars(v).items()) if not k.startswith("__")]
@@ -904,7 +918,7 @@ def _named_outputs() -> list[tuple[_Tensor, str, str, str]]:
         scopes = [f.f_locals] + ([f.f_globals] if f.f_globals is not f.f_locals else [])
         for scope in scopes:
             for k, v in list(scope.items()):
-                if isinstance(v, (tuple, list)):
+                if isinstance(v, (tuple, list, *_DICT_VIEWS)):   # Note [A view of a dict's values]
                     items = [(f"{k}[{i}]", x) for i, x in enumerate(list(v)[:_CARRIER_ITEMS])]
                 elif isinstance(v, dict):
                     items = [(f"{k}[{key!r}]", x) for key, x in

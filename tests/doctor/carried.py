@@ -4,6 +4,8 @@
                                      # step 2's backward fails through it
     python carried.py --cell lstm    # `out, hidden = lstm(x, hidden)`: a tuple (h, c)
     python carried.py --cell cell    # an RNNCell unrolled by hand over each batch's steps
+    python carried.py --cell values  # the LSTM's (h, c) kept as a dict's values view, as
+                                     # HRM-pytorch returns its hidden states
     python carried.py --cell ... --fixed   # the state detached where each step begins
     python carried.py --cell gru --learned --fixed   # the first state learned (`Start`,
                                      # whose parameter trains in step 1 only: later steps
@@ -17,7 +19,7 @@ import torch
 from torch import nn
 
 p = argparse.ArgumentParser()
-p.add_argument("--cell", choices=["gru", "lstm", "cell"], default="gru")
+p.add_argument("--cell", choices=["gru", "lstm", "cell", "values"], default="gru")
 p.add_argument("--fixed", action="store_true")
 p.add_argument("--learned", action="store_true")
 p.add_argument("--steps", type=int, default=3)
@@ -36,9 +38,16 @@ class Start(nn.Module):
         return self.h0.expand(1, 4, 16) if h is None else h
 
 
+def lstm_step(x, state):
+    """The LSTM, its state handed back as a dict's values view (HRM-pytorch's forward
+    returns its hidden states as `hiddens_dict.values()`)."""
+    out, (h, c) = rnn(x, tuple(state))
+    return out, {"h": h, "c": c}.values()
+
+
 torch.manual_seed(0)
 rnn = {"gru": nn.GRU(8, 16, batch_first=True), "lstm": nn.LSTM(8, 16, batch_first=True),
-       "cell": nn.RNNCell(8, 16)}[ARGS.cell]
+       "cell": nn.RNNCell(8, 16), "values": nn.LSTM(8, 16, batch_first=True)}[ARGS.cell]
 head = nn.Linear(16, 1)
 start = Start()
 opt = torch.optim.SGD([*rnn.parameters(), *head.parameters(),
@@ -46,16 +55,20 @@ opt = torch.optim.SGD([*rnn.parameters(), *head.parameters(),
 h = None if ARGS.learned else torch.zeros(1, 4, 16)
 hidden = (torch.zeros(1, 4, 16), torch.zeros(1, 4, 16))
 state = torch.zeros(4, 16)
+view = {"h": torch.zeros(1, 4, 16), "c": torch.zeros(1, 4, 16)}.values()
 for step in range(ARGS.steps):
     x = torch.randn(4, 5, 8)
     if ARGS.fixed and h is not None:
         h = h.detach()
         hidden = tuple(s.detach() for s in hidden)
         state = state.detach()
+        view = tuple(s.detach() for s in view)
     if ARGS.cell == "gru":
         out, h = rnn(x, start(h))
     elif ARGS.cell == "lstm":
         out, hidden = rnn(x, hidden)
+    elif ARGS.cell == "values":
+        out, view = lstm_step(x, view)
     else:
         for t in range(x.shape[1]):
             state = rnn(x[:, t], state)

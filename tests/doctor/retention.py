@@ -6,6 +6,8 @@
     python retention.py --bug tuples   # records.append((step, loss))
     python retention.py --bug meter    # pytorch/examples' AverageMeter given the loss itself
     python retention.py --bug deque    # a smoothing window: deque(maxlen=100).append(loss)
+    python retention.py --bug values   # a list of dict views: views.append(outputs), the
+                                       # outputs a `dict_values` (HRM-pytorch's hiddens)
     python retention.py --bug module   # a helper of the project's keeps it in a module list
     python retention.py --bug mapping  # the list, with a mapping that computes its items
     python retention.py --fixed        # total_loss += loss.item()
@@ -47,6 +49,7 @@ total_loss = 0.0
 losses = []
 history, records = {"loss": []}, []
 meter, window = AverageMeter(), collections.deque(maxlen=100)
+views = []
 for step in range(3):
     x, y = torch.randn(4, 8), torch.randint(0, 2, (4,))
     loss = nn.functional.cross_entropy(model(x), y)
@@ -65,6 +68,9 @@ for step in range(3):
         meter.update(loss, x.size(0))
     elif BUG == "deque":
         window.append(loss)
+    elif BUG == "values":
+        outputs = {"loss": loss}.values()
+        views.append(outputs)
     elif BUG == "module":
         log_loss(loss)
     else:

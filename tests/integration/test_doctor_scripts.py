@@ -250,6 +250,12 @@ BUGS = [
      "self.sum += val * n"),
     ("retention.py", ["--bug", "deque"], "cross_step_retention", "error", ["`window`"],
      "window.append(loss)"),
+    # a list of `dict_values` views (Note [A view of a dict's values] in trace/
+    # doctor_retention.py): "no findings" on the old code; the advice detaches each tensor
+    # the view holds (Note [What the line adds holds the tensors] in doctor/source.py)
+    ("retention.py", ["--bug", "values"], "cross_step_retention", "error",
+     ["`views`", "keep each tensor outputs holds detached instead (`tuple(x.detach() for x "
+      "in outputs)`)"], "views.append(outputs)"),
     ("retention_attr.py", [], "cross_step_retention", "error", ["`seen`", "up from 10"],
      "self.seen = self.seen + out.sum(0)"),
     # a list on the model (a LightningModule's `self.outputs.append(loss)`): once unreported
@@ -799,7 +805,10 @@ def test_a_tensor_kept_by_a_module_of_the_project_is_named_there():
 @pytest.mark.parametrize("cell,names,line", [
     ("gru", ["h"], "out, h = rnn(x, start(h))"),
     ("lstm", ["hidden[0]", "hidden[1]"], "out, hidden = rnn(x, hidden)"),
-    ("cell", ["state"], "state = rnn(x[:, t], state)")])
+    ("cell", ["state"], "state = rnn(x[:, t], state)"),
+    # the state as a `dict_values` view (Note [A view of a dict's values]): torch's words
+    # alone on the old code
+    ("values", ["view[0]", "view[1]"], "out, view = lstm_step(x, view)")])
 def test_a_state_carried_into_a_failed_backward_is_named(cell, names, line):
     """Note [A variable that carried the graph into a failed backward] (trace/
     doctor_retention.py): without `h = h.detach()` step 2's backward runs into step 1's
