@@ -17,7 +17,8 @@ read at each reasoning step's boundary with gradients on (its input from the no_
 iterations), the ACT loss beside the main one), `--full-grad` (`one_step_grad=False`: backprop
 through every iteration), `--opt atan2` (adam-atan2-pytorch's `AdamAtan2`, the paper's
 optimizer; else Adam), `--infer` (after each batch, a prediction in eval mode under no_grad:
-`HRM` with `reasoning_steps=1`, `HRM_ACT` with adaptive halting), `--causal`, `--clip`.
+`HRM` with `reasoning_steps=1`, `HRM_ACT` with adaptive halting), `--causal`, `--clip`,
+`--levels 3` (a third network, `relative_period` 2 between each level and the next).
 Two loop bugs, for the doctor: `--keep-hiddens` (the script keeps every segment's returned
 hidden states in a list, as for logging: each step's graph stays reachable) and
 `--no-detach` (`detach_hiddens=False`: harmless under the one-step gradient, whose first
@@ -44,6 +45,7 @@ def main() -> None:
     p.add_argument("--seq-len", type=int, default=8)
     p.add_argument("--batch", type=int, default=2)
     p.add_argument("--reasoning", type=int, default=2)
+    p.add_argument("--levels", type=int, default=2)
     p.add_argument("--act", action="store_true")
     p.add_argument("--full-grad", action="store_true")
     p.add_argument("--opt", default="adam", choices=["adam", "atan2"])
@@ -59,7 +61,9 @@ def main() -> None:
     num_tokens = 16
     net = dict(dim=args.dim, depth=args.depth, attn_dim_head=8, heads=2,
                use_rmsnorm=True, rotary_pos_emb=True, pre_norm=False)
-    common = dict(networks=[dict(net), dict(net, depth=args.depth + 1)],
+    # low to high; `--levels 3` adds a third network, run every 4 low-level iterations
+    nets = [dict(net, depth=args.depth + min(i, 1)) for i in range(args.levels)]
+    common = dict(networks=nets,
                   num_tokens=num_tokens, dim=args.dim, causal=args.causal)
     if args.act:
         model = HRM_ACT(**common, max_reasoning_steps=args.reasoning)
