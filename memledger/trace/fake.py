@@ -213,6 +213,11 @@ Rules (numbered so that code can point here):
    unseen and each batch arriving as from shared memory, with the real run's events (Note
    [A DataLoader's workers in a fake run], trace/fake_loader.py): a forked worker of a fake
    run died at its collate, and `trace --fake` stopped with exit 3.
+31. A `ZeroDivisionError` (or `math`'s domain error) the script raises after a stand-in
+   zero was handed out is the fake run's limit: exit 2, one line naming the script's line,
+   the library's, and the stand-in (Note [Arithmetic on a stand-in],
+   trace/fake_arithmetic.py): DAdaptSGD divides by the square root of `.item()` sums, and a
+   fake run ended in its `ZeroDivisionError`'s traceback, exit 3.
 
 Worked example (MLP of examples/train_mlp.py, B=64, fp32, fake, target cpu): fc1.weight is
 a fake 512×256 tensor whose meta storage has 512·256·4 = 524,288 bytes; its row is the
@@ -247,6 +252,7 @@ from torch.utils.flop_counter import flop_registry
 
 from memledger.trace.collector import Collector, _written_args, kept_as_made
 from memledger.trace.external import external
+from memledger.trace.fake_arithmetic import is_zero_error, zero_arithmetic_line
 from memledger.trace.higher_order import is_higher_order, run_by_its_ops
 from memledger.trace.fake_collectives import HANDS_ON, SYMMETRIC, symmetric_writes
 from memledger.trace.fake_literals import KnownLiterals
@@ -1079,6 +1085,7 @@ class FakeCollector(Collector):
         self._memo = self.fake_mode.fake_tensor_converter.tensor_memo
         self._standin_sites: dict[tuple[str, int, str], dict] = {}
         self.last_standin: dict | None = None   # the latest, for a script that then raises
+        self.last_zero_standin: dict | None = None   # Rule 31: the latest zero handed out
         self._real_sids: set[int] = set()
         self._fakes_kept: dict[int, FakeTensor] = {}  # Rule 20: id(real tensor) -> its fake
         self._host_sids: set[int] = set()     # Rule 8
@@ -1538,11 +1545,14 @@ class FakeCollector(Collector):
         site = (filename, line, op)
         if site in self._standin_sites:   # said once per line
             self.last_standin = self._standin_sites[site]
-            return
-        self.last_standin = self._standin_sites[site] = {
-            "k": "standin", "ev": self._ev, "op": op, "value": value, "file": filename,
-            "line": line, "code": linecache.getline(filename, line).strip() if filename else ""}
-        self.sink.write(self.last_standin)
+        else:
+            self.last_standin = self._standin_sites[site] = {
+                "k": "standin", "ev": self._ev, "op": op, "value": value, "file": filename,
+                "line": line,
+                "code": linecache.getline(filename, line).strip() if filename else ""}
+            self.sink.write(self.last_standin)
+        if type(value) in (int, float, bool) and value == 0:   # Rule 31
+            self.last_zero_standin = self.last_standin
 
 
 def standin_hint(rec: dict | None) -> str:
@@ -1613,13 +1623,18 @@ VALUE_READS = (
 )
 
 
-def fake_refusal(err: BaseException, target: FakeTarget, script: str):
+def fake_refusal(err: BaseException, target: FakeTarget, script: str,
+                 zero_standin: dict | None = None):
     """What a fake run cannot do, as bad input (exit 2, one line naming the script's line):
-    CUDA on a CPU-only build, or script code that reads or writes tensor values; None for
-    the script's own failures."""
+    CUDA on a CPU-only build, script code that reads or writes tensor values, or arithmetic
+    that fails on the stand-in zero `zero_standin` (Rule 31); None for the script's own
+    failures."""
     from memledger.errors import EXIT_USAGE
     from memledger.trace.script import ScriptOutcome, library_called, library_caller
 
+    if zero_standin is not None and is_zero_error(err):   # Rule 31
+        return ScriptOutcome(EXIT_USAGE, zero_arithmetic_line(
+            err, _script_frame(err, script), library_caller(err), zero_standin), err)
     text = str(err)
     if NO_CUDA_HINT in text or "not linked with support for cuda" in text:
         return ScriptOutcome(EXIT_USAGE, (

@@ -80,7 +80,8 @@ def _ledger_pass(args) -> int:
 
                 def refuse(e: BaseException):
                     return (ddp_refusal(e, args.script) if world else None) or \
-                        fake_refusal(e, collector.target, args.script)
+                        fake_refusal(e, collector.target, args.script,
+                                     collector.last_zero_standin)
             outcome = run_and_classify(args.script, args.argv, refuse)
             if args.fake and outcome.code == EXIT_SCRIPT_FAILED:
                 from memledger.trace.fake import standin_hint

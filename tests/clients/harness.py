@@ -23,6 +23,7 @@ import importlib.util
 import inspect
 import io
 import json
+import os
 import sys
 import tempfile
 import types
@@ -251,10 +252,59 @@ def _transformers_caches() -> list:
     return found
 
 
+# Note [Each pass from a fresh process's state]
+# The CLI runs every pass in a fresh process; the harness runs them one after another in
+# the pytest process, where whatever an earlier test (or an earlier pass) left in torch's
+# and Python's process-wide state is still set when the next script starts. A script that
+# seeds everything itself (DeepXDE's `set_random_seed(0)`) is immune to the generators,
+# but not to the rest: a script that sets `torch.set_default_dtype(torch.float64)` at its
+# top (train_e3nn.py and train_egnn.py with `--dtype float64`) left it set for every later
+# test in that process, and `set_grad_enabled(False)` left by one would fail the next
+# script's backward. So each pass starts from the state a fresh process has: gradients on,
+# float32 default dtype, no default device, deterministic algorithms and anomaly
+# detection off, float32 matmuls at "highest", denormals kept. The global generators
+# (torch's CPU one, numpy's, Python's `random`) start from OS entropy in a fresh process,
+# so the CLI's passes of a script that does not seed draw other numbers each (Note [Two
+# passes, other random numbers?], memledger/trace/rng_state.py; test_pml_clients.py names
+# numpy so); here each pass is seeded from its place in the running test (its pytest
+# phase's n-th pass: seed 5_400 + n), so the passes still draw apart as the CLI's do, and
+# no test's numbers depend on which tests ran before it in the process. Intra-op threads
+# are left alone: a test sets them on purpose (the `one_thread` fixture), and the suite's
+# workers set them from OMP_NUM_THREADS. tests/clients/test_fresh_state.py pollutes each
+# of these and shows a script's numbers unchanged.
+_PASSES: dict[str, int] = {}   # the pytest phase ("path::test (call)") -> passes run in it
+
+
+def _fresh_process_state() -> None:
+    """torch's and the generators' process-wide state as a fresh process has it, the
+    generators seeded by this pass's place in its test (Note [Each pass from a fresh
+    process's state])."""
+    import random
+
+    import torch
+
+    phase = os.environ.get("PYTEST_CURRENT_TEST", "")
+    if phase not in _PASSES:
+        _PASSES.clear()
+    n = _PASSES[phase] = _PASSES.get(phase, -1) + 1
+    torch.manual_seed(5_400 + n)
+    random.seed(5_400 + n)
+    if (np := sys.modules.get("numpy")) is not None:
+        np.random.seed(5_400 + n)
+    torch.set_grad_enabled(True)
+    torch.set_default_dtype(torch.float32)
+    torch.set_default_device(None)
+    torch.use_deterministic_algorithms(False)
+    torch.autograd.set_detect_anomaly(False)
+    torch.set_float32_matmul_precision("highest")
+    torch.set_flush_denormal(False)
+
+
 def _call(main, argv: list[str]) -> int:
     saved_argv, saved_path = sys.argv[:], sys.path[:]
     _before_each_pass()
     _fresh_library_state()
+    _fresh_process_state()
     # the collection after the call walks only what the call made (Note [Objects from
     # before the script], memledger/trace/script.py): 0.2-0.4 s less per call here
     with earlier_objects_frozen():
@@ -550,6 +600,9 @@ def assert_one_doctor_error(script: str, argv: list[str], steps: int, check: str
     located at the script line whose text is `line`."""
     from memledger.doctor.run import diagnose_in_process
 
+    # as every pass starts (`_call`): the doctor's run is a script run like the others
+    _fresh_library_state()
+    _fresh_process_state()
     report, outcome = diagnose_in_process(HERE / script, argv, steps)
     assert outcome.code == 0, outcome.reason
     found = [(f.check, f.severity) for f in report.findings]

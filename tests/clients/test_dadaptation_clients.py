@@ -15,10 +15,13 @@ every optimizer.
 """
 
 import importlib.util
+import json
+import tempfile
+from pathlib import Path
 
 import pytest
 
-from tests.clients.harness import assert_one_doctor_error, run_client
+from tests.clients.harness import HERE, _call, assert_one_doctor_error, run_client
 
 if importlib.util.find_spec("dadaptation") is None:
     pytest.skip("dadaptation is not installed", allow_module_level=True)
@@ -43,3 +46,27 @@ def test_dadapt_adam_keeps_three_tensors_a_parameter_and_is_predicted_as_measure
     assert (at["parameter"], at["optimizer_state"]) == (PARAMS, 3 * PARAMS) == \
         (42_768, 128_304)
     assert_one_doctor_error("train_dadaptation.py", argv, 2, None, "")
+
+
+def test_dadapt_sgd_faked_stops_in_one_line_at_its_division_by_the_stand_in():
+    """DAdaptSGD's first step divides by `g0_norm`, the square root of `.item()` sums that a
+    `--fake` run answers with its stand-in 0.0: the run ended in the library's
+    ZeroDivisionError, its traceback and exit 3 as the script's failure. Now exit 2, and one
+    line naming the script's line, the library's division and the stand-in (Note
+    [Arithmetic on a stand-in], trace/fake_arithmetic.py)."""
+    from memledger.trace import worker as trace_worker
+
+    with tempfile.TemporaryDirectory(prefix="memledger-dadapt-") as tmp:
+        status = Path(tmp) / "status.json"
+        code = _call(trace_worker.main, ["ledger", "--fake", "--device", "cpu", "--out",
+                                         str(Path(tmp) / "x.ledger"), "--status", str(status),
+                                         "--steps", "1", str(HERE / "train_dadaptation.py"),
+                                         "--", "--opt", "sgd"])
+        reason = json.loads(status.read_text())["reason"]
+    assert (code, reason) == (2, (
+        "memledger: cannot run fake at tests/clients/train_dadaptation.py:111 `opt.step()`: "
+        "`dadaptation` (called by the script) at dadaptation/dadapt_sgd.py:124 `dlr = "
+        "d*lr/g0_norm`: divides by zero after the stand-in 0.0 a --fake run gives `.item()` "
+        "(aten._local_scalar_dense) at dadaptation/dadapt_sgd.py:111 `g_sq += (grad * "
+        "grad).sum().item()` (a fake tensor has no values; a real run reads them there); "
+        "trace it for real (docs/fake.md, Values)"))

@@ -262,6 +262,40 @@ def test_a_script_that_raises_after_a_stand_in_is_told_which_value_was_made_up(t
     capfd.readouterr()
 
 
+_GRAD_SQ = ("import math\nimport torch\nmodel = torch.nn.Linear(4, 1)\n"
+            "(model(torch.randn(2, 4)) ** 2).sum().backward()\n"
+            "g_sq = sum((p.grad * p.grad).sum().item() for p in model.parameters())\n")
+
+
+@pytest.mark.parametrize("line,what", [
+    ("lr = 0.1 / math.sqrt(g_sq)", "divides by zero"),
+    ("scale = math.log(g_sq)", "raised math domain error"),
+])
+def test_arithmetic_on_a_stand_in_zero_stops_in_one_line(tmp_path, capfd, line, what):
+    """D-Adaptation's DAdaptSGD divides by the square root of `.item()` sums: a fake run's
+    stand-in 0.0 made that a ZeroDivisionError, its traceback and exit 3 as the script's
+    failure. Now exit 2 and one line naming the line that failed and the stand-in zero
+    (Note [Arithmetic on a stand-in], trace/fake_arithmetic.py)."""
+    code, reason = _fake_ledger_pass(tmp_path, _GRAD_SQ + line + "\n", "grad_norm.py")
+    assert (code, reason) == (2, (
+        f"memledger: cannot run fake at grad_norm.py:6 `{line}`: {what} after the stand-in "
+        "0.0 a --fake run gives `.item()` (aten._local_scalar_dense) at grad_norm.py:5 "
+        "`g_sq = sum((p.grad * p.grad).sum().item() for p in model.parameters())` (a fake "
+        "tensor has no values; a real run reads them there); trace it for real "
+        "(docs/fake.md, Values)"))
+    assert "Traceback" not in capfd.readouterr().err
+
+
+def test_a_division_by_zero_with_no_stand_in_is_the_scripts_own(tmp_path, capfd):
+    """A zero the script made itself (no stand-in handed out before) divides as in a real
+    run: the script's failure, exit 3, its traceback shown."""
+    code, reason = _fake_ledger_pass(
+        tmp_path, "import torch\nx = torch.ones(2)\nsteps = 0\nprint(1 / steps)\n",
+        "own_zero.py")
+    assert code == 3 and reason == "script raised ZeroDivisionError: division by zero"
+    assert "Traceback" in capfd.readouterr().err
+
+
 @pytest.mark.parametrize("line,what", [
     ("print(model(torch.randn(2, 4)).detach().numpy())", "`.numpy()` reads tensor values"),
     ('print(f"{loss:.3f}")', "formatting a tensor's value"),
