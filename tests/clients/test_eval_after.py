@@ -1,0 +1,31 @@
+"""A validation loss after each step's backward (tests/clients/train_eval_after.py): what
+`show` calls "saved for backward" is what the step's backward reads, not an evaluation's
+graph the loop keeps (Note [The saves the step's backward reads], ledger/model.py)."""
+
+import pytest
+
+from tests.clients.harness import ledger_pass
+
+pytestmark = pytest.mark.clients
+
+STEP_SAVES = {"0": 1024, "1": 1024, "(Sequential.forward)": 512, "1.fc1": 512}
+
+
+@pytest.mark.parametrize("mode,where", [("no_grad", "before_step"), ("kept", "before_step"),
+                                        ("kept", "after_step")])
+def test_saved_for_backward_is_the_steps_not_the_evaluations(mode, where):
+    """The step's backward reads 3,072 B (a batch of 8 through two blocks); the evaluation's
+    batch is 32. A loop keeping its validation loss (`kept`) kept that forward's graph
+    through the next step's backward, and "saved for backward" read 15,360 B
+    (`before_step`) and 15,872 B (`after_step`): 12,288 B of the evaluation's saves, which
+    no backward reads. Evaluated with gradients after the optimizer step (`kept
+    after_step`), the next batch reads as an activation (512 B more, `0.fc1`):
+    Note [A batch made after an evaluation], left (trace/collector.py)."""
+    from memledger.ledger.summary import summarize
+
+    led = ledger_pass("train_eval_after.py", ["--eval", mode, "--where", where])
+    acts = summarize(led).activations
+    if mode == "kept" and where == "after_step":
+        assert (acts.saved_bytes, acts.by_module) == (3_584, {**STEP_SAVES, "0.fc1": 512})
+    else:
+        assert (acts.saved_bytes, acts.by_module) == (3_072, STEP_SAVES)
