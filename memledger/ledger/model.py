@@ -594,9 +594,9 @@ class Ledger:
         if not begins:
             return -1, self.storages.iloc[0:0]
         _, outside = self._passes_outside_steps()
-        first = next((i for i in reversed(begins) if not outside[i]), begins[-1])
-        ev = int(self.phases["ev"].iloc[first]) - 1
-        end = self._pass_end(first)
+        row = next((i for i in reversed(begins) if not outside[i]), begins[-1])
+        ev = int(self.phases["ev"].iloc[row]) - 1
+        end = self._pass_end(row)
         live = self.live_at(ev)
         live = live[(live["category"] == "activation") & (
             (live["unpack_ev"] > ev) | (live["saved_ev"] > ev)
