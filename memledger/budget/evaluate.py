@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from memledger.budget.baseline import growth, module_of, require_same_model
-from memledger.budget.model import Budget
+from memledger.budget.model import BACKWARD_OUTSIDE_STEP, Budget
 from memledger.budget.result import CheckResult, LimitResult, TensorAtPeak
 from memledger.errors import BudgetError
 from memledger.ledger.model import Ledger
@@ -98,10 +98,11 @@ def _category_limits(led: Ledger, budget: Budget) -> list[LimitResult]:
 
 def _phase_limits(led: Ledger, budget: Budget) -> list[LimitResult]:
     curve = led.curve()
-    phase, _, _ = led.reported_phase_of_events()   # Note [A backward pass outside the step]
-    out = []
+    phase, _, outside = led.reported_phase_of_events()   # Note [A backward pass outside
+    out = []                                               # the step]
     for ph, size in budget.phases.items():
-        mask = phase == ph
+        # Note [Budget phases: the reported ones and the passes outside the step]
+        mask = outside if ph == BACKWARD_OUTSIDE_STEP else phase == ph
         if mask.any():
             ev = int(np.flatnonzero(mask)[np.argmax(curve[mask])])
             actual = int(curve[ev])
@@ -110,7 +111,8 @@ def _phase_limits(led: Ledger, budget: Budget) -> list[LimitResult]:
         ok = actual <= size.bytes
         top = [] if ok or ev < 0 else top_tensors(led, led.live_at(ev))
         out.append(LimitResult(
-            limit=f"phase:{ph}", label=f"{ph} phase peak", ok=ok, budget_text=str(size),
+            limit=f"phase:{ph}", ok=ok, label=f"{ph} phase peak" if ph != BACKWARD_OUTSIDE_STEP
+            else "peak of the backward passes outside the step", budget_text=str(size),
             budget_bytes=size.bytes, actual_bytes=actual,
             note="ledger peak within the phase" if ev >= 0 else "phase not seen", top=top))
     return out

@@ -9,7 +9,7 @@ A budget file (TOML) reads the same as the model, e.g. `configs/budget.toml`::
     [categories]                   # bytes of each category live at the peak
     activation = "26MiB"
     [phases]                       # highest live bytes within each phase
-    backward = "40MiB"
+    backward = "40MiB"             # the step's passes; backward_outside_step = an evaluation's
     [baseline]                     # relative to a ledger recorded before the change
     ledger = "main.ledger"
     max_increase = "5%"            # or a size: "2MiB"
@@ -27,6 +27,21 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from memledger.budget.sizes import DurationField, FractionField, IncreaseField, SizeField
 from memledger.ledger.schema import CATEGORIES, PHASES
+
+# Note [Budget phases: the reported ones and the passes outside the step]
+# A `[phases]` key names what the ledger reports as a phase: the seven of schema.py's
+# `Phase`, each event under the phase reports give it (Note [A backward pass outside the
+# step], ledger/model.py: a backward pass begun in setup or between steps that no optimizer
+# step follows is read under the phase it began in, `setup` or `other`), and the one thing
+# reports say besides, `backward_outside_step` (`show`'s "a backward pass between steps
+# that no optimizer step follows", the summary's `peak.backward_outside_step`): its limit
+# reads those passes' events alone, wherever they began, so an evaluation's
+# `torch.autograd.grad` can be held to a budget of its own while `backward` is the step's.
+# The ledger has no evaluation phase (an evaluation's forward is `forward`, its loss
+# `loss`) and no phase per pass (every pass of a step is `backward`); a name outside these
+# eight is refused, one line listing them (exit 2).
+BACKWARD_OUTSIDE_STEP = "backward_outside_step"
+BUDGET_PHASES: tuple[str, ...] = (*PHASES, BACKWARD_OUTSIDE_STEP)
 
 
 class _Strict(BaseModel):
@@ -62,8 +77,10 @@ class Budget(_Strict):
     peak: SizeField | None = Field(None, description="total peak")
     categories: dict[str, SizeField] = Field(default_factory=dict,
                                              description="category -> bytes live at the peak")
-    phases: dict[str, SizeField] = Field(default_factory=dict,
-                                         description="phase -> highest live bytes in it")
+    phases: dict[str, SizeField] = Field(
+        default_factory=dict, description="phase -> highest live bytes in it (a phase of "
+        "schema.py's `Phase`, or backward_outside_step: Note [Budget phases: the reported "
+        "ones and the passes outside the step])")
     baseline: BaselineBudget | None = None
     step_time: StepTimeBudget | None = None
     fake: bool = Field(False, description="trace the script above FakeTensorMode (docs/fake.md)")
@@ -77,7 +94,7 @@ class Budget(_Strict):
     @field_validator("phases", mode="before")
     @classmethod
     def _known_phases(cls, v: Any) -> Any:
-        return _check_keys(v, PHASES, "phase")
+        return _check_keys(v, BUDGET_PHASES, "phase")
 
     @property
     def has_limits(self) -> bool:

@@ -564,17 +564,43 @@ class Ledger:
     # a storage is now listed under the module whose forward made it
     # (`net.performer.net.blocks.1`, the `cat` that ends the block), what holds it for
     # backward; its bytes count as before.
+    #
+    # Note [The saves the step's backward reads]
+    # "Saved for backward" is what the last step's backward pass reads, held at once just
+    # before it begins. It was every activation live there: a loop that keeps its
+    # validation loss (`val_loss = loss_fn(model(x_val), y)`, logged later) keeps that
+    # forward's graph, and the activations it saved, until the next evaluation replaces
+    # it, through the next step's backward, which never reads them. tests/clients/
+    # train_eval_after.py `--eval kept` (2 steps, an evaluation batch 4x the training one)
+    # read 15,360 B (`--where before_step`) and 15,872 B (`after_step`), where the step's
+    # backward reads 3,072 B (12,288 B were the evaluation's graph; the 512 B more are the
+    # batch: Note [A batch made after an evaluation], trace/collector.py). The pass is the
+    # last one the step runs (a pass outside the step, Note [A backward pass outside the
+    # step], is an evaluation's), and an activation counts when that pass reads it (an
+    # unpack at or after its start), frees it (its graph let go), or saves it (Note [Held
+    # for backward, saved only in it]); a graph no backward reads stays out, whatever
+    # kept it. Left alone: an evaluation's own pass run inside the step, after its
+    # backward and before its optimizer step (`torch.autograd.grad` of a validation loss
+    # with respect to its input, `--eval input_grad --where before_step`, 12,288 B of its
+    # saves read for the step's 3,072 B): the ledger does not say which pass writes the
+    # parameters' gradients, and a second micro-batch's pass, accumulated, looks the same.
     def saved_before_backward(self) -> tuple[int, pd.DataFrame]:
-        """(event, activations live there): the event just before the last step's backward,
-        when everything saved for backward is held at once."""
+        """(event, activations live there that the pass reads): the event just before the
+        last step's backward, when everything it reads is held at once (Note [The saves the
+        step's backward reads])."""
         names = self.phases["phase"].tolist()
         begins = [i for i, n in enumerate(names) if n == "backward" and not (
             i >= 2 and names[i - 1] == "optimizer" and names[i - 2] == "backward")]
         if not begins:
             return -1, self.storages.iloc[0:0]
-        ev = int(self.phases["ev"].iloc[begins[-1]]) - 1
+        _, outside = self._passes_outside_steps()
+        row = next((i for i in reversed(begins) if not outside[i]), begins[-1])
+        ev = int(self.phases["ev"].iloc[row]) - 1
+        end = self._pass_end(row)
         live = self.live_at(ev)
-        live = live[live["category"] == "activation"]
+        live = live[(live["category"] == "activation") & (
+            (live["unpack_ev"] > ev) | (live["saved_ev"] > ev)
+            | ((live["freed"] > ev) & (live["freed"] <= end)))]
         # Note [Held for backward, saved only in it]
         later = (live["saved_ev"] > ev).to_numpy()
         if later.any():
@@ -582,6 +608,18 @@ class Ledger:
             live.loc[later, "saved_module"] = live.loc[later, "module"]
             live.loc[later, "saved_ev"] = live.loc[later, "created"]
         return ev, live
+
+    def _pass_end(self, row: int) -> int:
+        """The event at which the backward pass begun at phase row `row` ends (a pass an
+        update inside backward resumes runs on: Note [A backward pass resumed after an
+        update])."""
+        names = self.phases["phase"].tolist()
+        evs = self.phases["ev"].tolist()
+        i = row + 1
+        while i < len(names) and (names[i] == "backward" or (
+                names[i] == "optimizer" and i + 1 < len(names) and names[i + 1] == "backward")):
+            i += 1
+        return int(evs[i]) if i < len(names) else self.n_events
 
     def idle(self, top: int | None = 10) -> pd.DataFrame:
         """Idle residency: bytes × events held between last use and free, largest first.

@@ -39,7 +39,9 @@ class Peak(_Model):
 
 
 class Activations(_Model):
-    saved_bytes: int = Field(description="saved-for-backward bytes live just before backward")
+    saved_bytes: int = Field(description="saved-for-backward bytes live just before the last "
+                             "step's backward that it reads (Note [The saves the step's "
+                             "backward reads], ledger/model.py)")
     by_module: dict[str, int] = Field(description="the same, by the module that saved them")
     by_block: dict[str, int] = Field(
         default_factory=dict, description="the same, rolled up per repeated block "

@@ -67,14 +67,25 @@ line comes first on one call (engine.py `found`). Both sides say one line,
 began, full as its re-run begins: a cache or a carried state; measure, failing in step
 1's backward, has seen no later call). A later call that replaced the buffer without
 reading it still makes it "made anew on every call": not refused.
-With one step traced predict cannot know it: the one call filled an empty buffer, and a
-module that makes its buffer anew on every call (`self.v = f(x)`, never reading the old)
-fills it so too, and its re-run makes it again as the forward did (checkpoint runs it);
-which of the two a module is rests on a Python test of the buffer's shape (`if
-self.v.shape != x[:, 0].shape`), which no dispatched op records and which a second call
-alone shows (it reads the old one, or does not). So at one step predict prices
-`checkpoint:1` (train_kept_state.py 16,068 B; sinabs' dense net 23,640 B) and measure
-refuses it in this line: take two steps.
+With one call of the module traced (one step) predict cannot tell the two apart: the one
+call filled an empty buffer, and a module that makes its buffer anew on every call
+(`self.v = f(x)`, never reading the old) fills it so too, and its re-run makes it again as
+the forward did (torch's checkpoint runs it); which of the two a module is rests on a
+Python test of the buffer's shape (`if self.v.shape != x[:, 0].shape`), which no
+dispatched op records and which a second call alone shows (it reads the old one, or does
+not). predict priced that call (train_kept_state.py at one step: `checkpoint:1` and
+`selective:1` 16,068 B; sinabs' dense net 23,640 B) where measure, whose re-run fails in
+step 1's backward whatever the steps, refuses both in this line. A fill with a graph on
+the module's only traced call is now refused under checkpoint and selective in the same
+line (fifty-fourth session): measure refuses the state, the common case, and a rebuild
+is told from it by the second call a two-step trace holds. The cost: a module that makes
+a buffer with a graph anew on every call, its first call finding it empty (a buffer
+registered as `None` or `zeros(0)`), traced for one step, is refused by predict where
+measure prices it (a plain-torch `self.v = torch.tanh(self.fc(x))`: 13,736 B on both
+sides at two steps); the line says what the trace saw (the buffer filled, found full by
+the re-run), and two steps price it. A fill without a graph on one call stays priced
+(a causal mask or a rotary table made on the first call: their re-run under checkpoint
+saves nothing more).
 
 # Note [A fill a selective re-run finds full]
 Under selective, torch's cache raises on the first op the re-run runs that its forward did
@@ -162,7 +173,10 @@ def emptied_cache_calls(kept_fill: dict, kept: tuple, scope_mod: np.ndarray,
             if k < 0 or e >= ev1[k] or not read[k]:
                 continue
             state = any(r > e for r in later)   # a later call carried on what it filled
-            if selective[k] and (emptied or state) or checkpoint[k] and f == 2 and \
-                    (emptied or state or any(r > e for r in reused)):
+            # one call with a graph: a state, or made anew? Note [A state filled on the
+            # first call]
+            alone = len(starts) == 1 and f == 2
+            if selective[k] and (emptied or state or alone) or checkpoint[k] and f == 2 and \
+                    (emptied or state or alone or any(r > e for r in reused)):
                 bad.append((k, mod, bool(selective[k]) and f == 1))
     return bad

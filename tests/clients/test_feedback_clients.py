@@ -48,7 +48,10 @@ def test_a_feedback_transformer_is_predicted_as_measured_and_its_shared_kv_saves
     `layers.0.0.fn.fn.to_kv`) saved their input, the layers' weighted sum (2 windows x 2 x
     2 x 16 floats = 512 B), counted in layer 0. Now each layer saves 13,148 B and
     `shared_kv_proj` 512 B (Note [A shared module's saves, by the block that called it],
-    ledger/summary.py)."""
+    ledger/summary.py). Of those 512 B, the last window's call (256 B) makes the memory
+    for a window that never comes: its graph is kept with the carried memory, and no
+    backward reads it; "saved for backward" is what the step's backward reads, 256 B (Note
+    [The saves the step's backward reads], ledger/model.py)."""
     argv = ["--length", "4", "--carry"]
     # 12 B of kernel scratch in each policy's peak on the AVX2 box they were measured on
     # (Note [Numbers that depend on the CPU], tests/clients/harness.py)
@@ -63,5 +66,5 @@ def test_a_feedback_transformer_is_predicted_as_measured_and_its_shared_kv_saves
         assert peak is None or run.policies[policy].measured == peak
     blocks = run.summary.activations.by_block
     assert (blocks["layers.0"], blocks["layers.1"]) == (13_148, 13_148)
-    assert blocks["shared_kv_proj"] == 2 * 2 * 2 * 16 * 4 == 512
+    assert blocks["shared_kv_proj"] == 2 * 2 * 16 * 4 == 256   # one window's call
     assert_one_doctor_error("train_feedback.py", argv, 2, None, "")

@@ -246,3 +246,19 @@ def test_an_inference_script_is_checked_by_its_forwards(tmp_path, capsys):
                  "--budget", "1MiB", "--json"]) == 0
     d = json.loads(capsys.readouterr().out)
     assert d["doctor"]["ok"] and d["doctor"]["steps_by"] == "forward"
+
+
+def test_the_phases_a_budget_takes_through_the_cli(mlp_ledger, tmp_path, capsys):
+    """Note [Budget phases: the reported ones and the passes outside the step]: a budget
+    file and `--phase` take `backward_outside_step` (the MLP runs no pass outside its steps:
+    "phase not seen", 0 B, passes); a wrong name is one line listing the eight, exit 2."""
+    cfg = tmp_path / "b.toml"
+    cfg.write_text('[phases]\nbackward_outside_step = "1B"\n')
+    assert main(["check", str(mlp_ledger), "--config", str(cfg), "--json"]) == 0
+    [lim] = json.loads(capsys.readouterr().out)["limits"]
+    assert (lim["limit"], lim["actual_bytes"], lim["note"]) == \
+        ("phase:backward_outside_step", 0, "phase not seen")
+    assert main(["check", str(mlp_ledger), "--phase", "eval=1MiB"]) == 2
+    assert capsys.readouterr().err == (
+        "memledger: flags: phases: unknown phase 'eval'; known: setup, forward, loss, "
+        "backward, optimizer, zero_grad, other, backward_outside_step\n")

@@ -25,6 +25,17 @@ from memledger.ledger.model import Ledger
 
 def make_ledger(act: int = 400, measured: int | None = None, name: str = "fc.weight",
                 shape: tuple = (10, 25), step_ns: tuple = (3_000_000,)) -> Ledger:
+    recs = _records(act, name, shape, step_ns)
+    if measured is not None:
+        recs.append({"k": "measured", "source": "cpu-profiler", "device": "cpu",
+                     "peak_bytes": measured})
+    recs.append({"k": "end", "ev": 6, "status": "ok"})
+    return Ledger.from_records(recs)
+
+
+def _records(act: int = 400, name: str = "fc.weight", shape: tuple = (10, 25),
+             step_ns: tuple = (3_000_000,)) -> list[dict]:
+    """The docstring's ledger up to its end record."""
     recs = [
         {"k": "header", "schema": "memledger.ledger/1"},
         {"k": "phase", "ev": 0, "ph": "setup", "step": 1},
@@ -48,12 +59,8 @@ def make_ledger(act: int = 400, measured: int | None = None, name: str = "fc.wei
          "mod": "", "ph": "optimizer", "step": 1},
         {"k": "role", "sid": 4, "role": "optimizer_state", "name": name + ".exp_avg"},
     ]
-    recs += [{"k": "step", "step": i + 1, "ev": 5, "ns": ns} for i, ns in enumerate(step_ns)]
-    if measured is not None:
-        recs.append({"k": "measured", "source": "cpu-profiler", "device": "cpu",
-                     "peak_bytes": measured})
-    recs.append({"k": "end", "ev": 6, "status": "ok"})
-    return Ledger.from_records(recs)
+    return recs + [{"k": "step", "step": i + 1, "ev": 5, "ns": ns}
+                   for i, ns in enumerate(step_ns)]
 
 
 def check(led, base=None, **data):
@@ -235,3 +242,33 @@ def test_terminal_table_keeps_every_limit_readable_at_60_and_80_columns(width, m
         assert any(ln.split()[:2] == ["category:", "1KiB"] for ln in table + lines)
         end = next(i for i, ln in enumerate(lines) if ln.startswith("each category"))
         assert end - lines.index(table[0]) == 6, "\n".join(lines)
+
+
+def test_a_backward_pass_outside_the_step_has_a_limit_of_its_own():
+    """Note [Budget phases: the reported ones and the passes outside the step]
+    (budget/model.py): after the step, an evaluation's pass begun between steps that no
+    optimizer step follows (ev7, 300 B) is read under `other`, where it began, and alone
+    under `backward_outside_step`; `backward` is the step's (ev3). Before, the key was
+    refused ("unknown phase 'backward_outside_step'; known: setup, ..., other")."""
+    led = Ledger.from_records([
+        *_records(),
+        {"k": "phase", "ev": 6, "ph": "other", "step": 2},
+        {"k": "alloc", "sid": 5, "ev": 6, "bytes": 50, "shape": [12], "op": "aten.randn.default",
+         "mod": "", "ph": "other", "step": 2},
+        {"k": "phase", "ev": 7, "ph": "backward", "step": 2},
+        {"k": "alloc", "sid": 6, "ev": 7, "bytes": 300, "shape": [75], "op": "aten.mm.default",
+         "mod": "fc", "ph": "backward", "step": 2},
+        {"k": "free", "sid": 6, "ev": 8, "last": 7},
+        {"k": "phase", "ev": 8, "ph": "other", "step": 2},
+        {"k": "end", "ev": 9, "status": "ok"}])
+    r = check(led, phases={"backward": "2400B", "other": "2550B",
+                           "backward_outside_step": "2549B"})
+    got = {lim.limit: (lim.actual_bytes, lim.ok) for lim in r.limits}
+    assert got == {"phase:backward": (2400, True),               # ev3, the step's pass
+                   "phase:other": (2550, True),                  # ev7: 2200 + 50 + 300
+                   "phase:backward_outside_step": (2550, False)}  # ev7 alone
+    (v,) = r.violations
+    assert v.line().startswith("peak of the backward passes outside the step 2,550 B > "
+                               "budget 2,549 B by 1 B")
+    assert check(make_ledger(), phases={"backward_outside_step": "1B"}).limits[0].note == \
+        "phase not seen"

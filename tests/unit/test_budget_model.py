@@ -89,3 +89,20 @@ def test_step_time_and_tolerance():
         build_budget({"step_time": {"max": "1"}}, "f")
     with pytest.raises(BudgetError, match="tolerance 20 must be a percentage"):
         build_budget({"step_time": {"max": "1s", "tolerance": 20}}, "f")
+
+
+def test_a_wrong_phase_is_refused_in_one_line_naming_every_phase_a_budget_takes():
+    """Note [Budget phases: the reported ones and the passes outside the step]
+    (budget/model.py): the seven phases and `backward_outside_step`, which `show` reports
+    and a budget now takes (before: refused as an unknown phase)."""
+    from memledger.budget.marker import budget_from_marker
+
+    assert build_budget({"phases": {"backward_outside_step": "1MiB"}}, "f").phases[
+        "backward_outside_step"].bytes == 1 << 20
+    marked, _ = budget_from_marker((), {"phases": {"backward_outside_step": "2MiB"}})
+    assert marked.phases["backward_outside_step"].bytes == 2 << 20
+    with pytest.raises(BudgetError) as e:
+        build_budget({"phases": {"evaluation": "1MiB"}}, "f.toml")
+    assert str(e.value) == ("memledger: f.toml: phases: unknown phase 'evaluation'; known: "
+                            "setup, forward, loss, backward, optimizer, zero_grad, other, "
+                            "backward_outside_step")
