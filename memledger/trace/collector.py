@@ -1285,6 +1285,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
             return run_by_its_ops(self, func, args, kwargs)
         if kwargs is None:
             kwargs = {}
+        if self._handed:   # Note [A handed list let go of between calls]
+            self._judge_handed(every=False)
         op = _op_info(func)   # Note [One lookup per op]
         grow = op.grow
         if grow:   # Note [Storages grown inside an op]
@@ -2688,6 +2690,25 @@ class Collector(ShardingMixin, TorchDispatchMode):
             if sid in self._state_saves:   # Note [A saved buffer its module lets go of]
                 self._held[sid] = self._state_saves[sid]
 
+    # Note [A handed list let go of between calls]
+    # The table of handed lists and dicts (`_handed`, Note [A list changed after the call],
+    # trace/outside_state.py) holds each one, and through it the tensors in it, until it is
+    # judged; it was judged only as a module call returned. A model that hands a call a
+    # list and lets go of it before the next call returns kept it alive in the trace alone:
+    # infini-transformer-pytorch's `InfiniTransformerWrapper` hands the model the
+    # previous segment's memories (`past_memories`, a list of (kv, norm) pairs), rebinds
+    # its variable to the new ones as the call returns, and then runs the segment's
+    # cross-entropy, mask and mean in its own forward, no module called. The old pairs
+    # (4,096 + 512 B a layer at batch 8, 2 heads of 8) lived on until the wrapper itself
+    # returned: saved by the next segment's retrieval, they were written `released` at
+    # the wrapper's end, not where the script let go of them (Note [When a saved storage
+    # is released]), and `offload:model.layers.0.0` was predicted 4,608 B over measured,
+    # the pair held through the cross-entropy where the peak is (tests/clients/
+    # train_infini.py --mode loss --segments 2 --depth 1 --batch 8). Unsaved, the same
+    # would have kept them on the ledger's curve. So the table is looked at before every
+    # op while it holds anything, and a container nothing else holds is judged and let
+    # go of there: before the op, so its tensors are freed where the script's own run
+    # frees them. Cost: a refcount read per container held, per op, while one is held.
     def _judge_handed(self, every: bool) -> None:
         """Write a `stateful` ARGUMENT_CHANGED record for each call whose list or dict
         argument changed after it returned; judged for all as the model's outermost call
