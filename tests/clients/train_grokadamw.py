@@ -6,7 +6,8 @@ parameter's gradient clipped inside the step; its state in `param_groups[i]['sta
 `optimizer.state`) and adam-atan2-pytorch's `AdamAtan2` family (lucidrains: Adam with
 `atan2(m, sqrt(v))` in place of `m / (sqrt(v) + eps)`; `AdamAtan2ClipGrok` clips each
 matrix's rows after the step, `AdoptAtan2` is ADOPT, whose second moment starts at the
-first gradient squared and whose first step moves nothing). Seeded, tiny, nothing
+first gradient squared and whose first step moves nothing, `MuonAdamAtan2` orthogonalizes
+the momentum of the blocks' matrices by Newton-Schulz). Seeded, tiny, nothing
 downloaded.
 
     python tests/clients/train_grokadamw.py --steps 3
@@ -23,7 +24,8 @@ from `param_groups[i]['train_loss']` / `['eval_loss']`, set each step when `--va
 `gap` (the README's function of the train and validation losses, as floats), `tensor` (a
 function returning the loss tensor itself: the optimizer averages and exponentiates it),
 `raise` (a function that raises: the optimizer logs and ignores it), `--no-clip`
-(`gradient_clipping=0`), `--gamma`. `--opt atan2 | clipgrok | adopt`: with `--regen R`
+(`gradient_clipping=0`), `--gamma`. `--opt atan2 | clipgrok | adopt | muon` (`--normuon`: a per-row second moment of the
+orthogonalized update): with `--regen R`
 (`regen_reg_rate`: a `param_init` clone per parameter), `--cautious F` (`cautious_factor`),
 `--wd W`, `--cautious-wd`, `--decoupled`. All: `--closure` (the loss and its backward inside
 `optimizer.step(closure)`), `--accum N`, `--validate` (a loss under no_grad each step),
@@ -39,7 +41,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from adam_atan2_pytorch import AdamAtan2, AdamAtan2ClipGrok, AdoptAtan2
+from adam_atan2_pytorch import AdamAtan2, AdamAtan2ClipGrok, AdoptAtan2, MuonAdamAtan2
 from grokadamw import GrokAdamW
 
 
@@ -103,7 +105,7 @@ def main() -> None:
     ap.add_argument("--heads", type=int, default=2)
     ap.add_argument("--depth", type=int, default=2)
     ap.add_argument("--batch", type=int, default=64)
-    ap.add_argument("--opt", default="grok", choices=["grok", "atan2", "clipgrok", "adopt"])
+    ap.add_argument("--opt", default="grok", choices=["grok", "atan2", "clipgrok", "adopt", "muon"])
     ap.add_argument("--signal", default="none", choices=["none", "gap", "tensor", "raise"])
     ap.add_argument("--no-clip", action="store_true")
     ap.add_argument("--gamma", type=float, default=0.1)
@@ -112,6 +114,7 @@ def main() -> None:
     ap.add_argument("--wd", type=float, default=0.0)
     ap.add_argument("--cautious-wd", action="store_true")
     ap.add_argument("--decoupled", action="store_true")
+    ap.add_argument("--normuon", action="store_true")
     ap.add_argument("--closure", action="store_true")
     ap.add_argument("--accum", type=int, default=1)
     ap.add_argument("--validate", action="store_true")
@@ -141,6 +144,11 @@ def main() -> None:
         opt = GrokAdamW(model.parameters(), lr=1e-3, weight_decay=args.wd or 1e-2,
                         gamma=args.gamma, grokking_signal_fns=fns,
                         gradient_clipping=0.0 if args.no_clip else 1.0)
+    elif args.opt == "muon":   # the blocks' matrices by Muon, the rest by AdamAtan2
+        muon = [p for p in model.blocks.parameters() if p.ndim == 2]
+        opt = MuonAdamAtan2(muon, list(model.parameters()), lr=1e-3, weight_decay=args.wd,
+                            regen_reg_rate=args.regen, cautious_factor=args.cautious,
+                            use_normuon=args.normuon)
     else:
         cls = {"atan2": AdamAtan2, "clipgrok": AdamAtan2ClipGrok, "adopt": AdoptAtan2}[args.opt]
         kw = dict(lr=1e-3, weight_decay=args.wd, regen_reg_rate=args.regen,
