@@ -46,7 +46,7 @@ walk named a value by its key's `str()`, and a tensor's is its printed values: t
 names ran to 14,955 characters (`param_groups[0].state.Parameter containing:\ntensor([[
 1.6070e-02, ...`), printed again at every walk (each step hook, each root forward). And it
 read only the values: the copies themselves, 109,692 B held as keys by the optimizer, read
-as `other` (548,460 B of `other` resident at the end after 3 steps, with the checkpoint the
+as `other` (548,460 B of `other` resident at the end after 2 steps, with the checkpoint the
 script still holds). A tensor key that is no parameter of the optimizer's is now held
 state (`...state.keys[i]`), and the values under it are named by the key's position
 (`...state[i].exp_avg`): 438,768 B of `other`, 767,844 B of optimizer state (6 x 109,692 B
