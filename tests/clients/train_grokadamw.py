@@ -24,12 +24,13 @@ from `param_groups[i]['train_loss']` / `['eval_loss']`, set each step when `--va
 `gap` (the README's function of the train and validation losses, as floats), `tensor` (a
 function returning the loss tensor itself: the optimizer averages and exponentiates it),
 `raise` (a function that raises: the optimizer logs and ignores it), `--no-clip`
-(`gradient_clipping=0`), `--gamma`. `--opt atan2 | clipgrok | adopt | muon` (`--normuon`: a per-row second moment of the
-orthogonalized update): with `--regen R`
-(`regen_reg_rate`: a `param_init` clone per parameter), `--cautious F` (`cautious_factor`),
-`--wd W`, `--cautious-wd`, `--decoupled`. All: `--closure` (the loss and its backward inside
-`optimizer.step(closure)`), `--accum N`, `--validate` (a loss under no_grad each step),
-`--keep-zeros` (`zero_grad(set_to_none=False)`). `--bug no-zero-grad` (never zeroed),
+(`gradient_clipping=0`), `--gamma`. `--opt atan2 | clipgrok | adopt | muon` (`--normuon`:
+a per-row second moment of the orthogonalized update): with `--regen R` (`regen_reg_rate`:
+a `param_init` clone per parameter), `--cautious F` (`cautious_factor`), `--wd W`,
+`--cautious-wd`, `--decoupled`. All: `--closure` (the batch, the loss and its backward
+inside `optimizer.step(closure)`), `--accum N`, `--validate` (a loss under no_grad each
+step), `--keep-zeros` (`zero_grad(set_to_none=False)`), `--reload-at K` (model and optimizer
+saved with `torch.save` and loaded back after step K). `--bug no-zero-grad` (never zeroed),
 `readme-closure` (the README's `optimizer.step(closure=lambda: loss_fn(model, data))`: the
 closure computes the loss and no backward, so no parameter has a gradient and nothing moves).
 """
