@@ -906,6 +906,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
         self._last: dict[int, int] = {}    # sid -> last event that used it
         self._refs: dict[int, tuple[int, int, weakref.ref]] = {}  # id(ref) -> (sid, key, ref)
         self._outside: set[int] = set()    # sids made in setup/other phases (batch candidates)
+        self._closure_batch = False   # Note [A batch made in a closure]
         self._in_setup: set[int] = set()   # sids made before the first step (setup)
         self._inputs: set[int] = set()     # sids marked `input` (a step's batch)
         # Note [A batch made after an evaluation]: sids made in the loss phase a forward
@@ -1690,7 +1691,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
         if ext:
             rec["external"] = True
         self.sink.write(rec)
-        if pre or phase == "setup" or phase == "other":
+        if pre or phase == "setup" or phase == "other" or (
+                phase == "optimizer" and self._closure_batch):
             self._outside.add(sid)
             if pre or phase == "setup":
                 self._in_setup.add(sid)
@@ -2308,6 +2310,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
                     self._outside |= self._after_eval
                     self._after_eval.clear()
                 self._after_graphless = False
+                self._closure_batch = False
                 begins = self._phase != "forward"
                 self._set_phase("forward")
                 self._mark_held_by_optimizers()   # Note [State made between steps]
@@ -3469,7 +3472,19 @@ class Collector(ShardingMixin, TorchDispatchMode):
     # (`--opt adamw --bf16 --release`: 109,324 B saved, as the same loop stepped after
     # backward reads). A step begun inside a backward pass keeps the phase "optimizer"
     # until it returns, then backward goes on, the same pass.
+    # Note [A batch made in a closure]
+    # `optimizer.step(closure)` with the batch drawn inside the closure (the README of
+    # grokadamw has the closure compute the loss; tests/clients/train_grokadamw.py
+    # `--closure` draws the batch there too): the batch was made in the phase "optimizer",
+    # after the step's pre-hook, and only storages made in "setup" or "other" are batch
+    # candidates, so the (64, 3) int64 tokens the embedding saves and the (64,) targets the
+    # loss reads, 2,048 B, read `activation` where the same loop with the batch drawn
+    # before the forward reads them `input` (`show`'s saved-for-backward table named `tok`
+    # for the indices). What a step makes before its first forward is a candidate too (an
+    # optimizer's own tensors are its state, named at the hooks, or freed in the step);
+    # only the category moves: peaks and predictions follow each storage's own life.
     def _opt_pre(self, opt: torch.optim.Optimizer, args, kwargs) -> None:
+        self._closure_batch = True
         if self._bw_steps or (self._phase == "backward" and _graph_task_id() != -1):
             self._bw_steps += 1
         if not self._nested_step() and self._steps.pre(opt) and \
@@ -3600,6 +3615,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
     # `resident` said 22,016 B of parameters for a model of 120,320 B. The parameters and
     # their gradients are read again when the step returns.
     def _opt_post(self, opt: torch.optim.Optimizer, args, kwargs) -> None:
+        self._closure_batch = False
         self._mark_parameters(opt)
         self._mark_optimizer_state(opt)
         in_backward = self._bw_steps == 1   # Note [An update inside backward is the

@@ -36,6 +36,22 @@ stopped at four (`_DEPTH`), one short: after 2 steps of tests/clients/train_pto.
 create:dash` the 737,536 B of statistics and inverse roots read as `temporary` resident at
 the end, beside 154,656 B of optimizer state; 892,192 B now. Six levels: the walk is over
 the optimizer's own objects, and `seen` cuts cycles.
+
+# Note [A tensor as a key]
+grokadamw 0.1.2's `GrokAdamW` keeps its state in `param_groups[i]['state']`, a dict keyed
+by the parameters. `optimizer.load_state_dict()` deep-copies the saved param groups, so
+after a checkpoint is loaded in the middle of a run (tests/clients/train_grokadamw.py
+`--reload-at 1`) that dict is keyed by copies of the parameters, no longer by them. The
+walk named a value by its key's `str()`, and a tensor's is its printed values: the state's
+names ran to 14,955 characters (`param_groups[0].state.Parameter containing:\ntensor([[
+1.6070e-02, ...`), printed again at every walk (each step hook, each root forward). And it
+read only the values: the copies themselves, 109,692 B held as keys by the optimizer, read
+as `other` (548,460 B of `other` resident at the end after 2 steps, with the checkpoint the
+script still holds). A tensor key that is no parameter of the optimizer's is now held
+state (`...state.keys[i]`), and the values under it are named by the key's position
+(`...state[i].exp_avg`): 438,768 B of `other`, 767,844 B of optimizer state (6 x 109,692 B
+of moments and EMAs, the reloaded and the fresh, + the 109,692 B of keys). A key that is a
+parameter still names its values by the parameter's name.
 """
 
 from __future__ import annotations
@@ -99,8 +115,12 @@ def _walk(v: Any, name: str, param_name, own, seen, depth: int):
     if isinstance(v, torch.optim.Optimizer):
         yield from _walk_optimizer(v, param_name, own, seen, f"{name}.")
     elif isinstance(v, dict):
-        for k, x in v.items():
+        for i, (k, x) in enumerate(v.items()):
             pname = param_name(k) if isinstance(k, (torch.Tensor, int)) else ""
+            if isinstance(k, torch.Tensor):   # Note [A tensor as a key]
+                yield from _walk(k, _join(name, f"keys[{i}]"), param_name, own, seen,
+                                 depth - 1)
+                pname = pname or f"[{i}]"
             yield from _walk(x, _join(name, pname or str(k)), param_name, own, seen,
                              depth - 1)
     elif isinstance(v, (list, tuple, collections.deque)):   # Note [A queue in the state]
@@ -112,4 +132,4 @@ def _walk(v: Any, name: str, param_name, own, seen, depth: int):
 
 
 def _join(name: str, key: str) -> str:
-    return f"{name}.{key}" if name else key
+    return key if not name else f"{name}{key}" if key.startswith("[") else f"{name}.{key}"

@@ -430,6 +430,24 @@ def test_lbfgs_calls_its_closure_three_times_on_one_batch():
         assert p.predicted is not None and p.predicted == p.measured, (text, p)
 
 
+def test_a_batch_drawn_inside_the_closure_is_the_batch():
+    """Note [A batch made in a closure] (memledger/trace/collector.py): Adam stepped with a
+    closure that draws its (64, 256) fp32 inputs and (64,) int64 targets itself; made in
+    the phase "optimizer", after the step's pre-hook, they were no batch candidates and read
+    `activation` (fc1 saves the inputs, the loss the targets). Now `input`, as when the loop
+    draws them before the step; the peak is the same either way."""
+    from tests.clients.harness import ledger_pass
+
+    def batch_categories(argv):
+        led = ledger_pass("train_closure.py", ["--steps", "2", *argv])
+        st = led.on_device()
+        rows = st[st["op"].isin(["randn.generator", "randint.low_generator"])]
+        return led.peak().bytes, sorted(set(rows["category"])), int(rows["bytes"].sum())
+
+    inside, outside = batch_categories(["--batch-inside"]), batch_categories([])
+    assert inside == outside == (inside[0], ["input"], 2 * (64 * 256 * 4 + 64 * 8))
+
+
 def test_the_gates_pass_checkpoint_of_a_model_called_twice():
     """Note [Which tensors are inputs] (verify/capture.py): the model called twice per step
     (two views of a batch). Recording the loss's inputs ran on through the second call, where

@@ -119,3 +119,37 @@ def test_a_dead_weakref_proxy_among_the_live_objects_is_walked_past():
     found, optimizers = optimizer_like_alive()
     assert found == "" and any(o is opt for o in optimizers)
     assert proxy is not None
+
+
+class _GroupStateOpt(torch.optim.Optimizer):
+    """GrokAdamW's layout (grokadamw 0.1.2): the state in `param_groups[i]['state']`, a dict
+    keyed by the parameters, which `load_state_dict` deep-copies with the groups."""
+
+    def __init__(self, params):
+        super().__init__(params, {"lr": 0.1})
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for g in self.param_groups:
+            for p in g["params"]:
+                g.setdefault("state", {}).setdefault(p, {"exp_avg": torch.zeros_like(p)})
+
+
+def test_tensor_keys_are_state_and_never_printed_into_names():
+    """Note [A tensor as a key]: after `load_state_dict` the group's state is keyed by copies
+    of the parameters. The copies (128 B) were not found, and the moment under each was named
+    by the key's printed values; a key that is a parameter still names its values."""
+    w = torch.nn.Parameter(torch.full((4, 8), 0.25))
+    opt = _GroupStateOpt([w])
+
+    def found() -> dict[str, int]:
+        return {name: t.untyped_storage().nbytes()
+                for t, name in held_tensors(opt, lambda k: "w" if k is w else "")}
+
+    opt.step()
+    assert found() == {"param_groups[0].state.w.exp_avg": 128}
+    opt.load_state_dict(opt.state_dict())   # the copied groups: keys are copies of w
+    opt.step()                              # a fresh state for w beside the loaded one
+    assert found() == {"param_groups[0].state.keys[0]": 128,
+                     "param_groups[0].state[0].exp_avg": 128,
+                     "param_groups[0].state.w.exp_avg": 128}
