@@ -106,13 +106,12 @@ import pandas as pd
 
 
 def kept_across_a_step(created: np.ndarray, freed: np.ndarray, last_use: np.ndarray,
-                       key, phases: list, steps: list) -> np.ndarray:
+                       phases: list, steps: list) -> np.ndarray:
     """Per storage: made before a step's first forward began and still live after that
     step's end (`freed` < 0: still held at the close), or read by an op from that step's
-    first backward on (Note [Kept by the script across a step]); and, held at the close and made
-    in the last step, one made as (`key`: op, module, bytes) a storage of the step before
-    that the last step read (Note [Read by the next step]); `key(rows)` says it for the
-    rows asked, only where there are such."""
+    first backward on (Note [Kept by the script across a step]); and, held at the close and
+    made in the last step, one made from a storage of the step before that the last step
+    read (Note [Read by the next step])."""
     fwd = np.array(sorted(int(r["ev"]) for r in phases if r.get("ph") == "forward"),
                    dtype=np.int64)
     ends = np.array(sorted(int(r["ev"]) for r in steps), dtype=np.int64)
@@ -139,14 +138,35 @@ def kept_across_a_step(created: np.ndarray, freed: np.ndarray, last_use: np.ndar
     read = has & (b < len(bwd)) & (back <= end) & (last_use >= back)
     out |= read
     if len(first) > 1:
-        # the last step's, held at the close: kept as the step before kept its own
+        # the last step's, held at the close: made from the state the step before kept
         prev = read & (i == len(first) - 1)
         last = (i == len(first)) & (created > first[-1]) & (freed < 0) & ~out
         if prev.any() and last.any():
-            seen = set(key(np.flatnonzero(prev)))
-            at = np.flatnonzero(last)
-            out[at] = [k in seen for k in key(at)]
+            out |= last & _made_from(np.flatnonzero(prev), created, last_use,
+                                     np.flatnonzero((i == len(first)) &
+                                                    (created > first[-1])))
     return out
+
+
+def _made_from(state: np.ndarray, created: np.ndarray, last_use: np.ndarray,
+               made: np.ndarray) -> np.ndarray:
+    """Per storage: one of `made` that the rows `state` made, through ops each of which
+    was the last to read what it was made from: a storage made by the op at a row's last
+    use, and so on (Note [Read by the next step]: `new = old * a + g * b` makes `new` at the
+    last read of `old * a`, made at the last read of `old`)."""
+    order = made[np.argsort(created[made], kind="stable")]
+    at = created[order]
+    reached = np.zeros(len(created), dtype=bool)
+    frontier = state
+    while len(frontier):
+        uses = np.unique(last_use[frontier])
+        lo = np.searchsorted(at, uses, side="left")
+        hi = np.searchsorted(at, uses, side="right")
+        nxt = np.concatenate([order[a:z] for a, z in zip(lo.tolist(), hi.tolist()) if z > a]
+                             or [np.zeros(0, dtype=np.int64)])
+        frontier = nxt[~reached[nxt]]
+        reached[frontier] = True
+    return reached
 
 
 def optimizer_copies(df: pd.DataFrame, roles: pd.DataFrame, cats: np.ndarray) -> pd.DataFrame:
@@ -195,15 +215,16 @@ def optimizer_copies(df: pd.DataFrame, roles: pd.DataFrame, cats: np.ndarray) ->
 
 
 def past_gradients(df: pd.DataFrame, roles: pd.DataFrame, cats: np.ndarray,
-                   phases: list, steps: list) -> pd.DataFrame:
-    """Gradient storages the script keeps after their parameter's next gradient was made:
-    one row per such sid (index) with `until` (that next gradient's creation, from which
-    the storage is `other`) and `name` (the parameter's gradient name). Note [A gradient
-    the script keeps past its step]."""
+                   phases: list, steps: list, ungrad: list = ()) -> pd.DataFrame:
+    """Gradient storages the script keeps after their parameter's next gradient was made,
+    or after no `.grad` held them (`ungrad` records): one row per such sid (index) with
+    `until` (the earlier of that next gradient's creation and the drop, from which the
+    storage is `other`) and `name` (the parameter's gradient name, "" if none). Notes [A
+    gradient the script keeps past its step] and [A gradient dropped from .grad]."""
     out: dict[int, tuple[int, str]] = {}
     g = roles[roles["role"] == "gradient"] if len(roles) else roles
+    named: dict[int, str] = {}
     if len(g):
-        named: dict[int, str] = {}
         for sid, name in zip(g["sid"].tolist(), g["name"].tolist()):
             if isinstance(name, str) and name:
                 named[sid] = name                       # the last names it
@@ -236,6 +257,31 @@ def past_gradients(df: pd.DataFrame, roles: pd.DataFrame, cats: np.ndarray,
                 # still held after the step that made the next one ended (or at the close)
                 if freed[r] < 0 or (j < len(ends) and freed[r] > ends[j]):
                     out[int(df.index[r])] = (at, named[int(df.index[r])])
+    if len(ungrad):
+        _dropped(df, cats, ungrad, named, out)
     return pd.DataFrame({"until": np.array([u for u, _ in out.values()], dtype=np.int64),
                          "name": np.array([n for _, n in out.values()], dtype=object)},
                         index=pd.Index(list(out), dtype=np.int64, name="sid"))
+
+
+def _dropped(df: pd.DataFrame, cats: np.ndarray, ungrad: list, named: dict[int, str],
+             out: dict[int, tuple[int, str]]) -> None:
+    """Into `out`: each gradient storage an `ungrad` record says no `.grad` held from its
+    `ev` on, while it lived (the last record of a storage says; -1: it was a `.grad` again),
+    from the earlier of that event and the one `out` has. Note [A gradient dropped from
+    .grad] (trace/dropped_grads.py)."""
+    last: dict[int, int] = {}
+    for rec in ungrad:
+        last[int(rec["sid"])] = int(rec["ev"])
+    sids = [s for s, ev in last.items() if ev >= 0]
+    if not sids:
+        return
+    rows = df.index.get_indexer(sids)
+    created = df["created"].to_numpy(dtype=np.int64)
+    freed = df["freed"].to_numpy(dtype=np.int64)
+    for sid, r in zip(sids, rows.tolist()):
+        ev = last[sid]
+        if r < 0 or cats[r] != "gradient" or ev <= created[r] or 0 <= freed[r] <= ev:
+            continue
+        was = out.get(sid)
+        out[sid] = (min(ev, was[0]) if was else ev, named.get(sid, ""))
