@@ -38,16 +38,27 @@ loss or an output the script holds into the next step (until the next one replac
 is that the next step reads them: a storage made before a step's first forward that an
 op reads from that first forward on (its `last_use`) is the script's state too, `other`.
 A loss's last use is its step's backward or `.item()`; the next forward only replaces it.
-At the close no step follows the last one, so its storages are read by none: one held at
-the close, made after the last step's first forward, reads `other` where the step before
-made a storage by the same op, in the same module, of the same bytes that the last step
-read (a loop repeats; a last loss is made as the loss before it, which nothing read).
 The read counts from that step's first backward, not its first forward: a loss the
 script prints after an evaluation's forward between two steps (tests/clients/
 train_optimizers.py) is read after a forward the rule above counts as the next step's.
 After: 40,972 B `temporary` and 83,708 B `other` at that peak, 4 B and 83,708 B
 resident. Only the category moves. Pinned: tests/clients/test_held_roles.py
 (`train_held_roles.py --ema`).
+At the close no step follows the last one, so its storages are read by none: one held at
+the close, made after the last step's first forward, reads `other` where it was made from
+a storage of the step before that the last step read (the state it carries): made by the
+op that last read such a storage, or by the op that last read a storage so made, and on
+(`new = old * a + g * b`: `old`'s last read makes `old * a`, whose last read, the `add`,
+makes `new`). The ledger records each storage's last use and the op that made it, so the
+chain is events, not a guess. fix53f's rule read likeness instead (the step before made a
+storage by the same op, in the same module, of the same bytes): a script that keeps a
+running average of a penalised loss (`avg = avg * 0.9 + loss.detach() * 0.1`, `loss =
+mse + 1e-4 * l2`: both an `add` of 4 B in the script) had its last loss read `other`
+(tests/clients/train_held_roles.py `--loss-avg`: resident `temporary` 0, `other` 8 B;
+now 4 and 4). What the chain misses reads `temporary`, as before fix53f: state the last
+step makes in place from a fresh storage (`new = g * b; new.add_(old, alpha=a)`: `old`'s
+last read is the `add_`, which makes nothing). Pinned: tests/clients/test_held_roles.py
+(`--ema`, `--loss-avg`).
 
 # Note [A gradient the script keeps past its step]
 The grokfast paper's `gradfilter_ma` appends each step's `p.grad.data.detach()` to a deque
@@ -69,10 +80,20 @@ keeps, then the parameter] the other way round
 gradients, which backward pass made them in replay/prepared.py, reads `cat_before` too).
 Held past the end of that step, not just past the successor's creation: the paper's
 `gradfilter_ema` rebinds `p.grad.data = p.grad.data + ...`, and the old storage, freed
-at the rebinding, stays a gradient. Between `zero_grad(set_to_none=True)` and the next
-backward the kept storage still reads `gradient` (the ledger has no event for the drop).
+at the rebinding, stays a gradient.
 After: `gradient` 83,708 B resident, `other` 167,416 B. Only the category moves. Pinned:
 tests/clients/test_held_roles.py (`train_held_roles.py --ma 2`).
+From the fifty-fourth session the trace also writes when no `.grad` holds a gradient
+storage that is still alive (`ungrad` records: Note [A gradient dropped from .grad],
+trace/dropped_grads.py): `zero_grad(set_to_none=True)`'s end, a step's forward's start
+after `model.zero_grad()`, a `.grad` rebound. From that event the storage reads `other`
+too (the earlier of the two; the last record of a storage says, `ev` -1 where it was a
+`.grad` again, so it keeps its role); a ledger without such records (older) reads as
+above. Between the zero_grad and the next backward the kept storages read `gradient`
+before: `train_held_roles.py --ma 3` at the peak (step 2's backward) `gradient` 2,244 B
+(1,088 of them blocks.0's kept gradient), `other` 1,156 B; now 1,156 and 2,244, and no
+`gradient` from the zero_grad to the backward (2,244 B before). Pinned: tests/clients/
+test_held_roles.py (`--ma 3`, `--ma 3 --model-zero`), tests/unit/test_dropped_gradients.py.
 
 # Note [A copy the optimizer keeps, then the parameter]
 An extragradient optimizer (Cooper's `ExtraAdam` / `ExtraSGD`, after Gidel et al.) keeps a

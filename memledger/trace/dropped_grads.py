@@ -22,7 +22,10 @@ that saves gradients, clears them and puts them back), the collector writes `ev:
 it: the ledger reads the last record, and a storage with two lives as a gradient keeps
 its role to the end of the last (one cut per storage, as the other earlier-category rules
 have). Cost: one pass over the watched storages (one per parameter) at each of those
-points, a few per step; nothing on the per-op path.
+points, a few per step (about 1 us per parameter on this session's AMD EPYC); nothing on
+the per-op path (the dispatch hook, pack and unpack). Pinned: tests/clients/
+test_held_roles.py (`train_held_roles.py --ma 3`, `--model-zero`), tests/unit/
+test_dropped_gradients.py.
 """
 
 from __future__ import annotations
