@@ -38,16 +38,27 @@ loss or an output the script holds into the next step (until the next one replac
 is that the next step reads them: a storage made before a step's first forward that an
 op reads from that first forward on (its `last_use`) is the script's state too, `other`.
 A loss's last use is its step's backward or `.item()`; the next forward only replaces it.
-At the close no step follows the last one, so its storages are read by none: one held at
-the close, made after the last step's first forward, reads `other` where the step before
-made a storage by the same op, in the same module, of the same bytes that the last step
-read (a loop repeats; a last loss is made as the loss before it, which nothing read).
 The read counts from that step's first backward, not its first forward: a loss the
 script prints after an evaluation's forward between two steps (tests/clients/
 train_optimizers.py) is read after a forward the rule above counts as the next step's.
 After: 40,972 B `temporary` and 83,708 B `other` at that peak, 4 B and 83,708 B
 resident. Only the category moves. Pinned: tests/clients/test_held_roles.py
 (`train_held_roles.py --ema`).
+At the close no step follows the last one, so its storages are read by none: one held at
+the close, made after the last step's first forward, reads `other` where it was made from
+a storage of the step before that the last step read (the state it carries): made by the
+op that last read such a storage, or by the op that last read a storage so made, and on
+(`new = old * a + g * b`: `old`'s last read makes `old * a`, whose last read, the `add`,
+makes `new`). The ledger records each storage's last use and the op that made it, so the
+chain is events, not a guess. fix53f's rule read likeness instead (the step before made a
+storage by the same op, in the same module, of the same bytes): a script that keeps a
+running average of a penalised loss (`avg = avg * 0.9 + loss.detach() * 0.1`, `loss =
+mse + 1e-4 * l2`: both an `add` of 4 B in the script) had its last loss read `other`
+(tests/clients/train_held_roles.py `--loss-avg`: resident `temporary` 0, `other` 8 B;
+now 4 and 4). What the chain misses reads `temporary`, as before fix53f: state the last
+step makes in place from a fresh storage (`new = g * b; new.add_(old, alpha=a)`: `old`'s
+last read is the `add_`, which makes nothing). Pinned: tests/clients/test_held_roles.py
+(`--ema`, `--loss-avg`).
 
 # Note [A gradient the script keeps past its step]
 The grokfast paper's `gradfilter_ma` appends each step's `p.grad.data.detach()` to a deque
@@ -69,10 +80,20 @@ keeps, then the parameter] the other way round
 gradients, which backward pass made them in replay/prepared.py, reads `cat_before` too).
 Held past the end of that step, not just past the successor's creation: the paper's
 `gradfilter_ema` rebinds `p.grad.data = p.grad.data + ...`, and the old storage, freed
-at the rebinding, stays a gradient. Between `zero_grad(set_to_none=True)` and the next
-backward the kept storage still reads `gradient` (the ledger has no event for the drop).
+at the rebinding, stays a gradient.
 After: `gradient` 83,708 B resident, `other` 167,416 B. Only the category moves. Pinned:
 tests/clients/test_held_roles.py (`train_held_roles.py --ma 2`).
+From the fifty-fourth session the trace also writes when no `.grad` holds a gradient
+storage that is still alive (`ungrad` records: Note [A gradient dropped from .grad],
+trace/dropped_grads.py): `zero_grad(set_to_none=True)`'s end, a step's forward's start
+after `model.zero_grad()`, a `.grad` rebound. From that event the storage reads `other`
+too (the earlier of the two; the last record of a storage says, `ev` -1 where it was a
+`.grad` again, so it keeps its role); a ledger without such records (older) reads as
+above. Between the zero_grad and the next backward the kept storages read `gradient`
+before: `train_held_roles.py --ma 3` at the peak (step 2's backward) `gradient` 2,244 B
+(1,088 of them blocks.0's kept gradient), `other` 1,156 B; now 1,156 and 2,244, and no
+`gradient` from the zero_grad to the backward (2,244 B before). Pinned: tests/clients/
+test_held_roles.py (`--ma 3`, `--ma 3 --model-zero`), tests/unit/test_dropped_gradients.py.
 
 # Note [A copy the optimizer keeps, then the parameter]
 An extragradient optimizer (Cooper's `ExtraAdam` / `ExtraSGD`, after Gidel et al.) keeps a
@@ -106,13 +127,12 @@ import pandas as pd
 
 
 def kept_across_a_step(created: np.ndarray, freed: np.ndarray, last_use: np.ndarray,
-                       key, phases: list, steps: list) -> np.ndarray:
+                       phases: list, steps: list) -> np.ndarray:
     """Per storage: made before a step's first forward began and still live after that
     step's end (`freed` < 0: still held at the close), or read by an op from that step's
-    first backward on (Note [Kept by the script across a step]); and, held at the close and made
-    in the last step, one made as (`key`: op, module, bytes) a storage of the step before
-    that the last step read (Note [Read by the next step]); `key(rows)` says it for the
-    rows asked, only where there are such."""
+    first backward on (Note [Kept by the script across a step]); and, held at the close and
+    made in the last step, one made from a storage of the step before that the last step
+    read (Note [Read by the next step])."""
     fwd = np.array(sorted(int(r["ev"]) for r in phases if r.get("ph") == "forward"),
                    dtype=np.int64)
     ends = np.array(sorted(int(r["ev"]) for r in steps), dtype=np.int64)
@@ -139,14 +159,35 @@ def kept_across_a_step(created: np.ndarray, freed: np.ndarray, last_use: np.ndar
     read = has & (b < len(bwd)) & (back <= end) & (last_use >= back)
     out |= read
     if len(first) > 1:
-        # the last step's, held at the close: kept as the step before kept its own
+        # the last step's, held at the close: made from the state the step before kept
         prev = read & (i == len(first) - 1)
         last = (i == len(first)) & (created > first[-1]) & (freed < 0) & ~out
         if prev.any() and last.any():
-            seen = set(key(np.flatnonzero(prev)))
-            at = np.flatnonzero(last)
-            out[at] = [k in seen for k in key(at)]
+            out |= last & _made_from(np.flatnonzero(prev), created, last_use,
+                                     np.flatnonzero((i == len(first)) &
+                                                    (created > first[-1])))
     return out
+
+
+def _made_from(state: np.ndarray, created: np.ndarray, last_use: np.ndarray,
+               made: np.ndarray) -> np.ndarray:
+    """Per storage: one of `made` that the rows `state` made, through ops each of which
+    was the last to read what it was made from: a storage made by the op at a row's last
+    use, and so on (Note [Read by the next step]: `new = old * a + g * b` makes `new` at the
+    last read of `old * a`, made at the last read of `old`)."""
+    order = made[np.argsort(created[made], kind="stable")]
+    at = created[order]
+    reached = np.zeros(len(created), dtype=bool)
+    frontier = state
+    while len(frontier):
+        uses = np.unique(last_use[frontier])
+        lo = np.searchsorted(at, uses, side="left")
+        hi = np.searchsorted(at, uses, side="right")
+        nxt = np.concatenate([order[a:z] for a, z in zip(lo.tolist(), hi.tolist()) if z > a]
+                             or [np.zeros(0, dtype=np.int64)])
+        frontier = nxt[~reached[nxt]]
+        reached[frontier] = True
+    return reached
 
 
 def optimizer_copies(df: pd.DataFrame, roles: pd.DataFrame, cats: np.ndarray) -> pd.DataFrame:
@@ -195,15 +236,16 @@ def optimizer_copies(df: pd.DataFrame, roles: pd.DataFrame, cats: np.ndarray) ->
 
 
 def past_gradients(df: pd.DataFrame, roles: pd.DataFrame, cats: np.ndarray,
-                   phases: list, steps: list) -> pd.DataFrame:
-    """Gradient storages the script keeps after their parameter's next gradient was made:
-    one row per such sid (index) with `until` (that next gradient's creation, from which
-    the storage is `other`) and `name` (the parameter's gradient name). Note [A gradient
-    the script keeps past its step]."""
+                   phases: list, steps: list, ungrad: list = ()) -> pd.DataFrame:
+    """Gradient storages the script keeps after their parameter's next gradient was made,
+    or after no `.grad` held them (`ungrad` records): one row per such sid (index) with
+    `until` (the earlier of that next gradient's creation and the drop, from which the
+    storage is `other`) and `name` (the parameter's gradient name, "" if none). Notes [A
+    gradient the script keeps past its step] and [A gradient dropped from .grad]."""
     out: dict[int, tuple[int, str]] = {}
     g = roles[roles["role"] == "gradient"] if len(roles) else roles
+    named: dict[int, str] = {}
     if len(g):
-        named: dict[int, str] = {}
         for sid, name in zip(g["sid"].tolist(), g["name"].tolist()):
             if isinstance(name, str) and name:
                 named[sid] = name                       # the last names it
@@ -236,6 +278,31 @@ def past_gradients(df: pd.DataFrame, roles: pd.DataFrame, cats: np.ndarray,
                 # still held after the step that made the next one ended (or at the close)
                 if freed[r] < 0 or (j < len(ends) and freed[r] > ends[j]):
                     out[int(df.index[r])] = (at, named[int(df.index[r])])
+    if len(ungrad):
+        _dropped(df, cats, ungrad, named, out)
     return pd.DataFrame({"until": np.array([u for u, _ in out.values()], dtype=np.int64),
                          "name": np.array([n for _, n in out.values()], dtype=object)},
                         index=pd.Index(list(out), dtype=np.int64, name="sid"))
+
+
+def _dropped(df: pd.DataFrame, cats: np.ndarray, ungrad: list, named: dict[int, str],
+             out: dict[int, tuple[int, str]]) -> None:
+    """Into `out`: each gradient storage an `ungrad` record says no `.grad` held from its
+    `ev` on, while it lived (the last record of a storage says; -1: it was a `.grad` again),
+    from the earlier of that event and the one `out` has. Note [A gradient dropped from
+    .grad] (trace/dropped_grads.py)."""
+    last: dict[int, int] = {}
+    for rec in ungrad:
+        last[int(rec["sid"])] = int(rec["ev"])
+    sids = [s for s, ev in last.items() if ev >= 0]
+    if not sids:
+        return
+    rows = df.index.get_indexer(sids)
+    created = df["created"].to_numpy(dtype=np.int64)
+    freed = df["freed"].to_numpy(dtype=np.int64)
+    for sid, r in zip(sids, rows.tolist()):
+        ev = last[sid]
+        if r < 0 or cats[r] != "gradient" or ev <= created[r] or 0 <= freed[r] <= ev:
+            continue
+        was = out.get(sid)
+        out[sid] = (min(ev, was[0]) if was else ev, named.get(sid, ""))

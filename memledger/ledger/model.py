@@ -1020,7 +1020,8 @@ def _storages(by_kind: dict[str, list[Record]]) -> tuple[pd.DataFrame, pd.DataFr
     _check_required("role", roles, ("sid", "role"))
     df["category"], df["name"], df["shard"] = _categories(
         df, roles, sv, by_kind.get("phase", []), by_kind.get("step", []))
-    _earlier_roles(df, roles, by_kind.get("phase", []), by_kind.get("step", []))
+    _earlier_roles(df, roles, by_kind.get("phase", []), by_kind.get("step", []),
+                   by_kind.pop("ungrad", []))
     # A parameter or buffer belongs to the module that owns it, whatever op made its storage.
     # So does a named `other` (a module the script never calls: Note [Modules never called])
     owned = df["category"].isin(["parameter", "buffer", "other"]).to_numpy() & \
@@ -1104,7 +1105,7 @@ def _first_read_again(up: pd.DataFrame, n: np.ndarray, saves: np.ndarray,
 
 
 def _earlier_roles(df: pd.DataFrame, roles: pd.DataFrame, phases: list[Record] = (),
-                   steps: list[Record] = ()) -> None:
+                   steps: list[Record] = (), ungrad: list[Record] = ()) -> None:
     """The `cat_until`, `cat_before`, `name_before`, `module_before` columns (Note [A copy
     the optimizer keeps, then the parameter] and [A gradient the script keeps past its
     step] in ledger/held_roles.py); `module` is still
@@ -1127,13 +1128,14 @@ def _earlier_roles(df: pd.DataFrame, roles: pd.DataFrame, phases: list[Record] =
         read_before(copies, "optimizer_state")
     # Note [A gradient the script keeps past its step]: `other` from its parameter's next
     # gradient on, the gradient before (a row the rule above took is no gradient)
-    past = past_gradients(df, roles, df["category"].to_numpy(), phases, steps) \
+    # (or from the event no `.grad` held it: Note [A gradient dropped from .grad])
+    past = past_gradients(df, roles, df["category"].to_numpy(), phases, steps, ungrad) \
         if len(roles) else ()
     if len(past):
         at = read_before(past, "gradient")
         df.iloc[at, df.columns.get_loc("category")] = "other"
-        df.iloc[at, df.columns.get_loc("name")] = [f"{n} (a past gradient)" for n in
-                                                   past["name"].astype(str)]
+        df.iloc[at, df.columns.get_loc("name")] = [f"{n} (a past gradient)".lstrip()
+                                                   for n in past["name"].astype(str)]
     df["cat_until"], df["cat_before"], df["name_before"], df["module_before"] = \
         until, before, name, module
 
@@ -1159,11 +1161,7 @@ def _categories(df: pd.DataFrame, roles: pd.DataFrame, saved: pd.DataFrame,
     made_in_run = (df["phase"] != "setup").to_numpy() & ~df["pre"].to_numpy(dtype=bool)
     created = df["created"].to_numpy(dtype=np.int64)
     last = df["last_use"].to_numpy(dtype=np.int64) if "last_use" in df else created
-    op, mod, nb = (df[c].to_numpy() for c in ("op", "module", "bytes"))
-
-    def key(rows: np.ndarray) -> list:
-        return list(zip(op[rows].tolist(), mod[rows].tolist(), nb[rows].tolist()))
-    kept = kept_across_a_step(created, df["freed"].to_numpy(dtype=np.int64), last, key,
+    kept = kept_across_a_step(created, df["freed"].to_numpy(dtype=np.int64), last,
                               phases, steps)
     cats = pd.Series(np.where(made_in_run & ~kept, "temporary", "other"), index=df.index,
                      dtype=object)

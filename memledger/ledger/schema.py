@@ -83,6 +83,9 @@ garbage then, held by reference cycles; trace/gc_window.py) and
 from `ev` to `until`, -1: to the end; or `sid`, `own`: the script let go of it at `own`,
 before the gradient did, so its free is the gradient's; Note [A sparse gradient kept as
 made] in trace/collector.py) and
+`ungrad` (`sid`, `ev`: a gradient storage no parameter's `.grad` held from `ev` on while
+it lived, `ev` -1: a `.grad` again, the drop taken back; the last record of a sid says;
+absent in older ledgers; Note [A gradient dropped from .grad] in trace/dropped_grads.py) and
 `sparse` (`sid`: the storage was a part of a sparse COO tensor, the indices or values of a
 sparse gradient; its free is the gradient's: Note [A sparse gradient's part ends no
 backward] in replay/engine.py) and

@@ -132,6 +132,7 @@ from memledger.trace.outside_state import (
     written_state,
 )
 from memledger.trace.compiled import compiled_backend, eager_stance
+from memledger.trace.dropped_grads import DroppedGradients
 from memledger.trace.param_attrs import watch_parameter_attributes
 from memledger.trace.external import external
 from memledger.trace.gc_window import GcWindow, garbage_sids
@@ -922,6 +923,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
         self._unnamed_roles: set[tuple[int, str]] = set()  # of those, written without a name
         # sid -> the roles written for it (role, name, shard): Note [Storages grown inside an op]
         self._sid_roles: dict[int, list[tuple[str, str, str]]] = {}
+        self._grad_watch = DroppedGradients()   # Note [A gradient dropped from .grad]
         self._never_called = ByModule()   # Note [Modules never called]: module -> name
         # paths whose method made a storage outside any call: Note [Work a module's method
         # does outside any call]
@@ -2172,6 +2174,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
             if name.startswith("Optimizer.zero_grad"):
                 self._set_phase("loss" if self._zero_grad_from == "loss"
                                 else self._phase_between())
+                self._gradients_dropped()   # Note [A gradient dropped from .grad]
 
     # Note [A zero_grad inside the loss]
     # Keras-style loops clear the gradients after the forward, before the loss: deepctr-
@@ -2313,6 +2316,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
                 self._closure_batch = False
                 begins = self._phase != "forward"
                 self._set_phase("forward")
+                if begins:   # `model.zero_grad()`, `p.grad = None` (Note [A gradient
+                    self._gradients_dropped()   # dropped from .grad])
                 self._mark_held_by_optimizers()   # Note [State made between steps]
                 self._mark_inputs(args)
                 if begins and module not in self._roots.prefix:
@@ -3441,6 +3446,10 @@ class Collector(ShardingMixin, TorchDispatchMode):
                     if type(p.grad) in self.PLAIN_TYPES else 0
                 self._role(p.grad, "gradient", f"{name} (and {more} more)"
                            if name and more > 0 else name)
+                if type(p.grad) in self.PLAIN_TYPES:   # Note [A gradient dropped from .grad]
+                    key = storage_key(p.grad)
+                    if self._grad_watch.held(p, key, self._sids.get(key)):
+                        self.sink.write({"k": "ungrad", "sid": self._sids[key], "ev": -1})
             if p.__dict__:   # Note [Gradients a parameter holds by another name]
                 name = self._param_names.get(id(p), "")
                 for attr, t in _gradient_attributes(p):
@@ -3451,6 +3460,14 @@ class Collector(ShardingMixin, TorchDispatchMode):
             p = ref()
             if p is not None and p.grad is not None:
                 self._role(p.grad, "gradient", name)
+        self._gradients_dropped()
+
+    def _gradients_dropped(self) -> None:
+        """Note [A gradient dropped from .grad] (trace/dropped_grads.py)."""
+        if self._done or self._closed:
+            return
+        for sid in self._grad_watch.look(self._sids):
+            self.sink.write({"k": "ungrad", "sid": sid, "ev": self._ev})
 
     def _gradient_attribute(self, p: torch.Tensor, attr: str, t: torch.Tensor) -> None:
         """`p.<attr> = t`, a gradient by another name (Note [A parameter's gradients, as

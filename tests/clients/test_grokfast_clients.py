@@ -21,7 +21,9 @@ no kernel scratch, every policy predicted = measured; parameters 20,927 floats =
   `--filter ma` (window 2): 662,968 B, the deque's past gradients `other` from their
   parameter's next gradient on (`gradient` 83,708 B and `other` 167,416 B resident at the
   end; 251,124 B of `gradient` before fix53f: Note [A gradient the script keeps past its
-  step]); each policy as measured.
+  step]), and from the `zero_grad()` that dropped their `.grad` on (fix54a: at the 2-step
+  peak, step 2's backward, `gradient` 20,604 B and `other` 83,708 B, where 83,708 and
+  20,604 read before: Note [A gradient dropped from .grad]); each policy as measured.
 - `--off-at 1 --keep-zeros --clip --accum 2 --validate` (3 steps): 575,104 B.
 The fake ledgers equal the real ones; the doctor finds nothing on these loops, and says
 `grad_leak` (`--bug no-zero-grad`), `zeroed_before_step` (`--bug zero-before-step`) and

@@ -128,3 +128,59 @@ def test_a_gradient_the_script_keeps_past_the_next_one_is_other_from_then():
 
     at = predict(led, [parse_policy(pol)], bandwidth=1e9).policies[0].at_peak
     assert (at["gradient"], at["other"]) == (MODEL, 3_332)     # before: 5,576, 0
+
+
+def test_a_gradient_no_grad_holds_is_other_from_the_drop():
+    """`--ma 3` (window 3: two steps only append, no gradient is rebound): `zero_grad()`
+    drops each `.grad` after step 1 and the deque keeps the storages. The ledger had no
+    event for the drop: they read `gradient` until each parameter's next gradient was
+    made, in step 2's backward. At the peak (step 2's backward, the head's and blocks.1's
+    new gradients made, blocks.0's not yet) `gradient` read 2,244 (blocks.0's kept 1,088
+    among them) and `other` 1,156; from the zero_grad to the backward, 2,244 B of
+    `gradient` beside no `.grad`. Now an `ungrad` record at the zero_grad's end (Note [A
+    gradient dropped from .grad], trace/dropped_grads.py): `gradient` 1,156 and `other`
+    2,244 at the peak, none from the zero_grad on; `model.zero_grad()` (no optimizer
+    hook) is seen where step 2's forward begins. Resident as before; the fake ledger
+    reads the same."""
+    led = ledger_pass("train_held_roles.py", ["--ma", "3"], steps=2)
+    assert led.peak().bytes == 8_784
+    s = led.summary()
+    assert s.at_peak == {
+        "parameter": MODEL, "buffer": 0, "gradient": 1_156, "optimizer_state": 0,
+        "activation": 1_024, "temporary": 1_572, "input": 544, "workspace": 0,
+        "other": MODEL, "communication": 0}
+    assert (s.resident["gradient"], s.resident["other"]) == (MODEL, MODEL)
+    ph = led.phases
+    zero = int(ph[(ph["phase"] == "zero_grad") & (ph["step"] == 2)]["ev"].iloc[0])
+    fwd = int(ph[(ph["phase"] == "forward") & (ph["step"] == 2)]["ev"].iloc[0])
+    for ev in (zero, fwd):
+        live = led.live_at(ev)
+        assert live.query("category == 'gradient'")["bytes"].sum() == 0   # before: 2,244
+        past = live.query("category == 'other'")
+        assert past["bytes"].sum() == MODEL
+        assert "blocks.0.fc.weight (a past gradient)" in set(past["name"])
+    curves = led.curve_by_category()
+    assert (curves.sum(axis=1).to_numpy() == led.curve()).all()
+    by_model = ledger_pass("train_held_roles.py", ["--ma", "3", "--model-zero"], steps=2)
+    at = by_model.live_at(fwd)
+    assert (at.query("category == 'gradient'")["bytes"].sum(),
+            at.query("category == 'other'")["bytes"].sum()) == (0, MODEL)
+    assert by_model.summary().at_peak == s.at_peak
+    fake = ledger_pass("train_held_roles.py", ["--ma", "3"], steps=2, fake_device="cpu")
+    assert fake.summary().at_peak == s.at_peak
+
+
+def test_a_last_loss_made_as_the_kept_average_is_no_state():
+    """`--loss-avg`: the loss is `mse + 1e-4 * l2` and the script keeps `avg = avg * 0.9 +
+    loss.detach() * 0.1`, both an `add` in the script of 4 B. Both are held at the close.
+    fix53f's rule for the last step read a storage held there `other` where the step before
+    made one by the same op, in the same module, of the same bytes that the last step read
+    (step 1's average): the last loss read `other` with the average, resident `temporary`
+    0 and `other` 8. Now the last step's storage is the script's state where it was made
+    from that one (Note [Read by the next step]): the average, through `avg * 0.9`; the
+    loss is made from the step's own forward and stays `temporary`: 4 and 4."""
+    led = ledger_pass("train_held_roles.py", ["--loss-avg"], steps=2)
+    s = led.summary()
+    assert (s.resident["temporary"], s.resident["other"]) == (4, 4)   # before: 0, 8
+    end = led.live_at(led.n_events - 1)
+    assert set(end.query("category == 'temporary'")["op"]) == {"add.Tensor"}

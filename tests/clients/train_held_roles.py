@@ -16,7 +16,11 @@ the next step's replaces it. `--ema`: plain SGD behind the grokfast paper's
 `gradfilter_ema` between backward and step: an EMA of each gradient kept by the script in a
 dict, each step's made from the step before's (which it reads) and replacing it.
 `--ma W`: `gradfilter_ma` instead: a deque of each parameter's last W gradient storages
-(`p.grad.data.detach()`), the gradient rebound to their mean added to it once W are held.
+(`p.grad.data.detach()`), the gradient rebound to their mean added to it once W are held;
+`--model-zero`: the gradients cleared by `model.zero_grad()`, not the optimizer's.
+`--loss-avg`: the loss is the MSE plus an L2 penalty (`mse + 1e-4 * l2`, an `add` in the
+script), and the script keeps a running average of it (`avg = avg * 0.9 + loss.detach() *
+0.1`, an `add` in the script too, of the same 4 B) after each backward.
 
     memledger trace tests/clients/train_held_roles.py -o run.ledger --steps 2 -- --extragradient
     memledger show run.ledger     # the copies are optimizer_state until each becomes its parameter
@@ -89,12 +93,15 @@ def main() -> None:
     ap.add_argument("--keep", action="store_true")
     ap.add_argument("--ema", action="store_true")
     ap.add_argument("--ma", type=int, default=0)
+    ap.add_argument("--model-zero", action="store_true")
+    ap.add_argument("--loss-avg", action="store_true")
     args = ap.parse_args()
     torch.manual_seed(0)
     model = Net(args.dim, args.depth)
     opt = ExtraSGD(model.parameters(), lr=1e-2) if args.extragradient else \
         torch.optim.SGD(model.parameters(), lr=1e-2)
     kept = ema = past = None
+    avg = torch.zeros(()) if args.loss_avg else None
     for _ in range(args.steps):
         x, y = torch.randn(args.batch, args.dim), torch.randn(args.batch, 1)
         if args.extragradient:
@@ -102,7 +109,11 @@ def main() -> None:
             opt.extrapolation()
             opt.zero_grad()
         loss = nn.functional.mse_loss(model(x), y)
+        if args.loss_avg:   # a penalised loss, and a running average of it the script keeps
+            loss = loss + 1e-4 * sum(p.pow(2).sum() for p in model.parameters())
         loss.backward()
+        if args.loss_avg:
+            avg = avg * 0.9 + loss.detach() * 0.1
         if args.ema:   # grokfast's gradfilter_ema: the dict replaced in each step
             ema = {n: p.grad.detach() for n, p in model.named_parameters()} \
                 if ema is None else ema
@@ -117,11 +128,16 @@ def main() -> None:
                 if len(past[n]) == args.ma:
                     p.grad.data = p.grad.data + sum(past[n]) / args.ma
         opt.step()
-        opt.zero_grad()
+        if args.model_zero:
+            model.zero_grad()
+        else:
+            opt.zero_grad()
         if args.keep:
             kept = {n: p.detach().clone() for n, p in model.named_parameters()}
     if kept is not None:
         print("kept", len(kept), "tensors")
+    if args.loss_avg:
+        print(f"loss {loss.item():.4f}, average {avg.item():.4f}")
 
 
 if __name__ == "__main__":
