@@ -319,6 +319,16 @@ def _side_finding(var: str, file: str, recs: list, boundaries: str, at: int = 0)
     memledger/trace/doctor_retention.py)."""
     steps = sorted({int(r["step"]) for r in recs})
     saved = [sum(int(r["side_saved"]) for r in recs if int(r["step"]) == s) for s in steps]
+    # Note [A branch kept over several steps] (trace/doctor_retention.py): held longer, by
+    # more tensors at the last step end than at the first, it grows (a list of branches)
+    held = [sum(int(r.get("side_tensors", 1)) for r in recs if int(r["step"]) == s)
+            for s in steps]
+    grows = held[-1] > held[0] and saved[-1] > saved[0]
+    size = (f"{format_bytes(saved[-1])} saved for backward that nothing will read at the "
+            f"end of step {steps[-1]}, up from {format_bytes(saved[0])} in "
+            f"{count(held[0], 'tensor')} at the end of step {steps[0]} ({held[-1]} tensors "
+            "now: it takes another branch and lets go of none)") if grows else \
+        f"{format_bytes(saved[-1])} saved for backward that nothing will read"
     also = list(dict.fromkeys(v for r in recs for v in r.get("also", ())))
     fns = list(dict.fromkeys(f for r in recs for f in r.get("side_fns", ())))
     bw_file, bw_line = next((r["side_from"] for r in recs if r.get("side_from")), ("", 0))
@@ -329,16 +339,18 @@ def _side_finding(var: str, file: str, recs: list, boundaries: str, at: int = 0)
     ops = ", ".join(f"`{f}`" for f in fns[:4]) + (f" and {len(fns) - 4} more" if len(fns) > 4
                                                   else "")
     return Finding(
-        check="cross_step_retention", severity="warning",
+        check="cross_step_retention", severity="error" if grows else "warning",
         where=Where(file=file, line=accumulation_line(file, var, at)),
-        message=(f"{who} a branch of the graph that {bw} ran through: ops on its tensors "
-                 f"that no backward ran ({ops}), which still hold "
-                 f"{format_bytes(saved[-1])} saved for backward that nothing will read, "
-                 "kept through the step's later forward and backward and past its end (at "
-                 "the end of " + steps_named(steps) + "); compute that branch under "
-                 "torch.no_grad() or from detached tensors, or `del "
-                 f"{', '.join([var, *also])}` after that backward"),
+        message=(f"{who} {'branches' if grows else 'a branch'} of the graph that {bw} ran "
+                 f"through: ops on {'their' if grows else 'its'} tensors that no backward "
+                 f"ran ({ops}), which still hold {size}, kept through the step's later "
+                 "forward and backward and past its end (at the end of "
+                 + steps_named(steps) + "); compute "
+                 + ("what it keeps under torch.no_grad() or from detached tensors" if grows
+                    else "that branch under torch.no_grad() or from detached tensors, or "
+                    f"`del {', '.join([var, *also])}` after that backward")),
         evidence={"steps": steps, "side_saved_bytes_per_step": saved, "ops": fns,
+                  **({"side_tensors_per_step": held} if grows else {}),
                   **({"also": also} if also else {})})
 
 

@@ -101,6 +101,9 @@ class RetentionWatch:
         self._group: dict[int, int] = {}
         self._bw_at: dict[int, tuple[str, int]] = {}
         self._last: int | None = None
+        # Note [A branch kept over several steps]: id(tensor) -> (weakref, the backward's
+        # (file, line)) of the branch tensors the last boundary reported
+        self._side_kept: dict[int, tuple[weakref.ref, list]] = {}
 
     def start(self) -> None:
         # Graphs alive before the run (another run's leftovers, say) are not its history.
@@ -201,7 +204,10 @@ class RetentionWatch:
         spent: dict[int, Any] | None = None
         new: list[_Tensor] = []   # graphs made since the last boundary
         older: list[tuple[dict[str, Any], _Tensor]] = []
+        branches = self._kept_branches()   # Note [A branch kept over several steps]
         for t in live if self._prev else ():
+            if id(t) in branches:
+                continue
             if _reaches(t.grad_fn, old, clean):
                 if spent is None:
                     spent = _graph_nodes(self._roots.values())
@@ -260,7 +266,7 @@ class RetentionWatch:
                 out.append(rec)
                 found.add(id(t))
         # Note [A branch no backward ran, kept past a later backward]
-        out += self._side_branches(live, found, step)
+        out += self._side_branches(live, found, step, branches)
         # Note [What a variable holds of the newest step]
         newest = self._newest_held(out, new, found, step, spent)
         out += [r for r, _ in newest]
@@ -329,20 +335,26 @@ class RetentionWatch:
     # Cost: at a boundary, one walk over the graphs of the live tensors no backward ran
     # (most loops have none; a GAN's `fake` at the discriminator's step is one), and
     # per-tensor walks only where that walk met an earlier forward's graph.
-    def _side_branches(self, live: list[_Tensor], found: set[int],
-                       step: int) -> list[dict[str, Any]]:
+    def _side_branches(self, live: list[_Tensor], found: set[int], step: int,
+                       kept: dict[int, tuple[_Tensor, list]]) -> list[dict[str, Any]]:
+        self._side_kept = {}
         last = self._group.get(self._last) if self._last is not None else None
-        if last is None or self.saved_unreadable:
+        if self.saved_unreadable:
             return []
-        cands = [t for t in live if id(t) not in found and not isinstance(t, nn.Parameter)
-                 and _walked_by(t.grad_fn) is None]
-        if not cands or not self._earlier(_branch([t.grad_fn for t in cands])[1], last):
+        cands = [t for t in live if id(t) not in found and id(t) not in kept
+                 and not isinstance(t, nn.Parameter) and _walked_by(t.grad_fn) is None]
+        if last is None or not cands or \
+                not self._earlier(_branch([t.grad_fn for t in cands])[1], last):
+            cands = []
+        # Note [A branch kept over several steps]: the last boundary's, still held
+        cands += [t for i, (t, _) in kept.items() if i not in found]
+        if not cands:
             return []
         resident = self._state()
         held: dict[tuple[str, str], dict[str, Any]] = {}
         for t in cands:
             nodes, met = _branch([t.grad_fn])
-            if not self._earlier(met, last):
+            if id(t) not in kept and not self._earlier(met, last):
                 continue
             saved = {}
             for n in nodes:
@@ -368,8 +380,11 @@ class RetentionWatch:
             h["nodes"] = max(h["nodes"], len(nodes))
             for n in nodes:
                 h["side_fns"][type(n).__name__.removesuffix("Backward0")] = None
-            first = min(self._group.get(n, n) for n in met)
-            h["side_from"] = list(self._bw_at.get(first, ("", 0)))
+            if id(t) in kept:
+                h["side_from"] = h["side_from"] or kept[id(t)][1]
+            else:
+                first = min(self._group.get(n, n) for n in met)
+                h["side_from"] = list(self._bw_at.get(first, ("", 0)))
         out = []
         for (var, _), h in held.items():
             mine = h.pop("tensors")
@@ -377,6 +392,7 @@ class RetentionWatch:
             own = dict(st for x in mine if (st := _storage_key(x)) is not None)
             h["bytes"] = sum(own.values())
             h["side_saved"] = sum(storages.values())
+            h["side_tensors"] = len(mine)   # Note [A branch kept over several steps]
             h["side_fns"] = list(h["side_fns"])
             also = []
             for x in live:
@@ -388,7 +404,36 @@ class RetentionWatch:
             if also:
                 h["also"] = also
             found.update(id(x) for x in mine)
+            self._side_kept.update((id(x), (weakref.ref(x), h["side_from"])) for x in mine)
             out.append(h)
+        return out
+
+    # Note [A branch kept over several steps]
+    # Note [A branch no backward ran, kept past a later backward] asks this step's backward
+    # passes only, so a branch kept longer than one step was reported at the first boundary
+    # after the later backward and at no other: SophiaG's refresh every k steps (`--hess-
+    # every 2`, tests/doctor/hessian_refresh.py `--bug keep --every 2`) keeps `dist` from
+    # one refresh to the next, through every step between, and the finding said "at the
+    # end of steps 2, 4 and 6" of 6 (at 3 and 5 the branch's backward was an earlier
+    # step's; its tensors, reaching the boundary before, went to the spent-graph check,
+    # which dropped them: a torch.distributions object names nothing, and a variable
+    # (`probs`) read as a spent graph kept, or, its nodes counted whole, as one that grows
+    # where the run ended on such a step). The tensors a boundary reports on a branch are
+    # kept weakly to the next; those still alive there, no backward having run them since,
+    # are the same branch kept another step: reported again with what their branch still
+    # saves, whatever backward ran that step, and kept out of the spent-graph check. The
+    # finding then names every step end that held it, with its bytes at each (grown: a
+    # variable that keeps more branches each step). Cost: one weak reference per reported
+    # tensor; nothing where nothing was reported.
+    def _kept_branches(self) -> dict[int, tuple[_Tensor, list]]:
+        """id -> (tensor, the backward's (file, line)) for the branch tensors the last
+        boundary reported that are still alive and that no backward has run through since
+        (Note [A branch kept over several steps])."""
+        out = {}
+        for i, (ref, where) in self._side_kept.items():
+            t = ref()
+            if t is not None and t.grad_fn is not None and _walked_by(t.grad_fn) is None:
+                out[i] = (t, where)
         return out
 
     def _earlier(self, met: set[int], last: int) -> bool:
