@@ -31,7 +31,11 @@ squared into the optimizer's state), and zero_grad again. No step() uses that ba
                                            # error saying its graph grows)
     python hessian_refresh.py --bug hist --every 2 --iters 8   # every refresh's softmax
                                            # appended to a list: it grows (an error)
+    python hessian_refresh.py --bug keep --save-on-cpu   # the same as --bug keep, every
+                                           # save through torch's save_on_cpu hooks (once
+                                           # no finding: Note [A branch saved through hooks])
 """
+import contextlib
 import sys
 
 import torch
@@ -42,6 +46,9 @@ BUG = sys.argv[sys.argv.index("--bug") + 1] if "--bug" in sys.argv else ""
 EVERY = int(sys.argv[sys.argv.index("--every") + 1]) if "--every" in sys.argv else 1
 ITERS = int(sys.argv[sys.argv.index("--iters") + 1]) if "--iters" in sys.argv else 4
 torch.manual_seed(0)
+hooks = contextlib.ExitStack()
+if "--save-on-cpu" in sys.argv:   # every forward's saves through torch's offload hooks
+    hooks.enter_context(torch.autograd.graph.save_on_cpu())
 
 
 class HessianSGD(torch.optim.Optimizer):
