@@ -392,7 +392,8 @@ def _store_finding(var: str, file: str, recs: list) -> Finding:
     return Finding(
         check="cross_step_retention", severity="error" if grows else "warning",
         where=Where(file=file, line=int(first)),
-        message=(f"`{var}`, which the saved-tensor hook `{name}()` here fills with the tensors autograd saves for backward, {what}; "
+        message=(f"`{var}`, which the saved-tensor hook `{name}()` here fills with the "
+                 f"tensors autograd saves for backward, {what}; "
                  f"remove each entry in the unpack hook, or empty `{var}` after each "
                  "backward"),
         evidence={"steps": steps, "tensors_per_step": tensors, "bytes_per_step": nbytes})

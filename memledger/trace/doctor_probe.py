@@ -136,7 +136,7 @@ _CUTS = {torch._C.TensorBase.detach: "detach", torch._C.TensorBase.detach_: "det
 
 _DETACH_IN_PLACE = torch._C.TensorBase.detach_
 # Note [A gradient cleared by hand] (doctor_order.py): the ops that clear a gradient in
-# place, those of a factor or value only where it is 0 (`clear_of`)
+# place, those of a factor or value only where it is 0 (`OrderWatch.cleared`)
 _CLEARS = {torch._C.TensorBase.zero_: "zero_", torch.zero_: "zero_",
            torch._C.TensorBase.mul_: "mul_", torch._C.TensorBase.fill_: "fill_",
            torch._foreach_zero_: "_foreach_zero_", torch._foreach_mul_: "_foreach_mul_"}
@@ -1086,7 +1086,7 @@ class DoctorProbe(TorchFunctionMode):
                     cut = "data"
                     if self._bw_pending and args:
                         self._data_taken(args[0])
-                    if args and id(args[0]) in self._grad_ids:
+                    if args and id(args[0]) in self._grad_ids and not args[0].requires_grad:
                         return self._grad_data(func, args, kwargs)
                 elif owner is _GRAD:
                     reader = sys._getframe(2)   # past __torch_function__
@@ -1393,7 +1393,7 @@ class DoctorProbe(TorchFunctionMode):
     # Note [A gradient written through .data]
     # `p.grad.data` is an alias of the gradient with a version counter of its own: an
     # in-place write through it (`p.grad.data.zero_()`, the clear of older tutorials and
-    # of torch's own zero_grad before 1.7; `p.grad.data.mul_(0)`) moves no version of the
+    # loops; `p.grad.data.mul_(0)`) moves no version of the
     # gradient. Note [Which backward reached a parameter] reads a gradient's values only
     # where its (id, version) changed since backward left it, so the next backward found the
     # cleared gradient "as the step used it" and the doctor said `grad_leak` for 4

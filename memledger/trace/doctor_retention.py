@@ -332,9 +332,10 @@ class RetentionWatch:
     # (`side_fns`), the backward it hangs from (`side_from`), and the holder: a variable of
     # the user's frames, or one attribute down into any object one holds (`samp_dist.probs`:
     # `del samp_dist` releases it, whoever wrote the class); other variables holding a
-    # storage it counts are named (`also`: `logits`, which the logsumexp saves). Not read
-    # where saved-tensor hooks were on (reading a save would run them, Note [A graph kept by
-    # retain_graph]), nor after a backward of several tensors at once (no walk tagged it).
+    # storage it counts are named (`also`: `logits`, which the logsumexp saves). Where
+    # saved-tensor hooks were on, its saves are not read (Note [A branch saved through
+    # hooks]); not found after a backward of several tensors at once (no walk tagged it).
+    # Kept over several steps: Note [A branch kept over several steps].
     # Cost: at a boundary, one walk over the graphs of the live tensors no backward ran
     # (most loops have none; a GAN's `fake` at the discriminator's step is one), and
     # per-tensor walks only where that walk met an earlier forward's graph.
@@ -415,23 +416,24 @@ class RetentionWatch:
     # Note [A store that saved-tensor hooks fill]
     # Saved-tensor hooks hand each tensor autograd saves to the script's `pack`, and what
     # it returns back to `unpack` when backward needs it. A pack that keeps the tensor in a
-    # list or dict of the script's (`stash.append(t); return len(stash) - 1`, an offload
-    # hook's `store[key] = t.cpu()`) and an unpack that only reads it keep every saved
-    # tensor of every forward after its backward: the store grows by a forward's saves a
-    # step (tests/doctor/saved_hooks.py: 5 storages, 964 B of the MLP's each step). The
-    # doctor said "`stash` carries autograd history ... 3 tensors, 896 B: accumulate
-    # t.item() or t.detach() instead": it counted only the saves with history (not the
-    # batch, the targets) and its fix changes nothing (a detached tensor in the store is
-    # kept all the same); a store of copies (`t.detach().clone()`, `t.cpu()`) carries no
-    # history, and was not reported at all. The probe keeps the pack hook it first sees on
-    # at a module call (weakly; the check that sees it runs until then only), and at each
-    # boundary counts the tensors of the lists, dicts and deques its code names (its
-    # globals, its closure's cells, its object's attributes for a bound method), one level
-    # in and through tuples (`(device, t)`): its distinct storages, parameters and buffers
-    # aside (`store`, their number; `bytes`), a record per non-empty one. doctor/retention.py reports a store that
-    # grows as an error and one that keeps a step's saves as a warning, in place of what
-    # the graph walk found under the same name. Cost: at a boundary, where a pack hook was
-    # seen, one pass over its containers; nothing on any per-op path.
+    # list or dict of the script's (`stash[len(stash)] = t; return len(stash) - 1`, an
+    # offload hook's `store[key] = t.cpu()`) and an unpack that only reads it keep every
+    # saved tensor of every forward after its backward: the store grows by a forward's
+    # saves a step (tests/doctor/saved_hooks.py: 5 storages, 964 B of the MLP's a step).
+    # The doctor said "`stash` carries autograd history ... each step adds 3 tensors, 896
+    # B): ... keep what that line adds detached instead": it counted only the saves with
+    # history (not the batch, the targets) and its fix frees nothing (a detached tensor in
+    # the store is kept all the same); a store of copies (`t.detach().clone()`, `t.cpu()`)
+    # carries no history, and was not reported at all. The probe keeps the pack hook it
+    # first sees on at a module call (weakly; the check that sees it runs until then only),
+    # and at each boundary counts the tensors of the lists, dicts and deques its code names
+    # (its globals, its closure's cells, its object's attributes for a bound method), one
+    # level in and through tuples (`(device, t)`): their distinct storages, parameters and
+    # buffers aside (`store`, their number; `bytes`), a record per non-empty one.
+    # doctor/retention.py reports a store that grows as an error and one that keeps a
+    # step's saves as a warning, in place of what the graph walk found under the same
+    # name. Cost: at a boundary, where a pack hook was seen, one pass over its containers;
+    # nothing on any per-op path.
     def hooks_seen(self) -> None:
         """Saved-tensor hooks are on at a module call, first seen: keep their pack (Note [A
         store that saved-tensor hooks fill])."""

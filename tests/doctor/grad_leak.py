@@ -31,7 +31,8 @@ for step in range(3):
     opt.step()
     if FIXED and not CLEAR:
         opt.zero_grad()
-    for p in (model[0] if "--skip-head" in sys.argv else model).parameters() if FIXED and CLEAR else ():
+    cleared = model[0] if "--skip-head" in sys.argv else model
+    for p in cleared.parameters() if FIXED and CLEAR else ():
         if CLEAR == "data":
             p.grad.data.zero_()
         elif CLEAR == "mul":
