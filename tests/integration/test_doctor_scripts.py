@@ -139,7 +139,8 @@ BUGS = [
     # their softmax) holds 128 + 128 + 32 B of saves through the next step (Note [A branch
     # no backward ran, kept past a later backward]): no finding on the old code
     ("hessian_refresh.py", ["--bug", "keep"], "cross_step_retention", "warning",
-     ["`dist` (and `logits`, which holds part of it) keep", "hessian_refresh.py:112",
+     ["`dist` (and `logits`, which holds part of it) keep", "hessian_refresh.py:"
+      f"{line_of('hessian_refresh.py', 'F.cross_entropy(logits, sampled).backward()')}",
       "(`Sub`, `Logsumexp`, `Softmax`)", "288 B saved for backward", "steps 2 and 3",
       "`del dist, logits`"], "dist = torch.distributions.Categorical(logits=logits)"),
     # SAM's first gradient not zeroed: the step adds gradients taken at two weights
