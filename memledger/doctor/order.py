@@ -108,7 +108,13 @@ def _finding(kind: str, c: Record, steps: set[int], idx: set[int], run: Run) -> 
 
 
 # Note [A gradient cleared by hand] (trace/doctor_order.py): how the record's line clears
-_CLEARED_BY = {"none": "this `.grad = None`", "zero_": "this `.grad.zero_()`"}
+_CLEARED_BY = {"none": "this `.grad = None`", "zero_": "this `.grad.zero_()`",
+               "mul_": "this `.grad.mul_(0)`", "fill_": "this `.grad.fill_(0)`",
+               "data.zero_": "this `.grad.data.zero_()`",
+               "data.mul_": "this `.grad.data.mul_(0)`",
+               "data.fill_": "this `.grad.data.fill_(0)`",
+               "_foreach_zero_": "this `torch._foreach_zero_()`",
+               "_foreach_mul_": "this `torch._foreach_mul_(grads, 0)`"}
 
 
 def written_after_step(run: Run) -> list[Finding]:

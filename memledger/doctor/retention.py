@@ -52,6 +52,10 @@ def cross_step_retention(run) -> list[Finding]:
         more = _growth(holding, new, steps)
         grows = grows or more[0] > 0
         spent = all(r.get("backwarded") for r in recs)
+        store = [r for r in recs if r.get("store")]
+        if store:   # Note [A store that saved-tensor hooks fill] (trace/doctor_retention.py)
+            out.append(_store_finding(var, file, store))
+            continue
         state = [r for r in recs if r.get("state")]
         if state:
             out.append(_state_finding(var, file, state, steps, per, _steps(run)))
@@ -327,6 +331,22 @@ def _side_finding(var: str, file: str, recs: list, boundaries: str, at: int = 0)
     memledger/trace/doctor_retention.py)."""
     steps = sorted({int(r["step"]) for r in recs})
     saved = [sum(int(r["side_saved"]) for r in recs if int(r["step"]) == s) for s in steps]
+    # Note [A branch kept over several steps] (trace/doctor_retention.py): held longer, by
+    # more tensors at the last step end than at the first, it grows (a list of branches)
+    held = [sum(int(r.get("side_tensors", 1)) for r in recs if int(r["step"]) == s)
+            for s in steps]
+    unread = min(saved) < 0   # Note [A branch saved through hooks] (trace/doctor_retention.py)
+    grows = held[-1] > held[0] and (unread or saved[-1] > saved[0])
+    if unread:
+        size = ("tensors saved for backward that nothing will read (not read: saved-tensor "
+                "hooks were on)")
+    else:
+        size = f"{format_bytes(saved[-1])} saved for backward that nothing will read"
+    if grows:
+        size += (f" at the end of step {steps[-1]}, up from "
+                 + ("" if unread else f"{format_bytes(saved[0])} in ")
+                 + f"{count(held[0], 'tensor')} at the end of step {steps[0]} ({held[-1]} "
+                 "tensors now: it takes another branch and lets go of none)")
     also = list(dict.fromkeys(v for r in recs for v in r.get("also", ())))
     fns = list(dict.fromkeys(f for r in recs for f in r.get("side_fns", ())))
     bw_file, bw_line = next((r["side_from"] for r in recs if r.get("side_from")), ("", 0))
@@ -337,17 +357,54 @@ def _side_finding(var: str, file: str, recs: list, boundaries: str, at: int = 0)
     ops = ", ".join(f"`{f}`" for f in fns[:4]) + (f" and {len(fns) - 4} more" if len(fns) > 4
                                                   else "")
     return Finding(
-        check="cross_step_retention", severity="warning",
+        check="cross_step_retention", severity="error" if grows else "warning",
         where=Where(file=file, line=accumulation_line(file, var, at)),
-        message=(f"{who} a branch of the graph that {bw} ran through: ops on its tensors "
-                 f"that no backward ran ({ops}), which still hold "
-                 f"{format_bytes(saved[-1])} saved for backward that nothing will read, "
-                 "kept through the step's later forward and backward and past its end (at "
-                 "the end of " + steps_named(steps) + "); compute that branch under "
-                 "torch.no_grad() or from detached tensors, or `del "
-                 f"{', '.join([var, *also])}` after that backward"),
-        evidence={"steps": steps, "side_saved_bytes_per_step": saved, "ops": fns,
+        message=(f"{who} {'branches' if grows else 'a branch'} of the graph that {bw} ran "
+                 f"through: ops on {'their' if grows else 'its'} tensors that no backward "
+                 f"ran ({ops}), which still hold {size}, kept through the step's later "
+                 "forward and backward and past its end (at the end of "
+                 + steps_named(steps) + "); compute "
+                 + ("what it keeps under torch.no_grad() or from detached tensors" if grows
+                    else "that branch under torch.no_grad() or from detached tensors, or "
+                    f"`del {', '.join([var, *also])}` after that backward")),
+        evidence={"steps": steps, "side_saved_bytes_per_step": [] if unread else saved,
+                  "ops": fns,
+                  **({"side_tensors_per_step": held} if grows else {}),
                   **({"also": also} if also else {})})
+
+
+def _store_finding(var: str, file: str, recs: list) -> Finding:
+    """A list or dict that the script's saved-tensor pack hook fills, still holding saves
+    at step ends (Note [A store that saved-tensor hooks fill] in
+    memledger/trace/doctor_retention.py): an error where it grows."""
+    steps = sorted({int(r["step"]) for r in recs})
+    per = {int(r["step"]): r for r in recs}
+    tensors = [int(per[s]["store"]) for s in steps]
+    nbytes = [int(per[s]["bytes"]) for s in steps]
+    name, first = per[steps[0]]["pack"]
+    grows = len(steps) > 1 and tensors[-1] > tensors[0]
+    held = f"{count(tensors[-1], 'tensor')}, {format_bytes(nbytes[-1])}"
+    if grows:
+        over = steps[-1] - steps[0]
+        more = (tensors[-1] - tensors[0], nbytes[-1] - nbytes[0])
+        each = all(x % over == 0 for x in more)
+        said = (f"each step adds {count(more[0] // over, 'tensor')}, "
+                f"{format_bytes(more[1] // over)}" if each else
+                f"{over} steps added {count(more[0], 'tensor')}, {format_bytes(more[1])}")
+        what = (f"is never emptied: at the end of {steps_named(steps)} it holds {held} "
+                f"(up from {tensors[0]} at the end of step {steps[0]}; {said}), every "
+                "forward's saves kept after the backward that read them")
+    else:
+        what = (f"still holds {held} at the end of {steps_named(steps)}, after the backward "
+                "that read them: one forward's saves, kept through the next forward")
+    return Finding(
+        check="cross_step_retention", severity="error" if grows else "warning",
+        where=Where(file=file, line=int(first)),
+        message=(f"`{var}`, which the saved-tensor hook `{name}()` here fills with the "
+                 f"tensors autograd saves for backward, {what}; "
+                 f"remove each entry in the unpack hook, or empty `{var}` after each "
+                 "backward"),
+        evidence={"steps": steps, "tensors_per_step": tensors, "bytes_per_step": nbytes})
 
 
 def _steps(run) -> str:

@@ -63,9 +63,16 @@ before it runs; a `Tensor.zero_` on a tensor the script got by reading `p.grad` 
 parameter whose step entry is still open (`read_by_script` keeps those reads, by the
 tensor's id, until the next step; the parameter's `.grad` must still be that tensor) is
 compared before it zeroes. The record names how it was cleared (`how`), the line is the
-clearing line. The per-op cost: one identity test (`func is Tensor.zero_`) per op outside
-a step, and a dict lookup for each `zero_` while reads are kept. A correct loop that
-clears by hand (the gradient as the step left it) gives nothing (`--fixed --clear ...`).
+clearing line. A correct loop that clears by hand (the gradient as the step left it) gives
+nothing (`--fixed --clear ...`). A clear is any in-place op that sets every element to 0
+(a non-finite one times 0 aside): `zero_`
+(`torch.zero_` too), `mul_` or `*=` by the number 0, `fill_(0)`, and `torch._foreach_zero_`
+or `_foreach_mul_(grads, 0)` of a list of them (fifty-fourth session: fix53d had read
+`zero_` alone, and `mul_(0)`, `fill_(0)` after a late write gave no finding); a factor that
+is a tensor is not read (its value would have to be fetched). A clear through `p.grad.data`
+(an alias with a version counter of its own) is the same clear: Note [A gradient written
+through .data] in doctor_probe.py. The per-op cost is now a truth test of `reads` per op
+outside a step, and a dict lookup of the op only while reads are kept.
 """
 
 from __future__ import annotations
@@ -144,6 +151,9 @@ class OrderWatch:
         # Note [A gradient cleared by hand]: id(gradient) -> pid, for the script's reads of
         # gradients a step left (until the next step)
         self.reads: dict[int, int] = {}
+        # ... and of the `.data` aliases of such gradients (Note [A gradient written through
+        # .data], doctor_probe.py): id -> weakref, to tell a live alias from a reused id
+        self._aliases: dict[int, weakref.ref] = {}
 
     def forget(self, pids: list[int]) -> None:
         """Parameters gone (Note [Parameters held weakly] in doctor_probe.py): their ids may
@@ -268,6 +278,7 @@ class OrderWatch:
                 self._used[pid] = (opt, step, id(g), g._version)
                 self._ptr[pid] = _pointer(g)
         self.reads.clear()
+        self._aliases.clear()
 
     # ---- zero_grad -----------------------------------------------------------------------
     def read_by_script(self, p: Any, g: Any) -> None:
@@ -276,14 +287,34 @@ class OrderWatch:
         if id(p) in self._used and isinstance(g, torch.Tensor):
             self.reads[id(g)] = id(p)
 
-    def zeroed_tensor(self, g: Any, where) -> None:
-        """`g.zero_()` is about to run: where `g` is the gradient of a parameter that the
-        script read it from, the zero_grad's comparison (Note [A gradient cleared by hand])."""
-        pid = self.reads.get(id(g))
-        p = self._params.get(pid) if pid is not None else None
-        if p is not None and p.grad is g:
+    def alias_of(self, alias: Any, g: Any, pid: int) -> None:
+        """The script took `g.data` (`alias`) of parameter `pid`'s gradient `g`: a clear of
+        it clears the gradient (Note [A gradient written through .data], doctor_probe.py)."""
+        if pid in self._used:
+            self.reads[id(alias)] = pid
+            self._aliases[id(alias)] = weakref.ref(alias)
+
+    def cleared(self, how: str, args: tuple, where) -> None:
+        """An in-place op that may clear tensors is about to run (`how`: "zero_", "mul_",
+        "fill_"; `args` its arguments): for each a gradient that the script read of a
+        parameter whose step entry is open, the zero_grad's comparison (Note [A gradient
+        cleared by hand]). A factor or value must be the number 0."""
+        if how not in ("zero_", "_foreach_zero_"):
+            v = args[1] if len(args) > 1 else None
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or v != 0:
+                return
+        first = args[0]
+        for g in first if isinstance(first, (list, tuple)) else (first,):
+            pid = self.reads.get(id(g))
+            p = self._params.get(pid) if pid is not None else None
+            if p is None or p.grad is None:
+                continue
+            alias = self._aliases.get(id(g))
+            through = alias is not None and alias() is g
+            if p.grad is not g and not (through and _pointer(g) == _pointer(p.grad) != 0):
+                continue
             del self.reads[id(g)]
-            self.zeroed(p, where, "zero_")
+            self.zeroed(p, where, ("data." if through else "") + how)
 
     def zeroed(self, p: Any, where, how: str = "zero_grad") -> None:
         """A `zero_grad` read `p.grad` (Note [A gradient written after the step]), or the

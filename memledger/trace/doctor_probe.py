@@ -135,7 +135,11 @@ _CUTS = {torch._C.TensorBase.detach: "detach", torch._C.TensorBase.detach_: "det
 
 
 _DETACH_IN_PLACE = torch._C.TensorBase.detach_
-_ZERO_IN_PLACE = torch._C.TensorBase.zero_   # Note [A gradient cleared by hand] (doctor_order.py)
+# Note [A gradient cleared by hand] (doctor_order.py): the ops that clear a gradient in
+# place, those of a factor or value only where it is 0 (`OrderWatch.cleared`)
+_CLEARS = {torch._C.TensorBase.zero_: "zero_", torch.zero_: "zero_",
+           torch._C.TensorBase.mul_: "mul_", torch._C.TensorBase.fill_: "fill_",
+           torch._foreach_zero_: "_foreach_zero_", torch._foreach_mul_: "_foreach_mul_"}
 _AUTOGRAD_GRAD = torch.autograd.grad
 _LOSSES = {F.cross_entropy: "cross_entropy", F.nll_loss: "nll_loss"}
 # losses read for their value only (check 4's loss_not_divided): no ignored targets
@@ -777,6 +781,7 @@ class DoctorProbe(TorchFunctionMode):
         mid = id(module)
         if not self._retention.saved_unreadable and _saved_hooks_on():
             self._retention.saved_unreadable = True   # Note [A graph kept by retain_graph]
+            self._retention.hooks_seen()   # Note [A store that saved-tensor hooks fill]
         # a top-level call: a module no other holds, or one already known as top-level
         top = module in self._names.prefix or module not in self._names.paths
         _, new = self._names.path(module, top_level=top)
@@ -1068,9 +1073,10 @@ class DoctorProbe(TorchFunctionMode):
             if func is _DETACH_IN_PLACE and args and id(args[0]) in self._index and \
                     isinstance(args[0], _Tensor) and args[0].requires_grad:
                 self._detached_in_place(args[0])   # Note [A parameter detached in place]
-            if func is _ZERO_IN_PLACE and self._order.reads and args:
-                # `p.grad.zero_()`: Note [A gradient cleared by hand] (doctor_order.py)
-                self._order.zeroed_tensor(args[0], user_line)
+            if self._order.reads and args and func in _CLEARS:
+                # `p.grad.zero_()`, `.mul_(0)`, `.fill_(0)`, `torch._foreach_zero_(grads)`:
+                # Note [A gradient cleared by hand] (doctor_order.py)
+                self._order.cleared(_CLEARS[func], args, user_line)
             if len(args) > 1 and self._bw_pending and _in_place(func):
                 self._into_state(args)   # Note [Gradients an optimizer takes outside its step]
             cut = _CUTS.get(func)
@@ -1080,6 +1086,8 @@ class DoctorProbe(TorchFunctionMode):
                     cut = "data"
                     if self._bw_pending and args:
                         self._data_taken(args[0])
+                    if args and id(args[0]) in self._grad_ids and not args[0].requires_grad:
+                        return self._grad_data(func, args, kwargs)
                 elif owner is _GRAD:
                     reader = sys._getframe(2)   # past __torch_function__
                     if args and id(args[0]) in self._params and reader.f_code in _ZERO_GRADS:
@@ -1381,6 +1389,34 @@ class DoctorProbe(TorchFunctionMode):
             return False
         with _quiet():
             return not bool(torch.equal(before, _checksum(p)))
+
+    # Note [A gradient written through .data]
+    # `p.grad.data` is an alias of the gradient with a version counter of its own: an
+    # in-place write through it (`p.grad.data.zero_()`, the clear of older tutorials and
+    # loops; `p.grad.data.mul_(0)`) moves no version of the
+    # gradient. Note [Which backward reached a parameter] reads a gradient's values only
+    # where its (id, version) changed since backward left it, so the next backward found the
+    # cleared gradient "as the step used it" and the doctor said `grad_leak` for 4
+    # parameters "in steps 2 and 3" of a loop that clears every step (tests/doctor/
+    # late_grad_write.py --fixed --clear data; tests/doctor/grad_leak.py --fixed --clear
+    # data), and missed the late write such a clear throws away. Where the script takes
+    # `.data` of a gradient the probe knows (outside a step), the remembered version is
+    # forgotten (its values are read at the next backward, as after any write), and the
+    # alias is kept with the script's reads of that gradient (Note [A gradient cleared by
+    # hand], doctor_order.py): a clear through it is a clear of the gradient. Cost: a dict
+    # lookup per `.data` taken outside a step; one value read of that gradient at its
+    # next backward.
+    def _grad_data(self, func, args, kwargs):
+        out = func(*args, **kwargs)
+        g = args[0]
+        pid = self._grad_ids[id(g)]
+        p = self._params.get(pid)
+        if p is not None and p.grad is g and isinstance(out, _Tensor):
+            st = self._grad_state.get(pid)
+            if st is not None and st[0] == id(g):
+                self._grad_state[pid] = (id(g), -1)   # not a version: values read next
+            self._order.alias_of(out, g, pid)
+        return out
 
     def _data_taken(self, p: Any) -> None:
         """`.data` of `p` taken outside a step: Note [Moves of several backward passes,

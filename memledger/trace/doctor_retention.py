@@ -101,6 +101,11 @@ class RetentionWatch:
         self._group: dict[int, int] = {}
         self._bw_at: dict[int, tuple[str, int]] = {}
         self._last: int | None = None
+        # Note [A branch kept over several steps]: id(tensor) -> (weakref, the backward's
+        # (file, line)) of the branch tensors the last boundary reported
+        self._side_kept: dict[int, tuple[weakref.ref, list]] = {}
+        # Note [A store that saved-tensor hooks fill]: the pack hook first seen on
+        self._pack: weakref.ref | None = None
 
     def start(self) -> None:
         # Graphs alive before the run (another run's leftovers, say) are not its history.
@@ -201,7 +206,10 @@ class RetentionWatch:
         spent: dict[int, Any] | None = None
         new: list[_Tensor] = []   # graphs made since the last boundary
         older: list[tuple[dict[str, Any], _Tensor]] = []
+        branches = self._kept_branches()   # Note [A branch kept over several steps]
         for t in live if self._prev else ():
+            if id(t) in branches:
+                continue
             if _reaches(t.grad_fn, old, clean):
                 if spent is None:
                     spent = _graph_nodes(self._roots.values())
@@ -260,7 +268,8 @@ class RetentionWatch:
                 out.append(rec)
                 found.add(id(t))
         # Note [A branch no backward ran, kept past a later backward]
-        out += self._side_branches(live, found, step)
+        out += self._side_branches(live, found, step, branches)
+        out += self._stores(step)   # Note [A store that saved-tensor hooks fill]
         # Note [What a variable holds of the newest step]
         newest = self._newest_held(out, new, found, step, spent)
         out += [r for r, _ in newest]
@@ -323,33 +332,41 @@ class RetentionWatch:
     # (`side_fns`), the backward it hangs from (`side_from`), and the holder: a variable of
     # the user's frames, or one attribute down into any object one holds (`samp_dist.probs`:
     # `del samp_dist` releases it, whoever wrote the class); other variables holding a
-    # storage it counts are named (`also`: `logits`, which the logsumexp saves). Not read
-    # where saved-tensor hooks were on (reading a save would run them, Note [A graph kept by
-    # retain_graph]), nor after a backward of several tensors at once (no walk tagged it).
+    # storage it counts are named (`also`: `logits`, which the logsumexp saves). Where
+    # saved-tensor hooks were on, its saves are not read (Note [A branch saved through
+    # hooks]); not found after a backward of several tensors at once (no walk tagged it).
+    # Kept over several steps: Note [A branch kept over several steps].
     # Cost: at a boundary, one walk over the graphs of the live tensors no backward ran
     # (most loops have none; a GAN's `fake` at the discriminator's step is one), and
     # per-tensor walks only where that walk met an earlier forward's graph.
-    def _side_branches(self, live: list[_Tensor], found: set[int],
-                       step: int) -> list[dict[str, Any]]:
+    def _side_branches(self, live: list[_Tensor], found: set[int], step: int,
+                       kept: dict[int, tuple[_Tensor, list]]) -> list[dict[str, Any]]:
+        self._side_kept = {}
         last = self._group.get(self._last) if self._last is not None else None
-        if last is None or self.saved_unreadable:
-            return []
-        cands = [t for t in live if id(t) not in found and not isinstance(t, nn.Parameter)
-                 and _walked_by(t.grad_fn) is None]
-        if not cands or not self._earlier(_branch([t.grad_fn for t in cands])[1], last):
+        unread = self.saved_unreadable   # Note [A branch saved through hooks]
+        cands = [t for t in live if id(t) not in found and id(t) not in kept
+                 and not isinstance(t, nn.Parameter) and _walked_by(t.grad_fn) is None]
+        if last is None or not cands or \
+                not self._earlier(_branch([t.grad_fn for t in cands])[1], last):
+            cands = []
+        # Note [A branch kept over several steps]: the last boundary's, still held
+        cands += [t for i, (t, _) in kept.items() if i not in found]
+        if not cands:
             return []
         resident = self._state()
         held: dict[tuple[str, str], dict[str, Any]] = {}
         for t in cands:
             nodes, met = _branch([t.grad_fn])
-            if not self._earlier(met, last):
+            if id(t) not in kept and not self._earlier(met, last):
                 continue
             saved = {}
-            for n in nodes:
+            for n in nodes if not unread else ():
                 for x in _saved_of(n):
                     st = _storage_key(x)
                     if st is not None and st[0] not in resident:
                         saved[st[0]] = st[1]
+            if unread and any(_saves(n) for n in nodes):
+                saved = {-1: -1}   # Note [A branch saved through hooks]: held, not read
             if not saved:
                 continue
             name, var, file = self._name_of(t)
@@ -368,15 +385,19 @@ class RetentionWatch:
             h["nodes"] = max(h["nodes"], len(nodes))
             for n in nodes:
                 h["side_fns"][type(n).__name__.removesuffix("Backward0")] = None
-            first = min(self._group.get(n, n) for n in met)
-            h["side_from"] = list(self._bw_at.get(first, ("", 0)))
+            if id(t) in kept:
+                h["side_from"] = h["side_from"] or kept[id(t)][1]
+            else:
+                first = min(self._group.get(n, n) for n in met)
+                h["side_from"] = list(self._bw_at.get(first, ("", 0)))
         out = []
         for (var, _), h in held.items():
             mine = h.pop("tensors")
             storages = h.pop("storages")
             own = dict(st for x in mine if (st := _storage_key(x)) is not None)
             h["bytes"] = sum(own.values())
-            h["side_saved"] = sum(storages.values())
+            h["side_saved"] = -1 if -1 in storages else sum(storages.values())
+            h["side_tensors"] = len(mine)   # Note [A branch kept over several steps]
             h["side_fns"] = list(h["side_fns"])
             also = []
             for x in live:
@@ -388,7 +409,111 @@ class RetentionWatch:
             if also:
                 h["also"] = also
             found.update(id(x) for x in mine)
+            self._side_kept.update((id(x), (weakref.ref(x), h["side_from"])) for x in mine)
             out.append(h)
+        return out
+
+    # Note [A store that saved-tensor hooks fill]
+    # Saved-tensor hooks hand each tensor autograd saves to the script's `pack`, and what
+    # it returns back to `unpack` when backward needs it. A pack that keeps the tensor in a
+    # list or dict of the script's (`stash[len(stash)] = t; return len(stash) - 1`, an
+    # offload hook's `store[key] = t.cpu()`) and an unpack that only reads it keep every
+    # saved tensor of every forward after its backward: the store grows by a forward's
+    # saves a step (tests/doctor/saved_hooks.py: 5 storages, 964 B of the MLP's a step).
+    # The doctor said "`stash` carries autograd history ... each step adds 3 tensors, 896
+    # B): ... keep what that line adds detached instead": it counted only the saves with
+    # history (not the batch, the targets) and its fix frees nothing (a detached tensor in
+    # the store is kept all the same); a store of copies (`t.detach().clone()`, `t.cpu()`)
+    # carries no history, and was not reported at all. The probe keeps the pack hook it
+    # first sees on at a module call (weakly; the check that sees it runs until then only),
+    # and at each boundary counts the tensors of the lists, dicts and deques its code names
+    # (its globals, its closure's cells, its object's attributes for a bound method), one
+    # level in and through tuples (`(device, t)`): their distinct storages, parameters and
+    # buffers aside (`store`, their number; `bytes`), a record per non-empty one.
+    # doctor/retention.py reports a store that grows as an error and one that keeps a
+    # step's saves as a warning, in place of what the graph walk found under the same
+    # name. Cost: at a boundary, where a pack hook was seen, one pass over its containers;
+    # nothing on any per-op path.
+    def hooks_seen(self) -> None:
+        """Saved-tensor hooks are on at a module call, first seen: keep their pack (Note [A
+        store that saved-tensor hooks fill])."""
+        top = getattr(torch._C._autograd, "_top_saved_tensors_default_hooks", None)
+        with contextlib.suppress(Exception):
+            pack = top(True)[0] if top is not None else None
+            fn = getattr(pack, "__func__", pack)
+            code = getattr(fn, "__code__", None)
+            if code is not None and is_user_file(code.co_filename):
+                self._pack = weakref.ref(pack)
+
+    def _stores(self, step: int) -> list[dict[str, Any]]:
+        pack = self._pack() if self._pack is not None else None
+        if pack is None:
+            return []
+        fn = getattr(pack, "__func__", pack)
+        code = fn.__code__
+        named: list[tuple[str, Any]] = [
+            (k, fn.__globals__[k]) for k in code.co_names if k in fn.__globals__]
+        named += [(k, c.cell_contents) for k, c in zip(code.co_freevars, fn.__closure__ or ())
+                  if _filled(c)]
+        owner = getattr(pack, "__self__", None)
+        if owner is not None:
+            named += list(getattr(owner, "__dict__", {}).items())
+        resident, out = self._state(), []
+        for k, v in named:
+            if not isinstance(v, (list, dict, collections.deque)):
+                continue
+            items = list(dict.values(v)) if isinstance(v, dict) else list(v)
+            storages: dict[int, int] = {}
+            for x in items:
+                for t in x if isinstance(x, tuple) else (x,):
+                    st = _storage_key(t) if isinstance(t, _Tensor) else None
+                    if st is not None and st[0] not in resident:
+                        storages[st[0]] = st[1]
+            if storages:
+                out.append({"k": "retained", "step": step, "name": k, "var": k,
+                            "file": code.co_filename, "shape": [],
+                            "bytes": sum(storages.values()), "nodes": 0, "backwarded": False,
+                            "store": len(storages),
+                            "pack": [code.co_name, code.co_firstlineno]})
+        return out
+
+    # Note [A branch saved through hooks]
+    # Under saved-tensor hooks (the script's own, `torch.autograd.graph.save_on_cpu()`, a
+    # checkpoint's, the collector's under `doctor -o`) reading a save runs the hooks'
+    # unpack (Note [A graph kept by retain_graph]), so the branch check did not run at all:
+    # SophiaG's refresh kept under save_on_cpu (tests/doctor/hessian_refresh.py --bug keep
+    # --save-on-cpu) got "no findings", where without the context it is the warning. The
+    # branch is found by walking nodes, which reads no save; only its bytes need them. So
+    # under hooks the branch is reported where its nodes have saves (by their attribute
+    # names, not read), with its bytes unknown (`side_saved` -1), and the finding says they
+    # were not read. Whatever the hooks did with the saves (a CPU copy, a file, a list),
+    # the branch's nodes hold them until it is let go.
+    # Note [A branch kept over several steps]
+    # Note [A branch no backward ran, kept past a later backward] asks this step's backward
+    # passes only, so a branch kept longer than one step was reported at the first boundary
+    # after the later backward and at no other: SophiaG's refresh every k steps (`--hess-
+    # every 2`, tests/doctor/hessian_refresh.py `--bug keep --every 2`) keeps `dist` from
+    # one refresh to the next, through every step between, and the finding said "at the
+    # end of steps 2, 4 and 6" of 6 (at 3 and 5 the branch's backward was an earlier
+    # step's; its tensors, reaching the boundary before, went to the spent-graph check,
+    # which dropped them: a torch.distributions object names nothing, and a variable
+    # (`probs`) read as a spent graph kept, or, its nodes counted whole, as one that grows
+    # where the run ended on such a step). The tensors a boundary reports on a branch are
+    # kept weakly to the next; those still alive there, no backward having run them since,
+    # are the same branch kept another step: reported again with what their branch still
+    # saves, whatever backward ran that step, and kept out of the spent-graph check. The
+    # finding then names every step end that held it, with its bytes at each (grown: a
+    # variable that keeps more branches each step). Cost: one weak reference per reported
+    # tensor; nothing where nothing was reported.
+    def _kept_branches(self) -> dict[int, tuple[_Tensor, list]]:
+        """id -> (tensor, the backward's (file, line)) for the branch tensors the last
+        boundary reported that are still alive and that no backward has run through since
+        (Note [A branch kept over several steps])."""
+        out = {}
+        for i, (ref, where) in self._side_kept.items():
+            t = ref()
+            if t is not None and t.grad_fn is not None and _walked_by(t.grad_fn) is None:
+                out[i] = (t, where)
         return out
 
     def _earlier(self, met: set[int], last: int) -> bool:
@@ -440,7 +565,8 @@ class RetentionWatch:
                      step: int, spent: dict[int, Any] | None
                      ) -> list[tuple[dict[str, Any], _Tensor]]:
         holders = {(r["var"], r["file"]) for r in out if not any(
-            r.get(k) for k in ("state", "ctx_bytes", "kept_saved", "carried", "side_saved"))}
+            r.get(k) for k in ("state", "ctx_bytes", "kept_saved", "carried", "side_saved",
+                               "store"))}
         if not holders:
             return []
         if spent is None:
@@ -1045,6 +1171,22 @@ def _storage_key(x: _Tensor) -> tuple[int, int] | None:
         return st._cdata, st.nbytes()
     except (RuntimeError, NotImplementedError):
         return None
+
+
+def _filled(cell) -> bool:
+    """Is the closure cell bound (a variable assigned after the function was made may
+    not be)?"""
+    try:
+        cell.cell_contents
+    except ValueError:
+        return False
+    return True
+
+
+def _saves(n) -> bool:
+    """Does node `n` save tensors for backward? Asked of its attribute names alone: reading
+    one would run the saved-tensor hooks' unpack (Note [A branch saved through hooks])."""
+    return any(name.startswith("_saved_") for name in dir(n))
 
 
 def _saved_of(n) -> list[_Tensor]:

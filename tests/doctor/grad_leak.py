@@ -4,6 +4,11 @@
     python grad_leak.py --fixed    # deliberate accumulation: 2 backward, 1 step, then zero
     python grad_leak.py --clip     # the bug, with clip_grad_norm_ between backward and step
                                    # (the clip changes .grad in place: the leak once went unseen)
+    python grad_leak.py --fixed --clear HOW   # the --fixed loop clearing each gradient by
+                                   # hand, not by zero_grad: `data` (`p.grad.data.zero_()`,
+                                   # once a false grad_leak), `mul` (`.mul_(0)`), `fill`
+    python grad_leak.py --fixed --clear data --skip-head   # ... forgetting the last
+                                   # layer's two: the bug again, for those two only
 """
 import sys
 
@@ -12,6 +17,7 @@ from torch import nn
 
 FIXED = "--fixed" in sys.argv
 CLIP = "--clip" in sys.argv
+CLEAR = sys.argv[sys.argv.index("--clear") + 1] if "--clear" in sys.argv else ""
 torch.manual_seed(0)
 model = nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 2))
 opt = torch.optim.SGD(model.parameters(), lr=0.1)
@@ -23,5 +29,13 @@ for step in range(3):
     if CLIP:
         nn.utils.clip_grad_norm_(model.parameters(), 0.5)
     opt.step()
-    if FIXED:
+    if FIXED and not CLEAR:
         opt.zero_grad()
+    cleared = model[0] if "--skip-head" in sys.argv else model
+    for p in cleared.parameters() if FIXED and CLEAR else ():
+        if CLEAR == "data":
+            p.grad.data.zero_()
+        elif CLEAR == "mul":
+            p.grad.mul_(0)
+        else:
+            p.grad.fill_(0)

@@ -23,7 +23,19 @@ squared into the optimizer's state), and zero_grad again. No step() uses that ba
                                            # (cross_step_retention, a warning; once none)
     python hessian_refresh.py --bug keep --no-grad   # the same, sampled under no_grad
                                            # (no finding)
+    python hessian_refresh.py --bug keep --every 2 --iters 8   # the refresh every 2nd
+                                           # step: `dist` kept through every step between
+                                           # (once reported at every 2nd step end only)
+    python hessian_refresh.py --bug keep-probs --every 2 --iters 8   # the softmax kept in
+                                           # a variable: the same (once, at 5 steps, an
+                                           # error saying its graph grows)
+    python hessian_refresh.py --bug hist --every 2 --iters 8   # every refresh's softmax
+                                           # appended to a list: it grows (an error)
+    python hessian_refresh.py --bug keep --save-on-cpu   # the same as --bug keep, every
+                                           # save through torch's save_on_cpu hooks (once
+                                           # no finding: Note [A branch saved through hooks])
 """
+import contextlib
 import sys
 
 import torch
@@ -31,6 +43,8 @@ import torch.nn.functional as F
 from torch import nn
 
 BUG = sys.argv[sys.argv.index("--bug") + 1] if "--bug" in sys.argv else ""
+EVERY = int(sys.argv[sys.argv.index("--every") + 1]) if "--every" in sys.argv else 1
+ITERS = int(sys.argv[sys.argv.index("--iters") + 1]) if "--iters" in sys.argv else 4
 torch.manual_seed(0)
 
 
@@ -70,21 +84,34 @@ class HessianSGD(torch.optim.Optimizer):
 
 model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
 opt = HessianSGD(model.parameters())
-for step in range(4):
-    x, y = torch.randn(8, 8), torch.randint(0, 4, (8,))
-    F.cross_entropy(model(x), y).backward()
-    opt.step()
-    opt.zero_grad(set_to_none=True)
-    # the refresh: labels sampled from the model, their loss's gradients into the state
-    logits = model(x)
-    if BUG == "keep":
-        with torch.set_grad_enabled("--no-grad" not in sys.argv):
-            dist = torch.distributions.Categorical(logits=logits)
-            sampled = dist.sample()
-    else:
-        sampled = torch.distributions.Categorical(logits=logits).sample()
-    F.cross_entropy(logits, sampled).backward()
-    if BUG != "skip":
-        opt.update_hessian()
-    if BUG != "leak":
+# every forward's saves through torch's offload hooks (left at the loop's end)
+hooks = torch.autograd.graph.save_on_cpu() if "--save-on-cpu" in sys.argv else \
+    contextlib.nullcontext()
+with hooks:
+    history = []
+    for step in range(ITERS):
+        x, y = torch.randn(8, 8), torch.randint(0, 4, (8,))
+        F.cross_entropy(model(x), y).backward()
+        opt.step()
         opt.zero_grad(set_to_none=True)
+        if step % EVERY:
+            continue
+        # the refresh: labels sampled from the model, their loss's gradients into the state
+        logits = model(x)
+        if BUG == "keep":
+            with torch.set_grad_enabled("--no-grad" not in sys.argv):
+                dist = torch.distributions.Categorical(logits=logits)
+                sampled = dist.sample()
+        elif BUG == "keep-probs":
+            probs = torch.softmax(logits, -1)
+            sampled = torch.multinomial(probs.detach(), 1).squeeze(1)
+        elif BUG == "hist":
+            history.append(torch.softmax(logits, -1))
+            sampled = torch.multinomial(history[-1].detach(), 1).squeeze(1)
+        else:
+            sampled = torch.distributions.Categorical(logits=logits).sample()
+        F.cross_entropy(logits, sampled).backward()
+        if BUG != "skip":
+            opt.update_hessian()
+        if BUG != "leak":
+            opt.zero_grad(set_to_none=True)

@@ -12,7 +12,11 @@ zero_grad() that follows clears what it wrote before any step reads it.
     --clear HOW    no zero_grad(): each gradient cleared by hand, `none` (`p.grad = None`),
                    `zero` (`p.grad.zero_()`) or `detach` (`p.grad.detach_()` then
                    `p.grad.zero_()`): the same bug (Note [A gradient cleared by hand]; no
-                   finding before), and no finding with --fixed
+                   finding before), and no finding with --fixed; `mul` (`p.grad.mul_(0)`),
+                   `fill` (`p.grad.fill_(0)`), `data` (`p.grad.data.zero_()`) or
+                   `foreach` (`torch._foreach_zero_` of the gradients): the same (no
+                   finding before; `data` said grad_leak, also with --fixed: Note [A
+                   gradient written through .data])
 """
 import sys
 
@@ -51,11 +55,19 @@ for step in range(4):
         grad_filter()
     if not CLEAR:
         opt.zero_grad(set_to_none="--set-none" in sys.argv)
-    for p in model.parameters() if CLEAR else ():
+    for p in model.parameters() if CLEAR and CLEAR != "foreach" else ():
         if CLEAR == "none":
             p.grad = None
+        elif CLEAR == "mul":
+            p.grad.mul_(0)
+        elif CLEAR == "fill":
+            p.grad.fill_(0)
+        elif CLEAR == "data":
+            p.grad.data.zero_()
         else:
             if CLEAR == "detach":
                 p.grad.detach_()
             p.grad.zero_()
+    if CLEAR == "foreach":
+        torch._foreach_zero_([p.grad for p in model.parameters()])
     print(f"step {step}  loss {loss.item():.4f}")

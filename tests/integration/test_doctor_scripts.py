@@ -139,7 +139,8 @@ BUGS = [
     # their softmax) holds 128 + 128 + 32 B of saves through the next step (Note [A branch
     # no backward ran, kept past a later backward]): no finding on the old code
     ("hessian_refresh.py", ["--bug", "keep"], "cross_step_retention", "warning",
-     ["`dist` (and `logits`, which holds part of it) keep", "hessian_refresh.py:86",
+     ["`dist` (and `logits`, which holds part of it) keep", "hessian_refresh.py:"
+      f"{line_of('hessian_refresh.py', 'F.cross_entropy(logits, sampled).backward()')}",
       "(`Sub`, `Logsumexp`, `Softmax`)", "288 B saved for backward", "steps 2 and 3",
       "`del dist, logits`"], "dist = torch.distributions.Categorical(logits=logits)"),
     # SAM's first gradient not zeroed: the step adds gradients taken at two weights
@@ -232,6 +233,19 @@ BUGS = [
      ["4 parameters", "cleared by this `.grad.zero_()`", "steps 1 and 2"], "p.grad.zero_()"),
     ("late_grad_write.py", ["--inplace", "--clear", "detach"], "written_after_step", "error",
      ["4 parameters", "cleared by this `.grad.zero_()`", "steps 1 and 2"], "p.grad.zero_()"),
+    # ... by a zero factor or value, through `.data`, or all at once (Note [A gradient
+    # cleared by hand]; Note [A gradient written through .data] in trace/doctor_probe.py):
+    # no finding on the old code (`data`: a false grad_leak instead)
+    ("late_grad_write.py", ["--clear", "mul"], "written_after_step", "error",
+     ["4 parameters", "cleared by this `.grad.mul_(0)`", "steps 1 and 2"], "p.grad.mul_(0)"),
+    ("late_grad_write.py", ["--clear", "fill"], "written_after_step", "error",
+     ["4 parameters", "cleared by this `.grad.fill_(0)`", "steps 1 and 2"], "p.grad.fill_(0)"),
+    ("late_grad_write.py", ["--clear", "data"], "written_after_step", "error",
+     ["4 parameters", "cleared by this `.grad.data.zero_()`", "steps 1 and 2"],
+     "p.grad.data.zero_()"),
+    ("late_grad_write.py", ["--clear", "foreach"], "written_after_step", "error",
+     ["4 parameters", "cleared by this `torch._foreach_zero_()`", "steps 1 and 2"],
+     "torch._foreach_zero_([p.grad for p in model.parameters()])"),
     ("retention.py", [], "cross_step_retention", "error", ["`total_loss`", "up from 12"],
      "total_loss += loss"),
     ("retention.py", ["--bug", "list"], "cross_step_retention", "error", ["`losses`"],
@@ -409,6 +423,11 @@ FIXED = [("cut.py", ["--cut", c, "--fixed"]) for c in ("detach", "checkpoint")] 
     ("late_grad_write.py", ["--fixed", "--clear", "none"]),
     ("late_grad_write.py", ["--fixed", "--clear", "zero"]),
     ("late_grad_write.py", ["--fixed", "--inplace", "--clear", "detach"]),
+    # Note [A gradient written through .data] (trace/doctor_probe.py): `data` once a false
+    # grad_leak error
+    *[("late_grad_write.py", ["--fixed", "--clear", c]) for c in ("mul", "fill", "data",
+                                                                  "foreach")],
+    *[("grad_leak.py", ["--fixed", "--clear", c]) for c in ("data", "mul", "fill")],
     ("accumulation.py", ["--fixed"]), ("retention.py", ["--fixed"]),
     # Note [A state carried in from an earlier step] (doctor/graph.py): a cut_graph error
     # for `h0` at the detach that starts step 2, before
@@ -1009,3 +1028,110 @@ def test_exact_findings_of_the_log_probability_losses():
                              "calls": 3, "shape": [8, 10], "classes": 10, "elements": 80,
                              "batch": 8, "value": 0.00645, "batchmean": 0.0645,
                              "target": "probabilities"}
+
+
+def test_a_gradient_cleared_through_data_is_cleared_and_one_left_out_still_leaks():
+    """Note [A gradient written through .data] (trace/doctor_probe.py): the accumulation
+    loop clearing each gradient by `p.grad.data.zero_()` instead of zero_grad: once
+    "grad_leak ... 4 parameters ... steps 2 and 3" (360 B: 8x8 + 8 + 2x8 + 2 floats); now
+    clean. Leaving out the last layer's two is the leak again, for those two: 2x8 + 2
+    floats = 72 B (the old code said 4 parameters, 360 B)."""
+    assert doctor("grad_leak.py", "--fixed", "--clear", "data").findings == []
+    for how in ("data", "mul"):
+        (f,) = doctor("grad_leak.py", "--fixed", "--clear", how, "--skip-head").findings
+        assert (f.check, f.severity) == ("grad_leak", "error")
+        assert f.evidence == {"params": 2, "steps": [2, 3], "bytes": 72}
+        assert "2 parameters (`2.weight`, `2.bias`) entered the backward of steps 2 and 3" \
+            in f.message
+    # the late write cleared through `.data`: the one finding, and no grad_leak beside it
+    (w,) = doctor("late_grad_write.py", "--clear", "data").findings
+    assert (w.check, w.evidence) == ("written_after_step", {"params": 4, "steps": [1, 2]})
+
+
+def test_a_branch_kept_over_several_steps_is_reported_at_every_step_end_it_holds():
+    """Note [A branch kept over several steps] (trace/doctor_retention.py): the Hessian
+    refresh every 2nd step keeps `dist` (its normalised logits, their logsumexp and
+    softmax: 128 + 32 + 128 B saved) from one refresh to the next, through every step
+    between. The old code said "at the end of steps 2, 4 and 6" of 6; `probs` kept the same
+    way read, at 5 steps, as a graph that grows ("up from 1", an error); a list taking
+    every refresh's softmax (128 B each) grows: 128, 128, 256, 256, 384 B."""
+    (f,) = doctor("hessian_refresh.py", "--bug", "keep", "--every", "2", "--iters", "8",
+                  steps=6).findings
+    assert (f.check, f.severity) == ("cross_step_retention", "warning")
+    assert f.evidence == {"steps": [2, 3, 4, 5, 6], "side_saved_bytes_per_step": [288] * 5,
+                          "ops": ["Sub", "Logsumexp", "Softmax"], "also": ["logits"]}
+    assert "288 B saved for backward that nothing will read, kept through the step's later " \
+           "forward and backward and past its end (at the end of steps 2-6)" in f.message
+    (p,) = doctor("hessian_refresh.py", "--bug", "keep-probs", "--every", "2", "--iters", "8",
+                  steps=5).findings
+    assert (p.check, p.severity) == ("cross_step_retention", "warning")
+    assert p.evidence == {"steps": [2, 3, 4, 5], "side_saved_bytes_per_step": [128] * 4,
+                          "ops": ["Softmax"]}
+    assert p.where.line == line_of("hessian_refresh.py", "probs = torch.softmax(logits, -1)")
+    (h,) = doctor("hessian_refresh.py", "--bug", "hist", "--every", "2", "--iters", "8",
+                  steps=6).findings
+    assert (h.check, h.severity) == ("cross_step_retention", "error")
+    assert h.evidence == {"steps": [2, 3, 4, 5, 6],
+                          "side_saved_bytes_per_step": [128, 128, 256, 256, 384],
+                          "ops": ["Softmax"], "side_tensors_per_step": [1, 1, 2, 2, 3]}
+    assert h.message.startswith(
+        "`history` keeps branches of the graph that the backward at hessian_refresh.py:"
+        f"{line_of('hessian_refresh.py', 'F.cross_entropy(logits, sampled).backward()')} ran "
+        "through: ops on their tensors that no backward ran (`Softmax`), which still hold "
+        "384 B saved for backward that nothing will read at the end of step 6, up from "
+        "128 B in 1 tensor at the end of step 2 (3 tensors now: it takes another branch and "
+        "lets go of none)")
+    assert h.message.endswith("compute what it keeps under torch.no_grad() or from "
+                              "detached tensors")
+    assert doctor("hessian_refresh.py", "--bug", "keep", "--no-grad", "--every", "2",
+                  "--iters", "8", steps=6).findings == []
+
+
+def test_a_branch_kept_under_saved_tensor_hooks_is_reported_unread():
+    """Note [A branch saved through hooks] (trace/doctor_retention.py): the refresh's kept
+    `dist` with every save through torch's save_on_cpu hooks: the old code said nothing
+    (reading a save would run the hooks' unpack); now the warning, its bytes not read."""
+    (f,) = doctor("hessian_refresh.py", "--bug", "keep", "--save-on-cpu").findings
+    assert (f.check, f.severity) == ("cross_step_retention", "warning")
+    assert f.evidence == {"steps": [2, 3], "side_saved_bytes_per_step": [],
+                          "ops": ["Sub", "Logsumexp", "Softmax"]}
+    assert "which still hold tensors saved for backward that nothing will read (not read: " \
+           "saved-tensor hooks were on), kept through the step's later forward and " \
+           "backward and past its end (at the end of steps 2 and 3)" in f.message
+    assert f.where.line == line_of("hessian_refresh.py",
+                                   "dist = torch.distributions.Categorical(logits=logits)")
+    for args in (["--bug", "keep", "--save-on-cpu", "--no-grad"], ["--save-on-cpu"]):
+        assert doctor("hessian_refresh.py", *args).findings == []
+
+
+def test_a_store_that_saved_tensor_hooks_fill_is_counted_whole():
+    """Note [A store that saved-tensor hooks fill] (trace/doctor_retention.py): the script's
+    pack hook keeps every save in `stash` and nothing empties it: 5 storages, 964 B a step
+    (the batch 256, the ReLU's output 512, the log-softmax 128, the targets 64, the loss's
+    weight total 4). The old code said "`stash` carries autograd history ... each step adds
+    3 tensors, 896 B ... `.detach()` of a tensor" (only the saves with history, and a fix
+    that frees nothing); a store of copies (8 a step, 1,860 B: the two weights' too) got no
+    finding."""
+    line = line_of("saved_hooks.py", "def pack(t):")
+    (f,) = doctor("saved_hooks.py").findings
+    assert (f.check, f.severity, f.where.line) == ("cross_step_retention", "error", line)
+    assert f.evidence == {"steps": [1, 2, 3], "tensors_per_step": [5, 10, 15],
+                          "bytes_per_step": [964, 1_928, 2_892]}
+    assert f.message == (
+        "`stash`, which the saved-tensor hook `pack()` here fills with the tensors autograd "
+        "saves for backward, is never emptied: at the end of steps 1-3 it holds 15 tensors, "
+        "2.8 KiB (up from 5 at the end of step 1; each step adds 5 tensors, 964 B), every "
+        "forward's saves kept after the backward that read them; remove each entry in the "
+        "unpack hook, or empty `stash` after each backward")
+    (c,) = doctor("saved_hooks.py", "--copy").findings
+    assert (c.check, c.severity) == ("cross_step_retention", "error")
+    assert c.evidence == {"steps": [1, 2, 3], "tensors_per_step": [8, 16, 24],
+                          "bytes_per_step": [1_860, 3_720, 5_580]}
+    (k,) = doctor("saved_hooks.py", "--keep-last").findings
+    assert (k.check, k.severity) == ("cross_step_retention", "warning")
+    assert k.evidence == {"steps": [1, 2, 3], "tensors_per_step": [5, 5, 5],
+                          "bytes_per_step": [964, 964, 964]}
+    assert "still holds 5 tensors, 964 B at the end of steps 1-3, after the backward that " \
+           "read them: one forward's saves, kept through the next forward" in k.message
+    for args in (["--fixed"], ["--clear"], ["--fixed", "--copy"]):
+        assert doctor("saved_hooks.py", *args).findings == [], args

@@ -1,0 +1,51 @@
+"""Planted bug (check 6): a saved-tensor hook's store that nothing empties.
+
+The script's own `torch.autograd.graph.saved_tensors_hooks`: `pack` keeps each tensor
+autograd saves for backward in a dict and returns its key, `unpack` reads it back. Nothing
+removes an entry, so the dict keeps every forward's saves after their backward: 8 a step
+on this MLP, the batch (256 B), the ReLU's output twice (512 B), the second weight's
+transpose (the model's own: nothing more), the log-softmax twice (128 B), the targets (64
+B) and the loss's weight total (4 B): 5 storages, 964 B a step (copies: 8, 1,860 B).
+
+    python saved_hooks.py                  # the bug (once "`stash` carries autograd history
+                                           # ... accumulate t.item() or t.detach() instead")
+    python saved_hooks.py --copy           # the store keeps copies (`t.detach().clone()`,
+                                           # an offload hook's): no history (once no finding)
+    python saved_hooks.py --fixed          # unpack pops its entry (no finding)
+    python saved_hooks.py --clear          # stash.clear() after each backward (no finding)
+    python saved_hooks.py --keep-last      # cleared before each forward instead: one
+                                           # forward's saves kept through the next (a warning)
+"""
+import sys
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+COPY = "--copy" in sys.argv
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+stash = {}
+
+
+def pack(t):
+    stash[len(stash)] = t.detach().clone() if COPY else t
+    return len(stash) - 1
+
+
+def unpack(i):
+    return stash.pop(i) if "--fixed" in sys.argv else stash[i]
+
+
+for step in range(4):
+    x, y = torch.randn(8, 8), torch.randint(0, 4, (8,))
+    if "--keep-last" in sys.argv:
+        stash.clear()
+    with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
+        loss = F.cross_entropy(model(x), y)
+    loss.backward()
+    if "--clear" in sys.argv:
+        stash.clear()
+    opt.step()
+    opt.zero_grad()
