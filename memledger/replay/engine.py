@@ -667,6 +667,8 @@ def _refuse_graph_reads(prep: Prepared, calls: _Calls, own: _Owners, policy: Pol
     # Note [Read by three backward passes or more]
     many = prep.passes_read >= 3 if prep.passes_read is not None else \
         np.zeros(len(unpriced), dtype=bool)
+    if many.any():   # Note [Read many times through another call's save]
+        many &= _read_many_through_a_policy_call(prep, calls)
     if not (unpriced | many).any():
         return
     # ... but N passes, a backward phase each, are priced: a checkpoint's re-run in each,
@@ -685,6 +687,37 @@ def _refuse_graph_reads(prep: Prepared, calls: _Calls, own: _Owners, policy: Pol
                                                        offload, int(prep.passes_read[i])))
             raise NotPredicted(graph_reads_message(policy.text(), str(calls.mods[k]),
                                                    offload, bool(prep.graph_reads[i] < 0)))
+
+
+# Note [Read many times through another call's save]
+# `passes_read` is per storage: the most passes that read one save of it. A storage every
+# call saves (a weight a re-parametrisation computes once per forward, torchdeq's
+# `reset_norm`: `weight_v * g / |weight_v|`, an activation of the script's forward) is
+# saved by the policy's call and by calls no policy acts on, and its count came from the
+# latter: torchdeq's implicit differentiation runs f again inside its autograd Function's
+# backward (a call made in backward, which no policy wraps: Note [A region called inside
+# backward], measure/apply.py) and takes `autograd.grad` through that call once per
+# iteration of its backward solver, so that call's save of the weight was read by 8
+# passes, while the forward's f call, the one `checkpoint:f` re-runs, has its saves read
+# by the loss's backward alone. predict refused `checkpoint:f`, `offload:f` and
+# `selective:f` ("whose saves 8 backward passes read"), which measure ran (44,516,
+# 38,948 and 46,052 B; tests/clients/train_torchdeq.py --grad ift). So the count is taken
+# over the saves a call of the policy made: a storage is read by many passes through the
+# policy's call where one of that call's saves of it is (reads of one save: one per pass,
+# Note [Passes inside one backward phase]). Without the per-save reads (older ledgers), the
+# storage's count stands. The graph-building reads (`graph_reads`) are counted as before.
+def _read_many_through_a_policy_call(prep: Prepared, calls: _Calls) -> np.ndarray:
+    """Per storage: whether a save of it that a call the policy acts on made is read by
+    three backward passes or more; all True where the ledger's unpacks name no save."""
+    n = len(prep.created)
+    if prep.read_pack is None or not len(prep.read_pack) or prep.pack_ev is None:
+        return np.ones(n, dtype=bool)
+    kp = _pack_call(prep, calls)
+    acted = (kp >= 0) & (calls.at(calls.kind, kp) != Kind.NONE)
+    reads = np.bincount(prep.read_pack, minlength=len(kp))[:len(kp)]
+    out = np.zeros(n, dtype=bool)
+    out[prep.pack_row[acted & (reads >= 3)]] = True
+    return out
 
 
 # Note [A save read before its call returns]
