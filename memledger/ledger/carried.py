@@ -19,11 +19,17 @@ The rule: a storage whose saves were all made in step k (from step k-1's end to 
 end), each read by a backward before step k's end (unpacks at least saves), held past
 step k's end, and read by an op from step k+1's first forward on (its `last_use`), reads
 `activation` until step k's end (its step record) and `other` from there. The last step
-has no next one: a storage of it held past its end reads `other` from there where the step
-before carried a storage made as it was (the same op, module and bytes: a loop repeats,
-as Note [Read by the next step] reads a last step's state), so the output the script holds
-until the next forward replaces it (saved by the loss, never read by the next step) stays
-`activation`, on the last step as on the others. A carried state the next step saves
+has no next one: a storage of it held past its end reads `other` from there where an
+earlier step carried a storage made as it was (the same op, module and bytes: a loop
+repeats, as Note [Read by the next step] reads a last step's state), so the output the
+script holds until the next forward replaces it (saved by the loss, never read by the next
+step) stays `activation`, on the last step as on the others. An earlier step, not the step
+before: HRM's deep supervision hands a batch's first segment's states to its second, and
+the second's to nothing (the next batch starts from none), so in 3 steps the step before
+the last carried nothing, and the last (the next batch's first segment) holds at the close
+what its second segment would read. A batch's last segment's states, held at the close of
+a trace that ends there (2 steps), read `other` so too: held by the script after the
+backward that read them, they are saved for none. A carried state the next step saves
 again (`h_prev @ W_h`: the matmul saves its input) is saved for that step's backward and
 stays `activation` its whole life, as before: one change of category per storage.
 
@@ -67,8 +73,8 @@ def carried_until(df, is_act: np.ndarray, key, phases: list, steps: list) -> np.
     nxt = fwd[np.minimum(f, len(fwd) - 1)]
     read = ok & (j < len(ends) - 1) & (f < len(fwd)) & (col["last_use"] >= nxt)
     out[read] = end[read]
-    # the last step's, held past its end: carried as the step before carried its own
-    prev = read & (j == len(ends) - 2)
+    # the last step's, held past its end: made as a state an earlier step carried
+    prev = read
     last = ok & (j == len(ends) - 1)
     if prev.any() and last.any():
         seen = set(key(np.flatnonzero(prev)))
