@@ -8,7 +8,7 @@ saved and step k's backward read: the script holds it past step k's end, and ste
 forward reads it. Its role was `activation` (saved for backward) for its whole life, so
 tests/clients/train_hrm.py (3 steps) read 2,048 of the 76,160 B of `activation` at the
 peak (segment 2's forward) as segment 1's two last hidden states, whose backward had run,
-and 2,048 B of `activation` resident at the end; tests/clients/train_carried.py `--add`
+and 2,048 B of `activation` resident at the end; tests/clients/train_carried_state.py `--add`
 (a recurrent cell, 3 steps) 512 of 1,056 B at the peak (step 2's backward) and 1,024 of
 1,056 B resident. design.md's `activation` is what is saved for a backward; once that
 backward has read it, what the script keeps is its own state, carried across steps,

@@ -1,5 +1,5 @@
 """What the ledger calls a hidden state the script carries into the next step once the
-backward that read its saves has run (tests/clients/train_carried.py; Note [A state
+backward that read its saves has run (tests/clients/train_carried_state.py; Note [A state
 carried into the next step], memledger/ledger/carried.py). Plain torch: HRM-pytorch's
 deep-supervision segments hand theirs on so (its tier, test_hrm_clients.py, skips without
 the library).
@@ -27,12 +27,13 @@ def test_a_state_carried_into_the_next_step_is_other_from_its_steps_end():
     next step (`carried`) and read there by an `add`, which saves nothing. Before, it read
     `activation` its whole life: 1,056 B at the peak (step 2's backward), of which 512 B
     are step 1's state, and 1,056 B resident at the end (steps 2's and 3's states and the
-    last output, 32 B). Now it reads `other` from its step's end (the last step's state
-    too: its step before carried one made as it was); the last output, which no next step
-    reads, stays an activation. The replay's rules read the activation they read before:
+    last output, 32 B), and `show`'s "Saved for backward" before the last backward counted
+    step 2's state (1,568 B). Now it reads `other` from its step's end (the last step's
+    state too: an earlier step carried one made as it was); the last output, which no next
+    step reads, stays an activation. The replay's rules read the activation they read before:
     every prediction is the same number, its breakdown labelled as `show` is."""
     pols = ["checkpoint:cell", "offload:cell"]
-    run = run_client("train_carried.py", ["--add"], pols, steps=3)
+    run = run_client("train_carried_state.py", ["--add"], pols, steps=3)
     led = run.ledger
     assert led.peak_with_scratch() == run.ledger_peak == run.allocator_peak == 6_508
     s = run.summary
@@ -48,6 +49,9 @@ def test_a_state_carried_into_the_next_step_is_other_from_its_steps_end():
     assert (row["cat_until"], row["cat_before"]) == (step1_end, "activation")
     # an activation until its step's end, saved there and read by that step's backward
     assert led.live_at(step1_end - 1).loc[sid, "category"] == "activation"
+    # `show`'s "Saved for backward" just before the last backward: step 3's own saves, not
+    # step 2's carried state (before: 1,568 B)
+    assert int(led.saved_before_backward()[1]["bytes"].sum()) == 1_056
     curves = led.curve_by_category()
     assert (curves.sum(axis=1).to_numpy() == led.curve()).all()
     for pol, (peak, act, other) in {"checkpoint:cell": (20_588, 1_056, 15_680),
@@ -59,7 +63,7 @@ def test_a_state_carried_into_the_next_step_is_other_from_its_steps_end():
 
         at = predict(led, [parse_policy(pol)], bandwidth=1e9).policies[0].at_peak
         assert (at["activation"], at["other"]) == (act, other)      # before +512, -512
-    fake = ledger_pass("train_carried.py", ["--add"], steps=3, fake_device="cpu")
+    fake = ledger_pass("train_carried_state.py", ["--add"], steps=3, fake_device="cpu")
     assert (fake.peak().bytes, fake.at_peak(), fake.summary().resident) == (
         6_508, led.at_peak(), s.resident)
 
@@ -69,6 +73,6 @@ def test_a_carried_state_the_next_step_saves_again_stays_an_activation():
     own backward: it is an activation for that step, and keeps the category its whole life
     (one change per storage): 1,056 B of activation at the peak (step 2's backward) and
     resident, as before."""
-    s = ledger_pass("train_carried.py", [], steps=3).summary()
+    s = ledger_pass("train_carried_state.py", [], steps=3).summary()
     assert (s.at_peak["activation"], s.at_peak["other"]) == (1_056, 0)
     assert (s.resident["activation"], s.resident["other"]) == (1_056, 0)

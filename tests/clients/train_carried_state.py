@@ -12,7 +12,7 @@ and the script holds it past the step's end into the next step (`carried`, until
 after rebinds it), whose first matmul reads it under gradients as a constant: `h_prev @ W_h` saves it again unless `--add` (the
 carried state added, `tanh(x @ W_in + h_prev)`: read, not saved).
 
-    memledger trace tests/clients/train_carried.py -o run.ledger --steps 3 -- --add
+    memledger trace tests/clients/train_carried_state.py -o run.ledger --steps 3 -- --add
     memledger show run.ledger     # the carried state reads `other` from its step's end
 """
 
