@@ -71,7 +71,8 @@ class Prepared:
     nbytes: np.ndarray        # int64 bytes
     created: np.ndarray       # int64 event
     freed: np.ndarray         # int64 event (n_events when still live)
-    cat: np.ndarray           # int64 index into CATEGORIES, as the rules read it (`_rule_categories`)
+    cat: np.ndarray           # int64 index into CATEGORIES, as the rules read it (Note [A state
+    #                           carried into the next step]: `_rule_categories`)
     saved_first: np.ndarray   # int64 event of the first save (-1: never saved)
     saved_last: np.ndarray    # int64 event of the last save
     saved_mod_code: np.ndarray  # int64 index into saved_mod_names: module of the first save

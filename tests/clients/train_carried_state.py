@@ -5,12 +5,13 @@ memledger/ledger/carried.py).
 
 A recurrent cell `h = tanh(x @ W_in + h_prev @ W_h)` (dim 16), unrolled `--unroll` times
 per step over a batch of 8 random inputs, a Linear(16, 1) head on the last hidden state,
-MSE to random targets, SGD. Each step after the first starts from the last step's final hidden state,
-detached (truncated BPTT, as HRM's deep-supervision segments hand theirs on): the step's
-graph saved that state (TanhBackward's result, the head's input), its backward read it,
-and the script holds it past the step's end into the next step (`carried`, until the step
-after rebinds it), whose first matmul reads it under gradients as a constant: `h_prev @ W_h` saves it again unless `--add` (the
-carried state added, `tanh(x @ W_in + h_prev)`: read, not saved).
+MSE to random targets, SGD. Each step after the first starts from the step before's last
+hidden state, detached (truncated BPTT, as HRM's deep-supervision segments hand theirs
+on): the step's graph saved that state (TanhBackward's result, the head's input), its
+backward read it, and the script holds it past the step's end into the next step
+(`carried`, until the step after rebinds it), whose first matmul reads it under gradients
+as a constant: `h_prev @ W_h` saves it again, unless `--add` (the carried state added,
+`tanh(x @ W_in + h_prev)`: read, not saved).
 
     memledger trace tests/clients/train_carried_state.py -o run.ledger --steps 3 -- --add
     memledger show run.ledger     # the carried state reads `other` from its step's end
@@ -41,7 +42,8 @@ class Net(nn.Module):
         self.cell = Cell(dim, add)
         self.head = nn.Linear(dim, 1)
 
-    def forward(self, xs: torch.Tensor, h: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(self, xs: torch.Tensor,
+                h: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
         for x in xs:
             h = self.cell(x, h)
         return self.head(h), h
