@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from memledger.errors import LedgerFormatError
+from memledger.ledger.carried import carried_until
 from memledger.ledger.held_roles import kept_across_a_step, optimizer_copies, past_gradients
 from memledger.ledger.names import model_forward
 from memledger.ledger.reader import group_records, read_records
@@ -1108,8 +1109,8 @@ def _earlier_roles(df: pd.DataFrame, roles: pd.DataFrame, phases: list[Record] =
                    steps: list[Record] = (), ungrad: list[Record] = ()) -> None:
     """The `cat_until`, `cat_before`, `name_before`, `module_before` columns (Note [A copy
     the optimizer keeps, then the parameter] and [A gradient the script keeps past its
-    step] in ledger/held_roles.py); `module` is still
-    the op's here."""
+    step] in ledger/held_roles.py, [A state carried into the next step] in
+    ledger/carried.py); `module` is still the op's here."""
     n = len(df)
     until = np.full(n, -1, dtype=np.int64)
     before, name, module = (np.full(n, "", dtype=object) for _ in range(3))
@@ -1134,8 +1135,24 @@ def _earlier_roles(df: pd.DataFrame, roles: pd.DataFrame, phases: list[Record] =
     if len(past):
         at = read_before(past, "gradient")
         df.iloc[at, df.columns.get_loc("category")] = "other"
+<<<<<<< HEAD
         df.iloc[at, df.columns.get_loc("name")] = [f"{n} (a past gradient)".lstrip()
                                                    for n in past["name"].astype(str)]
+=======
+        df.iloc[at, df.columns.get_loc("name")] = [f"{n} (a past gradient)" for n in
+                                                   past["name"].astype(str)]
+    # Note [A state carried into the next step] (ledger/carried.py): `other` from its step's
+    # end, the activation before
+    op, mod, nb = (df[c].to_numpy() for c in ("op", "module", "bytes"))
+    carried = carried_until(
+        df, (df["category"] == "activation").to_numpy() & (until < 0),
+        lambda rows: list(zip(op[rows].tolist(), mod[rows].tolist(), nb[rows].tolist())),
+        phases, steps)
+    if (at := np.flatnonzero(carried >= 0)).size:
+        until[at], before[at] = carried[at], "activation"
+        name[at], module[at] = df["name"].to_numpy()[at], mod[at]
+        df.iloc[at, df.columns.get_loc("category")] = "other"
+>>>>>>> fix54e
     df["cat_until"], df["cat_before"], df["name_before"], df["module_before"] = \
         until, before, name, module
 

@@ -1528,11 +1528,12 @@ def _lifetimes(prep: Prepared, calls: _Calls, own: _Owners, seg: _Segments,
         out.add(c, f, nb, prep.cat)
     else:   # Note [A copy the optimizer keeps, then the parameter] (ledger/held_roles.py):
         # its earlier category up to its parameter's old storage's free, its own from there
+        # (`cat_after`: the ledger's, which for a carried activation is not the rules' `cat`)
         u = seg.pos_f(np.maximum(prep.cat_until, 0))
         split = (prep.cat_until >= 0) & (u > c) & (u < f)
         out.add(c[~split], f[~split], nb[~split], prep.cat[~split])
         out.add(c[split], u[split], nb[split], prep.cat_before[split])
-        out.add(u[split], f[split], nb[split], prep.cat[split])
+        out.add(u[split], f[split], nb[split], prep.cat_after[split])
     if len(calls):
         _recomputed_rows(prep, calls, own, seg, dropped, kept_cache, out, restash, kept,
                          in_save_list, rng_bytes)

@@ -78,7 +78,9 @@ def saves_counter(led: Ledger, prep: Prepared | None) -> Callable[[Sequence[str]
             rows = rows[prep.cat[rows] == ACTIVATION]
             return int(prep.nbytes[rows].sum())
     else:
-        saved = led.storages[led.storages["category"] == "activation"]
+        st = led.storages   # a carried activation too (Note [A state carried into the next step])
+        saved = st[(st["category"] == "activation") | (st["cat_before"] == "activation")
+                   if "cat_before" in st else st["category"] == "activation"]
         mods = saved["saved_module"].astype(str)
 
         def count(key: tuple[str, ...]) -> int:

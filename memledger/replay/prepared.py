@@ -71,7 +71,8 @@ class Prepared:
     nbytes: np.ndarray        # int64 bytes
     created: np.ndarray       # int64 event
     freed: np.ndarray         # int64 event (n_events when still live)
-    cat: np.ndarray           # int64 index into CATEGORIES
+    cat: np.ndarray           # int64 index into CATEGORIES, as the rules read it (Note [A state
+    #                           carried into the next step]: `_rule_categories`)
     saved_first: np.ndarray   # int64 event of the first save (-1: never saved)
     saved_last: np.ndarray    # int64 event of the last save
     saved_mod_code: np.ndarray  # int64 index into saved_mod_names: module of the first save
@@ -112,6 +113,10 @@ class Prepared:
     # ledger/held_roles.py); None where no storage has one
     cat_until: np.ndarray = None
     cat_before: np.ndarray = None
+    # int64: the ledger's category, read from `cat_until` on: not `cat` for an activation the
+    # script carried into the next step (`other` from its step's end: Note [A state carried
+    # into the next step] in ledger/carried.py); None where no storage has an earlier one
+    cat_after: np.ndarray = None
     stashed_graph: np.ndarray = None   # bool: stashed, and its graph runs deeper than
                                        # leaves (trace/collector.py `_deep_graph`)
     acast: np.ndarray = None   # bool: a parameter's cast autocast keeps in its cache (Note
@@ -348,7 +353,7 @@ class Prepared:
             nbytes=st["bytes"].to_numpy(dtype=np.int64),
             created=st["created"].to_numpy(dtype=np.int64),
             freed=st["freed"].to_numpy(dtype=np.int64),
-            cat=st["category"].map(CAT_INDEX).fillna(OTHER).to_numpy(dtype=np.int64),
+            cat=_rule_categories(st),
             saved_first=st["saved_ev"].to_numpy(dtype=np.int64),
             saved_last=saved_last.to_numpy(dtype=np.int64),
             saved_mod_code=smod_code.astype(np.int64),
@@ -472,7 +477,7 @@ class Prepared:
                        and not f.name.startswith(not_per_storage)]
         out = dataclasses.replace(self, **{f: getattr(self, f)[keep] for f in per_storage})
         for f in ("held", "released", "unheld", "stashed", "stashed_graph", "kept_plain",
-                  "cat_until", "cat_before"):
+                  "cat_until", "cat_before", "cat_after"):
             if getattr(self, f) is not None:
                 setattr(out, f, getattr(self, f)[keep])
         if self.arg_row is not None:   # argument rows point into the kept storages now
@@ -982,10 +987,23 @@ def _earlier_categories(st: pd.DataFrame) -> dict[str, np.ndarray | None]:
     in ledger/held_roles.py), None where no storage has an earlier category."""
     until = _column(st, "cat_until", -1)
     if not (until >= 0).any():
-        return {"cat_until": None, "cat_before": None}
+        return {"cat_until": None, "cat_before": None, "cat_after": None}
     return {"cat_until": until,
             "cat_before": st["cat_before"].map(CAT_INDEX).fillna(OTHER).to_numpy(
+                dtype=np.int64),
+            "cat_after": st["category"].map(CAT_INDEX).fillna(OTHER).to_numpy(
                 dtype=np.int64)}
+
+
+def _rule_categories(st: pd.DataFrame) -> np.ndarray:
+    """The category the replay's rules read: the ledger's, but an activation the script
+    carried into the next step (`other` from its step's end on, `cat_before` `activation`:
+    Note [A state carried into the next step] in ledger/carried.py) is the activation it
+    was, whose saves the rules drop, offload and remake as before."""
+    cat = st["category"]
+    if "cat_before" in st:
+        cat = cat.mask((st["cat_before"] == "activation").to_numpy(), "activation")
+    return cat.map(CAT_INDEX).fillna(OTHER).to_numpy(dtype=np.int64)
 
 
 def _column(st: pd.DataFrame, name: str, default: int) -> np.ndarray:

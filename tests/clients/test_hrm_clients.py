@@ -25,7 +25,10 @@ allocator, every policy predicted = measured):
   (`@Encoder` refused alike: the causal model's networks are `Decoder`s).
 The doctor finds nothing on the README's loop; `--keep-hiddens` (every segment's hidden
 states appended to a list) got "no findings" before Note [A view of a dict's values]
-(trace/doctor_retention.py) and is the test's error now.
+(trace/doctor_retention.py) and is the test's error now. The carried hidden states read
+`other` from their segment's end (Note [A state carried into the next step], the helper
+fix54e): at the tier's peak `activation` 74,112 B and `other` 2,048 B (76,160 and 0
+before), resident `other` 2,048 B (`activation` before).
 """
 
 import pytest
@@ -52,5 +55,12 @@ def test_hrm_deep_supervision_is_predicted_as_measured_and_a_kept_view_is_found(
     assert_pinned(run.allocator_peak, avx2=225_140)   # 4 B of kernel scratch on AVX2
     for policy, peak in pols.items():
         assert run.policies[policy].predicted == run.policies[policy].measured == peak
+    # segment 1's two last hidden states (2 x 1,024 B), read by its backward and carried
+    # into segment 2's forward (the peak): `other` from step 1's end, and segment 2's,
+    # held at the close (Note [A state carried into the next step]); before, `activation`
+    # 76,160 B and `other` 0 at the peak, 2,048 B of `activation` resident
+    at, res = run.summary.at_peak, run.summary.resident
+    assert (at["activation"], at["other"], res["activation"], res["other"]) == (
+        74_112, 2_048, 0, 2_048)
     assert_one_doctor_error("train_hrm.py", [*argv, "--keep-hiddens"], 3,
                             "cross_step_retention", "kept.append(hiddens)")

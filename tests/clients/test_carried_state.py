@@ -1,0 +1,77 @@
+"""What the ledger calls a hidden state the script carries into the next step once the
+backward that read its saves has run (tests/clients/train_carried_state.py; Note [A state
+carried into the next step], memledger/ledger/carried.py). Plain torch: HRM-pytorch's
+deep-supervision segments hand theirs on so (its tier, test_hrm_clients.py, skips without
+the library).
+
+Measured (the helper fix54e, 2026-12-07, torch 2.13.0 CPU, AMD EPYC (AVX2), one intra-op
+thread; 3 steps, batch 8, dim 16, 2 unrolled cells): the ledger and the allocator 6,508 B
+(`--add`) and 9,068 B, before and after; the predictions the same numbers before and
+after (only their breakdown's labels moved: `checkpoint:cell` 20,588 B, `offload:cell`
+7,020 B). No kernel scratch.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.clients.harness import ledger_pass, run_client
+
+pytestmark = pytest.mark.clients
+
+STATE = 8 * 16 * 4   # one hidden state, 512 B
+
+
+def test_a_state_carried_into_the_next_step_is_other_from_its_steps_end():
+    """`--add`: each step's last hidden state is saved by its graph (TanhBackward's
+    result, the head's input), read by its backward, held by the script over the whole
+    next step (`carried`) and read there by an `add`, which saves nothing. Before, it read
+    `activation` its whole life: 1,056 B at the peak (step 2's backward), of which 512 B
+    are step 1's state, and 1,056 B resident at the end (steps 2's and 3's states and the
+    last output, 32 B), and `show`'s "Saved for backward" before the last backward counted
+    step 2's state (1,568 B). Now it reads `other` from its step's end (the last step's
+    state too: an earlier step carried one made as it was); the last output, which no next
+    step reads, stays an activation. The replay's rules read the activation they read before:
+    every prediction is the same number, its breakdown labelled as `show` is."""
+    pol = "offload:cell"
+    run = run_client("train_carried_state.py", ["--add"], [pol], steps=3)
+    led = run.ledger
+    assert led.peak_with_scratch() == run.ledger_peak == run.allocator_peak == 6_508
+    s = run.summary
+    assert (s.at_peak["activation"], s.at_peak["other"]) == (544, STATE)   # before 1,056, 0
+    assert (s.resident["activation"], s.resident["other"]) == (32, 2 * STATE)  # 1,056, 0
+    ev = led.peak().event
+    carried = led.live_at(ev).query("category == 'other'")
+    assert carried[["op", "module", "bytes"]].values.tolist() == [["tanh.default", "cell",
+                                                                     STATE]]
+    sid = int(carried["sid"].iloc[0])
+    row = led.storages.loc[sid]
+    step1_end = int(led.steps["ev"].iloc[0])
+    assert (row["cat_until"], row["cat_before"]) == (step1_end, "activation")
+    # an activation until its step's end, saved there and read by that step's backward
+    assert led.live_at(step1_end - 1).loc[sid, "category"] == "activation"
+    # `show`'s "Saved for backward" just before the last backward: step 3's own saves, not
+    # step 2's carried state (before: 1,568 B)
+    assert int(led.saved_before_backward()[1]["bytes"].sum()) == 1_056
+    curves = led.curve_by_category()
+    assert (curves.sum(axis=1).to_numpy() == led.curve()).all()
+    p = run.policies[pol]
+    assert p.predicted == p.measured == 7_020                        # as before
+    from memledger.replay.policies import parse_policy
+    from memledger.replay.predict import predict
+
+    at = predict(led, [parse_policy(pol)], bandwidth=1e9).policies[0].at_peak
+    assert (at["activation"], at["other"]) == (1_056, STATE)         # before 1,568, 0
+    fake = ledger_pass("train_carried_state.py", ["--add"], steps=3, fake_device="cpu")
+    assert (fake.peak().bytes, fake.at_peak(), fake.summary().resident) == (
+        6_508, led.at_peak(), s.resident)
+
+
+def test_a_carried_state_the_next_step_saves_again_stays_an_activation():
+    """Without `--add` the next step's `h_prev @ W_h` saves the carried state again for its
+    own backward: it is an activation for that step, and keeps the category its whole life
+    (one change per storage): 1,056 B of activation at the peak (step 2's backward) and
+    resident, as before."""
+    s = ledger_pass("train_carried_state.py", [], steps=3).summary()
+    assert (s.at_peak["activation"], s.at_peak["other"]) == (1_056, 0)
+    assert (s.resident["activation"], s.resident["other"]) == (1_056, 0)
