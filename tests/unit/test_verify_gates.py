@@ -387,7 +387,7 @@ def test_a_baseline_that_compiled_code_is_judged_within_rounding(tmp_path):
         "model = Net()\n", "model = Net()\nmodel.blocks[1] = torch.compile(model.blocks[1], "
         "backend='aot_eager')\n")
     script = _write(tmp_path, "compiled_net.py", body)
-    # one baseline for both candidates (each compiled run is ~1 s of CPU, the suite's longest
+    # one baseline for both candidates (each compiled run ~0.7 s of CPU; the suite's longest
     # test when it captured the baseline twice over): the outcomes are judged one by one
     report = run_gates(script, [], [
         Variant("offload:blocks.0", "offload:blocks.0"),
