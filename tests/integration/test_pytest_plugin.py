@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 # pytester's in-process runs restore sys.modules afterwards; torch must already be imported
 # here, or every run would import it afresh, which torch does not survive.
 import torch  # noqa: F401
@@ -134,6 +136,7 @@ def test_within(memledger):
     assert "unreachable" not in r.stdout.str()
 
 
+@pytest.mark.slow   # among the suite's longest: run first (Note [The longest tests first])
 def test_report_and_json_options_and_their_ini_twins(pytester):
     pytester.makepyfile(STEP + """
 @pytest.mark.memledger(peak="1MiB")

@@ -9,6 +9,7 @@ ledger (7,649,368 B against the allocator's 5,005,356 B over 3 steps) and grew p
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 
 import memledger
@@ -43,6 +44,7 @@ def test_detached_branch_ledger_equals_allocator_and_does_not_grow():
     assert curve[ends[1]] == curve[ends[2]]
 
 
+@pytest.mark.slow   # among the suite's longest: run first (Note [The longest tests first])
 def test_compiled_script_ledger_says_it_is_the_eager_run():
     # Dynamo compiles nothing under the collector's dispatch mode: the ledger pass runs the
     # model eagerly, the allocator pass (no mode) runs the compiled code. `show` says so in
