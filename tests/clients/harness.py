@@ -192,8 +192,7 @@ def _fresh_library_state() -> None:
                  "torch_harmonics.convolution", "torch_harmonics.filter_basis"):
         mod = sys.modules.get(name)
         for fn in vars(mod).values() if mod is not None else ():
-            for cache in (fn, *(c.cell_contents for c in getattr(fn, "__closure__", None)
-                                or () if c.cell_contents is not None)):
+            for cache in (fn, *_closed_over(fn)):
                 if hasattr(cache, "cache_clear"):
                     cache.cache_clear()
     # transfusion-pytorch's default `modality_processing="auto"` times its three layouts of
@@ -218,6 +217,18 @@ def _fresh_library_state() -> None:
     dist = sys.modules.get("torch.distributed")
     if dist is not None and dist.is_available() and dist.is_initialized():
         dist.destroy_process_group()
+
+
+def _closed_over(fn) -> list:
+    """What a function's closure holds (torch-harmonics' `lru_cache` wrapper holds the
+    `functools.lru_cache` it wraps); empty cells left out."""
+    out = []
+    for cell in getattr(fn, "__closure__", None) or ():
+        try:
+            out.append(cell.cell_contents)
+        except ValueError:   # an empty cell
+            continue
+    return out
 
 
 _SCRIPTED: list = []             # the module-level torch.jit.ScriptFunctions found so far
