@@ -1089,13 +1089,30 @@ def _offloaded(prep: Prepared, calls: _Calls, own: _Owners) -> np.ndarray:
 def movable(prep: Prepared) -> np.ndarray:
     """Per storage: what offload's hooks can take off the device, activations and the batch
     the script let go of (`_offloaded`), and a buffer its module let go of while autograd
-    held it (Note [A saved buffer its module lets go of], trace/collector.py)."""
+    held it (Note [A saved buffer its module lets go of], trace/collector.py); never a sparse
+    tensor's part (Note [A sparse save stays on the device])."""
+    dense = ~prep.sparse_part if prep.sparse_part is not None else True
     if prep.released is None:
-        return prep.cat == ACTIVATION
+        return (prep.cat == ACTIVATION) & dense
     let_go = prep.released >= 0
     if prep.unheld is not None:   # or let go of while a kept graph held it
         let_go = let_go | (prep.unheld >= 0)
-    return (prep.cat == ACTIVATION) | (((prep.cat == INPUT) | (prep.cat == BUFFER)) & let_go)
+    return ((prep.cat == ACTIVATION) | (((prep.cat == INPUT) | (prep.cat == BUFFER)) & let_go)) \
+        & dense
+
+
+# Note [A sparse save stays on the device]
+# A sparse COO tensor has no storage of its own (`untyped_storage()` raises), so measure's
+# offloader hands a saved one back as it is (memledger/measure/offload.py `pack`): its
+# indices and values stay on the device. The trace records such a save by its values
+# (Note [Sparse tensors], trace/collector.py), files them as an activation (saved in the
+# forward), and follows no sparse part for release: replay moved them, and a region whose
+# saves included them was predicted under measure by their bytes. torch-harmonics' DISCO
+# convolution (`DiscreteContinuousConvS2`, its pure-torch path) keeps its filter as a
+# sparse `psi` made at init and held as a plain attribute, and `torch.bmm(psi, x)` saves
+# it once per output longitude: `offload:blocks.0.disco` on train_harmonics.py --model
+# sht predicted 1,981,616 B against 1,995,296 B measured (psi's 3,420 float32 values,
+# 13,680 B). A sparse tensor's parts (the `sparse` records) are never movable now.
 
 
 # ---- stage 5: recompute segments and the renumbered stream (Rule 3) -----------------------
@@ -1930,8 +1947,16 @@ def _offloaded_saves(prep: Prepared, calls: _Calls, off: np.ndarray,
     r = prep.pack_row
     kk = np.maximum(k, 0)
     return (k >= 0) & (calls.kind[kk] == Kind.OFFLOAD) & \
-        ~np.isin(prep.cat[r], MODEL_STATE) & (prep.nbytes[r] > 0) & \
+        written_by_offloader(prep)[r] & \
         (prep.nbytes[r] >= calls.min_b[kk]) & (moved | ~off[r])
+
+
+def written_by_offloader(prep: Prepared) -> np.ndarray:
+    """Per storage: what measure's offloader writes out when a save of it is packed: not a
+    parameter, a buffer nor other model state, not empty, not a sparse tensor's part
+    (Note [A sparse save stays on the device])."""
+    dense = ~prep.sparse_part if prep.sparse_part is not None else True
+    return ~np.isin(prep.cat, MODEL_STATE) & (prep.nbytes > 0) & dense
 
 
 def _unread_saves(prep: Prepared, calls: _Calls, off: np.ndarray) -> np.ndarray | None:
@@ -3392,7 +3417,7 @@ def _work(prep: Prepared, calls: _Calls, own: _Owners, seg: _Segments, off: np.n
     # train_mlp.py's `offload:**` writes 3 storages, not the 2 activations)
     first, last = calls.at(calls.kind, own.first_save), calls.at(calls.kind, own.last_save)
     packer = np.where(first == Kind.OFFLOAD, own.first_save, own.last_save)
-    written = ~np.isin(prep.cat, MODEL_STATE) & (prep.nbytes > 0) & (
+    written = written_by_offloader(prep) & (
         (first == Kind.OFFLOAD) | (last == Kind.OFFLOAD)) & (
         prep.nbytes >= calls.at(calls.min_b, packer))
     return Work(scope_row=calls.row, kind=calls.kind, part=calls.part, ev0=calls.ev0,

@@ -305,7 +305,7 @@ def resolve(policy: Policy, modules: Iterable[tuple[str, str]],
                                                    (classes or {}).get(p, ""))
                                                   for p in dict.fromkeys(uncalled)]), mods,
                              set(idle), containers, set(own_call), methods or {})
-            beside = _beside_the_model(sel, others)
+            beside = _beside_the_model(sel, others, mods)
             if beside:
                 model = f" ({_a(root)}: {MODEL_MOVED if moved else MODEL_FIRST})" \
                     if root else ""
@@ -695,14 +695,29 @@ def _attribute(path: str) -> str:
         return f"{parts[-2]}[{parts[-1]}]"
     return parts[-1]
 
+# Note [A pattern's head beside the model]
+# A selector whose first part is a pattern (`*.disco`) was read as naming the first module
+# the script calls beside the model that the pattern matched: on torch-harmonics' blocks of
+# `blocks.N.disco` (train_harmonics.py --model sht), `checkpoint:*.disco` was refused as
+# "selects modules of 'loss_fn', which the script calls beside the model", though the loss
+# has no `disco` and `*` matches the model's own `blocks` as well; the user's mistake was
+# the lone `*` (one path segment). A pattern that matches one of the model's top-level
+# names says nothing about the modules beside it, so the refusal is the plain one, with
+# its hint that `**.disco` would match blocks.0.disco and blocks.1.disco.
 
-def _beside_the_model(selector: str, others: Iterable[str]) -> str:
+def _beside_the_model(selector: str, others: Iterable[str],
+                      mods: list[tuple[str, str]] = ()) -> str:
     """The top-level module besides the model (`blocks`, named as the script calls it:
-    Note [Root names], trace/roots.py) whose name the selector's first part matches."""
+    Note [Root names], trace/roots.py) whose name the selector's first part matches, and
+    none of the model's own top-level modules (`mods`) does: `*.disco` names no module
+    beside the model when `*` matches the model's `blocks` as well (Note [A pattern's
+    head beside the model])."""
     if selector.startswith("@"):
         return ""
     head = selector.split(".")[0]
     rx = glob_regex(head) if any(ch in head for ch in "*?[") else None
+    if rx is not None and any(rx.fullmatch(p.split(".")[0]) for p, _ in mods):
+        return ""
     return next((o for o in others if o and (o == head or (rx is not None and
                                                             rx.fullmatch(o)))), "")
 

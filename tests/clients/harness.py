@@ -182,12 +182,20 @@ def _fresh_library_state() -> None:
     # `lru_cache`s: after a one-process pass, a simulated rank of 2 (`--fake --world 2`)
     # found world size 1 and ran with the ring off, 28,968 B against its 36,240 B alone;
     # se3-transformer-pytorch keeps its Q_J matrices (made at the first forward) the same way
+    # torch-harmonics keeps its Legendre tables, quadrature nodes and DISCO filter tensors
+    # in `functools.lru_cache`s behind a wrapper of its own (`torch_harmonics.cache.
+    # lru_cache`, which hands back deep copies): the ledger pass made and kept them, the
+    # allocator pass after it copied the cached ones, 256 B under the ledger on
+    # train_harmonics.py's `sfno`
     for name in ("e3nn.o3._wigner", "equiformer_pytorch.basis",
-                 "ring_attention_pytorch.distributed", "se3_transformer_pytorch.basis"):
+                 "ring_attention_pytorch.distributed", "se3_transformer_pytorch.basis",
+                 "torch_harmonics.legendre", "torch_harmonics.quadrature",
+                 "torch_harmonics.convolution", "torch_harmonics.filter_basis"):
         mod = sys.modules.get(name)
         for fn in vars(mod).values() if mod is not None else ():
-            if hasattr(fn, "cache_clear"):
-                fn.cache_clear()
+            for cache in (fn, *_closed_over(fn)):
+                if hasattr(cache, "cache_clear"):
+                    cache.cache_clear()
     # transfusion-pytorch's default `modality_processing="auto"` times its three layouts of
     # a batch's modalities on the first batch of each structure and keeps the fastest in a
     # module-level router (`ROUTER.cache`) for the process: the allocator pass and each
@@ -210,6 +218,18 @@ def _fresh_library_state() -> None:
     dist = sys.modules.get("torch.distributed")
     if dist is not None and dist.is_available() and dist.is_initialized():
         dist.destroy_process_group()
+
+
+def _closed_over(fn) -> list:
+    """What a function's closure holds (torch-harmonics' `lru_cache` wrapper holds the
+    `functools.lru_cache` it wraps); empty cells left out."""
+    out = []
+    for cell in getattr(fn, "__closure__", None) or ():
+        try:
+            out.append(cell.cell_contents)
+        except ValueError:   # an empty cell
+            continue
+    return out
 
 
 _SCRIPTED: list = []             # the module-level torch.jit.ScriptFunctions found so far

@@ -127,6 +127,23 @@ def test_a_selector_naming_a_module_called_beside_the_model_says_so():
         resolve(parse_policy("checkpoint:foo.*"), mods, others=("blocks", "head"))
 
 
+def test_a_pattern_head_that_matches_the_model_too_names_nothing_beside_it():
+    """Note [A pattern's head beside the model]: torch-harmonics' `blocks.N.disco` under
+    `*.disco` was refused as selecting "modules of 'loss_fn'" (a loss with no `disco`);
+    `*` matches the model's `blocks` too, so the refusal is the plain one, with its hint."""
+    mods = [("", "SphereNet"), ("blocks", "ModuleList"), ("blocks.0", "Block"),
+            ("blocks.0.disco", "DiscreteContinuousConvS2"), ("encoder", "Conv2d")]
+    with pytest.raises(PolicyError) as e:
+        resolve(parse_policy("checkpoint:*.disco"), mods, others=("loss_fn",),
+                containers={"blocks": "ModuleList"})
+    assert "loss_fn" not in str(e.value)
+    assert "matches no module (`*` matches within one path segment: '**.disco' would " \
+        "match blocks.0.disco)" in str(e.value)
+    with pytest.raises(PolicyError, match=r"selects modules of 'loss_fn'"):
+        resolve(parse_policy("checkpoint:l*.x"), mods, others=("loss_fn",),
+                containers={"blocks": "ModuleList"})
+
+
 def test_a_selector_that_matches_nothing_names_the_model_modules_none_called_after_the_model():
     """Note [The model's modules, none called after]: the first optimizer step named the
     model (its calls read as 'actor_critic' until then, a trainer module held it) and none
