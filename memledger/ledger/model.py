@@ -1135,12 +1135,8 @@ def _earlier_roles(df: pd.DataFrame, roles: pd.DataFrame, phases: list[Record] =
     if len(past):
         at = read_before(past, "gradient")
         df.iloc[at, df.columns.get_loc("category")] = "other"
-<<<<<<< HEAD
         df.iloc[at, df.columns.get_loc("name")] = [f"{n} (a past gradient)".lstrip()
                                                    for n in past["name"].astype(str)]
-=======
-        df.iloc[at, df.columns.get_loc("name")] = [f"{n} (a past gradient)" for n in
-                                                   past["name"].astype(str)]
     # Note [A state carried into the next step] (ledger/carried.py): `other` from its step's
     # end, the activation before
     op, mod, nb = (df[c].to_numpy() for c in ("op", "module", "bytes"))
@@ -1152,7 +1148,6 @@ def _earlier_roles(df: pd.DataFrame, roles: pd.DataFrame, phases: list[Record] =
         until[at], before[at] = carried[at], "activation"
         name[at], module[at] = df["name"].to_numpy()[at], mod[at]
         df.iloc[at, df.columns.get_loc("category")] = "other"
->>>>>>> fix54e
     df["cat_until"], df["cat_before"], df["name_before"], df["module_before"] = \
         until, before, name, module
 
