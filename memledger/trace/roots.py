@@ -544,8 +544,11 @@ def _named_by_user_code(ids: set[int]) -> set[int]:
 #   `nn.ModuleDict`) is a root for names even then;
 # - a wrapper of one module it holds (the called one, or one a name of the frame binds):
 #   one whose parameters besides that module are an untrained copy of it (same shapes, in
-#   order; untrained: held by no live optimizer, or, where none is alive yet, not
-#   requiring gradients), as ema-pytorch's `EMA(model)` holds the model and its copy, and
+#   order; untrained: held by no live optimizer that trains any of the holder's
+#   parameters, or, where no such optimizer is alive yet, not requiring gradients: an
+#   optimizer of another model left alive in the process, as an earlier test's in one
+#   pytest worker, made `test_roots.py`'s two-block ModuleDict read as a model and its
+#   copy), as ema-pytorch's `EMA(model)` holds the model and its copy, and
 #   Stable-Baselines3's `DQNPolicy` its `q_net` and `q_net_target` (DQN's `train()` calls
 #   the target first, under no_grad, through `self.q_net_target`: the policy holding both
 #   was taken for the model there, and the gradients read `q_net.0.bias (and 1 more)`,
@@ -633,10 +636,12 @@ def _a_copy_beside(holder: torch.nn.Module, inner: torch.nn.Module,
     if trained[0] is None:
         from memledger.trace.optimizer_like import optimizers_alive
 
-        opts = optimizers_alive()
-        trained[0] = {id(p) for o in opts for g in o.param_groups for p in g["params"]} \
-            if opts else None
-    if trained[0] is None:
+        trained[0] = {id(p) for o in optimizers_alive() for g in o.param_groups
+                      for p in g["params"]}
+    # only an optimizer that trains some of `holder` says what it trains: one left alive
+    # elsewhere in the process (an earlier run in a notebook, an earlier test) says nothing
+    # of this model, and its parameters must not make the second block read as a copy
+    if not any(id(p) in trained[0] for p in module_parameters(holder)):
         return not any(p.requires_grad for p in rest)
     return not any(id(p) in trained[0] for p in rest)
 

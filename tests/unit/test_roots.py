@@ -538,3 +538,17 @@ def test_an_ema_wrapper_is_passed_over_for_the_model_it_holds():
     assert names.paths.get(ema["ema_model"]["blocks"][0]) == "ema.ema_model.blocks.0"
     assert names.paths.get(model["blocks"][1]) == "blocks.1"
     del opt
+
+
+def test_an_optimizer_of_another_model_alive_in_the_process_changes_nothing():
+    """Note [A model held by the script]: an optimizer left alive by other code (an earlier
+    run in the process) trains none of the held model's parameters, so it says nothing of
+    which of them are an untrained copy: the ModuleDict is still the model. Failed while
+    any optimizer was alive anywhere in the process (the second block read as a copy)."""
+    stale = torch.optim.SGD(nn.Linear(2, 2).parameters(), lr=0.1)
+    names = RootNames()
+    model = nn.ModuleDict({"blocks": nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 4))})
+    for b in model["blocks"]:
+        names.path(b, top_level=True)
+    assert names.model() is model and list(names.prefix.items()) == [(model, "")]
+    del stale
