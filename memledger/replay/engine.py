@@ -2290,7 +2290,9 @@ def _gone_unread(prep: Prepared) -> np.ndarray:
 # again for those dead nodes, held into the next step's forward where the peak is: 1,344 B
 # under measured (tests/clients/train_stmoe.py --mode moe --no-aux; 320 B under
 # selective, whose save list hands the logits back). A node that died before the re-run
-# (a result dropped in forward: an `unread` record) gets no copy: held by nothing.
+# (a result dropped in forward: an `unread` record) gets no copy: held by nothing. A
+# save-list output SAC's cache hands back is held so too: Note [A handed-back save no
+# backward reads].
 def _unread_holder_end(prep: Prepared) -> np.ndarray:
     """Per storage: the last event a node that saved it and never unpacked that save is
     alive (-1: none). Its death is the save's `unread` record where autograd let go of it
