@@ -2349,7 +2349,9 @@ def _gone_unread(prep: Prepared) -> np.ndarray:
 # again for those dead nodes, held into the next step's forward where the peak is: 1,344 B
 # under measured (tests/clients/train_stmoe.py --mode moe --no-aux; 320 B under
 # selective, whose save list hands the logits back). A node that died before the re-run
-# (a result dropped in forward: an `unread` record) gets no copy: held by nothing.
+# (a result dropped in forward: an `unread` record) gets no copy: held by nothing. A
+# save-list output SAC's cache hands back is held so too: Note [A handed-back save no
+# backward reads].
 def _unread_holder_end(prep: Prepared) -> np.ndarray:
     """Per storage: the last event a node that saved it and never unpacked that save is
     alive (-1: none). Its death is the save's `unread` record where autograd let go of it
@@ -3047,16 +3049,46 @@ def _restashed(prep, calls, own, seg) -> np.ndarray:
         _is_recomputed(calls.kind[k])
 
 
+# Note [A handed-back save no backward reads]
+# Rule 8 ends a save-list output that SAC's cache hands the re-run where the node that
+# unpacked it returns. But the re-run packs every save of the call again and keeps each
+# copy in the checkpoint frame's `recomputed` until its holder unpacks it (Note [A re-made
+# save no backward reads]); a handed-back output is the original storage itself, so a
+# save of it no backward unpacks keeps it for as long as that save's node lives.
+# infini-transformer-pytorch with the delta rule (`use_mem_delta_rule`,
+# `learned_delta_update`) writes each attention layer's next memory from its `to_qkv`
+# output (an `mm`, on the default save list) on a branch no loss reaches, and the README's
+# wrapper calls `backward()` inside its forward while it holds the last segment's new
+# memories: measure's layer 1.0 re-run handed back its (16, 48) fp32 qkv (3,072 B), which
+# the frame held for the memory branch's nodes to the step's end, through layer 0.0's
+# re-run where the peak is; the replay let it go as the loss path's node that unpacked
+# it returned.
+# `selective:@CausalAttention` (tests/clients/train_infini.py --mode wrapper --delta
+# --learned-delta --segments 2, 1 step) was predicted 713,196 B against 715,084 B
+# measured. A handed-back output with a save never unpacked whose node outlives the re-run
+# (`_unread_holder_end` past the call's segment, or past the output's unpack for a call
+# that drops nothing) keeps its baseline free. In plain torch:
+# tests/clients/train_unread_handback.py (each of two layers' `fc` output saved by its
+# `sin` and by a memory's `cos`), `selective:layers.*` 49,032 B against 51,080 B before.
 def _handed_back_rows(prep: Prepared, own: _Owners, seg: _Segments, handed: np.ndarray,
                       out: _Lifetimes) -> None:
     """Rule 8: a save-list output the re-run takes back from SAC's cache goes when the node
     that unpacked it last returns, or at its own free if sooner. The re-run packs every
     save of the call again before its early stop, so it reaches this output's op whether
-    or not the call drops anything (a segment)."""
+    or not the call drops anything (a segment). An output that a node alive past the
+    re-run saved and never unpacks stays (Note [A handed-back save no backward reads])."""
     fr0 = prep.freed
     h = np.flatnonzero(handed & (own.made >= 0))
     end = prep.unpack_end[h]
     sooner = (end >= 0) & (end < fr0[h]) & (end > prep.unpack[h])
+    # ... unless a save of it no backward reads has its node alive at the re-run: the
+    # frame keeps the re-run's copy, this very storage, for that node until it dies
+    # (Note [A handed-back save no backward reads])
+    k = own.made[h]
+    rerun = np.full(len(seg.has), -1, dtype=np.int64)
+    rerun[seg.order] = seg.at
+    rerun = np.where(seg.has[k], rerun[k], prep.unpack[h])
+    sooner &= ~(_unread_holder_end(prep)[h] > rerun)
     out.f[0][h[sooner]] = seg.pos_f(end[sooner])
 
 
