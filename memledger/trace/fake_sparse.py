@@ -28,6 +28,8 @@ trace's hot path is untouched.
 
 from __future__ import annotations
 
+import weakref
+
 import torch
 from torch._subclasses.fake_tensor import FakeTensor
 from torch.utils._python_dispatch import _disable_current_modes
@@ -97,11 +99,19 @@ def _real_result(func, args, kwargs, shadow):
 # and the fake device of the sparse tensor they belong to. The collector reads a fake sparse
 # tensor's parts as plain meta tensors (no `fake_device`), which a fake run's `_where`
 # otherwise files as "meta".
-PART_DEVICES: dict[int, torch.device] = {}
+# An entry goes with its storage (a weakref's callback), so a later storage at the same
+# address is not taken for it.
+PART_DEVICES: dict[int, tuple[torch.device, weakref.ref]] = {}
 
 
 def part_device(st) -> torch.device | None:
-    return PART_DEVICES.get(st._cdata)
+    entry = PART_DEVICES.get(st._cdata)
+    return entry[0] if entry is not None else None
+
+
+def _file_part(st, device: torch.device) -> None:
+    key = st._cdata
+    PART_DEVICES[key] = (device, weakref.ref(st, lambda _r: PART_DEVICES.pop(key, None)))
 
 
 def _like(n: int, shape, stride, offset, dtype) -> torch.Tensor:
@@ -126,16 +136,20 @@ def as_real(func, args, kwargs, out: FakeTensor, shadow) -> FakeTensor:
     if not isinstance(r, torch.Tensor) or r.layout is not torch.sparse_coo \
             or r.shape != out.shape:
         return out
+    written = any(out is a for a in tree_flatten((args, kwargs or {}))[0])
     with _disable_current_modes():
-        if out._nnz() != r._nnz():   # not where FakeTensorMode kept them (a constructor's
-            parts = (_layout(r._indices()), _layout(r._values()))   # parts are its inputs)
+        # a constructor's parts are its inputs, where FakeTensorMode keeps them; an op in
+        # place (`add_`) leaves the script's own tensor as FakeTensorMode left it (its twin
+        # was written for real, and what is made from it gets its entries)
+        if out._nnz() != r._nnz() and not written:
+            parts = (_layout(r._indices()), _layout(r._values()))
             with torch.sparse.check_sparse_tensor_invariants(False):
                 meta = _NEW_COO(r.sparse_dim(), r.dense_dim(), list(r.shape),
                                 *(_like(*p) for p in parts), dtype=out.dtype,
                                 layout=torch.sparse_coo, device=torch.device("meta"),
                                 is_coalesced=r.is_coalesced())
             for part in (meta._indices(), meta._values()):
-                PART_DEVICES[part.untyped_storage()._cdata] = out.fake_device
+                _file_part(part.untyped_storage(), out.fake_device)
             out = FakeTensor(out.fake_mode, meta, out.fake_device)
     out._memledger_sparse = _Twin(r)
     return out
