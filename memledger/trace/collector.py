@@ -63,6 +63,8 @@ adds its delta) is recorded by its values; its parts are not followed for releas
 tensor's buffer is a storage like any other, recorded with its flat size as its shape
 (`nn.TransformerEncoder`'s fast path under `src_key_padding_mask`), and its sizes, strides
 and offsets are storages of their own (Note [A nested tensor's sizes]). CSR is not counted.
+A fake run's sparse results get the real run's entries from real twins (Note [Fake sparse
+tensors], trace/fake_sparse.py).
 
 # Note [Phases at a module call]
 The phase follows autograd's graph task lazily, at the next op. A forward that begins right

@@ -114,11 +114,11 @@ Rules (numbered so that code can point here):
    where the CPU kernel (as the CUDA one) pads each row's stride to 16 bytes.
 12. A deep copy of a fake tensor keeps the run's mode (`_RunMode`): `copy.deepcopy(model)`
    copied the mode with each tensor, and the copies were then faked again as foreign.
-13. FakeTensorMode's sparse ops keep no entries (`clone` of a sparse COO gradient has
-   nnz 0): a sparse embedding gradient's own bytes are counted (read as the gradient its
-   copy stands for), but a sparse optimizer's step on it reads 0 B. Not modelled; an op
-   that loses a sparse input's entries gets a stand-in record naming the line, not a
-   silent 0 B.
+13. FakeTensorMode's sparse ops keep no entries (`clone`, `_coalesce`, a sparse `t`: nnz
+   0). Each sparse COO result keeps a real twin made by running the op for real on its
+   inputs' twins, and takes the twin's entries and part storages (Note [Fake sparse
+   tensors], trace/fake_sparse.py). An op whose inputs have no twin (or that fails for
+   real) still loses them; it gets a stand-in record naming the line, not a silent 0 B.
 14. A reduced `mse_loss` (and `smooth_l1_loss`, `binary_cross_entropy`,
    `soft_margin_loss`) on the host keeps its unreduced input-sized buffer under the 0-dim
    loss; its row has those bytes (trace/fake_losses.py).
@@ -262,6 +262,8 @@ from memledger.trace.fake_losses import reduced_loss_bytes
 from memledger.trace.fake_pointers import DistinctPointers
 from memledger.trace.fake_questions import ForeachAsReal, RealAnswers
 from memledger.trace.fake_random import RandomDraws, seeded as _seeded
+from memledger.trace.fake_sparse import as_real as sparse_as_real
+from memledger.trace.fake_sparse import part_device as sparse_part_device
 from memledger.trace.fake_swap import ConstantsLetGo
 from memledger.trace.fake_views import RebuiltViews
 from memledger.trace.sharding import is_collective
@@ -308,8 +310,9 @@ for _cpu, _like in (("_scaled_dot_product_flash_attention_for_cpu",
 # gradient kept as made], trace/collector.py), so the gradient's own bytes are right; but
 # the copy is what the script's optimizer reads, and SparseAdam's step on it makes nothing
 # (tests/doctor/sparse_embedding.py --batch 256 --ids 20: 6,426,616 B of the step's
-# temporaries, 41 % of the real peak). Not modelled: the first op on each line that loses
-# entries gets a stand-in record, `show` prints it.
+# temporaries, 41 % of the real peak). Now modelled by real twins (Note [Fake sparse
+# tensors], trace/fake_sparse.py); an op the twins cannot answer still loses its entries,
+# and the first such op on each line gets a stand-in record, `show` prints it.
 SPARSE_NOTE = "nnz 0: FakeTensorMode kept no entries of this sparse tensor (its bytes read 0)"
 SPARSE_GRAD_NOTE = ("nnz 0: FakeTensorMode kept no entries of this sparse gradient (its own "
                     "bytes are counted; what reads it, a sparse optimizer's step, reads 0)")
@@ -1012,6 +1015,12 @@ class _RunMode(FakeTensorMode):
     def __deepcopy__(self, memo):
         return self
 
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = super().__torch_dispatch__(func, types, args, kwargs)
+        if type(out) is FakeTensor and out.is_sparse:   # Rule 13: the real run's entries,
+            out = sparse_as_real(func, args, kwargs, out, _shadow_of)   # before the
+        return out                                      # collector reads them
+
     def _cache_key(self, state, func, args, kwargs):
         """Rule 30: `set_` onto a storage gets no cache key: the key holds the storage
         object itself, and FakeTensorMode's class-wide cache keeps its keys (a bypass
@@ -1469,6 +1478,8 @@ class FakeCollector(Collector):
 
     def _where(self, t: torch.Tensor, st) -> tuple[str, int]:
         fake_dev = getattr(t, "fake_device", None) if st.device.type == "meta" else None
+        if fake_dev is None and st.device.type == "meta":   # Note [Fake sparse tensors]
+            fake_dev = sparse_part_device(st)
         if fake_dev is None:   # Rule 1: a real tensor in a fake run
             self._real_next = True
             dev, n = super()._where(t, st)

@@ -1,0 +1,155 @@
+"""Rule 13 of Note [Fake runs] (trace/fake.py): a sparse COO tensor's parts at the sizes
+the real run makes them.
+
+Note [Fake sparse tensors]
+FakeTensorMode's sparse ops (`_coalesce`, `t` / `transpose` of a sparse tensor, `clone`,
+`sparse_mask`) make COO results with no entries, whatever their inputs': how many entries a
+coalesce keeps depends on the indices' values. So a sparse filter made in setup and
+coalesced (torch-harmonics' DISCO `psi`) and the transposes its sparse `bmm` makes in
+backward read 0 B where the real run holds their indices (int64) and values: the harmonics
+tier's `--model sht` 278,064 B under the real ledger, a plain-torch filter of 40 entries
+1,120 B (tests/clients/train_sparse_filter.py). A sparse tensor's entry count is a small
+integer fact, as Rule 3's index integers are: each sparse COO result keeps a real twin (its
+indices real where the fake run knows them, its values zeros), made by running the op for
+real on its inputs' twins (dense inputs: their shadows, or one real zero expanded to
+their shape, which holds no memory: SparseAdam's `sparse_mask` of its state by the
+gradient); where the fake result has not the twin's entries, it is rebuilt with parts
+whose shapes, strides and storage sizes are the twin's parts' (a coalesce's parts keep
+storages of its input's entry count, the shapes its kept count), the parts' meta storages
+filed under the sparse tensor's fake device (`PART_DEVICES`: the collector reads a fake
+sparse tensor's parts as plain meta tensors). Where the indices are stand-ins (a random
+draw of the fake run's own, Rule 21) the count is the stand-in's. A sparse input with no
+twin (made before the run, or from an op that failed for real) leaves the result as
+FakeTensorMode made it, and Rule 13's stand-in record says so. Cost: every op of a fake
+run passes one more Python frame (`_RunMode.__torch_dispatch__`: a type test); only sparse
+results run anything for real, and a twin holds host memory of its entries. The real
+trace's hot path is untouched.
+"""
+
+from __future__ import annotations
+
+import weakref
+
+import torch
+from torch._subclasses.fake_tensor import FakeTensor
+from torch.utils._python_dispatch import _disable_current_modes
+from torch.utils._pytree import tree_flatten, tree_unflatten
+
+_NEW_COO = torch.ops.aten._sparse_coo_tensor_with_dims_and_tensors.default
+
+
+class _Twin:
+    """A sparse fake tensor's real twin, kept in its `__dict__`; a deep copy shares it
+    (nothing writes a twin)."""
+
+    __slots__ = ("t",)
+
+    def __init__(self, t: torch.Tensor) -> None:
+        self.t = t
+
+    def __deepcopy__(self, memo) -> "_Twin":
+        return _Twin(self.t)
+
+
+def twin_of(t: torch.Tensor) -> torch.Tensor | None:
+    if not isinstance(t, FakeTensor):
+        return t if t.layout is torch.sparse_coo else None
+    tw = getattr(t, "_memledger_sparse", None)
+    return tw.t if tw is not None else None
+
+
+def _dense_stand_in(a: FakeTensor, shadow) -> torch.Tensor:
+    """A dense operand's known values, else one real zero expanded to its shape: a fake
+    run is for models larger than the host, and `sparse_mask` of an optimizer's state by a
+    sparse gradient must not allocate the whole state for real."""
+    known = shadow(a)
+    if known is not None and not isinstance(known, FakeTensor):
+        return known
+    with _disable_current_modes():
+        return torch.zeros((), dtype=a.dtype).expand(a.shape)
+
+
+def _real_result(func, args, kwargs, shadow):
+    """The op run for real on its inputs' twins, or None if a sparse input has none."""
+    flat, spec = tree_flatten((args, kwargs))
+    real = []
+    for a in flat:
+        if isinstance(a, torch.Tensor) and a.layout is torch.sparse_coo:
+            a = twin_of(a)
+            if a is None:
+                return None
+        elif isinstance(a, FakeTensor):
+            if a.layout is not torch.strided:
+                return None
+            a = _dense_stand_in(a, shadow)
+        elif isinstance(a, torch.device) and a.type != "cpu":
+            a = torch.device("cpu")
+        real.append(a)
+    r_args, r_kwargs = tree_unflatten(real, spec)
+    if "device" in r_kwargs and r_kwargs["device"] is not None:
+        r_kwargs["device"] = torch.device("cpu")
+    try:
+        with _disable_current_modes(), torch.sparse.check_sparse_tensor_invariants(False):
+            return func(*r_args, **r_kwargs)
+    except Exception:   # no CPU kernel, or values a stand-in cannot take: as FakeTensorMode
+        return None
+
+
+# Note [Fake sparse tensors]: the meta storages of the parts rebuilt here, by storage key,
+# and the fake device of the sparse tensor they belong to. The collector reads a fake sparse
+# tensor's parts as plain meta tensors (no `fake_device`), which a fake run's `_where`
+# otherwise files as "meta".
+# An entry goes with its storage (a weakref's callback), so a later storage at the same
+# address is not taken for it.
+PART_DEVICES: dict[int, tuple[torch.device, weakref.ref]] = {}
+
+
+def part_device(st) -> torch.device | None:
+    entry = PART_DEVICES.get(st._cdata)
+    return entry[0] if entry is not None else None
+
+
+def _file_part(st, device: torch.device) -> None:
+    key = st._cdata
+    PART_DEVICES[key] = (device, weakref.ref(st, lambda _r: PART_DEVICES.pop(key, None)))
+
+
+def _like(n: int, shape, stride, offset, dtype) -> torch.Tensor:
+    """A meta tensor with a real part's shape, strides, offset and storage size (`n`
+    elements)."""
+    return torch.empty(n, dtype=dtype, device="meta").as_strided(shape, stride, offset)
+
+
+def _layout(part: torch.Tensor) -> tuple:
+    return (part.untyped_storage().nbytes() // part.element_size(), tuple(part.shape),
+            part.stride(), part.storage_offset(), part.dtype)
+
+
+def as_real(func, args, kwargs, out: FakeTensor, shadow) -> FakeTensor:
+    """`out` (a sparse COO fake result) with the entries the real run's has, and its twin
+    kept (Note [Fake sparse tensors]). The twin is read, and the new result built, with the
+    modes off (FakeTensorMode fakes a real sparse tensor it is handed with no entries, and
+    its constructor's meta copies would size the parts' storages to their views)."""
+    if out.layout is not torch.sparse_coo:
+        return out
+    r = _real_result(func, args, kwargs or {}, shadow)
+    if not isinstance(r, torch.Tensor) or r.layout is not torch.sparse_coo \
+            or r.shape != out.shape:
+        return out
+    written = any(out is a for a in tree_flatten((args, kwargs or {}))[0])
+    with _disable_current_modes():
+        # a constructor's parts are its inputs, where FakeTensorMode keeps them; an op in
+        # place (`add_`) leaves the script's own tensor as FakeTensorMode left it (its twin
+        # was written for real, and what is made from it gets its entries)
+        if out._nnz() != r._nnz() and not written:
+            parts = (_layout(r._indices()), _layout(r._values()))
+            with torch.sparse.check_sparse_tensor_invariants(False):
+                meta = _NEW_COO(r.sparse_dim(), r.dense_dim(), list(r.shape),
+                                *(_like(*p) for p in parts), dtype=out.dtype,
+                                layout=torch.sparse_coo, device=torch.device("meta"),
+                                is_coalesced=r.is_coalesced())
+            for part in (meta._indices(), meta._values()):
+                _file_part(part.untyped_storage(), out.fake_device)
+            out = FakeTensor(out.fake_mode, meta, out.fake_device)
+    out._memledger_sparse = _Twin(r)
+    return out
