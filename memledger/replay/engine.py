@@ -1091,7 +1091,7 @@ def movable(prep: Prepared) -> np.ndarray:
     the script let go of (`_offloaded`), and a buffer its module let go of while autograd
     held it (Note [A saved buffer its module lets go of], trace/collector.py); never a sparse
     tensor's part (Note [A sparse save stays on the device])."""
-    dense = ~prep.sparse_part if prep.sparse_part is not None else True
+    dense = ~_stays_sparse(prep)
     if prep.released is None:
         return (prep.cat == ACTIVATION) & dense
     let_go = prep.released >= 0
@@ -1112,7 +1112,14 @@ def movable(prep: Prepared) -> np.ndarray:
 # sparse `psi` made at init and held as a plain attribute, and `torch.bmm(psi, x)` saves
 # it once per output longitude: `offload:blocks.0.disco` on train_harmonics.py --model
 # sht predicted 1,981,616 B against 1,995,296 B measured (psi's 3,420 float32 values,
-# 13,680 B). A sparse tensor's parts (the `sparse` records) are never movable now.
+# 13,680 B). A sparse tensor's parts (the `sparse` records) are never movable now, but
+# for the batch's: a `sparse` record says a storage was a sparse tensor's part at some
+# point, not at the save. An `nn.Embedding(sparse=True)` saves its ids dense in the forward,
+# and its sparse gradient takes them for its indices in the backward (Note [A sparse
+# gradient kept as made]): the offloader moves that dense save, and reading the ids as a
+# sparse part put `offload:users` 2,048 B under measured (tests/clients/train_layouts.py
+# --case embeddings). The ledger does not record which saves were of a sparse tensor, so
+# the batch, which the script makes dense, is the one case told apart.
 
 
 # ---- stage 5: recompute segments and the renumbered stream (Rule 3) -----------------------
@@ -1955,8 +1962,17 @@ def written_by_offloader(prep: Prepared) -> np.ndarray:
     """Per storage: what measure's offloader writes out when a save of it is packed: not a
     parameter, a buffer nor other model state, not empty, not a sparse tensor's part
     (Note [A sparse save stays on the device])."""
-    dense = ~prep.sparse_part if prep.sparse_part is not None else True
-    return ~np.isin(prep.cat, MODEL_STATE) & (prep.nbytes > 0) & dense
+    return ~np.isin(prep.cat, MODEL_STATE) & (prep.nbytes > 0) & ~_stays_sparse(prep)
+
+
+def _stays_sparse(prep: Prepared) -> np.ndarray | bool:
+    """Per storage: a sparse tensor's part that offload's hooks are handed as that sparse
+    tensor, so leave on the device (Note [A sparse save stays on the device]); not the
+    batch: the script made it dense and the forward saves it dense (an embedding's ids),
+    though a sparse gradient takes it for its indices later, in backward."""
+    if prep.sparse_part is None:
+        return False
+    return prep.sparse_part & (prep.cat != INPUT)
 
 
 def _unread_saves(prep: Prepared, calls: _Calls, off: np.ndarray) -> np.ndarray | None:
