@@ -1965,13 +1965,13 @@ def written_by_offloader(prep: Prepared) -> np.ndarray:
     return ~np.isin(prep.cat, MODEL_STATE) & (prep.nbytes > 0) & ~_stays_sparse(prep)
 
 
-def _stays_sparse(prep: Prepared) -> np.ndarray | bool:
+def _stays_sparse(prep: Prepared) -> np.ndarray:
     """Per storage: a sparse tensor's part that offload's hooks are handed as that sparse
     tensor, so leave on the device (Note [A sparse save stays on the device]); not the
     batch: the script made it dense and the forward saves it dense (an embedding's ids),
     though a sparse gradient takes it for its indices later, in backward."""
     if prep.sparse_part is None:
-        return False
+        return np.zeros(len(prep.cat), dtype=bool)
     return prep.sparse_part & (prep.cat != INPUT)
 
 
