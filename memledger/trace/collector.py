@@ -1537,6 +1537,11 @@ class Collector(ShardingMixin, TorchDispatchMode):
     # once per storage and step: a BatchNorm's running stats are one record a step (once
     # per storage missed state whose first write was a call while the model was built:
     # spectral_norm's registration runs its power iteration).
+    # peft 0.22 scales a LoRA update in place (`delta = B @ A; delta.mul_(scaling)`, 0.21
+    # `* scaling`), and its `ParamWrapper` (LoRA on a bare parameter: Mixtral's router
+    # weight) computes that update through a parametrization in every forward: the `mm` is
+    # kept and then changed, and torch refuses `selective:` there. The refusal is right,
+    # and both sides say it in one line (tests/clients/train_param_delta.py).
     #
     # torch tells a change by the cached output's version counter, which the output shares
     # with its views (and detached copies) but not with a tensor that merely aliases its
