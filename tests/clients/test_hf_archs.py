@@ -35,8 +35,8 @@ ALL = ("checkpoint", "selective", "offload")
     # (peft 0.22 scales the router's LoRA update in place: selective refused alike there,
     # its advice priced; `_refused_alike`)
     ("mixtral", ["--lora"], ALL),   # peft LoRA on a mixture of experts (3-D expert weights)
-    # its MoE adds the routed experts into the shared expert's `down_proj` output in place,
-    # past the layer's early stop: predict refused selective, which measure ran
+    # Llama 4's MoE adds the routed experts into its shared expert's `down_proj` output in
+    # place, past the layer's early stop: predict refused selective, which measure ran
     ("llama4_text", [], ALL),
     # Mamba-2 mixers cast `D` with their own `.to(dtype)` under autocast, read by a `mul`:
     # not autocast's cached cast, which replay held to the re-run's end (+8 B)
