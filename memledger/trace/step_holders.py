@@ -30,8 +30,11 @@ reads as Note [A state carried into the next step] says of a ledger without them
 from __future__ import annotations
 
 import inspect
+from itertools import islice
 from types import FrameType
 from typing import Any, Callable, Iterator
+
+import torch
 
 from memledger.trace.where import frame_locals, is_user_file
 
@@ -66,18 +69,16 @@ def step_holders(frame: FrameType | None, sid_of: Callable[[Any], int]) -> dict[
 def _named_tensors(var: str, value: Any) -> Iterator[tuple[str, Any]]:
     """(name, tensor) of a variable holding a tensor, or tensors as the items of a tuple,
     list, dict or dict view (one level)."""
-    import torch
-
     if isinstance(value, torch.Tensor):
         yield var, value
-    elif isinstance(value, (tuple, list, *_DICT_VIEWS)):
-        for i, x in enumerate(list(value)[:_ITEMS]):
+    elif isinstance(value, (tuple, list, *_DICT_VIEWS)):   # a data set's list: its first
+        for i, x in enumerate(list(islice(value, _ITEMS))):  # items only, never copied whole
             if isinstance(x, torch.Tensor):
                 yield f"{var}[{i}]", x
-    elif type(value) is dict:
-        for k, x in list(value.items())[:_ITEMS]:
+    elif isinstance(value, dict):   # a model's output dict too (`out["logits"]`)
+        for i, (k, x) in enumerate(list(islice(dict.items(value), _ITEMS))):
             if isinstance(x, torch.Tensor):
-                yield f"{var}[{k!r}]", x
+                yield (f"{var}[{k!r}]" if type(k) in (str, int) else f"{var}[#{i}]"), x
 
 
 def _attributes(obj: Any) -> list[tuple[str, Any]]:
@@ -88,4 +89,4 @@ def _attributes(obj: Any) -> list[tuple[str, Any]]:
         return []
     if type(held) is not dict:
         return []
-    return [(k, v) for k, v in list(held.items())[:_ITEMS] if not k.startswith("_")]
+    return [(k, v) for k, v in list(islice(held.items(), _ITEMS)) if not k.startswith("_")]
