@@ -78,7 +78,8 @@ and the replay, whose rules read `activation` (what is saved, dropped, offloaded
 re-run makes again), reads `cat_before` for these (replay/prepared.py `_rule_categories`):
 its rules and predictions are the old ones; only its lifetimes' labels cut at the same
 place, so predict's breakdown reads as `show` does. Only the category moves: bytes,
-curves and peaks are the same sums. Pinned: tests/clients/test_carried_state.py.
+curves and peaks are the same sums. Pinned: tests/clients/test_carried_state.py,
+tests/unit/test_last_step_holders.py.
 """
 
 from __future__ import annotations

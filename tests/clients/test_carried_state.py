@@ -8,7 +8,10 @@ Measured (the helper fix54e, 2026-12-07, torch 2.13.0 CPU, AMD EPYC (AVX2), one 
 thread; 3 steps, batch 8, dim 16, 2 unrolled cells): the ledger and the allocator 6,508 B
 (`--add`) and 9,068 B, before and after; the predictions the same numbers before and
 after (only their breakdown's labels moved: `checkpoint:cell` 20,588 B, `offload:cell`
-7,020 B). No kernel scratch.
+7,020 B). No kernel scratch. The helper fix55b (the last step's state by its holder, Note
+[The last step's state, by its holder]): `--add --states` 7,020 B, `--grow` 16,748 B,
+ledger = allocator; `checkpoint:cell` 20,588 and 34,412 B, `offload:cell` 7,532 and
+17,772 B predicted = measured, as on main.
 """
 
 from __future__ import annotations
@@ -30,9 +33,10 @@ def test_a_state_carried_into_the_next_step_is_other_from_its_steps_end():
     are step 1's state, and 1,056 B resident at the end (steps 2's and 3's states and the
     last output, 32 B), and `show`'s "Saved for backward" before the last backward counted
     step 2's state (1,568 B). Now it reads `other` from its step's end (the last step's
-    state too: an earlier step carried one made as it was); the last output, which no next
-    step reads, stays an activation. The replay's rules read the activation they read before:
-    every prediction is the same number, its breakdown labelled as `show` is."""
+    state too: `h` held an earlier step's carried state at that step's end); the last
+    output, which no next step reads, stays an activation. The replay's rules read the
+    activation they read before: every prediction is the same number, its breakdown
+    labelled as `show` is."""
     pol = "offload:cell"
     run = run_client("train_carried_state.py", ["--add"], [pol], steps=3)
     led = run.ledger
