@@ -81,6 +81,7 @@ def test_a_carried_state_the_next_step_saves_again_stays_an_activation():
     assert (s.resident["activation"], s.resident["other"]) == (1_056, 0)
 
 
+@pytest.mark.slow   # two ledger passes: 10.4 s here at load 12 on 2 cores
 def test_the_last_steps_state_is_what_its_name_held_in_an_earlier_step():
     """The last step has no next one to read its state (Note [The last step's state, by its
     holder]): a storage of it held at the close reads `other` where the name of the
