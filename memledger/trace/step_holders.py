@@ -12,19 +12,22 @@ tells them apart is the script: the loop binds its state to the same name every 
 record's event; the last step's too, before the stop unwinds the script) the collector
 reads the frames of the script's own files, innermost first (Note [A frame's locals, let
 go of], trace/where.py: the snapshot a read makes before Python 3.13 is emptied after it),
-and writes, per name, the live saved storages it holds:
+and writes, per name, the live saved storages it holds (tests/clients/
+train_carried_state.py, step 2 of 3; the batch `xs`, `y` is saved by the Linear and the
+loss):
 
-    {"k": "holders", "step": 2, "ev": 167,
-     "names": {"main:h": [56], "main:carried": [33], "main:out": [57]}}
+    {"k": "holders", "step": 2, "ev": 146, "names": {"main:h": [39], "main:xs": [30],
+     "main:y": [31], "main:carried": [12], "main:out": [40]}}
 
 A name is `function:variable`, an item of a tuple, list or dict (a `dict_values` view
 among them: HRM-pytorch hands its hidden states so) `function:variable[i]` or
 `function:variable['key']` (the first 64 items), an attribute of a method's receiver
 `function:self.attr`. Only storages saved for a backward and still live are written
 (the rule reads no other), so the record is a few entries a step. Cost: one walk of the
-script's frames per step (a loop's locals, tens of names; under 0.1 ms on
-tests/clients/train_carried_state.py). Older ledgers have none: their last step's state
-reads as Note [A state carried into the next step] says of a ledger without them.
+script's frames per step end: about 0.4 ms for a frame holding a list of 100,000 tensors
+(64 items read), a list of 20 and a dict, on this session's AMD EPYC at load 12 on 2
+cores. Older ledgers have none: their last step's saves stay `activation` (Note [The last
+step's state, by its holder], ledger/carried.py).
 """
 
 from __future__ import annotations
