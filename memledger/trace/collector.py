@@ -3682,7 +3682,10 @@ class Collector(ShardingMixin, TorchDispatchMode):
             sid = sids.get(storage_key(t), -1)
             return sid if sid in saved else -1
 
-        names = step_holders(sys._getframe(1), sid_of)
+        try:
+            names = step_holders(sys._getframe(1), sid_of)
+        except Exception:   # noqa: BLE001 - an object of the script's that refuses to be
+            return          # read (a proxy's `__class__`): a label is never worth the trace
         if names:
             self.sink.write({"k": "holders", "step": self._step, "ev": self._ev - 1,
                              "names": names})
