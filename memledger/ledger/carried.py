@@ -19,19 +19,56 @@ The rule: a storage whose saves were all made in step k (from step k-1's end to 
 end), each read by a backward before step k's end (unpacks at least saves), held past
 step k's end, and read by an op from step k+1's first forward on (its `last_use`), reads
 `activation` until step k's end (its step record) and `other` from there. The last step
-has no next one: a storage of it held past its end reads `other` from there where an
-earlier step carried a storage made as it was (the same op, module and bytes: a loop
-repeats, as Note [Read by the next step] reads a last step's state), so the output the
-script holds until the next forward replaces it (saved by the loss, never read by the next
-step) stays `activation`, on the last step as on the others. An earlier step, not the step
-before: HRM's deep supervision hands a batch's first segment's states to its second, and
-the second's to nothing (the next batch starts from none), so in 3 steps the step before
-the last carried nothing, and the last (the next batch's first segment) holds at the close
-what its second segment would read. A batch's last segment's states, held at the close of
-a trace that ends there (2 steps), read `other` so too: held by the script after the
-backward that read them, they are saved for none. A carried state the next step saves
-again (`h_prev @ W_h`: the matmul saves its input) is saved for that step's backward and
-stays `activation` its whole life, as before: one change of category per storage.
+has no next one: Note [The last step's state, by its holder] says which of its storages
+held at the close are the state it would carry; the others (the output the script holds
+until the next forward replaces it, saved by the loss and never read by the next step)
+stay `activation`, on the last step as on the others.
+
+Note [A state the next step saves again]
+A carried state the next step saves again (`h_prev @ W_h`: the matmul saves its input;
+tests/clients/train_carried_state.py without `--add`) stays `activation` its whole life.
+design.md's `activation` is what is saved for a backward, and from that save to step
+k+1's backward it is saved for one; what it is not is an activation from step k's end to
+that save, where the script alone holds it. One `cat_until` per storage can cut its life
+once, and the save splits the carried stretch from the saved one: the plain script's step
+1 state (3 steps) is held by the script alone from step 1's end (event 73) to step 2's
+`h_prev @ W_h` (event 80), 7 events, then saved for step 2's backward until its read
+(event 126), 46 events, then held by `carried` to its free (event 150) as the output the
+script holds is, saved for a backward that ran and read by no next step. The run's peak
+(step 2's backward) falls in the saved stretch, as a peak in a backward does, so
+`activation` is what it is where it counts; `other` from step 1's end would call the
+bytes step 2's backward reads the script's state. A second cut would need a third
+interval in every query and in the replay's split, for labels only.
+
+Note [The last step's state, by its holder]
+fix54e read the last step's state by likeness: a storage of the last step held at the
+close read `other` where an earlier step carried one made by the same op, in the same
+module, of the same bytes. A loop repeats, but likeness is not holding: in
+tests/clients/train_carried_state.py `--add --states` (the model also hands back every
+unrolled state, which the script holds as `states`) the first unrolled state of the last
+step, a `tanh` in `cell` of 512 B as the carried one is, read `other` at the close though
+no step would read it (3 steps: resident `activation` 32 B, `other` 1,536 B); and `--grow`
+(the state keeps its past rows, 1,024, 2,048, 3,072 B in steps 1 to 3) left the last
+step's state, whose bytes no earlier step's had, `activation` (resident 3,104 B and
+`other` 2,048 B). What tells the state from the step's other saves held at the close is
+who holds it: the loop binds its state to the same name every step and its output to
+another. The trace writes, as each step ends, the names of the script's frames that hold
+a saved storage (`holders` records, Note [Who holds a saved storage at a step's end] in
+trace/step_holders.py). So a storage of the last step held past its end reads `other`
+from there where a name that holds it at the last step's end held, at an earlier step's
+end, the state that step carried (a storage the rule above found read by the next step,
+`other` from that very end). An earlier step, not the step before: HRM's deep supervision
+hands a batch's first segment's states to its second and the second's to nothing (the
+next batch starts from none), so in 3 steps the step before the last carried nothing,
+and the last (the next batch's first segment) holds in `hiddens` what its second segment
+would read. In 2 steps the last is batch 1's second segment, whose states `hiddens`
+holds at the close: the name holds the state, and held by the script after the backward
+that read them they are saved for none, `other` as fix54e read them. After: `--states`
+resident `activation` 544 B, `other` 1,024 (the first unrolled state is the step's, as
+the output is); `--grow` resident `activation` 32, `other` 5,120. A ledger without
+`holders` records (older, or a last step closed where no frame of the script was left:
+the script's own end) keeps its last step's saves `activation`: nothing says which one is
+carried.
 
 How: the columns of Note [A copy the optimizer keeps, then the parameter] (ledger/
 held_roles.py), as Note [A gradient the script keeps past its step] uses them: the static
@@ -41,24 +78,27 @@ and the replay, whose rules read `activation` (what is saved, dropped, offloaded
 re-run makes again), reads `cat_before` for these (replay/prepared.py `_rule_categories`):
 its rules and predictions are the old ones; only its lifetimes' labels cut at the same
 place, so predict's breakdown reads as `show` does. Only the category moves: bytes,
-curves and peaks are the same sums. Pinned: tests/clients/test_carried_state.py.
+curves and peaks are the same sums. Pinned: tests/clients/test_carried_state.py,
+tests/unit/test_last_step_holders.py.
 """
 
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
+
+from memledger.ledger.step_marks import StepMarks
 
 
-def carried_until(df, is_act: np.ndarray, key, phases: list, steps: list) -> np.ndarray:
+def carried_until(df: pd.DataFrame, is_act: np.ndarray, marks: StepMarks,
+                  holders: list = ()) -> np.ndarray:
     """Per storage of `df` (the ledger's storages frame, with its saves and unpacks), the
     event from which the activation reads `other` (its step's end), -1 where it stays an
-    activation (Note [A state carried into the next step]); `key(rows)` says (op, module,
-    bytes) of the rows asked."""
+    activation (Note [A state carried into the next step]); `holders`: the ledger's
+    `holders` records (Note [The last step's state, by its holder])."""
     n = len(df)
     out = np.full(n, -1, dtype=np.int64)
-    fwd = np.array(sorted(int(r["ev"]) for r in phases if r.get("ph") == "forward"),
-                   dtype=np.int64)
-    ends = np.array(sorted(int(r["ev"]) for r in steps), dtype=np.int64)
+    fwd, ends = marks.fwd, marks.ends
     if not len(fwd) or not len(ends) or not is_act.any():
         return out
     col = {c: df[c].to_numpy(dtype=np.int64) for c in (
@@ -73,12 +113,32 @@ def carried_until(df, is_act: np.ndarray, key, phases: list, steps: list) -> np.
     nxt = fwd[np.minimum(f, len(fwd) - 1)]
     read = ok & (j < len(ends) - 1) & (f < len(fwd)) & (col["last_use"] >= nxt)
     out[read] = end[read]
-    # the last step's, held past its end: made as a state an earlier step carried
-    prev = read
+    # the last step's, held past its end by a name that held an earlier step's carried state
     last = ok & (j == len(ends) - 1)
-    if prev.any() and last.any():
-        seen = set(key(np.flatnonzero(prev)))
-        at = np.flatnonzero(last)
-        hit = at[[k in seen for k in key(at)]]
+    if read.any() and last.any() and len(holders):
+        hit = _held_as_state(df.index, out, int(ends[-1]), holders) & last
         out[hit] = end[hit]
+    return out
+
+
+def _held_as_state(index: pd.Index, carried: np.ndarray, close: int,
+                   holders: list) -> np.ndarray:
+    """Per storage: held at the step end `close` by a name that, at an earlier step's end,
+    held a storage carried from that end (`carried` its event: Note [The last step's
+    state, by its holder])."""
+    recs = [(int(r["ev"]), name, [int(s) for s in sids])
+            for r in holders for name, sids in (r.get("names") or {}).items()]
+    flat = [s for _, _, sids in recs for s in sids]
+    rows = iter(index.get_indexer(flat).tolist())
+    state: set[str] = set()
+    at_close: dict[str, list[int]] = {}
+    for ev, name, sids in recs:
+        held = [r for r in (next(rows) for _ in sids) if r >= 0]
+        if ev == close:
+            at_close.setdefault(name, []).extend(held)
+        elif ev < close and any(carried[r] == ev for r in held):
+            state.add(name)
+    out = np.zeros(len(index), dtype=bool)
+    for name in state & set(at_close):
+        out[at_close[name]] = True
     return out

@@ -125,24 +125,20 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from memledger.ledger.step_marks import StepMarks
+
 
 def kept_across_a_step(created: np.ndarray, freed: np.ndarray, last_use: np.ndarray,
-                       phases: list, steps: list) -> np.ndarray:
+                       marks: StepMarks) -> np.ndarray:
     """Per storage: made before a step's first forward began and still live after that
     step's end (`freed` < 0: still held at the close), or read by an op from that step's
     first backward on (Note [Kept by the script across a step]); and, held at the close and
     made in the last step, one made from a storage of the step before that the last step
-    read (Note [Read by the next step])."""
-    fwd = np.array(sorted(int(r["ev"]) for r in phases if r.get("ph") == "forward"),
-                   dtype=np.int64)
-    ends = np.array(sorted(int(r["ev"]) for r in steps), dtype=np.int64)
+    read (Note [Read by the next step]). `marks`: the ledger's step bounds (step_marks)."""
+    first, ends, bwd = marks.first, marks.ends, marks.bwd
     out = np.zeros(len(created), dtype=bool)
-    if not len(fwd) or not len(ends):
+    if not len(first) or not len(ends):
         return out
-    # each step's first forward: the first after the step before it ended (a step of two
-    # forwards, an extragradient's or a micro-batched one's, begins at the first)
-    k = np.searchsorted(ends, fwd, side="left")          # the step each forward is in
-    first = fwd[np.r_[True, k[1:] != k[:-1]]]
     i = np.searchsorted(first, created, side="right")    # the first step begun after it
     nxt = i < len(first)
     start = first[np.minimum(i, len(first) - 1)]
@@ -152,8 +148,6 @@ def kept_across_a_step(created: np.ndarray, freed: np.ndarray, last_use: np.ndar
     out = has & ((freed < 0) | (freed > end))
     # read once that step's first backward began (Note [Read by the next step]): a loss
     # printed after an evaluation's forward between steps is read before it
-    bwd = np.array(sorted(int(r["ev"]) for r in phases if r.get("ph") == "backward"),
-                   dtype=np.int64)
     b = np.searchsorted(bwd, start, side="left")
     back = bwd[np.minimum(b, len(bwd) - 1)] if len(bwd) else start
     read = has & (b < len(bwd)) & (back <= end) & (last_use >= back)

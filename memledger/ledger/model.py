@@ -26,6 +26,7 @@ from memledger.ledger.names import model_forward
 from memledger.ledger.reader import group_records, read_records
 from memledger.ledger.schema import (CATEGORIES, GENERATOR_STATE_OPS, PHASES, ROLE_PRIORITY,
                                      WRAPPED_NUMBER_OP)
+from memledger.ledger.step_marks import StepMarks, step_marks
 from memledger.ledger.writer import Record
 
 STORAGE_COLUMNS = [
@@ -1019,10 +1020,10 @@ def _storages(by_kind: dict[str, list[Record]]) -> tuple[pd.DataFrame, pd.DataFr
 
     roles = _table(by_kind.pop("role", []), {"sid": None, "role": None, "name": "", "shard": ""})
     _check_required("role", roles, ("sid", "role"))
-    df["category"], df["name"], df["shard"] = _categories(
-        df, roles, sv, by_kind.get("phase", []), by_kind.get("step", []))
+    marks = step_marks(by_kind.get("phase", []), by_kind.get("step", []))
+    df["category"], df["name"], df["shard"] = _categories(df, roles, sv, marks)
     _earlier_roles(df, roles, by_kind.get("phase", []), by_kind.get("step", []),
-                   by_kind.pop("ungrad", []))
+                   by_kind.pop("ungrad", []), marks, by_kind.pop("holders", []))
     # A parameter or buffer belongs to the module that owns it, whatever op made its storage.
     # So does a named `other` (a module the script never calls: Note [Modules never called])
     owned = df["category"].isin(["parameter", "buffer", "other"]).to_numpy() & \
@@ -1106,7 +1107,8 @@ def _first_read_again(up: pd.DataFrame, n: np.ndarray, saves: np.ndarray,
 
 
 def _earlier_roles(df: pd.DataFrame, roles: pd.DataFrame, phases: list[Record] = (),
-                   steps: list[Record] = (), ungrad: list[Record] = ()) -> None:
+                   steps: list[Record] = (), ungrad: list[Record] = (),
+                   marks: StepMarks | None = None, holders: list[Record] = ()) -> None:
     """The `cat_until`, `cat_before`, `name_before`, `module_before` columns (Note [A copy
     the optimizer keeps, then the parameter] and [A gradient the script keeps past its
     step] in ledger/held_roles.py, [A state carried into the next step] in
@@ -1139,27 +1141,25 @@ def _earlier_roles(df: pd.DataFrame, roles: pd.DataFrame, phases: list[Record] =
                                                    for n in past["name"].astype(str)]
     # Note [A state carried into the next step] (ledger/carried.py): `other` from its step's
     # end, the activation before
-    op, mod, nb = (df[c].to_numpy() for c in ("op", "module", "bytes"))
     carried = carried_until(
         df, (df["category"] == "activation").to_numpy() & (until < 0),
-        lambda rows: list(zip(op[rows].tolist(), mod[rows].tolist(), nb[rows].tolist())),
-        phases, steps)
+        step_marks(phases, steps) if marks is None else marks, holders)
     if (at := np.flatnonzero(carried >= 0)).size:
         until[at], before[at] = carried[at], "activation"
-        name[at], module[at] = df["name"].to_numpy()[at], mod[at]
+        name[at], module[at] = df["name"].to_numpy()[at], df["module"].to_numpy()[at]
         df.iloc[at, df.columns.get_loc("category")] = "other"
     df["cat_until"], df["cat_before"], df["name_before"], df["module_before"] = \
         until, before, name, module
 
 
 def _categories(df: pd.DataFrame, roles: pd.DataFrame, saved: pd.DataFrame,
-                phases: list[Record] = (), steps: list[Record] = ()):
+                marks: StepMarks):
     """Each storage's category: its highest-priority role (see ROLE_PRIORITY), else by when
     it was made: during the run, a temporary, or other where the script kept it over a
     whole step or the next step read it (Notes [Kept by the script across a step] and
     [Read by the next step] in ledger/held_roles.py); while
-    setting up (or already there when tracing began), other. Returns (categories, names,
-    shards)."""
+    setting up (or already there when tracing began), other. `marks`: the ledger's step
+    bounds (ledger/step_marks.py). Returns (categories, names, shards)."""
     rank = {r: i for i, r in enumerate(ROLE_PRIORITY)}
     parts = []
     if len(roles):
@@ -1174,7 +1174,7 @@ def _categories(df: pd.DataFrame, roles: pd.DataFrame, saved: pd.DataFrame,
     created = df["created"].to_numpy(dtype=np.int64)
     last = df["last_use"].to_numpy(dtype=np.int64) if "last_use" in df else created
     kept = kept_across_a_step(created, df["freed"].to_numpy(dtype=np.int64), last,
-                              phases, steps)
+                              marks)
     cats = pd.Series(np.where(made_in_run & ~kept, "temporary", "other"), index=df.index,
                      dtype=object)
     names = pd.Series("", index=df.index, dtype=object)

@@ -86,6 +86,11 @@ made] in trace/collector.py) and
 `ungrad` (`sid`, `ev`: a gradient storage no parameter's `.grad` held from `ev` on while
 it lived, `ev` -1: a `.grad` again, the drop taken back; the last record of a sid says;
 absent in older ledgers; Note [A gradient dropped from .grad] in trace/dropped_grads.py) and
+`holders` (`step`, `ev`: the step record's event, `names`: {`function:variable`: sids}, the
+live saved storages the script's own frames hold as the step ends, by variable, item
+(`h[0]`, `d['k']`) or receiver attribute (`self.h`); absent in older ledgers; Note [Who
+holds a saved storage at a step's end] in trace/step_holders.py, read by Note [The last
+step's state, by its holder] in ledger/carried.py) and
 `sparse` (`sid`: the storage was a part of a sparse COO tensor, the indices or values of a
 sparse gradient; its free is the gradient's: Note [A sparse gradient's part ends no
 backward] in replay/engine.py) and

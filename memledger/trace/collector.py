@@ -135,6 +135,7 @@ from memledger.trace.outside_state import (
 )
 from memledger.trace.compiled import compiled_backend, eager_stance
 from memledger.trace.dropped_grads import DroppedGradients
+from memledger.trace.step_holders import step_holders
 from memledger.trace.param_attrs import watch_parameter_attributes
 from memledger.trace.external import external
 from memledger.trace.gc_window import GcWindow, garbage_sids
@@ -3659,6 +3660,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
         now = time.perf_counter_ns()
         self.sink.write({"k": "step", "step": self._step, "ev": self._ev - 1,
                          "ns": now - self._step_t0})
+        self._write_holders()
         self._step_t0 = now
         self._steps_done += 1
         self._step += 1
@@ -3676,6 +3678,22 @@ class Collector(ShardingMixin, TorchDispatchMode):
                 # unwound by the stop, a frame a traceback keeps turns its locals to garbage
                 self._garbage_end = garbage_sids(self._sids)
             raise StopTracing()
+
+    def _write_holders(self) -> None:
+        """Note [Who holds a saved storage at a step's end] (trace/step_holders.py)."""
+        sids, saved = self._sids, self._saved_mod
+
+        def sid_of(t) -> int:
+            sid = sids.get(storage_key(t), -1)
+            return sid if sid in saved else -1
+
+        try:
+            names = step_holders(sys._getframe(1), sid_of)
+        except Exception:   # noqa: BLE001 - an object of the script's that refuses to be
+            return          # read (a proxy's `__class__`): a label is never worth the trace
+        if names:
+            self.sink.write({"k": "holders", "step": self._step, "ev": self._ev - 1,
+                             "names": names})
 
     # Note [State made between steps]
     # The optimizer's state is read at its step hooks (Note [State outside optimizer.state]),

@@ -8,7 +8,10 @@ Measured (the helper fix54e, 2026-12-07, torch 2.13.0 CPU, AMD EPYC (AVX2), one 
 thread; 3 steps, batch 8, dim 16, 2 unrolled cells): the ledger and the allocator 6,508 B
 (`--add`) and 9,068 B, before and after; the predictions the same numbers before and
 after (only their breakdown's labels moved: `checkpoint:cell` 20,588 B, `offload:cell`
-7,020 B). No kernel scratch.
+7,020 B). No kernel scratch. The helper fix55b (the last step's state by its holder, Note
+[The last step's state, by its holder]): `--add --states` 7,020 B, `--grow` 16,748 B,
+ledger = allocator; `checkpoint:cell` 20,588 and 34,412 B, `offload:cell` 7,532 and
+17,772 B predicted = measured, as on main.
 """
 
 from __future__ import annotations
@@ -30,9 +33,10 @@ def test_a_state_carried_into_the_next_step_is_other_from_its_steps_end():
     are step 1's state, and 1,056 B resident at the end (steps 2's and 3's states and the
     last output, 32 B), and `show`'s "Saved for backward" before the last backward counted
     step 2's state (1,568 B). Now it reads `other` from its step's end (the last step's
-    state too: an earlier step carried one made as it was); the last output, which no next
-    step reads, stays an activation. The replay's rules read the activation they read before:
-    every prediction is the same number, its breakdown labelled as `show` is."""
+    state too: `h` held an earlier step's carried state at that step's end); the last
+    output, which no next step reads, stays an activation. The replay's rules read the
+    activation they read before: every prediction is the same number, its breakdown
+    labelled as `show` is."""
     pol = "offload:cell"
     run = run_client("train_carried_state.py", ["--add"], [pol], steps=3)
     led = run.ledger
@@ -75,3 +79,44 @@ def test_a_carried_state_the_next_step_saves_again_stays_an_activation():
     s = ledger_pass("train_carried_state.py", [], steps=3).summary()
     assert (s.at_peak["activation"], s.at_peak["other"]) == (1_056, 0)
     assert (s.resident["activation"], s.resident["other"]) == (1_056, 0)
+
+
+@pytest.mark.slow   # two ledger passes: 10.4 s here at load 12 on 2 cores
+def test_the_last_steps_state_is_what_its_name_held_in_an_earlier_step():
+    """The last step has no next one to read its state (Note [The last step's state, by its
+    holder]): a storage of it held at the close reads `other` where the name of the
+    script's that holds it at the step's end held, at an earlier step's end, the state
+    that step carried (`holders` records: Note [Who holds a saved storage at a step's end],
+    trace/step_holders.py). Before, by likeness (the same op, module and bytes as a state
+    an earlier step carried), both cases read wrong:
+    `--add --states` (the script also holds every unrolled state as `states`): the last
+    step's first unrolled state, a `tanh` in `cell` of 512 B as the carried one, held by
+    `states[0]` and read by no step, read `other`: resident `activation` 32 B, `other`
+    1,536 B. Now it is the step's own, as the output is: 32 + 512 and 1,024.
+    `--grow` (the state keeps its past rows: 1,024, 2,048, 3,072 B in steps 1 to 3):
+    the last step's state, held by `h` as each earlier step's was, had bytes no earlier
+    state had and stayed `activation`: resident 3,104 B and `other` 2,048 B. Now 32 (the
+    output) and 2,048 + 3,072."""
+    led = ledger_pass("train_carried_state.py", ["--add", "--states"], steps=3)
+    s = led.summary()
+    assert led.peak().bytes == 7_020
+    assert (s.resident["activation"], s.resident["other"]) == (32 + STATE, 2 * STATE)
+    st = led.storages
+    last_end = int(led.steps["ev"].iloc[-1])
+    live = st[(st["freed"] < 0) | (st["freed"] > last_end)]
+    mine = live[(live["op"] == "tanh.default") &
+                (live["created"] > int(led.steps["ev"].iloc[1]))]
+    # step 3's two unrolled states: the first (`states[0]`) the step's, the last (`h`) carried
+    assert mine[["bytes", "category", "cat_until"]].values.tolist() == [
+        [STATE, "activation", -1], [STATE, "other", last_end]]
+
+    led = ledger_pass("train_carried_state.py", ["--grow"], steps=3)
+    s = led.summary()
+    assert led.peak().bytes == 16_748
+    # step 2's state (32 rows, 2,048 B, held by `carried`) and step 3's (48 rows, 3,072 B)
+    assert (s.resident["activation"], s.resident["other"]) == (32, 4 * STATE + 6 * STATE)
+    st = led.storages
+    last_end = int(led.steps["ev"].iloc[-1])
+    state = st[(st["op"] == "tanh.default") & (st["bytes"] == 6 * STATE)]   # 48 rows x 16 fp32
+    assert state[["category", "cat_until", "cat_before"]].values.tolist() == [
+        ["other", last_end, "activation"]]
