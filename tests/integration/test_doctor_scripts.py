@@ -827,7 +827,11 @@ def test_a_tensor_kept_by_a_module_of_the_project_is_named_there():
     ("cell", ["state"], "state = rnn(x[:, t], state)"),
     # the state as a `dict_values` view (Note [A view of a dict's values]): torch's words
     # alone on the old code
-    ("values", ["view[0]", "view[1]"], "out, view = lstm_step(x, view)")])
+    ("values", ["view[0]", "view[1]"], "out, view = lstm_step(x, view)"),
+    # the loss smoothed by an EMA kept undetached in a dict: `loss` (the backward's root,
+    # `loss = 0.5 * loss + ...`) was named on the old code, told to `loss = loss.detach()`
+    # (Note [The value backwarded carries nothing])
+    ("smooth", ["smooth['loss']"], 'smooth["loss"] = loss.detach() if ARGS.fixed else loss')])
 def test_a_state_carried_into_a_failed_backward_is_named(cell, names, line):
     """Note [A variable that carried the graph into a failed backward] (trace/
     doctor_retention.py): without `h = h.detach()` step 2's backward runs into step 1's
@@ -841,7 +845,11 @@ def test_a_state_carried_into_a_failed_backward_is_named(cell, names, line):
     var = names[0].split("[")[0]
     assert (f.check, f.severity, f.evidence["steps"], f.evidence["names"]) == (
         "cross_step_retention", "error", [2], names)
-    assert f.evidence["bytes_per_step"] == [len(names) * 4 * 16 * 4]   # (1,)4x16 float32
+    assert f.evidence["bytes_per_step"] == [4] if cell == "smooth" else \
+        [len(names) * 4 * 16 * 4]   # (1,)4x16 float32; the smoothed loss a 0-dim float32
+    if cell == "smooth":
+        assert f.message.endswith("(each tensor it holds, `smooth[k] = smooth[k].detach()` "
+                                  "for each key k)")
     assert f.message.startswith(f"`{var}`")
     assert "carried step 1's autograd history into step 2, whose backward then failed " \
            "(Trying to backward through the graph a second time" in f.message
