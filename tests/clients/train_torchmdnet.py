@@ -90,19 +90,20 @@ def main() -> None:
     ema: dict[str, torch.Tensor] = {}
 
     def with_ema(name: str, loss: torch.Tensor) -> torch.Tensor:
-        # LNNP._update_loss_with_ema: alpha * loss + (1 - alpha) * the last EMA
+        # LNNP._update_loss_with_ema: alpha * loss + (1 - alpha) * the last EMA, kept per
+        # stage (train / val) and per loss
         if not 0 < args.ema < 1:
             return loss
         loss = args.ema * loss + (1 - args.ema) * ema.get(name, loss.detach())
         ema[name] = loss if args.ema_no_detach else loss.detach()
         return loss
 
-    def loss_of(data) -> torch.Tensor:
+    def loss_of(data, stage: str = "train") -> torch.Tensor:
         z, pos, batch, y, neg_dy = data
         pred, neg_pred = model(z, pos, batch=batch)
-        loss = with_ema("y", mse_loss(pred, y))
+        loss = with_ema(stage + "_y", mse_loss(pred, y))
         if not args.energy_only:
-            loss = loss + with_ema("neg_dy", mse_loss(neg_pred, neg_dy))
+            loss = loss + with_ema(stage + "_neg_dy", mse_loss(neg_pred, neg_dy))
         return loss
 
     for step in range(args.steps):
@@ -121,7 +122,7 @@ def main() -> None:
             model.eval()
             # forces need gradients even in validation (LNNP.step: set_grad_enabled)
             with torch.set_grad_enabled(not args.energy_only):
-                val = loss_of(molecules(args.molecules, args.atoms, gen))
+                val = loss_of(molecules(args.molecules, args.atoms, gen), "val")
             print(f"validation loss {val.item():.4f}")
 
 
