@@ -73,13 +73,14 @@ def test_equivariant_transformer_with_accumulation_and_validation_is_exact():
         assert (run.policies[policy].predicted, run.policies[policy].measured) == (peak, peak)
 
 
+@pytest.mark.slow
 def test_the_loop_is_clean_and_an_ema_of_the_loss_kept_undetached_is_named():
     """The doctor finds nothing on the loop with the library's EMA of the losses (kept
     detached, as `LNNP._update_loss_with_ema` keeps it); kept undetached, step 2's
     backward fails through step 1's graph and the doctor names `ema` (its two items) at
-    the line that stores them. It named `loss`, the backward's root, and told to
-    `loss = loss.detach()` before (Note [The value backwarded carries nothing],
-    doctor/retention.py)."""
+    the line that stores them (the same rule's plain-torch pin, which names `loss` on the
+    old code: tests/doctor/carried.py --cell smooth, Note [The value backwarded carries
+    nothing], doctor/retention.py)."""
     from memledger.doctor.run import diagnose_in_process
     from tests.clients.harness import assert_one_doctor_error
 
