@@ -492,6 +492,10 @@ FIXED = [("cut.py", ["--cut", c, "--fixed"]) for c in ("detach", "checkpoint")] 
     # logged; and WGAN-GP with create_graph=True
     ("gradient_penalty.py", ["--fixed"]), ("gradient_penalty.py", ["--first-order"]),
     ("gradient_penalty.py", ["--fixed", "--log-norm"]),
+    # an EMA of an evaluation's penalty taken without a graph, `.detach()`ed into the next
+    # penalty: once a dead_penalty error (Note [A gradient penalty without create_graph],
+    # rule 2: an explicit detach ends the watch)
+    ("gradient_penalty.py", ["--fixed", "--smooth"]),
     # correct loops whose patterns look like bugs (see the script's docstring)
     *[("styles.py", ["--loop", lp]) for lp in ("tbptt", "rl", "gp", "queue", "groups",
                                                  "topzero", "maml", "gan", "fgsm",
@@ -566,7 +570,7 @@ FIXED = [("cut.py", ["--cut", c, "--fixed"]) for c in ("detach", "checkpoint")] 
 UNUSED_GRAPH = {("eval_mode.py", "--fixed --grad-validation"),
                 ("eval_mode.py", "--functional --fixed --grad-validation"),
                 ("gradient_penalty.py", "--fixed"), ("gradient_penalty.py", "--fixed --log-norm"),
-                ("styles.py", "--loop gp")}
+                ("gradient_penalty.py", "--fixed --smooth"), ("styles.py", "--loop gp")}
 
 
 @pytest.mark.parametrize("script,args", FIXED, ids=[f"{s}:{' '.join(a)}" for s, a in FIXED])
