@@ -21,7 +21,7 @@ from memledger.doctor.findings import Finding, Where
 from memledger.doctor.records import steps_named
 from memledger.doctor.source import (accumulated_value, accumulation_line,
                                      accumulation_target, feeds_itself, holds_items,
-                                     rebinding_line)
+                                     names_read_at, rebinding_line)
 from memledger.units import count, format_bytes
 
 
@@ -215,11 +215,35 @@ def _state_finding(var: str, file: str, recs: list, steps: list, per: dict,
                   [per[s]["nodes"] for s in steps]})
 
 
+# Note [The value backwarded carries nothing]
+# The carriers are told apart from the other variables that reach the old graph by the
+# operation they hold (Note [A variable that carried the graph into a failed backward],
+# trace/doctor_retention.py), and a loss is often made by the same operation as the state
+# it reads, or is that state: torchmd-net's LNNP smooths each loss by an EMA, `loss = a *
+# loss + (1 - a) * ema[name]`, and with `ema[name] = loss` kept undetached
+# (tests/clients/train_torchmdnet.py --ema-no-detach) step 2's graph enters step 1's
+# through an `AddBackward0`, output 0, the node of the stored EMA; the script's `loss`,
+# the backward's root, is an `AddBackward0` output 0 too (the same tensor as `ema['y']`
+# with energies alone), and `loss = loss + ...` reads itself in the file, which is what
+# `_fed_back` keeps: the doctor said "`loss` carried step 1's autograd history into step
+# 2 ...; detach it where the step begins (`loss = loss.detach()`)", a fix that changes
+# nothing (tests/doctor/carried.py --cell smooth: `smooth["loss"] = loss`). The value a
+# backward starts from is what this step computed to train on, not what the next step
+# reads: a variable that the failed backward's own line reads (`loss.backward()`, `(loss /
+# accum).backward()`) is no carrier where another one is left. Where none is (a state
+# backwarded itself), it stays.
 def _fed_back(retained: list) -> list:
     """The records less the carriers that only hold the carried state (`out = state`)
     where another is bound from a value that reads it (`state = cell(x, state)`: Note [A
-    variable that carried the graph into a failed backward], trace/doctor_retention.py)."""
+    variable that carried the graph into a failed backward], trace/doctor_retention.py),
+    and less the value the failed backward started from (Note [The value backwarded
+    carries nothing])."""
     carried = [r for r in retained if r.get("carried")]
+    root = [r for r in carried if r.get("backward_at") and r["backward_at"][0] == r["file"]
+            and r["var"] in names_read_at(*r["backward_at"])]
+    if root and len(root) < len(carried):
+        retained = [r for r in retained if r not in root]
+        carried = [r for r in carried if r not in root]
     fed = [r for r in carried if feeds_itself(r["file"], r["var"])]
     if not fed or len(fed) == len(carried):
         return retained
@@ -234,7 +258,9 @@ def _carried_finding(var: str, file: str, recs: list, boundaries: str) -> Findin
     names = sorted(dict.fromkeys(r["name"] for r in recs))
     items = "" if names == [var] else " (" + ", ".join(f"`{n}`" for n in names) + ")"
     nbytes = sum(int(r["bytes"]) for r in recs)
+    keyed = all(n.startswith(f"{var}[") and n[len(var) + 1] in "'\"" for n in names)
     fix = f"`{var} = {var}.detach()`" if names == [var] else \
+        f"each tensor it holds, `{var}[k] = {var}[k].detach()` for each key k" if keyed else \
         f"each tensor it holds, `{var} = tuple(x.detach() for x in {var})`"
     return Finding(
         check="cross_step_retention", severity="error",

@@ -103,7 +103,11 @@ def _accumulation_line(tree: ast.AST, var: str) -> int:
 
 def _cuts(value: ast.AST) -> bool:
     """The value detaches what it reads (`h.detach()`, `h.data`, a comprehension of them):
-    the line that fixes a carried state, not the one that carries it."""
+    the line that fixes a carried state, not the one that carries it. A conditional
+    detaches where both its branches do (`loss if keep_graph else loss.detach()` may
+    carry)."""
+    if isinstance(value, ast.IfExp):
+        return _cuts(value.body) and _cuts(value.orelse)
     return any((isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
                 and n.func.attr in ("detach", "detach_")) or
                (isinstance(n, ast.Attribute) and n.attr == "data") for n in ast.walk(value))
@@ -117,7 +121,9 @@ def feeds_itself(file: str, var: str) -> bool:
 
 
 def _rebindings(file: str, var: str) -> dict[int, int]:
-    """{rank: first line}: 0 bound from a value that reads it, 1 bound, 2 bound from a
+    """{rank: first line}: 0 bound from a value that reads it, 1 an item of it bound
+    (`ema[name] = loss`: where a container is filled with what it carries, Note [The value
+    backwarded carries nothing] in trace/doctor_retention.py), 2 bound, 3 bound from a
     value that detaches what it reads."""
     tree = _tree(file) if file and var else None
     ranked: dict[int, int] = {}
@@ -126,9 +132,24 @@ def _rebindings(file: str, var: str) -> dict[int, int]:
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             if any(_is(n, var) for t in targets for n in ast.walk(t)):
                 reads = any(_is(n, var) for n in ast.walk(node.value))
-                rank = 2 if _cuts(node.value) else 0 if reads else 1
+                item = any(isinstance(t, ast.Subscript) and _is(t.value, var)
+                           for t in targets)
+                rank = 3 if _cuts(node.value) else 0 if reads else 1 if item else 2
                 ranked[rank] = min(ranked.get(rank, node.lineno), node.lineno)
     return ranked
+
+
+def names_read_at(file: str, line: int) -> set[str]:
+    """The plain names the statement at `line` of `file` reads (`(loss / n).backward()`:
+    `loss`, `n`); empty when the file or the line is not found."""
+    tree = _tree(file) if file and line else None
+    for node in ast.walk(tree) if tree is not None else ():
+        if isinstance(node, ast.stmt) and not isinstance(node, (ast.FunctionDef, ast.ClassDef,
+                                                                  ast.AsyncFunctionDef)) \
+                and node.lineno <= line <= (node.end_lineno or node.lineno) \
+                and not any(isinstance(c, ast.stmt) for c in ast.iter_child_nodes(node)):
+            return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+    return set()
 
 
 def rebinding_line(file: str, var: str) -> int:

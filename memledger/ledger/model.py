@@ -988,7 +988,7 @@ def _storages(by_kind: dict[str, list[Record]]) -> tuple[pd.DataFrame, pd.DataFr
     # `end`: when the node that unpacked it returned (Note [When an unpacked tensor goes] in
     # trace/collector.py); -1 in ledgers written before it was recorded
     up = _table(by_kind.pop("unpack", []), {"sid": None, "ev": None, "end": -1, "rel": -1,
-                                            "sev": -1, "g": 0, "nth": 0})
+                                            "val": -1, "sev": -1, "g": 0, "nth": 0})
     _check_required("unpack", up, ("sid", "ev"))
     if len(up) and "again" in up and (up["again"] == 1).any():
         _held_by_new_graph(up, by_kind.pop("again", []), freed, df)

@@ -23,6 +23,10 @@ event 7 and freed after event 11 is live on [7, 12): `created=7`, `freed=12`.
                                  # autograd let go of the node (both optional: older ledgers
                                  # lack them); + "sev": the event of the save it read back
                                  # (Note [Which save an unpack reads] in replay/prepared.py)
+                                 # + "val": where the node's gradients were summed to
+                                 # their inputs' shapes after it returned, the event after
+                                 # the last such sum (Note [A copy the force graph holds,
+                                 # let go with its node] in replay/engine.py)
     {"k":"free","sid":3,"ev":12,"last":11}              # freed; `last` = last event that used it
                                  # + "gc": 1 when Python's garbage collector freed it (a
                                  # reference cycle held it: trace/gc_window.py)

@@ -2665,6 +2665,34 @@ def _refuse_save_read_in_later_pass(prep: Prepared, calls: _Calls, trig: np.ndar
         raise NotPredicted(rerun_per_pass_message(policy.text(), str(calls.mods[i])))
 
 
+# Note [A copy the force graph holds, let go with its node]
+# A graph-building backward (`autograd.grad(create_graph=True)`: a force field's forces)
+# saves what it ran with; under a checkpoint that is the first pass's re-run copy, which
+# the built graph's node holds as one of its saves (`_first_pass_copies`' `saved_again`).
+# A node's saves go when autograd lets go of the node, after it summed a broadcast
+# gradient to its input's shape (`validate_outputs`: the unpack record's `val`, the event
+# after the last such sum or cast), not when its apply returned (the record's `end`,
+# which is when a checkpoint's re-made tensor goes: Note [When an unpacked tensor goes],
+# trace/collector.py), nor at the next node's first op (`rel`: the engine's `add` of two
+# gradients into one input runs between, with the node gone; read so, 880 B over). torchmd-net's TensorNet with forces, `checkpoint:
+# representation_model.tensor_embedding` (tests/clients/train_torchmdnet.py, width 16):
+# the embedding's `CZij` (70 edges x 16, float32, 4,480 B), re-made by the forces'
+# pass and saved by its `mul` for the loss's backward, whose node then sums the gradient
+# of the cutoff factor (70 x 1 x 16) before it is let go: the peak is that sum, and the
+# copy went one event early: predicted 1,365,728 B against 1,370,208 B measured.
+def _let_go_by_its_graph(prep: Prepared, bw: np.ndarray, e: np.ndarray) -> np.ndarray:
+    """Per storage of `e` (saved again by a graph-building backward, `bw` per save): when
+    the first pass's copy goes, its reader's node let go of (Note [A copy the force graph
+    holds, let go with its node]); the first pass's end where that is not known."""
+    end = prep.pass1_end[e].copy()
+    if prep.pack_unpack_val is None or not len(e):
+        return end
+    k = np.flatnonzero(bw)
+    val = np.full(len(prep.created), -1, dtype=np.int64)
+    np.maximum.at(val, prep.pack_row[k], prep.pack_unpack_val[k])
+    return np.maximum(end, val[e])
+
+
 def _first_pass_copies(prep: Prepared, calls: _Calls, own: _Owners, d: np.ndarray,
                        out: _Lifetimes, seg: _Segments, t: np.ndarray | None = None,
                        rng_bytes: int = 0) -> None:
@@ -2707,8 +2735,8 @@ def _first_pass_copies(prep: Prepared, calls: _Calls, own: _Owners, d: np.ndarra
     out.add(seg.pos_c(t1[k[both]]), seg.pos_f(np.maximum(p1_end, prep.unpack_first[b] + 1)),
             prep.nbytes[b], prep.cat[b])
     e = d[saved_again]
-    out.add(seg.pos_c(prep.unpack_first[e]), seg.pos_f(np.maximum(prep.pass1_end[e],
-                                                                  prep.unpack_first[e] + 1)),
+    out.add(seg.pos_c(prep.unpack_first[e]),
+            seg.pos_f(np.maximum(_let_go_by_its_graph(prep, bw, e), prep.unpack_first[e] + 1)),
             prep.nbytes[e], prep.cat[e])
     u = d[unread]
     end = np.minimum(np.maximum(prep.unpack_end[u], prep.unpack[u] + 1), prep.freed[u])

@@ -238,6 +238,10 @@ class Prepared:
     pack_unpack: np.ndarray = None  # int64 the unpack that read this save back (-1: none)
     pack_unpack_end: np.ndarray = None  # int64 when that unpack's node returned (-1: unknown)
     pack_unpack_rel: np.ndarray = None  # int64 when autograd let go of that node (-1: unknown)
+    # int64 when that node's gradients' broadcast sums ended, autograd letting go of it then
+    # (-1: none ran after its apply, or not recorded): Note [A copy the force graph holds,
+    # let go with its node] (replay/engine.py)
+    pack_unpack_val: np.ndarray = None
     pack_gone: np.ndarray = None    # int64 when autograd let go of it unread in forward (-1:
     #                                 not: read, held into backward, or an older ledger)
     pack_let_go: np.ndarray = None  # int64 when a kept graph let go of it after it was read
@@ -493,6 +497,8 @@ class Prepared:
             out.pack_unpack = self.pack_unpack[ok]
             out.pack_unpack_end = self.pack_unpack_end[ok]
             out.pack_unpack_rel = self.pack_unpack_rel[ok]
+            if self.pack_unpack_val is not None:
+                out.pack_unpack_val = self.pack_unpack_val[ok]
             out.pack_gone = self.pack_gone[ok]
             if self.pack_let_go is not None:
                 out.pack_let_go = self.pack_let_go[ok]
@@ -1187,9 +1193,13 @@ def _packs(led: Ledger, st: pd.DataFrame) -> dict[str, np.ndarray]:
     up_rel = up["rel"].fillna(-1).to_numpy(dtype=np.int64) if "rel" in up else \
         np.full(len(up), -1, dtype=np.int64)
     rel = np.concatenate([np.full(n_s, -1, dtype=np.int64), up_rel])
+    up_val = up["val"].fillna(-1).to_numpy(dtype=np.int64) if "val" in up else \
+        np.full(len(up), -1, dtype=np.int64)
+    val = np.concatenate([np.full(n_s, -1, dtype=np.int64), up_val])
     is_up = np.concatenate([np.zeros(n_s, dtype=np.int64), np.ones(len(up), dtype=np.int64)])
     o = np.lexsort((np.arange(len(row)), is_up, ev, row))   # by storage, then time; a save
     row, ev, is_up, end, rel = row[o], ev[o], is_up[o], end[o], rel[o]   # first at one event
+    val = val[o]
     delta = 1 - 2 * is_up
     depth = np.cumsum(delta)
     start = np.flatnonzero(np.r_[True, row[1:] != row[:-1]]) if len(row) else np.zeros(0, int)
@@ -1200,24 +1210,28 @@ def _packs(led: Ledger, st: pd.DataFrame) -> dict[str, np.ndarray]:
     matched = np.full(n_s, -1, dtype=np.int64)
     matched_end = np.full(n_s, -1, dtype=np.int64)
     matched_rel = np.full(n_s, -1, dtype=np.int64)
+    matched_val = np.full(n_s, -1, dtype=np.int64)
     if len(o2) > 1:
         a, b = o2[:-1], o2[1:]
         pair = (row[a] == row[b]) & (level[a] == level[b]) & (is_up[a] == 0) & (is_up[b] == 1)
         matched[o[a[pair]]] = ev[b[pair]]
         matched_end[o[a[pair]]] = end[b[pair]]
         matched_rel[o[a[pair]]] = rel[b[pair]]
+        matched_val[o[a[pair]]] = val[b[pair]]
     if len(ex_s) or dead.any():   # back to every save, in record order
-        full = [np.full(n_all, -1, dtype=np.int64) for _ in range(3)]
-        for out, stacked, col in zip(full, (matched, matched_end, matched_rel),
-                                     ("ev", "end", "rel")):
+        full = [np.full(n_all, -1, dtype=np.int64) for _ in range(4)]
+        for out, stacked, col in zip(full, (matched, matched_end, matched_rel, matched_val),
+                                     ("ev", "end", "rel", "val")):
             out[rest_s] = stacked
             if len(ex_s):
-                out[ex_s] = up_all[col].to_numpy(dtype=np.int64)[ex_u]
-        matched, matched_end, matched_rel = full
+                out[ex_s] = up_all[col].to_numpy(dtype=np.int64)[ex_u] if col in up_all \
+                    else -1
+        matched, matched_end, matched_rel, matched_val = full
     return {"pack_row": pack_row, "pack_ev": pack_ev,
             "pack_mod_code": mod_code.astype(np.int64),
             "pack_mod_names": np.asarray(mod_names, dtype=object), "pack_unpack": matched,
-            "pack_unpack_end": matched_end, "pack_unpack_rel": matched_rel, "pack_gone": gone,
+            "pack_unpack_end": matched_end, "pack_unpack_rel": matched_rel,
+            "pack_unpack_val": matched_val, "pack_gone": gone,
             "pack_let_go": let_go, "pack_reread": reread, "pack_reread_ev": reread_ev,
             "unpack_unnamed": unnamed, **reads}
 

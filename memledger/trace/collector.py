@@ -1054,6 +1054,9 @@ class Collector(ShardingMixin, TorchDispatchMode):
         # the engine ran validate_outputs on the node's gradients (a broadcast sum, a cast):
         # its apply has returned (Note [When an unpacked tensor goes])
         self._validated = False
+        # ... and the event after its last such sum or cast: when autograd let go of it
+        # (Note [A copy the force graph holds, let go with its node], replay/engine.py)
+        self._val_end = 0
         # Note [The script's own checkpoint]: its calls met so far, and the open re-run's
         # (pack hook, sid of its generator fork) while one runs
         self._ckpt_frames = CheckpointFrames()
@@ -1427,6 +1430,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
             self._apply_end = ev + 1
         elif self._unpacks and op.layout:
             self._validated = True   # an `add` from here on is the engine's accumulation
+            self._val_end = ev + 1
         if self._acast_pending and func is not _TO_COPY and not func.is_view:
             self._autocast_casts_read_by(func)
         if func is _TO_COPY and (phase == "setup" or phase == "other"):
@@ -4137,7 +4141,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
                     not self._another_node(node):
                 self._unpack_node, self._apply_end = node, self._ev
                 self._unpack_task = _graph_task_id()
-                self._validated = False
+                self._validated, self._val_end = False, 0
             self._unpacks.append((sid, self._ev, getattr(t, "_memledger_sev", -1),
                                   torch.is_grad_enabled(), getattr(t, "_memledger_nth", 0)))
             watched = self._watch_unpacked(sid, t, part)
@@ -4214,6 +4218,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
             self._unpacks, self._saved_again = [], set()
             self._unpack_node, self._unpack_task, self._apply_end = node, task, self._ev
             self._validated = self._released = False
+            self._val_end = 0
             return True
         self._unpacks_done(rel)
         return False
@@ -4245,6 +4250,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
             w = watch.get(sid)   # Note [What a node lets go of before it returns]
             gone = w[2] if w is not None and 0 <= w[2] < end else end
             rec = {"k": "unpack", "sid": sid, "ev": ev, "end": gone, "rel": rel}
+            if end < self._val_end <= rel:   # its gradients' broadcast sums ran after its
+                rec["val"] = self._val_end   # apply (Note [A copy the force graph holds...])
             if sev >= 0:   # Note [Which save an unpack reads] (replay/prepared.py)
                 rec["sev"] = sev
                 if nth:   # Note [Two saves at one event, read in one pass] (ledger/model.py)
@@ -4259,4 +4266,4 @@ class Collector(ShardingMixin, TorchDispatchMode):
         self._unpacks.clear()
         self._saved_again.clear()
         self._released = False
-        self._validated = False
+        self._validated, self._val_end = False, 0

@@ -9,7 +9,15 @@ the loss's value and nothing else, so the penalty trains nothing, silently. The 
 1. The outputs of `torch.autograd.grad` without `create_graph` are *constant* (with the
    line of that call).
 2. An op whose inputs include a constant and none that requires grad makes constants
-   (norm, `- 1`, `** 2`, mean, `10 *`: the penalty).
+   (norm, `- 1`, `** 2`, mean, `10 *`: the penalty). Not `.detach()`: the script asks for
+   a value without a graph there, on purpose. torchmd-net's LNNP smooths each loss by an
+   EMA of the last one, detached (`loss = a * loss + (1 - a) * ema`); an evaluation in
+   eval mode takes its forces by `autograd.grad` without a graph (`create_graph=
+   self.training`), and where its loss fed that EMA (a first version of
+   tests/clients/train_torchmdnet.py, one EMA for both stages) the next training loss was
+   read as a dead penalty: "a loss term made from torch.autograd.grad() without
+   create_graph=True ... pass create_graph=True", advice for a graph nobody wanted
+   (tests/doctor/gradient_penalty.py --fixed --smooth).
 3. An addition or subtraction of a constant and a tensor that requires grad makes a
    *dead-term* tensor (`loss_d = D(fake).mean() - D(real).mean() + 10 * penalty`): the
    constant is a term of it. A dead-term tensor stays one through additions and
@@ -41,6 +49,8 @@ _ADD = frozenset({"add", "add_", "__add__", "__radd__", "__iadd__", "sub", "sub_
 _SCALE = frozenset({"mul", "mul_", "__mul__", "__rmul__", "__imul__", "div", "div_",
                     "__truediv__", "__itruediv__", "neg", "__neg__", "mean", "sum", "clone",
                     "reshape", "view", "squeeze", "float", "to", "contiguous"})
+
+_DETACH = frozenset({"detach", "detach_"})
 
 
 class _Marks:
@@ -102,6 +112,8 @@ class PenaltyWatch:
         if const is None and dead is None:
             return
         name = getattr(func, "__name__", "")
+        if name in _DETACH:   # rule 2: a value asked for without a graph
+            return
         live = [t for t in ins if t.requires_grad and self._dead.get(t) is None]
         outs = _tensors([out])
         if dead is not None:

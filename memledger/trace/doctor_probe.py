@@ -1203,7 +1203,8 @@ class DoctorProbe(TorchFunctionMode):
         try:
             out = func(*args, **kwargs)
         except RuntimeError as e:   # Note [A backward that fails through an earlier step]
-            self.records.extend(self._retention.at_failure(self._train_steps + 1, str(e), t))
+            self.records.extend(self._retention.at_failure(self._train_steps + 1, str(e), t,
+                                                              (file, line)))
             if isinstance(t, _Tensor) and not t.requires_grad:   # Note [A loss with no
                 rec["no_history"] = str(e).splitlines()[0][:160]   # history]
             raise

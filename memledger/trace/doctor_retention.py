@@ -596,9 +596,10 @@ class RetentionWatch:
     # plain attributes: the tensors that carry one step's graph into the next; the step's
     # own locals reach the old graph only through them), marked with the error; the
     # doctor prints the finding beside the failure.
-    def at_failure(self, step: int, error: str, root: Any = None) -> list[dict[str, Any]]:
+    def at_failure(self, step: int, error: str, root: Any = None,
+                   at: tuple[str, int] = ("", 0)) -> list[dict[str, Any]]:
         """The module state whose graph reaches a graph alive at the last boundary, as a
-        backward of `step` from `root` raised `error` (Note [A backward that fails through
+        backward of `step` from `root` (called at `at`, file and line) raised `error` (Note [A backward that fails through
         an earlier step]), else the variables that carried that graph into the failed one
         (Note [A variable that carried the graph into a failed backward]); nothing before
         the first boundary."""
@@ -631,7 +632,9 @@ class RetentionWatch:
                 nbytes = 0
             out.append({"k": "retained", "step": step, "name": name, "var": var,
                         "file": file, "shape": list(t.shape), "bytes": nbytes,
-                        "nodes": 0, "backwarded": True, "carried": True, "failed": failed})
+                        "nodes": 0, "backwarded": True, "carried": True, "failed": failed,
+                        # Note [The value backwarded carries nothing] (doctor/retention.py)
+                        "backward_at": list(at)})
         return out
 
     def _state(self) -> set[int]:
@@ -1032,6 +1035,7 @@ def _reaches(root, old: tuple[set[int], int], clean: set[int]) -> bool:
 # per-forward cycles became garbage, at every boundary (tests/doctor/carried.py: a GRU, an
 # LSTM's tuple, an RNN cell unrolled by hand).
 _CARRIER_ITEMS = 64   # items of one container looked at
+
 
 
 def _named_outputs() -> list[tuple[_Tensor, str, str, str]]:

@@ -6,7 +6,7 @@ that builds a graph and saves it again, stays refused."""
 
 import pytest
 
-from tests.clients.harness import ledger_pass, predicted_peak
+from tests.clients.harness import ledger_pass, predicted_peak, run_client
 
 
 def test_a_mask_the_force_pass_saves_again_stays_refused():
@@ -27,3 +27,19 @@ def test_a_mask_the_force_pass_saves_again_stays_refused():
     with pytest.raises(NotPredicted, match="would re-run blocks.1 in each of two backward"):
         predict(led, [parse_policy("checkpoint:blocks.*")], bandwidth=1e9)
     assert predicted_peak(led, "checkpoint:blocks.0") == 31_828
+
+
+def test_a_force_graph_copy_held_through_its_broadcast_sum_is_predicted_as_measured():
+    """tests/clients/train_forces_broadcast.py, `checkpoint:emb`: the force pass re-runs
+    the embedding and its `mul` saves the copy of `c` (144 edges x 16, float32, 9,216 B);
+    in the loss's backward that node's gradient for `c.unsqueeze(1)` (144 x 1 x 16) is
+    summed to shape after its apply, and autograd lets go of the node, and the copy, only
+    then. The replay let the copy go when the apply returned: 264,984 B predicted against
+    274,200 B measured (Note [A copy the force graph holds, let go with its node],
+    replay/engine.py)."""
+    run = run_client("train_forces_broadcast.py", [], ["checkpoint:emb", "offload:emb"])
+    assert run.ledger_peak == run.allocator_peak == 306_008
+    assert (run.policies["checkpoint:emb"].predicted,
+            run.policies["checkpoint:emb"].measured) == (274_200, 274_200)
+    assert (run.policies["offload:emb"].predicted,
+            run.policies["offload:emb"].measured) == (268_568, 268_568)

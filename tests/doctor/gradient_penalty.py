@@ -9,6 +9,10 @@ constant added to the critic's loss (check 9, dead_penalty).
                                               # gradient is not a term added to a loss)
     python gradient_penalty.py --log-norm     # the critic's input-gradient norm, taken
                                               # without a graph for logging only
+    python gradient_penalty.py --fixed --smooth   # the penalty smoothed by an EMA of an
+                                              # evaluation's penalty, whose gradients are
+                                              # taken without a graph, kept `.detach()`ed
+                                              # (as torchmd-net's LNNP smooths its losses)
 """
 import sys
 
@@ -38,6 +42,7 @@ G = nn.Sequential(nn.Linear(4, 16), nn.ReLU(), nn.Linear(16, 8))
 D = nn.Sequential(nn.Linear(8, 16), nn.LeakyReLU(0.2), nn.Linear(16, 1))
 og = torch.optim.Adam(G.parameters(), lr=1e-4, betas=(0.0, 0.9))
 od = torch.optim.Adam(D.parameters(), lr=1e-4, betas=(0.0, 0.9))
+ema_p = None
 for it in range(4):
     real = torch.randn(8, 8)
     fake = G(torch.randn(8, 4)).detach()
@@ -48,6 +53,8 @@ for it in range(4):
     else:
         grad, = torch.autograd.grad(D(mixed).sum(), mixed, create_graph=True)
     penalty = ((grad.norm(2, dim=1) - 1) ** 2).mean()
+    if ema_p is not None:   # --smooth: a constant on purpose, detached below
+        penalty = 0.5 * penalty + 0.5 * ema_p
     loss_d = D(fake).mean() - D(real).mean() + 10 * penalty
     if "--log-norm" in sys.argv:   # logged, never added to a loss
         seen, = torch.autograd.grad(D(real.requires_grad_(True)).sum(), real)
@@ -60,3 +67,6 @@ for it in range(4):
     og.zero_grad()
     loss_g.backward()
     og.step()
+    if "--smooth" in sys.argv:   # an evaluation: gradients read, no graph wanted
+        grad, = torch.autograd.grad(D(mixed).sum(), mixed)
+        ema_p = ((grad.norm(2, dim=1) - 1) ** 2).mean().detach()
