@@ -52,7 +52,9 @@ class PointsFirstEGNN(nn.Module):
 
     def __init__(self, feat_dim: int, depth: int) -> None:
         super().__init__()
-        self.layers = nn.ModuleList(EGNN(dim=feat_dim, m_dim=8) for _ in range(depth))
+        # the last layer moves the coordinates only: its features would reach no loss
+        self.layers = nn.ModuleList(EGNN(dim=feat_dim, m_dim=8, update_feats=i < depth - 1)
+                                    for i in range(depth))
 
     def forward(self, coors, feats, mask=None):
         for layer in self.layers:
