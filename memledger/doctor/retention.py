@@ -15,6 +15,7 @@ that first gave it history.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 from memledger.doctor.findings import Finding, Where
@@ -86,8 +87,10 @@ def cross_step_retention(run) -> list[Finding]:
             # Note [What the line adds holds the tensors] (doctor/source.py)
             fix = f"keep each tensor {added} holds detached instead " \
                 f"(`tuple(x.detach() for x in {added})`)"
-        elif added:
+        elif added and _one_number_each(recs):
             fix = f"accumulate {added}.item() or {added}.detach() instead"
+        elif added:   # Note [A kept tensor of several numbers]
+            fix = f"accumulate {added}.detach() instead"
         else:
             fix = "keep what that line adds detached instead (`.item()` of a number, " \
                 "`.detach()` of a tensor)"
@@ -443,3 +446,15 @@ def _range_named(steps: list[int]) -> str:
     """The steps from the first to the last that held it: 'step 2', 'steps 2 and 3',
     'steps 1-3'."""
     return steps_named(range(steps[0], steps[-1] + 1))
+
+
+# Note [A kept tensor of several numbers]
+# The advice "accumulate out.item() or out.detach() instead" offered `.item()`, which a
+# tensor of more than one element refuses ("a Tensor with 128 elements cannot be converted
+# to Scalar"). x-mlps-pytorch's `FiLMableMLP` trained by tests/clients/train_xmlps.py
+# --model film --keep-outputs keeps each step's 8 x 16 fp32 output (`kept.append(out)`,
+# 512 B a step): it was told to accumulate `out.item()`. `.item()` is offered where every
+# tensor kept has one element (a loss, a metric: shape `[]` or `[1]`), `.detach()` alone
+# otherwise, from the shapes the retained records carry.
+def _one_number_each(recs: list[dict]) -> bool:
+    return all(math.prod(r.get("shape") or []) == 1 for r in recs)

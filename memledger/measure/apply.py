@@ -60,6 +60,7 @@ from torch.nn.parameter import UninitializedTensorMixin
 from torch.optim.optimizer import register_optimizer_step_pre_hook
 from torch.utils.checkpoint import (
     _DEFAULT_DETERMINISM_MODE,
+    _StopRecomputationError,
     CheckpointPolicy,
     _checkpoint_without_reentrant_generator,
     checkpoint,
@@ -703,6 +704,54 @@ def _in_backward() -> bool:
     return torch._C._current_autograd_node() is not None
 
 
+# Note [An early stop a library wrapped]
+# A non-reentrant re-run stops by raising `_StopRecomputationError` from the pack hook of
+# the last save it needs (torch's early stop, which `measure` runs, as the replay prices
+# it): torch's unpack hook catches it around the re-run. The exception is an `Exception`,
+# so a library that catches what its call raises and raises its own error `from` it passes
+# torch something else: einx compiles each expression into a function and turns any error
+# inside it into a `CallOperationError` (x-transformers' `Attention` ends with
+# `einx.where('b n, b n d, -> b n d', mask, out, 0.)`, whose `torch.where` output is the
+# region's last save under `selective:@Attention`). The stop then left the backward as the
+# script's error: "the script failed under 'selective:@Attention': script raised
+# CallOperationError" where predict priced the policy (train_frame_avg.py --net xtf
+# --mask). The region's function, as checkpoint calls it, raises again the stop it finds in
+# the chain (`__cause__`, else `__context__`) of what leaves it as a new stop: everything
+# the re-run needed was kept before the stop was raised (the pack hook stores its tensor
+# first), so the re-run ends where torch's own stop ends it, and nothing holds the
+# library's error (and through it the re-run's frames) once torch has caught the stop. Only a stop of a re-run in flight is
+# looked for: an error with no stop in its chain leaves as it came.
+def _stop_in_chain(e: BaseException) -> BaseException | None:
+    seen: set[int] = set()
+    while e is not None and id(e) not in seen:
+        if isinstance(e, _StopRecomputationError):
+            return e
+        seen.add(id(e))
+        e = e.__cause__ if e.__cause__ is not None else e.__context__
+    return None
+
+
+def _stops_as_torch_stops(fn: Callable) -> Callable:
+    """`fn` whose re-run's early stop leaves as torch's own, whatever wrapped it on the
+    way (Note [An early stop a library wrapped])."""
+    @functools.wraps(fn)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except _StopRecomputationError:
+            raise
+        except Exception as e:
+            if _stop_in_chain(e) is None:
+                raise
+        # a new stop, raised once the wrapper is gone: raised inside the `except`, the
+        # library's stop would take the wrapper as its context, which holds it as its
+        # cause, a cycle that kept the re-run's frames and their tensors alive until the
+        # collector ran (251,872 B over the prediction on train_frame_avg.py --net xtf
+        # --mask under `checkpoint:net.attn_layers.layers.2.1`)
+        raise _StopRecomputationError
+    return run
+
+
 def _checkpointed(orig: Callable, module: nn.Module, context_fn: Callable | None,
                   where: tuple[str, str] = ("checkpoint", ""),
                   guard: _NestingGuard | None = None) -> Callable:
@@ -762,7 +811,8 @@ def _checkpointed(orig: Callable, module: nn.Module, context_fn: Callable | None
         # torch's own checkpoint, which Dynamo knows (a region inside compiled code)
         # counted as memledger's (Note [torch.func transforms under memledger's hooks])
         fn = own_checkpointed(_strong(orig))
-        out = checkpoint(guard.run(fn) if guard is not None else fn, *args,
+        fn = _stops_as_torch_stops(guard.run(fn) if guard is not None else fn)
+        out = checkpoint(fn, *args,
                          use_reentrant=False, preserve_rng_state=True, context_fn=contexts,
                          **kwargs)
         forward_done(args, kwargs)
@@ -777,8 +827,8 @@ def _checkpointed(orig: Callable, module: nn.Module, context_fn: Callable | None
         if state is None:
             return (yield)
         fn = own_checkpointed(_strong(orig))
-        ck = _checkpoint_without_reentrant_generator(
-            guard.run(fn) if guard is not None else fn, True, contexts,
+        ck = _checkpoint_without_reentrant_generator(   # Note [An early stop a library wrapped]
+            _stops_as_torch_stops(guard.run(fn) if guard is not None else fn), True, contexts,
             _DEFAULT_DETERMINISM_MODE, False, True, *args, **kwargs)
         next(ck)
         own = guard is not None and (pack := checkpoint_pack_hook()) is not None

@@ -314,6 +314,12 @@ def resolve(policy: Policy, modules: Iterable[tuple[str, str]],
                     f"beside the model; policies act on the model alone{model}: put the "
                     f"modules the script calls (the model, {', '.join(others)}) in one "
                     f"nn.Module whose forward does what the script does, and select inside it")
+            if root and sel == f"@{root}" and mods:   # Note [A class selector of the model]
+                tops = [(p, c) for p, c in mods if "." not in p]
+                raise MatchesNoModule(
+                    f"selector {sel!r} names the model's own class: the model is the root "
+                    f"of the selectors, never a region (a policy acts inside its forward); "
+                    f"select its modules instead: {_names(tops or mods)}")
             names = _names(mods) if mods or not root else f"(none: the model, {_a(root)}, " \
                 "has no submodules)"
             if was and not mods and uncalled:   # Note [The model's modules, none called after]
@@ -463,6 +469,15 @@ def _deeper(sel: str, mods: list[tuple[str, str]]) -> str:
     shown = ", ".join(hits[:3]) + (f" and {len(hits) - 3} more" if len(hits) > 3 else "")
     return (f" (`*` matches within one path segment: {deeper!r} would match {shown})")
 
+
+# Note [A class selector of the model]
+# The root ("") is never a region: a policy acts inside the model's forward. A `@Class`
+# selector naming the model's own class matched nothing and was told "matches no module;
+# the modules the traced forward called are ...", a list without the class the user
+# named: frame-averaging-pytorch's `FrameAverage(net)` is the model (the module the
+# optimizer trains), and `checkpoint:@FrameAverage` read as if no FrameAverage existed.
+# It is told that it named the model and which modules lie directly under it (`net
+# (ContinuousTransformerWrapper)`); predict and measure resolve through here alike.
 
 def _selected(sel: str, mods: list[tuple[str, str]]) -> list[tuple[str, str]]:
     """The (path, class name) pairs a selector matches."""

@@ -360,3 +360,25 @@ def test_a_step_that_moved_its_parameters_without_gradients_trained_them():
     assert f.check == "no_gradient"
     assert f.message.startswith("optimizer.step() ran in steps 1 and 2 with no gradient on "
                                 "the 1 trainable parameter it holds: nothing trained")
+
+
+def test_retention_advice_offers_item_only_for_one_number(tmp_path):
+    """Note [A kept tensor of several numbers] (doctor/retention.py): a loop that keeps
+    each step's 8 x 16 output (`kept.append(out)`, x-mlps-pytorch's FiLMableMLP in
+    tests/clients/train_xmlps.py --model film --keep-outputs) was told to "accumulate
+    out.item() or out.detach()", and `.item()` refuses a tensor of 128 elements. It is told
+    `.detach()` alone now; a kept loss (shape `[]` or `[1]`) still gets both."""
+    script = tmp_path / "train.py"
+    script.write_text("kept = []\nfor s in range(3):\n    kept.append(out)\n")
+
+    def advice(shape: list[int]) -> str:
+        recs = [{"k": "retained", "step": s, "name": "kept", "var": "kept",
+                 "file": str(script), "shape": shape, "bytes": 512, "nodes": 32 * s}
+                for s in (2, 3)] + [{"k": "end", "steps": 3}]
+        (f,) = diagnose(recs).findings
+        assert f.where.line == 3
+        return f.message.rsplit("; ", 1)[1]
+
+    assert advice([8, 16]) == "accumulate out.detach() instead"
+    assert advice([]) == "accumulate out.item() or out.detach() instead"
+    assert advice([1]) == "accumulate out.item() or out.detach() instead"

@@ -188,3 +188,22 @@ def test_a_selector_of_a_module_made_in_the_forward_says_what_it_is():
         resolve(parse_policy("offload:@Identity"), mods, made=made)
     regions = resolve(parse_policy("checkpoint:@LowPassFilters"), mods, made=made)
     assert [r.path for r in regions] == ["lowpasses"]
+
+
+def test_a_class_selector_of_the_model_itself_says_so():
+    """Note [A class selector of the model] (replay/policies.py): the root is never a
+    region; `checkpoint:@FrameAverage` on frame-averaging-pytorch's `FrameAverage(net)`
+    (the model) was told "matches no module; ... net (Sequential), net.0 (Linear), ...",
+    a list without the class it named. It is told that it named the model, and the
+    modules directly under it."""
+    mods = [("", "Wrapper"), ("net", "Sequential"), ("net.0", "Linear"), ("net.1", "SiLU"),
+            ("head", "Linear")]
+    with pytest.raises(PolicyError) as e:
+        resolve(parse_policy("checkpoint:@Wrapper"), mods)
+    assert str(e.value) == (
+        "memledger: selector '@Wrapper' names the model's own class: the model is the root "
+        "of the selectors, never a region (a policy acts inside its forward); select its "
+        "modules instead: head (Linear), net (Sequential)")
+    # a class the model holds inside too is selected there, as before
+    inner = [*mods, ("net.2", "Wrapper")]
+    assert [r.path for r in resolve(parse_policy("checkpoint:@Wrapper"), inner)] == ["net.2"]
