@@ -66,6 +66,38 @@ def pytest_collection(session):
         _freeze_what_exists()
 
 
+# Note [The longest tests first]
+# pytest-xdist's `load` scheduler hands out the tests in collection order: a chunk of
+# consecutive tests to each worker at the start (a quarter of its share), then smaller
+# ones as each worker's queue runs low. Collection puts tests/unit last, and its longest
+# test (the compiled gates of test_verify_gates.py: the suite's longest in the fiftieth and
+# fifty-fourth sessions' `--durations`, 43 s of a 621 s run, 182 s of a 1,791 s one) was
+# handed out among the last: one worker ran it alone while the others had finished. So
+# the tests marked `slow` (the suite's longest by `--durations`) are dealt round the
+# workers' first chunks, each chunk starting with its share of them: every worker starts
+# on long tests and the quick ones fill the end of every queue. All of them first in one
+# run would land in one worker's first chunk: more than its share of the run once there
+# are 4 workers or more. A simulation of the scheduler over the fifty-fourth session's
+# durations (docs/performance.md, "Fifty-fourth session: test time"): 3 workers 1,905 s as
+# collected, 1,792 s dealt (their sum over three: 1,791 s); 5 workers 1,186 s, 1,083 s.
+# Any order is a valid one (the tests are order-independent), and every worker computes
+# the same (xdist requires it): the chunk is xdist's own formula, and a scheduler that
+# hands out otherwise still starts the long tests early.
+def pytest_collection_modifyitems(config, items):
+    slow = [item for item in items if item.get_closest_marker("slow")]
+    if not slow:
+        return
+    rest = [item for item in items if not item.get_closest_marker("slow")]
+    workers = max(1, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
+    chunk = max(len(items) // workers // 4, 2)   # xdist LoadScheduling's first hand
+    dealt = []
+    for hand in (slow[k::workers] for k in range(workers)):
+        take = max(0, chunk - len(hand))
+        dealt += hand + rest[:take]
+        rest = rest[take:]
+    items[:] = dealt + rest
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_unconfigure(config):
     # pytest's unraisable-exception plugin collects garbage at the session's end, in its

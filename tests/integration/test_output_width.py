@@ -56,7 +56,7 @@ def test_show_fits_80_columns_with_every_name_whole(gpt):
     assert "(no module)" not in out
 
 
-@pytest.mark.slow   # among the suite's longest (docs/performance.md, fifty-fourth session)
+@pytest.mark.slow   # among the suite's longest: run first (Note [The longest tests first])
 def test_check_and_diff_and_plan_fit_80_columns(gpt, traced_examples):
     check = piped("check", gpt, "--budget", "1MiB", "--category", "optimizer_state=1KiB")
     assert_fits(check)

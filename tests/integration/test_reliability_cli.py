@@ -304,7 +304,7 @@ def test_over():
 """
 
 
-@pytest.mark.slow   # among the suite's longest (docs/performance.md, fifty-fourth session)
+@pytest.mark.slow   # among the suite's longest: run first (Note [The longest tests first])
 def test_xdist_json(tmp_path: Path) -> None:
     pytest.importorskip("xdist")
     (tmp_path / "test_budget.py").write_text(XDIST_TESTS)

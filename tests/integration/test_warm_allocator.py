@@ -165,7 +165,7 @@ dist.destroy_process_group()
 
 
 @pytest.mark.parametrize("first", ["ledger", "allocator"])
-@pytest.mark.slow   # among the suite's longest (docs/performance.md, fifty-fourth session)
+@pytest.mark.slow   # among the suite's longest: run first (Note [The longest tests first])
 def test_a_fixed_port_taken_by_the_other_pass_runs_the_passes_apart(
         tmp_path: Path, monkeypatch, first: str) -> None:
     import socket
