@@ -84,18 +84,25 @@ def pytest_collection(session):
 # the same (xdist requires it): the chunk is xdist's own formula, and a scheduler that
 # hands out otherwise still starts the long tests early.
 def pytest_collection_modifyitems(config, items):
-    slow = [item for item in items if item.get_closest_marker("slow")]
-    if not slow:
-        return
-    rest = [item for item in items if not item.get_closest_marker("slow")]
     workers = max(1, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
+    items[:] = longest_first(items, lambda item: item.get_closest_marker("slow") is not None,
+                             workers)
+
+
+def longest_first(items: list, is_slow, workers: int) -> list:
+    """`items` in the order Note [The longest tests first] deals them to `workers` xdist
+    workers: each first chunk starts with its share of the slow ones."""
+    slow = [item for item in items if is_slow(item)]
+    if not slow:
+        return list(items)
+    rest = [item for item in items if not is_slow(item)]
     chunk = max(len(items) // workers // 4, 2)   # xdist LoadScheduling's first hand
     dealt = []
     for hand in (slow[k::workers] for k in range(workers)):
         take = max(0, chunk - len(hand))
         dealt += hand + rest[:take]
         rest = rest[take:]
-    items[:] = dealt + rest
+    return dealt + rest
 
 
 @pytest.hookimpl(trylast=True)
