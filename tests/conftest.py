@@ -182,6 +182,17 @@ def _no_frame_evaluator_left() -> Iterator[None]:
                     "process", pytrace=False)
 
 
+# Note [The reading verbs in the pytest process]
+# A test that needs `memledger trace` in a fresh process (two traces on one output, a
+# signal to its pid, a port the other pass holds) then read the ledger it wrote with
+# `python -m memledger show` in another fresh process. `show` reads a file and needs no
+# fresh interpreter for it, and one costs its imports (typer, rich, pandas, memledger):
+# `python -m memledger show gpt.ledger` read 1.29-1.38 s of user CPU here, against a few
+# hundredths in a process that has them. So those reads go through `memledger.cli.main` in
+# the pytest process (stdout redirected; `show`'s text folded at this process's width, so
+# a sentence is looked for with its whitespace joined); the fresh-process way into `show`
+# stays tested where it is the claim (tests/integration/test_reliability_cli.py's FRESH
+# cases, test_output_width.py's pipe at 80 columns).
 @pytest.fixture
 def cli_zygote(monkeypatch) -> None:
     """`memledger` run in a subprocess by this test forks its workers from this process's

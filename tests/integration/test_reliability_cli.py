@@ -10,6 +10,8 @@ both (`python tools/reliability_table.py`).
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import signal
@@ -52,6 +54,18 @@ def _run_in_process(argv: list[str], cwd: Path, capsys, monkeypatch
     code = main(argv)
     out, err = capsys.readouterr()
     return subprocess.CompletedProcess(argv, code, out, err)
+
+
+def _show(cwd: Path, *args: str) -> str:
+    """`memledger show run.ledger ARGS` through `memledger.cli.main` in this process, for a
+    test whose fresh `trace` wrote the ledger (Note [The reading verbs in the pytest
+    process], tests/conftest.py)."""
+    from memledger.cli import main
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.chdir(cwd):
+        assert main(["show", "run.ledger", *args]) == 0
+    return out.getvalue()
 
 
 # Every memledger case runs through `memledger.cli.main` in this process (a fresh Python
@@ -210,8 +224,7 @@ def test_two_traces_one_output(tmp_path: Path) -> None:
     # the last rename left: the second finds it grown and keeps none), or not there (the
     # other trace's rename came between: Note [The summary kept in the ledger])
     assert kinds.count("summary") <= 1 and kinds[-1 - (kinds[-1] == "summary")] == "end"
-    r = _run([*MEMLEDGER, "show", "run.ledger", "--json"], tmp_path)
-    assert r.returncode == 0 and json.loads(r.stdout)["steps_traced"] == 1
+    assert json.loads(_show(tmp_path, "--json"))["steps_traced"] == 1
     assert not list(tmp_path.glob(".*.partial"))
 
 
@@ -234,10 +247,9 @@ def test_counting(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr
     # the stop swallowed after iteration 2 ends the run at iteration 3's first torch op
     assert (tmp_path / "ITER3").exists() and not (tmp_path / "ITER4").exists()
-    show = _run([*MEMLEDGER, "show", "run.ledger", "--json"], tmp_path)
-    d = json.loads(show.stdout)
+    d = json.loads(_show(tmp_path, "--json"))
     assert d["steps_traced"] == 2 and d["threads"] == 2
-    text = _run([*MEMLEDGER, "show", "run.ledger"], tmp_path).stdout
+    text = " ".join(_show(tmp_path).split())   # folded at this process's width
     assert "1 other Python thread(s) ran while tracing" in text
 
 
@@ -281,8 +293,7 @@ def test_sigterm_in_allocator_pass(tmp_path: Path) -> None:
         "memledger: terminated (SIGTERM) during the allocator pass; the ledger (complete, "
         "without the allocator's peak) is kept at run.ledger")
     _wait_for(lambda: not _alive(worker), timeout=10)
-    show = _run([*MEMLEDGER, "show", "run.ledger", "--json"], tmp_path)
-    d = json.loads(show.stdout)
+    d = json.loads(_show(tmp_path, "--json"))
     assert d["steps_traced"] == 1 and d["measured"]["source"] == "none"
 
 
