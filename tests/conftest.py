@@ -184,15 +184,18 @@ def _no_frame_evaluator_left() -> Iterator[None]:
 
 # Note [The reading verbs in the pytest process]
 # A test that needs `memledger trace` in a fresh process (two traces on one output, a
-# signal to its pid, a port the other pass holds) then read the ledger it wrote with
-# `python -m memledger show` in another fresh process. `show` reads a file and needs no
-# fresh interpreter for it, and one costs its imports (typer, rich, pandas, memledger):
-# `python -m memledger show gpt.ledger` read 1.29-1.38 s of user CPU here, against a few
-# hundredths in a process that has them. So those reads go through `memledger.cli.main` in
-# the pytest process (stdout redirected; `show`'s text folded at this process's width, so
-# a sentence is looked for with its whitespace joined); the fresh-process way into `show`
-# stays tested where it is the claim (tests/integration/test_reliability_cli.py's FRESH
-# cases, test_output_width.py's pipe at 80 columns).
+# signal to its pid, a port the other pass holds) read the ledger it wrote with `python -m
+# memledger show` in another fresh process, and a few ran `python -m memledger trace` where
+# only the trace's workers matter. `show` reads a file, and `trace`'s passes run in
+# workers either way; a fresh interpreter for the command itself costs its imports
+# (typer, rich, pandas, memledger): `python -m memledger show` of the GPT example's ledger
+# read 0.40-0.50 s of CPU (user + sys), 1.29-1.38 s on the suite's own traced GPT ledger,
+# `predict --json` 1.32 s, against 0.03-0.17 s and 0.23-0.85 s through `main` in a process
+# that has memledger imported. So those go through `memledger.cli.main` in the pytest
+# process (stdout redirected; `show`'s text folds at this process's width, so a sentence is
+# looked for with its whitespace joined). The fresh-process way in stays tested where it is
+# the claim: test_reliability_cli.py's FRESH cases and signals, test_output_width.py's
+# tables piped at 80 columns, test_check_cli.py's exit codes.
 @pytest.fixture
 def cli_zygote(monkeypatch) -> None:
     """`memledger` run in a subprocess by this test forks its workers from this process's
