@@ -88,7 +88,7 @@ def _trace(tmp_path: Path, body: str, steps: int) -> subprocess.CompletedProcess
 def _show(tmp_path: Path, *args: str) -> str:
     """`memledger show run.ledger ARGS` through `memledger.cli.main`, the function the
     command runs, in this process: what these tests ask is the ledger the fresh `trace`
-    wrote, and a fresh interpreter for `show` cost ~1.4 s of CPU in imports (Note [The
+    wrote, and a fresh interpreter for `show` costs 0.4-1.4 s of CPU in imports (Note [The
     reading verbs in the pytest process], tests/conftest.py)."""
     from memledger.cli import main
 

@@ -58,7 +58,7 @@ def test_no_collector_frees_no_line(tmp_path):
 
 def _trace(*argv: str) -> None:
     """`memledger trace ARGV` through `memledger.cli.main` in this process: its passes run
-    in workers as from the command, and the command's own interpreter (~1.4 s of CPU in
+    in workers as from the command, and the command's own interpreter (0.4-1.4 s of CPU in
     imports) is the pytest process (Note [The reading verbs in the pytest process],
     tests/conftest.py)."""
     from memledger.cli import main
