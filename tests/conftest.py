@@ -82,7 +82,9 @@ def pytest_collection(session):
 # collected, 1,792 s dealt (their sum over three: 1,791 s); 5 workers 1,186 s, 1,083 s.
 # Any order is a valid one (the tests are order-independent), and every worker computes
 # the same (xdist requires it): the chunk is xdist's own formula, and a scheduler that
-# hands out otherwise still starts the long tests early.
+# hands out otherwise still starts the long tests early. (Withdrawn once, c98e7e89, for a
+# clean clone's failure that a fresh venv's peft 0.22.0 caused in either order; back since
+# the fifty-fifth session, pinned by tests/unit/test_longest_first.py.)
 def pytest_collection_modifyitems(config, items):
     workers = max(1, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
     items[:] = longest_first(items, lambda item: item.get_closest_marker("slow") is not None,
