@@ -66,6 +66,47 @@ def pytest_collection(session):
         _freeze_what_exists()
 
 
+# Note [The longest tests first]
+# pytest-xdist's `load` scheduler hands out the tests in collection order: a chunk of
+# consecutive tests to each worker at the start (a quarter of its share), then smaller
+# ones as each worker's queue runs low. Collection puts tests/unit last, and its longest
+# test (the compiled gates of test_verify_gates.py: the suite's longest in the fiftieth and
+# fifty-fourth sessions' `--durations`, 43 s of a 621 s run, 182 s of a 1,791 s one) was
+# handed out among the last: one worker ran it alone while the others had finished. So
+# the tests marked `slow` (the suite's longest by `--durations`) are dealt round the
+# workers' first chunks, each chunk starting with its share of them: every worker starts
+# on long tests and the quick ones fill the end of every queue. All of them first in one
+# run would land in one worker's first chunk: more than its share of the run once there
+# are 4 workers or more. A simulation of the scheduler over the fifty-fourth session's
+# durations (docs/performance.md, "Fifty-fourth session: test time"): 3 workers 1,905 s as
+# collected, 1,792 s dealt (their sum over three: 1,791 s); 5 workers 1,186 s, 1,083 s.
+# Any order is a valid one (the tests are order-independent), and every worker computes
+# the same (xdist requires it): the chunk is xdist's own formula, and a scheduler that
+# hands out otherwise still starts the long tests early. (Withdrawn once, c98e7e89, for a
+# clean clone's failure that a fresh venv's peft 0.22.0 caused in either order; back since
+# the fifty-fifth session, pinned by tests/unit/test_longest_first.py.)
+def pytest_collection_modifyitems(config, items):
+    workers = max(1, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
+    items[:] = longest_first(items, lambda item: item.get_closest_marker("slow") is not None,
+                             workers)
+
+
+def longest_first(items: list, is_slow, workers: int) -> list:
+    """`items` in the order Note [The longest tests first] deals them to `workers` xdist
+    workers: each first chunk starts with its share of the slow ones."""
+    slow = [item for item in items if is_slow(item)]
+    if not slow:
+        return list(items)
+    rest = [item for item in items if not is_slow(item)]
+    chunk = max(len(items) // workers // 4, 2)   # xdist LoadScheduling's first hand
+    dealt = []
+    for hand in (slow[k::workers] for k in range(workers)):
+        take = max(0, chunk - len(hand))
+        dealt += hand + rest[:take]
+        rest = rest[take:]
+    return dealt + rest
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_unconfigure(config):
     # pytest's unraisable-exception plugin collects garbage at the session's end, in its
@@ -143,6 +184,20 @@ def _no_frame_evaluator_left() -> Iterator[None]:
                     "process", pytrace=False)
 
 
+# Note [The reading verbs in the pytest process]
+# A test that needs `memledger trace` in a fresh process (two traces on one output, a
+# signal to its pid, a port the other pass holds) read the ledger it wrote with `python -m
+# memledger show` in another fresh process, and a few ran `python -m memledger trace` where
+# only the trace's workers matter. `show` reads a file, and `trace`'s passes run in
+# workers either way; a fresh interpreter for the command itself costs its imports
+# (typer, rich, pandas, memledger): `python -m memledger show` of the GPT example's ledger
+# read 0.40-0.50 s of CPU (user + sys), 1.29-1.38 s on the suite's own traced GPT ledger,
+# `predict --json` 1.32 s, against 0.03-0.17 s and 0.23-0.85 s through `main` in a process
+# that has memledger imported. So those go through `memledger.cli.main` in the pytest
+# process (stdout redirected; `show`'s text folds at this process's width, so a sentence is
+# looked for with its whitespace joined). The fresh-process way in stays tested where it is
+# the claim: test_reliability_cli.py's FRESH cases and signals, test_output_width.py's
+# tables piped at 80 columns, test_check_cli.py's exit codes.
 @pytest.fixture
 def cli_zygote(monkeypatch) -> None:
     """`memledger` run in a subprocess by this test forks its workers from this process's

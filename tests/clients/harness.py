@@ -250,25 +250,49 @@ def _scripted_functions() -> list:
     return _SCRIPTED
 
 
+# Note [Each module looked through once]
+# `_fresh_library_state` runs before every pass, and its look for transformers' method
+# caches walked every class of every `transformers.models.*` module imported so far, each
+# pass: 40 ms a pass in a process with 1,174 of them imported (374 model packages, as a
+# worker has after the AutoConfig / AutoModel mappings and the HF tiers), for the same 23
+# caches every time, and a worker runs hundreds of passes after its first HF tier. The
+# caches are made when a module's classes are defined, so each module (by its object: a
+# module imported again is a new one) is looked through once, when a pass first finds it
+# in `sys.modules`, and the caches found are kept; every pass still clears all of them.
+# `_scripted_functions` and `_storages_held_by_new_modules` look at each module once for
+# the same reason.
+_CACHES: list = []                     # the transformers method caches found so far
+_CACHES_LOOKED_AT: dict[str, object] = {}   # module name -> the module object looked through
+
+
 def _transformers_caches() -> list:
     """The `functools.lru_cache`s of the transformers models imported so far, behind the
-    wrapper `compile_compatible_method_lru_cache` puts around each."""
-    found = []
+    wrapper `compile_compatible_method_lru_cache` puts around each (Note [Each module
+    looked through once])."""
     for name, mod in list(sys.modules.items()):
-        if not name.startswith("transformers.models.") or mod is None:
+        if not name.startswith("transformers.models.") or mod is None or \
+                _CACHES_LOOKED_AT.get(name) is mod:
             continue
-        for cls in vars(mod).values():
-            if not isinstance(cls, type) or cls.__module__ != name:
-                continue
-            for attr in vars(cls).values():
-                fn = getattr(attr, "__func__", attr)
-                for cell in getattr(fn, "__closure__", None) or ():
-                    try:
-                        inner = cell.cell_contents
-                    except ValueError:   # an empty cell
-                        continue
-                    if hasattr(inner, "cache_clear"):
-                        found.append(inner)
+        _CACHES_LOOKED_AT[name] = mod
+        _CACHES.extend(_method_caches(mod, name))
+    return _CACHES
+
+
+def _method_caches(mod, name: str) -> list:
+    """The caches held in the closures of the methods of the classes `mod` defines."""
+    found = []
+    for cls in vars(mod).values():
+        if not isinstance(cls, type) or cls.__module__ != name:
+            continue
+        for attr in vars(cls).values():
+            fn = getattr(attr, "__func__", attr)
+            for cell in getattr(fn, "__closure__", None) or ():
+                try:
+                    inner = cell.cell_contents
+                except ValueError:   # an empty cell
+                    continue
+                if hasattr(inner, "cache_clear"):
+                    found.append(inner)
     return found
 
 

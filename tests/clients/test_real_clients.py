@@ -349,7 +349,7 @@ def _gates(script: str, argv: list[str], policies: list[str], steps: int = 2):
                      capture_in_process(script, argv, variant, steps))
 
 
-@pytest.mark.slow   # among the suite's longest (docs/performance.md, fifty-fourth session)
+@pytest.mark.slow   # among the suite's longest: run first (Note [The longest tests first])
 def test_compiled_falcon_gates_pass():
     """A torch.compile'd transformers model under the gates: dynamo traced the capture's
     global forward hook at each submodule call and failed on reading the model there

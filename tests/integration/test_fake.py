@@ -829,7 +829,7 @@ def test_fake_transformers_with_its_own_checkpoint_is_exact(tmp_path):
     assert iu.is_fake_tensor.__name__ == "is_fake_tensor"
 
 
-@pytest.mark.slow   # among the suite's longest (docs/performance.md, fifty-fourth session)
+@pytest.mark.slow   # among the suite's longest: run first (Note [The longest tests first])
 def test_fake_state_space_scan_is_exact(tmp_path):
     """transformers' Mamba on its CPU path: a Python loop over the sequence, hundreds of
     small saved tensors a layer. Fake and real agreed to the byte when first tried

@@ -3,6 +3,8 @@ line; no number and no name is cut with an ellipsis, and no table line passes 80
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import re
@@ -28,6 +30,18 @@ def piped(*args: str) -> str:
     return r.stdout
 
 
+def as_json(*args: str) -> dict:
+    """`memledger ARGS --json` through `memledger.cli.main` in this process: the numbers a
+    test compares the piped tables with; a JSON document has no width to check (Note [The
+    reading verbs in the pytest process], tests/conftest.py)."""
+    from memledger.cli import main
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main([*args, "--json"]) == 0
+    return json.loads(out.getvalue())
+
+
 def assert_fits(out: str) -> None:
     assert "…" not in out, out
     # table rows: box characters, or columns apart by 2+ spaces (`check` draws no box);
@@ -47,7 +61,7 @@ def gpt(traced_examples):
 def test_show_fits_80_columns_with_every_name_whole(gpt):
     out = piped("show", gpt)
     assert_fits(out)
-    summary = json.loads(piped("show", gpt, "--json"))
+    summary = as_json("show", gpt)
     assert format_bytes(summary["peak"]["bytes"]) in out
     for row in summary["top_tensors"]:   # each category is printed whole
         assert row["category"] in out
@@ -56,7 +70,7 @@ def test_show_fits_80_columns_with_every_name_whole(gpt):
     assert "(no module)" not in out
 
 
-@pytest.mark.slow   # among the suite's longest (docs/performance.md, fifty-fourth session)
+@pytest.mark.slow   # among the suite's longest: run first (Note [The longest tests first])
 def test_check_and_diff_and_plan_fit_80_columns(gpt, traced_examples):
     check = piped("check", gpt, "--budget", "1MiB", "--category", "optimizer_state=1KiB")
     assert_fits(check)
@@ -69,6 +83,6 @@ def test_check_and_diff_and_plan_fit_80_columns(gpt, traced_examples):
     # column keeps its digits (it once shrank to nothing)
     long = piped("predict", gpt, "-p", "offload:blocks.[0-3].attn:min=1KiB+checkpoint:blocks.[0-3].mlp")
     assert_fits(long)
-    rep = json.loads(piped("predict", gpt, "--json", "-p",
-                           "offload:blocks.[0-3].attn:min=1KiB+checkpoint:blocks.[0-3].mlp"))
+    rep = as_json("predict", gpt, "-p",
+                  "offload:blocks.[0-3].attn:min=1KiB+checkpoint:blocks.[0-3].mlp")
     assert format_bytes(rep["policies"][0]["peak_bytes"]) in long

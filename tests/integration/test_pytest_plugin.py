@@ -136,7 +136,7 @@ def test_within(memledger):
     assert "unreachable" not in r.stdout.str()
 
 
-@pytest.mark.slow   # among the suite's longest (docs/performance.md, fifty-fourth session)
+@pytest.mark.slow   # among the suite's longest: run first (Note [The longest tests first])
 def test_report_and_json_options_and_their_ini_twins(pytester):
     pytester.makepyfile(STEP + """
 @pytest.mark.memledger(peak="1MiB")

@@ -267,7 +267,7 @@ def test_fake_world_2_rank_0_is_the_real_rank_0(rank_ledgers, tmp_path):
     assert _sum(sim, category="parameter", shard="unsharded", phase="setup") == 118_464 * 4
 
 
-@pytest.mark.slow   # among the suite's longest (docs/performance.md, fifty-fourth session)
+@pytest.mark.slow   # among the suite's longest: run first (Note [The longest tests first])
 def test_fake_world_64_keeps_one_64th_plus_padding(tmp_path):
     sim = _fake_rank(tmp_path, 64, *FSDP_ARGS)
     # each parameter's dim 0 is split in 64 rows-chunks, ceil(dim0 / 64) rows per rank:
@@ -312,7 +312,7 @@ def test_diff_pairs_rank_with_rank(rank_ledgers, capsys):
     assert d["peak"] == d["ranks"][d["worst_rank"]]["peak"]
 
 
-@pytest.mark.slow   # among the suite's longest (docs/performance.md, fifty-fourth session)
+@pytest.mark.slow   # among the suite's longest: run first (Note [The longest tests first])
 def test_the_python_api_under_torchrun_writes_one_ledger_per_rank(tmp_path):
     import subprocess
     import sys
@@ -360,7 +360,7 @@ def test_predict_answers_per_rank_and_plan_names_the_rank_it_takes(rank_ledgers,
     assert len(note) == 1 and f"plan takes one rank's: rank {w}'s" in note[0], note
 
 
-@pytest.mark.slow   # among the suite's longest (docs/performance.md, fifty-fourth session)
+@pytest.mark.slow   # among the suite's longest: run first (Note [The longest tests first])
 def test_compare_gates_and_measures_every_rank(rank_ledgers, monkeypatch, capsys):
     # FSDP2 on 2 ranks, one policy, 1 step compared and 1 timed: 3 capture launches and 3
     # measured launches, each 2 ranks (~7 s CPU a launch, whatever the model's size). The

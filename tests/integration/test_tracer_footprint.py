@@ -44,7 +44,7 @@ def test_detached_branch_ledger_equals_allocator_and_does_not_grow():
     assert curve[ends[1]] == curve[ends[2]]
 
 
-@pytest.mark.slow   # among the suite's longest (docs/performance.md, fifty-fourth session)
+@pytest.mark.slow   # among the suite's longest: run first (Note [The longest tests first])
 def test_compiled_script_ledger_says_it_is_the_eager_run():
     # Dynamo compiles nothing under the collector's dispatch mode: the ledger pass runs the
     # model eagerly, the allocator pass (no mode) runs the compiled code. `show` says so in

@@ -8,6 +8,8 @@ to a log in the order it happens; no test reads a clock.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import subprocess
@@ -83,11 +85,21 @@ def _trace(tmp_path: Path, body: str, steps: int) -> subprocess.CompletedProcess
                           env=env, timeout=300)
 
 
+def _show(tmp_path: Path, *args: str) -> str:
+    """`memledger show run.ledger ARGS` through `memledger.cli.main`, the function the
+    command runs, in this process: what these tests ask is the ledger the fresh `trace`
+    wrote, and a fresh interpreter for `show` costs 0.4-1.4 s of CPU in imports (Note [The
+    reading verbs in the pytest process], tests/conftest.py)."""
+    from memledger.cli import main
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.chdir(tmp_path):
+        assert main(["show", "run.ledger", *args]) == 0
+    return out.getvalue()
+
+
 def _measured(tmp_path: Path) -> dict:
-    show = subprocess.run([*MEMLEDGER, "show", "run.ledger", "--json"], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})
-    return json.loads(show.stdout)
+    return json.loads(_show(tmp_path, "--json"))
 
 
 def test_measured_steps_run_beside_the_ledger_pass_timed_steps_after(tmp_path: Path) -> None:
@@ -165,7 +177,7 @@ dist.destroy_process_group()
 
 
 @pytest.mark.parametrize("first", ["ledger", "allocator"])
-@pytest.mark.slow   # among the suite's longest (docs/performance.md, fifty-fourth session)
+@pytest.mark.slow   # among the suite's longest: run first (Note [The longest tests first])
 def test_a_fixed_port_taken_by_the_other_pass_runs_the_passes_apart(
         tmp_path: Path, monkeypatch, first: str) -> None:
     import socket
@@ -221,9 +233,7 @@ def test_show_says_when_the_two_passes_ran_different_code(tmp_path: Path, differ
                        capture_output=True, text=True, env=env, timeout=300)
     assert r.returncode == 0, r.stderr
     m = _measured(tmp_path)["measured"]
-    show = subprocess.run([*MEMLEDGER, "show", "run.ledger"], cwd=tmp_path, capture_output=True,
-                          text=True, timeout=120, env=env)
-    said = " ".join(show.stdout.split())
+    said = " ".join(_show(tmp_path).split())
     if differ:   # the allocator pass skipped some layers: fewer calls, and show says so
         assert m["module_calls"] < m["ledger_module_calls"]
         assert (f"the two runs of the script ran different code: {m['ledger_module_calls']} "

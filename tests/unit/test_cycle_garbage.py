@@ -4,7 +4,9 @@ made (memledger/trace/gc_window.py) and the summary counts them; the doctor name
 
 from __future__ import annotations
 
+import contextlib
 import gc
+import io
 
 import torch
 
@@ -47,11 +49,32 @@ def test_frees_the_collector_made_are_marked_and_counted(tmp_path):
 
 
 def test_no_collector_frees_no_line(tmp_path):
+    # the collector off while it runs: where this is the process's first in-process trace
+    # (the test alone, or first on its xdist worker), what the trace imports and makes on
+    # first use reached the collector's threshold, and an automatic collection freed step
+    # 1's cycle (CycleGarbage(storages=1, bytes=1024)); after an earlier trace it did not
     gc.collect()
-    with memledger.trace(tmp_path / "plain.ledger") as led:
-        _steps(2, collect=False)
+    was_on = gc.isenabled()
+    gc.disable()
+    try:
+        with memledger.trace(tmp_path / "plain.ledger") as led:
+            _steps(2, collect=False)
+    finally:
+        if was_on:
+            gc.enable()
     assert led.summary().cycle_garbage is None
     assert not any("garbage collector" in str(x) for x in _headline(led.summary(), ""))
+
+
+def _trace(*argv: str) -> None:
+    """`memledger trace ARGV` through `memledger.cli.main` in this process: its passes run
+    in workers as from the command, and the command's own interpreter (0.4-1.4 s of CPU in
+    imports) is the pytest process (Note [The reading verbs in the pytest process],
+    tests/conftest.py)."""
+    from memledger.cli import main
+
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        assert main(["trace", *argv]) == 0
 
 
 def test_memledger_trace_lists_the_garbage_left_at_the_end(tmp_path, cli_zygote):
@@ -61,17 +84,14 @@ def test_memledger_trace_lists_the_garbage_left_at_the_end(tmp_path, cli_zygote)
     whether an automatic collection ran in those steps followed how many objects the tracer
     made (a change to the collector's per-call work flipped it: docs/decisions.md,
     speed43)."""
-    import subprocess
-    import sys
     from pathlib import Path
 
     from memledger.ledger.model import Ledger
 
     script = Path(__file__).resolve().parents[1] / "doctor" / "garbage.py"
     out = tmp_path / "ctx.ledger"
-    subprocess.run([sys.executable, "-m", "memledger", "trace", "--no-measure", "--steps", "3",
-                    "-o", str(out), str(script), "--", "--cycle", "ctx", "--no-gc"], check=True,
-                   capture_output=True)
+    _trace("--no-measure", "--steps", "3", "-o", str(out), str(script), "--", "--cycle", "ctx",
+           "--no-gc")
     led = Ledger.load(out)
     st = led.storages
     gone = st[st["garbage_at_end"]]
@@ -116,17 +136,14 @@ def test_saves_of_a_validation_without_no_grad_went_unread(tmp_path, cli_zygote)
     (3 x 128 B a batch: randn, addmm, relu) for a backward that never comes. Traced 3 steps:
     the validations after steps 1 and 2, 12 storages, 1,536 B, none at the peak (step 3's
     training forward). The doctor names the line (test_doctor_scripts.py)."""
-    import subprocess
-    import sys
     from pathlib import Path
 
     from memledger.ledger.model import Ledger
 
     script = Path(__file__).resolve().parents[1] / "doctor" / "eval_mode.py"
     out = tmp_path / "val.ledger"
-    subprocess.run([sys.executable, "-m", "memledger", "trace", "--no-measure", "--steps", "3",
-                    "-o", str(out), str(script), "--", "--fixed", "--grad-validation"],
-                   check=True, capture_output=True)
+    _trace("--no-measure", "--steps", "3", "-o", str(out), str(script), "--", "--fixed",
+           "--grad-validation")
     u = summarize(Ledger.load(out)).unread_saves
     assert (u.storages, u.bytes, u.at_peak_bytes) == (12, 1536, 0)
 

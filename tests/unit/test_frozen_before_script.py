@@ -78,7 +78,7 @@ json.dump({"enabled": gc.isenabled(), "frozen": gc.get_freeze_count()}, open(sys
 
 
 @pytest.mark.parametrize("warm", ["0", "1"])
-@pytest.mark.slow   # among the suite's longest (docs/performance.md, fifty-fourth session)
+@pytest.mark.slow   # among the suite's longest: run first (Note [The longest tests first])
 def test_a_worker_runs_the_script_with_the_collector_on(tmp_path, monkeypatch, warm):
     """Note [Imports without the collector] (memledger/worker_start.py): a cold worker
     imports with the collector off, the zygote too; the script gets it back on, with the

@@ -36,7 +36,7 @@ def _state() -> dict:
     return json.loads(out.decode().strip().splitlines()[-1])
 
 
-@pytest.mark.slow   # among the suite's longest (docs/performance.md, fifty-fourth session)
+@pytest.mark.slow   # among the suite's longest: run first (Note [The longest tests first])
 def test_a_warm_child_starts_where_a_fresh_process_starts(monkeypatch, tmp_path):
     warm1, warm2 = _state(), _state()
     monkeypatch.setenv("MEMLEDGER_WARM_START", "0")
@@ -93,7 +93,7 @@ def test_a_signal_ends_the_worker_and_its_status_says_which(monkeypatch, warm):
     w.close()
 
 
-@pytest.mark.slow   # among the suite's longest (docs/performance.md, fifty-fourth session)
+@pytest.mark.slow   # among the suite's longest: run first (Note [The longest tests first])
 def test_by_default_only_workers_started_one_after_another_are_warm(monkeypatch):
     monkeypatch.delenv("MEMLEDGER_WARM_START")
     assert _state()["warm"] is False            # `trace`: its two passes start cold
@@ -127,7 +127,7 @@ def test_workers_end_with_the_process_that_started_them():
 
 # ---- Note [Warm ranks] (memledger/warm_rank.py) ------------------------------------------------
 
-@pytest.mark.slow   # among the suite's longest (docs/performance.md, fifty-fourth session)
+@pytest.mark.slow   # among the suite's longest: run first (Note [The longest tests first])
 def test_torchruns_ranks_are_forked_warm_and_run_as_ranks():
     from memledger.trace.launch import _launch
 

@@ -376,7 +376,7 @@ def test_unknown_selector_is_bad_input_of_its_own_and_the_others_are_judged(drop
     assert good.passed and not good.bad_input
 
 
-@pytest.mark.slow   # among the suite's longest (docs/performance.md, fifty-fourth session)
+@pytest.mark.slow   # among the suite's longest: run first (Note [The longest tests first])
 def test_a_baseline_that_compiled_code_is_judged_within_rounding(tmp_path):
     """Note [Compiled code under the gates]: a policy inside torch.compile'd code changes the
     graph the compiler fuses, and the rounding with it; such a baseline is judged within
