@@ -3729,16 +3729,21 @@ class Collector(ShardingMixin, TorchDispatchMode):
         self.sink.write({"k": "hooks", "ev": self._ev, "pack": name[:200],
                          "module": getattr(pack, "__module__", "") or ""})
 
-    def _saved(self, sid: int, mod: str) -> int:
+    def _saved(self, sid: int, mod: str, sparse: bool = False) -> int:
         """Write a `saved` record; returns how many saves of `sid` this event had before it
-        (Note [A save autograd let go of unread]: which of them an `unread` names)."""
+        (Note [A save autograd let go of unread]: which of them an `unread` names).
+        `sparse`: the saved tensor was a sparse one, `sid` its values (Note [A sparse save
+        stays on the device], replay/engine.py)."""
         self._saved_mod[sid] = mod
         ev = self._ev - 1
         if self._saves_at[0] != ev:
             self._saves_at = (ev, {})
         k = self._saves_at[1].get(sid, 0)
         self._saves_at[1][sid] = k + 1
-        self.sink.write({"k": "saved", "sid": sid, "ev": ev, "mod": mod})
+        if sparse:
+            self.sink.write({"k": "saved", "sid": sid, "ev": ev, "mod": mod, "sparse": 1})
+        else:
+            self.sink.write({"k": "saved", "sid": sid, "ev": ev, "mod": mod})
         return k
 
     def _pack(self, t: torch.Tensor) -> torch.Tensor:
@@ -3753,7 +3758,10 @@ class Collector(ShardingMixin, TorchDispatchMode):
         sid = self._sid(t, self._ev)
         if sid >= 0:
             mod = self._module_now()
-            nth = self._saved(sid, mod)
+            # a tensor with no storage of its own (a sparse layout) is saved by its values,
+            # and the record says so: measure's offloader leaves such a save on the device
+            # (Note [A sparse save stays on the device], replay/engine.py)
+            nth = self._saved(sid, mod, t.layout is not torch.strided)
             alias = self._saved_alias(t)
             if self._phase == "backward" and alias is not t:
                 self._watch_saved_again(sid, alias)
