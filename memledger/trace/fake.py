@@ -218,6 +218,11 @@ Rules (numbered so that code can point here):
    the library's, and the stand-in (Note [Arithmetic on a stand-in],
    trace/fake_arithmetic.py): DAdaptSGD divides by the square root of `.item()` sums, and a
    fake run ended in its `ZeroDivisionError`'s traceback, exit 3.
+32. A deep copy of a fake tensor keeps its whole storage, as a real one does (a view of a
+   larger storage copies the storage, not the view's extent): torch clones a fake tensor
+   instead, and torch-harmonics' grids (views of `linspace(..., n + 1)[:-1]`, deep-copied
+   by its `lru_cache(copy=True)`) read 8 B under the real run each (Note [A deep copy keeps
+   the whole storage], trace/fake_literals.py).
 
 Worked example (MLP of examples/train_mlp.py, B=64, fp32, fake, target cpu): fc1.weight is
 a fake 512×256 tensor whose meta storage has 512·256·4 = 524,288 bytes; its row is the
@@ -1087,7 +1092,7 @@ class FakeCollector(Collector):
         self.fake_mode = _RunMode(allow_non_fake_inputs=True)    # Rule 12
         self._answers = RealAnswers()            # Rule 7
         self._foreach = ForeachAsReal(FakeTensor, "cuda" if self.target.remap else "")
-        self._literals = KnownLiterals(FakeTensor, _shadow_of,   # Rules 19, 22, 23, 25
+        self._literals = KnownLiterals(FakeTensor, _shadow_of,   # Rules 19, 22-25, 32
                                        lambda t: self._standin(t, "Tensor.numpy"),
                                        unknown_width)
         self._views = RebuiltViews()             # Rule 17
