@@ -527,12 +527,25 @@ def _ctc_divisor_dtype(args) -> torch.dtype | None:
     return torch.float32 if log_probs.dtype in _AUTOCAST_LOW else log_probs.dtype
 
 
+_ROW_COMPRESSED = (torch.sparse_csr, torch.sparse_bsr)
+_COLUMN_COMPRESSED = (torch.sparse_csc, torch.sparse_bsc)
+
+
 def sparse_parts(t: torch.Tensor) -> tuple[torch.Tensor, ...]:
-    """(indices, values) of a sparse COO tensor, read without events; () otherwise."""
-    if t.layout is not torch.sparse_coo:
-        return ()
-    with _no_dispatch():
-        return (t._indices(), t._values())
+    """The parts of a sparse tensor, values last, read without events: (indices, values) of
+    a COO one; (compressed indices, plain indices, values) of a CSR, CSC, BSR or BSC one
+    (Note [Sparse tensors]); () otherwise."""
+    layout = t.layout
+    if layout is torch.sparse_coo:
+        with _no_dispatch():
+            return (t._indices(), t._values())
+    if layout in _ROW_COMPRESSED:
+        with _no_dispatch():
+            return (t.crow_indices(), t.col_indices(), t.values())
+    if layout in _COLUMN_COMPRESSED:
+        with _no_dispatch():
+            return (t.ccol_indices(), t.row_indices(), t.values())
+    return ()
 
 
 # Note [A nested tensor's sizes]

@@ -267,7 +267,7 @@ from memledger.trace.fake_losses import reduced_loss_bytes
 from memledger.trace.fake_pointers import DistinctPointers
 from memledger.trace.fake_questions import ForeachAsReal, RealAnswers
 from memledger.trace.fake_random import RandomDraws, seeded as _seeded
-from memledger.trace.fake_sparse import as_real as sparse_as_real
+from memledger.trace.fake_sparse import SPARSE_LAYOUTS, as_real as sparse_as_real
 from memledger.trace.fake_sparse import part_device as sparse_part_device
 from memledger.trace.fake_swap import ConstantsLetGo
 from memledger.trace.fake_views import RebuiltViews
@@ -325,9 +325,9 @@ SPARSE_GRAD_NOTE = ("nnz 0: FakeTensorMode kept no entries of this sparse gradie
 
 def _lost_entries(args, out) -> bool:
     """Rule 13: a sparse result with no entries from a sparse input that had some."""
-    if out.layout is not torch.sparse_coo or out._nnz() != 0:
+    if out.layout not in SPARSE_LAYOUTS or out._nnz() != 0:
         return False
-    return any(isinstance(a, torch.Tensor) and a.layout is torch.sparse_coo and a._nnz() > 0
+    return any(isinstance(a, torch.Tensor) and a.layout in SPARSE_LAYOUTS and a._nnz() > 0
                for a in args)
 
 # Rule 3: integer and bool results up to this many elements are also computed for real
@@ -1022,9 +1022,9 @@ class _RunMode(FakeTensorMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = super().__torch_dispatch__(func, types, args, kwargs)
-        if type(out) is FakeTensor and out.is_sparse:   # Rule 13: the real run's entries,
-            out = sparse_as_real(func, args, kwargs, out, _shadow_of)   # before the
-        return out                                      # collector reads them
+        if type(out) is FakeTensor and out.layout in SPARSE_LAYOUTS:   # Rule 13: the
+            out = sparse_as_real(func, args, kwargs, out, _shadow_of)   # real run's entries,
+        return out                                      # before the collector reads them
 
     def _cache_key(self, state, func, args, kwargs):
         """Rule 30: `set_` onto a storage gets no cache key: the key holds the storage
@@ -1258,7 +1258,8 @@ class FakeCollector(Collector):
             self._shadow(func, args, kwargs or {}, out)
         if _seeded(func):                           # Rule 21
             self._draws.drew(self, func, args, kwargs or {}, out)
-        if isinstance(out, FakeTensor) and out.is_sparse and _lost_entries(args, out):
+        if isinstance(out, FakeTensor) and out.layout in SPARSE_LAYOUTS and \
+                _lost_entries(args, out):
             self._note_standin(str(func), SPARSE_GRAD_NOTE if kept_as_made(func, args)
                                else SPARSE_NOTE)   # Rule 13: said, not a silent 0 B
         fl = FLOPS.get(getattr(func, "_overloadpacket", None))

@@ -36,6 +36,10 @@ from torch.utils._python_dispatch import _disable_current_modes
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
 _NEW_COO = torch.ops.aten._sparse_coo_tensor_with_dims_and_tensors.default
+_NEW_COMPRESSED = torch.ops.aten._sparse_compressed_tensor_unsafe.default
+# every sparse layout; all but COO keep compressed indices (Note [Fake compressed layouts])
+SPARSE_LAYOUTS = (torch.sparse_coo, torch.sparse_csr, torch.sparse_csc, torch.sparse_bsr,
+                  torch.sparse_bsc)
 
 
 class _Twin:
@@ -53,7 +57,7 @@ class _Twin:
 
 def twin_of(t: torch.Tensor) -> torch.Tensor | None:
     if not isinstance(t, FakeTensor):
-        return t if t.layout is torch.sparse_coo else None
+        return t if t.layout in SPARSE_LAYOUTS else None
     tw = getattr(t, "_memledger_sparse", None)
     return tw.t if tw is not None else None
 
@@ -74,7 +78,7 @@ def _real_result(func, args, kwargs, shadow):
     flat, spec = tree_flatten((args, kwargs))
     real = []
     for a in flat:
-        if isinstance(a, torch.Tensor) and a.layout is torch.sparse_coo:
+        if isinstance(a, torch.Tensor) and a.layout in SPARSE_LAYOUTS:
             a = twin_of(a)
             if a is None:
                 return None
@@ -131,7 +135,8 @@ def as_real(func, args, kwargs, out: FakeTensor, shadow) -> FakeTensor:
     modes off (FakeTensorMode fakes a real sparse tensor it is handed with no entries, and
     its constructor's meta copies would size the parts' storages to their views)."""
     if out.layout is not torch.sparse_coo:
-        return out
+        return _compressed_as_real(func, args, kwargs or {}, out, shadow) \
+            if out.layout in SPARSE_LAYOUTS else out
     r = _real_result(func, args, kwargs or {}, shadow)
     if not isinstance(r, torch.Tensor) or r.layout is not torch.sparse_coo \
             or r.shape != out.shape:
@@ -152,4 +157,34 @@ def as_real(func, args, kwargs, out: FakeTensor, shadow) -> FakeTensor:
                 _file_part(part.untyped_storage(), out.fake_device)
             out = FakeTensor(out.fake_mode, meta, out.fake_device)
     out._memledger_sparse = _Twin(r)
+    return out
+
+
+# Note [Fake compressed layouts]
+# A CSR (CSC, BSR, BSC) tensor is three dense parts: compressed indices (rows + 1 offsets
+# for CSR), plain indices and values; the real collector counts them (Note [Sparse
+# tensors]). FakeTensorMode's `_to_sparse_csr` of a coalesced COO adjacency (4 x 4, 5
+# entries) makes the offsets (40 B) with 0 B of column indices and values, and the
+# collector filed all three under "meta" (plain meta storages), so none counted on the
+# target. They are filed under the result's fake device now, and a result that lost its
+# input's entries is Rule 13's stand-in, said at its line. Not the real entries: a
+# compressed fake tensor with entries (rebuilt as COO results are, Note [Fake sparse
+# tensors]) stops FakeTensorMode in the backward of a CSR matmul (`mm` of its transpose:
+# "DispatchStub: unsupported device type meta"); its kernels run only while nnz is 0.
+
+def _parts_plain(t: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """(compressed indices, plain indices, values) of a compressed sparse tensor, with the
+    modes off (the caller's)."""
+    if t.layout in (torch.sparse_csr, torch.sparse_bsr):
+        return (t.crow_indices(), t.col_indices(), t.values())
+    return (t.ccol_indices(), t.row_indices(), t.values())
+
+
+def _compressed_as_real(func, args, kwargs, out: FakeTensor, shadow) -> FakeTensor:
+    """Note [Fake compressed layouts]: `out`'s parts filed under its fake device."""
+    with _disable_current_modes():
+        for part in _parts_plain(out):
+            st = part.untyped_storage()
+            if st.device.type == "meta" and part_device(st) is None:
+                _file_part(st, out.fake_device)
     return out

@@ -11,6 +11,8 @@ other time, a sparse tensor's parts. Note [A sparse save stays on the device]
                                                                   # the script makes each
                                                                   # step, saved sparse by
                                                                   # each layer's sparse.mm
+    python tests/clients/train_sparse_saves.py --case csr         # the same adjacency in
+                                                                  # compressed rows (CSR)
 """
 
 import argparse
@@ -78,7 +80,7 @@ def train_hashed(steps: int, g: torch.Generator, batch: int) -> None:
         dense.zero_grad()
 
 
-def train_adjacency(steps: int, g: torch.Generator, nodes: int) -> None:
+def train_adjacency(steps: int, g: torch.Generator, nodes: int, csr: bool = False) -> None:
     model = GCN(dim=16, depth=2)
     opt = torch.optim.Adam(model.parameters())
     for _ in range(steps):
@@ -86,6 +88,8 @@ def train_adjacency(steps: int, g: torch.Generator, nodes: int) -> None:
         dst = torch.randint(0, nodes, (4 * nodes,), generator=g)
         adj = torch.sparse_coo_tensor(torch.stack([src, dst]), torch.rand(4 * nodes, generator=g),
                                       (nodes, nodes)).coalesce()
+        if csr:   # compressed rows: (nodes + 1) row offsets, column indices, values
+            adj = adj.to_sparse_csr()
         x = torch.randn(nodes, 16, generator=g)
         y = torch.randn(nodes, 1, generator=g)
         F.mse_loss(model(x, adj), y).backward()
@@ -95,7 +99,7 @@ def train_adjacency(steps: int, g: torch.Generator, nodes: int) -> None:
 
 def main() -> None:
     p = argparse.ArgumentParser()
-    p.add_argument("--case", choices=["hashed", "adjacency"], required=True)
+    p.add_argument("--case", choices=["hashed", "adjacency", "csr"], required=True)
     p.add_argument("--steps", type=int, default=2)
     p.add_argument("--batch", type=int, default=512)
     p.add_argument("--nodes", type=int, default=64)
@@ -105,7 +109,7 @@ def main() -> None:
     if args.case == "hashed":
         train_hashed(args.steps, g, args.batch)
     else:
-        train_adjacency(args.steps, g, args.nodes)
+        train_adjacency(args.steps, g, args.nodes, csr=args.case == "csr")
 
 
 if __name__ == "__main__":
