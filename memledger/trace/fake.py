@@ -267,7 +267,8 @@ from memledger.trace.fake_losses import reduced_loss_bytes
 from memledger.trace.fake_pointers import DistinctPointers
 from memledger.trace.fake_questions import ForeachAsReal, RealAnswers
 from memledger.trace.fake_random import RandomDraws, seeded as _seeded
-from memledger.trace.fake_sparse import SPARSE_LAYOUTS, as_real as sparse_as_real
+from memledger.trace.fake_sparse import SPARSE_LAYOUTS, twin_of
+from memledger.trace.fake_sparse import as_real as sparse_as_real
 from memledger.trace.fake_sparse import part_device as sparse_part_device
 from memledger.trace.fake_swap import ConstantsLetGo
 from memledger.trace.fake_views import RebuiltViews
@@ -319,6 +320,9 @@ for _cpu, _like in (("_scaled_dot_product_flash_attention_for_cpu",
 # tensors], trace/fake_sparse.py); an op the twins cannot answer still loses its entries,
 # and the first such op on each line gets a stand-in record, `show` prints it.
 SPARSE_NOTE = "nnz 0: FakeTensorMode kept no entries of this sparse tensor (its bytes read 0)"
+SPARSE_PARTS_NOTE = ("nnz 0: FakeTensorMode runs this compressed sparse tensor with no "
+                     "entries (its parts' bytes are the real run's; what is made from its "
+                     "entries reads 0)")   # Note [Fake compressed layouts]
 SPARSE_GRAD_NOTE = ("nnz 0: FakeTensorMode kept no entries of this sparse gradient (its own "
                     "bytes are counted; what reads it, a sparse optimizer's step, reads 0)")
 
@@ -1261,6 +1265,8 @@ class FakeCollector(Collector):
         if isinstance(out, FakeTensor) and out.layout in SPARSE_LAYOUTS and \
                 _lost_entries(args, out):
             self._note_standin(str(func), SPARSE_GRAD_NOTE if kept_as_made(func, args)
+                               else SPARSE_PARTS_NOTE if out.layout is not torch.sparse_coo
+                               and twin_of(out) is not None
                                else SPARSE_NOTE)   # Rule 13: said, not a silent 0 B
         fl = FLOPS.get(getattr(func, "_overloadpacket", None))
         if fl is not None:                          # Rule 6

@@ -163,14 +163,22 @@ def as_real(func, args, kwargs, out: FakeTensor, shadow) -> FakeTensor:
 # Note [Fake compressed layouts]
 # A CSR (CSC, BSR, BSC) tensor is three dense parts: compressed indices (rows + 1 offsets
 # for CSR), plain indices and values; the real collector counts them (Note [Sparse
-# tensors]). FakeTensorMode's `_to_sparse_csr` of a coalesced COO adjacency (4 x 4, 5
-# entries) makes the offsets (40 B) with 0 B of column indices and values, and the
-# collector filed all three under "meta" (plain meta storages), so none counted on the
-# target. They are filed under the result's fake device now, and a result that lost its
-# input's entries is Rule 13's stand-in, said at its line. Not the real entries: a
-# compressed fake tensor with entries (rebuilt as COO results are, Note [Fake sparse
-# tensors]) stops FakeTensorMode in the backward of a CSR matmul (`mm` of its transpose:
-# "DispatchStub: unsupported device type meta"); its kernels run only while nnz is 0.
+# tensors]). FakeTensorMode's `_to_sparse_csr` of a coalesced COO adjacency makes the
+# offsets with 0 B of column indices and values, three plain meta storages the collector
+# filed under "meta": no part counted on the target. The real op makes the offsets alone
+# and takes the COO's column indices and values as views of its parts, which the CSR then
+# keeps alive (tests/clients/train_sparse_saves.py --case csr, a (64, 64) adjacency of
+# 256 drawn edges: the fake ledger 5,120 B under the real one at the peak, `input` and
+# `other`). As for COO, each compressed result keeps a real twin (the op run for real on
+# its inputs' twins); the fake result is rebuilt with parts over the storages the twin's
+# parts have: an input part's own storage where the twin shares its input twin's (viewed
+# as the twin's is), else a new meta storage of the twin's part's size, filed under the
+# result's fake device. Its entry count stays 0 (the plain indices and values view none of
+# their storage): FakeTensorMode's kernels on a compressed tensor with entries stop the
+# run (the backward of a CSR matmul, `mm` of its transpose: "DispatchStub: unsupported
+# device type meta"). So its bytes are the real run's, and what is made from its entries
+# (`values() * 2`) reads 0: Rule 13's stand-in says so at its line. A view of one (`t`,
+# `detach`) already shares its input's parts; a result with no twin has its parts filed.
 
 def _parts_plain(t: torch.Tensor) -> tuple[torch.Tensor, ...]:
     """(compressed indices, plain indices, values) of a compressed sparse tensor, with the
@@ -180,9 +188,53 @@ def _parts_plain(t: torch.Tensor) -> tuple[torch.Tensor, ...]:
     return (t.ccol_indices(), t.row_indices(), t.values())
 
 
+def _shared_sources(args, kwargs) -> dict[int, torch.Tensor]:
+    """Storage key of each part of a sparse input's twin -> that input's own part (modes
+    off)."""
+    out = {}
+    for a in tree_flatten((args, kwargs))[0]:
+        if isinstance(a, FakeTensor) and a.layout in SPARSE_LAYOUTS and \
+                (tw := twin_of(a)) is not None:
+            mine = (a._indices(), a._values()) if a.layout is torch.sparse_coo else \
+                _parts_plain(a)
+            theirs = (tw._indices(), tw._values()) if tw.layout is torch.sparse_coo else \
+                _parts_plain(tw)
+            for m, t in zip(mine, theirs):
+                if m.untyped_storage().nbytes() == t.untyped_storage().nbytes():
+                    out.setdefault(t.untyped_storage()._cdata, m)
+    return out
+
+
+def _empty_part(twin_part: torch.Tensor, sources: dict[int, torch.Tensor],
+                entries: bool) -> torch.Tensor:
+    """A meta part over the storage the twin's part has (its input's where the real op
+    shares it, else a new one of its size); with no entries where `entries` is False."""
+    src = sources.get(twin_part.untyped_storage()._cdata)
+    st = src.untyped_storage() if src is not None else \
+        _like(*_layout(twin_part)).untyped_storage()
+    shape = tuple(twin_part.shape) if entries else (0, *twin_part.shape[1:])
+    return torch.empty(0, dtype=twin_part.dtype, device="meta").set_(
+        st, twin_part.storage_offset(), shape, twin_part.stride())
+
+
 def _compressed_as_real(func, args, kwargs, out: FakeTensor, shadow) -> FakeTensor:
-    """Note [Fake compressed layouts]: `out`'s parts filed under its fake device."""
+    """Note [Fake compressed layouts]: `out` with parts over the storages the real run's
+    have, no entries, its twin kept; its new parts filed under its fake device."""
+    r = _real_result(func, args, kwargs, shadow)
     with _disable_current_modes():
+        if isinstance(r, torch.Tensor) and r.layout is out.layout and r.shape == out.shape \
+                and out._nnz() == 0 and \
+                not any(out is a for a in tree_flatten((args, kwargs))[0]):
+            sources = _shared_sources(args, kwargs)
+            twin_parts = _parts_plain(r)
+            if not all(p.untyped_storage()._cdata in sources for p in twin_parts):
+                parts = (_empty_part(twin_parts[0], sources, True),
+                         *(_empty_part(p, sources, False) for p in twin_parts[1:]))
+                with torch.sparse.check_sparse_tensor_invariants(False):
+                    meta = _NEW_COMPRESSED(*parts, list(r.shape), dtype=out.dtype,
+                                           layout=out.layout, device=torch.device("meta"))
+                out = FakeTensor(out.fake_mode, meta, out.fake_device)
+            out._memledger_sparse = _Twin(r)
         for part in _parts_plain(out):
             st = part.untyped_storage()
             if st.device.type == "meta" and part_device(st) is None:
