@@ -170,7 +170,10 @@ Rules (numbered so that code can point here):
    after the model's init: the fake run picked others, silently, and its
    ledger read 25,224 B over the real one. Such a draw stays (its values are a plausible
    run's), but is a stand-in, said once per line ("a draw of its own, not the real run's";
-   Note [Draws a fake run makes for real] in trace/fake_random.py).
+   Note [Draws a fake run makes for real] in trace/fake_random.py). A draw from a CPU
+   generator of the script's own whose values are not kept (a float draw) is made for real
+   all the same, up to 2^20 elements, so that generator stays with the real run's (its
+   Rule 4).
 22. `.numpy()`: known values are handed back, a single element gets Rule 3's stand-in (a
    loss logged as `loss.detach().numpy().item()`: TabNet's `fit`); anything else stops
    the run as before (trace/fake_literals.py).

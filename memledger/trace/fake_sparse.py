@@ -18,7 +18,10 @@ whose shapes, strides and storage sizes are the twin's parts' (a coalesce's part
 storages of its input's entry count, the shapes its kept count), the parts' meta storages
 filed under the sparse tensor's fake device (`PART_DEVICES`: the collector reads a fake
 sparse tensor's parts as plain meta tensors). Where the indices are stand-ins (a random
-draw of the fake run's own, Rule 21) the count is the stand-in's. A sparse input with no
+draw of the fake run's own, Rule 21) the count is the stand-in's; indices drawn from a
+generator of the script's own are the real run's while every draw from it is (Rule 4 of
+Note [Draws a fake run makes for real]: its float draws are made for real too). CSR and
+the other compressed layouts: Note [Fake compressed layouts], below. A sparse input with no
 twin (made before the run, or from an op that failed for real) leaves the result as
 FakeTensorMode made it, and Rule 13's stand-in record says so. Cost: every op of a fake
 run passes one more Python frame (`_RunMode.__torch_dispatch__`: a type test); only sparse
