@@ -62,9 +62,14 @@ autograd saves (`w += sparse` in forward, as peft's SHiRA
 adds its delta) is recorded by its values; its parts are not followed for release. A nested
 tensor's buffer is a storage like any other, recorded with its flat size as its shape
 (`nn.TransformerEncoder`'s fast path under `src_key_padding_mask`), and its sizes, strides
-and offsets are storages of their own (Note [A nested tensor's sizes]). CSR is not counted.
-A fake run's sparse results get the real run's entries from real twins (Note [Fake sparse
-tensors], trace/fake_sparse.py).
+and offsets are storages of their own (Note [A nested tensor's sizes]). A CSR, CSC, BSR or
+BSC tensor is its three parts, compressed indices, plain indices and values (`sparse_parts`),
+each a storage like a COO tensor's (`adj.to_sparse_csr()` of a 64-node adjacency makes its
+65 row offsets, 520 B, and takes the COO's column indices and values as views: not counted
+before, the ledger read 520 B under the allocator; tests/clients/train_sparse_saves.py
+--case csr). A save of any sparse tensor is recorded by its values, with `sparse: 1` (Note
+[A sparse save stays on the device], replay/engine.py). A fake run's sparse results get the
+real run's entries from real twins (Note [Fake sparse tensors], trace/fake_sparse.py).
 
 # Note [Phases at a module call]
 The phase follows autograd's graph task lazily, at the next op. A forward that begins right
