@@ -1127,7 +1127,6 @@ def movable(prep: Prepared) -> np.ndarray:
 
 
 # ---- stage 5: recompute segments and the renumbered stream (Rule 3) -----------------------
-# ---- stage 5: recompute segments and the renumbered stream (Rule 3) -----------------------
 @dataclass
 class _Segments:
     """One recompute segment per call at most: events ev0 .. end-1 inserted before `trig`."""
@@ -1958,9 +1957,9 @@ def _offloaded_saves(prep: Prepared, calls: _Calls, off: np.ndarray,
     k = _pack_call(prep, calls)
     r = prep.pack_row
     kk = np.maximum(k, 0)
-    sparse = prep.pack_sparse if prep.pack_sparse is not None else False
+    dense = ~prep.pack_sparse if prep.pack_sparse is not None else True
     return (k >= 0) & (calls.kind[kk] == Kind.OFFLOAD) & \
-        written_by_offloader(prep)[r] & ~sparse & \
+        written_by_offloader(prep)[r] & dense & \
         (prep.nbytes[r] >= calls.min_b[kk]) & (moved | ~off[r])
 
 

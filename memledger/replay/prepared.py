@@ -498,7 +498,8 @@ class Prepared:
             out.pack_unpack_end = self.pack_unpack_end[ok]
             out.pack_unpack_rel = self.pack_unpack_rel[ok]
             out.pack_gone = self.pack_gone[ok]
-            out.pack_sparse = self.pack_sparse[ok]
+            if self.pack_sparse is not None:
+                out.pack_sparse = self.pack_sparse[ok]
             if self.pack_let_go is not None:
                 out.pack_let_go = self.pack_let_go[ok]
             if self.pack_reread is not None:
@@ -1225,7 +1226,8 @@ def _packs(led: Ledger, st: pd.DataFrame) -> dict[str, np.ndarray]:
             "pack_mod_code": mod_code.astype(np.int64),
             "pack_mod_names": np.asarray(mod_names, dtype=object), "pack_unpack": matched,
             "pack_unpack_end": matched_end, "pack_unpack_rel": matched_rel, "pack_gone": gone,
-            "pack_let_go": let_go, "pack_sparse": pack_sparse, "pack_reread": reread, "pack_reread_ev": reread_ev,
+            "pack_let_go": let_go, "pack_sparse": pack_sparse, "pack_reread": reread,
+            "pack_reread_ev": reread_ev,
             "unpack_unnamed": unnamed, **reads}
 
 
