@@ -966,7 +966,9 @@ def _storages(by_kind: dict[str, list[Record]]) -> tuple[pd.DataFrame, pd.DataFr
     at_end = {int(s) for r in by_kind.get("garbage", []) for s in r.get("sids", ())}
     df["garbage_at_end"] = df.index.isin(list(at_end)) & (freed < 0)
 
-    sv = _table(by_kind.pop("saved", []), {"sid": None, "ev": None, "mod": ""})
+    # `sparse`: 1 where the saved tensor was a sparse one, saved by its values (older
+    # ledgers lack it: 0; Note [A sparse save stays on the device] in replay/engine.py)
+    sv = _table(by_kind.pop("saved", []), {"sid": None, "ev": None, "mod": "", "sparse": 0})
     _check_required("saved", sv, ("sid", "ev"))
     df["saved_module"], df["saved_ev"], df["saved_last_ev"] = "", -1, -1
     if len(sv):

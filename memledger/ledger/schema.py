@@ -16,6 +16,11 @@ event 7 and freed after event 11 is live on [7, 12): `created=7`, `freed=12`.
                                  # (Note [Memory torch's allocator did not hand out])
     {"k":"role","sid":3,"role":"activation"}           # a storage's role, learned as it happens
     {"k":"saved","sid":3,"ev":8,"mod":"blocks.0.mlp"}   # packed by autograd (saved for backward)
+                                 # + "sparse": 1 when the saved tensor was a sparse one
+                                 # (COO, CSR, ...), recorded by its values; offload leaves
+                                 # it on the device (absent in older ledgers: read as
+                                 # dense; Note [A sparse save stays on the device] in
+                                 # replay/engine.py)
     {"k":"unpack","sid":3,"ev":40,"end":44,"rel":46}    # unpacked by backward; `end`: the
                                  # event its node returned at (or let go of what the unpack
                                  # handed it, if before: Note [What a node lets go of before

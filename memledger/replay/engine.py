@@ -1091,7 +1091,7 @@ def movable(prep: Prepared) -> np.ndarray:
     the script let go of (`_offloaded`), and a buffer its module let go of while autograd
     held it (Note [A saved buffer its module lets go of], trace/collector.py); never a sparse
     tensor's part (Note [A sparse save stays on the device])."""
-    dense = ~_stays_sparse(prep)
+    dense = ~saved_sparse(prep)
     if prep.released is None:
         return (prep.cat == ACTIVATION) & dense
     let_go = prep.released >= 0
@@ -1102,24 +1102,28 @@ def movable(prep: Prepared) -> np.ndarray:
 
 
 # Note [A sparse save stays on the device]
-# A sparse COO tensor has no storage of its own (`untyped_storage()` raises), so measure's
-# offloader hands a saved one back as it is (memledger/measure/offload.py `pack`): its
-# indices and values stay on the device. The trace records such a save by its values
-# (Note [Sparse tensors], trace/collector.py), files them as an activation (saved in the
-# forward), and follows no sparse part for release: replay moved them, and a region whose
-# saves included them was predicted under measure by their bytes. torch-harmonics' DISCO
-# convolution (`DiscreteContinuousConvS2`, its pure-torch path) keeps its filter as a
-# sparse `psi` made at init and held as a plain attribute, and `torch.bmm(psi, x)` saves
-# it once per output longitude: `offload:blocks.0.disco` on train_harmonics.py --model
-# sht predicted 1,981,616 B against 1,995,296 B measured (psi's 3,420 float32 values,
-# 13,680 B). A sparse tensor's parts (the `sparse` records) are never movable now, but
-# for the batch's: a `sparse` record says a storage was a sparse tensor's part at some
-# point, not at the save. An `nn.Embedding(sparse=True)` saves its ids dense in the forward,
-# and its sparse gradient takes them for its indices in the backward (Note [A sparse
-# gradient kept as made]): the offloader moves that dense save, and reading the ids as a
-# sparse part put `offload:users` 2,048 B under measured (tests/clients/train_layouts.py
-# --case embeddings). The ledger does not record which saves were of a sparse tensor, so
-# the batch, which the script makes dense, is the one case told apart.
+# A sparse tensor (COO, CSR, ...) has no storage of its own (`untyped_storage()` raises),
+# so measure's offloader hands a saved one back as it is (memledger/measure/offload.py
+# `pack`): its parts stay on the device. The trace records such a save by its values
+# (Note [Sparse tensors], trace/collector.py) with `sparse: 1` on the `saved` record, and
+# replay reads that flag alone: a storage saved as a sparse tensor's values is never moved
+# (`saved_sparse`: it stays while that save holds it, whatever else saves it), and such a
+# save is never written out nor read back (`_offloaded_saves`, `written_by_offloader`).
+# torch-harmonics' DISCO convolution keeps its filter as a sparse `psi` made at init, and
+# `torch.bmm(psi, x)` saves it once per output longitude: moved by replay,
+# `offload:blocks.0.disco` on train_harmonics.py --model sht predicted 1,981,616 B against
+# 1,995,296 B measured (psi's 3,420 float32 values, 13,680 B).
+# What a storage was at some other time says nothing of a save. A `sparse` record (a
+# sparse gradient's part) or a `lent` one is written in backward; an `nn.Embedding(sparse=
+# True)` saves its ids dense in the forward, and its sparse gradient takes them for its
+# indices later. The fifty-fourth session told the save apart by such records, with the
+# batch excepted (its category): ids the model computes (hashed tokens, an activation)
+# were held on the device by replay and moved by measure, `offload:emb` on
+# tests/clients/train_sparse_saves.py --case hashed 6,719,272 B predicted against
+# 6,653,736 B measured (the (512, 16) int64 ids, 65,536 B); and a sparse adjacency the
+# script makes and the model saves sparse (the batch, excepted) was counted as written
+# and read back, `offload:layers.*` on --case adjacency 40,072 B against 39,048 B (its
+# 256 float32 values). Ledgers written before the flag read every save as dense.
 
 
 # ---- stage 5: recompute segments and the renumbered stream (Rule 3) -----------------------
@@ -1953,26 +1957,37 @@ def _offloaded_saves(prep: Prepared, calls: _Calls, off: np.ndarray,
     k = _pack_call(prep, calls)
     r = prep.pack_row
     kk = np.maximum(k, 0)
+    dense = ~prep.pack_sparse if prep.pack_sparse is not None else True
     return (k >= 0) & (calls.kind[kk] == Kind.OFFLOAD) & \
-        written_by_offloader(prep)[r] & \
+        written_by_offloader(prep)[r] & dense & \
         (prep.nbytes[r] >= calls.min_b[kk]) & (moved | ~off[r])
 
 
 def written_by_offloader(prep: Prepared) -> np.ndarray:
     """Per storage: what measure's offloader writes out when a save of it is packed: not a
-    parameter, a buffer nor other model state, not empty, not a sparse tensor's part
-    (Note [A sparse save stays on the device])."""
-    return ~np.isin(prep.cat, MODEL_STATE) & (prep.nbytes > 0) & ~_stays_sparse(prep)
+    parameter, a buffer nor other model state, not empty, saved dense at least once (a
+    sparse save stays: Note [A sparse save stays on the device])."""
+    return ~np.isin(prep.cat, MODEL_STATE) & (prep.nbytes > 0) & _saved_dense(prep)
 
 
-def _stays_sparse(prep: Prepared) -> np.ndarray:
-    """Per storage: a sparse tensor's part that offload's hooks are handed as that sparse
-    tensor, so leave on the device (Note [A sparse save stays on the device]); not the
-    batch: the script made it dense and the forward saves it dense (an embedding's ids),
-    though a sparse gradient takes it for its indices later, in backward."""
-    if prep.sparse_part is None:
-        return np.zeros(len(prep.cat), dtype=bool)
-    return prep.sparse_part & (prep.cat != INPUT)
+def saved_sparse(prep: Prepared) -> np.ndarray:
+    """Per storage: the values of a sparse tensor autograd saved, which offload's hooks
+    leave on the device (Note [A sparse save stays on the device])."""
+    out = np.zeros(len(prep.cat), dtype=bool)
+    if prep.pack_sparse is not None and prep.pack_sparse.any():
+        out[prep.pack_row[prep.pack_sparse]] = True
+    return out
+
+
+def _saved_dense(prep: Prepared) -> np.ndarray:
+    """Per storage: not saved, or saved dense at least once (Note [A sparse save stays on
+    the device])."""
+    if prep.pack_sparse is None or not prep.pack_sparse.any():
+        return np.ones(len(prep.cat), dtype=bool)
+    dense = np.ones(len(prep.cat), dtype=bool)
+    dense[prep.pack_row[prep.pack_sparse]] = False
+    dense[prep.pack_row[~prep.pack_sparse]] = True
+    return dense
 
 
 def _unread_saves(prep: Prepared, calls: _Calls, off: np.ndarray) -> np.ndarray | None:

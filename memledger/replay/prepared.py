@@ -246,6 +246,10 @@ class Prepared:
     #                                 not: read, held into backward, or an older ledger)
     pack_let_go: np.ndarray = None  # int64 when a kept graph let go of it after it was read
     #                                 (-1: with its node, or an older ledger)
+    # bool per save: the saved tensor was a sparse one (its `saved` record's `sparse`;
+    # older ledgers: none), which measure's offloader leaves on the device (Note [A sparse
+    # save stays on the device], replay/engine.py)
+    pack_sparse: np.ndarray = None
     # bool per save: more unpacks name it (its storage and event) than saves were made there:
     # a second backward pass read it (Note [Read again: by the save, not the storage],
     # replay/engine.py); None: a ledger whose unpacks name no save
@@ -500,6 +504,8 @@ class Prepared:
             if self.pack_unpack_val is not None:
                 out.pack_unpack_val = self.pack_unpack_val[ok]
             out.pack_gone = self.pack_gone[ok]
+            if self.pack_sparse is not None:
+                out.pack_sparse = self.pack_sparse[ok]
             if self.pack_let_go is not None:
                 out.pack_let_go = self.pack_let_go[ok]
             if self.pack_reread is not None:
@@ -1171,6 +1177,8 @@ def _packs(led: Ledger, st: pd.DataFrame) -> dict[str, np.ndarray]:
     sv_row, up_row = sv_row[sv_row >= 0].astype(np.int64), up_row[up_row >= 0].astype(np.int64)
     mod_code, mod_names = pd.factorize(sv["mod"].fillna("").astype(str))
     pack_ev = sv["ev"].to_numpy(dtype=np.int64)
+    pack_sparse = sv["sparse"].fillna(0).to_numpy(dtype=bool) if "sparse" in sv else \
+        np.zeros(len(sv), dtype=bool)
     reread, reread_ev, unnamed = _reads_beyond_saves(sv_row, pack_ev, up, up_row, len(st))
     pack_row = sv_row
     gone, let_go = _save_ends(led, sv, "unread"), _save_ends(led, sv, "let_go")
@@ -1232,7 +1240,8 @@ def _packs(led: Ledger, st: pd.DataFrame) -> dict[str, np.ndarray]:
             "pack_mod_names": np.asarray(mod_names, dtype=object), "pack_unpack": matched,
             "pack_unpack_end": matched_end, "pack_unpack_rel": matched_rel,
             "pack_unpack_val": matched_val, "pack_gone": gone,
-            "pack_let_go": let_go, "pack_reread": reread, "pack_reread_ev": reread_ev,
+            "pack_let_go": let_go, "pack_sparse": pack_sparse, "pack_reread": reread,
+            "pack_reread_ev": reread_ev,
             "unpack_unnamed": unnamed, **reads}
 
 

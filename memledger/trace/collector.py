@@ -62,9 +62,14 @@ autograd saves (`w += sparse` in forward, as peft's SHiRA
 adds its delta) is recorded by its values; its parts are not followed for release. A nested
 tensor's buffer is a storage like any other, recorded with its flat size as its shape
 (`nn.TransformerEncoder`'s fast path under `src_key_padding_mask`), and its sizes, strides
-and offsets are storages of their own (Note [A nested tensor's sizes]). CSR is not counted.
-A fake run's sparse results get the real run's entries from real twins (Note [Fake sparse
-tensors], trace/fake_sparse.py).
+and offsets are storages of their own (Note [A nested tensor's sizes]). A CSR, CSC, BSR or
+BSC tensor is its three parts, compressed indices, plain indices and values (`sparse_parts`),
+each a storage like a COO tensor's (`adj.to_sparse_csr()` of a 64-node adjacency makes its
+65 row offsets, 520 B, and takes the COO's column indices and values as views: not counted
+before, the ledger read 520 B under the allocator; tests/clients/train_sparse_saves.py
+--case csr). A save of any sparse tensor is recorded by its values, with `sparse: 1` (Note
+[A sparse save stays on the device], replay/engine.py). A fake run's sparse results get the
+real run's entries from real twins (Note [Fake sparse tensors], trace/fake_sparse.py).
 
 # Note [Phases at a module call]
 The phase follows autograd's graph task lazily, at the next op. A forward that begins right
@@ -528,12 +533,25 @@ def _ctc_divisor_dtype(args) -> torch.dtype | None:
     return torch.float32 if log_probs.dtype in _AUTOCAST_LOW else log_probs.dtype
 
 
+_ROW_COMPRESSED = (torch.sparse_csr, torch.sparse_bsr)
+_COLUMN_COMPRESSED = (torch.sparse_csc, torch.sparse_bsc)
+
+
 def sparse_parts(t: torch.Tensor) -> tuple[torch.Tensor, ...]:
-    """(indices, values) of a sparse COO tensor, read without events; () otherwise."""
-    if t.layout is not torch.sparse_coo:
-        return ()
-    with _no_dispatch():
-        return (t._indices(), t._values())
+    """The parts of a sparse tensor, values last, read without events: (indices, values) of
+    a COO one; (compressed indices, plain indices, values) of a CSR, CSC, BSR or BSC one
+    (Note [Sparse tensors]); () otherwise."""
+    layout = t.layout
+    if layout is torch.sparse_coo:
+        with _no_dispatch():
+            return (t._indices(), t._values())
+    if layout in _ROW_COMPRESSED:
+        with _no_dispatch():
+            return (t.crow_indices(), t.col_indices(), t.values())
+    if layout in _COLUMN_COMPRESSED:
+        with _no_dispatch():
+            return (t.ccol_indices(), t.row_indices(), t.values())
+    return ()
 
 
 # Note [A nested tensor's sizes]
@@ -3756,16 +3774,21 @@ class Collector(ShardingMixin, TorchDispatchMode):
         self.sink.write({"k": "hooks", "ev": self._ev, "pack": name[:200],
                          "module": getattr(pack, "__module__", "") or ""})
 
-    def _saved(self, sid: int, mod: str) -> int:
+    def _saved(self, sid: int, mod: str, sparse: bool = False) -> int:
         """Write a `saved` record; returns how many saves of `sid` this event had before it
-        (Note [A save autograd let go of unread]: which of them an `unread` names)."""
+        (Note [A save autograd let go of unread]: which of them an `unread` names).
+        `sparse`: the saved tensor was a sparse one, `sid` its values (Note [A sparse save
+        stays on the device], replay/engine.py)."""
         self._saved_mod[sid] = mod
         ev = self._ev - 1
         if self._saves_at[0] != ev:
             self._saves_at = (ev, {})
         k = self._saves_at[1].get(sid, 0)
         self._saves_at[1][sid] = k + 1
-        self.sink.write({"k": "saved", "sid": sid, "ev": ev, "mod": mod})
+        if sparse:
+            self.sink.write({"k": "saved", "sid": sid, "ev": ev, "mod": mod, "sparse": 1})
+        else:
+            self.sink.write({"k": "saved", "sid": sid, "ev": ev, "mod": mod})
         return k
 
     def _pack(self, t: torch.Tensor) -> torch.Tensor:
@@ -3780,7 +3803,10 @@ class Collector(ShardingMixin, TorchDispatchMode):
         sid = self._sid(t, self._ev)
         if sid >= 0:
             mod = self._module_now()
-            nth = self._saved(sid, mod)
+            # a tensor with no storage of its own (a sparse layout) is saved by its values,
+            # and the record says so: measure's offloader leaves such a save on the device
+            # (Note [A sparse save stays on the device], replay/engine.py)
+            nth = self._saved(sid, mod, t.layout is not torch.strided)
             alias = self._saved_alias(t)
             if self._phase == "backward" and alias is not t:
                 self._watch_saved_again(sid, alias)

@@ -170,7 +170,10 @@ Rules (numbered so that code can point here):
    after the model's init: the fake run picked others, silently, and its
    ledger read 25,224 B over the real one. Such a draw stays (its values are a plausible
    run's), but is a stand-in, said once per line ("a draw of its own, not the real run's";
-   Note [Draws a fake run makes for real] in trace/fake_random.py).
+   Note [Draws a fake run makes for real] in trace/fake_random.py). A draw from a CPU
+   generator of the script's own whose values are not kept (a float draw) is made for real
+   all the same, up to 2^20 elements, so that generator stays with the real run's (its
+   Rule 4).
 22. `.numpy()`: known values are handed back, a single element gets Rule 3's stand-in (a
    loss logged as `loss.detach().numpy().item()`: TabNet's `fit`); anything else stops
    the run as before (trace/fake_literals.py).
@@ -218,6 +221,11 @@ Rules (numbered so that code can point here):
    the library's, and the stand-in (Note [Arithmetic on a stand-in],
    trace/fake_arithmetic.py): DAdaptSGD divides by the square root of `.item()` sums, and a
    fake run ended in its `ZeroDivisionError`'s traceback, exit 3.
+32. A deep copy of a fake tensor keeps its whole storage, as a real one does (a view of a
+   larger storage copies the storage, not the view's extent): torch clones a fake tensor
+   instead, and torch-harmonics' grids (views of `linspace(..., n + 1)[:-1]`, deep-copied
+   by its `lru_cache(copy=True)`) read 8 B under the real run each (Note [A deep copy keeps
+   the whole storage], trace/fake_literals.py).
 
 Worked example (MLP of examples/train_mlp.py, B=64, fp32, fake, target cpu): fc1.weight is
 a fake 512×256 tensor whose meta storage has 512·256·4 = 524,288 bytes; its row is the
@@ -262,6 +270,7 @@ from memledger.trace.fake_losses import reduced_loss_bytes
 from memledger.trace.fake_pointers import DistinctPointers
 from memledger.trace.fake_questions import ForeachAsReal, RealAnswers
 from memledger.trace.fake_random import RandomDraws, seeded as _seeded
+from memledger.trace.fake_sparse import SPARSE_LAYOUTS, twin_of
 from memledger.trace.fake_sparse import as_real as sparse_as_real
 from memledger.trace.fake_sparse import part_device as sparse_part_device
 from memledger.trace.fake_swap import ConstantsLetGo
@@ -314,15 +323,18 @@ for _cpu, _like in (("_scaled_dot_product_flash_attention_for_cpu",
 # tensors], trace/fake_sparse.py); an op the twins cannot answer still loses its entries,
 # and the first such op on each line gets a stand-in record, `show` prints it.
 SPARSE_NOTE = "nnz 0: FakeTensorMode kept no entries of this sparse tensor (its bytes read 0)"
+SPARSE_PARTS_NOTE = ("nnz 0: FakeTensorMode runs this compressed sparse tensor with no "
+                     "entries (its parts' bytes are the real run's; what is made from its "
+                     "entries reads 0)")   # Note [Fake compressed layouts]
 SPARSE_GRAD_NOTE = ("nnz 0: FakeTensorMode kept no entries of this sparse gradient (its own "
                     "bytes are counted; what reads it, a sparse optimizer's step, reads 0)")
 
 
 def _lost_entries(args, out) -> bool:
     """Rule 13: a sparse result with no entries from a sparse input that had some."""
-    if out.layout is not torch.sparse_coo or out._nnz() != 0:
+    if out.layout not in SPARSE_LAYOUTS or out._nnz() != 0:
         return False
-    return any(isinstance(a, torch.Tensor) and a.layout is torch.sparse_coo and a._nnz() > 0
+    return any(isinstance(a, torch.Tensor) and a.layout in SPARSE_LAYOUTS and a._nnz() > 0
                for a in args)
 
 # Rule 3: integer and bool results up to this many elements are also computed for real
@@ -1017,9 +1029,9 @@ class _RunMode(FakeTensorMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = super().__torch_dispatch__(func, types, args, kwargs)
-        if type(out) is FakeTensor and out.is_sparse:   # Rule 13: the real run's entries,
-            out = sparse_as_real(func, args, kwargs, out, _shadow_of)   # before the
-        return out                                      # collector reads them
+        if type(out) is FakeTensor and out.layout in SPARSE_LAYOUTS:   # Rule 13: the
+            out = sparse_as_real(func, args, kwargs, out, _shadow_of)   # real run's entries,
+        return out                                      # before the collector reads them
 
     def _cache_key(self, state, func, args, kwargs):
         """Rule 30: `set_` onto a storage gets no cache key: the key holds the storage
@@ -1087,7 +1099,7 @@ class FakeCollector(Collector):
         self.fake_mode = _RunMode(allow_non_fake_inputs=True)    # Rule 12
         self._answers = RealAnswers()            # Rule 7
         self._foreach = ForeachAsReal(FakeTensor, "cuda" if self.target.remap else "")
-        self._literals = KnownLiterals(FakeTensor, _shadow_of,   # Rules 19, 22, 23, 25
+        self._literals = KnownLiterals(FakeTensor, _shadow_of,   # Rules 19, 22-25, 32
                                        lambda t: self._standin(t, "Tensor.numpy"),
                                        unknown_width)
         self._views = RebuiltViews()             # Rule 17
@@ -1253,8 +1265,11 @@ class FakeCollector(Collector):
             self._shadow(func, args, kwargs or {}, out)
         if _seeded(func):                           # Rule 21
             self._draws.drew(self, func, args, kwargs or {}, out)
-        if isinstance(out, FakeTensor) and out.is_sparse and _lost_entries(args, out):
+        if isinstance(out, FakeTensor) and out.layout in SPARSE_LAYOUTS and \
+                _lost_entries(args, out):
             self._note_standin(str(func), SPARSE_GRAD_NOTE if kept_as_made(func, args)
+                               else SPARSE_PARTS_NOTE if out.layout is not torch.sparse_coo
+                               and twin_of(out) is not None
                                else SPARSE_NOTE)   # Rule 13: said, not a silent 0 B
         fl = FLOPS.get(getattr(func, "_overloadpacket", None))
         if fl is not None:                          # Rule 6

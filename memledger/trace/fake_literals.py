@@ -46,6 +46,23 @@ plain FakeTensorMode too): torchmetrics deep-copies each state's default as a me
 built (`self._defaults[name] = deepcopy(default)` of `torch.tensor(0.0)`), so every fake
 run stopped there. The copy is made without the constant, which is then cloned with the
 modes off and set on it, as a real deep copy would hold one.
+
+# Note [A deep copy keeps the whole storage]
+Rule 32: a real `copy.deepcopy` of a tensor copies its whole storage (`Tensor.__deepcopy__`:
+the typed storage's deep copy, then `set_` with the view's offset, sizes and strides), so a
+view keeps its base's extent: `torch.linspace(0, 2 pi, nlon + 1)[:-1]` deep-copied holds
+33 float64 (264 B) for its 32. A FakeTensor's `data_ptr()` is 0 to torch (Note [A data
+pointer per fake storage]), and torch deep-copies such a tensor by `clone()`: the view's
+extent only, 256 B. torch-harmonics deep-copies every tensor its `lru_cache(copy=True)`
+hands out, its grids among them; `ResampleS2` keeps four such (its latitudes with the
+poles and its longitudes), and `--model lsno` under `--fake` read 16 B under the real
+ledger in `buffer`, every policy with it (tests/clients/train_harmonics.py). A deep copy of
+a fake tensor whose storage is larger than its view (a plain FakeTensor, dense, a leaf) is
+made here as torch makes the real one: a storage of the source's size (`new_empty`, at
+this event, where the real run meets an untraced storage copy), a zero-dim `new_empty`
+`set_` onto it (as torch's, whose 1-element storage goes at once), then `requires_grad`,
+`.grad`, the slots and `__dict__` (Rule 3's shadows, Rule 12's mode) deep-copied as
+torch's own code does. Every other deep copy is torch's.
 """
 
 from __future__ import annotations
@@ -85,9 +102,12 @@ class KnownLiterals(TorchFunctionMode):
         elif func is _ONE_HOT and self.unknown_width is not None and \
                 (how := self._width_unknown(args, kwargs or {})):
             raise self.unknown_width(how)   # Rule 24
-        elif func is _DEEPCOPY and args and isinstance(args[0], self.fake_type) and \
-                getattr(args[0], "constant", None) is not None:
-            return _deepcopy_without_constant(func, args, kwargs or {})   # Rule 25
+        elif func is _DEEPCOPY and args and isinstance(args[0], self.fake_type):
+            if getattr(args[0], "constant", None) is not None:
+                return _deepcopy_without_constant(func, args, kwargs or {})   # Rule 25
+            if _keeps_more_than_its_view(args[0], self.fake_type):
+                return _deepcopy_whole_storage(args[0], args[1] if len(args) > 1
+                                               else (kwargs or {}).get("memo", {}))   # Rule 32
         return func(*args, **(kwargs or {}))
 
     def _width_unknown(self, args: tuple, kwargs: dict) -> str:
@@ -153,4 +173,40 @@ def _deepcopy_without_constant(func: Callable, args: tuple, kwargs: dict) -> tor
         t.constant = constant
     with _disable_current_modes():
         out.constant = constant.clone()
+    return out
+
+
+def _keeps_more_than_its_view(t: torch.Tensor, fake_type: type) -> bool:
+    """Rule 32: a plain dense fake leaf whose storage holds more than its view reaches
+    (Note [A deep copy keeps the whole storage])."""
+    if type(t) is not fake_type or t.layout is not torch.strided or not t.is_leaf or \
+            t.is_conj() or t.is_neg() or t.fake_device.type == "meta":
+        return False
+    return t.untyped_storage().nbytes() > t.numel() * t.element_size()
+
+
+def _deepcopy_whole_storage(t: torch.Tensor, memo: dict) -> torch.Tensor:
+    """Rule 32: `copy.deepcopy(t)` of a fake tensor with the whole storage a real copy keeps
+    (Note [A deep copy keeps the whole storage]); the steps after the storage are
+    `Tensor.__deepcopy__`'s own."""
+    import copy
+    import copyreg
+
+    if id(t) in memo:
+        return memo[id(t)]
+    with torch.no_grad():
+        whole = t.new_empty((t.untyped_storage().nbytes() // t.element_size(),))
+        out = t.new_empty([])
+        out.set_(whole.untyped_storage(), t.storage_offset(), t.size(), t.stride())
+        del whole
+        if t.requires_grad:
+            out.requires_grad_()
+        if t.grad is not None:
+            out.grad = t.grad.__deepcopy__(memo)
+        for slot in copyreg._slotnames(type(t)):
+            if hasattr(t, slot):
+                setattr(out, slot, copy.deepcopy(getattr(t, slot), memo))
+        t._clear_non_serializable_cached_data()
+        out.__dict__ = copy.deepcopy(t.__dict__, memo)
+    memo[id(t)] = out
     return out

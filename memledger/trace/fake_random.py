@@ -24,6 +24,16 @@ Rules:
    says the fake run made it up.
 3. `manual_seed` is not watched: a generator reseeded after falling behind is still
    behind (a stand-in too many, never one too few).
+4. A draw from a CPU generator object of the script's own (`generator=g`) whose values the
+   fake run does not keep (`torch.rand(n, generator=g)`, a float draw) is still made for
+   real, on zeros of its inputs' shapes, and its values dropped, so that the generator
+   moves as the real run's does, while its results are at most `ADVANCE_NUMEL` elements
+   (larger ones, and the default generator's draws, behind as before: a parameter's
+   init on the default generator is a model's size). A graph's edges drawn by `randint`
+   each step beside their weights by `rand`, coalesced into a sparse adjacency: from step
+   2 on the fake run's own draw, another count of duplicate edges, and its ledger 160 B
+   under the real one in `temporary` (tests/clients/train_sparse_saves.py --case
+   adjacency, with two stand-ins said); the real run's edges now.
 """
 
 from __future__ import annotations
@@ -33,6 +43,9 @@ from typing import Any
 import torch
 
 DRAW = "a draw of its own, not the real run's"
+# Rule 4: the most elements a draw from the script's own generator is made for real with,
+# only to move the generator (8 MiB of float64 at most, dropped at once)
+ADVANCE_NUMEL = 1 << 20
 
 _SEEDED: dict[Any, bool] = {}
 
@@ -72,10 +85,38 @@ class RandomDraws:
         device = getattr(getattr(first, "device", None), "type", "cpu")
         key = id(gen) if gen is not None else ("default", device)
         if not self._made_for_real(out):
-            self._behind.add(key)          # Rule 1
+            if not (gen is not None and gen.device.type == "cpu" and key not in self._behind
+                    and _advanced(func, args, kwargs, out)):   # Rule 4
+                self._behind.add(key)          # Rule 1
             return
         # Rule 2: a generator object says its device; a default one's is the target's
         other_device = gen.device.type != "cpu" if gen is not None else \
             collector.target.remap or device != "cpu"
         if key in self._behind or other_device:
             collector._note_standin(str(func), DRAW)
+
+
+def _advanced(func, args: tuple, kwargs: dict, out) -> bool:
+    """Rule 4: run a draw from a CPU generator of the script's own for real, on zeros of
+    its tensor inputs' shapes and strides, its values dropped; whether it ran."""
+    from torch.utils._python_dispatch import _disable_current_modes
+    from torch.utils._pytree import tree_flatten, tree_unflatten
+
+    outs = out if isinstance(out, (list, tuple)) else (out,)
+    if sum(o.numel() for o in outs if isinstance(o, torch.Tensor)) > ADVANCE_NUMEL:
+        return False
+    flat, spec = tree_flatten((args, kwargs))
+    if any(isinstance(a, torch.Tensor) and (a.layout is not torch.strided or
+                                            a.numel() > ADVANCE_NUMEL) for a in flat):
+        return False
+    try:
+        with _disable_current_modes():
+            real = [torch.empty_strided(a.shape, a.stride(), dtype=a.dtype).zero_()
+                    if isinstance(a, torch.Tensor)
+                    else torch.device("cpu") if isinstance(a, torch.device) else a
+                    for a in flat]
+            r_args, r_kwargs = tree_unflatten(real, spec)
+            func(*r_args, **r_kwargs)
+    except Exception:   # no CPU kernel for it: behind, as before
+        return False
+    return True

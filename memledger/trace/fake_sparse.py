@@ -18,7 +18,10 @@ whose shapes, strides and storage sizes are the twin's parts' (a coalesce's part
 storages of its input's entry count, the shapes its kept count), the parts' meta storages
 filed under the sparse tensor's fake device (`PART_DEVICES`: the collector reads a fake
 sparse tensor's parts as plain meta tensors). Where the indices are stand-ins (a random
-draw of the fake run's own, Rule 21) the count is the stand-in's. A sparse input with no
+draw of the fake run's own, Rule 21) the count is the stand-in's; indices drawn from a
+generator of the script's own are the real run's while every draw from it is (Rule 4 of
+Note [Draws a fake run makes for real]: its float draws are made for real too). CSR and
+the other compressed layouts: Note [Fake compressed layouts], below. A sparse input with no
 twin (made before the run, or from an op that failed for real) leaves the result as
 FakeTensorMode made it, and Rule 13's stand-in record says so. Cost: every op of a fake
 run passes one more Python frame (`_RunMode.__torch_dispatch__`: a type test); only sparse
@@ -36,6 +39,10 @@ from torch.utils._python_dispatch import _disable_current_modes
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
 _NEW_COO = torch.ops.aten._sparse_coo_tensor_with_dims_and_tensors.default
+_NEW_COMPRESSED = torch.ops.aten._sparse_compressed_tensor_unsafe.default
+# every sparse layout; all but COO keep compressed indices (Note [Fake compressed layouts])
+SPARSE_LAYOUTS = (torch.sparse_coo, torch.sparse_csr, torch.sparse_csc, torch.sparse_bsr,
+                  torch.sparse_bsc)
 
 
 class _Twin:
@@ -53,7 +60,7 @@ class _Twin:
 
 def twin_of(t: torch.Tensor) -> torch.Tensor | None:
     if not isinstance(t, FakeTensor):
-        return t if t.layout is torch.sparse_coo else None
+        return t if t.layout in SPARSE_LAYOUTS else None
     tw = getattr(t, "_memledger_sparse", None)
     return tw.t if tw is not None else None
 
@@ -74,7 +81,7 @@ def _real_result(func, args, kwargs, shadow):
     flat, spec = tree_flatten((args, kwargs))
     real = []
     for a in flat:
-        if isinstance(a, torch.Tensor) and a.layout is torch.sparse_coo:
+        if isinstance(a, torch.Tensor) and a.layout in SPARSE_LAYOUTS:
             a = twin_of(a)
             if a is None:
                 return None
@@ -131,7 +138,8 @@ def as_real(func, args, kwargs, out: FakeTensor, shadow) -> FakeTensor:
     modes off (FakeTensorMode fakes a real sparse tensor it is handed with no entries, and
     its constructor's meta copies would size the parts' storages to their views)."""
     if out.layout is not torch.sparse_coo:
-        return out
+        return _compressed_as_real(func, args, kwargs or {}, out, shadow) \
+            if out.layout in SPARSE_LAYOUTS else out
     r = _real_result(func, args, kwargs or {}, shadow)
     if not isinstance(r, torch.Tensor) or r.layout is not torch.sparse_coo \
             or r.shape != out.shape:
@@ -152,4 +160,86 @@ def as_real(func, args, kwargs, out: FakeTensor, shadow) -> FakeTensor:
                 _file_part(part.untyped_storage(), out.fake_device)
             out = FakeTensor(out.fake_mode, meta, out.fake_device)
     out._memledger_sparse = _Twin(r)
+    return out
+
+
+# Note [Fake compressed layouts]
+# A CSR (CSC, BSR, BSC) tensor is three dense parts: compressed indices (rows + 1 offsets
+# for CSR), plain indices and values; the real collector counts them (Note [Sparse
+# tensors]). FakeTensorMode's `_to_sparse_csr` of a coalesced COO adjacency makes the
+# offsets with 0 B of column indices and values, three plain meta storages the collector
+# filed under "meta": no part counted on the target. The real op makes the offsets alone
+# and takes the COO's column indices and values as views of its parts, which the CSR then
+# keeps alive (tests/clients/train_sparse_saves.py --case csr, a (64, 64) adjacency of
+# 256 drawn edges: the fake ledger 5,120 B under the real one at the peak, `input` and
+# `other`). As for COO, each compressed result keeps a real twin (the op run for real on
+# its inputs' twins); the fake result is rebuilt with parts over the storages the twin's
+# parts have: an input part's own storage where the twin shares its input twin's (viewed
+# as the twin's is), else a new meta storage of the twin's part's size, filed under the
+# result's fake device. Its entry count stays 0 (the plain indices and values view none of
+# their storage): FakeTensorMode's kernels on a compressed tensor with entries stop the
+# run (the backward of a CSR matmul, `mm` of its transpose: "DispatchStub: unsupported
+# device type meta"). So its bytes are the real run's, and what is made from its entries
+# (`values() * 2`) reads 0: Rule 13's stand-in says so at its line. A view of one (`t`,
+# `detach`) already shares its input's parts; a result with no twin has its parts filed.
+
+def _parts_plain(t: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """(compressed indices, plain indices, values) of a compressed sparse tensor, with the
+    modes off (the caller's)."""
+    if t.layout in (torch.sparse_csr, torch.sparse_bsr):
+        return (t.crow_indices(), t.col_indices(), t.values())
+    return (t.ccol_indices(), t.row_indices(), t.values())
+
+
+def _shared_sources(args, kwargs) -> dict[int, torch.Tensor]:
+    """Storage key of each part of a sparse input's twin -> that input's own part (modes
+    off)."""
+    out = {}
+    for a in tree_flatten((args, kwargs))[0]:
+        if isinstance(a, FakeTensor) and a.layout in SPARSE_LAYOUTS and \
+                (tw := twin_of(a)) is not None:
+            mine = (a._indices(), a._values()) if a.layout is torch.sparse_coo else \
+                _parts_plain(a)
+            theirs = (tw._indices(), tw._values()) if tw.layout is torch.sparse_coo else \
+                _parts_plain(tw)
+            for m, t in zip(mine, theirs):
+                if m.untyped_storage().nbytes() == t.untyped_storage().nbytes():
+                    out.setdefault(t.untyped_storage()._cdata, m)
+    return out
+
+
+def _empty_part(twin_part: torch.Tensor, sources: dict[int, torch.Tensor],
+                entries: bool) -> torch.Tensor:
+    """A meta part over the storage the twin's part has (its input's where the real op
+    shares it, else a new one of its size); with no entries where `entries` is False."""
+    src = sources.get(twin_part.untyped_storage()._cdata)
+    st = src.untyped_storage() if src is not None else \
+        _like(*_layout(twin_part)).untyped_storage()
+    shape = tuple(twin_part.shape) if entries else (0, *twin_part.shape[1:])
+    return torch.empty(0, dtype=twin_part.dtype, device="meta").set_(
+        st, twin_part.storage_offset(), shape, twin_part.stride())
+
+
+def _compressed_as_real(func, args, kwargs, out: FakeTensor, shadow) -> FakeTensor:
+    """Note [Fake compressed layouts]: `out` with parts over the storages the real run's
+    have, no entries, its twin kept; its new parts filed under its fake device."""
+    r = _real_result(func, args, kwargs, shadow)
+    with _disable_current_modes():
+        if isinstance(r, torch.Tensor) and r.layout is out.layout and r.shape == out.shape \
+                and out._nnz() == 0 and \
+                not any(out is a for a in tree_flatten((args, kwargs))[0]):
+            sources = _shared_sources(args, kwargs)
+            twin_parts = _parts_plain(r)
+            if not all(p.untyped_storage()._cdata in sources for p in twin_parts):
+                parts = (_empty_part(twin_parts[0], sources, True),
+                         *(_empty_part(p, sources, False) for p in twin_parts[1:]))
+                with torch.sparse.check_sparse_tensor_invariants(False):
+                    meta = _NEW_COMPRESSED(*parts, list(r.shape), dtype=out.dtype,
+                                           layout=out.layout, device=torch.device("meta"))
+                out = FakeTensor(out.fake_mode, meta, out.fake_device)
+            out._memledger_sparse = _Twin(r)
+        for part in _parts_plain(out):
+            st = part.untyped_storage()
+            if st.device.type == "meta" and part_device(st) is None:
+                _file_part(st, out.fake_device)
     return out

@@ -675,8 +675,9 @@ def test_sparse_and_nested_tensors_are_traced_to_the_byte(case, policy):
     sparse tensor) and nn.TransformerEncoder's nested-tensor fast path in evaluation each
     crashed the trace ("Cannot access storage of SparseTensorImpl", "NestedTensorImpl
     doesn't support sizes"); the ledger now equals the allocator. (Offloading the sparse
-    block is predicted 128 B under measured: the offloader leaves the sparse save, its
-    32 fp32 values, in memory; not modelled.)"""
+    block, `offload:0`, 314,928 B, is predicted as measured since the fifty-fourth session:
+    the offloader leaves the sparse save, its 32 fp32 values, in memory, and the `saved`
+    record says it was sparse: Note [A sparse save stays on the device].)"""
     run = run_client("train_layouts.py", ["--case", case], [policy])
     assert run.ledger_peak == run.allocator_peak
     for text, p in run.policies.items():

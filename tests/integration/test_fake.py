@@ -1287,3 +1287,30 @@ def test_fake_windows_keep_their_storage_and_an_istft_runs():
     assert st.loc[st["op"] == "hann_window.default", "bytes"].tolist() == [260, 260]
     assert [(s.op, s.value) for s in fake_info(led.ledger).standins] == [
         ("aten.equal.default", "False")]
+
+
+def test_fake_deep_copy_of_a_view_keeps_the_whole_storage():
+    """Rule 32 (Note [A deep copy keeps the whole storage], memledger/trace/fake_literals.py):
+    a real deep copy of `linspace(..., 33)[:-1]` copies its storage, 33 float64 = 264 B,
+    for the 32 it shows; torch clones a fake tensor instead, 256 B, and the fake ledger
+    read 8 B under the real one (torch-harmonics' grids, which its `lru_cache(copy=True)`
+    deep-copies: `--model lsno` 16 B under in `buffer`). Now the copy, its shadow and the
+    peak are the real run's."""
+    import copy
+
+    import torch
+
+    got = {}
+    for fake in (False, True):
+        with memledger.trace(fake=fake) as led:
+            lons = torch.linspace(0, 6.0, 33, dtype=torch.float64)[:-1]   # 33 made, 32 shown
+            m = torch.nn.Linear(4, 4)
+            m.register_buffer("lons", copy.deepcopy(lons), persistent=False)
+            ids = copy.deepcopy(torch.arange(17)[1:])   # known values (Rule 3) survive
+            assert int(ids.sum()) == 136 and m.lons.shape == (32,)
+            del lons
+            (m(torch.randn(32, 4)).sum(1) * m.lons.float()).sum().backward()
+        st = led.storages
+        got[fake] = (led.peak().bytes, led.ledger.resident_at_end()["buffer"],
+                     sorted(st.loc[st["category"] == "buffer", "bytes"]))
+    assert got[True] == got[False] == (1_632, 264, [264])
