@@ -1073,10 +1073,15 @@ class DoctorProbe(TorchFunctionMode):
             if func is _DETACH_IN_PLACE and args and id(args[0]) in self._index and \
                     isinstance(args[0], _Tensor) and args[0].requires_grad:
                 self._detached_in_place(args[0])   # Note [A parameter detached in place]
-            if self._order.reads and args and func in _CLEARS:
-                # `p.grad.zero_()`, `.mul_(0)`, `.fill_(0)`, `torch._foreach_zero_(grads)`:
-                # Note [A gradient cleared by hand] (doctor_order.py)
-                self._order.cleared(_CLEARS[func], args, user_line)
+            if self._order.reads and args:
+                if func in _CLEARS:
+                    # `p.grad.zero_()`, `.mul_(0)`, `.fill_(0)`, `torch._foreach_zero_(grads)`:
+                    # Note [A gradient cleared by hand] (doctor_order.py)
+                    self._order.cleared(_CLEARS[func], args, user_line)
+                elif self._order.aliased(args[0]) and _in_place(func):
+                    # `p.grad.data.add_(x)` after the step: Note [A write through a
+                    # gradient's .data] (doctor_order.py)
+                    self._order.written(args[0])
             if len(args) > 1 and self._bw_pending and _in_place(func):
                 self._into_state(args)   # Note [Gradients an optimizer takes outside its step]
             cut = _CUTS.get(func)
@@ -1097,6 +1102,10 @@ class DoctorProbe(TorchFunctionMode):
                         if name == "__set__" and len(args) > 1 and args[1] is None:
                             # `p.grad = None`: Note [A gradient cleared by hand]
                             self._order.zeroed(args[0], user_line, "none")
+                        elif name == "__set__" and len(args) > 1:
+                            # `p.grad = torch.zeros_like(p)`: Note [A clear by a zero
+                            # tensor, a zero tensor set] (doctor_order.py)
+                            self._order.set_to(args[0], args[1], user_line, "set")
                         out = func(*args, **kwargs)
                         if name == "__get__" and out is not None:
                             self._order.read_by_script(args[0], out)
@@ -1407,15 +1416,38 @@ class DoctorProbe(TorchFunctionMode):
     # lookup per `.data` taken outside a step; one value read of that gradient at its
     # next backward.
     def _grad_data(self, func, args, kwargs):
-        out = func(*args, **kwargs)
         g = args[0]
         pid = self._grad_ids[id(g)]
         p = self._params.get(pid)
+        if getattr(func, "__name__", "") == "__set__" and len(args) > 1:
+            return self._grad_data_set(func, args, kwargs, p, pid)
+        out = func(*args, **kwargs)
         if p is not None and p.grad is g and isinstance(out, _Tensor):
             st = self._grad_state.get(pid)
             if st is not None and st[0] == id(g):
                 self._grad_state[pid] = (id(g), -1)   # not a version: values read next
             self._order.alias_of(out, g, pid)
+        return out
+
+    # Note [A gradient's .data set]
+    # `p.grad.data = x` swaps the gradient's storage and moves no version counter: the
+    # gradient is the same tensor at the same version, so Note [Which backward reached a
+    # parameter] found it "as the step used it" at the next backward, and a loop that
+    # clears every step by `p.grad.data = torch.zeros_like(p.grad)` read as `grad_leak`
+    # (4 parameters, steps 2 and 3, 360 B: tests/doctor/grad_leak.py --fixed --clear
+    # data-set). The remembered version is forgotten there, as for `.data` taken
+    # (its values are read at the next backward), and a set to a tensor of zeros while the
+    # step's entry is open is a clear (Note [A clear by a zero tensor, a zero tensor set],
+    # doctor_order.py); a set to anything else moves the pointer, which the next clear
+    # reads as a write (Note [A gradient written after the step]).
+    def _grad_data_set(self, func, args, kwargs, p: Any, pid: int):
+        g = args[0]
+        if p is not None and p.grad is g:
+            self._order.set_to(p, args[1], user_line, "data.set")
+        out = func(*args, **kwargs)
+        st = self._grad_state.get(pid)
+        if p is not None and p.grad is g and st is not None and st[0] == id(g):
+            self._grad_state[pid] = (id(g), -1)   # not a version: values read next
         return out
 
     def _data_taken(self, p: Any) -> None:

@@ -37,5 +37,15 @@ for step in range(3):
             p.grad.data.zero_()
         elif CLEAR == "mul":
             p.grad.mul_(0)
+        elif CLEAR == "mul-tensor":
+            p.grad.mul_(torch.zeros(()))
+        elif CLEAR == "imul-tensor":
+            p.grad *= torch.tensor(0.)
+        elif CLEAR == "zeros-like":
+            p.grad = torch.zeros_like(p)
+        elif CLEAR == "times-zero":
+            p.grad = p.grad * 0
+        elif CLEAR == "data-set":
+            p.grad.data = torch.zeros_like(p.grad)
         else:
             p.grad.fill_(0)

@@ -38,6 +38,8 @@ def grad_filter():
         ema[n] = ema[n] * 0.9 + p.grad.detach() * 0.1 if n in ema else p.grad.detach().clone()
         if "--inplace" in sys.argv:
             p.grad.add_(ema[n], alpha=2.0)
+        elif "--inplace-data" in sys.argv:
+            p.grad.data.add_(ema[n], alpha=2.0)
         else:
             p.grad.data = p.grad.data + ema[n] * 2.0
 
@@ -64,6 +66,16 @@ for step in range(4):
             p.grad.fill_(0)
         elif CLEAR == "data":
             p.grad.data.zero_()
+        elif CLEAR == "mul-tensor":
+            p.grad.mul_(torch.zeros(()))
+        elif CLEAR == "imul-tensor":
+            p.grad *= torch.tensor(0.)
+        elif CLEAR == "zeros-like":
+            p.grad = torch.zeros_like(p)
+        elif CLEAR == "times-zero":
+            p.grad = p.grad * 0
+        elif CLEAR == "data-set":
+            p.grad.data = torch.zeros_like(p.grad)
         else:
             if CLEAR == "detach":
                 p.grad.detach_()
