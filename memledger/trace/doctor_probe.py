@@ -338,15 +338,19 @@ def _named_params(root: nn.Module, prefix: str) -> Iterator[tuple[nn.Module, nn.
 # optimizer steps (leaks past zero_grad, skipped updates, schedulers) find nothing where
 # no optimizer steps. tests/integration/test_doctor_steps_by.py.
 
-def _saved_hooks_on() -> bool:
-    """Saved-tensor hooks are on now (True where torch cannot say)."""
-    top = getattr(torch._C._autograd, "_top_saved_tensors_default_hooks", None)
-    if top is None:
-        return True
+_TOP_HOOKS = getattr(torch._C._autograd, "_top_saved_tensors_default_hooks", None)
+_UNKNOWN = ()   # torch cannot say which saved-tensor hooks are on
+
+
+def _top_saved_hooks() -> tuple | None:
+    """The (pack, unpack) pair on top of the saved-tensor hook stack now, None when none
+    is on, `_UNKNOWN` where torch cannot say (taken as on)."""
+    if _TOP_HOOKS is None:
+        return _UNKNOWN
     try:
-        return top(True) is not None
+        return _TOP_HOOKS(True)
     except (RuntimeError, TypeError):
-        return True
+        return _UNKNOWN
 
 class DoctorProbe(TorchFunctionMode):
     """Records the training mechanics of a script while active (see the module docstring).
@@ -779,9 +783,11 @@ class DoctorProbe(TorchFunctionMode):
 
     def _module_pre(self, module: nn.Module, args) -> None:
         mid = id(module)
-        if not self._retention.saved_unreadable and _saved_hooks_on():
+        top = _top_saved_hooks()
+        if top is not None:
             self._retention.saved_unreadable = True   # Note [A graph kept by retain_graph]
-            self._retention.hooks_seen()   # Note [A store that saved-tensor hooks fill]
+            if top is not _UNKNOWN:   # Note [Every pack hook the script registers]
+                self._retention.hooks_seen(top[0])
         # a top-level call: a module no other holds, or one already known as top-level
         top = module in self._names.prefix or module not in self._names.paths
         _, new = self._names.path(module, top_level=top)
