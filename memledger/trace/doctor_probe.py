@@ -233,6 +233,36 @@ def _zero_as_left(any_then: torch.Tensor | None) -> bool:
         return not bool(any_then)
 
 
+# Note [What a backward weighs a loss by]
+# `loss_not_divided` compared the value a backward ran on with the value of the one loss
+# computed since the previous backward: equal, and K such passes a step, is K micro-batch
+# means summed. A loss built otherwise was never read: infini-transformer-pytorch's
+# wrapper (tests/clients/train_infini.py --accum 2 --bug no-scale) takes a
+# `cross_entropy(..., reduction='none')` per segment, a masked mean of it times the
+# segment's share of the sequence's tokens, sums them, and calls backward inside its own
+# forward every two segments: 2 passes per call, 2 losses in the first, none a single
+# valued mean, and the doctor said nothing while each call added its whole sequence's
+# mean (the gradient twice the mean at 2 calls a step); the plain-torch form, a helper
+# in another file doing the same (tests/doctor/helper_accum.py --segments), the same.
+# Where the backward ran is no obstacle: in a library the backward's and the losses'
+# line are both the script's call (frames inside installed packages are passed over), in
+# a helper of the project both are the helper's. What a backward does to a loss is
+# read directly instead: a tensor hook on each loss output under grad receives
+# d(backward root)/d(output) as backward passes it, and its sum is the loss's `weight`:
+# 1 for a mean backpropagated as it is, 1/K for loss / K, and for reduction='none' the
+# sum of what each element was weighed by (1/48 each of a 48-token sequence's masked
+# mean, however the segments split it). A loss no backward ran through gets none.
+# doctor/accumulation.py reads the weights (Note [Passes that weigh whole means]).
+# Cost: one hook per loss call under grad; at backward, one sum of its gradient (a
+# scalar for a reduced loss) and one read.
+def _weight_hook(rec: dict[str, Any]):
+    def hook(grad):
+        with _quiet(), contextlib.suppress(RuntimeError, TypeError, ValueError):
+            rec["weight"] = rec.get("weight", 0.0) + float(grad.detach().double().sum())
+    return hook
+
+
+
 def _checksum(p: torch.Tensor) -> torch.Tensor:
     """A parameter's L2 norm in float32, kept as a tensor (no device sync): not a sum, which
     a step along a gradient that sums to zero (a softmax layer's bias) leaves unchanged."""
@@ -1492,6 +1522,8 @@ class DoctorProbe(TorchFunctionMode):
                 rec["value"] = float(out.detach().float().cpu())
         rec["file"], rec["line"] = user_line()
         self._losses.append(rec)
+        if isinstance(out, _Tensor) and out.requires_grad and not _functorch_wrapped(out):
+            out.register_hook(_weight_hook(rec))   # Note [What a backward weighs a loss by]
         # Note [An activation the loss applies again], Note [A loss that broadcasts its
         # target], Note [Values that are no log-probabilities], Note [kl_div's
         # reduction='mean'] (doctor_losses.py)
