@@ -243,7 +243,7 @@ def _zero_as_left(any_then: torch.Tensor | None) -> bool:
 # forward every two segments: 2 passes per call, 2 losses in the first, none a single
 # valued mean, and the doctor said nothing while each call added its whole sequence's
 # mean (the gradient twice the mean at 2 calls a step); the plain-torch form, a helper
-# in another file doing the same (tests/doctor/helper_accum.py --segments), the same.
+# in another file doing the same (tests/doctor/helper_accum.py --bug), the same.
 # Where the backward ran is no obstacle: in a library the backward's and the losses'
 # line are both the script's call (frames inside installed packages are passed over), in
 # a helper of the project both are the helper's. What a backward does to a loss is
@@ -260,7 +260,6 @@ def _weight_hook(rec: dict[str, Any]):
         with _quiet(), contextlib.suppress(RuntimeError, TypeError, ValueError):
             rec["weight"] = rec.get("weight", 0.0) + float(grad.detach().double().sum())
     return hook
-
 
 
 def _checksum(p: torch.Tensor) -> torch.Tensor:
@@ -369,10 +368,10 @@ def _named_params(root: nn.Module, prefix: str) -> Iterator[tuple[nn.Module, nn.
 # no optimizer steps. tests/integration/test_doctor_steps_by.py.
 
 _TOP_HOOKS = getattr(torch._C._autograd, "_top_saved_tensors_default_hooks", None)
-_UNKNOWN = ()   # torch cannot say which saved-tensor hooks are on
+_UNKNOWN: Any = object()   # torch cannot say which saved-tensor hooks are on
 
 
-def _top_saved_hooks() -> tuple | None:
+def _top_saved_hooks() -> Any:
     """The (pack, unpack) pair on top of the saved-tensor hook stack now, None when none
     is on, `_UNKNOWN` where torch cannot say (taken as on)."""
     if _TOP_HOOKS is None:
