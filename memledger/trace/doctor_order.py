@@ -71,8 +71,8 @@ or `_foreach_mul_(grads, 0)` of a list of them (fifty-fourth session: fix53d had
 `zero_` alone, and `mul_(0)`, `fill_(0)` after a late write gave no finding); a factor that
 is a tensor of zeros too (Note [A clear by a zero tensor, a zero tensor set]). A clear
 through `p.grad.data` (an alias with a version counter of its own) is the same clear: Note
-[A gradient written through .data] in doctor_probe.py. The per-op cost is now a truth test of `reads` per op
-outside a step, and a dict lookup of the op only while reads are kept.
+[A gradient written through .data] in doctor_probe.py. The per-op cost is now a truth test
+of `reads` per op outside a step, and a dict lookup of the op only while reads are kept.
 
 # Note [A clear by a zero tensor, a zero tensor set]
 A clear need not name the number 0. `p.grad.mul_(torch.zeros(()))` and `p.grad *=

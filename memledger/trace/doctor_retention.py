@@ -426,27 +426,30 @@ class RetentionWatch:
     # B): ... keep what that line adds detached instead": it counted only the saves with
     # history (not the batch, the targets) and its fix frees nothing (a detached tensor in
     # the store is kept all the same); a store of copies (`t.detach().clone()`, `t.cpu()`)
-    # carries no history, and was not reported at all. The probe keeps each pack hook of
-    # the user's it sees on at a module call (weakly: Note [Every pack hook the script
-    # registers]; it kept the first alone before), and at each boundary counts the tensors of the lists, dicts and deques its code names
-    # (its globals, its closure's cells, its object's attributes for a bound method), one
-    # level in and through tuples (`(device, t)`): their distinct storages, parameters and
-    # buffers aside (`store`, their number; `bytes`), a record per non-empty one.
-    # doctor/retention.py reports a store that grows as an error and one that keeps a
-    # step's saves as a warning, in place of what the graph walk found under the same
-    # name. Cost: at a boundary, where a pack hook was seen, one pass over its containers;
-    # nothing on any per-op path.
+    # carries no history, and was not reported at all. The probe keeps each pack hook of the
+    # user's it sees on at a module call (weakly: Note [Every pack hook the script registers];
+    # it kept the first alone before), and at each boundary counts the tensors of the lists,
+    # dicts and deques its code names (its globals, its closure's cells, its object's
+    # attributes for a bound method), one level in and through tuples (`(device, t)`): their
+    # distinct storages, parameters and buffers aside (`store`, their number; `bytes`), a
+    # record per non-empty one. doctor/retention.py reports a store that grows as an error and
+    # one that keeps a step's saves as a warning, in place of what the graph walk found under
+    # the same name. Cost: at a boundary, where a pack hook was seen, one pass over its
+    # containers; nothing on any per-op path.
     # Note [Every pack hook the script registers]
     # The store check kept the pack hook it first saw on at a module call and no other: a
     # second `saved_tensors_hooks` context (stacked inside the first around a part of the
-    # forward, or entered later), or the script's own under `doctor -o` (the collector's
-    # hooks, on from the start, were the first seen and no user code), was never looked
-    # at. tests/doctor/saved_hooks.py `--stacked`: the first layer under a pair whose
-    # unpack pops its entry, the rest of the forward under a leaky pair stacked inside it
-    # (torch uses the innermost pair alone): 4 storages, 708 B a step kept (the ReLU's
-    # output 512, the log-softmax 128, the targets 64, the weight total 4), "no findings"
-    # before. Now every module call under grad-saving hooks reads the pair on top (one
-    # call into torch's stack) and keeps each distinct user pack weakly (its function, and
+    # forward, or entered later) was never looked at. tests/doctor/saved_hooks.py
+    # `--stacked`: the first layer under a pair whose unpack pops its entry, the rest of
+    # the forward under a leaky pair stacked inside it (torch uses the innermost pair
+    # alone): 4 storages, 708 B a step kept (the ReLU's output 512, the log-softmax 128, the
+    # targets 64, the weight total 4). The old code said what the graph walk found ("`stash`
+    # carries autograd history ... each step adds 3 tensors, 896 B ... `.detach()` of a
+    # tensor": the saves with history only, a fix that frees nothing), and of a store of
+    # copies (`--stacked --copy`, 7 a step, 1,604 B) nothing. (The script's own hooks under
+    # `doctor -o`, beside the collector's, were found already: `doctor -o saved_hooks.py`
+    # gave the same error before.) Now every module call under saved-tensor hooks reads
+    # the pair on top (one call into torch's stack) and keeps each distinct user pack weakly (its function, and
     # a bound method's object: a pack made per step dies with its step, and the check
     # forgets it); at a boundary each live pack's containers are counted as before, a
     # container two packs name (a shared global) once. Known limitations: hooks seen only
