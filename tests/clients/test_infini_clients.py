@@ -25,7 +25,8 @@ but where named, every policy predicted = measured):
   @CausalAttention` 846,008 B. `--detach` (a backward per segment): 748,416 B; 714,576,
   687,136 and 741,472 B.
 `trace --fake --device cpu` reads the same peaks, categories and predictions. The doctor
-finds nothing on the carried loop.
+finds nothing on the carried loop; `--accum 2 --bug no-scale` is `loss_not_divided` (read by
+the weights backward gives the wrapper's losses, helper fix55e; nothing before).
 """
 
 import importlib.util
