@@ -121,7 +121,12 @@ def loss_not_divided(run: Run) -> list[Finding]:
 # finding); one call a step, truncated backpropagation through time, 2/3 and 1/3
 # (total 1). A loss computed beside the backward (logged, never backpropagated) has no
 # weight, and the step is not read. A step whose passes weigh 2 in one pass (two heads'
-# means summed, one loss doubled) is no run of 1 and not reported.
+# means summed, one loss doubled) is no run of 1 and not reported. Nor is a pass with two
+# losses on one target tensor (the same storage, offset and shape): deep supervision's
+# `(ce(out1, y) + ce(out2, y)) / K` weighs 1 a pass at K = 2, two heads' means of one
+# batch, each divided (tests/doctor/helper_accum.py --heads); a segment's targets are a
+# slice of their own. Known limitation: heads trained on targets of their own (a
+# multi-scale head's resized masks) read as parts of a batch.
 _RUN = 1e-3   # relative: weights are float32 gradient sums
 
 
@@ -134,6 +139,10 @@ def _whole_means(bws: list[dict]) -> int | None:
     that weigh whole means]); None otherwise."""
     if any(x.get("weight") is None for b in bws for x in b["losses"]):
         return None
+    for b in bws:   # two losses on one target tensor: heads of one batch, not its parts
+        keys = [str(x["target"]) for x in b["losses"] if x.get("target")]
+        if len(keys) != len(set(keys)):
+            return None
     weights = [_weight(b) for b in bws]
     if any(not math.isfinite(w) or w <= 0 for w in weights):
         return None

@@ -812,11 +812,11 @@ class DoctorProbe(TorchFunctionMode):
 
     def _module_pre(self, module: nn.Module, args) -> None:
         mid = id(module)
-        top = _top_saved_hooks()
-        if top is not None:
+        hooks = _top_saved_hooks()
+        if hooks is not None:
             self._retention.saved_unreadable = True   # Note [A graph kept by retain_graph]
-            if top is not _UNKNOWN:   # Note [Every pack hook the script registers]
-                self._retention.hooks_seen(top[0])
+            if hooks is not _UNKNOWN:   # Note [Every pack hook the script registers]
+                self._retention.hooks_seen(hooks[0])
         # a top-level call: a module no other holds, or one already known as top-level
         top = module in self._names.prefix or module not in self._names.paths
         _, new = self._names.path(module, top_level=top)
@@ -1517,6 +1517,10 @@ class DoctorProbe(TorchFunctionMode):
             if isinstance(target, _Tensor) and not target.is_floating_point():
                 rec["tokens"] = int(target.numel())
                 rec["valid"] = int((target != ignore).sum())
+            if isinstance(target, _Tensor) and target.layout is torch.strided:
+                # which samples: Note [Passes that weigh whole means] (doctor/accumulation.py)
+                rec["target"] = [target.untyped_storage().data_ptr(),
+                                 target.storage_offset(), list(target.shape)]
             if isinstance(out, _Tensor) and out.numel() == 1:
                 rec["value"] = float(out.detach().float().cpu())
         rec["file"], rec["line"] = user_line()

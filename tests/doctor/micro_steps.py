@@ -29,3 +29,11 @@ def mean_step(model, x, y, scale=1.0):
     loss = F.cross_entropy(model(x), y)
     (loss / scale).backward()
     return loss
+
+
+def heads_step(model, heads, x, y, scale=1.0):
+    """Deep supervision: two heads' means on the one batch, summed: one objective."""
+    h = model(x)
+    loss = sum(F.cross_entropy(head(h), y) for head in heads)
+    (loss / scale).backward()
+    return loss

@@ -463,6 +463,8 @@ FIXED = [("cut.py", ["--cut", c, "--fixed"]) for c in ("detach", "checkpoint")] 
     ("saved_hooks.py", ["--stacked", "--fixed"]),
     ("helper_accum.py", []), ("helper_accum.py", ["--whole"]),
     ("helper_accum.py", ["--whole", "--bug"]), ("helper_accum.py", ["--mean"]),
+    # two heads' means on one batch, divided: 1 a pass, no whole means (one target tensor)
+    ("helper_accum.py", ["--heads"]),
     ("accumulation.py", ["--fixed"]), ("retention.py", ["--fixed"]),
     # Note [A state carried in from an earlier step] (doctor/graph.py): a cut_graph error
     # for `h0` at the detach that starts step 2, before
