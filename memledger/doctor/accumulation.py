@@ -60,32 +60,103 @@ def token_denominator(run: Run) -> list[Finding]:
 
 
 def loss_not_divided(run: Run) -> list[Finding]:
-    hits = []
+    hits, weighed = [], []
     for st, bws in _micro_batches(run):
         if len({(b["file"], b["line"]) for b in bws}) != 1:
             continue   # different backward lines: several objectives, not accumulation
-        if not all(len(b["losses"]) == 1 and b.get("value") is not None
-                   and b["losses"][0].get("value") is not None for b in bws):
+        losses = [x for b in bws for x in b["losses"]]
+        if not all(b["losses"] for b in bws) or \
+                len({(x["file"], x["line"]) for x in losses}) != 1:
             continue
-        if len({(b["losses"][0]["file"], b["losses"][0]["line"]) for b in bws}) != 1:
-            continue
-        if any(b["losses"][0].get("reduction") == "sum" for b in bws):
+        if any(x.get("reduction") == "sum" for x in losses):
             continue   # summed over samples: K sums add up to the step's sum, as one batch's
-        if all(abs(b["value"] - b["losses"][0]["value"]) <= REL * max(1.0, abs(b["value"]))
-               for b in bws):
+        if all(len(b["losses"]) == 1 and b.get("value") is not None
+               and b["losses"][0].get("value") is not None for b in bws) and \
+                all(abs(b["value"] - b["losses"][0]["value"]) <= REL * max(1.0, abs(b["value"]))
+                    for b in bws):
             hits.append((st, bws))
-    if not hits:
+            continue
+        k = _whole_means(bws)   # Note [Passes that weigh whole means]
+        if k is not None:
+            weighed.append((st, bws, k))
+    if hits:
+        st, bws = hits[0]
+        k = len(bws)
+        return [Finding(
+            check="loss_not_divided", severity="warning", where=where(bws[0]),
+            message=(f"{k} backward passes per optimizer step on the undivided loss ("
+                     f"{steps_named(h[0]['step'] for h in hits)}): the gradient is the sum of "
+                     f"{k} micro-batch means, {k}x their mean; backward on loss / {k}"),
+            evidence={"micro_batches": k,
+                      "loss_values": [b["losses"][0]["value"] for b in bws],
+                      "backward_values": [b["value"] for b in bws],
+                      "steps": sorted(h[0]["step"] for h in hits)})]
+    if not weighed:
         return []
-    st, bws = hits[0]
-    k = len(bws)
+    st, bws, k = weighed[0]
+    weights = [round(_weight(b), 4) for b in bws]
+    runs = f"in {k} runs of passes, " if len(bws) > k else ""
     return [Finding(
         check="loss_not_divided", severity="warning", where=where(bws[0]),
-        message=(f"{k} backward passes per optimizer step on the undivided loss ("
-                 f"{steps_named(h[0]['step'] for h in hits)}): the gradient is the sum of {k} "
-                 f"micro-batch means, {k}x their mean; backward on loss / {k}"),
-        evidence={"micro_batches": k, "loss_values": [b["losses"][0]["value"] for b in bws],
-                  "backward_values": [b["value"] for b in bws],
-                  "steps": sorted(h[0]["step"] for h in hits)})]
+        message=(f"{len(bws)} backward passes per optimizer step "
+                 f"({steps_named(w[0]['step'] for w in weighed)}) backpropagate {k} whole "
+                 f"means: {runs}the weights backward gave their loss elements sum to 1 in "
+                 f"each; the gradient is the sum of {k} micro-batch means, {k}x their mean; "
+                 f"scale each micro-batch's loss by 1/{k} before its backward"),
+        evidence={"micro_batches": k, "backward_passes": len(bws), "loss_weights": weights,
+                  "steps": sorted(w[0]["step"] for w in weighed)})]
+
+
+# Note [Passes that weigh whole means]
+# Read where a pass's value says nothing of its loss (several losses in one pass, a
+# reduction='none' loss reduced by hand): each loss carries the `weight` a backward gave
+# it (Note [What a backward weighs a loss by] in trace/doctor_probe.py: the sum over its
+# elements of d(root)/d(element)). A step's passes (one backward line, one loss line, no
+# summed reduction, none sharing a forward) weigh whole means when their weights add up
+# to a whole number K >= 2 and, in order, fall into K runs of weight 1 each (the running
+# sum passes through 1, 2, ..., K): K micro-batches, each backpropagated as a whole
+# mean, none divided. infini-transformer-pytorch's wrapper without `grad_accum_scale`,
+# 2 calls a step of 3 segments, a backward every 2: passes of 2/3, 1/3, 2/3, 1/3
+# (running 2/3, 1, 5/3, 2: K = 2); with the scale 1/3, 1/6, 1/3, 1/6 (total 1: no
+# finding); one call a step, truncated backpropagation through time, 2/3 and 1/3
+# (total 1). A loss computed beside the backward (logged, never backpropagated) has no
+# weight, and the step is not read. A step whose passes weigh 2 in one pass (two heads'
+# means summed, one loss doubled) is no run of 1 and not reported. Nor is a pass with two
+# losses on one target tensor (the same storage, offset and shape): deep supervision's
+# `(ce(out1, y) + ce(out2, y)) / K` weighs 1 a pass at K = 2, two heads' means of one
+# batch, each divided (tests/doctor/helper_accum.py --heads); a segment's targets are a
+# slice of their own. Known limitation: heads trained on targets of their own (a
+# multi-scale head's resized masks) read as parts of a batch.
+_RUN = 1e-3   # relative: weights are float32 gradient sums
+
+
+def _weight(b: dict) -> float:
+    return sum(float(x["weight"]) for x in b["losses"])
+
+
+def _whole_means(bws: list[dict]) -> int | None:
+    """K where the passes weigh their losses as K >= 2 whole means in K runs (Note [Passes
+    that weigh whole means]); None otherwise."""
+    if any(x.get("weight") is None for b in bws for x in b["losses"]):
+        return None
+    for b in bws:   # two losses on one target tensor: heads of one batch, not its parts
+        keys = [str(x["target"]) for x in b["losses"] if x.get("target")]
+        if len(keys) != len(set(keys)):
+            return None
+    weights = [_weight(b) for b in bws]
+    if any(not math.isfinite(w) or w <= 0 for w in weights):
+        return None
+    total = sum(weights)
+    k = round(total)
+    if k < 2 or abs(total - k) > _RUN * k:
+        return None
+    ran, hit = 0.0, set()
+    for w in weights:
+        ran += w
+        j = round(ran)
+        if abs(ran - j) <= _RUN * max(1, j):
+            hit.add(j)
+    return k if hit >= set(range(1, k + 1)) else None
 
 
 # Note [A step short of micro-batches]

@@ -114,7 +114,15 @@ _CLEARED_BY = {"none": "this `.grad = None`", "zero_": "this `.grad.zero_()`",
                "data.mul_": "this `.grad.data.mul_(0)`",
                "data.fill_": "this `.grad.data.fill_(0)`",
                "_foreach_zero_": "this `torch._foreach_zero_()`",
-               "_foreach_mul_": "this `torch._foreach_mul_(grads, 0)`"}
+               "_foreach_mul_": "this `torch._foreach_mul_(grads, 0)`",
+               # Note [A clear by a zero tensor, a zero tensor set]
+               "mul__t": "this `.grad.mul_()` by a tensor of zeros",
+               "data.mul__t": "this `.grad.data.mul_()` by a tensor of zeros",
+               "fill__t": "this `.grad.fill_()` with a zero tensor",
+               "data.fill__t": "this `.grad.data.fill_()` with a zero tensor",
+               "_foreach_mul__t": "this `torch._foreach_mul_()` by a tensor of zeros",
+               "set_zeros": "this `.grad = ...` (a tensor of zeros)",
+               "data.set_zeros": "this `.grad.data = ...` (a tensor of zeros)"}
 
 
 def written_after_step(run: Run) -> list[Finding]:

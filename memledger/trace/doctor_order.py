@@ -69,10 +69,38 @@ nothing (`--fixed --clear ...`). A clear is any in-place op that sets every elem
 (`torch.zero_` too), `mul_` or `*=` by the number 0, `fill_(0)`, and `torch._foreach_zero_`
 or `_foreach_mul_(grads, 0)` of a list of them (fifty-fourth session: fix53d had read
 `zero_` alone, and `mul_(0)`, `fill_(0)` after a late write gave no finding); a factor that
-is a tensor is not read (its value would have to be fetched). A clear through `p.grad.data`
-(an alias with a version counter of its own) is the same clear: Note [A gradient written
-through .data] in doctor_probe.py. The per-op cost is now a truth test of `reads` per op
-outside a step, and a dict lookup of the op only while reads are kept.
+is a tensor of zeros too (Note [A clear by a zero tensor, a zero tensor set]). A clear
+through `p.grad.data` (an alias with a version counter of its own) is the same clear: Note
+[A gradient written through .data] in doctor_probe.py. The per-op cost is now a truth test
+of `reads` per op outside a step, and a dict lookup of the op only while reads are kept.
+
+# Note [A clear by a zero tensor, a zero tensor set]
+A clear need not name the number 0. `p.grad.mul_(torch.zeros(()))` and `p.grad *=
+torch.tensor(0.)` (torch sees both as `mul_` with a tensor factor), and `p.grad =
+torch.zeros_like(p)` or `p.grad = p.grad * 0` (a fresh tensor of zeros set: the values the
+step used are gone all the same) threw away a late write unseen: tests/doctor/
+late_grad_write.py `--clear mul-tensor|imul-tensor|zeros-like|times-zero` said "no
+findings in 3 steps" (fifty-fifth session). A factor or fill value that is a tensor is
+now read (its values, with no mode watching: one read per such op on a gradient the
+script read after its step, nothing on any other op), and a tensor set as `.grad` (or as
+`.grad.data`: Note [A gradient's .data set] in doctor_probe.py) while the parameter's
+step entry is open is read the same way: all zeros is a clear, compared as a
+zero_grad's read is, before it runs. A set of anything else is a write, which the next
+clear sees (the tensor's id or pointer moved). Only plain strided tensors are read (a
+DTensor's values would take a collective; a sparse factor is left alone). A correct loop
+that clears so gives nothing; the next backward reads these gradients' values (their id
+or version moved), so none ever gave a false `grad_leak`.
+
+# Note [A write through a gradient's .data]
+`p.grad.data.add_(x)` after the step writes the gradient through an alias with a version
+counter of its own: the gradient's version, id and pointer stay as the step left them,
+and the zero_grad after it found nothing changed (tests/doctor/late_grad_write.py
+`--inplace-data`: "no findings", fix54b's "left alone"). The alias is kept with the
+script's reads (Note [A gradient written through .data] in doctor_probe.py), so an
+in-place op on it other than a clear (any op whose name ends in one `_`, `__iadd__` and
+kin) marks its parameter written (`_through`); the next clear of that gradient, by any
+means, compares as if its version had moved. Cost: while reads are kept, an id lookup of
+the op's first argument among the live aliases.
 """
 
 from __future__ import annotations
@@ -83,12 +111,14 @@ from typing import Any
 
 import torch
 import torch.nn.utils.clip_grad
+from torch.utils._python_dispatch import _disable_current_modes
 
 _CLIP_FILE = torch.nn.utils.clip_grad.__file__
 # the clip functions of torch.nn.utils and the argument that says how hard they clip
 CLIP_LIMITS = {"clip_grad_norm_": "max_norm", "clip_grad_norm": "max_norm",
                "_clip_grads_with_norm_": "max_norm", "clip_grad_value_": "clip_value"}
 _PUBLIC = {"_clip_grads_with_norm_": "clip_grads_with_norm_"}
+_PLAIN = (torch.Tensor, torch.nn.Parameter)   # tensors whose values `_all_zero` reads
 
 
 def clip_frame(frame) -> tuple[Any, str, str]:
@@ -124,6 +154,28 @@ def _pointer(g: torch.Tensor) -> int:
         return 0
 
 
+def _all_zero(t: Any) -> bool:
+    """Every value of `t`, a plain strided tensor, is 0 (read with no mode watching); False
+    for anything else (a wrapper subclass, a sparse tensor: not read)."""
+    if not isinstance(t, torch.Tensor) or type(t) not in _PLAIN or t.layout != torch.strided:
+        return False
+    try:
+        with torch._C.DisableTorchFunction(), _disable_current_modes(), torch.no_grad():
+            return not bool(t.any())
+    except RuntimeError:
+        return False
+
+
+def _zero_factor(v: Any) -> str | None:
+    """How a factor or value of 0 was given: "" for the number 0, "_t" for a tensor of
+    zeros (`mul_(torch.zeros(()))`, `*= torch.tensor(0.)`); None when it is no 0."""
+    if isinstance(v, torch.Tensor):
+        return "_t" if _all_zero(v) else None
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or v != 0:
+        return None
+    return ""
+
+
 class OrderWatch:
     """The state of Note [Where a clip and a step fall]. `params` and `index` are the
     probe's own maps (id(param) -> parameter while it lives, id(param) -> record index), read
@@ -154,6 +206,9 @@ class OrderWatch:
         # ... and of the `.data` aliases of such gradients (Note [A gradient written through
         # .data], doctor_probe.py): id -> weakref, to tell a live alias from a reused id
         self._aliases: dict[int, weakref.ref] = {}
+        # pids whose gradient an in-place op wrote through such an alias since their step
+        # (Note [A write through a gradient's .data])
+        self._through: set[int] = set()
 
     def forget(self, pids: list[int]) -> None:
         """Parameters gone (Note [Parameters held weakly] in doctor_probe.py): their ids may
@@ -161,6 +216,7 @@ class OrderWatch:
         for pid in pids:
             for d in (self._used, self._after, self._early, self._ptr):
                 d.pop(pid, None)
+            self._through.discard(pid)
             self._scaled.discard(pid)
             self._clip_seen.discard(pid)
             self._late_clip.discard(pid)
@@ -193,6 +249,7 @@ class OrderWatch:
     def grad_arrives(self, pid: int, fresh: bool) -> None:
         """A backward is about to add into this parameter's `.grad` (None or zero: fresh)."""
         self._used.pop(pid, None)
+        self._through.discard(pid)
         if fresh:
             self._scaled.discard(pid)
         clip = self._after.pop(pid, None)
@@ -271,6 +328,7 @@ class OrderWatch:
         for pid in pids:
             g = getattr(self._params.get(pid), "grad", None)
             self._late_clip.discard(pid)
+            self._through.discard(pid)
             if g is None:
                 self._used.pop(pid, None)
                 self._ptr.pop(pid, None)
@@ -298,13 +356,20 @@ class OrderWatch:
         """An in-place op that may clear tensors is about to run (`how`: "zero_", "mul_",
         "fill_"; `args` its arguments): for each a gradient that the script read of a
         parameter whose step entry is open, the zero_grad's comparison (Note [A gradient
-        cleared by hand]). A factor or value must be the number 0."""
-        if how not in ("zero_", "_foreach_zero_"):
-            v = args[1] if len(args) > 1 else None
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or v != 0:
-                return
+        cleared by hand]). A factor or value must be 0: the number, or a tensor whose
+        values are all 0 (Note [A clear by a zero tensor, a zero tensor set]); an op by
+        any other factor writes through an alias (`written`)."""
         first = args[0]
-        for g in first if isinstance(first, (list, tuple)) else (first,):
+        targets = first if isinstance(first, (list, tuple)) else (first,)
+        if not any(id(g) in self.reads for g in targets):
+            return
+        if how not in ("zero_", "_foreach_zero_"):
+            zero = _zero_factor(args[1] if len(args) > 1 else None)
+            if zero is None:
+                self.written(first)
+                return
+            how += zero
+        for g in targets:
             pid = self.reads.get(id(g))
             p = self._params.get(pid) if pid is not None else None
             if p is None or p.grad is None:
@@ -316,6 +381,30 @@ class OrderWatch:
             del self.reads[id(g)]
             self.zeroed(p, where, ("data." if through else "") + how)
 
+    def aliased(self, first: Any) -> bool:
+        """Is `first` (a tensor, or a list of them) a `.data` alias kept with the reads?"""
+        if isinstance(first, (list, tuple)):
+            return any(id(g) in self._aliases for g in first)
+        return id(first) in self._aliases
+
+    def written(self, first: Any) -> None:
+        """An in-place op other than a clear writes `first` (a tensor, or a list of them):
+        where it is a `.data` alias of a gradient a step left, the gradient changed with no
+        version of its own moving (Note [A write through a gradient's .data])."""
+        for g in first if isinstance(first, (list, tuple)) else (first,):
+            alias = self._aliases.get(id(g))
+            if alias is not None and alias() is g:
+                pid = self.reads.get(id(g))
+                if pid is not None and pid in self._used:
+                    self._through.add(pid)
+
+    def set_to(self, p: Any, value: Any, where, how: str) -> None:
+        """The script sets `p.grad = value` (`how` "set") or `p.grad.data = value` ("data.
+        set"), a tensor: a clear where its values are all 0 (Note [A clear by a zero
+        tensor, a zero tensor set])."""
+        if id(p) in self._used and _all_zero(value):
+            self.zeroed(p, where, how + "_zeros")
+
     def zeroed(self, p: Any, where, how: str = "zero_grad") -> None:
         """A `zero_grad` read `p.grad` (Note [A gradient written after the step]), or the
         script is about to clear it by hand (`how`: "none", "zero_"; Note [A gradient
@@ -323,9 +412,11 @@ class OrderWatch:
         here. `where()`: the (file, line) of the call, asked only for such a gradient."""
         pid = id(p)
         used, ptr = self._used.pop(pid, None), self._ptr.pop(pid, None)
+        through = pid in self._through   # Note [A write through a gradient's .data]
+        self._through.discard(pid)
         g = p.grad
         if used is None or g is None or pid in self._late_clip or \
-                (id(g), g._version, _pointer(g)) == (used[2], used[3], ptr):
+                (id(g), g._version, _pointer(g)) == (used[2], used[3], ptr) and not through:
             return
         file, line = where()
         rec = self._late_writes.get((file, line, used[1]))

@@ -233,6 +233,35 @@ def _zero_as_left(any_then: torch.Tensor | None) -> bool:
         return not bool(any_then)
 
 
+# Note [What a backward weighs a loss by]
+# `loss_not_divided` compared the value a backward ran on with the value of the one loss
+# computed since the previous backward: equal, and K such passes a step, is K micro-batch
+# means summed. A loss built otherwise was never read: infini-transformer-pytorch's
+# wrapper (tests/clients/train_infini.py --accum 2 --bug no-scale) takes a
+# `cross_entropy(..., reduction='none')` per segment, a masked mean of it times the
+# segment's share of the sequence's tokens, sums them, and calls backward inside its own
+# forward every two segments: 2 passes per call, 2 losses in the first, none a single
+# valued mean, and the doctor said nothing while each call added its whole sequence's
+# mean (the gradient twice the mean at 2 calls a step); the plain-torch form, a helper
+# in another file doing the same (tests/doctor/helper_accum.py --bug), the same.
+# Where the backward ran is no obstacle: in a library the backward's and the losses'
+# line are both the script's call (frames inside installed packages are passed over), in
+# a helper of the project both are the helper's. What a backward does to a loss is
+# read directly instead: a tensor hook on each loss output under grad receives
+# d(backward root)/d(output) as backward passes it, and its sum is the loss's `weight`:
+# 1 for a mean backpropagated as it is, 1/K for loss / K, and for reduction='none' the
+# sum of what each element was weighed by (1/48 each of a 48-token sequence's masked
+# mean, however the segments split it). A loss no backward ran through gets none.
+# doctor/accumulation.py reads the weights (Note [Passes that weigh whole means]).
+# Cost: one hook per loss call under grad; at backward, one sum of its gradient (a
+# scalar for a reduced loss) and one read.
+def _weight_hook(rec: dict[str, Any]):
+    def hook(grad):
+        with _quiet(), contextlib.suppress(RuntimeError, TypeError, ValueError):
+            rec["weight"] = rec.get("weight", 0.0) + float(grad.detach().double().sum())
+    return hook
+
+
 def _checksum(p: torch.Tensor) -> torch.Tensor:
     """A parameter's L2 norm in float32, kept as a tensor (no device sync): not a sum, which
     a step along a gradient that sums to zero (a softmax layer's bias) leaves unchanged."""
@@ -338,15 +367,19 @@ def _named_params(root: nn.Module, prefix: str) -> Iterator[tuple[nn.Module, nn.
 # optimizer steps (leaks past zero_grad, skipped updates, schedulers) find nothing where
 # no optimizer steps. tests/integration/test_doctor_steps_by.py.
 
-def _saved_hooks_on() -> bool:
-    """Saved-tensor hooks are on now (True where torch cannot say)."""
-    top = getattr(torch._C._autograd, "_top_saved_tensors_default_hooks", None)
-    if top is None:
-        return True
+_TOP_HOOKS = getattr(torch._C._autograd, "_top_saved_tensors_default_hooks", None)
+_UNKNOWN: Any = object()   # torch cannot say which saved-tensor hooks are on
+
+
+def _top_saved_hooks() -> Any:
+    """The (pack, unpack) pair on top of the saved-tensor hook stack now, None when none
+    is on, `_UNKNOWN` where torch cannot say (taken as on)."""
+    if _TOP_HOOKS is None:
+        return _UNKNOWN
     try:
-        return top(True) is not None
+        return _TOP_HOOKS(True)
     except (RuntimeError, TypeError):
-        return True
+        return _UNKNOWN
 
 class DoctorProbe(TorchFunctionMode):
     """Records the training mechanics of a script while active (see the module docstring).
@@ -779,9 +812,11 @@ class DoctorProbe(TorchFunctionMode):
 
     def _module_pre(self, module: nn.Module, args) -> None:
         mid = id(module)
-        if not self._retention.saved_unreadable and _saved_hooks_on():
+        hooks = _top_saved_hooks()
+        if hooks is not None:
             self._retention.saved_unreadable = True   # Note [A graph kept by retain_graph]
-            self._retention.hooks_seen()   # Note [A store that saved-tensor hooks fill]
+            if hooks is not _UNKNOWN:   # Note [Every pack hook the script registers]
+                self._retention.hooks_seen(hooks[0])
         # a top-level call: a module no other holds, or one already known as top-level
         top = module in self._names.prefix or module not in self._names.paths
         _, new = self._names.path(module, top_level=top)
@@ -1073,10 +1108,15 @@ class DoctorProbe(TorchFunctionMode):
             if func is _DETACH_IN_PLACE and args and id(args[0]) in self._index and \
                     isinstance(args[0], _Tensor) and args[0].requires_grad:
                 self._detached_in_place(args[0])   # Note [A parameter detached in place]
-            if self._order.reads and args and func in _CLEARS:
-                # `p.grad.zero_()`, `.mul_(0)`, `.fill_(0)`, `torch._foreach_zero_(grads)`:
-                # Note [A gradient cleared by hand] (doctor_order.py)
-                self._order.cleared(_CLEARS[func], args, user_line)
+            if self._order.reads and args:
+                if func in _CLEARS:
+                    # `p.grad.zero_()`, `.mul_(0)`, `.fill_(0)`, `torch._foreach_zero_(grads)`:
+                    # Note [A gradient cleared by hand] (doctor_order.py)
+                    self._order.cleared(_CLEARS[func], args, user_line)
+                elif self._order.aliased(args[0]) and _in_place(func):
+                    # `p.grad.data.add_(x)` after the step: Note [A write through a
+                    # gradient's .data] (doctor_order.py)
+                    self._order.written(args[0])
             if len(args) > 1 and self._bw_pending and _in_place(func):
                 self._into_state(args)   # Note [Gradients an optimizer takes outside its step]
             cut = _CUTS.get(func)
@@ -1097,6 +1137,10 @@ class DoctorProbe(TorchFunctionMode):
                         if name == "__set__" and len(args) > 1 and args[1] is None:
                             # `p.grad = None`: Note [A gradient cleared by hand]
                             self._order.zeroed(args[0], user_line, "none")
+                        elif name == "__set__" and len(args) > 1:
+                            # `p.grad = torch.zeros_like(p)`: Note [A clear by a zero
+                            # tensor, a zero tensor set] (doctor_order.py)
+                            self._order.set_to(args[0], args[1], user_line, "set")
                         out = func(*args, **kwargs)
                         if name == "__get__" and out is not None:
                             self._order.read_by_script(args[0], out)
@@ -1408,15 +1452,38 @@ class DoctorProbe(TorchFunctionMode):
     # lookup per `.data` taken outside a step; one value read of that gradient at its
     # next backward.
     def _grad_data(self, func, args, kwargs):
-        out = func(*args, **kwargs)
         g = args[0]
         pid = self._grad_ids[id(g)]
         p = self._params.get(pid)
+        if getattr(func, "__name__", "") == "__set__" and len(args) > 1:
+            return self._grad_data_set(func, args, kwargs, p, pid)
+        out = func(*args, **kwargs)
         if p is not None and p.grad is g and isinstance(out, _Tensor):
             st = self._grad_state.get(pid)
             if st is not None and st[0] == id(g):
                 self._grad_state[pid] = (id(g), -1)   # not a version: values read next
             self._order.alias_of(out, g, pid)
+        return out
+
+    # Note [A gradient's .data set]
+    # `p.grad.data = x` swaps the gradient's storage and moves no version counter: the
+    # gradient is the same tensor at the same version, so Note [Which backward reached a
+    # parameter] found it "as the step used it" at the next backward, and a loop that
+    # clears every step by `p.grad.data = torch.zeros_like(p.grad)` read as `grad_leak`
+    # (4 parameters, steps 2 and 3, 360 B: tests/doctor/grad_leak.py --fixed --clear
+    # data-set). The remembered version is forgotten there, as for `.data` taken
+    # (its values are read at the next backward), and a set to a tensor of zeros while the
+    # step's entry is open is a clear (Note [A clear by a zero tensor, a zero tensor set],
+    # doctor_order.py); a set to anything else moves the pointer, which the next clear
+    # reads as a write (Note [A gradient written after the step]).
+    def _grad_data_set(self, func, args, kwargs, p: Any, pid: int):
+        g = args[0]
+        if p is not None and p.grad is g:
+            self._order.set_to(p, args[1], user_line, "data.set")
+        out = func(*args, **kwargs)
+        st = self._grad_state.get(pid)
+        if p is not None and p.grad is g and st is not None and st[0] == id(g):
+            self._grad_state[pid] = (id(g), -1)   # not a version: values read next
         return out
 
     def _data_taken(self, p: Any) -> None:
@@ -1451,10 +1518,16 @@ class DoctorProbe(TorchFunctionMode):
             if isinstance(target, _Tensor) and not target.is_floating_point():
                 rec["tokens"] = int(target.numel())
                 rec["valid"] = int((target != ignore).sum())
+            if isinstance(target, _Tensor) and target.layout is torch.strided:
+                # which samples: Note [Passes that weigh whole means] (doctor/accumulation.py)
+                rec["target"] = [target.untyped_storage().data_ptr(),
+                                 target.storage_offset(), list(target.shape)]
             if isinstance(out, _Tensor) and out.numel() == 1:
                 rec["value"] = float(out.detach().float().cpu())
         rec["file"], rec["line"] = user_line()
         self._losses.append(rec)
+        if isinstance(out, _Tensor) and out.requires_grad and not _functorch_wrapped(out):
+            out.register_hook(_weight_hook(rec))   # Note [What a backward weighs a loss by]
         # Note [An activation the loss applies again], Note [A loss that broadcasts its
         # target], Note [Values that are no log-probabilities], Note [kl_div's
         # reduction='mean'] (doctor_losses.py)

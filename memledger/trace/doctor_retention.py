@@ -104,8 +104,10 @@ class RetentionWatch:
         # Note [A branch kept over several steps]: id(tensor) -> (weakref, the backward's
         # (file, line)) of the branch tensors the last boundary reported
         self._side_kept: dict[int, tuple[weakref.ref, list]] = {}
-        # Note [A store that saved-tensor hooks fill]: the pack hook first seen on
-        self._pack: weakref.ref | None = None
+        # Note [A store that saved-tensor hooks fill], Note [Every pack hook the script
+        # registers]: (id(function), id(owner)) -> weakrefs of a user pack hook seen on top
+        # at a module call (its function, and a bound method's object or None)
+        self._packs: dict[tuple[int, int], tuple[weakref.ref, weakref.ref | None]] = {}
 
     def start(self) -> None:
         # Graphs alive before the run (another run's leftovers, say) are not its history.
@@ -424,57 +426,93 @@ class RetentionWatch:
     # B): ... keep what that line adds detached instead": it counted only the saves with
     # history (not the batch, the targets) and its fix frees nothing (a detached tensor in
     # the store is kept all the same); a store of copies (`t.detach().clone()`, `t.cpu()`)
-    # carries no history, and was not reported at all. The probe keeps the pack hook it
-    # first sees on at a module call (weakly; the check that sees it runs until then only),
-    # and at each boundary counts the tensors of the lists, dicts and deques its code names
-    # (its globals, its closure's cells, its object's attributes for a bound method), one
-    # level in and through tuples (`(device, t)`): their distinct storages, parameters and
-    # buffers aside (`store`, their number; `bytes`), a record per non-empty one.
-    # doctor/retention.py reports a store that grows as an error and one that keeps a
-    # step's saves as a warning, in place of what the graph walk found under the same
-    # name. Cost: at a boundary, where a pack hook was seen, one pass over its containers;
-    # nothing on any per-op path.
-    def hooks_seen(self) -> None:
-        """Saved-tensor hooks are on at a module call, first seen: keep their pack (Note [A
-        store that saved-tensor hooks fill])."""
-        top = getattr(torch._C._autograd, "_top_saved_tensors_default_hooks", None)
-        with contextlib.suppress(Exception):
-            pack = top(True)[0] if top is not None else None
-            fn = getattr(pack, "__func__", pack)
-            code = getattr(fn, "__code__", None)
-            if code is not None and is_user_file(code.co_filename):
-                self._pack = weakref.ref(pack)
+    # carries no history, and was not reported at all. The probe keeps each pack hook of the
+    # user's it sees on at a module call (weakly: Note [Every pack hook the script registers];
+    # it kept the first alone before), and at each boundary counts the tensors of the lists,
+    # dicts and deques its code names (its globals, its closure's cells, its object's
+    # attributes for a bound method), one level in and through tuples (`(device, t)`): their
+    # distinct storages, parameters and buffers aside (`store`, their number; `bytes`), a
+    # record per non-empty one. doctor/retention.py reports a store that grows as an error and
+    # one that keeps a step's saves as a warning, in place of what the graph walk found under
+    # the same name. Cost: at a boundary, where a pack hook was seen, one pass over its
+    # containers; nothing on any per-op path.
+    # Note [Every pack hook the script registers]
+    # The store check kept the pack hook it first saw on at a module call and no other: a
+    # second `saved_tensors_hooks` context (stacked inside the first around a part of the
+    # forward, or entered later) was never looked at. tests/doctor/saved_hooks.py
+    # `--stacked`: the first layer under a pair whose unpack pops its entry, the rest of
+    # the forward under a leaky pair stacked inside it (torch uses the innermost pair
+    # alone): 4 storages, 708 B a step kept (the ReLU's output 512, the log-softmax 128, the
+    # targets 64, the weight total 4). The old code said what the graph walk found ("`stash`
+    # carries autograd history ... each step adds 3 tensors, 896 B ... `.detach()` of a
+    # tensor": the saves with history only, a fix that frees nothing), and of a store of
+    # copies (`--stacked --copy`, 7 a step, 1,604 B) nothing. (The script's own hooks under
+    # `doctor -o`, beside the collector's, were found already: `doctor -o saved_hooks.py`
+    # gave the same error before.) Now every module call under saved-tensor hooks reads
+    # the pair on top (one call into torch's stack) and keeps each distinct user pack weakly (its function, and
+    # a bound method's object: a pack made per step dies with its step, and the check
+    # forgets it); at a boundary each live pack's containers are counted as before, a
+    # container two packs name (a shared global) once. Known limitations: hooks seen only
+    # at a module call (a context around functional ops alone is not watched); hooks put
+    # on one saved tensor (`grad_fn._raw_saved_self.register_hooks(pack, unpack)`) are not
+    # seen: torch gives them back to no one. Cost per module call: the stack read, and
+    # for a pack not seen before a few attribute reads and a cached file test.
+    def hooks_seen(self, pack: Any) -> None:
+        """`pack`, the pack hook on top of torch's saved-tensor hook stack at a module call:
+        kept, weakly, where it is the user's (Note [A store that saved-tensor hooks fill],
+        Note [Every pack hook the script registers])."""
+        fn = getattr(pack, "__func__", pack)
+        owner = getattr(pack, "__self__", None)
+        key = (id(fn), id(owner) if owner is not None else 0)
+        known = self._packs.get(key)
+        if known is not None and known[0]() is fn and \
+                (known[1] is None or known[1]() is owner):
+            return
+        code = getattr(fn, "__code__", None)
+        if code is None or not is_user_file(code.co_filename):
+            return
+        with contextlib.suppress(TypeError):   # an object that takes no weak reference
+            self._packs[key] = (weakref.ref(fn),
+                                weakref.ref(owner) if owner is not None else None)
+
+    def _live_packs(self) -> list[tuple[Any, Any]]:
+        """(function, owner or None) of each user pack hook still alive; the dead forgotten."""
+        out = []
+        for key, (fref, oref) in list(self._packs.items()):
+            fn, owner = fref(), oref() if oref is not None else None
+            if fn is None or (oref is not None and owner is None):
+                del self._packs[key]
+            else:
+                out.append((fn, owner))
+        return out
 
     def _stores(self, step: int) -> list[dict[str, Any]]:
-        pack = self._pack() if self._pack is not None else None
-        if pack is None:
-            return []
-        fn = getattr(pack, "__func__", pack)
-        code = fn.__code__
-        named: list[tuple[str, Any]] = [
-            (k, fn.__globals__[k]) for k in code.co_names if k in fn.__globals__]
-        named += [(k, c.cell_contents) for k, c in zip(code.co_freevars, fn.__closure__ or ())
-                  if _filled(c)]
-        owner = getattr(pack, "__self__", None)
-        if owner is not None:
-            named += list(getattr(owner, "__dict__", {}).items())
-        resident, out = self._state(), []
-        for k, v in named:
-            if not isinstance(v, (list, dict, collections.deque)):
-                continue
-            items = list(dict.values(v)) if isinstance(v, dict) else list(v)
-            storages: dict[int, int] = {}
-            for x in items:
-                for t in x if isinstance(x, tuple) else (x,):
-                    st = _storage_key(t) if isinstance(t, _Tensor) else None
-                    if st is not None and st[0] not in resident:
-                        storages[st[0]] = st[1]
-            if storages:
-                out.append({"k": "retained", "step": step, "name": k, "var": k,
-                            "file": code.co_filename, "shape": [],
-                            "bytes": sum(storages.values()), "nodes": 0, "backwarded": False,
-                            "store": len(storages),
-                            "pack": [code.co_name, code.co_firstlineno]})
+        resident, out, seen = self._state(), [], set()
+        for fn, owner in self._live_packs():
+            code = fn.__code__
+            named: list[tuple[str, Any]] = [
+                (k, fn.__globals__[k]) for k in code.co_names if k in fn.__globals__]
+            named += [(k, c.cell_contents)
+                      for k, c in zip(code.co_freevars, fn.__closure__ or ()) if _filled(c)]
+            if owner is not None:
+                named += list(getattr(owner, "__dict__", {}).items())
+            for k, v in named:
+                if not isinstance(v, (list, dict, collections.deque)) or id(v) in seen:
+                    continue
+                seen.add(id(v))
+                items = list(dict.values(v)) if isinstance(v, dict) else list(v)
+                storages: dict[int, int] = {}
+                for x in items:
+                    for t in x if isinstance(x, tuple) else (x,):
+                        st = _storage_key(t) if isinstance(t, _Tensor) else None
+                        if st is not None and st[0] not in resident:
+                            storages[st[0]] = st[1]
+                if storages:
+                    out.append({"k": "retained", "step": step, "name": k, "var": k,
+                                "file": code.co_filename, "shape": [],
+                                "bytes": sum(storages.values()), "nodes": 0,
+                                "backwarded": False, "store": len(storages),
+                                "pack": [code.co_name, code.co_firstlineno]})
         return out
 
     # Note [A branch saved through hooks]

@@ -25,14 +25,15 @@ but where named, every policy predicted = measured):
   @CausalAttention` 846,008 B. `--detach` (a backward per segment): 748,416 B; 714,576,
   687,136 and 741,472 B.
 `trace --fake --device cpu` reads the same peaks, categories and predictions. The doctor
-finds nothing on the carried loop.
+finds nothing on the carried loop; `--accum 2 --bug no-scale` is `loss_not_divided` (read by
+the weights backward gives the wrapper's losses, helper fix55e; nothing before).
 """
 
 import importlib.util
 
 import pytest
 
-from tests.clients.harness import assert_one_doctor_error, run_client
+from tests.clients.harness import HERE, assert_one_doctor_error, run_client
 
 if importlib.util.find_spec("infini_transformer_pytorch") is None:
     pytest.skip("infini-transformer-pytorch is not installed", allow_module_level=True)
@@ -54,3 +55,25 @@ def test_the_readme_wrapper_with_two_backward_passes_a_step_is_predicted_as_meas
     for policy, peak in pols.items():
         assert run.policies[policy].predicted == run.policies[policy].measured == peak
     assert_one_doctor_error("train_infini.py", ["--mode", "carry", "--detach"], 2, None, "")
+
+
+def test_the_wrapper_called_twice_a_step_without_its_scale_is_loss_not_divided():
+    """`--accum 2 --bug no-scale`: two calls a step of `wrapper(seq, backward=True)` without
+    `grad_accum_scale`, each running its two passes inside the library (2 then 1 of the 3
+    segments, each segment's masked mean weighed by its share of the 48 tokens): passes of
+    weight 2/3, 1/3, 2/3, 1/3, each call its whole mean, the gradient twice the mean. The old
+    code said nothing (no pass's value is a loss's value); Note [What a backward weighs a
+    loss by] (trace/doctor_probe.py). With the scale (1/3, 1/6, ...) nothing."""
+    from memledger.doctor.run import diagnose_in_process
+
+    argv = ["--mode", "wrapper", "--accum", "2"]
+    report, outcome = diagnose_in_process(HERE / "train_infini.py", [*argv, "--bug", "no-scale"],
+                                          2)
+    assert outcome.code == 0, outcome.reason
+    (f,) = report.findings
+    assert (f.check, f.severity) == ("loss_not_divided", "warning")
+    assert f.evidence == {"micro_batches": 2, "backward_passes": 4,
+                          "loss_weights": [0.6667, 0.3333, 0.6667, 0.3333], "steps": [1, 2]}
+    line = "loss = wrapper(batch(), backward=True, grad_accum_scale=scale)"
+    assert (HERE / "train_infini.py").read_text().splitlines()[f.where.line - 1].strip() == line
+    assert_one_doctor_error("train_infini.py", argv, 2, None, "")

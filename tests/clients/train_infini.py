@@ -33,7 +33,8 @@ All: `--delta` (`use_mem_delta_rule`), `--learned-delta` (`learned_delta_update`
 (`grad_accum_scale`, N calls per step), `--eval` (the README's eval loss under no_grad, each
 step), `--generate N` (the wrapper's `generate`, N tokens, each step), `--clip`.
 `--bug no-scale`: `--accum N` calls of the wrapper with `backward=True` and no
-`grad_accum_scale` (each call's passes add its whole loss's gradient: N times the mean).
+`grad_accum_scale` (each call's passes add its whole loss's gradient: N times the mean;
+the doctor's `loss_not_divided`, Note [Passes that weigh whole means]).
 """
 
 import argparse

@@ -6,7 +6,10 @@
                                    # (the clip changes .grad in place: the leak once went unseen)
     python grad_leak.py --fixed --clear HOW   # the --fixed loop clearing each gradient by
                                    # hand, not by zero_grad: `data` (`p.grad.data.zero_()`,
-                                   # once a false grad_leak), `mul` (`.mul_(0)`), `fill`
+                                   # once a false grad_leak), `mul` (`.mul_(0)`), `fill`,
+                                   # `mul-tensor`, `imul-tensor`, `zeros-like`, `times-zero`,
+                                   # `data-set` (`p.grad.data = torch.zeros_like(p.grad)`:
+                                   # once a false grad_leak) as in late_grad_write.py
     python grad_leak.py --fixed --clear data --skip-head   # ... forgetting the last
                                    # layer's two: the bug again, for those two only
 """
@@ -37,5 +40,15 @@ for step in range(3):
             p.grad.data.zero_()
         elif CLEAR == "mul":
             p.grad.mul_(0)
+        elif CLEAR == "mul-tensor":
+            p.grad.mul_(torch.zeros(()))
+        elif CLEAR == "imul-tensor":
+            p.grad *= torch.tensor(0.)
+        elif CLEAR == "zeros-like":
+            p.grad = torch.zeros_like(p)
+        elif CLEAR == "times-zero":
+            p.grad = p.grad * 0
+        elif CLEAR == "data-set":
+            p.grad.data = torch.zeros_like(p.grad)
         else:
             p.grad.fill_(0)

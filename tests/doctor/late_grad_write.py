@@ -16,7 +16,14 @@ zero_grad() that follows clears what it wrote before any step reads it.
                    `fill` (`p.grad.fill_(0)`), `data` (`p.grad.data.zero_()`) or
                    `foreach` (`torch._foreach_zero_` of the gradients): the same (no
                    finding before; `data` said grad_leak, also with --fixed: Note [A
-                   gradient written through .data])
+                   gradient written through .data]); `mul-tensor` (`p.grad.mul_(torch.zeros(
+                   ()))`), `imul-tensor` (`p.grad *= torch.tensor(0.)`), `zeros-like`
+                   (`p.grad = torch.zeros_like(p)`), `times-zero` (`p.grad = p.grad * 0`),
+                   `data-set` (`p.grad.data = torch.zeros_like(p.grad)`): the same (no
+                   finding before: Note [A clear by a zero tensor, a zero tensor set])
+    --inplace-data the filter adds through `.data` in place (`p.grad.data.add_`): the
+                   gradient's own version, id and pointer stay (no finding before: Note [A
+                   write through a gradient's .data])
 """
 import sys
 
@@ -38,6 +45,8 @@ def grad_filter():
         ema[n] = ema[n] * 0.9 + p.grad.detach() * 0.1 if n in ema else p.grad.detach().clone()
         if "--inplace" in sys.argv:
             p.grad.add_(ema[n], alpha=2.0)
+        elif "--inplace-data" in sys.argv:
+            p.grad.data.add_(ema[n], alpha=2.0)
         else:
             p.grad.data = p.grad.data + ema[n] * 2.0
 
@@ -64,6 +73,16 @@ for step in range(4):
             p.grad.fill_(0)
         elif CLEAR == "data":
             p.grad.data.zero_()
+        elif CLEAR == "mul-tensor":
+            p.grad.mul_(torch.zeros(()))
+        elif CLEAR == "imul-tensor":
+            p.grad *= torch.tensor(0.)
+        elif CLEAR == "zeros-like":
+            p.grad = torch.zeros_like(p)
+        elif CLEAR == "times-zero":
+            p.grad = p.grad * 0
+        elif CLEAR == "data-set":
+            p.grad.data = torch.zeros_like(p.grad)
         else:
             if CLEAR == "detach":
                 p.grad.detach_()

@@ -246,6 +246,30 @@ BUGS = [
     ("late_grad_write.py", ["--clear", "foreach"], "written_after_step", "error",
      ["4 parameters", "cleared by this `torch._foreach_zero_()`", "steps 1 and 2"],
      "torch._foreach_zero_([p.grad for p in model.parameters()])"),
+    # ... by a tensor of zeros, a zero tensor set as `.grad` or `.grad.data` (Note [A clear by
+    # a zero tensor, a zero tensor set] in trace/doctor_order.py), and a late write through
+    # `.data` in place (Note [A write through a gradient's .data]): no finding on the old code
+    ("late_grad_write.py", ["--clear", "mul-tensor"], "written_after_step", "error",
+     ["4 parameters", "cleared by this `.grad.mul_()` by a tensor of zeros", "steps 1 and 2"],
+     "p.grad.mul_(torch.zeros(()))"),
+    ("late_grad_write.py", ["--clear", "imul-tensor"], "written_after_step", "error",
+     ["4 parameters", "cleared by this `.grad.mul_()` by a tensor of zeros", "steps 1 and 2"],
+     "p.grad *= torch.tensor(0.)"),
+    ("late_grad_write.py", ["--clear", "zeros-like"], "written_after_step", "error",
+     ["4 parameters", "cleared by this `.grad = ...` (a tensor of zeros)", "steps 1 and 2"],
+     "p.grad = torch.zeros_like(p)"),
+    ("late_grad_write.py", ["--clear", "times-zero"], "written_after_step", "error",
+     ["4 parameters", "cleared by this `.grad = ...` (a tensor of zeros)", "steps 1 and 2"],
+     "p.grad = p.grad * 0"),
+    ("late_grad_write.py", ["--clear", "data-set"], "written_after_step", "error",
+     ["4 parameters", "cleared by this `.grad.data = ...` (a tensor of zeros)",
+      "steps 1 and 2"], "p.grad.data = torch.zeros_like(p.grad)"),
+    ("late_grad_write.py", ["--inplace-data"], "written_after_step", "error",
+     ["4 parameters", "cleared by this zero_grad()", "steps 1 and 2"],
+     "opt.zero_grad(set_to_none=\"--set-none\" in sys.argv)"),
+    ("late_grad_write.py", ["--inplace-data", "--clear", "data"], "written_after_step",
+     "error", ["4 parameters", "cleared by this `.grad.data.zero_()`", "steps 1 and 2"],
+     "p.grad.data.zero_()"),
     ("retention.py", [], "cross_step_retention", "error", ["`total_loss`", "up from 12"],
      "total_loss += loss"),
     ("retention.py", ["--bug", "list"], "cross_step_retention", "error", ["`losses`"],
@@ -428,6 +452,19 @@ FIXED = [("cut.py", ["--cut", c, "--fixed"]) for c in ("detach", "checkpoint")] 
     *[("late_grad_write.py", ["--fixed", "--clear", c]) for c in ("mul", "fill", "data",
                                                                   "foreach")],
     *[("grad_leak.py", ["--fixed", "--clear", c]) for c in ("data", "mul", "fill")],
+    # Note [A clear by a zero tensor, a zero tensor set], Note [A gradient's .data set]
+    # (`data-set`: a false grad_leak on the old code), Note [A write through a gradient's
+    # .data]
+    *[(script, ["--fixed", "--clear", c]) for script in ("grad_leak.py", "late_grad_write.py")
+      for c in ("mul-tensor", "imul-tensor", "zeros-like", "times-zero", "data-set")],
+    ("late_grad_write.py", ["--fixed", "--inplace-data"]),
+    ("late_grad_write.py", ["--fixed", "--inplace-data", "--clear", "data"]),
+    # Note [Every pack hook the script registers]; Note [Passes that weigh whole means]
+    ("saved_hooks.py", ["--stacked", "--fixed"]),
+    ("helper_accum.py", []), ("helper_accum.py", ["--whole"]),
+    ("helper_accum.py", ["--whole", "--bug"]), ("helper_accum.py", ["--mean"]),
+    # two heads' means on one batch, divided: 1 a pass, no whole means (one target tensor)
+    ("helper_accum.py", ["--heads"]),
     ("accumulation.py", ["--fixed"]), ("retention.py", ["--fixed"]),
     # Note [A state carried in from an earlier step] (doctor/graph.py): a cut_graph error
     # for `h0` at the detach that starts step 2, before
@@ -1147,3 +1184,63 @@ def test_a_store_that_saved_tensor_hooks_fill_is_counted_whole():
            "read them: one forward's saves, kept through the next forward" in k.message
     for args in (["--fixed"], ["--clear"], ["--fixed", "--copy"]):
         assert doctor("saved_hooks.py", *args).findings == [], args
+
+
+def test_a_gradient_data_set_to_zeros_clears_it_and_one_left_out_still_leaks():
+    """Note [A gradient's .data set] (trace/doctor_probe.py): the accumulation loop clearing
+    each gradient by `p.grad.data = torch.zeros_like(p.grad)`, which moves no version: once
+    "grad_leak ... 4 parameters ... steps 2 and 3", 360 B (8x8 + 8 + 2x8 + 2 floats); now
+    clean, and leaving out the last layer's two is the leak for those two: 2x8 + 2 floats =
+    72 B (the old code said 4 parameters, 360 B)."""
+    assert doctor("grad_leak.py", "--fixed", "--clear", "data-set").findings == []
+    for how in ("data-set", "zeros-like", "mul-tensor"):
+        (f,) = doctor("grad_leak.py", "--fixed", "--clear", how, "--skip-head").findings
+        assert (f.check, f.severity) == ("grad_leak", "error")
+        assert f.evidence == {"params": 2, "steps": [2, 3], "bytes": 72}, how
+    # a late write cleared so: written_after_step alone, no grad_leak beside it
+    (w,) = doctor("late_grad_write.py", "--clear", "data-set").findings
+    assert (w.check, w.evidence) == ("written_after_step", {"params": 4, "steps": [1, 2]})
+
+
+def test_a_leaky_store_of_a_second_stacked_pack_hook_is_counted():
+    """Note [Every pack hook the script registers] (trace/doctor_retention.py): the first
+    layer under a pair whose unpack pops, the rest of the forward under a leaky pair
+    stacked inside it. The store keeps 4 storages, 708 B a step (the ReLU's output 512, the
+    log-softmax 128, the targets 64, the loss's weight total 4). Only the first pack seen
+    was checked before: the old code said "`stash` carries autograd history ... (at the end
+    of steps 2 and 3 ...)" (the saves with history only), and of a store of copies (7 a
+    step, 1,604 B: the ReLU's output twice, the second weight, the log-softmax twice, the
+    targets, the total) nothing."""
+    line = line_of("saved_hooks.py", "def pack(t):")
+    (f,) = doctor("saved_hooks.py", "--stacked").findings
+    assert (f.check, f.severity, f.where.line) == ("cross_step_retention", "error", line)
+    assert f.evidence == {"steps": [1, 2, 3], "tensors_per_step": [4, 8, 12],
+                          "bytes_per_step": [708, 1_416, 2_124]}
+    assert f.message.startswith("`stash`, which the saved-tensor hook `pack()` here fills")
+    (c,) = doctor("saved_hooks.py", "--stacked", "--copy").findings
+    assert (c.check, c.severity) == ("cross_step_retention", "error")
+    assert c.evidence == {"steps": [1, 2, 3], "tensors_per_step": [7, 14, 21],
+                          "bytes_per_step": [1_604, 3_208, 4_812]}
+
+
+def test_accumulation_whose_backward_runs_in_a_helper_of_another_file_is_read_by_weight():
+    """Note [What a backward weighs a loss by] (trace/doctor_probe.py), Note [Passes that
+    weigh whole means] (doctor/accumulation.py): two calls a step of micro_steps.py's
+    `segment_step` (infini-transformer-pytorch's wrapper loss in plain torch), each a
+    backward after segments 1-2 and after segment 3, unscaled: passes weighing 2/3, 1/3,
+    2/3, 1/3, two whole means. The old code said nothing."""
+    (f,) = doctor("helper_accum.py", "--bug").findings
+    assert (f.check, f.severity) == ("loss_not_divided", "warning")
+    assert f.evidence == {"micro_batches": 2, "backward_passes": 4,
+                          "loss_weights": [0.6667, 0.3333, 0.6667, 0.3333], "steps": [1, 2, 3]}
+    assert f.where.file == str(SCRIPTS / "micro_steps.py")
+    assert f.where.line == line_of("micro_steps.py", "(running / scale).backward()")
+    assert f.message == (
+        "4 backward passes per optimizer step (steps 1-3) backpropagate 2 whole means: in 2 "
+        "runs of passes, the weights backward gave their loss elements sum to 1 in each; "
+        "the gradient is the sum of 2 micro-batch means, 2x their mean; scale each "
+        "micro-batch's loss by 1/2 before its backward")
+    # the helper's plain mean: the value check, as before
+    (m,) = doctor("helper_accum.py", "--mean", "--bug").findings
+    assert (m.check, m.evidence["micro_batches"]) == ("loss_not_divided", 2)
+    assert m.where.line == line_of("micro_steps.py", "(loss / scale).backward()")
