@@ -1452,6 +1452,9 @@ class DoctorProbe(TorchFunctionMode):
                 rec["valid"] = int((target != ignore).sum())
             if isinstance(out, _Tensor) and out.numel() == 1:
                 rec["value"] = float(out.detach().float().cpu())
+            elif isinstance(out, _Tensor) and reduction == "none" and out.numel() > 1:
+                # Note [A loss reduced after the call] (doctor/accumulation.py)
+                rec["mean"] = float(out.detach().float().mean().cpu())
         rec["file"], rec["line"] = user_line()
         self._losses.append(rec)
         # Note [An activation the loss applies again], Note [A loss that broadcasts its
