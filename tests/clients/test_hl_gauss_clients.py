@@ -38,6 +38,7 @@ skip_without("hl_gauss_pytorch")
 pytestmark = pytest.mark.clients
 
 
+@pytest.mark.slow
 def test_an_hl_gauss_head_is_predicted_as_measured():
     """`--model mlp`: the MLP trunk and an HLGaussLayer head (its own Linear + SiLU network,
     32 bins). Ledger = allocator at 27,268 B (no kernel scratch); checkpoint on the head
