@@ -18,6 +18,9 @@ Nets (`--net`):
   around each; `--orthogonal` its orthogonal residual update in float64, `--film` FiLM
   conditioning on a goal through a `cond_encoder`).
 
+`--noisy`: the net wrapped in `Noisable`, trained through seeded parameter noise (each
+parameter deep-copied, noised and run by `functional_call`) on every training forward.
+
 Options: `--optim adam|adamw|sgd`, `--accum N`, `--clip`, `--validate` (values under no_grad
 in eval each step). `--bug no-zero`: the gradients never cleared between steps.
 """
@@ -28,16 +31,27 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from x_mlps_pytorch import Feedforwards, ResidualNormedMLP, create_mlp, nFeedforwards
+from x_mlps_pytorch import (Feedforwards, Noisable, ResidualNormedMLP, create_mlp,
+                            nFeedforwards)
 
 
 class ActorCritic(nn.Module):
-    def __init__(self, net: nn.Module, actions: int, film: bool) -> None:
+    def __init__(self, net: nn.Module, actions: int, film: bool, noisy: bool) -> None:
         super().__init__()
-        self.net, self.actions, self.film = net, actions, film
+        self.actions, self.film = actions, film
+        # Noisable: parameter-space exploration noise, a seed per parameter (the library's
+        # `noise_for_params`): it deep-copies the parameters, adds the seeded noise and runs
+        # the net by `torch.func.functional_call`
+        self.net = Noisable(net, noise_scale=1e-2) if noisy else net
+        self.seed = 0
 
     def forward(self, obs, goal=None):
-        out = self.net(obs, cond=goal) if self.film else self.net(obs)
+        kw = dict(cond=goal) if self.film else {}
+        if isinstance(self.net, Noisable) and self.training:
+            self.seed += 1
+            names = [n for n, _ in self.net.model.named_parameters()]
+            kw["noise_for_params"] = {n: self.seed * 1000 + i for i, n in enumerate(names)}
+        out = self.net(obs, **kw)
         return out[..., :self.actions], out[..., self.actions]    # (B, A) logits, (B,) value
 
 
@@ -65,6 +79,7 @@ def main() -> None:
     p.add_argument("--manual-norm", action="store_true")
     p.add_argument("--orthogonal", action="store_true")
     p.add_argument("--film", action="store_true")
+    p.add_argument("--noisy", action="store_true")
     p.add_argument("--optim", default="adam", choices=["adam", "adamw", "sgd"])
     p.add_argument("--accum", type=int, default=1)
     p.add_argument("--clip", action="store_true")
@@ -74,7 +89,7 @@ def main() -> None:
     torch.manual_seed(0)
 
     obs_dim, actions = 10, 4
-    model = ActorCritic(build(args, obs_dim, actions), actions, args.film)
+    model = ActorCritic(build(args, obs_dim, actions), actions, args.film, args.noisy)
     if args.optim == "adam":
         optim = torch.optim.Adam(model.parameters(), lr=1e-3)
     elif args.optim == "adamw":
@@ -102,7 +117,7 @@ def main() -> None:
             torch.nn.utils.clip_grad_norm_(model.parameters(), 0.5)
         optim.step()
         if args.manual_norm:
-            model.net.norm_weights_()
+            getattr(model.net, "model", model.net).norm_weights_()
         if args.bug != "no-zero":
             optim.zero_grad()
         print(f"step {step}  loss {loss.item():.4f}")
