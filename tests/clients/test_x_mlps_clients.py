@@ -19,14 +19,23 @@ Measured (`tests/clients/harness.py run_client`, the helper hunt55c, 2026-12-07,
   `checkpoint:net.residual_update` 232,252 B. With `--validate --optim sgd`: 192,652 B,
   five policies predicted = measured; `--fake` stops (exit 2) at the script's
   `f"{tensor:.4f}"` (formatting reads values: docs/fake.md).
+- `--net ff --noisy` (Noisable: parameters deep-copied, noised, run by functional_call):
+  659,844 B; `checkpoint:net.model.layers.*` 623,172 B, `selective:` 655,940 B,
+  `offload:` 579,976 B, `checkpoint:net` 664,772 B, `offload:net` 579,976 B.
 The doctor finds nothing on the loops (`--manual-norm`'s in-place renormalization after
-the step included), and one `grad_leak` error with `--bug no-zero`. No bug of memledger's
-found here.
+the step included), and one `grad_leak` error with `--bug no-zero`.
+
+One bug, in `--fake` (Rule 32, Note [A fake parameter's deep copy] in
+trace/fake_literals.py): `--noisy --accum 2` deep-copies parameters that hold the first
+micro-batch's gradients, and a fake parameter's deep copy cloned its gradient too: the
+fake ledger of `--net mlp` read 12,236 B over the real one, `offload:net.model.layers.*`
+17,556 B over.
 """
 
 import pytest
 
-from tests.clients.harness import assert_one_doctor_error, run_client, skip_without
+from tests.clients.harness import (assert_one_doctor_error, fake_client_gaps, run_client,
+                                   skip_without)
 
 skip_without("x_mlps_pytorch")
 pytestmark = pytest.mark.clients
@@ -52,3 +61,15 @@ def test_the_doctor_finds_gradients_never_cleared():
     assert_one_doctor_error("train_x_mlps.py", ["--net", "mlp", "--bug", "no-zero"], 2,
                             "grad_leak", "(loss / args.accum).backward()")
     assert_one_doctor_error("train_x_mlps.py", ["--net", "nff", "--manual-norm"], 2, None, "")
+
+
+@pytest.mark.slow
+def test_noisable_parameters_deep_copied_under_accumulation_are_the_same_fake():
+    """`--net mlp --noisy --accum 2`: Noisable deep-copies the parameters on each noised
+    forward, the second micro-batch's while they hold the first's gradients. The fake
+    ledger, its categories at the peak and two policies' predictions equal the real
+    run's (before Rule 32: ledger +12,236 B, activation -24,576, temporary +36,812,
+    `offload:net.model.layers.*` +17,556)."""
+    assert fake_client_gaps("train_x_mlps.py", ["--net", "mlp", "--noisy", "--accum", "2"],
+                            ["offload:net.model.layers.*",
+                             "checkpoint:net.model.layers.*"]) == {}
