@@ -21,8 +21,8 @@ policy predicted = measured, `--fake` the same ledger where it runs):
 
 `--fake` stops (exit 3, its one line naming the stand-in) on `--symlog` (the library's
 `assert torch.allclose(inverse(transform(randn(10) * 10)), ...)` at init reads a stand-in
-False) and on `--running-stats` (`running_std_dev.item()` reads a stand-in 0.0, and the
-support from it is no increasing one): docs/fake.md, Values.
+False) and on `--running-stats` (`running_std_dev.item()`, the targets' running variance,
+reads a stand-in 0.0, and the support from it is no increasing one): docs/fake.md, Values.
 
 One bug, in the doctor (Note [A loss reduced after the call], doctor/accumulation.py):
 `--accum 2 --bug no-divide` (each backward on the undivided mean) drew nothing, since the
