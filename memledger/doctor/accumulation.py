@@ -30,6 +30,27 @@ def _micro_batches(run: Run) -> list[tuple[dict, list[dict]]]:
     return out
 
 
+# Note [A loss reduced after the call]
+# Check 4 compares the value backward ran on with the loss function's: equal, the loss was
+# not divided by K. A loss called with `reduction='none'` and reduced by the script (or a
+# library: hl-gauss-pytorch's `HLGaussLoss` runs `F.cross_entropy(logits, soft_targets,
+# reduction='none')` and then its own `masked_reduce`, a `.mean()` without a mask; per-sample
+# losses reduced by hand, `F.mse_loss(p, y, reduction='none').mean()`) has no one value,
+# and the check skipped every such loop: `--bug no-divide` of tests/clients/
+# train_hl_gauss.py (K = 2, each backward on the full mean, 3.4693 and 3.4686) drew
+# nothing. The probe now records the mean of such an output (`mean`, one reduction of a
+# tensor the loss made anyway), and a pass whose backward value is that mean is the
+# undivided loss; one on mean / K is divided (a D for Note [A step short of
+# micro-batches]). A sum of the elements, a weighted or masked mean, or anything else the
+# script makes of them equals neither, and is read as before: no finding.
+def _loss_value(loss: dict) -> float | None:
+    """The loss function's value: its own (a reduced loss), or the mean of its elements
+    where it reduced nothing (Note [A loss reduced after the call])."""
+    if loss.get("value") is not None:
+        return loss["value"]
+    return loss.get("mean") if loss.get("reduction") == "none" else None
+
+
 def token_denominator(run: Run) -> list[Finding]:
     hits = []
     for st, bws in _micro_batches(run):
@@ -71,8 +92,8 @@ def loss_not_divided(run: Run) -> list[Finding]:
         if any(x.get("reduction") == "sum" for x in losses):
             continue   # summed over samples: K sums add up to the step's sum, as one batch's
         if all(len(b["losses"]) == 1 and b.get("value") is not None
-               and b["losses"][0].get("value") is not None for b in bws) and \
-                all(abs(b["value"] - b["losses"][0]["value"]) <= REL * max(1.0, abs(b["value"]))
+               and _loss_value(b["losses"][0]) is not None for b in bws) and \
+                all(abs(b["value"] - _loss_value(b["losses"][0])) <= REL * max(1.0, abs(b["value"]))
                     for b in bws):
             hits.append((st, bws))
             continue
@@ -88,7 +109,7 @@ def loss_not_divided(run: Run) -> list[Finding]:
                      f"{steps_named(h[0]['step'] for h in hits)}): the gradient is the sum of "
                      f"{k} micro-batch means, {k}x their mean; backward on loss / {k}"),
             evidence={"micro_batches": k,
-                      "loss_values": [b["losses"][0]["value"] for b in bws],
+                      "loss_values": [_loss_value(b["losses"][0]) for b in bws],
                       "backward_values": [b["value"] for b in bws],
                       "steps": sorted(h[0]["step"] for h in hits)})]
     if not weighed:
@@ -177,9 +198,9 @@ _WHOLE = 1e-3   # relative: the loss values are the probe's, rounded
 def _divisor(b: dict) -> int | None:
     """D where backward ran on this pass's loss / D (a whole number >= 2), else None."""
     losses = b.get("losses") or []
-    if len(losses) != 1 or not b.get("value") or not losses[0].get("value"):
+    if len(losses) != 1 or not b.get("value") or not _loss_value(losses[0]):
         return None
-    d = losses[0]["value"] / b["value"]
+    d = _loss_value(losses[0]) / b["value"]
     if not math.isfinite(d):   # a non-finite loss (nonfinite_grad's) tells no divisor
         return None
     k = round(d)

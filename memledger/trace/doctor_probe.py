@@ -1524,6 +1524,9 @@ class DoctorProbe(TorchFunctionMode):
                                  target.storage_offset(), list(target.shape)]
             if isinstance(out, _Tensor) and out.numel() == 1:
                 rec["value"] = float(out.detach().float().cpu())
+            elif isinstance(out, _Tensor) and reduction == "none" and out.numel() > 1:
+                # Note [A loss reduced after the call] (doctor/accumulation.py)
+                rec["mean"] = float(out.detach().float().mean().cpu())
         rec["file"], rec["line"] = user_line()
         self._losses.append(rec)
         if isinstance(out, _Tensor) and out.requires_grad and not _functorch_wrapped(out):

@@ -226,6 +226,11 @@ Rules (numbered so that code can point here):
    instead, and torch-harmonics' grids (views of `linspace(..., n + 1)[:-1]`, deep-copied
    by its `lru_cache(copy=True)`) read 8 B under the real run each (Note [A deep copy keeps
    the whole storage], trace/fake_literals.py).
+33. A deep copy of a fake parameter copies what a real one's does, its values alone:
+   under FakeTensorMode `nn.Parameter(...)` is a FakeTensor flagged `_is_param` (torch's
+   path for tensor subclasses), so `copy.deepcopy` ran `Tensor.__deepcopy__`, which copies
+   the gradient too, where a real run's `Parameter.__deepcopy__` clones the data only
+   (Note [A fake parameter's deep copy], trace/fake_literals.py).
 
 Worked example (MLP of examples/train_mlp.py, B=64, fp32, fake, target cpu): fc1.weight is
 a fake 512×256 tensor whose meta storage has 512·256·4 = 524,288 bytes; its row is the

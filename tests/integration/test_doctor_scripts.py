@@ -177,6 +177,13 @@ BUGS = [
     # any torch.nn.functional loss, not only cross_entropy / nll_loss (mse was missed)
     ("accumulation.py", ["--bug", "msenodiv"], "loss_not_divided", "warning",
      ["2 backward passes", "loss / 2"], "loss.backward(retain_graph=RETAIN)"),
+    # Note [A loss reduced after the call] (doctor/accumulation.py): a loss called with
+    # reduction='none' and reduced by the script had no value, and drew nothing
+    ("accumulation.py", ["--bug", "nonenodiv"], "loss_not_divided", "warning",
+     ["2 backward passes", "loss / 2"], "loss.backward(retain_graph=RETAIN)"),
+    ("accumulation.py", ["--bug", "noneshort"], "short_accumulation", "warning",
+     ["step 3 used 1 backward pass on loss / 2", "steps 1 and 2 used 2",
+      "1/2 of the mean gradient"], "loss.backward(retain_graph=RETAIN)"),
     # Note [A step short of micro-batches]: the last step of one micro-batch on loss / 2
     ("accumulation.py", ["--bug", "short"], "short_accumulation", "warning",
      ["step 3 used 1 backward pass on loss / 2", "steps 1 and 2 used 2",
@@ -466,6 +473,7 @@ FIXED = [("cut.py", ["--cut", c, "--fixed"]) for c in ("detach", "checkpoint")] 
     # two heads' means on one batch, divided: 1 a pass, no whole means (one target tensor)
     ("helper_accum.py", ["--heads"]),
     ("accumulation.py", ["--fixed"]), ("retention.py", ["--fixed"]),
+    ("accumulation.py", ["--fixed", "--none"]),   # Note [A loss reduced after the call]
     # Note [A state carried in from an earlier step] (doctor/graph.py): a cut_graph error
     # for `h0` at the detach that starts step 2, before
     ("carried.py", ["--cell", "gru", "--learned", "--fixed"]),

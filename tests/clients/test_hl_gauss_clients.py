@@ -1,0 +1,94 @@
+"""hl-gauss-pytorch (tests/clients/train_hl_gauss.py): the histogram loss (`HLGaussLoss`: a
+target made a Gaussian-smoothed histogram by float64 `erf`s of the bin edges, soft-target
+`F.cross_entropy(..., reduction='none')` then the library's own `masked_reduce` mean) as the
+head of an MLP or a small transformer regressor (`HLGaussLayer`), and `BinaryHLGaussLoss`.
+hl-gauss-pytorch 0.3.0.
+
+Measured (`tests/clients/harness.py run_client`, the helper hunt55c, 2026-12-07, torch
+2.13.0 CPU, OMP_NUM_THREADS=1, a bf16 CPU; ledger = allocator, no kernel scratch, every
+policy predicted = measured, `--fake` the same ledger where it runs):
+- `--model mlp` (2 steps): 27,268 B; `checkpoint:head` 37,416 B (the re-run head holds its
+  float64 histogram beside the recomputed logits in backward), `selective:trunk` 31,812 B,
+  `offload:head.network` 26,756 B, `checkpoint:@HLGaussLayer` 37,416 B,
+  `offload:trunk+checkpoint:head` 35,880 B.
+- `--model transformer` (2 steps): 150,104 B; `checkpoint:encoder.layers.*` 135,256 B,
+  `selective:@TransformerEncoderLayer` 155,992 B, `offload:encoder.layers.0+checkpoint:head`
+  122,008 B, `offload:head` 150,104 B.
+- `--model binary --validate --optim adamw`, `--running-stats --symlog --aux 0.5 --accum 2
+  --clip --validate --optim sgd`: predicted = measured. With `--running-stats` both predict
+  and measure refuse a checkpoint or selective policy over the head (its forward writes the
+  running mean, variance and step buffers in place).
+
+`--fake` stops (exit 3, its one line naming the stand-in) on `--symlog` (the library's
+`assert torch.allclose(inverse(transform(randn(10) * 10)), ...)` at init reads a stand-in
+False) and on `--running-stats` (`running_std_dev.item()`, the targets' running variance,
+reads a stand-in 0.0, and the support from it is no increasing one): docs/fake.md, Values.
+
+One bug, in the doctor (Note [A loss reduced after the call], doctor/accumulation.py):
+`--accum 2 --bug no-divide` (each backward on the undivided mean) drew nothing, since the
+HL-Gauss loss is a cross entropy with reduction='none' reduced by the library, which had no
+value to compare with the backward's.
+"""
+
+import pytest
+
+from tests.clients.harness import run_client, skip_without
+
+skip_without("hl_gauss_pytorch")
+pytestmark = pytest.mark.clients
+
+
+@pytest.mark.slow
+def test_an_hl_gauss_head_is_predicted_as_measured():
+    """`--model mlp`: the MLP trunk and an HLGaussLayer head (its own Linear + SiLU network,
+    32 bins). Ledger = allocator at 27,268 B (no kernel scratch); checkpoint on the head
+    (whose re-run makes the float64 histogram again in backward: 37,416 B, over the
+    baseline), selective on the trunk, offload of the head's network, a class selector:
+    each predicted to the byte."""
+    pols = {"checkpoint:head": 37_416, "selective:trunk": 31_812,
+            "offload:head.network": 26_756, "checkpoint:@HLGaussLayer": 37_416}
+    run = run_client("train_hl_gauss.py", ["--model", "mlp"], list(pols), steps=2)
+    assert run.ledger_peak == 27_268
+    assert run.ledger.peak_with_scratch() == run.allocator_peak == 27_268
+    for policy, peak in pols.items():
+        assert run.policies[policy].predicted == run.policies[policy].measured == peak
+
+
+def test_running_stats_refuse_a_rerun_of_the_head_on_both_sides():
+    """`--running-stats`: the head's loss updates its running mean / variance / step buffers
+    in place on each training forward and builds a new `HLGaussLossFromSupport` from them:
+    predict and measure both refuse `checkpoint:head` (a re-run would start from the
+    written buffers); an offload of the head is predicted as measured (26,816 B)."""
+    argv = ["--model", "mlp", "--running-stats", "--accum", "2", "--clip"]
+    run = run_client("train_hl_gauss.py", argv, ["checkpoint:head", "offload:head"], steps=2)
+    assert run.ledger.peak_with_scratch() == run.allocator_peak
+    ck = run.policies["checkpoint:head"]
+    assert ck.predicted is None and ck.measured is None
+    assert "in place" in ck.predict_refusal and "in place" in ck.measure_refusal
+    off = run.policies["offload:head"]
+    assert off.predicted == off.measured
+
+
+@pytest.mark.parametrize("bug", [False, True])
+def test_the_doctor_finds_the_undivided_hl_gauss_loss(bug):
+    """`--accum 2`: the HL-Gauss loss is `F.cross_entropy(logits, probs, reduction='none')`
+    reduced by the library's `masked_reduce` (a `.mean()`); with `--bug no-divide` each
+    backward runs on that mean, undivided: one `loss_not_divided` warning at the backward
+    line (before: nothing, Note [A loss reduced after the call]); divided by 2, nothing."""
+    from memledger.doctor.run import diagnose_in_process
+    from tests.clients.harness import HERE, _fresh_library_state, _fresh_process_state
+
+    _fresh_library_state()
+    _fresh_process_state()
+    argv = ["--model", "mlp", "--accum", "2", *(["--bug", "no-divide"] if bug else [])]
+    report, outcome = diagnose_in_process(HERE / "train_hl_gauss.py", argv, 2)
+    assert outcome.code == 0, outcome.reason
+    found = [(f.check, f.severity) for f in report.findings]
+    if not bug:
+        assert found == [], [f.line() for f in report.findings]
+        return
+    assert found == [("loss_not_divided", "warning")], [f.line() for f in report.findings]
+    (f,) = report.findings
+    assert f.evidence["micro_batches"] == 2 and f.evidence["steps"] == [1, 2]
+    lines = (HERE / "train_hl_gauss.py").read_text().splitlines()
+    assert lines[f.where.line - 1].strip() == "loss.backward()"
