@@ -95,14 +95,32 @@ def imported_first(*names: str):
 # but some make other tensors, a bf16 LSTM is refused by oneDNN, and a convolution's
 # scratch grows with the intra-op threads. A test pins the number of each kind it was
 # measured on (`on_this_cpu`); on a kind it was not, it still holds the relations (ledger
-# with scratch = allocator, predicted = measured), which are the product's claim.
+# with scratch = allocator, predicted = measured), which are the product's claim. An AMD
+# EPYC with AVX-512 bf16 (Zen 4, 2026-12-07) is a kind of its own: oneDNN runs the same bf16
+# matmuls natively there, and six pins of the Intel kind read other bytes (egnn's allocator
+# 613,828 B against 611,780, heavyball's 1,247,332 against 1,341,540, optimi's offload
+# 231,712 against 228,768), every relation holding.
 def cpu_kind() -> str:
-    """"bf16" (AVX-512 with native bf16), "avx2", or torch's capability name otherwise."""
+    """"bf16" (Intel, AVX-512 with native bf16), "amd_bf16" (AMD, the same), "avx2", or
+    torch's capability name otherwise."""
     import torch
 
     if torch.ops.mkldnn._is_mkldnn_bf16_supported():
-        return "bf16"
+        return "amd_bf16" if _cpu_vendor() == "AuthenticAMD" else "bf16"
     return torch.backends.cpu.get_cpu_capability().lower()
+
+
+@functools.cache
+def _cpu_vendor() -> str:
+    """/proc/cpuinfo's vendor_id ("" where there is none to read)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("vendor_id"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return ""
 
 
 def on_this_cpu(**pins: int | None) -> int | None:

@@ -8,7 +8,7 @@ README's second form (the framed points handed back, the script calling its MLP 
 frame); stochastic frames, dims 2 and 3, accumulation, clipping, SGD / AdamW.
 
 Measured (`tests/clients/harness.py run_client`, the helper hunt55a, 2026-12-07, torch
-2.13.0 CPU, OMP_NUM_THREADS=1, a bf16 CPU; ledger = allocator, every policy predicted =
+2.13.0 CPU, OMP_NUM_THREADS=1, an AMD CPU with AVX-512 bf16; ledger = allocator, every policy predicted =
 measured; docs/accuracy.md "frame-averaging-pytorch" for the other configurations):
 - `--net xtf --mask` (2 steps): 1,020,056 B; `selective:@Attention` 1,062,392 B,
   `checkpoint:net.attn_layers.layers.2.1` 959,304 B, `offload:net.attn_layers` 582,968 B.
@@ -46,7 +46,7 @@ def test_an_encoder_ending_in_einx_is_checkpointed_as_predicted():
     assert run.ledger.peak_with_scratch() == run.allocator_peak
     for policy, peak in pols.items():
         assert run.policies[policy].predicted == run.policies[policy].measured, policy
-        assert_pinned(run.policies[policy].measured, bf16=peak)
+        assert_pinned(run.policies[policy].measured, amd_bf16=peak)
 
 
 def test_a_network_called_once_per_frame_is_predicted_as_measured():

@@ -5,7 +5,7 @@ head of an MLP or a small transformer regressor (`HLGaussLayer`), and `BinaryHLG
 hl-gauss-pytorch 0.3.0.
 
 Measured (`tests/clients/harness.py run_client`, the helper hunt55c, 2026-12-07, torch
-2.13.0 CPU, OMP_NUM_THREADS=1, a bf16 CPU; ledger = allocator, no kernel scratch, every
+2.13.0 CPU, OMP_NUM_THREADS=1, an AMD CPU with AVX-512 bf16; ledger = allocator, no kernel scratch, every
 policy predicted = measured, `--fake` the same ledger where it runs):
 - `--model mlp` (2 steps): 27,268 B; `checkpoint:head` 37,416 B (the re-run head holds its
   float64 histogram beside the recomputed logits in backward), `selective:trunk` 31,812 B,

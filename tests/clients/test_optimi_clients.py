@@ -109,7 +109,8 @@ def test_gradient_release_is_one_step_per_backward_and_its_state_is_counted():
     assert set(_phases_at(run.ledger, grads.freed)) == {"backward", "optimizer"}
     got = {t: (p.predicted, p.measured) for t, p in run.policies.items()}
     assert got == {"checkpoint:blocks.*": (got["checkpoint:blocks.*"][1],) * 2,
-                   "offload:blocks.*": (228_768, 228_768)}
+                   "offload:blocks.*": (got["offload:blocks.*"][1],) * 2}
+    assert_pinned(got["offload:blocks.*"][1], bf16=228_768, avx2=228_768, amd_bf16=231_712)
     # the re-run's bf16 matmuls make other tensors without native bf16 (Note [Numbers that
     # depend on the CPU], tests/clients/harness.py)
     assert_pinned(got["checkpoint:blocks.*"][1], bf16=261_536, avx2=248_106)
@@ -130,7 +131,7 @@ def test_optimizer_accumulation_under_gradient_release():
         3 * 2 * N_PARAMS + 2 * N_TENSORS + 4 * N_TENSORS + 4 == 128_050
     mix = run.policies["checkpoint:blocks.0+offload:blocks.1"]
     assert mix.predicted == mix.measured
-    assert_pinned(mix.measured, bf16=252_442, avx2=247_200)
+    assert_pinned(mix.measured, bf16=252_442, avx2=247_200, amd_bf16=256_538)
 
 
 @pytest.fixture(scope="module")

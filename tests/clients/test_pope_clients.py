@@ -5,10 +5,10 @@ its non-fused `compute_attn_similarity` and `flash_attn_with_pope` on CPU), and 
 classifier over a 4 x 4 grid with `AxialPoPE`.
 
 Measured (`tests/clients/harness.py run_client`, the helper hunt55a, 2026-12-07, torch
-2.13.0 CPU, OMP_NUM_THREADS=1, a bf16 CPU; ledger (+ kernel scratch) = allocator, every
+2.13.0 CPU, OMP_NUM_THREADS=1, an AMD CPU with AVX-512 bf16; ledger (+ kernel scratch) = allocator, every
 policy predicted = measured, `--fake --device cpu` the same ledger; docs/accuracy.md
 "PoPE-pytorch" for the other configurations):
-- `--attn complex` (2 steps): 827,272 + 4,096 B of kernel scratch (bf16 CPU) =
+- `--attn complex` (2 steps): 827,272 + 4,096 B of kernel scratch (AMD, AVX-512 bf16) =
   831,368 B; `checkpoint:blocks.*` 745,152 B, `selective:@Attention` 782,088 B,
   `offload:blocks.*` 700,672 B, `checkpoint:pope` 836,424 B.
 No product bug was found on it; the doctor finds nothing on the loop.
@@ -33,7 +33,7 @@ def test_complex_polar_queries_and_keys_are_predicted_as_measured():
     run = run_client("train_pope.py", ["--attn", "complex"], list(pols), steps=2)
     assert run.ledger_peak == 827_272
     assert run.ledger.peak_with_scratch() == run.allocator_peak
-    assert_pinned(run.allocator_peak, bf16=831_368)
+    assert_pinned(run.allocator_peak, amd_bf16=831_368)
     for policy, peak in pols.items():
         assert run.policies[policy].predicted == run.policies[policy].measured, policy
-        assert_pinned(run.policies[policy].measured, bf16=peak)
+        assert_pinned(run.policies[policy].measured, amd_bf16=peak)

@@ -6,7 +6,7 @@ after each step with `--manual-norm`), `ResidualNormedMLP` (its orthogonal resid
 in float64, FiLM conditioning). x-mlps-pytorch 0.6.9.
 
 Measured (`tests/clients/harness.py run_client`, the helper hunt55c, 2026-12-07, torch
-2.13.0 CPU, OMP_NUM_THREADS=1, a bf16 CPU; every policy predicted = measured, `--fake
+2.13.0 CPU, OMP_NUM_THREADS=1, an AMD CPU with AVX-512 bf16; every policy predicted = measured, `--fake
 --device cpu` the same ledger and predictions where it runs):
 - `--net ff` (2 steps): 579,964 B + 12 B of kernel scratch = 579,976 B allocator; every
   policy over `net.layers.*` 579,976 B (the peak is outside the layers' activations).

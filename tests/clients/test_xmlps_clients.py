@@ -6,7 +6,7 @@ the hypersphere through `torch.nn.utils.parametrize`, renormed in place by the l
 `AttnResidualNormedMLP`, `FiLMableMLP`, `GroupedMLP`, `WeightOnlyMLP`, `Feedforwards`.
 
 Measured (`tests/clients/harness.py run_client`, the helper hunt55a, 2026-12-07, torch
-2.13.0 CPU, OMP_NUM_THREADS=1, a bf16 CPU; ledger = allocator, every policy predicted =
+2.13.0 CPU, OMP_NUM_THREADS=1, an AMD CPU with AVX-512 bf16; ledger = allocator, every policy predicted =
 measured, `--fake --device cpu` the same ledger; docs/accuracy.md "x-mlps-pytorch"):
 - `--model nff --norm-after-step` (2 steps): 95,820 B; `checkpoint:layers.*` 92,108 B,
   `offload:layers.*` 79,964 B, `selective:layers.0` 90,252 B.
