@@ -80,7 +80,8 @@ def test_hand_driven_optim_wrapper_under_bf16_autocast():
     off, mix = run.policies["offload:blocks.*"], \
         run.policies["checkpoint:blocks.0+offload:blocks.1"]
     assert (off.predicted, off.measured) == (320_412, 320_412)
-    assert (mix.predicted, mix.measured) == (320_724, 320_724)
+    assert mix.predicted == mix.measured
+    assert_pinned(mix.measured, bf16=320_724, avx2=320_724, amd_bf16=333_972)
 
 
 @pytest.mark.parametrize("argv", [
