@@ -127,12 +127,14 @@ import pandas as pd
 
 
 def kept_across_a_step(created: np.ndarray, freed: np.ndarray, last_use: np.ndarray,
-                       phases: list, steps: list) -> np.ndarray:
+                       phases: list, steps: list, into: np.ndarray | None = None) -> np.ndarray:
     """Per storage: made before a step's first forward began and still live after that
-    step's end (`freed` < 0: still held at the close), or read by an op from that step's
-    first backward on (Note [Kept by the script across a step]); and, held at the close and
-    made in the last step, one made from a storage of the step before that the last step
-    read (Note [Read by the next step])."""
+    step's end (`freed` < 0: still held at the close; one the step before made, past the
+    step's return: Note [A step's product handed back by the next step]), or read by an op
+    from that step's first backward on (Note [Kept by the script across a step]); and, held
+    at the close and made in the last step, one made from a storage of the step before that
+    the last step read (Note [Read by the next step]; `into`: per storage, the storage its
+    last read wrote in place, -1 if none)."""
     fwd = np.array(sorted(int(r["ev"]) for r in phases if r.get("ph") == "forward"),
                    dtype=np.int64)
     ends = np.array(sorted(int(r["ev"]) for r in steps), dtype=np.int64)
@@ -149,7 +151,16 @@ def kept_across_a_step(created: np.ndarray, freed: np.ndarray, last_use: np.ndar
     j = np.searchsorted(ends, start, side="left")        # that step's end
     has = nxt & (j < len(ends))
     end = ends[np.minimum(j, len(ends) - 1)]
-    out = has & ((freed < 0) | (freed > end))
+    # Note [A step's product handed back by the next step]: one the step before made (from
+    # its first forward to its end) is held over this step only where it outlives the
+    # step's return (live at an event after its end; held at the close, where a step
+    # follows this one)
+    own = i >= 1
+    mine = ends[np.minimum(np.searchsorted(ends, first[np.maximum(i - 1, 0)], side="left"),
+                           len(ends) - 1)]
+    product = own & (created <= mine)
+    out = has & np.where(product, (freed > end + 1) | ((freed < 0) & (j < len(ends) - 1)),
+                         (freed < 0) | (freed > end))
     # read once that step's first backward began (Note [Read by the next step]): a loss
     # printed after an evaluation's forward between steps is read before it
     bwd = np.array(sorted(int(r["ev"]) for r in phases if r.get("ph") == "backward"),
@@ -165,19 +176,22 @@ def kept_across_a_step(created: np.ndarray, freed: np.ndarray, last_use: np.ndar
         if prev.any() and last.any():
             out |= last & _made_from(np.flatnonzero(prev), created, last_use,
                                      np.flatnonzero((i == len(first)) &
-                                                    (created > first[-1])))
+                                                    (created > first[-1])), into)
     return out
 
 
 def _made_from(state: np.ndarray, created: np.ndarray, last_use: np.ndarray,
-               made: np.ndarray) -> np.ndarray:
+               made: np.ndarray, into: np.ndarray | None = None) -> np.ndarray:
     """Per storage: one of `made` that the rows `state` made, through ops each of which
     was the last to read what it was made from: a storage made by the op at a row's last
-    use, and so on (Note [Read by the next step]: `new = old * a + g * b` makes `new` at the
-    last read of `old * a`, made at the last read of `old`)."""
+    use, or written in place there (`into`), and so on (Note [Read by the next step]: `new
+    = old * a + g * b` makes `new` at the last read of `old * a`, made at the last read of
+    `old`; `new = g * b; new.add_(old)` writes `new` at the last read of `old`)."""
     order = made[np.argsort(created[made], kind="stable")]
     at = created[order]
     reached = np.zeros(len(created), dtype=bool)
+    mine = np.zeros(len(created), dtype=bool)
+    mine[made] = True
     frontier = state
     while len(frontier):
         uses = np.unique(last_use[frontier])
@@ -185,7 +199,11 @@ def _made_from(state: np.ndarray, created: np.ndarray, last_use: np.ndarray,
         hi = np.searchsorted(at, uses, side="right")
         nxt = np.concatenate([order[a:z] for a, z in zip(lo.tolist(), hi.tolist()) if z > a]
                              or [np.zeros(0, dtype=np.int64)])
-        frontier = nxt[~reached[nxt]]
+        if into is not None:   # Note [Written in place from the step before]
+            w = into[frontier]
+            w = w[w >= 0]
+            nxt = np.concatenate([nxt, w[mine[w]]])
+        frontier = np.unique(nxt[~reached[nxt]])
         reached[frontier] = True
     return reached
 

@@ -946,18 +946,31 @@ def _storages(by_kind: dict[str, list[Record]]) -> tuple[pd.DataFrame, pd.DataFr
     last_use = df["created"].to_numpy().copy()
     freed = np.full(len(df), -1, dtype=np.int64)
     by_gc = np.zeros(len(df), dtype=bool)
-    f = _table(by_kind.pop("free", []), {"sid": None, "ev": None, "last": None, "gc": 0})
+    # the storage its last read wrote in place (Note [Written in place from the step
+    # before], ledger/held_roles.py), as a row; -1: none, or a ledger written before
+    into = np.full(len(df), -1, dtype=np.int64)
+
+    def wrote_into(idx: np.ndarray, recs: pd.DataFrame) -> None:
+        w = recs["into"].to_numpy(dtype=np.int64)
+        ok = w >= 0
+        if ok.any():
+            into[idx[ok]] = df.index.get_indexer(w[ok])
+
+    f = _table(by_kind.pop("free", []), {"sid": None, "ev": None, "last": None, "gc": 0,
+                                         "into": -1})
     _check_required("free", f, ("sid", "ev"))
     if len(f):
         idx, f = rows_of(f)
         freed[idx] = f["ev"].to_numpy(dtype=np.int64)
         last_use[idx] = f["last"].fillna(f["ev"] - 1).to_numpy(dtype=np.int64)
         by_gc[idx] = f["gc"].astype(bool).to_numpy()   # trace/gc_window.py
-    lv = _table(by_kind.pop("live", []), {"sid": None, "last": -1})
+        wrote_into(idx, f)
+    lv = _table(by_kind.pop("live", []), {"sid": None, "last": -1, "into": -1})
     _check_required("live", lv, ("sid",))
     if len(lv):
         idx, lv = rows_of(lv)
         last_use[idx] = lv["last"].to_numpy(dtype=np.int64)
+        wrote_into(idx, lv)
     df["last_use"] = np.maximum(last_use, df["created"].to_numpy())
     df["freed"] = freed
     df["gc_freed"] = by_gc
@@ -1020,7 +1033,7 @@ def _storages(by_kind: dict[str, list[Record]]) -> tuple[pd.DataFrame, pd.DataFr
     roles = _table(by_kind.pop("role", []), {"sid": None, "role": None, "name": "", "shard": ""})
     _check_required("role", roles, ("sid", "role"))
     df["category"], df["name"], df["shard"] = _categories(
-        df, roles, sv, by_kind.get("phase", []), by_kind.get("step", []))
+        df, roles, sv, by_kind.get("phase", []), by_kind.get("step", []), into)
     _earlier_roles(df, roles, by_kind.get("phase", []), by_kind.get("step", []),
                    by_kind.pop("ungrad", []))
     # A parameter or buffer belongs to the module that owns it, whatever op made its storage.
@@ -1153,7 +1166,8 @@ def _earlier_roles(df: pd.DataFrame, roles: pd.DataFrame, phases: list[Record] =
 
 
 def _categories(df: pd.DataFrame, roles: pd.DataFrame, saved: pd.DataFrame,
-                phases: list[Record] = (), steps: list[Record] = ()):
+                phases: list[Record] = (), steps: list[Record] = (),
+                into: np.ndarray | None = None):
     """Each storage's category: its highest-priority role (see ROLE_PRIORITY), else by when
     it was made: during the run, a temporary, or other where the script kept it over a
     whole step or the next step read it (Notes [Kept by the script across a step] and
@@ -1174,7 +1188,7 @@ def _categories(df: pd.DataFrame, roles: pd.DataFrame, saved: pd.DataFrame,
     created = df["created"].to_numpy(dtype=np.int64)
     last = df["last_use"].to_numpy(dtype=np.int64) if "last_use" in df else created
     kept = kept_across_a_step(created, df["freed"].to_numpy(dtype=np.int64), last,
-                              phases, steps)
+                              phases, steps, into)
     cats = pd.Series(np.where(made_in_run & ~kept, "temporary", "other"), index=df.index,
                      dtype=object)
     names = pd.Series("", index=df.index, dtype=object)

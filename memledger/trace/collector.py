@@ -916,6 +916,9 @@ class Collector(ShardingMixin, TorchDispatchMode):
         # without gradients left open, and whether the last root forward was one
         self._after_eval: set[int] = set()
         self._after_graphless = False
+        # Note [Written in place from the step before] (ledger/held_roles.py): sid read ->
+        # (the event of an op that read it and wrote another in place, that one's sid)
+        self._into: dict[int, tuple[int, int]] = {}
         # the optimizers stepped so far: Note [State made between steps]
         self._optimizers: weakref.WeakSet = weakref.WeakSet()
         self._cast_from: dict[int, int] = {}   # Note [A batch cast before the model]: sid -> source
@@ -1201,7 +1204,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
         for _, (sid, _, _) in list(self._refs.items()):
             if sid in self._resized_away:
                 continue
-            self.sink.write({"k": "live", "sid": sid, "last": self._last.get(sid, -1)})
+            self.sink.write(self._last_into({"k": "live", "sid": sid,
+                                             "last": self._last.get(sid, -1)}))
         for slices, rest in self._mapped.remaining():   # Note [Storages over a mapped file]
             if rest is not None:
                 slices = [*slices, self._write_rest(rest)]
@@ -1454,6 +1458,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
             self._mark_loss_inputs(args)
         if (phase == "forward" or phase == "loss") and (w := op.written):
             self._note_mutated(func, w, args, kwargs, ev, op.overwritten)
+        elif op.grow and phase != "backward":   # Note [Written in place from the step
+            self._note_into(op.grow, args, kwargs, ev)   # before] (ledger/held_roles.py)
         if op.comm:   # a c10d collective
             self._mark_communication(func, args, out)
         if func is _COPY and phase == "setup":   # Note [Sharded storages], 5
@@ -1597,6 +1603,33 @@ class Collector(ShardingMixin, TorchDispatchMode):
                 if isinstance(t, _Tensor):
                     if (sid := self._sids.get(storage_key(t), -1)) >= 0:
                         reads[sid] = ev
+
+    def _note_into(self, slots: tuple[tuple[int, str], ...], args, kwargs, ev: int) -> None:
+        """Each tensor an op outside forward and backward read beside the one tensor it
+        wrote in place (`new.add_(old)`): the storage written, should this read be its last
+        (Note [Written in place from the step before], ledger/held_roles.py). Lists (the
+        foreach ops) are left out."""
+        i, name = slots[0]
+        w = args[i] if i < len(args) else kwargs.get(name)
+        if not isinstance(w, _Tensor):
+            return
+        sids = self._sids
+        into = sids.get(storage_key(w), -1)
+        if into < 0:
+            return
+        for a in (*args, *kwargs.values()):
+            if a is not w and isinstance(a, _Tensor):
+                sid = sids.get(storage_key(a), -1)
+                if sid >= 0 and sid != into:
+                    self._into[sid] = (ev, into)
+
+    def _last_into(self, rec: dict) -> dict:
+        """`rec` (a free or live record) with `into` where its storage's last read wrote
+        another in place (Note [Written in place from the step before])."""
+        if self._into and (w := self._into.pop(rec["sid"], None)) is not None and \
+                w[0] == rec["last"] >= 0:
+            rec["into"] = w[1]
+        return rec
 
     def _sid(self, t: torch.Tensor, ev: int) -> int:
         """The sid of an input's storage.
@@ -1787,7 +1820,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
             self.sink.write({"k": "released", "sid": sid, "ev": ev})   # go at the free
         if self._held_over.pop(sid, None) is not None and self._phase != "backward":
             self._between[sid] = ev   # Note [Let go of between two backward passes]
-        rec = {"k": "free", "sid": sid, "ev": ev, "last": self._last.pop(sid, -1)}
+        rec = self._last_into({"k": "free", "sid": sid, "ev": ev,
+                               "last": self._last.pop(sid, -1)})
         if sid in self._attr_watch:   # a call's module attribute, freed inside the call
             self._attr_watch[sid] = rec["last"]
         if self._gc.running:   # held by a reference cycle until now (gc_window.py)

@@ -18,6 +18,9 @@ dict, each step's made from the step before's (which it reads) and replacing it.
 `--ma W`: `gradfilter_ma` instead: a deque of each parameter's last W gradient storages
 (`p.grad.data.detach()`), the gradient rebound to their mean added to it once W are held;
 `--model-zero`: the gradients cleared by `model.zero_grad()`, not the optimizer's.
+`--ema-in-place`: the EMA made as a fresh product of the gradient with the old one added
+into it in place (`new = g * 0.1; new.add_(old, alpha=0.9)`, then `p.grad.add_(new)`): the
+old one's last read makes no storage, it writes one.
 `--loss-avg`: the loss is the MSE plus an L2 penalty (`mse + 1e-4 * l2`, an `add` in the
 script), and the script keeps a running average of it (`avg = avg * 0.9 + loss.detach() *
 0.1`, an `add` in the script too, of the same 4 B) after each backward.
@@ -92,6 +95,7 @@ def main() -> None:
     ap.add_argument("--extragradient", action="store_true")
     ap.add_argument("--keep", action="store_true")
     ap.add_argument("--ema", action="store_true")
+    ap.add_argument("--ema-in-place", action="store_true")
     ap.add_argument("--ma", type=int, default=0)
     ap.add_argument("--model-zero", action="store_true")
     ap.add_argument("--loss-avg", action="store_true")
@@ -120,6 +124,14 @@ def main() -> None:
             for n, p in model.named_parameters():
                 ema[n] = ema[n] * 0.9 + p.grad.detach() * 0.1
                 p.grad.data = p.grad.data + ema[n]
+        if args.ema_in_place:   # the new EMA a fresh product, the old added into it
+            ema = {} if ema is None else ema
+            for n, p in model.named_parameters():
+                new = p.grad.detach() * 0.1
+                if n in ema:
+                    new.add_(ema[n], alpha=0.9)
+                ema[n] = new
+                p.grad.add_(new)
         if args.ma:    # grokfast's gradfilter_ma: a deque of each parameter's last gradients
             past = {n: deque(maxlen=args.ma) for n, _ in model.named_parameters()} \
                 if past is None else past
