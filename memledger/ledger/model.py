@@ -580,11 +580,25 @@ class Ledger:
     # step], is an evaluation's), and an activation counts when that pass reads it (an
     # unpack at or after its start), frees it (its graph let go), or saves it (Note [Held
     # for backward, saved only in it]); a graph no backward reads stays out, whatever
-    # kept it. Left alone: an evaluation's own pass run inside the step, after its
-    # backward and before its optimizer step (`torch.autograd.grad` of a validation loss
-    # with respect to its input, `--eval input_grad --where before_step`, 12,288 B of its
-    # saves read for the step's 3,072 B): the ledger does not say which pass writes the
-    # parameters' gradients, and a second micro-batch's pass, accumulated, looks the same.
+    # kept it. An evaluation's own pass run inside the step is no step's pass either:
+    # Note [The pass that writes the gradients].
+    #
+    # Note [The pass that writes the gradients]
+    # A step's pass is one that writes the parameters' gradients. `torch.autograd.grad` of a
+    # validation loss with respect to its input, run inside the step after its backward
+    # and before its optimizer step (tests/clients/train_eval_after.py `--eval input_grad
+    # --where before_step`, 2 steps), was the last pass begun in the step, and "saved for
+    # backward" read its saves: 12,288 B, the evaluation batch's (32 rows), where the
+    # step's backward reads 3,072 B. By the ledger alone it looks like a second
+    # micro-batch's pass, which accumulates. The trace tells them apart where a pass ends:
+    # the parameters' `.grad` (storage and version counter) as it began and as it ended;
+    # a pass that accumulates into any (a new storage, stolen or summed out of place, or
+    # `+=` in place, which bumps the version) writes a `wrote_grads` record (`ev`: its
+    # end). The step's pass is the last one begun in the step whose span holds such a
+    # record; where none does (older ledgers; an update inside backward that clears each
+    # gradient as it is made, leaving nothing changed at the end) the last one, as before.
+    # After: 3,072 B. Cost: one walk over the parameters (storage, version) as each pass
+    # begins and ends, about 1 us a parameter.
     def saved_before_backward(self) -> tuple[int, pd.DataFrame]:
         """(event, activations live there that the pass reads): the event just before the
         last step's backward, when everything it reads is held at once (Note [The saves the
@@ -596,6 +610,15 @@ class Ledger:
             return -1, self.storages.iloc[0:0]
         _, outside = self._passes_outside_steps()
         row = next((i for i in reversed(begins) if not outside[i]), begins[-1])
+        # Note [The pass that writes the gradients]: of the step's passes, the last that did
+        wrote = np.array(sorted(int(r["ev"]) for r in self.extra.get("wrote_grads", ())),
+                         dtype=np.int64)
+        if len(wrote):
+            evs = self.phases["ev"].tolist()
+            step = self.phases["step"].tolist()
+            mine = [i for i in begins if not outside[i] and step[i] == step[row] and i <= row]
+            row = next((i for i in reversed(mine) if _holds(wrote, evs[i], self._pass_end(i))),
+                       row)
         ev = int(self.phases["ev"].iloc[row]) - 1
         end = self._pass_end(row)
         live = self.live_at(ev)
@@ -857,6 +880,12 @@ def _check_events(storages: pd.DataFrame, n_events: int, n_records: int, source:
         if len(v) and (v.min() < (-1 if col == "freed" else 0) or v.max() > n_events):
             raise LedgerFormatError(f"ledger {source}: a storage's {col} event is outside "
                                     f"0..{n_events}; the ledger is corrupt")
+
+
+def _holds(evs: np.ndarray, lo: int, hi: int) -> bool:
+    """Whether sorted `evs` has one in [lo, hi]."""
+    i = int(np.searchsorted(evs, lo, side="left"))
+    return i < len(evs) and int(evs[i]) <= hi
 
 
 def _table(records: list[Record], columns: dict[str, Any]) -> pd.DataFrame:

@@ -916,6 +916,10 @@ class Collector(ShardingMixin, TorchDispatchMode):
         # without gradients left open, and whether the last root forward was one
         self._after_eval: set[int] = set()
         self._after_graphless = False
+        self._after_graded: set[int] = set()   # the same after a forward with gradients
+        # Note [The pass that writes the gradients] (ledger/model.py): the parameters'
+        # `.grad` (storage, version) as the running backward pass began
+        self._grads_at_pass: dict[int, tuple[int | None, int]] | None = None
         # Note [Written in place from the step before] (ledger/held_roles.py): sid read ->
         # (the event of an op that read it and wrote another in place, that one's sid)
         self._into: dict[int, tuple[int, int]] = {}
@@ -1733,8 +1737,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
             self._outside.add(sid)
             if pre or phase == "setup":
                 self._in_setup.add(sid)
-        elif phase == "loss" and self._after_graphless:
-            self._after_eval.add(sid)   # Note [A batch made after an evaluation]
+        elif phase == "loss":   # Note [A batch made after an evaluation]
+            (self._after_eval if self._after_graphless else self._after_graded).add(sid)
         return sid
 
     def _external(self, t: torch.Tensor, st) -> bool:
@@ -1801,6 +1805,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
         """The free record of `sid`, at the current event (and what goes with it)."""
         self._outside.discard(sid)
         self._after_eval.discard(sid)
+        self._after_graded.discard(sid)
         self._cast_from.pop(sid, None)
         ev = self._ev
         if self._twin[:2] == (sid, ev - 1):   # Note [In place but for the mode]
@@ -2143,6 +2148,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
     def _set_phase(self, phase: str, ev: int | None = None) -> None:
         if phase in ("backward", "optimizer"):   # Note [A batch made after an evaluation]
             self._after_eval.clear()
+            self._after_graded.clear()
             self._after_graphless = False
         if phase != self._phase:
             self._phase = phase
@@ -2170,6 +2176,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
             # (passes begun inside a module's forward aside: Note [A pass inside the
             # forward])
             self._bw_passes += 1
+            self._grads_at_pass = self._grad_versions()   # Note [The pass that writes ...]
             outer = self._outer_passes   # Note [A pass inside the forward]
             self._outer_passes += not self._bw_from[1]
             self._bw_began = modes_at_backward(self.sink, self._fwd_modes, self._bw_began, ev,
@@ -2195,6 +2202,11 @@ class Collector(ShardingMixin, TorchDispatchMode):
             self._node_makers.pass_ended()   # Note [The module that made a node]
             self._set_phase(self._phase_after_backward(), ev)
             self._mark_gradients()
+            if self._grads_at_pass is not None and \
+                    self._grad_versions() != self._grads_at_pass:
+                # Note [The pass that writes the gradients] (ledger/model.py)
+                self.sink.write({"k": "wrote_grads", "ev": ev})
+            self._grads_at_pass = None
 
     def _record_function(self, func, args) -> None:
         if func is _RF_ENTER:
@@ -2348,6 +2360,10 @@ class Collector(ShardingMixin, TorchDispatchMode):
                     # Note [A batch made after an evaluation]
                     self._outside |= self._after_eval
                     self._after_eval.clear()
+                if self._after_graded:   # the same, after one with gradients
+                    if _grad_enabled():
+                        self._batch_after_graded(args)
+                    self._after_graded.clear()
                 self._after_graphless = False
                 self._closure_batch = False
                 begins = self._phase != "forward"
@@ -3356,6 +3372,16 @@ class Collector(ShardingMixin, TorchDispatchMode):
     # `activation`, in `show`'s saved-for-backward table by module too, where `model(x)`
     # files it as input (tests/integration/test_api_blocks.py, a Linear on `batch["x"]`).
     # Peaks and predictions do not change: the replay follows each storage's own life.
+    def _batch_after_graded(self, args) -> None:
+        """The arguments of a forward with gradients that were made, with no graph, after
+        the last root forward with gradients returned (and no backward or optimizer step
+        since): the batch after an evaluation run with gradients (Note [A batch made after
+        an evaluation])."""
+        for a in _nested_tensors(tuple(args)):
+            sid = self._sids.get(storage_key(a), -1)
+            if sid in self._after_graded and a.grad_fn is None and not a.requires_grad:
+                self._outside.add(sid)
+
     def _mark_inputs(self, args) -> None:
         for a in _nested_tensors(tuple(args)):
             self._mark_input(self._sid(a, self._ev))
@@ -3497,6 +3523,22 @@ class Collector(ShardingMixin, TorchDispatchMode):
             if p is not None and p.grad is not None:
                 self._role(p.grad, "gradient", name)
         self._gradients_dropped()
+
+    def _grad_versions(self) -> dict[int, tuple[int | None, int]]:
+        """id(parameter) -> (its `.grad`'s storage, version) for the parameters with one:
+        a backward pass that accumulates into `.grad` (a new storage, or `+=` in place)
+        changes it, `torch.autograd.grad` does not (Note [The pass that writes the
+        gradients], ledger/model.py). About 1 us a parameter, twice a pass."""
+        out = {}
+        for m in self._roots.alive():
+            for p in module_parameters(m):
+                g = p.grad if p.is_leaf else None
+                if g is not None:
+                    try:
+                        out[id(p)] = (storage_key(g), g._version)
+                    except (RuntimeError, NotImplementedError):
+                        out[id(p)] = (storage_key(g), -1)
+        return out
 
     def _gradients_dropped(self) -> None:
         """Note [A gradient dropped from .grad] (trace/dropped_grads.py)."""
