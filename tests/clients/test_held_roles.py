@@ -184,3 +184,25 @@ def test_a_last_loss_made_as_the_kept_average_is_no_state():
     assert (s.resident["temporary"], s.resident["other"]) == (4, 4)   # before: 0, 8
     end = led.live_at(led.n_events - 1)
     assert set(end.query("category == 'temporary'")["op"]) == {"add.Tensor"}
+
+
+def test_an_ema_written_in_place_from_the_step_before_is_state():
+    """`--ema-in-place`: each step's EMA is a fresh product of the gradient with the step
+    before's added into it in place (`new = g * 0.1; new.add_(old, alpha=0.9)`), then read
+    into the gradient (`p.grad.add_(new)`). The last step's EMAs, held at the close, were
+    reached by no chain of storages made at a last read (`old`'s last read is the `add_`,
+    which makes nothing) and read `temporary`: resident `temporary` 2,276 B (the EMAs'
+    2,244 beside the step's own 32), `other` 0. Now a read's free record names the storage
+    the op wrote in place (`into`: Note [Written in place from the step before],
+    ledger/held_roles.py) and the chain goes through it: 32 and 2,244. The peak (8,784 B)
+    and its categories as before; the fake ledger reads the same."""
+    led = ledger_pass("train_held_roles.py", ["--ema-in-place"], steps=2)
+    assert led.peak().bytes == 8_784
+    s = led.summary()
+    assert s.at_peak == {
+        "parameter": MODEL, "buffer": 0, "gradient": 1_156, "optimizer_state": 0,
+        "activation": 1_024, "temporary": 1_572, "input": 544, "workspace": 0,
+        "other": MODEL, "communication": 0}
+    assert (s.resident["temporary"], s.resident["other"]) == (32, MODEL)  # 2,276, 0
+    fake = ledger_pass("train_held_roles.py", ["--ema-in-place"], steps=2, fake_device="cpu")
+    assert (fake.summary().at_peak, fake.summary().resident) == (s.at_peak, s.resident)
