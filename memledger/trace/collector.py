@@ -3364,6 +3364,19 @@ class Collector(ShardingMixin, TorchDispatchMode):
     # begins: the batch then, made between the evaluation and the step; a backward or an
     # optimizer step in between (an evaluation in the middle of a step, before its loss)
     # forgets them: they are that step's own.
+    # An evaluation run with gradients (a validation loss kept as a tensor, logged later)
+    # leaves the phase at `loss` too, and the next step's batch read `activation`:
+    # tests/clients/train_eval_after.py `--eval kept` (after the optimizer step, 2 steps)
+    # filed step 2's (8, 16) batch, 512 B, as `0.fc1`'s activation, in "saved for
+    # backward" (3,584 B for the step's 3,072). Everything made after a forward with
+    # gradients is not a candidate: a step that calls the model twice hands the second
+    # call what it made from the first (`h = model(x); out = model(h * mask)`), the step's
+    # own. What tells a batch is that no graph made it: an argument of the next root
+    # forward with gradients (no backward or optimizer step between) made in that loss
+    # phase, with no `grad_fn` and not requiring grad (`_batch_after_graded`) is a
+    # candidate, and the forward marks it `input`. A second call's batch in a siamese
+    # step is one too, as it is. After: at the peak `activation` 12,800 -> 12,288 B,
+    # `input` 2,048 -> 2,560; "saved for backward" 3,072 B.
     # Note [A batch in a dict]
     # The model's arguments made outside the step are its batch (`input`), looked for
     # through tuples, lists and dicts as checkpoint's are (`_nested_tensors`): a model
