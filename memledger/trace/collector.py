@@ -3389,11 +3389,12 @@ class Collector(ShardingMixin, TorchDispatchMode):
         """The arguments of a forward with gradients that were made, with no graph, after
         the last root forward with gradients returned (and no backward or optimizer step
         since): the batch after an evaluation run with gradients (Note [A batch made after
-        an evaluation])."""
-        for a in _nested_tensors(tuple(args)):
-            sid = self._sids.get(storage_key(a), -1)
-            if sid in self._after_graded and a.grad_fn is None and not a.requires_grad:
-                self._outside.add(sid)
+        an evaluation]). Read with torch functions off, as the doctor's probe watches."""
+        with torch._C.DisableTorchFunction():
+            for a in _nested_tensors(tuple(args)):
+                sid = self._sids.get(storage_key(a), -1)
+                if sid in self._after_graded and a.grad_fn is None and not a.requires_grad:
+                    self._outside.add(sid)
 
     def _mark_inputs(self, args) -> None:
         for a in _nested_tensors(tuple(args)):
@@ -3541,16 +3542,18 @@ class Collector(ShardingMixin, TorchDispatchMode):
         """id(parameter) -> (its `.grad`'s storage, version) for the parameters with one:
         a backward pass that accumulates into `.grad` (a new storage, or `+=` in place)
         changes it, `torch.autograd.grad` does not (Note [The pass that writes the
-        gradients], ledger/model.py). About 1 us a parameter, twice a pass."""
+        gradients], ledger/model.py). About 1 us a parameter, twice a pass. Read with
+        torch functions off: the doctor's probe takes a `.grad` read for the script's."""
         out = {}
-        for m in self._roots.alive():
-            for p in module_parameters(m):
-                g = p.grad if p.is_leaf else None
-                if g is not None:
-                    try:
-                        out[id(p)] = (storage_key(g), g._version)
-                    except (RuntimeError, NotImplementedError):
-                        out[id(p)] = (storage_key(g), -1)
+        with torch._C.DisableTorchFunction():
+            for m in self._roots.alive():
+                for p in module_parameters(m):
+                    g = p.grad if p.is_leaf else None
+                    if g is not None:
+                        try:
+                            out[id(p)] = (storage_key(g), g._version)
+                        except (RuntimeError, NotImplementedError):
+                            out[id(p)] = (storage_key(g), -1)
         return out
 
     def _gradients_dropped(self) -> None:
