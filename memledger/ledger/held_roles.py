@@ -362,3 +362,22 @@ def _dropped(df: pd.DataFrame, cats: np.ndarray, ungrad: list, named: dict[int, 
             continue
         was = out.get(sid)
         out[sid] = (min(ev, was[0]) if was else ev, named.get(sid, ""))
+
+
+def dropped_spans(ungrad: list) -> list[tuple[int, int, int]]:
+    """(sid, from, to): the events over which no `.grad` held a gradient storage before a
+    take-back said when it was a `.grad` again (`ev` -1 with `at`; older take-backs have no
+    `at` and give none). The last drop, with no take-back after it, is `past_gradients`'
+    cut. Note [A gradient dropped from .grad, then put back] (trace/dropped_grads.py)."""
+    out = []
+    open_at: dict[int, int] = {}
+    for rec in ungrad:
+        sid, ev = int(rec["sid"]), int(rec["ev"])
+        if ev >= 0:
+            open_at.setdefault(sid, ev)
+            continue
+        start = open_at.pop(sid, None)
+        at = rec.get("at")
+        if start is not None and at is not None and int(at) > start:
+            out.append((sid, start, int(at)))
+    return out

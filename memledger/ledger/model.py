@@ -21,7 +21,8 @@ import pandas as pd
 
 from memledger.errors import LedgerFormatError
 from memledger.ledger.carried import carried_until
-from memledger.ledger.held_roles import kept_across_a_step, optimizer_copies, past_gradients
+from memledger.ledger.held_roles import (dropped_spans, kept_across_a_step, optimizer_copies,
+                                         past_gradients)
 from memledger.ledger.names import model_forward
 from memledger.ledger.reader import group_records, read_records
 from memledger.ledger.schema import (CATEGORIES, GENERATOR_STATE_OPS, PHASES, ROLE_PRIORITY,
@@ -319,6 +320,14 @@ class Ledger:
                                         category=rows.loc[early, "cat_before"])
             after = rows[early].assign(created=rows.loc[early, "cat_until"])
             rows = pd.concat([rows[~early], before, after])
+        spans = self.category_spans()
+        if len(spans) and len(sp := spans[spans["sid"].isin(rows["sid"])]):
+            # Note [A gradient dropped from .grad, then put back]: the span's category in,
+            # the one it would read there out
+            nb = self.storages.loc[sp["sid"], "bytes"].to_numpy(dtype=np.int64)
+            span = pd.DataFrame({"created": sp["ev0"].to_numpy(), "freed": sp["ev1"].to_numpy()})
+            rows = pd.concat([rows, span.assign(bytes=nb, category=sp["cat"].to_numpy()),
+                              span.assign(bytes=-nb, category=sp["was"].to_numpy())])
         return pd.DataFrame(
             {c: self.curve(rows[rows["category"] == c]) for c in CATEGORIES if c != "workspace"}
         )
@@ -468,7 +477,48 @@ class Ledger:
             for col in ("category", "name", "module"):
                 live.loc[early, col] = live.loc[early, f"{col}_before" if col != "category"
                                                 else "cat_before"]
+        spans = self.category_spans()
+        if len(spans):   # Note [A gradient dropped from .grad, then put back]
+            hit = spans[(spans["ev0"] <= ev) & (spans["ev1"] > ev)
+                        & spans["sid"].isin(live["sid"])]
+            if len(hit):
+                live = live.copy()
+                live.loc[hit["sid"].to_numpy(), "category"] = hit["cat"].to_numpy()
+                live.loc[hit["sid"].to_numpy(), "name"] = hit["name"].to_numpy()
         return live.sort_values("bytes", ascending=False, kind="stable")
+
+    def category_spans(self) -> pd.DataFrame:
+        """(sid, ev0, ev1, cat, name, was): storages that read `cat` under `name` over
+        [ev0, ev1), where they would read `was`: a gradient no `.grad` held from a drop to
+        the take-back that says when it was a `.grad` again (Note [A gradient dropped from
+        .grad, then put back], trace/dropped_grads.py). Empty for most ledgers."""
+        memo = self.__dict__.get("_spans_memo")
+        if memo is None:
+            memo = self.__dict__["_spans_memo"] = self._category_spans()
+        return memo
+
+    def _category_spans(self) -> pd.DataFrame:
+        cols = ["sid", "ev0", "ev1", "cat", "name", "was"]
+        spans = dropped_spans(self.extra.get("ungrad", ()))
+        st = self.storages
+        rows = []
+        for sid, ev0, ev1 in spans:
+            if sid not in st.index:
+                continue
+            r = st.loc[sid]
+            cut = int(r["cat_until"]) if "cat_until" in st else -1
+            before = str(r["cat_before"]) if cut > int(r["created"]) else ""
+            if "gradient" not in (r["category"], before):
+                continue
+            end = int(r["freed"]) if int(r["freed"]) >= 0 else self.n_events
+            ev0, ev1 = max(ev0, int(r["created"])), min(ev1, end)
+            was = before if cut > ev0 else r["category"]
+            if ev1 <= ev0 or was == "other":
+                continue
+            grad = str(r["name_before"]) if before == "gradient" else str(r["name"])
+            rows.append((sid, ev0, ev1, "other", f"{grad} (a past gradient)".lstrip(), was))
+        return pd.DataFrame(rows, columns=cols).astype(
+            {"sid": np.int64, "ev0": np.int64, "ev1": np.int64})
 
     def peak(self) -> "PeakPoint":
         """The first event at which live bytes are highest, and where it happened."""
@@ -1064,7 +1114,7 @@ def _storages(by_kind: dict[str, list[Record]]) -> tuple[pd.DataFrame, pd.DataFr
     df["category"], df["name"], df["shard"] = _categories(
         df, roles, sv, by_kind.get("phase", []), by_kind.get("step", []), into)
     _earlier_roles(df, roles, by_kind.get("phase", []), by_kind.get("step", []),
-                   by_kind.pop("ungrad", []))
+                   by_kind.get("ungrad", []))   # kept in `extra`: `category_spans`
     # A parameter or buffer belongs to the module that owns it, whatever op made its storage.
     # So does a named `other` (a module the script never calls: Note [Modules never called])
     owned = df["category"].isin(["parameter", "buffer", "other"]).to_numpy() & \

@@ -3525,7 +3525,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
                 if type(p.grad) in self.PLAIN_TYPES:   # Note [A gradient dropped from .grad]
                     key = storage_key(p.grad)
                     if self._grad_watch.held(p, key, self._sids.get(key)):
-                        self.sink.write({"k": "ungrad", "sid": self._sids[key], "ev": -1})
+                        self.sink.write({"k": "ungrad", "sid": self._sids[key], "ev": -1,
+                                         "at": self._ev})
             if p.__dict__:   # Note [Gradients a parameter holds by another name]
                 name = self._param_names.get(id(p), "")
                 for attr, t in _gradient_attributes(p):

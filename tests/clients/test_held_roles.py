@@ -206,3 +206,36 @@ def test_an_ema_written_in_place_from_the_step_before_is_state():
     assert (s.resident["temporary"], s.resident["other"]) == (32, MODEL)  # 2,276, 0
     fake = ledger_pass("train_held_roles.py", ["--ema-in-place"], steps=2, fake_device="cpu")
     assert (fake.summary().at_peak, fake.summary().resident) == (s.at_peak, s.resident)
+
+
+def test_a_gradient_put_back_reads_other_only_while_no_grad_holds_it():
+    """`--put-back`: after backward the script keeps each `.grad`, clears them, runs a
+    check forward under no_grad (a batch of 32, where the peak is), puts the same tensors
+    back and steps: each gradient storage is dropped, a `.grad` again, and dropped again by
+    the next zero_grad. The take-back record said no event (`ev` -1) and a storage had one
+    cut, so it read `gradient` until its last drop: 2,244 B of `gradient` at the peak, with
+    no `.grad` set. Now the take-back says when (`at`) and the span between reads `other`
+    (Note [A gradient dropped from .grad, then put back], trace/dropped_grads.py): at the
+    peak `gradient` 0, `other` 2,244 (`<parameter> (a past gradient)`), predict's breakdown
+    the same; `gradient` again from the put-back, resident as before."""
+    from memledger.replay.policies import parse_policy
+    from memledger.replay.predict import predict
+
+    led = ledger_pass("train_held_roles.py", ["--put-back"], steps=2)
+    assert led.peak().bytes == 13_260
+    s = led.summary()
+    at = {"parameter": MODEL, "buffer": 0, "gradient": 0, "optimizer_state": 0,
+          "activation": 0, "temporary": 6_180, "input": 2_592, "workspace": 0,
+          "other": MODEL, "communication": 0}
+    assert s.at_peak == at                              # before: gradient 2,244, other 0
+    assert (s.resident["gradient"], s.resident["other"]) == (MODEL, 0)
+    names = set(led.live_at(led.peak().event).query("category == 'other'")["name"])
+    assert "blocks.0.fc.weight (a past gradient)" in names
+    ph = led.phases
+    step = int(ph[(ph["phase"] == "optimizer") & (ph["step"] == 1)]["ev"].iloc[0])
+    assert led.by_category(step)["gradient"] == MODEL  # put back: a gradient again
+    curves = led.curve_by_category()
+    assert (curves.sum(axis=1).to_numpy() == led.curve()).all()
+    pred = predict(led, [parse_policy("offload:blocks.*")], bandwidth=1e9).policies[0]
+    assert {c: b for c, b in pred.at_peak.items() if c != "workspace"} == \
+        {c: b for c, b in at.items() if c != "workspace"}
