@@ -644,7 +644,9 @@ class Ledger:
     # the parameters' `.grad` (storage and version counter) as it began and as it ended;
     # a pass that accumulates into any (a new storage, stolen or summed out of place, or
     # `+=` in place, which bumps the version) writes a `wrote_grads` record (`ev`: its
-    # end). The step's pass is the last one begun in the step whose span holds such a
+    # end; where `opt.step()` or a `record_function` comes right after the pass, before
+    # any op switches the phase, there: an accumulating loop's last micro-batch, tests/
+    # clients/train_loops.py `--loop accumulate`, is marked as its first). The step's pass is the last one begun in the step whose span holds such a
     # record; where none does (older ledgers; an update inside backward that clears each
     # gradient as it is made, leaving nothing changed at the end) the last one, as before.
     # After: 3,072 B. Cost: one walk over the parameters (storage, version) as each pass

@@ -2202,13 +2202,20 @@ class Collector(ShardingMixin, TorchDispatchMode):
             self._node_makers.pass_ended()   # Note [The module that made a node]
             self._set_phase(self._phase_after_backward(), ev)
             self._mark_gradients()
-            if self._grads_at_pass is not None and \
-                    self._grad_versions() != self._grads_at_pass:
-                # Note [The pass that writes the gradients] (ledger/model.py)
-                self.sink.write({"k": "wrote_grads", "ev": ev})
-            self._grads_at_pass = None
+            self._pass_wrote_grads(ev)
+
+    def _pass_wrote_grads(self, ev: int) -> None:
+        """Note [The pass that writes the gradients] (ledger/model.py): at a pass's end
+        (the phase switch, or an optimizer step or a `record_function` met first, as
+        `opt.step()` right after `loss.backward()` is), whether it changed a `.grad`."""
+        if self._grads_at_pass is not None and self._grad_versions() != self._grads_at_pass:
+            self.sink.write({"k": "wrote_grads", "ev": ev})
+        self._grads_at_pass = None
 
     def _record_function(self, func, args) -> None:
+        if self._grads_at_pass is not None and self._phase == "backward" and \
+                _graph_task_id() == -1:   # a pass's end no op has switched yet
+            self._pass_wrote_grads(self._ev)
         if func is _RF_ENTER:
             name = str(args[0]) if args else ""
             self._rf_stack.append(name)
@@ -3597,6 +3604,9 @@ class Collector(ShardingMixin, TorchDispatchMode):
     # only the category moves: peaks and predictions follow each storage's own life.
     def _opt_pre(self, opt: torch.optim.Optimizer, args, kwargs) -> None:
         self._closure_batch = True
+        if self._grads_at_pass is not None and self._phase == "backward" and \
+                _graph_task_id() == -1:   # Note [The pass that writes the gradients]
+            self._pass_wrote_grads(self._ev)
         if self._bw_steps or (self._phase == "backward" and _graph_task_id() != -1):
             self._bw_steps += 1
         if not self._nested_step() and self._steps.pre(opt) and \
