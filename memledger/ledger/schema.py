@@ -89,7 +89,8 @@ from `ev` to `until`, -1: to the end; or `sid`, `own`: the script let go of it a
 before the gradient did, so its free is the gradient's; Note [A sparse gradient kept as
 made] in trace/collector.py) and
 `ungrad` (`sid`, `ev`: a gradient storage no parameter's `.grad` held from `ev` on while
-it lived, `ev` -1: a `.grad` again, the drop taken back; the last record of a sid says;
+it lived, `ev` -1: a `.grad` again, the drop taken back, with `at`: the event it was seen
+so (Note [A gradient dropped from .grad, then put back]); the last record of a sid says;
 absent in older ledgers; Note [A gradient dropped from .grad] in trace/dropped_grads.py) and
 `wrote_grads` (`ev`: a backward pass that ended at `ev` changed a parameter's `.grad`, a
 new storage or one accumulated in place; `torch.autograd.grad` writes none; absent in
