@@ -55,10 +55,48 @@ storage by the same op, in the same module, of the same bytes): a script that ke
 running average of a penalised loss (`avg = avg * 0.9 + loss.detach() * 0.1`, `loss =
 mse + 1e-4 * l2`: both an `add` of 4 B in the script) had its last loss read `other`
 (tests/clients/train_held_roles.py `--loss-avg`: resident `temporary` 0, `other` 8 B;
-now 4 and 4). What the chain misses reads `temporary`, as before fix53f: state the last
+now 4 and 4). What the chain misses reads `temporary`, as before fix53f. State the last
 step makes in place from a fresh storage (`new = g * b; new.add_(old, alpha=a)`: `old`'s
-last read is the `add_`, which makes nothing). Pinned: tests/clients/test_held_roles.py
-(`--ema`, `--loss-avg`).
+last read is the `add_`, which makes nothing) the chain now follows too: Note [Written in
+place from the step before]. Pinned: tests/clients/test_held_roles.py (`--ema`,
+`--loss-avg`, `--ema-in-place`).
+
+# Note [Written in place from the step before]
+The chain above steps from a storage to what the op at its last read made. An update
+written into a fresh storage makes nothing there: tests/clients/train_held_roles.py
+`--ema-in-place` (`new = p.grad * 0.1; new.add_(ema[n], alpha=0.9); ema[n] = new;
+p.grad.add_(new)`, 2 steps) read the last step's EMAs `temporary` at the close, 2,276 B
+resident (the EMAs' 2,244 beside the step's 32), `other` 0, where `--ema` (out of place)
+reads 32 and 2,244. No op's inputs are in the ledger, and the last use of `new` (here the
+later `p.grad.add_`) need not be the `add_`. So the trace notes, for an op outside
+forward and backward that writes one tensor in place (`Tensor(a!)`, not the foreach
+lists), the storage it wrote against every other storage it read (`_note_into`), and a
+read's free (or `live`) record carries `into` (that storage's sid) where that op was its
+last read. The chain steps through `into` as through a storage made at a last read:
+`old`'s last read wrote `new`. After: 32 and 2,244; the fake ledger reads the same. Cost:
+a dict entry per read of an in-place op outside forward and backward (the script's and
+an optimizer's updates: one per tensor, a few per parameter a step), one lookup per free.
+A ledger without `into` reads as before.
+
+# Note [A step's product handed back by the next step]
+A storage made before a step's first forward and live past its end is held over that
+step (Note [Kept by the script across a step]), and a loss the step before made is made
+before it. A loop replaces its loss inside the next step (`loss = F.cross_entropy(...)`),
+but one that steps with a closure gets it back from `step()` (`loss = opt.step(closure)`),
+as the step returns, after its step record: the loss was held over the whole next step,
+and read `other` (hunt54c's grokadamw `--closure`, 4 B at the peak and resident, 2 steps;
+tests/clients/train_closure.py `--batch-inside` 4 B at 2 steps, 8 B at the peak at 3).
+It is the step's product held until the next one replaces it, a `temporary`. So a
+storage the step before made (from its first forward to its end) is held over this one
+only where it outlives this step's return: live at an event after the step's last (a free
+at the next event came as `step()` returned, before any op after it), or held at the
+close where a step follows this one. A history of losses the script keeps (`losses.append(
+loss.detach())`) still reads `other` from the second step after; held at the close one
+step after it was made, it reads `temporary` (the trace ends there: nothing says it would
+outlive the next return). A storage made between steps (a clone, an index) is as before.
+After: the closure's losses `temporary` (grokadamw `--closure` at the peak `other` 4 ->
+0, `temporary` 122,888 -> 122,892 B; resident 4 -> 0 and 4 -> 8). Pinned:
+tests/integration/test_other_loops.py (`train_closure.py --batch-inside`, 2 and 3 steps).
 
 # Note [A gradient the script keeps past its step]
 The grokfast paper's `gradfilter_ma` appends each step's `p.grad.data.detach()` to a deque
@@ -129,12 +167,14 @@ from memledger.ledger.step_marks import StepMarks
 
 
 def kept_across_a_step(created: np.ndarray, freed: np.ndarray, last_use: np.ndarray,
-                       marks: StepMarks) -> np.ndarray:
+                       marks: StepMarks, into: np.ndarray | None = None) -> np.ndarray:
     """Per storage: made before a step's first forward began and still live after that
-    step's end (`freed` < 0: still held at the close), or read by an op from that step's
-    first backward on (Note [Kept by the script across a step]); and, held at the close and
-    made in the last step, one made from a storage of the step before that the last step
-    read (Note [Read by the next step]). `marks`: the ledger's step bounds (step_marks)."""
+    step's end (`freed` < 0: still held at the close; one the step before made, past the
+    step's return: Note [A step's product handed back by the next step]), or read by an op
+    from that step's first backward on (Note [Kept by the script across a step]); and, held
+    at the close and made in the last step, one made from a storage of the step before that
+    the last step read (Note [Read by the next step]; `into`: per storage, the storage its
+    last read wrote in place, -1 if none). `marks`: the ledger's step bounds (step_marks)."""
     first, ends, bwd = marks.first, marks.ends, marks.bwd
     out = np.zeros(len(created), dtype=bool)
     if not len(first) or not len(ends):
@@ -145,7 +185,16 @@ def kept_across_a_step(created: np.ndarray, freed: np.ndarray, last_use: np.ndar
     j = np.searchsorted(ends, start, side="left")        # that step's end
     has = nxt & (j < len(ends))
     end = ends[np.minimum(j, len(ends) - 1)]
-    out = has & ((freed < 0) | (freed > end))
+    # Note [A step's product handed back by the next step]: one the step before made (from
+    # its first forward to its end) is held over this step only where it outlives the
+    # step's return (live at an event after its end; held at the close, where a step
+    # follows this one)
+    own = i >= 1
+    mine = ends[np.minimum(np.searchsorted(ends, first[np.maximum(i - 1, 0)], side="left"),
+                           len(ends) - 1)]
+    product = own & (created <= mine)
+    out = has & np.where(product, (freed > end + 1) | ((freed < 0) & (j < len(ends) - 1)),
+                         (freed < 0) | (freed > end))
     # read once that step's first backward began (Note [Read by the next step]): a loss
     # printed after an evaluation's forward between steps is read before it
     b = np.searchsorted(bwd, start, side="left")
@@ -159,19 +208,22 @@ def kept_across_a_step(created: np.ndarray, freed: np.ndarray, last_use: np.ndar
         if prev.any() and last.any():
             out |= last & _made_from(np.flatnonzero(prev), created, last_use,
                                      np.flatnonzero((i == len(first)) &
-                                                    (created > first[-1])))
+                                                    (created > first[-1])), into)
     return out
 
 
 def _made_from(state: np.ndarray, created: np.ndarray, last_use: np.ndarray,
-               made: np.ndarray) -> np.ndarray:
+               made: np.ndarray, into: np.ndarray | None = None) -> np.ndarray:
     """Per storage: one of `made` that the rows `state` made, through ops each of which
     was the last to read what it was made from: a storage made by the op at a row's last
-    use, and so on (Note [Read by the next step]: `new = old * a + g * b` makes `new` at the
-    last read of `old * a`, made at the last read of `old`)."""
+    use, or written in place there (`into`), and so on (Note [Read by the next step]: `new
+    = old * a + g * b` makes `new` at the last read of `old * a`, made at the last read of
+    `old`; `new = g * b; new.add_(old)` writes `new` at the last read of `old`)."""
     order = made[np.argsort(created[made], kind="stable")]
     at = created[order]
     reached = np.zeros(len(created), dtype=bool)
+    mine = np.zeros(len(created), dtype=bool)
+    mine[made] = True
     frontier = state
     while len(frontier):
         uses = np.unique(last_use[frontier])
@@ -179,7 +231,11 @@ def _made_from(state: np.ndarray, created: np.ndarray, last_use: np.ndarray,
         hi = np.searchsorted(at, uses, side="right")
         nxt = np.concatenate([order[a:z] for a, z in zip(lo.tolist(), hi.tolist()) if z > a]
                              or [np.zeros(0, dtype=np.int64)])
-        frontier = nxt[~reached[nxt]]
+        if into is not None:   # Note [Written in place from the step before]
+            w = into[frontier]
+            w = w[w >= 0]
+            nxt = np.concatenate([nxt, w[mine[w]]])
+        frontier = np.unique(nxt[~reached[nxt]])
         reached[frontier] = True
     return reached
 
@@ -300,3 +356,22 @@ def _dropped(df: pd.DataFrame, cats: np.ndarray, ungrad: list, named: dict[int, 
             continue
         was = out.get(sid)
         out[sid] = (min(ev, was[0]) if was else ev, named.get(sid, ""))
+
+
+def dropped_spans(ungrad: list) -> list[tuple[int, int, int]]:
+    """(sid, from, to): the events over which no `.grad` held a gradient storage before a
+    take-back said when it was a `.grad` again (`ev` -1 with `at`; older take-backs have no
+    `at` and give none). The last drop, with no take-back after it, is `past_gradients`'
+    cut. Note [A gradient dropped from .grad, then put back] (trace/dropped_grads.py)."""
+    out = []
+    open_at: dict[int, int] = {}
+    for rec in ungrad:
+        sid, ev = int(rec["sid"]), int(rec["ev"])
+        if ev >= 0:
+            open_at.setdefault(sid, ev)
+            continue
+        start = open_at.pop(sid, None)
+        at = rec.get("at")
+        if start is not None and at is not None and int(at) > start:
+            out.append((sid, start, int(at)))
+    return out

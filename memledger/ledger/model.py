@@ -21,7 +21,8 @@ import pandas as pd
 
 from memledger.errors import LedgerFormatError
 from memledger.ledger.carried import carried_until
-from memledger.ledger.held_roles import kept_across_a_step, optimizer_copies, past_gradients
+from memledger.ledger.held_roles import (dropped_spans, kept_across_a_step, optimizer_copies,
+                                         past_gradients)
 from memledger.ledger.names import model_forward
 from memledger.ledger.reader import group_records, read_records
 from memledger.ledger.schema import (CATEGORIES, GENERATOR_STATE_OPS, PHASES, ROLE_PRIORITY,
@@ -320,6 +321,14 @@ class Ledger:
                                         category=rows.loc[early, "cat_before"])
             after = rows[early].assign(created=rows.loc[early, "cat_until"])
             rows = pd.concat([rows[~early], before, after])
+        spans = self.category_spans()
+        if len(spans) and len(sp := spans[spans["sid"].isin(rows["sid"])]):
+            # Note [A gradient dropped from .grad, then put back]: the span's category in,
+            # the one it would read there out
+            nb = self.storages.loc[sp["sid"], "bytes"].to_numpy(dtype=np.int64)
+            span = pd.DataFrame({"created": sp["ev0"].to_numpy(), "freed": sp["ev1"].to_numpy()})
+            rows = pd.concat([rows, span.assign(bytes=nb, category=sp["cat"].to_numpy()),
+                              span.assign(bytes=-nb, category=sp["was"].to_numpy())])
         return pd.DataFrame(
             {c: self.curve(rows[rows["category"] == c]) for c in CATEGORIES if c != "workspace"}
         )
@@ -469,7 +478,48 @@ class Ledger:
             for col in ("category", "name", "module"):
                 live.loc[early, col] = live.loc[early, f"{col}_before" if col != "category"
                                                 else "cat_before"]
+        spans = self.category_spans()
+        if len(spans):   # Note [A gradient dropped from .grad, then put back]
+            hit = spans[(spans["ev0"] <= ev) & (spans["ev1"] > ev)
+                        & spans["sid"].isin(live["sid"])]
+            if len(hit):
+                live = live.copy()
+                live.loc[hit["sid"].to_numpy(), "category"] = hit["cat"].to_numpy()
+                live.loc[hit["sid"].to_numpy(), "name"] = hit["name"].to_numpy()
         return live.sort_values("bytes", ascending=False, kind="stable")
+
+    def category_spans(self) -> pd.DataFrame:
+        """(sid, ev0, ev1, cat, name, was): storages that read `cat` under `name` over
+        [ev0, ev1), where they would read `was`: a gradient no `.grad` held from a drop to
+        the take-back that says when it was a `.grad` again (Note [A gradient dropped from
+        .grad, then put back], trace/dropped_grads.py). Empty for most ledgers."""
+        memo = self.__dict__.get("_spans_memo")
+        if memo is None:
+            memo = self.__dict__["_spans_memo"] = self._category_spans()
+        return memo
+
+    def _category_spans(self) -> pd.DataFrame:
+        cols = ["sid", "ev0", "ev1", "cat", "name", "was"]
+        spans = dropped_spans(self.extra.get("ungrad", ()))
+        st = self.storages
+        rows = []
+        for sid, ev0, ev1 in spans:
+            if sid not in st.index:
+                continue
+            r = st.loc[sid]
+            cut = int(r["cat_until"]) if "cat_until" in st else -1
+            before = str(r["cat_before"]) if cut > int(r["created"]) else ""
+            if "gradient" not in (r["category"], before):
+                continue
+            end = int(r["freed"]) if int(r["freed"]) >= 0 else self.n_events
+            ev0, ev1 = max(ev0, int(r["created"])), min(ev1, end)
+            was = before if cut > ev0 else r["category"]
+            if ev1 <= ev0 or was == "other":
+                continue
+            grad = str(r["name_before"]) if before == "gradient" else str(r["name"])
+            rows.append((sid, ev0, ev1, "other", f"{grad} (a past gradient)".lstrip(), was))
+        return pd.DataFrame(rows, columns=cols).astype(
+            {"sid": np.int64, "ev0": np.int64, "ev1": np.int64})
 
     def peak(self) -> "PeakPoint":
         """The first event at which live bytes are highest, and where it happened."""
@@ -581,11 +631,27 @@ class Ledger:
     # step], is an evaluation's), and an activation counts when that pass reads it (an
     # unpack at or after its start), frees it (its graph let go), or saves it (Note [Held
     # for backward, saved only in it]); a graph no backward reads stays out, whatever
-    # kept it. Left alone: an evaluation's own pass run inside the step, after its
-    # backward and before its optimizer step (`torch.autograd.grad` of a validation loss
-    # with respect to its input, `--eval input_grad --where before_step`, 12,288 B of its
-    # saves read for the step's 3,072 B): the ledger does not say which pass writes the
-    # parameters' gradients, and a second micro-batch's pass, accumulated, looks the same.
+    # kept it. An evaluation's own pass run inside the step is no step's pass either:
+    # Note [The pass that writes the gradients].
+    #
+    # Note [The pass that writes the gradients]
+    # A step's pass is one that writes the parameters' gradients. `torch.autograd.grad` of a
+    # validation loss with respect to its input, run inside the step after its backward
+    # and before its optimizer step (tests/clients/train_eval_after.py `--eval input_grad
+    # --where before_step`, 2 steps), was the last pass begun in the step, and "saved for
+    # backward" read its saves: 12,288 B, the evaluation batch's (32 rows), where the
+    # step's backward reads 3,072 B. By the ledger alone it looks like a second
+    # micro-batch's pass, which accumulates. The trace tells them apart where a pass ends:
+    # the parameters' `.grad` (storage and version counter) as it began and as it ended;
+    # a pass that accumulates into any (a new storage, stolen or summed out of place, or
+    # `+=` in place, which bumps the version) writes a `wrote_grads` record (`ev`: its
+    # end; where `opt.step()` or a `record_function` comes right after the pass, before
+    # any op switches the phase, there: an accumulating loop's last micro-batch, tests/
+    # clients/train_loops.py `--loop accumulate`, is marked as its first). The step's pass is the last one begun in the step whose span holds such a
+    # record; where none does (older ledgers; an update inside backward that clears each
+    # gradient as it is made, leaving nothing changed at the end) the last one, as before.
+    # After: 3,072 B. Cost: one walk over the parameters (storage, version) as each pass
+    # begins and ends, about 1 us a parameter.
     def saved_before_backward(self) -> tuple[int, pd.DataFrame]:
         """(event, activations live there that the pass reads): the event just before the
         last step's backward, when everything it reads is held at once (Note [The saves the
@@ -597,6 +663,15 @@ class Ledger:
             return -1, self.storages.iloc[0:0]
         _, outside = self._passes_outside_steps()
         row = next((i for i in reversed(begins) if not outside[i]), begins[-1])
+        # Note [The pass that writes the gradients]: of the step's passes, the last that did
+        wrote = np.array(sorted(int(r["ev"]) for r in self.extra.get("wrote_grads", ())),
+                         dtype=np.int64)
+        if len(wrote):
+            evs = self.phases["ev"].tolist()
+            step = self.phases["step"].tolist()
+            mine = [i for i in begins if not outside[i] and step[i] == step[row] and i <= row]
+            row = next((i for i in reversed(mine) if _holds(wrote, evs[i], self._pass_end(i))),
+                       row)
         ev = int(self.phases["ev"].iloc[row]) - 1
         end = self._pass_end(row)
         live = self.live_at(ev)
@@ -860,6 +935,12 @@ def _check_events(storages: pd.DataFrame, n_events: int, n_records: int, source:
                                     f"0..{n_events}; the ledger is corrupt")
 
 
+def _holds(evs: np.ndarray, lo: int, hi: int) -> bool:
+    """Whether sorted `evs` has one in [lo, hi]."""
+    i = int(np.searchsorted(evs, lo, side="left"))
+    return i < len(evs) and int(evs[i]) <= hi
+
+
 def _table(records: list[Record], columns: dict[str, Any]) -> pd.DataFrame:
     """Records of one kind as columns, with a default for each optional field."""
     df = pd.DataFrame.from_records(records) if records else pd.DataFrame()
@@ -947,18 +1028,31 @@ def _storages(by_kind: dict[str, list[Record]]) -> tuple[pd.DataFrame, pd.DataFr
     last_use = df["created"].to_numpy().copy()
     freed = np.full(len(df), -1, dtype=np.int64)
     by_gc = np.zeros(len(df), dtype=bool)
-    f = _table(by_kind.pop("free", []), {"sid": None, "ev": None, "last": None, "gc": 0})
+    # the storage its last read wrote in place (Note [Written in place from the step
+    # before], ledger/held_roles.py), as a row; -1: none, or a ledger written before
+    into = np.full(len(df), -1, dtype=np.int64)
+
+    def wrote_into(idx: np.ndarray, recs: pd.DataFrame) -> None:
+        w = recs["into"].to_numpy(dtype=np.int64)
+        ok = w >= 0
+        if ok.any():
+            into[idx[ok]] = df.index.get_indexer(w[ok])
+
+    f = _table(by_kind.pop("free", []), {"sid": None, "ev": None, "last": None, "gc": 0,
+                                         "into": -1})
     _check_required("free", f, ("sid", "ev"))
     if len(f):
         idx, f = rows_of(f)
         freed[idx] = f["ev"].to_numpy(dtype=np.int64)
         last_use[idx] = f["last"].fillna(f["ev"] - 1).to_numpy(dtype=np.int64)
         by_gc[idx] = f["gc"].astype(bool).to_numpy()   # trace/gc_window.py
-    lv = _table(by_kind.pop("live", []), {"sid": None, "last": -1})
+        wrote_into(idx, f)
+    lv = _table(by_kind.pop("live", []), {"sid": None, "last": -1, "into": -1})
     _check_required("live", lv, ("sid",))
     if len(lv):
         idx, lv = rows_of(lv)
         last_use[idx] = lv["last"].to_numpy(dtype=np.int64)
+        wrote_into(idx, lv)
     df["last_use"] = np.maximum(last_use, df["created"].to_numpy())
     df["freed"] = freed
     df["gc_freed"] = by_gc
@@ -1023,9 +1117,10 @@ def _storages(by_kind: dict[str, list[Record]]) -> tuple[pd.DataFrame, pd.DataFr
     roles = _table(by_kind.pop("role", []), {"sid": None, "role": None, "name": "", "shard": ""})
     _check_required("role", roles, ("sid", "role"))
     marks = step_marks(by_kind.get("phase", []), by_kind.get("step", []))
-    df["category"], df["name"], df["shard"] = _categories(df, roles, sv, marks)
+    df["category"], df["name"], df["shard"] = _categories(df, roles, sv, marks, into)
     _earlier_roles(df, roles, by_kind.get("phase", []), by_kind.get("step", []),
-                   by_kind.pop("ungrad", []), marks, by_kind.pop("holders", []))
+                   by_kind.get("ungrad", []),   # kept in `extra`: `category_spans`
+                   marks, by_kind.pop("holders", []))
     # A parameter or buffer belongs to the module that owns it, whatever op made its storage.
     # So does a named `other` (a module the script never calls: Note [Modules never called])
     owned = df["category"].isin(["parameter", "buffer", "other"]).to_numpy() & \
@@ -1155,7 +1250,7 @@ def _earlier_roles(df: pd.DataFrame, roles: pd.DataFrame, phases: list[Record] =
 
 
 def _categories(df: pd.DataFrame, roles: pd.DataFrame, saved: pd.DataFrame,
-                marks: StepMarks):
+                marks: StepMarks, into: np.ndarray | None = None):
     """Each storage's category: its highest-priority role (see ROLE_PRIORITY), else by when
     it was made: during the run, a temporary, or other where the script kept it over a
     whole step or the next step read it (Notes [Kept by the script across a step] and
@@ -1176,7 +1271,7 @@ def _categories(df: pd.DataFrame, roles: pd.DataFrame, saved: pd.DataFrame,
     created = df["created"].to_numpy(dtype=np.int64)
     last = df["last_use"].to_numpy(dtype=np.int64) if "last_use" in df else created
     kept = kept_across_a_step(created, df["freed"].to_numpy(dtype=np.int64), last,
-                              marks)
+                              marks, into)
     cats = pd.Series(np.where(made_in_run & ~kept, "temporary", "other"), index=df.index,
                      dtype=object)
     names = pd.Series("", index=df.index, dtype=object)

@@ -35,7 +35,12 @@ event 7 and freed after event 11 is live on [7, 12): `created=7`, `freed=12`.
     {"k":"free","sid":3,"ev":12,"last":11}              # freed; `last` = last event that used it
                                  # + "gc": 1 when Python's garbage collector freed it (a
                                  # reference cycle held it: trace/gc_window.py)
+                                 # + "into": the sid an op outside forward and backward
+                                 # wrote in place at `last`, reading this one (Note
+                                 # [Written in place from the step before] in
+                                 # ledger/held_roles.py; absent in older ledgers)
     {"k":"live","sid":5,"last":90}                      # still live when tracing stopped
+                                 # (+ "into", as a free record's)
     {"k":"phase","ev":12,"ph":"backward","step":1}      # phase from this event on
     {"k":"scope","mod":"blocks.0","ev0":3,"ev1":20,"ph":"forward","step":1,"ns":123456}
                                  # + "nograd": true for a call made without gradients
@@ -93,13 +98,18 @@ from `ev` to `until`, -1: to the end; or `sid`, `own`: the script let go of it a
 before the gradient did, so its free is the gradient's; Note [A sparse gradient kept as
 made] in trace/collector.py) and
 `ungrad` (`sid`, `ev`: a gradient storage no parameter's `.grad` held from `ev` on while
-it lived, `ev` -1: a `.grad` again, the drop taken back; the last record of a sid says;
+it lived, `ev` -1: a `.grad` again, the drop taken back, with `at`: the event it was seen
+so (Note [A gradient dropped from .grad, then put back]); the last record of a sid says;
 absent in older ledgers; Note [A gradient dropped from .grad] in trace/dropped_grads.py) and
 `holders` (`step`, `ev`: the step record's event, `names`: {`function:variable`: sids}, the
 live saved storages the script's own frames hold as the step ends, by variable, item
 (`h[0]`, `d['k']`) or receiver attribute (`self.h`); absent in older ledgers; Note [Who
 holds a saved storage at a step's end] in trace/step_holders.py, read by Note [The last
 step's state, by its holder] in ledger/carried.py) and
+
+`wrote_grads` (`ev`: a backward pass that ended at `ev` changed a parameter's `.grad`, a
+new storage or one accumulated in place; `torch.autograd.grad` writes none; absent in
+older ledgers; Note [The pass that writes the gradients] in ledger/model.py) and
 `sparse` (`sid`: the storage was a part of a sparse COO tensor, the indices or values of a
 sparse gradient; its free is the gradient's: Note [A sparse gradient's part ends no
 backward] in replay/engine.py) and

@@ -1562,6 +1562,13 @@ def _lifetimes(prep: Prepared, calls: _Calls, own: _Owners, seg: _Segments,
         out.add(c[~split], f[~split], nb[~split], prep.cat[~split])
         out.add(c[split], u[split], nb[split], prep.cat_before[split])
         out.add(u[split], f[split], nb[split], prep.cat_after[split])
+    if prep.span_row is not None:   # Note [A gradient dropped from .grad, then put back]
+        r = prep.span_row           # (trace/dropped_grads.py): the span's category in, the
+        lo = np.maximum(seg.pos_f(prep.span_ev0), c[r])   # one it would read out
+        hi = np.minimum(seg.pos_f(prep.span_ev1), f[r])
+        ok = hi > lo
+        out.add(lo[ok], hi[ok], nb[r][ok], prep.span_cat[ok])
+        out.add(lo[ok], hi[ok], -nb[r][ok], prep.span_was[ok])
     if len(calls):
         _recomputed_rows(prep, calls, own, seg, dropped, kept_cache, out, restash, kept,
                          in_save_list, rng_bytes)

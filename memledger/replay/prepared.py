@@ -117,6 +117,14 @@ class Prepared:
     # script carried into the next step (`other` from its step's end: Note [A state carried
     # into the next step] in ledger/carried.py); None where no storage has an earlier one
     cat_after: np.ndarray = None
+    # spans over which a storage reads another category (Note [A gradient dropped from
+    # .grad, then put back], trace/dropped_grads.py): its row, [ev0, ev1), the category
+    # there and the one it would read (int64 each); None where there is none
+    span_row: np.ndarray = None
+    span_ev0: np.ndarray = None
+    span_ev1: np.ndarray = None
+    span_cat: np.ndarray = None
+    span_was: np.ndarray = None
     stashed_graph: np.ndarray = None   # bool: stashed, and its graph runs deeper than
                                        # leaves (trace/collector.py `_deep_graph`)
     acast: np.ndarray = None   # bool: a parameter's cast autocast keeps in its cache (Note
@@ -417,6 +425,7 @@ class Prepared:
             returned_ev0=_returned(led, st),
             unheld=_unheld(led, st),
             **_earlier_categories(st),
+            **_category_spans(led, st),
             **_lent(led, st),
             sparse_part=_sparse_parts(led, st),
             **_autocast_casts(led, st),
@@ -1005,6 +1014,22 @@ def _earlier_categories(st: pd.DataFrame) -> dict[str, np.ndarray | None]:
                 dtype=np.int64),
             "cat_after": st["category"].map(CAT_INDEX).fillna(OTHER).to_numpy(
                 dtype=np.int64)}
+
+
+def _category_spans(led, st: pd.DataFrame) -> dict[str, np.ndarray | None]:
+    """`Ledger.category_spans()` as rows and category codes (Note [A gradient dropped from
+    .grad, then put back], trace/dropped_grads.py); None where there is none."""
+    sp = led.category_spans()
+    row = st.index.get_indexer(sp["sid"].to_numpy()) if len(sp) else np.zeros(0, np.int64)
+    if not (row >= 0).any():
+        return dict.fromkeys(("span_row", "span_ev0", "span_ev1", "span_cat", "span_was"))
+    ok = row >= 0
+    sp = sp[ok]
+    return {"span_row": row[ok].astype(np.int64),
+            "span_ev0": sp["ev0"].to_numpy(dtype=np.int64),
+            "span_ev1": sp["ev1"].to_numpy(dtype=np.int64),
+            "span_cat": sp["cat"].map(CAT_INDEX).fillna(OTHER).to_numpy(dtype=np.int64),
+            "span_was": sp["was"].map(CAT_INDEX).fillna(OTHER).to_numpy(dtype=np.int64)}
 
 
 def _rule_categories(st: pd.DataFrame) -> np.ndarray:

@@ -935,6 +935,13 @@ class Collector(ShardingMixin, TorchDispatchMode):
         # without gradients left open, and whether the last root forward was one
         self._after_eval: set[int] = set()
         self._after_graphless = False
+        self._after_graded: set[int] = set()   # the same after a forward with gradients
+        # Note [The pass that writes the gradients] (ledger/model.py): the parameters'
+        # `.grad` (storage, version) as the running backward pass began
+        self._grads_at_pass: dict[int, tuple[int | None, int]] | None = None
+        # Note [Written in place from the step before] (ledger/held_roles.py): sid read ->
+        # (the event of an op that read it and wrote another in place, that one's sid)
+        self._into: dict[int, tuple[int, int]] = {}
         # the optimizers stepped so far: Note [State made between steps]
         self._optimizers: weakref.WeakSet = weakref.WeakSet()
         self._cast_from: dict[int, int] = {}   # Note [A batch cast before the model]: sid -> source
@@ -1223,7 +1230,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
         for _, (sid, _, _) in list(self._refs.items()):
             if sid in self._resized_away:
                 continue
-            self.sink.write({"k": "live", "sid": sid, "last": self._last.get(sid, -1)})
+            self.sink.write(self._last_into({"k": "live", "sid": sid,
+                                             "last": self._last.get(sid, -1)}))
         for slices, rest in self._mapped.remaining():   # Note [Storages over a mapped file]
             if rest is not None:
                 slices = [*slices, self._write_rest(rest)]
@@ -1477,6 +1485,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
             self._mark_loss_inputs(args)
         if (phase == "forward" or phase == "loss") and (w := op.written):
             self._note_mutated(func, w, args, kwargs, ev, op.overwritten)
+        elif op.grow and phase != "backward":   # Note [Written in place from the step
+            self._note_into(op.grow, args, kwargs, ev)   # before] (ledger/held_roles.py)
         if op.comm:   # a c10d collective
             self._mark_communication(func, args, out)
         if func is _COPY and phase == "setup":   # Note [Sharded storages], 5
@@ -1626,6 +1636,33 @@ class Collector(ShardingMixin, TorchDispatchMode):
                     if (sid := self._sids.get(storage_key(t), -1)) >= 0:
                         reads[sid] = ev
 
+    def _note_into(self, slots: tuple[tuple[int, str], ...], args, kwargs, ev: int) -> None:
+        """Each tensor an op outside forward and backward read beside the one tensor it
+        wrote in place (`new.add_(old)`): the storage written, should this read be its last
+        (Note [Written in place from the step before], ledger/held_roles.py). Lists (the
+        foreach ops) are left out."""
+        i, name = slots[0]
+        w = args[i] if i < len(args) else kwargs.get(name)
+        if not isinstance(w, _Tensor):
+            return
+        sids = self._sids
+        into = sids.get(storage_key(w), -1)
+        if into < 0:
+            return
+        for a in (*args, *kwargs.values()):
+            if a is not w and isinstance(a, _Tensor):
+                sid = sids.get(storage_key(a), -1)
+                if sid >= 0 and sid != into:
+                    self._into[sid] = (ev, into)
+
+    def _last_into(self, rec: dict) -> dict:
+        """`rec` (a free or live record) with `into` where its storage's last read wrote
+        another in place (Note [Written in place from the step before])."""
+        if self._into and (w := self._into.pop(rec["sid"], None)) is not None and \
+                w[0] == rec["last"] >= 0:
+            rec["into"] = w[1]
+        return rec
+
     def _sid(self, t: torch.Tensor, ev: int) -> int:
         """The sid of an input's storage.
 
@@ -1728,8 +1765,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
             self._outside.add(sid)
             if pre or phase == "setup":
                 self._in_setup.add(sid)
-        elif phase == "loss" and self._after_graphless:
-            self._after_eval.add(sid)   # Note [A batch made after an evaluation]
+        elif phase == "loss":   # Note [A batch made after an evaluation]
+            (self._after_eval if self._after_graphless else self._after_graded).add(sid)
         return sid
 
     def _external(self, t: torch.Tensor, st) -> bool:
@@ -1796,6 +1833,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
         """The free record of `sid`, at the current event (and what goes with it)."""
         self._outside.discard(sid)
         self._after_eval.discard(sid)
+        self._after_graded.discard(sid)
         self._cast_from.pop(sid, None)
         ev = self._ev
         if self._twin[:2] == (sid, ev - 1):   # Note [In place but for the mode]
@@ -1815,7 +1853,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
             self.sink.write({"k": "released", "sid": sid, "ev": ev})   # go at the free
         if self._held_over.pop(sid, None) is not None and self._phase != "backward":
             self._between[sid] = ev   # Note [Let go of between two backward passes]
-        rec = {"k": "free", "sid": sid, "ev": ev, "last": self._last.pop(sid, -1)}
+        rec = self._last_into({"k": "free", "sid": sid, "ev": ev,
+                               "last": self._last.pop(sid, -1)})
         if sid in self._attr_watch:   # a call's module attribute, freed inside the call
             self._attr_watch[sid] = rec["last"]
         if self._gc.running:   # held by a reference cycle until now (gc_window.py)
@@ -2137,6 +2176,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
     def _set_phase(self, phase: str, ev: int | None = None) -> None:
         if phase in ("backward", "optimizer"):   # Note [A batch made after an evaluation]
             self._after_eval.clear()
+            self._after_graded.clear()
             self._after_graphless = False
         if phase != self._phase:
             self._phase = phase
@@ -2164,6 +2204,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
             # (passes begun inside a module's forward aside: Note [A pass inside the
             # forward])
             self._bw_passes += 1
+            self._grads_at_pass = self._grad_versions()   # Note [The pass that writes ...]
             outer = self._outer_passes   # Note [A pass inside the forward]
             self._outer_passes += not self._bw_from[1]
             self._bw_began = modes_at_backward(self.sink, self._fwd_modes, self._bw_began, ev,
@@ -2189,8 +2230,20 @@ class Collector(ShardingMixin, TorchDispatchMode):
             self._node_makers.pass_ended()   # Note [The module that made a node]
             self._set_phase(self._phase_after_backward(), ev)
             self._mark_gradients()
+            self._pass_wrote_grads(ev)
+
+    def _pass_wrote_grads(self, ev: int) -> None:
+        """Note [The pass that writes the gradients] (ledger/model.py): at a pass's end
+        (the phase switch, or an optimizer step or a `record_function` met first, as
+        `opt.step()` right after `loss.backward()` is), whether it changed a `.grad`."""
+        if self._grads_at_pass is not None and self._grad_versions() != self._grads_at_pass:
+            self.sink.write({"k": "wrote_grads", "ev": ev})
+        self._grads_at_pass = None
 
     def _record_function(self, func, args) -> None:
+        if self._grads_at_pass is not None and self._phase == "backward" and \
+                _graph_task_id() == -1:   # a pass's end no op has switched yet
+            self._pass_wrote_grads(self._ev)
         if func is _RF_ENTER:
             name = str(args[0]) if args else ""
             self._rf_stack.append(name)
@@ -2342,6 +2395,10 @@ class Collector(ShardingMixin, TorchDispatchMode):
                     # Note [A batch made after an evaluation]
                     self._outside |= self._after_eval
                     self._after_eval.clear()
+                if self._after_graded:   # the same, after one with gradients
+                    if _grad_enabled():
+                        self._batch_after_graded(args)
+                    self._after_graded.clear()
                 self._after_graphless = False
                 self._closure_batch = False
                 begins = self._phase != "forward"
@@ -3342,6 +3399,19 @@ class Collector(ShardingMixin, TorchDispatchMode):
     # begins: the batch then, made between the evaluation and the step; a backward or an
     # optimizer step in between (an evaluation in the middle of a step, before its loss)
     # forgets them: they are that step's own.
+    # An evaluation run with gradients (a validation loss kept as a tensor, logged later)
+    # leaves the phase at `loss` too, and the next step's batch read `activation`:
+    # tests/clients/train_eval_after.py `--eval kept` (after the optimizer step, 2 steps)
+    # filed step 2's (8, 16) batch, 512 B, as `0.fc1`'s activation, in "saved for
+    # backward" (3,584 B for the step's 3,072). Everything made after a forward with
+    # gradients is not a candidate: a step that calls the model twice hands the second
+    # call what it made from the first (`h = model(x); out = model(h * mask)`), the step's
+    # own. What tells a batch is that no graph made it: an argument of the next root
+    # forward with gradients (no backward or optimizer step between) made in that loss
+    # phase, with no `grad_fn` and not requiring grad (`_batch_after_graded`) is a
+    # candidate, and the forward marks it `input`. A second call's batch in a siamese
+    # step is one too, as it is. After: at the peak `activation` 12,800 -> 12,288 B,
+    # `input` 2,048 -> 2,560; "saved for backward" 3,072 B.
     # Note [A batch in a dict]
     # The model's arguments made outside the step are its batch (`input`), looked for
     # through tuples, lists and dicts as checkpoint's are (`_nested_tensors`): a model
@@ -3350,6 +3420,17 @@ class Collector(ShardingMixin, TorchDispatchMode):
     # `activation`, in `show`'s saved-for-backward table by module too, where `model(x)`
     # files it as input (tests/integration/test_api_blocks.py, a Linear on `batch["x"]`).
     # Peaks and predictions do not change: the replay follows each storage's own life.
+    def _batch_after_graded(self, args) -> None:
+        """The arguments of a forward with gradients that were made, with no graph, after
+        the last root forward with gradients returned (and no backward or optimizer step
+        since): the batch after an evaluation run with gradients (Note [A batch made after
+        an evaluation]). Read with torch functions off, as the doctor's probe watches."""
+        with torch._C.DisableTorchFunction():
+            for a in _nested_tensors(tuple(args)):
+                sid = self._sids.get(storage_key(a), -1)
+                if sid in self._after_graded and a.grad_fn is None and not a.requires_grad:
+                    self._outside.add(sid)
+
     def _mark_inputs(self, args) -> None:
         for a in _nested_tensors(tuple(args)):
             self._mark_input(self._sid(a, self._ev))
@@ -3479,7 +3560,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
                 if type(p.grad) in self.PLAIN_TYPES:   # Note [A gradient dropped from .grad]
                     key = storage_key(p.grad)
                     if self._grad_watch.held(p, key, self._sids.get(key)):
-                        self.sink.write({"k": "ungrad", "sid": self._sids[key], "ev": -1})
+                        self.sink.write({"k": "ungrad", "sid": self._sids[key], "ev": -1,
+                                         "at": self._ev})
             if p.__dict__:   # Note [Gradients a parameter holds by another name]
                 name = self._param_names.get(id(p), "")
                 for attr, t in _gradient_attributes(p):
@@ -3491,6 +3573,24 @@ class Collector(ShardingMixin, TorchDispatchMode):
             if p is not None and p.grad is not None:
                 self._role(p.grad, "gradient", name)
         self._gradients_dropped()
+
+    def _grad_versions(self) -> dict[int, tuple[int | None, int]]:
+        """id(parameter) -> (its `.grad`'s storage, version) for the parameters with one:
+        a backward pass that accumulates into `.grad` (a new storage, or `+=` in place)
+        changes it, `torch.autograd.grad` does not (Note [The pass that writes the
+        gradients], ledger/model.py). About 1 us a parameter, twice a pass. Read with
+        torch functions off: the doctor's probe takes a `.grad` read for the script's."""
+        out = {}
+        with torch._C.DisableTorchFunction():
+            for m in self._roots.alive():
+                for p in module_parameters(m):
+                    g = p.grad if p.is_leaf else None
+                    if g is not None:
+                        try:
+                            out[id(p)] = (storage_key(g), g._version)
+                        except (RuntimeError, NotImplementedError):
+                            out[id(p)] = (storage_key(g), -1)
+        return out
 
     def _gradients_dropped(self) -> None:
         """Note [A gradient dropped from .grad] (trace/dropped_grads.py)."""
@@ -3532,6 +3632,9 @@ class Collector(ShardingMixin, TorchDispatchMode):
     # only the category moves: peaks and predictions follow each storage's own life.
     def _opt_pre(self, opt: torch.optim.Optimizer, args, kwargs) -> None:
         self._closure_batch = True
+        if self._grads_at_pass is not None and self._phase == "backward" and \
+                _graph_task_id() == -1:   # Note [The pass that writes the gradients]
+            self._pass_wrote_grads(self._ev)
         if self._bw_steps or (self._phase == "backward" and _graph_task_id() != -1):
             self._bw_steps += 1
         if not self._nested_step() and self._steps.pre(opt) and \

@@ -184,3 +184,58 @@ def test_a_last_loss_made_as_the_kept_average_is_no_state():
     assert (s.resident["temporary"], s.resident["other"]) == (4, 4)   # before: 0, 8
     end = led.live_at(led.n_events - 1)
     assert set(end.query("category == 'temporary'")["op"]) == {"add.Tensor"}
+
+
+def test_an_ema_written_in_place_from_the_step_before_is_state():
+    """`--ema-in-place`: each step's EMA is a fresh product of the gradient with the step
+    before's added into it in place (`new = g * 0.1; new.add_(old, alpha=0.9)`), then read
+    into the gradient (`p.grad.add_(new)`). The last step's EMAs, held at the close, were
+    reached by no chain of storages made at a last read (`old`'s last read is the `add_`,
+    which makes nothing) and read `temporary`: resident `temporary` 2,276 B (the EMAs'
+    2,244 beside the step's own 32), `other` 0. Now a read's free record names the storage
+    the op wrote in place (`into`: Note [Written in place from the step before],
+    ledger/held_roles.py) and the chain goes through it: 32 and 2,244. The peak (8,784 B)
+    and its categories as before; the fake ledger reads the same."""
+    led = ledger_pass("train_held_roles.py", ["--ema-in-place"], steps=2)
+    assert led.peak().bytes == 8_784
+    s = led.summary()
+    assert s.at_peak == {
+        "parameter": MODEL, "buffer": 0, "gradient": 1_156, "optimizer_state": 0,
+        "activation": 1_024, "temporary": 1_572, "input": 544, "workspace": 0,
+        "other": MODEL, "communication": 0}
+    assert (s.resident["temporary"], s.resident["other"]) == (32, MODEL)  # 2,276, 0
+    fake = ledger_pass("train_held_roles.py", ["--ema-in-place"], steps=2, fake_device="cpu")
+    assert (fake.summary().at_peak, fake.summary().resident) == (s.at_peak, s.resident)
+
+
+def test_a_gradient_put_back_reads_other_only_while_no_grad_holds_it():
+    """`--put-back`: after backward the script keeps each `.grad`, clears them, runs a
+    check forward under no_grad (a batch of 32, where the peak is), puts the same tensors
+    back and steps: each gradient storage is dropped, a `.grad` again, and dropped again by
+    the next zero_grad. The take-back record said no event (`ev` -1) and a storage had one
+    cut, so it read `gradient` until its last drop: 2,244 B of `gradient` at the peak, with
+    no `.grad` set. Now the take-back says when (`at`) and the span between reads `other`
+    (Note [A gradient dropped from .grad, then put back], trace/dropped_grads.py): at the
+    peak `gradient` 0, `other` 2,244 (`<parameter> (a past gradient)`), predict's breakdown
+    the same; `gradient` again from the put-back, resident as before."""
+    from memledger.replay.policies import parse_policy
+    from memledger.replay.predict import predict
+
+    led = ledger_pass("train_held_roles.py", ["--put-back"], steps=2)
+    assert led.peak().bytes == 13_260
+    s = led.summary()
+    at = {"parameter": MODEL, "buffer": 0, "gradient": 0, "optimizer_state": 0,
+          "activation": 0, "temporary": 6_180, "input": 2_592, "workspace": 0,
+          "other": MODEL, "communication": 0}
+    assert s.at_peak == at                              # before: gradient 2,244, other 0
+    assert (s.resident["gradient"], s.resident["other"]) == (MODEL, 0)
+    names = set(led.live_at(led.peak().event).query("category == 'other'")["name"])
+    assert "blocks.0.fc.weight (a past gradient)" in names
+    ph = led.phases
+    step = int(ph[(ph["phase"] == "optimizer") & (ph["step"] == 1)]["ev"].iloc[0])
+    assert led.by_category(step)["gradient"] == MODEL  # put back: a gradient again
+    curves = led.curve_by_category()
+    assert (curves.sum(axis=1).to_numpy() == led.curve()).all()
+    pred = predict(led, [parse_policy("offload:blocks.*")], bandwidth=1e9).policies[0]
+    assert {c: b for c, b in pred.at_peak.items() if c != "workspace"} == \
+        {c: b for c, b in at.items() if c != "workspace"}

@@ -18,6 +18,13 @@ dict, each step's made from the step before's (which it reads) and replacing it.
 `--ma W`: `gradfilter_ma` instead: a deque of each parameter's last W gradient storages
 (`p.grad.data.detach()`), the gradient rebound to their mean added to it once W are held;
 `--model-zero`: the gradients cleared by `model.zero_grad()`, not the optimizer's.
+`--ema-in-place`: the EMA made as a fresh product of the gradient with the old one added
+into it in place (`new = g * 0.1; new.add_(old, alpha=0.9)`, then `p.grad.add_(new)`): the
+old one's last read makes no storage, it writes one.
+`--put-back`: after backward the script keeps each `.grad` (`saved = {n: p.grad ...}`),
+takes their norm, clears them (`opt.zero_grad()`), runs a check forward under no_grad with a batch of 32,
+puts the same tensors back (`p.grad = saved[n]`), steps, and clears them again: each
+gradient storage is dropped, a `.grad` again, and dropped again.
 `--loss-avg`: the loss is the MSE plus an L2 penalty (`mse + 1e-4 * l2`, an `add` in the
 script), and the script keeps a running average of it (`avg = avg * 0.9 + loss.detach() *
 0.1`, an `add` in the script too, of the same 4 B) after each backward.
@@ -92,9 +99,11 @@ def main() -> None:
     ap.add_argument("--extragradient", action="store_true")
     ap.add_argument("--keep", action="store_true")
     ap.add_argument("--ema", action="store_true")
+    ap.add_argument("--ema-in-place", action="store_true")
     ap.add_argument("--ma", type=int, default=0)
     ap.add_argument("--model-zero", action="store_true")
     ap.add_argument("--loss-avg", action="store_true")
+    ap.add_argument("--put-back", action="store_true")
     args = ap.parse_args()
     torch.manual_seed(0)
     model = Net(args.dim, args.depth)
@@ -120,6 +129,14 @@ def main() -> None:
             for n, p in model.named_parameters():
                 ema[n] = ema[n] * 0.9 + p.grad.detach() * 0.1
                 p.grad.data = p.grad.data + ema[n]
+        if args.ema_in_place:   # the new EMA a fresh product, the old added into it
+            ema = {} if ema is None else ema
+            for n, p in model.named_parameters():
+                new = p.grad.detach() * 0.1
+                if n in ema:
+                    new.add_(ema[n], alpha=0.9)
+                ema[n] = new
+                p.grad.add_(new)
         if args.ma:    # grokfast's gradfilter_ma: a deque of each parameter's last gradients
             past = {n: deque(maxlen=args.ma) for n, _ in model.named_parameters()} \
                 if past is None else past
@@ -127,6 +144,14 @@ def main() -> None:
                 past[n].append(p.grad.data.detach())
                 if len(past[n]) == args.ma:
                     p.grad.data = p.grad.data + sum(past[n]) / args.ma
+        if args.put_back:   # kept, cleared, a check forward, put back
+            saved = {n: p.grad for n, p in model.named_parameters()}
+            norm = torch.stack([g.norm() for g in saved.values()]).norm()   # logged
+            opt.zero_grad()
+            with torch.no_grad():
+                model(torch.randn(4 * args.batch, args.dim))
+            for n, p in model.named_parameters():
+                p.grad = saved[n]
         opt.step()
         if args.model_zero:
             model.zero_grad()

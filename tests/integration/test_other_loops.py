@@ -448,6 +448,25 @@ def test_a_batch_drawn_inside_the_closure_is_the_batch():
     assert inside == outside == (inside[0], ["input"], 2 * (64 * 256 * 4 + 64 * 8))
 
 
+def test_the_loss_a_closure_hands_back_is_the_steps_not_the_scripts():
+    """Note [A step's product handed back by the next step] (memledger/ledger/held_roles.py):
+    `loss = opt.step(closure)` (Adam, the batch drawn in the closure) keeps each step's 4 B
+    loss until the next `step()` returns it: over the whole of the next step, which the
+    rule for storages held over a step read as the script's (`other`), where the same loss
+    of a plain loop, replaced inside the next step, reads `temporary`. At 2 steps the
+    first loss is held at the close (the trace stops at step 2's end), at 3 steps it is
+    freed right after step 2's last op, before any other. Before: `other` 4 B at the peak
+    and resident (2 steps), 8 B at the peak (3 steps); now 0, the losses `temporary`."""
+    from tests.clients.harness import ledger_pass
+
+    for steps, temporary in ((2, 2_099_208), (3, 2_099_208)):
+        led = ledger_pass("train_closure.py", ["--steps", str(steps), "--batch-inside"])
+        s = led.summary()
+        assert led.peak().bytes == 8_555_200
+        assert (s.at_peak["temporary"], s.at_peak["other"]) == (temporary, 0), steps
+        assert (s.resident["temporary"], s.resident["other"]) == (8, 0), steps
+
+
 def test_the_gates_pass_checkpoint_of_a_model_called_twice():
     """Note [Which tensors are inputs] (verify/capture.py): the model called twice per step
     (two views of a batch). Recording the loss's inputs ran on through the second call, where

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from memledger.ledger.held_roles import past_gradients
+from memledger.ledger.held_roles import dropped_spans, past_gradients
 
 
 def _one_gradient(freed: int = -1):
@@ -56,3 +56,13 @@ def test_the_watch_sees_a_drop_and_a_gradient_put_back():
     p.grad = None
     assert watch.look({}) == []                       # freed: nothing to say
     del kept
+
+
+def test_a_take_back_with_its_event_closes_a_span():
+    """Note [A gradient dropped from .grad, then put back]: a drop, then a take-back that
+    says when (`at`), is a span; one without `at` (older ledgers) gives none; the last drop
+    with no take-back after it is no span (it is `past_gradients`' cut)."""
+    recs = [{"k": "ungrad", "sid": 7, "ev": 5}, {"k": "ungrad", "sid": 7, "ev": -1, "at": 9},
+            {"k": "ungrad", "sid": 7, "ev": 12},
+            {"k": "ungrad", "sid": 8, "ev": 5}, {"k": "ungrad", "sid": 8, "ev": -1}]
+    assert dropped_spans(recs) == [(7, 5, 9)]
