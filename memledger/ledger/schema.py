@@ -106,7 +106,6 @@ live saved storages the script's own frames hold as the step ends, by variable, 
 (`h[0]`, `d['k']`) or receiver attribute (`self.h`); absent in older ledgers; Note [Who
 holds a saved storage at a step's end] in trace/step_holders.py, read by Note [The last
 step's state, by its holder] in ledger/carried.py) and
-
 `wrote_grads` (`ev`: a backward pass that ended at `ev` changed a parameter's `.grad`, a
 new storage or one accumulated in place; `torch.autograd.grad` writes none; absent in
 older ledgers; Note [The pass that writes the gradients] in ledger/model.py) and
