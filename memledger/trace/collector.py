@@ -2240,12 +2240,37 @@ class Collector(ShardingMixin, TorchDispatchMode):
             self.sink.write({"k": "wrote_grads", "ev": ev})
         self._grads_at_pass = None
 
+    # Note [A pass's end met first outside an op]
+    # A backward pass's end (the unpack records of its last node, the nodes set aside, the
+    # phase after it, and the gradients named and the dropped-gradient watch filled by
+    # `_mark_gradients`) ran at the first op outside the graph task, or at a module call
+    # (Note [Phases at a module call], Note [A backward that ends its module's forward]).
+    # `Optimizer.zero_grad` and `Optimizer.step` open with a `record_function`, which
+    # returns before that switch, and the step's pre-hook sets the phase "optimizer": a
+    # `zero_grad()` or `step()` right after `loss.backward()` took the phase from
+    # "backward" straight on, and the pass's end never ran. For `step()` the optimizer's
+    # hooks name the gradients anyway; for a `zero_grad(set_to_none=True)` right after the
+    # backward, the pass's new gradients were never named, and the watch never saw their
+    # drop: a loop that keeps each loss's gradients (`[p.grad for p in params]`, no op)
+    # and clears them for the next loss read the first loss's 16,900 B `temporary` at the
+    # peak, inside the optimizer's step, where the second's read `other` (a past gradient):
+    # `show` said the step's own temporaries were 32.8 KiB, not 16.2
+    # (tests/clients/train_pass_end.py `--order keep`). The pass's end now also runs at a
+    # `record_function`'s entry and at an optimizer's step pre-hook, whichever comes first
+    # (the rule the op path uses: the phase is "backward" and no graph task runs). A
+    # backward the script's last work leaves as before: the model and its gradients are
+    # freed as the script returns, before the trace closes.
+    def _pass_end_met(self) -> None:
+        if self._phase == "backward" and _graph_task_id() == -1 and not self._bw_steps:
+            self._switch_backward(self._ev)
+
     def _record_function(self, func, args) -> None:
         if self._grads_at_pass is not None and self._phase == "backward" and \
                 _graph_task_id() == -1:   # a pass's end no op has switched yet
             self._pass_wrote_grads(self._ev)
         if func is _RF_ENTER:
             name = str(args[0]) if args else ""
+            self._pass_end_met()   # Note [A pass's end met first outside an op]
             self._rf_stack.append(name)
             self._fsdp_enter(name)
             if name.startswith("Optimizer.zero_grad"):
@@ -3631,6 +3656,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
     # optimizer's own tensors are its state, named at the hooks, or freed in the step);
     # only the category moves: peaks and predictions follow each storage's own life.
     def _opt_pre(self, opt: torch.optim.Optimizer, args, kwargs) -> None:
+        self._pass_end_met()   # Note [A pass's end met first outside an op]
         self._closure_batch = True
         if self._grads_at_pass is not None and self._phase == "backward" and \
                 _graph_task_id() == -1:   # Note [The pass that writes the gradients]
