@@ -110,6 +110,12 @@ def cpu_kind() -> str:
     return torch.backends.cpu.get_cpu_capability().lower()
 
 
+def native_bf16() -> bool:
+    """This CPU runs bf16 matmuls natively (either bf16 kind): kernel scratch the allocator
+    sees, a bf16 LSTM oneDNN accepts."""
+    return cpu_kind() in ("bf16", "amd_bf16")
+
+
 @functools.cache
 def _cpu_vendor() -> str:
     """/proc/cpuinfo's vendor_id ("" where there is none to read)."""

@@ -137,9 +137,9 @@ def test_the_fake_run_keeps_the_lstms_onednn_workspace():
     crashed there too). fp32 reads equal as well (docs/accuracy.md): a CPU without bf16
     (AVX2 only) runs that, as oneDNN refuses a bf16 LSTM there ("could not create a
     primitive descriptor for the LSTM forward propagation primitive", untraced too)."""
-    from tests.clients.harness import cpu_kind, fake_client_gaps
+    from tests.clients.harness import fake_client_gaps, native_bf16
 
-    amp = ["--amp"] if cpu_kind() == "bf16" else []
+    amp = ["--amp"] if native_bf16() else []
     assert fake_client_gaps("train_crf.py", ["--mode", "tagger", *amp],
                             ["checkpoint:lstm", "offload:lstm"]) == {}
 

@@ -20,7 +20,7 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")   # built from configs: never reach the hub
 
-from tests.clients.harness import HERE, cpu_kind, imported_first, run_client, skip_without
+from tests.clients.harness import HERE, imported_first, native_bf16, run_client, skip_without
 
 pytestmark = pytest.mark.clients
 skip_without("trl", "datasets")
@@ -50,7 +50,7 @@ def test_sft_as_trl_configures_it():
                      ["offload:model.layers.*", "checkpoint:model.layers.*"])
     # the scratch is no tensor's; a CPU without native bf16 takes none there (Note [Numbers
     # that depend on the CPU], tests/clients/harness.py)
-    assert run.ledger_peak < run.allocator_peak if cpu_kind() == "bf16" else \
+    assert run.ledger_peak < run.allocator_peak if native_bf16() else \
         run.ledger_peak == run.allocator_peak
     _exact(run)
     assert run.policies["offload:model.layers.*"].measured is not None
