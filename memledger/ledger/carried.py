@@ -144,16 +144,14 @@ def carried_names(index: pd.Index, carried: np.ndarray, holders: list) -> np.nda
     out = np.full(len(index), "", dtype=object)
     if not len(holders) or not (carried >= 0).any():
         return out
+    recs = [(int(r["ev"]), name.partition(":")[2] or name, [int(x) for x in sids])
+            for r in holders for name, sids in (r.get("names") or {}).items()]
+    rows = iter(index.get_indexer([x for _, _, sids in recs for x in sids]).tolist())
     names: dict[int, list[str]] = {}
-    for r in holders:
-        ev = int(r["ev"])
-        for name, sids in (r.get("names") or {}).items():
-            at = index.get_indexer([int(s) for s in sids])
-            for row in at[at >= 0].tolist():
-                if carried[row] == ev:
-                    var = name.partition(":")[2] or name
-                    if var not in names.setdefault(row, []):
-                        names[row].append(var)
+    for ev, var, sids in recs:   # one `get_indexer` over every record (a long run's many)
+        for row in (next(rows) for _ in sids):
+            if row >= 0 and carried[row] == ev and var not in names.setdefault(row, []):
+                names[row].append(var)
     for row, vs in names.items():
         out[row] = f"{', '.join(vs)} (carried by the script)"
     return out
