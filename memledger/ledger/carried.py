@@ -121,6 +121,42 @@ def carried_until(df: pd.DataFrame, is_act: np.ndarray, marks: StepMarks,
     return out
 
 
+# Note [A carried state, named by its holder]
+# A state the script carries read `other` in `show`'s tables unnamed, by the op that made
+# it (`tanh in cell`, tests/clients/train_carried_state.py `--add`, 3 steps: the peak's
+# 512 B of `other`, and the idle table's first row, 512 B x 3 over 119 events), as if the
+# model held it. The script holds it, under a name: the `holders` record of the step end
+# it is carried from (Note [Who holds a saved storage at a step's end], trace/
+# step_holders.py) lists the names of the script's frames that hold it there, so from
+# that end it is named by them, `h (carried by the script)`, as a gradient kept past its
+# step is `weight (a past gradient)`; until that end it is the activation it was, and
+# keeps the activation's name (`name_before`). The variable alone, without its function
+# (`main:h` -> `h`, `fn:self.h` -> `self.h`): the table's module column says where the op
+# ran, and the record's name is the script's own word for it. Several names holding one
+# storage (`h` and `states[1]` in `--states`) are all written, in the record's order (the
+# innermost frame first, then its variables' order). A state carried with no record at
+# its end (an older ledger; a loop a library runs, whose frames the walk does not read)
+# keeps its op's name, as before.
+def carried_names(index: pd.Index, carried: np.ndarray, holders: list) -> np.ndarray:
+    """Per storage of `index`, `h (carried by the script)` from the names of the script
+    that hold it at its `carried` event, "" where none or not carried (Note [A carried
+    state, named by its holder])."""
+    out = np.full(len(index), "", dtype=object)
+    if not len(holders) or not (carried >= 0).any():
+        return out
+    recs = [(int(r["ev"]), name.partition(":")[2] or name, [int(x) for x in sids])
+            for r in holders for name, sids in (r.get("names") or {}).items()]
+    rows = iter(index.get_indexer([x for _, _, sids in recs for x in sids]).tolist())
+    names: dict[int, list[str]] = {}
+    for ev, var, sids in recs:   # one `get_indexer` over every record (a long run's many)
+        for row in (next(rows) for _ in sids):
+            if row >= 0 and carried[row] == ev and var not in names.setdefault(row, []):
+                names[row].append(var)
+    for row, vs in names.items():
+        out[row] = f"{', '.join(vs)} (carried by the script)"
+    return out
+
+
 def _held_as_state(index: pd.Index, carried: np.ndarray, close: int,
                    holders: list) -> np.ndarray:
     """Per storage: held at the step end `close` by a name that, at an earlier step's end,

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from memledger.errors import LedgerFormatError
-from memledger.ledger.carried import carried_until
+from memledger.ledger.carried import carried_names, carried_until
 from memledger.ledger.held_roles import (dropped_spans, kept_across_a_step, optimizer_copies,
                                          past_gradients)
 from memledger.ledger.names import model_forward
@@ -1124,7 +1124,9 @@ def _storages(by_kind: dict[str, list[Record]]) -> tuple[pd.DataFrame, pd.DataFr
     # A parameter or buffer belongs to the module that owns it, whatever op made its storage.
     # So does a named `other` (a module the script never calls: Note [Modules never called])
     owned = df["category"].isin(["parameter", "buffer", "other"]).to_numpy() & \
-        (df["name"] != "").to_numpy()
+        (df["name"] != "").to_numpy() & (df["cat_before"] != "activation").to_numpy()
+    # (a carried state's name is the script's variable, no module's path: its module stays
+    # the op's, Note [A carried state, named by its holder] in ledger/carried.py)
     df.loc[owned, "module"] = [n.rpartition(".")[0] for n in df.loc[owned, "name"]]
     for col in ("saved_ev", "unpack_ev", "saved_last_ev", "unpack_first_ev", "unpack_end_ev",
                 "unpack_pass1_end_ev", "unpack_pass2_ev", "unpack_rel_ev"):
@@ -1245,6 +1247,10 @@ def _earlier_roles(df: pd.DataFrame, roles: pd.DataFrame, phases: list[Record] =
         until[at], before[at] = carried[at], "activation"
         name[at], module[at] = df["name"].to_numpy()[at], df["module"].to_numpy()[at]
         df.iloc[at, df.columns.get_loc("category")] = "other"
+        # Note [A carried state, named by its holder] (ledger/carried.py)
+        held = carried_names(df.index, carried, holders)
+        if (by := np.flatnonzero(held != "")).size:
+            df.iloc[by, df.columns.get_loc("name")] = held[by]
     df["cat_until"], df["cat_before"], df["name_before"], df["module_before"] = \
         until, before, name, module
 

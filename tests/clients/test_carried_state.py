@@ -81,6 +81,43 @@ def test_a_carried_state_the_next_step_saves_again_stays_an_activation():
     assert (s.resident["activation"], s.resident["other"]) == (1_056, 0)
 
 
+def test_show_names_a_carried_state_by_the_scripts_variable():
+    """`--add`: the state each step carries reads `other` from its step's end (above), and
+    `show` named it by the op that made it, as if the model held it: `tanh` in `cell` among
+    the peak's largest tensors (name ""), and `tanh in cell` atop the idle table (512 B x 3,
+    119 idle events). The script holds it, as `h` at the end it is carried from (the
+    `holders` record, Note [A carried state, named by its holder]): now
+    `h (carried by the script)` in both tables and in `--json`; its module stays the op's,
+    and the activation it was until its step's end keeps the op's name."""
+    led = ledger_pass("train_carried_state.py", ["--add"], steps=3)
+    s = led.summary()
+    other = [r for r in s.to_json_dict()["top_tensors"] if r["category"] == "other"]
+    assert other == [{"bytes": STATE, "category": "other", "module": "cell", "shape": "8x16",
+                      "dtype": "float32", "op": "tanh.default",
+                      "name": "h (carried by the script)"}]             # before: name ""
+    row = s.to_json_dict()["idle"][0]
+    assert (row["bytes"], row["count"], row["category"], row["module"], row["name"],
+            row["idle_events"]) == (STATE, 3, "other", "cell", "h (carried by the script)",
+                                    119)                                # before: name ""
+    step1_end = int(led.steps["ev"].iloc[0])
+    sid = int(led.live_at(led.peak().event).query("category == 'other'")["sid"].iloc[0])
+    assert led.live_at(step1_end - 1).loc[sid, ["category", "name", "module"]].tolist() == [
+        "activation", "", "cell"]
+    assert led.live_at(step1_end).loc[sid, ["category", "name", "module"]].tolist() == [
+        "other", "h (carried by the script)", "cell"]
+    from rich.console import Console
+
+    from memledger.report.terminal import print_summary
+
+    con = Console(width=200, record=True)
+    print_summary(s, con, source="run.ledger")
+    lines = [ln.rstrip() for ln in con.export_text().splitlines()]
+    assert "  512 B │ other      │ cell     │ 8x16   │ float32 │ h (carried by the script)" \
+        in lines
+    assert "  512 B │ 3 │ other      │ h (carried by the script) │ 8x16   │         119" \
+        in lines
+
+
 @pytest.mark.slow   # two ledger passes: 10.4 s here at load 12 on 2 cores
 def test_the_last_steps_state_is_what_its_name_held_in_an_earlier_step():
     """The last step has no next one to read its state (Note [The last step's state, by its

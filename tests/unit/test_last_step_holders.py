@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pandas as pd
 
-from memledger.ledger.carried import carried_until
+from memledger.ledger.carried import carried_names, carried_until
 from memledger.ledger.step_marks import step_marks
 
 # two steps: forward at 0 and 21, backward at 10 and 30, the step records at 20 and 40
@@ -98,3 +98,22 @@ def test_step_holders_names_locals_items_and_a_receivers_attributes():
     assert {k: v for k, v in got.items() if k.startswith("run:")} == {
         "run:h": [1], "run:pair[1]": [2], "run:named['k']": [3], "run:view[0]": [4],
         "run:self.state": [5]}
+
+
+def test_a_carried_state_is_named_by_the_names_that_hold_it_at_its_end():
+    """Note [A carried state, named by its holder]: each carried storage is named by the
+    variables that hold it at the end it is carried from (the function dropped, every name
+    in the record's order, once); `carried` at step 2 does not name sid 1, carried from
+    step 1's end; a storage not carried, or carried with no record at its end, has none."""
+    holders = [{"k": "holders", "step": 1, "ev": 20,
+                "names": {"main:h": [1], "main:out": [4], "fn:self.h": [1]}},
+               {"k": "holders", "step": 2, "ev": 40,
+                "names": {"main:h": [2], "main:states[1]": [2], "main:out": [3],
+                          "main:carried": [1]}}]
+    df = _storages()
+    until = carried_until(df, np.ones(len(df), dtype=bool), step_marks(PHASES, STEPS), holders)
+    assert carried_names(df.index, until, holders).tolist() == [
+        "h, self.h (carried by the script)", "h, states[1] (carried by the script)", "", ""]
+    assert carried_names(df.index, until, holders[1:]).tolist() == [
+        "", "h, states[1] (carried by the script)", "", ""]
+    assert carried_names(df.index, until, []).tolist() == ["", "", "", ""]
