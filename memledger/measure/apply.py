@@ -1218,8 +1218,9 @@ def _refuse_rewritten_state(where: tuple[str, str], state: list,
     dotted = set(_data_written(state, digests)) if digests is not None else set()
     rewritten = [n for n, ref, v in state if (t := ref()) is not None and
                  (t._version != v or n in dotted)]
-    written = next((n for n in rewritten if n in forward_wrote),
-                   rewritten[0] if rewritten else None)
+    # Note [The state named first, by name] (replay/stateful.py)
+    written = min((n for n in rewritten if n in forward_wrote),
+                  default=min(rewritten, default=None))
     if written is not None:
         policy, path = where
         raise PolicyError(state_rewritten_message(
@@ -1430,7 +1431,8 @@ class _Recompute:
                 wrote = [n for n, _, _ in state if n in dotted or n in wrote]
                 self._digests = None
             self._forward_wrote = frozenset(wrote)   # Note [The write the forward made,
-            _LAST_RERUN[:] = [(where, wrote[0] if wrote else None,              # named]
+            _LAST_RERUN[:] = [(where, min(wrote, default=None),  # named]; Note [The
+                               # state named first, by name] (replay/stateful.py)
                                _filled_since(where, self._state_parts, self._full))]
             self._attrs = _attributes_held(self._state_parts, self._left)
         self._stack = contextlib.ExitStack()

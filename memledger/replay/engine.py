@@ -866,7 +866,8 @@ def _refuse_rewritten_state(prep: Prepared, calls: _Calls, stop: np.ndarray,
     bad = bad[np.isin(k[bad], k[stale])]
     if len(bad):
         last = _met_first(calls, k[bad])
-        i = int(bad[k[bad] == last][0])        # writes are in event order
+        # Note [The state named first, by name] (replay/stateful.py)
+        i = min(bad[k[bad] == last].tolist(), key=lambda j: prep.state_writes[j][1])
         return last, state_rewritten_message(policy.text(), str(calls.mods[last]),
                                              prep.state_writes[i][1],
                                              replaced=prep.state_writes[i][3])
