@@ -64,7 +64,13 @@ def test_running_stats_refuse_a_rerun_of_the_head_on_both_sides():
     assert run.ledger.peak_with_scratch() == run.allocator_peak
     ck = run.policies["checkpoint:head"]
     assert ck.predicted is None and ck.measured is None
-    assert "in place" in ck.predict_refusal and "in place" in ck.measure_refusal
+    # predict named running_mean (the first write), measure step (the first buffer held):
+    # Note [The state named first, by name] (memledger/replay/stateful.py)
+    assert ck.predict_refusal == ck.measure_refusal == (
+        "memledger: checkpoint:head would re-run head, whose forward writes head.hl_gauss_loss."
+        "running_stats.running_estimate_p in place, so the re-run would start from what the "
+        "forward left and compute other values (other gradients, or a metric that counts the "
+        "batch twice); offload that module instead, or keep that write out of the region")
     off = run.policies["offload:head"]
     assert off.predicted == off.measured
 
