@@ -1218,9 +1218,9 @@ def _refuse_rewritten_state(where: tuple[str, str], state: list,
     dotted = set(_data_written(state, digests)) if digests is not None else set()
     rewritten = [n for n, ref, v in state if (t := ref()) is not None and
                  (t._version != v or n in dotted)]
-    # Note [The state named first, by name] (replay/stateful.py)
-    written = min((n for n in rewritten if n in forward_wrote),
-                  default=min(rewritten, default=None))
+    # Note [The state named first, by name] (replay/stateful.py): of what the forward
+    # wrote, as predict names it from the trace's writes of that call
+    written = None if not rewritten else min(forward_wrote, default=min(rewritten))
     if written is not None:
         policy, path = where
         raise PolicyError(state_rewritten_message(

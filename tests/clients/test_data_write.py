@@ -24,14 +24,15 @@ def test_a_selective_rerun_after_a_write_through_data_is_refused_alike():
     size of tensor a (4) must match the size of tensor b (16)", exit 3) where predict
     refused it. measure now sees the write by its digest and says predict's line (Note [A
     write through .data, seen by its digest], memledger/measure/apply.py)."""
+    # `initted` before `means`: Note [The state named first, by name] (replay/stateful.py)
     pol = "selective:blocks.*"
     run = run_client("train_data_write.py", [], [pol, "offload:blocks.*"], steps=1)
     assert run.ledger.peak_with_scratch() == run.allocator_peak == 12_214
     p = run.policies[pol]
     assert p.predicted is None is p.measured
     assert p.predict_refusal == p.measure_refusal == (
-        f"memledger: {pol} would re-run blocks.1, whose forward writes blocks.1.means in "
-        "place, so the re-run would start from what the forward left and compute other "
+        f"memledger: {pol} would re-run blocks.1, whose forward writes blocks.1.initted "
+        "in place, so the re-run would start from what the forward left and compute other "
         "values (other gradients, or a metric that counts the batch twice); offload that "
         "module instead, or keep that write out of the region")
     p = run.policies["offload:blocks.*"]
@@ -44,13 +45,15 @@ def test_a_rerun_that_writes_through_data_again_is_refused_alike():
     checkpoint's re-run moves them a second time. predict refused `checkpoint:blocks.*`;
     measure, which judged a re-run's writes by version counters alone, ran it (Note [A
     re-run's write through .data], memledger/measure/apply.py). Both refuse in one line."""
+    # the first call also writes `initted`, named before `means` (Note [The state named
+    # first, by name], replay/stateful.py)
     pol = "checkpoint:blocks.*"
     run = run_client("train_data_write.py", ["--ema"], [pol], steps=1)
     assert run.ledger.peak_with_scratch() == run.allocator_peak
     p = run.policies[pol]
     assert p.predicted is None is p.measured, p
     assert p.predict_refusal == p.measure_refusal == (
-        f"memledger: {pol} would re-run blocks.1, whose forward writes blocks.1.means in "
-        "place, so the re-run would start from what the forward left and compute other "
+        f"memledger: {pol} would re-run blocks.1, whose forward writes blocks.1.initted "
+        "in place, so the re-run would start from what the forward left and compute other "
         "values (other gradients, or a metric that counts the batch twice); offload that "
         "module instead, or keep that write out of the region")

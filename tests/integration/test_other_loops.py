@@ -502,7 +502,8 @@ def test_qat_observers_make_checkpoint_refused_by_predict():
     ckpt, off = run.policies["checkpoint:blocks.*"], run.policies["offload:blocks.*"]
     assert ckpt.predicted is None and ckpt.predict_refusal.startswith(
         "memledger: checkpoint:blocks.* would re-run blocks.1, whose forward writes "
-        "blocks.1.0.weight_fake_quant.activation_post_process.min_val in place"), ckpt
+        "blocks.1.0.activation_post_process.activation_post_process.max_val in place"), ckpt
+    # the first by name, not the first written (Note [The state named first, by name])
     assert off.predicted == off.measured == 316_460, off
     # compare's REJECT line (the gradient gate's) now carries predict's reason with it
     from memledger.measure.runner import MeasureResult
