@@ -1193,9 +1193,10 @@ def _versions_now(state: list) -> list:
 # `checkpoint:net.performer`, finding it at 1, redraws the matrices: predict said
 # "writes net.performer.proj_updater.calls_since_last_redraw in place", measure "writes
 # net.performer.net.layers.0.0.fn.fast_attention.projection_matrix in place", which that
-# forward never wrote (tests/clients/train_performer.py --redraw 1). Now a buffer both the
-# forward (before the re-run started) and the re-run wrote is named first; one the re-run
-# alone wrote only where there is none.
+# forward never wrote (tests/clients/train_performer.py --redraw 1). Now, where the re-run
+# wrote any, a buffer the forward wrote (before the re-run started) is named, the first by
+# name (Note [The state named first, by name], replay/stateful.py); one the re-run alone
+# wrote only where there is none.
 # Note [A re-run's write through .data]
 # A write through `.data` bumps no version counter, so a re-run that wrote its region's state
 # that way ran on, refused only by predict (from the trace's writes): vector-quantize-
@@ -1214,7 +1215,8 @@ def _refuse_rewritten_state(where: tuple[str, str], state: list,
     """As a re-run ends: a buffer or tensor attribute of the region written since the
     versions in `state` (Note [State a re-run writes again] in replay/stateful.py), or
     through `.data` since `digests` (Note [A re-run's write through .data]), one in
-    `forward_wrote` first (Note [The write the forward made, named])."""
+    named by the first in `forward_wrote` by name (Note [The write the forward made,
+    named], Note [The state named first, by name] in replay/stateful.py)."""
     dotted = set(_data_written(state, digests)) if digests is not None else set()
     rewritten = [n for n, ref, v in state if (t := ref()) is not None and
                  (t._version != v or n in dotted)]

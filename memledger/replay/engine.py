@@ -847,7 +847,8 @@ def _refuse_rewritten_state(prep: Prepared, calls: _Calls, stop: np.ndarray,
     later steps write again (Note [A state the region reads before it writes],
     trace/collector.py); a training BatchNorm's writes are not among `state_writes`.
     Refused by the last such call, as backward re-runs it first (measure meets it as that
-    re-run starts), naming its first such buffer: (that call, the one line), or None
+    re-run starts), naming the first such buffer by name (Note [The state named first, by
+    name], replay/stateful.py): (that call, the one line), or None
     (Note [The re-run backward meets first])."""
     if not prep.state_writes or not len(calls) or not _is_recomputed(calls.kind).any():
         return None

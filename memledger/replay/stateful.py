@@ -315,11 +315,32 @@ def selective_recast_message(policy_text: str, module: str) -> str:
 # recompute, pruning's `weight = weight_orig * mask`, makes the same values again).
 # Not a state the forward fills without reading it first, once (a cache: Note [A state
 # the region reads before it writes], trace/collector.py).
+
+
+# Note [The state named first, by name]
+# The refusal names one state the region's forward wrote. predict named the first the
+# trace saw written in the call (event order), measure the first of the region's buffers
+# in the order the modules hold them (`_buffers`, then tensor attributes) among those the
+# re-run wrote again. A module that registers its buffers in one order and writes them in
+# another got two lines: hl-gauss-pytorch's `RunningStats` registers `step`, then
+# `running_mean` and `running_estimate_p`, and writes `running_mean`, `running_estimate_p`,
+# then `step.add_(1)`, so `checkpoint:head` (tests/clients/train_hl_gauss.py
+# --running-stats) read "writes head.hl_gauss_loss.running_stats.running_mean in place"
+# from predict and "...running_stats.step in place" from measure. Measure cannot order
+# writes (a version counter says that a tensor moved, not when), so both now name the
+# first by its dotted name of what the forward wrote in that call: predict of the call's
+# writes before its last save, measure of the states that moved between the forward's start
+# and the re-run's (the re-run's own writes where none did). The same line on both sides,
+# ("...running_stats.running_estimate_p in place"), pinned in plain torch by
+# tests/clients/train_running_stats.py. Lines that changed with it: a QAT block names its
+# activation observer's `max_val` before the weight's `min_val`; routing's `Kmeans` its
+# `initted` flag before its `means`.
 def state_rewritten_message(policy_text: str, module: str, name: str,
                             replaced: bool = False) -> str:
     """One line: a re-run region whose forward writes a buffer in place, or (`replaced`)
     replaces a buffer or tensor attribute by one made from it (predict and measure name
-    the last such call, which backward re-runs first, and its first buffer)."""
+    the last such call, which backward re-runs first, and the first by name of the states
+    its forward wrote: Note [The state named first, by name])."""
     what = name or "a tensor it keeps from before (a metric's running sums, a counter)"
     how = (f"replaces {what} by a tensor made from the one before (a state kept across "
            "calls: a metric's running sums, a spiking neuron's membrane)") if replaced \
