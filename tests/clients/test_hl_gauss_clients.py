@@ -58,21 +58,22 @@ def test_running_stats_refuse_a_rerun_of_the_head_on_both_sides():
     """`--running-stats`: the head's loss updates its running mean / variance / step buffers
     in place on each training forward and builds a new `HLGaussLossFromSupport` from them:
     predict and measure both refuse `checkpoint:head` (a re-run would start from the
-    written buffers); an offload of the head is predicted as measured (26,816 B)."""
+    written buffers) in one line, naming `running_estimate_p`, the first by name (predict
+    named `running_mean`, the first written, measure `step`, the first registered: Note
+    [The state named first, by name], memledger/replay/stateful.py); an offload of the head
+    is predicted as measured (31,836 B)."""
     argv = ["--model", "mlp", "--running-stats", "--accum", "2", "--clip"]
     run = run_client("train_hl_gauss.py", argv, ["checkpoint:head", "offload:head"], steps=2)
     assert run.ledger.peak_with_scratch() == run.allocator_peak
     ck = run.policies["checkpoint:head"]
     assert ck.predicted is None and ck.measured is None
-    # predict named running_mean (the first write), measure step (the first buffer held):
-    # Note [The state named first, by name] (memledger/replay/stateful.py)
     assert ck.predict_refusal == ck.measure_refusal == (
         "memledger: checkpoint:head would re-run head, whose forward writes head.hl_gauss_loss."
         "running_stats.running_estimate_p in place, so the re-run would start from what the "
         "forward left and compute other values (other gradients, or a metric that counts the "
         "batch twice); offload that module instead, or keep that write out of the region")
     off = run.policies["offload:head"]
-    assert off.predicted == off.measured
+    assert off.predicted == off.measured == 31_836
 
 
 @pytest.mark.parametrize("bug", [False, True])
