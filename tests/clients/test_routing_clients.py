@@ -60,5 +60,5 @@ def test_a_routed_lm_is_predicted_as_measured_and_selective_refused_alike():
     assert p.predict_refusal == p.measure_refusal
     assert p.measure_refusal.startswith(
         f"memledger: {sel} would re-run {P}.1.0.fn, whose forward writes "
-        f"{P}.1.0.fn.global_attn.kmeans.means in place")
+        f"{P}.1.0.fn.global_attn.kmeans.initted in place")
     assert_one_doctor_error("train_routing.py", ["--mode", "lm", "--steps", "1"], 1, None, "")
