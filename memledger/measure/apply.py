@@ -1432,9 +1432,11 @@ class _Recompute:
                 dotted = set(_data_written(state, self._digests))
                 wrote = [n for n, _, _ in state if n in dotted or n in wrote]
                 self._digests = None
-            self._forward_wrote = frozenset(wrote)   # Note [The write the forward made,
-            _LAST_RERUN[:] = [(where, min(wrote, default=None),  # named]; Note [The
-                               # state named first, by name] (replay/stateful.py)
+            # Note [The write the forward made, named]; the state named is the first by
+            # name (Note [The state named first, by name], replay/stateful.py)
+            self._forward_wrote = frozenset(wrote)
+            first_written = min(wrote, default=None)
+            _LAST_RERUN[:] = [(where, first_written,
                                _filled_since(where, self._state_parts, self._full))]
             self._attrs = _attributes_held(self._state_parts, self._left)
         self._stack = contextlib.ExitStack()
