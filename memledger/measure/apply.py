@@ -70,6 +70,7 @@ from torch.utils.checkpoint import (
 from memledger.crash import internal
 from memledger.errors import MatchesNoModule, PolicyError
 from memledger.measure.offload import Offloader
+from memledger.replay.aten_names import save_op_refusal
 from memledger.replay.policies import (
     DEFAULT_SAVE_OPS,
     Policy,
@@ -1601,8 +1602,7 @@ def _check_save_ops(policy: str, ops: tuple[str, ...]) -> None:
     for name in ops:
         packet = getattr(torch.ops.aten, name, None)
         if packet is None:
-            raise PolicyError(f"{policy}: save={name} is no aten op, so selective would keep "
-                              "nothing (op kinds are aten names like mm,addmm,bmm,convolution)")
+            raise PolicyError(save_op_refusal(policy, name, False))
         seen = False
         for overload in packet.overloads():
             if "out" in overload:   # aten.linear.out has a kernel of its own; never called
@@ -1615,11 +1615,8 @@ def _check_save_ops(policy: str, ops: tuple[str, ...]) -> None:
                     break
             except RuntimeError:   # an overload the build does not register
                 continue
-        if not seen:
-            raise PolicyError(f"{policy}: save={name} never reaches selective checkpointing "
-                              f"(torch breaks aten.{name} into other ops first), so nothing "
-                              "would be kept; name the ops it becomes instead (a matmul or "
-                              "linear becomes mm, addmm or bmm; a conv2d convolution)")
+        if not seen:   # predict says the same from its lists (Note [Save names predict
+            raise PolicyError(save_op_refusal(policy, name, True))   # checks without torch])
 
 
 def _selective_context(save_ops: tuple[str, ...]) -> Callable:

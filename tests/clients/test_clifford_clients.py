@@ -25,7 +25,10 @@ ledger and predictions):
 - `--model fno3d --grid 4 --rollout 2`: 2,232,676 B; `offload:@CliffordSpectralConv3d`
   1,397,092 B, `selective:layers.*:save=_fft_c2c,bmm` 1,752,232 B, `checkpoint:layers.0`
   1,605,544 B.
-The doctor finds nothing on the loop, and finds `--bug clip-after-step` (clip_order).
+`selective:layers.*:save=_fft_c2c,einsum,bmm` is refused by both sides in one line (predict
+priced it, 770,224 B on `--model fno2d --rollout 2 --clip`, before Note [Save names predict
+checks without torch], replay/aten_names.py). The doctor finds nothing on the loop, and
+finds `--bug clip-after-step` (clip_order).
 """
 
 import importlib.util
@@ -77,10 +80,17 @@ def test_a_clifford_fno_rollout_with_accumulation_and_clipping():
             "offload:layers.*:min=4KiB": 477_444,
             "checkpoint:layers.0+offload:layers.1": 612_764,
             "offload:@CliffordConv2d+checkpoint:@CliffordSpectralConv2d": 1_445_956}
-    run = run_client("train_clifford.py", argv, list(pols))
+    einsum = "selective:layers.*:save=_fft_c2c,einsum,bmm"   # einsum never reaches dispatch
+    run = run_client("train_clifford.py", argv, [*pols, einsum])
     assert run.ledger_peak == 1_503_652
     assert_pinned(run.allocator_peak, amd_bf16=1_503_652)
     _all_as_measured(run, pins=pols)
+    # priced by predict alone before Note [Save names predict checks without torch]
+    p = run.policies[einsum]
+    assert p.predicted is None and p.measured is None
+    assert p.predict_refusal.removeprefix("memledger: ") == \
+        p.measure_refusal.removeprefix("memledger: ")
+    assert "save=einsum never reaches selective checkpointing" in p.measure_refusal
     assert fake_client_gaps("train_clifford.py", argv, list(pols)) == {}
 
 
