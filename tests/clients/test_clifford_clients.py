@@ -11,6 +11,9 @@ Measured (`tests/clients/harness.py run_client`, the helper hunt56b, 2026-12-07,
 2.13.0 CPU, AMD Zen 4 with AVX-512 bf16, OMP_NUM_THREADS=1, 2 steps; ledger (+ kernel
 scratch) = allocator, every policy predicted = measured, `--fake --device cpu` the same
 ledger and predictions):
+- `--model conv1d --batchnorm --rollout 2`: 31,036 B (+ 4,308 = 35,344); checkpoint and
+  selective refused alike (the batch norm writes its running stats), `offload:blocks.*`
+  17,312 B.
 - `--model conv1d --rollout 3 --clip`: 29,172 B (+ 4,308 B of conv scratch = 33,480);
   `offload:blocks.*` 17,576 B, `offload:head` 32,200 B (measured 17,588 and 32,204
   before Note [A constant a module holds, left on the device], measure/apply.py: the
@@ -122,3 +125,21 @@ def test_the_doctor_on_the_rollout_loop():
     assert_one_doctor_error("train_clifford.py", ["--model", "conv1d", "--bug",
                                                   "clip-after-step"], 2, "clip_order",
                             "torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)")
+
+
+@pytest.mark.slow
+def test_a_clifford_batch_norm_refuses_a_rerun_on_both_sides():
+    """`CliffordBatchNorm1d` updates its running mean, covariance and batch count in place
+    in every training forward: a re-run would count the batch twice, so checkpoint and
+    selective over it are refused by predict and measure in the same line; offload is
+    priced (17,312 B, 2-step rollout)."""
+    pols = ["checkpoint:blocks.*", "selective:blocks.*", "offload:blocks.*"]
+    run = run_client("train_clifford.py", ["--model", "conv1d", "--batchnorm", "--rollout",
+                                           "2"], pols)
+    assert run.ledger_peak == 31_036
+    assert_pinned(run.allocator_peak, amd_bf16=35_344)
+    for policy in pols[:2]:
+        p = run.policies[policy]
+        assert p.predicted is None and p.predict_refusal == p.measure_refusal
+        assert "writes blocks.1.norm.num_batches_tracked in place" in p.predict_refusal
+    _all_as_measured(run, pins={"offload:blocks.*": 17_312})

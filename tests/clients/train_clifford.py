@@ -23,7 +23,8 @@ Models (`--model`):
 - `fno3d`: `CliffordNet3d` with `CliffordFourierBasicBlock3d` (`fftn` over 3-D grids of
   8-blade multivectors), g = (1, 1, 1).
 - `conv1d`: written here from the layers: `CliffordConv1d` blocks with a residual and a
-  `CliffordLinear` head, g = (-1,).
+  `CliffordLinear` head, g = (-1,); `--batchnorm` a `CliffordBatchNorm1d` in each block
+  (running mean and covariance updated in place in every training forward).
 
 `--rollout K` applies the model to its own output K times and sums the K losses (the same
 modules called K times a step), `--accum N` gradient accumulation, `--clip` gradient
@@ -42,27 +43,30 @@ from cliffordlayers.models.models_2d import (CliffordBasicBlock2d,
                                              CliffordFourierBasicBlock2d, CliffordNet2d)
 from cliffordlayers.models.models_3d import CliffordFourierBasicBlock3d, CliffordNet3d
 from cliffordlayers.models.utils import partialclass
+from cliffordlayers.nn.modules.batchnorm import CliffordBatchNorm1d
 from cliffordlayers.nn.modules.cliffordconv import CliffordConv1d
 from cliffordlayers.nn.modules.cliffordlinear import CliffordLinear
 
 
 class Conv1dBlock(nn.Module):
-    """Two 1-D Clifford convolutions with a GELU between and a residual."""
+    """Two 1-D Clifford convolutions with a GELU between and a residual; `batchnorm`: a
+    Clifford batch norm (running mean and covariance buffers) after the first."""
 
-    def __init__(self, g, ch: int) -> None:
+    def __init__(self, g, ch: int, batchnorm: bool = False) -> None:
         super().__init__()
         self.conv1 = CliffordConv1d(g, ch, ch, kernel_size=3, padding=1)
+        self.norm = CliffordBatchNorm1d(g, ch) if batchnorm else nn.Identity()
         self.conv2 = CliffordConv1d(g, ch, ch, kernel_size=3, padding=1)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x + self.conv2(F.gelu(self.conv1(x)))
+        return x + self.conv2(F.gelu(self.norm(self.conv1(x))))
 
 
 class Clifford1dNet(nn.Module):
-    def __init__(self, g, in_ch: int, ch: int, blocks: int) -> None:
+    def __init__(self, g, in_ch: int, ch: int, blocks: int, batchnorm: bool = False) -> None:
         super().__init__()
         self.encoder = CliffordConv1d(g, in_ch, ch, kernel_size=1)
-        self.blocks = nn.ModuleList(Conv1dBlock(g, ch) for _ in range(blocks))
+        self.blocks = nn.ModuleList(Conv1dBlock(g, ch, batchnorm) for _ in range(blocks))
         self.head = CliffordLinear(g, ch, in_ch)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:   # (B, C, X, 2)
@@ -99,7 +103,7 @@ def build(args) -> tuple[nn.Module, tuple[int, ...]]:
                               out_channels=1, hidden_channels=ch, activation=F.gelu,
                               norm=args.norm)
         return model, (1, n, n, n, 6)
-    return Clifford1dNet((-1,), 2, ch, args.blocks), (2, n, 2)
+    return Clifford1dNet((-1,), 2, ch, args.blocks, args.batchnorm), (2, n, 2)
 
 
 def main() -> None:
@@ -113,6 +117,7 @@ def main() -> None:
     p.add_argument("--batch", type=int, default=2)
     p.add_argument("--norm", action="store_true")
     p.add_argument("--rotation", action="store_true")
+    p.add_argument("--batchnorm", action="store_true")
     p.add_argument("--rollout", type=int, default=1)
     p.add_argument("--accum", type=int, default=1)
     p.add_argument("--clip", action="store_true")
